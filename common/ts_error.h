@@ -1,0 +1,30 @@
+/* ts_error.h — one error record for every loader and checker in tacosim.
+ *
+ * Functions that can fail return 0 on success and -1 on failure, filling a
+ * ts_err with "FILE: FIELD: REASON". Only main() prints it and exits with
+ * TS_EXIT_BAD_INPUT (2) for bad input, or TS_EXIT_FAILURE (1) otherwise. */
+#ifndef TS_ERROR_H
+#define TS_ERROR_H
+
+#include <stdarg.h>
+
+#define TS_EXIT_FAILURE 1
+#define TS_EXIT_BAD_INPUT 2
+
+typedef struct {
+  char msg[1024];
+  int bad_input; /* 1 when the user's input is at fault (exit status 2) */
+} ts_err;
+
+/* Formats "file: field: reason" into e (file or field may be NULL), marks it as
+ * bad input, and returns -1 so callers can write `return ts_fail(...)`. */
+int ts_fail(ts_err *e, const char *file, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Same, but for failures that are not the user's input (I/O, out of memory). */
+int ts_fail_sys(ts_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Exit status that main() should use for e. */
+int ts_exit_status(const ts_err *e);
+
+#endif

@@ -1,0 +1,218 @@
+#include "ts_json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* "layout" + "tp" -> "layout.tp" for error messages. */
+static const char *field_name(char *buf, size_t cap, const char *path, const char *key) {
+  if (path && *path)
+    snprintf(buf, cap, "%s.%s", path, key);
+  else
+    snprintf(buf, cap, "%s", key);
+  return buf;
+}
+
+json_t *tsj_load_file(const char *path, ts_err *e) {
+  json_error_t je;
+  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+  if (!root) {
+    if (je.line < 0 || strstr(je.text, "unable to open"))
+      ts_fail(e, path, NULL, "cannot read file (%s)", je.text);
+    else
+      ts_fail(e, path, NULL, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+    return NULL;
+  }
+  if (!json_is_object(root)) {
+    json_decref(root);
+    ts_fail(e, path, NULL, "top level must be a JSON object");
+    return NULL;
+  }
+  return root;
+}
+
+json_t *tsj_load_string(const char *text, size_t len, const char *what, ts_err *e) {
+  json_error_t je;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+  if (!root) {
+    ts_fail(e, what, NULL, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+    return NULL;
+  }
+  if (!json_is_object(root)) {
+    json_decref(root);
+    ts_fail(e, what, NULL, "top level must be a JSON object");
+    return NULL;
+  }
+  return root;
+}
+
+static json_t *member(json_t *obj, const char *key) {
+  json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+  return (v && json_is_null(v)) ? NULL : v;
+}
+
+json_t *tsj_object(json_t *parent, const char *key, const char *file, const char *path, ts_err *e) {
+  char f[256];
+  json_t *v = member(parent, key);
+  if (!v) {
+    ts_fail(e, file, field_name(f, sizeof f, path, key), "missing (an object is required)");
+    return NULL;
+  }
+  if (!json_is_object(v)) {
+    ts_fail(e, file, field_name(f, sizeof f, path, key), "must be an object");
+    return NULL;
+  }
+  return v;
+}
+
+json_t *tsj_object_opt(json_t *parent, const char *key, const char *file, const char *path, ts_err *e,
+                       bool *failed) {
+  char f[256];
+  json_t *v = member(parent, key);
+  *failed = false;
+  if (v && !json_is_object(v)) {
+    ts_fail(e, file, field_name(f, sizeof f, path, key), "must be an object");
+    *failed = true;
+    return NULL;
+  }
+  return v;
+}
+
+static int int_value(json_t *v, const char *key, long long lo, long long hi, long long *out, const char *file,
+                     const char *path, ts_err *e) {
+  char f[256];
+  if (!json_is_integer(v))
+    return ts_fail(e, file, field_name(f, sizeof f, path, key), "must be an integer");
+  long long x = json_integer_value(v);
+  if (x < lo || x > hi)
+    return ts_fail(e, file, field_name(f, sizeof f, path, key), "%lld is out of range [%lld, %lld]", x, lo, hi);
+  *out = x;
+  return 0;
+}
+
+int tsj_int(json_t *obj, const char *key, long long lo, long long hi, long long *out, const char *file,
+            const char *path, ts_err *e) {
+  char f[256];
+  json_t *v = member(obj, key);
+  if (!v) return ts_fail(e, file, field_name(f, sizeof f, path, key), "missing (an integer is required)");
+  return int_value(v, key, lo, hi, out, file, path, e);
+}
+
+int tsj_int_opt(json_t *obj, const char *key, long long lo, long long hi, long long dflt, long long *out,
+                const char *file, const char *path, ts_err *e) {
+  json_t *v = member(obj, key);
+  if (!v) {
+    *out = dflt;
+    return 0;
+  }
+  return int_value(v, key, lo, hi, out, file, path, e);
+}
+
+static int real_value(json_t *v, const char *key, double lo, double hi, double *out, const char *file,
+                      const char *path, ts_err *e) {
+  char f[256];
+  if (!json_is_number(v)) return ts_fail(e, file, field_name(f, sizeof f, path, key), "must be a number");
+  double x = json_number_value(v);
+  if (!isfinite(x) || x < lo || x > hi)
+    return ts_fail(e, file, field_name(f, sizeof f, path, key), "%g is out of range [%g, %g]", x, lo, hi);
+  *out = x;
+  return 0;
+}
+
+int tsj_real(json_t *obj, const char *key, double lo, double hi, double *out, const char *file,
+             const char *path, ts_err *e) {
+  char f[256];
+  json_t *v = member(obj, key);
+  if (!v) return ts_fail(e, file, field_name(f, sizeof f, path, key), "missing (a number is required)");
+  return real_value(v, key, lo, hi, out, file, path, e);
+}
+
+int tsj_real_opt(json_t *obj, const char *key, double lo, double hi, double dflt, double *out,
+                 const char *file, const char *path, ts_err *e) {
+  json_t *v = member(obj, key);
+  if (!v) {
+    *out = dflt;
+    return 0;
+  }
+  return real_value(v, key, lo, hi, out, file, path, e);
+}
+
+int tsj_bool(json_t *obj, const char *key, bool *out, const char *file, const char *path, ts_err *e) {
+  char f[256];
+  json_t *v = member(obj, key);
+  if (!v) return ts_fail(e, file, field_name(f, sizeof f, path, key), "missing (true or false is required)");
+  if (!json_is_boolean(v)) return ts_fail(e, file, field_name(f, sizeof f, path, key), "must be true or false");
+  *out = json_is_true(v);
+  return 0;
+}
+
+int tsj_bool_opt(json_t *obj, const char *key, bool dflt, bool *out, const char *file, const char *path,
+                 ts_err *e) {
+  if (!member(obj, key)) {
+    *out = dflt;
+    return 0;
+  }
+  return tsj_bool(obj, key, out, file, path, e);
+}
+
+int tsj_string(json_t *obj, const char *key, char *out, size_t cap, const char *file, const char *path,
+               ts_err *e) {
+  char f[256];
+  json_t *v = member(obj, key);
+  if (!v) return ts_fail(e, file, field_name(f, sizeof f, path, key), "missing (a string is required)");
+  if (!json_is_string(v)) return ts_fail(e, file, field_name(f, sizeof f, path, key), "must be a string");
+  size_t n = json_string_length(v);
+  if (n == 0) return ts_fail(e, file, field_name(f, sizeof f, path, key), "must not be empty");
+  if (n >= cap)
+    return ts_fail(e, file, field_name(f, sizeof f, path, key), "is %zu characters long (at most %zu)", n,
+                   cap - 1);
+  if (strlen(json_string_value(v)) != n)
+    return ts_fail(e, file, field_name(f, sizeof f, path, key), "must not contain NUL characters");
+  memcpy(out, json_string_value(v), n + 1);
+  return 0;
+}
+
+int tsj_string_opt(json_t *obj, const char *key, const char *dflt, char *out, size_t cap, const char *file,
+                   const char *path, ts_err *e) {
+  if (!member(obj, key)) {
+    snprintf(out, cap, "%s", dflt ? dflt : "");
+    return 0;
+  }
+  return tsj_string(obj, key, out, cap, file, path, e);
+}
+
+int tsj_enum(json_t *obj, const char *key, const char *const *names, int *out, const char *file,
+             const char *path, ts_err *e) {
+  char buf[128], f[256], allowed[512];
+  if (tsj_string(obj, key, buf, sizeof buf, file, path, e)) return -1;
+  size_t used = 0;
+  allowed[0] = '\0';
+  for (int i = 0; names[i]; i++) {
+    if (strcmp(buf, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+    used += (size_t)snprintf(allowed + used, used < sizeof allowed ? sizeof allowed - used : 0, "%s\"%s\"",
+                             i ? ", " : "", names[i]);
+    if (used >= sizeof allowed) used = sizeof allowed - 1;
+  }
+  return ts_fail(e, file, field_name(f, sizeof f, path, key), "\"%s\" is not one of %s", buf, allowed);
+}
+
+int tsj_enum_opt(json_t *obj, const char *key, const char *const *names, int dflt, int *out,
+                 const char *file, const char *path, ts_err *e) {
+  if (!member(obj, key)) {
+    *out = dflt;
+    return 0;
+  }
+  return tsj_enum(obj, key, names, out, file, path, e);
+}
+
+int tsj_schema(json_t *root, int supported, const char *file, ts_err *e) {
+  long long v;
+  if (tsj_int(root, "schema", 1, 1000000, &v, file, NULL, e)) return -1;
+  if (v != supported)
+    return ts_fail(e, file, "schema", "version %lld is not supported (this build reads version %d)", v,
+                   supported);
+  return 0;
+}

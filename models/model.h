@@ -1,0 +1,96 @@
+/* model.h — a transformer model and the ops of one of its decoder layers.
+ *
+ * Plain C, no CUDA, no SimGrid: the simulator and the GPU runtime both derive
+ * shapes, FLOPs, bytes, parameters and activation memory from here, so every
+ * formula exists once. Sizes are per GPU for a given tensor-parallel shard. */
+#ifndef MODEL_H
+#define MODEL_H
+
+#include <stdbool.h>
+
+#include "ts_error.h"
+
+typedef enum { MODEL_ACT_GELU, MODEL_ACT_SWIGLU } model_activation;
+typedef enum { MODEL_NORM_LAYERNORM, MODEL_NORM_RMSNORM } model_norm;
+typedef enum { MODEL_POS_LEARNED, MODEL_POS_ROPE } model_position;
+
+typedef struct {
+  char name[64];
+  char family[32];
+  int layers, hidden, heads, kv_heads, ffn_hidden, vocab, max_seq;
+  model_activation activation;
+  model_norm norm;
+  model_position position;
+  bool tied_embeddings;
+  bool qkv_bias;    /* Qwen2.5 has a bias on Q, K, V */
+  bool linear_bias; /* GPT-3 has biases on every linear layer */
+} model_config;
+
+/* Loads a model file. `name_or_path` is a path to a .json file, or a bare
+ * name looked up as `<models_dir>/<name>.json` (models_dir NULL: the
+ * directory compiled in as TACOSIM_MODELS_DIR). Checks every field. */
+int model_load(const char *name_or_path, const char *models_dir, model_config *m, ts_err *e);
+int model_from_json_text(const char *text, unsigned long len, const char *what, model_config *m, ts_err *e);
+
+/* How one layer is cut across GPUs. */
+typedef struct {
+  int tp;                 /* tensor-parallel degree */
+  bool sequence_parallel; /* Megatron SP: norms/dropout on seq/tp tokens, AG/RS instead of AR */
+  int micro_batch;        /* sequences per micro-batch */
+  int seq;                /* tokens per sequence */
+} model_shard;
+
+typedef enum {
+  MODEL_OP_GEMM,      /* a linear layer: out[m x n] = in[m x k] . W[k x n] */
+  MODEL_OP_ATTENTION, /* fused attention core (QK^T, softmax, .V) */
+  MODEL_OP_NORM,      /* LayerNorm or RMSNorm */
+  MODEL_OP_ELEMENTWISE, /* activation, bias, dropout, residual add */
+  MODEL_OP_EMBEDDING,
+  MODEL_OP_LOGITS_LOSS, /* output GEMM is a MODEL_OP_GEMM; this is the softmax cross-entropy */
+} model_op_kind;
+
+typedef enum {
+  MODEL_PAR_NONE,   /* replicated (or sequence-split under SP) */
+  MODEL_PAR_COLUMN, /* output features split across TP: QKV, FC1 (its input needs the full activation) */
+  MODEL_PAR_ROW,    /* input features split across TP: attention output projection, FC2 (output needs a reduction) */
+} model_parallel;
+
+typedef struct {
+  char name[24]; /* "ln1", "qkv", "attn", "attn_out", "ln2", "fc1", "act", "fc2", ... */
+  model_op_kind kind;
+  model_parallel parallel;
+  long long m, n, k;          /* GEMM forward shape on one GPU (m = tokens) */
+  double flops_fwd;           /* on one GPU */
+  double flops_bwd;           /* dgrad + wgrad (GEMMs: 2x forward); attention: 2.5x */
+  double bytes_fwd, bytes_bwd;/* device-memory traffic, for memory-bound ops */
+  double params;              /* parameters held on one GPU */
+} model_op;
+
+#define MODEL_MAX_LAYER_OPS 32
+
+/* Fills ops[] with one decoder layer's ops in forward order on one GPU;
+ * returns their count or -1 (with e) if the shard does not divide the model. */
+int model_layer_ops(const model_config *m, const model_shard *s, model_op *ops, int cap, ts_err *e);
+
+/* Bytes of the activation tensor [micro_batch * seq (/tp under SP) x hidden] in bf16:
+ * the size of each TP collective in a layer and of each pipeline send. */
+double model_activation_tensor_bytes(const model_config *m, const model_shard *s);
+
+/* Whole-model parameter counts (not sharded). */
+double model_params_total(const model_config *m);
+double model_params_per_layer(const model_config *m);
+double model_params_embedding(const model_config *m); /* input (+ output if untied) embeddings */
+
+/* Model FLOPs of one training iteration (forward + backward, as Megatron-LM
+ * counts them; recompute adds one more forward of the layers). */
+double model_flops_per_iteration(const model_config *m, long long global_batch, int seq, bool recompute);
+/* Narayanan et al. SC'21 closed form (GPT: 96 B s l h^2 (1 + s/6h + V/16lh)), for tests. */
+double model_flops_megatron_closed_form(const model_config *m, long long global_batch, int seq, bool recompute);
+
+typedef enum { MODEL_RECOMPUTE_NONE, MODEL_RECOMPUTE_SELECTIVE, MODEL_RECOMPUTE_FULL } model_recompute;
+
+/* Activation memory one layer keeps for backward, per micro-batch, on one GPU
+ * (Korthikanti et al. 2022, bf16). */
+double model_activation_bytes_per_layer(const model_config *m, const model_shard *s, model_recompute r);
+
+#endif
