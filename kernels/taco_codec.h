@@ -1,0 +1,71 @@
+/* taco_codec.h — the TACO FP8 codec for tensor-parallel tensors (C API).
+ *
+ * One encoded block of n elements with group size G holds
+ *     payload: ngroups * G bytes of FP8 (the last group zero-padded)
+ *     scales:  ngroups * 2 floats {s_a, s_q} per group, right after the payload
+ * with ngroups = ceil(n / G): taco_wire_bytes(n, G) = ngroups * (G + 8) bytes.
+ * Blocks are self-contained, so a message cut into chunks of whole groups is
+ * encoded chunk by chunk into consecutive blocks and each travels on its own.
+ *
+ * Per group: s_a = fp8_max * rsqrt(mean(x^2) + 1e-6) clamped to [1e-3, 1e3];
+ * y = H_G (s_a x) / sqrt(G); s_q = absmax(y) / fp8_max clamped to
+ * [1e-12, 1e6]; q = fp8_saturate(y / s_q). Decode: x = H_G (q s_q) / sqrt(G) / s_a.
+ *
+ * Host functions launch on the given stream and return 0, or -1 with a
+ * message (file:line) in taco_last_error(). The plain-C references in
+ * taco_ref.h compute the same functions on the CPU. */
+#ifndef TACO_CODEC_H
+#define TACO_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { TACO_FP8_E4M3, TACO_FP8_E5M2 } taco_fp8;
+typedef enum { TACO_DTYPE_BF16, TACO_DTYPE_FP32 } taco_dtype;
+
+typedef struct {
+  int group;    /* G = Hadamard size: 32, 64, 128, 256 or 512 */
+  taco_fp8 fp8;
+} taco_params;
+
+/* Non-finite inputs found by an encode: how many elements, and the first index.
+ * Lives in device memory; groups containing them are encoded as zeros and
+ * other groups are unaffected. Reset with taco_nonfinite_reset. */
+typedef struct {
+  unsigned long long count;
+  unsigned long long first_index; /* ULLONG_MAX when count == 0 */
+} taco_nonfinite;
+
+static inline size_t taco_groups(size_t n, int group) { return (n + (size_t)group - 1) / (size_t)group; }
+static inline size_t taco_wire_bytes(size_t n, int group) { return taco_groups(n, group) * ((size_t)group + 8); }
+
+const char *taco_last_error(void);
+int taco_params_valid(taco_params p);
+
+/* stream arguments are cudaStream_t, passed as void* so C callers need no CUDA headers */
+int taco_encode(const void *x, taco_dtype dt, size_t n, taco_params p, void *block, taco_nonfinite *nf,
+                void *stream);
+int taco_decode(const void *block, size_t n, taco_params p, void *y, taco_dtype dt, void *stream);
+/* k encoded blocks of n elements each, block i at in + i * taco_wire_bytes(n, G):
+ * y = sum_i decode(block i), accumulated in FP32. */
+int taco_decode_sum(const void *in, int k, size_t n, taco_params p, void *y, taco_dtype dt, void *stream);
+/* Same sum, re-encoded into one block (the reduce step of a two-shot all-reduce). */
+int taco_decode_sum_encode(const void *in, int k, size_t n, taco_params p, void *block, void *stream);
+
+/* CAAT-Net: rows x cols (cols = hidden), the first `shared` columns are synchronized. */
+int caat_gather_shared(const void *x, taco_dtype dt, size_t rows, size_t cols, size_t shared, void *out,
+                       void *stream);
+int caat_scatter_shared(const void *shared_in, taco_dtype dt, size_t rows, size_t cols, size_t shared,
+                        void *x, void *stream);
+/* Multiplies the private columns [shared, cols) by scale (sqrt(TP)). */
+int caat_scale_private(void *x, taco_dtype dt, size_t rows, size_t cols, size_t shared, float scale,
+                       void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
