@@ -24,7 +24,19 @@ typedef struct {
   bool tied_embeddings;
   bool qkv_bias;    /* Qwen2.5 has a bias on Q, K, V */
   bool linear_bias; /* GPT-3 has biases on every linear layer */
+  /* Added after the first contract (optional in the file; they do not change
+   * any count, they make a model file a faithful copy of its configuration). */
+  double rope_theta; /* RoPE base (0 for learned positions) */
+  double norm_eps;   /* epsilon of the norms */
 } model_config;
+
+/* Folder of the model zoo compiled in (TACOSIM_MODELS_DIR). */
+const char *model_zoo_dir(void);
+/* hidden / heads. */
+int model_head_dim(const model_config *m);
+/* Vocabulary rows one GPU holds: padded as Megatron-LM does, to a multiple of
+ * 128 * tp, then split across tp. */
+long long model_vocab_per_gpu(const model_config *m, int tp);
 
 /* Loads a model file. `name_or_path` is a path to a .json file, or a bare
  * name looked up as `<models_dir>/<name>.json` (models_dir NULL: the
@@ -61,16 +73,28 @@ typedef struct {
   model_parallel parallel;
   long long m, n, k;          /* GEMM forward shape on one GPU (m = tokens) */
   double flops_fwd;           /* on one GPU */
-  double flops_bwd;           /* dgrad + wgrad (GEMMs: 2x forward); attention: 2.5x */
+  double flops_bwd;           /* dgrad + wgrad (GEMMs: 2x forward); attention: 2.5x, the FLOPs a
+                                 fused kernel executes as it recomputes QK^T (model FLOPs count 2x) */
   double bytes_fwd, bytes_bwd;/* device-memory traffic, for memory-bound ops */
   double params;              /* parameters held on one GPU */
 } model_op;
 
 #define MODEL_MAX_LAYER_OPS 32
 
+/* Checks that a shard fits the model: tp >= 1 divides heads, kv_heads and
+ * ffn_hidden; micro_batch >= 1; 1 <= seq <= max_seq; under sequence
+ * parallelism tp divides seq. Messages name the shard field ("tp", "seq"...). */
+int model_shard_check(const model_config *m, const model_shard *s, ts_err *e);
+
 /* Fills ops[] with one decoder layer's ops in forward order on one GPU;
  * returns their count or -1 (with e) if the shard does not divide the model. */
 int model_layer_ops(const model_config *m, const model_shard *s, model_op *ops, int cap, ts_err *e);
+
+/* Ops outside the decoder layers, on one GPU: the embedding lookup (first
+ * pipeline stage) and then the final norm, the logits GEMM (column-parallel
+ * over the padded vocabulary) and the softmax cross-entropy (last stage). */
+int model_embedding_ops(const model_config *m, const model_shard *s, model_op *ops, int cap, ts_err *e);
+int model_output_ops(const model_config *m, const model_shard *s, model_op *ops, int cap, ts_err *e);
 
 /* Bytes of the activation tensor [micro_batch * seq (/tp under SP) x hidden] in bf16:
  * the size of each TP collective in a layer and of each pipeline send. */
@@ -90,7 +114,12 @@ double model_flops_megatron_closed_form(const model_config *m, long long global_
 typedef enum { MODEL_RECOMPUTE_NONE, MODEL_RECOMPUTE_SELECTIVE, MODEL_RECOMPUTE_FULL } model_recompute;
 
 /* Activation memory one layer keeps for backward, per micro-batch, on one GPU
- * (Korthikanti et al. 2022, bf16). */
+ * (Korthikanti et al. 2022, bf16): s.b.h.(34 + 5as/h) for GPT without TP;
+ * with TP, 10 sbh stays whole and the rest divides by t unless sequence
+ * parallelism divides all of it; selective recompute drops the 5as/h term;
+ * full recompute keeps only the layer input (2sbh, /t under SP). Generalized
+ * to GQA and SwiGLU by counting the same tensors at their real widths.
+ * Negative when the shard does not fit the model (see model_shard_check). */
 double model_activation_bytes_per_layer(const model_config *m, const model_shard *s, model_recompute r);
 
 #endif

@@ -1,0 +1,242 @@
+/* model_layer.c — the ops of one decoder layer (and of the embedding and
+ * output head) on one GPU of a tensor-parallel group.
+ *
+ * Conventions, in one place:
+ * - GEMMs run on all m = micro_batch * seq tokens: under sequence parallelism
+ *   the all-gather before a column-parallel GEMM restores the full sequence.
+ *   Forward 2mnk FLOPs; backward 4mnk (dgrad + wgrad).
+ * - Norms, dropout and residual adds run on m/tp tokens under sequence
+ *   parallelism, on m tokens otherwise.
+ * - Attention core: 4 b s^2 h / tp forward (QK^T and AV, the full square as
+ *   Megatron-LM counts it); backward 2.5x (a fused kernel recomputes QK^T).
+ *   Its shape is reported as m = tokens, n = keys per query (seq), k = head dim.
+ * - Bytes are device-memory traffic in bf16 (2 bytes per element), 1 byte per
+ *   element for dropout masks. FLOPs of memory-bound ops are rough counts of
+ *   arithmetic per element; they never enter model FLOPs. */
+#include <string.h>
+
+#include "model.h"
+#include "model_internal.h"
+
+#define BF16 2.0
+
+int model_head_dim(const model_config *m) { return m->heads > 0 ? m->hidden / m->heads : 0; }
+
+long long model_vocab_per_gpu(const model_config *m, int tp) {
+  if (tp < 1) return 0;
+  long long multiple = 128LL * tp;
+  long long padded = (m->vocab + multiple - 1) / multiple * multiple;
+  return padded / tp;
+}
+
+int model_shard_check(const model_config *m, const model_shard *s, ts_err *e) {
+  if (s->tp < 1) return ts_fail(e, NULL, "tp", "%d must be at least 1", s->tp);
+  if (m->heads % s->tp)
+    return ts_fail(e, NULL, "tp", "%d does not divide the %d attention heads of %s", s->tp, m->heads, m->name);
+  if (m->kv_heads % s->tp)
+    return ts_fail(e, NULL, "tp", "%d does not divide the %d KV heads of %s", s->tp, m->kv_heads, m->name);
+  if (m->ffn_hidden % s->tp)
+    return ts_fail(e, NULL, "tp", "%d does not divide ffn_hidden %d of %s", s->tp, m->ffn_hidden, m->name);
+  if (s->micro_batch < 1) return ts_fail(e, NULL, "micro_batch", "%d must be at least 1", s->micro_batch);
+  if (s->seq < 1) return ts_fail(e, NULL, "seq", "%d must be at least 1", s->seq);
+  if (s->seq > m->max_seq)
+    return ts_fail(e, NULL, "seq", "%d exceeds the maximum sequence %d of %s", s->seq, m->max_seq, m->name);
+  if (s->sequence_parallel && s->seq % s->tp)
+    return ts_fail(e, NULL, "seq", "%d is not divisible by tp %d, as sequence parallelism needs", s->seq, s->tp);
+  return 0;
+}
+
+static model_op *next_op(model_op *ops, int cap, int *n, const char *name, model_op_kind kind,
+                         model_parallel par) {
+  if (*n >= cap) return NULL;
+  model_op *op = &ops[(*n)++];
+  memset(op, 0, sizeof *op);
+  strncpy(op->name, name, sizeof op->name - 1);
+  op->kind = kind;
+  op->parallel = par;
+  return op;
+}
+
+static void gemm(model_op *op, long long m, long long n, long long k, double bias) {
+  double mnk = (double)m * (double)n * (double)k;
+  double elems = (double)m * (double)k + (double)k * (double)n + (double)m * (double)n;
+  op->m = m;
+  op->n = n;
+  op->k = k;
+  op->flops_fwd = 2.0 * mnk;
+  op->flops_bwd = 4.0 * mnk;
+  op->bytes_fwd = BF16 * elems;
+  op->bytes_bwd = 2.0 * BF16 * elems; /* dgrad and wgrad each touch all three tensors */
+  op->params = (double)k * (double)n + bias;
+}
+
+static void norm(const model_config *m, model_op *op, double tokens) {
+  double elems = tokens * m->hidden;
+  int layernorm = m->norm == MODEL_NORM_LAYERNORM;
+  op->flops_fwd = (layernorm ? 7.0 : 4.0) * elems;
+  op->flops_bwd = (layernorm ? 12.0 : 8.0) * elems;
+  op->bytes_fwd = 2.0 * BF16 * elems; /* read x, write y */
+  op->bytes_bwd = 3.0 * BF16 * elems; /* read x and dy, write dx */
+  op->params = (layernorm ? 2.0 : 1.0) * m->hidden;
+}
+
+/* Bias add (when the model has biases), dropout and residual add after a
+ * row-parallel GEMM, fused the way Megatron-LM fuses them. */
+static void residual(const model_config *m, model_op *op, double tokens) {
+  double elems = tokens * m->hidden;
+  op->flops_fwd = (m->linear_bias ? 3.0 : 2.0) * elems;
+  op->flops_bwd = 1.0 * elems;
+  op->bytes_fwd = (3.0 * BF16 + 1.0) * elems; /* read out and residual, write sum and the mask */
+  op->bytes_bwd = (2.0 * BF16 + 1.0) * elems; /* read dy and the mask, write dx */
+}
+
+static void activation(const model_config *m, model_op *op, double tokens, double width) {
+  double elems = tokens * width;
+  if (m->activation == MODEL_ACT_SWIGLU) { /* silu(gate) * up: two inputs per output */
+    op->flops_fwd = 6.0 * elems;
+    op->flops_bwd = 10.0 * elems;
+    op->bytes_fwd = 3.0 * BF16 * elems;
+    op->bytes_bwd = 5.0 * BF16 * elems;
+  } else { /* tanh-approximated GELU */
+    op->flops_fwd = 8.0 * elems;
+    op->flops_bwd = 14.0 * elems;
+    op->bytes_fwd = 2.0 * BF16 * elems;
+    op->bytes_bwd = 3.0 * BF16 * elems;
+  }
+}
+
+/* Builds the layer; the caller has checked the shard (or knows it is sound). */
+static int build_layer(const model_config *m, const model_shard *s, model_op *ops, int cap) {
+  const long long tokens = (long long)s->micro_batch * s->seq;
+  const double norm_tokens = s->sequence_parallel ? (double)tokens / s->tp : (double)tokens;
+  const long long head_dim = model_head_dim(m);
+  const long long q_width = (long long)m->heads * head_dim / s->tp;
+  const long long kv_width = (long long)m->kv_heads * head_dim / s->tp;
+  const long long ffn = m->ffn_hidden / s->tp;
+  const long long h = m->hidden;
+  int n = 0;
+  model_op *op;
+
+  if (!(op = next_op(ops, cap, &n, "ln1", MODEL_OP_NORM, MODEL_PAR_NONE))) return -1;
+  norm(m, op, norm_tokens);
+
+  if (!(op = next_op(ops, cap, &n, "qkv", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
+  gemm(op, tokens, q_width + 2 * kv_width, h, m->qkv_bias ? (double)(q_width + 2 * kv_width) : 0.0);
+
+  if (m->position == MODEL_POS_ROPE) { /* rotates Q and K in place */
+    if (!(op = next_op(ops, cap, &n, "rope", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+    double elems = (double)tokens * (double)(q_width + kv_width);
+    op->flops_fwd = op->flops_bwd = 3.0 * elems;
+    op->bytes_fwd = op->bytes_bwd = 2.0 * BF16 * elems;
+  }
+
+  if (!(op = next_op(ops, cap, &n, "attn", MODEL_OP_ATTENTION, MODEL_PAR_NONE))) return -1;
+  op->m = tokens;
+  op->n = s->seq;
+  op->k = head_dim;
+  op->flops_fwd = 4.0 * (double)tokens * (double)s->seq * (double)q_width;
+  op->flops_bwd = 2.5 * op->flops_fwd;
+  op->bytes_fwd = BF16 * (double)tokens * (double)(2 * q_width + 2 * kv_width); /* read Q K V, write O */
+  op->bytes_bwd = BF16 * (double)tokens * (double)(4 * q_width + 4 * kv_width); /* + O, dO; write dQ dK dV */
+
+  if (!(op = next_op(ops, cap, &n, "attn_out", MODEL_OP_GEMM, MODEL_PAR_ROW))) return -1;
+  gemm(op, tokens, h, q_width, m->linear_bias ? (double)h : 0.0); /* bias added after the reduction */
+
+  if (!(op = next_op(ops, cap, &n, "attn_residual", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+  residual(m, op, norm_tokens);
+
+  if (!(op = next_op(ops, cap, &n, "ln2", MODEL_OP_NORM, MODEL_PAR_NONE))) return -1;
+  norm(m, op, norm_tokens);
+
+  /* SwiGLU's first GEMM computes gate and up projections side by side. */
+  long long fc1_width = (m->activation == MODEL_ACT_SWIGLU ? 2 : 1) * ffn;
+  if (!(op = next_op(ops, cap, &n, "fc1", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
+  gemm(op, tokens, fc1_width, h, m->linear_bias ? (double)fc1_width : 0.0);
+
+  if (!(op = next_op(ops, cap, &n, "act", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+  activation(m, op, (double)tokens, (double)ffn);
+
+  if (!(op = next_op(ops, cap, &n, "fc2", MODEL_OP_GEMM, MODEL_PAR_ROW))) return -1;
+  gemm(op, tokens, h, ffn, m->linear_bias ? (double)h : 0.0);
+
+  if (!(op = next_op(ops, cap, &n, "mlp_residual", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+  residual(m, op, norm_tokens);
+  return n;
+}
+
+int model_layer_ops(const model_config *m, const model_shard *s, model_op *ops, int cap, ts_err *e) {
+  if (model_shard_check(m, s, e)) return -1;
+  int n = build_layer(m, s, ops, cap);
+  if (n < 0) return ts_fail_sys(e, "model_layer_ops: %d op slots are too few for a layer of %s", cap, m->name);
+  return n;
+}
+
+/* Exposed to model_totals.c, which counts FLOPs for any sequence length
+ * without a tensor-parallel shard to check. */
+int model_build_layer_unchecked(const model_config *m, const model_shard *s, model_op *ops, int cap) {
+  return build_layer(m, s, ops, cap);
+}
+
+int model_embedding_ops(const model_config *m, const model_shard *s, model_op *ops, int cap, ts_err *e) {
+  if (model_shard_check(m, s, e)) return -1;
+  const double tokens = (double)s->micro_batch * s->seq;
+  const double elems = tokens * m->hidden;
+  int n = 0;
+  model_op *op;
+  /* Vocabulary-parallel lookup: each GPU holds a slice of the rows, the
+   * partial outputs are summed across TP (all-reduce, or reduce-scatter
+   * under SP), as after a row-parallel GEMM. */
+  if (!(op = next_op(ops, cap, &n, "embedding", MODEL_OP_EMBEDDING, MODEL_PAR_ROW))) goto few;
+  op->m = (long long)tokens;
+  op->n = m->hidden;
+  op->k = model_vocab_per_gpu(m, s->tp);
+  op->bytes_fwd = 2.0 * BF16 * elems;  /* gather rows, write the output */
+  op->bytes_bwd = 3.0 * BF16 * elems;  /* read dy, read-modify-write the rows' gradients */
+  op->params = (double)model_vocab_per_gpu(m, s->tp) * m->hidden;
+  if (m->position == MODEL_POS_LEARNED) {
+    if (!(op = next_op(ops, cap, &n, "pos_embedding", MODEL_OP_EMBEDDING, MODEL_PAR_NONE))) goto few;
+    op->m = (long long)tokens;
+    op->n = m->hidden;
+    op->k = m->max_seq;
+    op->flops_fwd = elems;
+    op->bytes_fwd = 3.0 * BF16 * elems;
+    op->bytes_bwd = 3.0 * BF16 * elems;
+    op->params = (double)m->max_seq * m->hidden;
+  }
+  return n;
+few:
+  return ts_fail_sys(e, "model_embedding_ops: %d op slots are too few", cap);
+}
+
+int model_output_ops(const model_config *m, const model_shard *s, model_op *ops, int cap, ts_err *e) {
+  if (model_shard_check(m, s, e)) return -1;
+  const long long tokens = (long long)s->micro_batch * s->seq;
+  const double norm_tokens = s->sequence_parallel ? (double)tokens / s->tp : (double)tokens;
+  const long long vocab = model_vocab_per_gpu(m, s->tp);
+  int n = 0;
+  model_op *op;
+  if (!(op = next_op(ops, cap, &n, "final_norm", MODEL_OP_NORM, MODEL_PAR_NONE))) goto few;
+  norm(m, op, norm_tokens);
+  /* Tied embeddings reuse the input embedding's weight: no new parameters. */
+  if (!(op = next_op(ops, cap, &n, "logits", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) goto few;
+  gemm(op, tokens, vocab, m->hidden, 0.0);
+  if (m->tied_embeddings) op->params = 0.0;
+  /* Vocabulary-parallel softmax cross-entropy over this GPU's logits. */
+  if (!(op = next_op(ops, cap, &n, "loss", MODEL_OP_LOGITS_LOSS, MODEL_PAR_COLUMN))) goto few;
+  double elems = (double)tokens * (double)vocab;
+  op->m = tokens;
+  op->n = vocab;
+  op->flops_fwd = 5.0 * elems;
+  op->flops_bwd = 2.0 * elems;
+  op->bytes_fwd = 2.0 * BF16 * elems;
+  op->bytes_bwd = 2.0 * BF16 * elems;
+  return n;
+few:
+  return ts_fail_sys(e, "model_output_ops: %d op slots are too few", cap);
+}
+
+double model_activation_tensor_bytes(const model_config *m, const model_shard *s) {
+  double tokens = (double)s->micro_batch * s->seq;
+  if (s->sequence_parallel && s->tp > 0) tokens /= s->tp;
+  return BF16 * tokens * m->hidden;
+}

@@ -1,0 +1,153 @@
+/* model_load.c — reads a model file strictly: every field is checked for
+ * presence, type and range, then the fields are checked against each other,
+ * so that nothing downstream ever divides by zero or builds a torn shape. */
+#include <stdio.h>
+#include <string.h>
+
+#include "model.h"
+#include "ts_json.h"
+
+#ifndef TACOSIM_MODELS_DIR
+#define TACOSIM_MODELS_DIR "models"
+#endif
+
+const char *model_zoo_dir(void) { return TACOSIM_MODELS_DIR; }
+
+static const char *const activation_names[] = {"gelu", "swiglu", NULL};
+static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
+static const char *const position_names[] = {"learned", "rope", NULL};
+
+/* Every key a model file may hold; anything else is a typo worth reporting. */
+static const char *const known_keys[] = {
+    "schema", "name",     "family",          "layers",  "hidden",    "heads",     "kv_heads",
+    "ffn_hidden", "activation", "norm",      "vocab",   "tied_embeddings", "max_seq", "position",
+    "qkv_bias", "linear_bias", "rope_theta", "norm_eps", "source",  NULL};
+
+/* Upper bounds: far above any published model, low enough that every product
+ * of shapes stays exact in a long long and finite in a double. */
+enum {
+  MAX_LAYERS = 4096,
+  MAX_HIDDEN = 262144,
+  MAX_FFN = 4 * MAX_HIDDEN,
+  MAX_VOCAB = 16777216,
+  MAX_SEQ = 16777216,
+};
+
+static int check_unknown_keys(json_t *root, const char *file, ts_err *e) {
+  const char *key;
+  json_t *value;
+  json_object_foreach(root, key, value) {
+    (void)value;
+    int known = 0;
+    for (int i = 0; known_keys[i]; i++) known |= strcmp(key, known_keys[i]) == 0;
+    if (!known) return ts_fail(e, file, key, "unknown field (a typo?)");
+  }
+  return 0;
+}
+
+/* Names end up in file names and reports: keep them to [A-Za-z0-9._-]. */
+static int check_identifier(const char *s, const char *file, const char *field, ts_err *e) {
+  for (const char *c = s; *c; c++) {
+    int ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+             *c == '_' || *c == '-';
+    if (!ok) return ts_fail(e, file, field, "\"%s\": only letters, digits, '.', '_' and '-' are allowed", s);
+  }
+  return 0;
+}
+
+static int read_fields(json_t *root, const char *file, model_config *m, ts_err *e) {
+  long long v;
+  int idx;
+  char source[512];
+  if (tsj_schema(root, 1, file, e)) return -1;
+  if (check_unknown_keys(root, file, e)) return -1;
+  if (tsj_string(root, "name", m->name, sizeof m->name, file, NULL, e)) return -1;
+  if (check_identifier(m->name, file, "name", e)) return -1;
+  if (tsj_string(root, "family", m->family, sizeof m->family, file, NULL, e)) return -1;
+  if (check_identifier(m->family, file, "family", e)) return -1;
+  if (tsj_string_opt(root, "source", "", source, sizeof source, file, NULL, e)) return -1;
+
+  if (tsj_int(root, "layers", 1, MAX_LAYERS, &v, file, NULL, e)) return -1;
+  m->layers = (int)v;
+  if (tsj_int(root, "hidden", 1, MAX_HIDDEN, &v, file, NULL, e)) return -1;
+  m->hidden = (int)v;
+  if (tsj_int(root, "heads", 1, m->hidden, &v, file, NULL, e)) return -1;
+  m->heads = (int)v;
+  if (tsj_int(root, "kv_heads", 1, m->heads, &v, file, NULL, e)) return -1;
+  m->kv_heads = (int)v;
+  if (tsj_int(root, "ffn_hidden", 1, MAX_FFN, &v, file, NULL, e)) return -1;
+  m->ffn_hidden = (int)v;
+  if (tsj_int(root, "vocab", 1, MAX_VOCAB, &v, file, NULL, e)) return -1;
+  m->vocab = (int)v;
+  if (tsj_int(root, "max_seq", 1, MAX_SEQ, &v, file, NULL, e)) return -1;
+  m->max_seq = (int)v;
+
+  if (tsj_enum(root, "activation", activation_names, &idx, file, NULL, e)) return -1;
+  m->activation = (model_activation)idx;
+  if (tsj_enum(root, "norm", norm_names, &idx, file, NULL, e)) return -1;
+  m->norm = (model_norm)idx;
+  if (tsj_enum(root, "position", position_names, &idx, file, NULL, e)) return -1;
+  m->position = (model_position)idx;
+  if (tsj_bool(root, "tied_embeddings", &m->tied_embeddings, file, NULL, e)) return -1;
+  if (tsj_bool_opt(root, "linear_bias", false, &m->linear_bias, file, NULL, e)) return -1;
+  if (tsj_bool_opt(root, "qkv_bias", m->linear_bias, &m->qkv_bias, file, NULL, e)) return -1;
+
+  double dflt_theta = m->position == MODEL_POS_ROPE ? 10000.0 : 0.0;
+  if (tsj_real_opt(root, "rope_theta", 1.0, 1e12, dflt_theta, &m->rope_theta, file, NULL, e)) return -1;
+  if (tsj_real_opt(root, "norm_eps", 1e-12, 0.1, 1e-5, &m->norm_eps, file, NULL, e)) return -1;
+  return 0;
+}
+
+/* Rules that tie fields together. */
+static int check_consistency(json_t *root, const char *file, const model_config *m, ts_err *e) {
+  if (m->hidden % m->heads)
+    return ts_fail(e, file, "heads", "%d does not divide hidden %d", m->heads, m->hidden);
+  if (m->heads % m->kv_heads)
+    return ts_fail(e, file, "kv_heads", "%d does not divide heads %d", m->kv_heads, m->heads);
+  if (m->position == MODEL_POS_ROPE && model_head_dim(m) % 2)
+    return ts_fail(e, file, "position", "rope needs an even head dimension (hidden/heads = %d)", model_head_dim(m));
+  if (m->position != MODEL_POS_ROPE && json_object_get(root, "rope_theta"))
+    return ts_fail(e, file, "rope_theta", "only meaningful with \"position\": \"rope\"");
+  if (m->linear_bias && !m->qkv_bias)
+    return ts_fail(e, file, "qkv_bias", "false contradicts \"linear_bias\": true (every linear layer has a bias)");
+  return 0;
+}
+
+int model_from_json_text(const char *text, unsigned long len, const char *what, model_config *m, ts_err *e) {
+  const char *file = what && *what ? what : "<model>";
+  if (!text) return ts_fail(e, file, NULL, "no text");
+  memset(m, 0, sizeof *m);
+  json_t *root = tsj_load_string(text, (size_t)len, file, e);
+  if (!root) return -1;
+  int rc = read_fields(root, file, m, e);
+  if (!rc) rc = check_consistency(root, file, m, e);
+  json_decref(root);
+  return rc;
+}
+
+int model_load(const char *name_or_path, const char *models_dir, model_config *m, ts_err *e) {
+  if (!name_or_path || !*name_or_path) return ts_fail(e, NULL, "model", "no model name or path given");
+  char path[4096];
+  size_t n = strlen(name_or_path);
+  int is_path = strchr(name_or_path, '/') || (n > 5 && strcmp(name_or_path + n - 5, ".json") == 0);
+  if (is_path) {
+    if (n >= sizeof path) return ts_fail(e, NULL, "model", "path is too long (%zu characters)", n);
+    memcpy(path, name_or_path, n + 1);
+  } else {
+    if (check_identifier(name_or_path, NULL, "model", e)) return -1;
+    const char *dir = models_dir && *models_dir ? models_dir : model_zoo_dir();
+    int w = snprintf(path, sizeof path, "%s/%s.json", dir, name_or_path);
+    if (w < 0 || (size_t)w >= sizeof path) return ts_fail(e, NULL, "model", "path is too long");
+  }
+  memset(m, 0, sizeof *m);
+  json_t *root = tsj_load_file(path, e);
+  if (!root) {
+    if (!is_path && strstr(e->msg, "cannot read")) /* say which zoo was searched */
+      return ts_fail(e, path, NULL, "no model named \"%s\" in the zoo", name_or_path);
+    return -1;
+  }
+  int rc = read_fields(root, path, m, e);
+  if (!rc) rc = check_consistency(root, path, m, e);
+  json_decref(root);
+  return rc;
+}
