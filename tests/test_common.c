@@ -1,0 +1,259 @@
+/* test_common.c — the error record and the strict JSON getters every loader
+ * uses: messages read "file: field: reason", types and ranges are enforced. */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ts_error.h"
+#include "ts_json.h"
+
+#define ASSERT_MSG(e, text)                                                            \
+  do {                                                                                 \
+    if (!strstr((e).msg, (text))) printf("\n  message \"%s\" lacks \"%s\"\n", (e).msg, (text)); \
+    CU_ASSERT_PTR_NOT_NULL(strstr((e).msg, (text)));                                   \
+  } while (0)
+
+static json_t *parse(const char *text) {
+  ts_err e;
+  json_t *root = tsj_load_string(text, strlen(text), "t.json", &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  return root;
+}
+
+static void test_fail_formats_file_field_reason(void) {
+  ts_err e;
+  CU_ASSERT_EQUAL(ts_fail(&e, "a.json", "layout.tp", "%d is odd", 3), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "a.json: layout.tp: 3 is odd");
+  CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  ts_fail(&e, NULL, "tp", "bad");
+  CU_ASSERT_STRING_EQUAL(e.msg, "tp: bad");
+  ts_fail(&e, "a.json", NULL, "bad");
+  CU_ASSERT_STRING_EQUAL(e.msg, "a.json: bad");
+  ts_fail(&e, "", "", "bad");
+  CU_ASSERT_STRING_EQUAL(e.msg, "bad");
+  CU_ASSERT_EQUAL(ts_fail(NULL, "a", "b", "c"), -1);
+}
+
+static void test_fail_sys_is_not_bad_input(void) {
+  ts_err e;
+  CU_ASSERT_EQUAL(ts_fail_sys(&e, "out of memory after %d bytes", 42), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "out of memory after 42 bytes");
+  CU_ASSERT_EQUAL(e.bad_input, 0);
+  CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_FAILURE);
+  CU_ASSERT_EQUAL(ts_exit_status(NULL), TS_EXIT_FAILURE);
+}
+
+static void test_fail_truncates_long_messages(void) {
+  ts_err e;
+  char big[3000];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  ts_fail(&e, big, big, "%s", big);
+  CU_ASSERT_EQUAL(strlen(e.msg), sizeof e.msg - 1);
+  ts_fail(&e, "f", big, "%s", "tail");
+  CU_ASSERT_EQUAL(strncmp(e.msg, "f: xxx", 6), 0);
+  CU_ASSERT_EQUAL(strlen(e.msg), sizeof e.msg - 1);
+}
+
+static void test_load_string_rejects_bad_json(void) {
+  ts_err e;
+  const char *text = "{\n  \"a\": 1,\n  \"b\": }";
+  CU_ASSERT_PTR_NULL(tsj_load_string(text, strlen(text), "m.json", &e));
+  ASSERT_MSG(e, "m.json: invalid JSON at line 3");
+  CU_ASSERT_EQUAL(e.bad_input, 1);
+  CU_ASSERT_PTR_NULL(tsj_load_string("[1, 2]", 6, "m.json", &e));
+  ASSERT_MSG(e, "top level must be a JSON object");
+  CU_ASSERT_PTR_NULL(tsj_load_string("{\"a\": 1, \"a\": 2}", 16, "m.json", &e));
+  ASSERT_MSG(e, "m.json: invalid JSON");
+  CU_ASSERT_PTR_NULL(tsj_load_string("", 0, "m.json", &e));
+  /* The length bounds the parse: text past it is never read. */
+  json_t *root = tsj_load_string("{}garbage", 2, "m.json", &e);
+  CU_ASSERT_PTR_NOT_NULL(root);
+  json_decref(root);
+}
+
+static void test_load_file(void) {
+  ts_err e;
+  CU_ASSERT_PTR_NULL(tsj_load_file("/nonexistent/dir/x.json", &e));
+  ASSERT_MSG(e, "/nonexistent/dir/x.json: cannot read file");
+  char path[] = "/tmp/tacosim_test_common_XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs("{\"schema\": 1,\n \"x\": [1,}\n", f);
+  fclose(f);
+  CU_ASSERT_PTR_NULL(tsj_load_file(path, &e));
+  ASSERT_MSG(e, path);
+  ASSERT_MSG(e, "line 2");
+  f = fopen(path, "w");
+  fputs("{\"schema\": 1}", f);
+  fclose(f);
+  json_t *root = tsj_load_file(path, &e);
+  CU_ASSERT_PTR_NOT_NULL(root);
+  CU_ASSERT_EQUAL(tsj_schema(root, 1, path, &e), 0);
+  json_decref(root);
+  unlink(path);
+}
+
+static void test_int_getter(void) {
+  ts_err e;
+  long long v = 0;
+  json_t *r = parse("{\"n\": 8, \"s\": \"8\", \"f\": 8.5, \"big\": 9007199254740993, \"neg\": -3, \"nul\": null}");
+  CU_ASSERT_EQUAL(tsj_int(r, "n", 1, 16, &v, "t.json", "layout", &e), 0);
+  CU_ASSERT_EQUAL(v, 8);
+  CU_ASSERT_EQUAL(tsj_int(r, "n", 9, 16, &v, "t.json", "layout", &e), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "t.json: layout.n: 8 is out of range [9, 16]");
+  CU_ASSERT_EQUAL(tsj_int(r, "s", 1, 16, &v, "t.json", NULL, &e), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "t.json: s: must be an integer");
+  CU_ASSERT_EQUAL(tsj_int(r, "f", 1, 16, &v, "t.json", NULL, &e), -1);
+  ASSERT_MSG(e, "f: must be an integer");
+  CU_ASSERT_EQUAL(tsj_int(r, "big", 1, 1000, &v, "t.json", NULL, &e), -1);
+  ASSERT_MSG(e, "big: ");
+  ASSERT_MSG(e, "out of range");
+  CU_ASSERT_EQUAL(tsj_int(r, "neg", 0, 10, &v, "t.json", NULL, &e), -1);
+  ASSERT_MSG(e, "neg: -3 is out of range");
+  CU_ASSERT_EQUAL(tsj_int(r, "missing", 0, 10, &v, "t.json", NULL, &e), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "t.json: missing: missing (an integer is required)");
+  CU_ASSERT_EQUAL(tsj_int(r, "nul", 0, 10, &v, "t.json", NULL, &e), -1);
+  ASSERT_MSG(e, "nul: missing");
+  CU_ASSERT_EQUAL(tsj_int_opt(r, "missing", 0, 10, 7, &v, "t.json", NULL, &e), 0);
+  CU_ASSERT_EQUAL(v, 7);
+  CU_ASSERT_EQUAL(tsj_int_opt(r, "n", 0, 4, 7, &v, "t.json", NULL, &e), -1);
+  ASSERT_MSG(e, "n: 8 is out of range [0, 4]");
+  json_decref(r);
+}
+
+static void test_real_getter(void) {
+  ts_err e;
+  double x = 0;
+  json_t *r = parse("{\"i\": 3, \"f\": 0.25, \"s\": \"0.5\", \"huge\": 1e308}");
+  CU_ASSERT_EQUAL(tsj_real(r, "i", 0, 10, &x, "t.json", "codec", &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(x, 3.0, 0.0);
+  CU_ASSERT_EQUAL(tsj_real(r, "f", 0, 1, &x, "t.json", "codec", &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(x, 0.25, 0.0);
+  CU_ASSERT_EQUAL(tsj_real(r, "f", 0.5, 1, &x, "t.json", "codec", &e), -1);
+  ASSERT_MSG(e, "t.json: codec.f: 0.25 is out of range");
+  CU_ASSERT_EQUAL(tsj_real(r, "s", 0, 1, &x, "t.json", NULL, &e), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "t.json: s: must be a number");
+  CU_ASSERT_EQUAL(tsj_real(r, "huge", 0, 1e6, &x, "t.json", NULL, &e), -1);
+  ASSERT_MSG(e, "huge: 1e+308 is out of range");
+  CU_ASSERT_EQUAL(tsj_real(r, "none", 0, 1, &x, "t.json", NULL, &e), -1);
+  ASSERT_MSG(e, "none: missing (a number is required)");
+  CU_ASSERT_EQUAL(tsj_real_opt(r, "none", 0, 1, 0.5, &x, "t.json", NULL, &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(x, 0.5, 0.0);
+  json_decref(r);
+}
+
+static void test_bool_getter(void) {
+  ts_err e;
+  bool b = false;
+  json_t *r = parse("{\"t\": true, \"one\": 1, \"s\": \"true\"}");
+  CU_ASSERT_EQUAL(tsj_bool(r, "t", &b, "t.json", NULL, &e), 0);
+  CU_ASSERT_TRUE(b);
+  CU_ASSERT_EQUAL(tsj_bool(r, "one", &b, "t.json", NULL, &e), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "t.json: one: must be true or false");
+  CU_ASSERT_EQUAL(tsj_bool(r, "s", &b, "t.json", NULL, &e), -1);
+  CU_ASSERT_EQUAL(tsj_bool(r, "none", &b, "t.json", NULL, &e), -1);
+  ASSERT_MSG(e, "none: missing");
+  CU_ASSERT_EQUAL(tsj_bool_opt(r, "none", true, &b, "t.json", NULL, &e), 0);
+  CU_ASSERT_TRUE(b);
+  CU_ASSERT_EQUAL(tsj_bool_opt(r, "one", true, &b, "t.json", NULL, &e), -1);
+  json_decref(r);
+}
+
+static void test_string_getter(void) {
+  ts_err e;
+  char out[8];
+  /* An embedded NUL never reaches a getter: the parser refuses it. */
+  const char nul[] = "{\"nul\": \"a\\u0000b\"}";
+  CU_ASSERT_PTR_NULL(tsj_load_string(nul, strlen(nul), "t.json", &e));
+  ASSERT_MSG(e, "t.json: invalid JSON");
+  json_t *r = parse("{\"ok\": \"abc\", \"empty\": \"\", \"long\": \"abcdefgh\", \"n\": 3}");
+  CU_ASSERT_EQUAL(tsj_string(r, "ok", out, sizeof out, "t.json", NULL, &e), 0);
+  CU_ASSERT_STRING_EQUAL(out, "abc");
+  CU_ASSERT_EQUAL(tsj_string(r, "empty", out, sizeof out, "t.json", NULL, &e), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "t.json: empty: must not be empty");
+  CU_ASSERT_EQUAL(tsj_string(r, "long", out, sizeof out, "t.json", NULL, &e), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "t.json: long: is 8 characters long (at most 7)");
+  CU_ASSERT_EQUAL(tsj_string(r, "n", out, sizeof out, "t.json", NULL, &e), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "t.json: n: must be a string");
+  CU_ASSERT_EQUAL(tsj_string_opt(r, "none", "dflt", out, sizeof out, "t.json", NULL, &e), 0);
+  CU_ASSERT_STRING_EQUAL(out, "dflt");
+  json_decref(r);
+}
+
+static void test_enum_getter(void) {
+  ts_err e;
+  static const char *const names[] = {"none", "taco", "caat", NULL};
+  int idx = -1;
+  json_t *r = parse("{\"kind\": \"caat\", \"bad\": \"zip\", \"num\": 1}");
+  CU_ASSERT_EQUAL(tsj_enum(r, "kind", names, &idx, "t.json", "codec.tp_fwd", &e), 0);
+  CU_ASSERT_EQUAL(idx, 2);
+  CU_ASSERT_EQUAL(tsj_enum(r, "bad", names, &idx, "t.json", "codec.tp_fwd", &e), -1);
+  CU_ASSERT_STRING_EQUAL(e.msg, "t.json: codec.tp_fwd.bad: \"zip\" is not one of \"none\", \"taco\", \"caat\"");
+  CU_ASSERT_EQUAL(tsj_enum(r, "num", names, &idx, "t.json", NULL, &e), -1);
+  ASSERT_MSG(e, "num: must be a string");
+  CU_ASSERT_EQUAL(tsj_enum_opt(r, "none", names, 1, &idx, "t.json", NULL, &e), 0);
+  CU_ASSERT_EQUAL(idx, 1);
+  json_decref(r);
+}
+
+static void test_object_getters(void) {
+  ts_err e;
+  bool failed = true;
+  json_t *r = parse("{\"layout\": {\"tp\": 2}, \"codec\": 3}");
+  json_t *layout = tsj_object(r, "layout", "t.json", NULL, &e);
+  CU_ASSERT_PTR_NOT_NULL(layout);
+  long long tp = 0;
+  CU_ASSERT_EQUAL(tsj_int(layout, "tp", 1, 8, &tp, "t.json", "layout", &e), 0);
+  CU_ASSERT_EQUAL(tp, 2);
+  CU_ASSERT_PTR_NULL(tsj_object(r, "codec", "t.json", NULL, &e));
+  CU_ASSERT_STRING_EQUAL(e.msg, "t.json: codec: must be an object");
+  CU_ASSERT_PTR_NULL(tsj_object(r, "batch", "t.json", NULL, &e));
+  ASSERT_MSG(e, "batch: missing (an object is required)");
+  CU_ASSERT_PTR_NULL(tsj_object_opt(r, "batch", "t.json", NULL, &e, &failed));
+  CU_ASSERT_FALSE(failed);
+  CU_ASSERT_PTR_NULL(tsj_object_opt(r, "codec", "t.json", NULL, &e, &failed));
+  CU_ASSERT_TRUE(failed);
+  json_decref(r);
+}
+
+static void test_schema_getter(void) {
+  ts_err e;
+  json_t *r = parse("{\"schema\": 2}");
+  CU_ASSERT_EQUAL(tsj_schema(r, 1, "t.json", &e), -1);
+  ASSERT_MSG(e, "t.json: schema: version 2 is not supported");
+  json_decref(r);
+  r = parse("{\"schema\": \"1\"}");
+  CU_ASSERT_EQUAL(tsj_schema(r, 1, "t.json", &e), -1);
+  ASSERT_MSG(e, "schema: must be an integer");
+  json_decref(r);
+  r = parse("{}");
+  CU_ASSERT_EQUAL(tsj_schema(r, 1, "t.json", &e), -1);
+  ASSERT_MSG(e, "schema: missing");
+  json_decref(r);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
+  CU_pSuite s = CU_add_suite("common", NULL, NULL);
+  CU_add_test(s, "ts_fail formats file: field: reason", test_fail_formats_file_field_reason);
+  CU_add_test(s, "ts_fail_sys is not bad input", test_fail_sys_is_not_bad_input);
+  CU_add_test(s, "long messages are truncated safely", test_fail_truncates_long_messages);
+  CU_add_test(s, "tsj_load_string rejects bad JSON", test_load_string_rejects_bad_json);
+  CU_add_test(s, "tsj_load_file", test_load_file);
+  CU_add_test(s, "tsj_int", test_int_getter);
+  CU_add_test(s, "tsj_real", test_real_getter);
+  CU_add_test(s, "tsj_bool", test_bool_getter);
+  CU_add_test(s, "tsj_string", test_string_getter);
+  CU_add_test(s, "tsj_enum", test_enum_getter);
+  CU_add_test(s, "tsj_object", test_object_getters);
+  CU_add_test(s, "tsj_schema", test_schema_getter);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  int failures = (int)CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failures ? 1 : 0;
+}
