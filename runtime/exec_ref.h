@@ -1,0 +1,75 @@
+/* exec_ref.h — a plain-C float64 reference of a small GPT-style decoder stack:
+ * forward, loss and backward. The GPU executor's gradients are checked against
+ * it, and it is itself checked by finite differences (tests/test_exec_ref.c).
+ *
+ * Model: token + learned position embeddings; per layer
+ *   x += attn_out(causal_attention(qkv(norm1(x))))
+ *   x += fc2(act(fc1(norm2(x))))
+ * then a final norm, logits = x . wte^T (tied embeddings) and the mean
+ * softmax cross-entropy over all tokens. No linear biases, no dropout.
+ * act is GELU (tanh form, as Megatron-LM) or SwiGLU (fc1 is [gate | up]);
+ * norm is LayerNorm (gain and bias) or RMSNorm (gain only).
+ *
+ * Matrices are row-major, weights stored [in x out] so y = x . W. The qkv
+ * output is [q | k | v], each hidden wide, head j at columns j*d .. j*d+d-1.
+ * All parameters live in one flat array; exec_ref_tensors() names the pieces,
+ * so gradients from any implementation can be compared tensor by tensor. */
+#ifndef EXEC_REF_H
+#define EXEC_REF_H
+
+#include <stddef.h>
+
+#include "ts_error.h"
+
+typedef enum { EXEC_ACT_GELU, EXEC_ACT_SWIGLU } exec_act;
+typedef enum { EXEC_NORM_LAYERNORM, EXEC_NORM_RMSNORM } exec_norm;
+
+typedef struct {
+  int vocab, hidden, heads, ffn, layers;
+  int seq, batch; /* tokens per sequence, sequences per micro-batch */
+  exec_act act;
+  exec_norm norm;
+  double norm_eps;
+} exec_ref_config;
+
+/* One named tensor inside the flat parameter array. */
+typedef enum {
+  EXEC_T_WTE, EXEC_T_WPE, EXEC_T_LN1_G, EXEC_T_LN1_B, EXEC_T_QKV, EXEC_T_ATTN_OUT,
+  EXEC_T_LN2_G, EXEC_T_LN2_B, EXEC_T_FC1, EXEC_T_FC2, EXEC_T_LNF_G, EXEC_T_LNF_B,
+} exec_tensor_kind;
+
+typedef struct {
+  char name[32];          /* "layer1.fc2", "wte", ... */
+  exec_tensor_kind kind;
+  int layer;              /* -1 for tensors outside the layers */
+  size_t offset, rows, cols; /* in elements; vectors have rows = 1 */
+} exec_tensor;
+
+#define EXEC_REF_MAX_TENSORS 512
+
+/* Checks the configuration ("field: reason" in e). */
+int exec_ref_config_check(const exec_ref_config *c, ts_err *e);
+
+/* Fills t[] (cap entries) with the tensors in flat order; returns their count,
+ * and the total parameter count in *total. Norm biases are absent for RMSNorm. */
+int exec_ref_tensors(const exec_ref_config *c, exec_tensor *t, int cap, size_t *total);
+
+/* Fills params with a fixed-seed initialisation (normal(0, 0.02) weights,
+ * output projections scaled by 1/sqrt(2 layers), norm gains 1, biases 0). When
+ * round_bf16 is set every value is rounded to the nearest bfloat16, so a BF16
+ * implementation starts from exactly the same weights. */
+void exec_ref_init(const exec_ref_config *c, unsigned long long seed, int round_bf16, double *params);
+
+/* Synthetic tokens and next-token targets in [0, vocab), batch*seq each. */
+void exec_ref_tokens(const exec_ref_config *c, unsigned long long seed, int *tokens, int *targets);
+
+/* Mean cross-entropy loss; when grads is not NULL, also its gradient with
+ * respect to every parameter (grads has the size of params, overwritten).
+ * Returns 0, or -1 with e on allocation failure. */
+int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int *tokens, const int *targets,
+                       double *loss, double *grads, ts_err *e);
+
+/* Nearest bfloat16 value (round to nearest even), as a double. */
+double exec_ref_round_bf16(double x);
+
+#endif
