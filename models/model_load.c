@@ -73,6 +73,8 @@ static int read_fields(json_t *root, const char *file, model_config *m, ts_err *
   m->hidden = (int)v;
   if (tsj_int(root, "heads", 1, m->hidden, &v, file, NULL, e)) return -1;
   m->heads = (int)v;
+  if (m->hidden % m->heads) /* before kv_heads, whose range depends on heads */
+    return ts_fail(e, file, "heads", "%d does not divide hidden %d", m->heads, m->hidden);
   if (tsj_int(root, "kv_heads", 1, m->heads, &v, file, NULL, e)) return -1;
   m->kv_heads = (int)v;
   if (tsj_int(root, "ffn_hidden", 1, MAX_FFN, &v, file, NULL, e)) return -1;
@@ -100,8 +102,6 @@ static int read_fields(json_t *root, const char *file, model_config *m, ts_err *
 
 /* Rules that tie fields together. */
 static int check_consistency(json_t *root, const char *file, const model_config *m, ts_err *e) {
-  if (m->hidden % m->heads)
-    return ts_fail(e, file, "heads", "%d does not divide hidden %d", m->heads, m->hidden);
   if (m->heads % m->kv_heads)
     return ts_fail(e, file, "kv_heads", "%d does not divide heads %d", m->kv_heads, m->heads);
   if (m->position == MODEL_POS_ROPE && model_head_dim(m) % 2)
