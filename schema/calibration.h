@@ -1,0 +1,145 @@
+/* calibration.h — measured (or derived) costs of kernels and collectives.
+ *
+ * The one module that reads and writes calibration files: `tacorun calibrate`
+ * writes them on GPUs, the simulator reads them. Plain C + jansson.
+ *
+ * File layout (all times in microseconds, sizes in bytes):
+ *   { "schema": 1, "gpu": "...", "driver": "...", "cuda": "...", "nccl": "...",
+ *     "transport": "nvlink|shm|socket|...", "measured_at": "...", "derived": false,
+ *     "notes": "...",                                   (optional)
+ *     "gemm": [ {"m":..,"n":..,"k":..,"us":..} ],
+ *     "kernels": { "<name>": [ {"bytes":..,"group":..,"us":..} or {"flops":..,"us":..} ] },
+ *     "collectives": { "<coll>[.taco<G>]": { "<nranks>": [ {"bytes":..,"us":..} ] } },
+ *     "fits": { "<coll>.<nranks>": {"latency_us":..,"gbps":..} } }
+ * <coll> is allreduce, allgather, reducescatter, alltoall or sendrecv; bytes of
+ * a collective are the nccl-tests "size" (the whole buffer, bf16 payload even
+ * for the compressed ".taco<G>" variants). Kernel tables are keyed by bytes
+ * (memory-bound: taco_encode, taco_decode, taco_decode_sum_encode, caat_gather,
+ * caat_scatter, elementwise, norm, optimizer, embedding, loss; bytes = bf16
+ * input bytes for codec kernels, device-memory traffic otherwise) or by flops
+ * (attention). */
+#ifndef SCHEMA_CALIBRATION_H
+#define SCHEMA_CALIBRATION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "ts_error.h"
+
+#define SCHEMA_CALIBRATION_VERSION 1
+
+typedef struct {
+  long long m, n, k;
+  double us;
+} schema_gemm_point;
+
+typedef struct {
+  double x;  /* bytes or flops, see schema_kernel_table.by_flops */
+  int group; /* codec group size, 0 when not applicable */
+  double us;
+} schema_kernel_point;
+
+typedef struct {
+  char name[48];
+  bool by_flops; /* entries carry "flops" instead of "bytes" */
+  int n;
+  schema_kernel_point *pts; /* sorted by (group, x) */
+} schema_kernel_table;
+
+typedef struct {
+  double bytes, us;
+} schema_size_point;
+
+typedef struct {
+  char name[48]; /* "allreduce", "allgather.taco128", ... */
+  int nranks;
+  int n;
+  schema_size_point *pts; /* sorted by bytes */
+} schema_coll_table;
+
+typedef struct {
+  char name[48]; /* "allreduce.2" */
+  double latency_us, gbps;
+} schema_fit;
+
+typedef struct {
+  char path[512]; /* where it was loaded from ("" when built in memory) */
+  char gpu[64], driver[32], cuda[16], nccl[16], transport[32], measured_at[40];
+  char notes[512];
+  bool derived; /* true: computed from datasheet/roofline figures, not measured */
+  int n_gemm;
+  schema_gemm_point *gemm;
+  int n_kernels;
+  schema_kernel_table *kernels;
+  int n_colls;
+  schema_coll_table *colls;
+  int n_fits;
+  schema_fit *fits;
+} schema_calibration;
+
+/* Strict loader: every field's presence, type and range checked, unknown keys
+ * rejected; errors read "FILE: FIELD: reason". On failure *c is left empty. */
+int schema_calibration_load(const char *path, schema_calibration *c, ts_err *e);
+int schema_calibration_from_json_text(const char *text, size_t len, const char *what,
+                                      schema_calibration *c, ts_err *e);
+void schema_calibration_free(schema_calibration *c);
+
+/* Writer (the inverse of the loader; tables written sorted). */
+int schema_calibration_write(const schema_calibration *c, FILE *out, ts_err *e);
+int schema_calibration_save(const schema_calibration *c, const char *path, ts_err *e);
+
+/* Building a calibration in memory (tacorun calibrate, the derived generator).
+ * Each adds one point, creating its table on first use; return -1 on OOM. */
+int schema_calibration_add_gemm(schema_calibration *c, long long m, long long n, long long k, double us);
+int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x,
+                                  int group, double us);
+int schema_calibration_add_coll(schema_calibration *c, const char *name, int nranks, double bytes,
+                                double us);
+int schema_calibration_add_fit(schema_calibration *c, const char *name, double latency_us, double gbps);
+/* Sorts every table (the loader and writer call it). */
+void schema_calibration_sort(schema_calibration *c);
+
+/* ---- lookups ----
+ * Inside a table's measured range: log-space interpolation (log time against
+ * log size). Outside: the roofline below, anchored to the nearest measured
+ * point so the curve is continuous, and a one-time warning naming the op on
+ * the warning stream. A missing table is an error naming it. */
+typedef struct {
+  double peak_flops;       /* bf16 FLOP/s the roofline assumes (cluster figure) */
+  double hbm_bytes_per_s;  /* memory-bound ops */
+  double link_bytes_per_s; /* collectives (per direction, per GPU) */
+  double launch_us;        /* fixed cost of a kernel */
+  double coll_latency_us;  /* fixed cost of a collective step */
+} schema_roofline;
+
+typedef struct {
+  const schema_calibration *cal;
+  schema_roofline roof;
+  FILE *warn;         /* NULL: no warnings */
+  int warned_n;       /* names already warned about */
+  char warned[64][64];
+} schema_lookup;
+
+void schema_lookup_init(schema_lookup *l, const schema_calibration *cal, const schema_roofline *roof,
+                        FILE *warn);
+
+/* GEMM of shape m x n x k (2mnk FLOPs): exact match, else interpolation along m
+ * among points with the same n, k, else interpolation in FLOPs over all points. */
+int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, double *us, ts_err *e);
+/* A kernel table by name: x is bytes (or flops for flops-keyed tables); group
+ * selects the points of that group (nearest group when absent, with a warning). */
+int schema_lookup_kernel(schema_lookup *l, const char *name, double x, int group, double *us, ts_err *e);
+/* Whether a table exists (lets callers fall back without an error). */
+bool schema_has_kernel(const schema_calibration *c, const char *name);
+bool schema_has_coll(const schema_calibration *c, const char *name);
+/* A collective of `bytes` (nccl-tests size) over nranks. Without a table for
+ * nranks, the nearest nranks' table is used through bus bandwidth (busbw is
+ * ~independent of n on one fabric), with a warning. */
+int schema_lookup_coll(schema_lookup *l, const char *name, int nranks, double bytes, double *us, ts_err *e);
+
+/* nccl-tests bus-bandwidth factor: 2(n-1)/n all-reduce, (n-1)/n all-gather,
+ * reduce-scatter, all-to-all, 1 for sendrecv. `name` may carry a ".codec" suffix. */
+double schema_busbw_factor(const char *name, int nranks);
+
+#endif

@@ -1,0 +1,452 @@
+/* calibration_io.c — strict loader and writer of calibration files. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibration.h"
+#include "ts_json.h"
+
+static const char *const collective_names[] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                               "sendrecv", NULL};
+
+/* ---- building in memory ---- */
+
+static void *grow(void *ptr, int n, size_t elem) {
+  /* Grows arrays in powers of two: capacity is implied by n. */
+  if (n & (n - 1)) return ptr;
+  size_t cap = n ? (size_t)n * 2 : 4;
+  return realloc(ptr, cap * elem);
+}
+
+int schema_calibration_add_gemm(schema_calibration *c, long long m, long long n, long long k, double us) {
+  schema_gemm_point *g = grow(c->gemm, c->n_gemm, sizeof *g);
+  if (!g) return -1;
+  c->gemm = g;
+  c->gemm[c->n_gemm++] = (schema_gemm_point){m, n, k, us};
+  return 0;
+}
+
+static schema_kernel_table *kernel_table(schema_calibration *c, const char *name, bool by_flops) {
+  for (int i = 0; i < c->n_kernels; i++)
+    if (strcmp(c->kernels[i].name, name) == 0) return &c->kernels[i];
+  schema_kernel_table *t = grow(c->kernels, c->n_kernels, sizeof *t);
+  if (!t) return NULL;
+  c->kernels = t;
+  t = &c->kernels[c->n_kernels++];
+  memset(t, 0, sizeof *t);
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->by_flops = by_flops;
+  return t;
+}
+
+int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x, int group,
+                                  double us) {
+  schema_kernel_table *t = kernel_table(c, name, by_flops);
+  if (!t) return -1;
+  schema_kernel_point *p = grow(t->pts, t->n, sizeof *p);
+  if (!p) return -1;
+  t->pts = p;
+  t->pts[t->n++] = (schema_kernel_point){x, group, us};
+  return 0;
+}
+
+static schema_coll_table *coll_table(schema_calibration *c, const char *name, int nranks) {
+  for (int i = 0; i < c->n_colls; i++)
+    if (c->colls[i].nranks == nranks && strcmp(c->colls[i].name, name) == 0) return &c->colls[i];
+  schema_coll_table *t = grow(c->colls, c->n_colls, sizeof *t);
+  if (!t) return NULL;
+  c->colls = t;
+  t = &c->colls[c->n_colls++];
+  memset(t, 0, sizeof *t);
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->nranks = nranks;
+  return t;
+}
+
+int schema_calibration_add_coll(schema_calibration *c, const char *name, int nranks, double bytes, double us) {
+  schema_coll_table *t = coll_table(c, name, nranks);
+  if (!t) return -1;
+  schema_size_point *p = grow(t->pts, t->n, sizeof *p);
+  if (!p) return -1;
+  t->pts = p;
+  t->pts[t->n++] = (schema_size_point){bytes, us};
+  return 0;
+}
+
+int schema_calibration_add_fit(schema_calibration *c, const char *name, double latency_us, double gbps) {
+  schema_fit *f = grow(c->fits, c->n_fits, sizeof *f);
+  if (!f) return -1;
+  c->fits = f;
+  f = &c->fits[c->n_fits++];
+  snprintf(f->name, sizeof f->name, "%s", name);
+  f->latency_us = latency_us;
+  f->gbps = gbps;
+  return 0;
+}
+
+void schema_calibration_free(schema_calibration *c) {
+  for (int i = 0; i < c->n_kernels; i++) free(c->kernels[i].pts);
+  for (int i = 0; i < c->n_colls; i++) free(c->colls[i].pts);
+  free(c->gemm);
+  free(c->kernels);
+  free(c->colls);
+  free(c->fits);
+  memset(c, 0, sizeof *c);
+}
+
+/* ---- sorting (deterministic order for lookups and for the writer) ---- */
+
+static int cmp_gemm(const void *a, const void *b) {
+  const schema_gemm_point *x = a, *y = b;
+  if (x->n != y->n) return x->n < y->n ? -1 : 1;
+  if (x->k != y->k) return x->k < y->k ? -1 : 1;
+  if (x->m != y->m) return x->m < y->m ? -1 : 1;
+  return 0;
+}
+static int cmp_kernel_point(const void *a, const void *b) {
+  const schema_kernel_point *x = a, *y = b;
+  if (x->group != y->group) return x->group < y->group ? -1 : 1;
+  if (x->x != y->x) return x->x < y->x ? -1 : 1;
+  return 0;
+}
+static int cmp_size_point(const void *a, const void *b) {
+  const schema_size_point *x = a, *y = b;
+  return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
+}
+static int cmp_kernel_table(const void *a, const void *b) {
+  return strcmp(((const schema_kernel_table *)a)->name, ((const schema_kernel_table *)b)->name);
+}
+static int cmp_coll_table(const void *a, const void *b) {
+  const schema_coll_table *x = a, *y = b;
+  int s = strcmp(x->name, y->name);
+  return s ? s : (x->nranks > y->nranks) - (x->nranks < y->nranks);
+}
+static int cmp_fit(const void *a, const void *b) {
+  return strcmp(((const schema_fit *)a)->name, ((const schema_fit *)b)->name);
+}
+
+void schema_calibration_sort(schema_calibration *c) {
+  if (c->n_gemm) qsort(c->gemm, (size_t)c->n_gemm, sizeof *c->gemm, cmp_gemm);
+  for (int i = 0; i < c->n_kernels; i++)
+    if (c->kernels[i].n) qsort(c->kernels[i].pts, (size_t)c->kernels[i].n, sizeof *c->kernels[i].pts, cmp_kernel_point);
+  for (int i = 0; i < c->n_colls; i++)
+    if (c->colls[i].n) qsort(c->colls[i].pts, (size_t)c->colls[i].n, sizeof *c->colls[i].pts, cmp_size_point);
+  if (c->n_kernels) qsort(c->kernels, (size_t)c->n_kernels, sizeof *c->kernels, cmp_kernel_table);
+  if (c->n_colls) qsort(c->colls, (size_t)c->n_colls, sizeof *c->colls, cmp_coll_table);
+  if (c->n_fits) qsort(c->fits, (size_t)c->n_fits, sizeof *c->fits, cmp_fit);
+}
+
+/* ---- loader ---- */
+
+/* Rejects members of obj not listed in allowed (NULL-terminated). */
+static int only_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    int ok = 0;
+    for (int i = 0; allowed[i]; i++)
+      if (strcmp(key, allowed[i]) == 0) ok = 1;
+    if (!ok) {
+      char f[256];
+      snprintf(f, sizeof f, "%s%s%s", path && *path ? path : "", path && *path ? "." : "", key);
+      return ts_fail(e, file, f, "unknown field");
+    }
+  }
+  return 0;
+}
+
+#define MAX_US 1e9     /* 1000 s: no single op takes longer */
+#define MAX_BYTES 1e15 /* 1 PB */
+
+static int load_gemm(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
+  json_t *arr = json_object_get(root, "gemm");
+  if (!arr) return 0; /* optional: a collectives-only calibration is allowed */
+  if (!json_is_array(arr)) return ts_fail(e, file, "gemm", "must be an array");
+  size_t i;
+  json_t *pt;
+  static const char *const keys[] = {"m", "n", "k", "us", NULL};
+  json_array_foreach(arr, i, pt) {
+    char path[64];
+    snprintf(path, sizeof path, "gemm[%zu]", i);
+    if (!json_is_object(pt)) return ts_fail(e, file, path, "must be an object");
+    long long m, n, k;
+    double us;
+    if (only_keys(pt, keys, file, path, e) || tsj_int(pt, "m", 1, 1LL << 31, &m, file, path, e) ||
+        tsj_int(pt, "n", 1, 1LL << 31, &n, file, path, e) || tsj_int(pt, "k", 1, 1LL << 31, &k, file, path, e) ||
+        tsj_real(pt, "us", 1e-3, MAX_US, &us, file, path, e))
+      return -1;
+    for (int j = 0; j < c->n_gemm; j++)
+      if (c->gemm[j].m == m && c->gemm[j].n == n && c->gemm[j].k == k)
+        return ts_fail(e, file, path, "duplicate shape %lldx%lldx%lld", m, n, k);
+    if (schema_calibration_add_gemm(c, m, n, k, us)) return ts_fail_sys(e, "out of memory");
+  }
+  return 0;
+}
+
+static int valid_name(const char *s) {
+  if (!*s || strlen(s) >= 48) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '.')) return 0;
+  return 1;
+}
+
+static int load_kernels(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
+  json_t *obj = json_object_get(root, "kernels");
+  if (!obj) return 0;
+  if (!json_is_object(obj)) return ts_fail(e, file, "kernels", "must be an object");
+  const char *name;
+  json_t *arr;
+  json_object_foreach(obj, name, arr) {
+    char path[128];
+    snprintf(path, sizeof path, "kernels.%.60s", name);
+    if (!valid_name(name)) return ts_fail(e, file, path, "kernel name must be 1-47 of [a-z0-9_.]");
+    if (!json_is_array(arr)) return ts_fail(e, file, path, "must be an array");
+    if (json_array_size(arr) == 0) return ts_fail(e, file, path, "must not be empty");
+    bool by_flops = json_is_object(json_array_get(arr, 0)) && json_object_get(json_array_get(arr, 0), "flops");
+    static const char *const kb[] = {"bytes", "group", "us", NULL};
+    static const char *const kf[] = {"flops", "group", "us", NULL};
+    size_t i;
+    json_t *pt;
+    json_array_foreach(arr, i, pt) {
+      char p[160];
+      snprintf(p, sizeof p, "%s[%zu]", path, i);
+      if (!json_is_object(pt)) return ts_fail(e, file, p, "must be an object");
+      double x, us;
+      long long group;
+      if (only_keys(pt, by_flops ? kf : kb, file, p, e) ||
+          tsj_real(pt, by_flops ? "flops" : "bytes", 1, by_flops ? 1e18 : MAX_BYTES, &x, file, p, e) ||
+          tsj_int_opt(pt, "group", 0, 1 << 20, 0, &group, file, p, e) ||
+          tsj_real(pt, "us", 1e-3, MAX_US, &us, file, p, e))
+        return -1;
+      const schema_kernel_table *t = NULL;
+      for (int j = 0; j < c->n_kernels; j++)
+        if (strcmp(c->kernels[j].name, name) == 0) t = &c->kernels[j];
+      for (int j = 0; t && j < t->n; j++)
+        if (t->pts[j].x == x && t->pts[j].group == (int)group)
+          return ts_fail(e, file, p, "duplicate point (%s %g, group %lld)", by_flops ? "flops" : "bytes", x, group);
+      if (schema_calibration_add_kernel(c, name, by_flops, x, (int)group, us)) return ts_fail_sys(e, "out of memory");
+    }
+  }
+  return 0;
+}
+
+/* "allreduce" or "allreduce.taco128" (G a power of two in 32..512). */
+static int valid_coll_name(const char *name) {
+  char base[48];
+  const char *dot = strchr(name, '.');
+  size_t len = dot ? (size_t)(dot - name) : strlen(name);
+  if (len >= sizeof base) return 0;
+  memcpy(base, name, len);
+  base[len] = '\0';
+  int known = 0;
+  for (int i = 0; collective_names[i]; i++)
+    if (strcmp(base, collective_names[i]) == 0) known = 1;
+  if (!known) return 0;
+  if (!dot) return 1;
+  if (strncmp(dot + 1, "taco", 4) != 0) return 0;
+  char *end;
+  errno = 0;
+  long g = strtol(dot + 5, &end, 10);
+  return *end == '\0' && errno == 0 && g >= 32 && g <= 512 && (g & (g - 1)) == 0;
+}
+
+static int load_collectives(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
+  json_t *obj = json_object_get(root, "collectives");
+  if (!obj) return 0;
+  if (!json_is_object(obj)) return ts_fail(e, file, "collectives", "must be an object");
+  const char *name;
+  json_t *per_n;
+  json_object_foreach(obj, name, per_n) {
+    char path[128];
+    snprintf(path, sizeof path, "collectives.%.60s", name);
+    if (!valid_coll_name(name))
+      return ts_fail(e, file, path,
+                     "unknown collective (allreduce, allgather, reducescatter, alltoall, sendrecv, "
+                     "optionally followed by .taco<G>, G = 32..512)");
+    if (!json_is_object(per_n)) return ts_fail(e, file, path, "must be an object keyed by the number of ranks");
+    if (json_object_size(per_n) == 0) return ts_fail(e, file, path, "must not be empty");
+    const char *nkey;
+    json_t *arr;
+    json_object_foreach(per_n, nkey, arr) {
+      char p[160];
+      snprintf(p, sizeof p, "%s.%.16s", path, nkey);
+      char *end;
+      errno = 0;
+      long nr = strtol(nkey, &end, 10);
+      if (*nkey == '\0' || *end != '\0' || errno || nr < 2 || nr > 1 << 20)
+        return ts_fail(e, file, p, "key must be a number of ranks (2..1048576)");
+      if (!json_is_array(arr)) return ts_fail(e, file, p, "must be an array");
+      if (json_array_size(arr) == 0) return ts_fail(e, file, p, "must not be empty");
+      size_t i;
+      json_t *pt;
+      static const char *const keys[] = {"bytes", "us", NULL};
+      json_array_foreach(arr, i, pt) {
+        char q[200];
+        snprintf(q, sizeof q, "%s[%zu]", p, i);
+        if (!json_is_object(pt)) return ts_fail(e, file, q, "must be an object");
+        double bytes, us;
+        if (only_keys(pt, keys, file, q, e) || tsj_real(pt, "bytes", 1, MAX_BYTES, &bytes, file, q, e) ||
+            tsj_real(pt, "us", 1e-3, MAX_US, &us, file, q, e))
+          return -1;
+        for (int j = 0; j < c->n_colls; j++)
+          if (c->colls[j].nranks == nr && strcmp(c->colls[j].name, name) == 0)
+            for (int k = 0; k < c->colls[j].n; k++)
+              if (c->colls[j].pts[k].bytes == bytes) return ts_fail(e, file, q, "duplicate size %g", bytes);
+        if (schema_calibration_add_coll(c, name, (int)nr, bytes, us)) return ts_fail_sys(e, "out of memory");
+      }
+    }
+  }
+  return 0;
+}
+
+static int load_fits(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
+  json_t *obj = json_object_get(root, "fits");
+  if (!obj) return 0;
+  if (!json_is_object(obj)) return ts_fail(e, file, "fits", "must be an object");
+  const char *name;
+  json_t *f;
+  static const char *const keys[] = {"latency_us", "gbps", NULL};
+  json_object_foreach(obj, name, f) {
+    char path[128];
+    snprintf(path, sizeof path, "fits.%.60s", name);
+    if (!valid_name(name)) return ts_fail(e, file, path, "fit name must be 1-47 of [a-z0-9_.]");
+    if (!json_is_object(f)) return ts_fail(e, file, path, "must be an object");
+    double lat, gbps;
+    if (only_keys(f, keys, file, path, e) || tsj_real(f, "latency_us", 0, MAX_US, &lat, file, path, e) ||
+        tsj_real(f, "gbps", 1e-6, 1e6, &gbps, file, path, e))
+      return -1;
+    if (schema_calibration_add_fit(c, name, lat, gbps)) return ts_fail_sys(e, "out of memory");
+  }
+  return 0;
+}
+
+static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
+  static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
+                                     "derived", "notes", "gemm", "kernels", "collectives", "fits", NULL};
+  if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || only_keys(root, keys, file, "", e) ||
+      tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
+      tsj_string(root, "driver", c->driver, sizeof c->driver, file, "", e) ||
+      tsj_string(root, "cuda", c->cuda, sizeof c->cuda, file, "", e) ||
+      tsj_string(root, "nccl", c->nccl, sizeof c->nccl, file, "", e) ||
+      tsj_string(root, "transport", c->transport, sizeof c->transport, file, "", e) ||
+      tsj_string(root, "measured_at", c->measured_at, sizeof c->measured_at, file, "", e) ||
+      tsj_bool_opt(root, "derived", false, &c->derived, file, "", e) ||
+      tsj_string_opt(root, "notes", "", c->notes, sizeof c->notes, file, "", e))
+    return -1;
+  if (load_gemm(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
+      load_fits(root, file, c, e))
+    return -1;
+  if (!c->n_gemm && !c->n_kernels && !c->n_colls)
+    return ts_fail(e, file, NULL, "no tables: at least one of gemm, kernels, collectives is required");
+  schema_calibration_sort(c);
+  return 0;
+}
+
+static int load_json(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->path, sizeof c->path, "%s", file);
+  int rc = load_root(root, file, c, e);
+  json_decref(root);
+  if (rc) schema_calibration_free(c);
+  return rc;
+}
+
+int schema_calibration_load(const char *path, schema_calibration *c, ts_err *e) {
+  memset(c, 0, sizeof *c);
+  json_t *root = tsj_load_file(path, e);
+  if (!root) return -1;
+  return load_json(root, path, c, e);
+}
+
+int schema_calibration_from_json_text(const char *text, size_t len, const char *what, schema_calibration *c,
+                                      ts_err *e) {
+  memset(c, 0, sizeof *c);
+  json_t *root = tsj_load_string(text, len, what, e);
+  if (!root) return -1;
+  return load_json(root, what, c, e);
+}
+
+/* ---- writer ---- */
+
+static json_t *num(double v) {
+  /* Integral values print as integers so sizes stay readable. */
+  if (v == (double)(long long)v && v < 9e15) return json_integer((json_int_t)v);
+  return json_real(v);
+}
+
+int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *e) {
+  schema_calibration *c = (schema_calibration *)c_in; /* sorted in place: order is not state */
+  schema_calibration_sort(c);
+  json_t *root = json_object();
+  json_object_set_new(root, "schema", json_integer(SCHEMA_CALIBRATION_VERSION));
+  json_object_set_new(root, "gpu", json_string(c->gpu));
+  json_object_set_new(root, "driver", json_string(c->driver));
+  json_object_set_new(root, "cuda", json_string(c->cuda));
+  json_object_set_new(root, "nccl", json_string(c->nccl));
+  json_object_set_new(root, "transport", json_string(c->transport));
+  json_object_set_new(root, "measured_at", json_string(c->measured_at));
+  json_object_set_new(root, "derived", json_boolean(c->derived));
+  if (c->notes[0]) json_object_set_new(root, "notes", json_string(c->notes));
+  if (c->n_gemm) {
+    json_t *arr = json_array();
+    for (int i = 0; i < c->n_gemm; i++)
+      json_array_append_new(arr, json_pack("{s:I,s:I,s:I,s:o}", "m", (json_int_t)c->gemm[i].m, "n",
+                                           (json_int_t)c->gemm[i].n, "k", (json_int_t)c->gemm[i].k, "us",
+                                           num(c->gemm[i].us)));
+    json_object_set_new(root, "gemm", arr);
+  }
+  if (c->n_kernels) {
+    json_t *obj = json_object();
+    for (int i = 0; i < c->n_kernels; i++) {
+      const schema_kernel_table *t = &c->kernels[i];
+      json_t *arr = json_array();
+      for (int j = 0; j < t->n; j++) {
+        json_t *pt = json_object();
+        json_object_set_new(pt, t->by_flops ? "flops" : "bytes", num(t->pts[j].x));
+        if (t->pts[j].group) json_object_set_new(pt, "group", json_integer(t->pts[j].group));
+        json_object_set_new(pt, "us", num(t->pts[j].us));
+        json_array_append_new(arr, pt);
+      }
+      json_object_set_new(obj, t->name, arr);
+    }
+    json_object_set_new(root, "kernels", obj);
+  }
+  if (c->n_colls) {
+    json_t *obj = json_object();
+    for (int i = 0; i < c->n_colls; i++) {
+      const schema_coll_table *t = &c->colls[i];
+      json_t *per_n = json_object_get(obj, t->name);
+      if (!per_n) {
+        per_n = json_object();
+        json_object_set_new(obj, t->name, per_n);
+      }
+      json_t *arr = json_array();
+      for (int j = 0; j < t->n; j++)
+        json_array_append_new(arr, json_pack("{s:o,s:o}", "bytes", num(t->pts[j].bytes), "us", num(t->pts[j].us)));
+      char key[16];
+      snprintf(key, sizeof key, "%d", t->nranks);
+      json_object_set_new(per_n, key, arr);
+    }
+    json_object_set_new(root, "collectives", obj);
+  }
+  if (c->n_fits) {
+    json_t *obj = json_object();
+    for (int i = 0; i < c->n_fits; i++)
+      json_object_set_new(obj, c->fits[i].name,
+                          json_pack("{s:o,s:o}", "latency_us", num(c->fits[i].latency_us), "gbps", num(c->fits[i].gbps)));
+    json_object_set_new(root, "fits", obj);
+  }
+  int rc = json_dumpf(root, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
+  fputc('\n', out);
+  json_decref(root);
+  if (rc || ferror(out)) return ts_fail_sys(e, "cannot write calibration");
+  return 0;
+}
+
+int schema_calibration_save(const schema_calibration *c, const char *path, ts_err *e) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ts_fail(e, path, NULL, "cannot open for writing (%s)", strerror(errno));
+  int rc = schema_calibration_write(c, f, e);
+  if (fclose(f) && !rc) rc = ts_fail_sys(e, "%s: cannot write (%s)", path, strerror(errno));
+  return rc;
+}

@@ -1,0 +1,219 @@
+/* calibration_lookup.c — time of an op from a calibration: log-space
+ * interpolation inside the measured range, an anchored roofline outside. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibration.h"
+
+void schema_lookup_init(schema_lookup *l, const schema_calibration *cal, const schema_roofline *roof, FILE *warn) {
+  memset(l, 0, sizeof *l);
+  l->cal = cal;
+  l->roof = *roof;
+  l->warn = warn;
+}
+
+/* Warns once per key. */
+static void warn_once(schema_lookup *l, const char *key, const char *fmt, double a, double b) {
+  for (int i = 0; i < l->warned_n; i++)
+    if (strcmp(l->warned[i], key) == 0) return;
+  if (l->warned_n < (int)(sizeof l->warned / sizeof l->warned[0]))
+    snprintf(l->warned[l->warned_n++], sizeof l->warned[0], "%s", key);
+  if (!l->warn) return;
+  fprintf(l->warn, "tacosim: warning: %s: %s: ", l->cal->path[0] ? l->cal->path : "calibration", key);
+  fprintf(l->warn, fmt, a, b);
+  fputc('\n', l->warn);
+}
+
+static const char *cal_name(const schema_lookup *l) { return l->cal->path[0] ? l->cal->path : "calibration"; }
+
+/* Interpolates log(t) against log(x) between (x0,t0) and (x1,t1). */
+static double log_interp(double x0, double t0, double x1, double t1, double x) {
+  if (x1 <= x0) return t0;
+  double f = (log(x) - log(x0)) / (log(x1) - log(x0));
+  return exp(log(t0) + f * (log(t1) - log(t0)));
+}
+
+/* A 1-D lookup over n points sorted by x; roof(x) is the roofline time (us) used,
+ * scaled to the nearest measured point, outside [x_0, x_{n-1}]. */
+typedef double (*roof_fn)(const schema_roofline *r, double x, const void *ctx);
+
+static double lookup_1d(schema_lookup *l, const char *key, const double *xs, const double *ts, int n, double x,
+                        roof_fn roof, const void *ctx) {
+  if (x <= 0) return 0;
+  if (x < xs[0] || x > xs[n - 1] || n == 1) {
+    int edge = x < xs[0] ? 0 : n - 1;
+    if (x != xs[edge])
+      warn_once(l, key, "%g outside the measured range, roofline anchored at the nearest point (%g)", x, xs[edge]);
+    double r_edge = roof(&l->roof, xs[edge], ctx);
+    return r_edge > 0 ? ts[edge] * roof(&l->roof, x, ctx) / r_edge : ts[edge];
+  }
+  int lo = 0, hi = n - 1; /* binary search: xs[lo] <= x <= xs[hi] */
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    if (xs[mid] <= x)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return log_interp(xs[lo], ts[lo], xs[hi], ts[hi], x);
+}
+
+static double roof_flops(const schema_roofline *r, double flops, const void *ctx) {
+  (void)ctx;
+  return r->launch_us + flops / r->peak_flops * 1e6;
+}
+static double roof_bytes(const schema_roofline *r, double bytes, const void *ctx) {
+  (void)ctx;
+  return r->launch_us + bytes / r->hbm_bytes_per_s * 1e6;
+}
+/* GEMM along m for a fixed n, k. */
+static double roof_gemm_m(const schema_roofline *r, double m, const void *ctx) {
+  const long long *nk = ctx;
+  return roof_flops(r, 2.0 * m * (double)nk[0] * (double)nk[1], NULL);
+}
+
+typedef struct {
+  const char *name;
+  int nranks;
+} coll_ctx;
+static double roof_coll(const schema_roofline *r, double bytes, const void *ctx) {
+  const coll_ctx *c = ctx;
+  double steps = strncmp(c->name, "allreduce", 9) == 0 ? 2.0 * (c->nranks - 1) : (double)(c->nranks - 1);
+  if (strncmp(c->name, "sendrecv", 8) == 0) steps = 1;
+  return steps * r->coll_latency_us + bytes * schema_busbw_factor(c->name, c->nranks) / r->link_bytes_per_s * 1e6;
+}
+
+/* Scratch arrays for the 1-D lookups. */
+typedef struct {
+  double *x, *t;
+  int n;
+} series;
+static int series_alloc(series *s, int n) {
+  s->x = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  s->t = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  s->n = 0;
+  return s->x && s->t ? 0 : -1;
+}
+static void series_free(series *s) {
+  free(s->x);
+  free(s->t);
+}
+
+int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, double *us, ts_err *e) {
+  const schema_calibration *c = l->cal;
+  if (!c->n_gemm) return ts_fail(e, cal_name(l), "gemm", "missing: needed for a %lldx%lldx%lld GEMM", m, n, k);
+  series s;
+  if (series_alloc(&s, c->n_gemm)) return ts_fail_sys(e, "out of memory");
+  /* Points are sorted by (n, k, m): same weight shape, varying tokens. */
+  for (int i = 0; i < c->n_gemm; i++)
+    if (c->gemm[i].n == n && c->gemm[i].k == k) {
+      s.x[s.n] = (double)c->gemm[i].m;
+      s.t[s.n++] = c->gemm[i].us;
+    }
+  char key[64];
+  if (s.n) {
+    long long nk[2] = {n, k};
+    snprintf(key, sizeof key, "gemm n=%lld k=%lld", n, k);
+    *us = lookup_1d(l, key, s.x, s.t, s.n, (double)m, roof_gemm_m, nk);
+    series_free(&s);
+    return 0;
+  }
+  /* No point with this weight shape: interpolate in FLOPs over all shapes,
+   * averaging log-times of points with equal FLOPs. */
+  for (int i = 0; i < c->n_gemm; i++) {
+    double f = 2.0 * (double)c->gemm[i].m * (double)c->gemm[i].n * (double)c->gemm[i].k;
+    int j = s.n;
+    while (j > 0 && s.x[j - 1] > f) j--; /* insertion sort: tables are small */
+    if (j > 0 && s.x[j - 1] == f) {
+      s.t[j - 1] = sqrt(s.t[j - 1] * c->gemm[i].us);
+      continue;
+    }
+    memmove(s.x + j + 1, s.x + j, sizeof(double) * (size_t)(s.n - j));
+    memmove(s.t + j + 1, s.t + j, sizeof(double) * (size_t)(s.n - j));
+    s.x[j] = f;
+    s.t[j] = c->gemm[i].us;
+    s.n++;
+  }
+  snprintf(key, sizeof key, "gemm (by FLOPs)");
+  *us = lookup_1d(l, key, s.x, s.t, s.n, 2.0 * (double)m * (double)n * (double)k, roof_flops, NULL);
+  series_free(&s);
+  return 0;
+}
+
+bool schema_has_kernel(const schema_calibration *c, const char *name) {
+  for (int i = 0; i < c->n_kernels; i++)
+    if (strcmp(c->kernels[i].name, name) == 0) return true;
+  return false;
+}
+
+bool schema_has_coll(const schema_calibration *c, const char *name) {
+  for (int i = 0; i < c->n_colls; i++)
+    if (strcmp(c->colls[i].name, name) == 0) return true;
+  return false;
+}
+
+int schema_lookup_kernel(schema_lookup *l, const char *name, double x, int group, double *us, ts_err *e) {
+  const schema_kernel_table *t = NULL;
+  for (int i = 0; i < l->cal->n_kernels; i++)
+    if (strcmp(l->cal->kernels[i].name, name) == 0) t = &l->cal->kernels[i];
+  if (!t) return ts_fail(e, cal_name(l), "kernels", "missing table \"%s\"", name);
+  /* Pick the group: exact, else the nearest in log2. */
+  int best = t->pts[0].group;
+  for (int i = 0; i < t->n; i++) {
+    double d_new = fabs(log2((t->pts[i].group + 1.0) / (group + 1.0)));
+    double d_best = fabs(log2((best + 1.0) / (group + 1.0)));
+    if (d_new < d_best) best = t->pts[i].group;
+  }
+  char key[64];
+  snprintf(key, sizeof key, "kernel %s", name);
+  if (best != group) warn_once(l, key, "group %g not measured, using group %g", (double)group, (double)best);
+  series s;
+  if (series_alloc(&s, t->n)) return ts_fail_sys(e, "out of memory");
+  for (int i = 0; i < t->n; i++)
+    if (t->pts[i].group == best) {
+      s.x[s.n] = t->pts[i].x;
+      s.t[s.n++] = t->pts[i].us;
+    }
+  *us = lookup_1d(l, key, s.x, s.t, s.n, x, t->by_flops ? roof_flops : roof_bytes, NULL);
+  series_free(&s);
+  return 0;
+}
+
+double schema_busbw_factor(const char *name, int nranks) {
+  double n = nranks;
+  if (nranks < 2) return 0;
+  if (strncmp(name, "allreduce", 9) == 0) return 2.0 * (n - 1) / n;
+  if (strncmp(name, "sendrecv", 8) == 0) return 1.0;
+  return (n - 1) / n;
+}
+
+int schema_lookup_coll(schema_lookup *l, const char *name, int nranks, double bytes, double *us, ts_err *e) {
+  const schema_coll_table *t = NULL;
+  for (int i = 0; i < l->cal->n_colls; i++) {
+    const schema_coll_table *c = &l->cal->colls[i];
+    if (strcmp(c->name, name) != 0) continue;
+    if (!t || abs(c->nranks - nranks) < abs(t->nranks - nranks) ||
+        (abs(c->nranks - nranks) == abs(t->nranks - nranks) && c->nranks > t->nranks))
+      t = c;
+  }
+  if (!t) return ts_fail(e, cal_name(l), "collectives", "missing table \"%s\"", name);
+  char key[64];
+  snprintf(key, sizeof key, "%s.%d", name, nranks);
+  series s;
+  if (series_alloc(&s, t->n)) return ts_fail_sys(e, "out of memory");
+  for (int i = 0; i < t->n; i++) {
+    s.x[s.n] = t->pts[i].bytes;
+    s.t[s.n++] = t->pts[i].us;
+  }
+  coll_ctx ctx = {name, t->nranks};
+  double v = lookup_1d(l, key, s.x, s.t, s.n, bytes, roof_coll, &ctx);
+  series_free(&s);
+  if (t->nranks != nranks) {
+    /* Same bus bandwidth, different algorithmic factor. */
+    warn_once(l, key, "%g ranks not measured, scaled from %g ranks by bus bandwidth", nranks, t->nranks);
+    v *= schema_busbw_factor(name, nranks) / schema_busbw_factor(name, t->nranks);
+  }
+  *us = v;
+  return 0;
+}

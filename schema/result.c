@@ -1,0 +1,275 @@
+/* result.c — writer and strict reader of result files (JSON + CSV). */
+#include "result.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ts_json.h"
+
+static const char *const source_names[] = {"simulated", "measured", NULL};
+
+void schema_result_init(schema_result *r, schema_source source) {
+  memset(r, 0, sizeof *r);
+  r->source = source;
+}
+
+void schema_result_free(schema_result *r) {
+  free(r->ranks);
+  free(r->ops);
+  free(r->notes);
+  r->ranks = NULL;
+  r->ops = NULL;
+  r->notes = NULL;
+  r->n_ranks = r->n_ops = r->n_notes = 0;
+}
+
+/* Appends one element, growing the array at powers of two. */
+static int append(void **arr, int *n, size_t elem, const void *item) {
+  if ((*n & (*n - 1)) == 0) {
+    void *p = realloc(*arr, (size_t)(*n ? *n * 2 : 4) * elem);
+    if (!p) return -1;
+    *arr = p;
+  }
+  memcpy((char *)*arr + (size_t)*n * elem, item, elem);
+  (*n)++;
+  return 0;
+}
+
+int schema_result_add_rank(schema_result *r, const schema_rank_stat *s) {
+  return append((void **)&r->ranks, &r->n_ranks, sizeof *s, s);
+}
+int schema_result_add_op(schema_result *r, const schema_op_record *op) {
+  return append((void **)&r->ops, &r->n_ops, sizeof *op, op);
+}
+int schema_result_add_note(schema_result *r, const char *note) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", note);
+  return append((void **)&r->notes, &r->n_notes, sizeof buf, buf);
+}
+
+/* ---- writers ---- */
+
+static json_t *to_json(const schema_result *r) {
+  json_t *root = json_object();
+  json_object_set_new(root, "schema", json_integer(SCHEMA_RESULT_VERSION));
+  json_object_set_new(root, "source", json_string(source_names[r->source]));
+  json_object_set_new(root, "plan", json_string(r->plan));
+  if (r->calibration[0]) json_object_set_new(root, "calibration", json_string(r->calibration));
+  if (r->mode[0]) json_object_set_new(root, "mode", json_string(r->mode));
+  json_object_set_new(root, "iteration_time_s", json_real(r->iteration_time_s));
+  json_object_set_new(root, "tokens_per_s", json_real(r->tokens_per_s));
+  json_object_set_new(root, "tflops_per_gpu", json_real(r->tflops_per_gpu));
+  json_object_set_new(root, "mfu", json_real(r->mfu));
+  json_object_set_new(root, "memory_per_gpu_bytes", json_integer((json_int_t)r->memory_per_gpu_bytes));
+  const schema_breakdown *b = &r->breakdown;
+  json_object_set_new(root, "breakdown",
+                      json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "compute_s", b->compute_s, "tp_exposed_s",
+                                b->tp_exposed_s, "pp_exposed_s", b->pp_exposed_s, "dp_exposed_s", b->dp_exposed_s,
+                                "codec_s", b->codec_s, "bubble_s", b->bubble_s));
+  json_t *ranks = json_array();
+  for (int i = 0; i < r->n_ranks; i++)
+    json_array_append_new(ranks, json_pack("{s:i,s:f,s:f,s:f}", "rank", r->ranks[i].rank, "busy_s",
+                                           r->ranks[i].busy_s, "compute_s", r->ranks[i].compute_s, "comm_s",
+                                           r->ranks[i].comm_s));
+  json_object_set_new(root, "ranks", ranks);
+  if (r->n_ops) {
+    json_t *ops = json_array();
+    for (int i = 0; i < r->n_ops; i++)
+      json_array_append_new(ops, json_pack("{s:s,s:i,s:s,s:f,s:f}", "name", r->ops[i].name, "rank", r->ops[i].rank,
+                                           "stream", r->ops[i].stream, "start_s", r->ops[i].start_s, "dur_s",
+                                           r->ops[i].dur_s));
+    json_object_set_new(root, "ops", ops);
+  }
+  if (r->n_notes) {
+    json_t *notes = json_array();
+    for (int i = 0; i < r->n_notes; i++) json_array_append_new(notes, json_string(r->notes[i]));
+    json_object_set_new(root, "notes", notes);
+  }
+  if (r->source == SCHEMA_SOURCE_MEASURED) {
+    json_object_set_new(root, "iterations", json_integer(r->iterations));
+    json_object_set_new(root, "warmup", json_integer(r->warmup));
+    json_object_set_new(root, "min_s", json_real(r->min_s));
+    json_object_set_new(root, "median_s", json_real(r->median_s));
+    json_object_set_new(root, "max_s", json_real(r->max_s));
+    const schema_machine *m = &r->machine;
+    const char *keys[] = {"gpu", "driver", "cuda", "nccl", "transport"};
+    const char *vals[] = {m->gpu, m->driver, m->cuda, m->nccl, m->transport};
+    json_t *mo = json_object();
+    for (int i = 0; i < 5; i++)
+      if (vals[i][0]) json_object_set_new(mo, keys[i], json_string(vals[i]));
+    json_object_set_new(root, "machine", mo);
+  }
+  return root;
+}
+
+int schema_result_write_json(const schema_result *r, FILE *out, ts_err *e) {
+  json_t *root = to_json(r);
+  int rc = json_dumpf(root, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+  fputc('\n', out);
+  json_decref(root);
+  if (rc || ferror(out)) return ts_fail_sys(e, "cannot write result JSON");
+  return 0;
+}
+
+int schema_result_write_csv(const schema_result *r, FILE *out, ts_err *e) {
+  const schema_breakdown *b = &r->breakdown;
+  fprintf(out, "# tacosim result (%s) plan=%s calibration=%s\n", source_names[r->source], r->plan,
+          r->calibration[0] ? r->calibration : "-");
+  fprintf(out,
+          "# iteration_time_s tokens_per_s tflops_per_gpu mfu memory_per_gpu_bytes compute_s tp_exposed_s "
+          "pp_exposed_s dp_exposed_s codec_s bubble_s\n");
+  fprintf(out, "%.9g %.9g %.9g %.9g %.0f %.9g %.9g %.9g %.9g %.9g %.9g\n", r->iteration_time_s, r->tokens_per_s,
+          r->tflops_per_gpu, r->mfu, r->memory_per_gpu_bytes, b->compute_s, b->tp_exposed_s, b->pp_exposed_s,
+          b->dp_exposed_s, b->codec_s, b->bubble_s);
+  fprintf(out, "\n\n# rank busy_s compute_s comm_s\n");
+  for (int i = 0; i < r->n_ranks; i++)
+    fprintf(out, "%d %.9g %.9g %.9g\n", r->ranks[i].rank, r->ranks[i].busy_s, r->ranks[i].compute_s,
+            r->ranks[i].comm_s);
+  if (ferror(out)) return ts_fail_sys(e, "cannot write result CSV");
+  return 0;
+}
+
+static int save(const schema_result *r, const char *path, int csv, ts_err *e) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ts_fail(e, path, NULL, "cannot open for writing (%s)", strerror(errno));
+  int rc = csv ? schema_result_write_csv(r, f, e) : schema_result_write_json(r, f, e);
+  if (fclose(f) && !rc) rc = ts_fail_sys(e, "%s: cannot write (%s)", path, strerror(errno));
+  return rc;
+}
+int schema_result_save_json(const schema_result *r, const char *path, ts_err *e) { return save(r, path, 0, e); }
+int schema_result_save_csv(const schema_result *r, const char *path, ts_err *e) { return save(r, path, 1, e); }
+
+/* ---- reader ---- */
+
+#define BIG 1e18
+
+static int load_ranks(json_t *root, const char *file, schema_result *r, ts_err *e) {
+  json_t *arr = json_object_get(root, "ranks");
+  if (!arr) return ts_fail(e, file, "ranks", "missing (an array is required)");
+  if (!json_is_array(arr)) return ts_fail(e, file, "ranks", "must be an array");
+  size_t i;
+  json_t *v;
+  json_array_foreach(arr, i, v) {
+    char path[48];
+    snprintf(path, sizeof path, "ranks[%zu]", i);
+    if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object");
+    long long rank;
+    schema_rank_stat s;
+    if (tsj_int(v, "rank", 0, 1 << 24, &rank, file, path, e) ||
+        tsj_real(v, "busy_s", 0, BIG, &s.busy_s, file, path, e) ||
+        tsj_real(v, "compute_s", 0, BIG, &s.compute_s, file, path, e) ||
+        tsj_real(v, "comm_s", 0, BIG, &s.comm_s, file, path, e))
+      return -1;
+    s.rank = (int)rank;
+    if (schema_result_add_rank(r, &s)) return ts_fail_sys(e, "out of memory");
+  }
+  return 0;
+}
+
+static int load_ops(json_t *root, const char *file, schema_result *r, ts_err *e) {
+  json_t *arr = json_object_get(root, "ops");
+  if (!arr || json_is_null(arr)) return 0;
+  if (!json_is_array(arr)) return ts_fail(e, file, "ops", "must be an array");
+  static const char *const streams[] = {"compute", "tp", "pp", "dp", NULL};
+  size_t i;
+  json_t *v;
+  json_array_foreach(arr, i, v) {
+    char path[48];
+    snprintf(path, sizeof path, "ops[%zu]", i);
+    if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object");
+    schema_op_record op;
+    long long rank;
+    int stream;
+    if (tsj_string(v, "name", op.name, sizeof op.name, file, path, e) ||
+        tsj_int(v, "rank", 0, 1 << 24, &rank, file, path, e) ||
+        tsj_enum(v, "stream", streams, &stream, file, path, e) ||
+        tsj_real(v, "start_s", 0, BIG, &op.start_s, file, path, e) ||
+        tsj_real(v, "dur_s", 0, BIG, &op.dur_s, file, path, e))
+      return -1;
+    op.rank = (int)rank;
+    snprintf(op.stream, sizeof op.stream, "%s", streams[stream]);
+    if (schema_result_add_op(r, &op)) return ts_fail_sys(e, "out of memory");
+  }
+  return 0;
+}
+
+static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e) {
+  int source;
+  double mem;
+  if (tsj_schema(root, SCHEMA_RESULT_VERSION, file, e) || tsj_enum(root, "source", source_names, &source, file, "", e))
+    return -1;
+  r->source = (schema_source)source;
+  if (tsj_string(root, "plan", r->plan, sizeof r->plan, file, "", e) ||
+      tsj_string_opt(root, "calibration", "", r->calibration, sizeof r->calibration, file, "", e) ||
+      tsj_string_opt(root, "mode", "", r->mode, sizeof r->mode, file, "", e) ||
+      tsj_real(root, "iteration_time_s", 1e-12, BIG, &r->iteration_time_s, file, "", e) ||
+      tsj_real(root, "tokens_per_s", 0, BIG, &r->tokens_per_s, file, "", e) ||
+      tsj_real(root, "tflops_per_gpu", 0, BIG, &r->tflops_per_gpu, file, "", e) ||
+      tsj_real(root, "mfu", 0, 10, &r->mfu, file, "", e) ||
+      tsj_real(root, "memory_per_gpu_bytes", 0, BIG, &mem, file, "", e))
+    return -1;
+  r->memory_per_gpu_bytes = mem;
+  json_t *b = tsj_object(root, "breakdown", file, "", e);
+  schema_breakdown *bd = &r->breakdown;
+  if (!b || tsj_real(b, "compute_s", 0, BIG, &bd->compute_s, file, "breakdown", e) ||
+      tsj_real(b, "tp_exposed_s", 0, BIG, &bd->tp_exposed_s, file, "breakdown", e) ||
+      tsj_real(b, "pp_exposed_s", 0, BIG, &bd->pp_exposed_s, file, "breakdown", e) ||
+      tsj_real(b, "dp_exposed_s", 0, BIG, &bd->dp_exposed_s, file, "breakdown", e) ||
+      tsj_real(b, "codec_s", 0, BIG, &bd->codec_s, file, "breakdown", e) ||
+      tsj_real(b, "bubble_s", 0, BIG, &bd->bubble_s, file, "breakdown", e))
+    return -1;
+  if (load_ranks(root, file, r, e) || load_ops(root, file, r, e)) return -1;
+  json_t *notes = json_object_get(root, "notes");
+  if (notes && !json_is_null(notes)) {
+    if (!json_is_array(notes)) return ts_fail(e, file, "notes", "must be an array of strings");
+    size_t i;
+    json_t *v;
+    json_array_foreach(notes, i, v) {
+      if (!json_is_string(v)) return ts_fail(e, file, "notes", "must be an array of strings");
+      if (schema_result_add_note(r, json_string_value(v))) return ts_fail_sys(e, "out of memory");
+    }
+  }
+  if (r->source == SCHEMA_SOURCE_MEASURED) {
+    long long it, wu;
+    if (tsj_int(root, "iterations", 1, 1 << 30, &it, file, "", e) ||
+        tsj_int(root, "warmup", 0, 1 << 30, &wu, file, "", e) ||
+        tsj_real(root, "min_s", 0, BIG, &r->min_s, file, "", e) ||
+        tsj_real(root, "median_s", 0, BIG, &r->median_s, file, "", e) ||
+        tsj_real(root, "max_s", 0, BIG, &r->max_s, file, "", e))
+      return -1;
+    r->iterations = (int)it;
+    r->warmup = (int)wu;
+    if (!(r->min_s <= r->median_s && r->median_s <= r->max_s))
+      return ts_fail(e, file, "median_s", "must satisfy min_s <= median_s <= max_s");
+    json_t *m = tsj_object(root, "machine", file, "", e);
+    schema_machine *mc = &r->machine;
+    if (!m || tsj_string(m, "gpu", mc->gpu, sizeof mc->gpu, file, "machine", e) ||
+        tsj_string_opt(m, "driver", "", mc->driver, sizeof mc->driver, file, "machine", e) ||
+        tsj_string_opt(m, "cuda", "", mc->cuda, sizeof mc->cuda, file, "machine", e) ||
+        tsj_string_opt(m, "nccl", "", mc->nccl, sizeof mc->nccl, file, "machine", e) ||
+        tsj_string(m, "transport", mc->transport, sizeof mc->transport, file, "machine", e))
+      return -1;
+  }
+  return 0;
+}
+
+static int load_json(json_t *root, const char *file, schema_result *r, ts_err *e) {
+  schema_result_init(r, SCHEMA_SOURCE_SIMULATED);
+  int rc = load_root(root, file, r, e);
+  json_decref(root);
+  if (rc) schema_result_free(r);
+  return rc;
+}
+
+int schema_result_load(const char *path, schema_result *r, ts_err *e) {
+  schema_result_init(r, SCHEMA_SOURCE_SIMULATED);
+  json_t *root = tsj_load_file(path, e);
+  return root ? load_json(root, path, r, e) : -1;
+}
+
+int schema_result_from_json_text(const char *text, size_t len, const char *what, schema_result *r, ts_err *e) {
+  schema_result_init(r, SCHEMA_SOURCE_SIMULATED);
+  json_t *root = tsj_load_string(text, len, what, e);
+  return root ? load_json(root, what, r, e) : -1;
+}

@@ -1,0 +1,90 @@
+/* result.h — one schema for a predicted (tacosim simulate) and a measured
+ * (tacorun execute) iteration, so `tacosim compare` and every plot read both
+ * the same way. Plain C + jansson.
+ *
+ * JSON: { "schema": 1, "source": "simulated"|"measured", "plan": "...",
+ *   "calibration": "...", "mode": "full"|"reduced"|"",   (mode: simulated only)
+ *   "iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
+ *   "breakdown": { compute_s, tp_exposed_s, pp_exposed_s, dp_exposed_s, codec_s, bubble_s },
+ *   "ranks": [ {rank, busy_s, compute_s, comm_s} ],
+ *   "ops": [ {name, rank, stream, start_s, dur_s} ]                  (optional)
+ *   "notes": [ "..." ]                                               (optional)
+ *   measured only: "iterations", "warmup", "min_s", "median_s", "max_s",
+ *   "machine": { gpu, driver, cuda, nccl, transport } }
+ * CSV (gnuplot): '#'-commented header, one row of the headline figures, two
+ * blank lines, then one row per rank (gnuplot `index 1`). */
+#ifndef SCHEMA_RESULT_H
+#define SCHEMA_RESULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "ts_error.h"
+
+#define SCHEMA_RESULT_VERSION 1
+
+typedef struct {
+  double compute_s;    /* time the compute stream was busy (incl. codec kernels it ran) */
+  double tp_exposed_s; /* time the compute stream waited on TP communication */
+  double pp_exposed_s; /* ... on pipeline sends/receives (excluding the bubble) */
+  double dp_exposed_s; /* ... on data-parallel gradient/parameter communication */
+  double codec_s;      /* TACO/CAAT codec kernel time inside compressed collectives */
+  double bubble_s;     /* pipeline fill and drain idle time */
+} schema_breakdown;
+
+typedef struct {
+  int rank;
+  double busy_s, compute_s, comm_s;
+} schema_rank_stat;
+
+typedef struct {
+  char name[96];
+  int rank;
+  char stream[8]; /* compute, tp, pp, dp */
+  double start_s, dur_s;
+} schema_op_record;
+
+typedef struct {
+  char gpu[64], driver[32], cuda[16], nccl[16], transport[32];
+} schema_machine;
+
+typedef enum { SCHEMA_SOURCE_SIMULATED, SCHEMA_SOURCE_MEASURED } schema_source;
+
+typedef struct {
+  schema_source source;
+  char plan[512];
+  char calibration[512];
+  char mode[16];
+  double iteration_time_s, tokens_per_s, tflops_per_gpu, mfu;
+  double memory_per_gpu_bytes;
+  schema_breakdown breakdown;
+  int n_ranks;
+  schema_rank_stat *ranks;
+  int n_ops;
+  schema_op_record *ops;
+  int n_notes;
+  char (*notes)[256];
+  /* measured only */
+  int iterations, warmup;
+  double min_s, median_s, max_s;
+  schema_machine machine;
+} schema_result;
+
+void schema_result_init(schema_result *r, schema_source source);
+void schema_result_free(schema_result *r);
+int schema_result_add_rank(schema_result *r, const schema_rank_stat *s);
+int schema_result_add_op(schema_result *r, const schema_op_record *op);
+int schema_result_add_note(schema_result *r, const char *note);
+
+int schema_result_write_json(const schema_result *r, FILE *out, ts_err *e);
+int schema_result_write_csv(const schema_result *r, FILE *out, ts_err *e);
+/* Writes to a path (JSON or CSV by the function chosen). */
+int schema_result_save_json(const schema_result *r, const char *path, ts_err *e);
+int schema_result_save_csv(const schema_result *r, const char *path, ts_err *e);
+
+/* Strict reader (for `tacosim compare` and the figures). */
+int schema_result_load(const char *path, schema_result *r, ts_err *e);
+int schema_result_from_json_text(const char *text, size_t len, const char *what, schema_result *r, ts_err *e);
+
+#endif
