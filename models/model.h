@@ -111,6 +111,13 @@ double model_flops_per_iteration(const model_config *m, long long global_batch, 
 /* Narayanan et al. SC'21 closed form (GPT: 96 B s l h^2 (1 + s/6h + V/16lh)), for tests. */
 double model_flops_megatron_closed_form(const model_config *m, long long global_batch, int seq, bool recompute);
 
+/* The count Megatron-LM's training loop prints as TFLOP/s (its
+ * num_floating_point_operations): GQA- and SwiGLU-aware, causal attention
+ * counted as half the square, vocabulary padded to a multiple of 128 * tp,
+ * recomputation not counted. For GPT it is 72 B s l h^2 (1 + s/12h + V/12lh),
+ * which is how DESIGN.md's "294 TFLOP/s by Megatron's count" was computed. */
+double model_flops_megatron_lm(const model_config *m, long long global_batch, int seq, int tp);
+
 typedef enum { MODEL_RECOMPUTE_NONE, MODEL_RECOMPUTE_SELECTIVE, MODEL_RECOMPUTE_FULL } model_recompute;
 
 /* Activation memory one layer keeps for backward, per micro-batch, on one GPU

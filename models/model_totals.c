@@ -45,6 +45,19 @@ double model_flops_megatron_closed_form(const model_config *m, long long global_
   return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
 }
 
+double model_flops_megatron_lm(const model_config *m, long long global_batch, int seq, int tp) {
+  if (global_batch < 1 || seq < 1 || tp < 1) return 0.0;
+  double B = (double)global_batch, s = seq, l = m->layers, h = m->hidden;
+  double q_ratio = (double)m->heads * model_head_dim(m) / h;
+  double gated = m->activation == MODEL_ACT_SWIGLU ? 1.5 : 1.0;
+  double vocab = (double)model_vocab_per_gpu(m, tp) * tp;
+  double attention = (1.0 + (double)m->kv_heads / m->heads + s / h / 2.0) * q_ratio;
+  double mlp = (double)m->ffn_hidden / h * gated;
+  double logits = vocab / (2.0 * l * h);
+  /* 3 passes (forward, dgrad, wgrad) x 2 GEMMs per block x 2 FLOPs per MAC. */
+  return 12.0 * B * s * l * h * h * (attention + mlp + logits);
+}
+
 double model_activation_bytes_per_layer(const model_config *m, const model_shard *s, model_recompute r) {
   ts_err ignored;
   if (model_shard_check(m, s, &ignored)) return -1.0;

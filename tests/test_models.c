@@ -126,6 +126,27 @@ static void test_flops_match_megatron_closed_form(void) {
   CU_ASSERT_EQUAL(model_flops_per_iteration(&m, 0, 2048, false), 0.0);
 }
 
+/* DESIGN.md: Megatron-LM ran gpt-h4096 (8 layers, seq 2048, global batch 16,
+ * TP 2 on two GPUs) at 630 ms per iteration, "294 TFLOP/s per GPU by
+ * Megatron's count". Our copy of that count must give the same figure. */
+static void test_megatron_lm_count_matches_reported_run(void) {
+  model_config m = load("gpt-h4096");
+  double tflops_per_gpu = model_flops_megatron_lm(&m, 16, 2048, 2) / 2.0 / 0.630 / 1e12;
+  printf("\n    gpt-h4096 reference run: %.1f TFLOP/s per GPU by Megatron-LM's count (reported 294)\n",
+         tflops_per_gpu);
+  CU_ASSERT(rel_diff(tflops_per_gpu, 294.0) < 0.005);
+  /* Its only difference from SC'21's form for GPT: causal attention halves s/6h, and the vocabulary is padded. */
+  double B = 16, s = 2048, l = m.layers, h = m.hidden, V = (double)model_vocab_per_gpu(&m, 2) * 2;
+  CU_ASSERT(rel_diff(model_flops_megatron_lm(&m, 16, 2048, 2),
+                     72.0 * B * s * l * h * h * (1.0 + s / (12.0 * h) + V / (12.0 * l * h))) < 1e-12);
+  /* GQA and SwiGLU: Llama-3 8B per token 6 x (layer weights + logits) + causal attention. */
+  model_config q = load("llama3-8b");
+  double expect = 64.0 * 4096 *
+                  (6.0 * (q.layers * layer_weights(&q) + (double)model_vocab_per_gpu(&q, 1) * q.hidden) +
+                   6.0 * q.layers * 4096.0 * q.hidden);
+  CU_ASSERT(rel_diff(model_flops_megatron_lm(&q, 64, 4096, 1), expect) < 1e-12);
+}
+
 /* For GQA and SwiGLU models: 6 FLOPs per weight per token, plus attention. */
 static void test_flops_of_gqa_models_follow_six_n(void) {
   const char *names[] = {"llama3-8b", "llama3-70b", "llama3-405b", "qwen2.5-7b", "qwen2.5-72b"};
@@ -473,6 +494,7 @@ int main(void) {
   CU_pSuite ops = CU_add_suite("models.ops", NULL, NULL);
   CU_add_test(ops, "FLOPs match Megatron's closed form", test_flops_match_megatron_closed_form);
   CU_add_test(ops, "GQA/SwiGLU FLOPs follow 6N + attention", test_flops_of_gqa_models_follow_six_n);
+  CU_add_test(ops, "Megatron-LM's count matches the reported run", test_megatron_lm_count_matches_reported_run);
   CU_add_test(ops, "TP divides GEMM FLOPs exactly", test_tp_divides_gemm_flops_exactly);
   CU_add_test(ops, "GEMM shapes and FLOPs", test_gemm_shapes_and_flops);
   CU_add_test(ops, "GQA shapes", test_gqa_shapes);
