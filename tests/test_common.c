@@ -1,5 +1,6 @@
 /* test_common.c — the error record and the strict JSON getters every loader
  * uses: messages read "file: field: reason", types and ranges are enforced. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen */
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <stdlib.h>
