@@ -39,6 +39,12 @@ double plan_taco_wire_bytes(double bf16_bytes, int group);
 
 typedef enum { PLAN_TRAFFIC_TP_FWD, PLAN_TRAFFIC_TP_BWD, PLAN_TRAFFIC_PP, PLAN_TRAFFIC_DP, PLAN_TRAFFIC_COUNT } plan_traffic;
 
+/* Bytes on the wire for a message of `bytes` whose elements are `elem_bytes`
+ * wide (2: bf16 activations, 4: fp32 gradients) under codec c: TACO sends one
+ * fp8 byte per element plus 8 bytes of scales per group; CAAT-Net is applied
+ * by the program builder (it changes which channels travel), not here. */
+double plan_codec_wire_bytes(const plan_codec *c, double bytes, int elem_bytes);
+
 typedef struct {
   char path[512];     /* the plan file, as given */
   char name[128];
@@ -58,7 +64,12 @@ typedef struct {
   plan_codec codec[PLAN_TRAFFIC_COUNT];
   double codec_min_bytes; /* messages smaller than this travel uncompressed */
   double dp_bucket_bytes; /* gradient bucket size for DP reduction overlap */
+  /* Added: */
+  char description[256];  /* the plan's optional "description" */
+  long long vocab_padded; /* model.vocab padded as Megatron-LM pads it (multiple of 128 * tp) */
 } plan;
+/* Note: after loading, p->model.layers == p->layers (layers_override applied),
+ * so every model_* function called on p->model sees the layers actually run. */
 
 /* Loads a plan file; the model and cluster it names are looked up in
  * models_dir / topologies_dir (NULL: the compiled-in defaults). Validates every
@@ -79,9 +90,34 @@ typedef struct { int dp, tp, pp; } plan_coord;
 plan_coord plan_coord_of(const plan *p, int rank);
 int plan_rank_of(const plan *p, plan_coord c);
 
-typedef enum { PLAN_GROUP_TP, PLAN_GROUP_DP, PLAN_GROUP_PP, PLAN_GROUP_COUNT } plan_group_kind;
-/* Members of rank's group of that kind, in ring order; returns the count. */
+/* PLAN_GROUP_EMBEDDING (added): the first and the last pipeline stage of one
+ * (dp, tp) column, which all-reduce the gradients of the tied word embedding
+ * (only when pp > 1 and the model ties its embeddings). */
+typedef enum { PLAN_GROUP_TP, PLAN_GROUP_DP, PLAN_GROUP_PP, PLAN_GROUP_EMBEDDING, PLAN_GROUP_COUNT } plan_group_kind;
+/* Members of rank's group of that kind, in ring order; returns the count
+ * (at most cap are written; -1 if rank is out of range). */
 int plan_group_members(const plan *p, int rank, plan_group_kind g, int *members, int cap);
+/* Position of rank inside that group (0 = first member). */
+int plan_group_index(const plan *p, int rank, plan_group_kind g);
+
+/* ---- pipeline schedules ----
+ * A pipeline rank (stage) runs 2 * micro_batches * vpp steps, each the forward
+ * or the backward of one micro-batch through one of its model chunks. Chunk c
+ * of stage s is virtual stage v = c * pp + s and holds layers
+ * [v * L/(pp*vpp), (v+1) * L/(pp*vpp)). */
+typedef struct {
+  int32_t micro;
+  int16_t chunk;
+  int8_t backward; /* 0: forward, 1: backward */
+} plan_step;
+/* Fills steps (cap >= plan_schedule_length) with stage's order; returns the count or -1. */
+int plan_schedule_length(const plan *p);
+int plan_pipeline_schedule(const plan *p, int stage, plan_step *steps, int cap);
+static inline int plan_layers_per_chunk(const plan *p) { return p->layers / (p->pp * p->vpp); }
+static inline int plan_virtual_stage(const plan *p, int stage, int chunk) { return chunk * p->pp + stage; }
+/* Micro-batches (or chunk-micro-batch steps, interleaved) whose activations
+ * stage keeps at once: the schedule's in-flight peak. */
+int plan_inflight_peak(const plan *p, int stage);
 
 /* ---- programs ---- */
 typedef enum { PLAN_OP_COMPUTE, PLAN_OP_COLLECTIVE, PLAN_OP_SEND, PLAN_OP_RECV } plan_op_kind;
@@ -103,7 +139,22 @@ enum {
   PLAN_MOP_EMBEDDING = -2,
   PLAN_MOP_LOSS = -3,      /* output GEMM + cross-entropy on the last stage */
   PLAN_MOP_OPTIMIZER = -4, /* AdamW over this rank's parameter shard */
+  /* Added: */
+  PLAN_MOP_FINAL_NORM = -5,     /* final norm before the logits (last stage) */
+  PLAN_MOP_NORM_GRADS = -6,     /* TP all-reduce of norm-weight gradients (SP or CAAT-Net) */
+  PLAN_MOP_GRAD_BUCKET = -7,    /* DP reduction of a gradient bucket (tag = bucket index) */
+  PLAN_MOP_PARAM_GATHER = -8,   /* ZeRO-1 all-gather of a bucket's updated parameters */
+  PLAN_MOP_EMBEDDING_GRADS = -9,/* first/last stage all-reduce of the tied embedding's gradients */
+  PLAN_MOP_PP_ACTIVATION = -10, /* PP send/recv of an activation (fwd) or its gradient (bwd) */
 };
+/* What the compute ops outside the layers cover: PLAN_MOP_EMBEDDING = every op
+ * of model_embedding_ops(); PLAN_MOP_FINAL_NORM = "final_norm" of
+ * model_output_ops(); PLAN_MOP_LOSS = its "logits" GEMM and "loss". */
+
+/* Which half of a GEMM's backward a compute op is (added): backward GEMMs are
+ * split into dgrad (input gradient) and wgrad (weight gradient) so that the
+ * input-gradient all-reduce overlaps the wgrad GEMM, as in Megatron-LM. */
+typedef enum { PLAN_PART_WHOLE, PLAN_PART_DGRAD, PLAN_PART_WGRAD } plan_part;
 
 #define PLAN_MAX_DEPS 3
 
@@ -114,6 +165,7 @@ typedef struct {
   uint8_t coll;     /* plan_coll, for collectives */
   uint8_t group;    /* plan_group_kind, for collectives */
   uint8_t traffic;  /* plan_traffic, for communication */
+  uint8_t part;     /* plan_part (added): GEMM backward half */
   int16_t model_op; /* index into model_layer_ops() of this plan's shard, or PLAN_MOP_* */
   int32_t layer;    /* global layer index, or -1 */
   int32_t micro;    /* micro-batch index, or -1 */
@@ -126,6 +178,24 @@ typedef struct {
   double wire_bytes;/* comm: payload bytes per rank after the codec (== bytes when uncompressed) */
   plan_codec codec; /* codec applied to this message (kind NONE when none) */
 } plan_op;
+/* Sizes of communication ops, nccl-tests style ("size" of the buffer):
+ *   all-reduce: the buffer reduced (every rank holds all of it);
+ *   all-gather: the gathered output (each rank contributes bytes / n);
+ *   reduce-scatter: the input (each rank keeps bytes / n);
+ *   send/recv: the message.
+ * A ring then moves 2(n-1)/n * wire_bytes per rank for an all-reduce and
+ * (n-1)/n * wire_bytes for an all-gather or a reduce-scatter.
+ * CAAT-Net ops (codec.kind CAAT or TACO_CAAT): forward all-reduces after the
+ * row-parallel GEMMs reduce only the first floor(p*h) channels (bf16);
+ * backward input-gradient all-reduces after the column-parallel GEMMs reduce
+ * only those channels, in fp32; `bytes` is what plain Megatron-LM would send.
+ * Semantics the consumers rely on:
+ *   - ops of one stream run in program order, one at a time;
+ *   - an op starts when the previous op of its stream and every dep finished;
+ *   - the PP ops of every rank are ordered by one global order (the message's
+ *     finish time in the ideal schedule, then tag), so even blocking
+ *     (rendezvous) send/recv pairs cannot deadlock;
+ *   - a collective's members reach it in the same order on the same stream. */
 
 typedef struct {
   int rank;
@@ -139,12 +209,25 @@ void plan_program_free(plan_program *prog);
 
 /* "layer3.mb5.fwd.attn_out.allreduce" — for traces and reports. */
 void plan_op_name(const plan *p, const plan_op *op, char *buf, size_t cap);
+const char *plan_op_kind_name(plan_op_kind k);
+const char *plan_stream_name(plan_stream s);
+const char *plan_coll_name(plan_coll c);
+const char *plan_phase_name(plan_phase ph);
+const char *plan_traffic_name(plan_traffic t);
+const char *plan_group_name(plan_group_kind g);
+const char *plan_codec_kind_name(plan_codec_kind k);
+const char *plan_schedule_name(plan_schedule s);
 
 /* Memory per GPU (bytes), the largest over ranks, with its parts. */
 typedef struct {
   double weights, gradients, optimizer, activations, total;
 } plan_memory;
 int plan_memory_per_gpu(const plan *p, plan_memory *m);
+/* The same for one pipeline stage (every rank of a stage holds the same). */
+int plan_memory_of_stage(const plan *p, int stage, plan_memory *m);
+/* Parameters held by one GPU of stage (layers of its chunks, plus the
+ * embedding on the first stage and the output head on the last). */
+double plan_params_of_stage(const plan *p, int stage);
 
 /* Model FLOPs of one iteration across all GPUs (Megatron-LM's count). */
 double plan_model_flops(const plan *p);

@@ -1,0 +1,68 @@
+/* plan_layout.c — where each rank sits in the (dp, tp, pp) grid and which
+ * ranks form its groups. Rank r runs on GPU r of the cluster; TP varies
+ * fastest, so a TP group is consecutive GPUs inside one node; the plan's
+ * order says whether DP or PP comes next (Megatron-LM's default: tp-dp-pp). */
+#include "plan.h"
+
+plan_coord plan_coord_of(const plan *p, int rank) {
+  plan_coord c;
+  c.tp = rank % p->tp;
+  int rest = rank / p->tp;
+  if (p->order == PLAN_ORDER_TP_DP_PP) {
+    c.dp = rest % p->dp;
+    c.pp = rest / p->dp;
+  } else {
+    c.pp = rest % p->pp;
+    c.dp = rest / p->pp;
+  }
+  return c;
+}
+
+int plan_rank_of(const plan *p, plan_coord c) {
+  if (c.tp < 0 || c.tp >= p->tp || c.dp < 0 || c.dp >= p->dp || c.pp < 0 || c.pp >= p->pp) return -1;
+  if (p->order == PLAN_ORDER_TP_DP_PP) return c.tp + p->tp * (c.dp + p->dp * c.pp);
+  return c.tp + p->tp * (c.pp + p->pp * c.dp);
+}
+
+int plan_group_members(const plan *p, int rank, plan_group_kind g, int *members, int cap) {
+  if (rank < 0 || rank >= plan_world_size(p)) return -1;
+  plan_coord c = plan_coord_of(p, rank);
+  int n = 0;
+  switch (g) {
+  case PLAN_GROUP_TP:
+    for (int i = 0; i < p->tp; i++, n++)
+      if (n < cap) members[n] = plan_rank_of(p, (plan_coord){c.dp, i, c.pp});
+    break;
+  case PLAN_GROUP_DP:
+    for (int i = 0; i < p->dp; i++, n++)
+      if (n < cap) members[n] = plan_rank_of(p, (plan_coord){i, c.tp, c.pp});
+    break;
+  case PLAN_GROUP_PP:
+    for (int i = 0; i < p->pp; i++, n++)
+      if (n < cap) members[n] = plan_rank_of(p, (plan_coord){c.dp, c.tp, i});
+    break;
+  case PLAN_GROUP_EMBEDDING:
+    if (n < cap) members[n] = plan_rank_of(p, (plan_coord){c.dp, c.tp, 0});
+    n++;
+    if (p->pp > 1) {
+      if (n < cap) members[n] = plan_rank_of(p, (plan_coord){c.dp, c.tp, p->pp - 1});
+      n++;
+    }
+    break;
+  default:
+    return -1;
+  }
+  return n;
+}
+
+int plan_group_index(const plan *p, int rank, plan_group_kind g) {
+  if (rank < 0 || rank >= plan_world_size(p)) return -1;
+  plan_coord c = plan_coord_of(p, rank);
+  switch (g) {
+  case PLAN_GROUP_TP: return c.tp;
+  case PLAN_GROUP_DP: return c.dp;
+  case PLAN_GROUP_PP: return c.pp;
+  case PLAN_GROUP_EMBEDDING: return c.pp == 0 ? 0 : c.pp == p->pp - 1 ? 1 : -1; /* -1: not a member */
+  default: return -1;
+  }
+}

@@ -1,0 +1,314 @@
+/* plan_load.c — reads a plan file and checks every rule that makes it
+ * runnable. Each failure names the file, the field and the reason. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plan.h"
+#include "plan_internal.h"
+#include "ts_json.h"
+
+static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved-1f1b", NULL};
+static const char *const order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
+static const char *const recompute_names[] = {"none", "selective", "full", NULL};
+static const char *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL};
+static const char *const fp8_names[] = {"e4m3", "e5m2", NULL};
+static const char *const traffic_keys[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp"};
+
+static bool codec_has_taco(plan_codec_kind k) { return k == PLAN_CODEC_TACO || k == PLAN_CODEC_TACO_CAAT; }
+static bool codec_has_caat(plan_codec_kind k) { return k == PLAN_CODEC_CAAT || k == PLAN_CODEC_TACO_CAAT; }
+
+double plan_default_dp_bucket_bytes(int dp) {
+  double params = 1e6 * dp > 4e7 ? 1e6 * dp : 4e7;
+  return 4.0 * params;
+}
+
+/* Rejects members not in `allowed` (typos would otherwise be ignored silently). */
+static int check_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    bool known = false;
+    for (int i = 0; allowed[i]; i++)
+      if (strcmp(key, allowed[i]) == 0) known = true;
+    if (!known) {
+      char field[256];
+      snprintf(field, sizeof field, "%s%s%s", path ? path : "", path ? "." : "", key);
+      return ts_fail(e, file, field, "unknown field");
+    }
+  }
+  return 0;
+}
+
+static int load_codec(json_t *codecs, int t, const char *file, plan_codec *c, ts_err *e) {
+  static const char *const keys[] = {"kind", "group", "fp8", "p", NULL};
+  char path[64];
+  snprintf(path, sizeof path, "codec.%s", traffic_keys[t]);
+  memset(c, 0, sizeof *c);
+  c->kind = PLAN_CODEC_NONE;
+  c->group = 128;
+  c->fp8 = PLAN_FP8_E4M3;
+  bool failed;
+  json_t *o = tsj_object_opt(codecs, traffic_keys[t], file, "codec", e, &failed);
+  if (failed) return -1;
+  if (!o) return 0;
+  if (check_keys(o, keys, file, path, e)) return -1;
+  int kind;
+  if (tsj_enum(o, "kind", codec_names, &kind, file, path, e)) return -1;
+  c->kind = (plan_codec_kind)kind;
+  char field[96];
+  if (codec_has_taco(c->kind)) {
+    long long g;
+    if (tsj_int(o, "group", 1, 1 << 20, &g, file, path, e)) return -1;
+    if (g != 32 && g != 64 && g != 128 && g != 256 && g != 512) {
+      snprintf(field, sizeof field, "%s.group", path);
+      return ts_fail(e, file, field, "%lld is not a TACO group size (32, 64, 128, 256 or 512)", g);
+    }
+    c->group = (int)g;
+    int fp8;
+    if (tsj_enum(o, "fp8", fp8_names, &fp8, file, path, e)) return -1;
+    c->fp8 = (plan_fp8)fp8;
+  } else {
+    for (int i = 1; i <= 2; i++)
+      if (json_object_get(o, keys[i])) {
+        snprintf(field, sizeof field, "%s.%s", path, keys[i]);
+        return ts_fail(e, file, field, "only applies to the \"taco\" and \"taco+caat\" kinds");
+      }
+  }
+  if (codec_has_caat(c->kind)) {
+    if (tsj_real(o, "p", 0.0, 1.0, &c->p, file, path, e)) return -1;
+    if (!(c->p > 0.0)) {
+      snprintf(field, sizeof field, "%s.p", path);
+      return ts_fail(e, file, field, "%g must be in (0, 1]", c->p);
+    }
+  } else if (json_object_get(o, "p")) {
+    snprintf(field, sizeof field, "%s.p", path);
+    return ts_fail(e, file, field, "only applies to the \"caat\" and \"taco+caat\" kinds");
+  }
+  return 0;
+}
+
+static void base_name(const char *path, char *out, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  const char *b = slash ? slash + 1 : path;
+  snprintf(out, cap, "%s", b);
+  char *dot = strrchr(out, '.');
+  if (dot && strcmp(dot, ".json") == 0) *dot = '\0';
+  if (!*out) snprintf(out, cap, "plan");
+}
+
+static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir, plan *p,
+                     ts_err *e) {
+  static const char *const top_keys[] = {"schema", "name", "description", "model", "cluster", "layout", "batch",
+                                         "schedule", "layers_override", "codec", "codec_min_bytes",
+                                         "dp_bucket_bytes", NULL};
+  static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
+                                            "recompute", NULL};
+  static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
+  static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", NULL};
+  if (tsj_schema(root, 1, file, e)) return -1;
+  if (check_keys(root, top_keys, file, NULL, e)) return -1;
+  char dflt_name[128];
+  base_name(file, dflt_name, sizeof dflt_name);
+  if (tsj_string_opt(root, "name", dflt_name, p->name, sizeof p->name, file, NULL, e)) return -1;
+  if (tsj_string_opt(root, "description", "", p->description, sizeof p->description, file, NULL, e)) return -1;
+
+  char model_name[512], cluster_name[512];
+  if (tsj_string(root, "model", model_name, sizeof model_name, file, NULL, e)) return -1;
+  if (tsj_string(root, "cluster", cluster_name, sizeof cluster_name, file, NULL, e)) return -1;
+
+  json_t *layout = tsj_object(root, "layout", file, NULL, e);
+  if (!layout || check_keys(layout, layout_keys, file, "layout", e)) return -1;
+  long long v;
+  if (tsj_int(layout, "dp", 1, 1 << 20, &v, file, "layout", e)) return -1;
+  p->dp = (int)v;
+  if (tsj_int(layout, "tp", 1, 1 << 20, &v, file, "layout", e)) return -1;
+  p->tp = (int)v;
+  if (tsj_int(layout, "pp", 1, 1 << 20, &v, file, "layout", e)) return -1;
+  p->pp = (int)v;
+  if (tsj_int_opt(layout, "vpp", 1, 1024, 1, &v, file, "layout", e)) return -1;
+  p->vpp = (int)v;
+  if (tsj_bool_opt(layout, "sequence_parallel", false, &p->sequence_parallel, file, "layout", e)) return -1;
+  int order, recompute;
+  if (tsj_enum_opt(layout, "order", order_names, PLAN_ORDER_TP_DP_PP, &order, file, "layout", e)) return -1;
+  p->order = (plan_order)order;
+  if (tsj_bool_opt(layout, "zero1", false, &p->zero1, file, "layout", e)) return -1;
+  if (tsj_enum_opt(layout, "recompute", recompute_names, MODEL_RECOMPUTE_NONE, &recompute, file, "layout", e))
+    return -1;
+  p->recompute = (model_recompute)recompute;
+
+  json_t *batch = tsj_object(root, "batch", file, NULL, e);
+  if (!batch || check_keys(batch, batch_keys, file, "batch", e)) return -1;
+  if (tsj_int(batch, "micro", 1, 1 << 20, &v, file, "batch", e)) return -1;
+  p->micro_batch = (int)v;
+  if (tsj_int(batch, "global", 1, 1LL << 40, &p->global_batch, file, "batch", e)) return -1;
+  if (tsj_int(batch, "seq", 1, 1 << 24, &v, file, "batch", e)) return -1;
+  p->seq = (int)v;
+
+  int sched;
+  if (tsj_enum(root, "schedule", schedule_names, &sched, file, NULL, e)) return -1;
+  p->schedule = (plan_schedule)sched;
+
+  long long layers_override;
+  if (tsj_int_opt(root, "layers_override", 1, 1 << 16, 0, &layers_override, file, NULL, e)) return -1;
+
+  bool failed;
+  json_t *codecs = tsj_object_opt(root, "codec", file, NULL, e, &failed);
+  if (failed) return -1;
+  if (codecs && check_keys(codecs, codec_keys, file, "codec", e)) return -1;
+  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++)
+    if (load_codec(codecs, t, file, &p->codec[t], e)) return -1;
+  if (tsj_real_opt(root, "codec_min_bytes", 0.0, 1e15, PLAN_DEFAULT_CODEC_MIN_BYTES, &p->codec_min_bytes, file,
+                   NULL, e))
+    return -1;
+  if (tsj_real_opt(root, "dp_bucket_bytes", 1.0, 1e15, plan_default_dp_bucket_bytes(p->dp), &p->dp_bucket_bytes,
+                   file, NULL, e))
+    return -1;
+
+  /* The model and the cluster: their own loaders check their files. */
+  ts_err sub;
+  if (model_load(model_name, models_dir, &p->model, &sub))
+    return ts_fail(e, file, "model", "cannot load \"%s\": %s", model_name, sub.msg);
+  if (topo_load(cluster_name, topologies_dir, &p->cluster, &sub))
+    return ts_fail(e, file, "cluster", "cannot load \"%s\": %s", cluster_name, sub.msg);
+  p->layers = layers_override ? (int)layers_override : p->model.layers;
+  p->model.layers = p->layers;
+  p->vocab_padded = model_vocab_per_gpu(&p->model, p->tp) * p->tp;
+  return plan_validate(p, e);
+}
+
+int plan_from_json_text(const char *text, size_t len, const char *what, const char *models_dir,
+                        const char *topologies_dir, plan *p, ts_err *e) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->path, sizeof p->path, "%s", what ? what : "plan");
+  json_t *root = tsj_load_string(text, len, p->path, e);
+  if (!root) return -1;
+  int rc = load_root(root, p->path, models_dir, topologies_dir, p, e);
+  json_decref(root);
+  return rc;
+}
+
+int plan_load(const char *path, const char *models_dir, const char *topologies_dir, plan *p, ts_err *e) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->path, sizeof p->path, "%s", path);
+  json_t *root = tsj_load_file(path, e);
+  if (!root) return -1;
+  int rc = load_root(root, path, models_dir, topologies_dir, p, e);
+  json_decref(root);
+  return rc;
+}
+
+/* ---- validation ---- */
+
+static int validate_codecs(const plan *p, ts_err *e) {
+  const char *f = p->path;
+  char field[64];
+  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) {
+    const plan_codec *c = &p->codec[t];
+    snprintf(field, sizeof field, "codec.%s.kind", traffic_keys[t]);
+    if (c->kind < PLAN_CODEC_NONE || c->kind > PLAN_CODEC_TACO_CAAT) return ts_fail(e, f, field, "unknown kind");
+    if (codec_has_taco(c->kind) && c->group != 32 && c->group != 64 && c->group != 128 && c->group != 256 &&
+        c->group != 512) {
+      snprintf(field, sizeof field, "codec.%s.group", traffic_keys[t]);
+      return ts_fail(e, f, field, "%d is not a TACO group size (32, 64, 128, 256 or 512)", c->group);
+    }
+    if (!codec_has_caat(c->kind)) continue;
+    if (t == PLAN_TRAFFIC_PP || t == PLAN_TRAFFIC_DP)
+      return ts_fail(e, f, field,
+                     "CAAT-Net only changes tensor-parallel all-reduces; use it on tp_fwd and tp_bwd");
+    if (!(c->p > 0.0 && c->p <= 1.0)) {
+      snprintf(field, sizeof field, "codec.%s.p", traffic_keys[t]);
+      return ts_fail(e, f, field, "%g must be in (0, 1]", c->p);
+    }
+    if (p->sequence_parallel)
+      return ts_fail(e, f, field, "CAAT-Net cannot be combined with sequence_parallel (it uses no SP)");
+    if (p->tp < 2) return ts_fail(e, f, field, "CAAT-Net needs tensor parallelism (tp >= 2)");
+    if (floor(c->p * p->model.hidden) < 1.0) {
+      snprintf(field, sizeof field, "codec.%s.p", traffic_keys[t]);
+      return ts_fail(e, f, field, "%g x hidden %d synchronizes no channel", c->p, p->model.hidden);
+    }
+  }
+  /* CAAT-Net is a property of the model's forward pass; its backward rule
+   * follows from it, so both directions must agree. */
+  const plan_codec *fw = &p->codec[PLAN_TRAFFIC_TP_FWD], *bw = &p->codec[PLAN_TRAFFIC_TP_BWD];
+  if (codec_has_caat(fw->kind) != codec_has_caat(bw->kind) ||
+      (codec_has_caat(fw->kind) && fw->p != bw->p))
+    return ts_fail(e, f, "codec.tp_bwd",
+                   "CAAT-Net must be set on both tp_fwd and tp_bwd with the same p (the backward rule follows "
+                   "from the forward one)");
+  return 0;
+}
+
+int plan_validate(const plan *p, ts_err *e) {
+  const char *f = p->path;
+  const model_config *m = &p->model;
+  if (p->dp < 1 || p->tp < 1 || p->pp < 1 || p->vpp < 1)
+    return ts_fail(e, f, "layout", "dp, tp, pp and vpp must be at least 1");
+  if (p->micro_batch < 1 || p->global_batch < 1 || p->seq < 1)
+    return ts_fail(e, f, "batch", "micro, global and seq must be at least 1");
+  if (p->layers < 1) return ts_fail(e, f, "layers_override", "%d must be at least 1", p->layers);
+
+  /* Tensor parallelism splits heads, KV heads and the FFN; the vocabulary is
+   * padded to a multiple of 128 * tp, as Megatron-LM does, so it never blocks. */
+  if (m->heads % p->tp)
+    return ts_fail(e, f, "layout.tp", "%d does not divide the %d attention heads of %s", p->tp, m->heads, m->name);
+  if (m->kv_heads % p->tp)
+    return ts_fail(e, f, "layout.tp", "%d does not divide the %d KV heads of %s", p->tp, m->kv_heads, m->name);
+  if (m->ffn_hidden % p->tp)
+    return ts_fail(e, f, "layout.tp", "%d does not divide ffn_hidden %d of %s", p->tp, m->ffn_hidden, m->name);
+  /* A TP group must sit inside one node (rejected, not warned: TP traffic is
+   * sized for NVLink, and ranks are placed TP-innermost). */
+  if (p->tp > p->cluster.gpus_per_node || p->cluster.gpus_per_node % p->tp)
+    return ts_fail(e, f, "layout.tp", "%d must divide the %d GPUs per node of %s, so a TP group stays in a node",
+                   p->tp, p->cluster.gpus_per_node, p->cluster.name);
+  if (p->seq > m->max_seq)
+    return ts_fail(e, f, "batch.seq", "%d exceeds the maximum sequence %d of %s", p->seq, m->max_seq, m->name);
+  if (p->sequence_parallel && p->seq % p->tp)
+    return ts_fail(e, f, "layout.sequence_parallel", "batch.seq %d is not divisible by tp %d", p->seq, p->tp);
+
+  if (p->pp > p->layers)
+    return ts_fail(e, f, "layout.pp", "%d pipeline stages for %d layers", p->pp, p->layers);
+  if (p->vpp > 1 && p->schedule != PLAN_SCHED_INTERLEAVED_1F1B)
+    return ts_fail(e, f, "layout.vpp", "%d virtual stages need \"schedule\": \"interleaved-1f1b\"", p->vpp);
+  if (p->schedule == PLAN_SCHED_INTERLEAVED_1F1B) {
+    if (p->vpp < 2) return ts_fail(e, f, "layout.vpp", "interleaved-1f1b needs vpp >= 2 (vpp 1 is plain 1f1b)");
+    if (p->pp < 2) return ts_fail(e, f, "layout.pp", "interleaved-1f1b needs pp >= 2");
+  }
+  if ((long long)p->pp * p->vpp > p->layers || p->layers % (p->pp * p->vpp))
+    return ts_fail(e, f, p->vpp > 1 ? "layout.vpp" : "layout.pp",
+                   "%d layers do not split evenly into pp %d x vpp %d model chunks", p->layers, p->pp, p->vpp);
+
+  long long per_step = (long long)p->micro_batch * p->dp;
+  if (p->global_batch % per_step)
+    return ts_fail(e, f, "batch.global", "%lld is not divisible by micro %d x dp %d", p->global_batch,
+                   p->micro_batch, p->dp);
+  long long micro_batches = p->global_batch / per_step;
+  /* Bounds that keep programs finite and tags inside int32. */
+  if (micro_batches > (1 << 20) || micro_batches * p->pp * p->vpp * 2 >= INT_MAX)
+    return ts_fail(e, f, "batch.global", "%lld micro-batches per iteration are more than tacosim handles",
+                   micro_batches);
+  if (p->schedule == PLAN_SCHED_INTERLEAVED_1F1B && micro_batches % p->pp)
+    return ts_fail(e, f, "batch.global",
+                   "interleaved-1f1b needs the micro-batches per iteration (%lld) to be a multiple of pp %d",
+                   micro_batches, p->pp);
+
+  long long world = (long long)p->dp * p->tp * p->pp;
+  if (world > topo_total_gpus(&p->cluster))
+    return ts_fail(e, f, "layout", "dp x tp x pp = %lld GPUs, but %s has %d", world, p->cluster.name,
+                   topo_total_gpus(&p->cluster));
+
+  if (validate_codecs(p, e)) return -1;
+
+  plan_memory mem;
+  if (plan_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");
+  double hbm = p->cluster.gpu.hbm_gib * 1024.0 * 1024.0 * 1024.0;
+  if (mem.total > hbm)
+    return ts_fail(e, f, "layout",
+                   "needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f) but "
+                   "the %s has %.0f GiB; try more tp/pp, zero1 or recompute",
+                   mem.total / 1073741824.0, mem.weights / 1073741824.0, mem.gradients / 1073741824.0,
+                   mem.optimizer / 1073741824.0, mem.activations / 1073741824.0, p->cluster.gpu.name,
+                   p->cluster.gpu.hbm_gib);
+  return 0;
+}

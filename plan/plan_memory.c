@@ -1,0 +1,100 @@
+/* plan_memory.c — what one GPU holds: bf16 weights, fp32 gradients, the
+ * optimizer's fp32 master weights and Adam moments (divided by DP under
+ * ZeRO-1, as Megatron-LM's distributed optimizer does: 6 + 12/dp bytes per
+ * parameter instead of 18), and the activations its schedule keeps in flight. */
+#include "plan.h"
+#include "plan_internal.h"
+
+#define WEIGHT_BYTES 2.0    /* bf16 parameters */
+#define GRAD_BYTES 4.0      /* fp32 main gradients (Megatron-LM accumulates bf16 runs in fp32) */
+#define OPTIMIZER_BYTES 12.0 /* fp32 master weights, Adam m and v */
+
+model_shard plan_shard(const plan *p) {
+  model_shard s = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
+                   .seq = p->seq};
+  return s;
+}
+
+double plan_norm_params_per_layer(const plan *p) {
+  return 2.0 * (p->model.norm == MODEL_NORM_LAYERNORM ? 2.0 : 1.0) * p->model.hidden;
+}
+
+static double sum_params(const model_op *ops, int n) {
+  double total = 0.0;
+  for (int i = 0; i < n; i++) total += ops[i].params;
+  return total;
+}
+
+double plan_params_of_stage(const plan *p, int stage) {
+  model_shard s = plan_shard(p);
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  ts_err e;
+  int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  if (n < 0) return -1.0;
+  double params = sum_params(ops, n) * plan_layers_per_chunk(p) * p->vpp;
+  if (stage == 0) {
+    if ((n = model_embedding_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e)) < 0) return -1.0;
+    params += sum_params(ops, n);
+  }
+  if (stage == p->pp - 1) {
+    if ((n = model_output_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e)) < 0) return -1.0;
+    params += sum_params(ops, n);
+    /* Tied embeddings: with pp > 1 the last stage keeps its own copy of the
+     * word embedding for the logits, kept equal by the embedding all-reduce. */
+    if (p->model.tied_embeddings && p->pp > 1)
+      params += (double)model_vocab_per_gpu(&p->model, p->tp) * p->model.hidden;
+  }
+  return params;
+}
+
+/* Micro-batches whose logits (fp32, for the cross-entropy backward) the last
+ * stage holds at once. */
+static double logits_inflight(const plan *p) {
+  int m = plan_micro_batches(p);
+  if (p->schedule == PLAN_SCHED_GPIPE) return m;
+  if (p->schedule == PLAN_SCHED_INTERLEAVED_1F1B) return p->pp < m ? p->pp : m;
+  return 1.0;
+}
+
+int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
+  *mem = (plan_memory){0};
+  if (stage < 0 || stage >= p->pp || p->layers % (p->pp * p->vpp)) return -1;
+  double params = plan_params_of_stage(p, stage);
+  if (params < 0) return -1;
+  mem->weights = WEIGHT_BYTES * params;
+  mem->gradients = GRAD_BYTES * params;
+  mem->optimizer = OPTIMIZER_BYTES * params / (p->zero1 ? p->dp : 1);
+  model_shard s = plan_shard(p);
+  double per_layer = model_activation_bytes_per_layer(&p->model, &s, p->recompute);
+  if (per_layer < 0) return -1;
+  mem->activations = per_layer * plan_layers_per_chunk(p) * plan_inflight_peak(p, stage);
+  if (p->recompute == MODEL_RECOMPUTE_FULL) /* the one layer being recomputed holds everything */
+    mem->activations += model_activation_bytes_per_layer(&p->model, &s, MODEL_RECOMPUTE_NONE);
+  if (stage == p->pp - 1) {
+    double tokens = (double)p->micro_batch * p->seq;
+    mem->activations += 4.0 * tokens * (double)model_vocab_per_gpu(&p->model, p->tp) * logits_inflight(p);
+  }
+  mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations;
+  return 0;
+}
+
+int plan_memory_per_gpu(const plan *p, plan_memory *m) {
+  *m = (plan_memory){0};
+  /* Middle stages hold what stage 1 holds with no more in flight (the peak
+   * falls with the stage in every schedule), so three stages decide. */
+  int stages[3] = {0, 1, p->pp - 1};
+  for (int i = 0; i < 3; i++) {
+    int s = stages[i];
+    if (s >= p->pp) continue;
+    plan_memory here;
+    if (plan_memory_of_stage(p, s, &here)) return -1;
+    if (here.total > m->total) *m = here;
+  }
+  return 0;
+}
+
+double plan_model_flops(const plan *p) {
+  model_config m = p->model;
+  m.layers = p->layers;
+  return model_flops_per_iteration(&m, p->global_batch, p->seq, false);
+}

@@ -1,0 +1,97 @@
+/* plan_names.c — printable names of ops and of the plan's enums. */
+#include <stdio.h>
+
+#include "plan.h"
+
+const char *plan_op_kind_name(plan_op_kind k) {
+  static const char *const n[] = {"compute", "collective", "send", "recv"};
+  return (unsigned)k < 4 ? n[k] : "?";
+}
+const char *plan_stream_name(plan_stream s) {
+  static const char *const n[] = {"compute", "tp", "pp", "dp"};
+  return (unsigned)s < PLAN_STREAM_COUNT ? n[s] : "?";
+}
+const char *plan_coll_name(plan_coll c) {
+  static const char *const n[] = {"allreduce", "allgather", "reducescatter", "alltoall"};
+  return (unsigned)c < 4 ? n[c] : "?";
+}
+const char *plan_phase_name(plan_phase ph) {
+  static const char *const n[] = {"fwd", "bwd", "recompute", "optimizer"};
+  return (unsigned)ph < 4 ? n[ph] : "?";
+}
+const char *plan_traffic_name(plan_traffic t) {
+  static const char *const n[] = {"tp_fwd", "tp_bwd", "pp", "dp"};
+  return (unsigned)t < PLAN_TRAFFIC_COUNT ? n[t] : "?";
+}
+const char *plan_group_name(plan_group_kind g) {
+  static const char *const n[] = {"tp", "dp", "pp", "embedding"};
+  return (unsigned)g < PLAN_GROUP_COUNT ? n[g] : "?";
+}
+const char *plan_codec_kind_name(plan_codec_kind k) {
+  static const char *const n[] = {"none", "taco", "caat", "taco+caat"};
+  return (unsigned)k < 4 ? n[k] : "?";
+}
+const char *plan_schedule_name(plan_schedule s) {
+  static const char *const n[] = {"gpipe", "1f1b", "interleaved-1f1b"};
+  return (unsigned)s < 3 ? n[s] : "?";
+}
+
+static const char *special_name(int model_op) {
+  switch (model_op) {
+  case PLAN_MOP_EMBEDDING: return "embedding";
+  case PLAN_MOP_LOSS: return "loss";
+  case PLAN_MOP_OPTIMIZER: return "optimizer";
+  case PLAN_MOP_FINAL_NORM: return "final_norm";
+  case PLAN_MOP_NORM_GRADS: return "norm_grads";
+  case PLAN_MOP_GRAD_BUCKET: return "grad_bucket";
+  case PLAN_MOP_PARAM_GATHER: return "param_gather";
+  case PLAN_MOP_EMBEDDING_GRADS: return "embedding_grads";
+  case PLAN_MOP_PP_ACTIVATION: return "activation";
+  default: return "op";
+  }
+}
+
+void plan_op_name(const plan *p, const plan_op *op, char *buf, size_t cap) {
+  if (!cap) return;
+  char what[32];
+  if (op->model_op >= 0) {
+    model_shard s = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
+                     .seq = p->seq};
+    model_op ops[MODEL_MAX_LAYER_OPS];
+    ts_err e;
+    int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+    if (op->model_op < n)
+      snprintf(what, sizeof what, "%s", ops[op->model_op].name);
+    else
+      snprintf(what, sizeof what, "op%d", op->model_op);
+  } else {
+    snprintf(what, sizeof what, "%s", special_name(op->model_op));
+  }
+  size_t used = 0;
+#define PUT(...)                                                                   \
+  do {                                                                             \
+    if (used < cap) used += (size_t)snprintf(buf + used, cap - used, __VA_ARGS__); \
+  } while (0)
+  if (op->layer >= 0) PUT("layer%d.", op->layer);
+  if (p->vpp > 1 || op->model_op == PLAN_MOP_GRAD_BUCKET || op->model_op == PLAN_MOP_PARAM_GATHER)
+    PUT("chunk%d.", op->chunk);
+  if (op->micro >= 0) PUT("mb%d.", op->micro);
+  if (op->phase == PLAN_PHASE_OPTIMIZER && op->model_op == PLAN_MOP_OPTIMIZER)
+    PUT("%s", what);
+  else
+    PUT("%s.%s", plan_phase_name((plan_phase)op->phase), what);
+  if (op->model_op == PLAN_MOP_GRAD_BUCKET || op->model_op == PLAN_MOP_PARAM_GATHER) PUT("%d", op->tag);
+  switch ((plan_op_kind)op->kind) {
+  case PLAN_OP_COMPUTE:
+    if (op->part == PLAN_PART_DGRAD) PUT(".dgrad");
+    if (op->part == PLAN_PART_WGRAD) PUT(".wgrad");
+    break;
+  case PLAN_OP_COLLECTIVE:
+    PUT(".%s", plan_coll_name((plan_coll)op->coll));
+    if (op->group != PLAN_GROUP_TP) PUT(".%s", plan_group_name((plan_group_kind)op->group));
+    break;
+  case PLAN_OP_SEND: PUT(".send.to%d", op->peer); break;
+  case PLAN_OP_RECV: PUT(".recv.from%d", op->peer); break;
+  }
+#undef PUT
+}

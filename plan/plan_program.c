@@ -1,0 +1,681 @@
+/* plan_program.c — one rank's ordered program for one training iteration,
+ * the way Megatron-LM runs it.
+ *
+ * Per layer, forward: ln1, [SP: all-gather], qkv (column-parallel), attention,
+ * attn_out (row-parallel), TP all-reduce [SP: reduce-scatter], residual, ln2,
+ * [SP: all-gather], fc1, activation, fc2, all-reduce [reduce-scatter],
+ * residual. Compute after a TP collective waits for it.
+ * Backward mirrors it: [SP: all-gather of the output gradient before each
+ * row-parallel GEMM]; each GEMM's backward is a dgrad then a wgrad; after the
+ * dgrad of a column-parallel GEMM (qkv, fc1) the input gradient is
+ * all-reduced [reduce-scattered] while the wgrad runs; under SP the
+ * column-parallel input is all-gathered again for the wgrad (Megatron-LM
+ * does not keep the gathered copy). Recompute: "full" reruns each layer's
+ * forward (with its collectives) right before its backward, "selective"
+ * reruns the attention core before its backward.
+ * CAAT-Net: the forward all-reduces after attn_out and fc2 carry
+ * floor(p*h) of the h channels; the backward input-gradient all-reduces after
+ * qkv and fc1 carry only those channels, in fp32; the norm-weight gradients
+ * are all-reduced across TP once per iteration (as under SP).
+ * Pipeline: the first virtual stage starts with the vocabulary-parallel
+ * embedding (+ all-reduce), the last ends with the final norm, the logits
+ * GEMM and the vocabulary-parallel cross-entropy (+ a small all-reduce of its
+ * statistics); activations and their gradients travel by send/recv on the PP
+ * stream, ordered by one global order so rendezvous cannot deadlock.
+ * Data parallel: the gradients of each model chunk are reduced in buckets of
+ * dp_bucket_bytes on the DP stream, each as soon as the last micro-batch's
+ * backward of its layers finishes (all-reduce, or reduce-scatter and, after
+ * the optimizer, an all-gather of the parameters under ZeRO-1). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "plan_internal.h"
+
+typedef struct {
+  int64_t key;   /* finish time of the message's producer in the ideal pipeline */
+  int32_t tag;
+  int32_t micro;
+  int16_t chunk; /* this rank's chunk that produces (send) or consumes (recv) it */
+  int8_t is_send;
+  int8_t dir;    /* 0: activation (forward), 1: gradient (backward) */
+  int32_t peer;
+} pp_msg;
+
+typedef struct {
+  const plan *p;
+  plan_program *prog;
+  ts_err *e;
+  int stage, V, m, lpc; /* lpc: layers per chunk */
+  plan_coord coord;
+  model_op ops[MODEL_MAX_LAYER_OPS], head[MODEL_MAX_LAYER_OPS], emb[MODEL_MAX_LAYER_OPS];
+  int n_ops, n_head, n_emb;
+  bool first_col[MODEL_MAX_LAYER_OPS], last_col[MODEL_MAX_LAYER_OPS];
+  double tokens, full_bytes, send_bytes, layer_params;
+  int32_t wait[PLAN_STREAM_COUNT]; /* deps the next compute op takes, one per stream */
+  int32_t last_op;
+  plan_ideal ideal;
+  pp_msg *msgs;
+  int n_msgs, next_msg;
+  int32_t *recv_op, *step_last; /* indexed by (micro * V + v) * 2 + dir */
+  /* DP buckets of the chunk being finished */
+  double bucket_params;
+  int bucket_count;
+  double *bucket_sizes;
+  int bucket_cap;
+  int bucket_layer;
+} builder;
+
+static bool has_taco(plan_codec_kind k) { return k == PLAN_CODEC_TACO || k == PLAN_CODEC_TACO_CAAT; }
+static bool has_caat(plan_codec_kind k) { return k == PLAN_CODEC_CAAT || k == PLAN_CODEC_TACO_CAAT; }
+
+/* ---- op emission ---- */
+
+static int32_t push(builder *b) {
+  plan_program *g = b->prog;
+  if (g->n == g->cap) {
+    int cap = g->cap ? g->cap * 2 : 1024;
+    plan_op *ops = realloc(g->ops, (size_t)cap * sizeof *ops);
+    if (!ops) return -1;
+    g->ops = ops;
+    g->cap = cap;
+  }
+  plan_op *op = &g->ops[g->n];
+  memset(op, 0, sizeof *op);
+  op->layer = op->micro = op->peer = op->tag = -1;
+  for (int i = 0; i < PLAN_MAX_DEPS; i++) op->dep[i] = -1;
+  return g->n++;
+}
+
+static plan_op *at(builder *b, int32_t i) { return &b->prog->ops[i]; }
+
+static void add_dep(plan_op *op, int32_t d) {
+  if (d < 0) return;
+  for (int i = 0; i < PLAN_MAX_DEPS; i++) {
+    if (op->dep[i] == d) return;
+    if (op->dep[i] < 0) {
+      op->dep[i] = d;
+      return;
+    }
+  }
+}
+
+/* The next compute op waits for op i; per stream only the latest matters,
+ * since a stream runs its ops in order. */
+static void wait_for(builder *b, int32_t i) {
+  if (i >= 0) b->wait[at(b, i)->stream] = i;
+}
+
+static int32_t compute(builder *b, plan_phase phase, int model_op, plan_part part, int layer, int micro,
+                       int chunk, double flops, double bytes) {
+  int32_t i = push(b);
+  if (i < 0) return -1;
+  plan_op *op = at(b, i);
+  op->kind = PLAN_OP_COMPUTE;
+  op->stream = PLAN_STREAM_COMPUTE;
+  op->phase = (uint8_t)phase;
+  op->part = (uint8_t)part;
+  op->model_op = (int16_t)model_op;
+  op->layer = layer;
+  op->micro = micro;
+  op->chunk = chunk;
+  op->flops = flops;
+  op->bytes = bytes;
+  for (int s = PLAN_STREAM_COMPUTE + 1; s < PLAN_STREAM_COUNT; s++) {
+    add_dep(op, b->wait[s]);
+    b->wait[s] = -1;
+  }
+  b->last_op = i;
+  return i;
+}
+
+static int32_t collective(builder *b, plan_stream stream, plan_group_kind group, plan_coll coll, plan_traffic t,
+                          plan_phase phase, int model_op, int layer, int micro, int chunk, double bytes,
+                          double wire, plan_codec codec, int32_t dep) {
+  int32_t i = push(b);
+  if (i < 0) return -1;
+  plan_op *op = at(b, i);
+  op->kind = PLAN_OP_COLLECTIVE;
+  op->stream = (uint8_t)stream;
+  op->coll = (uint8_t)coll;
+  op->group = (uint8_t)group;
+  op->traffic = (uint8_t)t;
+  op->phase = (uint8_t)phase;
+  op->model_op = (int16_t)model_op;
+  op->layer = layer;
+  op->micro = micro;
+  op->chunk = chunk;
+  op->bytes = bytes;
+  op->wire_bytes = wire;
+  op->codec = codec;
+  add_dep(op, dep);
+  b->last_op = i;
+  return i;
+}
+
+/* What a TP message costs on the wire. caat_rule: 0 = CAAT-Net does not
+ * change this message, 1 = forward row-parallel output (first floor(p*h)
+ * channels, bf16), 2 = backward column-parallel input gradient (those
+ * channels, fp32). TACO then compresses what is left if it is large enough. */
+static void tp_message(const builder *b, plan_traffic t, int caat_rule, double bytes, plan_codec *codec,
+                       double *wire) {
+  const plan *p = b->p;
+  const plan_codec *pc = &p->codec[t];
+  plan_codec c = {.kind = PLAN_CODEC_NONE};
+  double sent = bytes;
+  int elem = 2;
+  if (caat_rule && has_caat(pc->kind)) {
+    double frac = floor(pc->p * p->model.hidden) / p->model.hidden;
+    sent = caat_rule == 1 ? bytes * frac : bytes * frac * 2.0;
+    elem = caat_rule == 1 ? 2 : 4;
+    c.kind = PLAN_CODEC_CAAT;
+    c.p = pc->p;
+  }
+  if (has_taco(pc->kind) && sent >= p->codec_min_bytes) {
+    c.kind = c.kind == PLAN_CODEC_CAAT ? PLAN_CODEC_TACO_CAAT : PLAN_CODEC_TACO;
+    c.group = pc->group;
+    c.fp8 = pc->fp8;
+    sent = plan_codec_wire_bytes(&c, sent, elem);
+  }
+  *codec = c;
+  *wire = sent;
+}
+
+static int32_t tp_coll(builder *b, plan_coll coll, plan_phase phase, int caat_rule, int model_op, int layer,
+                       int micro, int chunk, double bytes, int32_t dep) {
+  plan_traffic t = phase == PLAN_PHASE_BWD ? PLAN_TRAFFIC_TP_BWD : PLAN_TRAFFIC_TP_FWD;
+  plan_codec codec;
+  double wire;
+  tp_message(b, t, caat_rule, bytes, &codec, &wire);
+  return collective(b, PLAN_STREAM_TP, PLAN_GROUP_TP, coll, t, phase, model_op, layer, micro, chunk, bytes, wire,
+                    codec, dep);
+}
+
+/* An uncompressed collective (small fp32 reductions, parameters). */
+static int32_t plain_coll(builder *b, plan_stream stream, plan_group_kind group, plan_coll coll, plan_traffic t,
+                          plan_phase phase, int model_op, int chunk, double bytes, int32_t dep) {
+  plan_codec none = {.kind = PLAN_CODEC_NONE};
+  return collective(b, stream, group, coll, t, phase, model_op, -1, -1, chunk, bytes, bytes, none, dep);
+}
+
+#define CHECK(x)                                                                                             \
+  do {                                                                                                       \
+    if ((x) < 0) return -1;                                                                                  \
+  } while (0)
+
+/* ---- one layer ---- */
+
+static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase phase) {
+  const bool sp = b->p->sequence_parallel, tp = b->p->tp > 1;
+  for (int i = 0; i < b->n_ops; i++) {
+    const model_op *o = &b->ops[i];
+    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
+      int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, b->full_bytes, b->last_op);
+      CHECK(ag);
+      wait_for(b, ag);
+    }
+    int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd);
+    CHECK(c);
+    if (o->parallel == MODEL_PAR_ROW && tp) {
+      int32_t r = tp_coll(b, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk,
+                          b->full_bytes, c);
+      CHECK(r);
+      wait_for(b, r);
+    }
+  }
+  return 0;
+}
+
+static int layer_backward(builder *b, int layer, int micro, int chunk) {
+  const plan *p = b->p;
+  const bool sp = p->sequence_parallel, tp = p->tp > 1;
+  if (p->recompute == MODEL_RECOMPUTE_FULL) CHECK(layer_forward(b, layer, micro, chunk, PLAN_PHASE_RECOMPUTE));
+  int32_t regather = -1;
+  for (int i = b->n_ops - 1; i >= 0; i--) {
+    const model_op *o = &b->ops[i];
+    if (o->parallel == MODEL_PAR_ROW && sp && tp) {
+      int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, i, layer, micro, chunk, b->full_bytes,
+                           b->last_op);
+      CHECK(ag);
+      wait_for(b, ag);
+    }
+    if (o->parallel == MODEL_PAR_COLUMN && b->last_col[i] && sp && tp) {
+      regather = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, i, layer, micro, chunk, b->full_bytes,
+                         b->last_op);
+      CHECK(regather);
+    }
+    if (o->kind == MODEL_OP_ATTENTION && p->recompute == MODEL_RECOMPUTE_SELECTIVE)
+      CHECK(compute(b, PLAN_PHASE_RECOMPUTE, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd));
+    if (o->kind != MODEL_OP_GEMM) {
+      CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_bwd, o->bytes_bwd));
+      continue;
+    }
+    int32_t d = compute(b, PLAN_PHASE_BWD, i, PLAN_PART_DGRAD, layer, micro, chunk, o->flops_bwd / 2,
+                        o->bytes_bwd / 2);
+    CHECK(d);
+    int32_t reduce = -1;
+    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && tp) {
+      reduce = tp_coll(b, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_PHASE_BWD, 2, i, layer, micro,
+                       chunk, b->full_bytes, d);
+      CHECK(reduce);
+    }
+    if (o->parallel == MODEL_PAR_COLUMN) wait_for(b, regather);
+    int32_t w = compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2,
+                        o->bytes_bwd / 2);
+    CHECK(w);
+    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i]) regather = -1;
+    wait_for(b, reduce);
+  }
+  return 0;
+}
+
+/* ---- embedding and output head ---- */
+
+static double sum_flops(const model_op *o, int n, int bwd) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += bwd ? o[i].flops_bwd : o[i].flops_fwd;
+  return s;
+}
+static double sum_bytes(const model_op *o, int n, int bwd) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += bwd ? o[i].bytes_bwd : o[i].bytes_fwd;
+  return s;
+}
+
+static int embedding_forward(builder *b, int micro) {
+  int32_t c = compute(b, PLAN_PHASE_FWD, PLAN_MOP_EMBEDDING, PLAN_PART_WHOLE, -1, micro, 0,
+                      sum_flops(b->emb, b->n_emb, 0), sum_bytes(b->emb, b->n_emb, 0));
+  CHECK(c);
+  if (b->p->tp > 1) {
+    int32_t r = tp_coll(b, b->p->sequence_parallel ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE,
+                        PLAN_PHASE_FWD, 0, PLAN_MOP_EMBEDDING, -1, micro, 0, b->full_bytes, c);
+    CHECK(r);
+    wait_for(b, r);
+  }
+  return 0;
+}
+
+static int embedding_backward(builder *b, int micro) {
+  if (b->p->tp > 1 && b->p->sequence_parallel) {
+    int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, PLAN_MOP_EMBEDDING, -1, micro, 0, b->full_bytes,
+                         b->last_op);
+    CHECK(ag);
+    wait_for(b, ag);
+  }
+  return compute(b, PLAN_PHASE_BWD, PLAN_MOP_EMBEDDING, PLAN_PART_WHOLE, -1, micro, 0, sum_flops(b->emb, b->n_emb, 1),
+                 sum_bytes(b->emb, b->n_emb, 1)) < 0
+             ? -1
+             : 0;
+}
+
+/* head[0] = final_norm, head[1] = logits GEMM, head[2] = cross-entropy. */
+static int loss_forward(builder *b, int micro, int chunk) {
+  const plan *p = b->p;
+  const model_op *h = b->head;
+  CHECK(compute(b, PLAN_PHASE_FWD, PLAN_MOP_FINAL_NORM, PLAN_PART_WHOLE, -1, micro, chunk, h[0].flops_fwd,
+                h[0].bytes_fwd));
+  if (p->tp > 1 && p->sequence_parallel) {
+    int32_t ag =
+        tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_FWD, 0, PLAN_MOP_LOSS, -1, micro, chunk, b->full_bytes, b->last_op);
+    CHECK(ag);
+    wait_for(b, ag);
+  }
+  int32_t c = compute(b, PLAN_PHASE_FWD, PLAN_MOP_LOSS, PLAN_PART_WHOLE, -1, micro, chunk,
+                      h[1].flops_fwd + h[2].flops_fwd, h[1].bytes_fwd + h[2].bytes_fwd);
+  CHECK(c);
+  if (p->tp > 1) { /* max, target logit and sum of exponentials per token, fp32 */
+    int32_t r = plain_coll(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_FWD,
+                           PLAN_PHASE_FWD, PLAN_MOP_LOSS, chunk, 3.0 * 4.0 * b->tokens, c);
+    CHECK(r);
+    at(b, r)->micro = micro;
+    wait_for(b, r);
+  }
+  return 0;
+}
+
+static int loss_backward(builder *b, int micro, int chunk) {
+  const plan *p = b->p;
+  const model_op *h = b->head;
+  int32_t d = compute(b, PLAN_PHASE_BWD, PLAN_MOP_LOSS, PLAN_PART_DGRAD, -1, micro, chunk,
+                      h[2].flops_bwd + h[1].flops_bwd / 2, h[2].bytes_bwd + h[1].bytes_bwd / 2);
+  CHECK(d);
+  int32_t reduce = -1;
+  if (p->tp > 1)
+    CHECK(reduce = tp_coll(b, p->sequence_parallel ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_PHASE_BWD,
+                           0, PLAN_MOP_LOSS, -1, micro, chunk, b->full_bytes, d));
+  CHECK(compute(b, PLAN_PHASE_BWD, PLAN_MOP_LOSS, PLAN_PART_WGRAD, -1, micro, chunk, h[1].flops_bwd / 2,
+                h[1].bytes_bwd / 2));
+  wait_for(b, reduce);
+  return compute(b, PLAN_PHASE_BWD, PLAN_MOP_FINAL_NORM, PLAN_PART_WHOLE, -1, micro, chunk, h[0].flops_bwd,
+                 h[0].bytes_bwd) < 0
+             ? -1
+             : 0;
+}
+
+/* ---- data-parallel gradient buckets ---- */
+
+static int flush_bucket(builder *b, int chunk) {
+  const plan *p = b->p;
+  if (b->bucket_params <= 0 || p->dp < 2) {
+    b->bucket_params = 0;
+    return 0;
+  }
+  if (b->bucket_count == b->bucket_cap) {
+    int cap = b->bucket_cap ? 2 * b->bucket_cap : 64;
+    double *s = realloc(b->bucket_sizes, (size_t)cap * sizeof *s);
+    if (!s) return -1;
+    b->bucket_sizes = s;
+    b->bucket_cap = cap;
+  }
+  double bytes = 4.0 * b->bucket_params;
+  plan_codec codec = {.kind = PLAN_CODEC_NONE};
+  double wire = bytes;
+  const plan_codec *pc = &p->codec[PLAN_TRAFFIC_DP];
+  if (has_taco(pc->kind) && bytes >= p->codec_min_bytes) {
+    codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
+    wire = plan_codec_wire_bytes(&codec, bytes, 4);
+  }
+  int32_t last_compute = b->last_op;
+  int32_t i = collective(b, PLAN_STREAM_DP, PLAN_GROUP_DP, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE,
+                         PLAN_TRAFFIC_DP, PLAN_PHASE_BWD, PLAN_MOP_GRAD_BUCKET, b->bucket_layer, -1, chunk, bytes,
+                         wire, codec, last_compute);
+  CHECK(i);
+  at(b, i)->tag = b->bucket_count;
+  b->bucket_sizes[b->bucket_count++] = b->bucket_params;
+  b->bucket_params = 0;
+  b->last_op = last_compute; /* a bucket does not end the step */
+  return 0;
+}
+
+/* Parameters whose gradients just became final join the open bucket. */
+static int bucket_add(builder *b, double params, int layer, int chunk) {
+  b->bucket_params += params;
+  b->bucket_layer = layer;
+  if (4.0 * b->bucket_params >= b->p->dp_bucket_bytes) return flush_bucket(b, chunk);
+  return 0;
+}
+
+/* ---- pipeline messages ---- */
+
+static int msg_cmp(const void *x, const void *y) {
+  const pp_msg *a = x, *c = y;
+  if (a->key != c->key) return a->key < c->key ? -1 : 1;
+  return (a->tag > c->tag) - (a->tag < c->tag);
+}
+
+static int32_t msg_tag(const builder *b, int micro, int lower_v, int dir) {
+  return (int32_t)(((int64_t)micro * b->V + lower_v) * 2 + dir);
+}
+
+static int peer_of(const builder *b, int v) {
+  plan_coord c = b->coord;
+  c.pp = v % b->p->pp;
+  return plan_rank_of(b->p, c);
+}
+
+static size_t cell(const builder *b, int micro, int v, int dir) { return ((size_t)micro * b->V + v) * 2 + dir; }
+
+static int build_messages(builder *b, const plan_step *steps, int n) {
+  b->msgs = malloc((size_t)2 * n * sizeof *b->msgs);
+  if (!b->msgs) return -1;
+  const int64_t *F = b->ideal.fwd_finish, *B = b->ideal.bwd_finish;
+  for (int k = 0; k < n; k++) {
+    int micro = steps[k].micro, chunk = steps[k].chunk, v = plan_virtual_stage(b->p, b->stage, chunk);
+    size_t c = (size_t)micro * b->V + v;
+    pp_msg *x;
+    if (!steps[k].backward) {
+      if (v > 0) {
+        x = &b->msgs[b->n_msgs++];
+        *x = (pp_msg){F[c - 1], msg_tag(b, micro, v - 1, 0), micro, (int16_t)chunk, 0, 0, peer_of(b, v - 1)};
+      }
+      if (v < b->V - 1) {
+        x = &b->msgs[b->n_msgs++];
+        *x = (pp_msg){F[c], msg_tag(b, micro, v, 0), micro, (int16_t)chunk, 1, 0, peer_of(b, v + 1)};
+      }
+    } else {
+      if (v < b->V - 1) {
+        x = &b->msgs[b->n_msgs++];
+        *x = (pp_msg){B[c + 1], msg_tag(b, micro, v, 1), micro, (int16_t)chunk, 0, 1, peer_of(b, v + 1)};
+      }
+      if (v > 0) {
+        x = &b->msgs[b->n_msgs++];
+        *x = (pp_msg){B[c], msg_tag(b, micro, v - 1, 1), micro, (int16_t)chunk, 1, 1, peer_of(b, v - 1)};
+      }
+    }
+  }
+  qsort(b->msgs, (size_t)b->n_msgs, sizeof *b->msgs, msg_cmp);
+  return 0;
+}
+
+/* Emits the PP ops whose key is at most `until` (INT64_MAX: all). */
+static int flush_messages(builder *b, int64_t until) {
+  const plan *p = b->p;
+  while (b->next_msg < b->n_msgs && b->msgs[b->next_msg].key <= until) {
+    const pp_msg *x = &b->msgs[b->next_msg++];
+    int v = plan_virtual_stage(p, b->stage, x->chunk);
+    int32_t i = push(b);
+    CHECK(i);
+    plan_op *op = at(b, i);
+    op->kind = x->is_send ? PLAN_OP_SEND : PLAN_OP_RECV;
+    op->stream = PLAN_STREAM_PP;
+    op->phase = x->dir ? PLAN_PHASE_BWD : PLAN_PHASE_FWD;
+    op->traffic = PLAN_TRAFFIC_PP;
+    op->group = PLAN_GROUP_PP;
+    op->model_op = PLAN_MOP_PP_ACTIVATION;
+    op->micro = x->micro;
+    op->chunk = x->chunk;
+    op->peer = x->peer;
+    op->tag = x->tag;
+    op->bytes = op->wire_bytes = b->send_bytes;
+    const plan_codec *pc = &p->codec[PLAN_TRAFFIC_PP];
+    if (has_taco(pc->kind) && b->send_bytes >= p->codec_min_bytes) {
+      op->codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
+      op->wire_bytes = plan_codec_wire_bytes(&op->codec, b->send_bytes, 2);
+    }
+    if (x->is_send) {
+      int32_t producer = b->step_last[cell(b, x->micro, v, x->dir)];
+      if (producer < 0) return ts_fail_sys(b->e, "plan: send before its producer (internal error)");
+      add_dep(op, producer);
+    } else {
+      b->recv_op[cell(b, x->micro, v, x->dir)] = i;
+    }
+  }
+  return 0;
+}
+
+/* ---- steps ---- */
+
+static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
+  const plan *p = b->p;
+  int micro = st.micro, chunk = st.chunk, v = plan_virtual_stage(p, b->stage, chunk);
+  size_t c = (size_t)micro * b->V + v;
+  int64_t finish = st.backward ? b->ideal.bwd_finish[c] : b->ideal.fwd_finish[c];
+  CHECK(flush_messages(b, finish - plan_ideal_step_cost(st.backward)));
+  int first_layer = v * b->lpc;
+  if (!st.backward) {
+    if (v > 0) wait_for(b, b->recv_op[cell(b, micro, v, 0)]);
+    if (v == 0) CHECK(embedding_forward(b, micro));
+    for (int l = 0; l < b->lpc; l++) CHECK(layer_forward(b, first_layer + l, micro, chunk, PLAN_PHASE_FWD));
+    if (v == b->V - 1) CHECK(loss_forward(b, micro, chunk));
+  } else {
+    if (v < b->V - 1) wait_for(b, b->recv_op[cell(b, micro, v, 1)]);
+    if (v == b->V - 1) {
+      CHECK(loss_backward(b, micro, chunk));
+      if (last_backward_of_chunk) {
+        double head = 0;
+        for (int i = 0; i < b->n_head; i++) head += b->head[i].params;
+        if (p->model.tied_embeddings && p->pp > 1)
+          head += (double)model_vocab_per_gpu(&p->model, p->tp) * p->model.hidden;
+        CHECK(bucket_add(b, head, -1, chunk));
+      }
+    }
+    for (int l = b->lpc - 1; l >= 0; l--) {
+      CHECK(layer_backward(b, first_layer + l, micro, chunk));
+      if (last_backward_of_chunk) CHECK(bucket_add(b, b->layer_params, first_layer + l, chunk));
+    }
+    if (v == 0) {
+      CHECK(embedding_backward(b, micro));
+      if (last_backward_of_chunk) {
+        double emb = 0;
+        for (int i = 0; i < b->n_emb; i++) emb += b->emb[i].params;
+        CHECK(bucket_add(b, emb, -1, chunk));
+      }
+    }
+    if (last_backward_of_chunk) CHECK(flush_bucket(b, chunk));
+  }
+  b->step_last[cell(b, micro, v, st.backward)] = b->last_op;
+  return 0;
+}
+
+/* After the last backward: norm-gradient all-reduces (SP, CAAT-Net), the
+ * tied-embedding all-reduce, the optimizer, ZeRO-1's parameter all-gathers. */
+static int finish_iteration(builder *b) {
+  const plan *p = b->p;
+  int32_t last_compute = b->last_op, last_tp = -1, last_dp = -1;
+  for (int i = b->prog->n - 1; i >= 0; i--) {
+    const plan_op *op = &b->prog->ops[i];
+    if (op->stream == PLAN_STREAM_TP && last_tp < 0) last_tp = i;
+    if (op->stream == PLAN_STREAM_DP && last_dp < 0) last_dp = i;
+  }
+  bool caat = has_caat(p->codec[PLAN_TRAFFIC_TP_FWD].kind);
+  if (p->tp > 1 && (p->sequence_parallel || caat)) {
+    for (int chunk = p->vpp - 1; chunk >= 0; chunk--) {
+      double norms = plan_norm_params_per_layer(p) * b->lpc;
+      if (plan_virtual_stage(p, b->stage, chunk) == b->V - 1) norms += plan_norm_params_per_layer(p) / 2;
+      CHECK(last_tp = plain_coll(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_BWD,
+                                 PLAN_PHASE_BWD, PLAN_MOP_NORM_GRADS, chunk, 4.0 * norms, last_compute));
+    }
+  }
+  bool holds_embedding = b->stage == 0 || b->stage == p->pp - 1;
+  if (p->pp > 1 && p->model.tied_embeddings && holds_embedding) {
+    double bytes = 4.0 * (double)model_vocab_per_gpu(&p->model, p->tp) * p->model.hidden;
+    int chunk = b->stage == 0 ? 0 : p->vpp - 1;
+    CHECK(last_dp = plain_coll(b, PLAN_STREAM_DP, PLAN_GROUP_EMBEDDING, PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_DP,
+                               PLAN_PHASE_BWD, PLAN_MOP_EMBEDDING_GRADS, chunk, bytes, last_compute));
+  }
+  double params = plan_params_of_stage(p, b->stage) / (p->zero1 ? p->dp : 1);
+  b->wait[PLAN_STREAM_TP] = last_tp;
+  b->wait[PLAN_STREAM_DP] = last_dp;
+  /* AdamW: reads gradient, master weight, m, v (16 B), writes master, m, v
+   * and the bf16 weight (14 B); about 10 FLOPs per parameter. */
+  int32_t opt = compute(b, PLAN_PHASE_OPTIMIZER, PLAN_MOP_OPTIMIZER, PLAN_PART_WHOLE, -1, -1, 0, 10.0 * params,
+                        30.0 * params);
+  CHECK(opt);
+  if (p->zero1 && p->dp > 1)
+    for (int k = 0; k < b->bucket_count; k++) {
+      int32_t g = plain_coll(b, PLAN_STREAM_DP, PLAN_GROUP_DP, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_DP,
+                             PLAN_PHASE_OPTIMIZER, PLAN_MOP_PARAM_GATHER, 0, 2.0 * b->bucket_sizes[k], opt);
+      CHECK(g);
+      at(b, g)->tag = k;
+    }
+  return 0;
+}
+
+/* ---- setup ---- */
+
+static int setup(builder *b, const plan *p, int rank, plan_program *prog, ts_err *e) {
+  memset(b, 0, sizeof *b);
+  b->p = p;
+  b->prog = prog;
+  b->e = e;
+  b->coord = plan_coord_of(p, rank);
+  b->stage = b->coord.pp;
+  b->V = p->pp * p->vpp;
+  b->m = plan_micro_batches(p);
+  b->lpc = plan_layers_per_chunk(p);
+  b->last_op = -1;
+  for (int s = 0; s < PLAN_STREAM_COUNT; s++) b->wait[s] = -1;
+  model_shard s = plan_shard(p);
+  if ((b->n_ops = model_layer_ops(&p->model, &s, b->ops, MODEL_MAX_LAYER_OPS, e)) < 0) return -1;
+  if ((b->n_emb = model_embedding_ops(&p->model, &s, b->emb, MODEL_MAX_LAYER_OPS, e)) < 0) return -1;
+  if ((b->n_head = model_output_ops(&p->model, &s, b->head, MODEL_MAX_LAYER_OPS, e)) < 0) return -1;
+  if (b->n_head != 3) return ts_fail_sys(e, "plan: model_output_ops returned %d ops, expected 3", b->n_head);
+  /* A block is the ops between two row-parallel GEMMs; its column-parallel
+   * GEMMs share one input (gathered once) and one input gradient (reduced once). */
+  int block_first = -1;
+  for (int i = 0; i < b->n_ops; i++) {
+    if (b->ops[i].parallel == MODEL_PAR_COLUMN) {
+      if (block_first < 0) b->first_col[i] = true, block_first = i;
+      bool later = false;
+      for (int j = i + 1; j < b->n_ops && b->ops[j].parallel != MODEL_PAR_ROW; j++)
+        if (b->ops[j].parallel == MODEL_PAR_COLUMN) later = true;
+      b->last_col[i] = !later;
+    } else if (b->ops[i].parallel == MODEL_PAR_ROW) {
+      block_first = -1;
+    }
+    b->layer_params += b->ops[i].params;
+  }
+  b->tokens = (double)p->micro_batch * p->seq;
+  b->full_bytes = 2.0 * b->tokens * p->model.hidden;
+  b->send_bytes = model_activation_tensor_bytes(&p->model, &s);
+  if (plan_ideal_build(p, &b->ideal, e)) return -1;
+  size_t cells = (size_t)b->m * b->V * 2;
+  b->recv_op = malloc(cells * sizeof *b->recv_op);
+  b->step_last = malloc(cells * sizeof *b->step_last);
+  if (!b->recv_op || !b->step_last) return ts_fail_sys(e, "plan: out of memory");
+  for (size_t i = 0; i < cells; i++) b->recv_op[i] = b->step_last[i] = -1;
+  return 0;
+}
+
+static void teardown(builder *b) {
+  plan_ideal_free(&b->ideal);
+  free(b->msgs);
+  free(b->recv_op);
+  free(b->step_last);
+  free(b->bucket_sizes);
+}
+
+int plan_build_program(const plan *p, int rank, plan_program *prog, ts_err *e) {
+  memset(prog, 0, sizeof *prog);
+  prog->rank = rank;
+  e->msg[0] = '\0';
+  if (rank < 0 || rank >= plan_world_size(p))
+    return ts_fail(e, p->path, "rank", "%d is outside 0..%d", rank, plan_world_size(p) - 1);
+  builder b;
+  plan_step *steps = NULL;
+  int rc = -1;
+  if (setup(&b, p, rank, prog, e)) goto out;
+  int n = plan_schedule_length(p);
+  steps = malloc((size_t)n * sizeof *steps);
+  if (!steps || plan_pipeline_schedule(p, b.stage, steps, n) != n) {
+    ts_fail_sys(e, "plan: cannot build the schedule of stage %d", b.stage);
+    goto out;
+  }
+  if (build_messages(&b, steps, n)) {
+    ts_fail_sys(e, "plan: out of memory");
+    goto out;
+  }
+  /* Reserve roughly what the program needs, so it grows at most once or twice. */
+  size_t guess = (size_t)n * (b.lpc * (2 * b.n_ops + 4) + 12) + 64;
+  if (guess < (1u << 26)) {
+    plan_op *ops = malloc(guess * sizeof *ops);
+    if (ops) prog->ops = ops, prog->cap = (int)guess;
+  }
+  int last_b[1024];
+  for (int c = 0; c < p->vpp && c < 1024; c++) last_b[c] = -1;
+  for (int k = 0; k < n; k++)
+    if (steps[k].backward) last_b[steps[k].chunk] = k;
+  for (int k = 0; k < n; k++) {
+    if (run_step(&b, steps[k], steps[k].backward && last_b[steps[k].chunk] == k)) {
+      if (!e->msg[0]) ts_fail_sys(e, "plan: out of memory building the program of rank %d", rank);
+      goto out;
+    }
+  }
+  if (flush_messages(&b, INT64_MAX) || finish_iteration(&b)) {
+    ts_fail_sys(e, "plan: out of memory building the program of rank %d", rank);
+    goto out;
+  }
+  rc = 0;
+out:
+  free(steps);
+  teardown(&b);
+  if (rc) plan_program_free(prog);
+  return rc;
+}
+
+void plan_program_free(plan_program *prog) {
+  free(prog->ops);
+  prog->ops = NULL;
+  prog->n = prog->cap = 0;
+}

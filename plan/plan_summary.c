@@ -1,0 +1,142 @@
+/* plan_summary.c — what `tacosim plan PLAN.json` prints: the plan in words,
+ * memory per GPU against HBM, and for one rank of each pipeline stage the
+ * program's op counts and its traffic per class before and after the codec. */
+#include <stdlib.h>
+#include <time.h>
+
+#include "plan.h"
+#include "plan_internal.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static void print_codec(FILE *out, const char *name, const plan_codec *c) {
+  fprintf(out, "  %-7s %s", name, plan_codec_kind_name(c->kind));
+  if (c->kind == PLAN_CODEC_TACO || c->kind == PLAN_CODEC_TACO_CAAT)
+    fprintf(out, " (group %d, %s)", c->group, c->fp8 == PLAN_FP8_E4M3 ? "e4m3" : "e5m2");
+  if (c->kind == PLAN_CODEC_CAAT || c->kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " (p = %g)", c->p);
+  fputc('\n', out);
+}
+
+static const char *recompute_name(model_recompute r) {
+  return r == MODEL_RECOMPUTE_FULL ? "full" : r == MODEL_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+static void print_header(const plan *p, FILE *out) {
+  const model_config *m = &p->model;
+  const topo_cluster *c = &p->cluster;
+  int mb = plan_micro_batches(p);
+  fprintf(out, "plan %s (%s)\n", p->name, p->path);
+  if (p->description[0]) fprintf(out, "  %s\n", p->description);
+  fprintf(out, "model     %s: %d layers, hidden %d, %d heads (%d KV), ffn %d, vocab %d (padded %lld), %.2f B params\n",
+          m->name, p->layers, m->hidden, m->heads, m->kv_heads, m->ffn_hidden, m->vocab,
+          model_vocab_per_gpu(m, p->tp) * p->tp, model_params_total(m) / 1e9);
+  fprintf(out, "cluster   %s: %d nodes x %d %s (%.0f GiB HBM, %.0f TFLOP/s bf16)\n", c->name, c->nodes,
+          c->gpus_per_node, c->gpu.name, c->gpu.hbm_gib, c->gpu.bf16_tflops);
+  fprintf(out, "layout    dp %d x tp %d x pp %d (vpp %d) = %d of %d GPUs, order %s, sequence parallel %s, ZeRO-1 %s, "
+          "recompute %s\n",
+          p->dp, p->tp, p->pp, p->vpp, plan_world_size(p), topo_total_gpus(c),
+          p->order == PLAN_ORDER_TP_DP_PP ? "tp-dp-pp" : "tp-pp-dp", p->sequence_parallel ? "on" : "off",
+          p->zero1 ? "on" : "off", recompute_name(p->recompute));
+  fprintf(out, "batch     %lld sequences of %d tokens = micro-batch %d x %d micro-batches x dp %d (%.2f M tokens)\n",
+          p->global_batch, p->seq, p->micro_batch, mb, p->dp, (double)p->global_batch * p->seq / 1e6);
+  double v = p->schedule == PLAN_SCHED_INTERLEAVED_1F1B ? p->vpp : 1;
+  fprintf(out, "schedule  %s, ideal pipeline bubble (p-1)/(v*m+p-1) = %.2f %%\n", plan_schedule_name(p->schedule),
+          100.0 * (p->pp - 1) / (v * mb + p->pp - 1));
+  fprintf(out, "codec     messages under %.0f bytes travel uncompressed; DP buckets of %.0f MB\n", p->codec_min_bytes,
+          p->dp_bucket_bytes / 1e6);
+  static const char *const names[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp"};
+  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) print_codec(out, names[t], &p->codec[t]);
+  double flops = plan_model_flops(p);
+  fprintf(out, "work      %.3f PFLOP model FLOPs per iteration (Megatron-LM count), %.1f TFLOP per GPU\n", flops / 1e15,
+          flops / plan_world_size(p) / 1e12);
+}
+
+static void print_memory(const plan *p, FILE *out) {
+  fprintf(out, "\nmemory per GPU (GiB)    weights  gradients  optimizer  activations    total   of %.0f GiB HBM\n",
+          p->cluster.gpu.hbm_gib);
+  for (int s = 0; s < p->pp; s++) {
+    plan_memory m;
+    if (plan_memory_of_stage(p, s, &m)) continue;
+    fprintf(out, "  stage %-4d %16.2f %10.2f %10.2f %12.2f %8.2f   %5.1f %%\n", s, m.weights / GIB, m.gradients / GIB,
+            m.optimizer / GIB, m.activations / GIB, m.total / GIB, 100.0 * m.total / (p->cluster.gpu.hbm_gib * GIB));
+  }
+}
+
+typedef struct {
+  int ops, by_kind[4], by_stream[PLAN_STREAM_COUNT];
+  double bytes[PLAN_TRAFFIC_COUNT], wire[PLAN_TRAFFIC_COUNT];
+  double flops;
+  double build_ms;
+} stage_stats;
+
+static int stage_program_stats(const plan *p, int stage, stage_stats *st, ts_err *e) {
+  *st = (stage_stats){0};
+  int rank = plan_rank_of(p, (plan_coord){0, 0, stage});
+  plan_program prog;
+  double t0 = now_s();
+  if (plan_build_program(p, rank, &prog, e)) return -1;
+  st->build_ms = 1e3 * (now_s() - t0);
+  st->ops = prog.n;
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    st->by_kind[op->kind]++;
+    st->by_stream[op->stream]++;
+    if (op->kind == PLAN_OP_COMPUTE) {
+      st->flops += op->flops;
+    } else if (op->kind != PLAN_OP_RECV) { /* count a message once, at its sender */
+      st->bytes[op->traffic] += op->bytes;
+      st->wire[op->traffic] += op->wire_bytes;
+    }
+  }
+  plan_program_free(&prog);
+  return 0;
+}
+
+int plan_print_summary(const plan *p, FILE *out, ts_err *e) {
+  print_header(p, out);
+  print_memory(p, out);
+  stage_stats *st = calloc((size_t)p->pp, sizeof *st);
+  if (!st) return ts_fail_sys(e, "plan: out of memory");
+  for (int s = 0; s < p->pp; s++)
+    if (stage_program_stats(p, s, &st[s], e)) {
+      free(st);
+      return -1;
+    }
+  fprintf(out, "\nprograms (rank with dp 0, tp 0 of each stage; every rank of a stage runs the same shape)\n");
+  fprintf(out, "  stage   rank      ops  compute  collect     send     recv | stream: compute       tp       pp       dp"
+               " | TFLOP  build ms\n");
+  for (int s = 0; s < p->pp; s++)
+    fprintf(out, "  %-5d %6d %8d %8d %8d %8d %8d |        %8d %8d %8d %8d | %6.1f %8.2f\n", s,
+            plan_rank_of(p, (plan_coord){0, 0, s}), st[s].ops, st[s].by_kind[PLAN_OP_COMPUTE],
+            st[s].by_kind[PLAN_OP_COLLECTIVE], st[s].by_kind[PLAN_OP_SEND], st[s].by_kind[PLAN_OP_RECV],
+            st[s].by_stream[PLAN_STREAM_COMPUTE], st[s].by_stream[PLAN_STREAM_TP], st[s].by_stream[PLAN_STREAM_PP],
+            st[s].by_stream[PLAN_STREAM_DP], st[s].flops / 1e12, st[s].build_ms);
+
+  fprintf(out, "\ntraffic per GPU and iteration, GB: payload -> on the wire (collectives: nccl-tests buffer size;\n"
+               "send/recv: counted at the sender)\n");
+  fprintf(out, "  stage          tp_fwd                tp_bwd                    pp                    dp\n");
+  double total_b[PLAN_TRAFFIC_COUNT] = {0}, total_w[PLAN_TRAFFIC_COUNT] = {0};
+  for (int s = 0; s < p->pp; s++) {
+    fprintf(out, "  %-5d", s);
+    for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) {
+      fprintf(out, "  %9.3f -> %9.3f", st[s].bytes[t] / 1e9, st[s].wire[t] / 1e9);
+      total_b[t] += st[s].bytes[t] * p->dp * p->tp;
+      total_w[t] += st[s].wire[t] * p->dp * p->tp;
+    }
+    fputc('\n', out);
+  }
+  fprintf(out, "  all GPUs, TB");
+  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) {
+    double ratio = total_w[t] > 0 ? total_b[t] / total_w[t] : 1.0;
+    fprintf(out, "  %7.3f -> %7.3f (%4.2fx)", total_b[t] / 1e12, total_w[t] / 1e12, ratio);
+  }
+  fputc('\n', out);
+  free(st);
+  return 0;
+}
