@@ -56,6 +56,20 @@ int taco_decode_sum(const void *in, int k, size_t n, taco_params p, void *y, tac
 /* Same sum, re-encoded into one block (the reduce step of a two-shot all-reduce). */
 int taco_decode_sum_encode(const void *in, int k, size_t n, taco_params p, void *block, void *stream);
 
+/* Sets count = 0 and first_index = ULLONG_MAX (device memory). */
+int taco_nonfinite_reset(taco_nonfinite *nf, void *stream);
+
+/* Added by the kernels owner:
+ * - x, y and block must be 16-byte aligned (cudaMalloc'ed buffers, and chunks
+ *   cut at whole groups, are); otherwise the call fails.
+ * - nf may be NULL (groups with NaN/Inf are still zeroed, just not reported).
+ * - The same encode as three separate passes through an FP32 workspace of
+ *   taco_unfused_workspace_bytes(n, G) (scale, Hadamard, cast), bit-identical
+ *   to taco_encode on finite input; it exists to measure the fusion. */
+size_t taco_unfused_workspace_bytes(size_t n, int group);
+int taco_encode_unfused(const void *x, taco_dtype dt, size_t n, taco_params p, void *block, void *workspace,
+                        void *stream);
+
 /* CAAT-Net: rows x cols (cols = hidden), the first `shared` columns are synchronized. */
 int caat_gather_shared(const void *x, taco_dtype dt, size_t rows, size_t cols, size_t shared, void *out,
                        void *stream);
@@ -64,6 +78,12 @@ int caat_scatter_shared(const void *shared_in, taco_dtype dt, size_t rows, size_
 /* Multiplies the private columns [shared, cols) by scale (sqrt(TP)). */
 int caat_scale_private(void *x, taco_dtype dt, size_t rows, size_t cols, size_t shared, float scale,
                        void *stream);
+
+/* Gather fused with encode: the shared columns of x encoded as one block of
+ * rows * shared elements (equal to caat_gather_shared then taco_encode).
+ * Needs shared % G == 0. */
+int caat_gather_encode(const void *x, taco_dtype dt, size_t rows, size_t cols, size_t shared, taco_params p,
+                       void *block, taco_nonfinite *nf, void *stream);
 
 #ifdef __cplusplus
 }
