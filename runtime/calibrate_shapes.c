@@ -1,0 +1,170 @@
+/* calibrate_shapes.c — the shapes `tacorun calibrate` measures (see calibrate_shapes.h). */
+#include "calibrate_shapes.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+void calib_sweep_default(calib_sweep *s) {
+  memset(s, 0, sizeof *s);
+  const int tp[] = {1, 2, 4, 8};
+  for (int i = 0; i < 4; i++) s->tp[s->n_tp++] = tp[i];
+  const long long tokens[] = {2048, 4096, 8192};
+  for (int i = 0; i < 3; i++) s->tokens[s->n_tokens++] = tokens[i];
+  s->seq = 2048;
+  const int attn_seq[] = {2048, 4096, 8192};
+  for (int i = 0; i < 3; i++) s->attn_seq[s->n_attn_seq++] = attn_seq[i];
+  s->attn_max_tokens = 8192;
+}
+
+const char *calib_mem_kind_name(calib_mem_kind k) {
+  static const char *names[CALIB_MEM_KINDS] = {"layernorm", "rmsnorm", "gelu", "swiglu", "add", "loss", "embedding"};
+  return k >= 0 && k < CALIB_MEM_KINDS ? names[k] : "?";
+}
+
+static int grow(void **arr, int *cap, int need, size_t size, ts_err *e) {
+  if (need <= *cap) return 0;
+  int ncap = *cap ? *cap * 2 : 64;
+  while (ncap < need) ncap *= 2;
+  void *p = realloc(*arr, (size_t)ncap * size);
+  if (!p) return ts_fail_sys(e, "calibrate: out of memory");
+  *arr = p;
+  *cap = ncap;
+  return 0;
+}
+
+static int add_gemm(calib_shapes *sh, long long m, long long n, long long k, int ta, int tb, calib_gemm_role role,
+                    ts_err *e) {
+  for (int i = 0; i < sh->n_gemm; i++)
+    if (sh->gemm[i].m == m && sh->gemm[i].n == n && sh->gemm[i].k == k) return 0;
+  if (grow((void **)&sh->gemm, &sh->cap_gemm, sh->n_gemm + 1, sizeof *sh->gemm, e)) return -1;
+  sh->gemm[sh->n_gemm++] = (calib_gemm_shape){m, n, k, ta, tb, role};
+  return 0;
+}
+
+/* A linear layer Y[m x n] = X[m x k] W^T with W stored [n x k]. */
+static int add_linear(calib_shapes *sh, long long m, long long n, long long k, ts_err *e) {
+  if (add_gemm(sh, m, n, k, 0, 1, CALIB_GEMM_FWD, e)) return -1;   /* Y = X W^T */
+  if (add_gemm(sh, m, k, n, 0, 0, CALIB_GEMM_DGRAD, e)) return -1; /* dX = dY W */
+  return add_gemm(sh, k, n, m, 1, 0, CALIB_GEMM_WGRAD, e);         /* dW^T = X^T dY */
+}
+
+static int add_attn(calib_shapes *sh, long long bh, int seq, int head_dim, ts_err *e) {
+  for (int i = 0; i < sh->n_attn; i++)
+    if (sh->attn[i].bh == bh && sh->attn[i].seq == seq && sh->attn[i].head_dim == head_dim) return 0;
+  if (grow((void **)&sh->attn, &sh->cap_attn, sh->n_attn + 1, sizeof *sh->attn, e)) return -1;
+  sh->attn[sh->n_attn++] = (calib_attn_shape){bh, seq, head_dim};
+  return 0;
+}
+
+static int add_mem(calib_shapes *sh, calib_mem_kind kind, long long rows, long long cols, ts_err *e) {
+  for (int i = 0; i < sh->n_mem; i++)
+    if (sh->mem[i].kind == kind && sh->mem[i].rows == rows && sh->mem[i].cols == cols) return 0;
+  if (grow((void **)&sh->mem, &sh->cap_mem, sh->n_mem + 1, sizeof *sh->mem, e)) return -1;
+  sh->mem[sh->n_mem++] = (calib_mem_shape){kind, rows, (int)cols};
+  return 0;
+}
+
+int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib_sweep *sw, ts_err *e) {
+  model_config m;
+  if (model_load(model_name, NULL, &m, e)) return -1;
+  int used = 0;
+  for (int t = 0; t < sw->n_tp; t++) {
+    for (int j = 0; j < sw->n_tokens; j++) {
+      model_shard s = {.tp = sw->tp[t], .sequence_parallel = false, .seq = sw->seq,
+                       .micro_batch = (int)(sw->tokens[j] / sw->seq)};
+      if (sw->tokens[j] % sw->seq || s.micro_batch < 1) continue;
+      ts_err skip;
+      if (model_shard_check(&m, &s, &skip)) continue; /* this TP or length does not fit the model */
+      model_op ops[MODEL_MAX_LAYER_OPS];
+      int n = model_layer_ops(&m, &s, ops, MODEL_MAX_LAYER_OPS, e);
+      if (n < 0) return -1;
+      int n_out = model_output_ops(&m, &s, ops + n, MODEL_MAX_LAYER_OPS - n, e);
+      if (n_out < 0) return -1;
+      n += n_out;
+      long long tokens = sw->tokens[j];
+      for (int i = 0; i < n; i++) {
+        const model_op *op = &ops[i];
+        if (op->kind == MODEL_OP_GEMM && add_linear(sh, op->m, op->n, op->k, e)) return -1;
+      }
+      calib_mem_kind norm = m.norm == MODEL_NORM_LAYERNORM ? CALIB_MEM_LAYERNORM : CALIB_MEM_RMSNORM;
+      calib_mem_kind act = m.activation == MODEL_ACT_SWIGLU ? CALIB_MEM_SWIGLU : CALIB_MEM_GELU;
+      if (add_mem(sh, norm, tokens, m.hidden, e) || add_mem(sh, CALIB_MEM_ADD, tokens, m.hidden, e) ||
+          add_mem(sh, act, tokens, m.ffn_hidden / s.tp, e) ||
+          add_mem(sh, CALIB_MEM_LOSS, tokens, model_vocab_per_gpu(&m, s.tp), e) ||
+          add_mem(sh, CALIB_MEM_EMBEDDING, tokens, m.hidden, e))
+        return -1;
+      used = 1;
+    }
+    for (int j = 0; j < sw->n_attn_seq; j++) {
+      int seq = sw->attn_seq[j];
+      if (seq > m.max_seq || m.heads % sw->tp[t] || m.kv_heads % sw->tp[t]) continue;
+      for (long long micro = 1; micro * seq <= sw->attn_max_tokens; micro *= 2)
+        if (add_attn(sh, micro * (m.heads / sw->tp[t]), seq, model_head_dim(&m), e)) return -1;
+    }
+  }
+  sh->models += used;
+  return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int calib_shapes_build(calib_shapes *sh, const char *models, const char *zoo_dir, const calib_sweep *sw,
+                       ts_err *e) {
+  memset(sh, 0, sizeof *sh);
+  char *names[256];
+  int n = 0;
+  if (!strcmp(models, "all")) {
+    const char *dir = zoo_dir ? zoo_dir : model_zoo_dir();
+    DIR *d = opendir(dir);
+    if (!d) return ts_fail(e, dir, NULL, "cannot open the model zoo folder");
+    struct dirent *ent;
+    while ((ent = readdir(d)) && n < 256) {
+      size_t len = strlen(ent->d_name);
+      if (len > 5 && !strcmp(ent->d_name + len - 5, ".json")) {
+        names[n] = strdup(ent->d_name);
+        if (!names[n]) break;
+        names[n][len - 5] = '\0';
+        n++;
+      }
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str); /* same order every run */
+  } else {
+    char *copy = strdup(models), *save = NULL;
+    if (!copy) return ts_fail_sys(e, "calibrate: out of memory");
+    for (char *tok = strtok_r(copy, ",", &save); tok && n < 256; tok = strtok_r(NULL, ",", &save))
+      if (*tok) names[n++] = strdup(tok);
+    free(copy);
+  }
+  int rc = 0;
+  if (n == 0) rc = ts_fail(e, NULL, "--models", "'%s' names no model", models);
+  for (int i = 0; i < n && rc == 0; i++) {
+    if (!names[i]) rc = ts_fail_sys(e, "calibrate: out of memory");
+    else if (zoo_dir && strcmp(models, "all") == 0) {
+      char path[1024];
+      snprintf(path, sizeof path, "%s/%s.json", zoo_dir, names[i]);
+      rc = calib_shapes_add_model(sh, path, sw, e);
+    } else
+      rc = calib_shapes_add_model(sh, names[i], sw, e);
+  }
+  for (int i = 0; i < n; i++) free(names[i]);
+  if (rc) calib_shapes_free(sh);
+  return rc;
+}
+
+void calib_shapes_free(calib_shapes *sh) {
+  free(sh->gemm);
+  free(sh->attn);
+  free(sh->mem);
+  memset(sh, 0, sizeof *sh);
+}
+
+double calib_shapes_gemm_flops(const calib_shapes *sh) {
+  double f = 0;
+  for (int i = 0; i < sh->n_gemm; i++) f += 2.0 * sh->gemm[i].m * sh->gemm[i].n * sh->gemm[i].k;
+  return f;
+}

@@ -1,0 +1,81 @@
+/* calibrate_shapes.h — what `tacorun calibrate` measures, derived from the model zoo.
+ *
+ * Plain C (no CUDA), so the CPU tests check the enumeration. For every model,
+ * tensor-parallel degree and token count, the layer and output ops of
+ * models/model.h give:
+ *   - GEMMs: forward (m, n, k), dgrad (m, k, n) and wgrad (k, n, m), in the
+ *     rt_gemm.h layouts, deduplicated by (m, n, k) (first layout kept);
+ *   - attention cores: (batch * heads / tp, seq, head_dim), deduplicated;
+ *   - memory-bound shapes: rows x cols of norms, activations, residual adds
+ *     and the loss, deduplicated per op. */
+#ifndef CALIBRATE_SHAPES_H
+#define CALIBRATE_SHAPES_H
+
+#include "ts_error.h"
+
+typedef enum { CALIB_GEMM_FWD, CALIB_GEMM_DGRAD, CALIB_GEMM_WGRAD } calib_gemm_role;
+
+typedef struct {
+  long long m, n, k;
+  int trans_a, trans_b; /* rt_gemm_bf16 flags for this role's layout */
+  calib_gemm_role role;
+} calib_gemm_shape;
+
+typedef struct {
+  long long bh; /* independent (batch, head) matrices */
+  int seq, head_dim;
+} calib_attn_shape;
+
+typedef enum {
+  CALIB_MEM_LAYERNORM, /* rows = tokens, cols = hidden */
+  CALIB_MEM_RMSNORM,
+  CALIB_MEM_GELU,      /* rows = tokens, cols = ffn / tp */
+  CALIB_MEM_SWIGLU,
+  CALIB_MEM_ADD,       /* rows = tokens, cols = hidden */
+  CALIB_MEM_LOSS,      /* rows = tokens, cols = vocab / tp */
+  CALIB_MEM_EMBEDDING, /* rows = tokens, cols = hidden (gather from vocab / tp rows) */
+  CALIB_MEM_KINDS
+} calib_mem_kind;
+
+typedef struct {
+  calib_mem_kind kind;
+  long long rows;
+  int cols;
+} calib_mem_shape;
+
+typedef struct {
+  int tp[8], n_tp;
+  long long tokens[8]; /* micro_batch * seq of a GEMM */
+  int n_tokens;
+  int seq;             /* sequence of the GEMM token counts (micro_batch = tokens / seq) */
+  int attn_seq[4], n_attn_seq; /* sequence lengths of the attention sweep */
+  long long attn_max_tokens;   /* attention: micro_batch * seq at most this */
+} calib_sweep;
+
+typedef struct {
+  calib_gemm_shape *gemm;
+  int n_gemm, cap_gemm;
+  calib_attn_shape *attn;
+  int n_attn, cap_attn;
+  calib_mem_shape *mem;
+  int n_mem, cap_mem;
+  int models; /* models that contributed */
+} calib_shapes;
+
+/* The default sweep: TP 1, 2, 4, 8; tokens 2048, 4096, 8192 at seq 2048;
+ * attention at seq 2048, 4096, 8192 up to 8192 tokens. */
+void calib_sweep_default(calib_sweep *s);
+
+/* Adds the shapes of one model (skipping TP degrees and token counts the
+ * model cannot take, e.g. TP not dividing its heads, seq above max_seq). */
+int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib_sweep *sw, ts_err *e);
+/* models: "all" (every *.json in the zoo folder) or a comma-separated list of names. */
+int calib_shapes_build(calib_shapes *sh, const char *models, const char *zoo_dir, const calib_sweep *sw, ts_err *e);
+void calib_shapes_free(calib_shapes *sh);
+
+const char *calib_mem_kind_name(calib_mem_kind k);
+
+/* Sum of 2mnk over the GEMMs (for time estimates). */
+double calib_shapes_gemm_flops(const calib_shapes *sh);
+
+#endif

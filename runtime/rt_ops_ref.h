@@ -1,0 +1,38 @@
+/* rt_ops_ref.h — plain-C references of the kernels in rt_ops.h.
+ *
+ * Same math, on FP32 arrays, accumulating in double, so the GPU kernels can be
+ * checked against them (rt_ops_selfcheck) and the CPU tests can check the
+ * references themselves. BF16 helpers convert exactly as the GPU does
+ * (round to nearest even). */
+#ifndef RT_OPS_REF_H
+#define RT_OPS_REF_H
+
+#include <stdint.h>
+
+uint16_t rt_ref_bf16_from_float(float f);
+float rt_ref_bf16_to_float(uint16_t h);
+
+void rt_ref_layernorm_fwd(const float *x, const float *gamma, const float *beta, float *y, float *mean, float *rstd,
+                          long long rows, int cols, float eps);
+void rt_ref_layernorm_bwd_dx(const float *dy, const float *x, const float *gamma, const float *mean,
+                             const float *rstd, float *dx, long long rows, int cols);
+void rt_ref_rmsnorm_fwd(const float *x, const float *gamma, float *y, float *rstd, long long rows, int cols,
+                        float eps);
+void rt_ref_rmsnorm_bwd_dx(const float *dy, const float *x, const float *gamma, const float *rstd, float *dx,
+                           long long rows, int cols);
+void rt_ref_gelu_fwd(const float *x, float *y, long long n);
+void rt_ref_gelu_bwd(const float *dy, const float *x, float *dx, long long n);
+void rt_ref_swiglu_fwd(const float *x, float *y, long long rows, int f);
+void rt_ref_swiglu_bwd(const float *dy, const float *x, float *dx, long long rows, int f);
+void rt_ref_add(const float *a, const float *b, float *y, long long n);
+void rt_ref_softmax_causal_fwd(const float *s, float *p, long long batch, int seq, float scale);
+void rt_ref_softmax_bwd(const float *p, const float *dp, float *ds, long long rows, int cols, float scale);
+void rt_ref_embedding_fwd(const float *table, const int32_t *ids, float *y, long long rows, int cols,
+                           long long first_id, long long table_rows);
+void rt_ref_cross_entropy(const float *logits, const int32_t *labels, float *loss, float *dlogits, long long rows,
+                          int vocab);
+/* master, m, v updated in place; w16 gets the rounded weights. */
+void rt_ref_adamw_step(float *master, float *w16, const float *grad, float *m, float *v, long long n, float lr,
+                       float beta1, float beta2, float eps, float weight_decay, int step);
+
+#endif

@@ -1,0 +1,313 @@
+/* rt_ops_selfcheck.c — compares every rt_ops kernel with its plain-C reference.
+ *
+ * Inputs are random BF16 values; the reference runs on exactly those values
+ * (converted to FP32). Outputs are poisoned with NaN first, so an element the
+ * kernel forgot to write fails the check. Tolerance: BF16 output rounding
+ * (2^-8 relative) plus FP32 reduction order and fast exp:
+ *     |gpu - ref| <= 2^-7 * |ref| + 1e-3 * max|ref|. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_ops.h"
+#include "rt_ops_check.h"
+#include "rt_ops_ref.h"
+
+typedef struct {
+  long long n;
+  float *host;   /* FP32 copy of the BF16 values (for the reference) */
+  uint16_t *raw; /* BF16 bits */
+  void *dev;
+} tensor;
+
+static uint64_t rng_state = 0x1234abcdULL;
+static float rng_uniform(void) { /* xorshift64*, in [-1, 1) */
+  rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+  return (float)((rng_state * 0x2545F4914F6CDD1DULL) >> 40) / 8388608.f - 1.f;
+}
+
+static void tensor_free(tensor *t) {
+  free(t->host);
+  free(t->raw);
+  if (t->dev) cudaFree(t->dev);
+  memset(t, 0, sizeof *t);
+}
+
+/* scale 0: output tensor, poisoned with NaN on the device. */
+static int tensor_make(tensor *t, long long n, float scale, float offset, ts_err *e) {
+  memset(t, 0, sizeof *t);
+  t->n = n;
+  t->host = malloc((size_t)n * sizeof *t->host);
+  t->raw = malloc((size_t)n * sizeof *t->raw);
+  if (!t->host || !t->raw) return ts_fail_sys(e, "selfcheck: out of memory");
+  for (long long i = 0; i < n; i++) {
+    t->raw[i] = scale == 0.f ? 0xffffu : rt_ref_bf16_from_float(offset + scale * rng_uniform());
+    t->host[i] = rt_ref_bf16_to_float(t->raw[i]);
+  }
+  RT_CHECK_CUDA(e, cudaMalloc(&t->dev, (size_t)n * 2));
+  RT_CHECK_CUDA(e, cudaMemcpy(t->dev, t->raw, (size_t)n * 2, cudaMemcpyHostToDevice));
+  return 0;
+}
+
+static int tensor_fetch(tensor *t, ts_err *e) {
+  RT_CHECK_CUDA(e, cudaDeviceSynchronize());
+  RT_CHECK_CUDA(e, cudaMemcpy(t->raw, t->dev, (size_t)t->n * 2, cudaMemcpyDeviceToHost));
+  for (long long i = 0; i < t->n; i++) t->host[i] = rt_ref_bf16_to_float(t->raw[i]);
+  return 0;
+}
+
+static int compare(const char *op, const float *gpu, const float *ref, long long n, FILE *log, ts_err *e) {
+  double mx = 0, worst = 0;
+  long long worst_i = 0;
+  for (long long i = 0; i < n; i++) mx = fmax(mx, fabs(ref[i]));
+  for (long long i = 0; i < n; i++) {
+    if (!isfinite(gpu[i])) return ts_fail_sys(e, "selfcheck: %s: element %lld not written or not finite", op, i);
+    double excess = fabs(gpu[i] - ref[i]) - (fabs(ref[i]) / 128.0 + 1e-3 * mx);
+    if (excess > worst) worst = excess, worst_i = i;
+  }
+  if (mx == 0) return ts_fail_sys(e, "selfcheck: %s: reference output is all zero (bad test input)", op);
+  if (worst > 0)
+    return ts_fail_sys(e, "selfcheck: %s: element %lld is %g, reference %g (beyond tolerance)", op, worst_i,
+                       gpu[worst_i], ref[worst_i]);
+  if (log) fprintf((FILE *)log, "  selfcheck %-22s ok (%lld elements, max |ref| %.3g)\n", op, n, mx);
+  return 0;
+}
+
+static int check_norms(int rows, int cols, FILE *log, ts_err *e) {
+  tensor x, g, b, y, dy, dx;
+  int rc = -1;
+  float *mean = NULL, *rstd = NULL, *hm = NULL, *hr = NULL, *ref = malloc((size_t)rows * cols * sizeof *ref);
+  float *dmean = NULL, *drstd = NULL;
+  char name[64];
+  if (tensor_make(&x, (long long)rows * cols, 2.f, 0.5f, e) || tensor_make(&g, cols, 1.f, 1.f, e) ||
+      tensor_make(&b, cols, 0.5f, 0.f, e) || tensor_make(&y, (long long)rows * cols, 0.f, 0.f, e) ||
+      tensor_make(&dy, (long long)rows * cols, 1.f, 0.f, e) || tensor_make(&dx, (long long)rows * cols, 0.f, 0.f, e))
+    goto out;
+  hm = malloc(rows * sizeof *hm), hr = malloc(rows * sizeof *hr);
+  if (!ref || !hm || !hr || cudaMalloc((void **)&dmean, rows * 4) || cudaMalloc((void **)&drstd, rows * 4)) {
+    ts_fail_sys(e, "selfcheck: out of memory");
+    goto out;
+  }
+  mean = dmean, rstd = drstd;
+  for (int rms = 0; rms <= 1; rms++) {
+    if (rms ? rt_rmsnorm_fwd(x.dev, g.dev, y.dev, rstd, rows, cols, 1e-5f, NULL, e)
+            : rt_layernorm_fwd(x.dev, g.dev, b.dev, y.dev, mean, rstd, rows, cols, 1e-5f, NULL, e))
+      goto out;
+    if (tensor_fetch(&y, e)) goto out;
+    if (rms) rt_ref_rmsnorm_fwd(x.host, g.host, ref, hr, rows, cols, 1e-5f);
+    else rt_ref_layernorm_fwd(x.host, g.host, b.host, ref, hm, hr, rows, cols, 1e-5f);
+    snprintf(name, sizeof name, "%s_fwd[%dx%d]", rms ? "rmsnorm" : "layernorm", rows, cols);
+    if (compare(name, y.host, ref, y.n, log, e)) goto out;
+    /* backward from the GPU's own statistics, which the reference recomputed (hm, hr) */
+    if (rms ? rt_rmsnorm_bwd_dx(dy.dev, x.dev, g.dev, rstd, dx.dev, rows, cols, NULL, e)
+            : rt_layernorm_bwd_dx(dy.dev, x.dev, g.dev, mean, rstd, dx.dev, rows, cols, NULL, e))
+      goto out;
+    if (tensor_fetch(&dx, e)) goto out;
+    if (rms) rt_ref_rmsnorm_bwd_dx(dy.host, x.host, g.host, hr, ref, rows, cols);
+    else rt_ref_layernorm_bwd_dx(dy.host, x.host, g.host, hm, hr, ref, rows, cols);
+    snprintf(name, sizeof name, "%s_bwd_dx[%dx%d]", rms ? "rmsnorm" : "layernorm", rows, cols);
+    if (compare(name, dx.host, ref, dx.n, log, e)) goto out;
+  }
+  rc = 0;
+out:
+  tensor_free(&x), tensor_free(&g), tensor_free(&b), tensor_free(&y), tensor_free(&dy), tensor_free(&dx);
+  free(ref), free(hm), free(hr);
+  if (dmean) cudaFree(dmean);
+  if (drstd) cudaFree(drstd);
+  return rc;
+}
+
+static int check_elementwise(int rows, int f, FILE *log, ts_err *e) {
+  long long n = (long long)rows * f;
+  tensor x, x2, dy, y, y2, dx2;
+  int rc = -1;
+  float *ref = malloc((size_t)(2 * n) * sizeof *ref);
+  char name[64];
+  if (!ref) return ts_fail_sys(e, "selfcheck: out of memory");
+  if (tensor_make(&x, n, 3.f, 0.f, e) || tensor_make(&x2, 2 * n, 3.f, 0.f, e) || tensor_make(&dy, n, 1.f, 0.f, e) ||
+      tensor_make(&y, n, 0.f, 0.f, e) || tensor_make(&y2, n, 0.f, 0.f, e) || tensor_make(&dx2, 2 * n, 0.f, 0.f, e))
+    goto out;
+  if (rt_gelu_fwd(x.dev, y.dev, n, NULL, e) || tensor_fetch(&y, e)) goto out;
+  rt_ref_gelu_fwd(x.host, ref, n);
+  snprintf(name, sizeof name, "gelu_fwd[%lld]", n);
+  if (compare(name, y.host, ref, n, log, e)) goto out;
+  if (rt_gelu_bwd(dy.dev, x.dev, y.dev, n, NULL, e) || tensor_fetch(&y, e)) goto out;
+  rt_ref_gelu_bwd(dy.host, x.host, ref, n);
+  snprintf(name, sizeof name, "gelu_bwd[%lld]", n);
+  if (compare(name, y.host, ref, n, log, e)) goto out;
+  if (rt_add(x.dev, dy.dev, y2.dev, n, NULL, e) || tensor_fetch(&y2, e)) goto out;
+  rt_ref_add(x.host, dy.host, ref, n);
+  snprintf(name, sizeof name, "add[%lld]", n);
+  if (compare(name, y2.host, ref, n, log, e)) goto out;
+  if (rt_swiglu_fwd(x2.dev, y.dev, rows, f, NULL, e) || tensor_fetch(&y, e)) goto out;
+  rt_ref_swiglu_fwd(x2.host, ref, rows, f);
+  snprintf(name, sizeof name, "swiglu_fwd[%dx%d]", rows, f);
+  if (compare(name, y.host, ref, n, log, e)) goto out;
+  if (rt_swiglu_bwd(dy.dev, x2.dev, dx2.dev, rows, f, NULL, e) || tensor_fetch(&dx2, e)) goto out;
+  rt_ref_swiglu_bwd(dy.host, x2.host, ref, rows, f);
+  snprintf(name, sizeof name, "swiglu_bwd[%dx%d]", rows, f);
+  if (compare(name, dx2.host, ref, 2 * n, log, e)) goto out;
+  rc = 0;
+out:
+  tensor_free(&x), tensor_free(&x2), tensor_free(&dy), tensor_free(&y), tensor_free(&y2), tensor_free(&dx2);
+  free(ref);
+  return rc;
+}
+
+static int check_softmax(int batch, int seq, FILE *log, ts_err *e) {
+  long long n = (long long)batch * seq * seq;
+  tensor s, p, dp, ds;
+  int rc = -1;
+  float *ref = malloc((size_t)n * sizeof *ref);
+  char name[64];
+  if (!ref) return ts_fail_sys(e, "selfcheck: out of memory");
+  if (tensor_make(&s, n, 4.f, 0.f, e) || tensor_make(&p, n, 0.f, 0.f, e) || tensor_make(&dp, n, 1.f, 0.f, e) ||
+      tensor_make(&ds, n, 0.f, 0.f, e))
+    goto out;
+  if (rt_softmax_causal_fwd(s.dev, p.dev, batch, seq, 0.125f, NULL, e) || tensor_fetch(&p, e)) goto out;
+  rt_ref_softmax_causal_fwd(s.host, ref, batch, seq, 0.125f);
+  snprintf(name, sizeof name, "softmax_causal[%dx%d^2]", batch, seq);
+  if (compare(name, p.host, ref, n, log, e)) goto out;
+  /* backward from the GPU's P (BF16), as the executor would */
+  if (rt_softmax_bwd(p.dev, dp.dev, ds.dev, (long long)batch * seq, seq, 0.125f, NULL, e) || tensor_fetch(&ds, e))
+    goto out;
+  rt_ref_softmax_bwd(p.host, dp.host, ref, (long long)batch * seq, seq, 0.125f);
+  snprintf(name, sizeof name, "softmax_bwd[%dx%d^2]", batch, seq);
+  if (compare(name, ds.host, ref, n, log, e)) goto out;
+  rc = 0;
+out:
+  tensor_free(&s), tensor_free(&p), tensor_free(&dp), tensor_free(&ds);
+  free(ref);
+  return rc;
+}
+
+static int check_cross_entropy(int rows, int vocab, FILE *log, ts_err *e) {
+  long long n = (long long)rows * vocab;
+  tensor lg, dl;
+  int rc = -1;
+  float *ref = malloc((size_t)n * sizeof *ref), *loss_ref = malloc(rows * sizeof(float));
+  float *loss_gpu = malloc(rows * sizeof(float)), *dloss = NULL;
+  int32_t *labels = malloc(rows * sizeof *labels), *dlabels = NULL;
+  char name[64];
+  memset(&lg, 0, sizeof lg), memset(&dl, 0, sizeof dl);
+  if (!ref || !loss_ref || !loss_gpu || !labels) {
+    ts_fail_sys(e, "selfcheck: out of memory");
+    goto out;
+  }
+  for (int r = 0; r < rows; r++) labels[r] = (int32_t)((rng_uniform() * 0.5f + 0.5f) * (vocab - 1));
+  if (tensor_make(&lg, n, 6.f, 0.f, e) || tensor_make(&dl, n, 0.f, 0.f, e)) goto out;
+  if (cudaMalloc((void **)&dlabels, rows * 4) || cudaMalloc((void **)&dloss, rows * 4) ||
+      cudaMemcpy(dlabels, labels, rows * 4, cudaMemcpyHostToDevice)) {
+    ts_fail_sys(e, "selfcheck: cross-entropy buffers");
+    goto out;
+  }
+  if (rt_cross_entropy(lg.dev, dlabels, dloss, dl.dev, rows, vocab, NULL, e) || tensor_fetch(&dl, e)) goto out;
+  if (cudaMemcpy(loss_gpu, dloss, rows * 4, cudaMemcpyDeviceToHost)) {
+    ts_fail_sys(e, "selfcheck: cross-entropy loss copy");
+    goto out;
+  }
+  rt_ref_cross_entropy(lg.host, labels, loss_ref, ref, rows, vocab);
+  snprintf(name, sizeof name, "cross_entropy_loss[%dx%d]", rows, vocab);
+  if (compare(name, loss_gpu, loss_ref, rows, log, e)) goto out;
+  snprintf(name, sizeof name, "cross_entropy_grad[%dx%d]", rows, vocab);
+  if (compare(name, dl.host, ref, n, log, e)) goto out;
+  rc = 0;
+out:
+  tensor_free(&lg), tensor_free(&dl);
+  free(ref), free(loss_ref), free(loss_gpu), free(labels);
+  if (dlabels) cudaFree(dlabels);
+  if (dloss) cudaFree(dloss);
+  return rc;
+}
+
+static int check_embedding(int rows, int cols, FILE *log, ts_err *e) {
+  const long long table_rows = 50, first_id = 20; /* ids 0..99: some fall outside this shard */
+  tensor tab, y;
+  int rc = -1;
+  int32_t ids[64], *dids = NULL;
+  float *ref = malloc((size_t)rows * cols * sizeof *ref);
+  char name[64];
+  memset(&tab, 0, sizeof tab), memset(&y, 0, sizeof y);
+  if (!ref || rows > 64) {
+    free(ref);
+    return ts_fail_sys(e, "selfcheck: embedding setup");
+  }
+  for (int r = 0; r < rows; r++) ids[r] = (int32_t)((rng_uniform() * 0.5f + 0.5f) * 99.f);
+  if (tensor_make(&tab, table_rows * cols, 1.f, 0.f, e) || tensor_make(&y, (long long)rows * cols, 0.f, 0.f, e))
+    goto out;
+  if (cudaMalloc((void **)&dids, sizeof ids) || cudaMemcpy(dids, ids, sizeof ids, cudaMemcpyHostToDevice)) {
+    ts_fail_sys(e, "selfcheck: embedding ids");
+    goto out;
+  }
+  if (rt_embedding_fwd(tab.dev, dids, y.dev, rows, cols, first_id, table_rows, NULL, e) || tensor_fetch(&y, e))
+    goto out;
+  rt_ref_embedding_fwd(tab.host, ids, ref, rows, cols, first_id, table_rows);
+  snprintf(name, sizeof name, "embedding_fwd[%dx%d]", rows, cols);
+  if (compare(name, y.host, ref, y.n, log, e)) goto out;
+  rc = 0;
+out:
+  tensor_free(&tab), tensor_free(&y);
+  free(ref);
+  if (dids) cudaFree(dids);
+  return rc;
+}
+
+static int check_adamw(long long n, FILE *log, ts_err *e) {
+  size_t bytes = (size_t)n * sizeof(float);
+  float *h[4], *d[4] = {NULL, NULL, NULL, NULL}, *ref16 = malloc(bytes), *gpu = malloc(bytes);
+  tensor w16;
+  int rc = -1;
+  memset(&w16, 0, sizeof w16);
+  for (int i = 0; i < 4; i++) h[i] = malloc(bytes);
+  if (!ref16 || !gpu || !h[0] || !h[1] || !h[2] || !h[3]) {
+    ts_fail_sys(e, "selfcheck: out of memory");
+    goto out;
+  }
+  /* master, grad, m, v (v >= 0) */
+  for (long long i = 0; i < n; i++) {
+    h[0][i] = rng_uniform(), h[1][i] = 0.1f * rng_uniform(), h[2][i] = 0.01f * rng_uniform();
+    h[3][i] = 1e-4f * (1.f + rng_uniform());
+  }
+  for (int i = 0; i < 4; i++)
+    if (cudaMalloc((void **)&d[i], bytes) || cudaMemcpy(d[i], h[i], bytes, cudaMemcpyHostToDevice)) {
+      ts_fail_sys(e, "selfcheck: adamw buffers");
+      goto out;
+    }
+  if (tensor_make(&w16, n, 0.f, 0.f, e)) goto out;
+  rt_adamw_params p = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 3};
+  if (rt_adamw_step(d[0], w16.dev, d[1], d[2], d[3], n, p, NULL, e) || tensor_fetch(&w16, e)) goto out;
+  if (cudaMemcpy(gpu, d[0], bytes, cudaMemcpyDeviceToHost)) {
+    ts_fail_sys(e, "selfcheck: adamw copy");
+    goto out;
+  }
+  rt_ref_adamw_step(h[0], ref16, h[1], h[2], h[3], n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.step);
+  if (compare("adamw_master", gpu, h[0], n, log, e) || compare("adamw_bf16", w16.host, ref16, n, log, e)) goto out;
+  rc = 0;
+out:
+  for (int i = 0; i < 4; i++) {
+    free(h[i]);
+    if (d[i]) cudaFree(d[i]);
+  }
+  tensor_free(&w16);
+  free(ref16), free(gpu);
+  return rc;
+}
+
+int rt_ops_selfcheck(void *log_file, ts_err *e) {
+  FILE *log = log_file;
+  /* each op twice: a width that takes the 16-byte path and an odd one that does not */
+  RT_TRY(check_norms(37, 264, log, e));
+  RT_TRY(check_norms(5, 1031, log, e));
+  RT_TRY(check_elementwise(13, 136, log, e));
+  RT_TRY(check_elementwise(7, 97, log, e));
+  RT_TRY(check_softmax(3, 72, log, e));
+  RT_TRY(check_softmax(2, 45, log, e));
+  RT_TRY(check_cross_entropy(9, 1024, log, e));
+  RT_TRY(check_cross_entropy(4, 1001, log, e));
+  RT_TRY(check_embedding(40, 256, log, e));
+  RT_TRY(check_embedding(33, 77, log, e));
+  RT_TRY(check_adamw(4099, log, e));
+  return 0;
+}
