@@ -19,19 +19,15 @@ static double model_cost_us(int group, taco_axis axis, size_t n, double hbm_gbps
   return bytes / (hbm_gbps * 1e3);
 }
 
-/* pooled squared error and squared norm of one candidate over the samples */
+/* error of one candidate over the samples, by the chosen metric */
 static int measure(const float *const *samples, int nsamples, size_t rows, size_t cols, int group, taco_axis axis,
-                   taco_fp8 fp8, double *err2, double *norm2) {
+                   const taco_reshape_options *opt, double *rel_err) {
   size_t n = rows * cols;
   float *in = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
-  if (!in || !out) {
-    free(in);
-    free(out);
-    return TACO_FAIL("reshape: out of memory for %zu elements", n);
-  }
-  taco_params p = {group, fp8};
-  *err2 = *norm2 = 0.0;
+  double *err2 = calloc(cols, sizeof(double)), *norm2 = calloc(cols, sizeof(double));
   int rc = 0;
+  if (!in || !out || !err2 || !norm2) rc = TACO_FAIL("reshape: out of memory for %zu elements", n);
+  taco_params p = {group, opt->fp8};
   for (int s = 0; s < nsamples && !rc; s++) {
     const float *x = samples[s];
     if (axis == TACO_AXIS_HIDDEN) {
@@ -42,13 +38,24 @@ static int measure(const float *const *samples, int nsamples, size_t rows, size_
     }
     rc = taco_ref_roundtrip(TACO_CODEC_TACO, in, n, p, out);
     for (size_t i = 0; i < n && !rc; i++) {
+      size_t ch = axis == TACO_AXIS_HIDDEN ? i % cols : i / rows;
       double d = (double)out[i] - (double)in[i];
-      *err2 += d * d;
-      *norm2 += (double)in[i] * (double)in[i];
+      err2[ch] += d * d;
+      norm2[ch] += (double)in[i] * (double)in[i];
     }
+  }
+  if (!rc) {
+    double e = 0.0, nn = 0.0, mean = 0.0;
+    for (size_t c = 0; c < cols; c++) {
+      e += err2[c], nn += norm2[c];
+      mean += norm2[c] > 0.0 ? sqrt(err2[c] / norm2[c]) : sqrt(err2[c]);
+    }
+    *rel_err = opt->metric == TACO_METRIC_PER_CHANNEL ? mean / (double)cols : (nn > 0.0 ? sqrt(e / nn) : sqrt(e));
   }
   free(in);
   free(out);
+  free(err2);
+  free(norm2);
   return rc;
 }
 
@@ -65,12 +72,12 @@ int taco_reshape_choose(const float *const *samples, int nsamples, size_t rows, 
   for (int a = 0; a < 2; a++)
     for (int gi = 0; gi < 5; gi++) {
       taco_axis axis = a ? TACO_AXIS_TOKENS : TACO_AXIS_HIDDEN;
-      double err2 = 0.0, norm2 = 0.0;
-      if (measure(samples, nsamples, rows, cols, groups[gi], axis, opt->fp8, &err2, &norm2)) return -1;
+      double err = 0.0;
+      if (measure(samples, nsamples, rows, cols, groups[gi], axis, opt, &err)) return -1;
       taco_reshape_choice *c = &cand[count++];
       c->group = groups[gi];
       c->axis = axis;
-      c->rel_err = norm2 > 0.0 ? sqrt(err2 / norm2) : sqrt(err2);
+      c->rel_err = err;
       double codec = opt->cost ? opt->cost(groups[gi], axis, n, opt->cost_ctx)
                                : model_cost_us(groups[gi], axis, n, opt->hbm_gbps);
       c->cost_us = codec + (double)taco_wire_bytes(n, groups[gi]) / (opt->link_gbps * 1e3);

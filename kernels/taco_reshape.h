@@ -23,8 +23,14 @@ typedef enum { TACO_AXIS_HIDDEN, TACO_AXIS_TOKENS } taco_axis;
  * (a measured table or a timing callback); NULL uses a bandwidth model. */
 typedef double (*taco_cost_fn)(int group, taco_axis axis, size_t n, void *ctx);
 
+typedef enum {
+  TACO_METRIC_POOLED,     /* ||y - x|| / ||x|| over the whole tensor */
+  TACO_METRIC_PER_CHANNEL /* the same per hidden channel, averaged over channels */
+} taco_error_metric;
+
 typedef struct {
   taco_fp8 fp8;
+  taco_error_metric metric;
   double max_rel_err;  /* accept candidates whose relative L2 error is at most this */
   double link_gbps;    /* GB/s of the link the message crosses (wire time counts) */
   double hbm_gbps;     /* bandwidth model when cost is NULL (e.g. 0.9 * 4276) */
@@ -35,7 +41,7 @@ typedef struct {
 typedef struct {
   int group;
   taco_axis axis;
-  double rel_err;   /* measured on the samples (pooled L2) */
+  double rel_err;   /* measured on the samples, by opt->metric */
   double cost_us;   /* codec time + wire time for one sample-sized message */
 } taco_reshape_choice;
 
