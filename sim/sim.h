@@ -1,0 +1,60 @@
+/* sim.h — predict one training iteration of a plan on SimGrid.
+ *
+ * Every rank's program (plan_build_program) is walked by one SimGrid actor per
+ * stream; compute ops sleep for their calibrated time, collectives and
+ * send/recv become flows on the cluster's platform (or calibrated times where
+ * the calibration measured the link), so concurrent traffic shares links.
+ *
+ * SimGrid can be initialised once per process: sim_run() may be called once;
+ * sim_run_isolated() runs it in a forked child and returns the result through
+ * a pipe, so a caller (tests, the layout search) can run many simulations. */
+#ifndef SIM_H
+#define SIM_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "calibration.h"
+#include "plan.h"
+#include "result.h"
+#include "ts_error.h"
+
+typedef enum {
+  SIM_MODE_FULL,    /* every rank simulated */
+  SIM_MODE_REDUCED, /* one representative per pipeline stage (tp 0, dp 0); see README */
+} sim_mode;
+
+typedef struct {
+  sim_mode mode;
+  const schema_calibration *cal; /* costs; must outlive the call */
+  bool record_ops;               /* fill result->ops (for --trace and per-op output) */
+  FILE *warn;                    /* calibration/roofline warnings (NULL: silent) */
+  const char *platform_path;     /* NULL: written from p->cluster with topo_write_platform */
+  /* Optional programs built by the caller (tests): programs[r] for every rank
+   * of the plan; NULL: built with plan_build_program. */
+  plan_program *programs;
+} sim_options;
+
+/* Simulates one iteration; fills *out (schema_result_free it). Call once per process. */
+int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e);
+
+/* Same, in a forked child; the result travels back as result JSON. */
+int sim_run_isolated(const plan *p, const sim_options *o, schema_result *out, ts_err *e);
+
+/* Prints the headline table of a result. */
+void sim_print_result(const schema_result *r, const plan *p, FILE *out);
+
+/* Writes the ops of a result as a Chrome trace (opens in Perfetto): one process
+ * per rank, one thread per stream. */
+int sim_write_trace(const schema_result *r, const char *path, ts_err *e);
+
+/* ---- costs (sim_costs.c), usable without SimGrid ---- */
+
+/* Roofline figures from the cluster (peak, HBM, intra-node link). */
+void sim_roofline_of(const topo_cluster *c, schema_roofline *roof);
+
+/* Derived (not measured) calibration from DESIGN.md's measured H200 figures:
+ * transport "nvlink", "shm" or "socket". */
+int sim_derive_calibration(const char *transport, schema_calibration *c, ts_err *e);
+
+#endif

@@ -1,0 +1,365 @@
+/* sim_comm.c — collectives and send/recv as SimGrid flows or calibrated times.
+ *
+ * A collective whose members share one node runs for the calibrated time of
+ * that collective (the calibration measured those links). One that crosses
+ * nodes is decomposed as NCCL does it (ring, or tree when the alpha-beta cost
+ * says so) into concurrent flows on the platform, so it shares links with
+ * every other flow in flight. Flows go from an actor on the source host to a
+ * "sink" mailbox of the destination host that has a permanent receiver, so a
+ * flow starts at once and completes when its bytes are delivered. */
+#include <math.h>
+#include <simgrid/actor.h>
+#include <simgrid/comm.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/mailbox.h>
+#include <simgrid/semaphore.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_edges.h"
+#include "sim_internal.h"
+
+#define MAX_EDGES 65536
+
+void sim_fail(const ts_err *e) {
+  if (!sim_w->failed) sim_w->err = *e;
+  sim_w->failed = 1;
+}
+
+/* ---- rendezvous table ---- */
+
+static unsigned rv_hash(long long a, long long b, long long c, long long d) {
+  unsigned long long h = (unsigned long long)a * 0x9E3779B97F4A7C15ull;
+  h ^= (unsigned long long)b * 0xC2B2AE3D27D4EB4Full + (h >> 29);
+  h ^= (unsigned long long)c * 0x165667B19E3779F9ull + (h >> 31);
+  h ^= (unsigned long long)d * 0x27D4EB2F165667C5ull + (h >> 27);
+  return (unsigned)(h % (sizeof sim_w->buckets / sizeof sim_w->buckets[0]));
+}
+
+sim_rendezvous *sim_rendezvous_get(long long a, long long b, long long c, long long d, int expected) {
+  unsigned h = rv_hash(a, b, c, d);
+  for (sim_rendezvous *rv = sim_w->buckets[h]; rv; rv = rv->next)
+    if (rv->key[0] == a && rv->key[1] == b && rv->key[2] == c && rv->key[3] == d) return rv;
+  sim_rendezvous *rv = calloc(1, sizeof *rv);
+  if (!rv) abort(); /* out of memory inside the simulation: nothing sensible to do */
+  rv->key[0] = a, rv->key[1] = b, rv->key[2] = c, rv->key[3] = d;
+  rv->expected = expected;
+  rv->xfer_start_s = -1;
+  rv->next = sim_w->buckets[h];
+  sim_w->buckets[h] = rv;
+  return rv;
+}
+
+static sg_sem_t lazy_sem(sg_sem_t *s) {
+  if (!*s) *s = sg_sem_init(0);
+  return *s;
+}
+
+void sim_rendezvous_leave(sim_rendezvous *rv) {
+  if (++rv->left < rv->expected) return;
+  unsigned h = rv_hash(rv->key[0], rv->key[1], rv->key[2], rv->key[3]);
+  sim_rendezvous **pp = &sim_w->buckets[h];
+  while (*pp != rv) pp = &(*pp)->next;
+  *pp = rv->next;
+  if (rv->start_sem) sg_sem_destroy(rv->start_sem);
+  if (rv->end_sem) sg_sem_destroy(rv->end_sem);
+  if (rv->flow_sem) sg_sem_destroy(rv->flow_sem);
+  free(rv);
+}
+
+/* ---- sinks and helper flows ---- */
+
+static char flow_payload; /* SimGrid refuses NULL payloads; the sinks ignore it */
+
+void sim_sink_main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  sg_mailbox_t mb = sg_actor_self_get_data();
+  sg_mailbox_set_receiver(sg_mailbox_get_name(mb));
+  for (;;) sg_mailbox_get(mb);
+}
+
+typedef struct {
+  sg_mailbox_t to;
+  double bytes;
+  sg_sem_t done;
+} flow_job;
+
+void sim_flow_main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  flow_job *j = sg_actor_self_get_data();
+  sg_mailbox_put(j->to, &flow_payload, (long)j->bytes);
+  sg_sem_release(j->done);
+  free(j);
+}
+
+static void start_helper_flow(int src, int dst, double bytes, sg_sem_t done) {
+  flow_job *j = malloc(sizeof *j);
+  if (!j) abort();
+  *j = (flow_job){sim_w->sinks[dst], bytes, done};
+  sg_actor_t a = sg_actor_init("flow", sim_w->hosts[src]);
+  sg_actor_set_data(a, j);
+  sg_actor_start(a, sim_flow_main, 0, NULL);
+}
+
+/* ---- barriers among the simulated members of a rendezvous ---- */
+
+static void barrier(sim_rendezvous *rv, int *count, sg_sem_t *sem) {
+  if (rv->expected <= 1) return;
+  if (++*count < rv->expected) {
+    sg_sem_acquire(lazy_sem(sem));
+  } else {
+    for (int i = 0; i < rv->expected - 1; i++) sg_sem_release(lazy_sem(sem));
+    *count = 0; /* ready for the next phase */
+  }
+}
+
+/* One phase of flows (all edges concurrently): every simulated member sends
+ * its own out-edges; the last to arrive starts, through helper actors, the
+ * edges whose source is not simulated (reduced mode); everyone leaves when
+ * all flows of the phase are delivered. Returns the phase's duration. */
+static double flow_phase(sim_rank *rs, sim_rendezvous *rv, const int *src, const int *dst, const double *bytes,
+                         int ne) {
+  double t0 = simgrid_get_clock();
+  int last = rv->expected <= 1 || rv->arrived + 1 == rv->expected;
+  if (last) {
+    rv->transient = 0;
+    for (int i = 0; i < ne; i++)
+      if (!sim_w->ranks[src[i]] && bytes[i] > 0) {
+        start_helper_flow(src[i], dst[i], bytes[i], lazy_sem(&rv->flow_sem));
+        rv->transient++;
+      }
+  }
+  barrier(rv, &rv->arrived, &rv->start_sem);
+  sg_comm_t own[64];
+  int n_own = 0;
+  for (int i = 0; i < ne; i++)
+    if (src[i] == rs->rank && bytes[i] > 0) {
+      if (n_own == 64) {
+        sg_comm_wait_all(own, (size_t)n_own);
+        n_own = 0;
+      }
+      own[n_own++] = sg_mailbox_put_async(sim_w->sinks[dst[i]], &flow_payload, (long)bytes[i]);
+    }
+  if (n_own) sg_comm_wait_all(own, (size_t)n_own);
+  /* the last member out waits for the helper flows, then releases the rest */
+  if (rv->ended + 1 == rv->expected || rv->expected <= 1) {
+    for (int i = 0; i < rv->transient; i++) sg_sem_acquire(rv->flow_sem);
+    rv->transient = 0;
+  }
+  barrier(rv, &rv->ended, &rv->end_sem);
+  return simgrid_get_clock() - t0;
+}
+
+/* ---- choosing the algorithm ---- */
+
+typedef struct {
+  double latency_s, bw; /* worst route among the edges */
+} route_figures;
+
+static route_figures route_of_edges(const int *src, const int *dst, int ne) {
+  route_figures r = {0, INFINITY};
+  for (int i = 0; i < ne; i++) {
+    double l = sg_host_get_route_latency(sim_w->hosts[src[i]], sim_w->hosts[dst[i]]);
+    double b = sg_host_get_route_bandwidth(sim_w->hosts[src[i]], sim_w->hosts[dst[i]]);
+    if (l > r.latency_s) r.latency_s = l;
+    if (b < r.bw) r.bw = b;
+  }
+  return r;
+}
+
+static int all_on_one_node(const int *m, int n) {
+  const topo_cluster *c = &sim_w->p->cluster;
+  for (int i = 1; i < n; i++)
+    if (topo_node_of(c, m[i]) != topo_node_of(c, m[0])) return 0;
+  return 1;
+}
+
+/* Scratch space for edges (actors run one at a time). */
+static int e_src[MAX_EDGES], e_dst[MAX_EDGES];
+static double e_bytes[MAX_EDGES];
+
+/* Runs a cross-node transfer of `wire` bytes per rank over members with the
+ * given collective name; returns the time spent in flows plus latency steps. */
+static double network_transfer(sim_rank *rs, sim_rendezvous *rv, int gkind, const char *coll, const int *m, int n,
+                               double wire) {
+  const topo_cluster *c = &sim_w->p->cluster;
+  bool reduced = sim_w->o->mode == SIM_MODE_REDUCED;
+  double t = 0;
+  int depth, ne;
+  if (strcmp(coll, "sendrecv") == 0 || strcmp(coll, "alltoall") == 0) {
+    sim_alg alg = coll[0] == 's' ? SIM_ALG_SENDRECV : SIM_ALG_ALLTOALL;
+    ne = sim_edges(c, m, n, alg, e_src, e_dst, MAX_EDGES, &depth);
+    if (ne > MAX_EDGES) ne = MAX_EDGES;
+    for (int i = 0; i < ne; i++) {
+      e_bytes[i] = alg == SIM_ALG_SENDRECV ? wire : wire / n;
+      if (reduced) e_bytes[i] *= sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne);
+    }
+    return flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
+  }
+  bool allreduce = strcmp(coll, "allreduce") == 0;
+  ne = sim_edges(c, m, n, SIM_ALG_RING, e_src, e_dst, MAX_EDGES, &depth);
+  route_figures rf = route_of_edges(e_src, e_dst, ne);
+  double ring_steps = allreduce ? 2.0 * (n - 1) : (double)(n - 1);
+  double ring_factor = allreduce ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+  int tdepth = 1;
+  if (allreduce) {
+    /* NCCL's choice: the cheaper of ring and tree under an alpha-beta model
+     * (tree: two passes of the full message, 2 x depth latency steps). */
+    int tsrc[4], tdst[4];
+    sim_edges(c, m, n, SIM_ALG_TREE_UP, tsrc, tdst, 0, &tdepth);
+    double ring = ring_steps * rf.latency_s + ring_factor * wire / rf.bw;
+    double tree = 2.0 * tdepth * rf.latency_s + 2.0 * wire / rf.bw;
+    if (tree < ring) {
+      sim_w->used_tree = 1;
+      for (int phase = 0; phase < 2; phase++) {
+        sim_alg alg = phase ? SIM_ALG_TREE_DOWN : SIM_ALG_TREE_UP;
+        ne = sim_edges(c, m, n, alg, e_src, e_dst, MAX_EDGES, &depth);
+        for (int i = 0; i < ne; i++)
+          e_bytes[i] = wire * (reduced ? sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne) : 1.0);
+        t += flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
+        /* a flow pays one route latency; the tree's other levels pay theirs */
+        if (depth > 1) sg_actor_sleep_for((depth - 1) * rf.latency_s), t += (depth - 1) * rf.latency_s;
+      }
+      return t;
+    }
+  }
+  for (int i = 0; i < ne; i++)
+    e_bytes[i] = ring_factor * wire * (reduced ? sim_edge_scale(rs, gkind, SIM_ALG_RING, e_src[i], e_dst[i], ne) : 1.0);
+  t = flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
+  /* NCCL's ring moves the message in ring_steps steps, each paying the route
+   * latency; the flows above paid it once. */
+  if (ring_steps > 1) {
+    sg_actor_sleep_for((ring_steps - 1) * rf.latency_s);
+    t += (ring_steps - 1) * rf.latency_s;
+  }
+  return t;
+}
+
+static int count_simulated(const int *m, int n) {
+  int k = 0;
+  for (int i = 0; i < n; i++) k += sim_w->ranks[m[i]] != NULL;
+  return k;
+}
+
+static void note_comm(sim_rank *rs, double dur, double codec) {
+  rs->st.comm_s += dur;
+  rs->st.codec_s += codec;
+}
+
+void sim_run_collective(sim_rank *rs, int stream, int i) {
+  const plan_op *op = &rs->prog->ops[i];
+  int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
+  const int *m = rs->members[g];
+  int n = rs->n_members[g];
+  if (n <= 1) return;
+  ts_err e = {0};
+  sim_codec_cost cc;
+  if (sim_codec_cost_of(&sim_w->costs, op, n, &cc, &e)) {
+    sim_fail(&e);
+    return;
+  }
+  int leader = m[0];
+  for (int k = 1; k < n; k++)
+    if (m[k] < leader) leader = m[k];
+  sim_rendezvous *rv = sim_rendezvous_get(1, (long long)g << 8 | stream, leader, rs->coll_seq[g][stream]++,
+                                          count_simulated(m, n));
+  double t0 = simgrid_get_clock();
+  if (all_on_one_node(m, n)) {
+    double t;
+    int codec_included;
+    if (sim_coll_calibrated_s(&sim_w->costs, op, n, &t, &codec_included, &e)) {
+      sim_fail(&e);
+      sim_rendezvous_leave(rv);
+      return;
+    }
+    if (!codec_included && cc.total_us > 0) {
+      double mid = cc.mid_us * 1e-6;
+      t = cc.pre_us * 1e-6 + (t > mid ? t : mid) + cc.post_us * 1e-6;
+    }
+    barrier(rv, &rv->arrived, &rv->start_sem);
+    sg_actor_sleep_for(t);
+  } else {
+    sim_w->used_platform_links = 1;
+    /* flow_phase starts the flows together, as NCCL collectives do */
+    if (cc.pre_us > 0) sg_actor_sleep_for(cc.pre_us * 1e-6);
+    double xfer = network_transfer(rs, rv, g, sim_coll_name(op), m, n, op->wire_bytes);
+    double rest = cc.mid_us * 1e-6 - xfer;
+    if (rest > 0) sg_actor_sleep_for(rest);
+    if (cc.post_us > 0) sg_actor_sleep_for(cc.post_us * 1e-6);
+  }
+  note_comm(rs, simgrid_get_clock() - t0, cc.total_us * 1e-6);
+  sim_rendezvous_leave(rv);
+}
+
+/* Send/recv: the sender starts its flow when it reaches the send (NCCL's
+ * grouped isend/irecv of Megatron's pipeline never blocks on the peer); the
+ * receive completes when the bytes have arrived. */
+void sim_run_sendrecv(sim_rank *rs, int stream, int i) {
+  (void)stream;
+  const plan_op *op = &rs->prog->ops[i];
+  bool is_send = op->kind == PLAN_OP_SEND;
+  int src = is_send ? rs->rank : op->peer, dst = is_send ? op->peer : rs->rank;
+  if (src < 0 || dst < 0 || src >= sim_w->world || dst >= sim_w->world) {
+    ts_err e;
+    ts_fail(&e, sim_w->p->path, "program", "rank %d: op %d: peer %d out of range", rs->rank, i, op->peer);
+    sim_fail(&e);
+    return;
+  }
+  int pair[2] = {src, dst};
+  int expected = count_simulated(pair, 2);
+  sim_rendezvous *rv = sim_rendezvous_get(2, src, dst, op->tag, expected);
+  /* the side that moves the data: the sender, or the receiver when the sender is not simulated */
+  bool mover = is_send || !sim_w->ranks[src];
+  double t0 = simgrid_get_clock();
+  if (mover) {
+    ts_err e = {0};
+    sim_codec_cost cc;
+    if (sim_codec_cost_of(&sim_w->costs, op, 2, &cc, &e)) {
+      sim_fail(&e);
+      sim_rendezvous_leave(rv);
+      return;
+    }
+    rv->xfer_start_s = t0;
+    if (cc.pre_us > 0) sg_actor_sleep_for(cc.pre_us * 1e-6);
+    double xfer;
+    if (all_on_one_node(pair, 2)) {
+      int codec_included;
+      if (sim_coll_calibrated_s(&sim_w->costs, op, 2, &xfer, &codec_included, &e)) {
+        sim_fail(&e);
+        xfer = 0;
+      }
+      sg_actor_sleep_for(xfer);
+    } else {
+      sim_w->used_platform_links = 1;
+      /* a private rendezvous for the flow itself: only this actor takes part */
+      sim_rendezvous solo = {.expected = 1};
+      double scale = sim_w->o->mode == SIM_MODE_REDUCED
+                         ? sim_edge_scale(rs, PLAN_GROUP_PP, SIM_ALG_SENDRECV, src, dst, 1)
+                         : 1.0;
+      double b = op->wire_bytes * scale;
+      xfer = flow_phase(rs, &solo, &src, &dst, &b, 1);
+      if (solo.flow_sem) sg_sem_destroy(solo.flow_sem);
+    }
+    double rest = cc.mid_us * 1e-6 - xfer;
+    if (rest > 0) sg_actor_sleep_for(rest);
+    if (cc.post_us > 0) sg_actor_sleep_for(cc.post_us * 1e-6);
+    note_comm(rs, simgrid_get_clock() - t0, cc.total_us * 1e-6);
+    rv->ended = 1;
+    if (rv->arrived) sg_sem_release(lazy_sem(&rv->end_sem)); /* the receiver is waiting */
+  } else {
+    if (!rv->ended) {
+      rv->arrived = 1;
+      sg_sem_acquire(lazy_sem(&rv->end_sem));
+    }
+    note_comm(rs, simgrid_get_clock() - t0, 0);
+  }
+  if (!is_send) {
+    int slot = rs->n_xfer++ % SIM_XFER_SLOTS;
+    rs->xfer_op[slot] = i;
+    rs->xfer_start[slot] = rv->xfer_start_s;
+  }
+  sim_rendezvous_leave(rv);
+}

@@ -1,0 +1,212 @@
+/* sim_costs.c — op durations from the calibration (no SimGrid here). */
+#include "sim_costs.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "sim.h"
+
+void sim_roofline_of(const topo_cluster *cl, schema_roofline *roof) {
+  roof->peak_flops = cl->gpu.bf16_tflops * 1e12;
+  roof->hbm_bytes_per_s = cl->gpu.hbm_gbps * 1e9;
+  roof->link_bytes_per_s = cl->intra.gbps_per_gpu * 1e9;
+  roof->launch_us = 3.0;
+  roof->coll_latency_us = cl->intra.latency_us > 0 ? cl->intra.latency_us : 1.0;
+}
+
+int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e) {
+  memset(c, 0, sizeof *c);
+  c->p = p;
+  schema_roofline roof;
+  sim_roofline_of(&p->cluster, &roof);
+  schema_lookup_init(&c->lk, cal, &roof, warn);
+  model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, p->seq};
+  c->n_mops = model_layer_ops(&p->model, &sh, c->mops, MODEL_MAX_LAYER_OPS, e);
+  return c->n_mops < 0 ? -1 : 0;
+}
+
+/* A missing kernel table falls back to the roofline, named once on the
+ * warning stream (never silently). */
+static void warn_missing(sim_costs *c, const char *table) {
+  for (int i = 0; i < c->n_missing; i++)
+    if (strcmp(c->missing[i], table) == 0) return;
+  if (c->n_missing < 16) snprintf(c->missing[c->n_missing++], sizeof c->missing[0], "%s", table);
+  if (c->lk.warn)
+    fprintf(c->lk.warn, "tacosim: warning: %s: no \"%s\" table; using the roofline of the cluster\n",
+            c->lk.cal->path[0] ? c->lk.cal->path : "calibration", table);
+}
+
+static int kernel_us(sim_costs *c, const char *name, double x, int group, bool by_flops, double *us, ts_err *e) {
+  if (x <= 0) {
+    *us = 0;
+    return 0;
+  }
+  if (schema_has_kernel(c->lk.cal, name)) return schema_lookup_kernel(&c->lk, name, x, group, us, e);
+  warn_missing(c, name);
+  *us = c->lk.roof.launch_us + x / (by_flops ? c->lk.roof.peak_flops : c->lk.roof.hbm_bytes_per_s) * 1e6;
+  return 0;
+}
+
+static int gemm_us(sim_costs *c, long long m, long long n, long long k, double *us, ts_err *e) {
+  if (c->lk.cal->n_gemm) return schema_lookup_gemm(&c->lk, m, n, k, us, e);
+  warn_missing(c, "gemm");
+  *us = c->lk.roof.launch_us + 2.0 * (double)m * (double)n * (double)k / c->lk.roof.peak_flops * 1e6;
+  return 0;
+}
+
+/* Forward GEMM out[m x n] = X[m x k] W[k x n]; backward is dgrad [m x k] =
+ * dY[m x n] W^T plus wgrad [k x n] = X^T dY. */
+static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, int phase, int part, double *us,
+                         ts_err *e) {
+  if (phase != PLAN_PHASE_BWD) return gemm_us(c, m, n, k, us, e);
+  double dgrad = 0, wgrad = 0;
+  if (part != PLAN_PART_WGRAD && gemm_us(c, m, k, n, &dgrad, e)) return -1;
+  if (part != PLAN_PART_DGRAD && gemm_us(c, k, n, m, &wgrad, e)) return -1;
+  *us = dgrad + wgrad;
+  return 0;
+}
+
+static int compute_us(sim_costs *c, const plan_op *op, double *us, ts_err *e) {
+  const plan *p = c->p;
+  int phase = op->phase;
+  if (op->model_op >= 0 && op->model_op < c->n_mops) {
+    const model_op *mo = &c->mops[op->model_op];
+    switch (mo->kind) {
+    case MODEL_OP_GEMM:
+      return gemm_phase_us(c, mo->m, mo->n, mo->k, phase, op->part, us, e);
+    case MODEL_OP_ATTENTION:
+      return kernel_us(c, "attention", op->flops, 0, true, us, e);
+    case MODEL_OP_NORM:
+      return kernel_us(c, "norm", op->bytes, 0, false, us, e);
+    case MODEL_OP_EMBEDDING:
+      return kernel_us(c, "embedding", op->bytes, 0, false, us, e);
+    case MODEL_OP_LOGITS_LOSS:
+      return kernel_us(c, "loss", op->bytes, 0, false, us, e);
+    case MODEL_OP_ELEMENTWISE:
+    default:
+      return kernel_us(c, "elementwise", op->bytes, 0, false, us, e);
+    }
+  }
+  if (op->model_op == PLAN_MOP_OPTIMIZER) return kernel_us(c, "optimizer", op->bytes, 0, false, us, e);
+  if (op->model_op == PLAN_MOP_FINAL_NORM) return kernel_us(c, "norm", op->bytes, 0, false, us, e);
+  if (op->model_op == PLAN_MOP_EMBEDDING) return kernel_us(c, "embedding", op->bytes, 0, false, us, e);
+  if (op->model_op == PLAN_MOP_LOSS) {
+    /* output GEMM [tokens x vocab/tp] = X [tokens x hidden] . E^T, then cross-entropy */
+    long long tokens = (long long)p->micro_batch * p->seq;
+    long long vocab = model_vocab_per_gpu(&p->model, p->tp);
+    double g, l;
+    if (gemm_phase_us(c, tokens, vocab, p->model.hidden, phase, op->part, &g, e) ||
+        kernel_us(c, "loss", op->bytes, 0, false, &l, e))
+      return -1;
+    *us = g + l;
+    return 0;
+  }
+  /* unknown compute op: roofline on its own FLOPs and bytes */
+  double tf = op->flops / c->lk.roof.peak_flops, tb = op->bytes / c->lk.roof.hbm_bytes_per_s;
+  *us = (op->flops > 0 || op->bytes > 0) ? c->lk.roof.launch_us + (tf > tb ? tf : tb) * 1e6 : 0;
+  return 0;
+}
+
+int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e) {
+  unsigned h = (unsigned)(op->model_op + 16) * 2654435761u ^ (unsigned)(op->phase * 4 + op->part) * 40503u;
+  h ^= (unsigned)(long long)op->flops * 97u ^ (unsigned)(long long)op->bytes * 31u;
+  struct cost_entry *ce = &c->cache[h % (sizeof c->cache / sizeof c->cache[0])];
+  if (ce->used && ce->model_op == op->model_op && ce->phase == op->phase && ce->part == op->part &&
+      ce->flops == op->flops &&
+      ce->bytes == op->bytes) {
+    *s = ce->us * 1e-6;
+    return 0;
+  }
+  double us;
+  if (compute_us(c, op, &us, e)) return -1;
+  *ce = (struct cost_entry){op->model_op, op->phase, op->part, 1, op->flops, op->bytes, us};
+  *s = us * 1e-6;
+  return 0;
+}
+
+const char *sim_coll_name(const plan_op *op) {
+  if (op->kind != PLAN_OP_COLLECTIVE) return "sendrecv";
+  switch (op->coll) {
+  case PLAN_COLL_ALLGATHER: return "allgather";
+  case PLAN_COLL_REDUCESCATTER: return "reducescatter";
+  case PLAN_COLL_ALLTOALL: return "alltoall";
+  default: return "allreduce";
+  }
+}
+
+static bool is_taco(const plan_codec *cd) { return cd->kind == PLAN_CODEC_TACO || cd->kind == PLAN_CODEC_TACO_CAAT; }
+static bool is_caat(const plan_codec *cd) { return cd->kind == PLAN_CODEC_CAAT || cd->kind == PLAN_CODEC_TACO_CAAT; }
+
+#define CODEC_CHUNK_BYTES (4.0 * 1048576) /* messages are cut into chunks of this size */
+#define CODEC_MAX_CHUNKS 16
+
+/* Bytes the codec kernels read: the payload that actually travels before
+ * TACO (CAAT-Net's shared channels only), recovered from the wire size. */
+static double codec_input_bytes(const plan_op *op) {
+  const plan_codec *cd = &op->codec;
+  if (!is_taco(cd)) return op->wire_bytes;
+  int elem = op->traffic == PLAN_TRAFFIC_DP || (op->traffic == PLAN_TRAFFIC_TP_BWD && is_caat(cd)) ? 4 : 2;
+  return op->wire_bytes / (1.0 + 8.0 / cd->group) * elem;
+}
+
+int sim_codec_cost_of(sim_costs *c, const plan_op *op, int nranks, sim_codec_cost *cc, ts_err *e) {
+  memset(cc, 0, sizeof *cc);
+  const plan_codec *cd = &op->codec;
+  if (cd->kind == PLAN_CODEC_NONE) return 0;
+  double in = codec_input_bytes(op);
+  double gather = 0, scatter = 0;
+  if (is_caat(cd) && (kernel_us(c, "caat_gather", in, 0, false, &gather, e) ||
+                      kernel_us(c, "caat_scatter", in, 0, false, &scatter, e)))
+    return -1;
+  double enc = 0, dec = 0, dse = 0;
+  if (is_taco(cd)) {
+    if (kernel_us(c, "taco_encode", in, cd->group, false, &enc, e) ||
+        kernel_us(c, "taco_decode", in, cd->group, false, &dec, e))
+      return -1;
+    /* two-shot all-reduce: decode the shards, sum, re-encode for the all-gather */
+    if (op->kind == PLAN_OP_COLLECTIVE && op->coll == PLAN_COLL_ALLREDUCE && nranks > 1 &&
+        kernel_us(c, "taco_decode_sum_encode", in, cd->group, false, &dse, e))
+      return -1;
+  }
+  double chunks = ceil(in / CODEC_CHUNK_BYTES);
+  if (chunks < 1) chunks = 1;
+  if (chunks > CODEC_MAX_CHUNKS) chunks = CODEC_MAX_CHUNKS;
+  /* Chunk i+1's codec overlaps chunk i's transfer: only the first encode and
+   * the last decode stay outside the pipeline. */
+  cc->pre_us = gather + enc / chunks;
+  cc->post_us = dec / chunks + scatter;
+  cc->total_us = gather + enc + dse + dec + scatter;
+  cc->mid_us = cc->total_us - cc->pre_us - cc->post_us;
+  return 0;
+}
+
+int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included,
+                          ts_err *e) {
+  const char *name = sim_coll_name(op);
+  *codec_included = 0;
+  double us;
+  if (is_taco(&op->codec)) {
+    char cname[48];
+    snprintf(cname, sizeof cname, "%s.taco%d", name, op->codec.group);
+    if (schema_has_coll(c->lk.cal, cname)) {
+      if (schema_lookup_coll(&c->lk, cname, nranks, op->bytes, &us, e)) return -1;
+      *codec_included = 1;
+      *s = us * 1e-6;
+      return 0;
+    }
+  }
+  if (op->wire_bytes <= 0) {
+    *s = 0;
+    return 0;
+  }
+  if (!schema_has_coll(c->lk.cal, name)) {
+    warn_missing(c, name);
+    double bw = c->lk.roof.link_bytes_per_s;
+    *s = (c->lk.roof.coll_latency_us * 1e-6 * (nranks - 1) +
+          op->wire_bytes * schema_busbw_factor(name, nranks) / bw);
+    return 0;
+  }
+  if (schema_lookup_coll(&c->lk, name, nranks, op->wire_bytes, &us, e)) return -1;
+  *s = us * 1e-6;
+  return 0;
+}

@@ -1,0 +1,43 @@
+/* sim_costs.h — how long each op of a program takes, from the calibration.
+ * Internal to sim/ (no SimGrid here). */
+#ifndef SIM_COSTS_H
+#define SIM_COSTS_H
+
+#include "calibration.h"
+#include "plan.h"
+
+typedef struct {
+  const plan *p;
+  schema_lookup lk;
+  model_op mops[MODEL_MAX_LAYER_OPS];
+  int n_mops;
+  char missing[16][48]; /* tables warned about */
+  int n_missing;
+  /* small cache of compute-op times keyed by (model_op, phase, flops, bytes) */
+  struct cost_entry {
+    int16_t model_op;
+    uint8_t phase, part, used;
+    double flops, bytes, us;
+  } cache[512];
+} sim_costs;
+
+/* Codec around a compressed transfer: T = pre + max(mid, transfer) + post. */
+typedef struct {
+  double pre_us, mid_us, post_us; /* first-chunk encode, pipelined codec, last-chunk decode */
+  double total_us;                /* all codec kernel time (for the breakdown) */
+} sim_codec_cost;
+
+int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e);
+/* Compute op (PLAN_OP_COMPUTE) time in seconds. */
+int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e);
+/* "allreduce", ... "sendrecv" for an op. */
+const char *sim_coll_name(const plan_op *op);
+/* Codec kernels of a communication op (zero when uncompressed). */
+int sim_codec_cost_of(sim_costs *c, const plan_op *op, int nranks, sim_codec_cost *cc, ts_err *e);
+/* A collective (or send/recv) measured by the calibration: transfer time of
+ * the op's wire bytes over nranks, in seconds, codec excluded — unless the
+ * calibration measured the compressed collective itself ("allreduce.taco128"),
+ * then its whole time and *codec_included = 1. */
+int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included, ts_err *e);
+
+#endif

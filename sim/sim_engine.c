@@ -1,0 +1,462 @@
+/* sim_engine.c — one SimGrid simulation of one iteration of a plan.
+ *
+ * Per simulated rank, one actor per stream walks that stream's ops in program
+ * order. A dependency on another stream's op is a wait on a per-(rank,
+ * stream) semaphore that the finishing actor releases (cheap: no activity is
+ * created). Compute ops sleep for their calibrated time; consecutive compute
+ * ops that no other stream waits on are merged into one sleep. */
+#include <simgrid/actor.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/mailbox.h>
+#include <simgrid/semaphore.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xbt/config.h>
+#include <xbt/log.h>
+
+#include "sim_internal.h"
+
+sim_world *sim_w;
+
+typedef struct {
+  sim_rank *rs;
+  int stream;
+} stream_ctx;
+
+static const char *const stream_names[PLAN_STREAM_COUNT] = {"compute", "tp", "pp", "dp"};
+
+static void record(sim_rank *rs, int stream, int op_index, int merged, double start, double dur) {
+  if (!sim_w->o->record_ops || dur <= 0) return;
+  if (rs->n_recs == rs->cap_recs) {
+    rs->cap_recs = rs->cap_recs ? rs->cap_recs * 2 : 1024;
+    rs->recs = realloc(rs->recs, sizeof *rs->recs * (size_t)rs->cap_recs);
+    if (!rs->recs) abort();
+  }
+  schema_op_record *r = &rs->recs[rs->n_recs++];
+  char name[96];
+  plan_op_name(sim_w->p, &rs->prog->ops[op_index], name, sizeof name);
+  if (merged > 0)
+    snprintf(r->name, sizeof r->name, "%.80s +%d", name, merged);
+  else
+    snprintf(r->name, sizeof r->name, "%s", name);
+  r->rank = rs->rank;
+  snprintf(r->stream, sizeof r->stream, "%s", stream_names[stream]);
+  r->start_s = start;
+  r->dur_s = dur;
+}
+
+/* Attributes a wait of the compute stream on op d to its cause. */
+static void account_wait(sim_rank *rs, int d, double t0, double t1) {
+  const plan_op *op = &rs->prog->ops[d];
+  double w = t1 - t0;
+  if (w <= 0) return;
+  switch (op->stream) {
+  case PLAN_STREAM_TP: rs->st.tp_s += w; break;
+  case PLAN_STREAM_DP: rs->st.dp_s += w; break;
+  default: {
+    /* Waiting on a receive: until its transfer starts the upstream stage has
+     * not produced the data yet (pipeline bubble); after, the transfer is exposed. */
+    double xs = t0;
+    if (op->kind == PLAN_OP_RECV)
+      for (int k = 0; k < SIM_XFER_SLOTS; k++)
+        if (rs->xfer_op[k] == d) xs = rs->xfer_start[k];
+    if (xs < t0) xs = t0;
+    if (xs > t1) xs = t1;
+    rs->st.bubble_s += xs - t0;
+    rs->st.pp_s += t1 - xs;
+  }
+  }
+}
+
+static void wait_for(sim_rank *rs, int s, int d) {
+  if (rs->done[d]) return;
+  double t0 = simgrid_get_clock();
+  while (!rs->done[d]) {
+    rs->waiting[s] = d;
+    sg_sem_acquire(rs->wake[s]);
+  }
+  rs->waiting[s] = -1;
+  if (s == PLAN_STREAM_COMPUTE) account_wait(rs, d, t0, simgrid_get_clock());
+}
+
+static void finish(sim_rank *rs, int s, int i) {
+  rs->done[i] = 1;
+  for (int t = 0; t < PLAN_STREAM_COUNT; t++)
+    if (t != s && rs->waiting[t] == i) {
+      rs->waiting[t] = -1;
+      sg_sem_release(rs->wake[t]);
+    }
+}
+
+static int deps_ready(const sim_rank *rs, int s, int i, int block_end) {
+  const plan_op *op = &rs->prog->ops[i];
+  for (int k = 0; k < PLAN_MAX_DEPS; k++) {
+    int d = op->dep[k];
+    if (d < 0 || rs->done[d]) continue;
+    if (rs->prog->ops[d].stream == s && d <= block_end) continue;
+    return 0;
+  }
+  return 1;
+}
+
+static void stream_main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  stream_ctx *ctx = sg_actor_self_get_data();
+  sim_rank *rs = ctx->rs;
+  int s = ctx->stream;
+  const plan_op *ops = rs->prog->ops;
+  int n = rs->prog->n;
+  for (int i = 0; i < n && !sim_w->failed; i++) {
+    if (ops[i].stream != s) continue;
+    for (int k = 0; k < PLAN_MAX_DEPS; k++)
+      if (ops[i].dep[k] >= 0 && ops[i].dep[k] < i) wait_for(rs, s, ops[i].dep[k]);
+    double t0 = simgrid_get_clock();
+    if (ops[i].kind == PLAN_OP_COMPUTE) {
+      ts_err e = {0};
+      double total = 0, d;
+      int last = i, merged = 0;
+      if (sim_compute_s(&sim_w->costs, &ops[i], &d, &e)) {
+        sim_fail(&e);
+        break;
+      }
+      total = d;
+      /* merge the following compute ops of this stream while nobody else waits on the block */
+      while (!rs->cross[last]) {
+        int j = last + 1;
+        while (j < n && ops[j].stream != s) j++;
+        if (j >= n || ops[j].kind != PLAN_OP_COMPUTE || !deps_ready(rs, s, j, last)) break;
+        if (sim_compute_s(&sim_w->costs, &ops[j], &d, &e)) {
+          sim_fail(&e);
+          break;
+        }
+        total += d;
+        last = j;
+        merged++;
+      }
+      if (total > 0) sg_actor_sleep_for(total);
+      rs->st.compute_s += total;
+      record(rs, s, i, merged, t0, total);
+      for (int j = i; j <= last; j++)
+        if (ops[j].stream == s) finish(rs, s, j);
+      i = last;
+      continue;
+    }
+    if (ops[i].kind == PLAN_OP_COLLECTIVE)
+      sim_run_collective(rs, s, i);
+    else
+      sim_run_sendrecv(rs, s, i);
+    record(rs, s, i, 0, t0, simgrid_get_clock() - t0);
+    finish(rs, s, i);
+  }
+  double now = simgrid_get_clock();
+  rs->st.stream_end_s[s] = now;
+  if (s == PLAN_STREAM_COMPUTE) rs->st.compute_end_s = now;
+  if (now > sim_w->end_s) sim_w->end_s = now;
+  free(ctx);
+}
+
+/* ---- setup ---- */
+
+static int build_ranks(sim_world *w, ts_err *e) {
+  const plan *p = w->p;
+  w->ranks = calloc((size_t)w->world, sizeof *w->ranks);
+  if (!w->ranks) return ts_fail_sys(e, "out of memory");
+  for (int r = 0; r < w->world; r++) {
+    plan_coord c = plan_coord_of(p, r);
+    if (w->o->mode == SIM_MODE_REDUCED && (c.tp != 0 || c.dp != 0)) continue;
+    sim_rank *rs = calloc(1, sizeof *rs);
+    if (!rs) return ts_fail_sys(e, "out of memory");
+    w->ranks[r] = rs;
+    rs->rank = r;
+    if (w->o->programs) {
+      rs->prog = &w->o->programs[r];
+    } else {
+      rs->prog = calloc(1, sizeof *rs->prog);
+      if (!rs->prog || plan_build_program(p, r, rs->prog, e)) return rs->prog ? -1 : ts_fail_sys(e, "out of memory");
+    }
+    int n = rs->prog->n;
+    rs->done = calloc((size_t)(n ? n : 1), 1);
+    rs->cross = calloc((size_t)(n ? n : 1), 1);
+    if (!rs->done || !rs->cross) return ts_fail_sys(e, "out of memory");
+    for (int i = 0; i < n; i++) {
+      const plan_op *op = &rs->prog->ops[i];
+      if (op->stream >= PLAN_STREAM_COUNT)
+        return ts_fail(e, p->path, "program", "rank %d: op %d: stream %d out of range", r, i, op->stream);
+      for (int k = 0; k < PLAN_MAX_DEPS; k++) {
+        int d = op->dep[k];
+        if (d >= i || d < -1)
+          return ts_fail(e, p->path, "program", "rank %d: op %d: dependency %d is not an earlier op", r, i, d);
+        if (d >= 0 && rs->prog->ops[d].stream != op->stream) rs->cross[d] = 1;
+      }
+    }
+    for (int g = 0; g < PLAN_GROUP_COUNT; g++) {
+      int cap = w->world;
+      rs->members[g] = malloc(sizeof(int) * (size_t)cap);
+      if (!rs->members[g]) return ts_fail_sys(e, "out of memory");
+      rs->n_members[g] = plan_group_members(p, r, (plan_group_kind)g, rs->members[g], cap);
+      for (int k = 0; k < rs->n_members[g]; k++)
+        if (rs->members[g][k] < 0 || rs->members[g][k] >= w->world)
+          return ts_fail(e, p->path, "layout", "rank %d: group member %d out of range", r, rs->members[g][k]);
+    }
+    for (int k = 0; k < SIM_XFER_SLOTS; k++) rs->xfer_op[k] = -1;
+    for (int s = 0; s < PLAN_STREAM_COUNT; s++) rs->waiting[s] = -1;
+  }
+  return 0;
+}
+
+/* Every cost is looked up once before the run, so a missing or broken table
+ * is reported as bad input instead of surfacing inside an actor. */
+static int check_costs(sim_world *w, ts_err *e) {
+  for (int r = 0; r < w->world; r++) {
+    sim_rank *rs = w->ranks[r];
+    if (!rs) continue;
+    /* in full mode the programs of one stage repeat; one rank per stage is enough */
+    plan_coord c = plan_coord_of(w->p, r);
+    if (w->o->mode == SIM_MODE_FULL && !w->o->programs && (c.tp != 0 || c.dp != 0)) continue;
+    for (int i = 0; i < rs->prog->n; i++) {
+      const plan_op *op = &rs->prog->ops[i];
+      double t;
+      sim_codec_cost cc;
+      int inc;
+      if (op->kind == PLAN_OP_COMPUTE) {
+        if (sim_compute_s(&w->costs, op, &t, e)) return -1;
+      } else {
+        int n = op->kind == PLAN_OP_COLLECTIVE ? rs->n_members[op->group < PLAN_GROUP_COUNT ? op->group : 0] : 2;
+        if (n > 1 && (sim_codec_cost_of(&w->costs, op, n, &cc, e) || sim_coll_calibrated_s(&w->costs, op, n, &t, &inc, e)))
+          return -1;
+      }
+    }
+  }
+  return 0;
+}
+
+static void configure_simgrid(void) {
+  static int initialised;
+  if (initialised) return;
+  initialised = 1;
+  int argc = 1;
+  char arg0[] = "tacosim";
+  char *argv[] = {arg0, NULL};
+  xbt_log_control_set("root.thres:critical");
+  simgrid_init(&argc, argv);
+  /* GPU fabrics: full-duplex links, no TCP window (gamma) limit, no 5% of
+   * reverse-direction traffic for acknowledgements, bandwidth and latency as
+   * given (CM02 has no correction factors, unlike the default LV08). */
+  sg_cfg_set_string("network/model", "CM02");
+  sg_cfg_set_boolean("network/crosstraffic", "no");
+  sg_cfg_set_double("network/TCP-gamma", 0.0);
+  sg_cfg_set_int("contexts/stack-size", 256); /* KiB: tens of thousands of small actors */
+}
+
+static int load_platform(sim_world *w, ts_err *e) {
+  if (w->o->platform_path) {
+    if (access(w->o->platform_path, R_OK)) return ts_fail(e, w->o->platform_path, NULL, "cannot read platform");
+    simgrid_load_platform(w->o->platform_path);
+    return 0;
+  }
+  char path[] = "/tmp/tacosim-platform-XXXXXX.xml";
+  int fd = mkstemps(path, 4);
+  if (fd < 0) return ts_fail_sys(e, "cannot create a temporary platform file");
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    close(fd);
+    unlink(path);
+    return ts_fail_sys(e, "cannot write a temporary platform file");
+  }
+  int rc = topo_write_platform(&w->p->cluster, f, e);
+  if (fclose(f) && !rc) rc = ts_fail_sys(e, "cannot write the platform file");
+  if (!rc) simgrid_load_platform(path);
+  unlink(path);
+  return rc;
+}
+
+static int start_actors(sim_world *w, ts_err *e) {
+  w->hosts = calloc((size_t)w->world, sizeof *w->hosts);
+  w->sinks = calloc((size_t)w->world, sizeof *w->sinks);
+  if (!w->hosts || !w->sinks) return ts_fail_sys(e, "out of memory");
+  for (int r = 0; r < w->world; r++) {
+    char name[32];
+    snprintf(name, sizeof name, "gpu%d", r);
+    w->hosts[r] = sg_host_by_name(name);
+    if (!w->hosts[r]) return ts_fail(e, w->p->cluster.name, "platform", "no host \"%s\" for rank %d", name, r);
+  }
+  /* a sink on every host a simulated rank may send to (its groups' members, its peers) */
+  unsigned char *need = calloc((size_t)w->world, 1);
+  if (!need) return ts_fail_sys(e, "out of memory");
+  for (int r = 0; r < w->world; r++) {
+    sim_rank *rs = w->ranks[r];
+    if (!rs) continue;
+    need[r] = 1;
+    for (int g = 0; g < PLAN_GROUP_COUNT; g++)
+      for (int k = 0; k < rs->n_members[g]; k++) need[rs->members[g][k]] = 1;
+    for (int i = 0; i < rs->prog->n; i++)
+      if (rs->prog->ops[i].kind == PLAN_OP_SEND || rs->prog->ops[i].kind == PLAN_OP_RECV) {
+        int peer = rs->prog->ops[i].peer;
+        if (peer < 0 || peer >= w->world) {
+          free(need);
+          return ts_fail(e, w->p->path, "program", "rank %d: op %d: peer %d out of range", r, i, peer);
+        }
+        need[peer] = 1;
+      }
+  }
+  for (int r = 0; r < w->world; r++) {
+    if (!need[r]) continue;
+    char name[32];
+    snprintf(name, sizeof name, "sink%d", r);
+    w->sinks[r] = sg_mailbox_by_name(name);
+    sg_actor_t a = sg_actor_init(name, w->hosts[r]);
+    sg_actor_set_data(a, w->sinks[r]);
+    sg_actor_start(a, sim_sink_main, 0, NULL);
+    sg_actor_daemonize(a);
+  }
+  free(need);
+  for (int r = 0; r < w->world; r++) {
+    sim_rank *rs = w->ranks[r];
+    if (!rs) continue;
+    int has[PLAN_STREAM_COUNT] = {0};
+    for (int i = 0; i < rs->prog->n; i++) has[rs->prog->ops[i].stream] = 1;
+    for (int s = 0; s < PLAN_STREAM_COUNT; s++) {
+      rs->wake[s] = sg_sem_init(0);
+      if (!has[s]) continue;
+      stream_ctx *ctx = malloc(sizeof *ctx);
+      if (!ctx) return ts_fail_sys(e, "out of memory");
+      ctx->rs = rs;
+      ctx->stream = s;
+      char name[48];
+      snprintf(name, sizeof name, "r%d.%s", r, stream_names[s]);
+      sg_actor_t a = sg_actor_init(name, w->hosts[r]);
+      sg_actor_set_data(a, ctx);
+      sg_actor_start(a, stream_main, 0, NULL);
+    }
+  }
+  return 0;
+}
+
+/* ---- results ---- */
+
+static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
+  const plan *p = w->p;
+  schema_result_init(out, SCHEMA_SOURCE_SIMULATED);
+  snprintf(out->plan, sizeof out->plan, "%s", p->path);
+  snprintf(out->calibration, sizeof out->calibration, "%s", w->o->cal->path[0] ? w->o->cal->path : "(in memory)");
+  snprintf(out->mode, sizeof out->mode, "%s", w->o->mode == SIM_MODE_FULL ? "full" : "reduced");
+  double T = w->end_s;
+  out->iteration_time_s = T;
+  if (T > 0) {
+    out->tokens_per_s = (double)p->global_batch * p->seq / T;
+    out->tflops_per_gpu = plan_model_flops(p) / T / plan_world_size(p) / 1e12;
+    out->mfu = out->tflops_per_gpu / p->cluster.gpu.bf16_tflops;
+  }
+  plan_memory mem;
+  if (plan_memory_per_gpu(p, &mem) == 0) out->memory_per_gpu_bytes = mem.total;
+  int n = 0;
+  schema_breakdown *b = &out->breakdown;
+  for (int r = 0; r < w->world; r++) {
+    sim_rank *rs = w->ranks[r];
+    if (!rs) continue;
+    sim_rank_stats *st = &rs->st;
+    /* after its last compute op a rank waits for its DP reduction, then for the others */
+    double tail = T - st->compute_end_s, dp_tail = st->stream_end_s[PLAN_STREAM_DP] - st->compute_end_s;
+    if (dp_tail < 0) dp_tail = 0;
+    if (dp_tail > tail) dp_tail = tail;
+    double dp = st->dp_s + dp_tail, bubble = st->bubble_s + (tail - dp_tail);
+    b->compute_s += st->compute_s;
+    b->tp_exposed_s += st->tp_s;
+    b->pp_exposed_s += st->pp_s;
+    b->dp_exposed_s += dp;
+    b->codec_s += st->codec_s;
+    b->bubble_s += bubble;
+    schema_rank_stat rst = {r, T - bubble, st->compute_s, st->comm_s};
+    if (schema_result_add_rank(out, &rst)) return ts_fail_sys(e, "out of memory");
+    for (int k = 0; k < rs->n_recs; k++)
+      if (schema_result_add_op(out, &rs->recs[k])) return ts_fail_sys(e, "out of memory");
+    n++;
+  }
+  if (n) {
+    b->compute_s /= n, b->tp_exposed_s /= n, b->pp_exposed_s /= n, b->dp_exposed_s /= n;
+    b->codec_s /= n, b->bubble_s /= n;
+  }
+  char note[256];
+  if (w->o->cal->derived) schema_result_add_note(out, "calibration is derived (roofline from DESIGN.md figures), not measured");
+  if (w->used_platform_links)
+    schema_result_add_note(out, "inter-node transfers use the topology's link bandwidths and latencies (not calibrated)");
+  if (w->used_tree) schema_result_add_note(out, "some cross-node all-reduces ran as trees (NCCL's alpha-beta choice)");
+  if (w->o->mode == SIM_MODE_REDUCED) {
+    snprintf(note, sizeof note,
+             "reduced mode: %d representative ranks (tp 0, dp 0 of each stage) stand for %d; ranks[] lists them", n,
+             w->world);
+    schema_result_add_note(out, note);
+  }
+  return 0;
+}
+
+static void free_world(sim_world *w) {
+  sim_scale_free();
+  for (unsigned h = 0; h < sizeof w->buckets / sizeof w->buckets[0]; h++)
+    while (w->buckets[h]) {
+      sim_rendezvous *rv = w->buckets[h];
+      w->buckets[h] = rv->next;
+      free(rv);
+    }
+  for (int r = 0; w->ranks && r < w->world; r++) {
+    sim_rank *rs = w->ranks[r];
+    if (!rs) continue;
+    if (!w->o->programs && rs->prog) {
+      plan_program_free(rs->prog);
+      free(rs->prog);
+    }
+    free(rs->done);
+    free(rs->cross);
+    free(rs->recs);
+    for (int g = 0; g < PLAN_GROUP_COUNT; g++) free(rs->members[g]);
+    free(rs);
+  }
+  free(w->ranks);
+  free(w->hosts);
+  free(w->sinks);
+  free(w);
+}
+
+int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) {
+  static int ran;
+  schema_result_init(out, SCHEMA_SOURCE_SIMULATED);
+  if (ran) return ts_fail_sys(e, "sim_run: SimGrid runs one simulation per process (use sim_run_isolated)");
+  ran = 1;
+  if (!o->cal) return ts_fail_sys(e, "sim_run: no calibration");
+  sim_world *w = calloc(1, sizeof *w);
+  if (!w) return ts_fail_sys(e, "out of memory");
+  sim_w = w;
+  w->p = p;
+  w->o = o;
+  w->world = plan_world_size(p);
+  int rc = -1;
+  if (w->world > topo_total_gpus(&p->cluster)) {
+    ts_fail(e, p->path, "layout", "%d ranks but the cluster has %d GPUs", w->world, topo_total_gpus(&p->cluster));
+    goto done;
+  }
+  if (sim_costs_init(&w->costs, p, o->cal, o->warn, e) || build_ranks(w, e) || check_costs(w, e)) goto done;
+  configure_simgrid();
+  if (load_platform(w, e) || start_actors(w, e)) goto done;
+  simgrid_run();
+  if (w->failed) {
+    *e = w->err;
+    goto done;
+  }
+  for (int r = 0; r < w->world; r++)
+    if (w->ranks[r])
+      for (int i = 0; i < w->ranks[r]->prog->n; i++)
+        if (!w->ranks[r]->done[i]) {
+          char name[96];
+          plan_op_name(p, &w->ranks[r]->prog->ops[i], name, sizeof name);
+          ts_fail(e, p->path, "program", "rank %d never finished op %d (%s): the programs deadlock", r, i, name);
+          goto done;
+        }
+  rc = fill_result(w, out, e);
+done:
+  free_world(w);
+  sim_w = NULL;
+  return rc;
+}

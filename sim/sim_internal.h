@@ -1,0 +1,86 @@
+/* sim_internal.h — state shared by the engine's files (not a public API). */
+#ifndef SIM_INTERNAL_H
+#define SIM_INTERNAL_H
+
+#include <simgrid/forward.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "plan.h"
+#include "sim.h"
+#include "sim_costs.h"
+
+/* Time the compute stream spent waiting, by cause. */
+typedef struct {
+  double compute_s, tp_s, pp_s, dp_s, bubble_s, codec_s, comm_s;
+  double compute_end_s, stream_end_s[PLAN_STREAM_COUNT];
+} sim_rank_stats;
+
+typedef struct {
+  int rank;
+  plan_program *prog;
+  uint8_t *done;  /* per op: finished */
+  uint8_t *cross; /* per op: an op of another stream depends on it */
+  int32_t waiting[PLAN_STREAM_COUNT];
+  sg_sem_t wake[PLAN_STREAM_COUNT];
+  int coll_seq[PLAN_GROUP_COUNT][PLAN_STREAM_COUNT];
+  /* when the transfers of the latest receives started (bubble vs. exposed transfer) */
+#define SIM_XFER_SLOTS 8
+  int xfer_op[SIM_XFER_SLOTS];
+  double xfer_start[SIM_XFER_SLOTS];
+  int n_xfer;
+  int *members[PLAN_GROUP_COUNT]; /* group members in ring order */
+  int n_members[PLAN_GROUP_COUNT];
+  sim_rank_stats st;
+  schema_op_record *recs; /* trace records when asked */
+  int n_recs, cap_recs;
+} sim_rank;
+
+typedef struct sim_world sim_world;
+
+/* One instance of a collective or of a send/recv pair, shared by the
+ * simulated members that take part. */
+typedef struct sim_rendezvous {
+  long long key[4];
+  struct sim_rendezvous *next;
+  int expected, arrived, left, ended;
+  sg_sem_t start_sem, end_sem, flow_sem;
+  int transient; /* flows launched by helper actors for members not simulated */
+  double start_s;
+  double xfer_start_s;
+} sim_rendezvous;
+
+struct sim_world {
+  const plan *p;
+  const sim_options *o;
+  sim_costs costs;
+  int world;
+  sim_rank **ranks;     /* [world]; NULL when the rank is not simulated */
+  sg_host_t *hosts;     /* [world] */
+  sg_mailbox_t *sinks;  /* [world]; NULL when nothing is ever sent there */
+  sim_rendezvous *buckets[8192];
+  double end_s;
+  int failed;
+  ts_err err;
+  int used_platform_links; /* some flow crossed nodes (inter-node bandwidths from the topology) */
+  int used_tree;
+  /* reduced mode: per-class edge scale factors (cross traffic of represented ranks) */
+  struct sim_scale_cache *scales;
+};
+
+extern sim_world *sim_w; /* the one simulation of this process */
+
+/* sim_comm.c */
+void sim_run_collective(sim_rank *rs, int stream, int op_index);
+void sim_run_sendrecv(sim_rank *rs, int stream, int op_index);
+void sim_sink_main(int argc, char **argv);
+void sim_flow_main(int argc, char **argv);
+sim_rendezvous *sim_rendezvous_get(long long a, long long b, long long c, long long d, int expected);
+void sim_rendezvous_leave(sim_rendezvous *rv);
+void sim_fail(const ts_err *e);
+
+/* sim_scale.c: reduced-mode scale factor of a representative's edge */
+double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_dst, int nedges_hint);
+void sim_scale_free(void);
+
+#endif

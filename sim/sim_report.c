@@ -1,0 +1,146 @@
+/* sim_report.c — printed table, Chrome trace, and running a simulation in a
+ * child process (SimGrid initialises once per process). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
+  const schema_breakdown *b = &r->breakdown;
+  double T = r->iteration_time_s;
+  fprintf(out, "plan          %s\n", r->plan);
+  fprintf(out, "calibration   %s\n", r->calibration);
+  if (p)
+    fprintf(out, "layout        %d GPUs: dp %d x tp %d x pp %d, %d micro-batches of %d, seq %d\n",
+            plan_world_size(p), p->dp, p->tp, p->pp, plan_micro_batches(p), p->micro_batch, p->seq);
+  fprintf(out, "mode          %s\n", r->mode[0] ? r->mode : "-");
+  fprintf(out, "iteration     %.4f s\n", T);
+  fprintf(out, "tokens/s      %.0f\n", r->tokens_per_s);
+  fprintf(out, "TFLOP/s/GPU   %.1f   (MFU %.1f%%)\n", r->tflops_per_gpu, 100.0 * r->mfu);
+  fprintf(out, "memory/GPU    %.2f GiB\n", r->memory_per_gpu_bytes / 1073741824.0);
+  fprintf(out, "breakdown     (mean over %s ranks; parts of the iteration)\n",
+          r->mode[0] == 'r' ? "representative" : "all");
+  const char *names[] = {"compute", "TP exposed", "PP exposed", "DP exposed", "bubble"};
+  double vals[] = {b->compute_s, b->tp_exposed_s, b->pp_exposed_s, b->dp_exposed_s, b->bubble_s};
+  for (int i = 0; i < 5; i++)
+    fprintf(out, "  %-12s %10.4f s  %5.1f%%\n", names[i], vals[i], T > 0 ? 100.0 * vals[i] / T : 0);
+  fprintf(out, "  %-12s %10.4f s  (codec kernels inside compressed collectives)\n", "codec", b->codec_s);
+  for (int i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
+}
+
+static void json_string_out(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      fprintf(f, "\\%c", *s);
+    else if ((unsigned char)*s < 0x20)
+      fprintf(f, "\\u%04x", *s);
+    else
+      fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+int sim_write_trace(const schema_result *r, const char *path, ts_err *e) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ts_fail(e, path, NULL, "cannot open for writing (%s)", strerror(errno));
+  static const char *const streams[] = {"compute", "tp", "pp", "dp"};
+  fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+  int first = 1;
+  for (int i = 0; i < r->n_ranks; i++) {
+    int rank = r->ranks[i].rank;
+    fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}", first ? "" : ",\n",
+            rank, rank);
+    first = 0;
+    for (int s = 0; s < 4; s++)
+      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", rank, s,
+              streams[s]);
+  }
+  for (int i = 0; i < r->n_ops; i++) {
+    const schema_op_record *op = &r->ops[i];
+    int tid = 0;
+    for (int s = 0; s < 4; s++)
+      if (strcmp(op->stream, streams[s]) == 0) tid = s;
+    fprintf(f, "%s{\"ph\":\"X\",\"name\":", first ? "" : ",\n");
+    first = 0;
+    json_string_out(f, op->name);
+    fprintf(f, ",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", op->rank, tid, op->start_s * 1e6, op->dur_s * 1e6);
+  }
+  fprintf(f, "\n]}\n");
+  if (fclose(f)) return ts_fail_sys(e, "%s: cannot write (%s)", path, strerror(errno));
+  return 0;
+}
+
+/* The child writes 'O' + result JSON, or 'E' + bad-input flag + message. */
+int sim_run_isolated(const plan *p, const sim_options *o, schema_result *out, ts_err *e) {
+  schema_result_init(out, SCHEMA_SOURCE_SIMULATED);
+  int fd[2];
+  if (pipe(fd)) return ts_fail_sys(e, "pipe: %s", strerror(errno));
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fd[0]);
+    close(fd[1]);
+    return ts_fail_sys(e, "fork: %s", strerror(errno));
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    FILE *w = fdopen(fd[1], "w");
+    schema_result r;
+    ts_err ce = {0};
+    int rc = sim_run(p, o, &r, &ce);
+    if (w) {
+      if (rc == 0) {
+        fputc('O', w);
+        rc = schema_result_write_json(&r, w, &ce);
+      } else {
+        fprintf(w, "E%d%s", ce.bad_input, ce.msg);
+      }
+      fclose(w);
+    }
+    _exit(rc == 0 ? 0 : 1);
+  }
+  close(fd[1]);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  FILE *rd = fdopen(fd[0], "r");
+  if (!buf || !rd) {
+    free(buf);
+    if (rd) fclose(rd); else close(fd[0]);
+    waitpid(pid, NULL, 0);
+    return ts_fail_sys(e, "out of memory");
+  }
+  size_t got;
+  while ((got = fread(buf + len, 1, cap - len - 1, rd)) > 0) {
+    len += got;
+    if (len + 1 == cap) {
+      char *nb = realloc(buf, cap *= 2);
+      if (!nb) {
+        free(buf);
+        fclose(rd);
+        waitpid(pid, NULL, 0);
+        return ts_fail_sys(e, "out of memory");
+      }
+      buf = nb;
+    }
+  }
+  buf[len] = '\0';
+  fclose(rd);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  int rc;
+  if (len > 0 && buf[0] == 'O') {
+    rc = schema_result_from_json_text(buf + 1, len - 1, "simulation result", out, e);
+  } else if (len > 1 && buf[0] == 'E') {
+    snprintf(e->msg, sizeof e->msg, "%s", buf + 2);
+    e->bad_input = buf[1] == '1';
+    rc = -1;
+  } else {
+    rc = ts_fail_sys(e, "the simulation process died (status %d)", status);
+  }
+  free(buf);
+  return rc;
+}

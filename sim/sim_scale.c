@@ -1,0 +1,171 @@
+/* sim_scale.c — reduced mode: the traffic of ranks that are not simulated.
+ *
+ * In reduced mode one rank per pipeline stage stands for every rank of that
+ * stage (all run the same program). Its flows (its own group's edges) run on
+ * the platform; the identical flows of the other groups of the stage are not
+ * launched, but where they would share a link with a representative flow
+ * they would slow it down. So each representative edge carries its bytes
+ * times k = min_l(B_l / r_l) / min_l(B_l / c_l) over the links l of its route,
+ * where c_l counts the flows of the whole class (every group of the stage) on
+ * l and r_l those of the representative group alone: with k, the edge takes
+ * as long alone as it would in the crowd. On a rail-optimised fabric the
+ * groups use disjoint rails and k = 1; on an oversubscribed one k > 1. */
+#include <simgrid/host.h>
+#include <math.h>
+#include <simgrid/link.h>
+#include <stdlib.h>
+#include <xbt/dynar.h>
+
+#include "sim_edges.h"
+#include "sim_internal.h"
+
+struct sim_scale_cache {
+  struct sim_scale_cache *next;
+  int rep, gkind, alg, peer;
+  int n;
+  int *src, *dst;
+  double *k;
+};
+
+typedef struct {
+  int real, all;
+} link_count;
+
+/* Adds the route of one edge to the per-link counts (kept in the links' data). */
+static void count_route(int src, int dst, int is_real, xbt_dynar_t route, sg_link_t **touched, int *n_touched,
+                        int *cap) {
+  xbt_dynar_reset(route);
+  sg_host_get_route(sim_w->hosts[src], sim_w->hosts[dst], route);
+  unsigned long len = xbt_dynar_length(route);
+  for (unsigned long i = 0; i < len; i++) {
+    sg_link_t l = xbt_dynar_get_as(route, i, sg_link_t);
+    link_count *lc = sg_link_get_data(l);
+    if (!lc) {
+      lc = calloc(1, sizeof *lc);
+      if (!lc) abort();
+      sg_link_set_data(l, lc);
+      if (*n_touched == *cap) {
+        *cap = *cap ? *cap * 2 : 256;
+        *touched = realloc(*touched, sizeof **touched * (size_t)*cap);
+        if (!*touched) abort();
+      }
+      (*touched)[(*n_touched)++] = l;
+    }
+    lc->all++;
+    lc->real += is_real;
+  }
+}
+
+static double edge_k(int src, int dst, xbt_dynar_t route) {
+  xbt_dynar_reset(route);
+  sg_host_get_route(sim_w->hosts[src], sim_w->hosts[dst], route);
+  double alone = INFINITY, crowd = INFINITY;
+  unsigned long len = xbt_dynar_length(route);
+  for (unsigned long i = 0; i < len; i++) {
+    sg_link_t l = xbt_dynar_get_as(route, i, sg_link_t);
+    const link_count *lc = sg_link_get_data(l);
+    double b = sg_link_get_bandwidth(l);
+    int shared = sg_link_is_shared(l);
+    double a = b / (shared && lc->real > 0 ? lc->real : 1), c = b / (shared && lc->all > 0 ? lc->all : 1);
+    if (a < alone) alone = a;
+    if (c < crowd) crowd = c;
+  }
+  return len && crowd > 0 && crowd < alone ? alone / crowd : 1.0;
+}
+
+static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer) {
+  const plan *p = sim_w->p;
+  const topo_cluster *c = &p->cluster;
+  plan_coord me = plan_coord_of(p, rs->rank);
+  struct sim_scale_cache *sc = calloc(1, sizeof *sc);
+  if (!sc) abort();
+  sc->rep = rs->rank, sc->gkind = gkind, sc->alg = alg, sc->peer = peer;
+  int world = sim_w->world, cap = world > 64 ? world : 64;
+  int *members = malloc(sizeof(int) * (size_t)cap), *src = malloc(sizeof(int) * (size_t)cap * 2),
+      *dst = malloc(sizeof(int) * (size_t)cap * 2);
+  unsigned char *seen = calloc((size_t)world, 1);
+  if (!members || !src || !dst || !seen) abort();
+  xbt_dynar_t route = xbt_dynar_new(sizeof(sg_link_t), NULL);
+  sg_link_t *touched = NULL;
+  int n_touched = 0, cap_touched = 0, depth;
+  plan_coord peer_c = peer >= 0 ? plan_coord_of(p, peer) : me;
+  /* the whole class: the same op on every rank of this stage */
+  for (int r = 0; r < world; r++) {
+    plan_coord rc = plan_coord_of(p, r);
+    if (rc.pp != me.pp || seen[r]) continue;
+    int is_real;
+    int ne;
+    if (alg == SIM_ALG_SENDRECV) {
+      plan_coord pc = {rc.dp, rc.tp, peer_c.pp};
+      int pr = plan_rank_of(p, pc);
+      /* the representative sends (src = rep) or receives (dst = rep) */
+      int rep_sends = peer >= 0 && gkind == 1;
+      src[0] = rep_sends ? r : pr;
+      dst[0] = rep_sends ? pr : r;
+      ne = 1;
+      is_real = r == rs->rank;
+      seen[r] = 1;
+    } else {
+      int n = plan_group_members(p, r, (plan_group_kind)gkind, members, cap);
+      for (int i = 0; i < n; i++)
+        if (members[i] >= 0 && members[i] < world) seen[members[i]] = 1;
+      is_real = 0;
+      for (int i = 0; i < n; i++) is_real |= members[i] == rs->rank;
+      ne = sim_edges(c, members, n, (sim_alg)alg, src, dst, cap * 2, &depth);
+      if (ne > cap * 2) ne = cap * 2;
+    }
+    for (int i = 0; i < ne; i++) count_route(src[i], dst[i], is_real, route, &touched, &n_touched, &cap_touched);
+    if (is_real) {
+      sc->n = ne;
+      sc->src = malloc(sizeof(int) * (size_t)(ne ? ne : 1));
+      sc->dst = malloc(sizeof(int) * (size_t)(ne ? ne : 1));
+      sc->k = malloc(sizeof(double) * (size_t)(ne ? ne : 1));
+      if (!sc->src || !sc->dst || !sc->k) abort();
+      for (int i = 0; i < ne; i++) sc->src[i] = src[i], sc->dst[i] = dst[i];
+    }
+  }
+  for (int i = 0; i < sc->n; i++) sc->k[i] = edge_k(sc->src[i], sc->dst[i], route);
+  for (int i = 0; i < n_touched; i++) {
+    free(sg_link_get_data(touched[i]));
+    sg_link_set_data(touched[i], NULL);
+  }
+  free(touched);
+  xbt_dynar_free(&route);
+  free(members);
+  free(src);
+  free(dst);
+  free(seen);
+  return sc;
+}
+
+double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_dst, int nedges_hint) {
+  (void)nedges_hint;
+  int peer = -1, sends = 0;
+  if (alg == SIM_ALG_SENDRECV) {
+    sends = edge_src == rs->rank;
+    peer = sends ? edge_dst : edge_src;
+    gkind = sends; /* reuses the field: 1 = the representative sends */
+  }
+  struct sim_scale_cache *sc;
+  for (sc = sim_w->scales; sc; sc = sc->next)
+    if (sc->rep == rs->rank && sc->gkind == gkind && sc->alg == alg && sc->peer == peer) break;
+  if (!sc) {
+    sc = build(rs, gkind, alg, peer);
+    sc->next = sim_w->scales;
+    sim_w->scales = sc;
+  }
+  for (int i = 0; i < sc->n; i++)
+    if (sc->src[i] == edge_src && sc->dst[i] == edge_dst) return sc->k[i];
+  return 1.0;
+}
+
+void sim_scale_free(void) {
+  while (sim_w->scales) {
+    struct sim_scale_cache *sc = sim_w->scales;
+    sim_w->scales = sc->next;
+    free(sc->src);
+    free(sc->dst);
+    free(sc->k);
+    free(sc);
+  }
+}

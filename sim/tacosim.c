@@ -1,0 +1,195 @@
+/* tacosim — plan, simulate and compare training iterations.
+ *
+ *   tacosim plan PLAN.json
+ *   tacosim simulate PLAN.json [--calibration FILE] [--json OUT] [--csv OUT] [--trace OUT] [--mode full|reduced]
+ *   tacosim compare PREDICTED.json MEASURED.json
+ *   tacosim derive-calibration --transport nvlink|shm|socket OUT.json
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+#ifndef TACOSIM_CALIBRATION_DIR
+#define TACOSIM_CALIBRATION_DIR "calibration"
+#endif
+
+static int fail(const ts_err *e) {
+  fprintf(stderr, "tacosim: %s\n", e->msg);
+  return ts_exit_status(e);
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "tacosim: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n(tacosim --help lists the commands)\n");
+  return TS_EXIT_BAD_INPUT;
+}
+
+static void help(FILE *out) {
+  fprintf(out,
+          "usage: tacosim COMMAND [ARGS]\n"
+          "\n"
+          "commands:\n"
+          "  plan PLAN.json              summary of a plan: op counts per rank, bytes per traffic class\n"
+          "                              with and without the codec, memory per GPU against HBM\n"
+          "  simulate PLAN.json          predict one training iteration on SimGrid\n"
+          "      --calibration FILE      costs (default: " TACOSIM_CALIBRATION_DIR "/h200-nvlink.json when present,\n"
+          "                              else the derived " TACOSIM_CALIBRATION_DIR "/h200-derived.json)\n"
+          "      --mode full|reduced     every rank, or one per pipeline stage (default reduced)\n"
+          "      --json OUT --csv OUT    result files (the schema tacorun execute also writes)\n"
+          "      --trace OUT             Chrome trace of the iteration (opens in Perfetto)\n"
+          "  compare PRED.json MEAS.json side by side, with the error of each figure\n"
+          "  derive-calibration --transport nvlink|shm|socket OUT.json\n"
+          "                              write the roofline calibration derived from the measured\n"
+          "                              H200 figures (labelled \"derived\")\n"
+          "  search                      layout search (not implemented yet)\n"
+          "\n"
+          "Bad input exits with status 2 and names the file, the field and the reason.\n");
+}
+
+static int cmd_plan(int argc, char **argv) {
+  if (argc != 2) return usage_error("plan: expected one plan file%s", "");
+  static plan p;
+  ts_err e = {0};
+  if (plan_load(argv[1], NULL, NULL, &p, &e) || plan_print_summary(&p, stdout, &e)) return fail(&e);
+  return 0;
+}
+
+static const char *default_calibration(void) {
+  static char path[512];
+  snprintf(path, sizeof path, "%s/h200-nvlink.json", TACOSIM_CALIBRATION_DIR);
+  if (access(path, R_OK) == 0) return path;
+  snprintf(path, sizeof path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
+  return path;
+}
+
+static int cmd_simulate(int argc, char **argv) {
+  const char *plan_path = NULL, *cal_path = NULL, *json = NULL, *csv = NULL, *trace = NULL;
+  sim_mode mode = SIM_MODE_REDUCED;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has_value = i + 1 < argc;
+    if (strcmp(a, "--calibration") == 0 && has_value)
+      cal_path = argv[++i];
+    else if (strcmp(a, "--json") == 0 && has_value)
+      json = argv[++i];
+    else if (strcmp(a, "--csv") == 0 && has_value)
+      csv = argv[++i];
+    else if (strcmp(a, "--trace") == 0 && has_value)
+      trace = argv[++i];
+    else if (strcmp(a, "--mode") == 0 && has_value) {
+      const char *m = argv[++i];
+      if (strcmp(m, "full") == 0)
+        mode = SIM_MODE_FULL;
+      else if (strcmp(m, "reduced") == 0)
+        mode = SIM_MODE_REDUCED;
+      else
+        return usage_error("simulate: --mode: \"%s\" is not one of full, reduced", m);
+    } else if (a[0] == '-' && a[1] == '-')
+      return usage_error("simulate: unknown option or missing value: %s", a);
+    else if (!plan_path)
+      plan_path = a;
+    else
+      return usage_error("simulate: unexpected argument %s", a);
+  }
+  if (!plan_path) return usage_error("simulate: expected a plan file%s", "");
+  if (!cal_path) cal_path = default_calibration();
+  static plan p;
+  schema_calibration cal;
+  ts_err e = {0};
+  if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
+  if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
+  sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr};
+  schema_result r;
+  int rc = sim_run(&p, &o, &r, &e);
+  if (rc == 0) {
+    sim_print_result(&r, &p, stdout);
+    if ((json && schema_result_save_json(&r, json, &e)) || (csv && schema_result_save_csv(&r, csv, &e)) ||
+        (trace && sim_write_trace(&r, trace, &e)))
+      rc = -1;
+  }
+  schema_result_free(&r);
+  schema_calibration_free(&cal);
+  return rc ? fail(&e) : 0;
+}
+
+static void compare_row(const char *name, double pred, double meas, const char *unit) {
+  double err = meas != 0 ? 100.0 * (pred - meas) / meas : NAN;
+  printf("%-18s %14.6g %14.6g  %-6s %+8.2f%%\n", name, pred, meas, unit, err);
+}
+
+static int cmd_compare(int argc, char **argv) {
+  if (argc != 3) return usage_error("compare: expected PREDICTED.json MEASURED.json%s", "");
+  schema_result a, b;
+  ts_err e = {0};
+  if (schema_result_load(argv[1], &a, &e)) return fail(&e);
+  if (schema_result_load(argv[2], &b, &e)) {
+    schema_result_free(&a);
+    return fail(&e);
+  }
+  printf("%-18s %14s %14s  %-6s %9s\n", "", a.source == SCHEMA_SOURCE_SIMULATED ? "predicted" : "measured",
+         b.source == SCHEMA_SOURCE_SIMULATED ? "predicted" : "measured", "", "error");
+  compare_row("iteration_time", a.iteration_time_s, b.iteration_time_s, "s");
+  compare_row("tokens_per_s", a.tokens_per_s, b.tokens_per_s, "tok/s");
+  compare_row("tflops_per_gpu", a.tflops_per_gpu, b.tflops_per_gpu, "TF/s");
+  compare_row("mfu", a.mfu, b.mfu, "");
+  compare_row("memory_per_gpu", a.memory_per_gpu_bytes, b.memory_per_gpu_bytes, "B");
+  compare_row("compute", a.breakdown.compute_s, b.breakdown.compute_s, "s");
+  compare_row("tp_exposed", a.breakdown.tp_exposed_s, b.breakdown.tp_exposed_s, "s");
+  compare_row("pp_exposed", a.breakdown.pp_exposed_s, b.breakdown.pp_exposed_s, "s");
+  compare_row("dp_exposed", a.breakdown.dp_exposed_s, b.breakdown.dp_exposed_s, "s");
+  compare_row("codec", a.breakdown.codec_s, b.breakdown.codec_s, "s");
+  compare_row("bubble", a.breakdown.bubble_s, b.breakdown.bubble_s, "s");
+  if (strcmp(a.plan, b.plan) != 0) printf("note: the plans differ (%s vs %s)\n", a.plan, b.plan);
+  if (b.source == SCHEMA_SOURCE_MEASURED)
+    printf("measured: %d iterations after %d warm-up, min %.6g median %.6g max %.6g s on %s (%s)\n", b.iterations,
+           b.warmup, b.min_s, b.median_s, b.max_s, b.machine.gpu, b.machine.transport);
+  schema_result_free(&a);
+  schema_result_free(&b);
+  return 0;
+}
+
+static int cmd_derive(int argc, char **argv) {
+  const char *transport = "nvlink", *out = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc)
+      transport = argv[++i];
+    else if (argv[i][0] == '-')
+      return usage_error("derive-calibration: unknown option %s", argv[i]);
+    else if (!out)
+      out = argv[i];
+    else
+      return usage_error("derive-calibration: unexpected argument %s", argv[i]);
+  }
+  if (!out) return usage_error("derive-calibration: expected an output file%s", "");
+  schema_calibration c;
+  ts_err e = {0};
+  if (sim_derive_calibration(transport, &c, &e)) return fail(&e);
+  int rc = schema_calibration_save(&c, out, &e);
+  schema_calibration_free(&c);
+  return rc ? fail(&e) : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    help(stderr);
+    return TS_EXIT_BAD_INPUT;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    help(stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 1, argv + 1);
+  if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 1, argv + 1);
+  if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 1, argv + 1);
+  if (strcmp(cmd, "derive-calibration") == 0) return cmd_derive(argc - 1, argv + 1);
+  if (strcmp(cmd, "search") == 0) {
+    fprintf(stderr, "tacosim: search: not implemented yet\n");
+    return TS_EXIT_FAILURE;
+  }
+  return usage_error("unknown command \"%s\"", cmd);
+}
