@@ -3,3 +3,14 @@ add_executable(test_exec_ref ${CMAKE_SOURCE_DIR}/tests/test_exec_ref.c ${CMAKE_S
 target_include_directories(test_exec_ref PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
 target_link_libraries(test_exec_ref PRIVATE ts_common PkgConfig::CUNIT m)
 add_test(NAME exec_ref COMMAND test_exec_ref)
+
+# The executor (runtime/exec_*.c) reads model files and plan.h's op types;
+# runtime/CMakeLists.txt links ts_plan/ts_schema when they exist but not
+# ts_models, so the executor's owner adds it here, next to its tests.
+if(TARGET tacorun)
+  if(TARGET ts_models)
+    target_link_libraries(tacorun PRIVATE ts_models)
+  endif()
+  target_include_directories(tacorun PRIVATE ${CMAKE_SOURCE_DIR}/plan ${CMAKE_SOURCE_DIR}/topologies
+                                             ${CMAKE_SOURCE_DIR}/models ${CMAKE_SOURCE_DIR}/schema)
+endif()

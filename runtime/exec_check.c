@@ -1,0 +1,306 @@
+/* exec_check.c — `tacorun execute --check`: the executor's gradients on a tiny
+ * model against the float64 reference (exec_ref.c, itself checked by finite
+ * differences), tensor parallel against TP = 1, data parallel against the mean
+ * of the reference gradients, the NaN/Inf stop, and a short training run.
+ *
+ * Tolerances (relative L2 error per tensor, ||g - g_ref|| / ||g_ref||): BF16
+ * weights, activations and GEMM outputs carry 8 significant bits (relative
+ * rounding 2^-9 = 0.2%), and the errors of two layers, attention and the
+ * cross-entropy compound, so a tensor within 5% of the float64 gradient is
+ * correct and a wrong index or a missing all-reduce (errors of order 1) is not. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_model.h"
+#include "exec_run.h"
+
+#define CHECK_TOL_GRAD 5e-2 /* relative L2 per tensor, BF16 vs float64 and TP/DP vs TP = 1 */
+#define CHECK_TOL_LOSS 1e-2 /* relative error of the loss */
+
+static const exec_ref_config check_configs[] = {
+    {.vocab = 512, .hidden = 128, .heads = 4, .ffn = 512, .layers = 2, .seq = 128, .batch = 2,
+     .act = EXEC_ACT_GELU, .norm = EXEC_NORM_LAYERNORM, .norm_eps = 1e-5},
+    {.vocab = 512, .hidden = 128, .heads = 4, .ffn = 256, .layers = 2, .seq = 128, .batch = 2,
+     .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-5},
+};
+
+typedef struct {
+  int ntensors;
+  char names[EXEC_REF_MAX_TENSORS][32];
+  double num[4][EXEC_REF_MAX_TENSORS], den[4][EXEC_REF_MAX_TENSORS]; /* per comparison */
+} error_table;
+enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_COUNT };
+static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64"};
+
+/* Runs the program's ops (without the optimizer step unless with_optimizer). */
+static int run_iteration(exec_model *m, const plan_op *ops, int nops, int with_optimizer, rt_nccl *w, ts_err *e) {
+  if (exec_model_zero_grad(m, e)) return -1;
+  for (int i = 0; i < nops; i++) {
+    if (!with_optimizer && ops[i].model_op == PLAN_MOP_OPTIMIZER && ops[i].kind == PLAN_OP_COMPUTE) continue;
+    if (exec_model_run_op(m, &ops[i], e)) return -1;
+  }
+  return rt_nccl_wait(w, e);
+}
+
+/* Adds ||g - r||^2 and ||r||^2 of each tensor (local layout) into the table row. */
+static void accumulate(const exec_model *m, const float *g, const double *r, error_table *t, int cmp) {
+  for (int i = 0; i < m->ntensors; i++) {
+    const exec_tensor *lt = &m->tensors[i];
+    double num = 0, den = 0;
+    for (size_t j = lt->offset; j < lt->offset + lt->rows * lt->cols; j++) {
+      double d = (double)g[j] - r[j];
+      num += d * d;
+      den += r[j] * r[j];
+    }
+    t->num[cmp][i] += num;
+    t->den[cmp][i] += den;
+  }
+}
+
+/* A TP = 1 model's local arrays are the full tensors with aligned offsets: back to the reference layout. */
+static void local_to_full(const exec_model *m, const float *g, double *full) {
+  exec_tensor ft[EXEC_REF_MAX_TENSORS];
+  size_t total;
+  exec_ref_tensors(&m->cfg, ft, EXEC_REF_MAX_TENSORS, &total);
+  for (int i = 0; i < m->ntensors; i++)
+    for (size_t j = 0; j < ft[i].rows * ft[i].cols; j++) full[ft[i].offset + j] = g[m->tensors[i].offset + j];
+}
+
+typedef struct {
+  exec_ref_config cfg;
+  size_t total;
+  double *params, *grad_a, *grad_mean, loss_a;
+  int32_t *tok_a, *lab_a, *tok_rank, *lab_rank;
+} check_data;
+
+static void check_data_free(check_data *d) {
+  free(d->params), free(d->grad_a), free(d->grad_mean);
+  free(d->tok_a), free(d->lab_a), free(d->tok_rank), free(d->lab_rank);
+}
+
+static int check_data_make(check_data *d, const exec_ref_config *cfg, int rank, int nranks, ts_err *e) {
+  memset(d, 0, sizeof *d);
+  d->cfg = *cfg;
+  exec_tensor t[EXEC_REF_MAX_TENSORS];
+  exec_ref_tensors(cfg, t, EXEC_REF_MAX_TENSORS, &d->total);
+  int T = cfg->batch * cfg->seq;
+  d->params = malloc(d->total * sizeof(double));
+  d->grad_a = malloc(d->total * sizeof(double));
+  d->grad_mean = calloc(d->total, sizeof(double));
+  double *g = malloc(d->total * sizeof(double));
+  int *ti = malloc((size_t)T * sizeof(int)), *li = malloc((size_t)T * sizeof(int));
+  d->tok_a = malloc((size_t)T * 4), d->lab_a = malloc((size_t)T * 4);
+  d->tok_rank = malloc((size_t)T * 4), d->lab_rank = malloc((size_t)T * 4);
+  if (!d->params || !d->grad_a || !d->grad_mean || !g || !ti || !li || !d->tok_a || !d->lab_a || !d->tok_rank ||
+      !d->lab_rank) {
+    free(g), free(ti), free(li);
+    return ts_fail_sys(e, "exec check: out of memory");
+  }
+  exec_ref_init(cfg, 2024, 1, d->params);
+  int rc = 0;
+  for (int r = 0; r < nranks && !rc; r++) {
+    /* batch r is what data-parallel rank r trains on; batch 0 is also the TP runs' batch */
+    exec_ref_tokens(cfg, 100 + (unsigned long long)r, ti, li);
+    double loss;
+    rc = exec_ref_loss_grad(cfg, d->params, ti, li, &loss, r == 0 ? d->grad_a : g, e);
+    if (rc) break;
+    const double *src = r == 0 ? d->grad_a : g;
+    for (size_t j = 0; j < d->total; j++) d->grad_mean[j] += src[j] / nranks;
+    for (int j = 0; j < T; j++) {
+      if (r == 0) d->tok_a[j] = ti[j], d->lab_a[j] = li[j];
+      if (r == rank) d->tok_rank[j] = ti[j], d->lab_rank[j] = li[j];
+    }
+    if (r == 0) d->loss_a = loss;
+  }
+  free(g), free(ti), free(li);
+  return rc;
+}
+
+/* One model on this rank, loaded with the reference weights, with its program. */
+typedef struct {
+  exec_model m;
+  plan_op *ops;
+  int nops;
+  int created;
+} check_run;
+
+static int check_run_make(check_run *c, const check_data *d, int tp, int tp_rank, ncclComm_t tp_comm, int dp,
+                          int dp_rank, ncclComm_t dp_comm, const int32_t *tok, const int32_t *lab, rt_nccl *w,
+                          ts_err *e) {
+  memset(c, 0, sizeof *c);
+  if (exec_model_create(&c->m, &d->cfg, 1, tp, tp_rank, tp_comm, dp, dp_rank, dp_comm, w->streams[0], e)) return -1;
+  c->created = 1;
+  if (exec_model_load_ref(&c->m, d->params, e) || exec_model_set_data(&c->m, tok, lab, e)) return -1;
+  return exec_program_build_single_stage(&c->m, &c->ops, &c->nops, e);
+}
+static void check_run_free(check_run *c) {
+  if (c->created) exec_model_destroy(&c->m);
+  free(c->ops);
+  memset(c, 0, sizeof *c);
+}
+
+static int get_grads(check_run *c, float **out, ts_err *e) {
+  *out = malloc(c->m.nparams * sizeof(float));
+  if (!*out) return ts_fail_sys(e, "exec check: out of memory");
+  return exec_model_grads_to_host(&c->m, *out, e);
+}
+
+/* The NaN stop: a NaN written into one gradient tensor, and one into a weight
+ * (so the loss itself becomes NaN), must each end the step with a message
+ * naming the step and the tensor (or the loss). Returns 1 when both are caught. */
+static int check_nan_stop(check_run *c, const check_data *d, rt_nccl *w, FILE *log, ts_err *e) {
+  int caught = 0, victim = c->m.ntensors - 3; /* a layer tensor of the last layer */
+  ts_err stop;
+  if (run_iteration(&c->m, c->ops, c->nops, 0, w, e)) return -1;
+  float nan_f = NAN;
+  RT_CUDA(e, cudaMemcpy(c->m.grad + c->m.tensors[victim].offset + 1, &nan_f, 4, cudaMemcpyHostToDevice));
+  if (exec_model_check_finite(&c->m, 7, NULL, &stop) != 0 && strstr(stop.msg, c->m.tensors[victim].name) &&
+      strstr(stop.msg, "step 7")) {
+    caught++;
+    fprintf(log, "  NaN in a gradient stops the run: \"%s\"\n", stop.msg);
+  } else {
+    fprintf(log, "  NaN in gradient %s NOT caught\n", c->m.tensors[victim].name);
+  }
+  uint16_t nan_bf16 = 0x7fc0;
+  RT_CUDA(e, cudaMemcpy((uint16_t *)c->m.w16 + c->m.tensors[2].offset, &nan_bf16, 2, cudaMemcpyHostToDevice));
+  if (run_iteration(&c->m, c->ops, c->nops, 0, w, e)) return -1;
+  if (exec_model_check_finite(&c->m, 8, NULL, &stop) != 0 && strstr(stop.msg, "step 8")) {
+    caught++;
+    fprintf(log, "  NaN in a weight stops the run: \"%s\"\n", stop.msg);
+  } else {
+    fprintf(log, "  NaN in weight %s NOT caught\n", c->m.tensors[2].name);
+  }
+  if (exec_model_load_ref(&c->m, d->params, e)) return -1;
+  return caught == 2;
+}
+
+/* A few AdamW steps on one batch: the loss must fall (the optimizer and the
+ * master-weight update work end to end). Returns the first and last loss. */
+static int train_steps(check_run *c, int steps, rt_nccl *w, float *first, float *last, ts_err *e) {
+  c->m.lr = 1e-3f;
+  for (int s = 0; s < steps; s++) {
+    float loss;
+    if (run_iteration(&c->m, c->ops, c->nops, 1, w, e) || exec_model_check_finite(&c->m, s, &loss, e)) return -1;
+    if (s == 0) *first = loss;
+    *last = loss;
+  }
+  return 0;
+}
+
+static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *failures, ts_err *e) {
+  const int rank = w->ranks[0], n = w->nranks;
+  check_data d;
+  error_table *tab = calloc(1, sizeof *tab);
+  float *g1 = NULL, *gn = NULL, *gd = NULL;
+  double *ref_local = NULL, *tp1_full = NULL, *tp1_local = NULL;
+  check_run c1 = {0}, cn = {0}, cd = {0};
+  int rc = -1;
+  if (!tab) return ts_fail_sys(e, "exec check: out of memory");
+  if (check_data_make(&d, cfg, rank, n, e)) goto done;
+
+  /* TP = 1 on every rank alone. */
+  if (check_run_make(&c1, &d, 1, 0, NULL, 1, 0, NULL, d.tok_a, d.lab_a, w, e)) goto done;
+  if (run_iteration(&c1.m, c1.ops, c1.nops, 0, w, e)) goto done;
+  float loss1, lossn, lossd;
+  if (exec_model_check_finite(&c1.m, 0, &loss1, e) || get_grads(&c1, &g1, e)) goto done;
+  ref_local = malloc(c1.m.nparams * sizeof(double));
+  tp1_full = malloc(d.total * sizeof(double));
+  if (!ref_local || !tp1_full) goto oom;
+  exec_model_shard_of(&c1.m, d.grad_a, ref_local);
+  if (rank == 0) accumulate(&c1.m, g1, ref_local, tab, CMP_TP1_REF);
+  local_to_full(&c1.m, g1, tp1_full);
+  tab->ntensors = c1.m.ntensors;
+  for (int i = 0; i < c1.m.ntensors; i++) snprintf(tab->names[i], sizeof tab->names[i], "%s", c1.m.tensors[i].name);
+
+  /* TP = world, every rank on batch 0. */
+  if (check_run_make(&cn, &d, n, rank, w->comms[0], 1, 0, NULL, d.tok_a, d.lab_a, w, e)) goto done;
+  if (run_iteration(&cn.m, cn.ops, cn.nops, 0, w, e)) goto done;
+  if (exec_model_check_finite(&cn.m, 0, &lossn, e) || get_grads(&cn, &gn, e)) goto done;
+  free(ref_local);
+  ref_local = malloc(cn.m.nparams * sizeof(double));
+  tp1_local = malloc(cn.m.nparams * sizeof(double));
+  if (!ref_local || !tp1_local) goto oom;
+  exec_model_shard_of(&cn.m, d.grad_a, ref_local);
+  exec_model_shard_of(&cn.m, tp1_full, tp1_local);
+  /* Shards add up over ranks; replicated tensors are counted once per rank in
+   * both numerator and denominator, which leaves the ratio unchanged. */
+  accumulate(&cn.m, gn, ref_local, tab, CMP_TPN_REF);
+  accumulate(&cn.m, gn, tp1_local, tab, CMP_TPN_TP1);
+
+  /* DP = world, TP = 1: rank r on batch r; the all-reduced gradient is the mean. */
+  if (check_run_make(&cd, &d, 1, 0, NULL, n, rank, w->comms[0], d.tok_rank, d.lab_rank, w, e)) goto done;
+  if (run_iteration(&cd.m, cd.ops, cd.nops, 0, w, e)) goto done;
+  if (exec_model_check_finite(&cd.m, 0, &lossd, e) || get_grads(&cd, &gd, e)) goto done;
+  free(ref_local);
+  ref_local = malloc(cd.m.nparams * sizeof(double));
+  if (!ref_local) goto oom;
+  exec_model_shard_of(&cd.m, d.grad_mean, ref_local);
+  if (rank == 0) accumulate(&cd.m, gd, ref_local, tab, CMP_DPN_REF);
+
+  if (exec_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||
+      exec_world_sum(w, &tab->den[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e))
+    goto done;
+
+  fprintf(log, "\nmodel: vocab %d, hidden %d, heads %d, ffn %d, layers %d, seq %d, micro-batch %d, %s, %s; %d rank(s)\n",
+          cfg->vocab, cfg->hidden, cfg->heads, cfg->ffn, cfg->layers, cfg->seq, cfg->batch,
+          cfg->act == EXEC_ACT_GELU ? "GELU" : "SwiGLU", cfg->norm == EXEC_NORM_LAYERNORM ? "LayerNorm" : "RMSNorm", n);
+  fprintf(log, "  loss: float64 %.6f  tp1 %.6f  tp%d %.6f  (dp%d rank-0 share %.6f)\n", d.loss_a, loss1, n, lossn, n,
+          lossd);
+  int bad = 0;
+  if (fabs(loss1 - d.loss_a) > CHECK_TOL_LOSS * d.loss_a || fabs(lossn - d.loss_a) > CHECK_TOL_LOSS * d.loss_a) bad++;
+  fprintf(log, "  %-18s", "relative L2 error");
+  for (int c = 0; c < CMP_COUNT; c++) fprintf(log, " %12s", cmp_names[c]);
+  fprintf(log, "\n");
+  double worst[CMP_COUNT] = {0};
+  for (int i = 0; i < tab->ntensors; i++) {
+    fprintf(log, "  %-18s", tab->names[i]);
+    for (int c = 0; c < CMP_COUNT; c++) {
+      double rel = tab->den[c][i] > 0 ? sqrt(tab->num[c][i] / tab->den[c][i]) : sqrt(tab->num[c][i]);
+      worst[c] = rel > worst[c] ? rel : worst[c];
+      if (!(rel <= CHECK_TOL_GRAD)) bad++;
+      fprintf(log, " %12.2e%s", rel, rel <= CHECK_TOL_GRAD ? " " : "!");
+    }
+    fprintf(log, "\n");
+  }
+  fprintf(log, "  %-18s", "worst");
+  for (int c = 0; c < CMP_COUNT; c++) fprintf(log, " %12.2e ", worst[c]);
+  fprintf(log, "  (tolerance %.0e)\n", CHECK_TOL_GRAD);
+
+  int nan_ok = check_nan_stop(&cn, &d, w, log, e);
+  if (nan_ok < 0) goto done;
+  if (!nan_ok) bad++;
+
+  float f1 = 0, l1 = 0, fn = 0, ln = 0;
+  if (train_steps(&c1, 30, w, &f1, &l1, e) || train_steps(&cn, 30, w, &fn, &ln, e)) goto done;
+  fprintf(log, "  30 AdamW steps (lr 1e-3) on one batch: tp1 loss %.4f -> %.4f, tp%d loss %.4f -> %.4f\n", f1, l1, n,
+          fn, ln);
+  if (!(l1 < 0.9f * f1) || !(ln < 0.9f * fn) || fabsf(l1 - ln) > 0.05f * l1) bad++;
+  *failures += bad;
+  fprintf(log, "  %s\n", bad ? "FAILED" : "passed");
+  rc = 0;
+  goto done;
+oom:
+  ts_fail_sys(e, "exec check: out of memory");
+done:
+  check_run_free(&c1), check_run_free(&cn), check_run_free(&cd);
+  free(g1), free(gn), free(gd), free(ref_local), free(tp1_full), free(tp1_local), free(tab);
+  check_data_free(&d);
+  return rc;
+}
+
+int exec_run_check(rt_nccl *w, const char *json_out, ts_err *e) {
+  (void)json_out;
+  int failures = 0;
+  FILE *log = w->ranks[0] == 0 ? stdout : fopen("/dev/null", "w");
+  if (!log) return ts_fail_sys(e, "exec check: cannot open /dev/null");
+  int rc = 0;
+  for (size_t i = 0; i < sizeof check_configs / sizeof *check_configs && !rc; i++)
+    rc = check_config(w, &check_configs[i], log, &failures, e);
+  if (!rc) fprintf(log, "\nexecute --check: %s (%d failure(s))\n", failures ? "FAILED" : "all passed", failures);
+  fflush(log);
+  if (log != stdout) fclose(log);
+  if (!rc && failures) return ts_fail_sys(e, "execute --check: %d check(s) out of tolerance", failures);
+  return rc;
+}

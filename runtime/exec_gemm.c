@@ -1,0 +1,153 @@
+/* exec_gemm.c — cuBLASLt GEMM with leading dimensions and FP32 output (see exec_gemm.h).
+ *
+ * cuBLASLt is column-major: a row-major C[m x n] is a column-major C^T, and
+ * C^T = op(B)^T . op(A)^T, so the B buffer goes first and the A buffer second,
+ * each keeping its own transpose flag. Descriptors and the heuristic's choice
+ * are cached per shape, so the timed iterations never query the heuristic. */
+#include "exec_gemm.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXEC_GEMM_WORKSPACE ((size_t)32 << 20)
+
+typedef struct {
+  exec_gemm_shape s;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatmulAlgo_t algo;
+} cached_gemm;
+
+struct exec_gemm {
+  cublasLtHandle_t handle;
+  void *workspace;
+  cached_gemm *cache;
+  int count, cap;
+};
+
+#define LT_CHECK(call)                                                                                       \
+  do {                                                                                                       \
+    int st_ = (int)(call);                                                                                   \
+    if (st_ != 0) return ts_fail_sys(e, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call, st_);     \
+  } while (0)
+
+int exec_gemm_create(exec_gemm **out, ts_err *e) {
+  *out = NULL;
+  exec_gemm *g = calloc(1, sizeof *g);
+  if (!g) return ts_fail_sys(e, "exec_gemm_create: out of memory");
+  int st = (int)cublasLtCreate(&g->handle);
+  if (st != 0) {
+    free(g);
+    return ts_fail_sys(e, "%s:%d: cublasLtCreate: cuBLAS status %d", __FILE__, __LINE__, st);
+  }
+  cudaError_t ce = cudaMalloc(&g->workspace, EXEC_GEMM_WORKSPACE);
+  if (ce != cudaSuccess) {
+    cublasLtDestroy(g->handle);
+    free(g);
+    return ts_fail_sys(e, "%s:%d: cudaMalloc(gemm workspace): %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+  }
+  *out = g;
+  return 0;
+}
+
+static void cached_release(cached_gemm *c) {
+  if (c->la) cublasLtMatrixLayoutDestroy(c->la);
+  if (c->lb) cublasLtMatrixLayoutDestroy(c->lb);
+  if (c->lc) cublasLtMatrixLayoutDestroy(c->lc);
+  if (c->op) cublasLtMatmulDescDestroy(c->op);
+}
+
+void exec_gemm_destroy(exec_gemm *g) {
+  if (!g) return;
+  for (int i = 0; i < g->count; i++) cached_release(&g->cache[i]);
+  free(g->cache);
+  cudaFree(g->workspace);
+  cublasLtDestroy(g->handle);
+  free(g);
+}
+
+static int layout(cublasLtMatrixLayout_t *l, cudaDataType_t type, long long rows, long long cols, long long ld,
+                  long long batch, long long stride, ts_err *e) {
+  LT_CHECK(cublasLtMatrixLayoutCreate(l, type, (uint64_t)rows, (uint64_t)cols, ld));
+  if (batch > 1) {
+    int32_t count = (int32_t)batch;
+    int64_t off = stride;
+    LT_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    LT_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &off, sizeof off));
+  }
+  return 0;
+}
+
+static int build(exec_gemm *g, cached_gemm *c, ts_err *e) {
+  const exec_gemm_shape *s = &c->s;
+  cublasOperation_t op_first = s->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  /* the B buffer */
+  cublasOperation_t op_second = s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N; /* the A buffer */
+  LT_CHECK(cublasLtMatmulDescCreate(&c->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LT_CHECK(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+  LT_CHECK(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+  /* Column-major views: B buffer is n x k (row-major k x n) or k x n when transposed. */
+  if (layout(&c->la, CUDA_R_16BF, s->trans_b ? s->k : s->n, s->trans_b ? s->n : s->k, s->ldb, s->batch,
+             s->stride_b, e) ||
+      layout(&c->lb, CUDA_R_16BF, s->trans_a ? s->m : s->k, s->trans_a ? s->k : s->m, s->lda, s->batch,
+             s->stride_a, e) ||
+      layout(&c->lc, s->c_fp32 ? CUDA_R_32F : CUDA_R_16BF, s->n, s->m, s->ldc, s->batch, s->stride_c, e))
+    return -1;
+  cublasLtMatmulPreference_t pref;
+  LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = EXEC_GEMM_WORKSPACE;
+  int st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  if (st == 0)
+    st = (int)cublasLtMatmulAlgoGetHeuristic(g->handle, c->op, c->la, c->lb, c->lc, c->lc, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != 0 || found < 1)
+    return ts_fail_sys(e, "%s:%d: cuBLASLt has no algorithm for m=%lld n=%lld k=%lld batch=%lld (status %d)",
+                       __FILE__, __LINE__, s->m, s->n, s->k, s->batch, st);
+  c->algo = result.algo;
+  return 0;
+}
+
+static int same_shape(const exec_gemm_shape *a, const exec_gemm_shape *b) {
+  return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->m == b->m && a->n == b->n && a->k == b->k &&
+         a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch &&
+         a->stride_a == b->stride_a && a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
+         a->c_fp32 == b->c_fp32;
+}
+
+int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const void *A, const void *B, float beta,
+                  void *C, void *stream, ts_err *e) {
+  exec_gemm_shape s = *s_in;
+  if (s.batch < 1) s.batch = 1;
+  if (s.batch == 1) s.stride_a = s.stride_b = s.stride_c = 0;
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0)
+    return ts_fail_sys(e, "exec_gemm: bad shape m=%lld n=%lld k=%lld", s.m, s.n, s.k);
+  cached_gemm *c = NULL;
+  for (int i = 0; i < g->count && !c; i++)
+    if (same_shape(&g->cache[i].s, &s)) c = &g->cache[i];
+  if (!c) {
+    if (g->count == g->cap) {
+      int cap = g->cap ? 2 * g->cap : 64;
+      cached_gemm *nc = realloc(g->cache, (size_t)cap * sizeof *nc);
+      if (!nc) return ts_fail_sys(e, "exec_gemm: out of memory");
+      g->cache = nc;
+      g->cap = cap;
+    }
+    c = &g->cache[g->count];
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    if (build(g, c, e)) {
+      cached_release(c);
+      return -1;
+    }
+    g->count++;
+  }
+  int st = (int)cublasLtMatmul(g->handle, c->op, &alpha, B, c->la, A, c->lb, &beta, C, c->lc, C, c->lc, &c->algo,
+                               g->workspace, EXEC_GEMM_WORKSPACE, (cudaStream_t)stream);
+  if (st != 0)
+    return ts_fail_sys(e, "%s:%d: cublasLtMatmul(m=%lld n=%lld k=%lld batch=%lld): cuBLAS status %d", __FILE__,
+                       __LINE__, s.m, s.n, s.k, s.batch, st);
+  return 0;
+}

@@ -1,0 +1,249 @@
+/* exec_kernels.cu — see exec_kernels.h. Simple row-per-block kernels; the hot
+ * loops of an iteration are the GEMMs, these are a few percent of it. */
+#include "exec_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+typedef __nv_bfloat16 bf16;
+
+#define CHECK_LAUNCH(what)                                                                                   \
+  do {                                                                                                       \
+    cudaError_t ce_ = cudaGetLastError();                                                                    \
+    if (ce_ != cudaSuccess)                                                                                  \
+      return ts_fail_sys(e, "%s:%d: %s launch: %s", __FILE__, __LINE__, what, cudaGetErrorString(ce_));      \
+  } while (0)
+
+static unsigned blocks_for(long long n, int threads) {
+  long long b = (n + threads - 1) / threads;
+  return (unsigned)(b > 65535LL * 32 ? 65535LL * 32 : (b < 1 ? 1 : b));
+}
+
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+/* Block-wide reductions for blockDim.x a multiple of 32, at most 1024. */
+__device__ float block_sum(float v, float *red) {
+  v = warp_sum(v);
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float t = lane < (int)(blockDim.x / 32) ? red[lane] : 0.f;
+  return warp_sum(t);
+}
+__device__ float block_max(float v, float *red) {
+  v = warp_max(v);
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float t = lane < (int)(blockDim.x / 32) ? red[lane] : -INFINITY;
+  return warp_max(t);
+}
+
+/* ---- embedding ---- */
+
+__global__ void embed_fwd_kernel(const int32_t *tokens, const bf16 *wte, long long vocab_start, long long vocab_local,
+                                 const bf16 *wpe, int add_position, bf16 *out, int seq, int hidden) {
+  long long t = blockIdx.x;
+  long long tok = tokens[t] - vocab_start;
+  int local = tok >= 0 && tok < vocab_local;
+  const bf16 *w = wte + (local ? tok : 0) * hidden, *p = wpe + (t % seq) * hidden;
+  for (int j = threadIdx.x; j < hidden; j += blockDim.x) {
+    float v = (local ? __bfloat162float(w[j]) : 0.f) + (add_position ? __bfloat162float(p[j]) : 0.f);
+    out[t * hidden + j] = __float2bfloat16(v);
+  }
+}
+
+extern "C" int exec_embed_fwd(const int32_t *tokens, const void *wte, long long vocab_start, long long vocab_local,
+                              const void *wpe, int add_position, void *out, long long tokens_n, int seq, int hidden,
+                              void *stream, ts_err *e) {
+  embed_fwd_kernel<<<(unsigned)tokens_n, 256, 0, (cudaStream_t)stream>>>(
+      tokens, (const bf16 *)wte, vocab_start, vocab_local, (const bf16 *)wpe, add_position, (bf16 *)out, seq, hidden);
+  CHECK_LAUNCH("embed_fwd");
+  return 0;
+}
+
+__global__ void embed_bwd_kernel(const int32_t *tokens, const bf16 *dx, float *dwte, long long vocab_start,
+                                 long long vocab_local, float *dwpe, int seq, int hidden) {
+  long long t = blockIdx.x;
+  long long tok = tokens[t] - vocab_start;
+  int local = tok >= 0 && tok < vocab_local;
+  for (int j = threadIdx.x; j < hidden; j += blockDim.x) {
+    float d = __bfloat162float(dx[t * hidden + j]);
+    if (local) atomicAdd(&dwte[tok * hidden + j], d);
+    atomicAdd(&dwpe[(t % seq) * hidden + j], d);
+  }
+}
+
+extern "C" int exec_embed_bwd(const int32_t *tokens, const void *dx, float *dwte, long long vocab_start,
+                              long long vocab_local, float *dwpe, long long tokens_n, int seq, int hidden,
+                              void *stream, ts_err *e) {
+  embed_bwd_kernel<<<(unsigned)tokens_n, 256, 0, (cudaStream_t)stream>>>(tokens, (const bf16 *)dx, dwte, vocab_start,
+                                                                         vocab_local, dwpe, seq, hidden);
+  CHECK_LAUNCH("embed_bwd");
+  return 0;
+}
+
+/* ---- norm weight gradients: 32 columns x 8 row lanes per block, rows split across blockIdx.y ---- */
+
+#define WGRAD_ROWS_PER_BLOCK 256
+
+__global__ void norm_wgrad_kernel(const bf16 *dy, const bf16 *x, const float *mean, const float *rstd, float *dgamma,
+                                  float *dbeta, long long rows, int cols) {
+  __shared__ float sg[8][33], sb[8][33];
+  int c = blockIdx.x * 32 + threadIdx.x;
+  long long r0 = (long long)blockIdx.y * WGRAD_ROWS_PER_BLOCK;
+  long long r1 = r0 + WGRAD_ROWS_PER_BLOCK < rows ? r0 + WGRAD_ROWS_PER_BLOCK : rows;
+  float g = 0.f, b = 0.f;
+  if (c < cols)
+    for (long long r = r0 + threadIdx.y; r < r1; r += 8) {
+      float d = __bfloat162float(dy[r * cols + c]);
+      float xhat = (__bfloat162float(x[r * cols + c]) - (mean ? mean[r] : 0.f)) * rstd[r];
+      g += d * xhat;
+      b += d;
+    }
+  sg[threadIdx.y][threadIdx.x] = g;
+  sb[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int i = 1; i < 8; i++) {
+      g += sg[i][threadIdx.x];
+      b += sb[i][threadIdx.x];
+    }
+    atomicAdd(&dgamma[c], g);
+    if (dbeta) atomicAdd(&dbeta[c], b);
+  }
+}
+
+extern "C" int exec_norm_wgrad(const void *dy, const void *x, const float *mean, const float *rstd, float *dgamma,
+                               float *dbeta, long long rows, int cols, void *stream, ts_err *e) {
+  dim3 grid((unsigned)((cols + 31) / 32), (unsigned)((rows + WGRAD_ROWS_PER_BLOCK - 1) / WGRAD_ROWS_PER_BLOCK));
+  norm_wgrad_kernel<<<grid, dim3(32, 8), 0, (cudaStream_t)stream>>>((const bf16 *)dy, (const bf16 *)x, mean, rstd,
+                                                                     dgamma, dbeta, rows, cols);
+  CHECK_LAUNCH("norm_wgrad");
+  return 0;
+}
+
+/* ---- vocabulary-parallel cross-entropy ---- */
+
+#define CE_THREADS 512
+
+__global__ void ce_rowmax_kernel(const bf16 *logits, float *rowmax, int vocab, int valid) {
+  __shared__ float red[32];
+  const bf16 *z = logits + (long long)blockIdx.x * vocab;
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, __bfloat162float(z[j]));
+  m = block_max(m, red);
+  if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
+}
+
+__global__ void ce_sums_kernel(const bf16 *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
+                               float *sums, long long rows, int vocab, int valid) {
+  __shared__ float red[32];
+  long long r = blockIdx.x;
+  const bf16 *z = logits + r * vocab;
+  float m = rowmax[r], s = 0.f;
+  for (int j = threadIdx.x; j < valid; j += blockDim.x) s += __expf(__bfloat162float(z[j]) - m);
+  s = block_sum(s, red);
+  if (threadIdx.x == 0) {
+    long long lab = labels[r] - vocab_start;
+    sums[r] = s;
+    sums[rows + r] = lab >= 0 && lab < valid ? __bfloat162float(z[lab]) : 0.f;
+  }
+}
+
+__global__ void ce_finish_kernel(bf16 *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
+                                 const float *sums, float *loss_sum, float loss_scale, float grad_scale,
+                                 long long rows, int vocab, int valid) {
+  long long r = blockIdx.x;
+  bf16 *z = logits + r * vocab;
+  float m = rowmax[r], inv = 1.f / sums[r];
+  long long lab = labels[r] - vocab_start;
+  for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+    float p = j < valid ? __expf(__bfloat162float(z[j]) - m) * inv : 0.f;
+    z[j] = __float2bfloat16(grad_scale * (p - (j == lab ? 1.f : 0.f)));
+  }
+  if (threadIdx.x == 0) atomicAdd(loss_sum, loss_scale * (logf(sums[r]) + m - sums[rows + r]));
+}
+
+extern "C" int exec_ce_rowmax(const void *logits, float *rowmax, long long rows, int vocab_local, int vocab_valid,
+                              void *stream, ts_err *e) {
+  ce_rowmax_kernel<<<(unsigned)rows, CE_THREADS, 0, (cudaStream_t)stream>>>((const bf16 *)logits, rowmax, vocab_local,
+                                                                            vocab_valid);
+  CHECK_LAUNCH("ce_rowmax");
+  return 0;
+}
+extern "C" int exec_ce_sums(const void *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
+                            float *sums, long long rows, int vocab_local, int vocab_valid, void *stream, ts_err *e) {
+  ce_sums_kernel<<<(unsigned)rows, CE_THREADS, 0, (cudaStream_t)stream>>>((const bf16 *)logits, labels, vocab_start,
+                                                                          rowmax, sums, rows, vocab_local, vocab_valid);
+  CHECK_LAUNCH("ce_sums");
+  return 0;
+}
+extern "C" int exec_ce_finish(void *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
+                              const float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
+                              int vocab_local, int vocab_valid, void *stream, ts_err *e) {
+  ce_finish_kernel<<<(unsigned)rows, CE_THREADS, 0, (cudaStream_t)stream>>>(
+      (bf16 *)logits, labels, vocab_start, rowmax, sums, loss_sum, loss_scale, grad_scale, rows, vocab_local,
+      vocab_valid);
+  CHECK_LAUNCH("ce_finish");
+  return 0;
+}
+
+/* ---- conversions and checks ---- */
+
+__global__ void f32_to_bf16_kernel(const float *x, bf16 *y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    y[i] = __float2bfloat16(x[i]);
+}
+__global__ void bf16_to_f32_kernel(const bf16 *x, float *y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    y[i] = __bfloat162float(x[i]);
+}
+__global__ void fill_f32_kernel(float *x, long long n, float value) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    x[i] = value;
+}
+extern "C" int exec_fill_f32(float *x, long long n, float value, void *stream, ts_err *e) {
+  if (n <= 0) return 0;
+  fill_f32_kernel<<<blocks_for(n, 256), 256, 0, (cudaStream_t)stream>>>(x, n, value);
+  CHECK_LAUNCH("fill_f32");
+  return 0;
+}
+
+__global__ void count_nonfinite_kernel(const float *x, long long n, unsigned long long *count) {
+  unsigned long long c = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    c += !isfinite(x[i]);
+  for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(0xffffffffu, c, o);
+  if ((threadIdx.x & 31) == 0 && c) atomicAdd(count, c);
+}
+
+extern "C" int exec_f32_to_bf16(const float *x, void *y, long long n, void *stream, ts_err *e) {
+  if (n <= 0) return 0;
+  f32_to_bf16_kernel<<<blocks_for(n, 256), 256, 0, (cudaStream_t)stream>>>(x, (bf16 *)y, n);
+  CHECK_LAUNCH("f32_to_bf16");
+  return 0;
+}
+extern "C" int exec_bf16_to_f32(const void *x, float *y, long long n, void *stream, ts_err *e) {
+  if (n <= 0) return 0;
+  bf16_to_f32_kernel<<<blocks_for(n, 256), 256, 0, (cudaStream_t)stream>>>((const bf16 *)x, y, n);
+  CHECK_LAUNCH("bf16_to_f32");
+  return 0;
+}
+extern "C" int exec_count_nonfinite(const float *x, long long n, unsigned long long *count, void *stream, ts_err *e) {
+  if (n <= 0) return 0;
+  unsigned blocks = blocks_for(n, 256);
+  if (blocks > 4096) blocks = 4096;
+  count_nonfinite_kernel<<<blocks, 256, 0, (cudaStream_t)stream>>>(x, n, count);
+  CHECK_LAUNCH("count_nonfinite");
+  return 0;
+}

@@ -1,0 +1,109 @@
+/* exec_model.h — one rank's share of a GPT-style decoder stack on a GPU, and
+ * the walk over a per-rank program (plan.h's plan_op) that trains it.
+ *
+ * BF16 weights and activations, FP32 master weights, FP32 gradient
+ * accumulators (weight-gradient GEMMs accumulate into them directly) and
+ * AdamW moments. Megatron-LM's tensor parallelism: QKV and FC1 are
+ * column-parallel, the attention output projection and FC2 row-parallel (their
+ * outputs all-reduced over the TP group), the embedding and the output layer
+ * split over the vocabulary. Data parallelism: one all-reduce of the gradient
+ * accumulators. Parameters are laid out like exec_ref.h's (same tensor names
+ * and order) with each tensor cut to this rank's shard, so a gradient here can
+ * be compared with the float64 reference tensor by tensor.
+ *
+ * Not implemented: pipeline stages (PP must be 1), sequence parallelism,
+ * linear biases, grouped-query attention, RoPE (positions are learned). */
+#ifndef EXEC_MODEL_H
+#define EXEC_MODEL_H
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdint.h>
+
+#include "exec_gemm.h"
+#include "exec_ref.h"
+#include "plan.h"
+#include "ts_error.h"
+
+/* Which layer op a model_op index means (indices of model_layer_ops()). */
+typedef enum {
+  EXEC_OP_LN1, EXEC_OP_QKV, EXEC_OP_ATTN, EXEC_OP_ATTN_OUT, EXEC_OP_ATTN_RESIDUAL,
+  EXEC_OP_LN2, EXEC_OP_FC1, EXEC_OP_ACT, EXEC_OP_FC2, EXEC_OP_MLP_RESIDUAL, EXEC_OP_COUNT
+} exec_layer_op;
+extern const char *const exec_layer_op_names[EXEC_OP_COUNT]; /* "ln1", "qkv", ... as model.h names them */
+
+typedef struct {
+  void *x_in, *n1, *qkv, *P, *attn, *x_mid, *n2, *u, *a; /* bf16 */
+  float *mean1, *rstd1, *mean2, *rstd2;
+} exec_layer_acts;
+
+typedef struct {
+  exec_ref_config cfg; /* the whole model; batch = micro-batch size */
+  int micros;          /* micro-batches per iteration on this rank */
+  int tp, tp_rank, dp, dp_rank;
+  ncclComm_t tp_comm, dp_comm; /* NULL when the group has one rank */
+  cudaStream_t stream;
+  exec_gemm *gemm;
+  int layer_op_index[EXEC_OP_COUNT]; /* model_op index of each layer op (identity unless the plan says otherwise) */
+
+  /* shard sizes */
+  long long tokens, vocab_padded, vocab_local, vocab_start;
+  int hidden_local, ffn_local, fc1_local, heads_local, head_dim;
+
+  /* parameters: tensors in exec_ref order, local shapes */
+  int ntensors;
+  exec_tensor tensors[EXEC_REF_MAX_TENSORS];
+  size_t nparams;
+  void *w16;                                   /* bf16 working weights */
+  float *master, *grad, *adam_m, *adam_v;      /* fp32 */
+  int adam_step;
+  float lr;
+
+  /* activations kept for backward (one micro-batch in flight: PP = 1) */
+  exec_layer_acts *acts;
+  void *x_final, *nf, *proj, *logits;
+  float *meanf, *rstdf, *ce_rowmax, *ce_sums;
+  /* backward scratch */
+  void *dx, *dtmp, *dtmp2, *dqkv, *dattn, *du, *da, *dP;
+  /* data: tokens and labels of every micro-batch, [micros x tokens] */
+  int32_t *tokens_dev, *labels_dev;
+  /* loss accumulated over the micro-batches of the iteration (mean over the global batch) */
+  float *loss_sum;
+  unsigned long long *nonfinite; /* one counter per tensor */
+} exec_model;
+
+/* Allocates everything for cfg cut over (tp, dp) with `micros` micro-batches. */
+int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int tp, int tp_rank,
+                      ncclComm_t tp_comm, int dp, int dp_rank, ncclComm_t dp_comm, cudaStream_t stream, ts_err *e);
+void exec_model_destroy(exec_model *m);
+
+/* Loads this rank's shard of a full parameter array laid out as exec_ref_tensors(). */
+int exec_model_load_ref(exec_model *m, const double *params, ts_err *e);
+/* Initialises on the GPU from a seed (normal-like weights with std 0.02, gains 1). */
+int exec_model_init_random(exec_model *m, unsigned long long seed, ts_err *e);
+/* Tokens and labels for every micro-batch: host arrays of micros * tokens. */
+int exec_model_set_data(exec_model *m, const int32_t *tokens, const int32_t *labels, ts_err *e);
+
+/* Zeroes gradient accumulators and the loss (the start of an iteration). */
+int exec_model_zero_grad(exec_model *m, ts_err *e);
+
+/* Runs one op of a rank program. Compute ops are mapped by model_op and
+ * phase, collectives by group (and codec: only "none" runs here). */
+int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e);
+
+/* Counts NaN/Inf per gradient tensor; on any, fails naming the step and the
+ * first tensor. The loss is checked the same way. Synchronizes the stream. */
+int exec_model_check_finite(exec_model *m, int step, float *loss_out, ts_err *e);
+
+/* Copies this rank's gradient accumulators to host (nparams floats). */
+int exec_model_grads_to_host(exec_model *m, float *out, ts_err *e);
+/* This rank's shard of a full reference array (nparams values, local layout). */
+void exec_model_shard_of(const exec_model *m, const double *full, double *local);
+
+/* Builds the program of a rank that is its whole pipeline (PP = 1):
+ * per micro-batch forward then backward (embedding, layers, loss, with their
+ * TP all-reduces), then the DP gradient all-reduce and the optimizer step.
+ * The same op vocabulary as plan_build_program(); caller frees *ops. */
+int exec_program_build_single_stage(const exec_model *m, plan_op **ops, int *nops, ts_err *e);
+
+#endif

@@ -1,0 +1,108 @@
+/* exec_plan_min.c — reads the fields of a plan file the executor needs (see
+ * exec_run.h). plan_load() validates a plan fully; this reader exists so the
+ * executor runs before the plan library is linked into tacorun, and it checks
+ * what the executor itself cannot do (PP > 1, SP, GQA, codecs) with
+ * "file: field: reason". */
+#include <stdio.h>
+#include <string.h>
+
+#include "exec_run.h"
+#include "ts_json.h"
+
+static const char *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL};
+
+int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->path, sizeof p->path, "%s", path);
+  json_t *root = tsj_load_file(path, e);
+  if (!root) return -1;
+  int rc = -1;
+  long long v;
+  json_t *layout, *batch, *codec;
+  char model_name[256];
+  if (tsj_schema(root, 1, path, e)) goto done;
+  if (tsj_string_opt(root, "name", "plan", p->name, sizeof p->name, path, NULL, e)) goto done;
+  if (tsj_string(root, "model", model_name, sizeof model_name, path, NULL, e)) goto done;
+  if (!(layout = tsj_object(root, "layout", path, NULL, e))) goto done;
+  if (tsj_int(layout, "dp", 1, 4096, &v, path, "layout", e)) goto done;
+  p->dp = (int)v;
+  if (tsj_int(layout, "tp", 1, 64, &v, path, "layout", e)) goto done;
+  p->tp = (int)v;
+  if (tsj_int(layout, "pp", 1, 4096, &v, path, "layout", e)) goto done;
+  p->pp = (int)v;
+  if (tsj_bool_opt(layout, "sequence_parallel", false, &p->sequence_parallel, path, "layout", e)) goto done;
+  if (!(batch = tsj_object(root, "batch", path, NULL, e))) goto done;
+  if (tsj_int(batch, "micro", 1, 1 << 16, &v, path, "batch", e)) goto done;
+  p->micro = (int)v;
+  if (tsj_int(batch, "global", 1, 1LL << 30, &p->global, path, "batch", e)) goto done;
+  if (tsj_int(batch, "seq", 1, 1 << 20, &v, path, "batch", e)) goto done;
+  p->seq = (int)v;
+  if (tsj_int_opt(root, "layers_override", 1, 1 << 16, 0, &v, path, NULL, e)) goto done;
+  p->layers_override = (int)v;
+  p->codec_tp_fwd = p->codec_tp_bwd = 0;
+  bool failed = false;
+  codec = tsj_object_opt(root, "codec", path, NULL, e, &failed);
+  if (failed) goto done;
+  if (codec) {
+    static const char *const keys[] = {"tp_fwd", "tp_bwd", "pp", "dp"};
+    for (int i = 0; i < 4; i++) {
+      char field[32];
+      snprintf(field, sizeof field, "codec.%s", keys[i]);
+      json_t *c = tsj_object_opt(codec, keys[i], path, "codec", e, &failed);
+      if (failed) goto done;
+      int kind = 0;
+      if (c && tsj_enum(c, "kind", codec_names, &kind, path, field, e)) goto done;
+      if (i == 0) p->codec_tp_fwd = kind;
+      if (i == 1) p->codec_tp_bwd = kind;
+      if (kind != 0 && i >= 2) {
+        ts_fail(e, path, field, "only TP traffic can be compressed by the executor");
+        goto done;
+      }
+    }
+  }
+  if (model_load(model_name, NULL, &p->model, e)) {
+    ts_err sub = *e;
+    ts_fail(e, path, "model", "%s", sub.msg);
+    goto done;
+  }
+  if (p->pp != 1) {
+    ts_fail(e, path, "layout.pp", "%d: pipeline stages are not implemented in the executor yet (PP must be 1)", p->pp);
+    goto done;
+  }
+  if (p->sequence_parallel) {
+    ts_fail(e, path, "layout.sequence_parallel", "sequence parallelism is not implemented in the executor yet");
+    goto done;
+  }
+  if (p->model.kv_heads != p->model.heads) {
+    ts_fail(e, path, "model", "%s uses grouped-query attention (%d KV heads), which the executor does not run",
+            p->model.name, p->model.kv_heads);
+    goto done;
+  }
+  if (p->global % ((long long)p->micro * p->dp)) {
+    ts_fail(e, path, "batch.global", "%lld is not divisible by micro x dp = %d", p->global, p->micro * p->dp);
+    goto done;
+  }
+  if (p->model.heads % p->tp || p->model.ffn_hidden % p->tp) {
+    ts_fail(e, path, "layout.tp", "%d does not divide heads %d and ffn_hidden %d", p->tp, p->model.heads,
+            p->model.ffn_hidden);
+    goto done;
+  }
+  rc = 0;
+done:
+  json_decref(root);
+  return rc;
+}
+
+void exec_plan_config(const exec_plan_min *p, exec_ref_config *c) {
+  memset(c, 0, sizeof *c);
+  c->vocab = p->model.vocab;
+  c->hidden = p->model.hidden;
+  c->heads = p->model.heads;
+  c->ffn = p->model.ffn_hidden;
+  c->layers = p->layers_override > 0 ? p->layers_override : p->model.layers;
+  c->seq = p->seq;
+  c->batch = p->micro;
+  c->act = p->model.activation == MODEL_ACT_SWIGLU ? EXEC_ACT_SWIGLU : EXEC_ACT_GELU;
+  c->norm = p->model.norm == MODEL_NORM_RMSNORM ? EXEC_NORM_RMSNORM : EXEC_NORM_LAYERNORM;
+  c->norm_eps = p->model.norm_eps > 0 ? p->model.norm_eps : 1e-5;
+}

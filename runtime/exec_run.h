@@ -1,0 +1,46 @@
+/* exec_run.h — `tacorun execute`: the pieces behind the command.
+ *   exec_plan_min.c  reads what the executor needs from a plan file;
+ *   exec_check.c     correctness on a tiny model (float64 reference, TP, DP, NaN stop);
+ *   exec_timed.c     timed iterations of a plan, per-op breakdown, result file;
+ *   exec_execute.c   the command line. */
+#ifndef EXEC_RUN_H
+#define EXEC_RUN_H
+
+#include <stdbool.h>
+
+#include "exec_ref.h"
+#include "model.h"
+#include "rt_nccl.h"
+#include "ts_error.h"
+
+typedef struct {
+  char path[512], name[128];
+  model_config model;
+  int dp, tp, pp, micro, seq, layers_override;
+  long long global;
+  bool sequence_parallel;
+  int codec_tp_fwd, codec_tp_bwd; /* plan_codec_kind */
+} exec_plan_min;
+
+int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e);
+/* The executor's model configuration (micro-batch, sequence, layers after the override). */
+void exec_plan_config(const exec_plan_min *p, exec_ref_config *c);
+
+typedef struct {
+  int iters, warmup;
+  const char *json_out, *csv_out, *ops_csv_out;
+  unsigned long long seed;
+  int inject_nan_step; /* -1: none */
+} exec_timed_opts;
+
+int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o, ts_err *e);
+/* Runs every correctness check; returns 0 when all pass (prints the table on rank 0). */
+int exec_run_check(rt_nccl *w, const char *json_out, ts_err *e);
+
+/* Sub-communicators of the world: ranks with the same color, ordered by key. */
+int exec_comm_split(rt_nccl *w, int color, int key, ncclComm_t *out, ts_err *e);
+/* Element-wise max / sum of doubles over all ranks (MPI), in place. */
+int exec_world_max(rt_nccl *w, double *vals, int n, ts_err *e);
+int exec_world_sum(rt_nccl *w, double *vals, int n, ts_err *e);
+
+#endif

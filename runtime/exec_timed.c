@@ -1,0 +1,334 @@
+/* exec_timed.c — timed iterations of a plan on the GPUs: warm-up, N timed
+ * iterations (CUDA events around each whole iteration, so per-op events do not
+ * disturb the figure), then one profiled iteration with an event between every
+ * two ops for the per-op breakdown. Writes the result in the simulator's
+ * schema (schema/result.h, source "measured"). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec_model.h"
+#include "exec_run.h"
+#include "result.h"
+
+#define H200_BF16_PEAK_TFLOPS 989.0 /* datasheet dense BF16, the MFU denominator */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static const char *phase_name(int phase) {
+  switch (phase) {
+  case PLAN_PHASE_FWD: return "fwd";
+  case PLAN_PHASE_BWD: return "bwd";
+  case PLAN_PHASE_RECOMPUTE: return "recompute";
+  default: return "optimizer";
+  }
+}
+
+/* Name without layer and micro-batch ("fwd.attn_out.allreduce"): the key of the breakdown. */
+static void op_kind_name(const plan_op *op, char *buf, size_t cap) {
+  const char *what;
+  switch (op->model_op) {
+  case PLAN_MOP_EMBEDDING: what = "embedding"; break;
+  case PLAN_MOP_LOSS: what = "output_loss"; break;
+  case PLAN_MOP_OPTIMIZER: what = "adamw"; break;
+  default: what = op->model_op >= 0 && op->model_op < EXEC_OP_COUNT ? exec_layer_op_names[op->model_op] : "grads";
+  }
+  if (op->kind == PLAN_OP_COLLECTIVE)
+    snprintf(buf, cap, "%s.%s.%s_allreduce", phase_name(op->phase), what, op->group == PLAN_GROUP_DP ? "dp" : "tp");
+  else
+    snprintf(buf, cap, "%s.%s", phase_name(op->phase), what);
+}
+
+static void op_full_name(const plan_op *op, char *buf, size_t cap) {
+  char kind[64];
+  op_kind_name(op, kind, sizeof kind);
+  if (op->layer >= 0) snprintf(buf, cap, "layer%d.mb%d.%s", op->layer, op->micro, kind);
+  else if (op->micro >= 0) snprintf(buf, cap, "mb%d.%s", op->micro, kind);
+  else snprintf(buf, cap, "%s", kind);
+}
+
+static void machine_of(const rt_nccl *w, schema_machine *mc) {
+  struct cudaDeviceProp prop;
+  memset(mc, 0, sizeof *mc);
+  if (cudaGetDeviceProperties(&prop, w->devices[0]) == cudaSuccess) snprintf(mc->gpu, sizeof mc->gpu, "%.63s", prop.name);
+  int rtv = 0, nv = 0;
+  cudaRuntimeGetVersion(&rtv);
+  ncclGetVersion(&nv);
+  snprintf(mc->cuda, sizeof mc->cuda, "%d.%d", rtv / 1000, rtv % 1000 / 10);
+  snprintf(mc->nccl, sizeof mc->nccl, "%d.%d.%d", nv / 10000, nv / 100 % 100, nv % 100);
+  snprintf(mc->driver, sizeof mc->driver, "?");
+  FILE *f = fopen("/proc/driver/nvidia/version", "r");
+  if (f) {
+    char line[256];
+    if (fgets(line, sizeof line, f)) {
+      char *k = strstr(line, "Kernel Module");
+      if (k && sscanf(k + strlen("Kernel Module"), "%31s", mc->driver) != 1) snprintf(mc->driver, sizeof mc->driver, "?");
+    }
+    fclose(f);
+  }
+  snprintf(mc->transport, sizeof mc->transport, "%s", rt_nccl_transport());
+}
+
+typedef struct {
+  char name[64];
+  int count;
+  double seconds;
+  int is_comm, is_dp;
+} op_bucket;
+
+static int bucket_cmp(const void *a, const void *b) {
+  double x = ((const op_bucket *)a)->seconds, y = ((const op_bucket *)b)->seconds;
+  return (x < y) - (x > y);
+}
+
+int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o, ts_err *e) {
+  const int rank = w->ranks[0], world = w->nranks, root = rank == 0;
+  if (w->nlocal != 1) return ts_fail(e, p->path, "layout", "run one process per GPU (mpirun -np %d)", p->tp * p->dp);
+  if (world != p->tp * p->dp * p->pp)
+    return ts_fail(e, p->path, "layout", "dp x tp x pp = %d, but %d processes were started", p->tp * p->dp * p->pp,
+                   world);
+  if (p->codec_tp_fwd != PLAN_CODEC_NONE || p->codec_tp_bwd != PLAN_CODEC_NONE)
+    return ts_fail(e, p->path, "codec", "compressed TP collectives are not wired into the executor yet");
+  const int tp_rank = rank % p->tp, dp_rank = rank / p->tp;
+  ncclComm_t tp_comm = NULL, dp_comm = NULL;
+  if (p->tp > 1 && p->tp == world) tp_comm = w->comms[0];
+  else if (p->tp > 1 && exec_comm_split(w, dp_rank, tp_rank, &tp_comm, e)) return -1;
+  if (p->dp > 1 && p->dp == world) dp_comm = w->comms[0];
+  else if (p->dp > 1 && exec_comm_split(w, tp_rank, dp_rank, &dp_comm, e)) return -1;
+
+  exec_ref_config cfg;
+  exec_plan_config(p, &cfg);
+  const int micros = (int)(p->global / ((long long)p->micro * p->dp));
+  exec_model m;
+  plan_op *ops = NULL;
+  int nops = 0, rc = -1, total_iters = o->warmup + o->iters;
+  double *times = calloc((size_t)total_iters, sizeof *times), *op_s = NULL;
+  int32_t *tok = NULL, *lab = NULL;
+  cudaEvent_t *ev = NULL;
+  op_bucket *buckets = NULL;
+  int nbuckets = 0;
+  schema_result res;
+  schema_result_init(&res, SCHEMA_SOURCE_MEASURED);
+  if (!times) return ts_fail_sys(e, "exec: out of memory");
+  if (exec_model_create(&m, &cfg, micros, p->tp, tp_rank, tp_comm, p->dp, dp_rank, dp_comm, w->streams[0], e)) {
+    free(times);
+    return -1;
+  }
+  if (exec_model_init_random(&m, o->seed, e)) goto done;
+  /* Synthetic tokens: a fixed seed per data-parallel rank and micro-batch, the same on every TP rank. */
+  size_t T = (size_t)m.tokens;
+  tok = malloc((size_t)micros * T * sizeof *tok), lab = malloc((size_t)micros * T * sizeof *lab);
+  int *ti = malloc(T * sizeof *ti), *li = malloc(T * sizeof *li);
+  if (!tok || !lab || !ti || !li) {
+    free(ti), free(li);
+    ts_fail_sys(e, "exec: out of memory");
+    goto done;
+  }
+  for (int mb = 0; mb < micros; mb++) {
+    exec_ref_tokens(&cfg, o->seed * 1000003ULL + (unsigned long long)(dp_rank * micros + mb), ti, li);
+    for (size_t j = 0; j < T; j++) tok[mb * T + j] = ti[j], lab[mb * T + j] = li[j];
+  }
+  free(ti), free(li);
+  if (exec_model_set_data(&m, tok, lab, e)) goto done;
+  if (exec_program_build_single_stage(&m, &ops, &nops, e)) goto done;
+
+  ev = calloc((size_t)nops + 1, sizeof *ev);
+  op_s = calloc((size_t)nops, sizeof *op_s);
+  if (!ev || !op_s) {
+    ts_fail_sys(e, "exec: out of memory");
+    goto done;
+  }
+  for (int i = 0; i <= nops; i++) RT_CUDA(e, cudaEventCreate(&ev[i]));
+  if (root)
+    fprintf(stderr, "execute %s: %d rank(s) (TP %d, DP %d), %d layers, %d micro-batches of %d x %d tokens, %d ops/iteration\n",
+            p->name, world, p->tp, p->dp, cfg.layers, micros, cfg.batch, cfg.seq, nops);
+  int tty = isatty(2);
+  float loss = 0;
+  for (int it = 0; it < total_iters; it++) {
+    if (cudaEventRecord(ev[0], m.stream) != cudaSuccess || exec_model_zero_grad(&m, e)) goto cuda_fail;
+    for (int i = 0; i < nops; i++)
+      if (exec_model_run_op(&m, &ops[i], e)) goto done;
+    if (cudaEventRecord(ev[1], m.stream) != cudaSuccess) goto cuda_fail;
+    if (it == o->inject_nan_step) { /* fault injection for the NaN stop (a demonstration, not a measurement) */
+      float nan_f = NAN;
+      if (cudaMemcpyAsync(m.grad + m.tensors[m.ntensors - 3].offset, &nan_f, 4, cudaMemcpyHostToDevice, m.stream) !=
+          cudaSuccess)
+        goto cuda_fail;
+    }
+    if (rt_nccl_wait(w, e) || exec_model_check_finite(&m, it, &loss, e)) goto done;
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess) goto cuda_fail;
+    times[it] = ms * 1e-3;
+    if (root && tty)
+      fprintf(stderr, "\r  iteration %d/%d (%s): %.1f ms, loss %.4f   ", it + 1, total_iters,
+              it < o->warmup ? "warm-up" : "timed", ms, loss);
+  }
+  if (root && tty) fprintf(stderr, "\n");
+
+  /* profiled iteration: one event between every two ops (all on one stream) */
+  RT_CUDA(e, cudaEventRecord(ev[0], m.stream));
+  if (exec_model_zero_grad(&m, e)) goto done;
+  for (int i = 0; i < nops; i++) {
+    if (exec_model_run_op(&m, &ops[i], e)) goto done;
+    RT_CUDA(e, cudaEventRecord(ev[i + 1], m.stream));
+  }
+  if (rt_nccl_wait(w, e) || exec_model_check_finite(&m, total_iters, &loss, e)) goto done;
+  double profiled = 0;
+  for (int i = 0; i < nops; i++) {
+    float ms = 0;
+    RT_CUDA(e, cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+    op_s[i] = ms * 1e-3;
+    profiled += op_s[i];
+  }
+
+  /* statistics over the timed iterations; the slowest rank sets the figure */
+  double *timed = times + o->warmup, stats[3];
+  qsort(timed, (size_t)o->iters, sizeof *timed, cmp_double);
+  stats[0] = timed[0], stats[1] = timed[o->iters / 2], stats[2] = timed[o->iters - 1];
+  if (o->iters % 2 == 0) stats[1] = 0.5 * (timed[o->iters / 2 - 1] + timed[o->iters / 2]);
+  if (exec_world_max(w, stats, 3, e)) goto done;
+
+  /* breakdown by op kind */
+  buckets = calloc((size_t)nops, sizeof *buckets);
+  if (!buckets) {
+    ts_fail_sys(e, "exec: out of memory");
+    goto done;
+  }
+  double compute_s = 0, tp_s = 0, dp_s = 0;
+  for (int i = 0; i < nops; i++) {
+    char key[64];
+    op_kind_name(&ops[i], key, sizeof key);
+    int b = 0;
+    while (b < nbuckets && strcmp(buckets[b].name, key)) b++;
+    if (b == nbuckets) {
+      snprintf(buckets[b].name, sizeof buckets[b].name, "%s", key);
+      buckets[b].is_comm = ops[i].kind == PLAN_OP_COLLECTIVE;
+      buckets[b].is_dp = ops[i].group == PLAN_GROUP_DP;
+      nbuckets++;
+    }
+    buckets[b].count++;
+    buckets[b].seconds += op_s[i];
+    if (ops[i].kind != PLAN_OP_COLLECTIVE) compute_s += op_s[i];
+    else if (ops[i].group == PLAN_GROUP_DP) dp_s += op_s[i];
+    else tp_s += op_s[i];
+  }
+  qsort(buckets, (size_t)nbuckets, sizeof *buckets, bucket_cmp);
+
+  /* per-rank figures, gathered: [busy, compute, comm] per rank */
+  double *rank_stats = calloc((size_t)world * 3, sizeof *rank_stats);
+  if (!rank_stats) {
+    ts_fail_sys(e, "exec: out of memory");
+    goto done;
+  }
+  rank_stats[rank * 3 + 0] = profiled, rank_stats[rank * 3 + 1] = compute_s, rank_stats[rank * 3 + 2] = tp_s + dp_s;
+  if (exec_world_sum(w, rank_stats, world * 3, e)) {
+    free(rank_stats);
+    goto done;
+  }
+
+  model_config mc = p->model;
+  mc.layers = cfg.layers;
+  double flops_megatron = model_flops_megatron_lm(&mc, p->global, p->seq, p->tp);
+  double flops_model = model_flops_per_iteration(&mc, p->global, p->seq, false);
+  double tflops = flops_megatron / world / stats[1] / 1e12;
+  size_t free_b = 0, total_b = 0;
+  cudaMemGetInfo(&free_b, &total_b);
+
+  if (root) {
+    printf("\n# execute %s: TP %d, DP %d, PP %d, %d layers, micro %d x seq %d, global %lld, %d micro-batches/rank\n",
+           p->name, p->tp, p->dp, p->pp, cfg.layers, p->micro, p->seq, p->global, micros);
+    printf("# iteration time over %d timed iterations after %d warm-up: median %.2f ms, min %.2f, max %.2f\n",
+           o->iters, o->warmup, stats[1] * 1e3, stats[0] * 1e3, stats[2] * 1e3);
+    printf("# model FLOPs per iteration (Megatron-LM count): %.4g -> %.1f TFLOP/s per GPU, MFU %.1f%% of %.0f\n",
+           flops_megatron, tflops, 100 * tflops / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
+    printf("# (models/ full-attention count %.4g -> %.1f TFLOP/s per GPU)\n", flops_model,
+           flops_model / world / stats[1] / 1e12);
+    printf("# tokens/s %.0f, loss %.4f, GPU memory in use %.1f GiB\n", (double)p->global * p->seq / stats[1], loss,
+           (double)(total_b - free_b) / (1 << 30));
+    printf("# profiled iteration (rank 0): %.2f ms = compute %.2f + TP all-reduce %.2f + DP all-reduce %.2f\n",
+           profiled * 1e3, compute_s * 1e3, tp_s * 1e3, dp_s * 1e3);
+    printf("# %-34s %6s %10s %10s %6s\n", "op", "count", "total_ms", "mean_us", "pct");
+    for (int b = 0; b < nbuckets; b++)
+      printf("  %-34s %6d %10.3f %10.1f %6.2f\n", buckets[b].name, buckets[b].count, buckets[b].seconds * 1e3,
+             buckets[b].seconds / buckets[b].count * 1e6, 100 * buckets[b].seconds / profiled);
+    fflush(stdout);
+    if (o->ops_csv_out) {
+      FILE *f = fopen(o->ops_csv_out, "w");
+      if (!f) {
+        free(rank_stats);
+        ts_fail(e, o->ops_csv_out, NULL, "cannot open for writing");
+        goto done;
+      }
+      fprintf(f, "# op count total_ms mean_us pct (rank 0, profiled iteration of %s)\n", p->name);
+      for (int b = 0; b < nbuckets; b++)
+        fprintf(f, "%s %d %.4f %.2f %.3f\n", buckets[b].name, buckets[b].count, buckets[b].seconds * 1e3,
+                buckets[b].seconds / buckets[b].count * 1e6, 100 * buckets[b].seconds / profiled);
+      fclose(f);
+    }
+    snprintf(res.plan, sizeof res.plan, "%s", p->path);
+    res.iteration_time_s = stats[1];
+    res.tokens_per_s = (double)p->global * p->seq / stats[1];
+    res.tflops_per_gpu = tflops;
+    res.mfu = tflops / H200_BF16_PEAK_TFLOPS;
+    res.memory_per_gpu_bytes = (double)(total_b - free_b);
+    /* The profiled iteration's parts, scaled to the median (events add a little time). */
+    double scale = stats[1] / profiled;
+    res.breakdown.compute_s = compute_s * scale;
+    res.breakdown.tp_exposed_s = tp_s * scale;
+    res.breakdown.dp_exposed_s = dp_s * scale;
+    res.iterations = o->iters, res.warmup = o->warmup;
+    res.min_s = stats[0], res.median_s = stats[1], res.max_s = stats[2];
+    machine_of(w, &res.machine);
+    for (int r = 0; r < world; r++) {
+      schema_rank_stat s = {.rank = r, .busy_s = rank_stats[r * 3], .compute_s = rank_stats[r * 3 + 1],
+                            .comm_s = rank_stats[r * 3 + 2]};
+      schema_result_add_rank(&res, &s);
+    }
+    double t0 = 0;
+    for (int i = 0; i < nops; i++) {
+      schema_op_record rec = {.rank = 0, .start_s = t0, .dur_s = op_s[i]};
+      op_full_name(&ops[i], rec.name, sizeof rec.name);
+      snprintf(rec.stream, sizeof rec.stream, "%s",
+               ops[i].kind != PLAN_OP_COLLECTIVE ? "compute" : ops[i].group == PLAN_GROUP_DP ? "dp" : "tp");
+      schema_result_add_op(&res, &rec);
+      t0 += op_s[i];
+    }
+    char note[256];
+    snprintf(note, sizeof note, "executor: one CUDA stream per rank; TP all-reduces in stream order (not overlapped); "
+                                "unfused attention; no linear biases; program built in-process (PP = 1)");
+    schema_result_add_note(&res, note);
+    snprintf(note, sizeof note, "model FLOPs: Megatron-LM count %.6g per iteration; MFU against %.0f TFLOP/s BF16",
+             flops_megatron, H200_BF16_PEAK_TFLOPS);
+    schema_result_add_note(&res, note);
+    snprintf(note, sizeof note, "ops: rank 0, profiled iteration (an event between every two ops), not scaled");
+    schema_result_add_note(&res, note);
+    if (o->json_out && schema_result_save_json(&res, o->json_out, e)) {
+      free(rank_stats);
+      goto done;
+    }
+    if (o->csv_out && schema_result_save_csv(&res, o->csv_out, e)) {
+      free(rank_stats);
+      goto done;
+    }
+  }
+  free(rank_stats);
+  rc = 0;
+  goto done;
+cuda_fail:
+  ts_fail_sys(e, "exec: CUDA call failed: %s", cudaGetErrorString(cudaGetLastError()));
+done:
+  if (ev)
+    for (int i = 0; i <= nops; i++)
+      if (ev[i]) cudaEventDestroy(ev[i]);
+  free(ev), free(op_s), free(ops), free(times), free(tok), free(lab), free(buckets);
+  schema_result_free(&res);
+  exec_model_destroy(&m);
+  if (tp_comm && tp_comm != w->comms[0] && rc == 0) ncclCommDestroy(tp_comm);
+  if (dp_comm && dp_comm != w->comms[0] && rc == 0) ncclCommDestroy(dp_comm);
+  return rc;
+}
