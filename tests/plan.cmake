@@ -1,0 +1,20 @@
+# Tests of plan/: loading and validation, placement, schedules, programs.
+add_executable(test_plan_load ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_load.c)
+target_link_libraries(test_plan_load PRIVATE ts_plan PkgConfig::CUNIT m)
+target_compile_definitions(test_plan_load PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+add_test(NAME plan_load COMMAND test_plan_load)
+
+add_executable(test_plan_program ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_program.c)
+target_link_libraries(test_plan_program PRIVATE ts_plan PkgConfig::CUNIT m)
+target_compile_definitions(test_plan_program PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+add_test(NAME plan_program COMMAND test_plan_program)
+
+# Benchmark (prints figures, asserts nothing about time): program build time
+# and ops per rank for a plan. Not a test.
+add_executable(bench_plan ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_bench.c)
+target_link_libraries(bench_plan PRIVATE ts_plan m)
+
+if(TACOSIM_FUZZ)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz.cmake)
+  tacosim_add_fuzzer(fuzz_plan fuzz/fuzz_plan.c ts_plan)
+endif()

@@ -1,0 +1,822 @@
+/* test_plan_program.c — placement, pipeline schedules and per-rank programs.
+ *
+ * Hand-worked op orders for 1F1B and interleaved 1F1B; the idle fraction of
+ * every schedule with zero-cost communication, found by a small
+ * list-scheduling evaluator that runs all ranks' programs (forward 1,
+ * backward 2, blocking send/recv, collectives as barriers); programs are well
+ * formed (deps point backward, every send has one matching recv, nothing
+ * deadlocks); byte counts under TACO and CAAT-Net; SP, ZeRO-1, recompute and
+ * memory. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+#ifndef PLANS_DIR
+#error "PLANS_DIR must point at experiments/plans"
+#endif
+
+typedef struct {
+  const char *model, *cluster, *schedule, *recompute, *codec, *order;
+  int dp, tp, pp, vpp, sp, zero1, micro, seq, layers;
+  long long global;
+  double codec_min_bytes; /* 0: the default */
+} spec;
+
+static spec base(void) {
+  return (spec){.model = "gpt-tiny", .cluster = "h200x8-nvswitch", .schedule = "1f1b", .recompute = "none",
+                .codec = "{}", .order = "tp-dp-pp", .dp = 1, .tp = 1, .pp = 1, .vpp = 1, .micro = 1, .seq = 256,
+                .layers = 0, .global = 4};
+}
+
+static plan load(const spec *s) {
+  char layers[32], extra[64] = "", buf[4096];
+  if (s->layers)
+    snprintf(layers, sizeof layers, "%d", s->layers);
+  else
+    snprintf(layers, sizeof layers, "null");
+  if (s->codec_min_bytes > 0) snprintf(extra, sizeof extra, ", \"codec_min_bytes\": %.0f", s->codec_min_bytes);
+  snprintf(buf, sizeof buf,
+           "{ \"schema\": 1, \"model\": \"%s\", \"cluster\": \"%s\",\n"
+           "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"sequence_parallel\": %s,\n"
+           "              \"order\": \"%s\", \"zero1\": %s, \"recompute\": \"%s\" },\n"
+           "  \"batch\": { \"micro\": %d, \"global\": %lld, \"seq\": %d },\n"
+           "  \"schedule\": \"%s\", \"layers_override\": %s, \"codec\": %s %s }\n",
+           s->model, s->cluster, s->dp, s->tp, s->pp, s->vpp, s->sp ? "true" : "false", s->order,
+           s->zero1 ? "true" : "false", s->recompute, s->micro, s->global, s->seq, s->schedule, layers, s->codec,
+           extra);
+  plan p;
+  ts_err e = {0};
+  int rc = plan_from_json_text(buf, strlen(buf), "t.json", NULL, NULL, &p, &e);
+  if (rc) printf("\n  %s\n%s", e.msg, buf);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  return p;
+}
+
+static plan load_file(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s.json", PLANS_DIR, name);
+  plan p;
+  ts_err e = {0};
+  int rc = plan_load(path, NULL, NULL, &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  return p;
+}
+
+static plan_program *build_all(const plan *p) {
+  int world = plan_world_size(p);
+  plan_program *progs = calloc((size_t)world, sizeof *progs);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(progs);
+  for (int r = 0; r < world; r++) {
+    ts_err e = {0};
+    int rc = plan_build_program(p, r, &progs[r], &e);
+    if (rc) printf("\n  rank %d: %s\n", r, e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+  }
+  return progs;
+}
+
+static void free_all(const plan *p, plan_program *progs) {
+  for (int r = 0; r < plan_world_size(p); r++) plan_program_free(&progs[r]);
+  free(progs);
+}
+
+/* ---- the evaluator ---- */
+
+typedef struct {
+  double makespan;
+  double *busy;  /* per rank, compute time */
+  int completed; /* 1 when every op of every rank ran */
+} eval_result;
+
+/* Unit costs: the first compute op of each (micro, chunk) forward costs 1, of
+ * each backward 2, every other op 0 — so a forward step costs exactly 1. */
+static double *unit_costs(const plan *p, const plan_program *g) {
+  double *cost = calloc((size_t)g->n + 1, sizeof *cost);
+  int cells = plan_micro_batches(p) * p->vpp * 2;
+  char *seen = calloc((size_t)cells, 1);
+  for (int i = 0; i < g->n; i++) {
+    const plan_op *op = &g->ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->micro < 0) continue;
+    if (op->phase != PLAN_PHASE_FWD && op->phase != PLAN_PHASE_BWD) continue;
+    int c = (op->micro * p->vpp + op->chunk) * 2 + (op->phase == PLAN_PHASE_BWD);
+    if (!seen[c]) cost[i] = op->phase == PLAN_PHASE_BWD ? 2.0 : 1.0;
+    seen[c] = 1;
+  }
+  free(seen);
+  return cost;
+}
+
+typedef struct {
+  const plan *p;
+  const plan_program *g;
+  double **cost, **fin, **sfree;
+  int **list, **len, **pos; /* per rank: per stream op lists */
+  int **occ;                /* per rank, per op: index among same-group collectives of its stream */
+  int **send_tag, **recv_tag;
+  int max_tag;
+} evaluator;
+
+static int head(evaluator *v, int r, int s) {
+  return v->pos[r][s] < v->len[r][s] ? v->list[r][s * v->g[r].n + v->pos[r][s]] : -1;
+}
+
+static double ready(evaluator *v, int r, int i) {
+  const plan_op *op = &v->g[r].ops[i];
+  double t = v->sfree[r][op->stream];
+  for (int d = 0; d < PLAN_MAX_DEPS; d++) {
+    if (op->dep[d] < 0) continue;
+    if (v->fin[r][op->dep[d]] < 0) return -1;
+    if (v->fin[r][op->dep[d]] > t) t = v->fin[r][op->dep[d]];
+  }
+  return t;
+}
+
+static void finish(evaluator *v, int r, int i, double t) {
+  v->fin[r][i] = t;
+  v->sfree[r][v->g[r].ops[i].stream] = t;
+  v->pos[r][v->g[r].ops[i].stream]++;
+}
+
+/* Tries to run the head op of (r, s); returns 1 on progress. */
+static int step(evaluator *v, int r, int s) {
+  int i = head(v, r, s);
+  if (i < 0) return 0;
+  const plan_op *op = &v->g[r].ops[i];
+  double t = ready(v, r, i);
+  if (t < 0) return 0;
+  if (op->kind == PLAN_OP_COMPUTE) {
+    finish(v, r, i, t + v->cost[r][i]);
+    return 1;
+  }
+  if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
+    int q = op->peer;
+    if (op->tag < 0 || op->tag > v->max_tag) return 0;
+    int j = op->kind == PLAN_OP_SEND ? v->recv_tag[q][op->tag] : v->send_tag[q][op->tag];
+    if (j < 0 || head(v, q, PLAN_STREAM_PP) != j) return 0;
+    double tq = ready(v, q, j);
+    if (tq < 0) return 0;
+    double when = t > tq ? t : tq;
+    finish(v, r, i, when);
+    finish(v, q, j, when);
+    return 1;
+  }
+  int members[4096];
+  int n = plan_group_members(v->p, r, (plan_group_kind)op->group, members, 4096);
+  int idx[4096];
+  double when = t;
+  for (int k = 0; k < n; k++) {
+    int q = members[k];
+    int j = head(v, q, s);
+    if (j < 0) return 0;
+    const plan_op *o = &v->g[q].ops[j];
+    if (o->kind != PLAN_OP_COLLECTIVE || o->group != op->group || v->occ[q][j] != v->occ[r][i]) return 0;
+    double tq = ready(v, q, j);
+    if (tq < 0) return 0;
+    if (tq > when) when = tq;
+    idx[k] = j;
+  }
+  for (int k = 0; k < n; k++) finish(v, members[k], idx[k], when);
+  return 1;
+}
+
+static eval_result evaluate(const plan *p, const plan_program *g) {
+  int world = plan_world_size(p);
+  evaluator v = {.p = p, .g = g};
+  v.max_tag = plan_micro_batches(p) * p->pp * p->vpp * 2;
+  v.cost = calloc((size_t)world, sizeof *v.cost);
+  v.fin = calloc((size_t)world, sizeof *v.fin);
+  v.sfree = calloc((size_t)world, sizeof *v.sfree);
+  v.list = calloc((size_t)world, sizeof *v.list);
+  v.len = calloc((size_t)world, sizeof *v.len);
+  v.pos = calloc((size_t)world, sizeof *v.pos);
+  v.occ = calloc((size_t)world, sizeof *v.occ);
+  v.send_tag = calloc((size_t)world, sizeof *v.send_tag);
+  v.recv_tag = calloc((size_t)world, sizeof *v.recv_tag);
+  long total = 0;
+  for (int r = 0; r < world; r++) {
+    int n = g[r].n;
+    total += n;
+    v.cost[r] = unit_costs(p, &g[r]);
+    v.fin[r] = malloc((size_t)(n + 1) * sizeof(double));
+    v.sfree[r] = calloc(PLAN_STREAM_COUNT, sizeof(double));
+    v.list[r] = malloc((size_t)(n + 1) * PLAN_STREAM_COUNT * sizeof(int));
+    v.len[r] = calloc(PLAN_STREAM_COUNT, sizeof(int));
+    v.pos[r] = calloc(PLAN_STREAM_COUNT, sizeof(int));
+    v.occ[r] = calloc((size_t)n + 1, sizeof(int));
+    v.send_tag[r] = malloc((size_t)(v.max_tag + 1) * sizeof(int));
+    v.recv_tag[r] = malloc((size_t)(v.max_tag + 1) * sizeof(int));
+    for (int t = 0; t <= v.max_tag; t++) v.send_tag[r][t] = v.recv_tag[r][t] = -1;
+    int count[PLAN_STREAM_COUNT][PLAN_GROUP_COUNT] = {{0}};
+    for (int i = 0; i < n; i++) {
+      const plan_op *op = &g[r].ops[i];
+      v.fin[r][i] = -1;
+      v.list[r][op->stream * n + v.len[r][op->stream]++] = i;
+      if (op->kind == PLAN_OP_COLLECTIVE) v.occ[r][i] = count[op->stream][op->group]++;
+      if (op->kind == PLAN_OP_SEND && op->tag >= 0 && op->tag <= v.max_tag) v.send_tag[r][op->tag] = i;
+      if (op->kind == PLAN_OP_RECV && op->tag >= 0 && op->tag <= v.max_tag) v.recv_tag[r][op->tag] = i;
+    }
+  }
+  long done = 0;
+  for (;;) {
+    int progress = 0;
+    for (int r = 0; r < world; r++)
+      for (int s = 0; s < PLAN_STREAM_COUNT; s++)
+        while (step(&v, r, s)) progress = 1, done++;
+    if (!progress) break;
+  }
+  /* a send/recv pair or a collective counts every member: recount */
+  done = 0;
+  eval_result res = {0};
+  res.busy = calloc((size_t)world, sizeof *res.busy);
+  for (int r = 0; r < world; r++)
+    for (int i = 0; i < g[r].n; i++) {
+      if (v.fin[r][i] >= 0) done++;
+      if (v.fin[r][i] > res.makespan) res.makespan = v.fin[r][i];
+      res.busy[r] += v.cost[r][i];
+    }
+  res.completed = done == total;
+  for (int r = 0; r < world; r++) {
+    free(v.cost[r]), free(v.fin[r]), free(v.sfree[r]), free(v.list[r]), free(v.len[r]), free(v.pos[r]);
+    free(v.occ[r]), free(v.send_tag[r]), free(v.recv_tag[r]);
+  }
+  free(v.cost), free(v.fin), free(v.sfree), free(v.list), free(v.len), free(v.pos), free(v.occ);
+  free(v.send_tag), free(v.recv_tag);
+  return res;
+}
+
+/* ---- placement ---- */
+
+static void test_placement_tp_innermost(void) {
+  spec s = base();
+  s.dp = 2, s.tp = 2, s.pp = 2, s.global = 4;
+  plan p = load(&s);
+  for (int r = 0; r < 8; r++) {
+    plan_coord c = plan_coord_of(&p, r);
+    CU_ASSERT_EQUAL(plan_rank_of(&p, c), r);
+    CU_ASSERT_EQUAL(c.tp, r % 2);
+    CU_ASSERT_EQUAL(c.dp, (r / 2) % 2); /* tp-dp-pp: DP next */
+    CU_ASSERT_EQUAL(c.pp, r / 4);
+  }
+  int m[8];
+  CU_ASSERT_EQUAL(plan_group_members(&p, 5, PLAN_GROUP_TP, m, 8), 2);
+  CU_ASSERT(m[0] == 4 && m[1] == 5);
+  CU_ASSERT_EQUAL(plan_group_members(&p, 5, PLAN_GROUP_DP, m, 8), 2);
+  CU_ASSERT(m[0] == 5 && m[1] == 7);
+  CU_ASSERT_EQUAL(plan_group_members(&p, 5, PLAN_GROUP_PP, m, 8), 2);
+  CU_ASSERT(m[0] == 1 && m[1] == 5);
+  CU_ASSERT_EQUAL(plan_group_index(&p, 5, PLAN_GROUP_PP), 1);
+  CU_ASSERT_EQUAL(plan_group_members(&p, 8, PLAN_GROUP_TP, m, 8), -1);
+
+  s.order = "tp-pp-dp";
+  p = load(&s);
+  for (int r = 0; r < 8; r++) {
+    plan_coord c = plan_coord_of(&p, r);
+    CU_ASSERT_EQUAL(plan_rank_of(&p, c), r);
+    CU_ASSERT_EQUAL(c.tp, r % 2);
+    CU_ASSERT_EQUAL(c.pp, (r / 2) % 2); /* tp-pp-dp: PP next */
+    CU_ASSERT_EQUAL(c.dp, r / 4);
+  }
+  CU_ASSERT_EQUAL(plan_group_members(&p, 5, PLAN_GROUP_DP, m, 8), 2);
+  CU_ASSERT(m[0] == 1 && m[1] == 5);
+}
+
+static void test_tp_groups_stay_in_a_node(void) {
+  plan p = load_file("gpt3-175b-1024");
+  int m[8];
+  for (int r = 0; r < plan_world_size(&p); r += 37) {
+    int n = plan_group_members(&p, r, PLAN_GROUP_TP, m, 8);
+    CU_ASSERT_EQUAL(n, 8);
+    for (int k = 0; k < n; k++) CU_ASSERT_EQUAL(topo_node_of(&p.cluster, m[k]), topo_node_of(&p.cluster, r));
+  }
+}
+
+/* ---- schedules ---- */
+
+typedef struct {
+  int micro, chunk, backward;
+} want_step;
+
+static void expect_schedule(const plan *p, int stage, const want_step *want, int n) {
+  plan_step got[256];
+  CU_ASSERT_EQUAL_FATAL(plan_pipeline_schedule(p, stage, got, 256), n);
+  for (int k = 0; k < n; k++) {
+    int ok = got[k].micro == want[k].micro && got[k].chunk == want[k].chunk && got[k].backward == want[k].backward;
+    if (!ok)
+      printf("\n  stage %d step %d: got %c%d.%d, want %c%d.%d\n", stage, k, got[k].backward ? 'B' : 'F', got[k].micro,
+             got[k].chunk, want[k].backward ? 'B' : 'F', want[k].micro, want[k].chunk);
+    CU_ASSERT(ok);
+  }
+  /* the program runs its compute in the same order */
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(p, plan_rank_of(p, (plan_coord){0, 0, stage}), &g, &e), 0);
+  int k = 0, last = -1;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->micro < 0 || op->phase == PLAN_PHASE_RECOMPUTE) continue;
+    int key = (op->micro * p->vpp + op->chunk) * 2 + (op->phase == PLAN_PHASE_BWD);
+    if (key == last) continue;
+    last = key;
+    CU_ASSERT_FATAL(k < n);
+    CU_ASSERT(op->micro == want[k].micro && op->chunk == want[k].chunk &&
+              (op->phase == PLAN_PHASE_BWD) == want[k].backward);
+    k++;
+  }
+  CU_ASSERT_EQUAL(k, n);
+  plan_program_free(&g);
+}
+
+#define F(m) {m, 0, 0}
+#define B(m) {m, 0, 1}
+static void test_1f1b_order(void) {
+  spec s = base();
+  s.pp = 4, s.layers = 4, s.global = 8;
+  plan p = load(&s);
+  const want_step stage0[] = {F(0), F(1), F(2), F(3), B(0), F(4), B(1), F(5),
+                              B(2), F(6), B(3), F(7), B(4), B(5), B(6), B(7)};
+  const want_step stage2[] = {F(0), F(1), B(0), F(2), B(1), F(3), B(2), F(4),
+                              B(3), F(5), B(4), F(6), B(5), F(7), B(6), B(7)};
+  const want_step stage3[] = {F(0), B(0), F(1), B(1), F(2), B(2), F(3), B(3),
+                              F(4), B(4), F(5), B(5), F(6), B(6), F(7), B(7)};
+  expect_schedule(&p, 0, stage0, 16);
+  expect_schedule(&p, 2, stage2, 16);
+  expect_schedule(&p, 3, stage3, 16);
+  CU_ASSERT_EQUAL(plan_inflight_peak(&p, 0), 4);
+  CU_ASSERT_EQUAL(plan_inflight_peak(&p, 3), 1);
+}
+
+static void test_gpipe_order(void) {
+  spec s = base();
+  s.pp = 2, s.layers = 2, s.global = 3, s.schedule = "gpipe";
+  plan p = load(&s);
+  const want_step all[] = {F(0), F(1), F(2), B(0), B(1), B(2)};
+  expect_schedule(&p, 0, all, 6);
+  expect_schedule(&p, 1, all, 6);
+  CU_ASSERT_EQUAL(plan_inflight_peak(&p, 1), 3);
+}
+#undef F
+#undef B
+
+/* Narayanan et al.'s interleaved schedule as Megatron-LM orders it, worked by
+ * hand for pp = 2, vpp = 2, m = 4 (Fm.c / Bm.c: micro-batch m, chunk c). */
+static void test_interleaved_order(void) {
+  spec s = base();
+  s.pp = 2, s.vpp = 2, s.layers = 4, s.global = 4, s.schedule = "interleaved-1f1b";
+  plan p = load(&s);
+  const want_step stage0[] = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {1, 1, 0}, /* warm-up: (2-0-1)*2 + (2-1)*2 = 4 */
+                              {2, 0, 0}, {0, 1, 1}, {3, 0, 0}, {1, 1, 1}, {2, 1, 0}, {0, 0, 1},
+                              {3, 1, 0}, {1, 0, 1}, {2, 1, 1}, {3, 1, 1}, {2, 0, 1}, {3, 0, 1}};
+  const want_step stage1[] = {{0, 0, 0}, {1, 0, 0}, /* warm-up: 0 + 2 */
+                              {0, 1, 0}, {0, 1, 1}, {1, 1, 0}, {1, 1, 1}, {2, 0, 0}, {0, 0, 1},
+                              {3, 0, 0}, {1, 0, 1}, {2, 1, 0}, {2, 1, 1}, {3, 1, 0}, {3, 1, 1},
+                              {2, 0, 1}, {3, 0, 1}};
+  expect_schedule(&p, 0, stage0, 16);
+  expect_schedule(&p, 1, stage1, 16);
+  CU_ASSERT_EQUAL(plan_inflight_peak(&p, 0), 5);
+}
+
+/* ---- idle fraction with zero-cost communication ---- */
+
+static void check_idle(spec s, double v) {
+  plan p = load(&s);
+  plan_program *g = build_all(&p);
+  eval_result res = evaluate(&p, g);
+  CU_ASSERT_FATAL(res.completed);
+  int m = plan_micro_batches(&p);
+  double want = (p.pp - 1.0) / (v * m + p.pp - 1.0);
+  for (int r = 0; r < plan_world_size(&p); r++) {
+    double idle = 1.0 - res.busy[r] / res.makespan;
+    if (fabs(idle - want) > 1e-12)
+      printf("\n  %s pp %d vpp %d m %d rank %d: idle %.6f, want %.6f\n", s.schedule, p.pp, p.vpp, m, r, idle, want);
+    CU_ASSERT_DOUBLE_EQUAL(idle, want, 1e-12);
+  }
+  free(res.busy);
+  free_all(&p, g);
+}
+
+static void test_idle_1f1b(void) {
+  const int cases[][2] = {{2, 2}, {2, 8}, {4, 4}, {4, 8}, {4, 13}, {8, 16}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    spec s = base();
+    s.pp = cases[k][0], s.layers = cases[k][0], s.global = cases[k][1];
+    check_idle(s, 1);
+  }
+}
+
+static void test_idle_gpipe(void) {
+  spec s = base();
+  s.pp = 4, s.layers = 4, s.global = 6, s.schedule = "gpipe";
+  check_idle(s, 1);
+}
+
+static void test_idle_interleaved(void) {
+  const int cases[][3] = {{2, 2, 4}, {2, 2, 8}, {4, 2, 8}, {4, 3, 12}, {2, 4, 4}, {4, 2, 4}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    spec s = base();
+    s.schedule = "interleaved-1f1b";
+    s.pp = cases[k][0], s.vpp = cases[k][1], s.global = cases[k][2];
+    s.layers = s.pp * s.vpp;
+    check_idle(s, s.vpp);
+  }
+}
+
+/* ---- well-formed programs ---- */
+
+static void check_well_formed(const plan *p) {
+  plan_program *g = build_all(p);
+  int world = plan_world_size(p);
+  for (int r = 0; r < world; r++) {
+    for (int i = 0; i < g[r].n; i++) {
+      const plan_op *op = &g[r].ops[i];
+      for (int d = 0; d < PLAN_MAX_DEPS; d++) CU_ASSERT(op->dep[d] >= -1 && op->dep[d] < i);
+      CU_ASSERT(op->stream < PLAN_STREAM_COUNT);
+      CU_ASSERT(isfinite(op->flops) && isfinite(op->bytes) && op->flops >= 0 && op->bytes >= 0);
+      if (op->kind == PLAN_OP_COMPUTE) CU_ASSERT_EQUAL(op->stream, PLAN_STREAM_COMPUTE);
+      if (op->kind != PLAN_OP_COMPUTE) CU_ASSERT(op->wire_bytes > 0 && op->wire_bytes <= op->bytes * 1.0001);
+      if (op->kind != PLAN_OP_SEND) continue;
+      /* exactly one matching recv, same size */
+      CU_ASSERT_FATAL(op->peer >= 0 && op->peer < world && op->peer != r);
+      int matches = 0;
+      const plan_program *q = &g[op->peer];
+      for (int j = 0; j < q->n; j++)
+        if (q->ops[j].kind == PLAN_OP_RECV && q->ops[j].peer == r && q->ops[j].tag == op->tag) {
+          matches++;
+          CU_ASSERT_EQUAL(q->ops[j].bytes, op->bytes);
+          CU_ASSERT_EQUAL(q->ops[j].wire_bytes, op->wire_bytes);
+        }
+      CU_ASSERT_EQUAL(matches, 1);
+    }
+    /* and every recv has its send */
+    int sends = 0, recvs = 0;
+    for (int i = 0; i < g[r].n; i++) {
+      sends += g[r].ops[i].kind == PLAN_OP_SEND;
+      recvs += g[r].ops[i].kind == PLAN_OP_RECV;
+    }
+    CU_ASSERT_EQUAL(sends, recvs); /* each stage sends as many messages as it receives */
+  }
+  eval_result res = evaluate(p, g);
+  if (!res.completed) printf("\n  %s: the programs deadlock\n", p->name);
+  CU_ASSERT(res.completed);
+  free(res.busy);
+  free_all(p, g);
+}
+
+static void test_program_variants(void) {
+  spec variants[8];
+  int n = 0;
+  spec s = base();
+  s.dp = 2, s.tp = 2, s.pp = 2, s.global = 8, s.layers = 4;
+  variants[n++] = s;
+  s.sp = 1, s.zero1 = 1, s.recompute = "full";
+  variants[n++] = s;
+  s.sp = 0, s.zero1 = 0, s.recompute = "selective", s.schedule = "interleaved-1f1b", s.vpp = 2;
+  variants[n++] = s;
+  s = base();
+  s.tp = 2, s.pp = 4, s.layers = 8, s.global = 8, s.schedule = "gpipe";
+  s.codec = "{\"tp_fwd\":{\"kind\":\"caat\",\"p\":0.5},\"tp_bwd\":{\"kind\":\"caat\",\"p\":0.5}}";
+  variants[n++] = s;
+  s = base();
+  s.dp = 4, s.pp = 2, s.layers = 4, s.global = 16, s.zero1 = 1, s.order = "tp-pp-dp", s.codec_min_bytes = 1;
+  s.codec = "{\"pp\":{\"kind\":\"taco\",\"group\":64,\"fp8\":\"e5m2\"},\"dp\":{\"kind\":\"taco\",\"group\":256,"
+            "\"fp8\":\"e4m3\"}}";
+  variants[n++] = s;
+  for (int k = 0; k < n; k++) {
+    plan p = load(&variants[k]);
+    check_well_formed(&p);
+  }
+}
+
+/* ---- bytes ---- */
+
+static void test_taco_wire_bytes(void) {
+  const int groups[] = {32, 64, 128, 256, 512};
+  for (int k = 0; k < 5; k++) {
+    double bf16 = 2.0 * 1024 * 1024 * 8; /* a multiple of every group */
+    double ratio = plan_taco_wire_bytes(bf16, groups[k]) / bf16;
+    CU_ASSERT_DOUBLE_EQUAL(ratio, (1.0 + 8.0 / groups[k]) / 2.0, 1e-12);
+  }
+  plan_codec c = {.kind = PLAN_CODEC_TACO, .group = 128};
+  CU_ASSERT_DOUBLE_EQUAL(plan_codec_wire_bytes(&c, 4.0 * 1280, 4), 1280 + 8.0 * 10, 1e-9);
+  c.kind = PLAN_CODEC_NONE;
+  CU_ASSERT_DOUBLE_EQUAL(plan_codec_wire_bytes(&c, 1000, 2), 1000, 0);
+
+  /* in a program: every TACO-coded TP message shrinks by (1 + 8/G)/2 */
+  plan p = load_file("gpt-h4096-tp2-taco");
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  int coded = 0;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COLLECTIVE || op->group != PLAN_GROUP_TP) continue;
+    if (op->codec.kind == PLAN_CODEC_TACO) {
+      CU_ASSERT_DOUBLE_EQUAL(op->wire_bytes / op->bytes, (1.0 + 8.0 / op->codec.group) / 2.0, 1e-12);
+      CU_ASSERT(op->bytes >= p.codec_min_bytes);
+      coded++;
+    } else {
+      CU_ASSERT(op->bytes < p.codec_min_bytes); /* only small ones travel raw */
+      CU_ASSERT_EQUAL(op->wire_bytes, op->bytes);
+    }
+  }
+  CU_ASSERT(coded > 0);
+  plan_program_free(&g);
+}
+
+static void test_caat_halves_forward_allreduce(void) {
+  plan none = load_file("gpt-h4096-tp2-none"), caat = load_file("gpt-h4096-tp2-caat"),
+       both = load_file("gpt-h4096-tp2-taco-caat");
+  plan_program gn, gc, gb;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&none, 0, &gn, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&caat, 0, &gc, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&both, 0, &gb, &e), 0);
+  double layer_n = 0, layer_c = 0, layer_b = 0, bwd_n = 0, bwd_c = 0;
+  int norm_grads = 0;
+  for (int i = 0; i < gc.n; i++) {
+    const plan_op *op = &gc.ops[i];
+    if (op->kind == PLAN_OP_COLLECTIVE && op->model_op == PLAN_MOP_NORM_GRADS) norm_grads++;
+    if (op->kind != PLAN_OP_COLLECTIVE || op->layer < 0) continue;
+    if (op->phase == PLAN_PHASE_FWD) {
+      CU_ASSERT_EQUAL(op->codec.kind, PLAN_CODEC_CAAT);
+      CU_ASSERT_DOUBLE_EQUAL(op->wire_bytes, op->bytes / 2, 0);
+      layer_c += op->wire_bytes;
+    } else { /* input gradient: the p-fraction of channels in fp32 */
+      CU_ASSERT_DOUBLE_EQUAL(op->wire_bytes, op->bytes * 0.5 * 2, 0);
+      bwd_c += op->wire_bytes;
+    }
+  }
+  for (int i = 0; i < gn.n; i++) {
+    const plan_op *op = &gn.ops[i];
+    if (op->kind != PLAN_OP_COLLECTIVE || op->layer < 0) continue;
+    if (op->phase == PLAN_PHASE_FWD) layer_n += op->wire_bytes;
+    else bwd_n += op->wire_bytes;
+  }
+  for (int i = 0; i < gb.n; i++) {
+    const plan_op *op = &gb.ops[i];
+    if (op->kind == PLAN_OP_COLLECTIVE && op->layer >= 0 && op->phase == PLAN_PHASE_FWD) {
+      CU_ASSERT_EQUAL(op->codec.kind, PLAN_CODEC_TACO_CAAT);
+      layer_b += op->wire_bytes;
+    }
+  }
+  CU_ASSERT(layer_n > 0);
+  CU_ASSERT_DOUBLE_EQUAL(layer_c, layer_n / 2, 1e-6 * layer_n);
+  CU_ASSERT_DOUBLE_EQUAL(layer_b, layer_n / 2 * (1 + 8.0 / 128) / 2, 1e-6 * layer_n);
+  CU_ASSERT_DOUBLE_EQUAL(bwd_c, bwd_n, 1e-6 * bwd_n); /* p = 0.5 in fp32: as many bytes as bf16 */
+  CU_ASSERT_EQUAL(norm_grads, 1);
+  /* the same ops, only sizes differ */
+  CU_ASSERT_EQUAL(gn.n + 1, gc.n);
+  plan_program_free(&gn);
+  plan_program_free(&gc);
+  plan_program_free(&gb);
+}
+
+static void test_codec_min_bytes(void) {
+  spec s = base();
+  s.tp = 2, s.global = 2, s.codec_min_bytes = 1e12;
+  s.codec = "{\"tp_fwd\":{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"}}";
+  plan p = load(&s);
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  for (int i = 0; i < g.n; i++) {
+    CU_ASSERT_EQUAL(g.ops[i].codec.kind, PLAN_CODEC_NONE);
+    if (g.ops[i].kind != PLAN_OP_COMPUTE) CU_ASSERT_EQUAL(g.ops[i].wire_bytes, g.ops[i].bytes);
+  }
+  plan_program_free(&g);
+}
+
+/* ---- structure ---- */
+
+static int count(const plan_program *g, int kind, int coll, int phase) {
+  int n = 0;
+  for (int i = 0; i < g->n; i++)
+    if (g->ops[i].kind == kind && (coll < 0 || g->ops[i].coll == coll) && (phase < 0 || g->ops[i].phase == phase))
+      n++;
+  return n;
+}
+
+static void test_tp_collectives_and_sp(void) {
+  spec s = base(); /* gpt-tiny, 2 layers */
+  s.tp = 2, s.pp = 2, s.global = 4;
+  plan p = load(&s);
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0); /* stage 0: layer 0 + embedding */
+  int m = plan_micro_batches(&p);
+  /* forward: 2 per layer + embedding; backward: 2 per layer (qkv, fc1 input grads) */
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COLLECTIVE, PLAN_COLL_ALLREDUCE, PLAN_PHASE_FWD), m * 3);
+  /* + the tied embedding's gradient all-reduce with the last stage */
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COLLECTIVE, PLAN_COLL_ALLREDUCE, PLAN_PHASE_BWD), m * 2 + 1);
+  /* a forward TP collective blocks the next compute op */
+  for (int i = 0; i < g.n; i++) {
+    if (g.ops[i].kind != PLAN_OP_COLLECTIVE || g.ops[i].phase != PLAN_PHASE_FWD) continue;
+    int j = i + 1;
+    while (j < g.n && g.ops[j].kind != PLAN_OP_COMPUTE) j++;
+    CU_ASSERT_FATAL(j < g.n);
+    int found = 0;
+    for (int d = 0; d < PLAN_MAX_DEPS; d++) found |= g.ops[j].dep[d] == i;
+    CU_ASSERT(found);
+  }
+  /* sends carry the whole activation */
+  for (int i = 0; i < g.n; i++)
+    if (g.ops[i].kind == PLAN_OP_SEND) CU_ASSERT_DOUBLE_EQUAL(g.ops[i].bytes, 2.0 * 256 * 256, 0);
+  plan_program_free(&g);
+
+  s.sp = 1;
+  p = load(&s);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COLLECTIVE, PLAN_COLL_ALLREDUCE, PLAN_PHASE_FWD), 0);
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COLLECTIVE, PLAN_COLL_ALLGATHER, PLAN_PHASE_FWD), m * 2);
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COLLECTIVE, PLAN_COLL_REDUCESCATTER, PLAN_PHASE_FWD), m * 3);
+  /* backward: AG of the gradient before each row GEMM, AG of the input for
+   * each column GEMM's wgrad, AG of the embedding's gradient; RS of input grads */
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COLLECTIVE, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD), m * 5);
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COLLECTIVE, PLAN_COLL_REDUCESCATTER, PLAN_PHASE_BWD), m * 2);
+  for (int i = 0; i < g.n; i++)
+    if (g.ops[i].kind == PLAN_OP_SEND) CU_ASSERT_DOUBLE_EQUAL(g.ops[i].bytes, 2.0 * 256 * 256 / 2, 0);
+  plan_program_free(&g);
+}
+
+static void test_dp_buckets_and_zero1(void) {
+  spec s = base();
+  s.model = "gpt3-125m";
+  s.dp = 2, s.pp = 2, s.global = 8, s.seq = 128;
+  plan p = load(&s);
+  p.dp_bucket_bytes = 4.0 * 20e6; /* force a few buckets */
+  for (int zero1 = 0; zero1 <= 1; zero1++) {
+    p.zero1 = zero1;
+    for (int stage = 0; stage < 2; stage++) {
+      plan_program g;
+      ts_err e = {0};
+      CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, plan_rank_of(&p, (plan_coord){0, 0, stage}), &g, &e), 0);
+      double grads = 0;
+      int buckets = 0, gathers = 0;
+      for (int i = 0; i < g.n; i++) {
+        const plan_op *op = &g.ops[i];
+        if (op->model_op == PLAN_MOP_GRAD_BUCKET) {
+          buckets++;
+          grads += op->bytes;
+          CU_ASSERT_EQUAL(op->coll, zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE);
+          CU_ASSERT_EQUAL(op->stream, PLAN_STREAM_DP);
+          /* starts right after the last micro-batch's backward of its layers */
+          const plan_op *d = &g.ops[op->dep[0]];
+          CU_ASSERT(d->kind == PLAN_OP_COMPUTE && d->phase == PLAN_PHASE_BWD && d->micro == plan_micro_batches(&p) - 1);
+        }
+        if (op->model_op == PLAN_MOP_PARAM_GATHER) gathers++;
+      }
+      CU_ASSERT(buckets >= 2);
+      CU_ASSERT_EQUAL(gathers, zero1 ? buckets : 0);
+      CU_ASSERT_DOUBLE_EQUAL(grads, 4.0 * plan_params_of_stage(&p, stage), 1e-6 * grads);
+      /* overlap: the first bucket goes before the last backward compute op */
+      int first_bucket = -1, last_bwd = -1;
+      for (int i = 0; i < g.n; i++) {
+        if (g.ops[i].model_op == PLAN_MOP_GRAD_BUCKET && first_bucket < 0) first_bucket = i;
+        if (g.ops[i].kind == PLAN_OP_COMPUTE && g.ops[i].phase == PLAN_PHASE_BWD) last_bwd = i;
+      }
+      CU_ASSERT(first_bucket >= 0 && first_bucket < last_bwd);
+      plan_program_free(&g);
+    }
+  }
+}
+
+static void test_recompute(void) {
+  spec s = base();
+  s.tp = 2, s.global = 2;
+  plan p = load(&s);
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  int layer_fwd = 0, fwd_tp = 0;
+  for (int i = 0; i < g.n; i++) {
+    layer_fwd += g.ops[i].kind == PLAN_OP_COMPUTE && g.ops[i].phase == PLAN_PHASE_FWD && g.ops[i].layer >= 0;
+    fwd_tp += g.ops[i].kind == PLAN_OP_COLLECTIVE && g.ops[i].phase == PLAN_PHASE_FWD && g.ops[i].layer >= 0;
+  }
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COMPUTE, -1, PLAN_PHASE_RECOMPUTE), 0);
+  plan_program_free(&g);
+  p.recompute = MODEL_RECOMPUTE_FULL;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COMPUTE, -1, PLAN_PHASE_RECOMPUTE), layer_fwd);
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COLLECTIVE, -1, PLAN_PHASE_RECOMPUTE), fwd_tp);
+  /* each layer's recompute comes right before its backward */
+  for (int i = 1; i < g.n; i++)
+    if (g.ops[i].kind == PLAN_OP_COMPUTE && g.ops[i].phase == PLAN_PHASE_BWD && g.ops[i].layer >= 0) {
+      int j = i - 1;
+      while (j >= 0 && g.ops[j].layer == g.ops[i].layer && g.ops[j].phase == PLAN_PHASE_BWD) j--;
+      CU_ASSERT(j >= 0 && g.ops[j].layer == g.ops[i].layer && g.ops[j].phase == PLAN_PHASE_RECOMPUTE);
+    }
+  plan_program_free(&g);
+  p.recompute = MODEL_RECOMPUTE_SELECTIVE;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_COMPUTE, -1, PLAN_PHASE_RECOMPUTE), p.layers * plan_micro_batches(&p));
+  plan_program_free(&g);
+}
+
+static void test_memory(void) {
+  plan p = load_file("gpt3-175b-1024");
+  plan_memory with, without;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &with), 0);
+  p.zero1 = false;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &without), 0);
+  CU_ASSERT_DOUBLE_EQUAL(without.optimizer / with.optimizer, p.dp, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(with.weights, 2.0 * plan_params_of_stage(&p, 0), 1);
+  CU_ASSERT_DOUBLE_EQUAL(with.gradients, 4.0 * plan_params_of_stage(&p, 0), 1);
+  /* 1F1B: the first stage keeps pp micro-batches of its layers in flight */
+  model_shard sh = {p.tp, p.sequence_parallel, p.micro_batch, p.seq};
+  double layer = model_activation_bytes_per_layer(&p.model, &sh, MODEL_RECOMPUTE_NONE);
+  CU_ASSERT_DOUBLE_EQUAL(with.activations, layer * plan_layers_per_chunk(&p) * p.pp, 1);
+  /* the largest stage decides; the whole model's weights are all there */
+  double total = 0;
+  for (int s = 0; s < p.pp; s++) total += plan_params_of_stage(&p, s) * p.tp;
+  double vocab_copy = (double)p.vocab_padded * p.model.hidden; /* the last stage's tied copy */
+  double padding = (double)(p.vocab_padded - p.model.vocab) * p.model.hidden;
+  /* norms, row-parallel biases and the position embedding are replicated on
+   * each TP rank: (tp - 1) extra copies of those few parameters */
+  const model_config *mc = &p.model;
+  double replicated = (p.tp - 1.0) * (mc->layers * 6.0 * mc->hidden + (double)mc->max_seq * mc->hidden + 2.0 * mc->hidden);
+  CU_ASSERT_DOUBLE_EQUAL(total - vocab_copy - padding - replicated, model_params_total(mc), 1e-6 * total);
+  plan_memory worst;
+  CU_ASSERT_EQUAL(plan_memory_per_gpu(&p, &worst), 0);
+  CU_ASSERT(worst.total >= without.total - 1);
+  CU_ASSERT(worst.total < p.cluster.gpu.hbm_gib * 1073741824.0);
+  p.recompute = MODEL_RECOMPUTE_FULL;
+  plan_memory full;
+  CU_ASSERT_EQUAL(plan_memory_of_stage(&p, 0, &full), 0);
+  CU_ASSERT(full.activations < without.activations / 5);
+}
+
+static void test_op_names(void) {
+  spec s = base();
+  s.tp = 2, s.pp = 2, s.global = 2;
+  plan p = load(&s);
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  char buf[128];
+  int found = 0;
+  for (int i = 0; i < g.n; i++) {
+    plan_op_name(&p, &g.ops[i], buf, sizeof buf);
+    CU_ASSERT(strlen(buf) > 0);
+    if (strcmp(buf, "layer0.mb1.fwd.attn_out.allreduce") == 0) found++;
+    if (strcmp(buf, "layer0.mb0.bwd.qkv.dgrad") == 0) found++;
+    if (strcmp(buf, "optimizer") == 0) found++;
+  }
+  CU_ASSERT_EQUAL(found, 3);
+  plan_op_name(&p, &g.ops[0], buf, 4); /* truncates safely */
+  CU_ASSERT_EQUAL(strlen(buf), 3);
+  plan_program_free(&g);
+}
+
+static void test_reference_plan_size(void) {
+  plan p = load_file("gpt3-175b-1024");
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  /* 96 micro-batches x 12 layers: tens of thousands of ops, each compact */
+  CU_ASSERT(g.n > 10000 && g.n < 100000);
+  CU_ASSERT(sizeof(plan_op) <= 128);
+  CU_ASSERT_EQUAL(count(&g, PLAN_OP_SEND, -1, -1), plan_micro_batches(&p));
+  /* FLOPs on this GPU add up to its share of the model's (within the
+   * attention's fused-backward recompute and the memory-bound ops) */
+  double flops = 0;
+  for (int i = 0; i < g.n; i++) flops += g.ops[i].flops;
+  double share = plan_model_flops(&p) / plan_world_size(&p);
+  CU_ASSERT(flops > 0.95 * share && flops < 1.15 * share);
+  plan_program_free(&g);
+  ts_err bad = {0};
+  CU_ASSERT_EQUAL(plan_build_program(&p, plan_world_size(&p), &g, &bad), -1);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
+  CU_pSuite layout = CU_add_suite("plan.layout", NULL, NULL);
+  CU_add_test(layout, "TP innermost, order setting", test_placement_tp_innermost);
+  CU_add_test(layout, "TP groups stay in a node", test_tp_groups_stay_in_a_node);
+  CU_pSuite sched = CU_add_suite("plan.schedule", NULL, NULL);
+  CU_add_test(sched, "1F1B order (pp 4, m 8)", test_1f1b_order);
+  CU_add_test(sched, "GPipe order", test_gpipe_order);
+  CU_add_test(sched, "interleaved 1F1B order (pp 2, vpp 2, m 4)", test_interleaved_order);
+  CU_add_test(sched, "1F1B idle = (p-1)/(m+p-1)", test_idle_1f1b);
+  CU_add_test(sched, "GPipe idle = (p-1)/(m+p-1)", test_idle_gpipe);
+  CU_add_test(sched, "interleaved idle = (p-1)/(vm+p-1)", test_idle_interleaved);
+  CU_pSuite prog = CU_add_suite("plan.program", NULL, NULL);
+  CU_add_test(prog, "well formed across variants", test_program_variants);
+  CU_add_test(prog, "TACO wire bytes", test_taco_wire_bytes);
+  CU_add_test(prog, "CAAT-Net halves forward TP bytes", test_caat_halves_forward_allreduce);
+  CU_add_test(prog, "codec_min_bytes", test_codec_min_bytes);
+  CU_add_test(prog, "TP collectives and SP", test_tp_collectives_and_sp);
+  CU_add_test(prog, "DP buckets and ZeRO-1", test_dp_buckets_and_zero1);
+  CU_add_test(prog, "recompute", test_recompute);
+  CU_add_test(prog, "memory", test_memory);
+  CU_add_test(prog, "op names", test_op_names);
+  CU_add_test(prog, "reference plan size", test_reference_plan_size);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  int failures = (int)CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failures ? 1 : 0;
+}
