@@ -1,0 +1,134 @@
+/* coll_layout.c — segment, chunk and wire-buffer arithmetic of the
+ * compressed collectives (see coll_layout.h). */
+#include "coll_layout.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static const char *const op_names[COLL_OP_COUNT] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                                    "sendrecv"};
+
+const char *coll_op_name(coll_op op) { return (unsigned)op < COLL_OP_COUNT ? op_names[op] : "?"; }
+
+int coll_op_parse(const char *name, coll_op *op) {
+  for (int i = 0; i < COLL_OP_COUNT; i++)
+    if (!strcmp(name, op_names[i])) {
+      *op = (coll_op)i;
+      return 0;
+    }
+  return -1;
+}
+
+double coll_busbw_factor(coll_op op, int nranks) {
+  if (nranks < 1) return 0.0;
+  double n = nranks;
+  switch (op) {
+  case COLL_OP_ALLREDUCE: return 2.0 * (n - 1.0) / n;
+  case COLL_OP_ALLGATHER:
+  case COLL_OP_REDUCESCATTER:
+  case COLL_OP_ALLTOALL: return (n - 1.0) / n;
+  case COLL_OP_SENDRECV: return 1.0;
+  default: return 0.0;
+  }
+}
+
+size_t coll_total_elems(coll_op op, size_t count, int nranks) {
+  switch (op) {
+  case COLL_OP_ALLGATHER:
+  case COLL_OP_REDUCESCATTER:
+  case COLL_OP_ALLTOALL: return count * (size_t)nranks;
+  default: return count;
+  }
+}
+
+/* Blocks per chunk: one per rank, except send/recv (one block). */
+static int blocks_per_chunk(const coll_layout *l) { return l->op == COLL_OP_SENDRECV ? 1 : l->nranks; }
+
+static int group_valid(int g) { return g == 32 || g == 64 || g == 128 || g == 256 || g == 512; }
+
+int coll_layout_make(coll_layout *l, coll_op op, size_t count, int nranks, int group, size_t elem_bytes,
+                     size_t chunk_bytes) {
+  if ((unsigned)op >= COLL_OP_COUNT || nranks < 1 || !group_valid(group) || elem_bytes == 0) return -1;
+  memset(l, 0, sizeof *l);
+  l->op = op;
+  l->nranks = nranks;
+  l->group = group;
+  l->count = count;
+  l->total = coll_total_elems(op, count, nranks);
+  size_t g = (size_t)group;
+  if (op == COLL_OP_ALLREDUCE) {
+    /* Segments of whole groups, so every block but the message's last is
+     * group-aligned; the last segments take what is left (maybe nothing). */
+    size_t per = (count + (size_t)nranks - 1) / (size_t)nranks;
+    l->seg = (per + g - 1) / g * g;
+  } else {
+    l->seg = count;
+  }
+  if (chunk_bytes == 0) chunk_bytes = COLL_DEFAULT_CHUNK_BYTES;
+  size_t per_block = chunk_bytes / elem_bytes / (size_t)blocks_per_chunk(l);
+  /* Whole pairs of groups (blocks of an even number of groups are multiples
+   * of 16 bytes); 16 groups at a time when chunks are large. */
+  size_t unit = per_block >= 16 * g ? 16 * g : 2 * g;
+  size_t m = per_block / unit * unit;
+  if (m < 2 * g) m = 2 * g;
+  if (m >= l->seg) m = l->seg;
+  l->m = m;
+  l->nchunks = m ? (l->seg + m - 1) / m : 0;
+  return 0;
+}
+
+size_t coll_seg_len(const coll_layout *l, int r) {
+  if (l->op != COLL_OP_ALLREDUCE) return l->seg;
+  size_t start = (size_t)r * l->seg;
+  if (start >= l->count) return 0;
+  size_t left = l->count - start;
+  return left < l->seg ? left : l->seg;
+}
+
+size_t coll_chunk_elems(const coll_layout *l, int r, size_t j) {
+  size_t len = coll_seg_len(l, r), start = j * l->m;
+  if (start >= len) return 0;
+  size_t left = len - start;
+  return left < l->m ? left : l->m;
+}
+
+size_t coll_wire_bytes(size_t n, int group) {
+  size_t g = (size_t)group;
+  return (n + g - 1) / g * (g + 8);
+}
+
+size_t coll_block_elems(size_t n, int group) {
+  size_t pair = 2 * (size_t)group;
+  return (n + pair - 1) / pair * pair;
+}
+
+size_t coll_block_wire(size_t n, int group) { return coll_wire_bytes(coll_block_elems(n, group), group); }
+
+size_t coll_chunk_offset(const coll_layout *l, size_t j) {
+  return j * (size_t)blocks_per_chunk(l) * coll_block_wire(l->m, l->group);
+}
+
+size_t coll_wire_buffer_bytes(const coll_layout *l) { return coll_chunk_offset(l, l->nchunks); }
+
+int coll_use_codec(size_t bytes, size_t min_bytes) { return bytes >= min_bytes; }
+
+size_t coll_threshold_from_sweep(const size_t *sizes, const double *t_plain, const double *t_codec, int n) {
+  size_t threshold = SIZE_MAX;
+  for (int i = n - 1; i >= 0; i--) {
+    if (!(t_codec[i] < t_plain[i])) break;
+    threshold = sizes[i];
+  }
+  return threshold;
+}
+
+double coll_error_bound(coll_op op, int nranks, int fp8_mantissa_bits) {
+  double eps = ldexp(1.0, -(fp8_mantissa_bits + 1));
+  double bf16_out = ldexp(1.0, -8);
+  double k = sqrt((double)(nranks > 0 ? nranks : 1));
+  switch (op) {
+  case COLL_OP_REDUCESCATTER: return eps * 1.5 * k + bf16_out;
+  case COLL_OP_ALLREDUCE: return eps * (1.5 * k + 1.1) + bf16_out;
+  default: return eps + bf16_out;
+  }
+}

@@ -1,0 +1,110 @@
+/* coll_taco.h — TACO-compressed collectives over NCCL (C API).
+ *
+ * A coll_team is the set of ranks of one NCCL communicator that this
+ * process drives: one under MPI (one process per GPU), or every local GPU
+ * in single-process mode (ncclCommInitAll). Each call takes one buffer per
+ * local rank and enqueues the whole collective asynchronously: the input
+ * must be ready on each rank's `stream`, and the output is ready on that
+ * stream when the work enqueued there completes. Nothing here blocks on the
+ * GPU, so the caller's wait (rt_nccl_wait) can poll ncclCommGetAsyncError
+ * and abort on a dead peer.
+ *
+ * Compressed path: the message is cut into chunks of whole codec groups;
+ * the codec of chunk i+1 runs on a codec stream while chunk i travels on
+ * the comm stream (events order them). Messages smaller than
+ * opts.min_bytes (uncompressed) take plain NCCL in their own dtype.
+ * Odd sizes (not multiples of the group nor of the rank count) and
+ * in-place calls (all-gather: send == recv + rank*count; reduce-scatter:
+ * send + rank*count == recv; all-reduce: send == recv) are supported.
+ *
+ * Every function returns 0, or -1 with "file:line: call: reason" in
+ * coll_last_error(). */
+#ifndef COLL_TACO_H
+#define COLL_TACO_H
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "coll_layout.h"
+#include "taco_codec.h"
+
+#define COLL_MAX_LOCAL 16
+#define COLL_STAGES 5     /* encode, transfer, reduce, transfer, decode */
+#define COLL_EVENT_SLOTS 4 /* chunks in flight per stage */
+
+typedef enum { COLL_CODEC_NONE, COLL_CODEC_TACO } coll_codec;
+
+typedef struct {
+  coll_codec codec;
+  taco_params taco;  /* group, fp8 */
+  taco_dtype dtype;  /* of the user's buffers: BF16 or FP32 */
+  size_t chunk_bytes; /* uncompressed bytes of the message per pipeline step; 0: default */
+  size_t min_bytes;   /* messages below this (uncompressed bytes) go plain; 0: always compress */
+} coll_opts;
+
+/* Defaults: TACO G=128 E4M3 on BF16, default chunk and threshold. */
+coll_opts coll_opts_default(void);
+
+typedef struct {
+  int rank, device;
+  ncclComm_t comm;
+  cudaStream_t stream;        /* the caller's stream */
+  cudaStream_t codec_stream;  /* owned: encode/decode kernels */
+  cudaStream_t comm_stream;   /* owned: NCCL transfers of the compressed path */
+  cudaEvent_t ev_start, ev_codec_done, ev_comm_done;
+  cudaEvent_t ev_stage[COLL_STAGES][COLL_EVENT_SLOTS];
+  unsigned char *wire;        /* owned scratch for encoded blocks */
+  size_t wire_bytes;
+  void *pack;                 /* owned scratch for CAAT-Net shared channels */
+  size_t pack_bytes;
+  taco_nonfinite *nonfinite;  /* device memory, filled by encodes */
+} coll_rank;
+
+typedef struct {
+  int nlocal, nranks;
+  coll_rank r[COLL_MAX_LOCAL];
+} coll_team;
+
+const char *coll_last_error(void);
+
+/* comms[i], devices[i], streams[i] for each local rank; streams are the
+ * caller's (may be 0 for the legacy default stream only when nlocal == 1). */
+int coll_team_init(coll_team *t, int nlocal, const ncclComm_t *comms, const int *devices,
+                   const cudaStream_t *streams);
+/* Frees what the team owns (not the comms or the caller's streams). */
+void coll_team_destroy(coll_team *t);
+/* Allocates scratch for messages up to total_bytes (uncompressed) now, so
+ * the timed calls never allocate. Synchronizes the team's streams. */
+int coll_team_reserve(coll_team *t, coll_op op, size_t count, const coll_opts *o);
+
+/* All-gather: count elements per rank; recv holds nranks * count. */
+int coll_allgather(coll_team *t, const void *const *send, void *const *recv, size_t count, const coll_opts *o);
+/* Reduce-scatter (sum): send holds nranks * count; recv holds count. */
+int coll_reducescatter(coll_team *t, const void *const *send, void *const *recv, size_t count,
+                       const coll_opts *o);
+/* All-reduce (sum), two-shot when compressed. */
+int coll_allreduce(coll_team *t, const void *const *send, void *const *recv, size_t count, const coll_opts *o);
+/* All-to-all: count elements to and from each peer (block r of send goes to rank r). */
+int coll_alltoall(coll_team *t, const void *const *send, void *const *recv, size_t count, const coll_opts *o);
+/* Point-to-point for pipeline stages: local rank i sends count elements of
+ * send[i] to send_peer[i] and receives count elements into recv[i] from
+ * recv_peer[i]; a peer of -1 means none. */
+int coll_sendrecv(coll_team *t, const void *const *send, const int *send_peer, void *const *recv,
+                  const int *recv_peer, size_t count, const coll_opts *o);
+/* CAAT-Net partial all-reduce of rows x cols (cols = hidden): the first
+ * floor(p * cols) channels are all-reduced (TACO-encoded when o->codec is
+ * TACO), the others stay private and are scaled by sqrt(nranks). x == y
+ * is in place. */
+int coll_caat_allreduce(coll_team *t, const void *const *x, void *const *y, size_t rows, size_t cols, double p,
+                        const coll_opts *o);
+/* Shared channels of a partial all-reduce: floor(p * cols), at least 0. */
+size_t coll_caat_shared(size_t cols, double p);
+
+/* Generic entry for benchmarks: dispatches on op (send/recv: ring shift,
+ * rank r sends to r+1 and receives from r-1). */
+int coll_run(coll_team *t, coll_op op, const void *const *send, void *const *recv, size_t count,
+             const coll_opts *o);
+
+size_t coll_dtype_bytes(taco_dtype dt);
+
+#endif

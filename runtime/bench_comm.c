@@ -1,0 +1,450 @@
+/* bench_comm.c — `tacorun bench-comm`: NCCL BF16 vs TACO / CAAT-Net
+ * compressed collectives over a size sweep, in nccl-tests' columns.
+ *
+ * Sizes are the uncompressed BF16 bytes of the whole message (all-gather:
+ * the gathered output; reduce-scatter and all-to-all: the input). For each
+ * size the plain NCCL BF16 call is timed first, then every codec, and the
+ * speedup is their ratio. --chunk-sweep times each compressed call with
+ * several chunk sizes and keeps the fastest; the table's last column is
+ * the chunk used, and a '#' line per op and codec gives the size from which
+ * the codec wins (the threshold to pass as coll_opts.min_bytes). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coll_taco.h"
+#include "rt_command.h"
+#include "rt_nccl.h"
+#include "rt_nccl_check.h"
+
+enum { CODEC_NONE, CODEC_TACO, CODEC_CAAT, CODEC_TACO_CAAT, CODEC_KINDS };
+static const char *const codec_names[CODEC_KINDS] = {"none", "taco", "caat", "taco+caat"};
+
+#define MAX_SIZES 64
+#define MAX_CHUNKS 16
+
+typedef struct {
+  int ops[COLL_OP_COUNT], codecs[CODEC_KINDS];
+  int group;
+  taco_fp8 fp8;
+  size_t minbytes, maxbytes;
+  double step;
+  int iters, warmup;
+  double target_s; /* per timed batch: iterations are cut to fit */
+  int check, inplace, single, ngpus;
+  size_t chunks[MAX_CHUNKS];
+  int nchunks;
+  size_t threshold;
+  double caat_p;
+  size_t hidden;
+  double timeout_s;
+  int die_rank, die_after;
+} bench_opts;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tacorun bench-comm [options]\n"
+          "  --op allreduce|allgather|reducescatter|alltoall|sendrecv|all  (comma list; default all)\n"
+          "  --codec none,taco,caat,taco+caat   codecs besides NCCL BF16 (default none,taco)\n"
+          "  --group G        TACO group / Hadamard size: 32..512 (default 128)\n"
+          "  --fp8 e4m3|e5m2  (default e4m3)\n"
+          "  --minbytes B --maxbytes B --step-factor F   size sweep (default 1M .. 64M, x2); K/M/G suffixes\n"
+          "  --iters N --warmup N   timed and warm-up iterations per point (default 20, 5)\n"
+          "  --target-ms T    cut iterations so one timed batch takes about T ms (default 300)\n"
+          "  --chunk B[,B...] chunk sizes to try per point (uncompressed bytes per pipeline step; default 8M)\n"
+          "  --threshold B    below B the compressed call falls back to NCCL BF16 (default 0: always compress)\n"
+          "  --caat-p P --hidden H   CAAT-Net shared fraction and row length (default 0.5, 4096)\n"
+          "  --check          compare every compressed call with NCCL on fresh random inputs\n"
+          "  --inplace        time and check in place (allreduce, allgather, reducescatter)\n"
+          "  --single-process drive all local GPUs from one process (ncclCommInitAll) [--ngpus N]\n"
+          "  --timeout-s S    a collective not done after S seconds aborts NCCL and fails (default 60)\n"
+          "  --die-rank R --die-after N   fault test: rank R kills itself before its N-th timed call\n"
+          "Run one process per GPU under mpirun, or with TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE set.\n");
+}
+
+static int parse_bytes(const char *s, size_t *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v < 0) return -1;
+  switch (*end) {
+  case 'k': case 'K': v *= 1024; end++; break;
+  case 'm': case 'M': v *= 1048576; end++; break;
+  case 'g': case 'G': v *= 1073741824.0; end++; break;
+  default: break;
+  }
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end) return -1;
+  *out = (size_t)v;
+  return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_list(char *s, int *flags, const char *const *names, int n, int all_ok) {
+  for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+    if (all_ok && !strcmp(tok, "all")) {
+      for (int i = 0; i < n; i++) flags[i] = 1;
+      continue;
+    }
+    int found = 0;
+    for (int i = 0; i < n; i++)
+      if (!strcmp(tok, names[i])) flags[i] = found = 1;
+    if (!found) return -1;
+  }
+  return 0;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
+  memset(o, 0, sizeof *o);
+  for (int i = 0; i < COLL_OP_COUNT; i++) o->ops[i] = 1;
+  o->codecs[CODEC_NONE] = o->codecs[CODEC_TACO] = 1;
+  o->group = 128;
+  o->fp8 = TACO_FP8_E4M3;
+  o->minbytes = 1 << 20;
+  o->maxbytes = 64 << 20;
+  o->step = 2;
+  o->iters = 20;
+  o->warmup = 5;
+  o->target_s = 0.3;
+  o->chunks[0] = COLL_DEFAULT_CHUNK_BYTES;
+  o->nchunks = 1;
+  o->caat_p = 0.5;
+  o->hidden = 4096;
+  o->timeout_s = 60;
+  o->die_rank = -1;
+  static const char *op_names[COLL_OP_COUNT];
+  for (int i = 0; i < COLL_OP_COUNT; i++) op_names[i] = coll_op_name((coll_op)i);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes = 1;
+    if (!strcmp(a, "--check")) o->check = 1, takes = 0;
+    else if (!strcmp(a, "--inplace")) o->inplace = 1, takes = 0;
+    else if (!strcmp(a, "--single-process")) o->single = 1, takes = 0;
+    else if (!v) return ts_fail(e, "bench-comm", a, "needs a value (or unknown option)");
+    else if (!strcmp(a, "--op")) {
+      memset(o->ops, 0, sizeof o->ops);
+      if (parse_list(v, o->ops, op_names, COLL_OP_COUNT, 1)) return ts_fail(e, "bench-comm", a, "unknown op in '%s'", v);
+    } else if (!strcmp(a, "--codec")) {
+      memset(o->codecs, 0, sizeof o->codecs);
+      if (parse_list(v, o->codecs, codec_names, CODEC_KINDS, 0)) return ts_fail(e, "bench-comm", a, "unknown codec in '%s'", v);
+      o->codecs[CODEC_NONE] = 1; /* the baseline every speedup is measured against */
+    } else if (!strcmp(a, "--group")) {
+      if (parse_int(v, 32, 512, &o->group) || (o->group & (o->group - 1)))
+        return ts_fail(e, "bench-comm", a, "must be 32, 64, 128, 256 or 512");
+    } else if (!strcmp(a, "--fp8")) {
+      if (!strcmp(v, "e4m3")) o->fp8 = TACO_FP8_E4M3;
+      else if (!strcmp(v, "e5m2")) o->fp8 = TACO_FP8_E5M2;
+      else return ts_fail(e, "bench-comm", a, "must be e4m3 or e5m2");
+    } else if (!strcmp(a, "--minbytes")) {
+      if (parse_bytes(v, &o->minbytes) || !o->minbytes) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
+    } else if (!strcmp(a, "--maxbytes")) {
+      if (parse_bytes(v, &o->maxbytes)) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
+    } else if (!strcmp(a, "--step-factor")) {
+      char *end;
+      o->step = strtod(v, &end);
+      if (*end || !(o->step > 1.0)) return ts_fail(e, "bench-comm", a, "must be a number > 1");
+    } else if (!strcmp(a, "--iters")) {
+      if (parse_int(v, 1, 1000000, &o->iters)) return ts_fail(e, "bench-comm", a, "must be >= 1");
+    } else if (!strcmp(a, "--warmup")) {
+      if (parse_int(v, 0, 1000000, &o->warmup)) return ts_fail(e, "bench-comm", a, "must be >= 0");
+    } else if (!strcmp(a, "--target-ms")) {
+      int ms;
+      if (parse_int(v, 1, 1000000, &ms)) return ts_fail(e, "bench-comm", a, "must be >= 1");
+      o->target_s = ms / 1000.0;
+    } else if (!strcmp(a, "--chunk")) {
+      o->nchunks = 0;
+      for (char *tok = strtok(v, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->nchunks == MAX_CHUNKS || parse_bytes(tok, &o->chunks[o->nchunks]) || !o->chunks[o->nchunks])
+          return ts_fail(e, "bench-comm", a, "bad chunk size '%s' (at most %d sizes)", tok, MAX_CHUNKS);
+        o->nchunks++;
+      }
+      if (!o->nchunks) return ts_fail(e, "bench-comm", a, "empty list");
+    } else if (!strcmp(a, "--threshold")) {
+      if (parse_bytes(v, &o->threshold)) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
+    } else if (!strcmp(a, "--caat-p")) {
+      char *end;
+      o->caat_p = strtod(v, &end);
+      if (*end || !(o->caat_p >= 0 && o->caat_p <= 1)) return ts_fail(e, "bench-comm", a, "must be in [0, 1]");
+    } else if (!strcmp(a, "--hidden")) {
+      if (parse_bytes(v, &o->hidden) || !o->hidden) return ts_fail(e, "bench-comm", a, "must be >= 1");
+    } else if (!strcmp(a, "--ngpus")) {
+      if (parse_int(v, 1, RT_MAX_LOCAL, &o->ngpus)) return ts_fail(e, "bench-comm", a, "must be 1..%d", RT_MAX_LOCAL);
+    } else if (!strcmp(a, "--timeout-s")) {
+      char *end;
+      o->timeout_s = strtod(v, &end);
+      if (*end || !(o->timeout_s > 0)) return ts_fail(e, "bench-comm", a, "must be > 0");
+    } else if (!strcmp(a, "--die-rank")) {
+      if (parse_int(v, 0, 1 << 20, &o->die_rank)) return ts_fail(e, "bench-comm", a, "must be a rank");
+    } else if (!strcmp(a, "--die-after")) {
+      if (parse_int(v, 1, 1 << 30, &o->die_after)) return ts_fail(e, "bench-comm", a, "must be >= 1");
+    } else return ts_fail(e, "bench-comm", a, "unknown option (see --help)");
+    i += takes;
+  }
+  if (o->maxbytes < o->minbytes) return ts_fail(e, "bench-comm", "--maxbytes", "smaller than --minbytes");
+  return 0;
+}
+
+/* ---- one measured point -------------------------------------------------- */
+
+typedef struct {
+  rt_nccl *w;
+  coll_team *t;
+  rt_coll_bufs *b;
+  const bench_opts *o;
+  long calls; /* timed calls so far, for --die-after */
+} bench;
+
+static void maybe_die(bench *B) {
+  B->calls++;
+  if (B->o->die_rank < 0 || B->calls != B->o->die_after) return;
+  for (int i = 0; i < B->w->nlocal; i++)
+    if (B->w->ranks[i] == B->o->die_rank) {
+      fprintf(stderr, "bench-comm: rank %d: --die-rank: killing myself now (call %ld)\n", B->o->die_rank, B->calls);
+      fflush(stderr);
+      raise(SIGKILL);
+    }
+}
+
+/* Average time of one call over a batch, maximum over ranks (microseconds). */
+static int time_batch(bench *B, const rt_coll_call *c, const coll_opts *co, int iters, double *us, ts_err *e) {
+  rt_nccl *w = B->w;
+  cudaEvent_t t0[RT_MAX_LOCAL], t1[RT_MAX_LOCAL];
+  for (int i = 0; i < w->nlocal; i++) {
+    RT_CUDA(e, cudaSetDevice(w->devices[i]));
+    RT_CUDA(e, cudaEventCreate(&t0[i]));
+    RT_CUDA(e, cudaEventCreate(&t1[i]));
+    RT_CUDA(e, cudaEventRecord(t0[i], w->streams[i]));
+  }
+  rt_watchdog_arm(w, w->timeout_s + 30, "a timed batch of collectives");
+  for (int k = 0; k < iters; k++) {
+    maybe_die(B);
+    if (rt_coll_enqueue(w, B->t, c, B->b->send, B->b->recv, co, e)) return -1;
+  }
+  for (int i = 0; i < w->nlocal; i++) {
+    RT_CUDA(e, cudaSetDevice(w->devices[i]));
+    RT_CUDA(e, cudaEventRecord(t1[i], w->streams[i]));
+  }
+  int rc = rt_nccl_wait(w, e);
+  rt_watchdog_disarm();
+  if (rc) return -1;
+  double v[RT_MAX_LOCAL];
+  for (int i = 0; i < w->nlocal; i++) {
+    float ms = 0;
+    RT_CUDA(e, cudaSetDevice(w->devices[i]));
+    RT_CUDA(e, cudaEventElapsedTime(&ms, t0[i], t1[i]));
+    v[i] = 1000.0 * ms / iters;
+    cudaEventDestroy(t0[i]);
+    cudaEventDestroy(t1[i]);
+  }
+  if (rt_nccl_max(w, v, 1, e)) return -1;
+  *us = v[0];
+  return 0;
+}
+
+static int time_call(bench *B, const rt_coll_call *c, const coll_opts *co, double *us, ts_err *e) {
+  double est = 0;
+  if (B->o->warmup > 0 && time_batch(B, c, co, B->o->warmup, &est, e)) return -1;
+  int iters = B->o->iters;
+  if (est > 0 && est * 1e-6 * iters > B->o->target_s) iters = (int)(B->o->target_s / (est * 1e-6));
+  if (iters < 3) iters = 3;
+  return time_batch(B, c, co, iters, us, e);
+}
+
+/* ---- the sweep ----------------------------------------------------------- */
+
+typedef struct {
+  size_t bytes[MAX_SIZES];
+  double us[CODEC_KINDS][MAX_SIZES];
+  size_t chunk[CODEC_KINDS][MAX_SIZES];
+  int n;
+} sweep_table;
+
+static void make_call(const bench_opts *o, coll_op op, int codec, size_t bytes, int nranks, rt_coll_call *c) {
+  memset(c, 0, sizeof *c);
+  c->op = op;
+  c->inplace = o->inplace;
+  size_t elems = bytes / 2;
+  if (codec == CODEC_CAAT || codec == CODEC_TACO_CAAT) {
+    c->caat = 1;
+    c->cols = o->hidden;
+    c->rows = elems / o->hidden ? elems / o->hidden : 1;
+    c->p = o->caat_p;
+    c->count = c->rows * c->cols;
+    return;
+  }
+  c->count = (op == COLL_OP_ALLGATHER || op == COLL_OP_REDUCESCATTER || op == COLL_OP_ALLTOALL) ? elems / (size_t)nranks
+                                                                                                 : elems;
+  if (!c->count) c->count = 1;
+}
+
+static size_t call_bytes(const rt_coll_call *c, int nranks) {
+  return 2 * (c->caat ? c->rows * c->cols : coll_total_elems(c->op, c->count, nranks));
+}
+
+static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
+  const bench_opts *o = B->o;
+  rt_nccl *w = B->w;
+  int root = rt_nccl_is_root(w), n = w->nranks;
+  sweep_table T;
+  memset(&T, 0, sizeof T);
+  if (root) {
+    printf("# op: %s  (busbw factor %.3f)\n", coll_op_name(op), coll_busbw_factor(op, n));
+    printf("# %10s %12s %6s %10s %10s %11s %11s %9s %12s %10s\n", "size(B)", "count", "type", "codec", "time(us)",
+           "algbw(GB/s)", "busbw(GB/s)", "speedup", "max_rel_err", "chunk(B)");
+    fflush(stdout);
+  }
+  for (double s = (double)o->minbytes; s <= (double)o->maxbytes * 1.0001 && T.n < MAX_SIZES; s *= o->step) {
+    size_t bytes = (size_t)s;
+    T.bytes[T.n] = bytes;
+    for (int k = 0; k < CODEC_KINDS; k++) {
+      if (!o->codecs[k]) continue;
+      int caat = k == CODEC_CAAT || k == CODEC_TACO_CAAT;
+      if (caat && op != COLL_OP_ALLREDUCE) continue;
+      if (o->inplace && (op == COLL_OP_ALLTOALL || op == COLL_OP_SENDRECV)) continue;
+      rt_coll_call c;
+      make_call(o, op, k, bytes, n, &c);
+      coll_opts co = coll_opts_default();
+      co.codec = (k == CODEC_TACO || k == CODEC_TACO_CAAT) ? COLL_CODEC_TACO : COLL_CODEC_NONE;
+      co.taco.group = o->group;
+      co.taco.fp8 = o->fp8;
+      co.min_bytes = o->threshold;
+      double best = INFINITY;
+      size_t best_chunk = 0;
+      int tries = co.codec == COLL_CODEC_TACO ? o->nchunks : 1;
+      for (int ci = 0; ci < tries; ci++) {
+        co.chunk_bytes = o->chunks[ci];
+        if (ci > 0 && o->chunks[ci - 1] >= call_bytes(&c, n)) break; /* larger chunks: one chunk, same call */
+        double us;
+        if (co.codec == COLL_CODEC_TACO && coll_team_reserve(B->t, op, c.count, &co))
+          return ts_fail_sys(e, "%s", coll_last_error());
+        if (time_call(B, &c, &co, &us, e)) return -1;
+        if (us < best) best = us, best_chunk = co.codec == COLL_CODEC_TACO ? co.chunk_bytes : 0;
+      }
+      co.chunk_bytes = best_chunk ? best_chunk : co.chunk_bytes;
+      double err = 0;
+      if (o->check && k != CODEC_NONE) {
+        rt_check_result res;
+        if (rt_coll_check(w, B->t, B->b, &c, &co, (unsigned long long)T.n * 16 + (unsigned)k, &res, e)) return -1;
+        double bound = rt_coll_bound(&c, n, &co);
+        err = res.max_group_rel;
+        if (!(err <= bound) || res.nonfinite > 0 || res.unwritten > 0) {
+          *check_failed = 1;
+          if (root)
+            printf("# CHECK FAILED: %s %s %zu B: max_rel_err %.3g > bound %.3g or %g non-finite, %g unwritten\n",
+                   coll_op_name(op), codec_names[k], bytes, err, bound, res.nonfinite, res.unwritten);
+        }
+      }
+      T.us[k][T.n] = best;
+      T.chunk[k][T.n] = best_chunk;
+      size_t b = call_bytes(&c, n);
+      double algbw = (double)b / (best * 1e-6) / 1e9;
+      /* CAAT-Net rows compare with NCCL BF16 on the same full tensor. */
+      double base = T.us[CODEC_NONE][T.n];
+      if (root) {
+        printf("  %10zu %12zu %6s %10s %10.1f %11.2f %11.2f %9.3f %12.3g %10zu\n", b, c.count, "bf16",
+               codec_names[k], best, algbw, algbw * coll_busbw_factor(op, n), base > 0 ? base / best : 1.0, err,
+               best_chunk);
+        fflush(stdout);
+      }
+      if (root && isatty(2)) fprintf(stderr, "\rbench-comm: %s %s %zu B done      ", coll_op_name(op), codec_names[k], b);
+    }
+    T.n++;
+  }
+  if (root && isatty(2)) fprintf(stderr, "\n");
+  for (int k = 1; k < CODEC_KINDS && root; k++) {
+    if (!o->codecs[k] || ((k == CODEC_CAAT || k == CODEC_TACO_CAAT) && op != COLL_OP_ALLREDUCE)) continue;
+    size_t th = coll_threshold_from_sweep(T.bytes, T.us[CODEC_NONE], T.us[k], T.n);
+    printf("# tuned: op=%s codec=%s transport=%s threshold_bytes=", coll_op_name(op), codec_names[k], rt_nccl_transport());
+    if (th == SIZE_MAX) printf("never");
+    else printf("%zu", th);
+    printf(" best_chunk_bytes_by_size=");
+    for (int i = 0; i < T.n; i++) printf("%s%zu:%zu", i ? "," : "", T.bytes[i], T.chunk[k][i]);
+    printf("\n");
+  }
+  if (root) printf("\n\n"); /* gnuplot: one data block per op (index) */
+  fflush(stdout);
+  return 0;
+}
+
+static int bench_comm_main(int argc, char **argv) {
+  ts_err e = {{0}, 0};
+  bench_opts o;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    }
+  if (parse_args(argc, argv, &o, &e)) {
+    fprintf(stderr, "tacorun: %s\n", e.msg);
+    return ts_exit_status(&e);
+  }
+  if (rt_cuda_device_count() < 1) {
+    fprintf(stderr, "tacorun bench-comm: no CUDA device\n");
+    return TS_EXIT_FAILURE;
+  }
+  rt_nccl w;
+  rt_nccl_opts no = {o.single, o.ngpus, o.timeout_s};
+  if (rt_nccl_init(&w, &no, &e)) {
+    fprintf(stderr, "tacorun bench-comm: %s\n", e.msg);
+    return TS_EXIT_FAILURE;
+  }
+  int failed = 0, check_failed = 0;
+  coll_team t;
+  rt_coll_bufs b;
+  memset(&b, 0, sizeof b);
+  size_t need = o.maxbytes + (size_t)o.hidden * 2 + 4096; /* a CAAT-Net row at least */
+  if (coll_team_init(&t, w.nlocal, w.comms, w.devices, w.streams)) {
+    fprintf(stderr, "tacorun bench-comm: %s\n", coll_last_error());
+    rt_nccl_finalize(&w, 1);
+    return TS_EXIT_FAILURE;
+  }
+  if (rt_coll_bufs_alloc(&w, &b, need, &e)) failed = 1;
+  bench B = {&w, &t, &b, &o, 0};
+  if (!failed && rt_nccl_is_root(&w)) {
+    char desc[2048];
+    rt_nccl_describe(&w, desc, sizeof desc);
+    printf("# tacorun bench-comm: NCCL BF16 vs compressed collectives; sizes are uncompressed BF16 bytes\n%s", desc);
+    printf("# codec: TACO G=%d %s; chunk candidates:", o.group, o.fp8 == TACO_FP8_E5M2 ? "e5m2" : "e4m3");
+    for (int i = 0; i < o.nchunks; i++) printf(" %zu", o.chunks[i]);
+    printf("; threshold %zu; iters %d warmup %d; %s; CAAT-Net p=%.3f hidden=%zu\n", o.threshold, o.iters, o.warmup,
+           o.inplace ? "in place" : "out of place", o.caat_p, o.hidden);
+    printf("# speedup = time(NCCL BF16) / time(codec) at the same uncompressed size; max_rel_err = max over "
+           "groups of |out-ref|/|ref| (with --check)\n\n");
+    fflush(stdout);
+  }
+  for (int i = 0; i < w.nlocal && !failed; i++) {
+    if (cudaSetDevice(w.devices[i]) != cudaSuccess ||
+        coll_fill_random(b.send[i], TACO_DTYPE_BF16, need / 2, 77 + (unsigned)w.ranks[i], 1.0f, (void *)w.streams[i]) ||
+        coll_fill_random(b.recv[i], TACO_DTYPE_BF16, need / 2, 99 + (unsigned)w.ranks[i], 1.0f, (void *)w.streams[i])) {
+      snprintf(e.msg, sizeof e.msg, "filling inputs: %s", coll_check_last_error());
+      failed = 1;
+    }
+  }
+  for (int op = 0; op < COLL_OP_COUNT && !failed; op++)
+    if (o.ops[op] && run_op(&B, (coll_op)op, &check_failed, &e)) failed = 1;
+  if (failed) fprintf(stderr, "tacorun bench-comm: rank %d: %s\n", w.ranks[0], e.msg);
+  if (!failed) {
+    rt_coll_bufs_free(&w, &b);
+    coll_team_destroy(&t);
+  }
+  rt_nccl_finalize(&w, failed);
+  if (check_failed && !failed) {
+    fprintf(stderr, "tacorun bench-comm: some results exceeded the codec's error bound (see '# CHECK FAILED')\n");
+    return TS_EXIT_FAILURE;
+  }
+  return failed ? ts_exit_status(&e) : 0;
+}
+
+RT_COMMAND("bench-comm", bench_comm_main, "NCCL BF16 vs TACO/CAAT-Net compressed collectives (nccl-tests columns)")

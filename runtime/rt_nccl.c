@@ -1,0 +1,355 @@
+/* rt_nccl.c — NCCL bootstrap (MPI, id file, single process), bounded waits,
+ * aborts and the watchdog (see rt_nccl.h). */
+#define _GNU_SOURCE
+#include "rt_nccl.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef TACOSIM_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_us(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+int rt_cuda_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+/* ---- watchdog ------------------------------------------------------------ */
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t thread;
+  int started, armed;
+  double deadline;
+  char what[128];
+  rt_nccl *w;
+} wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void *watchdog_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&wd.mu);
+  for (;;) {
+    if (!wd.armed) {
+      pthread_cond_wait(&wd.cv, &wd.mu);
+      continue;
+    }
+    double left = wd.deadline - now_s();
+    if (left > 0) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec + (left < 0.2 ? left : 0.2);
+      ts.tv_sec = (time_t)t;
+      ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+      pthread_cond_timedwait(&wd.cv, &wd.mu, &ts);
+      continue;
+    }
+    fprintf(stderr, "tacorun: %s did not finish in time (peer dead or stuck?): aborting NCCL and exiting\n",
+            wd.what);
+    fflush(stderr);
+    if (wd.w)
+      for (int i = 0; i < wd.w->nlocal; i++)
+        if (wd.w->comms[i]) ncclCommAbort(wd.w->comms[i]);
+    _exit(1); /* the main thread is blocked inside NCCL; nothing else can end it */
+  }
+  return NULL;
+}
+
+void rt_watchdog_arm(rt_nccl *w, double seconds, const char *what) {
+  pthread_mutex_lock(&wd.mu);
+  if (!wd.started && pthread_create(&wd.thread, NULL, watchdog_main, NULL) == 0) {
+    pthread_detach(wd.thread);
+    wd.started = 1;
+  }
+  wd.w = w;
+  wd.armed = 1;
+  wd.deadline = now_s() + seconds;
+  snprintf(wd.what, sizeof wd.what, "%s", what);
+  pthread_cond_signal(&wd.cv);
+  pthread_mutex_unlock(&wd.mu);
+}
+
+void rt_watchdog_disarm(void) {
+  pthread_mutex_lock(&wd.mu);
+  wd.armed = 0;
+  pthread_cond_signal(&wd.cv);
+  pthread_mutex_unlock(&wd.mu);
+}
+
+/* ---- bootstrap ----------------------------------------------------------- */
+
+static int env_int(const char *name, int dflt) {
+  const char *s = getenv(name);
+  if (!s || !*s) return dflt;
+  char *end;
+  long v = strtol(s, &end, 10);
+  return *end ? dflt : (int)v;
+}
+
+#ifdef TACOSIM_HAVE_MPI
+static int launched_by_mpi(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+#endif
+
+static int local_device(int rank, ts_err *e, int *dev) {
+  int ndev = rt_cuda_device_count();
+  if (ndev < 1) return ts_fail_sys(e, "rt_nccl: no CUDA device");
+  int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("TACORUN_LOCAL_RANK", rank));
+  *dev = local % ndev;
+  return 0;
+}
+
+static int write_id_file(const char *path, const ncclUniqueId *id, ts_err *e) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return ts_fail_sys(e, "%s: cannot write: %s", tmp, strerror(errno));
+  size_t ok = fwrite(id, sizeof *id, 1, f);
+  if (fclose(f) != 0 || ok != 1) return ts_fail_sys(e, "%s: write failed", tmp);
+  if (rename(tmp, path) != 0) return ts_fail_sys(e, "%s: rename failed: %s", path, strerror(errno));
+  return 0;
+}
+
+static int read_id_file(const char *path, double timeout_s, ncclUniqueId *id, ts_err *e) {
+  double until = now_s() + timeout_s;
+  for (;;) {
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      size_t ok = fread(id, sizeof *id, 1, f);
+      fclose(f);
+      if (ok == 1) return 0;
+    }
+    if (now_s() > until) return ts_fail_sys(e, "%s: no NCCL id from rank 0 within %.0f s", path, timeout_s);
+    sleep_us(20000);
+  }
+}
+
+static int init_multi(rt_nccl *w, ts_err *e) {
+  ncclUniqueId id;
+  int rank = 0, size = 1;
+  if (w->boot == RT_BOOT_MPI) {
+#ifdef TACOSIM_HAVE_MPI
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS) return ts_fail_sys(e, "rt_nccl: MPI_Init failed");
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank == 0) RT_NCCL(e, ncclGetUniqueId(&id));
+    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+      return ts_fail_sys(e, "rt_nccl: MPI_Bcast of the NCCL id failed");
+#endif
+  } else {
+    const char *path = getenv("TACORUN_ID_FILE");
+    rank = env_int("TACORUN_RANK", -1);
+    size = env_int("TACORUN_NRANKS", -1);
+    if (!path || rank < 0 || size < 1 || rank >= size)
+      return ts_fail(e, "environment", "TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE", "missing or out of range");
+    if (rank == 0) {
+      RT_NCCL(e, ncclGetUniqueId(&id));
+      if (write_id_file(path, &id, e)) return -1;
+    } else if (read_id_file(path, w->timeout_s, &id, e)) {
+      return -1;
+    }
+  }
+  w->nranks = size;
+  w->nlocal = 1;
+  w->ranks[0] = rank;
+  if (local_device(rank, e, &w->devices[0])) return -1;
+  RT_CUDA(e, cudaSetDevice(w->devices[0]));
+  rt_watchdog_arm(w, w->timeout_s, "NCCL communicator init");
+  ncclResult_t r = ncclCommInitRank(&w->comms[0], size, id, rank);
+  rt_watchdog_disarm();
+  RT_NCCL(e, r);
+  return 0;
+}
+
+static int init_single(rt_nccl *w, int ngpus, ts_err *e) {
+  int ndev = rt_cuda_device_count();
+  if (ndev < 1) return ts_fail_sys(e, "rt_nccl: no CUDA device");
+  if (ngpus <= 0 || ngpus > ndev) ngpus = ndev;
+  if (ngpus > RT_MAX_LOCAL) ngpus = RT_MAX_LOCAL;
+  w->nranks = w->nlocal = ngpus;
+  for (int i = 0; i < ngpus; i++) w->devices[i] = w->ranks[i] = i;
+  rt_watchdog_arm(w, w->timeout_s, "NCCL communicator init");
+  ncclResult_t r = ncclCommInitAll(w->comms, ngpus, w->devices);
+  rt_watchdog_disarm();
+  RT_NCCL(e, r);
+  return 0;
+}
+
+int rt_nccl_init(rt_nccl *w, const rt_nccl_opts *o, ts_err *e) {
+  memset(w, 0, sizeof *w);
+  w->timeout_s = o->timeout_s > 0 ? o->timeout_s : 300.0;
+  if (o->single_process) w->boot = RT_BOOT_SINGLE;
+  else if (getenv("TACORUN_ID_FILE")) w->boot = RT_BOOT_FILE;
+#ifdef TACOSIM_HAVE_MPI
+  else if (launched_by_mpi()) w->boot = RT_BOOT_MPI;
+#endif
+  else w->boot = RT_BOOT_SINGLE;
+  if (w->boot == RT_BOOT_SINGLE ? init_single(w, o->ngpus, e) : init_multi(w, e)) return -1;
+  for (int i = 0; i < w->nlocal; i++) {
+    RT_CUDA(e, cudaSetDevice(w->devices[i]));
+    RT_CUDA(e, cudaStreamCreateWithFlags(&w->streams[i], cudaStreamNonBlocking));
+    RT_CUDA(e, cudaMalloc((void **)&w->dscratch[i], 64 * sizeof(double)));
+  }
+  return 0;
+}
+
+/* ---- waits and aborts ---------------------------------------------------- */
+
+void rt_nccl_abort(rt_nccl *w) {
+  if (w->aborted) return;
+  w->aborted = 1;
+  for (int i = 0; i < w->nlocal; i++)
+    if (w->comms[i]) ncclCommAbort(w->comms[i]);
+}
+
+int rt_nccl_wait(rt_nccl *w, ts_err *e) {
+  if (w->aborted) return ts_fail_sys(e, "rt_nccl: communicator already aborted");
+  double start = now_s();
+  long nap = 5;
+  for (;;) {
+    int pending = 0;
+    for (int i = 0; i < w->nlocal; i++) {
+      ncclResult_t async = ncclSuccess;
+      ncclResult_t r = ncclCommGetAsyncError(w->comms[i], &async);
+      if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+        ncclResult_t bad = r != ncclSuccess ? r : async;
+        rt_nccl_abort(w);
+        return ts_fail_sys(e, "%s:%d: rank %d: NCCL error: %s (%s); communicators aborted", __FILE__, __LINE__,
+                           w->ranks[i], ncclGetErrorString(bad), ncclGetLastError(NULL));
+      }
+      RT_CUDA(e, cudaSetDevice(w->devices[i]));
+      cudaError_t q = cudaStreamQuery(w->streams[i]);
+      if (q == cudaErrorNotReady) pending = 1;
+      else if (q != cudaSuccess) {
+        rt_nccl_abort(w);
+        return ts_fail_sys(e, "%s:%d: rank %d: cudaStreamQuery: %s; communicators aborted", __FILE__, __LINE__,
+                           w->ranks[i], cudaGetErrorString(q));
+      }
+    }
+    if (!pending) return 0;
+    if (now_s() - start > w->timeout_s) {
+      rt_nccl_abort(w);
+      return ts_fail_sys(e,
+                         "rt_nccl: rank %d: collective not finished after %.1f s (a peer died or stopped answering); "
+                         "NCCL communicators aborted",
+                         w->ranks[0], w->timeout_s);
+    }
+    sleep_us(nap);
+    if (nap < 200) nap *= 2;
+  }
+}
+
+int rt_nccl_max(rt_nccl *w, double *vals, int k, ts_err *e) {
+  if (k < 1 || k > 64) return ts_fail_sys(e, "rt_nccl_max: k=%d out of range", k);
+  size_t bytes = (size_t)k * sizeof(double);
+  for (int i = 0; i < w->nlocal; i++) {
+    RT_CUDA(e, cudaSetDevice(w->devices[i]));
+    RT_CUDA(e, cudaMemcpyAsync(w->dscratch[i], vals + (size_t)i * k, bytes, cudaMemcpyHostToDevice, w->streams[i]));
+  }
+  RT_NCCL(e, ncclGroupStart());
+  for (int i = 0; i < w->nlocal; i++)
+    RT_NCCL(e, ncclAllReduce(w->dscratch[i], w->dscratch[i], (size_t)k, ncclFloat64, ncclMax, w->comms[i], w->streams[i]));
+  RT_NCCL(e, ncclGroupEnd());
+  for (int i = 0; i < w->nlocal; i++) {
+    RT_CUDA(e, cudaSetDevice(w->devices[i]));
+    RT_CUDA(e, cudaMemcpyAsync(vals + (size_t)i * k, w->dscratch[i], bytes, cudaMemcpyDeviceToHost, w->streams[i]));
+  }
+  return rt_nccl_wait(w, e);
+}
+
+int rt_nccl_is_root(const rt_nccl *w) { return w->ranks[0] == 0; }
+
+void rt_nccl_finalize(rt_nccl *w, int failed) {
+  if (failed) {
+    rt_nccl_abort(w);
+  } else if (!w->aborted) {
+    rt_watchdog_arm(w, w->timeout_s, "NCCL communicator destroy");
+    for (int i = 0; i < w->nlocal; i++)
+      if (w->comms[i]) ncclCommDestroy(w->comms[i]);
+    rt_watchdog_disarm();
+  }
+  for (int i = 0; i < w->nlocal; i++) {
+    if (cudaSetDevice(w->devices[i]) != cudaSuccess) continue;
+    if (!failed) {
+      cudaFree(w->dscratch[i]);
+      if (w->streams[i]) cudaStreamDestroy(w->streams[i]);
+    }
+  }
+#ifdef TACOSIM_HAVE_MPI
+  if (w->boot == RT_BOOT_MPI) {
+    if (failed) MPI_Abort(MPI_COMM_WORLD, 1);
+    else MPI_Finalize();
+  }
+#endif
+  memset(w->comms, 0, sizeof w->comms);
+}
+
+/* ---- description --------------------------------------------------------- */
+
+const char *rt_nccl_transport(void) {
+  const char *p2p = getenv("NCCL_P2P_DISABLE"), *shm = getenv("NCCL_SHM_DISABLE");
+  int no_p2p = p2p && atoi(p2p) == 1, no_shm = shm && atoi(shm) == 1;
+  if (no_p2p && no_shm) return "socket";
+  if (no_p2p) return "shm";
+  return "nvlink/p2p";
+}
+
+void rt_nccl_describe(const rt_nccl *w, char *buf, size_t n) {
+  struct cudaDeviceProp prop;
+  memset(&prop, 0, sizeof prop);
+  int drv = 0, rtv = 0, nccl = 0;
+  cudaGetDeviceProperties(&prop, w->devices[0]);
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rtv);
+  ncclGetVersion(&nccl);
+  char drvstr[64] = "?";
+  FILE *f = fopen("/proc/driver/nvidia/version", "r");
+  if (f) {
+    char line[256];
+    if (fgets(line, sizeof line, f)) {
+      char *k = strstr(line, "Kernel Module");
+      if (k && sscanf(k + strlen("Kernel Module"), "%63s", drvstr) != 1) snprintf(drvstr, sizeof drvstr, "?");
+    }
+    fclose(f);
+  }
+  static const char *const vars[] = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME",
+                                     "NCCL_NVLS_ENABLE", "NCCL_PROTO", "NCCL_ALGO"};
+  char env[512] = "";
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    const char *v = getenv(vars[i]);
+    if (v) {
+      size_t len = strlen(env);
+      snprintf(env + len, sizeof env - len, " %s=%s", vars[i], v);
+    }
+  }
+  const char *boot = w->boot == RT_BOOT_MPI ? "mpi" : w->boot == RT_BOOT_FILE ? "id-file" : "single-process";
+  snprintf(buf, n,
+           "# gpu: %s x %d ranks (%s)\n# driver: %s (CUDA driver API %d.%d), CUDA runtime %d.%d, NCCL %d.%d.%d\n"
+           "# transport: %s;%s\n",
+           prop.name, w->nranks, boot, drvstr, drv / 1000, drv % 1000 / 10, rtv / 1000, rtv % 1000 / 10,
+           nccl / 10000, nccl / 100 % 100, nccl % 100, rt_nccl_transport(), env[0] ? env : " (no NCCL_* variables)");
+}

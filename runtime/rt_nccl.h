@@ -1,0 +1,91 @@
+/* rt_nccl.h — NCCL bootstrap, bounded waits and aborts for tacorun commands.
+ *
+ * Three ways to build the communicator:
+ *   - MPI: one process per GPU under mpirun (any number of nodes); rank 0's
+ *     ncclUniqueId is broadcast over MPI. Chosen when mpirun's environment
+ *     is present and tacorun was built with MPI.
+ *   - id file: one process per GPU started by any launcher, with
+ *     TACORUN_RANK, TACORUN_NRANKS and TACORUN_ID_FILE set (rank 0 writes the
+ *     id there; the launcher removes a stale file first). Needs no MPI, so a
+ *     killed rank is seen by NCCL alone (the fault test uses it).
+ *   - single process: every local GPU (or the first ngpus) with
+ *     ncclCommInitAll; collectives go through ncclGroupStart/End.
+ *
+ * Every CUDA and NCCL call is checked and reported with file:line. Waits
+ * poll the streams and ncclCommGetAsyncError; an error or no completion
+ * within timeout_s aborts every communicator (ncclCommAbort) and fails, so
+ * a dead or stuck peer ends in an error, never a hang. A watchdog thread
+ * covers the calls that can block inside NCCL (init, enqueue): past its
+ * deadline it aborts the communicators and ends the process with status 1. */
+#ifndef RT_NCCL_H
+#define RT_NCCL_H
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stddef.h>
+
+#include "ts_error.h"
+
+#define RT_MAX_LOCAL 16
+
+typedef enum { RT_BOOT_SINGLE, RT_BOOT_MPI, RT_BOOT_FILE } rt_boot;
+
+typedef struct {
+  int single_process; /* force single-process mode */
+  int ngpus;          /* single process: GPUs to use (0: all) */
+  double timeout_s;   /* bound on init and on every wait (0: 300 s) */
+} rt_nccl_opts;
+
+typedef struct {
+  rt_boot boot;
+  int nranks, nlocal;
+  int ranks[RT_MAX_LOCAL], devices[RT_MAX_LOCAL];
+  ncclComm_t comms[RT_MAX_LOCAL];
+  cudaStream_t streams[RT_MAX_LOCAL];
+  double *dscratch[RT_MAX_LOCAL]; /* small device buffers for rt_nccl_max */
+  double timeout_s;
+  int aborted;
+} rt_nccl;
+
+#define RT_CUDA(e, call)                                                                                     \
+  do {                                                                                                       \
+    cudaError_t rt_ce_ = (call);                                                                             \
+    if (rt_ce_ != cudaSuccess)                                                                               \
+      return ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(rt_ce_));        \
+  } while (0)
+#define RT_NCCL(e, call)                                                                                     \
+  do {                                                                                                       \
+    ncclResult_t rt_nr_ = (call);                                                                            \
+    if (rt_nr_ != ncclSuccess)                                                                               \
+      return ts_fail_sys(e, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call, ncclGetErrorString(rt_nr_),    \
+                         ncclGetLastError(NULL));                                                            \
+  } while (0)
+
+/* Number of CUDA devices, 0 when there is none or no driver (never fails). */
+int rt_cuda_device_count(void);
+
+int rt_nccl_init(rt_nccl *w, const rt_nccl_opts *o, ts_err *e);
+/* Waits for everything enqueued on the local streams; see above. */
+int rt_nccl_wait(rt_nccl *w, ts_err *e);
+/* Aborts every local communicator (idempotent). */
+void rt_nccl_abort(rt_nccl *w);
+/* Destroys the communicators (or, after a failure, aborts them; under MPI a
+ * failed rank calls MPI_Abort so that the job ends). */
+void rt_nccl_finalize(rt_nccl *w, int failed);
+/* vals holds nlocal rows of k doubles (k <= 64); on return every row holds
+ * the element-wise maximum over all ranks. */
+int rt_nccl_max(rt_nccl *w, double *vals, int k, ts_err *e);
+/* True when this process holds rank 0 (the one that prints). */
+int rt_nccl_is_root(const rt_nccl *w);
+
+/* '#' comment lines: GPU, driver, CUDA runtime, NCCL version, transport. */
+void rt_nccl_describe(const rt_nccl *w, char *buf, size_t n);
+/* "nvlink/p2p", "shm" or "socket", from the NCCL_* variables in the environment. */
+const char *rt_nccl_transport(void);
+
+/* Watchdog: past `seconds` without a disarm, abort the communicators and
+ * exit(1) with a message naming `what`. */
+void rt_watchdog_arm(rt_nccl *w, double seconds, const char *what);
+void rt_watchdog_disarm(void);
+
+#endif

@@ -1,0 +1,22 @@
+# Tests of the compressed collectives (kernels/coll_*) and their runtime helpers.
+# The layout arithmetic is plain C: its CUnit suite builds and runs everywhere,
+# also under ASan with TACOSIM_CUDA=OFF.
+add_executable(test_coll_layout ${CMAKE_SOURCE_DIR}/tests/test_coll_layout.c ${CMAKE_SOURCE_DIR}/kernels/coll_layout.c)
+target_include_directories(test_coll_layout PRIVATE ${CMAKE_SOURCE_DIR}/kernels)
+target_link_libraries(test_coll_layout PRIVATE PkgConfig::CUNIT m)
+add_test(NAME coll_layout COMMAND test_coll_layout)
+
+# The GPU test: no CUnit (the GPU machine has none), exit 77 without a GPU.
+# It needs the CUDA codec library; sizes are capped here so a CI machine that
+# does have a GPU stays fast (the GPU machine runs it with TEST_COLL_MAX_BYTES
+# unset, up to 1 GiB).
+if(TACOSIM_HAVE_GPU AND TARGET ts_kernels_cuda)
+  add_executable(test_coll_gpu ${CMAKE_SOURCE_DIR}/tests/test_coll_gpu.c ${CMAKE_SOURCE_DIR}/runtime/rt_nccl.c
+                               ${CMAKE_SOURCE_DIR}/runtime/rt_nccl_check.c)
+  target_include_directories(test_coll_gpu PRIVATE ${CMAKE_SOURCE_DIR}/runtime ${CMAKE_SOURCE_DIR}/kernels
+                                                   ${NCCL_INCLUDE_DIR})
+  target_link_libraries(test_coll_gpu PRIVATE ts_kernels_cuda ts_common CUDA::cudart ${NCCL_LIBRARY} m)
+  add_test(NAME coll_gpu COMMAND test_coll_gpu)
+  set_tests_properties(coll_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan"
+                                           ENVIRONMENT "TEST_COLL_MAX_BYTES=67108864;NCCL_NVLS_ENABLE=0")
+endif()

@@ -1,0 +1,167 @@
+/* test_coll_gpu.c — compressed collectives equal the uncompressed NCCL ones
+ * within the codec's error bound, on fresh random inputs, at sizes from
+ * 1 KiB to 1 GiB (odd sizes included), in place and out of place, with
+ * every output element written. Drives all local GPUs from one process
+ * (ncclCommInitAll). Plain C, no CUnit (the GPU machine has none); exits 77
+ * when there is no GPU, 1 on any failure. TEST_COLL_MAX_BYTES caps the size
+ * (default 1 GiB). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_taco.h"
+#include "rt_nccl.h"
+#include "rt_nccl_check.h"
+
+static int failures, checks;
+
+static int run_case(rt_nccl *w, coll_team *t, rt_coll_bufs *b, const rt_coll_call *c, const coll_opts *o,
+                    const char *label) {
+  ts_err e = {{0}, 0};
+  rt_check_result r;
+  static unsigned long long seed = 1;
+  if (rt_coll_check(w, t, b, c, o, seed++, &r, &e)) {
+    printf("ERROR %s: %s\n", label, e.msg);
+    return -1; /* NCCL or CUDA failed: the communicators are gone */
+  }
+  double bound = rt_coll_bound(c, w->nranks, o);
+  int ok = r.max_group_rel <= bound && r.nonfinite == 0 && r.unwritten == 0;
+  checks++;
+  if (!ok) failures++;
+  printf("%-4s %-60s max_rel %.4f (bound %.4f) rel_l2 %.4f nonfinite %.0f unwritten %.0f\n", ok ? "ok" : "FAIL",
+         label, r.max_group_rel, bound, r.rel_l2, r.nonfinite, r.unwritten);
+  fflush(stdout);
+  return 0;
+}
+
+int main(void) {
+  if (rt_cuda_device_count() < 1) {
+    printf("test_coll_gpu: no CUDA device: skipped\n");
+    return 77;
+  }
+  size_t max_bytes = (size_t)1 << 30;
+  const char *cap = getenv("TEST_COLL_MAX_BYTES");
+  if (cap) max_bytes = strtoull(cap, NULL, 10);
+  rt_nccl w;
+  rt_nccl_opts no = {1, 0, 120};
+  ts_err e = {{0}, 0};
+  if (rt_nccl_init(&w, &no, &e)) {
+    printf("test_coll_gpu: %s\n", e.msg);
+    return 1;
+  }
+  coll_team t;
+  if (coll_team_init(&t, w.nlocal, w.comms, w.devices, w.streams)) {
+    printf("test_coll_gpu: %s\n", coll_last_error());
+    return 1;
+  }
+  rt_coll_bufs b;
+  /* in-place reduce-scatter needs nranks x count in recv: bytes cover the largest input or output */
+  if (rt_coll_bufs_alloc(&w, &b, max_bytes + 65536, &e)) {
+    printf("test_coll_gpu: %s\n", e.msg);
+    return 1;
+  }
+  printf("test_coll_gpu: %d ranks, sizes up to %zu bytes\n", w.nranks, max_bytes);
+  int n = w.nranks;
+  /* Total uncompressed BF16 bytes of the message; odd ones are not
+   * multiples of any group nor of the rank count. */
+  const size_t sizes[] = {1024, 1024 + 6, 3 * 2 * 128 * 5 + 14, (1 << 20) + 2 * 7, 17 * (1 << 20) + 2 * 333,
+                          64 << 20, 256 << 20, (size_t)1 << 30};
+  const size_t chunks[] = {0, 256 << 10};
+  int dead = 0;
+  for (size_t si = 0; si < sizeof sizes / sizeof *sizes && !dead; si++) {
+    size_t bytes = sizes[si];
+    if (bytes > max_bytes) continue;
+    int big = bytes >= (256u << 20);
+    for (int op = 0; op < COLL_OP_COUNT && !dead; op++) {
+      for (int inplace = 0; inplace < 2 && !dead; inplace++) {
+        if (inplace && (op == COLL_OP_ALLTOALL || op == COLL_OP_SENDRECV)) continue;
+        if (big && inplace && op != COLL_OP_ALLREDUCE) continue;
+        for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks && !dead; ci++) {
+          if (big && ci) continue; /* many small chunks: checked at the smaller sizes */
+          rt_coll_call c;
+          memset(&c, 0, sizeof c);
+          c.op = (coll_op)op;
+          c.inplace = inplace;
+          size_t elems = bytes / 2;
+          c.count = (op == COLL_OP_ALLGATHER || op == COLL_OP_REDUCESCATTER || op == COLL_OP_ALLTOALL)
+                        ? (elems / (size_t)n ? elems / (size_t)n : 1)
+                        : elems;
+          coll_opts o = coll_opts_default();
+          o.min_bytes = 0;
+          o.chunk_bytes = chunks[ci];
+          char label[160];
+          snprintf(label, sizeof label, "%s %zu B count %zu %s chunk %zu", coll_op_name(c.op), bytes, c.count,
+                   inplace ? "in-place" : "out-of-place", chunks[ci]);
+          if (run_case(&w, &t, &b, &c, &o, label)) dead = 1;
+        }
+      }
+    }
+    /* CAAT-Net partial all-reduce, plain and TACO-encoded shared channels. */
+    for (int taco = 0; taco < 2 && !dead && bytes >= 4096 * 2; taco++)
+      for (int inplace = 0; inplace < 2 && !dead; inplace++) {
+        rt_coll_call c;
+        memset(&c, 0, sizeof c);
+        c.caat = 1;
+        c.op = COLL_OP_ALLREDUCE;
+        c.cols = 4096 + 24; /* shared = floor(0.5 * 4120) = 2060: not a multiple of any group */
+        c.rows = bytes / 2 / c.cols ? bytes / 2 / c.cols : 1;
+        c.count = c.rows * c.cols;
+        c.p = 0.5;
+        c.inplace = inplace;
+        coll_opts o = coll_opts_default();
+        o.codec = taco ? COLL_CODEC_TACO : COLL_CODEC_NONE;
+        o.min_bytes = 0;
+        char label[160];
+        snprintf(label, sizeof label, "caat%s p=0.5 %zu x %zu %s", taco ? "+taco" : "", c.rows, c.cols,
+                 inplace ? "in-place" : "out-of-place");
+        if (run_case(&w, &t, &b, &c, &o, label)) dead = 1;
+      }
+  }
+  /* Other codec settings at one odd size. */
+  const int gs[] = {32, 64, 256, 512};
+  for (int gi = 0; gi < 4 && !dead; gi++)
+    for (int fp8 = 0; fp8 < 2 && !dead; fp8++)
+      for (int op = 0; op < COLL_OP_COUNT && !dead; op++) {
+        rt_coll_call c;
+        memset(&c, 0, sizeof c);
+        c.op = (coll_op)op;
+        c.count = 300007;
+        coll_opts o = coll_opts_default();
+        o.taco.group = gs[gi];
+        o.taco.fp8 = fp8 ? TACO_FP8_E5M2 : TACO_FP8_E4M3;
+        o.min_bytes = 0;
+        o.chunk_bytes = 1 << 20;
+        char label[160];
+        snprintf(label, sizeof label, "%s count %zu G=%d %s", coll_op_name(c.op), c.count, gs[gi], fp8 ? "e5m2" : "e4m3");
+        if (run_case(&w, &t, &b, &c, &o, label)) dead = 1;
+      }
+  /* The threshold: below it the call is plain NCCL, so the result is exact. */
+  if (!dead) {
+    rt_coll_call c;
+    memset(&c, 0, sizeof c);
+    c.op = COLL_OP_ALLGATHER;
+    c.count = 1000;
+    coll_opts o = coll_opts_default();
+    o.min_bytes = 1 << 20;
+    ts_err e2 = {{0}, 0};
+    rt_check_result r;
+    if (rt_coll_check(&w, &t, &b, &c, &o, 4242, &r, &e2)) dead = 1;
+    else {
+      checks++;
+      int ok = r.max_group_rel == 0 && r.unwritten == 0;
+      if (!ok) failures++;
+      printf("%-4s allgather below the threshold is exact: max_rel %.3g\n", ok ? "ok" : "FAIL", r.max_group_rel);
+    }
+  }
+  if (dead) {
+    rt_nccl_finalize(&w, 1);
+    printf("test_coll_gpu: aborted after an NCCL/CUDA error\n");
+    return 1;
+  }
+  rt_coll_bufs_free(&w, &b);
+  coll_team_destroy(&t);
+  rt_nccl_finalize(&w, 0);
+  printf("test_coll_gpu: %d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}
