@@ -9,6 +9,9 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+extern "C" { /* ts_error.h has no C++ guards of its own */
+#include "ts_error.h"
+}
 #include "rt_ops.h"
 #include "rt_ops_check.h"
 

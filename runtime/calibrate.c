@@ -1,0 +1,308 @@
+/* calibrate.c — `tacorun calibrate`: measure costs on the GPUs at hand and
+ * write a calibration file (through schema/calibration.h, the module the
+ * simulator reads it with).
+ *
+ * Phases: a self-check of the kernels against their C references, GEMMs at
+ * every shape of the model zoo, attention, memory-bound kernels, the TACO and
+ * CAAT-Net kernels, then NCCL and compressed collectives, and the latency +
+ * bandwidth fits. --compute-from copies the compute tables of an earlier file
+ * (same GPUs) so another transport needs only its collectives measured. */
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "calibrate.h"
+#include "calibrate_fit.h"
+#include "rt_command.h"
+#include "rt_ops.h"
+
+enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_ALL = 31 };
+
+typedef struct {
+  const char *out, *transport, *models, *compute_from;
+  int phases, check_only, gpus;
+  double time_limit_s;
+  calib_sweep sweep;
+  calib_config cfg;
+} calib_args;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tacorun calibrate [--out FILE] [--transport-name NAME] [--tp 1,2,4,8] [--quick]\n"
+          "                         [--models all|NAME,...] [--tokens 2048,4096,8192] [--gpus N]\n"
+          "                         [--only gemm,attention,memory,codec,comm] [--compute-from FILE]\n"
+          "                         [--time-limit SECONDS] [--check]\n\n"
+          "Measures GEMMs (every shape of the model zoo: forward, dgrad, wgrad), attention,\n"
+          "memory-bound kernels, TACO/CAAT-Net kernels and NCCL plus compressed collectives\n"
+          "(1 KiB .. 1 GiB) on the GPUs of this machine, and writes a calibration file.\n"
+          "  --out FILE           output (default calibration-TRANSPORT.json)\n"
+          "  --transport-name N   recorded transport (default from NCCL_P2P_DISABLE/NCCL_SHM_DISABLE)\n"
+          "  --quick              fewer repetitions and group sizes (fits the 8-minute budget)\n"
+          "  --compute-from FILE  copy GEMM and kernel tables from FILE; measure only collectives\n"
+          "  --check              run the kernel self-check only\n");
+}
+
+/* Parses "1,2,4" into v (at most cap values in [lo, hi]). */
+static int parse_list(const char *opt, const char *s, long long lo, long long hi, long long *v, int cap, int *n,
+                      ts_err *e) {
+  *n = 0;
+  const char *p = s;
+  while (*p) {
+    char *end;
+    long long x = strtoll(p, &end, 10);
+    if (end == p || (*end && *end != ',') || x < lo || x > hi)
+      return ts_fail(e, NULL, opt, "'%s' must be a comma-separated list of integers in [%lld, %lld]", s, lo, hi);
+    if (*n == cap) return ts_fail(e, NULL, opt, "at most %d values", cap);
+    v[(*n)++] = x;
+    p = *end ? end + 1 : end;
+  }
+  if (*n == 0) return ts_fail(e, NULL, opt, "empty list");
+  return 0;
+}
+
+static int parse_phases(const char *s, int *out, ts_err *e) {
+  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm"};
+  *out = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  char *save = NULL;
+  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    int found = 0;
+    for (int i = 0; i < 5; i++)
+      if (!strcmp(t, names[i])) *out |= 1 << i, found = 1;
+    if (!found) return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, attention, memory, codec, comm)", t);
+  }
+  return *out ? 0 : ts_fail(e, NULL, "--only", "no phase given");
+}
+
+static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
+  memset(a, 0, sizeof *a);
+  a->models = "all";
+  a->phases = PH_ALL;
+  a->time_limit_s = 1200;
+  calib_sweep_default(&a->sweep);
+  long long v[8];
+  int n;
+  for (int i = 1; i < argc; i++) {
+    const char *o = argv[i];
+    int has = i + 1 < argc;
+    if (!strcmp(o, "--quick")) a->cfg.quick = 1;
+    else if (!strcmp(o, "--check")) a->check_only = 1;
+    else if (!strcmp(o, "--help") || !strcmp(o, "-h")) return 1;
+    else if (!has) return ts_fail(e, NULL, o, "unknown option or missing value");
+    else if (!strcmp(o, "--out")) a->out = argv[++i];
+    else if (!strcmp(o, "--transport-name")) a->transport = argv[++i];
+    else if (!strcmp(o, "--models")) a->models = argv[++i];
+    else if (!strcmp(o, "--compute-from")) a->compute_from = argv[++i];
+    else if (!strcmp(o, "--only")) {
+      if (parse_phases(argv[++i], &a->phases, e)) return -1;
+    } else if (!strcmp(o, "--tp")) {
+      if (parse_list(o, argv[++i], 1, 64, v, 8, &n, e)) return -1;
+      a->sweep.n_tp = n;
+      for (int j = 0; j < n; j++) a->sweep.tp[j] = (int)v[j];
+    } else if (!strcmp(o, "--tokens")) {
+      if (parse_list(o, argv[++i], 1, 1 << 20, v, 8, &n, e)) return -1;
+      a->sweep.n_tokens = n;
+      for (int j = 0; j < n; j++) a->sweep.tokens[j] = v[j];
+    } else if (!strcmp(o, "--gpus")) {
+      if (parse_list(o, argv[++i], 1, CALIB_MAX_GPUS, v, 1, &n, e)) return -1;
+      a->gpus = (int)v[0];
+    } else if (!strcmp(o, "--time-limit")) {
+      if (parse_list(o, argv[++i], 10, 86400, v, 1, &n, e)) return -1;
+      a->time_limit_s = (double)v[0];
+    } else return ts_fail(e, NULL, o, "unknown option");
+  }
+  if (a->transport && (!*a->transport || strlen(a->transport) >= 32))
+    return ts_fail(e, NULL, "--transport-name", "must be 1-31 characters");
+  if (a->compute_from && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM | PH_CODEC)) && a->phases != PH_ALL)
+    return ts_fail(e, NULL, "--compute-from", "replaces the compute phases; use --only comm or no --only");
+  if (a->compute_from) a->phases = PH_COMM;
+  return 0;
+}
+
+static void config_budgets(calib_config *cfg) {
+  cfg->budget = calib_budget_default(cfg->quick);
+  cfg->comm_budget = calib_budget_default(cfg->quick);
+  cfg->comm_budget.warmup = 1;
+  cfg->comm_budget.target_us = cfg->quick ? 500.0 : 1000.0;
+  cfg->comm_budget.max_batch = 20;
+  cfg->comm_budget.long_us = 20000.0;
+  cfg->comm_max_bytes = (size_t)1 << 30;
+  static const int all[] = {32, 64, 128, 256, 512}, quick[] = {64, 128, 256};
+  cfg->n_groups = cfg->quick ? 3 : 5;
+  for (int i = 0; i < cfg->n_groups; i++) cfg->groups[i] = cfg->quick ? quick[i] : all[i];
+  cfg->n_coll_groups = cfg->quick ? 1 : 2;
+  cfg->coll_groups[0] = 128;
+  cfg->coll_groups[1] = 256;
+}
+
+/* ---- what the file records about the machine ---- */
+
+static void driver_version(char *out, size_t n) {
+  snprintf(out, n, "unknown");
+  FILE *f = fopen("/proc/driver/nvidia/version", "r");
+  if (!f) return;
+  char line[512];
+  if (fgets(line, sizeof line, f)) {
+    char *p = strstr(line, "Kernel Module");
+    if (p) {
+      p += strlen("Kernel Module");
+      while (*p == ' ') p++;
+      size_t len = strcspn(p, " \n");
+      if (len > 0 && len < n) snprintf(out, n, "%.*s", (int)len, p);
+    }
+  }
+  fclose(f);
+}
+
+static const char *transport_from_env(int ndev) {
+  const char *p2p = getenv("NCCL_P2P_DISABLE"), *shm = getenv("NCCL_SHM_DISABLE");
+  int no_p2p = p2p && atoi(p2p) == 1, no_shm = shm && atoi(shm) == 1;
+  if (no_p2p && no_shm) return "socket";
+  if (no_p2p) return "shm";
+  if (ndev < 2) return "none";
+  int peer = 0;
+  cudaDeviceCanAccessPeer(&peer, 0, 1);
+  return peer ? "nvlink" : "pcie";
+}
+
+static int fill_metadata(schema_calibration *c, const calib_args *a, int ndev, ts_err *e) {
+  struct cudaDeviceProp prop;
+  cudaError_t ce = cudaGetDeviceProperties(&prop, a->cfg.devices[0]);
+  if (ce != cudaSuccess) return ts_fail_sys(e, "%s:%d: cudaGetDeviceProperties: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+  snprintf(c->gpu, sizeof c->gpu, "%.63s", prop.name);
+  driver_version(c->driver, sizeof c->driver);
+  int rtv = 0, nv = 0;
+  cudaRuntimeGetVersion(&rtv);
+  ncclGetVersion(&nv);
+  snprintf(c->cuda, sizeof c->cuda, "%d.%d", rtv / 1000, (rtv % 1000) / 10);
+  snprintf(c->nccl, sizeof c->nccl, "%d.%d.%d", nv / 10000, (nv % 10000) / 100, nv % 100);
+  snprintf(c->transport, sizeof c->transport, "%s", a->transport ? a->transport : transport_from_env(ndev));
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(c->measured_at, sizeof c->measured_at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  c->derived = false;
+  return 0;
+}
+
+static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s) {
+  const char *v[] = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME",
+                     "NCCL_NVLS_ENABLE"};
+  char env[200] = "";
+  for (int i = 0; i < 5; i++) {
+    const char *s = getenv(v[i]);
+    if (s) snprintf(env + strlen(env), sizeof env - strlen(env), " %s=%.20s", v[i], s);
+  }
+  char src[200];
+  if (a->compute_from) snprintf(src, sizeof src, "GEMM and kernel tables copied from %.120s (same GPUs, measured just before)", a->compute_from);
+  else snprintf(src, sizeof src, "all tables measured in this run");
+  snprintf(c->notes, sizeof c->notes, "tacorun calibrate%s on %d GPU(s), %.0f s; %s; env:%s", a->cfg.quick ? " --quick" : "",
+           a->cfg.ndev, wall_s, src, *env ? env : " (none)");
+}
+
+static int copy_compute_tables(const char *path, schema_calibration *c, ts_err *e) {
+  schema_calibration src;
+  if (schema_calibration_load(path, &src, e)) return -1;
+  int rc = 0;
+  for (int i = 0; i < src.n_gemm && !rc; i++)
+    rc = schema_calibration_add_gemm(c, src.gemm[i].m, src.gemm[i].n, src.gemm[i].k, src.gemm[i].us);
+  for (int t = 0; t < src.n_kernels && !rc; t++)
+    for (int i = 0; i < src.kernels[t].n && !rc; i++)
+      rc = schema_calibration_add_kernel(c, src.kernels[t].name, src.kernels[t].by_flops, src.kernels[t].pts[i].x,
+                                         src.kernels[t].pts[i].group, src.kernels[t].pts[i].us);
+  schema_calibration_free(&src);
+  return rc ? ts_fail_sys(e, "calibrate: out of memory") : 0;
+}
+
+static void on_time_limit(int sig) {
+  (void)sig;
+  static const char msg[] = "tacorun calibrate: time limit reached; stopping (raise --time-limit)\n";
+  ssize_t w = write(2, msg, sizeof msg - 1);
+  (void)w;
+  _exit(1);
+}
+
+static int run(calib_args *a, ts_err *e) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) return ts_fail_sys(e, "calibrate: no CUDA device");
+  if (a->gpus > ndev) return ts_fail(e, NULL, "--gpus", "%d requested, %d present", a->gpus, ndev);
+  a->cfg.ndev = a->gpus ? a->gpus : (ndev < CALIB_MAX_GPUS ? ndev : CALIB_MAX_GPUS);
+  for (int i = 0; i < a->cfg.ndev; i++) a->cfg.devices[i] = i;
+  config_budgets(&a->cfg);
+  calib_elapsed_s();
+
+  if (cudaSetDevice(a->cfg.devices[0]) != cudaSuccess) return ts_fail_sys(e, "calibrate: cannot use GPU 0");
+  if (rt_ops_selfcheck(a->check_only ? stderr : NULL, e)) return -1;
+  fprintf(stderr, "[%6.1fs] kernel self-check against the C references: ok\n", calib_elapsed_s());
+  if (a->check_only) return 0;
+
+  schema_calibration c;
+  memset(&c, 0, sizeof c);
+  int rc = fill_metadata(&c, a, a->cfg.ndev, e);
+  char out_default[64];
+  snprintf(out_default, sizeof out_default, "calibration-%s.json", c.transport);
+  const char *out = a->out ? a->out : out_default;
+  fprintf(stderr, "tacorun calibrate: %s x %d, driver %s, CUDA %s, NCCL %s, transport %s -> %s\n", c.gpu,
+          a->cfg.ndev, c.driver, c.cuda, c.nccl, c.transport, out);
+
+  calib_shapes sh;
+  memset(&sh, 0, sizeof sh);
+  if (!rc && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM))) {
+    rc = calib_shapes_build(&sh, a->models, NULL, &a->sweep, e);
+    if (!rc)
+      fprintf(stderr, "[%6.1fs] %d models: %d GEMM shapes (%.0f TFLOP per pass), %d attention shapes, %d memory-bound shapes\n",
+              calib_elapsed_s(), sh.models, sh.n_gemm, calib_shapes_gemm_flops(&sh) * 1e-12, sh.n_attn, sh.n_mem);
+  }
+  if (!rc && a->compute_from) rc = copy_compute_tables(a->compute_from, &c, e);
+  if (!rc && (a->phases & PH_GEMM)) rc = calib_run_gemms(&a->cfg, &sh, &c, e);
+  if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention(&a->cfg, &sh, &c, e);
+  if (!rc && (a->phases & PH_MEM)) rc = calib_run_memops(&a->cfg, &sh, &c, e);
+  if (!rc && (a->phases & PH_CODEC)) rc = calib_run_codec(&a->cfg, &c, e);
+  if (!rc && (a->phases & PH_COMM)) {
+    if (a->cfg.ndev < 2) fprintf(stderr, "calibrate: one GPU: no collectives to measure\n");
+    else rc = calib_run_comm(&a->cfg, &c, e);
+  }
+  if (!rc && calib_add_fits(&c)) rc = ts_fail_sys(e, "calibrate: out of memory");
+  if (!rc) {
+    fill_notes(&c, a, calib_elapsed_s());
+    rc = schema_calibration_save(&c, out, e);
+  }
+  if (!rc)
+    fprintf(stderr, "[%6.1fs] wrote %s: %d GEMMs, %d kernel tables, %d collective tables, %d fits\n",
+            calib_elapsed_s(), out, c.n_gemm, c.n_kernels, c.n_colls, c.n_fits);
+  calib_shapes_free(&sh);
+  schema_calibration_free(&c);
+  return rc;
+}
+
+static int cmd_calibrate(int argc, char **argv) {
+  calib_args a;
+  ts_err e = {{0}, 0};
+  int p = parse_args(argc, argv, &a, &e);
+  if (p > 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (p < 0) {
+    fprintf(stderr, "tacorun calibrate: %s\n", e.msg);
+    usage(stderr);
+    return ts_exit_status(&e);
+  }
+  signal(SIGALRM, on_time_limit);
+  alarm((unsigned)a.time_limit_s);
+  int rc = run(&a, &e);
+  alarm(0);
+  if (rc) {
+    fprintf(stderr, "tacorun calibrate: %s\n", e.msg);
+    return ts_exit_status(&e);
+  }
+  return 0;
+}
+
+RT_COMMAND("calibrate", cmd_calibrate, "measure GEMMs, kernels and collectives; write a calibration file")

@@ -1,0 +1,197 @@
+/* calibrate_comm.c — NCCL BF16 and TACO-compressed collectives over a size sweep.
+ *
+ * Single process, one NCCL rank per local GPU (rt_nccl's single-process
+ * mode), for every group size 2, 4, 8, ... up to the GPUs given. Sizes follow
+ * nccl-tests: the whole buffer in bytes (all-gather: the gathered output;
+ * reduce-scatter: the input; all-to-all: what one rank sends; send/recv: what
+ * one rank sends, in a ring shift). Compressed collectives always compress
+ * (min_bytes = 0), so their table shows the compressed path at every size and
+ * the simulator can choose the faster path per size. A watchdog bounds every
+ * measurement: a stuck transport ends the run with an error, not a hang. */
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "calibrate.h"
+#include "calibrate_progress.h"
+#include "coll_taco.h"
+#include "rt_nccl.h"
+#include "rt_ops.h"
+#include "rt_ops_check.h"
+
+typedef struct {
+  rt_nccl *w;
+  coll_team *team; /* NULL: plain NCCL */
+  coll_opts opts;
+  coll_op op;
+  size_t bytes; /* nccl-tests size */
+  void *send[RT_MAX_LOCAL], *recv[RT_MAX_LOCAL];
+} comm_ctx;
+
+/* Elements per call argument, from the nccl-tests size. */
+static size_t op_count(coll_op op, size_t bytes, int nranks) {
+  size_t elems = bytes / 2;
+  switch (op) {
+  case COLL_OP_ALLGATHER:
+  case COLL_OP_REDUCESCATTER:
+  case COLL_OP_ALLTOALL: return elems / (size_t)nranks;
+  default: return elems;
+  }
+}
+
+static int plain_launch(comm_ctx *c, ts_err *e) {
+  rt_nccl *w = c->w;
+  int n = w->nranks;
+  size_t count = op_count(c->op, c->bytes, n);
+  RT_CHECK_NCCL(e, ncclGroupStart());
+  for (int i = 0; i < w->nlocal; i++) {
+    ncclComm_t comm = w->comms[i];
+    cudaStream_t st = w->streams[i];
+    int r = w->ranks[i];
+    ncclResult_t res = ncclSuccess;
+    switch (c->op) {
+    case COLL_OP_ALLREDUCE: res = ncclAllReduce(c->send[i], c->recv[i], count, ncclBfloat16, ncclSum, comm, st); break;
+    case COLL_OP_ALLGATHER: res = ncclAllGather(c->send[i], c->recv[i], count, ncclBfloat16, comm, st); break;
+    case COLL_OP_REDUCESCATTER:
+      res = ncclReduceScatter(c->send[i], c->recv[i], count, ncclBfloat16, ncclSum, comm, st);
+      break;
+    case COLL_OP_ALLTOALL:
+      for (int p = 0; p < n && res == ncclSuccess; p++) {
+        res = ncclSend((char *)c->send[i] + (size_t)p * count * 2, count, ncclBfloat16, p, comm, st);
+        if (res == ncclSuccess) res = ncclRecv((char *)c->recv[i] + (size_t)p * count * 2, count, ncclBfloat16, p, comm, st);
+      }
+      break;
+    default: /* send/recv ring shift */
+      res = ncclSend(c->send[i], count, ncclBfloat16, (r + 1) % n, comm, st);
+      if (res == ncclSuccess) res = ncclRecv(c->recv[i], count, ncclBfloat16, (r + n - 1) % n, comm, st);
+      break;
+    }
+    if (res != ncclSuccess) {
+      ncclGroupEnd();
+      return ts_fail_sys(e, "%s:%d: NCCL %s of %zu bytes: %s", __FILE__, __LINE__, coll_op_name(c->op), c->bytes,
+                         ncclGetErrorString(res));
+    }
+  }
+  RT_CHECK_NCCL(e, ncclGroupEnd());
+  return 0;
+}
+
+static int comm_launch(void *p, long long iter, ts_err *e) {
+  (void)iter;
+  comm_ctx *c = p;
+  if (!c->team) return plain_launch(c, e);
+  size_t count = op_count(c->op, c->bytes, c->w->nranks);
+  if (coll_run(c->team, c->op, (const void *const *)c->send, c->recv, count, &c->opts))
+    return ts_fail_sys(e, "compressed %s of %zu bytes: %s", coll_op_name(c->op), c->bytes, coll_last_error());
+  return 0;
+}
+
+static int sweep_sizes(const calib_config *cfg, size_t *sizes) {
+  int n = 0;
+  for (size_t b = 1024; b <= cfg->comm_max_bytes && n < 40; b *= 2) sizes[n++] = b;
+  return n;
+}
+
+/* Times one op over the sweep and adds the table `name` for nranks. */
+static int sweep(const calib_config *cfg, comm_ctx *c, const char *name, calib_progress *pr, schema_calibration *cal,
+                 ts_err *e) {
+  size_t sizes[40];
+  int ns = sweep_sizes(cfg, sizes);
+  void *streams[RT_MAX_LOCAL];
+  for (int i = 0; i < c->w->nlocal; i++) streams[i] = c->w->streams[i];
+  for (int s = 0; s < ns; s++) {
+    c->bytes = sizes[s];
+    char what[96];
+    snprintf(what, sizeof what, "calibrate %s over %d ranks at %zu bytes", name, c->w->nranks, c->bytes);
+    rt_watchdog_arm(c->w, 120.0, what);
+    double us;
+    int rc = calib_time_us(comm_launch, c, streams, c->w->devices, c->w->nlocal, &cfg->comm_budget, &us, e);
+    rt_watchdog_disarm();
+    if (rc) return -1;
+    if (schema_calibration_add_coll(cal, name, c->w->nranks, (double)c->bytes, us))
+      return ts_fail_sys(e, "calibrate: out of memory");
+    double busbw = (double)c->bytes / us * 1e-3 * coll_busbw_factor(c->op, c->w->nranks);
+    calib_progress_step(pr, "%s n=%d %zu B %.1f us busbw %.1f GB/s", name, c->w->nranks, c->bytes, us, busbw);
+  }
+  return 0;
+}
+
+static int run_group(const calib_config *cfg, int g, schema_calibration *cal, ts_err *e) {
+  rt_nccl w;
+  rt_nccl_opts o = {.single_process = 1, .ngpus = g, .timeout_s = 120.0};
+  if (rt_nccl_init(&w, &o, e)) return -1;
+  comm_ctx c;
+  memset(&c, 0, sizeof c);
+  c.w = &w;
+  coll_team team;
+  int have_team = 0, rc = -1;
+  size_t max = cfg->comm_max_bytes;
+  for (int i = 0; i < w.nlocal; i++) {
+    if (cudaSetDevice(w.devices[i]) != cudaSuccess || cudaMalloc(&c.send[i], max) != cudaSuccess ||
+        cudaMalloc(&c.recv[i], max) != cudaSuccess) {
+      ts_fail_sys(e, "%s:%d: cudaMalloc of 2 x %zu bytes on GPU %d failed", __FILE__, __LINE__, max, w.devices[i]);
+      goto out;
+    }
+    if (rt_fill_random_bf16(c.send[i], (long long)(max / 2), 900 + (uint64_t)i, 1.0f, w.streams[i], e) ||
+        rt_fill_random_bf16(c.recv[i], (long long)(max / 2), 950 + (uint64_t)i, 1.0f, w.streams[i], e))
+      goto out;
+  }
+  if (rt_nccl_wait(&w, e)) goto out;
+
+  static const coll_op ops[] = {COLL_OP_ALLREDUCE, COLL_OP_ALLGATHER, COLL_OP_REDUCESCATTER, COLL_OP_ALLTOALL,
+                                COLL_OP_SENDRECV};
+  int nops = g > 1 ? 5 : 4; /* one rank has no peer to send to */
+  size_t sizes[40];
+  int ns = sweep_sizes(cfg, sizes);
+  int total = nops * ns * (g > 1 ? 1 + cfg->n_coll_groups : 1);
+  char phase[64];
+  snprintf(phase, sizeof phase, "collectives over %d GPU%s", g, g > 1 ? "s" : "");
+  calib_progress pr;
+  calib_progress_begin(&pr, phase, total);
+  for (int k = 0; k < nops; k++) {
+    c.op = ops[k];
+    c.team = NULL;
+    if (sweep(cfg, &c, coll_op_name(c.op), &pr, cal, e)) goto out;
+  }
+  if (g > 1 && cfg->n_coll_groups > 0) {
+    if (coll_team_init(&team, w.nlocal, w.comms, w.devices, w.streams)) {
+      ts_fail_sys(e, "coll_team_init: %s", coll_last_error());
+      goto out;
+    }
+    have_team = 1;
+    for (int gi = 0; gi < cfg->n_coll_groups; gi++) {
+      c.team = &team;
+      c.opts = coll_opts_default();
+      c.opts.taco.group = cfg->coll_groups[gi];
+      c.opts.min_bytes = 0;
+      for (int k = 0; k < nops; k++) {
+        c.op = ops[k];
+        if (coll_team_reserve(&team, c.op, op_count(c.op, max, g), &c.opts)) {
+          ts_fail_sys(e, "coll_team_reserve: %s", coll_last_error());
+          goto out;
+        }
+        char name[48];
+        snprintf(name, sizeof name, "%s.taco%d", coll_op_name(c.op), c.opts.taco.group);
+        if (sweep(cfg, &c, name, &pr, cal, e)) goto out;
+      }
+    }
+  }
+  calib_progress_end(&pr);
+  rc = 0;
+out:
+  if (have_team) coll_team_destroy(&team);
+  for (int i = 0; i < w.nlocal; i++) {
+    cudaSetDevice(w.devices[i]);
+    cudaFree(c.send[i]);
+    cudaFree(c.recv[i]);
+  }
+  rt_nccl_finalize(&w, rc != 0);
+  return rc;
+}
+
+int calib_run_comm(const calib_config *cfg, schema_calibration *cal, ts_err *e) {
+  /* one rank has nothing to communicate (and calibration files start at 2 ranks) */
+  for (int g = 2; g <= cfg->ndev; g *= 2) RT_TRY(run_group(cfg, g, cal, e));
+  return 0;
+}
