@@ -60,10 +60,53 @@ int topo_from_json_text(const char *text, unsigned long len, const char *what, t
 static inline int topo_total_gpus(const topo_cluster *c) { return c->nodes * c->gpus_per_node; }
 static inline int topo_node_of(const topo_cluster *c, int gpu) { return gpu / c->gpus_per_node; }
 
+const char *topo_zoo_dir(void); /* the compiled-in topologies folder */
+const char *topo_intra_kind_name(topo_intra_kind k); /* "nvswitch", ... as in the JSON */
+const char *topo_fabric_kind_name(topo_fabric_kind k);
+
+/* ---- structure: the one description both the platform and the helpers use ----
+ *
+ * Nodes hang under leaves: the leaf switches of a fat-tree (fabric.nodes_per_leaf
+ * nodes each), the groups of a dragonfly, or one leaf for a single switch. Each
+ * GPU reaches the other nodes through one NIC of its node: GPU i uses NIC
+ * i / (gpus_per_node / nic.per_node), so with one NIC per GPU (rail-optimized)
+ * GPU i uses NIC i. */
+int topo_leaf_count(const topo_cluster *c);
+int topo_leaf_of_node(const topo_cluster *c, int node);
+int topo_nodes_in_leaf(const topo_cluster *c, int leaf);
+int topo_nic_of(const topo_cluster *c, int gpu); /* index within the node; -1 without NICs */
+
+/* One link of a route, as the SimGrid platform names it: a full-duplex link
+ * "name" has the two directions "name_UP" and "name_DOWN"; `up` says which. */
+typedef struct {
+  char name[40];
+  bool up;
+  double gbps;       /* per direction */
+  double latency_us;
+} topo_link;
+
+#define TOPO_MAX_ROUTE_LINKS 8
+
+/* The links a transfer from GPU a to GPU b crosses, in order, ignoring
+ * contention; returns their count (0 when a == b), or -1 for a GPU index out
+ * of range. These are exactly the links of the SimGrid route between the hosts
+ * "gpu<a>" and "gpu<b>" in the platform topo_write_platform emits. */
+int topo_route(const topo_cluster *c, int a, int b, topo_link out[TOPO_MAX_ROUTE_LINKS]);
+/* Bandwidth of the slowest link of the route (GB/s) and the sum of its
+ * latencies (us): what one transfer alone on the network sees. For a == b no
+ * link is crossed: the bandwidth is the GPU's HBM bandwidth and latency 0. */
+double topo_path_gbps(const topo_cluster *c, int a, int b);
+double topo_path_latency_us(const topo_cluster *c, int a, int b);
+
+/* SimGrid host name of a GPU: "gpu<N>". */
+static inline void topo_gpu_host_name(int gpu, char *buf, unsigned long cap) { snprintf(buf, cap, "gpu%d", gpu); }
+
 /* Writes a SimGrid platform (XML, DTD 4.1) with one host per GPU named
  * "gpu<N>" (N = global GPU index) whose speed is the GPU's bf16 flop/s, and
  * links such that routes between GPUs cross the intra-node fabric, the NICs
  * and the inter-node fabric as described. Links are full-duplex (SPLITDUPLEX). */
 int topo_write_platform(const topo_cluster *c, FILE *out, ts_err *e);
+/* Same, into a file (created or truncated). */
+int topo_write_platform_file(const topo_cluster *c, const char *path, ts_err *e);
 
 #endif
