@@ -80,28 +80,70 @@ void sim_sink_main(int argc, char **argv) {
   for (;;) sg_mailbox_get(mb);
 }
 
-typedef struct {
+/* Flows whose source rank is not simulated (reduced mode) are sent by a
+ * "pump" actor on the source host, one per (host, stream) so that the
+ * streams' collectives do not queue behind each other. A pump takes every job
+ * queued at once, starts all their flows, waits for them, and signals each
+ * job's semaphore. (An actor per flow would cost a stack per flow.) */
+typedef struct flow_job {
+  struct flow_job *next;
   sg_mailbox_t to;
   double bytes;
   sg_sem_t done;
 } flow_job;
 
-void sim_flow_main(int argc, char **argv) {
+struct sim_pump {
+  sg_sem_t go;
+  flow_job *head, *tail;
+};
+
+void sim_pump_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
-  flow_job *j = sg_actor_self_get_data();
-  sg_mailbox_put(j->to, &flow_payload, (long)j->bytes);
-  sg_sem_release(j->done);
-  free(j);
+  sim_pump *pump = sg_actor_self_get_data();
+  sg_comm_t comms[256];
+  flow_job *batch[256];
+  for (;;) {
+    sg_sem_acquire(pump->go);
+    int n = 0;
+    while (pump->head && n < 256) {
+      flow_job *j = pump->head;
+      pump->head = j->next;
+      if (n > 0) sg_sem_acquire(pump->go); /* one token per job */
+      batch[n] = j;
+      comms[n++] = sg_mailbox_put_async(j->to, &flow_payload, (long)j->bytes);
+    }
+    if (!pump->head) pump->tail = NULL;
+    sg_comm_wait_all(comms, (size_t)n);
+    for (int i = 0; i < n; i++) {
+      sg_sem_release(batch[i]->done);
+      free(batch[i]);
+    }
+  }
 }
 
-static void start_helper_flow(int src, int dst, double bytes, sg_sem_t done) {
+static void start_helper_flow(int src, int dst, int stream, double bytes, sg_sem_t done) {
+  sim_pump **slot = &sim_w->pumps[(size_t)src * PLAN_STREAM_COUNT + (size_t)stream];
+  if (!*slot) {
+    *slot = calloc(1, sizeof **slot);
+    if (!*slot) abort();
+    (*slot)->go = sg_sem_init(0);
+    char name[48];
+    snprintf(name, sizeof name, "pump%d.%d", src, stream);
+    sg_actor_t a = sg_actor_init(name, sim_w->hosts[src]);
+    sg_actor_set_data(a, *slot);
+    sg_actor_start(a, sim_pump_main, 0, NULL);
+    sg_actor_daemonize(a);
+  }
   flow_job *j = malloc(sizeof *j);
   if (!j) abort();
-  *j = (flow_job){sim_w->sinks[dst], bytes, done};
-  sg_actor_t a = sg_actor_init("flow", sim_w->hosts[src]);
-  sg_actor_set_data(a, j);
-  sg_actor_start(a, sim_flow_main, 0, NULL);
+  *j = (flow_job){NULL, sim_w->sinks[dst], bytes, done};
+  if ((*slot)->tail)
+    (*slot)->tail->next = j;
+  else
+    (*slot)->head = j;
+  (*slot)->tail = j;
+  sg_sem_release((*slot)->go);
 }
 
 /* ---- barriers among the simulated members of a rendezvous ---- */
@@ -120,15 +162,15 @@ static void barrier(sim_rendezvous *rv, int *count, sg_sem_t *sem) {
  * its own out-edges; the last to arrive starts, through helper actors, the
  * edges whose source is not simulated (reduced mode); everyone leaves when
  * all flows of the phase are delivered. Returns the phase's duration. */
-static double flow_phase(sim_rank *rs, sim_rendezvous *rv, const int *src, const int *dst, const double *bytes,
-                         int ne) {
+static double flow_phase(sim_rank *rs, int stream, sim_rendezvous *rv, const int *src, const int *dst,
+                         const double *bytes, int ne) {
   double t0 = simgrid_get_clock();
   int last = rv->expected <= 1 || rv->arrived + 1 == rv->expected;
   if (last) {
     rv->transient = 0;
     for (int i = 0; i < ne; i++)
       if (!sim_w->ranks[src[i]] && bytes[i] > 0) {
-        start_helper_flow(src[i], dst[i], bytes[i], lazy_sem(&rv->flow_sem));
+        start_helper_flow(src[i], dst[i], stream, bytes[i], lazy_sem(&rv->flow_sem));
         rv->transient++;
       }
   }
@@ -183,7 +225,7 @@ static double e_bytes[MAX_EDGES];
 
 /* Runs a cross-node transfer of `wire` bytes per rank over members with the
  * given collective name; returns the time spent in flows plus latency steps. */
-static double network_transfer(sim_rank *rs, sim_rendezvous *rv, int gkind, const char *coll, const int *m, int n,
+static double network_transfer(sim_rank *rs, int stream, sim_rendezvous *rv, int gkind, const char *coll, const int *m, int n,
                                double wire) {
   const topo_cluster *c = &sim_w->p->cluster;
   bool reduced = sim_w->o->mode == SIM_MODE_REDUCED;
@@ -197,7 +239,7 @@ static double network_transfer(sim_rank *rs, sim_rendezvous *rv, int gkind, cons
       e_bytes[i] = alg == SIM_ALG_SENDRECV ? wire : wire / n;
       if (reduced) e_bytes[i] *= sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne);
     }
-    return flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
+    return flow_phase(rs, stream, rv, e_src, e_dst, e_bytes, ne);
   }
   bool allreduce = strcmp(coll, "allreduce") == 0;
   ne = sim_edges(c, m, n, SIM_ALG_RING, e_src, e_dst, MAX_EDGES, &depth);
@@ -219,7 +261,7 @@ static double network_transfer(sim_rank *rs, sim_rendezvous *rv, int gkind, cons
         ne = sim_edges(c, m, n, alg, e_src, e_dst, MAX_EDGES, &depth);
         for (int i = 0; i < ne; i++)
           e_bytes[i] = wire * (reduced ? sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne) : 1.0);
-        t += flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
+        t += flow_phase(rs, stream, rv, e_src, e_dst, e_bytes, ne);
         /* a flow pays one route latency; the tree's other levels pay theirs */
         if (depth > 1) sg_actor_sleep_for((depth - 1) * rf.latency_s), t += (depth - 1) * rf.latency_s;
       }
@@ -228,7 +270,7 @@ static double network_transfer(sim_rank *rs, sim_rendezvous *rv, int gkind, cons
   }
   for (int i = 0; i < ne; i++)
     e_bytes[i] = ring_factor * wire * (reduced ? sim_edge_scale(rs, gkind, SIM_ALG_RING, e_src[i], e_dst[i], ne) : 1.0);
-  t = flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
+  t = flow_phase(rs, stream, rv, e_src, e_dst, e_bytes, ne);
   /* NCCL's ring moves the message in ring_steps steps, each paying the route
    * latency; the flows above paid it once. */
   if (ring_steps > 1) {
@@ -285,7 +327,7 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
     sim_w->used_platform_links = 1;
     /* flow_phase starts the flows together, as NCCL collectives do */
     if (cc.pre_us > 0) sg_actor_sleep_for(cc.pre_us * 1e-6);
-    double xfer = network_transfer(rs, rv, g, sim_coll_name(op), m, n, op->wire_bytes);
+    double xfer = network_transfer(rs, stream, rv, g, sim_coll_name(op), m, n, op->wire_bytes);
     double rest = cc.mid_us * 1e-6 - xfer;
     if (rest > 0) sg_actor_sleep_for(rest);
     if (cc.post_us > 0) sg_actor_sleep_for(cc.post_us * 1e-6);
@@ -298,7 +340,6 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
  * grouped isend/irecv of Megatron's pipeline never blocks on the peer); the
  * receive completes when the bytes have arrived. */
 void sim_run_sendrecv(sim_rank *rs, int stream, int i) {
-  (void)stream;
   const plan_op *op = &rs->prog->ops[i];
   bool is_send = op->kind == PLAN_OP_SEND;
   int src = is_send ? rs->rank : op->peer, dst = is_send ? op->peer : rs->rank;
@@ -340,7 +381,7 @@ void sim_run_sendrecv(sim_rank *rs, int stream, int i) {
                          ? sim_edge_scale(rs, PLAN_GROUP_PP, SIM_ALG_SENDRECV, src, dst, 1)
                          : 1.0;
       double b = op->wire_bytes * scale;
-      xfer = flow_phase(rs, &solo, &src, &dst, &b, 1);
+      xfer = flow_phase(rs, stream, &solo, &src, &dst, &b, 1);
       if (solo.flow_sem) sg_sem_destroy(solo.flow_sem);
     }
     double rest = cc.mid_us * 1e-6 - xfer;

@@ -149,7 +149,7 @@ static double codec_input_bytes(const plan_op *op) {
   return op->wire_bytes / (1.0 + 8.0 / cd->group) * elem;
 }
 
-int sim_codec_cost_of(sim_costs *c, const plan_op *op, int nranks, sim_codec_cost *cc, ts_err *e) {
+static int codec_cost_uncached(sim_costs *c, const plan_op *op, int nranks, sim_codec_cost *cc, ts_err *e) {
   memset(cc, 0, sizeof *cc);
   const plan_codec *cd = &op->codec;
   if (cd->kind == PLAN_CODEC_NONE) return 0;
@@ -180,8 +180,8 @@ int sim_codec_cost_of(sim_costs *c, const plan_op *op, int nranks, sim_codec_cos
   return 0;
 }
 
-int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included,
-                          ts_err *e) {
+static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included,
+                              ts_err *e) {
   const char *name = sim_coll_name(op);
   *codec_included = 0;
   double us;
@@ -208,5 +208,60 @@ int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s
   }
   if (schema_lookup_coll(&c->lk, name, nranks, op->wire_bytes, &us, e)) return -1;
   *s = us * 1e-6;
+  return 0;
+}
+
+/* ---- cached entry points (the same messages repeat thousands of times) ---- */
+
+static struct comm_entry *comm_slot(sim_costs *c, const plan_op *op, int nranks, int *hit) {
+  unsigned long long h = (unsigned long long)(op->kind * 7 + op->coll) * 0x9E3779B97F4A7C15ull;
+  h ^= (unsigned long long)nranks * 0xC2B2AE3D27D4EB4Full;
+  h ^= (unsigned long long)(long long)op->bytes * 0x165667B19E3779F9ull;
+  h ^= (unsigned long long)(long long)op->wire_bytes * 0x27D4EB2F165667C5ull;
+  h ^= (unsigned long long)(op->codec.kind * 1024 + op->codec.group + op->traffic * 7);
+  struct comm_entry *ce = &c->comm_cache[h % (sizeof c->comm_cache / sizeof c->comm_cache[0])];
+  *hit = ce->used && ce->kind == op->kind && ce->coll == op->coll && ce->nranks == nranks &&
+         ce->bytes == op->bytes && ce->wire == op->wire_bytes && ce->codec_kind == op->codec.kind &&
+         ce->group == op->codec.group && ce->p == op->codec.p && ce->traffic == op->traffic;
+  if (!*hit) {
+    memset(ce, 0, sizeof *ce);
+    ce->used = 1, ce->kind = op->kind, ce->coll = op->coll, ce->nranks = nranks, ce->bytes = op->bytes;
+    ce->wire = op->wire_bytes, ce->codec_kind = op->codec.kind, ce->group = op->codec.group;
+    ce->p = op->codec.p, ce->traffic = op->traffic;
+    ce->codec_included = -1; /* codec cost not computed yet */
+  }
+  return ce;
+}
+
+int sim_codec_cost_of(sim_costs *c, const plan_op *op, int nranks, sim_codec_cost *cc, ts_err *e) {
+  int hit;
+  struct comm_entry *ce = comm_slot(c, op, nranks, &hit);
+  if (ce->codec_included != -1) {
+    *cc = ce->cc;
+    return 0;
+  }
+  if (codec_cost_uncached(c, op, nranks, cc, e)) {
+    ce->used = 0;
+    return -1;
+  }
+  ce->cc = *cc;
+  ce->codec_included = 0;
+  return 0;
+}
+
+int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included, ts_err *e) {
+  int hit;
+  struct comm_entry *ce = comm_slot(c, op, nranks, &hit);
+  if (ce->have_calibrated) {
+    *s = ce->calibrated_s;
+    *codec_included = ce->have_calibrated == 2;
+    return 0;
+  }
+  if (calibrated_uncached(c, op, nranks, s, codec_included, e)) {
+    ce->used = 0;
+    return -1;
+  }
+  ce->calibrated_s = *s;
+  ce->have_calibrated = *codec_included ? 2 : 1;
   return 0;
 }

@@ -6,6 +6,12 @@
 #include "calibration.h"
 #include "plan.h"
 
+/* Codec around a compressed transfer: T = pre + max(mid, transfer) + post. */
+typedef struct {
+  double pre_us, mid_us, post_us; /* first-chunk encode, pipelined codec, last-chunk decode */
+  double total_us;                /* all codec kernel time (for the breakdown) */
+} sim_codec_cost;
+
 typedef struct {
   const plan *p;
   schema_lookup lk;
@@ -19,13 +25,16 @@ typedef struct {
     uint8_t phase, part, used;
     double flops, bytes, us;
   } cache[512];
+  /* cache of communication-op costs keyed by everything they depend on */
+  struct comm_entry {
+    uint8_t used, kind, coll, codec_kind, traffic;
+    int group, nranks, codec_included;
+    double bytes, wire, p, calibrated_s;
+    int have_calibrated;
+    sim_codec_cost cc;
+  } comm_cache[1024];
 } sim_costs;
 
-/* Codec around a compressed transfer: T = pre + max(mid, transfer) + post. */
-typedef struct {
-  double pre_us, mid_us, post_us; /* first-chunk encode, pipelined codec, last-chunk decode */
-  double total_us;                /* all codec kernel time (for the breakdown) */
-} sim_codec_cost;
 
 int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e);
 /* Compute op (PLAN_OP_COMPUTE) time in seconds. */

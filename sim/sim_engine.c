@@ -224,8 +224,19 @@ static int check_costs(sim_world *w, ts_err *e) {
       if (op->kind == PLAN_OP_COMPUTE) {
         if (sim_compute_s(&w->costs, op, &t, e)) return -1;
       } else {
-        int n = op->kind == PLAN_OP_COLLECTIVE ? rs->n_members[op->group < PLAN_GROUP_COUNT ? op->group : 0] : 2;
-        if (n > 1 && (sim_codec_cost_of(&w->costs, op, n, &cc, e) || sim_coll_calibrated_s(&w->costs, op, n, &t, &inc, e)))
+        const topo_cluster *cl = &w->p->cluster;
+        int g = op->group < PLAN_GROUP_COUNT ? op->group : 0;
+        int n = op->kind == PLAN_OP_COLLECTIVE ? rs->n_members[g] : 2;
+        /* calibrated times serve transfers inside one node; the others are flows */
+        int one_node = 1;
+        if (op->kind == PLAN_OP_COLLECTIVE) {
+          for (int k = 1; k < n; k++)
+            one_node &= topo_node_of(cl, rs->members[g][k]) == topo_node_of(cl, rs->members[g][0]);
+        } else {
+          one_node = op->peer >= 0 && topo_node_of(cl, op->peer) == topo_node_of(cl, r);
+        }
+        if (n > 1 && (sim_codec_cost_of(&w->costs, op, n, &cc, e) ||
+                      (one_node && sim_coll_calibrated_s(&w->costs, op, n, &t, &inc, e))))
           return -1;
       }
     }
@@ -248,7 +259,14 @@ static void configure_simgrid(void) {
   sg_cfg_set_string("network/model", "CM02");
   sg_cfg_set_boolean("network/crosstraffic", "no");
   sg_cfg_set_double("network/TCP-gamma", 0.0);
-  sg_cfg_set_int("contexts/stack-size", 256); /* KiB: tens of thousands of small actors */
+  /* Small stacks without guard pages: actors here never recurse, and tens of
+   * thousands of them are created (a guard page costs an mprotect each). */
+#if defined(__SANITIZE_ADDRESS__)
+  sg_cfg_set_int("contexts/stack-size", 1024);
+#else
+  sg_cfg_set_int("contexts/stack-size", 64);
+#endif
+  sg_cfg_set_int("contexts/guard-size", 0);
 }
 
 static int load_platform(sim_world *w, ts_err *e) {
@@ -276,13 +294,21 @@ static int load_platform(sim_world *w, ts_err *e) {
 static int start_actors(sim_world *w, ts_err *e) {
   w->hosts = calloc((size_t)w->world, sizeof *w->hosts);
   w->sinks = calloc((size_t)w->world, sizeof *w->sinks);
-  if (!w->hosts || !w->sinks) return ts_fail_sys(e, "out of memory");
-  for (int r = 0; r < w->world; r++) {
-    char name[32];
-    snprintf(name, sizeof name, "gpu%d", r);
-    w->hosts[r] = sg_host_by_name(name);
-    if (!w->hosts[r]) return ts_fail(e, w->p->cluster.name, "platform", "no host \"%s\" for rank %d", name, r);
+  w->pumps = calloc((size_t)w->world * PLAN_STREAM_COUNT, sizeof *w->pumps);
+  if (!w->hosts || !w->sinks || !w->pumps) return ts_fail_sys(e, "out of memory");
+  /* one pass over the host list (sg_host_by_name walks every zone: quadratic at 16k hosts) */
+  sg_host_t *all = sg_host_list();
+  size_t n_all = sg_host_count();
+  for (size_t i = 0; i < n_all; i++) {
+    const char *name = sg_host_get_name(all[i]);
+    char *end;
+    if (strncmp(name, "gpu", 3) != 0) continue;
+    long r = strtol(name + 3, &end, 10);
+    if (*end == '\0' && end != name + 3 && r >= 0 && r < w->world) w->hosts[r] = all[i];
   }
+  free(all);
+  for (int r = 0; r < w->world; r++)
+    if (!w->hosts[r]) return ts_fail(e, w->p->cluster.name, "platform", "no host \"gpu%d\" for rank %d", r, r);
   /* a sink on every host a simulated rank may send to (its groups' members, its peers) */
   unsigned char *need = calloc((size_t)w->world, 1);
   if (!need) return ts_fail_sys(e, "out of memory");
@@ -417,6 +443,11 @@ static void free_world(sim_world *w) {
   free(w->ranks);
   free(w->hosts);
   free(w->sinks);
+  for (size_t i = 0; w->pumps && i < (size_t)w->world * PLAN_STREAM_COUNT; i++) {
+    if (!w->pumps[i]) continue;
+    free(w->pumps[i]);
+  }
+  free(w->pumps);
   free(w);
 }
 
@@ -433,6 +464,10 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
   w->o = o;
   w->world = plan_world_size(p);
   int rc = -1;
+  if (w->world < 1 || w->world > (1 << 24)) {
+    ts_fail(e, p->path, "layout", "dp x tp x pp = %d ranks is out of range", w->world);
+    goto done;
+  }
   if (w->world > topo_total_gpus(&p->cluster)) {
     ts_fail(e, p->path, "layout", "%d ranks but the cluster has %d GPUs", w->world, topo_total_gpus(&p->cluster));
     goto done;

@@ -58,6 +58,7 @@ struct sim_world {
   sim_rank **ranks;     /* [world]; NULL when the rank is not simulated */
   sg_host_t *hosts;     /* [world] */
   sg_mailbox_t *sinks;  /* [world]; NULL when nothing is ever sent there */
+  struct sim_pump **pumps; /* [world * streams]; created on first use */
   sim_rendezvous *buckets[8192];
   double end_s;
   int failed;
@@ -74,7 +75,8 @@ extern sim_world *sim_w; /* the one simulation of this process */
 void sim_run_collective(sim_rank *rs, int stream, int op_index);
 void sim_run_sendrecv(sim_rank *rs, int stream, int op_index);
 void sim_sink_main(int argc, char **argv);
-void sim_flow_main(int argc, char **argv);
+void sim_pump_main(int argc, char **argv);
+typedef struct sim_pump sim_pump;
 sim_rendezvous *sim_rendezvous_get(long long a, long long b, long long c, long long d, int expected);
 void sim_rendezvous_leave(sim_rendezvous *rv);
 void sim_fail(const ts_err *e);
