@@ -192,6 +192,8 @@ static int fill_metadata(schema_calibration *c, const calib_args *a, int ndev, t
 }
 
 static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s) {
+  char prefix[220];
+  snprintf(prefix, sizeof prefix, "%.200s%s", c->notes, *c->notes ? "; " : "");
   const char *v[] = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME",
                      "NCCL_NVLS_ENABLE"};
   char env[200] = "";
@@ -202,8 +204,8 @@ static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s
   char src[200];
   if (a->compute_from) snprintf(src, sizeof src, "GEMM and kernel tables copied from %.120s (same GPUs, measured just before)", a->compute_from);
   else snprintf(src, sizeof src, "all tables measured in this run");
-  snprintf(c->notes, sizeof c->notes, "tacorun calibrate%s on %d GPU(s), %.0f s; %s; env:%s", a->cfg.quick ? " --quick" : "",
-           a->cfg.ndev, wall_s, src, *env ? env : " (none)");
+  snprintf(c->notes, sizeof c->notes, "%stacorun calibrate%s on %d GPU(s), %.0f s; %s; env:%s", prefix,
+           a->cfg.quick ? " --quick" : "", a->cfg.ndev, wall_s, src, *env ? env : " (none)");
 }
 
 static int copy_compute_tables(const char *path, schema_calibration *c, ts_err *e) {
@@ -220,6 +222,13 @@ static int copy_compute_tables(const char *path, schema_calibration *c, ts_err *
   return rc ? ts_fail_sys(e, "calibrate: out of memory") : 0;
 }
 
+/* Reports a failed optional phase and appends its name to `missing`. */
+static void optional_phase(int rc, const char *what, const ts_err *e, char *missing, size_t n) {
+  if (rc == 0) return;
+  fprintf(stderr, "calibrate: warning: %s not measured: %s\n", what, e->msg);
+  snprintf(missing + strlen(missing), n - strlen(missing), "%s%s", *missing ? ", " : "", what);
+}
+
 static void on_time_limit(int sig) {
   (void)sig;
   static const char msg[] = "tacorun calibrate: time limit reached; stopping (raise --time-limit)\n";
@@ -230,7 +239,7 @@ static void on_time_limit(int sig) {
 
 static int run(calib_args *a, ts_err *e) {
   int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) return ts_fail_sys(e, "calibrate: no CUDA device");
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) return ts_fail_sys(e, "no CUDA device");
   if (a->gpus > ndev) return ts_fail(e, NULL, "--gpus", "%d requested, %d present", a->gpus, ndev);
   a->cfg.ndev = a->gpus ? a->gpus : (ndev < CALIB_MAX_GPUS ? ndev : CALIB_MAX_GPUS);
   for (int i = 0; i < a->cfg.ndev; i++) a->cfg.devices[i] = i;
@@ -263,11 +272,16 @@ static int run(calib_args *a, ts_err *e) {
   if (!rc && (a->phases & PH_GEMM)) rc = calib_run_gemms(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_MEM)) rc = calib_run_memops(&a->cfg, &sh, &c, e);
-  if (!rc && (a->phases & PH_CODEC)) rc = calib_run_codec(&a->cfg, &c, e);
-  if (!rc && (a->phases & PH_COMM)) {
-    if (a->cfg.ndev < 2) fprintf(stderr, "calibrate: one GPU: no collectives to measure\n");
-    else rc = calib_run_comm(&a->cfg, &c, e);
-  }
+  int comm = (a->phases & PH_COMM) && a->cfg.ndev >= 2;
+  if ((a->phases & PH_COMM) && !comm) fprintf(stderr, "calibrate: one GPU: no collectives to measure\n");
+  if (!rc && comm) rc = calib_run_comm(&a->cfg, 0, &c, e);
+  /* The TACO kernels and compressed collectives come last and are optional:
+   * a failure there is reported and recorded, and what was measured is kept. */
+  char missing[200] = "";
+  if (!rc && (a->phases & PH_CODEC)) optional_phase(calib_run_codec(&a->cfg, &c, e), "codec kernels", e, missing, sizeof missing);
+  if (!rc && comm && !*missing)
+    optional_phase(calib_run_comm(&a->cfg, 1, &c, e), "compressed collectives", e, missing, sizeof missing);
+  if (*missing) snprintf(c.notes, sizeof c.notes, "NOT MEASURED: %s", missing);
   if (!rc && calib_add_fits(&c)) rc = ts_fail_sys(e, "calibrate: out of memory");
   if (!rc) {
     fill_notes(&c, a, calib_elapsed_s());

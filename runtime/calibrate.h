@@ -35,7 +35,8 @@ int calib_run_attention(const calib_config *cfg, const calib_shapes *sh, schema_
 int calib_run_memops(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
 /* TACO and CAAT-Net kernels (calibrate_codec.c). */
 int calib_run_codec(const calib_config *cfg, schema_calibration *c, ts_err *e);
-/* NCCL and compressed collectives for every group size 2, 4, ... <= ndev (calibrate_comm.c). */
-int calib_run_comm(const calib_config *cfg, schema_calibration *c, ts_err *e);
+/* NCCL BF16 (compressed = 0) or TACO-compressed (1) collectives for every
+ * group size 2, 4, ... <= ndev (calibrate_comm.c). */
+int calib_run_comm(const calib_config *cfg, int compressed, schema_calibration *c, ts_err *e);
 
 #endif

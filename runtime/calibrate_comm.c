@@ -117,7 +117,8 @@ static int sweep(const calib_config *cfg, comm_ctx *c, const char *name, calib_p
   return 0;
 }
 
-static int run_group(const calib_config *cfg, int g, schema_calibration *cal, ts_err *e) {
+/* compressed: 0 for NCCL BF16, 1 for the TACO collectives of every configured group size. */
+static int run_group(const calib_config *cfg, int g, int compressed, schema_calibration *cal, ts_err *e) {
   rt_nccl w;
   rt_nccl_opts o = {.single_process = 1, .ngpus = g, .timeout_s = 120.0};
   if (rt_nccl_init(&w, &o, e)) return -1;
@@ -141,27 +142,26 @@ static int run_group(const calib_config *cfg, int g, schema_calibration *cal, ts
 
   static const coll_op ops[] = {COLL_OP_ALLREDUCE, COLL_OP_ALLGATHER, COLL_OP_REDUCESCATTER, COLL_OP_ALLTOALL,
                                 COLL_OP_SENDRECV};
-  int nops = g > 1 ? 5 : 4; /* one rank has no peer to send to */
+  const int nops = 5;
   size_t sizes[40];
   int ns = sweep_sizes(cfg, sizes);
-  int total = nops * ns * (g > 1 ? 1 + cfg->n_coll_groups : 1);
   char phase[64];
-  snprintf(phase, sizeof phase, "collectives over %d GPU%s", g, g > 1 ? "s" : "");
+  snprintf(phase, sizeof phase, "%s collectives over %d GPUs", compressed ? "TACO" : "NCCL BF16", g);
   calib_progress pr;
-  calib_progress_begin(&pr, phase, total);
-  for (int k = 0; k < nops; k++) {
-    c.op = ops[k];
-    c.team = NULL;
-    if (sweep(cfg, &c, coll_op_name(c.op), &pr, cal, e)) goto out;
-  }
-  if (g > 1 && cfg->n_coll_groups > 0) {
+  calib_progress_begin(&pr, phase, nops * ns * (compressed ? cfg->n_coll_groups : 1));
+  if (!compressed) {
+    for (int k = 0; k < nops; k++) {
+      c.op = ops[k];
+      if (sweep(cfg, &c, coll_op_name(c.op), &pr, cal, e)) goto out;
+    }
+  } else {
     if (coll_team_init(&team, w.nlocal, w.comms, w.devices, w.streams)) {
       ts_fail_sys(e, "coll_team_init: %s", coll_last_error());
       goto out;
     }
     have_team = 1;
+    c.team = &team;
     for (int gi = 0; gi < cfg->n_coll_groups; gi++) {
-      c.team = &team;
       c.opts = coll_opts_default();
       c.opts.taco.group = cfg->coll_groups[gi];
       c.opts.min_bytes = 0;
@@ -190,8 +190,8 @@ out:
   return rc;
 }
 
-int calib_run_comm(const calib_config *cfg, schema_calibration *cal, ts_err *e) {
+int calib_run_comm(const calib_config *cfg, int compressed, schema_calibration *cal, ts_err *e) {
   /* one rank has nothing to communicate (and calibration files start at 2 ranks) */
-  for (int g = 2; g <= cfg->ndev; g *= 2) RT_TRY(run_group(cfg, g, cal, e));
+  for (int g = 2; g <= cfg->ndev; g *= 2) RT_TRY(run_group(cfg, g, compressed, cal, e));
   return 0;
 }

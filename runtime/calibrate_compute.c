@@ -20,19 +20,6 @@
 #define ROTATE_BYTES ((size_t)256 << 20) /* > 4x the H200's 50 MB L2 */
 #define MAX_SETS 16
 
-int calib_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x, int group, double us) {
-  for (int t = 0; t < c->n_kernels; t++) {
-    schema_kernel_table *tab = &c->kernels[t];
-    if (strcmp(tab->name, name)) continue;
-    for (int i = 0; i < tab->n; i++)
-      if (tab->pts[i].x == x && tab->pts[i].group == group) {
-        tab->pts[i].us = 0.5 * (tab->pts[i].us + us);
-        return 0;
-      }
-  }
-  return schema_calibration_add_kernel(c, name, by_flops, x, group, us);
-}
-
 static int alloc_random(void **p, size_t elems, uint64_t seed, ts_err *e) {
   RT_CHECK_CUDA(e, cudaMalloc(p, elems * 2 > 0 ? elems * 2 : 2));
   return rt_fill_random_bf16(*p, (long long)elems, seed, 1.0f, NULL, e);
@@ -76,7 +63,14 @@ int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_cali
   for (int i = 0; i < sh->n_gemm; i++) {
     g.s = &sh->gemm[i];
     double us;
-    if (calib_time_us(gemm_launch, &g, streams, cfg->devices, 1, &cfg->budget, &us, e)) goto out;
+    if (calib_time_us(gemm_launch, &g, streams, cfg->devices, 1, &cfg->budget, &us, e)) {
+      /* a shape cuBLASLt cannot run is skipped (the simulator interpolates
+       * it); a broken device is not */
+      if (cudaDeviceSynchronize() != cudaSuccess) goto out;
+      fprintf(stderr, "\ncalibrate: warning: GEMM m=%lld n=%lld k=%lld skipped: %s\n", g.s->m, g.s->n, g.s->k, e->msg);
+      calib_progress_step(&pr, "skipped");
+      continue;
+    }
     if (schema_calibration_add_gemm(c, g.s->m, g.s->n, g.s->k, us)) {
       ts_fail_sys(e, "calibrate: out of memory");
       goto out;

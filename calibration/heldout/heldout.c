@@ -1,0 +1,222 @@
+/* heldout.c — held-out check of a calibration file.
+ *
+ * Splits every table into a training half and a held-out half (every other
+ * point in the file's sorted order; the first and last point of a 1-D table
+ * always train, so the held-out points lie inside the measured range), loads
+ * the training half into a schema_calibration and predicts each held-out
+ * point with schema/'s lookups, the same code the simulator uses. Prints the
+ * median, 90th percentile and maximum relative error per family.
+ *
+ * GEMMs are predicted twice: with schema_lookup_gemm (interpolation along m
+ * for a fixed weight shape, else over FLOPs) and with the wider rule below
+ * (along whichever one dimension varies among points sharing the other two),
+ * which backward GEMMs need: their token dimension is n or k, not m.
+ *
+ *   calib_heldout [--max-median PCT] FILE...
+ * exits 1 when a family's median error exceeds PCT (GEMMs by the better rule). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibration.h"
+
+typedef struct {
+  double *err;
+  int n, cap;
+} errors;
+
+static void push(errors *s, double e) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 256;
+    double *p = realloc(s->err, (size_t)s->cap * sizeof *p);
+    if (!p) {
+      fprintf(stderr, "calib_heldout: out of memory\n");
+      exit(1);
+    }
+    s->err = p;
+  }
+  s->err[s->n++] = e;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double quantile(errors *s, double q) {
+  if (!s->n) return NAN;
+  qsort(s->err, (size_t)s->n, sizeof *s->err, cmp_double);
+  int i = (int)ceil(q * s->n) - 1;
+  return s->err[i < 0 ? 0 : (i >= s->n ? s->n - 1 : i)];
+}
+
+static double median(errors *s) {
+  if (!s->n) return NAN;
+  qsort(s->err, (size_t)s->n, sizeof *s->err, cmp_double);
+  return s->n % 2 ? s->err[s->n / 2] : 0.5 * (s->err[s->n / 2 - 1] + s->err[s->n / 2]);
+}
+
+static void row(const char *what, errors *s) {
+  if (!s->n) {
+    printf("| %-34s | %5d | %8s | %8s | %8s |\n", what, 0, "-", "-", "-");
+    return;
+  }
+  double med = median(s), p90 = quantile(s, 0.9), mx = quantile(s, 1.0);
+  printf("| %-34s | %5d | %7.2f%% | %7.2f%% | %7.2f%% |\n", what, s->n, 100 * med, 100 * p90, 100 * mx);
+}
+
+/* Log-log interpolation over points sharing two dimensions; -1 when fewer than
+ * two such points bracket the query. dim: 0 varies m, 1 varies n, 2 varies k. */
+static int interp_one_dim(const schema_calibration *c, const long long q[3], int dim, double *us) {
+  double lo_x = -1, lo_t = 0, hi_x = -1, hi_t = 0;
+  for (int i = 0; i < c->n_gemm; i++) {
+    const long long p[3] = {c->gemm[i].m, c->gemm[i].n, c->gemm[i].k};
+    int same = 1;
+    for (int d = 0; d < 3; d++)
+      if (d != dim && p[d] != q[d]) same = 0;
+    if (!same) continue;
+    double x = (double)p[dim];
+    if (x <= q[dim] && (lo_x < 0 || x > lo_x)) lo_x = x, lo_t = c->gemm[i].us;
+    if (x >= q[dim] && (hi_x < 0 || x < hi_x)) hi_x = x, hi_t = c->gemm[i].us;
+  }
+  if (lo_x < 0 || hi_x < 0) return -1;
+  if (hi_x == lo_x) {
+    *us = lo_t;
+    return 0;
+  }
+  double f = (log((double)q[dim]) - log(lo_x)) / (log(hi_x) - log(lo_x));
+  *us = exp(log(lo_t) + f * (log(hi_t) - log(lo_t)));
+  return 0;
+}
+
+static int check_file(const char *path, double max_median, const schema_roofline *roof) {
+  schema_calibration full, train;
+  ts_err e;
+  if (schema_calibration_load(path, &full, &e)) {
+    fprintf(stderr, "calib_heldout: %s\n", e.msg);
+    return 2;
+  }
+  memset(&train, 0, sizeof train);
+  errors gemm_schema = {0}, gemm_wide = {0}, kernels = {0}, colls_plain = {0}, colls_taco = {0};
+
+  /* GEMMs: the file is sorted by (n, k, m); odd positions are held out */
+  for (int i = 0; i < full.n_gemm; i += 2)
+    schema_calibration_add_gemm(&train, full.gemm[i].m, full.gemm[i].n, full.gemm[i].k, full.gemm[i].us);
+  /* kernel tables: per (table, group), every other point, ends kept */
+  for (int t = 0; t < full.n_kernels; t++) {
+    const schema_kernel_table *k = &full.kernels[t];
+    for (int i = 0; i < k->n; i++) {
+      int first = i == 0 || k->pts[i - 1].group != k->pts[i].group;
+      int last = i == k->n - 1 || k->pts[i + 1].group != k->pts[i].group;
+      int pos = 0;
+      for (int j = i - 1; j >= 0 && k->pts[j].group == k->pts[i].group; j--) pos++;
+      if (first || last || pos % 2 == 0)
+        schema_calibration_add_kernel(&train, k->name, k->by_flops, k->pts[i].x, k->pts[i].group, k->pts[i].us);
+    }
+  }
+  for (int t = 0; t < full.n_colls; t++) {
+    const schema_coll_table *c = &full.colls[t];
+    for (int i = 0; i < c->n; i++)
+      if (i % 2 == 0 || i == c->n - 1)
+        schema_calibration_add_coll(&train, c->name, c->nranks, c->pts[i].bytes, c->pts[i].us);
+  }
+  schema_calibration_sort(&train);
+
+  schema_lookup l;
+  schema_lookup_init(&l, &train, roof, NULL);
+  for (int i = 1; i < full.n_gemm; i += 2) {
+    const schema_gemm_point *g = &full.gemm[i];
+    double us;
+    if (schema_lookup_gemm(&l, g->m, g->n, g->k, &us, &e) == 0) push(&gemm_schema, fabs(us - g->us) / g->us);
+    const long long q[3] = {g->m, g->n, g->k};
+    int ok = -1;
+    for (int d = 0; d < 3 && ok; d++) ok = interp_one_dim(&train, q, d, &us);
+    if (ok && schema_lookup_gemm(&l, g->m, g->n, g->k, &us, &e)) continue;
+    push(&gemm_wide, fabs(us - g->us) / g->us);
+  }
+  printf("\n%s (%s, %s, NCCL %s, %s)\n\n", path, full.gpu, full.transport, full.nccl, full.measured_at);
+  printf("| %-34s | %5s | %9s | %9s | %9s |\n", "held-out family", "n", "median", "p90", "max");
+  printf("|%s|%s|%s|%s|%s|\n", "------------------------------------", "-------", "-----------", "-----------",
+         "-----------");
+  row("gemm (schema_lookup_gemm)", &gemm_schema);
+  row("gemm (one varying dimension)", &gemm_wide);
+
+  for (int t = 0; t < full.n_kernels; t++) {
+    const schema_kernel_table *k = &full.kernels[t];
+    errors one = {0};
+    for (int i = 0; i < k->n; i++) {
+      int first = i == 0 || k->pts[i - 1].group != k->pts[i].group;
+      int last = i == k->n - 1 || k->pts[i + 1].group != k->pts[i].group;
+      int pos = 0;
+      for (int j = i - 1; j >= 0 && k->pts[j].group == k->pts[i].group; j--) pos++;
+      if (first || last || pos % 2 == 0) continue;
+      double us;
+      if (schema_lookup_kernel(&l, k->name, k->pts[i].x, k->pts[i].group, &us, &e)) continue;
+      double err = fabs(us - k->pts[i].us) / k->pts[i].us;
+      push(&one, err);
+      push(&kernels, err);
+    }
+    free(one.err);
+  }
+  row("kernels (all tables)", &kernels);
+
+  double worst_coll = 0;
+  for (int t = 0; t < full.n_colls; t++) {
+    const schema_coll_table *c = &full.colls[t];
+    errors one = {0};
+    for (int i = 1; i < c->n - 1; i += 2) {
+      double us;
+      if (schema_lookup_coll(&l, c->name, c->nranks, c->pts[i].bytes, &us, &e)) continue;
+      double err = fabs(us - c->pts[i].us) / c->pts[i].us;
+      push(&one, err);
+      push(strstr(c->name, ".taco") ? &colls_taco : &colls_plain, err);
+    }
+    char what[80];
+    snprintf(what, sizeof what, "  %s, %d ranks", c->name, c->nranks);
+    row(what, &one);
+    free(one.err);
+  }
+  row("collectives, NCCL BF16 (all)", &colls_plain);
+  row("collectives, TACO (all)", &colls_taco);
+
+  int rc = 0;
+  double g = gemm_wide.n ? median(&gemm_wide) : 0, cp = colls_plain.n ? median(&colls_plain) : 0;
+  double ct = colls_taco.n ? median(&colls_taco) : 0;
+  worst_coll = cp > ct ? cp : ct;
+  if (max_median > 0 && (100 * g > max_median || 100 * worst_coll > max_median)) {
+    printf("\nmedian error above %.1f%% (gemm %.2f%%, collectives %.2f%%)\n", max_median, 100 * g, 100 * worst_coll);
+    rc = 1;
+  }
+  free(gemm_schema.err), free(gemm_wide.err), free(kernels.err), free(colls_plain.err), free(colls_taco.err);
+  schema_calibration_free(&train);
+  schema_calibration_free(&full);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  double max_median = 0;
+  int first = 1;
+  if (argc > 2 && !strcmp(argv[1], "--max-median")) {
+    char *end;
+    max_median = strtod(argv[2], &end);
+    if (*end || max_median <= 0) {
+      fprintf(stderr, "calib_heldout: --max-median: '%s' must be a positive percentage\n", argv[2]);
+      return 2;
+    }
+    first = 3;
+  }
+  if (first >= argc) {
+    fprintf(stderr, "usage: calib_heldout [--max-median PCT] FILE...\n");
+    return 2;
+  }
+  /* used only outside a table's measured range, which held-out points avoid */
+  schema_roofline roof = {.peak_flops = 790e12, .hbm_bytes_per_s = 4.276e12, .link_bytes_per_s = 300e9,
+                          .launch_us = 5.0, .coll_latency_us = 10.0};
+  int rc = 0;
+  for (int i = first; i < argc; i++) {
+    int r = check_file(argv[i], max_median, &roof);
+    if (r > rc) rc = r;
+  }
+  return rc;
+}

@@ -1,0 +1,22 @@
+# Tests of `tacorun calibrate` that run on a CPU: the C references of the
+# runtime kernels, the shapes taken from the model zoo, fits and tables. The
+# plain-C runtime files are compiled in directly (no CUDA), so this suite also
+# runs in the ASan build with TACOSIM_CUDA=OFF.
+set(CALIB_CPU_SOURCES
+  ${CMAKE_SOURCE_DIR}/runtime/calibrate_shapes.c ${CMAKE_SOURCE_DIR}/runtime/calibrate_fit.c
+  ${CMAKE_SOURCE_DIR}/runtime/calibrate_table.c ${CMAKE_SOURCE_DIR}/runtime/rt_ops_ref.c)
+add_executable(test_calibrate ${CMAKE_SOURCE_DIR}/tests/test_calibrate.c ${CALIB_CPU_SOURCES})
+target_include_directories(test_calibrate PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+target_link_libraries(test_calibrate PRIVATE ts_models ts_schema ts_common PkgConfig::CUNIT m)
+add_test(NAME calibrate COMMAND test_calibrate)
+
+# The held-out check of the shipped calibration files (calibration/README.md):
+# calibrate on every other point, predict the rest through schema/'s lookups.
+add_executable(calib_heldout ${CMAKE_SOURCE_DIR}/calibration/heldout/heldout.c)
+target_link_libraries(calib_heldout PRIVATE ts_schema ts_common m)
+foreach(transport nvlink shm socket)
+  set(file ${CMAKE_SOURCE_DIR}/calibration/h200-${transport}.json)
+  if(EXISTS ${file})
+    add_test(NAME calib_heldout_${transport} COMMAND calib_heldout --max-median 3 ${file})
+  endif()
+endforeach()

@@ -1,0 +1,298 @@
+/* test_calibrate.c — the CPU side of `tacorun calibrate`: the plain-C
+ * references of the runtime kernels (checked against finite differences and
+ * invariants, since the GPU self-check trusts them), the shapes taken from
+ * the model zoo, the latency + bandwidth fits and the table helpers. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibrate.h"
+#include "calibrate_fit.h"
+#include "calibrate_shapes.h"
+#include "model.h"
+#include "rt_ops_ref.h"
+
+static unsigned long long rng = 88172645463325252ULL;
+static float uniform(void) { /* xorshift64, [-1, 1) */
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (float)((rng >> 40) / 8388608.0 - 1.0);
+}
+static void fill(float *x, int n, float scale, float offset) {
+  for (int i = 0; i < n; i++) x[i] = offset + scale * uniform();
+}
+
+/* ---- references ---- */
+
+static void test_bf16_rounding(void) {
+  CU_ASSERT_EQUAL(rt_ref_bf16_from_float(1.0f), 0x3f80);
+  /* 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1.0) */
+  CU_ASSERT_EQUAL(rt_ref_bf16_from_float(1.0f + 1.0f / 256), 0x3f80);
+  /* 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: even is 1 + 2^-6 */
+  CU_ASSERT_EQUAL(rt_ref_bf16_from_float(1.0f + 3.0f / 256), 0x3f82);
+  CU_ASSERT_EQUAL(rt_ref_bf16_to_float(rt_ref_bf16_from_float(-2.5f)), -2.5f);
+  CU_ASSERT(isnan(rt_ref_bf16_to_float(rt_ref_bf16_from_float(NAN))));
+}
+
+static void test_norms_normalize(void) {
+  enum { R = 3, C = 100 };
+  float x[R * C], y[R * C], g[C], b[C], mean[R], rstd[R];
+  fill(x, R * C, 2.f, 0.7f);
+  for (int c = 0; c < C; c++) g[c] = 1.f, b[c] = 0.f;
+  rt_ref_layernorm_fwd(x, g, b, y, mean, rstd, R, C, 0.f);
+  for (int r = 0; r < R; r++) {
+    double s = 0, s2 = 0;
+    for (int c = 0; c < C; c++) s += y[r * C + c], s2 += (double)y[r * C + c] * y[r * C + c];
+    CU_ASSERT(fabs(s / C) < 1e-5);
+    CU_ASSERT(fabs(s2 / C - 1) < 1e-4);
+  }
+  rt_ref_rmsnorm_fwd(x, g, y, rstd, R, C, 0.f);
+  for (int r = 0; r < R; r++) {
+    double s2 = 0;
+    for (int c = 0; c < C; c++) s2 += (double)y[r * C + c] * y[r * C + c];
+    CU_ASSERT(fabs(s2 / C - 1) < 1e-4);
+  }
+}
+
+/* dx of a norm equals the gradient of L = sum(dy * y) by central differences. */
+static void check_norm_grad(int rms) {
+  enum { C = 24 };
+  float x[C], g[C], b[C], dy[C], y[C], dx[C], mean[1], rstd[1];
+  fill(x, C, 1.f, 0.3f), fill(g, C, 0.5f, 1.f), fill(b, C, 0.5f, 0.f), fill(dy, C, 1.f, 0.f);
+  if (rms) {
+    rt_ref_rmsnorm_fwd(x, g, y, rstd, 1, C, 1e-5f);
+    rt_ref_rmsnorm_bwd_dx(dy, x, g, rstd, dx, 1, C);
+  } else {
+    rt_ref_layernorm_fwd(x, g, b, y, mean, rstd, 1, C, 1e-5f);
+    rt_ref_layernorm_bwd_dx(dy, x, g, mean, rstd, dx, 1, C);
+  }
+  for (int i = 0; i < C; i++) {
+    const float h = 1e-2f;
+    double l[2];
+    for (int s = 0; s < 2; s++) {
+      float xp[C];
+      memcpy(xp, x, sizeof xp);
+      xp[i] += s ? h : -h;
+      if (rms) rt_ref_rmsnorm_fwd(xp, g, y, rstd, 1, C, 1e-5f);
+      else rt_ref_layernorm_fwd(xp, g, b, y, mean, rstd, 1, C, 1e-5f);
+      l[s] = 0;
+      for (int c = 0; c < C; c++) l[s] += (double)dy[c] * y[c];
+    }
+    double fd = (l[1] - l[0]) / (2 * h);
+    CU_ASSERT(fabs(fd - dx[i]) < 2e-3 * (1 + fabs(fd)));
+  }
+}
+static void test_layernorm_grad(void) { check_norm_grad(0); }
+static void test_rmsnorm_grad(void) { check_norm_grad(1); }
+
+static void test_activation_grads(void) {
+  enum { N = 40, F = 7 };
+  float x[N], dy[N], dx[N], y[2], xp[1];
+  fill(x, N, 4.f, 0.f), fill(dy, N, 1.f, 0.f);
+  rt_ref_gelu_bwd(dy, x, dx, N);
+  for (int i = 0; i < N; i++) {
+    const float h = 1e-3f;
+    xp[0] = x[i] + h, rt_ref_gelu_fwd(xp, &y[1], 1);
+    xp[0] = x[i] - h, rt_ref_gelu_fwd(xp, &y[0], 1);
+    CU_ASSERT(fabs(dy[i] * (y[1] - y[0]) / (2 * h) - dx[i]) < 1e-2 * (1 + fabs(dx[i])));
+  }
+  float g0[1], big[1] = {10.f};
+  rt_ref_gelu_fwd(big, g0, 1);
+  CU_ASSERT(fabs(g0[0] - 10.f) < 1e-4); /* GELU(x) -> x for large x */
+  /* SwiGLU: one row of [gate | up] */
+  float s[2 * F], sdy[F], sdx[2 * F], out[F];
+  fill(s, 2 * F, 3.f, 0.f), fill(sdy, F, 1.f, 0.f);
+  rt_ref_swiglu_bwd(sdy, s, sdx, 1, F);
+  for (int i = 0; i < 2 * F; i++) {
+    const float h = 1e-3f;
+    double l[2];
+    for (int k = 0; k < 2; k++) {
+      float sp[2 * F];
+      memcpy(sp, s, sizeof sp);
+      sp[i] += k ? h : -h;
+      rt_ref_swiglu_fwd(sp, out, 1, F);
+      l[k] = 0;
+      for (int c = 0; c < F; c++) l[k] += (double)sdy[c] * out[c];
+    }
+    CU_ASSERT(fabs((l[1] - l[0]) / (2 * h) - sdx[i]) < 1e-2 * (1 + fabs(sdx[i])));
+  }
+}
+
+static void test_softmax_and_loss(void) {
+  enum { B = 2, S = 9, V = 33, R = 4 };
+  float s[B * S * S], p[B * S * S];
+  fill(s, B * S * S, 5.f, 0.f);
+  rt_ref_softmax_causal_fwd(s, p, B, S, 0.5f);
+  for (int r = 0; r < B * S; r++) {
+    double sum = 0;
+    for (int c = 0; c < S; c++) {
+      sum += p[r * S + c];
+      if (c > r % S) CU_ASSERT_EQUAL(p[r * S + c], 0.f); /* causal mask */
+    }
+    CU_ASSERT(fabs(sum - 1) < 1e-5);
+  }
+  /* softmax backward: gradient of L = sum(dp * softmax(scale * s)) */
+  float dp[S], ds[S], row[S], prow[S];
+  fill(row, S, 2.f, 0.f), fill(dp, S, 1.f, 0.f);
+  /* a full (unmasked) row, softmax computed here */
+  double mx = -1e30, z = 0;
+  for (int c = 0; c < S; c++) mx = fmax(mx, row[c] * 0.5);
+  for (int c = 0; c < S; c++) z += exp(row[c] * 0.5 - mx);
+  for (int c = 0; c < S; c++) prow[c] = (float)(exp(row[c] * 0.5 - mx) / z);
+  rt_ref_softmax_bwd(prow, dp, ds, 1, S, 0.5f);
+  for (int i = 0; i < S; i++) {
+    const double h = 1e-3;
+    double l[2];
+    for (int k = 0; k < 2; k++) {
+      double zz = 0, acc = 0, shifted[S];
+      for (int c = 0; c < S; c++) shifted[c] = 0.5 * (row[c] + (c == i ? (k ? h : -h) : 0));
+      for (int c = 0; c < S; c++) zz += exp(shifted[c] - mx);
+      for (int c = 0; c < S; c++) acc += dp[c] * exp(shifted[c] - mx) / zz;
+      l[k] = acc;
+    }
+    CU_ASSERT(fabs((l[1] - l[0]) / (2 * h) - ds[i]) < 1e-3);
+  }
+  /* cross-entropy: loss >= 0, gradient rows sum to zero, loss = -log p(label) */
+  float lg[R * V], dl[R * V], loss[R];
+  int32_t lab[R] = {0, 5, 17, V - 1};
+  fill(lg, R * V, 4.f, 0.f);
+  rt_ref_cross_entropy(lg, lab, loss, dl, R, V);
+  for (int r = 0; r < R; r++) {
+    double sum = 0, z2 = 0;
+    for (int c = 0; c < V; c++) sum += dl[r * V + c], z2 += exp(lg[r * V + c]);
+    CU_ASSERT(loss[r] > 0);
+    CU_ASSERT(fabs(sum) < 1e-6);
+    CU_ASSERT(fabs(loss[r] - (log(z2) - lg[r * V + lab[r]])) < 1e-4);
+  }
+}
+
+static void test_adamw_and_embedding(void) {
+  float w[1] = {1.f}, w16[1], g[1] = {0.5f}, m[1] = {0.f}, v[1] = {0.f};
+  rt_ref_adamw_step(w, w16, g, m, v, 1, 0.1f, 0.9f, 0.999f, 0.f, 0.f, 1);
+  /* first step without decay: m_hat / sqrt(v_hat) = sign(g), so w moves by lr */
+  CU_ASSERT(fabs(w[0] - 0.9f) < 1e-6);
+  CU_ASSERT(fabs(m[0] - 0.05f) < 1e-7);
+  CU_ASSERT(fabs(v[0] - 0.00025f) < 1e-4 * 0.00025f); /* (1 - 0.999f) is not exact in FP32 */
+  CU_ASSERT_EQUAL(w16[0], rt_ref_bf16_to_float(rt_ref_bf16_from_float(w[0])));
+  float table[3 * 2] = {1, 2, 3, 4, 5, 6}, y[3 * 2];
+  int32_t ids[3] = {10, 12, 13}; /* this shard holds ids 10..12 */
+  rt_ref_embedding_fwd(table, ids, y, 3, 2, 10, 3);
+  CU_ASSERT(y[0] == 1 && y[1] == 2 && y[2] == 5 && y[3] == 6 && y[4] == 0 && y[5] == 0);
+}
+
+/* ---- shapes ---- */
+
+static void test_shapes_cover_model_gemms(void) {
+  calib_sweep sw;
+  calib_sweep_default(&sw);
+  calib_shapes sh;
+  ts_err e;
+  int rc = calib_shapes_build(&sh, "gpt3-125m,llama3-8b", NULL, &sw, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL(sh.models, 2);
+  /* every forward GEMM of every (tp, tokens) that fits is there, with its dgrad and wgrad */
+  const char *names[2] = {"gpt3-125m", "llama3-8b"};
+  int checked = 0;
+  for (int mi = 0; mi < 2; mi++) {
+    model_config m;
+    CU_ASSERT_EQUAL_FATAL(model_load(names[mi], NULL, &m, &e), 0);
+    for (int t = 0; t < sw.n_tp; t++)
+      for (int j = 0; j < sw.n_tokens; j++) {
+        model_shard s = {.tp = sw.tp[t], .seq = sw.seq, .micro_batch = (int)(sw.tokens[j] / sw.seq)};
+        model_op ops[MODEL_MAX_LAYER_OPS];
+        int n = model_layer_ops(&m, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+        if (n < 0) continue; /* e.g. TP 8 does not divide GPT-3 125M's 12 heads */
+        for (int i = 0; i < n; i++) {
+          if (ops[i].kind != MODEL_OP_GEMM) continue;
+          long long want[3][3] = {{ops[i].m, ops[i].n, ops[i].k}, {ops[i].m, ops[i].k, ops[i].n},
+                                  {ops[i].k, ops[i].n, ops[i].m}};
+          for (int r = 0; r < 3; r++) {
+            int found = 0;
+            for (int g = 0; g < sh.n_gemm; g++)
+              if (sh.gemm[g].m == want[r][0] && sh.gemm[g].n == want[r][1] && sh.gemm[g].k == want[r][2]) found = 1;
+            CU_ASSERT(found);
+            checked++;
+          }
+        }
+      }
+  }
+  CU_ASSERT(checked > 50);
+  /* no shape twice; TP 8 skipped for 125M (12 heads): its QKV (n = 2304/8 = 288, k = 768) never appears */
+  for (int a = 0; a < sh.n_gemm; a++)
+    for (int b = a + 1; b < sh.n_gemm; b++)
+      CU_ASSERT(!(sh.gemm[a].m == sh.gemm[b].m && sh.gemm[a].n == sh.gemm[b].n && sh.gemm[a].k == sh.gemm[b].k));
+  int tp8_125m = 0;
+  for (int g = 0; g < sh.n_gemm; g++)
+    if (sh.gemm[g].n == 288 && sh.gemm[g].k == 768) tp8_125m = 1;
+  CU_ASSERT_FALSE(tp8_125m);
+  CU_ASSERT(sh.n_attn > 0 && sh.n_mem > 0);
+  for (int i = 0; i < sh.n_attn; i++)
+    CU_ASSERT(sh.attn[i].bh >= 1 && (sh.attn[i].head_dim == 64 || sh.attn[i].head_dim == 128));
+  CU_ASSERT(calib_shapes_gemm_flops(&sh) > 0);
+  calib_shapes_free(&sh);
+}
+
+static void test_shapes_bad_model(void) {
+  calib_sweep sw;
+  calib_sweep_default(&sw);
+  calib_shapes sh;
+  ts_err e;
+  CU_ASSERT_EQUAL(calib_shapes_build(&sh, "no-such-model", NULL, &sw, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "no-such-model"));
+  CU_ASSERT_EQUAL(calib_shapes_build(&sh, ",", NULL, &sw, &e), -1);
+}
+
+/* ---- fits and tables ---- */
+
+static void test_fit_recovers_line(void) {
+  double x[12], y[12], lat, gbps;
+  for (int i = 0; i < 12; i++) x[i] = 1024.0 * (1 << (2 * i)), y[i] = 7.5 + x[i] / (120.0 * 1e3);
+  CU_ASSERT_EQUAL_FATAL(calib_fit_linear(x, y, 12, &lat, &gbps), 0);
+  CU_ASSERT(fabs(lat - 7.5) < 1e-6 * 7.5);
+  CU_ASSERT(fabs(gbps - 120.0) < 1e-6 * 120.0);
+  /* a curve with negative intercept gets latency 0 */
+  for (int i = 0; i < 12; i++) y[i] = x[i] / 1e5 - 0.001 * (i == 0);
+  CU_ASSERT_EQUAL(calib_fit_linear(x, y, 12, &lat, &gbps), 0);
+  CU_ASSERT(lat >= 0 && gbps > 0);
+  CU_ASSERT_EQUAL(calib_fit_linear(x, y, 1, &lat, &gbps), -1);
+}
+
+static void test_tables_and_fits(void) {
+  schema_calibration c;
+  memset(&c, 0, sizeof c);
+  for (int i = 0; i < 8; i++) CU_ASSERT_EQUAL(schema_calibration_add_coll(&c, "allreduce", 2, 1024.0 * (1 << i), 10.0 + i), 0);
+  CU_ASSERT_EQUAL(calib_add_kernel(&c, "norm", false, 1000, 0, 2.0), 0);
+  CU_ASSERT_EQUAL(calib_add_kernel(&c, "norm", false, 1000, 0, 4.0), 0); /* same bytes: averaged */
+  CU_ASSERT_EQUAL(calib_add_kernel(&c, "norm", false, 2000, 0, 5.0), 0);
+  CU_ASSERT_EQUAL(c.n_kernels, 1);
+  CU_ASSERT_EQUAL(c.kernels[0].n, 2);
+  CU_ASSERT_DOUBLE_EQUAL(c.kernels[0].pts[0].us, 3.0, 1e-12);
+  CU_ASSERT_EQUAL(calib_add_fits(&c), 0);
+  CU_ASSERT_EQUAL_FATAL(c.n_fits, 1);
+  CU_ASSERT_STRING_EQUAL(c.fits[0].name, "allreduce.2");
+  CU_ASSERT(c.fits[0].gbps > 0 && c.fits[0].latency_us >= 0);
+  schema_calibration_free(&c);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("calibrate", NULL, NULL);
+  CU_add_test(s, "bf16 rounding", test_bf16_rounding);
+  CU_add_test(s, "norms normalize", test_norms_normalize);
+  CU_add_test(s, "layernorm dx by finite differences", test_layernorm_grad);
+  CU_add_test(s, "rmsnorm dx by finite differences", test_rmsnorm_grad);
+  CU_add_test(s, "GELU and SwiGLU gradients", test_activation_grads);
+  CU_add_test(s, "softmax and cross-entropy", test_softmax_and_loss);
+  CU_add_test(s, "AdamW step and embedding", test_adamw_and_embedding);
+  CU_add_test(s, "shapes cover the model GEMMs", test_shapes_cover_model_gemms);
+  CU_add_test(s, "shapes: bad model names", test_shapes_bad_model);
+  CU_add_test(s, "fit recovers latency and bandwidth", test_fit_recovers_line);
+  CU_add_test(s, "kernel tables merge, fits are named", test_tables_and_fits);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
