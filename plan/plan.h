@@ -149,7 +149,9 @@ enum {
 };
 /* What the compute ops outside the layers cover: PLAN_MOP_EMBEDDING = every op
  * of model_embedding_ops(); PLAN_MOP_FINAL_NORM = "final_norm" of
- * model_output_ops(); PLAN_MOP_LOSS = its "logits" GEMM and "loss". */
+ * model_output_ops(); PLAN_MOP_LOSS = its "logits" GEMM and "loss" (forward:
+ * both; backward PLAN_PART_DGRAD: the cross-entropy backward and the logits
+ * dgrad; PLAN_PART_WGRAD: the logits wgrad). */
 
 /* Which half of a GEMM's backward a compute op is (added): backward GEMMs are
  * split into dgrad (input gradient) and wgrad (weight gradient) so that the

@@ -7,6 +7,7 @@
  * formed (deps point backward, every send has one matching recv, nothing
  * deadlocks); byte counts under TACO and CAAT-Net; SP, ZeRO-1, recompute and
  * memory. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
@@ -791,6 +792,34 @@ static void test_reference_plan_size(void) {
   CU_ASSERT_EQUAL(plan_build_program(&p, plan_world_size(&p), &g, &bad), -1);
 }
 
+static void test_summary_and_validate(void) {
+  plan p = load_file("gpt3-175b-1024-taco");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(plan_print_summary(&p, out, &e), 0);
+  fclose(out);
+  const char *want[] = {"gpt3-175b-1024-taco", "h200-1024-rail", "dp 16 x tp 8 x pp 8", "1f1b",
+                        "memory per GPU", "stage 7", "programs", "traffic per GPU", "taco (group 128, e4m3)",
+                        "(1.88x)"};
+  for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+    if (!strstr(buf, want[k])) printf("\n  summary lacks \"%s\"\n", want[k]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, want[k]));
+  }
+  free(buf);
+  /* plan_validate on an edited plan (as a layout search would do) */
+  CU_ASSERT_EQUAL(plan_validate(&p, &e), 0);
+  p.tp = 3;
+  CU_ASSERT_EQUAL(plan_validate(&p, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "layout.tp"));
+  p.tp = 8;
+  p.dp = 32;
+  CU_ASSERT_EQUAL(plan_validate(&p, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "batch.global") || strstr(e.msg, "layout"));
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite layout = CU_add_suite("plan.layout", NULL, NULL);
@@ -814,6 +843,7 @@ int main(void) {
   CU_add_test(prog, "memory", test_memory);
   CU_add_test(prog, "op names", test_op_names);
   CU_add_test(prog, "reference plan size", test_reference_plan_size);
+  CU_add_test(prog, "summary and plan_validate", test_summary_and_validate);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
