@@ -401,7 +401,7 @@ static void check_idle(spec s, double v) {
 }
 
 static void test_idle_1f1b(void) {
-  const int cases[][2] = {{2, 2}, {2, 8}, {4, 4}, {4, 8}, {4, 13}, {8, 16}};
+  const int cases[][2] = {{2, 2}, {2, 8}, {4, 4}, {4, 8}, {4, 13}, {8, 16}, {4, 2}, {8, 3}, {3, 1}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     spec s = base();
     s.pp = cases[k][0], s.layers = cases[k][0], s.global = cases[k][1];
@@ -485,6 +485,9 @@ static void test_program_variants(void) {
   s.dp = 4, s.pp = 2, s.layers = 4, s.global = 16, s.zero1 = 1, s.order = "tp-pp-dp", s.codec_min_bytes = 1;
   s.codec = "{\"pp\":{\"kind\":\"taco\",\"group\":64,\"fp8\":\"e5m2\"},\"dp\":{\"kind\":\"taco\",\"group\":256,"
             "\"fp8\":\"e4m3\"}}";
+  variants[n++] = s;
+  s = base(); /* GQA, SwiGLU, RMSNorm, RoPE, untied embeddings */
+  s.model = "llama3-8b", s.layers = 4, s.tp = 2, s.pp = 2, s.dp = 2, s.global = 8, s.sp = 1;
   variants[n++] = s;
   for (int k = 0; k < n; k++) {
     plan p = load(&variants[k]);
