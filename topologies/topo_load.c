@@ -41,6 +41,7 @@ enum {
   MAX_GPUS_PER_NODE = 64,
   MAX_GPUS = 1 << 20,
   MAX_LEAF_GROUPS = 4096, /* vertices of the top routing zone (Dijkstra) */
+  MAX_NODES_PER_LEAF = 512, /* a leaf is one Dijkstra zone of its GPUs: keep route searches small */
   MAX_DRAGONFLY_GROUPS = 256, /* the top zone lists every pair of groups */
   MAX_LEVELS = 5,
 };
@@ -232,6 +233,12 @@ static int check_consistency(json_t *root, const char *file, const topo_cluster 
       return ts_fail(e, file, "fabric.groups", "%d does not divide nodes %d (groups are equal)", c->fabric.groups,
                      c->nodes);
   }
+  int all_leaves = topo_leaf_count(c);
+  int under_leaf = c->nodes / all_leaves + (c->nodes % all_leaves != 0);
+  if (multi && under_leaf > MAX_NODES_PER_LEAF)
+    return ts_fail(e, file, tree ? "fabric.nodes_per_leaf" : dragonfly ? "fabric.groups" : "nodes",
+                   "%d nodes under one %s (at most %d)", under_leaf, dragonfly ? "group" : "switch",
+                   MAX_NODES_PER_LEAF);
   return 0;
 }
 

@@ -208,7 +208,7 @@ int topo_write_platform(const topo_cluster *c, FILE *out, ts_err *e) {
   else
     write_fabric(c, out);
   fprintf(out, "</platform>\n");
-  if (fflush(out) || ferror(out)) return ts_fail_sys(e, "writing the platform of %s failed", c->name);
+  if (fflush(out) || ferror(out)) return ts_fail_sys(e, "writing the platform of %s failed (%s)", c->name, strerror(errno));
   return 0;
 }
 
@@ -217,10 +217,5 @@ int topo_write_platform_file(const topo_cluster *c, const char *path, ts_err *e)
   if (!f) return ts_fail_sys(e, "%s: cannot create (%s)", path, strerror(errno));
   int rc = topo_write_platform(c, f, e);
   if (fclose(f) && !rc) rc = ts_fail_sys(e, "%s: cannot write (%s)", path, strerror(errno));
-  if (rc && e && strstr(e->msg, path) == NULL) {
-    char msg[sizeof e->msg];
-    snprintf(msg, sizeof msg, "%s: %s", path, e->msg);
-    memcpy(e->msg, msg, sizeof msg);
-  }
   return rc;
 }

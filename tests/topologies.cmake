@@ -1,0 +1,18 @@
+# Tests of topologies/: the cluster zoo, the strict loader, the route model,
+# and the SimGrid platform (each platform loaded by SimGrid in its own process,
+# since SimGrid initialises once per process).
+add_executable(test_topologies ${CMAKE_CURRENT_LIST_DIR}/test_topologies.c)
+target_link_libraries(test_topologies PRIVATE ts_topo PkgConfig::CUNIT PkgConfig::JANSSON m)
+add_test(NAME topologies COMMAND test_topologies)
+
+add_executable(test_topologies_simgrid ${CMAKE_CURRENT_LIST_DIR}/test_topologies_simgrid.c)
+target_link_libraries(test_topologies_simgrid PRIVATE ts_topo PkgConfig::SIMGRID PkgConfig::CUNIT m)
+foreach(cluster h200x2-nvlink h200x8-nvswitch pcie-8gpu-2x100gbe h200-512-fattree-2to1 h200-1024-dragonfly
+                h200-1024-rail h200-16384-rail)
+  add_test(NAME topologies_simgrid_${cluster} COMMAND test_topologies_simgrid ${cluster})
+endforeach()
+
+if(TACOSIM_FUZZ)
+  include(${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz.cmake)
+  tacosim_add_fuzzer(fuzz_topo fuzz/fuzz_topo.c ts_topo)
+endif()
