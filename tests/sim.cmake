@@ -1,0 +1,20 @@
+# Tests of schema/ and sim/: calibration and result files (no SimGrid), and
+# simulations (each scenario runs in a forked child: SimGrid initialises once
+# per process).
+add_executable(test_sim_schema ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_schema.c)
+target_link_libraries(test_sim_schema PRIVATE ts_sim PkgConfig::CUNIT m)
+add_test(NAME sim_schema COMMAND test_sim_schema)
+
+add_executable(test_sim_engine ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_engine.c)
+target_link_libraries(test_sim_engine PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_sim_engine PRIVATE
+  PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
+  CALIBRATION_FILE="${CMAKE_SOURCE_DIR}/calibration/h200-derived.json"
+  TACOSIM_BIN="$<TARGET_FILE:tacosim>")
+add_dependencies(test_sim_engine tacosim)
+add_test(NAME sim_engine COMMAND test_sim_engine)
+
+if(TACOSIM_FUZZ)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz.cmake)
+  tacosim_add_fuzzer(fuzz_calibration fuzz/fuzz_calibration.c ts_schema)
+endif()

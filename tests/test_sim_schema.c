@@ -1,0 +1,298 @@
+/* test_sim_schema.c — calibration and result files: loader rules, writer
+ * round trips, lookups (interpolation, roofline outside, missing tables). */
+#define _POSIX_C_SOURCE 200809L
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibration.h"
+#include "result.h"
+#include "sim.h"
+
+#define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b))
+
+static const char *valid =
+    "{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2.28\",\"transport\":\"nvlink\","
+    "\"measured_at\":\"now\",\"gemm\":[{\"m\":1024,\"n\":1024,\"k\":1024,\"us\":10},"
+    "{\"m\":4096,\"n\":1024,\"k\":1024,\"us\":40}],"
+    "\"kernels\":{\"norm\":[{\"bytes\":1000,\"us\":2},{\"bytes\":100000,\"us\":20}],"
+    "\"taco_encode\":[{\"bytes\":1000,\"group\":128,\"us\":3},{\"bytes\":100000,\"group\":128,\"us\":30}]},"
+    "\"collectives\":{\"allreduce\":{\"2\":[{\"bytes\":1048576,\"us\":100},{\"bytes\":4194304,\"us\":400}]}},"
+    "\"fits\":{\"allreduce.2\":{\"latency_us\":1,\"gbps\":10}}}";
+
+static void test_valid_loads(void) {
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(valid, strlen(valid), "v.json", &c, &e), 0);
+  CU_ASSERT_EQUAL(c.n_gemm, 2);
+  CU_ASSERT_EQUAL(c.n_kernels, 2);
+  CU_ASSERT_EQUAL(c.n_colls, 1);
+  CU_ASSERT_EQUAL(c.colls[0].nranks, 2);
+  CU_ASSERT_FALSE(c.derived);
+  schema_calibration_free(&c);
+}
+
+/* Each malformed file must be rejected with a message naming the field. */
+static void test_malformed_rejected(void) {
+  struct {
+    const char *text, *field;
+  } cases[] = {
+      {"{", "invalid JSON"},
+      {"[]", "top level"},
+      {"{\"schema\":2,\"gpu\":\"G\"}", "schema"},
+      {"{\"schema\":1,\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\",\"measured_at\":\"m\","
+       "\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1}]}",
+       "gpu"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\"}",
+       "no tables"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"gemm\":[{\"m\":-1,\"n\":1,\"k\":1,\"us\":1}]}",
+       "gemm[0].m"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":\"fast\"}]}",
+       "gemm[0].us"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":0}]}",
+       "gemm[0].us"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1},{\"m\":1,\"n\":1,\"k\":1,\"us\":2}]}",
+       "duplicate"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1,\"extra\":0}]}",
+       "gemm[0].extra"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"kernels\":{\"norm\":[]}}",
+       "kernels.norm"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"kernels\":{\"norm\":[{\"bytes\":1e300,\"us\":1}]}}",
+       "kernels.norm[0].bytes"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"collectives\":{\"allreduse\":{\"2\":[{\"bytes\":1,\"us\":1}]}}}",
+       "collectives.allreduse"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"collectives\":{\"allreduce.taco100\":{\"2\":[{\"bytes\":1,\"us\":1}]}}}",
+       "collectives.allreduce.taco100"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"collectives\":{\"allreduce\":{\"one\":[{\"bytes\":1,\"us\":1}]}}}",
+       "collectives.allreduce.one"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"collectives\":{\"allreduce\":{\"1\":[{\"bytes\":1,\"us\":1}]}}}",
+       "collectives.allreduce.1"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"collectives\":{\"allreduce\":{\"2\":{\"bytes\":1}}}}",
+       "collectives.allreduce.2"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1}],\"fits\":{\"x\":{\"latency_us\":-1,"
+       "\"gbps\":1}}}",
+       "fits.x.latency_us"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1}],\"derived\":\"yes\"}",
+       "derived"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1}],\"tables\":{}}",
+       "tables"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    schema_calibration c;
+    ts_err e = {0};
+    int rc = schema_calibration_from_json_text(cases[i].text, strlen(cases[i].text), "bad.json", &c, &e);
+    CU_ASSERT_EQUAL(rc, -1);
+    CU_ASSERT_TRUE(e.bad_input);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "bad.json"));
+    if (!strstr(e.msg, cases[i].field)) fprintf(stderr, "case %zu: \"%s\" lacks \"%s\"\n", i, e.msg, cases[i].field);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, cases[i].field));
+  }
+}
+
+static void test_missing_file(void) {
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(schema_calibration_load("/nonexistent/cal.json", &c, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "/nonexistent/cal.json"));
+}
+
+/* Writing and reading back gives the same tables; the derived file round-trips too. */
+static void test_round_trip(void) {
+  schema_calibration a, b;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_derive_calibration("shm", &a, &e), 0);
+  CU_ASSERT_TRUE(a.derived);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_write(&a, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "rt.json", &b, &e), 0);
+  CU_ASSERT_EQUAL(a.n_gemm, b.n_gemm);
+  CU_ASSERT_EQUAL(a.n_kernels, b.n_kernels);
+  CU_ASSERT_EQUAL(a.n_colls, b.n_colls);
+  CU_ASSERT_EQUAL(a.n_fits, b.n_fits);
+  CU_ASSERT_TRUE(b.derived);
+  for (int i = 0; i < a.n_gemm && i < b.n_gemm; i++) NEAR(a.gemm[i].us, b.gemm[i].us, 1e-7);
+  for (int i = 0; i < a.n_colls && i < b.n_colls; i++) {
+    CU_ASSERT_STRING_EQUAL(a.colls[i].name, b.colls[i].name);
+    CU_ASSERT_EQUAL(a.colls[i].n, b.colls[i].n);
+    for (int k = 0; k < a.colls[i].n && k < b.colls[i].n; k++) NEAR(a.colls[i].pts[k].us, b.colls[i].pts[k].us, 1e-7);
+  }
+  free(buf);
+  schema_calibration_free(&a);
+  schema_calibration_free(&b);
+  ts_err e2 = {0};
+  CU_ASSERT_EQUAL(sim_derive_calibration("carrier-pigeon", &a, &e2), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e2.msg, "transport"));
+}
+
+/* Inside the range, log-space interpolation is exact for a power law. */
+static void test_lookup_interpolates(void) {
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(valid, strlen(valid), "v.json", &c, &e), 0);
+  schema_roofline roof = {1e15, 4e12, 4e11, 3, 1};
+  schema_lookup l;
+  schema_lookup_init(&l, &c, &roof, NULL);
+  double us;
+  /* norm: t = 2 (x/1000)^0.5 between the points */
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&l, "norm", 10000, 0, &us, &e), 0);
+  NEAR(us, 2.0 * sqrt(10.0), 1e-9);
+  /* gemm along m with the same n, k: linear here */
+  CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 2048, 1024, 1024, &us, &e), 0);
+  NEAR(us, 20.0, 1e-9);
+  /* exact point */
+  CU_ASSERT_EQUAL(schema_lookup_coll(&l, "allreduce", 2, 1048576, &us, &e), 0);
+  NEAR(us, 100.0, 1e-12);
+  /* other nranks: scaled by the bus-bandwidth factor 2(n-1)/n */
+  CU_ASSERT_EQUAL(schema_lookup_coll(&l, "allreduce", 8, 1048576, &us, &e), 0);
+  NEAR(us, 100.0 * (2.0 * 7 / 8) / 1.0, 1e-9);
+  schema_calibration_free(&c);
+}
+
+/* Outside the range: the roofline anchored at the nearest point, and a warning naming the op once. */
+static void test_lookup_outside_warns_once(void) {
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(valid, strlen(valid), "v.json", &c, &e), 0);
+  schema_roofline roof = {1e15, 1e9, 4e11, 0, 1}; /* 1 GB/s, no launch: time grows linearly */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *warn = open_memstream(&buf, &len);
+  schema_lookup l;
+  schema_lookup_init(&l, &c, &roof, warn);
+  double us;
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&l, "norm", 1e6, 0, &us, &e), 0);
+  NEAR(us, 200.0, 1e-9); /* 20 us at 1e5 bytes, x10 */
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&l, "norm", 2e6, 0, &us, &e), 0);
+  NEAR(us, 400.0, 1e-9);
+  fclose(warn);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kernel norm"));
+  CU_ASSERT_PTR_NULL(strstr(strstr(buf, "kernel norm") + 1, "kernel norm")); /* once */
+  free(buf);
+  /* a missing table is an error naming it */
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&l, "attention", 1e9, 0, &us, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "attention"));
+  CU_ASSERT_EQUAL(schema_lookup_coll(&l, "alltoall", 2, 1e6, &us, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "alltoall"));
+  schema_calibration_free(&c);
+}
+
+/* The derived calibration reproduces the figures it is derived from. */
+static void test_derived_matches_design_figures(void) {
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_derive_calibration("nvlink", &c, &e), 0);
+  schema_roofline roof = {989e12, 4800e9, 450e9, 3, 1};
+  schema_lookup l;
+  schema_lookup_init(&l, &c, &roof, NULL);
+  double us;
+  /* all-reduce busbw at 16 MiB and 256 MiB on 2 GPUs: 218 and 303 GB/s (factor 1) */
+  CU_ASSERT_EQUAL(schema_lookup_coll(&l, "allreduce", 2, 16777216, &us, &e), 0);
+  NEAR(16777216 / (us * 1e-6) / 1e9, 218.0, 0.01);
+  CU_ASSERT_EQUAL(schema_lookup_coll(&l, "allreduce", 2, 268435456, &us, &e), 0);
+  NEAR(268435456 / (us * 1e-6) / 1e9, 303.0, 0.01);
+  /* all-gather busbw 245 GB/s at 256 MiB: factor (n-1)/n = 1/2 */
+  CU_ASSERT_EQUAL(schema_lookup_coll(&l, "allgather", 2, 268435456, &us, &e), 0);
+  NEAR(268435456 * 0.5 / (us * 1e-6) / 1e9, 245.0, 0.02);
+  /* a big GEMM runs near 790 TFLOP/s */
+  CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 16384, 16384, 16384, &us, &e), 0);
+  double tflops = 2.0 * 16384.0 * 16384 * 16384 / (us * 1e-6) / 1e12;
+  CU_ASSERT_TRUE(tflops > 700 && tflops <= 790);
+  /* HBM-bound copy-like kernels near 4276 GB/s */
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&l, "elementwise", 4294967296.0, 0, &us, &e), 0);
+  double gbps = 4294967296.0 / (us * 1e-6) / 1e9;
+  CU_ASSERT_TRUE(gbps > 0.85 * 4276 && gbps < 4276);
+  schema_calibration_free(&c);
+}
+
+static void test_result_round_trip(void) {
+  schema_result r, b;
+  schema_result_init(&r, SCHEMA_SOURCE_MEASURED);
+  snprintf(r.plan, sizeof r.plan, "p.json");
+  r.iteration_time_s = 0.5;
+  r.tokens_per_s = 1000;
+  r.tflops_per_gpu = 300;
+  r.mfu = 0.3;
+  r.memory_per_gpu_bytes = 1e10;
+  r.breakdown.compute_s = 0.4;
+  r.breakdown.bubble_s = 0.1;
+  r.iterations = 10, r.warmup = 2, r.min_s = 0.49, r.median_s = 0.5, r.max_s = 0.52;
+  snprintf(r.machine.gpu, sizeof r.machine.gpu, "H200");
+  snprintf(r.machine.transport, sizeof r.machine.transport, "nvlink");
+  schema_rank_stat rs = {1, 0.4, 0.35, 0.1};
+  schema_op_record op = {"layer0.fwd.qkv", 1, "compute", 0.001, 0.002};
+  CU_ASSERT_EQUAL(schema_result_add_rank(&r, &rs), 0);
+  CU_ASSERT_EQUAL(schema_result_add_op(&r, &op), 0);
+  CU_ASSERT_EQUAL(schema_result_add_note(&r, "a note"), 0);
+  char *buf = NULL;
+  size_t len = 0;
+  ts_err e = {0};
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(schema_result_write_json(&r, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(schema_result_from_json_text(buf, len, "r.json", &b, &e), 0);
+  CU_ASSERT_EQUAL(b.source, SCHEMA_SOURCE_MEASURED);
+  NEAR(b.iteration_time_s, 0.5, 1e-12);
+  NEAR(b.breakdown.bubble_s, 0.1, 1e-12);
+  CU_ASSERT_EQUAL(b.n_ranks, 1);
+  CU_ASSERT_EQUAL(b.n_ops, 1);
+  CU_ASSERT_EQUAL(b.n_notes, 1);
+  CU_ASSERT_EQUAL(b.iterations, 10);
+  CU_ASSERT_STRING_EQUAL(b.machine.transport, "nvlink");
+  CU_ASSERT_STRING_EQUAL(b.ops[0].stream, "compute");
+  free(buf);
+  /* CSV: header, one figures row, then a block per rank */
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(schema_result_write_csv(&r, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "# iteration_time_s"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\n1 0.4 0.35 0.1\n"));
+  free(buf);
+  /* a measured result without its spread is rejected, naming the field */
+  const char *bad = "{\"schema\":1,\"source\":\"measured\",\"plan\":\"p\",\"iteration_time_s\":1,\"tokens_per_s\":1,"
+                    "\"tflops_per_gpu\":1,\"mfu\":0.1,\"memory_per_gpu_bytes\":1,\"breakdown\":{\"compute_s\":1,"
+                    "\"tp_exposed_s\":0,\"pp_exposed_s\":0,\"dp_exposed_s\":0,\"codec_s\":0,\"bubble_s\":0},"
+                    "\"ranks\":[]}";
+  CU_ASSERT_EQUAL(schema_result_from_json_text(bad, strlen(bad), "m.json", &b, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "iterations"));
+  schema_result_free(&r);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("sim_schema", NULL, NULL);
+  CU_add_test(s, "a valid calibration loads", test_valid_loads);
+  CU_add_test(s, "malformed calibrations are rejected naming the field", test_malformed_rejected);
+  CU_add_test(s, "a missing file is named", test_missing_file);
+  CU_add_test(s, "calibration write/read round trip", test_round_trip);
+  CU_add_test(s, "lookups interpolate in log space", test_lookup_interpolates);
+  CU_add_test(s, "outside the range: anchored roofline, one warning", test_lookup_outside_warns_once);
+  CU_add_test(s, "derived calibration reproduces DESIGN.md figures", test_derived_matches_design_figures);
+  CU_add_test(s, "result JSON/CSV round trip", test_result_round_trip);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
