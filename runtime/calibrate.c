@@ -229,6 +229,16 @@ static void optional_phase(int rc, const char *what, const ts_err *e, char *miss
   snprintf(missing + strlen(missing), n - strlen(missing), "%s%s", *missing ? ", " : "", what);
 }
 
+/* Fits, notes and save; called again after each addition (fits are redone). */
+static int finish(schema_calibration *c, const calib_args *a, const char *missing, const char *out, ts_err *e) {
+  c->n_fits = 0;
+  if (calib_add_fits(c)) return ts_fail_sys(e, "calibrate: out of memory");
+  if (*missing) snprintf(c->notes, sizeof c->notes, "NOT MEASURED or FAILED: %.300s", missing);
+  else c->notes[0] = '\0';
+  fill_notes(c, a, calib_elapsed_s());
+  return schema_calibration_save(c, out, e);
+}
+
 static void on_time_limit(int sig) {
   (void)sig;
   static const char msg[] = "tacorun calibrate: time limit reached; stopping (raise --time-limit)\n";
@@ -247,10 +257,17 @@ static int run(calib_args *a, ts_err *e) {
   calib_elapsed_s();
 
   if (cudaSetDevice(a->cfg.devices[0]) != cudaSuccess) return ts_fail_sys(e, "calibrate: cannot use GPU 0");
-  if (rt_ops_selfcheck(a->check_only ? stderr : NULL, e)) return -1;
-  fprintf(stderr, "[%6.1fs] kernel self-check against the C references: ok\n", calib_elapsed_s());
-  if (a->check_only) return 0;
-
+  /* A kernel that disagrees with its reference is reported (and recorded in
+   * the file's notes), but its timing is still worth having. */
+  ts_err check_err = {{0}, 0};
+  int check_rc = rt_ops_selfcheck(stderr, &check_err);
+  if (a->check_only) {
+    if (check_rc) *e = check_err;
+    else fprintf(stderr, "kernel self-check against the C references: ok\n");
+    return check_rc;
+  }
+  if (check_rc) fprintf(stderr, "calibrate: WARNING: kernel self-check failed: %s\n", check_err.msg);
+  else fprintf(stderr, "[%6.1fs] kernel self-check against the C references: ok\n", calib_elapsed_s());
   schema_calibration c;
   memset(&c, 0, sizeof c);
   int rc = fill_metadata(&c, a, a->cfg.ndev, e);
@@ -276,17 +293,19 @@ static int run(calib_args *a, ts_err *e) {
   if ((a->phases & PH_COMM) && !comm) fprintf(stderr, "calibrate: one GPU: no collectives to measure\n");
   if (!rc && comm) rc = calib_run_comm(&a->cfg, 0, &c, e);
   /* The TACO kernels and compressed collectives come last and are optional:
-   * a failure there is reported and recorded, and what was measured is kept. */
+   * a failure there is reported and recorded, and what was measured is kept.
+   * The file is saved before them too, so even a crash there leaves it. */
   char missing[200] = "";
-  if (!rc && (a->phases & PH_CODEC)) optional_phase(calib_run_codec(&a->cfg, &c, e), "codec kernels", e, missing, sizeof missing);
-  if (!rc && comm && !*missing)
+  if (check_rc) snprintf(missing, sizeof missing, "kernel self-check FAILED (%.120s)", check_err.msg);
+  int optional = (a->phases & PH_CODEC) || comm;
+  if (!rc && optional) rc = finish(&c, a, missing, out, e);
+  if (!rc && (a->phases & PH_CODEC))
+    optional_phase(calib_run_codec(&a->cfg, &c, e), "codec kernels", e, missing, sizeof missing);
+  int device_ok = cudaDeviceSynchronize() == cudaSuccess; /* a sticky error ends GPU work */
+  if (!device_ok) optional_phase(-1, "compressed collectives (device in error state)", e, missing, sizeof missing);
+  if (!rc && comm && device_ok)
     optional_phase(calib_run_comm(&a->cfg, 1, &c, e), "compressed collectives", e, missing, sizeof missing);
-  if (*missing) snprintf(c.notes, sizeof c.notes, "NOT MEASURED: %s", missing);
-  if (!rc && calib_add_fits(&c)) rc = ts_fail_sys(e, "calibrate: out of memory");
-  if (!rc) {
-    fill_notes(&c, a, calib_elapsed_s());
-    rc = schema_calibration_save(&c, out, e);
-  }
+  if (!rc) rc = finish(&c, a, missing, out, e);
   if (!rc)
     fprintf(stderr, "[%6.1fs] wrote %s: %d GEMMs, %d kernel tables, %d collective tables, %d fits\n",
             calib_elapsed_s(), out, c.n_gemm, c.n_kernels, c.n_colls, c.n_fits);

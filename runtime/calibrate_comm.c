@@ -104,7 +104,7 @@ static int sweep(const calib_config *cfg, comm_ctx *c, const char *name, calib_p
     c->bytes = sizes[s];
     char what[96];
     snprintf(what, sizeof what, "calibrate %s over %d ranks at %zu bytes", name, c->w->nranks, c->bytes);
-    rt_watchdog_arm(c->w, 120.0, what);
+    rt_watchdog_arm(c->w, 45.0, what); /* 1 GiB at socket speed takes well under a second */
     double us;
     int rc = calib_time_us(comm_launch, c, streams, c->w->devices, c->w->nlocal, &cfg->comm_budget, &us, e);
     rt_watchdog_disarm();
