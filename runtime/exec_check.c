@@ -189,6 +189,67 @@ static int train_steps(check_run *c, int steps, rt_nccl *w, float *first, float 
   return 0;
 }
 
+/* Compressed TP all-reduces change the numbers by design: report how far each
+ * codec's gradients are from the uncompressed TP run (relative L2 over all
+ * tensors, and the worst tensor) and where 30 AdamW steps end, next to the
+ * uncompressed run's final loss. Fails only on a non-finite value or a loss
+ * that does not fall. */
+static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, float loss_plain, FILE *log,
+                        int *failures, ts_err *e) {
+  const int rank = w->ranks[0], n = w->nranks;
+  const plan_codec codecs[] = {
+      {.kind = PLAN_CODEC_TACO, .group = 128, .fp8 = PLAN_FP8_E4M3, .p = 1.0},
+      {.kind = PLAN_CODEC_TACO, .group = 32, .fp8 = PLAN_FP8_E4M3, .p = 1.0},
+      {.kind = PLAN_CODEC_CAAT, .group = 128, .fp8 = PLAN_FP8_E4M3, .p = 0.5},
+      {.kind = PLAN_CODEC_TACO_CAAT, .group = 128, .fp8 = PLAN_FP8_E4M3, .p = 0.5},
+  };
+  const char *names[] = {"taco G128 e4m3", "taco G32 e4m3", "caat p0.5", "taco+caat"};
+  for (size_t k = 0; k < sizeof codecs / sizeof *codecs; k++) {
+    check_run c;
+    float *g = NULL, first = 0, last = 0;
+    int rc = -1;
+    if (check_run_make(&c, d, n, rank, w->comms[0], 1, 0, NULL, d->tok_a, d->lab_a, w, e) ||
+        exec_model_set_codecs(&c.m, codecs[k], codecs[k], e))
+      goto next;
+    /* the program carries the codec on each TP collective */
+    free(c.ops);
+    c.ops = NULL;
+    if (exec_program_build_single_stage(&c.m, &c.ops, &c.nops, e)) goto next;
+    if (run_iteration(&c.m, c.ops, c.nops, 0, w, e) || exec_model_check_finite(&c.m, 0, NULL, e) ||
+        get_grads(&c, &g, e))
+      goto next;
+    double sums[2 * EXEC_REF_MAX_TENSORS] = {0};
+    for (int t = 0; t < c.m.ntensors; t++) {
+      const exec_tensor *lt = &c.m.tensors[t];
+      for (size_t j = lt->offset; j < lt->offset + lt->rows * lt->cols; j++) {
+        double dd = (double)g[j] - g_plain[j];
+        sums[2 * t] += dd * dd;
+        sums[2 * t + 1] += (double)g_plain[j] * g_plain[j];
+      }
+    }
+    if (exec_world_sum(w, sums, 2 * c.m.ntensors, e)) goto next;
+    double num = 0, den = 0, worst = 0;
+    int worst_t = 0;
+    for (int t = 0; t < c.m.ntensors; t++) {
+      num += sums[2 * t], den += sums[2 * t + 1];
+      double rel = sums[2 * t + 1] > 0 ? sqrt(sums[2 * t] / sums[2 * t + 1]) : 0;
+      if (rel > worst) worst = rel, worst_t = t;
+    }
+    if (train_steps(&c, 30, w, &first, &last, e)) goto next;
+    fprintf(log, "  codec %-15s grads vs uncompressed TP%d: rel L2 %.3e overall, worst %s %.3e; 30 steps: %.4f -> %.4f "
+                 "(uncompressed %.4f, %+.2f%%)\n",
+            names[k], n, sqrt(num / den), c.m.tensors[worst_t].name, worst, first, last, loss_plain,
+            100.0 * (last - loss_plain) / loss_plain);
+    if (!(last < 0.9f * first)) (*failures)++;
+    rc = 0;
+  next:
+    free(g);
+    check_run_free(&c);
+    if (rc) return -1;
+  }
+  return 0;
+}
+
 static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *failures, ts_err *e) {
   const int rank = w->ranks[0], n = w->nranks;
   check_data d;
@@ -279,6 +340,7 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   if (!(l1 < 0.9f * f1) || !(ln < 0.9f * fn) || fabsf(l1 - ln) > 0.05f * l1) bad++;
   *failures += bad;
   fprintf(log, "  %s\n", bad ? "FAILED" : "passed");
+  if (n > 1 && cfg == &check_configs[0] && check_codecs(w, &d, gn, ln, log, failures, e)) goto done;
   rc = 0;
   goto done;
 oom:

@@ -8,6 +8,7 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 
 typedef struct {
   exec_gemm_shape s;
+  int align_a, align_b, align_c; /* bytes the heuristic may assume, part of the key */
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t la, lb, lc;
   cublasLtMatmulAlgo_t algo;
@@ -97,7 +99,19 @@ static int build(exec_gemm *g, cached_gemm *c, ts_err *e) {
   cublasLtMatmulPreference_t pref;
   LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = EXEC_GEMM_WORKSPACE;
+  /* cuBLASLt's first operand is our B buffer and its second our A buffer. */
+  uint32_t al_first = (uint32_t)c->align_b, al_second = (uint32_t)c->align_a, al_c = (uint32_t)c->align_c;
   int st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  if (st == 0)
+    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_first,
+                                                   sizeof al_first);
+  if (st == 0)
+    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_second,
+                                                   sizeof al_second);
+  if (st == 0)
+    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+  if (st == 0)
+    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
   if (st == 0)
@@ -117,6 +131,14 @@ static int same_shape(const exec_gemm_shape *a, const exec_gemm_shape *b) {
          a->c_fp32 == b->c_fp32;
 }
 
+/* Largest power of two (up to 256) dividing the address and, for batches, the stride in bytes:
+ * the heuristic must not pick a kernel that needs more alignment than the buffers have. */
+static int alignment_of(const void *p, long long stride, long long batch, int esize) {
+  unsigned long long bits = (unsigned long long)(uintptr_t)p | 256ULL;
+  if (batch > 1) bits |= (unsigned long long)(stride * esize);
+  return (int)(bits & (~bits + 1ULL));
+}
+
 int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const void *A, const void *B, float beta,
                   void *C, void *stream, ts_err *e) {
   exec_gemm_shape s = *s_in;
@@ -124,9 +146,13 @@ int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const 
   if (s.batch == 1) s.stride_a = s.stride_b = s.stride_c = 0;
   if (s.m <= 0 || s.n <= 0 || s.k <= 0)
     return ts_fail_sys(e, "exec_gemm: bad shape m=%lld n=%lld k=%lld", s.m, s.n, s.k);
+  int al_a = alignment_of(A, s.stride_a, s.batch, 2), al_b = alignment_of(B, s.stride_b, s.batch, 2);
+  int al_c = alignment_of(C, s.stride_c, s.batch, s.c_fp32 ? 4 : 2);
   cached_gemm *c = NULL;
   for (int i = 0; i < g->count && !c; i++)
-    if (same_shape(&g->cache[i].s, &s)) c = &g->cache[i];
+    if (same_shape(&g->cache[i].s, &s) && g->cache[i].align_a == al_a && g->cache[i].align_b == al_b &&
+        g->cache[i].align_c == al_c)
+      c = &g->cache[i];
   if (!c) {
     if (g->count == g->cap) {
       int cap = g->cap ? 2 * g->cap : 64;
@@ -138,6 +164,7 @@ int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const 
     c = &g->cache[g->count];
     memset(c, 0, sizeof *c);
     c->s = s;
+    c->align_a = al_a, c->align_b = al_b, c->align_c = al_c;
     if (build(g, c, e)) {
       cached_release(c);
       return -1;

@@ -1,5 +1,9 @@
 /* exec_kernels.cu — see exec_kernels.h. Simple row-per-block kernels; the hot
  * loops of an iteration are the GEMMs, these are a few percent of it. */
+/* ts_error.h is a C header: its functions have C linkage. */
+extern "C" {
+#include "ts_error.h"
+}
 #include "exec_kernels.h"
 
 #include <cuda_bf16.h>
@@ -20,16 +24,16 @@ static unsigned blocks_for(long long n, int threads) {
   return (unsigned)(b > 65535LL * 32 ? 65535LL * 32 : (b < 1 ? 1 : b));
 }
 
-__device__ float warp_sum(float v) {
+static __device__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-__device__ float warp_max(float v) {
+static __device__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 /* Block-wide reductions for blockDim.x a multiple of 32, at most 1024. */
-__device__ float block_sum(float v, float *red) {
+static __device__ float block_sum(float v, float *red) {
   v = warp_sum(v);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();
@@ -38,7 +42,7 @@ __device__ float block_sum(float v, float *red) {
   float t = lane < (int)(blockDim.x / 32) ? red[lane] : 0.f;
   return warp_sum(t);
 }
-__device__ float block_max(float v, float *red) {
+static __device__ float block_max(float v, float *red) {
   v = warp_max(v);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();

@@ -147,8 +147,8 @@ int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int
     case EXEC_T_FC2: lt->rows = (size_t)m->ffn_local; break;
     default: break;
     }
-    /* 16-byte alignment of every tensor for vectorised kernels and cuBLASLt */
-    off = (off + 7) / 8 * 8;
+    /* 256-byte alignment of every tensor, so cuBLASLt may use its fastest kernels */
+    off = (off + 127) / 128 * 128;
     lt->offset = off;
     off += lt->rows * lt->cols;
   }
@@ -210,7 +210,47 @@ int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int
   return 0;
 }
 
+static int uses_caat(const exec_model *m) {
+  for (int i = 0; i < 2; i++)
+    if (m->tp_codec[i].kind == PLAN_CODEC_CAAT || m->tp_codec[i].kind == PLAN_CODEC_TACO_CAAT) return 1;
+  return 0;
+}
+
+static coll_opts opts_of(const plan_codec *c) {
+  coll_opts o = coll_opts_default();
+  int taco = c->kind == PLAN_CODEC_TACO || c->kind == PLAN_CODEC_TACO_CAAT;
+  o.codec = taco ? COLL_CODEC_TACO : COLL_CODEC_NONE;
+  if (taco) {
+    o.taco.group = c->group;
+    o.taco.fp8 = c->fp8 == PLAN_FP8_E5M2 ? TACO_FP8_E5M2 : TACO_FP8_E4M3;
+  }
+  o.dtype = TACO_DTYPE_BF16;
+  o.min_bytes = 0; /* the plan's TP messages are compressed whatever their size */
+  return o;
+}
+
+int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err *e) {
+  m->tp_codec[0] = fwd, m->tp_codec[1] = bwd;
+  if (fwd.kind == PLAN_CODEC_NONE && bwd.kind == PLAN_CODEC_NONE) return 0;
+  if (!m->tp_comm) return 0; /* TP = 1: nothing travels */
+  if (!m->team_ready) {
+    int dev;
+    EX_CUDA(cudaGetDevice(&dev));
+    if (coll_team_init(&m->team, 1, &m->tp_comm, &dev, &m->stream))
+      return ts_fail_sys(e, "exec: coll_team_init: %s", coll_last_error());
+    m->team_ready = 1;
+  }
+  for (int i = 0; i < 2; i++) {
+    coll_opts o = opts_of(&m->tp_codec[i]);
+    if (o.codec == COLL_CODEC_TACO &&
+        coll_team_reserve(&m->team, COLL_OP_ALLREDUCE, (size_t)(m->tokens * m->cfg.hidden), &o))
+      return ts_fail_sys(e, "exec: coll_team_reserve: %s", coll_last_error());
+  }
+  return 0;
+}
+
 void exec_model_destroy(exec_model *m) {
+  if (m->team_ready) coll_team_destroy(&m->team);
   if (m->acts)
     for (int l = 0; l < m->cfg.layers; l++) {
       exec_layer_acts *a = &m->acts[l];
@@ -513,7 +553,21 @@ static int embedding_bwd(exec_model *m, int micro, ts_err *e) {
                         m->tokens, m->cfg.seq, m->cfg.hidden, m->stream, e);
 }
 
+/* CAAT-Net: the replicated tensors (norm gains and biases, position
+ * embeddings) saw different activations on each TP rank; average their
+ * gradients so the copies stay equal. */
+static int caat_sync_replicated(exec_model *m, ts_err *e) {
+  for (int t = 0; t < m->ntensors; t++) {
+    exec_tensor_kind k = m->tensors[t].kind;
+    if (k == EXEC_T_WTE || k == EXEC_T_QKV || k == EXEC_T_ATTN_OUT || k == EXEC_T_FC1 || k == EXEC_T_FC2) continue;
+    EX_NCCL(ncclAllReduce(grad_of(m, t), grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat, ncclAvg,
+                          m->tp_comm, m->stream));
+  }
+  return 0;
+}
+
 static int optimizer_step(exec_model *m, ts_err *e) {
+  if (m->tp_comm && uses_caat(m)) EX_TRY(caat_sync_replicated(m, e));
   rt_adamw_params p = {.lr = m->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f,
                        .step = ++m->adam_step};
   return rt_adamw_step(m->master, m->w16, m->grad, m->adam_m, m->adam_v, (long long)m->nparams, p, m->stream, e);
@@ -527,10 +581,22 @@ static int layer_op_of(const exec_model *m, int model_op) {
   return -1;
 }
 
+/* A TP all-reduce of a [tokens x hidden] bf16 activation (or its gradient), in place, with the op's codec. */
+static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, ts_err *e) {
+  if (!m->tp_comm) return 0;
+  const size_t rows = (size_t)m->tokens, cols = (size_t)m->cfg.hidden;
+  if (c->kind == PLAN_CODEC_NONE) return tp_allreduce(m, buf, rows * cols, ncclBfloat16, ncclSum, e);
+  if (!m->team_ready) return ts_fail_sys(e, "exec: a compressed collective before exec_model_set_codecs");
+  coll_opts o = opts_of(c);
+  const void *in = buf;
+  void *out = buf;
+  int rc = (c->kind == PLAN_CODEC_TACO) ? coll_allreduce(&m->team, &in, &out, rows * cols, &o)
+                                        : coll_caat_allreduce(&m->team, &in, &out, rows, cols, c->p, &o);
+  if (rc) return ts_fail_sys(e, "exec: compressed all-reduce: %s", coll_last_error());
+  return 0;
+}
+
 static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
-  if (op->codec.kind != PLAN_CODEC_NONE)
-    return ts_fail(e, NULL, "codec", "compressed collectives are not wired into the executor yet (op codec %d)",
-                   (int)op->codec.kind);
   if (op->group == PLAN_GROUP_DP) {
     if (!m->dp_comm) return 0;
     EX_NCCL(ncclAllReduce(m->grad, m->grad, m->nparams, ncclFloat, ncclSum, m->dp_comm, m->stream));
@@ -543,9 +609,9 @@ static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
   if (op->model_op == PLAN_MOP_EMBEDDING) return tp_allreduce(m, m->acts[0].x_in, th, ncclBfloat16, ncclSum, e);
   int lop = layer_op_of(m, op->model_op);
   if (op->phase == PLAN_PHASE_FWD && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2))
-    return tp_allreduce(m, m->proj, th, ncclBfloat16, ncclSum, e);
+    return tp_allreduce_coded(m, m->proj, &op->codec, e);
   if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1))
-    return tp_allreduce(m, m->dtmp, th, ncclBfloat16, ncclSum, e);
+    return tp_allreduce_coded(m, m->dtmp, &op->codec, e);
   return ts_fail(e, NULL, "program", "no TP all-reduce belongs after model op %d in phase %d", (int)op->model_op,
                  (int)op->phase);
 }
@@ -638,6 +704,17 @@ static plan_op *push_coll(op_list *l, plan_phase phase, int model_op, int layer,
   return op;
 }
 
+static plan_op *push_coll_coded(op_list *l, plan_phase phase, int model_op, int layer, int micro, double bytes,
+                                 const plan_codec *c) {
+  plan_op *op = push_coll(l, phase, model_op, layer, micro, PLAN_GROUP_TP, bytes);
+  if (!op) return NULL;
+  op->codec = *c;
+  double shared = c->kind == PLAN_CODEC_CAAT || c->kind == PLAN_CODEC_TACO_CAAT ? c->p : 1.0;
+  int taco = c->kind == PLAN_CODEC_TACO || c->kind == PLAN_CODEC_TACO_CAAT;
+  op->wire_bytes = taco ? (bytes * shared / 2.0) * (1.0 + 8.0 / c->group) : bytes * shared;
+  return op;
+}
+
 int exec_program_build_single_stage(const exec_model *m, plan_op **ops, int *nops, ts_err *e) {
   op_list l = {0};
   const int L = m->cfg.layers, tp = m->tp > 1;
@@ -652,7 +729,7 @@ int exec_program_build_single_stage(const exec_model *m, plan_op **ops, int *nop
       for (int o = 0; o < EXEC_OP_COUNT; o++) {
         CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_FWD, ix[o], layer, mb));
         if (tp && (o == EXEC_OP_ATTN_OUT || o == EXEC_OP_FC2))
-          CHECKED(push_coll(&l, PLAN_PHASE_FWD, ix[o], layer, mb, PLAN_GROUP_TP, act_bytes));
+          CHECKED(push_coll_coded(&l, PLAN_PHASE_FWD, ix[o], layer, mb, act_bytes, &m->tp_codec[0]));
       }
     CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_FWD, PLAN_MOP_LOSS, -1, mb));
     CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, PLAN_MOP_LOSS, -1, mb));
@@ -660,7 +737,7 @@ int exec_program_build_single_stage(const exec_model *m, plan_op **ops, int *nop
       for (int o = EXEC_OP_COUNT - 1; o >= 0; o--) {
         CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, ix[o], layer, mb));
         if (tp && (o == EXEC_OP_QKV || o == EXEC_OP_FC1))
-          CHECKED(push_coll(&l, PLAN_PHASE_BWD, ix[o], layer, mb, PLAN_GROUP_TP, act_bytes));
+          CHECKED(push_coll_coded(&l, PLAN_PHASE_BWD, ix[o], layer, mb, act_bytes, &m->tp_codec[1]));
       }
     CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, PLAN_MOP_EMBEDDING, -1, mb));
   }

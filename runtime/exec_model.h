@@ -11,6 +11,8 @@
  * and order) with each tensor cut to this rank's shard, so a gradient here can
  * be compared with the float64 reference tensor by tensor.
  *
+ * Codecs: TACO and CAAT-Net (and both) on the TP all-reduces, see
+ * exec_model_set_codecs.
  * Not implemented: pipeline stages (PP must be 1), sequence parallelism,
  * linear biases, grouped-query attention, RoPE (positions are learned). */
 #ifndef EXEC_MODEL_H
@@ -20,6 +22,7 @@
 #include <nccl.h>
 #include <stdint.h>
 
+#include "coll_taco.h"
 #include "exec_gemm.h"
 #include "exec_ref.h"
 #include "plan.h"
@@ -59,6 +62,12 @@ typedef struct {
   int adam_step;
   float lr;
 
+  /* codecs of the TP all-reduces (forward: row-parallel outputs; backward:
+   * column-parallel input gradients), through kernels/coll_taco.h */
+  plan_codec tp_codec[2];
+  int team_ready;
+  coll_team team;
+
   /* activations kept for backward (one micro-batch in flight: PP = 1) */
   exec_layer_acts *acts;
   void *x_final, *nf, *proj, *logits;
@@ -76,6 +85,14 @@ typedef struct {
 int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int tp, int tp_rank,
                       ncclComm_t tp_comm, int dp, int dp_rank, ncclComm_t dp_comm, cudaStream_t stream, ts_err *e);
 void exec_model_destroy(exec_model *m);
+
+/* Sets the codecs of the TP all-reduces (index 0 forward, 1 backward). TACO
+ * runs the two-shot compressed all-reduce; CAAT-Net the partial all-reduce of
+ * the first floor(p h) channels (private channels scaled by sqrt(TP), in both
+ * directions), and then the gradients of the replicated tensors (norms,
+ * positions) are averaged over TP before the optimizer, because the ranks'
+ * activations differ. */
+int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err *e);
 
 /* Loads this rank's shard of a full parameter array laid out as exec_ref_tensors(). */
 int exec_model_load_ref(exec_model *m, const double *params, ts_err *e);

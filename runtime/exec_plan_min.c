@@ -10,6 +10,7 @@
 #include "ts_json.h"
 
 static const char *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL};
+static const char *const fp8_names[] = {"e4m3", "e5m2", NULL};
 
 int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
   memset(p, 0, sizeof *p);
@@ -39,7 +40,6 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
   p->seq = (int)v;
   if (tsj_int_opt(root, "layers_override", 1, 1 << 16, 0, &v, path, NULL, e)) goto done;
   p->layers_override = (int)v;
-  p->codec_tp_fwd = p->codec_tp_bwd = 0;
   bool failed = false;
   codec = tsj_object_opt(root, "codec", path, NULL, e, &failed);
   if (failed) goto done;
@@ -50,10 +50,25 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
       snprintf(field, sizeof field, "codec.%s", keys[i]);
       json_t *c = tsj_object_opt(codec, keys[i], path, "codec", e, &failed);
       if (failed) goto done;
-      int kind = 0;
+      int kind = 0, fp8 = 0;
+      plan_codec pc = {.kind = PLAN_CODEC_NONE, .group = 128, .fp8 = PLAN_FP8_E4M3, .p = 1.0};
       if (c && tsj_enum(c, "kind", codec_names, &kind, path, field, e)) goto done;
-      if (i == 0) p->codec_tp_fwd = kind;
-      if (i == 1) p->codec_tp_bwd = kind;
+      pc.kind = (plan_codec_kind)kind;
+      if (kind == PLAN_CODEC_TACO || kind == PLAN_CODEC_TACO_CAAT) {
+        if (tsj_int_opt(c, "group", 32, 512, 128, &v, path, field, e)) goto done;
+        if (v != 32 && v != 64 && v != 128 && v != 256 && v != 512) {
+          ts_fail(e, path, field, "group %lld is not one of 32, 64, 128, 256, 512", v);
+          goto done;
+        }
+        pc.group = (int)v;
+        if (tsj_enum_opt(c, "fp8", fp8_names, 0, &fp8, path, field, e)) goto done;
+        pc.fp8 = (plan_fp8)fp8;
+      }
+      if ((kind == PLAN_CODEC_CAAT || kind == PLAN_CODEC_TACO_CAAT) &&
+          tsj_real(c, "p", 1e-6, 1.0, &pc.p, path, field, e))
+        goto done;
+      if (i == 0) p->codec_tp_fwd = pc;
+      if (i == 1) p->codec_tp_bwd = pc;
       if (kind != 0 && i >= 2) {
         ts_fail(e, path, field, "only TP traffic can be compressed by the executor");
         goto done;

@@ -10,6 +10,7 @@
 
 #include "exec_ref.h"
 #include "model.h"
+#include "plan.h"
 #include "rt_nccl.h"
 #include "ts_error.h"
 
@@ -19,7 +20,7 @@ typedef struct {
   int dp, tp, pp, micro, seq, layers_override;
   long long global;
   bool sequence_parallel;
-  int codec_tp_fwd, codec_tp_bwd; /* plan_codec_kind */
+  plan_codec codec_tp_fwd, codec_tp_bwd;
 } exec_plan_min;
 
 int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e);

@@ -92,8 +92,6 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   if (world != p->tp * p->dp * p->pp)
     return ts_fail(e, p->path, "layout", "dp x tp x pp = %d, but %d processes were started", p->tp * p->dp * p->pp,
                    world);
-  if (p->codec_tp_fwd != PLAN_CODEC_NONE || p->codec_tp_bwd != PLAN_CODEC_NONE)
-    return ts_fail(e, p->path, "codec", "compressed TP collectives are not wired into the executor yet");
   const int tp_rank = rank % p->tp, dp_rank = rank / p->tp;
   ncclComm_t tp_comm = NULL, dp_comm = NULL;
   if (p->tp > 1 && p->tp == world) tp_comm = w->comms[0];
@@ -119,7 +117,8 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
     free(times);
     return -1;
   }
-  if (exec_model_init_random(&m, o->seed, e)) goto done;
+  if (exec_model_init_random(&m, o->seed, e) || exec_model_set_codecs(&m, p->codec_tp_fwd, p->codec_tp_bwd, e))
+    goto done;
   /* Synthetic tokens: a fixed seed per data-parallel rank and micro-batch, the same on every TP rank. */
   size_t T = (size_t)m.tokens;
   tok = malloc((size_t)micros * T * sizeof *tok), lab = malloc((size_t)micros * T * sizeof *lab);
