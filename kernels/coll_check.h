@@ -23,7 +23,8 @@ typedef struct {
 const char *coll_check_last_error(void);
 
 /* x[i] = stddev * N(0,1) from a counter-based hash of (seed, i); every 97th
- * group of 128 gets an outlier channel x100 so the adaptive scale is used. */
+ * group of 128 gets a positive outlier channel of about 100 stddev, so the
+ * adaptive scale is exercised and sums over ranks do not cancel. */
 int coll_fill_random(void *x, taco_dtype dt, size_t n, unsigned long long seed, float stddev, void *stream);
 /* x[i] = NaN (the poison that coll_compare counts as unwritten). */
 int coll_fill_poison(void *x, taco_dtype dt, size_t n, void *stream);

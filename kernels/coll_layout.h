@@ -91,6 +91,8 @@ size_t coll_threshold_from_sweep(const size_t *sizes, const double *t_plain, con
  * orthonormal Hadamard keeps norms). A sum of k encoded blocks costs that
  * times sum_i |x_i| / |sum_i x_i|, about sqrt(k) for independent inputs
  * (we allow 1.5 sqrt(k)); the two-shot all-reduce adds one re-encode.
+ * Inputs that cancel across ranks (x_0 = -x_1 in a group) have no such
+ * bound relative to the sum: the error stays relative to sum_i |x_i|.
  * Plus the BF16 rounding of the output (2^-8 with margin). */
 double coll_error_bound(coll_op op, int nranks, int fp8_mantissa_bits);
 

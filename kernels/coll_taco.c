@@ -89,7 +89,9 @@ int coll_team_init(coll_team *t, int nlocal, const ncclComm_t *comms, const int 
     else if (n != t->nranks) return coll_fail(__FILE__, __LINE__, "coll_team_init", "comms differ in size");
     CK_CUDA(cudaSetDevice(r->device));
     CK_CUDA(cudaStreamCreateWithFlags(&r->codec_stream, cudaStreamNonBlocking));
-    CK_CUDA(cudaStreamCreateWithFlags(&r->comm_stream, cudaStreamNonBlocking));
+    int lo = 0, hi = 0;
+    CK_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    CK_CUDA(cudaStreamCreateWithPriority(&r->comm_stream, cudaStreamNonBlocking, hi));
     CK_CUDA(cudaEventCreateWithFlags(&r->ev_start, cudaEventDisableTiming));
     CK_CUDA(cudaEventCreateWithFlags(&r->ev_codec_done, cudaEventDisableTiming));
     CK_CUDA(cudaEventCreateWithFlags(&r->ev_comm_done, cudaEventDisableTiming));
@@ -139,11 +141,11 @@ static int grow(coll_rank *r, void **buf, size_t *have, size_t need) {
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* Three wire buffers (a: blocks to send, b: blocks received, c: all-gather)
- * and two staging buffers of one padded chunk (in, out). */
+/* Four wire buffers (a: blocks to send, b: blocks received, c: all-gather,
+ * d: all-gather exchange) and two staging buffers of one padded chunk (in, out). */
 static size_t stage_bytes(const coll_layout *l, size_t es) { return align256(coll_block_elems(l->m, l->group) * es); }
 static size_t wire_need(const coll_layout *l, size_t es) {
-  return 3 * align256(coll_wire_buffer_bytes(l)) + 2 * stage_bytes(l, es);
+  return 4 * align256(coll_wire_buffer_bytes(l)) + 2 * stage_bytes(l, es);
 }
 
 static int make_layout(coll_layout *l, const coll_team *t, coll_op op, size_t count, const coll_opts *o) {
@@ -220,7 +222,7 @@ typedef struct {
   const unsigned char *send[COLL_MAX_LOCAL];
   unsigned char *recv[COLL_MAX_LOCAL];
   int send_peer[COLL_MAX_LOCAL], recv_peer[COLL_MAX_LOCAL];
-  unsigned char *wa[COLL_MAX_LOCAL], *wb[COLL_MAX_LOCAL], *wc[COLL_MAX_LOCAL];
+  unsigned char *wa[COLL_MAX_LOCAL], *wb[COLL_MAX_LOCAL], *wc[COLL_MAX_LOCAL], *wd[COLL_MAX_LOCAL];
   unsigned char *stage_in[COLL_MAX_LOCAL], *stage_out[COLL_MAX_LOCAL];
 } job;
 
@@ -314,6 +316,14 @@ static int comm_stage(job *jb, stage_kind k, int i, size_t j) {
   size_t off = coll_chunk_offset(l, j), wm = bw(jb, l->m), mine = coll_chunk_elems(l, me, j);
   switch (k) {
   case ST_A2A:
+    if (n == 2 && jb->o->exchange == COLL_EXCHANGE_ALLGATHER) {
+      /* Each rank contributes the block for its peer; slots are as large as
+       * the larger of the two blocks (segment 0's), the rest is ignored. */
+      int peer = 1 - me;
+      size_t slot = bw(jb, coll_chunk_elems(l, 0, j));
+      CK_NCCL(ncclAllGather(jb->wa[i] + off + (size_t)peer * wm, jb->wd[i] + off, slot, ncclUint8, r->comm, st));
+      return 0; /* the received block is moved next to ours in comm_stage_after */
+    }
     for (int p = 0; p < n; p++) {
       if (p == me) continue;
       size_t to = coll_chunk_elems(l, p, j);
@@ -337,6 +347,22 @@ static int comm_stage(job *jb, stage_kind k, int i, size_t j) {
   }
 }
 
+/* Work on the comm stream after the NCCL group of a stage was launched. */
+static int comm_stage_after(job *jb, stage_kind k, int i, size_t j) {
+  coll_rank *r = &jb->t->r[i];
+  const coll_layout *l = &jb->l;
+  int me = r->rank;
+  size_t off = coll_chunk_offset(l, j), mine = coll_chunk_elems(l, me, j);
+  if (k == ST_A2A && l->nranks == 2 && jb->o->exchange == COLL_EXCHANGE_ALLGATHER && mine) {
+    /* decode_sum wants the blocks back to back: peer's block beside ours */
+    int peer = 1 - me;
+    size_t slot = bw(jb, coll_chunk_elems(l, 0, j));
+    CK_CUDA(cudaMemcpyAsync(jb->wb[i] + off + (size_t)peer * bw(jb, mine), jb->wd[i] + off + (size_t)peer * slot,
+                            bw(jb, mine), cudaMemcpyDeviceToDevice, r->comm_stream));
+  }
+  return 0;
+}
+
 /* Enqueues stage s of chunk j on every local rank. */
 static int run_stage(job *jb, int s, size_t j) {
   coll_team *t = jb->t;
@@ -352,6 +378,10 @@ static int run_stage(job *jb, int s, size_t j) {
     CK_NCCL(ncclGroupStart());
     for (int i = 0; i < t->nlocal; i++) CK(comm_stage(jb, k, i, j));
     CK_NCCL(ncclGroupEnd());
+    for (int i = 0; i < t->nlocal; i++) {
+      CK_CUDA(cudaSetDevice(t->r[i].device));
+      CK(comm_stage_after(jb, k, i, j));
+    }
   } else {
     for (int i = 0; i < t->nlocal; i++) {
       CK_CUDA(cudaSetDevice(t->r[i].device));
@@ -376,8 +406,9 @@ static int run_job(job *jb) {
     jb->wa[i] = r->wire;
     jb->wb[i] = r->wire + part;
     jb->wc[i] = r->wire + 2 * part;
-    jb->stage_in[i] = r->wire + 3 * part;
-    jb->stage_out[i] = r->wire + 3 * part + stage;
+    jb->wd[i] = r->wire + 3 * part;
+    jb->stage_in[i] = r->wire + 4 * part;
+    jb->stage_out[i] = r->wire + 4 * part + stage;
     CK_CUDA(cudaSetDevice(r->device));
     CK_CUDA(cudaEventRecord(r->ev_start, r->stream));
     CK_CUDA(cudaStreamWaitEvent(r->codec_stream, r->ev_start, 0));

@@ -34,12 +34,21 @@
 
 typedef enum { COLL_CODEC_NONE, COLL_CODEC_TACO } coll_codec;
 
+/* How the all-to-all step of a compressed reduce-scatter, all-reduce or
+ * all-to-all moves its blocks. P2P: grouped ncclSend/ncclRecv. ALLGATHER
+ * (two ranks only, else P2P): each rank contributes the block for its peer
+ * to an ncclAllGather, which is the same traffic but runs on NCCL's
+ * collective channels; faster where NCCL's point-to-point path is narrow
+ * (host shared memory, sockets). Chosen per transport by measuring. */
+typedef enum { COLL_EXCHANGE_P2P, COLL_EXCHANGE_ALLGATHER } coll_exchange;
+
 typedef struct {
   coll_codec codec;
   taco_params taco;  /* group, fp8 */
   taco_dtype dtype;  /* of the user's buffers: BF16 or FP32 */
   size_t chunk_bytes; /* uncompressed bytes of the message per pipeline step; 0: default */
   size_t min_bytes;   /* messages below this (uncompressed bytes) go plain; 0: always compress */
+  coll_exchange exchange;
 } coll_opts;
 
 /* Defaults: TACO G=128 E4M3 on BF16, default chunk and threshold. */
@@ -50,7 +59,8 @@ typedef struct {
   ncclComm_t comm;
   cudaStream_t stream;        /* the caller's stream */
   cudaStream_t codec_stream;  /* owned: encode/decode kernels */
-  cudaStream_t comm_stream;   /* owned: NCCL transfers of the compressed path */
+  cudaStream_t comm_stream;   /* owned: NCCL transfers of the compressed path (highest priority, so
+                                 its kernels get SMs ahead of the codec of the next chunk) */
   cudaEvent_t ev_start, ev_codec_done, ev_comm_done;
   cudaEvent_t ev_stage[COLL_STAGES][COLL_EVENT_SLOTS];
   unsigned char *wire;        /* owned scratch for encoded blocks */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coll_taco.h"
@@ -39,6 +40,7 @@ typedef struct {
   int check, inplace, single, ngpus;
   size_t chunks[MAX_CHUNKS];
   int nchunks;
+  int exchanges[2]; /* coll_exchange candidates to try (two ranks) */
   size_t threshold;
   double caat_p;
   size_t hidden;
@@ -57,6 +59,7 @@ static void usage(FILE *f) {
           "  --iters N --warmup N   timed and warm-up iterations per point (default 20, 5)\n"
           "  --target-ms T    cut iterations so one timed batch takes about T ms (default 300)\n"
           "  --chunk B[,B...] chunk sizes to try per point (uncompressed bytes per pipeline step; default 8M)\n"
+          "  --exchange p2p,allgather  all-to-all step of reduce-scatter/all-reduce on 2 ranks: try these (default both)\n"
           "  --threshold B    below B the compressed call falls back to NCCL BF16 (default 0: always compress)\n"
           "  --caat-p P --hidden H   CAAT-Net shared fraction and row length (default 0.5, 4096)\n"
           "  --check          compare every compressed call with NCCL on fresh random inputs\n"
@@ -119,6 +122,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
   o->target_s = 0.3;
   o->chunks[0] = COLL_DEFAULT_CHUNK_BYTES;
   o->nchunks = 1;
+  o->exchanges[COLL_EXCHANGE_P2P] = o->exchanges[COLL_EXCHANGE_ALLGATHER] = 1;
   o->caat_p = 0.5;
   o->hidden = 4096;
   o->timeout_s = 60;
@@ -171,6 +175,10 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
         o->nchunks++;
       }
       if (!o->nchunks) return ts_fail(e, "bench-comm", a, "empty list");
+    } else if (!strcmp(a, "--exchange")) {
+      static const char *const xn[2] = {"p2p", "allgather"};
+      memset(o->exchanges, 0, sizeof o->exchanges);
+      if (parse_list(v, o->exchanges, xn, 2, 0)) return ts_fail(e, "bench-comm", a, "must be p2p and/or allgather");
     } else if (!strcmp(a, "--threshold")) {
       if (parse_bytes(v, &o->threshold)) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
     } else if (!strcmp(a, "--caat-p")) {
@@ -218,7 +226,15 @@ static void maybe_die(bench *B) {
 }
 
 /* Average time of one call over a batch, maximum over ranks (microseconds). */
-static int time_batch(bench *B, const rt_coll_call *c, const coll_opts *co, int iters, double *us, ts_err *e) {
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* us: GPU time per call; host_us: time the host took to enqueue one call. */
+static int time_batch(bench *B, const rt_coll_call *c, const coll_opts *co, int iters, double *us, double *host_us,
+                      ts_err *e) {
   rt_nccl *w = B->w;
   cudaEvent_t t0[RT_MAX_LOCAL], t1[RT_MAX_LOCAL];
   for (int i = 0; i < w->nlocal; i++) {
@@ -228,10 +244,12 @@ static int time_batch(bench *B, const rt_coll_call *c, const coll_opts *co, int 
     RT_CUDA(e, cudaEventRecord(t0[i], w->streams[i]));
   }
   rt_watchdog_arm(w, w->timeout_s + 30, "a timed batch of collectives");
+  double h0 = wall_s();
   for (int k = 0; k < iters; k++) {
     maybe_die(B);
     if (rt_coll_enqueue(w, B->t, c, B->b->send, B->b->recv, co, e)) return -1;
   }
+  double host = (wall_s() - h0) * 1e6 / iters;
   for (int i = 0; i < w->nlocal; i++) {
     RT_CUDA(e, cudaSetDevice(w->devices[i]));
     RT_CUDA(e, cudaEventRecord(t1[i], w->streams[i]));
@@ -239,27 +257,29 @@ static int time_batch(bench *B, const rt_coll_call *c, const coll_opts *co, int 
   int rc = rt_nccl_wait(w, e);
   rt_watchdog_disarm();
   if (rc) return -1;
-  double v[RT_MAX_LOCAL];
+  double v[RT_MAX_LOCAL * 2];
   for (int i = 0; i < w->nlocal; i++) {
     float ms = 0;
     RT_CUDA(e, cudaSetDevice(w->devices[i]));
     RT_CUDA(e, cudaEventElapsedTime(&ms, t0[i], t1[i]));
-    v[i] = 1000.0 * ms / iters;
+    v[2 * i] = 1000.0 * ms / iters;
+    v[2 * i + 1] = host;
     cudaEventDestroy(t0[i]);
     cudaEventDestroy(t1[i]);
   }
-  if (rt_nccl_max(w, v, 1, e)) return -1;
+  if (rt_nccl_max(w, v, 2, e)) return -1;
   *us = v[0];
+  if (host_us) *host_us = v[1];
   return 0;
 }
 
-static int time_call(bench *B, const rt_coll_call *c, const coll_opts *co, double *us, ts_err *e) {
+static int time_call(bench *B, const rt_coll_call *c, const coll_opts *co, double *us, double *host_us, ts_err *e) {
   double est = 0;
-  if (B->o->warmup > 0 && time_batch(B, c, co, B->o->warmup, &est, e)) return -1;
+  if (B->o->warmup > 0 && time_batch(B, c, co, B->o->warmup, &est, NULL, e)) return -1;
   int iters = B->o->iters;
   if (est > 0 && est * 1e-6 * iters > B->o->target_s) iters = (int)(B->o->target_s / (est * 1e-6));
   if (iters < 3) iters = 3;
-  return time_batch(B, c, co, iters, us, e);
+  return time_batch(B, c, co, iters, us, host_us, e);
 }
 
 /* ---- the sweep ----------------------------------------------------------- */
@@ -268,6 +288,7 @@ typedef struct {
   size_t bytes[MAX_SIZES];
   double us[CODEC_KINDS][MAX_SIZES];
   size_t chunk[CODEC_KINDS][MAX_SIZES];
+  coll_exchange x[CODEC_KINDS][MAX_SIZES];
   int n;
 } sweep_table;
 
@@ -301,8 +322,8 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
   memset(&T, 0, sizeof T);
   if (root) {
     printf("# op: %s  (busbw factor %.3f)\n", coll_op_name(op), coll_busbw_factor(op, n));
-    printf("# %10s %12s %6s %10s %10s %11s %11s %9s %12s %10s\n", "size(B)", "count", "type", "codec", "time(us)",
-           "algbw(GB/s)", "busbw(GB/s)", "speedup", "max_rel_err", "chunk(B)");
+    printf("# %10s %12s %6s %10s %10s %11s %11s %9s %12s %10s %9s\n", "size(B)", "count", "type", "codec", "time(us)",
+           "algbw(GB/s)", "busbw(GB/s)", "speedup", "max_rel_err", "chunk(B)", "exchange");
     fflush(stdout);
   }
   for (double s = (double)o->minbytes; s <= (double)o->maxbytes * 1.0001 && T.n < MAX_SIZES; s *= o->step) {
@@ -322,16 +343,28 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       co.min_bytes = o->threshold;
       double best = INFINITY;
       size_t best_chunk = 0;
+      coll_exchange best_x = COLL_EXCHANGE_P2P;
       int tries = co.codec == COLL_CODEC_TACO ? o->nchunks : 1;
-      for (int ci = 0; ci < tries; ci++) {
-        co.chunk_bytes = o->chunks[ci];
-        if (ci > 0 && o->chunks[ci - 1] >= call_bytes(&c, n)) break; /* larger chunks: one chunk, same call */
-        double us;
-        if (co.codec == COLL_CODEC_TACO && coll_team_reserve(B->t, op, c.count, &co))
-          return ts_fail_sys(e, "%s", coll_last_error());
-        if (time_call(B, &c, &co, &us, e)) return -1;
-        if (us < best) best = us, best_chunk = co.codec == COLL_CODEC_TACO ? co.chunk_bytes : 0;
+      /* the exchange matters only where blocks go all-to-all between two ranks */
+      int xchg_matters = co.codec == COLL_CODEC_TACO && n == 2 && op != COLL_OP_ALLGATHER && op != COLL_OP_SENDRECV;
+      for (int x = 0; x < 2; x++) {
+        if (xchg_matters ? !o->exchanges[x] : x != 0) continue;
+        co.exchange = (coll_exchange)x;
+        for (int ci = 0; ci < tries; ci++) {
+          co.chunk_bytes = o->chunks[ci];
+          if (ci > 0 && o->chunks[ci - 1] >= call_bytes(&c, n)) break; /* larger chunks: one chunk, same call */
+          double us, host_us;
+          if (co.codec == COLL_CODEC_TACO && coll_team_reserve(B->t, op, c.count, &co))
+            return ts_fail_sys(e, "%s", coll_last_error());
+          if (time_call(B, &c, &co, &us, &host_us, e)) return -1;
+          if (root && tries * (xchg_matters ? 2 : 1) > 1)
+            printf("# try: %s %s %zu B chunk %zu exchange %s: %.1f us (host enqueue %.1f us)\n", coll_op_name(op),
+                   codec_names[k], call_bytes(&c, n), co.chunk_bytes, x ? "allgather" : "p2p", us, host_us);
+          if (us < best) best = us, best_chunk = co.codec == COLL_CODEC_TACO ? co.chunk_bytes : 0, best_x = co.exchange;
+        }
       }
+      co.exchange = best_x;
+      T.x[k][T.n] = best_x;
       co.chunk_bytes = best_chunk ? best_chunk : co.chunk_bytes;
       double err = 0;
       if (o->check && k != CODEC_NONE) {
@@ -353,9 +386,9 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       /* CAAT-Net rows compare with NCCL BF16 on the same full tensor. */
       double base = T.us[CODEC_NONE][T.n];
       if (root) {
-        printf("  %10zu %12zu %6s %10s %10.1f %11.2f %11.2f %9.3f %12.3g %10zu\n", b, c.count, "bf16",
+        printf("  %10zu %12zu %6s %10s %10.1f %11.2f %11.2f %9.3f %12.3g %10zu %9s\n", b, c.count, "bf16",
                codec_names[k], best, algbw, algbw * coll_busbw_factor(op, n), base > 0 ? base / best : 1.0, err,
-               best_chunk);
+               best_chunk, co.codec != COLL_CODEC_TACO ? "-" : best_x ? "allgather" : "p2p");
         fflush(stdout);
       }
       if (root && isatty(2)) fprintf(stderr, "\rbench-comm: %s %s %zu B done      ", coll_op_name(op), codec_names[k], b);
@@ -371,6 +404,8 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
     else printf("%zu", th);
     printf(" best_chunk_bytes_by_size=");
     for (int i = 0; i < T.n; i++) printf("%s%zu:%zu", i ? "," : "", T.bytes[i], T.chunk[k][i]);
+    printf(" exchange_by_size=");
+    for (int i = 0; i < T.n; i++) printf("%s%zu:%s", i ? "," : "", T.bytes[i], T.x[k][i] ? "allgather" : "p2p");
     printf("\n");
   }
   if (root) printf("\n\n"); /* gnuplot: one data block per op (index) */

@@ -18,7 +18,7 @@ SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
 note() { echo "$*" | tee -a "$SUMMARY"; }
 
-{ date -u; nvidia-smi -L; nvidia-smi topo -m; } >"$OUT/machine.txt" 2>&1
+{ date -u; nvidia-smi -L; nvidia-smi topo -m | head -3; } >>"$SUMMARY" 2>&1
 
 # 1. Correctness, single process over both GPUs, 1 KiB .. 1 GiB.
 t0=$(date +%s)
@@ -33,7 +33,7 @@ fault() { # $1: label; rank 0's exit status and seconds go to the summary
   local t0=$(ms)
   TACORUN_ID_FILE=/tmp/tacorun_ncclid TACORUN_RANK=1 TACORUN_NRANKS=2 TACORUN_LOCAL_RANK=1 \
     "$TACORUN" bench-comm --op allreduce --codec taco --minbytes 64M --maxbytes 64M --iters 2000 --warmup 5 \
-    --timeout-s 10 --die-rank 1 --die-after 12 >"$OUT/fault_rank1.log" 2>&1 &
+    --timeout-s 10 --die-rank 1 --die-after 12 >/tmp/fault_rank1.log 2>&1 &
   local p1=$!
   TACORUN_ID_FILE=/tmp/tacorun_ncclid TACORUN_RANK=0 TACORUN_NRANKS=2 TACORUN_LOCAL_RANK=0 \
     timeout 120 "$TACORUN" bench-comm --op allreduce --codec taco --minbytes 64M --maxbytes 64M --iters 2000 \
@@ -45,17 +45,17 @@ fault() { # $1: label; rank 0's exit status and seconds go to the summary
   tail -2 "$OUT/fault.log" | tee -a "$SUMMARY"
 }
 fault id-file
-cat "$OUT/fault_rank1.log" >>"$OUT/fault.log"
+cat /tmp/fault_rank1.log >>"$OUT/fault.log"
 
 # 3. The sweep per transport, one process per GPU under mpirun.
 sweep() { # $1: name, then bench-comm arguments
   local name=$1; shift
   local t0=$(date +%s)
   mpi "$TACORUN" bench-comm --op all --codec none,taco,caat,taco+caat --check --iters 20 --warmup 3 \
-    --target-ms 100 --chunk 1M,2M,4M,8M,16M,64M --step-factor 4 "$@" >"$OUT/$name.dat" 2>"$OUT/$name.err"
+    --target-ms 100 --chunk 1M,2M,4M,8M,16M,32M,64M --step-factor 4 "$@" >"$OUT/$name.dat" 2>"/tmp/$name.err"
   local rc=$?
   note "sweep $name: rc=$rc in $(( $(date +%s) - t0 )) s"
-  tail -3 "$OUT/$name.err" >>"$SUMMARY"
+  grep -v "^ *$" "/tmp/$name.err" | tail -4 >>"$SUMMARY"
   grep -E "^# op:|^ +67108864 " "$OUT/$name.dat" | awk '{print "  " $0}' >>"$SUMMARY"
   grep -E "^# (tuned|CHECK)" "$OUT/$name.dat" >>"$SUMMARY"
 }

@@ -326,14 +326,18 @@ void rt_nccl_describe(const rt_nccl *w, char *buf, size_t n) {
   cudaDriverGetVersion(&drv);
   cudaRuntimeGetVersion(&rtv);
   ncclGetVersion(&nccl);
+  /* driver version: the first dotted number on the first line of
+   * /proc/driver/nvidia/version ("... Kernel Module for x86_64  580.159.04 ...") */
   char drvstr[64] = "?";
   FILE *f = fopen("/proc/driver/nvidia/version", "r");
   if (f) {
-    char line[256];
-    if (fgets(line, sizeof line, f)) {
-      char *k = strstr(line, "Kernel Module");
-      if (k && sscanf(k + strlen("Kernel Module"), "%63s", drvstr) != 1) snprintf(drvstr, sizeof drvstr, "?");
-    }
+    char line[512];
+    if (fgets(line, sizeof line, f))
+      for (char *tok = strtok(line, " \t\n"); tok; tok = strtok(NULL, " \t\n"))
+        if (tok[0] >= '0' && tok[0] <= '9' && strchr(tok, '.')) {
+          snprintf(drvstr, sizeof drvstr, "%s", tok);
+          break;
+        }
     fclose(f);
   }
   static const char *const vars[] = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME",

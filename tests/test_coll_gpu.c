@@ -67,7 +67,7 @@ int main(void) {
    * multiples of any group nor of the rank count. */
   const size_t sizes[] = {1024, 1024 + 6, 3 * 2 * 128 * 5 + 14, (1 << 20) + 2 * 7, 17 * (1 << 20) + 2 * 333,
                           64 << 20, 256 << 20, (size_t)1 << 30};
-  const size_t chunks[] = {0, 256 << 10};
+  const size_t chunks[] = {0, 256 << 10, 256 << 10}; /* the last with the all-gather exchange */
   int dead = 0;
   for (size_t si = 0; si < sizeof sizes / sizeof *sizes && !dead; si++) {
     size_t bytes = sizes[si];
@@ -79,6 +79,8 @@ int main(void) {
         if (big && inplace && op != COLL_OP_ALLREDUCE) continue;
         for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks && !dead; ci++) {
           if (big && ci) continue; /* many small chunks: checked at the smaller sizes */
+          int xchg = ci == 2;
+          if (xchg && (n != 2 || op == COLL_OP_ALLGATHER || op == COLL_OP_SENDRECV)) continue;
           rt_coll_call c;
           memset(&c, 0, sizeof c);
           c.op = (coll_op)op;
@@ -90,9 +92,10 @@ int main(void) {
           coll_opts o = coll_opts_default();
           o.min_bytes = 0;
           o.chunk_bytes = chunks[ci];
+          o.exchange = xchg ? COLL_EXCHANGE_ALLGATHER : COLL_EXCHANGE_P2P;
           char label[160];
-          snprintf(label, sizeof label, "%s %zu B count %zu %s chunk %zu", coll_op_name(c.op), bytes, c.count,
-                   inplace ? "in-place" : "out-of-place", chunks[ci]);
+          snprintf(label, sizeof label, "%s %zu B count %zu %s chunk %zu%s", coll_op_name(c.op), bytes, c.count,
+                   inplace ? "in-place" : "out-of-place", chunks[ci], xchg ? " exchange=allgather" : "");
           if (run_case(&w, &t, &b, &c, &o, label)) dead = 1;
         }
       }
@@ -112,6 +115,7 @@ int main(void) {
         coll_opts o = coll_opts_default();
         o.codec = taco ? COLL_CODEC_TACO : COLL_CODEC_NONE;
         o.min_bytes = 0;
+        o.exchange = inplace ? COLL_EXCHANGE_ALLGATHER : COLL_EXCHANGE_P2P;
         char label[160];
         snprintf(label, sizeof label, "caat%s p=0.5 %zu x %zu %s", taco ? "+taco" : "", c.rows, c.cols,
                  inplace ? "in-place" : "out-of-place");
