@@ -1,0 +1,366 @@
+/* test_sim_engine.c — simulations whose answers can be worked by hand.
+ *
+ * Every simulation runs in a forked child (sim_run_isolated): SimGrid
+ * initialises once per process. The hand cases use a platform written here:
+ * one GPU per node, each with a private full-duplex link of bandwidth B and
+ * latency L to a switch, so a flow between two GPUs crosses two links (route
+ * latency 2L) and each ring edge has its links to itself. */
+#define _POSIX_C_SOURCE 200809L
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+#define BW 10e9   /* bytes/s per link direction */
+#define LAT 5e-6  /* s per link */
+#define PEAK 1e15 /* FLOP/s of the hand cluster */
+
+#define NEAR(a, b, rel)                                                                                        \
+  do {                                                                                                         \
+    double a_ = (a), b_ = (b);                                                                                 \
+    if (!(fabs(a_ - b_) <= (rel) * fabs(b_))) fprintf(stderr, "\n  %s = %.9g, expected %.9g\n", #a, a_, b_);  \
+    CU_ASSERT(fabs(a_ - b_) <= (rel) * fabs(b_));                                                             \
+  } while (0)
+
+static char platform_path[64];
+static schema_calibration cal; /* tiny codec kernels, nothing else */
+
+static void write_platform(int hosts) {
+  snprintf(platform_path, sizeof platform_path, "/tmp/test-sim-platform-%d.xml", (int)getpid());
+  FILE *f = fopen(platform_path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+          "<platform version=\"4.1\">\n"
+          "<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-%d\" speed=\"1Pf\" bw=\"%.0fBps\" lat=\"%gs\" "
+          "sharing_policy=\"SPLITDUPLEX\"/>\n</platform>\n",
+          hosts - 1, BW, LAT);
+  fclose(f);
+}
+
+/* A plan by hand: gpt-tiny on `nodes` nodes of `gpn` GPUs. */
+static void make_plan(plan *p, int dp, int tp, int pp, int nodes, int gpn) {
+  memset(p, 0, sizeof *p);
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(model_load("gpt-tiny", NULL, &p->model, &e), 0);
+  snprintf(p->path, sizeof p->path, "hand-plan");
+  snprintf(p->name, sizeof p->name, "hand-plan");
+  topo_cluster *c = &p->cluster;
+  snprintf(c->name, sizeof c->name, "hand");
+  snprintf(c->gpu.name, sizeof c->gpu.name, "X");
+  c->gpu.bf16_tflops = PEAK / 1e12;
+  c->gpu.hbm_gib = 80;
+  c->gpu.hbm_gbps = 4000;
+  c->nodes = nodes;
+  c->gpus_per_node = gpn;
+  c->intra.kind = TOPO_INTRA_NVSWITCH;
+  c->intra.gbps_per_gpu = BW / 1e9;
+  c->intra.latency_us = 1;
+  c->nic.per_node = 1;
+  c->nic.gbps = BW / 1e9;
+  c->fabric.kind = TOPO_FABRIC_SINGLE_SWITCH;
+  p->dp = dp, p->tp = tp, p->pp = pp, p->vpp = 1;
+  p->order = PLAN_ORDER_TP_DP_PP;
+  p->micro_batch = 1;
+  p->seq = 128;
+  p->global_batch = dp;
+  p->layers = p->model.layers;
+  p->schedule = PLAN_SCHED_GPIPE;
+  write_platform(nodes * gpn);
+}
+
+static plan_program *new_programs(int world, int cap) {
+  plan_program *pr = calloc((size_t)world, sizeof *pr);
+  for (int r = 0; r < world; r++) {
+    pr[r].rank = r;
+    pr[r].cap = cap;
+    pr[r].ops = calloc((size_t)cap, sizeof(plan_op));
+  }
+  return pr;
+}
+
+static void free_programs(plan_program *pr, int world) {
+  for (int r = 0; r < world; r++) free(pr[r].ops);
+  free(pr);
+}
+
+static plan_op *add_op(plan_program *pr, plan_op_kind kind, plan_stream stream) {
+  CU_ASSERT_FATAL(pr->n < pr->cap);
+  plan_op *op = &pr->ops[pr->n++];
+  memset(op, 0, sizeof *op);
+  op->kind = (uint8_t)kind;
+  op->stream = (uint8_t)stream;
+  op->model_op = -100; /* not a model op: the roofline of its FLOPs */
+  op->layer = op->micro = op->peer = op->tag = -1;
+  for (int k = 0; k < PLAN_MAX_DEPS; k++) op->dep[k] = -1;
+  return op;
+}
+
+static int run(const plan *p, plan_program *progs, sim_mode mode, schema_result *r) {
+  sim_options o = {.mode = mode, .cal = &cal, .platform_path = platform_path, .programs = progs};
+  ts_err e = {0};
+  int rc = sim_run_isolated(p, &o, r, &e);
+  if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
+  return rc;
+}
+
+/* One all-reduce of S bytes over n GPUs on the DP stream. */
+static double ring_allreduce_time(int n, double bytes, double wire) {
+  plan p;
+  make_plan(&p, n, 1, 1, n, 1);
+  plan_program *pr = new_programs(n, 4);
+  for (int r = 0; r < n; r++) {
+    plan_op *op = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
+    op->coll = PLAN_COLL_ALLREDUCE;
+    op->group = PLAN_GROUP_DP;
+    op->traffic = PLAN_TRAFFIC_DP;
+    op->bytes = bytes;
+    op->wire_bytes = wire;
+  }
+  schema_result r;
+  double t = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
+  schema_result_free(&r);
+  free_programs(pr, n);
+  return t;
+}
+
+static void test_ring_allreduce(void) {
+  double S = 1e9;
+  for (int n = 4; n <= 8; n += 4) {
+    double expect = 2.0 * (n - 1) / n * S / BW + 2.0 * (n - 1) * (2 * LAT);
+    NEAR(ring_allreduce_time(n, S, S), expect, 0.005);
+  }
+}
+
+/* CAAT-Net p = 0.5: the plan sends half the channels; the bandwidth term halves. */
+static void test_caat_halves_allreduce(void) {
+  double S = 1e9, lat = 2.0 * 3 * (2 * LAT);
+  double full = ring_allreduce_time(4, S, S), half = ring_allreduce_time(4, S, 0.5 * S);
+  NEAR(half - lat, 0.5 * (full - lat), 0.005);
+  /* and the plan does send half: forward TP all-reduces of the shipped CAAT plan */
+  plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/gpt-h4096-tp2-caat.json", NULL, NULL, &p, &e), 0);
+  plan_program prog = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int checked = 0;
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind == PLAN_OP_COLLECTIVE && op->traffic == PLAN_TRAFFIC_TP_FWD && op->coll == PLAN_COLL_ALLREDUCE &&
+        op->codec.kind == PLAN_CODEC_CAAT) {
+      NEAR(op->wire_bytes, 0.5 * op->bytes, 1e-9);
+      checked++;
+    }
+  }
+  CU_ASSERT_TRUE(checked > 0);
+  plan_program_free(&prog);
+}
+
+/* One send of S bytes (TACO-compressed or not) from GPU 0 to GPU 1. */
+static double send_time(double bytes, int taco) {
+  plan p;
+  make_plan(&p, 1, 1, 2, 2, 1);
+  plan_program *pr = new_programs(2, 4);
+  plan_codec codec = {taco ? PLAN_CODEC_TACO : PLAN_CODEC_NONE, 128, PLAN_FP8_E4M3, 1.0};
+  double wire = taco ? plan_codec_wire_bytes(&codec, bytes, 2) : bytes;
+  for (int r = 0; r < 2; r++) {
+    plan_op *op = add_op(&pr[r], r == 0 ? PLAN_OP_SEND : PLAN_OP_RECV, PLAN_STREAM_PP);
+    op->peer = 1 - r;
+    op->tag = 7;
+    op->traffic = PLAN_TRAFFIC_PP;
+    op->bytes = bytes;
+    op->wire_bytes = wire;
+    op->codec = codec;
+  }
+  schema_result r;
+  double t = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
+  schema_result_free(&r);
+  free_programs(pr, 2);
+  return t;
+}
+
+static void test_send_and_taco_wire_bytes(void) {
+  double S = 2e9;
+  double plain = send_time(S, 0), taco = send_time(S, 1);
+  NEAR(plain, S / BW + 2 * LAT, 0.005);
+  /* TACO, G = 128: N + 8N/G bytes for N bf16 elements = (1 + 8/G)/2 of the bf16 bytes */
+  double ratio = (1.0 + 8.0 / 128) / 2.0;
+  NEAR(taco - 2 * LAT, ratio * (plain - 2 * LAT), 0.005);
+  plan_codec c = {PLAN_CODEC_TACO, 256, PLAN_FP8_E4M3, 1.0};
+  NEAR(plan_codec_wire_bytes(&c, 1048576, 2), 1048576 * (1.0 + 8.0 / 256) / 2.0, 1e-12);
+}
+
+/* GPipe on p stages, m micro-batches, free communication: the iteration is
+ * (m + p - 1)(tf + tb) and each stage idles (p - 1)/(m + p - 1) of it. */
+static void test_pipeline_bubble(void) {
+  const int P = 4, M = 8;
+  const double tf = 0.010, tb = 0.020;
+  plan p;
+  make_plan(&p, 1, 1, P, 1, P);
+  plan_program *pr = new_programs(P, 8 * M + 8);
+  for (int s = 0; s < P; s++) {
+    plan_program *g = &pr[s];
+    for (int dir = 0; dir < 2; dir++)
+      for (int mb = 0; mb < M; mb++) {
+        int from = dir == 0 ? s - 1 : s + 1, to = dir == 0 ? s + 1 : s - 1;
+        int dep = -1;
+        if (from >= 0 && from < P) {
+          plan_op *rv = add_op(g, PLAN_OP_RECV, PLAN_STREAM_PP);
+          rv->peer = from, rv->tag = dir * 1000 + mb, rv->traffic = PLAN_TRAFFIC_PP;
+          dep = g->n - 1;
+        }
+        plan_op *c = add_op(g, PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+        c->phase = dir ? PLAN_PHASE_BWD : PLAN_PHASE_FWD;
+        c->flops = (dir ? tb : tf) * PEAK;
+        c->micro = mb;
+        c->dep[0] = dep;
+        int cidx = g->n - 1;
+        if (to >= 0 && to < P) {
+          plan_op *sd = add_op(g, PLAN_OP_SEND, PLAN_STREAM_PP);
+          sd->peer = to, sd->tag = dir * 1000 + mb, sd->traffic = PLAN_TRAFFIC_PP;
+          sd->dep[0] = cidx;
+        }
+      }
+  }
+  schema_result r;
+  CU_ASSERT_EQUAL_FATAL(run(&p, pr, SIM_MODE_FULL, &r), 0);
+  /* each compute op also pays the roofline's 3 us launch: well under 0.5% */
+  NEAR(r.iteration_time_s, (M + P - 1) * (tf + tb), 0.005);
+  NEAR(r.breakdown.bubble_s / r.iteration_time_s, (double)(P - 1) / (M + P - 1), 0.005);
+  NEAR(r.breakdown.compute_s, M * (tf + tb), 0.005);
+  CU_ASSERT_EQUAL(r.n_ranks, P);
+  schema_result_free(&r);
+  free_programs(pr, P);
+}
+
+static int load_real(const char *name, plan *p, schema_calibration *c) {
+  ts_err e = {0};
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", PLANS_DIR, name);
+  if (plan_load(path, NULL, NULL, p, &e) || schema_calibration_load(CALIBRATION_FILE, c, &e)) {
+    fprintf(stderr, "\n  %s\n", e.msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* Same plan and calibration, same numbers (two separate processes). */
+static void test_deterministic(void) {
+  static plan p;
+  schema_calibration c;
+  CU_ASSERT_EQUAL_FATAL(load_real("gpt-h4096-pp2.json", &p, &c), 0);
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &c};
+  schema_result a, b;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &a, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &b, &e), 0);
+  CU_ASSERT_TRUE(a.iteration_time_s > 0);
+  CU_ASSERT_DOUBLE_EQUAL(a.iteration_time_s, b.iteration_time_s, 0);
+  CU_ASSERT_DOUBLE_EQUAL(a.breakdown.bubble_s, b.breakdown.bubble_s, 0);
+  CU_ASSERT_DOUBLE_EQUAL(a.breakdown.tp_exposed_s, b.breakdown.tp_exposed_s, 0);
+  CU_ASSERT_DOUBLE_EQUAL(a.tokens_per_s, b.tokens_per_s, 0);
+  schema_result_free(&a);
+  schema_result_free(&b);
+  schema_calibration_free(&c);
+}
+
+/* Reduced mode (one rank per stage) agrees with simulating all 64 ranks. */
+static void test_full_vs_reduced(void) {
+  static plan p;
+  schema_calibration c;
+  CU_ASSERT_EQUAL_FATAL(load_real("gpt3-13b-64.json", &p, &c), 0);
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &c};
+  schema_result full, red;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &full, &e), 0);
+  o.mode = SIM_MODE_REDUCED;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &red, &e), 0);
+  NEAR(red.iteration_time_s, full.iteration_time_s, 0.01);
+  CU_ASSERT_EQUAL(full.n_ranks, 64);
+  CU_ASSERT_EQUAL(red.n_ranks, p.pp);
+  printf("\n  64 GPUs: full %.6f s, reduced %.6f s (%+.3f%%)\n", full.iteration_time_s, red.iteration_time_s,
+         100.0 * (red.iteration_time_s - full.iteration_time_s) / full.iteration_time_s);
+  schema_result_free(&full);
+  schema_result_free(&red);
+  schema_calibration_free(&c);
+}
+
+/* The command: bad input exits 2 naming the file and field; --help lists everything. */
+static int run_cmd(const char *cmd, char *out, size_t cap) {
+  FILE *f = popen(cmd, "r");
+  if (!f) return -1;
+  size_t n = fread(out, 1, cap - 1, f);
+  out[n] = '\0';
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_command_bad_input(void) {
+  char out[8192], cmd[1024];
+  CU_ASSERT_EQUAL(run_cmd(TACOSIM_BIN " --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "simulate"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "compare"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "not implemented"));
+  CU_ASSERT_EQUAL(run_cmd(TACOSIM_BIN " frobnicate 2>&1", out, sizeof out), 2);
+  CU_ASSERT_EQUAL(run_cmd(TACOSIM_BIN " simulate /nonexistent/plan.json 2>&1", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "/nonexistent/plan.json"));
+  char bad[64];
+  snprintf(bad, sizeof bad, "/tmp/test-sim-badcal-%d.json", (int)getpid());
+  FILE *f = fopen(bad, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+             "\"measured_at\":\"m\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":-3}]}");
+  fclose(f);
+  snprintf(cmd, sizeof cmd, TACOSIM_BIN " simulate %s/gpt-h4096-tp2-none.json --calibration %s 2>&1", PLANS_DIR, bad);
+  CU_ASSERT_EQUAL(run_cmd(cmd, out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, bad));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "gemm[0].us"));
+  snprintf(cmd, sizeof cmd, TACOSIM_BIN " simulate %s/gpt-h4096-tp2-none.json --mode sideways 2>&1", PLANS_DIR);
+  CU_ASSERT_EQUAL(run_cmd(cmd, out, sizeof out), 2);
+  snprintf(cmd, sizeof cmd, TACOSIM_BIN " compare %s %s 2>&1", bad, bad);
+  CU_ASSERT_EQUAL(run_cmd(cmd, out, sizeof out), 2);
+  remove(bad);
+}
+
+static int setup(void) {
+  /* codec kernels that cost (almost) nothing, so the hand cases see the wire alone */
+  memset(&cal, 0, sizeof cal);
+  snprintf(cal.path, sizeof cal.path, "hand-calibration");
+  for (int g = 32; g <= 512; g *= 2) {
+    const char *names[] = {"taco_encode", "taco_decode", "taco_decode_sum_encode"};
+    for (int i = 0; i < 3; i++) {
+      schema_calibration_add_kernel(&cal, names[i], false, 1, g, 0.001);
+      schema_calibration_add_kernel(&cal, names[i], false, 1e13, g, 0.001);
+    }
+  }
+  schema_calibration_sort(&cal);
+  return 0;
+}
+
+static int teardown(void) {
+  schema_calibration_free(&cal);
+  if (platform_path[0]) remove(platform_path);
+  return 0;
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("sim_engine", setup, teardown);
+  CU_add_test(s, "ring all-reduce: 2(n-1)/n S/B + 2(n-1) latencies", test_ring_allreduce);
+  CU_add_test(s, "CAAT-Net p=0.5 halves the all-reduce bytes", test_caat_halves_allreduce);
+  CU_add_test(s, "send/recv, and TACO cuts wire bytes by (1+8/G)/2", test_send_and_taco_wire_bytes);
+  CU_add_test(s, "ideal pipeline bubble (p-1)/(m+p-1)", test_pipeline_bubble);
+  CU_add_test(s, "deterministic", test_deterministic);
+  CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
+  CU_add_test(s, "tacosim: bad input exits 2 naming the field", test_command_bad_input);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
