@@ -1,0 +1,289 @@
+/* search.c — the four passes of a layout search: enumerate, filter by
+ * memory, rank by the closed-form estimate, simulate the best. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "search.h"
+
+#ifndef TACOSIM_CALIBRATION_DIR
+#define TACOSIM_CALIBRATION_DIR "calibration"
+#endif
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* ---- pass 1: enumeration into an array ---- */
+
+typedef struct {
+  sim_search_layout *v;
+  long n, cap;
+  int oom;
+} layout_list;
+
+static void push_layout(const sim_search_layout *l, void *arg) {
+  layout_list *ll = arg;
+  if (ll->oom) return;
+  if (ll->n == ll->cap) {
+    long cap = ll->cap ? 2 * ll->cap : 1024;
+    sim_search_layout *v = realloc(ll->v, (size_t)cap * sizeof *v);
+    if (!v) {
+      ll->oom = 1;
+      return;
+    }
+    ll->v = v;
+    ll->cap = cap;
+  }
+  ll->v[ll->n++] = *l;
+}
+
+static bool codec_applies(const sim_search_layout *l, sim_search_codec c) {
+  bool caat = c == SIM_SEARCH_CODEC_CAAT || c == SIM_SEARCH_CODEC_TACO_CAAT;
+  return !caat || (l->tp >= 2 && !l->sequence_parallel); /* CAAT-Net needs TP and uses no SP */
+}
+
+static int by_estimate(const void *a, const void *b) {
+  const sim_search_candidate *x = a, *y = b;
+  if (x->est.tokens_per_s != y->est.tokens_per_s) return x->est.tokens_per_s < y->est.tokens_per_s ? 1 : -1;
+  return (int)x->codec - (int)y->codec;
+}
+
+static int by_simulation(const void *a, const void *b) {
+  const sim_search_candidate *x = a, *y = b;
+  double tx = x->simulated ? x->sim_tokens_per_s : -1, ty = y->simulated ? y->sim_tokens_per_s : -1;
+  if (tx != ty) return tx < ty ? 1 : -1;
+  return (int)x->codec - (int)y->codec;
+}
+
+bool sim_search_same_layout(const sim_search_layout *a, const sim_search_layout *b) {
+  return a->tp == b->tp && a->pp == b->pp && a->vpp == b->vpp && a->dp == b->dp && a->micro == b->micro &&
+         a->sequence_parallel == b->sequence_parallel && a->zero1 == b->zero1 && a->recompute == b->recompute;
+}
+
+/* ---- progress on a terminal ---- */
+
+typedef struct {
+  bool on;
+  double t0;
+} progress_state;
+
+static void progress_bar(int done, int total, void *arg) {
+  progress_state *ps = arg;
+  if (!ps->on) return;
+  int width = 30, fill = total ? done * width / total : width;
+  fprintf(stderr, "\rsimulating [%.*s%*s] %d/%d  %.1f s", fill, "##############################", width - fill, "",
+          done, total, now_s() - ps->t0);
+  if (done == total) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static const char *default_calibration(void) {
+  static char path[600];
+  snprintf(path, sizeof path, "%s/h200-nvlink.json", TACOSIM_CALIBRATION_DIR);
+  if (access(path, R_OK) == 0) return path;
+  snprintf(path, sizeof path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
+  return path;
+}
+
+/* The settings a search runs with, checked against the model and cluster. */
+static int resolve(const sim_search_options *o, const plan *base, sim_search_result *r, ts_err *e) {
+  int total = topo_total_gpus(&base->cluster);
+  r->gpus = o->gpus ? o->gpus : total;
+  if (r->gpus < 1 || r->gpus > total)
+    return ts_fail(e, "search", "--gpus", "%d is not between 1 and the %d GPUs of %s", o->gpus, total,
+                   base->cluster.name);
+  r->seq = o->seq ? o->seq : (base->model.max_seq < 2048 ? base->model.max_seq : 2048);
+  if (r->seq < 1 || r->seq > base->model.max_seq)
+    return ts_fail(e, "search", "--seq", "%d is not between 1 and the maximum sequence %d of %s", o->seq,
+                   base->model.max_seq, base->model.name);
+  r->global_batch = o->global_batch ? o->global_batch : (r->gpus % 2 ? r->gpus : 3LL * r->gpus / 2);
+  if (r->global_batch < 1) return ts_fail(e, "search", "--global-batch", "must be at least 1");
+  return 0;
+}
+
+int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e) {
+  memset(r, 0, sizeof *r);
+  double t0 = now_s();
+  static plan base;
+  if (sim_search_base_plan(o->model, o->cluster, &base, e) || resolve(o, &base, r, e)) return -1;
+  const char *cal_path = o->calibration ? o->calibration : default_calibration();
+  snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
+  schema_calibration cal;
+  if (schema_calibration_load(cal_path, &cal, e)) return -1;
+
+  int rc = -1;
+  layout_list ll = {0};
+  sim_search_candidate *cands = NULL;
+  plan *plans = NULL;
+  schema_result *results = NULL;
+  bool *ok = NULL;
+  char(*errors)[200] = NULL;
+
+  sim_search_space space = {.model = &base.model, .cluster = &base.cluster, .gpus = r->gpus, .seq = r->seq,
+                            .global_batch = r->global_batch, .max_micro = o->max_micro > 0 ? o->max_micro : 16};
+  r->enumerated = sim_search_enumerate(&space, push_layout, &ll);
+  if (ll.oom) {
+    ts_fail_sys(e, "search: out of memory listing %ld layouts", r->enumerated);
+    goto out;
+  }
+  r->enumerate_s = now_s() - t0;
+
+  /* passes 2 and 3: memory, then the estimate of every codec policy */
+  double t1 = now_s();
+  size_t cap = (size_t)(ll.n ? ll.n : 1) * SIM_SEARCH_CODEC_COUNT;
+  cands = calloc(cap, sizeof *cands);
+  if (!cands) {
+    ts_fail_sys(e, "search: out of memory");
+    goto out;
+  }
+  long n_cands = 0;
+  static plan p;
+  for (long i = 0; i < ll.n; i++) {
+    ts_err sub;
+    if (sim_search_make_plan(&base, &ll.v[i], r->seq, r->global_batch, &p, e)) goto out;
+    double mem;
+    if (!sim_search_fits_memory(&p, &mem)) {
+      r->over_memory++;
+      continue;
+    }
+    if (plan_validate(&p, &sub)) {
+      r->invalid++;
+      continue;
+    }
+    for (int c = 0; c < SIM_SEARCH_CODEC_COUNT; c++) {
+      if (!(o->codecs & (1u << c)) || !codec_applies(&ll.v[i], (sim_search_codec)c)) continue;
+      sim_search_apply_codec(&p, (sim_search_codec)c);
+      sim_search_candidate *k = &cands[n_cands];
+      memset(k, 0, sizeof *k);
+      k->layout = ll.v[i];
+      k->codec = (sim_search_codec)c;
+      k->memory_bytes = mem;
+      if (plan_validate(&p, &sub) || sim_search_estimate_plan(&p, &cal, &k->est, &sub)) {
+        r->invalid++;
+        continue;
+      }
+      n_cands++;
+    }
+  }
+  r->estimated = n_cands;
+  qsort(cands, (size_t)n_cands, sizeof *cands, by_estimate);
+  r->estimate_s = now_s() - t1;
+
+  /* pass 4: the best layouts by their best policy, each under every policy */
+  double t2 = now_s();
+  int want = o->simulate > 0 ? o->simulate : 8;
+  sim_search_layout *chosen = calloc((size_t)want, sizeof *chosen);
+  if (!chosen) {
+    ts_fail_sys(e, "search: out of memory");
+    goto out;
+  }
+  /* Round robin over the policies, each taking its best layout not chosen
+   * yet: the best layout for CAAT-Net (no SP) is simulated even when SP
+   * layouts lead the other policies. */
+  int n_chosen = 0;
+  long cursor[SIM_SEARCH_CODEC_COUNT] = {0};
+  for (bool progressed = true; progressed && n_chosen < want;) {
+    progressed = false;
+    for (int c = 0; c < SIM_SEARCH_CODEC_COUNT && n_chosen < want; c++) {
+      for (long *i = &cursor[c]; *i < n_cands; (*i)++) {
+        const sim_search_candidate *k = &cands[*i];
+        if (k->codec != (sim_search_codec)c) continue;
+        bool seen = false;
+        for (int j = 0; j < n_chosen; j++) seen |= sim_search_same_layout(&chosen[j], &k->layout);
+        if (seen) continue;
+        chosen[n_chosen++] = k->layout;
+        progressed = true;
+        break;
+      }
+    }
+  }
+  int n_sim = 0;
+  size_t sim_cap = (size_t)(n_chosen ? n_chosen : 1) * SIM_SEARCH_CODEC_COUNT;
+  r->cands = calloc(sim_cap, sizeof *r->cands);
+  plans = calloc(sim_cap, sizeof *plans);
+  results = calloc(sim_cap, sizeof *results);
+  ok = calloc(sim_cap, sizeof *ok);
+  errors = calloc(sim_cap, sizeof *errors);
+  if (!r->cands || !plans || !results || !ok || !errors) {
+    free(chosen);
+    ts_fail_sys(e, "search: out of memory");
+    goto out;
+  }
+  for (long i = 0; i < n_cands; i++) {
+    for (int j = 0; j < n_chosen; j++)
+      if (sim_search_same_layout(&chosen[j], &cands[i].layout)) {
+        r->cands[n_sim] = cands[i];
+        if (sim_search_make_plan(&base, &cands[i].layout, r->seq, r->global_batch, &plans[n_sim], e)) {
+          free(chosen);
+          goto out;
+        }
+        sim_search_apply_codec(&plans[n_sim], cands[i].codec);
+        n_sim++;
+      }
+  }
+  free(chosen);
+  r->layouts_simulated = n_chosen;
+  r->simulations = n_sim;
+  progress_state ps = {.on = o->progress, .t0 = t2};
+  if (sim_search_simulate_many(plans, n_sim, &cal, o->jobs, results, ok, errors, progress_bar, &ps, e)) goto out;
+  for (int i = 0; i < n_sim; i++) {
+    sim_search_candidate *k = &r->cands[i];
+    k->simulated = ok[i];
+    k->sim_failed = !ok[i];
+    if (!ok[i]) {
+      r->failures++;
+      snprintf(k->error, sizeof k->error, "%.199s", errors[i]);
+      continue;
+    }
+    k->sim_iteration_s = results[i].iteration_time_s;
+    k->sim_tokens_per_s = results[i].tokens_per_s;
+    k->sim_tflops_per_gpu = results[i].tflops_per_gpu;
+    k->sim_mfu = results[i].mfu;
+    k->sim_breakdown = results[i].breakdown;
+    if (results[i].memory_per_gpu_bytes > 0) k->memory_bytes = results[i].memory_per_gpu_bytes;
+  }
+  for (int i = 0; i < n_sim; i++) { /* speedup over the same layout uncompressed */
+    sim_search_candidate *k = &r->cands[i];
+    for (int j = 0; j < n_sim; j++) {
+      const sim_search_candidate *b = &r->cands[j];
+      if (k->simulated && b->simulated && b->codec == SIM_SEARCH_CODEC_NONE && sim_search_same_layout(&k->layout, &b->layout))
+        k->speedup = k->sim_tokens_per_s / b->sim_tokens_per_s;
+    }
+  }
+  qsort(r->cands, (size_t)n_sim, sizeof *r->cands, by_simulation);
+  r->n = n_sim;
+  r->simulate_s = now_s() - t2;
+
+  /* keep the head of the estimate ranking for the report */
+  r->n_best_est = n_cands < 48 ? (int)n_cands : 48;
+  r->best_est = calloc((size_t)(r->n_best_est ? r->n_best_est : 1), sizeof *r->best_est);
+  if (!r->best_est) {
+    ts_fail_sys(e, "search: out of memory");
+    goto out;
+  }
+  memcpy(r->best_est, cands, (size_t)r->n_best_est * sizeof *cands);
+  rc = 0;
+out:
+  r->total_s = now_s() - t0;
+  free(ll.v);
+  free(cands);
+  free(plans);
+  free(results); /* headline results only: nothing inside to free */
+  free(ok);
+  free(errors);
+  schema_calibration_free(&cal);
+  if (rc) sim_search_result_free(r);
+  return rc;
+}
+
+void sim_search_result_free(sim_search_result *r) {
+  free(r->cands);
+  free(r->best_est);
+  r->cands = r->best_est = NULL;
+  r->n = r->n_best_est = 0;
+}

@@ -1,0 +1,151 @@
+/* search.h — capacity planning: which layout and codec trains a model fastest
+ * on a cluster (`tacosim search`).
+ *
+ * Four passes, each cheaper than the next:
+ *   1. enumerate every valid layout (TP, PP, virtual stages, DP, micro-batch,
+ *      sequence parallel, ZeRO-1, recomputation) for the GPUs given;
+ *   2. drop the layouts whose memory per GPU exceeds the HBM;
+ *   3. rank every layout x codec policy by a closed-form estimate of the
+ *      iteration time (calibrated op costs, alpha-beta collectives, bubble);
+ *   4. simulate the best few layouts under every codec policy on SimGrid, in
+ *      forked worker processes (SimGrid initialises once per process), and
+ *      report them with each codec's speedup over the same layout uncompressed.
+ * The enumeration, the filter and the estimate are plain functions so the
+ * tests can check them against hand-worked cases. */
+#ifndef SIM_SEARCH_H
+#define SIM_SEARCH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "calibration.h"
+#include "plan.h"
+#include "result.h"
+#include "ts_error.h"
+
+/* `tacosim search ...` (argv[0] = "search"); returns the exit status. */
+int sim_search_main(int argc, char **argv);
+
+/* ---- codec policies searched ---- */
+typedef enum {
+  SIM_SEARCH_CODEC_NONE,
+  SIM_SEARCH_CODEC_TACO,      /* TACO FP8 (G = 128, E4M3) on TP forward and backward traffic */
+  SIM_SEARCH_CODEC_CAAT,      /* CAAT-Net p = 0.5 */
+  SIM_SEARCH_CODEC_TACO_CAAT, /* both */
+  SIM_SEARCH_CODEC_COUNT
+} sim_search_codec;
+
+const char *sim_search_codec_name(sim_search_codec c); /* "none", "taco", "caat", "taco+caat" */
+/* Parses "none,taco,caat,taco+caat" into a mask of (1 << sim_search_codec). */
+int sim_search_parse_codecs(const char *list, unsigned *mask, ts_err *e);
+/* The plan's per-traffic codec settings for a policy. */
+void sim_search_apply_codec(plan *p, sim_search_codec c);
+
+/* ---- layouts ---- */
+typedef struct {
+  int tp, pp, vpp, dp, micro;
+  bool sequence_parallel, zero1;
+  model_recompute recompute;
+} sim_search_layout;
+
+typedef struct {
+  const model_config *model;
+  const topo_cluster *cluster;
+  int gpus;                 /* dp * tp * pp == gpus */
+  int seq;
+  long long global_batch;
+  int max_micro;            /* largest micro-batch tried */
+} sim_search_space;
+
+bool sim_search_same_layout(const sim_search_layout *a, const sim_search_layout *b);
+
+/* Calls fn for every structurally valid layout of the space (TP divides the
+ * heads, KV heads, FFN and the GPUs of a node; PP x VPP divides the layers;
+ * DP = gpus / (TP x PP); the micro-batch divides global / DP; SP only with
+ * TP > 1 and TP | seq; ZeRO-1 only with DP > 1; interleaving only with
+ * PP > 1 and micro-batches a multiple of PP). Memory is not checked here.
+ * Returns the number of layouts (fn may be NULL to count them). */
+long sim_search_enumerate(const sim_search_space *s, void (*fn)(const sim_search_layout *, void *), void *arg);
+
+/* Fills *p (model, cluster, layout, batch, schedule, defaults) for a layout,
+ * codec none; `base` (from sim_search_base_plan) supplies model and cluster,
+ * and the defaults the plan loader would set (codec threshold, DP bucket) come
+ * from the loader itself. Does not validate: call sim_search_fits_memory and
+ * plan_validate. */
+int sim_search_make_plan(const plan *base, const sim_search_layout *l, int seq, long long global_batch, plan *p,
+                         ts_err *e);
+/* A plan with model and cluster loaded (no layout yet) to pass as `base`. */
+int sim_search_base_plan(const char *model, const char *cluster, plan *base, ts_err *e);
+
+/* Whether the layout's memory per GPU fits the cluster's HBM; *bytes gets it. */
+bool sim_search_fits_memory(const plan *p, double *bytes);
+
+/* ---- the closed-form estimate ---- */
+typedef struct {
+  double iteration_s, tokens_per_s, tflops_per_gpu, mfu;
+  double compute_s, tp_exposed_s, pp_exposed_s, dp_exposed_s, bubble_s, codec_s, optimizer_s;
+} sim_search_estimate;
+
+/* Per-iteration time of a plan from its model ops: compute from the
+ * calibration (roofline where it has no table), TP collectives from the
+ * calibration inside a node (alpha-beta from the cluster otherwise), PP and
+ * DP traffic alpha-beta over the NICs, the 1F1B / interleaved bubble. */
+int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e);
+
+/* ---- running a search ---- */
+typedef struct {
+  const char *model, *cluster, *calibration;
+  int gpus;             /* 0: the whole cluster */
+  int seq;              /* 0: min(2048, model max) */
+  long long global_batch; /* 0: 1.5 x gpus sequences, rounded to a multiple of gpus / 8 */
+  unsigned codecs;      /* mask of sim_search_codec */
+  int top;              /* rows printed */
+  int simulate;         /* layouts simulated (each under every codec) */
+  int jobs;             /* worker processes */
+  int max_micro;
+  bool progress;        /* progress bar on stderr */
+} sim_search_options;
+
+/* One simulated or estimated candidate. */
+typedef struct {
+  sim_search_layout layout;
+  sim_search_codec codec;
+  double memory_bytes;
+  sim_search_estimate est;
+  bool simulated, sim_failed;
+  double sim_iteration_s, sim_tokens_per_s, sim_tflops_per_gpu, sim_mfu;
+  schema_breakdown sim_breakdown;
+  double speedup; /* over the same layout with codec none (simulated; 0 when unknown) */
+  char error[200];
+} sim_search_candidate;
+
+typedef struct {
+  long enumerated, over_memory, invalid, estimated;
+  int layouts_simulated, simulations, failures;
+  double enumerate_s, estimate_s, simulate_s, total_s;
+  int n;                       /* simulated candidates, best first */
+  sim_search_candidate *cands;
+  int n_best_est;              /* top of the estimate ranking (all kept candidates, best first) */
+  sim_search_candidate *best_est;
+  char calibration[512];
+  int gpus, seq;
+  long long global_batch;
+} sim_search_result;
+
+int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e);
+void sim_search_result_free(sim_search_result *r);
+void sim_search_print(const sim_search_result *r, const sim_search_options *o, FILE *out);
+int sim_search_save_json(const sim_search_result *r, const sim_search_options *o, const char *path, ts_err *e);
+int sim_search_save_csv(const sim_search_result *r, const char *path, ts_err *e);
+
+/* Simulates plans[i] for i < n in up to `jobs` forked workers; results[i] gets
+ * each headline result (ranks/ops not kept); ok[i] says whether it ran, and
+ * errors[i] (200 chars each) why not. progress: called after each finishes. */
+int sim_search_simulate_many(const plan *plans, int n, const schema_calibration *cal, int jobs,
+                             schema_result *results, bool *ok, char (*errors)[200],
+                             void (*progress)(int done, int total, void *arg), void *arg, ts_err *e);
+
+/* Spearman rank correlation of x and y (n >= 2); ties get their mean rank. */
+double sim_search_spearman(const double *x, const double *y, int n);
+
+#endif

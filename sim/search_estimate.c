@@ -1,0 +1,300 @@
+/* search_estimate.c — a closed-form iteration time, cheap enough to rank
+ * thousands of layouts before the best few are simulated.
+ *
+ * One pipeline stage runs, per micro-batch, the forward and backward of its
+ * layers (and recomputation), waiting on the tensor-parallel collectives the
+ * way the plan's programs do: forward collectives are exposed; a backward
+ * input-gradient collective overlaps the weight-gradient GEMM that follows it.
+ * The slowest stage (the last, which also computes the logits) sets the
+ * pace; 1F1B adds (pp - 1) / vpp of those per-micro-batch times of fill and
+ * drain; every pipeline activation and its gradient is one exposed
+ * transfer; the data-parallel gradient reduction overlaps only the last
+ * micro-batch's backward, and ZeRO-1's parameter all-gather follows the
+ * optimizer. Op times come from the calibration exactly as the simulator
+ * finds them (schema lookups), inter-node traffic from the cluster's alpha and
+ * beta, so the estimate and the simulation differ only in contention and in
+ * the finer overlap the simulator resolves. */
+#include <math.h>
+#include <string.h>
+
+#include "search.h"
+#include "sim.h"
+
+typedef struct {
+  const plan *p;
+  schema_lookup lk;
+  ts_err *e;
+  int failed;
+} estimator;
+
+static double kernel_s(estimator *x, const char *name, double amount, int group, bool by_flops) {
+  if (amount <= 0) return 0;
+  double us;
+  if (schema_has_kernel(x->lk.cal, name)) {
+    if (schema_lookup_kernel(&x->lk, name, amount, group, &us, x->e)) x->failed = 1;
+  } else {
+    us = x->lk.roof.launch_us + amount / (by_flops ? x->lk.roof.peak_flops : x->lk.roof.hbm_bytes_per_s) * 1e6;
+  }
+  return us * 1e-6;
+}
+
+static double gemm_s(estimator *x, long long m, long long n, long long k) {
+  double us;
+  if (x->lk.cal->n_gemm) {
+    if (schema_lookup_gemm(&x->lk, m, n, k, &us, x->e)) x->failed = 1;
+  } else {
+    us = x->lk.roof.launch_us + 2.0 * (double)m * (double)n * (double)k / x->lk.roof.peak_flops * 1e6;
+  }
+  return us * 1e-6;
+}
+
+/* A non-GEMM op's time in one direction. */
+static double other_op_s(estimator *x, const model_op *o, bool bwd) {
+  double flops = bwd ? o->flops_bwd : o->flops_fwd, bytes = bwd ? o->bytes_bwd : o->bytes_fwd;
+  switch (o->kind) {
+  case MODEL_OP_ATTENTION: return kernel_s(x, "attention", flops, 0, true);
+  case MODEL_OP_NORM: return kernel_s(x, "norm", bytes, 0, false);
+  case MODEL_OP_EMBEDDING: return kernel_s(x, "embedding", bytes, 0, false);
+  case MODEL_OP_LOGITS_LOSS: return kernel_s(x, "loss", bytes, 0, false);
+  default: return kernel_s(x, "elementwise", bytes, 0, false);
+  }
+}
+
+/* ---- collectives ---- */
+
+static const char *coll_name(plan_coll c) {
+  switch (c) {
+  case PLAN_COLL_ALLGATHER: return "allgather";
+  case PLAN_COLL_REDUCESCATTER: return "reducescatter";
+  case PLAN_COLL_ALLTOALL: return "alltoall";
+  default: return "allreduce";
+  }
+}
+
+/* Alpha-beta ring: (steps) x latency + busbw factor x bytes / bandwidth. */
+static double alpha_beta_s(plan_coll c, int n, double bytes, double gbps, double latency_us) {
+  if (n < 2 || bytes <= 0) return 0;
+  double steps = c == PLAN_COLL_ALLREDUCE ? 2.0 * (n - 1) : (double)(n - 1);
+  return steps * latency_us * 1e-6 + schema_busbw_factor(coll_name(c), n) * bytes / (gbps * 1e9);
+}
+
+/* A TP collective (inside one node): its wire bytes through the calibrated
+ * table, or the intra-node alpha-beta when the calibration has none; with
+ * TACO the codec kernels pipeline with the transfer (first encode and last
+ * decode exposed), as the compressed collectives run them. */
+static double tp_coll_s(estimator *x, plan_coll c, double bytes, double wire, int elem_bytes,
+                        const plan_codec *cd, double *codec_s) {
+  const plan *p = x->p;
+  int n = p->tp;
+  if (n < 2) return 0;
+  const char *name = coll_name(c);
+  bool taco = cd->kind == PLAN_CODEC_TACO || cd->kind == PLAN_CODEC_TACO_CAAT;
+  double us;
+  if (taco) {
+    char cname[48];
+    snprintf(cname, sizeof cname, "%s.taco%d", name, cd->group);
+    if (schema_has_coll(x->lk.cal, cname)) { /* measured with its codec */
+      if (schema_lookup_coll(&x->lk, cname, n, bytes, &us, x->e)) x->failed = 1;
+      return us * 1e-6;
+    }
+  }
+  double xfer;
+  if (schema_has_coll(x->lk.cal, name)) {
+    if (schema_lookup_coll(&x->lk, name, n, wire, &us, x->e)) x->failed = 1;
+    xfer = us * 1e-6;
+  } else {
+    xfer = alpha_beta_s(c, n, wire, p->cluster.intra.gbps_per_gpu, p->cluster.intra.latency_us);
+  }
+  if (!taco) return xfer;
+  double in = wire / (1.0 + 8.0 / cd->group) * elem_bytes; /* bytes the codec reads */
+  double enc = kernel_s(x, "taco_encode", in, cd->group, false), dec = kernel_s(x, "taco_decode", in, cd->group, false);
+  double dse = c == PLAN_COLL_ALLREDUCE ? kernel_s(x, "taco_decode_sum_encode", in, cd->group, false) : 0;
+  double chunks = fmin(16.0, fmax(1.0, ceil(in / (4.0 * 1048576))));
+  double pre = enc / chunks, post = dec / chunks, mid = enc + dec + dse - pre - post;
+  *codec_s += enc + dec + dse;
+  return pre + fmax(mid, xfer) + post;
+}
+
+/* A TP message as the program builder sizes it: caat_rule 1 = forward
+ * row-parallel output (floor(p h) channels, bf16), 2 = backward input
+ * gradient (those channels, fp32); TACO compresses what remains if it is at
+ * least codec_min_bytes. */
+static double tp_msg_s(estimator *x, plan_coll c, plan_traffic t, int caat_rule, double bytes, double *codec_s) {
+  const plan *p = x->p;
+  const plan_codec *pc = &p->codec[t];
+  bool caat = pc->kind == PLAN_CODEC_CAAT || pc->kind == PLAN_CODEC_TACO_CAAT;
+  bool taco = pc->kind == PLAN_CODEC_TACO || pc->kind == PLAN_CODEC_TACO_CAAT;
+  double sent = bytes;
+  int elem = 2;
+  if (caat_rule && caat) {
+    double frac = floor(pc->p * p->model.hidden) / p->model.hidden;
+    sent = caat_rule == 1 ? bytes * frac : bytes * frac * 2.0;
+    elem = caat_rule == 1 ? 2 : 4;
+  }
+  plan_codec none = {.kind = PLAN_CODEC_NONE};
+  if (taco && sent >= p->codec_min_bytes) {
+    plan_codec k = *pc;
+    double wire = plan_codec_wire_bytes(&k, sent, elem);
+    return tp_coll_s(x, c, bytes, wire, elem, &k, codec_s);
+  }
+  return tp_coll_s(x, c, bytes, sent, elem, &none, codec_s);
+}
+
+/* Per-GPU bandwidth towards other nodes: the node's NICs shared by its GPUs. */
+static double nic_gbps_per_gpu(const topo_cluster *c) {
+  if (c->nic.per_node < 1 || c->nodes < 2) return c->intra.gbps_per_gpu;
+  double share = c->nic.gbps * c->nic.per_node / c->gpus_per_node;
+  double over = c->fabric.oversubscription >= 1 ? c->fabric.oversubscription : 1;
+  return share / over;
+}
+
+/* A DP or PP group crosses nodes when its members (stride apart) do. */
+static bool crosses_nodes(const plan *p, int stride, int members) {
+  return (long long)stride * members > p->cluster.gpus_per_node;
+}
+
+static double group_coll_s(const plan *p, plan_coll c, int n, int stride, double bytes) {
+  const topo_cluster *cl = &p->cluster;
+  if (crosses_nodes(p, stride, n))
+    return alpha_beta_s(c, n, bytes, nic_gbps_per_gpu(cl), cl->nic.latency_us + 2 * cl->fabric.latency_us);
+  return alpha_beta_s(c, n, bytes, cl->intra.gbps_per_gpu, cl->intra.latency_us);
+}
+
+/* ---- one layer, one micro-batch ---- */
+
+typedef struct {
+  double compute, recompute, tp_exposed, codec;
+} layer_cost;
+
+static void layer_costs(estimator *x, const model_op *ops, int n, double act_bytes, layer_cost *lc) {
+  const plan *p = x->p;
+  const bool sp = p->sequence_parallel && p->tp > 1, tp = p->tp > 1;
+  memset(lc, 0, sizeof *lc);
+  double fwd = 0, fwd_comm = 0, fwd_codec = 0;
+  /* forward: collectives after row-parallel GEMMs (and SP gathers before column ones) wait */
+  for (int i = 0; i < n; i++) {
+    const model_op *o = &ops[i];
+    fwd += o->kind == MODEL_OP_GEMM ? gemm_s(x, o->m, o->n, o->k) : other_op_s(x, o, false);
+    bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
+    if (sp && starts_block) fwd_comm += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_FWD, 0, act_bytes, &fwd_codec);
+    if (tp && o->parallel == MODEL_PAR_ROW)
+      fwd_comm += tp_msg_s(x, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_FWD, 1, act_bytes,
+                           &fwd_codec);
+  }
+  /* backward: dgrad, then the input-gradient collective overlapping wgrad */
+  double bwd = 0, bwd_exposed = 0, bwd_codec = 0;
+  for (int i = n - 1; i >= 0; i--) {
+    const model_op *o = &ops[i];
+    if (sp && o->parallel == MODEL_PAR_ROW)
+      bwd_exposed += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, act_bytes, &bwd_codec);
+    if (o->kind != MODEL_OP_GEMM) {
+      bwd += other_op_s(x, o, true);
+      continue;
+    }
+    double dgrad = gemm_s(x, o->m, o->k, o->n), wgrad = gemm_s(x, o->k, o->n, o->m);
+    bwd += dgrad + wgrad;
+    bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
+    if (tp && starts_block) {
+      double c = tp_msg_s(x, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_BWD, 2, act_bytes,
+                          &bwd_codec);
+      if (sp) c += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, act_bytes, &bwd_codec) - dgrad;
+      bwd_exposed += fmax(0.0, c - wgrad);
+    }
+  }
+  lc->compute = fwd + bwd;
+  lc->tp_exposed = fwd_comm + bwd_exposed;
+  lc->codec = fwd_codec + bwd_codec;
+  if (p->recompute == MODEL_RECOMPUTE_FULL) {
+    lc->recompute = fwd;
+    lc->tp_exposed += fwd_comm;
+    lc->codec += fwd_codec;
+  } else if (p->recompute == MODEL_RECOMPUTE_SELECTIVE) {
+    for (int i = 0; i < n; i++)
+      if (ops[i].kind == MODEL_OP_ATTENTION) lc->recompute += other_op_s(x, &ops[i], false);
+  }
+}
+
+/* Logits, cross-entropy and final norm of the last stage, per micro-batch. */
+static double head_s(estimator *x, const model_op *head, int n, double act_bytes, double *tp_s) {
+  const plan *p = x->p;
+  double t = 0, codec = 0;
+  for (int i = 0; i < n; i++) {
+    const model_op *o = &head[i];
+    if (o->kind == MODEL_OP_GEMM)
+      t += gemm_s(x, o->m, o->n, o->k) + gemm_s(x, o->m, o->k, o->n) + gemm_s(x, o->k, o->n, o->m);
+    else
+      t += other_op_s(x, o, false) + other_op_s(x, o, true);
+  }
+  if (p->tp > 1) {
+    plan_coll c = p->sequence_parallel ? PLAN_COLL_ALLGATHER : PLAN_COLL_ALLREDUCE;
+    *tp_s += tp_msg_s(x, c, PLAN_TRAFFIC_TP_BWD, 0, act_bytes, &codec);
+    if (p->sequence_parallel) *tp_s += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_FWD, 0, act_bytes, &codec);
+  }
+  return t;
+}
+
+int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e) {
+  memset(est, 0, sizeof *est);
+  estimator x = {.p = p, .e = e};
+  schema_roofline roof;
+  sim_roofline_of(&p->cluster, &roof);
+  schema_lookup_init(&x.lk, cal, &roof, NULL);
+  model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, p->seq};
+  model_op ops[MODEL_MAX_LAYER_OPS], head[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&p->model, &sh, ops, MODEL_MAX_LAYER_OPS, e);
+  if (n < 0) return -1;
+  int nh = model_output_ops(&p->model, &sh, head, MODEL_MAX_LAYER_OPS, e);
+  if (nh < 0) return -1;
+  /* the full (unsplit) activation: what every TP collective of a layer moves */
+  model_shard whole = sh;
+  whole.sequence_parallel = false;
+  double act = model_activation_tensor_bytes(&p->model, &whole);
+
+  layer_cost lc;
+  layer_costs(&x, ops, n, act, &lc);
+  double head_tp = 0;
+  double head_time = head_s(&x, head, nh, act, &head_tp);
+  if (x.failed) return -1;
+
+  const int m = plan_micro_batches(p), L = p->layers / p->pp;
+  /* per micro-batch on the last stage (its layers plus the output head) */
+  double per_layer = lc.compute + lc.recompute + lc.tp_exposed;
+  double stage_mb = L * per_layer + head_time + head_tp;
+  double pipeline = (m + (double)(p->pp - 1) / p->vpp) * stage_mb;
+  est->compute_s = m * (L * (lc.compute + lc.recompute) + head_time);
+  est->tp_exposed_s = m * (L * lc.tp_exposed + head_tp);
+  est->codec_s = m * L * lc.codec;
+  est->bubble_s = (double)(p->pp - 1) / p->vpp * stage_mb;
+
+  /* pipeline transfers: activation forward, gradient backward, per chunk */
+  if (p->pp > 1) {
+    double msg = model_activation_tensor_bytes(&p->model, &sh);
+    int stride = p->tp * p->dp; /* tp-dp-pp order */
+    double t = crosses_nodes(p, stride, 2)
+            ? p->cluster.nic.latency_us * 1e-6 + msg / (nic_gbps_per_gpu(&p->cluster) * 1e9)
+            : p->cluster.intra.latency_us * 1e-6 + msg / (p->cluster.intra.gbps_per_gpu * 1e9);
+    est->pp_exposed_s = 2.0 * m * p->vpp * t;
+  }
+
+  /* data parallel: fp32 gradients of this GPU's parameters */
+  double params = 0;
+  for (int s = 0; s < p->pp; s += (p->pp > 2 ? p->pp - 1 : 1)) params = fmax(params, plan_params_of_stage(p, s));
+  if (p->pp == 2) params = fmax(plan_params_of_stage(p, 0), plan_params_of_stage(p, 1));
+  double opt_params = p->zero1 ? params / p->dp : params;
+  est->optimizer_s = kernel_s(&x, "optimizer", 30.0 * opt_params, 0, false);
+  if (p->dp > 1) {
+    double grads = 4.0 * params;
+    double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, p->dp, p->tp, grads);
+    double overlap = L * lc.compute * 0.5; /* the last micro-batch's backward of the stage */
+    est->dp_exposed_s = fmax(0.0, reduce - overlap);
+    if (p->zero1) est->dp_exposed_s += group_coll_s(p, PLAN_COLL_ALLGATHER, p->dp, p->tp, 2.0 * params);
+  }
+  if (x.failed) return -1;
+
+  est->iteration_s = pipeline + est->pp_exposed_s + est->dp_exposed_s + est->optimizer_s;
+  double tokens = (double)p->global_batch * p->seq;
+  est->tokens_per_s = tokens / est->iteration_s;
+  est->tflops_per_gpu = plan_model_flops(p) / est->iteration_s / plan_world_size(p) / 1e12;
+  est->mfu = est->tflops_per_gpu * 1e12 / (p->cluster.gpu.bf16_tflops * 1e12);
+  return 0;
+}

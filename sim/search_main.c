@@ -1,0 +1,126 @@
+/* search_main.c — `tacosim search`: the command line of the layout search. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "search.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: tacosim search --model M --cluster C [options]\n"
+          "  --gpus N            GPUs used (default: the whole cluster); dp x tp x pp = N\n"
+          "  --seq S             sequence length (default: min(2048, the model's maximum))\n"
+          "  --global-batch B    sequences per iteration (default: 1.5 x N)\n"
+          "  --codecs LIST       policies among none,taco,caat,taco+caat (default: all four)\n"
+          "  --top K             rows printed (default 10)\n"
+          "  --simulate L        layouts simulated, each under every policy (default 8)\n"
+          "  --jobs J            simulation worker processes (default: the CPU cores)\n"
+          "  --max-micro M       largest micro-batch tried (default 16)\n"
+          "  --calibration FILE  costs (default: calibration/h200-nvlink.json, else h200-derived.json)\n"
+          "  --json OUT --csv OUT  write the result\n"
+          "  --no-progress       no progress bar (it is shown only on a terminal anyway)\n");
+}
+
+static int bad(const char *fmt, const char *a, const char *b) {
+  fprintf(stderr, "tacosim: search: ");
+  fprintf(stderr, fmt, a, b);
+  fprintf(stderr, "\n(tacosim search --help lists the options)\n");
+  return TS_EXIT_BAD_INPUT;
+}
+
+/* A whole decimal number in [lo, hi]. */
+static int parse_num(const char *flag, const char *s, long long lo, long long hi, long long *v) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (errno || end == s || *end || x < lo || x > hi) {
+    char range[64];
+    snprintf(range, sizeof range, "%lld and %lld", lo, hi);
+    fprintf(stderr, "tacosim: search: %s: \"%s\" is not a whole number between %s\n", flag, s, range);
+    return -1;
+  }
+  *v = x;
+  return 0;
+}
+
+int sim_search_main(int argc, char **argv) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  sim_search_options o = {.codecs = (1u << SIM_SEARCH_CODEC_COUNT) - 1, .top = 10, .simulate = 8,
+                          .jobs = cores > 0 ? (int)cores : 1, .max_micro = 16, .progress = isatty(STDERR_FILENO)};
+  const char *json = NULL, *csv = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
+    if (strcmp(a, "--no-progress") == 0) {
+      o.progress = false;
+      continue;
+    }
+    if (strncmp(a, "--", 2) != 0) return bad("unexpected argument \"%s\"%s", a, "");
+    if (i + 1 >= argc) return bad("%s needs a value%s", a, "");
+    const char *v = argv[++i];
+    long long n;
+    if (strcmp(a, "--model") == 0)
+      o.model = v;
+    else if (strcmp(a, "--cluster") == 0)
+      o.cluster = v;
+    else if (strcmp(a, "--calibration") == 0)
+      o.calibration = v;
+    else if (strcmp(a, "--json") == 0)
+      json = v;
+    else if (strcmp(a, "--csv") == 0)
+      csv = v;
+    else if (strcmp(a, "--codecs") == 0) {
+      ts_err e = {0};
+      if (sim_search_parse_codecs(v, &o.codecs, &e)) return bad("%s%s", e.msg, "");
+    } else if (strcmp(a, "--gpus") == 0) {
+      if (parse_num(a, v, 1, 1 << 24, &n)) return TS_EXIT_BAD_INPUT;
+      o.gpus = (int)n;
+    } else if (strcmp(a, "--seq") == 0) {
+      if (parse_num(a, v, 1, 1 << 24, &n)) return TS_EXIT_BAD_INPUT;
+      o.seq = (int)n;
+    } else if (strcmp(a, "--global-batch") == 0) {
+      if (parse_num(a, v, 1, 1LL << 40, &n)) return TS_EXIT_BAD_INPUT;
+      o.global_batch = n;
+    } else if (strcmp(a, "--top") == 0) {
+      if (parse_num(a, v, 1, 100000, &n)) return TS_EXIT_BAD_INPUT;
+      o.top = (int)n;
+    } else if (strcmp(a, "--simulate") == 0) {
+      if (parse_num(a, v, 1, 4096, &n)) return TS_EXIT_BAD_INPUT;
+      o.simulate = (int)n;
+    } else if (strcmp(a, "--jobs") == 0) {
+      if (parse_num(a, v, 1, 256, &n)) return TS_EXIT_BAD_INPUT;
+      o.jobs = (int)n;
+    } else if (strcmp(a, "--max-micro") == 0) {
+      if (parse_num(a, v, 1, 4096, &n)) return TS_EXIT_BAD_INPUT;
+      o.max_micro = (int)n;
+    } else
+      return bad("unknown option \"%s\"%s", a, "");
+  }
+  if (!o.model) return bad("--model is required%s%s", "", "");
+  if (!o.cluster) return bad("--cluster is required%s%s", "", "");
+
+  sim_search_result r;
+  ts_err e = {0};
+  if (sim_search_run(&o, &r, &e)) {
+    fprintf(stderr, "tacosim: %s\n", e.msg);
+    return ts_exit_status(&e);
+  }
+  int rc = 0;
+  if (r.estimated == 0) {
+    fprintf(stderr, "tacosim: search: no layout of %s fits %d GPUs of %s (%ld enumerated, %ld over HBM)\n", o.model,
+            r.gpus, o.cluster, r.enumerated, r.over_memory);
+    rc = TS_EXIT_BAD_INPUT;
+  }
+  sim_search_print(&r, &o, stdout);
+  if ((json && sim_search_save_json(&r, &o, json, &e)) || (csv && sim_search_save_csv(&r, csv, &e))) {
+    fprintf(stderr, "tacosim: %s\n", e.msg);
+    rc = ts_exit_status(&e);
+  }
+  sim_search_result_free(&r);
+  return rc;
+}

@@ -1,0 +1,168 @@
+/* search_report.c — the search's table, JSON and CSV. */
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "search.h"
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+static void layout_text(const sim_search_layout *l, char *buf, size_t cap) {
+  snprintf(buf, cap, "tp%d pp%d vpp%d dp%d mb%d%s%s rc=%s", l->tp, l->pp, l->vpp, l->dp, l->micro,
+           l->sequence_parallel ? " sp" : "", l->zero1 ? " zero1" : "", recompute_names[l->recompute]);
+}
+
+void sim_search_print(const sim_search_result *r, const sim_search_options *o, FILE *out) {
+  fprintf(out, "search        %s on %d GPUs of %s, seq %d, global batch %lld\n", o->model, r->gpus, o->cluster,
+          r->seq, r->global_batch);
+  fprintf(out, "calibration   %s\n", r->calibration);
+  fprintf(out, "layouts       %ld enumerated, %ld over HBM, %ld invalid; %ld layout x codec candidates estimated\n",
+          r->enumerated, r->over_memory, r->invalid, r->estimated);
+  fprintf(out, "simulated     %d layouts under each codec: %d simulations (%d failed), %d workers\n",
+          r->layouts_simulated, r->simulations, r->failures, o->jobs);
+  fprintf(out, "time          %.2f s (enumerate %.2f, memory + estimate %.2f, simulate %.2f)\n\n", r->total_s,
+          r->enumerate_s, r->estimate_s, r->simulate_s);
+  int top = o->top > 0 ? o->top : 10;
+  fprintf(out, "%3s  %-46s %-9s %11s %11s %9s %8s %6s %8s %8s\n", "#", "layout", "codec", "est tok/s", "sim tok/s",
+          "tok/s/GPU", "TFLOP/s", "MFU", "mem GiB", "speedup");
+  int shown = 0;
+  for (int i = 0; i < r->n && shown < top; i++) {
+    const sim_search_candidate *k = &r->cands[i];
+    char lt[96];
+    layout_text(&k->layout, lt, sizeof lt);
+    if (!k->simulated) continue;
+    shown++;
+    fprintf(out, "%3d  %-46s %-9s %11.0f %11.0f %9.1f %8.1f %5.1f%% %8.1f", shown, lt, sim_search_codec_name(k->codec),
+            k->est.tokens_per_s, k->sim_tokens_per_s, k->sim_tokens_per_s / r->gpus, k->sim_tflops_per_gpu,
+            100 * k->sim_mfu, k->memory_bytes / 1073741824.0);
+    if (k->speedup > 0)
+      fprintf(out, " %7.3fx\n", k->speedup);
+    else
+      fprintf(out, " %8s\n", "-");
+  }
+  /* each simulated layout once, with every policy's speedup over none */
+  fprintf(out, "\ncodec speedup over the same layout uncompressed (simulated)\n");
+  fprintf(out, "%-46s %11s", "layout", "none tok/s");
+  for (int c = 1; c < SIM_SEARCH_CODEC_COUNT; c++)
+    if (o->codecs & (1u << c)) fprintf(out, " %10s", sim_search_codec_name((sim_search_codec)c));
+  fputc('\n', out);
+  for (int i = 0; i < r->n; i++) {
+    const sim_search_candidate *k = &r->cands[i];
+    bool first = true;
+    for (int j = 0; j < i; j++) first &= !sim_search_same_layout(&r->cands[j].layout, &k->layout);
+    if (!first) continue;
+    char lt[96];
+    layout_text(&k->layout, lt, sizeof lt);
+    double none = 0;
+    for (int j = 0; j < r->n; j++)
+      if (sim_search_same_layout(&r->cands[j].layout, &k->layout) && r->cands[j].codec == SIM_SEARCH_CODEC_NONE &&
+          r->cands[j].simulated)
+        none = r->cands[j].sim_tokens_per_s;
+    fprintf(out, "%-46s ", lt);
+    if (none > 0)
+      fprintf(out, "%11.0f", none);
+    else
+      fprintf(out, "%11s", "-");
+    for (int c = 1; c < SIM_SEARCH_CODEC_COUNT; c++) {
+      if (!(o->codecs & (1u << c))) continue;
+      double s = 0;
+      for (int j = 0; j < r->n; j++)
+        if (sim_search_same_layout(&r->cands[j].layout, &k->layout) && r->cands[j].codec == (sim_search_codec)c)
+          s = r->cands[j].speedup;
+      if (s > 0)
+        fprintf(out, " %9.3fx", s);
+      else
+        fprintf(out, " %10s", "n/a");
+    }
+    fputc('\n', out);
+  }
+  for (int i = 0; i < r->n; i++)
+    if (r->cands[i].sim_failed) {
+      char lt[96];
+      layout_text(&r->cands[i].layout, lt, sizeof lt);
+      fprintf(out, "failed: %s %s: %s\n", lt, sim_search_codec_name(r->cands[i].codec), r->cands[i].error);
+    }
+  fprintf(out, "\nnote: TACO G=128 E4M3 and CAAT-Net p=0.5 on tensor-parallel traffic; CAAT-Net excludes sequence "
+               "parallel (n/a)\n");
+}
+
+/* ---- JSON ---- */
+
+static json_t *layout_json(const sim_search_layout *l) {
+  return json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:s}", "tp", l->tp, "pp", l->pp, "vpp", l->vpp, "dp", l->dp,
+                   "micro", l->micro, "sequence_parallel", l->sequence_parallel, "zero1", l->zero1, "recompute",
+                   recompute_names[l->recompute]);
+}
+
+static json_t *candidate_json(const sim_search_candidate *k) {
+  json_t *o = json_object();
+  json_object_set_new(o, "layout", layout_json(&k->layout));
+  json_object_set_new(o, "codec", json_string(sim_search_codec_name(k->codec)));
+  json_object_set_new(o, "memory_per_gpu_bytes", json_real(k->memory_bytes));
+  json_object_set_new(o, "estimate",
+                      json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "iteration_time_s", k->est.iteration_s,
+                                "tokens_per_s", k->est.tokens_per_s, "tflops_per_gpu", k->est.tflops_per_gpu, "mfu",
+                                k->est.mfu, "compute_s", k->est.compute_s, "tp_exposed_s", k->est.tp_exposed_s,
+                                "pp_exposed_s", k->est.pp_exposed_s, "dp_exposed_s", k->est.dp_exposed_s,
+                                "bubble_s", k->est.bubble_s, "codec_s", k->est.codec_s));
+  if (k->simulated) {
+    const schema_breakdown *b = &k->sim_breakdown;
+    json_object_set_new(
+        o, "simulated",
+        json_pack("{s:f,s:f,s:f,s:f,s:{s:f,s:f,s:f,s:f,s:f,s:f}}", "iteration_time_s", k->sim_iteration_s,
+                  "tokens_per_s", k->sim_tokens_per_s, "tflops_per_gpu", k->sim_tflops_per_gpu, "mfu", k->sim_mfu,
+                  "breakdown", "compute_s", b->compute_s, "tp_exposed_s", b->tp_exposed_s, "pp_exposed_s",
+                  b->pp_exposed_s, "dp_exposed_s", b->dp_exposed_s, "codec_s", b->codec_s, "bubble_s", b->bubble_s));
+    if (k->speedup > 0) json_object_set_new(o, "speedup_vs_none", json_real(k->speedup));
+  } else if (k->sim_failed) {
+    json_object_set_new(o, "error", json_string(k->error));
+  }
+  return o;
+}
+
+int sim_search_save_json(const sim_search_result *r, const sim_search_options *o, const char *path, ts_err *e) {
+  json_t *root = json_object();
+  json_object_set_new(root, "schema", json_integer(1));
+  json_object_set_new(root, "model", json_string(o->model));
+  json_object_set_new(root, "cluster", json_string(o->cluster));
+  json_object_set_new(root, "gpus", json_integer(r->gpus));
+  json_object_set_new(root, "seq", json_integer(r->seq));
+  json_object_set_new(root, "global_batch", json_integer(r->global_batch));
+  json_object_set_new(root, "calibration", json_string(r->calibration));
+  json_object_set_new(root, "counts",
+                      json_pack("{s:I,s:I,s:I,s:I,s:i,s:i,s:i}", "enumerated", (json_int_t)r->enumerated,
+                                "over_memory", (json_int_t)r->over_memory, "invalid", (json_int_t)r->invalid,
+                                "estimated", (json_int_t)r->estimated, "layouts_simulated", r->layouts_simulated,
+                                "simulations", r->simulations, "failures", r->failures));
+  json_object_set_new(root, "time_s",
+                      json_pack("{s:f,s:f,s:f,s:f}", "total", r->total_s, "enumerate", r->enumerate_s, "estimate",
+                                r->estimate_s, "simulate", r->simulate_s));
+  json_t *sim = json_array(), *est = json_array();
+  for (int i = 0; i < r->n; i++) json_array_append_new(sim, candidate_json(&r->cands[i]));
+  for (int i = 0; i < r->n_best_est; i++) json_array_append_new(est, candidate_json(&r->best_est[i]));
+  json_object_set_new(root, "simulated", sim);
+  json_object_set_new(root, "best_estimates", est);
+  int rc = json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(9));
+  json_decref(root);
+  if (rc) return ts_fail_sys(e, "%s: cannot write the search result", path);
+  return 0;
+}
+
+int sim_search_save_csv(const sim_search_result *r, const char *path, ts_err *e) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ts_fail_sys(e, "%s: %s", path, strerror(errno));
+  fprintf(f, "# rank tp pp vpp dp micro sp zero1 recompute codec est_tokens_per_s sim_tokens_per_s "
+             "tokens_per_s_per_gpu tflops_per_gpu mfu memory_gib speedup_vs_none\n");
+  int rank = 0;
+  for (int i = 0; i < r->n; i++) {
+    const sim_search_candidate *k = &r->cands[i];
+    if (!k->simulated) continue;
+    const sim_search_layout *l = &k->layout;
+    fprintf(f, "%d %d %d %d %d %d %d %d %s %s %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", ++rank, l->tp, l->pp, l->vpp,
+            l->dp, l->micro, l->sequence_parallel, l->zero1, recompute_names[l->recompute],
+            sim_search_codec_name(k->codec), k->est.tokens_per_s, k->sim_tokens_per_s, k->sim_tokens_per_s / r->gpus,
+            k->sim_tflops_per_gpu, k->sim_mfu, k->memory_bytes / 1073741824.0, k->speedup);
+  }
+  if (fclose(f)) return ts_fail_sys(e, "%s: %s", path, strerror(errno));
+  return 0;
+}

@@ -1,0 +1,16 @@
+# Tests of the layout search (sim/search*.c): enumeration counts worked by
+# hand, the memory filter, the estimate's ranking against simulation, and the
+# command line's answers to bad flags.
+if(NOT TARGET ts_search)
+  include(${CMAKE_SOURCE_DIR}/sim/search.cmake)
+endif()
+
+# `search_cli` runs sim_search_main as `tacosim search` does, for the tests
+# and for experiments/ before the command is wired into tacosim.
+add_executable(search_cli ${CMAKE_CURRENT_SOURCE_DIR}/test_search_cli.c)
+target_link_libraries(search_cli PRIVATE ts_search)
+
+add_executable(test_search ${CMAKE_CURRENT_SOURCE_DIR}/test_search.c)
+target_link_libraries(test_search PRIVATE ts_search PkgConfig::CUNIT m)
+target_compile_definitions(test_search PRIVATE SEARCH_CLI="$<TARGET_FILE:search_cli>")
+add_test(NAME search COMMAND test_search)
