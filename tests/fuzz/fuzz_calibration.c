@@ -1,0 +1,55 @@
+/* fuzz_calibration.c — libFuzzer target for the calibration loader: any bytes
+ * must give either a calibration or a "file: field: reason" error, never a
+ * crash, a leak or undefined behaviour; lookups on a calibration that loads
+ * must give finite, non-negative times (or a named error); the writer's output
+ * must load again. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "calibration.h"
+
+static void require_time(int rc, double us) {
+  if (rc == 0 && !(isfinite(us) && us >= 0)) __builtin_trap();
+}
+
+static void exercise(const schema_calibration *c) {
+  schema_roofline roof = {989e12, 4800e9, 450e9, 3, 1};
+  schema_lookup l;
+  schema_lookup_init(&l, c, &roof, NULL);
+  ts_err e;
+  double us;
+  const double sizes[] = {1, 1e3, 1e6, 1e9, 1e12};
+  for (int i = 0; i < 5; i++) {
+    require_time(schema_lookup_gemm(&l, (long long)sizes[i] % 100000 + 1, 4096, 1024, &us, &e), us);
+    require_time(schema_lookup_coll(&l, "allreduce", 2 + i, sizes[i], &us, &e), us);
+    require_time(schema_lookup_coll(&l, "sendrecv", 2, sizes[i], &us, &e), us);
+    for (int k = 0; k < c->n_kernels; k++)
+      require_time(schema_lookup_kernel(&l, c->kernels[k].name, sizes[i], 128, &us, &e), us);
+  }
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return;
+  int rc = schema_calibration_write(c, f, &e);
+  fclose(f);
+  schema_calibration again;
+  if (rc == 0) {
+    if (schema_calibration_from_json_text(buf, len, "rewritten", &again, &e)) __builtin_trap();
+    schema_calibration_free(&again);
+  }
+  free(buf);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  schema_calibration c;
+  ts_err e;
+  if (schema_calibration_from_json_text((const char *)data, size, "fuzz.json", &c, &e) == 0) {
+    exercise(&c);
+    schema_calibration_free(&c);
+  }
+  return 0;
+}
