@@ -101,7 +101,7 @@ static int resolve(const sim_search_options *o, const plan *base, sim_search_res
   if (r->seq < 1 || r->seq > base->model.max_seq)
     return ts_fail(e, "search", "--seq", "%d is not between 1 and the maximum sequence %d of %s", o->seq,
                    base->model.max_seq, base->model.name);
-  r->global_batch = o->global_batch ? o->global_batch : (r->gpus % 2 ? r->gpus : 3LL * r->gpus / 2);
+  r->global_batch = o->global_batch ? o->global_batch : 2LL * r->gpus; /* every dp divides it */
   if (r->global_batch < 1) return ts_fail(e, "search", "--global-batch", "must be at least 1");
   return 0;
 }

@@ -97,7 +97,7 @@ typedef struct {
   const char *model, *cluster, *calibration;
   int gpus;             /* 0: the whole cluster */
   int seq;              /* 0: min(2048, model max) */
-  long long global_batch; /* 0: 1.5 x gpus sequences, rounded to a multiple of gpus / 8 */
+  long long global_batch; /* 0: 2 x gpus sequences (every dp divides it) */
   unsigned codecs;      /* mask of sim_search_codec */
   int top;              /* rows printed */
   int simulate;         /* layouts simulated (each under every codec) */

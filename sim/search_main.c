@@ -12,7 +12,7 @@ static void usage(FILE *out) {
           "usage: tacosim search --model M --cluster C [options]\n"
           "  --gpus N            GPUs used (default: the whole cluster); dp x tp x pp = N\n"
           "  --seq S             sequence length (default: min(2048, the model's maximum))\n"
-          "  --global-batch B    sequences per iteration (default: 1.5 x N)\n"
+          "  --global-batch B    sequences per iteration (default: 2 x N)\n"
           "  --codecs LIST       policies among none,taco,caat,taco+caat (default: all four)\n"
           "  --top K             rows printed (default 10)\n"
           "  --simulate L        layouts simulated, each under every policy (default 8)\n"

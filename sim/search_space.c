@@ -15,9 +15,10 @@ const char *sim_search_codec_name(sim_search_codec c) {
 int sim_search_parse_codecs(const char *list, unsigned *mask, ts_err *e) {
   *mask = 0;
   const char *s = list;
-  while (*s) {
+  for (;;) {
     const char *end = strchr(s, ',');
     size_t len = end ? (size_t)(end - s) : strlen(s);
+    if (len == 0) return ts_fail(e, "search", "--codecs", "\"%s\" has an empty entry", list);
     int found = -1;
     for (int c = 0; c < SIM_SEARCH_CODEC_COUNT; c++)
       if (strlen(codec_names[c]) == len && strncmp(codec_names[c], s, len) == 0) found = c;
@@ -27,7 +28,6 @@ int sim_search_parse_codecs(const char *list, unsigned *mask, ts_err *e) {
     if (!end) break;
     s = end + 1;
   }
-  if (!*mask) return ts_fail(e, "search", "--codecs", "no codec policy given");
   return 0;
 }
 

@@ -12,5 +12,6 @@ target_link_libraries(search_cli PRIVATE ts_search)
 
 add_executable(test_search ${CMAKE_CURRENT_SOURCE_DIR}/test_search.c)
 target_link_libraries(test_search PRIVATE ts_search PkgConfig::CUNIT m)
-target_compile_definitions(test_search PRIVATE SEARCH_CLI="$<TARGET_FILE:search_cli>")
+target_compile_definitions(test_search PRIVATE SEARCH_CLI="$<TARGET_FILE:search_cli>"
+                           TACOSIM_CALIBRATION_DIR="${TACOSIM_CALIBRATION_DIR}")
 add_test(NAME search COMMAND test_search)

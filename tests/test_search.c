@@ -1,0 +1,364 @@
+/* test_search.c — the layout search: enumeration counts worked by hand, the
+ * memory filter, the estimate's ranking against simulation, rank
+ * correlation, and `tacosim search`'s answers to bad flags. */
+#define _POSIX_C_SOURCE 200809L
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "search.h"
+
+#ifndef SEARCH_CLI
+#define SEARCH_CLI "search_cli"
+#endif
+
+/* ---- enumeration ---- */
+
+/* The hand case: 4 layers, 4 heads, 4 GPUs in one node, global batch 4,
+ * micro-batches up to 2, seq 8. Worked out (sp: 2 choices when tp > 1;
+ * zero1: 2 when dp > 1; recompute: 3):
+ *   tp1 pp1 dp4: micro 1                              -> 1 x 1 x 2 x 3 = 6
+ *   tp1 pp2 dp2: (vpp1,mb1) (vpp2,mb1) (vpp1,mb2)     -> 3 x 1 x 2 x 3 = 18
+ *       (vpp2 with micro 2 leaves 1 micro-batch, not a multiple of pp 2)
+ *   tp1 pp4 dp1: vpp1, micro 1 or 2                   -> 2 x 1 x 1 x 3 = 6
+ *   tp2 pp1 dp2: micro 1 or 2                         -> 2 x 2 x 2 x 3 = 24
+ *   tp2 pp2 dp1: vpp 1 or 2 x micro 1 or 2            -> 4 x 2 x 1 x 3 = 24
+ *   tp4 pp1 dp1: micro 1 or 2                         -> 2 x 2 x 1 x 3 = 12
+ *   total 90; tp3 never (it divides neither 4 heads nor 4 GPUs). */
+static model_config hand_model(void) {
+  model_config m;
+  memset(&m, 0, sizeof m);
+  snprintf(m.name, sizeof m.name, "hand");
+  m.layers = 4, m.hidden = 64, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 256, m.vocab = 128, m.max_seq = 8;
+  return m;
+}
+
+static topo_cluster hand_cluster(void) {
+  topo_cluster c;
+  memset(&c, 0, sizeof c);
+  c.nodes = 1, c.gpus_per_node = 4;
+  return c;
+}
+
+typedef struct {
+  int by_tp[9], interleaved, sp, zero1, selective;
+  int bad;
+} tally;
+
+static void count_layout(const sim_search_layout *l, void *arg) {
+  tally *t = arg;
+  if (l->tp >= 1 && l->tp <= 8) t->by_tp[l->tp]++;
+  t->interleaved += l->vpp > 1;
+  t->sp += l->sequence_parallel;
+  t->zero1 += l->zero1;
+  t->selective += l->recompute == MODEL_RECOMPUTE_SELECTIVE;
+  if (l->dp * l->tp * l->pp != 4 || 4 % (l->dp * l->micro) || (l->sequence_parallel && l->tp < 2) ||
+      (l->zero1 && l->dp < 2))
+    t->bad++;
+}
+
+static void test_enumeration_hand_case(void) {
+  model_config m = hand_model();
+  topo_cluster c = hand_cluster();
+  sim_search_space s = {.model = &m, .cluster = &c, .gpus = 4, .seq = 8, .global_batch = 4, .max_micro = 2};
+  tally t = {0};
+  CU_ASSERT_EQUAL(sim_search_enumerate(&s, count_layout, &t), 90);
+  CU_ASSERT_EQUAL(sim_search_enumerate(&s, NULL, NULL), 90);
+  CU_ASSERT_EQUAL(t.by_tp[1], 30);
+  CU_ASSERT_EQUAL(t.by_tp[2], 48);
+  CU_ASSERT_EQUAL(t.by_tp[3], 0);
+  CU_ASSERT_EQUAL(t.by_tp[4], 12);
+  /* interleaved: tp1 pp2 (vpp2, mb1) x 2 zero1 x 3 = 6; tp2 pp2 (vpp2, mb 1 or 2) x 2 sp x 3 = 12 */
+  CU_ASSERT_EQUAL(t.interleaved, 18);
+  CU_ASSERT_EQUAL(t.sp, (48 + 12) / 2);
+  CU_ASSERT_EQUAL(t.selective, 30);
+  CU_ASSERT_EQUAL(t.bad, 0);
+}
+
+static void test_enumeration_rules(void) {
+  model_config m = hand_model();
+  topo_cluster c = hand_cluster();
+  /* seq 7: no TP divides it, so no sequence parallel at all */
+  sim_search_space s = {.model = &m, .cluster = &c, .gpus = 4, .seq = 7, .global_batch = 4, .max_micro = 2};
+  tally t = {0};
+  long n = sim_search_enumerate(&s, count_layout, &t);
+  CU_ASSERT_EQUAL(t.sp, 0);
+  CU_ASSERT_EQUAL(n, 90 - 30); /* the sp half of the tp2 and tp4 layouts */
+  /* a global batch no dp > 1 divides leaves only dp 1 */
+  s.seq = 8;
+  s.global_batch = 1;
+  memset(&t, 0, sizeof t);
+  sim_search_enumerate(&s, count_layout, &t);
+  CU_ASSERT_EQUAL(t.zero1, 0);
+  CU_ASSERT_EQUAL(t.interleaved, 0); /* one micro-batch is never a multiple of pp 2 */
+  /* 3 GPUs: only tp1 (tp3 does not divide the node of 4), pp1 (3 does not divide 4 layers), dp 3 */
+  s.gpus = 3;
+  s.global_batch = 3;
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL(sim_search_enumerate(&s, count_layout, &t), 1 * 2 * 3);
+}
+
+/* ---- plans and memory ---- */
+
+static plan base;
+static int have_base;
+
+static int load_base(const char *model, const char *cluster) {
+  ts_err e = {0};
+  int rc = sim_search_base_plan(model, cluster, &base, &e);
+  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+  have_base = rc == 0;
+  return rc;
+}
+
+static void test_memory_filter(void) {
+  CU_ASSERT_EQUAL_FATAL(load_base("gpt3-175b", "h200-1024-rail"), 0);
+  static plan p;
+  ts_err e = {0};
+  double bytes;
+  /* the Megatron-LM setting fits (the shipped example plan validates) */
+  sim_search_layout fits = {.tp = 8, .pp = 8, .vpp = 1, .dp = 16, .micro = 1, .zero1 = true};
+  CU_ASSERT_EQUAL_FATAL(sim_search_make_plan(&base, &fits, 2048, 1536, &p, &e), 0);
+  CU_ASSERT_TRUE(sim_search_fits_memory(&p, &bytes));
+  CU_ASSERT_TRUE(bytes > 40.0 * 1073741824.0 && bytes < 141.0 * 1073741824.0);
+  CU_ASSERT_EQUAL(plan_validate(&p, &e), 0);
+  /* 175B parameters on 8 GPUs of one pipeline stage: 18 bytes each cannot fit */
+  sim_search_layout big = {.tp = 8, .pp = 1, .vpp = 1, .dp = 128, .micro = 1, .zero1 = false};
+  CU_ASSERT_EQUAL_FATAL(sim_search_make_plan(&base, &big, 2048, 1536, &p, &e), 0);
+  CU_ASSERT_FALSE(sim_search_fits_memory(&p, &bytes));
+  CU_ASSERT_TRUE(bytes > 141.0 * 1073741824.0);
+  CU_ASSERT_NOT_EQUAL(plan_validate(&p, &e), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "GiB"));
+  /* ZeRO-1 shrinks the optimizer state; full recompute shrinks activations */
+  double a, b;
+  sim_search_layout l = fits;
+  l.zero1 = false;
+  sim_search_make_plan(&base, &l, 2048, 1536, &p, &e);
+  sim_search_fits_memory(&p, &a);
+  l.zero1 = true;
+  sim_search_make_plan(&base, &l, 2048, 1536, &p, &e);
+  sim_search_fits_memory(&p, &b);
+  CU_ASSERT_TRUE(b < a);
+  l.recompute = MODEL_RECOMPUTE_FULL;
+  sim_search_make_plan(&base, &l, 2048, 1536, &p, &e);
+  sim_search_fits_memory(&p, &a);
+  CU_ASSERT_TRUE(a < b);
+}
+
+/* The filter and the plan loader's own memory rule agree on every layout. */
+typedef struct {
+  long fit, over, disagree;
+} agree;
+
+static void check_agreement(const sim_search_layout *l, void *arg) {
+  agree *g = arg;
+  static plan p;
+  ts_err e = {0};
+  if (sim_search_make_plan(&base, l, 2048, 128, &p, &e)) {
+    g->disagree++;
+    return;
+  }
+  double bytes;
+  bool fits = sim_search_fits_memory(&p, &bytes);
+  int rc = plan_validate(&p, &e);
+  if (fits) g->fit++;
+  else g->over++;
+  if (fits != (rc == 0)) g->disagree++;
+}
+
+static void test_memory_filter_agrees_with_loader(void) {
+  CU_ASSERT_EQUAL_FATAL(load_base("gpt3-13b", "h200-1024-rail"), 0);
+  sim_search_space s = {.model = &base.model, .cluster = &base.cluster, .gpus = 64, .seq = 2048,
+                        .global_batch = 128, .max_micro = 4};
+  agree g = {0};
+  long n = sim_search_enumerate(&s, check_agreement, &g);
+  printf("\n  gpt3-13b on 64 GPUs: %ld layouts, %ld fit, %ld over HBM ", n, g.fit, g.over);
+  CU_ASSERT_EQUAL(g.disagree, 0);
+  CU_ASSERT_TRUE(g.fit > 0 && g.over > 0);
+  CU_ASSERT_EQUAL(g.fit + g.over, n);
+}
+
+/* ---- the estimate against simulation ---- */
+
+static void test_estimate_ranks_like_simulation(void) {
+  CU_ASSERT_EQUAL_FATAL(load_base("gpt3-1.3b", "h200x8-nvswitch"), 0);
+  schema_calibration cal;
+  ts_err e = {0};
+  char cal_path[600];
+  snprintf(cal_path, sizeof cal_path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(cal_path, &cal, &e), 0);
+  /* layouts that differ in what the estimate must weigh: TP traffic, bubble,
+   * micro-batch efficiency, recomputation, SP and the codecs */
+  struct {
+    sim_search_layout l;
+    sim_search_codec c;
+  } cases[] = {
+      {{1, 1, 1, 8, 2, false, true, MODEL_RECOMPUTE_NONE}, SIM_SEARCH_CODEC_NONE},
+      {{2, 1, 1, 4, 2, false, true, MODEL_RECOMPUTE_NONE}, SIM_SEARCH_CODEC_NONE},
+      {{2, 1, 1, 4, 2, false, true, MODEL_RECOMPUTE_NONE}, SIM_SEARCH_CODEC_TACO},
+      {{4, 1, 1, 2, 4, true, true, MODEL_RECOMPUTE_NONE}, SIM_SEARCH_CODEC_NONE},
+      {{8, 1, 1, 1, 8, false, false, MODEL_RECOMPUTE_NONE}, SIM_SEARCH_CODEC_NONE},
+      {{8, 1, 1, 1, 8, false, false, MODEL_RECOMPUTE_NONE}, SIM_SEARCH_CODEC_TACO_CAAT},
+      {{1, 4, 1, 2, 1, false, true, MODEL_RECOMPUTE_NONE}, SIM_SEARCH_CODEC_NONE},
+      {{1, 8, 1, 1, 1, false, false, MODEL_RECOMPUTE_FULL}, SIM_SEARCH_CODEC_NONE},
+      {{2, 4, 1, 1, 1, false, false, MODEL_RECOMPUTE_SELECTIVE}, SIM_SEARCH_CODEC_CAAT},
+      {{2, 2, 3, 2, 1, true, true, MODEL_RECOMPUTE_NONE}, SIM_SEARCH_CODEC_NONE},
+  };
+  enum { N = sizeof cases / sizeof cases[0] };
+  static plan plans[N];
+  double est[N], sim[N];
+  for (int i = 0; i < N; i++) {
+    CU_ASSERT_EQUAL_FATAL(sim_search_make_plan(&base, &cases[i].l, 2048, 16, &plans[i], &e), 0);
+    sim_search_apply_codec(&plans[i], cases[i].c);
+    if (plan_validate(&plans[i], &e)) fprintf(stderr, "\n  case %d: %s\n", i, e.msg);
+    CU_ASSERT_EQUAL_FATAL(plan_validate(&plans[i], &e), 0);
+    sim_search_estimate x;
+    CU_ASSERT_EQUAL_FATAL(sim_search_estimate_plan(&plans[i], &cal, &x, &e), 0);
+    CU_ASSERT_TRUE(x.iteration_s > 0 && isfinite(x.iteration_s));
+    CU_ASSERT_TRUE(x.mfu > 0 && x.mfu < 1);
+    est[i] = x.tokens_per_s;
+  }
+  static schema_result results[N];
+  bool ok[N];
+  char errors[N][200];
+  CU_ASSERT_EQUAL_FATAL(sim_search_simulate_many(plans, N, &cal, 2, results, ok, errors, NULL, NULL, &e), 0);
+  double worst = 0;
+  for (int i = 0; i < N; i++) {
+    if (!ok[i]) fprintf(stderr, "\n  case %d: %s\n", i, errors[i]);
+    CU_ASSERT_TRUE_FATAL(ok[i]);
+    sim[i] = results[i].tokens_per_s;
+    worst = fmax(worst, fabs(est[i] / sim[i] - 1));
+  }
+  double rho = sim_search_spearman(est, sim, N);
+  printf("\n  estimate vs simulation, gpt3-1.3b on 8 H200, %d layouts: Spearman %.3f, worst error %.1f%% ", N, rho,
+         100 * worst);
+  CU_ASSERT_TRUE(rho >= 0.8);
+  CU_ASSERT_TRUE(worst < 0.5);
+  schema_calibration_free(&cal);
+}
+
+static void test_spearman(void) {
+  double a[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 30, 40, 50}, down[] = {5, 4, 3, 2, 1};
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, up, 5), 1.0, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, down, 5), -1.0, 1e-12);
+  /* d = (0, 0, 1, -1, 0): 1 - 6 * 2 / (5 * 24) = 0.9 */
+  double swap[] = {1, 2, 4, 3, 5};
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, swap, 5), 0.9, 1e-12);
+  double flat[] = {7, 7, 7, 7, 7};
+  CU_ASSERT_TRUE(isnan(sim_search_spearman(a, flat, 5)));
+}
+
+static void test_codec_policies(void) {
+  unsigned mask;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(sim_search_parse_codecs("none,taco+caat", &mask, &e), 0);
+  CU_ASSERT_EQUAL(mask, (1u << SIM_SEARCH_CODEC_NONE) | (1u << SIM_SEARCH_CODEC_TACO_CAAT));
+  CU_ASSERT_NOT_EQUAL(sim_search_parse_codecs("taco,fp4", &mask, &e), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "fp4"));
+  CU_ASSERT_NOT_EQUAL(sim_search_parse_codecs("", &mask, &e), 0);
+  CU_ASSERT_NOT_EQUAL(sim_search_parse_codecs("taco,", &mask, &e), 0);
+  plan p;
+  memset(&p, 0, sizeof p);
+  sim_search_apply_codec(&p, SIM_SEARCH_CODEC_TACO_CAAT);
+  CU_ASSERT_EQUAL(p.codec[PLAN_TRAFFIC_TP_FWD].kind, PLAN_CODEC_TACO_CAAT);
+  CU_ASSERT_EQUAL(p.codec[PLAN_TRAFFIC_TP_BWD].group, 128);
+  CU_ASSERT_DOUBLE_EQUAL(p.codec[PLAN_TRAFFIC_TP_BWD].p, 0.5, 0);
+  CU_ASSERT_EQUAL(p.codec[PLAN_TRAFFIC_PP].kind, PLAN_CODEC_NONE);
+}
+
+/* ---- a whole small search ---- */
+
+static void test_small_search(void) {
+  sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h200x8-nvswitch", .gpus = 8, .global_batch = 16,
+                          .codecs = (1u << SIM_SEARCH_CODEC_NONE) | (1u << SIM_SEARCH_CODEC_TACO), .top = 5,
+                          .simulate = 2, .jobs = 2, .max_micro = 4};
+  sim_search_result r;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_search_run(&o, &r, &e), 0);
+  CU_ASSERT_TRUE(r.enumerated > 0);
+  CU_ASSERT_EQUAL(r.layouts_simulated, 2);
+  CU_ASSERT_EQUAL(r.simulations, r.n);
+  CU_ASSERT_TRUE(r.n >= 2 && r.n <= 4);
+  CU_ASSERT_EQUAL(r.failures, 0);
+  for (int i = 0; i < r.n; i++) {
+    CU_ASSERT_TRUE(r.cands[i].simulated);
+    if (i) CU_ASSERT_TRUE(r.cands[i - 1].sim_tokens_per_s >= r.cands[i].sim_tokens_per_s);
+    if (r.cands[i].codec == SIM_SEARCH_CODEC_NONE) CU_ASSERT_DOUBLE_EQUAL(r.cands[i].speedup, 1.0, 1e-12);
+    CU_ASSERT_TRUE(r.cands[i].memory_bytes <= 141.0 * 1073741824.0);
+  }
+  for (int i = 1; i < r.n_best_est; i++)
+    CU_ASSERT_TRUE(r.best_est[i - 1].est.tokens_per_s >= r.best_est[i].est.tokens_per_s);
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/test-search-%d.json", (int)getpid());
+  CU_ASSERT_EQUAL(sim_search_save_json(&r, &o, path, &e), 0);
+  FILE *f = fopen(path, "r");
+  CU_ASSERT_PTR_NOT_NULL(f);
+  if (f) fclose(f);
+  unlink(path);
+  sim_search_result_free(&r);
+}
+
+/* ---- the command line ---- */
+
+static int run_cli(const char *args, char *out, size_t cap) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s %s 2>&1", SEARCH_CLI, args);
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = '\0';
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void expect_bad(const char *args, const char *needle) {
+  char out[8192];
+  int rc = run_cli(args, out, sizeof out);
+  if (rc != 2 || !strstr(out, needle))
+    fprintf(stderr, "\n  search %s -> %d: %s (expected status 2 naming \"%s\")\n", args, rc, out, needle);
+  CU_ASSERT_EQUAL(rc, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, needle));
+}
+
+static void test_bad_flags(void) {
+  expect_bad("--cluster h200x8-nvswitch", "--model is required");
+  expect_bad("--model gpt3-1.3b", "--cluster is required");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --gpus 0", "--gpus");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --gpus 8x", "--gpus");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --gpus 16", "--gpus");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --seq 4096", "--seq");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --global-batch -3", "--global-batch");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --codecs taco,fp4", "fp4");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --jobs 0", "--jobs");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --frobnicate 1", "--frobnicate");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --top", "--top needs a value");
+  expect_bad("--model no-such-model --cluster h200x8-nvswitch", "--model");
+  expect_bad("--model gpt3-1.3b --cluster no-such-cluster", "--cluster");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --calibration /nonexistent.json", "nonexistent");
+  expect_bad("--model gpt3-175b --cluster h200x8-nvswitch --simulate 1", "no layout");
+  char out[256];
+  CU_ASSERT_EQUAL(run_cli("--help", out, sizeof out), 0);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
+  CU_pSuite s = CU_add_suite("search", NULL, NULL);
+  CU_add_test(s, "enumeration: hand-worked case", test_enumeration_hand_case);
+  CU_add_test(s, "enumeration: rules", test_enumeration_rules);
+  CU_add_test(s, "memory filter", test_memory_filter);
+  CU_add_test(s, "memory filter agrees with the plan loader", test_memory_filter_agrees_with_loader);
+  CU_add_test(s, "spearman", test_spearman);
+  CU_add_test(s, "codec policies", test_codec_policies);
+  CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
+  CU_add_test(s, "small search end to end", test_small_search);
+  CU_add_test(s, "bad flags exit 2", test_bad_flags);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failures = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failures ? 1 : 0;
+}
