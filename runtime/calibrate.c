@@ -143,18 +143,22 @@ static void config_budgets(calib_config *cfg) {
 
 /* ---- what the file records about the machine ---- */
 
+/* The kernel module's version: the first token of the form N.N[.N] in
+ * /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX [Open] Kernel
+ * Module [for x86_64]  580.159.04  Release Build ..."). */
 static void driver_version(char *out, size_t n) {
   snprintf(out, n, "unknown");
   FILE *f = fopen("/proc/driver/nvidia/version", "r");
   if (!f) return;
   char line[512];
   if (fgets(line, sizeof line, f)) {
-    char *p = strstr(line, "Kernel Module");
-    if (p) {
-      p += strlen("Kernel Module");
-      while (*p == ' ') p++;
-      size_t len = strcspn(p, " \n");
-      if (len > 0 && len < n) snprintf(out, n, "%.*s", (int)len, p);
+    char *save = NULL;
+    for (char *t = strtok_r(line, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
+      size_t digits = strspn(t, "0123456789."), len = strlen(t);
+      if (len > 2 && digits == len && t[0] != '.' && strchr(t, '.') && len < n) {
+        snprintf(out, n, "%s", t);
+        break;
+      }
     }
   }
   fclose(f);
