@@ -53,6 +53,13 @@ int sim_write_trace(const schema_result *r, const char *path, ts_err *e);
 /* Roofline figures from the cluster (peak, HBM, intra-node link). */
 void sim_roofline_of(const topo_cluster *c, schema_roofline *roof);
 
+/* Whether a calibration's transport ("nvlink", "shm", "socket", "pcie") is the
+ * intra-node fabric of a cluster; when not, intra-node collectives are timed
+ * from the topology's figures (alpha-beta) instead of the calibration. */
+bool sim_transport_matches(const char *transport, topo_intra_kind kind);
+/* The transport name a cluster's intra-node fabric is calibrated as. */
+const char *sim_transport_of(topo_intra_kind kind);
+
 /* Derived (not measured) calibration from DESIGN.md's measured H200 figures:
  * transport "nvlink", "shm" or "socket". */
 int sim_derive_calibration(const char *transport, schema_calibration *c, ts_err *e);

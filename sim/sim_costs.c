@@ -14,9 +14,23 @@ void sim_roofline_of(const topo_cluster *cl, schema_roofline *roof) {
   roof->coll_latency_us = cl->intra.latency_us > 0 ? cl->intra.latency_us : 1.0;
 }
 
+const char *sim_transport_of(topo_intra_kind kind) {
+  switch (kind) {
+  case TOPO_INTRA_SHM: return "shm";
+  case TOPO_INTRA_SOCKET: return "socket";
+  case TOPO_INTRA_PCIE: return "pcie";
+  default: return "nvlink"; /* NVLink and NVSwitch */
+  }
+}
+
+bool sim_transport_matches(const char *transport, topo_intra_kind kind) {
+  return strcmp(transport, sim_transport_of(kind)) == 0;
+}
+
 int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e) {
   memset(c, 0, sizeof *c);
   c->p = p;
+  c->intra_calibrated = sim_transport_matches(cal->transport, p->cluster.intra.kind);
   schema_roofline roof;
   sim_roofline_of(&p->cluster, &roof);
   schema_lookup_init(&c->lk, cal, &roof, warn);
@@ -185,7 +199,7 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
   const char *name = sim_coll_name(op);
   *codec_included = 0;
   double us;
-  if (is_taco(&op->codec)) {
+  if (is_taco(&op->codec) && c->intra_calibrated) {
     char cname[48];
     snprintf(cname, sizeof cname, "%s.taco%d", name, op->codec.group);
     if (schema_has_coll(c->lk.cal, cname)) {
@@ -199,11 +213,12 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
     *s = 0;
     return 0;
   }
-  if (!schema_has_coll(c->lk.cal, name)) {
-    warn_missing(c, name);
+  if (!c->intra_calibrated || !schema_has_coll(c->lk.cal, name)) {
+    /* alpha-beta from the topology: a latency per step, bus bytes at the fabric's bandwidth */
+    if (c->intra_calibrated) warn_missing(c, name);
     double bw = c->lk.roof.link_bytes_per_s;
-    *s = (c->lk.roof.coll_latency_us * 1e-6 * (nranks - 1) +
-          op->wire_bytes * schema_busbw_factor(name, nranks) / bw);
+    double steps = strcmp(name, "allreduce") == 0 ? 2.0 * (nranks - 1) : strcmp(name, "sendrecv") == 0 ? 1 : nranks - 1;
+    *s = c->lk.roof.coll_latency_us * 1e-6 * steps + op->wire_bytes * schema_busbw_factor(name, nranks) / bw;
     return 0;
   }
   if (schema_lookup_coll(&c->lk, name, nranks, op->wire_bytes, &us, e)) return -1;

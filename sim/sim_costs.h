@@ -17,7 +17,8 @@ typedef struct {
   schema_lookup lk;
   model_op mops[MODEL_MAX_LAYER_OPS];
   int n_mops;
-  char missing[16][48]; /* tables warned about */
+  bool intra_calibrated; /* the calibration measured this cluster's intra-node fabric */
+  char missing[16][48];  /* tables warned about */
   int n_missing;
   /* small cache of compute-op times keyed by (model_op, phase, flops, bytes) */
   struct cost_entry {

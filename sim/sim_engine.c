@@ -310,7 +310,8 @@ static int start_actors(sim_world *w, ts_err *e) {
   for (int r = 0; r < w->world; r++)
     if (!w->hosts[r]) return ts_fail(e, w->p->cluster.name, "platform", "no host \"gpu%d\" for rank %d", r, r);
   /* a sink on every host a simulated rank may send to (its groups' members, its peers) */
-  unsigned char *need = calloc((size_t)w->world, 1);
+  size_t world = (size_t)(unsigned)w->world;
+  unsigned char *need = calloc(world, 1);
   if (!need) return ts_fail_sys(e, "out of memory");
   for (int r = 0; r < w->world; r++) {
     sim_rank *rs = w->ranks[r];
@@ -407,6 +408,12 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   }
   char note[256];
   if (w->o->cal->derived) schema_result_add_note(out, "calibration is derived (roofline from DESIGN.md figures), not measured");
+  if (!w->costs.intra_calibrated) {
+    snprintf(note, sizeof note,
+             "intra-node collectives use the topology's %s figures (alpha-beta): the calibration measured \"%s\"",
+             sim_transport_of(p->cluster.intra.kind), w->o->cal->transport);
+    schema_result_add_note(out, note);
+  }
   if (w->used_platform_links)
     schema_result_add_note(out, "inter-node transfers use the topology's link bandwidths and latencies (not calibrated)");
   if (w->used_tree) schema_result_add_note(out, "some cross-node all-reduces ran as trees (NCCL's alpha-beta choice)");

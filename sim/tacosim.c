@@ -36,8 +36,9 @@ static void help(FILE *out) {
           "  plan PLAN.json              summary of a plan: op counts per rank, bytes per traffic class\n"
           "                              with and without the codec, memory per GPU against HBM\n"
           "  simulate PLAN.json          predict one training iteration on SimGrid\n"
-          "      --calibration FILE      costs (default: " TACOSIM_CALIBRATION_DIR "/h200-nvlink.json when present,\n"
-          "                              else the derived " TACOSIM_CALIBRATION_DIR "/h200-derived.json)\n"
+          "      --calibration FILE      costs (default: the measured " TACOSIM_CALIBRATION_DIR "/h200-<transport>.json\n"
+          "                              of the cluster's intra-node fabric when present, else the derived\n"
+          "                              h200-derived.json (NVLink), h200-shm-derived.json, h200-socket-derived.json)\n"
           "      --mode full|reduced     every rank, or one per pipeline stage (default reduced)\n"
           "      --json OUT --csv OUT    result files (the schema tacorun execute also writes)\n"
           "      --trace OUT             Chrome trace of the iteration (opens in Perfetto)\n"
@@ -58,11 +59,18 @@ static int cmd_plan(int argc, char **argv) {
   return 0;
 }
 
-static const char *default_calibration(void) {
+/* The measured calibration of the cluster's intra-node transport when there is
+ * one, else the derived one (h200-derived.json is NVLink's). */
+static const char *default_calibration(const plan *p) {
   static char path[512];
-  snprintf(path, sizeof path, "%s/h200-nvlink.json", TACOSIM_CALIBRATION_DIR);
+  const char *t = sim_transport_of(p->cluster.intra.kind);
+  if (strcmp(t, "pcie") == 0) t = "nvlink"; /* GPU tables still apply; collectives come from the topology */
+  snprintf(path, sizeof path, "%s/h200-%s.json", TACOSIM_CALIBRATION_DIR, t);
   if (access(path, R_OK) == 0) return path;
-  snprintf(path, sizeof path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
+  if (strcmp(t, "nvlink") == 0)
+    snprintf(path, sizeof path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
+  else
+    snprintf(path, sizeof path, "%s/h200-%s-derived.json", TACOSIM_CALIBRATION_DIR, t);
   return path;
 }
 
@@ -96,11 +104,11 @@ static int cmd_simulate(int argc, char **argv) {
       return usage_error("simulate: unexpected argument %s", a);
   }
   if (!plan_path) return usage_error("simulate: expected a plan file%s", "");
-  if (!cal_path) cal_path = default_calibration();
   static plan p;
   schema_calibration cal;
   ts_err e = {0};
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
+  if (!cal_path) cal_path = default_calibration(&p);
   if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
   sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr};
   schema_result r;
