@@ -9,9 +9,11 @@
 #define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen, clock_gettime */
 #include <CUnit/Basic.h>
 #include <math.h>
+#include <simgrid/actor.h>
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
 #include <simgrid/link.h>
+#include <simgrid/mailbox.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +25,15 @@
 #include "topo.h"
 
 static const char *cluster_name;
-static int sim_argc = 1;
-static char *sim_argv[] = {"test_topologies_simgrid", NULL};
+/* The settings README.md recommends for GPU fabrics: no TCP corrections, no
+ * reverse-direction cross traffic, no TCP window bound. */
+static char *sim_argv[] = {"test_topologies_simgrid", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                           "--cfg=network/TCP-gamma:1e18", "--log=xbt_cfg.thres:warning", NULL};
+static int sim_argc = 5;
+
+/* Shared between the CUnit tests: the cluster and its hosts by GPU index. */
+static topo_cluster cluster;
+static sg_host_t *hosts;
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)); }
 
@@ -135,7 +144,7 @@ static void test_platform_in_simgrid(void) {
   CU_ASSERT_EQUAL_FATAL((int)sg_host_count(), total);
   /* index the hosts once: by name, SimGrid 3.32 walks the zone tree per lookup */
   sg_host_t *list = sg_host_list();
-  sg_host_t *hosts = calloc((size_t)total, sizeof *hosts);
+  hosts = calloc((size_t)total, sizeof *hosts);
   CU_ASSERT_PTR_NOT_NULL_FATAL(hosts);
   int named = 0;
   for (int i = 0; i < total; i++) {
@@ -169,7 +178,96 @@ static void test_platform_in_simgrid(void) {
     CU_ASSERT_TRUE(near(sg_link_get_bandwidth(link),
                         c.fabric.nodes_per_leaf * c.nic.per_node * c.nic.gbps / c.fabric.oversubscription * 1e9));
   }
-  free(hosts);
+  cluster = c;
+}
+
+/* ---- concurrent transfers: the links are shared as designed ---- */
+
+typedef struct {
+  int src, dst;
+  double bytes, done_s;
+} flow;
+
+static flow *flows;
+
+static void send_flow(int argc, char **argv) {
+  (void)argc;
+  flow *f = &flows[atoi(argv[1])];
+  sg_mailbox_put(sg_mailbox_by_name(argv[1]), f, (long)f->bytes);
+}
+
+static void receive_flow(int argc, char **argv) {
+  (void)argc;
+  flow *f = sg_mailbox_get(sg_mailbox_by_name(argv[1]));
+  f->done_s = simgrid_get_clock();
+}
+
+/* Runs the flows together; returns when all are done, with each flow's
+ * duration in done_s (the clock goes on from one run to the next). */
+static void run_flows(flow *set, int n) {
+  flows = set;
+  double start = simgrid_get_clock();
+  for (int i = 0; i < n; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "%d", i);
+    char *args[] = {"flow", id, NULL};
+    sg_actor_create("send", hosts[set[i].src], send_flow, 2, args);
+    sg_actor_create("receive", hosts[set[i].dst], receive_flow, 2, args);
+  }
+  simgrid_run();
+  for (int i = 0; i < n; i++) set[i].done_s -= start;
+}
+
+/* Every flow shares the same kind of route, so max-min fairness gives each
+ * the smallest capacity / users over its links. */
+static void check_times(const flow *set, int n, double rate_gbps, const char *what) {
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    double want = topo_path_latency_us(&cluster, set[i].src, set[i].dst) * 1e-6 + set[i].bytes / (rate_gbps * 1e9);
+    if (fabs(set[i].done_s - want) > 1e-6 * want) bad++;
+  }
+  if (bad)
+    printf("\n  %s: %d of %d flows off; first took %.9g s, expected %.9g s\n", what, bad, n, set[0].done_s,
+           topo_path_latency_us(&cluster, set[0].src, set[0].dst) * 1e-6 + set[0].bytes / (rate_gbps * 1e9));
+  CU_ASSERT_EQUAL(bad, 0);
+}
+
+static void test_links_are_shared_as_designed(void) {
+  const topo_cluster *c = &cluster;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(hosts);
+  const double bytes = 1e9;
+  int g = c->gpus_per_node;
+  if (g > 1) { /* full duplex: both directions at full speed at once */
+    flow pair[2] = {{0, 1, bytes, 0}, {1, 0, bytes, 0}};
+    run_flows(pair, 2);
+    check_times(pair, 2, c->intra.gbps_per_gpu, "two GPUs both ways");
+  }
+  if (c->nodes > 1 && topo_leaf_of_node(c, 1) == 0) { /* node 0 to node 1: GPUs sharing a NIC split it */
+    flow *nodes = calloc((size_t)g, sizeof *nodes);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nodes);
+    for (int i = 0; i < g; i++) nodes[i] = (flow){i, g + i, bytes, 0};
+    run_flows(nodes, g);
+    check_times(nodes, g, c->nic.gbps * c->nic.per_node / g, "node 0 to node 1");
+    free(nodes);
+  }
+  if (topo_leaf_count(c) < 2) return;
+  /* every GPU of leaf 0 sends to the same-index GPU of leaf 1 */
+  int n = topo_nodes_in_leaf(c, 0) * g, second = n;
+  if (topo_nodes_in_leaf(c, 1) * g < n) n = topo_nodes_in_leaf(c, 1) * g;
+  flow *set = calloc((size_t)n, sizeof *set);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(set);
+  for (int i = 0; i < n; i++) set[i] = (flow){i, second + i, bytes, 0};
+  double nic_share = c->nic.gbps * c->nic.per_node / g; /* GPUs sharing a NIC split it */
+  topo_link l[TOPO_MAX_ROUTE_LINKS];
+  int hops = topo_route(c, 0, second, l);
+  double fabric = INFINITY; /* the link above the leaf, shared by all n flows */
+  for (int i = 0; i < hops; i++)
+    if (strncmp(l[i].name, "leaf", 4) == 0 || strncmp(l[i].name, "group", 5) == 0) fabric = fmin(fabric, l[i].gbps);
+  run_flows(set, n);
+  check_times(set, n, fmin(nic_share, fabric / n), "leaf 0 to leaf 1");
+  printf("\n  %d flows leaf 0 -> leaf 1: %.4g GB/s each (NIC share %.4g, fabric share %.4g)\n", n,
+         bytes / (set[0].done_s - topo_path_latency_us(c, 0, second) * 1e-6) / 1e9, nic_share, fabric / n);
+  free(set);
 }
 
 int main(int argc, char **argv) {
@@ -181,9 +279,11 @@ int main(int argc, char **argv) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("topologies_simgrid", NULL, NULL);
   CU_add_test(s, "platform loads in SimGrid with topo_route's routes", test_platform_in_simgrid);
+  CU_add_test(s, "concurrent transfers share links as designed", test_links_are_shared_as_designed);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
   CU_cleanup_registry();
+  free(hosts);
   return failures ? 1 : 0;
 }
