@@ -2,8 +2,10 @@
  * on sm_90: one read of the input and one write of the output per kernel,
  * the Hadamard transform in registers and warp shuffles (taco_device.cuh). */
 #include <cuda_runtime.h>
+#include <float.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <type_traits>
 
@@ -14,7 +16,12 @@
 
 using namespace taco;
 
-/* ---- kernels ---- */
+/* ---- kernels ----
+ * Persistent grids: a thread walks tiles (one group slice of 32 elements) with
+ * a stride of the whole grid, and issues the loads of its next tile before it
+ * computes the current one, so each thread keeps two tiles of reads in flight.
+ * Loop bounds are per warp (its first group), so every lane takes part in the
+ * shuffles; lanes past the end compute on zeros and store nothing. */
 
 /* Group g's source elements start at x + (g / groups_per_row) * ld + (g % groups_per_row) * G,
  * so one kernel serves a contiguous tensor (groups_per_row = ngroups) and the
@@ -24,132 +31,160 @@ __global__ void __launch_bounds__(BLOCK) encode_kernel(const Tin *__restrict__ x
                                                        size_t groups_per_row, size_t ld, uint8_t *__restrict__ payload,
                                                        float2 *__restrict__ scales, taco_nonfinite *nf) {
   constexpr int T = G / 32;
-  const size_t tid = (size_t)blockIdx.x * BLOCK + threadIdx.x;
-  const size_t group = tid / T;
   const int t = (int)(threadIdx.x % T);
-  const bool active = group < ngroups;
-  const size_t base = group * G;
-  const Tin *src = x + (group / groups_per_row) * ld + (group % groups_per_row) * G;
-  float v[PER_THREAD];
-  if (active && base + G <= n) {
+  const size_t stride = (size_t)gridDim.x * BLOCK;
+  size_t tid = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  auto source = [&](size_t g) { return x + (g / groups_per_row) * ld + (g % groups_per_row) * G; };
+  auto full = [&](size_t g) { return g < ngroups && g * G + G <= n; };
+  raw_input<Tin> raw;
+  bool raw_full = full(tid / T);
+  if (raw_full) load_raw<G>(source(tid / T), t, raw);
+  for (; (tid & ~(size_t)31) / T < ngroups; tid += stride) {
+    const size_t group = tid / T, base = group * G;
+    const bool active = group < ngroups;
+    float v[PER_THREAD];
+    if (raw_full) {
+      unpack_raw(raw, v);
+    } else { /* the partial last group, or lanes past the end */
+      const Tin *src = source(group);
 #pragma unroll
-    for (int c = 0; c < 2; c++) load_chunk(src + chunk_offset(c, t, T), v + c * CHUNK);
-  } else {
-#pragma unroll
-    for (int c = 0; c < 2; c++)
-#pragma unroll
-      for (int j = 0; j < CHUNK; j++) {
-        size_t e = (size_t)chunk_offset(c, t, T) + j;
-        v[c * CHUNK + j] = (active && base + e < n) ? load_one(src, e) : 0.0f;
+      for (int i = 0; i < PER_THREAD; i++) {
+        size_t e = (size_t)chunk_offset(i / CHUNK, t, T) + i % CHUNK;
+        v[i] = (active && base + e < n) ? load_one(src, e) : 0.0f;
       }
-  }
-  /* NaN or Inf: count and report, and zero the whole group */
-  unsigned bad = 0;
-#pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) bad |= (__float_as_uint(v[i]) & 0x7f800000u) == 0x7f800000u;
-  const unsigned ballot = __ballot_sync(FULL_MASK, bad);
-  bool group_bad = false;
-  if (ballot) {
-    const int first_lane = (int)(threadIdx.x & 31) / T * T;
-    group_bad = ((ballot >> first_lane) & ((1u << T) - 1u)) != 0;
-    if (bad && nf) {
+    }
+    const size_t next = (tid + stride) / T;
+    raw_full = full(next);
+    if (raw_full) load_raw<G>(source(next), t, raw);
+
+    float sum_squares = group_sum_squares<G>(v);
+    bool group_bad = false;
+    /* NaN or Inf make the sum non-finite (so can huge finite values: checked exactly here) */
+    if (__any_sync(FULL_MASK, !(sum_squares <= FLT_MAX))) {
       unsigned long long count = 0, first = ULLONG_MAX;
 #pragma unroll
-      for (int c = 0; c < 2; c++)
+      for (int i = 0; i < PER_THREAD; i++)
+        if ((__float_as_uint(v[i]) & 0x7f800000u) == 0x7f800000u) {
+          unsigned long long e = base + chunk_offset(i / CHUNK, t, T) + i % CHUNK;
+          count++;
+          first = e < first ? e : first;
+        }
+      const unsigned ballot = __ballot_sync(FULL_MASK, count != 0);
+      group_bad = ((ballot >> ((int)(threadIdx.x & 31) / T * T)) & ((1u << T) - 1u)) != 0;
+      if (count && nf) {
+        atomicAdd(&nf->count, count);
+        atomicMin(&nf->first_index, first);
+      }
+      if (group_bad) {
 #pragma unroll
-        for (int j = 0; j < CHUNK; j++)
-          if ((__float_as_uint(v[c * CHUNK + j]) & 0x7f800000u) == 0x7f800000u) {
-            unsigned long long e = base + chunk_offset(c, t, T) + j;
-            count++;
-            first = e < first ? e : first;
-          }
-      atomicAdd(&nf->count, count);
-      atomicMin(&nf->first_index, first);
+        for (int i = 0; i < PER_THREAD; i++) v[i] = 0.0f;
+        sum_squares = 0.0f;
+      }
     }
-    if (group_bad)
+    uint32_t words[8];
+    float s_a, s_q;
+    encode_group<G, E5M2>(v, sum_squares, t, words, s_a, s_q);
+    if (!active) continue;
+    if (group_bad) {
 #pragma unroll
-      for (int i = 0; i < PER_THREAD; i++) v[i] = 0.0f;
+      for (int w = 0; w < 8; w++) words[w] = 0;
+      s_a = s_q = 0.0f;
+    }
+    store_codes(payload, base, t, T, words);
+    if (t == 0) scales[group] = make_float2(s_a, s_q);
   }
-  uint32_t words[8];
-  float s_a, s_q;
-  encode_group<G, E5M2>(v, t, words, s_a, s_q);
-  if (!active) return;
-  if (group_bad) {
-#pragma unroll
-    for (int w = 0; w < 8; w++) words[w] = 0;
-    s_a = s_q = 0.0f;
-  }
-  store_codes(payload, base, t, T, words);
-  if (t == 0) scales[group] = make_float2(s_a, s_q);
 }
 
 /* Sum of k blocks' dequantized values before the (linear) transform, then one
- * transform; stored as Tout, or re-encoded when ENCODE. */
+ * transform; stored as Tout, or re-encoded when ENCODE. Block 0 of the next
+ * tile is prefetched; blocks 1..k-1 load in place. */
 template <int G, typename Tout, bool E5M2, bool ENCODE>
 __global__ void __launch_bounds__(BLOCK) decode_sum_kernel(const uint8_t *__restrict__ in, size_t wire, int k,
                                                            size_t n, size_t ngroups, Tout *__restrict__ y,
                                                            uint8_t *__restrict__ out_payload,
                                                            float2 *__restrict__ out_scales) {
   constexpr int T = G / 32;
-  const size_t tid = (size_t)blockIdx.x * BLOCK + threadIdx.x;
-  const size_t group = tid / T;
   const int t = (int)(threadIdx.x % T);
-  const bool active = group < ngroups;
-  const size_t base = group * G;
-  float acc[PER_THREAD];
+  const size_t stride = (size_t)gridDim.x * BLOCK;
+  size_t tid = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  uint4 q0[2];
+  float2 s0 = make_float2(0.0f, 0.0f);
+  auto fetch = [&](const uint8_t *blk, size_t g, uint4(&q)[2], float2 &s) {
+    s = __ldcs(reinterpret_cast<const float2 *>(blk + ngroups * G) + g);
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) acc[i] = 0.0f;
-  if (active) {
-    for (int b = 0; b < k; b++) {
-      const uint8_t *payload = in + (size_t)b * wire;
-      const float2 s = __ldcs(reinterpret_cast<const float2 *>(payload + ngroups * G) + group);
-      const float c = s.x > 0.0f ? rsqrt_group<G>() / s.x : 0.0f;
+    for (int c = 0; c < 2; c++) q[c] = __ldcs(reinterpret_cast<const uint4 *>(blk + g * G + chunk_offset(c, t, T)));
+  };
+  if (tid / T < ngroups) fetch(in, tid / T, q0, s0);
+  for (; (tid & ~(size_t)31) / T < ngroups; tid += stride) {
+    const size_t group = tid / T, base = group * G;
+    const bool active = group < ngroups;
+    float acc[PER_THREAD];
 #pragma unroll
-      for (int ch = 0; ch < 2; ch++) {
-        const uint4 q = __ldcs(reinterpret_cast<const uint4 *>(payload + base + chunk_offset(ch, t, T)));
-        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    for (int i = 0; i < PER_THREAD; i++) acc[i] = 0.0f;
+    if (active) accumulate_codes<E5M2>(q0, decode_multiplier<G>(s0), acc);
+    const size_t next = (tid + stride) / T;
+    if (next < ngroups) fetch(in, next, q0, s0);
+    if (active)
+      for (int b = 1; b < k; b++) {
+        uint4 q[2];
+        float2 s;
+        fetch(in + (size_t)b * wire, group, q, s);
+        accumulate_codes<E5M2>(q, decode_multiplier<G>(s), acc);
+      }
+    fwht<G>(acc, t);
+    if constexpr (ENCODE) {
+      if (base + G > n) /* padding of the last group re-encodes as zeros */
 #pragma unroll
-        for (int k4 = 0; k4 < 4; k4++) {
-          float f[4];
-          fp8x4_to_float<E5M2>(w[k4], f);
+        for (int i = 0; i < PER_THREAD; i++)
+          if (base + chunk_offset(i / CHUNK, t, T) + i % CHUNK >= n) acc[i] = 0.0f;
+      uint32_t words[8];
+      float s_a, s_q;
+      encode_group<G, E5M2>(acc, group_sum_squares<G>(acc), t, words, s_a, s_q);
+      if (!active) continue;
+      store_codes(out_payload, base, t, T, words);
+      if (t == 0) out_scales[group] = make_float2(s_a, s_q);
+    } else {
+      if (!active) continue;
+      if (base + G <= n) {
 #pragma unroll
-          for (int j = 0; j < 4; j++) {
-            float &a = acc[ch * CHUNK + k4 * 4 + j];
-            a = __fadd_rn(a, __fmul_rn(__fmul_rn(f[j], s.y), c));
-          }
+        for (int c = 0; c < 2; c++) store_chunk(y + base + chunk_offset(c, t, T), acc + c * CHUNK);
+      } else {
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; i++) {
+          size_t e = base + chunk_offset(i / CHUNK, t, T) + i % CHUNK;
+          if (e < n) store_one(y, e, acc[i]);
         }
       }
     }
   }
-  fwht<G>(acc, t);
-  if constexpr (ENCODE) {
-    if (base + G > n) /* padding of the last group re-encodes as zeros */
-#pragma unroll
-      for (int c = 0; c < 2; c++)
-#pragma unroll
-        for (int j = 0; j < CHUNK; j++)
-          if (base + chunk_offset(c, t, T) + j >= n) acc[c * CHUNK + j] = 0.0f;
-    uint32_t words[8];
-    float s_a, s_q;
-    encode_group<G, E5M2>(acc, t, words, s_a, s_q);
-    if (!active) return;
-    store_codes(out_payload, base, t, T, words);
-    if (t == 0) out_scales[group] = make_float2(s_a, s_q);
-  } else {
-    if (!active) return;
-    if (base + G <= n) {
-#pragma unroll
-      for (int c = 0; c < 2; c++) store_chunk(y + base + chunk_offset(c, t, T), acc + c * CHUNK);
-    } else {
-#pragma unroll
-      for (int c = 0; c < 2; c++)
-#pragma unroll
-        for (int j = 0; j < CHUNK; j++) {
-          size_t e = base + chunk_offset(c, t, T) + j;
-          if (e < n) store_one(y, e, acc[c * CHUNK + j]);
-        }
-    }
+}
+
+/* Blocks of a persistent grid: as many as fit on the device at once, at most
+ * as many as the work needs. Cached per kernel. For tuning, the environment
+ * variable TACO_BLOCKS_PER_SM overrides the occupancy (0: one tile per thread,
+ * no persistence). */
+static int blocks_per_sm_override(void) {
+  static int value = -2;
+  if (value == -2) {
+    const char *e = getenv("TACO_BLOCKS_PER_SM");
+    value = e && *e ? atoi(e) : -1;
   }
+  return value;
+}
+
+template <auto KERNEL> static unsigned persistent_grid(size_t threads) {
+  static int per_sm = 0, sms = 0;
+  size_t want = (threads + BLOCK - 1) / BLOCK;
+  int override_bps = blocks_per_sm_override();
+  if (override_bps == 0) return (unsigned)(want ? want : 1);
+  if (!per_sm) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, KERNEL, BLOCK, 0) != cudaSuccess || per_sm < 1)
+      per_sm = 1, sms = sms > 0 ? sms : 132;
+  }
+  size_t cap = (size_t)(override_bps > 0 ? override_bps : per_sm) * (size_t)sms;
+  return (unsigned)(want < cap ? (want ? want : 1) : cap);
 }
 
 /* ---- host ---- */
@@ -161,11 +196,6 @@ static int check_common(taco_params p, size_t n, const void *a, const void *b) {
   return 0;
 }
 
-static unsigned grid_for(size_t ngroups, int group) {
-  size_t threads = ngroups * (size_t)(group / 32);
-  return (unsigned)((threads + BLOCK - 1) / BLOCK);
-}
-
 static int launch_encode(const void *x, taco_dtype dt, size_t n, size_t groups_per_row, size_t ld, taco_params p,
                          void *block, taco_nonfinite *nf, void *stream) {
   size_t ngroups = taco_groups(n, p.group);
@@ -175,12 +205,13 @@ static int launch_encode(const void *x, taco_dtype dt, size_t n, size_t groups_p
   return with_group_fp8(p, [&](auto gc, auto ec) {
     constexpr int G = decltype(gc)::value;
     constexpr bool E5 = decltype(ec)::value;
+    const size_t threads = ngroups * (G / 32), gpr = groups_per_row ? groups_per_row : ngroups;
     if (dt == TACO_DTYPE_BF16)
-      encode_kernel<G, uint16_t, E5><<<grid_for(ngroups, G), BLOCK, 0, s>>>(
-          (const uint16_t *)x, n, ngroups, groups_per_row ? groups_per_row : ngroups, ld, payload, scales, nf);
+      encode_kernel<G, uint16_t, E5><<<persistent_grid<encode_kernel<G, uint16_t, E5>>(threads), BLOCK, 0, s>>>(
+          (const uint16_t *)x, n, ngroups, gpr, ld, payload, scales, nf);
     else
-      encode_kernel<G, float, E5><<<grid_for(ngroups, G), BLOCK, 0, s>>>(
-          (const float *)x, n, ngroups, groups_per_row ? groups_per_row : ngroups, ld, payload, scales, nf);
+      encode_kernel<G, float, E5><<<persistent_grid<encode_kernel<G, float, E5>>(threads), BLOCK, 0, s>>>(
+          (const float *)x, n, ngroups, gpr, ld, payload, scales, nf);
     TACO_CUDA_CHECK(cudaGetLastError());
     return 0;
   });
@@ -215,16 +246,17 @@ static int launch_decode_sum(const void *in, int k, size_t n, taco_params p, voi
   return with_group_fp8(p, [&](auto gc, auto ec) {
     constexpr int G = decltype(gc)::value;
     constexpr bool E5 = decltype(ec)::value;
-    unsigned grid = grid_for(ngroups, G);
+    const size_t threads = ngroups * (G / 32);
     if (block)
-      decode_sum_kernel<G, float, E5, true><<<grid, BLOCK, 0, s>>>(src, wire, k, n, ngroups, nullptr, out_payload,
-                                                                   out_scales);
+      decode_sum_kernel<G, float, E5, true><<<persistent_grid<decode_sum_kernel<G, float, E5, true>>(threads), BLOCK,
+                                              0, s>>>(src, wire, k, n, ngroups, nullptr, out_payload, out_scales);
     else if (dt == TACO_DTYPE_BF16)
-      decode_sum_kernel<G, uint16_t, E5, false><<<grid, BLOCK, 0, s>>>(src, wire, k, n, ngroups, (uint16_t *)y,
-                                                                       nullptr, nullptr);
+      decode_sum_kernel<G, uint16_t, E5, false><<<persistent_grid<decode_sum_kernel<G, uint16_t, E5, false>>(threads),
+                                                  BLOCK, 0, s>>>(src, wire, k, n, ngroups, (uint16_t *)y, nullptr,
+                                                                 nullptr);
     else
-      decode_sum_kernel<G, float, E5, false><<<grid, BLOCK, 0, s>>>(src, wire, k, n, ngroups, (float *)y, nullptr,
-                                                                    nullptr);
+      decode_sum_kernel<G, float, E5, false><<<persistent_grid<decode_sum_kernel<G, float, E5, false>>(threads), BLOCK,
+                                               0, s>>>(src, wire, k, n, ngroups, (float *)y, nullptr, nullptr);
     TACO_CUDA_CHECK(cudaGetLastError());
     return 0;
   });

@@ -129,37 +129,91 @@ template <int G> __device__ __forceinline__ void fwht(float (&v)[PER_THREAD], in
   }
 }
 
-/* ---- one group's encode; every lane of the warp must call it ---- */
+/* ---- one group's encode; every lane of the warp must call these ---- */
 
-template <int G, bool E5M2>
-__device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], int t, uint32_t (&words)[8], float &s_a_out,
-                                             float &s_q_out) {
+/* sum of squares of the group, the same value in each of its lanes */
+template <int G> __device__ __forceinline__ float group_sum_squares(const float (&v)[PER_THREAD]) {
   constexpr int T = G / 32;
-  constexpr float FMAX = fp8_max<E5M2>();
   float acc = 0.0f;
 #pragma unroll
   for (int i = 0; i < PER_THREAD; i++) acc = fmaf(v[i], v[i], acc);
 #pragma unroll
   for (int m = 1; m < T; m <<= 1) acc = acc + __shfl_xor_sync(FULL_MASK, acc, m);
-  const float mean = acc * (1.0f / (float)G);
+  return acc;
+}
+
+/* from the group's sum of squares: scales, transform, FP8 codes (4 per word) */
+template <int G, bool E5M2>
+__device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_squares, int t, uint32_t (&words)[8],
+                                             float &s_a_out, float &s_q_out) {
+  constexpr int T = G / 32;
+  constexpr float FMAX = fp8_max<E5M2>();
+  const float mean = sum_squares * (1.0f / (float)G);
   const float s_a = fminf(fmaxf(FMAX * (1.0f / sqrtf(mean + 1e-6f)), 1e-3f), 1e3f);
+  const float m = s_a * rsqrt_group<G>();
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], s_a);
+  for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], m);
   fwht<G>(v, t);
   float absmax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) {
-    v[i] = __fmul_rn(v[i], rsqrt_group<G>());
-    absmax = fmaxf(absmax, fabsf(v[i]));
-  }
+  for (int i = 0; i < PER_THREAD; i++) absmax = fmaxf(absmax, fabsf(v[i]));
 #pragma unroll
-  for (int m = 1; m < T; m <<= 1) absmax = fmaxf(absmax, __shfl_xor_sync(FULL_MASK, absmax, m));
+  for (int m2 = 1; m2 < T; m2 <<= 1) absmax = fmaxf(absmax, __shfl_xor_sync(FULL_MASK, absmax, m2));
   const float s_q = fminf(fmaxf(absmax / FMAX, 1e-12f), 1e6f), inv = 1.0f / s_q;
 #pragma unroll
   for (int w = 0; w < 8; w++)
     words[w] = fp8x4<E5M2>(v[4 * w] * inv, v[4 * w + 1] * inv, v[4 * w + 2] * inv, v[4 * w + 3] * inv);
   s_a_out = s_a;
   s_q_out = s_q;
+}
+
+/* ---- a thread's 32 input elements as raw 16-byte words, so the next tile's
+ * loads can be issued before the current tile is computed ---- */
+
+template <typename Tin> struct raw_input {
+  static constexpr int WORDS = 2 * CHUNK * (int)sizeof(Tin) / 16; /* 4 for bf16, 8 for fp32 */
+  uint4 w[WORDS];
+};
+template <int G, typename Tin> __device__ __forceinline__ void load_raw(const Tin *group_src, int t, raw_input<Tin> &r) {
+  constexpr int T = G / 32, HALF = raw_input<Tin>::WORDS / 2;
+#pragma unroll
+  for (int c = 0; c < 2; c++) {
+    const uint4 *p = reinterpret_cast<const uint4 *>(group_src + chunk_offset(c, t, T));
+#pragma unroll
+    for (int k = 0; k < HALF; k++) r.w[c * HALF + k] = __ldcs(p + k);
+  }
+}
+__device__ __forceinline__ void unpack_raw(const raw_input<uint16_t> &r, float (&v)[PER_THREAD]) {
+#pragma unroll
+  for (int k = 0; k < 4; k++) unpack_bf16x8(r.w[k], v + 8 * k);
+}
+__device__ __forceinline__ void unpack_raw(const raw_input<float> &r, float (&v)[PER_THREAD]) {
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    v[4 * k] = __uint_as_float(r.w[k].x), v[4 * k + 1] = __uint_as_float(r.w[k].y);
+    v[4 * k + 2] = __uint_as_float(r.w[k].z), v[4 * k + 3] = __uint_as_float(r.w[k].w);
+  }
+}
+
+/* ---- decode: acc += q * d for one block's codes ---- */
+template <bool E5M2> __device__ __forceinline__ void accumulate_codes(const uint4 (&q)[2], float d, float (&acc)[PER_THREAD]) {
+#pragma unroll
+  for (int ch = 0; ch < 2; ch++) {
+    const uint32_t w[4] = {q[ch].x, q[ch].y, q[ch].z, q[ch].w};
+#pragma unroll
+    for (int k4 = 0; k4 < 4; k4++) {
+      float f[4];
+      fp8x4_to_float<E5M2>(w[k4], f);
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        float &a = acc[ch * CHUNK + k4 * 4 + j];
+        a = fmaf(f[j], d, a);
+      }
+    }
+  }
+}
+template <int G> __device__ __forceinline__ float decode_multiplier(float2 s) {
+  return __fmul_rn(s.y, s.x > 0.0f ? rsqrt_group<G>() / s.x : 0.0f);
 }
 
 __device__ __forceinline__ void store_codes(uint8_t *payload, size_t base, int t, int lanes, const uint32_t (&w)[8]) {

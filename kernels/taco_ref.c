@@ -100,13 +100,10 @@ void taco_ref_encode_group(const float *x, int g, taco_fp8 f, uint8_t *q, float 
   float fmax8 = taco_fp8_max(f), v[512];
   float mean = group_sum_squares(x, g) * (1.0f / (float)g);
   float s_a = clampf(fmax8 * (1.0f / sqrtf(mean + 1e-6f)), 1e-3f, 1e3f);
-  for (int i = 0; i < g; i++) v[i] = x[i] * s_a;
+  float m = s_a * taco_rsqrt_group(g), absmax = 0.0f; /* scale and 1/sqrt(G) in one multiply */
+  for (int i = 0; i < g; i++) v[i] = x[i] * m;
   taco_ref_fwht(v, g);
-  float r = taco_rsqrt_group(g), absmax = 0.0f;
-  for (int i = 0; i < g; i++) {
-    v[i] = v[i] * r;
-    absmax = fmaxf(absmax, fabsf(v[i]));
-  }
+  for (int i = 0; i < g; i++) absmax = fmaxf(absmax, fabsf(v[i]));
   float s_q = clampf(absmax / fmax8, 1e-12f, 1e6f), inv = 1.0f / s_q;
   for (int i = 0; i < g; i++) q[i] = taco_fp8_from_float(v[i] * inv, f);
   *s_a_out = s_a;
@@ -114,8 +111,8 @@ void taco_ref_encode_group(const float *x, int g, taco_fp8 f, uint8_t *q, float 
 }
 
 void taco_ref_decode_group_acc(const uint8_t *q, float s_a, float s_q, int g, taco_fp8 f, float *acc) {
-  float c = s_a > 0.0f ? taco_rsqrt_group(g) / s_a : 0.0f;
-  for (int i = 0; i < g; i++) acc[i] = acc[i] + (taco_fp8_to_float(q[i], f) * s_q) * c;
+  float d = s_q * (s_a > 0.0f ? taco_rsqrt_group(g) / s_a : 0.0f);
+  for (int i = 0; i < g; i++) acc[i] = fmaf(taco_fp8_to_float(q[i], f), d, acc[i]);
 }
 
 /* ---- blocks ---- */

@@ -9,12 +9,15 @@
  *   - sum of squares: each lane accumulates fmaf(x, x, acc) over its elements in
  *     increasing index, then lanes combine by xor-butterfly (m = 1, 2, .. T/2);
  *   - s_a = fp8_max * (1 / sqrtf(sum * (1/G) + 1e-6)), clamped to [1e-3, 1e3];
- *   - v = x * s_a; fast Walsh-Hadamard transform, stages h = 1, 2, .. G/2 in
- *     that order (a, b) -> (a + b, a - b); y = v * rsqrt(G) (a float constant);
+ *   - y = x * (s_a * rsqrt(G)) (rsqrt(G) a float constant), then the fast
+ *     Walsh-Hadamard transform, stages h = 1, 2, .. G/2 in that order,
+ *     (a, b) -> (a + b, a - b) (the transform is linear, so scaling first is
+ *     the same function; one multiply per element instead of two);
  *   - s_q = absmax(y) / fp8_max clamped to [1e-12, 1e6]; q = fp8(y * (1/s_q)).
- *   - decode: v = (fp8_to_float(q) * s_q) * (rsqrt(G) / s_a) (0 when s_a == 0),
- *     then the same transform; decode-sum adds the k blocks' v in block order
- *     before the (linear) transform, so one transform serves all k blocks.
+ *   - decode: d = s_q * (rsqrt(G) / s_a) (0 when s_a == 0), acc = fmaf(q, d, acc)
+ *     over the k blocks in block order (acc starts at 0), then the same
+ *     transform: decode-sum adds before the (linear) transform, so one
+ *     transform serves all k blocks.
  * Groups holding NaN or Inf encode as zero codes with scales {0, 0} and decode
  * to zeros; they are counted in taco_nonfinite. */
 #ifndef TACO_REF_H

@@ -25,7 +25,7 @@ template <int G> struct UnfusedIdx {
   }
 };
 
-/* pass 1: s_a per group, v = x * s_a into the workspace */
+/* pass 1: s_a per group, v = x * s_a / sqrt(G) into the workspace */
 template <int G, typename Tin, bool E5M2>
 __global__ void __launch_bounds__(BLOCK) scale_pass(const Tin *__restrict__ x, size_t n, size_t ngroups,
                                                     float *__restrict__ work, float *__restrict__ s_a_out) {
@@ -50,14 +50,15 @@ __global__ void __launch_bounds__(BLOCK) scale_pass(const Tin *__restrict__ x, s
   const float mean = acc * (1.0f / (float)G);
   const float s_a = fminf(fmaxf(fp8_max<E5M2>() * (1.0f / sqrtf(mean + 1e-6f)), 1e-3f), 1e3f);
   if (!ix.active) return;
+  const float m = s_a * rsqrt_group<G>();
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], s_a);
+  for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], m);
 #pragma unroll
   for (int c = 0; c < 2; c++) store_chunk(work + ix.base + chunk_offset(c, ix.t, T), v + c * CHUNK);
   if (ix.t == 0) s_a_out[ix.group] = s_a;
 }
 
-/* pass 2: y = H v / sqrt(G), in place */
+/* pass 2: y = H v, in place */
 template <int G> __global__ void __launch_bounds__(BLOCK) hadamard_pass(float *__restrict__ work, size_t ngroups) {
   UnfusedIdx<G> ix(ngroups);
   constexpr int T = G / 32;
@@ -71,8 +72,6 @@ template <int G> __global__ void __launch_bounds__(BLOCK) hadamard_pass(float *_
       for (int j = 0; j < CHUNK; j++) v[c * CHUNK + j] = 0.0f;
   fwht<G>(v, ix.t);
   if (!ix.active) return;
-#pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], rsqrt_group<G>());
 #pragma unroll
   for (int c = 0; c < 2; c++) store_chunk(work + ix.base + chunk_offset(c, ix.t, T), v + c * CHUNK);
 }
