@@ -8,8 +8,9 @@
  * chunk t travels the codec works on the neighbouring chunks. An event per
  * (stage, chunk slot) orders a stage after the previous stage of the same
  * chunk; enough slots that an event is never re-recorded before its wait
- * was enqueued. All NCCL calls of one step for every local rank go into one
- * ncclGroupStart/End, so single-process mode drives all GPUs from one thread.
+ * was enqueued. All NCCL calls of a tick, for every local rank, go into one
+ * ncclGroupStart/End, so single-process mode drives all GPUs from one thread
+ * and the transfers of neighbouring chunks share one NCCL launch.
  * Scratch holds the encoded form of the whole message, so no chunk ever
  * waits for a buffer to be free. */
 #include "coll_taco.h"
@@ -363,35 +364,52 @@ static int comm_stage_after(job *jb, stage_kind k, int i, size_t j) {
   return 0;
 }
 
-/* Enqueues stage s of chunk j on every local rank. */
-static int run_stage(job *jb, int s, size_t j) {
+/* Enqueues tick `tick`: first the codec stages (each after the previous
+ * stage of its chunk), then every comm stage of the tick in one NCCL group,
+ * so the all-to-all of one chunk and the all-gather of the previous one run
+ * in the same NCCL launch. Stage s handles chunk tick - s/2. */
+static int run_tick(job *jb, size_t tick) {
   coll_team *t = jb->t;
-  stage_kind k = jb->stages[s];
-  int slot = (int)(j % COLL_EVENT_SLOTS);
-  int on_comm = stage_on_comm(k);
-  for (int i = 0; i < t->nlocal; i++) {
-    coll_rank *r = &t->r[i];
-    CK_CUDA(cudaSetDevice(r->device));
-    if (s > 0) CK_CUDA(cudaStreamWaitEvent(on_comm ? r->comm_stream : r->codec_stream, r->ev_stage[s - 1][slot], 0));
-  }
-  if (on_comm) {
-    CK_NCCL(ncclGroupStart());
-    for (int i = 0; i < t->nlocal; i++) CK(comm_stage(jb, k, i, j));
-    CK_NCCL(ncclGroupEnd());
-    for (int i = 0; i < t->nlocal; i++) {
-      CK_CUDA(cudaSetDevice(t->r[i].device));
-      CK(comm_stage_after(jb, k, i, j));
+  size_t nc = jb->l.nchunks;
+  int comm_stages[COLL_STAGES], ncomm = 0;
+  for (int s = 0; s < jb->nstages; s++) {
+    size_t lag = (size_t)s / 2;
+    if (tick < lag || tick - lag >= nc) continue;
+    if (stage_on_comm(jb->stages[s])) {
+      comm_stages[ncomm++] = s;
+      continue;
     }
-  } else {
+    size_t j = tick - lag;
+    int slot = (int)(j % COLL_EVENT_SLOTS);
     for (int i = 0; i < t->nlocal; i++) {
-      CK_CUDA(cudaSetDevice(t->r[i].device));
-      CK(codec_stage(jb, k, i, j));
+      coll_rank *r = &t->r[i];
+      CK_CUDA(cudaSetDevice(r->device));
+      if (s > 0) CK_CUDA(cudaStreamWaitEvent(r->codec_stream, r->ev_stage[s - 1][slot], 0));
+      CK(codec_stage(jb, jb->stages[s], i, j));
+      CK_CUDA(cudaEventRecord(r->ev_stage[s][slot], r->codec_stream));
     }
   }
-  for (int i = 0; i < t->nlocal; i++) {
-    coll_rank *r = &t->r[i];
-    CK_CUDA(cudaSetDevice(r->device));
-    CK_CUDA(cudaEventRecord(r->ev_stage[s][slot], on_comm ? r->comm_stream : r->codec_stream));
+  if (!ncomm) return 0;
+  for (int c = 0; c < ncomm; c++) {
+    int s = comm_stages[c], slot = (int)((tick - (size_t)s / 2) % COLL_EVENT_SLOTS);
+    for (int i = 0; i < t->nlocal; i++) {
+      CK_CUDA(cudaSetDevice(t->r[i].device));
+      CK_CUDA(cudaStreamWaitEvent(t->r[i].comm_stream, t->r[i].ev_stage[s - 1][slot], 0));
+    }
+  }
+  CK_NCCL(ncclGroupStart());
+  for (int c = 0; c < ncomm; c++)
+    for (int i = 0; i < t->nlocal; i++) CK(comm_stage(jb, jb->stages[comm_stages[c]], i, tick - (size_t)comm_stages[c] / 2));
+  CK_NCCL(ncclGroupEnd());
+  for (int c = 0; c < ncomm; c++) {
+    int s = comm_stages[c];
+    size_t j = tick - (size_t)s / 2;
+    for (int i = 0; i < t->nlocal; i++) {
+      coll_rank *r = &t->r[i];
+      CK_CUDA(cudaSetDevice(r->device));
+      CK(comm_stage_after(jb, jb->stages[s], i, j));
+      CK_CUDA(cudaEventRecord(r->ev_stage[s][j % COLL_EVENT_SLOTS], r->comm_stream));
+    }
   }
   return 0;
 }
@@ -415,12 +433,7 @@ static int run_job(job *jb) {
     CK_CUDA(cudaStreamWaitEvent(r->comm_stream, r->ev_start, 0));
   }
   size_t nc = jb->l.nchunks, ticks = nc + (size_t)(jb->nstages - 1) / 2;
-  for (size_t tick = 0; tick < ticks; tick++)
-    for (int s = 0; s < jb->nstages; s++) {
-      size_t lag = (size_t)s / 2;
-      if (tick < lag || tick - lag >= nc) continue;
-      CK(run_stage(jb, s, tick - lag));
-    }
+  for (size_t tick = 0; tick < ticks; tick++) CK(run_tick(jb, tick));
   for (int i = 0; i < t->nlocal; i++) {
     coll_rank *r = &t->r[i];
     CK_CUDA(cudaSetDevice(r->device));
