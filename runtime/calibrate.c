@@ -128,10 +128,13 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
 static void config_budgets(calib_config *cfg) {
   cfg->budget = calib_budget_default(cfg->quick);
   cfg->comm_budget = calib_budget_default(cfg->quick);
+  /* collectives are noisier than kernels (the socket transport most): five
+   * batches even in --quick, and only transfers over 100 ms get fewer */
   cfg->comm_budget.warmup = 1;
-  cfg->comm_budget.target_us = cfg->quick ? 500.0 : 1000.0;
+  cfg->comm_budget.reps = 5;
+  cfg->comm_budget.target_us = 1000.0;
   cfg->comm_budget.max_batch = 20;
-  cfg->comm_budget.long_us = 20000.0;
+  cfg->comm_budget.long_us = 100000.0;
   cfg->comm_max_bytes = (size_t)1 << 30;
   static const int all[] = {32, 64, 128, 256, 512}, quick[] = {64, 128, 256};
   cfg->n_groups = cfg->quick ? 3 : 5;

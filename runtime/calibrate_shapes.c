@@ -12,8 +12,10 @@ void calib_sweep_default(calib_sweep *s) {
   memset(s, 0, sizeof *s);
   const int tp[] = {1, 2, 4, 8};
   for (int i = 0; i < 4; i++) s->tp[s->n_tp++] = tp[i];
-  const long long tokens[] = {2048, 4096, 8192};
-  for (int i = 0; i < 3; i++) s->tokens[s->n_tokens++] = tokens[i];
+  /* steps of at most 1.5x, so a token count between two measured ones is
+   * interpolated over a short span (and 2048, 4096, 8192 are exact) */
+  const long long tokens[] = {1024, 1536, 2048, 3072, 4096, 6144, 8192};
+  for (int i = 0; i < 7; i++) s->tokens[s->n_tokens++] = tokens[i];
   s->seq = 2048;
   const int attn_seq[] = {2048, 4096, 8192};
   for (int i = 0; i < 3; i++) s->attn_seq[s->n_attn_seq++] = attn_seq[i];
@@ -68,15 +70,25 @@ static int add_mem(calib_shapes *sh, calib_mem_kind kind, long long rows, long l
   return 0;
 }
 
+static long long gcd(long long a, long long b) {
+  while (b) {
+    long long t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
+
 int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib_sweep *sw, ts_err *e) {
   model_config m;
   if (model_load(model_name, NULL, &m, e)) return -1;
   int used = 0;
   for (int t = 0; t < sw->n_tp; t++) {
     for (int j = 0; j < sw->n_tokens; j++) {
-      model_shard s = {.tp = sw->tp[t], .sequence_parallel = false, .seq = sw->seq,
-                       .micro_batch = (int)(sw->tokens[j] / sw->seq)};
-      if (sw->tokens[j] % sw->seq || s.micro_batch < 1) continue;
+      /* GEMM and memory-bound shapes depend on micro_batch * seq only; the
+       * sequence is the largest divisor of the token count within sw->seq */
+      long long seq = gcd(sw->tokens[j], sw->seq);
+      model_shard s = {.tp = sw->tp[t], .sequence_parallel = false, .seq = (int)seq,
+                       .micro_batch = (int)(sw->tokens[j] / seq)};
       ts_err skip;
       if (model_shard_check(&m, &s, &skip)) continue; /* this TP or length does not fit the model */
       model_op ops[MODEL_MAX_LAYER_OPS];

@@ -47,7 +47,7 @@ typedef struct {
   int tp[8], n_tp;
   long long tokens[8]; /* micro_batch * seq of a GEMM */
   int n_tokens;
-  int seq;             /* sequence of the GEMM token counts (micro_batch = tokens / seq) */
+  int seq;             /* longest sequence for the GEMM token counts (seq = gcd(tokens, this)) */
   int attn_seq[4], n_attn_seq; /* sequence lengths of the attention sweep */
   long long attn_max_tokens;   /* attention: micro_batch * seq at most this */
 } calib_sweep;
@@ -62,7 +62,8 @@ typedef struct {
   int models; /* models that contributed */
 } calib_shapes;
 
-/* The default sweep: TP 1, 2, 4, 8; tokens 2048, 4096, 8192 at seq 2048;
+/* The default sweep: TP 1, 2, 4, 8; tokens 1024 .. 8192 in steps of 1.5x or
+ * less (1024, 1536, 2048, 3072, 4096, 6144, 8192), sequences up to 2048;
  * attention at seq 2048, 4096, 8192 up to 8192 tokens. */
 void calib_sweep_default(calib_sweep *s);
 

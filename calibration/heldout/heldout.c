@@ -1,16 +1,18 @@
 /* heldout.c — held-out check of a calibration file.
  *
- * Splits every table into a training half and a held-out half (every other
- * point in the file's sorted order; the first and last point of a 1-D table
- * always train, so the held-out points lie inside the measured range), loads
- * the training half into a schema_calibration and predicts each held-out
- * point with schema/'s lookups, the same code the simulator uses. Prints the
- * median, 90th percentile and maximum relative error per family.
+ * Splits every table into a training half and a held-out half and predicts
+ * each held-out point from the training half with schema/'s lookups, the
+ * same code the simulator uses; prints the median, 90th percentile and
+ * maximum relative error per family.
  *
- * GEMMs are predicted twice: with schema_lookup_gemm (interpolation along m
- * for a fixed weight shape, else over FLOPs) and with the wider rule below
- * (along whichever one dimension varies among points sharing the other two),
- * which backward GEMMs need: their token dimension is n or k, not m.
+ * 1-D tables (kernels, collectives): every other point, the first and last
+ * always training, so held-out points lie inside the measured range.
+ * GEMMs: each point joins the larger family of points that share (n, k) or
+ * (m, n), so that m or k, the token count (m for forward and dgrad, k for
+ * wgrad), varies; n when both are smaller than three. Within a family of
+ * three or more, every other interior point is held out. They are predicted twice: by schema_lookup_gemm (interpolation
+ * along m for a fixed n, k, else over FLOPs) and by interpolation along the
+ * family's own dimension, which backward GEMMs need.
  *
  *   calib_heldout [--max-median PCT] FILE...
  * exits 1 when a family's median error exceeds PCT (GEMMs by the better rule). */
@@ -100,9 +102,38 @@ static int check_file(const char *path, double max_median, const schema_roofline
   memset(&train, 0, sizeof train);
   errors gemm_schema = {0}, gemm_wide = {0}, kernels = {0}, colls_plain = {0}, colls_taco = {0};
 
-  /* GEMMs: the file is sorted by (n, k, m); odd positions are held out */
-  for (int i = 0; i < full.n_gemm; i += 2)
-    schema_calibration_add_gemm(&train, full.gemm[i].m, full.gemm[i].n, full.gemm[i].k, full.gemm[i].us);
+  /* GEMMs: families along one dimension; every other interior point held out */
+  int *dim = calloc((size_t)full.n_gemm + 1, sizeof *dim), *held = calloc((size_t)full.n_gemm + 1, sizeof *held);
+  if (!dim || !held) {
+    fprintf(stderr, "calib_heldout: out of memory\n");
+    exit(1);
+  }
+  for (int i = 0; i < full.n_gemm; i++) {
+    const long long pi[3] = {full.gemm[i].m, full.gemm[i].n, full.gemm[i].k};
+    int count[3] = {0, 0, 0};
+    for (int d = 0; d < 3; d++)
+      for (int j = 0; j < full.n_gemm; j++) {
+        const long long pj[3] = {full.gemm[j].m, full.gemm[j].n, full.gemm[j].k};
+        count[d] += pj[(d + 1) % 3] == pi[(d + 1) % 3] && pj[(d + 2) % 3] == pi[(d + 2) % 3];
+      }
+    /* the token dimension (m or k) first: a plan's token count is what varies most */
+    dim[i] = count[2] > count[0] ? 2 : 0;
+    if (count[dim[i]] < 3 && count[1] > count[dim[i]]) dim[i] = 1;
+  }
+  for (int i = 0; i < full.n_gemm; i++) {
+    /* position of i among the points of its family, ordered by the varying dimension */
+    const long long pi[3] = {full.gemm[i].m, full.gemm[i].n, full.gemm[i].k};
+    int d = dim[i], below = 0, above = 0;
+    for (int j = 0; j < full.n_gemm; j++) {
+      const long long pj[3] = {full.gemm[j].m, full.gemm[j].n, full.gemm[j].k};
+      if (dim[j] != d || pj[(d + 1) % 3] != pi[(d + 1) % 3] || pj[(d + 2) % 3] != pi[(d + 2) % 3]) continue;
+      below += pj[d] < pi[d];
+      above += pj[d] > pi[d];
+    }
+    held[i] = below > 0 && above > 0 && below % 2 == 1;
+  }
+  for (int i = 0; i < full.n_gemm; i++)
+    if (!held[i]) schema_calibration_add_gemm(&train, full.gemm[i].m, full.gemm[i].n, full.gemm[i].k, full.gemm[i].us);
   /* kernel tables: per (table, group), every other point, ends kept */
   for (int t = 0; t < full.n_kernels; t++) {
     const schema_kernel_table *k = &full.kernels[t];
@@ -125,22 +156,27 @@ static int check_file(const char *path, double max_median, const schema_roofline
 
   schema_lookup l;
   schema_lookup_init(&l, &train, roof, NULL);
-  for (int i = 1; i < full.n_gemm; i += 2) {
+  errors by_dim[3] = {{0}};
+  for (int i = 0; i < full.n_gemm; i++) {
+    if (!held[i]) continue;
     const schema_gemm_point *g = &full.gemm[i];
     double us;
     if (schema_lookup_gemm(&l, g->m, g->n, g->k, &us, &e) == 0) push(&gemm_schema, fabs(us - g->us) / g->us);
     const long long q[3] = {g->m, g->n, g->k};
-    int ok = -1;
-    for (int d = 0; d < 3 && ok; d++) ok = interp_one_dim(&train, q, d, &us);
-    if (ok && schema_lookup_gemm(&l, g->m, g->n, g->k, &us, &e)) continue;
+    if (interp_one_dim(&train, q, dim[i], &us)) continue; /* cannot happen: the family's ends train */
     push(&gemm_wide, fabs(us - g->us) / g->us);
+    push(&by_dim[dim[i]], fabs(us - g->us) / g->us);
   }
+  free(dim), free(held);
   printf("\n%s (%s, %s, NCCL %s, %s)\n\n", path, full.gpu, full.transport, full.nccl, full.measured_at);
   printf("| %-34s | %5s | %9s | %9s | %9s |\n", "held-out family", "n", "median", "p90", "max");
   printf("|%s|%s|%s|%s|%s|\n", "------------------------------------", "-------", "-----------", "-----------",
          "-----------");
-  row("gemm (schema_lookup_gemm)", &gemm_schema);
-  row("gemm (one varying dimension)", &gemm_wide);
+  row("gemm, schema_lookup_gemm", &gemm_schema);
+  row("gemm, along the family's dimension", &gemm_wide);
+  row("  of which m varies (fwd, dgrad)", &by_dim[0]);
+  row("  of which n varies", &by_dim[1]);
+  row("  of which k varies (wgrad)", &by_dim[2]);
 
   for (int t = 0; t < full.n_kernels; t++) {
     const schema_kernel_table *k = &full.kernels[t];
@@ -188,6 +224,7 @@ static int check_file(const char *path, double max_median, const schema_roofline
     printf("\nmedian error above %.1f%% (gemm %.2f%%, collectives %.2f%%)\n", max_median, 100 * g, 100 * worst_coll);
     rc = 1;
   }
+  for (int d = 0; d < 3; d++) free(by_dim[d].err);
   free(gemm_schema.err), free(gemm_wide.err), free(kernels.err), free(colls_plain.err), free(colls_taco.err);
   schema_calibration_free(&train);
   schema_calibration_free(&full);
