@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "search.h"
+#include "sim.h"
 
 #ifndef TACOSIM_CALIBRATION_DIR
 #define TACOSIM_CALIBRATION_DIR "calibration"
@@ -82,11 +83,19 @@ static void progress_bar(int done, int total, void *arg) {
   fflush(stderr);
 }
 
-static const char *default_calibration(void) {
+/* As `tacosim simulate` chooses: the measured calibration of the cluster's
+ * intra-node transport, else the derived one (PCIe clusters use NVLink's GPU
+ * tables; their collectives then come from the topology). */
+static const char *default_calibration(const topo_cluster *c) {
   static char path[600];
-  snprintf(path, sizeof path, "%s/h200-nvlink.json", TACOSIM_CALIBRATION_DIR);
+  const char *t = sim_transport_of(c->intra.kind);
+  if (strcmp(t, "pcie") == 0) t = "nvlink";
+  snprintf(path, sizeof path, "%s/h200-%s.json", TACOSIM_CALIBRATION_DIR, t);
   if (access(path, R_OK) == 0) return path;
-  snprintf(path, sizeof path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
+  if (strcmp(t, "nvlink") == 0)
+    snprintf(path, sizeof path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
+  else
+    snprintf(path, sizeof path, "%s/h200-%s-derived.json", TACOSIM_CALIBRATION_DIR, t);
   return path;
 }
 
@@ -111,7 +120,7 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   double t0 = now_s();
   static plan base;
   if (sim_search_base_plan(o->model, o->cluster, &base, e) || resolve(o, &base, r, e)) return -1;
-  const char *cal_path = o->calibration ? o->calibration : default_calibration();
+  const char *cal_path = o->calibration ? o->calibration : default_calibration(&base.cluster);
   snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
   schema_calibration cal;
   if (schema_calibration_load(cal_path, &cal, e)) return -1;

@@ -23,6 +23,7 @@
 typedef struct {
   const plan *p;
   schema_lookup lk;
+  bool intra_calibrated; /* the calibration measured this cluster's intra-node transport */
   ts_err *e;
   int failed;
 } estimator;
@@ -79,10 +80,12 @@ static double alpha_beta_s(plan_coll c, int n, double bytes, double gbps, double
 }
 
 /* A TP collective (inside one node): its wire bytes through the calibrated
- * table, or the intra-node alpha-beta when the calibration has none; with
- * TACO the codec kernels pipeline with the transfer (first encode and last
- * decode exposed), as the compressed collectives run them. */
-static double tp_coll_s(estimator *x, plan_coll c, double bytes, double wire, int elem_bytes,
+ * table when the calibration measured this fabric, else the intra-node
+ * alpha-beta; with TACO the codec kernels pipeline with the transfer (first
+ * encode and last decode exposed), as the compressed collectives run them,
+ * unless the calibration measured the compressed collective itself (keyed by
+ * the bf16 payload it compresses: `payload`). */
+static double tp_coll_s(estimator *x, plan_coll c, double payload, double wire, int elem_bytes,
                         const plan_codec *cd, double *codec_s) {
   const plan *p = x->p;
   int n = p->tp;
@@ -93,13 +96,13 @@ static double tp_coll_s(estimator *x, plan_coll c, double bytes, double wire, in
   if (taco) {
     char cname[48];
     snprintf(cname, sizeof cname, "%s.taco%d", name, cd->group);
-    if (schema_has_coll(x->lk.cal, cname)) { /* measured with its codec */
-      if (schema_lookup_coll(&x->lk, cname, n, bytes, &us, x->e)) x->failed = 1;
+    if (x->intra_calibrated && schema_has_coll(x->lk.cal, cname)) { /* measured with its codec */
+      if (schema_lookup_coll(&x->lk, cname, n, payload, &us, x->e)) x->failed = 1;
       return us * 1e-6;
     }
   }
   double xfer;
-  if (schema_has_coll(x->lk.cal, name)) {
+  if (x->intra_calibrated && schema_has_coll(x->lk.cal, name)) {
     if (schema_lookup_coll(&x->lk, name, n, wire, &us, x->e)) x->failed = 1;
     xfer = us * 1e-6;
   } else {
@@ -135,9 +138,9 @@ static double tp_msg_s(estimator *x, plan_coll c, plan_traffic t, int caat_rule,
   if (taco && sent >= p->codec_min_bytes) {
     plan_codec k = *pc;
     double wire = plan_codec_wire_bytes(&k, sent, elem);
-    return tp_coll_s(x, c, bytes, wire, elem, &k, codec_s);
+    return tp_coll_s(x, c, sent / elem * 2.0, wire, elem, &k, codec_s);
   }
-  return tp_coll_s(x, c, bytes, sent, elem, &none, codec_s);
+  return tp_coll_s(x, c, sent, sent, elem, &none, codec_s);
 }
 
 /* Per-GPU bandwidth towards other nodes: the node's NICs shared by its GPUs. */
@@ -239,6 +242,7 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   schema_roofline roof;
   sim_roofline_of(&p->cluster, &roof);
   schema_lookup_init(&x.lk, cal, &roof, NULL);
+  x.intra_calibrated = sim_transport_matches(cal->transport, p->cluster.intra.kind);
   model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, p->seq};
   model_op ops[MODEL_MAX_LAYER_OPS], head[MODEL_MAX_LAYER_OPS];
   int n = model_layer_ops(&p->model, &sh, ops, MODEL_MAX_LAYER_OPS, e);
