@@ -25,11 +25,18 @@
 #include "topo.h"
 
 static const char *cluster_name;
-/* The settings README.md recommends for GPU fabrics: no TCP corrections, no
- * reverse-direction cross traffic, no TCP window bound. */
-static char *sim_argv[] = {"test_topologies_simgrid", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
-                           "--cfg=network/TCP-gamma:1e18", "--log=xbt_cfg.thres:warning", NULL};
-static int sim_argc = 5;
+/* simgrid_init() arguments: topo_simgrid_options(), quiet configuration, and
+ * small actor stacks (the flow actors need little; ASan maps less). */
+static char *sim_argv[16];
+static int sim_argc;
+
+static void set_simgrid_arguments(void) {
+  sim_argv[sim_argc++] = "test_topologies_simgrid";
+  for (const char *const *o = topo_simgrid_options(); *o && sim_argc < 13; o++) sim_argv[sim_argc++] = (char *)*o;
+  sim_argv[sim_argc++] = "--log=xbt_cfg.thres:warning";
+  sim_argv[sim_argc++] = "--cfg=contexts/stack-size:128";
+  sim_argv[sim_argc] = NULL;
+}
 
 /* Shared between the CUnit tests: the cluster and its hosts by GPU index. */
 static topo_cluster cluster;
@@ -276,6 +283,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   cluster_name = argv[1];
+  set_simgrid_arguments();
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("topologies_simgrid", NULL, NULL);
   CU_add_test(s, "platform loads in SimGrid with topo_route's routes", test_platform_in_simgrid);

@@ -104,8 +104,21 @@ static inline void topo_gpu_host_name(int gpu, char *buf, unsigned long cap) { s
 /* Writes a SimGrid platform (XML, DTD 4.1) with one host per GPU named
  * "gpu<N>" (N = global GPU index) whose speed is the GPU's bf16 flop/s, and
  * links such that routes between GPUs cross the intra-node fabric, the NICs
- * and the inter-node fabric as described. Links are full-duplex (SPLITDUPLEX). */
+ * and the inter-node fabric as described. Links are full-duplex (SPLITDUPLEX).
+ * The route SimGrid finds between "gpu<a>" and "gpu<b>" holds exactly the
+ * links of topo_route(c, a, b) (README.md: the zones, and why).
+ *
+ * Using it from SimGrid 3.32: load it with simgrid_load_platform(); seal it
+ * (simgrid_run() with no actors, or Engine::seal_platform()) before asking for
+ * a route outside an actor; index the hosts once from sg_host_list() rather
+ * than calling sg_host_by_name() per message (it walks the zone tree). */
 int topo_write_platform(const topo_cluster *c, FILE *out, ts_err *e);
+
+/* The SimGrid settings the platform is designed for, as "--cfg=..." arguments
+ * for simgrid_init() (NULL-terminated): CM02 without TCP corrections, no
+ * reverse cross traffic, no TCP window bound, so a lone transfer gets the
+ * declared bandwidth and the two directions of a link are independent. */
+const char *const *topo_simgrid_options(void);
 /* Same, into a file (created or truncated). */
 int topo_write_platform_file(const topo_cluster *c, const char *path, ts_err *e);
 

@@ -219,3 +219,9 @@ int topo_write_platform_file(const topo_cluster *c, const char *path, ts_err *e)
   if (fclose(f) && !rc) rc = ts_fail_sys(e, "%s: cannot write (%s)", path, strerror(errno));
   return rc;
 }
+
+const char *const *topo_simgrid_options(void) {
+  static const char *const options[] = {"--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                                        "--cfg=network/TCP-gamma:1e18", NULL};
+  return options;
+}
