@@ -61,6 +61,18 @@ static int kernel_us(sim_costs *c, const char *name, double x, int group, bool b
   return 0;
 }
 
+/* A backward op uses the "<name>_bwd" table when the calibration measured one
+ * (its x axis is the backward's own FLOPs or bytes), else "<name>". */
+static int kernel_phase_us(sim_costs *c, const char *name, double x, int phase, bool by_flops, double *us,
+                           ts_err *e) {
+  if (phase == PLAN_PHASE_BWD) {
+    char bwd[48];
+    snprintf(bwd, sizeof bwd, "%s_bwd", name);
+    if (schema_has_kernel(c->lk.cal, bwd)) return kernel_us(c, bwd, x, 0, by_flops, us, e);
+  }
+  return kernel_us(c, name, x, 0, by_flops, us, e);
+}
+
 static int gemm_us(sim_costs *c, long long m, long long n, long long k, double *us, ts_err *e) {
   if (c->lk.cal->n_gemm) return schema_lookup_gemm(&c->lk, m, n, k, us, e);
   warn_missing(c, "gemm");
@@ -89,28 +101,28 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, ts_err *e) {
     case MODEL_OP_GEMM:
       return gemm_phase_us(c, mo->m, mo->n, mo->k, phase, op->part, us, e);
     case MODEL_OP_ATTENTION:
-      return kernel_us(c, "attention", op->flops, 0, true, us, e);
+      return kernel_phase_us(c, "attention", op->flops, phase, true, us, e);
     case MODEL_OP_NORM:
-      return kernel_us(c, "norm", op->bytes, 0, false, us, e);
+      return kernel_phase_us(c, "norm", op->bytes, phase, false, us, e);
     case MODEL_OP_EMBEDDING:
-      return kernel_us(c, "embedding", op->bytes, 0, false, us, e);
+      return kernel_phase_us(c, "embedding", op->bytes, phase, false, us, e);
     case MODEL_OP_LOGITS_LOSS:
-      return kernel_us(c, "loss", op->bytes, 0, false, us, e);
+      return kernel_phase_us(c, "loss", op->bytes, phase, false, us, e);
     case MODEL_OP_ELEMENTWISE:
     default:
-      return kernel_us(c, "elementwise", op->bytes, 0, false, us, e);
+      return kernel_phase_us(c, "elementwise", op->bytes, phase, false, us, e);
     }
   }
   if (op->model_op == PLAN_MOP_OPTIMIZER) return kernel_us(c, "optimizer", op->bytes, 0, false, us, e);
-  if (op->model_op == PLAN_MOP_FINAL_NORM) return kernel_us(c, "norm", op->bytes, 0, false, us, e);
-  if (op->model_op == PLAN_MOP_EMBEDDING) return kernel_us(c, "embedding", op->bytes, 0, false, us, e);
+  if (op->model_op == PLAN_MOP_FINAL_NORM) return kernel_phase_us(c, "norm", op->bytes, phase, false, us, e);
+  if (op->model_op == PLAN_MOP_EMBEDDING) return kernel_phase_us(c, "embedding", op->bytes, phase, false, us, e);
   if (op->model_op == PLAN_MOP_LOSS) {
     /* output GEMM [tokens x vocab/tp] = X [tokens x hidden] . E^T, then cross-entropy */
     long long tokens = (long long)p->micro_batch * p->seq;
     long long vocab = model_vocab_per_gpu(&p->model, p->tp);
     double g, l;
     if (gemm_phase_us(c, tokens, vocab, p->model.hidden, phase, op->part, &g, e) ||
-        kernel_us(c, "loss", op->bytes, 0, false, &l, e))
+        kernel_phase_us(c, "loss", op->bytes, phase, false, &l, e))
       return -1;
     *us = g + l;
     return 0;
@@ -203,7 +215,7 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
     char cname[48];
     snprintf(cname, sizeof cname, "%s.taco%d", name, op->codec.group);
     if (schema_has_coll(c->lk.cal, cname)) {
-      if (schema_lookup_coll(&c->lk, cname, nranks, op->bytes, &us, e)) return -1;
+      if (schema_lookup_coll(&c->lk, cname, nranks, codec_input_bytes(op), &us, e)) return -1;
       *codec_included = 1;
       *s = us * 1e-6;
       return 0;
