@@ -196,6 +196,11 @@ static void test_routes_are_symmetric(void) {
 
 /* ---- the platform text ---- */
 
+typedef struct {
+  const char *path, *value, *field;
+} mutation;
+static char *mutate(const mutation *m);
+
 static int count(const char *text, const char *what) {
   int n = 0;
   for (const char *p = strstr(text, what); p; p = strstr(p + 1, what)) n++;
@@ -225,6 +230,24 @@ static void test_platform_text(void) {
   }
 }
 
+/* Names may hold "--", which an XML comment may not. */
+static void test_platform_comment_survives_odd_names(void) {
+  mutation m = {"name", "\"t--x-\"", NULL};
+  char *json = mutate(&m);
+  topo_cluster c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(topo_from_json_text(json, strlen(json), "t.json", &c, &e), 0);
+  free(json);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(topo_write_platform(&c, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_EQUAL(count(text, "--"), 2); /* only "<!--" and "-->" */
+  free(text);
+}
+
 static void test_platform_refuses_an_unloaded_cluster(void) {
   topo_cluster c;
   memset(&c, 0, sizeof c);
@@ -248,11 +271,9 @@ static const char *const base_cluster =
     "  \"fabric\": { \"kind\": \"fat_tree\", \"levels\": 2, \"oversubscription\": 2, \"nodes_per_leaf\": 4,"
     "              \"latency_us\": 0.5 } }";
 
-/* A change to the base: set the member at a dotted path to a JSON value, or
- * remove it (value NULL); `field` must appear in the error. */
-typedef struct {
-  const char *path, *value, *field;
-} mutation;
+/* A change to the base (struct mutation, above): set the member at a dotted
+ * path to a JSON value, or remove it (value NULL); `field` must appear in the
+ * error. */
 
 static const mutation mutations[] = {
     {"schema", "2", "schema"},
@@ -411,6 +432,7 @@ int main(void) {
   CU_add_test(s, "dragonfly global links", test_dragonfly_global_links);
   CU_add_test(s, "routes are symmetric", test_routes_are_symmetric);
   CU_add_test(s, "platform text", test_platform_text);
+  CU_add_test(s, "platform comment survives odd names", test_platform_comment_survives_odd_names);
   CU_add_test(s, "platform refuses an unloaded cluster", test_platform_refuses_an_unloaded_cluster);
   CU_add_test(s, "base test cluster is valid", test_base_cluster_is_valid);
   CU_add_test(s, "malformed clusters name the field", test_malformed_clusters_name_the_field);

@@ -34,6 +34,11 @@ static void write_link(FILE *out, const char *indent, const topo_link *l) {
           indent, l->name, l->gbps, l->latency_us);
 }
 
+/* A name inside an XML comment, where "--" may not appear. */
+static void write_comment_text(FILE *out, const char *s) {
+  for (const char *p = s; *p; p++) fputc(*p == '-' && p > s && p[-1] == '-' ? '_' : *p, out);
+}
+
 static void write_link_ctn(FILE *out, const topo_link *l) {
   fprintf(out, "<link_ctn id=\"%s\" direction=\"%s\"/>", l->name, l->up ? "UP" : "DOWN");
 }
@@ -196,10 +201,12 @@ int topo_write_platform(const topo_cluster *c, FILE *out, ts_err *e) {
   if (c->nodes < 1 || c->gpus_per_node < 1 || (c->nodes > 1 && c->nic.per_node < 1))
     return ts_fail(e, c->name, NULL, "cluster was not loaded or validated");
   fprintf(out, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n");
-  fprintf(out, "<!-- %s: %d node(s) x %d %s GPU(s), intra %s, %d NIC(s)/node, fabric %s; "
-               "written by tacosim (topologies/topo_platform.c) -->\n",
-          c->name, c->nodes, c->gpus_per_node, c->gpu.name, topo_intra_kind_name(c->intra.kind), c->nic.per_node,
-          topo_fabric_kind_name(c->fabric.kind));
+  fprintf(out, "<!-- ");
+  write_comment_text(out, c->name);
+  fprintf(out, ": %d node(s) x %d ", c->nodes, c->gpus_per_node);
+  write_comment_text(out, c->gpu.name);
+  fprintf(out, " GPU(s), intra %s, %d NIC(s)/node, fabric %s; written by tacosim (topologies/topo_platform.c) -->\n",
+          topo_intra_kind_name(c->intra.kind), c->nic.per_node, topo_fabric_kind_name(c->fabric.kind));
   fprintf(out, "<platform version=\"4.1\">\n");
   if (c->nodes == 1)
     write_single_node(c, out);
@@ -208,7 +215,8 @@ int topo_write_platform(const topo_cluster *c, FILE *out, ts_err *e) {
   else
     write_fabric(c, out);
   fprintf(out, "</platform>\n");
-  if (fflush(out) || ferror(out)) return ts_fail_sys(e, "writing the platform of %s failed (%s)", c->name, strerror(errno));
+  if (fflush(out) || ferror(out))
+    return ts_fail_sys(e, "writing the platform of %s failed (%s)", c->name, strerror(errno));
   return 0;
 }
 

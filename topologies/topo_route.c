@@ -124,8 +124,9 @@ double topo_path_gbps(const topo_cluster *c, int a, int b) {
   topo_link links[TOPO_MAX_ROUTE_LINKS];
   int n = topo_route(c, a, b, links);
   if (n < 0) return 0.0;
-  double gbps = c->gpu.hbm_gbps;
-  for (int i = 0; i < n; i++) gbps = i == 0 || links[i].gbps < gbps ? links[i].gbps : gbps;
+  if (n == 0) return c->gpu.hbm_gbps; /* a == b: a copy in the GPU's own memory */
+  double gbps = links[0].gbps;
+  for (int i = 1; i < n; i++) gbps = fmin(gbps, links[i].gbps);
   return gbps;
 }
 
