@@ -29,6 +29,7 @@ typedef struct {
   const schema_calibration *cal; /* costs; must outlive the call */
   bool record_ops;               /* fill result->ops (for --trace and per-op output) */
   FILE *warn;                    /* calibration/roofline warnings (NULL: silent) */
+  FILE *progress;                /* a progress line on a terminal (NULL: none) */
   const char *platform_path;     /* NULL: written from p->cluster with topo_write_platform */
   /* Optional programs built by the caller (tests): programs[r] for every rank
    * of the plan; NULL: built with plan_build_program. */

@@ -109,8 +109,16 @@ static void stream_main(int argc, char **argv) {
   int s = ctx->stream;
   const plan_op *ops = rs->prog->ops;
   int n = rs->prog->n;
+  /* the first rank's compute stream reports progress (its ops span the iteration) */
+  FILE *prog = rs == sim_w->first && s == PLAN_STREAM_COMPUTE ? sim_w->o->progress : NULL;
+  int shown = -1;
   for (int i = 0; i < n && !sim_w->failed; i++) {
     if (ops[i].stream != s) continue;
+    if (prog && i * 20 / n != shown) {
+      shown = i * 20 / n;
+      fprintf(prog, "\rtacosim: simulating %d ranks: %3d%%", sim_w->n_simulated, shown * 5);
+      fflush(prog);
+    }
     for (int k = 0; k < PLAN_MAX_DEPS; k++)
       if (ops[i].dep[k] >= 0 && ops[i].dep[k] < i) wait_for(rs, s, ops[i].dep[k]);
     double t0 = simgrid_get_clock();
@@ -151,6 +159,7 @@ static void stream_main(int argc, char **argv) {
     record(rs, s, i, 0, t0, simgrid_get_clock() - t0);
     finish(rs, s, i);
   }
+  if (prog) fprintf(prog, "\r%60s\r", "");
   double now = simgrid_get_clock();
   rs->st.stream_end_s[s] = now;
   if (s == PLAN_STREAM_COMPUTE) rs->st.compute_end_s = now;
@@ -170,6 +179,8 @@ static int build_ranks(sim_world *w, ts_err *e) {
     sim_rank *rs = calloc(1, sizeof *rs);
     if (!rs) return ts_fail_sys(e, "out of memory");
     w->ranks[r] = rs;
+    if (!w->first) w->first = rs;
+    w->n_simulated++;
     rs->rank = r;
     if (w->o->programs) {
       rs->prog = &w->o->programs[r];

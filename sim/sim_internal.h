@@ -56,6 +56,8 @@ struct sim_world {
   sim_costs costs;
   int world;
   sim_rank **ranks;     /* [world]; NULL when the rank is not simulated */
+  sim_rank *first;      /* the lowest simulated rank (reports progress) */
+  int n_simulated;
   sg_host_t *hosts;     /* [world] */
   sg_mailbox_t *sinks;  /* [world]; NULL when nothing is ever sent there */
   struct sim_pump **pumps; /* [world * streams]; created on first use */

@@ -110,7 +110,8 @@ static int cmd_simulate(int argc, char **argv) {
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
   if (!cal_path) cal_path = default_calibration(&p);
   if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
-  sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr};
+  sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr,
+                   .progress = isatty(STDERR_FILENO) ? stderr : NULL};
   schema_result r;
   int rc = sim_run(&p, &o, &r, &e);
   if (rc == 0) {
@@ -125,8 +126,10 @@ static int cmd_simulate(int argc, char **argv) {
 }
 
 static void compare_row(const char *name, double pred, double meas, const char *unit) {
-  double err = meas != 0 ? 100.0 * (pred - meas) / meas : NAN;
-  printf("%-18s %14.6g %14.6g  %-6s %+8.2f%%\n", name, pred, meas, unit, err);
+  if (meas != 0)
+    printf("%-18s %14.6g %14.6g  %-6s %+8.2f%%\n", name, pred, meas, unit, 100.0 * (pred - meas) / meas);
+  else
+    printf("%-18s %14.6g %14.6g  %-6s %9s\n", name, pred, meas, unit, pred == 0 ? "0" : "n/a");
 }
 
 static int cmd_compare(int argc, char **argv) {
