@@ -30,6 +30,8 @@
 static char platform_path[64];
 static schema_calibration cal; /* tiny codec kernels, nothing else */
 
+static double platform_bw = BW;
+
 static void write_platform(int hosts) {
   snprintf(platform_path, sizeof platform_path, "/tmp/test-sim-platform-%d.xml", (int)getpid());
   FILE *f = fopen(platform_path, "w");
@@ -39,7 +41,7 @@ static void write_platform(int hosts) {
           "<platform version=\"4.1\">\n"
           "<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-%d\" speed=\"1Pf\" bw=\"%.0fBps\" lat=\"%gs\" "
           "sharing_policy=\"SPLITDUPLEX\"/>\n</platform>\n",
-          hosts - 1, BW, LAT);
+          hosts - 1, platform_bw, LAT);
   fclose(f);
 }
 
@@ -193,6 +195,14 @@ static void test_send_and_taco_wire_bytes(void) {
   NEAR(taco - 2 * LAT, ratio * (plain - 2 * LAT), 0.005);
   plan_codec c = {PLAN_CODEC_TACO, 256, PLAN_FP8_E4M3, 1.0};
   NEAR(plan_codec_wire_bytes(&c, 1048576, 2), 1048576 * (1.0 + 8.0 / 256) / 2.0, 1e-12);
+}
+
+/* A 1 TB/s link is not capped by a TCP window (gamma / 2 latency would be ~100 GB/s). */
+static void test_fast_link_uncapped(void) {
+  platform_bw = 1e12;
+  double t = send_time(1e9, 0);
+  platform_bw = BW;
+  NEAR(t, 1e9 / 1e12 + 2 * LAT, 0.005);
 }
 
 /* GPipe on p stages, m micro-batches, free communication: the iteration is
@@ -354,6 +364,7 @@ int main(void) {
   CU_add_test(s, "ring all-reduce: 2(n-1)/n S/B + 2(n-1) latencies", test_ring_allreduce);
   CU_add_test(s, "CAAT-Net p=0.5 halves the all-reduce bytes", test_caat_halves_allreduce);
   CU_add_test(s, "send/recv, and TACO cuts wire bytes by (1+8/G)/2", test_send_and_taco_wire_bytes);
+  CU_add_test(s, "fast links are not capped by a TCP window", test_fast_link_uncapped);
   CU_add_test(s, "ideal pipeline bubble (p-1)/(m+p-1)", test_pipeline_bubble);
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
