@@ -155,7 +155,9 @@ static int check_nan_stop(check_run *c, const check_data *d, rt_nccl *w, FILE *l
   ts_err stop;
   if (run_iteration(&c->m, c->ops, c->nops, 0, w, e)) return -1;
   float nan_f = NAN;
-  RT_CUDA(e, cudaMemcpy(c->m.grad + c->m.tensors[victim].offset + 1, &nan_f, 4, cudaMemcpyHostToDevice));
+  RT_CUDA(e, cudaMemcpyAsync(c->m.grad + c->m.tensors[victim].offset + 1, &nan_f, 4, cudaMemcpyHostToDevice,
+                             c->m.stream));
+  RT_CUDA(e, cudaStreamSynchronize(c->m.stream));
   if (exec_model_check_finite(&c->m, 7, NULL, &stop) != 0 && strstr(stop.msg, c->m.tensors[victim].name) &&
       strstr(stop.msg, "step 7")) {
     caught++;
@@ -164,7 +166,9 @@ static int check_nan_stop(check_run *c, const check_data *d, rt_nccl *w, FILE *l
     fprintf(log, "  NaN in gradient %s NOT caught\n", c->m.tensors[victim].name);
   }
   uint16_t nan_bf16 = 0x7fc0;
-  RT_CUDA(e, cudaMemcpy((uint16_t *)c->m.w16 + c->m.tensors[2].offset, &nan_bf16, 2, cudaMemcpyHostToDevice));
+  RT_CUDA(e, cudaMemcpyAsync((uint16_t *)c->m.w16 + c->m.tensors[2].offset, &nan_bf16, 2, cudaMemcpyHostToDevice,
+                             c->m.stream));
+  RT_CUDA(e, cudaStreamSynchronize(c->m.stream));
   if (run_iteration(&c->m, c->ops, c->nops, 0, w, e)) return -1;
   if (exec_model_check_finite(&c->m, 8, NULL, &stop) != 0 && strstr(stop.msg, "step 8")) {
     caught++;

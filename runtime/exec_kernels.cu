@@ -202,6 +202,127 @@ extern "C" int exec_ce_finish(void *logits, const int32_t *labels, long long voc
   return 0;
 }
 
+/* ---- causal softmax on the lower triangle ---- */
+
+#define SM_THREADS 256
+#define SM_MAX_CHUNKS 4 /* chunks of 8 per thread: seq <= 256 * 8 * 4 = 8192 */
+
+static __device__ void load8(const bf16 *p, float *v) {
+  uint4 r = *(const uint4 *)p;
+  const __nv_bfloat162 *h = (const __nv_bfloat162 *)&r;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    float2 f = __bfloat1622float2(h[i]);
+    v[2 * i] = f.x, v[2 * i + 1] = f.y;
+  }
+}
+static __device__ void store8(bf16 *p, const float *v) {
+  uint4 r;
+  __nv_bfloat162 *h = (__nv_bfloat162 *)&r;
+#pragma unroll
+  for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+  *(uint4 *)p = r;
+}
+
+__global__ void __launch_bounds__(SM_THREADS) softmax_lower_fwd_kernel(const bf16 *s, bf16 *p, int seq, float scale) {
+  __shared__ float red[32];
+  long long row = blockIdx.x;
+  int i = (int)(row % seq), len8 = (i + 8) / 8; /* chunks of 8 covering columns 0..i */
+  const bf16 *sr = s + row * seq;
+  bf16 *pr = p + row * seq;
+  float v[SM_MAX_CHUNKS][8], mx = -INFINITY;
+#pragma unroll
+  for (int c = 0; c < SM_MAX_CHUNKS; c++) {
+    int chunk = threadIdx.x + c * SM_THREADS;
+    if (chunk < len8) {
+      load8(sr + chunk * 8, v[c]);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        v[c][k] = chunk * 8 + k <= i ? v[c][k] * scale : -INFINITY;
+        mx = fmaxf(mx, v[c][k]);
+      }
+    }
+  }
+  mx = block_max(mx, red);
+  float sum = 0.f;
+#pragma unroll
+  for (int c = 0; c < SM_MAX_CHUNKS; c++)
+    if (threadIdx.x + c * SM_THREADS < len8)
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        v[c][k] = __expf(v[c][k] - mx); /* exp(-inf) = 0 past the diagonal */
+        sum += v[c][k];
+      }
+  float inv = 1.f / block_sum(sum, red);
+#pragma unroll
+  for (int c = 0; c < SM_MAX_CHUNKS; c++) {
+    int chunk = threadIdx.x + c * SM_THREADS;
+    if (chunk < len8) {
+#pragma unroll
+      for (int k = 0; k < 8; k++) v[c][k] *= inv;
+      store8(pr + chunk * 8, v[c]);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(SM_THREADS) softmax_lower_bwd_kernel(const bf16 *p, const bf16 *dp, bf16 *ds, int seq,
+                                                                      float scale) {
+  __shared__ float red[32];
+  long long row = blockIdx.x;
+  int i = (int)(row % seq), len8 = (i + 8) / 8;
+  const bf16 *pr = p + row * seq, *dpr = dp + row * seq;
+  bf16 *dsr = ds + row * seq;
+  float pv[SM_MAX_CHUNKS][8], dv[SM_MAX_CHUNKS][8], dot = 0.f;
+#pragma unroll
+  for (int c = 0; c < SM_MAX_CHUNKS; c++) {
+    int chunk = threadIdx.x + c * SM_THREADS;
+    if (chunk < len8) {
+      load8(pr + chunk * 8, pv[c]);
+      load8(dpr + chunk * 8, dv[c]);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        if (chunk * 8 + k > i) pv[c][k] = 0.f; /* P is zero past the diagonal; dP there is garbage */
+        dot += pv[c][k] * dv[c][k];
+      }
+    }
+  }
+  dot = block_sum(dot, red);
+#pragma unroll
+  for (int c = 0; c < SM_MAX_CHUNKS; c++) {
+    int chunk = threadIdx.x + c * SM_THREADS;
+    if (chunk < len8) {
+#pragma unroll
+      for (int k = 0; k < 8; k++) pv[c][k] = scale * pv[c][k] * (dv[c][k] - dot);
+      store8(dsr + chunk * 8, pv[c]);
+    }
+  }
+}
+
+static int softmax_shape_ok(long long batch, int seq, ts_err *e) {
+  if (seq % 8 || seq > SM_THREADS * 8 * SM_MAX_CHUNKS || batch * seq > 0x7fffffffLL || batch < 1)
+    return ts_fail_sys(e, "exec softmax: unsupported shape batch=%lld seq=%d (seq %% 8 == 0, seq <= %d)", batch, seq,
+                       SM_THREADS * 8 * SM_MAX_CHUNKS);
+  return 0;
+}
+
+extern "C" int exec_softmax_causal_lower_fwd(const void *s, void *p, long long batch, int seq, float scale,
+                                             void *stream, ts_err *e) {
+  if (softmax_shape_ok(batch, seq, e)) return -1;
+  softmax_lower_fwd_kernel<<<(unsigned)(batch * seq), SM_THREADS, 0, (cudaStream_t)stream>>>((const bf16 *)s,
+                                                                                             (bf16 *)p, seq, scale);
+  CHECK_LAUNCH("softmax_lower_fwd");
+  return 0;
+}
+
+extern "C" int exec_softmax_causal_lower_bwd(const void *p, const void *dp, void *ds, long long batch, int seq,
+                                             float scale, void *stream, ts_err *e) {
+  if (softmax_shape_ok(batch, seq, e)) return -1;
+  softmax_lower_bwd_kernel<<<(unsigned)(batch * seq), SM_THREADS, 0, (cudaStream_t)stream>>>(
+      (const bf16 *)p, (const bf16 *)dp, (bf16 *)ds, seq, scale);
+  CHECK_LAUNCH("softmax_lower_bwd");
+  return 0;
+}
+
 /* ---- conversions and checks ---- */
 
 __global__ void f32_to_bf16_kernel(const float *x, bf16 *y, long long n) {

@@ -45,6 +45,17 @@ int exec_ce_finish(void *logits, const int32_t *labels, long long vocab_start, c
                    const float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
                    int vocab_local, int vocab_valid, void *stream, ts_err *e);
 
+/* Causal softmax that touches only the lower triangle: rows of `batch` seq x seq
+ * matrices; P[i][j] = softmax_j<=i(scale S[i][j]) written for j < ceil8(i + 1)
+ * (zeros past the diagonal inside that last group of 8); P's entries further
+ * right are never written, so the caller zeroes P once. seq % 8 == 0, seq <= 8192.
+ * Half the memory traffic of a full-row softmax for a causal mask. */
+int exec_softmax_causal_lower_fwd(const void *s, void *p, long long batch, int seq, float scale, void *stream,
+                                  ts_err *e);
+/* dS = scale * P * (dP - sum_j P dP) on the lower triangle (same writes as above). */
+int exec_softmax_causal_lower_bwd(const void *p, const void *dp, void *ds, long long batch, int seq, float scale,
+                                  void *stream, ts_err *e);
+
 /* y (bf16) = x (fp32). */
 int exec_f32_to_bf16(const float *x, void *y, long long n, void *stream, ts_err *e);
 /* y (fp32) = x (bf16). */

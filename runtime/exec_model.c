@@ -118,6 +118,8 @@ int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int
   m->dp = dp, m->dp_rank = dp_rank, m->dp_comm = dp > 1 ? dp_comm : NULL;
   m->stream = stream;
   m->lr = 1e-4f;
+  m->overlap_wgrad = getenv("EXEC_NO_OVERLAP") == NULL;
+  m->lower_softmax = getenv("EXEC_FULL_SOFTMAX") == NULL;
   for (int i = 0; i < EXEC_OP_COUNT; i++) m->layer_op_index[i] = i;
   const long long T = (long long)cfg->batch * cfg->seq, h = cfg->hidden;
   m->tokens = T;
@@ -161,10 +163,13 @@ int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int
   ALLOC(m->grad, P * 4);
   ALLOC(m->adam_m, P * 4);
   ALLOC(m->adam_v, P * 4);
-  EX_CUDA(cudaMemset(m->w16, 0, P * bf));
-  EX_CUDA(cudaMemset(m->master, 0, P * 4));
-  EX_CUDA(cudaMemset(m->adam_m, 0, P * 4));
-  EX_CUDA(cudaMemset(m->adam_v, 0, P * 4));
+  /* Everything goes through the model's stream: it is a non-blocking stream,
+   * so work on the legacy default stream would not be ordered before it. */
+  EX_CUDA(cudaMemsetAsync(m->w16, 0, P * bf, stream));
+  EX_CUDA(cudaMemsetAsync(m->master, 0, P * 4, stream));
+  EX_CUDA(cudaMemsetAsync(m->adam_m, 0, P * 4, stream));
+  EX_CUDA(cudaMemsetAsync(m->adam_v, 0, P * 4, stream));
+  EX_CUDA(cudaMemsetAsync(m->grad, 0, P * 4, stream));
 
   const long long S = cfg->seq, hl = m->hidden_local, fl = m->ffn_local, ul = m->fc1_local;
   const long long scores = (long long)cfg->batch * m->heads_local * S * S;
@@ -202,11 +207,24 @@ int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int
   ALLOC(m->du, T * ul * bf);
   ALLOC(m->da, T * fl * bf);
   ALLOC(m->dP, scores * bf);
+  ALLOC(m->scores, scores * bf);
+  ALLOC(m->dS, scores * bf);
+  EX_CUDA(cudaMemsetAsync(m->dS, 0, (size_t)scores * bf, stream));
+  for (int l = 0; l < cfg->layers; l++) EX_CUDA(cudaMemsetAsync(m->acts[l].P, 0, (size_t)scores * bf, stream));
   ALLOC(m->tokens_dev, (size_t)micros * T * 4);
   ALLOC(m->labels_dev, (size_t)micros * T * 4);
   ALLOC(m->loss_sum, 4);
   ALLOC(m->nonfinite, (size_t)(m->ntensors + 1) * sizeof(unsigned long long));
   EX_TRY(exec_gemm_create(&m->gemm, e));
+  if (m->tp_comm) {
+    int prio_lo, prio_hi;
+    EX_CUDA(cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
+    /* higher priority: the transfer's kernels get SMs ahead of the GEMM they overlap */
+    EX_CUDA(cudaStreamCreateWithPriority(&m->tp_stream, cudaStreamNonBlocking, prio_hi));
+    EX_CUDA(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming));
+    EX_CUDA(cudaEventCreateWithFlags(&m->ev_done, cudaEventDisableTiming));
+  }
+  EX_CUDA(cudaStreamSynchronize(stream));
   return 0;
 }
 
@@ -236,7 +254,7 @@ int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err 
   if (!m->team_ready) {
     int dev;
     EX_CUDA(cudaGetDevice(&dev));
-    if (coll_team_init(&m->team, 1, &m->tp_comm, &dev, &m->stream))
+    if (coll_team_init(&m->team, 1, &m->tp_comm, &dev, &m->tp_stream))
       return ts_fail_sys(e, "exec: coll_team_init: %s", coll_last_error());
     m->team_ready = 1;
   }
@@ -251,6 +269,9 @@ int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err 
 
 void exec_model_destroy(exec_model *m) {
   if (m->team_ready) coll_team_destroy(&m->team);
+  if (m->tp_stream) cudaStreamDestroy(m->tp_stream);
+  if (m->ev_ready) cudaEventDestroy(m->ev_ready);
+  if (m->ev_done) cudaEventDestroy(m->ev_done);
   if (m->acts)
     for (int l = 0; l < m->cfg.layers; l++) {
       exec_layer_acts *a = &m->acts[l];
@@ -261,7 +282,7 @@ void exec_model_destroy(exec_model *m) {
   free(m->acts);
   void *ptrs[] = {m->w16, m->master, m->grad, m->adam_m, m->adam_v, m->x_final, m->nf, m->proj, m->logits,
                   m->meanf, m->rstdf, m->ce_rowmax, m->ce_sums, m->dx, m->dtmp, m->dtmp2, m->dqkv, m->dattn,
-                  m->du, m->da, m->dP, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite};
+                  m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite};
   for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) cudaFree(ptrs[i]);
   exec_gemm_destroy(m->gemm);
   memset(m, 0, sizeof *m);
@@ -280,7 +301,10 @@ int exec_model_load_ref(exec_model *m, const double *params, ts_err *e) {
   exec_model_shard_of(m, params, local);
   for (size_t i = 0; i < m->nparams; i++) f[i] = (float)local[i];
   free(local);
-  cudaError_t ce = cudaMemcpy(m->master, f, m->nparams * 4, cudaMemcpyHostToDevice);
+  /* On the model's stream and waited for: a plain cudaMemcpy from pageable
+   * memory may return before its DMA lands, unordered with this stream. */
+  cudaError_t ce = cudaMemcpyAsync(m->master, f, m->nparams * 4, cudaMemcpyHostToDevice, m->stream);
+  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);
   free(f);
   if (ce != cudaSuccess) return ts_fail_sys(e, "%s:%d: cudaMemcpy(master): %s", __FILE__, __LINE__, cudaGetErrorString(ce));
   EX_TRY(exec_f32_to_bf16(m->master, m->w16, (long long)m->nparams, m->stream, e));
@@ -316,8 +340,9 @@ int exec_model_init_random(exec_model *m, unsigned long long seed, ts_err *e) {
 
 int exec_model_set_data(exec_model *m, const int32_t *tokens, const int32_t *labels, ts_err *e) {
   size_t bytes = (size_t)m->micros * (size_t)m->tokens * sizeof(int32_t);
-  EX_CUDA(cudaMemcpy(m->tokens_dev, tokens, bytes, cudaMemcpyHostToDevice));
-  EX_CUDA(cudaMemcpy(m->labels_dev, labels, bytes, cudaMemcpyHostToDevice));
+  EX_CUDA(cudaMemcpyAsync(m->tokens_dev, tokens, bytes, cudaMemcpyHostToDevice, m->stream));
+  EX_CUDA(cudaMemcpyAsync(m->labels_dev, labels, bytes, cudaMemcpyHostToDevice, m->stream));
+  EX_CUDA(cudaStreamSynchronize(m->stream));
   return 0;
 }
 
@@ -341,6 +366,24 @@ static int linear_dgrad(exec_model *m, long long M, long long N, long long K, co
   exec_gemm_shape s = {.trans_b = 1, .m = M, .n = K, .k = N, .lda = N, .ldb = N, .ldc = K, .batch = 1};
   return exec_gemm_run(m->gemm, &s, 1.f, dY, W, 0.f, dX, m->stream, e);
 }
+/* dW[K x N] += X^T . dY, deferred when a TP all-reduce of this op's input gradient follows */
+static int linear_wgrad(exec_model *m, long long M, long long N, long long K, const void *X, const void *dY, float *dW,
+                        ts_err *e);
+static int linear_wgrad_deferred(exec_model *m, long long M, long long N, long long K, const void *X, const void *dY,
+                                 float *dW, ts_err *e) {
+  if (!m->tp_comm || !m->overlap_wgrad) return linear_wgrad(m, M, N, K, X, dY, dW, e);
+  m->pending_wgrad.active = 1;
+  m->pending_wgrad.M = M, m->pending_wgrad.N = N, m->pending_wgrad.K = K;
+  m->pending_wgrad.X = X, m->pending_wgrad.dY = dY, m->pending_wgrad.dW = dW;
+  return 0;
+}
+static int flush_wgrad(exec_model *m, ts_err *e) {
+  if (!m->pending_wgrad.active) return 0;
+  m->pending_wgrad.active = 0;
+  return linear_wgrad(m, m->pending_wgrad.M, m->pending_wgrad.N, m->pending_wgrad.K, m->pending_wgrad.X,
+                      m->pending_wgrad.dY, m->pending_wgrad.dW, e);
+}
+
 /* dW[K x N] += X^T . dY (fp32 accumulate) */
 static int linear_wgrad(exec_model *m, long long M, long long N, long long K, const void *X, const void *dY, float *dW,
                         ts_err *e) {
@@ -384,12 +427,17 @@ static int attention_fwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
   const uint16_t *qkv = a->qkv;
   for (int b = 0; b < m->cfg.batch; b++) {
     const uint16_t *q = qkv + b * S * ld, *k = q + hl;
-    uint16_t *scores = (uint16_t *)a->P + b * H * S * S;
+    uint16_t *scores = (uint16_t *)m->scores + b * H * S * S;
     exec_gemm_shape s1 = {.trans_b = 1, .m = S, .n = S, .k = d, .lda = ld, .ldb = ld, .ldc = S,
                           .batch = H, .stride_a = d, .stride_b = d, .stride_c = S * S};
     EX_TRY(exec_gemm_run(m->gemm, &s1, 1.f, q, k, 0.f, scores, m->stream, e));
   }
-  EX_TRY(rt_softmax_causal_fwd(a->P, a->P, (long long)m->cfg.batch * H, (int)S, 1.0f / sqrtf((float)d), m->stream, e));
+  if (m->lower_softmax)
+    EX_TRY(exec_softmax_causal_lower_fwd(m->scores, a->P, (long long)m->cfg.batch * H, (int)S,
+                                         1.0f / sqrtf((float)d), m->stream, e));
+  else
+    EX_TRY(rt_softmax_causal_fwd(m->scores, a->P, (long long)m->cfg.batch * H, (int)S, 1.0f / sqrtf((float)d),
+                                 m->stream, e));
   for (int b = 0; b < m->cfg.batch; b++) {
     const uint16_t *v = qkv + b * S * ld + 2 * hl;
     const uint16_t *P = (const uint16_t *)a->P + b * H * S * S;
@@ -418,10 +466,13 @@ static int attention_bwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
                           .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
     EX_TRY(exec_gemm_run(m->gemm, &s2, 1.f, P, dO, 0.f, dv, m->stream, e));
   }
-  EX_TRY(rt_softmax_bwd(a->P, m->dP, m->dP, (long long)m->cfg.batch * H * S, (int)S, scale, m->stream, e));
+  if (m->lower_softmax)
+    EX_TRY(exec_softmax_causal_lower_bwd(a->P, m->dP, m->dS, (long long)m->cfg.batch * H, (int)S, scale, m->stream, e));
+  else
+    EX_TRY(rt_softmax_bwd(a->P, m->dP, m->dS, (long long)m->cfg.batch * H * S, (int)S, scale, m->stream, e));
   for (int b = 0; b < m->cfg.batch; b++) {
     const uint16_t *q = (const uint16_t *)a->qkv + b * S * ld, *k = q + hl;
-    const uint16_t *dS = (const uint16_t *)m->dP + b * H * S * S;
+    const uint16_t *dS = (const uint16_t *)m->dS + b * H * S * S;
     uint16_t *dq = (uint16_t *)m->dqkv + b * S * ld, *dk = dq + hl;
     /* dQ = dS . K ; dK = dS^T . Q */
     exec_gemm_shape s3 = {.m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = ld,
@@ -482,8 +533,8 @@ static int layer_bwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
     return rt_gelu_bwd(m->da, a->u, m->du, T * fl, m->stream, e);
   case EXEC_OP_FC1:
     t = layer_tensor(m, l, EXEC_T_FC1);
-    EX_TRY(linear_wgrad(m, T, ul, h, a->n2, m->du, grad_of(m, t), e));
-    return linear_dgrad(m, T, ul, h, m->du, w16_of(m, t), m->dtmp, e);
+    EX_TRY(linear_dgrad(m, T, ul, h, m->du, w16_of(m, t), m->dtmp, e));
+    return linear_wgrad_deferred(m, T, ul, h, a->n2, m->du, grad_of(m, t), e);
   case EXEC_OP_LN2:
     return norm_bwd(m, a->x_mid, layer_tensor(m, l, EXEC_T_LN2_G), layer_tensor(m, l, EXEC_T_LN2_B), a->mean2,
                     a->rstd2, e);
@@ -494,8 +545,8 @@ static int layer_bwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
   case EXEC_OP_ATTN: return attention_bwd(m, a, e);
   case EXEC_OP_QKV:
     t = layer_tensor(m, l, EXEC_T_QKV);
-    EX_TRY(linear_wgrad(m, T, 3 * hl, h, a->n1, m->dqkv, grad_of(m, t), e));
-    return linear_dgrad(m, T, 3 * hl, h, m->dqkv, w16_of(m, t), m->dtmp, e);
+    EX_TRY(linear_dgrad(m, T, 3 * hl, h, m->dqkv, w16_of(m, t), m->dtmp, e));
+    return linear_wgrad_deferred(m, T, 3 * hl, h, a->n1, m->dqkv, grad_of(m, t), e);
   case EXEC_OP_LN1:
     return norm_bwd(m, a->x_in, layer_tensor(m, l, EXEC_T_LN1_G), layer_tensor(m, l, EXEC_T_LN1_B), a->mean1,
                     a->rstd1, e);
@@ -538,8 +589,14 @@ static int loss_bwd(exec_model *m, ts_err *e) {
   exec_gemm_shape sd = {.m = T, .n = h, .k = Vl, .lda = Vl, .ldb = h, .ldc = h, .batch = 1};
   EX_TRY(exec_gemm_run(m->gemm, &sd, 1.f, m->logits, w16_of(m, 0), 0.f, m->dtmp, m->stream, e));
   exec_gemm_shape sw = {.trans_a = 1, .m = Vl, .n = h, .k = T, .lda = Vl, .ldb = h, .ldc = h, .batch = 1, .c_fp32 = 1};
+  if (m->tp_comm) { /* the input-gradient all-reduce overlaps the embedding's weight-gradient GEMM */
+    EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
+    EX_CUDA(cudaStreamWaitEvent(m->tp_stream, m->ev_ready, 0));
+    EX_NCCL(ncclAllReduce(m->dtmp, m->dtmp, (size_t)(T * h), ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
+    EX_CUDA(cudaEventRecord(m->ev_done, m->tp_stream));
+  }
   EX_TRY(exec_gemm_run(m->gemm, &sw, 1.f, m->logits, m->nf, 1.f, grad_of(m, 0), m->stream, e));
-  EX_TRY(tp_allreduce(m, m->dtmp, (size_t)(T * h), ncclBfloat16, ncclSum, e));
+  if (m->tp_comm) EX_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
   EX_CUDA(cudaMemsetAsync(m->dx, 0, (size_t)(T * h) * 2, m->stream));
   return norm_bwd(m, m->x_final, final_norm_tensor(m, 0), ln ? final_norm_tensor(m, 1) : 0, m->meanf, m->rstdf, e);
 }
@@ -585,7 +642,10 @@ static int layer_op_of(const exec_model *m, int model_op) {
 static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, ts_err *e) {
   if (!m->tp_comm) return 0;
   const size_t rows = (size_t)m->tokens, cols = (size_t)m->cfg.hidden;
-  if (c->kind == PLAN_CODEC_NONE) return tp_allreduce(m, buf, rows * cols, ncclBfloat16, ncclSum, e);
+  if (c->kind == PLAN_CODEC_NONE) {
+    EX_NCCL(ncclAllReduce(buf, buf, rows * cols, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
+    return 0;
+  }
   if (!m->team_ready) return ts_fail_sys(e, "exec: a compressed collective before exec_model_set_codecs");
   coll_opts o = opts_of(c);
   const void *in = buf;
@@ -605,18 +665,33 @@ static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
   if (op->group != PLAN_GROUP_TP || op->coll != PLAN_COLL_ALLREDUCE)
     return ts_fail(e, NULL, "program", "collective (group %d, kind %d) is not supported by the executor",
                    (int)op->group, (int)op->coll);
-  const size_t th = (size_t)(m->tokens * m->cfg.hidden);
-  if (op->model_op == PLAN_MOP_EMBEDDING) return tp_allreduce(m, m->acts[0].x_in, th, ncclBfloat16, ncclSum, e);
+  if (!m->tp_comm) return 0;
   int lop = layer_op_of(m, op->model_op);
-  if (op->phase == PLAN_PHASE_FWD && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2))
-    return tp_allreduce_coded(m, m->proj, &op->codec, e);
-  if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1))
-    return tp_allreduce_coded(m, m->dtmp, &op->codec, e);
-  return ts_fail(e, NULL, "program", "no TP all-reduce belongs after model op %d in phase %d", (int)op->model_op,
-                 (int)op->phase);
+  void *buf;
+  plan_codec none = {.kind = PLAN_CODEC_NONE};
+  const plan_codec *codec = &op->codec;
+  if (op->model_op == PLAN_MOP_EMBEDDING) buf = m->acts[0].x_in, codec = &none;
+  else if (op->phase == PLAN_PHASE_FWD && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) buf = m->proj;
+  else if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) buf = m->dtmp;
+  else
+    return ts_fail(e, NULL, "program", "no TP all-reduce belongs after model op %d in phase %d", (int)op->model_op,
+                   (int)op->phase);
+  /* compute stream -> TP stream -> (deferred weight gradient on the compute stream) -> compute stream */
+  EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
+  EX_CUDA(cudaStreamWaitEvent(m->tp_stream, m->ev_ready, 0));
+  if (m->prof_tp_start) EX_CUDA(cudaEventRecord(m->prof_tp_start[m->cur_op], m->tp_stream));
+  EX_TRY(tp_allreduce_coded(m, buf, codec, e));
+  if (m->prof_tp_end) EX_CUDA(cudaEventRecord(m->prof_tp_end[m->cur_op], m->tp_stream));
+  EX_CUDA(cudaEventRecord(m->ev_done, m->tp_stream));
+  EX_TRY(flush_wgrad(m, e));
+  if (m->prof_wgrad_done) EX_CUDA(cudaEventRecord(m->prof_wgrad_done[m->cur_op], m->stream));
+  EX_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
+  return 0;
 }
 
 int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
+  /* A deferred weight-gradient GEMM waits only for the TP all-reduce that follows its op. */
+  if (!(op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP)) EX_TRY(flush_wgrad(m, e));
   if (op->kind == PLAN_OP_COLLECTIVE) return run_collective(m, op, e);
   if (op->kind != PLAN_OP_COMPUTE)
     return ts_fail(e, NULL, "layout.pp", "pipeline send/recv is not implemented in the executor (PP must be 1)");
@@ -660,7 +735,8 @@ int exec_model_check_finite(exec_model *m, int step, float *loss_out, ts_err *e)
 
 int exec_model_grads_to_host(exec_model *m, float *out, ts_err *e) {
   EX_CUDA(cudaStreamSynchronize(m->stream));
-  EX_CUDA(cudaMemcpy(out, m->grad, m->nparams * 4, cudaMemcpyDeviceToHost));
+  EX_CUDA(cudaMemcpyAsync(out, m->grad, m->nparams * 4, cudaMemcpyDeviceToHost, m->stream));
+  EX_CUDA(cudaStreamSynchronize(m->stream));
   return 0;
 }
 

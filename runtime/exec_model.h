@@ -68,12 +68,35 @@ typedef struct {
   int team_ready;
   coll_team team;
 
+  /* TP all-reduces run on their own stream so that the backward's input-
+   * gradient all-reduce overlaps the weight-gradient GEMM of the same layer
+   * (Megatron-LM's async TP all-reduce): the GEMM is deferred until the
+   * all-reduce is enqueued, and the compute stream waits for it after. */
+  cudaStream_t tp_stream;
+  int overlap_wgrad;   /* 0 when EXEC_NO_OVERLAP is set (fallback, for comparison) */
+  int lower_softmax;   /* 0 when EXEC_FULL_SOFTMAX is set: rt_ops' full-row causal softmax */
+  cudaEvent_t ev_ready, ev_done;
+  struct {
+    int active;
+    long long M, N, K;
+    const void *X, *dY;
+    float *dW;
+  } pending_wgrad;
+  /* Profiling (optional): per program op, events the walk records for the
+   * caller: after the deferred weight-gradient GEMM (compute stream) and
+   * around the transfer itself (TP stream). NULL when not profiling. */
+  int cur_op;
+  cudaEvent_t *prof_wgrad_done, *prof_tp_start, *prof_tp_end;
+
   /* activations kept for backward (one micro-batch in flight: PP = 1) */
   exec_layer_acts *acts;
   void *x_final, *nf, *proj, *logits;
   float *meanf, *rstdf, *ce_rowmax, *ce_sums;
   /* backward scratch */
   void *dx, *dtmp, *dtmp2, *dqkv, *dattn, *du, *da, *dP;
+  /* attention scratch: raw scores, and dS whose upper triangle stays zero
+   * (as does every layer's P): the causal softmax touches only the lower one */
+  void *scores, *dS;
   /* data: tokens and labels of every micro-batch, [micros x tokens] */
   int32_t *tokens_dev, *labels_dev;
   /* loss accumulated over the micro-batches of the iteration (mean over the global batch) */

@@ -4,6 +4,7 @@
  * what the executor itself cannot do (PP > 1, SP, GQA, codecs) with
  * "file: field: reason". */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec_run.h"
@@ -75,7 +76,9 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
       }
     }
   }
-  if (model_load(model_name, NULL, &p->model, e)) {
+  /* The zoo folder compiled in, else TACOSIM_MODELS_DIR, else ./models (a copy of the tree elsewhere). */
+  const char *env_dir = getenv("TACOSIM_MODELS_DIR");
+  if (model_load(model_name, env_dir, &p->model, e) && model_load(model_name, "models", &p->model, e)) {
     ts_err sub = *e;
     ts_fail(e, path, "model", "%s", sub.msg);
     goto done;
