@@ -89,8 +89,9 @@ typedef struct {
 
 /* The links a transfer from GPU a to GPU b crosses, in order, ignoring
  * contention; returns their count (0 when a == b), or -1 for a GPU index out
- * of range. These are exactly the links of the SimGrid route between the hosts
- * "gpu<a>" and "gpu<b>" in the platform topo_write_platform emits. */
+ * of range. The SimGrid route between the hosts "gpu<a>" and "gpu<b>" of the
+ * platform topo_write_platform emits holds exactly these directed links
+ * (SimGrid may list them in another order, which no flow notices). */
 int topo_route(const topo_cluster *c, int a, int b, topo_link out[TOPO_MAX_ROUTE_LINKS]);
 /* Bandwidth of the slowest link of the route (GB/s) and the sum of its
  * latencies (us): what one transfer alone on the network sees. For a == b no
@@ -113,13 +114,13 @@ static inline void topo_gpu_host_name(int gpu, char *buf, unsigned long cap) { s
  * a route outside an actor; index the hosts once from sg_host_list() rather
  * than calling sg_host_by_name() per message (it walks the zone tree). */
 int topo_write_platform(const topo_cluster *c, FILE *out, ts_err *e);
+/* Same, into a file (created or truncated). */
+int topo_write_platform_file(const topo_cluster *c, const char *path, ts_err *e);
 
 /* The SimGrid settings the platform is designed for, as "--cfg=..." arguments
  * for simgrid_init() (NULL-terminated): CM02 without TCP corrections, no
  * reverse cross traffic, no TCP window bound, so a lone transfer gets the
  * declared bandwidth and the two directions of a link are independent. */
 const char *const *topo_simgrid_options(void);
-/* Same, into a file (created or truncated). */
-int topo_write_platform_file(const topo_cluster *c, const char *path, ts_err *e);
 
 #endif
