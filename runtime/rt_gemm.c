@@ -7,6 +7,7 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,12 +21,17 @@ typedef struct {
   cublasLtMatmulAlgo_t algo;
 } gemm_plan;
 
+/* Plans live in an array; an open-addressing hash of their indices finds
+ * one in O(1), so the host cost of a call does not grow with the number of
+ * shapes seen (calibration sees thousands). */
 struct rt_gemm {
   cublasLtHandle_t handle;
   void *workspace;
   size_t workspace_bytes;
   gemm_plan *plans;
   int count, cap;
+  int *slots; /* index + 1 into plans, 0 = empty; nslots is a power of two */
+  int nslots;
 };
 
 int rt_gemm_create(rt_gemm **out, size_t workspace_bytes, ts_err *e) {
@@ -59,6 +65,7 @@ void rt_gemm_destroy(rt_gemm *g) {
   if (!g) return;
   for (int i = 0; i < g->count; i++) plan_release(&g->plans[i]);
   free(g->plans);
+  free(g->slots);
   cudaFree(g->workspace);
   cublasLtDestroy(g->handle);
   free(g);
@@ -113,14 +120,50 @@ static int plan_build(rt_gemm *g, gemm_plan *p, long long sa, long long sb, long
   return 0;
 }
 
+static uint64_t plan_hash(int ta, int tb, long long m, long long n, long long k, long long batch, long long sa,
+                          long long sb, long long sc) {
+  const long long v[9] = {ta, tb, m, n, k, batch, sa, sb, sc};
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a over the words, then a final mix */
+  for (int i = 0; i < 9; i++) h = (h ^ (uint64_t)v[i]) * 1099511628211ULL;
+  return h ^ (h >> 29);
+}
+
+static int plan_matches(const gemm_plan *p, int ta, int tb, long long m, long long n, long long k, long long batch,
+                        long long sa, long long sb, long long sc) {
+  return p->m == m && p->n == n && p->k == k && p->batch == batch && p->stride_a == sa && p->stride_b == sb &&
+         p->stride_c == sc && p->trans_a == ta && p->trans_b == tb;
+}
+
+/* Rebuilds the hash for twice the plans' capacity. */
+static int rehash(rt_gemm *g, ts_err *e) {
+  int nslots = 64;
+  while (nslots < 2 * g->cap) nslots *= 2;
+  int *slots = calloc((size_t)nslots, sizeof *slots);
+  if (!slots) return ts_fail_sys(e, "rt_gemm: out of memory");
+  for (int i = 0; i < g->count; i++) {
+    const gemm_plan *p = &g->plans[i];
+    uint64_t h = plan_hash(p->trans_a, p->trans_b, p->m, p->n, p->k, p->batch, p->stride_a, p->stride_b, p->stride_c);
+    size_t s = (size_t)h & (size_t)(nslots - 1);
+    while (slots[s]) s = (s + 1) & (size_t)(nslots - 1);
+    slots[s] = i + 1;
+  }
+  free(g->slots);
+  g->slots = slots;
+  g->nslots = nslots;
+  return 0;
+}
+
 static int plan_get(rt_gemm *g, int ta, int tb, long long m, long long n, long long k, long long batch,
                     long long sa, long long sb, long long sc, gemm_plan **out, ts_err *e) {
-  for (int i = 0; i < g->count; i++) {
-    gemm_plan *p = &g->plans[i];
-    if (p->m == m && p->n == n && p->k == k && p->batch == batch && p->stride_a == sa && p->stride_b == sb &&
-        p->stride_c == sc && p->trans_a == ta && p->trans_b == tb) {
-      *out = p;
-      return 0;
+  uint64_t h = plan_hash(ta, tb, m, n, k, batch, sa, sb, sc);
+  size_t s = 0;
+  if (g->nslots) {
+    for (s = (size_t)h & (size_t)(g->nslots - 1); g->slots[s]; s = (s + 1) & (size_t)(g->nslots - 1)) {
+      gemm_plan *p = &g->plans[g->slots[s] - 1];
+      if (plan_matches(p, ta, tb, m, n, k, batch, sa, sb, sc)) {
+        *out = p;
+        return 0;
+      }
     }
   }
   if (g->count == g->cap) {
@@ -129,6 +172,9 @@ static int plan_get(rt_gemm *g, int ta, int tb, long long m, long long n, long l
     if (!np) return ts_fail_sys(e, "rt_gemm: out of memory");
     g->plans = np;
     g->cap = cap;
+    RT_TRY(rehash(g, e));
+    s = (size_t)h & (size_t)(g->nslots - 1); /* the key is absent: find its empty slot in the new table */
+    while (g->slots[s]) s = (s + 1) & (size_t)(g->nslots - 1);
   }
   gemm_plan *p = &g->plans[g->count];
   memset(p, 0, sizeof *p);
@@ -138,7 +184,7 @@ static int plan_get(rt_gemm *g, int ta, int tb, long long m, long long n, long l
     plan_release(p);
     return -1;
   }
-  g->count++;
+  g->slots[s] = ++g->count; /* s: the empty slot the probe ended on */
   *out = p;
   return 0;
 }
