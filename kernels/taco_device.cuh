@@ -13,13 +13,19 @@
 namespace taco {
 
 constexpr unsigned FULL_MASK = 0xffffffffu;
-constexpr int PER_THREAD = 32; /* elements a thread holds: two chunks */
-constexpr int CHUNK = 16;      /* consecutive elements loaded together */
-constexpr int BLOCK = 128;     /* threads per block */
+constexpr int PER_THREAD = 32;               /* elements a thread holds */
+constexpr int CHUNK = 8;                     /* consecutive elements: 16 bytes of BF16 */
+constexpr int NCHUNK = PER_THREAD / CHUNK;   /* chunks per thread */
+constexpr int BLOCK = 128;                   /* threads per block */
+/* Above this sum of squares a group is scaled before its transform (so that
+ * the transform cannot overflow); below it, after (one multiply fewer). */
+constexpr float PRESCALE_ABOVE = 1e30f;
 
 /* A group of G elements is held by T = G/32 consecutive lanes; lane t holds
- * chunks c = 0, 1 starting at element (c*T + t)*16. */
+ * chunks c = 0..3 of 8 elements starting at element (c*T + t)*8, so the lanes
+ * of a group read and write adjacent 16-byte pieces. */
 __device__ __forceinline__ int chunk_offset(int c, int t, int lanes) { return (c * lanes + t) * CHUNK; }
+__device__ __forceinline__ int elem_offset(int i, int t, int lanes) { return chunk_offset(i / CHUNK, t, lanes) + i % CHUNK; }
 
 template <int G> __device__ __forceinline__ constexpr float rsqrt_group() {
   return G == 32 ? 0.17677669529663688f
@@ -30,7 +36,7 @@ template <int G> __device__ __forceinline__ constexpr float rsqrt_group() {
 }
 template <bool E5M2> __device__ __forceinline__ constexpr float fp8_max() { return E5M2 ? 57344.0f : 448.0f; }
 
-/* ---- loads and stores of one chunk (16 elements, 16-byte aligned) ---- */
+/* ---- loads and stores of one chunk (8 elements, 16-byte aligned) ---- */
 
 __device__ __forceinline__ void unpack_bf16x8(uint4 u, float *v) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
@@ -41,15 +47,12 @@ __device__ __forceinline__ void unpack_bf16x8(uint4 u, float *v) {
   }
 }
 __device__ __forceinline__ void load_chunk(const uint16_t *p, float *v) {
-  const uint4 *q = reinterpret_cast<const uint4 *>(p);
-  uint4 a = __ldcs(q), b = __ldcs(q + 1);
-  unpack_bf16x8(a, v);
-  unpack_bf16x8(b, v + 8);
+  unpack_bf16x8(__ldcs(reinterpret_cast<const uint4 *>(p)), v);
 }
 __device__ __forceinline__ void load_chunk(const float *p, float *v) {
   const float4 *q = reinterpret_cast<const float4 *>(p);
 #pragma unroll
-  for (int k = 0; k < 4; k++) {
+  for (int k = 0; k < 2; k++) {
     float4 f = __ldcs(q + k);
     v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
   }
@@ -62,18 +65,14 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
   return *reinterpret_cast<uint32_t *>(&h);
 }
 __device__ __forceinline__ void store_chunk(uint16_t *p, const float *v) {
-  uint4 a, b;
+  uint4 a;
   a.x = pack_bf16x2(v[0], v[1]), a.y = pack_bf16x2(v[2], v[3]), a.z = pack_bf16x2(v[4], v[5]), a.w = pack_bf16x2(v[6], v[7]);
-  b.x = pack_bf16x2(v[8], v[9]), b.y = pack_bf16x2(v[10], v[11]), b.z = pack_bf16x2(v[12], v[13]),
-  b.w = pack_bf16x2(v[14], v[15]);
-  uint4 *q = reinterpret_cast<uint4 *>(p);
-  __stcs(q, a);
-  __stcs(q + 1, b);
+  __stcs(reinterpret_cast<uint4 *>(p), a);
 }
 __device__ __forceinline__ void store_chunk(float *p, const float *v) {
   float4 *q = reinterpret_cast<float4 *>(p);
-#pragma unroll
-  for (int k = 0; k < 4; k++) __stcs(q + k, make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]));
+  __stcs(q, make_float4(v[0], v[1], v[2], v[3]));
+  __stcs(q + 1, make_float4(v[4], v[5], v[6], v[7]));
 }
 __device__ __forceinline__ void store_one(uint16_t *p, size_t i, float v) {
   __nv_bfloat16 h = __float2bfloat16_rn(v);
@@ -98,7 +97,9 @@ template <bool E5M2> __device__ __forceinline__ void fp8x4_to_float(uint32_t w, 
   v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
 }
 
-/* ---- Hadamard: stages h = 1 .. G/2 in increasing order ---- */
+/* ---- Hadamard: stages h = 1 .. G/2 in increasing order ----
+ * element bits: 3 in-chunk bits (h = 1, 2, 4; in registers), log2(T) lane
+ * bits (h = 8 .. 4T; warp shuffles), 2 chunk bits (h = 8T, 16T; registers). */
 
 template <int G> __device__ __forceinline__ void fwht(float (&v)[PER_THREAD], int t) {
   constexpr int T = G / 32;
@@ -122,11 +123,14 @@ template <int G> __device__ __forceinline__ void fwht(float (&v)[PER_THREAD], in
     }
   }
 #pragma unroll
-  for (int j = 0; j < CHUNK; j++) {
-    float a = v[j], b = v[j + CHUNK];
-    v[j] = a + b;
-    v[j + CHUNK] = a - b;
-  }
+  for (int h = CHUNK; h < PER_THREAD; h <<= 1)
+#pragma unroll
+    for (int i = 0; i < PER_THREAD; i++)
+      if (!(i & h)) {
+        float a = v[i], b = v[i + h];
+        v[i] = a + b;
+        v[i + h] = a - b;
+      }
 }
 
 /* ---- one group's encode; every lane of the warp must call these ---- */
@@ -142,27 +146,34 @@ template <int G> __device__ __forceinline__ float group_sum_squares(const float 
   return acc;
 }
 
-/* from the group's sum of squares: scales, transform, FP8 codes (4 per word) */
+/* from the group's sum of squares: scales, transform, FP8 codes (4 per word).
+ * Usual case: y = H x, s_q from absmax(y) * m, q = fp8(y * (m / s_q)) with
+ * m = s_a / sqrt(G): one multiply per element. Groups whose sum of squares
+ * exceeds PRESCALE_ABOVE are scaled by m before the transform instead. */
 template <int G, bool E5M2>
-__device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_squares, int t, uint32_t (&words)[8],
-                                             float &s_a_out, float &s_q_out) {
+__device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_squares, int t,
+                                             uint32_t (&words)[NCHUNK * 2], float &s_a_out, float &s_q_out) {
   constexpr int T = G / 32;
   constexpr float FMAX = fp8_max<E5M2>();
   const float mean = sum_squares * (1.0f / (float)G);
   const float s_a = fminf(fmaxf(FMAX * (1.0f / sqrtf(mean + 1e-6f)), 1e-3f), 1e3f);
   const float m = s_a * rsqrt_group<G>();
+  const bool prescale = !(sum_squares <= PRESCALE_ABOVE);
+  if (prescale)
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], m);
+    for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], m);
   fwht<G>(v, t);
   float absmax = 0.0f;
 #pragma unroll
   for (int i = 0; i < PER_THREAD; i++) absmax = fmaxf(absmax, fabsf(v[i]));
 #pragma unroll
   for (int m2 = 1; m2 < T; m2 <<= 1) absmax = fmaxf(absmax, __shfl_xor_sync(FULL_MASK, absmax, m2));
-  const float s_q = fminf(fmaxf(absmax / FMAX, 1e-12f), 1e6f), inv = 1.0f / s_q;
+  const float ymax = prescale ? absmax : __fmul_rn(absmax, m);
+  const float s_q = fminf(fmaxf(ymax / FMAX, 1e-12f), 1e6f), inv = 1.0f / s_q;
+  const float k = prescale ? inv : __fmul_rn(m, inv);
 #pragma unroll
-  for (int w = 0; w < 8; w++)
-    words[w] = fp8x4<E5M2>(v[4 * w] * inv, v[4 * w + 1] * inv, v[4 * w + 2] * inv, v[4 * w + 3] * inv);
+  for (int w = 0; w < NCHUNK * 2; w++)
+    words[w] = fp8x4<E5M2>(v[4 * w] * k, v[4 * w + 1] * k, v[4 * w + 2] * k, v[4 * w + 3] * k);
   s_a_out = s_a;
   s_q_out = s_q;
 }
@@ -171,16 +182,16 @@ __device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_s
  * loads can be issued before the current tile is computed ---- */
 
 template <typename Tin> struct raw_input {
-  static constexpr int WORDS = 2 * CHUNK * (int)sizeof(Tin) / 16; /* 4 for bf16, 8 for fp32 */
+  static constexpr int WORDS = PER_THREAD * (int)sizeof(Tin) / 16; /* 4 for bf16, 8 for fp32 */
   uint4 w[WORDS];
 };
 template <int G, typename Tin> __device__ __forceinline__ void load_raw(const Tin *group_src, int t, raw_input<Tin> &r) {
-  constexpr int T = G / 32, HALF = raw_input<Tin>::WORDS / 2;
+  constexpr int T = G / 32, PER_CHUNK = raw_input<Tin>::WORDS / NCHUNK;
 #pragma unroll
-  for (int c = 0; c < 2; c++) {
+  for (int c = 0; c < NCHUNK; c++) {
     const uint4 *p = reinterpret_cast<const uint4 *>(group_src + chunk_offset(c, t, T));
 #pragma unroll
-    for (int k = 0; k < HALF; k++) r.w[c * HALF + k] = __ldcs(p + k);
+    for (int k = 0; k < PER_CHUNK; k++) r.w[c * PER_CHUNK + k] = __ldcs(p + k);
   }
 }
 __device__ __forceinline__ void unpack_raw(const raw_input<uint16_t> &r, float (&v)[PER_THREAD]) {
@@ -195,18 +206,19 @@ __device__ __forceinline__ void unpack_raw(const raw_input<float> &r, float (&v)
   }
 }
 
-/* ---- decode: acc += q * d for one block's codes ---- */
-template <bool E5M2> __device__ __forceinline__ void accumulate_codes(const uint4 (&q)[2], float d, float (&acc)[PER_THREAD]) {
+/* ---- decode: acc += q * d for one block's codes (8 bytes per chunk) ---- */
+template <bool E5M2>
+__device__ __forceinline__ void accumulate_codes(const uint2 (&q)[NCHUNK], float d, float (&acc)[PER_THREAD]) {
 #pragma unroll
-  for (int ch = 0; ch < 2; ch++) {
-    const uint32_t w[4] = {q[ch].x, q[ch].y, q[ch].z, q[ch].w};
+  for (int ch = 0; ch < NCHUNK; ch++) {
+    const uint32_t w[2] = {q[ch].x, q[ch].y};
 #pragma unroll
-    for (int k4 = 0; k4 < 4; k4++) {
+    for (int k2 = 0; k2 < 2; k2++) {
       float f[4];
-      fp8x4_to_float<E5M2>(w[k4], f);
+      fp8x4_to_float<E5M2>(w[k2], f);
 #pragma unroll
       for (int j = 0; j < 4; j++) {
-        float &a = acc[ch * CHUNK + k4 * 4 + j];
+        float &a = acc[ch * CHUNK + k2 * 4 + j];
         a = fmaf(f[j], d, a);
       }
     }
@@ -215,12 +227,18 @@ template <bool E5M2> __device__ __forceinline__ void accumulate_codes(const uint
 template <int G> __device__ __forceinline__ float decode_multiplier(float2 s) {
   return __fmul_rn(s.y, s.x > 0.0f ? rsqrt_group<G>() / s.x : 0.0f);
 }
-
-__device__ __forceinline__ void store_codes(uint8_t *payload, size_t base, int t, int lanes, const uint32_t (&w)[8]) {
+template <int G>
+__device__ __forceinline__ void load_codes(const uint8_t *payload, size_t base, int t, uint2 (&q)[NCHUNK]) {
+  constexpr int T = G / 32;
 #pragma unroll
-  for (int c = 0; c < 2; c++)
-    __stcs(reinterpret_cast<uint4 *>(payload + base + chunk_offset(c, t, lanes)),
-           make_uint4(w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]));
+  for (int c = 0; c < NCHUNK; c++) q[c] = __ldcs(reinterpret_cast<const uint2 *>(payload + base + chunk_offset(c, t, T)));
+}
+
+__device__ __forceinline__ void store_codes(uint8_t *payload, size_t base, int t, int lanes,
+                                            const uint32_t (&w)[NCHUNK * 2]) {
+#pragma unroll
+  for (int c = 0; c < NCHUNK; c++)
+    __stcs(reinterpret_cast<uint2 *>(payload + base + chunk_offset(c, t, lanes)), make_uint2(w[2 * c], w[2 * c + 1]));
 }
 
 } // namespace taco

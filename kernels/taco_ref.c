@@ -80,9 +80,9 @@ static float group_sum_squares(const float *x, int g) {
   float part[16], next[16];
   for (int t = 0; t < lanes; t++) {
     float acc = 0.0f;
-    for (int c = 0; c < 2; c++)
-      for (int j = 0; j < 16; j++) {
-        float v = x[(c * lanes + t) * 16 + j];
+    for (int c = 0; c < 4; c++)
+      for (int j = 0; j < 8; j++) {
+        float v = x[(c * lanes + t) * 8 + j];
         acc = fmaf(v, v, acc);
       }
     part[t] = acc;
@@ -98,14 +98,17 @@ static float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi 
 
 void taco_ref_encode_group(const float *x, int g, taco_fp8 f, uint8_t *q, float *s_a_out, float *s_q_out) {
   float fmax8 = taco_fp8_max(f), v[512];
-  float mean = group_sum_squares(x, g) * (1.0f / (float)g);
+  float sum_squares = group_sum_squares(x, g), mean = sum_squares * (1.0f / (float)g);
   float s_a = clampf(fmax8 * (1.0f / sqrtf(mean + 1e-6f)), 1e-3f, 1e3f);
-  float m = s_a * taco_rsqrt_group(g), absmax = 0.0f; /* scale and 1/sqrt(G) in one multiply */
-  for (int i = 0; i < g; i++) v[i] = x[i] * m;
+  float m = s_a * taco_rsqrt_group(g), absmax = 0.0f;
+  int prescale = !(sum_squares <= TACO_PRESCALE_ABOVE);
+  for (int i = 0; i < g; i++) v[i] = prescale ? x[i] * m : x[i];
   taco_ref_fwht(v, g);
   for (int i = 0; i < g; i++) absmax = fmaxf(absmax, fabsf(v[i]));
-  float s_q = clampf(absmax / fmax8, 1e-12f, 1e6f), inv = 1.0f / s_q;
-  for (int i = 0; i < g; i++) q[i] = taco_fp8_from_float(v[i] * inv, f);
+  float ymax = prescale ? absmax : absmax * m;
+  float s_q = clampf(ymax / fmax8, 1e-12f, 1e6f), inv = 1.0f / s_q;
+  float k = prescale ? inv : m * inv;
+  for (int i = 0; i < g; i++) q[i] = taco_fp8_from_float(v[i] * k, f);
   *s_a_out = s_a;
   *s_q_out = s_q;
 }

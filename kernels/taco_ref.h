@@ -4,16 +4,20 @@
  * The reference computes the same function as the CUDA kernels, in the same
  * floating-point order, so the GPU output can be compared bit for bit:
  *   - a group of G elements is split over T = G/32 "lanes" of 32 elements;
- *     lane t holds chunks c = 0, 1 of 16 consecutive elements starting at
- *     (c*T + t)*16;
+ *     lane t holds chunks c = 0..3 of 8 consecutive elements starting at
+ *     (c*T + t)*8;
  *   - sum of squares: each lane accumulates fmaf(x, x, acc) over its elements in
  *     increasing index, then lanes combine by xor-butterfly (m = 1, 2, .. T/2);
  *   - s_a = fp8_max * (1 / sqrtf(sum * (1/G) + 1e-6)), clamped to [1e-3, 1e3];
- *   - y = x * (s_a * rsqrt(G)) (rsqrt(G) a float constant), then the fast
+ *     m = s_a * rsqrt(G) (rsqrt(G) a float constant);
+ *   - usual case (sum of squares <= TACO_PRESCALE_ABOVE): y = H x by the fast
  *     Walsh-Hadamard transform, stages h = 1, 2, .. G/2 in that order,
- *     (a, b) -> (a + b, a - b) (the transform is linear, so scaling first is
- *     the same function; one multiply per element instead of two);
- *   - s_q = absmax(y) / fp8_max clamped to [1e-12, 1e6]; q = fp8(y * (1/s_q)).
+ *     (a, b) -> (a + b, a - b); s_q = (absmax(y) * m) / fp8_max clamped to
+ *     [1e-12, 1e6]; q = fp8(y * (m * (1/s_q))). The transform is linear, so
+ *     scaling after it is the same function, with one multiply per element;
+ *   - groups above TACO_PRESCALE_ABOVE (|x| near FLT_MAX / G could overflow the
+ *     transform) scale first: y = H (x * m); s_q = absmax(y) / fp8_max clamped;
+ *     q = fp8(y * (1/s_q));
  *   - decode: d = s_q * (rsqrt(G) / s_a) (0 when s_a == 0), acc = fmaf(q, d, acc)
  *     over the k blocks in block order (acc starts at 0), then the same
  *     transform: decode-sum adds before the (linear) transform, so one
@@ -37,6 +41,7 @@ uint8_t taco_fp8_from_float(float x, taco_fp8 f);
 float taco_fp8_to_float(uint8_t code, taco_fp8 f);
 /* rsqrt(G) as the float constant both implementations use */
 float taco_rsqrt_group(int group);
+#define TACO_PRESCALE_ABOVE 1e30f
 
 /* In-place orthogonal (unnormalized) Walsh-Hadamard transform of v[0..g). */
 void taco_ref_fwht(float *v, int g);

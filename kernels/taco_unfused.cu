@@ -25,37 +25,43 @@ template <int G> struct UnfusedIdx {
   }
 };
 
-/* pass 1: s_a per group, v = x * s_a / sqrt(G) into the workspace */
+/* the adaptive scale and the multiplier m = s_a / sqrt(G), from the sum of squares */
+template <int G, bool E5M2> __device__ __forceinline__ float adaptive_scale(float sum_squares, float &m) {
+  const float mean = sum_squares * (1.0f / (float)G);
+  const float s_a = fminf(fmaxf(fp8_max<E5M2>() * (1.0f / sqrtf(mean + 1e-6f)), 1e-3f), 1e3f);
+  m = s_a * rsqrt_group<G>();
+  return s_a;
+}
+
+/* pass 1: the group's sum of squares (for s_a), and x in FP32 into the
+ * workspace (scaled by s_a / sqrt(G) first only where the fused encode does) */
 template <int G, typename Tin, bool E5M2>
 __global__ void __launch_bounds__(BLOCK) scale_pass(const Tin *__restrict__ x, size_t n, size_t ngroups,
-                                                    float *__restrict__ work, float *__restrict__ s_a_out) {
+                                                    float *__restrict__ work, float *__restrict__ sumsq_out) {
   UnfusedIdx<G> ix(ngroups);
   constexpr int T = G / 32;
   float v[PER_THREAD];
   if (ix.active && ix.base + G <= n) {
 #pragma unroll
-    for (int c = 0; c < 2; c++) load_chunk(x + ix.base + chunk_offset(c, ix.t, T), v + c * CHUNK);
+    for (int c = 0; c < NCHUNK; c++) load_chunk(x + ix.base + chunk_offset(c, ix.t, T), v + c * CHUNK);
   } else {
 #pragma unroll
     for (int i = 0; i < PER_THREAD; i++) {
-      size_t e = ix.base + chunk_offset(i / CHUNK, ix.t, T) + i % CHUNK;
+      size_t e = ix.base + elem_offset(i, ix.t, T);
       v[i] = (ix.active && e < n) ? load_one(x, e) : 0.0f;
     }
   }
-  float acc = 0.0f;
-#pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) acc = fmaf(v[i], v[i], acc);
-#pragma unroll
-  for (int m = 1; m < T; m <<= 1) acc = acc + __shfl_xor_sync(FULL_MASK, acc, m);
-  const float mean = acc * (1.0f / (float)G);
-  const float s_a = fminf(fmaxf(fp8_max<E5M2>() * (1.0f / sqrtf(mean + 1e-6f)), 1e-3f), 1e3f);
+  const float sum_squares = group_sum_squares<G>(v);
   if (!ix.active) return;
-  const float m = s_a * rsqrt_group<G>();
+  if (!(sum_squares <= PRESCALE_ABOVE)) {
+    float m;
+    adaptive_scale<G, E5M2>(sum_squares, m);
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], m);
+    for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], m);
+  }
 #pragma unroll
-  for (int c = 0; c < 2; c++) store_chunk(work + ix.base + chunk_offset(c, ix.t, T), v + c * CHUNK);
-  if (ix.t == 0) s_a_out[ix.group] = s_a;
+  for (int c = 0; c < NCHUNK; c++) store_chunk(work + ix.base + chunk_offset(c, ix.t, T), v + c * CHUNK);
+  if (ix.t == 0) sumsq_out[ix.group] = sum_squares;
 }
 
 /* pass 2: y = H v, in place */
@@ -64,7 +70,7 @@ template <int G> __global__ void __launch_bounds__(BLOCK) hadamard_pass(float *_
   constexpr int T = G / 32;
   float v[PER_THREAD];
 #pragma unroll
-  for (int c = 0; c < 2; c++)
+  for (int c = 0; c < NCHUNK; c++)
     if (ix.active)
       load_chunk(work + ix.base + chunk_offset(c, ix.t, T), v + c * CHUNK);
     else
@@ -73,19 +79,19 @@ template <int G> __global__ void __launch_bounds__(BLOCK) hadamard_pass(float *_
   fwht<G>(v, ix.t);
   if (!ix.active) return;
 #pragma unroll
-  for (int c = 0; c < 2; c++) store_chunk(work + ix.base + chunk_offset(c, ix.t, T), v + c * CHUNK);
+  for (int c = 0; c < NCHUNK; c++) store_chunk(work + ix.base + chunk_offset(c, ix.t, T), v + c * CHUNK);
 }
 
 /* pass 3: s_q from the absmax, FP8 codes and the two scales */
 template <int G, bool E5M2>
-__global__ void __launch_bounds__(BLOCK) cast_pass(const float *__restrict__ work, const float *__restrict__ s_a_in,
+__global__ void __launch_bounds__(BLOCK) cast_pass(const float *__restrict__ work, const float *__restrict__ sumsq_in,
                                                    size_t ngroups, uint8_t *__restrict__ payload,
                                                    float2 *__restrict__ scales) {
   UnfusedIdx<G> ix(ngroups);
   constexpr int T = G / 32;
   float v[PER_THREAD];
 #pragma unroll
-  for (int c = 0; c < 2; c++)
+  for (int c = 0; c < NCHUNK; c++)
     if (ix.active)
       load_chunk(work + ix.base + chunk_offset(c, ix.t, T), v + c * CHUNK);
     else
@@ -95,15 +101,21 @@ __global__ void __launch_bounds__(BLOCK) cast_pass(const float *__restrict__ wor
 #pragma unroll
   for (int i = 0; i < PER_THREAD; i++) absmax = fmaxf(absmax, fabsf(v[i]));
 #pragma unroll
-  for (int m = 1; m < T; m <<= 1) absmax = fmaxf(absmax, __shfl_xor_sync(FULL_MASK, absmax, m));
+  for (int m2 = 1; m2 < T; m2 <<= 1) absmax = fmaxf(absmax, __shfl_xor_sync(FULL_MASK, absmax, m2));
   if (!ix.active) return;
-  const float s_q = fminf(fmaxf(absmax / fp8_max<E5M2>(), 1e-12f), 1e6f), inv = 1.0f / s_q;
-  uint32_t words[8];
+  const float sum_squares = sumsq_in[ix.group];
+  float m;
+  const float s_a = adaptive_scale<G, E5M2>(sum_squares, m);
+  const bool prescale = !(sum_squares <= PRESCALE_ABOVE);
+  const float ymax = prescale ? absmax : __fmul_rn(absmax, m);
+  const float s_q = fminf(fmaxf(ymax / fp8_max<E5M2>(), 1e-12f), 1e6f), inv = 1.0f / s_q;
+  const float k = prescale ? inv : __fmul_rn(m, inv);
+  uint32_t words[NCHUNK * 2];
 #pragma unroll
-  for (int w = 0; w < 8; w++)
-    words[w] = fp8x4<E5M2>(v[4 * w] * inv, v[4 * w + 1] * inv, v[4 * w + 2] * inv, v[4 * w + 3] * inv);
+  for (int w = 0; w < NCHUNK * 2; w++)
+    words[w] = fp8x4<E5M2>(v[4 * w] * k, v[4 * w + 1] * k, v[4 * w + 2] * k, v[4 * w + 3] * k);
   store_codes(payload, ix.base, ix.t, T, words);
-  if (ix.t == 0) scales[ix.group] = make_float2(s_a_in[ix.group], s_q);
+  if (ix.t == 0) scales[ix.group] = make_float2(s_a, s_q);
 }
 
 extern "C" size_t taco_unfused_workspace_bytes(size_t n, int group) {
@@ -118,7 +130,7 @@ extern "C" int taco_encode_unfused(const void *x, taco_dtype dt, size_t n, taco_
   if (!x || !block || !workspace) return TACO_FAIL("NULL buffer");
   if (((uintptr_t)x | (uintptr_t)block | (uintptr_t)workspace) & 15u) return TACO_FAIL("buffers must be 16-byte aligned");
   size_t ngroups = taco_groups(n, p.group);
-  float *work = (float *)workspace, *s_a = work + ngroups * (size_t)p.group;
+  float *work = (float *)workspace, *sumsq = work + ngroups * (size_t)p.group;
   uint8_t *payload = (uint8_t *)block;
   float2 *scales = (float2 *)(payload + ngroups * (size_t)p.group);
   cudaStream_t s = (cudaStream_t)stream;
@@ -127,13 +139,13 @@ extern "C" int taco_encode_unfused(const void *x, taco_dtype dt, size_t n, taco_
     constexpr bool E5 = decltype(ec)::value;
     unsigned grid = (unsigned)((ngroups * (G / 32) + BLOCK - 1) / BLOCK);
     if (dt == TACO_DTYPE_BF16)
-      scale_pass<G, uint16_t, E5><<<grid, BLOCK, 0, s>>>((const uint16_t *)x, n, ngroups, work, s_a);
+      scale_pass<G, uint16_t, E5><<<grid, BLOCK, 0, s>>>((const uint16_t *)x, n, ngroups, work, sumsq);
     else
-      scale_pass<G, float, E5><<<grid, BLOCK, 0, s>>>((const float *)x, n, ngroups, work, s_a);
+      scale_pass<G, float, E5><<<grid, BLOCK, 0, s>>>((const float *)x, n, ngroups, work, sumsq);
     TACO_CUDA_CHECK(cudaGetLastError());
     hadamard_pass<G><<<grid, BLOCK, 0, s>>>(work, ngroups);
     TACO_CUDA_CHECK(cudaGetLastError());
-    cast_pass<G, E5><<<grid, BLOCK, 0, s>>>(work, s_a, ngroups, payload, scales);
+    cast_pass<G, E5><<<grid, BLOCK, 0, s>>>(work, sumsq, ngroups, payload, scales);
     TACO_CUDA_CHECK(cudaGetLastError());
     return 0;
   });

@@ -90,8 +90,8 @@ static void test_fp8_exhaustive(void) {
 
 /* ---- inputs ---- */
 
-enum dist { D_NORMAL, D_OUTLIERS, D_ZERO_GROUPS, D_NONFINITE, D_DENORMAL, D_COUNT };
-static const char *dist_names[] = {"normal", "outliers", "zero-groups", "inf-nan", "denormal"};
+enum dist { D_NORMAL, D_OUTLIERS, D_ZERO_GROUPS, D_NONFINITE, D_DENORMAL, D_HUGE, D_COUNT };
+static const char *dist_names[] = {"normal", "outliers", "zero-groups", "inf-nan", "denormal", "huge"};
 
 static void make_input(std::vector<float> &x, size_t n, dist d, int g, uint64_t seed) {
   size_t cols = 1024, rows = (n + cols - 1) / cols;
@@ -107,6 +107,9 @@ static void make_input(std::vector<float> &x, size_t n, dist d, int g, uint64_t 
     size_t count = n / 5000 + 2;
     for (size_t k = 0; k < count; k++) x[taco_rng_next(&r) % n] = bad[k % 3];
   }
+  if (d == D_HUGE) /* every other group beyond TACO_PRESCALE_ABOVE (scaled before the transform) */
+    for (size_t i = 0; i < n; i++)
+      if ((i / (size_t)g) % 2 == 0) x[i] *= 1e17f;
   if (d == D_DENORMAL) /* every other group: float denormals; some single denormals elsewhere */
     for (size_t i = 0; i < n; i++)
       if ((i / (size_t)g) % 2 == 0)
