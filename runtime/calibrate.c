@@ -34,7 +34,7 @@ typedef struct {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: tacorun calibrate [--out FILE] [--transport-name NAME] [--tp 1,2,4,8] [--quick]\n"
-          "                         [--models all|NAME,...] [--tokens 2048,4096,8192] [--gpus N]\n"
+          "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
           "                         [--only gemm,attention,memory,codec,comm] [--compute-from FILE]\n"
           "                         [--time-limit SECONDS] [--check]\n\n"
           "Measures GEMMs (every shape of the model zoo: forward, dgrad, wgrad), attention,\n"

@@ -24,21 +24,43 @@
 #include "calibration.h"
 
 typedef struct {
-  double *err;
+  double *err, *w; /* w: the point's measured time, for the time-weighted median */
   int n, cap;
 } errors;
 
-static void push(errors *s, double e) {
+static void push_w(errors *s, double e, double w) {
   if (s->n == s->cap) {
     s->cap = s->cap ? 2 * s->cap : 256;
-    double *p = realloc(s->err, (size_t)s->cap * sizeof *p);
-    if (!p) {
+    double *p = realloc(s->err, (size_t)s->cap * sizeof *p), *q = p ? realloc(s->w, (size_t)s->cap * sizeof *q) : NULL;
+    if (!p || !q) {
       fprintf(stderr, "calib_heldout: out of memory\n");
       exit(1);
     }
-    s->err = p;
+    s->err = p, s->w = q;
   }
-  s->err[s->n++] = e;
+  s->err[s->n] = e;
+  s->w[s->n++] = w;
+}
+static void push(errors *s, double e) { push_w(s, e, 1.0); }
+
+/* (Call before median()/quantile(), which sort err without w.)
+ * The error below which half of the held-out time lies: what an iteration's
+ * sum of GEMM times sees, where long GEMMs weigh more than launch-bound ones. */
+static double weighted_median(const errors *s) {
+  double total = 0, acc = 0, best = NAN;
+  for (int i = 0; i < s->n; i++) total += s->w[i];
+  for (;;) { /* selection by repeated minimum: n is small */
+    int next = -1;
+    for (int i = 0; i < s->n; i++)
+      if (s->err[i] > best || isnan(best))
+        if (next < 0 || s->err[i] < s->err[next]) next = i;
+    if (next < 0) return best;
+    double e = s->err[next];
+    for (int i = 0; i < s->n; i++)
+      if (s->err[i] == e) acc += s->w[i];
+    best = e;
+    if (acc >= 0.5 * total) return best;
+  }
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -164,10 +186,11 @@ static int check_file(const char *path, double max_median, const schema_roofline
     if (schema_lookup_gemm(&l, g->m, g->n, g->k, &us, &e) == 0) push(&gemm_schema, fabs(us - g->us) / g->us);
     const long long q[3] = {g->m, g->n, g->k};
     if (interp_one_dim(&train, q, dim[i], &us)) continue; /* cannot happen: the family's ends train */
-    push(&gemm_wide, fabs(us - g->us) / g->us);
+    push_w(&gemm_wide, fabs(us - g->us) / g->us, g->us);
     push(&by_dim[dim[i]], fabs(us - g->us) / g->us);
   }
   free(dim), free(held);
+  double gemm_weighted = gemm_wide.n ? weighted_median(&gemm_wide) : NAN; /* before row() sorts the errors */
   printf("\n%s (%s, %s, NCCL %s, %s)\n\n", path, full.gpu, full.transport, full.nccl, full.measured_at);
   printf("| %-34s | %5s | %9s | %9s | %9s |\n", "held-out family", "n", "median", "p90", "max");
   printf("|%s|%s|%s|%s|%s|\n", "------------------------------------", "-------", "-----------", "-----------",
@@ -177,6 +200,9 @@ static int check_file(const char *path, double max_median, const schema_roofline
   row("  of which m varies (fwd, dgrad)", &by_dim[0]);
   row("  of which n varies", &by_dim[1]);
   row("  of which k varies (wgrad)", &by_dim[2]);
+  if (gemm_wide.n)
+    printf("| %-34s | %5d | %7.2f%% | %9s | %9s |\n", "gemm, time-weighted median", gemm_wide.n,
+           100 * gemm_weighted, "", "");
 
   for (int t = 0; t < full.n_kernels; t++) {
     const schema_kernel_table *k = &full.kernels[t];
@@ -193,7 +219,7 @@ static int check_file(const char *path, double max_median, const schema_roofline
       push(&one, err);
       push(&kernels, err);
     }
-    free(one.err);
+    free(one.err), free(one.w);
   }
   row("kernels (all tables)", &kernels);
 
@@ -211,7 +237,7 @@ static int check_file(const char *path, double max_median, const schema_roofline
     char what[80];
     snprintf(what, sizeof what, "  %s, %d ranks", c->name, c->nranks);
     row(what, &one);
-    free(one.err);
+    free(one.err), free(one.w);
   }
   row("collectives, NCCL BF16 (all)", &colls_plain);
   row("collectives, TACO (all)", &colls_taco);
@@ -224,7 +250,8 @@ static int check_file(const char *path, double max_median, const schema_roofline
     printf("\nmedian error above %.1f%% (gemm %.2f%%, collectives %.2f%%)\n", max_median, 100 * g, 100 * worst_coll);
     rc = 1;
   }
-  for (int d = 0; d < 3; d++) free(by_dim[d].err);
+  for (int d = 0; d < 3; d++) free(by_dim[d].err), free(by_dim[d].w);
+  free(gemm_schema.w), free(gemm_wide.w), free(kernels.w), free(colls_plain.w), free(colls_taco.w);
   free(gemm_schema.err), free(gemm_wide.err), free(kernels.err), free(colls_plain.err), free(colls_taco.err);
   schema_calibration_free(&train);
   schema_calibration_free(&full);
