@@ -304,7 +304,9 @@ static int adam_launch(void *p, long long iter, ts_err *e) {
 }
 
 static int run_adamw(const calib_config *cfg, schema_calibration *c, ts_err *e) {
-  int lo = 16, hi = cfg->quick ? 26 : 28; /* 64 Ki .. 64 Mi (quick) or 256 Mi parameters */
+  /* 64 Ki .. 256 Mi (quick) or 1 Gi parameters: a whole model shard's step
+   * on one GPU reaches the top of this range (1 Gi takes 18 GB) */
+  int lo = 16, hi = cfg->quick ? 28 : 30;
   calib_progress pr;
   calib_progress_begin(&pr, "adamw", hi - lo + 1);
   void *streams[1] = {NULL};
