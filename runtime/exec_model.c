@@ -264,6 +264,9 @@ int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err 
         coll_team_reserve(&m->team, COLL_OP_ALLREDUCE, (size_t)(m->tokens * m->cfg.hidden), &o))
       return ts_fail_sys(e, "exec: coll_team_reserve: %s", coll_last_error());
   }
+  int caat_bwd = bwd.kind == PLAN_CODEC_CAAT || bwd.kind == PLAN_CODEC_TACO_CAAT;
+  if (caat_bwd && !m->caat_f32 && !getenv("EXEC_CAAT_BWD_BF16"))
+    EX_CUDA(cudaMalloc((void **)&m->caat_f32, (size_t)(m->tokens * m->cfg.hidden) * sizeof(float)));
   return 0;
 }
 
@@ -272,6 +275,7 @@ void exec_model_destroy(exec_model *m) {
   if (m->tp_stream) cudaStreamDestroy(m->tp_stream);
   if (m->ev_ready) cudaEventDestroy(m->ev_ready);
   if (m->ev_done) cudaEventDestroy(m->ev_done);
+  if (m->caat_f32) cudaFree(m->caat_f32);
   if (m->acts)
     for (int l = 0; l < m->cfg.layers; l++) {
       exec_layer_acts *a = &m->acts[l];
@@ -639,7 +643,7 @@ static int layer_op_of(const exec_model *m, int model_op) {
 }
 
 /* A TP all-reduce of a [tokens x hidden] bf16 activation (or its gradient), in place, with the op's codec. */
-static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, ts_err *e) {
+static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, int backward, ts_err *e) {
   if (!m->tp_comm) return 0;
   const size_t rows = (size_t)m->tokens, cols = (size_t)m->cfg.hidden;
   if (c->kind == PLAN_CODEC_NONE) {
@@ -650,6 +654,16 @@ static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, ts_
   coll_opts o = opts_of(c);
   const void *in = buf;
   void *out = buf;
+  if (c->kind != PLAN_CODEC_TACO && backward && m->caat_f32) {
+    /* CAAT-Net backward: the shared channels of the input gradient travel in FP32 */
+    const long long n = (long long)(rows * cols);
+    EX_TRY(exec_bf16_to_f32(buf, m->caat_f32, n, m->tp_stream, e));
+    o.dtype = TACO_DTYPE_FP32;
+    in = m->caat_f32, out = m->caat_f32;
+    if (coll_caat_allreduce(&m->team, &in, &out, rows, cols, c->p, &o))
+      return ts_fail_sys(e, "exec: CAAT-Net FP32 all-reduce: %s", coll_last_error());
+    return exec_f32_to_bf16(m->caat_f32, buf, n, m->tp_stream, e);
+  }
   int rc = (c->kind == PLAN_CODEC_TACO) ? coll_allreduce(&m->team, &in, &out, rows * cols, &o)
                                         : coll_caat_allreduce(&m->team, &in, &out, rows, cols, c->p, &o);
   if (rc) return ts_fail_sys(e, "exec: compressed all-reduce: %s", coll_last_error());
@@ -680,7 +694,7 @@ static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
   EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
   EX_CUDA(cudaStreamWaitEvent(m->tp_stream, m->ev_ready, 0));
   if (m->prof_tp_start) EX_CUDA(cudaEventRecord(m->prof_tp_start[m->cur_op], m->tp_stream));
-  EX_TRY(tp_allreduce_coded(m, buf, codec, e));
+  EX_TRY(tp_allreduce_coded(m, buf, codec, op->phase == PLAN_PHASE_BWD, e));
   if (m->prof_tp_end) EX_CUDA(cudaEventRecord(m->prof_tp_end[m->cur_op], m->tp_stream));
   EX_CUDA(cudaEventRecord(m->ev_done, m->tp_stream));
   EX_TRY(flush_wgrad(m, e));

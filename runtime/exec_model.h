@@ -67,6 +67,10 @@ typedef struct {
   plan_codec tp_codec[2];
   int team_ready;
   coll_team team;
+  /* CAAT-Net backward: the shared channels of the input gradient are reduced
+   * in FP32 (DESIGN.md, plan.h); this is the FP32 copy. NULL when the backward
+   * reduces in BF16 (EXEC_CAAT_BWD_BF16=1, the variant measured on 2026-11-29). */
+  float *caat_f32;
 
   /* TP all-reduces run on their own stream so that the backward's input-
    * gradient all-reduce overlaps the weight-gradient GEMM of the same layer
@@ -116,6 +120,7 @@ void exec_model_destroy(exec_model *m);
  * positions) are averaged over TP before the optimizer, because the ranks'
  * activations differ. */
 int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err *e);
+/* (CAAT-Net backward all-reduces run in FP32 unless EXEC_CAAT_BWD_BF16 is set.) */
 
 /* Loads this rank's shard of a full parameter array laid out as exec_ref_tensors(). */
 int exec_model_load_ref(exec_model *m, const double *params, ts_err *e);
