@@ -20,7 +20,7 @@
 #include "sim_edges.h"
 #include "sim_internal.h"
 
-#define MAX_EDGES 65536
+#define MAX_EDGES (1 << 20)
 
 void sim_fail(const ts_err *e) {
   if (!sim_w->failed) sim_w->err = *e;
@@ -175,17 +175,18 @@ static double flow_phase(sim_rank *rs, int stream, sim_rendezvous *rv, const int
       }
   }
   barrier(rv, &rv->arrived, &rv->start_sem);
-  sg_comm_t own[64];
   int n_own = 0;
-  for (int i = 0; i < ne; i++)
-    if (src[i] == rs->rank && bytes[i] > 0) {
-      if (n_own == 64) {
-        sg_comm_wait_all(own, (size_t)n_own);
-        n_own = 0;
-      }
-      own[n_own++] = sg_mailbox_put_async(sim_w->sinks[dst[i]], &flow_payload, (long)bytes[i]);
-    }
-  if (n_own) sg_comm_wait_all(own, (size_t)n_own);
+  for (int i = 0; i < ne; i++) n_own += src[i] == rs->rank && bytes[i] > 0;
+  if (n_own) {
+    sg_comm_t *own = malloc(sizeof *own * (size_t)n_own);
+    if (!own) abort();
+    n_own = 0;
+    for (int i = 0; i < ne; i++)
+      if (src[i] == rs->rank && bytes[i] > 0)
+        own[n_own++] = sg_mailbox_put_async(sim_w->sinks[dst[i]], &flow_payload, (long)bytes[i]);
+    sg_comm_wait_all(own, (size_t)n_own);
+    free(own);
+  }
   /* the last member out waits for the helper flows, then releases the rest */
   if (rv->ended + 1 == rv->expected || rv->expected <= 1) {
     for (int i = 0; i < rv->transient; i++) sg_sem_acquire(rv->flow_sem);
@@ -219,22 +220,19 @@ static int all_on_one_node(const int *m, int n) {
   return 1;
 }
 
-/* Scratch space for edges (actors run one at a time). */
-static int e_src[MAX_EDGES], e_dst[MAX_EDGES];
-static double e_bytes[MAX_EDGES];
 
 /* Runs a cross-node transfer of `wire` bytes per rank over members with the
  * given collective name; returns the time spent in flows plus latency steps. */
-static double network_transfer(sim_rank *rs, int stream, sim_rendezvous *rv, int gkind, const char *coll, const int *m, int n,
-                               double wire) {
+static double transfer_edges(sim_rank *rs, int stream, sim_rendezvous *rv, int gkind, const char *coll, const int *m,
+                             int n, double wire, int *e_src, int *e_dst, double *e_bytes, int cap) {
   const topo_cluster *c = &sim_w->p->cluster;
   bool reduced = sim_w->o->mode == SIM_MODE_REDUCED;
   double t = 0;
   int depth, ne;
   if (strcmp(coll, "sendrecv") == 0 || strcmp(coll, "alltoall") == 0) {
     sim_alg alg = coll[0] == 's' ? SIM_ALG_SENDRECV : SIM_ALG_ALLTOALL;
-    ne = sim_edges(c, m, n, alg, e_src, e_dst, MAX_EDGES, &depth);
-    if (ne > MAX_EDGES) ne = MAX_EDGES;
+    ne = sim_edges(c, m, n, alg, e_src, e_dst, cap, &depth);
+    if (ne > cap) ne = cap;
     for (int i = 0; i < ne; i++) {
       e_bytes[i] = alg == SIM_ALG_SENDRECV ? wire : wire / n;
       if (reduced) e_bytes[i] *= sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne);
@@ -242,7 +240,7 @@ static double network_transfer(sim_rank *rs, int stream, sim_rendezvous *rv, int
     return flow_phase(rs, stream, rv, e_src, e_dst, e_bytes, ne);
   }
   bool allreduce = strcmp(coll, "allreduce") == 0;
-  ne = sim_edges(c, m, n, SIM_ALG_RING, e_src, e_dst, MAX_EDGES, &depth);
+  ne = sim_edges(c, m, n, SIM_ALG_RING, e_src, e_dst, cap, &depth);
   route_figures rf = route_of_edges(e_src, e_dst, ne);
   double ring_steps = allreduce ? 2.0 * (n - 1) : (double)(n - 1);
   double ring_factor = allreduce ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
@@ -258,7 +256,8 @@ static double network_transfer(sim_rank *rs, int stream, sim_rendezvous *rv, int
       sim_w->used_tree = 1;
       for (int phase = 0; phase < 2; phase++) {
         sim_alg alg = phase ? SIM_ALG_TREE_DOWN : SIM_ALG_TREE_UP;
-        ne = sim_edges(c, m, n, alg, e_src, e_dst, MAX_EDGES, &depth);
+        ne = sim_edges(c, m, n, alg, e_src, e_dst, cap, &depth);
+        if (ne > cap) ne = cap;
         for (int i = 0; i < ne; i++)
           e_bytes[i] = wire * (reduced ? sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne) : 1.0);
         t += flow_phase(rs, stream, rv, e_src, e_dst, e_bytes, ne);
@@ -277,6 +276,22 @@ static double network_transfer(sim_rank *rs, int stream, sim_rendezvous *rv, int
     sg_actor_sleep_for((ring_steps - 1) * rf.latency_s);
     t += (ring_steps - 1) * rf.latency_s;
   }
+  return t;
+}
+
+/* Edge arrays are private to each call: the actor blocks inside, and other
+ * actors run collectives of their own meanwhile. */
+static double network_transfer(sim_rank *rs, int stream, sim_rendezvous *rv, int gkind, const char *coll,
+                               const int *m, int n, double wire) {
+  size_t cap = (size_t)n * (size_t)n + 2; /* all-to-all has n(n-1) edges */
+  if (cap > MAX_EDGES) cap = MAX_EDGES;
+  int *e_src = malloc(sizeof(int) * cap), *e_dst = malloc(sizeof(int) * cap);
+  double *e_bytes = malloc(sizeof(double) * cap);
+  if (!e_src || !e_dst || !e_bytes) abort();
+  double t = transfer_edges(rs, stream, rv, gkind, coll, m, n, wire, e_src, e_dst, e_bytes, (int)cap);
+  free(e_src);
+  free(e_dst);
+  free(e_bytes);
   return t;
 }
 

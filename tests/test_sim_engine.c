@@ -31,6 +31,7 @@ static char platform_path[64];
 static schema_calibration cal; /* tiny codec kernels, nothing else */
 
 static double platform_bw = BW;
+static int platform_backbone; /* 1: every route also crosses one shared backbone link of bandwidth BW */
 
 static void write_platform(int hosts) {
   snprintf(platform_path, sizeof platform_path, "/tmp/test-sim-platform-%d.xml", (int)getpid());
@@ -40,8 +41,8 @@ static void write_platform(int hosts) {
           "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
           "<platform version=\"4.1\">\n"
           "<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-%d\" speed=\"1Pf\" bw=\"%.0fBps\" lat=\"%gs\" "
-          "sharing_policy=\"SPLITDUPLEX\"/>\n</platform>\n",
-          hosts - 1, platform_bw, LAT);
+          "sharing_policy=\"SPLITDUPLEX\"%s/>\n</platform>\n",
+          hosts - 1, platform_bw, LAT, platform_backbone ? " bb_bw=\"10GBps\" bb_lat=\"0s\"" : "");
   fclose(f);
 }
 
@@ -195,6 +196,35 @@ static void test_send_and_taco_wire_bytes(void) {
   NEAR(taco - 2 * LAT, ratio * (plain - 2 * LAT), 0.005);
   plan_codec c = {PLAN_CODEC_TACO, 256, PLAN_FP8_E4M3, 1.0};
   NEAR(plan_codec_wire_bytes(&c, 1048576, 2), 1048576 * (1.0 + 8.0 / 256) / 2.0, 1e-12);
+}
+
+/* Reduced mode simulates rank 0 for both DP groups (tp 0 and tp 1); their four
+ * flows share one backbone link, so each gets B/4. Full and reduced must both
+ * see it: ring of 2 -> each edge carries S, at B/4: 4 S / B + 2 route latencies. */
+static void test_reduced_keeps_cross_traffic(void) {
+  double S = 1e9;
+  platform_backbone = 1;
+  plan p;
+  make_plan(&p, 2, 2, 1, 4, 1);
+  plan_program *pr = new_programs(4, 4);
+  for (int r = 0; r < 4; r++) {
+    plan_op *op = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
+    op->coll = PLAN_COLL_ALLREDUCE;
+    op->group = PLAN_GROUP_DP;
+    op->traffic = PLAN_TRAFFIC_DP;
+    op->bytes = op->wire_bytes = S;
+  }
+  schema_result full, red;
+  CU_ASSERT_EQUAL_FATAL(run(&p, pr, SIM_MODE_FULL, &full), 0);
+  CU_ASSERT_EQUAL_FATAL(run(&p, pr, SIM_MODE_REDUCED, &red), 0);
+  platform_backbone = 0;
+  double expect = 4 * S / BW + 2 * (2 * LAT);
+  NEAR(full.iteration_time_s, expect, 0.005);
+  NEAR(red.iteration_time_s, expect, 0.005);
+  CU_ASSERT_EQUAL(red.n_ranks, 1);
+  schema_result_free(&full);
+  schema_result_free(&red);
+  free_programs(pr, 4);
 }
 
 /* A 1 TB/s link is not capped by a TCP window (gamma / 2 latency would be ~100 GB/s). */
@@ -365,6 +395,7 @@ int main(void) {
   CU_add_test(s, "CAAT-Net p=0.5 halves the all-reduce bytes", test_caat_halves_allreduce);
   CU_add_test(s, "send/recv, and TACO cuts wire bytes by (1+8/G)/2", test_send_and_taco_wire_bytes);
   CU_add_test(s, "fast links are not capped by a TCP window", test_fast_link_uncapped);
+  CU_add_test(s, "reduced mode keeps the cross traffic of shared links", test_reduced_keeps_cross_traffic);
   CU_add_test(s, "ideal pipeline bubble (p-1)/(m+p-1)", test_pipeline_bubble);
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
