@@ -18,10 +18,15 @@ typedef enum {
   COLL_OP_COUNT
 } coll_op;
 
-/* Defaults until a transport's own measured values are passed in (see
- * runtime/RESULTS-comm.md for the sweeps these come from). */
-#define COLL_DEFAULT_CHUNK_BYTES ((size_t)8 << 20)
-#define COLL_DEFAULT_MIN_BYTES ((size_t)1 << 20)
+/* Defaults for callers that pass no measured values (0 in coll_opts). From
+ * the sweeps on 2 x H200 (runtime/RESULTS-comm.md): at 64 MiB the fastest
+ * chunk was the whole message on every transport (cutting it cost more in
+ * NCCL launches than the overlap won), and the codec paid off from 1-4 MiB
+ * through host shared memory and sockets but only from 64 MiB (all-gather,
+ * reduce-scatter, send/recv) or never (all-reduce) over NVLink. Callers
+ * pass their transport's own values; these fit the slow links. */
+#define COLL_DEFAULT_CHUNK_BYTES ((size_t)64 << 20)
+#define COLL_DEFAULT_MIN_BYTES ((size_t)4 << 20)
 
 const char *coll_op_name(coll_op op);
 /* Parses "allreduce", "allgather", ...; returns -1 when unknown. */

@@ -10,7 +10,7 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
 mpi() { # mpirun forwarding the NCCL_* variables that are set
   local fwd=() v
-  for v in $(env | grep -o '^NCCL_[A-Z_]*'); do fwd+=(-x "$v"); done
+  for v in $(env | grep -o '^NCCL_[A-Z0-9_]*'); do fwd+=(-x "$v"); done
   timeout 150 mpirun --allow-run-as-root -np 2 --bind-to none "${fwd[@]}" "$@"
 }
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
