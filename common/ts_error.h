@@ -8,6 +8,10 @@
 
 #include <stdarg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TS_EXIT_FAILURE 1
 #define TS_EXIT_BAD_INPUT 2
 
@@ -26,5 +30,9 @@ int ts_fail_sys(ts_err *e, const char *fmt, ...) __attribute__((format(printf, 2
 
 /* Exit status that main() should use for e. */
 int ts_exit_status(const ts_err *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

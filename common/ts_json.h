@@ -13,6 +13,10 @@
 
 #include "ts_error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Parses a file; a syntax error names the line and column. Caller json_decref()s. */
 json_t *tsj_load_file(const char *path, ts_err *e);
 /* Parses a string (for tests and fuzzers); `what` stands in for the file name. */
@@ -46,5 +50,9 @@ int tsj_enum_opt(json_t *obj, const char *key, const char *const *names, int dfl
                  const char *file, const char *path, ts_err *e);
 /* Checks "schema": 1 (or another supported version). */
 int tsj_schema(json_t *root, int supported, const char *file, ts_err *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
