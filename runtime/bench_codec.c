@@ -50,7 +50,7 @@ static int parse_size(const char *s, size_t *out) {
   if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
   else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
   else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
-  if (*end) return -1;
+  if (*end || v * mul > 64.0 * 1073741824.0) return -1; /* at most 64 GiB */
   *out = (size_t)(v * mul);
   return 0;
 }
@@ -66,7 +66,7 @@ static int parse_list(const char *arg, const char *what, int is_size, bench_opts
     }
     if (is_size) {
       if (parse_size(tok, &o->sizes[count]) || o->sizes[count] < 64) {
-        fprintf(stderr, "bench-codec: --sizes: '%s' is not a size of at least 64 bytes (e.g. 64M)\n", tok);
+        fprintf(stderr, "bench-codec: --sizes: '%s' is not a size from 64 bytes to 64G (e.g. 64M)\n", tok);
         return -1;
       }
     } else {
