@@ -162,13 +162,20 @@ __global__ void __launch_bounds__(BLOCK) decode_sum_kernel(const uint8_t *__rest
  * as many as the work needs. Cached per kernel. For tuning, the environment
  * variable TACO_BLOCKS_PER_SM overrides the occupancy (0: one tile per thread,
  * no persistence). */
+static int blocks_per_sm_setting = -2; /* -2: not read yet; -1: occupancy; 0: no persistence; n > 0 */
+
 static int blocks_per_sm_override(void) {
-  static int value = -2;
-  if (value == -2) {
+  if (blocks_per_sm_setting == -2) {
     const char *e = getenv("TACO_BLOCKS_PER_SM");
-    value = e && *e ? atoi(e) : -1;
+    blocks_per_sm_setting = e && *e ? atoi(e) : -1;
   }
-  return value;
+  return blocks_per_sm_setting;
+}
+
+extern "C" int taco_set_blocks_per_sm(int blocks) {
+  if (blocks < -1 || blocks > 64) return TACO_FAIL("blocks per SM %d: want -1 (occupancy), 0 or 1..64", blocks);
+  blocks_per_sm_setting = blocks;
+  return 0;
 }
 
 template <auto KERNEL> static unsigned persistent_grid(size_t threads, bool persistent = true) {

@@ -67,6 +67,13 @@ int taco_nonfinite_reset(taco_nonfinite *nf, void *stream);
  *   taco_unfused_workspace_bytes(n, G) (scale, Hadamard, cast), bit-identical
  *   to taco_encode on finite input; it exists to measure the fusion. */
 size_t taco_unfused_workspace_bytes(size_t n, int group);
+/* The codec kernels run persistent grids (as many blocks as fit, each walking
+ * many tiles). A kernel meant to overlap an NCCL kernel on another stream can
+ * leave it room: blocks per SM n > 0 caps the grid at n * SMs, 0 launches one
+ * tile per thread (blocks retire as they finish), -1 restores the default.
+ * Process-wide; the environment variable TACO_BLOCKS_PER_SM sets the start value.
+ * Returns 0, or -1 for n outside [-1, 64]. */
+int taco_set_blocks_per_sm(int n);
 int taco_encode_unfused(const void *x, taco_dtype dt, size_t n, taco_params p, void *block, void *workspace,
                         void *stream);
 
