@@ -415,6 +415,13 @@ int main(int argc, char **argv) {
           }
   for (int gi = 0; gi < 5; gi++)
     for (int k = 1; k <= 3; k += 2) run_sum_case(quick ? 4099 : 300007, groups[gi], gi % 2 ? TACO_FP8_E5M2 : TACO_FP8_E4M3, k, seed + 1000 + (uint64_t)gi);
+  /* one block per SM: every thread walks several tiles of the persistent grid (prefetch path) */
+  expect(taco_set_blocks_per_sm(-5) == -1, "bad blocks per SM rejected", taco_last_error());
+  CHECK_TACO(taco_set_blocks_per_sm(1));
+  run_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 128, TACO_FP8_E4M3, TACO_DTYPE_BF16, D_NORMAL, seed + 3000);
+  run_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 256, TACO_FP8_E5M2, TACO_DTYPE_FP32, D_NONFINITE, seed + 3001);
+  run_sum_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 128, TACO_FP8_E4M3, 3, seed + 3002);
+  CHECK_TACO(taco_set_blocks_per_sm(-1));
   run_caat_case(37, 1024, 512, TACO_DTYPE_BF16, seed + 2000);
   run_caat_case(37, 1024, 512, TACO_DTYPE_FP32, seed + 2001);
   run_caat_case(13, 250, 101, TACO_DTYPE_BF16, seed + 2002); /* odd widths: element path */
