@@ -227,6 +227,22 @@ static void test_reduced_keeps_cross_traffic(void) {
   free_programs(pr, 4);
 }
 
+/* Programs that can never finish (a receive nobody sends) end in an error, not a hang. */
+static void test_deadlock_reported(void) {
+  plan p;
+  make_plan(&p, 1, 1, 2, 2, 1);
+  plan_program *pr = new_programs(2, 4);
+  plan_op *op = add_op(&pr[0], PLAN_OP_RECV, PLAN_STREAM_PP);
+  op->peer = 1, op->tag = 3, op->bytes = op->wire_bytes = 1e6;
+  add_op(&pr[1], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = 1e9;
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .platform_path = platform_path, .programs = pr};
+  schema_result r;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(sim_run_isolated(&p, &o, &r, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "deadlock"));
+  free_programs(pr, 2);
+}
+
 /* A 1 TB/s link is not capped by a TCP window (gamma / 2 latency would be ~100 GB/s). */
 static void test_fast_link_uncapped(void) {
   platform_bw = 1e12;
@@ -395,6 +411,7 @@ int main(void) {
   CU_add_test(s, "CAAT-Net p=0.5 halves the all-reduce bytes", test_caat_halves_allreduce);
   CU_add_test(s, "send/recv, and TACO cuts wire bytes by (1+8/G)/2", test_send_and_taco_wire_bytes);
   CU_add_test(s, "fast links are not capped by a TCP window", test_fast_link_uncapped);
+  CU_add_test(s, "programs that deadlock are reported", test_deadlock_reported);
   CU_add_test(s, "reduced mode keeps the cross traffic of shared links", test_reduced_keeps_cross_traffic);
   CU_add_test(s, "ideal pipeline bubble (p-1)/(m+p-1)", test_pipeline_bubble);
   CU_add_test(s, "deterministic", test_deterministic);
