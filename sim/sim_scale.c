@@ -21,7 +21,7 @@
 
 struct sim_scale_cache {
   struct sim_scale_cache *next;
-  int rep, gkind, alg, peer;
+  int rep, gkind, alg, peer, rep_sends; /* peer, rep_sends: send/recv classes only */
   int n;
   int *src, *dst;
   double *k;
@@ -73,13 +73,13 @@ static double edge_k(int src, int dst, xbt_dynar_t route) {
   return len && crowd > 0 && crowd < alone ? alone / crowd : 1.0;
 }
 
-static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer) {
+static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer, int rep_sends) {
   const plan *p = sim_w->p;
   const topo_cluster *c = &p->cluster;
   plan_coord me = plan_coord_of(p, rs->rank);
   struct sim_scale_cache *sc = calloc(1, sizeof *sc);
   if (!sc) abort();
-  sc->rep = rs->rank, sc->gkind = gkind, sc->alg = alg, sc->peer = peer;
+  sc->rep = rs->rank, sc->gkind = gkind, sc->alg = alg, sc->peer = peer, sc->rep_sends = rep_sends;
   int world = sim_w->world, cap = world > 64 ? world : 64;
   int *members = malloc(sizeof(int) * (size_t)cap), *src = malloc(sizeof(int) * (size_t)cap * 2),
       *dst = malloc(sizeof(int) * (size_t)cap * 2);
@@ -99,7 +99,6 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer)
       plan_coord pc = {rc.dp, rc.tp, peer_c.pp};
       int pr = plan_rank_of(p, pc);
       /* the representative sends (src = rep) or receives (dst = rep) */
-      int rep_sends = peer >= 0 && gkind == 1;
       src[0] = rep_sends ? r : pr;
       dst[0] = rep_sends ? pr : r;
       ne = 1;
@@ -144,13 +143,13 @@ double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_d
   if (alg == SIM_ALG_SENDRECV) {
     sends = edge_src == rs->rank;
     peer = sends ? edge_dst : edge_src;
-    gkind = sends; /* reuses the field: 1 = the representative sends */
   }
   struct sim_scale_cache *sc;
   for (sc = sim_w->scales; sc; sc = sc->next)
-    if (sc->rep == rs->rank && sc->gkind == gkind && sc->alg == alg && sc->peer == peer) break;
+    if (sc->rep == rs->rank && sc->gkind == gkind && sc->alg == alg && sc->peer == peer && sc->rep_sends == sends)
+      break;
   if (!sc) {
-    sc = build(rs, gkind, alg, peer);
+    sc = build(rs, gkind, alg, peer, sends);
     sc->next = sim_w->scales;
     sim_w->scales = sc;
   }
