@@ -13,7 +13,7 @@ TPS="2 4 8"
 CODECS="none taco caat taco+caat"
 GPUS=64 GLOBAL=128 SEQ=2048 CLUSTER=h200-1024-rail
 CAL="$(nvlink_calibration)"
-WORK="$DATA/fig1"
+WORK="$DATA/work/fig1"
 fresh_dir "$WORK"
 : > "$WORK/list"
 : > "$WORK/layouts"

@@ -14,11 +14,15 @@ FIGS="$EXP/figures"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 mkdir -p "$DATA" "$FIGS"
 
-find_tool() { # NAME SUBDIR: $NAME from the environment, else the newest build that has it
+# find_tool NAME SUBDIR: $NAME (upper case) from the environment, else
+# build/SUBDIR/NAME, else the newest unsanitized build-*/SUBDIR/NAME.
+find_tool() {
   local name=$1 sub=$2 var best=""
   var=$(echo "$name" | tr a-z A-Z)
   if [ -n "${!var:-}" ]; then echo "${!var}"; return; fi
-  for b in "$ROOT"/build "$ROOT"/build-*; do
+  if [ -x "$ROOT/build/$sub/$name" ]; then echo "$ROOT/build/$sub/$name"; return; fi
+  for b in "$ROOT"/build-*; do
+    case $b in *asan* | *fuzz* | *sanit*) continue ;; esac # sanitized builds are slow
     [ -x "$b/$sub/$name" ] || continue
     if [ -z "$best" ] || [ "$b/$sub/$name" -nt "$best" ]; then best="$b/$sub/$name"; fi
   done
