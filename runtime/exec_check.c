@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec_model.h"
 #include "exec_run.h"
+#include "exec_walk.h"
 
 #define CHECK_TOL_GRAD 5e-2 /* relative L2 per tensor, BF16 vs float64 and TP/DP vs TP = 1 */
 #define CHECK_TOL_LOSS 1e-2 /* relative error of the loss */
@@ -29,10 +31,12 @@ static const exec_ref_config check_configs[] = {
 typedef struct {
   int ntensors;
   char names[EXEC_REF_MAX_TENSORS][32];
-  double num[4][EXEC_REF_MAX_TENSORS], den[4][EXEC_REF_MAX_TENSORS]; /* per comparison */
+  double num[6][EXEC_REF_MAX_TENSORS], den[6][EXEC_REF_MAX_TENSORS]; /* per comparison */
 } error_table;
-enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_COUNT };
-static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64"};
+enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_COUNT };
+/* "plan": the same layout run from plan_build_program()'s program (exec_walk.c) */
+static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64",
+                                                 "tpN-plan/f64", "dpN-plan/f64"};
 
 /* Runs the program's ops (without the optimizer step unless with_optimizer). */
 static int run_iteration(exec_model *m, const plan_op *ops, int nops, int with_optimizer, rt_nccl *w, ts_err *e) {
@@ -254,6 +258,68 @@ static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, f
   return 0;
 }
 
+/* The tiny model as a model file, and a plan of it, so plan_build_program()
+ * can build the programs the walker runs. */
+static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, char *model_path, size_t cap, char *text,
+                          size_t text_cap, ts_err *e) {
+  snprintf(model_path, cap, "/tmp/tacorun-exec-check-%d.json", (int)getpid());
+  FILE *f = fopen(model_path, "w");
+  if (!f) return ts_fail_sys(e, "%s: cannot write", model_path);
+  fprintf(f,
+          "{ \"schema\": 1, \"name\": \"exec-check-tiny\", \"family\": \"gpt\", \"layers\": %d, \"hidden\": %d,\n"
+          "  \"heads\": %d, \"kv_heads\": %d, \"ffn_hidden\": %d, \"activation\": \"%s\", \"norm\": \"%s\",\n"
+          "  \"vocab\": %d, \"tied_embeddings\": true, \"max_seq\": %d, \"position\": \"learned\",\n"
+          "  \"qkv_bias\": false, \"linear_bias\": false, \"norm_eps\": %g }\n",
+          cfg->layers, cfg->hidden, cfg->heads, cfg->heads, cfg->ffn, cfg->act == EXEC_ACT_GELU ? "gelu" : "swiglu",
+          cfg->norm == EXEC_NORM_LAYERNORM ? "layernorm" : "rmsnorm", cfg->vocab, cfg->seq, cfg->norm_eps);
+  if (fclose(f)) return ts_fail_sys(e, "%s: cannot write", model_path);
+  snprintf(text, text_cap,
+           "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\",\n"
+           "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": 1 },\n"
+           "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"1f1b\" }\n",
+           model_path, dp, tp, cfg->batch, cfg->batch * dp, cfg->seq);
+  return 0;
+}
+
+/* One gradient of the tiny model through the plan's own program; adds the
+ * comparison with ref (full reference gradient) to the table. */
+static int check_walked(rt_nccl *w, const check_data *d, int tp, int dp, const int32_t *tok, const int32_t *lab,
+                        const double *ref_full, error_table *tab, int cmp, FILE *log, ts_err *e) {
+  const int rank = w->ranks[0];
+  char model_path[256], text[1024];
+  if (tiny_plan_text(&d->cfg, tp, dp, model_path, sizeof model_path, text, sizeof text, e)) return -1;
+  exec_model m;
+  exec_walk wk;
+  memset(&wk, 0, sizeof wk);
+  float *g = NULL;
+  double *ref = NULL;
+  int rc = -1;
+  if (exec_model_create(&m, &d->cfg, 1, tp, tp > 1 ? rank : 0, tp > 1 ? w->comms[0] : NULL, dp, dp > 1 ? rank : 0,
+                        dp > 1 ? w->comms[0] : NULL, w->streams[0], e))
+    goto out;
+  if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, tok, lab, e)) goto out;
+  if (exec_walk_init_text(&wk, text, "exec-check plan", rank, &m, e)) goto out;
+  if (exec_walk_iteration(&m, &wk, 1, e) || rt_nccl_wait(w, e) || exec_model_check_finite(&m, 0, NULL, e)) goto out;
+  g = malloc(m.nparams * sizeof *g);
+  ref = malloc(m.nparams * sizeof *ref);
+  if (!g || !ref) {
+    ts_fail_sys(e, "exec check: out of memory");
+    goto out;
+  }
+  if (exec_model_grads_to_host(&m, g, e)) goto out;
+  exec_model_shard_of(&m, ref_full, ref);
+  /* TP: shards add up over ranks; DP: every rank holds the same reduced gradient, count rank 0 */
+  if (tp > 1 || rank == 0) accumulate(&m, g, ref, tab, cmp);
+  fprintf(log, "  plan program (tp %d, dp %d): %d ops on rank 0, walked on compute/TP/DP streams\n", tp, dp, wk.prog.n);
+  rc = 0;
+out:
+  remove(model_path);
+  exec_walk_destroy(&wk);
+  exec_model_destroy(&m);
+  free(g), free(ref);
+  return rc;
+}
+
 static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *failures, ts_err *e) {
   const int rank = w->ranks[0], n = w->nranks;
   check_data d;
@@ -304,6 +370,11 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   exec_model_shard_of(&cd.m, d.grad_mean, ref_local);
   if (rank == 0) accumulate(&cd.m, gd, ref_local, tab, CMP_DPN_REF);
 
+  /* The same TP and DP runs from plan_build_program()'s programs. */
+  if (n > 1 && (check_walked(w, &d, n, 1, d.tok_a, d.lab_a, d.grad_a, tab, CMP_TPN_PLAN_REF, log, e) ||
+                check_walked(w, &d, 1, n, d.tok_rank, d.lab_rank, d.grad_mean, tab, CMP_DPN_PLAN_REF, log, e)))
+    goto done;
+
   if (exec_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||
       exec_world_sum(w, &tab->den[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e))
     goto done;
@@ -322,6 +393,7 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   for (int i = 0; i < tab->ntensors; i++) {
     fprintf(log, "  %-18s", tab->names[i]);
     for (int c = 0; c < CMP_COUNT; c++) {
+      if (n == 1 && c >= CMP_TPN_PLAN_REF) continue; /* the plan runs need 2 ranks */
       double rel = tab->den[c][i] > 0 ? sqrt(tab->num[c][i] / tab->den[c][i]) : sqrt(tab->num[c][i]);
       worst[c] = rel > worst[c] ? rel : worst[c];
       if (!(rel <= CHECK_TOL_GRAD)) bad++;

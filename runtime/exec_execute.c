@@ -9,7 +9,7 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun execute PLAN.json [--iters N] [--warmup N] [--json OUT] [--csv OUT] [--ops-csv OUT]\n"
-          "                                 [--seed S] [--inject-nan STEP]\n"
+          "                                 [--seed S] [--inject-nan STEP] [--program builtin|plan]\n"
           "       tacorun execute --check\n"
           "One process per GPU: mpirun -np DPxTP tacorun execute PLAN.json (NCCL ids over MPI).\n"
           "\n"
@@ -27,11 +27,16 @@ static void usage(FILE *out) {
           "float64 CPU reference, TP = nranks against TP = 1, DP = nranks against the mean reference\n"
           "gradient, the NaN stop, and 30 AdamW steps; tolerance 5%% relative L2 per tensor.\n"
           "\n"
+          "Programs: --program builtin (default; the one measured on 2 x H200) runs the executor's own\n"
+          "program for PP = 1, with the same op vocabulary as plan_build_program(); --program plan walks\n"
+          "plan_build_program()'s program for this rank, op by op, on compute/TP/DP streams ordered by\n"
+          "its deps (TP all-reduce overlapping the wgrad GEMM, DP buckets overlapping the backward); the\n"
+          "plan walk is checked on the CPU (every op of the shipped PP = 1 plans maps) and by --check's\n"
+          "\"plan\" columns, but was not yet run on the GPUs.\n"
+          "\n"
           "Not implemented yet (the command says so and exits 2 when a plan asks for them):\n"
-          "pipeline parallelism (PP must be 1), sequence parallelism, TACO / CAAT-Net codecs in the\n"
-          "executor, recomputation, grouped-query attention, linear biases (omitted), RoPE (learned\n"
-          "positions used); the program is built in-process with the same op vocabulary as\n"
-          "plan_build_program() rather than taken from the plan library.\n");
+          "pipeline parallelism (PP must be 1), sequence parallelism, recomputation, ZeRO-1,\n"
+          "grouped-query attention; linear biases are omitted, RoPE models run with learned positions.\n");
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
@@ -62,6 +67,13 @@ static int cmd_execute(int argc, char **argv) {
       if (!strcmp(a, "--iters")) o.iters = v;
       else if (!strcmp(a, "--warmup")) o.warmup = v;
       else o.inject_nan_step = v;
+    } else if (i + 1 < argc && !strcmp(a, "--program")) {
+      const char *v = argv[++i];
+      if (strcmp(v, "plan") && strcmp(v, "builtin")) {
+        fprintf(stderr, "tacorun execute: --program: '%s' is not builtin or plan\n", v);
+        return 2;
+      }
+      o.program_plan = !strcmp(v, "plan");
     } else if (i + 1 < argc && !strcmp(a, "--seed")) {
       o.seed = strtoull(argv[++i], NULL, 10);
     } else if (i + 1 < argc && !strcmp(a, "--json")) {

@@ -13,8 +13,6 @@
 #include "model.h"
 #include "rt_ops.h"
 
-const char *const exec_layer_op_names[EXEC_OP_COUNT] = {"ln1", "qkv", "attn", "attn_out", "attn_residual",
-                                                        "ln2", "fc1", "act", "fc2", "mlp_residual"};
 
 #define EX_CUDA(call)                                                                                        \
   do {                                                                                                       \
@@ -216,13 +214,13 @@ int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int
   ALLOC(m->loss_sum, 4);
   ALLOC(m->nonfinite, (size_t)(m->ntensors + 1) * sizeof(unsigned long long));
   EX_TRY(exec_gemm_create(&m->gemm, e));
+  EX_CUDA(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming));
+  EX_CUDA(cudaEventCreateWithFlags(&m->ev_done, cudaEventDisableTiming));
   if (m->tp_comm) {
     int prio_lo, prio_hi;
     EX_CUDA(cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
     /* higher priority: the transfer's kernels get SMs ahead of the GEMM they overlap */
     EX_CUDA(cudaStreamCreateWithPriority(&m->tp_stream, cudaStreamNonBlocking, prio_hi));
-    EX_CUDA(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming));
-    EX_CUDA(cudaEventCreateWithFlags(&m->ev_done, cudaEventDisableTiming));
   }
   EX_CUDA(cudaStreamSynchronize(stream));
   return 0;
@@ -276,6 +274,8 @@ void exec_model_destroy(exec_model *m) {
   if (m->ev_ready) cudaEventDestroy(m->ev_ready);
   if (m->ev_done) cudaEventDestroy(m->ev_done);
   if (m->caat_f32) cudaFree(m->caat_f32);
+  if (m->dp_stream) cudaStreamDestroy(m->dp_stream);
+  free(m->group_done), free(m->group_reduced);
   if (m->acts)
     for (int l = 0; l < m->cfg.layers; l++) {
       exec_layer_acts *a = &m->acts[l];
@@ -522,35 +522,40 @@ static int layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
 
 /* m->dx holds the gradient of the layer's output on entry to the last op's
  * backward and the gradient of its input after ln1's backward. */
-static int layer_bwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
+static int layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) {
   exec_layer_acts *a = &m->acts[l];
   const long long T = m->tokens, h = m->cfg.hidden, hl = m->hidden_local, fl = m->ffn_local, ul = m->fc1_local;
+  const int dgrad = part != PLAN_PART_WGRAD, wgrad = part != PLAN_PART_DGRAD;
   int t;
+  if (part != PLAN_PART_WHOLE && op != EXEC_OP_FC2 && op != EXEC_OP_FC1 && op != EXEC_OP_ATTN_OUT && op != EXEC_OP_QKV)
+    return ts_fail(e, NULL, "program", "layer op %s has no dgrad/wgrad halves", exec_layer_op_names[op]);
   switch (op) {
   case EXEC_OP_MLP_RESIDUAL: case EXEC_OP_ATTN_RESIDUAL: return 0; /* the gradient passes through */
   case EXEC_OP_FC2:
     t = layer_tensor(m, l, EXEC_T_FC2);
-    EX_TRY(linear_wgrad(m, T, h, fl, a->a, m->dx, grad_of(m, t), e));
-    return linear_dgrad(m, T, h, fl, m->dx, w16_of(m, t), m->da, e);
+    if (wgrad) EX_TRY(linear_wgrad(m, T, h, fl, a->a, m->dx, grad_of(m, t), e));
+    return dgrad ? linear_dgrad(m, T, h, fl, m->dx, w16_of(m, t), m->da, e) : 0;
   case EXEC_OP_ACT:
     if (m->cfg.act == EXEC_ACT_SWIGLU) return rt_swiglu_bwd(m->da, a->u, m->du, T, (int)fl, m->stream, e);
     return rt_gelu_bwd(m->da, a->u, m->du, T * fl, m->stream, e);
   case EXEC_OP_FC1:
     t = layer_tensor(m, l, EXEC_T_FC1);
-    EX_TRY(linear_dgrad(m, T, ul, h, m->du, w16_of(m, t), m->dtmp, e));
-    return linear_wgrad_deferred(m, T, ul, h, a->n2, m->du, grad_of(m, t), e);
+    if (dgrad) EX_TRY(linear_dgrad(m, T, ul, h, m->du, w16_of(m, t), m->dtmp, e));
+    if (part == PLAN_PART_WGRAD) return linear_wgrad(m, T, ul, h, a->n2, m->du, grad_of(m, t), e);
+    return wgrad ? linear_wgrad_deferred(m, T, ul, h, a->n2, m->du, grad_of(m, t), e) : 0;
   case EXEC_OP_LN2:
     return norm_bwd(m, a->x_mid, layer_tensor(m, l, EXEC_T_LN2_G), layer_tensor(m, l, EXEC_T_LN2_B), a->mean2,
                     a->rstd2, e);
   case EXEC_OP_ATTN_OUT:
     t = layer_tensor(m, l, EXEC_T_ATTN_OUT);
-    EX_TRY(linear_wgrad(m, T, h, hl, a->attn, m->dx, grad_of(m, t), e));
-    return linear_dgrad(m, T, h, hl, m->dx, w16_of(m, t), m->dattn, e);
+    if (wgrad) EX_TRY(linear_wgrad(m, T, h, hl, a->attn, m->dx, grad_of(m, t), e));
+    return dgrad ? linear_dgrad(m, T, h, hl, m->dx, w16_of(m, t), m->dattn, e) : 0;
   case EXEC_OP_ATTN: return attention_bwd(m, a, e);
   case EXEC_OP_QKV:
     t = layer_tensor(m, l, EXEC_T_QKV);
-    EX_TRY(linear_dgrad(m, T, 3 * hl, h, m->dqkv, w16_of(m, t), m->dtmp, e));
-    return linear_wgrad_deferred(m, T, 3 * hl, h, a->n1, m->dqkv, grad_of(m, t), e);
+    if (dgrad) EX_TRY(linear_dgrad(m, T, 3 * hl, h, m->dqkv, w16_of(m, t), m->dtmp, e));
+    if (part == PLAN_PART_WGRAD) return linear_wgrad(m, T, 3 * hl, h, a->n1, m->dqkv, grad_of(m, t), e);
+    return wgrad ? linear_wgrad_deferred(m, T, 3 * hl, h, a->n1, m->dqkv, grad_of(m, t), e) : 0;
   case EXEC_OP_LN1:
     return norm_bwd(m, a->x_in, layer_tensor(m, l, EXEC_T_LN1_G), layer_tensor(m, l, EXEC_T_LN1_B), a->mean1,
                     a->rstd1, e);
@@ -568,10 +573,23 @@ static int vocab_valid(const exec_model *m) {
   return (int)(v < 0 ? 0 : v > m->vocab_local ? m->vocab_local : v);
 }
 
-static int loss_fwd(exec_model *m, int micro, ts_err *e) {
-  const long long T = m->tokens, h = m->cfg.hidden, Vl = m->vocab_local;
+static int final_norm_fwd(exec_model *m, ts_err *e) {
   int ln = m->cfg.norm == EXEC_NORM_LAYERNORM;
-  EX_TRY(norm_fwd(m, m->x_final, final_norm_tensor(m, 0), ln ? final_norm_tensor(m, 1) : 0, m->nf, m->meanf, m->rstdf, e));
+  return norm_fwd(m, m->x_final, final_norm_tensor(m, 0), ln ? final_norm_tensor(m, 1) : 0, m->nf, m->meanf,
+                  m->rstdf, e);
+}
+
+/* m->dtmp holds the (all-reduced) gradient of the final norm's output. */
+static int final_norm_bwd(exec_model *m, ts_err *e) {
+  int ln = m->cfg.norm == EXEC_NORM_LAYERNORM;
+  EX_CUDA(cudaMemsetAsync(m->dx, 0, (size_t)(m->tokens * m->cfg.hidden) * 2, m->stream));
+  return norm_bwd(m, m->x_final, final_norm_tensor(m, 0), ln ? final_norm_tensor(m, 1) : 0, m->meanf, m->rstdf, e);
+}
+
+/* Logits GEMM and the vocabulary-parallel cross-entropy (its two small TP
+ * all-reduces run here, on the compute stream); leaves dlogits in m->logits. */
+static int logits_loss_fwd(exec_model *m, int micro, ts_err *e) {
+  const long long T = m->tokens, h = m->cfg.hidden, Vl = m->vocab_local;
   /* logits[T x Vl] = nf . wte_local^T */
   exec_gemm_shape s = {.trans_b = 1, .m = T, .n = Vl, .k = h, .lda = h, .ldb = h, .ldc = Vl, .batch = 1};
   EX_TRY(exec_gemm_run(m->gemm, &s, 1.f, m->nf, w16_of(m, 0), 0.f, m->logits, m->stream, e));
@@ -584,6 +602,24 @@ static int loss_fwd(exec_model *m, int micro, ts_err *e) {
   float grad_scale = loss_scale / (float)m->dp;
   return exec_ce_finish(m->logits, micro_labels(m, micro), m->vocab_start, m->ce_rowmax, m->ce_sums, m->loss_sum,
                         loss_scale, grad_scale, T, (int)Vl, vocab_valid(m), m->stream, e);
+}
+
+static int loss_fwd(exec_model *m, int micro, ts_err *e) {
+  EX_TRY(final_norm_fwd(m, e));
+  return logits_loss_fwd(m, micro, e);
+}
+
+/* dnf = dlogits . wte (partial over the vocabulary shards) into m->dtmp */
+static int logits_dgrad(exec_model *m, ts_err *e) {
+  exec_gemm_shape sd = {.m = m->tokens, .n = m->cfg.hidden, .k = m->vocab_local, .lda = m->vocab_local,
+                        .ldb = m->cfg.hidden, .ldc = m->cfg.hidden, .batch = 1};
+  return exec_gemm_run(m->gemm, &sd, 1.f, m->logits, w16_of(m, 0), 0.f, m->dtmp, m->stream, e);
+}
+/* dwte += dlogits^T . nf */
+static int logits_wgrad(exec_model *m, ts_err *e) {
+  exec_gemm_shape sw = {.trans_a = 1, .m = m->vocab_local, .n = m->cfg.hidden, .k = m->tokens, .lda = m->vocab_local,
+                        .ldb = m->cfg.hidden, .ldc = m->cfg.hidden, .batch = 1, .c_fp32 = 1};
+  return exec_gemm_run(m->gemm, &sw, 1.f, m->logits, m->nf, 1.f, grad_of(m, 0), m->stream, e);
 }
 
 static int loss_bwd(exec_model *m, ts_err *e) {
@@ -617,18 +653,21 @@ static int embedding_bwd(exec_model *m, int micro, ts_err *e) {
 /* CAAT-Net: the replicated tensors (norm gains and biases, position
  * embeddings) saw different activations on each TP rank; average their
  * gradients so the copies stay equal. */
-static int caat_sync_replicated(exec_model *m, ts_err *e) {
+static int caat_sync_replicated(exec_model *m, cudaStream_t stream, ts_err *e) {
+  EX_NCCL(ncclGroupStart());
   for (int t = 0; t < m->ntensors; t++) {
     exec_tensor_kind k = m->tensors[t].kind;
     if (k == EXEC_T_WTE || k == EXEC_T_QKV || k == EXEC_T_ATTN_OUT || k == EXEC_T_FC1 || k == EXEC_T_FC2) continue;
     EX_NCCL(ncclAllReduce(grad_of(m, t), grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat, ncclAvg,
-                          m->tp_comm, m->stream));
+                          m->tp_comm, stream));
   }
+  EX_NCCL(ncclGroupEnd());
   return 0;
 }
 
 static int optimizer_step(exec_model *m, ts_err *e) {
-  if (m->tp_comm && uses_caat(m)) EX_TRY(caat_sync_replicated(m, e));
+  /* (a walked plan program reduces them in its own NORM_GRADS op) */
+  if (m->tp_comm && uses_caat(m) && !m->walker_mode) EX_TRY(caat_sync_replicated(m, m->stream, e));
   rt_adamw_params p = {.lr = m->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f,
                        .step = ++m->adam_step};
   return rt_adamw_step(m->master, m->w16, m->grad, m->adam_m, m->adam_v, (long long)m->nparams, p, m->stream, e);
@@ -670,7 +709,113 @@ static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, int
   return 0;
 }
 
+/* ---- walking plan programs ---- */
+
+enum { GROUP_HEAD_OFFSET = 0, GROUP_EMBED_OFFSET = 1 }; /* after the layers */
+
+static int group_of_tensor(const exec_model *m, int t) {
+  const exec_tensor *lt = &m->tensors[t];
+  if (lt->layer >= 0) return lt->layer;
+  if (lt->kind == EXEC_T_LNF_G || lt->kind == EXEC_T_LNF_B) return m->cfg.layers + GROUP_HEAD_OFFSET;
+  return m->cfg.layers + GROUP_EMBED_OFFSET; /* wte (tied: final after the embedding's backward), wpe */
+}
+
+int exec_model_enter_walker_mode(exec_model *m, ts_err *e) {
+  m->walker_mode = 1;
+  m->overlap_wgrad = 0; /* the program orders dgrad, all-reduce and wgrad itself */
+  m->group_done = calloc((size_t)m->cfg.layers + 2, 1);
+  m->group_reduced = calloc((size_t)m->cfg.layers + 2, 1);
+  if (!m->group_done || !m->group_reduced) return ts_fail_sys(e, "exec: out of memory");
+  if (m->dp_comm && !m->dp_stream) EX_CUDA(cudaStreamCreateWithFlags(&m->dp_stream, cudaStreamNonBlocking));
+  return 0;
+}
+
+cudaStream_t exec_model_op_stream(const exec_model *m, const plan_op *op) {
+  if (op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP && m->tp_stream) return m->tp_stream;
+  if (op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_DP && m->dp_stream) return m->dp_stream;
+  return m->stream;
+}
+
+/* Marks the gradient groups a last-micro-batch backward op completes. */
+static void note_group_done(exec_model *m, const plan_op *op, int lop) {
+  if (!m->walker_mode || op->phase != PLAN_PHASE_BWD || op->micro != m->micros - 1) return;
+  if (op->model_op == PLAN_MOP_FINAL_NORM) m->group_done[m->cfg.layers + GROUP_HEAD_OFFSET] = 1;
+  else if (op->model_op == PLAN_MOP_EMBEDDING) m->group_done[m->cfg.layers + GROUP_EMBED_OFFSET] = 1;
+  else if (lop == EXEC_OP_LN1 && op->layer >= 0) m->group_done[op->layer] = 1;
+}
+
+/* A DP bucket: all-reduce (sum) the gradients of every completed, not yet
+ * reduced group, on the DP stream after everything enqueued on the compute
+ * stream so far. With `all`, every group that is not reduced yet (the
+ * optimizer's safety net). */
+static int dp_reduce_groups(exec_model *m, int all, ts_err *e) {
+  if (!m->dp_comm) return 0;
+  int any = 0;
+  for (int g = 0; g < m->cfg.layers + 2; g++) any |= (all || m->group_done[g]) && !m->group_reduced[g];
+  if (!any) return 0;
+  EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
+  EX_CUDA(cudaStreamWaitEvent(m->dp_stream, m->ev_ready, 0));
+  EX_NCCL(ncclGroupStart());
+  for (int t = 0; t < m->ntensors; t++) {
+    int g = group_of_tensor(m, t);
+    if ((all || m->group_done[g]) && !m->group_reduced[g])
+      EX_NCCL(ncclAllReduce(grad_of(m, t), grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat,
+                            ncclSum, m->dp_comm, m->dp_stream));
+  }
+  EX_NCCL(ncclGroupEnd());
+  for (int g = 0; g < m->cfg.layers + 2; g++)
+    if (all || m->group_done[g]) m->group_reduced[g] = 1;
+  return 0;
+}
+
+int exec_model_walker_finish(exec_model *m, ts_err *e) {
+  /* the optimizer waits for every stream (and reduces any group no bucket took) */
+  EX_TRY(dp_reduce_groups(m, 1, e));
+  cudaStream_t side[2] = {m->tp_stream, m->dp_stream};
+  for (int i = 0; i < 2; i++)
+    if (side[i]) {
+      EX_CUDA(cudaEventRecord(m->ev_done, side[i]));
+      EX_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
+    }
+  memset(m->group_done, 0, (size_t)m->cfg.layers + 2);
+  memset(m->group_reduced, 0, (size_t)m->cfg.layers + 2);
+  return 0;
+}
+
+static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
+  if (op->kind != PLAN_OP_COLLECTIVE) return ts_fail(e, NULL, "program", "not a collective");
+  if (op->group == PLAN_GROUP_DP) {
+    if (op->model_op != PLAN_MOP_GRAD_BUCKET || op->coll != PLAN_COLL_ALLREDUCE)
+      return ts_fail(e, NULL, "layout.zero1", "only all-reduced DP gradient buckets are supported (no ZeRO-1)");
+    return dp_reduce_groups(m, 0, e);
+  }
+  if (op->group != PLAN_GROUP_TP || op->coll != PLAN_COLL_ALLREDUCE)
+    return ts_fail(e, NULL, "program", "collective (group %d, kind %d) is not supported by the executor",
+                   (int)op->group, (int)op->coll);
+  if (!m->tp_comm) return 0;
+  const size_t th = (size_t)(m->tokens * m->cfg.hidden);
+  int lop = layer_op_of(m, op->model_op);
+  switch (op->model_op) {
+  case PLAN_MOP_EMBEDDING:
+    EX_NCCL(ncclAllReduce(m->acts[0].x_in, m->acts[0].x_in, th, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
+    return 0;
+  case PLAN_MOP_LOSS:
+    if (op->phase == PLAN_PHASE_FWD) return 0; /* the cross-entropy statistics were exchanged inside the loss op */
+    EX_NCCL(ncclAllReduce(m->dtmp, m->dtmp, th, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
+    return 0;
+  case PLAN_MOP_NORM_GRADS: return caat_sync_replicated(m, m->tp_stream, e);
+  default: break;
+  }
+  if (op->phase == PLAN_PHASE_FWD && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2))
+    return tp_allreduce_coded(m, m->proj, &op->codec, 0, e);
+  if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1))
+    return tp_allreduce_coded(m, m->dtmp, &op->codec, 1, e);
+  return ts_fail(e, NULL, "program", "no TP all-reduce belongs after model op %d in phase %d", (int)op->model_op,
+                 (int)op->phase);
+}
+
 static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
+  if (m->walker_mode) return run_collective_walked(m, op, e);
   if (op->group == PLAN_GROUP_DP) {
     if (!m->dp_comm) return 0;
     EX_NCCL(ncclAllReduce(m->grad, m->grad, m->nparams, ncclFloat, ncclSum, m->dp_comm, m->stream));
@@ -712,17 +857,37 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
   int micro = op->micro < 0 ? 0 : op->micro;
   if (micro >= m->micros) return ts_fail(e, NULL, "program", "micro-batch %d out of range", micro);
   switch (op->model_op) {
-  case PLAN_MOP_EMBEDDING: return op->phase == PLAN_PHASE_FWD ? embedding_fwd(m, micro, e) : embedding_bwd(m, micro, e);
-  case PLAN_MOP_LOSS: return op->phase == PLAN_PHASE_FWD ? loss_fwd(m, micro, e) : loss_bwd(m, e);
-  case PLAN_MOP_OPTIMIZER: return optimizer_step(m, e);
+  case PLAN_MOP_EMBEDDING:
+    if (op->phase == PLAN_PHASE_FWD) return embedding_fwd(m, micro, e);
+    EX_TRY(embedding_bwd(m, micro, e));
+    note_group_done(m, op, -1);
+    return 0;
+  case PLAN_MOP_FINAL_NORM:
+    if (op->phase == PLAN_PHASE_FWD) return final_norm_fwd(m, e);
+    EX_TRY(final_norm_bwd(m, e));
+    note_group_done(m, op, -1);
+    return 0;
+  case PLAN_MOP_LOSS:
+    if (op->phase == PLAN_PHASE_FWD) return m->walker_mode ? logits_loss_fwd(m, micro, e) : loss_fwd(m, micro, e);
+    if (op->part == PLAN_PART_DGRAD) return logits_dgrad(m, e);
+    if (op->part == PLAN_PART_WGRAD) return logits_wgrad(m, e);
+    return loss_bwd(m, e);
+  case PLAN_MOP_OPTIMIZER:
+    if (m->walker_mode) EX_TRY(exec_model_walker_finish(m, e));
+    return optimizer_step(m, e);
   default: break;
   }
+
   int lop = layer_op_of(m, op->model_op);
   if (lop < 0 || op->layer < 0 || op->layer >= m->cfg.layers)
     return ts_fail(e, NULL, "program", "compute op (model op %d, layer %d) is not one the executor knows",
                    (int)op->model_op, (int)op->layer);
   if (op->phase == PLAN_PHASE_FWD) return layer_fwd(m, (exec_layer_op)lop, op->layer, e);
-  if (op->phase == PLAN_PHASE_BWD) return layer_bwd(m, (exec_layer_op)lop, op->layer, e);
+  if (op->phase == PLAN_PHASE_BWD) {
+    EX_TRY(layer_bwd(m, (exec_layer_op)lop, op->layer, op->part, e));
+    note_group_done(m, op, lop); /* ln1 is a layer's last backward op */
+    return 0;
+  }
   return ts_fail(e, NULL, "layout.recompute", "recomputation is not implemented in the executor");
 }
 

@@ -25,15 +25,10 @@
 #include "coll_taco.h"
 #include "exec_gemm.h"
 #include "exec_ref.h"
+#include "exec_walk_map.h"
 #include "plan.h"
 #include "ts_error.h"
 
-/* Which layer op a model_op index means (indices of model_layer_ops()). */
-typedef enum {
-  EXEC_OP_LN1, EXEC_OP_QKV, EXEC_OP_ATTN, EXEC_OP_ATTN_OUT, EXEC_OP_ATTN_RESIDUAL,
-  EXEC_OP_LN2, EXEC_OP_FC1, EXEC_OP_ACT, EXEC_OP_FC2, EXEC_OP_MLP_RESIDUAL, EXEC_OP_COUNT
-} exec_layer_op;
-extern const char *const exec_layer_op_names[EXEC_OP_COUNT]; /* "ln1", "qkv", ... as model.h names them */
 
 typedef struct {
   void *x_in, *n1, *qkv, *P, *attn, *x_mid, *n2, *u, *a; /* bf16 */
@@ -92,6 +87,14 @@ typedef struct {
   int cur_op;
   cudaEvent_t *prof_wgrad_done, *prof_tp_start, *prof_tp_end;
 
+  /* Walking a plan_build_program() program (exec_walk.h): the walker orders
+   * the streams by the program's deps, so collectives only enqueue on their
+   * stream; DP buckets reduce the gradient groups completed so far (head,
+   * each layer, the embedding: the plan fills buckets layer by layer). */
+  int walker_mode;
+  cudaStream_t dp_stream;
+  unsigned char *group_done, *group_reduced; /* [layers + 2]: layers, head, embedding */
+
   /* activations kept for backward (one micro-batch in flight: PP = 1) */
   exec_layer_acts *acts;
   void *x_final, *nf, *proj, *logits;
@@ -144,6 +147,13 @@ int exec_model_check_finite(exec_model *m, int step, float *loss_out, ts_err *e)
 int exec_model_grads_to_host(exec_model *m, float *out, ts_err *e);
 /* This rank's shard of a full reference array (nparams values, local layout). */
 void exec_model_shard_of(const exec_model *m, const double *full, double *local);
+
+/* The CUDA stream an op runs on (compute, TP or DP stream). */
+cudaStream_t exec_model_op_stream(const exec_model *m, const plan_op *op);
+/* Switches to walking plan_build_program() programs (see walker_mode). */
+int exec_model_enter_walker_mode(exec_model *m, ts_err *e);
+/* End of a walked iteration: reduce the DP groups no bucket took, join the streams. */
+int exec_model_walker_finish(exec_model *m, ts_err *e);
 
 /* Builds the program of a rank that is its whole pipeline (PP = 1):
  * per micro-batch forward then backward (embedding, layers, loss, with their

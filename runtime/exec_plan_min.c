@@ -33,6 +33,18 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
   if (tsj_int(layout, "pp", 1, 4096, &v, path, "layout", e)) goto done;
   p->pp = (int)v;
   if (tsj_bool_opt(layout, "sequence_parallel", false, &p->sequence_parallel, path, "layout", e)) goto done;
+  bool zero1 = false;
+  char recompute[32];
+  if (tsj_bool_opt(layout, "zero1", false, &zero1, path, "layout", e)) goto done;
+  if (tsj_string_opt(layout, "recompute", "none", recompute, sizeof recompute, path, "layout", e)) goto done;
+  if (zero1) {
+    ts_fail(e, path, "layout.zero1", "the distributed optimizer (ZeRO-1) is not implemented in the executor");
+    goto done;
+  }
+  if (strcmp(recompute, "none")) {
+    ts_fail(e, path, "layout.recompute", "\"%s\": recomputation is not implemented in the executor", recompute);
+    goto done;
+  }
   if (!(batch = tsj_object(root, "batch", path, NULL, e))) goto done;
   if (tsj_int(batch, "micro", 1, 1 << 16, &v, path, "batch", e)) goto done;
   p->micro = (int)v;

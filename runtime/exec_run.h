@@ -32,6 +32,7 @@ typedef struct {
   const char *json_out, *csv_out, *ops_csv_out;
   unsigned long long seed;
   int inject_nan_step; /* -1: none */
+  int program_plan;    /* walk plan_build_program()'s program instead of the built-in one */
 } exec_timed_opts;
 
 int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o, ts_err *e);

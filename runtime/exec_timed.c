@@ -11,6 +11,7 @@
 
 #include "exec_model.h"
 #include "exec_run.h"
+#include "exec_walk.h"
 #include "result.h"
 
 #define H200_BF16_PEAK_TFLOPS 989.0 /* datasheet dense BF16, the MFU denominator */
@@ -117,7 +118,10 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   exec_plan_config(p, &cfg);
   const int micros = (int)(p->global / ((long long)p->micro * p->dp));
   exec_model m;
-  plan_op *ops = NULL;
+  plan_op *builtin_ops = NULL;
+  const plan_op *ops = NULL;
+  exec_walk wk;
+  memset(&wk, 0, sizeof wk);
   int nops = 0, rc = -1, total_iters = o->warmup + o->iters;
   double *times = calloc((size_t)total_iters, sizeof *times), *op_s = NULL;
   int32_t *tok = NULL, *lab = NULL;
@@ -150,7 +154,13 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   }
   free(ti), free(li);
   if (exec_model_set_data(&m, tok, lab, e)) goto done;
-  if (exec_program_build_single_stage(&m, &ops, &nops, e)) goto done;
+  if (o->program_plan) {
+    if (exec_walk_init(&wk, p->path, rank, &m, e)) goto done;
+    ops = wk.prog.ops, nops = wk.prog.n;
+  } else {
+    if (exec_program_build_single_stage(&m, &builtin_ops, &nops, e)) goto done;
+    ops = builtin_ops;
+  }
 
   ev = calloc((size_t)nops + 1, sizeof *ev);
   op_s = calloc((size_t)nops, sizeof *op_s);
@@ -160,14 +170,21 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   }
   for (int i = 0; i <= nops; i++) RT_CUDA(e, cudaEventCreate(&ev[i]));
   if (root)
-    fprintf(stderr, "execute %s: %d rank(s) (TP %d, DP %d), %d layers, %d micro-batches of %d x %d tokens, %d ops/iteration\n",
-            p->name, world, p->tp, p->dp, cfg.layers, micros, cfg.batch, cfg.seq, nops);
+    fprintf(stderr, "execute %s: %d rank(s) (TP %d, DP %d), %d layers, %d micro-batches of %d x %d tokens, %d ops/iteration"
+                    " (%s program)\n",
+            p->name, world, p->tp, p->dp, cfg.layers, micros, cfg.batch, cfg.seq, nops,
+            o->program_plan ? "plan_build_program" : "built-in");
   int tty = isatty(2);
   float loss = 0;
   for (int it = 0; it < total_iters; it++) {
-    if (cudaEventRecord(ev[0], m.stream) != cudaSuccess || exec_model_zero_grad(&m, e)) goto cuda_fail;
-    for (int i = 0; i < nops; i++)
-      if (exec_model_run_op(&m, &ops[i], e)) goto done;
+    if (cudaEventRecord(ev[0], m.stream) != cudaSuccess) goto cuda_fail;
+    if (o->program_plan) {
+      if (exec_walk_iteration(&m, &wk, 0, e)) goto done;
+    } else {
+      if (exec_model_zero_grad(&m, e)) goto done;
+      for (int i = 0; i < nops; i++)
+        if (exec_model_run_op(&m, &ops[i], e)) goto done;
+    }
     if (cudaEventRecord(ev[1], m.stream) != cudaSuccess) goto cuda_fail;
     if (it == o->inject_nan_step) { /* fault injection for the NaN stop (a demonstration, not a measurement) */
       float nan_f = NAN;
@@ -195,6 +212,20 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
     ts_fail_sys(e, "exec: out of memory");
     goto done;
   }
+  double profiled = 0;
+  if (o->program_plan) {
+    /* walked program: per op, its time on its own stream and the part of it spent waiting for other streams */
+    double *start_s = tpx_start;
+    RT_CUDA(e, cudaEventRecord(ev[0], m.stream));
+    if (exec_walk_iteration(&m, &wk, 0, e)) goto done;
+    RT_CUDA(e, cudaEventRecord(ev[1], m.stream));
+    if (rt_nccl_wait(w, e) || exec_model_check_finite(&m, total_iters, &loss, e)) goto done;
+    if (exec_walk_times(&m, &wk, op_s, wg_s, start_s, e)) goto done;
+    float ms = 0;
+    RT_CUDA(e, cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    profiled = ms * 1e-3;
+    goto walked_profile_done;
+  }
   for (int i = 0; i < 3 * nops; i++) RT_CUDA(e, cudaEventCreate(&prof[i]));
   m.prof_wgrad_done = prof, m.prof_tp_start = prof + nops, m.prof_tp_end = prof + 2 * nops;
   RT_CUDA(e, cudaEventRecord(ev[0], m.stream));
@@ -206,7 +237,6 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   }
   if (rt_nccl_wait(w, e) || exec_model_check_finite(&m, total_iters, &loss, e)) goto done;
   m.prof_wgrad_done = m.prof_tp_start = m.prof_tp_end = NULL;
-  double profiled = 0;
   for (int i = 0; i < nops; i++) {
     float ms = 0;
     RT_CUDA(e, cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
@@ -222,6 +252,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
     }
   }
 
+walked_profile_done:;
   /* statistics over the timed iterations; the slowest rank sets the figure */
   double *timed = times + o->warmup, stats[3];
   qsort(timed, (size_t)o->iters, sizeof *timed, cmp_double);
@@ -240,7 +271,33 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
    * and then the exposed wait for the transfer. */
   double compute_s = 0, tp_s = 0, dp_s = 0, tp_stream_s = 0;
   int n_tp = 0;
-  for (int i = 0; i < nops; i++) {
+  for (int i = 0; i < nops && o->program_plan; i++) {
+    /* walked: compute ops' own time; their waits count as exposed time of the collective they waited for */
+    char key[64];
+    const plan_op *op = &ops[i];
+    if (op->kind == PLAN_OP_COLLECTIVE) {
+      if (op->group == PLAN_GROUP_TP) tp_stream_s += op_s[i] - wg_s[i], n_tp++;
+      continue;
+    }
+    double own = op_s[i] - wg_s[i];
+    op_kind_name(op, key, sizeof key);
+    nbuckets = add_bucket(buckets, nbuckets, key, own, 1);
+    compute_s += own;
+    if (wg_s[i] > 0) {
+      int waited_for = -1;
+      for (int d = 0; d < PLAN_MAX_DEPS && waited_for < 0; d++)
+        if (op->dep[d] >= 0 && ops[op->dep[d]].kind == PLAN_OP_COLLECTIVE) waited_for = op->dep[d];
+      if (waited_for >= 0) {
+        op_kind_name(&ops[waited_for], key, sizeof key);
+        nbuckets = add_bucket(buckets, nbuckets, key, wg_s[i], 1);
+        if (ops[waited_for].group == PLAN_GROUP_DP) dp_s += wg_s[i];
+        else tp_s += wg_s[i];
+      } else {
+        compute_s += wg_s[i];
+      }
+    }
+  }
+  for (int i = 0; i < nops && !o->program_plan; i++) {
     char key[64];
     double secs = op_s[i];
     if (ops[i].kind == PLAN_OP_COLLECTIVE && ops[i].group == PLAN_GROUP_TP && wg_s[i] > 0 && i > 0) {
@@ -338,7 +395,8 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
       int tp_coll = ops[i].kind == PLAN_OP_COLLECTIVE && ops[i].group == PLAN_GROUP_TP;
       snprintf(rec.stream, sizeof rec.stream, "%s",
                ops[i].kind != PLAN_OP_COLLECTIVE ? "compute" : ops[i].group == PLAN_GROUP_DP ? "dp" : "tp");
-      if (tp_coll) rec.start_s = tpx_start[i], rec.dur_s = tpx_s[i];
+      if (tp_coll && !o->program_plan) rec.start_s = tpx_start[i], rec.dur_s = tpx_s[i];
+      if (o->program_plan) rec.start_s = tpx_start[i], rec.dur_s = op_s[i] - wg_s[i];
       schema_result_add_op(&res, &rec);
       t0 += op_s[i];
     }
@@ -373,7 +431,8 @@ done:
     for (int i = 0; i < 3 * nops; i++)
       if (prof[i]) cudaEventDestroy(prof[i]);
   free(prof), free(wg_s), free(tpx_s), free(tpx_start);
-  free(ev), free(op_s), free(ops), free(times), free(tok), free(lab), free(buckets);
+  free(ev), free(op_s), free(builtin_ops), free(times), free(tok), free(lab), free(buckets);
+  exec_walk_destroy(&wk);
   schema_result_free(&res);
   exec_model_destroy(&m);
   if (tp_comm && tp_comm != w->comms[0] && rc == 0) ncclCommDestroy(tp_comm);

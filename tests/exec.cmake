@@ -4,6 +4,15 @@ target_include_directories(test_exec_ref PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
 target_link_libraries(test_exec_ref PRIVATE ts_common PkgConfig::CUNIT m)
 add_test(NAME exec_ref COMMAND test_exec_ref)
 
+# Which plan_build_program() ops the executor runs (runtime/exec_walk_map.c, plain C).
+if(TARGET ts_plan)
+  add_executable(test_exec_walk ${CMAKE_SOURCE_DIR}/tests/test_exec_walk.c ${CMAKE_SOURCE_DIR}/runtime/exec_walk_map.c)
+  target_include_directories(test_exec_walk PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+  target_link_libraries(test_exec_walk PRIVATE ts_plan ts_models ts_common PkgConfig::CUNIT m)
+  target_compile_definitions(test_exec_walk PRIVATE TACOSIM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  add_test(NAME exec_walk COMMAND test_exec_walk)
+endif()
+
 # The executor (runtime/exec_*.c) reads model files and plan.h's op types;
 # runtime/CMakeLists.txt links ts_plan/ts_schema when they exist but not
 # ts_models, so the executor's owner adds it here, next to its tests.

@@ -6,7 +6,7 @@
 #   timing.txt    every timed run's printout (median/min/max, MFU, per-op table)
 #   results.tgz   the result JSON (schema of schema/result.h) of each timed run
 #   machine.txt   GPU, driver, CUDA, NCCL
-# usage: exec_gpu.sh STAGE...   (check, nvlink, codecs, dp, shm, socket, nan)
+# usage: exec_gpu.sh STAGE...   (check, nvlink, codecs, dp, shm, socket, plan, nan)
 # EXEC_NO_OVERLAP=1 / EXEC_FULL_SOFTMAX=1 turn the executor's two optimisations off.
 set -u
 cd "$(dirname "$0")/../.."
@@ -68,6 +68,15 @@ for stage in "$@"; do
     for c in none taco caat; do
       NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo TRANSPORT=socket \
         timed gpt-h4096-tp2-$c tp2-$c-socket 2 1
+    done ;;
+  plan) # the same plans walked from plan_build_program()'s programs (--program plan)
+    for c in tp2-none tp2-caat dp2; do
+      tag=$c-nvlink-planprog
+      echo "=== $tag ===" >>"$OUT/timing.txt"
+      mpi 90 execute "$PLANS/gpt-h4096-$c.json" --program plan --iters "$ITERS" --warmup "$WARMUP" \
+        --json "$OUT/json/$tag.json" --ops-csv "$OUT/json/$tag.ops.txt" >>"$OUT/timing.txt" 2>&1
+      echo "rc=$?" >>"$OUT/timing.txt"
+      grep -E "^# iteration time" "$OUT/timing.txt" | tail -1 | sed "s/^/$tag: /"
     done ;;
   nan)
     mpi 60 execute "$PLANS/gpt-h4096-tp2-none.json" --iters 3 --warmup 1 --inject-nan 1 >"$OUT/nan.txt" 2>&1

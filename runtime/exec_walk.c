@@ -1,0 +1,110 @@
+/* exec_walk.c — walks a plan_build_program() program on the GPU (see exec_walk.h). */
+#include "exec_walk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define WK_CUDA(call)                                                                                        \
+  do {                                                                                                       \
+    cudaError_t wk_ce_ = (call);                                                                             \
+    if (wk_ce_ != cudaSuccess)                                                                               \
+      return ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(wk_ce_));        \
+  } while (0)
+
+static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
+  w->loaded = 1;
+  if (plan_build_program(&w->p, rank, &w->prog, e)) return -1;
+  if (exec_walk_check_program(&w->p, &w->prog, e)) return -1;
+  if (exec_walk_layer_op_index(&w->p, m->layer_op_index, e)) return -1;
+  if (plan_micro_batches(&w->p) != m->micros || w->p.tp != m->tp || w->p.dp != m->dp)
+    return ts_fail(e, w->p.path, "layout", "the program (tp %d, dp %d, %d micro-batches) does not match the model "
+                   "(tp %d, dp %d, %d)", w->p.tp, w->p.dp, plan_micro_batches(&w->p), m->tp, m->dp, m->micros);
+  if (exec_model_enter_walker_mode(m, e)) return -1;
+  w->done = calloc((size_t)w->prog.n, sizeof *w->done);
+  w->ready = calloc((size_t)w->prog.n, sizeof *w->ready);
+  if (!w->done || !w->ready) return ts_fail_sys(e, "exec walk: out of memory");
+  WK_CUDA(cudaEventCreate(&w->start));
+  for (int i = 0; i < w->prog.n; i++) {
+    WK_CUDA(cudaEventCreate(&w->done[i]));
+    WK_CUDA(cudaEventCreate(&w->ready[i]));
+  }
+  return 0;
+}
+
+int exec_walk_init(exec_walk *w, const char *plan_path, int rank, exec_model *m, ts_err *e) {
+  memset(w, 0, sizeof *w);
+  /* compiled-in zoo folders first, then ./models and ./topologies (a copy of the tree elsewhere) */
+  if (plan_load(plan_path, NULL, NULL, &w->p, e) && plan_load(plan_path, "models", "topologies", &w->p, e)) return -1;
+  return walk_setup(w, rank, m, e);
+}
+
+int exec_walk_init_text(exec_walk *w, const char *text, const char *what, int rank, exec_model *m, ts_err *e) {
+  memset(w, 0, sizeof *w);
+  if (plan_from_json_text(text, strlen(text), what, NULL, NULL, &w->p, e) &&
+      plan_from_json_text(text, strlen(text), what, "models", "topologies", &w->p, e))
+    return -1;
+  return walk_setup(w, rank, m, e);
+}
+
+void exec_walk_destroy(exec_walk *w) {
+  if (w->done)
+    for (int i = 0; i < w->prog.n; i++) {
+      if (w->done[i]) cudaEventDestroy(w->done[i]);
+      if (w->ready && w->ready[i]) cudaEventDestroy(w->ready[i]);
+    }
+  if (w->start) cudaEventDestroy(w->start);
+  free(w->done), free(w->ready);
+  if (w->loaded) plan_program_free(&w->prog);
+  memset(w, 0, sizeof *w);
+}
+
+int exec_walk_iteration(exec_model *m, exec_walk *w, int skip_optimizer, ts_err *e) {
+  if (exec_model_zero_grad(m, e)) return -1;
+  WK_CUDA(cudaEventRecord(w->start, m->stream));
+  cudaStream_t side[2] = {m->tp_stream, m->dp_stream};
+  for (int s = 0; s < 2; s++)
+    if (side[s]) WK_CUDA(cudaStreamWaitEvent(side[s], w->start, 0));
+  for (int i = 0; i < w->prog.n; i++) {
+    const plan_op *op = &w->prog.ops[i];
+    if (skip_optimizer && op->kind == PLAN_OP_COMPUTE && op->model_op == PLAN_MOP_OPTIMIZER) {
+      WK_CUDA(cudaEventRecord(w->done[i], m->stream));
+      continue;
+    }
+    cudaStream_t s = exec_model_op_stream(m, op);
+    for (int d = 0; d < PLAN_MAX_DEPS; d++) {
+      int dep = op->dep[d];
+      if (dep >= 0 && exec_model_op_stream(m, &w->prog.ops[dep]) != s) WK_CUDA(cudaStreamWaitEvent(s, w->done[dep], 0));
+    }
+    WK_CUDA(cudaEventRecord(w->ready[i], s));
+    m->cur_op = i;
+    if (exec_model_run_op(m, op, e)) return -1;
+    WK_CUDA(cudaEventRecord(w->done[i], s));
+  }
+  if (skip_optimizer && exec_model_walker_finish(m, e)) return -1;
+  /* the compute stream joins the others, so a wait on it covers the whole iteration */
+  for (int s = 0; s < 2; s++)
+    if (side[s]) {
+      WK_CUDA(cudaEventRecord(m->ev_done, side[s]));
+      WK_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
+    }
+  return 0;
+}
+
+int exec_walk_times(const exec_model *m, const exec_walk *w, double *op_s, double *wait_s, double *start_s,
+                    ts_err *e) {
+  int last[3] = {-1, -1, -1}; /* previous op on the compute, TP, DP stream */
+  for (int i = 0; i < w->prog.n; i++) {
+    cudaStream_t s = exec_model_op_stream(m, &w->prog.ops[i]);
+    int k = s == m->stream ? 0 : s == m->tp_stream ? 1 : 2;
+    cudaEvent_t from = last[k] < 0 ? w->start : w->done[last[k]];
+    float total = 0, waited = 0, begin = 0;
+    WK_CUDA(cudaEventElapsedTime(&total, from, w->done[i]));
+    WK_CUDA(cudaEventElapsedTime(&waited, from, w->ready[i]));
+    WK_CUDA(cudaEventElapsedTime(&begin, w->start, w->ready[i]));
+    op_s[i] = total * 1e-3;
+    wait_s[i] = waited * 1e-3;
+    start_s[i] = begin * 1e-3;
+    last[k] = i;
+  }
+  return 0;
+}

@@ -1,0 +1,92 @@
+/* exec_walk_map.c — which plan ops the executor runs (see exec_walk_map.h). */
+#include "exec_walk_map.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "model.h"
+
+const char *const exec_layer_op_names[EXEC_OP_COUNT] = {"ln1", "qkv", "attn", "attn_out", "attn_residual",
+                                                        "ln2", "fc1", "act", "fc2", "mlp_residual"};
+
+int exec_walk_layer_op_index(const plan *p, int index[EXEC_OP_COUNT], ts_err *e) {
+  model_shard shard = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
+                       .seq = p->seq};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&p->model, &shard, ops, MODEL_MAX_LAYER_OPS, e);
+  if (n < 0) return -1;
+  for (int i = 0; i < EXEC_OP_COUNT; i++) index[i] = -1;
+  for (int j = 0; j < n; j++) {
+    int found = -1;
+    for (int i = 0; i < EXEC_OP_COUNT; i++)
+      if (!strcmp(ops[j].name, exec_layer_op_names[i])) found = i;
+    if (found < 0)
+      return ts_fail(e, p->path, "model", "layer op \"%s\" of %s is not run by the executor", ops[j].name,
+                     p->model.name);
+    index[found] = j;
+  }
+  for (int i = 0; i < EXEC_OP_COUNT; i++)
+    if (index[i] < 0) return ts_fail(e, p->path, "model", "the layer of %s has no \"%s\"", p->model.name,
+                                     exec_layer_op_names[i]);
+  return 0;
+}
+
+static int layer_op_of(const int index[EXEC_OP_COUNT], int model_op) {
+  for (int i = 0; i < EXEC_OP_COUNT; i++)
+    if (index[i] == model_op) return i;
+  return -1;
+}
+
+static int is_gemm(int lop) {
+  return lop == EXEC_OP_QKV || lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC1 || lop == EXEC_OP_FC2;
+}
+
+/* Why op cannot run, or NULL. */
+static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], const plan_op *op, int i) {
+  for (int d = 0; d < PLAN_MAX_DEPS; d++)
+    if (op->dep[d] >= i) return "a dependency on a later op";
+  if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) return "pipeline send/recv (PP must be 1)";
+  if (op->phase == PLAN_PHASE_RECOMPUTE) return "recomputation";
+  int lop = layer_op_of(index, op->model_op);
+  if (op->kind == PLAN_OP_COMPUTE) {
+    if (op->stream != PLAN_STREAM_COMPUTE) return "a compute op off the compute stream";
+    switch (op->model_op) {
+    case PLAN_MOP_EMBEDDING: case PLAN_MOP_FINAL_NORM: case PLAN_MOP_OPTIMIZER:
+      return op->part == PLAN_PART_WHOLE ? NULL : "a GEMM half of a non-GEMM op";
+    case PLAN_MOP_LOSS:
+      return op->phase == PLAN_PHASE_FWD && op->part != PLAN_PART_WHOLE ? "a GEMM half in the forward" : NULL;
+    default: break;
+    }
+    if (lop < 0 || op->layer < 0 || op->layer >= p->layers) return "an unknown compute op";
+    if (op->part != PLAN_PART_WHOLE && (!is_gemm(lop) || op->phase != PLAN_PHASE_BWD))
+      return "a GEMM half of a non-GEMM op";
+    return NULL;
+  }
+  /* collectives */
+  if (op->coll != PLAN_COLL_ALLREDUCE) return "an all-gather/reduce-scatter (sequence parallelism or ZeRO-1)";
+  if (op->group == PLAN_GROUP_DP)
+    return op->model_op == PLAN_MOP_GRAD_BUCKET && op->stream == PLAN_STREAM_DP ? NULL : "an unknown DP collective";
+  if (op->group != PLAN_GROUP_TP || op->stream != PLAN_STREAM_TP) return "a collective of an unsupported group";
+  if (op->model_op == PLAN_MOP_EMBEDDING || op->model_op == PLAN_MOP_LOSS || op->model_op == PLAN_MOP_NORM_GRADS)
+    return NULL;
+  if (op->phase == PLAN_PHASE_FWD && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) return NULL;
+  if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) return NULL;
+  return "a TP all-reduce after an op that has none";
+}
+
+int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e) {
+  int index[EXEC_OP_COUNT];
+  if (exec_walk_layer_op_index(p, index, e)) return -1;
+  if (p->pp != 1) return ts_fail(e, p->path, "layout.pp", "%d: the executor runs PP = 1 only", p->pp);
+  if (p->sequence_parallel)
+    return ts_fail(e, p->path, "layout.sequence_parallel", "the executor does not run sequence parallelism");
+  for (int i = 0; i < prog->n; i++) {
+    const char *why = unsupported(p, index, &prog->ops[i], i);
+    if (why) {
+      char name[128];
+      plan_op_name(p, &prog->ops[i], name, sizeof name);
+      return ts_fail(e, p->path, "program", "rank %d op %d (%s): %s", prog->rank, i, name, why);
+    }
+  }
+  return 0;
+}

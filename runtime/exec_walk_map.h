@@ -1,0 +1,28 @@
+/* exec_walk_map.h — what the executor makes of a plan_build_program() op
+ * (plain C, no CUDA: the CPU tests check shipped plans against it).
+ *
+ * The executor knows the layer ops by model.h's names; a plan numbers them by
+ * their index in model_layer_ops() of its shard (RoPE models insert "rope"),
+ * so the indices are looked up by name once per plan. */
+#ifndef EXEC_WALK_MAP_H
+#define EXEC_WALK_MAP_H
+
+#include "plan.h"
+#include "ts_error.h"
+
+typedef enum {
+  EXEC_OP_LN1, EXEC_OP_QKV, EXEC_OP_ATTN, EXEC_OP_ATTN_OUT, EXEC_OP_ATTN_RESIDUAL,
+  EXEC_OP_LN2, EXEC_OP_FC1, EXEC_OP_ACT, EXEC_OP_FC2, EXEC_OP_MLP_RESIDUAL, EXEC_OP_COUNT
+} exec_layer_op;
+extern const char *const exec_layer_op_names[EXEC_OP_COUNT]; /* "ln1", "qkv", ... as model.h names them */
+
+/* index[op] = the model_op index of each executor layer op in p's shard; -1
+ * (with e) when the plan's layer has an op the executor does not run. */
+int exec_walk_layer_op_index(const plan *p, int index[EXEC_OP_COUNT], ts_err *e);
+
+/* 0 when the executor can run every op of prog as the program orders it (the
+ * op kinds, phases, GEMM halves, collectives and streams it supports), else -1
+ * naming the first op it cannot run and why. */
+int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e);
+
+#endif
