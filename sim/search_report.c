@@ -1,6 +1,8 @@
 /* search_report.c — the search's table, JSON and CSV. */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "search.h"
@@ -82,7 +84,24 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
       layout_text(&r->cands[i].layout, lt, sizeof lt);
       fprintf(out, "failed: %s %s: %s\n", lt, sim_search_codec_name(r->cands[i].codec), r->cands[i].error);
     }
-  fprintf(out, "\nnote: TACO G=128 E4M3 and CAAT-Net p=0.5 on tensor-parallel traffic; CAAT-Net excludes sequence "
+  /* how far the estimate that chose these layouts is from their simulation */
+  size_t cap = r->n > 0 ? (size_t)r->n : 1;
+  double *est = malloc(sizeof(double) * cap), *sim = malloc(sizeof(double) * cap);
+  int m = 0;
+  double err = 0;
+  for (int i = 0; est && sim && i < r->n; i++)
+    if (r->cands[i].simulated) {
+      est[m] = r->cands[i].est.tokens_per_s;
+      sim[m] = r->cands[i].sim_tokens_per_s;
+      err += fabs(est[m] / sim[m] - 1);
+      m++;
+    }
+  if (m >= 2)
+    fprintf(out, "\nestimate vs simulation over the %d simulated candidates: Spearman %.2f, mean |error| %.1f%%\n", m,
+            sim_search_spearman(est, sim, m), 100 * err / m);
+  free(est);
+  free(sim);
+  fprintf(out, "note: TACO G=128 E4M3 and CAAT-Net p=0.5 on tensor-parallel traffic; CAAT-Net excludes sequence "
                "parallel (n/a)\n");
 }
 
