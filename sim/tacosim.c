@@ -4,12 +4,14 @@
  *   tacosim simulate PLAN.json [--calibration FILE] [--json OUT] [--csv OUT] [--trace OUT] [--mode full|reduced]
  *   tacosim compare PREDICTED.json MEASURED.json
  *   tacosim derive-calibration --transport nvlink|shm|socket OUT.json
+ *   tacosim search --model M --cluster C [options]   (sim/search_main.c)
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "search.h"
 #include "sim.h"
 
 #ifndef TACOSIM_CALIBRATION_DIR
@@ -46,7 +48,10 @@ static void help(FILE *out) {
           "  derive-calibration --transport nvlink|shm|socket OUT.json\n"
           "                              write the roofline calibration derived from the measured\n"
           "                              H200 figures (labelled \"derived\")\n"
-          "  search                      layout search (not implemented yet)\n"
+          "  search --model M --cluster C [options]\n"
+          "                              layout search: every valid layout and codec policy, pruned by\n"
+          "                              memory and a closed-form estimate, the best simulated in parallel\n"
+          "                              (tacosim search --help lists the options)\n"
           "\n"
           "Bad input exits with status 2 and names the file, the field and the reason.\n");
 }
@@ -198,9 +203,6 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 1, argv + 1);
   if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 1, argv + 1);
   if (strcmp(cmd, "derive-calibration") == 0) return cmd_derive(argc - 1, argv + 1);
-  if (strcmp(cmd, "search") == 0) {
-    fprintf(stderr, "tacosim: search: not implemented yet\n");
-    return TS_EXIT_FAILURE;
-  }
+  if (strcmp(cmd, "search") == 0) return sim_search_main(argc - 1, argv + 1);
   return usage_error("unknown command \"%s\"", cmd);
 }

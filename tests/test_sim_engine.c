@@ -361,7 +361,8 @@ static void test_command_bad_input(void) {
   CU_ASSERT_EQUAL(run_cmd(TACOSIM_BIN " --help", out, sizeof out), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "simulate"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "compare"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "not implemented"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "search"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "derive-calibration"));
   CU_ASSERT_EQUAL(run_cmd(TACOSIM_BIN " frobnicate 2>&1", out, sizeof out), 2);
   CU_ASSERT_EQUAL(run_cmd(TACOSIM_BIN " simulate /nonexistent/plan.json 2>&1", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "/nonexistent/plan.json"));
