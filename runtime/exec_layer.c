@@ -1,0 +1,330 @@
+/* exec_layer.c — the compute of each op of the program on one rank: GEMMs
+ * (cuBLASLt through exec_gemm), norms, unfused causal attention, activations,
+ * the vocabulary-parallel output layer and loss, the embedding, AdamW. */
+#include "exec_model_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_kernels.h"
+#include "model.h"
+#include "rt_ops.h"
+
+/* ---- GEMM shorthands (row-major) ---- */
+
+/* Y[M x N] = X[M x K] . W[K x N] (bf16 out) */
+static int linear_fwd(exec_model *m, long long M, long long N, long long K, const void *X, const void *W, void *Y,
+                      ts_err *e) {
+  exec_gemm_shape s = {.m = M, .n = N, .k = K, .lda = K, .ldb = N, .ldc = N, .batch = 1};
+  return exec_gemm_run(m->gemm, &s, 1.f, X, W, 0.f, Y, m->stream, e);
+}
+/* dX[M x K] = dY[M x N] . W^T */
+static int linear_dgrad(exec_model *m, long long M, long long N, long long K, const void *dY, const void *W, void *dX,
+                        ts_err *e) {
+  exec_gemm_shape s = {.trans_b = 1, .m = M, .n = K, .k = N, .lda = N, .ldb = N, .ldc = K, .batch = 1};
+  return exec_gemm_run(m->gemm, &s, 1.f, dY, W, 0.f, dX, m->stream, e);
+}
+/* dW[K x N] += X^T . dY, deferred when a TP all-reduce of this op's input gradient follows */
+static int linear_wgrad(exec_model *m, long long M, long long N, long long K, const void *X, const void *dY, float *dW,
+                        ts_err *e);
+static int linear_wgrad_deferred(exec_model *m, long long M, long long N, long long K, const void *X, const void *dY,
+                                 float *dW, ts_err *e) {
+  if (!m->tp_comm || !m->overlap_wgrad) return linear_wgrad(m, M, N, K, X, dY, dW, e);
+  m->pending_wgrad.active = 1;
+  m->pending_wgrad.M = M, m->pending_wgrad.N = N, m->pending_wgrad.K = K;
+  m->pending_wgrad.X = X, m->pending_wgrad.dY = dY, m->pending_wgrad.dW = dW;
+  return 0;
+}
+int exec_flush_wgrad(exec_model *m, ts_err *e) {
+  if (!m->pending_wgrad.active) return 0;
+  m->pending_wgrad.active = 0;
+  return linear_wgrad(m, m->pending_wgrad.M, m->pending_wgrad.N, m->pending_wgrad.K, m->pending_wgrad.X,
+                      m->pending_wgrad.dY, m->pending_wgrad.dW, e);
+}
+
+/* dW[K x N] += X^T . dY (fp32 accumulate) */
+static int linear_wgrad(exec_model *m, long long M, long long N, long long K, const void *X, const void *dY, float *dW,
+                        ts_err *e) {
+  exec_gemm_shape s = {.trans_a = 1, .m = K, .n = N, .k = M, .lda = K, .ldb = N, .ldc = N, .batch = 1, .c_fp32 = 1};
+  return exec_gemm_run(m->gemm, &s, 1.f, X, dY, 1.f, dW, m->stream, e);
+}
+
+int exec_tp_allreduce_plain(exec_model *m, void *buf, size_t count, ncclDataType_t type, ncclRedOp_t op, ts_err *e) {
+  if (!m->tp_comm) return 0;
+  EX_NCCL(ncclAllReduce(buf, buf, count, type, op, m->tp_comm, m->stream));
+  return 0;
+}
+
+/* ---- norms ---- */
+
+static int norm_fwd(exec_model *m, const void *x, int tg, int tb, void *y, float *mean, float *rstd, ts_err *e) {
+  const float eps = (float)m->cfg.norm_eps;
+  if (m->cfg.norm == EXEC_NORM_LAYERNORM)
+    return rt_layernorm_fwd(x, exec_w16_of(m, tg), exec_w16_of(m, tb), y, mean, rstd, m->tokens, m->cfg.hidden, eps, m->stream, e);
+  return rt_rmsnorm_fwd(x, exec_w16_of(m, tg), y, rstd, m->tokens, m->cfg.hidden, eps, m->stream, e);
+}
+
+/* dx += norm'(dy); weight gradients accumulate. dy is m->dtmp. */
+static int norm_bwd(exec_model *m, const void *x, int tg, int tb, const float *mean, const float *rstd, ts_err *e) {
+  int ln = m->cfg.norm == EXEC_NORM_LAYERNORM;
+  EX_TRY(exec_norm_wgrad(m->dtmp, x, ln ? mean : NULL, rstd, exec_grad_of(m, tg), ln ? exec_grad_of(m, tb) : NULL, m->tokens,
+                         m->cfg.hidden, m->stream, e));
+  if (ln)
+    EX_TRY(rt_layernorm_bwd_dx(m->dtmp, x, exec_w16_of(m, tg), mean, rstd, m->dtmp2, m->tokens, m->cfg.hidden, m->stream, e));
+  else
+    EX_TRY(rt_rmsnorm_bwd_dx(m->dtmp, x, exec_w16_of(m, tg), rstd, m->dtmp2, m->tokens, m->cfg.hidden, m->stream, e));
+  return rt_add(m->dx, m->dtmp2, m->dx, m->tokens * m->cfg.hidden, m->stream, e);
+}
+
+/* ---- attention (unfused: batched GEMMs around a causal softmax, one call per sequence) ---- */
+
+static long long qkv_ld(const exec_model *m) { return 3LL * m->hidden_local; }
+
+static int attention_fwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
+  const long long S = m->cfg.seq, d = m->head_dim, hl = m->hidden_local, H = m->heads_local, ld = qkv_ld(m);
+  const uint16_t *qkv = a->qkv;
+  for (int b = 0; b < m->cfg.batch; b++) {
+    const uint16_t *q = qkv + b * S * ld, *k = q + hl;
+    uint16_t *scores = (uint16_t *)m->scores + b * H * S * S;
+    exec_gemm_shape s1 = {.trans_b = 1, .m = S, .n = S, .k = d, .lda = ld, .ldb = ld, .ldc = S,
+                          .batch = H, .stride_a = d, .stride_b = d, .stride_c = S * S};
+    EX_TRY(exec_gemm_run(m->gemm, &s1, 1.f, q, k, 0.f, scores, m->stream, e));
+  }
+  if (m->lower_softmax)
+    EX_TRY(exec_softmax_causal_lower_fwd(m->scores, a->P, (long long)m->cfg.batch * H, (int)S,
+                                         1.0f / sqrtf((float)d), m->stream, e));
+  else
+    EX_TRY(rt_softmax_causal_fwd(m->scores, a->P, (long long)m->cfg.batch * H, (int)S, 1.0f / sqrtf((float)d),
+                                 m->stream, e));
+  for (int b = 0; b < m->cfg.batch; b++) {
+    const uint16_t *v = qkv + b * S * ld + 2 * hl;
+    const uint16_t *P = (const uint16_t *)a->P + b * H * S * S;
+    uint16_t *out = (uint16_t *)a->attn + b * S * hl;
+    exec_gemm_shape s2 = {.m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = hl,
+                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
+    EX_TRY(exec_gemm_run(m->gemm, &s2, 1.f, P, v, 0.f, out, m->stream, e));
+  }
+  return 0;
+}
+
+static int attention_bwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
+  const long long S = m->cfg.seq, d = m->head_dim, hl = m->hidden_local, H = m->heads_local, ld = qkv_ld(m);
+  const float scale = 1.0f / sqrtf((float)d);
+  for (int b = 0; b < m->cfg.batch; b++) {
+    const uint16_t *v = (const uint16_t *)a->qkv + b * S * ld + 2 * hl;
+    const uint16_t *dO = (const uint16_t *)m->dattn + b * S * hl;
+    const uint16_t *P = (const uint16_t *)a->P + b * H * S * S;
+    uint16_t *dP = (uint16_t *)m->dP + b * H * S * S, *dv = (uint16_t *)m->dqkv + b * S * ld + 2 * hl;
+    /* dP = dO . V^T */
+    exec_gemm_shape s1 = {.trans_b = 1, .m = S, .n = S, .k = d, .lda = hl, .ldb = ld, .ldc = S,
+                          .batch = H, .stride_a = d, .stride_b = d, .stride_c = S * S};
+    EX_TRY(exec_gemm_run(m->gemm, &s1, 1.f, dO, v, 0.f, dP, m->stream, e));
+    /* dV = P^T . dO */
+    exec_gemm_shape s2 = {.trans_a = 1, .m = S, .n = d, .k = S, .lda = S, .ldb = hl, .ldc = ld,
+                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
+    EX_TRY(exec_gemm_run(m->gemm, &s2, 1.f, P, dO, 0.f, dv, m->stream, e));
+  }
+  if (m->lower_softmax)
+    EX_TRY(exec_softmax_causal_lower_bwd(a->P, m->dP, m->dS, (long long)m->cfg.batch * H, (int)S, scale, m->stream, e));
+  else
+    EX_TRY(rt_softmax_bwd(a->P, m->dP, m->dS, (long long)m->cfg.batch * H * S, (int)S, scale, m->stream, e));
+  for (int b = 0; b < m->cfg.batch; b++) {
+    const uint16_t *q = (const uint16_t *)a->qkv + b * S * ld, *k = q + hl;
+    const uint16_t *dS = (const uint16_t *)m->dS + b * H * S * S;
+    uint16_t *dq = (uint16_t *)m->dqkv + b * S * ld, *dk = dq + hl;
+    /* dQ = dS . K ; dK = dS^T . Q */
+    exec_gemm_shape s3 = {.m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = ld,
+                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
+    EX_TRY(exec_gemm_run(m->gemm, &s3, 1.f, dS, k, 0.f, dq, m->stream, e));
+    exec_gemm_shape s4 = {.trans_a = 1, .m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = ld,
+                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
+    EX_TRY(exec_gemm_run(m->gemm, &s4, 1.f, dS, q, 0.f, dk, m->stream, e));
+  }
+  return 0;
+}
+
+/* ---- layer ops ---- */
+
+static void *layer_output(exec_model *m, int l) {
+  return l + 1 < m->cfg.layers ? m->acts[l + 1].x_in : m->x_final;
+}
+
+int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
+  exec_layer_acts *a = &m->acts[l];
+  const long long T = m->tokens, h = m->cfg.hidden, hl = m->hidden_local;
+  switch (op) {
+  case EXEC_OP_LN1:
+    return norm_fwd(m, a->x_in, exec_layer_tensor(m, l, EXEC_T_LN1_G), exec_layer_tensor(m, l, EXEC_T_LN1_B), a->n1, a->mean1,
+                    a->rstd1, e);
+  case EXEC_OP_QKV: return linear_fwd(m, T, 3 * hl, h, a->n1, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_QKV)), a->qkv, e);
+  case EXEC_OP_ATTN: return attention_fwd(m, a, e);
+  case EXEC_OP_ATTN_OUT:
+    return linear_fwd(m, T, h, hl, a->attn, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_ATTN_OUT)), m->proj, e);
+  case EXEC_OP_ATTN_RESIDUAL: return rt_add(a->x_in, m->proj, a->x_mid, T * h, m->stream, e);
+  case EXEC_OP_LN2:
+    return norm_fwd(m, a->x_mid, exec_layer_tensor(m, l, EXEC_T_LN2_G), exec_layer_tensor(m, l, EXEC_T_LN2_B), a->n2, a->mean2,
+                    a->rstd2, e);
+  case EXEC_OP_FC1: return linear_fwd(m, T, m->fc1_local, h, a->n2, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_FC1)), a->u, e);
+  case EXEC_OP_ACT:
+    if (m->cfg.act == EXEC_ACT_SWIGLU) return rt_swiglu_fwd(a->u, a->a, T, m->ffn_local, m->stream, e);
+    return rt_gelu_fwd(a->u, a->a, T * m->ffn_local, m->stream, e);
+  case EXEC_OP_FC2: return linear_fwd(m, T, h, m->ffn_local, a->a, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_FC2)), m->proj, e);
+  case EXEC_OP_MLP_RESIDUAL: return rt_add(a->x_mid, m->proj, layer_output(m, l), T * h, m->stream, e);
+  default: return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);
+  }
+}
+
+/* m->dx holds the gradient of the layer's output on entry to the last op's
+ * backward and the gradient of its input after ln1's backward. */
+int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) {
+  exec_layer_acts *a = &m->acts[l];
+  const long long T = m->tokens, h = m->cfg.hidden, hl = m->hidden_local, fl = m->ffn_local, ul = m->fc1_local;
+  const int dgrad = part != PLAN_PART_WGRAD, wgrad = part != PLAN_PART_DGRAD;
+  int t;
+  if (part != PLAN_PART_WHOLE && op != EXEC_OP_FC2 && op != EXEC_OP_FC1 && op != EXEC_OP_ATTN_OUT && op != EXEC_OP_QKV)
+    return ts_fail(e, NULL, "program", "layer op %s has no dgrad/wgrad halves", exec_layer_op_names[op]);
+  switch (op) {
+  case EXEC_OP_MLP_RESIDUAL: case EXEC_OP_ATTN_RESIDUAL: return 0; /* the gradient passes through */
+  case EXEC_OP_FC2:
+    t = exec_layer_tensor(m, l, EXEC_T_FC2);
+    if (wgrad) EX_TRY(linear_wgrad(m, T, h, fl, a->a, m->dx, exec_grad_of(m, t), e));
+    return dgrad ? linear_dgrad(m, T, h, fl, m->dx, exec_w16_of(m, t), m->da, e) : 0;
+  case EXEC_OP_ACT:
+    if (m->cfg.act == EXEC_ACT_SWIGLU) return rt_swiglu_bwd(m->da, a->u, m->du, T, (int)fl, m->stream, e);
+    return rt_gelu_bwd(m->da, a->u, m->du, T * fl, m->stream, e);
+  case EXEC_OP_FC1:
+    t = exec_layer_tensor(m, l, EXEC_T_FC1);
+    if (dgrad) EX_TRY(linear_dgrad(m, T, ul, h, m->du, exec_w16_of(m, t), m->dtmp, e));
+    if (part == PLAN_PART_WGRAD) return linear_wgrad(m, T, ul, h, a->n2, m->du, exec_grad_of(m, t), e);
+    return wgrad ? linear_wgrad_deferred(m, T, ul, h, a->n2, m->du, exec_grad_of(m, t), e) : 0;
+  case EXEC_OP_LN2:
+    return norm_bwd(m, a->x_mid, exec_layer_tensor(m, l, EXEC_T_LN2_G), exec_layer_tensor(m, l, EXEC_T_LN2_B), a->mean2,
+                    a->rstd2, e);
+  case EXEC_OP_ATTN_OUT:
+    t = exec_layer_tensor(m, l, EXEC_T_ATTN_OUT);
+    if (wgrad) EX_TRY(linear_wgrad(m, T, h, hl, a->attn, m->dx, exec_grad_of(m, t), e));
+    return dgrad ? linear_dgrad(m, T, h, hl, m->dx, exec_w16_of(m, t), m->dattn, e) : 0;
+  case EXEC_OP_ATTN: return attention_bwd(m, a, e);
+  case EXEC_OP_QKV:
+    t = exec_layer_tensor(m, l, EXEC_T_QKV);
+    if (dgrad) EX_TRY(linear_dgrad(m, T, 3 * hl, h, m->dqkv, exec_w16_of(m, t), m->dtmp, e));
+    if (part == PLAN_PART_WGRAD) return linear_wgrad(m, T, 3 * hl, h, a->n1, m->dqkv, exec_grad_of(m, t), e);
+    return wgrad ? linear_wgrad_deferred(m, T, 3 * hl, h, a->n1, m->dqkv, exec_grad_of(m, t), e) : 0;
+  case EXEC_OP_LN1:
+    return norm_bwd(m, a->x_in, exec_layer_tensor(m, l, EXEC_T_LN1_G), exec_layer_tensor(m, l, EXEC_T_LN1_B), a->mean1,
+                    a->rstd1, e);
+  default: return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);
+  }
+}
+
+/* ---- embedding, output layer and loss ---- */
+
+static int32_t *micro_tokens(exec_model *m, int micro) { return m->tokens_dev + (long long)micro * m->tokens; }
+static int32_t *micro_labels(exec_model *m, int micro) { return m->labels_dev + (long long)micro * m->tokens; }
+
+static int vocab_valid(const exec_model *m) {
+  long long v = m->cfg.vocab - m->vocab_start;
+  return (int)(v < 0 ? 0 : v > m->vocab_local ? m->vocab_local : v);
+}
+
+int exec_final_norm_fwd(exec_model *m, ts_err *e) {
+  int ln = m->cfg.norm == EXEC_NORM_LAYERNORM;
+  return norm_fwd(m, m->x_final, exec_final_norm_tensor(m, 0), ln ? exec_final_norm_tensor(m, 1) : 0, m->nf, m->meanf,
+                  m->rstdf, e);
+}
+
+/* m->dtmp holds the (all-reduced) gradient of the final norm's output. */
+int exec_final_norm_bwd(exec_model *m, ts_err *e) {
+  int ln = m->cfg.norm == EXEC_NORM_LAYERNORM;
+  EX_CUDA(cudaMemsetAsync(m->dx, 0, (size_t)(m->tokens * m->cfg.hidden) * 2, m->stream));
+  return norm_bwd(m, m->x_final, exec_final_norm_tensor(m, 0), ln ? exec_final_norm_tensor(m, 1) : 0, m->meanf, m->rstdf, e);
+}
+
+/* Logits GEMM and the vocabulary-parallel cross-entropy (its two small TP
+ * all-reduces run here, on the compute stream); leaves dlogits in m->logits. */
+int exec_logits_loss_fwd(exec_model *m, int micro, ts_err *e) {
+  const long long T = m->tokens, h = m->cfg.hidden, Vl = m->vocab_local;
+  /* logits[T x Vl] = nf . wte_local^T */
+  exec_gemm_shape s = {.trans_b = 1, .m = T, .n = Vl, .k = h, .lda = h, .ldb = h, .ldc = Vl, .batch = 1};
+  EX_TRY(exec_gemm_run(m->gemm, &s, 1.f, m->nf, exec_w16_of(m, 0), 0.f, m->logits, m->stream, e));
+  EX_TRY(exec_ce_rowmax(m->logits, m->ce_rowmax, T, (int)Vl, vocab_valid(m), m->stream, e));
+  EX_TRY(exec_tp_allreduce_plain(m, m->ce_rowmax, (size_t)T, ncclFloat, ncclMax, e));
+  EX_TRY(exec_ce_sums(m->logits, micro_labels(m, micro), m->vocab_start, m->ce_rowmax, m->ce_sums, T, (int)Vl,
+                      vocab_valid(m), m->stream, e));
+  EX_TRY(exec_tp_allreduce_plain(m, m->ce_sums, (size_t)(2 * T), ncclFloat, ncclSum, e));
+  float loss_scale = 1.0f / (float)(T * m->micros);
+  float grad_scale = loss_scale / (float)m->dp;
+  return exec_ce_finish(m->logits, micro_labels(m, micro), m->vocab_start, m->ce_rowmax, m->ce_sums, m->loss_sum,
+                        loss_scale, grad_scale, T, (int)Vl, vocab_valid(m), m->stream, e);
+}
+
+int exec_loss_fwd(exec_model *m, int micro, ts_err *e) {
+  EX_TRY(exec_final_norm_fwd(m, e));
+  return exec_logits_loss_fwd(m, micro, e);
+}
+
+/* dnf = dlogits . wte (partial over the vocabulary shards) into m->dtmp */
+int exec_logits_dgrad(exec_model *m, ts_err *e) {
+  exec_gemm_shape sd = {.m = m->tokens, .n = m->cfg.hidden, .k = m->vocab_local, .lda = m->vocab_local,
+                        .ldb = m->cfg.hidden, .ldc = m->cfg.hidden, .batch = 1};
+  return exec_gemm_run(m->gemm, &sd, 1.f, m->logits, exec_w16_of(m, 0), 0.f, m->dtmp, m->stream, e);
+}
+/* dwte += dlogits^T . nf */
+int exec_logits_wgrad(exec_model *m, ts_err *e) {
+  exec_gemm_shape sw = {.trans_a = 1, .m = m->vocab_local, .n = m->cfg.hidden, .k = m->tokens, .lda = m->vocab_local,
+                        .ldb = m->cfg.hidden, .ldc = m->cfg.hidden, .batch = 1, .c_fp32 = 1};
+  return exec_gemm_run(m->gemm, &sw, 1.f, m->logits, m->nf, 1.f, exec_grad_of(m, 0), m->stream, e);
+}
+
+int exec_loss_bwd(exec_model *m, ts_err *e) {
+  const long long T = m->tokens, h = m->cfg.hidden, Vl = m->vocab_local;
+  int ln = m->cfg.norm == EXEC_NORM_LAYERNORM;
+  /* logits = nf . wte^T: dnf = dlogits . wte (partial over the vocabulary shards), dwte += dlogits^T . nf */
+  exec_gemm_shape sd = {.m = T, .n = h, .k = Vl, .lda = Vl, .ldb = h, .ldc = h, .batch = 1};
+  EX_TRY(exec_gemm_run(m->gemm, &sd, 1.f, m->logits, exec_w16_of(m, 0), 0.f, m->dtmp, m->stream, e));
+  exec_gemm_shape sw = {.trans_a = 1, .m = Vl, .n = h, .k = T, .lda = Vl, .ldb = h, .ldc = h, .batch = 1, .c_fp32 = 1};
+  if (m->tp_comm) { /* the input-gradient all-reduce overlaps the embedding's weight-gradient GEMM */
+    EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
+    EX_CUDA(cudaStreamWaitEvent(m->tp_stream, m->ev_ready, 0));
+    EX_NCCL(ncclAllReduce(m->dtmp, m->dtmp, (size_t)(T * h), ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
+    EX_CUDA(cudaEventRecord(m->ev_done, m->tp_stream));
+  }
+  EX_TRY(exec_gemm_run(m->gemm, &sw, 1.f, m->logits, m->nf, 1.f, exec_grad_of(m, 0), m->stream, e));
+  if (m->tp_comm) EX_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
+  EX_CUDA(cudaMemsetAsync(m->dx, 0, (size_t)(T * h) * 2, m->stream));
+  return norm_bwd(m, m->x_final, exec_final_norm_tensor(m, 0), ln ? exec_final_norm_tensor(m, 1) : 0, m->meanf, m->rstdf, e);
+}
+
+int exec_embedding_fwd(exec_model *m, int micro, ts_err *e) {
+  return exec_embed_fwd(micro_tokens(m, micro), exec_w16_of(m, 0), m->vocab_start, m->vocab_local, exec_w16_of(m, 1),
+                        m->tp_rank == 0, m->acts[0].x_in, m->tokens, m->cfg.seq, m->cfg.hidden, m->stream, e);
+}
+int exec_embedding_bwd(exec_model *m, int micro, ts_err *e) {
+  return exec_embed_bwd(micro_tokens(m, micro), m->dx, exec_grad_of(m, 0), m->vocab_start, m->vocab_local, exec_grad_of(m, 1),
+                        m->tokens, m->cfg.seq, m->cfg.hidden, m->stream, e);
+}
+
+/* CAAT-Net: the replicated tensors (norm gains and biases, position
+ * embeddings) saw different activations on each TP rank; average their
+ * gradients so the copies stay equal. */
+int exec_caat_sync_replicated(exec_model *m, cudaStream_t stream, ts_err *e) {
+  EX_NCCL(ncclGroupStart());
+  for (int t = 0; t < m->ntensors; t++) {
+    exec_tensor_kind k = m->tensors[t].kind;
+    if (k == EXEC_T_WTE || k == EXEC_T_QKV || k == EXEC_T_ATTN_OUT || k == EXEC_T_FC1 || k == EXEC_T_FC2) continue;
+    EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat, ncclAvg,
+                          m->tp_comm, stream));
+  }
+  EX_NCCL(ncclGroupEnd());
+  return 0;
+}
+
+int exec_optimizer_step(exec_model *m, ts_err *e) {
+  /* (a walked plan program reduces them in its own NORM_GRADS op) */
+  if (m->tp_comm && exec_uses_caat(m) && !m->walker_mode) EX_TRY(exec_caat_sync_replicated(m, m->stream, e));
+  rt_adamw_params p = {.lr = m->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f,
+                       .step = ++m->adam_step};
+  return rt_adamw_step(m->master, m->w16, m->grad, m->adam_m, m->adam_v, (long long)m->nparams, p, m->stream, e);
+}

@@ -1,0 +1,321 @@
+/* exec_step.c — running a program op: compute ops by model_op, phase and
+ * part (exec_layer.c), TP and DP collectives by group and codec, the walker
+ * mode for plan_build_program() programs (DP buckets by completed layer
+ * groups), and the built-in single-stage program. */
+#include "exec_model_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_kernels.h"
+#include "model.h"
+#include "rt_ops.h"
+
+/* ---- the walk ---- */
+
+static int layer_op_of(const exec_model *m, int model_op) {
+  for (int i = 0; i < EXEC_OP_COUNT; i++)
+    if (m->layer_op_index[i] == model_op) return i;
+  return -1;
+}
+
+/* A TP all-reduce of a [tokens x hidden] bf16 activation (or its gradient), in place, with the op's codec. */
+static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, int backward, ts_err *e) {
+  if (!m->tp_comm) return 0;
+  const size_t rows = (size_t)m->tokens, cols = (size_t)m->cfg.hidden;
+  if (c->kind == PLAN_CODEC_NONE) {
+    EX_NCCL(ncclAllReduce(buf, buf, rows * cols, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
+    return 0;
+  }
+  if (!m->team_ready) return ts_fail_sys(e, "exec: a compressed collective before exec_model_set_codecs");
+  coll_opts o = exec_codec_opts(c);
+  const void *in = buf;
+  void *out = buf;
+  if (c->kind != PLAN_CODEC_TACO && backward && m->caat_f32) {
+    /* CAAT-Net backward: the shared channels of the input gradient travel in FP32 */
+    const long long n = (long long)(rows * cols);
+    EX_TRY(exec_bf16_to_f32(buf, m->caat_f32, n, m->tp_stream, e));
+    o.dtype = TACO_DTYPE_FP32;
+    in = m->caat_f32, out = m->caat_f32;
+    if (coll_caat_allreduce(&m->team, &in, &out, rows, cols, c->p, &o))
+      return ts_fail_sys(e, "exec: CAAT-Net FP32 all-reduce: %s", coll_last_error());
+    return exec_f32_to_bf16(m->caat_f32, buf, n, m->tp_stream, e);
+  }
+  int rc = (c->kind == PLAN_CODEC_TACO) ? coll_allreduce(&m->team, &in, &out, rows * cols, &o)
+                                        : coll_caat_allreduce(&m->team, &in, &out, rows, cols, c->p, &o);
+  if (rc) return ts_fail_sys(e, "exec: compressed all-reduce: %s", coll_last_error());
+  return 0;
+}
+
+/* ---- walking plan programs ---- */
+
+enum { GROUP_HEAD_OFFSET = 0, GROUP_EMBED_OFFSET = 1 }; /* after the layers */
+
+static int group_of_tensor(const exec_model *m, int t) {
+  const exec_tensor *lt = &m->tensors[t];
+  if (lt->layer >= 0) return lt->layer;
+  if (lt->kind == EXEC_T_LNF_G || lt->kind == EXEC_T_LNF_B) return m->cfg.layers + GROUP_HEAD_OFFSET;
+  return m->cfg.layers + GROUP_EMBED_OFFSET; /* wte (tied: final after the embedding's backward), wpe */
+}
+
+int exec_model_enter_walker_mode(exec_model *m, ts_err *e) {
+  m->walker_mode = 1;
+  m->overlap_wgrad = 0; /* the program orders dgrad, all-reduce and wgrad itself */
+  m->group_done = calloc((size_t)m->cfg.layers + 2, 1);
+  m->group_reduced = calloc((size_t)m->cfg.layers + 2, 1);
+  if (!m->group_done || !m->group_reduced) return ts_fail_sys(e, "exec: out of memory");
+  if (m->dp_comm && !m->dp_stream) EX_CUDA(cudaStreamCreateWithFlags(&m->dp_stream, cudaStreamNonBlocking));
+  return 0;
+}
+
+cudaStream_t exec_model_op_stream(const exec_model *m, const plan_op *op) {
+  if (op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP && m->tp_stream) return m->tp_stream;
+  if (op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_DP && m->dp_stream) return m->dp_stream;
+  return m->stream;
+}
+
+/* Marks the gradient groups a last-micro-batch backward op completes. */
+static void note_group_done(exec_model *m, const plan_op *op, int lop) {
+  if (!m->walker_mode || op->phase != PLAN_PHASE_BWD || op->micro != m->micros - 1) return;
+  if (op->model_op == PLAN_MOP_FINAL_NORM) m->group_done[m->cfg.layers + GROUP_HEAD_OFFSET] = 1;
+  else if (op->model_op == PLAN_MOP_EMBEDDING) m->group_done[m->cfg.layers + GROUP_EMBED_OFFSET] = 1;
+  else if (lop == EXEC_OP_LN1 && op->layer >= 0) m->group_done[op->layer] = 1;
+}
+
+/* A DP bucket: all-reduce (sum) the gradients of every completed, not yet
+ * reduced group, on the DP stream after everything enqueued on the compute
+ * stream so far. With `all`, every group that is not reduced yet (the
+ * optimizer's safety net). */
+static int dp_reduce_groups(exec_model *m, int all, ts_err *e) {
+  if (!m->dp_comm) return 0;
+  int any = 0;
+  for (int g = 0; g < m->cfg.layers + 2; g++) any |= (all || m->group_done[g]) && !m->group_reduced[g];
+  if (!any) return 0;
+  EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
+  EX_CUDA(cudaStreamWaitEvent(m->dp_stream, m->ev_ready, 0));
+  EX_NCCL(ncclGroupStart());
+  for (int t = 0; t < m->ntensors; t++) {
+    int g = group_of_tensor(m, t);
+    if ((all || m->group_done[g]) && !m->group_reduced[g])
+      EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat,
+                            ncclSum, m->dp_comm, m->dp_stream));
+  }
+  EX_NCCL(ncclGroupEnd());
+  for (int g = 0; g < m->cfg.layers + 2; g++)
+    if (all || m->group_done[g]) m->group_reduced[g] = 1;
+  return 0;
+}
+
+int exec_model_walker_finish(exec_model *m, ts_err *e) {
+  /* the optimizer waits for every stream (and reduces any group no bucket took) */
+  EX_TRY(dp_reduce_groups(m, 1, e));
+  cudaStream_t side[2] = {m->tp_stream, m->dp_stream};
+  for (int i = 0; i < 2; i++)
+    if (side[i]) {
+      EX_CUDA(cudaEventRecord(m->ev_done, side[i]));
+      EX_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
+    }
+  memset(m->group_done, 0, (size_t)m->cfg.layers + 2);
+  memset(m->group_reduced, 0, (size_t)m->cfg.layers + 2);
+  return 0;
+}
+
+static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
+  if (op->kind != PLAN_OP_COLLECTIVE) return ts_fail(e, NULL, "program", "not a collective");
+  if (op->group == PLAN_GROUP_DP) {
+    if (op->model_op != PLAN_MOP_GRAD_BUCKET || op->coll != PLAN_COLL_ALLREDUCE)
+      return ts_fail(e, NULL, "layout.zero1", "only all-reduced DP gradient buckets are supported (no ZeRO-1)");
+    return dp_reduce_groups(m, 0, e);
+  }
+  if (op->group != PLAN_GROUP_TP || op->coll != PLAN_COLL_ALLREDUCE)
+    return ts_fail(e, NULL, "program", "collective (group %d, kind %d) is not supported by the executor",
+                   (int)op->group, (int)op->coll);
+  if (!m->tp_comm) return 0;
+  const size_t th = (size_t)(m->tokens * m->cfg.hidden);
+  int lop = layer_op_of(m, op->model_op);
+  switch (op->model_op) {
+  case PLAN_MOP_EMBEDDING:
+    EX_NCCL(ncclAllReduce(m->acts[0].x_in, m->acts[0].x_in, th, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
+    return 0;
+  case PLAN_MOP_LOSS:
+    if (op->phase == PLAN_PHASE_FWD) return 0; /* the cross-entropy statistics were exchanged inside the loss op */
+    EX_NCCL(ncclAllReduce(m->dtmp, m->dtmp, th, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
+    return 0;
+  case PLAN_MOP_NORM_GRADS: return exec_caat_sync_replicated(m, m->tp_stream, e);
+  default: break;
+  }
+  if (op->phase == PLAN_PHASE_FWD && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2))
+    return tp_allreduce_coded(m, m->proj, &op->codec, 0, e);
+  if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1))
+    return tp_allreduce_coded(m, m->dtmp, &op->codec, 1, e);
+  return ts_fail(e, NULL, "program", "no TP all-reduce belongs after model op %d in phase %d", (int)op->model_op,
+                 (int)op->phase);
+}
+
+static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
+  if (m->walker_mode) return run_collective_walked(m, op, e);
+  if (op->group == PLAN_GROUP_DP) {
+    if (!m->dp_comm) return 0;
+    EX_NCCL(ncclAllReduce(m->grad, m->grad, m->nparams, ncclFloat, ncclSum, m->dp_comm, m->stream));
+    return 0;
+  }
+  if (op->group != PLAN_GROUP_TP || op->coll != PLAN_COLL_ALLREDUCE)
+    return ts_fail(e, NULL, "program", "collective (group %d, kind %d) is not supported by the executor",
+                   (int)op->group, (int)op->coll);
+  if (!m->tp_comm) return 0;
+  int lop = layer_op_of(m, op->model_op);
+  void *buf;
+  plan_codec none = {.kind = PLAN_CODEC_NONE};
+  const plan_codec *codec = &op->codec;
+  if (op->model_op == PLAN_MOP_EMBEDDING) buf = m->acts[0].x_in, codec = &none;
+  else if (op->phase == PLAN_PHASE_FWD && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) buf = m->proj;
+  else if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) buf = m->dtmp;
+  else
+    return ts_fail(e, NULL, "program", "no TP all-reduce belongs after model op %d in phase %d", (int)op->model_op,
+                   (int)op->phase);
+  /* compute stream -> TP stream -> (deferred weight gradient on the compute stream) -> compute stream */
+  EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
+  EX_CUDA(cudaStreamWaitEvent(m->tp_stream, m->ev_ready, 0));
+  if (m->prof_tp_start) EX_CUDA(cudaEventRecord(m->prof_tp_start[m->cur_op], m->tp_stream));
+  EX_TRY(tp_allreduce_coded(m, buf, codec, op->phase == PLAN_PHASE_BWD, e));
+  if (m->prof_tp_end) EX_CUDA(cudaEventRecord(m->prof_tp_end[m->cur_op], m->tp_stream));
+  EX_CUDA(cudaEventRecord(m->ev_done, m->tp_stream));
+  EX_TRY(exec_flush_wgrad(m, e));
+  if (m->prof_wgrad_done) EX_CUDA(cudaEventRecord(m->prof_wgrad_done[m->cur_op], m->stream));
+  EX_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
+  return 0;
+}
+
+int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
+  /* A deferred weight-gradient GEMM waits only for the TP all-reduce that follows its op. */
+  if (!(op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP)) EX_TRY(exec_flush_wgrad(m, e));
+  if (op->kind == PLAN_OP_COLLECTIVE) return run_collective(m, op, e);
+  if (op->kind != PLAN_OP_COMPUTE)
+    return ts_fail(e, NULL, "layout.pp", "pipeline send/recv is not implemented in the executor (PP must be 1)");
+  int micro = op->micro < 0 ? 0 : op->micro;
+  if (micro >= m->micros) return ts_fail(e, NULL, "program", "micro-batch %d out of range", micro);
+  switch (op->model_op) {
+  case PLAN_MOP_EMBEDDING:
+    if (op->phase == PLAN_PHASE_FWD) return exec_embedding_fwd(m, micro, e);
+    EX_TRY(exec_embedding_bwd(m, micro, e));
+    note_group_done(m, op, -1);
+    return 0;
+  case PLAN_MOP_FINAL_NORM:
+    if (op->phase == PLAN_PHASE_FWD) return exec_final_norm_fwd(m, e);
+    EX_TRY(exec_final_norm_bwd(m, e));
+    note_group_done(m, op, -1);
+    return 0;
+  case PLAN_MOP_LOSS:
+    if (op->phase == PLAN_PHASE_FWD) return m->walker_mode ? exec_logits_loss_fwd(m, micro, e) : exec_loss_fwd(m, micro, e);
+    if (op->part == PLAN_PART_DGRAD) return exec_logits_dgrad(m, e);
+    if (op->part == PLAN_PART_WGRAD) return exec_logits_wgrad(m, e);
+    return exec_loss_bwd(m, e);
+  case PLAN_MOP_OPTIMIZER:
+    if (m->walker_mode) EX_TRY(exec_model_walker_finish(m, e));
+    return exec_optimizer_step(m, e);
+  default: break;
+  }
+
+  int lop = layer_op_of(m, op->model_op);
+  if (lop < 0 || op->layer < 0 || op->layer >= m->cfg.layers)
+    return ts_fail(e, NULL, "program", "compute op (model op %d, layer %d) is not one the executor knows",
+                   (int)op->model_op, (int)op->layer);
+  if (op->phase == PLAN_PHASE_FWD) return exec_layer_fwd(m, (exec_layer_op)lop, op->layer, e);
+  if (op->phase == PLAN_PHASE_BWD) {
+    EX_TRY(exec_layer_bwd(m, (exec_layer_op)lop, op->layer, op->part, e));
+    note_group_done(m, op, lop); /* ln1 is a layer's last backward op */
+    return 0;
+  }
+  return ts_fail(e, NULL, "layout.recompute", "recomputation is not implemented in the executor");
+}
+
+/* ---- the single-stage program ---- */
+
+typedef struct {
+  plan_op *ops;
+  int n, cap;
+} op_list;
+
+static plan_op *push(op_list *l, plan_op_kind kind, plan_phase phase, int model_op, int layer, int micro) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 256;
+    plan_op *np = realloc(l->ops, (size_t)cap * sizeof *np);
+    if (!np) return NULL;
+    l->ops = np, l->cap = cap;
+  }
+  plan_op *op = &l->ops[l->n++];
+  memset(op, 0, sizeof *op);
+  op->kind = (uint8_t)kind;
+  op->stream = PLAN_STREAM_COMPUTE;
+  op->phase = (uint8_t)phase;
+  op->model_op = (int16_t)model_op;
+  op->layer = layer;
+  op->micro = micro;
+  op->peer = -1;
+  for (int i = 0; i < PLAN_MAX_DEPS; i++) op->dep[i] = -1;
+  if (l->n > 1) op->dep[0] = l->n - 2; /* one stream: each op follows the previous */
+  return op;
+}
+
+static plan_op *push_coll(op_list *l, plan_phase phase, int model_op, int layer, int micro, plan_group_kind g,
+                          double bytes) {
+  plan_op *op = push(l, PLAN_OP_COLLECTIVE, phase, model_op, layer, micro);
+  if (!op) return NULL;
+  op->stream = g == PLAN_GROUP_DP ? PLAN_STREAM_DP : PLAN_STREAM_TP;
+  op->coll = PLAN_COLL_ALLREDUCE;
+  op->group = (uint8_t)g;
+  op->traffic = g == PLAN_GROUP_DP ? PLAN_TRAFFIC_DP : phase == PLAN_PHASE_FWD ? PLAN_TRAFFIC_TP_FWD : PLAN_TRAFFIC_TP_BWD;
+  op->bytes = op->wire_bytes = bytes;
+  return op;
+}
+
+static plan_op *push_coll_coded(op_list *l, plan_phase phase, int model_op, int layer, int micro, double bytes,
+                                 const plan_codec *c) {
+  plan_op *op = push_coll(l, phase, model_op, layer, micro, PLAN_GROUP_TP, bytes);
+  if (!op) return NULL;
+  op->codec = *c;
+  double shared = c->kind == PLAN_CODEC_CAAT || c->kind == PLAN_CODEC_TACO_CAAT ? c->p : 1.0;
+  int taco = c->kind == PLAN_CODEC_TACO || c->kind == PLAN_CODEC_TACO_CAAT;
+  op->wire_bytes = taco ? (bytes * shared / 2.0) * (1.0 + 8.0 / c->group) : bytes * shared;
+  return op;
+}
+
+int exec_program_build_single_stage(const exec_model *m, plan_op **ops, int *nops, ts_err *e) {
+  op_list l = {0};
+  const int L = m->cfg.layers, tp = m->tp > 1;
+  const double act_bytes = 2.0 * (double)m->tokens * m->cfg.hidden;
+  const int *ix = m->layer_op_index;
+  int ok = 1;
+#define CHECKED(x) ok = ok && (x) != NULL
+  for (int mb = 0; mb < m->micros; mb++) {
+    CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_FWD, PLAN_MOP_EMBEDDING, -1, mb));
+    if (tp) CHECKED(push_coll(&l, PLAN_PHASE_FWD, PLAN_MOP_EMBEDDING, -1, mb, PLAN_GROUP_TP, act_bytes));
+    for (int layer = 0; layer < L; layer++)
+      for (int o = 0; o < EXEC_OP_COUNT; o++) {
+        CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_FWD, ix[o], layer, mb));
+        if (tp && (o == EXEC_OP_ATTN_OUT || o == EXEC_OP_FC2))
+          CHECKED(push_coll_coded(&l, PLAN_PHASE_FWD, ix[o], layer, mb, act_bytes, &m->tp_codec[0]));
+      }
+    CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_FWD, PLAN_MOP_LOSS, -1, mb));
+    CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, PLAN_MOP_LOSS, -1, mb));
+    for (int layer = L - 1; layer >= 0; layer--)
+      for (int o = EXEC_OP_COUNT - 1; o >= 0; o--) {
+        CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, ix[o], layer, mb));
+        if (tp && (o == EXEC_OP_QKV || o == EXEC_OP_FC1))
+          CHECKED(push_coll_coded(&l, PLAN_PHASE_BWD, ix[o], layer, mb, act_bytes, &m->tp_codec[1]));
+      }
+    CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, PLAN_MOP_EMBEDDING, -1, mb));
+  }
+  if (m->dp > 1) CHECKED(push_coll(&l, PLAN_PHASE_BWD, -1, -1, -1, PLAN_GROUP_DP, 4.0 * (double)m->nparams));
+  CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_OPTIMIZER, PLAN_MOP_OPTIMIZER, -1, -1));
+#undef CHECKED
+  if (!ok) {
+    free(l.ops);
+    return ts_fail_sys(e, "exec_program_build_single_stage: out of memory");
+  }
+  *ops = l.ops;
+  *nops = l.n;
+  return 0;
+}
