@@ -258,8 +258,10 @@ static double transfer_edges(sim_rank *rs, int stream, sim_rendezvous *rv, int g
         sim_alg alg = phase ? SIM_ALG_TREE_DOWN : SIM_ALG_TREE_UP;
         ne = sim_edges(c, m, n, alg, e_src, e_dst, cap, &depth);
         if (ne > cap) ne = cap;
+        /* NCCL runs two complementary binary trees, each with half the message:
+         * one tree whose edges carry S/2 loads every node's links as the pair does. */
         for (int i = 0; i < ne; i++)
-          e_bytes[i] = wire * (reduced ? sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne) : 1.0);
+          e_bytes[i] = 0.5 * wire * (reduced ? sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne) : 1.0);
         t += flow_phase(rs, stream, rv, e_src, e_dst, e_bytes, ne);
         /* a flow pays one route latency; the tree's other levels pay theirs */
         if (depth > 1) sg_actor_sleep_for((depth - 1) * rf.latency_s), t += (depth - 1) * rf.latency_s;

@@ -140,6 +140,15 @@ static void test_ring_allreduce(void) {
   }
 }
 
+/* A small all-reduce over 8 nodes runs as a tree (NCCL's alpha-beta choice):
+ * 2 x depth route latencies + 2 S / B, depth 3 for a binary tree of 8 nodes. */
+static void test_tree_allreduce(void) {
+  double S = 1e5;
+  double ring = 2.0 * 7 * (2 * LAT) + 2.0 * 7 / 8 * S / BW, tree = 2.0 * 3 * (2 * LAT) + 2.0 * S / BW;
+  CU_ASSERT_TRUE(tree < ring);
+  NEAR(ring_allreduce_time(8, S, S), tree, 0.005);
+}
+
 /* CAAT-Net p = 0.5: the plan sends half the channels; the bandwidth term halves. */
 static void test_caat_halves_allreduce(void) {
   double S = 1e9, lat = 2.0 * 3 * (2 * LAT);
@@ -409,6 +418,7 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("sim_engine", setup, teardown);
   CU_add_test(s, "ring all-reduce: 2(n-1)/n S/B + 2(n-1) latencies", test_ring_allreduce);
+  CU_add_test(s, "small all-reduce across nodes: tree", test_tree_allreduce);
   CU_add_test(s, "CAAT-Net p=0.5 halves the all-reduce bytes", test_caat_halves_allreduce);
   CU_add_test(s, "send/recv, and TACO cuts wire bytes by (1+8/G)/2", test_send_and_taco_wire_bytes);
   CU_add_test(s, "fast links are not capped by a TCP window", test_fast_link_uncapped);
