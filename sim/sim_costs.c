@@ -180,18 +180,31 @@ static int codec_cost_uncached(sim_costs *c, const plan_op *op, int nranks, sim_
   const plan_codec *cd = &op->codec;
   if (cd->kind == PLAN_CODEC_NONE) return 0;
   double in = codec_input_bytes(op);
-  double gather = 0, scatter = 0;
-  if (is_caat(cd) && (kernel_us(c, "caat_gather", in, 0, false, &gather, e) ||
-                      kernel_us(c, "caat_scatter", in, 0, false, &scatter, e)))
-    return -1;
+  double gather = 0, scatter = 0, scale = 0;
+  if (is_caat(cd)) {
+    /* pack the shared channels, unpack them after; scale the private ones by
+     * sqrt(TP) when the calibration measured that kernel (keyed by their bf16 bytes) */
+    if (kernel_us(c, "caat_gather", in, 0, false, &gather, e) || kernel_us(c, "caat_scatter", in, 0, false, &scatter, e))
+      return -1;
+    double private_bytes = op->bytes * (1.0 - cd->p);
+    if (private_bytes > 0 && schema_has_kernel(c->lk.cal, "caat_scale_private") &&
+        kernel_us(c, "caat_scale_private", private_bytes, 0, false, &scale, e))
+      return -1;
+  }
   double enc = 0, dec = 0, dse = 0;
   if (is_taco(cd)) {
-    if (kernel_us(c, "taco_encode", in, cd->group, false, &enc, e) ||
-        kernel_us(c, "taco_decode", in, cd->group, false, &dec, e))
+    /* the reduce steps work on one rank's block: the message / nranks */
+    double block = in / (nranks > 1 ? nranks : 1);
+    bool rs = op->kind == PLAN_OP_COLLECTIVE && op->coll == PLAN_COLL_REDUCESCATTER;
+    if (kernel_us(c, "taco_encode", in, cd->group, false, &enc, e)) return -1;
+    if (rs && schema_has_kernel(c->lk.cal, "taco_decode_sum")) {
+      if (kernel_us(c, "taco_decode_sum", block, cd->group, false, &dec, e)) return -1;
+    } else if (kernel_us(c, "taco_decode", in, cd->group, false, &dec, e)) {
       return -1;
+    }
     /* two-shot all-reduce: decode the shards, sum, re-encode for the all-gather */
     if (op->kind == PLAN_OP_COLLECTIVE && op->coll == PLAN_COLL_ALLREDUCE && nranks > 1 &&
-        kernel_us(c, "taco_decode_sum_encode", in, cd->group, false, &dse, e))
+        kernel_us(c, "taco_decode_sum_encode", block, cd->group, false, &dse, e))
       return -1;
   }
   double chunks = ceil(in / CODEC_CHUNK_BYTES);
@@ -200,8 +213,9 @@ static int codec_cost_uncached(sim_costs *c, const plan_op *op, int nranks, sim_
   /* Chunk i+1's codec overlaps chunk i's transfer: only the first encode and
    * the last decode stay outside the pipeline. */
   cc->pre_us = gather + enc / chunks;
-  cc->post_us = dec / chunks + scatter;
-  cc->total_us = gather + enc + dse + dec + scatter;
+  cc->post_us = dec / chunks + scatter + scale;
+  cc->total_us = gather + enc + dse + dec + scatter + scale;
+  cc->caat_us = gather + scatter + scale;
   cc->mid_us = cc->total_us - cc->pre_us - cc->post_us;
   return 0;
 }

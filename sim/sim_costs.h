@@ -10,6 +10,7 @@
 typedef struct {
   double pre_us, mid_us, post_us; /* first-chunk encode, pipelined codec, last-chunk decode */
   double total_us;                /* all codec kernel time (for the breakdown) */
+  double caat_us;                 /* the CAAT-Net part of it (pack, unpack, private scaling) */
 } sim_codec_cost;
 
 typedef struct {
