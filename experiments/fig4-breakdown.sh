@@ -37,7 +37,7 @@ out="$DATA/fig4-breakdown.dat"
 } > "$out"
 
 plot fig4-breakdown 1400 750 <<GP
-set title "Iteration time breakdown (simulated; seconds, and share of the iteration above each bar)"
+set title "Iteration time breakdown (simulated): share of the iteration, iteration time above each bar"
 set style data histograms
 set style histogram rowstacked
 set style fill solid 0.85 border -1
@@ -45,7 +45,7 @@ set boxwidth 0.7
 set grid ytics
 set key outside right top
 set xtics rotate by -30 scale 0 font ",9"
-set ylabel "time per iteration, normalized to 1 (fraction)"
+set ylabel "fraction of the iteration"
 set yrange [0:1.15]
 plot "$out" using (\$2/\$7):xtic(1) title "compute", "" using (\$3/\$7) title "TP exposed", \
      "" using (\$4/\$7) title "PP exposed", "" using (\$5/\$7) title "DP exposed", "" using (\$6/\$7) title "bubble", \
