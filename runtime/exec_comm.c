@@ -14,7 +14,7 @@ int exec_comm_split(rt_nccl *w, int color, int key, ncclComm_t *out, ts_err *e) 
   ncclResult_t r = ncclCommSplit(w->comms[0], color, key, out, &cfg);
   rt_watchdog_disarm();
   RT_NCCL(e, r);
-  return 0;
+  return rt_nccl_register(w, *out, e); /* waits poll it, failures abort it */
 }
 
 static int world_reduce(rt_nccl *w, double *vals, int n, int is_max, ts_err *e) {

@@ -9,7 +9,8 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun execute PLAN.json [--iters N] [--warmup N] [--json OUT] [--csv OUT] [--ops-csv OUT]\n"
-          "                                 [--seed S] [--inject-nan STEP] [--program builtin|plan]\n"
+          "                                 [--seed S] [--inject-nan STEP] [--program plan|builtin]\n"
+          "                                 [--timeout S]\n"
           "       tacorun execute --check\n"
           "One process per GPU: mpirun -np DPxTP tacorun execute PLAN.json (NCCL ids over MPI).\n"
           "\n"
@@ -27,12 +28,15 @@ static void usage(FILE *out) {
           "float64 CPU reference, TP = nranks against TP = 1, DP = nranks against the mean reference\n"
           "gradient, the NaN stop, and 30 AdamW steps; tolerance 5%% relative L2 per tensor.\n"
           "\n"
-          "Programs: --program builtin (default; the one measured on 2 x H200) runs the executor's own\n"
-          "program for PP = 1, with the same op vocabulary as plan_build_program(); --program plan walks\n"
-          "plan_build_program()'s program for this rank, op by op, on compute/TP/DP streams ordered by\n"
-          "its deps (TP all-reduce overlapping the wgrad GEMM, DP buckets overlapping the backward); the\n"
-          "plan walk is checked on the CPU (every op of the shipped PP = 1 plans maps) and by --check's\n"
-          "\"plan\" columns, but was not yet run on the GPUs.\n"
+          "Programs: --program plan (default) walks plan_build_program()'s program for this rank (the one\n"
+          "the simulator predicts), op by op, on compute/TP/PP/DP streams ordered by its deps (TP\n"
+          "all-reduce overlapping the wgrad GEMM, DP buckets overlapping the backward, pipeline\n"
+          "send/recv on the PP stream); --program builtin runs the executor's own PP = 1 program (the\n"
+          "fallback, same op vocabulary).\n"
+          "\n"
+          "Faults: every wait is bounded by --timeout S (default 300): a NCCL error or no completion\n"
+          "in time aborts every communicator the process holds (world, TP, DP, PP) and exits 1; a\n"
+          "watchdog bounds calls that block inside CUDA/NCCL the same way (S + 10 s).\n"
           "\n"
           "Not implemented yet (the command says so and exits 2 when a plan asks for them):\n"
           "pipeline parallelism (PP must be 1), sequence parallelism, recomputation, ZeRO-1,\n"
@@ -48,7 +52,8 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static int cmd_execute(int argc, char **argv) {
-  exec_timed_opts o = {.iters = 10, .warmup = 3, .seed = 1234, .inject_nan_step = -1};
+  exec_timed_opts o = {.iters = 10, .warmup = 3, .seed = 1234, .inject_nan_step = -1, .program_plan = 1};
+  int timeout_s = 300;
   const char *plan_path = NULL;
   int check = 0;
   for (int i = 1; i < argc; i++) {
@@ -67,6 +72,11 @@ static int cmd_execute(int argc, char **argv) {
       if (!strcmp(a, "--iters")) o.iters = v;
       else if (!strcmp(a, "--warmup")) o.warmup = v;
       else o.inject_nan_step = v;
+    } else if (i + 1 < argc && !strcmp(a, "--timeout")) {
+      if (parse_int(argv[++i], 1, 86400, &timeout_s)) {
+        fprintf(stderr, "tacorun execute: --timeout: '%s' is not a number of seconds in [1, 86400]\n", argv[i]);
+        return 2;
+      }
     } else if (i + 1 < argc && !strcmp(a, "--program")) {
       const char *v = argv[++i];
       if (strcmp(v, "plan") && strcmp(v, "builtin")) {
@@ -109,7 +119,7 @@ static int cmd_execute(int argc, char **argv) {
     return 1;
   }
   rt_nccl w;
-  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = 300};
+  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s};
   if (rt_nccl_init(&w, &no, &e)) {
     fprintf(stderr, "tacorun execute: %s\n", e.msg);
     return 1;
@@ -120,7 +130,11 @@ static int cmd_execute(int argc, char **argv) {
     rt_nccl_finalize(&w, 0);
     return 2;
   }
+  /* The checks run many small programs with bounded waits; the watchdog
+   * also bounds any enqueue that blocks inside CUDA/NCCL (a dead peer). */
+  if (check) rt_watchdog_arm(&w, 4.0 * w.timeout_s, "execute --check");
   int rc = check ? exec_run_check(&w, o.json_out, &e) : exec_run_timed(&w, &p, &o, &e);
+  if (check && rc == 0) rt_watchdog_disarm();
   if (rc) fprintf(stderr, "tacorun execute: rank %d: %s\n", w.ranks[0], e.msg);
   rt_nccl_finalize(&w, rc != 0);
   return rc ? ts_exit_status(&e) : 0;

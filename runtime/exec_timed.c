@@ -4,6 +4,7 @@
  * two ops for the per-op breakdown. Writes the result in the simulator's
  * schema (schema/result.h, source "measured"). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,7 +177,20 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
             o->program_plan ? "plan_build_program" : "built-in");
   int tty = isatty(2);
   float loss = 0;
+  /* Fault test hook: this rank dies (SIGKILL) at the start of that iteration. */
+  const char *kill_at = getenv("TACORUN_TEST_KILL_AT_ITER");
+  int kill_iter = kill_at && *kill_at ? atoi(kill_at) : -1;
+  char what[96];
   for (int it = 0; it < total_iters; it++) {
+    if (it == kill_iter) {
+      fprintf(stderr, "tacorun execute: rank %d: TACORUN_TEST_KILL_AT_ITER=%d: killing myself\n", rank, it);
+      fflush(stderr);
+      raise(SIGKILL);
+    }
+    /* Enqueueing can block inside CUDA/NCCL once a peer is dead (full launch
+     * queue); the watchdog bounds it, rt_nccl_wait bounds the wait itself. */
+    snprintf(what, sizeof what, "rank %d iteration %d", rank, it);
+    rt_watchdog_arm(w, w->timeout_s + 10, what);
     if (cudaEventRecord(ev[0], m.stream) != cudaSuccess) goto cuda_fail;
     if (o->program_plan) {
       if (exec_walk_iteration(&m, &wk, 0, e)) goto done;
@@ -193,6 +207,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
         goto cuda_fail;
     }
     if (rt_nccl_wait(w, e) || exec_model_check_finite(&m, it, &loss, e)) goto done;
+    rt_watchdog_disarm();
     float ms = 0;
     if (cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess) goto cuda_fail;
     times[it] = ms * 1e-3;
@@ -213,6 +228,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
     goto done;
   }
   double profiled = 0;
+  rt_watchdog_arm(w, w->timeout_s + 10, "profiled iteration");
   if (o->program_plan) {
     /* walked program: per op, its time on its own stream and the part of it spent waiting for other streams */
     double *start_s = tpx_start;
@@ -253,6 +269,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   }
 
 walked_profile_done:;
+  rt_watchdog_disarm();
   /* statistics over the timed iterations; the slowest rank sets the figure */
   double *timed = times + o->warmup, stats[3];
   qsort(timed, (size_t)o->iters, sizeof *timed, cmp_double);
@@ -435,7 +452,8 @@ done:
   exec_walk_destroy(&wk);
   schema_result_free(&res);
   exec_model_destroy(&m);
-  if (tp_comm && tp_comm != w->comms[0] && rc == 0) ncclCommDestroy(tp_comm);
-  if (dp_comm && dp_comm != w->comms[0] && rc == 0) ncclCommDestroy(dp_comm);
+  /* after a failure the communicators stay registered: rt_nccl_finalize aborts them all */
+  if (tp_comm && tp_comm != w->comms[0] && rc == 0) rt_nccl_comm_destroy(w, tp_comm);
+  if (dp_comm && dp_comm != w->comms[0] && rc == 0) rt_nccl_comm_destroy(w, dp_comm);
   return rc;
 }

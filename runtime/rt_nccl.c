@@ -68,9 +68,12 @@ static void *watchdog_main(void *arg) {
     fprintf(stderr, "tacorun: %s did not finish in time (peer dead or stuck?): aborting NCCL and exiting\n",
             wd.what);
     fflush(stderr);
-    if (wd.w)
+    if (wd.w) {
+      for (int i = 0; i < wd.w->nsubcomms; i++)
+        if (wd.w->subcomms[i]) ncclCommAbort(wd.w->subcomms[i]);
       for (int i = 0; i < wd.w->nlocal; i++)
         if (wd.w->comms[i]) ncclCommAbort(wd.w->comms[i]);
+    }
     _exit(1); /* the main thread is blocked inside NCCL; nothing else can end it */
   }
   return NULL;
@@ -222,8 +225,61 @@ int rt_nccl_init(rt_nccl *w, const rt_nccl_opts *o, ts_err *e) {
 void rt_nccl_abort(rt_nccl *w) {
   if (w->aborted) return;
   w->aborted = 1;
+  /* sub-communicators first: they share the world's peers and proxies */
+  for (int i = 0; i < w->nsubcomms; i++)
+    if (w->subcomms[i]) ncclCommAbort(w->subcomms[i]);
   for (int i = 0; i < w->nlocal; i++)
     if (w->comms[i]) ncclCommAbort(w->comms[i]);
+}
+
+int rt_nccl_register(rt_nccl *w, ncclComm_t c, ts_err *e) {
+  if (!c) return 0;
+  if (w->nsubcomms >= RT_MAX_SUBCOMMS) {
+    ncclCommAbort(c);
+    return ts_fail_sys(e, "rt_nccl: more than %d sub-communicators", RT_MAX_SUBCOMMS);
+  }
+  w->subcomms[w->nsubcomms++] = c;
+  return 0;
+}
+
+void rt_nccl_comm_destroy(rt_nccl *w, ncclComm_t c) {
+  if (!c) return;
+  int found = 0;
+  for (int i = 0; i < w->nsubcomms; i++)
+    if (w->subcomms[i] == c) {
+      w->subcomms[i] = w->subcomms[--w->nsubcomms];
+      w->subcomms[w->nsubcomms] = NULL;
+      found = 1;
+      break;
+    }
+  if (!found || w->aborted) return; /* not ours, or already freed by the abort */
+  rt_watchdog_arm(w, w->timeout_s, "NCCL sub-communicator destroy");
+  ncclCommDestroy(c);
+  rt_watchdog_disarm();
+}
+
+/* Asynchronous error of c, or ncclSuccess (ncclInProgress counts as none). */
+static ncclResult_t comm_error(ncclComm_t c) {
+  ncclResult_t async = ncclSuccess;
+  ncclResult_t r = ncclCommGetAsyncError(c, &async);
+  if (r != ncclSuccess) return r;
+  return async == ncclInProgress ? ncclSuccess : async;
+}
+
+int rt_nccl_poll(rt_nccl *w, ts_err *e) {
+  if (w->aborted) return ts_fail_sys(e, "rt_nccl: communicators already aborted");
+  for (int i = 0; i < w->nlocal + w->nsubcomms; i++) {
+    int world = i < w->nlocal;
+    ncclComm_t c = world ? w->comms[i] : w->subcomms[i - w->nlocal];
+    if (!c) continue;
+    ncclResult_t bad = comm_error(c);
+    if (bad == ncclSuccess) continue;
+    rt_nccl_abort(w);
+    return ts_fail_sys(e, "rank %d: NCCL error on %s communicator %d: %s (%s); all %d communicators aborted",
+                       w->ranks[0], world ? "world" : "sub-", world ? i : i - w->nlocal, ncclGetErrorString(bad),
+                       ncclGetLastError(NULL), w->nlocal + w->nsubcomms);
+  }
+  return 0;
 }
 
 int rt_nccl_wait(rt_nccl *w, ts_err *e) {
@@ -232,15 +288,8 @@ int rt_nccl_wait(rt_nccl *w, ts_err *e) {
   long nap = 5;
   for (;;) {
     int pending = 0;
+    if (rt_nccl_poll(w, e)) return -1;
     for (int i = 0; i < w->nlocal; i++) {
-      ncclResult_t async = ncclSuccess;
-      ncclResult_t r = ncclCommGetAsyncError(w->comms[i], &async);
-      if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
-        ncclResult_t bad = r != ncclSuccess ? r : async;
-        rt_nccl_abort(w);
-        return ts_fail_sys(e, "%s:%d: rank %d: NCCL error: %s (%s); communicators aborted", __FILE__, __LINE__,
-                           w->ranks[i], ncclGetErrorString(bad), ncclGetLastError(NULL));
-      }
       RT_CUDA(e, cudaSetDevice(w->devices[i]));
       cudaError_t q = cudaStreamQuery(w->streams[i]);
       if (q == cudaErrorNotReady) pending = 1;
@@ -255,8 +304,8 @@ int rt_nccl_wait(rt_nccl *w, ts_err *e) {
       rt_nccl_abort(w);
       return ts_fail_sys(e,
                          "rt_nccl: rank %d: collective not finished after %.1f s (a peer died or stopped answering); "
-                         "NCCL communicators aborted",
-                         w->ranks[0], w->timeout_s);
+                         "all %d NCCL communicators aborted",
+                         w->ranks[0], w->timeout_s, w->nlocal + w->nsubcomms);
     }
     sleep_us(nap);
     if (nap < 200) nap *= 2;
@@ -288,6 +337,8 @@ void rt_nccl_finalize(rt_nccl *w, int failed) {
     rt_nccl_abort(w);
   } else if (!w->aborted) {
     rt_watchdog_arm(w, w->timeout_s, "NCCL communicator destroy");
+    for (int i = 0; i < w->nsubcomms; i++)
+      if (w->subcomms[i]) ncclCommDestroy(w->subcomms[i]);
     for (int i = 0; i < w->nlocal; i++)
       if (w->comms[i]) ncclCommDestroy(w->comms[i]);
     rt_watchdog_disarm();
@@ -306,6 +357,8 @@ void rt_nccl_finalize(rt_nccl *w, int failed) {
   }
 #endif
   memset(w->comms, 0, sizeof w->comms);
+  memset(w->subcomms, 0, sizeof w->subcomms);
+  w->nsubcomms = 0;
 }
 
 /* ---- description --------------------------------------------------------- */

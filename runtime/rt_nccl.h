@@ -27,6 +27,8 @@
 #include "ts_error.h"
 
 #define RT_MAX_LOCAL 16
+/* Sub-communicators (TP, DP, PP, ... splits) a process may hold besides its world ones. */
+#define RT_MAX_SUBCOMMS 16
 
 typedef enum { RT_BOOT_SINGLE, RT_BOOT_MPI, RT_BOOT_FILE } rt_boot;
 
@@ -43,6 +45,11 @@ typedef struct {
   ncclComm_t comms[RT_MAX_LOCAL];
   cudaStream_t streams[RT_MAX_LOCAL];
   double *dscratch[RT_MAX_LOCAL]; /* small device buffers for rt_nccl_max */
+  /* Every other communicator the process holds (rt_nccl_register): waits poll
+   * their errors too, and a failure or timeout aborts them with the world ones,
+   * so a dead peer in any group ends in an error, never a hang. */
+  ncclComm_t subcomms[RT_MAX_SUBCOMMS];
+  int nsubcomms;
   double timeout_s;
   int aborted;
 } rt_nccl;
@@ -65,9 +72,19 @@ typedef struct {
 int rt_cuda_device_count(void);
 
 int rt_nccl_init(rt_nccl *w, const rt_nccl_opts *o, ts_err *e);
-/* Waits for everything enqueued on the local streams; see above. */
+/* Waits for everything enqueued on the local streams; see above. Polls the
+ * asynchronous errors of the world and every registered communicator. */
 int rt_nccl_wait(rt_nccl *w, ts_err *e);
-/* Aborts every local communicator (idempotent). */
+/* Registers a communicator made from the world one (ncclCommSplit, ...), so
+ * that waits poll it and aborts/the watchdog abort it. */
+int rt_nccl_register(rt_nccl *w, ncclComm_t c, ts_err *e);
+/* Unregisters c and destroys it (bounded by the watchdog); after an abort it
+ * only unregisters (aborted communicators are freed by ncclCommAbort). */
+void rt_nccl_comm_destroy(rt_nccl *w, ncclComm_t c);
+/* Checks every communicator's asynchronous error once (no wait); on an error
+ * aborts all of them and fails. */
+int rt_nccl_poll(rt_nccl *w, ts_err *e);
+/* Aborts every communicator, world and registered (idempotent). */
 void rt_nccl_abort(rt_nccl *w);
 /* Destroys the communicators (or, after a failure, aborts them; under MPI a
  * failed rank calls MPI_Abort so that the job ends). */

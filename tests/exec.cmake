@@ -12,14 +12,3 @@ if(TARGET ts_plan)
   target_compile_definitions(test_exec_walk PRIVATE TACOSIM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   add_test(NAME exec_walk COMMAND test_exec_walk)
 endif()
-
-# The executor (runtime/exec_*.c) reads model files and plan.h's op types;
-# runtime/CMakeLists.txt links ts_plan/ts_schema when they exist but not
-# ts_models, so the executor's owner adds it here, next to its tests.
-if(TARGET tacorun)
-  if(TARGET ts_models)
-    target_link_libraries(tacorun PRIVATE ts_models)
-  endif()
-  target_include_directories(tacorun PRIVATE ${CMAKE_SOURCE_DIR}/plan ${CMAKE_SOURCE_DIR}/topologies
-                                             ${CMAKE_SOURCE_DIR}/models ${CMAKE_SOURCE_DIR}/schema)
-endif()
