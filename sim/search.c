@@ -43,9 +43,13 @@ static void push_layout(const sim_search_layout *l, void *arg) {
   ll->v[ll->n++] = *l;
 }
 
+/* The policies compress tensor-parallel traffic: without TP there is none
+ * (the layout under "none" stands for them); CAAT-Net also excludes SP. */
 static bool codec_applies(const sim_search_layout *l, sim_search_codec c) {
+  if (c == SIM_SEARCH_CODEC_NONE) return true;
+  if (l->tp < 2) return false;
   bool caat = c == SIM_SEARCH_CODEC_CAAT || c == SIM_SEARCH_CODEC_TACO_CAAT;
-  return !caat || (l->tp >= 2 && !l->sequence_parallel); /* CAAT-Net needs TP and uses no SP */
+  return !caat || !l->sequence_parallel;
 }
 
 static int by_estimate(const void *a, const void *b) {

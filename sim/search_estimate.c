@@ -15,6 +15,7 @@
  * beta, so the estimate and the simulation differ only in contention and in
  * the finer overlap the simulator resolves. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "search.h"
@@ -28,24 +29,67 @@ typedef struct {
   int failed;
 } estimator;
 
+/* Lookup memo: thousands of candidates share a few hundred shapes, and a
+ * lookup in a measured table interpolates over every point. Keyed by the
+ * calibration, the table (name) and the arguments; results are exact copies. */
+typedef struct {
+  const schema_calibration *cal;
+  const char *name; /* a string literal: compared by address */
+  double a, b, c, us;
+} memo_entry;
+static memo_entry memo[8192];
+static char memo_identity[600]; /* which calibration the memo holds: cleared when it changes */
+
+static void memo_use(const schema_calibration *cal) {
+  char id[600];
+  snprintf(id, sizeof id, "%p|%.500s|%d|%d|%d", (const void *)cal, cal->path, cal->n_gemm, cal->n_kernels,
+           cal->n_colls);
+  if (strcmp(id, memo_identity) != 0) {
+    memset(memo, 0, sizeof memo);
+    snprintf(memo_identity, sizeof memo_identity, "%s", id);
+  }
+}
+
+static memo_entry *memo_slot(const schema_calibration *cal, const char *name, double a, double b, double c,
+                             bool *hit) {
+  uint64_t bits[3], h = (uint64_t)(uintptr_t)name * 0x9E3779B97F4A7C15ull;
+  memcpy(&bits[0], &a, 8); /* the doubles' bits: no conversion can overflow */
+  memcpy(&bits[1], &b, 8);
+  memcpy(&bits[2], &c, 8);
+  h ^= bits[0] * 0xC2B2AE3D27D4EB4Full + (h >> 29);
+  h ^= bits[1] * 0x165667B19E3779F9ull + (h >> 31);
+  h ^= bits[2] * 0x27D4EB2F165667C5ull + (h >> 27);
+  memo_entry *m = &memo[h % (sizeof memo / sizeof memo[0])];
+  *hit = m->cal == cal && m->name == name && m->a == a && m->b == b && m->c == c;
+  return m;
+}
+
 static double kernel_s(estimator *x, const char *name, double amount, int group, bool by_flops) {
   if (amount <= 0) return 0;
+  bool hit;
+  memo_entry *me = memo_slot(x->lk.cal, name, amount, group, by_flops, &hit);
+  if (hit) return me->us * 1e-6;
   double us;
   if (schema_has_kernel(x->lk.cal, name)) {
     if (schema_lookup_kernel(&x->lk, name, amount, group, &us, x->e)) x->failed = 1;
   } else {
     us = x->lk.roof.launch_us + amount / (by_flops ? x->lk.roof.peak_flops : x->lk.roof.hbm_bytes_per_s) * 1e6;
   }
+  if (!x->failed) *me = (memo_entry){x->lk.cal, name, amount, group, by_flops, us};
   return us * 1e-6;
 }
 
 static double gemm_s(estimator *x, long long m, long long n, long long k) {
+  bool hit;
+  memo_entry *me = memo_slot(x->lk.cal, "gemm", (double)m, (double)n, (double)k, &hit);
+  if (hit) return me->us * 1e-6;
   double us;
   if (x->lk.cal->n_gemm) {
     if (schema_lookup_gemm(&x->lk, m, n, k, &us, x->e)) x->failed = 1;
   } else {
     us = x->lk.roof.launch_us + 2.0 * (double)m * (double)n * (double)k / x->lk.roof.peak_flops * 1e6;
   }
+  if (!x->failed) *me = (memo_entry){x->lk.cal, "gemm", (double)m, (double)n, (double)k, us};
   return us * 1e-6;
 }
 
@@ -242,6 +286,7 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   schema_roofline roof;
   sim_roofline_of(&p->cluster, &roof);
   schema_lookup_init(&x.lk, cal, &roof, NULL);
+  memo_use(cal);
   x.intra_calibrated = sim_transport_matches(cal->transport, p->cluster.intra.kind);
   model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, p->seq};
   model_op ops[MODEL_MAX_LAYER_OPS], head[MODEL_MAX_LAYER_OPS];
