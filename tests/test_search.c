@@ -233,6 +233,18 @@ static void test_estimate_ranks_like_simulation(void) {
     sim[i] = results[i].tokens_per_s;
     worst = fmax(worst, fabs(est[i] / sim[i] - 1));
   }
+  /* the estimate's lookup memo never answers for another calibration */
+  schema_calibration slow;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(cal_path, &slow, &e), 0);
+  for (int i = 0; i < slow.n_gemm; i++) slow.gemm[i].us *= 2;
+  sim_search_estimate a, b, c;
+  CU_ASSERT_EQUAL(sim_search_estimate_plan(&plans[1], &cal, &a, &e), 0);
+  CU_ASSERT_EQUAL(sim_search_estimate_plan(&plans[1], &slow, &b, &e), 0);
+  CU_ASSERT_EQUAL(sim_search_estimate_plan(&plans[1], &cal, &c, &e), 0);
+  CU_ASSERT_TRUE(b.compute_s > 1.5 * a.compute_s);
+  CU_ASSERT_DOUBLE_EQUAL(a.iteration_s, c.iteration_s, 0);
+  schema_calibration_free(&slow);
+
   double rho = sim_search_spearman(est, sim, N);
   printf("\n  estimate vs simulation, gpt3-1.3b on 8 H200, %d layouts: Spearman %.3f, worst error %.1f%% ", N, rho,
          100 * worst);
