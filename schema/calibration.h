@@ -124,8 +124,12 @@ typedef struct {
 void schema_lookup_init(schema_lookup *l, const schema_calibration *cal, const schema_roofline *roof,
                         FILE *warn);
 
-/* GEMM of shape m x n x k (2mnk FLOPs): exact match, else interpolation along m
- * among points with the same n, k, else interpolation in FLOPs over all points. */
+/* GEMM of shape m x n x k (2mnk FLOPs): exact match, else log-space
+ * interpolation along one dimension between the nearest measured neighbours
+ * that share the other two (m first, then k, then n: the token count is m for
+ * forward and dgrad GEMMs, k for wgrad); else the roofline
+ * anchored at the end of the largest such family (warned); else interpolation
+ * in FLOPs over all points (warned). */
 int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, double *us, ts_err *e);
 /* A kernel table by name: x is bytes (or flops for flops-keyed tables); group
  * selects the points of that group (nearest group when absent, with a warning). */

@@ -67,11 +67,6 @@ static double roof_bytes(const schema_roofline *r, double bytes, const void *ctx
   (void)ctx;
   return r->launch_us + bytes / r->hbm_bytes_per_s * 1e6;
 }
-/* GEMM along m for a fixed n, k. */
-static double roof_gemm_m(const schema_roofline *r, double m, const void *ctx) {
-  const long long *nk = ctx;
-  return roof_flops(r, 2.0 * m * (double)nk[0] * (double)nk[1], NULL);
-}
 
 typedef struct {
   const char *name;
@@ -100,31 +95,46 @@ static void series_free(series *s) {
   free(s->t);
 }
 
-int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, double *us, ts_err *e) {
+/* GEMM along one dimension (0: m, 1: n, 2: k) with the other two fixed. */
+typedef struct {
+  int dim;
+  long long other[2]; /* the fixed dimensions, in (m, n, k) order without dim */
+} gemm_family;
+static double roof_gemm_dim(const schema_roofline *r, double x, const void *ctx) {
+  const gemm_family *f = ctx;
+  return roof_flops(r, 2.0 * x * (double)f->other[0] * (double)f->other[1], NULL);
+}
+
+/* The family of points sharing the two dimensions other than `dim` with q:
+ * its size, and the nearest measured neighbours of q[dim] below and above
+ * (index -1 when there is none). */
+typedef struct {
+  int n, lo, hi;
+} gemm_bracket;
+static long long gemm_dim(const schema_gemm_point *g, int dim) { return dim == 0 ? g->m : dim == 1 ? g->n : g->k; }
+static gemm_bracket gemm_bracket_of(const schema_calibration *c, const long long q[3], int dim) {
+  gemm_bracket b = {0, -1, -1};
+  for (int i = 0; i < c->n_gemm; i++) {
+    const long long p[3] = {c->gemm[i].m, c->gemm[i].n, c->gemm[i].k};
+    if (p[(dim + 1) % 3] != q[(dim + 1) % 3] || p[(dim + 2) % 3] != q[(dim + 2) % 3]) continue;
+    b.n++;
+    const long long x = p[dim];
+    if (x < q[dim] && (b.lo < 0 || x > gemm_dim(&c->gemm[b.lo], dim))) b.lo = i;
+    if (x > q[dim] && (b.hi < 0 || x < gemm_dim(&c->gemm[b.hi], dim))) b.hi = i;
+  }
+  return b;
+}
+
+/* Interpolation over FLOPs of all shapes (no shape shares two dimensions with
+ * the query), averaging log-times of points with equal FLOPs. */
+static int gemm_by_flops(schema_lookup *l, long long m, long long n, long long k, double *us, ts_err *e) {
   const schema_calibration *c = l->cal;
-  if (!c->n_gemm) return ts_fail(e, cal_name(l), "gemm", "missing: needed for a %lldx%lldx%lld GEMM", m, n, k);
   series s;
   if (series_alloc(&s, c->n_gemm)) return ts_fail_sys(e, "out of memory");
-  /* Points are sorted by (n, k, m): same weight shape, varying tokens. */
-  for (int i = 0; i < c->n_gemm; i++)
-    if (c->gemm[i].n == n && c->gemm[i].k == k) {
-      s.x[s.n] = (double)c->gemm[i].m;
-      s.t[s.n++] = c->gemm[i].us;
-    }
-  char key[64];
-  if (s.n) {
-    long long nk[2] = {n, k};
-    snprintf(key, sizeof key, "gemm n=%lld k=%lld", n, k);
-    *us = lookup_1d(l, key, s.x, s.t, s.n, (double)m, roof_gemm_m, nk);
-    series_free(&s);
-    return 0;
-  }
-  /* No point with this weight shape: interpolate in FLOPs over all shapes,
-   * averaging log-times of points with equal FLOPs. */
   for (int i = 0; i < c->n_gemm; i++) {
     double f = 2.0 * (double)c->gemm[i].m * (double)c->gemm[i].n * (double)c->gemm[i].k;
     int j = s.n;
-    while (j > 0 && s.x[j - 1] > f) j--; /* insertion sort: tables are small */
+    while (j > 0 && s.x[j - 1] > f) j--; /* insertion sort: called rarely */
     if (j > 0 && s.x[j - 1] == f) {
       s.t[j - 1] = sqrt(s.t[j - 1] * c->gemm[i].us);
       continue;
@@ -135,8 +145,67 @@ int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, 
     s.t[j] = c->gemm[i].us;
     s.n++;
   }
-  snprintf(key, sizeof key, "gemm (by FLOPs)");
+  const char *key = "gemm (by FLOPs)";
+  warn_once(l, key, "a shape of %g FLOPs shares no two dimensions with a measured one: interpolated over the FLOPs "
+            "of all %g measured shapes", 2.0 * (double)m * (double)n * (double)k, (double)s.n);
   *us = lookup_1d(l, key, s.x, s.t, s.n, 2.0 * (double)m * (double)n * (double)k, roof_flops, NULL);
+  series_free(&s);
+  return 0;
+}
+
+int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, double *us, ts_err *e) {
+  const schema_calibration *c = l->cal;
+  if (!c->n_gemm) return ts_fail(e, cal_name(l), "gemm", "missing: needed for a %lldx%lldx%lld GEMM", m, n, k);
+  for (int i = 0; i < c->n_gemm; i++)
+    if (c->gemm[i].m == m && c->gemm[i].n == n && c->gemm[i].k == k) {
+      *us = c->gemm[i].us;
+      return 0;
+    }
+  /* Interpolate along the one dimension that varies between the nearest
+   * measured neighbours that share the other two dimensions with the query.
+   * A plan's token count is m for forward and dgrad GEMMs but k for wgrad
+   * GEMMs, and the calibration sweeps it densely in both, so m is tried
+   * first, then k, then n. (Choosing the dimension with the tightest bracket
+   * instead, or averaging all bracketing dimensions, predicted the held-out
+   * points worse: brackets along a weight dimension join shapes of different
+   * models, which cuBLASLt runs with different kernels; calibration/README.md.) */
+  const long long q[3] = {m, n, k};
+  static const int order[3] = {0, 2, 1};
+  gemm_bracket b[3];
+  int best = -1, widest = -1;
+  for (int o = 0; o < 3; o++) {
+    int d = order[o];
+    b[d] = gemm_bracket_of(c, q, d);
+    if (b[d].n && (widest < 0 || b[d].n > b[widest].n)) widest = d;
+    if (best < 0 && b[d].lo >= 0 && b[d].hi >= 0) best = d;
+  }
+  if (best >= 0) {
+    const schema_gemm_point *lo = &c->gemm[b[best].lo], *hi = &c->gemm[b[best].hi];
+    *us = log_interp((double)gemm_dim(lo, best), lo->us, (double)gemm_dim(hi, best), hi->us, (double)q[best]);
+    return 0;
+  }
+  if (widest < 0) return gemm_by_flops(l, m, n, k, us, e);
+  /* Outside the measured range of every family: the roofline along the
+   * largest family, anchored at its nearest point (lookup_1d warns). */
+  series s;
+  if (series_alloc(&s, b[widest].n)) return ts_fail_sys(e, "out of memory");
+  for (int i = 0; i < c->n_gemm; i++) {
+    const long long p[3] = {c->gemm[i].m, c->gemm[i].n, c->gemm[i].k};
+    if (p[(widest + 1) % 3] != q[(widest + 1) % 3] || p[(widest + 2) % 3] != q[(widest + 2) % 3]) continue;
+    int j = s.n; /* insertion by the varying dimension */
+    while (j > 0 && s.x[j - 1] > (double)p[widest]) j--;
+    memmove(s.x + j + 1, s.x + j, sizeof(double) * (size_t)(s.n - j));
+    memmove(s.t + j + 1, s.t + j, sizeof(double) * (size_t)(s.n - j));
+    s.x[j] = (double)p[widest];
+    s.t[j] = c->gemm[i].us;
+    s.n++;
+  }
+  gemm_family fam = {widest, {q[(widest + 1) % 3], q[(widest + 2) % 3]}};
+  char key[64];
+  static const char dim_name[3] = {'m', 'n', 'k'};
+  snprintf(key, sizeof key, "gemm along %c (%c=%lld %c=%lld)", dim_name[widest], dim_name[(widest + 1) % 3],
+           fam.other[0], dim_name[(widest + 2) % 3], fam.other[1]);
+  *us = lookup_1d(l, key, s.x, s.t, s.n, (double)q[widest], roof_gemm_dim, &fam);
   series_free(&s);
   return 0;
 }

@@ -169,6 +169,46 @@ static void test_lookup_interpolates(void) {
   schema_calibration_free(&c);
 }
 
+/* GEMMs interpolate along the one dimension their measured neighbours vary in:
+ * k for wgrad shapes (k = tokens), m first when both bracket; a shape sharing
+ * no two dimensions with a measured one falls back to FLOPs, with a warning. */
+static void test_lookup_gemm_dimensions(void) {
+  static const char text[] =
+      "{\"schema\":1,\"gpu\":\"g\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"nvlink\","
+      "\"measured_at\":\"m\",\"gemm\":["
+      "{\"m\":4096,\"n\":1024,\"k\":1024,\"us\":10},{\"m\":4096,\"n\":1024,\"k\":4096,\"us\":80},"
+      "{\"m\":1024,\"n\":512,\"k\":512,\"us\":3},{\"m\":4096,\"n\":512,\"k\":512,\"us\":12},"
+      "{\"m\":2048,\"n\":512,\"k\":256,\"us\":1},{\"m\":2048,\"n\":512,\"k\":1024,\"us\":100}]}";
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "g.json", &c, &e), 0);
+  schema_roofline roof = {1e15, 4e12, 4e11, 3, 1};
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *warn = open_memstream(&buf, &len);
+  schema_lookup l;
+  schema_lookup_init(&l, &c, &roof, warn);
+  double us;
+  /* wgrad-like: only k varies between (4096, 1024, 1024) and (4096, 1024, 4096); log-log: 10 * 2^1.5 */
+  CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 4096, 1024, 2048, &us, &e), 0);
+  NEAR(us, 10.0 * pow(2.0, 1.5), 1e-9);
+  /* (2048, 512, 512) is bracketed along m (3 -> 12, linear: 6) and along k (1 -> 100): m wins */
+  CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 2048, 512, 512, &us, &e), 0);
+  NEAR(us, 6.0, 1e-9);
+  /* exact point */
+  CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 4096, 512, 512, &us, &e), 0);
+  NEAR(us, 12.0, 1e-12);
+  CU_ASSERT_PTR_NULL(buf && len ? strstr(buf, "gemm") : NULL);
+  /* nothing shares two dimensions: FLOPs interpolation, warned */
+  CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 3000, 700, 900, &us, &e), 0);
+  CU_ASSERT_TRUE(us > 0);
+  fflush(warn);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "gemm (by FLOPs)"));
+  fclose(warn);
+  free(buf);
+  schema_calibration_free(&c);
+}
+
 /* Outside the range: the roofline anchored at the nearest point, and a warning naming the op once. */
 static void test_lookup_outside_warns_once(void) {
   schema_calibration c;
@@ -287,6 +327,7 @@ int main(void) {
   CU_add_test(s, "a missing file is named", test_missing_file);
   CU_add_test(s, "calibration write/read round trip", test_round_trip);
   CU_add_test(s, "lookups interpolate in log space", test_lookup_interpolates);
+  CU_add_test(s, "GEMMs interpolate along the dimension that varies", test_lookup_gemm_dimensions);
   CU_add_test(s, "outside the range: anchored roofline, one warning", test_lookup_outside_warns_once);
   CU_add_test(s, "derived calibration reproduces DESIGN.md figures", test_derived_matches_design_figures);
   CU_add_test(s, "result JSON/CSV round trip", test_result_round_trip);

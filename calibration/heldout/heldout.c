@@ -10,12 +10,13 @@
  * GEMMs: each point joins the larger family of points that share (n, k) or
  * (m, n), so that m or k, the token count (m for forward and dgrad, k for
  * wgrad), varies; n when both are smaller than three. Within a family of
- * three or more, every other interior point is held out. They are predicted twice: by schema_lookup_gemm (interpolation
- * along m for a fixed n, k, else over FLOPs) and by interpolation along the
- * family's own dimension, which backward GEMMs need.
+ * three or more, every other interior point is held out. Every held-out
+ * point is predicted by schema_lookup_gemm itself (the simulator's rule: one
+ * interpolation in the project); the family only decides what is held out
+ * and which row of the table the error lands in.
  *
  *   calib_heldout [--max-median PCT] FILE...
- * exits 1 when a family's median error exceeds PCT (GEMMs by the better rule). */
+ * exits 1 when the GEMMs' or a collective family's median error exceeds PCT. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,30 +91,6 @@ static void row(const char *what, errors *s) {
   printf("| %-34s | %5d | %7.2f%% | %7.2f%% | %7.2f%% |\n", what, s->n, 100 * med, 100 * p90, 100 * mx);
 }
 
-/* Log-log interpolation over points sharing two dimensions; -1 when fewer than
- * two such points bracket the query. dim: 0 varies m, 1 varies n, 2 varies k. */
-static int interp_one_dim(const schema_calibration *c, const long long q[3], int dim, double *us) {
-  double lo_x = -1, lo_t = 0, hi_x = -1, hi_t = 0;
-  for (int i = 0; i < c->n_gemm; i++) {
-    const long long p[3] = {c->gemm[i].m, c->gemm[i].n, c->gemm[i].k};
-    int same = 1;
-    for (int d = 0; d < 3; d++)
-      if (d != dim && p[d] != q[d]) same = 0;
-    if (!same) continue;
-    double x = (double)p[dim];
-    if (x <= q[dim] && (lo_x < 0 || x > lo_x)) lo_x = x, lo_t = c->gemm[i].us;
-    if (x >= q[dim] && (hi_x < 0 || x < hi_x)) hi_x = x, hi_t = c->gemm[i].us;
-  }
-  if (lo_x < 0 || hi_x < 0) return -1;
-  if (hi_x == lo_x) {
-    *us = lo_t;
-    return 0;
-  }
-  double f = (log((double)q[dim]) - log(lo_x)) / (log(hi_x) - log(lo_x));
-  *us = exp(log(lo_t) + f * (log(hi_t) - log(lo_t)));
-  return 0;
-}
-
 static int check_file(const char *path, double max_median, const schema_roofline *roof) {
   schema_calibration full, train;
   ts_err e;
@@ -122,7 +99,7 @@ static int check_file(const char *path, double max_median, const schema_roofline
     return 2;
   }
   memset(&train, 0, sizeof train);
-  errors gemm_schema = {0}, gemm_wide = {0}, kernels = {0}, colls_plain = {0}, colls_taco = {0};
+  errors gemm_schema = {0}, kernels = {0}, colls_plain = {0}, colls_taco = {0};
 
   /* GEMMs: families along one dimension; every other interior point held out */
   int *dim = calloc((size_t)full.n_gemm + 1, sizeof *dim), *held = calloc((size_t)full.n_gemm + 1, sizeof *held);
@@ -183,25 +160,26 @@ static int check_file(const char *path, double max_median, const schema_roofline
     if (!held[i]) continue;
     const schema_gemm_point *g = &full.gemm[i];
     double us;
-    if (schema_lookup_gemm(&l, g->m, g->n, g->k, &us, &e) == 0) push(&gemm_schema, fabs(us - g->us) / g->us);
-    const long long q[3] = {g->m, g->n, g->k};
-    if (interp_one_dim(&train, q, dim[i], &us)) continue; /* cannot happen: the family's ends train */
-    push_w(&gemm_wide, fabs(us - g->us) / g->us, g->us);
-    push(&by_dim[dim[i]], fabs(us - g->us) / g->us);
+    if (schema_lookup_gemm(&l, g->m, g->n, g->k, &us, &e)) {
+      fprintf(stderr, "calib_heldout: %s\n", e.msg);
+      exit(1);
+    }
+    double err = fabs(us - g->us) / g->us;
+    push_w(&gemm_schema, err, g->us);
+    push(&by_dim[dim[i]], err);
   }
   free(dim), free(held);
-  double gemm_weighted = gemm_wide.n ? weighted_median(&gemm_wide) : NAN; /* before row() sorts the errors */
+  double gemm_weighted = gemm_schema.n ? weighted_median(&gemm_schema) : NAN; /* before row() sorts the errors */
   printf("\n%s (%s, %s, NCCL %s, %s)\n\n", path, full.gpu, full.transport, full.nccl, full.measured_at);
   printf("| %-34s | %5s | %9s | %9s | %9s |\n", "held-out family", "n", "median", "p90", "max");
   printf("|%s|%s|%s|%s|%s|\n", "------------------------------------", "-------", "-----------", "-----------",
          "-----------");
-  row("gemm, schema_lookup_gemm", &gemm_schema);
-  row("gemm, along the family's dimension", &gemm_wide);
+  row("gemm (schema_lookup_gemm)", &gemm_schema);
   row("  of which m varies (fwd, dgrad)", &by_dim[0]);
   row("  of which n varies", &by_dim[1]);
   row("  of which k varies (wgrad)", &by_dim[2]);
-  if (gemm_wide.n)
-    printf("| %-34s | %5d | %7.2f%% | %9s | %9s |\n", "gemm, time-weighted median", gemm_wide.n,
+  if (gemm_schema.n)
+    printf("| %-34s | %5d | %7.2f%% | %9s | %9s |\n", "gemm, time-weighted median", gemm_schema.n,
            100 * gemm_weighted, "", "");
 
   for (int t = 0; t < full.n_kernels; t++) {
@@ -243,7 +221,7 @@ static int check_file(const char *path, double max_median, const schema_roofline
   row("collectives, TACO (all)", &colls_taco);
 
   int rc = 0;
-  double g = gemm_wide.n ? median(&gemm_wide) : 0, cp = colls_plain.n ? median(&colls_plain) : 0;
+  double g = gemm_schema.n ? median(&gemm_schema) : 0, cp = colls_plain.n ? median(&colls_plain) : 0;
   double ct = colls_taco.n ? median(&colls_taco) : 0;
   worst_coll = cp > ct ? cp : ct;
   if (max_median > 0 && (100 * g > max_median || 100 * worst_coll > max_median)) {
@@ -251,8 +229,8 @@ static int check_file(const char *path, double max_median, const schema_roofline
     rc = 1;
   }
   for (int d = 0; d < 3; d++) free(by_dim[d].err), free(by_dim[d].w);
-  free(gemm_schema.w), free(gemm_wide.w), free(kernels.w), free(colls_plain.w), free(colls_taco.w);
-  free(gemm_schema.err), free(gemm_wide.err), free(kernels.err), free(colls_plain.err), free(colls_taco.err);
+  free(gemm_schema.w), free(kernels.w), free(colls_plain.w), free(colls_taco.w);
+  free(gemm_schema.err), free(kernels.err), free(colls_plain.err), free(colls_taco.err);
   schema_calibration_free(&train);
   schema_calibration_free(&full);
   return rc;
