@@ -33,10 +33,14 @@ typedef struct {
   char names[EXEC_REF_MAX_TENSORS][32];
   double num[6][EXEC_REF_MAX_TENSORS], den[6][EXEC_REF_MAX_TENSORS]; /* per comparison */
 } error_table;
-enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_COUNT };
-/* "plan": the same layout run from plan_build_program()'s program (exec_walk.c) */
+enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_PP2_PLAN_REF,
+       CMP_PP2_PP1, CMP_COUNT };
+/* "plan": the same layout run from plan_build_program()'s program (exec_walk.c).
+ * PP2: two stages (1F1B) over two micro-batches (batches 0 and 1) against the
+ * float64 mean gradient and against the PP = 1 run of the same two batches
+ * (the DP2 run: its all-reduced gradient is the two-micro-batch gradient). */
 static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64",
-                                                 "tpN-plan/f64", "dpN-plan/f64"};
+                                                 "tpN-plan/f64", "dpN-plan/f64", "pp2-plan/f64", "pp2 vs pp1"};
 
 /* Runs the program's ops (without the optimizer step unless with_optimizer). */
 static int run_iteration(exec_model *m, const plan_op *ops, int nops, int with_optimizer, rt_nccl *w, ts_err *e) {
@@ -51,6 +55,7 @@ static int run_iteration(exec_model *m, const plan_op *ops, int nops, int with_o
 /* Adds ||g - r||^2 and ||r||^2 of each tensor (local layout) into the table row. */
 static void accumulate(const exec_model *m, const float *g, const double *r, error_table *t, int cmp) {
   for (int i = 0; i < m->ntensors; i++) {
+    if (!exec_model_holds_tensor(m, i)) continue; /* another pipeline stage's tensor */
     const exec_tensor *lt = &m->tensors[i];
     double num = 0, den = 0;
     for (size_t j = lt->offset; j < lt->offset + lt->rows * lt->cols; j++) {
@@ -260,8 +265,8 @@ static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, f
 
 /* The tiny model as a model file, and a plan of it, so plan_build_program()
  * can build the programs the walker runs. */
-static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, char *model_path, size_t cap, char *text,
-                          size_t text_cap, ts_err *e) {
+static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, char *model_path, size_t cap,
+                          char *text, size_t text_cap, ts_err *e) {
   snprintf(model_path, cap, "/tmp/tacorun-exec-check-%d.json", (int)getpid());
   FILE *f = fopen(model_path, "w");
   if (!f) return ts_fail_sys(e, "%s: cannot write", model_path);
@@ -275,9 +280,9 @@ static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, char *mode
   if (fclose(f)) return ts_fail_sys(e, "%s: cannot write", model_path);
   snprintf(text, text_cap,
            "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\",\n"
-           "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": 1 },\n"
+           "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d },\n"
            "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"1f1b\" }\n",
-           model_path, dp, tp, cfg->batch, cfg->batch * dp, cfg->seq);
+           model_path, dp, tp, pp, cfg->batch, cfg->batch * dp * (pp > 1 ? 2 : 1), cfg->seq);
   return 0;
 }
 
@@ -287,7 +292,7 @@ static int check_walked(rt_nccl *w, const check_data *d, int tp, int dp, const i
                         const double *ref_full, error_table *tab, int cmp, FILE *log, ts_err *e) {
   const int rank = w->ranks[0];
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, tp, dp, model_path, sizeof model_path, text, sizeof text, e)) return -1;
+  if (tiny_plan_text(&d->cfg, tp, dp, 1, model_path, sizeof model_path, text, sizeof text, e)) return -1;
   exec_model m;
   exec_walk wk;
   memset(&wk, 0, sizeof wk);
@@ -317,6 +322,66 @@ out:
   exec_walk_destroy(&wk);
   exec_model_destroy(&m);
   free(g), free(ref);
+  return rc;
+}
+
+/* PP = 2 (ranks 0 and 1 are the two stages, 1F1B) over two micro-batches,
+ * batch 0 then batch 1, walked from the plan's program: gradients against the
+ * float64 mean (ref_mean) and against pp1 (the PP = 1 gradient of the same two
+ * batches, local layout of a TP = 1 model). */
+static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, error_table *tab, FILE *log, ts_err *e) {
+  const int rank = w->ranks[0];
+  char model_path[256], text[1024];
+  if (tiny_plan_text(&d->cfg, 1, 1, 2, model_path, sizeof model_path, text, sizeof text, e)) return -1;
+  const size_t T = (size_t)d->cfg.batch * d->cfg.seq;
+  int32_t *tok = malloc(2 * T * sizeof *tok), *lab = malloc(2 * T * sizeof *lab);
+  int *ti = malloc(T * sizeof *ti), *li = malloc(T * sizeof *li);
+  exec_model m;
+  memset(&m, 0, sizeof m);
+  exec_walk wk;
+  memset(&wk, 0, sizeof wk);
+  ncclComm_t emb = NULL;
+  float *g = NULL;
+  double *ref = NULL, *pp1d = NULL;
+  int rc = -1, created = 0;
+  if (!tok || !lab || !ti || !li) {
+    ts_fail_sys(e, "exec check: out of memory");
+    goto out;
+  }
+  for (int b = 0; b < 2; b++) { /* the same batches check_data_make gave DP ranks 0 and 1 */
+    exec_ref_tokens(&d->cfg, 100 + (unsigned long long)b, ti, li);
+    for (size_t j = 0; j < T; j++) tok[b * T + j] = ti[j], lab[b * T + j] = li[j];
+  }
+  if (exec_comm_split(w, 0, rank, &emb, e)) goto out;
+  exec_pipeline pipe = {.pp = 2, .pp_rank = rank, .pp_comm = w->comms[0], .emb_comm = emb};
+  if (exec_model_create_pp(&m, &d->cfg, 2, 1, 0, NULL, 1, 0, NULL, &pipe, w->streams[0], e)) goto out;
+  created = 1;
+  if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, tok, lab, e)) goto out;
+  if (exec_walk_init_text(&wk, text, "exec-check pp2 plan", rank, &m, e)) goto out;
+  if (exec_walk_iteration(&m, &wk, 1, e) || rt_nccl_wait(w, e) || exec_model_check_finite(&m, 0, NULL, e)) goto out;
+  g = malloc(m.nparams * sizeof *g);
+  ref = malloc(m.nparams * sizeof *ref);
+  pp1d = malloc(m.nparams * sizeof *pp1d);
+  if (!g || !ref || !pp1d) {
+    ts_fail_sys(e, "exec check: out of memory");
+    goto out;
+  }
+  if (exec_model_grads_to_host(&m, g, e)) goto out;
+  exec_model_shard_of(&m, d->grad_mean, ref);
+  for (size_t j = 0; j < m.nparams; j++) pp1d[j] = pp1[j];
+  accumulate(&m, g, ref, tab, CMP_PP2_PLAN_REF);   /* each stage adds the tensors it holds */
+  accumulate(&m, g, pp1d, tab, CMP_PP2_PP1);
+  int sends = 0;
+  for (int i = 0; i < wk.prog.n; i++) sends += wk.prog.ops[i].kind == PLAN_OP_SEND;
+  fprintf(log, "  plan program (pp 2, 1F1B, 2 micro-batches): %d ops on rank 0 (%d sends), stages on ranks 0/1\n",
+          wk.prog.n, sends);
+  rc = 0;
+out:
+  remove(model_path);
+  exec_walk_destroy(&wk);
+  if (created) exec_model_destroy(&m);
+  if (emb && rc == 0) rt_nccl_comm_destroy(w, emb);
+  free(tok), free(lab), free(ti), free(li), free(g), free(ref), free(pp1d);
   return rc;
 }
 
@@ -374,6 +439,8 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   if (n > 1 && (check_walked(w, &d, n, 1, d.tok_a, d.lab_a, d.grad_a, tab, CMP_TPN_PLAN_REF, log, e) ||
                 check_walked(w, &d, 1, n, d.tok_rank, d.lab_rank, d.grad_mean, tab, CMP_DPN_PLAN_REF, log, e)))
     goto done;
+  /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */
+  if (n == 2 && check_pipeline(w, &d, gd, tab, log, e)) goto done;
 
   if (exec_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||
       exec_world_sum(w, &tab->den[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e))
@@ -394,6 +461,7 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
     fprintf(log, "  %-18s", tab->names[i]);
     for (int c = 0; c < CMP_COUNT; c++) {
       if (n == 1 && c >= CMP_TPN_PLAN_REF) continue; /* the plan runs need 2 ranks */
+      if (n != 2 && c >= CMP_PP2_PLAN_REF) continue;  /* the pipeline check needs exactly 2 */
       double rel = tab->den[c][i] > 0 ? sqrt(tab->num[c][i] / tab->den[c][i]) : sqrt(tab->num[c][i]);
       worst[c] = rel > worst[c] ? rel : worst[c];
       if (!(rel <= CHECK_TOL_GRAD)) bad++;

@@ -148,11 +148,11 @@ static int attention_bwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
 /* ---- layer ops ---- */
 
 static void *layer_output(exec_model *m, int l) {
-  return l + 1 < m->cfg.layers ? m->acts[l + 1].x_in : m->x_final;
+  return l + 1 < m->cfg.layers ? exec_acts(m, l + 1)->x_in : m->x_final; /* at a stage's end: what is sent */
 }
 
 int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
-  exec_layer_acts *a = &m->acts[l];
+  exec_layer_acts *a = exec_acts(m, l);
   const long long T = m->tokens, h = m->cfg.hidden, hl = m->hidden_local;
   switch (op) {
   case EXEC_OP_LN1:
@@ -179,14 +179,19 @@ int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
 /* m->dx holds the gradient of the layer's output on entry to the last op's
  * backward and the gradient of its input after ln1's backward. */
 int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) {
-  exec_layer_acts *a = &m->acts[l];
+  exec_layer_acts *a = exec_acts(m, l);
   const long long T = m->tokens, h = m->cfg.hidden, hl = m->hidden_local, fl = m->ffn_local, ul = m->fc1_local;
   const int dgrad = part != PLAN_PART_WGRAD, wgrad = part != PLAN_PART_DGRAD;
   int t;
   if (part != PLAN_PART_WHOLE && op != EXEC_OP_FC2 && op != EXEC_OP_FC1 && op != EXEC_OP_ATTN_OUT && op != EXEC_OP_QKV)
     return ts_fail(e, NULL, "program", "layer op %s has no dgrad/wgrad halves", exec_layer_op_names[op]);
   switch (op) {
-  case EXEC_OP_MLP_RESIDUAL: case EXEC_OP_ATTN_RESIDUAL: return 0; /* the gradient passes through */
+  case EXEC_OP_MLP_RESIDUAL:
+    /* the gradient passes through; at a stage's last layer it comes from the next stage */
+    if (l == m->layer_hi - 1 && m->layer_hi < m->cfg.layers)
+      EX_CUDA(cudaMemcpyAsync(m->dx, m->pp_grad_in[m->slot], (size_t)(T * h) * 2, cudaMemcpyDeviceToDevice, m->stream));
+    return 0;
+  case EXEC_OP_ATTN_RESIDUAL: return 0; /* the gradient passes through */
   case EXEC_OP_FC2:
     t = exec_layer_tensor(m, l, EXEC_T_FC2);
     if (wgrad) EX_TRY(linear_wgrad(m, T, h, fl, a->a, m->dx, exec_grad_of(m, t), e));
@@ -213,8 +218,12 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
     if (part == PLAN_PART_WGRAD) return linear_wgrad(m, T, 3 * hl, h, a->n1, m->dqkv, exec_grad_of(m, t), e);
     return wgrad ? linear_wgrad_deferred(m, T, 3 * hl, h, a->n1, m->dqkv, exec_grad_of(m, t), e) : 0;
   case EXEC_OP_LN1:
-    return norm_bwd(m, a->x_in, exec_layer_tensor(m, l, EXEC_T_LN1_G), exec_layer_tensor(m, l, EXEC_T_LN1_B), a->mean1,
-                    a->rstd1, e);
+    EX_TRY(norm_bwd(m, a->x_in, exec_layer_tensor(m, l, EXEC_T_LN1_G), exec_layer_tensor(m, l, EXEC_T_LN1_B), a->mean1,
+                    a->rstd1, e));
+    /* at a stage's first layer the input gradient goes to the previous stage (its own buffer per slot) */
+    if (l == m->layer_lo && l > 0)
+      EX_CUDA(cudaMemcpyAsync(m->pp_grad_out[m->slot], m->dx, (size_t)(T * h) * 2, cudaMemcpyDeviceToDevice, m->stream));
+    return 0;
   default: return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);
   }
 }
@@ -299,7 +308,7 @@ int exec_loss_bwd(exec_model *m, ts_err *e) {
 
 int exec_embedding_fwd(exec_model *m, int micro, ts_err *e) {
   return exec_embed_fwd(micro_tokens(m, micro), exec_w16_of(m, 0), m->vocab_start, m->vocab_local, exec_w16_of(m, 1),
-                        m->tp_rank == 0, m->acts[0].x_in, m->tokens, m->cfg.seq, m->cfg.hidden, m->stream, e);
+                        m->tp_rank == 0, exec_acts(m, 0)->x_in, m->tokens, m->cfg.seq, m->cfg.hidden, m->stream, e);
 }
 int exec_embedding_bwd(exec_model *m, int micro, ts_err *e) {
   return exec_embed_bwd(micro_tokens(m, micro), m->dx, exec_grad_of(m, 0), m->vocab_start, m->vocab_local, exec_grad_of(m, 1),
@@ -326,5 +335,20 @@ int exec_optimizer_step(exec_model *m, ts_err *e) {
   if (m->tp_comm && exec_uses_caat(m) && !m->walker_mode) EX_TRY(exec_caat_sync_replicated(m, m->stream, e));
   rt_adamw_params p = {.lr = m->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f,
                        .step = ++m->adam_step};
-  return rt_adamw_step(m->master, m->w16, m->grad, m->adam_m, m->adam_v, (long long)m->nparams, p, m->stream, e);
+  if (m->pp == 1)
+    return rt_adamw_step(m->master, m->w16, m->grad, m->adam_m, m->adam_v, (long long)m->nparams, p, m->stream, e);
+  /* a pipeline stage updates the runs of consecutive tensors it holds */
+  for (int t = 0; t < m->ntensors;) {
+    if (!exec_model_holds_tensor(m, t)) {
+      t++;
+      continue;
+    }
+    int u = t;
+    while (u + 1 < m->ntensors && exec_model_holds_tensor(m, u + 1)) u++;
+    size_t lo = m->tensors[t].offset, hi = m->tensors[u].offset + m->tensors[u].rows * m->tensors[u].cols;
+    EX_TRY(rt_adamw_step(m->master + lo, (uint16_t *)m->w16 + lo, m->grad + lo, m->adam_m + lo, m->adam_v + lo,
+                         (long long)(hi - lo), p, m->stream, e));
+    t = u + 1;
+  }
+  return 0;
 }

@@ -86,9 +86,37 @@ static int dev_alloc(void **p, size_t bytes, size_t *total, ts_err *e) {
 }
 #define ALLOC(ptr, bytes) EX_TRY(dev_alloc((void **)&(ptr), (size_t)(bytes), &allocated, e))
 
+exec_layer_acts *exec_acts(const exec_model *m, int l) { return &m->acts[(size_t)m->slot * (m->cfg.layers + 1) + l]; }
+
+int exec_model_holds_tensor(const exec_model *m, int t) {
+  const exec_tensor *lt = &m->tensors[t];
+  if (lt->layer >= 0) return lt->layer >= m->layer_lo && lt->layer < m->layer_hi;
+  int first = m->pp_rank == 0, last = m->pp_rank == m->pp - 1;
+  if (lt->kind == EXEC_T_LNF_G || lt->kind == EXEC_T_LNF_B) return last;
+  if (lt->kind == EXEC_T_WTE) return first || last;
+  return first; /* position embedding */
+}
+
 int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int tp, int tp_rank,
                       ncclComm_t tp_comm, int dp, int dp_rank, ncclComm_t dp_comm, cudaStream_t stream, ts_err *e) {
+  return exec_model_create_pp(m, cfg, micros, tp, tp_rank, tp_comm, dp, dp_rank, dp_comm, NULL, stream, e);
+}
+
+int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, int tp, int tp_rank,
+                         ncclComm_t tp_comm, int dp, int dp_rank, ncclComm_t dp_comm, const exec_pipeline *pipe,
+                         cudaStream_t stream, ts_err *e) {
   memset(m, 0, sizeof *m);
+  m->pp = pipe ? pipe->pp : 1;
+  m->pp_rank = pipe ? pipe->pp_rank : 0;
+  if (m->pp < 1 || cfg->layers % m->pp || m->pp_rank < 0 || m->pp_rank >= m->pp)
+    return ts_fail(e, NULL, "layout.pp", "%d must divide the %d layers", m->pp, cfg->layers);
+  if (m->pp > 1 && (!pipe->pp_comm || !pipe->emb_comm))
+    return ts_fail_sys(e, "exec_model_create_pp: PP %d without its communicators", m->pp);
+  m->pp_comm = m->pp > 1 ? pipe->pp_comm : NULL;
+  m->emb_comm = m->pp > 1 ? pipe->emb_comm : NULL;
+  m->layer_lo = cfg->layers / m->pp * m->pp_rank;
+  m->layer_hi = m->layer_lo + cfg->layers / m->pp;
+  m->nslots = m->pp > 1 ? micros : 1;
   EX_TRY(exec_ref_config_check(cfg, e));
   if (cfg->heads % tp || cfg->ffn % tp)
     return ts_fail(e, NULL, "layout.tp", "%d must divide heads %d and ffn %d", tp, cfg->heads, cfg->ffn);
@@ -153,11 +181,14 @@ int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int
 
   const long long S = cfg->seq, hl = m->hidden_local, fl = m->ffn_local, ul = m->fc1_local;
   const long long scores = (long long)cfg->batch * m->heads_local * S * S;
-  m->acts = calloc((size_t)cfg->layers, sizeof *m->acts);
+  const int L = cfg->layers;
+  m->acts = calloc((size_t)m->nslots * (L + 1), sizeof *m->acts);
   if (!m->acts) return ts_fail_sys(e, "exec_model_create: out of memory");
-  for (int l = 0; l < cfg->layers; l++) {
-    exec_layer_acts *a = &m->acts[l];
+  for (int slot = 0; slot < m->nslots; slot++)
+  for (int l = m->layer_lo; l <= m->layer_hi && l < L; l++) {
+    exec_layer_acts *a = &m->acts[(size_t)slot * (L + 1) + l];
     ALLOC(a->x_in, T * h * bf);
+    if (l == m->layer_hi) continue; /* the next stage's input: only sent from here */
     ALLOC(a->n1, T * h * bf);
     ALLOC(a->qkv, T * 3 * hl * bf);
     ALLOC(a->P, scores * bf);
@@ -170,6 +201,17 @@ int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int
     ALLOC(a->rstd1, T * 4);
     ALLOC(a->mean2, T * 4);
     ALLOC(a->rstd2, T * 4);
+    EX_CUDA(cudaMemsetAsync(a->P, 0, (size_t)scores * bf, stream));
+  }
+  if (m->pp > 1) {
+    m->pp_grad_in = calloc((size_t)m->nslots, sizeof *m->pp_grad_in);
+    m->pp_grad_out = calloc((size_t)m->nslots, sizeof *m->pp_grad_out);
+    if (!m->pp_grad_in || !m->pp_grad_out) return ts_fail_sys(e, "exec_model_create: out of memory");
+    for (int slot = 0; slot < m->nslots; slot++) {
+      if (m->layer_hi < L) ALLOC(m->pp_grad_in[slot], T * h * bf);
+      if (m->layer_lo > 0) ALLOC(m->pp_grad_out[slot], T * h * bf);
+    }
+    EX_CUDA(cudaStreamCreateWithFlags(&m->pp_stream, cudaStreamNonBlocking));
   }
   ALLOC(m->x_final, T * h * bf);
   ALLOC(m->nf, T * h * bf);
@@ -190,7 +232,6 @@ int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int
   ALLOC(m->scores, scores * bf);
   ALLOC(m->dS, scores * bf);
   EX_CUDA(cudaMemsetAsync(m->dS, 0, (size_t)scores * bf, stream));
-  for (int l = 0; l < cfg->layers; l++) EX_CUDA(cudaMemsetAsync(m->acts[l].P, 0, (size_t)scores * bf, stream));
   ALLOC(m->tokens_dev, (size_t)micros * T * 4);
   ALLOC(m->labels_dev, (size_t)micros * T * 4);
   ALLOC(m->loss_sum, 4);
@@ -258,8 +299,14 @@ void exec_model_destroy(exec_model *m) {
   if (m->caat_f32) cudaFree(m->caat_f32);
   if (m->dp_stream) cudaStreamDestroy(m->dp_stream);
   free(m->group_done), free(m->group_reduced);
+  if (m->pp_stream) cudaStreamDestroy(m->pp_stream);
+  for (int slot = 0; slot < m->nslots; slot++) {
+    if (m->pp_grad_in) cudaFree(m->pp_grad_in[slot]);
+    if (m->pp_grad_out) cudaFree(m->pp_grad_out[slot]);
+  }
+  free(m->pp_grad_in), free(m->pp_grad_out);
   if (m->acts)
-    for (int l = 0; l < m->cfg.layers; l++) {
+    for (int l = 0; l < m->nslots * (m->cfg.layers + 1); l++) {
       exec_layer_acts *a = &m->acts[l];
       void *ptrs[] = {a->x_in, a->n1, a->qkv, a->P, a->attn, a->x_mid, a->n2, a->u, a->a,
                       a->mean1, a->rstd1, a->mean2, a->rstd2};

@@ -13,7 +13,8 @@
  *
  * Codecs: TACO and CAAT-Net (and both) on the TP all-reduces, see
  * exec_model_set_codecs.
- * Not implemented: pipeline stages (PP must be 1), sequence parallelism,
+ * Pipeline stages: PP > 1 with the 1F1B schedule (exec_model_create_pp).
+ * Not implemented: interleaved/GPipe pipelines, sequence parallelism,
  * linear biases, grouped-query attention, RoPE (positions are learned). */
 #ifndef EXEC_MODEL_H
 #define EXEC_MODEL_H
@@ -95,7 +96,21 @@ typedef struct {
   cudaStream_t dp_stream;
   unsigned char *group_done, *group_reduced; /* [layers + 2]: layers, head, embedding */
 
-  /* activations kept for backward (one micro-batch in flight: PP = 1) */
+  /* Pipeline stage (PP > 1, 1F1B): this rank runs layers [layer_lo, layer_hi)
+   * and holds every tensor but updates only its own (exec_model_holds_tensor).
+   * Activations are kept per micro-batch slot (nslots = micro-batches when
+   * PP > 1, so a recv or a later forward never overwrites what a pending
+   * backward needs); the stage boundary activation is acts[slot][layer_hi].x_in
+   * (sent) or acts[slot][layer_lo].x_in (received); gradients travel through
+   * pp_grad_in/pp_grad_out[slot]. Send/recv run on pp_stream through pp_comm
+   * (ranks = stages); emb_comm joins the first and last stage for the tied
+   * embedding's gradient. */
+  int pp, pp_rank, layer_lo, layer_hi, nslots, slot;
+  ncclComm_t pp_comm, emb_comm;
+  cudaStream_t pp_stream;
+  void **pp_grad_in, **pp_grad_out;
+
+  /* activations kept for backward: nslots x (layers + 1), see exec_acts() */
   exec_layer_acts *acts;
   void *x_final, *nf, *proj, *logits;
   float *meanf, *rstdf, *ce_rowmax, *ce_sums;
@@ -111,7 +126,23 @@ typedef struct {
   unsigned long long *nonfinite; /* one counter per tensor */
 } exec_model;
 
-/* Allocates everything for cfg cut over (tp, dp) with `micros` micro-batches. */
+/* A pipeline stage for exec_model_create_pp (pp = 1: the whole stack). */
+typedef struct {
+  int pp, pp_rank;
+  ncclComm_t pp_comm, emb_comm; /* NULL when pp == 1 */
+} exec_pipeline;
+
+/* Allocates everything for cfg cut over (tp, dp, pp) with `micros` micro-batches. */
+int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, int tp, int tp_rank,
+                         ncclComm_t tp_comm, int dp, int dp_rank, ncclComm_t dp_comm, const exec_pipeline *pipe,
+                         cudaStream_t stream, ts_err *e);
+/* True when the stage owns (updates, reports) tensor t: its layers, the
+ * embedding on the first stage, the final norm and the tied word embedding on
+ * the last. */
+int exec_model_holds_tensor(const exec_model *m, int t);
+/* Layer l's activations of the current micro-batch slot. */
+exec_layer_acts *exec_acts(const exec_model *m, int l);
+/* Allocates everything for cfg cut over (tp, dp) with `micros` micro-batches (PP = 1). */
 int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int tp, int tp_rank,
                       ncclComm_t tp_comm, int dp, int dp_rank, ncclComm_t dp_comm, cudaStream_t stream, ts_err *e);
 void exec_model_destroy(exec_model *m);

@@ -95,10 +95,7 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
     ts_fail(e, path, "model", "%s", sub.msg);
     goto done;
   }
-  if (p->pp != 1) {
-    ts_fail(e, path, "layout.pp", "%d: pipeline stages are not implemented in the executor yet (PP must be 1)", p->pp);
-    goto done;
-  }
+  /* PP > 1: the walker checks the schedule (1F1B, one chunk per stage) against the program. */
   if (p->sequence_parallel) {
     ts_fail(e, path, "layout.sequence_parallel", "sequence parallelism is not implemented in the executor yet");
     goto done;

@@ -66,14 +66,39 @@ int exec_model_enter_walker_mode(exec_model *m, ts_err *e) {
   m->group_done = calloc((size_t)m->cfg.layers + 2, 1);
   m->group_reduced = calloc((size_t)m->cfg.layers + 2, 1);
   if (!m->group_done || !m->group_reduced) return ts_fail_sys(e, "exec: out of memory");
-  if (m->dp_comm && !m->dp_stream) EX_CUDA(cudaStreamCreateWithFlags(&m->dp_stream, cudaStreamNonBlocking));
+  if ((m->dp_comm || m->emb_comm) && !m->dp_stream)
+    EX_CUDA(cudaStreamCreateWithFlags(&m->dp_stream, cudaStreamNonBlocking));
   return 0;
 }
 
 cudaStream_t exec_model_op_stream(const exec_model *m, const plan_op *op) {
+  if ((op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) && m->pp_stream) return m->pp_stream;
   if (op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP && m->tp_stream) return m->tp_stream;
-  if (op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_DP && m->dp_stream) return m->dp_stream;
+  if (op->kind == PLAN_OP_COLLECTIVE && (op->group == PLAN_GROUP_DP || op->group == PLAN_GROUP_EMBEDDING) &&
+      m->dp_stream)
+    return m->dp_stream;
   return m->stream;
+}
+
+/* A pipeline send/recv of one micro-batch's boundary activation (forward) or
+ * its gradient (backward), on the PP stream; the program orders them so that
+ * the blocking pairs meet (plan.h). */
+static int run_send_recv(exec_model *m, const plan_op *op, ts_err *e) {
+  if (!m->pp_comm) return ts_fail(e, NULL, "program", "a pipeline send/recv with PP = 1");
+  if (op->codec.kind != PLAN_CODEC_NONE)
+    return ts_fail(e, NULL, "codec.pp", "compressed pipeline messages are not implemented in the executor");
+  const int send = op->kind == PLAN_OP_SEND, fwd = op->phase == PLAN_PHASE_FWD;
+  /* forward: to the next stage / from the previous; backward: the other way */
+  const int peer = exec_walk_pp_peer_stage(m->pp_rank, op);
+  if (peer < 0 || peer >= m->pp) return ts_fail(e, NULL, "program", "a pipeline message past the first/last stage");
+  void *buf;
+  if (fwd) buf = exec_acts(m, send ? m->layer_hi : m->layer_lo)->x_in;
+  else buf = send ? m->pp_grad_out[m->slot] : m->pp_grad_in[m->slot];
+  if (!buf) return ts_fail_sys(e, "exec: no pipeline buffer for this message (internal error)");
+  const size_t count = (size_t)(m->tokens * m->cfg.hidden);
+  if (send) EX_NCCL(ncclSend(buf, count, ncclBfloat16, peer, m->pp_comm, m->pp_stream));
+  else EX_NCCL(ncclRecv(buf, count, ncclBfloat16, peer, m->pp_comm, m->pp_stream));
+  return 0;
 }
 
 /* Marks the gradient groups a last-micro-batch backward op completes. */
@@ -98,7 +123,7 @@ static int dp_reduce_groups(exec_model *m, int all, ts_err *e) {
   EX_NCCL(ncclGroupStart());
   for (int t = 0; t < m->ntensors; t++) {
     int g = group_of_tensor(m, t);
-    if ((all || m->group_done[g]) && !m->group_reduced[g])
+    if ((all || m->group_done[g]) && !m->group_reduced[g] && exec_model_holds_tensor(m, t))
       EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat,
                             ncclSum, m->dp_comm, m->dp_stream));
   }
@@ -111,8 +136,8 @@ static int dp_reduce_groups(exec_model *m, int all, ts_err *e) {
 int exec_model_walker_finish(exec_model *m, ts_err *e) {
   /* the optimizer waits for every stream (and reduces any group no bucket took) */
   EX_TRY(dp_reduce_groups(m, 1, e));
-  cudaStream_t side[2] = {m->tp_stream, m->dp_stream};
-  for (int i = 0; i < 2; i++)
+  cudaStream_t side[3] = {m->tp_stream, m->dp_stream, m->pp_stream};
+  for (int i = 0; i < 3; i++)
     if (side[i]) {
       EX_CUDA(cudaEventRecord(m->ev_done, side[i]));
       EX_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
@@ -124,6 +149,14 @@ int exec_model_walker_finish(exec_model *m, ts_err *e) {
 
 static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
   if (op->kind != PLAN_OP_COLLECTIVE) return ts_fail(e, NULL, "program", "not a collective");
+  if (op->group == PLAN_GROUP_EMBEDDING) {
+    /* the tied word embedding: its gradient summed over the first and last stage */
+    if (op->model_op != PLAN_MOP_EMBEDDING_GRADS || !m->emb_comm)
+      return ts_fail(e, NULL, "program", "an embedding-group collective the executor does not know");
+    EX_NCCL(ncclAllReduce(exec_grad_of(m, 0), exec_grad_of(m, 0), m->tensors[0].rows * m->tensors[0].cols, ncclFloat,
+                          ncclSum, m->emb_comm, m->dp_stream));
+    return 0;
+  }
   if (op->group == PLAN_GROUP_DP) {
     if (op->model_op != PLAN_MOP_GRAD_BUCKET || op->coll != PLAN_COLL_ALLREDUCE)
       return ts_fail(e, NULL, "layout.zero1", "only all-reduced DP gradient buckets are supported (no ZeRO-1)");
@@ -137,7 +170,7 @@ static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
   int lop = layer_op_of(m, op->model_op);
   switch (op->model_op) {
   case PLAN_MOP_EMBEDDING:
-    EX_NCCL(ncclAllReduce(m->acts[0].x_in, m->acts[0].x_in, th, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
+    EX_NCCL(ncclAllReduce(exec_acts(m, 0)->x_in, exec_acts(m, 0)->x_in, th, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
     return 0;
   case PLAN_MOP_LOSS:
     if (op->phase == PLAN_PHASE_FWD) return 0; /* the cross-entropy statistics were exchanged inside the loss op */
@@ -169,7 +202,7 @@ static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
   void *buf;
   plan_codec none = {.kind = PLAN_CODEC_NONE};
   const plan_codec *codec = &op->codec;
-  if (op->model_op == PLAN_MOP_EMBEDDING) buf = m->acts[0].x_in, codec = &none;
+  if (op->model_op == PLAN_MOP_EMBEDDING) buf = exec_acts(m, 0)->x_in, codec = &none;
   else if (op->phase == PLAN_PHASE_FWD && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) buf = m->proj;
   else if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) buf = m->dtmp;
   else
@@ -191,11 +224,12 @@ static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
 int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
   /* A deferred weight-gradient GEMM waits only for the TP all-reduce that follows its op. */
   if (!(op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP)) EX_TRY(exec_flush_wgrad(m, e));
-  if (op->kind == PLAN_OP_COLLECTIVE) return run_collective(m, op, e);
-  if (op->kind != PLAN_OP_COMPUTE)
-    return ts_fail(e, NULL, "layout.pp", "pipeline send/recv is not implemented in the executor (PP must be 1)");
   int micro = op->micro < 0 ? 0 : op->micro;
   if (micro >= m->micros) return ts_fail(e, NULL, "program", "micro-batch %d out of range", micro);
+  m->slot = micro % m->nslots;
+  if (op->kind == PLAN_OP_COLLECTIVE) return run_collective(m, op, e);
+  if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) return run_send_recv(m, op, e);
+  if (op->kind != PLAN_OP_COMPUTE) return ts_fail(e, NULL, "program", "op kind %d is unknown", (int)op->kind);
   switch (op->model_op) {
   case PLAN_MOP_EMBEDDING:
     if (op->phase == PLAN_PHASE_FWD) return exec_embedding_fwd(m, micro, e);

@@ -108,12 +108,35 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   if (world != p->tp * p->dp * p->pp)
     return ts_fail(e, p->path, "layout", "dp x tp x pp = %d, but %d processes were started", p->tp * p->dp * p->pp,
                    world);
-  const int tp_rank = rank % p->tp, dp_rank = rank / p->tp;
-  ncclComm_t tp_comm = NULL, dp_comm = NULL;
+  if (p->pp > 1 && !o->program_plan)
+    return ts_fail(e, p->path, "layout.pp", "the built-in program is PP = 1 only (use --program plan)");
+  /* This rank's place in the layout, as the plan numbers ranks (its order field). */
+  plan_coord at = {.dp = rank / p->tp, .tp = rank % p->tp, .pp = 0};
+  if (p->pp > 1) {
+    plan *full = malloc(sizeof *full);
+    if (!full) return ts_fail_sys(e, "exec: out of memory");
+    int bad = plan_load(p->path, NULL, NULL, full, e) && plan_load(p->path, "models", "topologies", full, e);
+    if (!bad) at = plan_coord_of(full, rank);
+    free(full);
+    if (bad) return -1;
+  }
+  const int tp_rank = at.tp, dp_rank = at.dp, pp_rank = at.pp;
+  /* Sub-communicators: every rank makes every split in the same order (NCCL
+   * splits are collective over the world); each is registered with w, so a
+   * failure anywhere aborts all of them. */
+  ncclComm_t tp_comm = NULL, dp_comm = NULL, pp_comm = NULL, emb_comm = NULL;
   if (p->tp > 1 && p->tp == world) tp_comm = w->comms[0];
-  else if (p->tp > 1 && exec_comm_split(w, dp_rank, tp_rank, &tp_comm, e)) return -1;
+  else if (p->tp > 1 && exec_comm_split(w, dp_rank * p->pp + pp_rank, tp_rank, &tp_comm, e)) return -1;
   if (p->dp > 1 && p->dp == world) dp_comm = w->comms[0];
-  else if (p->dp > 1 && exec_comm_split(w, tp_rank, dp_rank, &dp_comm, e)) return -1;
+  else if (p->dp > 1 && exec_comm_split(w, tp_rank * p->pp + pp_rank, dp_rank, &dp_comm, e)) return -1;
+  if (p->pp > 1) {
+    if (exec_comm_split(w, dp_rank * p->tp + tp_rank, pp_rank, &pp_comm, e)) return -1;
+    /* the tied embedding's first/last-stage group gets its own communicator
+     * (it runs on the DP stream while sends may still run on the PP stream) */
+    int ends = pp_rank == 0 || pp_rank == p->pp - 1;
+    if (exec_comm_split(w, ends ? dp_rank * p->tp + tp_rank : NCCL_SPLIT_NOCOLOR, pp_rank, &emb_comm, e)) return -1;
+  }
+  exec_pipeline pipe = {.pp = p->pp, .pp_rank = pp_rank, .pp_comm = pp_comm, .emb_comm = emb_comm};
 
   exec_ref_config cfg;
   exec_plan_config(p, &cfg);
@@ -134,7 +157,8 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   schema_result res;
   schema_result_init(&res, SCHEMA_SOURCE_MEASURED);
   if (!times) return ts_fail_sys(e, "exec: out of memory");
-  if (exec_model_create(&m, &cfg, micros, p->tp, tp_rank, tp_comm, p->dp, dp_rank, dp_comm, w->streams[0], e)) {
+  if (exec_model_create_pp(&m, &cfg, micros, p->tp, tp_rank, tp_comm, p->dp, dp_rank, dp_comm, &pipe, w->streams[0],
+                           e)) {
     free(times);
     return -1;
   }
@@ -171,9 +195,9 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   }
   for (int i = 0; i <= nops; i++) RT_CUDA(e, cudaEventCreate(&ev[i]));
   if (root)
-    fprintf(stderr, "execute %s: %d rank(s) (TP %d, DP %d), %d layers, %d micro-batches of %d x %d tokens, %d ops/iteration"
+    fprintf(stderr, "execute %s: %d rank(s) (TP %d, DP %d, PP %d), %d layers, %d micro-batches of %d x %d tokens, %d ops/iteration"
                     " (%s program)\n",
-            p->name, world, p->tp, p->dp, cfg.layers, micros, cfg.batch, cfg.seq, nops,
+            p->name, world, p->tp, p->dp, p->pp, cfg.layers, micros, cfg.batch, cfg.seq, nops,
             o->program_plan ? "plan_build_program" : "built-in");
   int tty = isatty(2);
   float loss = 0;
@@ -286,7 +310,7 @@ walked_profile_done:;
   /* Compute-stream time: a TP all-reduce's segment holds the overlapped
    * weight-gradient GEMM (counted with the op it belongs to, the one before)
    * and then the exposed wait for the transfer. */
-  double compute_s = 0, tp_s = 0, dp_s = 0, tp_stream_s = 0;
+  double compute_s = 0, tp_s = 0, dp_s = 0, pp_s = 0, tp_stream_s = 0;
   int n_tp = 0;
   for (int i = 0; i < nops && o->program_plan; i++) {
     /* walked: compute ops' own time; their waits count as exposed time of the collective they waited for */
@@ -296,6 +320,7 @@ walked_profile_done:;
       if (op->group == PLAN_GROUP_TP) tp_stream_s += op_s[i] - wg_s[i], n_tp++;
       continue;
     }
+    if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) continue; /* PP stream: its waits are counted below */
     double own = op_s[i] - wg_s[i];
     op_kind_name(op, key, sizeof key);
     nbuckets = add_bucket(buckets, nbuckets, key, own, 1);
@@ -303,8 +328,12 @@ walked_profile_done:;
     if (wg_s[i] > 0) {
       int waited_for = -1;
       for (int d = 0; d < PLAN_MAX_DEPS && waited_for < 0; d++)
-        if (op->dep[d] >= 0 && ops[op->dep[d]].kind == PLAN_OP_COLLECTIVE) waited_for = op->dep[d];
-      if (waited_for >= 0) {
+        if (op->dep[d] >= 0 && ops[op->dep[d]].kind != PLAN_OP_COMPUTE) waited_for = op->dep[d];
+      if (waited_for >= 0 && ops[waited_for].kind != PLAN_OP_COLLECTIVE) {
+        /* waiting for a pipeline message: the bubble and the transfer */
+        nbuckets = add_bucket(buckets, nbuckets, "pp.wait", wg_s[i], 1);
+        pp_s += wg_s[i];
+      } else if (waited_for >= 0) {
         op_kind_name(&ops[waited_for], key, sizeof key);
         nbuckets = add_bucket(buckets, nbuckets, key, wg_s[i], 1);
         if (ops[waited_for].group == PLAN_GROUP_DP) dp_s += wg_s[i];
@@ -338,7 +367,7 @@ walked_profile_done:;
     ts_fail_sys(e, "exec: out of memory");
     goto done;
   }
-  rank_stats[rank * 3 + 0] = profiled, rank_stats[rank * 3 + 1] = compute_s, rank_stats[rank * 3 + 2] = tp_s + dp_s;
+  rank_stats[rank * 3 + 0] = profiled, rank_stats[rank * 3 + 1] = compute_s, rank_stats[rank * 3 + 2] = tp_s + dp_s + pp_s;
   if (exec_world_sum(w, rank_stats, world * 3, e)) {
     free(rank_stats);
     goto done;
@@ -363,8 +392,9 @@ walked_profile_done:;
            flops_model / world / stats[1] / 1e12);
     printf("# tokens/s %.0f, loss %.4f, GPU memory in use %.1f GiB\n", (double)p->global * p->seq / stats[1], loss,
            (double)(total_b - free_b) / (1 << 30));
-    printf("# profiled iteration (rank 0): %.2f ms = compute %.2f + exposed TP all-reduce %.2f + DP all-reduce %.2f\n",
-           profiled * 1e3, compute_s * 1e3, tp_s * 1e3, dp_s * 1e3);
+    printf("# profiled iteration (rank 0): %.2f ms = compute %.2f + exposed TP all-reduce %.2f + DP all-reduce %.2f"
+           " + pipeline wait %.2f\n",
+           profiled * 1e3, compute_s * 1e3, tp_s * 1e3, dp_s * 1e3, pp_s * 1e3);
     printf("# TP stream: %d all-reduces, %.2f ms of transfers (%.2f ms of it hidden behind weight-gradient GEMMs)\n",
            n_tp, tp_stream_s * 1e3, (tp_stream_s - tp_s) * 1e3);
     printf("# %-34s %6s %10s %10s %6s\n", "op", "count", "total_ms", "mean_us", "pct");
@@ -396,6 +426,7 @@ walked_profile_done:;
     res.breakdown.compute_s = compute_s * scale;
     res.breakdown.tp_exposed_s = tp_s * scale;
     res.breakdown.dp_exposed_s = dp_s * scale;
+    res.breakdown.bubble_s = pp_s * scale; /* rank 0's waits for pipeline messages: bubble and transfers */
     res.iterations = o->iters, res.warmup = o->warmup;
     res.min_s = stats[0], res.median_s = stats[1], res.max_s = stats[2];
     machine_of(w, &res.machine);
@@ -411,7 +442,10 @@ walked_profile_done:;
       op_full_name(&ops[i], rec.name, sizeof rec.name);
       int tp_coll = ops[i].kind == PLAN_OP_COLLECTIVE && ops[i].group == PLAN_GROUP_TP;
       snprintf(rec.stream, sizeof rec.stream, "%s",
-               ops[i].kind != PLAN_OP_COLLECTIVE ? "compute" : ops[i].group == PLAN_GROUP_DP ? "dp" : "tp");
+               (ops[i].kind == PLAN_OP_SEND || ops[i].kind == PLAN_OP_RECV) ? "pp"
+               : ops[i].kind != PLAN_OP_COLLECTIVE                          ? "compute"
+               : ops[i].group == PLAN_GROUP_TP                              ? "tp"
+                                                                            : "dp");
       if (tp_coll && !o->program_plan) rec.start_s = tpx_start[i], rec.dur_s = tpx_s[i];
       if (o->program_plan) rec.start_s = tpx_start[i], rec.dur_s = op_s[i] - wg_s[i];
       schema_result_add_op(&res, &rec);
@@ -455,5 +489,7 @@ done:
   /* after a failure the communicators stay registered: rt_nccl_finalize aborts them all */
   if (tp_comm && tp_comm != w->comms[0] && rc == 0) rt_nccl_comm_destroy(w, tp_comm);
   if (dp_comm && dp_comm != w->comms[0] && rc == 0) rt_nccl_comm_destroy(w, dp_comm);
+  if (pp_comm && rc == 0) rt_nccl_comm_destroy(w, pp_comm);
+  if (emb_comm && rc == 0) rt_nccl_comm_destroy(w, emb_comm);
   return rc;
 }

@@ -16,9 +16,10 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   if (plan_build_program(&w->p, rank, &w->prog, e)) return -1;
   if (exec_walk_check_program(&w->p, &w->prog, e)) return -1;
   if (exec_walk_layer_op_index(&w->p, m->layer_op_index, e)) return -1;
-  if (plan_micro_batches(&w->p) != m->micros || w->p.tp != m->tp || w->p.dp != m->dp)
-    return ts_fail(e, w->p.path, "layout", "the program (tp %d, dp %d, %d micro-batches) does not match the model "
-                   "(tp %d, dp %d, %d)", w->p.tp, w->p.dp, plan_micro_batches(&w->p), m->tp, m->dp, m->micros);
+  if (plan_micro_batches(&w->p) != m->micros || w->p.tp != m->tp || w->p.dp != m->dp || w->p.pp != m->pp)
+    return ts_fail(e, w->p.path, "layout", "the program (tp %d, dp %d, pp %d, %d micro-batches) does not match the "
+                   "model (tp %d, dp %d, pp %d, %d)", w->p.tp, w->p.dp, w->p.pp, plan_micro_batches(&w->p), m->tp,
+                   m->dp, m->pp, m->micros);
   if (exec_model_enter_walker_mode(m, e)) return -1;
   w->done = calloc((size_t)w->prog.n, sizeof *w->done);
   w->ready = calloc((size_t)w->prog.n, sizeof *w->ready);
@@ -61,8 +62,8 @@ void exec_walk_destroy(exec_walk *w) {
 int exec_walk_iteration(exec_model *m, exec_walk *w, int skip_optimizer, ts_err *e) {
   if (exec_model_zero_grad(m, e)) return -1;
   WK_CUDA(cudaEventRecord(w->start, m->stream));
-  cudaStream_t side[2] = {m->tp_stream, m->dp_stream};
-  for (int s = 0; s < 2; s++)
+  cudaStream_t side[3] = {m->tp_stream, m->dp_stream, m->pp_stream};
+  for (int s = 0; s < 3; s++)
     if (side[s]) WK_CUDA(cudaStreamWaitEvent(side[s], w->start, 0));
   for (int i = 0; i < w->prog.n; i++) {
     const plan_op *op = &w->prog.ops[i];
@@ -82,7 +83,7 @@ int exec_walk_iteration(exec_model *m, exec_walk *w, int skip_optimizer, ts_err 
   }
   if (skip_optimizer && exec_model_walker_finish(m, e)) return -1;
   /* the compute stream joins the others, so a wait on it covers the whole iteration */
-  for (int s = 0; s < 2; s++)
+  for (int s = 0; s < 3; s++)
     if (side[s]) {
       WK_CUDA(cudaEventRecord(m->ev_done, side[s]));
       WK_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
@@ -92,10 +93,10 @@ int exec_walk_iteration(exec_model *m, exec_walk *w, int skip_optimizer, ts_err 
 
 int exec_walk_times(const exec_model *m, const exec_walk *w, double *op_s, double *wait_s, double *start_s,
                     ts_err *e) {
-  int last[3] = {-1, -1, -1}; /* previous op on the compute, TP, DP stream */
+  int last[4] = {-1, -1, -1, -1}; /* previous op on the compute, TP, DP, PP stream */
   for (int i = 0; i < w->prog.n; i++) {
     cudaStream_t s = exec_model_op_stream(m, &w->prog.ops[i]);
-    int k = s == m->stream ? 0 : s == m->tp_stream ? 1 : 2;
+    int k = s == m->stream ? 0 : s == m->tp_stream ? 1 : s == m->dp_stream ? 2 : 3;
     cudaEvent_t from = last[k] < 0 ? w->start : w->done[last[k]];
     float total = 0, waited = 0, begin = 0;
     WK_CUDA(cudaEventElapsedTime(&total, from, w->done[i]));

@@ -45,7 +45,11 @@ static int is_gemm(int lop) {
 static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], const plan_op *op, int i) {
   for (int d = 0; d < PLAN_MAX_DEPS; d++)
     if (op->dep[d] >= i) return "a dependency on a later op";
-  if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) return "pipeline send/recv (PP must be 1)";
+  if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
+    if (op->stream != PLAN_STREAM_PP || op->model_op != PLAN_MOP_PP_ACTIVATION) return "an unknown send/recv";
+    if (op->codec.kind != PLAN_CODEC_NONE) return "a compressed pipeline message";
+    return op->micro >= 0 ? NULL : "a send/recv without a micro-batch";
+  }
   if (op->phase == PLAN_PHASE_RECOMPUTE) return "recomputation";
   int lop = layer_op_of(index, op->model_op);
   if (op->kind == PLAN_OP_COMPUTE) {
@@ -64,6 +68,9 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
   }
   /* collectives */
   if (op->coll != PLAN_COLL_ALLREDUCE) return "an all-gather/reduce-scatter (sequence parallelism or ZeRO-1)";
+  if (op->group == PLAN_GROUP_EMBEDDING)
+    return op->model_op == PLAN_MOP_EMBEDDING_GRADS && op->stream == PLAN_STREAM_DP ? NULL
+                                                                                    : "an unknown embedding-group collective";
   if (op->group == PLAN_GROUP_DP)
     return op->model_op == PLAN_MOP_GRAD_BUCKET && op->stream == PLAN_STREAM_DP ? NULL : "an unknown DP collective";
   if (op->group != PLAN_GROUP_TP || op->stream != PLAN_STREAM_TP) return "a collective of an unsupported group";
@@ -77,7 +84,13 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
 int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e) {
   int index[EXEC_OP_COUNT];
   if (exec_walk_layer_op_index(p, index, e)) return -1;
-  if (p->pp != 1) return ts_fail(e, p->path, "layout.pp", "%d: the executor runs PP = 1 only", p->pp);
+  if (p->pp > 1 && (p->schedule != PLAN_SCHED_1F1B || p->vpp != 1))
+    return ts_fail(e, p->path, "schedule", "%s with vpp %d: the executor runs pipelines with 1F1B only",
+                   plan_schedule_name(p->schedule), p->vpp);
+  if (p->pp > 1 && !p->model.tied_embeddings)
+    return ts_fail(e, p->path, "model", "the executor's pipeline needs tied embeddings");
+  if (p->pp == 1 && p->schedule == PLAN_SCHED_GPIPE && plan_micro_batches(p) > 1)
+    return ts_fail(e, p->path, "schedule", "gpipe with PP = 1: the executor keeps one micro-batch's activations");
   if (p->sequence_parallel)
     return ts_fail(e, p->path, "layout.sequence_parallel", "the executor does not run sequence parallelism");
   for (int i = 0; i < prog->n; i++) {
@@ -89,4 +102,9 @@ int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e) 
     }
   }
   return 0;
+}
+
+int exec_walk_pp_peer_stage(int stage, const plan_op *op) {
+  const int send = op->kind == PLAN_OP_SEND, fwd = op->phase == PLAN_PHASE_FWD;
+  return stage + (send == fwd ? 1 : -1);
 }

@@ -27,7 +27,8 @@ static int check_plan(const char *name, ts_err *e) {
 
 static void test_supported_plans(void) {
   const char *names[] = {"gpt-h4096-tp2-none", "gpt-h4096-tp2-taco", "gpt-h4096-tp2-caat", "gpt-h4096-tp2-taco-caat",
-                         "gpt-h4096-dp2", "gpt-h4096-1gpu", "gpt-h4096-tp2-none-shm", "gpt-h4096-tp2-caat-socket"};
+                         "gpt-h4096-dp2", "gpt-h4096-1gpu", "gpt-h4096-tp2-none-shm", "gpt-h4096-tp2-caat-socket",
+                         "gpt-h4096-pp2"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     ts_err e = {{0}, 0};
     int rc = check_plan(names[i], &e);
@@ -38,10 +39,39 @@ static void test_supported_plans(void) {
 
 static void test_refused_plans(void) {
   ts_err e;
-  CU_ASSERT_EQUAL(check_plan("gpt-h4096-pp2", &e), -1);
-  CU_ASSERT(strstr(e.msg, "layout.pp") != NULL);
+  CU_ASSERT_EQUAL(check_plan("gpt-h4096-pp2-interleaved", &e), -1);
+  CU_ASSERT(strstr(e.msg, "schedule") != NULL);
   CU_ASSERT_EQUAL(check_plan("gpt-h4096-tp2-sp", &e), -1);
   CU_ASSERT(strstr(e.msg, "sequence_parallel") != NULL);
+}
+
+/* PP = 2: every send/recv goes to the stage the executor derives
+ * (exec_walk_pp_peer_stage), and the messages pair up: rank r's k-th send to
+ * rank q carries the same tag as q's k-th recv from r (blocking pairs meet). */
+static void test_pipeline_messages(void) {
+  plan p;
+  ts_err e;
+  CU_ASSERT_FATAL(plan_load(PLANS "gpt-h4096-pp2.json", NULL, NULL, &p, &e) == 0);
+  plan_program prog[2];
+  for (int r = 0; r < 2; r++) CU_ASSERT_FATAL(plan_build_program(&p, r, &prog[r], &e) == 0);
+  int tags[2][2][64], counts[2][2] = {{0}}; /* [rank][send, recv][k] */
+  for (int r = 0; r < 2; r++) {
+    int stage = plan_coord_of(&p, r).pp;
+    for (int i = 0; i < prog[r].n; i++) {
+      const plan_op *op = &prog[r].ops[i];
+      if (op->kind != PLAN_OP_SEND && op->kind != PLAN_OP_RECV) continue;
+      CU_ASSERT_EQUAL(plan_coord_of(&p, op->peer).pp, exec_walk_pp_peer_stage(stage, op));
+      int k = op->kind == PLAN_OP_SEND ? 0 : 1;
+      if (counts[r][k] < 64) tags[r][k][counts[r][k]++] = op->tag;
+    }
+  }
+  /* 8 micro-batches: 8 activations one way, 8 gradients the other */
+  CU_ASSERT_EQUAL(counts[0][0], plan_micro_batches(&p));
+  for (int r = 0; r < 2; r++) {
+    CU_ASSERT_EQUAL(counts[r][0], counts[1 - r][1]);
+    for (int k = 0; k < counts[r][0] && k < counts[1 - r][1]; k++) CU_ASSERT_EQUAL(tags[r][0][k], tags[1 - r][1][k]);
+  }
+  for (int r = 0; r < 2; r++) plan_program_free(&prog[r]);
 }
 
 /* The layer ops are found by name: GPT's learned positions give the identity. */
@@ -58,8 +88,9 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("exec_walk", NULL, NULL);
   CU_add_test(s, "shipped PP=1 plans run op by op", test_supported_plans);
-  CU_add_test(s, "PP and SP plans refused with the field", test_refused_plans);
+  CU_add_test(s, "interleaved and SP plans refused with the field", test_refused_plans);
   CU_add_test(s, "layer ops by name", test_layer_op_index);
+  CU_add_test(s, "PP = 2 messages pair up with the executor's peers", test_pipeline_messages);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
