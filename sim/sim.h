@@ -48,6 +48,8 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out);
 /* Writes the ops of a result as a Chrome trace (opens in Perfetto): one process
  * per rank, one thread per stream. */
 int sim_write_trace(const schema_result *r, const char *path, ts_err *e);
+/* `tacosim ops`: each op's simulated cost on rank 0, summed by op name (sim_ops.c). */
+int sim_print_op_costs(const plan *p, const schema_calibration *cal, FILE *out, ts_err *e);
 
 /* ---- costs (sim_costs.c), usable without SimGrid ---- */
 

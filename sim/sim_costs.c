@@ -36,7 +36,13 @@ int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, F
   schema_lookup_init(&c->lk, cal, &roof, warn);
   model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, p->seq};
   c->n_mops = model_layer_ops(&p->model, &sh, c->mops, MODEL_MAX_LAYER_OPS, e);
-  return c->n_mops < 0 ? -1 : 0;
+  if (c->n_mops < 0) return -1;
+  model_op head[4];
+  int n_head = model_output_ops(&p->model, &sh, head, 4, e);
+  if (n_head < 0) return -1;
+  for (int i = 0; i < n_head; i++)
+    if (head[i].kind == MODEL_OP_LOGITS_LOSS) c->loss_kernel_bytes = head[i].bytes_fwd;
+  return 0;
 }
 
 /* A missing kernel table falls back to the roofline, named once on the
@@ -106,8 +112,12 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, ts_err *e) {
       return kernel_phase_us(c, "norm", op->bytes, phase, false, us, e);
     case MODEL_OP_EMBEDDING:
       return kernel_phase_us(c, "embedding", op->bytes, phase, false, us, e);
-    case MODEL_OP_LOGITS_LOSS:
-      return kernel_phase_us(c, "loss", op->bytes, phase, false, us, e);
+    case MODEL_OP_LOGITS_LOSS: /* fused: the forward kernel writes the gradient too */
+      if (phase == PLAN_PHASE_BWD) {
+        *us = 0;
+        return 0;
+      }
+      return kernel_us(c, "loss", op->bytes, 0, false, us, e);
     case MODEL_OP_ELEMENTWISE:
     default:
       return kernel_phase_us(c, "elementwise", op->bytes, phase, false, us, e);
@@ -117,13 +127,17 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, ts_err *e) {
   if (op->model_op == PLAN_MOP_FINAL_NORM) return kernel_phase_us(c, "norm", op->bytes, phase, false, us, e);
   if (op->model_op == PLAN_MOP_EMBEDDING) return kernel_phase_us(c, "embedding", op->bytes, phase, false, us, e);
   if (op->model_op == PLAN_MOP_LOSS) {
-    /* output GEMM [tokens x vocab/tp] = X [tokens x hidden] . E^T, then cross-entropy */
+    /* output GEMM [tokens x vocab/tp] = X [tokens x hidden] . E^T, then the
+     * softmax cross-entropy. Its kernel computes the loss and the logits'
+     * gradient in one pass in the forward (as the executor runs it, and the
+     * calibration's "loss" table measures it), so the backward is the two
+     * GEMM halves only. The kernel's x is its own traffic, not the op's
+     * (which includes the GEMM's). */
     long long tokens = (long long)p->micro_batch * p->seq;
     long long vocab = model_vocab_per_gpu(&p->model, p->tp);
-    double g, l;
-    if (gemm_phase_us(c, tokens, vocab, p->model.hidden, phase, op->part, &g, e) ||
-        kernel_phase_us(c, "loss", op->bytes, phase, false, &l, e))
-      return -1;
+    double g, l = 0;
+    if (gemm_phase_us(c, tokens, vocab, p->model.hidden, phase, op->part, &g, e)) return -1;
+    if (phase != PLAN_PHASE_BWD && kernel_us(c, "loss", c->loss_kernel_bytes, 0, false, &l, e)) return -1;
     *us = g + l;
     return 0;
   }

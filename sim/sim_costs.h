@@ -18,6 +18,7 @@ typedef struct {
   schema_lookup lk;
   model_op mops[MODEL_MAX_LAYER_OPS];
   int n_mops;
+  double loss_kernel_bytes; /* the fused cross-entropy's own traffic (model_output_ops "loss") */
   bool intra_calibrated; /* the calibration measured this cluster's intra-node fabric */
   char missing[16][48];  /* tables warned about */
   int n_missing;

@@ -45,6 +45,9 @@ static void help(FILE *out) {
           "      --json OUT --csv OUT    result files (the schema tacorun execute also writes)\n"
           "      --trace OUT             Chrome trace of the iteration (opens in Perfetto)\n"
           "  compare PRED.json MEAS.json side by side, with the error of each figure\n"
+          "  ops PLAN.json [--calibration FILE]\n"
+          "                              each op's simulated cost on rank 0, summed by op name (the layout\n"
+          "                              of tacorun execute's per-op profile)\n"
           "  derive-calibration --transport nvlink|shm|socket OUT.json\n"
           "                              write the roofline calibration derived from the measured\n"
           "                              H200 figures (labelled \"derived\")\n"
@@ -130,6 +133,30 @@ static int cmd_simulate(int argc, char **argv) {
   return rc ? fail(&e) : 0;
 }
 
+static int cmd_ops(int argc, char **argv) {
+  const char *plan_path = NULL, *cal_path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--calibration") == 0 && i + 1 < argc)
+      cal_path = argv[++i];
+    else if (argv[i][0] == '-')
+      return usage_error("ops: unknown option or missing value: %s", argv[i]);
+    else if (!plan_path)
+      plan_path = argv[i];
+    else
+      return usage_error("ops: unexpected argument %s", argv[i]);
+  }
+  if (!plan_path) return usage_error("ops: expected a plan file%s", "");
+  static plan p;
+  schema_calibration cal;
+  ts_err e = {0};
+  if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
+  if (!cal_path) cal_path = default_calibration(&p);
+  if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
+  int rc = sim_print_op_costs(&p, &cal, stdout, &e);
+  schema_calibration_free(&cal);
+  return rc ? fail(&e) : 0;
+}
+
 static void compare_row(const char *name, double pred, double meas, const char *unit) {
   if (meas != 0)
     printf("%-18s %14.6g %14.6g  %-6s %+8.2f%%\n", name, pred, meas, unit, 100.0 * (pred - meas) / meas);
@@ -202,6 +229,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 1, argv + 1);
   if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 1, argv + 1);
   if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 1, argv + 1);
+  if (strcmp(cmd, "ops") == 0) return cmd_ops(argc - 1, argv + 1);
   if (strcmp(cmd, "derive-calibration") == 0) return cmd_derive(argc - 1, argv + 1);
   if (strcmp(cmd, "search") == 0) return sim_search_main(argc - 1, argv + 1);
   return usage_error("unknown command \"%s\"", cmd);

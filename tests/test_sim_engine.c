@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sim.h"
+#include "sim_costs.h"
 
 #define BW 10e9   /* bytes/s per link direction */
 #define LAT 5e-6  /* s per link */
@@ -314,6 +315,45 @@ static int load_real(const char *name, plan *p, schema_calibration *c) {
   return 0;
 }
 
+/* The cross-entropy kernel writes the loss and the logits' gradient in one
+ * forward pass (as the executor runs it): the backward loss ops cost their
+ * GEMM half only, the forward op the logits GEMM plus one "loss" kernel. */
+static void test_loss_counted_once(void) {
+  static plan p;
+  static sim_costs costs;
+  schema_calibration c;
+  if (load_real("gpt-h4096-tp2-none.json", &p, &c)) {
+    CU_FAIL("plan or calibration did not load");
+    return;
+  }
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
+  plan_program prog = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  long long T = (long long)p.micro_batch * p.seq, V = model_vocab_per_gpu(&p.model, p.tp), H = p.model.hidden;
+  double fwd_gemm, dgrad, wgrad, kernel;
+  CU_ASSERT_EQUAL(schema_lookup_gemm(&costs.lk, T, V, H, &fwd_gemm, &e), 0);
+  CU_ASSERT_EQUAL(schema_lookup_gemm(&costs.lk, T, H, V, &dgrad, &e), 0);
+  CU_ASSERT_EQUAL(schema_lookup_gemm(&costs.lk, H, V, T, &wgrad, &e), 0);
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&costs.lk, "loss", 2.0 * 2.0 * (double)T * (double)V, 0, &kernel, &e), 0);
+  int seen[3] = {0, 0, 0};
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op != PLAN_MOP_LOSS) continue;
+    double s;
+    CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &s, &e), 0);
+    int which = op->phase == PLAN_PHASE_FWD ? 0 : op->part == PLAN_PART_DGRAD ? 1 : 2;
+    const double expected[3] = {fwd_gemm + kernel, dgrad, wgrad};
+    NEAR(s * 1e6, expected[which], 1e-9);
+    seen[which]++;
+  }
+  CU_ASSERT_EQUAL(seen[0], plan_micro_batches(&p));
+  CU_ASSERT_EQUAL(seen[1], plan_micro_batches(&p));
+  CU_ASSERT_EQUAL(seen[2], plan_micro_batches(&p));
+  plan_program_free(&prog);
+  schema_calibration_free(&c);
+}
+
 /* Same plan and calibration, same numbers (two separate processes). */
 static void test_deterministic(void) {
   static plan p;
@@ -425,6 +465,7 @@ int main(void) {
   CU_add_test(s, "programs that deadlock are reported", test_deadlock_reported);
   CU_add_test(s, "reduced mode keeps the cross traffic of shared links", test_reduced_keeps_cross_traffic);
   CU_add_test(s, "ideal pipeline bubble (p-1)/(m+p-1)", test_pipeline_bubble);
+  CU_add_test(s, "the fused loss kernel is charged once, in the forward", test_loss_counted_once);
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
   CU_add_test(s, "tacosim: bad input exits 2 naming the field", test_command_bad_input);
