@@ -10,5 +10,6 @@ if(TARGET ts_plan)
   target_include_directories(test_exec_walk PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
   target_link_libraries(test_exec_walk PRIVATE ts_plan ts_models ts_common PkgConfig::CUNIT m)
   target_compile_definitions(test_exec_walk PRIVATE TACOSIM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
-  add_test(NAME exec_walk COMMAND test_exec_walk)
+  # from the source root: the validation plans name their model by a relative path
+  add_test(NAME exec_walk COMMAND test_exec_walk WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()

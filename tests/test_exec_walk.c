@@ -37,6 +37,29 @@ static void test_supported_plans(void) {
   }
 }
 
+/* The validation plans (experiments/validation/plans/, their model named by a
+ * path from the source root, where this test runs). */
+static void test_validation_plans(void) {
+  const char *names[] = {"swiglu-h4096-tp2-none", "swiglu-h4096-pp2", "swiglu-h4096-dp2-shm",
+                         "swiglu-h4096-tp2-taco-socket"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char path[512];
+    snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/validation/plans/%s.json", names[i]);
+    plan p;
+    ts_err e = {{0}, 0};
+    int rc = plan_load(path, NULL, NULL, &p, &e);
+    for (int r = 0; rc == 0 && r < plan_world_size(&p); r++) {
+      plan_program prog;
+      if ((rc = plan_build_program(&p, r, &prog, &e)) == 0) {
+        rc = exec_walk_check_program(&p, &prog, &e);
+        plan_program_free(&prog);
+      }
+    }
+    if (rc) fprintf(stderr, "\n  %s: %s\n", names[i], e.msg);
+    CU_ASSERT_EQUAL(rc, 0);
+  }
+}
+
 static void test_refused_plans(void) {
   ts_err e;
   CU_ASSERT_EQUAL(check_plan("gpt-h4096-pp2-interleaved", &e), -1);
@@ -90,6 +113,7 @@ int main(void) {
   CU_add_test(s, "shipped PP=1 plans run op by op", test_supported_plans);
   CU_add_test(s, "interleaved and SP plans refused with the field", test_refused_plans);
   CU_add_test(s, "layer ops by name", test_layer_op_index);
+  CU_add_test(s, "validation plans (SwiGLU/RMSNorm, PP2, DP2, TACO) run op by op", test_validation_plans);
   CU_add_test(s, "PP = 2 messages pair up with the executor's peers", test_pipeline_messages);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
