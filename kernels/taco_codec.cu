@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -23,10 +24,17 @@ using namespace taco;
  * Loop bounds are per warp (its first group), so every lane takes part in the
  * shuffles; lanes past the end compute on zeros and store nothing. */
 
+/* This warp's slots of the block's transpose buffer (fwht_xpose). A kernel
+ * instantiated without XPOSE never calls it, so it holds no shared memory. */
+__device__ __forceinline__ float4 *warp_transpose_buffer() {
+  __shared__ float4 buffer[BLOCK / 32 * XPOSE_WARP_FLOAT4];
+  return buffer + (threadIdx.x / 32) * XPOSE_WARP_FLOAT4;
+}
+
 /* Group g's source elements start at x + (g / groups_per_row) * ld + (g % groups_per_row) * G,
  * so one kernel serves a contiguous tensor (groups_per_row = ngroups) and the
  * shared columns of a CAAT-Net tensor (groups_per_row = shared / G, ld = cols). */
-template <int G, typename Tin, bool E5M2>
+template <int G, typename Tin, bool E5M2, bool XPOSE>
 __global__ void __launch_bounds__(BLOCK) encode_kernel(const Tin *__restrict__ x, size_t n, size_t ngroups,
                                                        size_t groups_per_row, size_t ld, uint8_t *__restrict__ payload,
                                                        float2 *__restrict__ scales, taco_nonfinite *nf) {
@@ -36,6 +44,8 @@ __global__ void __launch_bounds__(BLOCK) encode_kernel(const Tin *__restrict__ x
   size_t tid = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   auto source = [&](size_t g) { return x + (g / groups_per_row) * ld + (g % groups_per_row) * G; };
   auto full = [&](size_t g) { return g < ngroups && g * G + G <= n; };
+  float4 *wbuf = nullptr;
+  if constexpr (XPOSE) wbuf = warp_transpose_buffer();
   raw_input<Tin> raw;
   bool raw_full = full(tid / T);
   if (raw_full) load_raw<G>(source(tid / T), t, raw);
@@ -83,7 +93,7 @@ __global__ void __launch_bounds__(BLOCK) encode_kernel(const Tin *__restrict__ x
     }
     uint32_t words[NCHUNK * 2];
     float s_a, s_q;
-    encode_group<G, E5M2>(v, sum_squares, t, words, s_a, s_q);
+    encode_group<G, E5M2, XPOSE>(v, sum_squares, t, words, s_a, s_q, wbuf);
     if (!active) continue;
     if (group_bad) {
 #pragma unroll
@@ -98,7 +108,7 @@ __global__ void __launch_bounds__(BLOCK) encode_kernel(const Tin *__restrict__ x
 /* Sum of k blocks' dequantized values before the (linear) transform, then one
  * transform; stored as Tout, or re-encoded when ENCODE. Block 0 of the next
  * tile is prefetched; blocks 1..k-1 load in place. */
-template <int G, typename Tout, bool E5M2, bool ENCODE>
+template <int G, typename Tout, bool E5M2, bool ENCODE, bool XPOSE>
 __global__ void __launch_bounds__(BLOCK) decode_sum_kernel(const uint8_t *__restrict__ in, size_t wire, int k,
                                                            size_t n, size_t ngroups, Tout *__restrict__ y,
                                                            uint8_t *__restrict__ out_payload,
@@ -107,6 +117,8 @@ __global__ void __launch_bounds__(BLOCK) decode_sum_kernel(const uint8_t *__rest
   const int t = (int)(threadIdx.x % T);
   const size_t stride = (size_t)gridDim.x * BLOCK;
   size_t tid = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  float4 *wbuf = nullptr;
+  if constexpr (XPOSE) wbuf = warp_transpose_buffer();
   uint2 q0[NCHUNK];
   float2 s0 = make_float2(0.0f, 0.0f);
   auto fetch = [&](const uint8_t *blk, size_t g, uint2(&q)[NCHUNK], float2 &s) {
@@ -130,7 +142,7 @@ __global__ void __launch_bounds__(BLOCK) decode_sum_kernel(const uint8_t *__rest
         fetch(in + (size_t)b * wire, group, q, s);
         accumulate_codes<E5M2>(q, decode_multiplier<G>(s), acc);
       }
-    fwht<G>(acc, t);
+    fwht_variant<G, XPOSE>(acc, t, wbuf);
     if constexpr (ENCODE) {
       if (base + G > n) /* padding of the last group re-encodes as zeros */
 #pragma unroll
@@ -138,7 +150,7 @@ __global__ void __launch_bounds__(BLOCK) decode_sum_kernel(const uint8_t *__rest
           if (base + elem_offset(i, t, T) >= n) acc[i] = 0.0f;
       uint32_t words[NCHUNK * 2];
       float s_a, s_q;
-      encode_group<G, E5M2>(acc, group_sum_squares<G>(acc), t, words, s_a, s_q);
+      encode_group<G, E5M2, XPOSE>(acc, group_sum_squares<G>(acc), t, words, s_a, s_q, wbuf);
       if (!active) continue;
       store_codes(out_payload, base, t, T, words);
       if (t == 0) out_scales[group] = make_float2(s_a, s_q);
@@ -193,6 +205,34 @@ template <auto KERNEL> static unsigned persistent_grid(size_t threads, bool pers
   return (unsigned)(want < cap ? (want ? want : 1) : cap);
 }
 
+/* Which Hadamard variant the kernels run (taco_set_hadamard). G = 32 has no
+ * cross-lane stage, so both settings run the same (shuffle-free) kernel. */
+static int hadamard_setting = -1; /* -1: not read yet */
+
+static taco_hadamard hadamard_current(void) {
+  if (hadamard_setting < 0) {
+    const char *e = getenv("TACO_HADAMARD");
+    hadamard_setting = e && !strcmp(e, "shuffle") ? TACO_HADAMARD_SHUFFLE
+                       : e && !strcmp(e, "smem")  ? TACO_HADAMARD_SMEM
+                                                  : TACO_HADAMARD_DEFAULT;
+  }
+  return (taco_hadamard)hadamard_setting;
+}
+
+extern "C" int taco_set_hadamard(taco_hadamard h) {
+  if (h != TACO_HADAMARD_SHUFFLE && h != TACO_HADAMARD_SMEM)
+    return TACO_FAIL("hadamard variant %d: want TACO_HADAMARD_SHUFFLE or TACO_HADAMARD_SMEM", (int)h);
+  hadamard_setting = h;
+  return 0;
+}
+
+/* Calls f(bool_constant<XPOSE>) for the current setting. */
+template <int G, typename F> static int with_hadamard(F &&f) {
+  if constexpr (G > 32)
+    if (hadamard_current() == TACO_HADAMARD_SMEM) return f(std::true_type{});
+  return f(std::false_type{});
+}
+
 /* ---- host ---- */
 
 static int check_common(taco_params p, size_t n, const void *a, const void *b) {
@@ -212,14 +252,17 @@ static int launch_encode(const void *x, taco_dtype dt, size_t n, size_t groups_p
     constexpr int G = decltype(gc)::value;
     constexpr bool E5 = decltype(ec)::value;
     const size_t threads = ngroups * (G / 32), gpr = groups_per_row ? groups_per_row : ngroups;
-    if (dt == TACO_DTYPE_BF16)
-      encode_kernel<G, uint16_t, E5><<<persistent_grid<encode_kernel<G, uint16_t, E5>>(threads), BLOCK, 0, s>>>(
-          (const uint16_t *)x, n, ngroups, gpr, ld, payload, scales, nf);
-    else
-      encode_kernel<G, float, E5><<<persistent_grid<encode_kernel<G, float, E5>>(threads), BLOCK, 0, s>>>(
-          (const float *)x, n, ngroups, gpr, ld, payload, scales, nf);
-    TACO_CUDA_CHECK(cudaGetLastError());
-    return 0;
+    return with_hadamard<G>([&](auto xc) {
+      constexpr bool XP = decltype(xc)::value;
+      if (dt == TACO_DTYPE_BF16)
+        encode_kernel<G, uint16_t, E5, XP><<<persistent_grid<encode_kernel<G, uint16_t, E5, XP>>(threads), BLOCK, 0, s>>>(
+            (const uint16_t *)x, n, ngroups, gpr, ld, payload, scales, nf);
+      else
+        encode_kernel<G, float, E5, XP><<<persistent_grid<encode_kernel<G, float, E5, XP>>(threads), BLOCK, 0, s>>>(
+            (const float *)x, n, ngroups, gpr, ld, payload, scales, nf);
+      TACO_CUDA_CHECK(cudaGetLastError());
+      return 0;
+    });
   });
 }
 
@@ -253,19 +296,24 @@ static int launch_decode_sum(const void *in, int k, size_t n, taco_params p, voi
     constexpr int G = decltype(gc)::value;
     constexpr bool E5 = decltype(ec)::value;
     const size_t threads = ngroups * (G / 32);
-    if (block)
-      decode_sum_kernel<G, float, E5, true><<<persistent_grid<decode_sum_kernel<G, float, E5, true>>(threads), BLOCK,
-                                              0, s>>>(src, wire, k, n, ngroups, nullptr, out_payload, out_scales);
-    else if (dt == TACO_DTYPE_BF16)
-      /* G = 32 decodes faster with one tile per thread (measured: its stores are the most scattered) */
-      decode_sum_kernel<G, uint16_t, E5, false><<<persistent_grid<decode_sum_kernel<G, uint16_t, E5, false>>(threads, G > 32),
-                                                  BLOCK, 0, s>>>(src, wire, k, n, ngroups, (uint16_t *)y, nullptr,
-                                                                 nullptr);
-    else
-      decode_sum_kernel<G, float, E5, false><<<persistent_grid<decode_sum_kernel<G, float, E5, false>>(threads, G > 32), BLOCK,
-                                               0, s>>>(src, wire, k, n, ngroups, (float *)y, nullptr, nullptr);
-    TACO_CUDA_CHECK(cudaGetLastError());
-    return 0;
+    return with_hadamard<G>([&](auto xc) {
+      constexpr bool XP = decltype(xc)::value;
+      if (block)
+        decode_sum_kernel<G, float, E5, true, XP><<<persistent_grid<decode_sum_kernel<G, float, E5, true, XP>>(threads),
+                                                    BLOCK, 0, s>>>(src, wire, k, n, ngroups, nullptr, out_payload,
+                                                                   out_scales);
+      else if (dt == TACO_DTYPE_BF16)
+        /* G = 32 decodes faster with one tile per thread (measured: its stores are the most scattered) */
+        decode_sum_kernel<G, uint16_t, E5, false, XP>
+            <<<persistent_grid<decode_sum_kernel<G, uint16_t, E5, false, XP>>(threads, G > 32), BLOCK, 0, s>>>(
+                src, wire, k, n, ngroups, (uint16_t *)y, nullptr, nullptr);
+      else
+        decode_sum_kernel<G, float, E5, false, XP>
+            <<<persistent_grid<decode_sum_kernel<G, float, E5, false, XP>>(threads, G > 32), BLOCK, 0, s>>>(
+                src, wire, k, n, ngroups, (float *)y, nullptr, nullptr);
+      TACO_CUDA_CHECK(cudaGetLastError());
+      return 0;
+    });
   });
 }
 

@@ -74,6 +74,14 @@ size_t taco_unfused_workspace_bytes(size_t n, int group);
  * Process-wide; the environment variable TACO_BLOCKS_PER_SM sets the start value.
  * Returns 0, or -1 for n outside [-1, 64]. */
 int taco_set_blocks_per_sm(int n);
+/* How the kernels do the cross-lane stages of the Hadamard transform: warp
+ * shuffles (the first version) or one shared-memory transpose each way. Both
+ * give bit-identical results; the setting exists to measure them side by side.
+ * Process-wide; the environment variable TACO_HADAMARD=shuffle|smem sets the
+ * start value, else TACO_HADAMARD_DEFAULT. Returns 0, or -1 for another value. */
+typedef enum { TACO_HADAMARD_SHUFFLE = 0, TACO_HADAMARD_SMEM = 1 } taco_hadamard;
+#define TACO_HADAMARD_DEFAULT TACO_HADAMARD_SHUFFLE
+int taco_set_hadamard(taco_hadamard h);
 int taco_encode_unfused(const void *x, taco_dtype dt, size_t n, taco_params p, void *block, void *workspace,
                         void *stream);
 

@@ -133,6 +133,88 @@ template <int G> __device__ __forceinline__ void fwht(float (&v)[PER_THREAD], in
       }
 }
 
+/* ---- Hadamard through one shared-memory transpose (the default variant) ----
+ * Same butterflies in the same stage order as fwht (so bit-identical results),
+ * but the cross-lane stages run in registers: after the in-chunk stages
+ * (element bits 0-2) the warp swaps, through shared memory, the low LX =
+ * min(log2 T, 3) register bits j with the low LX lane bits t ("layout B"); the
+ * element bits 3 .. 3+LX-1 then sit in registers. G = 512 keeps one shuffle
+ * stage (lane bit 3). The chunk bits (h = 8T, 16T) are registers in both
+ * layouts. Then the warp swaps back. Each lane moves 8 float4 (its 4 chunks'
+ * element j together) per direction; a lane's 8 slots are padded to 9 so that
+ * every 8-lane phase of a 128-bit access hits 8 different 16-byte bank groups. */
+
+constexpr int XPOSE_SLOTS = 9;                          /* float4 slots per lane, one of them padding */
+constexpr int XPOSE_WARP_FLOAT4 = 32 * XPOSE_SLOTS;     /* per warp: 4608 bytes */
+
+template <int T> __device__ __forceinline__ constexpr int xpose_bits() { return T >= 8 ? 3 : T == 4 ? 2 : T == 2 ? 1 : 0; }
+
+/* in-register stages on register-index bits [lo_h, hi_h) (h = 1, 2, 4, 8, 16) */
+template <int LO_H, int HI_H> __device__ __forceinline__ void register_stages(float (&v)[PER_THREAD]) {
+#pragma unroll
+  for (int h = LO_H; h < HI_H; h <<= 1)
+#pragma unroll
+    for (int i = 0; i < PER_THREAD; i++)
+      if (!(i & h)) {
+        float a = v[i], b = v[i + h];
+        v[i] = a + b;
+        v[i + h] = a - b;
+      }
+}
+
+/* lane = threadIdx.x % 32; wbuf = this warp's XPOSE_WARP_FLOAT4 slots */
+template <int G>
+__device__ __forceinline__ void fwht_xpose(float (&v)[PER_THREAD], int t, int lane, float4 *__restrict__ wbuf) {
+  constexpr int T = G / 32, LX = xpose_bits<T>(), MASK = (1 << LX) - 1;
+  if constexpr (T == 1) {
+    fwht<G>(v, t); /* G = 32: every stage is in registers already */
+  } else {
+    register_stages<1, CHUNK>(v); /* element bits 0-2 */
+    /* A -> B: lane writes element j of its 4 chunks to its slot j */
+    float4 *mine = wbuf + lane * XPOSE_SLOTS;
+#pragma unroll
+    for (int j = 0; j < CHUNK; j++) mine[j] = make_float4(v[j], v[CHUNK + j], v[2 * CHUNK + j], v[3 * CHUNK + j]);
+    __syncwarp();
+    /* register j of layout B = A's lane (t & ~MASK) | (j & MASK), A's register (j & ~MASK) | (t & MASK) */
+    const int group_lane0 = lane - t;
+    float4 *theirs = wbuf + (group_lane0 + (t & ~MASK)) * XPOSE_SLOTS + (t & MASK);
+#pragma unroll
+    for (int j = 0; j < CHUNK; j++) {
+      const float4 f = theirs[(j & MASK) * XPOSE_SLOTS + (j & ~MASK)];
+      v[j] = f.x, v[CHUNK + j] = f.y, v[2 * CHUNK + j] = f.z, v[3 * CHUNK + j] = f.w;
+    }
+    register_stages<1, (1 << LX)>(v); /* element bits 3 .. 3+LX-1 */
+#pragma unroll
+    for (int m = 1 << LX; m < T; m <<= 1) { /* G = 512: element bit 6, lane bit 3 */
+      const float sign = (t & m) ? -1.0f : 1.0f;
+#pragma unroll
+      for (int i = 0; i < PER_THREAD; i++) {
+        float o = __shfl_xor_sync(FULL_MASK, v[i], m);
+        v[i] = fmaf(sign, v[i], o);
+      }
+    }
+    register_stages<CHUNK, PER_THREAD>(v); /* the chunk bits */
+    /* B -> A: each lane rewrites the slots it read (no one else reads them meanwhile) */
+#pragma unroll
+    for (int j = 0; j < CHUNK; j++)
+      theirs[(j & MASK) * XPOSE_SLOTS + (j & ~MASK)] =
+          make_float4(v[j], v[CHUNK + j], v[2 * CHUNK + j], v[3 * CHUNK + j]);
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < CHUNK; j++) {
+      const float4 f = mine[j];
+      v[j] = f.x, v[CHUNK + j] = f.y, v[2 * CHUNK + j] = f.z, v[3 * CHUNK + j] = f.w;
+    }
+  }
+}
+
+/* the variant chosen at compile time: XPOSE (shared memory) or shuffles */
+template <int G, bool XPOSE>
+__device__ __forceinline__ void fwht_variant(float (&v)[PER_THREAD], int t, float4 *__restrict__ wbuf) {
+  if constexpr (XPOSE) fwht_xpose<G>(v, t, (int)(threadIdx.x & 31), wbuf);
+  else fwht<G>(v, t);
+}
+
 /* ---- one group's encode; every lane of the warp must call these ---- */
 
 /* sum of squares of the group, the same value in each of its lanes */
@@ -150,9 +232,10 @@ template <int G> __device__ __forceinline__ float group_sum_squares(const float 
  * Usual case: y = H x, s_q from absmax(y) * m, q = fp8(y * (m / s_q)) with
  * m = s_a / sqrt(G): one multiply per element. Groups whose sum of squares
  * exceeds PRESCALE_ABOVE are scaled by m before the transform instead. */
-template <int G, bool E5M2>
+template <int G, bool E5M2, bool XPOSE = false>
 __device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_squares, int t,
-                                             uint32_t (&words)[NCHUNK * 2], float &s_a_out, float &s_q_out) {
+                                             uint32_t (&words)[NCHUNK * 2], float &s_a_out, float &s_q_out,
+                                             float4 *__restrict__ wbuf = nullptr) {
   constexpr int T = G / 32;
   constexpr float FMAX = fp8_max<E5M2>();
   const float mean = sum_squares * (1.0f / (float)G);
@@ -162,7 +245,7 @@ __device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_s
   if (prescale)
 #pragma unroll
     for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], m);
-  fwht<G>(v, t);
+  fwht_variant<G, XPOSE>(v, t, wbuf);
   float absmax = 0.0f;
 #pragma unroll
   for (int i = 0; i < PER_THREAD; i++) absmax = fmaxf(absmax, fabsf(v[i]));

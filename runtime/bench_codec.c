@@ -29,14 +29,19 @@ typedef struct {
   int nsizes, groups[MAX_LIST], ngroups;
   taco_fp8 fp8;
   size_t rows, cols;
+  taco_hadamard variants[2]; /* Hadamard variants timed side by side */
+  int nvariants;
 } bench_opts;
+
+static const char *variant_name(taco_hadamard h) { return h == TACO_HADAMARD_SMEM ? "smem" : "shuffle"; }
 
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun bench-codec [--quality] [--sizes 1M,64M,1G] [--groups 32,128,...] [--fp8 e4m3|e5m2]\n"
-          "                           [--reps N] [--fp32] [--rows R --cols C]\n"
+          "                           [--reps N] [--fp32] [--rows R --cols C] [--hadamard smem,shuffle]\n"
           "  speed (default): encode, unfused encode, decode, decode-sum and decode-sum-encode of k=2 blocks;\n"
           "    sizes are BF16 input bytes (K/M/G suffixes, powers of two); --fp32 adds FP32-input/output rows.\n"
+          "  --hadamard: the transform variants to time, side by side in one run (default: the library's default)\n"
           "  --quality: relative L2 error, SNR and max abs error of per-tensor FP8, per-group FP8,\n"
           "    per-group + Hadamard and TACO, E4M3 and E5M2, G = 32..512, four distributions (CPU).\n");
 }
@@ -102,6 +107,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   memcpy(o->sizes, default_sizes, sizeof default_sizes);
   o->ngroups = 5;
   memcpy(o->groups, default_groups, sizeof default_groups);
+  o->variants[0] = TACO_HADAMARD_DEFAULT;
+  o->nvariants = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -116,6 +123,22 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       i++;
     } else if (v && !strcmp(a, "--groups")) {
       if (parse_list(v, "--groups", 0, o)) return -1;
+      i++;
+    } else if (v && !strcmp(a, "--hadamard")) {
+      char buf[64];
+      snprintf(buf, sizeof buf, "%s", v);
+      o->nvariants = 0;
+      for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->nvariants == 2 || (strcmp(tok, "smem") && strcmp(tok, "shuffle"))) {
+          fprintf(stderr, "bench-codec: --hadamard: '%s' is not a list of smem and/or shuffle\n", v);
+          return -1;
+        }
+        o->variants[o->nvariants++] = strcmp(tok, "smem") ? TACO_HADAMARD_SHUFFLE : TACO_HADAMARD_SMEM;
+      }
+      if (o->nvariants == 0) {
+        fprintf(stderr, "bench-codec: --hadamard: empty list\n");
+        return -1;
+      }
       i++;
     } else if (v && !strcmp(a, "--fp8")) {
       if (!strcmp(v, "e4m3")) o->fp8 = TACO_FP8_E4M3;
@@ -344,8 +367,10 @@ static int run_speed(const bench_opts *o) {
          runtime / 1000, (runtime % 1000) / 10, o->fp8 == TACO_FP8_E4M3 ? "e4m3" : "e5m2", o->reps);
   printf("# GB/s = (bytes read + bytes written) / time; %% of the %.0f GB/s HBM copy ceiling.\n", CEILING_GBPS);
   printf("# encode rows also show the unfused encode (scale, Hadamard, cast passes) and fused speedup over it.\n");
-  printf("# %-22s %-5s %4s %12s %11s %10s %8s %7s %12s %8s\n", "kernel", "dtype", "G", "size(B)", "n", "time(us)",
-         "GB/s", "%ceil", "unfused(us)", "speedup");
+  printf("# hadamard variants, each timed right after the other on the same buffers:");
+  for (int vi = 0; vi < o->nvariants; vi++) printf(" %s", variant_name(o->variants[vi]));
+  printf("\n# %-22s %-7s %-5s %4s %12s %11s %10s %8s %7s %12s %8s\n", "kernel", "variant", "dtype", "G", "size(B)", "n",
+         "time(us)", "GB/s", "%ceil", "unfused(us)", "speedup");
   int ndt = o->fp32 ? 2 : 1, total = o->nsizes * o->ngroups * ndt, done = 0;
   for (int di = 0; di < ndt; di++)
     for (int si = 0; si < o->nsizes; si++)
@@ -354,18 +379,27 @@ static int run_speed(const bench_opts *o) {
         taco_params p = {o->groups[gi], o->fp8};
         size_t in_bytes = o->sizes[si] * (dt == TACO_DTYPE_FP32 ? 2 : 1); /* same element count */
         if (pool_make(&b, in_bytes, dt, p, (size_t)prop.l2CacheSize)) goto fail;
-        double t[K_COUNT];
+        double t[2][K_COUNT];
+        /* kernel by kernel, the variants back to back, so that they see the same machine state */
         for (int k = 0; k < K_COUNT; k++)
-          if (time_kernel(&b, (enum kernel)k, o->reps, e0, e1, &t[k])) goto fail;
-        for (int k = 0; k < K_COUNT; k++) {
-          if (k == K_UNFUSED) continue;
-          double gbps = bytes_moved(&b, (enum kernel)k) / (t[k] * 1e3);
-          printf("  %-22s %-5s %4d %12zu %11zu %10.2f %8.1f %7.1f", kernel_names[k],
-                 dt == TACO_DTYPE_BF16 ? "bf16" : "fp32", p.group, b.in_bytes, b.n, t[k], gbps,
-                 100.0 * gbps / CEILING_GBPS);
-          if (k == K_ENCODE) printf(" %12.2f %8.2f", t[K_UNFUSED], t[K_UNFUSED] / t[K_ENCODE]);
-          printf("\n");
-        }
+          for (int vi = 0; vi < o->nvariants; vi++) {
+            if (taco_set_hadamard(o->variants[vi])) goto taco_fail;
+            if ((k == K_COPY || k == K_UNFUSED) && vi > 0) { /* no Hadamard variant: timed once */
+              t[vi][k] = t[0][k];
+              continue;
+            }
+            if (time_kernel(&b, (enum kernel)k, o->reps, e0, e1, &t[vi][k])) goto fail;
+          }
+        for (int k = 0; k < K_COUNT; k++)
+          for (int vi = 0; vi < o->nvariants; vi++) {
+            if (k == K_UNFUSED || (k == K_COPY && vi > 0)) continue;
+            double gbps = bytes_moved(&b, (enum kernel)k) / (t[vi][k] * 1e3);
+            printf("  %-22s %-7s %-5s %4d %12zu %11zu %10.2f %8.1f %7.1f", kernel_names[k],
+                   k == K_COPY ? "-" : variant_name(o->variants[vi]), dt == TACO_DTYPE_BF16 ? "bf16" : "fp32",
+                   p.group, b.in_bytes, b.n, t[vi][k], gbps, 100.0 * gbps / CEILING_GBPS);
+            if (k == K_ENCODE) printf(" %12.2f %8.2f", t[vi][K_UNFUSED], t[vi][K_UNFUSED] / t[vi][K_ENCODE]);
+            printf("\n");
+          }
         fflush(stdout);
         pool_free(&b);
         progress("speed", ++done, total);
@@ -373,6 +407,8 @@ static int run_speed(const bench_opts *o) {
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   return 0;
+taco_fail:
+  fprintf(stderr, "bench-codec: %s\n", taco_last_error());
 fail:
   pool_free(&b);
   if (e0) cudaEventDestroy(e0);

@@ -377,6 +377,40 @@ static void test_errors(void) {
   CHECK_CUDA(cudaFree(d));
 }
 
+/* Every codec case, for the Hadamard variant currently set (taco_set_hadamard). */
+static int run_codec_suite(int quick, uint64_t seed) {
+  const int groups[] = {32, 64, 128, 256, 512};
+  const size_t sizes_full[] = {77, 300007, 1 << 20}, sizes_quick[] = {77, 4099};
+  const size_t *sizes = quick ? sizes_quick : sizes_full;
+  int nsizes = quick ? 2 : 3, cases = 0;
+  for (int si = 0; si < nsizes; si++)
+    for (int gi = 0; gi < 5; gi++)
+      for (int fi = 0; fi < 2; fi++)
+        for (int di = 0; di < 2; di++)
+          for (int d = 0; d < D_COUNT; d++) {
+            if (sizes[si] >= (1 << 20) && (d != D_NORMAL || di != 0)) continue; /* the large size: one input kind */
+            run_case(sizes[si], groups[gi], fi ? TACO_FP8_E5M2 : TACO_FP8_E4M3,
+                     di ? TACO_DTYPE_FP32 : TACO_DTYPE_BF16, (dist)d, seed + (uint64_t)cases++);
+          }
+  for (int gi = 0; gi < 5; gi++)
+    for (int k = 1; k <= 3; k += 2) run_sum_case(quick ? 4099 : 300007, groups[gi], gi % 2 ? TACO_FP8_E5M2 : TACO_FP8_E4M3, k, seed + 1000 + (uint64_t)gi);
+  /* one block per SM: every thread walks several tiles of the persistent grid (prefetch path) */
+  expect(taco_set_blocks_per_sm(-5) == -1, "bad blocks per SM rejected", taco_last_error());
+  CHECK_TACO(taco_set_blocks_per_sm(1));
+  run_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 128, TACO_FP8_E4M3, TACO_DTYPE_BF16, D_NORMAL, seed + 3000);
+  run_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 256, TACO_FP8_E5M2, TACO_DTYPE_FP32, D_NONFINITE, seed + 3001);
+  run_sum_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 128, TACO_FP8_E4M3, 3, seed + 3002);
+  run_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 512, TACO_FP8_E4M3, TACO_DTYPE_BF16, D_NORMAL, seed + 3003);
+  run_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 64, TACO_FP8_E4M3, TACO_DTYPE_FP32, D_NORMAL, seed + 3004);
+  run_sum_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 512, TACO_FP8_E5M2, 2, seed + 3005);
+  CHECK_TACO(taco_set_blocks_per_sm(-1));
+  run_caat_case(37, 1024, 512, TACO_DTYPE_BF16, seed + 2000);
+  run_caat_case(37, 1024, 512, TACO_DTYPE_FP32, seed + 2001);
+  run_caat_case(13, 250, 101, TACO_DTYPE_BF16, seed + 2002); /* odd widths: element path */
+  run_caat_case(64, 4096, 2048, TACO_DTYPE_BF16, seed + 2003);
+  return cases;
+}
+
 int main(int argc, char **argv) {
   int quick = 0;
   uint64_t seed = (uint64_t)time(NULL);
@@ -400,32 +434,19 @@ int main(int argc, char **argv) {
   printf("device: %s, seed %llu%s\n", prop.name, (unsigned long long)seed, quick ? " (quick)" : "");
   test_fp8_exhaustive();
   test_errors();
-  const int groups[] = {32, 64, 128, 256, 512};
-  const size_t sizes_full[] = {77, 300007, 1 << 20}, sizes_quick[] = {77, 4099};
-  const size_t *sizes = quick ? sizes_quick : sizes_full;
-  int nsizes = quick ? 2 : 3, cases = 0;
-  for (int si = 0; si < nsizes; si++)
-    for (int gi = 0; gi < 5; gi++)
-      for (int fi = 0; fi < 2; fi++)
-        for (int di = 0; di < 2; di++)
-          for (int d = 0; d < D_COUNT; d++) {
-            if (sizes[si] >= (1 << 20) && (d != D_NORMAL || di != 0)) continue; /* the large size: one input kind */
-            run_case(sizes[si], groups[gi], fi ? TACO_FP8_E5M2 : TACO_FP8_E4M3,
-                     di ? TACO_DTYPE_FP32 : TACO_DTYPE_BF16, (dist)d, seed + (uint64_t)cases++);
-          }
-  for (int gi = 0; gi < 5; gi++)
-    for (int k = 1; k <= 3; k += 2) run_sum_case(quick ? 4099 : 300007, groups[gi], gi % 2 ? TACO_FP8_E5M2 : TACO_FP8_E4M3, k, seed + 1000 + (uint64_t)gi);
-  /* one block per SM: every thread walks several tiles of the persistent grid (prefetch path) */
-  expect(taco_set_blocks_per_sm(-5) == -1, "bad blocks per SM rejected", taco_last_error());
-  CHECK_TACO(taco_set_blocks_per_sm(1));
-  run_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 128, TACO_FP8_E4M3, TACO_DTYPE_BF16, D_NORMAL, seed + 3000);
-  run_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 256, TACO_FP8_E5M2, TACO_DTYPE_FP32, D_NONFINITE, seed + 3001);
-  run_sum_case(quick ? (1u << 20) + 77 : (1u << 22) + 77, 128, TACO_FP8_E4M3, 3, seed + 3002);
-  CHECK_TACO(taco_set_blocks_per_sm(-1));
-  run_caat_case(37, 1024, 512, TACO_DTYPE_BF16, seed + 2000);
-  run_caat_case(37, 1024, 512, TACO_DTYPE_FP32, seed + 2001);
-  run_caat_case(13, 250, 101, TACO_DTYPE_BF16, seed + 2002); /* odd widths: element path */
-  run_caat_case(64, 4096, 2048, TACO_DTYPE_BF16, seed + 2003);
+  const taco_hadamard variants[] = {TACO_HADAMARD_SMEM, TACO_HADAMARD_SHUFFLE};
+  const char *variant_names[] = {"smem", "shuffle"};
+  expect(taco_set_hadamard((taco_hadamard)7) == -1, "bad hadamard variant rejected", taco_last_error());
+  int cases = 0;
+  for (int vi = 0; vi < 2; vi++) {
+    CHECK_TACO(taco_set_hadamard(variants[vi]));
+    const unsigned long long elems0 = total_elems, codes0 = total_code_diffs, dec0 = total_decode_diffs;
+    const int failures0 = failures, checks0 = checks;
+    cases += run_codec_suite(quick, seed);
+    printf("hadamard %s: FP8 codes compared %llu, differing %llu; decoded values differing %llu; %d of %d checks failed\n",
+           variant_names[vi], total_elems - elems0, total_code_diffs - codes0, total_decode_diffs - dec0,
+           failures - failures0, checks - checks0);
+  }
   printf("encode cases %d; FP8 codes compared %llu, differing %llu; decoded values differing %llu\n", cases,
          total_elems, total_code_diffs, total_decode_diffs);
   printf("%s: %d of %d checks failed\n", failures ? "FAIL" : "PASS", failures, checks);
