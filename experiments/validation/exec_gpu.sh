@@ -1,88 +1,143 @@
 #!/usr/bin/env bash
-# exec_gpu.sh — the executor on the 2 x H200 machine in one go: correctness
-# checks, then timed plans per transport. Builds nothing: it runs the tacorun
-# built on the CPU machine (BIN). Results land in $OUT:
-#   check.txt     `tacorun execute --check` (2 ranks: TP2, DP2 vs TP1 vs float64)
+# exec_gpu.sh — the executor on the 2 x H200 machine in one call: correctness
+# checks, the fault tests, then every validation plan (plans.txt) timed in its
+# transport. Builds nothing: it runs the tacorun built on the CPU machine (BIN).
+# Results land in $OUT (at most 8 files):
+#   machine.txt   GPU, driver, CUDA, NCCL, topology
+#   check.txt     `tacorun execute --check` (2 ranks: TP1/TP2/DP2/PP2 vs float64, plan walker, NaN stop)
+#   fault.txt     killed-rank tests: rank 1 SIGKILLs itself mid-run, rank 0 must exit non-zero in time
+#   nan.txt       --inject-nan on a timed plan: both ranks stop naming the step and tensor
 #   timing.txt    every timed run's printout (median/min/max, MFU, per-op table)
-#   results.tgz   the result JSON (schema of schema/result.h) of each timed run
-#   machine.txt   GPU, driver, CUDA, NCCL
-# usage: exec_gpu.sh STAGE...   (check, nvlink, codecs, dp, shm, socket, plan, nan)
-# EXEC_NO_OVERLAP=1 / EXEC_FULL_SOFTMAX=1 turn the executor's two optimisations off.
+#   results.tgz   measured/<tag>.json (schema/result.h) and <tag>.ops.txt of each timed run
+#   summary.txt   one line per stage
+# usage: exec_gpu.sh [check] [fault] [nan] [timed]   (default: all four)
+# BUDGET (s, default 215): no timed plan starts after this much wall time.
 set -u
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-build-exec/runtime/tacorun}
+BIN=${BIN:-build-exec2/runtime/tacorun}
 OUT=${OUT:-/tmp/exec-out}
-ITERS=${ITERS:-5} WARMUP=${WARMUP:-2}
-mkdir -p "$OUT/json"
+BUDGET=${BUDGET:-215}
+V=experiments/validation
+START=$(date +%s)
+mkdir -p "$OUT/measured"
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-PLANS=experiments/plans
+SUMMARY=$OUT/summary.txt
+say() { echo "$*" | tee -a "$SUMMARY"; }
+elapsed() { echo $(($(date +%s) - START)); }
 
-mpi() { # mpirun -np 2, forwarding the NCCL_* variables that are set; bounded
-  local limit=$1; shift
+mpi() { # mpi NP LIMIT ARGS...: mpirun forwarding the NCCL_*/EXEC_* variables that are set; bounded
+  local np=$1 limit=$2; shift 2
   local fwd=(-x LD_LIBRARY_PATH)
   for v in $(env | grep -o '^\(NCCL\|EXEC\)_[A-Z_]*'); do fwd+=(-x "$v"); done
-  timeout "$limit" mpirun --allow-run-as-root -np 2 --bind-to none "${fwd[@]}" "$BIN" "$@"
-}
-
-timed() { # timed PLAN TAG [iters warmup]
-  local plan=$1 tag=$2 it=${3:-$ITERS} wu=${4:-$WARMUP}
-  echo "=== $tag: $plan (transport ${TRANSPORT:-nvlink}, $it iterations after $wu warm-up) ===" >>"$OUT/timing.txt"
-  mpi 90 execute "$PLANS/$plan.json" --iters "$it" --warmup "$wu" --json "$OUT/json/$tag.json" \
-    --ops-csv "$OUT/json/$tag.ops.txt" >>"$OUT/timing.txt" 2>&1
-  echo "rc=$?" >>"$OUT/timing.txt"
-  grep -E "^# iteration time|^# model FLOPs" "$OUT/timing.txt" | tail -2 | sed "s/^/$tag: /"
+  timeout "$limit" mpirun --allow-run-as-root -np "$np" --bind-to none "${fwd[@]}" "$BIN" "$@"
 }
 
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
   nvcc --version 2>/dev/null | tail -1
-  ls /usr/lib/x86_64-linux-gnu/libnccl.so* 2>/dev/null
+  ls /usr/lib/x86_64-linux-gnu/libnccl.so* /usr/local/cuda/lib64/libnccl.so* 2>/dev/null
   nvidia-smi topo -m
+  "$BIN" execute --help | head -3
 } >"$OUT/machine.txt" 2>&1
 
+WALKER_OK=1 # cleared when --check fails: PP = 1 plans then run the built-in program
+stage_check() {
+  mpi 2 100 execute --check --timeout 20 >"$OUT/check.txt" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || WALKER_OK=0
+  say "check rc=$rc ($(elapsed) s): $(grep -E '^execute --check' "$OUT/check.txt" | tail -1)"
+  grep -E "worst|FAILED|plan program" "$OUT/check.txt" | head -12 | tee -a "$SUMMARY"
+}
+
+# One killed-rank run without MPI (mpirun would kill rank 0 itself): rank 1
+# SIGKILLs itself at iteration 3; rank 0 (--timeout 10) must end non-zero
+# within the bound (timeout + the watchdog's 10 s).
+fault_one() { # fault_one PLAN
+  local plan=$1 idf=/tmp/tacorun-fault-id.$$
+  rm -f "$idf" "$idf.t1"
+  local env=(TACORUN_ID_FILE=$idf TACORUN_NRANKS=2)
+  echo "=== fault: $plan ===" >>"$OUT/fault.txt"
+  (env "${env[@]}" TACORUN_RANK=1 TACORUN_LOCAL_RANK=1 TACORUN_TEST_KILL_AT_ITER=3 \
+     timeout 90 "$BIN" execute "$plan" --iters 100000 --warmup 1 --timeout 10 >"$OUT/fault.r1" 2>&1
+   echo "$? $(date +%s.%N)" >"$idf.t1") &
+  env "${env[@]}" TACORUN_RANK=0 TACORUN_LOCAL_RANK=0 \
+    timeout 90 "$BIN" execute "$plan" --iters 100000 --warmup 1 --timeout 10 >"$OUT/fault.r0" 2>&1
+  local rc0=$? t0
+  t0=$(date +%s.%N)
+  wait
+  read -r rc1 t1 <"$idf.t1"
+  { echo "--- rank 1 (rc $rc1) ---"; tail -5 "$OUT/fault.r1"; echo "--- rank 0 (rc $rc0) ---"; tail -8 "$OUT/fault.r0"; } \
+    >>"$OUT/fault.txt"
+  local after
+  after=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", a - b }')
+  local verdict=FAILED
+  [ "$rc0" -ne 0 ] && [ "$rc0" -ne 124 ] && awk -v x="$after" 'BEGIN { exit !(x < 25) }' && verdict=passed
+  say "fault $plan: rank 1 rc=$rc1 (137 = SIGKILL), rank 0 rc=$rc0, rank 0 ended ${after} s after rank 1 died: $verdict"
+  grep -E "rank 0:" "$OUT/fault.r0" | tail -1 | tee -a "$SUMMARY"
+  rm -f "$OUT/fault.r0" "$OUT/fault.r1" "$idf" "$idf.t1"
+}
+
+stage_fault() {
+  fault_one $V/plans/gpt-tiny-tp2-fault.json
+  fault_one $V/plans/gpt-tiny-pp2-fault.json
+}
+
+stage_nan() {
+  mpi 2 60 execute $V/plans/gpt-tiny-tp2-fault.json --iters 3 --warmup 1 --inject-nan 1 >"$OUT/nan.txt" 2>&1
+  local rc=$?
+  say "nan stop rc=$rc (expect 1): $(grep -m1 'NaN/Inf\|is NaN' "$OUT/nan.txt")"
+}
+
+timed_one() { # timed_one TAG PLAN TRANSPORT NP [--program builtin]
+  local tag=$1 plan=$2 transport=$3 np=$4; shift 4
+  local it=4 wu=2 limit=60 envs=()
+  case $transport in
+  shm) it=3 wu=1 envs=(NCCL_P2P_DISABLE=1) ;;
+  socket) it=2 wu=1 limit=90 envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) ;;
+  esac
+  echo "=== $tag: $plan (transport $transport, $it iterations after $wu warm-up) $* ===" >>"$OUT/timing.txt"
+  (
+    for kv in "${envs[@]}"; do export "${kv?}"; done
+    mpi "$np" "$limit" execute "$plan" --iters "$it" --warmup "$wu" --timeout 30 --json "$OUT/measured/$tag.json" \
+      --ops-csv "$OUT/measured/$tag.ops.txt" "$@"
+  ) >>"$OUT/timing.txt" 2>&1
+  local rc=$?
+  echo "rc=$rc" >>"$OUT/timing.txt"
+  say "$tag rc=$rc ($(elapsed) s): $(grep -E '^# iteration time' "$OUT/timing.txt" | tail -1 | sed 's/.*: median/median/')"
+  return $rc
+}
+
+stage_timed() {
+  # most informative first: the new program walker, PP, DP buckets, the second model, the slow transports
+  local order="tp2-none-nvlink pp2-nvlink dp2-nvlink swiglu-tp2-none-nvlink swiglu-pp2-nvlink tp2-none-shm
+               tp2-caat-shm tp2-none-socket tp2-caat-socket swiglu-tp2-taco-socket tp2-taco-nvlink tp2-caat-nvlink
+               swiglu-dp2-shm 1gpu-nvlink"
+  for tag in $order; do
+    if [ "$(elapsed)" -ge "$BUDGET" ]; then
+      say "$tag: skipped (budget of $BUDGET s spent)"
+      continue
+    fi
+    read -r _ plan transport np < <(grep "^$tag " $V/plans.txt)
+    if [ $WALKER_OK -eq 0 ] && [[ $tag != *pp2* ]]; then
+      timed_one "$tag-builtin" "$plan" "$transport" "$np" --program builtin # the PP = 1 fallback
+      continue
+    fi
+    if ! timed_one "$tag" "$plan" "$transport" "$np" && [[ $tag != *pp2* ]]; then
+      timed_one "$tag-builtin" "$plan" "$transport" "$np" --program builtin
+    fi
+  done
+  tar -czf "$OUT/results.tgz" -C "$OUT" measured && rm -rf "$OUT/measured"
+}
+
+[ $# -eq 0 ] && set -- check fault nan timed
 for stage in "$@"; do
   case $stage in
-  check)
-    mpi 120 execute --check >"$OUT/check.txt" 2>&1
-    rc=$?
-    echo "check rc=$rc" | tee -a "$OUT/check.txt"
-    grep -E "passed|FAILED|worst|codec|loss:" "$OUT/check.txt" | head -30
-    if [ $rc -ne 0 ]; then # the optimised paths failed: check the plain ones and time those instead
-      EXEC_NO_OVERLAP=1 EXEC_FULL_SOFTMAX=1 mpi 120 execute --check >"$OUT/check_fallback.txt" 2>&1
-      frc=$?
-      echo "fallback check (EXEC_NO_OVERLAP=1 EXEC_FULL_SOFTMAX=1) rc=$frc" | tee -a "$OUT/check_fallback.txt"
-      grep -E "passed|FAILED|worst" "$OUT/check_fallback.txt" | head -8
-      [ $frc -eq 0 ] && export EXEC_NO_OVERLAP=1 EXEC_FULL_SOFTMAX=1
-    fi
-    ;;
-  nvlink) TRANSPORT=nvlink timed gpt-h4096-tp2-none tp2-none-nvlink ;;
-  codecs)
-    for c in taco caat taco-caat; do TRANSPORT=nvlink timed gpt-h4096-tp2-$c tp2-$c-nvlink; done ;;
-  dp) TRANSPORT=nvlink timed gpt-h4096-dp2 dp2-nvlink 3 1 ;;
-  shm)
-    for c in none taco caat; do
-      NCCL_P2P_DISABLE=1 TRANSPORT=shm timed gpt-h4096-tp2-$c tp2-$c-shm 3 1
-    done ;;
-  socket)
-    for c in none taco caat; do
-      NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo TRANSPORT=socket \
-        timed gpt-h4096-tp2-$c tp2-$c-socket 2 1
-    done ;;
-  plan) # the same plans walked from plan_build_program()'s programs (--program plan)
-    for c in tp2-none tp2-caat dp2; do
-      tag=$c-nvlink-planprog
-      echo "=== $tag ===" >>"$OUT/timing.txt"
-      mpi 90 execute "$PLANS/gpt-h4096-$c.json" --program plan --iters "$ITERS" --warmup "$WARMUP" \
-        --json "$OUT/json/$tag.json" --ops-csv "$OUT/json/$tag.ops.txt" >>"$OUT/timing.txt" 2>&1
-      echo "rc=$?" >>"$OUT/timing.txt"
-      grep -E "^# iteration time" "$OUT/timing.txt" | tail -1 | sed "s/^/$tag: /"
-    done ;;
-  nan)
-    mpi 60 execute "$PLANS/gpt-h4096-tp2-none.json" --iters 3 --warmup 1 --inject-nan 1 >"$OUT/nan.txt" 2>&1
-    echo "nan-injection rc=$? (2 ranks must stop naming step 1 and the tensor)" | tee -a "$OUT/nan.txt"
-    grep "NaN" "$OUT/nan.txt" | head -3 ;;
-  *) echo "unknown stage $stage" ;;
+  check) stage_check ;;
+  fault) stage_fault ;;
+  nan) stage_nan ;;
+  timed) stage_timed ;;
+  *) echo "exec_gpu.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done
-tar czf "$OUT/results.tgz" -C "$OUT" json && rm -rf "$OUT/json"
+say "done in $(elapsed) s"
