@@ -15,10 +15,17 @@ fresh_dir "$WORK"
 : > "$WORK/pairs"
 : > "$WORK/list"
 n=0
-# Each measured result: its prediction from experiments/validation/predicted/
-# when the executor's validate.sh wrote one, else simulated here with the plan
-# variant that names the transport's cluster (e.g. ...-socket.json) and that
-# transport's measured calibration.
+# The run drawn: experiments/validation/measured/ when it holds results, else
+# the newest earlier run kept as old/measured-<date>/. Each measured result's
+# prediction is the file of the same name in the sibling predicted*/ folder
+# (written by the executor's predict/validate scripts), else it is simulated
+# here with the plan variant that names the transport's cluster (e.g.
+# ...-socket.json) and that transport's measured calibration.
+run=""
+for d in "$VAL/measured" $(ls -d "$VAL"/old/measured-* 2> /dev/null | sort -r); do
+  if ls "$d"/*.json > /dev/null 2>&1; then run="$d"; break; fi
+done
+[ -n "$run" ] && preds="$(dirname "$run")/$(basename "$run" | sed 's/measured/predicted/')"
 while IFS= read -r f; do
   [ "$(jq -r '.source? // empty' "$f" 2> /dev/null)" = measured ] || continue
   tag="$(basename "$f" .json)"
@@ -26,12 +33,14 @@ while IFS= read -r f; do
   case $t in *shm*) t=shm ;; *socket*) t=socket ;; *) t=nvlink ;; esac
   meas="$(jq -r '.iteration_time_s' "$f")"
   n=$((n + 1))
-  if [ -f "$VAL/predicted/$tag.json" ]; then
-    echo "$meas $(jq -r '.iteration_time_s' "$VAL/predicted/$tag.json") $t $tag" >> "$WORK/pairs"
+  if [ -f "$preds/$tag.json" ]; then
+    echo "$meas $(jq -r '.iteration_time_s' "$preds/$tag.json") $t $tag" >> "$WORK/pairs"
     continue
   fi
   plan="$(jq -r '.plan' "$f")"
-  for cand in "$plan" "$ROOT/$plan" "$EXP/plans/$(basename "$plan")"; do [ -f "$cand" ] && { plan="$cand"; break; }; done
+  for cand in "$plan" "$ROOT/$plan" "$VAL/$plan" "$VAL/plans/$(basename "$plan")" "$EXP/plans/$(basename "$plan")"; do
+    [ -f "$cand" ] && { plan="$cand"; break; }
+  done
   [ -f "$plan" ] || { echo "fig7: $f: its plan $plan is not in the repository: left out" >&2; continue; }
   variant="${plan%.json}-$t.json"
   [ "$t" != nvlink ] && [ -f "$variant" ] && plan="$variant"
@@ -39,7 +48,7 @@ while IFS= read -r f; do
   [ -f "$cal" ] || cal="$(nvlink_calibration)"
   echo "$plan $cal $WORK/$tag.csv" >> "$WORK/list"
   echo "$meas SIM:$WORK/$tag.csv $t $tag" >> "$WORK/pairs"
-done < <(find "$VAL" -name '*.json' -not -name '*-plain.json' -not -path '*/predicted/*' 2> /dev/null | sort)
+done < <([ -n "$run" ] && find "$run" -maxdepth 1 -name '*.json' -not -name '*-plain.json' | sort)
 if [ "$n" = 0 ]; then
   skip fig7 "measured results (tacorun execute --json, \"source\": \"measured\") under experiments/validation/"
   exit 3
@@ -47,7 +56,8 @@ fi
 if [ -s "$WORK/list" ]; then need_tacosim && simulate_list "$WORK/list"; fi
 out="$DATA/fig7-validation.dat"
 {
-  echo "# measured_s predicted_s transport tag (predictions from experiments/validation/predicted/ or tacosim simulate)"
+  echo "# run: ${run#$ROOT/}; predictions: ${preds#$ROOT/} (else tacosim simulate)"
+  echo "# measured_s predicted_s transport tag"
   while read -r meas pred t tag; do
     if [ "${pred#SIM:}" != "$pred" ]; then
       [ -f "${pred#SIM:}" ] || continue
@@ -58,7 +68,7 @@ out="$DATA/fig7-validation.dat"
 } > "$out"
 
 plot fig7-validation 850 800 <<GP
-set title "Predicted (tacosim simulate) against measured (tacorun execute) iteration time, 2 x H200"
+set title "Predicted (tacosim simulate) against measured (tacorun execute) iteration time, 2 x H200\n(run ${run#$ROOT/experiments/})"
 set xlabel "measured iteration time (s)"
 set ylabel "predicted iteration time (s)"
 set logscale xy
