@@ -34,6 +34,11 @@ typedef struct {
   /* Optional programs built by the caller (tests): programs[r] for every rank
    * of the plan; NULL: built with plan_build_program. */
   plan_program *programs;
+  /* false (default): a collective that reaches a GPU while a compute kernel
+   * runs there starts when that kernel ends (NCCL's kernel waits for the SMs
+   * the GEMM holds: measured on 2 x H200, sim/RESULTS.md); true: collectives
+   * progress alongside compute (ideal overlap). */
+  bool ideal_overlap;
 } sim_options;
 
 /* Simulates one iteration; fills *out (schema_result_free it). Call once per process. */

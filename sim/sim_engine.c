@@ -101,6 +101,26 @@ static int deps_ready(const sim_rank *rs, int s, int i, int block_end) {
   return 1;
 }
 
+/* Remembers when an op of the running compute block ends, so that a
+ * collective arriving meanwhile knows when the running kernel frees the SMs
+ * (sim_comm.c). */
+static int push_kernel_end(sim_rank *rs, double t) {
+  if (sim_w->o->ideal_overlap) return 0;
+  if (rs->n_kernel_end == rs->cap_kernel_end) {
+    int cap = rs->cap_kernel_end ? 2 * rs->cap_kernel_end : 64;
+    double *bigger = realloc(rs->kernel_end, sizeof *bigger * (size_t)cap);
+    if (!bigger) {
+      ts_err e;
+      ts_fail_sys(&e, "out of memory");
+      sim_fail(&e);
+      return -1;
+    }
+    rs->kernel_end = bigger, rs->cap_kernel_end = cap;
+  }
+  rs->kernel_end[rs->n_kernel_end++] = t;
+  return 0;
+}
+
 static void stream_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -131,6 +151,8 @@ static void stream_main(int argc, char **argv) {
         break;
       }
       total = d;
+      rs->n_kernel_end = 0;
+      if (push_kernel_end(rs, t0 + total)) break;
       /* merge the following compute ops of this stream while nobody else waits on the block */
       while (!rs->cross[last]) {
         int j = last + 1;
@@ -141,10 +163,14 @@ static void stream_main(int argc, char **argv) {
           break;
         }
         total += d;
+        if (push_kernel_end(rs, t0 + total)) break;
         last = j;
         merged++;
       }
-      if (total > 0) sg_actor_sleep_for(total);
+      if (total > 0) {
+        sg_actor_sleep_for(total);
+        rs->n_kernel_end = 0;
+      }
       rs->st.compute_s += total;
       record(rs, s, i, merged, t0, total);
       for (int j = i; j <= last; j++)
@@ -455,6 +481,7 @@ static void free_world(sim_world *w) {
     free(rs->done);
     free(rs->cross);
     free(rs->recs);
+    free(rs->kernel_end);
     for (int g = 0; g < PLAN_GROUP_COUNT; g++) free(rs->members[g]);
     free(rs);
   }

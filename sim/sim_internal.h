@@ -32,6 +32,9 @@ typedef struct {
   int *members[PLAN_GROUP_COUNT]; /* group members in ring order */
   int n_members[PLAN_GROUP_COUNT];
   sim_rank_stats st;
+  /* the compute block running now: end time of each of its ops (in order) */
+  double *kernel_end;
+  int n_kernel_end, cap_kernel_end;
   schema_op_record *recs; /* trace records when asked */
   int n_recs, cap_recs;
 } sim_rank;

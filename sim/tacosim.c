@@ -42,6 +42,8 @@ static void help(FILE *out) {
           "                              of the cluster's intra-node fabric when present, else the derived\n"
           "                              h200-derived.json (NVLink), h200-shm-derived.json, h200-socket-derived.json)\n"
           "      --mode full|reduced     every rank, or one per pipeline stage (default reduced)\n"
+          "      --overlap sm-wait|ideal a collective reaching a GPU busy with a compute kernel starts when\n"
+          "                              the kernel ends (default, as measured), or runs beside it (ideal)\n"
           "      --json OUT --csv OUT    result files (the schema tacorun execute also writes)\n"
           "      --trace OUT             Chrome trace of the iteration (opens in Perfetto)\n"
           "  compare PRED.json MEAS.json side by side, with the error of each figure\n"
@@ -85,11 +87,21 @@ static const char *default_calibration(const plan *p) {
 static int cmd_simulate(int argc, char **argv) {
   const char *plan_path = NULL, *cal_path = NULL, *json = NULL, *csv = NULL, *trace = NULL;
   sim_mode mode = SIM_MODE_REDUCED;
+  bool ideal_overlap = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_value = i + 1 < argc;
     if (strcmp(a, "--calibration") == 0 && has_value)
       cal_path = argv[++i];
+    else if (strcmp(a, "--overlap") == 0 && has_value) {
+      const char *v = argv[++i];
+      if (strcmp(v, "ideal") == 0)
+        ideal_overlap = true;
+      else if (strcmp(v, "sm-wait") == 0)
+        ideal_overlap = false;
+      else
+        return usage_error("simulate: --overlap: \"%s\" is not one of sm-wait, ideal", v);
+    }
     else if (strcmp(a, "--json") == 0 && has_value)
       json = argv[++i];
     else if (strcmp(a, "--csv") == 0 && has_value)
@@ -119,7 +131,7 @@ static int cmd_simulate(int argc, char **argv) {
   if (!cal_path) cal_path = default_calibration(&p);
   if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
   sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr,
-                   .progress = isatty(STDERR_FILENO) ? stderr : NULL};
+                   .progress = isatty(STDERR_FILENO) ? stderr : NULL, .ideal_overlap = ideal_overlap};
   schema_result r;
   int rc = sim_run(&p, &o, &r, &e);
   if (rc == 0) {

@@ -105,8 +105,11 @@ static plan_op *add_op(plan_program *pr, plan_op_kind kind, plan_stream stream) 
   return op;
 }
 
+static bool run_ideal_overlap; /* sim_options.ideal_overlap of run() */
+
 static int run(const plan *p, plan_program *progs, sim_mode mode, schema_result *r) {
-  sim_options o = {.mode = mode, .cal = &cal, .platform_path = platform_path, .programs = progs};
+  sim_options o = {.mode = mode, .cal = &cal, .platform_path = platform_path, .programs = progs,
+                   .ideal_overlap = run_ideal_overlap};
   ts_err e = {0};
   int rc = sim_run_isolated(p, &o, r, &e);
   if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
@@ -315,6 +318,41 @@ static int load_real(const char *name, plan *p, schema_calibration *c) {
   return 0;
 }
 
+/* A collective that reaches a GPU while a compute kernel runs there starts
+ * when the kernel ends (its kernel needs the SMs); with ideal overlap it runs
+ * beside it. Compute: 1 ms, then 10 ms with no dependency; the all-reduce
+ * (about 5 ms alone) depends on the first. */
+static void test_collective_waits_for_sms(void) {
+  const double S = 5e7;
+  double alone = ring_allreduce_time(2, S, S);
+  double t[2];
+  for (int ideal = 0; ideal < 2; ideal++) {
+    plan p;
+    make_plan(&p, 2, 1, 1, 2, 1);
+    plan_program *pr = new_programs(2, 4);
+    for (int r = 0; r < 2; r++) {
+      plan_op *a = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+      a->flops = 1e-3 * PEAK;
+      plan_op *b = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+      b->flops = 10e-3 * PEAK;
+      plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
+      c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_DP, c->traffic = PLAN_TRAFFIC_DP;
+      c->bytes = c->wire_bytes = S;
+      c->dep[0] = 0;
+    }
+    run_ideal_overlap = ideal;
+    schema_result r;
+    t[ideal] = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
+    schema_result_free(&r);
+    free_programs(pr, 2);
+  }
+  run_ideal_overlap = false;
+  const double launch = 3e-6; /* the cluster roofline's fixed cost per compute op */
+  CU_ASSERT_TRUE(alone > 4e-3 && alone < 6e-3);
+  NEAR(t[0], 11e-3 + 2 * launch + alone, 0.005);  /* after the 10 ms kernel */
+  NEAR(t[1], 11e-3 + 2 * launch, 0.005);          /* hidden behind it */
+}
+
 /* The cross-entropy kernel writes the loss and the logits' gradient in one
  * forward pass (as the executor runs it): the backward loss ops cost their
  * GEMM half only, the forward op the logits GEMM plus one "loss" kernel. */
@@ -466,6 +504,8 @@ int main(void) {
   CU_add_test(s, "reduced mode keeps the cross traffic of shared links", test_reduced_keeps_cross_traffic);
   CU_add_test(s, "ideal pipeline bubble (p-1)/(m+p-1)", test_pipeline_bubble);
   CU_add_test(s, "the fused loss kernel is charged once, in the forward", test_loss_counted_once);
+  CU_add_test(s, "a collective waits for the SMs of the running kernel (or overlaps: ideal)",
+              test_collective_waits_for_sms);
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
   CU_add_test(s, "tacosim: bad input exits 2 naming the field", test_command_bad_input);
