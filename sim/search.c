@@ -70,6 +70,11 @@ bool sim_search_same_layout(const sim_search_layout *a, const sim_search_layout 
          a->sequence_parallel == b->sequence_parallel && a->zero1 == b->zero1 && a->recompute == b->recompute;
 }
 
+/* Relative cost of simulating a plan (reduced mode: one rank per stage). */
+static double sim_cost(const plan *p) {
+  return (double)plan_micro_batches(p) * p->layers * (p->recompute == MODEL_RECOMPUTE_FULL ? 1.5 : 1.0);
+}
+
 /* ---- progress on a terminal ---- */
 
 typedef struct {
@@ -240,6 +245,17 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
       }
   }
   free(chosen);
+  /* Longest first, so no slow simulation starts last on an otherwise idle
+   * machine: a simulation walks every micro-batch of every layer. */
+  for (int i = 1; i < n_sim; i++)
+    for (int j = i; j > 0 && sim_cost(&plans[j]) > sim_cost(&plans[j - 1]); j--) {
+      plan tp = plans[j];
+      plans[j] = plans[j - 1];
+      plans[j - 1] = tp;
+      sim_search_candidate tc = r->cands[j];
+      r->cands[j] = r->cands[j - 1];
+      r->cands[j - 1] = tc;
+    }
   r->layouts_simulated = n_chosen;
   r->simulations = n_sim;
   progress_state ps = {.on = o->progress, .t0 = t2};
