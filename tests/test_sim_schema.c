@@ -300,6 +300,7 @@ static void test_result_round_trip(void) {
   CU_ASSERT_EQUAL(b.iterations, 10);
   CU_ASSERT_STRING_EQUAL(b.machine.transport, "nvlink");
   CU_ASSERT_STRING_EQUAL(b.ops[0].stream, "compute");
+  schema_result_free(&b);
   free(buf);
   /* CSV: header, one figures row, then a block per rank */
   buf = NULL;
