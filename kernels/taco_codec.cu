@@ -214,22 +214,26 @@ static taco_hadamard hadamard_current(void) {
     const char *e = getenv("TACO_HADAMARD");
     hadamard_setting = e && !strcmp(e, "shuffle") ? TACO_HADAMARD_SHUFFLE
                        : e && !strcmp(e, "smem")  ? TACO_HADAMARD_SMEM
+                       : e && !strcmp(e, "auto")  ? TACO_HADAMARD_AUTO
                                                   : TACO_HADAMARD_DEFAULT;
   }
   return (taco_hadamard)hadamard_setting;
 }
 
 extern "C" int taco_set_hadamard(taco_hadamard h) {
-  if (h != TACO_HADAMARD_SHUFFLE && h != TACO_HADAMARD_SMEM)
-    return TACO_FAIL("hadamard variant %d: want TACO_HADAMARD_SHUFFLE or TACO_HADAMARD_SMEM", (int)h);
+  if (h != TACO_HADAMARD_SHUFFLE && h != TACO_HADAMARD_SMEM && h != TACO_HADAMARD_AUTO)
+    return TACO_FAIL("hadamard variant %d: want TACO_HADAMARD_SHUFFLE, _SMEM or _AUTO", (int)h);
   hadamard_setting = h;
   return 0;
 }
 
-/* Calls f(bool_constant<XPOSE>) for the current setting. */
+/* Calls f(bool_constant<XPOSE>) for the current setting. AUTO: the transpose
+ * from G = 256 up (3-4 cross-lane stages saved), where it measured faster. */
 template <int G, typename F> static int with_hadamard(F &&f) {
-  if constexpr (G > 32)
-    if (hadamard_current() == TACO_HADAMARD_SMEM) return f(std::true_type{});
+  if constexpr (G > 32) {
+    const taco_hadamard h = hadamard_current();
+    if (h == TACO_HADAMARD_SMEM || (h == TACO_HADAMARD_AUTO && G >= 256)) return f(std::true_type{});
+  }
   return f(std::false_type{});
 }
 

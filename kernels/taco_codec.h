@@ -75,12 +75,14 @@ size_t taco_unfused_workspace_bytes(size_t n, int group);
  * Returns 0, or -1 for n outside [-1, 64]. */
 int taco_set_blocks_per_sm(int n);
 /* How the kernels do the cross-lane stages of the Hadamard transform: warp
- * shuffles (the first version) or one shared-memory transpose each way. Both
- * give bit-identical results; the setting exists to measure them side by side.
- * Process-wide; the environment variable TACO_HADAMARD=shuffle|smem sets the
- * start value, else TACO_HADAMARD_DEFAULT. Returns 0, or -1 for another value. */
-typedef enum { TACO_HADAMARD_SHUFFLE = 0, TACO_HADAMARD_SMEM = 1 } taco_hadamard;
-#define TACO_HADAMARD_DEFAULT TACO_HADAMARD_SHUFFLE
+ * shuffles (the first version), one shared-memory transpose each way, or AUTO:
+ * the transpose for G >= 256, shuffles below (measured on the H200: the
+ * transpose gains up to 4 points of bandwidth at G = 256/512 and loses 2-11 at
+ * G = 64/128; kernels/RESULTS.md). All give bit-identical results. Process-wide;
+ * the environment variable TACO_HADAMARD=auto|shuffle|smem sets the start
+ * value, else TACO_HADAMARD_DEFAULT. Returns 0, or -1 for another value. */
+typedef enum { TACO_HADAMARD_SHUFFLE = 0, TACO_HADAMARD_SMEM = 1, TACO_HADAMARD_AUTO = 2 } taco_hadamard;
+#define TACO_HADAMARD_DEFAULT TACO_HADAMARD_AUTO
 int taco_set_hadamard(taco_hadamard h);
 int taco_encode_unfused(const void *x, taco_dtype dt, size_t n, taco_params p, void *block, void *workspace,
                         void *stream);

@@ -33,12 +33,14 @@ typedef struct {
   int nvariants;
 } bench_opts;
 
-static const char *variant_name(taco_hadamard h) { return h == TACO_HADAMARD_SMEM ? "smem" : "shuffle"; }
+static const char *variant_name(taco_hadamard h) {
+  return h == TACO_HADAMARD_SMEM ? "smem" : h == TACO_HADAMARD_AUTO ? "auto" : "shuffle";
+}
 
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun bench-codec [--quality] [--sizes 1M,64M,1G] [--groups 32,128,...] [--fp8 e4m3|e5m2]\n"
-          "                           [--reps N] [--fp32] [--rows R --cols C] [--hadamard smem,shuffle]\n"
+          "                           [--reps N] [--fp32] [--rows R --cols C] [--hadamard smem,shuffle|auto]\n"
           "  speed (default): encode, unfused encode, decode, decode-sum and decode-sum-encode of k=2 blocks;\n"
           "    sizes are BF16 input bytes (K/M/G suffixes, powers of two); --fp32 adds FP32-input/output rows.\n"
           "  --hadamard: the transform variants to time, side by side in one run (default: the library's default)\n"
@@ -129,11 +131,13 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       snprintf(buf, sizeof buf, "%s", v);
       o->nvariants = 0;
       for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (o->nvariants == 2 || (strcmp(tok, "smem") && strcmp(tok, "shuffle"))) {
-          fprintf(stderr, "bench-codec: --hadamard: '%s' is not a list of smem and/or shuffle\n", v);
+        if (o->nvariants == 2 || (strcmp(tok, "smem") && strcmp(tok, "shuffle") && strcmp(tok, "auto"))) {
+          fprintf(stderr, "bench-codec: --hadamard: '%s' is not a list of one or two of smem, shuffle, auto\n", v);
           return -1;
         }
-        o->variants[o->nvariants++] = strcmp(tok, "smem") ? TACO_HADAMARD_SHUFFLE : TACO_HADAMARD_SMEM;
+        o->variants[o->nvariants++] = !strcmp(tok, "smem")    ? TACO_HADAMARD_SMEM
+                                      : !strcmp(tok, "auto")  ? TACO_HADAMARD_AUTO
+                                                              : TACO_HADAMARD_SHUFFLE;
       }
       if (o->nvariants == 0) {
         fprintf(stderr, "bench-codec: --hadamard: empty list\n");
