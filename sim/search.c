@@ -221,7 +221,8 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
     }
   }
   int n_sim = 0;
-  size_t sim_cap = (size_t)(n_chosen ? n_chosen : 1) * SIM_SEARCH_CODEC_COUNT;
+  int n_sample = o->sample > 0 ? (int)(o->sample < n_cands ? o->sample : n_cands) : 0;
+  size_t sim_cap = (size_t)(n_chosen ? n_chosen : 1) * SIM_SEARCH_CODEC_COUNT + (size_t)n_sample;
   r->cands = calloc(sim_cap, sizeof *r->cands);
   plans = calloc(sim_cap, sizeof *plans);
   results = calloc(sim_cap, sizeof *results);
@@ -245,6 +246,15 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
       }
   }
   free(chosen);
+  for (int k = 0; k < n_sample; k++) { /* evenly spread over the ranking, best and worst included */
+    long i = n_sample > 1 ? (long)((double)k * (double)(n_cands - 1) / (n_sample - 1) + 0.5) : 0;
+    r->cands[n_sim] = cands[i];
+    r->cands[n_sim].sample = true;
+    if (sim_search_make_plan(&base, &cands[i].layout, r->seq, r->global_batch, &plans[n_sim], e)) goto out;
+    sim_search_apply_codec(&plans[n_sim], cands[i].codec);
+    n_sim++;
+  }
+  r->samples = n_sample;
   /* Longest first, so no slow simulation starts last on an otherwise idle
    * machine: a simulation walks every micro-batch of every layer. */
   for (int i = 1; i < n_sim; i++)
@@ -280,7 +290,8 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
     sim_search_candidate *k = &r->cands[i];
     for (int j = 0; j < n_sim; j++) {
       const sim_search_candidate *b = &r->cands[j];
-      if (k->simulated && b->simulated && b->codec == SIM_SEARCH_CODEC_NONE && sim_search_same_layout(&k->layout, &b->layout))
+      if (k->simulated && b->simulated && !b->sample && b->codec == SIM_SEARCH_CODEC_NONE &&
+          sim_search_same_layout(&k->layout, &b->layout))
         k->speedup = k->sim_tokens_per_s / b->sim_tokens_per_s;
     }
   }

@@ -103,6 +103,8 @@ typedef struct {
   int simulate;         /* layouts simulated (each under every codec) */
   int jobs;             /* worker processes */
   int max_micro;
+  int sample;           /* also simulate this many candidates spread over the whole estimate
+                           ranking, to measure the estimate's rank correlation on this case */
   bool progress;        /* progress bar on stderr */
 } sim_search_options;
 
@@ -113,6 +115,7 @@ typedef struct {
   double memory_bytes;
   sim_search_estimate est;
   bool simulated, sim_failed;
+  bool sample;    /* simulated only to check the estimate (--sample), not a top pick */
   double sim_iteration_s, sim_tokens_per_s, sim_tflops_per_gpu, sim_mfu;
   schema_breakdown sim_breakdown;
   double speedup; /* over the same layout with codec none (simulated; 0 when unknown) */
@@ -121,7 +124,7 @@ typedef struct {
 
 typedef struct {
   long enumerated, over_memory, invalid, estimated;
-  int layouts_simulated, simulations, failures;
+  int layouts_simulated, simulations, failures, samples;
   double enumerate_s, estimate_s, simulate_s, total_s;
   int n;                       /* simulated candidates, best first */
   sim_search_candidate *cands;

@@ -3,14 +3,15 @@
  *
  * One pipeline stage runs, per micro-batch, the forward and backward of its
  * layers (and recomputation), waiting on the tensor-parallel collectives the
- * way the plan's programs do: forward collectives are exposed; a backward
- * input-gradient collective overlaps the weight-gradient GEMM that follows it.
+ * way the plan's programs do: forward collectives are exposed, and so are the
+ * backward input-gradient collectives (launched beside the weight-gradient
+ * GEMM, they wait for its SMs).
  * The slowest stage (the last, which also computes the logits) sets the
  * pace; 1F1B adds (pp - 1) / vpp of those per-micro-batch times of fill and
  * drain; every pipeline activation and its gradient is one exposed
- * transfer; the data-parallel gradient reduction overlaps only the last
- * micro-batch's backward, and ZeRO-1's parameter all-gather follows the
- * optimizer. Op times come from the calibration exactly as the simulator
+ * transfer; the data-parallel gradient reduction overlaps the last
+ * micro-batch's pass and the drain's idle gaps, and ZeRO-1's parameter
+ * all-gather follows the optimizer. Op times come from the calibration exactly as the simulator
  * finds them (schema lookups), inter-node traffic from the cluster's alpha and
  * beta, so the estimate and the simulation differ only in contention and in
  * the finer overlap the simulator resolves. */
@@ -242,10 +243,14 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
     bwd += dgrad + wgrad;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (tp && starts_block) {
+      /* Launched beside the dgrad/wgrad GEMMs, a collective waits for the
+       * running kernel to free the SMs (NCCL needs them; measured on 2 x H200,
+       * as the simulator models it), and the next op waits for the
+       * collective: nothing of it hides behind the GEMMs. */
       double c = tp_msg_s(x, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_BWD, 2, act_bytes,
                           &bwd_codec);
-      if (sp) c += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, act_bytes, &bwd_codec) - dgrad;
-      bwd_exposed += fmax(0.0, c - wgrad);
+      if (sp) c += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, act_bytes, &bwd_codec);
+      bwd_exposed += c;
     }
   }
   lc->compute = fwd + bwd;
@@ -334,7 +339,10 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   if (p->dp > 1) {
     double grads = 4.0 * params;
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, p->dp, p->tp, grads);
-    double overlap = L * lc.compute * 0.5; /* the last micro-batch's backward of the stage */
+    /* Buckets leave as their layers' last backward ends: they overlap the
+     * last micro-batch's pass through the stage and the idle gaps of the
+     * pipeline drain (half the bubble). */
+    double overlap = L * lc.compute + 0.5 * est->bubble_s;
     est->dp_exposed_s = fmax(0.0, reduce - overlap);
     if (p->zero1) est->dp_exposed_s += group_coll_s(p, PLAN_COLL_ALLGATHER, p->dp, p->tp, 2.0 * params);
   }

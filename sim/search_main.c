@@ -18,6 +18,8 @@ static void usage(FILE *out) {
           "  --simulate L        layouts simulated, each under every policy (default 8)\n"
           "  --jobs J            simulation worker processes (default: the CPU cores)\n"
           "  --max-micro M       largest micro-batch tried (default 16)\n"
+          "  --sample N          also simulate N candidates spread over the whole estimate ranking and\n"
+          "                      report the estimate's rank correlation with the simulation\n"
           "  --calibration FILE  costs (default: calibration/h200-nvlink.json, else h200-derived.json)\n"
           "  --json OUT --csv OUT  write the result\n"
           "  --no-progress       no progress bar (it is shown only on a terminal anyway)\n");
@@ -95,6 +97,9 @@ int sim_search_main(int argc, char **argv) {
     } else if (strcmp(a, "--jobs") == 0) {
       if (parse_num(a, v, 1, 256, &n)) return TS_EXIT_BAD_INPUT;
       o.jobs = (int)n;
+    } else if (strcmp(a, "--sample") == 0) {
+      if (parse_num(a, v, 0, 4096, &n)) return TS_EXIT_BAD_INPUT;
+      o.sample = (int)n;
     } else if (strcmp(a, "--max-micro") == 0) {
       if (parse_num(a, v, 1, 4096, &n)) return TS_EXIT_BAD_INPUT;
       o.max_micro = (int)n;

@@ -20,8 +20,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   fprintf(out, "calibration   %s\n", r->calibration);
   fprintf(out, "layouts       %ld enumerated, %ld over HBM, %ld invalid; %ld layout x codec candidates estimated\n",
           r->enumerated, r->over_memory, r->invalid, r->estimated);
-  fprintf(out, "simulated     %d layouts under each codec: %d simulations (%d failed), %d workers\n",
-          r->layouts_simulated, r->simulations, r->failures, o->jobs);
+  fprintf(out, "simulated     %d layouts under each codec%s: %d simulations (%d failed), %d workers\n",
+          r->layouts_simulated, r->samples ? " + samples across the ranking" : "", r->simulations, r->failures,
+          o->jobs);
   fprintf(out, "time          %.2f s (enumerate %.2f, memory + estimate %.2f, simulate %.2f)\n\n", r->total_s,
           r->enumerate_s, r->estimate_s, r->simulate_s);
   int top = o->top > 0 ? o->top : 10;
@@ -32,7 +33,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     const sim_search_candidate *k = &r->cands[i];
     char lt[96];
     layout_text(&k->layout, lt, sizeof lt);
-    if (!k->simulated) continue;
+    if (!k->simulated || k->sample) continue;
     shown++;
     fprintf(out, "%3d  %-46s %-9s %11.0f %11.0f %9.1f %8.1f %5.1f%% %8.1f", shown, lt, sim_search_codec_name(k->codec),
             k->est.tokens_per_s, k->sim_tokens_per_s, k->sim_tokens_per_s / r->gpus, k->sim_tflops_per_gpu,
@@ -50,6 +51,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   fputc('\n', out);
   for (int i = 0; i < r->n; i++) {
     const sim_search_candidate *k = &r->cands[i];
+    if (k->sample) continue;
     bool first = true;
     for (int j = 0; j < i; j++) first &= !sim_search_same_layout(&r->cands[j].layout, &k->layout);
     if (!first) continue;
@@ -58,7 +60,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     double none = 0;
     for (int j = 0; j < r->n; j++)
       if (sim_search_same_layout(&r->cands[j].layout, &k->layout) && r->cands[j].codec == SIM_SEARCH_CODEC_NONE &&
-          r->cands[j].simulated)
+          r->cands[j].simulated && !r->cands[j].sample)
         none = r->cands[j].sim_tokens_per_s;
     fprintf(out, "%-46s ", lt);
     if (none > 0)
@@ -69,7 +71,8 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
       if (!(o->codecs & (1u << c))) continue;
       double s = 0;
       for (int j = 0; j < r->n; j++)
-        if (sim_search_same_layout(&r->cands[j].layout, &k->layout) && r->cands[j].codec == (sim_search_codec)c)
+        if (sim_search_same_layout(&r->cands[j].layout, &k->layout) && r->cands[j].codec == (sim_search_codec)c &&
+            !r->cands[j].sample)
           s = r->cands[j].speedup;
       if (s > 0)
         fprintf(out, " %9.3fx", s);
@@ -84,21 +87,25 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
       layout_text(&r->cands[i].layout, lt, sizeof lt);
       fprintf(out, "failed: %s %s: %s\n", lt, sim_search_codec_name(r->cands[i].codec), r->cands[i].error);
     }
-  /* how far the estimate that chose these layouts is from their simulation */
+  /* how far the estimate is from the simulation: over the top picks, and
+   * over the candidates sampled across the whole ranking (--sample) */
   size_t cap = r->n > 0 ? (size_t)r->n : 1;
   double *est = malloc(sizeof(double) * cap), *sim = malloc(sizeof(double) * cap);
-  int m = 0;
-  double err = 0;
-  for (int i = 0; est && sim && i < r->n; i++)
-    if (r->cands[i].simulated) {
-      est[m] = r->cands[i].est.tokens_per_s;
-      sim[m] = r->cands[i].sim_tokens_per_s;
-      err += fabs(est[m] / sim[m] - 1);
-      m++;
-    }
-  if (m >= 2)
-    fprintf(out, "\nestimate vs simulation over the %d simulated candidates: Spearman %.2f, mean |error| %.1f%%\n", m,
-            sim_search_spearman(est, sim, m), 100 * err / m);
+  for (int pass = 0; est && sim && pass < 2; pass++) {
+    int m = 0;
+    double err = 0;
+    for (int i = 0; i < r->n; i++)
+      if (r->cands[i].simulated && r->cands[i].sample == (pass == 1)) {
+        est[m] = r->cands[i].est.tokens_per_s;
+        sim[m] = r->cands[i].sim_tokens_per_s;
+        err += fabs(est[m] / sim[m] - 1);
+        m++;
+      }
+    if (m >= 2)
+      fprintf(out, "%sestimate vs simulation over %d %s: Spearman %.2f, mean |error| %.1f%%\n", pass ? "" : "\n", m,
+              pass ? "candidates sampled across the whole ranking" : "top candidates simulated",
+              sim_search_spearman(est, sim, m), 100 * err / m);
+  }
   free(est);
   free(sim);
   fprintf(out, "note: TACO G=128 E4M3 and CAAT-Net p=0.5 on tensor-parallel traffic; CAAT-Net excludes sequence "
@@ -118,6 +125,7 @@ static json_t *candidate_json(const sim_search_candidate *k) {
   json_object_set_new(o, "layout", layout_json(&k->layout));
   json_object_set_new(o, "codec", json_string(sim_search_codec_name(k->codec)));
   json_object_set_new(o, "memory_per_gpu_bytes", json_real(k->memory_bytes));
+  if (k->sample) json_object_set_new(o, "sample", json_true());
   json_object_set_new(o, "estimate",
                       json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "iteration_time_s", k->est.iteration_s,
                                 "tokens_per_s", k->est.tokens_per_s, "tflops_per_gpu", k->est.tflops_per_gpu, "mfu",
@@ -152,7 +160,7 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
                       json_pack("{s:I,s:I,s:I,s:I,s:i,s:i,s:i}", "enumerated", (json_int_t)r->enumerated,
                                 "over_memory", (json_int_t)r->over_memory, "invalid", (json_int_t)r->invalid,
                                 "estimated", (json_int_t)r->estimated, "layouts_simulated", r->layouts_simulated,
-                                "simulations", r->simulations, "failures", r->failures));
+                                "simulations", r->simulations, "failures", r->failures, "samples", r->samples));
   json_object_set_new(root, "time_s",
                       json_pack("{s:f,s:f,s:f,s:f}", "total", r->total_s, "enumerate", r->enumerate_s, "estimate",
                                 r->estimate_s, "simulate", r->simulate_s));
@@ -175,7 +183,7 @@ int sim_search_save_csv(const sim_search_result *r, const char *path, ts_err *e)
   int rank = 0;
   for (int i = 0; i < r->n; i++) {
     const sim_search_candidate *k = &r->cands[i];
-    if (!k->simulated) continue;
+    if (!k->simulated || k->sample) continue;
     const sim_search_layout *l = &k->layout;
     fprintf(f, "%d %d %d %d %d %d %d %d %s %s %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", ++rank, l->tp, l->pp, l->vpp,
             l->dp, l->micro, l->sequence_parallel, l->zero1, recompute_names[l->recompute],

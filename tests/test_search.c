@@ -287,21 +287,26 @@ static void test_codec_policies(void) {
 static void test_small_search(void) {
   sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h200x8-nvswitch", .gpus = 8, .global_batch = 16,
                           .codecs = (1u << SIM_SEARCH_CODEC_NONE) | (1u << SIM_SEARCH_CODEC_TACO), .top = 5,
-                          .simulate = 2, .jobs = 2, .max_micro = 4};
+                          .simulate = 2, .jobs = 2, .max_micro = 4, .sample = 3};
   sim_search_result r;
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(sim_search_run(&o, &r, &e), 0);
   CU_ASSERT_TRUE(r.enumerated > 0);
   CU_ASSERT_EQUAL(r.layouts_simulated, 2);
   CU_ASSERT_EQUAL(r.simulations, r.n);
-  CU_ASSERT_TRUE(r.n >= 2 && r.n <= 4);
+  CU_ASSERT_EQUAL(r.samples, 3);
+  CU_ASSERT_TRUE(r.n >= 2 + 3 && r.n <= 4 + 3);
   CU_ASSERT_EQUAL(r.failures, 0);
+  int samples = 0;
   for (int i = 0; i < r.n; i++) {
     CU_ASSERT_TRUE(r.cands[i].simulated);
+    samples += r.cands[i].sample;
     if (i) CU_ASSERT_TRUE(r.cands[i - 1].sim_tokens_per_s >= r.cands[i].sim_tokens_per_s);
-    if (r.cands[i].codec == SIM_SEARCH_CODEC_NONE) CU_ASSERT_DOUBLE_EQUAL(r.cands[i].speedup, 1.0, 1e-12);
+    if (r.cands[i].codec == SIM_SEARCH_CODEC_NONE && !r.cands[i].sample)
+      CU_ASSERT_DOUBLE_EQUAL(r.cands[i].speedup, 1.0, 1e-12);
     CU_ASSERT_TRUE(r.cands[i].memory_bytes <= 141.0 * 1073741824.0);
   }
+  CU_ASSERT_EQUAL(samples, 3);
   for (int i = 1; i < r.n_best_est; i++)
     CU_ASSERT_TRUE(r.best_est[i - 1].est.tokens_per_s >= r.best_est[i].est.tokens_per_s);
   char path[64];
@@ -346,6 +351,7 @@ static void test_bad_flags(void) {
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --global-batch -3", "--global-batch");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --codecs taco,fp4", "fp4");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --jobs 0", "--jobs");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --sample -1", "--sample");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --frobnicate 1", "--frobnicate");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --top", "--top needs a value");
   expect_bad("--model no-such-model --cluster h200x8-nvswitch", "--model");
