@@ -62,7 +62,10 @@ int sim_print_op_costs(const plan *p, const schema_calibration *cal, FILE *out, 
     if (j == n) {
       if (n == cap) {
         op_sum *bigger = realloc(sums, sizeof *sums * (size_t)(cap *= 2));
-        if (!bigger) break;
+        if (!bigger) {
+          rc = ts_fail_sys(e, "out of memory");
+          break;
+        }
         sums = bigger;
       }
       memset(&sums[n], 0, sizeof sums[n]);
