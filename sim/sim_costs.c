@@ -79,6 +79,32 @@ static int kernel_phase_us(sim_costs *c, const char *name, double x, int phase, 
   return kernel_us(c, name, x, 0, by_flops, us, e);
 }
 
+/* The calibration's generic tables ("norm", "elementwise") average every
+ * kernel that moves the same bytes (layernorm with rmsnorm, gelu with swiglu
+ * with add). The kernel the model runs has its own table ("layernorm_fwd",
+ * "gelu_bwd", "add_fwd", ...) in measured files: use it when present. */
+static const char *specific_kernel(const sim_costs *c, const char *op_name, model_op_kind kind) {
+  const model_config *m = &c->p->model;
+  if (kind == MODEL_OP_NORM) return m->norm == MODEL_NORM_LAYERNORM ? "layernorm" : "rmsnorm";
+  if (kind != MODEL_OP_ELEMENTWISE) return NULL;
+  if (strcmp(op_name, "act") == 0) return m->activation == MODEL_ACT_SWIGLU ? "swiglu" : "gelu";
+  size_t n = strlen(op_name);
+  if (n >= 9 && strcmp(op_name + n - 9, "_residual") == 0) return "add";
+  return NULL;
+}
+
+/* The specific kernel's table of this phase when the calibration has it, else the generic one. */
+static int mapped_kernel_us(sim_costs *c, const char *op_name, model_op_kind kind, const char *generic, double x,
+                            int phase, double *us, ts_err *e) {
+  const char *specific = specific_kernel(c, op_name, kind);
+  if (specific) {
+    char table[48];
+    snprintf(table, sizeof table, "%s_%s", specific, phase == PLAN_PHASE_BWD ? "bwd" : "fwd");
+    if (schema_has_kernel(c->lk.cal, table)) return kernel_us(c, table, x, 0, false, us, e);
+  }
+  return kernel_phase_us(c, generic, x, phase, false, us, e);
+}
+
 static int gemm_us(sim_costs *c, long long m, long long n, long long k, double *us, ts_err *e) {
   if (c->lk.cal->n_gemm) return schema_lookup_gemm(&c->lk, m, n, k, us, e);
   warn_missing(c, "gemm");
@@ -109,7 +135,7 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, ts_err *e) {
     case MODEL_OP_ATTENTION:
       return kernel_phase_us(c, "attention", op->flops, phase, true, us, e);
     case MODEL_OP_NORM:
-      return kernel_phase_us(c, "norm", op->bytes, phase, false, us, e);
+      return mapped_kernel_us(c, mo->name, mo->kind, "norm", op->bytes, phase, us, e);
     case MODEL_OP_EMBEDDING:
       return kernel_phase_us(c, "embedding", op->bytes, phase, false, us, e);
     case MODEL_OP_LOGITS_LOSS: /* fused: the forward kernel writes the gradient too */
@@ -120,11 +146,12 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, ts_err *e) {
       return kernel_us(c, "loss", op->bytes, 0, false, us, e);
     case MODEL_OP_ELEMENTWISE:
     default:
-      return kernel_phase_us(c, "elementwise", op->bytes, phase, false, us, e);
+      return mapped_kernel_us(c, mo->name, MODEL_OP_ELEMENTWISE, "elementwise", op->bytes, phase, us, e);
     }
   }
   if (op->model_op == PLAN_MOP_OPTIMIZER) return kernel_us(c, "optimizer", op->bytes, 0, false, us, e);
-  if (op->model_op == PLAN_MOP_FINAL_NORM) return kernel_phase_us(c, "norm", op->bytes, phase, false, us, e);
+  if (op->model_op == PLAN_MOP_FINAL_NORM)
+    return mapped_kernel_us(c, "final_norm", MODEL_OP_NORM, "norm", op->bytes, phase, us, e);
   if (op->model_op == PLAN_MOP_EMBEDDING) return kernel_phase_us(c, "embedding", op->bytes, phase, false, us, e);
   if (op->model_op == PLAN_MOP_LOSS) {
     /* output GEMM [tokens x vocab/tp] = X [tokens x hidden] . E^T, then the

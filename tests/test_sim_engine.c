@@ -392,6 +392,47 @@ static void test_loss_counted_once(void) {
   schema_calibration_free(&c);
 }
 
+/* Norms, activations and residual adds use the table of the kernel the model
+ * runs ("layernorm_fwd", "gelu_bwd", "add_fwd") when the calibration has one,
+ * else the generic table that averages kernels of equal bytes. */
+static void test_specific_kernel_tables(void) {
+  static plan p;
+  static sim_costs costs;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/gpt-h4096-tp2-none.json", NULL, NULL, &p, &e), 0);
+  const char *files[2] = {PLANS_DIR "/../../calibration/h200-nvlink.json", CALIBRATION_FILE};
+  for (int f = 0; f < 2; f++) {
+    schema_calibration c;
+    CU_ASSERT_EQUAL_FATAL(schema_calibration_load(files[f], &c, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
+    plan_program prog = {0};
+    CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+    int checked = 0;
+    for (int i = 0; i < prog.n && checked < 6; i++) {
+      const plan_op *op = &prog.ops[i];
+      if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->micro != 0 || op->layer != 0) continue;
+      const model_op *mo = &costs.mops[op->model_op];
+      const char *specific = NULL, *generic = NULL;
+      int bwd = op->phase == PLAN_PHASE_BWD;
+      if (mo->kind == MODEL_OP_NORM) specific = bwd ? "layernorm_bwd" : "layernorm_fwd", generic = bwd ? "norm_bwd" : "norm";
+      if (strcmp(mo->name, "act") == 0) specific = bwd ? "gelu_bwd" : "gelu_fwd", generic = bwd ? "elementwise_bwd" : "elementwise";
+      if (strcmp(mo->name, "mlp_residual") == 0 && !bwd) specific = "add_fwd", generic = "elementwise";
+      if (!specific) continue;
+      const char *table = schema_has_kernel(&c, specific) ? specific : generic;
+      if (!schema_has_kernel(&c, table)) table = mo->kind == MODEL_OP_NORM ? "norm" : "elementwise"; /* no _bwd table */
+      CU_ASSERT_EQUAL(f == 0, table == specific); /* the measured file has them, the derived one not */
+      double s, us;
+      CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &s, &e), 0);
+      CU_ASSERT_EQUAL_FATAL(schema_lookup_kernel(&costs.lk, table, op->bytes, 0, &us, &e), 0);
+      NEAR(s * 1e6, us, 1e-9);
+      checked++;
+    }
+    CU_ASSERT_EQUAL(checked, 6); /* ln1, ln2, act, mlp_residual forward; ln1, ln2, act backward: six of seven */
+    plan_program_free(&prog);
+    schema_calibration_free(&c);
+  }
+}
+
 /* Same plan and calibration, same numbers (two separate processes). */
 static void test_deterministic(void) {
   static plan p;
@@ -506,6 +547,7 @@ int main(void) {
   CU_add_test(s, "the fused loss kernel is charged once, in the forward", test_loss_counted_once);
   CU_add_test(s, "a collective waits for the SMs of the running kernel (or overlaps: ideal)",
               test_collective_waits_for_sms);
+  CU_add_test(s, "norms, activations, adds use their kernel's own table", test_specific_kernel_tables);
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
   CU_add_test(s, "tacosim: bad input exits 2 naming the field", test_command_bad_input);
