@@ -28,11 +28,6 @@ static const exec_ref_config check_configs[] = {
      .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-5},
 };
 
-typedef struct {
-  int ntensors;
-  char names[EXEC_REF_MAX_TENSORS][32];
-  double num[6][EXEC_REF_MAX_TENSORS], den[6][EXEC_REF_MAX_TENSORS]; /* per comparison */
-} error_table;
 enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_PP2_PLAN_REF,
        CMP_PP2_PP1, CMP_COUNT };
 /* "plan": the same layout run from plan_build_program()'s program (exec_walk.c).
@@ -41,6 +36,12 @@ enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP
  * (the DP2 run: its all-reduced gradient is the two-micro-batch gradient). */
 static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64",
                                                  "tpN-plan/f64", "dpN-plan/f64", "pp2-plan/f64", "pp2 vs pp1"};
+
+typedef struct {
+  int ntensors;
+  char names[EXEC_REF_MAX_TENSORS][32];
+  double num[CMP_COUNT][EXEC_REF_MAX_TENSORS], den[CMP_COUNT][EXEC_REF_MAX_TENSORS]; /* per comparison (CMP_COUNT rows) */
+} error_table;
 
 /* Runs the program's ops (without the optimizer step unless with_optimizer). */
 static int run_iteration(exec_model *m, const plan_op *ops, int nops, int with_optimizer, rt_nccl *w, ts_err *e) {
