@@ -29,6 +29,8 @@ done
 while IFS= read -r f; do
   [ "$(jq -r '.source? // empty' "$f" 2> /dev/null)" = measured ] || continue
   tag="$(basename "$f" .json)"
+  tag="${tag%-builtin}" # the executor suffixes the program it ran; predictions are named by plan
+  tag="${tag%-plan}"
   t="$(jq -r '.machine.transport // "nvlink"' "$f")"
   case $t in *shm*) t=shm ;; *socket*) t=socket ;; *) t=nvlink ;; esac
   meas="$(jq -r '.iteration_time_s' "$f")"
