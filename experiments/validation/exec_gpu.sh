@@ -12,6 +12,7 @@
 #   summary.txt   one line per stage
 # usage: exec_gpu.sh [check] [fault] [nan] [timed]   (default: all four)
 # BUDGET (s, default 215): no timed plan starts after this much wall time.
+# TAGS (plans.txt tags): time only these, e.g. TAGS="dp2-nvlink swiglu-dp2-shm" exec_gpu.sh check timed
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-build-exec2/runtime/tacorun}
@@ -115,6 +116,7 @@ stage_timed() {
   local order="tp2-none-nvlink pp2-nvlink dp2-nvlink swiglu-tp2-none-nvlink swiglu-pp2-nvlink tp2-none-shm
                tp2-caat-shm tp2-none-socket tp2-caat-socket swiglu-tp2-taco-socket tp2-taco-nvlink tp2-caat-nvlink
                swiglu-dp2-shm 1gpu-nvlink"
+  order=${TAGS:-$order} # TAGS="dp2-nvlink ...": only these
   for tag in $order; do
     if [ "$(elapsed)" -ge "$BUDGET" ]; then
       say "$tag: skipped (budget of $BUDGET s spent)"
