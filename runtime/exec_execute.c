@@ -12,7 +12,7 @@ static void usage(FILE *out) {
           "                                 [--seed S] [--inject-nan STEP] [--program plan|builtin]\n"
           "                                 [--timeout S]\n"
           "       tacorun execute --check\n"
-          "One process per GPU: mpirun -np DPxTP tacorun execute PLAN.json (NCCL ids over MPI).\n"
+          "One process per GPU: mpirun -np DPxTPxPP tacorun execute PLAN.json (NCCL ids over MPI).\n"
           "\n"
           "Runs training iterations of the plan's model for real: BF16 compute with FP32 master\n"
           "weights and AdamW, Megatron-style tensor parallelism (column-parallel QKV/FC1, row-parallel\n"
@@ -26,7 +26,8 @@ static void usage(FILE *out) {
           "\n"
           "--check runs the correctness checks on a tiny model (1 or more ranks): gradients against a\n"
           "float64 CPU reference, TP = nranks against TP = 1, DP = nranks against the mean reference\n"
-          "gradient, the NaN stop, and 30 AdamW steps; tolerance 5%% relative L2 per tensor.\n"
+          "gradient, the TP/DP plan programs, PP = 2 (2 ranks) against the float64 reference and the\n"
+          "PP = 1 run, the NaN stop, and 30 AdamW steps; tolerance 5%% relative L2 per tensor.\n"
           "\n"
           "Programs: --program plan (default) walks plan_build_program()'s program for this rank (the one\n"
           "the simulator predicts), op by op, on compute/TP/PP/DP streams ordered by its deps (TP\n"
@@ -39,8 +40,9 @@ static void usage(FILE *out) {
           "watchdog bounds calls that block inside CUDA/NCCL the same way (S + 10 s).\n"
           "\n"
           "Not implemented yet (the command says so and exits 2 when a plan asks for them):\n"
-          "pipeline parallelism (PP must be 1), sequence parallelism, recomputation, ZeRO-1,\n"
-          "grouped-query attention; linear biases are omitted, RoPE models run with learned positions.\n");
+          "interleaved and GPipe pipelines (PP > 1 runs 1F1B), compressed pipeline messages, sequence\n"
+          "parallelism, recomputation, ZeRO-1, grouped-query attention; linear biases are omitted, RoPE\n"
+          "models run with learned positions.\n");
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
@@ -140,4 +142,4 @@ static int cmd_execute(int argc, char **argv) {
   return rc ? ts_exit_status(&e) : 0;
 }
 
-RT_COMMAND("execute", cmd_execute, "run a plan's training iterations on GPUs (TP, DP; --check for correctness)")
+RT_COMMAND("execute", cmd_execute, "run a plan's training iterations on GPUs (TP, DP, PP; --check for correctness)")
