@@ -13,7 +13,8 @@
 
 #include "calibrate.h"
 #include "calibrate_progress.h"
-#include "rt_gemm.h"
+#include "exec_core.h"
+#include "exec_gemm.h"
 #include "rt_ops.h"
 #include "rt_ops_check.h"
 
@@ -25,139 +26,123 @@ static int alloc_random(void **p, size_t elems, uint64_t seed, ts_err *e) {
   return rt_fill_random_bf16(*p, (long long)elems, seed, 1.0f, NULL, e);
 }
 
-/* ---- GEMMs ---- */
+/* ---- GEMMs: exec_gemm with the executor's layout and output type for each key ---- */
 
 typedef struct {
-  rt_gemm *h;
-  const calib_gemm_shape *s;
+  exec_gemm *h;
+  exec_gemm_shape run; /* what the executor runs for this key */
+  float beta;
   void *a, *b, *c;
-  void *stream;
 } gemm_ctx;
 
 static int gemm_launch(void *p, long long iter, ts_err *e) {
   (void)iter;
   gemm_ctx *g = p;
-  return rt_gemm_bf16(g->h, g->s->trans_a, g->s->trans_b, g->s->m, g->s->n, g->s->k, 1.0f, g->a, g->b, 0.0f, g->c,
-                      g->stream, e);
+  return exec_gemm_run(g->h, &g->run, 1.0f, g->a, g->b, g->beta, g->c, NULL, e);
 }
 
 int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e) {
-  size_t max_a = 0, max_b = 0, max_c = 0;
+  size_t max_a = 0, max_b = 0, max_c_bytes = 0;
   for (int i = 0; i < sh->n_gemm; i++) {
     const calib_gemm_shape *s = &sh->gemm[i];
     if ((size_t)(s->m * s->k) > max_a) max_a = (size_t)(s->m * s->k);
     if ((size_t)(s->k * s->n) > max_b) max_b = (size_t)(s->k * s->n);
-    if ((size_t)(s->m * s->n) > max_c) max_c = (size_t)(s->m * s->n);
+    size_t cb = (size_t)(s->m * s->n) * (s->layout == EXEC_GEMM_TN_ACC ? 4 : 2);
+    if (cb > max_c_bytes) max_c_bytes = cb;
   }
   RT_CHECK_CUDA(e, cudaSetDevice(cfg->devices[0]));
   gemm_ctx g = {0};
   int rc = -1;
-  if (rt_gemm_create(&g.h, 0, e) || alloc_random(&g.a, max_a, 11, e) || alloc_random(&g.b, max_b, 12, e)) goto out;
-  if (cudaMalloc(&g.c, max_c * 2) != cudaSuccess) {
-    ts_fail_sys(e, "%s:%d: cudaMalloc(%zu bytes) for GEMM outputs failed", __FILE__, __LINE__, max_c * 2);
+  if (exec_gemm_create(&g.h, e) || alloc_random(&g.a, max_a, 11, e) || alloc_random(&g.b, max_b, 12, e)) goto out;
+  if (cudaMalloc(&g.c, max_c_bytes) != cudaSuccess || cudaMemset(g.c, 0, max_c_bytes) != cudaSuccess) {
+    ts_fail_sys(e, "%s:%d: cudaMalloc(%zu bytes) for GEMM outputs failed", __FILE__, __LINE__, max_c_bytes);
     goto out;
   }
   void *streams[1] = {NULL};
   calib_progress pr;
   calib_progress_begin(&pr, "gemm", sh->n_gemm);
   for (int i = 0; i < sh->n_gemm; i++) {
-    g.s = &sh->gemm[i];
+    const calib_gemm_shape *s = &sh->gemm[i];
+    g.run = s->swap_mn ? exec_gemm_packed(s->layout, s->n, s->m, s->k) : exec_gemm_packed(s->layout, s->m, s->n, s->k);
+    g.beta = exec_gemm_packed_beta(s->layout);
     double us;
     if (calib_time_us(gemm_launch, &g, streams, cfg->devices, 1, &cfg->budget, &us, e)) {
       /* a shape cuBLASLt cannot run is skipped (the simulator interpolates
        * it); a broken device is not */
       if (cudaDeviceSynchronize() != cudaSuccess) goto out;
-      fprintf(stderr, "\ncalibrate: warning: GEMM m=%lld n=%lld k=%lld skipped: %s\n", g.s->m, g.s->n, g.s->k, e->msg);
+      fprintf(stderr, "\ncalibrate: warning: GEMM m=%lld n=%lld k=%lld skipped: %s\n", s->m, s->n, s->k, e->msg);
       calib_progress_step(&pr, "skipped");
       continue;
     }
-    if (schema_calibration_add_gemm(c, g.s->m, g.s->n, g.s->k, us)) {
+    if (schema_calibration_add_gemm(c, s->m, s->n, s->k, us)) {
       ts_fail_sys(e, "calibrate: out of memory");
       goto out;
     }
-    calib_progress_step(&pr, "m=%lld n=%lld k=%lld %.1f us %.0f TFLOP/s", g.s->m, g.s->n, g.s->k, us,
-                        2.0 * g.s->m * g.s->n * g.s->k / us * 1e-6);
+    calib_progress_step(&pr, "m=%lld n=%lld k=%lld %.1f us %.0f TFLOP/s", s->m, s->n, s->k, us,
+                        2.0 * s->m * s->n * s->k / us * 1e-6);
   }
   calib_progress_end(&pr);
   rc = 0;
 out:
   cudaFree(g.a), cudaFree(g.b), cudaFree(g.c);
-  rt_gemm_destroy(g.h);
+  exec_gemm_destroy(g.h);
   return rc;
 }
 
-/* ---- attention: batched GEMMs around the softmax kernels ---- */
-
-typedef struct {
-  rt_gemm *h;
-  const calib_attn_shape *s;
-  void *q, *k, *v, *o, *d_o, *dq, *dk, *dv, *sp, *dp; /* sp: scores then probabilities */
-} attn_ctx;
+/* ---- attention: the executor's own attention core (exec_core.h) ---- */
 
 static int attn_fwd_launch(void *p, long long iter, ts_err *e) {
   (void)iter;
-  attn_ctx *a = p;
-  long long s = a->s->seq, d = a->s->head_dim, bh = a->s->bh;
-  float scale = 1.0f / sqrtf((float)d);
-  RT_TRY(rt_gemm_bf16_batched(a->h, 0, 1, s, s, d, bh, 1.0f, a->q, s * d, a->k, s * d, 0.0f, a->sp, s * s, NULL, e));
-  RT_TRY(rt_softmax_causal_fwd(a->sp, a->sp, bh, (int)s, scale, NULL, e));
-  return rt_gemm_bf16_batched(a->h, 0, 0, s, d, s, bh, 1.0f, a->sp, s * s, a->v, s * d, 0.0f, a->o, s * d, NULL, e);
+  return exec_attention_fwd(p, e);
 }
 
 static int attn_bwd_launch(void *p, long long iter, ts_err *e) {
   (void)iter;
-  attn_ctx *a = p;
-  long long s = a->s->seq, d = a->s->head_dim, bh = a->s->bh;
-  float scale = 1.0f / sqrtf((float)d);
-  /* dV = P^T dO; dP = dO V^T; dS = softmax'(dP); dQ = dS K; dK = dS^T Q */
-  RT_TRY(rt_gemm_bf16_batched(a->h, 1, 0, s, d, s, bh, 1.0f, a->sp, s * s, a->d_o, s * d, 0.0f, a->dv, s * d, NULL, e));
-  RT_TRY(rt_gemm_bf16_batched(a->h, 0, 1, s, s, d, bh, 1.0f, a->d_o, s * d, a->v, s * d, 0.0f, a->dp, s * s, NULL, e));
-  RT_TRY(rt_softmax_bwd(a->sp, a->dp, a->dp, bh * s, (int)s, scale, NULL, e));
-  RT_TRY(rt_gemm_bf16_batched(a->h, 0, 0, s, d, s, bh, 1.0f, a->dp, s * s, a->k, s * d, 0.0f, a->dq, s * d, NULL, e));
-  return rt_gemm_bf16_batched(a->h, 1, 0, s, d, s, bh, 1.0f, a->dp, s * s, a->q, s * d, 0.0f, a->dk, s * d, NULL, e);
+  return exec_attention_bwd(p, e);
 }
 
 int calib_run_attention(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e) {
   size_t max_qkv = 0, max_ss = 0;
   for (int i = 0; i < sh->n_attn; i++) {
     const calib_attn_shape *s = &sh->attn[i];
-    size_t qkv = (size_t)s->bh * s->seq * s->head_dim, ss = (size_t)s->bh * s->seq * s->seq;
+    size_t qkv = (size_t)s->bh * s->seq * s->head_dim * 3, ss = (size_t)s->bh * s->seq * s->seq;
     if (qkv > max_qkv) max_qkv = qkv;
     if (ss > max_ss) max_ss = ss;
   }
   if (sh->n_attn == 0) return 0;
   RT_CHECK_CUDA(e, cudaSetDevice(cfg->devices[0]));
-  attn_ctx a = {0};
-  void **bufs[] = {&a.q, &a.k, &a.v, &a.o, &a.d_o, &a.dq, &a.dk, &a.dv};
+  exec_attention_args a = {.lower_softmax = getenv("EXEC_FULL_SOFTMAX") == NULL}; /* as exec_model.c chooses */
+  void *qkv = NULL, *out = NULL, *dout = NULL, *dqkv = NULL, *scores = NULL, *P = NULL, *dP = NULL, *dS = NULL;
+  void **bufs[] = {&qkv, &out, &dout, &dqkv, &scores, &P, &dP, &dS};
   int rc = -1;
-  if (rt_gemm_create(&a.h, 0, e)) return -1;
+  if (exec_gemm_create(&a.gemm, e)) return -1;
   for (int i = 0; i < 8; i++)
-    if (alloc_random(bufs[i], max_qkv, 100 + i, e)) goto out;
-  if (alloc_random(&a.sp, max_ss, 120, e) || alloc_random(&a.dp, max_ss, 121, e)) goto out;
+    if (alloc_random(bufs[i], i < 4 ? max_qkv : max_ss, 100 + i, e)) goto out;
+  a.qkv = qkv, a.out = out, a.dout = dout, a.dqkv = dqkv, a.scores = scores, a.P = P, a.dP = dP, a.dS = dS;
   void *streams[1] = {NULL};
   calib_progress pr;
   calib_progress_begin(&pr, "attention", sh->n_attn);
   for (int i = 0; i < sh->n_attn; i++) {
-    a.s = &sh->attn[i];
+    const calib_attn_shape *s = &sh->attn[i];
+    a.batch = s->batch, a.heads = s->heads, a.seq = s->seq, a.head_dim = s->head_dim;
     double fwd, bwd;
     if (calib_time_us(attn_fwd_launch, &a, streams, cfg->devices, 1, &cfg->budget, &fwd, e)) goto out;
     if (calib_time_us(attn_bwd_launch, &a, streams, cfg->devices, 1, &cfg->budget, &bwd, e)) goto out;
     /* keyed as models/model.h counts attention: 4 b s^2 h/tp forward, 2.5x that backward */
-    double flops = 4.0 * (double)a.s->bh * a.s->seq * (double)a.s->seq * a.s->head_dim;
+    double flops = 4.0 * (double)s->bh * s->seq * (double)s->seq * s->head_dim;
     if (calib_add_kernel(c, "attention", true, flops, 0, fwd) ||
         calib_add_kernel(c, "attention_bwd", true, 2.5 * flops, 0, bwd)) {
       ts_fail_sys(e, "calibrate: out of memory");
       goto out;
     }
-    calib_progress_step(&pr, "bh=%lld seq=%d d=%d fwd %.1f us bwd %.1f us", a.s->bh, a.s->seq, a.s->head_dim, fwd,
-                        bwd);
+    calib_progress_step(&pr, "b=%d heads=%d seq=%d d=%d fwd %.1f us bwd %.1f us", s->batch, s->heads, s->seq,
+                        s->head_dim, fwd, bwd);
   }
   calib_progress_end(&pr);
   rc = 0;
 out:
   for (int i = 0; i < 8; i++) cudaFree(*bufs[i]);
-  cudaFree(a.sp), cudaFree(a.dp);
-  rt_gemm_destroy(a.h);
+  exec_gemm_destroy(a.gemm);
   return rc;
 }
 
@@ -176,6 +161,7 @@ typedef struct {
   float *f[MAX_SETS][2];
   int32_t *ids; /* labels or token ids (shared by the sets) */
   void *gamma, *beta;
+  float *dgamma, *dbeta; /* norm weight-gradient accumulators */
 } mem_ctx;
 
 /* Element counts of the BF16 tensors t[0..3] and FP32 vectors f[0..1]. */
@@ -185,7 +171,7 @@ static void mem_sizes(const mem_ctx *m, size_t bf[4], size_t fp[2]) {
   memset(fp, 0, 2 * sizeof *fp);
   switch (m->kind) {
   case CALIB_MEM_LAYERNORM:
-  case CALIB_MEM_RMSNORM: bf[0] = bf[1] = bf[2] = n, fp[0] = fp[1] = (size_t)m->rows; break; /* x, y|dy, dx */
+  case CALIB_MEM_RMSNORM: bf[0] = bf[1] = bf[2] = bf[3] = n, fp[0] = fp[1] = (size_t)m->rows; break; /* x, y|dy, dx, dx sum */
   case CALIB_MEM_GELU:
   case CALIB_MEM_ADD: bf[0] = bf[1] = bf[2] = n; break;
   case CALIB_MEM_SWIGLU: bf[0] = 2 * n, bf[1] = n, bf[2] = 2 * n; break; /* x, y|dy, dx */
@@ -217,13 +203,16 @@ static int mem_launch(void *p, long long iter, ts_err *e) {
   float **f = m->f[s];
   long long n = m->rows * m->cols;
   switch (m->kind) {
+  /* norm backward as the executor runs it: weight gradients, input gradient, residual add */
   case CALIB_MEM_LAYERNORM:
     return m->dir == MEM_FWD
                ? rt_layernorm_fwd(t[0], m->gamma, m->beta, t[1], f[0], f[1], m->rows, m->cols, 1e-5f, NULL, e)
-               : rt_layernorm_bwd_dx(t[1], t[0], m->gamma, f[0], f[1], t[2], m->rows, m->cols, NULL, e);
+               : exec_norm_bwd(t[1], t[0], m->gamma, f[0], f[1], m->dgamma, m->dbeta, t[2], t[3], m->rows, m->cols,
+                               NULL, e);
   case CALIB_MEM_RMSNORM:
     return m->dir == MEM_FWD ? rt_rmsnorm_fwd(t[0], m->gamma, t[1], f[1], m->rows, m->cols, 1e-5f, NULL, e)
-                             : rt_rmsnorm_bwd_dx(t[1], t[0], m->gamma, f[1], t[2], m->rows, m->cols, NULL, e);
+                             : exec_norm_bwd(t[1], t[0], m->gamma, NULL, f[1], m->dgamma, NULL, t[2], t[3], m->rows,
+                                             m->cols, NULL, e);
   case CALIB_MEM_GELU:
     return m->dir == MEM_FWD ? rt_gelu_fwd(t[0], t[1], n, NULL, e) : rt_gelu_bwd(t[1], t[0], t[2], n, NULL, e);
   case CALIB_MEM_SWIGLU:
@@ -241,9 +230,9 @@ static void mem_free(mem_ctx *m) {
     for (int i = 0; i < 4; i++) cudaFree(m->t[s][i]);
     for (int i = 0; i < 2; i++) cudaFree(m->f[s][i]);
   }
-  cudaFree(m->ids), cudaFree(m->gamma), cudaFree(m->beta);
+  cudaFree(m->ids), cudaFree(m->gamma), cudaFree(m->beta), cudaFree(m->dgamma), cudaFree(m->dbeta);
   memset(m->t, 0, sizeof m->t), memset(m->f, 0, sizeof m->f);
-  m->ids = NULL, m->gamma = m->beta = NULL;
+  m->ids = NULL, m->gamma = m->beta = NULL, m->dgamma = m->dbeta = NULL;
 }
 
 static int mem_alloc(mem_ctx *m, ts_err *e) {
@@ -266,6 +255,10 @@ static int mem_alloc(mem_ctx *m, ts_err *e) {
   }
   RT_TRY(alloc_random(&m->gamma, (size_t)m->cols, 31, e));
   RT_TRY(alloc_random(&m->beta, (size_t)m->cols, 32, e));
+  RT_CHECK_CUDA(e, cudaMalloc((void **)&m->dgamma, (size_t)m->cols * 4));
+  RT_CHECK_CUDA(e, cudaMalloc((void **)&m->dbeta, (size_t)m->cols * 4));
+  RT_CHECK_CUDA(e, cudaMemset(m->dgamma, 0, (size_t)m->cols * 4));
+  RT_CHECK_CUDA(e, cudaMemset(m->dbeta, 0, (size_t)m->cols * 4));
   RT_CHECK_CUDA(e, cudaMalloc((void **)&m->ids, (size_t)m->rows * 4));
   return rt_fill_labels(m->ids, m->rows, m->kind == CALIB_MEM_LOSS ? m->cols : (int)m->rows, 33, NULL, e);
 }

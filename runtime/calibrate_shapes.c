@@ -38,27 +38,39 @@ static int grow(void **arr, int *cap, int need, size_t size, ts_err *e) {
   return 0;
 }
 
-static int add_gemm(calib_shapes *sh, long long m, long long n, long long k, int ta, int tb, calib_gemm_role role,
-                    ts_err *e) {
+static int add_gemm(calib_shapes *sh, long long m, long long n, long long k, exec_gemm_layout layout, int swap_mn,
+                    calib_gemm_role role, ts_err *e) {
   for (int i = 0; i < sh->n_gemm; i++)
     if (sh->gemm[i].m == m && sh->gemm[i].n == n && sh->gemm[i].k == k) return 0;
   if (grow((void **)&sh->gemm, &sh->cap_gemm, sh->n_gemm + 1, sizeof *sh->gemm, e)) return -1;
-  sh->gemm[sh->n_gemm++] = (calib_gemm_shape){m, n, k, ta, tb, role};
+  sh->gemm[sh->n_gemm++] = (calib_gemm_shape){m, n, k, layout, swap_mn, role};
   return 0;
 }
 
-/* A linear layer Y[m x n] = X[m x k] W^T with W stored [n x k]. */
+/* A linear layer Y[m x n] = X[m x k] W, W stored [k x n] (exec_layer.c). */
 static int add_linear(calib_shapes *sh, long long m, long long n, long long k, ts_err *e) {
-  if (add_gemm(sh, m, n, k, 0, 1, CALIB_GEMM_FWD, e)) return -1;   /* Y = X W^T */
-  if (add_gemm(sh, m, k, n, 0, 0, CALIB_GEMM_DGRAD, e)) return -1; /* dX = dY W */
-  return add_gemm(sh, k, n, m, 1, 0, CALIB_GEMM_WGRAD, e);         /* dW^T = X^T dY */
+  if (add_gemm(sh, m, n, k, EXEC_GEMM_NN, 0, CALIB_GEMM_FWD, e)) return -1;   /* Y = X W */
+  if (add_gemm(sh, m, k, n, EXEC_GEMM_NT, 0, CALIB_GEMM_DGRAD, e)) return -1; /* dX = dY W^T */
+  return add_gemm(sh, k, n, m, EXEC_GEMM_TN_ACC, 0, CALIB_GEMM_WGRAD, e);     /* dW += X^T dY */
 }
 
-static int add_attn(calib_shapes *sh, long long bh, int seq, int head_dim, ts_err *e) {
+/* The logits: logits[m x n] = X[m x k] E^T with the embedding E stored [n x k]
+ * (vocabulary rows). The simulator keys its weight gradient (k, n, m) like a
+ * linear layer's; the executor computes dE[n x k] += dlogits^T X, the same
+ * product transposed, so that one is timed with m and n swapped. */
+static int add_logits(calib_shapes *sh, long long m, long long n, long long k, ts_err *e) {
+  if (add_gemm(sh, m, n, k, EXEC_GEMM_NT, 0, CALIB_GEMM_FWD, e)) return -1;   /* logits = X E^T */
+  if (add_gemm(sh, m, k, n, EXEC_GEMM_NN, 0, CALIB_GEMM_DGRAD, e)) return -1; /* dX = dlogits E */
+  return add_gemm(sh, k, n, m, EXEC_GEMM_TN_ACC, 1, CALIB_GEMM_WGRAD, e);     /* dE += dlogits^T X */
+}
+
+static int add_attn(calib_shapes *sh, int batch, int heads, int seq, int head_dim, ts_err *e) {
   for (int i = 0; i < sh->n_attn; i++)
-    if (sh->attn[i].bh == bh && sh->attn[i].seq == seq && sh->attn[i].head_dim == head_dim) return 0;
+    if (sh->attn[i].batch == batch && sh->attn[i].heads == heads && sh->attn[i].seq == seq &&
+        sh->attn[i].head_dim == head_dim)
+      return 0;
   if (grow((void **)&sh->attn, &sh->cap_attn, sh->n_attn + 1, sizeof *sh->attn, e)) return -1;
-  sh->attn[sh->n_attn++] = (calib_attn_shape){bh, seq, head_dim};
+  sh->attn[sh->n_attn++] = (calib_attn_shape){(long long)batch * heads, batch, heads, seq, head_dim};
   return 0;
 }
 
@@ -96,11 +108,11 @@ int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib
       if (n < 0) return -1;
       int n_out = model_output_ops(&m, &s, ops + n, MODEL_MAX_LAYER_OPS - n, e);
       if (n_out < 0) return -1;
-      n += n_out;
       long long tokens = sw->tokens[j];
-      for (int i = 0; i < n; i++) {
+      for (int i = 0; i < n + n_out; i++) {
         const model_op *op = &ops[i];
-        if (op->kind == MODEL_OP_GEMM && add_linear(sh, op->m, op->n, op->k, e)) return -1;
+        if (op->kind != MODEL_OP_GEMM) continue;
+        if ((i < n ? add_linear : add_logits)(sh, op->m, op->n, op->k, e)) return -1;
       }
       calib_mem_kind norm = m.norm == MODEL_NORM_LAYERNORM ? CALIB_MEM_LAYERNORM : CALIB_MEM_RMSNORM;
       calib_mem_kind act = m.activation == MODEL_ACT_SWIGLU ? CALIB_MEM_SWIGLU : CALIB_MEM_GELU;
@@ -115,7 +127,7 @@ int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib
       int seq = sw->attn_seq[j];
       if (seq > m.max_seq || m.heads % sw->tp[t] || m.kv_heads % sw->tp[t]) continue;
       for (long long micro = 1; micro * seq <= sw->attn_max_tokens; micro *= 2)
-        if (add_attn(sh, micro * (m.heads / sw->tp[t]), seq, model_head_dim(&m), e)) return -1;
+        if (add_attn(sh, (int)micro, m.heads / sw->tp[t], seq, model_head_dim(&m), e)) return -1;
     }
   }
   sh->models += used;

@@ -3,26 +3,31 @@
  * Plain C (no CUDA), so the CPU tests check the enumeration. For every model,
  * tensor-parallel degree and token count, the layer and output ops of
  * models/model.h give:
- *   - GEMMs: forward (m, n, k), dgrad (m, k, n) and wgrad (k, n, m), in the
- *     rt_gemm.h layouts, deduplicated by (m, n, k) (first layout kept);
- *   - attention cores: (batch * heads / tp, seq, head_dim), deduplicated;
+ *   - GEMMs: forward (m, n, k), dgrad (m, k, n) and wgrad (k, n, m) — the
+ *     keys the simulator looks up — each with the exec_gemm.h layout and
+ *     output type the executor runs that product with, deduplicated by
+ *     (m, n, k) (first layout kept);
+ *   - attention cores: (micro-batch, heads / tp, seq, head_dim), deduplicated;
  *   - memory-bound shapes: rows x cols of norms, activations, residual adds
  *     and the loss, deduplicated per op. */
 #ifndef CALIBRATE_SHAPES_H
 #define CALIBRATE_SHAPES_H
 
+#include "exec_gemm.h"
 #include "ts_error.h"
 
 typedef enum { CALIB_GEMM_FWD, CALIB_GEMM_DGRAD, CALIB_GEMM_WGRAD } calib_gemm_role;
 
 typedef struct {
-  long long m, n, k;
-  int trans_a, trans_b; /* rt_gemm_bf16 flags for this role's layout */
+  long long m, n, k;        /* the simulator's key: C[m x n], inner k */
+  exec_gemm_layout layout;  /* how the executor runs it */
+  int swap_mn;              /* the executor runs it as C[n x m] (the logits' weight gradient) */
   calib_gemm_role role;
 } calib_gemm_shape;
 
 typedef struct {
-  long long bh; /* independent (batch, head) matrices */
+  long long bh; /* independent (batch, head) matrices: batch * heads */
+  int batch, heads; /* micro-batch, heads on one rank (the executor's loop and batch) */
   int seq, head_dim;
 } calib_attn_shape;
 

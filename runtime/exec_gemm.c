@@ -35,6 +35,18 @@ struct exec_gemm {
     if (st_ != 0) return ts_fail_sys(e, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call, st_);     \
   } while (0)
 
+exec_gemm_shape exec_gemm_packed(exec_gemm_layout layout, long long m, long long n, long long k) {
+  exec_gemm_shape s = {.m = m, .n = n, .k = k, .ldc = n, .batch = 1};
+  switch (layout) {
+  case EXEC_GEMM_NN: s.lda = k, s.ldb = n; break;
+  case EXEC_GEMM_NT: s.trans_b = 1, s.lda = k, s.ldb = k; break;
+  case EXEC_GEMM_TN_ACC: s.trans_a = 1, s.lda = m, s.ldb = n, s.c_fp32 = 1; break;
+  }
+  return s;
+}
+
+float exec_gemm_packed_beta(exec_gemm_layout layout) { return layout == EXEC_GEMM_TN_ACC ? 1.f : 0.f; }
+
 int exec_gemm_create(exec_gemm **out, ts_err *e) {
   *out = NULL;
   exec_gemm *g = calloc(1, sizeof *g);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec_core.h"
 #include "exec_kernels.h"
 #include "model.h"
 #include "rt_ops.h"
@@ -17,13 +18,13 @@
 /* Y[M x N] = X[M x K] . W[K x N] (bf16 out) */
 static int linear_fwd(exec_model *m, long long M, long long N, long long K, const void *X, const void *W, void *Y,
                       ts_err *e) {
-  exec_gemm_shape s = {.m = M, .n = N, .k = K, .lda = K, .ldb = N, .ldc = N, .batch = 1};
+  exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NN, M, N, K);
   return exec_gemm_run(m->gemm, &s, 1.f, X, W, 0.f, Y, m->stream, e);
 }
 /* dX[M x K] = dY[M x N] . W^T */
 static int linear_dgrad(exec_model *m, long long M, long long N, long long K, const void *dY, const void *W, void *dX,
                         ts_err *e) {
-  exec_gemm_shape s = {.trans_b = 1, .m = M, .n = K, .k = N, .lda = N, .ldb = N, .ldc = K, .batch = 1};
+  exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NT, M, K, N);
   return exec_gemm_run(m->gemm, &s, 1.f, dY, W, 0.f, dX, m->stream, e);
 }
 /* dW[K x N] += X^T . dY, deferred when a TP all-reduce of this op's input gradient follows */
@@ -47,8 +48,8 @@ int exec_flush_wgrad(exec_model *m, ts_err *e) {
 /* dW[K x N] += X^T . dY (fp32 accumulate) */
 static int linear_wgrad(exec_model *m, long long M, long long N, long long K, const void *X, const void *dY, float *dW,
                         ts_err *e) {
-  exec_gemm_shape s = {.trans_a = 1, .m = K, .n = N, .k = M, .lda = K, .ldb = N, .ldc = N, .batch = 1, .c_fp32 = 1};
-  return exec_gemm_run(m->gemm, &s, 1.f, X, dY, 1.f, dW, m->stream, e);
+  exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_TN_ACC, K, N, M);
+  return exec_gemm_run(m->gemm, &s, 1.f, X, dY, exec_gemm_packed_beta(EXEC_GEMM_TN_ACC), dW, m->stream, e);
 }
 
 int exec_tp_allreduce_plain(exec_model *m, void *buf, size_t count, ncclDataType_t type, ncclRedOp_t op, ts_err *e) {
@@ -69,80 +70,28 @@ static int norm_fwd(exec_model *m, const void *x, int tg, int tb, void *y, float
 /* dx += norm'(dy); weight gradients accumulate. dy is m->dtmp. */
 static int norm_bwd(exec_model *m, const void *x, int tg, int tb, const float *mean, const float *rstd, ts_err *e) {
   int ln = m->cfg.norm == EXEC_NORM_LAYERNORM;
-  EX_TRY(exec_norm_wgrad(m->dtmp, x, ln ? mean : NULL, rstd, exec_grad_of(m, tg), ln ? exec_grad_of(m, tb) : NULL, m->tokens,
-                         m->cfg.hidden, m->stream, e));
-  if (ln)
-    EX_TRY(rt_layernorm_bwd_dx(m->dtmp, x, exec_w16_of(m, tg), mean, rstd, m->dtmp2, m->tokens, m->cfg.hidden, m->stream, e));
-  else
-    EX_TRY(rt_rmsnorm_bwd_dx(m->dtmp, x, exec_w16_of(m, tg), rstd, m->dtmp2, m->tokens, m->cfg.hidden, m->stream, e));
-  return rt_add(m->dx, m->dtmp2, m->dx, m->tokens * m->cfg.hidden, m->stream, e);
+  return exec_norm_bwd(m->dtmp, x, exec_w16_of(m, tg), ln ? mean : NULL, rstd, exec_grad_of(m, tg),
+                       ln ? exec_grad_of(m, tb) : NULL, m->dtmp2, m->dx, m->tokens, m->cfg.hidden, m->stream, e);
 }
 
-/* ---- attention (unfused: batched GEMMs around a causal softmax, one call per sequence) ---- */
+/* ---- attention (exec_core.c: unfused, batched GEMMs around a causal softmax, one call per sequence) ---- */
 
-static long long qkv_ld(const exec_model *m) { return 3LL * m->hidden_local; }
+static exec_attention_args attention_args(exec_model *m, exec_layer_acts *a) {
+  exec_attention_args r = {.gemm = m->gemm, .stream = m->stream, .batch = m->cfg.batch,
+                           .lower_softmax = m->lower_softmax, .seq = m->cfg.seq, .heads = m->heads_local,
+                           .head_dim = m->head_dim, .qkv = a->qkv, .scores = m->scores, .P = a->P, .out = a->attn,
+                           .dout = m->dattn, .dP = m->dP, .dS = m->dS, .dqkv = m->dqkv};
+  return r;
+}
 
 static int attention_fwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
-  const long long S = m->cfg.seq, d = m->head_dim, hl = m->hidden_local, H = m->heads_local, ld = qkv_ld(m);
-  const uint16_t *qkv = a->qkv;
-  for (int b = 0; b < m->cfg.batch; b++) {
-    const uint16_t *q = qkv + b * S * ld, *k = q + hl;
-    uint16_t *scores = (uint16_t *)m->scores + b * H * S * S;
-    exec_gemm_shape s1 = {.trans_b = 1, .m = S, .n = S, .k = d, .lda = ld, .ldb = ld, .ldc = S,
-                          .batch = H, .stride_a = d, .stride_b = d, .stride_c = S * S};
-    EX_TRY(exec_gemm_run(m->gemm, &s1, 1.f, q, k, 0.f, scores, m->stream, e));
-  }
-  if (m->lower_softmax)
-    EX_TRY(exec_softmax_causal_lower_fwd(m->scores, a->P, (long long)m->cfg.batch * H, (int)S,
-                                         1.0f / sqrtf((float)d), m->stream, e));
-  else
-    EX_TRY(rt_softmax_causal_fwd(m->scores, a->P, (long long)m->cfg.batch * H, (int)S, 1.0f / sqrtf((float)d),
-                                 m->stream, e));
-  for (int b = 0; b < m->cfg.batch; b++) {
-    const uint16_t *v = qkv + b * S * ld + 2 * hl;
-    const uint16_t *P = (const uint16_t *)a->P + b * H * S * S;
-    uint16_t *out = (uint16_t *)a->attn + b * S * hl;
-    exec_gemm_shape s2 = {.m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = hl,
-                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
-    EX_TRY(exec_gemm_run(m->gemm, &s2, 1.f, P, v, 0.f, out, m->stream, e));
-  }
-  return 0;
+  exec_attention_args r = attention_args(m, a);
+  return exec_attention_fwd(&r, e);
 }
 
 static int attention_bwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
-  const long long S = m->cfg.seq, d = m->head_dim, hl = m->hidden_local, H = m->heads_local, ld = qkv_ld(m);
-  const float scale = 1.0f / sqrtf((float)d);
-  for (int b = 0; b < m->cfg.batch; b++) {
-    const uint16_t *v = (const uint16_t *)a->qkv + b * S * ld + 2 * hl;
-    const uint16_t *dO = (const uint16_t *)m->dattn + b * S * hl;
-    const uint16_t *P = (const uint16_t *)a->P + b * H * S * S;
-    uint16_t *dP = (uint16_t *)m->dP + b * H * S * S, *dv = (uint16_t *)m->dqkv + b * S * ld + 2 * hl;
-    /* dP = dO . V^T */
-    exec_gemm_shape s1 = {.trans_b = 1, .m = S, .n = S, .k = d, .lda = hl, .ldb = ld, .ldc = S,
-                          .batch = H, .stride_a = d, .stride_b = d, .stride_c = S * S};
-    EX_TRY(exec_gemm_run(m->gemm, &s1, 1.f, dO, v, 0.f, dP, m->stream, e));
-    /* dV = P^T . dO */
-    exec_gemm_shape s2 = {.trans_a = 1, .m = S, .n = d, .k = S, .lda = S, .ldb = hl, .ldc = ld,
-                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
-    EX_TRY(exec_gemm_run(m->gemm, &s2, 1.f, P, dO, 0.f, dv, m->stream, e));
-  }
-  if (m->lower_softmax)
-    EX_TRY(exec_softmax_causal_lower_bwd(a->P, m->dP, m->dS, (long long)m->cfg.batch * H, (int)S, scale, m->stream, e));
-  else
-    EX_TRY(rt_softmax_bwd(a->P, m->dP, m->dS, (long long)m->cfg.batch * H * S, (int)S, scale, m->stream, e));
-  for (int b = 0; b < m->cfg.batch; b++) {
-    const uint16_t *q = (const uint16_t *)a->qkv + b * S * ld, *k = q + hl;
-    const uint16_t *dS = (const uint16_t *)m->dS + b * H * S * S;
-    uint16_t *dq = (uint16_t *)m->dqkv + b * S * ld, *dk = dq + hl;
-    /* dQ = dS . K ; dK = dS^T . Q */
-    exec_gemm_shape s3 = {.m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = ld,
-                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
-    EX_TRY(exec_gemm_run(m->gemm, &s3, 1.f, dS, k, 0.f, dq, m->stream, e));
-    exec_gemm_shape s4 = {.trans_a = 1, .m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = ld,
-                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
-    EX_TRY(exec_gemm_run(m->gemm, &s4, 1.f, dS, q, 0.f, dk, m->stream, e));
-  }
-  return 0;
+  exec_attention_args r = attention_args(m, a);
+  return exec_attention_bwd(&r, e);
 }
 
 /* ---- layer ops ---- */
@@ -256,7 +205,7 @@ int exec_final_norm_bwd(exec_model *m, ts_err *e) {
 int exec_logits_loss_fwd(exec_model *m, int micro, ts_err *e) {
   const long long T = m->tokens, h = m->cfg.hidden, Vl = m->vocab_local;
   /* logits[T x Vl] = nf . wte_local^T */
-  exec_gemm_shape s = {.trans_b = 1, .m = T, .n = Vl, .k = h, .lda = h, .ldb = h, .ldc = Vl, .batch = 1};
+  exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NT, T, Vl, h);
   EX_TRY(exec_gemm_run(m->gemm, &s, 1.f, m->nf, exec_w16_of(m, 0), 0.f, m->logits, m->stream, e));
   EX_TRY(exec_ce_rowmax(m->logits, m->ce_rowmax, T, (int)Vl, vocab_valid(m), m->stream, e));
   EX_TRY(exec_tp_allreduce_plain(m, m->ce_rowmax, (size_t)T, ncclFloat, ncclMax, e));
@@ -276,14 +225,12 @@ int exec_loss_fwd(exec_model *m, int micro, ts_err *e) {
 
 /* dnf = dlogits . wte (partial over the vocabulary shards) into m->dtmp */
 int exec_logits_dgrad(exec_model *m, ts_err *e) {
-  exec_gemm_shape sd = {.m = m->tokens, .n = m->cfg.hidden, .k = m->vocab_local, .lda = m->vocab_local,
-                        .ldb = m->cfg.hidden, .ldc = m->cfg.hidden, .batch = 1};
+  exec_gemm_shape sd = exec_gemm_packed(EXEC_GEMM_NN, m->tokens, m->cfg.hidden, m->vocab_local);
   return exec_gemm_run(m->gemm, &sd, 1.f, m->logits, exec_w16_of(m, 0), 0.f, m->dtmp, m->stream, e);
 }
 /* dwte += dlogits^T . nf */
 int exec_logits_wgrad(exec_model *m, ts_err *e) {
-  exec_gemm_shape sw = {.trans_a = 1, .m = m->vocab_local, .n = m->cfg.hidden, .k = m->tokens, .lda = m->vocab_local,
-                        .ldb = m->cfg.hidden, .ldc = m->cfg.hidden, .batch = 1, .c_fp32 = 1};
+  exec_gemm_shape sw = exec_gemm_packed(EXEC_GEMM_TN_ACC, m->vocab_local, m->cfg.hidden, m->tokens);
   return exec_gemm_run(m->gemm, &sw, 1.f, m->logits, m->nf, 1.f, exec_grad_of(m, 0), m->stream, e);
 }
 
@@ -291,9 +238,9 @@ int exec_loss_bwd(exec_model *m, ts_err *e) {
   const long long T = m->tokens, h = m->cfg.hidden, Vl = m->vocab_local;
   int ln = m->cfg.norm == EXEC_NORM_LAYERNORM;
   /* logits = nf . wte^T: dnf = dlogits . wte (partial over the vocabulary shards), dwte += dlogits^T . nf */
-  exec_gemm_shape sd = {.m = T, .n = h, .k = Vl, .lda = Vl, .ldb = h, .ldc = h, .batch = 1};
+  exec_gemm_shape sd = exec_gemm_packed(EXEC_GEMM_NN, T, h, Vl);
   EX_TRY(exec_gemm_run(m->gemm, &sd, 1.f, m->logits, exec_w16_of(m, 0), 0.f, m->dtmp, m->stream, e));
-  exec_gemm_shape sw = {.trans_a = 1, .m = Vl, .n = h, .k = T, .lda = Vl, .ldb = h, .ldc = h, .batch = 1, .c_fp32 = 1};
+  exec_gemm_shape sw = exec_gemm_packed(EXEC_GEMM_TN_ACC, Vl, h, T);
   if (m->tp_comm) { /* the input-gradient all-reduce overlaps the embedding's weight-gradient GEMM */
     EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
     EX_CUDA(cudaStreamWaitEvent(m->tp_stream, m->ev_ready, 0));

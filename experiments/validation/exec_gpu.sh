@@ -10,14 +10,17 @@
 #   timing.txt    every timed run's printout (median/min/max, MFU, per-op table)
 #   results.tgz   measured/<tag>.json (schema/result.h) and <tag>.ops.txt of each timed run
 #   summary.txt   one line per stage
-# usage: exec_gpu.sh [check] [fault] [nan] [timed]   (default: all four)
+#   calib.tgz     (stage calibrate) calib/h200-{nvlink,shm,socket}.json and their logs
+# usage: exec_gpu.sh [calibrate] [check] [fault] [nan] [timed]   (default: check fault nan timed)
 # BUDGET (s, default 215): no timed plan starts after this much wall time.
 # TAGS (plans.txt tags): time only these, e.g. TAGS="dp2-nvlink swiglu-dp2-shm" exec_gpu.sh check timed
 set -u
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-build-exec2/runtime/tacorun}
+BIN=${BIN:-build-final/runtime/tacorun}
 OUT=${OUT:-/tmp/exec-out}
 BUDGET=${BUDGET:-215}
+SOCKET_ITERS=${SOCKET_ITERS:-2} # timed iterations on sockets (noisiest transport)
+NVLINK_ITERS=${NVLINK_ITERS:-4}
 V=experiments/validation
 START=$(date +%s)
 mkdir -p "$OUT/measured"
@@ -42,7 +45,30 @@ mpi() { # mpi NP LIMIT ARGS...: mpirun forwarding the NCCL_*/EXEC_* variables th
   "$BIN" execute --help | head -3
 } >"$OUT/machine.txt" 2>&1
 
-WALKER_OK=1 # cleared when --check fails: PP = 1 plans then run the built-in program
+# The NVLink calibration (every zoo model plus the validation-only model, with
+# the executor's own GEMM layouts, attention and norm backward) and the
+# collectives-only shm and socket files built on its compute tables.
+stage_calibrate() {
+  mkdir -p "$OUT/calib"
+  local models
+  models="$(cd models && ls ./*.json | sed 's|^\./||; s|\.json$||' | paste -sd,),$V/models/swiglu-h4096.json"
+  timeout "${CAL_NVLINK_S:-130}" "$BIN" calibrate --transport-name nvlink --models "$models" \
+    --out "$OUT/calib/h200-nvlink.json" >"$OUT/calib/nvlink.log" 2>&1
+  local rc=$?
+  say "calibrate nvlink rc=$rc ($(elapsed) s): $(grep -m1 -E 'wrote|written' "$OUT/calib/nvlink.log")"
+  if [ $rc -eq 0 ]; then
+    NCCL_P2P_DISABLE=1 timeout "${CAL_SHM_S:-40}" "$BIN" calibrate --quick --compute-from "$OUT/calib/h200-nvlink.json" \
+      --transport-name shm --out "$OUT/calib/h200-shm.json" >"$OUT/calib/shm.log" 2>&1
+    say "calibrate shm rc=$? ($(elapsed) s)"
+    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo timeout "${CAL_SOCKET_S:-70}" \
+      "$BIN" calibrate --quick --compute-from "$OUT/calib/h200-nvlink.json" --transport-name socket \
+      --out "$OUT/calib/h200-socket.json" >"$OUT/calib/socket.log" 2>&1
+    say "calibrate socket rc=$? ($(elapsed) s)"
+  fi
+  tar -czf "$OUT/calib.tgz" -C "$OUT" calib && rm -rf "$OUT/calib"
+}
+
+WALKER_OK=1 # cleared when --check fails (recorded; each plan still runs its own program first)
 stage_check() {
   mpi 2 100 execute --check --timeout 20 >"$OUT/check.txt" 2>&1
   local rc=$?
@@ -94,10 +120,10 @@ stage_nan() {
 
 timed_one() { # timed_one TAG PLAN TRANSPORT NP [--program builtin]
   local tag=$1 plan=$2 transport=$3 np=$4; shift 4
-  local it=4 wu=2 limit=60 envs=()
+  local it=$NVLINK_ITERS wu=2 limit=60 envs=()
   case $transport in
   shm) it=3 wu=1 envs=(NCCL_P2P_DISABLE=1) ;;
-  socket) it=2 wu=1 limit=90 envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) ;;
+  socket) it=$SOCKET_ITERS wu=1 limit=90 envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) ;;
   esac
   echo "=== $tag: $plan (transport $transport, $it iterations after $wu warm-up) $* ===" >>"$OUT/timing.txt"
   (
@@ -123,10 +149,6 @@ stage_timed() {
       continue
     fi
     read -r _ plan transport np < <(grep "^$tag " $V/plans.txt)
-    if [ $WALKER_OK -eq 0 ] && [[ $tag != *pp2* ]]; then
-      timed_one "$tag-builtin" "$plan" "$transport" "$np" --program builtin # the PP = 1 fallback
-      continue
-    fi
     if ! timed_one "$tag" "$plan" "$transport" "$np" && [[ $tag != *pp2* ]]; then
       timed_one "$tag-builtin" "$plan" "$transport" "$np" --program builtin
     fi
@@ -137,6 +159,7 @@ stage_timed() {
 [ $# -eq 0 ] && set -- check fault nan timed
 for stage in "$@"; do
   case $stage in
+  calibrate) stage_calibrate ;;
   check) stage_check ;;
   fault) stage_fault ;;
   nan) stage_nan ;;

@@ -1,0 +1,88 @@
+/* exec_core.c — the executor's attention core and norm backward on plain
+ * buffers (see exec_core.h). */
+#include "exec_core.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include "exec_kernels.h"
+#include "rt_ops.h"
+
+#define CORE_TRY(x)                                                                                          \
+  do {                                                                                                       \
+    if ((x) != 0) return -1;                                                                                 \
+  } while (0)
+
+int exec_attention_fwd(const exec_attention_args *a, ts_err *e) {
+  const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, ld = 3 * hl;
+  const uint16_t *qkv = a->qkv;
+  for (int b = 0; b < a->batch; b++) {
+    const uint16_t *q = qkv + b * S * ld, *k = q + hl;
+    uint16_t *scores = (uint16_t *)a->scores + b * H * S * S;
+    exec_gemm_shape s1 = {.trans_b = 1, .m = S, .n = S, .k = d, .lda = ld, .ldb = ld, .ldc = S,
+                          .batch = H, .stride_a = d, .stride_b = d, .stride_c = S * S};
+    CORE_TRY(exec_gemm_run(a->gemm, &s1, 1.f, q, k, 0.f, scores, a->stream, e));
+  }
+  const long long rows = (long long)a->batch * H;
+  if (a->lower_softmax)
+    CORE_TRY(exec_softmax_causal_lower_fwd(a->scores, a->P, rows, (int)S, 1.0f / sqrtf((float)d), a->stream, e));
+  else
+    CORE_TRY(rt_softmax_causal_fwd(a->scores, a->P, rows, (int)S, 1.0f / sqrtf((float)d), a->stream, e));
+  for (int b = 0; b < a->batch; b++) {
+    const uint16_t *v = qkv + b * S * ld + 2 * hl;
+    const uint16_t *P = (const uint16_t *)a->P + b * H * S * S;
+    uint16_t *out = (uint16_t *)a->out + b * S * hl;
+    exec_gemm_shape s2 = {.m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = hl,
+                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
+    CORE_TRY(exec_gemm_run(a->gemm, &s2, 1.f, P, v, 0.f, out, a->stream, e));
+  }
+  return 0;
+}
+
+int exec_attention_bwd(const exec_attention_args *a, ts_err *e) {
+  const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, ld = 3 * hl;
+  const float scale = 1.0f / sqrtf((float)d);
+  for (int b = 0; b < a->batch; b++) {
+    const uint16_t *v = (const uint16_t *)a->qkv + b * S * ld + 2 * hl;
+    const uint16_t *dO = (const uint16_t *)a->dout + b * S * hl;
+    const uint16_t *P = (const uint16_t *)a->P + b * H * S * S;
+    uint16_t *dP = (uint16_t *)a->dP + b * H * S * S, *dv = (uint16_t *)a->dqkv + b * S * ld + 2 * hl;
+    /* dP = dO . V^T */
+    exec_gemm_shape s1 = {.trans_b = 1, .m = S, .n = S, .k = d, .lda = hl, .ldb = ld, .ldc = S,
+                          .batch = H, .stride_a = d, .stride_b = d, .stride_c = S * S};
+    CORE_TRY(exec_gemm_run(a->gemm, &s1, 1.f, dO, v, 0.f, dP, a->stream, e));
+    /* dV = P^T . dO */
+    exec_gemm_shape s2 = {.trans_a = 1, .m = S, .n = d, .k = S, .lda = S, .ldb = hl, .ldc = ld,
+                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
+    CORE_TRY(exec_gemm_run(a->gemm, &s2, 1.f, P, dO, 0.f, dv, a->stream, e));
+  }
+  const long long rows = (long long)a->batch * H;
+  if (a->lower_softmax)
+    CORE_TRY(exec_softmax_causal_lower_bwd(a->P, a->dP, a->dS, rows, (int)S, scale, a->stream, e));
+  else
+    CORE_TRY(rt_softmax_bwd(a->P, a->dP, a->dS, rows * S, (int)S, scale, a->stream, e));
+  for (int b = 0; b < a->batch; b++) {
+    const uint16_t *q = (const uint16_t *)a->qkv + b * S * ld, *k = q + hl;
+    const uint16_t *dS = (const uint16_t *)a->dS + b * H * S * S;
+    uint16_t *dq = (uint16_t *)a->dqkv + b * S * ld, *dk = dq + hl;
+    /* dQ = dS . K ; dK = dS^T . Q */
+    exec_gemm_shape s3 = {.m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = ld,
+                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
+    CORE_TRY(exec_gemm_run(a->gemm, &s3, 1.f, dS, k, 0.f, dq, a->stream, e));
+    exec_gemm_shape s4 = {.trans_a = 1, .m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = ld,
+                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
+    CORE_TRY(exec_gemm_run(a->gemm, &s4, 1.f, dS, q, 0.f, dk, a->stream, e));
+  }
+  return 0;
+}
+
+int exec_norm_bwd(const void *dy, const void *x, const void *gamma, const float *mean, const float *rstd,
+                  float *dgamma, float *dbeta, void *dx_tmp, void *dx, long long rows, int cols, void *stream,
+                  ts_err *e) {
+  CORE_TRY(exec_norm_wgrad(dy, x, mean, rstd, dgamma, dbeta, rows, cols, stream, e));
+  if (mean)
+    CORE_TRY(rt_layernorm_bwd_dx(dy, x, gamma, mean, rstd, dx_tmp, rows, cols, stream, e));
+  else
+    CORE_TRY(rt_rmsnorm_bwd_dx(dy, x, gamma, rstd, dx_tmp, rows, cols, stream, e));
+  return rt_add(dx, dx_tmp, dx, rows * cols, stream, e);
+}

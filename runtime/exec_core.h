@@ -1,0 +1,38 @@
+/* exec_core.h — the executor's attention core and norm backward as functions
+ * of plain device buffers. exec_layer.c runs them on a model's tensors;
+ * `tacorun calibrate` times the same functions, so its attention and norm
+ * backward tables hold what the executor runs (same kernels, same layouts). */
+#ifndef EXEC_CORE_H
+#define EXEC_CORE_H
+
+#include "exec_gemm.h"
+#include "ts_error.h"
+
+/* Unfused causal attention of `batch` sequences of `seq` tokens, `heads`
+ * heads of `head_dim` on this rank (hl = heads * head_dim). Q, K, V are read
+ * in place inside qkv [batch * seq x 3 hl] (Q | K | V columns), the output
+ * and its gradient are [batch * seq x hl], the probabilities and score
+ * scratch [batch * heads x seq x seq] (dS's upper triangle stays zero when
+ * lower_softmax is set). */
+typedef struct {
+  exec_gemm *gemm;
+  void *stream; /* cudaStream_t */
+  int batch, lower_softmax;
+  long long seq, heads, head_dim;
+  const void *qkv;
+  void *scores, *P, *out;   /* forward: scratch, probabilities (kept for backward), output */
+  const void *dout;         /* backward: output gradient */
+  void *dP, *dS, *dqkv;     /* backward: scratch, and the gradient of qkv */
+} exec_attention_args;
+
+int exec_attention_fwd(const exec_attention_args *a, ts_err *e);
+int exec_attention_bwd(const exec_attention_args *a, ts_err *e);
+
+/* Norm backward as the executor runs it, three kernels: the weight gradients
+ * (dgamma, dbeta FP32 accumulators), the input gradient into dx_tmp, and its
+ * addition to the residual stream's gradient dx. mean NULL: RMSNorm. */
+int exec_norm_bwd(const void *dy, const void *x, const void *gamma, const float *mean, const float *rstd,
+                  float *dgamma, float *dbeta, void *dx_tmp, void *dx, long long rows, int cols, void *stream,
+                  ts_err *e);
+
+#endif
