@@ -5,25 +5,29 @@
 # for every plan of plans.txt. Writes validation.txt (one row per plan:
 # iteration time, error, codec speedup over the same model's uncompressed TP2 in
 # the same transport) and compare/<tag>.txt (`tacosim compare`, every figure).
-# usage: experiments/validation/validate.sh [TACOSIM]   (default build-exec2/sim/tacosim)
+# usage: experiments/validation/validate.sh [TACOSIM]   (default build-final/sim/tacosim)
+# PRED_DIR, MEAS_DIR, COMPARE_DIR (default predicted, measured, compare) and
+# TABLE (default validation.txt) pick other folders; WHEN says when the
+# predictions were made (default "before the run").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-SIM=${1:-build-exec2/sim/tacosim}
+SIM=${1:-build-final/sim/tacosim}
 V=experiments/validation
-mkdir -p $V/compare
+PD=$V/${PRED_DIR:-predicted} MD=$V/${MEAS_DIR:-measured} CD=$V/${COMPARE_DIR:-compare} TABLE=$V/${TABLE:-validation.txt}
+mkdir -p $CD
 field() { sed -n "s/.*\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -1; }
 declare -A PRED MEAS PROG
 while read -r tag plan transport ranks; do
-  m=$V/measured/$tag.json prog=plan
-  [ -f "$m" ] || { m=$V/measured/$tag-builtin.json; prog=builtin; }
+  m=$MD/$tag.json prog=plan
+  [ -f "$m" ] || { m=$MD/$tag-builtin.json; prog=builtin; }
   [ -f "$m" ] || { echo "skip $tag: not measured" >&2; continue; }
-  "$SIM" compare "$V/predicted/$tag.json" "$m" >"$V/compare/$tag.txt" 2>&1 || true
-  PRED[$tag]=$(field "$V/predicted/$tag.json" iteration_time_s)
+  "$SIM" compare "$PD/$tag.json" "$m" >"$CD/$tag.txt" 2>&1 || true
+  PRED[$tag]=$(field "$PD/$tag.json" iteration_time_s)
   MEAS[$tag]=$(field "$m" iteration_time_s)
   PROG[$tag]=$prog
 done < <(grep -v '^#' $V/plans.txt)
 {
-  echo "# predicted (tacosim simulate before the run, calibration of the transport) vs measured (tacorun execute,"
+  echo "# predicted (tacosim simulate ${WHEN:-before the run}, calibration of the transport) vs measured (tacorun execute,"
   echo "# median) iteration time on 2 x H200; error = (predicted - measured) / measured; speedup = the same model's"
   echo "# uncompressed TP2 in the same transport / this plan; program: what the executor ran (plan = the plan's own"
   echo "# program, builtin = the executor's PP = 1 program)"
@@ -43,8 +47,8 @@ done < <(grep -v '^#' $V/plans.txt)
         printf "  %-24s %-7s %-8s %12.1f %12.1f %+8.2f %8s %8s %8s\n", t, tr, pg, 1e3 * p, 1e3 * m, err, "-", "-", "-"
     }'
   done < <(grep -v '^#' $V/plans.txt)
-} >$V/validation.txt
-grep -v '^#' $V/validation.txt | awk '{ e = $6 < 0 ? -$6 : $6; print e }' | sort -g |
+} >$TABLE
+grep -v '^#' $TABLE | awk '{ e = $6 < 0 ? -$6 : $6; print e }' | sort -g |
   awk '{ v[++n] = $1 } END { med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2;
-        printf "# %d plans: median |error| %.2f%%, max |error| %.2f%%\n", n, med, v[n] }' >>$V/validation.txt
-cat $V/validation.txt
+        printf "# %d plans: median |error| %.2f%%, max |error| %.2f%%\n", n, med, v[n] }' >>$TABLE
+cat $TABLE
