@@ -234,6 +234,64 @@ static void test_shapes_cover_model_gemms(void) {
   calib_shapes_free(&sh);
 }
 
+/* Each key is timed with the layout the executor runs it with: linear layers
+ * NN / NT / TN (FP32 accumulate), the logits NT / NN / TN with m and n swapped;
+ * attention shapes carry the executor's (micro-batch, heads) split. */
+static int find_gemm(const calib_shapes *sh, long long m, long long n, long long k) {
+  for (int g = 0; g < sh->n_gemm; g++)
+    if (sh->gemm[g].m == m && sh->gemm[g].n == n && sh->gemm[g].k == k) return g;
+  return -1;
+}
+
+static void test_shapes_use_executor_layouts(void) {
+  calib_sweep sw;
+  calib_sweep_default(&sw);
+  calib_shapes sh;
+  ts_err e;
+  CU_ASSERT_EQUAL_FATAL(calib_shapes_build(&sh, "gpt3-125m", NULL, &sw, &e), 0);
+  model_config m;
+  CU_ASSERT_EQUAL_FATAL(model_load("gpt3-125m", NULL, &m, &e), 0);
+  model_shard s = {.tp = 2, .seq = 2048, .micro_batch = 1};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&m, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_FATAL(n > 0);
+  int n_out = model_output_ops(&m, &s, ops + n, MODEL_MAX_LAYER_OPS - n, &e);
+  CU_ASSERT_FATAL(n_out > 0);
+  int linear = 0, logits = 0;
+  for (int i = 0; i < n + n_out; i++) {
+    const model_op *op = &ops[i];
+    if (op->kind != MODEL_OP_GEMM) continue;
+    int f = find_gemm(&sh, op->m, op->n, op->k), d = find_gemm(&sh, op->m, op->k, op->n),
+        w = find_gemm(&sh, op->k, op->n, op->m);
+    CU_ASSERT_FATAL(f >= 0 && d >= 0 && w >= 0);
+    CU_ASSERT_EQUAL(sh.gemm[w].layout, EXEC_GEMM_TN_ACC);
+    if (i < n) {
+      /* FC1's forward and FC2's input gradient share one key (the same product):
+       * the key keeps the first op's layout, NN or NT, never a weight-gradient one */
+      CU_ASSERT(sh.gemm[f].layout == EXEC_GEMM_NN || sh.gemm[f].layout == EXEC_GEMM_NT);
+      CU_ASSERT(sh.gemm[d].layout == EXEC_GEMM_NN || sh.gemm[d].layout == EXEC_GEMM_NT);
+      if (linear == 0) { /* the layer's first GEMM (QKV): no key before it */
+        CU_ASSERT_EQUAL(sh.gemm[f].layout, EXEC_GEMM_NN);
+        CU_ASSERT_EQUAL(sh.gemm[d].layout, EXEC_GEMM_NT);
+      }
+      CU_ASSERT_EQUAL(sh.gemm[w].swap_mn, 0);
+      linear++;
+    } else {
+      CU_ASSERT_EQUAL(sh.gemm[f].layout, EXEC_GEMM_NT);
+      CU_ASSERT_EQUAL(sh.gemm[d].layout, EXEC_GEMM_NN);
+      CU_ASSERT_EQUAL(sh.gemm[w].swap_mn, 1);
+      logits++;
+    }
+  }
+  CU_ASSERT(linear >= 4);
+  CU_ASSERT_EQUAL(logits, 1);
+  for (int i = 0; i < sh.n_attn; i++) {
+    CU_ASSERT_EQUAL(sh.attn[i].bh, (long long)sh.attn[i].batch * sh.attn[i].heads);
+    CU_ASSERT(m.heads % sh.attn[i].heads == 0);
+  }
+  calib_shapes_free(&sh);
+}
+
 static void test_shapes_bad_model(void) {
   calib_sweep sw;
   calib_sweep_default(&sw);
@@ -287,6 +345,7 @@ int main(void) {
   CU_add_test(s, "softmax and cross-entropy", test_softmax_and_loss);
   CU_add_test(s, "AdamW step and embedding", test_adamw_and_embedding);
   CU_add_test(s, "shapes cover the model GEMMs", test_shapes_cover_model_gemms);
+  CU_add_test(s, "shapes use the executor's GEMM layouts", test_shapes_use_executor_layouts);
   CU_add_test(s, "shapes: bad model names", test_shapes_bad_model);
   CU_add_test(s, "fit recovers latency and bandwidth", test_fit_recovers_line);
   CU_add_test(s, "kernel tables merge, fits are named", test_tables_and_fits);
