@@ -50,7 +50,7 @@ static double worst_fd_error(exec_ref_config c, char *worst_name) {
     if (den == 0 && num == 0) rel = 0;
     if (rel > worst) {
       worst = rel;
-      snprintf(worst_name, 32, "%s", t[i].name);
+      snprintf(worst_name, 32, "%.31s", t[i].name); /* names are short; say so to the compiler */
     }
   }
   free(p); free(g); free(tok); free(tgt);
