@@ -13,6 +13,7 @@
 
 #include "search.h"
 #include "sim.h"
+#include "sim_infer.h"
 
 #ifndef TACOSIM_CALIBRATION_DIR
 #define TACOSIM_CALIBRATION_DIR "calibration"
@@ -37,7 +38,12 @@ static void help(FILE *out) {
           "commands:\n"
           "  plan PLAN.json              summary of a plan: op counts per rank, bytes per traffic class\n"
           "                              with and without the codec, memory per GPU against HBM\n"
-          "  simulate PLAN.json          predict one training iteration on SimGrid\n"
+          "  simulate PLAN.json          predict one training iteration on SimGrid; an inference plan\n"
+          "                              (\"kind\": \"inference\") gets TTFT, TPOT, tokens/s, memory (weights +\n"
+          "                              KV cache) and the codec's speedups over plain NCCL, from an analytic\n"
+          "                              walk over the same costs (sim/INFERENCE.md; --calibration, --json and\n"
+          "                              --csv apply). Prediction only: tacorun execute does not run inference\n"
+          "                              plans and the predictions are not validated on GPUs yet\n"
           "      --calibration FILE      costs (default: the measured " TACOSIM_CALIBRATION_DIR "/h200-<transport>.json\n"
           "                              of the cluster's intra-node fabric when present, else the derived\n"
           "                              h200-derived.json (NVLink), h200-shm-derived.json, h200-socket-derived.json)\n"
@@ -84,6 +90,26 @@ static const char *default_calibration(const plan *p) {
   return path;
 }
 
+/* An inference plan: the analytic prefill/decode walk of sim_infer.c. */
+static int simulate_inference(const char *plan_path, const char *cal_path, const char *json, const char *csv) {
+  static plan_infer p;
+  static plan fwd;
+  schema_calibration cal;
+  ts_err e = {0};
+  if (plan_infer_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
+  plan_infer_forward_plan(&p, 1, &fwd);
+  if (!cal_path) cal_path = default_calibration(&fwd);
+  if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
+  sim_infer_result r;
+  int rc = sim_infer_predict(&p, &cal, stderr, &r, &e);
+  if (rc == 0) {
+    sim_infer_print(&p, &r, stdout);
+    if ((json && sim_infer_save_json(&p, &r, json, &e)) || (csv && sim_infer_save_csv(&p, &r, csv, &e))) rc = -1;
+  }
+  schema_calibration_free(&cal);
+  return rc ? fail(&e) : 0;
+}
+
 static int cmd_simulate(int argc, char **argv) {
   const char *plan_path = NULL, *cal_path = NULL, *json = NULL, *csv = NULL, *trace = NULL;
   sim_mode mode = SIM_MODE_REDUCED;
@@ -127,6 +153,12 @@ static int cmd_simulate(int argc, char **argv) {
   static plan p;
   schema_calibration cal;
   ts_err e = {0};
+  bool inference = false;
+  if (plan_file_is_inference(plan_path, &inference, &e)) return fail(&e);
+  if (inference) {
+    if (trace) return usage_error("simulate: --trace: an inference plan is predicted analytically, without a trace%s", "");
+    return simulate_inference(plan_path, cal_path, json, csv);
+  }
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
   if (!cal_path) cal_path = default_calibration(&p);
   if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);

@@ -1,0 +1,74 @@
+/* plan_infer.h — an inference plan: one batch of requests served by one
+ * tensor x pipeline parallel group (prefill of the prompts, then decode of the
+ * generated tokens), with a codec policy for the TP all-reduces.
+ *
+ * Plain C, no SimGrid. The simulator predicts it (sim/sim_infer.h). Executing
+ * inference plans on GPUs is not implemented (see sim/INFERENCE.md). */
+#ifndef PLAN_INFER_H
+#define PLAN_INFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "plan.h"
+
+typedef enum { PLAN_KV_BF16, PLAN_KV_FP8 } plan_kv_precision;
+
+typedef struct {
+  char path[512];
+  char name[128];
+  char description[256];
+  model_config model; /* model.layers is the layers actually run (layers_override applied) */
+  topo_cluster cluster;
+  int tp, pp;
+  int batch;      /* sequences decoded together */
+  int prompt;     /* prompt tokens per sequence (prefill) */
+  int generate;   /* tokens generated per sequence (the first comes out of the prefill) */
+  plan_kv_precision kv;
+  plan_codec codec;       /* codec of the forward TP all-reduces (attn_out, fc2, embedding) */
+  double codec_min_bytes; /* messages smaller than this travel uncompressed (default 0: the calibration decides) */
+  bool codec_auto;        /* true (default): a message travels plain when the calibration says the codec is slower */
+} plan_infer;
+
+/* Whether a plan file says "kind": "inference" (a training plan has no "kind").
+ * Fails only when the file cannot be read or parsed. */
+int plan_file_is_inference(const char *path, bool *is_inference, ts_err *e);
+
+/* Strict loader: unknown fields, wrong types and broken rules are errors
+ * naming the file, the field and the reason. */
+int plan_infer_load(const char *path, const char *models_dir, const char *topologies_dir, plan_infer *p,
+                    ts_err *e);
+int plan_infer_from_json_text(const char *text, size_t len, const char *what, const char *models_dir,
+                              const char *topologies_dir, plan_infer *p, ts_err *e);
+/* tp divides heads, KV heads, ffn_hidden and the GPUs per node; pp <= layers
+ * and divides them; tp x pp <= GPUs; prompt + generate <= max_seq; codec
+ * parameters valid; weights + KV cache fit in HBM. */
+int plan_infer_validate(const plan_infer *p, ts_err *e);
+
+/* Bytes of KV cache one GPU of a stage holds for `tokens` tokens of every
+ * sequence of the batch: 2 (K and V) x layers of the stage x batch x tokens x
+ * kv_heads/tp x head_dim x (2 bytes bf16, 1 byte fp8). */
+double plan_infer_kv_bytes(const plan_infer *p, long long tokens);
+
+typedef struct {
+  double weights;  /* bf16 parameters of the stage's layers (+ embedding / head) */
+  double kv_cache; /* at the end of generation: prompt + generate tokens */
+  double total;
+} plan_infer_memory;
+/* The largest over stages. */
+int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m);
+
+/* A training plan with the same model, cluster, tp and pp (dp 1, one
+ * micro-batch of `batch` sequences of `seq` tokens, no codec), so that the
+ * shapes and costs of the training code (model_layer_ops, sim_costs,
+ * plan_params_of_stage) apply to one forward pass of the inference plan. */
+void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out);
+
+/* Bytes on the wire of a forward TP all-reduce of `bytes` bf16 under codec c
+ * (CAAT-Net: floor(p*h)/h of the channels; TACO: fp8 + scales, when the
+ * message after CAAT-Net is at least min_bytes). */
+double plan_infer_wire_bytes(const plan_codec *c, double bytes, int hidden, double min_bytes);
+
+const char *plan_kv_precision_name(plan_kv_precision k);
+
+#endif

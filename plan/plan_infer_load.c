@@ -1,0 +1,259 @@
+/* plan_infer_load.c — reads an inference plan file and checks that it can run:
+ * the TP split divides the model, the stages divide the layers, the codec is
+ * valid, and the weights plus the KV cache fit in HBM. */
+#include <math.h>
+#include <string.h>
+
+#include "plan_infer.h"
+#include "ts_json.h"
+
+static const char *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL};
+static const char *const fp8_names[] = {"e4m3", "e5m2", NULL};
+static const char *const kv_names[] = {"bf16", "fp8", NULL};
+
+const char *plan_kv_precision_name(plan_kv_precision k) { return k == PLAN_KV_FP8 ? "fp8" : "bf16"; }
+
+static bool has_taco(plan_codec_kind k) { return k == PLAN_CODEC_TACO || k == PLAN_CODEC_TACO_CAAT; }
+static bool has_caat(plan_codec_kind k) { return k == PLAN_CODEC_CAAT || k == PLAN_CODEC_TACO_CAAT; }
+
+/* Rejects members not in `allowed`, so typos do not pass silently. */
+static int check_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    bool known = false;
+    for (int i = 0; allowed[i]; i++)
+      if (strcmp(key, allowed[i]) == 0) known = true;
+    if (!known) {
+      char field[256];
+      snprintf(field, sizeof field, "%s%s%s", path ? path : "", path ? "." : "", key);
+      return ts_fail(e, file, field, "unknown field");
+    }
+  }
+  return 0;
+}
+
+int plan_file_is_inference(const char *path, bool *is_inference, ts_err *e) {
+  *is_inference = false;
+  json_t *root = tsj_load_file(path, e);
+  if (!root) return -1;
+  json_t *kind = json_is_object(root) ? json_object_get(root, "kind") : NULL;
+  *is_inference = kind && json_is_string(kind) && strcmp(json_string_value(kind), "inference") == 0;
+  json_decref(root);
+  return 0;
+}
+
+static int load_codec(json_t *root, const char *file, plan_codec *c, ts_err *e) {
+  static const char *const keys[] = {"kind", "group", "fp8", "p", NULL};
+  *c = (plan_codec){.kind = PLAN_CODEC_NONE, .group = 128, .fp8 = PLAN_FP8_E4M3};
+  bool failed;
+  json_t *o = tsj_object_opt(root, "codec", file, NULL, e, &failed);
+  if (failed) return -1;
+  if (!o) return 0;
+  if (check_keys(o, keys, file, "codec", e)) return -1;
+  int kind;
+  if (tsj_enum(o, "kind", codec_names, &kind, file, "codec", e)) return -1;
+  c->kind = (plan_codec_kind)kind;
+  if (has_taco(c->kind)) {
+    long long g;
+    if (tsj_int(o, "group", 1, 1 << 20, &g, file, "codec", e)) return -1;
+    c->group = (int)g;
+    int fp8;
+    if (tsj_enum(o, "fp8", fp8_names, &fp8, file, "codec", e)) return -1;
+    c->fp8 = (plan_fp8)fp8;
+  } else if (json_object_get(o, "group") || json_object_get(o, "fp8")) {
+    return ts_fail(e, file, json_object_get(o, "group") ? "codec.group" : "codec.fp8",
+                   "only applies to the \"taco\" and \"taco+caat\" kinds");
+  }
+  if (has_caat(c->kind)) {
+    if (tsj_real(o, "p", 0.0, 1.0, &c->p, file, "codec", e)) return -1;
+  } else if (json_object_get(o, "p")) {
+    return ts_fail(e, file, "codec.p", "only applies to the \"caat\" and \"taco+caat\" kinds");
+  }
+  return 0;
+}
+
+static void base_name(const char *path, char *out, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  snprintf(out, cap, "%s", slash ? slash + 1 : path);
+  char *dot = strrchr(out, '.');
+  if (dot && strcmp(dot, ".json") == 0) *dot = '\0';
+  if (!*out) snprintf(out, cap, "plan");
+}
+
+static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir,
+                     plan_infer *p, ts_err *e) {
+  static const char *const top_keys[] = {"schema", "kind", "name", "description", "model", "cluster", "layout",
+                                         "batch", "kv_cache", "codec", "codec_min_bytes", "codec_auto",
+                                         "layers_override", NULL};
+  static const char *const layout_keys[] = {"tp", "pp", NULL};
+  static const char *const batch_keys[] = {"size", "prompt", "generate", NULL};
+  static const char *const kind_names[] = {"inference", NULL};
+  if (tsj_schema(root, 1, file, e)) return -1;
+  if (check_keys(root, top_keys, file, NULL, e)) return -1;
+  int kind;
+  if (tsj_enum(root, "kind", kind_names, &kind, file, NULL, e)) return -1;
+  char dflt_name[128];
+  base_name(file, dflt_name, sizeof dflt_name);
+  if (tsj_string_opt(root, "name", dflt_name, p->name, sizeof p->name, file, NULL, e)) return -1;
+  if (tsj_string_opt(root, "description", "", p->description, sizeof p->description, file, NULL, e)) return -1;
+  char model_name[512], cluster_name[512];
+  if (tsj_string(root, "model", model_name, sizeof model_name, file, NULL, e)) return -1;
+  if (tsj_string(root, "cluster", cluster_name, sizeof cluster_name, file, NULL, e)) return -1;
+
+  long long v;
+  json_t *layout = tsj_object(root, "layout", file, NULL, e);
+  if (!layout || check_keys(layout, layout_keys, file, "layout", e)) return -1;
+  if (tsj_int(layout, "tp", 1, 1 << 16, &v, file, "layout", e)) return -1;
+  p->tp = (int)v;
+  if (tsj_int_opt(layout, "pp", 1, 1 << 16, 1, &v, file, "layout", e)) return -1;
+  p->pp = (int)v;
+
+  json_t *batch = tsj_object(root, "batch", file, NULL, e);
+  if (!batch || check_keys(batch, batch_keys, file, "batch", e)) return -1;
+  if (tsj_int(batch, "size", 1, 1 << 20, &v, file, "batch", e)) return -1;
+  p->batch = (int)v;
+  if (tsj_int(batch, "prompt", 1, 1 << 24, &v, file, "batch", e)) return -1;
+  p->prompt = (int)v;
+  if (tsj_int(batch, "generate", 1, 1 << 24, &v, file, "batch", e)) return -1;
+  p->generate = (int)v;
+
+  int kv;
+  if (tsj_enum_opt(root, "kv_cache", kv_names, PLAN_KV_BF16, &kv, file, NULL, e)) return -1;
+  p->kv = (plan_kv_precision)kv;
+  if (load_codec(root, file, &p->codec, e)) return -1;
+  if (tsj_real_opt(root, "codec_min_bytes", 0.0, 1e15, 0.0, &p->codec_min_bytes, file, NULL, e)) return -1;
+  if (tsj_bool_opt(root, "codec_auto", true, &p->codec_auto, file, NULL, e)) return -1;
+  long long layers_override;
+  if (tsj_int_opt(root, "layers_override", 1, 1 << 16, 0, &layers_override, file, NULL, e)) return -1;
+
+  ts_err sub;
+  if (model_load(model_name, models_dir, &p->model, &sub))
+    return ts_fail(e, file, "model", "cannot load \"%s\": %s", model_name, sub.msg);
+  if (topo_load(cluster_name, topologies_dir, &p->cluster, &sub))
+    return ts_fail(e, file, "cluster", "cannot load \"%s\": %s", cluster_name, sub.msg);
+  if (layers_override) p->model.layers = (int)layers_override;
+  return plan_infer_validate(p, e);
+}
+
+int plan_infer_from_json_text(const char *text, size_t len, const char *what, const char *models_dir,
+                              const char *topologies_dir, plan_infer *p, ts_err *e) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->path, sizeof p->path, "%s", what ? what : "plan");
+  json_t *root = tsj_load_string(text, len, p->path, e);
+  if (!root) return -1;
+  int rc = load_root(root, p->path, models_dir, topologies_dir, p, e);
+  json_decref(root);
+  return rc;
+}
+
+int plan_infer_load(const char *path, const char *models_dir, const char *topologies_dir, plan_infer *p,
+                    ts_err *e) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->path, sizeof p->path, "%s", path);
+  json_t *root = tsj_load_file(path, e);
+  if (!root) return -1;
+  int rc = load_root(root, path, models_dir, topologies_dir, p, e);
+  json_decref(root);
+  return rc;
+}
+
+/* ---- validation ---- */
+
+static int validate_codec(const plan_infer *p, ts_err *e) {
+  const char *f = p->path;
+  const plan_codec *c = &p->codec;
+  if (has_taco(c->kind) && c->group != 32 && c->group != 64 && c->group != 128 && c->group != 256 &&
+      c->group != 512)
+    return ts_fail(e, f, "codec.group", "%d is not a TACO group size (32, 64, 128, 256 or 512)", c->group);
+  if (c->kind != PLAN_CODEC_NONE && p->tp < 2)
+    return ts_fail(e, f, "codec.kind", "a codec of the TP all-reduces needs tensor parallelism (tp >= 2)");
+  if (has_caat(c->kind)) {
+    if (!(c->p > 0.0 && c->p <= 1.0)) return ts_fail(e, f, "codec.p", "%g must be in (0, 1]", c->p);
+    if (floor(c->p * p->model.hidden) < 1.0)
+      return ts_fail(e, f, "codec.p", "%g x hidden %d synchronizes no channel", c->p, p->model.hidden);
+  }
+  return 0;
+}
+
+int plan_infer_validate(const plan_infer *p, ts_err *e) {
+  const char *f = p->path;
+  const model_config *m = &p->model;
+  if (p->tp < 1 || p->pp < 1) return ts_fail(e, f, "layout", "tp and pp must be at least 1");
+  if (p->batch < 1 || p->prompt < 1 || p->generate < 1)
+    return ts_fail(e, f, "batch", "size, prompt and generate must be at least 1");
+  if (m->heads % p->tp)
+    return ts_fail(e, f, "layout.tp", "%d does not divide the %d attention heads of %s", p->tp, m->heads, m->name);
+  if (m->kv_heads % p->tp)
+    return ts_fail(e, f, "layout.tp", "%d does not divide the %d KV heads of %s", p->tp, m->kv_heads, m->name);
+  if (m->ffn_hidden % p->tp)
+    return ts_fail(e, f, "layout.tp", "%d does not divide ffn_hidden %d of %s", p->tp, m->ffn_hidden, m->name);
+  if (p->tp > p->cluster.gpus_per_node || p->cluster.gpus_per_node % p->tp)
+    return ts_fail(e, f, "layout.tp", "%d must divide the %d GPUs per node of %s, so a TP group stays in a node",
+                   p->tp, p->cluster.gpus_per_node, p->cluster.name);
+  if (m->layers < 1 || p->pp > m->layers || m->layers % p->pp)
+    return ts_fail(e, f, "layout.pp", "%d layers do not split evenly into %d pipeline stages", m->layers, p->pp);
+  if ((long long)p->tp * p->pp > topo_total_gpus(&p->cluster))
+    return ts_fail(e, f, "layout", "tp x pp = %lld GPUs, but %s has %d", (long long)p->tp * p->pp,
+                   p->cluster.name, topo_total_gpus(&p->cluster));
+  if ((long long)p->prompt + p->generate > m->max_seq)
+    return ts_fail(e, f, "batch.generate", "prompt %d + generate %d exceed the maximum sequence %d of %s", p->prompt,
+                   p->generate, m->max_seq, m->name);
+  if (validate_codec(p, e)) return -1;
+  plan_infer_memory mem;
+  if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");
+  double hbm = p->cluster.gpu.hbm_gib * 1073741824.0;
+  if (mem.total > hbm)
+    return ts_fail(e, f, "batch.size",
+                   "needs %.1f GiB per GPU (weights %.1f, KV cache %.1f) but the %s has %.0f GiB; try more tp/pp, "
+                   "a smaller batch or \"kv_cache\": \"fp8\"",
+                   mem.total / 1073741824.0, mem.weights / 1073741824.0, mem.kv_cache / 1073741824.0,
+                   p->cluster.gpu.name, p->cluster.gpu.hbm_gib);
+  return 0;
+}
+
+/* ---- sizes ---- */
+
+double plan_infer_kv_bytes(const plan_infer *p, long long tokens) {
+  const model_config *m = &p->model;
+  double elem = p->kv == PLAN_KV_FP8 ? 1.0 : 2.0;
+  double layers = (double)m->layers / p->pp;
+  return 2.0 * layers * p->batch * (double)tokens * (double)(m->kv_heads / p->tp) * model_head_dim(m) * elem;
+}
+
+void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->path, sizeof out->path, "%s", p->path);
+  snprintf(out->name, sizeof out->name, "%s", p->name);
+  out->model = p->model;
+  out->cluster = p->cluster;
+  out->dp = 1, out->tp = p->tp, out->pp = p->pp, out->vpp = 1;
+  out->micro_batch = p->batch, out->global_batch = p->batch, out->seq = seq;
+  out->layers = p->model.layers;
+  out->schedule = PLAN_SCHED_1F1B;
+  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) out->codec[t] = (plan_codec){.kind = PLAN_CODEC_NONE, .group = 128};
+  out->codec_min_bytes = p->codec_min_bytes;
+  out->dp_bucket_bytes = 1.6e8;
+  out->vocab_padded = model_vocab_per_gpu(&p->model, p->tp) * p->tp;
+}
+
+int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {
+  *m = (plan_infer_memory){0};
+  static _Thread_local plan fwd; /* large (cluster tables): not on the stack */
+  plan_infer_forward_plan(p, 1, &fwd);
+  double kv = plan_infer_kv_bytes(p, (long long)p->prompt + p->generate);
+  for (int s = 0; s < p->pp; s++) {
+    double params = plan_params_of_stage(&fwd, s);
+    if (params < 0) return -1;
+    if (2.0 * params + kv > m->total) *m = (plan_infer_memory){2.0 * params, kv, 2.0 * params + kv};
+  }
+  return 0;
+}
+
+double plan_infer_wire_bytes(const plan_codec *c, double bytes, int hidden, double min_bytes) {
+  if (!c || c->kind == PLAN_CODEC_NONE || hidden < 1) return bytes;
+  double shared = bytes;
+  if (has_caat(c->kind)) shared = bytes * floor(c->p * hidden) / hidden;
+  if (has_taco(c->kind) && shared >= min_bytes) return plan_codec_wire_bytes(c, shared, 2);
+  return shared;
+}

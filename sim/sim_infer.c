@@ -1,0 +1,299 @@
+/* sim_infer.c — prefill and decode of an inference plan, op by op, with the
+ * training simulator's cost functions (sim_costs.c).
+ *
+ * One forward pass of one pipeline stage is a chain: per layer, the compute
+ * ops of model_layer_ops() in order, with a blocking TP all-reduce after the
+ * row-parallel attn_out and fc2 GEMMs. Stages run one after the other for the
+ * one batch (no pipelining across batches), with an activation send between. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+#include "sim_costs.h"
+#include "sim_infer.h"
+
+static bool has_taco(plan_codec_kind k) { return k == PLAN_CODEC_TACO || k == PLAN_CODEC_TACO_CAAT; }
+static bool has_caat(plan_codec_kind k) { return k == PLAN_CODEC_CAAT || k == PLAN_CODEC_TACO_CAAT; }
+
+static void add_note(sim_infer_result *r, const char *text) {
+  if (r->n_notes < SIM_INFER_MAX_NOTES) snprintf(r->notes[r->n_notes++], sizeof r->notes[0], "%s", text);
+}
+
+/* The costs of one forward shape (batch sequences of `seq` new tokens). */
+typedef struct {
+  plan fwd;
+  sim_costs costs;
+} shape_costs;
+
+static shape_costs *shape_costs_new(const plan_infer *p, int seq, const schema_calibration *cal, FILE *warn,
+                                    ts_err *e) {
+  shape_costs *s = calloc(1, sizeof *s);
+  if (!s) {
+    ts_fail_sys(e, "out of memory");
+    return NULL;
+  }
+  plan_infer_forward_plan(p, seq, &s->fwd);
+  if (sim_costs_init(&s->costs, &s->fwd, cal, warn, e)) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+static int find_op(const sim_costs *c, model_op_kind kind, const char *name) {
+  for (int i = 0; i < c->n_mops; i++)
+    if (c->mops[i].kind == kind && (!name || strcmp(c->mops[i].name, name) == 0)) return i;
+  return -1;
+}
+
+static int compute_op_s(sim_costs *c, int model_op, double flops, double bytes, double *s, ts_err *e) {
+  plan_op op = {.kind = PLAN_OP_COMPUTE, .stream = PLAN_STREAM_COMPUTE, .phase = PLAN_PHASE_FWD,
+                .model_op = (int16_t)model_op, .layer = -1, .micro = 0, .flops = flops, .bytes = bytes};
+  return sim_compute_s(c, &op, s, e);
+}
+
+/* One layer's compute ops other than attention. */
+static int layer_rest_s(sim_costs *c, double *s, ts_err *e) {
+  *s = 0;
+  for (int i = 0; i < c->n_mops; i++) {
+    if (c->mops[i].kind == MODEL_OP_ATTENTION) continue;
+    double t;
+    if (compute_op_s(c, i, c->mops[i].flops_fwd, c->mops[i].bytes_fwd, &t, e)) return -1;
+    *s += t;
+  }
+  return 0;
+}
+
+/* A forward TP collective of `bytes` with codec cd (kind none: plain NCCL):
+ * the training simulator's intra-node formula, T = pre + max(mid, transfer) +
+ * post, or the measured compressed collective when the calibration has it. */
+static int tp_coll_s(sim_costs *c, const plan_infer *p, plan_coll coll, const plan_codec *cd, double bytes,
+                     double *t, double *codec_s, double *wire, ts_err *e) {
+  *t = *codec_s = 0;
+  *wire = bytes;
+  if (p->tp < 2 || bytes <= 0) return 0;
+  plan_codec eff = cd ? *cd : (plan_codec){.kind = PLAN_CODEC_NONE, .group = 128};
+  double shared = has_caat(eff.kind) ? bytes * floor(eff.p * p->model.hidden) / p->model.hidden : bytes;
+  if (has_taco(eff.kind) && shared < p->codec_min_bytes)
+    eff.kind = has_caat(eff.kind) ? PLAN_CODEC_CAAT : PLAN_CODEC_NONE;
+  *wire = plan_infer_wire_bytes(&eff, bytes, p->model.hidden, p->codec_min_bytes);
+  plan_op op = {.kind = PLAN_OP_COLLECTIVE, .stream = PLAN_STREAM_TP, .phase = PLAN_PHASE_FWD, .coll = coll,
+                .group = PLAN_GROUP_TP, .traffic = PLAN_TRAFFIC_TP_FWD, .model_op = -1, .layer = -1,
+                .bytes = bytes, .wire_bytes = *wire, .codec = eff};
+  sim_codec_cost cc;
+  int included;
+  double xfer;
+  if (sim_codec_cost_of(c, &op, p->tp, &cc, e) || sim_coll_calibrated_s(c, &op, p->tp, &xfer, &included, e))
+    return -1;
+  if (included) {
+    *t = xfer + cc.caat_us * 1e-6; /* a measured TACO collective does not pack CAAT-Net channels */
+    *codec_s = cc.total_us * 1e-6 < *t ? cc.total_us * 1e-6 : *t;
+  } else if (cc.total_us > 0) {
+    double mid = cc.mid_us * 1e-6;
+    *t = cc.pre_us * 1e-6 + (xfer > mid ? xfer : mid) + cc.post_us * 1e-6;
+    *codec_s = cc.total_us * 1e-6;
+  } else {
+    *t = xfer;
+  }
+  return 0;
+}
+
+/* The layer all-reduce of one phase under the policy: the plan's codec, or
+ * plain NCCL where that is faster and codec_auto is on. */
+static int layer_allreduce(sim_costs *c, const plan_infer *p, bool use_codec, double bytes, const char *what,
+                           sim_infer_result *r, double *t, double *codec_s, ts_err *e) {
+  double plain, plain_codec, wire_plain;
+  if (tp_coll_s(c, p, PLAN_COLL_ALLREDUCE, NULL, bytes, &plain, &plain_codec, &wire_plain, e)) return -1;
+  *t = plain, *codec_s = 0;
+  if (!use_codec || p->codec.kind == PLAN_CODEC_NONE || p->tp < 2) return 0;
+  double comp, comp_codec, wire;
+  if (tp_coll_s(c, p, PLAN_COLL_ALLREDUCE, &p->codec, bytes, &comp, &comp_codec, &wire, e)) return -1;
+  bool compressed = !(p->codec_auto && comp > plain);
+  if (compressed) *t = comp, *codec_s = comp_codec;
+  if (r && r->n_choices < 2) {
+    sim_infer_choice *ch = &r->choices[r->n_choices++];
+    snprintf(ch->what, sizeof ch->what, "%s", what);
+    ch->bytes = bytes, ch->wire_bytes = wire, ch->plain_s = plain, ch->codec_s = comp, ch->compressed = compressed;
+  }
+  return 0;
+}
+
+/* Decode attention of batch queries over `kv_len` cached keys and values:
+ * 4 x batch x kv_len x q_width FLOPs (as model_layer_ops counts attention),
+ * and a read of the layer's whole KV cache. An "attention_decode" table (by
+ * KV bytes read) is used when the calibration has one; otherwise the larger of
+ * the FLOPs-keyed "attention" table and the KV read at the HBM rate (named
+ * once on the warning stream). */
+static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long long kv_len, FILE *warn,
+                              bool *warned, double *s, ts_err *e) {
+  const model_config *m = &p->model;
+  double q_width = (double)(m->heads / p->tp) * model_head_dim(m);
+  double flops = 4.0 * p->batch * (double)kv_len * q_width;
+  double kv_bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
+  if (schema_has_kernel(c->lk.cal, "attention_decode")) {
+    double us;
+    if (schema_lookup_kernel(&c->lk, "attention_decode", kv_bytes, 0, &us, e)) return -1;
+    *s = us * 1e-6;
+    return 0;
+  }
+  if (!*warned && warn)
+    fprintf(warn,
+            "tacosim: warning: %s: no \"attention_decode\" table; decode attention (layer op \"%s\") is the larger "
+            "of the \"attention\" table by FLOPs and the KV-cache read at the HBM rate\n",
+            c->lk.cal->path[0] ? c->lk.cal->path : "calibration", c->mops[attn].name);
+  *warned = true;
+  double by_flops;
+  if (compute_op_s(c, attn, flops, kv_bytes, &by_flops, e)) return -1;
+  double by_bytes = (c->lk.roof.launch_us + kv_bytes / c->lk.roof.hbm_bytes_per_s * 1e6) * 1e-6;
+  *s = by_flops > by_bytes ? by_flops : by_bytes;
+  return 0;
+}
+
+/* Embedding (first stage) and head (last stage) of one pass of `tokens`
+ * tokens: the vocabulary-parallel lookup and its all-reduce; the final norm
+ * and the logits GEMM of the last token of each sequence, and the all-gather
+ * of the logits (bf16) for sampling. */
+static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, double tokens, sim_infer_phase *ph,
+                  ts_err *e) {
+  const model_config *m = &p->model;
+  model_shard sh = {p->tp, false, p->batch, (int)(tokens / p->batch)};
+  model_op ops[8];
+  int n = model_embedding_ops(m, &sh, ops, 8, e);
+  if (n < 0) return -1;
+  double bytes = 0, t, codec, wire;
+  for (int i = 0; i < n; i++) bytes += ops[i].bytes_fwd;
+  if (compute_op_s(c, PLAN_MOP_EMBEDDING, 0, bytes, &t, e)) return -1;
+  ph->compute_s += t;
+  if (tp_coll_s(c, p, PLAN_COLL_ALLREDUCE, NULL, 2.0 * tokens * m->hidden, &t, &codec, &wire, e)) return -1;
+  ph->tp_s += t;
+  model_shard one = {p->tp, false, p->batch, 1};
+  if ((n = model_output_ops(m, &one, ops, 8, e)) < 0) return -1;
+  for (int i = 0; i < n; i++)
+    if (strcmp(ops[i].name, "final_norm") == 0) {
+      if (compute_op_s(last_token, PLAN_MOP_FINAL_NORM, ops[i].flops_fwd, ops[i].bytes_fwd, &t, e)) return -1;
+      ph->compute_s += t;
+    }
+  long long vocab = model_vocab_per_gpu(m, p->tp);
+  double us;
+  if (last_token->lk.cal->n_gemm) {
+    if (schema_lookup_gemm(&last_token->lk, p->batch, vocab, m->hidden, &us, e)) return -1;
+  } else {
+    us = last_token->lk.roof.launch_us + 2.0 * p->batch * (double)vocab * m->hidden / last_token->lk.roof.peak_flops * 1e6;
+  }
+  ph->compute_s += us * 1e-6;
+  if (tp_coll_s(last_token, p, PLAN_COLL_ALLGATHER, NULL, 2.0 * p->batch * (double)vocab * p->tp, &t, &codec, &wire,
+                e))
+    return -1;
+  ph->tp_s += t;
+  return 0;
+}
+
+/* Activation sends between stages: (pp - 1) hops of tokens x hidden bf16. */
+static int pp_hops_s(sim_costs *c, const plan_infer *p, double tokens, double *s, ts_err *e) {
+  *s = 0;
+  if (p->pp < 2) return 0;
+  double bytes = 2.0 * tokens * p->model.hidden;
+  plan_op op = {.kind = PLAN_OP_SEND, .stream = PLAN_STREAM_PP, .phase = PLAN_PHASE_FWD,
+                .traffic = PLAN_TRAFFIC_PP, .model_op = PLAN_MOP_PP_ACTIVATION, .layer = -1,
+                .bytes = bytes, .wire_bytes = bytes, .codec = {.kind = PLAN_CODEC_NONE, .group = 128}};
+  int included;
+  double t;
+  if (sim_coll_calibrated_s(c, &op, 2, &t, &included, e)) return -1;
+  *s = t * (p->pp - 1);
+  return 0;
+}
+
+static void finish_phase(sim_infer_phase *ph) { ph->total_s = ph->compute_s + ph->tp_s + ph->pp_s; }
+
+static int predict(const plan_infer *p, const schema_calibration *cal, FILE *warn, bool use_codec,
+                   sim_infer_result *r, ts_err *e) {
+  int rc = -1;
+  shape_costs *pre = shape_costs_new(p, p->prompt, cal, warn, e);
+  shape_costs *dec = pre ? shape_costs_new(p, 1, cal, warn, e) : NULL;
+  if (!dec) goto out;
+  r->intra_calibrated = pre->costs.intra_calibrated;
+  double layers = (double)p->model.layers; /* all stages, one after the other */
+  int attn_pre = find_op(&pre->costs, MODEL_OP_ATTENTION, NULL), attn_dec = find_op(&dec->costs, MODEL_OP_ATTENTION, NULL);
+  if (attn_pre < 0 || attn_dec < 0) {
+    ts_fail_sys(e, "%s: the layer of %s has no attention op", p->path, p->model.name);
+    goto out;
+  }
+  double ar_bytes_pre = 2.0 * p->batch * (double)p->prompt * p->model.hidden;
+  double ar_bytes_dec = 2.0 * p->batch * (double)p->model.hidden;
+
+  /* prefill: one forward of batch x prompt tokens */
+  sim_infer_phase *ph = &r->prefill;
+  double rest, attn, ar, codec;
+  if (layer_rest_s(&pre->costs, &rest, e)) goto out;
+  const model_op *a = &pre->costs.mops[attn_pre];
+  if (compute_op_s(&pre->costs, attn_pre, a->flops_fwd, a->bytes_fwd, &attn, e)) goto out;
+  if (layer_allreduce(&pre->costs, p, use_codec, ar_bytes_pre, "prefill layer", r, &ar, &codec, e)) goto out;
+  ph->compute_s = layers * (rest + attn);
+  ph->tp_s = layers * 2.0 * ar;
+  ph->codec_s = layers * 2.0 * codec;
+  if (ends_s(&pre->costs, &dec->costs, p, (double)p->batch * p->prompt, ph, e)) goto out;
+  if (pp_hops_s(&pre->costs, p, (double)p->batch * p->prompt, &ph->pp_s, e)) goto out;
+  finish_phase(ph);
+  r->ttft_s = ph->total_s;
+
+  /* decode: generate - 1 steps of batch tokens; step j attends over prompt + j keys */
+  sim_infer_phase step = {0};
+  if (layer_rest_s(&dec->costs, &rest, e)) goto out;
+  if (layer_allreduce(&dec->costs, p, use_codec, ar_bytes_dec, "decode layer", r, &ar, &codec, e)) goto out;
+  step.compute_s = layers * rest;
+  step.tp_s = layers * 2.0 * ar;
+  step.codec_s = layers * 2.0 * codec;
+  if (ends_s(&dec->costs, &dec->costs, p, p->batch, &step, e)) goto out;
+  if (pp_hops_s(&dec->costs, p, p->batch, &step.pp_s, e)) goto out;
+  int steps = p->generate - 1;
+  double attn_sum = 0;
+  bool warned = false;
+  for (int j = 1; j <= steps; j++) {
+    if (decode_attention_s(&dec->costs, p, attn_dec, (long long)p->prompt + j, warn, &warned, &attn, e)) goto out;
+    attn_sum += attn;
+  }
+  ph = &r->decode;
+  if (steps > 0) {
+    *ph = step;
+    ph->compute_s += layers * attn_sum / steps;
+    finish_phase(ph);
+  }
+  r->tpot_s = ph->total_s;
+  r->total_s = r->ttft_s + steps * r->tpot_s;
+  r->tokens_per_s = (double)p->batch * p->generate / r->total_s;
+  rc = 0;
+out:
+  free(pre);
+  free(dec);
+  return rc;
+}
+
+int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, FILE *warn, sim_infer_result *r,
+                      ts_err *e) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->calibration, sizeof r->calibration, "%s", cal->path);
+  r->derived_calibration = cal->derived;
+  if (plan_infer_memory_per_gpu(p, &r->memory)) return ts_fail(e, p->path, "layout", "memory cannot be computed");
+  sim_infer_result plain;
+  memset(&plain, 0, sizeof plain);
+  if (predict(p, cal, warn, true, r, e) || predict(p, cal, NULL, false, &plain, e)) return -1;
+  r->plain_ttft_s = plain.ttft_s, r->plain_tpot_s = plain.tpot_s, r->plain_tokens_per_s = plain.tokens_per_s;
+  char note[256];
+  if (!r->intra_calibrated) {
+    snprintf(note, sizeof note, "the calibration (%s) did not measure %s: TP collectives are alpha-beta from the topology",
+             cal->transport, sim_transport_of(p->cluster.intra.kind));
+    add_note(r, note);
+  }
+  for (int i = 0; i < r->n_choices; i++) {
+    const sim_infer_choice *ch = &r->choices[i];
+    if (ch->codec_s > ch->plain_s) {
+      snprintf(note, sizeof note, "%s all-reduce of %.0f B: %s takes %.1f us, plain NCCL %.1f us: %s", ch->what,
+               ch->bytes, plan_codec_kind_name(p->codec.kind), ch->codec_s * 1e6, ch->plain_s * 1e6,
+               ch->compressed ? "sent compressed anyway (codec_auto false)" : "sent plain (the codec loses here)");
+      add_note(r, note);
+    }
+  }
+  if (p->generate < 2) add_note(r, "generate is 1: no decode step, TPOT is 0");
+  return 0;
+}

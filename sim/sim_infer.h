@@ -1,0 +1,72 @@
+/* sim_infer.h — predict serving one batch of an inference plan: time to first
+ * token (prefill), time per output token (decode) and tokens/s.
+ *
+ * An analytic walk, not SimGrid actors: one TP group runs each forward pass as
+ * a chain of ops with blocking all-reduces, so its time is the sum of the ops'
+ * times. Every op's time comes from the same cost functions as the training
+ * simulator (sim_costs.h: GEMMs by shape, kernels by bytes or FLOPs, calibrated
+ * collectives and codec kernels), on the same calibration files. */
+#ifndef SIM_INFER_H
+#define SIM_INFER_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "calibration.h"
+#include "plan_infer.h"
+#include "ts_error.h"
+
+/* Where one forward pass (prefill) or one output token (decode, mean over the
+ * generated tokens) spends its time on the critical path. */
+typedef struct {
+  double compute_s; /* GEMMs, attention, norms, element-wise, embedding, head */
+  double tp_s;      /* TP all-reduces and the logits all-gather, codec included (blocking: all exposed) */
+  double codec_s;   /* of tp_s: codec kernel time (TACO encode/decode, CAAT-Net pack/unpack) */
+  double pp_s;      /* activation sends between pipeline stages */
+  double total_s;
+} sim_infer_phase;
+
+/* What the codec policy decided for one all-reduce size. */
+typedef struct {
+  char what[24];          /* "prefill layer", "decode layer" */
+  double bytes;           /* bf16 payload, plain NCCL */
+  double wire_bytes;      /* with the plan's codec */
+  double plain_s;         /* the all-reduce with plain NCCL */
+  double codec_s;         /* the same with the plan's codec (total, codec kernels included) */
+  bool compressed;        /* the policy sent it compressed */
+} sim_infer_choice;
+
+#define SIM_INFER_MAX_NOTES 8
+
+typedef struct {
+  double ttft_s;       /* prefill of the batch: the first token of every sequence */
+  double tpot_s;       /* mean time of one decode step (generate - 1 steps; 0 when generate is 1) */
+  double total_s;      /* ttft + (generate - 1) x tpot */
+  double tokens_per_s; /* batch x generate / total */
+  sim_infer_phase prefill, decode;
+  plan_infer_memory memory;
+  int n_choices;
+  sim_infer_choice choices[2]; /* prefill, decode */
+  /* The same plan with plain NCCL (codec none), for the codec's speedups. */
+  double plain_ttft_s, plain_tpot_s, plain_tokens_per_s;
+  char calibration[512];
+  bool derived_calibration;
+  bool intra_calibrated; /* the calibration measured the cluster's intra-node fabric */
+  int n_notes;
+  char notes[SIM_INFER_MAX_NOTES][256];
+} sim_infer_result;
+
+/* Predicts p on calibration cal; warnings (roofline fallbacks, naming the
+ * op) go to warn (NULL: silent). */
+int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, FILE *warn, sim_infer_result *r,
+                      ts_err *e);
+
+/* ---- report (sim_infer_report.c) ---- */
+void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out);
+/* JSON in the result schema's spirit: "schema": 1, "source": "simulated",
+ * "kind": "inference", ttft_s, tpot_s, tokens_per_s, memory, per-phase breakdown. */
+int sim_infer_save_json(const plan_infer *p, const sim_infer_result *r, const char *path, ts_err *e);
+/* '#'-commented header and one row (gnuplot). */
+int sim_infer_save_csv(const plan_infer *p, const sim_infer_result *r, const char *path, ts_err *e);
+
+#endif

@@ -1,0 +1,98 @@
+/* sim_infer_report.c — what `tacosim simulate INFER_PLAN.json` prints and
+ * writes (JSON and CSV). */
+#include <jansson.h>
+#include <string.h>
+
+#include "sim_infer.h"
+
+static double speedup(double plain, double with) { return with > 0 ? plain / with : 0; }
+
+static void print_phase(FILE *out, const char *name, const sim_infer_phase *ph) {
+  fprintf(out, "  %-22s %10.3f ms  compute %9.3f  tp %9.3f  (codec %7.3f)  pp %7.3f\n", name, ph->total_s * 1e3,
+          ph->compute_s * 1e3, ph->tp_s * 1e3, ph->codec_s * 1e3, ph->pp_s * 1e3);
+}
+
+void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) {
+  const double gib = 1073741824.0;
+  fprintf(out, "inference plan %s: %s on %s, tp %d pp %d, batch %d, prompt %d, generate %d, kv %s\n", p->name,
+          p->model.name, p->cluster.name, p->tp, p->pp, p->batch, p->prompt, p->generate,
+          plan_kv_precision_name(p->kv));
+  fprintf(out, "codec of TP all-reduces: %s", plan_codec_kind_name(p->codec.kind));
+  if (p->codec.kind == PLAN_CODEC_TACO || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " G=%d", p->codec.group);
+  if (p->codec.kind == PLAN_CODEC_CAAT || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " p=%g", p->codec.p);
+  fprintf(out, "%s\n", p->codec_auto ? " (auto: plain NCCL where the codec is slower)" : " (forced)");
+  fprintf(out, "calibration: %s%s\n\n", r->calibration, r->derived_calibration ? " (derived, not measured)" : "");
+  fprintf(out, "  time to first token   %10.3f ms\n", r->ttft_s * 1e3);
+  fprintf(out, "  time per output token %10.3f ms\n", r->tpot_s * 1e3);
+  fprintf(out, "  tokens/s              %10.1f  (batch x generate / (TTFT + (generate-1) x TPOT))\n",
+          r->tokens_per_s);
+  fprintf(out, "  memory per GPU        %10.2f GiB  (weights %.2f, KV cache %.2f, of %.0f)\n\n",
+          r->memory.total / gib, r->memory.weights / gib, r->memory.kv_cache / gib, p->cluster.gpu.hbm_gib);
+  print_phase(out, "prefill", &r->prefill);
+  print_phase(out, "decode (per token)", &r->decode);
+  if (p->codec.kind != PLAN_CODEC_NONE) {
+    fprintf(out, "\n  speedup over plain NCCL: TTFT %.3fx (%.3f ms), TPOT %.3fx (%.3f ms), tokens/s %.3fx\n",
+            speedup(r->plain_ttft_s, r->ttft_s), r->plain_ttft_s * 1e3, speedup(r->plain_tpot_s, r->tpot_s),
+            r->plain_tpot_s * 1e3,
+            r->plain_tokens_per_s > 0 ? r->tokens_per_s / r->plain_tokens_per_s : 0);
+    for (int i = 0; i < r->n_choices; i++) {
+      const sim_infer_choice *c = &r->choices[i];
+      fprintf(out, "  %-14s all-reduce %10.0f B -> %10.0f B on the wire: plain %8.1f us, codec %8.1f us: %s\n",
+              c->what, c->bytes, c->wire_bytes, c->plain_s * 1e6, c->codec_s * 1e6,
+              c->compressed ? "compressed" : "plain");
+    }
+  }
+  for (int i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
+}
+
+static json_t *phase_json(const sim_infer_phase *ph) {
+  return json_pack("{s:f, s:f, s:f, s:f, s:f}", "total_s", ph->total_s, "compute_s", ph->compute_s, "tp_exposed_s",
+                   ph->tp_s, "codec_s", ph->codec_s, "pp_exposed_s", ph->pp_s);
+}
+
+static json_t *result_json(const plan_infer *p, const sim_infer_result *r) {
+  json_t *choices = json_array(), *notes = json_array();
+  for (int i = 0; i < r->n_choices; i++) {
+    const sim_infer_choice *c = &r->choices[i];
+    json_array_append_new(choices, json_pack("{s:s, s:f, s:f, s:f, s:f, s:b}", "what", c->what, "bytes", c->bytes,
+                                             "wire_bytes", c->wire_bytes, "plain_s", c->plain_s, "codec_s",
+                                             c->codec_s, "compressed", c->compressed));
+  }
+  for (int i = 0; i < r->n_notes; i++) json_array_append_new(notes, json_string(r->notes[i]));
+  json_t *o = json_pack(
+      "{s:i, s:s, s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:{s:f, s:f}, s:o, s:o, "
+      "s:{s:f, s:f, s:f}, s:{s:f, s:f, s:f}, s:o, s:o}",
+      "schema", 1, "source", "simulated", "kind", "inference", "plan", p->name, "calibration", r->calibration,
+      "codec", plan_codec_kind_name(p->codec.kind), "ttft_s", r->ttft_s, "tpot_s", r->tpot_s, "tokens_per_s",
+      r->tokens_per_s, "total_s", r->total_s, "memory_per_gpu_bytes", r->memory.total, "memory", "weights_bytes",
+      r->memory.weights, "kv_cache_bytes", r->memory.kv_cache, "prefill", phase_json(&r->prefill), "decode",
+      phase_json(&r->decode), "plain_nccl", "ttft_s", r->plain_ttft_s, "tpot_s", r->plain_tpot_s, "tokens_per_s",
+      r->plain_tokens_per_s, "speedup", "ttft", speedup(r->plain_ttft_s, r->ttft_s), "tpot",
+      speedup(r->plain_tpot_s, r->tpot_s), "tokens_per_s",
+      r->plain_tokens_per_s > 0 ? r->tokens_per_s / r->plain_tokens_per_s : 0, "codec_choices", choices, "notes",
+      notes);
+  return o;
+}
+
+int sim_infer_save_json(const plan_infer *p, const sim_infer_result *r, const char *path, ts_err *e) {
+  json_t *o = result_json(p, r);
+  if (!o) return ts_fail_sys(e, "%s: cannot build the result JSON", path);
+  int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+  json_decref(o);
+  return rc ? ts_fail_sys(e, "%s: cannot write", path) : 0;
+}
+
+int sim_infer_save_csv(const plan_infer *p, const sim_infer_result *r, const char *path, ts_err *e) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ts_fail_sys(e, "%s: cannot write", path);
+  fprintf(f, "# tacosim inference prediction of %s (calibration %s)\n", p->name, r->calibration);
+  fprintf(f, "# plan tp pp batch prompt generate codec ttft_s tpot_s tokens_per_s memory_per_gpu_bytes "
+             "plain_ttft_s plain_tpot_s prefill_tp_s prefill_codec_s decode_tp_s decode_codec_s\n");
+  fprintf(f, "%s %d %d %d %d %d %s %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", p->name, p->tp, p->pp,
+          p->batch, p->prompt, p->generate, plan_codec_kind_name(p->codec.kind), r->ttft_s, r->tpot_s,
+          r->tokens_per_s, r->memory.total, r->plain_ttft_s, r->plain_tpot_s, r->prefill.tp_s, r->prefill.codec_s,
+          r->decode.tp_s, r->decode.codec_s);
+  int bad = ferror(f);
+  if (fclose(f) || bad) return ts_fail_sys(e, "%s: cannot write", path);
+  return 0;
+}

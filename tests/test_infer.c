@@ -1,0 +1,317 @@
+/* test_infer.c — inference plans: loader rules and malformed files, the KV
+ * cache and wire-byte formulas, a hand-computable prediction (a calibration
+ * of constant costs), and the codec policy (plain NCCL where the codec is
+ * slower). */
+#define _POSIX_C_SOURCE 200809L
+#include <CUnit/Basic.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_infer.h"
+#include "sim_infer.h"
+
+#define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b) + 1e-15)
+
+static plan_infer g_plan;
+
+/* A plan text with the given pieces (each a JSON fragment). */
+static void plan_text(char *out, size_t cap, const char *layout, const char *batch, const char *extra) {
+  snprintf(out, cap,
+           "{\"schema\":1,\"kind\":\"inference\",\"model\":\"llama3-8b\",\"cluster\":\"h200x2-nvlink\","
+           "\"layout\":%s,\"batch\":%s%s%s}",
+           layout, batch, extra[0] ? "," : "", extra);
+}
+
+static int load_text(const char *text, ts_err *e) {
+  return plan_infer_from_json_text(text, strlen(text), "p.json", NULL, NULL, &g_plan, e);
+}
+
+static void test_valid_loads(void) {
+  char t[1024];
+  plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":4,\"prompt\":128,\"generate\":16}",
+            "\"kv_cache\":\"fp8\",\"codec\":{\"kind\":\"taco+caat\",\"group\":64,\"fp8\":\"e5m2\",\"p\":0.25}");
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  CU_ASSERT_EQUAL(g_plan.tp, 2);
+  CU_ASSERT_EQUAL(g_plan.pp, 1);
+  CU_ASSERT_EQUAL(g_plan.batch, 4);
+  CU_ASSERT_EQUAL(g_plan.kv, PLAN_KV_FP8);
+  CU_ASSERT_EQUAL(g_plan.codec.kind, PLAN_CODEC_TACO_CAAT);
+  CU_ASSERT_EQUAL(g_plan.codec.group, 64);
+  CU_ASSERT_TRUE(g_plan.codec_auto);
+  CU_ASSERT_EQUAL(g_plan.codec_min_bytes, 0.0);
+  CU_ASSERT_STRING_EQUAL(g_plan.name, "p");
+}
+
+/* Each malformed plan is rejected as bad input, naming the field. */
+static void test_malformed_rejected(void) {
+  static const struct {
+    const char *layout, *batch, *extra, *field;
+  } cases[] = {
+      {"{\"tp\":3}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "", "layout.tp"},   /* heads */
+      {"{\"tp\":4}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "", "layout.tp"},   /* 2 GPUs per node */
+      {"{\"tp\":2,\"pp\":3}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "", "layout.pp"},
+      {"{\"tp\":2,\"dp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "", "layout.dp"},
+      {"{\"pp\":1}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "", "layout.tp"},
+      {"{\"tp\":2}", "{\"size\":0,\"prompt\":8,\"generate\":8}", "", "batch.size"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8}", "", "batch.generate"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8000,\"generate\":8000}", "", "batch.generate"},
+      {"{\"tp\":2}", "{\"size\":4096,\"prompt\":4096,\"generate\":4096}", "", "batch.size"}, /* KV > HBM */
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8,\"micro\":1}", "", "batch.micro"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"kv_cache\":\"int4\"", "kv_cache"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"bogus\":1", "bogus"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"codec\":{\"kind\":\"zip\"}", "codec.kind"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}",
+       "\"codec\":{\"kind\":\"taco\",\"group\":100,\"fp8\":\"e4m3\"}", "codec.group"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"codec\":{\"kind\":\"taco\",\"p\":0.5}",
+       "codec.group"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"codec\":{\"kind\":\"caat\",\"p\":0}", "codec.p"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"codec\":{\"kind\":\"caat\",\"p\":1.5}", "codec.p"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"codec\":{\"kind\":\"none\",\"p\":0.5}",
+       "codec.p"},
+      {"{\"tp\":1}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"codec\":{\"kind\":\"caat\",\"p\":0.5}",
+       "codec.kind"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"codec_min_bytes\":-1", "codec_min_bytes"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"codec_auto\":1", "codec_auto"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"model\":\"no-such-model\"", "model"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char t[1024];
+    plan_text(t, sizeof t, cases[i].layout, cases[i].batch, cases[i].extra);
+    /* a later duplicate "model" key wins in jansson: the no-such-model case */
+    ts_err e = {0};
+    int rc = load_text(t, &e);
+    CU_ASSERT_EQUAL(rc, -1);
+    CU_ASSERT_EQUAL(e.bad_input, 1);
+    if (!strstr(e.msg, cases[i].field)) fprintf(stderr, "case %zu: \"%s\" does not name %s\n", i, e.msg, cases[i].field);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, cases[i].field));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "p.json"));
+  }
+  /* not JSON, no kind, another kind */
+  const char *bad[] = {"{", "{\"schema\":1,\"model\":\"llama3-8b\"}", "{\"schema\":1,\"kind\":\"training\"}"};
+  for (size_t i = 0; i < 3; i++) {
+    ts_err e = {0};
+    CU_ASSERT_EQUAL(load_text(bad[i], &e), -1);
+    CU_ASSERT_EQUAL(e.bad_input, 1);
+  }
+}
+
+/* KV cache = 2 x layers/pp x batch x tokens x kv_heads/tp x head_dim x element bytes. */
+static void test_kv_cache_formula(void) {
+  char t[1024];
+  plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":3,\"prompt\":100,\"generate\":28}", "");
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  const model_config *m = &g_plan.model;
+  double want = 2.0 * m->layers * 3 * 128 * (m->kv_heads / 2) * (m->hidden / m->heads) * 2.0;
+  NEAR(plan_infer_kv_bytes(&g_plan, 128), want, 1e-12);
+  plan_infer_memory mem;
+  CU_ASSERT_EQUAL_FATAL(plan_infer_memory_per_gpu(&g_plan, &mem), 0);
+  NEAR(mem.kv_cache, want, 1e-12);
+  NEAR(mem.total, mem.weights + mem.kv_cache, 1e-12);
+  /* weights: bf16 parameters, half of the model (plus padding) on each of 2 GPUs */
+  CU_ASSERT(mem.weights > model_params_total(m) && mem.weights < 1.05 * model_params_total(m));
+  g_plan.kv = PLAN_KV_FP8;
+  NEAR(plan_infer_kv_bytes(&g_plan, 128), want / 2, 1e-12);
+}
+
+static void test_codec_wire_bytes(void) {
+  plan_codec none = {.kind = PLAN_CODEC_NONE}, taco = {.kind = PLAN_CODEC_TACO, .group = 128};
+  plan_codec caat = {.kind = PLAN_CODEC_CAAT, .p = 0.3}, both = {.kind = PLAN_CODEC_TACO_CAAT, .group = 64, .p = 0.5};
+  int h = 4096;
+  double bytes = 2.0 * 32 * h; /* one decode step of batch 32 */
+  CU_ASSERT_EQUAL(plan_infer_wire_bytes(&none, bytes, h, 0), bytes);
+  double n = bytes / 2;
+  CU_ASSERT_EQUAL(plan_infer_wire_bytes(&taco, bytes, h, 0), n + 8 * ceil(n / 128));
+  CU_ASSERT_EQUAL(plan_infer_wire_bytes(&caat, bytes, h, 0), bytes * floor(0.3 * h) / h);
+  double shared = bytes * floor(0.5 * h) / h;
+  CU_ASSERT_EQUAL(plan_infer_wire_bytes(&both, bytes, h, 0), shared / 2 + 8 * ceil(shared / 2 / 64));
+  /* below codec_min_bytes TACO stays off; CAAT-Net still drops channels */
+  CU_ASSERT_EQUAL(plan_infer_wire_bytes(&taco, bytes, h, bytes + 1), bytes);
+  CU_ASSERT_EQUAL(plan_infer_wire_bytes(&both, bytes, h, bytes), shared);
+}
+
+/* ---- predictions on a calibration of constant costs ---- */
+#define GEMM_US 7.0
+#define KERNEL_US 1000.0 /* large, so decode attention's KV-read roofline never wins */
+#define ALLREDUCE_US 50.0
+#define ALLGATHER_US 30.0
+
+static void constant_calibration(schema_calibration *c, double taco_us) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->transport, sizeof c->transport, "nvlink");
+  snprintf(c->gpu, sizeof c->gpu, "test");
+  /* two points with equal times: log-space interpolation between them is constant */
+  CU_ASSERT_EQUAL(schema_calibration_add_gemm(c, 1, 1, 1, GEMM_US), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_gemm(c, 1 << 20, 1 << 20, 1 << 20, GEMM_US), 0);
+  const char *bytes_tables[] = {"norm", "elementwise", "embedding", "taco_encode", "taco_decode",
+                                "taco_decode_sum_encode", "caat_gather", "caat_scatter"};
+  for (size_t i = 0; i < sizeof bytes_tables / sizeof bytes_tables[0]; i++) {
+    double us = i < 3 ? KERNEL_US : 0.001;
+    int group = i >= 3 && i < 6 ? 128 : 0;
+    CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, bytes_tables[i], false, 1, group, us), 0);
+    CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, bytes_tables[i], false, 1e15, group, us), 0);
+  }
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "attention", true, 1, 0, KERNEL_US), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "attention", true, 1e18, 0, KERNEL_US), 0);
+  const char *colls[] = {"allreduce", "allgather", "sendrecv", "allreduce.taco128"};
+  double us[] = {ALLREDUCE_US, ALLGATHER_US, 10.0, taco_us};
+  for (int i = 0; i < 4; i++) {
+    CU_ASSERT_EQUAL(schema_calibration_add_coll(c, colls[i], 2, 1, us[i]), 0);
+    CU_ASSERT_EQUAL(schema_calibration_add_coll(c, colls[i], 2, 1e15, us[i]), 0);
+  }
+  schema_calibration_sort(c);
+}
+
+/* One forward pass: per layer its GEMMs, its other kernels, attention and two
+ * all-reduces; plus the embedding (kernel + all-reduce), the final norm, the
+ * logits GEMM and the logits all-gather. */
+static double hand_forward_s(const plan_infer *p, double allreduce_us) {
+  model_shard sh = {p->tp, false, p->batch, 1};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  ts_err e;
+  int n = model_layer_ops(&p->model, &sh, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_FATAL(n > 0);
+  double layer_us = 2 * allreduce_us;
+  for (int i = 0; i < n; i++) layer_us += ops[i].kind == MODEL_OP_GEMM ? GEMM_US : KERNEL_US;
+  double ends_us = KERNEL_US + ALLREDUCE_US + KERNEL_US + GEMM_US + ALLGATHER_US;
+  return (p->model.layers * layer_us + ends_us) * 1e-6;
+}
+
+static void load_small_plan(const char *codec) {
+  char t[1024], extra[256];
+  snprintf(extra, sizeof extra, "\"codec\":%s", codec);
+  plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":2,\"prompt\":64,\"generate\":9}", extra);
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+}
+
+static void test_hand_computed_prediction(void) {
+  load_small_plan("{\"kind\":\"none\"}");
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  sim_infer_result r;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  double fwd = hand_forward_s(&g_plan, ALLREDUCE_US);
+  NEAR(r.ttft_s, fwd, 1e-9);
+  NEAR(r.tpot_s, fwd, 1e-9);
+  NEAR(r.total_s, r.ttft_s + 8 * r.tpot_s, 1e-12);
+  NEAR(r.tokens_per_s, 2.0 * 9 / r.total_s, 1e-12);
+  NEAR(r.prefill.tp_s, (g_plan.model.layers * 2 * ALLREDUCE_US + ALLREDUCE_US + ALLGATHER_US) * 1e-6, 1e-9);
+  CU_ASSERT_EQUAL(r.n_choices, 0);
+  NEAR(r.plain_ttft_s, r.ttft_s, 1e-12);
+  schema_calibration_free(&cal);
+}
+
+/* A measured compressed all-reduce faster than plain NCCL is used, one slower is not. */
+static void test_codec_policy(void) {
+  load_small_plan("{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"}");
+  schema_calibration cal;
+  ts_err e = {0};
+  sim_infer_result r;
+  /* faster: every layer all-reduce is compressed (the embedding's stays plain) */
+  constant_calibration(&cal, 20.0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  double layers = g_plan.model.layers;
+  NEAR(r.ttft_s, hand_forward_s(&g_plan, 20.0), 1e-9);
+  NEAR(r.plain_ttft_s - r.ttft_s, layers * 2 * (ALLREDUCE_US - 20.0) * 1e-6, 1e-6);
+  CU_ASSERT_EQUAL(r.n_choices, 2);
+  CU_ASSERT_TRUE(r.choices[0].compressed && r.choices[1].compressed);
+  CU_ASSERT(r.choices[1].wire_bytes < r.choices[1].bytes);
+  schema_calibration_free(&cal);
+  /* slower: plain NCCL everywhere, and a note says where the codec lost */
+  constant_calibration(&cal, 80.0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  NEAR(r.ttft_s, r.plain_ttft_s, 1e-12);
+  NEAR(r.tpot_s, r.plain_tpot_s, 1e-12);
+  CU_ASSERT_FALSE(r.choices[0].compressed || r.choices[1].compressed);
+  CU_ASSERT(r.choices[1].codec_s > r.choices[1].plain_s);
+  CU_ASSERT(r.n_notes >= 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.notes[r.n_notes - 1], "plain"));
+  /* forced (codec_auto false): compressed, and slower */
+  g_plan.codec_auto = false;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  CU_ASSERT_TRUE(r.choices[1].compressed);
+  NEAR(r.tpot_s, hand_forward_s(&g_plan, 80.0), 1e-9);
+  CU_ASSERT(r.tpot_s > r.plain_tpot_s);
+  schema_calibration_free(&cal);
+}
+
+/* Decode attention grows with the KV cache: more generated tokens, a larger mean TPOT. */
+static void test_decode_attention_grows(void) {
+  char t[1024];
+  schema_calibration cal;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(CALIBRATION_DIR "/h200-derived.json", &cal, &e), 0);
+  double tpot[2];
+  int gen[2] = {2, 4000};
+  for (int i = 0; i < 2; i++) {
+    char batch[128];
+    snprintf(batch, sizeof batch, "{\"size\":32,\"prompt\":2048,\"generate\":%d}", gen[i]);
+    plan_text(t, sizeof t, "{\"tp\":2}", batch, "");
+    CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+    sim_infer_result r;
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+    tpot[i] = r.tpot_s;
+    CU_ASSERT(r.ttft_s > r.tpot_s);
+  }
+  CU_ASSERT(tpot[1] > tpot[0]);
+  schema_calibration_free(&cal);
+}
+
+/* Every shipped inference plan loads and predicts. */
+static void test_shipped_plans(void) {
+  DIR *d = opendir(PLANS_DIR);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  schema_calibration cal;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(CALIBRATION_DIR "/h200-derived.json", &cal, &e), 0);
+  struct dirent *de;
+  int n = 0;
+  while ((de = readdir(d))) {
+    if (strncmp(de->d_name, "infer-", 6) != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", PLANS_DIR, de->d_name);
+    bool is_inf = false;
+    CU_ASSERT_EQUAL(plan_file_is_inference(path, &is_inf, &e), 0);
+    CU_ASSERT_TRUE(is_inf);
+    if (plan_infer_load(path, NULL, NULL, &g_plan, &e)) {
+      fprintf(stderr, "%s\n", e.msg);
+      CU_FAIL("a shipped plan does not load");
+      continue;
+    }
+    sim_infer_result r;
+    CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+    CU_ASSERT(r.ttft_s > 0 && r.tpot_s > 0 && r.tokens_per_s > 0);
+    CU_ASSERT(r.ttft_s <= r.plain_ttft_s * (1 + 1e-12)); /* auto never loses to plain NCCL */
+    n++;
+  }
+  closedir(d);
+  CU_ASSERT(n >= 12);
+  bool is_inf = true;
+  CU_ASSERT_EQUAL(plan_file_is_inference(PLANS_DIR "/../gpt-h4096-tp2-taco.json", &is_inf, &e), 0);
+  CU_ASSERT_FALSE(is_inf);
+  schema_calibration_free(&cal);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("infer", NULL, NULL);
+  CU_add_test(s, "valid plan loads", test_valid_loads);
+  CU_add_test(s, "malformed plans rejected", test_malformed_rejected);
+  CU_add_test(s, "KV cache formula", test_kv_cache_formula);
+  CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
+  CU_add_test(s, "hand-computed TTFT and TPOT", test_hand_computed_prediction);
+  CU_add_test(s, "codec policy", test_codec_policy);
+  CU_add_test(s, "decode attention grows with the cache", test_decode_attention_grows);
+  CU_add_test(s, "shipped plans", test_shipped_plans);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  int failed = (int)CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
