@@ -71,4 +71,8 @@ double plan_infer_wire_bytes(const plan_codec *c, double bytes, int hidden, doub
 
 const char *plan_kv_precision_name(plan_kv_precision k);
 
+/* `tacosim plan INFER_PLAN.json`: layout, memory per GPU against HBM, and the
+ * TP all-reduces of one prefill and one decode step with and without the codec. */
+int plan_infer_print_summary(const plan_infer *p, FILE *out, ts_err *e);
+
 #endif

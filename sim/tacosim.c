@@ -71,6 +71,13 @@ static int cmd_plan(int argc, char **argv) {
   if (argc != 2) return usage_error("plan: expected one plan file%s", "");
   static plan p;
   ts_err e = {0};
+  bool inference = false;
+  if (plan_file_is_inference(argv[1], &inference, &e)) return fail(&e);
+  if (inference) {
+    static plan_infer pi;
+    if (plan_infer_load(argv[1], NULL, NULL, &pi, &e) || plan_infer_print_summary(&pi, stdout, &e)) return fail(&e);
+    return 0;
+  }
   if (plan_load(argv[1], NULL, NULL, &p, &e) || plan_print_summary(&p, stdout, &e)) return fail(&e);
   return 0;
 }

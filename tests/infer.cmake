@@ -1,6 +1,7 @@
 # Tests of inference plans (plan/plan_infer*) and their prediction (sim/sim_infer*).
 add_executable(test_infer ${CMAKE_CURRENT_SOURCE_DIR}/test_infer.c)
-target_link_libraries(test_infer PRIVATE ts_sim PkgConfig::CUNIT m)
+target_link_libraries(test_infer PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
 target_compile_definitions(test_infer PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans/infer-llama3-8b-tp2"
-  CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration")
+  CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration" TACOSIM_BIN="$<TARGET_FILE:tacosim>")
+add_dependencies(test_infer tacosim)
 add_test(NAME infer COMMAND test_infer)

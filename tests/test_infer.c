@@ -5,6 +5,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include <CUnit/Basic.h>
 #include <dirent.h>
+#include <jansson.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +301,45 @@ static void test_shipped_plans(void) {
   schema_calibration_free(&cal);
 }
 
+/* The command: plan and simulate an inference plan, JSON written, bad input exits 2. */
+static void test_command(void) {
+  char dir[] = "/tmp/test_infer_XXXXXX";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+  const char *plan = PLANS_DIR "/infer-llama3-8b-tp2-shm-b32-taco.json";
+  char cmd[2048], json[256], bad[256];
+  snprintf(json, sizeof json, "%s/r.json", dir);
+  snprintf(bad, sizeof bad, "%s/bad.json", dir);
+  snprintf(cmd, sizeof cmd, TACOSIM_BIN " plan %s > /dev/null", plan);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, TACOSIM_BIN " simulate %s --calibration %s --json %s > /dev/null 2>&1", plan,
+           CALIBRATION_DIR "/h200-shm-derived.json", json);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  json_error_t err;
+  json_t *r = json_load_file(json, 0, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "schema")), 1);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "source")), "simulated");
+  CU_ASSERT(json_real_value(json_object_get(r, "ttft_s")) > 0);
+  CU_ASSERT(json_real_value(json_object_get(r, "tpot_s")) > 0);
+  CU_ASSERT(json_real_value(json_object_get(r, "tokens_per_s")) > 0);
+  json_decref(r);
+  FILE *f = fopen(bad, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("{\"schema\":1,\"kind\":\"inference\",\"model\":\"llama3-8b\",\"cluster\":\"h200x2-nvlink\","
+        "\"layout\":{\"tp\":2},\"batch\":{\"size\":1,\"prompt\":8,\"generate\":8},\"kv_cache\":\"int2\"}",
+        f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, TACOSIM_BIN " simulate %s > /dev/null 2>&1", bad);
+  int st = system(cmd);
+  CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  snprintf(cmd, sizeof cmd, TACOSIM_BIN " simulate %s --trace %s/t.json > /dev/null 2>&1", plan, dir);
+  st = system(cmd);
+  CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  unlink(json);
+  unlink(bad);
+  rmdir(dir);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("infer", NULL, NULL);
@@ -309,6 +351,7 @@ int main(void) {
   CU_add_test(s, "codec policy", test_codec_policy);
   CU_add_test(s, "decode attention grows with the cache", test_decode_attention_grows);
   CU_add_test(s, "shipped plans", test_shipped_plans);
+  CU_add_test(s, "tacosim plan and simulate", test_command);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failed = (int)CU_get_number_of_failures();

@@ -1,0 +1,27 @@
+/* plan_infer_summary.c — what `tacosim plan INFER_PLAN.json` prints. */
+#include "plan_infer.h"
+
+static void print_allreduce(const plan_infer *p, FILE *out, const char *what, double tokens) {
+  double bytes = 2.0 * tokens * p->model.hidden;
+  double wire = plan_infer_wire_bytes(&p->codec, bytes, p->model.hidden, p->codec_min_bytes);
+  fprintf(out, "  %-8s %2d x %d layers all-reduces of %12.0f B (%9.0f tokens), %12.0f B on the wire with %s\n", what,
+          2, p->model.layers, bytes, tokens, wire, plan_codec_kind_name(p->codec.kind));
+}
+
+int plan_infer_print_summary(const plan_infer *p, FILE *out, ts_err *e) {
+  plan_infer_memory mem;
+  if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, p->path, "layout", "memory cannot be computed");
+  const double gib = 1073741824.0;
+  fprintf(out, "inference plan %s%s%s\n", p->name, p->description[0] ? ": " : "", p->description);
+  fprintf(out, "  model %s (%d layers), cluster %s, tp %d pp %d (%d GPUs)\n", p->model.name, p->model.layers,
+          p->cluster.name, p->tp, p->pp, p->tp * p->pp);
+  fprintf(out, "  batch %d, prompt %d, generate %d, KV cache %s\n", p->batch, p->prompt, p->generate,
+          plan_kv_precision_name(p->kv));
+  fprintf(out, "  memory per GPU %.2f GiB of %.0f: weights %.2f, KV cache %.2f (prefill activations not counted)\n",
+          mem.total / gib, p->cluster.gpu.hbm_gib, mem.weights / gib, mem.kv_cache / gib);
+  print_allreduce(p, out, "prefill", (double)p->batch * p->prompt);
+  print_allreduce(p, out, "decode", p->batch);
+  fprintf(out, "  codec policy: %s\n",
+          p->codec_auto ? "auto (plain NCCL where the calibration says the codec is slower)" : "forced");
+  return 0;
+}
