@@ -189,18 +189,34 @@ static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, doub
   return 0;
 }
 
-/* Activation sends between stages: (pp - 1) hops of tokens x hidden bf16. */
+/* Activation sends between stages: (pp - 1) hops of tokens x hidden bf16,
+ * rank i of stage s to rank i of stage s + 1 (GPUs s*tp + i, pipeline
+ * outermost). Inside a node: the calibrated (or topology) sendrecv. Across
+ * nodes: alpha-beta from the topology, the stage's tp ranks sharing the
+ * node's NICs (never calibrated, as in the training simulator). */
 static int pp_hops_s(sim_costs *c, const plan_infer *p, double tokens, double *s, ts_err *e) {
   *s = 0;
   if (p->pp < 2) return 0;
+  const topo_cluster *cl = &p->cluster;
   double bytes = 2.0 * tokens * p->model.hidden;
   plan_op op = {.kind = PLAN_OP_SEND, .stream = PLAN_STREAM_PP, .phase = PLAN_PHASE_FWD,
                 .traffic = PLAN_TRAFFIC_PP, .model_op = PLAN_MOP_PP_ACTIVATION, .layer = -1,
                 .bytes = bytes, .wire_bytes = bytes, .codec = {.kind = PLAN_CODEC_NONE, .group = 128}};
   int included;
-  double t;
-  if (sim_coll_calibrated_s(c, &op, 2, &t, &included, e)) return -1;
-  *s = t * (p->pp - 1);
+  double intra;
+  if (sim_coll_calibrated_s(c, &op, 2, &intra, &included, e)) return -1;
+  for (int st = 0; st + 1 < p->pp; st++) {
+    if (topo_node_of(cl, st * p->tp) == topo_node_of(cl, (st + 1) * p->tp) || cl->nic.per_node < 1 ||
+        cl->nic.gbps <= 0) {
+      *s += intra;
+      continue;
+    }
+    double share = (double)cl->nic.per_node / (p->tp < cl->gpus_per_node ? p->tp : cl->gpus_per_node);
+    double bw = cl->nic.gbps * 1e9 * (share < 1 ? share : 1);
+    double latency = 2.0 * cl->nic.latency_us + 2.0 * (cl->fabric.levels > 0 ? cl->fabric.levels : 1) *
+                                                    cl->fabric.latency_us;
+    *s += latency * 1e-6 + bytes / bw;
+  }
   return 0;
 }
 

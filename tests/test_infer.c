@@ -162,10 +162,11 @@ static void constant_calibration(schema_calibration *c, double taco_us) {
   CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "attention", true, 1e18, 0, KERNEL_US), 0);
   const char *colls[] = {"allreduce", "allgather", "sendrecv", "allreduce.taco128"};
   double us[] = {ALLREDUCE_US, ALLGATHER_US, 10.0, taco_us};
-  for (int i = 0; i < 4; i++) {
-    CU_ASSERT_EQUAL(schema_calibration_add_coll(c, colls[i], 2, 1, us[i]), 0);
-    CU_ASSERT_EQUAL(schema_calibration_add_coll(c, colls[i], 2, 1e15, us[i]), 0);
-  }
+  for (int i = 0; i < 4; i++)
+    for (int n = 2; n <= 8; n *= 4) { /* 2 and 8 ranks */
+      CU_ASSERT_EQUAL(schema_calibration_add_coll(c, colls[i], n, 1, us[i]), 0);
+      CU_ASSERT_EQUAL(schema_calibration_add_coll(c, colls[i], n, 1e15, us[i]), 0);
+    }
   schema_calibration_sort(c);
 }
 
@@ -207,6 +208,28 @@ static void test_hand_computed_prediction(void) {
   NEAR(r.prefill.tp_s, (g_plan.model.layers * 2 * ALLREDUCE_US + ALLREDUCE_US + ALLGATHER_US) * 1e-6, 1e-9);
   CU_ASSERT_EQUAL(r.n_choices, 0);
   NEAR(r.plain_ttft_s, r.ttft_s, 1e-12);
+  schema_calibration_free(&cal);
+}
+
+/* Two stages on two nodes: the prefill adds one activation send across the
+ * fabric, alpha-beta from the topology (NIC bandwidth shared by the TP ranks). */
+static void test_pipeline_across_nodes(void) {
+  const char *t = "{\"schema\":1,\"kind\":\"inference\",\"model\":\"llama3-70b\",\"cluster\":\"h200-1024-rail\","
+                  "\"layout\":{\"tp\":8,\"pp\":2},\"batch\":{\"size\":2,\"prompt\":64,\"generate\":9}}";
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  sim_infer_result r;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  const topo_cluster *cl = &g_plan.cluster;
+  double share = (double)cl->nic.per_node / 8;
+  double bw = cl->nic.gbps * 1e9 * (share < 1 ? share : 1);
+  double latency = (2 * cl->nic.latency_us + 2 * cl->fabric.levels * cl->fabric.latency_us) * 1e-6;
+  double hop = latency + 2.0 * 2 * 64 * g_plan.model.hidden / bw;
+  NEAR(r.prefill.pp_s, hop, 1e-9);
+  NEAR(r.ttft_s, hand_forward_s(&g_plan, ALLREDUCE_US) + hop, 1e-9);
+  NEAR(r.decode.pp_s, latency + 2.0 * 2 * g_plan.model.hidden / bw, 1e-9);
   schema_calibration_free(&cal);
 }
 
@@ -349,6 +372,7 @@ int main(void) {
   CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
   CU_add_test(s, "hand-computed TTFT and TPOT", test_hand_computed_prediction);
   CU_add_test(s, "codec policy", test_codec_policy);
+  CU_add_test(s, "pipeline across nodes", test_pipeline_across_nodes);
   CU_add_test(s, "decode attention grows with the cache", test_decode_attention_grows);
   CU_add_test(s, "shipped plans", test_shipped_plans);
   CU_add_test(s, "tacosim plan and simulate", test_command);
