@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Figure 10: predicted TTFT and TPOT speedup of TACO, CAAT-Net and both over
+# plain NCCL for tensor-parallel inference, against the batch size, one line
+# style per link class. Llama 3 8B TP2 on 2 x H200, prompt 2048, 128 tokens
+# generated, bf16 KV cache (sim/INFERENCE.md). The plans are the shipped
+# experiments/plans/infer-llama3-8b-tp2/*-b1-* with batch and codec set by jq;
+# each link class uses its measured calibration calibration/h200-<transport>.json
+# (a class whose calibration is missing or derived is left out). Simulated
+# only: no prediction here has been validated on the GPUs yet.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+need_tacosim || exit 3
+command -v jq > /dev/null || { skip fig10 "jq (apt-get install jq) to write the plan variants"; exit 3; }
+
+BATCHES="${FIG10_BATCHES:-1 2 4 8 16 32 64}"
+LINKS="nvlink shm socket"
+CODECS="taco caat taco+caat"
+PLANS="$EXP/plans/infer-llama3-8b-tp2"
+WORK="$DATA/work/fig10"
+fresh_dir "$WORK"
+: > "$WORK/list"
+links=""
+for t in $LINKS; do
+  cal="$ROOT/calibration/h200-$t.json"
+  src="$PLANS/infer-llama3-8b-tp2-$t-b1-taco-caat.json"
+  if [ ! -f "$cal" ] || [ "$(jq -r '.derived' "$cal")" != false ] || [ ! -f "$src" ]; then
+    echo "fig10: leaving out $t: needs the measured calibration/h200-$t.json and $(basename "$src")" >&2
+    continue
+  fi
+  links="$links $t"
+  for b in $BATCHES; do
+    for c in $CODECS; do
+      f="$WORK/$t-b$b-${c/+/-}"
+      jq --argjson b "$b" --arg c "$c" '
+        .name = "fig10-\(.cluster)-b\($b)-\($c)" | del(.description) | .batch.size = $b |
+        .codec = ({ "taco": { "kind": "taco", "group": 128, "fp8": "e4m3" },
+                    "caat": { "kind": "caat", "p": 0.5 },
+                    "taco+caat": { "kind": "taco+caat", "group": 128, "fp8": "e4m3", "p": 0.5 } }[$c])' \
+        "$src" > "$f.plan.json"
+      echo "$f.plan.json $cal $f.json" >> "$WORK/list"
+    done
+  done
+done
+[ -n "$links" ] || { skip fig10 "measured calibrations calibration/h200-{nvlink,shm,socket}.json (tacorun calibrate)"; exit 3; }
+
+# shellcheck disable=SC2016
+REUSE="${REUSE:-}" xargs -P "$JOBS" -L 1 sh -c '
+  if [ -n "$REUSE" ] && [ -f "$3" ]; then exit 0; fi
+  if "$0" simulate "$1" --calibration "$2" --json "$3" > /dev/null 2> "$3.err"; then rm -f "$3.err"; else rm -f "$3"; fi
+' "$TACOSIM" < "$WORK/list"
+
+out="$DATA/fig10-inference.dat"
+{
+  echo "# simulated (not yet validated on GPUs): Llama 3 8B TP2 on 2 x H200, prompt 2048, 128 generated, bf16 KV cache"
+  echo "# speedup = plain NCCL time / codec time (tacosim simulate --json speedup.ttft, speedup.tpot; codec_auto sends plain where the codec loses)"
+  echo "# TACO G=128 E4M3, CAAT-Net p=0.5; calibration/h200-<link>.json"
+  for t in $links; do
+    echo "# $t: batch ttft_plain_s tpot_plain_s ttft_taco ttft_caat ttft_both tpot_taco tpot_caat tpot_both"
+    for b in $BATCHES; do
+      row="$b" plain=""
+      ttft="" tpot=""
+      for c in $CODECS; do
+        j="$WORK/$t-b$b-${c/+/-}.json"
+        if [ -f "$j" ]; then
+          [ -n "$plain" ] || plain="$(jq -r '"\(.plain_nccl.ttft_s) \(.plain_nccl.tpot_s)"' "$j")"
+          ttft="$ttft $(jq -r '.speedup.ttft * 10000 | round / 10000' "$j")"
+          tpot="$tpot $(jq -r '.speedup.tpot * 10000 | round / 10000' "$j")"
+        else
+          echo "fig10: no prediction for $t batch $b $c: $(head -c 300 "$j.err" 2> /dev/null)" >&2
+          ttft="$ttft NaN" tpot="$tpot NaN"
+        fi
+      done
+      echo "$row ${plain:-NaN NaN}$ttft$tpot"
+    done
+    printf '\n\n'
+  done
+} > "$out"
+if ! grep -v '^#' "$out" | grep -q '[0-9]'; then skip fig10 "any successful inference prediction (see $WORK/*.err)"; exit 3; fi
+
+# one dash type per link class, one colour and point per codec
+styles=""
+i=0
+for t in $links; do
+  label=$(case $t in nvlink) echo NVLink ;; shm) echo "shared memory" ;; socket) echo socket ;; esac)
+  dt=$((i + 1))
+  styles="$styles$i:$dt:$label;"
+  i=$((i + 1))
+done
+plotcmd() { # COLUMN_OFFSET: 4 for TTFT, 7 for TPOT
+  local off=$1 s idx dt label sep="" cmd="plot 1 notitle lc rgb \"black\" dt 2"
+  IFS=';' read -ra parts <<< "$styles"
+  for s in "${parts[@]}"; do
+    IFS=: read -r idx dt label <<< "$s"
+    cmd="$cmd, \"$out\" index $idx using 1:$off with linespoints lw 2 dt $dt pt 7 lc rgb \"#1f77b4\" title \"$label: TACO\""
+    cmd="$cmd, \"\" index $idx using 1:$((off + 1)) with linespoints lw 2 dt $dt pt 5 lc rgb \"#d62728\" title \"$label: CAAT-Net p=0.5\""
+    cmd="$cmd, \"\" index $idx using 1:$((off + 2)) with linespoints lw 2 dt $dt pt 9 lc rgb \"#2ca02c\" title \"$label: TACO+CAAT-Net\""
+  done
+  echo "$cmd"
+}
+
+plot fig10-inference 1500 800 <<GP
+set datafile missing "NaN"
+set multiplot layout 1,2 title "Llama 3 8B TP2 inference on 2 x H200 (prompt 2048, 128 generated): speedup over plain NCCL (simulated; not yet validated on GPUs)"
+set logscale x 2
+set xrange [0.8:80]
+set xtics (1, 2, 4, 8, 16, 32, 64)
+set xlabel "batch size (sequences)"
+set ylabel "speedup over plain NCCL"
+set grid
+set key below horizontal maxcols 3 width 1 spacing 1.0 font ",9" samplen 3
+set bmargin 9
+set xlabel offset 0,0.6
+set yrange [0.95:*]
+set title "time to first token (prefill)"
+$(plotcmd 4)
+set title "time per output token (decode)"
+$(plotcmd 7)
+unset multiplot
+GP
