@@ -99,22 +99,38 @@ static int tp_coll_s(sim_costs *c, const plan_infer *p, plan_coll coll, const pl
   return 0;
 }
 
-/* The layer all-reduce of one phase under the policy: the plan's codec, or
- * plain NCCL where that is faster and codec_auto is on. */
+/* The layer all-reduce of one phase under the policy: the plan's codec, or its
+ * fallback where that is faster and codec_auto is on. The fallback of a TACO
+ * plan is plain NCCL. CAAT-Net changes the model (its private channels are
+ * never summed across the TP group), so a CAAT-Net plan can only drop TACO:
+ * its fallback is the partial all-reduce of the shared channels in BF16, and
+ * a plain CAAT-Net plan has no fallback at all. */
 static int layer_allreduce(sim_costs *c, const plan_infer *p, bool use_codec, double bytes, const char *what,
                            sim_infer_result *r, double *t, double *codec_s, ts_err *e) {
   double plain, plain_codec, wire_plain;
   if (tp_coll_s(c, p, PLAN_COLL_ALLREDUCE, NULL, bytes, &plain, &plain_codec, &wire_plain, e)) return -1;
   *t = plain, *codec_s = 0;
   if (!use_codec || p->codec.kind == PLAN_CODEC_NONE || p->tp < 2) return 0;
+  double fallback = plain, fallback_codec = 0, wire_fallback = wire_plain;
+  bool caat = has_caat(p->codec.kind);
+  if (caat) {
+    plan_codec caat_only = p->codec;
+    caat_only.kind = PLAN_CODEC_CAAT;
+    if (tp_coll_s(c, p, PLAN_COLL_ALLREDUCE, &caat_only, bytes, &fallback, &fallback_codec, &wire_fallback, e))
+      return -1;
+  }
   double comp, comp_codec, wire;
   if (tp_coll_s(c, p, PLAN_COLL_ALLREDUCE, &p->codec, bytes, &comp, &comp_codec, &wire, e)) return -1;
-  bool compressed = !(p->codec_auto && comp > plain);
-  if (compressed) *t = comp, *codec_s = comp_codec;
+  bool compressed = p->codec.kind == PLAN_CODEC_CAAT || !(p->codec_auto && comp > fallback);
+  if (compressed)
+    *t = comp, *codec_s = comp_codec;
+  else
+    *t = fallback, *codec_s = fallback_codec;
   if (r && r->n_choices < 2) {
     sim_infer_choice *ch = &r->choices[r->n_choices++];
     snprintf(ch->what, sizeof ch->what, "%s", what);
-    ch->bytes = bytes, ch->wire_bytes = wire, ch->plain_s = plain, ch->codec_s = comp, ch->compressed = compressed;
+    ch->bytes = bytes, ch->wire_bytes = wire, ch->plain_s = plain, ch->fallback_s = fallback;
+    ch->fallback_is_caat = caat, ch->codec_s = comp, ch->compressed = compressed;
   }
   return 0;
 }
@@ -303,10 +319,19 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, FILE *
   }
   for (int i = 0; i < r->n_choices; i++) {
     const sim_infer_choice *ch = &r->choices[i];
-    if (ch->codec_s > ch->plain_s) {
-      snprintf(note, sizeof note, "%s all-reduce of %.0f B: %s takes %.1f us, plain NCCL %.1f us: %s", ch->what,
-               ch->bytes, plan_codec_kind_name(p->codec.kind), ch->codec_s * 1e6, ch->plain_s * 1e6,
-               ch->compressed ? "sent compressed anyway (codec_auto false)" : "sent plain (the codec loses here)");
+    if (p->codec.kind == PLAN_CODEC_CAAT) {
+      if (ch->codec_s > ch->plain_s) {
+        snprintf(note, sizeof note,
+                 "%s all-reduce of %.0f B: caat takes %.1f us, plain NCCL %.1f us (CAAT-Net is the model: no fallback)",
+                 ch->what, ch->bytes, ch->codec_s * 1e6, ch->plain_s * 1e6);
+        add_note(r, note);
+      }
+    } else if (ch->codec_s > ch->fallback_s) {
+      const char *fb = ch->fallback_is_caat ? "caat in BF16" : "plain NCCL";
+      snprintf(note, sizeof note, "%s all-reduce of %.0f B: %s takes %.1f us, %s %.1f us: %s%s", ch->what,
+               ch->bytes, plan_codec_kind_name(p->codec.kind), ch->codec_s * 1e6, fb, ch->fallback_s * 1e6,
+               ch->compressed ? "sent compressed anyway (codec_auto false)" : "sent as ",
+               ch->compressed ? "" : fb);
       add_note(r, note);
     }
   }

@@ -32,8 +32,11 @@ typedef struct {
   double bytes;           /* bf16 payload, plain NCCL */
   double wire_bytes;      /* with the plan's codec */
   double plain_s;         /* the all-reduce with plain NCCL */
+  double fallback_s;      /* what the policy sends instead of the plan's codec: plain NCCL, or for a
+                             CAAT-Net plan the partial all-reduce in BF16 (CAAT-Net is the model) */
+  bool fallback_is_caat;  /* the fallback is the BF16 partial all-reduce */
   double codec_s;         /* the same with the plan's codec (total, codec kernels included) */
-  bool compressed;        /* the policy sent it compressed */
+  bool compressed;        /* the policy sent it with the plan's codec */
 } sim_infer_choice;
 
 #define SIM_INFER_MAX_NOTES 8

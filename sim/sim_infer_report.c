@@ -39,7 +39,7 @@ void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) 
       const sim_infer_choice *c = &r->choices[i];
       fprintf(out, "  %-14s all-reduce %10.0f B -> %10.0f B on the wire: plain %8.1f us, codec %8.1f us: %s\n",
               c->what, c->bytes, c->wire_bytes, c->plain_s * 1e6, c->codec_s * 1e6,
-              c->compressed ? "compressed" : "plain");
+              c->compressed ? "compressed" : c->fallback_is_caat ? "caat in BF16" : "plain");
     }
   }
   for (int i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
@@ -54,9 +54,11 @@ static json_t *result_json(const plan_infer *p, const sim_infer_result *r) {
   json_t *choices = json_array(), *notes = json_array();
   for (int i = 0; i < r->n_choices; i++) {
     const sim_infer_choice *c = &r->choices[i];
-    json_array_append_new(choices, json_pack("{s:s, s:f, s:f, s:f, s:f, s:b}", "what", c->what, "bytes", c->bytes,
-                                             "wire_bytes", c->wire_bytes, "plain_s", c->plain_s, "codec_s",
-                                             c->codec_s, "compressed", c->compressed));
+    json_array_append_new(choices, json_pack("{s:s, s:f, s:f, s:f, s:f, s:s, s:f, s:b}", "what", c->what, "bytes",
+                                             c->bytes, "wire_bytes", c->wire_bytes, "plain_s", c->plain_s,
+                                             "fallback_s", c->fallback_s, "fallback",
+                                             c->fallback_is_caat ? "caat" : "none", "codec_s", c->codec_s,
+                                             "compressed", c->compressed));
   }
   for (int i = 0; i < r->n_notes; i++) json_array_append_new(notes, json_string(r->notes[i]));
   json_t *o = json_pack(
