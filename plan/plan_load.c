@@ -108,6 +108,12 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
+  /* An inference plan reaches a training command: say what it is, not "unknown field". */
+  json_t *kind = json_object_get(root, "kind");
+  if (kind && json_is_string(kind) && strcmp(json_string_value(kind), "inference") == 0)
+    return ts_fail(e, file, "kind",
+                   "an inference plan: `tacosim plan` and `tacosim simulate` read it; this command reads "
+                   "training plans only");
   if (check_keys(root, top_keys, file, NULL, e)) return -1;
   char dflt_name[128];
   base_name(file, dflt_name, sizeof dflt_name);

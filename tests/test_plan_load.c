@@ -82,6 +82,13 @@ static void expect_ok(const spec *s) {
   CU_ASSERT_EQUAL(rc, 0);
 }
 
+/* An inference plan given to a training command is named as such. */
+static void test_inference_plan_named(void) {
+  spec s = base();
+  s.extra = ", \"kind\": \"inference\"";
+  expect_reject(&s, "kind", "an inference plan");
+}
+
 /* ---- shipped plans ---- */
 
 static void test_shipped_plans_load(void) {
@@ -475,6 +482,7 @@ int main(void) {
   CU_add_test(ok, "defaults", test_defaults);
   CU_add_test(ok, "layers_override", test_layers_override);
   CU_pSuite rules = CU_add_suite("plan.rules", setup, cleanup);
+  CU_add_test(rules, "inference plan named as such", test_inference_plan_named);
   CU_add_test(rules, "tp divides heads, KV heads, ffn", test_rule_tp_divides_heads_kv_ffn);
   CU_add_test(rules, "vocabulary is padded, not rejected", test_rule_vocab_is_padded_not_rejected);
   CU_add_test(rules, "tp within a node", test_rule_tp_within_node);
