@@ -33,6 +33,9 @@ typedef struct {
   double p;     /* CAAT-Net fraction of hidden channels synchronized, (0, 1] */
 } plan_codec;
 
+static inline bool plan_codec_has_taco(plan_codec_kind k) { return k == PLAN_CODEC_TACO || k == PLAN_CODEC_TACO_CAAT; }
+static inline bool plan_codec_has_caat(plan_codec_kind k) { return k == PLAN_CODEC_CAAT || k == PLAN_CODEC_TACO_CAAT; }
+
 /* TACO wire bytes for `bytes` of bf16 payload: N fp8 elements + 8 bytes of
  * scales per group of G, where N = bytes / 2. */
 double plan_taco_wire_bytes(double bf16_bytes, int group);

@@ -5,80 +5,27 @@
 #include <string.h>
 
 #include "plan_infer.h"
+#include "plan_internal.h"
 #include "ts_json.h"
 
-static const char *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL};
-static const char *const fp8_names[] = {"e4m3", "e5m2", NULL};
 static const char *const kv_names[] = {"bf16", "fp8", NULL};
 
 const char *plan_kv_precision_name(plan_kv_precision k) { return k == PLAN_KV_FP8 ? "fp8" : "bf16"; }
-
-static bool has_taco(plan_codec_kind k) { return k == PLAN_CODEC_TACO || k == PLAN_CODEC_TACO_CAAT; }
-static bool has_caat(plan_codec_kind k) { return k == PLAN_CODEC_CAAT || k == PLAN_CODEC_TACO_CAAT; }
-
-/* Rejects members not in `allowed`, so typos do not pass silently. */
-static int check_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
-  const char *key;
-  json_t *v;
-  json_object_foreach(obj, key, v) {
-    bool known = false;
-    for (int i = 0; allowed[i]; i++)
-      if (strcmp(key, allowed[i]) == 0) known = true;
-    if (!known) {
-      char field[256];
-      snprintf(field, sizeof field, "%s%s%s", path ? path : "", path ? "." : "", key);
-      return ts_fail(e, file, field, "unknown field");
-    }
-  }
-  return 0;
-}
 
 int plan_file_is_inference(const char *path, bool *is_inference, ts_err *e) {
   *is_inference = false;
   json_t *root = tsj_load_file(path, e);
   if (!root) return -1;
-  json_t *kind = json_is_object(root) ? json_object_get(root, "kind") : NULL;
-  *is_inference = kind && json_is_string(kind) && strcmp(json_string_value(kind), "inference") == 0;
+  *is_inference = plan_json_is_inference(root);
   json_decref(root);
   return 0;
 }
 
 static int load_codec(json_t *root, const char *file, plan_codec *c, ts_err *e) {
-  static const char *const keys[] = {"kind", "group", "fp8", "p", NULL};
-  *c = (plan_codec){.kind = PLAN_CODEC_NONE, .group = 128, .fp8 = PLAN_FP8_E4M3};
   bool failed;
   json_t *o = tsj_object_opt(root, "codec", file, NULL, e, &failed);
   if (failed) return -1;
-  if (!o) return 0;
-  if (check_keys(o, keys, file, "codec", e)) return -1;
-  int kind;
-  if (tsj_enum(o, "kind", codec_names, &kind, file, "codec", e)) return -1;
-  c->kind = (plan_codec_kind)kind;
-  if (has_taco(c->kind)) {
-    long long g;
-    if (tsj_int(o, "group", 1, 1 << 20, &g, file, "codec", e)) return -1;
-    c->group = (int)g;
-    int fp8;
-    if (tsj_enum(o, "fp8", fp8_names, &fp8, file, "codec", e)) return -1;
-    c->fp8 = (plan_fp8)fp8;
-  } else if (json_object_get(o, "group") || json_object_get(o, "fp8")) {
-    return ts_fail(e, file, json_object_get(o, "group") ? "codec.group" : "codec.fp8",
-                   "only applies to the \"taco\" and \"taco+caat\" kinds");
-  }
-  if (has_caat(c->kind)) {
-    if (tsj_real(o, "p", 0.0, 1.0, &c->p, file, "codec", e)) return -1;
-  } else if (json_object_get(o, "p")) {
-    return ts_fail(e, file, "codec.p", "only applies to the \"caat\" and \"taco+caat\" kinds");
-  }
-  return 0;
-}
-
-static void base_name(const char *path, char *out, size_t cap) {
-  const char *slash = strrchr(path, '/');
-  snprintf(out, cap, "%s", slash ? slash + 1 : path);
-  char *dot = strrchr(out, '.');
-  if (dot && strcmp(dot, ".json") == 0) *dot = '\0';
-  if (!*out) snprintf(out, cap, "plan");
+  return plan_json_codec(o, file, "codec", c, e);
 }
 
 static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir,
@@ -90,11 +37,11 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   static const char *const batch_keys[] = {"size", "prompt", "generate", NULL};
   static const char *const kind_names[] = {"inference", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
-  if (check_keys(root, top_keys, file, NULL, e)) return -1;
+  if (plan_json_check_keys(root, top_keys, file, NULL, e)) return -1;
   int kind;
   if (tsj_enum(root, "kind", kind_names, &kind, file, NULL, e)) return -1;
   char dflt_name[128];
-  base_name(file, dflt_name, sizeof dflt_name);
+  plan_json_base_name(file, dflt_name, sizeof dflt_name);
   if (tsj_string_opt(root, "name", dflt_name, p->name, sizeof p->name, file, NULL, e)) return -1;
   if (tsj_string_opt(root, "description", "", p->description, sizeof p->description, file, NULL, e)) return -1;
   char model_name[512], cluster_name[512];
@@ -103,14 +50,14 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
 
   long long v;
   json_t *layout = tsj_object(root, "layout", file, NULL, e);
-  if (!layout || check_keys(layout, layout_keys, file, "layout", e)) return -1;
+  if (!layout || plan_json_check_keys(layout, layout_keys, file, "layout", e)) return -1;
   if (tsj_int(layout, "tp", 1, 1 << 16, &v, file, "layout", e)) return -1;
   p->tp = (int)v;
   if (tsj_int_opt(layout, "pp", 1, 1 << 16, 1, &v, file, "layout", e)) return -1;
   p->pp = (int)v;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
-  if (!batch || check_keys(batch, batch_keys, file, "batch", e)) return -1;
+  if (!batch || plan_json_check_keys(batch, batch_keys, file, "batch", e)) return -1;
   if (tsj_int(batch, "size", 1, 1 << 20, &v, file, "batch", e)) return -1;
   p->batch = (int)v;
   if (tsj_int(batch, "prompt", 1, 1 << 24, &v, file, "batch", e)) return -1;
@@ -163,16 +110,9 @@ int plan_infer_load(const char *path, const char *models_dir, const char *topolo
 static int validate_codec(const plan_infer *p, ts_err *e) {
   const char *f = p->path;
   const plan_codec *c = &p->codec;
-  if (has_taco(c->kind) && c->group != 32 && c->group != 64 && c->group != 128 && c->group != 256 &&
-      c->group != 512)
-    return ts_fail(e, f, "codec.group", "%d is not a TACO group size (32, 64, 128, 256 or 512)", c->group);
+  if (plan_codec_check(c, p->model.hidden, f, "codec", e)) return -1;
   if (c->kind != PLAN_CODEC_NONE && p->tp < 2)
     return ts_fail(e, f, "codec.kind", "a codec of the TP all-reduces needs tensor parallelism (tp >= 2)");
-  if (has_caat(c->kind)) {
-    if (!(c->p > 0.0 && c->p <= 1.0)) return ts_fail(e, f, "codec.p", "%g must be in (0, 1]", c->p);
-    if (floor(c->p * p->model.hidden) < 1.0)
-      return ts_fail(e, f, "codec.p", "%g x hidden %d synchronizes no channel", c->p, p->model.hidden);
-  }
   return 0;
 }
 
@@ -253,7 +193,7 @@ int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {
 double plan_infer_wire_bytes(const plan_codec *c, double bytes, int hidden, double min_bytes) {
   if (!c || c->kind == PLAN_CODEC_NONE || hidden < 1) return bytes;
   double shared = bytes;
-  if (has_caat(c->kind)) shared = bytes * floor(c->p * hidden) / hidden;
-  if (has_taco(c->kind) && shared >= min_bytes) return plan_codec_wire_bytes(c, shared, 2);
+  if (plan_codec_has_caat(c->kind)) shared = bytes * floor(c->p * hidden) / hidden;
+  if (plan_codec_has_taco(c->kind) && shared >= min_bytes) return plan_codec_wire_bytes(c, shared, 2);
   return shared;
 }

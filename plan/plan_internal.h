@@ -27,4 +27,19 @@ model_shard plan_shard(const plan *p);
 /* Norm parameters of one layer (replicated across TP). */
 double plan_norm_params_per_layer(const plan *p);
 
+/* ---- plan files (plan_json.c), shared by the training and inference loaders ---- */
+#include <jansson.h>
+/* Rejects members of obj not in `allowed` (NULL-terminated): typos do not pass silently. */
+int plan_json_check_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e);
+/* "dir/gpt3-175b.json" -> "gpt3-175b" (the default plan name); "plan" when empty. */
+void plan_json_base_name(const char *path, char *out, size_t cap);
+/* One codec object {kind, group, fp8, p} at `path` (e.g. "codec.tp_fwd"); absent (o NULL): none.
+ * Checks the TACO group size, the FP8 format, p in (0, 1], and fields that do not apply. */
+int plan_json_codec(json_t *o, const char *file, const char *path, plan_codec *c, ts_err *e);
+/* A codec's own rules at `path`: known kind, TACO group size, CAAT-Net p in (0, 1]
+ * and, when hidden > 0, at least one synchronized channel. */
+int plan_codec_check(const plan_codec *c, int hidden, const char *file, const char *path, ts_err *e);
+/* Whether a plan file's root says "kind": "inference". */
+bool plan_json_is_inference(json_t *root);
+
 #endif

@@ -1,7 +1,6 @@
 /* plan_load.c — reads a plan file and checks every rule that makes it
  * runnable. Each failure names the file, the field and the reason. */
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,90 +11,20 @@
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved-1f1b", NULL};
 static const char *const order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
-static const char *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL};
-static const char *const fp8_names[] = {"e4m3", "e5m2", NULL};
 static const char *const traffic_keys[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp"};
-
-static bool codec_has_taco(plan_codec_kind k) { return k == PLAN_CODEC_TACO || k == PLAN_CODEC_TACO_CAAT; }
-static bool codec_has_caat(plan_codec_kind k) { return k == PLAN_CODEC_CAAT || k == PLAN_CODEC_TACO_CAAT; }
 
 double plan_default_dp_bucket_bytes(int dp) {
   double params = 1e6 * dp > 4e7 ? 1e6 * dp : 4e7;
   return 4.0 * params;
 }
 
-/* Rejects members not in `allowed` (typos would otherwise be ignored silently). */
-static int check_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
-  const char *key;
-  json_t *v;
-  json_object_foreach(obj, key, v) {
-    bool known = false;
-    for (int i = 0; allowed[i]; i++)
-      if (strcmp(key, allowed[i]) == 0) known = true;
-    if (!known) {
-      char field[256];
-      snprintf(field, sizeof field, "%s%s%s", path ? path : "", path ? "." : "", key);
-      return ts_fail(e, file, field, "unknown field");
-    }
-  }
-  return 0;
-}
-
 static int load_codec(json_t *codecs, int t, const char *file, plan_codec *c, ts_err *e) {
-  static const char *const keys[] = {"kind", "group", "fp8", "p", NULL};
   char path[64];
   snprintf(path, sizeof path, "codec.%s", traffic_keys[t]);
-  memset(c, 0, sizeof *c);
-  c->kind = PLAN_CODEC_NONE;
-  c->group = 128;
-  c->fp8 = PLAN_FP8_E4M3;
   bool failed;
   json_t *o = tsj_object_opt(codecs, traffic_keys[t], file, "codec", e, &failed);
   if (failed) return -1;
-  if (!o) return 0;
-  if (check_keys(o, keys, file, path, e)) return -1;
-  int kind;
-  if (tsj_enum(o, "kind", codec_names, &kind, file, path, e)) return -1;
-  c->kind = (plan_codec_kind)kind;
-  char field[96];
-  if (codec_has_taco(c->kind)) {
-    long long g;
-    if (tsj_int(o, "group", 1, 1 << 20, &g, file, path, e)) return -1;
-    if (g != 32 && g != 64 && g != 128 && g != 256 && g != 512) {
-      snprintf(field, sizeof field, "%s.group", path);
-      return ts_fail(e, file, field, "%lld is not a TACO group size (32, 64, 128, 256 or 512)", g);
-    }
-    c->group = (int)g;
-    int fp8;
-    if (tsj_enum(o, "fp8", fp8_names, &fp8, file, path, e)) return -1;
-    c->fp8 = (plan_fp8)fp8;
-  } else {
-    for (int i = 1; i <= 2; i++)
-      if (json_object_get(o, keys[i])) {
-        snprintf(field, sizeof field, "%s.%s", path, keys[i]);
-        return ts_fail(e, file, field, "only applies to the \"taco\" and \"taco+caat\" kinds");
-      }
-  }
-  if (codec_has_caat(c->kind)) {
-    if (tsj_real(o, "p", 0.0, 1.0, &c->p, file, path, e)) return -1;
-    if (!(c->p > 0.0)) {
-      snprintf(field, sizeof field, "%s.p", path);
-      return ts_fail(e, file, field, "%g must be in (0, 1]", c->p);
-    }
-  } else if (json_object_get(o, "p")) {
-    snprintf(field, sizeof field, "%s.p", path);
-    return ts_fail(e, file, field, "only applies to the \"caat\" and \"taco+caat\" kinds");
-  }
-  return 0;
-}
-
-static void base_name(const char *path, char *out, size_t cap) {
-  const char *slash = strrchr(path, '/');
-  const char *b = slash ? slash + 1 : path;
-  snprintf(out, cap, "%s", b);
-  char *dot = strrchr(out, '.');
-  if (dot && strcmp(dot, ".json") == 0) *dot = '\0';
-  if (!*out) snprintf(out, cap, "plan");
+  return plan_json_codec(o, file, path, c, e);
 }
 
 static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir, plan *p,
@@ -109,14 +38,13 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
   /* An inference plan reaches a training command: say what it is, not "unknown field". */
-  json_t *kind = json_object_get(root, "kind");
-  if (kind && json_is_string(kind) && strcmp(json_string_value(kind), "inference") == 0)
+  if (plan_json_is_inference(root))
     return ts_fail(e, file, "kind",
                    "an inference plan: `tacosim plan` and `tacosim simulate` read it; this command reads "
                    "training plans only");
-  if (check_keys(root, top_keys, file, NULL, e)) return -1;
+  if (plan_json_check_keys(root, top_keys, file, NULL, e)) return -1;
   char dflt_name[128];
-  base_name(file, dflt_name, sizeof dflt_name);
+  plan_json_base_name(file, dflt_name, sizeof dflt_name);
   if (tsj_string_opt(root, "name", dflt_name, p->name, sizeof p->name, file, NULL, e)) return -1;
   if (tsj_string_opt(root, "description", "", p->description, sizeof p->description, file, NULL, e)) return -1;
 
@@ -125,7 +53,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_string(root, "cluster", cluster_name, sizeof cluster_name, file, NULL, e)) return -1;
 
   json_t *layout = tsj_object(root, "layout", file, NULL, e);
-  if (!layout || check_keys(layout, layout_keys, file, "layout", e)) return -1;
+  if (!layout || plan_json_check_keys(layout, layout_keys, file, "layout", e)) return -1;
   long long v;
   if (tsj_int(layout, "dp", 1, 1 << 20, &v, file, "layout", e)) return -1;
   p->dp = (int)v;
@@ -145,7 +73,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   p->recompute = (model_recompute)recompute;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
-  if (!batch || check_keys(batch, batch_keys, file, "batch", e)) return -1;
+  if (!batch || plan_json_check_keys(batch, batch_keys, file, "batch", e)) return -1;
   if (tsj_int(batch, "micro", 1, 1 << 20, &v, file, "batch", e)) return -1;
   p->micro_batch = (int)v;
   if (tsj_int(batch, "global", 1, 1LL << 40, &p->global_batch, file, "batch", e)) return -1;
@@ -162,7 +90,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   bool failed;
   json_t *codecs = tsj_object_opt(root, "codec", file, NULL, e, &failed);
   if (failed) return -1;
-  if (codecs && check_keys(codecs, codec_keys, file, "codec", e)) return -1;
+  if (codecs && plan_json_check_keys(codecs, codec_keys, file, "codec", e)) return -1;
   for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++)
     if (load_codec(codecs, t, file, &p->codec[t], e)) return -1;
   if (tsj_real_opt(root, "codec_min_bytes", 0.0, 1e15, PLAN_DEFAULT_CODEC_MIN_BYTES, &p->codec_min_bytes, file,
@@ -209,37 +137,26 @@ int plan_load(const char *path, const char *models_dir, const char *topologies_d
 
 static int validate_codecs(const plan *p, ts_err *e) {
   const char *f = p->path;
-  char field[64];
+  char field[96];
   for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) {
     const plan_codec *c = &p->codec[t];
-    snprintf(field, sizeof field, "codec.%s.kind", traffic_keys[t]);
-    if (c->kind < PLAN_CODEC_NONE || c->kind > PLAN_CODEC_TACO_CAAT) return ts_fail(e, f, field, "unknown kind");
-    if (codec_has_taco(c->kind) && c->group != 32 && c->group != 64 && c->group != 128 && c->group != 256 &&
-        c->group != 512) {
-      snprintf(field, sizeof field, "codec.%s.group", traffic_keys[t]);
-      return ts_fail(e, f, field, "%d is not a TACO group size (32, 64, 128, 256 or 512)", c->group);
-    }
-    if (!codec_has_caat(c->kind)) continue;
+    char path[64];
+    snprintf(path, sizeof path, "codec.%s", traffic_keys[t]);
+    if (plan_codec_check(c, p->model.hidden, f, path, e)) return -1;
+    if (!plan_codec_has_caat(c->kind)) continue;
+    snprintf(field, sizeof field, "%s.kind", path);
     if (t == PLAN_TRAFFIC_PP || t == PLAN_TRAFFIC_DP)
       return ts_fail(e, f, field,
                      "CAAT-Net only changes tensor-parallel all-reduces; use it on tp_fwd and tp_bwd");
-    if (!(c->p > 0.0 && c->p <= 1.0)) {
-      snprintf(field, sizeof field, "codec.%s.p", traffic_keys[t]);
-      return ts_fail(e, f, field, "%g must be in (0, 1]", c->p);
-    }
     if (p->sequence_parallel)
       return ts_fail(e, f, field, "CAAT-Net cannot be combined with sequence_parallel (it uses no SP)");
     if (p->tp < 2) return ts_fail(e, f, field, "CAAT-Net needs tensor parallelism (tp >= 2)");
-    if (floor(c->p * p->model.hidden) < 1.0) {
-      snprintf(field, sizeof field, "codec.%s.p", traffic_keys[t]);
-      return ts_fail(e, f, field, "%g x hidden %d synchronizes no channel", c->p, p->model.hidden);
-    }
   }
   /* CAAT-Net is a property of the model's forward pass; its backward rule
    * follows from it, so both directions must agree. */
   const plan_codec *fw = &p->codec[PLAN_TRAFFIC_TP_FWD], *bw = &p->codec[PLAN_TRAFFIC_TP_BWD];
-  if (codec_has_caat(fw->kind) != codec_has_caat(bw->kind) ||
-      (codec_has_caat(fw->kind) && fw->p != bw->p))
+  if (plan_codec_has_caat(fw->kind) != plan_codec_has_caat(bw->kind) ||
+      (plan_codec_has_caat(fw->kind) && fw->p != bw->p))
     return ts_fail(e, f, "codec.tp_bwd",
                    "CAAT-Net must be set on both tp_fwd and tp_bwd with the same p (the backward rule follows "
                    "from the forward one)");

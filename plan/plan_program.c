@@ -67,8 +67,6 @@ typedef struct {
   int bucket_layer;
 } builder;
 
-static bool has_taco(plan_codec_kind k) { return k == PLAN_CODEC_TACO || k == PLAN_CODEC_TACO_CAAT; }
-static bool has_caat(plan_codec_kind k) { return k == PLAN_CODEC_CAAT || k == PLAN_CODEC_TACO_CAAT; }
 
 /* ---- op emission ---- */
 
@@ -165,14 +163,14 @@ static void tp_message(const builder *b, plan_traffic t, int caat_rule, double b
   plan_codec c = {.kind = PLAN_CODEC_NONE};
   double sent = bytes;
   int elem = 2;
-  if (caat_rule && has_caat(pc->kind)) {
+  if (caat_rule && plan_codec_has_caat(pc->kind)) {
     double frac = floor(pc->p * p->model.hidden) / p->model.hidden;
     sent = caat_rule == 1 ? bytes * frac : bytes * frac * 2.0;
     elem = caat_rule == 1 ? 2 : 4;
     c.kind = PLAN_CODEC_CAAT;
     c.p = pc->p;
   }
-  if (has_taco(pc->kind) && sent >= p->codec_min_bytes) {
+  if (plan_codec_has_taco(pc->kind) && sent >= p->codec_min_bytes) {
     c.kind = c.kind == PLAN_CODEC_CAAT ? PLAN_CODEC_TACO_CAAT : PLAN_CODEC_TACO;
     c.group = pc->group;
     c.fp8 = pc->fp8;
@@ -372,7 +370,7 @@ static int flush_bucket(builder *b, int chunk) {
   plan_codec codec = {.kind = PLAN_CODEC_NONE};
   double wire = bytes;
   const plan_codec *pc = &p->codec[PLAN_TRAFFIC_DP];
-  if (has_taco(pc->kind) && bytes >= p->codec_min_bytes) {
+  if (plan_codec_has_taco(pc->kind) && bytes >= p->codec_min_bytes) {
     codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
     wire = plan_codec_wire_bytes(&codec, bytes, 4);
   }
@@ -469,7 +467,7 @@ static int flush_messages(builder *b, int64_t until) {
     op->tag = x->tag;
     op->bytes = op->wire_bytes = b->send_bytes;
     const plan_codec *pc = &p->codec[PLAN_TRAFFIC_PP];
-    if (has_taco(pc->kind) && b->send_bytes >= p->codec_min_bytes) {
+    if (plan_codec_has_taco(pc->kind) && b->send_bytes >= p->codec_min_bytes) {
       op->codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
       op->wire_bytes = plan_codec_wire_bytes(&op->codec, b->send_bytes, 2);
     }
@@ -538,7 +536,7 @@ static int finish_iteration(builder *b) {
     if (op->stream == PLAN_STREAM_TP && last_tp < 0) last_tp = i;
     if (op->stream == PLAN_STREAM_DP && last_dp < 0) last_dp = i;
   }
-  bool caat = has_caat(p->codec[PLAN_TRAFFIC_TP_FWD].kind);
+  bool caat = plan_codec_has_caat(p->codec[PLAN_TRAFFIC_TP_FWD].kind);
   if (p->tp > 1 && (p->sequence_parallel || caat)) {
     for (int chunk = p->vpp - 1; chunk >= 0; chunk--) {
       double norms = plan_norm_params_per_layer(p) * b->lpc;

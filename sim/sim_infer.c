@@ -13,8 +13,6 @@
 #include "sim_costs.h"
 #include "sim_infer.h"
 
-static bool has_taco(plan_codec_kind k) { return k == PLAN_CODEC_TACO || k == PLAN_CODEC_TACO_CAAT; }
-static bool has_caat(plan_codec_kind k) { return k == PLAN_CODEC_CAAT || k == PLAN_CODEC_TACO_CAAT; }
 
 static void add_note(sim_infer_result *r, const char *text) {
   if (r->n_notes < SIM_INFER_MAX_NOTES) snprintf(r->notes[r->n_notes++], sizeof r->notes[0], "%s", text);
@@ -74,9 +72,9 @@ static int tp_coll_s(sim_costs *c, const plan_infer *p, plan_coll coll, const pl
   *wire = bytes;
   if (p->tp < 2 || bytes <= 0) return 0;
   plan_codec eff = cd ? *cd : (plan_codec){.kind = PLAN_CODEC_NONE, .group = 128};
-  double shared = has_caat(eff.kind) ? bytes * floor(eff.p * p->model.hidden) / p->model.hidden : bytes;
-  if (has_taco(eff.kind) && shared < p->codec_min_bytes)
-    eff.kind = has_caat(eff.kind) ? PLAN_CODEC_CAAT : PLAN_CODEC_NONE;
+  double shared = plan_codec_has_caat(eff.kind) ? bytes * floor(eff.p * p->model.hidden) / p->model.hidden : bytes;
+  if (plan_codec_has_taco(eff.kind) && shared < p->codec_min_bytes)
+    eff.kind = plan_codec_has_caat(eff.kind) ? PLAN_CODEC_CAAT : PLAN_CODEC_NONE;
   *wire = plan_infer_wire_bytes(&eff, bytes, p->model.hidden, p->codec_min_bytes);
   plan_op op = {.kind = PLAN_OP_COLLECTIVE, .stream = PLAN_STREAM_TP, .phase = PLAN_PHASE_FWD, .coll = coll,
                 .group = PLAN_GROUP_TP, .traffic = PLAN_TRAFFIC_TP_FWD, .model_op = -1, .layer = -1,
@@ -112,7 +110,7 @@ static int layer_allreduce(sim_costs *c, const plan_infer *p, bool use_codec, do
   *t = plain, *codec_s = 0;
   if (!use_codec || p->codec.kind == PLAN_CODEC_NONE || p->tp < 2) return 0;
   double fallback = plain, fallback_codec = 0, wire_fallback = wire_plain;
-  bool caat = has_caat(p->codec.kind);
+  bool caat = plan_codec_has_caat(p->codec.kind);
   if (caat) {
     plan_codec caat_only = p->codec;
     caat_only.kind = PLAN_CODEC_CAAT;

@@ -1,0 +1,94 @@
+/* plan_json.c — the pieces of a plan file that training and inference plans
+ * share: unknown-key checks, the default name, and the codec object. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plan_internal.h"
+#include "ts_json.h"
+
+static const char *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL};
+static const char *const fp8_names[] = {"e4m3", "e5m2", NULL};
+
+int plan_json_check_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    bool known = false;
+    for (int i = 0; allowed[i]; i++)
+      if (strcmp(key, allowed[i]) == 0) known = true;
+    if (!known) {
+      char field[256];
+      snprintf(field, sizeof field, "%s%s%s", path ? path : "", path ? "." : "", key);
+      return ts_fail(e, file, field, "unknown field");
+    }
+  }
+  return 0;
+}
+
+void plan_json_base_name(const char *path, char *out, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  snprintf(out, cap, "%s", slash ? slash + 1 : path);
+  char *dot = strrchr(out, '.');
+  if (dot && strcmp(dot, ".json") == 0) *dot = '\0';
+  if (!*out) snprintf(out, cap, "plan");
+}
+
+bool plan_json_is_inference(json_t *root) {
+  json_t *kind = json_is_object(root) ? json_object_get(root, "kind") : NULL;
+  return kind && json_is_string(kind) && strcmp(json_string_value(kind), "inference") == 0;
+}
+
+int plan_json_codec(json_t *o, const char *file, const char *path, plan_codec *c, ts_err *e) {
+  static const char *const keys[] = {"kind", "group", "fp8", "p", NULL};
+  memset(c, 0, sizeof *c);
+  c->kind = PLAN_CODEC_NONE;
+  c->group = 128;
+  c->fp8 = PLAN_FP8_E4M3;
+  if (!o) return 0;
+  if (plan_json_check_keys(o, keys, file, path, e)) return -1;
+  int kind;
+  if (tsj_enum(o, "kind", codec_names, &kind, file, path, e)) return -1;
+  c->kind = (plan_codec_kind)kind;
+  char field[96];
+  if (plan_codec_has_taco(c->kind)) {
+    long long g;
+    if (tsj_int(o, "group", 1, 1 << 20, &g, file, path, e)) return -1;
+    c->group = (int)g;
+    int fp8;
+    if (tsj_enum(o, "fp8", fp8_names, &fp8, file, path, e)) return -1;
+    c->fp8 = (plan_fp8)fp8;
+  } else {
+    for (int i = 1; i <= 2; i++)
+      if (json_object_get(o, keys[i])) {
+        snprintf(field, sizeof field, "%s.%s", path, keys[i]);
+        return ts_fail(e, file, field, "only applies to the \"taco\" and \"taco+caat\" kinds");
+      }
+  }
+  if (plan_codec_has_caat(c->kind)) {
+    if (tsj_real(o, "p", 0.0, 1.0, &c->p, file, path, e)) return -1;
+  } else if (json_object_get(o, "p")) {
+    snprintf(field, sizeof field, "%s.p", path);
+    return ts_fail(e, file, field, "only applies to the \"caat\" and \"taco+caat\" kinds");
+  }
+  return plan_codec_check(c, 0, file, path, e);
+}
+
+int plan_codec_check(const plan_codec *c, int hidden, const char *file, const char *path, ts_err *e) {
+  char field[96];
+  if (c->kind < PLAN_CODEC_NONE || c->kind > PLAN_CODEC_TACO_CAAT) {
+    snprintf(field, sizeof field, "%s.kind", path);
+    return ts_fail(e, file, field, "unknown kind");
+  }
+  if (plan_codec_has_taco(c->kind) && c->group != 32 && c->group != 64 && c->group != 128 && c->group != 256 &&
+      c->group != 512) {
+    snprintf(field, sizeof field, "%s.group", path);
+    return ts_fail(e, file, field, "%d is not a TACO group size (32, 64, 128, 256 or 512)", c->group);
+  }
+  if (!plan_codec_has_caat(c->kind)) return 0;
+  snprintf(field, sizeof field, "%s.p", path);
+  if (!(c->p > 0.0 && c->p <= 1.0)) return ts_fail(e, file, field, "%g must be in (0, 1]", c->p);
+  if (hidden > 0 && floor(c->p * hidden) < 1.0)
+    return ts_fail(e, file, field, "%g x hidden %d synchronizes no channel", c->p, hidden);
+  return 0;
+}
