@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "search.h"
 #include "sim.h"
@@ -92,22 +91,6 @@ static void progress_bar(int done, int total, void *arg) {
   fflush(stderr);
 }
 
-/* As `tacosim simulate` chooses: the measured calibration of the cluster's
- * intra-node transport, else the derived one (PCIe clusters use NVLink's GPU
- * tables; their collectives then come from the topology). */
-static const char *default_calibration(const topo_cluster *c) {
-  static char path[600];
-  const char *t = sim_transport_of(c->intra.kind);
-  if (strcmp(t, "pcie") == 0) t = "nvlink";
-  snprintf(path, sizeof path, "%s/h200-%s.json", TACOSIM_CALIBRATION_DIR, t);
-  if (access(path, R_OK) == 0) return path;
-  if (strcmp(t, "nvlink") == 0)
-    snprintf(path, sizeof path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
-  else
-    snprintf(path, sizeof path, "%s/h200-%s-derived.json", TACOSIM_CALIBRATION_DIR, t);
-  return path;
-}
-
 /* The settings a search runs with, checked against the model and cluster. */
 static int resolve(const sim_search_options *o, const plan *base, sim_search_result *r, ts_err *e) {
   int total = topo_total_gpus(&base->cluster);
@@ -129,7 +112,7 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   double t0 = now_s();
   static plan base;
   if (sim_search_base_plan(o->model, o->cluster, &base, e) || resolve(o, &base, r, e)) return -1;
-  const char *cal_path = o->calibration ? o->calibration : default_calibration(&base.cluster);
+  const char *cal_path = o->calibration ? o->calibration : sim_default_calibration(&base.cluster);
   snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
   schema_calibration cal;
   if (schema_calibration_load(cal_path, &cal, e)) return -1;

@@ -67,6 +67,12 @@ void sim_roofline_of(const topo_cluster *c, schema_roofline *roof);
 bool sim_transport_matches(const char *transport, topo_intra_kind kind);
 /* The transport name a cluster's intra-node fabric is calibrated as. */
 const char *sim_transport_of(topo_intra_kind kind);
+/* The calibration file a simulation of this cluster uses when none is given:
+ * the measured `<dir>/h200-<transport>.json` of its intra-node fabric when it
+ * exists, else the derived one (h200-derived.json is NVLink's). PCIe clusters
+ * take NVLink's GPU tables; their collectives come from the topology. Returns
+ * a static buffer. */
+const char *sim_default_calibration(const topo_cluster *c);
 
 /* Derived (not measured) calibration from DESIGN.md's measured H200 figures:
  * transport "nvlink", "shm" or "socket". */

@@ -2,7 +2,9 @@
 #include "sim_costs.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim.h"
 
@@ -346,4 +348,21 @@ int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s
   ce->calibrated_s = *s;
   ce->have_calibrated = *codec_included ? 2 : 1;
   return 0;
+}
+
+#ifndef TACOSIM_CALIBRATION_DIR
+#define TACOSIM_CALIBRATION_DIR "calibration"
+#endif
+
+const char *sim_default_calibration(const topo_cluster *c) {
+  static char path[600];
+  const char *t = sim_transport_of(c->intra.kind);
+  if (strcmp(t, "pcie") == 0) t = "nvlink";
+  snprintf(path, sizeof path, "%s/h200-%s.json", TACOSIM_CALIBRATION_DIR, t);
+  if (access(path, R_OK) == 0) return path;
+  if (strcmp(t, "nvlink") == 0)
+    snprintf(path, sizeof path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
+  else
+    snprintf(path, sizeof path, "%s/h200-%s-derived.json", TACOSIM_CALIBRATION_DIR, t);
+  return path;
 }

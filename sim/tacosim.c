@@ -82,21 +82,6 @@ static int cmd_plan(int argc, char **argv) {
   return 0;
 }
 
-/* The measured calibration of the cluster's intra-node transport when there is
- * one, else the derived one (h200-derived.json is NVLink's). */
-static const char *default_calibration(const plan *p) {
-  static char path[512];
-  const char *t = sim_transport_of(p->cluster.intra.kind);
-  if (strcmp(t, "pcie") == 0) t = "nvlink"; /* GPU tables still apply; collectives come from the topology */
-  snprintf(path, sizeof path, "%s/h200-%s.json", TACOSIM_CALIBRATION_DIR, t);
-  if (access(path, R_OK) == 0) return path;
-  if (strcmp(t, "nvlink") == 0)
-    snprintf(path, sizeof path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
-  else
-    snprintf(path, sizeof path, "%s/h200-%s-derived.json", TACOSIM_CALIBRATION_DIR, t);
-  return path;
-}
-
 /* An inference plan: the analytic prefill/decode walk of sim_infer.c. */
 static int simulate_inference(const char *plan_path, const char *cal_path, const char *json, const char *csv) {
   static plan_infer p;
@@ -105,7 +90,7 @@ static int simulate_inference(const char *plan_path, const char *cal_path, const
   ts_err e = {0};
   if (plan_infer_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
   plan_infer_forward_plan(&p, 1, &fwd);
-  if (!cal_path) cal_path = default_calibration(&fwd);
+  if (!cal_path) cal_path = sim_default_calibration(&fwd.cluster);
   if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
   sim_infer_result r;
   int rc = sim_infer_predict(&p, &cal, stderr, &r, &e);
@@ -167,7 +152,7 @@ static int cmd_simulate(int argc, char **argv) {
     return simulate_inference(plan_path, cal_path, json, csv);
   }
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
-  if (!cal_path) cal_path = default_calibration(&p);
+  if (!cal_path) cal_path = sim_default_calibration(&p.cluster);
   if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
   sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr,
                    .progress = isatty(STDERR_FILENO) ? stderr : NULL, .ideal_overlap = ideal_overlap};
@@ -201,7 +186,7 @@ static int cmd_ops(int argc, char **argv) {
   schema_calibration cal;
   ts_err e = {0};
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
-  if (!cal_path) cal_path = default_calibration(&p);
+  if (!cal_path) cal_path = sim_default_calibration(&p.cluster);
   if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
   int rc = sim_print_op_costs(&p, &cal, stdout, &e);
   schema_calibration_free(&cal);
