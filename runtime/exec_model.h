@@ -67,6 +67,14 @@ typedef struct {
    * in FP32 (DESIGN.md, plan.h); this is the FP32 copy. NULL when the backward
    * reduces in BF16 (EXEC_CAAT_BWD_BF16=1, the variant measured on 2026-11-29). */
   float *caat_f32;
+  /* Optional replacement of the layer TP all-reduces (forward: row-parallel
+   * outputs; backward: column-parallel input gradients; not the embedding's):
+   * when set, called instead of the codecs above, in place on the rows x cols
+   * BF16 buffer, enqueued on `stream` (the TP stream). Lets a caller run a
+   * codec of its own (tacorun train's per-tensor FP8) without a plan codec. */
+  int (*tp_allreduce_hook)(void *ctx, void *buf, size_t rows, size_t cols, int backward, cudaStream_t stream,
+                           ts_err *e);
+  void *tp_allreduce_hook_ctx;
 
   /* TP all-reduces run on their own stream so that the backward's input-
    * gradient all-reduce overlaps the weight-gradient GEMM of the same layer

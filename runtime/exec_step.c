@@ -25,6 +25,9 @@ static int layer_op_of(const exec_model *m, int model_op) {
 static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, int backward, ts_err *e) {
   if (!m->tp_comm) return 0;
   const size_t rows = (size_t)m->tokens, cols = (size_t)m->cfg.hidden;
+  /* the caller's codec (exec_model.h); the embedding's all-reduce stays plain */
+  if (m->tp_allreduce_hook && buf != exec_acts(m, 0)->x_in)
+    return m->tp_allreduce_hook(m->tp_allreduce_hook_ctx, buf, rows, cols, backward, m->tp_stream, e);
   if (c->kind == PLAN_CODEC_NONE) {
     EX_NCCL(ncclAllReduce(buf, buf, rows * cols, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
     return 0;
