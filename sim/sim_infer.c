@@ -12,6 +12,7 @@
 #include "sim.h"
 #include "sim_costs.h"
 #include "sim_infer.h"
+#include "plan_infer_policy.h"
 
 
 static void add_note(sim_infer_result *r, const char *text) {
@@ -112,14 +113,13 @@ static int layer_allreduce(sim_costs *c, const plan_infer *p, bool use_codec, do
   double fallback = plain, fallback_codec = 0, wire_fallback = wire_plain;
   bool caat = plan_codec_has_caat(p->codec.kind);
   if (caat) {
-    plan_codec caat_only = p->codec;
-    caat_only.kind = PLAN_CODEC_CAAT;
+    plan_codec caat_only = plan_infer_fallback_codec(&p->codec);
     if (tp_coll_s(c, p, PLAN_COLL_ALLREDUCE, &caat_only, bytes, &fallback, &fallback_codec, &wire_fallback, e))
       return -1;
   }
   double comp, comp_codec, wire;
   if (tp_coll_s(c, p, PLAN_COLL_ALLREDUCE, &p->codec, bytes, &comp, &comp_codec, &wire, e)) return -1;
-  bool compressed = p->codec.kind == PLAN_CODEC_CAAT || !(p->codec_auto && comp > fallback);
+  bool compressed = plan_infer_use_codec(&p->codec, p->codec_auto, comp, fallback);
   if (compressed)
     *t = comp, *codec_s = comp_codec;
   else
