@@ -57,6 +57,11 @@ static json_t *to_json(const schema_result *r) {
   json_object_set_new(root, "plan", json_string(r->plan));
   if (r->calibration[0]) json_object_set_new(root, "calibration", json_string(r->calibration));
   if (r->mode[0]) json_object_set_new(root, "mode", json_string(r->mode));
+  if (r->kind[0]) {
+    json_object_set_new(root, "kind", json_string(r->kind));
+    json_object_set_new(root, "ttft_s", json_real(r->ttft_s));
+    json_object_set_new(root, "tpot_s", json_real(r->tpot_s));
+  }
   json_object_set_new(root, "iteration_time_s", json_real(r->iteration_time_s));
   json_object_set_new(root, "tokens_per_s", json_real(r->tokens_per_s));
   json_object_set_new(root, "tflops_per_gpu", json_real(r->tflops_per_gpu));
@@ -203,6 +208,7 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
   if (tsj_string(root, "plan", r->plan, sizeof r->plan, file, "", e) ||
       tsj_string_opt(root, "calibration", "", r->calibration, sizeof r->calibration, file, "", e) ||
       tsj_string_opt(root, "mode", "", r->mode, sizeof r->mode, file, "", e) ||
+      tsj_string_opt(root, "kind", "", r->kind, sizeof r->kind, file, "", e) ||
       tsj_real(root, "iteration_time_s", 1e-12, BIG, &r->iteration_time_s, file, "", e) ||
       tsj_real(root, "tokens_per_s", 0, BIG, &r->tokens_per_s, file, "", e) ||
       tsj_real(root, "tflops_per_gpu", 0, BIG, &r->tflops_per_gpu, file, "", e) ||
@@ -210,6 +216,11 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
       tsj_real(root, "memory_per_gpu_bytes", 0, BIG, &mem, file, "", e))
     return -1;
   r->memory_per_gpu_bytes = mem;
+  if (r->kind[0] && strcmp(r->kind, "inference"))
+    return ts_fail(e, file, "kind", "'%s' is not \"inference\" (a training result has no kind)", r->kind);
+  if (r->kind[0] && (tsj_real(root, "ttft_s", 0, BIG, &r->ttft_s, file, "", e) ||
+                     tsj_real(root, "tpot_s", 0, BIG, &r->tpot_s, file, "", e)))
+    return -1;
   json_t *b = tsj_object(root, "breakdown", file, "", e);
   schema_breakdown *bd = &r->breakdown;
   if (!b || tsj_real(b, "compute_s", 0, BIG, &bd->compute_s, file, "breakdown", e) ||

@@ -9,6 +9,7 @@
  *   "ranks": [ {rank, busy_s, compute_s, comm_s} ],
  *   "ops": [ {name, rank, stream, start_s, dur_s} ]                  (optional)
  *   "notes": [ "..." ]                                               (optional)
+ *   "kind": "inference", "ttft_s", "tpot_s"                          (inference only)
  *   measured only: "iterations", "warmup", "min_s", "median_s", "max_s",
  *   "machine": { gpu, driver, cuda, nccl, transport } }
  * CSV (gnuplot): '#'-commented header, one row of the headline figures, two
@@ -56,6 +57,12 @@ typedef struct {
   char plan[512];
   char calibration[512];
   char mode[16];
+  /* "" for a training iteration; "inference" for serving one batch (tacosim
+   * simulate / tacorun execute on an inference plan): then ttft_s and tpot_s
+   * hold the time to first token and per output token, iteration_time_s the
+   * whole batch (TTFT + (generate - 1) x TPOT). */
+  char kind[16];
+  double ttft_s, tpot_s;
   double iteration_time_s, tokens_per_s, tflops_per_gpu, mfu;
   double memory_per_gpu_bytes;
   schema_breakdown breakdown;

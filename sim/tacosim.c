@@ -211,6 +211,10 @@ static int cmd_compare(int argc, char **argv) {
   }
   printf("%-18s %14s %14s  %-6s %9s\n", "", a.source == SCHEMA_SOURCE_SIMULATED ? "predicted" : "measured",
          b.source == SCHEMA_SOURCE_SIMULATED ? "predicted" : "measured", "", "error");
+  if (a.kind[0] || b.kind[0]) {
+    compare_row("ttft", a.ttft_s, b.ttft_s, "s");
+    compare_row("tpot", a.tpot_s, b.tpot_s, "s");
+  }
   compare_row("iteration_time", a.iteration_time_s, b.iteration_time_s, "s");
   compare_row("tokens_per_s", a.tokens_per_s, b.tokens_per_s, "tok/s");
   compare_row("tflops_per_gpu", a.tflops_per_gpu, b.tflops_per_gpu, "TF/s");
