@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exec_core.h"
+#include "exec_flash.h"
 #include "exec_kernels.h"
 #include "model.h"
 #include "rt_ops.h"
@@ -84,12 +85,21 @@ static exec_attention_args attention_args(exec_model *m, exec_layer_acts *a) {
   return r;
 }
 
+/* Fused (exec_flash.cu) unless EXEC_ATTN=unfused or the shape is unsupported;
+ * it keeps each row's log-sum-exp where the unfused path keeps P (a->P) and
+ * uses m->dP as scratch for the backward's row sums. */
 static int attention_fwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
+  if (exec_flash_selected(m->cfg.seq, m->head_dim))
+    return exec_flash_fwd(a->qkv, a->attn, (float *)a->P, m->cfg.batch, m->cfg.seq, m->heads_local, m->head_dim,
+                          m->stream, e);
   exec_attention_args r = attention_args(m, a);
   return exec_attention_fwd(&r, e);
 }
 
 static int attention_bwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
+  if (exec_flash_selected(m->cfg.seq, m->head_dim))
+    return exec_flash_bwd(a->qkv, a->attn, m->dattn, (const float *)a->P, (float *)m->dP, m->dqkv, m->cfg.batch,
+                          m->cfg.seq, m->heads_local, m->head_dim, m->stream, e);
   exec_attention_args r = attention_args(m, a);
   return exec_attention_bwd(&r, e);
 }

@@ -13,3 +13,14 @@ if(TARGET ts_plan)
   # from the source root: the validation plans name their model by a relative path
   add_test(NAME exec_walk COMMAND test_exec_walk WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
+
+# The fused causal attention (runtime/exec_flash.cu) against a float64 CPU
+# reference (CUDA, no CUnit: the GPU machine has none); exits 77 without a GPU.
+if(TACOSIM_HAVE_GPU)
+  add_executable(test_exec_flash_gpu ${CMAKE_SOURCE_DIR}/tests/test_exec_flash_gpu.cu ${CMAKE_SOURCE_DIR}/runtime/exec_flash.cu)
+  target_include_directories(test_exec_flash_gpu PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+  target_link_libraries(test_exec_flash_gpu PRIVATE ts_common CUDA::cudart m)
+  set_target_properties(test_exec_flash_gpu PROPERTIES CUDA_ARCHITECTURES 90)
+  add_test(NAME exec_flash_gpu COMMAND test_exec_flash_gpu)
+  set_tests_properties(exec_flash_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
+endif()

@@ -1,0 +1,42 @@
+/* exec_flash.h — fused causal attention (flash-style) on BF16 tensor cores:
+ * Q.K^T, the causal mask, an online softmax and P.V in one kernel, tiles in
+ * shared memory, no seq x seq tensor in memory. The backward recomputes the
+ * probabilities from the saved log-sum-exp of each row.
+ *
+ * Layouts are the executor's (exec_core.h): for `batch` sequences of `seq`
+ * tokens, Q, K and V of head h are columns [h*d, (h+1)*d) of the Q | K | V
+ * blocks of qkv [batch*seq x 3*hl] (hl = heads*d); the output and its
+ * gradient are [batch*seq x hl]; dqkv has qkv's layout. The log-sum-exp
+ * `lse` holds batch*heads*seq floats (base 2, of the scaled scores); `dsum`
+ * (backward scratch) as many. Softmax scale is 1/sqrt(d).
+ *
+ * Supported: head_dim 32, 64 or 128, seq a multiple of 64
+ * (exec_flash_supported says so); otherwise the caller keeps the unfused
+ * path. All functions launch on `stream` and return 0 or -1 with e. */
+#ifndef EXEC_FLASH_H
+#define EXEC_FLASH_H
+
+#include "ts_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int exec_flash_supported(long long seq, long long head_dim);
+
+int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch, long long seq, long long heads,
+                   long long head_dim, void *stream, ts_err *e);
+
+/* Writes every element of dqkv's Q, K and V blocks (no accumulation). */
+int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *dsum, void *dqkv,
+                   int batch, long long seq, long long heads, long long head_dim, void *stream, ts_err *e);
+
+/* Which attention the executor runs: 1 for the fused kernels (default where
+ * supported), 0 for the unfused batched-GEMM path. EXEC_ATTN=unfused selects
+ * the unfused path, EXEC_ATTN=flash (or unset) the fused one. */
+int exec_flash_selected(long long seq, long long head_dim);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

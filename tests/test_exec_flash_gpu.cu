@@ -1,0 +1,255 @@
+/* test_exec_flash_gpu.cu — the fused causal attention (runtime/exec_flash.cu)
+ * against a plain float64 reference on the CPU, forward and backward, for
+ * head dims 32, 64, 128 on the executor's Q | K | V layout. Fresh random
+ * inputs (BF16-exact), outputs poisoned with NaN before each launch so that an
+ * element the kernels forget to write fails the test. Tolerance: relative L2
+ * error <= 1e-2 per tensor (BF16 output rounding is 2^-9; P is rounded to
+ * BF16 before P.V and dS before dS.K / dS^T.Q, as in every BF16 flash
+ * kernel), lse absolute error <= 1e-3.
+ * `--bench` also times forward and backward at the GPT h4096 TP2 shape
+ * (batch 2, seq 2048, 16 heads of 128). No CUDA device: prints SKIP, exit 77. */
+extern "C" {
+#include "ts_error.h"
+}
+#include "exec_flash.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#define CK(x)                                                                                                \
+  do {                                                                                                       \
+    cudaError_t ce_ = (x);                                                                                   \
+    if (ce_ != cudaSuccess) {                                                                                \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(ce_));                \
+      exit(1);                                                                                               \
+    }                                                                                                        \
+  } while (0)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) { /* xorshift64*, uniform in [0, 1) */
+  rng ^= rng >> 12;
+  rng ^= rng << 25;
+  rng ^= rng >> 27;
+  return (double)((rng * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
+}
+static uint16_t to_bf16(float f) { /* round to nearest even */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+static double from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static double rel_l2(const std::vector<double> &ref, const std::vector<double> &got, int *nonfinite) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); i++) {
+    if (!isfinite(got[i])) (*nonfinite)++;
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return sqrt(num / (den > 0 ? den : 1));
+}
+
+static int run_case(int B, int S, int H, int D) {
+  const long long hl = (long long)H * D, ld = 3 * hl, T = (long long)B * S;
+  std::vector<uint16_t> qkv(T * ld), dout(T * hl);
+  for (long long i = 0; i < T; i++)
+    for (long long c = 0; c < ld; c++) /* Q, K wider than V so that some rows have a sharp softmax */
+      qkv[i * ld + c] = to_bf16((float)((urand() * 2 - 1) * (c < 2 * hl ? 2.0 : 1.0)));
+  for (auto &x : dout) x = to_bf16((float)(urand() * 2 - 1));
+
+  /* float64 reference */
+  const double scale = 1.0 / sqrt((double)D);
+  std::vector<double> O(T * hl), dQKV(T * ld, 0.0), LSE((size_t)B * H * S);
+  std::vector<double> P((size_t)S * S), dP((size_t)S * S);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++) {
+      auto q = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + h * D + d]); };
+      auto k = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + hl + h * D + d]); };
+      auto v = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + 2 * hl + h * D + d]); };
+      auto dO = [&](int s, int d) { return from_bf16(dout[((long long)b * S + s) * hl + h * D + d]); };
+      for (int i = 0; i < S; i++) {
+        double mx = -INFINITY;
+        for (int j = 0; j <= i; j++) {
+          double acc = 0;
+          for (int d = 0; d < D; d++) acc += q(i, d) * k(j, d);
+          P[(size_t)i * S + j] = acc * scale;
+          if (acc * scale > mx) mx = acc * scale;
+        }
+        double sum = 0;
+        for (int j = 0; j <= i; j++) sum += exp(P[(size_t)i * S + j] - mx);
+        for (int j = 0; j <= i; j++) P[(size_t)i * S + j] = exp(P[(size_t)i * S + j] - mx) / sum;
+        LSE[((size_t)b * H + h) * S + i] = (mx + log(sum)) / log(2.0);
+        for (int d = 0; d < D; d++) {
+          double acc = 0;
+          for (int j = 0; j <= i; j++) acc += P[(size_t)i * S + j] * v(j, d);
+          O[((long long)b * S + i) * hl + h * D + d] = acc;
+        }
+      }
+      for (int i = 0; i < S; i++) {
+        double rs = 0;
+        for (int j = 0; j <= i; j++) {
+          double acc = 0;
+          for (int d = 0; d < D; d++) acc += dO(i, d) * v(j, d);
+          dP[(size_t)i * S + j] = acc;
+          rs += acc * P[(size_t)i * S + j];
+        }
+        for (int j = 0; j <= i; j++) dP[(size_t)i * S + j] = scale * P[(size_t)i * S + j] * (dP[(size_t)i * S + j] - rs);
+      }
+      for (int i = 0; i < S; i++)
+        for (int d = 0; d < D; d++) {
+          double dq = 0, dk = 0, dv = 0;
+          for (int j = 0; j <= i; j++) dq += dP[(size_t)i * S + j] * k(j, d);
+          for (int j = i; j < S; j++) {
+            dk += dP[(size_t)j * S + i] * q(j, d);
+            dv += P[(size_t)j * S + i] * dO(j, d);
+          }
+          long long r = ((long long)b * S + i) * ld + h * D + d;
+          dQKV[r] = dq;
+          dQKV[r + hl] = dk;
+          dQKV[r + 2 * hl] = dv;
+        }
+    }
+
+  /* GPU */
+  void *d_qkv, *d_out, *d_dout, *d_dqkv;
+  float *d_lse, *d_dsum;
+  CK(cudaMalloc(&d_qkv, qkv.size() * 2));
+  CK(cudaMalloc(&d_out, T * hl * 2));
+  CK(cudaMalloc(&d_dout, T * hl * 2));
+  CK(cudaMalloc(&d_dqkv, T * ld * 2));
+  CK(cudaMalloc(&d_lse, LSE.size() * 4));
+  CK(cudaMalloc(&d_dsum, LSE.size() * 4));
+  CK(cudaMemcpy(d_qkv, qkv.data(), qkv.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d_dout, dout.data(), dout.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemset(d_out, 0xff, T * hl * 2)); /* BF16 0xffff and FP32 0xffffffff are NaN */
+  CK(cudaMemset(d_dqkv, 0xff, T * ld * 2));
+  CK(cudaMemset(d_lse, 0xff, LSE.size() * 4));
+  CK(cudaMemset(d_dsum, 0xff, LSE.size() * 4));
+  ts_err e = {};
+  if (exec_flash_fwd(d_qkv, d_out, d_lse, B, S, H, D, 0, &e) ||
+      exec_flash_bwd(d_qkv, d_out, d_dout, d_lse, d_dsum, d_dqkv, B, S, H, D, 0, &e)) {
+    fprintf(stderr, "FAIL: %s\n", e.msg);
+    return 1;
+  }
+  CK(cudaDeviceSynchronize());
+  std::vector<uint16_t> h_out(T * hl), h_dqkv(T * ld);
+  std::vector<float> h_lse(LSE.size());
+  CK(cudaMemcpy(h_out.data(), d_out, h_out.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(h_dqkv.data(), d_dqkv, h_dqkv.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(h_lse.data(), d_lse, h_lse.size() * 4, cudaMemcpyDeviceToHost));
+  cudaFree(d_qkv);
+  cudaFree(d_out);
+  cudaFree(d_dout);
+  cudaFree(d_dqkv);
+  cudaFree(d_lse);
+  cudaFree(d_dsum);
+
+  std::vector<double> gO(T * hl), rq, rk, rv, gq, gk, gv;
+  for (size_t i = 0; i < gO.size(); i++) gO[i] = from_bf16(h_out[i]);
+  for (long long r = 0; r < T; r++)
+    for (long long c = 0; c < hl; c++) {
+      rq.push_back(dQKV[r * ld + c]);
+      rk.push_back(dQKV[r * ld + hl + c]);
+      rv.push_back(dQKV[r * ld + 2 * hl + c]);
+      gq.push_back(from_bf16(h_dqkv[r * ld + c]));
+      gk.push_back(from_bf16(h_dqkv[r * ld + hl + c]));
+      gv.push_back(from_bf16(h_dqkv[r * ld + 2 * hl + c]));
+    }
+  int bad = 0;
+  double lse_err = 0;
+  for (size_t i = 0; i < LSE.size(); i++) {
+    if (!isfinite(h_lse[i])) bad++;
+    double d = fabs(h_lse[i] - LSE[i]);
+    if (!(d <= lse_err)) lse_err = d; /* NaN propagates */
+  }
+  double eo = rel_l2(O, gO, &bad), eq = rel_l2(rq, gq, &bad), ek = rel_l2(rk, gk, &bad), ev = rel_l2(rv, gv, &bad);
+  const double tol = 1e-2, lse_tol = 1e-3;
+  int ok = bad == 0 && eo <= tol && eq <= tol && ek <= tol && ev <= tol && lse_err <= lse_tol;
+  printf("%s B=%d S=%d H=%d D=%d: rel L2 O %.2e dQ %.2e dK %.2e dV %.2e, lse max abs %.2e, non-finite %d "
+         "(tol %.0e, lse %.0e)\n",
+         ok ? "ok  " : "FAIL", B, S, H, D, eo, eq, ek, ev, lse_err, bad, tol, lse_tol);
+  return ok ? 0 : 1;
+}
+
+static void bench(void) {
+  const int B = 2, S = 2048, H = 16, D = 128;
+  const long long hl = (long long)H * D, T = (long long)B * S;
+  void *qkv, *out, *dout, *dqkv;
+  float *lse, *dsum;
+  CK(cudaMalloc(&qkv, T * 3 * hl * 2));
+  CK(cudaMalloc(&out, T * hl * 2));
+  CK(cudaMalloc(&dout, T * hl * 2));
+  CK(cudaMalloc(&dqkv, T * 3 * hl * 2));
+  CK(cudaMalloc(&lse, (size_t)B * H * S * 4));
+  CK(cudaMalloc(&dsum, (size_t)B * H * S * 4));
+  std::vector<uint16_t> h(T * 3 * hl);
+  for (auto &x : h) x = to_bf16((float)(urand() * 2 - 1));
+  CK(cudaMemcpy(qkv, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dout, h.data(), T * hl * 2, cudaMemcpyHostToDevice));
+  cudaEvent_t a, b, c;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  CK(cudaEventCreate(&c));
+  ts_err e = {};
+  const int reps = 20;
+  float fwd_ms = 0, bwd_ms = 0;
+  for (int w = 0; w < 2; w++) { /* first round warms up */
+    CK(cudaEventRecord(a));
+    for (int i = 0; i < reps; i++)
+      if (exec_flash_fwd(qkv, out, lse, B, S, H, D, 0, &e)) { fprintf(stderr, "%s\n", e.msg); exit(1); }
+    CK(cudaEventRecord(b));
+    for (int i = 0; i < reps; i++)
+      if (exec_flash_bwd(qkv, out, dout, lse, dsum, dqkv, B, S, H, D, 0, &e)) { fprintf(stderr, "%s\n", e.msg); exit(1); }
+    CK(cudaEventRecord(c));
+    CK(cudaEventSynchronize(c));
+    CK(cudaEventElapsedTime(&fwd_ms, a, b));
+    CK(cudaEventElapsedTime(&bwd_ms, b, c));
+  }
+  /* causal FLOPs: half of 2 GEMMs (forward) and of 5 (backward's useful work) */
+  double f = 2.0 * B * H * (double)S * S * D / 2;
+  printf("bench B=%d S=%d H=%d D=%d: forward %.1f us (%.0f TFLOP/s causal), backward %.1f us (%.0f TFLOP/s, "
+         "5 GEMMs' worth)\n",
+         B, S, H, D, 1e3 * fwd_ms / reps, 2 * f / (fwd_ms / reps * 1e-3) / 1e12, 1e3 * bwd_ms / reps,
+         5 * f / (bwd_ms / reps * 1e-3) / 1e12);
+  cudaFree(qkv);
+  cudaFree(out);
+  cudaFree(dout);
+  cudaFree(dqkv);
+  cudaFree(lse);
+  cudaFree(dsum);
+}
+
+int main(int argc, char **argv) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    printf("SKIP: no CUDA device\n");
+    return 77;
+  }
+  int fails = 0;
+  fails += run_case(2, 128, 3, 32);
+  fails += run_case(1, 192, 2, 64);
+  fails += run_case(2, 256, 2, 128);
+  fails += run_case(1, 64, 1, 128);
+  ts_err e = {};
+  if (exec_flash_fwd(NULL, NULL, NULL, 1, 100, 1, 128, 0, &e) == 0) {
+    printf("FAIL: seq 100 accepted\n");
+    fails++;
+  } else {
+    printf("ok   refused: %s\n", e.msg);
+  }
+  if (argc > 1 && strcmp(argv[1], "--bench") == 0) bench();
+  printf("%s\n", fails ? "FAILED" : "all passed");
+  return fails ? 1 : 0;
+}
