@@ -31,9 +31,9 @@ int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch, long long 
 int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *dsum, void *dqkv,
                    int batch, long long seq, long long heads, long long head_dim, void *stream, ts_err *e);
 
-/* Which attention the executor runs: 1 for the fused kernels (default where
- * supported), 0 for the unfused batched-GEMM path. EXEC_ATTN=unfused selects
- * the unfused path, EXEC_ATTN=flash (or unset) the fused one. */
+/* Which attention the executor runs: 1 for the fused kernels, 0 for the
+ * unfused batched-GEMM path. For now EXEC_ATTN=flash selects the fused one
+ * (where supported), anything else the unfused one. */
 int exec_flash_selected(long long seq, long long head_dim);
 
 #ifdef __cplusplus
