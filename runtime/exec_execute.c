@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "exec_run.h"
+#include "infer_run.h"
 #include "rt_command.h"
 
 static void usage(FILE *out) {
@@ -54,6 +55,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static int cmd_execute(int argc, char **argv) {
+  if (infer_wants(argc, argv)) return infer_execute(argc, argv); /* inference plans: infer_run.c */
   exec_timed_opts o = {.iters = 10, .warmup = 3, .seed = 1234, .inject_nan_step = -1, .program_plan = 1};
   int timeout_s = 300;
   const char *plan_path = NULL;

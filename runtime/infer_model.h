@@ -1,0 +1,85 @@
+/* infer_model.h — a Llama-style decoder (RMSNorm, RoPE, grouped-query
+ * attention, SwiGLU, untied output head) served with tensor parallelism on
+ * one GPU of a TP group: prefill of the prompts into a BF16 KV cache, then
+ * decode steps of one token per sequence, greedy sampling.
+ *
+ * Megatron-style split: QKV and FC1 column-parallel, attention output and FC2
+ * row-parallel with a TP all-reduce after each (under the plan's codec and the
+ * per-size rule of plan_infer_policy.h), vocabulary-parallel embedding (plain
+ * all-reduce) and output head (all-gather of the logits). Weights are synthetic
+ * (a fixed seed); each GPU's shard is cut from the full tensor, so TP = n and
+ * TP = 1 hold the same model. */
+#ifndef INFER_MODEL_H
+#define INFER_MODEL_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "coll_taco.h"
+#include "exec_gemm.h"
+#include "model.h"
+#include "plan.h"
+#include "ts_error.h"
+
+/* How one TP all-reduce size travels (the outcome of the per-size rule). */
+typedef enum { INFER_AR_PLAIN, INFER_AR_TACO, INFER_AR_CAAT, INFER_AR_TACO_CAAT } infer_ar_mode;
+const char *infer_ar_mode_name(infer_ar_mode m);
+
+typedef struct {
+  void *ln1, *wqkv, *wo, *ln2, *w1, *w2;
+} infer_layer_w;
+
+typedef struct {
+  model_config mc;
+  int layers, tp, rank;
+  int hl, kvl, d, fl; /* heads, KV heads, head_dim, FFN width on this GPU */
+  long long vl;       /* vocabulary rows on this GPU (padded as Megatron-LM does) */
+  int batch, max_prompt;
+  long long max_seq;  /* cache positions per sequence */
+  infer_layer_w *w;
+  void *emb, *lnf, *head;
+  void **kc, **vc;    /* per layer [batch x kvl x max_seq x d] */
+  /* activations, sized for a prefill of batch x max_prompt tokens */
+  void *x, *xn, *qkv, *qh, *oh, *attn, *proj, *f, *act;
+  float *rstd;
+  void *scores;
+  size_t scores_bytes;
+  void *partial;
+  size_t partial_bytes;
+  void *last, *lastn, *logits, *logits_all;
+  int32_t *tok;       /* [batch] the sampled tokens */
+  exec_gemm *gemm;
+  cudaStream_t stream;
+  coll_team *team;    /* NULL when tp == 1 */
+  plan_codec codec;
+  infer_ar_mode ar_mode[2]; /* [0] prefill layer all-reduce, [1] decode layer all-reduce */
+} infer_model;
+
+typedef struct {
+  int batch, max_prompt;
+  long long max_seq;
+  unsigned long long seed;
+  size_t scores_budget; /* bytes of prefill attention scores at once (0: 1 GiB) */
+} infer_model_opts;
+
+/* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the
+ * team's stream. Checks the model is one this executor runs (RMSNorm, SwiGLU,
+ * RoPE, no biases), naming the field otherwise. */
+int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp, int rank, const infer_model_opts *o,
+                     coll_team *team, cudaStream_t stream, ts_err *e);
+void infer_model_free(infer_model *m);
+
+/* Whether mc can run here; fails naming the unsupported field. */
+int infer_model_supported(const model_config *mc, const char *file, ts_err *e);
+
+/* One forward pass of `seq` tokens per sequence at positions pos0.. (seq > 1:
+ * prefill, needs pos0 == 0; seq == 1: a decode step attending over pos0 + 1
+ * cached positions), from tokens [batch x seq] (device, int32). Leaves the
+ * gathered logits of each sequence's last token in m->logits_all and the
+ * greedy next tokens in m->tok. Asynchronous on m->stream. */
+int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0, ts_err *e);
+
+/* One layer all-reduce of rows x hidden in place, the way `mode` says. */
+int infer_allreduce(infer_model *m, void *buf, long long rows, infer_ar_mode mode, ts_err *e);
+
+#endif

@@ -1,0 +1,399 @@
+/* infer_run.c — `tacorun execute INFER_PLAN.json`: prefill and decode of an
+ * inference plan on GPUs, timed (see infer_run.h). */
+#include "infer_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_infer.h"
+#include "plan_infer_policy.h"
+#include "result.h"
+#include "rt_ops.h"
+#include "exec_run.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: mpirun -np TP tacorun execute INFER_PLAN.json [--json OUT] [--csv OUT] [--warmup N]\n"
+          "                                     [--prefill-reps N] [--seed S] [--timeout S]\n"
+          "       mpirun -np N tacorun execute --infer-check\n"
+          "\n"
+          "Serves one batch of an inference plan (\"kind\": \"inference\") for real, one process per GPU\n"
+          "of the TP group: a prefill forward pass over the prompts that fills a BF16 KV cache, then\n"
+          "generate - 1 decode steps (one token per sequence each, attending over the cache), greedy\n"
+          "sampling; synthetic weights (fixed seed) and prompt tokens. Llama-style models only (RMSNorm,\n"
+          "RoPE, grouped-query attention, SwiGLU, no biases, untied head); the plan's layers_override\n"
+          "runs fewer layers. TP all-reduces use the plan's codec (TACO two-shot, CAAT-Net partial, both)\n"
+          "with the simulator's per-size rule (plan_infer_policy.h): with codec_auto each size (prefill,\n"
+          "decode) is timed here with the codec and its fallback and travels the faster way.\n"
+          "\n"
+          "TTFT: median of --prefill-reps prefills (default 3, after one warm-up prefill). TPOT: median\n"
+          "of the decode steps after the first --warmup (default 2). tokens/s = batch x generate /\n"
+          "(TTFT + (generate - 1) x TPOT), as the simulator counts it. --json/--csv write the result\n"
+          "schema (kind \"inference\", source \"measured\") that `tacosim compare` reads.\n"
+          "\n"
+          "--infer-check: decode attention and RoPE against the plain-C reference, TP = N against TP = 1\n"
+          "logits on a tiny model, prefill of S + 1 tokens against prefill of S plus a decode step, and\n"
+          "the TACO / CAAT-Net / both all-reduce paths.\n"
+          "\n"
+          "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8,\n"
+          "a TP degree other than the number of processes, non-Llama models.\n");
+}
+
+int infer_wants(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--infer-check")) return 1;
+    if (argv[i][0] == '-') {
+      /* options with a value: skip it */
+      if (i + 1 < argc && strcmp(argv[i], "--check") && strcmp(argv[i], "--help") && strcmp(argv[i], "-h")) i++;
+      continue;
+    }
+    bool inf = false;
+    ts_err e;
+    return plan_file_is_inference(argv[i], &inf, &e) == 0 && inf;
+  }
+  return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Median time of `reps` all-reduces of rows x hidden the way `mode` says, after two warm-ups. */
+static int time_ar(rt_nccl *w, infer_model *m, long long rows, infer_ar_mode mode, double *s, ts_err *e) {
+  enum { REPS = 7 };
+  cudaEvent_t ev[REPS + 1];
+  for (int i = 0; i <= REPS; i++) RT_CUDA(e, cudaEventCreate(&ev[i]));
+  int rc = -1;
+  for (int i = 0; i < 2; i++)
+    if (infer_allreduce(m, m->proj, rows, mode, e)) goto out;
+  for (int i = 0; i < REPS; i++) {
+    if (cudaEventRecord(ev[i], m->stream) != cudaSuccess || infer_allreduce(m, m->proj, rows, mode, e)) goto out;
+  }
+  RT_CUDA(e, cudaEventRecord(ev[REPS], m->stream));
+  if (rt_nccl_wait(w, e)) goto out;
+  double t[REPS];
+  for (int i = 0; i < REPS; i++) {
+    float ms;
+    RT_CUDA(e, cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+    t[i] = ms * 1e-3;
+  }
+  *s = median(t, REPS);
+  rc = 0;
+out:
+  for (int i = 0; i <= REPS; i++) cudaEventDestroy(ev[i]);
+  return rc;
+}
+
+static infer_ar_mode mode_of(plan_codec_kind k) {
+  switch (k) {
+  case PLAN_CODEC_TACO: return INFER_AR_TACO;
+  case PLAN_CODEC_CAAT: return INFER_AR_CAAT;
+  case PLAN_CODEC_TACO_CAAT: return INFER_AR_TACO_CAAT;
+  default: return INFER_AR_PLAIN;
+  }
+}
+
+int infer_choose_modes(rt_nccl *w, infer_model *m, const plan_codec *c, bool codec_auto, double codec_min_bytes,
+                       int prompt, double t[2][2], ts_err *e) {
+  m->codec = *c;
+  memset(t, 0, 4 * sizeof(double));
+  for (int ph = 0; ph < 2; ph++) {
+    long long rows = (long long)m->batch * (ph == 0 ? prompt : 1);
+    plan_codec fb = plan_infer_fallback_codec(c);
+    infer_ar_mode cm = mode_of(c->kind), fm = mode_of(fb.kind);
+    /* TACO only on messages of at least codec_min_bytes after CAAT-Net, as the simulator */
+    double bytes = (double)rows * m->mc.hidden * 2;
+    double shared = plan_codec_has_caat(c->kind) ? bytes * (double)coll_caat_shared((size_t)m->mc.hidden, c->p) /
+                                                       m->mc.hidden
+                                                 : bytes;
+    if (plan_codec_has_taco(c->kind) && shared < codec_min_bytes) cm = fm;
+    m->ar_mode[ph] = cm;
+    if (!m->team || c->kind == PLAN_CODEC_NONE || !plan_infer_has_fallback(c) || cm == fm) continue;
+    /* random payload: TACO must not encode uninitialised bits */
+    if (rt_fill_random_bf16(m->proj, rows * m->mc.hidden, 99 + ph, 1.0f, m->stream, e)) return -1;
+    double v[2];
+    if (time_ar(w, m, rows, cm, &v[0], e) || time_ar(w, m, rows, fm, &v[1], e)) return -1;
+    /* every rank must take the same decision: the slowest rank's times */
+    if (exec_world_max(w, v, 2, e)) return -1;
+    t[ph][0] = v[0], t[ph][1] = v[1];
+    m->ar_mode[ph] = plan_infer_use_codec(c, codec_auto, v[0], v[1]) ? cm : fm;
+  }
+  return 0;
+}
+
+typedef struct {
+  const char *plan_path, *json_out, *csv_out;
+  int warmup, prefill_reps, check, timeout_s;
+  unsigned long long seed;
+} infer_opts;
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*s == 0 || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse(int argc, char **argv, infer_opts *o) {
+  *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--infer-check")) {
+      o->check = 1;
+    } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
+      int v;
+      int lo = !strcmp(a, "--warmup") ? 0 : 1;
+      if (parse_int(argv[++i], lo, 86400, &v)) {
+        fprintf(stderr, "tacorun execute: %s: '%s' is not a valid count\n", a, argv[i]);
+        return 2;
+      }
+      if (!strcmp(a, "--warmup")) o->warmup = v;
+      else if (!strcmp(a, "--prefill-reps")) o->prefill_reps = v;
+      else o->timeout_s = v;
+    } else if (i + 1 < argc && !strcmp(a, "--seed")) {
+      o->seed = strtoull(argv[++i], NULL, 10);
+    } else if (i + 1 < argc && !strcmp(a, "--json")) {
+      o->json_out = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--csv")) {
+      o->csv_out = argv[++i];
+    } else if (a[0] == '-') {
+      fprintf(stderr, "tacorun execute: option '%s' does not apply to inference plans (or lacks its value)\n", a);
+      usage(stderr);
+      return 2;
+    } else if (!o->plan_path) {
+      o->plan_path = a;
+    } else {
+      fprintf(stderr, "tacorun execute: more than one plan given ('%s')\n", a);
+      return 2;
+    }
+  }
+  if (!o->check && !o->plan_path) {
+    usage(stderr);
+    return 2;
+  }
+  return -1; /* go on */
+}
+
+/* What the executor refuses, before any GPU is touched. */
+static int plan_runnable(const plan_infer *p, ts_err *e) {
+  if (p->pp != 1)
+    return ts_fail(e, p->path, "layout.pp", "%d: pipeline stages are not run by the inference executor (pp 1 only)",
+                   p->pp);
+  if (p->kv != PLAN_KV_BF16)
+    return ts_fail(e, p->path, "kv_cache", "%s is not supported by the inference executor (bf16 only)",
+                   plan_kv_precision_name(p->kv));
+  return infer_model_supported(&p->model, p->path, e);
+}
+
+static void machine_of(const rt_nccl *w, schema_machine *mc) {
+  struct cudaDeviceProp prop;
+  memset(mc, 0, sizeof *mc);
+  if (cudaGetDeviceProperties(&prop, w->devices[0]) == cudaSuccess)
+    snprintf(mc->gpu, sizeof mc->gpu, "%.63s", prop.name);
+  int rtv = 0, nv = 0;
+  cudaRuntimeGetVersion(&rtv);
+  ncclGetVersion(&nv);
+  snprintf(mc->cuda, sizeof mc->cuda, "%d.%d", rtv / 1000, rtv % 1000 / 10);
+  snprintf(mc->nccl, sizeof mc->nccl, "%d.%d.%d", nv / 10000, nv / 100 % 100, nv % 100);
+  snprintf(mc->driver, sizeof mc->driver, "?");
+  FILE *f = fopen("/proc/driver/nvidia/version", "r");
+  if (f) {
+    char line[256];
+    if (fgets(line, sizeof line, f)) {
+      char *k = strstr(line, "Kernel Module");
+      if (k && sscanf(k + strlen("Kernel Module"), "%31s", mc->driver) != 1)
+        snprintf(mc->driver, sizeof mc->driver, "?");
+    }
+    fclose(f);
+  }
+  snprintf(mc->transport, sizeof mc->transport, "%s", rt_nccl_transport());
+}
+
+static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_err *e) {
+  const int root = rt_nccl_is_root(w);
+  coll_team team;
+  int team_ready = 0, model_ready = 0, rc = -1;
+  infer_model m;
+  int32_t *prompt_tok = NULL;
+  const int steps = p->generate - 1;
+  cudaEvent_t *ev = calloc((size_t)(steps + 1) + 2, sizeof *ev);
+  double *tp = calloc((size_t)(steps + 1) + (size_t)o->prefill_reps, sizeof *tp);
+  if (!ev || !tp) {
+    ts_fail_sys(e, "out of host memory");
+    goto out;
+  }
+  if (p->tp > 1) {
+    if (coll_team_init(&team, 1, &w->comms[0], &w->devices[0], &w->streams[0])) {
+      ts_fail_sys(e, "coll_team_init: %s", coll_last_error());
+      goto out;
+    }
+    team_ready = 1;
+  }
+  infer_model_opts mo = {.batch = p->batch, .max_prompt = p->prompt, .max_seq = p->prompt + p->generate,
+                         .seed = o->seed};
+  if (infer_model_init(&m, &p->model, p->model.layers, p->tp, w->ranks[0], &mo, team_ready ? &team : NULL,
+                       w->streams[0], e))
+    goto out;
+  model_ready = 1;
+  double t_ar[2][2];
+  if (infer_choose_modes(w, &m, &p->codec, p->codec_auto, p->codec_min_bytes, p->prompt, t_ar, e)) goto out;
+  if (cudaMalloc((void **)&prompt_tok, (size_t)p->batch * p->prompt * sizeof(int32_t)) != cudaSuccess) {
+    ts_fail_sys(e, "cannot allocate the prompt tokens");
+    goto out;
+  }
+  if (rt_fill_labels(prompt_tok, (long long)p->batch * p->prompt, p->model.vocab, o->seed + 7, m.stream, e)) goto out;
+  for (int i = 0; i < steps + 3; i++)
+    if (cudaEventCreate(&ev[i]) != cudaSuccess) {
+      ts_fail_sys(e, "cudaEventCreate failed");
+      goto out;
+    }
+  /* warm-up: one prefill and up to two decode steps (cuBLASLt heuristics, NCCL buffers) */
+  if (infer_forward(&m, prompt_tok, p->prompt, 0, e)) goto out;
+  for (int j = 0; j < steps && j < 2; j++)
+    if (infer_forward(&m, m.tok, 1, p->prompt + j, e)) goto out;
+  if (rt_nccl_wait(w, e)) goto out;
+  /* TTFT: prefills, each timed alone */
+  for (int r = 0; r < o->prefill_reps; r++) {
+    if (cudaEventRecord(ev[steps + 1], m.stream) != cudaSuccess || infer_forward(&m, prompt_tok, p->prompt, 0, e) ||
+        cudaEventRecord(ev[steps + 2], m.stream) != cudaSuccess || rt_nccl_wait(w, e))
+      goto out;
+    float ms;
+    if (cudaEventElapsedTime(&ms, ev[steps + 1], ev[steps + 2]) != cudaSuccess) {
+      ts_fail_sys(e, "cudaEventElapsedTime failed");
+      goto out;
+    }
+    tp[r] = ms * 1e-3;
+  }
+  double ttft = median(tp, o->prefill_reps), ttft_min = tp[0], ttft_max = tp[o->prefill_reps - 1];
+  /* TPOT: the decode steps back to back, one event between consecutive steps */
+  if (cudaEventRecord(ev[0], m.stream) != cudaSuccess) goto out;
+  for (int j = 0; j < steps; j++) {
+    if (infer_forward(&m, m.tok, 1, p->prompt + j, e) || cudaEventRecord(ev[j + 1], m.stream) != cudaSuccess) goto out;
+  }
+  if (rt_nccl_wait(w, e)) goto out;
+  int nt = 0;
+  for (int j = 0; j < steps; j++) {
+    float ms;
+    if (cudaEventElapsedTime(&ms, ev[j], ev[j + 1]) != cudaSuccess) {
+      ts_fail_sys(e, "cudaEventElapsedTime failed");
+      goto out;
+    }
+    if (j >= o->warmup || steps <= o->warmup) tp[nt++] = ms * 1e-3;
+  }
+  double tpot = 0, tpot_min = 0, tpot_max = 0;
+  if (nt) {
+    tpot = median(tp, nt);
+    tpot_min = tp[0], tpot_max = tp[nt - 1];
+  }
+  /* the slowest rank's figures (they wait on each other every layer, so these agree closely) */
+  double v[2] = {ttft, tpot};
+  if (exec_world_max(w, v, 2, e)) goto out;
+  ttft = v[0], tpot = v[1];
+  double total = ttft + steps * tpot, tps = (double)p->batch * p->generate / total;
+  plan_infer_memory mem;
+  if (plan_infer_memory_per_gpu(p, &mem)) memset(&mem, 0, sizeof mem);
+  if (root) {
+    printf("# %s: %s, TP %d, batch %d, prompt %d, generate %d, %d layers, codec %s\n", p->name, p->model.name, p->tp,
+           p->batch, p->prompt, p->generate, p->model.layers, plan_codec_kind_name(p->codec.kind));
+    printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(),
+           infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
+    for (int ph = 0; ph < 2; ph++)
+      if (t_ar[ph][0] > 0)
+        printf("; %s codec %.1f us vs fallback %.1f us", ph ? "decode" : "prefill", t_ar[ph][0] * 1e6,
+               t_ar[ph][1] * 1e6);
+    printf("\n");
+    printf("ttft_s %.6f (min %.6f max %.6f over %d)  tpot_s %.6f (min %.6f max %.6f over %d steps after %d)  "
+           "tokens_per_s %.1f\n",
+           ttft, ttft_min, ttft_max, o->prefill_reps, tpot, tpot_min, tpot_max, nt, steps - nt, tps);
+  }
+  if (root && (o->json_out || o->csv_out)) {
+    schema_result res;
+    schema_result_init(&res, SCHEMA_SOURCE_MEASURED);
+    snprintf(res.plan, sizeof res.plan, "%s", p->name);
+    snprintf(res.kind, sizeof res.kind, "inference");
+    res.ttft_s = ttft, res.tpot_s = tpot;
+    res.iteration_time_s = total, res.tokens_per_s = tps;
+    res.memory_per_gpu_bytes = mem.total;
+    res.iterations = nt > 0 ? nt : 1, res.warmup = steps - nt;
+    res.min_s = nt ? tpot_min : 0, res.median_s = tpot, res.max_s = nt ? tpot_max : 0;
+    if (res.median_s < res.min_s) res.min_s = res.median_s;
+    if (res.max_s < res.median_s) res.max_s = res.median_s;
+    machine_of(w, &res.machine);
+    char note[256];
+    snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
+             infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
+    schema_result_add_note(&res, note);
+    snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, ttft_min, ttft_max);
+    schema_result_add_note(&res, note);
+    int bad = (o->json_out && schema_result_save_json(&res, o->json_out, e)) ||
+              (o->csv_out && schema_result_save_csv(&res, o->csv_out, e));
+    schema_result_free(&res);
+    if (bad) goto out;
+  }
+  rc = 0;
+out:
+  if (ev)
+    for (int i = 0; i < steps + 3; i++)
+      if (ev[i]) cudaEventDestroy(ev[i]);
+  free(ev), free(tp);
+  if (prompt_tok) cudaFree(prompt_tok);
+  if (model_ready) infer_model_free(&m);
+  if (team_ready) coll_team_destroy(&team);
+  return rc;
+}
+
+int infer_execute(int argc, char **argv) {
+  infer_opts o;
+  int st = parse(argc, argv, &o);
+  if (st >= 0) return st;
+  ts_err e;
+  plan_infer p;
+  if (!o.check) {
+    if (plan_infer_load(o.plan_path, NULL, NULL, &p, &e) &&
+        plan_infer_load(o.plan_path, "models", "topologies", &p, &e)) {
+      fprintf(stderr, "tacorun execute: %s\n", e.msg);
+      return ts_exit_status(&e);
+    }
+    if (plan_runnable(&p, &e)) {
+      fprintf(stderr, "tacorun execute: %s\n", e.msg);
+      return 2;
+    }
+  }
+  if (rt_cuda_device_count() < 1) {
+    fprintf(stderr, "tacorun execute: no CUDA device\n");
+    return 1;
+  }
+  rt_nccl w;
+  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = o.timeout_s};
+  if (rt_nccl_init(&w, &no, &e)) {
+    fprintf(stderr, "tacorun execute: %s\n", e.msg);
+    return 1;
+  }
+  if (w.nlocal != 1) {
+    fprintf(stderr, "tacorun execute: run one process per GPU, e.g. mpirun -np 2 tacorun execute ...\n");
+    rt_nccl_finalize(&w, 0);
+    return 2;
+  }
+  if (!o.check && p.tp != w.nranks) {
+    fprintf(stderr, "tacorun execute: %s: layout.tp: %d, but %d processes were started (run mpirun -np %d)\n",
+            p.path, p.tp, w.nranks, p.tp);
+    rt_nccl_finalize(&w, 0);
+    return 2;
+  }
+  rt_watchdog_arm(&w, 4.0 * w.timeout_s, o.check ? "execute --infer-check" : "execute (inference)");
+  int rc = o.check ? infer_run_check(&w, &e) : run_timed(&w, &p, &o, &e);
+  if (rc == 0) rt_watchdog_disarm();
+  if (rc) fprintf(stderr, "tacorun execute: rank %d: %s\n", w.ranks[0], e.msg);
+  rt_nccl_finalize(&w, rc != 0);
+  return rc ? (ts_exit_status(&e) ? ts_exit_status(&e) : 1) : 0;
+}
