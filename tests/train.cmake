@@ -1,0 +1,17 @@
+# Tests of `tacorun train`: the plain-C parts on the CPU (the per-tensor FP8
+# reference, the corpus split and batches), the CUDA per-tensor FP8 kernels
+# against that reference (skips, exit 77, without a GPU), and bad input.
+add_executable(test_train_ref ${CMAKE_CURRENT_SOURCE_DIR}/test_train_ref.c ${CMAKE_SOURCE_DIR}/runtime/train_data.c)
+target_include_directories(test_train_ref PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+target_link_libraries(test_train_ref PRIVATE ts_kernels_ref ts_common PkgConfig::CUNIT m)
+add_test(NAME train_ref COMMAND test_train_ref)
+
+if(TACOSIM_HAVE_GPU AND TARGET tacorun)
+  add_test(NAME train_codec_gpu COMMAND tacorun train --check-codec)
+  set_tests_properties(train_codec_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
+  # bad input fails before any GPU work, naming the problem
+  add_test(NAME train_bad_codec COMMAND tacorun train --corpus ${CMAKE_SOURCE_DIR}/README.md --codec fp9)
+  set_tests_properties(train_bad_codec PROPERTIES PASS_REGULAR_EXPRESSION "--codec: 'fp9' is not none")
+  add_test(NAME train_bad_corpus COMMAND tacorun train --corpus ${CMAKE_SOURCE_DIR}/no-such-corpus.txt)
+  set_tests_properties(train_bad_corpus PROPERTIES PASS_REGULAR_EXPRESSION "no-such-corpus.txt: cannot open")
+endif()
