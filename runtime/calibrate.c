@@ -6,7 +6,12 @@
  * every shape of the model zoo, attention, memory-bound kernels, the TACO and
  * CAAT-Net kernels, then NCCL and compressed collectives, and the latency +
  * bandwidth fits. --compute-from copies the compute tables of an earlier file
- * (same GPUs) so another transport needs only its collectives measured. */
+ * (same GPUs) so another transport needs only its collectives measured.
+ *
+ * Under mpirun (one process per GPU, as the executor runs) rank 0 measures
+ * the compute phases on its GPU while the other ranks wait for the
+ * collectives, which every rank then runs over the world communicator; rank
+ * 0 writes the file. Without mpirun one process drives every GPU. */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <signal.h>
@@ -24,11 +29,13 @@
 enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_ALL = 31 };
 
 typedef struct {
-  const char *out, *transport, *models, *compute_from;
+  const char *out, *transport, *models, *compute_from, *spread_tsv;
   int phases, check_only, gpus;
   double time_limit_s;
   calib_sweep sweep;
   calib_config cfg;
+  long long max_bytes; /* 0: default (1 GiB) */
+  int comm_reps;       /* 0: default */
 } calib_args;
 
 static void usage(FILE *f) {
@@ -36,7 +43,9 @@ static void usage(FILE *f) {
           "usage: tacorun calibrate [--out FILE] [--transport-name NAME] [--tp 1,2,4,8] [--quick]\n"
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
           "                         [--only gemm,attention,memory,codec,comm] [--compute-from FILE]\n"
-          "                         [--time-limit SECONDS] [--check]\n\n"
+          "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
+          "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE]\n"
+          "       mpirun -np N tacorun calibrate ...   (one process per GPU for the collectives)\n\n"
           "Measures GEMMs (every shape of the model zoo: forward, dgrad, wgrad), attention,\n"
           "memory-bound kernels, TACO/CAAT-Net kernels and NCCL plus compressed collectives\n"
           "(1 KiB .. 1 GiB) on the GPUs of this machine, and writes a calibration file.\n"
@@ -44,7 +53,15 @@ static void usage(FILE *f) {
           "  --transport-name N   recorded transport (default from NCCL_P2P_DISABLE/NCCL_SHM_DISABLE)\n"
           "  --quick              fewer repetitions and group sizes (fits the 8-minute budget)\n"
           "  --compute-from FILE  copy GEMM and kernel tables from FILE; measure only collectives\n"
-          "  --check              run the kernel self-check only\n");
+          "  --check              run the kernel self-check only\n"
+          "  --max-bytes B        largest collective size (default 1073741824)\n"
+          "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"
+          "  --gemm-passes N      interleaved passes over the GEMM shapes, median kept (default 2; --quick 1)\n"
+          "  --gemm-tsv FILE      every pass's time of every GEMM (a table to study their noise)\n"
+          "  --spread-tsv FILE    per-size spread of the collectives' timed batches\n"
+          "Under mpirun (or TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE) each process takes one GPU:\n"
+          "rank 0 measures the compute tables and writes the file, every rank runs the collectives\n"
+          "over the world communicator (its size only; smaller groups need the single-process mode).\n");
 }
 
 /* Parses "1,2,4" into v (at most cap values in [lo, hi]). */
@@ -99,6 +116,18 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     else if (!strcmp(o, "--transport-name")) a->transport = argv[++i];
     else if (!strcmp(o, "--models")) a->models = argv[++i];
     else if (!strcmp(o, "--compute-from")) a->compute_from = argv[++i];
+    else if (!strcmp(o, "--gemm-tsv")) a->cfg.gemm_tsv = argv[++i];
+    else if (!strcmp(o, "--spread-tsv")) a->spread_tsv = argv[++i];
+    else if (!strcmp(o, "--max-bytes")) {
+      if (parse_list(o, argv[++i], 4096, 1LL << 34, v, 1, &n, e)) return -1;
+      a->max_bytes = v[0];
+    } else if (!strcmp(o, "--comm-reps")) {
+      if (parse_list(o, argv[++i], 3, 15, v, 1, &n, e)) return -1;
+      a->comm_reps = (int)v[0];
+    } else if (!strcmp(o, "--gemm-passes")) {
+      if (parse_list(o, argv[++i], 1, 5, v, 1, &n, e)) return -1;
+      a->cfg.gemm_passes = (int)v[0];
+    }
     else if (!strcmp(o, "--only")) {
       if (parse_phases(argv[++i], &a->phases, e)) return -1;
     } else if (!strcmp(o, "--tp")) {
@@ -125,17 +154,18 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
   return 0;
 }
 
-static void config_budgets(calib_config *cfg) {
+static void config_budgets(calib_config *cfg, const calib_args *a) {
   cfg->budget = calib_budget_default(cfg->quick);
   cfg->comm_budget = calib_budget_default(cfg->quick);
-  /* collectives are noisier than kernels (the socket transport most): five
+  /* collectives are noisier than kernels (the socket transport most): seven
    * batches even in --quick, and only transfers over 100 ms get fewer */
-  cfg->comm_budget.warmup = 1;
-  cfg->comm_budget.reps = 5;
+  cfg->comm_budget.warmup = 2;
+  cfg->comm_budget.reps = a->comm_reps ? a->comm_reps : 7;
   cfg->comm_budget.target_us = 1000.0;
   cfg->comm_budget.max_batch = 20;
   cfg->comm_budget.long_us = 100000.0;
-  cfg->comm_max_bytes = (size_t)1 << 30;
+  cfg->comm_max_bytes = a->max_bytes ? (size_t)a->max_bytes : (size_t)1 << 30;
+  if (!cfg->gemm_passes) cfg->gemm_passes = cfg->quick ? 1 : 2;
   static const int all[] = {32, 64, 128, 256, 512}, quick[] = {64, 128, 256};
   cfg->n_groups = cfg->quick ? 3 : 5;
   for (int i = 0; i < cfg->n_groups; i++) cfg->groups[i] = cfg->quick ? quick[i] : all[i];
@@ -211,8 +241,16 @@ static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s
   char src[200];
   if (a->compute_from) snprintf(src, sizeof src, "GEMM and kernel tables copied from %.120s (same GPUs, measured just before)", a->compute_from);
   else snprintf(src, sizeof src, "all tables measured in this run");
-  snprintf(c->notes, sizeof c->notes, "%stacorun calibrate%s on %d GPU(s), %.0f s; %s; env:%s", prefix,
-           a->cfg.quick ? " --quick" : "", a->cfg.ndev, wall_s, src, *env ? env : " (none)");
+  char how[64];
+  if (a->cfg.multi) snprintf(how, sizeof how, "collectives one process per GPU (%d ranks)", a->cfg.nranks);
+  else snprintf(how, sizeof how, "collectives from one process");
+  char spread[120] = "";
+  if (a->cfg.spread && a->cfg.spread->n) calib_spread_summary(a->cfg.spread, spread, sizeof spread);
+  char all[1024]; /* then cut to the schema's notes (a long note is truncated, never an error) */
+  snprintf(all, sizeof all, "%stacorun calibrate%s on %d GPU(s), %.0f s; %s; %s%s%s; env:%s", prefix,
+           a->cfg.quick ? " --quick" : "", a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, wall_s, src, how,
+           *spread ? ", " : "", spread, *env ? env : " (none)");
+  snprintf(c->notes, sizeof c->notes, "%.511s", all);
 }
 
 static int copy_compute_tables(const char *path, schema_calibration *c, ts_err *e) {
@@ -254,14 +292,67 @@ static void on_time_limit(int sig) {
   _exit(1);
 }
 
+/* The rank and size of a one-process-per-GPU launch (mpirun, or the
+ * TACORUN_* variables rt_nccl reads); 0 when this is a single process. */
+static int env_int(const char *name, int dflt) {
+  const char *s = getenv(name);
+  return s && *s ? atoi(s) : dflt;
+}
+
+static int multi_launch(int *rank, int *size, int *local) {
+  if (getenv("TACORUN_ID_FILE")) {
+    *rank = env_int("TACORUN_RANK", -1), *size = env_int("TACORUN_NRANKS", -1);
+    *local = env_int("TACORUN_LOCAL_RANK", *rank);
+  } else if (getenv("OMPI_COMM_WORLD_SIZE")) {
+    *rank = env_int("OMPI_COMM_WORLD_RANK", -1), *size = env_int("OMPI_COMM_WORLD_SIZE", -1);
+    *local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", *rank);
+  } else if (getenv("PMI_SIZE")) {
+    *rank = env_int("PMI_RANK", -1), *size = env_int("PMI_SIZE", -1);
+    *local = *rank;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+/* The collectives in multi-process mode: every rank opens the world
+ * communicator, runs both phases, closes it. codec_first: rank 0 measured
+ * the codec kernels before (so the collectives run back to back). */
+static int run_multi_comm(calib_args *a, schema_calibration *c, const char *missing_in, const char *out,
+                          ts_err *e);
+
 static int run(calib_args *a, ts_err *e) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) return ts_fail_sys(e, "no CUDA device");
   if (a->gpus > ndev) return ts_fail(e, NULL, "--gpus", "%d requested, %d present", a->gpus, ndev);
-  a->cfg.ndev = a->gpus ? a->gpus : (ndev < CALIB_MAX_GPUS ? ndev : CALIB_MAX_GPUS);
-  for (int i = 0; i < a->cfg.ndev; i++) a->cfg.devices[i] = i;
-  config_budgets(&a->cfg);
+  int local = 0;
+  a->cfg.multi = multi_launch(&a->cfg.rank, &a->cfg.nranks, &local);
+  if (a->cfg.multi && (a->cfg.rank < 0 || a->cfg.nranks < 1 || a->cfg.rank >= a->cfg.nranks))
+    return ts_fail(e, NULL, "environment", "rank %d of %d: not a valid multi-process launch", a->cfg.rank,
+                   a->cfg.nranks);
+  if (a->cfg.multi && a->gpus)
+    return ts_fail(e, NULL, "--gpus", "one process per GPU: the number of ranks is the group (drop --gpus)");
+  if (a->cfg.multi) {
+    a->cfg.ndev = 1;
+    a->cfg.devices[0] = local % ndev; /* the GPU rt_nccl gives this rank */
+  } else {
+    a->cfg.ndev = a->gpus ? a->gpus : (ndev < CALIB_MAX_GPUS ? ndev : CALIB_MAX_GPUS);
+    for (int i = 0; i < a->cfg.ndev; i++) a->cfg.devices[i] = i;
+  }
+  static calib_spread spread;
+  a->cfg.spread = &spread;
+  config_budgets(&a->cfg, a);
   calib_elapsed_s();
+  if (a->cfg.multi && a->cfg.rank != 0) {
+    /* not rank 0: no file, no compute phases; wait for rank 0 in the
+     * communicator's set-up, then run the collectives */
+    if (a->check_only) return 0;
+    if (cudaSetDevice(a->cfg.devices[0]) != cudaSuccess) return ts_fail_sys(e, "calibrate: cannot use GPU %d", a->cfg.devices[0]);
+    if (!(a->phases & PH_COMM) || a->cfg.nranks < 2) return 0;
+    int rc = run_multi_comm(a, NULL, "", NULL, e);
+    calib_spread_free(&spread);
+    return rc;
+  }
 
   if (cudaSetDevice(a->cfg.devices[0]) != cudaSuccess) return ts_fail_sys(e, "calibrate: cannot use GPU 0");
   /* A kernel that disagrees with its reference is reported (and recorded in
@@ -277,12 +368,13 @@ static int run(calib_args *a, ts_err *e) {
   else fprintf(stderr, "[%6.1fs] kernel self-check against the C references: ok\n", calib_elapsed_s());
   schema_calibration c;
   memset(&c, 0, sizeof c);
-  int rc = fill_metadata(&c, a, a->cfg.ndev, e);
+  int rc = fill_metadata(&c, a, a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, e);
   char out_default[64];
   snprintf(out_default, sizeof out_default, "calibration-%s.json", c.transport);
   const char *out = a->out ? a->out : out_default;
-  fprintf(stderr, "tacorun calibrate: %s x %d, driver %s, CUDA %s, NCCL %s, transport %s -> %s\n", c.gpu,
-          a->cfg.ndev, c.driver, c.cuda, c.nccl, c.transport, out);
+  fprintf(stderr, "tacorun calibrate: %s x %d%s, driver %s, CUDA %s, NCCL %s, transport %s -> %s\n", c.gpu,
+          a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, a->cfg.multi ? " (one process per GPU)" : "", c.driver, c.cuda,
+          c.nccl, c.transport, out);
 
   calib_shapes sh;
   memset(&sh, 0, sizeof sh);
@@ -296,14 +388,25 @@ static int run(calib_args *a, ts_err *e) {
   if (!rc && (a->phases & PH_GEMM)) rc = calib_run_gemms(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_MEM)) rc = calib_run_memops(&a->cfg, &sh, &c, e);
-  int comm = (a->phases & PH_COMM) && a->cfg.ndev >= 2;
+  int comm = (a->phases & PH_COMM) && (a->cfg.multi ? a->cfg.nranks : a->cfg.ndev) >= 2;
   if ((a->phases & PH_COMM) && !comm) fprintf(stderr, "calibrate: one GPU: no collectives to measure\n");
+  char missing[200] = "";
+  if (check_rc) snprintf(missing, sizeof missing, "kernel self-check FAILED (%.120s)", check_err.msg);
+  if (a->cfg.multi) {
+    /* the other ranks wait in the communicator's set-up: measure the codec
+     * kernels first so that the collectives run back to back */
+    if (!rc && (a->phases & PH_CODEC)) {
+      rc = finish(&c, a, missing, out, e);
+      if (!rc) optional_phase(calib_run_codec(&a->cfg, &c, e), "codec kernels", e, missing, sizeof missing);
+    }
+    if (!rc && comm) rc = run_multi_comm(a, &c, missing, out, e);
+    else if (!rc) rc = finish(&c, a, missing, out, e);
+    goto done;
+  }
   if (!rc && comm) rc = calib_run_comm(&a->cfg, 0, &c, e);
   /* The TACO kernels and compressed collectives come last and are optional:
    * a failure there is reported and recorded, and what was measured is kept.
    * The file is saved before them too, so even a crash there leaves it. */
-  char missing[200] = "";
-  if (check_rc) snprintf(missing, sizeof missing, "kernel self-check FAILED (%.120s)", check_err.msg);
   int optional = (a->phases & PH_CODEC) || comm;
   if (!rc && optional) rc = finish(&c, a, missing, out, e);
   if (!rc && (a->phases & PH_CODEC))
@@ -313,11 +416,39 @@ static int run(calib_args *a, ts_err *e) {
   if (!rc && comm && device_ok)
     optional_phase(calib_run_comm(&a->cfg, 1, &c, e), "compressed collectives", e, missing, sizeof missing);
   if (!rc) rc = finish(&c, a, missing, out, e);
+done:
+  if (!rc && a->spread_tsv && spread.n) rc = calib_spread_write(&spread, a->spread_tsv, e);
   if (!rc)
     fprintf(stderr, "[%6.1fs] wrote %s: %d GEMMs, %d kernel tables, %d collective tables, %d fits\n",
             calib_elapsed_s(), out, c.n_gemm, c.n_kernels, c.n_colls, c.n_fits);
   calib_shapes_free(&sh);
   schema_calibration_free(&c);
+  calib_spread_free(&spread);
+  return rc;
+}
+
+static int run_multi_comm(calib_args *a, schema_calibration *c, const char *missing_in, const char *out,
+                          ts_err *e) {
+  char missing[200];
+  snprintf(missing, sizeof missing, "%s", missing_in);
+  if (calib_world_open(&a->cfg, e)) return -1;
+  int rc = calib_run_comm(&a->cfg, 0, c, e);
+  if (!rc && c) rc = finish(c, a, missing, out, e); /* kept even if the compressed ones fail */
+  if (!rc && (a->phases & PH_COMM)) {
+    ts_err ce = {{0}, 0};
+    int crc = calib_run_comm(&a->cfg, 1, c, &ce);
+    /* a rank whose compressed collectives failed has aborted the world: all
+     * ranks end with the error, rank 0 after recording it */
+    if (crc && c) optional_phase(crc, "compressed collectives", &ce, missing, sizeof missing);
+    if (crc && !c) *e = ce, rc = -1;
+    if (crc) {
+      if (c) finish(c, a, missing, out, e);
+      calib_world_close(&a->cfg, 1);
+      return c ? 0 : -1;
+    }
+  }
+  if (!rc && c) rc = finish(c, a, missing, out, e);
+  calib_world_close(&a->cfg, rc != 0);
   return rc;
 }
 

@@ -16,6 +16,18 @@
 
 #define CALIB_MAX_GPUS 16
 
+/* Per-size spread of a collective's timed batches (calibrate_comm.c). */
+typedef struct {
+  char name[48];
+  int nranks, reps, batch;
+  double bytes, median_us, min_us, max_us;
+} calib_spread_row;
+
+typedef struct {
+  calib_spread_row *rows;
+  int n, cap;
+} calib_spread;
+
 typedef struct {
   int quick;
   calib_budget budget;      /* compute kernels */
@@ -24,6 +36,15 @@ typedef struct {
   size_t comm_max_bytes;    /* largest collective size (1 GiB) */
   int groups[8], n_groups;  /* TACO group sizes for the codec kernels */
   int coll_groups[8], n_coll_groups; /* TACO group sizes for the compressed collectives */
+  int gemm_passes;          /* interleaved passes over every GEMM shape (median of the passes) */
+  const char *gemm_tsv;     /* NULL, or a file for every pass's time of every GEMM */
+  /* One process per GPU (mpirun, or TACORUN_RANK/NRANKS/ID_FILE): rank 0
+   * measures the compute phases and writes the file; every rank takes part in
+   * the collectives, over the world communicator `world` (opened once: MPI
+   * cannot be initialised twice). */
+  int multi, rank, nranks;
+  void *world;              /* rt_nccl * (kept opaque: this header is also built without CUDA) */
+  calib_spread *spread;     /* filled by the collective phases */
 } calib_config;
 
 /* Adds a kernel point; a point already at the same (x, group) is averaged
@@ -38,5 +59,14 @@ int calib_run_codec(const calib_config *cfg, schema_calibration *c, ts_err *e);
 /* NCCL BF16 (compressed = 0) or TACO-compressed (1) collectives for every
  * group size 2, 4, ... <= ndev (calibrate_comm.c). */
 int calib_run_comm(const calib_config *cfg, int compressed, schema_calibration *c, ts_err *e);
+/* One-process-per-GPU mode: opens cfg->world (every rank calls it). */
+int calib_world_open(calib_config *cfg, ts_err *e);
+void calib_world_close(calib_config *cfg, int failed);
+/* Spread rows (calibrate_table.c): add one (-1 on OOM), write them as a
+ * table (TSV), summarise them in `sum` ("... x% median, y% p90 over n sizes"). */
+int calib_spread_add(calib_spread *s, const calib_spread_row *r);
+void calib_spread_free(calib_spread *s);
+int calib_spread_write(const calib_spread *s, const char *path, ts_err *e);
+void calib_spread_summary(const calib_spread *s, char *sum, size_t n);
 
 #endif

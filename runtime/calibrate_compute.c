@@ -15,6 +15,7 @@
 #include "calibrate_progress.h"
 #include "exec_core.h"
 #include "exec_gemm.h"
+#include "exec_kernels.h"
 #include "rt_ops.h"
 #include "rt_ops_check.h"
 
@@ -26,65 +27,192 @@ static int alloc_random(void **p, size_t elems, uint64_t seed, ts_err *e) {
   return rt_fill_random_bf16(*p, (long long)elems, seed, 1.0f, NULL, e);
 }
 
-/* ---- GEMMs: exec_gemm with the executor's layout and output type for each key ---- */
+/* ---- GEMMs: exec_gemm with the executor's layout and output type for each key ----
+ *
+ * Against the run-to-run noise of a GEMM table (calibration/README.md):
+ *   - operands rotate through copies spanning >= 256 MiB (5x the L2), so a
+ *     launch reads its A and B from HBM as in an iteration, not the L2 lines
+ *     the previous launch of the same shape left;
+ *   - one second of the largest GEMM first, so the clocks have settled
+ *     before the first shape is timed;
+ *   - the algorithm is chosen once per shape (exec_gemm's cache) and kept for
+ *     every pass;
+ *   - interleaved passes over all shapes (the second in reverse order), the
+ *     table holding the median of the passes: a slow drift of the clocks or a
+ *     disturbed moment hits one pass of a shape, not its value. */
+
+#define GEMM_ROTATE_BYTES ((size_t)256 << 20)
+#define GEMM_MAX_SETS 32
+#define ALIGN256(x) (((x) + (size_t)255) & ~(size_t)255) /* cuBLASLt's default operand alignment */
 
 typedef struct {
   exec_gemm *h;
   exec_gemm_shape run; /* what the executor runs for this key */
   float beta;
-  void *a, *b, *c;
+  char *in, *out;      /* pools the sets rotate through */
+  size_t a_bytes, in_stride, out_stride;
+  int sets;
 } gemm_ctx;
 
+typedef struct {
+  size_t a, b, c; /* aligned operand bytes */
+  int sets;
+} gemm_footprint;
+
+static gemm_footprint gemm_fp(const calib_gemm_shape *s) {
+  gemm_footprint f;
+  long long m = s->swap_mn ? s->n : s->m, n = s->swap_mn ? s->m : s->n; /* as the executor runs it */
+  f.a = ALIGN256((size_t)(m * s->k) * 2);
+  f.b = ALIGN256((size_t)(s->k * n) * 2);
+  f.c = ALIGN256((size_t)(m * n) * (s->layout == EXEC_GEMM_TN_ACC ? 4 : 2));
+  size_t all = f.a + f.b + f.c;
+  size_t sets = (GEMM_ROTATE_BYTES + all - 1) / all;
+  f.sets = sets < 1 ? 1 : (sets > GEMM_MAX_SETS ? GEMM_MAX_SETS : (int)sets);
+  return f;
+}
+
 static int gemm_launch(void *p, long long iter, ts_err *e) {
-  (void)iter;
   gemm_ctx *g = p;
-  return exec_gemm_run(g->h, &g->run, 1.0f, g->a, g->b, g->beta, g->c, NULL, e);
+  int s = (int)(iter % g->sets);
+  const char *a = g->in + (size_t)s * g->in_stride;
+  return exec_gemm_run(g->h, &g->run, 1.0f, a, a + g->a_bytes, g->beta, g->out + (size_t)s * g->out_stride, NULL,
+                       e);
+}
+
+static void gemm_select(gemm_ctx *g, const calib_gemm_shape *s) {
+  gemm_footprint f = gemm_fp(s);
+  g->run = s->swap_mn ? exec_gemm_packed(s->layout, s->n, s->m, s->k) : exec_gemm_packed(s->layout, s->m, s->n, s->k);
+  g->beta = exec_gemm_packed_beta(s->layout);
+  g->a_bytes = f.a, g->in_stride = f.a + f.b, g->out_stride = f.c, g->sets = f.sets;
+}
+
+/* Runs the largest GEMM for `seconds` so the clocks settle before timing. */
+static int gemm_warm_clocks(gemm_ctx *g, const calib_shapes *sh, double seconds, ts_err *e) {
+  int big = 0;
+  for (int i = 1; i < sh->n_gemm; i++)
+    if ((double)sh->gemm[i].m * sh->gemm[i].n * sh->gemm[i].k >
+        (double)sh->gemm[big].m * sh->gemm[big].n * sh->gemm[big].k)
+      big = i;
+  gemm_select(g, &sh->gemm[big]);
+  double t0 = calib_elapsed_s();
+  long long it = 0;
+  while (calib_elapsed_s() - t0 < seconds) {
+    for (int k = 0; k < 8; k++) RT_TRY(gemm_launch(g, it++, e));
+    RT_CHECK_CUDA(e, cudaDeviceSynchronize());
+  }
+  fprintf(stderr, "[%6.1fs] gemm: %lld launches of m=%lld n=%lld k=%lld to settle the clocks\n", calib_elapsed_s(), it,
+          sh->gemm[big].m, sh->gemm[big].n, sh->gemm[big].k);
+  return 0;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median over shapes of |pass 1 - pass 2| / mean (shapes over min_us). */
+static double pass_difference(const double *t, int n, int passes, double min_us, int *count) {
+  double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
+  *count = 0;
+  if (!d || passes < 2) {
+    free(d);
+    return 0;
+  }
+  for (int i = 0; i < n; i++) {
+    double x = t[(size_t)i * passes], y = t[(size_t)i * passes + 1];
+    if (x > 0 && y > 0 && 0.5 * (x + y) >= min_us) d[(*count)++] = fabs(x - y) / (0.5 * (x + y));
+  }
+  double med = *count ? (qsort(d, (size_t)*count, sizeof *d, cmp_dbl), d[*count / 2]) : 0;
+  free(d);
+  return med;
+}
+
+static int write_gemm_tsv(const char *path, const calib_shapes *sh, const double *t, int passes, ts_err *e) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ts_fail_sys(e, "%s: cannot write", path);
+  fprintf(f, "m\tn\tk\tlayout\tswap_mn");
+  for (int p = 0; p < passes; p++) fprintf(f, "\tpass%d_us", p + 1);
+  fprintf(f, "\n");
+  for (int i = 0; i < sh->n_gemm; i++) {
+    const calib_gemm_shape *s = &sh->gemm[i];
+    fprintf(f, "%lld\t%lld\t%lld\t%d\t%d", s->m, s->n, s->k, (int)s->layout, s->swap_mn);
+    for (int p = 0; p < passes; p++) fprintf(f, "\t%.3f", t[(size_t)i * passes + p]);
+    fprintf(f, "\n");
+  }
+  return fclose(f) == 0 ? 0 : ts_fail_sys(e, "%s: write failed", path);
 }
 
 int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e) {
-  size_t max_a = 0, max_b = 0, max_c_bytes = 0;
+  if (sh->n_gemm == 0) return 0;
+  size_t in_pool = 0, out_pool = 0;
   for (int i = 0; i < sh->n_gemm; i++) {
-    const calib_gemm_shape *s = &sh->gemm[i];
-    if ((size_t)(s->m * s->k) > max_a) max_a = (size_t)(s->m * s->k);
-    if ((size_t)(s->k * s->n) > max_b) max_b = (size_t)(s->k * s->n);
-    size_t cb = (size_t)(s->m * s->n) * (s->layout == EXEC_GEMM_TN_ACC ? 4 : 2);
-    if (cb > max_c_bytes) max_c_bytes = cb;
+    gemm_footprint f = gemm_fp(&sh->gemm[i]);
+    if ((size_t)f.sets * (f.a + f.b) > in_pool) in_pool = (size_t)f.sets * (f.a + f.b);
+    if ((size_t)f.sets * f.c > out_pool) out_pool = (size_t)f.sets * f.c;
   }
+  int passes = cfg->gemm_passes > 0 ? cfg->gemm_passes : 1;
+  calib_budget b = cfg->budget;
+  if (passes > 1) b.warmup = 1, b.reps = 4; /* each pass a little shorter; the passes make up for it */
   RT_CHECK_CUDA(e, cudaSetDevice(cfg->devices[0]));
   gemm_ctx g = {0};
   int rc = -1;
-  if (exec_gemm_create(&g.h, e) || alloc_random(&g.a, max_a, 11, e) || alloc_random(&g.b, max_b, 12, e)) goto out;
-  if (cudaMalloc(&g.c, max_c_bytes) != cudaSuccess || cudaMemset(g.c, 0, max_c_bytes) != cudaSuccess) {
-    ts_fail_sys(e, "%s:%d: cudaMalloc(%zu bytes) for GEMM outputs failed", __FILE__, __LINE__, max_c_bytes);
+  double *t = calloc((size_t)sh->n_gemm * passes, sizeof *t); /* 0: not measured */
+  if (!t) return ts_fail_sys(e, "calibrate: out of memory");
+  if (exec_gemm_create(&g.h, e) || alloc_random((void **)&g.in, in_pool / 2, 11, e)) goto out;
+  if (cudaMalloc((void **)&g.out, out_pool) != cudaSuccess || cudaMemset(g.out, 0, out_pool) != cudaSuccess) {
+    ts_fail_sys(e, "%s:%d: cudaMalloc(%zu bytes) for GEMM outputs failed", __FILE__, __LINE__, out_pool);
     goto out;
   }
+  if (gemm_warm_clocks(&g, sh, cfg->quick ? 0.5 : 1.0, e)) goto out;
   void *streams[1] = {NULL};
   calib_progress pr;
-  calib_progress_begin(&pr, "gemm", sh->n_gemm);
-  for (int i = 0; i < sh->n_gemm; i++) {
-    const calib_gemm_shape *s = &sh->gemm[i];
-    g.run = s->swap_mn ? exec_gemm_packed(s->layout, s->n, s->m, s->k) : exec_gemm_packed(s->layout, s->m, s->n, s->k);
-    g.beta = exec_gemm_packed_beta(s->layout);
-    double us;
-    if (calib_time_us(gemm_launch, &g, streams, cfg->devices, 1, &cfg->budget, &us, e)) {
-      /* a shape cuBLASLt cannot run is skipped (the simulator interpolates
-       * it); a broken device is not */
-      if (cudaDeviceSynchronize() != cudaSuccess) goto out;
-      fprintf(stderr, "\ncalibrate: warning: GEMM m=%lld n=%lld k=%lld skipped: %s\n", s->m, s->n, s->k, e->msg);
-      calib_progress_step(&pr, "skipped");
-      continue;
+  calib_progress_begin(&pr, "gemm", sh->n_gemm * passes);
+  for (int p = 0; p < passes; p++) {
+    for (int j = 0; j < sh->n_gemm; j++) {
+      int i = p % 2 ? sh->n_gemm - 1 - j : j;
+      const calib_gemm_shape *s = &sh->gemm[i];
+      if (p > 0 && t[(size_t)i * passes] == 0) { /* skipped in the first pass */
+        calib_progress_step(&pr, "skipped");
+        continue;
+      }
+      gemm_select(&g, s);
+      double us;
+      if (calib_time_us(gemm_launch, &g, streams, cfg->devices, 1, &b, &us, e)) {
+        /* a shape cuBLASLt cannot run is skipped (the simulator interpolates
+         * it); a broken device is not */
+        if (cudaDeviceSynchronize() != cudaSuccess) goto out;
+        fprintf(stderr, "\ncalibrate: warning: GEMM m=%lld n=%lld k=%lld skipped: %s\n", s->m, s->n, s->k, e->msg);
+        calib_progress_step(&pr, "skipped");
+        continue;
+      }
+      t[(size_t)i * passes + p] = us;
+      calib_progress_step(&pr, "pass %d m=%lld n=%lld k=%lld %.1f us %.0f TFLOP/s", p + 1, s->m, s->n, s->k, us,
+                          2.0 * s->m * s->n * s->k / us * 1e-6);
     }
-    if (schema_calibration_add_gemm(c, s->m, s->n, s->k, us)) {
+  }
+  calib_progress_end(&pr);
+  for (int i = 0; i < sh->n_gemm; i++) {
+    double v[8];
+    int n = 0;
+    for (int p = 0; p < passes && p < 8; p++)
+      if (t[(size_t)i * passes + p] > 0) v[n++] = t[(size_t)i * passes + p];
+    if (n == 0) continue;
+    if (schema_calibration_add_gemm(c, sh->gemm[i].m, sh->gemm[i].n, sh->gemm[i].k, calib_median(v, n))) {
       ts_fail_sys(e, "calibrate: out of memory");
       goto out;
     }
-    calib_progress_step(&pr, "m=%lld n=%lld k=%lld %.1f us %.0f TFLOP/s", s->m, s->n, s->k, us,
-                        2.0 * s->m * s->n * s->k / us * 1e-6);
   }
-  calib_progress_end(&pr);
+  if (passes > 1) {
+    int n_all, n_big;
+    double all = pass_difference(t, sh->n_gemm, passes, 0, &n_all), big = pass_difference(t, sh->n_gemm, passes, 1000, &n_big);
+    fprintf(stderr, "[%6.1fs] gemm: passes 1 and 2 differ by %.2f%% (median over %d shapes), %.2f%% over the %d of >= 1 ms\n",
+            calib_elapsed_s(), 100 * all, n_all, 100 * big, n_big);
+  }
+  if (cfg->gemm_tsv && write_gemm_tsv(cfg->gemm_tsv, sh, t, passes, e)) goto out;
   rc = 0;
 out:
-  cudaFree(g.a), cudaFree(g.b), cudaFree(g.c);
+  free(t);
+  cudaFree(g.in), cudaFree(g.out);
   exec_gemm_destroy(g.h);
   return rc;
 }
@@ -130,8 +258,14 @@ int calib_run_attention(const calib_config *cfg, const calib_shapes *sh, schema_
     if (calib_time_us(attn_bwd_launch, &a, streams, cfg->devices, 1, &cfg->budget, &bwd, e)) goto out;
     /* keyed as models/model.h counts attention: 4 b s^2 h/tp forward, 2.5x that backward */
     double flops = 4.0 * (double)s->bh * s->seq * (double)s->seq * s->head_dim;
+    /* and per (head dimension, sequence): there the FLOPs fix batch x heads,
+     * so no two shapes of different cost share an entry */
+    char fname[48], bname[48];
+    snprintf(fname, sizeof fname, "attention.d%d.s%d", s->head_dim, s->seq);
+    snprintf(bname, sizeof bname, "attention_bwd.d%d.s%d", s->head_dim, s->seq);
     if (calib_add_kernel(c, "attention", true, flops, 0, fwd) ||
-        calib_add_kernel(c, "attention_bwd", true, 2.5 * flops, 0, bwd)) {
+        calib_add_kernel(c, "attention_bwd", true, 2.5 * flops, 0, bwd) ||
+        calib_add_kernel(c, fname, true, flops, 0, fwd) || calib_add_kernel(c, bname, true, 2.5 * flops, 0, bwd)) {
       ts_fail_sys(e, "calibrate: out of memory");
       goto out;
     }
@@ -175,7 +309,7 @@ static void mem_sizes(const mem_ctx *m, size_t bf[4], size_t fp[2]) {
   case CALIB_MEM_GELU:
   case CALIB_MEM_ADD: bf[0] = bf[1] = bf[2] = n; break;
   case CALIB_MEM_SWIGLU: bf[0] = 2 * n, bf[1] = n, bf[2] = 2 * n; break; /* x, y|dy, dx */
-  case CALIB_MEM_LOSS: bf[0] = bf[1] = n, fp[0] = (size_t)m->rows; break;
+  case CALIB_MEM_LOSS: bf[0] = n, fp[0] = (size_t)m->rows, fp[1] = 2 * (size_t)m->rows; break; /* logits, rowmax, sums */
   case CALIB_MEM_EMBEDDING: bf[0] = n, bf[1] = n; break; /* table (as many rows as tokens), y */
   default: break;
   }
@@ -219,8 +353,16 @@ static int mem_launch(void *p, long long iter, ts_err *e) {
     return m->dir == MEM_FWD ? rt_swiglu_fwd(t[0], t[1], m->rows, m->cols, NULL, e)
                              : rt_swiglu_bwd(t[1], t[0], t[2], m->rows, m->cols, NULL, e);
   case CALIB_MEM_ADD: return rt_add(t[0], t[1], t[2], n, NULL, e);
-  case CALIB_MEM_LOSS: return rt_cross_entropy(t[0], m->ids, f[0], t[1], m->rows, m->cols, NULL, e);
-  case CALIB_MEM_EMBEDDING: return rt_embedding_fwd(t[0], m->ids, t[1], m->rows, m->cols, 0, m->rows, NULL, e);
+  /* the executor's vocabulary-parallel kernels (exec_kernels.h): the loss in
+   * its three passes (the two all-reduces between them are collectives, not
+   * in this table), the logits turned into their gradient in place */
+  case CALIB_MEM_LOSS:
+    RT_TRY(exec_ce_rowmax(t[0], f[0], m->rows, m->cols, m->cols, NULL, e));
+    RT_TRY(exec_ce_sums(t[0], m->ids, 0, f[0], f[1], m->rows, m->cols, m->cols, NULL, e));
+    return exec_ce_finish(t[0], m->ids, 0, f[0], f[1], m->dgamma, 1.0f, 1.0f, m->rows, m->cols, m->cols, NULL, e);
+  case CALIB_MEM_EMBEDDING: /* every token in this rank's slice of the vocabulary, no position table */
+    return exec_embed_fwd(m->ids, t[0], 0, m->rows, NULL, 0, t[1], m->rows, (int)(m->rows < (1 << 30) ? m->rows : 1),
+                          m->cols, NULL, e);
   default: return ts_fail_sys(e, "calibrate: unknown memory-bound kernel %d", (int)m->kind);
   }
 }

@@ -10,6 +10,7 @@ typedef struct {
   int done, total, last_tenth, tty;
 } calib_progress;
 
+/* phase NULL: count silently. */
 void calib_progress_begin(calib_progress *p, const char *phase, int total);
 /* One item done; `what` describes it (shape and result). */
 void calib_progress_step(calib_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,4 +1,7 @@
-/* calibrate_table.c — adding measured points to a calibration being built. */
+/* calibrate_table.c — adding measured points to a calibration being built,
+ * and the collectives' batch spread that goes with it. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "calibrate.h"
@@ -14,4 +17,60 @@ int calib_add_kernel(schema_calibration *c, const char *name, bool by_flops, dou
       }
   }
   return schema_calibration_add_kernel(c, name, by_flops, x, group, us);
+}
+
+int calib_spread_add(calib_spread *s, const calib_spread_row *r) {
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 256;
+    calib_spread_row *p = realloc(s->rows, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    s->rows = p, s->cap = cap;
+  }
+  s->rows[s->n++] = *r;
+  return 0;
+}
+
+void calib_spread_free(calib_spread *s) {
+  free(s->rows);
+  memset(s, 0, sizeof *s);
+}
+
+static double spread_pct(const calib_spread_row *r) {
+  return r->median_us > 0 ? 100.0 * (r->max_us - r->min_us) / r->median_us : 0.0;
+}
+
+int calib_spread_write(const calib_spread *s, const char *path, ts_err *e) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ts_fail_sys(e, "%s: cannot write", path);
+  fprintf(f, "# per-size spread of the timed batches, (max - min) / median; the calibration file holds the median\n");
+  fprintf(f, "op\tnranks\tbytes\tmedian_us\tmin_us\tmax_us\tspread_pct\tbatches\tlaunches_per_batch\n");
+  for (int i = 0; i < s->n; i++) {
+    const calib_spread_row *r = &s->rows[i];
+    fprintf(f, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%d\t%d\n", r->name, r->nranks, r->bytes, r->median_us, r->min_us,
+            r->max_us, spread_pct(r), r->reps, r->batch);
+  }
+  if (fclose(f) != 0) return ts_fail_sys(e, "%s: write failed", path);
+  return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+void calib_spread_summary(const calib_spread *s, char *sum, size_t n) {
+  if (!s || s->n == 0) {
+    snprintf(sum, n, "no collective measured");
+    return;
+  }
+  double *v = malloc((size_t)s->n * sizeof *v);
+  if (!v) {
+    snprintf(sum, n, "batch spread not summarised (out of memory)");
+    return;
+  }
+  for (int i = 0; i < s->n; i++) v[i] = spread_pct(&s->rows[i]);
+  qsort(v, (size_t)s->n, sizeof *v, cmp_double);
+  snprintf(sum, n, "batch spread (max-min)/median %.1f%% median, %.1f%% p90 over %d sizes", v[(s->n - 1) / 2],
+           v[(int)(0.9 * (s->n - 1))], s->n);
+  free(v);
 }

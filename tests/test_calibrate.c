@@ -2,11 +2,13 @@
  * references of the runtime kernels (checked against finite differences and
  * invariants, since the GPU self-check trusts them), the shapes taken from
  * the model zoo, the latency + bandwidth fits and the table helpers. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "calibrate.h"
 #include "calibrate_fit.h"
@@ -334,6 +336,49 @@ static void test_tables_and_fits(void) {
   schema_calibration_free(&c);
 }
 
+/* The collectives' batch spread: the rows, the TSV next to a calibration file
+ * and the summary that goes into its notes. */
+static void test_spread_table(void) {
+  calib_spread sp;
+  memset(&sp, 0, sizeof sp);
+  char sum[160];
+  calib_spread_summary(&sp, sum, sizeof sum);
+  CU_ASSERT_PTR_NOT_NULL(strstr(sum, "no collective"));
+  for (int i = 0; i < 300; i++) { /* past the first allocation */
+    calib_spread_row r = {.nranks = 2, .reps = 7, .batch = 3, .bytes = 1024.0 * (i + 1), .median_us = 100.0,
+                          .min_us = 99.0, .max_us = 99.0 + (i % 10)};
+    snprintf(r.name, sizeof r.name, "allreduce");
+    CU_ASSERT_EQUAL_FATAL(calib_spread_add(&sp, &r), 0);
+  }
+  CU_ASSERT_EQUAL(sp.n, 300);
+  calib_spread_summary(&sp, sum, sizeof sum);
+  /* spreads 0..9 %, thirty of each: median 4 %, p90 (the 270th of 300) 8 % */
+  CU_ASSERT_PTR_NOT_NULL(strstr(sum, "4.0% median"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(sum, "8.0% p90 over 300 sizes"));
+  char path[] = "/tmp/test_calibrate_spread_XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  ts_err e = {{0}, 0};
+  CU_ASSERT_EQUAL(calib_spread_write(&sp, path, &e), 0);
+  FILE *f = fopen(path, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  char line[256];
+  int lines = 0, third_ok = 0;
+  while (fgets(line, sizeof line, f)) {
+    lines++;
+    if (lines == 5) third_ok = strcmp(line, "allreduce\t2\t3072\t100.000\t99.000\t101.000\t2.00\t7\t3\n") == 0;
+  }
+  fclose(f);
+  unlink(path);
+  CU_ASSERT_EQUAL(lines, 302); /* comment, header, rows */
+  CU_ASSERT(third_ok);
+  CU_ASSERT_EQUAL(calib_spread_write(&sp, "/nonexistent-dir/x.tsv", &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "/nonexistent-dir/x.tsv"));
+  calib_spread_free(&sp);
+  CU_ASSERT_EQUAL(sp.n, 0);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("calibrate", NULL, NULL);
@@ -349,6 +394,7 @@ int main(void) {
   CU_add_test(s, "shapes: bad model names", test_shapes_bad_model);
   CU_add_test(s, "fit recovers latency and bandwidth", test_fit_recovers_line);
   CU_add_test(s, "kernel tables merge, fits are named", test_tables_and_fits);
+  CU_add_test(s, "collectives' batch spread: rows, TSV, summary", test_spread_table);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
