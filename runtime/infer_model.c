@@ -179,7 +179,9 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   size_t budget = o->scores_budget ? o->scores_budget : (size_t)1 << 30;
   size_t per_head = (size_t)o->max_prompt * o->max_prompt * BF;
   size_t need = per_head * (size_t)(m->hl / m->kvl);
-  m->scores_bytes = need < budget ? budget - budget % need : per_head;
+  size_t gs = (size_t)(m->hl / m->kvl);
+  while (gs > 1 && per_head * gs > budget) gs /= 2;
+  m->scores_bytes = need <= budget ? budget - budget % need : per_head * gs;
   if (m->scores_bytes > per_head * (size_t)m->hl * o->batch) m->scores_bytes = per_head * (size_t)m->hl * o->batch;
   if (o->max_prompt > 1) IM_TRY(dmalloc(&m->scores, m->scores_bytes, "prefill attention scores", e));
   infer_attn_dims ad = {.batch = o->batch, .hl = m->hl, .kvl = m->kvl, .head_dim = m->d, .max_seq = o->max_seq};
@@ -248,37 +250,35 @@ static int gemm_nn(infer_model *m, long long M, long long N, long long K, const 
   return exec_gemm_run(m->gemm, &s, 1.f, A, B, 0.f, C, m->stream, e);
 }
 
-/* Causal attention of the prompt: for each (sequence, KV head) pair, the g
- * query heads' scores against the pair's S cached keys as one GEMM of g S rows,
- * the causal softmax in place, then the product with the values; as many
- * pairs at once as the scores budget holds (or fewer heads of a pair). */
-static int prefill_attention(infer_model *m, int l, int S, ts_err *e) {
-  const long long d = m->d, g = m->hl / m->kvl, pairs = (long long)m->batch * m->kvl;
+int infer_prefill_attention(const infer_prefill_args *a, ts_err *e) {
+  const long long d = a->head_dim, g = a->hl / a->kvl, pairs = (long long)a->batch * a->kvl, S = a->seq;
   const size_t head_bytes = (size_t)S * S * BF;
   long long gs = g;
-  while (gs > 1 && head_bytes * (size_t)gs > m->scores_bytes) gs /= 2;
-  long long cp = gs < g ? 1 : (long long)(m->scores_bytes / (head_bytes * (size_t)g));
+  while (gs > 1 && head_bytes * (size_t)gs > a->scores_bytes) gs /= 2;
+  if (head_bytes > a->scores_bytes)
+    return ts_fail_sys(e, "infer_prefill_attention: %zu bytes of scores do not hold one head of %lld x %lld",
+                       a->scores_bytes, S, S);
+  long long cp = gs < g ? 1 : (long long)(a->scores_bytes / (head_bytes * (size_t)g));
   if (cp < 1) cp = 1;
   if (cp > pairs) cp = pairs;
   const float scale = 1.0f / sqrtf((float)d);
   for (long long p0 = 0; p0 < pairs; p0 += cp) {
     long long nb = pairs - p0 < cp ? pairs - p0 : cp;
     for (long long sub = 0; sub < g; sub += gs) {
-      const char *q = (const char *)m->qh + (size_t)((p0 * g + sub) * S * d) * BF;
-      const char *k = (const char *)m->kc[l] + (size_t)(p0 * m->max_seq * d) * BF;
-      const char *v = (const char *)m->vc[l] + (size_t)(p0 * m->max_seq * d) * BF;
-      char *o = (char *)m->oh + (size_t)((p0 * g + sub) * S * d) * BF;
+      const char *q = (const char *)a->q + (size_t)((p0 * g + sub) * S * d) * BF;
+      const char *k = (const char *)a->k_cache + (size_t)(p0 * a->max_seq * d) * BF;
+      const char *v = (const char *)a->v_cache + (size_t)(p0 * a->max_seq * d) * BF;
+      char *o = (char *)a->o_heads + (size_t)((p0 * g + sub) * S * d) * BF;
       exec_gemm_shape s1 = {.trans_b = 1, .m = gs * S, .n = S, .k = d, .lda = d, .ldb = d, .ldc = S,
-                            .batch = nb, .stride_a = g * S * d, .stride_b = m->max_seq * d,
-                            .stride_c = gs * (long long)S * S};
-      IM_TRY(exec_gemm_run(m->gemm, &s1, 1.f, q, k, 0.f, m->scores, m->stream, e));
-      IM_TRY(rt_softmax_causal_fwd(m->scores, m->scores, nb * gs, S, scale, m->stream, e));
+                            .batch = nb, .stride_a = g * S * d, .stride_b = a->max_seq * d, .stride_c = gs * S * S};
+      IM_TRY(exec_gemm_run(a->gemm, &s1, 1.f, q, k, 0.f, a->scores, a->stream, e));
+      IM_TRY(rt_softmax_causal_fwd(a->scores, a->scores, nb * gs, (int)S, scale, a->stream, e));
       exec_gemm_shape s2 = {.m = gs * S, .n = d, .k = S, .lda = S, .ldb = d, .ldc = d, .batch = nb,
-                            .stride_a = gs * (long long)S * S, .stride_b = m->max_seq * d, .stride_c = g * S * d};
-      IM_TRY(exec_gemm_run(m->gemm, &s2, 1.f, m->scores, v, 0.f, o, m->stream, e));
+                            .stride_a = gs * S * S, .stride_b = a->max_seq * d, .stride_c = g * S * d};
+      IM_TRY(exec_gemm_run(a->gemm, &s2, 1.f, a->scores, v, 0.f, o, a->stream, e));
     }
   }
-  return infer_heads_to_tokens(m->oh, m->attn, m->batch, m->hl, S, (int)d, m->stream, e);
+  return infer_heads_to_tokens(a->o_heads, a->out, a->batch, a->hl, (int)S, (int)d, a->stream, e);
 }
 
 int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0, ts_err *e) {
@@ -299,8 +299,13 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
     IM_TRY(rt_rmsnorm_fwd(m->x, w->ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
     IM_TRY(gemm_nn(m, T, qcl, h, m->xn, w->wqkv, m->qkv, e));
     IM_TRY(infer_rope_scatter(m->qkv, m->qh, m->kc[l], m->vc[l], &ad, seq, pos0, st, e));
-    if (seq > 1)
-      IM_TRY(prefill_attention(m, l, seq, e));
+    if (seq > 1) {
+      infer_prefill_args pa = {.gemm = m->gemm, .stream = st, .q = m->qh, .k_cache = m->kc[l], .v_cache = m->vc[l],
+                               .o_heads = m->oh, .out = m->attn, .scores = m->scores, .scores_bytes = m->scores_bytes,
+                               .batch = m->batch, .hl = m->hl, .kvl = m->kvl, .head_dim = (int)d, .seq = seq,
+                               .max_seq = m->max_seq};
+      IM_TRY(infer_prefill_attention(&pa, e));
+    }
     else
       IM_TRY(infer_decode_attention(m->qh, m->kc[l], m->vc[l], m->attn, m->partial, &ad, pos0 + 1, st, e));
     IM_TRY(gemm_nn(m, T, h, m->hl * d, m->attn, w->wo, m->proj, e));

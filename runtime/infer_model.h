@@ -79,6 +79,24 @@ int infer_model_supported(const model_config *mc, const char *file, ts_err *e);
  * greedy next tokens in m->tok. Asynchronous on m->stream. */
 int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0, ts_err *e);
 
+/* Causal attention of a prompt of `seq` tokens (positions 0..seq-1 of the
+ * caches): for each (sequence, KV head) pair the scores of its g query heads
+ * as one GEMM of g x seq rows against the pair's keys, the causal softmax in
+ * place, the product with the values; as many pairs at once as scores_bytes
+ * holds (or fewer heads of one pair), so batch x heads x seq^2 is never
+ * materialised at once. q, o_heads head-major [batch x hl x seq x d]; out
+ * token-major [batch * seq x hl d]. `tacorun calibrate-infer` times this function. */
+typedef struct {
+  exec_gemm *gemm;
+  void *stream;
+  const void *q, *k_cache, *v_cache;
+  void *o_heads, *out, *scores;
+  size_t scores_bytes;
+  int batch, hl, kvl, head_dim;
+  long long seq, max_seq;
+} infer_prefill_args;
+int infer_prefill_attention(const infer_prefill_args *a, ts_err *e);
+
 /* One layer all-reduce of rows x hidden in place, the way `mode` says. */
 int infer_allreduce(infer_model *m, void *buf, long long rows, infer_ar_mode mode, ts_err *e);
 

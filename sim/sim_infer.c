@@ -257,7 +257,14 @@ static int predict(const plan_infer *p, const schema_calibration *cal, FILE *war
   double rest, attn, ar, codec;
   if (layer_rest_s(&pre->costs, &rest, e)) goto out;
   const model_op *a = &pre->costs.mops[attn_pre];
-  if (compute_op_s(&pre->costs, attn_pre, a->flops_fwd, a->bytes_fwd, &attn, e)) goto out;
+  if (schema_has_kernel(cal, "attention_prefill")) {
+    /* the inference executor's prefill attention (tacorun calibrate-infer), by FLOPs */
+    double us;
+    if (schema_lookup_kernel(&pre->costs.lk, "attention_prefill", a->flops_fwd, 0, &us, e)) goto out;
+    attn = us * 1e-6;
+  } else if (compute_op_s(&pre->costs, attn_pre, a->flops_fwd, a->bytes_fwd, &attn, e)) {
+    goto out;
+  }
   if (layer_allreduce(&pre->costs, p, use_codec, ar_bytes_pre, "prefill layer", r, &ar, &codec, e)) goto out;
   ph->compute_s = layers * (rest + attn);
   ph->tp_s = layers * 2.0 * ar;

@@ -1,0 +1,357 @@
+/* calibrate_infer.c — `tacorun calibrate-infer`: the decode-sized tables the
+ * inference prediction (sim/sim_infer.c) reads, added to an existing
+ * calibration file, on one GPU:
+ *   - GEMMs with m = batch 1..64 of every zoo model's layer at TP 1/2/4/8
+ *     (QKV, attention output, FC1, FC2 as model_layer_ops() shapes them, and
+ *     the logits GEMM of the last token), through exec_gemm with the inference
+ *     executor's layouts; the weights rotate through >= 512 MiB of copies, so
+ *     each launch reads them from HBM as a decode step does (a layer's weights
+ *     are not in L2 when its GEMM runs);
+ *   - "attention_decode" (by KV-cache bytes read: 2 x batch x length x KV
+ *     heads x head_dim x 2 B): infer_decode_attention, caches rotating too;
+ *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
+ *     flops_fwd): infer_prefill_attention at batch x prompt.
+ * A separate command rather than a `tacorun calibrate` stage, so a training
+ * calibration is not slowed; the small-message collectives are already in the
+ * calibrate sweep (from 1 KiB; a decode all-reduce of batch 1 x hidden 4096
+ * is 8 KiB). Shapes already in the file are kept as they are. */
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibrate_time.h"
+#include "calibration.h"
+#include "exec_gemm.h"
+#include "infer_kernels.h"
+#include "infer_model.h"
+#include "model.h"
+#include "rt_command.h"
+#include "rt_nccl.h"
+#include "rt_ops.h"
+
+#define POOL_BYTES ((size_t)512 << 20)
+#define MAX_MODELS 64
+
+typedef struct {
+  exec_gemm *g;
+  exec_gemm_shape s;
+  char *a, *b, *c;
+  size_t b_bytes;
+  int sets;
+} gemm_ctx;
+
+static int gemm_launch(void *ctx, long long iter, ts_err *e) {
+  gemm_ctx *c = ctx;
+  const char *b = c->b + (size_t)(iter % c->sets) * c->b_bytes;
+  return exec_gemm_run(c->g, &c->s, 1.f, c->a, b, 0.f, c->c, NULL, e);
+}
+
+static int have_gemm(const schema_calibration *cal, long long m, long long n, long long k) {
+  for (int i = 0; i < cal->n_gemm; i++)
+    if (cal->gemm[i].m == m && cal->gemm[i].n == n && cal->gemm[i].k == k) return 1;
+  return 0;
+}
+
+typedef struct {
+  long long m, n, k;
+  int nt; /* logits: A . B^T */
+} gemm_key;
+
+static int add_key(gemm_key **keys, int *n, int *cap, gemm_key k) {
+  for (int i = 0; i < *n; i++)
+    if ((*keys)[i].m == k.m && (*keys)[i].n == k.n && (*keys)[i].k == k.k) return 0;
+  if (*n == *cap) {
+    *cap = *cap ? 2 * *cap : 256;
+    gemm_key *p = realloc(*keys, (size_t)*cap * sizeof *p);
+    if (!p) return -1;
+    *keys = p;
+  }
+  (*keys)[(*n)++] = k;
+  return 0;
+}
+
+static int zoo_models(const char *dir, model_config *out, int *n, ts_err *e) {
+  DIR *d = opendir(dir);
+  if (!d) return ts_fail(e, dir, NULL, "cannot open the model zoo folder");
+  struct dirent *de;
+  *n = 0;
+  while ((de = readdir(d)) && *n < MAX_MODELS) {
+    size_t len = strlen(de->d_name);
+    if (len < 6 || strcmp(de->d_name + len - 5, ".json")) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (model_load(path, dir, &out[*n], e)) {
+      closedir(d);
+      return -1;
+    }
+    (*n)++;
+  }
+  closedir(d);
+  return 0;
+}
+
+static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_config *models, int nm,
+                        const calib_budget *bud, int *added, ts_err *e) {
+  static const int tps[] = {1, 2, 4, 8}, batches[] = {1, 2, 4, 8, 16, 32, 64};
+  gemm_key *keys = NULL;
+  int nk = 0, cap = 0;
+  for (int i = 0; i < nm; i++)
+    for (size_t t = 0; t < sizeof tps / sizeof *tps; t++)
+      for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
+        const model_config *mc = &models[i];
+        if (mc->heads % tps[t] || mc->kv_heads % tps[t] || mc->ffn_hidden % tps[t]) continue;
+        model_shard sh = {tps[t], false, batches[b], 1};
+        model_op ops[MODEL_MAX_LAYER_OPS];
+        ts_err sub;
+        int n = model_layer_ops(mc, &sh, ops, MODEL_MAX_LAYER_OPS, &sub);
+        for (int o = 0; o < n; o++)
+          if (ops[o].kind == MODEL_OP_GEMM && add_key(&keys, &nk, &cap, (gemm_key){ops[o].m, ops[o].n, ops[o].k, 0}))
+            return ts_fail_sys(e, "out of memory");
+        gemm_key lk = {batches[b], model_vocab_per_gpu(mc, tps[t]), mc->hidden, 1};
+        if (add_key(&keys, &nk, &cap, lk)) return ts_fail_sys(e, "out of memory");
+      }
+  size_t max_a = 0, max_b = 0, max_c = 0;
+  for (int i = 0; i < nk; i++) {
+    size_t a = (size_t)(keys[i].m * keys[i].k) * 2, b = (size_t)(keys[i].k * keys[i].n) * 2,
+           c = (size_t)(keys[i].m * keys[i].n) * 2;
+    if (a > max_a) max_a = a;
+    if (b > max_b) max_b = b;
+    if (c > max_c) max_c = c;
+  }
+  size_t pool = max_b > POOL_BYTES ? max_b : POOL_BYTES;
+  gemm_ctx c = {.g = g};
+  RT_CUDA(e, cudaMalloc((void **)&c.a, max_a));
+  RT_CUDA(e, cudaMalloc((void **)&c.b, pool));
+  RT_CUDA(e, cudaMalloc((void **)&c.c, max_c));
+  if (rt_fill_random_bf16(c.a, (long long)(max_a / 2), 1, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.b, (long long)(pool / 2), 2, 1.0f, NULL, e))
+    return -1;
+  int dev = 0;
+  void *stream = NULL;
+  RT_CUDA(e, cudaGetDevice(&dev));
+  double t0 = calib_elapsed_s();
+  *added = 0;
+  for (int i = 0; i < nk; i++) {
+    const gemm_key *k = &keys[i];
+    if (have_gemm(cal, k->m, k->n, k->k)) continue;
+    c.s = exec_gemm_packed(k->nt ? EXEC_GEMM_NT : EXEC_GEMM_NN, k->m, k->n, k->k);
+    c.b_bytes = (size_t)(k->k * k->n) * 2;
+    c.b_bytes = (c.b_bytes + 255) & ~(size_t)255;
+    c.sets = (int)(pool / c.b_bytes);
+    if (c.sets < 1) c.sets = 1;
+    double us;
+    if (calib_time_us(gemm_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+    if (schema_calibration_add_gemm(cal, k->m, k->n, k->k, us)) return ts_fail_sys(e, "out of memory");
+    (*added)++;
+  }
+  fprintf(stderr, "calibrate-infer: %d decode GEMM shapes (%d new) in %.1f s\n", nk, *added, calib_elapsed_s() - t0);
+  cudaFree(c.a), cudaFree(c.b), cudaFree(c.c);
+  free(keys);
+  return 0;
+}
+
+typedef struct {
+  infer_attn_dims a;
+  long long len;
+  char *q, *k, *v, *o, *part;
+  size_t set_bytes;
+  int sets;
+} dec_ctx;
+
+static int dec_launch(void *ctx, long long iter, ts_err *e) {
+  dec_ctx *c = ctx;
+  size_t off = (size_t)(iter % c->sets) * c->set_bytes;
+  return infer_decode_attention(c->q, c->k + off, c->v + off, c->o, c->part, &c->a, c->len, NULL, e);
+}
+
+/* Llama-3 8B at TP2 (16 query heads, 4 KV heads of 128 on one GPU) over batch x length. */
+static int decode_attention_table(schema_calibration *cal, const calib_budget *bud, ts_err *e) {
+  static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
+  static const long long lens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+  dec_ctx c = {.a = {.hl = 16, .kvl = 4, .head_dim = 128}};
+  const size_t pool = POOL_BYTES;
+  RT_CUDA(e, cudaMalloc((void **)&c.k, pool));
+  RT_CUDA(e, cudaMalloc((void **)&c.v, pool));
+  RT_CUDA(e, cudaMalloc((void **)&c.q, (size_t)64 * 16 * 128 * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.o, (size_t)64 * 16 * 128 * 2));
+  if (rt_fill_random_bf16(c.k, (long long)(pool / 2), 3, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.v, (long long)(pool / 2), 4, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.q, 64LL * 16 * 128, 5, 1.0f, NULL, e))
+    return -1;
+  int dev = 0, n = 0;
+  void *stream = NULL;
+  RT_CUDA(e, cudaGetDevice(&dev));
+  infer_attn_dims big = {.batch = 64, .hl = 16, .kvl = 4, .head_dim = 128, .max_seq = 8192};
+  size_t part_bytes = 0;
+  for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+    size_t b = infer_decode_partial_bytes(&big, lens[l]);
+    big.batch = 1;
+    size_t b1 = infer_decode_partial_bytes(&big, lens[l]);
+    big.batch = 64;
+    if (b > part_bytes) part_bytes = b;
+    if (b1 > part_bytes) part_bytes = b1;
+  }
+  RT_CUDA(e, cudaMalloc((void **)&c.part, part_bytes * 2));
+  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+      c.a.batch = batches[b], c.a.max_seq = lens[l], c.len = lens[l];
+      c.set_bytes = (size_t)batches[b] * 4 * lens[l] * 128 * 2;
+      if (c.set_bytes > pool) continue;
+      c.sets = (int)(pool / c.set_bytes);
+      double us;
+      if (calib_time_us(dec_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+      double kv_bytes = 2.0 * (double)c.set_bytes;
+      if (schema_calibration_add_kernel(cal, "attention_decode", false, kv_bytes, 0, us))
+        return ts_fail_sys(e, "out of memory");
+      n++;
+    }
+  fprintf(stderr, "calibrate-infer: attention_decode, %d points\n", n);
+  cudaFree(c.k), cudaFree(c.v), cudaFree(c.q), cudaFree(c.o), cudaFree(c.part);
+  return 0;
+}
+
+typedef struct {
+  infer_prefill_args a;
+} pre_ctx;
+
+static int pre_launch(void *ctx, long long iter, ts_err *e) {
+  (void)iter;
+  return infer_prefill_attention(&((pre_ctx *)ctx)->a, e);
+}
+
+/* Llama-3 8B at TP2 over batch x prompt (batch x prompt <= 64 Ki tokens). */
+static int prefill_attention_table(schema_calibration *cal, exec_gemm *g, const model_config *llama,
+                                   const calib_budget *bud, ts_err *e) {
+  static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
+  static const int prompts[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+  const long long max_tokens = 65536;
+  const int hl = 16, kvl = 4, d = 128;
+  pre_ctx c = {.a = {.gemm = g, .hl = hl, .kvl = kvl, .head_dim = d, .scores_bytes = (size_t)1 << 30}};
+  RT_CUDA(e, cudaMalloc((void **)&c.a.q, (size_t)max_tokens * hl * d * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.o_heads, (size_t)max_tokens * hl * d * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.out, (size_t)max_tokens * hl * d * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.k_cache, (size_t)max_tokens * kvl * d * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.v_cache, (size_t)max_tokens * kvl * d * 2));
+  RT_CUDA(e, cudaMalloc(&c.a.scores, c.a.scores_bytes));
+  if (rt_fill_random_bf16((void *)c.a.q, max_tokens * hl * d, 6, 1.0f, NULL, e) ||
+      rt_fill_random_bf16((void *)c.a.k_cache, max_tokens * kvl * d, 7, 1.0f, NULL, e) ||
+      rt_fill_random_bf16((void *)c.a.v_cache, max_tokens * kvl * d, 8, 1.0f, NULL, e))
+    return -1;
+  int dev = 0, n = 0;
+  void *stream = NULL;
+  RT_CUDA(e, cudaGetDevice(&dev));
+  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+    for (size_t p = 0; p < sizeof prompts / sizeof *prompts; p++) {
+      if ((long long)batches[b] * prompts[p] > max_tokens) continue;
+      c.a.batch = batches[b], c.a.seq = prompts[p], c.a.max_seq = prompts[p];
+      model_shard sh = {2, false, batches[b], prompts[p]};
+      model_op ops[MODEL_MAX_LAYER_OPS];
+      int nops = model_layer_ops(llama, &sh, ops, MODEL_MAX_LAYER_OPS, e);
+      if (nops < 0) return -1;
+      double flops = 0;
+      for (int o = 0; o < nops; o++)
+        if (ops[o].kind == MODEL_OP_ATTENTION) flops = ops[o].flops_fwd;
+      double us;
+      if (calib_time_us(pre_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+      if (schema_calibration_add_kernel(cal, "attention_prefill", true, flops, 0, us))
+        return ts_fail_sys(e, "out of memory");
+      n++;
+    }
+  fprintf(stderr, "calibrate-infer: attention_prefill, %d points\n", n);
+  cudaFree((void *)c.a.q), cudaFree(c.a.o_heads), cudaFree(c.a.out), cudaFree((void *)c.a.k_cache);
+  cudaFree((void *)c.a.v_cache), cudaFree(c.a.scores);
+  return 0;
+}
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json [--out FILE] [--models DIR] [--quick]\n"
+               "Adds the decode-sized tables of inference plans to a calibration file (written to --out,\n"
+               "default: in place), timed on GPU 0: GEMMs with m = batch 1..64 of every zoo model at TP\n"
+               "1/2/4/8 (QKV, attention output, FC1, FC2, logits), \"attention_decode\" by KV-cache bytes and\n"
+               "\"attention_prefill\" by FLOPs (Llama-3 8B TP2 head layout, batch 1..64, length 128..8192).\n"
+               "GEMM shapes already in the file are kept; the two attention tables are replaced.\n");
+}
+
+static int cmd_calibrate_infer(int argc, char **argv) {
+  const char *in = NULL, *out = NULL, *models_dir = NULL;
+  int quick = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+      out = argv[++i];
+    } else if (!strcmp(argv[i], "--models") && i + 1 < argc) {
+      models_dir = argv[++i];
+    } else if (!strcmp(argv[i], "--quick")) {
+      quick = 1;
+    } else if (argv[i][0] == '-' || in) {
+      fprintf(stderr, "tacorun calibrate-infer: unexpected argument '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    } else {
+      in = argv[i];
+    }
+  }
+  if (!in) {
+    usage(stderr);
+    return 2;
+  }
+  if (!out) out = in;
+  ts_err e;
+  schema_calibration cal;
+  if (schema_calibration_load(in, &cal, &e)) {
+    fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+    return ts_exit_status(&e);
+  }
+  static model_config models[MAX_MODELS];
+  int nm = 0;
+  const char *dir = models_dir ? models_dir : model_zoo_dir();
+  if (zoo_models(dir, models, &nm, &e) && (models_dir || zoo_models("models", models, &nm, &e))) {
+    fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+    schema_calibration_free(&cal);
+    return 2;
+  }
+  const model_config *llama = NULL;
+  for (int i = 0; i < nm; i++)
+    if (!strcmp(models[i].name, "llama3-8b")) llama = &models[i];
+  if (!llama) {
+    fprintf(stderr, "tacorun calibrate-infer: the zoo has no llama3-8b (the attention tables' head layout)\n");
+    schema_calibration_free(&cal);
+    return 2;
+  }
+  if (rt_cuda_device_count() < 1) {
+    fprintf(stderr, "tacorun calibrate-infer: no CUDA device\n");
+    schema_calibration_free(&cal);
+    return 1;
+  }
+  /* the attention tables are replaced, not merged */
+  for (int i = 0; i < cal.n_kernels; i++)
+    if (!strcmp(cal.kernels[i].name, "attention_decode") || !strcmp(cal.kernels[i].name, "attention_prefill"))
+      cal.kernels[i].n = 0;
+  calib_budget bud = calib_budget_default(quick);
+  exec_gemm *g = NULL;
+  int added = 0, rc = 1;
+  if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
+      decode_gemms(&cal, g, models, nm, &bud, &added, &e) || decode_attention_table(&cal, &bud, &e) ||
+      prefill_attention_table(&cal, g, llama, &bud, &e)) {
+    fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+    goto done;
+  }
+  schema_calibration_sort(&cal);
+  if (schema_calibration_save(&cal, out, &e)) {
+    fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+    goto done;
+  }
+  fprintf(stderr, "calibrate-infer: wrote %s (%d models, %d GEMM shapes added)\n", out, nm, added);
+  rc = 0;
+done:
+  if (g) exec_gemm_destroy(g);
+  schema_calibration_free(&cal);
+  return rc;
+}
+
+RT_COMMAND("calibrate-infer", cmd_calibrate_infer,
+           "add decode GEMMs and KV-cache attention tables for inference plans to a calibration file")
