@@ -30,7 +30,7 @@ static int alloc_random(void **p, size_t elems, uint64_t seed, ts_err *e) {
 /* ---- GEMMs: exec_gemm with the executor's layout and output type for each key ----
  *
  * Against the run-to-run noise of a GEMM table (calibration/README.md):
- *   - operands rotate through copies spanning >= 256 MiB (5x the L2), so a
+ *   - operands rotate through copies spanning >= 256 MiB (4x the 60 MB L2), so a
  *     launch reads its A and B from HBM as in an iteration, not the L2 lines
  *     the previous launch of the same shape left;
  *   - one second of the largest GEMM first, so the clocks have settled
