@@ -34,11 +34,11 @@ __device__ __forceinline__ float4 *warp_transpose_buffer() {
 /* Group g's source elements start at x + (g / groups_per_row) * ld + (g % groups_per_row) * G,
  * so one kernel serves a contiguous tensor (groups_per_row = ngroups) and the
  * shared columns of a CAAT-Net tensor (groups_per_row = shared / G, ld = cols). */
-template <int G, typename Tin, bool E5M2, bool XPOSE>
+template <int G, typename Tin, bool E5M2, bool XPOSE, int LV>
 __global__ void __launch_bounds__(BLOCK) encode_kernel(const Tin *__restrict__ x, size_t n, size_t ngroups,
                                                        size_t groups_per_row, size_t ld, uint8_t *__restrict__ payload,
                                                        float2 *__restrict__ scales, taco_nonfinite *nf) {
-  constexpr int T = G / 32;
+  constexpr int T = G / 32, DEPTH = prefetch_tiles<LV>();
   const int t = (int)(threadIdx.x % T);
   const size_t stride = (size_t)gridDim.x * BLOCK;
   size_t tid = (size_t)blockIdx.x * BLOCK + threadIdx.x;
@@ -46,15 +46,20 @@ __global__ void __launch_bounds__(BLOCK) encode_kernel(const Tin *__restrict__ x
   auto full = [&](size_t g) { return g < ngroups && g * G + G <= n; };
   float4 *wbuf = nullptr;
   if constexpr (XPOSE) wbuf = warp_transpose_buffer();
-  raw_input<Tin> raw;
-  bool raw_full = full(tid / T);
-  if (raw_full) load_raw<G>(source(tid / T), t, raw);
+  /* raw[0]: this tile's loads; raw[1] (DEPTH 2): the next tile's */
+  raw_input<Tin> raw[DEPTH];
+  bool raw_full[DEPTH];
+#pragma unroll
+  for (int d = 0; d < DEPTH; d++) {
+    raw_full[d] = full((tid + d * stride) / T);
+    if (raw_full[d]) load_raw<G, LV>(source((tid + d * stride) / T), t, raw[d]);
+  }
   for (; (tid & ~(size_t)31) / T < ngroups; tid += stride) {
     const size_t group = tid / T, base = group * G;
     const bool active = group < ngroups;
     float v[PER_THREAD];
-    if (raw_full) {
-      unpack_raw(raw, v);
+    if (raw_full[0]) {
+      unpack_raw(raw[0], v);
     } else { /* the partial last group, or lanes past the end */
       const Tin *src = source(group);
 #pragma unroll
@@ -63,9 +68,13 @@ __global__ void __launch_bounds__(BLOCK) encode_kernel(const Tin *__restrict__ x
         v[i] = (active && base + e < n) ? load_one(src, e) : 0.0f;
       }
     }
-    const size_t next = (tid + stride) / T;
-    raw_full = full(next);
-    if (raw_full) load_raw<G>(source(next), t, raw);
+    if constexpr (DEPTH == 2) {
+      raw[0] = raw[1];
+      raw_full[0] = raw_full[1];
+    }
+    const size_t next = (tid + DEPTH * stride) / T;
+    raw_full[DEPTH - 1] = full(next);
+    if (raw_full[DEPTH - 1]) load_raw<G, LV>(source(next), t, raw[DEPTH - 1]);
 
     float sum_squares = group_sum_squares<G>(v);
     bool group_bad = false;
@@ -106,35 +115,48 @@ __global__ void __launch_bounds__(BLOCK) encode_kernel(const Tin *__restrict__ x
 }
 
 /* Sum of k blocks' dequantized values before the (linear) transform, then one
- * transform; stored as Tout, or re-encoded when ENCODE. Block 0 of the next
- * tile is prefetched; blocks 1..k-1 load in place. */
-template <int G, typename Tout, bool E5M2, bool ENCODE, bool XPOSE>
+ * transform; stored as Tout (MODE 0), or re-encoded: MODE 1 transforms the sum
+ * back (x = H acc) and encodes x as taco_encode would (a second transform);
+ * MODE 2 ("direct") re-encodes in the Hadamard domain with no transform at all
+ * (encode_transformed), for whole groups only: the launcher sends a partial
+ * last group to MODE 1. Groups [g0, gend) of a block of ngroups; block 0 of
+ * the next tile(s) is prefetched (LV: taco_loads), blocks 1..k-1 load in place. */
+template <int G, typename Tout, bool E5M2, int MODE, bool XPOSE, int LV>
 __global__ void __launch_bounds__(BLOCK) decode_sum_kernel(const uint8_t *__restrict__ in, size_t wire, int k,
-                                                           size_t n, size_t ngroups, Tout *__restrict__ y,
-                                                           uint8_t *__restrict__ out_payload,
+                                                           size_t n, size_t ngroups, size_t g0, size_t gend,
+                                                           Tout *__restrict__ y, uint8_t *__restrict__ out_payload,
                                                            float2 *__restrict__ out_scales) {
-  constexpr int T = G / 32;
+  constexpr int T = G / 32, DEPTH = prefetch_tiles<LV>();
   const int t = (int)(threadIdx.x % T);
   const size_t stride = (size_t)gridDim.x * BLOCK;
   size_t tid = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   float4 *wbuf = nullptr;
   if constexpr (XPOSE) wbuf = warp_transpose_buffer();
-  uint2 q0[NCHUNK];
-  float2 s0 = make_float2(0.0f, 0.0f);
+  uint2 q0[DEPTH][NCHUNK];
+  float2 s0[DEPTH];
   auto fetch = [&](const uint8_t *blk, size_t g, uint2(&q)[NCHUNK], float2 &s) {
-    s = __ldcs(reinterpret_cast<const float2 *>(blk + ngroups * G) + g);
-    load_codes<G>(blk, g * G, t, q);
+    s = ld_stream<LV>(reinterpret_cast<const float2 *>(blk + ngroups * G) + g);
+    load_codes<G, LV>(blk, g * G, t, q);
   };
-  if (tid / T < ngroups) fetch(in, tid / T, q0, s0);
-  for (; (tid & ~(size_t)31) / T < ngroups; tid += stride) {
-    const size_t group = tid / T, base = group * G;
-    const bool active = group < ngroups;
+#pragma unroll
+  for (int d = 0; d < DEPTH; d++) {
+    s0[d] = make_float2(0.0f, 0.0f);
+    if (g0 + (tid + d * stride) / T < gend) fetch(in, g0 + (tid + d * stride) / T, q0[d], s0[d]);
+  }
+  for (; g0 + (tid & ~(size_t)31) / T < gend; tid += stride) {
+    const size_t group = g0 + tid / T, base = group * G;
+    const bool active = group < gend;
     float acc[PER_THREAD];
 #pragma unroll
     for (int i = 0; i < PER_THREAD; i++) acc[i] = 0.0f;
-    if (active) accumulate_codes<E5M2>(q0, decode_multiplier<G>(s0), acc);
-    const size_t next = (tid + stride) / T;
-    if (next < ngroups) fetch(in, next, q0, s0);
+    if (active) accumulate_codes<E5M2>(q0[0], decode_multiplier<G>(s0[0]), acc);
+    if constexpr (DEPTH == 2) {
+#pragma unroll
+      for (int c = 0; c < NCHUNK; c++) q0[0][c] = q0[1][c];
+      s0[0] = s0[1];
+    }
+    const size_t next = g0 + (tid + DEPTH * stride) / T;
+    if (next < gend) fetch(in, next, q0[DEPTH - 1], s0[DEPTH - 1]);
     if (active)
       for (int b = 1; b < k; b++) {
         uint2 q[NCHUNK];
@@ -142,8 +164,17 @@ __global__ void __launch_bounds__(BLOCK) decode_sum_kernel(const uint8_t *__rest
         fetch(in + (size_t)b * wire, group, q, s);
         accumulate_codes<E5M2>(q, decode_multiplier<G>(s), acc);
       }
+    if constexpr (MODE == 2) {
+      uint32_t words[NCHUNK * 2];
+      float s_a, s_q;
+      encode_transformed<G, E5M2>(acc, words, s_a, s_q);
+      if (!active) continue;
+      store_codes(out_payload, base, t, T, words);
+      if (t == 0) out_scales[group] = make_float2(s_a, s_q);
+      continue;
+    }
     fwht_variant<G, XPOSE>(acc, t, wbuf);
-    if constexpr (ENCODE) {
+    if constexpr (MODE == 1) {
       if (base + G > n) /* padding of the last group re-encodes as zeros */
 #pragma unroll
         for (int i = 0; i < PER_THREAD; i++)
@@ -227,6 +258,52 @@ extern "C" int taco_set_hadamard(taco_hadamard h) {
   return 0;
 }
 
+/* How the kernels load their streamed input (taco_set_loads), and how
+ * decode-sum-encode re-encodes (taco_set_dse). -1: not read yet. */
+static int loads_setting = -1, dse_setting = -1;
+
+static taco_loads loads_current(void) {
+  if (loads_setting < 0) {
+    const char *e = getenv("TACO_LOADS");
+    loads_setting = e && !strcmp(e, "stream")  ? TACO_LOADS_STREAM
+                    : e && !strcmp(e, "l2pf")  ? TACO_LOADS_L2PF
+                    : e && !strcmp(e, "deep")  ? TACO_LOADS_DEEP
+                                               : TACO_LOADS_DEFAULT;
+  }
+  return (taco_loads)loads_setting;
+}
+
+extern "C" int taco_set_loads(taco_loads l) {
+  if (l != TACO_LOADS_STREAM && l != TACO_LOADS_L2PF && l != TACO_LOADS_DEEP)
+    return TACO_FAIL("loads variant %d: want TACO_LOADS_STREAM, _L2PF or _DEEP", (int)l);
+  loads_setting = l;
+  return 0;
+}
+
+static taco_dse dse_current(void) {
+  if (dse_setting < 0) {
+    const char *e = getenv("TACO_DSE");
+    dse_setting = e && !strcmp(e, "transform") ? TACO_DSE_TRANSFORM : e && !strcmp(e, "direct") ? TACO_DSE_DIRECT : TACO_DSE_DEFAULT;
+  }
+  return (taco_dse)dse_setting;
+}
+
+extern "C" int taco_set_dse(taco_dse d) {
+  if (d != TACO_DSE_DIRECT && d != TACO_DSE_TRANSFORM)
+    return TACO_FAIL("decode-sum-encode variant %d: want TACO_DSE_DIRECT or TACO_DSE_TRANSFORM", (int)d);
+  dse_setting = d;
+  return 0;
+}
+
+/* Calls f(integral_constant<int, LV>) for the current loads setting. */
+template <typename F> static int with_loads(F &&f) {
+  switch (loads_current()) {
+  case TACO_LOADS_L2PF: return f(std::integral_constant<int, 1>{});
+  case TACO_LOADS_DEEP: return f(std::integral_constant<int, 2>{});
+  default: return f(std::integral_constant<int, 0>{});
+  }
+}
+
 /* Calls f(bool_constant<XPOSE>) for the current setting. AUTO: the transpose
  * from G = 256 up (3-4 cross-lane stages saved), where it measured faster. */
 template <int G, typename F> static int with_hadamard(F &&f) {
@@ -258,14 +335,18 @@ static int launch_encode(const void *x, taco_dtype dt, size_t n, size_t groups_p
     const size_t threads = ngroups * (G / 32), gpr = groups_per_row ? groups_per_row : ngroups;
     return with_hadamard<G>([&](auto xc) {
       constexpr bool XP = decltype(xc)::value;
-      if (dt == TACO_DTYPE_BF16)
-        encode_kernel<G, uint16_t, E5, XP><<<persistent_grid<encode_kernel<G, uint16_t, E5, XP>>(threads), BLOCK, 0, s>>>(
-            (const uint16_t *)x, n, ngroups, gpr, ld, payload, scales, nf);
-      else
-        encode_kernel<G, float, E5, XP><<<persistent_grid<encode_kernel<G, float, E5, XP>>(threads), BLOCK, 0, s>>>(
-            (const float *)x, n, ngroups, gpr, ld, payload, scales, nf);
-      TACO_CUDA_CHECK(cudaGetLastError());
-      return 0;
+      return with_loads([&](auto lc) {
+        constexpr int LV = decltype(lc)::value;
+        if (dt == TACO_DTYPE_BF16)
+          encode_kernel<G, uint16_t, E5, XP, LV><<<persistent_grid<encode_kernel<G, uint16_t, E5, XP, LV>>(threads),
+                                                   BLOCK, 0, s>>>((const uint16_t *)x, n, ngroups, gpr, ld, payload,
+                                                                  scales, nf);
+        else
+          encode_kernel<G, float, E5, XP, LV><<<persistent_grid<encode_kernel<G, float, E5, XP, LV>>(threads), BLOCK,
+                                                0, s>>>((const float *)x, n, ngroups, gpr, ld, payload, scales, nf);
+        TACO_CUDA_CHECK(cudaGetLastError());
+        return 0;
+      });
     });
   });
 }
@@ -300,23 +381,35 @@ static int launch_decode_sum(const void *in, int k, size_t n, taco_params p, voi
     constexpr int G = decltype(gc)::value;
     constexpr bool E5 = decltype(ec)::value;
     const size_t threads = ngroups * (G / 32);
+    const size_t whole = n / G; /* groups without padding */
     return with_hadamard<G>([&](auto xc) {
       constexpr bool XP = decltype(xc)::value;
-      if (block)
-        decode_sum_kernel<G, float, E5, true, XP><<<persistent_grid<decode_sum_kernel<G, float, E5, true, XP>>(threads),
-                                                    BLOCK, 0, s>>>(src, wire, k, n, ngroups, nullptr, out_payload,
-                                                                   out_scales);
-      else if (dt == TACO_DTYPE_BF16)
-        /* G = 32 decodes faster with one tile per thread (measured: its stores are the most scattered) */
-        decode_sum_kernel<G, uint16_t, E5, false, XP>
-            <<<persistent_grid<decode_sum_kernel<G, uint16_t, E5, false, XP>>(threads, G > 32), BLOCK, 0, s>>>(
-                src, wire, k, n, ngroups, (uint16_t *)y, nullptr, nullptr);
-      else
-        decode_sum_kernel<G, float, E5, false, XP>
-            <<<persistent_grid<decode_sum_kernel<G, float, E5, false, XP>>(threads, G > 32), BLOCK, 0, s>>>(
-                src, wire, k, n, ngroups, (float *)y, nullptr, nullptr);
-      TACO_CUDA_CHECK(cudaGetLastError());
-      return 0;
+      return with_loads([&](auto lc) {
+        constexpr int LV = decltype(lc)::value;
+        if (block && dse_current() == TACO_DSE_DIRECT) {
+          if (whole)
+            decode_sum_kernel<G, float, E5, 2, XP, LV>
+                <<<persistent_grid<decode_sum_kernel<G, float, E5, 2, XP, LV>>(whole * (G / 32)), BLOCK, 0, s>>>(
+                    src, wire, k, n, ngroups, 0, whole, nullptr, out_payload, out_scales);
+          if (whole < ngroups) /* the zero-padded last group: transform back, zero the padding, encode */
+            decode_sum_kernel<G, float, E5, 1, XP, LV><<<1, BLOCK, 0, s>>>(src, wire, k, n, ngroups, whole, ngroups,
+                                                                           nullptr, out_payload, out_scales);
+        } else if (block)
+          decode_sum_kernel<G, float, E5, 1, XP, LV>
+              <<<persistent_grid<decode_sum_kernel<G, float, E5, 1, XP, LV>>(threads), BLOCK, 0, s>>>(
+                  src, wire, k, n, ngroups, 0, ngroups, nullptr, out_payload, out_scales);
+        else if (dt == TACO_DTYPE_BF16)
+          /* G = 32 decodes faster with one tile per thread (measured: its stores are the most scattered) */
+          decode_sum_kernel<G, uint16_t, E5, 0, XP, LV>
+              <<<persistent_grid<decode_sum_kernel<G, uint16_t, E5, 0, XP, LV>>(threads, G > 32), BLOCK, 0, s>>>(
+                  src, wire, k, n, ngroups, 0, ngroups, (uint16_t *)y, nullptr, nullptr);
+        else
+          decode_sum_kernel<G, float, E5, 0, XP, LV>
+              <<<persistent_grid<decode_sum_kernel<G, float, E5, 0, XP, LV>>(threads, G > 32), BLOCK, 0, s>>>(
+                  src, wire, k, n, ngroups, 0, ngroups, (float *)y, nullptr, nullptr);
+        TACO_CUDA_CHECK(cudaGetLastError());
+        return 0;
+      });
     });
   });
 }

@@ -84,6 +84,28 @@ int taco_set_blocks_per_sm(int n);
 typedef enum { TACO_HADAMARD_SHUFFLE = 0, TACO_HADAMARD_SMEM = 1, TACO_HADAMARD_AUTO = 2 } taco_hadamard;
 #define TACO_HADAMARD_DEFAULT TACO_HADAMARD_AUTO
 int taco_set_hadamard(taco_hadamard h);
+/* How the kernels load the streamed input (encode: the tensor; decode and
+ * decode-sum: the codes and scales of block 0), all bit-identical:
+ * STREAM: ld.global.cs (evict-first), the next tile's loads issued before the
+ * current tile is computed (the first version); L2PF: the same with
+ * ld.global.nc.L1::no_allocate.L2::256B (read-only path, no L1 allocation,
+ * the L2 fetches whole 256-byte blocks); DEEP: L2PF with two tiles of loads in
+ * flight per thread. Process-wide; TACO_LOADS=stream|l2pf|deep sets the start
+ * value, else TACO_LOADS_DEFAULT. Returns 0, or -1 for another value. */
+typedef enum { TACO_LOADS_STREAM = 0, TACO_LOADS_L2PF = 1, TACO_LOADS_DEEP = 2 } taco_loads;
+#define TACO_LOADS_DEFAULT TACO_LOADS_STREAM
+int taco_set_loads(taco_loads l);
+/* How taco_decode_sum_encode re-encodes the sum. DIRECT (default): in the
+ * Hadamard domain, no transform (the decoded sum is x = H acc, so the new
+ * codes come from y = G acc and sum(x^2) = G sum(acc^2)); a zero-padded last
+ * group is transformed back, its padding zeroed, and encoded as TRANSFORM
+ * does. TRANSFORM: decode (one transform), then encode (a second one):
+ * bit-identical to taco_encode(taco_decode_sum(...)) in FP32. The two differ by
+ * float rounding only (taco_ref.h states both). TACO_DSE=direct|transform sets
+ * the start value. Returns 0, or -1 for another value. */
+typedef enum { TACO_DSE_DIRECT = 0, TACO_DSE_TRANSFORM = 1 } taco_dse;
+#define TACO_DSE_DEFAULT TACO_DSE_DIRECT
+int taco_set_dse(taco_dse d);
 int taco_encode_unfused(const void *x, taco_dtype dt, size_t n, taco_params p, void *block, void *workspace,
                         void *stream);
 

@@ -36,6 +36,44 @@ template <int G> __device__ __forceinline__ constexpr float rsqrt_group() {
 }
 template <bool E5M2> __device__ __forceinline__ constexpr float fp8_max() { return E5M2 ? 57344.0f : 448.0f; }
 
+/* ---- global loads of the streamed inputs ----
+ * LV (taco_loads): 0 = __ldcs (ld.global.cs: evict-first, the first version);
+ * 1 and 2 = ld.global.nc.L1::no_allocate.L2::256B: read-only path, no L1
+ * allocation, and a hint that the L2 fetch the whole 256-byte block from HBM
+ * (the neighbouring lanes and the next tile want it), which raises the bytes in
+ * flight per load without registers. 2 also keeps two tiles of loads in flight
+ * per thread instead of one (the kernels' prefetch depth). */
+template <int LV> __device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
+  if constexpr (LV == 0) {
+    return __ldcs(p);
+  } else {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+  }
+}
+template <int LV> __device__ __forceinline__ uint2 ld_stream(const uint2 *p) {
+  if constexpr (LV == 0) {
+    return __ldcs(p);
+  } else {
+    uint2 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+  }
+}
+template <int LV> __device__ __forceinline__ float2 ld_stream(const float2 *p) {
+  if constexpr (LV == 0) {
+    return __ldcs(p);
+  } else {
+    float2 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v2.f32 {%0, %1}, [%2];" : "=f"(r.x), "=f"(r.y) : "l"(p));
+    return r;
+  }
+}
+template <int LV> __device__ __forceinline__ constexpr int prefetch_tiles() { return LV == 2 ? 2 : 1; }
+
 /* ---- loads and stores of one chunk (8 elements, 16-byte aligned) ---- */
 
 __device__ __forceinline__ void unpack_bf16x8(uint4 u, float *v) {
@@ -228,24 +266,21 @@ template <int G> __device__ __forceinline__ float group_sum_squares(const float 
   return acc;
 }
 
-/* from the group's sum of squares: scales, transform, FP8 codes (4 per word).
- * Usual case: y = H x, s_q from absmax(y) * m, q = fp8(y * (m / s_q)) with
- * m = s_a / sqrt(G): one multiply per element. Groups whose sum of squares
- * exceeds PRESCALE_ABOVE are scaled by m before the transform instead. */
-template <int G, bool E5M2, bool XPOSE = false>
-__device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_squares, int t,
-                                             uint32_t (&words)[NCHUNK * 2], float &s_a_out, float &s_q_out,
-                                             float4 *__restrict__ wbuf = nullptr) {
-  constexpr int T = G / 32;
+/* the two scales from the group's sum of squares: s_a, and m = s_a / sqrt(G) */
+template <int G, bool E5M2> __device__ __forceinline__ float group_scales(float sum_squares, float &m) {
   constexpr float FMAX = fp8_max<E5M2>();
   const float mean = sum_squares * (1.0f / (float)G);
   const float s_a = fminf(fmaxf(FMAX * (1.0f / sqrtf(mean + 1e-6f)), 1e-3f), 1e3f);
-  const float m = s_a * rsqrt_group<G>();
-  const bool prescale = !(sum_squares <= PRESCALE_ABOVE);
-  if (prescale)
-#pragma unroll
-    for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], m);
-  fwht_variant<G, XPOSE>(v, t, wbuf);
+  m = s_a * rsqrt_group<G>();
+  return s_a;
+}
+
+/* transformed values v (= H x, or H (x m) when prescaled) -> s_q and FP8 codes */
+template <int G, bool E5M2>
+__device__ __forceinline__ void encode_finish(const float (&v)[PER_THREAD], float m, bool prescale,
+                                              uint32_t (&words)[NCHUNK * 2], float &s_q_out) {
+  constexpr int T = G / 32;
+  constexpr float FMAX = fp8_max<E5M2>();
   float absmax = 0.0f;
 #pragma unroll
   for (int i = 0; i < PER_THREAD; i++) absmax = fmaxf(absmax, fabsf(v[i]));
@@ -257,8 +292,46 @@ __device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_s
 #pragma unroll
   for (int w = 0; w < NCHUNK * 2; w++)
     words[w] = fp8x4<E5M2>(v[4 * w] * k, v[4 * w + 1] * k, v[4 * w + 2] * k, v[4 * w + 3] * k);
-  s_a_out = s_a;
   s_q_out = s_q;
+}
+
+/* from the group's sum of squares: scales, transform, FP8 codes (4 per word).
+ * Usual case: y = H x, s_q from absmax(y) * m, q = fp8(y * (m / s_q)) with
+ * m = s_a / sqrt(G): one multiply per element. Groups whose sum of squares
+ * exceeds PRESCALE_ABOVE are scaled by m before the transform instead. */
+template <int G, bool E5M2, bool XPOSE = false>
+__device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_squares, int t,
+                                             uint32_t (&words)[NCHUNK * 2], float &s_a_out, float &s_q_out,
+                                             float4 *__restrict__ wbuf = nullptr) {
+  float m;
+  const float s_a = group_scales<G, E5M2>(sum_squares, m);
+  const bool prescale = !(sum_squares <= PRESCALE_ABOVE);
+  if (prescale)
+#pragma unroll
+    for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], m);
+  fwht_variant<G, XPOSE>(v, t, wbuf);
+  encode_finish<G, E5M2>(v, m, prescale, words, s_q_out);
+  s_a_out = s_a;
+}
+
+/* Re-encode of a decoded sum without any transform (decode-sum-encode, direct):
+ * acc holds the sum in the Hadamard domain (x = H acc, before the transform),
+ * so y = H x = G acc and, by Parseval, sum(x^2) = G sum(acc^2). Both are
+ * exact scalings by a power of two of what the lanes hold. */
+template <int G, bool E5M2>
+__device__ __forceinline__ void encode_transformed(float (&acc)[PER_THREAD], uint32_t (&words)[NCHUNK * 2],
+                                                   float &s_a_out, float &s_q_out) {
+  const float sum_squares = group_sum_squares<G>(acc) * (float)G;
+  float m;
+  const float s_a = group_scales<G, E5M2>(sum_squares, m);
+  const bool prescale = !(sum_squares <= PRESCALE_ABOVE);
+#pragma unroll
+  for (int i = 0; i < PER_THREAD; i++) acc[i] = acc[i] * (float)G;
+  if (prescale)
+#pragma unroll
+    for (int i = 0; i < PER_THREAD; i++) acc[i] = __fmul_rn(acc[i], m);
+  encode_finish<G, E5M2>(acc, m, prescale, words, s_q_out);
+  s_a_out = s_a;
 }
 
 /* ---- a thread's 32 input elements as raw 16-byte words, so the next tile's
@@ -268,13 +341,14 @@ template <typename Tin> struct raw_input {
   static constexpr int WORDS = PER_THREAD * (int)sizeof(Tin) / 16; /* 4 for bf16, 8 for fp32 */
   uint4 w[WORDS];
 };
-template <int G, typename Tin> __device__ __forceinline__ void load_raw(const Tin *group_src, int t, raw_input<Tin> &r) {
+template <int G, int LV, typename Tin>
+__device__ __forceinline__ void load_raw(const Tin *group_src, int t, raw_input<Tin> &r) {
   constexpr int T = G / 32, PER_CHUNK = raw_input<Tin>::WORDS / NCHUNK;
 #pragma unroll
   for (int c = 0; c < NCHUNK; c++) {
     const uint4 *p = reinterpret_cast<const uint4 *>(group_src + chunk_offset(c, t, T));
 #pragma unroll
-    for (int k = 0; k < PER_CHUNK; k++) r.w[c * PER_CHUNK + k] = __ldcs(p + k);
+    for (int k = 0; k < PER_CHUNK; k++) r.w[c * PER_CHUNK + k] = ld_stream<LV>(p + k);
   }
 }
 __device__ __forceinline__ void unpack_raw(const raw_input<uint16_t> &r, float (&v)[PER_THREAD]) {
@@ -310,11 +384,12 @@ __device__ __forceinline__ void accumulate_codes(const uint2 (&q)[NCHUNK], float
 template <int G> __device__ __forceinline__ float decode_multiplier(float2 s) {
   return __fmul_rn(s.y, s.x > 0.0f ? rsqrt_group<G>() / s.x : 0.0f);
 }
-template <int G>
+template <int G, int LV>
 __device__ __forceinline__ void load_codes(const uint8_t *payload, size_t base, int t, uint2 (&q)[NCHUNK]) {
   constexpr int T = G / 32;
 #pragma unroll
-  for (int c = 0; c < NCHUNK; c++) q[c] = __ldcs(reinterpret_cast<const uint2 *>(payload + base + chunk_offset(c, t, T)));
+  for (int c = 0; c < NCHUNK; c++)
+    q[c] = ld_stream<LV>(reinterpret_cast<const uint2 *>(payload + base + chunk_offset(c, t, T)));
 }
 
 __device__ __forceinline__ void store_codes(uint8_t *payload, size_t base, int t, int lanes,

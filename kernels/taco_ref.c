@@ -96,21 +96,48 @@ static float group_sum_squares(const float *x, int g) {
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-void taco_ref_encode_group(const float *x, int g, taco_fp8 f, uint8_t *q, float *s_a_out, float *s_q_out) {
-  float fmax8 = taco_fp8_max(f), v[512];
-  float sum_squares = group_sum_squares(x, g), mean = sum_squares * (1.0f / (float)g);
-  float s_a = clampf(fmax8 * (1.0f / sqrtf(mean + 1e-6f)), 1e-3f, 1e3f);
-  float m = s_a * taco_rsqrt_group(g), absmax = 0.0f;
-  int prescale = !(sum_squares <= TACO_PRESCALE_ABOVE);
-  for (int i = 0; i < g; i++) v[i] = prescale ? x[i] * m : x[i];
-  taco_ref_fwht(v, g);
+/* s_a and m = s_a * rsqrt(G) from the group's sum of squares */
+static float adaptive_scale(float sum_squares, int g, taco_fp8 f, float *m) {
+  float mean = sum_squares * (1.0f / (float)g);
+  float s_a = clampf(taco_fp8_max(f) * (1.0f / sqrtf(mean + 1e-6f)), 1e-3f, 1e3f);
+  *m = s_a * taco_rsqrt_group(g);
+  return s_a;
+}
+
+/* v: the transformed group (H x, or H (x m) when prescaled) -> s_q and codes */
+static void encode_finish(const float *v, int g, taco_fp8 f, float m, int prescale, uint8_t *q, float *s_q_out) {
+  float fmax8 = taco_fp8_max(f), absmax = 0.0f;
   for (int i = 0; i < g; i++) absmax = fmaxf(absmax, fabsf(v[i]));
   float ymax = prescale ? absmax : absmax * m;
   float s_q = clampf(ymax / fmax8, 1e-12f, 1e6f), inv = 1.0f / s_q;
   float k = prescale ? inv : m * inv;
   for (int i = 0; i < g; i++) q[i] = taco_fp8_from_float(v[i] * k, f);
-  *s_a_out = s_a;
   *s_q_out = s_q;
+}
+
+void taco_ref_encode_group(const float *x, int g, taco_fp8 f, uint8_t *q, float *s_a_out, float *s_q_out) {
+  float v[512], m;
+  float sum_squares = group_sum_squares(x, g);
+  float s_a = adaptive_scale(sum_squares, g, f, &m);
+  int prescale = !(sum_squares <= TACO_PRESCALE_ABOVE);
+  for (int i = 0; i < g; i++) v[i] = prescale ? x[i] * m : x[i];
+  taco_ref_fwht(v, g);
+  encode_finish(v, g, f, m, prescale, q, s_q_out);
+  *s_a_out = s_a;
+}
+
+void taco_ref_encode_group_transformed(const float *acc, int g, taco_fp8 f, uint8_t *q, float *s_a_out,
+                                       float *s_q_out) {
+  float v[512], m;
+  float sum_squares = group_sum_squares(acc, g) * (float)g; /* Parseval: sum (H acc)^2 = G sum acc^2 */
+  float s_a = adaptive_scale(sum_squares, g, f, &m);
+  int prescale = !(sum_squares <= TACO_PRESCALE_ABOVE);
+  for (int i = 0; i < g; i++) {
+    v[i] = acc[i] * (float)g; /* H (H acc) = G acc, exact */
+    if (prescale) v[i] = v[i] * m;
+  }
+  encode_finish(v, g, f, m, prescale, q, s_q_out);
+  *s_a_out = s_a;
 }
 
 void taco_ref_decode_group_acc(const uint8_t *q, float s_a, float s_q, int g, taco_fp8 f, float *acc) {
@@ -163,8 +190,8 @@ int taco_ref_encode(const void *x, taco_dtype dt, size_t n, taco_params p, void 
   return 0;
 }
 
-/* Sum of the k blocks' dequantized, pre-transform values, then the transform. */
-static void decode_sum_group(const uint8_t *in, int k, size_t n, int g, taco_fp8 f, size_t gi, float *acc) {
+/* Sum of the k blocks' dequantized, pre-transform values (the Hadamard domain). */
+static void sum_group_codes(const uint8_t *in, int k, size_t n, int g, taco_fp8 f, size_t gi, float *acc) {
   size_t ngroups = taco_groups(n, g), wire = taco_wire_bytes(n, g);
   for (int i = 0; i < g; i++) acc[i] = 0.0f;
   for (int b = 0; b < k; b++) {
@@ -172,6 +199,11 @@ static void decode_sum_group(const uint8_t *in, int k, size_t n, int g, taco_fp8
     const float *scales = (const float *)(payload + ngroups * (size_t)g);
     taco_ref_decode_group_acc(payload + gi * (size_t)g, scales[2 * gi], scales[2 * gi + 1], g, f, acc);
   }
+}
+
+/* ... then the transform: the decoded sum. */
+static void decode_sum_group(const uint8_t *in, int k, size_t n, int g, taco_fp8 f, size_t gi, float *acc) {
+  sum_group_codes(in, k, n, g, f, gi, acc);
   taco_ref_fwht(acc, g);
 }
 
@@ -191,7 +223,10 @@ int taco_ref_decode(const void *block, size_t n, taco_params p, void *y, taco_dt
   return taco_ref_decode_sum(block, 1, n, p, y, dt);
 }
 
-int taco_ref_decode_sum_encode(const void *in, int k, size_t n, taco_params p, void *block) {
+/* TRANSFORM: decode-sum, zero the padding, encode (two transforms). DIRECT:
+ * whole groups re-encode from the Hadamard-domain sum with no transform; the
+ * padded last group as TRANSFORM. */
+static int decode_sum_encode(const void *in, int k, size_t n, taco_params p, void *block, int direct) {
   if (check_params(p)) return -1;
   if (k < 1) return TACO_FAIL("decode_sum_encode: k = %d, want >= 1", k);
   int g = p.group;
@@ -200,6 +235,11 @@ int taco_ref_decode_sum_encode(const void *in, int k, size_t n, taco_params p, v
   float *scales = (float *)(payload + ngroups * (size_t)g);
   float acc[512];
   for (size_t gi = 0; gi < ngroups; gi++) {
+    if (direct && (gi + 1) * (size_t)g <= n) {
+      sum_group_codes((const uint8_t *)in, k, n, g, p.fp8, gi, acc);
+      taco_ref_encode_group_transformed(acc, g, p.fp8, payload + gi * (size_t)g, &scales[2 * gi], &scales[2 * gi + 1]);
+      continue;
+    }
     decode_sum_group((const uint8_t *)in, k, n, g, p.fp8, gi, acc);
     /* the padded tail of the last group re-encodes as zeros, like a fresh encode */
     for (int i = 0; i < g; i++)
@@ -207,4 +247,12 @@ int taco_ref_decode_sum_encode(const void *in, int k, size_t n, taco_params p, v
     taco_ref_encode_group(acc, g, p.fp8, payload + gi * (size_t)g, &scales[2 * gi], &scales[2 * gi + 1]);
   }
   return 0;
+}
+
+int taco_ref_decode_sum_encode(const void *in, int k, size_t n, taco_params p, void *block) {
+  return decode_sum_encode(in, k, n, p, block, 1);
+}
+
+int taco_ref_decode_sum_encode_transform(const void *in, int k, size_t n, taco_params p, void *block) {
+  return decode_sum_encode(in, k, n, p, block, 0);
 }

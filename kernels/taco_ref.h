@@ -21,7 +21,16 @@
  *   - decode: d = s_q * (rsqrt(G) / s_a) (0 when s_a == 0), acc = fmaf(q, d, acc)
  *     over the k blocks in block order (acc starts at 0), then the same
  *     transform: decode-sum adds before the (linear) transform, so one
- *     transform serves all k blocks.
+ *     transform serves all k blocks;
+ *   - decode-sum-encode (default, "direct"): for a whole group, acc above is
+ *     the sum in the Hadamard domain (x = H acc), so it is re-encoded with no
+ *     transform: sum of squares = G * (sum of squares of acc, in the lane order
+ *     above), y_i = acc_i * G (both exact scalings by a power of two), then the
+ *     encode steps after the transform, with y (times m when prescaled). The
+ *     zero-padded last group is decoded (one transform), its padding zeroed and
+ *     encoded as above ("transform", the function of the first version, which
+ *     taco_ref_decode_sum_encode_transform keeps for all groups). The two differ
+ *     by float rounding only: direct is not bit-equal to encode(decode-sum).
  * Groups holding NaN or Inf encode as zero codes with scales {0, 0} and decode
  * to zeros; they are counted in taco_nonfinite. */
 #ifndef TACO_REF_H
@@ -55,6 +64,10 @@ int taco_ref_encode(const void *x, taco_dtype dt, size_t n, taco_params p, void 
 int taco_ref_decode(const void *block, size_t n, taco_params p, void *y, taco_dtype dt);
 int taco_ref_decode_sum(const void *in, int k, size_t n, taco_params p, void *y, taco_dtype dt);
 int taco_ref_decode_sum_encode(const void *in, int k, size_t n, taco_params p, void *block);
+/* the first version's decode-sum-encode: encode(decode-sum) exactly (TACO_DSE_TRANSFORM) */
+int taco_ref_decode_sum_encode_transform(const void *in, int k, size_t n, taco_params p, void *block);
+/* Encode of one whole group from its Hadamard-domain sum acc (decode-sum-encode, direct). */
+void taco_ref_encode_group_transformed(const float *acc, int g, taco_fp8 f, uint8_t *q, float *s_a, float *s_q);
 
 /* CAAT-Net references (caat_ref.c). */
 void caat_ref_gather_shared(const void *x, taco_dtype dt, size_t rows, size_t cols, size_t shared, void *out);

@@ -22,6 +22,14 @@
 
 #define CEILING_GBPS 4276.0
 #define MAX_LIST 16
+#define MAX_VARIANTS 8
+
+typedef struct {
+  taco_hadamard h;
+  taco_loads l;
+  taco_dse d;
+  char name[40];
+} bench_variant;
 
 typedef struct {
   int quality, fp32, reps;
@@ -29,21 +37,59 @@ typedef struct {
   int nsizes, groups[MAX_LIST], ngroups;
   taco_fp8 fp8;
   size_t rows, cols;
-  taco_hadamard variants[2]; /* Hadamard variants timed side by side */
+  bench_variant variants[MAX_VARIANTS]; /* kernel variants timed side by side */
   int nvariants;
 } bench_opts;
 
-static const char *variant_name(taco_hadamard h) {
+static const char *hadamard_name(taco_hadamard h) {
   return h == TACO_HADAMARD_SMEM ? "smem" : h == TACO_HADAMARD_AUTO ? "auto" : "shuffle";
+}
+static const char *loads_name(taco_loads l) { return l == TACO_LOADS_L2PF ? "l2pf" : l == TACO_LOADS_DEEP ? "deep" : "stream"; }
+static const char *dse_name(taco_dse d) { return d == TACO_DSE_TRANSFORM ? "transform" : "direct"; }
+
+/* "hadamard:loads:dse", each part optional from the right (default: the library's) */
+static int parse_variant(const char *s, bench_variant *v) {
+  char buf[64], *parts[3] = {NULL, NULL, NULL};
+  snprintf(buf, sizeof buf, "%s", s);
+  int np = 1;
+  parts[0] = buf;
+  for (char *c = buf; *c; c++)
+    if (*c == ':') {
+      if (np == 3) return -1; /* more than three parts */
+      *c = '\0';
+      parts[np++] = c + 1;
+    }
+  v->h = TACO_HADAMARD_DEFAULT, v->l = TACO_LOADS_DEFAULT, v->d = TACO_DSE_DEFAULT;
+  if (parts[0] && *parts[0]) {
+    if (!strcmp(parts[0], "smem")) v->h = TACO_HADAMARD_SMEM;
+    else if (!strcmp(parts[0], "shuffle")) v->h = TACO_HADAMARD_SHUFFLE;
+    else if (!strcmp(parts[0], "auto")) v->h = TACO_HADAMARD_AUTO;
+    else return -1;
+  }
+  if (parts[1] && *parts[1]) {
+    if (!strcmp(parts[1], "stream")) v->l = TACO_LOADS_STREAM;
+    else if (!strcmp(parts[1], "l2pf")) v->l = TACO_LOADS_L2PF;
+    else if (!strcmp(parts[1], "deep")) v->l = TACO_LOADS_DEEP;
+    else return -1;
+  }
+  if (parts[2] && *parts[2]) {
+    if (!strcmp(parts[2], "direct")) v->d = TACO_DSE_DIRECT;
+    else if (!strcmp(parts[2], "transform")) v->d = TACO_DSE_TRANSFORM;
+    else return -1;
+  }
+  snprintf(v->name, sizeof v->name, "%s:%s:%s", hadamard_name(v->h), loads_name(v->l), dse_name(v->d));
+  return 0;
 }
 
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun bench-codec [--quality] [--sizes 1M,64M,1G] [--groups 32,128,...] [--fp8 e4m3|e5m2]\n"
-          "                           [--reps N] [--fp32] [--rows R --cols C] [--hadamard smem,shuffle|auto]\n"
+          "                           [--reps N] [--fp32] [--rows R --cols C] [--variants H:L:D,...]\n"
           "  speed (default): encode, unfused encode, decode, decode-sum and decode-sum-encode of k=2 blocks;\n"
           "    sizes are BF16 input bytes (K/M/G suffixes, powers of two); --fp32 adds FP32-input/output rows.\n"
-          "  --hadamard: the transform variants to time, side by side in one run (default: the library's default)\n"
+          "  --variants: kernel variants to time side by side in one run (at most 8), each\n"
+          "    hadamard:loads:dse with hadamard smem|shuffle|auto, loads stream|l2pf|deep, dse direct|transform\n"
+          "    (parts left out: the library's default); --hadamard smem,shuffle is --variants smem,shuffle\n"
           "  --quality: relative L2 error, SNR and max abs error of per-tensor FP8, per-group FP8,\n"
           "    per-group + Hadamard and TACO, E4M3 and E5M2, G = 32..512, four distributions (CPU).\n");
 }
@@ -109,7 +155,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   memcpy(o->sizes, default_sizes, sizeof default_sizes);
   o->ngroups = 5;
   memcpy(o->groups, default_groups, sizeof default_groups);
-  o->variants[0] = TACO_HADAMARD_DEFAULT;
+  parse_variant("", &o->variants[0]);
   o->nvariants = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -126,21 +172,20 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     } else if (v && !strcmp(a, "--groups")) {
       if (parse_list(v, "--groups", 0, o)) return -1;
       i++;
-    } else if (v && !strcmp(a, "--hadamard")) {
-      char buf[64];
+    } else if (v && (!strcmp(a, "--hadamard") || !strcmp(a, "--variants"))) {
+      char buf[512];
       snprintf(buf, sizeof buf, "%s", v);
       o->nvariants = 0;
       for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (o->nvariants == 2 || (strcmp(tok, "smem") && strcmp(tok, "shuffle") && strcmp(tok, "auto"))) {
-          fprintf(stderr, "bench-codec: --hadamard: '%s' is not a list of one or two of smem, shuffle, auto\n", v);
+        if (o->nvariants == MAX_VARIANTS || parse_variant(tok, &o->variants[o->nvariants])) {
+          fprintf(stderr, "bench-codec: %s: '%s' is not a list of at most %d variants hadamard[:loads[:dse]]\n", a, v,
+                  MAX_VARIANTS);
           return -1;
         }
-        o->variants[o->nvariants++] = !strcmp(tok, "smem")    ? TACO_HADAMARD_SMEM
-                                      : !strcmp(tok, "auto")  ? TACO_HADAMARD_AUTO
-                                                              : TACO_HADAMARD_SHUFFLE;
+        o->nvariants++;
       }
       if (o->nvariants == 0) {
-        fprintf(stderr, "bench-codec: --hadamard: empty list\n");
+        fprintf(stderr, "bench-codec: %s: empty list\n", a);
         return -1;
       }
       i++;
@@ -371,9 +416,14 @@ static int run_speed(const bench_opts *o) {
          runtime / 1000, (runtime % 1000) / 10, o->fp8 == TACO_FP8_E4M3 ? "e4m3" : "e5m2", o->reps);
   printf("# GB/s = (bytes read + bytes written) / time; %% of the %.0f GB/s HBM copy ceiling.\n", CEILING_GBPS);
   printf("# encode rows also show the unfused encode (scale, Hadamard, cast passes) and fused speedup over it.\n");
-  printf("# hadamard variants, each timed right after the other on the same buffers:");
-  for (int vi = 0; vi < o->nvariants; vi++) printf(" %s", variant_name(o->variants[vi]));
-  printf("\n# %-22s %-7s %-5s %4s %12s %11s %10s %8s %7s %12s %8s\n", "kernel", "variant", "dtype", "G", "size(B)", "n",
+  {
+    bench_variant def;
+    parse_variant("", &def);
+    printf("# library default: %s\n", def.name);
+  }
+  printf("# variants (hadamard:loads:dse), each timed right after the other on the same buffers:");
+  for (int vi = 0; vi < o->nvariants; vi++) printf(" %s", o->variants[vi].name);
+  printf("\n# %-22s %-22s %-5s %4s %12s %11s %10s %8s %7s %12s %8s\n", "kernel", "variant", "dtype", "G", "size(B)", "n",
          "time(us)", "GB/s", "%ceil", "unfused(us)", "speedup");
   int ndt = o->fp32 ? 2 : 1, total = o->nsizes * o->ngroups * ndt, done = 0;
   for (int di = 0; di < ndt; di++)
@@ -383,11 +433,13 @@ static int run_speed(const bench_opts *o) {
         taco_params p = {o->groups[gi], o->fp8};
         size_t in_bytes = o->sizes[si] * (dt == TACO_DTYPE_FP32 ? 2 : 1); /* same element count */
         if (pool_make(&b, in_bytes, dt, p, (size_t)prop.l2CacheSize)) goto fail;
-        double t[2][K_COUNT];
+        double t[MAX_VARIANTS][K_COUNT];
         /* kernel by kernel, the variants back to back, so that they see the same machine state */
         for (int k = 0; k < K_COUNT; k++)
           for (int vi = 0; vi < o->nvariants; vi++) {
-            if (taco_set_hadamard(o->variants[vi])) goto taco_fail;
+            if (taco_set_hadamard(o->variants[vi].h) || taco_set_loads(o->variants[vi].l) ||
+                taco_set_dse(o->variants[vi].d))
+              goto taco_fail;
             if ((k == K_COPY || k == K_UNFUSED) && vi > 0) { /* no Hadamard variant: timed once */
               t[vi][k] = t[0][k];
               continue;
@@ -398,8 +450,8 @@ static int run_speed(const bench_opts *o) {
           for (int vi = 0; vi < o->nvariants; vi++) {
             if (k == K_UNFUSED || (k == K_COPY && vi > 0)) continue;
             double gbps = bytes_moved(&b, (enum kernel)k) / (t[vi][k] * 1e3);
-            printf("  %-22s %-7s %-5s %4d %12zu %11zu %10.2f %8.1f %7.1f", kernel_names[k],
-                   k == K_COPY ? "-" : variant_name(o->variants[vi]), dt == TACO_DTYPE_BF16 ? "bf16" : "fp32",
+            printf("  %-22s %-22s %-5s %4d %12zu %11zu %10.2f %8.1f %7.1f", kernel_names[k],
+                   k == K_COPY ? "-" : o->variants[vi].name, dt == TACO_DTYPE_BF16 ? "bf16" : "fp32",
                    p.group, b.in_bytes, b.n, t[vi][k], gbps, 100.0 * gbps / CEILING_GBPS);
             if (k == K_ENCODE) printf(" %12.2f %8.2f", t[vi][K_UNFUSED], t[vi][K_UNFUSED] / t[vi][K_ENCODE]);
             printf("\n");

@@ -291,17 +291,24 @@ static void run_sum_case(size_t n, int g, taco_fp8 f, int k, uint64_t seed) {
     compare_outputs(ygpu.data(), yref.data(), n, odt, ctx);
     CHECK_CUDA(cudaFree(dy));
   }
-  std::vector<uint8_t> want(wire), got(wire);
-  CHECK_TACO(taco_ref_decode_sum_encode(blocks.data(), k, n, p, want.data()));
+  /* both re-encodes, each against its own reference (taco_ref.h) */
+  const taco_dse dses[] = {TACO_DSE_DIRECT, TACO_DSE_TRANSFORM};
   uint8_t *dout;
   CHECK_CUDA(cudaMalloc(&dout, wire + 64));
-  CHECK_CUDA(cudaMemset(dout, 0x7F, payload));
-  CHECK_CUDA(cudaMemset(dout + payload, 0xFF, wire - payload));
-  CHECK_TACO(taco_decode_sum_encode(din, k, n, p, dout, NULL));
-  CHECK_CUDA(cudaMemcpy(got.data(), dout, wire, cudaMemcpyDeviceToHost));
-  char c2[200];
-  snprintf(c2, sizeof c2, "%s re-encode", ctx);
-  compare_blocks(got.data(), want.data(), n, g, c2);
+  for (int di = 0; di < 2; di++) {
+    std::vector<uint8_t> want(wire), got(wire);
+    if (dses[di] == TACO_DSE_DIRECT) CHECK_TACO(taco_ref_decode_sum_encode(blocks.data(), k, n, p, want.data()));
+    else CHECK_TACO(taco_ref_decode_sum_encode_transform(blocks.data(), k, n, p, want.data()));
+    CHECK_CUDA(cudaMemset(dout, 0x7F, payload));
+    CHECK_CUDA(cudaMemset(dout + payload, 0xFF, wire - payload));
+    CHECK_TACO(taco_set_dse(dses[di]));
+    CHECK_TACO(taco_decode_sum_encode(din, k, n, p, dout, NULL));
+    CHECK_CUDA(cudaMemcpy(got.data(), dout, wire, cudaMemcpyDeviceToHost));
+    char c2[200];
+    snprintf(c2, sizeof c2, "%s re-encode (%s)", ctx, dses[di] == TACO_DSE_DIRECT ? "direct" : "transform");
+    compare_blocks(got.data(), want.data(), n, g, c2);
+  }
+  CHECK_TACO(taco_set_dse(TACO_DSE_DEFAULT));
   CHECK_CUDA(cudaFree(din));
   CHECK_CUDA(cudaFree(dout));
 }
@@ -434,19 +441,28 @@ int main(int argc, char **argv) {
   printf("device: %s, seed %llu%s\n", prop.name, (unsigned long long)seed, quick ? " (quick)" : "");
   test_fp8_exhaustive();
   test_errors();
+  /* every kernel variant: Hadamard (smem, shuffle) x loads (stream, l2pf, deep) */
   const taco_hadamard variants[] = {TACO_HADAMARD_SMEM, TACO_HADAMARD_SHUFFLE};
   const char *variant_names[] = {"smem", "shuffle"};
+  const taco_loads loads[] = {TACO_LOADS_STREAM, TACO_LOADS_L2PF, TACO_LOADS_DEEP};
+  const char *load_names[] = {"stream", "l2pf", "deep"};
   expect(taco_set_hadamard((taco_hadamard)7) == -1, "bad hadamard variant rejected", taco_last_error());
+  expect(taco_set_loads((taco_loads)7) == -1, "bad loads variant rejected", taco_last_error());
+  expect(taco_set_dse((taco_dse)7) == -1, "bad decode-sum-encode variant rejected", taco_last_error());
   int cases = 0;
-  for (int vi = 0; vi < 2; vi++) {
-    CHECK_TACO(taco_set_hadamard(variants[vi]));
-    const unsigned long long elems0 = total_elems, codes0 = total_code_diffs, dec0 = total_decode_diffs;
-    const int failures0 = failures, checks0 = checks;
-    cases += run_codec_suite(quick, seed);
-    printf("hadamard %s: FP8 codes compared %llu, differing %llu; decoded values differing %llu; %d of %d checks failed\n",
-           variant_names[vi], total_elems - elems0, total_code_diffs - codes0, total_decode_diffs - dec0,
-           failures - failures0, checks - checks0);
-  }
+  for (int li = 0; li < 3; li++)
+    for (int vi = 0; vi < 2; vi++) {
+      CHECK_TACO(taco_set_hadamard(variants[vi]));
+      CHECK_TACO(taco_set_loads(loads[li]));
+      const unsigned long long elems0 = total_elems, codes0 = total_code_diffs, dec0 = total_decode_diffs;
+      const int failures0 = failures, checks0 = checks;
+      cases += run_codec_suite(quick, seed);
+      printf("hadamard %s, loads %s: FP8 codes compared %llu, differing %llu; decoded values differing %llu; %d of %d "
+             "checks failed\n",
+             variant_names[vi], load_names[li], total_elems - elems0, total_code_diffs - codes0,
+             total_decode_diffs - dec0, failures - failures0, checks - checks0);
+      fflush(stdout);
+    }
   printf("encode cases %d; FP8 codes compared %llu, differing %llu; decoded values differing %llu\n", cases,
          total_elems, total_code_diffs, total_decode_diffs);
   printf("%s: %d of %d checks failed\n", failures ? "FAIL" : "PASS", failures, checks);

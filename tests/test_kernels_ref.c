@@ -294,7 +294,9 @@ static void test_odd_sizes(void) {
 }
 
 /* decode-sum is the sum of the decodes (up to float rounding of the order),
- * decode-sum-encode is encode(decode-sum), and bf16 in/out paths agree. */
+ * decode-sum-encode "transform" is encode(decode-sum) bit for bit, the default
+ * "direct" one (no transform) differs from it by float rounding only and is
+ * exactly it on the padded last group, and bf16 in/out paths agree. */
 static void test_decode_sum(void) {
   int g = 128, k = 3;
   size_t n = 4096 + 77, wire = taco_wire_bytes(n, g);
@@ -312,9 +314,45 @@ static void test_decode_sum(void) {
   double maxd = 0;
   for (size_t i = 0; i < n; i++) maxd = fmax(maxd, fabs((double)y[i] - sum[i]));
   CU_ASSERT(maxd < 1e-5);
-  CU_ASSERT_EQUAL(taco_ref_decode_sum_encode(blocks, k, n, p, re1), 0);
+  CU_ASSERT_EQUAL(taco_ref_decode_sum_encode_transform(blocks, k, n, p, re1), 0);
   taco_ref_encode(y, TACO_DTYPE_FP32, n, p, re2, NULL);
   CU_ASSERT_EQUAL(memcmp(re1, re2, wire), 0);
+  {
+    /* direct against transform: same function up to rounding */
+    uint8_t *rd = malloc(wire);
+    float *yd = malloc(n * sizeof(float)), *yt = malloc(n * sizeof(float));
+    CU_ASSERT_EQUAL(taco_ref_decode_sum_encode(blocks, k, n, p, rd), 0);
+    size_t ngroups = taco_groups(n, g), whole = n / (size_t)g, payload = ngroups * (size_t)g;
+    const float *sd = (const float *)(rd + payload), *st = (const float *)(re1 + payload);
+    size_t far_codes = 0, diff_codes = 0;
+    for (size_t i = 0; i < whole * (size_t)g; i++) {
+      /* position on the FP8 grid (codes are monotonic in magnitude within a sign) */
+      int a = rd[i] & 0x80 ? -(rd[i] & 0x7F) : rd[i], b = re1[i] & 0x80 ? -(re1[i] & 0x7F) : re1[i];
+      diff_codes += a != b;
+      far_codes += abs(a - b) > 1; /* adjacent codes at most: one rounding step */
+    }
+    CU_ASSERT_EQUAL(far_codes, 0);
+    CU_ASSERT(diff_codes <= whole * (size_t)g / 100); /* rounding flips codes rarely */
+    for (size_t gi = 0; gi < whole; gi++) {
+      CU_ASSERT(fabsf(sd[2 * gi] - st[2 * gi]) <= 1e-5f * st[2 * gi]);
+      CU_ASSERT(fabsf(sd[2 * gi + 1] - st[2 * gi + 1]) <= 1e-5f * st[2 * gi + 1]);
+    }
+    /* the padded last group takes the transform path in both */
+    CU_ASSERT_EQUAL(memcmp(rd + whole * (size_t)g, re1 + whole * (size_t)g, (size_t)g), 0);
+    CU_ASSERT_EQUAL(memcmp(sd + 2 * whole, st + 2 * whole, 2 * sizeof(float)), 0);
+    /* and both decode to the sum within the one-encode error of E4M3 */
+    taco_ref_decode(rd, n, p, yd, TACO_DTYPE_FP32);
+    taco_ref_decode(re1, n, p, yt, TACO_DTYPE_FP32);
+    double e2d = 0, e2t = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) {
+      e2d += ((double)yd[i] - y[i]) * ((double)yd[i] - y[i]);
+      e2t += ((double)yt[i] - y[i]) * ((double)yt[i] - y[i]);
+      s2 += (double)y[i] * y[i];
+    }
+    CU_ASSERT(sqrt(e2d / s2) < 0.04);
+    CU_ASSERT(fabs(sqrt(e2d / s2) - sqrt(e2t / s2)) < 0.002);
+    free(rd), free(yd), free(yt);
+  }
   taco_ref_decode_sum(blocks, k, n, p, yb, TACO_DTYPE_BF16);
   int bad = 0;
   for (size_t i = 0; i < n; i++) bad += yb[i] != taco_bf16_from_float(y[i]);
