@@ -38,6 +38,7 @@ typedef struct {
   int iters, warmup;
   double target_s; /* per timed batch: iterations are cut to fit */
   int check, inplace, single, ngpus;
+  int graph; /* time CUDA-graph launches of one captured call */
   size_t chunks[MAX_CHUNKS];
   int nchunks;
   int exchanges[2]; /* coll_exchange candidates to try (two ranks) */
@@ -63,6 +64,8 @@ static void usage(FILE *f) {
           "  --threshold B    below B the compressed call falls back to NCCL BF16 (default 0: always compress)\n"
           "  --caat-p P --hidden H   CAAT-Net shared fraction and row length (default 0.5, 4096)\n"
           "  --check          compare every compressed call with NCCL on fresh random inputs\n"
+          "  --graph          capture one call (NCCL BF16 and compressed alike) in a CUDA graph and time\n"
+          "                   launches of it: no host enqueue per chunk (one GPU per process only)\n"
           "  --inplace        time and check in place (allreduce, allgather, reducescatter)\n"
           "  --single-process drive all local GPUs from one process (ncclCommInitAll) [--ngpus N]\n"
           "  --timeout-s S    a collective not done after S seconds aborts NCCL and fails (default 60)\n"
@@ -135,6 +138,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
     int takes = 1;
     if (!strcmp(a, "--check")) o->check = 1, takes = 0;
     else if (!strcmp(a, "--inplace")) o->inplace = 1, takes = 0;
+    else if (!strcmp(a, "--graph")) o->graph = 1, takes = 0;
     else if (!strcmp(a, "--single-process")) o->single = 1, takes = 0;
     else if (!v) return ts_fail(e, "bench-comm", a, "needs a value (or unknown option)");
     else if (!strcmp(a, "--op")) {
@@ -232,10 +236,65 @@ static double wall_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* --graph: one call captured on the (single) local stream, the codec and comm
+ * streams forked into the capture by the library's events; the graph is then
+ * launched `iters` times. us: GPU time per launch; host_us: host time per launch. */
+static int time_batch_graph(bench *B, const rt_coll_call *c, const coll_opts *co, int iters, double *us,
+                            double *host_us, ts_err *e) {
+  rt_nccl *w = B->w;
+  if (w->nlocal != 1) return ts_fail(e, "bench-comm", "--graph", "needs one GPU per process (run under mpirun)");
+  cudaStream_t st = w->streams[0];
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  cudaEvent_t t0, t1;
+  RT_CUDA(e, cudaSetDevice(w->devices[0]));
+  RT_CUDA(e, cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  int rc = rt_coll_enqueue(w, B->t, c, B->b->send, B->b->recv, co, e);
+  cudaError_t ce = cudaStreamEndCapture(st, &g);
+  if (rc) {
+    if (g) cudaGraphDestroy(g);
+    return -1;
+  }
+  if (ce != cudaSuccess) return ts_fail_sys(e, "cudaStreamEndCapture: %s", cudaGetErrorString(ce));
+  ce = cudaGraphInstantiate(&ge, g, 0);
+  cudaGraphDestroy(g);
+  if (ce != cudaSuccess) return ts_fail_sys(e, "cudaGraphInstantiate: %s", cudaGetErrorString(ce));
+  RT_CUDA(e, cudaGraphUpload(ge, st));
+  RT_CUDA(e, cudaEventCreate(&t0));
+  RT_CUDA(e, cudaEventCreate(&t1));
+  RT_CUDA(e, cudaEventRecord(t0, st));
+  rt_watchdog_arm(w, w->timeout_s + 30, "a timed batch of graph launches");
+  double h0 = wall_s();
+  for (int k = 0; k < iters; k++) {
+    maybe_die(B);
+    ce = cudaGraphLaunch(ge, st);
+    if (ce != cudaSuccess) {
+      rt_watchdog_disarm();
+      return ts_fail_sys(e, "cudaGraphLaunch: %s", cudaGetErrorString(ce));
+    }
+  }
+  double host = (wall_s() - h0) * 1e6 / iters;
+  RT_CUDA(e, cudaEventRecord(t1, st));
+  rc = rt_nccl_wait(w, e);
+  rt_watchdog_disarm();
+  if (rc) return -1;
+  float ms = 0;
+  RT_CUDA(e, cudaEventElapsedTime(&ms, t0, t1));
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  cudaGraphExecDestroy(ge);
+  double v[2] = {1000.0 * ms / iters, host};
+  if (rt_nccl_max(w, v, 2, e)) return -1;
+  *us = v[0];
+  if (host_us) *host_us = v[1];
+  return 0;
+}
+
 /* us: GPU time per call; host_us: time the host took to enqueue one call. */
 static int time_batch(bench *B, const rt_coll_call *c, const coll_opts *co, int iters, double *us, double *host_us,
                       ts_err *e) {
   rt_nccl *w = B->w;
+  if (B->o->graph) return time_batch_graph(B, c, co, iters, us, host_us, e);
   cudaEvent_t t0[RT_MAX_LOCAL], t1[RT_MAX_LOCAL];
   for (int i = 0; i < w->nlocal; i++) {
     RT_CUDA(e, cudaSetDevice(w->devices[i]));
@@ -468,8 +527,9 @@ static int bench_comm_main(int argc, char **argv) {
     printf("# tacorun bench-comm: NCCL BF16 vs compressed collectives; sizes are uncompressed BF16 bytes\n%s", desc);
     printf("# codec: TACO G=%d %s; chunk candidates:", o.group, o.fp8 == TACO_FP8_E5M2 ? "e5m2" : "e4m3");
     for (int i = 0; i < o.nchunks; i++) printf(" %zu", o.chunks[i]);
-    printf("; threshold %zu; iters %d warmup %d; %s; CAAT-Net p=%.3f hidden=%zu\n", o.threshold, o.iters, o.warmup,
-           o.inplace ? "in place" : "out of place", o.caat_p, o.hidden);
+    printf("; threshold %zu; iters %d warmup %d; %s; CAAT-Net p=%.3f hidden=%zu%s\n", o.threshold, o.iters, o.warmup,
+           o.inplace ? "in place" : "out of place", o.caat_p, o.hidden,
+           o.graph ? "; every call (NCCL BF16 too) timed as launches of a captured CUDA graph" : "");
     printf("# speedup = time(NCCL BF16) / time(codec) at the same uncompressed size; max_rel_err = max over "
            "groups of |out-ref|/|ref| (with --check)\n\n");
     fflush(stdout);
