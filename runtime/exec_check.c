@@ -29,13 +29,25 @@ static const exec_ref_config check_configs[] = {
 };
 
 enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_PP2_PLAN_REF,
-       CMP_PP2_PP1, CMP_COUNT };
+       CMP_PP2_PP1, CMP_SP_REF, CMP_SP_TP, CMP_RCF_TP, CMP_RCS_TP, CMP_SPRC_TP, CMP_Z1_REF, CMP_Z1_STEP, CMP_COUNT };
 /* "plan": the same layout run from plan_build_program()'s program (exec_walk.c).
  * PP2: two stages (1F1B) over two micro-batches (batches 0 and 1) against the
  * float64 mean gradient and against the PP = 1 run of the same two batches
  * (the DP2 run: its all-reduced gradient is the two-micro-batch gradient). */
+/* Layout features (2 ranks), each from the plan's own program:
+ *   sp/f64, sp/tp2: TP2 with sequence parallelism against the float64
+ *     gradient and the TP2 plan run without SP;
+ *   rcfull/tp2, rcsel/tp2, sp+rc/tp2: full and selective recomputation, and
+ *     SP with full recomputation, against the TP2 plan run (the same numbers
+ *     are expected: recomputation reruns the same kernels);
+ *   z1/f64: DP2 with ZeRO-1, each rank's reduce-scattered gradient shard
+ *     against the float64 mean gradient;
+ *   z1step/dp2: the weight update of 3 AdamW steps (master weights, each
+ *     rank's shard) against the DP2 plan run without ZeRO-1. */
 static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64",
-                                                 "tpN-plan/f64", "dpN-plan/f64", "pp2-plan/f64", "pp2 vs pp1"};
+                                                 "tpN-plan/f64", "dpN-plan/f64", "pp2-plan/f64", "pp2 vs pp1",
+                                                 "sp/f64", "sp/tp2", "rcfull/tp2", "rcsel/tp2", "sp+rc/tp2",
+                                                 "z1/f64", "z1step/dp2"};
 
 typedef struct {
   int ntensors;
@@ -266,8 +278,8 @@ static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, f
 
 /* The tiny model as a model file, and a plan of it, so plan_build_program()
  * can build the programs the walker runs. */
-static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, char *model_path, size_t cap,
-                          char *text, size_t text_cap, ts_err *e) {
+static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, const char *layout_extra,
+                          char *model_path, size_t cap, char *text, size_t text_cap, ts_err *e) {
   snprintf(model_path, cap, "/tmp/tacorun-exec-check-%d.json", (int)getpid());
   FILE *f = fopen(model_path, "w");
   if (!f) return ts_fail_sys(e, "%s: cannot write", model_path);
@@ -281,19 +293,51 @@ static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, ch
   if (fclose(f)) return ts_fail_sys(e, "%s: cannot write", model_path);
   snprintf(text, text_cap,
            "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\",\n"
-           "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d },\n"
+           "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d%s },\n"
            "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"1f1b\" }\n",
-           model_path, dp, tp, pp, cfg->batch, cfg->batch * dp * (pp > 1 ? 2 : 1), cfg->seq);
+           model_path, dp, tp, pp, layout_extra ? layout_extra : "", cfg->batch, cfg->batch * dp * (pp > 1 ? 2 : 1),
+           cfg->seq);
   return 0;
 }
 
+/* Adds, like accumulate(), the elements of this rank's ZeRO-1 shards only
+ * (the shards of all ranks cover every element once). */
+static void accumulate_zero1(const exec_model *m, const float *g, const double *r, error_table *t, int cmp) {
+  for (int i = 0; i < m->ntensors; i++) {
+    if (!exec_model_holds_tensor(m, i)) continue;
+    const exec_tensor *lt = &m->tensors[i];
+    size_t lo, hi;
+    exec_model_zero1_shard(m, exec_model_group_of_tensor(m, i), &lo, &hi);
+    size_t a = lt->offset > lo ? lt->offset : lo, b = lt->offset + lt->rows * lt->cols;
+    b = b < hi ? b : hi;
+    for (size_t j = a; j < b; j++) {
+      double d = (double)g[j] - r[j];
+      t->num[cmp][i] += d * d;
+      t->den[cmp][i] += r[j] * r[j];
+    }
+  }
+}
+
+/* A walked run of the tiny model from a plan (layout_extra: more layout
+ * fields, e.g. sequence parallelism). */
+typedef struct {
+  int tp, dp;
+  const char *layout_extra;
+  const int32_t *tok, *lab;
+} walked_case;
+
 /* One gradient of the tiny model through the plan's own program; adds the
- * comparison with ref (full reference gradient) to the table. */
-static int check_walked(rt_nccl *w, const check_data *d, int tp, int dp, const int32_t *tok, const int32_t *lab,
-                        const double *ref_full, error_table *tab, int cmp, FILE *log, ts_err *e) {
-  const int rank = w->ranks[0];
+ * comparison with ref_full (full reference gradient) to row cmp (< 0: none)
+ * and with base (a gradient of the same local layout, e.g. the run without
+ * the feature; NULL: none) to row cmp_base, printing the largest absolute
+ * difference from base. *keep (if not NULL) receives the gradient. */
+static int check_walked(rt_nccl *w, const check_data *d, const walked_case *wc, const double *ref_full,
+                        error_table *tab, int cmp, const float *base, int cmp_base, float **keep, FILE *log,
+                        ts_err *e) {
+  const int rank = w->ranks[0], tp = wc->tp, dp = wc->dp;
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, tp, dp, 1, model_path, sizeof model_path, text, sizeof text, e)) return -1;
+  if (tiny_plan_text(&d->cfg, tp, dp, 1, wc->layout_extra, model_path, sizeof model_path, text, sizeof text, e))
+    return -1;
   exec_model m;
   exec_walk wk;
   memset(&wk, 0, sizeof wk);
@@ -303,7 +347,7 @@ static int check_walked(rt_nccl *w, const check_data *d, int tp, int dp, const i
   if (exec_model_create(&m, &d->cfg, 1, tp, tp > 1 ? rank : 0, tp > 1 ? w->comms[0] : NULL, dp, dp > 1 ? rank : 0,
                         dp > 1 ? w->comms[0] : NULL, w->streams[0], e))
     goto out;
-  if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, tok, lab, e)) goto out;
+  if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, wc->tok, wc->lab, e)) goto out;
   if (exec_walk_init_text(&wk, text, "exec-check plan", rank, &m, e)) goto out;
   if (exec_walk_iteration(&m, &wk, 1, e) || rt_nccl_wait(w, e) || exec_model_check_finite(&m, 0, NULL, e)) goto out;
   g = malloc(m.nparams * sizeof *g);
@@ -313,16 +357,116 @@ static int check_walked(rt_nccl *w, const check_data *d, int tp, int dp, const i
     goto out;
   }
   if (exec_model_grads_to_host(&m, g, e)) goto out;
-  exec_model_shard_of(&m, ref_full, ref);
-  /* TP: shards add up over ranks; DP: every rank holds the same reduced gradient, count rank 0 */
-  if (tp > 1 || rank == 0) accumulate(&m, g, ref, tab, cmp);
-  fprintf(log, "  plan program (tp %d, dp %d): %d ops on rank 0, walked on compute/TP/DP streams\n", tp, dp, wk.prog.n);
+  /* TP: shards add up over ranks; DP: every rank holds the same reduced
+   * gradient, count rank 0; ZeRO-1: each rank its reduce-scattered shards */
+  const int counted = tp > 1 || rank == 0;
+  if (cmp >= 0) {
+    exec_model_shard_of(&m, ref_full, ref);
+    if (m.zero1) accumulate_zero1(&m, g, ref, tab, cmp);
+    else if (counted) accumulate(&m, g, ref, tab, cmp);
+  }
+  double maxdiff = 0;
+  if (base) {
+    for (size_t j = 0; j < m.nparams; j++) {
+      ref[j] = base[j];
+      double dd = fabs((double)g[j] - base[j]);
+      maxdiff = dd > maxdiff ? dd : maxdiff;
+    }
+    if (counted) accumulate(&m, g, ref, tab, cmp_base);
+    if (exec_world_max(w, &maxdiff, 1, e)) goto out;
+  }
+  int colls = 0;
+  for (int i = 0; i < wk.prog.n; i++) colls += wk.prog.ops[i].kind == PLAN_OP_COLLECTIVE;
+  fprintf(log, "  plan program (tp %d, dp %d%s): %d ops (%d collectives) on rank 0", tp, dp,
+          wc->layout_extra ? wc->layout_extra : "", wk.prog.n, colls);
+  if (base) fprintf(log, "; largest |gradient difference| from the run without it: %.3g", maxdiff);
+  fprintf(log, "\n");
+  if (keep) *keep = g, g = NULL;
   rc = 0;
 out:
   remove(model_path);
   exec_walk_destroy(&wk);
   exec_model_destroy(&m);
   free(g), free(ref);
+  return rc;
+}
+
+/* ZeRO-1 against plain data parallelism, both from the plan's program (DP2,
+ * rank r on batch r): 3 AdamW steps each from the same weights; the update of
+ * each rank's master-weight shard must match (row CMP_Z1_STEP), and the BF16
+ * weights the all-gathers rebuild must equal the plain run's everywhere. */
+static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_table *tab, FILE *log, ts_err *e) {
+  const int rank = w->ranks[0], steps = 3;
+  float *master[2] = {NULL, NULL};
+  uint16_t *w16[2] = {NULL, NULL};
+  double *init = NULL;
+  size_t nparams = 0;
+  exec_model m;
+  int rc = -1, created = 0;
+  exec_walk wk;
+  memset(&wk, 0, sizeof wk);
+  char model_path[256], text[1024];
+  for (int z = 0; z < 2; z++) {
+    if (tiny_plan_text(&d->cfg, 1, dp, 1, z ? ", \"zero1\": true" : NULL, model_path, sizeof model_path, text,
+                       sizeof text, e))
+      goto out;
+    if (exec_model_create(&m, &d->cfg, 1, 1, 0, NULL, dp, rank, w->comms[0], w->streams[0], e)) goto out;
+    created = 1;
+    if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, d->tok_rank, d->lab_rank, e)) goto out;
+    if (exec_walk_init_text(&wk, text, "exec-check zero1 plan", rank, &m, e)) goto out;
+    if (z && !m.zero1) {
+      ts_fail_sys(e, "exec check: the ZeRO-1 plan did not switch the model to ZeRO-1");
+      goto out;
+    }
+    m.lr = 1e-3f;
+    for (int s = 0; s < steps; s++)
+      if (exec_walk_iteration(&m, &wk, 0, e) || rt_nccl_wait(w, e) || exec_model_check_finite(&m, s, NULL, e))
+        goto out;
+    nparams = m.nparams;
+    master[z] = malloc(nparams * sizeof(float));
+    w16[z] = malloc(nparams * sizeof(uint16_t));
+    if (!master[z] || !w16[z]) {
+      ts_fail_sys(e, "exec check: out of memory");
+      goto out;
+    }
+    RT_CUDA(e, cudaMemcpyAsync(master[z], m.master, nparams * 4, cudaMemcpyDeviceToHost, m.stream));
+    RT_CUDA(e, cudaMemcpyAsync(w16[z], m.w16, nparams * 2, cudaMemcpyDeviceToHost, m.stream));
+    RT_CUDA(e, cudaStreamSynchronize(m.stream));
+    if (z) {
+      /* updates (master after - initial weights) of this rank's shards */
+      init = malloc(nparams * sizeof *init);
+      double *upd = malloc(nparams * sizeof *upd);
+      float *updz = malloc(nparams * sizeof *updz);
+      if (!init || !upd || !updz) {
+        free(upd), free(updz);
+        ts_fail_sys(e, "exec check: out of memory");
+        goto out;
+      }
+      exec_model_shard_of(&m, d->params, init);
+      for (size_t j = 0; j < nparams; j++) upd[j] = master[0][j] - init[j], updz[j] = (float)(master[1][j] - init[j]);
+      accumulate_zero1(&m, updz, upd, tab, CMP_Z1_STEP);
+      free(upd), free(updz);
+      double differ = 0;
+      for (size_t j = 0; j < nparams; j++) differ += w16[0][j] != w16[1][j];
+      if (exec_world_sum(w, &differ, 1, e)) goto out;
+      fprintf(log, "  zero1 (dp %d): %d AdamW steps; BF16 weights that differ from plain DP after the all-gathers: "
+                   "%.0f of %zu x %d ranks\n", dp, steps, differ, nparams, w->nranks);
+      if (differ > 0.001 * (double)nparams * w->nranks) tab->num[CMP_Z1_STEP][0] += 1e30; /* fails the row */
+    }
+    exec_walk_destroy(&wk);
+    exec_model_destroy(&m);
+    created = 0;
+    remove(model_path);
+  }
+  rc = 0;
+out:
+  if (created) {
+    exec_walk_destroy(&wk);
+    exec_model_destroy(&m);
+    remove(model_path);
+  }
+  for (int z = 0; z < 2; z++) free(master[z]), free(w16[z]);
+  free(init);
   return rc;
 }
 
@@ -333,7 +477,7 @@ out:
 static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, error_table *tab, FILE *log, ts_err *e) {
   const int rank = w->ranks[0];
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, 1, 1, 2, model_path, sizeof model_path, text, sizeof text, e)) return -1;
+  if (tiny_plan_text(&d->cfg, 1, 1, 2, NULL, model_path, sizeof model_path, text, sizeof text, e)) return -1;
   const size_t T = (size_t)d->cfg.batch * d->cfg.seq;
   int32_t *tok = malloc(2 * T * sizeof *tok), *lab = malloc(2 * T * sizeof *lab);
   int *ti = malloc(T * sizeof *ti), *li = malloc(T * sizeof *li);
@@ -390,7 +534,7 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   const int rank = w->ranks[0], n = w->nranks;
   check_data d;
   error_table *tab = calloc(1, sizeof *tab);
-  float *g1 = NULL, *gn = NULL, *gd = NULL;
+  float *g1 = NULL, *gn = NULL, *gd = NULL, *gtp_plan = NULL;
   double *ref_local = NULL, *tp1_full = NULL, *tp1_local = NULL;
   check_run c1 = {0}, cn = {0}, cd = {0};
   int rc = -1;
@@ -437,9 +581,26 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   if (rank == 0) accumulate(&cd.m, gd, ref_local, tab, CMP_DPN_REF);
 
   /* The same TP and DP runs from plan_build_program()'s programs. */
-  if (n > 1 && (check_walked(w, &d, n, 1, d.tok_a, d.lab_a, d.grad_a, tab, CMP_TPN_PLAN_REF, log, e) ||
-                check_walked(w, &d, 1, n, d.tok_rank, d.lab_rank, d.grad_mean, tab, CMP_DPN_PLAN_REF, log, e)))
+  const walked_case tpn = {n, 1, NULL, d.tok_a, d.lab_a}, dpn = {1, n, NULL, d.tok_rank, d.lab_rank};
+  if (n > 1 && (check_walked(w, &d, &tpn, d.grad_a, tab, CMP_TPN_PLAN_REF, NULL, 0, &gtp_plan, log, e) ||
+                check_walked(w, &d, &dpn, d.grad_mean, tab, CMP_DPN_PLAN_REF, NULL, 0, NULL, log, e)))
     goto done;
+  /* Layout features on 2 ranks (see cmp_names): sequence parallelism,
+   * recomputation, ZeRO-1, each against the run without it. */
+  if (n == 2) {
+    const walked_case sp = {n, 1, ", \"sequence_parallel\": true", d.tok_a, d.lab_a},
+                      rcf = {n, 1, ", \"recompute\": \"full\"", d.tok_a, d.lab_a},
+                      rcs = {n, 1, ", \"recompute\": \"selective\"", d.tok_a, d.lab_a},
+                      sprc = {n, 1, ", \"sequence_parallel\": true, \"recompute\": \"full\"", d.tok_a, d.lab_a},
+                      z1 = {1, n, ", \"zero1\": true", d.tok_rank, d.lab_rank};
+    if (check_walked(w, &d, &sp, d.grad_a, tab, CMP_SP_REF, gtp_plan, CMP_SP_TP, NULL, log, e) ||
+        check_walked(w, &d, &rcf, NULL, tab, -1, gtp_plan, CMP_RCF_TP, NULL, log, e) ||
+        check_walked(w, &d, &rcs, NULL, tab, -1, gtp_plan, CMP_RCS_TP, NULL, log, e) ||
+        check_walked(w, &d, &sprc, NULL, tab, -1, gtp_plan, CMP_SPRC_TP, NULL, log, e) ||
+        check_walked(w, &d, &z1, d.grad_mean, tab, CMP_Z1_REF, NULL, 0, NULL, log, e) ||
+        check_zero1_steps(w, &d, n, tab, log, e))
+      goto done;
+  }
   /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */
   if (n == 2 && check_pipeline(w, &d, gd, tab, log, e)) goto done;
 
@@ -492,7 +653,7 @@ oom:
   ts_fail_sys(e, "exec check: out of memory");
 done:
   check_run_free(&c1), check_run_free(&cn), check_run_free(&cd);
-  free(g1), free(gn), free(gd), free(ref_local), free(tp1_full), free(tp1_local), free(tab);
+  free(g1), free(gn), free(gd), free(gtp_plan), free(ref_local), free(tp1_full), free(tp1_local), free(tab);
   check_data_free(&d);
   return rc;
 }

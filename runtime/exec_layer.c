@@ -61,18 +61,29 @@ int exec_tp_allreduce_plain(exec_model *m, void *buf, size_t count, ncclDataType
 
 /* ---- norms ---- */
 
+/* This rank's rows of a [T x hidden] bf16 buffer (all of it without sequence
+ * parallelism), and of a per-token FP32 statistic. */
+static void *shard(const exec_model *m, const void *buf) {
+  return (char *)buf + (size_t)(m->sp_row0 * m->cfg.hidden) * 2;
+}
+static float *shard_stat(const exec_model *m, float *stat) { return stat + m->sp_row0; }
+
+/* Norm of this rank's rows (under SP the residual stream is sharded by rows). */
 static int norm_fwd(exec_model *m, const void *x, int tg, int tb, void *y, float *mean, float *rstd, ts_err *e) {
   const float eps = (float)m->cfg.norm_eps;
   if (m->cfg.norm == EXEC_NORM_LAYERNORM)
-    return rt_layernorm_fwd(x, exec_w16_of(m, tg), exec_w16_of(m, tb), y, mean, rstd, m->tokens, m->cfg.hidden, eps, m->stream, e);
-  return rt_rmsnorm_fwd(x, exec_w16_of(m, tg), y, rstd, m->tokens, m->cfg.hidden, eps, m->stream, e);
+    return rt_layernorm_fwd(shard(m, x), exec_w16_of(m, tg), exec_w16_of(m, tb), shard(m, y), shard_stat(m, mean),
+                            shard_stat(m, rstd), m->sp_rows, m->cfg.hidden, eps, m->stream, e);
+  return rt_rmsnorm_fwd(shard(m, x), exec_w16_of(m, tg), shard(m, y), shard_stat(m, rstd), m->sp_rows, m->cfg.hidden,
+                        eps, m->stream, e);
 }
 
-/* dx += norm'(dy); weight gradients accumulate. dy is m->dtmp. */
-static int norm_bwd(exec_model *m, const void *x, int tg, int tb, const float *mean, const float *rstd, ts_err *e) {
+/* dx += norm'(dy) on this rank's rows; weight gradients accumulate. dy is m->dtmp. */
+static int norm_bwd(exec_model *m, const void *x, int tg, int tb, float *mean, float *rstd, ts_err *e) {
   int ln = m->cfg.norm == EXEC_NORM_LAYERNORM;
-  return exec_norm_bwd(m->dtmp, x, exec_w16_of(m, tg), ln ? mean : NULL, rstd, exec_grad_of(m, tg),
-                       ln ? exec_grad_of(m, tb) : NULL, m->dtmp2, m->dx, m->tokens, m->cfg.hidden, m->stream, e);
+  return exec_norm_bwd(shard(m, m->dtmp), shard(m, x), exec_w16_of(m, tg), ln ? shard_stat(m, mean) : NULL,
+                       shard_stat(m, rstd), exec_grad_of(m, tg), ln ? exec_grad_of(m, tb) : NULL, shard(m, m->dtmp2),
+                       shard(m, m->dx), m->sp_rows, m->cfg.hidden, m->stream, e);
 }
 
 /* ---- attention (exec_core.c: unfused, batched GEMMs around a causal softmax, one call per sequence) ---- */
@@ -107,6 +118,9 @@ static int attention_bwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
 /* ---- layer ops ---- */
 
 static void *layer_output(exec_model *m, int l) {
+  /* recomputation needs only the layer's inner activations: its output (the
+   * next layer's kept input, or a stage's sent boundary) is not rewritten */
+  if (m->recomputing) return m->dtmp2;
   return l + 1 < m->cfg.layers ? exec_acts(m, l + 1)->x_in : m->x_final; /* at a stage's end: what is sent */
 }
 
@@ -121,7 +135,8 @@ int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
   case EXEC_OP_ATTN: return attention_fwd(m, a, e);
   case EXEC_OP_ATTN_OUT:
     return linear_fwd(m, T, h, hl, a->attn, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_ATTN_OUT)), m->proj, e);
-  case EXEC_OP_ATTN_RESIDUAL: return rt_add(a->x_in, m->proj, a->x_mid, T * h, m->stream, e);
+  case EXEC_OP_ATTN_RESIDUAL:
+    return rt_add(shard(m, a->x_in), shard(m, m->proj), shard(m, a->x_mid), m->sp_rows * h, m->stream, e);
   case EXEC_OP_LN2:
     return norm_fwd(m, a->x_mid, exec_layer_tensor(m, l, EXEC_T_LN2_G), exec_layer_tensor(m, l, EXEC_T_LN2_B), a->n2, a->mean2,
                     a->rstd2, e);
@@ -130,7 +145,8 @@ int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
     if (m->cfg.act == EXEC_ACT_SWIGLU) return rt_swiglu_fwd(a->u, a->a, T, m->ffn_local, m->stream, e);
     return rt_gelu_fwd(a->u, a->a, T * m->ffn_local, m->stream, e);
   case EXEC_OP_FC2: return linear_fwd(m, T, h, m->ffn_local, a->a, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_FC2)), m->proj, e);
-  case EXEC_OP_MLP_RESIDUAL: return rt_add(a->x_mid, m->proj, layer_output(m, l), T * h, m->stream, e);
+  case EXEC_OP_MLP_RESIDUAL:
+    return rt_add(shard(m, a->x_mid), shard(m, m->proj), shard(m, layer_output(m, l)), m->sp_rows * h, m->stream, e);
   default: return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);
   }
 }
@@ -148,7 +164,8 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
   case EXEC_OP_MLP_RESIDUAL:
     /* the gradient passes through; at a stage's last layer it comes from the next stage */
     if (l == m->layer_hi - 1 && m->layer_hi < m->cfg.layers)
-      EX_CUDA(cudaMemcpyAsync(m->dx, m->pp_grad_in[m->slot], (size_t)(T * h) * 2, cudaMemcpyDeviceToDevice, m->stream));
+      EX_CUDA(cudaMemcpyAsync(shard(m, m->dx), shard(m, m->pp_grad_in[m->slot]), (size_t)(m->sp_rows * h) * 2,
+                              cudaMemcpyDeviceToDevice, m->stream));
     return 0;
   case EXEC_OP_ATTN_RESIDUAL: return 0; /* the gradient passes through */
   case EXEC_OP_FC2:
@@ -181,7 +198,8 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
                     a->rstd1, e));
     /* at a stage's first layer the input gradient goes to the previous stage (its own buffer per slot) */
     if (l == m->layer_lo && l > 0)
-      EX_CUDA(cudaMemcpyAsync(m->pp_grad_out[m->slot], m->dx, (size_t)(T * h) * 2, cudaMemcpyDeviceToDevice, m->stream));
+      EX_CUDA(cudaMemcpyAsync(shard(m, m->pp_grad_out[m->slot]), shard(m, m->dx), (size_t)(m->sp_rows * h) * 2,
+                              cudaMemcpyDeviceToDevice, m->stream));
     return 0;
   default: return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);
   }
@@ -272,6 +290,23 @@ int exec_embedding_bwd(exec_model *m, int micro, ts_err *e) {
                         m->tokens, m->cfg.seq, m->cfg.hidden, m->stream, e);
 }
 
+/* Sequence parallelism: each rank's norm-weight gradients cover its rows
+ * of the tokens; their sum over TP is the gradient (Megatron-LM's
+ * all-reduce of the sequence-parallel parameters' gradients). */
+int exec_sp_sync_norms(exec_model *m, cudaStream_t stream, ts_err *e) {
+  EX_NCCL(ncclGroupStart());
+  for (int t = 0; t < m->ntensors; t++) {
+    exec_tensor_kind k = m->tensors[t].kind;
+    if (k != EXEC_T_LN1_G && k != EXEC_T_LN1_B && k != EXEC_T_LN2_G && k != EXEC_T_LN2_B && k != EXEC_T_LNF_G &&
+        k != EXEC_T_LNF_B)
+      continue;
+    EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat,
+                          ncclSum, m->tp_comm, stream));
+  }
+  EX_NCCL(ncclGroupEnd());
+  return 0;
+}
+
 /* CAAT-Net: the replicated tensors (norm gains and biases, position
  * embeddings) saw different activations on each TP rank; average their
  * gradients so the copies stay equal. */
@@ -292,6 +327,21 @@ int exec_optimizer_step(exec_model *m, ts_err *e) {
   if (m->tp_comm && exec_uses_caat(m) && !m->walker_mode) EX_TRY(exec_caat_sync_replicated(m, m->stream, e));
   rt_adamw_params p = {.lr = m->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f,
                        .step = ++m->adam_step};
+  if (m->zero1) {
+    /* ZeRO-1: this rank's shard of each group it holds (the plan's
+     * all-gathers then rebuild the BF16 weights of the whole group) */
+    for (int g = 0; g < m->cfg.layers + 2; g++) {
+      int held = 0;
+      for (int t = 0; t < m->ntensors && !held; t++)
+        held = exec_model_group_of_tensor(m, t) == g && exec_model_holds_tensor(m, t);
+      if (!held) continue;
+      size_t lo, hi;
+      exec_model_zero1_shard(m, g, &lo, &hi);
+      EX_TRY(rt_adamw_step(m->master + lo, (uint16_t *)m->w16 + lo, m->grad + lo, m->adam_m + lo, m->adam_v + lo,
+                           (long long)(hi - lo), p, m->stream, e));
+    }
+    return 0;
+  }
   if (m->pp == 1)
     return rt_adamw_step(m->master, m->w16, m->grad, m->adam_m, m->adam_v, (long long)m->nparams, p, m->stream, e);
   /* a pipeline stage updates the runs of consecutive tensors it holds */

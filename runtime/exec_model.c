@@ -86,6 +86,35 @@ static int dev_alloc(void **p, size_t bytes, size_t *total, ts_err *e) {
 }
 #define ALLOC(ptr, bytes) EX_TRY(dev_alloc((void **)&(ptr), (size_t)(bytes), &allocated, e))
 
+int exec_model_group_of_tensor(const exec_model *m, int t) {
+  const exec_tensor *lt = &m->tensors[t];
+  if (lt->layer >= 0) return lt->layer;
+  if (lt->kind == EXEC_T_LNF_G || lt->kind == EXEC_T_LNF_B) return m->cfg.layers;
+  return m->cfg.layers + 1; /* wte, wpe */
+}
+
+void exec_model_zero1_shard(const exec_model *m, int g, size_t *lo, size_t *hi) {
+  *lo = *hi = 0;
+  if (!m->zero1) return;
+  size_t c = (m->group_hi[g] - m->group_lo[g]) / (size_t)m->dp;
+  *lo = m->group_lo[g] + (size_t)m->dp_rank * c;
+  *hi = *lo + c;
+}
+
+int exec_model_set_layout(exec_model *m, int sequence_parallel, int zero1, ts_err *e) {
+  m->sp = 0, m->sp_rows = m->tokens, m->sp_row0 = 0;
+  if (sequence_parallel && m->tp > 1) {
+    if (m->tokens % m->tp)
+      return ts_fail(e, NULL, "layout.sequence_parallel", "TP %d does not divide the %lld tokens of a micro-batch",
+                     m->tp, m->tokens);
+    m->sp = 1;
+    m->sp_rows = m->tokens / m->tp;
+    m->sp_row0 = m->sp_rows * m->tp_rank;
+  }
+  m->zero1 = zero1 && m->dp > 1;
+  return 0;
+}
+
 exec_layer_acts *exec_acts(const exec_model *m, int l) { return &m->acts[(size_t)m->slot * (m->cfg.layers + 1) + l]; }
 
 int exec_model_holds_tensor(const exec_model *m, int t) {
@@ -126,6 +155,7 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->dp = dp, m->dp_rank = dp_rank, m->dp_comm = dp > 1 ? dp_comm : NULL;
   m->stream = stream;
   m->lr = 1e-4f;
+  m->sp_rows = (long long)cfg->batch * cfg->seq;
   m->overlap_wgrad = getenv("EXEC_NO_OVERLAP") == NULL;
   m->lower_softmax = getenv("EXEC_FULL_SOFTMAX") == NULL;
   for (int i = 0; i < EXEC_OP_COUNT; i++) m->layer_op_index[i] = i;
@@ -147,8 +177,19 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->ntensors = exec_ref_tensors(cfg, m->tensors, EXEC_REF_MAX_TENSORS, &total);
   if (m->ntensors > EXEC_REF_MAX_TENSORS) return ts_fail(e, NULL, "layers", "too many layers for the executor");
   size_t off = 0;
+  /* a gradient group starts at a multiple of 128 x DP elements (ZeRO-1 shards, see group_lo) */
+  const size_t group_align = 128 * (size_t)(dp > 1 ? dp : 1);
+  m->group_lo = calloc((size_t)cfg->layers + 2, sizeof *m->group_lo);
+  m->group_hi = calloc((size_t)cfg->layers + 2, sizeof *m->group_hi);
+  m->group_bucket = calloc((size_t)cfg->layers + 2, sizeof *m->group_bucket);
+  if (!m->group_lo || !m->group_hi || !m->group_bucket) return ts_fail_sys(e, "exec_model_create: out of memory");
   for (int t = 0; t < m->ntensors; t++) {
     exec_tensor *lt = &m->tensors[t];
+    int g = exec_model_group_of_tensor(m, t);
+    if (t == 0 || g != exec_model_group_of_tensor(m, t - 1)) {
+      off = (off + group_align - 1) / group_align * group_align;
+      m->group_lo[g] = off;
+    }
     switch (lt->kind) {
     case EXEC_T_WTE: lt->rows = (size_t)m->vocab_local; break;
     case EXEC_T_QKV: lt->cols = (size_t)(3 * m->hidden_local); break;
@@ -162,7 +203,10 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
     lt->offset = off;
     off += lt->rows * lt->cols;
   }
-  m->nparams = off;
+  m->nparams = (off + group_align - 1) / group_align * group_align;
+  /* groups in memory order: embedding, layers 0 .. L-1, final norm (the head) */
+  for (int l = 0; l <= cfg->layers; l++) m->group_hi[l == 0 ? cfg->layers + 1 : l - 1] = m->group_lo[l];
+  m->group_hi[cfg->layers] = m->nparams;
 
   size_t allocated = 0;
   const size_t P = m->nparams, bf = 2;
@@ -299,6 +343,7 @@ void exec_model_destroy(exec_model *m) {
   if (m->caat_f32) cudaFree(m->caat_f32);
   if (m->dp_stream) cudaStreamDestroy(m->dp_stream);
   free(m->group_done), free(m->group_reduced);
+  free(m->group_lo), free(m->group_hi), free(m->group_bucket);
   if (m->pp_stream) cudaStreamDestroy(m->pp_stream);
   for (int slot = 0; slot < m->nslots; slot++) {
     if (m->pp_grad_in) cudaFree(m->pp_grad_in[slot]);

@@ -14,8 +14,10 @@
  * Codecs: TACO and CAAT-Net (and both) on the TP all-reduces, see
  * exec_model_set_codecs.
  * Pipeline stages: PP > 1 with the 1F1B schedule (exec_model_create_pp).
- * Not implemented: interleaved/GPipe pipelines, sequence parallelism,
- * linear biases, grouped-query attention, RoPE (positions are learned). */
+ * Walked plan programs add sequence parallelism, recomputation and ZeRO-1
+ * (see sp, recomputing, zero1 below).
+ * Not implemented: interleaved/GPipe pipelines, linear biases,
+ * grouped-query attention, RoPE (positions are learned). */
 #ifndef EXEC_MODEL_H
 #define EXEC_MODEL_H
 
@@ -103,6 +105,34 @@ typedef struct {
   int walker_mode;
   cudaStream_t dp_stream;
   unsigned char *group_done, *group_reduced; /* [layers + 2]: layers, head, embedding */
+  /* Each gradient group is one contiguous range [group_lo, group_hi) of the
+   * flat arrays (embedding first, layers, final norm last: backward order is
+   * reverse memory order), its start aligned to 128 x DP elements so that
+   * ZeRO-1 can cut it into DP equal, aligned shards. */
+  size_t *group_lo, *group_hi;
+
+  /* Sequence parallelism (Megatron-LM; walked plans with
+   * "sequence_parallel"): the residual stream, the norms and the residual adds
+   * run on this rank's rows [sp_row0, sp_row0 + sp_rows) of the T tokens; the
+   * plan's all-gathers fill the full-size input of the column-parallel GEMMs
+   * and its reduce-scatters leave each rank its rows of the row-parallel
+   * outputs (in place: buffers stay T rows, only the shard's rows are used). */
+  int sp;
+  long long sp_rows, sp_row0;
+  /* Recomputation (the plan's "full"/"selective"): ops of phase recompute
+   * rerun the forward (with its collectives) before the backward that needs
+   * it; the rerun rewrites the kept activations with the same values (the
+   * executor keeps every activation: the time is recomputation's, the memory
+   * is not saved). While set, a layer's output goes to scratch. */
+  int recomputing;
+  /* ZeRO-1 (walked plans with "zero1", DP > 1): the DP buckets reduce-scatter
+   * each group's FP32 gradients (this rank keeps shard dp_rank of the group),
+   * AdamW updates only those shards, and the plan's parameter all-gathers
+   * rebuild the BF16 weights. group_bucket[g]: the bucket op that reduced
+   * group g (its all-gather is that bucket's). Master weights and moments
+   * stay full size (the states' memory is not saved yet). */
+  int zero1, bucket_next;
+  int *group_bucket;
 
   /* Pipeline stage (PP > 1, 1F1B): this rank runs layers [layer_lo, layer_hi)
    * and holds every tensor but updates only its own (exec_model_holds_tensor).
@@ -191,6 +221,14 @@ void exec_model_shard_of(const exec_model *m, const double *full, double *local)
 cudaStream_t exec_model_op_stream(const exec_model *m, const plan_op *op);
 /* Switches to walking plan_build_program() programs (see walker_mode). */
 int exec_model_enter_walker_mode(exec_model *m, ts_err *e);
+/* The plan's layout features the walker runs (call after entering walker
+ * mode): sequence parallelism (needs TP > 1 and TP dividing the tokens) and
+ * ZeRO-1 (ignored with DP = 1, as in the plan's program). */
+int exec_model_set_layout(exec_model *m, int sequence_parallel, int zero1, ts_err *e);
+/* ZeRO-1: this rank's shard [*lo, *hi) of group g (empty when not ZeRO-1). */
+void exec_model_zero1_shard(const exec_model *m, int g, size_t *lo, size_t *hi);
+/* The gradient group of tensor t (its layer; layers: the final norm; layers + 1: the embedding). */
+int exec_model_group_of_tensor(const exec_model *m, int t);
 /* End of a walked iteration: reduce the DP groups no bucket took, join the streams. */
 int exec_model_walker_finish(exec_model *m, ts_err *e);
 

@@ -47,6 +47,7 @@ int exec_loss_bwd(exec_model *m, ts_err *e); /* dgrad, its TP all-reduce || wgra
 int exec_embedding_fwd(exec_model *m, int micro, ts_err *e);
 int exec_embedding_bwd(exec_model *m, int micro, ts_err *e);
 int exec_caat_sync_replicated(exec_model *m, cudaStream_t stream, ts_err *e);
+int exec_sp_sync_norms(exec_model *m, cudaStream_t stream, ts_err *e); /* SP: sum norm-weight gradients over TP */
 int exec_optimizer_step(exec_model *m, ts_err *e);
 
 #endif

@@ -56,12 +56,8 @@ static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, int
 
 enum { GROUP_HEAD_OFFSET = 0, GROUP_EMBED_OFFSET = 1 }; /* after the layers */
 
-static int group_of_tensor(const exec_model *m, int t) {
-  const exec_tensor *lt = &m->tensors[t];
-  if (lt->layer >= 0) return lt->layer;
-  if (lt->kind == EXEC_T_LNF_G || lt->kind == EXEC_T_LNF_B) return m->cfg.layers + GROUP_HEAD_OFFSET;
-  return m->cfg.layers + GROUP_EMBED_OFFSET; /* wte (tied: final after the embedding's backward), wpe */
-}
+/* Byte offset of row `row` of a [T x cols] bf16 buffer. */
+static void *rows_at(void *buf, long long row, long long cols) { return (char *)buf + (size_t)(row * cols) * 2; }
 
 int exec_model_enter_walker_mode(exec_model *m, ts_err *e) {
   m->walker_mode = 1;
@@ -98,7 +94,9 @@ static int run_send_recv(exec_model *m, const plan_op *op, ts_err *e) {
   if (fwd) buf = exec_acts(m, send ? m->layer_hi : m->layer_lo)->x_in;
   else buf = send ? m->pp_grad_out[m->slot] : m->pp_grad_in[m->slot];
   if (!buf) return ts_fail_sys(e, "exec: no pipeline buffer for this message (internal error)");
-  const size_t count = (size_t)(m->tokens * m->cfg.hidden);
+  /* under SP a stage boundary carries this rank's rows only (the residual stream is sharded) */
+  const size_t count = (size_t)(m->sp_rows * m->cfg.hidden);
+  buf = rows_at(buf, m->sp_row0, m->cfg.hidden);
   if (send) EX_NCCL(ncclSend(buf, count, ncclBfloat16, peer, m->pp_comm, m->pp_stream));
   else EX_NCCL(ncclRecv(buf, count, ncclBfloat16, peer, m->pp_comm, m->pp_stream));
   return 0;
@@ -107,32 +105,75 @@ static int run_send_recv(exec_model *m, const plan_op *op, ts_err *e) {
 /* Marks the gradient groups a last-micro-batch backward op completes. */
 static void note_group_done(exec_model *m, const plan_op *op, int lop) {
   if (!m->walker_mode || op->phase != PLAN_PHASE_BWD || op->micro != m->micros - 1) return;
-  if (op->model_op == PLAN_MOP_FINAL_NORM) m->group_done[m->cfg.layers + GROUP_HEAD_OFFSET] = 1;
+  if (op->model_op == PLAN_MOP_FINAL_NORM) {
+    m->group_done[m->cfg.layers + GROUP_HEAD_OFFSET] = 1;
+    /* a last stage's tied word embedding is final after the logits wgrad: it
+     * joins the head's bucket, so both stages reduce it over DP before the
+     * first/last-stage all-reduce of the embedding group */
+    if (m->pp_rank > 0) m->group_done[m->cfg.layers + GROUP_EMBED_OFFSET] = 1;
+  }
   else if (op->model_op == PLAN_MOP_EMBEDDING) m->group_done[m->cfg.layers + GROUP_EMBED_OFFSET] = 1;
   else if (lop == EXEC_OP_LN1 && op->layer >= 0) m->group_done[op->layer] = 1;
 }
 
+/* True when the stage holds a tensor of group g. */
+static int holds_group(const exec_model *m, int g) {
+  for (int t = 0; t < m->ntensors; t++)
+    if (exec_model_group_of_tensor(m, t) == g && exec_model_holds_tensor(m, t)) return 1;
+  return 0;
+}
+
 /* A DP bucket: all-reduce (sum) the gradients of every completed, not yet
  * reduced group, on the DP stream after everything enqueued on the compute
- * stream so far. With `all`, every group that is not reduced yet (the
- * optimizer's safety net). */
+ * stream so far; under ZeRO-1 reduce-scatter each group (one contiguous,
+ * DP-divisible range) so that this rank keeps its shard. With `all`, every
+ * group that is not reduced yet (the optimizer's safety net). */
 static int dp_reduce_groups(exec_model *m, int all, ts_err *e) {
   if (!m->dp_comm) return 0;
+  const int G = m->cfg.layers + 2;
   int any = 0;
-  for (int g = 0; g < m->cfg.layers + 2; g++) any |= (all || m->group_done[g]) && !m->group_reduced[g];
+  for (int g = 0; g < G; g++) any |= (all || m->group_done[g]) && !m->group_reduced[g];
   if (!any) return 0;
   EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
   EX_CUDA(cudaStreamWaitEvent(m->dp_stream, m->ev_ready, 0));
   EX_NCCL(ncclGroupStart());
-  for (int t = 0; t < m->ntensors; t++) {
-    int g = group_of_tensor(m, t);
-    if ((all || m->group_done[g]) && !m->group_reduced[g] && exec_model_holds_tensor(m, t))
-      EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat,
-                            ncclSum, m->dp_comm, m->dp_stream));
+  if (m->zero1) {
+    for (int g = 0; g < G; g++) {
+      if (!(all || m->group_done[g]) || m->group_reduced[g] || !holds_group(m, g)) continue;
+      size_t lo, hi;
+      exec_model_zero1_shard(m, g, &lo, &hi);
+      EX_NCCL(ncclReduceScatter(m->grad + m->group_lo[g], m->grad + lo, hi - lo, ncclFloat, ncclSum, m->dp_comm,
+                                m->dp_stream));
+      /* an all-gather after the optimizer: that of this bucket, or the last one for the safety net */
+      m->group_bucket[g] = all && m->bucket_next > 0 ? m->bucket_next - 1 : m->bucket_next;
+    }
+  } else {
+    for (int t = 0; t < m->ntensors; t++) {
+      int g = exec_model_group_of_tensor(m, t);
+      if ((all || m->group_done[g]) && !m->group_reduced[g] && exec_model_holds_tensor(m, t))
+        EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols,
+                              ncclFloat, ncclSum, m->dp_comm, m->dp_stream));
+    }
   }
   EX_NCCL(ncclGroupEnd());
-  for (int g = 0; g < m->cfg.layers + 2; g++)
+  for (int g = 0; g < G; g++)
     if (all || m->group_done[g]) m->group_reduced[g] = 1;
+  return 0;
+}
+
+/* ZeRO-1: the all-gather of the updated BF16 weights of the groups bucket k
+ * reduced (each rank contributes its shard), on the DP stream. */
+static int zero1_gather(exec_model *m, int k, ts_err *e) {
+  if (!m->dp_comm || !m->zero1) return 0;
+  EX_NCCL(ncclGroupStart());
+  for (int g = 0; g < m->cfg.layers + 2; g++) {
+    if (m->group_bucket[g] != k || !holds_group(m, g)) continue;
+    size_t lo, hi;
+    exec_model_zero1_shard(m, g, &lo, &hi);
+    EX_NCCL(ncclAllGather((uint16_t *)m->w16 + lo, (uint16_t *)m->w16 + m->group_lo[g], hi - lo, ncclBfloat16,
+                          m->dp_comm, m->dp_stream));
+  }
+  EX_NCCL(ncclGroupEnd());
   return 0;
 }
 
@@ -147,7 +188,48 @@ int exec_model_walker_finish(exec_model *m, ts_err *e) {
     }
   memset(m->group_done, 0, (size_t)m->cfg.layers + 2);
   memset(m->group_reduced, 0, (size_t)m->cfg.layers + 2);
+  m->bucket_next = 0;
   return 0;
+}
+
+/* Sequence parallelism: an in-place all-gather of this rank's rows of a
+ * [T x hidden] bf16 buffer, or an in-place reduce-scatter leaving it its rows. */
+static int sp_allgather(exec_model *m, void *buf, ts_err *e) {
+  const long long h = m->cfg.hidden;
+  EX_NCCL(ncclAllGather(rows_at(buf, m->sp_row0, h), buf, (size_t)(m->sp_rows * h), ncclBfloat16, m->tp_comm,
+                        m->tp_stream));
+  return 0;
+}
+static int sp_reducescatter(exec_model *m, void *buf, ts_err *e) {
+  const long long h = m->cfg.hidden;
+  EX_NCCL(ncclReduceScatter(buf, rows_at(buf, m->sp_row0, h), (size_t)(m->sp_rows * h), ncclBfloat16, ncclSum,
+                            m->tp_comm, m->tp_stream));
+  return 0;
+}
+
+/* The SP collectives of the plan (plan_program.c's layer_forward/backward,
+ * embedding, head): which buffer each all-gather / reduce-scatter works on. */
+static int run_sp_collective(exec_model *m, const plan_op *op, int lop, ts_err *e) {
+  if (op->codec.kind != PLAN_CODEC_NONE)
+    return ts_fail(e, NULL, "codec.tp_fwd", "compressed sequence-parallel all-gathers/reduce-scatters are not "
+                   "implemented in the executor");
+  if (!m->sp) return ts_fail(e, NULL, "layout.sequence_parallel", "an SP collective in a model without SP");
+  const int fwd = op->phase != PLAN_PHASE_BWD; /* forward or its recomputation */
+  exec_layer_acts *a = op->layer >= 0 ? exec_acts(m, op->layer) : NULL;
+  if (op->coll == PLAN_COLL_ALLGATHER) {
+    if (op->model_op == PLAN_MOP_EMBEDDING && !fwd) return sp_allgather(m, m->dx, e); /* the lookup's gradient */
+    if (op->model_op == PLAN_MOP_LOSS && fwd) return sp_allgather(m, m->nf, e);       /* the logits' input */
+    if (a && lop == EXEC_OP_QKV) return sp_allgather(m, a->n1, e);    /* forward, and again for the wgrad */
+    if (a && lop == EXEC_OP_FC1) return sp_allgather(m, a->n2, e);
+    if (a && !fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) return sp_allgather(m, m->dx, e);
+  } else {
+    if (op->model_op == PLAN_MOP_EMBEDDING && fwd) return sp_reducescatter(m, exec_acts(m, 0)->x_in, e);
+    if (op->model_op == PLAN_MOP_LOSS && !fwd) return sp_reducescatter(m, m->dtmp, e);
+    if (a && fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) return sp_reducescatter(m, m->proj, e);
+    if (a && !fwd && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) return sp_reducescatter(m, m->dtmp, e);
+  }
+  return ts_fail(e, NULL, "program", "no sequence-parallel %s belongs to model op %d in phase %d",
+                 op->coll == PLAN_COLL_ALLGATHER ? "all-gather" : "reduce-scatter", (int)op->model_op, (int)op->phase);
 }
 
 static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
@@ -161,28 +243,44 @@ static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
     return 0;
   }
   if (op->group == PLAN_GROUP_DP) {
-    if (op->model_op != PLAN_MOP_GRAD_BUCKET || op->coll != PLAN_COLL_ALLREDUCE)
-      return ts_fail(e, NULL, "layout.zero1", "only all-reduced DP gradient buckets are supported (no ZeRO-1)");
-    return dp_reduce_groups(m, 0, e);
+    if (op->model_op == PLAN_MOP_GRAD_BUCKET &&
+        op->coll == (m->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE)) {
+      EX_TRY(dp_reduce_groups(m, 0, e));
+      m->bucket_next++; /* bucket k of the program, whose all-gather has tag k */
+      return 0;
+    }
+    if (op->model_op == PLAN_MOP_PARAM_GATHER && op->coll == PLAN_COLL_ALLGATHER && m->zero1)
+      return zero1_gather(m, op->tag, e);
+    return ts_fail(e, NULL, "layout.zero1", "a DP collective (model op %d, kind %d) that does not match the model's "
+                   "ZeRO-1 setting (%d)", (int)op->model_op, (int)op->coll, m->zero1);
   }
-  if (op->group != PLAN_GROUP_TP || op->coll != PLAN_COLL_ALLREDUCE)
+  if (op->group != PLAN_GROUP_TP)
     return ts_fail(e, NULL, "program", "collective (group %d, kind %d) is not supported by the executor",
                    (int)op->group, (int)op->coll);
   if (!m->tp_comm) return 0;
   const size_t th = (size_t)(m->tokens * m->cfg.hidden);
   int lop = layer_op_of(m, op->model_op);
+  if (op->coll == PLAN_COLL_ALLGATHER || op->coll == PLAN_COLL_REDUCESCATTER) return run_sp_collective(m, op, lop, e);
+  if (op->coll != PLAN_COLL_ALLREDUCE)
+    return ts_fail(e, NULL, "program", "collective kind %d is not supported by the executor", (int)op->coll);
+  /* recomputation reruns the forward's collectives */
+  const int fwd = op->phase == PLAN_PHASE_FWD || op->phase == PLAN_PHASE_RECOMPUTE;
   switch (op->model_op) {
   case PLAN_MOP_EMBEDDING:
     EX_NCCL(ncclAllReduce(exec_acts(m, 0)->x_in, exec_acts(m, 0)->x_in, th, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
     return 0;
   case PLAN_MOP_LOSS:
-    if (op->phase == PLAN_PHASE_FWD) return 0; /* the cross-entropy statistics were exchanged inside the loss op */
+    if (fwd) return 0; /* the cross-entropy statistics were exchanged inside the loss op */
     EX_NCCL(ncclAllReduce(m->dtmp, m->dtmp, th, ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
     return 0;
-  case PLAN_MOP_NORM_GRADS: return exec_caat_sync_replicated(m, m->tp_stream, e);
+  case PLAN_MOP_NORM_GRADS:
+    /* SP: each rank's norm-weight gradients cover its rows only (sum them);
+     * CAAT-Net: the replicated tensors saw different activations (average) */
+    if (m->sp) return exec_sp_sync_norms(m, m->tp_stream, e);
+    return exec_caat_sync_replicated(m, m->tp_stream, e);
   default: break;
   }
-  if (op->phase == PLAN_PHASE_FWD && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2))
+  if (fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2))
     return tp_allreduce_coded(m, m->proj, &op->codec, 0, e);
   if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1))
     return tp_allreduce_coded(m, m->dtmp, &op->codec, 1, e);
@@ -254,6 +352,9 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
     return exec_optimizer_step(m, e);
   default: break;
   }
+  if (op->phase == PLAN_PHASE_RECOMPUTE && op->model_op < 0)
+    return ts_fail(e, NULL, "layout.recompute", "recomputation of model op %d is not one the executor knows",
+                   (int)op->model_op);
 
   int lop = layer_op_of(m, op->model_op);
   if (lop < 0 || op->layer < 0 || op->layer >= m->cfg.layers)
@@ -265,7 +366,15 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
     note_group_done(m, op, lop); /* ln1 is a layer's last backward op */
     return 0;
   }
-  return ts_fail(e, NULL, "layout.recompute", "recomputation is not implemented in the executor");
+  if (op->phase == PLAN_PHASE_RECOMPUTE) {
+    /* the forward again, right before the backward that needs it (plan.h):
+     * it rewrites the kept activations with the same values */
+    m->recomputing = 1;
+    int rc = exec_layer_fwd(m, (exec_layer_op)lop, op->layer, e);
+    m->recomputing = 0;
+    return rc;
+  }
+  return ts_fail(e, NULL, "program", "compute op of phase %d is not one the executor knows", (int)op->phase);
 }
 
 /* ---- the single-stage program ---- */

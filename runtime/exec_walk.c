@@ -21,6 +21,7 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
                    "model (tp %d, dp %d, pp %d, %d)", w->p.tp, w->p.dp, w->p.pp, plan_micro_batches(&w->p), m->tp,
                    m->dp, m->pp, m->micros);
   if (exec_model_enter_walker_mode(m, e)) return -1;
+  if (exec_model_set_layout(m, w->p.sequence_parallel, w->p.zero1, e)) return -1;
   w->done = calloc((size_t)w->prog.n, sizeof *w->done);
   w->ready = calloc((size_t)w->prog.n, sizeof *w->ready);
   if (!w->done || !w->ready) return ts_fail_sys(e, "exec walk: out of memory");

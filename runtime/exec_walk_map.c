@@ -50,8 +50,8 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
     if (op->codec.kind != PLAN_CODEC_NONE) return "a compressed pipeline message";
     return op->micro >= 0 ? NULL : "a send/recv without a micro-batch";
   }
-  if (op->phase == PLAN_PHASE_RECOMPUTE) return "recomputation";
   int lop = layer_op_of(index, op->model_op);
+  const int fwd = op->phase != PLAN_PHASE_BWD; /* forward, or its recomputation */
   if (op->kind == PLAN_OP_COMPUTE) {
     if (op->stream != PLAN_STREAM_COMPUTE) return "a compute op off the compute stream";
     switch (op->model_op) {
@@ -62,22 +62,41 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
     default: break;
     }
     if (lop < 0 || op->layer < 0 || op->layer >= p->layers) return "an unknown compute op";
+    if (op->phase == PLAN_PHASE_OPTIMIZER) return "a layer op in the optimizer phase";
     if (op->part != PLAN_PART_WHOLE && (!is_gemm(lop) || op->phase != PLAN_PHASE_BWD))
       return "a GEMM half of a non-GEMM op";
     return NULL;
   }
   /* collectives */
-  if (op->coll != PLAN_COLL_ALLREDUCE) return "an all-gather/reduce-scatter (sequence parallelism or ZeRO-1)";
   if (op->group == PLAN_GROUP_EMBEDDING)
-    return op->model_op == PLAN_MOP_EMBEDDING_GRADS && op->stream == PLAN_STREAM_DP ? NULL
-                                                                                    : "an unknown embedding-group collective";
-  if (op->group == PLAN_GROUP_DP)
-    return op->model_op == PLAN_MOP_GRAD_BUCKET && op->stream == PLAN_STREAM_DP ? NULL : "an unknown DP collective";
+    return op->model_op == PLAN_MOP_EMBEDDING_GRADS && op->stream == PLAN_STREAM_DP && op->coll == PLAN_COLL_ALLREDUCE
+               ? NULL
+               : "an unknown embedding-group collective";
+  if (op->group == PLAN_GROUP_DP) {
+    if (op->stream != PLAN_STREAM_DP) return "a DP collective off the DP stream";
+    /* ZeRO-1: buckets are reduce-scattered, parameters all-gathered after the optimizer */
+    if (op->model_op == PLAN_MOP_GRAD_BUCKET && op->coll == (p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE))
+      return op->codec.kind == PLAN_CODEC_NONE ? NULL : "a compressed DP gradient bucket";
+    if (op->model_op == PLAN_MOP_PARAM_GATHER && op->coll == PLAN_COLL_ALLGATHER && p->zero1) return NULL;
+    return "an unknown DP collective";
+  }
   if (op->group != PLAN_GROUP_TP || op->stream != PLAN_STREAM_TP) return "a collective of an unsupported group";
+  if (op->coll == PLAN_COLL_ALLGATHER || op->coll == PLAN_COLL_REDUCESCATTER) {
+    const int ag = op->coll == PLAN_COLL_ALLGATHER;
+    if (!p->sequence_parallel) return "an all-gather/reduce-scatter without sequence parallelism";
+    if (op->codec.kind != PLAN_CODEC_NONE) return "a compressed sequence-parallel all-gather/reduce-scatter";
+    if (op->model_op == PLAN_MOP_EMBEDDING) return ag != fwd ? NULL : "an SP collective of the embedding";
+    if (op->model_op == PLAN_MOP_LOSS) return ag == fwd ? NULL : "an SP collective of the output layer";
+    if (ag && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) return NULL; /* the input, and again for the wgrad */
+    if (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2) return ag != fwd ? NULL : "an SP collective of a row-parallel GEMM";
+    if (!ag && !fwd && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) return NULL;
+    return "an SP collective after an op that has none";
+  }
+  if (op->coll != PLAN_COLL_ALLREDUCE) return "an all-to-all";
   if (op->model_op == PLAN_MOP_EMBEDDING || op->model_op == PLAN_MOP_LOSS || op->model_op == PLAN_MOP_NORM_GRADS)
     return NULL;
-  if (op->phase == PLAN_PHASE_FWD && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) return NULL;
-  if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) return NULL;
+  if (fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) return NULL;
+  if (!fwd && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) return NULL;
   return "a TP all-reduce after an op that has none";
 }
 
@@ -91,8 +110,6 @@ int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e) 
     return ts_fail(e, p->path, "model", "the executor's pipeline needs tied embeddings");
   if (p->pp == 1 && p->schedule == PLAN_SCHED_GPIPE && plan_micro_batches(p) > 1)
     return ts_fail(e, p->path, "schedule", "gpipe with PP = 1: the executor keeps one micro-batch's activations");
-  if (p->sequence_parallel)
-    return ts_fail(e, p->path, "layout.sequence_parallel", "the executor does not run sequence parallelism");
   for (int i = 0; i < prog->n; i++) {
     const char *why = unsupported(p, index, &prog->ops[i], i);
     if (why) {

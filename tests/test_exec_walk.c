@@ -64,8 +64,50 @@ static void test_refused_plans(void) {
   ts_err e;
   CU_ASSERT_EQUAL(check_plan("gpt-h4096-pp2-interleaved", &e), -1);
   CU_ASSERT(strstr(e.msg, "schedule") != NULL);
-  CU_ASSERT_EQUAL(check_plan("gpt-h4096-tp2-sp", &e), -1);
-  CU_ASSERT(strstr(e.msg, "sequence_parallel") != NULL);
+  /* TACO on the SP all-gathers/reduce-scatters is not run */
+  CU_ASSERT_EQUAL(check_plan("gpt-h4096-tp2-sp-taco", &e), -1);
+  CU_ASSERT(strstr(e.msg, "compressed sequence-parallel") != NULL);
+}
+
+/* Sequence parallelism, recomputation and ZeRO-1 plans map op by op
+ * (experiments/exec-feat/plans/ and the shipped SP plan), and their programs
+ * hold the ops the executor runs for them. */
+static void test_layout_feature_plans(void) {
+  const char *paths[] = {PLANS "gpt-h4096-tp2-sp.json",
+                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-tp2-rcfull.json",
+                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-tp2-rcsel.json",
+                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-dp2-zero1.json"};
+  for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+    plan p;
+    ts_err e = {{0}, 0};
+    CU_ASSERT_FATAL(plan_load(paths[i], NULL, NULL, &p, &e) == 0);
+    for (int r = 0; r < plan_world_size(&p); r++) {
+      plan_program prog;
+      CU_ASSERT_FATAL(plan_build_program(&p, r, &prog, &e) == 0);
+      int rc = exec_walk_check_program(&p, &prog, &e);
+      if (rc) fprintf(stderr, "\n  %s: %s\n", paths[i], e.msg);
+      CU_ASSERT_EQUAL(rc, 0);
+      int ag = 0, rs = 0, recompute = 0, gathers = 0;
+      for (int k = 0; k < prog.n; k++) {
+        const plan_op *op = &prog.ops[k];
+        ag += op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP && op->coll == PLAN_COLL_ALLGATHER;
+        rs += op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP && op->coll == PLAN_COLL_REDUCESCATTER;
+        recompute += op->phase == PLAN_PHASE_RECOMPUTE;
+        gathers += op->kind == PLAN_OP_COLLECTIVE && op->model_op == PLAN_MOP_PARAM_GATHER;
+      }
+      const int micros = plan_micro_batches(&p), L = p.layers;
+      if (p.sequence_parallel) {
+        /* per layer and micro-batch: 2 forward + 4 backward all-gathers, 2 + 2
+         * reduce-scatters; the embedding and the head one of each per direction */
+        CU_ASSERT_EQUAL(ag, micros * (6 * L + 2));
+        CU_ASSERT_EQUAL(rs, micros * (4 * L + 2));
+      }
+      if (p.recompute == MODEL_RECOMPUTE_FULL) CU_ASSERT_EQUAL(recompute, micros * L * (EXEC_OP_COUNT + 2));
+      if (p.recompute == MODEL_RECOMPUTE_SELECTIVE) CU_ASSERT_EQUAL(recompute, micros * L);
+      if (p.zero1) CU_ASSERT(gathers > 0);
+      plan_program_free(&prog);
+    }
+  }
 }
 
 /* PP = 2: every send/recv goes to the stage the executor derives
@@ -111,7 +153,8 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("exec_walk", NULL, NULL);
   CU_add_test(s, "shipped PP=1 plans run op by op", test_supported_plans);
-  CU_add_test(s, "interleaved and SP plans refused with the field", test_refused_plans);
+  CU_add_test(s, "interleaved and compressed-SP plans refused with the field", test_refused_plans);
+  CU_add_test(s, "SP, recomputation and ZeRO-1 plans run op by op", test_layout_feature_plans);
   CU_add_test(s, "layer ops by name", test_layer_op_index);
   CU_add_test(s, "validation plans (SwiGLU/RMSNorm, PP2, DP2, TACO) run op by op", test_validation_plans);
   CU_add_test(s, "PP = 2 messages pair up with the executor's peers", test_pipeline_messages);
