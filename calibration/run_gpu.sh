@@ -9,7 +9,7 @@
 #                 collectives' per-size batch spread (*-spread.tsv), machine.txt
 #   summary.txt   one line per stage
 # usage: calibration/run_gpu.sh [nvlink] [shm] [socket]   (default: all three)
-# Limits (s): CAL_NVLINK_S (200), CAL_SHM_S (50), CAL_SOCKET_S (80).
+# Limits (s): CAL_NVLINK_S (150), CAL_SHM_S (45), CAL_SOCKET_S (75); fallbacks 50 and 35.
 set -u
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.devbin/calib/tacorun}
@@ -44,32 +44,32 @@ stages="${*:-nvlink shm socket}"
 for s in $stages; do
   case $s in
   nvlink)
-    mpi "${CAL_NVLINK_S:-200}" calibrate --transport-name nvlink --models "$models" --out "$OUT/h200-nvlink.json" \
+    mpi "${CAL_NVLINK_S:-150}" calibrate --transport-name nvlink --models "$models" --out "$OUT/h200-nvlink.json" \
       --gemm-tsv "$L/nvlink-gemm.tsv" --spread-tsv "$L/nvlink-spread.tsv" >"$L/nvlink.log" 2>&1
     say "calibrate nvlink rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/nvlink.log")"
     grep -E 'passes 1 and 2|settle' "$L/nvlink.log" | tee -a "$SUMMARY"
     if ! grep -q wrote "$L/nvlink.log" && [ -f "$OUT/h200-nvlink.json" ]; then
       # the file holds the compute tables (saved before the collectives):
       # measure its collectives from one process instead, and say so
-      timeout 60 "$BIN" calibrate --compute-from "$OUT/h200-nvlink.json" --transport-name nvlink \
+      timeout 50 "$BIN" calibrate --compute-from "$OUT/h200-nvlink.json" --transport-name nvlink \
         --out "$OUT/h200-nvlink.json" --spread-tsv "$L/nvlink-spread.tsv" >"$L/nvlink-single.log" 2>&1
       say "FALLBACK nvlink collectives from one process rc=$? ($(elapsed) s)"
     fi
     ;;
   shm)
     [ -f "$OUT/h200-nvlink.json" ] || { say "shm: no NVLink file to take the compute tables from"; continue; }
-    NCCL_P2P_DISABLE=1 mpi "${CAL_SHM_S:-50}" calibrate --quick --compute-from "$OUT/h200-nvlink.json" \
+    NCCL_P2P_DISABLE=1 mpi "${CAL_SHM_S:-45}" calibrate --quick --compute-from "$OUT/h200-nvlink.json" \
       --transport-name shm --out "$OUT/h200-shm.json" --spread-tsv "$L/shm-spread.tsv" >"$L/shm.log" 2>&1
     say "calibrate shm rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/shm.log")"
     if ! grep -q wrote "$L/shm.log"; then
-      NCCL_P2P_DISABLE=1 timeout 40 "$BIN" calibrate --quick --compute-from "$OUT/h200-nvlink.json" \
+      NCCL_P2P_DISABLE=1 timeout 35 "$BIN" calibrate --quick --compute-from "$OUT/h200-nvlink.json" \
         --transport-name shm --out "$OUT/h200-shm.json" --spread-tsv "$L/shm-spread.tsv" >"$L/shm-single.log" 2>&1
       say "FALLBACK shm from one process rc=$? ($(elapsed) s)"
     fi
     ;;
   socket)
     [ -f "$OUT/h200-nvlink.json" ] || { say "socket: no NVLink file to take the compute tables from"; continue; }
-    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo mpi "${CAL_SOCKET_S:-80}" \
+    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo mpi "${CAL_SOCKET_S:-75}" \
       calibrate --quick --compute-from "$OUT/h200-nvlink.json" --transport-name socket --max-bytes "$SOCKET_MAX" \
       --comm-reps 9 --out "$OUT/h200-socket.json" --spread-tsv "$L/socket-spread.tsv" >"$L/socket.log" 2>&1
     say "calibrate socket rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/socket.log")"

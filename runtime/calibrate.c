@@ -20,6 +20,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef TACOSIM_HAVE_MPI
+#include <mpi.h>
+#endif
 
 #include "calibrate.h"
 #include "calibrate_fit.h"
@@ -339,6 +342,16 @@ static int run(calib_args *a, ts_err *e) {
     a->cfg.ndev = a->gpus ? a->gpus : (ndev < CALIB_MAX_GPUS ? ndev : CALIB_MAX_GPUS);
     for (int i = 0; i < a->cfg.ndev; i++) a->cfg.devices[i] = i;
   }
+#ifdef TACOSIM_HAVE_MPI
+  /* Every rank joins MPI now: the ranks other than 0 then wait in an
+   * ordinary broadcast (of the NCCL id) while rank 0 measures the compute
+   * tables, and a rank that fails ends the whole job (cmd_calibrate). */
+  if (a->cfg.multi && !getenv("TACORUN_ID_FILE")) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS) return ts_fail_sys(e, "calibrate: MPI_Init failed");
+  }
+#endif
   static calib_spread spread;
   a->cfg.spread = &spread;
   config_budgets(&a->cfg, a);
@@ -469,6 +482,20 @@ static int cmd_calibrate(int argc, char **argv) {
   alarm((unsigned)a.time_limit_s);
   int rc = run(&a, &e);
   alarm(0);
+#ifdef TACOSIM_HAVE_MPI
+  /* a rank that ends before the collectives (or fails) still ends MPI: a
+   * failure takes the other ranks down instead of leaving them waiting */
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (inited && !finalized) {
+    if (rc) {
+      fprintf(stderr, "tacorun calibrate: %s\n", e.msg);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Finalize();
+  }
+#endif
   if (rc) {
     fprintf(stderr, "tacorun calibrate: %s\n", e.msg);
     return ts_exit_status(&e);
