@@ -1,26 +1,50 @@
 #!/usr/bin/env bash
-# Figure 8: training loss curves, baseline against TACO and CAAT-Net, from the
-# loss logs of real training runs. Each run is a file named loss-<run>.dat
-# under experiments/validation/ or experiments/data/: '#' comments, then
-# "step loss" per line; the run name is the legend.
+# Figure 8: training and validation loss of the same small GPT trained with each
+# codec on the TP all-reduces (measured on 2 x H200, TP = 2, same seed and data
+# order), from the logs of `tacorun train` kept in experiments/loss/loss-<codec>.csv
+# (columns step,split,loss,lr,elapsed_s; '#' comments). Left: training loss, mean
+# over a window of 50 steps; right: validation loss over the second half of the
+# run, where the codecs' differences show. See experiments/loss/README.md.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-mapfile -t logs < <(find "$EXP/validation" "$DATA" -maxdepth 2 -name 'loss-*.dat' 2> /dev/null | sort)
+LOSS="$EXP/loss"
+mapfile -t logs < <(find "$LOSS" -maxdepth 1 -name 'loss-*.csv' 2> /dev/null | sort)
 if [ "${#logs[@]}" = 0 ]; then
-  skip fig8 "loss logs of training runs (experiments/validation/loss-<run>.dat: step loss)"
+  skip fig8 "loss logs of training runs (experiments/loss/loss-<codec>.csv from experiments/loss/run.sh full)"
   exit 3
 fi
-cmd="plot"
+# the baseline first, so it gets the first colour
+mapfile -t logs < <(printf '%s\n' "${logs[@]}" | awk '/loss-none\.csv$/ { print; next } { rest = rest $0 "\n" } END { printf "%s", rest }')
+
+work="$DATA/fig8"
+mkdir -p "$work"
+train_cmd="plot" val_cmd="plot"
+last=0
 for f in "${logs[@]}"; do
-  name="$(basename "$f" .dat)"
-  cmd="$cmd \"$f\" using 1:2 with lines lw 2 title \"${name#loss-}\","
+  name="$(basename "$f" .csv)"
+  name="${name#loss-}"
+  # training loss, moving mean over 50 steps; validation loss as logged
+  awk -F, '!/^#/ && $2 == "train" { n++; s += $3; q[n] = $3; if (n > 50) s -= q[n - 50];
+           if (n >= 50) print $1, s / 50 }' "$f" > "$work/$name.train"
+  awk -F, '!/^#/ && $2 == "val" { print $1, $3 }' "$f" > "$work/$name.val"
+  steps=$(awk 'END { print $1 }' "$work/$name.val")
+  [ "${steps:-0}" -gt "$last" ] && last=$steps
+  train_cmd="$train_cmd \"$work/$name.train\" using 1:2 with lines lw 1.5 title \"$name\","
+  val_cmd="$val_cmd \"$work/$name.val\" using 1:2 with linespoints lw 2 pt 7 ps 0.6 title \"$name\","
 done
-plot fig8-loss 1100 650 <<GP
-set title "Training loss (measured)"
-set xlabel "step"
-set ylabel "loss"
+plot fig8-loss 1400 600 <<GP
+set multiplot layout 1,2 title "Byte-level GPT on the King James Bible, TP = 2 on 2 x H200 (measured)"
 set grid
+set xlabel "step"
+set ylabel "training loss (nats/byte, mean of 50 steps)"
+set logscale y
 set key top right
-${cmd%,}
+${train_cmd%,}
+unset logscale y
+set xrange [$((last / 2)):$last]
+set ylabel "validation loss (nats/byte, held-out 5%)"
+set key top right
+${val_cmd%,}
+unset multiplot
 GP

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# experiments/loss/run.sh — the training-loss runs of issue 8 on the GPU machine
+# (2 x H200, TP = 2 under mpirun, one process per GPU), from the repository root.
+#
+#   experiments/loss/run.sh smoke   the per-tensor FP8 kernels against their C reference, then
+#                                   every codec for SMOKE_STEPS steps (timing) and the baseline of
+#                                   a larger model (BIG_MODEL) for the model choice
+#   experiments/loss/run.sh full    every codec for STEPS steps (the loss curves)
+#
+# Environment: TACORUN (.devbin/train/tacorun), CORPUS (.devbin/train/kjv.txt: the King James
+# Bible as text, `bible gen1:1-rev22:21 > kjv.txt` with the Debian packages bible-kjv and
+# bible-kjv-text), MODEL, STEPS (2000), EVAL_EVERY (200), CODECS, LIMIT (seconds for the whole
+# training command), OUT (where the results go; default experiments/loss/out).
+# Writes OUT/loss.tgz (every CSV and log) and OUT/summary.csv; prints the summary last.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 # never NVLink multicast
+mode=${1:-smoke}
+TACORUN=${TACORUN:-.devbin/train/tacorun}
+CORPUS=${CORPUS:-.devbin/train/kjv.txt}
+OUT=${OUT:-experiments/loss/out}
+MODEL=${MODEL:-"--hidden 512 --layers 8 --heads 8 --seq 256 --batch 16 --lr 6e-4 --warmup 100"}
+BIG_MODEL=${BIG_MODEL:-"--hidden 768 --layers 12 --heads 12 --seq 256 --batch 16 --lr 6e-4 --warmup 100"}
+CODECS=${CODECS:-none,taco-e4m3,taco-e5m2,fp8-tensor,caat,taco+caat}
+STEPS=${STEPS:-2000}
+EVAL_EVERY=${EVAL_EVERY:-200}
+SMOKE_STEPS=${SMOKE_STEPS:-300}
+LIMIT=${LIMIT:-400}
+case $mode in smoke | full) ;; *) echo "run.sh: mode '$mode' is not smoke or full" >&2; exit 2 ;; esac
+for f in "$TACORUN" "$CORPUS"; do [ -e "$f" ] || { echo "run.sh: missing $f" >&2; exit 2; }; done
+
+run="$OUT/run"
+mkdir -p "$run"
+{
+  date -u +"date %Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
+  nvidia-smi topo -m | head -4
+  echo "corpus $CORPUS $(wc -c < "$CORPUS") bytes, sha256 $(sha256sum "$CORPUS" | cut -c1-16)"
+  echo "mode $mode; model $MODEL; codecs $CODECS"
+} > "$run/machine.txt" 2>&1
+cat "$run/machine.txt"
+
+mpi() { timeout "$1" mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE "${@:2}"; }
+rc=0
+if [ "$mode" = smoke ]; then
+  timeout 60 "$TACORUN" train --check-codec > "$run/check-codec.txt" 2>&1
+  echo "check-codec: exit $?"; tail -1 "$run/check-codec.txt"
+  mkdir -p "$run/smoke" "$run/big"
+  # shellcheck disable=SC2086
+  mpi "$LIMIT" "$TACORUN" train --corpus "$CORPUS" --codec "$CODECS" $MODEL --steps "$SMOKE_STEPS" \
+    --eval-every 100 --eval-batches 8 --out-dir "$run/smoke" > "$run/smoke.log" 2>&1 || rc=$?
+  echo "smoke runs: exit $rc"
+  # shellcheck disable=SC2086
+  mpi 120 "$TACORUN" train --corpus "$CORPUS" --codec none $BIG_MODEL --steps 200 --eval-every 100 \
+    --eval-batches 8 --out-dir "$run/big" > "$run/big.log" 2>&1
+  echo "larger model: exit $?"
+  summary="$run/smoke/summary.csv"
+else
+  # shellcheck disable=SC2086
+  mpi "$LIMIT" "$TACORUN" train --corpus "$CORPUS" --codec "$CODECS" $MODEL --steps "$STEPS" \
+    --eval-every "$EVAL_EVERY" --out-dir "$run" > "$run/train.log" 2>&1 || rc=$?
+  echo "full runs: exit $rc"
+  summary="$run/summary.csv"
+fi
+grep -h "tacorun train:" "$run"/*.log | head -5
+tar czf "$OUT/loss.tgz" -C "$OUT" run
+cp "$summary" "$OUT/summary.csv" 2> /dev/null
+[ "$mode" = smoke ] && cat "$run/big/summary.csv" 2> /dev/null
+column -t -s, "$OUT/summary.csv" 2> /dev/null || cat "$OUT/summary.csv"
+rm -rf "$run"
+exit $rc
