@@ -36,6 +36,7 @@ mkdir -p "$run"
   nvidia-smi topo -m | head -4
   echo "corpus $CORPUS $(wc -c < "$CORPUS") bytes, sha256 $(sha256sum "$CORPUS" | cut -c1-16)"
   echo "mode $mode; model $MODEL; codecs $CODECS"
+  ldd "$TACORUN" | grep "not found" || true
 } > "$run/machine.txt" 2>&1
 cat "$run/machine.txt"
 
