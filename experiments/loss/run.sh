@@ -51,7 +51,7 @@ if [ "$mode" = smoke ]; then
     --eval-every 100 --eval-batches 8 --out-dir "$run/smoke" > "$run/smoke.log" 2>&1 || rc=$?
   echo "smoke runs: exit $rc"
   # shellcheck disable=SC2086
-  mpi 120 "$TACORUN" train --corpus "$CORPUS" --codec none $BIG_MODEL --steps 200 --eval-every 100 \
+  mpi 90 "$TACORUN" train --corpus "$CORPUS" --codec none $BIG_MODEL --steps 200 --eval-every 100 \
     --eval-batches 8 --out-dir "$run/big" > "$run/big.log" 2>&1
   echo "larger model: exit $?"
   summary="$run/smoke/summary.csv"
