@@ -266,52 +266,76 @@ static int prefill_attention_table(schema_calibration *cal, exec_gemm *g, const 
 }
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json [--out FILE] [--models DIR] [--quick]\n"
-               "Adds the decode-sized tables of inference plans to a calibration file (written to --out,\n"
-               "default: in place), timed on GPU 0: GEMMs with m = batch 1..64 of every zoo model at TP\n"
-               "1/2/4/8 (QKV, attention output, FC1, FC2, logits), \"attention_decode\" by KV-cache bytes and\n"
-               "\"attention_prefill\" by FLOPs (Llama-3 8B TP2 head layout, batch 1..64, length 128..8192).\n"
-               "GEMM shapes already in the file are kept; the two attention tables are replaced.\n");
+  fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json... [--out-dir DIR] [--models DIR] [--quick]\n"
+               "Adds the decode-sized tables of inference plans to calibration files (in place, or to\n"
+               "DIR/<same name> with --out-dir), timed once on GPU 0 (the tables do not depend on the\n"
+               "transport): GEMMs with m = batch 1..64 of every zoo model at TP 1/2/4/8 (QKV, attention\n"
+               "output, FC1, FC2, logits), \"attention_decode\" by KV-cache bytes and \"attention_prefill\"\n"
+               "by FLOPs (Llama-3 8B TP2 head layout, batch 1..64, length 128..8192). GEMM shapes already\n"
+               "in a file are kept; the two attention tables are replaced.\n");
+}
+
+/* Adds what `meas` holds to `cal`: GEMM shapes it lacks, and the attention tables (replaced). */
+static int merge(schema_calibration *cal, const schema_calibration *meas) {
+  for (int i = 0; i < cal->n_kernels; i++)
+    if (!strcmp(cal->kernels[i].name, "attention_decode") || !strcmp(cal->kernels[i].name, "attention_prefill"))
+      cal->kernels[i].n = 0;
+  for (int i = 0; i < meas->n_gemm; i++) {
+    const schema_gemm_point *g = &meas->gemm[i];
+    if (!have_gemm(cal, g->m, g->n, g->k) && schema_calibration_add_gemm(cal, g->m, g->n, g->k, g->us)) return -1;
+  }
+  for (int t = 0; t < meas->n_kernels; t++)
+    for (int i = 0; i < meas->kernels[t].n; i++) {
+      const schema_kernel_point *k = &meas->kernels[t].pts[i];
+      if (schema_calibration_add_kernel(cal, meas->kernels[t].name, meas->kernels[t].by_flops, k->x, k->group, k->us))
+        return -1;
+    }
+  schema_calibration_sort(cal);
+  return 0;
 }
 
 static int cmd_calibrate_infer(int argc, char **argv) {
-  const char *in = NULL, *out = NULL, *models_dir = NULL;
-  int quick = 0;
+  const char *ins[16], *out_dir = NULL, *models_dir = NULL;
+  int nin = 0, quick = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage(stdout);
       return 0;
-    } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-      out = argv[++i];
+    } else if (!strcmp(argv[i], "--out-dir") && i + 1 < argc) {
+      out_dir = argv[++i];
     } else if (!strcmp(argv[i], "--models") && i + 1 < argc) {
       models_dir = argv[++i];
     } else if (!strcmp(argv[i], "--quick")) {
       quick = 1;
-    } else if (argv[i][0] == '-' || in) {
+    } else if (argv[i][0] == '-' || nin == 16) {
       fprintf(stderr, "tacorun calibrate-infer: unexpected argument '%s'\n", argv[i]);
       usage(stderr);
       return 2;
     } else {
-      in = argv[i];
+      ins[nin++] = argv[i];
     }
   }
-  if (!in) {
+  if (!nin) {
     usage(stderr);
     return 2;
   }
-  if (!out) out = in;
   ts_err e;
-  schema_calibration cal;
-  if (schema_calibration_load(in, &cal, &e)) {
-    fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
-    return ts_exit_status(&e);
+  schema_calibration first, meas;
+  memset(&meas, 0, sizeof meas);
+  /* every file is read before the GPU is touched */
+  for (int i = nin - 1; i >= 0; i--) {
+    if (schema_calibration_load(ins[i], &first, &e)) {
+      fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+      return ts_exit_status(&e);
+    }
+    if (i) schema_calibration_free(&first);
   }
   static model_config models[MAX_MODELS];
-  int nm = 0;
+  int nm = 0, rc = 1;
   const char *dir = models_dir ? models_dir : model_zoo_dir();
   if (zoo_models(dir, models, &nm, &e) && (models_dir || zoo_models("models", models, &nm, &e))) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
-    schema_calibration_free(&cal);
+    schema_calibration_free(&first);
     return 2;
   }
   const model_config *llama = NULL;
@@ -319,39 +343,57 @@ static int cmd_calibrate_infer(int argc, char **argv) {
     if (!strcmp(models[i].name, "llama3-8b")) llama = &models[i];
   if (!llama) {
     fprintf(stderr, "tacorun calibrate-infer: the zoo has no llama3-8b (the attention tables' head layout)\n");
-    schema_calibration_free(&cal);
+    schema_calibration_free(&first);
     return 2;
   }
   if (rt_cuda_device_count() < 1) {
     fprintf(stderr, "tacorun calibrate-infer: no CUDA device\n");
-    schema_calibration_free(&cal);
+    schema_calibration_free(&first);
     return 1;
   }
-  /* the attention tables are replaced, not merged */
-  for (int i = 0; i < cal.n_kernels; i++)
-    if (!strcmp(cal.kernels[i].name, "attention_decode") || !strcmp(cal.kernels[i].name, "attention_prefill"))
-      cal.kernels[i].n = 0;
   calib_budget bud = calib_budget_default(quick);
   exec_gemm *g = NULL;
-  int added = 0, rc = 1;
+  int added = 0;
+  /* GEMM shapes the first file already has are not timed again */
+  for (int i = 0; i < first.n_gemm; i++)
+    if (schema_calibration_add_gemm(&meas, first.gemm[i].m, first.gemm[i].n, first.gemm[i].k, -1.0)) goto done;
+  int known = meas.n_gemm;
   if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
-      decode_gemms(&cal, g, models, nm, &bud, &added, &e) || decode_attention_table(&cal, &bud, &e) ||
-      prefill_attention_table(&cal, g, llama, &bud, &e)) {
+      decode_gemms(&meas, g, models, nm, &bud, &added, &e) || decode_attention_table(&meas, &bud, &e) ||
+      prefill_attention_table(&meas, g, llama, &bud, &e)) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
     goto done;
   }
-  schema_calibration_sort(&cal);
-  if (schema_calibration_save(&cal, out, &e)) {
-    fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
-    goto done;
+  /* keep only what was timed here */
+  memmove(meas.gemm, meas.gemm + known, (size_t)(meas.n_gemm - known) * sizeof *meas.gemm);
+  meas.n_gemm -= known;
+  for (int i = 0; i < nin; i++) {
+    schema_calibration cal;
+    char out[1024];
+    const char *base = strrchr(ins[i], '/');
+    base = base ? base + 1 : ins[i];
+    if (out_dir) snprintf(out, sizeof out, "%s/%s", out_dir, base);
+    else snprintf(out, sizeof out, "%s", ins[i]);
+    if (schema_calibration_load(ins[i], &cal, &e)) {
+      fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+      goto done;
+    }
+    int bad = merge(&cal, &meas) || schema_calibration_save(&cal, out, &e);
+    schema_calibration_free(&cal);
+    if (bad) {
+      fprintf(stderr, "tacorun calibrate-infer: %s: %s\n", out, e.msg);
+      goto done;
+    }
+    fprintf(stderr, "calibrate-infer: wrote %s\n", out);
   }
-  fprintf(stderr, "calibrate-infer: wrote %s (%d models, %d GEMM shapes added)\n", out, nm, added);
+  fprintf(stderr, "calibrate-infer: %d models, %d GEMM shapes timed\n", nm, added);
   rc = 0;
 done:
   if (g) exec_gemm_destroy(g);
-  schema_calibration_free(&cal);
+  schema_calibration_free(&first);
+  schema_calibration_free(&meas);
   return rc;
 }
 
 RT_COMMAND("calibrate-infer", cmd_calibrate_infer,
-           "add decode GEMMs and KV-cache attention tables for inference plans to a calibration file")
+           "add decode GEMMs and KV-cache attention tables for inference plans to calibration files")

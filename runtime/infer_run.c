@@ -14,8 +14,8 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: mpirun -np TP tacorun execute INFER_PLAN.json [--json OUT] [--csv OUT] [--warmup N]\n"
-          "                                     [--prefill-reps N] [--seed S] [--timeout S]\n"
+          "usage: mpirun -np TP tacorun execute INFER_PLAN.json... [--json OUT | --json-dir DIR] [--csv OUT]\n"
+          "                                     [--warmup N] [--prefill-reps N] [--seed S] [--timeout S]\n"
           "       mpirun -np N tacorun execute --infer-check\n"
           "\n"
           "Serves one batch of an inference plan (\"kind\": \"inference\") for real, one process per GPU\n"
@@ -30,7 +30,8 @@ static void usage(FILE *out) {
           "TTFT: median of --prefill-reps prefills (default 3, after one warm-up prefill). TPOT: median\n"
           "of the decode steps after the first --warmup (default 2). tokens/s = batch x generate /\n"
           "(TTFT + (generate - 1) x TPOT), as the simulator counts it. --json/--csv write the result\n"
-          "schema (kind \"inference\", source \"measured\") that `tacosim compare` reads.\n"
+          "schema (kind \"inference\", source \"measured\") that `tacosim compare` reads. Several plans\n"
+          "(same TP) run one after the other in one launch; --json-dir DIR writes DIR/PLAN_NAME.json each.\n"
           "\n"
           "--infer-check: decode attention and RoPE against the plain-C reference, TP = N against TP = 1\n"
           "logits on a tiny model, prefill of S + 1 tokens against prefill of S plus a decode step, and\n"
@@ -127,8 +128,12 @@ int infer_choose_modes(rt_nccl *w, infer_model *m, const plan_codec *c, bool cod
   return 0;
 }
 
+#define INFER_MAX_PLANS 64
+
 typedef struct {
-  const char *plan_path, *json_out, *csv_out;
+  const char *plan_path, *json_out, *csv_out, *json_dir;
+  const char *plans[INFER_MAX_PLANS];
+  int n_plans;
   int warmup, prefill_reps, check, timeout_s;
   unsigned long long seed;
 } infer_opts;
@@ -164,18 +169,25 @@ static int parse(int argc, char **argv, infer_opts *o) {
       o->seed = strtoull(argv[++i], NULL, 10);
     } else if (i + 1 < argc && !strcmp(a, "--json")) {
       o->json_out = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--json-dir")) {
+      o->json_dir = argv[++i];
     } else if (i + 1 < argc && !strcmp(a, "--csv")) {
       o->csv_out = argv[++i];
     } else if (a[0] == '-') {
       fprintf(stderr, "tacorun execute: option '%s' does not apply to inference plans (or lacks its value)\n", a);
       usage(stderr);
       return 2;
-    } else if (!o->plan_path) {
-      o->plan_path = a;
+    } else if (o->n_plans < INFER_MAX_PLANS) {
+      o->plans[o->n_plans++] = a;
+      o->plan_path = o->plans[0];
     } else {
-      fprintf(stderr, "tacorun execute: more than one plan given ('%s')\n", a);
+      fprintf(stderr, "tacorun execute: more than %d plans given ('%s')\n", INFER_MAX_PLANS, a);
       return 2;
     }
+  }
+  if (o->n_plans > 1 && (o->json_out || o->csv_out)) {
+    fprintf(stderr, "tacorun execute: with several plans use --json-dir DIR (one PLAN_NAME.json each)\n");
+    return 2;
   }
   if (!o->check && !o->plan_path) {
     usage(stderr);
@@ -316,7 +328,10 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
            "tokens_per_s %.1f\n",
            ttft, ttft_min, ttft_max, o->prefill_reps, tpot, tpot_min, tpot_max, nt, steps - nt, tps);
   }
-  if (root && (o->json_out || o->csv_out)) {
+  char dir_json[1024] = "";
+  if (o->json_dir) snprintf(dir_json, sizeof dir_json, "%s/%s.json", o->json_dir, p->name);
+  const char *json_out = o->json_dir ? dir_json : o->json_out;
+  if (root && (json_out || o->csv_out)) {
     schema_result res;
     schema_result_init(&res, SCHEMA_SOURCE_MEASURED);
     snprintf(res.plan, sizeof res.plan, "%s", p->name);
@@ -335,7 +350,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, ttft_min, ttft_max);
     schema_result_add_note(&res, note);
-    int bad = (o->json_out && schema_result_save_json(&res, o->json_out, e)) ||
+    int bad = (json_out && schema_result_save_json(&res, json_out, e)) ||
               (o->csv_out && schema_result_save_csv(&res, o->csv_out, e));
     schema_result_free(&res);
     if (bad) goto out;
@@ -357,15 +372,21 @@ int infer_execute(int argc, char **argv) {
   int st = parse(argc, argv, &o);
   if (st >= 0) return st;
   ts_err e;
-  plan_infer p;
-  if (!o.check) {
-    if (plan_infer_load(o.plan_path, NULL, NULL, &p, &e) &&
-        plan_infer_load(o.plan_path, "models", "topologies", &p, &e)) {
+  static plan_infer plans[INFER_MAX_PLANS];
+  /* every plan is read and checked before a GPU is touched */
+  for (int i = 0; !o.check && i < o.n_plans; i++) {
+    plan_infer *p = &plans[i];
+    if (plan_infer_load(o.plans[i], NULL, NULL, p, &e) && plan_infer_load(o.plans[i], "models", "topologies", p, &e)) {
       fprintf(stderr, "tacorun execute: %s\n", e.msg);
       return ts_exit_status(&e);
     }
-    if (plan_runnable(&p, &e)) {
+    if (plan_runnable(p, &e)) {
       fprintf(stderr, "tacorun execute: %s\n", e.msg);
+      return 2;
+    }
+    if (p->tp != plans[0].tp) {
+      fprintf(stderr, "tacorun execute: %s: layout.tp: %d differs from the first plan's %d (one TP group per run)\n",
+              p->path, p->tp, plans[0].tp);
       return 2;
     }
   }
@@ -384,14 +405,18 @@ int infer_execute(int argc, char **argv) {
     rt_nccl_finalize(&w, 0);
     return 2;
   }
-  if (!o.check && p.tp != w.nranks) {
+  if (!o.check && plans[0].tp != w.nranks) {
     fprintf(stderr, "tacorun execute: %s: layout.tp: %d, but %d processes were started (run mpirun -np %d)\n",
-            p.path, p.tp, w.nranks, p.tp);
+            plans[0].path, plans[0].tp, w.nranks, plans[0].tp);
     rt_nccl_finalize(&w, 0);
     return 2;
   }
   rt_watchdog_arm(&w, 4.0 * w.timeout_s, o.check ? "execute --infer-check" : "execute (inference)");
-  int rc = o.check ? infer_run_check(&w, &e) : run_timed(&w, &p, &o, &e);
+  int rc = 0;
+  if (o.check)
+    rc = infer_run_check(&w, &e);
+  else
+    for (int i = 0; i < o.n_plans && rc == 0; i++) rc = run_timed(&w, &plans[i], &o, &e);
   if (rc == 0) rt_watchdog_disarm();
   if (rc) fprintf(stderr, "tacorun execute: rank %d: %s\n", w.ranks[0], e.msg);
   rt_nccl_finalize(&w, rc != 0);
