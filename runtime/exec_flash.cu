@@ -264,19 +264,22 @@ __global__ void flash_dsum_kernel(const bf16 *out, const bf16 *dout, float *dsum
   if (lane == 0) dsum[r] = acc;
 }
 
-/* dK, dV of one 64-key block (warp: 16 keys), looping over 32-query steps from the diagonal down. */
-template <int D>
+/* dK, dV of one 64-key block (warp: 16 keys), looping over 32-query steps
+ * from the diagonal down. ATOMIC_DQ: also dQ's share of this key block,
+ * dS (through shared memory) . K, added in FP32 to dq_acc [bh][seq][D]. */
+template <int D, bool ATOMIC_DQ>
 __global__ void __launch_bounds__(128) flash_bwd_dkdv_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
-                                                             const float *dsum, bf16 *dqkv, int S, int H,
-                                                             long long ld, long long hl, float scale_log2,
+                                                             const float *dsum, bf16 *dqkv, float *dq_acc, int S,
+                                                             int H, long long ld, long long hl, float scale_log2,
                                                              float scale) {
-  constexpr int BK = 64, BQ = 32, SD = D + 8;
+  constexpr int BK = 64, BQ = 32, SD = D + 8, SDS = BQ + 8;
   extern __shared__ __align__(16) unsigned char flash_smem[];
   bf16 *sK = reinterpret_cast<bf16 *>(flash_smem), *sV = sK + BK * SD;
   bf16 *sQ = sV + BK * SD;      /* [2][BQ][SD] */
   bf16 *sdO = sQ + 2 * BQ * SD; /* [2][BQ][SD] */
   float *sL = reinterpret_cast<float *>(sdO + 2 * BQ * SD); /* [2][BQ] lse, then [2][BQ] dsum */
   float *sDs = sL + 2 * BQ;
+  bf16 *sdS = reinterpret_cast<bf16 *>(sDs + 2 * BQ); /* [BK][SDS]: dS^T of the step (ATOMIC_DQ) */
   const int kb = blockIdx.x; /* block 0 sees every query: the longest first */
   const int bh = blockIdx.y, b = bh / H, h = bh % H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -335,8 +338,48 @@ __global__ void __launch_bounds__(128) flash_bwd_dkdv_kernel(const bf16 *qkv, co
         p[nt][x] = pv;
         dp[nt][x] = pv * (dp[nt][x] - cD[qc]); /* dS^T (unscaled) */
       }
+    if (ATOMIC_DQ) {
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++) {
+        const int k0 = warp * 16 + g, q = nt * 8 + 2 * t;
+        *reinterpret_cast<uint32_t *>(sdS + k0 * SDS + q) = pack_bf16(dp[nt][0], dp[nt][1]);
+        *reinterpret_cast<uint32_t *>(sdS + (k0 + 8) * SDS + q) = pack_bf16(dp[nt][2], dp[nt][3]);
+      }
+    }
     mma_pb<D, SD, 2>(dv, p, cdO, 0, lane);
     mma_pb<D, SD, 2>(dk, dp, cQ, 0, lane);
+    if (ATOMIC_DQ) {
+      __syncthreads(); /* the whole 64-key dS^T is in */
+      /* warp: 16 of the step's queries x half of D, summed over the block's 64 keys */
+      /* in column chunks of at most 32 (registers: dK and dV stay live) */
+      constexpr int NC = D / 2 < 32 ? D / 2 : 32;
+      const int m0 = (warp & 1) * 16;
+#pragma unroll
+      for (int n0 = (warp >> 1) * (D / 2); n0 < (warp >> 1) * (D / 2) + D / 2; n0 += NC) {
+        float acc[NC / 8][4];
+#pragma unroll
+        for (int i = 0; i < NC / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+          uint32_t a[4]; /* A = dS (queries x keys), stored transposed [key][query] */
+          ldsm_x4_t(a, sdS + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * SDS + m0 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+          for (int np = 0; np < NC / 16; np++) {
+            uint32_t b[4];
+            ldsm_x4_t(b, frag_b_kn<SD>(sK, kk * 16, n0 + np * 16, lane));
+            mma16816(acc[2 * np], a, b[0], b[1]);
+            mma16816(acc[2 * np + 1], a, b[2], b[3]);
+          }
+        }
+        float *dst = dq_acc + ((long long)bh * S + q0 + m0) * D + n0;
+#pragma unroll
+        for (int nt = 0; nt < NC / 8; nt++) {
+          const int col = nt * 8 + 2 * t;
+          atomicAdd(reinterpret_cast<float2 *>(dst + g * D + col), make_float2(acc[nt][0], acc[nt][1]));
+          atomicAdd(reinterpret_cast<float2 *>(dst + (g + 8) * D + col), make_float2(acc[nt][2], acc[nt][3]));
+        }
+      }
+    }
   }
 
   bf16 *dK = dqkv + ((long long)b * S + key_lo) * ld + hl + (long long)h * D;
@@ -405,6 +448,17 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const bf16 *qkv, cons
   store_rows<D>(dqkv + ((long long)b * S + row0) * ld + (long long)h * D, ld, dq, scale, scale, lane);
 }
 
+/* dqkv's Q block = scale * dq_acc ([bh][seq][D] FP32), two elements per thread. */
+template <int D>
+__global__ void flash_dq_store_kernel(const float *dq_acc, bf16 *dqkv, long long pairs, int S, int H, long long ld,
+                                      float scale) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += (long long)gridDim.x * blockDim.x) {
+    long long x = 2 * i, d = x % D, r = x / D, s = r % S, bh = r / S, b = bh / H, h = bh % H;
+    float2 v = *reinterpret_cast<const float2 *>(dq_acc + x);
+    *reinterpret_cast<uint32_t *>(dqkv + (b * S + s) * ld + h * D + d) = pack_bf16(scale * v.x, scale * v.y);
+  }
+}
+
 /* ---- host side ---- */
 
 int exec_flash_supported(long long seq, long long head_dim) {
@@ -415,11 +469,14 @@ int exec_flash_selected(long long seq, long long head_dim) {
   /* Opt-in (EXEC_ATTN=flash) until the kernels have passed on the GPUs. */
   const char *v = getenv("EXEC_ATTN");
   if (!v || strcmp(v, "flash") != 0) return 0;
-  return exec_flash_supported(seq, head_dim);
+  return exec_flash_supported(seq, head_dim) && seq >= 2 * head_dim + 4;
 }
 
 static size_t fwd_smem(int d) { return (size_t)3 * 64 * (d + 8) * sizeof(bf16); }
-static size_t dkdv_smem(int d) { return (size_t)(2 * 64 + 4 * 32) * (d + 8) * sizeof(bf16) + 4 * 32 * sizeof(float); }
+static size_t dkdv_smem(int d, bool atomic_dq) {
+  return (size_t)(2 * 64 + 4 * 32) * (d + 8) * sizeof(bf16) + 4 * 32 * sizeof(float) +
+         (atomic_dq ? (size_t)64 * (32 + 8) * sizeof(bf16) : 0);
+}
 static size_t dq_smem(int d) { return (size_t)6 * 64 * (d + 8) * sizeof(bf16); }
 
 template <int D>
@@ -439,13 +496,23 @@ static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S,
   return 0;
 }
 
+/* EXEC_FLASH_BWD=split: the two-pass backward (dK/dV pass, then a dQ pass
+ * recomputing S and dP); default: one pass with dQ added atomically in FP32. */
+static bool bwd_split(void) {
+  const char *v = getenv("EXEC_FLASH_BWD");
+  return v && strcmp(v, "split") == 0;
+}
+
 template <int D>
-static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const float *lse, float *dsum,
+static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const float *lse, float *scratch,
                        bf16 *dqkv, int batch, int S, int H, cudaStream_t st, ts_err *e) {
   static int ready;
   if (!ready) {
-    cudaError_t ce = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)dkdv_smem(D));
+    cudaError_t ce = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, false>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem(D, false));
+    if (ce == cudaSuccess)
+      ce = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)dkdv_smem(D, true));
     if (ce == cudaSuccess)
       ce = cudaFuncSetAttribute(flash_bwd_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem(D));
     if (ce != cudaSuccess)
@@ -454,15 +521,28 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
   }
   const long long hl = (long long)H * D, rows = (long long)batch * H * S;
   const float scale = (float)(1.0 / sqrt((double)D)), scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
+  float *dsum = scratch, *dq_acc = scratch + ((rows + 3) / 4) * 4; /* 16-byte aligned */
   flash_dsum_kernel<D><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(out, dout, dsum, rows, S, H, hl);
   FLASH_LAUNCH("flash attention backward (row sums)");
   dim3 grid(S / 64, batch * H);
-  flash_bwd_dkdv_kernel<D><<<grid, 128, dkdv_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, S, H, 3 * hl, hl,
-                                                             scale_log2, scale);
-  FLASH_LAUNCH("flash attention backward (dK, dV)");
-  flash_bwd_dq_kernel<D><<<grid, 128, dq_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, S, H, 3 * hl, hl, scale_log2,
-                                                         scale);
-  FLASH_LAUNCH("flash attention backward (dQ)");
+  if (bwd_split()) {
+    flash_bwd_dkdv_kernel<D, false><<<grid, 128, dkdv_smem(D, false), st>>>(qkv, dout, lse, dsum, dqkv, NULL, S, H,
+                                                                           3 * hl, hl, scale_log2, scale);
+    FLASH_LAUNCH("flash attention backward (dK, dV)");
+    flash_bwd_dq_kernel<D><<<grid, 128, dq_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, S, H, 3 * hl, hl, scale_log2,
+                                                           scale);
+    FLASH_LAUNCH("flash attention backward (dQ)");
+    return 0;
+  }
+  cudaError_t ce = cudaMemsetAsync(dq_acc, 0, (size_t)rows * D * sizeof(float), st);
+  if (ce != cudaSuccess) return ts_fail_sys(e, "flash attention backward: clearing dQ: %s", cudaGetErrorString(ce));
+  flash_bwd_dkdv_kernel<D, true><<<grid, 128, dkdv_smem(D, true), st>>>(qkv, dout, lse, dsum, dqkv, dq_acc, S, H,
+                                                                       3 * hl, hl, scale_log2, scale);
+  FLASH_LAUNCH("flash attention backward (dK, dV, dQ)");
+  const long long pairs = rows * D / 2;
+  flash_dq_store_kernel<D><<<(unsigned)((pairs + 255) / 256 < 65535 * 8 ? (pairs + 255) / 256 : 65535 * 8), 256, 0,
+                             st>>>(dq_acc, dqkv, pairs, S, H, 3 * hl, scale);
+  FLASH_LAUNCH("flash attention backward (dQ store)");
   return 0;
 }
 
@@ -489,7 +569,12 @@ extern "C" int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch,
   }
 }
 
-extern "C" int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *dsum,
+long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long heads, long long head_dim) {
+  long long rows = (long long)batch * heads * seq;
+  return (rows + 3) / 4 * 4 + rows * head_dim;
+}
+
+extern "C" int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch,
                               void *dqkv, int batch, long long seq, long long heads, long long head_dim, void *stream,
                               ts_err *e) {
   if (check_shape("flash attention backward", batch, seq, heads, head_dim, e)) return -1;
@@ -497,8 +582,8 @@ extern "C" int exec_flash_bwd(const void *qkv, const void *out, const void *dout
   bf16 *dq = (bf16 *)dqkv;
   cudaStream_t st = (cudaStream_t)stream;
   switch (head_dim) {
-  case 32: return flash_bwd_t<32>(q, o, d, lse, dsum, dq, batch, (int)seq, (int)heads, st, e);
-  case 64: return flash_bwd_t<64>(q, o, d, lse, dsum, dq, batch, (int)seq, (int)heads, st, e);
-  default: return flash_bwd_t<128>(q, o, d, lse, dsum, dq, batch, (int)seq, (int)heads, st, e);
+  case 32: return flash_bwd_t<32>(q, o, d, lse, scratch, dq, batch, (int)seq, (int)heads, st, e);
+  case 64: return flash_bwd_t<64>(q, o, d, lse, scratch, dq, batch, (int)seq, (int)heads, st, e);
+  default: return flash_bwd_t<128>(q, o, d, lse, scratch, dq, batch, (int)seq, (int)heads, st, e);
   }
 }

@@ -7,8 +7,9 @@
  * tokens, Q, K and V of head h are columns [h*d, (h+1)*d) of the Q | K | V
  * blocks of qkv [batch*seq x 3*hl] (hl = heads*d); the output and its
  * gradient are [batch*seq x hl]; dqkv has qkv's layout. The log-sum-exp
- * `lse` holds batch*heads*seq floats (base 2, of the scaled scores); `dsum`
- * (backward scratch) as many. Softmax scale is 1/sqrt(d).
+ * `lse` holds batch*heads*seq floats (base 2, of the scaled scores); the
+ * backward's `scratch` exec_flash_bwd_scratch_floats() floats (row sums of
+ * dO*O, and dQ accumulated in FP32). Softmax scale is 1/sqrt(d).
  *
  * Supported: head_dim 32, 64 or 128, seq a multiple of 64
  * (exec_flash_supported says so); otherwise the caller keeps the unfused
@@ -27,13 +28,19 @@ int exec_flash_supported(long long seq, long long head_dim);
 int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch, long long seq, long long heads,
                    long long head_dim, void *stream, ts_err *e);
 
-/* Writes every element of dqkv's Q, K and V blocks (no accumulation). */
-int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *dsum, void *dqkv,
+/* Writes every element of dqkv's Q, K and V blocks (no accumulation).
+ * One pass over key blocks computes dK, dV and adds dQ's shares atomically
+ * in FP32; EXEC_FLASH_BWD=split runs two passes instead (dK/dV, then dQ,
+ * recomputing the probabilities; no atomics, 7 GEMM-sized products instead of 5). */
+int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch, void *dqkv,
                    int batch, long long seq, long long heads, long long head_dim, void *stream, ts_err *e);
+long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long heads, long long head_dim);
 
 /* Which attention the executor runs: 1 for the fused kernels, 0 for the
  * unfused batched-GEMM path. For now EXEC_ATTN=flash selects the fused one
- * (where supported), anything else the unfused one. */
+ * (where supported), anything else the unfused one. The executor lends the
+ * fused backward its seq x seq score scratch, which holds the backward's
+ * scratch when seq >= 2 head_dim + 4 (also required here). */
 int exec_flash_selected(long long seq, long long head_dim);
 
 #ifdef __cplusplus

@@ -130,13 +130,13 @@ static int run_case(int B, int S, int H, int D) {
   CK(cudaMalloc(&d_dout, T * hl * 2));
   CK(cudaMalloc(&d_dqkv, T * ld * 2));
   CK(cudaMalloc(&d_lse, LSE.size() * 4));
-  CK(cudaMalloc(&d_dsum, LSE.size() * 4));
+  CK(cudaMalloc(&d_dsum, exec_flash_bwd_scratch_floats(B, S, H, D) * 4));
   CK(cudaMemcpy(d_qkv, qkv.data(), qkv.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(d_dout, dout.data(), dout.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemset(d_out, 0xff, T * hl * 2)); /* BF16 0xffff and FP32 0xffffffff are NaN */
   CK(cudaMemset(d_dqkv, 0xff, T * ld * 2));
   CK(cudaMemset(d_lse, 0xff, LSE.size() * 4));
-  CK(cudaMemset(d_dsum, 0xff, LSE.size() * 4));
+  CK(cudaMemset(d_dsum, 0xff, exec_flash_bwd_scratch_floats(B, S, H, D) * 4));
   ts_err e = {};
   if (exec_flash_fwd(d_qkv, d_out, d_lse, B, S, H, D, 0, &e) ||
       exec_flash_bwd(d_qkv, d_out, d_dout, d_lse, d_dsum, d_dqkv, B, S, H, D, 0, &e)) {
@@ -177,9 +177,9 @@ static int run_case(int B, int S, int H, int D) {
   double eo = rel_l2(O, gO, &bad), eq = rel_l2(rq, gq, &bad), ek = rel_l2(rk, gk, &bad), ev = rel_l2(rv, gv, &bad);
   const double tol = 1e-2, lse_tol = 1e-3;
   int ok = bad == 0 && eo <= tol && eq <= tol && ek <= tol && ev <= tol && lse_err <= lse_tol;
-  printf("%s B=%d S=%d H=%d D=%d: rel L2 O %.2e dQ %.2e dK %.2e dV %.2e, lse max abs %.2e, non-finite %d "
+  printf("%s %-6s B=%d S=%d H=%d D=%d: rel L2 O %.2e dQ %.2e dK %.2e dV %.2e, lse max abs %.2e, non-finite %d "
          "(tol %.0e, lse %.0e)\n",
-         ok ? "ok  " : "FAIL", B, S, H, D, eo, eq, ek, ev, lse_err, bad, tol, lse_tol);
+         ok ? "ok  " : "FAIL", getenv("EXEC_FLASH_BWD") ? "split" : "atomic", B, S, H, D, eo, eq, ek, ev, lse_err, bad, tol, lse_tol);
   return ok ? 0 : 1;
 }
 
@@ -193,7 +193,7 @@ static void bench(void) {
   CK(cudaMalloc(&dout, T * hl * 2));
   CK(cudaMalloc(&dqkv, T * 3 * hl * 2));
   CK(cudaMalloc(&lse, (size_t)B * H * S * 4));
-  CK(cudaMalloc(&dsum, (size_t)B * H * S * 4));
+  CK(cudaMalloc(&dsum, exec_flash_bwd_scratch_floats(B, S, H, D) * 4));
   std::vector<uint16_t> h(T * 3 * hl);
   for (auto &x : h) x = to_bf16((float)(urand() * 2 - 1));
   CK(cudaMemcpy(qkv, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
@@ -219,9 +219,9 @@ static void bench(void) {
   }
   /* causal FLOPs: half of 2 GEMMs (forward) and of 5 (backward's useful work) */
   double f = 2.0 * B * H * (double)S * S * D / 2;
-  printf("bench B=%d S=%d H=%d D=%d: forward %.1f us (%.0f TFLOP/s causal), backward %.1f us (%.0f TFLOP/s, "
+  printf("bench %-6s B=%d S=%d H=%d D=%d: forward %.1f us (%.0f TFLOP/s causal), backward %.1f us (%.0f TFLOP/s, "
          "5 GEMMs' worth)\n",
-         B, S, H, D, 1e3 * fwd_ms / reps, 2 * f / (fwd_ms / reps * 1e-3) / 1e12, 1e3 * bwd_ms / reps,
+         getenv("EXEC_FLASH_BWD") ? "split" : "atomic", B, S, H, D, 1e3 * fwd_ms / reps, 2 * f / (fwd_ms / reps * 1e-3) / 1e12, 1e3 * bwd_ms / reps,
          5 * f / (bwd_ms / reps * 1e-3) / 1e12);
   cudaFree(qkv);
   cudaFree(out);
@@ -238,10 +238,17 @@ int main(int argc, char **argv) {
     return 77;
   }
   int fails = 0;
-  fails += run_case(2, 128, 3, 32);
-  fails += run_case(1, 192, 2, 64);
-  fails += run_case(2, 256, 2, 128);
-  fails += run_case(1, 64, 1, 128);
+  const int bench_on = argc > 1 && strcmp(argv[1], "--bench") == 0;
+  for (int split = 0; split < 2; split++) { /* both backward variants (exec_flash.h) */
+    if (split) setenv("EXEC_FLASH_BWD", "split", 1);
+    else unsetenv("EXEC_FLASH_BWD");
+    fails += run_case(2, 128, 3, 32);
+    fails += run_case(1, 192, 2, 64);
+    fails += run_case(2, 256, 2, 128);
+    fails += run_case(1, 64, 1, 128);
+    if (bench_on) bench();
+  }
+  unsetenv("EXEC_FLASH_BWD");
   ts_err e = {};
   if (exec_flash_fwd(NULL, NULL, NULL, 1, 100, 1, 128, 0, &e) == 0) {
     printf("FAIL: seq 100 accepted\n");
@@ -249,7 +256,6 @@ int main(int argc, char **argv) {
   } else {
     printf("ok   refused: %s\n", e.msg);
   }
-  if (argc > 1 && strcmp(argv[1], "--bench") == 0) bench();
   printf("%s\n", fails ? "FAILED" : "all passed");
   return fails ? 1 : 0;
 }

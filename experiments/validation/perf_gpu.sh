@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# perf_gpu.sh — the attention and MFU measurements on the 2 x H200 machine in
+# one call, with binaries built on the CPU machine (nothing is built here):
+#   flash.txt    tests/test_exec_flash_gpu --bench: the fused attention against
+#                its float64 reference, then timed at the GPT h4096 TP2 shape
+#   check.txt    `tacorun execute --check` (2 ranks) with EXEC_ATTN=flash: whole
+#                models' gradients vs float64 through the fused attention
+#   timing.txt   the GPT h4096 TP2 NVLink plan timed with each attention path,
+#                alternating (unfused, flash, unfused, flash, ...) so that drift
+#                of the machine hits both alike; per-op tables in results.tgz
+#   summary.txt  one line per run, and the table printed last
+# usage: perf_gpu.sh [flash] [check] [timed]  (default: all three)
+# VARIANTS: the timed runs, NAME=ENV[,ENV...] words, default
+#   "unfused=EXEC_ATTN=unfused flash=EXEC_ATTN=flash" repeated ROUNDS (2) times.
+# PLAN, NP (default the GPT h4096 TP2 NVLink plan on 2 ranks), ITERS (6).
+set -u
+cd "$(dirname "$0")/../.."
+D=${DEVBIN:-.devbin/exec-perf}
+BIN=$D/tacorun
+OUT=${OUT:-/tmp/perf-out}
+PLAN=${PLAN:-experiments/plans/gpt-h4096-tp2-none.json}
+NP=${NP:-2}
+ITERS=${ITERS:-6}
+ROUNDS=${ROUNDS:-2}
+VARIANTS=${VARIANTS:-"unfused=EXEC_ATTN=unfused flash=EXEC_ATTN=flash"}
+START=$(date +%s)
+mkdir -p "$OUT/measured"
+export NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+SUMMARY=$OUT/summary.txt
+say() { echo "$*" | tee -a "$SUMMARY"; }
+elapsed() { echo $(($(date +%s) - START)); }
+
+mpi() { # mpi NP LIMIT ARGS...: mpirun forwarding the NCCL_*/EXEC_* variables that are set; bounded
+  local np=$1 limit=$2; shift 2
+  local fwd=(-x LD_LIBRARY_PATH)
+  for v in $(env | grep -o '^\(NCCL\|EXEC\)_[A-Z_]*'); do fwd+=(-x "$v"); done
+  timeout "$limit" mpirun --allow-run-as-root -np "$np" --bind-to none "${fwd[@]}" "$BIN" "$@"
+}
+
+stage_flash() {
+  timeout 60 "$D/test_exec_flash_gpu" --bench >"$OUT/flash.txt" 2>&1
+  say "flash test rc=$? ($(elapsed) s)"
+  cat "$OUT/flash.txt" | tee -a "$SUMMARY"
+}
+
+stage_check() {
+  EXEC_ATTN=flash mpi 2 100 execute --check --timeout 20 >"$OUT/check.txt" 2>&1
+  say "check (EXEC_ATTN=flash) rc=$? ($(elapsed) s): $(grep -E '^execute --check' "$OUT/check.txt" | tail -1)"
+  grep -E "worst|FAILED" "$OUT/check.txt" | head -6 | tee -a "$SUMMARY"
+}
+
+stage_timed() {
+  local r v name envs tag
+  for r in $(seq 1 "$ROUNDS"); do
+    for v in $VARIANTS; do
+      name=${v%%=*} envs=${v#*=} tag=$name-$r
+      echo "=== $tag: $PLAN ($envs, $ITERS iterations after 2 warm-up) ===" >>"$OUT/timing.txt"
+      (
+        IFS=, read -ra kvs <<<"$envs"
+        for kv in "${kvs[@]}"; do export "${kv?}"; done
+        mpi "$NP" 60 execute "$PLAN" --iters "$ITERS" --warmup 2 --timeout 30 --json "$OUT/measured/$tag.json" \
+          --ops-csv "$OUT/measured/$tag.ops.txt"
+      ) >>"$OUT/timing.txt" 2>&1
+      say "$tag rc=$? ($(elapsed) s): $(grep -E '^# iteration time' "$OUT/timing.txt" | tail -1 | sed 's/.*: median/median/')"
+    done
+  done
+  tar -czf "$OUT/results.tgz" -C "$OUT" measured
+  # attention rows of the per-op tables, side by side
+  for f in "$OUT"/measured/*.ops.txt; do
+    printf '%-12s %s\n' "$(basename "$f" .ops.txt)" \
+      "$(awk '$1 == "fwd.attn" || $1 == "bwd.attn" { printf "%s %.1f us  ", $1, $4 }' "$f")"
+  done | tee -a "$SUMMARY"
+  rm -rf "$OUT/measured"
+}
+
+[ $# -eq 0 ] && set -- flash check timed
+for stage in "$@"; do
+  case $stage in
+  flash) stage_flash ;;
+  check) stage_check ;;
+  timed) stage_timed ;;
+  *) echo "perf_gpu.sh: unknown stage '$stage'" >&2; exit 2 ;;
+  esac
+done
+say "done in $(elapsed) s"
