@@ -308,20 +308,46 @@ static void note_comm(sim_rank *rs, double dur, double codec) {
   rs->st.codec_s += codec;
 }
 
+/* How much of a collective gets done before the compute kernel it meets
+ * ends, net of what the kernel loses to it (seconds). The executor gives the
+ * TP stream the higher priority, so the collective's blocks take SMs as the
+ * GEMM's blocks of its last waves retire; the collective then moves data and
+ * the GEMM runs slower. Per backward TP all-reduce of 32 MiB beside the
+ * weight-gradient GEMM, executor profile of GPT h4096 TP2 (run of 22:53 UTC,
+ * experiments/validation/measured/): hidden = the forward all-reduce's time
+ * (nothing beside it) minus the backward one's exposed wait, slowdown = the
+ * backward GEMM row minus the forward one (same FLOPs):
+ *   NVLink  QKV hidden 30, GEMM +8; FC1 hidden 36, +12   -> net 22-24 us
+ *           (SwiGLU model: 41 and 60 hidden, TACO: 22)
+ *   shm     QKV hidden 147, +84;  FC1 hidden 132, +102   -> net 30-63 us
+ *   sockets no hidden time above the run-to-run spread of the 12 ms transfer.
+ * Taken as 23 us (NVLink, and PCIe, whose NCCL kernels also copy with SMs),
+ * 45 us (shm), 0 (sockets; and across nodes, never measured). */
+static double head_start_s(const int *m, int n) {
+  if (!all_on_one_node(m, n)) return 0;
+  switch (sim_w->p->cluster.intra.kind) {
+  case TOPO_INTRA_SHM: return 45e-6;
+  case TOPO_INTRA_SOCKET: return 0;
+  default: return 23e-6;
+  }
+}
+
 /* A collective's kernel (and its codec kernels) need SMs: reaching the GPU
- * while a compute kernel holds them, it starts when that kernel ends. The
- * executor's per-op profile on 2 x H200 shows it: the backward TP all-reduce
- * launched beside the weight-gradient GEMM finishes ~165 us after the GEMM
- * ends over NVLink (the all-reduce alone: 138-185 us), almost nothing of it
- * hidden (sim/RESULTS.md). Later kernels do not take the SMs back. */
-static void wait_for_sms(sim_rank *rs) {
+ * while a compute kernel holds them, it starts when that kernel ends, less
+ * the head start above. The executor's per-op profile on 2 x H200 shows it:
+ * the backward TP all-reduce launched beside the weight-gradient GEMM
+ * finishes ~150 us after the GEMM ends over NVLink (the all-reduce alone:
+ * 138-185 us), little of it hidden (sim/RESULTS.md). Later kernels do not
+ * take the SMs back. */
+static void wait_for_sms(sim_rank *rs, const int *m, int n) {
   if (sim_w->o->ideal_overlap) return;
   /* let this rank's compute stream, woken at the same instant, launch its next kernel first */
   sg_actor_yield();
   double now = simgrid_get_clock();
   for (int k = 0; k < rs->n_kernel_end; k++)
     if (rs->kernel_end[k] > now) {
-      sg_actor_sleep_for(rs->kernel_end[k] - now);
+      double wait = rs->kernel_end[k] - now - head_start_s(m, n);
+      if (wait > 0) sg_actor_sleep_for(wait);
       return;
     }
 }
@@ -332,7 +358,7 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
   const int *m = rs->members[g];
   int n = rs->n_members[g];
   if (n <= 1) return;
-  wait_for_sms(rs);
+  wait_for_sms(rs, m, n);
   ts_err e = {0};
   sim_codec_cost cc;
   if (sim_codec_cost_of(&sim_w->costs, op, n, &cc, &e)) {

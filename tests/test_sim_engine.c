@@ -350,7 +350,37 @@ static void test_collective_waits_for_sms(void) {
   const double launch = 3e-6; /* the cluster roofline's fixed cost per compute op */
   CU_ASSERT_TRUE(alone > 4e-3 && alone < 6e-3);
   NEAR(t[0], 11e-3 + 2 * launch + alone, 0.005);  /* after the 10 ms kernel */
+  /* across nodes no head start: it starts when the kernel ends */
+  CU_ASSERT_DOUBLE_EQUAL(t[0], 11e-3 + 2 * launch + alone, 2e-6);
   NEAR(t[1], 11e-3 + 2 * launch, 0.005);          /* hidden behind it */
+}
+
+/* Inside an NVLink/NVSwitch node the collective gets 23 us of the running
+ * kernel's last waves (sim_comm.c, head_start_s): against the same collective
+ * issued after the kernel, it ends 23 us sooner. */
+static void test_collective_head_start(void) {
+  double t[2];
+  for (int after = 0; after < 2; after++) {
+    plan p;
+    make_plan(&p, 2, 1, 1, 1, 2);
+    plan_program *pr = new_programs(2, 4);
+    for (int r = 0; r < 2; r++) {
+      plan_op *a = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+      a->flops = 1e-3 * PEAK;
+      plan_op *b = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+      b->flops = 10e-3 * PEAK;
+      plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
+      c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_DP, c->traffic = PLAN_TRAFFIC_DP;
+      c->bytes = c->wire_bytes = 5e7;
+      c->dep[0] = after; /* 0: arrives while the 10 ms kernel runs; 1: after it */
+    }
+    schema_result r;
+    t[after] = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
+    schema_result_free(&r);
+    free_programs(pr, 2);
+  }
+  CU_ASSERT_TRUE(t[0] > 11e-3);
+  CU_ASSERT_DOUBLE_EQUAL(t[1] - t[0], 23e-6, 1e-6);
 }
 
 /* The cross-entropy kernel writes the loss and the logits' gradient in one
@@ -547,6 +577,7 @@ int main(void) {
   CU_add_test(s, "the fused loss kernel is charged once, in the forward", test_loss_counted_once);
   CU_add_test(s, "a collective waits for the SMs of the running kernel (or overlaps: ideal)",
               test_collective_waits_for_sms);
+  CU_add_test(s, "inside a node a collective gets a head start of the kernel's last waves", test_collective_head_start);
   CU_add_test(s, "norms, activations, adds use their kernel's own table", test_specific_kernel_tables);
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
