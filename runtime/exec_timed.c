@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec_flash.h"
 #include "exec_model.h"
 #include "exec_run.h"
 #include "exec_walk.h"
@@ -384,6 +385,9 @@ walked_profile_done:;
   if (root) {
     printf("\n# execute %s: TP %d, DP %d, PP %d, %d layers, micro %d x seq %d, global %lld, %d micro-batches/rank\n",
            p->name, p->tp, p->dp, p->pp, cfg.layers, p->micro, p->seq, p->global, micros);
+    printf("# attention: %s\n", exec_flash_selected(p->seq, p->model.hidden / p->model.heads)
+                                     ? "fused (runtime/exec_flash.cu)"
+                                     : "unfused (batched GEMMs around a causal softmax)");
     printf("# iteration time over %d timed iterations after %d warm-up: median %.2f ms, min %.2f, max %.2f\n",
            o->iters, o->warmup, stats[1] * 1e3, stats[0] * 1e3, stats[2] * 1e3);
     printf("# model FLOPs per iteration (Megatron-LM count): %.4g -> %.1f TFLOP/s per GPU, MFU %.1f%% of %.0f\n",
@@ -452,8 +456,10 @@ walked_profile_done:;
       t0 += op_s[i];
     }
     char note[256];
-    snprintf(note, sizeof note, "executor: compute stream + TP stream; backward TP all-reduces overlap the weight-gradient "
-                                "GEMM; unfused attention; no linear biases; program built in-process (PP = 1)");
+    snprintf(note, sizeof note,
+             "executor: compute stream + TP stream; backward TP all-reduces overlap the weight-gradient GEMM; %s "
+             "attention; no linear biases; program built in-process",
+             exec_flash_selected(p->seq, p->model.hidden / p->model.heads) ? "fused (flash)" : "unfused");
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "model FLOPs: Megatron-LM count %.6g per iteration; MFU against %.0f TFLOP/s BF16",
              flops_megatron, H200_BF16_PEAK_TFLOPS);
