@@ -73,6 +73,19 @@ static json_t *result_json(const plan_infer *p, const sim_infer_result *r) {
       speedup(r->plain_tpot_s, r->tpot_s), "tokens_per_s",
       r->plain_tokens_per_s > 0 ? r->tokens_per_s / r->plain_tokens_per_s : 0, "codec_choices", choices, "notes",
       notes);
+  /* the result schema's headline fields (schema/result.h), so that `tacosim compare` reads a
+   * prediction against a `tacorun execute` measurement: the whole batch is the "iteration" */
+  double steps = p->generate > 1 ? p->generate - 1 : 0;
+  json_object_set_new(o, "iteration_time_s", json_real(r->total_s));
+  json_object_set_new(o, "tflops_per_gpu", json_real(0));
+  json_object_set_new(o, "mfu", json_real(0));
+  json_object_set_new(o, "breakdown",
+                      json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "compute_s",
+                                r->prefill.compute_s + steps * r->decode.compute_s, "tp_exposed_s",
+                                r->prefill.tp_s + steps * r->decode.tp_s, "pp_exposed_s",
+                                r->prefill.pp_s + steps * r->decode.pp_s, "dp_exposed_s", 0.0, "codec_s",
+                                r->prefill.codec_s + steps * r->decode.codec_s, "bubble_s", 0.0));
+  json_object_set_new(o, "ranks", json_array());
   return o;
 }
 
