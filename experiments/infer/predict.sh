@@ -1,0 +1,18 @@
+#!/bin/bash
+# Predicts every validation plan with tacosim simulate, using the calibration files that
+# carry the inference tables (experiments/infer/calibration/h200-<transport>.json, written by
+# `tacorun calibrate-infer` on the GPU machine). Run before the measured run and commit.
+# Usage: experiments/infer/predict.sh   (SIM= the tacosim binary, default build/sim/tacosim)
+set -eu
+cd "$(dirname "$0")/../.."
+SIM=${SIM:-build/sim/tacosim}
+CAL=${CAL:-experiments/infer/calibration}
+OUTD=${OUTD:-experiments/infer/predicted}
+mkdir -p "$OUTD"
+: > "$OUTD/warnings.txt"
+for f in experiments/infer/plans/infer-v-*.json; do
+  n=$(basename "$f" .json)
+  tr=$(echo "$n" | cut -d- -f3)
+  "$SIM" simulate "$f" --calibration "$CAL/h200-$tr.json" --json "$OUTD/$n.json" > /dev/null 2>> "$OUTD/warnings.txt"
+done
+echo "$(ls "$OUTD"/infer-v-*.json | wc -l) predictions in $OUTD ($(sort -u "$OUTD/warnings.txt" | wc -l) distinct warnings)"
