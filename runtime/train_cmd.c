@@ -42,7 +42,8 @@ static void usage(FILE *out) {
           "Options (defaults in brackets):\n"
           "  --corpus FILE      text file (e.g. the King James Bible: `bible gen1:1-rev22:21` from the\n"
           "                     Debian packages bible-kjv and bible-kjv-text)\n"
-          "  --codec C [none]   --group G [128]   --p P [0.5]\n"
+          "  --codec C[,C...] [none]  one run per codec, one after the other in the same processes\n"
+          "  --group G [128]    --p P [0.5]\n"
           "  --steps N [2000]   --eval-every N [200]   --eval-batches N [0 = the whole held-out part]\n"
           "  --log-every N [1]  --hidden H [512]  --layers L [8]  --heads A [8]  --ffn F [4H]\n"
           "  --seq S [256]      --batch B [16] (sequences per step)\n"
@@ -50,6 +51,8 @@ static void usage(FILE *out) {
           "  --seed S [1234]    (weights and batch order)\n"
           "  --csv OUT          per-step log: step,split,loss,lr,elapsed_s (split: train or val)\n"
           "  --summary OUT      one CSV line: codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s\n"
+          "  --out-dir DIR      DIR/loss-<codec>.csv per run and DIR/summary.csv (header and one line per\n"
+          "                     run) instead of --csv/--summary\n"
           "  --timeout S [300]  bound on every wait (a dead peer aborts the run)\n"
           "  --check-codec      the fp8-tensor CUDA kernels against their plain-C reference, bit for bit\n"
           "                     (exit 77 without a GPU)\n"
@@ -61,7 +64,7 @@ static void usage(FILE *out) {
 }
 
 typedef struct {
-  const char *corpus, *codec, *csv, *summary;
+  const char *corpus, *codec, *csv, *summary, *out_dir;
   int group, steps, eval_every, eval_batches, log_every, hidden, layers, heads, ffn, seq, batch, warmup, timeout_s;
   double p, lr, min_lr_frac, val_frac;
   unsigned long long seed;
@@ -90,18 +93,29 @@ static int parse_double(const char *s, double lo, double hi, double *out) {
 }
 
 /* The codec name -> the plan codec of both directions (fp8-tensor: none, the hook runs instead). */
-static int codec_of(const train_opts *o, plan_codec *c, int *fp8_tensor) {
+static int codec_of(const train_opts *o, const char *name, plan_codec *c, int *fp8_tensor) {
   memset(c, 0, sizeof *c);
   *fp8_tensor = 0;
   c->group = o->group, c->fp8 = PLAN_FP8_E4M3, c->p = o->p;
-  if (!strcmp(o->codec, "none")) c->kind = PLAN_CODEC_NONE;
-  else if (!strcmp(o->codec, "taco-e4m3")) c->kind = PLAN_CODEC_TACO;
-  else if (!strcmp(o->codec, "taco-e5m2")) c->kind = PLAN_CODEC_TACO, c->fp8 = PLAN_FP8_E5M2;
-  else if (!strcmp(o->codec, "fp8-tensor")) c->kind = PLAN_CODEC_NONE, *fp8_tensor = 1;
-  else if (!strcmp(o->codec, "caat")) c->kind = PLAN_CODEC_CAAT;
-  else if (!strcmp(o->codec, "taco+caat")) c->kind = PLAN_CODEC_TACO_CAAT;
+  if (!strcmp(name, "none")) c->kind = PLAN_CODEC_NONE;
+  else if (!strcmp(name, "taco-e4m3")) c->kind = PLAN_CODEC_TACO;
+  else if (!strcmp(name, "taco-e5m2")) c->kind = PLAN_CODEC_TACO, c->fp8 = PLAN_FP8_E5M2;
+  else if (!strcmp(name, "fp8-tensor")) c->kind = PLAN_CODEC_NONE, *fp8_tensor = 1;
+  else if (!strcmp(name, "caat")) c->kind = PLAN_CODEC_CAAT;
+  else if (!strcmp(name, "taco+caat")) c->kind = PLAN_CODEC_TACO_CAAT;
   else return -1;
   return 0;
+}
+
+#define TRAIN_MAX_CODECS 16
+/* Splits the comma list of codecs (in place); returns the count, -1 when too many or empty. */
+static int split_codecs(char *list, char **names) {
+  int n = 0;
+  for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+    if (n == TRAIN_MAX_CODECS) return -1;
+    names[n++] = tok;
+  }
+  return n ? n : -1;
 }
 
 static double lr_at(const train_opts *o, int step) {
@@ -157,7 +171,7 @@ static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
   const int tp = w->nranks, rank = w->ranks[0], root = rank == 0;
   plan_codec codec;
   int fp8_tensor;
-  codec_of(o, &codec, &fp8_tensor);
+  codec_of(o, o->codec, &codec, &fp8_tensor);
   exec_ref_config cfg = {.vocab = 256, .hidden = o->hidden, .heads = o->heads, .ffn = o->ffn, .layers = o->layers,
                          .seq = o->seq, .batch = o->batch, .act = EXEC_ACT_GELU, .norm = EXEC_NORM_LAYERNORM,
                          .norm_eps = 1e-5};
@@ -169,6 +183,7 @@ static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
   trainer t = {.w = w, .m = &m, .d = &d, .o = o, .root = root};
   int rc = -1;
   if (exec_model_create(&m, &cfg, 1, tp, rank, tp > 1 ? w->comms[0] : NULL, 1, 0, NULL, w->streams[0], e)) {
+    exec_model_destroy(&m); /* what was allocated before the failure */
     train_data_free(&d);
     return -1;
   }
@@ -250,7 +265,7 @@ static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
     printf("%s,%zu,%d,%.5f,%.5f,%.2f,%.2f,%.2f\n", o->codec, params, o->steps, loss, val, wall, train_s,
            o->steps / train_s);
     if (o->summary) {
-      FILE *s = fopen(o->summary, "w");
+      FILE *s = fopen(o->summary, o->out_dir ? "a" : "w");
       if (!s) {
         ts_fail(e, o->summary, NULL, "cannot write");
         goto done;
@@ -332,6 +347,7 @@ static int cmd_train(int argc, char **argv) {
                        : !strcmp(a, "--codec") ? &o.codec
                        : !strcmp(a, "--csv")   ? &o.csv
                        : !strcmp(a, "--summary") ? &o.summary
+                    : !strcmp(a, "--out-dir") ? &o.out_dir
                                                  : NULL;
     if (str && i + 1 < argc) {
       *str = argv[++i];
@@ -361,11 +377,26 @@ static int cmd_train(int argc, char **argv) {
     return 0;
   }
   /* check everything before touching a GPU: bad input fails fast with status 2 */
-  plan_codec c;
-  int f8;
-  if (codec_of(&o, &c, &f8)) {
-    fprintf(stderr, "tacorun train: --codec: '%s' is not none, taco-e4m3, taco-e5m2, fp8-tensor, caat or taco+caat\n",
-            o.codec);
+  char codec_list[512], *codecs[TRAIN_MAX_CODECS];
+  snprintf(codec_list, sizeof codec_list, "%s", o.codec);
+  int ncodecs = split_codecs(codec_list, codecs);
+  if (ncodecs < 0) {
+    fprintf(stderr, "tacorun train: --codec: '%s' is not a list of 1 to %d codecs\n", o.codec, TRAIN_MAX_CODECS);
+    return 2;
+  }
+  int any_taco = 0;
+  for (int k = 0; k < ncodecs; k++) {
+    plan_codec c;
+    int f8;
+    if (codec_of(&o, codecs[k], &c, &f8)) {
+      fprintf(stderr, "tacorun train: --codec: '%s' is not none, taco-e4m3, taco-e5m2, fp8-tensor, caat or taco+caat\n",
+              codecs[k]);
+      return 2;
+    }
+    any_taco |= c.kind == PLAN_CODEC_TACO || c.kind == PLAN_CODEC_TACO_CAAT;
+  }
+  if (ncodecs > 1 && !o.out_dir && (o.csv || o.summary)) {
+    fprintf(stderr, "tacorun train: several codecs: use --out-dir DIR instead of --csv/--summary\n");
     return 2;
   }
   if (o.group & (o.group - 1)) {
@@ -377,7 +408,7 @@ static int cmd_train(int argc, char **argv) {
     fprintf(stderr, "tacorun train: --heads: %d does not divide --hidden %d\n", o.heads, o.hidden);
     return 2;
   }
-  if ((c.kind == PLAN_CODEC_TACO || c.kind == PLAN_CODEC_TACO_CAAT) && o.hidden % o.group) {
+  if (any_taco && o.hidden % o.group) {
     fprintf(stderr, "tacorun train: --group: %d does not divide --hidden %d\n", o.group, o.hidden);
     return 2;
   }
@@ -416,7 +447,27 @@ static int cmd_train(int argc, char **argv) {
     rt_nccl_finalize(&w, 0);
     return 2;
   }
-  int rc = train_run(&w, &o, &e);
+  int rc = 0;
+  char csv_path[1024], summary_path[1024];
+  if (o.out_dir) {
+    snprintf(summary_path, sizeof summary_path, "%s/summary.csv", o.out_dir);
+    FILE *s = w.ranks[0] == 0 ? fopen(summary_path, "w") : NULL;
+    if (w.ranks[0] == 0 && !s) rc = ts_fail(&e, summary_path, NULL, "cannot write");
+    if (s) {
+      fprintf(s, "codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s\n");
+      fclose(s);
+    }
+    o.summary = summary_path;
+  }
+  for (int k = 0; k < ncodecs && !rc; k++) {
+    train_opts one = o;
+    one.codec = codecs[k];
+    if (o.out_dir) {
+      snprintf(csv_path, sizeof csv_path, "%s/loss-%s.csv", o.out_dir, codecs[k]);
+      one.csv = csv_path;
+    }
+    rc = train_run(&w, &one, &e);
+  }
   if (rc) fprintf(stderr, "tacorun train: rank %d: %s\n", w.ranks[0], e.msg);
   rt_nccl_finalize(&w, rc != 0);
   return rc ? ts_exit_status(&e) : 0;
