@@ -4,7 +4,8 @@
 # machine. Usage: round3_gpu.sh explore|final BINDIR OUTDIR
 #   BINDIR holds tacorun, test_kernels_gpu and test_coll_gpu built for sm_90.
 #   explore: GPU tests (quick), codec variants side by side (64 MiB, 1 GiB;
-#            G = 128, 256), collectives on NVLink and shm with and without graphs.
+#            G = 64 .. 512), the NVLink all-reduce ceiling, collectives on NVLink
+#            and shm (16, 64 MiB) with and without graphs.
 #   final:   GPU tests, the codec table (64 MiB .. 1 GiB, all G, old and new
 #            default side by side), and runtime/bench_comm_all.sh (3 transports).
 # Every step has its own timeout and runs even if an earlier one failed; a
@@ -35,7 +36,7 @@ mpi() { # mpirun forwarding the NCCL_* and TACO_* variables that are set
 comm() { # name extra-args...: bench-comm, ops AR/AG/RS, NCCL BF16 vs TACO G=128
   local name=$1; shift
   step "$name" 60 mpi "$BIN/tacorun" bench-comm --op allreduce,allgather,reducescatter --codec none,taco \
-    --iters 20 --warmup 3 --target-ms 60 --chunk 4M,8M,16M,32M,64M --step-factor 4 "$@"
+    --iters 20 --warmup 3 --target-ms 40 --chunk 8M,16M,32M,64M --step-factor 4 "$@"
   grep -E "^# op:|^ +(16777216|67108864|268435456) " "$LOG/$name.txt" | sed 's/^/  /' >>"$SUM"
 }
 
@@ -43,30 +44,51 @@ case "$MODE" in
 explore)
   CUDA_VISIBLE_DEVICES=0 step test-kernels-gpu-quick 90 "$BIN/test_kernels_gpu" --quick
   tail -8 "$LOG/test-kernels-gpu-quick.txt" >>"$SUM"
-  CUDA_VISIBLE_DEVICES=0 step bench-codec-explore 90 "$BIN/tacorun" bench-codec --sizes 64M,1G --groups 128,256 \
-    --variants auto:stream:transform,auto:l2pf:direct,auto:deep:direct,shuffle:l2pf:direct,shuffle:deep:direct,smem:deep:direct,smem:stream:direct
-  grep -vE "^#" "$LOG/bench-codec-explore.txt" | awk '{printf "  %-22s %-24s %4s %11s %8s %6s\n", $1, $2, $4, $5, $8, $9}' >>"$SUM"
+  CUDA_VISIBLE_DEVICES=0 step bench-codec-explore 120 "$BIN/tacorun" bench-codec --sizes 64M,1G --groups 128,256 --reps 11 \
+    --variants auto:stream:transform:32,auto:stream:direct:32,auto:l2pf:direct:32,auto:deep:direct:32,shuffle:deep:direct:32,smem:deep:direct:32,shuffle:stream:direct:64,shuffle:l2pf:direct:64
+  grep -vE "^#" "$LOG/bench-codec-explore.txt" | awk '{printf "  %-22s %-26s %4s %11s %8s %6s\n", $1, $2, $4, $5, $8, $9}' >>"$SUM"
   # the ceiling of the NVLink all-reduce: codec kernels at the sizes one rank
   # handles, and NCCL's own time at the compressed size (34 MiB = 64 MiB x 136/256)
-  CUDA_VISIBLE_DEVICES=0 step bench-codec-ceiling 40 "$BIN/tacorun" bench-codec --sizes 32M,64M --groups 128
   step comm-nvlink-compressed-size 40 mpi "$BIN/tacorun" bench-comm --op allreduce,allgather,reducescatter,alltoall,sendrecv \
     --codec none --iters 20 --warmup 3 --minbytes 17M --maxbytes 34M --step-factor 2
   step test-coll-gpu 60 "$BIN/test_coll_gpu"
   tail -2 "$LOG/test-coll-gpu.txt" >>"$SUM"
   unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_IB_DISABLE NCCL_SOCKET_IFNAME
-  comm comm-nvlink --minbytes 16M --maxbytes 256M
-  comm comm-nvlink-graph --minbytes 16M --maxbytes 256M --graph
+  comm comm-nvlink --minbytes 16M --maxbytes 64M
+  comm comm-nvlink-graph --minbytes 16M --maxbytes 64M --graph
   export NCCL_P2P_DISABLE=1
-  comm comm-shm --minbytes 16M --maxbytes 256M
-  comm comm-shm-graph --minbytes 16M --maxbytes 256M --graph
+  comm comm-shm --minbytes 16M --maxbytes 64M
+  comm comm-shm-graph --minbytes 16M --maxbytes 64M --graph
   unset NCCL_P2P_DISABLE
+  # SASS instruction counts of the hot kernels (G = 128/256, E4M3, BF16), and
+  # where the time goes in two encodes (hardware counters, clocks left alone)
+  if command -v cuobjdump >/dev/null; then
+    cuobjdump --dump-sass "$BIN/tacorun" 2>/dev/null | awk '
+      /Function : / { name = $3; keep = name ~ /(encode_kernelILi(128|256)EtLb0|decode_sum_kernelILi(128|256)E(t|f)Lb0)/; next }
+      keep && $1 ~ /^\/\*[0-9a-f]+\*\/$/ { i = $2 ~ /^@/ ? 3 : 2; op = $i; sub(/\..*/, "", op); sub(/;$/, "", op); n[name]++; c[name, op]++ }
+      END { for (f in n) { printf "%s total=%d", f, n[f]; split("LDG STG SHFL LDS STS FADD FFMA FMUL FMNMX F2FP F2F HADD2 PRMT MOV BRA ISETP IMAD", w, " ");
+              for (k in w) if (c[f, w[k]]) printf " %s=%d", w[k], c[f, w[k]]; printf "\n" } }' | sort >"$LOG/sass-counts.txt"
+    note "sass counts: $(wc -l <"$LOG/sass-counts.txt") kernels"
+    for f in _Z13encode_kernelILi128EtLb0ELb0ELi0ELi32EEvPKT0_mmmmPhP6float2P14taco_nonfinite \
+             _Z13encode_kernelILi128EtLb0ELb0ELi1ELi64EEvPKT0_mmmmPhP6float2P14taco_nonfinite; do
+      cuobjdump --dump-sass --function "$f" "$BIN/tacorun" >>"$LOG/sass-encode128.txt" 2>&1
+    done
+  fi
+  if command -v ncu >/dev/null; then
+    for v in auto:stream:direct:32 shuffle:l2pf:direct:64; do
+      CUDA_VISIBLE_DEVICES=0 TACO_LOADS=$(echo "$v" | cut -d: -f2) TACO_PER_THREAD=${v##*:} \
+        step "ncu-encode-${v//:/-}" 40 ncu --clock-control none --kernel-name-base mangled -k regex:encode_kernelILi128Et -c 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
+        "$BIN/tacorun" bench-codec --sizes 256M --groups 128 --reps 1 --variants "$v"
+    done
+  fi
   ;;
 final)
   CUDA_VISIBLE_DEVICES=0 step test-kernels-gpu-quick 90 "$BIN/test_kernels_gpu" --quick
   tail -8 "$LOG/test-kernels-gpu-quick.txt" >>"$SUM"
   CUDA_VISIBLE_DEVICES=0 step bench-codec-final 150 "$BIN/tacorun" bench-codec --sizes 16M,64M,256M,1G \
-    --variants "${TACO_FINAL_VARIANTS:-auto:stream:transform,auto:l2pf:direct}"
-  grep -vE "^#" "$LOG/bench-codec-final.txt" | awk '{printf "  %-22s %-24s %4s %11s %8s %6s\n", $1, $2, $4, $5, $8, $9}' >>"$SUM"
+    --variants "${TACO_FINAL_VARIANTS:-auto:stream:transform:32,auto:l2pf:direct:32}"
+  grep -vE "^#" "$LOG/bench-codec-final.txt" | awk '{printf "  %-22s %-26s %4s %11s %8s %6s\n", $1, $2, $4, $5, $8, $9}' >>"$SUM"
   step bench-comm-all 300 bash "$HERE/../runtime/bench_comm_all.sh" "$BIN/tacorun" "$BIN/test_coll_gpu" "$LOG/comm"
   cat "$LOG/comm/summary.txt" >>"$SUM" 2>/dev/null
   ;;

@@ -106,6 +106,14 @@ int taco_set_loads(taco_loads l);
 typedef enum { TACO_DSE_DIRECT = 0, TACO_DSE_TRANSFORM = 1 } taco_dse;
 #define TACO_DSE_DEFAULT TACO_DSE_DIRECT
 int taco_set_dse(taco_dse d);
+/* Elements each thread holds: 32, or 64 (G >= 64 only; G = 32 stays at 32):
+ * a thread then holds two neighbouring 32-element lanes, so the transform has
+ * one cross-lane stage fewer and the codes move in 16-byte pieces; results are
+ * bit-identical (taco_device.cuh says why). With 64 the cross-lane stages use
+ * shuffles whatever taco_set_hadamard says, and TACO_LOADS_DEEP runs as L2PF.
+ * TACO_PER_THREAD=32|64 sets the start value. Returns 0, or -1 for another value. */
+#define TACO_PER_THREAD_DEFAULT 32
+int taco_set_per_thread(int p);
 int taco_encode_unfused(const void *x, taco_dtype dt, size_t n, taco_params p, void *block, void *workspace,
                         void *stream);
 

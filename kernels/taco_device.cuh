@@ -27,6 +27,23 @@ constexpr float PRESCALE_ABOVE = 1e30f;
 __device__ __forceinline__ int chunk_offset(int c, int t, int lanes) { return (c * lanes + t) * CHUNK; }
 __device__ __forceinline__ int elem_offset(int i, int t, int lanes) { return chunk_offset(i / CHUNK, t, lanes) + i % CHUNK; }
 
+/* Layouts of P elements per thread (taco_set_per_thread): P = 32 is the one
+ * above. P = 64 gives each thread the elements of two neighbouring lanes of
+ * the P = 32 layout ("virtual lanes" 2t and 2t+1 of G/32): S = P/32 adjacent
+ * 16-byte chunks per c, so lane t of T = G/P holds chunks k = c*S + b at
+ * element (c*T*S + t*S + b)*8, register index i = k*8 + j. The element bits
+ * of a virtual lane become a register bit, so one cross-lane stage fewer, and
+ * every operation and its order (sum of squares per virtual lane, then the
+ * xor-butterfly; Hadamard stages in increasing h) stay those of P = 32:
+ * results are bit-identical to it and to the reference. */
+template <int P> __device__ __forceinline__ int chunk_offset_p(int k, int t, int lanes) {
+  constexpr int S = P / 32;
+  return ((k / S) * lanes * S + t * S + k % S) * CHUNK;
+}
+template <int P> __device__ __forceinline__ int elem_offset_p(int i, int t, int lanes) {
+  return chunk_offset_p<P>(i / CHUNK, t, lanes) + i % CHUNK;
+}
+
 template <int G> __device__ __forceinline__ constexpr float rsqrt_group() {
   return G == 32 ? 0.17677669529663688f
          : G == 64 ? 0.125f
@@ -139,12 +156,12 @@ template <bool E5M2> __device__ __forceinline__ void fp8x4_to_float(uint32_t w, 
  * element bits: 3 in-chunk bits (h = 1, 2, 4; in registers), log2(T) lane
  * bits (h = 8 .. 4T; warp shuffles), 2 chunk bits (h = 8T, 16T; registers). */
 
-template <int G> __device__ __forceinline__ void fwht(float (&v)[PER_THREAD], int t) {
-  constexpr int T = G / 32;
+template <int G, int P = PER_THREAD> __device__ __forceinline__ void fwht(float (&v)[P], int t) {
+  constexpr int T = G / P, LOW = CHUNK * (P / 32); /* register strides below LOW: element bits below the lane bits */
 #pragma unroll
-  for (int h = 1; h < CHUNK; h <<= 1)
+  for (int h = 1; h < LOW; h <<= 1)
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; i++)
+    for (int i = 0; i < P; i++)
       if (!(i & h)) {
         float a = v[i], b = v[i + h];
         v[i] = a + b;
@@ -155,15 +172,15 @@ template <int G> __device__ __forceinline__ void fwht(float (&v)[PER_THREAD], in
     /* lower lane: own + other (a + b); upper lane: other - own (a - b); one fma each */
     const float sign = (t & m) ? -1.0f : 1.0f;
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; i++) {
+    for (int i = 0; i < P; i++) {
       float o = __shfl_xor_sync(FULL_MASK, v[i], m);
       v[i] = fmaf(sign, v[i], o);
     }
   }
 #pragma unroll
-  for (int h = CHUNK; h < PER_THREAD; h <<= 1)
+  for (int h = LOW; h < P; h <<= 1)
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; i++)
+    for (int i = 0; i < P; i++)
       if (!(i & h)) {
         float a = v[i], b = v[i + h];
         v[i] = a + b;
@@ -246,24 +263,34 @@ __device__ __forceinline__ void fwht_xpose(float (&v)[PER_THREAD], int t, int la
   }
 }
 
-/* the variant chosen at compile time: XPOSE (shared memory) or shuffles */
-template <int G, bool XPOSE>
-__device__ __forceinline__ void fwht_variant(float (&v)[PER_THREAD], int t, float4 *__restrict__ wbuf) {
-  if constexpr (XPOSE) fwht_xpose<G>(v, t, (int)(threadIdx.x & 31), wbuf);
-  else fwht<G>(v, t);
+/* the variant chosen at compile time: XPOSE (shared memory; P = 32 only) or shuffles */
+template <int G, bool XPOSE, int P = PER_THREAD>
+__device__ __forceinline__ void fwht_variant(float (&v)[P], int t, float4 *__restrict__ wbuf) {
+  if constexpr (XPOSE) {
+    static_assert(P == PER_THREAD, "the shared-memory transpose is written for 32 elements per thread");
+    fwht_xpose<G>(v, t, (int)(threadIdx.x & 31), wbuf);
+  } else {
+    fwht<G, P>(v, t);
+  }
 }
 
 /* ---- one group's encode; every lane of the warp must call these ---- */
 
-/* sum of squares of the group, the same value in each of its lanes */
-template <int G> __device__ __forceinline__ float group_sum_squares(const float (&v)[PER_THREAD]) {
-  constexpr int T = G / 32;
-  float acc = 0.0f;
+/* sum of squares of the group, the same value in each of its lanes: per
+ * virtual lane of 32 elements (in index order), then the xor-butterfly over
+ * virtual lanes (the first P/32 steps inside the thread) */
+template <int G, int P = PER_THREAD> __device__ __forceinline__ float group_sum_squares(const float (&v)[P]) {
+  constexpr int T = G / P, S = P / 32;
+  float acc[S];
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) acc = fmaf(v[i], v[i], acc);
+  for (int b = 0; b < S; b++) acc[b] = 0.0f;
 #pragma unroll
-  for (int m = 1; m < T; m <<= 1) acc = acc + __shfl_xor_sync(FULL_MASK, acc, m);
-  return acc;
+  for (int i = 0; i < P; i++) acc[(i / CHUNK) % S] = fmaf(v[i], v[i], acc[(i / CHUNK) % S]);
+  float sum = acc[0];
+  if constexpr (S == 2) sum = acc[0] + acc[1];
+#pragma unroll
+  for (int m = 1; m < T; m <<= 1) sum = sum + __shfl_xor_sync(FULL_MASK, sum, m);
+  return sum;
 }
 
 /* the two scales from the group's sum of squares: s_a, and m = s_a / sqrt(G) */
@@ -276,21 +303,21 @@ template <int G, bool E5M2> __device__ __forceinline__ float group_scales(float 
 }
 
 /* transformed values v (= H x, or H (x m) when prescaled) -> s_q and FP8 codes */
-template <int G, bool E5M2>
-__device__ __forceinline__ void encode_finish(const float (&v)[PER_THREAD], float m, bool prescale,
-                                              uint32_t (&words)[NCHUNK * 2], float &s_q_out) {
-  constexpr int T = G / 32;
+template <int G, bool E5M2, int P = PER_THREAD>
+__device__ __forceinline__ void encode_finish(const float (&v)[P], float m, bool prescale, uint32_t (&words)[P / 4],
+                                              float &s_q_out) {
+  constexpr int T = G / P;
   constexpr float FMAX = fp8_max<E5M2>();
   float absmax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) absmax = fmaxf(absmax, fabsf(v[i]));
+  for (int i = 0; i < P; i++) absmax = fmaxf(absmax, fabsf(v[i]));
 #pragma unroll
   for (int m2 = 1; m2 < T; m2 <<= 1) absmax = fmaxf(absmax, __shfl_xor_sync(FULL_MASK, absmax, m2));
   const float ymax = prescale ? absmax : __fmul_rn(absmax, m);
   const float s_q = fminf(fmaxf(ymax / FMAX, 1e-12f), 1e6f), inv = 1.0f / s_q;
   const float k = prescale ? inv : __fmul_rn(m, inv);
 #pragma unroll
-  for (int w = 0; w < NCHUNK * 2; w++)
+  for (int w = 0; w < P / 4; w++)
     words[w] = fp8x4<E5M2>(v[4 * w] * k, v[4 * w + 1] * k, v[4 * w + 2] * k, v[4 * w + 3] * k);
   s_q_out = s_q;
 }
@@ -299,18 +326,17 @@ __device__ __forceinline__ void encode_finish(const float (&v)[PER_THREAD], floa
  * Usual case: y = H x, s_q from absmax(y) * m, q = fp8(y * (m / s_q)) with
  * m = s_a / sqrt(G): one multiply per element. Groups whose sum of squares
  * exceeds PRESCALE_ABOVE are scaled by m before the transform instead. */
-template <int G, bool E5M2, bool XPOSE = false>
-__device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_squares, int t,
-                                             uint32_t (&words)[NCHUNK * 2], float &s_a_out, float &s_q_out,
-                                             float4 *__restrict__ wbuf = nullptr) {
+template <int G, bool E5M2, bool XPOSE = false, int P = PER_THREAD>
+__device__ __forceinline__ void encode_group(float (&v)[P], float sum_squares, int t, uint32_t (&words)[P / 4],
+                                             float &s_a_out, float &s_q_out, float4 *__restrict__ wbuf = nullptr) {
   float m;
   const float s_a = group_scales<G, E5M2>(sum_squares, m);
   const bool prescale = !(sum_squares <= PRESCALE_ABOVE);
   if (prescale)
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; i++) v[i] = __fmul_rn(v[i], m);
-  fwht_variant<G, XPOSE>(v, t, wbuf);
-  encode_finish<G, E5M2>(v, m, prescale, words, s_q_out);
+    for (int i = 0; i < P; i++) v[i] = __fmul_rn(v[i], m);
+  fwht_variant<G, XPOSE, P>(v, t, wbuf);
+  encode_finish<G, E5M2, P>(v, m, prescale, words, s_q_out);
   s_a_out = s_a;
 }
 
@@ -318,56 +344,56 @@ __device__ __forceinline__ void encode_group(float (&v)[PER_THREAD], float sum_s
  * acc holds the sum in the Hadamard domain (x = H acc, before the transform),
  * so y = H x = G acc and, by Parseval, sum(x^2) = G sum(acc^2). Both are
  * exact scalings by a power of two of what the lanes hold. */
-template <int G, bool E5M2>
-__device__ __forceinline__ void encode_transformed(float (&acc)[PER_THREAD], uint32_t (&words)[NCHUNK * 2],
-                                                   float &s_a_out, float &s_q_out) {
-  const float sum_squares = group_sum_squares<G>(acc) * (float)G;
+template <int G, bool E5M2, int P = PER_THREAD>
+__device__ __forceinline__ void encode_transformed(float (&acc)[P], uint32_t (&words)[P / 4], float &s_a_out,
+                                                   float &s_q_out) {
+  const float sum_squares = group_sum_squares<G, P>(acc) * (float)G;
   float m;
   const float s_a = group_scales<G, E5M2>(sum_squares, m);
   const bool prescale = !(sum_squares <= PRESCALE_ABOVE);
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) acc[i] = acc[i] * (float)G;
+  for (int i = 0; i < P; i++) acc[i] = acc[i] * (float)G;
   if (prescale)
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; i++) acc[i] = __fmul_rn(acc[i], m);
-  encode_finish<G, E5M2>(acc, m, prescale, words, s_q_out);
+    for (int i = 0; i < P; i++) acc[i] = __fmul_rn(acc[i], m);
+  encode_finish<G, E5M2, P>(acc, m, prescale, words, s_q_out);
   s_a_out = s_a;
 }
 
-/* ---- a thread's 32 input elements as raw 16-byte words, so the next tile's
+/* ---- a thread's P input elements as raw 16-byte words, so the next tile's
  * loads can be issued before the current tile is computed ---- */
 
-template <typename Tin> struct raw_input {
-  static constexpr int WORDS = PER_THREAD * (int)sizeof(Tin) / 16; /* 4 for bf16, 8 for fp32 */
+template <typename Tin, int P = PER_THREAD> struct raw_input {
+  static constexpr int WORDS = P * (int)sizeof(Tin) / 16; /* P/8 for bf16, P/4 for fp32 */
   uint4 w[WORDS];
 };
-template <int G, int LV, typename Tin>
-__device__ __forceinline__ void load_raw(const Tin *group_src, int t, raw_input<Tin> &r) {
-  constexpr int T = G / 32, PER_CHUNK = raw_input<Tin>::WORDS / NCHUNK;
+template <int G, int LV, typename Tin, int P>
+__device__ __forceinline__ void load_raw(const Tin *group_src, int t, raw_input<Tin, P> &r) {
+  constexpr int T = G / P, NK = P / CHUNK, PER_CHUNK = raw_input<Tin, P>::WORDS / NK;
 #pragma unroll
-  for (int c = 0; c < NCHUNK; c++) {
-    const uint4 *p = reinterpret_cast<const uint4 *>(group_src + chunk_offset(c, t, T));
+  for (int k = 0; k < NK; k++) {
+    const uint4 *p = reinterpret_cast<const uint4 *>(group_src + chunk_offset_p<P>(k, t, T));
 #pragma unroll
-    for (int k = 0; k < PER_CHUNK; k++) r.w[c * PER_CHUNK + k] = ld_stream<LV>(p + k);
+    for (int q = 0; q < PER_CHUNK; q++) r.w[k * PER_CHUNK + q] = ld_stream<LV>(p + q);
   }
 }
-__device__ __forceinline__ void unpack_raw(const raw_input<uint16_t> &r, float (&v)[PER_THREAD]) {
+template <int P> __device__ __forceinline__ void unpack_raw(const raw_input<uint16_t, P> &r, float (&v)[P]) {
 #pragma unroll
-  for (int k = 0; k < 4; k++) unpack_bf16x8(r.w[k], v + 8 * k);
+  for (int k = 0; k < P / 8; k++) unpack_bf16x8(r.w[k], v + 8 * k);
 }
-__device__ __forceinline__ void unpack_raw(const raw_input<float> &r, float (&v)[PER_THREAD]) {
+template <int P> __device__ __forceinline__ void unpack_raw(const raw_input<float, P> &r, float (&v)[P]) {
 #pragma unroll
-  for (int k = 0; k < 8; k++) {
+  for (int k = 0; k < P / 4; k++) {
     v[4 * k] = __uint_as_float(r.w[k].x), v[4 * k + 1] = __uint_as_float(r.w[k].y);
     v[4 * k + 2] = __uint_as_float(r.w[k].z), v[4 * k + 3] = __uint_as_float(r.w[k].w);
   }
 }
 
 /* ---- decode: acc += q * d for one block's codes (8 bytes per chunk) ---- */
-template <bool E5M2>
-__device__ __forceinline__ void accumulate_codes(const uint2 (&q)[NCHUNK], float d, float (&acc)[PER_THREAD]) {
+template <bool E5M2, int P = PER_THREAD>
+__device__ __forceinline__ void accumulate_codes(const uint2 (&q)[P / CHUNK], float d, float (&acc)[P]) {
 #pragma unroll
-  for (int ch = 0; ch < NCHUNK; ch++) {
+  for (int ch = 0; ch < P / CHUNK; ch++) {
     const uint32_t w[2] = {q[ch].x, q[ch].y};
 #pragma unroll
     for (int k2 = 0; k2 < 2; k2++) {
@@ -384,19 +410,38 @@ __device__ __forceinline__ void accumulate_codes(const uint2 (&q)[NCHUNK], float
 template <int G> __device__ __forceinline__ float decode_multiplier(float2 s) {
   return __fmul_rn(s.y, s.x > 0.0f ? rsqrt_group<G>() / s.x : 0.0f);
 }
-template <int G, int LV>
-__device__ __forceinline__ void load_codes(const uint8_t *payload, size_t base, int t, uint2 (&q)[NCHUNK]) {
-  constexpr int T = G / 32;
+/* P = 64: a lane's two chunks of one c are adjacent, 16 bytes of codes in one load */
+template <int G, int LV, int P = PER_THREAD>
+__device__ __forceinline__ void load_codes(const uint8_t *payload, size_t base, int t, uint2 (&q)[P / CHUNK]) {
+  constexpr int T = G / P;
+  if constexpr (P == 64) {
 #pragma unroll
-  for (int c = 0; c < NCHUNK; c++)
-    q[c] = ld_stream<LV>(reinterpret_cast<const uint2 *>(payload + base + chunk_offset(c, t, T)));
+    for (int c = 0; c < 4; c++) {
+      const uint4 u = ld_stream<LV>(reinterpret_cast<const uint4 *>(payload + base + chunk_offset_p<P>(2 * c, t, T)));
+      q[2 * c] = make_uint2(u.x, u.y);
+      q[2 * c + 1] = make_uint2(u.z, u.w);
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < P / CHUNK; c++)
+      q[c] = ld_stream<LV>(reinterpret_cast<const uint2 *>(payload + base + chunk_offset_p<P>(c, t, T)));
+  }
 }
 
+template <int P = PER_THREAD>
 __device__ __forceinline__ void store_codes(uint8_t *payload, size_t base, int t, int lanes,
-                                            const uint32_t (&w)[NCHUNK * 2]) {
+                                            const uint32_t (&w)[P / 4]) {
+  if constexpr (P == 64) {
 #pragma unroll
-  for (int c = 0; c < NCHUNK; c++)
-    __stcs(reinterpret_cast<uint2 *>(payload + base + chunk_offset(c, t, lanes)), make_uint2(w[2 * c], w[2 * c + 1]));
+    for (int c = 0; c < 4; c++)
+      __stcs(reinterpret_cast<uint4 *>(payload + base + chunk_offset_p<P>(2 * c, t, lanes)),
+             make_uint4(w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]));
+  } else {
+#pragma unroll
+    for (int c = 0; c < P / CHUNK; c++)
+      __stcs(reinterpret_cast<uint2 *>(payload + base + chunk_offset_p<P>(c, t, lanes)),
+             make_uint2(w[2 * c], w[2 * c + 1]));
+  }
 }
 
 } // namespace taco

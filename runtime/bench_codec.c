@@ -28,7 +28,8 @@ typedef struct {
   taco_hadamard h;
   taco_loads l;
   taco_dse d;
-  char name[40];
+  int per_thread;
+  char name[48];
 } bench_variant;
 
 typedef struct {
@@ -47,19 +48,19 @@ static const char *hadamard_name(taco_hadamard h) {
 static const char *loads_name(taco_loads l) { return l == TACO_LOADS_L2PF ? "l2pf" : l == TACO_LOADS_DEEP ? "deep" : "stream"; }
 static const char *dse_name(taco_dse d) { return d == TACO_DSE_TRANSFORM ? "transform" : "direct"; }
 
-/* "hadamard:loads:dse", each part optional from the right (default: the library's) */
+/* "hadamard:loads:dse:per_thread", each part optional from the right (default: the library's) */
 static int parse_variant(const char *s, bench_variant *v) {
-  char buf[64], *parts[3] = {NULL, NULL, NULL};
+  char buf[64], *parts[4] = {NULL, NULL, NULL, NULL};
   snprintf(buf, sizeof buf, "%s", s);
   int np = 1;
   parts[0] = buf;
   for (char *c = buf; *c; c++)
     if (*c == ':') {
-      if (np == 3) return -1; /* more than three parts */
+      if (np == 4) return -1; /* more than four parts */
       *c = '\0';
       parts[np++] = c + 1;
     }
-  v->h = TACO_HADAMARD_DEFAULT, v->l = TACO_LOADS_DEFAULT, v->d = TACO_DSE_DEFAULT;
+  v->h = TACO_HADAMARD_DEFAULT, v->l = TACO_LOADS_DEFAULT, v->d = TACO_DSE_DEFAULT, v->per_thread = TACO_PER_THREAD_DEFAULT;
   if (parts[0] && *parts[0]) {
     if (!strcmp(parts[0], "smem")) v->h = TACO_HADAMARD_SMEM;
     else if (!strcmp(parts[0], "shuffle")) v->h = TACO_HADAMARD_SHUFFLE;
@@ -77,7 +78,13 @@ static int parse_variant(const char *s, bench_variant *v) {
     else if (!strcmp(parts[2], "transform")) v->d = TACO_DSE_TRANSFORM;
     else return -1;
   }
-  snprintf(v->name, sizeof v->name, "%s:%s:%s", hadamard_name(v->h), loads_name(v->l), dse_name(v->d));
+  if (parts[3] && *parts[3]) {
+    if (!strcmp(parts[3], "32")) v->per_thread = 32;
+    else if (!strcmp(parts[3], "64")) v->per_thread = 64;
+    else return -1;
+  }
+  snprintf(v->name, sizeof v->name, "%s:%s:%s:%d", hadamard_name(v->h), loads_name(v->l), dse_name(v->d),
+           v->per_thread);
   return 0;
 }
 
@@ -88,7 +95,8 @@ static void usage(FILE *out) {
           "  speed (default): encode, unfused encode, decode, decode-sum and decode-sum-encode of k=2 blocks;\n"
           "    sizes are BF16 input bytes (K/M/G suffixes, powers of two); --fp32 adds FP32-input/output rows.\n"
           "  --variants: kernel variants to time side by side in one run (at most 8), each\n"
-          "    hadamard:loads:dse with hadamard smem|shuffle|auto, loads stream|l2pf|deep, dse direct|transform\n"
+          "    hadamard:loads:dse:per_thread with hadamard smem|shuffle|auto, loads stream|l2pf|deep,\n"
+          "    dse direct|transform, per_thread 32|64 (64: shuffles, deep runs as l2pf)\n"
           "    (parts left out: the library's default); --hadamard smem,shuffle is --variants smem,shuffle\n"
           "  --quality: relative L2 error, SNR and max abs error of per-tensor FP8, per-group FP8,\n"
           "    per-group + Hadamard and TACO, E4M3 and E5M2, G = 32..512, four distributions (CPU).\n");
@@ -178,7 +186,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->nvariants = 0;
       for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         if (o->nvariants == MAX_VARIANTS || parse_variant(tok, &o->variants[o->nvariants])) {
-          fprintf(stderr, "bench-codec: %s: '%s' is not a list of at most %d variants hadamard[:loads[:dse]]\n", a, v,
+          fprintf(stderr, "bench-codec: %s: '%s' is not a list of at most %d variants hadamard[:loads[:dse[:per_thread]]]\n", a, v,
                   MAX_VARIANTS);
           return -1;
         }
@@ -421,7 +429,7 @@ static int run_speed(const bench_opts *o) {
     parse_variant("", &def);
     printf("# library default: %s\n", def.name);
   }
-  printf("# variants (hadamard:loads:dse), each timed right after the other on the same buffers:");
+  printf("# variants (hadamard:loads:dse:per_thread), each timed right after the other on the same buffers:");
   for (int vi = 0; vi < o->nvariants; vi++) printf(" %s", o->variants[vi].name);
   printf("\n# %-22s %-22s %-5s %4s %12s %11s %10s %8s %7s %12s %8s\n", "kernel", "variant", "dtype", "G", "size(B)", "n",
          "time(us)", "GB/s", "%ceil", "unfused(us)", "speedup");
@@ -438,7 +446,7 @@ static int run_speed(const bench_opts *o) {
         for (int k = 0; k < K_COUNT; k++)
           for (int vi = 0; vi < o->nvariants; vi++) {
             if (taco_set_hadamard(o->variants[vi].h) || taco_set_loads(o->variants[vi].l) ||
-                taco_set_dse(o->variants[vi].d))
+                taco_set_dse(o->variants[vi].d) || taco_set_per_thread(o->variants[vi].per_thread))
               goto taco_fail;
             if ((k == K_COPY || k == K_UNFUSED) && vi > 0) { /* no Hadamard variant: timed once */
               t[vi][k] = t[0][k];
