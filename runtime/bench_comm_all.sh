@@ -44,15 +44,18 @@ fault() { # $1: label; rank 0's exit status and seconds go to the summary
   note "fault ($1): rank 0 rc=$rc0 after ${dt} ms (bound: 10 s timeout + init), rank 1 rc=$rc1 (137 = SIGKILL)"
   tail -2 "$OUT/fault.log" | tee -a "$SUMMARY"
 }
-fault id-file
-cat /tmp/fault_rank1.log >>"$OUT/fault.log"
+if [ "${BENCH_COMM_FAULT:-1}" = 1 ]; then # BENCH_COMM_FAULT=0 skips it (the path did not change)
+  fault id-file
+  cat /tmp/fault_rank1.log >>"$OUT/fault.log"
+fi
 
 # 3. The sweep per transport, one process per GPU under mpirun.
 sweep() { # $1: name, then bench-comm arguments
   local name=$1; shift
   local t0=$(date +%s)
+  # BENCH_COMM_ARGS: more bench-comm options for every sweep (e.g. --graph)
   mpi "$TACORUN" bench-comm --op all --codec none,taco,caat,taco+caat --check --iters 20 --warmup 3 \
-    --target-ms 100 --chunk 1M,2M,4M,8M,16M,32M,64M --step-factor 4 "$@" >"$OUT/$name.dat" 2>"/tmp/$name.err"
+    --target-ms 100 --chunk 1M,2M,4M,8M,16M,32M,64M --step-factor 4 ${BENCH_COMM_ARGS:-} "$@" >"$OUT/$name.dat" 2>"/tmp/$name.err"
   local rc=$?
   note "sweep $name: rc=$rc in $(( $(date +%s) - t0 )) s"
   grep -v "^ *$" "/tmp/$name.err" | tail -4 >>"$SUMMARY"
