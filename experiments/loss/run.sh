@@ -10,7 +10,8 @@
 # Environment: TACORUN (.devbin/train/tacorun), CORPUS (.devbin/train/kjv.txt: the King James
 # Bible as text, `bible gen1:1-rev22:21 > kjv.txt` with the Debian packages bible-kjv and
 # bible-kjv-text), MODEL, STEPS (2000), EVAL_EVERY (200), CODECS, LIMIT (seconds for the whole
-# training command), OUT (where the results go; default experiments/loss/out).
+# training command), OUT (where the results go; default experiments/loss/out), NOISE_SEED (full:
+# also the baseline from this seed, as loss-none-seed<S>.csv, for the seed-to-seed spread).
 # Writes OUT/loss.tgz (every CSV and log) and OUT/summary.csv; prints the summary last.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 # never NVLink multicast
@@ -61,6 +62,18 @@ else
     --eval-every "$EVAL_EVERY" --out-dir "$run" > "$run/train.log" 2>&1 || rc=$?
   echo "full runs: exit $rc"
   summary="$run/summary.csv"
+  if [ -n "${NOISE_SEED:-}" ] && [ "$rc" = 0 ]; then
+    # the baseline again from another seed (other initial weights and batches): the spread
+    # between two seeds is the scale against which the codecs' differences are read
+    mkdir -p "$run/seed"
+    # shellcheck disable=SC2086
+    mpi "$LIMIT" "$TACORUN" train --corpus "$CORPUS" --codec none $MODEL --steps "$STEPS" --seed "$NOISE_SEED" \
+      --eval-every "$EVAL_EVERY" --out-dir "$run/seed" > "$run/train-seed$NOISE_SEED.log" 2>&1 || rc=$?
+    echo "baseline, seed $NOISE_SEED: exit $rc"
+    mv "$run/seed/loss-none.csv" "$run/loss-none-seed$NOISE_SEED.csv" 2> /dev/null
+    tail -n +2 "$run/seed/summary.csv" 2> /dev/null | sed "s/^none,/none-seed$NOISE_SEED,/" >> "$summary"
+    rm -rf "$run/seed"
+  fi
 fi
 grep -h "tacorun train:" "$run"/*.log | head -5
 tar czf "$OUT/loss.tgz" -C "$OUT" run
