@@ -36,12 +36,16 @@ mkdir -p "$run"
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
   nvidia-smi topo -m | head -4
   echo "corpus $CORPUS $(wc -c < "$CORPUS") bytes, sha256 $(sha256sum "$CORPUS" | cut -c1-16)"
-  echo "mode $mode; model $MODEL; codecs $CODECS"
+  echo "mode $mode; model $MODEL; codecs $CODECS; EXEC_ATTN=${EXEC_ATTN:-unfused}"
   ldd "$TACORUN" | grep "not found" || true
 } > "$run/machine.txt" 2>&1
 cat "$run/machine.txt"
 
-mpi() { timeout "$1" mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE "${@:2}"; }
+# The executor's unfused attention (checked against the float64 reference on these GPUs) unless
+# EXEC_ATTN says otherwise: the fused attention kernel was new and not yet run on a GPU when
+# these runs were made.
+export EXEC_ATTN=${EXEC_ATTN:-unfused}
+mpi() { timeout "$1" mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x EXEC_ATTN "${@:2}"; }
 rc=0
 if [ "$mode" = smoke ]; then
   timeout 60 "$TACORUN" train --check-codec > "$run/check-codec.txt" 2>&1
