@@ -13,6 +13,8 @@ int exec_ref_config_check(const exec_ref_config *c, ts_err *e) {
   if (c->vocab < 2) return ts_fail(e, NULL, "vocab", "must be >= 2 (got %d)", c->vocab);
   if (c->hidden < 1 || c->heads < 1 || c->hidden % c->heads)
     return ts_fail(e, NULL, "heads", "must divide hidden (%d, %d)", c->heads, c->hidden);
+  if (c->kv_heads < 0 || (c->kv_heads > 0 && c->heads % c->kv_heads))
+    return ts_fail(e, NULL, "kv_heads", "must divide heads (%d, %d)", c->kv_heads, c->heads);
   if (c->ffn < 1) return ts_fail(e, NULL, "ffn", "must be >= 1 (got %d)", c->ffn);
   if (c->layers < 1) return ts_fail(e, NULL, "layers", "must be >= 1 (got %d)", c->layers);
   if (c->seq < 1 || c->batch < 1) return ts_fail(e, NULL, "batch", "seq and batch must be >= 1");
@@ -47,7 +49,7 @@ int exec_ref_tensors(const exec_ref_config *c, exec_tensor *t, int cap, size_t *
   n = add_tensor(t, cap, n, name, kind, l, &off, r, cc)
     LAYER_TENSOR("ln1.g", EXEC_T_LN1_G, 1, h);
     if (ln) { LAYER_TENSOR("ln1.b", EXEC_T_LN1_B, 1, h); }
-    LAYER_TENSOR("qkv", EXEC_T_QKV, h, 3 * h);
+    LAYER_TENSOR("qkv", EXEC_T_QKV, h, (size_t)exec_ref_qkv_cols(c));
     LAYER_TENSOR("attn_out", EXEC_T_ATTN_OUT, h, h);
     LAYER_TENSOR("ln2.g", EXEC_T_LN2_G, 1, h);
     if (ln) { LAYER_TENSOR("ln2.b", EXEC_T_LN2_B, 1, h); }
@@ -235,21 +237,26 @@ static void act_bwd(const exec_ref_config *c, int rows, const double *u, const d
     }
 }
 
-/* ---- causal multi-head attention over qkv [T x 3h] into out [T x h]; P keeps softmax ---- */
+/* ---- causal attention over qkv [T x W] (W = exec_ref_qkv_cols) into out [T x h]; P keeps softmax ----
+ * Query head hd reads key/value head hd / G (G = heads / kv_heads). */
+#define Q_AT(row) (qkv + (size_t)(row) * W + hd * d)
+#define K_AT(base, row) (base + (size_t)(row) * W + h + (hd / G) * d)
+#define V_AT(base, row) (base + (size_t)(row) * W + h + kvd + (hd / G) * d)
 
 static void attn_fwd(const exec_ref_config *c, const double *qkv, double *P, double *out) {
-  int S = c->seq, h = c->hidden, H = c->heads, d = h / H;
+  int S = c->seq, h = c->hidden, H = c->heads, d = h / H, W = exec_ref_qkv_cols(c);
+  int G = H / exec_ref_kv_heads(c), kvd = exec_ref_kv_heads(c) * d;
   double scale = 1.0 / sqrt((double)d);
   for (int b = 0; b < c->batch; b++)
     for (int hd = 0; hd < H; hd++) {
       double *Pbh = P + ((size_t)b * H + hd) * S * S;
       for (int i = 0; i < S; i++) {
-        const double *q = qkv + ((size_t)b * S + i) * 3 * h + hd * d;
+        const double *q = Q_AT((size_t)b * S + i);
         double mx = -INFINITY;
         for (int t = 0; t < S; t++) {
           double s = 0;
           if (t <= i) {
-            const double *k = qkv + ((size_t)b * S + t) * 3 * h + h + hd * d;
+            const double *k = K_AT(qkv, (size_t)b * S + t);
             for (int p = 0; p < d; p++) s += q[p] * k[p];
             s *= scale;
             if (s > mx) mx = s;
@@ -266,7 +273,7 @@ static void attn_fwd(const exec_ref_config *c, const double *qkv, double *P, dou
         for (int p = 0; p < d; p++) o[p] = 0;
         for (int t = 0; t <= i; t++) {
           double pr = Pbh[(size_t)i * S + t] /= sum;
-          const double *v = qkv + ((size_t)b * S + t) * 3 * h + 2 * h + hd * d;
+          const double *v = V_AT(qkv, (size_t)b * S + t);
           for (int p = 0; p < d; p++) o[p] += pr * v[p];
         }
       }
@@ -275,7 +282,8 @@ static void attn_fwd(const exec_ref_config *c, const double *qkv, double *P, dou
 
 static void attn_bwd(const exec_ref_config *c, const double *qkv, const double *P, const double *dout,
                      double *dqkv, double *dP_row) {
-  int S = c->seq, h = c->hidden, H = c->heads, d = h / H;
+  int S = c->seq, h = c->hidden, H = c->heads, d = h / H, W = exec_ref_qkv_cols(c);
+  int G = H / exec_ref_kv_heads(c), kvd = exec_ref_kv_heads(c) * d;
   double scale = 1.0 / sqrt((double)d);
   for (int b = 0; b < c->batch; b++)
     for (int hd = 0; hd < H; hd++) {
@@ -285,8 +293,8 @@ static void attn_bwd(const exec_ref_config *c, const double *qkv, const double *
         /* o_i = sum_t P_it v_t: dP_it = dO_i . v_t, dv_t += P_it dO_i */
         double dot = 0;
         for (int t = 0; t <= i; t++) {
-          const double *v = qkv + ((size_t)b * S + t) * 3 * h + 2 * h + hd * d;
-          double *dv = dqkv + ((size_t)b * S + t) * 3 * h + 2 * h + hd * d;
+          const double *v = V_AT(qkv, (size_t)b * S + t);
+          double *dv = V_AT(dqkv, (size_t)b * S + t);
           double s = 0;
           for (int p = 0; p < d; p++) {
             s += dO[p] * v[p];
@@ -296,12 +304,12 @@ static void attn_bwd(const exec_ref_config *c, const double *qkv, const double *
           dot += Pbh[(size_t)i * S + t] * s;
         }
         /* softmax: dS_it = P_it (dP_it - sum_t P_it dP_it); S_it = scale q_i . k_t */
-        const double *q = qkv + ((size_t)b * S + i) * 3 * h + hd * d;
-        double *dq = dqkv + ((size_t)b * S + i) * 3 * h + hd * d;
+        const double *q = Q_AT((size_t)b * S + i);
+        double *dq = dqkv + ((size_t)b * S + i) * W + hd * d;
         for (int t = 0; t <= i; t++) {
           double ds = Pbh[(size_t)i * S + t] * (dP_row[t] - dot) * scale;
-          const double *k = qkv + ((size_t)b * S + t) * 3 * h + h + hd * d;
-          double *dk = dqkv + ((size_t)b * S + t) * 3 * h + h + hd * d;
+          const double *k = K_AT(qkv, (size_t)b * S + t);
+          double *dk = K_AT(dqkv, (size_t)b * S + t);
           for (int p = 0; p < d; p++) {
             dq[p] += ds * k[p];
             dk[p] += ds * q[p];
@@ -310,6 +318,10 @@ static void attn_bwd(const exec_ref_config *c, const double *qkv, const double *
       }
     }
 }
+
+#undef Q_AT
+#undef K_AT
+#undef V_AT
 
 /* ---- the whole stack ---- */
 
@@ -325,14 +337,15 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
   int nt = exec_ref_tensors(c, t, EXEC_REF_MAX_TENSORS, &total);
   if (nt > EXEC_REF_MAX_TENSORS) return ts_fail(e, NULL, "layers", "too many tensors for the reference");
   const int T = c->batch * c->seq, h = c->hidden, V = c->vocab, S = c->seq, F = c->ffn, L = c->layers;
+  const int QW = exec_ref_qkv_cols(c); /* qkv width: hidden + 2 kv_heads x head_dim */
   const int U = c->act == EXEC_ACT_SWIGLU ? 2 * F : F, ln = c->norm == EXEC_NORM_LAYERNORM;
   const int per_layer = ln ? 8 : 6;
 
   /* One arena for every activation: sizes in doubles. */
-  size_t th = (size_t)T * h, layer_doubles = th * 5 + (size_t)T * 4 + (size_t)T * 3 * h +
+  size_t th = (size_t)T * h, layer_doubles = th * 5 + (size_t)T * 4 + (size_t)T * QW +
                                              (size_t)c->batch * c->heads * S * S + (size_t)T * U + (size_t)T * F;
   size_t arena_doubles = layer_doubles * L + th * 3 + (size_t)T * 2 + (size_t)T * V + th * 2 +
-                         (size_t)T * 3 * h + (size_t)T * U + (size_t)T * F + (size_t)S;
+                         (size_t)T * QW + (size_t)T * U + (size_t)T * F + (size_t)S;
   double *arena = calloc(arena_doubles, sizeof(double));
   layer_saved *sv = calloc((size_t)L, sizeof *sv);
   if (!arena || !sv) {
@@ -344,12 +357,12 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
 #define TAKE(n) (cur += (n), cur - (n))
   for (int l = 0; l < L; l++) {
     sv[l].x_in = TAKE(th); sv[l].n1 = TAKE(th); sv[l].mean1 = TAKE(T); sv[l].rstd1 = TAKE(T);
-    sv[l].qkv = TAKE((size_t)T * 3 * h); sv[l].P = TAKE((size_t)c->batch * c->heads * S * S);
+    sv[l].qkv = TAKE((size_t)T * QW); sv[l].P = TAKE((size_t)c->batch * c->heads * S * S);
     sv[l].attn = TAKE(th); sv[l].x_mid = TAKE(th); sv[l].n2 = TAKE(th); sv[l].mean2 = TAKE(T);
     sv[l].rstd2 = TAKE(T); sv[l].u = TAKE((size_t)T * U); sv[l].a = TAKE((size_t)T * F);
   }
   double *x = TAKE(th), *xf = TAKE(th), *nf = TAKE(th), *meanf = TAKE(T), *rstdf = TAKE(T);
-  double *logits = TAKE((size_t)T * V), *dx = TAKE(th), *dtmp = TAKE(th), *dqkv = TAKE((size_t)T * 3 * h);
+  double *logits = TAKE((size_t)T * V), *dx = TAKE(th), *dtmp = TAKE(th), *dqkv = TAKE((size_t)T * QW);
   double *du = TAKE((size_t)T * U), *da = TAKE((size_t)T * F), *dP_row = TAKE(S);
 #undef TAKE
 
@@ -370,7 +383,7 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
     layer_saved *s = &sv[l];
     memcpy(s->x_in, x, sizeof(double) * th);
     norm_fwd(c, T, x, P_OF(l, I_LN1G), ln ? P_OF(l, I_LN1B) : NULL, s->n1, s->mean1, s->rstd1);
-    mm_nn(T, 3 * h, h, s->n1, P_OF(l, I_QKV), s->qkv, 0);
+    mm_nn(T, QW, h, s->n1, P_OF(l, I_QKV), s->qkv, 0);
     attn_fwd(c, s->qkv, s->P, s->attn);
     mm_nn(T, h, h, s->attn, P_OF(l, I_OUT), x, 1); /* x += attn . Wo */
     memcpy(s->x_mid, x, sizeof(double) * th);
@@ -418,10 +431,10 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
       /* x_mid = x_in + attn . Wo */
       mm_tn(h, h, T, s->attn, dx, G_OF(l, I_OUT), 1);
       mm_nt(T, h, h, dx, P_OF(l, I_OUT), dtmp, 0);
-      memset(dqkv, 0, sizeof(double) * T * 3 * h);
+      memset(dqkv, 0, sizeof(double) * T * QW);
       attn_bwd(c, s->qkv, s->P, dtmp, dqkv, dP_row);
-      mm_tn(h, 3 * h, T, s->n1, dqkv, G_OF(l, I_QKV), 1);
-      mm_nt(T, h, 3 * h, dqkv, P_OF(l, I_QKV), dtmp, 0);
+      mm_tn(h, QW, T, s->n1, dqkv, G_OF(l, I_QKV), 1);
+      mm_nt(T, h, QW, dqkv, P_OF(l, I_QKV), dtmp, 0);
       norm_bwd(c, T, s->x_in, P_OF(l, I_LN1G), s->mean1, s->rstd1, dtmp, dx, G_OF(l, I_LN1G),
                ln ? G_OF(l, I_LN1B) : NULL);
     }

@@ -11,7 +11,9 @@
  * norm is LayerNorm (gain and bias) or RMSNorm (gain only).
  *
  * Matrices are row-major, weights stored [in x out] so y = x . W. The qkv
- * output is [q | k | v], each hidden wide, head j at columns j*d .. j*d+d-1.
+ * output is [q | k | v]: q hidden wide, head j at columns j*d .. j*d+d-1; k and
+ * v kv_heads*d wide each (grouped-query attention: query head j uses key/value
+ * head j / (heads / kv_heads); kv_heads = heads is multi-head attention).
  * All parameters live in one flat array; exec_ref_tensors() names the pieces,
  * so gradients from any implementation can be compared tensor by tensor. */
 #ifndef EXEC_REF_H
@@ -30,7 +32,15 @@ typedef struct {
   exec_act act;
   exec_norm norm;
   double norm_eps;
+  int kv_heads; /* key/value heads (grouped-query attention); 0 means heads */
 } exec_ref_config;
+
+/* Key/value heads of c (heads unless grouped-query attention), and the qkv
+ * width: hidden query columns, then kv_heads x head_dim key and value columns. */
+static inline int exec_ref_kv_heads(const exec_ref_config *c) { return c->kv_heads > 0 ? c->kv_heads : c->heads; }
+static inline int exec_ref_qkv_cols(const exec_ref_config *c) {
+  return c->hidden + 2 * exec_ref_kv_heads(c) * (c->hidden / c->heads);
+}
 
 /* One named tensor inside the flat parameter array. */
 typedef enum {

@@ -68,6 +68,57 @@ static void test_fd_swiglu_rmsnorm(void) { check_fd(EXEC_ACT_SWIGLU, EXEC_NORM_R
 static void test_fd_gelu_rmsnorm(void) { check_fd(EXEC_ACT_GELU, EXEC_NORM_RMSNORM); }
 static void test_fd_swiglu_layernorm(void) { check_fd(EXEC_ACT_SWIGLU, EXEC_NORM_LAYERNORM); }
 
+/* Grouped-query attention: 4 query heads over 2 key/value heads, and over one
+ * (multi-query); the key/value gradients sum over the heads of a group. */
+static void test_fd_gqa(void) {
+  for (int kv = 2; kv >= 1; kv--) {
+    exec_ref_config c = tiny(EXEC_ACT_SWIGLU, EXEC_NORM_RMSNORM);
+    c.heads = 4;
+    c.kv_heads = kv;
+    char name[32] = "-";
+    double worst = worst_fd_error(c, name);
+    if (worst > 1e-6) fprintf(stderr, "\n  kv_heads %d: worst tensor %s: rel L2 %.3g\n", kv, name, worst);
+    CU_ASSERT(worst < 1e-6);
+  }
+}
+
+/* A GQA model whose query heads of a group all read equal keys and values is
+ * the multi-head model with those keys and values repeated: same loss. */
+static void test_gqa_equals_repeated_mha(void) {
+  exec_ref_config g = tiny(EXEC_ACT_GELU, EXEC_NORM_LAYERNORM), m = g;
+  g.heads = m.heads = 4;
+  g.kv_heads = 2;
+  exec_tensor tg[EXEC_REF_MAX_TENSORS], tm[EXEC_REF_MAX_TENSORS];
+  size_t ng, nm;
+  int n = exec_ref_tensors(&g, tg, EXEC_REF_MAX_TENSORS, &ng);
+  exec_ref_tensors(&m, tm, EXEC_REF_MAX_TENSORS, &nm);
+  CU_ASSERT_EQUAL(tg[4].cols, (size_t)(g.hidden + 2 * 2 * 2)); /* layer0.qkv: 8 + 2 x (2 heads x 2) */
+  double *pg = malloc(sizeof(double) * ng), *pm = malloc(sizeof(double) * nm);
+  exec_ref_init(&g, 7, 0, pg);
+  const int h = g.hidden, d = h / g.heads, G = g.heads / g.kv_heads, Wg = h + 2 * g.kv_heads * d, Wm = 3 * h;
+  for (int i = 0; i < n; i++) {
+    if (tg[i].kind != EXEC_T_QKV) {
+      memcpy(pm + tm[i].offset, pg + tg[i].offset, sizeof(double) * tg[i].rows * tg[i].cols);
+      continue;
+    }
+    for (size_t r = 0; r < tg[i].rows; r++)
+      for (int col = 0; col < Wm; col++) {
+        int block = col / h, j = col % h, src; /* j: column inside q, k or v; head j / d */
+        if (block == 0) src = j;
+        else src = h + (block - 1) * g.kv_heads * d + (j / d / G) * d + j % d;
+        pm[tm[i].offset + r * Wm + col] = pg[tg[i].offset + r * Wg + src];
+      }
+  }
+  int tok[10], tgt[10];
+  exec_ref_tokens(&g, 3, tok, tgt);
+  double lg, lm;
+  ts_err e;
+  CU_ASSERT_FATAL(exec_ref_loss_grad(&g, pg, tok, tgt, &lg, NULL, &e) == 0);
+  CU_ASSERT_FATAL(exec_ref_loss_grad(&m, pm, tok, tgt, &lm, NULL, &e) == 0);
+  CU_ASSERT(fabs(lg - lm) < 1e-12 * fabs(lm));
+  free(pg), free(pm);
+}
+
 /* With small initial weights the logits are near zero, so the loss is close
  * to log(vocab): a check of the forward pass that needs no second implementation. */
 static void test_initial_loss_near_log_vocab(void) {
@@ -118,6 +169,10 @@ static void test_config_rejected(void) {
   CU_ASSERT_EQUAL(exec_ref_config_check(&c, &e), -1);
   CU_ASSERT(strstr(e.msg, "heads") != NULL);
   c = tiny(EXEC_ACT_GELU, EXEC_NORM_LAYERNORM);
+  c.kv_heads = 3; /* does not divide 2 heads */
+  CU_ASSERT_EQUAL(exec_ref_config_check(&c, &e), -1);
+  CU_ASSERT(strstr(e.msg, "kv_heads") != NULL);
+  c = tiny(EXEC_ACT_GELU, EXEC_NORM_LAYERNORM);
   c.layers = 0;
   CU_ASSERT_EQUAL(exec_ref_config_check(&c, &e), -1);
   double loss;
@@ -131,6 +186,8 @@ int main(void) {
   CU_add_test(s, "finite differences, SwiGLU + RMSNorm", test_fd_swiglu_rmsnorm);
   CU_add_test(s, "finite differences, GELU + RMSNorm", test_fd_gelu_rmsnorm);
   CU_add_test(s, "finite differences, SwiGLU + LayerNorm", test_fd_swiglu_layernorm);
+  CU_add_test(s, "finite differences, grouped-query attention (kv 2 and 1 of 4 heads)", test_fd_gqa);
+  CU_add_test(s, "GQA equals MHA with repeated keys/values", test_gqa_equals_repeated_mha);
   CU_add_test(s, "initial loss near log(vocab)", test_initial_loss_near_log_vocab);
   CU_add_test(s, "tensor layout", test_tensor_layout);
   CU_add_test(s, "bf16 rounding", test_round_bf16);
