@@ -183,17 +183,14 @@ static int decode_attention_table(schema_calibration *cal, const calib_budget *b
   int dev = 0, n = 0;
   void *stream = NULL;
   RT_CUDA(e, cudaGetDevice(&dev));
-  infer_attn_dims big = {.batch = 64, .hl = 16, .kvl = 4, .head_dim = 128, .max_seq = 8192};
   size_t part_bytes = 0;
-  for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
-    size_t b = infer_decode_partial_bytes(&big, lens[l]);
-    big.batch = 1;
-    size_t b1 = infer_decode_partial_bytes(&big, lens[l]);
-    big.batch = 64;
-    if (b > part_bytes) part_bytes = b;
-    if (b1 > part_bytes) part_bytes = b1;
-  }
-  RT_CUDA(e, cudaMalloc((void **)&c.part, part_bytes * 2));
+  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+      infer_attn_dims a = {.batch = batches[b], .hl = 16, .kvl = 4, .head_dim = 128, .max_seq = lens[l]};
+      size_t n = infer_decode_partial_bytes(&a, lens[l]);
+      if (n > part_bytes) part_bytes = n;
+    }
+  RT_CUDA(e, cudaMalloc((void **)&c.part, part_bytes));
   for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
     for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
       c.a.batch = batches[b], c.a.max_seq = lens[l], c.len = lens[l];

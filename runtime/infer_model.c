@@ -186,10 +186,9 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   if (o->max_prompt > 1) IM_TRY(dmalloc(&m->scores, m->scores_bytes, "prefill attention scores", e));
   infer_attn_dims ad = {.batch = o->batch, .hl = m->hl, .kvl = m->kvl, .head_dim = m->d, .max_seq = o->max_seq};
   m->partial_bytes = 0;
-  for (long long len = 1; len <= o->max_seq; len = len < o->max_seq && len * 2 > o->max_seq ? o->max_seq : len * 2) {
+  for (long long len = 1; len <= o->max_seq; len++) { /* the split count is not monotone in len */
     size_t b = infer_decode_partial_bytes(&ad, len);
     if (b > m->partial_bytes) m->partial_bytes = b;
-    if (len == o->max_seq) break;
   }
   IM_TRY(dmalloc(&m->partial, m->partial_bytes, "decode attention partials", e));
   IM_TRY(dmalloc(&m->last, (size_t)(o->batch * h) * BF, "activations", e));
