@@ -14,17 +14,19 @@ OUT=${OUT:-/tmp/infer-out}
 W=$OUT/w1
 mkdir -p $W/logs $W/calib $W/smoke
 t0=$(date +%s)
+# the archive is rewritten after every step, so a run cut short still returns what it has
+pack() { tar czf $OUT/w1.tgz -C $OUT w1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $W/logs/gpu.txt 2>&1
-echo "== check (2 ranks)"; timeout 60 mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE $BIN execute --infer-check > $W/logs/check2.log 2>&1; echo "rc=$?" | tee -a $W/logs/check2.log
-echo "== check (1 rank)"; timeout 40 $BIN execute --infer-check > $W/logs/check1.log 2>&1; echo "rc=$?" | tee -a $W/logs/check1.log
+echo "== check (2 ranks)"; timeout 45 mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE $BIN execute --infer-check > $W/logs/check2.log 2>&1; echo "rc=$?" | tee -a $W/logs/check2.log; pack
+echo "== check (1 rank)"; timeout 30 $BIN execute --infer-check > $W/logs/check1.log 2>&1; echo "rc=$?" | tee -a $W/logs/check1.log; pack
 echo "== calibrate-infer ($(( $(date +%s) - t0 )) s)"
-timeout 100 $BIN calibrate-infer calibration/h200-nvlink.json calibration/h200-shm.json calibration/h200-socket.json \
-  --out-dir $W/calib --quick > $W/logs/calib.log 2>&1; echo "rc=$?" | tee -a $W/logs/calib.log
+timeout 60 $BIN calibrate-infer calibration/h200-nvlink.json calibration/h200-shm.json calibration/h200-socket.json \
+  --out-dir $W/calib --quick > $W/logs/calib.log 2>&1; echo "rc=$?" | tee -a $W/logs/calib.log; pack
 echo "== smoke nvlink ($(( $(date +%s) - t0 )) s)"
-timeout 70 mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE $BIN execute experiments/infer/plans/infer-v-nvlink-*.json \
-  --json-dir $W/smoke > $W/logs/smoke-nvlink.log 2>&1; echo "rc=$?" | tee -a $W/logs/smoke-nvlink.log
+timeout 45 mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE $BIN execute experiments/infer/plans/infer-v-nvlink-*.json \
+  --json-dir $W/smoke > $W/logs/smoke-nvlink.log 2>&1; echo "rc=$?" | tee -a $W/logs/smoke-nvlink.log; pack
 echo "== smoke socket ($(( $(date +%s) - t0 )) s)"
-NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo timeout 70 \
+NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo timeout 45 \
   mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE \
   -x NCCL_IB_DISABLE -x NCCL_SOCKET_IFNAME $BIN execute \
   experiments/infer/plans/infer-v-socket-b*-none.json experiments/infer/plans/infer-v-socket-b*-taco-caat.json \
