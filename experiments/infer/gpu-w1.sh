@@ -11,11 +11,11 @@ set -u
 export NCCL_NVLS_ENABLE=0
 BIN=${BIN:-.devbin/infer/tacorun}
 OUT=${OUT:-/tmp/infer-out}
-W=$OUT/w1
+W=/tmp/infer-run/w1   # outside $OUT: only the archive comes back
 mkdir -p $W/logs $W/calib $W/smoke
 t0=$(date +%s)
 # the archive is rewritten after every step, so a run cut short still returns what it has
-pack() { tar czf $OUT/w1.tgz -C $OUT w1; }
+pack() { tar czf $OUT/w1.tgz -C /tmp/infer-run w1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $W/logs/gpu.txt 2>&1
 echo "== check (2 ranks)"; timeout 45 mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE $BIN execute --infer-check > $W/logs/check2.log 2>&1; echo "rc=$?" | tee -a $W/logs/check2.log; pack
 echo "== check (1 rank)"; timeout 30 $BIN execute --infer-check > $W/logs/check1.log 2>&1; echo "rc=$?" | tee -a $W/logs/check1.log; pack
@@ -32,7 +32,7 @@ NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo ti
   experiments/infer/plans/infer-v-socket-b*-none.json experiments/infer/plans/infer-v-socket-b*-taco-caat.json \
   --json-dir $W/smoke > $W/logs/smoke-socket.log 2>&1; echo "rc=$?" | tee -a $W/logs/smoke-socket.log
 echo "== done ($(( $(date +%s) - t0 )) s)"
-tar czf $OUT/w1.tgz -C $OUT w1
+tar czf $OUT/w1.tgz -C /tmp/infer-run w1
 grep -E "^(ok|FAIL)|infer-check" $W/logs/check2.log | cut -c1-150
 tail -2 $W/logs/check1.log
 grep -E "calibrate-infer" $W/logs/calib.log

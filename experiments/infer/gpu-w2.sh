@@ -9,7 +9,7 @@ export NCCL_NVLS_ENABLE=0
 BIN=${BIN:-.devbin/infer/tacorun}
 OUT=${OUT:-/tmp/infer-out}
 LIMIT=${LIMIT:-150}   # seconds per transport
-W=$OUT/w2
+W=/tmp/infer-run/w2   # outside $OUT: only the archive comes back
 mkdir -p $W/logs $W/measured
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $W/logs/gpu.txt 2>&1
@@ -25,5 +25,5 @@ run nvlink NCCL_NVLS_ENABLE=0
 run shm NCCL_P2P_DISABLE=1
 run socket NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
 echo "== done ($(( $(date +%s) - t0 )) s)"
-tar czf $OUT/w2.tgz -C $OUT w2
+tar czf $OUT/w2.tgz -C /tmp/infer-run w2
 grep -hE "^# infer|^ttft|# transport" $W/logs/*.log | cut -c1-160
