@@ -26,10 +26,14 @@ static const exec_ref_config check_configs[] = {
      .act = EXEC_ACT_GELU, .norm = EXEC_NORM_LAYERNORM, .norm_eps = 1e-5},
     {.vocab = 512, .hidden = 128, .heads = 4, .ffn = 256, .layers = 2, .seq = 128, .batch = 2,
      .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-5},
+    /* grouped-query attention: 4 query heads over 2 key/value heads (one of each per rank at TP 2) */
+    {.vocab = 512, .hidden = 128, .heads = 4, .ffn = 256, .layers = 2, .seq = 128, .batch = 2,
+     .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-5, .kv_heads = 2},
 };
 
 enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_PP2_PLAN_REF,
-       CMP_PP2_PP1, CMP_SP_REF, CMP_SP_TP, CMP_RCF_TP, CMP_RCS_TP, CMP_SPRC_TP, CMP_Z1_REF, CMP_Z1_STEP, CMP_COUNT };
+       CMP_PP2_PP1, CMP_SP_REF, CMP_SP_TP, CMP_RCF_TP, CMP_RCS_TP, CMP_SPRC_TP, CMP_Z1_REF, CMP_Z1_STEP, CMP_GPIPE_REF, CMP_GPIPE_PP1,
+       CMP_COUNT };
 /* "plan": the same layout run from plan_build_program()'s program (exec_walk.c).
  * PP2: two stages (1F1B) over two micro-batches (batches 0 and 1) against the
  * float64 mean gradient and against the PP = 1 run of the same two batches
@@ -43,11 +47,12 @@ enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP
  *   z1/f64: DP2 with ZeRO-1, each rank's reduce-scattered gradient shard
  *     against the float64 mean gradient;
  *   z1step/dp2: the weight update of 3 AdamW steps (master weights, each
- *     rank's shard) against the DP2 plan run without ZeRO-1. */
+ *     rank's shard) against the DP2 plan run without ZeRO-1;
+ *   gpipe2/f64, gpipe vs pp1: PP = 2 with the GPipe schedule, like the 1F1B rows. */
 static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64",
                                                  "tpN-plan/f64", "dpN-plan/f64", "pp2-plan/f64", "pp2 vs pp1",
                                                  "sp/f64", "sp/tp2", "rcfull/tp2", "rcsel/tp2", "sp+rc/tp2",
-                                                 "z1/f64", "z1step/dp2"};
+                                                 "z1/f64", "z1step/dp2", "gpipe2/f64", "gpipe vs pp1"};
 
 typedef struct {
   int ntensors;
@@ -279,7 +284,7 @@ static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, f
 /* The tiny model as a model file, and a plan of it, so plan_build_program()
  * can build the programs the walker runs. */
 static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, const char *layout_extra,
-                          char *model_path, size_t cap, char *text, size_t text_cap, ts_err *e) {
+                          const char *schedule, char *model_path, size_t cap, char *text, size_t text_cap, ts_err *e) {
   snprintf(model_path, cap, "/tmp/tacorun-exec-check-%d.json", (int)getpid());
   FILE *f = fopen(model_path, "w");
   if (!f) return ts_fail_sys(e, "%s: cannot write", model_path);
@@ -288,15 +293,15 @@ static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, co
           "  \"heads\": %d, \"kv_heads\": %d, \"ffn_hidden\": %d, \"activation\": \"%s\", \"norm\": \"%s\",\n"
           "  \"vocab\": %d, \"tied_embeddings\": true, \"max_seq\": %d, \"position\": \"learned\",\n"
           "  \"qkv_bias\": false, \"linear_bias\": false, \"norm_eps\": %g }\n",
-          cfg->layers, cfg->hidden, cfg->heads, cfg->heads, cfg->ffn, cfg->act == EXEC_ACT_GELU ? "gelu" : "swiglu",
+          cfg->layers, cfg->hidden, cfg->heads, exec_ref_kv_heads(cfg), cfg->ffn, cfg->act == EXEC_ACT_GELU ? "gelu" : "swiglu",
           cfg->norm == EXEC_NORM_LAYERNORM ? "layernorm" : "rmsnorm", cfg->vocab, cfg->seq, cfg->norm_eps);
   if (fclose(f)) return ts_fail_sys(e, "%s: cannot write", model_path);
   snprintf(text, text_cap,
            "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\",\n"
            "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d%s },\n"
-           "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"1f1b\" }\n",
+           "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"%s\" }\n",
            model_path, dp, tp, pp, layout_extra ? layout_extra : "", cfg->batch, cfg->batch * dp * (pp > 1 ? 2 : 1),
-           cfg->seq);
+           cfg->seq, schedule ? schedule : "1f1b");
   return 0;
 }
 
@@ -336,7 +341,7 @@ static int check_walked(rt_nccl *w, const check_data *d, const walked_case *wc, 
                         ts_err *e) {
   const int rank = w->ranks[0], tp = wc->tp, dp = wc->dp;
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, tp, dp, 1, wc->layout_extra, model_path, sizeof model_path, text, sizeof text, e))
+  if (tiny_plan_text(&d->cfg, tp, dp, 1, wc->layout_extra, NULL, model_path, sizeof model_path, text, sizeof text, e))
     return -1;
   exec_model m;
   exec_walk wk;
@@ -407,7 +412,7 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_tabl
   memset(&wk, 0, sizeof wk);
   char model_path[256], text[1024];
   for (int z = 0; z < 2; z++) {
-    if (tiny_plan_text(&d->cfg, 1, dp, 1, z ? ", \"zero1\": true" : NULL, model_path, sizeof model_path, text,
+    if (tiny_plan_text(&d->cfg, 1, dp, 1, z ? ", \"zero1\": true" : NULL, NULL, model_path, sizeof model_path, text,
                        sizeof text, e))
       goto out;
     if (exec_model_create(&m, &d->cfg, 1, 1, 0, NULL, dp, rank, w->comms[0], w->streams[0], e)) goto out;
@@ -474,10 +479,12 @@ out:
  * batch 0 then batch 1, walked from the plan's program: gradients against the
  * float64 mean (ref_mean) and against pp1 (the PP = 1 gradient of the same two
  * batches, local layout of a TP = 1 model). */
-static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, error_table *tab, FILE *log, ts_err *e) {
+static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, const char *schedule, int cmp_ref,
+                          int cmp_pp1, error_table *tab, FILE *log, ts_err *e) {
   const int rank = w->ranks[0];
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, 1, 1, 2, NULL, model_path, sizeof model_path, text, sizeof text, e)) return -1;
+  if (tiny_plan_text(&d->cfg, 1, 1, 2, NULL, schedule, model_path, sizeof model_path, text, sizeof text, e))
+    return -1;
   const size_t T = (size_t)d->cfg.batch * d->cfg.seq;
   int32_t *tok = malloc(2 * T * sizeof *tok), *lab = malloc(2 * T * sizeof *lab);
   int *ti = malloc(T * sizeof *ti), *li = malloc(T * sizeof *li);
@@ -514,12 +521,12 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, err
   if (exec_model_grads_to_host(&m, g, e)) goto out;
   exec_model_shard_of(&m, d->grad_mean, ref);
   for (size_t j = 0; j < m.nparams; j++) pp1d[j] = pp1[j];
-  accumulate(&m, g, ref, tab, CMP_PP2_PLAN_REF);   /* each stage adds the tensors it holds */
-  accumulate(&m, g, pp1d, tab, CMP_PP2_PP1);
+  accumulate(&m, g, ref, tab, cmp_ref);   /* each stage adds the tensors it holds */
+  accumulate(&m, g, pp1d, tab, cmp_pp1);
   int sends = 0;
   for (int i = 0; i < wk.prog.n; i++) sends += wk.prog.ops[i].kind == PLAN_OP_SEND;
-  fprintf(log, "  plan program (pp 2, 1F1B, 2 micro-batches): %d ops on rank 0 (%d sends), stages on ranks 0/1\n",
-          wk.prog.n, sends);
+  fprintf(log, "  plan program (pp 2, %s, 2 micro-batches): %d ops on rank 0 (%d sends), stages on ranks 0/1\n",
+          schedule, wk.prog.n, sends);
   rc = 0;
 out:
   remove(model_path);
@@ -602,14 +609,16 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
       goto done;
   }
   /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */
-  if (n == 2 && check_pipeline(w, &d, gd, tab, log, e)) goto done;
+  if (n == 2 && (check_pipeline(w, &d, gd, "1f1b", CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, log, e) ||
+                 check_pipeline(w, &d, gd, "gpipe", CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, log, e)))
+    goto done;
 
   if (exec_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||
       exec_world_sum(w, &tab->den[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e))
     goto done;
 
-  fprintf(log, "\nmodel: vocab %d, hidden %d, heads %d, ffn %d, layers %d, seq %d, micro-batch %d, %s, %s; %d rank(s)\n",
-          cfg->vocab, cfg->hidden, cfg->heads, cfg->ffn, cfg->layers, cfg->seq, cfg->batch,
+  fprintf(log, "\nmodel: vocab %d, hidden %d, heads %d (kv %d), ffn %d, layers %d, seq %d, micro-batch %d, %s, %s; %d rank(s)\n",
+          cfg->vocab, cfg->hidden, cfg->heads, exec_ref_kv_heads(cfg), cfg->ffn, cfg->layers, cfg->seq, cfg->batch,
           cfg->act == EXEC_ACT_GELU ? "GELU" : "SwiGLU", cfg->norm == EXEC_NORM_LAYERNORM ? "LayerNorm" : "RMSNorm", n);
   fprintf(log, "  loss: float64 %.6f  tp1 %.6f  tp%d %.6f  (dp%d rank-0 share %.6f)\n", d.loss_a, loss1, n, lossn, n,
           lossd);

@@ -88,31 +88,77 @@ static int norm_bwd(exec_model *m, const void *x, int tg, int tb, float *mean, f
 
 /* ---- attention (exec_core.c: unfused, batched GEMMs around a causal softmax, one call per sequence) ---- */
 
-static exec_attention_args attention_args(exec_model *m, exec_layer_acts *a) {
+static exec_attention_args attention_args(exec_model *m, exec_layer_acts *a, const void *qkv) {
   exec_attention_args r = {.gemm = m->gemm, .stream = m->stream, .batch = m->cfg.batch,
                            .lower_softmax = m->lower_softmax, .seq = m->cfg.seq, .heads = m->heads_local,
-                           .head_dim = m->head_dim, .qkv = a->qkv, .scores = m->scores, .P = a->P, .out = a->attn,
+                           .head_dim = m->head_dim, .qkv = qkv, .scores = m->scores, .P = a->P, .out = a->attn,
                            .dout = m->dattn, .dP = m->dP, .dS = m->dS, .dqkv = m->dqkv};
   return r;
+}
+
+/* Grouped-query attention: the attention core reads the multi-head layout
+ * [T x 3 hl]; each query head's key and value head is copied next to it
+ * (m->qkv_exp). Returns what the core reads. */
+static const void *gqa_expand(exec_model *m, const void *qkv, ts_err *e, int *rc) {
+  *rc = 0;
+  if (!m->qkv_exp) return qkv;
+  const size_t bf = 2, T = (size_t)m->tokens, hl = (size_t)m->hidden_local, d = (size_t)m->head_dim;
+  const size_t W = (size_t)m->qkv_cols, kvl = (size_t)m->kv_local * d, G = (size_t)(m->heads_local / m->kv_local);
+  cudaError_t ce = cudaMemcpy2DAsync(m->qkv_exp, 3 * hl * bf, qkv, W * bf, hl * bf, T, cudaMemcpyDeviceToDevice,
+                                     m->stream);
+  for (size_t j = 0; j < (size_t)m->heads_local && ce == cudaSuccess; j++)
+    for (size_t kv = 0; kv < 2 && ce == cudaSuccess; kv++)
+      ce = cudaMemcpy2DAsync((char *)m->qkv_exp + ((1 + kv) * hl + j * d) * bf, 3 * hl * bf,
+                             (const char *)qkv + (hl + kv * kvl + (j / G) * d) * bf, W * bf, d * bf, T,
+                             cudaMemcpyDeviceToDevice, m->stream);
+  if (ce != cudaSuccess) {
+    *rc = ts_fail_sys(e, "%s:%d: GQA key/value copy: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+    return NULL;
+  }
+  return m->qkv_exp;
+}
+
+/* Grouped-query attention backward: m->dqkv_g = [dQ | dK | dV] with each key
+ * and value head's gradient summed over the query heads of its group (a GEMM
+ * with the 0/1 matrix gqa_R, FP32 accumulation, one rounding to BF16). */
+static int gqa_reduce(exec_model *m, ts_err *e) {
+  const long long T = m->tokens, hl = m->hidden_local, W = m->qkv_cols, kvl = (long long)m->kv_local * m->head_dim;
+  EX_CUDA(cudaMemcpy2DAsync(m->dqkv_g, (size_t)W * 2, m->dqkv, (size_t)(3 * hl) * 2, (size_t)hl * 2, (size_t)T,
+                            cudaMemcpyDeviceToDevice, m->stream));
+  for (int kv = 0; kv < 2; kv++) {
+    exec_gemm_shape s = {.m = T, .n = kvl, .k = hl, .lda = 3 * hl, .ldb = kvl, .ldc = W, .batch = 1};
+    EX_TRY(exec_gemm_run(m->gemm, &s, 1.f, (const uint16_t *)m->dqkv + (1 + kv) * hl, m->gqa_R, 0.f,
+                         (uint16_t *)m->dqkv_g + hl + kv * kvl, m->stream, e));
+  }
+  return 0;
 }
 
 /* Fused (exec_flash.cu) unless EXEC_ATTN=unfused or the shape is unsupported;
  * it keeps each row's log-sum-exp where the unfused path keeps P (a->P) and
  * uses m->dP as scratch for the backward's row sums. */
 static int attention_fwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
+  int rc;
+  const void *qkv = gqa_expand(m, a->qkv, e, &rc);
+  if (rc) return rc;
   if (exec_flash_selected(m->cfg.seq, m->head_dim))
-    return exec_flash_fwd(a->qkv, a->attn, (float *)a->P, m->cfg.batch, m->cfg.seq, m->heads_local, m->head_dim,
+    return exec_flash_fwd(qkv, a->attn, (float *)a->P, m->cfg.batch, m->cfg.seq, m->heads_local, m->head_dim,
                           m->stream, e);
-  exec_attention_args r = attention_args(m, a);
+  exec_attention_args r = attention_args(m, a, qkv);
   return exec_attention_fwd(&r, e);
 }
 
 static int attention_bwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
-  if (exec_flash_selected(m->cfg.seq, m->head_dim))
-    return exec_flash_bwd(a->qkv, a->attn, m->dattn, (const float *)a->P, (float *)m->dP, m->dqkv, m->cfg.batch,
-                          m->cfg.seq, m->heads_local, m->head_dim, m->stream, e);
-  exec_attention_args r = attention_args(m, a);
-  return exec_attention_bwd(&r, e);
+  int rc;
+  const void *qkv = gqa_expand(m, a->qkv, e, &rc); /* again: the expanded copy is scratch shared by the layers */
+  if (rc) return rc;
+  if (exec_flash_selected(m->cfg.seq, m->head_dim)) {
+    EX_TRY(exec_flash_bwd(qkv, a->attn, m->dattn, (const float *)a->P, (float *)m->dP, m->dqkv, m->cfg.batch,
+                          m->cfg.seq, m->heads_local, m->head_dim, m->stream, e));
+  } else {
+    exec_attention_args r = attention_args(m, a, qkv);
+    EX_TRY(exec_attention_bwd(&r, e));
+  }
+  return m->qkv_exp ? gqa_reduce(m, e) : 0;
 }
 
 /* ---- layer ops ---- */
@@ -131,7 +177,8 @@ int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
   case EXEC_OP_LN1:
     return norm_fwd(m, a->x_in, exec_layer_tensor(m, l, EXEC_T_LN1_G), exec_layer_tensor(m, l, EXEC_T_LN1_B), a->n1, a->mean1,
                     a->rstd1, e);
-  case EXEC_OP_QKV: return linear_fwd(m, T, 3 * hl, h, a->n1, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_QKV)), a->qkv, e);
+  case EXEC_OP_QKV:
+    return linear_fwd(m, T, m->qkv_cols, h, a->n1, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_QKV)), a->qkv, e);
   case EXEC_OP_ATTN: return attention_fwd(m, a, e);
   case EXEC_OP_ATTN_OUT:
     return linear_fwd(m, T, h, hl, a->attn, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_ATTN_OUT)), m->proj, e);
@@ -158,6 +205,7 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
   const long long T = m->tokens, h = m->cfg.hidden, hl = m->hidden_local, fl = m->ffn_local, ul = m->fc1_local;
   const int dgrad = part != PLAN_PART_WGRAD, wgrad = part != PLAN_PART_DGRAD;
   int t;
+  const void *dq;
   if (part != PLAN_PART_WHOLE && op != EXEC_OP_FC2 && op != EXEC_OP_FC1 && op != EXEC_OP_ATTN_OUT && op != EXEC_OP_QKV)
     return ts_fail(e, NULL, "program", "layer op %s has no dgrad/wgrad halves", exec_layer_op_names[op]);
   switch (op) {
@@ -190,9 +238,10 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
   case EXEC_OP_ATTN: return attention_bwd(m, a, e);
   case EXEC_OP_QKV:
     t = exec_layer_tensor(m, l, EXEC_T_QKV);
-    if (dgrad) EX_TRY(linear_dgrad(m, T, 3 * hl, h, m->dqkv, exec_w16_of(m, t), m->dtmp, e));
-    if (part == PLAN_PART_WGRAD) return linear_wgrad(m, T, 3 * hl, h, a->n1, m->dqkv, exec_grad_of(m, t), e);
-    return wgrad ? linear_wgrad_deferred(m, T, 3 * hl, h, a->n1, m->dqkv, exec_grad_of(m, t), e) : 0;
+    dq = m->dqkv_g ? m->dqkv_g : m->dqkv; /* GQA: the group-summed gradient */
+    if (dgrad) EX_TRY(linear_dgrad(m, T, m->qkv_cols, h, dq, exec_w16_of(m, t), m->dtmp, e));
+    if (part == PLAN_PART_WGRAD) return linear_wgrad(m, T, m->qkv_cols, h, a->n1, dq, exec_grad_of(m, t), e);
+    return wgrad ? linear_wgrad_deferred(m, T, m->qkv_cols, h, a->n1, dq, exec_grad_of(m, t), e) : 0;
   case EXEC_OP_LN1:
     EX_TRY(norm_bwd(m, a->x_in, exec_layer_tensor(m, l, EXEC_T_LN1_G), exec_layer_tensor(m, l, EXEC_T_LN1_B), a->mean1,
                     a->rstd1, e));

@@ -49,7 +49,14 @@ static long long full_index(const exec_model *m, const exec_tensor *full, int t,
     fr = m->vocab_start + r;
     if (fr >= m->cfg.vocab) return -1;
     break;
-  case EXEC_T_QKV: fc = (c / hl) * h + m->tp_rank * hl + c % hl; break;
+  case EXEC_T_QKV: {
+    /* [q | k | v]: q hidden wide, k and v kv_heads x head_dim wide, each cut over TP */
+    const long long kvl = (long long)m->kv_local * m->head_dim, kvf = kvl * m->tp;
+    if (c < hl) fc = m->tp_rank * hl + c;
+    else if (c < hl + kvl) fc = h + m->tp_rank * kvl + (c - hl);
+    else fc = h + kvf + m->tp_rank * kvl + (c - hl - kvl);
+    break;
+  }
   case EXEC_T_ATTN_OUT: fr = m->tp_rank * hl + r; break;
   case EXEC_T_FC1: fc = (c / fl) * f + m->tp_rank * fl + c % fl; break; /* GELU: c / fl == 0 */
   case EXEC_T_FC2: fr = m->tp_rank * fl + r; break;
@@ -147,8 +154,9 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->layer_hi = m->layer_lo + cfg->layers / m->pp;
   m->nslots = m->pp > 1 ? micros : 1;
   EX_TRY(exec_ref_config_check(cfg, e));
-  if (cfg->heads % tp || cfg->ffn % tp)
-    return ts_fail(e, NULL, "layout.tp", "%d must divide heads %d and ffn %d", tp, cfg->heads, cfg->ffn);
+  if (cfg->heads % tp || cfg->ffn % tp || exec_ref_kv_heads(cfg) % tp)
+    return ts_fail(e, NULL, "layout.tp", "%d must divide heads %d, kv_heads %d and ffn %d", tp, cfg->heads,
+                   exec_ref_kv_heads(cfg), cfg->ffn);
   m->cfg = *cfg;
   m->micros = micros;
   m->tp = tp, m->tp_rank = tp_rank, m->tp_comm = tp > 1 ? tp_comm : NULL;
@@ -165,6 +173,8 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->heads_local = cfg->heads / tp;
   m->hidden_local = m->heads_local * m->head_dim;
   m->ffn_local = cfg->ffn / tp;
+  m->kv_local = exec_ref_kv_heads(cfg) / tp;
+  m->qkv_cols = m->hidden_local + 2 * m->kv_local * m->head_dim;
   m->fc1_local = m->ffn_local * (cfg->act == EXEC_ACT_SWIGLU ? 2 : 1);
   /* Megatron-LM pads the vocabulary to a multiple of 128 * tp (models/ does the same count). */
   long long mult = 128LL * tp;
@@ -192,7 +202,7 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
     }
     switch (lt->kind) {
     case EXEC_T_WTE: lt->rows = (size_t)m->vocab_local; break;
-    case EXEC_T_QKV: lt->cols = (size_t)(3 * m->hidden_local); break;
+    case EXEC_T_QKV: lt->cols = (size_t)m->qkv_cols; break;
     case EXEC_T_ATTN_OUT: lt->rows = (size_t)m->hidden_local; break;
     case EXEC_T_FC1: lt->cols = (size_t)m->fc1_local; break;
     case EXEC_T_FC2: lt->rows = (size_t)m->ffn_local; break;
@@ -234,7 +244,7 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
     ALLOC(a->x_in, T * h * bf);
     if (l == m->layer_hi) continue; /* the next stage's input: only sent from here */
     ALLOC(a->n1, T * h * bf);
-    ALLOC(a->qkv, T * 3 * hl * bf);
+    ALLOC(a->qkv, T * m->qkv_cols * bf);
     ALLOC(a->P, scores * bf);
     ALLOC(a->attn, T * hl * bf);
     ALLOC(a->x_mid, T * h * bf);
@@ -269,6 +279,19 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   ALLOC(m->dtmp, T * h * bf);
   ALLOC(m->dtmp2, T * h * bf);
   ALLOC(m->dqkv, T * 3 * hl * bf);
+  if (m->kv_local < m->heads_local) {
+    ALLOC(m->qkv_exp, T * 3 * hl * bf);
+    ALLOC(m->dqkv_g, T * m->qkv_cols * bf);
+    const long long kvl = (long long)m->kv_local * m->head_dim, group = m->heads_local / m->kv_local;
+    ALLOC(m->gqa_R, hl * kvl * bf);
+    uint16_t *R = calloc((size_t)(hl * kvl), sizeof *R);
+    if (!R) return ts_fail_sys(e, "exec_model_create: out of memory");
+    for (long long r = 0; r < hl; r++) R[r * kvl + (r / m->head_dim / group) * m->head_dim + r % m->head_dim] = 0x3f80;
+    cudaError_t ce = cudaMemcpyAsync(m->gqa_R, R, (size_t)(hl * kvl) * bf, cudaMemcpyHostToDevice, stream);
+    if (ce == cudaSuccess) ce = cudaStreamSynchronize(stream);
+    free(R);
+    if (ce != cudaSuccess) return ts_fail_sys(e, "%s:%d: GQA reduction matrix: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+  }
   ALLOC(m->dattn, T * hl * bf);
   ALLOC(m->du, T * ul * bf);
   ALLOC(m->da, T * fl * bf);
@@ -360,7 +383,8 @@ void exec_model_destroy(exec_model *m) {
   free(m->acts);
   void *ptrs[] = {m->w16, m->master, m->grad, m->adam_m, m->adam_v, m->x_final, m->nf, m->proj, m->logits,
                   m->meanf, m->rstdf, m->ce_rowmax, m->ce_sums, m->dx, m->dtmp, m->dtmp2, m->dqkv, m->dattn,
-                  m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite};
+                  m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite,
+                  m->qkv_exp, m->dqkv_g, m->gqa_R};
   for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) cudaFree(ptrs[i]);
   exec_gemm_destroy(m->gemm);
   memset(m, 0, sizeof *m);

@@ -16,8 +16,9 @@
  * Pipeline stages: PP > 1 with the 1F1B schedule (exec_model_create_pp).
  * Walked plan programs add sequence parallelism, recomputation and ZeRO-1
  * (see sp, recomputing, zero1 below).
- * Not implemented: interleaved/GPipe pipelines, linear biases,
- * grouped-query attention, RoPE (positions are learned). */
+ * Grouped-query attention: see kv_local below.
+ * Not implemented: interleaved/GPipe pipelines, linear biases, RoPE
+ * (positions are learned). */
 #ifndef EXEC_MODEL_H
 #define EXEC_MODEL_H
 
@@ -50,6 +51,15 @@ typedef struct {
   /* shard sizes */
   long long tokens, vocab_padded, vocab_local, vocab_start;
   int hidden_local, ffn_local, fc1_local, heads_local, head_dim;
+  /* Grouped-query attention: kv_local key/value heads on this rank, qkv_cols
+   * = hidden_local + 2 kv_local head_dim columns of the QKV GEMM. When
+   * kv_local < heads_local the attention core runs on qkv_exp (each query
+   * head's key/value copied next to it, [T x 3 hidden_local]) and its key/value
+   * gradients are summed per group back into dqkv_g [T x qkv_cols] by a GEMM
+   * with gqa_R ([hidden_local x kv_local head_dim], ones where a query head's
+   * column meets its group's). NULL without GQA. */
+  int kv_local, qkv_cols;
+  void *qkv_exp, *dqkv_g, *gqa_R;
 
   /* parameters: tensors in exec_ref order, local shapes */
   int ntensors;
