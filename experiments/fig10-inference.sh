@@ -5,8 +5,9 @@
 # generated, bf16 KV cache (sim/INFERENCE.md). The plans are the shipped
 # experiments/plans/infer-llama3-8b-tp2/*-b1-* with batch and codec set by jq;
 # each link class uses its measured calibration calibration/h200-<transport>.json
-# (a class whose calibration is missing or derived is left out). Simulated
-# only: no prediction here has been validated on the GPUs yet.
+# (a class whose calibration is missing or derived is left out). Measured
+# speedups of the validation run (experiments/infer/measured/, tacorun execute on
+# 2 x H200) are drawn as open symbols where they exist.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_tacosim || exit 3
@@ -77,6 +78,42 @@ out="$DATA/fig10-inference.dat"
 } > "$out"
 if ! grep -v '^#' "$out" | grep -q '[0-9]'; then skip fig10 "any successful inference prediction (see $WORK/*.err)"; exit 3; fi
 
+# Measured points of the validation run (experiments/infer/: Llama 3 8B TP2, 4 layers, 16
+# generated, one prompt length per batch size), where they exist: the speedup of each codec over
+# plain NCCL measured with tacorun execute, drawn as large open symbols at the plan's batch size.
+MEAS="$EXP/infer/measured"
+mout="$DATA/fig10-inference-measured.dat"
+meas_links=""
+if ls "$MEAS"/infer-v-*-none.json > /dev/null 2>&1; then
+  {
+    echo "# measured on 2 x H200 (tacorun execute, experiments/infer/README.md): Llama 3 8B TP2, 4 layers, 16 generated"
+    echo "# speedup = plain NCCL time / codec time (TTFT, TPOT)"
+    i=0
+    for t in $LINKS; do
+      ls "$MEAS"/infer-v-$t-*-none.json > /dev/null 2>&1 || continue
+      meas_links="$meas_links $i:$t"
+      i=$((i + 1))
+      echo "# $t: batch prompt ttft_taco ttft_caat ttft_both tpot_taco tpot_caat tpot_both"
+      for f in $(ls "$MEAS"/infer-v-$t-*-none.json | sort -V); do
+        base=${f%-none.json}
+        pt=${base##*-$t-}
+        b=${pt%%-*}; b=${b#b}; pr=${pt##*-p}
+        row="$b $pr" tt="" tp=""
+        for c in taco caat taco-caat; do
+          if [ -f "$base-$c.json" ]; then
+            tt="$tt $(jq -n --slurpfile a "$f" --slurpfile c "$base-$c.json" '$a[0].ttft_s / $c[0].ttft_s * 10000 | round / 10000')"
+            tp="$tp $(jq -n --slurpfile a "$f" --slurpfile c "$base-$c.json" '$a[0].tpot_s / $c[0].tpot_s * 10000 | round / 10000')"
+          else
+            tt="$tt NaN" tp="$tp NaN"
+          fi
+        done
+        echo "$row$tt$tp"
+      done
+      printf '\n\n'
+    done
+  } > "$mout"
+fi
+
 # one dash type per link class, one colour and point per codec
 styles=""
 i=0
@@ -95,12 +132,20 @@ plotcmd() { # COLUMN_OFFSET: 4 for TTFT, 7 for TPOT
     cmd="$cmd, \"\" index $idx using 1:$((off + 1)) with linespoints lw 2 dt $dt pt 5 lc rgb \"#d62728\" title \"$label: CAAT-Net p=0.5\""
     cmd="$cmd, \"\" index $idx using 1:$((off + 2)) with linespoints lw 2 dt $dt pt 9 lc rgb \"#2ca02c\" title \"$label: TACO+CAAT-Net\""
   done
+  # measured: columns 3.. of the measured file (TTFT 3-5, TPOT 6-8)
+  local mo=$(( off == 4 ? 3 : 6 )) m mi mt
+  for m in $meas_links; do
+    mi=${m%%:*} mt=${m#*:}
+    cmd="$cmd, \"$mout\" index $mi using 1:$mo with points pt 6 ps 2 lw 2 lc rgb \"#1f77b4\" title \"measured $mt: TACO\""
+    cmd="$cmd, \"\" index $mi using 1:$((mo + 1)) with points pt 4 ps 2 lw 2 lc rgb \"#d62728\" title \"measured $mt: CAAT-Net\""
+    cmd="$cmd, \"\" index $mi using 1:$((mo + 2)) with points pt 8 ps 2 lw 2 lc rgb \"#2ca02c\" title \"measured $mt: both\""
+  done
   echo "$cmd"
 }
 
 plot fig10-inference 1500 800 <<GP
 set datafile missing "NaN"
-set multiplot layout 1,2 title "Llama 3 8B TP2 inference on 2 x H200 (prompt 2048, 128 generated): speedup over plain NCCL (simulated; not yet validated on GPUs)"
+set multiplot layout 1,2 title "Llama 3 8B TP2 inference on 2 x H200: speedup over plain NCCL; lines: simulated (prompt 2048, 128 generated); open symbols: measured (4 layers, experiments/infer)"
 set logscale x 2
 set xrange [0.8:80]
 set xtics (1, 2, 4, 8, 16, 32, 64)
@@ -108,9 +153,9 @@ set xlabel "batch size (sequences)"
 set ylabel "speedup over plain NCCL"
 set grid
 set key below horizontal maxcols 3 width 1 spacing 1.0 font ",9" samplen 3
-set bmargin 9
+set bmargin $([ -n "$meas_links" ] && echo 15 || echo 9)
 set xlabel offset 0,0.6
-set yrange [0.95:*]
+set yrange [*:*]
 set title "time to first token (prefill)"
 $(plotcmd 4)
 set title "time per output token (decode)"
