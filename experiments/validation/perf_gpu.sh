@@ -10,8 +10,11 @@
 #                of the machine hits both alike; per-op tables in results.tgz
 #   summary.txt  one line per run, and the table printed last
 # usage: perf_gpu.sh [flash] [check] [timed]  (default: all three)
+#   clocks.csv   SM clock, power, temperature of both GPUs every 100 ms during the
+#                timed runs (nvidia-smi); summary.txt has each run's start time
 # VARIANTS: the timed runs, NAME=ENV[,ENV...] words, default
-#   "unfused=EXEC_ATTN=unfused flash=EXEC_ATTN=flash" repeated ROUNDS (2) times.
+#   "unfused=EXEC_ATTN=unfused flash=EXEC_ATTN=flash" repeated ROUNDS (2) times,
+#   then EXTRA once (an ENV may set PLAN, e.g. the shm plan with NCCL_P2P_DISABLE=1).
 # PLAN, NP (default the GPT h4096 TP2 NVLink plan on 2 ranks), ITERS (6).
 set -u
 cd "$(dirname "$0")/../.."
@@ -23,6 +26,7 @@ NP=${NP:-2}
 ITERS=${ITERS:-6}
 ROUNDS=${ROUNDS:-2}
 VARIANTS=${VARIANTS:-"unfused=EXEC_ATTN=unfused flash=EXEC_ATTN=flash"}
+EXTRA=${EXTRA:-}
 START=$(date +%s)
 mkdir -p "$OUT/measured"
 export NCCL_NVLS_ENABLE=0
@@ -50,21 +54,31 @@ stage_check() {
   grep -E "worst|FAILED" "$OUT/check.txt" | head -6 | tee -a "$SUMMARY"
 }
 
+timed_one() { # timed_one TAG ENVS
+  local tag=$1 envs=$2
+  say "start $tag $(date -u '+%Y/%m/%d %H:%M:%S.%3N')"
+  echo "=== $tag: ($envs, $ITERS iterations after 2 warm-up) ===" >>"$OUT/timing.txt"
+  (
+    IFS=, read -ra kvs <<<"$envs"
+    for kv in "${kvs[@]}"; do export "${kv?}"; done
+    echo "plan $PLAN"
+    mpi "$NP" 60 execute "$PLAN" --iters "$ITERS" --warmup 2 --timeout 30 --json "$OUT/measured/$tag.json" \
+      --ops-csv "$OUT/measured/$tag.ops.txt"
+  ) >>"$OUT/timing.txt" 2>&1
+  say "$tag rc=$? ($(elapsed) s): $(grep -E '^# iteration time' "$OUT/timing.txt" | tail -1 | sed 's/.*: median/median/')"
+}
+
 stage_timed() {
-  local r v name envs tag
+  local r v smi
+  nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 100 \
+    >"$OUT/clocks.csv" 2>&1 &
+  smi=$!
   for r in $(seq 1 "$ROUNDS"); do
-    for v in $VARIANTS; do
-      name=${v%%=*} envs=${v#*=} tag=$name-$r
-      echo "=== $tag: $PLAN ($envs, $ITERS iterations after 2 warm-up) ===" >>"$OUT/timing.txt"
-      (
-        IFS=, read -ra kvs <<<"$envs"
-        for kv in "${kvs[@]}"; do export "${kv?}"; done
-        mpi "$NP" 60 execute "$PLAN" --iters "$ITERS" --warmup 2 --timeout 30 --json "$OUT/measured/$tag.json" \
-          --ops-csv "$OUT/measured/$tag.ops.txt"
-      ) >>"$OUT/timing.txt" 2>&1
-      say "$tag rc=$? ($(elapsed) s): $(grep -E '^# iteration time' "$OUT/timing.txt" | tail -1 | sed 's/.*: median/median/')"
-    done
+    for v in $VARIANTS; do timed_one "${v%%=*}-$r" "${v#*=}"; done
   done
+  for v in $EXTRA; do timed_one "${v%%=*}" "${v#*=}"; done
+  kill "$smi" 2>/dev/null
+  wait "$smi" 2>/dev/null
   tar -czf "$OUT/results.tgz" -C "$OUT" measured
   # attention rows of the per-op tables, side by side
   for f in "$OUT"/measured/*.ops.txt; do
@@ -74,6 +88,7 @@ stage_timed() {
   rm -rf "$OUT/measured"
 }
 
+say "binaries of commit $(cat "$D/COMMIT" 2>/dev/null || echo '?'); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 [ $# -eq 0 ] && set -- flash check timed
 for stage in "$@"; do
   case $stage in
