@@ -50,8 +50,14 @@ stage_flash() {
 
 stage_check() {
   EXEC_ATTN=flash mpi 2 100 execute --check --timeout 20 >"$OUT/check.txt" 2>&1
-  say "check (EXEC_ATTN=flash) rc=$? ($(elapsed) s): $(grep -E '^execute --check' "$OUT/check.txt" | tail -1)"
+  local rc=$?
+  say "check (EXEC_ATTN=flash) rc=$rc ($(elapsed) s): $(grep -E '^execute --check' "$OUT/check.txt" | tail -1)"
   grep -E "worst|FAILED" "$OUT/check.txt" | head -6 | tee -a "$SUMMARY"
+  if [ $rc -ne 0 ]; then # is it the fused attention? the same check on the unfused path
+    echo "=== EXEC_ATTN=unfused ===" >>"$OUT/check.txt"
+    EXEC_ATTN=unfused mpi 2 100 execute --check --timeout 20 >>"$OUT/check.txt" 2>&1
+    say "check (EXEC_ATTN=unfused) rc=$? ($(elapsed) s)"
+  fi
 }
 
 timed_one() { # timed_one TAG ENVS
