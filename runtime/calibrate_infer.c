@@ -10,7 +10,8 @@
  *   - "attention_decode" (by KV-cache bytes read: 2 x batch x length x KV
  *     heads x head_dim x 2 B): infer_decode_attention, caches rotating too;
  *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
- *     flops_fwd): infer_prefill_attention at batch x prompt.
+ *     flops_fwd): infer_prefill_attention at batch x prompt;
+ *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes.
  * A separate command rather than a `tacorun calibrate` stage, so a training
  * calibration is not slowed; the small-message collectives are already in the
  * calibrate sweep (from 1 KiB; a decode all-reduce of batch 1 x hidden 4096
@@ -262,6 +263,69 @@ static int prefill_attention_table(schema_calibration *cal, exec_gemm *g, const 
   return 0;
 }
 
+typedef struct {
+  int kind; /* 0 rmsnorm, 1 add, 2 swiglu, 3 embedding */
+  long long rows;
+  int cols;
+  void *x, *y, *gamma, *table;
+  float *rstd;
+  int32_t *ids;
+} small_ctx;
+
+static int small_launch(void *ctx, long long iter, ts_err *e) {
+  (void)iter;
+  small_ctx *c = ctx;
+  switch (c->kind) {
+  case 0: return rt_rmsnorm_fwd(c->x, c->gamma, c->y, c->rstd, c->rows, c->cols, 1e-5f, NULL, e);
+  case 1: return rt_add(c->x, c->y, c->y, c->rows * c->cols, NULL, e);
+  case 2: return rt_swiglu_fwd(c->x, c->y, c->rows, c->cols, NULL, e);
+  default: return rt_embedding_fwd(c->table, c->ids, c->y, c->rows, c->cols, 0, 64128, NULL, e);
+  }
+}
+
+/* The memory-bound kernels of a decode step at batch 1..64 (Llama-3 8B TP2: hidden 4096, FFN
+ * 7168 per GPU), in the tables and byte counts `tacorun calibrate` uses (rmsnorm_fwd and norm:
+ * 4 B per element; add_fwd, swiglu_fwd and elementwise: 6; embedding_fwd and embedding: 4), below
+ * the sizes training calibrates. Not rotated: a decode step's activations were just written and
+ * sit in L2, as here. */
+static int small_memops(schema_calibration *cal, const calib_budget *bud, ts_err *e) {
+  static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
+  static const char *names[4][2] = {{"rmsnorm_fwd", "norm"}, {"add_fwd", "elementwise"},
+                                    {"swiglu_fwd", "elementwise"}, {"embedding_fwd", "embedding"}};
+  static const double per_elem[4] = {4, 6, 6, 4};
+  small_ctx c;
+  memset(&c, 0, sizeof c);
+  const size_t big = (size_t)64 * 2 * 7168 * 2;
+  RT_CUDA(e, cudaMalloc(&c.x, big));
+  RT_CUDA(e, cudaMalloc(&c.y, big));
+  RT_CUDA(e, cudaMalloc(&c.gamma, 4096 * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.rstd, 64 * sizeof(float)));
+  RT_CUDA(e, cudaMalloc((void **)&c.ids, 64 * sizeof(int32_t)));
+  RT_CUDA(e, cudaMalloc(&c.table, (size_t)64128 * 4096 * 2));
+  if (rt_fill_random_bf16(c.x, (long long)(big / 2), 9, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.y, (long long)(big / 2), 10, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.gamma, 4096, 11, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.table, 64128LL * 4096, 12, 1.0f, NULL, e) || rt_fill_labels(c.ids, 64, 64128, 13, NULL, e))
+    return -1;
+  int dev = 0, n = 0;
+  void *stream = NULL;
+  RT_CUDA(e, cudaGetDevice(&dev));
+  for (int k = 0; k < 4; k++)
+    for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
+      c.kind = k, c.rows = batches[b], c.cols = k == 2 ? 7168 : 4096;
+      double us;
+      if (calib_time_us(small_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+      double bytes = per_elem[k] * (double)c.rows * c.cols;
+      if (schema_calibration_add_kernel(cal, names[k][0], false, bytes, 0, us) ||
+          schema_calibration_add_kernel(cal, names[k][1], false, bytes, 0, us))
+        return ts_fail_sys(e, "out of memory");
+      n++;
+    }
+  fprintf(stderr, "calibrate-infer: %d decode-sized memory-bound points\n", n);
+  cudaFree(c.x), cudaFree(c.y), cudaFree(c.gamma), cudaFree(c.rstd), cudaFree(c.ids), cudaFree(c.table);
+  return 0;
+}
+
 static void usage(FILE *out) {
   fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json... [--out-dir DIR] [--models DIR] [--quick]\n"
                "Adds the decode-sized tables of inference plans to calibration files (in place, or to\n"
@@ -357,7 +421,7 @@ static int cmd_calibrate_infer(int argc, char **argv) {
   int known = meas.n_gemm;
   if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
       decode_gemms(&meas, g, models, nm, &bud, &added, &e) || decode_attention_table(&meas, &bud, &e) ||
-      prefill_attention_table(&meas, g, llama, &bud, &e)) {
+      prefill_attention_table(&meas, g, llama, &bud, &e) || small_memops(&meas, &bud, &e)) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
     goto done;
   }
