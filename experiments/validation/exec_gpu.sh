@@ -13,6 +13,7 @@
 #   calib.tgz     (stage calibrate) calib/h200-{nvlink,shm,socket}.json and their logs
 # usage: exec_gpu.sh [calibrate] [check] [fault] [nan] [timed]   (default: check fault nan timed)
 # BUDGET (s, default 215): no timed plan starts after this much wall time.
+# CLOCKS=1: also clocks.csv, the GPUs' SM clock and power every 100 ms during the timed plans.
 # TAGS (plans.txt tags): time only these, e.g. TAGS="dp2-nvlink swiglu-dp2-shm" exec_gpu.sh check timed
 set -u
 cd "$(dirname "$0")/../.."
@@ -143,7 +144,14 @@ stage_timed() {
                tp2-caat-shm tp2-none-socket tp2-caat-socket swiglu-tp2-taco-socket tp2-taco-nvlink tp2-caat-nvlink
                swiglu-dp2-shm 1gpu-nvlink"
   order=${TAGS:-$order} # TAGS="dp2-nvlink ...": only these
+  local smi=
+  if [ "${CLOCKS:-0}" = 1 ]; then # SM clock and power every 100 ms (clocks.csv; summary has each plan's start)
+    nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 100 \
+      >"$OUT/clocks.csv" 2>&1 &
+    smi=$!
+  fi
   for tag in $order; do
+    [ -n "$smi" ] && say "start $tag $(date -u '+%Y/%m/%d %H:%M:%S.%3N')"
     if [ "$(elapsed)" -ge "$BUDGET" ]; then
       say "$tag: skipped (budget of $BUDGET s spent)"
       continue
@@ -153,6 +161,10 @@ stage_timed() {
       timed_one "$tag-builtin" "$plan" "$transport" "$np" --program builtin
     fi
   done
+  if [ -n "$smi" ]; then
+    kill "$smi" 2>/dev/null
+    wait "$smi" 2>/dev/null
+  fi
   tar -czf "$OUT/results.tgz" -C "$OUT" measured && rm -rf "$OUT/measured"
 }
 
