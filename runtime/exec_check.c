@@ -479,12 +479,15 @@ out:
  * batch 0 then batch 1, walked from the plan's program: gradients against the
  * float64 mean (ref_mean) and against pp1 (the PP = 1 gradient of the same two
  * batches, local layout of a TP = 1 model). */
-static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, const char *schedule, int cmp_ref,
-                          int cmp_pp1, error_table *tab, FILE *log, ts_err *e) {
+static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, const char *schedule, int vpp,
+                          int cmp_ref, int cmp_pp1, error_table *tab, float **keep, FILE *log, ts_err *e) {
   const int rank = w->ranks[0];
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, 1, 1, 2, NULL, schedule, model_path, sizeof model_path, text, sizeof text, e))
+  if (tiny_plan_text(&d->cfg, 1, 1, 2, vpp > 1 ? ", \"vpp\": 2" : NULL, schedule, model_path, sizeof model_path,
+                     text, sizeof text, e))
     return -1;
+  exec_ref_config cfg = d->cfg;
+  cfg.vpp = vpp;
   const size_t T = (size_t)d->cfg.batch * d->cfg.seq;
   int32_t *tok = malloc(2 * T * sizeof *tok), *lab = malloc(2 * T * sizeof *lab);
   int *ti = malloc(T * sizeof *ti), *li = malloc(T * sizeof *li);
@@ -506,7 +509,7 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, con
   }
   if (exec_comm_split(w, 0, rank, &emb, e)) goto out;
   exec_pipeline pipe = {.pp = 2, .pp_rank = rank, .pp_comm = w->comms[0], .emb_comm = emb};
-  if (exec_model_create_pp(&m, &d->cfg, 2, 1, 0, NULL, 1, 0, NULL, &pipe, w->streams[0], e)) goto out;
+  if (exec_model_create_pp(&m, &cfg, 2, 1, 0, NULL, 1, 0, NULL, &pipe, w->streams[0], e)) goto out;
   created = 1;
   if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, tok, lab, e)) goto out;
   if (exec_walk_init_text(&wk, text, "exec-check pp2 plan", rank, &m, e)) goto out;
@@ -520,13 +523,16 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, con
   }
   if (exec_model_grads_to_host(&m, g, e)) goto out;
   exec_model_shard_of(&m, d->grad_mean, ref);
-  for (size_t j = 0; j < m.nparams; j++) pp1d[j] = pp1[j];
-  accumulate(&m, g, ref, tab, cmp_ref);   /* each stage adds the tensors it holds */
-  accumulate(&m, g, pp1d, tab, cmp_pp1);
+  if (cmp_ref >= 0) accumulate(&m, g, ref, tab, cmp_ref); /* each stage adds the tensors it holds */
+  if (pp1) {
+    for (size_t j = 0; j < m.nparams; j++) pp1d[j] = pp1[j];
+    accumulate(&m, g, pp1d, tab, cmp_pp1);
+  }
   int sends = 0;
   for (int i = 0; i < wk.prog.n; i++) sends += wk.prog.ops[i].kind == PLAN_OP_SEND;
-  fprintf(log, "  plan program (pp 2, %s, 2 micro-batches): %d ops on rank 0 (%d sends), stages on ranks 0/1\n",
-          schedule, wk.prog.n, sends);
+  fprintf(log, "  plan program (pp 2, %s, vpp %d, %d layers, 2 micro-batches): %d ops on rank 0 (%d sends), stages on "
+               "ranks 0/1\n", schedule, vpp, cfg.layers, wk.prog.n, sends);
+  if (keep) *keep = g, g = NULL;
   rc = 0;
 out:
   remove(model_path);
@@ -535,6 +541,46 @@ out:
   if (emb && rc == 0) rt_nccl_comm_destroy(w, emb);
   free(tok), free(lab), free(ti), free(li), free(g), free(ref), free(pp1d);
   return rc;
+}
+
+/* Interleaved 1F1B needs layers divisible by PP x chunks: the model of cfg
+ * with 4 layers, PP = 2 with 2 chunks per stage (virtual stages 0..3 on
+ * stages 0, 1, 0, 1) over two micro-batches, against the float64 mean
+ * gradient of the two batches and against the 1F1B PP2 run of the same
+ * model. Returns the number of tensors out of tolerance (2 ranks only). */
+static int check_interleaved(rt_nccl *w, const exec_ref_config *cfg, FILE *log, ts_err *e) {
+  exec_ref_config c4 = *cfg;
+  c4.layers = 4;
+  check_data d4;
+  error_table *tab = calloc(1, sizeof *tab);
+  float *g1f1b = NULL;
+  int bad = -1;
+  if (!tab) return ts_fail_sys(e, "exec check: out of memory");
+  if (check_data_make(&d4, &c4, w->ranks[0], 2, e)) goto out;
+  if (check_pipeline(w, &d4, NULL, "1f1b", 1, -1, 0, tab, &g1f1b, log, e) ||
+      check_pipeline(w, &d4, g1f1b, "interleaved-1f1b", 2, 0, 1, tab, NULL, log, e))
+    goto out;
+  if (exec_world_sum(w, &tab->num[0][0], 2 * EXEC_REF_MAX_TENSORS, e) ||
+      exec_world_sum(w, &tab->den[0][0], 2 * EXEC_REF_MAX_TENSORS, e))
+    goto out;
+  exec_tensor t[EXEC_REF_MAX_TENSORS];
+  size_t total;
+  int nt = exec_ref_tensors(&c4, t, EXEC_REF_MAX_TENSORS, &total);
+  double worst[2] = {0, 0};
+  int worst_t[2] = {0, 0};
+  bad = 0;
+  for (int c = 0; c < 2; c++)
+    for (int i = 0; i < nt; i++) {
+      double rel = tab->den[c][i] > 0 ? sqrt(tab->num[c][i] / tab->den[c][i]) : sqrt(tab->num[c][i]);
+      if (!(rel <= CHECK_TOL_GRAD)) bad++;
+      if (!(rel <= worst[c])) worst[c] = rel, worst_t[c] = i;
+    }
+  fprintf(log, "  interleaved 1F1B (pp 2, vpp 2, 4 layers): worst tensor vs float64 %.2e (%s), vs 1F1B PP2 %.2e (%s)%s\n",
+          worst[0], t[worst_t[0]].name, worst[1], t[worst_t[1]].name, bad ? "  FAILED" : "");
+out:
+  check_data_free(&d4);
+  free(tab), free(g1f1b);
+  return bad;
 }
 
 static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *failures, ts_err *e) {
@@ -609,8 +655,8 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
       goto done;
   }
   /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */
-  if (n == 2 && (check_pipeline(w, &d, gd, "1f1b", CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, log, e) ||
-                 check_pipeline(w, &d, gd, "gpipe", CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, log, e)))
+  if (n == 2 && (check_pipeline(w, &d, gd, "1f1b", 1, CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, NULL, log, e) ||
+                 check_pipeline(w, &d, gd, "gpipe", 1, CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, NULL, log, e)))
     goto done;
 
   if (exec_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||
@@ -643,6 +689,12 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   fprintf(log, "  %-18s", "worst");
   for (int c = 0; c < CMP_COUNT; c++) fprintf(log, " %12.2e ", worst[c]);
   fprintf(log, "  (tolerance %.0e)\n", CHECK_TOL_GRAD);
+
+  if (n == 2) {
+    int il_bad = check_interleaved(w, cfg, log, e);
+    if (il_bad < 0) goto done;
+    bad += il_bad;
+  }
 
   int nan_ok = check_nan_stop(&cn, &d, w, log, e);
   if (nan_ok < 0) goto done;

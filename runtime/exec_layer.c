@@ -210,9 +210,10 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
     return ts_fail(e, NULL, "program", "layer op %s has no dgrad/wgrad halves", exec_layer_op_names[op]);
   switch (op) {
   case EXEC_OP_MLP_RESIDUAL:
-    /* the gradient passes through; at a stage's last layer it comes from the next stage */
-    if (l == m->layer_hi - 1 && m->layer_hi < m->cfg.layers)
-      EX_CUDA(cudaMemcpyAsync(shard(m, m->dx), shard(m, m->pp_grad_in[m->slot]), (size_t)(m->sp_rows * h) * 2,
+    /* the gradient passes through; at a chunk's last layer it comes from the next virtual stage */
+    if (m->pp > 1 && (l + 1) % m->lpc == 0 && l + 1 < m->cfg.layers)
+      EX_CUDA(cudaMemcpyAsync(shard(m, m->dx), shard(m, m->pp_grad_in[m->slot * m->vpp + exec_model_chunk_of_layer(m, l)]),
+                              (size_t)(m->sp_rows * h) * 2,
                               cudaMemcpyDeviceToDevice, m->stream));
     return 0;
   case EXEC_OP_ATTN_RESIDUAL: return 0; /* the gradient passes through */
@@ -245,9 +246,10 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
   case EXEC_OP_LN1:
     EX_TRY(norm_bwd(m, a->x_in, exec_layer_tensor(m, l, EXEC_T_LN1_G), exec_layer_tensor(m, l, EXEC_T_LN1_B), a->mean1,
                     a->rstd1, e));
-    /* at a stage's first layer the input gradient goes to the previous stage (its own buffer per slot) */
-    if (l == m->layer_lo && l > 0)
-      EX_CUDA(cudaMemcpyAsync(shard(m, m->pp_grad_out[m->slot]), shard(m, m->dx), (size_t)(m->sp_rows * h) * 2,
+    /* at a chunk's first layer the input gradient goes to the previous virtual stage (a buffer per slot and chunk) */
+    if (m->pp > 1 && l % m->lpc == 0 && l > 0)
+      EX_CUDA(cudaMemcpyAsync(shard(m, m->pp_grad_out[m->slot * m->vpp + exec_model_chunk_of_layer(m, l)]),
+                              shard(m, m->dx), (size_t)(m->sp_rows * h) * 2,
                               cudaMemcpyDeviceToDevice, m->stream));
     return 0;
   default: return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);

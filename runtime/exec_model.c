@@ -124,9 +124,12 @@ int exec_model_set_layout(exec_model *m, int sequence_parallel, int zero1, ts_er
 
 exec_layer_acts *exec_acts(const exec_model *m, int l) { return &m->acts[(size_t)m->slot * (m->cfg.layers + 1) + l]; }
 
+int exec_model_holds_layer(const exec_model *m, int l) { return (l / m->lpc) % m->pp == m->pp_rank; }
+int exec_model_chunk_of_layer(const exec_model *m, int l) { return l / m->lpc / m->pp; }
+
 int exec_model_holds_tensor(const exec_model *m, int t) {
   const exec_tensor *lt = &m->tensors[t];
-  if (lt->layer >= 0) return lt->layer >= m->layer_lo && lt->layer < m->layer_hi;
+  if (lt->layer >= 0) return exec_model_holds_layer(m, lt->layer);
   int first = m->pp_rank == 0, last = m->pp_rank == m->pp - 1;
   if (lt->kind == EXEC_T_LNF_G || lt->kind == EXEC_T_LNF_B) return last;
   if (lt->kind == EXEC_T_WTE) return first || last;
@@ -144,15 +147,17 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   memset(m, 0, sizeof *m);
   m->pp = pipe ? pipe->pp : 1;
   m->pp_rank = pipe ? pipe->pp_rank : 0;
-  if (m->pp < 1 || cfg->layers % m->pp || m->pp_rank < 0 || m->pp_rank >= m->pp)
-    return ts_fail(e, NULL, "layout.pp", "%d must divide the %d layers", m->pp, cfg->layers);
+  m->vpp = m->pp > 1 && cfg->vpp > 1 ? cfg->vpp : 1;
+  if (m->pp < 1 || cfg->layers % (m->pp * m->vpp) || m->pp_rank < 0 || m->pp_rank >= m->pp)
+    return ts_fail(e, NULL, "layout.pp", "%d stages x %d chunks must divide the %d layers", m->pp, m->vpp, cfg->layers);
+  m->lpc = cfg->layers / (m->pp * m->vpp);
   if (m->pp > 1 && (!pipe->pp_comm || !pipe->emb_comm))
     return ts_fail_sys(e, "exec_model_create_pp: PP %d without its communicators", m->pp);
   m->pp_comm = m->pp > 1 ? pipe->pp_comm : NULL;
   m->emb_comm = m->pp > 1 ? pipe->emb_comm : NULL;
   m->layer_lo = cfg->layers / m->pp * m->pp_rank;
   m->layer_hi = m->layer_lo + cfg->layers / m->pp;
-  m->nslots = m->pp > 1 ? micros : 1;
+  m->nslots = m->pp > 1 ? micros : 1; /* every micro-batch in flight keeps its activations (1F1B, GPipe, interleaved) */
   EX_TRY(exec_ref_config_check(cfg, e));
   if (cfg->heads % tp || cfg->ffn % tp || exec_ref_kv_heads(cfg) % tp)
     return ts_fail(e, NULL, "layout.tp", "%d must divide heads %d, kv_heads %d and ffn %d", tp, cfg->heads,
@@ -239,10 +244,12 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->acts = calloc((size_t)m->nslots * (L + 1), sizeof *m->acts);
   if (!m->acts) return ts_fail_sys(e, "exec_model_create: out of memory");
   for (int slot = 0; slot < m->nslots; slot++)
-  for (int l = m->layer_lo; l <= m->layer_hi && l < L; l++) {
+  for (int l = 0; l < L; l++) {
     exec_layer_acts *a = &m->acts[(size_t)slot * (L + 1) + l];
+    const int held = exec_model_holds_layer(m, l), sent = !held && l > 0 && exec_model_holds_layer(m, l - 1);
+    if (!held && !sent) continue;
     ALLOC(a->x_in, T * h * bf);
-    if (l == m->layer_hi) continue; /* the next stage's input: only sent from here */
+    if (sent) continue; /* the next stage's input: only sent from here */
     ALLOC(a->n1, T * h * bf);
     ALLOC(a->qkv, T * m->qkv_cols * bf);
     ALLOC(a->P, scores * bf);
@@ -258,13 +265,16 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
     EX_CUDA(cudaMemsetAsync(a->P, 0, (size_t)scores * bf, stream));
   }
   if (m->pp > 1) {
-    m->pp_grad_in = calloc((size_t)m->nslots, sizeof *m->pp_grad_in);
-    m->pp_grad_out = calloc((size_t)m->nslots, sizeof *m->pp_grad_out);
+    const size_t cells = (size_t)m->nslots * m->vpp;
+    m->pp_grad_in = calloc(cells, sizeof *m->pp_grad_in);
+    m->pp_grad_out = calloc(cells, sizeof *m->pp_grad_out);
     if (!m->pp_grad_in || !m->pp_grad_out) return ts_fail_sys(e, "exec_model_create: out of memory");
-    for (int slot = 0; slot < m->nslots; slot++) {
-      if (m->layer_hi < L) ALLOC(m->pp_grad_in[slot], T * h * bf);
-      if (m->layer_lo > 0) ALLOC(m->pp_grad_out[slot], T * h * bf);
-    }
+    for (int slot = 0; slot < m->nslots; slot++)
+      for (int c = 0; c < m->vpp; c++) {
+        const int v = c * m->pp + m->pp_rank; /* virtual stage of chunk c */
+        if ((v + 1) * m->lpc < L) ALLOC(m->pp_grad_in[slot * m->vpp + c], T * h * bf);
+        if (v > 0) ALLOC(m->pp_grad_out[slot * m->vpp + c], T * h * bf);
+      }
     EX_CUDA(cudaStreamCreateWithFlags(&m->pp_stream, cudaStreamNonBlocking));
   }
   ALLOC(m->x_final, T * h * bf);
@@ -368,9 +378,9 @@ void exec_model_destroy(exec_model *m) {
   free(m->group_done), free(m->group_reduced);
   free(m->group_lo), free(m->group_hi), free(m->group_bucket);
   if (m->pp_stream) cudaStreamDestroy(m->pp_stream);
-  for (int slot = 0; slot < m->nslots; slot++) {
-    if (m->pp_grad_in) cudaFree(m->pp_grad_in[slot]);
-    if (m->pp_grad_out) cudaFree(m->pp_grad_out[slot]);
+  for (int i = 0; i < m->nslots * m->vpp; i++) {
+    if (m->pp_grad_in) cudaFree(m->pp_grad_in[i]);
+    if (m->pp_grad_out) cudaFree(m->pp_grad_out[i]);
   }
   free(m->pp_grad_in), free(m->pp_grad_out);
   if (m->acts)

@@ -13,12 +13,11 @@
  *
  * Codecs: TACO and CAAT-Net (and both) on the TP all-reduces, see
  * exec_model_set_codecs.
- * Pipeline stages: PP > 1 with the 1F1B schedule (exec_model_create_pp).
+ * Pipeline stages: PP > 1 with 1F1B, GPipe or interleaved 1F1B (exec_model_create_pp).
  * Walked plan programs add sequence parallelism, recomputation and ZeRO-1
  * (see sp, recomputing, zero1 below).
  * Grouped-query attention: see kv_local below.
- * Not implemented: interleaved/GPipe pipelines, linear biases, RoPE
- * (positions are learned). */
+ * Not implemented: linear biases, RoPE (positions are learned). */
 #ifndef EXEC_MODEL_H
 #define EXEC_MODEL_H
 
@@ -154,6 +153,11 @@ typedef struct {
    * (ranks = stages); emb_comm joins the first and last stage for the tied
    * embedding's gradient. */
   int pp, pp_rank, layer_lo, layer_hi, nslots, slot;
+  /* Interleaved 1F1B (cfg.vpp > 1): the stage holds vpp chunks of lpc layers,
+   * chunk c being virtual stage c * pp + pp_rank (layers [v lpc, (v+1) lpc));
+   * boundary gradients are per (slot, chunk): pp_grad_*[slot * vpp + c].
+   * With vpp = 1, [layer_lo, layer_hi) is the one chunk. */
+  int vpp, lpc;
   ncclComm_t pp_comm, emb_comm;
   cudaStream_t pp_stream;
   void **pp_grad_in, **pp_grad_out;
@@ -174,7 +178,8 @@ typedef struct {
   unsigned long long *nonfinite; /* one counter per tensor */
 } exec_model;
 
-/* A pipeline stage for exec_model_create_pp (pp = 1: the whole stack). */
+/* A pipeline stage for exec_model_create_pp (pp = 1: the whole stack; the
+ * chunks per stage of interleaved 1F1B come from cfg->vpp). */
 typedef struct {
   int pp, pp_rank;
   ncclComm_t pp_comm, emb_comm; /* NULL when pp == 1 */
@@ -188,6 +193,9 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
  * embedding on the first stage, the final norm and the tied word embedding on
  * the last. */
 int exec_model_holds_tensor(const exec_model *m, int t);
+/* True when the stage runs layer l; the chunk (0 .. vpp-1) of a layer it runs. */
+int exec_model_holds_layer(const exec_model *m, int l);
+int exec_model_chunk_of_layer(const exec_model *m, int l);
 /* Layer l's activations of the current micro-batch slot. */
 exec_layer_acts *exec_acts(const exec_model *m, int l);
 /* Allocates everything for cfg cut over (tp, dp) with `micros` micro-batches (PP = 1). */

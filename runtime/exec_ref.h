@@ -33,6 +33,9 @@ typedef struct {
   exec_norm norm;
   double norm_eps;
   int kv_heads; /* key/value heads (grouped-query attention); 0 means heads */
+  /* Not the model's: how the GPU executor cuts it into pipeline chunks (model
+   * chunks per stage, interleaved 1F1B; 0 or 1: one). The reference ignores it. */
+  int vpp;
 } exec_ref_config;
 
 /* Key/value heads of c (heads unless grouped-query attention), and the qkv

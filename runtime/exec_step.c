@@ -88,11 +88,14 @@ static int run_send_recv(exec_model *m, const plan_op *op, ts_err *e) {
     return ts_fail(e, NULL, "codec.pp", "compressed pipeline messages are not implemented in the executor");
   const int send = op->kind == PLAN_OP_SEND, fwd = op->phase == PLAN_PHASE_FWD;
   /* forward: to the next stage / from the previous; backward: the other way */
-  const int peer = exec_walk_pp_peer_stage(m->pp_rank, op);
-  if (peer < 0 || peer >= m->pp) return ts_fail(e, NULL, "program", "a pipeline message past the first/last stage");
+  const int peer = exec_walk_pp_peer_stage(m->pp_rank, m->pp, op);
+  if (op->chunk < 0 || op->chunk >= m->vpp) return ts_fail(e, NULL, "program", "a pipeline message of chunk %d", op->chunk);
+  const int v = op->chunk * m->pp + m->pp_rank; /* this chunk's virtual stage: layers [v lpc, (v+1) lpc) */
+  if ((fwd == send && (v + 1) * m->lpc >= m->cfg.layers) || (fwd != send && v == 0))
+    return ts_fail(e, NULL, "program", "a pipeline message past the first/last virtual stage");
   void *buf;
-  if (fwd) buf = exec_acts(m, send ? m->layer_hi : m->layer_lo)->x_in;
-  else buf = send ? m->pp_grad_out[m->slot] : m->pp_grad_in[m->slot];
+  if (fwd) buf = exec_acts(m, send ? (v + 1) * m->lpc : v * m->lpc)->x_in;
+  else buf = send ? m->pp_grad_out[m->slot * m->vpp + op->chunk] : m->pp_grad_in[m->slot * m->vpp + op->chunk];
   if (!buf) return ts_fail_sys(e, "exec: no pipeline buffer for this message (internal error)");
   /* under SP a stage boundary carries this rank's rows only (the residual stream is sharded) */
   const size_t count = (size_t)(m->sp_rows * m->cfg.hidden);

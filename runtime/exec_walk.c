@@ -16,10 +16,11 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   if (plan_build_program(&w->p, rank, &w->prog, e)) return -1;
   if (exec_walk_check_program(&w->p, &w->prog, e)) return -1;
   if (exec_walk_layer_op_index(&w->p, m->layer_op_index, e)) return -1;
-  if (plan_micro_batches(&w->p) != m->micros || w->p.tp != m->tp || w->p.dp != m->dp || w->p.pp != m->pp)
-    return ts_fail(e, w->p.path, "layout", "the program (tp %d, dp %d, pp %d, %d micro-batches) does not match the "
-                   "model (tp %d, dp %d, pp %d, %d)", w->p.tp, w->p.dp, w->p.pp, plan_micro_batches(&w->p), m->tp,
-                   m->dp, m->pp, m->micros);
+  if (plan_micro_batches(&w->p) != m->micros || w->p.tp != m->tp || w->p.dp != m->dp || w->p.pp != m->pp ||
+      w->p.vpp != m->vpp)
+    return ts_fail(e, w->p.path, "layout", "the program (tp %d, dp %d, pp %d, vpp %d, %d micro-batches) does not "
+                   "match the model (tp %d, dp %d, pp %d, vpp %d, %d)", w->p.tp, w->p.dp, w->p.pp, w->p.vpp,
+                   plan_micro_batches(&w->p), m->tp, m->dp, m->pp, m->vpp, m->micros);
   if (exec_model_enter_walker_mode(m, e)) return -1;
   if (exec_model_set_layout(m, w->p.sequence_parallel, w->p.zero1, e)) return -1;
   w->done = calloc((size_t)w->prog.n, sizeof *w->done);

@@ -48,6 +48,7 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
   if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
     if (op->stream != PLAN_STREAM_PP || op->model_op != PLAN_MOP_PP_ACTIVATION) return "an unknown send/recv";
     if (op->codec.kind != PLAN_CODEC_NONE) return "a compressed pipeline message";
+    if (op->chunk < 0 || op->chunk >= p->vpp) return "a send/recv of an unknown model chunk";
     return op->micro >= 0 ? NULL : "a send/recv without a micro-batch";
   }
   int lop = layer_op_of(index, op->model_op);
@@ -103,9 +104,7 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
 int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e) {
   int index[EXEC_OP_COUNT];
   if (exec_walk_layer_op_index(p, index, e)) return -1;
-  if (p->pp > 1 && (p->schedule != PLAN_SCHED_1F1B || p->vpp != 1))
-    return ts_fail(e, p->path, "schedule", "%s with vpp %d: the executor runs pipelines with 1F1B only",
-                   plan_schedule_name(p->schedule), p->vpp);
+  /* GPipe, 1F1B and interleaved 1F1B: every micro-batch in flight in its own activation slot */
   if (p->pp > 1 && !p->model.tied_embeddings)
     return ts_fail(e, p->path, "model", "the executor's pipeline needs tied embeddings");
   if (p->pp == 1 && p->schedule == PLAN_SCHED_GPIPE && plan_micro_batches(p) > 1)
@@ -121,7 +120,7 @@ int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e) 
   return 0;
 }
 
-int exec_walk_pp_peer_stage(int stage, const plan_op *op) {
+int exec_walk_pp_peer_stage(int stage, int pp, const plan_op *op) {
   const int send = op->kind == PLAN_OP_SEND, fwd = op->phase == PLAN_PHASE_FWD;
-  return stage + (send == fwd ? 1 : -1);
+  return (stage + (send == fwd ? 1 : -1) + pp) % pp;
 }

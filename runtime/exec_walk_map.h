@@ -25,9 +25,10 @@ int exec_walk_layer_op_index(const plan *p, int index[EXEC_OP_COUNT], ts_err *e)
  * naming the first op it cannot run and why. */
 int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e);
 
-/* The pipeline stage a send/recv of stage `stage` talks to: forward
+/* The pipeline stage a send/recv of stage `stage` (of pp) talks to: forward
  * activations go to the next stage and come from the previous one, gradients
- * the other way (1F1B, one model chunk per stage). */
-int exec_walk_pp_peer_stage(int stage, const plan_op *op);
+ * the other way; with interleaved chunks the last stage's next is the first
+ * (virtual stage v + 1 of chunk c runs on stage (stage + 1) mod pp). */
+int exec_walk_pp_peer_stage(int stage, int pp, const plan_op *op);
 
 #endif

@@ -62,21 +62,21 @@ static void test_validation_plans(void) {
 
 static void test_refused_plans(void) {
   ts_err e;
-  CU_ASSERT_EQUAL(check_plan("gpt-h4096-pp2-interleaved", &e), -1);
-  CU_ASSERT(strstr(e.msg, "schedule") != NULL);
   /* TACO on the SP all-gathers/reduce-scatters is not run */
   CU_ASSERT_EQUAL(check_plan("gpt-h4096-tp2-sp-taco", &e), -1);
   CU_ASSERT(strstr(e.msg, "compressed sequence-parallel") != NULL);
 }
 
-/* Sequence parallelism, recomputation and ZeRO-1 plans map op by op
- * (experiments/exec-feat/plans/ and the shipped SP plan), and their programs
- * hold the ops the executor runs for them. */
+/* Sequence parallelism, recomputation, ZeRO-1 and grouped-query attention
+ * plans map op by op (experiments/exec-feat/plans/ and the shipped SP plan),
+ * and their programs hold the ops the executor runs for them. */
 static void test_layout_feature_plans(void) {
   const char *paths[] = {PLANS "gpt-h4096-tp2-sp.json",
                          TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-tp2-rcfull.json",
                          TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-tp2-rcsel.json",
-                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-dp2-zero1.json"};
+                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-dp2-zero1.json",
+                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/swiglu-h4096-gqa-tp2.json",
+                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-pp2-gpipe.json"};
   for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
     plan p;
     ts_err e = {{0}, 0};
@@ -113,30 +113,49 @@ static void test_layout_feature_plans(void) {
 /* PP = 2: every send/recv goes to the stage the executor derives
  * (exec_walk_pp_peer_stage), and the messages pair up: rank r's k-th send to
  * rank q carries the same tag as q's k-th recv from r (blocking pairs meet). */
-static void test_pipeline_messages(void) {
+/* Every rank's program of p maps onto the executor. */
+static int exec_walk_check_program_all(const plan *p, ts_err *e) {
+  for (int r = 0; r < plan_world_size(p); r++) {
+    plan_program prog;
+    if (plan_build_program(p, r, &prog, e)) return -1;
+    int rc = exec_walk_check_program(p, &prog, e);
+    plan_program_free(&prog);
+    if (rc) return -1;
+  }
+  return 0;
+}
+
+static void pipeline_messages(const char *path) {
   plan p;
   ts_err e;
-  CU_ASSERT_FATAL(plan_load(PLANS "gpt-h4096-pp2.json", NULL, NULL, &p, &e) == 0);
+  CU_ASSERT_FATAL(plan_load(path, NULL, NULL, &p, &e) == 0);
+  CU_ASSERT_FATAL(exec_walk_check_program_all(&p, &e) == 0);
   plan_program prog[2];
   for (int r = 0; r < 2; r++) CU_ASSERT_FATAL(plan_build_program(&p, r, &prog[r], &e) == 0);
-  int tags[2][2][64], counts[2][2] = {{0}}; /* [rank][send, recv][k] */
+  int tags[2][2][128], counts[2][2] = {{0}}; /* [rank][send, recv][k] */
   for (int r = 0; r < 2; r++) {
     int stage = plan_coord_of(&p, r).pp;
     for (int i = 0; i < prog[r].n; i++) {
       const plan_op *op = &prog[r].ops[i];
       if (op->kind != PLAN_OP_SEND && op->kind != PLAN_OP_RECV) continue;
-      CU_ASSERT_EQUAL(plan_coord_of(&p, op->peer).pp, exec_walk_pp_peer_stage(stage, op));
+      CU_ASSERT_EQUAL(plan_coord_of(&p, op->peer).pp, exec_walk_pp_peer_stage(stage, p.pp, op));
       int k = op->kind == PLAN_OP_SEND ? 0 : 1;
-      if (counts[r][k] < 64) tags[r][k][counts[r][k]++] = op->tag;
+      if (counts[r][k] < 128) tags[r][k][counts[r][k]++] = op->tag;
     }
   }
-  /* 8 micro-batches: 8 activations one way, 8 gradients the other */
-  CU_ASSERT_EQUAL(counts[0][0], plan_micro_batches(&p));
+  /* 8 micro-batches: 8 activations one way, 8 gradients the other (per chunk
+   * boundary; interleaved with 2 chunks on 2 stages: 3 boundaries, 3 sends per rank and micro-batch) */
+  CU_ASSERT_EQUAL(counts[0][0], plan_micro_batches(&p) * (p.pp * p.vpp - 1) * 2 / p.pp);
   for (int r = 0; r < 2; r++) {
     CU_ASSERT_EQUAL(counts[r][0], counts[1 - r][1]);
     for (int k = 0; k < counts[r][0] && k < counts[1 - r][1]; k++) CU_ASSERT_EQUAL(tags[r][0][k], tags[1 - r][1][k]);
   }
   for (int r = 0; r < 2; r++) plan_program_free(&prog[r]);
+}
+static void test_pipeline_messages(void) {
+  pipeline_messages(PLANS "gpt-h4096-pp2.json");
+  pipeline_messages(TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-pp2-gpipe.json");
+  pipeline_messages(PLANS "gpt-h4096-pp2-interleaved.json"); /* wraps: stage 1's chunk 0 sends to stage 0's chunk 1 */
 }
 
 /* The layer ops are found by name: GPT's learned positions give the identity. */
@@ -153,11 +172,11 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("exec_walk", NULL, NULL);
   CU_add_test(s, "shipped PP=1 plans run op by op", test_supported_plans);
-  CU_add_test(s, "interleaved and compressed-SP plans refused with the field", test_refused_plans);
+  CU_add_test(s, "compressed-SP plans refused with the field", test_refused_plans);
   CU_add_test(s, "SP, recomputation and ZeRO-1 plans run op by op", test_layout_feature_plans);
   CU_add_test(s, "layer ops by name", test_layer_op_index);
   CU_add_test(s, "validation plans (SwiGLU/RMSNorm, PP2, DP2, TACO) run op by op", test_validation_plans);
-  CU_add_test(s, "PP = 2 messages pair up with the executor's peers", test_pipeline_messages);
+  CU_add_test(s, "PP = 2 messages (1F1B, GPipe, interleaved) pair up with the executor's peers", test_pipeline_messages);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();

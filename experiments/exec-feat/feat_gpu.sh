@@ -3,8 +3,9 @@
 # call: `tacorun execute --check` (TP1/TP2/DP2/PP2 against float64, and
 # sequence parallelism, full/selective recomputation and ZeRO-1 against
 # float64 and the runs without them), then one timed plan per feature next to
-# the plan without it (TP2, TP2 + SP, TP2 + full / selective recompute; DP2,
-# DP2 + ZeRO-1), all GPT h4096 8 layers on NVLink. Builds nothing: it runs
+# the plan without it (TP2, TP2 + full / selective recompute, TP2 + SP; DP2,
+# DP2 + ZeRO-1; PP2 1F1B, GPipe, interleaved; SwiGLU TP2 without and with
+# GQA), h4096 8 layers on NVLink. Builds nothing: it runs
 # the tacorun built on the CPU machine (BIN). At most 8 files land in $OUT:
 #   check.txt    the --check printout
 #   timing.txt   every timed run's printout
@@ -29,20 +30,21 @@ elapsed() { echo $(($(date +%s) - START)); }
 mpi() { # mpi LIMIT ARGS...: two ranks, forwarding the NCCL_*/EXEC_* variables that are set
   local limit=$1; shift
   local fwd=(-x LD_LIBRARY_PATH)
-  for v in $(env | grep -o '^\(NCCL\|EXEC\)_[A-Z_]*'); do fwd+=(-x "$v"); done
+  for v in $(env | grep -o '^\(NCCL\|EXEC\)_[A-Z_]*' | sort -u); do fwd+=(-x "$v"); done
   timeout "$limit" mpirun --allow-run-as-root -np 2 --bind-to none "${fwd[@]}" "$BIN" "$@"
 }
 
 PLANS="tp2-none experiments/plans/gpt-h4096-tp2-none.json
-tp2-sp experiments/plans/gpt-h4096-tp2-sp.json
 tp2-rcfull experiments/exec-feat/plans/gpt-h4096-tp2-rcfull.json
+tp2-sp experiments/plans/gpt-h4096-tp2-sp.json
 tp2-rcsel experiments/exec-feat/plans/gpt-h4096-tp2-rcsel.json
 dp2 experiments/plans/gpt-h4096-dp2.json
 dp2-zero1 experiments/exec-feat/plans/gpt-h4096-dp2-zero1.json
-swiglu-tp2 experiments/validation/plans/swiglu-h4096-tp2-none.json
-swiglu-gqa-tp2 experiments/exec-feat/plans/swiglu-h4096-gqa-tp2.json
 pp2 experiments/plans/gpt-h4096-pp2.json
-pp2-gpipe experiments/exec-feat/plans/gpt-h4096-pp2-gpipe.json"
+pp2-gpipe experiments/exec-feat/plans/gpt-h4096-pp2-gpipe.json
+pp2-interleaved experiments/plans/gpt-h4096-pp2-interleaved.json
+swiglu-tp2 experiments/validation/plans/swiglu-h4096-tp2-none.json
+swiglu-gqa-tp2 experiments/exec-feat/plans/swiglu-h4096-gqa-tp2.json"
 
 CHECK_OK=0
 stage_check() {
