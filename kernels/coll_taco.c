@@ -149,7 +149,15 @@ static size_t wire_need(const coll_layout *l, size_t es) {
   return 4 * align256(coll_wire_buffer_bytes(l)) + 2 * stage_bytes(l, es);
 }
 
+/* One-shot all-reduce (coll_allreduce_algo): every rank's whole message is
+ * all-gathered, so it is laid out as an all-gather of `count` per rank. */
+static int one_shot(const coll_team *t, coll_op op, const coll_opts *o) {
+  return op == COLL_OP_ALLREDUCE &&
+         (o->allreduce == COLL_ALLREDUCE_ONE_SHOT || (o->allreduce == COLL_ALLREDUCE_AUTO && t->nranks == 2));
+}
+
 static int make_layout(coll_layout *l, const coll_team *t, coll_op op, size_t count, const coll_opts *o) {
+  if (one_shot(t, op, o)) op = COLL_OP_ALLGATHER;
   if (coll_layout_make(l, op, count, t->nranks, o->taco.group, coll_dtype_bytes(o->dtype), o->chunk_bytes))
     return coll_fail(__FILE__, __LINE__, "coll_layout_make", "bad group size or rank count");
   return 0;
@@ -206,6 +214,7 @@ typedef enum {
   ST_P2P,      /* comm: send to send_peer, receive from recv_peer */
   ST_DSE,      /* codec: decode-sum-encode the received blocks into the all-gather slot */
   ST_DSUM,     /* codec: decode-sum the received blocks into the output */
+  ST_DSUM_AG,  /* codec: decode-sum the all-gather slots into the output (one-shot all-reduce) */
   ST_DEC_SEGS, /* codec: decode the all-gather slots into the output */
   ST_DEC_A2A,  /* codec: decode the received blocks into the output */
   ST_DEC_P2P   /* codec: decode the received chunk */
@@ -290,6 +299,9 @@ static int codec_stage(job *jb, stage_kind k, int i, size_t j) {
     return 0;
   case ST_DSUM:
     if (mine) CK(decode_user(jb, i, jb->wb[i] + off, n, mine, jb->recv[i] + at));
+    return 0;
+  case ST_DSUM_AG: /* the n slots are blocks of the same size back to back */
+    if (mine) CK(decode_user(jb, i, jb->wc[i] + off, n, mine, jb->recv[i] + at));
     return 0;
   case ST_DEC_SEGS:
     for (int p = 0; p < n; p++) {
@@ -451,6 +463,9 @@ static int check_opts(const coll_team *t, const coll_opts *o) {
   if (o->dtype != TACO_DTYPE_BF16 && o->dtype != TACO_DTYPE_FP32) return coll_fail(__FILE__, __LINE__, "coll", "dtype");
   if (o->codec == COLL_CODEC_TACO && !taco_params_valid(o->taco))
     return coll_fail(__FILE__, __LINE__, "coll", "TACO group must be 32, 64, 128, 256 or 512");
+  if (o->allreduce != COLL_ALLREDUCE_AUTO && o->allreduce != COLL_ALLREDUCE_TWO_SHOT &&
+      o->allreduce != COLL_ALLREDUCE_ONE_SHOT)
+    return coll_fail(__FILE__, __LINE__, "coll", "allreduce algorithm must be AUTO, TWO_SHOT or ONE_SHOT");
   return 0;
 }
 
@@ -481,6 +496,11 @@ static int dispatch(coll_team *t, coll_op op, const void *const *send, void *con
   };
   jb.nstages = op == COLL_OP_ALLREDUCE ? 5 : 3;
   memcpy(jb.stages, plans[op], sizeof jb.stages);
+  if (one_shot(t, op, o)) {
+    static const stage_kind one[COLL_STAGES] = {ST_ENC_OWN, ST_AG, ST_DSUM_AG};
+    jb.nstages = 3;
+    memcpy(jb.stages, one, sizeof jb.stages);
+  }
   return run_job(&jb);
 }
 

@@ -42,6 +42,15 @@ typedef enum { COLL_CODEC_NONE, COLL_CODEC_TACO } coll_codec;
  * (host shared memory, sockets). Chosen per transport by measuring. */
 typedef enum { COLL_EXCHANGE_P2P, COLL_EXCHANGE_ALLGATHER } coll_exchange;
 
+/* How a compressed all-reduce runs. TWO_SHOT: encode, all-to-all, decode-sum-
+ * encode, all-gather, decode (each rank moves 2 (n-1)/n of the encoded message,
+ * two quantizations). ONE_SHOT: encode the whole message, all-gather it,
+ * decode-sum the n blocks (each rank moves (n-1) times the encoded message,
+ * one quantization, one NCCL phase and two codec stages instead of two and
+ * three). On two ranks both move the same bytes, so
+ * AUTO (0, the default) takes ONE_SHOT there and TWO_SHOT from three ranks. */
+typedef enum { COLL_ALLREDUCE_AUTO = 0, COLL_ALLREDUCE_TWO_SHOT, COLL_ALLREDUCE_ONE_SHOT } coll_allreduce_algo;
+
 typedef struct {
   coll_codec codec;
   taco_params taco;  /* group, fp8 */
@@ -49,6 +58,7 @@ typedef struct {
   size_t chunk_bytes; /* uncompressed bytes of the message per pipeline step; 0: default */
   size_t min_bytes;   /* messages below this (uncompressed bytes) go plain; 0: always compress */
   coll_exchange exchange;
+  coll_allreduce_algo allreduce; /* compressed all-reduce algorithm (0: AUTO) */
 } coll_opts;
 
 /* Defaults: TACO G=128 E4M3 on BF16, default chunk and threshold. */
@@ -92,7 +102,7 @@ int coll_allgather(coll_team *t, const void *const *send, void *const *recv, siz
 /* Reduce-scatter (sum): send holds nranks * count; recv holds count. */
 int coll_reducescatter(coll_team *t, const void *const *send, void *const *recv, size_t count,
                        const coll_opts *o);
-/* All-reduce (sum), two-shot when compressed. */
+/* All-reduce (sum); compressed: one-shot or two-shot (coll_opts.allreduce). */
 int coll_allreduce(coll_team *t, const void *const *send, void *const *recv, size_t count, const coll_opts *o);
 /* All-to-all: count elements to and from each peer (block r of send goes to rank r). */
 int coll_alltoall(coll_team *t, const void *const *send, void *const *recv, size_t count, const coll_opts *o);

@@ -42,6 +42,7 @@ typedef struct {
   size_t chunks[MAX_CHUNKS];
   int nchunks;
   int exchanges[2]; /* coll_exchange candidates to try (two ranks) */
+  coll_allreduce_algo allreduce; /* compressed all-reduce: AUTO tries both on two ranks */
   size_t threshold;
   double caat_p;
   size_t hidden;
@@ -61,6 +62,8 @@ static void usage(FILE *f) {
           "  --target-ms T    cut iterations so one timed batch takes about T ms (default 300)\n"
           "  --chunk B[,B...] chunk sizes to try per point (uncompressed bytes per pipeline step; default 8M)\n"
           "  --exchange p2p,allgather  all-to-all step of reduce-scatter/all-reduce on 2 ranks: try these (default both)\n"
+          "  --allreduce auto|one-shot|two-shot  compressed all-reduce algorithm (default auto: on two ranks\n"
+          "                   both are tried, like the chunk sizes; else two-shot)\n"
           "  --threshold B    below B the compressed call falls back to NCCL BF16 (default 0: always compress)\n"
           "  --caat-p P --hidden H   CAAT-Net shared fraction and row length (default 0.5, 4096)\n"
           "  --check          compare every compressed call with NCCL on fresh random inputs\n"
@@ -183,6 +186,11 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
       static const char *const xn[2] = {"p2p", "allgather"};
       memset(o->exchanges, 0, sizeof o->exchanges);
       if (parse_list(v, o->exchanges, xn, 2, 0)) return ts_fail(e, "bench-comm", a, "must be p2p and/or allgather");
+    } else if (!strcmp(a, "--allreduce")) {
+      if (!strcmp(v, "auto")) o->allreduce = COLL_ALLREDUCE_AUTO;
+      else if (!strcmp(v, "one-shot")) o->allreduce = COLL_ALLREDUCE_ONE_SHOT;
+      else if (!strcmp(v, "two-shot")) o->allreduce = COLL_ALLREDUCE_TWO_SHOT;
+      else return ts_fail(e, "bench-comm", a, "must be auto, one-shot or two-shot");
     } else if (!strcmp(a, "--threshold")) {
       if (parse_bytes(v, &o->threshold)) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
     } else if (!strcmp(a, "--caat-p")) {
@@ -248,6 +256,8 @@ static int time_batch_graph(bench *B, const rt_coll_call *c, const coll_opts *co
   cudaGraphExec_t ge = NULL;
   cudaEvent_t t0, t1;
   RT_CUDA(e, cudaSetDevice(w->devices[0]));
+  /* one call outside the capture first: scratch buffers grow (synchronously) there, never in a capture */
+  if (rt_coll_enqueue(w, B->t, c, B->b->send, B->b->recv, co, e) || rt_nccl_wait(w, e)) return -1;
   RT_CUDA(e, cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
   int rc = rt_coll_enqueue(w, B->t, c, B->b->send, B->b->recv, co, e);
   cudaError_t ce = cudaStreamEndCapture(st, &g);
@@ -347,9 +357,14 @@ typedef struct {
   size_t bytes[MAX_SIZES];
   double us[CODEC_KINDS][MAX_SIZES];
   size_t chunk[CODEC_KINDS][MAX_SIZES];
-  coll_exchange x[CODEC_KINDS][MAX_SIZES];
+  int x[CODEC_KINDS][MAX_SIZES]; /* candidate: coll_exchange of a two-shot, or X_ONE_SHOT */
   int n;
 } sweep_table;
+
+/* the candidates besides the chunk size: the two exchanges of a two-shot
+ * reduce-scatter / all-reduce / all-to-all, and the one-shot all-reduce */
+#define X_ONE_SHOT 2
+static const char *candidate_name(int x) { return x == X_ONE_SHOT ? "1shot" : x ? "allgather" : "p2p"; }
 
 static void make_call(const bench_opts *o, coll_op op, int codec, size_t bytes, int nranks, rt_coll_call *c) {
   memset(c, 0, sizeof *c);
@@ -402,19 +417,30 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       co.min_bytes = o->threshold;
       double best = INFINITY;
       size_t best_chunk = 0;
-      coll_exchange best_x = COLL_EXCHANGE_P2P;
+      int best_x = COLL_EXCHANGE_P2P;
       int tries = co.codec == COLL_CODEC_TACO ? o->nchunks : 0; /* no tuning for the plain calls */
-      /* the exchange matters only where blocks go all-to-all between two ranks */
+      /* the exchange matters only where blocks go all-to-all between two ranks;
+       * a compressed all-reduce also tries the one-shot algorithm (--allreduce) */
       int xchg_matters = co.codec == COLL_CODEC_TACO && n == 2 && op != COLL_OP_ALLGATHER && op != COLL_OP_SENDRECV;
-      int nx = xchg_matters ? o->exchanges[0] + o->exchanges[1] : 1;
+      int cand[3] = {0, 0, 0};
+      if (co.codec != COLL_CODEC_TACO) cand[0] = 1;
+      else {
+        int two = op != COLL_OP_ALLREDUCE || o->allreduce != COLL_ALLREDUCE_ONE_SHOT;
+        int one = op == COLL_OP_ALLREDUCE && o->allreduce != COLL_ALLREDUCE_TWO_SHOT && !(o->allreduce == COLL_ALLREDUCE_AUTO && n != 2);
+        cand[0] = two && (!xchg_matters || o->exchanges[0]);
+        cand[1] = two && xchg_matters && o->exchanges[1];
+        cand[X_ONE_SHOT] = one;
+      }
+      int nx = cand[0] + cand[1] + cand[2];
       if (tries * nx == 1) { /* one candidate: nothing to choose */
         best_chunk = o->chunks[0];
-        best_x = xchg_matters && !o->exchanges[0] ? COLL_EXCHANGE_ALLGATHER : COLL_EXCHANGE_P2P;
+        best_x = cand[X_ONE_SHOT] ? X_ONE_SHOT : cand[1] ? COLL_EXCHANGE_ALLGATHER : COLL_EXCHANGE_P2P;
         tries = 0;
       }
-      for (int x = 0; x < 2 && tries; x++) {
-        if (xchg_matters ? !o->exchanges[x] : x != 0) continue;
-        co.exchange = (coll_exchange)x;
+      for (int x = 0; x < 3 && tries; x++) {
+        if (!cand[x]) continue;
+        co.exchange = x == X_ONE_SHOT ? COLL_EXCHANGE_P2P : (coll_exchange)x;
+        co.allreduce = x == X_ONE_SHOT ? COLL_ALLREDUCE_ONE_SHOT : COLL_ALLREDUCE_TWO_SHOT;
         for (int ci = 0; ci < tries; ci++) {
           co.chunk_bytes = o->chunks[ci];
           if (ci > 0 && o->chunks[ci - 1] >= call_bytes(&c, n)) break; /* larger chunks: one chunk, same call */
@@ -424,15 +450,21 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
           if (time_call(B, &c, &co, &us, &host_us, e)) return -1;
           if (root)
             printf("# try: %s %s %zu B chunk %zu exchange %s: %.1f us (host enqueue %.1f us)\n", coll_op_name(op),
-                   codec_names[k], call_bytes(&c, n), co.chunk_bytes, x ? "allgather" : "p2p", us, host_us);
-          if (us < best) best = us, best_chunk = co.codec == COLL_CODEC_TACO ? co.chunk_bytes : 0, best_x = co.exchange;
+                   codec_names[k], call_bytes(&c, n), co.chunk_bytes, candidate_name(x), us, host_us);
+          if (us < best) best = us, best_chunk = co.codec == COLL_CODEC_TACO ? co.chunk_bytes : 0, best_x = x;
         }
       }
-      co.exchange = best_x;
+      co.exchange = best_x == X_ONE_SHOT ? COLL_EXCHANGE_P2P : (coll_exchange)best_x;
+      co.allreduce = co.codec != COLL_CODEC_TACO ? o->allreduce
+                     : best_x == X_ONE_SHOT      ? COLL_ALLREDUCE_ONE_SHOT
+                     : op == COLL_OP_ALLREDUCE   ? COLL_ALLREDUCE_TWO_SHOT
+                                                 : o->allreduce;
       T.x[k][T.n] = best_x;
       co.chunk_bytes = best_chunk ? best_chunk : co.chunk_bytes;
       /* The reported time: the chosen setting timed afresh, best of two, as
        * the baseline is (so picking the best of many tries biases nothing). */
+      if (co.codec == COLL_CODEC_TACO && coll_team_reserve(B->t, op, c.count, &co))
+        return ts_fail_sys(e, "%s", coll_last_error());
       best = INFINITY;
       for (int rep = 0; rep < 2; rep++) {
         double us;
@@ -462,7 +494,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       if (root) {
         printf("  %10zu %12zu %6s %10s %10.1f %11.2f %11.2f %9.3f %12.3g %10zu %9s\n", b, c.count, "bf16",
                codec_names[k], best, algbw, algbw * coll_busbw_factor(op, n), base > 0 ? base / best : 1.0, err,
-               best_chunk, co.codec != COLL_CODEC_TACO ? "-" : best_x ? "allgather" : "p2p");
+               best_chunk, co.codec != COLL_CODEC_TACO ? "-" : candidate_name(best_x));
         fflush(stdout);
       }
       if (root && isatty(2)) fprintf(stderr, "\rbench-comm: %s %s %zu B done      ", coll_op_name(op), codec_names[k], b);
@@ -479,7 +511,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
     printf(" best_chunk_bytes_by_size=");
     for (int i = 0; i < T.n; i++) printf("%s%zu:%zu", i ? "," : "", T.bytes[i], T.chunk[k][i]);
     printf(" exchange_by_size=");
-    for (int i = 0; i < T.n; i++) printf("%s%zu:%s", i ? "," : "", T.bytes[i], T.x[k][i] ? "allgather" : "p2p");
+    for (int i = 0; i < T.n; i++) printf("%s%zu:%s", i ? "," : "", T.bytes[i], candidate_name(T.x[k][i]));
     printf("\n");
   }
   if (root) printf("\n\n"); /* gnuplot: one data block per op (index) */
