@@ -9,12 +9,12 @@
 #   final:   GPU tests, the codec table (64 MiB .. 1 GiB, all G, old and new
 #            default side by side), and runtime/bench_comm_all.sh (3 transports).
 # Every step has its own timeout and runs even if an earlier one failed; a
-# summary is printed last and everything is packed into OUTDIR/round3.tgz.
+# summary is printed last and everything is packed into OUTDIR/round3-MODE.tgz.
 set -u
 MODE=${1:?explore|final}; BIN=${2:?bindir}; OUT=${3:?outdir}
 HERE=$(cd "$(dirname "$0")" && pwd)
-LOG="$OUT/logs"
-mkdir -p "$LOG"
+LOG=$(mktemp -d)/logs # packed into OUTDIR at the end (few files come back from there)
+mkdir -p "$LOG" "$OUT"
 export NCCL_NVLS_ENABLE=0
 SUM="$LOG/summary.txt"
 : >"$SUM"
@@ -94,5 +94,6 @@ final)
   ;;
 *) echo "round3_gpu.sh: mode '$MODE': want explore or final" >&2; exit 2 ;;
 esac
-tar -C "$OUT" -czf "$OUT/round3.tgz" logs
+tar -C "$(dirname "$LOG")" -czf "$OUT/round3-$MODE.tgz" logs
+cp "$SUM" "$OUT/summary-$MODE.txt"
 cat "$SUM"
