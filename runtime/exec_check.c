@@ -329,6 +329,7 @@ typedef struct {
   int tp, dp;
   const char *layout_extra;
   const int32_t *tok, *lab;
+  int recompute; /* the model shares recomputed activations (exec_ref_config.recompute) */
 } walked_case;
 
 /* One gradient of the tiny model through the plan's own program; adds the
@@ -349,7 +350,9 @@ static int check_walked(rt_nccl *w, const check_data *d, const walked_case *wc, 
   float *g = NULL;
   double *ref = NULL;
   int rc = -1;
-  if (exec_model_create(&m, &d->cfg, 1, tp, tp > 1 ? rank : 0, tp > 1 ? w->comms[0] : NULL, dp, dp > 1 ? rank : 0,
+  exec_ref_config cfg = d->cfg;
+  cfg.recompute = wc->recompute;
+  if (exec_model_create(&m, &cfg, 1, tp, tp > 1 ? rank : 0, tp > 1 ? w->comms[0] : NULL, dp, dp > 1 ? rank : 0,
                         dp > 1 ? w->comms[0] : NULL, w->streams[0], e))
     goto out;
   if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, wc->tok, wc->lab, e)) goto out;
@@ -634,18 +637,19 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   if (rank == 0) accumulate(&cd.m, gd, ref_local, tab, CMP_DPN_REF);
 
   /* The same TP and DP runs from plan_build_program()'s programs. */
-  const walked_case tpn = {n, 1, NULL, d.tok_a, d.lab_a}, dpn = {1, n, NULL, d.tok_rank, d.lab_rank};
+  const walked_case tpn = {n, 1, NULL, d.tok_a, d.lab_a, 0}, dpn = {1, n, NULL, d.tok_rank, d.lab_rank, 0};
   if (n > 1 && (check_walked(w, &d, &tpn, d.grad_a, tab, CMP_TPN_PLAN_REF, NULL, 0, &gtp_plan, log, e) ||
                 check_walked(w, &d, &dpn, d.grad_mean, tab, CMP_DPN_PLAN_REF, NULL, 0, NULL, log, e)))
     goto done;
   /* Layout features on 2 ranks (see cmp_names): sequence parallelism,
    * recomputation, ZeRO-1, each against the run without it. */
   if (n == 2) {
-    const walked_case sp = {n, 1, ", \"sequence_parallel\": true", d.tok_a, d.lab_a},
-                      rcf = {n, 1, ", \"recompute\": \"full\"", d.tok_a, d.lab_a},
-                      rcs = {n, 1, ", \"recompute\": \"selective\"", d.tok_a, d.lab_a},
-                      sprc = {n, 1, ", \"sequence_parallel\": true, \"recompute\": \"full\"", d.tok_a, d.lab_a},
-                      z1 = {1, n, ", \"zero1\": true", d.tok_rank, d.lab_rank};
+    /* the recomputation cases share the recomputed activations between layers, as a timed run does */
+    const walked_case sp = {n, 1, ", \"sequence_parallel\": true", d.tok_a, d.lab_a, 0},
+                      rcf = {n, 1, ", \"recompute\": \"full\"", d.tok_a, d.lab_a, 2},
+                      rcs = {n, 1, ", \"recompute\": \"selective\"", d.tok_a, d.lab_a, 1},
+                      sprc = {n, 1, ", \"sequence_parallel\": true, \"recompute\": \"full\"", d.tok_a, d.lab_a, 2},
+                      z1 = {1, n, ", \"zero1\": true", d.tok_rank, d.lab_rank, 0};
     if (check_walked(w, &d, &sp, d.grad_a, tab, CMP_SP_REF, gtp_plan, CMP_SP_TP, NULL, log, e) ||
         check_walked(w, &d, &rcf, NULL, tab, -1, gtp_plan, CMP_RCF_TP, NULL, log, e) ||
         check_walked(w, &d, &rcs, NULL, tab, -1, gtp_plan, CMP_RCS_TP, NULL, log, e) ||

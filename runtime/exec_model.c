@@ -250,19 +250,33 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
     if (!held && !sent) continue;
     ALLOC(a->x_in, T * h * bf);
     if (sent) continue; /* the next stage's input: only sent from here */
-    ALLOC(a->n1, T * h * bf);
-    ALLOC(a->qkv, T * m->qkv_cols * bf);
-    ALLOC(a->P, scores * bf);
-    ALLOC(a->attn, T * hl * bf);
-    ALLOC(a->x_mid, T * h * bf);
-    ALLOC(a->n2, T * h * bf);
-    ALLOC(a->u, T * ul * bf);
-    ALLOC(a->a, T * fl * bf);
-    ALLOC(a->mean1, T * 4);
-    ALLOC(a->rstd1, T * 4);
-    ALLOC(a->mean2, T * 4);
-    ALLOC(a->rstd2, T * 4);
-    EX_CUDA(cudaMemsetAsync(a->P, 0, (size_t)scores * bf, stream));
+    /* recomputed activations: one set for every layer and slot (allocated once) */
+    const int first = !m->shared.P;
+    exec_layer_acts *k = cfg->recompute >= 2 ? &m->shared : a; /* full: all but the input */
+    if (k == a || first) {
+      ALLOC(k->n1, T * h * bf);
+      ALLOC(k->qkv, T * m->qkv_cols * bf);
+      ALLOC(k->attn, T * hl * bf);
+      ALLOC(k->x_mid, T * h * bf);
+      ALLOC(k->n2, T * h * bf);
+      ALLOC(k->u, T * ul * bf);
+      ALLOC(k->a, T * fl * bf);
+      ALLOC(k->mean1, T * 4);
+      ALLOC(k->rstd1, T * 4);
+      ALLOC(k->mean2, T * 4);
+      ALLOC(k->rstd2, T * 4);
+    }
+    exec_layer_acts *kp = cfg->recompute >= 1 ? &m->shared : a; /* selective: the probabilities */
+    if (kp == a || first) {
+      ALLOC(kp->P, scores * bf);
+      EX_CUDA(cudaMemsetAsync(kp->P, 0, (size_t)scores * bf, stream));
+    }
+    if (k != a) {
+      void *x_in = a->x_in;
+      *a = *k;
+      a->x_in = x_in;
+    }
+    a->P = kp->P;
   }
   if (m->pp > 1) {
     const size_t cells = (size_t)m->nslots * m->vpp;
@@ -383,14 +397,20 @@ void exec_model_destroy(exec_model *m) {
     if (m->pp_grad_out) cudaFree(m->pp_grad_out[i]);
   }
   free(m->pp_grad_in), free(m->pp_grad_out);
+  const exec_layer_acts *sh = &m->shared;
+  const void *shared_ptrs[] = {sh->x_in, sh->n1, sh->qkv, sh->P, sh->attn, sh->x_mid, sh->n2, sh->u, sh->a,
+                               sh->mean1, sh->rstd1, sh->mean2, sh->rstd2};
+  const size_t nptrs = sizeof shared_ptrs / sizeof *shared_ptrs;
   if (m->acts)
     for (int l = 0; l < m->nslots * (m->cfg.layers + 1); l++) {
       exec_layer_acts *a = &m->acts[l];
       void *ptrs[] = {a->x_in, a->n1, a->qkv, a->P, a->attn, a->x_mid, a->n2, a->u, a->a,
                       a->mean1, a->rstd1, a->mean2, a->rstd2};
-      for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) cudaFree(ptrs[i]);
+      for (size_t i = 0; i < nptrs; i++)
+        if (ptrs[i] != shared_ptrs[i]) cudaFree(ptrs[i]); /* the shared set is freed once, below */
     }
   free(m->acts);
+  for (size_t i = 0; i < nptrs; i++) cudaFree((void *)shared_ptrs[i]);
   void *ptrs[] = {m->w16, m->master, m->grad, m->adam_m, m->adam_v, m->x_final, m->nf, m->proj, m->logits,
                   m->meanf, m->rstdf, m->ce_rowmax, m->ce_sums, m->dx, m->dtmp, m->dtmp2, m->dqkv, m->dattn,
                   m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite,

@@ -130,9 +130,11 @@ typedef struct {
   long long sp_rows, sp_row0;
   /* Recomputation (the plan's "full"/"selective"): ops of phase recompute
    * rerun the forward (with its collectives) before the backward that needs
-   * it; the rerun rewrites the kept activations with the same values (the
-   * executor keeps every activation: the time is recomputation's, the memory
-   * is not saved). While set, a layer's output goes to scratch. */
+   * it. A model created with cfg.recompute keeps only what the plan does not
+   * recompute (full: each layer's input; selective: all but the softmax
+   * probabilities) and shares the rest between layers; without it, the rerun
+   * rewrites kept activations with the same values. While set, a layer's
+   * output goes to scratch. */
   int recomputing;
   /* ZeRO-1 (walked plans with "zero1", DP > 1): the DP buckets reduce-scatter
    * each group's FP32 gradients (this rank keeps shard dp_rank of the group),
@@ -162,8 +164,11 @@ typedef struct {
   cudaStream_t pp_stream;
   void **pp_grad_in, **pp_grad_out;
 
-  /* activations kept for backward: nslots x (layers + 1), see exec_acts() */
+  /* activations kept for backward: nslots x (layers + 1), see exec_acts();
+   * under recomputation (cfg.recompute) the recomputed ones point into
+   * `shared` (one set for every layer and slot) */
   exec_layer_acts *acts;
+  exec_layer_acts shared;
   void *x_final, *nf, *proj, *logits;
   float *meanf, *rstdf, *ce_rowmax, *ce_sums;
   /* backward scratch */

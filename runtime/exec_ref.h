@@ -36,6 +36,11 @@ typedef struct {
   /* Not the model's: how the GPU executor cuts it into pipeline chunks (model
    * chunks per stage, interleaved 1F1B; 0 or 1: one). The reference ignores it. */
   int vpp;
+  /* Also the executor's: the recomputation its program runs, which lets it
+   * share activations between layers (0 none; 1 selective: one softmax
+   * probability buffer for all layers; 2 full: everything but each layer's
+   * input shared, recomputed before the backward). The reference ignores it. */
+  int recompute;
 } exec_ref_config;
 
 /* Key/value heads of c (heads unless grouped-query attention), and the qkv

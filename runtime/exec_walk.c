@@ -23,6 +23,11 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
                    plan_micro_batches(&w->p), m->tp, m->dp, m->pp, m->vpp, m->micros);
   if (exec_model_enter_walker_mode(m, e)) return -1;
   if (exec_model_set_layout(m, w->p.sequence_parallel, w->p.zero1, e)) return -1;
+  /* a model that shares recomputed activations needs a program that recomputes them */
+  const int plan_rc = w->p.recompute == MODEL_RECOMPUTE_FULL ? 2 : w->p.recompute == MODEL_RECOMPUTE_SELECTIVE ? 1 : 0;
+  if (m->cfg.recompute > plan_rc)
+    return ts_fail(e, w->p.path, "layout.recompute", "the model keeps activations for recomputation level %d, the "
+                   "program recomputes at level %d", m->cfg.recompute, plan_rc);
   w->done = calloc((size_t)w->prog.n, sizeof *w->done);
   w->ready = calloc((size_t)w->prog.n, sizeof *w->ready);
   if (!w->done || !w->ready) return ts_fail_sys(e, "exec walk: out of memory");
