@@ -63,7 +63,7 @@ stage_timed() {
     mpi 45 execute "$plan" --iters "$ITERS" --warmup "$WARMUP" --timeout 30 --json "$OUT/measured/$tag.json" \
       --ops-csv "$OUT/measured/$tag.ops.txt" >>"$OUT/timing.txt" 2>&1
     local rc=$?
-    say "$tag rc=$rc ($(elapsed) s): $(grep -E '^# iteration time' "$OUT/timing.txt" | tail -1 | sed 's/.*: median/median/')"
+    say "$tag rc=$rc ($(elapsed) s): $(grep -E '^# iteration time' "$OUT/timing.txt" | tail -1 | sed 's/.*: median/median/');$(grep -E '^# tokens/s' "$OUT/timing.txt" | tail -1 | sed 's/.*GPU memory in use/ memory/')"
   done <<<"$PLANS"
   tar -czf "$OUT/results.tgz" -C "$OUT" measured && rm -rf "$OUT/measured"
 }
