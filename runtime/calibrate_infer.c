@@ -23,6 +23,8 @@
 #include <string.h>
 
 #include "calibrate_time.h"
+#include "coll_taco.h"
+#include "exec_run.h"
 #include "calibration.h"
 #include "exec_gemm.h"
 #include "infer_kernels.h"
@@ -93,12 +95,27 @@ static int zoo_models(const char *dir, model_config *out, int *n, ts_err *e) {
   return 0;
 }
 
+/* prefill NULL: decode GEMMs (m = batch) of every model, shapes `cal` has are skipped.
+ * prefill = a model: its prefill GEMMs (m = batch x prompt tokens, 128 .. 65,536 and 8,176),
+ * every shape timed (the executor's pattern: weights from HBM, activations fixed). */
 static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_config *models, int nm,
-                        const calib_budget *bud, int *added, ts_err *e) {
+                        const model_config *prefill, const calib_budget *bud, int *added, ts_err *e) {
   static const int tps[] = {1, 2, 4, 8}, batches[] = {1, 2, 4, 8, 16, 32, 64};
+  static const int tokens[] = {128, 256, 512, 1024, 2048, 4096, 8176, 8192, 16384, 32768, 65536};
   gemm_key *keys = NULL;
   int nk = 0, cap = 0;
-  for (int i = 0; i < nm; i++)
+  for (int i = 0; prefill && i < 4; i++)
+    for (size_t b = 0; b < sizeof tokens / sizeof *tokens; b++) {
+      if (prefill->heads % tps[i] || prefill->kv_heads % tps[i] || prefill->ffn_hidden % tps[i]) continue;
+      model_shard sh = {tps[i], false, 1, tokens[b]};
+      model_op ops[MODEL_MAX_LAYER_OPS];
+      ts_err sub;
+      int n = model_layer_ops(prefill, &sh, ops, MODEL_MAX_LAYER_OPS, &sub);
+      for (int o = 0; o < n; o++)
+        if (ops[o].kind == MODEL_OP_GEMM && add_key(&keys, &nk, &cap, (gemm_key){ops[o].m, ops[o].n, ops[o].k, 0}))
+          return ts_fail_sys(e, "out of memory");
+    }
+  for (int i = 0; !prefill && i < nm; i++)
     for (size_t t = 0; t < sizeof tps / sizeof *tps; t++)
       for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
         const model_config *mc = &models[i];
@@ -136,7 +153,7 @@ static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_confi
   *added = 0;
   for (int i = 0; i < nk; i++) {
     const gemm_key *k = &keys[i];
-    if (have_gemm(cal, k->m, k->n, k->k)) continue;
+    if (!prefill && have_gemm(cal, k->m, k->n, k->k)) continue;
     c.s = exec_gemm_packed(k->nt ? EXEC_GEMM_NT : EXEC_GEMM_NN, k->m, k->n, k->k);
     c.b_bytes = (size_t)(k->k * k->n) * 2;
     c.b_bytes = (c.b_bytes + 255) & ~(size_t)255;
@@ -147,7 +164,8 @@ static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_confi
     if (schema_calibration_add_gemm(cal, k->m, k->n, k->k, us)) return ts_fail_sys(e, "out of memory");
     (*added)++;
   }
-  fprintf(stderr, "calibrate-infer: %d decode GEMM shapes (%d new) in %.1f s\n", nk, *added, calib_elapsed_s() - t0);
+  fprintf(stderr, "calibrate-infer: %d %s GEMM shapes (%d timed) in %.1f s\n", nk, prefill ? "prefill" : "decode",
+          *added, calib_elapsed_s() - t0);
   cudaFree(c.a), cudaFree(c.b), cudaFree(c.c);
   free(keys);
   return 0;
@@ -326,18 +344,149 @@ static int small_memops(schema_calibration *cal, const calib_budget *bud, ts_err
   return 0;
 }
 
+/* ---- --collectives: the TP all-reduce as the executor runs it (one process per GPU) ---- */
+
+#define COLL_REPS 9
+
+/* Median over COLL_REPS calls, each between two events, after two warm-ups; the same
+ * fixed number of calls on every rank (an adaptive count could differ between ranks). */
+static int time_coll(rt_nccl *w, coll_team *t, void *buf, size_t count, const coll_opts *o, double *us, ts_err *e) {
+  cudaEvent_t ev[COLL_REPS + 1];
+  for (int i = 0; i <= COLL_REPS; i++) RT_CUDA(e, cudaEventCreate(&ev[i]));
+  const void *in = buf;
+  void *out = buf;
+  for (int i = 0; i < 2; i++)
+    if (coll_allreduce(t, &in, &out, count, o)) return ts_fail_sys(e, "all-reduce: %s", coll_last_error());
+  for (int i = 0; i < COLL_REPS; i++) {
+    RT_CUDA(e, cudaEventRecord(ev[i], w->streams[0]));
+    if (coll_allreduce(t, &in, &out, count, o)) return ts_fail_sys(e, "all-reduce: %s", coll_last_error());
+  }
+  RT_CUDA(e, cudaEventRecord(ev[COLL_REPS], w->streams[0]));
+  if (rt_nccl_wait(w, e)) return -1;
+  double v[COLL_REPS];
+  for (int i = 0; i < COLL_REPS; i++) {
+    float ms;
+    RT_CUDA(e, cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+    v[i] = ms * 1e3;
+  }
+  for (int i = 0; i <= COLL_REPS; i++) cudaEventDestroy(ev[i]);
+  *us = calib_median(v, COLL_REPS);
+  return exec_world_max(w, us, 1, e);
+}
+
+/* "allreduce" and "allreduce.taco<G>" for nranks = the world, 1 KiB .. 128 MiB, replacing those
+ * tables of every file: the training calibration times them from one process driving both GPUs,
+ * the executor runs one process per GPU (the difference is largest over sockets). */
+static int coll_tables(const char **ins, int nin, const char *out_dir, int timeout_s) {
+  ts_err e;
+  rt_nccl w;
+  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s};
+  if (rt_nccl_init(&w, &no, &e)) {
+    fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+    return 1;
+  }
+  if (w.nlocal != 1 || w.nranks < 2) {
+    fprintf(stderr, "tacorun calibrate-infer: --collectives runs one process per GPU: mpirun -np 2 ...\n");
+    rt_nccl_finalize(&w, 0);
+    return 2;
+  }
+  rt_watchdog_arm(&w, 4.0 * w.timeout_s, "calibrate-infer --collectives");
+  coll_team t;
+  const size_t max_bytes = (size_t)128 << 20;
+  void *buf = NULL;
+  schema_calibration meas;
+  memset(&meas, 0, sizeof meas);
+  int rc = 1, root = rt_nccl_is_root(&w);
+  if (coll_team_init(&t, 1, &w.comms[0], &w.devices[0], &w.streams[0])) {
+    fprintf(stderr, "tacorun calibrate-infer: coll_team_init: %s\n", coll_last_error());
+    rt_nccl_finalize(&w, 1);
+    return 1;
+  }
+  if (cudaMalloc(&buf, max_bytes) != cudaSuccess ||
+      rt_fill_random_bf16(buf, (long long)(max_bytes / 2), 77 + w.ranks[0], 1.0f, w.streams[0], &e))
+    goto done;
+  coll_opts plain = coll_opts_default(), taco = coll_opts_default();
+  plain.codec = COLL_CODEC_NONE, plain.min_bytes = 0;
+  taco.min_bytes = 0; /* TACO G = 128 E4M3 at every size, as the executor sends it */
+  char taco_name[48];
+  snprintf(taco_name, sizeof taco_name, "allreduce.taco%d", taco.taco.group);
+  for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 2) {
+    double up, ut;
+    size_t count = bytes / 2;
+    if (time_coll(&w, &t, buf, count, &plain, &up, &e) || time_coll(&w, &t, buf, count, &taco, &ut, &e)) goto done;
+    if (schema_calibration_add_coll(&meas, "allreduce", w.nranks, (double)bytes, up) ||
+        schema_calibration_add_coll(&meas, taco_name, w.nranks, (double)bytes, ut)) {
+      ts_fail_sys(&e, "out of memory");
+      goto done;
+    }
+    if (root) fprintf(stderr, "calibrate-infer: allreduce %zu B: plain %.1f us, taco %.1f us\n", bytes, up, ut);
+  }
+  rc = 0;
+  for (int i = 0; root && i < nin && rc == 0; i++) {
+    schema_calibration cal;
+    char out[1024];
+    const char *base = strrchr(ins[i], '/');
+    base = base ? base + 1 : ins[i];
+    if (out_dir) snprintf(out, sizeof out, "%s/%s", out_dir, base);
+    else snprintf(out, sizeof out, "%s", ins[i]);
+    if (schema_calibration_load(ins[i], &cal, &e)) {
+      rc = 1;
+      break;
+    }
+    for (int c = 0; c < cal.n_colls; c++)
+      if (cal.colls[c].nranks == w.nranks &&
+          (!strcmp(cal.colls[c].name, "allreduce") || !strcmp(cal.colls[c].name, taco_name)))
+        cal.colls[c].n = 0;
+    for (int c = 0; c < meas.n_colls && rc == 0; c++)
+      for (int k = 0; k < meas.colls[c].n; k++)
+        if (schema_calibration_add_coll(&cal, meas.colls[c].name, meas.colls[c].nranks, meas.colls[c].pts[k].bytes,
+                                        meas.colls[c].pts[k].us))
+          rc = 1;
+    schema_calibration_sort(&cal);
+    char note[1024];
+    snprintf(note, sizeof note, "%.300s%sallreduce and %s (%d ranks) replaced by tacorun calibrate-infer --collectives "
+             "(one process per GPU, transport %s)", cal.notes, cal.notes[0] ? "; " : "", taco_name, w.nranks,
+             rt_nccl_transport());
+    snprintf(cal.notes, sizeof cal.notes, "%.511s", note);
+    if (rc == 0 && schema_calibration_save(&cal, out, &e)) rc = 1;
+    schema_calibration_free(&cal);
+    if (rc == 0) fprintf(stderr, "calibrate-infer: wrote %s\n", out);
+  }
+done:
+  if (rc) fprintf(stderr, "tacorun calibrate-infer: rank %d: %s\n", w.ranks[0], e.msg);
+  else rt_watchdog_disarm();
+  if (buf) cudaFree(buf);
+  coll_team_destroy(&t);
+  schema_calibration_free(&meas);
+  rt_nccl_finalize(&w, rc != 0);
+  return rc;
+}
+
 static void usage(FILE *out) {
   fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json... [--out-dir DIR] [--models DIR] [--quick]\n"
+               "       mpirun -np 2 tacorun calibrate-infer CALIBRATION.json... --collectives [--out-dir DIR]\n"
                "Adds the decode-sized tables of inference plans to calibration files (in place, or to\n"
                "DIR/<same name> with --out-dir), timed once on GPU 0 (the tables do not depend on the\n"
                "transport): GEMMs with m = batch 1..64 of every zoo model at TP 1/2/4/8 (QKV, attention\n"
                "output, FC1, FC2, logits), \"attention_decode\" by KV-cache bytes and \"attention_prefill\"\n"
                "by FLOPs (Llama-3 8B TP2 head layout, batch 1..64, length 128..8192). GEMM shapes already\n"
-               "in a file are kept; the two attention tables are replaced.\n");
+               "in a file are kept; the two attention tables are replaced.\n"
+               "--collectives: the \"allreduce\" and \"allreduce.taco128\" tables (1 KiB .. 128 MiB) timed as the\n"
+               "executor runs them, one process per GPU, replace those of the files (use the file of the\n"
+               "transport the run uses).\n");
 }
 
-/* Adds what `meas` holds to `cal`: GEMM shapes it lacks, and the attention tables (replaced). */
-static int merge(schema_calibration *cal, const schema_calibration *meas) {
+/* Adds what `meas` holds to `cal`: GEMM shapes it lacks, and the attention tables (replaced);
+ * the prefill GEMMs of `pre` replace the file's points of the same shape. Points of one key
+ * within a table are averaged (several shapes of the attention tables share a key). */
+static int merge(schema_calibration *cal, const schema_calibration *meas, const schema_calibration *pre) {
+  for (int i = 0; i < pre->n_gemm; i++) {
+    const schema_gemm_point *g = &pre->gemm[i];
+    int found = 0;
+    for (int j = 0; j < cal->n_gemm; j++)
+      if (cal->gemm[j].m == g->m && cal->gemm[j].n == g->n && cal->gemm[j].k == g->k) cal->gemm[j].us = g->us, found = 1;
+    if (!found && schema_calibration_add_gemm(cal, g->m, g->n, g->k, g->us)) return -1;
+  }
   for (int i = 0; i < cal->n_kernels; i++)
     if (!strcmp(cal->kernels[i].name, "attention_decode") || !strcmp(cal->kernels[i].name, "attention_prefill"))
       cal->kernels[i].n = 0;
@@ -345,19 +494,34 @@ static int merge(schema_calibration *cal, const schema_calibration *meas) {
     const schema_gemm_point *g = &meas->gemm[i];
     if (!have_gemm(cal, g->m, g->n, g->k) && schema_calibration_add_gemm(cal, g->m, g->n, g->k, g->us)) return -1;
   }
-  for (int t = 0; t < meas->n_kernels; t++)
-    for (int i = 0; i < meas->kernels[t].n; i++) {
-      const schema_kernel_point *k = &meas->kernels[t].pts[i];
-      if (schema_calibration_add_kernel(cal, meas->kernels[t].name, meas->kernels[t].by_flops, k->x, k->group, k->us))
-        return -1;
+  for (int t = 0; t < meas->n_kernels; t++) {
+    const schema_kernel_table *mt = &meas->kernels[t];
+    for (int i = 0; i < mt->n; i++) {
+      const schema_kernel_point *k = &mt->pts[i];
+      int seen = 0, same = 0;
+      double sum = 0;
+      for (int j = 0; j < mt->n; j++)
+        if (mt->pts[j].x == k->x && mt->pts[j].group == k->group) {
+          if (j < i) seen = 1;
+          sum += mt->pts[j].us, same++;
+        }
+      if (seen) continue;
+      /* a point the file already has (a training table) stays as it is */
+      int have = 0;
+      for (int c = 0; c < cal->n_kernels; c++)
+        if (!strcmp(cal->kernels[c].name, mt->name))
+          for (int j = 0; j < cal->kernels[c].n; j++)
+            if (cal->kernels[c].pts[j].x == k->x && cal->kernels[c].pts[j].group == k->group) have = 1;
+      if (!have && schema_calibration_add_kernel(cal, mt->name, mt->by_flops, k->x, k->group, sum / same)) return -1;
     }
+  }
   schema_calibration_sort(cal);
   return 0;
 }
 
 static int cmd_calibrate_infer(int argc, char **argv) {
   const char *ins[16], *out_dir = NULL, *models_dir = NULL;
-  int nin = 0, quick = 0;
+  int nin = 0, quick = 0, collectives = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage(stdout);
@@ -368,6 +532,8 @@ static int cmd_calibrate_infer(int argc, char **argv) {
       models_dir = argv[++i];
     } else if (!strcmp(argv[i], "--quick")) {
       quick = 1;
+    } else if (!strcmp(argv[i], "--collectives")) {
+      collectives = 1;
     } else if (argv[i][0] == '-' || nin == 16) {
       fprintf(stderr, "tacorun calibrate-infer: unexpected argument '%s'\n", argv[i]);
       usage(stderr);
@@ -380,9 +546,26 @@ static int cmd_calibrate_infer(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  if (collectives) {
+    ts_err e;
+    for (int i = 0; i < nin; i++) { /* every file is read before the GPUs are touched */
+      schema_calibration c;
+      if (schema_calibration_load(ins[i], &c, &e)) {
+        fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+        return ts_exit_status(&e);
+      }
+      schema_calibration_free(&c);
+    }
+    if (rt_cuda_device_count() < 1) {
+      fprintf(stderr, "tacorun calibrate-infer: no CUDA device\n");
+      return 1;
+    }
+    return coll_tables(ins, nin, out_dir, 120);
+  }
   ts_err e;
-  schema_calibration first, meas;
+  schema_calibration first, meas, pre;
   memset(&meas, 0, sizeof meas);
+  memset(&pre, 0, sizeof pre);
   /* every file is read before the GPU is touched */
   for (int i = nin - 1; i >= 0; i--) {
     if (schema_calibration_load(ins[i], &first, &e)) {
@@ -419,8 +602,10 @@ static int cmd_calibrate_infer(int argc, char **argv) {
   for (int i = 0; i < first.n_gemm; i++)
     if (schema_calibration_add_gemm(&meas, first.gemm[i].m, first.gemm[i].n, first.gemm[i].k, -1.0)) goto done;
   int known = meas.n_gemm;
+  int pre_timed = 0;
   if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
-      decode_gemms(&meas, g, models, nm, &bud, &added, &e) || decode_attention_table(&meas, &bud, &e) ||
+      decode_gemms(&meas, g, models, nm, NULL, &bud, &added, &e) ||
+      decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, &bud, &e) ||
       prefill_attention_table(&meas, g, llama, &bud, &e) || small_memops(&meas, &bud, &e)) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
     goto done;
@@ -439,7 +624,7 @@ static int cmd_calibrate_infer(int argc, char **argv) {
       fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
       goto done;
     }
-    int bad = merge(&cal, &meas) || schema_calibration_save(&cal, out, &e);
+    int bad = merge(&cal, &meas, &pre) || schema_calibration_save(&cal, out, &e);
     schema_calibration_free(&cal);
     if (bad) {
       fprintf(stderr, "tacorun calibrate-infer: %s: %s\n", out, e.msg);
@@ -453,6 +638,7 @@ done:
   if (g) exec_gemm_destroy(g);
   schema_calibration_free(&first);
   schema_calibration_free(&meas);
+  schema_calibration_free(&pre);
   return rc;
 }
 
