@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # round3_gpu.sh — the GPU runs of round 3 (codec load variants, decode-sum-encode
 # without transforms, CUDA-graph timing of the collectives), on the 2 x H200
-# machine. Usage: round3_gpu.sh explore|final BINDIR OUTDIR
+# machine. Usage: round3_gpu.sh explore|comm|final BINDIR OUTDIR
 #   BINDIR holds tacorun, test_kernels_gpu and test_coll_gpu built for sm_90.
 #   explore: GPU tests (quick), codec variants side by side (64 MiB, 1 GiB;
 #            G = 64 .. 512), the NVLink all-reduce ceiling, collectives on NVLink
@@ -22,7 +22,7 @@ note() { echo "$*" | tee -a "$SUM"; }
 step() { # name timeout cmd...: runs, logs, notes rc and seconds
   local name=$1 to=$2; shift 2
   local t0=$(date +%s)
-  timeout "$to" "$@" >"$LOG/$name.txt" 2>"$LOG/$name.err"
+  timeout "$to" bash -c '"$@"' step "$@" >"$LOG/$name.txt" 2>"$LOG/$name.err" # bash -c: mpi is a function
   local rc=$?
   note "$name: rc=$rc in $(( $(date +%s) - t0 )) s"
 }
@@ -31,6 +31,7 @@ mpi() { # mpirun forwarding the NCCL_* and TACO_* variables that are set
   for v in $(env | grep -oE '^(NCCL|TACO)_[A-Z0-9_]*'); do fwd+=(-x "$v"); done
   mpirun --allow-run-as-root -np 2 --bind-to none "${fwd[@]}" "$@"
 }
+export -f mpi
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.memory --format=csv; nvidia-smi topo -m | head -3; } >"$LOG/machine.txt" 2>&1
 
 comm() { # name extra-args...: bench-comm, ops AR/AG/RS, NCCL BF16 vs TACO G=128
@@ -40,7 +41,22 @@ comm() { # name extra-args...: bench-comm, ops AR/AG/RS, NCCL BF16 vs TACO G=128
   grep -E "^# op:|^ +(16777216|67108864|268435456) " "$LOG/$name.txt" | sed 's/^/  /' >>"$SUM"
 }
 
+comm_explore() {
+  step comm-nvlink-compressed-size 40 mpi "$BIN/tacorun" bench-comm --op allreduce,allgather,reducescatter,alltoall,sendrecv \
+    --codec none --iters 20 --warmup 3 --minbytes 17M --maxbytes 34M --step-factor 2
+  unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_IB_DISABLE NCCL_SOCKET_IFNAME
+  comm comm-nvlink --minbytes 16M --maxbytes 64M
+  comm comm-nvlink-graph --minbytes 16M --maxbytes 64M --graph
+  export NCCL_P2P_DISABLE=1
+  comm comm-shm --minbytes 16M --maxbytes 64M
+  comm comm-shm-graph --minbytes 16M --maxbytes 64M --graph
+  unset NCCL_P2P_DISABLE
+}
+
 case "$MODE" in
+comm) # the collectives part of explore alone
+  comm_explore
+  ;;
 explore)
   CUDA_VISIBLE_DEVICES=0 step test-kernels-gpu-quick 90 "$BIN/test_kernels_gpu" --quick
   tail -8 "$LOG/test-kernels-gpu-quick.txt" >>"$SUM"
