@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "exec_model.h"
+#include "exec_run.h"
 #include "fp8_plain.h"
 #include "rt_command.h"
 #include "rt_nccl.h"
@@ -50,7 +51,9 @@ static void usage(FILE *out) {
           "  --lr X [6e-4]      --warmup N [100]  --min-lr-frac X [0.1]  --val-frac X [0.05]\n"
           "  --seed S [1234]    (weights and batch order)\n"
           "  --csv OUT          per-step log: step,split,loss,lr,elapsed_s (split: train or val)\n"
-          "  --summary OUT      one CSV line: codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s\n"
+          "  --summary OUT      one CSV line: codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s,\n"
+          "                     replica_spread (how far the replicated norm and position tensors drifted\n"
+          "                     apart over the TP ranks: their largest relative checksum spread; 0: none)\n"
           "  --out-dir DIR      DIR/loss-<codec>.csv per run and DIR/summary.csv (header and one line per\n"
           "                     run) instead of --csv/--summary\n"
           "  --timeout S [300]  bound on every wait (a dead peer aborts the run)\n"
@@ -163,6 +166,49 @@ static int evaluate(trainer *t, int step, int batches, double *val, ts_err *e) {
   return 0;
 }
 
+/* The replicated tensors (norm gains and biases, position embeddings) should
+ * stay equal on every TP rank. Per tensor, a weighted checksum of the FP32
+ * master weights, compared over the ranks: returns the largest spread
+ * relative to the tensor's weighted absolute sum (0: the same checksums). */
+static int replica_spread(trainer *t, double *spread, ts_err *e) {
+  exec_model *m = t->m;
+  static double v[2 * EXEC_REF_MAX_TENSORS], scale[EXEC_REF_MAX_TENSORS];
+  int k = 0;
+  float *host = NULL;
+  *spread = 0;
+  cudaError_t ce = cudaStreamSynchronize(m->stream);
+  for (int ti = 0; ti < m->ntensors && ce == cudaSuccess; ti++) {
+    exec_tensor_kind kind = m->tensors[ti].kind;
+    if (kind == EXEC_T_WTE || kind == EXEC_T_QKV || kind == EXEC_T_ATTN_OUT || kind == EXEC_T_FC1 ||
+        kind == EXEC_T_FC2)
+      continue; /* sharded over TP */
+    size_t n = m->tensors[ti].rows * m->tensors[ti].cols;
+    float *nh = realloc(host, n * sizeof *host);
+    if (!nh) {
+      free(host);
+      return ts_fail_sys(e, "train: out of memory");
+    }
+    host = nh;
+    ce = cudaMemcpy(host, m->master + m->tensors[ti].offset, n * sizeof *host, cudaMemcpyDeviceToHost);
+    double s = 0, a = 0;
+    for (size_t i = 0; i < n; i++) {
+      double wgt = 1.0 + (double)(i % 13);
+      s += wgt * host[i], a += wgt * fabs(host[i]);
+    }
+    v[k] = s, scale[k] = a;
+    k++;
+  }
+  free(host);
+  if (ce != cudaSuccess) return ts_fail_sys(e, "train: copying the master weights: %s", cudaGetErrorString(ce));
+  for (int j = 0; j < k; j++) v[k + j] = -v[j];
+  if (exec_world_max(t->w, v, 2 * k, e)) return -1; /* max and -min of every checksum */
+  for (int j = 0; j < k; j++) {
+    double r = (v[j] + v[k + j]) / (scale[j] > 0 ? scale[j] : 1.0);
+    if (r > *spread) *spread = r;
+  }
+  return 0;
+}
+
 static void log_row(trainer *t, int step, const char *split, double loss, double lr) {
   if (t->root && t->csv) fprintf(t->csv, "%d,%s,%.6f,%.6g,%.3f\n", step, split, loss, lr, now_s() - t->t0);
 }
@@ -259,19 +305,20 @@ static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
   rt_watchdog_disarm();
   eval_s += now_s() - te;
   log_row(&t, o->steps, "val", val, m.lr);
-  double wall = now_s() - t.t0, train_s = wall - eval_s;
+  double wall = now_s() - t.t0, train_s = wall - eval_s, spread;
+  if (replica_spread(&t, &spread, e)) goto done;
   if (root) {
-    printf("codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s\n");
-    printf("%s,%zu,%d,%.5f,%.5f,%.2f,%.2f,%.2f\n", o->codec, params, o->steps, loss, val, wall, train_s,
-           o->steps / train_s);
+    printf("codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s,replica_spread\n");
+    printf("%s,%zu,%d,%.5f,%.5f,%.2f,%.2f,%.2f,%.3g\n", o->codec, params, o->steps, loss, val, wall, train_s,
+           o->steps / train_s, spread);
     if (o->summary) {
       FILE *s = fopen(o->summary, o->out_dir ? "a" : "w");
       if (!s) {
         ts_fail(e, o->summary, NULL, "cannot write");
         goto done;
       }
-      fprintf(s, "%s,%zu,%d,%.5f,%.5f,%.2f,%.2f,%.2f\n", o->codec, params, o->steps, loss, val, wall, train_s,
-              o->steps / train_s);
+      fprintf(s, "%s,%zu,%d,%.5f,%.5f,%.2f,%.2f,%.2f,%.3g\n", o->codec, params, o->steps, loss, val, wall, train_s,
+              o->steps / train_s, spread);
       fclose(s);
     }
   }
@@ -454,7 +501,7 @@ static int cmd_train(int argc, char **argv) {
     FILE *s = w.ranks[0] == 0 ? fopen(summary_path, "w") : NULL;
     if (w.ranks[0] == 0 && !s) rc = ts_fail(&e, summary_path, NULL, "cannot write");
     if (s) {
-      fprintf(s, "codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s\n");
+      fprintf(s, "codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s,replica_spread\n");
       fclose(s);
     }
     o.summary = summary_path;
