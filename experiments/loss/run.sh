@@ -9,7 +9,7 @@
 #
 # Environment: TACORUN (.devbin/train/tacorun), CORPUS (.devbin/train/kjv.txt: the King James
 # Bible as text, `bible gen1:1-rev22:21 > kjv.txt` with the Debian packages bible-kjv and
-# bible-kjv-text), MODEL, STEPS (2000), EVAL_EVERY (200), CODECS, LIMIT (seconds for the whole
+# bible-kjv-text), MODEL, STEPS (2000), EVAL_EVERY (200), EVAL_BATCHES (16), CODECS, LIMIT (seconds for the whole
 # training command), OUT (where the results go; default experiments/loss/out), NOISE_SEED (full:
 # also the baseline from this seed, as loss-none-seed<S>.csv, for the seed-to-seed spread).
 # Writes OUT/loss.tgz (every CSV and log) and OUT/summary.csv; prints the summary last.
@@ -24,6 +24,7 @@ BIG_MODEL=${BIG_MODEL:-"--hidden 768 --layers 12 --heads 12 --seq 256 --batch 16
 CODECS=${CODECS:-none,taco-e4m3,taco-e5m2,fp8-tensor,caat,taco+caat}
 STEPS=${STEPS:-2000}
 EVAL_EVERY=${EVAL_EVERY:-200}
+EVAL_BATCHES=${EVAL_BATCHES:-16} # batches of the periodic validation (the final one takes all 52)
 SMOKE_STEPS=${SMOKE_STEPS:-300}
 LIMIT=${LIMIT:-400}
 case $mode in smoke | full) ;; *) echo "run.sh: mode '$mode' is not smoke or full" >&2; exit 2 ;; esac
@@ -61,9 +62,11 @@ if [ "$mode" = smoke ]; then
   echo "larger model: exit $?"
   summary="$run/smoke/summary.csv"
 else
+  timeout 60 "$TACORUN" train --check-codec > "$run/check-codec.txt" 2>&1
+  echo "check-codec: exit $?"; tail -1 "$run/check-codec.txt"
   # shellcheck disable=SC2086
   mpi "$LIMIT" "$TACORUN" train --corpus "$CORPUS" --codec "$CODECS" $MODEL --steps "$STEPS" \
-    --eval-every "$EVAL_EVERY" --out-dir "$run" > "$run/train.log" 2>&1 || rc=$?
+    --eval-every "$EVAL_EVERY" --eval-batches "$EVAL_BATCHES" --out-dir "$run" > "$run/train.log" 2>&1 || rc=$?
   echo "full runs: exit $rc"
   summary="$run/summary.csv"
   if [ -n "${NOISE_SEED:-}" ] && [ "$rc" = 0 ]; then
@@ -72,7 +75,7 @@ else
     mkdir -p "$run/seed"
     # shellcheck disable=SC2086
     mpi "$LIMIT" "$TACORUN" train --corpus "$CORPUS" --codec none $MODEL --steps "$STEPS" --seed "$NOISE_SEED" \
-      --eval-every "$EVAL_EVERY" --out-dir "$run/seed" > "$run/train-seed$NOISE_SEED.log" 2>&1 || rc=$?
+      --eval-every "$EVAL_EVERY" --eval-batches "$EVAL_BATCHES" --out-dir "$run/seed" > "$run/train-seed$NOISE_SEED.log" 2>&1 || rc=$?
     echo "baseline, seed $NOISE_SEED: exit $rc"
     mv "$run/seed/loss-none.csv" "$run/loss-none-seed$NOISE_SEED.csv" 2> /dev/null
     tail -n +2 "$run/seed/summary.csv" 2> /dev/null | sed "s/^none,/none-seed$NOISE_SEED,/" >> "$summary"
