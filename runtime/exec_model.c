@@ -297,6 +297,19 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   ALLOC(m->logits, T * m->vocab_local * bf);
   ALLOC(m->meanf, T * 4);
   ALLOC(m->rstdf, T * 4);
+  if (m->pp > 1 && m->pp_rank == m->pp - 1 && m->nslots > 1) { /* the last virtual stage is on the last stage */
+    m->heads = calloc((size_t)m->nslots, sizeof *m->heads);
+    if (!m->heads) return ts_fail_sys(e, "exec_model_create: out of memory");
+    m->heads[0] = (struct exec_head_acts){m->x_final, m->nf, m->logits, m->meanf, m->rstdf};
+    for (int slot = 1; slot < m->nslots; slot++) {
+      struct exec_head_acts *hd = &m->heads[slot];
+      ALLOC(hd->x_final, T * h * bf);
+      ALLOC(hd->nf, T * h * bf);
+      ALLOC(hd->logits, T * m->vocab_local * bf);
+      ALLOC(hd->meanf, T * 4);
+      ALLOC(hd->rstdf, T * 4);
+    }
+  }
   ALLOC(m->ce_rowmax, T * 4);
   ALLOC(m->ce_sums, 2 * T * 4);
   ALLOC(m->dx, T * h * bf);
@@ -411,6 +424,17 @@ void exec_model_destroy(exec_model *m) {
     }
   free(m->acts);
   for (size_t i = 0; i < nptrs; i++) cudaFree((void *)shared_ptrs[i]);
+  if (m->heads) {
+    /* slot 0's buffers are the model's own (freed below), the others the slots' */
+    for (int slot = 1; slot < m->nslots; slot++) {
+      struct exec_head_acts *hd = &m->heads[slot];
+      void *hp[] = {hd->x_final, hd->nf, hd->logits, hd->meanf, hd->rstdf};
+      for (size_t i = 0; i < sizeof hp / sizeof *hp; i++) cudaFree(hp[i]);
+    }
+    m->x_final = m->heads[0].x_final, m->nf = m->heads[0].nf, m->logits = m->heads[0].logits;
+    m->meanf = m->heads[0].meanf, m->rstdf = m->heads[0].rstdf;
+    free(m->heads);
+  }
   void *ptrs[] = {m->w16, m->master, m->grad, m->adam_m, m->adam_v, m->x_final, m->nf, m->proj, m->logits,
                   m->meanf, m->rstdf, m->ce_rowmax, m->ce_sums, m->dx, m->dtmp, m->dtmp2, m->dqkv, m->dattn,
                   m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite,

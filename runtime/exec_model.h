@@ -171,6 +171,14 @@ typedef struct {
   exec_layer_acts shared;
   void *x_final, *nf, *proj, *logits;
   float *meanf, *rstdf, *ce_rowmax, *ce_sums;
+  /* The output layer's kept state (stack output, final norm, its statistics,
+   * dlogits) per micro-batch slot on a last stage whose schedule runs several
+   * forwards before their backwards (GPipe, interleaved): x_final .. rstdf
+   * above point at heads[slot] (exec_model_run_op). NULL otherwise. */
+  struct exec_head_acts {
+    void *x_final, *nf, *logits;
+    float *meanf, *rstdf;
+  } *heads;
   /* backward scratch */
   void *dx, *dtmp, *dtmp2, *dqkv, *dattn, *du, *da, *dP;
   /* attention scratch: raw scores, and dS whose upper triangle stays zero

@@ -331,6 +331,10 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
   int micro = op->micro < 0 ? 0 : op->micro;
   if (micro >= m->micros) return ts_fail(e, NULL, "program", "micro-batch %d out of range", micro);
   m->slot = micro % m->nslots;
+  if (m->heads) { /* the output layer's state of this micro-batch (GPipe, interleaved) */
+    const struct exec_head_acts *hd = &m->heads[m->slot];
+    m->x_final = hd->x_final, m->nf = hd->nf, m->logits = hd->logits, m->meanf = hd->meanf, m->rstdf = hd->rstdf;
+  }
   if (op->kind == PLAN_OP_COLLECTIVE) return run_collective(m, op, e);
   if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) return run_send_recv(m, op, e);
   if (op->kind != PLAN_OP_COMPUTE) return ts_fail(e, NULL, "program", "op kind %d is unknown", (int)op->kind);

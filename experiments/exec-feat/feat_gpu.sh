@@ -34,21 +34,21 @@ mpi() { # mpi LIMIT ARGS...: two ranks, forwarding the NCCL_*/EXEC_* variables t
   timeout "$limit" mpirun --allow-run-as-root -np 2 --bind-to none "${fwd[@]}" "$BIN" "$@"
 }
 
-PLANS="tp2-none experiments/plans/gpt-h4096-tp2-none.json
-tp2-rcfull experiments/exec-feat/plans/gpt-h4096-tp2-rcfull.json
-tp2-sp experiments/plans/gpt-h4096-tp2-sp.json
+PLANS="tp2-rcfull experiments/exec-feat/plans/gpt-h4096-tp2-rcfull.json
 tp2-rcsel experiments/exec-feat/plans/gpt-h4096-tp2-rcsel.json
+tp2-sp experiments/plans/gpt-h4096-tp2-sp.json
 dp2 experiments/plans/gpt-h4096-dp2.json
 dp2-zero1 experiments/exec-feat/plans/gpt-h4096-dp2-zero1.json
-pp2 experiments/plans/gpt-h4096-pp2.json
 pp2-gpipe experiments/exec-feat/plans/gpt-h4096-pp2-gpipe.json
 pp2-interleaved experiments/plans/gpt-h4096-pp2-interleaved.json
+swiglu-gqa-tp2 experiments/exec-feat/plans/swiglu-h4096-gqa-tp2.json
 swiglu-tp2 experiments/validation/plans/swiglu-h4096-tp2-none.json
-swiglu-gqa-tp2 experiments/exec-feat/plans/swiglu-h4096-gqa-tp2.json"
+pp2 experiments/plans/gpt-h4096-pp2.json
+tp2-none experiments/plans/gpt-h4096-tp2-none.json"
 
 CHECK_OK=0
 stage_check() {
-  mpi 90 execute --check --timeout 20 >"$OUT/check.txt" 2>&1
+  mpi 90 execute --check --timeout 20 >"$OUT/check.txt" 2>&1 </dev/null
   local rc=$?
   [ $rc -eq 0 ] && CHECK_OK=1
   say "check rc=$rc ($(elapsed) s): $(grep -E '^execute --check' "$OUT/check.txt" | tail -1)"
@@ -60,8 +60,9 @@ stage_timed() {
     [ -n "${TAGS:-}" ] && [[ " $TAGS " != *" $tag "* ]] && continue
     if [ "$(elapsed)" -ge "$BUDGET" ]; then say "$tag: skipped (budget of $BUDGET s spent)"; continue; fi
     echo "=== $tag: $plan ($ITERS iterations after $WARMUP warm-up) ===" >>"$OUT/timing.txt"
+    # (stdin from /dev/null: mpirun would read the rest of the plan list)
     mpi 45 execute "$plan" --iters "$ITERS" --warmup "$WARMUP" --timeout 30 --json "$OUT/measured/$tag.json" \
-      --ops-csv "$OUT/measured/$tag.ops.txt" >>"$OUT/timing.txt" 2>&1
+      --ops-csv "$OUT/measured/$tag.ops.txt" >>"$OUT/timing.txt" 2>&1 </dev/null
     local rc=$?
     say "$tag rc=$rc ($(elapsed) s): $(grep -E '^# iteration time' "$OUT/timing.txt" | tail -1 | sed 's/.*: median/median/');$(grep -E '^# tokens/s' "$OUT/timing.txt" | tail -1 | sed 's/.*GPU memory in use/ memory/')"
   done <<<"$PLANS"
