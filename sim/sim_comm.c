@@ -313,22 +313,21 @@ static void note_comm(sim_rank *rs, double dur, double codec) {
  * TP stream the higher priority, so the collective's blocks take SMs as the
  * GEMM's blocks of its last waves retire; the collective then moves data and
  * the GEMM runs slower. Per backward TP all-reduce of 32 MiB beside the
- * weight-gradient GEMM, executor profile of GPT h4096 TP2 (run of 22:53 UTC,
- * experiments/validation/measured/): hidden = the forward all-reduce's time
- * (nothing beside it) minus the backward one's exposed wait, slowdown = the
- * backward GEMM row minus the forward one (same FLOPs):
- *   NVLink  QKV hidden 30, GEMM +8; FC1 hidden 36, +12   -> net 22-24 us
- *           (SwiGLU model: 41 and 60 hidden, TACO: 22)
- *   shm     QKV hidden 147, +84;  FC1 hidden 132, +102   -> net 30-63 us
+ * weight-gradient GEMM, executor profiles of GPT h4096 TP2 on 2 x H200:
+ * hidden = the forward all-reduce's time (nothing beside it) minus the
+ * backward one's exposed wait, slowdown = the backward GEMM row minus the
+ * forward one (same FLOPs); net = hidden - slowdown, QKV / FC1:
+ *   NVLink  run of 29 Nov 22:53: 22 / 24 us; run of 30 Nov 00:56: 24 / 29 us
+ *   shm     run of 29 Nov 22:53: 63 / 30 us; run of 30 Nov 00:56: 36 / 0 us
  *   sockets no hidden time above the run-to-run spread of the 12 ms transfer.
- * Taken as 23 us (NVLink, and PCIe, whose NCCL kernels also copy with SMs),
- * 45 us (shm), 0 (sockets; and across nodes, never measured). */
+ * Taken as the means: 25 us (NVLink, and PCIe, whose NCCL kernels also copy
+ * with SMs), 32 us (shm), 0 (sockets; and across nodes, never measured). */
 static double head_start_s(const int *m, int n) {
   if (!all_on_one_node(m, n)) return 0;
   switch (sim_w->p->cluster.intra.kind) {
-  case TOPO_INTRA_SHM: return 45e-6;
+  case TOPO_INTRA_SHM: return 32e-6;
   case TOPO_INTRA_SOCKET: return 0;
-  default: return 23e-6;
+  default: return 25e-6;
   }
 }
 
