@@ -93,11 +93,11 @@ static __device__ __forceinline__ const bf16 *frag_b_kn(const bf16 *tile, int k0
   return tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * SD + n0 + (lane >> 4) * 8;
 }
 
-/* ROWS x D tile from global (row stride ld elements) into shared (row stride SD), 128 threads. */
-template <int ROWS, int D, int SD>
+/* ROWS x D tile from global (row stride ld elements) into shared (row stride SD), NT threads. */
+template <int ROWS, int D, int SD, int NT = 128>
 static __device__ __forceinline__ void load_tile(bf16 *s, const bf16 *g, long long ld, int tid) {
   constexpr int CPR = D / 8; /* 16-byte chunks per row */
-  for (int c = tid; c < ROWS * CPR; c += 128) {
+  for (int c = tid; c < ROWS * CPR; c += NT) {
     int r = c / CPR, col = (c % CPR) * 8;
     cp_async16(s + r * SD + col, g + (long long)r * ld + col);
   }
@@ -264,15 +264,18 @@ __global__ void flash_dsum_kernel(const bf16 *out, const bf16 *dout, float *dsum
   if (lane == 0) dsum[r] = acc;
 }
 
-/* dK, dV of one 64-key block (warp: 16 keys), looping over 32-query steps
- * from the diagonal down. ATOMIC_DQ: also dQ's share of this key block,
- * dS (through shared memory) . K, added in FP32 to dq_acc [bh][seq][D]. */
-template <int D, bool ATOMIC_DQ>
-__global__ void __launch_bounds__(128) flash_bwd_dkdv_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
-                                                             const float *dsum, bf16 *dqkv, float *dq_acc, int S,
-                                                             int H, long long ld, long long hl, float scale_log2,
-                                                             float scale) {
-  constexpr int BK = 64, BQ = 32, SD = D + 8, SDS = BQ + 8;
+/* dK, dV of one block of 16 NW keys (NW warps, 16 keys each), looping over
+ * 32-query steps from the diagonal down. ATOMIC_DQ: also dQ's share of this
+ * key block, dS (through shared memory) . K, added in FP32 to dq_acc
+ * [bh][seq][D]. More warps share each step's Q and dO tiles and add dQ over
+ * more keys per atomic (NW = 8 for head_dim >= 64 and seq % 128 == 0). */
+template <int D, bool ATOMIC_DQ, int NW>
+__global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
+                                                                 const float *dsum, bf16 *dqkv, float *dq_acc, int S,
+                                                                 int H, long long ld, long long hl, float scale_log2,
+                                                                 float scale) {
+  constexpr int BK = 16 * NW, BQ = 32, SD = D + 8, SDS = BQ + 8, NT = 32 * NW;
+  static_assert(2 * D / NW >= 16, "a warp's dQ columns must hold one ldmatrix.x4 pair");
   extern __shared__ __align__(16) unsigned char flash_smem[];
   bf16 *sK = reinterpret_cast<bf16 *>(flash_smem), *sV = sK + BK * SD;
   bf16 *sQ = sV + BK * SD;      /* [2][BQ][SD] */
@@ -288,12 +291,12 @@ __global__ void __launch_bounds__(128) flash_bwd_dkdv_kernel(const bf16 *qkv, co
   const float *L = lse + (long long)bh * S, *Ds = dsum + (long long)bh * S;
 
   const int q_first = kb * BK, steps = (S - q_first) / BQ;
-  load_tile<BK, D, SD>(sK, K + (long long)q_first * ld, ld, tid);
-  load_tile<BK, D, SD>(sV, V + (long long)q_first * ld, ld, tid);
+  load_tile<BK, D, SD, NT>(sK, K + (long long)q_first * ld, ld, tid);
+  load_tile<BK, D, SD, NT>(sV, V + (long long)q_first * ld, ld, tid);
   auto load_step = [&](int st, int buf) {
     int q0 = q_first + st * BQ;
-    load_tile<BQ, D, SD>(sQ + buf * BQ * SD, Q + (long long)q0 * ld, ld, tid);
-    load_tile<BQ, D, SD>(sdO + buf * BQ * SD, dO + (long long)q0 * hl, hl, tid);
+    load_tile<BQ, D, SD, NT>(sQ + buf * BQ * SD, Q + (long long)q0 * ld, ld, tid);
+    load_tile<BQ, D, SD, NT>(sdO + buf * BQ * SD, dO + (long long)q0 * hl, hl, tid);
     if (tid < BQ / 4) cp_async16(sL + buf * BQ + tid * 4, L + q0 + tid * 4);
     else if (tid < BQ / 2) cp_async16(sDs + buf * BQ + (tid - BQ / 4) * 4, Ds + q0 + (tid - BQ / 4) * 4);
   };
@@ -351,11 +354,12 @@ __global__ void __launch_bounds__(128) flash_bwd_dkdv_kernel(const bf16 *qkv, co
     if (ATOMIC_DQ) {
       __syncthreads(); /* the whole 64-key dS^T is in */
       /* warp: 16 of the step's queries x half of D, summed over the block's 64 keys */
-      /* in column chunks of at most 32 (registers: dK and dV stay live) */
-      constexpr int NC = D / 2 < 32 ? D / 2 : 32;
+      /* warp: 16 of the step's queries x 2 D / NW columns, in chunks of at most
+       * 32 columns (registers: dK and dV stay live) */
+      constexpr int WC = 2 * D / NW, NC = WC < 32 ? WC : 32;
       const int m0 = (warp & 1) * 16;
 #pragma unroll
-      for (int n0 = (warp >> 1) * (D / 2); n0 < (warp >> 1) * (D / 2) + D / 2; n0 += NC) {
+      for (int n0 = (warp >> 1) * WC; n0 < (warp >> 1) * WC + WC; n0 += NC) {
         float acc[NC / 8][4];
 #pragma unroll
         for (int i = 0; i < NC / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
@@ -473,9 +477,17 @@ int exec_flash_selected(long long seq, long long head_dim) {
 }
 
 static size_t fwd_smem(int d) { return (size_t)3 * 64 * (d + 8) * sizeof(bf16); }
-static size_t dkdv_smem(int d, bool atomic_dq) {
-  return (size_t)(2 * 64 + 4 * 32) * (d + 8) * sizeof(bf16) + 4 * 32 * sizeof(float) +
-         (atomic_dq ? (size_t)64 * (32 + 8) * sizeof(bf16) : 0);
+static size_t dkdv_smem(int d, bool atomic_dq, int nw) {
+  const int bk = 16 * nw;
+  return (size_t)(2 * bk + 4 * 32) * (d + 8) * sizeof(bf16) + 4 * 32 * sizeof(float) +
+         (atomic_dq ? (size_t)bk * (32 + 8) * sizeof(bf16) : 0);
+}
+
+/* 8 warps (128-key blocks) where the shape allows, unless EXEC_FLASH_BWD_WARPS=4. */
+static int bwd_warps(int d, int S) {
+  const char *v = getenv("EXEC_FLASH_BWD_WARPS");
+  if (v && strcmp(v, "4") == 0) return 4;
+  return d >= 64 && S % 128 == 0 ? 8 : 4;
 }
 static size_t dq_smem(int d) { return (size_t)6 * 64 * (d + 8) * sizeof(bf16); }
 
@@ -508,11 +520,14 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
                        bf16 *dqkv, int batch, int S, int H, cudaStream_t st, ts_err *e) {
   static int ready;
   if (!ready) {
-    cudaError_t ce = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, false>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem(D, false));
+    cudaError_t ce = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, false, 4>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem(D, false, 4));
     if (ce == cudaSuccess)
-      ce = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)dkdv_smem(D, true));
+      ce = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, true, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)dkdv_smem(D, true, 4));
+    if (ce == cudaSuccess && D >= 64)
+      ce = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, true, D >= 64 ? 8 : 4>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem(D, true, D >= 64 ? 8 : 4));
     if (ce == cudaSuccess)
       ce = cudaFuncSetAttribute(flash_bwd_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem(D));
     if (ce != cudaSuccess)
@@ -526,8 +541,8 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
   FLASH_LAUNCH("flash attention backward (row sums)");
   dim3 grid(S / 64, batch * H);
   if (bwd_split()) {
-    flash_bwd_dkdv_kernel<D, false><<<grid, 128, dkdv_smem(D, false), st>>>(qkv, dout, lse, dsum, dqkv, NULL, S, H,
-                                                                           3 * hl, hl, scale_log2, scale);
+    flash_bwd_dkdv_kernel<D, false, 4><<<grid, 128, dkdv_smem(D, false, 4), st>>>(qkv, dout, lse, dsum, dqkv, NULL,
+                                                                                  S, H, 3 * hl, hl, scale_log2, scale);
     FLASH_LAUNCH("flash attention backward (dK, dV)");
     flash_bwd_dq_kernel<D><<<grid, 128, dq_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, S, H, 3 * hl, hl, scale_log2,
                                                            scale);
@@ -536,8 +551,15 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
   }
   cudaError_t ce = cudaMemsetAsync(dq_acc, 0, (size_t)rows * D * sizeof(float), st);
   if (ce != cudaSuccess) return ts_fail_sys(e, "flash attention backward: clearing dQ: %s", cudaGetErrorString(ce));
-  flash_bwd_dkdv_kernel<D, true><<<grid, 128, dkdv_smem(D, true), st>>>(qkv, dout, lse, dsum, dqkv, dq_acc, S, H,
-                                                                       3 * hl, hl, scale_log2, scale);
+  if (D >= 64 && bwd_warps(D, S) == 8) {
+    constexpr int NW = D >= 64 ? 8 : 4; /* this branch runs for D >= 64 only */
+    dim3 grid8(S / (16 * NW), batch * H);
+    flash_bwd_dkdv_kernel<D, true, NW><<<grid8, 32 * NW, dkdv_smem(D, true, NW), st>>>(
+        qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale);
+  } else {
+    flash_bwd_dkdv_kernel<D, true, 4><<<grid, 128, dkdv_smem(D, true, 4), st>>>(qkv, dout, lse, dsum, dqkv, dq_acc,
+                                                                              S, H, 3 * hl, hl, scale_log2, scale);
+  }
   FLASH_LAUNCH("flash attention backward (dK, dV, dQ)");
   const long long pairs = rows * D / 2;
   flash_dq_store_kernel<D><<<(unsigned)((pairs + 255) / 256 < 65535 * 8 ? (pairs + 255) / 256 : 65535 * 8), 256, 0,

@@ -51,6 +51,11 @@ static double from_bf16(uint16_t h) {
   return f;
 }
 
+static const char *mode_name(void) {
+  if (getenv("EXEC_FLASH_BWD")) return "split";
+  return getenv("EXEC_FLASH_BWD_WARPS") ? "1pass4w" : "1pass";
+}
+
 static double rel_l2(const std::vector<double> &ref, const std::vector<double> &got, int *nonfinite) {
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); i++) {
@@ -177,9 +182,9 @@ static int run_case(int B, int S, int H, int D) {
   double eo = rel_l2(O, gO, &bad), eq = rel_l2(rq, gq, &bad), ek = rel_l2(rk, gk, &bad), ev = rel_l2(rv, gv, &bad);
   const double tol = 1e-2, lse_tol = 1e-3;
   int ok = bad == 0 && eo <= tol && eq <= tol && ek <= tol && ev <= tol && lse_err <= lse_tol;
-  printf("%s %-6s B=%d S=%d H=%d D=%d: rel L2 O %.2e dQ %.2e dK %.2e dV %.2e, lse max abs %.2e, non-finite %d "
+  printf("%s %-7s B=%d S=%d H=%d D=%d: rel L2 O %.2e dQ %.2e dK %.2e dV %.2e, lse max abs %.2e, non-finite %d "
          "(tol %.0e, lse %.0e)\n",
-         ok ? "ok  " : "FAIL", getenv("EXEC_FLASH_BWD") ? "split" : "atomic", B, S, H, D, eo, eq, ek, ev, lse_err, bad, tol, lse_tol);
+         ok ? "ok  " : "FAIL", mode_name(), B, S, H, D, eo, eq, ek, ev, lse_err, bad, tol, lse_tol);
   return ok ? 0 : 1;
 }
 
@@ -219,9 +224,9 @@ static void bench(void) {
   }
   /* causal FLOPs: half of 2 GEMMs (forward) and of 5 (backward's useful work) */
   double f = 2.0 * B * H * (double)S * S * D / 2;
-  printf("bench %-6s B=%d S=%d H=%d D=%d: forward %.1f us (%.0f TFLOP/s causal), backward %.1f us (%.0f TFLOP/s, "
+  printf("bench %-7s B=%d S=%d H=%d D=%d: forward %.1f us (%.0f TFLOP/s causal), backward %.1f us (%.0f TFLOP/s, "
          "5 GEMMs' worth)\n",
-         getenv("EXEC_FLASH_BWD") ? "split" : "atomic", B, S, H, D, 1e3 * fwd_ms / reps, 2 * f / (fwd_ms / reps * 1e-3) / 1e12, 1e3 * bwd_ms / reps,
+         mode_name(), B, S, H, D, 1e3 * fwd_ms / reps, 2 * f / (fwd_ms / reps * 1e-3) / 1e12, 1e3 * bwd_ms / reps,
          5 * f / (bwd_ms / reps * 1e-3) / 1e12);
   cudaFree(qkv);
   cudaFree(out);
@@ -239,16 +244,21 @@ int main(int argc, char **argv) {
   }
   int fails = 0;
   const int bench_on = argc > 1 && strcmp(argv[1], "--bench") == 0;
-  for (int split = 0; split < 2; split++) { /* both backward variants (exec_flash.h) */
-    if (split) setenv("EXEC_FLASH_BWD", "split", 1);
-    else unsetenv("EXEC_FLASH_BWD");
+  for (int mode = 0; mode < 3; mode++) { /* backward variants (exec_flash.h): one pass 8 warps where the
+                                           shape allows, one pass 4 warps, split */
+    unsetenv("EXEC_FLASH_BWD");
+    unsetenv("EXEC_FLASH_BWD_WARPS");
+    if (mode == 1) setenv("EXEC_FLASH_BWD_WARPS", "4", 1);
+    if (mode == 2) setenv("EXEC_FLASH_BWD", "split", 1);
     fails += run_case(2, 128, 3, 32);
     fails += run_case(1, 192, 2, 64);
+    fails += run_case(1, 128, 2, 64);
     fails += run_case(2, 256, 2, 128);
     fails += run_case(1, 64, 1, 128);
     if (bench_on) bench();
   }
   unsetenv("EXEC_FLASH_BWD");
+  unsetenv("EXEC_FLASH_BWD_WARPS");
   ts_err e = {};
   if (exec_flash_fwd(NULL, NULL, NULL, 1, 100, 1, 128, 0, &e) == 0) {
     printf("FAIL: seq 100 accepted\n");
