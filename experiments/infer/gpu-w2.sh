@@ -8,7 +8,7 @@ set -u
 export NCCL_NVLS_ENABLE=0
 BIN=${BIN:-.devbin/infer/tacorun}
 OUT=${OUT:-/tmp/infer-out}
-LIMIT=${LIMIT:-150}   # seconds per transport
+LIMIT=${LIMIT:-70}   # seconds per transport
 W=/tmp/infer-run/w2   # outside $OUT: only the archive comes back
 mkdir -p $W/logs $W/measured
 t0=$(date +%s)

@@ -7,7 +7,7 @@ set -eu
 cd "$(dirname "$0")"
 LAYERS=${LAYERS:-4}
 GEN=${GEN:-16}
-POINTS=${POINTS:-"1x8176 8x1024 64x128 16x512"}
+POINTS=${POINTS:-"1x128 1x8176 4x512 8x1024 16x512 64x128"}
 rm -f plans/infer-v-*.json
 for tr in nvlink shm socket; do
   for pt in $POINTS; do
