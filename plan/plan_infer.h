@@ -2,8 +2,8 @@
  * tensor x pipeline parallel group (prefill of the prompts, then decode of the
  * generated tokens), with a codec policy for the TP all-reduces.
  *
- * Plain C, no SimGrid. The simulator predicts it (sim/sim_infer.h). Executing
- * inference plans on GPUs is not implemented (see sim/INFERENCE.md). */
+ * Plain C, no SimGrid. The simulator predicts it (sim/sim_infer.h); `tacorun
+ * execute` runs it on GPUs (runtime/infer_run.h); see sim/INFERENCE.md. */
 #ifndef PLAN_INFER_H
 #define PLAN_INFER_H
 
