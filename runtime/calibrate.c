@@ -321,7 +321,7 @@ static int multi_launch(int *rank, int *size, int *local) {
 /* The collectives in multi-process mode: every rank opens the world
  * communicator, runs both phases, closes it. codec_first: rank 0 measured
  * the codec kernels before (so the collectives run back to back). */
-static int run_multi_comm(calib_args *a, schema_calibration *c, const char *missing_in, const char *out,
+static int run_multi_comm(calib_args *a, schema_calibration *c, int root, const char *missing_in, const char *out,
                           ts_err *e);
 
 static int run(calib_args *a, ts_err *e) {
@@ -362,7 +362,10 @@ static int run(calib_args *a, ts_err *e) {
     if (a->check_only) return 0;
     if (cudaSetDevice(a->cfg.devices[0]) != cudaSuccess) return ts_fail_sys(e, "calibrate: cannot use GPU %d", a->cfg.devices[0]);
     if (!(a->phases & PH_COMM) || a->cfg.nranks < 2) return 0;
-    int rc = run_multi_comm(a, NULL, "", NULL, e);
+    schema_calibration scratch; /* the tables of this rank, not saved (every rank times the same) */
+    memset(&scratch, 0, sizeof scratch);
+    int rc = run_multi_comm(a, &scratch, 0, "", NULL, e);
+    schema_calibration_free(&scratch);
     calib_spread_free(&spread);
     return rc;
   }
@@ -412,7 +415,7 @@ static int run(calib_args *a, ts_err *e) {
       rc = finish(&c, a, missing, out, e);
       if (!rc) optional_phase(calib_run_codec(&a->cfg, &c, e), "codec kernels", e, missing, sizeof missing);
     }
-    if (!rc && comm) rc = run_multi_comm(a, &c, missing, out, e);
+    if (!rc && comm) rc = run_multi_comm(a, &c, 1, missing, out, e);
     else if (!rc) rc = finish(&c, a, missing, out, e);
     goto done;
   }
@@ -440,27 +443,28 @@ done:
   return rc;
 }
 
-static int run_multi_comm(calib_args *a, schema_calibration *c, const char *missing_in, const char *out,
+/* root: this rank writes the file (c); the others time into c and drop it. */
+static int run_multi_comm(calib_args *a, schema_calibration *c, int root, const char *missing_in, const char *out,
                           ts_err *e) {
   char missing[200];
   snprintf(missing, sizeof missing, "%s", missing_in);
   if (calib_world_open(&a->cfg, e)) return -1;
   int rc = calib_run_comm(&a->cfg, 0, c, e);
-  if (!rc && c) rc = finish(c, a, missing, out, e); /* kept even if the compressed ones fail */
+  if (!rc && root) rc = finish(c, a, missing, out, e); /* kept even if the compressed ones fail */
   if (!rc && (a->phases & PH_COMM)) {
     ts_err ce = {{0}, 0};
     int crc = calib_run_comm(&a->cfg, 1, c, &ce);
     /* a rank whose compressed collectives failed has aborted the world: all
      * ranks end with the error, rank 0 after recording it */
-    if (crc && c) optional_phase(crc, "compressed collectives", &ce, missing, sizeof missing);
-    if (crc && !c) *e = ce, rc = -1;
+    if (crc && root) optional_phase(crc, "compressed collectives", &ce, missing, sizeof missing);
+    if (crc && !root) *e = ce, rc = -1;
     if (crc) {
-      if (c) finish(c, a, missing, out, e);
+      if (root) finish(c, a, missing, out, e);
       calib_world_close(&a->cfg, 1);
-      return c ? 0 : -1;
+      return root ? 0 : -1;
     }
   }
-  if (!rc && c) rc = finish(c, a, missing, out, e);
+  if (!rc && root) rc = finish(c, a, missing, out, e);
   calib_world_close(&a->cfg, rc != 0);
   return rc;
 }
