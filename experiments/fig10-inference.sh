@@ -4,7 +4,8 @@
 # style per link class. Llama 3 8B TP2 on 2 x H200, prompt 2048, 128 tokens
 # generated, bf16 KV cache (sim/INFERENCE.md). The plans are the shipped
 # experiments/plans/infer-llama3-8b-tp2/*-b1-* with batch and codec set by jq;
-# each link class uses its measured calibration calibration/h200-<transport>.json
+# each link class uses its measured calibration experiments/infer/calibration/h200-<transport>.json
+# (with the inference tables of tacorun calibrate-infer), else calibration/h200-<transport>.json
 # (a class whose calibration is missing or derived is left out). Measured
 # speedups of the validation run (experiments/infer/measured/, tacorun execute on
 # 2 x H200) are drawn as open symbols where they exist.
@@ -22,7 +23,9 @@ fresh_dir "$WORK"
 : > "$WORK/list"
 links=""
 for t in $LINKS; do
-  cal="$ROOT/calibration/h200-$t.json"
+  # the inference calibration (decode GEMMs, KV-cache attention: experiments/infer/) when present
+  cal="$EXP/infer/calibration/h200-$t.json"
+  [ -f "$cal" ] || cal="$ROOT/calibration/h200-$t.json"
   src="$PLANS/infer-llama3-8b-tp2-$t-b1-taco-caat.json"
   if [ ! -f "$cal" ] || [ "$(jq -r '.derived' "$cal")" != false ] || [ ! -f "$src" ]; then
     echo "fig10: leaving out $t: needs the measured calibration/h200-$t.json and $(basename "$src")" >&2
@@ -134,11 +137,15 @@ plotcmd() { # COLUMN_OFFSET: 4 for TTFT, 7 for TPOT
   done
   # measured: columns 3.. of the measured file (TTFT 3-5, TPOT 6-8)
   local mo=$(( off == 4 ? 3 : 6 )) m mi mt
+  local pts p1 p2 p3
   for m in $meas_links; do
     mi=${m%%:*} mt=${m#*:}
-    cmd="$cmd, \"$mout\" index $mi using 1:$mo with points pt 6 ps 2 lw 2 lc rgb \"#1f77b4\" title \"measured $mt: TACO\""
-    cmd="$cmd, \"\" index $mi using 1:$((mo + 1)) with points pt 4 ps 2 lw 2 lc rgb \"#d62728\" title \"measured $mt: CAAT-Net\""
-    cmd="$cmd, \"\" index $mi using 1:$((mo + 2)) with points pt 8 ps 2 lw 2 lc rgb \"#2ca02c\" title \"measured $mt: both\""
+    # open circle/square/triangle on NVLink, open diamond/pentagon/down-triangle on shm, crosses on sockets
+    case $mt in nvlink) pts="6 4 8" ;; shm) pts="12 14 10" ;; *) pts="1 2 3" ;; esac
+    read -r p1 p2 p3 <<< "$pts"
+    cmd="$cmd, \"$mout\" index $mi using 1:$mo with points pt $p1 ps 2 lw 2 lc rgb \"#1f77b4\" title \"measured $mt: TACO\""
+    cmd="$cmd, \"\" index $mi using 1:$((mo + 1)) with points pt $p2 ps 2 lw 2 lc rgb \"#d62728\" title \"measured $mt: CAAT-Net\""
+    cmd="$cmd, \"\" index $mi using 1:$((mo + 2)) with points pt $p3 ps 2 lw 2 lc rgb \"#2ca02c\" title \"measured $mt: both\""
   done
   echo "$cmd"
 }
