@@ -105,10 +105,12 @@ final)
     tail -8 "$LOG/test-kernels-gpu-quick.txt" >>"$SUM"
   fi
   CUDA_VISIBLE_DEVICES=0 step bench-codec-final 150 "$BIN/tacorun" bench-codec --sizes 1M,4M,16M,64M,256M,1G \
-    --variants "${TACO_FINAL_VARIANTS:-auto:stream:transform:32,auto:l2pf:direct:32}"
+    --variants "${TACO_FINAL_VARIANTS:-auto:stream:transform:32,auto:stream:direct:auto,auto:stream:direct:32}"
   grep -vE "^#" "$LOG/bench-codec-final.txt" | grep -E " (67108864|1073741824) " |
     awk '{printf "  %-22s %-26s %4s %11s %8s %6s\n", $1, $2, $4, $5, $8, $9}' >>"$SUM"
-  BENCH_COMM_FAULT=${BENCH_COMM_FAULT:-0} step bench-comm-all 300 bash "$HERE/../runtime/bench_comm_all.sh" \
+  # the four ops figure 6 draws, four chunk sizes (whole messages won every size >= 16 MiB in round 2 and the explore run)
+  BENCH_COMM_FAULT=${BENCH_COMM_FAULT:-0} BENCH_COMM_ARGS=${BENCH_COMM_ARGS:---chunk 1M,4M,16M,64M --op allreduce,allgather,reducescatter,sendrecv} \
+    step bench-comm-all 300 bash "$HERE/../runtime/bench_comm_all.sh" \
     "$BIN/tacorun" "$BIN/test_coll_gpu" "$LOG/comm"
   cat "$LOG/comm/summary.txt" >>"$SUM" 2>/dev/null
   ;;

@@ -304,19 +304,22 @@ template <typename F> static int with_loads(F &&f) {
   }
 }
 
-/* Elements per thread (taco_set_per_thread): 32, or 64 for G >= 64. */
+/* Elements per thread (taco_set_per_thread): 32, 64 for G >= 64, or 0 (AUTO). */
 static int per_thread_setting = -1;
 
 static int per_thread_current(void) {
   if (per_thread_setting < 0) {
     const char *e = getenv("TACO_PER_THREAD");
-    per_thread_setting = e && !strcmp(e, "64") ? 64 : e && !strcmp(e, "32") ? 32 : TACO_PER_THREAD_DEFAULT;
+    per_thread_setting = e && !strcmp(e, "64")     ? 64
+                         : e && !strcmp(e, "32")   ? 32
+                         : e && !strcmp(e, "auto") ? 0
+                                                   : TACO_PER_THREAD_DEFAULT;
   }
   return per_thread_setting;
 }
 
 extern "C" int taco_set_per_thread(int p) {
-  if (p != 32 && p != 64) return TACO_FAIL("elements per thread %d: want 32 or 64", p);
+  if (p != 0 && p != 32 && p != 64) return TACO_FAIL("elements per thread %d: want 0 (auto), 32 or 64", p);
   per_thread_setting = p;
   return 0;
 }
@@ -336,9 +339,22 @@ template <int G, typename F> static int with_hadamard(F &&f) {
  * cross-lane stage fewer and runs it with shuffles (the transpose is written
  * for 32); its loads are STREAM or L2PF (DEEP, two tiles of 64, would need
  * more registers than a thread has: it runs as L2PF). */
-template <int G, typename F> static int with_variant(F &&f) {
+enum kernel_kind { KIND_ENCODE, KIND_DECODE, KIND_DSE };
+
+/* AUTO: where 64 per thread measured faster on the H200 (kernels/RESULTS.md
+ * round 3): the encode from G = 256 up (one of three cross-lane stages
+ * saved, +4-5 points), decode-sum-encode (+2-9); not the decode or
+ * decode-sum, whose stores it makes slower. */
+template <int G> static bool use_64(kernel_kind kind, bool allow64) {
+  const int p = per_thread_current();
+  if (G < 64 || p == 32 || !allow64) return false;
+  if (p == 64) return true;
+  return kind == KIND_DSE || (kind == KIND_ENCODE && G >= 256);
+}
+
+template <int G, typename F> static int with_variant(kernel_kind kind, bool allow64, F &&f) {
   if constexpr (G >= 64) {
-    if (per_thread_current() == 64) {
+    if (use_64<G>(kind, allow64)) {
       if (loads_current() == TACO_LOADS_STREAM)
         return f(std::false_type{}, std::integral_constant<int, 0>{}, std::integral_constant<int, 64>{});
       return f(std::false_type{}, std::integral_constant<int, 1>{}, std::integral_constant<int, 64>{});
@@ -368,7 +384,7 @@ static int launch_encode(const void *x, taco_dtype dt, size_t n, size_t groups_p
     constexpr int G = decltype(gc)::value;
     constexpr bool E5 = decltype(ec)::value;
     const size_t gpr = groups_per_row ? groups_per_row : ngroups;
-    return with_variant<G>([&](auto xc, auto lc, auto pc) {
+    return with_variant<G>(KIND_ENCODE, true, [&](auto xc, auto lc, auto pc) {
       constexpr bool XP = decltype(xc)::value;
       constexpr int LV = decltype(lc)::value, P = decltype(pc)::value;
       const size_t threads = ngroups * (G / P);
@@ -416,7 +432,10 @@ static int launch_decode_sum(const void *in, int k, size_t n, taco_params p, voi
     constexpr int G = decltype(gc)::value;
     constexpr bool E5 = decltype(ec)::value;
     const size_t whole = n / G; /* groups without padding */
-    return with_variant<G>([&](auto xc, auto lc, auto pc) {
+    /* 64 per thread loads 16 bytes of codes at once: blocks after the first
+     * are 16-byte aligned only when the wire size is (an even group count) */
+    const bool aligned_blocks = k == 1 || wire % 16 == 0;
+    return with_variant<G>(block ? KIND_DSE : KIND_DECODE, aligned_blocks, [&](auto xc, auto lc, auto pc) {
       constexpr bool XP = decltype(xc)::value;
       constexpr int LV = decltype(lc)::value, P = decltype(pc)::value;
       const size_t threads = ngroups * (G / P);

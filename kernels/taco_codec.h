@@ -110,9 +110,13 @@ int taco_set_dse(taco_dse d);
  * a thread then holds two neighbouring 32-element lanes, so the transform has
  * one cross-lane stage fewer and the codes move in 16-byte pieces; results are
  * bit-identical (taco_device.cuh says why). With 64 the cross-lane stages use
- * shuffles whatever taco_set_hadamard says, and TACO_LOADS_DEEP runs as L2PF.
- * TACO_PER_THREAD=32|64 sets the start value. Returns 0, or -1 for another value. */
-#define TACO_PER_THREAD_DEFAULT 32
+ * shuffles whatever taco_set_hadamard says, and TACO_LOADS_DEEP runs as L2PF;
+ * a decode-sum of k > 1 blocks whose wire size is not a multiple of 16 bytes
+ * (an odd number of groups) runs with 32. 0 = AUTO (the default): 64 where it
+ * measured faster on the H200 (encode at G >= 256, decode-sum-encode), 32
+ * elsewhere (kernels/RESULTS.md round 3).
+ * TACO_PER_THREAD=32|64|auto sets the start value. Returns 0, or -1 for another value. */
+#define TACO_PER_THREAD_DEFAULT 0
 int taco_set_per_thread(int p);
 int taco_encode_unfused(const void *x, taco_dtype dt, size_t n, taco_params p, void *block, void *workspace,
                         void *stream);

@@ -79,12 +79,15 @@ static int parse_variant(const char *s, bench_variant *v) {
     else return -1;
   }
   if (parts[3] && *parts[3]) {
-    if (!strcmp(parts[3], "32")) v->per_thread = 32;
+    if (!strcmp(parts[3], "auto")) v->per_thread = 0;
+    else if (!strcmp(parts[3], "32")) v->per_thread = 32;
     else if (!strcmp(parts[3], "64")) v->per_thread = 64;
     else return -1;
   }
-  snprintf(v->name, sizeof v->name, "%s:%s:%s:%d", hadamard_name(v->h), loads_name(v->l), dse_name(v->d),
-           v->per_thread);
+  char pt[8];
+  snprintf(pt, sizeof pt, "%d", v->per_thread);
+  snprintf(v->name, sizeof v->name, "%s:%s:%s:%s", hadamard_name(v->h), loads_name(v->l), dse_name(v->d),
+           v->per_thread ? pt : "auto");
   return 0;
 }
 
@@ -96,7 +99,7 @@ static void usage(FILE *out) {
           "    sizes are BF16 input bytes (K/M/G suffixes, powers of two); --fp32 adds FP32-input/output rows.\n"
           "  --variants: kernel variants to time side by side in one run (at most 8), each\n"
           "    hadamard:loads:dse:per_thread with hadamard smem|shuffle|auto, loads stream|l2pf|deep,\n"
-          "    dse direct|transform, per_thread 32|64 (64: shuffles, deep runs as l2pf)\n"
+          "    dse direct|transform, per_thread 32|64|auto (64: shuffles, deep runs as l2pf)\n"
           "    (parts left out: the library's default); --hadamard smem,shuffle is --variants smem,shuffle\n"
           "  --quality: relative L2 error, SNR and max abs error of per-tensor FP8, per-group FP8,\n"
           "    per-group + Hadamard and TACO, E4M3 and E5M2, G = 32..512, four distributions (CPU).\n");

@@ -451,18 +451,20 @@ int main(int argc, char **argv) {
   expect(taco_set_dse((taco_dse)7) == -1, "bad decode-sum-encode variant rejected", taco_last_error());
   expect(taco_set_per_thread(48) == -1, "bad elements per thread rejected", taco_last_error());
   int cases = 0;
-  /* 32 elements per thread: both transforms x three loads; then 64 per thread with two loads */
-  for (int li = 0; li < 5; li++)
+  /* 32 elements per thread: both transforms x three loads; then 64 per thread
+   * with two loads; then the library's defaults (AUTO: 32 or 64 per kernel and G) */
+  for (int li = 0; li < 6; li++)
     for (int vi = 0; vi < (li < 3 ? 2 : 1); vi++) {
-      CHECK_TACO(taco_set_per_thread(li < 3 ? 32 : 64));
-      CHECK_TACO(taco_set_hadamard(variants[vi]));
-      CHECK_TACO(taco_set_loads(loads[li % 3]));
+      CHECK_TACO(taco_set_per_thread(li < 3 ? 32 : li < 5 ? 64 : TACO_PER_THREAD_DEFAULT));
+      CHECK_TACO(taco_set_hadamard(li < 5 ? variants[vi] : TACO_HADAMARD_DEFAULT));
+      CHECK_TACO(taco_set_loads(li < 5 ? loads[li % 3] : TACO_LOADS_DEFAULT));
       const unsigned long long elems0 = total_elems, codes0 = total_code_diffs, dec0 = total_decode_diffs;
       const int failures0 = failures, checks0 = checks;
       cases += run_codec_suite(quick, seed);
-      printf("%d per thread, hadamard %s, loads %s: FP8 codes compared %llu, differing %llu; decoded values differing %llu; %d of %d "
+      printf("%d per thread (0: auto), hadamard %s, loads %s: FP8 codes compared %llu, differing %llu; decoded values differing %llu; %d of %d "
              "checks failed\n",
-             li < 3 ? 32 : 64, li < 3 ? variant_names[vi] : "shuffle", load_names[li % 3], total_elems - elems0, total_code_diffs - codes0,
+             li < 3 ? 32 : li < 5 ? 64 : 0, li < 3 ? variant_names[vi] : li < 5 ? "shuffle" : "default",
+             load_names[li < 5 ? li % 3 : TACO_LOADS_DEFAULT], total_elems - elems0, total_code_diffs - codes0,
              total_decode_diffs - dec0, failures - failures0, checks - checks0);
       fflush(stdout);
     }
