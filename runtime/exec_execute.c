@@ -27,8 +27,12 @@ static void usage(FILE *out) {
           "\n"
           "--check runs the correctness checks on a tiny model (1 or more ranks): gradients against a\n"
           "float64 CPU reference, TP = nranks against TP = 1, DP = nranks against the mean reference\n"
-          "gradient, the TP/DP plan programs, PP = 2 (2 ranks) against the float64 reference and the\n"
-          "PP = 1 run, the NaN stop, and 30 AdamW steps; tolerance 5%% relative L2 per tensor.\n"
+          "gradient, the TP/DP plan programs, PP = 2 (2 ranks) with 1F1B and GPipe against the float64\n"
+          "reference and the PP = 1 run, interleaved 1F1B (4 layers, 2 chunks per stage) against the\n"
+          "float64 reference, sequence parallelism, full/selective recomputation and ZeRO-1 (2 ranks)\n"
+          "against the float64 reference and the runs without them, the NaN stop, and 30 AdamW steps, on a\n"
+          "GELU/LayerNorm, a SwiGLU/RMSNorm and a grouped-query (4 heads, 2 KV heads) model; tolerance 5%%\n"
+          "relative L2 per tensor.\n"
           "\n"
           "Programs: --program plan (default) walks plan_build_program()'s program for this rank (the one\n"
           "the simulator predicts), op by op, on compute/TP/PP/DP streams ordered by its deps (TP\n"
@@ -40,10 +44,21 @@ static void usage(FILE *out) {
           "in time aborts every communicator the process holds (world, TP, DP, PP) and exits 1; a\n"
           "watchdog bounds calls that block inside CUDA/NCCL the same way (S + 10 s).\n"
           "\n"
-          "Not implemented yet (the command says so and exits 2 when a plan asks for them):\n"
-          "interleaved and GPipe pipelines (PP > 1 runs 1F1B), compressed pipeline messages, sequence\n"
-          "parallelism, recomputation, ZeRO-1, grouped-query attention; linear biases are omitted, RoPE\n"
-          "models run with learned positions.\n");
+          "Layout features, from the plan's program only: sequence parallelism (Megatron-LM: all-gather\n"
+          "before the column-parallel GEMMs, reduce-scatter after the row-parallel ones, norms and residuals\n"
+          "on the row shard; buffers stay full size, so activation memory is not reduced), recomputation\n"
+          "(full: each layer's forward rerun before its backward, only layer inputs kept; selective: the\n"
+          "attention core rerun, one softmax buffer for all layers), ZeRO-1 (reduce-scattered gradient\n"
+          "buckets, AdamW on this rank's shard, parameter all-gathers; master weights and moments are still\n"
+          "allocated in full).\n"
+          "\n"
+          "Pipelines: 1F1B, GPipe and interleaved 1F1B (vpp chunks per stage), every micro-batch in flight\n"
+          "with its own activations. Grouped-query attention (kv_heads < heads) runs by copying each query\n"
+          "head's key/value head next to it and summing their gradients per group.\n"
+          "\n"
+          "NOT IMPLEMENTED (the command says so and exits 2 when a plan asks for them): GPipe with PP = 1\n"
+          "and several micro-batches, compressed pipeline, DP or sequence-parallel messages; linear biases\n"
+          "are omitted, RoPE models run with learned positions.\n");
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
@@ -117,6 +132,12 @@ static int cmd_execute(int argc, char **argv) {
   if (!check && exec_plan_read(plan_path, &p, &e)) {
     fprintf(stderr, "tacorun execute: %s\n", e.msg);
     return ts_exit_status(&e);
+  }
+  /* the built-in program is plain TP/DP: the layout features run only from the plan's program */
+  if (!check && !o.program_plan && (p.sequence_parallel || p.zero1 || strcmp(p.recompute, "none"))) {
+    fprintf(stderr, "tacorun execute: %s: layout: --program builtin runs neither sequence parallelism, ZeRO-1 nor "
+                    "recomputation; use --program plan\n", p.path);
+    return 2;
   }
   if (rt_cuda_device_count() < 1) {
     fprintf(stderr, "tacorun execute: no CUDA device\n");

@@ -1,8 +1,8 @@
 /* exec_plan_min.c — reads the fields of a plan file the executor needs (see
  * exec_run.h). plan_load() validates a plan fully; this reader exists so the
  * executor runs before the plan library is linked into tacorun, and it checks
- * what the executor itself cannot do (PP > 1, SP, GQA, codecs) with
- * "file: field: reason". */
+ * what the executor itself cannot do (compressed SP or PP/DP messages)
+ * with "file: field: reason". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,17 +32,14 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
   p->tp = (int)v;
   if (tsj_int(layout, "pp", 1, 4096, &v, path, "layout", e)) goto done;
   p->pp = (int)v;
+  if (tsj_int_opt(layout, "vpp", 1, 4096, 1, &v, path, "layout", e)) goto done;
+  p->vpp = (int)v; /* interleaved 1F1B: model chunks per stage (the walker checks the schedule) */
   if (tsj_bool_opt(layout, "sequence_parallel", false, &p->sequence_parallel, path, "layout", e)) goto done;
-  bool zero1 = false;
-  char recompute[32];
-  if (tsj_bool_opt(layout, "zero1", false, &zero1, path, "layout", e)) goto done;
-  if (tsj_string_opt(layout, "recompute", "none", recompute, sizeof recompute, path, "layout", e)) goto done;
-  if (zero1) {
-    ts_fail(e, path, "layout.zero1", "the distributed optimizer (ZeRO-1) is not implemented in the executor");
-    goto done;
-  }
-  if (strcmp(recompute, "none")) {
-    ts_fail(e, path, "layout.recompute", "\"%s\": recomputation is not implemented in the executor", recompute);
+  /* ZeRO-1 and recomputation run from the plan's program (exec_walk.c) */
+  if (tsj_bool_opt(layout, "zero1", false, &p->zero1, path, "layout", e)) goto done;
+  if (tsj_string_opt(layout, "recompute", "none", p->recompute, sizeof p->recompute, path, "layout", e)) goto done;
+  if (strcmp(p->recompute, "none") && strcmp(p->recompute, "selective") && strcmp(p->recompute, "full")) {
+    ts_fail(e, path, "layout.recompute", "\"%s\" is not none, selective or full", p->recompute);
     goto done;
   }
   if (!(batch = tsj_object(root, "batch", path, NULL, e))) goto done;
@@ -96,13 +93,14 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
     goto done;
   }
   /* PP > 1: the walker checks the schedule (1F1B, one chunk per stage) against the program. */
-  if (p->sequence_parallel) {
-    ts_fail(e, path, "layout.sequence_parallel", "sequence parallelism is not implemented in the executor yet");
+  if (p->sequence_parallel && (p->codec_tp_fwd.kind != PLAN_CODEC_NONE || p->codec_tp_bwd.kind != PLAN_CODEC_NONE)) {
+    ts_fail(e, path, p->codec_tp_fwd.kind != PLAN_CODEC_NONE ? "codec.tp_fwd" : "codec.tp_bwd",
+            "compressed sequence-parallel all-gathers/reduce-scatters are not implemented in the executor");
     goto done;
   }
-  if (p->model.kv_heads != p->model.heads) {
-    ts_fail(e, path, "model", "%s uses grouped-query attention (%d KV heads), which the executor does not run",
-            p->model.name, p->model.kv_heads);
+  if (p->model.kv_heads < 1 || p->model.kv_heads % p->tp) {
+    ts_fail(e, path, "layout.tp", "%d does not divide the %d key/value heads of %s", p->tp, p->model.kv_heads,
+            p->model.name);
     goto done;
   }
   if (p->global % ((long long)p->micro * p->dp)) {
@@ -132,4 +130,7 @@ void exec_plan_config(const exec_plan_min *p, exec_ref_config *c) {
   c->act = p->model.activation == MODEL_ACT_SWIGLU ? EXEC_ACT_SWIGLU : EXEC_ACT_GELU;
   c->norm = p->model.norm == MODEL_NORM_RMSNORM ? EXEC_NORM_RMSNORM : EXEC_NORM_LAYERNORM;
   c->norm_eps = p->model.norm_eps > 0 ? p->model.norm_eps : 1e-5;
+  c->kv_heads = p->model.kv_heads; /* grouped-query attention when fewer than heads */
+  c->vpp = p->vpp;                 /* the executor's pipeline chunks (interleaved 1F1B) */
+  c->recompute = !strcmp(p->recompute, "full") ? 2 : !strcmp(p->recompute, "selective") ? 1 : 0;
 }

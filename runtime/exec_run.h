@@ -17,9 +17,10 @@
 typedef struct {
   char path[512], name[128];
   model_config model;
-  int dp, tp, pp, micro, seq, layers_override;
+  int dp, tp, pp, vpp, micro, seq, layers_override;
   long long global;
-  bool sequence_parallel;
+  bool sequence_parallel, zero1;
+  char recompute[16]; /* "none", "selective", "full" */
   plan_codec codec_tp_fwd, codec_tp_bwd;
 } exec_plan_min;
 
