@@ -1,35 +1,34 @@
 #!/usr/bin/env bash
 # Figure 5: TACO codec kernels' device-memory bandwidth against message size,
-# with the HBM ceiling. Measured on an H200: the codec tables of the measured
-# calibration (calibration/h200-nvlink.json, written by `tacorun calibrate`).
-# Bandwidth counts the bytes each kernel reads and writes: with x BF16 bytes
-# and w = x/2 (1 + 8/G) wire bytes, encode x + w, decode w + x, decode-sum of
-# two blocks 2w + x, decode-sum-encode of two blocks 3w.
+# with the HBM ceiling. Measured on one H200 by `tacorun bench-codec`
+# (kernels/results/bench-codec-h200-round3.txt, the library's default variant;
+# kernels/RESULTS.md says how it was run). Sizes 1 MiB .. 256 MiB: that run's
+# 1 GiB timings are not reliable (the same kernel three times in a row differed
+# by up to 17 points; kernels/RESULTS.md, round 3, final run), so they are left out. Bandwidth counts the bytes each
+# kernel reads and writes: with x BF16 bytes and w = x/2 (1 + 8/G) wire bytes,
+# encode x + w, decode w + x, decode-sum of two blocks 2w + x,
+# decode-sum-encode of two blocks 3w.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-CAL="$ROOT/calibration/h200-nvlink.json"
-command -v jq > /dev/null || { skip fig5 "jq (apt-get install jq) to read $CAL"; exit 3; }
-if [ ! -f "$CAL" ] || [ "$(jq -r '.derived' "$CAL")" != false ] || [ "$(jq -r '.kernels.taco_encode | length' "$CAL")" = 0 ]; then
-  skip fig5 "measured codec kernel tables (calibration/h200-nvlink.json from tacorun calibrate)"
+SRC="$ROOT/kernels/results/bench-codec-h200-round3.txt"
+if [ ! -f "$SRC" ]; then
+  skip fig5 "measured codec speeds ($SRC from tacorun bench-codec on the GPU machine)"
   exit 3
 fi
+variant=$(sed -n 's/^# library default: //p' "$SRC" | head -1)
 out="$DATA/fig5-codec-bandwidth.dat"
 {
-  echo "# measured: $(jq -r '"\(.gpu), driver \(.driver), CUDA \(.cuda), \(.measured_at)"' "$CAL") (from calibration/h200-nvlink.json)"
+  echo "# measured: $(head -1 "$SRC" | sed 's/^# bench-codec: //'); variant $variant (from kernels/results/bench-codec-h200-round3.txt)"
   for G in 128 256; do
-    for k in taco_encode taco_decode taco_decode_sum taco_decode_sum_encode; do
+    for k in encode decode "decode-sum(k=2)" "decode-sum-encode(k=2)"; do
       echo "# $k G=$G: bf16_bytes us traffic_bytes gbps"
-      jq -r --arg k "$k" --argjson g "$G" '.kernels[$k] // [] | map(select(.group == $g)) | sort_by(.bytes) | .[] |
-        (.bytes / 2 * (1 + 8 / $g)) as $w |
-        (if $k == "taco_encode" or $k == "taco_decode" then .bytes + $w
-         elif $k == "taco_decode_sum" then 2 * $w + .bytes else 3 * $w end) as $t |
-        "\(.bytes) \(.us) \($t) \($t / .us / 1000)"' "$CAL"
+      awk -v k="$k" -v g="$G" -v v="$variant" '$1 == k && $2 == v && $3 == "bf16" && $4 == g && $5 < 1073741824 {
+        printf "%s %s %.0f %s\n", $5, $7, $8 * $7 * 1e3, $8 }' "$SRC" | sort -n
       printf '\n\n'
     done
   done
 } > "$out"
-
 plot fig5-codec-bandwidth 1100 650 <<GP
 set title "TACO codec kernels on one H200: device-memory bandwidth (measured)"
 set logscale x 2

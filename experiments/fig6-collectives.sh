@@ -1,26 +1,25 @@
 #!/usr/bin/env bash
 # Figure 6: TACO-compressed collectives against NCCL (BF16) per transport,
 # measured on 2 x H200: NVLink, host shared memory (NCCL_P2P_DISABLE=1) and
-# sockets over loopback. From the collective tables of the measured
-# calibrations calibration/h200-{nvlink,shm,socket}.json (`tacorun
-# calibrate`): speedup = NCCL time / compressed time at the same BF16 size,
-# TACO G=128 (codec kernels included).
+# sockets over loopback, by `tacorun bench-comm` (runtime/bench_comm_all.sh;
+# the tables runtime/results/bench-comm-{nvlink,shm,socket}.dat, described in
+# runtime/RESULTS-comm.md): speedup = NCCL BF16 time / compressed time at the
+# same BF16 size, TACO G=128 (codec kernels included).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-command -v jq > /dev/null || { skip fig6 "jq (apt-get install jq) to read the calibrations"; exit 3; }
 
 out="$DATA/fig6-collectives.dat"
 drawn=""
 {
-  echo "# measured speedup of TACO G=128 collectives over NCCL BF16, 2 x H200 (from calibration/h200-<transport>.json)"
+  echo "# measured speedup of TACO G=128 collectives over NCCL BF16, 2 x H200 (from runtime/results/bench-comm-<transport>.dat)"
   for t in nvlink shm socket; do
-    cal="$ROOT/calibration/h200-$t.json"
+    src="$ROOT/runtime/results/bench-comm-$t.dat"
     for c in allreduce allgather reducescatter sendrecv; do
       echo "# $t $c: bytes nccl_us taco_us speedup"
-      if [ -f "$cal" ] && [ "$(jq -r '.derived' "$cal")" = false ]; then
-        jq -r --arg c "$c" '(.collectives[$c]["2"] // []) as $a | (.collectives[$c + ".taco128"]["2"] // []) as $b |
-          $a[] | . as $p | ($b | map(select(.bytes == $p.bytes)) | .[0]) as $q | select($q != null) |
-          "\($p.bytes) \($p.us) \($q.us) \($p.us / $q.us)"' "$cal"
+      if [ -f "$src" ]; then
+        awk -v c="$c" '/^# op: / { op = $3; next } /^#/ { next }
+          op == c && NF >= 9 && $4 == "none" { base[$1] = $5 }
+          op == c && NF >= 9 && $4 == "taco" && ($1 in base) { printf "%s %s %s %.4f\n", $1, base[$1], $5, base[$1] / $5 }' "$src"
         drawn="$drawn $t"
       fi
       printf '\n\n'
@@ -28,10 +27,9 @@ drawn=""
   done
 } > "$out"
 if ! grep -qv '^#' <(grep . "$out"); then
-  skip fig6 "measured collective tables (calibration/h200-{nvlink,shm,socket}.json from tacorun calibrate, or runtime/RESULTS-comm.md)"
+  skip fig6 "measured collective tables (runtime/results/bench-comm-{nvlink,shm,socket}.dat from runtime/bench_comm_all.sh on 2 GPUs)"
   exit 3
 fi
-
 plot fig6-collectives 1500 550 <<GP
 set multiplot layout 1,3 title "TACO (G=128) collectives vs NCCL BF16 on 2 x H200, per transport (measured; >1: compression wins)"
 set logscale x 2
@@ -45,7 +43,7 @@ set ylabel "speedup over NCCL"
 do for [t=0:2] {
   set title word("NVLink shared-memory socket", t+1)
   plot 1 notitle lc rgb "black" dt 2, \
-    "$out" index 4*t+0 using 1:4 with linespoints lw 2 pt 7 title "all-reduce (two-shot)", \
+    "$out" index 4*t+0 using 1:4 with linespoints lw 2 pt 7 title "all-reduce (one- or two-shot, the faster)", \
     "" index 4*t+1 using 1:4 with linespoints lw 2 pt 5 title "all-gather", \
     "" index 4*t+2 using 1:4 with linespoints lw 2 pt 9 title "reduce-scatter", \
     "" index 4*t+3 using 1:4 with linespoints lw 2 pt 11 title "send/recv"
