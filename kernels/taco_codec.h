@@ -91,7 +91,9 @@ int taco_set_hadamard(taco_hadamard h);
  * ld.global.nc.L1::no_allocate.L2::256B (read-only path, no L1 allocation,
  * the L2 fetches whole 256-byte blocks); DEEP: L2PF with two tiles of loads in
  * flight per thread. Process-wide; TACO_LOADS=stream|l2pf|deep sets the start
- * value, else TACO_LOADS_DEFAULT. Returns 0, or -1 for another value. */
+ * value, else TACO_LOADS_DEFAULT (STREAM: on the H200 L2PF measured 0-4 points
+ * slower and DEEP 4-10 slower for the encode; kernels/RESULTS.md round 3).
+ * Returns 0, or -1 for another value. */
 typedef enum { TACO_LOADS_STREAM = 0, TACO_LOADS_L2PF = 1, TACO_LOADS_DEEP = 2 } taco_loads;
 #define TACO_LOADS_DEFAULT TACO_LOADS_STREAM
 int taco_set_loads(taco_loads l);
