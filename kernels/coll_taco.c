@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -152,8 +153,19 @@ static size_t wire_need(const coll_layout *l, size_t es) {
 /* One-shot all-reduce (coll_allreduce_algo): every rank's whole message is
  * all-gathered, so it is laid out as an all-gather of `count` per rank. */
 static int one_shot(const coll_team *t, coll_op op, const coll_opts *o) {
-  return op == COLL_OP_ALLREDUCE &&
-         (o->allreduce == COLL_ALLREDUCE_ONE_SHOT || (o->allreduce == COLL_ALLREDUCE_AUTO && t->nranks == 2));
+  (void)t;
+  if (op != COLL_OP_ALLREDUCE) return 0;
+  if (o->allreduce == COLL_ALLREDUCE_AUTO) {
+    /* AUTO: two-shot (what the calibration files measured) unless the
+     * environment opts in; read once, like TACO_HADAMARD. */
+    static int env = -1;
+    if (env < 0) {
+      const char *v = getenv("TACO_ALLREDUCE");
+      env = v && !strcmp(v, "one-shot");
+    }
+    return env;
+  }
+  return o->allreduce == COLL_ALLREDUCE_ONE_SHOT;
 }
 
 static int make_layout(coll_layout *l, const coll_team *t, coll_op op, size_t count, const coll_opts *o) {

@@ -47,8 +47,11 @@ typedef enum { COLL_EXCHANGE_P2P, COLL_EXCHANGE_ALLGATHER } coll_exchange;
  * two quantizations). ONE_SHOT: encode the whole message, all-gather it,
  * decode-sum the n blocks (each rank moves (n-1) times the encoded message,
  * one quantization, one NCCL phase and two codec stages instead of two and
- * three). On two ranks both move the same bytes, so
- * AUTO (0, the default) takes ONE_SHOT there and TWO_SHOT from three ranks. */
+ * three). On two ranks both move the same bytes and ONE_SHOT measured faster
+ * (runtime/RESULTS-comm.md), but the shipped calibration files time the
+ * TWO_SHOT all-reduce, so AUTO (0, the default) stays TWO_SHOT until they are
+ * re-measured: what runs is what the simulator predicts. ONE_SHOT is opt-in
+ * (coll_opts.allreduce, or TACO_ALLREDUCE=one-shot in the environment). */
 typedef enum { COLL_ALLREDUCE_AUTO = 0, COLL_ALLREDUCE_TWO_SHOT, COLL_ALLREDUCE_ONE_SHOT } coll_allreduce_algo;
 
 typedef struct {

@@ -68,7 +68,7 @@ int main(void) {
   const size_t sizes[] = {1024, 1024 + 6, 3 * 2 * 128 * 5 + 14, (1 << 20) + 2 * 7, 17 * (1 << 20) + 2 * 333,
                           64 << 20, 256 << 20, (size_t)1 << 30};
   /* 0 and 256 KiB chunks; then 256 KiB with the all-gather exchange (two-shot
-   * all-reduce); then, for the all-reduce, the other algorithm than AUTO's */
+   * all-reduce); then, for the all-reduce, the one-shot algorithm */
   const size_t chunks[] = {0, 256 << 10, 256 << 10, 0};
   int dead = 0;
   for (size_t si = 0; si < sizeof sizes / sizeof *sizes && !dead; si++) {
@@ -96,13 +96,12 @@ int main(void) {
           o.min_bytes = 0;
           o.chunk_bytes = chunks[ci];
           o.exchange = xchg ? COLL_EXCHANGE_ALLGATHER : COLL_EXCHANGE_P2P;
-          /* AUTO is one-shot on two ranks: the exchange needs the two-shot; ci 3 the other algorithm */
-          if (xchg) o.allreduce = COLL_ALLREDUCE_TWO_SHOT;
-          if (ci == 3) o.allreduce = n == 2 ? COLL_ALLREDUCE_TWO_SHOT : COLL_ALLREDUCE_ONE_SHOT;
-          const char *algo = c.op != COLL_OP_ALLREDUCE                      ? ""
-                             : o.allreduce == COLL_ALLREDUCE_TWO_SHOT        ? " two-shot"
-                             : o.allreduce == COLL_ALLREDUCE_ONE_SHOT || n == 2 ? " one-shot"
-                                                                            : " two-shot";
+          /* both algorithms, named (AUTO's choice depends on the environment):
+           * two-shot (the exchange variants need it), one-shot at ci 3 */
+          o.allreduce = ci == 3 && !xchg ? COLL_ALLREDUCE_ONE_SHOT : COLL_ALLREDUCE_TWO_SHOT;
+          const char *algo = c.op != COLL_OP_ALLREDUCE                ? ""
+                             : o.allreduce == COLL_ALLREDUCE_ONE_SHOT ? " one-shot"
+                                                                      : " two-shot";
           char label[160];
           snprintf(label, sizeof label, "%s %zu B count %zu %s chunk %zu%s%s", coll_op_name(c.op), bytes, c.count,
                    inplace ? "in-place" : "out-of-place", chunks[ci], xchg ? " exchange=allgather" : "", algo);
@@ -126,10 +125,10 @@ int main(void) {
         o.codec = taco ? COLL_CODEC_TACO : COLL_CODEC_NONE;
         o.min_bytes = 0;
         o.exchange = inplace ? COLL_EXCHANGE_ALLGATHER : COLL_EXCHANGE_P2P;
-        o.allreduce = inplace ? COLL_ALLREDUCE_TWO_SHOT : COLL_ALLREDUCE_AUTO; /* both algorithms */
+        o.allreduce = inplace ? COLL_ALLREDUCE_TWO_SHOT : COLL_ALLREDUCE_ONE_SHOT; /* both algorithms */
         char label[160];
         snprintf(label, sizeof label, "caat%s p=0.5 %zu x %zu %s%s", taco ? "+taco" : "", c.rows, c.cols,
-                 inplace ? "in-place" : "out-of-place", inplace ? " two-shot" : " auto");
+                 inplace ? "in-place" : "out-of-place", inplace ? " two-shot" : " one-shot");
         if (run_case(&w, &t, &b, &c, &o, label)) dead = 1;
       }
   }
