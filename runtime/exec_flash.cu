@@ -267,8 +267,8 @@ __global__ void flash_dsum_kernel(const bf16 *out, const bf16 *dout, float *dsum
 /* dK, dV of one block of 16 NW keys (NW warps, 16 keys each), looping over
  * 32-query steps from the diagonal down. ATOMIC_DQ: also dQ's share of this
  * key block, dS (through shared memory) . K, added in FP32 to dq_acc
- * [bh][seq][D]. More warps share each step's Q and dO tiles and add dQ over
- * more keys per atomic (NW = 8 for head_dim >= 64 and seq % 128 == 0). */
+ * [bh][seq][D]. NW = 8 shares each step's Q and dO tiles among more warps
+ * and adds dQ over more keys per atomic (opt-in, see bwd_warps). */
 template <int D, bool ATOMIC_DQ, int NW>
 __global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
                                                                  const float *dsum, bf16 *dqkv, float *dq_acc, int S,
@@ -483,11 +483,12 @@ static size_t dkdv_smem(int d, bool atomic_dq, int nw) {
          (atomic_dq ? (size_t)bk * (32 + 8) * sizeof(bf16) : 0);
 }
 
-/* 8 warps (128-key blocks) where the shape allows, unless EXEC_FLASH_BWD_WARPS=4. */
+/* 4 warps (64-key blocks); EXEC_FLASH_BWD_WARPS=8: 8 warps (128-key blocks)
+ * where the shape allows — measured slower (597 vs 576 us at batch 2 x 16
+ * heads x 2048 x 128: one CTA of 255 registers a thread per SM). */
 static int bwd_warps(int d, int S) {
   const char *v = getenv("EXEC_FLASH_BWD_WARPS");
-  if (v && strcmp(v, "4") == 0) return 4;
-  return d >= 64 && S % 128 == 0 ? 8 : 4;
+  return v && strcmp(v, "8") == 0 && d >= 64 && S % 128 == 0 ? 8 : 4;
 }
 static size_t dq_smem(int d) { return (size_t)6 * 64 * (d + 8) * sizeof(bf16); }
 
