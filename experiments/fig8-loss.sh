@@ -4,7 +4,8 @@
 # order), from the logs of `tacorun train` kept in experiments/loss/loss-<codec>.csv
 # (columns step,split,loss,lr,elapsed_s; '#' comments). Left: training loss, mean
 # over a window of 50 steps; right: validation loss over the second half of the
-# run, where the codecs' differences show. See experiments/loss/README.md.
+# run, where the codecs' differences show (the periodic points are over 16 held-out batches,
+# the last one over all 52, hence the kink at the end). See experiments/loss/README.md.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -39,6 +40,7 @@ set grid
 set xlabel "step"
 set ylabel "training loss (nats/byte, mean of 50 steps)"
 set logscale y
+set yrange [0.8:4]
 set key top right
 ${train_cmd%,}
 unset logscale y

@@ -52,7 +52,7 @@ static void usage(FILE *out) {
           "  --seed S [1234]    (weights and batch order)\n"
           "  --csv OUT          per-step log: step,split,loss,lr,elapsed_s (split: train or val)\n"
           "  --summary OUT      one CSV line: codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s,\n"
-          "                     replica_spread (how far the replicated norm and position tensors drifted\n"
+          "                     replica_spread (how far the replicated norm gains and biases drifted\n"
           "                     apart over the TP ranks: their largest relative checksum spread; 0: none)\n"
           "  --out-dir DIR      DIR/loss-<codec>.csv per run and DIR/summary.csv (header and one line per\n"
           "                     run) instead of --csv/--summary\n"
@@ -166,8 +166,9 @@ static int evaluate(trainer *t, int step, int batches, double *val, ts_err *e) {
   return 0;
 }
 
-/* The replicated tensors (norm gains and biases, position embeddings) should
- * stay equal on every TP rank. Per tensor, a weighted checksum of the FP32
+/* The replicated tensors (norm gains and biases) should stay equal on every
+ * TP rank. (The position embedding is left out: the executor adds it on TP
+ * rank 0 only and initialises it per rank, so the copies differ by design.) Per tensor, a weighted checksum of the FP32
  * master weights, compared over the ranks: returns the largest spread
  * relative to the tensor's weighted absolute sum (0: the same checksums). */
 static int replica_spread(trainer *t, double *spread, ts_err *e) {
@@ -179,7 +180,7 @@ static int replica_spread(trainer *t, double *spread, ts_err *e) {
   cudaError_t ce = cudaStreamSynchronize(m->stream);
   for (int ti = 0; ti < m->ntensors && ce == cudaSuccess; ti++) {
     exec_tensor_kind kind = m->tensors[ti].kind;
-    if (kind == EXEC_T_WTE || kind == EXEC_T_QKV || kind == EXEC_T_ATTN_OUT || kind == EXEC_T_FC1 ||
+    if (kind == EXEC_T_WTE || kind == EXEC_T_WPE || kind == EXEC_T_QKV || kind == EXEC_T_ATTN_OUT || kind == EXEC_T_FC1 ||
         kind == EXEC_T_FC2)
       continue; /* sharded over TP */
     size_t n = m->tensors[ti].rows * m->tensors[ti].cols;
