@@ -437,9 +437,31 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_tabl
       ts_fail_sys(e, "exec check: out of memory");
       goto out;
     }
-    RT_CUDA(e, cudaMemcpyAsync(master[z], m.master, nparams * 4, cudaMemcpyDeviceToHost, m.stream));
     RT_CUDA(e, cudaMemcpyAsync(w16[z], m.w16, nparams * 2, cudaMemcpyDeviceToHost, m.stream));
-    RT_CUDA(e, cudaStreamSynchronize(m.stream));
+    if (!z) {
+      RT_CUDA(e, cudaMemcpyAsync(master[z], m.master, nparams * 4, cudaMemcpyDeviceToHost, m.stream));
+      RT_CUDA(e, cudaStreamSynchronize(m.stream));
+    } else {
+      /* ZeRO-1 keeps only this rank's master shards: put them at their places in the full layout */
+      float *shards = malloc(m.zero1_params * sizeof *shards);
+      if (!shards) {
+        ts_fail_sys(e, "exec check: out of memory");
+        goto out;
+      }
+      cudaError_t ce = cudaMemcpyAsync(shards, m.master, m.zero1_params * 4, cudaMemcpyDeviceToHost, m.stream);
+      if (ce == cudaSuccess) ce = cudaStreamSynchronize(m.stream);
+      memset(master[z], 0, nparams * sizeof(float));
+      for (int g = 0; g < m.cfg.layers + 2 && ce == cudaSuccess; g++) {
+        size_t lo, hi;
+        exec_model_zero1_shard(&m, g, &lo, &hi);
+        memcpy(master[z] + lo, shards + m.zero1_off[g], (hi - lo) * sizeof(float));
+      }
+      free(shards);
+      if (ce != cudaSuccess) {
+        ts_fail_sys(e, "exec check: ZeRO-1 master shards: %s", cudaGetErrorString(ce));
+        goto out;
+      }
+    }
     if (z) {
       /* updates (master after - initial weights) of this rank's shards */
       init = malloc(nparams * sizeof *init);
@@ -458,7 +480,8 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_tabl
       for (size_t j = 0; j < nparams; j++) differ += w16[0][j] != w16[1][j];
       if (exec_world_sum(w, &differ, 1, e)) goto out;
       fprintf(log, "  zero1 (dp %d): %d AdamW steps; BF16 weights that differ from plain DP after the all-gathers: "
-                   "%.0f of %zu x %d ranks\n", dp, steps, differ, nparams, w->nranks);
+                   "%.0f of %zu x %d ranks; optimizer states %zu of %zu parameters per rank\n", dp, steps, differ,
+              nparams, w->nranks, m.zero1_params, nparams);
       if (differ > 0.001 * (double)nparams * w->nranks) tab->num[CMP_Z1_STEP][0] += 1e30; /* fails the row */
     }
     exec_walk_destroy(&wk);

@@ -386,9 +386,9 @@ int exec_optimizer_step(exec_model *m, ts_err *e) {
       for (int t = 0; t < m->ntensors && !held; t++)
         held = exec_model_group_of_tensor(m, t) == g && exec_model_holds_tensor(m, t);
       if (!held) continue;
-      size_t lo, hi;
+      size_t lo, hi, z = m->zero1_off[g]; /* master weights and moments: this rank's shards only */
       exec_model_zero1_shard(m, g, &lo, &hi);
-      EX_TRY(rt_adamw_step(m->master + lo, (uint16_t *)m->w16 + lo, m->grad + lo, m->adam_m + lo, m->adam_v + lo,
+      EX_TRY(rt_adamw_step(m->master + z, (uint16_t *)m->w16 + lo, m->grad + lo, m->adam_m + z, m->adam_v + z,
                            (long long)(hi - lo), p, m->stream, e));
     }
     return 0;

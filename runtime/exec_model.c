@@ -119,6 +119,37 @@ int exec_model_set_layout(exec_model *m, int sequence_parallel, int zero1, ts_er
     m->sp_row0 = m->sp_rows * m->tp_rank;
   }
   m->zero1 = zero1 && m->dp > 1;
+  if (!m->zero1 || m->zero1_off) return 0;
+  /* Shard the optimizer states: keep this rank's shard of each group's master
+   * weights (moments are zero before the first step) and free the rest. */
+  if (m->adam_step) return ts_fail_sys(e, "exec: ZeRO-1 set after %d optimizer steps", m->adam_step);
+  const int G = m->cfg.layers + 2;
+  m->zero1_off = calloc((size_t)G, sizeof *m->zero1_off);
+  if (!m->zero1_off) return ts_fail_sys(e, "exec: out of memory");
+  size_t Z = 0;
+  for (int g = 0; g < G; g++) {
+    m->zero1_off[g] = Z;
+    Z += (m->group_hi[g] - m->group_lo[g]) / (size_t)m->dp;
+  }
+  float *master = NULL, *am = NULL, *av = NULL;
+  cudaError_t ce = cudaMalloc((void **)&master, Z * 4);
+  if (ce == cudaSuccess) ce = cudaMalloc((void **)&am, Z * 4);
+  if (ce == cudaSuccess) ce = cudaMalloc((void **)&av, Z * 4);
+  if (ce == cudaSuccess) ce = cudaMemsetAsync(am, 0, Z * 4, m->stream);
+  if (ce == cudaSuccess) ce = cudaMemsetAsync(av, 0, Z * 4, m->stream);
+  for (int g = 0; g < G && ce == cudaSuccess; g++) {
+    size_t lo, hi;
+    exec_model_zero1_shard(m, g, &lo, &hi);
+    ce = cudaMemcpyAsync(master + m->zero1_off[g], m->master + lo, (hi - lo) * 4, cudaMemcpyDeviceToDevice, m->stream);
+  }
+  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);
+  if (ce != cudaSuccess) {
+    cudaFree(master), cudaFree(am), cudaFree(av);
+    return ts_fail_sys(e, "%s:%d: ZeRO-1 optimizer shards: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+  }
+  cudaFree(m->master), cudaFree(m->adam_m), cudaFree(m->adam_v);
+  m->master = master, m->adam_m = am, m->adam_v = av;
+  m->zero1_params = Z;
   return 0;
 }
 
@@ -403,7 +434,7 @@ void exec_model_destroy(exec_model *m) {
   if (m->caat_f32) cudaFree(m->caat_f32);
   if (m->dp_stream) cudaStreamDestroy(m->dp_stream);
   free(m->group_done), free(m->group_reduced);
-  free(m->group_lo), free(m->group_hi), free(m->group_bucket);
+  free(m->group_lo), free(m->group_hi), free(m->group_bucket), free(m->zero1_off);
   if (m->pp_stream) cudaStreamDestroy(m->pp_stream);
   for (int i = 0; i < m->nslots * m->vpp; i++) {
     if (m->pp_grad_in) cudaFree(m->pp_grad_in[i]);
@@ -447,6 +478,7 @@ void exec_model_destroy(exec_model *m) {
 /* ---- parameters and data ---- */
 
 int exec_model_load_ref(exec_model *m, const double *params, ts_err *e) {
+  if (m->zero1_off) return ts_fail_sys(e, "exec: weights loaded after ZeRO-1 sharded the master weights");
   double *local = malloc(m->nparams * sizeof *local);
   float *f = malloc(m->nparams * sizeof *f);
   if (!local || !f) {
@@ -469,6 +501,7 @@ int exec_model_load_ref(exec_model *m, const double *params, ts_err *e) {
 }
 
 int exec_model_init_random(exec_model *m, unsigned long long seed, ts_err *e) {
+  if (m->zero1_off) return ts_fail_sys(e, "exec: weights initialised after ZeRO-1 sharded the master weights");
   const float out_std = 0.02f / sqrtf(2.0f * m->cfg.layers);
   for (int t = 0; t < m->ntensors; t++) {
     exec_tensor *lt = &m->tensors[t];

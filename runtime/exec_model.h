@@ -140,10 +140,12 @@ typedef struct {
    * each group's FP32 gradients (this rank keeps shard dp_rank of the group),
    * AdamW updates only those shards, and the plan's parameter all-gathers
    * rebuild the BF16 weights. group_bucket[g]: the bucket op that reduced
-   * group g (its all-gather is that bucket's). Master weights and moments
-   * stay full size (the states' memory is not saved yet). */
+   * group g (its all-gather is that bucket's). From exec_model_set_layout on,
+   * master, adam_m and adam_v hold only this rank's shards: group g's at
+   * zero1_off[g], zero1_params floats in all (about nparams / DP). */
   int zero1, bucket_next;
   int *group_bucket;
+  size_t *zero1_off, zero1_params;
 
   /* Pipeline stage (PP > 1, 1F1B): this rank runs layers [layer_lo, layer_hi)
    * and holds every tensor but updates only its own (exec_model_holds_tensor).
@@ -254,7 +256,9 @@ cudaStream_t exec_model_op_stream(const exec_model *m, const plan_op *op);
 int exec_model_enter_walker_mode(exec_model *m, ts_err *e);
 /* The plan's layout features the walker runs (call after entering walker
  * mode): sequence parallelism (needs TP > 1 and TP dividing the tokens) and
- * ZeRO-1 (ignored with DP = 1, as in the plan's program). */
+ * ZeRO-1 (ignored with DP = 1, as in the plan's program; it keeps only this
+ * rank's shards of the master weights and moments, so call it after the
+ * weights are loaded and before the first optimizer step). */
 int exec_model_set_layout(exec_model *m, int sequence_parallel, int zero1, ts_err *e);
 /* ZeRO-1: this rank's shard [*lo, *hi) of group g (empty when not ZeRO-1). */
 void exec_model_zero1_shard(const exec_model *m, int g, size_t *lo, size_t *hi);
