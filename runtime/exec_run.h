@@ -11,6 +11,7 @@
 #include "exec_ref.h"
 #include "model.h"
 #include "plan.h"
+#include "result.h"
 #include "rt_nccl.h"
 #include "ts_error.h"
 
@@ -37,6 +38,9 @@ typedef struct {
 } exec_timed_opts;
 
 int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o, ts_err *e);
+/* The result schema's machine block (GPU, driver, CUDA, NCCL, transport) of this run;
+ * shared by the training and inference executors. */
+void exec_machine_of(const rt_nccl *w, schema_machine *mc);
 /* Runs every correctness check; returns 0 when all pass (prints the table on rank 0). */
 int exec_run_check(rt_nccl *w, const char *json_out, ts_err *e);
 

@@ -55,7 +55,7 @@ static void op_full_name(const plan_op *op, char *buf, size_t cap) {
   else snprintf(buf, cap, "%s", kind);
 }
 
-static void machine_of(const rt_nccl *w, schema_machine *mc) {
+void exec_machine_of(const rt_nccl *w, schema_machine *mc) {
   struct cudaDeviceProp prop;
   memset(mc, 0, sizeof *mc);
   if (cudaGetDeviceProperties(&prop, w->devices[0]) == cudaSuccess) snprintf(mc->gpu, sizeof mc->gpu, "%.63s", prop.name);
@@ -433,7 +433,7 @@ walked_profile_done:;
     res.breakdown.bubble_s = pp_s * scale; /* rank 0's waits for pipeline messages: bubble and transfers */
     res.iterations = o->iters, res.warmup = o->warmup;
     res.min_s = stats[0], res.median_s = stats[1], res.max_s = stats[2];
-    machine_of(w, &res.machine);
+    exec_machine_of(w, &res.machine);
     for (int r = 0; r < world; r++) {
       schema_rank_stat s = {.rank = r, .busy_s = rank_stats[r * 3], .compute_s = rank_stats[r * 3 + 1],
                             .comm_s = rank_stats[r * 3 + 2]};

@@ -207,30 +207,6 @@ static int plan_runnable(const plan_infer *p, ts_err *e) {
   return infer_model_supported(&p->model, p->path, e);
 }
 
-static void machine_of(const rt_nccl *w, schema_machine *mc) {
-  struct cudaDeviceProp prop;
-  memset(mc, 0, sizeof *mc);
-  if (cudaGetDeviceProperties(&prop, w->devices[0]) == cudaSuccess)
-    snprintf(mc->gpu, sizeof mc->gpu, "%.63s", prop.name);
-  int rtv = 0, nv = 0;
-  cudaRuntimeGetVersion(&rtv);
-  ncclGetVersion(&nv);
-  snprintf(mc->cuda, sizeof mc->cuda, "%d.%d", rtv / 1000, rtv % 1000 / 10);
-  snprintf(mc->nccl, sizeof mc->nccl, "%d.%d.%d", nv / 10000, nv / 100 % 100, nv % 100);
-  snprintf(mc->driver, sizeof mc->driver, "?");
-  FILE *f = fopen("/proc/driver/nvidia/version", "r");
-  if (f) {
-    char line[256];
-    if (fgets(line, sizeof line, f)) {
-      char *k = strstr(line, "Kernel Module");
-      if (k && sscanf(k + strlen("Kernel Module"), "%31s", mc->driver) != 1)
-        snprintf(mc->driver, sizeof mc->driver, "?");
-    }
-    fclose(f);
-  }
-  snprintf(mc->transport, sizeof mc->transport, "%s", rt_nccl_transport());
-}
-
 static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_err *e) {
   const int root = rt_nccl_is_root(w);
   coll_team team;
@@ -343,7 +319,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     res.min_s = nt ? tpot_min : 0, res.median_s = tpot, res.max_s = nt ? tpot_max : 0;
     if (res.median_s < res.min_s) res.min_s = res.median_s;
     if (res.max_s < res.median_s) res.max_s = res.median_s;
-    machine_of(w, &res.machine);
+    exec_machine_of(w, &res.machine);
     char note[256];
     snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
              infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
