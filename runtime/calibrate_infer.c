@@ -45,6 +45,16 @@ typedef struct {
   int sets;
 } gemm_ctx;
 
+
+/* Where an input calibration file's extended copy goes: OUT_DIR/its name, or
+ * the input itself (updated in place) without --out-dir. */
+static void output_path(char *out, size_t cap, const char *in, const char *out_dir) {
+  const char *base = strrchr(in, '/');
+  base = base ? base + 1 : in;
+  if (out_dir) snprintf(out, cap, "%s/%s", out_dir, base);
+  else snprintf(out, cap, "%s", in);
+}
+
 static int gemm_launch(void *ctx, long long iter, ts_err *e) {
   gemm_ctx *c = ctx;
   const char *b = c->b + (size_t)(iter % c->sets) * c->b_bytes;
@@ -425,10 +435,7 @@ static int coll_tables(const char **ins, int nin, const char *out_dir, int timeo
   for (int i = 0; root && i < nin && rc == 0; i++) {
     schema_calibration cal;
     char out[1024];
-    const char *base = strrchr(ins[i], '/');
-    base = base ? base + 1 : ins[i];
-    if (out_dir) snprintf(out, sizeof out, "%s/%s", out_dir, base);
-    else snprintf(out, sizeof out, "%s", ins[i]);
+    output_path(out, sizeof out, ins[i], out_dir);
     if (schema_calibration_load(ins[i], &cal, &e)) {
       rc = 1;
       break;
@@ -616,10 +623,7 @@ static int cmd_calibrate_infer(int argc, char **argv) {
   for (int i = 0; i < nin; i++) {
     schema_calibration cal;
     char out[1024];
-    const char *base = strrchr(ins[i], '/');
-    base = base ? base + 1 : ins[i];
-    if (out_dir) snprintf(out, sizeof out, "%s/%s", out_dir, base);
-    else snprintf(out, sizeof out, "%s", ins[i]);
+    output_path(out, sizeof out, ins[i], out_dir);
     if (schema_calibration_load(ins[i], &cal, &e)) {
       fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
       goto done;
