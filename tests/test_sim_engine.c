@@ -318,6 +318,30 @@ static int load_real(const char *name, plan *p, schema_calibration *c) {
   return 0;
 }
 
+/* Two ranks, each: a 1 ms then a 10 ms compute kernel, and an all-reduce of
+ * `bytes` on the DP stream that depends on compute op `dep` (0: it arrives
+ * while the 10 ms kernel runs; 1: after it). Returns the iteration time. */
+static double kernel_then_allreduce(int nodes, int gpus_per_node, int dep, double bytes) {
+  plan p;
+  make_plan(&p, 2, 1, 1, nodes, gpus_per_node);
+  plan_program *pr = new_programs(2, 4);
+  for (int r = 0; r < 2; r++) {
+    plan_op *a = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+    a->flops = 1e-3 * PEAK;
+    plan_op *b = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+    b->flops = 10e-3 * PEAK;
+    plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
+    c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_DP, c->traffic = PLAN_TRAFFIC_DP;
+    c->bytes = c->wire_bytes = bytes;
+    c->dep[0] = dep;
+  }
+  schema_result r;
+  double t = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
+  schema_result_free(&r);
+  free_programs(pr, 2);
+  return t;
+}
+
 /* A collective that reaches a GPU while a compute kernel runs there starts
  * when the kernel ends (its kernel needs the SMs); with ideal overlap it runs
  * beside it. Compute: 1 ms, then 10 ms with no dependency; the all-reduce
@@ -327,24 +351,8 @@ static void test_collective_waits_for_sms(void) {
   double alone = ring_allreduce_time(2, S, S);
   double t[2];
   for (int ideal = 0; ideal < 2; ideal++) {
-    plan p;
-    make_plan(&p, 2, 1, 1, 2, 1);
-    plan_program *pr = new_programs(2, 4);
-    for (int r = 0; r < 2; r++) {
-      plan_op *a = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
-      a->flops = 1e-3 * PEAK;
-      plan_op *b = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
-      b->flops = 10e-3 * PEAK;
-      plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
-      c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_DP, c->traffic = PLAN_TRAFFIC_DP;
-      c->bytes = c->wire_bytes = S;
-      c->dep[0] = 0;
-    }
     run_ideal_overlap = ideal;
-    schema_result r;
-    t[ideal] = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
-    schema_result_free(&r);
-    free_programs(pr, 2);
+    t[ideal] = kernel_then_allreduce(2, 1, 0, S); /* two nodes of one GPU */
   }
   run_ideal_overlap = false;
   const double launch = 3e-6; /* the cluster roofline's fixed cost per compute op */
@@ -360,25 +368,7 @@ static void test_collective_waits_for_sms(void) {
  * issued after the kernel, it ends 25 us sooner. */
 static void test_collective_head_start(void) {
   double t[2];
-  for (int after = 0; after < 2; after++) {
-    plan p;
-    make_plan(&p, 2, 1, 1, 1, 2);
-    plan_program *pr = new_programs(2, 4);
-    for (int r = 0; r < 2; r++) {
-      plan_op *a = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
-      a->flops = 1e-3 * PEAK;
-      plan_op *b = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
-      b->flops = 10e-3 * PEAK;
-      plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
-      c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_DP, c->traffic = PLAN_TRAFFIC_DP;
-      c->bytes = c->wire_bytes = 5e7;
-      c->dep[0] = after; /* 0: arrives while the 10 ms kernel runs; 1: after it */
-    }
-    schema_result r;
-    t[after] = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
-    schema_result_free(&r);
-    free_programs(pr, 2);
-  }
+  for (int after = 0; after < 2; after++) t[after] = kernel_then_allreduce(1, 2, after, 5e7); /* one node of two GPUs */
   CU_ASSERT_TRUE(t[0] > 11e-3);
   CU_ASSERT_DOUBLE_EQUAL(t[1] - t[0], 25e-6, 1e-6);
 }
