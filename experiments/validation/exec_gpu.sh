@@ -23,20 +23,7 @@ BUDGET=${BUDGET:-215}
 SOCKET_ITERS=${SOCKET_ITERS:-2} # timed iterations on sockets (noisiest transport)
 NVLINK_ITERS=${NVLINK_ITERS:-4}
 V=experiments/validation
-START=$(date +%s)
-mkdir -p "$OUT/measured"
-export NCCL_NVLS_ENABLE=0
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-SUMMARY=$OUT/summary.txt
-say() { echo "$*" | tee -a "$SUMMARY"; }
-elapsed() { echo $(($(date +%s) - START)); }
-
-mpi() { # mpi NP LIMIT ARGS...: mpirun forwarding the NCCL_*/EXEC_* variables that are set; bounded
-  local np=$1 limit=$2; shift 2
-  local fwd=(-x LD_LIBRARY_PATH)
-  for v in $(env | grep -o '^\(NCCL\|EXEC\)_[A-Z_]*'); do fwd+=(-x "$v"); done
-  timeout "$limit" mpirun --allow-run-as-root -np "$np" --bind-to none "${fwd[@]}" "$BIN" "$@"
-}
+. experiments/validation/gpu_lib.sh # START, say, elapsed, mpi
 
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
