@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "exec_flash.h"
 #include "exec_kernels.h"
 #include "rt_ops.h"
 
@@ -14,6 +15,8 @@
   } while (0)
 
 int exec_attention_fwd(const exec_attention_args *a, ts_err *e) {
+  if (exec_flash_selected(a->seq, a->head_dim)) /* lse in P (exec_core.h) */
+    return exec_flash_fwd(a->qkv, a->out, (float *)a->P, a->batch, a->seq, a->heads, a->head_dim, a->stream, e);
   const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, ld = 3 * hl;
   const uint16_t *qkv = a->qkv;
   for (int b = 0; b < a->batch; b++) {
@@ -40,6 +43,9 @@ int exec_attention_fwd(const exec_attention_args *a, ts_err *e) {
 }
 
 int exec_attention_bwd(const exec_attention_args *a, ts_err *e) {
+  if (exec_flash_selected(a->seq, a->head_dim)) /* lse from P, scratch in dP (exec_core.h) */
+    return exec_flash_bwd(a->qkv, a->out, a->dout, (const float *)a->P, (float *)a->dP, a->dqkv, a->batch, a->seq,
+                          a->heads, a->head_dim, a->stream, e);
   const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, ld = 3 * hl;
   const float scale = 1.0f / sqrtf((float)d);
   for (int b = 0; b < a->batch; b++) {

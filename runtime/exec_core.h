@@ -8,12 +8,18 @@
 #include "exec_gemm.h"
 #include "ts_error.h"
 
-/* Unfused causal attention of `batch` sequences of `seq` tokens, `heads`
- * heads of `head_dim` on this rank (hl = heads * head_dim). Q, K, V are read
- * in place inside qkv [batch * seq x 3 hl] (Q | K | V columns), the output
- * and its gradient are [batch * seq x hl], the probabilities and score
- * scratch [batch * heads x seq x seq] (dS's upper triangle stays zero when
- * lower_softmax is set). */
+/* Causal attention of `batch` sequences of `seq` tokens, `heads` heads of
+ * `head_dim` on this rank (hl = heads * head_dim). Q, K, V are read in place
+ * inside qkv [batch * seq x 3 hl] (Q | K | V columns), the output and its
+ * gradient are [batch * seq x hl]; P, scores, dP and dS are
+ * [batch * heads x seq x seq] BF16 buffers.
+ * Which attention runs: exec_flash_selected() (exec_flash.h) — the fused
+ * kernels where it says so (they keep each row's log-sum-exp
+ * in P and use dP as the backward's scratch; scores and dS are not touched),
+ * else batched GEMMs around a causal softmax
+ * (P holds the probabilities; dS's upper triangle stays zero when
+ * lower_softmax is set). `tacorun calibrate` times these two functions, so it
+ * times the attention the executor runs. */
 typedef struct {
   exec_gemm *gemm;
   void *stream; /* cudaStream_t */

@@ -243,6 +243,190 @@ __global__ void __launch_bounds__(128) flash_fwd_kernel(const bf16 *qkv, bf16 *o
   }
 }
 
+/* ---- two 16-row m-tiles per warp ----
+ * With one m16 tile per warp every B fragment read by ldmatrix feeds two mma;
+ * with two m-tiles it feeds four, which halves the shared-memory traffic per
+ * FLOP (shared-memory bandwidth, not the tensor cores, bounds mma.sync
+ * kernels with 16-row warps). */
+
+/* acc[2][NT][4] += A(32 x D at rows r0.. of sA) . B^T, B stored [n][k] rows n0.. of sB. */
+template <int D, int SDA, int SDB, int NT>
+static __device__ __forceinline__ void mma_abt2(float acc[2][NT][4], const bf16 *sA, int r0, const bf16 *sB, int n0,
+                                                int lane) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    uint32_t a0[4], a1[4];
+    ldsm_x4(a0, frag_a<SDA>(sA, r0, kk * 16, lane));
+    ldsm_x4(a1, frag_a<SDA>(sA, r0 + 16, kk * 16, lane));
+#pragma unroll
+    for (int np = 0; np < NT / 2; np++) {
+      uint32_t b[4];
+      ldsm_x4(b, frag_b_nk<SDB>(sB, n0 + np * 16, kk * 16, lane));
+      mma16816(acc[0][2 * np], a0, b[0], b[1]);
+      mma16816(acc[0][2 * np + 1], a0, b[2], b[3]);
+      mma16816(acc[1][2 * np], a1, b[0], b[1]);
+      mma16816(acc[1][2 * np + 1], a1, b[2], b[3]);
+    }
+  }
+}
+
+/* acc[2][N/8][4] += P (32 x 16 KT, accumulators p[2][2 KT][4]) . B, B stored [k][n] (k rows from 0, n cols n0..n0+N). */
+template <int N, int SD, int KT>
+static __device__ __forceinline__ void mma_pb2(float acc[2][N / 8][4], const float p[2][2 * KT][4], const bf16 *sB,
+                                               int n0, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < KT; kk++) {
+    uint32_t a[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+      a[mt][0] = pack_bf16(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+      a[mt][1] = pack_bf16(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+      a[mt][2] = pack_bf16(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+      a[mt][3] = pack_bf16(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int np = 0; np < N / 16; np++) {
+      uint32_t b[4];
+      ldsm_x4_t(b, frag_b_kn<SD>(sB, kk * 16, n0 + np * 16, lane));
+      mma16816(acc[0][2 * np], a[0], b[0], b[1]);
+      mma16816(acc[0][2 * np + 1], a[0], b[2], b[3]);
+      mma16816(acc[1][2 * np], a[1], b[0], b[1]);
+      mma16816(acc[1][2 * np + 1], a[1], b[2], b[3]);
+    }
+  }
+}
+
+/* acc[2][N/8][4] += A (32 x 16 KT from shared memory, row-major at rows r0, cols from 0) . B stored [k][n]. */
+template <int N, int SDA, int SDB, int KT>
+static __device__ __forceinline__ void mma_sb2(float acc[2][N / 8][4], const bf16 *sA, int r0, const bf16 *sB, int n0,
+                                               int lane) {
+#pragma unroll
+  for (int kk = 0; kk < KT; kk++) {
+    uint32_t a0[4], a1[4];
+    ldsm_x4(a0, frag_a<SDA>(sA, r0, kk * 16, lane));
+    ldsm_x4(a1, frag_a<SDA>(sA, r0 + 16, kk * 16, lane));
+#pragma unroll
+    for (int np = 0; np < N / 16; np++) {
+      uint32_t b[4];
+      ldsm_x4_t(b, frag_b_kn<SDB>(sB, kk * 16, n0 + np * 16, lane));
+      mma16816(acc[0][2 * np], a0, b[0], b[1]);
+      mma16816(acc[0][2 * np + 1], a0, b[2], b[3]);
+      mma16816(acc[1][2 * np], a1, b[0], b[1]);
+      mma16816(acc[1][2 * np + 1], a1, b[2], b[3]);
+    }
+  }
+}
+
+/* Forward on 128-query tiles (seq a multiple of 128): 4 warps of 32 rows, 64-key
+ * blocks; otherwise as flash_fwd_kernel. K_{j+1} loads during P.V of block j,
+ * V_j during S of block j. A warp skips the one key block right of all its rows. */
+template <int D>
+__global__ void __launch_bounds__(128, 2) flash_fwd128_kernel(const bf16 *qkv, bf16 *out, float *lse, int S, int H,
+                                                              long long ld, long long hl, float scale_log2) {
+  constexpr int BQ = 128, BK = 64, SD = D + 8;
+  extern __shared__ __align__(16) unsigned char flash_smem[];
+  bf16 *sQ = reinterpret_cast<bf16 *>(flash_smem), *sK = sQ + BQ * SD, *sV = sK + BK * SD;
+  const int qt = (int)gridDim.x - 1 - (int)blockIdx.x; /* the longest rows first */
+  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
+  const int wrow0 = qt * BQ + warp * 32; /* this warp's first query */
+
+  load_tile<BQ, D, SD>(sQ, Q + (long long)qt * BQ * ld, ld, tid);
+  load_tile<BK, D, SD>(sK, K, ld, tid);
+  cp_async_commit();
+
+  float o[2][D / 8][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+  float m[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}, l[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+
+  const int nkb = 2 * qt + 2;
+  for (int j = 0; j < nkb; j++) {
+    cp_async_wait_all();
+    __syncthreads(); /* K_j is in; every warp is done with V_{j-1} */
+    load_tile<BK, D, SD>(sV, V + (long long)j * BK * ld, ld, tid);
+    cp_async_commit();
+
+    /* key j*64 <= every row of the warp, or the block lies right of all of them
+     * (j*64 - wrow0 is a multiple of 32, so there is no partial case) */
+    const bool active = j * BK <= wrow0;
+    float s[2][8][4];
+    if (active) {
+#pragma unroll
+      for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
+      mma_abt2<D, SD, SD, 8>(s, sQ, warp * 32, sK, 0, lane);
+      if (j * BK + BK - 1 > wrow0) { /* some key right of some row: mask */
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+          for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+              int row = wrow0 + mt * 16 + g + (x >= 2 ? 8 : 0), col = j * BK + nt * 8 + 2 * t + (x & 1);
+              if (col > row) s[mt][nt][x] = -INFINITY;
+            }
+      }
+#pragma unroll
+      for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int nt = 0; nt < 8; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          float m_new = fmaxf(m[mt][r], mx * scale_log2); /* key j*64 is visible: finite */
+          float alpha = exp2f(m[mt][r] - m_new);
+          m[mt][r] = m_new;
+          l[mt][r] *= alpha;
+#pragma unroll
+          for (int nt = 0; nt < D / 8; nt++) {
+            o[mt][nt][2 * r] *= alpha;
+            o[mt][nt][2 * r + 1] *= alpha;
+          }
+#pragma unroll
+          for (int nt = 0; nt < 8; nt++) {
+            float p0 = exp2f(fmaf(s[mt][nt][2 * r], scale_log2, -m_new));
+            float p1 = exp2f(fmaf(s[mt][nt][2 * r + 1], scale_log2, -m_new));
+            s[mt][nt][2 * r] = p0;
+            s[mt][nt][2 * r + 1] = p1;
+            l[mt][r] += p0 + p1; /* this thread's part; the quad is summed at the end */
+          }
+        }
+    }
+
+    cp_async_wait_all();
+    __syncthreads(); /* V_j is in; every warp is done with K_j */
+    if (j + 1 < nkb) {
+      load_tile<BK, D, SD>(sK, K + (long long)(j + 1) * BK * ld, ld, tid);
+      cp_async_commit();
+    }
+    if (active) mma_pb2<D, SD, 4>(o, s, sV, 0, lane);
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++) {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 1);
+      l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 2);
+      inv[r] = 1.f / l[mt][r];
+    }
+    const long long row0 = wrow0 + mt * 16;
+    store_rows<D>(out + ((long long)b * S + row0) * hl + (long long)h * D, hl, o[mt], inv[0], inv[1], lane);
+    if (t == 0) {
+      lse[(long long)bh * S + row0 + g] = m[mt][0] + log2f(l[mt][0]);
+      lse[(long long)bh * S + row0 + g + 8] = m[mt][1] + log2f(l[mt][1]);
+    }
+  }
+}
+
 /* ---- backward ---- */
 
 /* dsum[bh][s] = sum_d dO[s][h*D + d] * O[s][h*D + d]; one warp per row. */
@@ -463,6 +647,177 @@ __global__ void flash_dq_store_kernel(const float *dq_acc, bf16 *dqkv, long long
   }
 }
 
+/* Backward on 128-key blocks (FlashAttention-2's work split; seq a multiple
+ * of 128, head_dim 64 or 128): 8 warps, 64-query steps from the diagonal
+ * down, the next step's Q, dO, lse and dsum loading (cp.async) during this one.
+ * Per step, three phases separated by barriers, each warp on its own tile:
+ *   1. S^T and dP^T (128 keys x 64 queries; warp 32 x 32), P and dS^T (BF16)
+ *      into shared memory;
+ *   2. dV += P^T.dO and dK += dS^T.Q (128 keys x D; warp 32 keys x D/2), in
+ *      registers for the whole block;
+ *   3. dQ's share dS.K (64 queries x D; warp 32 x D/4), added in FP32 to dq_acc.
+ * Every warp tile is two 16-row m-tiles wide (mma_abt2/mma_sb2). */
+template <int D>
+__global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
+                                                              const float *dsum, bf16 *dqkv, float *dq_acc, int S,
+                                                              int H, long long ld, long long hl, float scale_log2,
+                                                              float scale) {
+  constexpr int BK = 128, BQ = 64, SD = D + 8, SP = BQ + 8, NT = 256;
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  extern __shared__ __align__(16) unsigned char flash_smem[];
+  bf16 *sK = reinterpret_cast<bf16 *>(flash_smem), *sV = sK + BK * SD;
+  bf16 *sQ = sV + BK * SD;      /* [2][BQ][SD] */
+  bf16 *sdO = sQ + 2 * BQ * SD; /* [2][BQ][SD] */
+  bf16 *sP = sdO + 2 * BQ * SD; /* [BK][SP]: P^T of the step */
+  bf16 *sdS = sP + BK * SP;     /* [BK][SP]: dS^T of the step (unscaled) */
+  float *sL = reinterpret_cast<float *>(sdS + BK * SP); /* [2][BQ] lse, then [2][BQ] dsum */
+  float *sDs = sL + 2 * BQ;
+  const int kb = blockIdx.x; /* block 0 sees every query: the longest first */
+  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
+  const bf16 *dO = dout + (long long)b * S * hl + (long long)h * D;
+  const float *L = lse + (long long)bh * S, *Ds = dsum + (long long)bh * S;
+
+  const int key0 = kb * BK, steps = (S - key0) / BQ;
+  load_tile<BK, D, SD, NT>(sK, K + (long long)key0 * ld, ld, tid);
+  load_tile<BK, D, SD, NT>(sV, V + (long long)key0 * ld, ld, tid);
+  auto load_step = [&](int st, int buf) {
+    int q0 = key0 + st * BQ;
+    load_tile<BQ, D, SD, NT>(sQ + buf * BQ * SD, Q + (long long)q0 * ld, ld, tid);
+    load_tile<BQ, D, SD, NT>(sdO + buf * BQ * SD, dO + (long long)q0 * hl, hl, tid);
+    if (tid < BQ / 4) cp_async16(sL + buf * BQ + tid * 4, L + q0 + tid * 4);
+    else if (tid < BQ / 2) cp_async16(sDs + buf * BQ + (tid - BQ / 4) * 4, Ds + q0 + (tid - BQ / 4) * 4);
+  };
+  load_step(0, 0);
+  cp_async_commit();
+
+  /* phase 2's tile: keys kw*32.., columns dw*D/2.. */
+  const int kw = warp & 3, dw = warp >> 2;
+  float dk[2][D / 16][4], dv[2][D / 16][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+    for (int i = 0; i < D / 16; i++) {
+      dk[mt][i][0] = dk[mt][i][1] = dk[mt][i][2] = dk[mt][i][3] = 0.f;
+      dv[mt][i][0] = dv[mt][i][1] = dv[mt][i][2] = dv[mt][i][3] = 0.f;
+    }
+  /* phase 1's tile: keys kw*32.., queries qw*32..; phase 3's: queries q3*32.., columns d3*D/4.. */
+  const int qw = warp >> 2, q3 = warp & 1, d3 = warp >> 1;
+
+  for (int st = 0; st < steps; st++) {
+    const int buf = st & 1, q0 = key0 + st * BQ;
+    cp_async_wait_all();
+    __syncthreads(); /* step st is in; every warp is done with buffer buf ^ 1, sP and sdS */
+    if (st + 1 < steps) {
+      load_step(st + 1, buf ^ 1);
+      cp_async_commit();
+    }
+    const bf16 *cQ = sQ + buf * BQ * SD, *cdO = sdO + buf * BQ * SD;
+    const float *cL = sL + buf * BQ, *cD = sDs + buf * BQ;
+
+    { /* phase 1 */
+      float p[2][4][4], dp[2][4][4];
+      const int k_lo = key0 + kw * 32, q_lo = q0 + qw * 32;
+      if (q_lo + 31 < k_lo) { /* every query of the tile left of every key: P = dS = 0 */
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+          for (int i = 0; i < 4; i++)
+            p[mt][i][0] = p[mt][i][1] = p[mt][i][2] = p[mt][i][3] = dp[mt][i][0] = dp[mt][i][1] = dp[mt][i][2] =
+                dp[mt][i][3] = 0.f;
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+          for (int i = 0; i < 4; i++)
+            p[mt][i][0] = p[mt][i][1] = p[mt][i][2] = p[mt][i][3] = dp[mt][i][0] = dp[mt][i][1] = dp[mt][i][2] =
+                dp[mt][i][3] = 0.f;
+        mma_abt2<D, SD, SD, 4>(p, sK, kw * 32, cQ, qw * 32, lane);
+        mma_abt2<D, SD, SD, 4>(dp, sV, kw * 32, cdO, qw * 32, lane);
+        const bool diag = q_lo < k_lo + 31;
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+          for (int c = 0; c < 2; c++) {
+            const int qc = qw * 32 + nt * 8 + 2 * t + c;
+            const float lq = cL[qc], dq = cD[qc];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+              for (int hi = 0; hi < 2; hi++) {
+                const int x = 2 * hi + c, key = k_lo + mt * 16 + g + 8 * hi;
+                float pv = exp2f(fmaf(p[mt][nt][x], scale_log2, -lq));
+                if (diag && q0 + qc < key) pv = 0.f;
+                p[mt][nt][x] = pv;
+                dp[mt][nt][x] = pv * (dp[mt][nt][x] - dq); /* dS^T (unscaled) */
+              }
+          }
+      }
+#pragma unroll
+      for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+          const int k = kw * 32 + mt * 16 + g, q = qw * 32 + nt * 8 + 2 * t;
+          *reinterpret_cast<uint32_t *>(sP + k * SP + q) = pack_bf16(p[mt][nt][0], p[mt][nt][1]);
+          *reinterpret_cast<uint32_t *>(sP + (k + 8) * SP + q) = pack_bf16(p[mt][nt][2], p[mt][nt][3]);
+          *reinterpret_cast<uint32_t *>(sdS + k * SP + q) = pack_bf16(dp[mt][nt][0], dp[mt][nt][1]);
+          *reinterpret_cast<uint32_t *>(sdS + (k + 8) * SP + q) = pack_bf16(dp[mt][nt][2], dp[mt][nt][3]);
+        }
+    }
+    __syncthreads(); /* P^T and dS^T of all 128 keys x 64 queries are in */
+
+    /* phase 2: dV += P^T.dO, dK += dS^T.Q over the step's 64 queries */
+    mma_sb2<D / 2, SP, SD, BQ / 16>(dv, sP, kw * 32, cdO, dw * (D / 2), lane);
+    mma_sb2<D / 2, SP, SD, BQ / 16>(dk, sdS, kw * 32, cQ, dw * (D / 2), lane);
+
+    { /* phase 3: dQ (queries q3*32.., columns d3*D/4..) = dS . K over the block's 128 keys */
+      constexpr int NC = D / 4;
+      float acc[2][NC / 8][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int i = 0; i < NC / 8; i++) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.f;
+      /* keys left of the step's diagonal part only: queries q0.. see keys <= q0 + 63 */
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; kk++) {
+        if (key0 + kk * 16 > q0 + q3 * 32 + 31) break; /* dS = 0 from here on for this warp's queries */
+        uint32_t a[2][4]; /* A = dS (queries x keys), stored transposed [key][query] */
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+          ldsm_x4_t(a[mt], sdS + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * SP + q3 * 32 + mt * 16 +
+                               ((lane >> 3) & 1) * 8);
+#pragma unroll
+        for (int np = 0; np < NC / 16; np++) {
+          uint32_t bb[4];
+          ldsm_x4_t(bb, frag_b_kn<SD>(sK, kk * 16, d3 * NC + np * 16, lane));
+          mma16816(acc[0][2 * np], a[0], bb[0], bb[1]);
+          mma16816(acc[0][2 * np + 1], a[0], bb[2], bb[3]);
+          mma16816(acc[1][2 * np], a[1], bb[0], bb[1]);
+          mma16816(acc[1][2 * np + 1], a[1], bb[2], bb[3]);
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < 2; mt++) {
+        float *dst = dq_acc + ((long long)bh * S + q0 + q3 * 32 + mt * 16) * D + d3 * NC;
+#pragma unroll
+        for (int nt = 0; nt < NC / 8; nt++) {
+          const int col = nt * 8 + 2 * t;
+          atomicAdd(reinterpret_cast<float2 *>(dst + g * D + col), make_float2(acc[mt][nt][0], acc[mt][nt][1]));
+          atomicAdd(reinterpret_cast<float2 *>(dst + (g + 8) * D + col), make_float2(acc[mt][nt][2], acc[mt][nt][3]));
+        }
+      }
+    }
+  }
+
+  bf16 *dK = dqkv + ((long long)b * S + key0 + kw * 32) * ld + hl + (long long)h * D + dw * (D / 2);
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++) {
+    store_rows<D / 2>(dK + (long long)mt * 16 * ld, ld, dk[mt], scale, scale, lane);
+    store_rows<D / 2>(dK + (long long)mt * 16 * ld + hl, ld, dv[mt], 1.f, 1.f, lane);
+  }
+}
+
 /* ---- host side ---- */
 
 int exec_flash_supported(long long seq, long long head_dim) {
@@ -470,13 +825,24 @@ int exec_flash_supported(long long seq, long long head_dim) {
 }
 
 int exec_flash_selected(long long seq, long long head_dim) {
-  /* Opt-in (EXEC_ATTN=flash) until the kernels have passed on the GPUs. */
+  /* Opt-in (EXEC_ATTN=flash) until the 128-row kernels have passed on the GPUs. */
   const char *v = getenv("EXEC_ATTN");
   if (!v || strcmp(v, "flash") != 0) return 0;
   return exec_flash_supported(seq, head_dim) && seq >= 2 * head_dim + 4;
 }
 
+/* EXEC_FLASH_FWD=v1: the 64-query forward (flash_fwd_kernel) everywhere;
+ * default: 128-query tiles where seq is a multiple of 128. */
+static bool fwd_v1(void) {
+  const char *v = getenv("EXEC_FLASH_FWD");
+  return v && strcmp(v, "v1") == 0;
+}
 static size_t fwd_smem(int d) { return (size_t)3 * 64 * (d + 8) * sizeof(bf16); }
+static size_t fwd128_smem(int d) { return (size_t)(128 + 2 * 64) * (d + 8) * sizeof(bf16); }
+static size_t bwd128_smem(int d) {
+  return (size_t)(2 * 128 + 4 * 64) * (d + 8) * sizeof(bf16) + (size_t)2 * 128 * (64 + 8) * sizeof(bf16) +
+         4 * 64 * sizeof(float);
+}
 static size_t dkdv_smem(int d, bool atomic_dq, int nw) {
   const int bk = 16 * nw;
   return (size_t)(2 * bk + 4 * 32) * (d + 8) * sizeof(bf16) + 4 * 32 * sizeof(float) +
@@ -498,22 +864,36 @@ static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S,
   if (!ready) {
     cudaError_t ce = cudaFuncSetAttribute(flash_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)fwd_smem(D));
+    if (ce == cudaSuccess)
+      ce = cudaFuncSetAttribute(flash_fwd128_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)fwd128_smem(D));
     if (ce != cudaSuccess) return ts_fail_sys(e, "flash attention forward: shared memory: %s", cudaGetErrorString(ce));
     ready = 1;
   }
   const long long hl = (long long)H * D;
-  dim3 grid(S / 64, batch * H);
-  flash_fwd_kernel<D><<<grid, 128, fwd_smem(D), st>>>(qkv, out, lse, S, H, 3 * hl, hl,
-                                                       (float)(1.4426950408889634 / sqrt((double)D)));
+  const float scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
+  if (S % 128 == 0 && !fwd_v1()) {
+    dim3 grid(S / 128, batch * H);
+    flash_fwd128_kernel<D><<<grid, 128, fwd128_smem(D), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2);
+  } else {
+    dim3 grid(S / 64, batch * H);
+    flash_fwd_kernel<D><<<grid, 128, fwd_smem(D), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2);
+  }
   FLASH_LAUNCH("flash attention forward");
   return 0;
 }
 
 /* EXEC_FLASH_BWD=split: the two-pass backward (dK/dV pass, then a dQ pass
- * recomputing S and dP); default: one pass with dQ added atomically in FP32. */
+ * recomputing S and dP); =v1: one pass on 64-key blocks (flash_bwd_dkdv_kernel
+ * with dQ atomics); default: one pass on 128-key blocks (flash_bwd128_kernel)
+ * where head_dim is 64 or 128 and seq a multiple of 128, else v1. */
 static bool bwd_split(void) {
   const char *v = getenv("EXEC_FLASH_BWD");
   return v && strcmp(v, "split") == 0;
+}
+static bool bwd_v1(void) {
+  const char *v = getenv("EXEC_FLASH_BWD");
+  return v && strcmp(v, "v1") == 0;
 }
 
 template <int D>
@@ -531,6 +911,9 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem(D, true, D >= 64 ? 8 : 4));
     if (ce == cudaSuccess)
       ce = cudaFuncSetAttribute(flash_bwd_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem(D));
+    if (ce == cudaSuccess && D >= 64)
+      ce = cudaFuncSetAttribute(flash_bwd128_kernel<D >= 64 ? D : 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)bwd128_smem(D));
     if (ce != cudaSuccess)
       return ts_fail_sys(e, "flash attention backward: shared memory: %s", cudaGetErrorString(ce));
     ready = 1;
@@ -552,7 +935,12 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
   }
   cudaError_t ce = cudaMemsetAsync(dq_acc, 0, (size_t)rows * D * sizeof(float), st);
   if (ce != cudaSuccess) return ts_fail_sys(e, "flash attention backward: clearing dQ: %s", cudaGetErrorString(ce));
-  if (D >= 64 && bwd_warps(D, S) == 8) {
+  if (D >= 64 && S % 128 == 0 && !bwd_v1()) {
+    constexpr int DD = D >= 64 ? D : 64; /* this branch runs for D >= 64 only */
+    dim3 grid128(S / 128, batch * H);
+    flash_bwd128_kernel<DD><<<grid128, 256, bwd128_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl,
+                                                                  hl, scale_log2, scale);
+  } else if (D >= 64 && bwd_warps(D, S) == 8) {
     constexpr int NW = D >= 64 ? 8 : 4; /* this branch runs for D >= 64 only */
     dim3 grid8(S / (16 * NW), batch * H);
     flash_bwd_dkdv_kernel<D, true, NW><<<grid8, 32 * NW, dkdv_smem(D, true, NW), st>>>(

@@ -30,17 +30,22 @@ int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch, long long 
 
 /* Writes every element of dqkv's Q, K and V blocks (no accumulation).
  * One pass over key blocks computes dK, dV and adds dQ's shares atomically
- * in FP32; EXEC_FLASH_BWD=split runs two passes instead (dK/dV, then dQ,
- * recomputing the probabilities; no atomics, 7 GEMM-sized products instead of 5). */
+ * in FP32: 128-key blocks on 8 warps (head_dim 64/128, seq a multiple of 128;
+ * the default), or 64-key blocks on 4 warps (EXEC_FLASH_BWD=v1, and the other
+ * shapes); EXEC_FLASH_BWD=split runs two passes instead (dK/dV, then dQ,
+ * recomputing the probabilities; no atomics, 7 GEMM-sized products instead of 5).
+ * The forward uses 128-query tiles where seq is a multiple of 128 (64-query
+ * tiles otherwise, or everywhere with EXEC_FLASH_FWD=v1). */
 int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch, void *dqkv,
                    int batch, long long seq, long long heads, long long head_dim, void *stream, ts_err *e);
 long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long heads, long long head_dim);
 
-/* Which attention the executor runs: 1 for the fused kernels, 0 for the
- * unfused batched-GEMM path. For now EXEC_ATTN=flash selects the fused one
- * (where supported), anything else the unfused one. The executor lends the
- * fused backward its seq x seq score scratch, which holds the backward's
- * scratch when seq >= 2 head_dim + 4 (also required here). */
+/* Which attention the executor (and `tacorun calibrate`, through exec_core.c)
+ * runs: 1 for the fused kernels, 0 for the unfused batched-GEMM path. For now
+ * EXEC_ATTN=flash selects the fused one (where supported), anything else the
+ * unfused one. The executor lends the fused backward its seq x seq score scratch,
+ * which holds the backward's scratch when seq >= 2 head_dim + 4 (also
+ * required here). */
 int exec_flash_selected(long long seq, long long head_dim);
 
 #ifdef __cplusplus

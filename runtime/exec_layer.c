@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "exec_core.h"
-#include "exec_flash.h"
 #include "exec_kernels.h"
 #include "model.h"
 #include "rt_ops.h"
@@ -133,16 +132,13 @@ static int gqa_reduce(exec_model *m, ts_err *e) {
   return 0;
 }
 
-/* Fused (exec_flash.cu) unless EXEC_ATTN=unfused or the shape is unsupported;
- * it keeps each row's log-sum-exp where the unfused path keeps P (a->P) and
- * uses m->dP as scratch for the backward's row sums. */
+/* exec_core.c chooses fused (exec_flash.cu) or unfused as
+ * exec_flash_selected() says; the fused one keeps each row's log-sum-exp
+ * where the unfused path keeps P (a->P) and uses m->dP as the backward's scratch. */
 static int attention_fwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
   int rc;
   const void *qkv = gqa_expand(m, a->qkv, e, &rc);
   if (rc) return rc;
-  if (exec_flash_selected(m->cfg.seq, m->head_dim))
-    return exec_flash_fwd(qkv, a->attn, (float *)a->P, m->cfg.batch, m->cfg.seq, m->heads_local, m->head_dim,
-                          m->stream, e);
   exec_attention_args r = attention_args(m, a, qkv);
   return exec_attention_fwd(&r, e);
 }
@@ -151,13 +147,8 @@ static int attention_bwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
   int rc;
   const void *qkv = gqa_expand(m, a->qkv, e, &rc); /* again: the expanded copy is scratch shared by the layers */
   if (rc) return rc;
-  if (exec_flash_selected(m->cfg.seq, m->head_dim)) {
-    EX_TRY(exec_flash_bwd(qkv, a->attn, m->dattn, (const float *)a->P, (float *)m->dP, m->dqkv, m->cfg.batch,
-                          m->cfg.seq, m->heads_local, m->head_dim, m->stream, e));
-  } else {
-    exec_attention_args r = attention_args(m, a, qkv);
-    EX_TRY(exec_attention_bwd(&r, e));
-  }
+  exec_attention_args r = attention_args(m, a, qkv);
+  EX_TRY(exec_attention_bwd(&r, e));
   return m->qkv_exp ? gqa_reduce(m, e) : 0;
 }
 

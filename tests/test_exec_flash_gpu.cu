@@ -6,8 +6,8 @@
  * error <= 1e-2 per tensor (BF16 output rounding is 2^-9; P is rounded to
  * BF16 before P.V and dS before dS.K / dS^T.Q, as in every BF16 flash
  * kernel), lse absolute error <= 1e-3.
- * `--bench` also times forward and backward at the GPT h4096 TP2 shape
- * (batch 2, seq 2048, 16 heads of 128). No CUDA device: prints SKIP, exit 77. */
+ * Every kernel variant (mode_names) is checked; `--bench` also times each at
+ * the GPT h4096 TP2 shape (batch 2, seq 2048, 16 heads of 128). No CUDA device: prints SKIP, exit 77. */
 extern "C" {
 #include "ts_error.h"
 }
@@ -51,9 +51,23 @@ static double from_bf16(uint16_t h) {
   return f;
 }
 
-static const char *mode_name(void) {
-  if (getenv("EXEC_FLASH_BWD")) return "split";
-  return getenv("EXEC_FLASH_BWD_WARPS") ? "1pass8w" : "1pass";
+/* The kernel variants (exec_flash.h): mode 0 the defaults (128-query forward,
+ * 128-key backward where the shape allows), 1 the 64-row kernels (v1), 2 v1
+ * with the 8-warp backward, 3 the split backward. */
+static const char *mode_names[] = {"fa128", "v1", "v1-8w", "split"};
+static int cur_mode;
+static const char *mode_name(void) { return mode_names[cur_mode]; }
+static void set_mode(int mode) {
+  cur_mode = mode;
+  unsetenv("EXEC_FLASH_FWD");
+  unsetenv("EXEC_FLASH_BWD");
+  unsetenv("EXEC_FLASH_BWD_WARPS");
+  if (mode == 1 || mode == 2) {
+    setenv("EXEC_FLASH_FWD", "v1", 1);
+    setenv("EXEC_FLASH_BWD", "v1", 1);
+  }
+  if (mode == 2) setenv("EXEC_FLASH_BWD_WARPS", "8", 1);
+  if (mode == 3) setenv("EXEC_FLASH_BWD", "split", 1);
 }
 
 static double rel_l2(const std::vector<double> &ref, const std::vector<double> &got, int *nonfinite) {
@@ -244,21 +258,18 @@ int main(int argc, char **argv) {
   }
   int fails = 0;
   const int bench_on = argc > 1 && strcmp(argv[1], "--bench") == 0;
-  for (int mode = 0; mode < 3; mode++) { /* backward variants (exec_flash.h): one pass on 4 warps, on 8
-                                           warps where the shape allows, split */
-    unsetenv("EXEC_FLASH_BWD");
-    unsetenv("EXEC_FLASH_BWD_WARPS");
-    if (mode == 1) setenv("EXEC_FLASH_BWD_WARPS", "8", 1);
-    if (mode == 2) setenv("EXEC_FLASH_BWD", "split", 1);
+  for (int mode = 0; mode < 4; mode++) {
+    set_mode(mode);
     fails += run_case(2, 128, 3, 32);
     fails += run_case(1, 192, 2, 64);
     fails += run_case(1, 128, 2, 64);
+    fails += run_case(2, 256, 2, 64);
     fails += run_case(2, 256, 2, 128);
+    fails += run_case(1, 384, 2, 128);
     fails += run_case(1, 64, 1, 128);
     if (bench_on) bench();
   }
-  unsetenv("EXEC_FLASH_BWD");
-  unsetenv("EXEC_FLASH_BWD_WARPS");
+  set_mode(0);
   ts_err e = {};
   if (exec_flash_fwd(NULL, NULL, NULL, 1, 100, 1, 128, 0, &e) == 0) {
     printf("FAIL: seq 100 accepted\n");

@@ -6,14 +6,15 @@
 #   check.txt    `tacorun execute --check` (2 ranks) with EXEC_ATTN=flash: whole
 #                models' gradients vs float64 through the fused attention
 #   timing.txt   the GPT h4096 TP2 NVLink plan timed with each attention path,
-#                alternating (unfused, flash, unfused, flash, ...) so that drift
-#                of the machine hits both alike; per-op tables in results.tgz
+#                alternating (unfused, v1, fa128, unfused, ...) so that drift
+#                of the machine hits all alike; per-op tables in results.tgz
 #   summary.txt  one line per run, and the table printed last
 # usage: perf_gpu.sh [flash] [check] [timed]  (default: all three)
 #   clocks.csv   SM clock, power, temperature of both GPUs every 100 ms during the
 #                timed runs (nvidia-smi); summary.txt has each run's start time
-# VARIANTS: the timed runs, NAME=ENV[,ENV...] words, default
-#   "unfused=EXEC_ATTN=unfused flash=EXEC_ATTN=flash" repeated ROUNDS (2) times,
+# VARIANTS: the timed runs, NAME=ENV[,ENV...] words, default: the unfused path,
+#   the 64-row fused kernels (v1) and the default fused kernels (fa128), each
+#   repeated ROUNDS (2) times,
 #   then EXTRA once (an ENV may set PLAN, e.g. the shm plan with NCCL_P2P_DISABLE=1).
 # PLAN, NP (default the GPT h4096 TP2 NVLink plan on 2 ranks), ITERS (6).
 set -u
@@ -25,7 +26,7 @@ PLAN=${PLAN:-experiments/plans/gpt-h4096-tp2-none.json}
 NP=${NP:-2}
 ITERS=${ITERS:-6}
 ROUNDS=${ROUNDS:-2}
-VARIANTS=${VARIANTS:-"unfused=EXEC_ATTN=unfused flash=EXEC_ATTN=flash"}
+VARIANTS=${VARIANTS:-"unfused=EXEC_ATTN=unfused v1=EXEC_ATTN=flash,EXEC_FLASH_FWD=v1,EXEC_FLASH_BWD=v1 fa128=EXEC_ATTN=flash"}
 EXTRA=${EXTRA:-}
 . experiments/validation/gpu_lib.sh # START, say, elapsed, mpi
 
