@@ -47,16 +47,18 @@ int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, F
   return 0;
 }
 
-/* A missing kernel table falls back to the roofline, named once on the
- * warning stream (never silently). */
-static void warn_missing(sim_costs *c, const char *table) {
+/* A missing table falls back to `instead` (another table, or the roofline),
+ * named once on the warning stream (never silently). */
+static void warn_fallback(sim_costs *c, const char *table, const char *instead) {
   for (int i = 0; i < c->n_missing; i++)
     if (strcmp(c->missing[i], table) == 0) return;
   if (c->n_missing < 16) snprintf(c->missing[c->n_missing++], sizeof c->missing[0], "%s", table);
   if (c->lk.warn)
-    fprintf(c->lk.warn, "tacosim: warning: %s: no \"%s\" table; using the roofline of the cluster\n",
-            c->lk.cal->path[0] ? c->lk.cal->path : "calibration", table);
+    fprintf(c->lk.warn, "tacosim: warning: %s: no \"%s\" table; using %s\n",
+            c->lk.cal->path[0] ? c->lk.cal->path : "calibration", table, instead);
 }
+
+static void warn_missing(sim_costs *c, const char *table) { warn_fallback(c, table, "the roofline of the cluster"); }
 
 static int kernel_us(sim_costs *c, const char *name, double x, int group, bool by_flops, double *us, ts_err *e) {
   if (x <= 0) {
@@ -79,6 +81,23 @@ static int kernel_phase_us(sim_costs *c, const char *name, double x, int phase, 
     if (schema_has_kernel(c->lk.cal, bwd)) return kernel_us(c, bwd, x, 0, by_flops, us, e);
   }
   return kernel_us(c, name, x, 0, by_flops, us, e);
+}
+
+/* Attention: the table of the model's head dimension and the plan's
+ * sequence, "attention.d<D>.s<S>" ("attention_bwd.d<D>.s<S>" backward), when
+ * the calibration has it: there the FLOPs fix batch x heads, so the point is
+ * the shape's own. Else the FLOP-keyed "attention" table, which averages
+ * shapes of equal FLOPs but different sequence lengths (cost per FLOP grows
+ * with the sequence: the softmax is s^2 x bh); the fallback is named once. */
+static int attention_us(sim_costs *c, double flops, int phase, double *us, ts_err *e) {
+  char table[48], instead[64];
+  snprintf(table, sizeof table, "attention%s.d%d.s%d", phase == PLAN_PHASE_BWD ? "_bwd" : "",
+           model_head_dim(&c->p->model), c->p->seq);
+  if (schema_has_kernel(c->lk.cal, table)) return kernel_us(c, table, flops, 0, true, us, e);
+  snprintf(instead, sizeof instead, "the FLOP-keyed \"attention%s\" table",
+           phase == PLAN_PHASE_BWD && schema_has_kernel(c->lk.cal, "attention_bwd") ? "_bwd" : "");
+  warn_fallback(c, table, instead);
+  return kernel_phase_us(c, "attention", flops, phase, true, us, e);
 }
 
 /* The calibration's generic tables ("norm", "elementwise") average every
@@ -135,7 +154,7 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, ts_err *e) {
     case MODEL_OP_GEMM:
       return gemm_phase_us(c, mo->m, mo->n, mo->k, phase, op->part, us, e);
     case MODEL_OP_ATTENTION:
-      return kernel_phase_us(c, "attention", op->flops, phase, true, us, e);
+      return attention_us(c, op->flops, phase, us, e);
     case MODEL_OP_NORM:
       return mapped_kernel_us(c, mo->name, mo->kind, "norm", op->bytes, phase, us, e);
     case MODEL_OP_EMBEDDING:

@@ -10,6 +10,7 @@
 #include "calibration.h"
 #include "result.h"
 #include "sim.h"
+#include "sim_costs.h"
 
 #define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b))
 
@@ -237,6 +238,84 @@ static void test_lookup_outside_warns_once(void) {
   schema_calibration_free(&c);
 }
 
+/* The repository's root, from this file's path (CMake compiles it by its absolute path). */
+static void repo_path(char *out, size_t n, const char *rel) {
+  const char *slash = strrchr(__FILE__, '/');
+  int dir = slash ? (int)(slash - __FILE__) : 0;
+  snprintf(out, n, "%.*s%s../%s", dir, __FILE__, slash ? "/" : "", rel);
+}
+
+/* Attention ops read the table of the model's head dimension and the plan's
+ * sequence ("attention.d128.s2048", "attention_bwd.d128.s2048" for GPT
+ * h = 4096 at seq 2048) when the calibration has it; without it the
+ * FLOP-keyed "attention" / "attention_bwd" tables, and a warning names the
+ * missing table. The per-shape tables here hold half the generic times, so
+ * the two cases cannot agree by accident. */
+static void test_attention_per_shape_tables(void) {
+  static plan p;
+  static sim_costs costs;
+  ts_err e = {0};
+  char path[4096];
+  repo_path(path, sizeof path, "experiments/plans/gpt-h4096-tp2-none.json");
+  CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(model_head_dim(&p.model), 128);
+  CU_ASSERT_EQUAL_FATAL(p.seq, 2048);
+  static const char head[] =
+      "{\"schema\":1,\"gpu\":\"g\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"nvlink\","
+      "\"measured_at\":\"m\",\"kernels\":{"
+      "\"attention\":[{\"flops\":1e9,\"us\":10},{\"flops\":1e13,\"us\":20000}],"
+      "\"attention_bwd\":[{\"flops\":2.5e9,\"us\":30},{\"flops\":2.5e13,\"us\":60000}]";
+  static const char per_shape[] =
+      ",\"attention.d128.s2048\":[{\"flops\":1e9,\"us\":5},{\"flops\":1e13,\"us\":10000}],"
+      "\"attention_bwd.d128.s2048\":[{\"flops\":2.5e9,\"us\":15},{\"flops\":2.5e13,\"us\":30000}]";
+  /* a table of another shape does not count */
+  static const char other_shape[] = ",\"attention.d64.s2048\":[{\"flops\":1e9,\"us\":1},{\"flops\":1e13,\"us\":2}]";
+  for (int with = 1; with >= 0; with--) {
+    char text[2048];
+    snprintf(text, sizeof text, "%s%s}}", head, with ? per_shape : other_shape);
+    schema_calibration c;
+    CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "a.json", &c, &e), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *warn = open_memstream(&buf, &len);
+    CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, warn, &e), 0);
+    plan_program prog = {0};
+    CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+    int seen[2] = {0, 0};
+    for (int i = 0; i < prog.n; i++) {
+      const plan_op *op = &prog.ops[i];
+      if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops ||
+          costs.mops[op->model_op].kind != MODEL_OP_ATTENTION)
+        continue;
+      int bwd = op->phase == PLAN_PHASE_BWD;
+      const char *table = with ? (bwd ? "attention_bwd.d128.s2048" : "attention.d128.s2048")
+                               : (bwd ? "attention_bwd" : "attention");
+      double s, us, generic;
+      CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &s, &e), 0);
+      CU_ASSERT_EQUAL_FATAL(schema_lookup_kernel(&costs.lk, table, op->flops, 0, &us, &e), 0);
+      CU_ASSERT_EQUAL_FATAL(schema_lookup_kernel(&costs.lk, bwd ? "attention_bwd" : "attention", op->flops, 0,
+                                                 &generic, &e), 0);
+      NEAR(s * 1e6, us, 1e-9);
+      NEAR(s * 1e6, with ? 0.5 * generic : generic, 1e-9);
+      seen[bwd]++;
+    }
+    CU_ASSERT_TRUE(seen[0] > 0 && seen[1] > 0);
+    fclose(warn);
+    /* the fallback is named, once per table; the per-shape case warns about nothing */
+    if (with) {
+      CU_ASSERT_EQUAL(len, 0);
+    } else {
+      CU_ASSERT_PTR_NOT_NULL(strstr(buf, "no \"attention.d128.s2048\" table; using the FLOP-keyed \"attention\""));
+      CU_ASSERT_PTR_NOT_NULL(
+          strstr(buf, "no \"attention_bwd.d128.s2048\" table; using the FLOP-keyed \"attention_bwd\""));
+      CU_ASSERT_PTR_NULL(strstr(strstr(buf, "attention.d128") + 1, "attention.d128"));
+    }
+    free(buf);
+    plan_program_free(&prog);
+    schema_calibration_free(&c);
+  }
+}
+
 /* The derived calibration reproduces the figures it is derived from. */
 static void test_derived_matches_design_figures(void) {
   schema_calibration c;
@@ -330,6 +409,8 @@ int main(void) {
   CU_add_test(s, "lookups interpolate in log space", test_lookup_interpolates);
   CU_add_test(s, "GEMMs interpolate along the dimension that varies", test_lookup_gemm_dimensions);
   CU_add_test(s, "outside the range: anchored roofline, one warning", test_lookup_outside_warns_once);
+  CU_add_test(s, "attention reads its (head dim, sequence) table, else the FLOP-keyed one, warned",
+              test_attention_per_shape_tables);
   CU_add_test(s, "derived calibration reproduces DESIGN.md figures", test_derived_matches_design_figures);
   CU_add_test(s, "result JSON/CSV round trip", test_result_round_trip);
   CU_basic_set_mode(CU_BRM_VERBOSE);
