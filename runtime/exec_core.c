@@ -4,6 +4,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "exec_flash.h"
 #include "exec_kernels.h"
@@ -85,6 +87,9 @@ int exec_attention_bwd(const exec_attention_args *a, ts_err *e) {
 int exec_norm_bwd(const void *dy, const void *x, const void *gamma, const float *mean, const float *rstd,
                   float *dgamma, float *dbeta, void *dx_tmp, void *dx, long long rows, int cols, void *stream,
                   ts_err *e) {
+  const char *v = getenv("EXEC_NORM_BWD");
+  if (exec_norm_bwd_fused_supported(cols) && !(v && strcmp(v, "unfused") == 0))
+    return exec_norm_bwd_fused(dy, x, gamma, mean, rstd, dgamma, dbeta, dx, rows, cols, stream, e);
   CORE_TRY(exec_norm_wgrad(dy, x, mean, rstd, dgamma, dbeta, rows, cols, stream, e));
   if (mean)
     CORE_TRY(rt_layernorm_bwd_dx(dy, x, gamma, mean, rstd, dx_tmp, rows, cols, stream, e));

@@ -34,9 +34,11 @@ typedef struct {
 int exec_attention_fwd(const exec_attention_args *a, ts_err *e);
 int exec_attention_bwd(const exec_attention_args *a, ts_err *e);
 
-/* Norm backward as the executor runs it, three kernels: the weight gradients
- * (dgamma, dbeta FP32 accumulators), the input gradient into dx_tmp, and its
- * addition to the residual stream's gradient dx. mean NULL: RMSNorm. */
+/* Norm backward as the executor runs it: the weight gradients (dgamma, dbeta
+ * FP32 accumulators) and the input gradient added to the residual stream's
+ * gradient dx. mean NULL: RMSNorm. One kernel (exec_norm_bwd_fused) where
+ * cols allows; with EXEC_NORM_BWD=unfused or other cols three: the weight
+ * gradients, the input gradient into dx_tmp, and its addition to dx. */
 int exec_norm_bwd(const void *dy, const void *x, const void *gamma, const float *mean, const float *rstd,
                   float *dgamma, float *dbeta, void *dx_tmp, void *dx, long long rows, int cols, void *stream,
                   ts_err *e);

@@ -178,6 +178,143 @@ extern "C" int exec_norm_wgrad(const void *dy, const void *x, const float *mean,
   return 0;
 }
 
+/* ---- norm backward in one pass ----
+ * dx += rstd (g dy - mean(g dy) - xhat mean(g dy xhat)) (RMS: without the
+ * mean(g dy) term), dgamma += sum_r dy xhat, dbeta += sum_r dy: the three
+ * kernels of the unfused path (weight gradients, input gradient into a
+ * scratch, residual add) read dy and x twice and the scratch once more; here
+ * each element of dy, x and dx is read once. A thread owns 8 adjacent
+ * columns for the whole block of rows (its weight-gradient partials stay in
+ * registers, one atomic per column and block at the end); NORM_ROWS rows are
+ * reduced together so that their loads are in flight at once. */
+#define NORM_ROWS 4
+
+template <bool RMS>
+__global__ void norm_bwd_fused_kernel(const bf16 *dy, const bf16 *x, const bf16 *gamma, const float *mean,
+                                      const float *rstd, float *dgamma, float *dbeta, bf16 *dx, long long rows,
+                                      int cols, int rows_per_block) {
+  __shared__ float red[32][2 * NORM_ROWS], tot[2 * NORM_ROWS];
+  const int c = threadIdx.x * 8, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  const bool on = c < cols;
+  float g[8], ag[8], ab[8];
+#pragma unroll
+  for (int j = 0; j < 8; j++) g[j] = ag[j] = ab[j] = 0.f;
+  if (on) {
+    uint4 u = *reinterpret_cast<const uint4 *>(gamma + c);
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      float2 f = __bfloat1622float2(h[j]);
+      g[2 * j] = f.x, g[2 * j + 1] = f.y;
+    }
+  }
+  const long long r0 = (long long)blockIdx.x * rows_per_block;
+  const long long r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
+  for (long long r = r0; r < r1; r += NORM_ROWS) {
+    float xh[NORM_ROWS][8], gd[NORM_ROWS][8], rs[NORM_ROWS];
+#pragma unroll
+    for (int i = 0; i < NORM_ROWS; i++) {
+      const long long rr = r + i;
+      const bool live = on && rr < r1;
+      uint4 ux = make_uint4(0, 0, 0, 0), ud = ux;
+      if (live) {
+        ux = *reinterpret_cast<const uint4 *>(x + rr * cols + c);
+        ud = *reinterpret_cast<const uint4 *>(dy + rr * cols + c);
+      }
+      const float mu = (!RMS && rr < r1) ? mean[rr] : 0.f;
+      rs[i] = rr < r1 ? rstd[rr] : 0.f;
+      const __nv_bfloat162 *hx = reinterpret_cast<const __nv_bfloat162 *>(&ux);
+      const __nv_bfloat162 *hd = reinterpret_cast<const __nv_bfloat162 *>(&ud);
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        float2 fx = __bfloat1622float2(hx[j]), fd = __bfloat1622float2(hd[j]);
+        xh[i][2 * j] = (fx.x - mu) * rs[i], xh[i][2 * j + 1] = (fx.y - mu) * rs[i];
+        gd[i][2 * j] = fd.x, gd[i][2 * j + 1] = fd.y; /* dy for now */
+      }
+    }
+    float s[2 * NORM_ROWS];
+#pragma unroll
+    for (int i = 0; i < NORM_ROWS; i++) {
+      float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        ag[j] += gd[i][j] * xh[i][j];
+        ab[j] += gd[i][j];
+        gd[i][j] *= g[j]; /* g dy from here on */
+        s1 += gd[i][j];
+        s2 += gd[i][j] * xh[i][j];
+      }
+      s[2 * i] = warp_sum(s1);
+      s[2 * i + 1] = warp_sum(s2);
+    }
+    if (lane == 0)
+#pragma unroll
+      for (int k = 0; k < 2 * NORM_ROWS; k++) red[warp][k] = s[k];
+    __syncthreads();
+    if (threadIdx.x < 2 * NORM_ROWS) {
+      float v = 0.f;
+      for (int w = 0; w < nwarps; w++) v += red[w][threadIdx.x];
+      tot[threadIdx.x] = v / cols;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < NORM_ROWS; i++) {
+      const long long rr = r + i;
+      if (!on || rr >= r1) continue;
+      const float mean_gd = RMS ? 0.f : tot[2 * i], mean_gdx = tot[2 * i + 1];
+      uint4 u = *reinterpret_cast<const uint4 *>(dx + rr * cols + c);
+      __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        float2 f = __bfloat1622float2(h[j]);
+        f.x += rs[i] * (gd[i][2 * j] - mean_gd - xh[i][2 * j] * mean_gdx);
+        f.y += rs[i] * (gd[i][2 * j + 1] - mean_gd - xh[i][2 * j + 1] * mean_gdx);
+        h[j] = __floats2bfloat162_rn(f.x, f.y);
+      }
+      *reinterpret_cast<uint4 *>(dx + rr * cols + c) = u;
+    }
+  }
+  if (on)
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      atomicAdd(&dgamma[c + j], ag[j]);
+      if (dbeta) atomicAdd(&dbeta[c + j], ab[j]);
+    }
+}
+
+extern "C" int exec_norm_bwd_fused_supported(int cols) { return cols > 0 && cols % 8 == 0 && cols <= 8 * 1024; }
+
+extern "C" int exec_norm_bwd_fused(const void *dy, const void *x, const void *gamma, const float *mean,
+                                   const float *rstd, float *dgamma, float *dbeta, void *dx, long long rows, int cols,
+                                   void *stream, ts_err *e) {
+  if (!exec_norm_bwd_fused_supported(cols) || rows < 1 || rows > 0x7fffffffLL)
+    return ts_fail(e, NULL, "norm backward", "rows %lld / cols %d (a multiple of 8, at most 8192) not supported",
+                   rows, cols);
+  static int sms;
+  if (!sms) {
+    int dev = 0;
+    cudaError_t ce = cudaGetDevice(&dev);
+    if (ce == cudaSuccess) ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (ce != cudaSuccess) return ts_fail_sys(e, "norm backward: device attributes: %s", cudaGetErrorString(ce));
+  }
+  /* one block per SM, NORM_ROWS-row groups */
+  long long per = (rows + sms - 1) / sms;
+  per = (per + NORM_ROWS - 1) / NORM_ROWS * NORM_ROWS;
+  const unsigned blocks = (unsigned)((rows + per - 1) / per);
+  const int threads = ((cols / 8 + 31) / 32) * 32;
+  cudaStream_t st = (cudaStream_t)stream;
+  if (mean)
+    norm_bwd_fused_kernel<false><<<blocks, threads, 0, st>>>((const bf16 *)dy, (const bf16 *)x, (const bf16 *)gamma,
+                                                             mean, rstd, dgamma, dbeta, (bf16 *)dx, rows, cols,
+                                                             (int)per);
+  else
+    norm_bwd_fused_kernel<true><<<blocks, threads, 0, st>>>((const bf16 *)dy, (const bf16 *)x, (const bf16 *)gamma,
+                                                            NULL, rstd, dgamma, dbeta, (bf16 *)dx, rows, cols,
+                                                            (int)per);
+  CHECK_LAUNCH("norm_bwd_fused");
+  return 0;
+}
+
 /* ---- vocabulary-parallel cross-entropy ---- */
 
 #define CE_THREADS 512

@@ -27,6 +27,12 @@ int exec_embed_bwd(const int32_t *tokens, const void *dx, float *dwte, long long
  * with xhat = (x - mean) * rstd (mean NULL: RMSNorm; dbeta NULL: no bias). */
 int exec_norm_wgrad(const void *dy, const void *x, const float *mean, const float *rstd, float *dgamma, float *dbeta,
                     long long rows, int cols, void *stream, ts_err *e);
+/* The whole norm backward in one kernel: the weight gradients as exec_norm_wgrad,
+ * and dx += the input gradient (LayerNorm, or RMSNorm when mean is NULL) with
+ * one BF16 rounding. Supported: cols a multiple of 8, at most 8192. */
+int exec_norm_bwd_fused_supported(int cols);
+int exec_norm_bwd_fused(const void *dy, const void *x, const void *gamma, const float *mean, const float *rstd,
+                        float *dgamma, float *dbeta, void *dx, long long rows, int cols, void *stream, ts_err *e);
 
 /* Vocabulary-parallel softmax cross-entropy in three passes around two
  * all-reduces over the tensor-parallel group (done by the caller):

@@ -23,4 +23,12 @@ if(TACOSIM_HAVE_GPU)
   set_target_properties(test_exec_flash_gpu PROPERTIES CUDA_ARCHITECTURES 90)
   add_test(NAME exec_flash_gpu COMMAND test_exec_flash_gpu)
   set_tests_properties(exec_flash_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
+  # The one-kernel norm backward (runtime/exec_kernels.cu) against float64.
+  add_executable(test_exec_norm_gpu ${CMAKE_SOURCE_DIR}/tests/test_exec_norm_gpu.cu
+                 ${CMAKE_SOURCE_DIR}/runtime/exec_kernels.cu ${CMAKE_SOURCE_DIR}/runtime/rt_ops.cu)
+  target_include_directories(test_exec_norm_gpu PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+  target_link_libraries(test_exec_norm_gpu PRIVATE ts_common CUDA::cudart m)
+  set_target_properties(test_exec_norm_gpu PROPERTIES CUDA_ARCHITECTURES 90)
+  add_test(NAME exec_norm_gpu COMMAND test_exec_norm_gpu)
+  set_tests_properties(exec_norm_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
 endif()

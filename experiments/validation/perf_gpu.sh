@@ -2,7 +2,9 @@
 # perf_gpu.sh — the attention and MFU measurements on the 2 x H200 machine in
 # one call, with binaries built on the CPU machine (nothing is built here):
 #   flash.txt    tests/test_exec_flash_gpu --bench: the fused attention against
-#                its float64 reference, then timed at the GPT h4096 TP2 shape
+#                its float64 reference, then timed at the GPT h4096 TP2 shape;
+#                tests/test_exec_norm_gpu --bench: the one-kernel norm backward
+#                against float64, then timed against the three-kernel path
 #   check.txt    `tacorun execute --check` (2 ranks) with EXEC_ATTN=flash: whole
 #                models' gradients vs float64 through the fused attention
 #   timing.txt   the GPT h4096 TP2 NVLink plan timed with each attention path,
@@ -12,9 +14,10 @@
 # usage: perf_gpu.sh [flash] [check] [timed]  (default: all three)
 #   clocks.csv   SM clock, power, temperature of both GPUs every 100 ms during the
 #                timed runs (nvidia-smi); summary.txt has each run's start time
-# VARIANTS: the timed runs, NAME=ENV[,ENV...] words, default: the unfused path,
-#   the 64-row fused kernels (v1) and the default fused kernels (fa128), each
-#   repeated ROUNDS (2) times,
+# VARIANTS: the timed runs, NAME=ENV[,ENV...] words, default: the unfused
+#   attention and three-kernel norm backward (base), the 64-row fused attention
+#   kernels (v1), the 128-row ones (fa128), and those with the one-kernel norm
+#   backward (fa128norm), each repeated ROUNDS (2) times,
 #   then EXTRA once (an ENV may set PLAN, e.g. the shm plan with NCCL_P2P_DISABLE=1).
 # PLAN, NP (default the GPT h4096 TP2 NVLink plan on 2 ranks), ITERS (6).
 set -u
@@ -26,7 +29,7 @@ PLAN=${PLAN:-experiments/plans/gpt-h4096-tp2-none.json}
 NP=${NP:-2}
 ITERS=${ITERS:-6}
 ROUNDS=${ROUNDS:-2}
-VARIANTS=${VARIANTS:-"unfused=EXEC_ATTN=unfused v1=EXEC_ATTN=flash,EXEC_FLASH_FWD=v1,EXEC_FLASH_BWD=v1 fa128=EXEC_ATTN=flash"}
+VARIANTS=${VARIANTS:-"base=EXEC_ATTN=unfused,EXEC_NORM_BWD=unfused v1=EXEC_ATTN=flash,EXEC_FLASH_FWD=v1,EXEC_FLASH_BWD=v1,EXEC_NORM_BWD=unfused fa128=EXEC_ATTN=flash,EXEC_NORM_BWD=unfused fa128norm=EXEC_ATTN=flash"}
 EXTRA=${EXTRA:-}
 . experiments/validation/gpu_lib.sh # START, say, elapsed, mpi
 
@@ -34,6 +37,12 @@ stage_flash() {
   timeout 60 "$D/test_exec_flash_gpu" --bench >"$OUT/flash.txt" 2>&1
   say "flash test rc=$? ($(elapsed) s)"
   cat "$OUT/flash.txt" | tee -a "$SUMMARY"
+  if [ -x "$D/test_exec_norm_gpu" ]; then
+    echo "=== test_exec_norm_gpu --bench ===" >>"$OUT/flash.txt"
+    timeout 60 "$D/test_exec_norm_gpu" --bench >>"$OUT/flash.txt" 2>&1
+    say "norm test rc=$? ($(elapsed) s)"
+    sed -n '/=== test_exec_norm_gpu/,$p' "$OUT/flash.txt" | tee -a "$SUMMARY"
+  fi
 }
 
 stage_check() {
@@ -77,7 +86,7 @@ stage_timed() {
   # attention rows of the per-op tables, side by side
   for f in "$OUT"/measured/*.ops.txt; do
     printf '%-12s %s\n' "$(basename "$f" .ops.txt)" \
-      "$(awk '$1 == "fwd.attn" || $1 == "bwd.attn" { printf "%s %.1f us  ", $1, $4 }' "$f")"
+      "$(awk '$1 == "fwd.attn" || $1 == "bwd.attn" || $1 == "bwd.ln1" || $1 == "bwd.ln2" { printf "%s %.1f us  ", $1, $4 }' "$f")"
   done | tee -a "$SUMMARY"
   rm -rf "$OUT/measured"
 }
