@@ -284,7 +284,8 @@ static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, f
 /* The tiny model as a model file, and a plan of it, so plan_build_program()
  * can build the programs the walker runs. */
 static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, const char *layout_extra,
-                          const char *schedule, char *model_path, size_t cap, char *text, size_t text_cap, ts_err *e) {
+                          const char *schedule, const char *plan_extra, char *model_path, size_t cap, char *text,
+                          size_t text_cap, ts_err *e) {
   snprintf(model_path, cap, "/tmp/tacorun-exec-check-%d.json", (int)getpid());
   FILE *f = fopen(model_path, "w");
   if (!f) return ts_fail_sys(e, "%s: cannot write", model_path);
@@ -299,9 +300,9 @@ static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, co
   snprintf(text, text_cap,
            "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\",\n"
            "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d%s },\n"
-           "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"%s\" }\n",
+           "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"%s\"%s }\n",
            model_path, dp, tp, pp, layout_extra ? layout_extra : "", cfg->batch, cfg->batch * dp * (pp > 1 ? 2 : 1),
-           cfg->seq, schedule ? schedule : "1f1b");
+           cfg->seq, schedule ? schedule : "1f1b", plan_extra ? plan_extra : "");
   return 0;
 }
 
@@ -330,6 +331,7 @@ typedef struct {
   const char *layout_extra;
   const int32_t *tok, *lab;
   int recompute; /* the model shares recomputed activations (exec_ref_config.recompute) */
+  const char *plan_extra; /* more top-level plan fields (e.g. a codec), or NULL */
 } walked_case;
 
 /* One gradient of the tiny model through the plan's own program; adds the
@@ -338,11 +340,12 @@ typedef struct {
  * the feature; NULL: none) to row cmp_base, printing the largest absolute
  * difference from base. *keep (if not NULL) receives the gradient. */
 static int check_walked(rt_nccl *w, const check_data *d, const walked_case *wc, const double *ref_full,
-                        error_table *tab, int cmp, const float *base, int cmp_base, float **keep, FILE *log,
-                        ts_err *e) {
+                        error_table *tab, int cmp, const float *base, int cmp_base, float **keep, size_t *keep_n,
+                        FILE *log, ts_err *e) {
   const int rank = w->ranks[0], tp = wc->tp, dp = wc->dp;
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, tp, dp, 1, wc->layout_extra, NULL, model_path, sizeof model_path, text, sizeof text, e))
+  if (tiny_plan_text(&d->cfg, tp, dp, 1, wc->layout_extra, NULL, wc->plan_extra, model_path, sizeof model_path, text,
+                     sizeof text, e))
     return -1;
   exec_model m;
   exec_walk wk;
@@ -389,6 +392,7 @@ static int check_walked(rt_nccl *w, const check_data *d, const walked_case *wc, 
           wc->layout_extra ? wc->layout_extra : "", wk.prog.n, colls);
   if (base) fprintf(log, "; largest |gradient difference| from the run without it: %.3g", maxdiff);
   fprintf(log, "\n");
+  if (keep_n) *keep_n = m.nparams;
   if (keep) *keep = g, g = NULL;
   rc = 0;
 out:
@@ -415,7 +419,7 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_tabl
   memset(&wk, 0, sizeof wk);
   char model_path[256], text[1024];
   for (int z = 0; z < 2; z++) {
-    if (tiny_plan_text(&d->cfg, 1, dp, 1, z ? ", \"zero1\": true" : NULL, NULL, model_path, sizeof model_path, text,
+    if (tiny_plan_text(&d->cfg, 1, dp, 1, z ? ", \"zero1\": true" : NULL, NULL, NULL, model_path, sizeof model_path, text,
                        sizeof text, e))
       goto out;
     if (exec_model_create(&m, &d->cfg, 1, 1, 0, NULL, dp, rank, w->comms[0], w->streams[0], e)) goto out;
@@ -506,11 +510,12 @@ out:
  * float64 mean (ref_mean) and against pp1 (the PP = 1 gradient of the same two
  * batches, local layout of a TP = 1 model). */
 static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, const char *schedule, int vpp,
-                          int cmp_ref, int cmp_pp1, error_table *tab, float **keep, FILE *log, ts_err *e) {
+                          const char *plan_extra, int cmp_ref, int cmp_pp1, error_table *tab, float **keep,
+                          size_t *keep_n, FILE *log, ts_err *e) {
   const int rank = w->ranks[0];
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, 1, 1, 2, vpp > 1 ? ", \"vpp\": 2" : NULL, schedule, model_path, sizeof model_path,
-                     text, sizeof text, e))
+  if (tiny_plan_text(&d->cfg, 1, 1, 2, vpp > 1 ? ", \"vpp\": 2" : NULL, schedule, plan_extra, model_path,
+                     sizeof model_path, text, sizeof text, e))
     return -1;
   exec_ref_config cfg = d->cfg;
   cfg.vpp = vpp;
@@ -558,6 +563,7 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, con
   for (int i = 0; i < wk.prog.n; i++) sends += wk.prog.ops[i].kind == PLAN_OP_SEND;
   fprintf(log, "  plan program (pp 2, %s, vpp %d, %d layers, 2 micro-batches): %d ops on rank 0 (%d sends), stages on "
                "ranks 0/1\n", schedule, vpp, cfg.layers, wk.prog.n, sends);
+  if (keep_n) *keep_n = m.nparams;
   if (keep) *keep = g, g = NULL;
   rc = 0;
 out:
@@ -584,8 +590,8 @@ static int check_interleaved(rt_nccl *w, const exec_ref_config *cfg, FILE *log, 
   int bad = -1;
   if (!tab) return ts_fail_sys(e, "exec check: out of memory");
   if (check_data_make(&d4, &c4, w->ranks[0], 2, e)) goto out;
-  if (check_pipeline(w, &d4, NULL, "1f1b", 1, 0, -1, tab, NULL, log, e) ||
-      check_pipeline(w, &d4, NULL, "interleaved-1f1b", 2, 1, -1, tab, NULL, log, e))
+  if (check_pipeline(w, &d4, NULL, "1f1b", 1, NULL, 0, -1, tab, NULL, NULL, log, e) ||
+      check_pipeline(w, &d4, NULL, "interleaved-1f1b", 2, NULL, 1, -1, tab, NULL, NULL, log, e))
     goto out;
   if (exec_world_sum(w, &tab->num[0][0], 2 * EXEC_REF_MAX_TENSORS, e) ||
       exec_world_sum(w, &tab->den[0][0], 2 * EXEC_REF_MAX_TENSORS, e))
@@ -608,6 +614,59 @@ out:
   check_data_free(&d4);
   free(tab);
   return bad;
+}
+
+/* Relative L2 distance, over all ranks, of a compressed run's gradient from
+ * the uncompressed run of the same layout (same local layout on each rank). */
+static int codec_distance(rt_nccl *w, const float *g, const float *base, size_t n, double *rel, ts_err *e) {
+  double sums[2] = {0, 0};
+  for (size_t j = 0; j < n; j++) {
+    double dd = (double)g[j] - base[j];
+    sums[0] += dd * dd;
+    sums[1] += (double)base[j] * base[j];
+  }
+  if (exec_world_sum(w, sums, 2, e)) return -1;
+  *rel = sums[1] > 0 ? sqrt(sums[0] / sums[1]) : sqrt(sums[0]);
+  return 0;
+}
+
+/* TACO where the plan puts it besides the TP all-reduces (2 ranks): on the
+ * sequence-parallel all-gathers/reduce-scatters (TP 2 + SP) and on the
+ * pipeline messages (PP 2, 1F1B), each against the same layout uncompressed.
+ * FP8 changes the numbers by design: the bound is CHECK_TOL_CODEC (the TP
+ * all-reduce codec measured 3.0e-2 overall on this model, 2026-11-29). */
+#define CHECK_TOL_CODEC 1e-1
+static int check_codec_layouts(rt_nccl *w, const check_data *d, FILE *log, int *failures, ts_err *e) {
+  const char *taco_tp = ", \"codec_min_bytes\": 0, \"codec\": { \"tp_fwd\": { \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" }, "
+                        "\"tp_bwd\": { \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" } }";
+  const char *taco_pp = ", \"codec_min_bytes\": 0, \"codec\": { \"pp\": { \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" } }";
+  const walked_case sp = {2, 1, ", \"sequence_parallel\": true", d->tok_a, d->lab_a, 0, NULL},
+                    sp_taco = {2, 1, ", \"sequence_parallel\": true", d->tok_a, d->lab_a, 0, taco_tp};
+  float *g[4] = {NULL, NULL, NULL, NULL};
+  size_t n[4] = {0, 0, 0, 0};
+  int rc = -1;
+  double rel[2];
+  if (check_walked(w, d, &sp, NULL, NULL, -1, NULL, 0, &g[0], &n[0], log, e) ||
+      check_walked(w, d, &sp_taco, NULL, NULL, -1, NULL, 0, &g[1], &n[1], log, e) ||
+      check_pipeline(w, d, NULL, "1f1b", 1, NULL, -1, -1, NULL, &g[2], &n[2], log, e) ||
+      check_pipeline(w, d, NULL, "1f1b", 1, taco_pp, -1, -1, NULL, &g[3], &n[3], log, e))
+    goto out;
+  if (n[0] != n[1] || n[2] != n[3]) {
+    ts_fail_sys(e, "exec check: compressed and uncompressed runs hold different parameter counts");
+    goto out;
+  }
+  if (codec_distance(w, g[1], g[0], n[0], &rel[0], e) || codec_distance(w, g[3], g[2], n[2], &rel[1], e)) goto out;
+  const char *what[2] = {"TP2 + SP, TACO on the all-gathers/reduce-scatters", "PP2 1F1B, TACO on the pipeline messages"};
+  for (int k = 0; k < 2; k++) {
+    int ok = rel[k] <= CHECK_TOL_CODEC; /* NaN fails */
+    fprintf(log, "  codec %-50s grads vs uncompressed: rel L2 %.3e (bound %.0e)%s\n", what[k], rel[k],
+            CHECK_TOL_CODEC, ok ? "" : "  FAILED");
+    if (!ok) (*failures)++;
+  }
+  rc = 0;
+out:
+  for (int k = 0; k < 4; k++) free(g[k]);
+  return rc;
 }
 
 static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *failures, ts_err *e) {
@@ -661,30 +720,30 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   if (rank == 0) accumulate(&cd.m, gd, ref_local, tab, CMP_DPN_REF);
 
   /* The same TP and DP runs from plan_build_program()'s programs. */
-  const walked_case tpn = {n, 1, NULL, d.tok_a, d.lab_a, 0}, dpn = {1, n, NULL, d.tok_rank, d.lab_rank, 0};
-  if (n > 1 && (check_walked(w, &d, &tpn, d.grad_a, tab, CMP_TPN_PLAN_REF, NULL, 0, &gtp_plan, log, e) ||
-                check_walked(w, &d, &dpn, d.grad_mean, tab, CMP_DPN_PLAN_REF, NULL, 0, NULL, log, e)))
+  const walked_case tpn = {n, 1, NULL, d.tok_a, d.lab_a, 0, NULL}, dpn = {1, n, NULL, d.tok_rank, d.lab_rank, 0, NULL};
+  if (n > 1 && (check_walked(w, &d, &tpn, d.grad_a, tab, CMP_TPN_PLAN_REF, NULL, 0, &gtp_plan, NULL, log, e) ||
+                check_walked(w, &d, &dpn, d.grad_mean, tab, CMP_DPN_PLAN_REF, NULL, 0, NULL, NULL, log, e)))
     goto done;
   /* Layout features on 2 ranks (see cmp_names): sequence parallelism,
    * recomputation, ZeRO-1, each against the run without it. */
   if (n == 2) {
     /* the recomputation cases share the recomputed activations between layers, as a timed run does */
-    const walked_case sp = {n, 1, ", \"sequence_parallel\": true", d.tok_a, d.lab_a, 0},
-                      rcf = {n, 1, ", \"recompute\": \"full\"", d.tok_a, d.lab_a, 2},
-                      rcs = {n, 1, ", \"recompute\": \"selective\"", d.tok_a, d.lab_a, 1},
-                      sprc = {n, 1, ", \"sequence_parallel\": true, \"recompute\": \"full\"", d.tok_a, d.lab_a, 2},
-                      z1 = {1, n, ", \"zero1\": true", d.tok_rank, d.lab_rank, 0};
-    if (check_walked(w, &d, &sp, d.grad_a, tab, CMP_SP_REF, gtp_plan, CMP_SP_TP, NULL, log, e) ||
-        check_walked(w, &d, &rcf, NULL, tab, -1, gtp_plan, CMP_RCF_TP, NULL, log, e) ||
-        check_walked(w, &d, &rcs, NULL, tab, -1, gtp_plan, CMP_RCS_TP, NULL, log, e) ||
-        check_walked(w, &d, &sprc, NULL, tab, -1, gtp_plan, CMP_SPRC_TP, NULL, log, e) ||
-        check_walked(w, &d, &z1, d.grad_mean, tab, CMP_Z1_REF, NULL, 0, NULL, log, e) ||
+    const walked_case sp = {n, 1, ", \"sequence_parallel\": true", d.tok_a, d.lab_a, 0, NULL},
+                      rcf = {n, 1, ", \"recompute\": \"full\"", d.tok_a, d.lab_a, 2, NULL},
+                      rcs = {n, 1, ", \"recompute\": \"selective\"", d.tok_a, d.lab_a, 1, NULL},
+                      sprc = {n, 1, ", \"sequence_parallel\": true, \"recompute\": \"full\"", d.tok_a, d.lab_a, 2, NULL},
+                      z1 = {1, n, ", \"zero1\": true", d.tok_rank, d.lab_rank, 0, NULL};
+    if (check_walked(w, &d, &sp, d.grad_a, tab, CMP_SP_REF, gtp_plan, CMP_SP_TP, NULL, NULL, log, e) ||
+        check_walked(w, &d, &rcf, NULL, tab, -1, gtp_plan, CMP_RCF_TP, NULL, NULL, log, e) ||
+        check_walked(w, &d, &rcs, NULL, tab, -1, gtp_plan, CMP_RCS_TP, NULL, NULL, log, e) ||
+        check_walked(w, &d, &sprc, NULL, tab, -1, gtp_plan, CMP_SPRC_TP, NULL, NULL, log, e) ||
+        check_walked(w, &d, &z1, d.grad_mean, tab, CMP_Z1_REF, NULL, 0, NULL, NULL, log, e) ||
         check_zero1_steps(w, &d, n, tab, log, e))
       goto done;
   }
   /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */
-  if (n == 2 && (check_pipeline(w, &d, gd, "1f1b", 1, CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, NULL, log, e) ||
-                 check_pipeline(w, &d, gd, "gpipe", 1, CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, NULL, log, e)))
+  if (n == 2 && (check_pipeline(w, &d, gd, "1f1b", 1, NULL, CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, NULL, NULL, log, e) ||
+                 check_pipeline(w, &d, gd, "gpipe", 1, NULL, CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, NULL, NULL, log, e)))
     goto done;
 
   if (exec_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||
@@ -736,6 +795,7 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   *failures += bad;
   fprintf(log, "  %s\n", bad ? "FAILED" : "passed");
   if (n > 1 && cfg == &check_configs[0] && check_codecs(w, &d, gn, ln, log, failures, e)) goto done;
+  if (n == 2 && cfg == &check_configs[0] && check_codec_layouts(w, &d, log, failures, e)) goto done;
   rc = 0;
   goto done;
 oom:

@@ -56,9 +56,13 @@ static void usage(FILE *out) {
           "with its own activations. Grouped-query attention (kv_heads < heads) runs by copying each query\n"
           "head's key/value head next to it and summing their gradients per group.\n"
           "\n"
+          "Codecs: the plan's codec.tp_fwd/tp_bwd on the TP all-reduces (TACO, CAAT-Net, both) and, with\n"
+          "TACO, on the sequence-parallel all-gathers/reduce-scatters; codec.pp (TACO) on pipeline\n"
+          "send/recv. Messages under the plan's codec_min_bytes travel uncompressed, as predicted.\n"
+          "\n"
           "NOT IMPLEMENTED (the command says so and exits 2 when a plan asks for them): GPipe with PP = 1\n"
-          "and several micro-batches, compressed pipeline, DP or sequence-parallel messages; linear biases\n"
-          "are omitted, RoPE models run with learned positions.\n");
+          "and several micro-batches, compressed DP gradients (codec.dp); linear biases are omitted, RoPE\n"
+          "models run with learned positions.\n");
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out) {

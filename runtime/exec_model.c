@@ -403,17 +403,21 @@ coll_opts exec_codec_opts(const plan_codec *c) {
   return o;
 }
 
+/* A team of one local rank over comm, enqueuing on stream. */
+static int team_ready(coll_team *t, int *ready, ncclComm_t comm, cudaStream_t *stream, ts_err *e) {
+  if (*ready) return 0;
+  int dev;
+  EX_CUDA(cudaGetDevice(&dev));
+  if (coll_team_init(t, 1, &comm, &dev, stream)) return ts_fail_sys(e, "exec: coll_team_init: %s", coll_last_error());
+  *ready = 1;
+  return 0;
+}
+
 int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err *e) {
   m->tp_codec[0] = fwd, m->tp_codec[1] = bwd;
   if (fwd.kind == PLAN_CODEC_NONE && bwd.kind == PLAN_CODEC_NONE) return 0;
   if (!m->tp_comm) return 0; /* TP = 1: nothing travels */
-  if (!m->team_ready) {
-    int dev;
-    EX_CUDA(cudaGetDevice(&dev));
-    if (coll_team_init(&m->team, 1, &m->tp_comm, &dev, &m->tp_stream))
-      return ts_fail_sys(e, "exec: coll_team_init: %s", coll_last_error());
-    m->team_ready = 1;
-  }
+  EX_TRY(team_ready(&m->team, &m->team_ready, m->tp_comm, &m->tp_stream, e));
   for (int i = 0; i < 2; i++) {
     coll_opts o = exec_codec_opts(&m->tp_codec[i]);
     if (o.codec == COLL_CODEC_TACO &&
@@ -426,7 +430,36 @@ int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err 
   return 0;
 }
 
+int exec_model_prepare_codecs(exec_model *m, const plan_op *ops, int nops, ts_err *e) {
+  for (int i = 0; i < nops; i++) {
+    const plan_op *op = &ops[i];
+    if (op->codec.kind == PLAN_CODEC_NONE) continue;
+    const int sp_coll = op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP &&
+                        (op->coll == PLAN_COLL_ALLGATHER || op->coll == PLAN_COLL_REDUCESCATTER);
+    const int p2p = op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV;
+    if (!sp_coll && !p2p) continue; /* TP all-reduces: exec_model_set_codecs */
+    if (op->codec.kind != PLAN_CODEC_TACO)
+      return ts_fail(e, NULL, p2p ? "codec.pp" : "codec.tp_fwd", "only TACO compresses %s",
+                     p2p ? "pipeline messages" : "sequence-parallel all-gathers/reduce-scatters");
+    coll_opts o = exec_codec_opts(&op->codec);
+    const size_t count = (size_t)(m->sp_rows * m->cfg.hidden); /* one rank's rows, both kinds */
+    if (sp_coll && m->tp_comm) {
+      EX_TRY(team_ready(&m->team, &m->team_ready, m->tp_comm, &m->tp_stream, e));
+      coll_op c = op->coll == PLAN_COLL_ALLGATHER ? COLL_OP_ALLGATHER : COLL_OP_REDUCESCATTER;
+      if (coll_team_reserve(&m->team, c, count, &o))
+        return ts_fail_sys(e, "exec: coll_team_reserve: %s", coll_last_error());
+    }
+    if (p2p && m->pp_comm) {
+      EX_TRY(team_ready(&m->pp_team, &m->pp_team_ready, m->pp_comm, &m->pp_stream, e));
+      if (coll_team_reserve(&m->pp_team, COLL_OP_SENDRECV, count, &o))
+        return ts_fail_sys(e, "exec: coll_team_reserve: %s", coll_last_error());
+    }
+  }
+  return 0;
+}
+
 void exec_model_destroy(exec_model *m) {
+  if (m->pp_team_ready) coll_team_destroy(&m->pp_team);
   if (m->team_ready) coll_team_destroy(&m->team);
   if (m->tp_stream) cudaStreamDestroy(m->tp_stream);
   if (m->ev_ready) cudaEventDestroy(m->ev_ready);

@@ -74,6 +74,10 @@ typedef struct {
   plan_codec tp_codec[2];
   int team_ready;
   coll_team team;
+  /* TACO on pipeline messages (the plan's codec.pp): a team over pp_comm whose
+   * stream is pp_stream (exec_model_prepare_codecs) */
+  int pp_team_ready;
+  coll_team pp_team;
   /* CAAT-Net backward: the shared channels of the input gradient are reduced
    * in FP32 (DESIGN.md, plan.h); this is the FP32 copy. NULL when the backward
    * reduces in BF16 (EXEC_CAAT_BWD_BF16=1, the variant measured on 2026-11-29). */
@@ -225,6 +229,12 @@ void exec_model_destroy(exec_model *m);
  * positions) are averaged over TP before the optimizer, because the ranks'
  * activations differ. */
 int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err *e);
+/* Readies what the compressed ops of a plan program need before the first
+ * timed iteration (collective set-up and staging buffers allocate and
+ * synchronize): TACO on the sequence-parallel all-gathers/reduce-scatters
+ * (the TP team) and on pipeline send/recv (a team over pp_comm). Call after
+ * exec_model_set_layout. */
+int exec_model_prepare_codecs(exec_model *m, const plan_op *ops, int nops, ts_err *e);
 /* (CAAT-Net backward all-reduces run in FP32 unless EXEC_CAAT_BWD_BF16 is set.) */
 
 /* Loads this rank's shard of a full parameter array laid out as exec_ref_tensors(). */

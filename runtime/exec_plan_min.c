@@ -1,7 +1,8 @@
 /* exec_plan_min.c — reads the fields of a plan file the executor needs (see
  * exec_run.h). plan_load() validates a plan fully; this reader exists so the
  * executor runs before the plan library is linked into tacorun, and it checks
- * what the executor itself cannot do (compressed SP or PP/DP messages)
+ * what the executor itself cannot do (compressed DP messages, CAAT-Net on
+ * pipeline messages)
  * with "file: field: reason". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,8 +80,13 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
         goto done;
       if (i == 0) p->codec_tp_fwd = pc;
       if (i == 1) p->codec_tp_bwd = pc;
-      if (kind != 0 && i >= 2) {
-        ts_fail(e, path, field, "only TP traffic can be compressed by the executor");
+      if (i == 2) p->codec_pp = pc;
+      if (i == 2 && kind != PLAN_CODEC_NONE && kind != PLAN_CODEC_TACO) {
+        ts_fail(e, path, field, "only TACO compresses pipeline messages (CAAT-Net applies to TP all-reduces)");
+        goto done;
+      }
+      if (i == 3 && kind != PLAN_CODEC_NONE) {
+        ts_fail(e, path, field, "compressed data-parallel gradients are not implemented in the executor");
         goto done;
       }
     }
@@ -92,12 +98,9 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
     ts_fail(e, path, "model", "%s", sub.msg);
     goto done;
   }
-  /* PP > 1: the walker checks the schedule (1F1B, one chunk per stage) against the program. */
-  if (p->sequence_parallel && (p->codec_tp_fwd.kind != PLAN_CODEC_NONE || p->codec_tp_bwd.kind != PLAN_CODEC_NONE)) {
-    ts_fail(e, path, p->codec_tp_fwd.kind != PLAN_CODEC_NONE ? "codec.tp_fwd" : "codec.tp_bwd",
-            "compressed sequence-parallel all-gathers/reduce-scatters are not implemented in the executor");
-    goto done;
-  }
+  /* PP > 1: the walker checks the schedule (1F1B, one chunk per stage) against the program.
+   * TACO on sequence-parallel collectives and pipeline messages runs from the
+   * plan's program (exec_model_prepare_codecs); CAAT-Net with SP is refused by plan_load. */
   if (p->model.kv_heads < 1 || p->model.kv_heads % p->tp) {
     ts_fail(e, path, "layout.tp", "%d does not divide the %d key/value heads of %s", p->tp, p->model.kv_heads,
             p->model.name);

@@ -22,7 +22,7 @@ typedef struct {
   long long global;
   bool sequence_parallel, zero1;
   char recompute[16]; /* "none", "selective", "full" */
-  plan_codec codec_tp_fwd, codec_tp_bwd;
+  plan_codec codec_tp_fwd, codec_tp_bwd, codec_pp;
 } exec_plan_min;
 
 int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e);

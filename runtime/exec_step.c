@@ -84,8 +84,6 @@ cudaStream_t exec_model_op_stream(const exec_model *m, const plan_op *op) {
  * the blocking pairs meet (plan.h). */
 static int run_send_recv(exec_model *m, const plan_op *op, ts_err *e) {
   if (!m->pp_comm) return ts_fail(e, NULL, "program", "a pipeline send/recv with PP = 1");
-  if (op->codec.kind != PLAN_CODEC_NONE)
-    return ts_fail(e, NULL, "codec.pp", "compressed pipeline messages are not implemented in the executor");
   const int send = op->kind == PLAN_OP_SEND, fwd = op->phase == PLAN_PHASE_FWD;
   /* forward: to the next stage / from the previous; backward: the other way */
   const int peer = exec_walk_pp_peer_stage(m->pp_rank, m->pp, op);
@@ -100,6 +98,17 @@ static int run_send_recv(exec_model *m, const plan_op *op, ts_err *e) {
   /* under SP a stage boundary carries this rank's rows only (the residual stream is sharded) */
   const size_t count = (size_t)(m->sp_rows * m->cfg.hidden);
   buf = rows_at(buf, m->sp_row0, m->cfg.hidden);
+  if (op->codec.kind != PLAN_CODEC_NONE) {
+    /* TACO: the sender encodes and sends FP8 + scales, the receiver decodes (kernels/coll_taco.h) */
+    if (!m->pp_team_ready) return ts_fail_sys(e, "exec: a compressed pipeline message before exec_model_prepare_codecs");
+    coll_opts o = exec_codec_opts(&op->codec);
+    const void *s = send ? buf : NULL;
+    void *r = send ? NULL : buf;
+    const int to = send ? peer : -1, from = send ? -1 : peer;
+    if (coll_sendrecv(&m->pp_team, &s, &to, &r, &from, count, &o))
+      return ts_fail_sys(e, "exec: compressed pipeline %s: %s", send ? "send" : "recv", coll_last_error());
+    return 0;
+  }
   if (send) EX_NCCL(ncclSend(buf, count, ncclBfloat16, peer, m->pp_comm, m->pp_stream));
   else EX_NCCL(ncclRecv(buf, count, ncclBfloat16, peer, m->pp_comm, m->pp_stream));
   return 0;
@@ -196,40 +205,60 @@ int exec_model_walker_finish(exec_model *m, ts_err *e) {
 }
 
 /* Sequence parallelism: an in-place all-gather of this rank's rows of a
- * [T x hidden] bf16 buffer, or an in-place reduce-scatter leaving it its rows. */
-static int sp_allgather(exec_model *m, void *buf, ts_err *e) {
+ * [T x hidden] bf16 buffer, or an in-place reduce-scatter leaving it its rows;
+ * TACO-encoded when the plan's op carries the codec (the program applies the
+ * plan's codec_min_bytes). */
+static int sp_allgather(exec_model *m, void *buf, const plan_codec *c, ts_err *e) {
   const long long h = m->cfg.hidden;
-  EX_NCCL(ncclAllGather(rows_at(buf, m->sp_row0, h), buf, (size_t)(m->sp_rows * h), ncclBfloat16, m->tp_comm,
-                        m->tp_stream));
+  const size_t count = (size_t)(m->sp_rows * h);
+  if (c->kind != PLAN_CODEC_NONE) {
+    if (!m->team_ready) return ts_fail_sys(e, "exec: a compressed all-gather before exec_model_prepare_codecs");
+    coll_opts o = exec_codec_opts(c);
+    const void *in = rows_at(buf, m->sp_row0, h);
+    if (coll_allgather(&m->team, &in, &buf, count, &o))
+      return ts_fail_sys(e, "exec: compressed sequence-parallel all-gather: %s", coll_last_error());
+    return 0;
+  }
+  EX_NCCL(ncclAllGather(rows_at(buf, m->sp_row0, h), buf, count, ncclBfloat16, m->tp_comm, m->tp_stream));
   return 0;
 }
-static int sp_reducescatter(exec_model *m, void *buf, ts_err *e) {
+static int sp_reducescatter(exec_model *m, void *buf, const plan_codec *c, ts_err *e) {
   const long long h = m->cfg.hidden;
-  EX_NCCL(ncclReduceScatter(buf, rows_at(buf, m->sp_row0, h), (size_t)(m->sp_rows * h), ncclBfloat16, ncclSum,
-                            m->tp_comm, m->tp_stream));
+  const size_t count = (size_t)(m->sp_rows * h);
+  if (c->kind != PLAN_CODEC_NONE) {
+    if (!m->team_ready) return ts_fail_sys(e, "exec: a compressed reduce-scatter before exec_model_prepare_codecs");
+    coll_opts o = exec_codec_opts(c);
+    const void *in = buf;
+    void *out = rows_at(buf, m->sp_row0, h);
+    if (coll_reducescatter(&m->team, &in, &out, count, &o))
+      return ts_fail_sys(e, "exec: compressed sequence-parallel reduce-scatter: %s", coll_last_error());
+    return 0;
+  }
+  EX_NCCL(ncclReduceScatter(buf, rows_at(buf, m->sp_row0, h), count, ncclBfloat16, ncclSum, m->tp_comm,
+                            m->tp_stream));
   return 0;
 }
 
 /* The SP collectives of the plan (plan_program.c's layer_forward/backward,
  * embedding, head): which buffer each all-gather / reduce-scatter works on. */
 static int run_sp_collective(exec_model *m, const plan_op *op, int lop, ts_err *e) {
-  if (op->codec.kind != PLAN_CODEC_NONE)
-    return ts_fail(e, NULL, "codec.tp_fwd", "compressed sequence-parallel all-gathers/reduce-scatters are not "
-                   "implemented in the executor");
+  if (op->codec.kind != PLAN_CODEC_NONE && op->codec.kind != PLAN_CODEC_TACO)
+    return ts_fail(e, NULL, "codec.tp_fwd", "only TACO compresses sequence-parallel all-gathers/reduce-scatters");
+  const plan_codec *c = &op->codec;
   if (!m->sp) return ts_fail(e, NULL, "layout.sequence_parallel", "an SP collective in a model without SP");
   const int fwd = op->phase != PLAN_PHASE_BWD; /* forward or its recomputation */
   exec_layer_acts *a = op->layer >= 0 ? exec_acts(m, op->layer) : NULL;
   if (op->coll == PLAN_COLL_ALLGATHER) {
-    if (op->model_op == PLAN_MOP_EMBEDDING && !fwd) return sp_allgather(m, m->dx, e); /* the lookup's gradient */
-    if (op->model_op == PLAN_MOP_LOSS && fwd) return sp_allgather(m, m->nf, e);       /* the logits' input */
-    if (a && lop == EXEC_OP_QKV) return sp_allgather(m, a->n1, e);    /* forward, and again for the wgrad */
-    if (a && lop == EXEC_OP_FC1) return sp_allgather(m, a->n2, e);
-    if (a && !fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) return sp_allgather(m, m->dx, e);
+    if (op->model_op == PLAN_MOP_EMBEDDING && !fwd) return sp_allgather(m, m->dx, c, e); /* the lookup's gradient */
+    if (op->model_op == PLAN_MOP_LOSS && fwd) return sp_allgather(m, m->nf, c, e);       /* the logits' input */
+    if (a && lop == EXEC_OP_QKV) return sp_allgather(m, a->n1, c, e);    /* forward, and again for the wgrad */
+    if (a && lop == EXEC_OP_FC1) return sp_allgather(m, a->n2, c, e);
+    if (a && !fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) return sp_allgather(m, m->dx, c, e);
   } else {
-    if (op->model_op == PLAN_MOP_EMBEDDING && fwd) return sp_reducescatter(m, exec_acts(m, 0)->x_in, e);
-    if (op->model_op == PLAN_MOP_LOSS && !fwd) return sp_reducescatter(m, m->dtmp, e);
-    if (a && fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) return sp_reducescatter(m, m->proj, e);
-    if (a && !fwd && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) return sp_reducescatter(m, m->dtmp, e);
+    if (op->model_op == PLAN_MOP_EMBEDDING && fwd) return sp_reducescatter(m, exec_acts(m, 0)->x_in, c, e);
+    if (op->model_op == PLAN_MOP_LOSS && !fwd) return sp_reducescatter(m, m->dtmp, c, e);
+    if (a && fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2)) return sp_reducescatter(m, m->proj, c, e);
+    if (a && !fwd && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) return sp_reducescatter(m, m->dtmp, c, e);
   }
   return ts_fail(e, NULL, "program", "no sequence-parallel %s belongs to model op %d in phase %d",
                  op->coll == PLAN_COLL_ALLGATHER ? "all-gather" : "reduce-scatter", (int)op->model_op, (int)op->phase);

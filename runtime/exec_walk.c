@@ -23,6 +23,7 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
                    plan_micro_batches(&w->p), m->tp, m->dp, m->pp, m->vpp, m->micros);
   if (exec_model_enter_walker_mode(m, e)) return -1;
   if (exec_model_set_layout(m, w->p.sequence_parallel, w->p.zero1, e)) return -1;
+  if (exec_model_prepare_codecs(m, w->prog.ops, w->prog.n, e)) return -1;
   /* a model that shares recomputed activations needs a program that recomputes them */
   const int plan_rc = w->p.recompute == MODEL_RECOMPUTE_FULL ? 2 : w->p.recompute == MODEL_RECOMPUTE_SELECTIVE ? 1 : 0;
   if (m->cfg.recompute > plan_rc)

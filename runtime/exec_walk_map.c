@@ -47,7 +47,8 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
     if (op->dep[d] >= i) return "a dependency on a later op";
   if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
     if (op->stream != PLAN_STREAM_PP || op->model_op != PLAN_MOP_PP_ACTIVATION) return "an unknown send/recv";
-    if (op->codec.kind != PLAN_CODEC_NONE) return "a compressed pipeline message";
+    if (op->codec.kind != PLAN_CODEC_NONE && op->codec.kind != PLAN_CODEC_TACO)
+      return "a pipeline message with a codec other than TACO";
     if (op->chunk < 0 || op->chunk >= p->vpp) return "a send/recv of an unknown model chunk";
     return op->micro >= 0 ? NULL : "a send/recv without a micro-batch";
   }
@@ -85,7 +86,8 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
   if (op->coll == PLAN_COLL_ALLGATHER || op->coll == PLAN_COLL_REDUCESCATTER) {
     const int ag = op->coll == PLAN_COLL_ALLGATHER;
     if (!p->sequence_parallel) return "an all-gather/reduce-scatter without sequence parallelism";
-    if (op->codec.kind != PLAN_CODEC_NONE) return "a compressed sequence-parallel all-gather/reduce-scatter";
+    if (op->codec.kind != PLAN_CODEC_NONE && op->codec.kind != PLAN_CODEC_TACO)
+      return "a sequence-parallel all-gather/reduce-scatter with a codec other than TACO";
     if (op->model_op == PLAN_MOP_EMBEDDING) return ag != fwd ? NULL : "an SP collective of the embedding";
     if (op->model_op == PLAN_MOP_LOSS) return ag == fwd ? NULL : "an SP collective of the output layer";
     if (ag && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1)) return NULL; /* the input, and again for the wgrad */

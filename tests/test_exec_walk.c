@@ -41,7 +41,7 @@ static void test_supported_plans(void) {
  * path from the source root, where this test runs). */
 static void test_validation_plans(void) {
   const char *names[] = {"swiglu-h4096-tp2-none", "swiglu-h4096-pp2", "swiglu-h4096-dp2-shm",
-                         "swiglu-h4096-tp2-taco-socket"};
+                         "swiglu-h4096-tp2-taco-socket", "gpt-h4096-pp2-taco-shm", "gpt-h4096-tp2-sp-taco-shm"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     char path[512];
     snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/validation/plans/%s.json", names[i]);
@@ -61,10 +61,32 @@ static void test_validation_plans(void) {
 }
 
 static void test_refused_plans(void) {
-  ts_err e;
-  /* TACO on the SP all-gathers/reduce-scatters is not run */
-  CU_ASSERT_EQUAL(check_plan("gpt-h4096-tp2-sp-taco", &e), -1);
-  CU_ASSERT(strstr(e.msg, "compressed sequence-parallel") != NULL);
+  /* compressed DP gradient buckets are not run */
+  const char *text =
+      "{ \"schema\": 1, \"name\": \"dp2-taco\", \"model\": \"gpt-h4096\", \"cluster\": \"h200x2-nvlink\",\n"
+      "  \"layout\": { \"dp\": 2, \"tp\": 1, \"pp\": 1 }, \"batch\": { \"micro\": 2, \"global\": 16, \"seq\": 2048 },\n"
+      "  \"schedule\": \"1f1b\", \"codec_min_bytes\": 0, \"codec\": { \"dp\": { \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" } } }";
+  plan p;
+  ts_err e = {{0}, 0};
+  int rc = plan_from_json_text(text, strlen(text), "dp2-taco", NULL, NULL, &p, &e);
+  if (rc) rc = plan_from_json_text(text, strlen(text), "dp2-taco", TACOSIM_SOURCE_DIR "/models",
+                                   TACOSIM_SOURCE_DIR "/topologies", &p, &e);
+  if (rc) fprintf(stderr, "\n  dp2-taco: %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  plan_program prog;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  CU_ASSERT_EQUAL(exec_walk_check_program(&p, &prog, &e), -1);
+  CU_ASSERT(strstr(e.msg, "compressed DP gradient bucket") != NULL);
+  plan_program_free(&prog);
+}
+
+/* TACO on the sequence-parallel all-gathers/reduce-scatters and on the
+ * pipeline messages maps op by op. */
+static void test_compressed_sp_pp_plans(void) {
+  ts_err e = {{0}, 0};
+  int rc = check_plan("gpt-h4096-tp2-sp-taco", &e);
+  if (rc) fprintf(stderr, "\n  gpt-h4096-tp2-sp-taco: %s\n", e.msg);
+  CU_ASSERT_EQUAL(rc, 0);
 }
 
 /* Sequence parallelism, recomputation, ZeRO-1 and grouped-query attention
@@ -172,7 +194,8 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("exec_walk", NULL, NULL);
   CU_add_test(s, "shipped PP=1 plans run op by op", test_supported_plans);
-  CU_add_test(s, "compressed-SP plans refused with the field", test_refused_plans);
+  CU_add_test(s, "compressed-DP plans refused with the reason", test_refused_plans);
+  CU_add_test(s, "TACO on SP collectives and pipeline messages maps", test_compressed_sp_pp_plans);
   CU_add_test(s, "SP, recomputation and ZeRO-1 plans run op by op", test_layout_feature_plans);
   CU_add_test(s, "layer ops by name", test_layer_op_index);
   CU_add_test(s, "validation plans (SwiGLU/RMSNorm, PP2, DP2, TACO) run op by op", test_validation_plans);
