@@ -8,7 +8,8 @@
 #   logs.tgz      progress logs, GEMM passes (nvlink-gemm.tsv), the
 #                 collectives' per-size batch spread (*-spread.tsv), machine.txt
 #   summary.txt   one line per stage
-# usage: calibration/run_gpu.sh [nvlink] [nvlink-comm] [shm] [socket]   (default: nvlink shm socket)
+# usage: calibration/run_gpu.sh [nvlink] [nvlink-comm] [shm] [socket] [gemm]   (default: nvlink shm socket)
+#   gemm: the GEMM table alone (gemm.json, logs/gemm.tsv; CAL_GEMM_S, default 120)
 #   nvlink-comm: the NVLink collectives only, on the compute tables of COMPUTE_FROM
 #   shm, socket: on the compute tables of COMPUTE_FROM (default: this run's NVLink file)
 # Limits (s): CAL_NVLINK_S (150), CAL_SHM_S (45), CAL_SOCKET_S (75); fallbacks 50 and 35.
@@ -34,6 +35,27 @@ mpi() { # mpi LIMIT ARGS...: two ranks, forwarding the NCCL_* variables that are
   timeout "$limit" mpirun --allow-run-as-root -np 2 --bind-to none "${fwd[@]}" "$BIN" "$@"
 }
 
+# SM clock, power and temperature of both GPUs every 200 ms while a stage runs
+# (tacorun cannot read them: the toolkit here has no NVML to link), in
+# logs/STAGE-clocks.csv; the summary gets the median SM clock and power of GPU 0.
+CLOCKS_PID=
+clocks_start() {
+  CLOCKS_FILE="$L/$1-clocks.csv"
+  nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits \
+    -lms 200 >"$CLOCKS_FILE" 2>/dev/null &
+  CLOCKS_PID=$!
+}
+clocks_stop() {
+  [ -n "$CLOCKS_PID" ] || return 0
+  kill "$CLOCKS_PID" 2>/dev/null
+  wait "$CLOCKS_PID" 2>/dev/null
+  CLOCKS_PID=
+  local c p
+  c=$(awk -F', *' '$2 == 0 { print $3 }' "$CLOCKS_FILE" | sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "%d MHz (min %d, max %d, %d samples)", v[int((NR + 1) / 2)], v[1], v[NR], NR }')
+  p=$(awk -F', *' '$2 == 0 { print $4 }' "$CLOCKS_FILE" | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.0f W (max %.0f)", v[int((NR + 1) / 2)], v[NR] }')
+  [ -n "$c" ] && say "GPU 0 while it ran: SM clock median $c, power median $p"
+}
+
 {
   nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,power.limit --format=csv
   nvidia-smi topo -m
@@ -48,10 +70,12 @@ stages="${*:-nvlink shm socket}"
 for s in $stages; do
   case $s in
   nvlink)
+    clocks_start nvlink
     mpi "${CAL_NVLINK_S:-150}" calibrate --transport-name nvlink --models "$models" --out "$OUT/h200-nvlink.json" \
       --gemm-tsv "$L/nvlink-gemm.tsv" --spread-tsv "$L/nvlink-spread.tsv" >"$L/nvlink.log" 2>&1
     say "calibrate nvlink rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/nvlink.log")"
-    grep -E 'passes 1 and 2|settle' "$L/nvlink.log" | tee -a "$SUMMARY"
+    clocks_stop
+    grep -E 'passes 1 and 2|settle|gemm: pass' "$L/nvlink.log" | tee -a "$SUMMARY"
     if ! grep -q wrote "$L/nvlink.log" && [ -f "$OUT/h200-nvlink.json" ]; then
       # the file holds the compute tables (saved before the collectives):
       # measure its collectives from one process instead, and say so
@@ -59,6 +83,15 @@ for s in $stages; do
         --out "$OUT/h200-nvlink.json" --spread-tsv "$L/nvlink-spread.tsv" >"$L/nvlink-single.log" 2>&1
       say "FALLBACK nvlink collectives from one process rc=$? ($(elapsed) s)"
     fi
+    ;;
+  gemm)
+    # the GEMM table only (one process, GPU 0), every pass in gemm.tsv: for the held-out check
+    clocks_start gemm
+    timeout "${CAL_GEMM_S:-120}" "$BIN" calibrate --only gemm --transport-name nvlink --models "$models" \
+      --out "$OUT/gemm.json" --gemm-tsv "$L/gemm.tsv" >"$L/gemm.log" 2>&1
+    say "calibrate gemm rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/gemm.log")"
+    clocks_stop
+    grep -E 'passes 1 and 2|settle|gemm: pass' "$L/gemm.log" | tee -a "$SUMMARY"
     ;;
   nvlink-comm)
     [ -f "$COMPUTE" ] || { say "nvlink-comm: no file $COMPUTE to take the compute tables from"; continue; }

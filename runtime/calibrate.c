@@ -59,7 +59,8 @@ static void usage(FILE *f) {
           "  --check              run the kernel self-check only\n"
           "  --max-bytes B        largest collective size (default 1073741824)\n"
           "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"
-          "  --gemm-passes N      interleaved passes over the GEMM shapes, median kept (default 2; --quick 1)\n"
+          "  --gemm-passes N      passes over the GEMM shapes, alternating direction, geometric mean\n"
+          "                       kept (1-8; default 4; --quick 1)\n"
           "  --gemm-tsv FILE      every pass's time of every GEMM (a table to study their noise)\n"
           "  --spread-tsv FILE    per-size spread of the collectives' timed batches\n"
           "Under mpirun (or TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE) each process takes one GPU:\n"
@@ -128,7 +129,7 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
       if (parse_list(o, argv[++i], 3, 15, v, 1, &n, e)) return -1;
       a->comm_reps = (int)v[0];
     } else if (!strcmp(o, "--gemm-passes")) {
-      if (parse_list(o, argv[++i], 1, 5, v, 1, &n, e)) return -1;
+      if (parse_list(o, argv[++i], 1, CALIB_MAX_GEMM_PASSES, v, 1, &n, e)) return -1;
       a->cfg.gemm_passes = (int)v[0];
     }
     else if (!strcmp(o, "--only")) {
@@ -168,7 +169,7 @@ static void config_budgets(calib_config *cfg, const calib_args *a) {
   cfg->comm_budget.max_batch = 20;
   cfg->comm_budget.long_us = 100000.0;
   cfg->comm_max_bytes = a->max_bytes ? (size_t)a->max_bytes : (size_t)1 << 30;
-  if (!cfg->gemm_passes) cfg->gemm_passes = cfg->quick ? 1 : 2;
+  if (!cfg->gemm_passes) cfg->gemm_passes = cfg->quick ? 1 : 4;
   static const int all[] = {32, 64, 128, 256, 512}, quick[] = {64, 128, 256};
   cfg->n_groups = cfg->quick ? 3 : 5;
   for (int i = 0; i < cfg->n_groups; i++) cfg->groups[i] = cfg->quick ? quick[i] : all[i];
@@ -243,6 +244,9 @@ static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s
   }
   char src[200];
   if (a->compute_from) snprintf(src, sizeof src, "GEMM and kernel tables copied from %.120s (same GPUs, measured just before)", a->compute_from);
+  else if (a->phases & PH_GEMM)
+    snprintf(src, sizeof src, "all tables measured in this run (GEMMs: geometric mean of %d passes, alternating direction)",
+             a->cfg.gemm_passes);
   else snprintf(src, sizeof src, "all tables measured in this run");
   char how[64];
   if (a->cfg.multi) snprintf(how, sizeof how, "collectives one process per GPU (%d ranks)", a->cfg.nranks);

@@ -15,6 +15,7 @@
 #include "ts_error.h"
 
 #define CALIB_MAX_GPUS 16
+#define CALIB_MAX_GEMM_PASSES 8 /* --gemm-passes at most */
 
 /* Per-size spread of a collective's timed batches (calibrate_comm.c). */
 typedef struct {
@@ -36,7 +37,7 @@ typedef struct {
   size_t comm_max_bytes;    /* largest collective size (1 GiB) */
   int groups[8], n_groups;  /* TACO group sizes for the codec kernels */
   int coll_groups[8], n_coll_groups; /* TACO group sizes for the compressed collectives */
-  int gemm_passes;          /* interleaved passes over every GEMM shape (median of the passes) */
+  int gemm_passes;          /* passes over every GEMM shape, alternating direction (geometric mean kept) */
   const char *gemm_tsv;     /* NULL, or a file for every pass's time of every GEMM */
   /* One process per GPU (mpirun, or TACORUN_RANK/NRANKS/ID_FILE): rank 0
    * measures the compute phases and writes the file; every rank takes part in
@@ -50,6 +51,15 @@ typedef struct {
 /* Adds a kernel point; a point already at the same (x, group) is averaged
  * with it (two shapes can move the same bytes), so tables keep unique x. */
 int calib_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x, int group, double us);
+
+/* GEMM passes: pass p times the shapes forward when p is even, in reverse
+ * when odd; calib_gemm_pass_shape is the shape timed j-th in pass p of n. */
+int calib_gemm_pass_shape(int p, int j, int n);
+/* The table's value of one shape from its passes t[0..passes-1] (0: not
+ * measured): their geometric mean, so that a drift of the GPU's speed over
+ * the run, seen forward in one pass and in reverse in the next, cancels in
+ * the ratio between shapes. 0 when no pass measured it. */
+double calib_gemm_combine_passes(const double *t, int passes);
 
 int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
 int calib_run_attention(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);

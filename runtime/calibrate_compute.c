@@ -37,9 +37,16 @@ static int alloc_random(void **p, size_t elems, uint64_t seed, ts_err *e) {
  *     before the first shape is timed;
  *   - the algorithm is chosen once per shape (exec_gemm's cache) and kept for
  *     every pass;
- *   - interleaved passes over all shapes (the second in reverse order), the
- *     table holding the median of the passes: a slow drift of the clocks or a
- *     disturbed moment hits one pass of a shape, not its value. */
+ *   - interleaved passes over all shapes, alternating direction (even passes
+ *     forward, odd ones in reverse), the table holding the geometric mean of
+ *     the passes. The GPU's speed drifts over a pass (temperature and clocks
+ *     under the power cap: the same run's forward and reverse passes differ by
+ *     4.4% per shape, two forward passes of different runs by 2%), and the
+ *     drift moves neighbouring shapes of the list together. A forward and a
+ *     reverse pass see a linear drift in opposite directions, so their mean
+ *     cancels it; the median of an odd number of passes does not (on the same
+ *     3-pass data: held-out 3.08% with the median, 2.90% with the geometric
+ *     mean; calibration/README.md). */
 
 #define GEMM_ROTATE_BYTES ((size_t)256 << 20)
 #define GEMM_MAX_SETS 32
@@ -151,25 +158,37 @@ int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_cali
     if ((size_t)f.sets * f.c > out_pool) out_pool = (size_t)f.sets * f.c;
   }
   int passes = cfg->gemm_passes > 0 ? cfg->gemm_passes : 1;
+  if (passes > CALIB_MAX_GEMM_PASSES) passes = CALIB_MAX_GEMM_PASSES;
   calib_budget b = cfg->budget;
-  if (passes > 1) b.warmup = 1, b.reps = 4; /* each pass a little shorter; the passes make up for it */
+  /* With several passes each is short (two batches, median = their mean) and
+   * the passes, spread over the run, make up the samples: more passes cancel
+   * more of the drift than more batches of one pass would. The GEMM phase's
+   * time is set by the launches of the long GEMMs: 1 warm-up + 1 sizing + 2
+   * timed in the first pass, 1 sizing + 2 timed after it (the shape's
+   * algorithm is cached and it ran before). */
+  if (passes > 1) b.warmup = 1, b.reps = 2;
   RT_CHECK_CUDA(e, cudaSetDevice(cfg->devices[0]));
   gemm_ctx g = {0};
   int rc = -1;
   double *t = calloc((size_t)sh->n_gemm * passes, sizeof *t); /* 0: not measured */
+  double pass_seconds[CALIB_MAX_GEMM_PASSES] = {0};
   if (!t) return ts_fail_sys(e, "calibrate: out of memory");
   if (exec_gemm_create(&g.h, e) || alloc_random((void **)&g.in, in_pool / 2, 11, e)) goto out;
   if (cudaMalloc((void **)&g.out, out_pool) != cudaSuccess || cudaMemset(g.out, 0, out_pool) != cudaSuccess) {
     ts_fail_sys(e, "%s:%d: cudaMalloc(%zu bytes) for GEMM outputs failed", __FILE__, __LINE__, out_pool);
     goto out;
   }
-  if (gemm_warm_clocks(&g, sh, cfg->quick ? 0.5 : 1.0, e)) goto out;
+  /* 3 s: the first pass of a 1 s settle still ran 2-6% faster than later
+   * passes on light shapes (raw/gemm-3-passes) */
+  if (gemm_warm_clocks(&g, sh, cfg->quick ? 0.5 : 3.0, e)) goto out;
   void *streams[1] = {NULL};
   calib_progress pr;
   calib_progress_begin(&pr, "gemm", sh->n_gemm * passes);
   for (int p = 0; p < passes; p++) {
+    double pass_t0 = calib_elapsed_s();
+    if (p == 1) b.warmup = 0;
     for (int j = 0; j < sh->n_gemm; j++) {
-      int i = p % 2 ? sh->n_gemm - 1 - j : j;
+      int i = calib_gemm_pass_shape(p, j, sh->n_gemm);
       const calib_gemm_shape *s = &sh->gemm[i];
       if (p > 0 && t[(size_t)i * passes] == 0) { /* skipped in the first pass */
         calib_progress_step(&pr, "skipped");
@@ -189,15 +208,16 @@ int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_cali
       calib_progress_step(&pr, "pass %d m=%lld n=%lld k=%lld %.1f us %.0f TFLOP/s", p + 1, s->m, s->n, s->k, us,
                           2.0 * s->m * s->n * s->k / us * 1e-6);
     }
+    pass_seconds[p] = calib_elapsed_s() - pass_t0;
   }
   calib_progress_end(&pr);
+  for (int p = 0; p < passes; p++)
+    fprintf(stderr, "[%6.1fs] gemm: pass %d (%s) took %.1f s\n", calib_elapsed_s(), p + 1, p % 2 ? "reverse" : "forward",
+            pass_seconds[p]);
   for (int i = 0; i < sh->n_gemm; i++) {
-    double v[8];
-    int n = 0;
-    for (int p = 0; p < passes && p < 8; p++)
-      if (t[(size_t)i * passes + p] > 0) v[n++] = t[(size_t)i * passes + p];
-    if (n == 0) continue;
-    if (schema_calibration_add_gemm(c, sh->gemm[i].m, sh->gemm[i].n, sh->gemm[i].k, calib_median(v, n))) {
+    double us = calib_gemm_combine_passes(t + (size_t)i * passes, passes);
+    if (us <= 0) continue;
+    if (schema_calibration_add_gemm(c, sh->gemm[i].m, sh->gemm[i].n, sh->gemm[i].k, us)) {
       ts_fail_sys(e, "calibrate: out of memory");
       goto out;
     }

@@ -1,5 +1,6 @@
 /* calibrate_table.c — adding measured points to a calibration being built,
  * and the collectives' batch spread that goes with it. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,16 @@ int calib_add_kernel(schema_calibration *c, const char *name, bool by_flops, dou
       }
   }
   return schema_calibration_add_kernel(c, name, by_flops, x, group, us);
+}
+
+int calib_gemm_pass_shape(int p, int j, int n) { return p % 2 ? n - 1 - j : j; }
+
+double calib_gemm_combine_passes(const double *t, int passes) {
+  double log_sum = 0;
+  int n = 0;
+  for (int p = 0; p < passes; p++)
+    if (t[p] > 0) log_sum += log(t[p]), n++;
+  return n ? exp(log_sum / n) : 0;
 }
 
 int calib_spread_add(calib_spread *s, const calib_spread_row *r) {

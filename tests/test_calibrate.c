@@ -336,6 +336,36 @@ static void test_tables_and_fits(void) {
   schema_calibration_free(&c);
 }
 
+/* GEMM passes alternate direction and the table keeps their geometric mean:
+ * a speed drift that grows over the run (here exp(0.001 per shape timed),
+ * 38% over two passes of 160 shapes) changes every shape's value by the same
+ * factor, so the ratios between shapes, which the interpolation reads, come
+ * out exact; the median of three passes or two forward passes would not. */
+static void test_gemm_passes_cancel_drift(void) {
+  enum { N = 160, PASSES = 4 };
+  CU_ASSERT_EQUAL(calib_gemm_pass_shape(0, 0, N), 0);
+  CU_ASSERT_EQUAL(calib_gemm_pass_shape(1, 0, N), N - 1);
+  CU_ASSERT_EQUAL(calib_gemm_pass_shape(2, 5, N), 5);
+  CU_ASSERT_EQUAL(calib_gemm_pass_shape(3, 5, N), N - 6);
+  double t[N][PASSES], truth[N];
+  for (int i = 0; i < N; i++) truth[i] = 10.0 + 3.0 * (i % 7) * (i % 5);
+  for (int p = 0; p < PASSES; p++)
+    for (int j = 0; j < N; j++) {
+      int i = calib_gemm_pass_shape(p, j, N);
+      t[i][p] = truth[i] * exp(0.001 * (p * N + j)); /* slower the longer the run has gone */
+    }
+  double f0 = calib_gemm_combine_passes(t[0], PASSES) / truth[0];
+  for (int i = 0; i < N; i++) CU_ASSERT_DOUBLE_EQUAL(calib_gemm_combine_passes(t[i], PASSES) / truth[i], f0, 1e-12 * f0);
+  /* without the reverse passes the first shape and the last differ by the drift */
+  double fwd_first[2] = {t[0][0], t[0][2]}, fwd_last[2] = {t[N - 1][0], t[N - 1][2]};
+  double ratio = calib_gemm_combine_passes(fwd_last, 2) / truth[N - 1] / (calib_gemm_combine_passes(fwd_first, 2) / truth[0]);
+  CU_ASSERT_DOUBLE_EQUAL(ratio, exp(0.001 * (N - 1)), 1e-9);
+  /* a pass that did not measure the shape (0) is left out; none at all gives 0 */
+  double some[3] = {4.0, 0.0, 9.0}, none[2] = {0.0, 0.0};
+  CU_ASSERT_DOUBLE_EQUAL(calib_gemm_combine_passes(some, 3), 6.0, 1e-12);
+  CU_ASSERT_EQUAL(calib_gemm_combine_passes(none, 2), 0.0);
+}
+
 /* The collectives' batch spread: the rows, the TSV next to a calibration file
  * and the summary that goes into its notes. */
 static void test_spread_table(void) {
@@ -395,6 +425,7 @@ int main(void) {
   CU_add_test(s, "fit recovers latency and bandwidth", test_fit_recovers_line);
   CU_add_test(s, "kernel tables merge, fits are named", test_tables_and_fits);
   CU_add_test(s, "collectives' batch spread: rows, TSV, summary", test_spread_table);
+  CU_add_test(s, "GEMM passes: alternating direction, geometric mean cancels a drift", test_gemm_passes_cancel_drift);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

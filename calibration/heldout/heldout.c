@@ -15,8 +15,10 @@
  * interpolation in the project); the family only decides what is held out
  * and which row of the table the error lands in.
  *
- *   calib_heldout [--max-median PCT] FILE...
- * exits 1 when the GEMMs' or a collective family's median error exceeds PCT. */
+ *   calib_heldout [--max-median PCT] [--points TSV] FILE...
+ * exits 1 when the GEMMs' or a collective family's median error exceeds PCT.
+ * --points writes every held-out GEMM (m, n, k, varying dimension, measured
+ * and predicted us) of the last FILE, for heldout/passes.py to compare runs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,7 +93,7 @@ static void row(const char *what, errors *s) {
   printf("| %-34s | %5d | %7.2f%% | %7.2f%% | %7.2f%% |\n", what, s->n, 100 * med, 100 * p90, 100 * mx);
 }
 
-static int check_file(const char *path, double max_median, const schema_roofline *roof) {
+static int check_file(const char *path, double max_median, const schema_roofline *roof, FILE *points) {
   schema_calibration full, train;
   ts_err e;
   if (schema_calibration_load(path, &full, &e)) {
@@ -165,6 +167,7 @@ static int check_file(const char *path, double max_median, const schema_roofline
       exit(1);
     }
     double err = fabs(us - g->us) / g->us;
+    if (points) fprintf(points, "%lld\t%lld\t%lld\t%c\t%.4f\t%.4f\n", g->m, g->n, g->k, "mnk"[dim[i]], g->us, us);
     push_w(&gemm_schema, err, g->us);
     push(&by_dim[dim[i]], err);
   }
@@ -238,18 +241,23 @@ static int check_file(const char *path, double max_median, const schema_roofline
 
 int main(int argc, char **argv) {
   double max_median = 0;
+  const char *points_path = NULL;
   int first = 1;
-  if (argc > 2 && !strcmp(argv[1], "--max-median")) {
-    char *end;
-    max_median = strtod(argv[2], &end);
-    if (*end || max_median <= 0) {
-      fprintf(stderr, "calib_heldout: --max-median: '%s' must be a positive percentage\n", argv[2]);
-      return 2;
+  while (first + 1 < argc && (!strcmp(argv[first], "--max-median") || !strcmp(argv[first], "--points"))) {
+    if (!strcmp(argv[first], "--points")) {
+      points_path = argv[first + 1];
+    } else {
+      char *end;
+      max_median = strtod(argv[first + 1], &end);
+      if (*end || max_median <= 0) {
+        fprintf(stderr, "calib_heldout: --max-median: '%s' must be a positive percentage\n", argv[first + 1]);
+        return 2;
+      }
     }
-    first = 3;
+    first += 2;
   }
   if (first >= argc) {
-    fprintf(stderr, "usage: calib_heldout [--max-median PCT] FILE...\n");
+    fprintf(stderr, "usage: calib_heldout [--max-median PCT] [--points TSV] FILE...\n");
     return 2;
   }
   /* used only outside a table's measured range, which held-out points avoid */
@@ -257,7 +265,17 @@ int main(int argc, char **argv) {
                           .launch_us = 5.0, .coll_latency_us = 10.0};
   int rc = 0;
   for (int i = first; i < argc; i++) {
-    int r = check_file(argv[i], max_median, &roof);
+    FILE *points = NULL;
+    if (points_path && i == argc - 1 && !(points = fopen(points_path, "w"))) {
+      fprintf(stderr, "calib_heldout: %s: cannot write\n", points_path);
+      return 2;
+    }
+    if (points) fprintf(points, "m\tn\tk\tvaries\tmeasured_us\tpredicted_us\n");
+    int r = check_file(argv[i], max_median, &roof, points);
+    if (points && fclose(points) != 0) {
+      fprintf(stderr, "calib_heldout: %s: write failed\n", points_path);
+      return 2;
+    }
     if (r > rc) rc = r;
   }
   return rc;
