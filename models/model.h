@@ -30,7 +30,7 @@ typedef struct {
   double norm_eps;   /* epsilon of the norms */
 } model_config;
 
-/* Folder of the model zoo compiled in (TACOSIM_MODELS_DIR). */
+/* Folder of the model zoo: $TACOSIM_MODELS_DIR when set, else the one compiled in. */
 const char *model_zoo_dir(void);
 /* hidden / heads. */
 int model_head_dim(const model_config *m);

@@ -2,6 +2,7 @@
  * presence, type and range, then the fields are checked against each other,
  * so that nothing downstream ever divides by zero or builds a torn shape. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
@@ -11,7 +12,12 @@
 #define TACOSIM_MODELS_DIR "models"
 #endif
 
-const char *model_zoo_dir(void) { return TACOSIM_MODELS_DIR; }
+/* The environment's TACOSIM_MODELS_DIR first: binaries copied to a machine
+ * without the source tree they were built from read the zoo from there. */
+const char *model_zoo_dir(void) {
+  const char *env = getenv("TACOSIM_MODELS_DIR");
+  return env && *env ? env : TACOSIM_MODELS_DIR;
+}
 
 static const char *const activation_names[] = {"gelu", "swiglu", NULL};
 static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};

@@ -64,6 +64,8 @@ static void help(FILE *out) {
           "                              memory and a closed-form estimate, the best simulated in parallel\n"
           "                              (tacosim search --help lists the options)\n"
           "\n"
+          "Models and clusters named in a plan come from the zoo folders compiled in, or from\n"
+          "$TACOSIM_MODELS_DIR and $TACOSIM_TOPOLOGIES_DIR when set (a copy of the binary elsewhere).\n"
           "Bad input exits with status 2 and names the file, the field and the reason.\n");
 }
 

@@ -41,7 +41,8 @@ static void test_supported_plans(void) {
  * path from the source root, where this test runs). */
 static void test_validation_plans(void) {
   const char *names[] = {"swiglu-h4096-tp2-none", "swiglu-h4096-pp2", "swiglu-h4096-dp2-shm",
-                         "swiglu-h4096-tp2-taco-socket", "gpt-h4096-pp2-taco-shm", "gpt-h4096-tp2-sp-taco-shm"};
+                         "swiglu-h4096-tp2-taco-socket", "gpt-h4096-pp2-taco-shm", "gpt-h4096-tp2-sp-taco-shm",
+                         "gpt-h4096-pp2-none-shm", "gpt-h4096-tp2-sp-none-shm"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     char path[512];
     snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/validation/plans/%s.json", names[i]);

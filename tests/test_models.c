@@ -485,6 +485,23 @@ static void test_load_by_name_and_path(void) {
   CU_ASSERT_EQUAL(model_load("gpt-tiny", model_zoo_dir(), &m, &e), 0);
 }
 
+/* $TACOSIM_MODELS_DIR replaces the compiled-in zoo folder (a binary copied to
+ * a machine without the source tree). */
+static void test_zoo_folder_from_environment(void) {
+  model_config m;
+  ts_err e;
+  char zoo[512];
+  snprintf(zoo, sizeof zoo, "%s", model_zoo_dir());
+  CU_ASSERT_EQUAL(setenv("TACOSIM_MODELS_DIR", "/nonexistent-zoo", 1), 0);
+  CU_ASSERT_STRING_EQUAL(model_zoo_dir(), "/nonexistent-zoo");
+  CU_ASSERT_EQUAL(model_load("gpt-tiny", NULL, &m, &e), -1);
+  ASSERT_MSG(e, "/nonexistent-zoo/gpt-tiny.json");
+  CU_ASSERT_EQUAL(setenv("TACOSIM_MODELS_DIR", zoo, 1), 0);
+  CU_ASSERT_EQUAL(model_load("gpt-tiny", NULL, &m, &e), 0);
+  CU_ASSERT_EQUAL(unsetenv("TACOSIM_MODELS_DIR"), 0);
+  CU_ASSERT_STRING_EQUAL(model_zoo_dir(), zoo);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite zoo = CU_add_suite("models.zoo", NULL, NULL);
@@ -508,6 +525,7 @@ int main(void) {
   CU_add_test(bad, "cross-field rules", test_cross_field_rules);
   CU_add_test(bad, "malformed text", test_malformed_text);
   CU_add_test(bad, "load by name and by path", test_load_by_name_and_path);
+  CU_add_test(bad, "zoo folder from the environment", test_zoo_folder_from_environment);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();

@@ -60,7 +60,7 @@ int topo_from_json_text(const char *text, unsigned long len, const char *what, t
 static inline int topo_total_gpus(const topo_cluster *c) { return c->nodes * c->gpus_per_node; }
 static inline int topo_node_of(const topo_cluster *c, int gpu) { return gpu / c->gpus_per_node; }
 
-const char *topo_zoo_dir(void); /* the compiled-in topologies folder */
+const char *topo_zoo_dir(void); /* $TACOSIM_TOPOLOGIES_DIR when set, else the compiled-in topologies folder */
 const char *topo_intra_kind_name(topo_intra_kind k); /* "nvswitch", ... as in the JSON */
 const char *topo_fabric_kind_name(topo_fabric_kind k);
 

@@ -4,6 +4,7 @@
  * cannot build (no NIC-less multi-node cluster, no empty leaf, no zero
  * bandwidth). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "topo.h"
@@ -13,7 +14,11 @@
 #define TACOSIM_TOPOLOGIES_DIR "topologies"
 #endif
 
-const char *topo_zoo_dir(void) { return TACOSIM_TOPOLOGIES_DIR; }
+/* The environment's TACOSIM_TOPOLOGIES_DIR first (as model_zoo_dir). */
+const char *topo_zoo_dir(void) {
+  const char *env = getenv("TACOSIM_TOPOLOGIES_DIR");
+  return env && *env ? env : TACOSIM_TOPOLOGIES_DIR;
+}
 
 /* Same order as the enums in topo.h. */
 static const char *const intra_names[] = {"nvswitch", "nvlink", "pcie", "shm", "socket", NULL};

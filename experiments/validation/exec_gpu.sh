@@ -11,10 +11,19 @@
 #   results.tgz   measured/<tag>.json (schema/result.h) and <tag>.ops.txt of each timed run
 #   summary.txt   one line per stage
 #   calib.tgz     (stage calibrate) calib/h200-{nvlink,shm,socket}.json and their logs
-# usage: exec_gpu.sh [calibrate] [check] [fault] [nan] [timed]   (default: check fault nan timed)
+#   predicted.tgz (stage predict) predicted/<tag>.json, .txt and README: `tacosim simulate`
+#                 of each plan, run here BEFORE its timed run, with this call's calibration
+# usage: exec_gpu.sh [calibrate] [check] [fault] [nan] [predict] [timed] [timed-TRANSPORT] [pack]
+#        (default: check fault nan timed pack); pack: measured/ and predicted/ into one archive
+#        each (a later call that adds to them runs pack last)
 # BUDGET (s, default 215): no timed plan starts after this much wall time.
 # CLOCKS=1: also clocks.csv, the GPUs' SM clock and power every 100 ms during the timed plans.
 # TAGS (plans.txt tags): time only these, e.g. TAGS="dp2-nvlink swiglu-dp2-shm" exec_gpu.sh check timed
+# timed-nvlink, timed-shm, timed-socket: only the plans of that transport.
+# predict: SIM_BUNDLE (a .tar.xz of tacosim, the shared libraries it links and
+#   the dynamic loader, built on the CPU machine; the GPU machine has no SimGrid)
+#   and CALIB (folder of h200-<transport>.json) must be set; predicts every plan of
+#   plans.txt whose transport has a calibration file there and no prediction yet.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-build-final/runtime/tacorun}
@@ -125,11 +134,35 @@ timed_one() { # timed_one TAG PLAN TRANSPORT NP [--program builtin]
   return $rc
 }
 
-stage_timed() {
+# tacosim on this machine through the loader it was bundled with (the GPU
+# machine's C library may be older than the CPU machine's).
+SIM_DIR=/tmp/tacosim-bundle
+stage_predict() {
+  [ -n "${SIM_BUNDLE:-}" ] && [ -n "${CALIB:-}" ] || { say "predict: SIM_BUNDLE and CALIB must be set"; return; }
+  if [ ! -x $SIM_DIR/tacosim ]; then
+    mkdir -p $SIM_DIR && tar -xJf "$SIM_BUNDLE" -C $SIM_DIR || { say "predict: cannot unpack $SIM_BUNDLE"; return; }
+  fi
+  local loader
+  loader=$(ls $SIM_DIR/ld-linux-x86-64.so.2 2>/dev/null)
+  local P=$OUT/predicted
+  mkdir -p "$P"
+  [ -f "$P/README" ] || echo "# predicted on the GPU machine by the bundled tacosim (commit $(cat $SIM_DIR/COMMIT 2>/dev/null)), before each plan's timed run, with this call's calibration files" >"$P/README"
+  while read -r tag plan transport np; do
+    [ -f "$P/$tag.json" ] && continue
+    [ -f "$CALIB/h200-$transport.json" ] || continue
+    TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies \
+      timeout 60 $loader --library-path $SIM_DIR $SIM_DIR/tacosim simulate "$plan" --calibration "$CALIB/h200-$transport.json" \
+      --json "$P/$tag.json" >"$P/$tag.txt" 2>&1
+    printf "%-24s %s  predicted %s\n" "$tag" "$(grep -E '^iteration' "$P/$tag.txt")" "$(date -u +%FT%TZ)" | tee -a "$P/README"
+  done < <(grep -v '^#' $V/plans.txt)
+  say "predict ($(elapsed) s): $(ls "$P"/*.json 2>/dev/null | wc -l) plans predicted so far"
+}
+
+stage_timed() { # stage_timed [TRANSPORT]: every plan, or only those of one transport
   # most informative first: the new program walker, PP, DP buckets, the second model, the slow transports
   local order="tp2-none-nvlink pp2-nvlink dp2-nvlink swiglu-tp2-none-nvlink swiglu-pp2-nvlink tp2-none-shm
                tp2-caat-shm tp2-none-socket tp2-caat-socket swiglu-tp2-taco-socket tp2-taco-nvlink tp2-caat-nvlink
-               swiglu-dp2-shm 1gpu-nvlink"
+               swiglu-dp2-shm tp2-sp-none-shm tp2-sp-taco-shm pp2-none-shm pp2-taco-shm 1gpu-nvlink"
   order=${TAGS:-$order} # TAGS="dp2-nvlink ...": only these
   local smi=
   if [ "${CLOCKS:-0}" = 1 ]; then # SM clock and power every 100 ms (clocks.csv; summary has each plan's start)
@@ -144,6 +177,7 @@ stage_timed() {
       continue
     fi
     read -r _ plan transport np < <(grep "^$tag " $V/plans.txt)
+    [ -n "${1:-}" ] && [ "$transport" != "$1" ] && continue
     if ! timed_one "$tag" "$plan" "$transport" "$np" && [[ $tag != *pp2* ]]; then
       timed_one "$tag-builtin" "$plan" "$transport" "$np" --program builtin
     fi
@@ -152,17 +186,27 @@ stage_timed() {
     kill "$smi" 2>/dev/null
     wait "$smi" 2>/dev/null
   fi
-  tar -czf "$OUT/results.tgz" -C "$OUT" measured && rm -rf "$OUT/measured"
 }
 
-[ $# -eq 0 ] && set -- check fault nan timed
+# the measured and predicted folders, one archive each (at most 8 files come back)
+stage_pack() {
+  [ -d "$OUT/measured" ] && [ -n "$(ls "$OUT/measured")" ] && tar -czf "$OUT/results.tgz" -C "$OUT" measured &&
+    rm -rf "$OUT/measured"
+  [ -d "$OUT/predicted" ] && tar -czf "$OUT/predicted.tgz" -C "$OUT" predicted && rm -rf "$OUT/predicted"
+  return 0
+}
+
+[ $# -eq 0 ] && set -- check fault nan timed pack
 for stage in "$@"; do
   case $stage in
   calibrate) stage_calibrate ;;
   check) stage_check ;;
   fault) stage_fault ;;
   nan) stage_nan ;;
+  predict) stage_predict ;;
   timed) stage_timed ;;
+  timed-nvlink | timed-shm | timed-socket) stage_timed "${stage#timed-}" ;;
+  pack) stage_pack ;;
   *) echo "exec_gpu.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done
