@@ -14,9 +14,9 @@
  * gradient are [batch * seq x hl]; P, scores, dP and dS are
  * [batch * heads x seq x seq] BF16 buffers.
  * Which attention runs: exec_flash_selected() (exec_flash.h) — the fused
- * kernels where it says so (they keep each row's log-sum-exp
+ * kernels by default where the shape allows (they keep each row's log-sum-exp
  * in P and use dP as the backward's scratch; scores and dS are not touched),
- * else batched GEMMs around a causal softmax
+ * else, or with EXEC_ATTN=unfused, batched GEMMs around a causal softmax
  * (P holds the probabilities; dS's upper triangle stays zero when
  * lower_softmax is set). `tacorun calibrate` times these two functions, so it
  * times the attention the executor runs. */

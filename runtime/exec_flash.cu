@@ -154,19 +154,23 @@ static __device__ __forceinline__ void store_rows(bf16 *dst, long long ld, const
 
 /* ---- forward ---- */
 
-template <int D>
-__global__ void __launch_bounds__(128) flash_fwd_kernel(const bf16 *qkv, bf16 *out, float *lse, int S, int H,
-                                                        long long ld, long long hl, float scale_log2) {
-  constexpr int B = 64, SD = D + 8;
+/* NW warps of 16 query rows (a CTA per 16 NW queries: NW = 4 is the v1
+ * kernel, NW = 8 shares each K/V tile among 8 warps), 64-key blocks. */
+template <int D, int NW>
+__global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 3) flash_fwd_kernel(const bf16 *qkv, bf16 *out, float *lse, int S, int H,
+                                                            long long ld, long long hl, float scale_log2) {
+  constexpr int BQ = 16 * NW, B = 64, SD = D + 8, NT = 32 * NW;
   extern __shared__ __align__(16) unsigned char flash_smem[];
-  bf16 *sQ = reinterpret_cast<bf16 *>(flash_smem), *sK = sQ + B * SD, *sV = sK + B * SD;
+  bf16 *sQ = reinterpret_cast<bf16 *>(flash_smem), *sK = sQ + BQ * SD, *sV = sK + B * SD;
   const int qb = (int)gridDim.x - 1 - (int)blockIdx.x; /* the longest rows first */
   const int bh = blockIdx.y, b = bh / H, h = bh % H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
+  const int wrow0 = qb * BQ + warp * 16; /* this warp's first query */
+  const int nkb = (qb + 1) * BQ / B;
 
-  load_tile<B, D, SD>(sQ, Q + (long long)qb * B * ld, ld, tid);
-  load_tile<B, D, SD>(sK, K, ld, tid);
+  load_tile<BQ, D, SD, NT>(sQ, Q + (long long)qb * BQ * ld, ld, tid);
+  load_tile<B, D, SD, NT>(sK, K, ld, tid);
   cp_async_commit();
 
   float o[D / 8][4];
@@ -174,23 +178,27 @@ __global__ void __launch_bounds__(128) flash_fwd_kernel(const bf16 *qkv, bf16 *o
   for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  for (int j = 0; j <= qb; j++) {
+  for (int j = 0; j < nkb; j++) {
     cp_async_wait_all();
     __syncthreads(); /* K_j is in; every warp is done with V_{j-1} */
-    load_tile<B, D, SD>(sV, V + (long long)j * B * ld, ld, tid);
+    load_tile<B, D, SD, NT>(sV, V + (long long)j * B * ld, ld, tid);
     cp_async_commit();
 
+    /* some key of block j at or left of some row of the warp; a row that
+     * sees none of them keeps its (finite, from block 0) max and adds zeros */
+    const bool active = j * B <= wrow0 + 15;
     float s[8][4];
+    if (active) {
 #pragma unroll
     for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
     mma_abt<D, SD, 8>(s, sQ, warp * 16, sK, 0, lane);
 
-    if (j == qb) { /* diagonal block: key column > query row is masked */
+    if (j * B + B - 1 > wrow0) { /* key column > query row is masked */
 #pragma unroll
       for (int nt = 0; nt < 8; nt++)
 #pragma unroll
         for (int x = 0; x < 4; x++) {
-          int row = warp * 16 + g + (x >= 2 ? 8 : 0), col = nt * 8 + 2 * t + (x & 1);
+          int row = wrow0 + g + (x >= 2 ? 8 : 0), col = j * B + nt * 8 + 2 * t + (x & 1);
           if (col > row) s[nt][x] = -INFINITY;
         }
     }
@@ -218,14 +226,15 @@ __global__ void __launch_bounds__(128) flash_fwd_kernel(const bf16 *qkv, bf16 *o
         l[r] += p0 + p1; /* this thread's part; the quad is summed at the end */
       }
     }
+    }
 
     cp_async_wait_all();
     __syncthreads(); /* V_j is in; every warp is done with K_j */
-    if (j < qb) {
-      load_tile<B, D, SD>(sK, K + (long long)(j + 1) * B * ld, ld, tid);
+    if (j + 1 < nkb) {
+      load_tile<B, D, SD, NT>(sK, K + (long long)(j + 1) * B * ld, ld, tid);
       cp_async_commit();
     }
-    mma_pb<D, SD, 4>(o, s, sV, 0, lane);
+    if (active) mma_pb<D, SD, 4>(o, s, sV, 0, lane);
   }
 
   float inv[2];
@@ -235,7 +244,7 @@ __global__ void __launch_bounds__(128) flash_fwd_kernel(const bf16 *qkv, bf16 *o
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     inv[r] = 1.f / l[r];
   }
-  const long long row0 = (long long)qb * B + warp * 16;
+  const long long row0 = wrow0;
   store_rows<D>(out + ((long long)b * S + row0) * hl + (long long)h * D, hl, o, inv[0], inv[1], lane);
   if (t == 0) {
     lse[(long long)bh * S + row0 + g] = m[0] + log2f(l[0]);
@@ -657,7 +666,7 @@ __global__ void flash_dq_store_kernel(const float *dq_acc, bf16 *dqkv, long long
  *      registers for the whole block;
  *   3. dQ's share dS.K (64 queries x D; warp 32 x D/4), added in FP32 to dq_acc.
  * Every warp tile is two 16-row m-tiles wide (mma_abt2/mma_sb2). */
-template <int D>
+template <int D, bool V4>
 __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
                                                               const float *dsum, bf16 *dqkv, float *dq_acc, int S,
                                                               int H, long long ld, long long hl, float scale_log2,
@@ -803,8 +812,21 @@ __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, c
 #pragma unroll
         for (int nt = 0; nt < NC / 8; nt++) {
           const int col = nt * 8 + 2 * t;
-          atomicAdd(reinterpret_cast<float2 *>(dst + g * D + col), make_float2(acc[mt][nt][0], acc[mt][nt][1]));
-          atomicAdd(reinterpret_cast<float2 *>(dst + (g + 8) * D + col), make_float2(acc[mt][nt][2], acc[mt][nt][3]));
+          if (V4) { /* lanes t, t^1 swap a row: even t adds 4 columns of row g, odd t of row g + 8 */
+            const bool odd = t & 1;
+            const float o0 = __shfl_xor_sync(0xffffffffu, odd ? acc[mt][nt][0] : acc[mt][nt][2], 1);
+            const float o1 = __shfl_xor_sync(0xffffffffu, odd ? acc[mt][nt][1] : acc[mt][nt][3], 1);
+            if (!odd)
+              atomicAdd(reinterpret_cast<float4 *>(dst + g * D + col),
+                        make_float4(acc[mt][nt][0], acc[mt][nt][1], o0, o1));
+            else
+              atomicAdd(reinterpret_cast<float4 *>(dst + (g + 8) * D + col - 2),
+                        make_float4(o0, o1, acc[mt][nt][2], acc[mt][nt][3]));
+          } else {
+            atomicAdd(reinterpret_cast<float2 *>(dst + g * D + col), make_float2(acc[mt][nt][0], acc[mt][nt][1]));
+            atomicAdd(reinterpret_cast<float2 *>(dst + (g + 8) * D + col),
+                      make_float2(acc[mt][nt][2], acc[mt][nt][3]));
+          }
         }
       }
     }
@@ -825,9 +847,10 @@ int exec_flash_supported(long long seq, long long head_dim) {
 }
 
 int exec_flash_selected(long long seq, long long head_dim) {
-  /* Opt-in (EXEC_ATTN=flash) until the 128-row kernels have passed on the GPUs. */
+  /* The default where supported (passed the float64 test and `execute --check`
+   * on 2 x H200, 2026-11-30); EXEC_ATTN=unfused keeps the batched-GEMM path. */
   const char *v = getenv("EXEC_ATTN");
-  if (!v || strcmp(v, "flash") != 0) return 0;
+  if (v && strcmp(v, "unfused") == 0) return 0;
   return exec_flash_supported(seq, head_dim) && seq >= 2 * head_dim + 4;
 }
 
@@ -837,7 +860,12 @@ static bool fwd_v1(void) {
   const char *v = getenv("EXEC_FLASH_FWD");
   return v && strcmp(v, "v1") == 0;
 }
-static size_t fwd_smem(int d) { return (size_t)3 * 64 * (d + 8) * sizeof(bf16); }
+static size_t fwd_smem(int d, int nw) { return (size_t)(16 * nw + 2 * 64) * (d + 8) * sizeof(bf16); }
+/* EXEC_FLASH_FWD=w8: 8 warps of 16 rows on 128-query tiles (flash_fwd_kernel<D, 8>) */
+static bool fwd_w8(void) {
+  const char *v = getenv("EXEC_FLASH_FWD");
+  return v && strcmp(v, "w8") == 0;
+}
 static size_t fwd128_smem(int d) { return (size_t)(128 + 2 * 64) * (d + 8) * sizeof(bf16); }
 static size_t bwd128_smem(int d) {
   return (size_t)(2 * 128 + 4 * 64) * (d + 8) * sizeof(bf16) + (size_t)2 * 128 * (64 + 8) * sizeof(bf16) +
@@ -862,8 +890,11 @@ template <int D>
 static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S, int H, cudaStream_t st, ts_err *e) {
   static int ready;
   if (!ready) {
-    cudaError_t ce = cudaFuncSetAttribute(flash_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)fwd_smem(D));
+    cudaError_t ce = cudaFuncSetAttribute(flash_fwd_kernel<D, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)fwd_smem(D, 4));
+    if (ce == cudaSuccess)
+      ce = cudaFuncSetAttribute(flash_fwd_kernel<D, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)fwd_smem(D, 8));
     if (ce == cudaSuccess)
       ce = cudaFuncSetAttribute(flash_fwd128_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)fwd128_smem(D));
@@ -872,12 +903,15 @@ static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S,
   }
   const long long hl = (long long)H * D;
   const float scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
-  if (S % 128 == 0 && !fwd_v1()) {
+  if (S % 128 == 0 && fwd_w8()) {
+    dim3 grid(S / 128, batch * H);
+    flash_fwd_kernel<D, 8><<<grid, 256, fwd_smem(D, 8), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2);
+  } else if (S % 128 == 0 && !fwd_v1()) {
     dim3 grid(S / 128, batch * H);
     flash_fwd128_kernel<D><<<grid, 128, fwd128_smem(D), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2);
   } else {
     dim3 grid(S / 64, batch * H);
-    flash_fwd_kernel<D><<<grid, 128, fwd_smem(D), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2);
+    flash_fwd_kernel<D, 4><<<grid, 128, fwd_smem(D, 4), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2);
   }
   FLASH_LAUNCH("flash attention forward");
   return 0;
@@ -894,6 +928,12 @@ static bool bwd_split(void) {
 static bool bwd_v1(void) {
   const char *v = getenv("EXEC_FLASH_BWD");
   return v && strcmp(v, "v1") == 0;
+}
+/* EXEC_FLASH_BWD=v4: the 128-key backward adding dQ with float4 atomics
+ * (half as many atomic instructions; a shuffle pairs the lanes' columns) */
+static bool bwd_v4(void) {
+  const char *v = getenv("EXEC_FLASH_BWD");
+  return v && strcmp(v, "v4") == 0;
 }
 
 template <int D>
@@ -912,8 +952,11 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
     if (ce == cudaSuccess)
       ce = cudaFuncSetAttribute(flash_bwd_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem(D));
     if (ce == cudaSuccess && D >= 64)
-      ce = cudaFuncSetAttribute(flash_bwd128_kernel<D >= 64 ? D : 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)bwd128_smem(D));
+      ce = cudaFuncSetAttribute(flash_bwd128_kernel<D >= 64 ? D : 64, false>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd128_smem(D));
+    if (ce == cudaSuccess && D >= 64)
+      ce = cudaFuncSetAttribute(flash_bwd128_kernel<D >= 64 ? D : 64, true>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd128_smem(D));
     if (ce != cudaSuccess)
       return ts_fail_sys(e, "flash attention backward: shared memory: %s", cudaGetErrorString(ce));
     ready = 1;
@@ -938,8 +981,12 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
   if (D >= 64 && S % 128 == 0 && !bwd_v1()) {
     constexpr int DD = D >= 64 ? D : 64; /* this branch runs for D >= 64 only */
     dim3 grid128(S / 128, batch * H);
-    flash_bwd128_kernel<DD><<<grid128, 256, bwd128_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl,
-                                                                  hl, scale_log2, scale);
+    if (bwd_v4())
+      flash_bwd128_kernel<DD, true><<<grid128, 256, bwd128_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, dq_acc, S, H,
+                                                                          3 * hl, hl, scale_log2, scale);
+    else
+      flash_bwd128_kernel<DD, false><<<grid128, 256, bwd128_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, dq_acc, S, H,
+                                                                           3 * hl, hl, scale_log2, scale);
   } else if (D >= 64 && bwd_warps(D, S) == 8) {
     constexpr int NW = D >= 64 ? 8 : 4; /* this branch runs for D >= 64 only */
     dim3 grid8(S / (16 * NW), batch * H);

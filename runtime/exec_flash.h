@@ -34,15 +34,17 @@ int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch, long long 
  * the default), or 64-key blocks on 4 warps (EXEC_FLASH_BWD=v1, and the other
  * shapes); EXEC_FLASH_BWD=split runs two passes instead (dK/dV, then dQ,
  * recomputing the probabilities; no atomics, 7 GEMM-sized products instead of 5).
- * The forward uses 128-query tiles where seq is a multiple of 128 (64-query
- * tiles otherwise, or everywhere with EXEC_FLASH_FWD=v1). */
+ * EXEC_FLASH_BWD=v4 adds dQ with float4 atomics (half the atomic instructions).
+ * The forward uses 128-query tiles where seq is a multiple of 128: 4 warps of
+ * 32 rows by default, 8 warps of 16 rows with EXEC_FLASH_FWD=w8; 64-query
+ * tiles otherwise, or everywhere with EXEC_FLASH_FWD=v1. */
 int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch, void *dqkv,
                    int batch, long long seq, long long heads, long long head_dim, void *stream, ts_err *e);
 long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long heads, long long head_dim);
 
 /* Which attention the executor (and `tacorun calibrate`, through exec_core.c)
- * runs: 1 for the fused kernels, 0 for the unfused batched-GEMM path. For now
- * EXEC_ATTN=flash selects the fused one (where supported), anything else the
+ * runs: 1 for the fused kernels, 0 for the unfused batched-GEMM path. The
+ * fused one by default where supported; EXEC_ATTN=unfused selects the
  * unfused one. The executor lends the fused backward its seq x seq score scratch,
  * which holds the backward's scratch when seq >= 2 head_dim + 4 (also
  * required here). */

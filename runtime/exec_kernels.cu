@@ -186,63 +186,61 @@ extern "C" int exec_norm_wgrad(const void *dy, const void *x, const float *mean,
  * each element of dy, x and dx is read once. A thread owns 8 adjacent
  * columns for the whole block of rows (its weight-gradient partials stay in
  * registers, one atomic per column and block at the end); NORM_ROWS rows are
- * reduced together so that their loads are in flight at once. */
+ * reduced together, their x, dy and dx loads (kept as raw BF16) in flight at
+ * once. At most 512 threads (4096 columns): the registers of one block per SM. */
 #define NORM_ROWS 4
+#define NORM_MAX_THREADS 512
+
+static __device__ __forceinline__ void bf16x8_to_float(const uint4 &u, float f[8]) {
+  const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    float2 v = __bfloat1622float2(h[j]);
+    f[2 * j] = v.x, f[2 * j + 1] = v.y;
+  }
+}
 
 template <bool RMS>
-__global__ void norm_bwd_fused_kernel(const bf16 *dy, const bf16 *x, const bf16 *gamma, const float *mean,
-                                      const float *rstd, float *dgamma, float *dbeta, bf16 *dx, long long rows,
-                                      int cols, int rows_per_block) {
-  __shared__ float red[32][2 * NORM_ROWS], tot[2 * NORM_ROWS];
+__global__ void __launch_bounds__(NORM_MAX_THREADS, 1)
+    norm_bwd_fused_kernel(const bf16 *dy, const bf16 *x, const bf16 *gamma, const float *mean, const float *rstd,
+                          float *dgamma, float *dbeta, bf16 *dx, long long rows, int cols, int rows_per_block) {
+  __shared__ float red[NORM_MAX_THREADS / 32][2 * NORM_ROWS], tot[2 * NORM_ROWS];
   const int c = threadIdx.x * 8, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const bool on = c < cols;
   float g[8], ag[8], ab[8];
 #pragma unroll
   for (int j = 0; j < 8; j++) g[j] = ag[j] = ab[j] = 0.f;
-  if (on) {
-    uint4 u = *reinterpret_cast<const uint4 *>(gamma + c);
-    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      float2 f = __bfloat1622float2(h[j]);
-      g[2 * j] = f.x, g[2 * j + 1] = f.y;
-    }
-  }
+  if (on) bf16x8_to_float(*reinterpret_cast<const uint4 *>(gamma + c), g);
   const long long r0 = (long long)blockIdx.x * rows_per_block;
   const long long r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
   for (long long r = r0; r < r1; r += NORM_ROWS) {
-    float xh[NORM_ROWS][8], gd[NORM_ROWS][8], rs[NORM_ROWS];
+    uint4 ux[NORM_ROWS], ud[NORM_ROWS], ur[NORM_ROWS];
+    float mu[NORM_ROWS], rs[NORM_ROWS];
 #pragma unroll
     for (int i = 0; i < NORM_ROWS; i++) {
       const long long rr = r + i;
-      const bool live = on && rr < r1;
-      uint4 ux = make_uint4(0, 0, 0, 0), ud = ux;
-      if (live) {
-        ux = *reinterpret_cast<const uint4 *>(x + rr * cols + c);
-        ud = *reinterpret_cast<const uint4 *>(dy + rr * cols + c);
+      ux[i] = ud[i] = ur[i] = make_uint4(0, 0, 0, 0);
+      if (on && rr < r1) {
+        ux[i] = *reinterpret_cast<const uint4 *>(x + rr * cols + c);
+        ud[i] = *reinterpret_cast<const uint4 *>(dy + rr * cols + c);
+        ur[i] = *reinterpret_cast<const uint4 *>(dx + rr * cols + c);
       }
-      const float mu = (!RMS && rr < r1) ? mean[rr] : 0.f;
+      mu[i] = (!RMS && rr < r1) ? mean[rr] : 0.f;
       rs[i] = rr < r1 ? rstd[rr] : 0.f;
-      const __nv_bfloat162 *hx = reinterpret_cast<const __nv_bfloat162 *>(&ux);
-      const __nv_bfloat162 *hd = reinterpret_cast<const __nv_bfloat162 *>(&ud);
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        float2 fx = __bfloat1622float2(hx[j]), fd = __bfloat1622float2(hd[j]);
-        xh[i][2 * j] = (fx.x - mu) * rs[i], xh[i][2 * j + 1] = (fx.y - mu) * rs[i];
-        gd[i][2 * j] = fd.x, gd[i][2 * j + 1] = fd.y; /* dy for now */
-      }
     }
     float s[2 * NORM_ROWS];
 #pragma unroll
     for (int i = 0; i < NORM_ROWS; i++) {
-      float s1 = 0.f, s2 = 0.f;
+      float xv[8], dv[8], s1 = 0.f, s2 = 0.f;
+      bf16x8_to_float(ux[i], xv);
+      bf16x8_to_float(ud[i], dv);
 #pragma unroll
       for (int j = 0; j < 8; j++) {
-        ag[j] += gd[i][j] * xh[i][j];
-        ab[j] += gd[i][j];
-        gd[i][j] *= g[j]; /* g dy from here on */
-        s1 += gd[i][j];
-        s2 += gd[i][j] * xh[i][j];
+        const float xh = (xv[j] - mu[i]) * rs[i], gd = g[j] * dv[j];
+        ag[j] += dv[j] * xh;
+        ab[j] += dv[j];
+        s1 += gd;
+        s2 += gd * xh;
       }
       s[2 * i] = warp_sum(s1);
       s[2 * i + 1] = warp_sum(s2);
@@ -262,14 +260,18 @@ __global__ void norm_bwd_fused_kernel(const bf16 *dy, const bf16 *x, const bf16 
       const long long rr = r + i;
       if (!on || rr >= r1) continue;
       const float mean_gd = RMS ? 0.f : tot[2 * i], mean_gdx = tot[2 * i + 1];
-      uint4 u = *reinterpret_cast<const uint4 *>(dx + rr * cols + c);
+      float xv[8], dv[8], rv[8];
+      bf16x8_to_float(ux[i], xv);
+      bf16x8_to_float(ud[i], dv);
+      bf16x8_to_float(ur[i], rv);
+      uint4 u;
       __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
 #pragma unroll
       for (int j = 0; j < 4; j++) {
-        float2 f = __bfloat1622float2(h[j]);
-        f.x += rs[i] * (gd[i][2 * j] - mean_gd - xh[i][2 * j] * mean_gdx);
-        f.y += rs[i] * (gd[i][2 * j + 1] - mean_gd - xh[i][2 * j + 1] * mean_gdx);
-        h[j] = __floats2bfloat162_rn(f.x, f.y);
+        const int a = 2 * j, b = 2 * j + 1;
+        const float xa = (xv[a] - mu[i]) * rs[i], xb = (xv[b] - mu[i]) * rs[i];
+        h[j] = __floats2bfloat162_rn(rv[a] + rs[i] * (g[a] * dv[a] - mean_gd - xa * mean_gdx),
+                                     rv[b] + rs[i] * (g[b] * dv[b] - mean_gd - xb * mean_gdx));
       }
       *reinterpret_cast<uint4 *>(dx + rr * cols + c) = u;
     }
@@ -282,13 +284,15 @@ __global__ void norm_bwd_fused_kernel(const bf16 *dy, const bf16 *x, const bf16 
     }
 }
 
-extern "C" int exec_norm_bwd_fused_supported(int cols) { return cols > 0 && cols % 8 == 0 && cols <= 8 * 1024; }
+extern "C" int exec_norm_bwd_fused_supported(int cols) {
+  return cols > 0 && cols % 8 == 0 && cols <= 8 * NORM_MAX_THREADS;
+}
 
 extern "C" int exec_norm_bwd_fused(const void *dy, const void *x, const void *gamma, const float *mean,
                                    const float *rstd, float *dgamma, float *dbeta, void *dx, long long rows, int cols,
                                    void *stream, ts_err *e) {
   if (!exec_norm_bwd_fused_supported(cols) || rows < 1 || rows > 0x7fffffffLL)
-    return ts_fail(e, NULL, "norm backward", "rows %lld / cols %d (a multiple of 8, at most 8192) not supported",
+    return ts_fail(e, NULL, "norm backward", "rows %lld / cols %d (a multiple of 8, at most 4096) not supported",
                    rows, cols);
   static int sms;
   if (!sms) {

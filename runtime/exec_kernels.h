@@ -29,7 +29,7 @@ int exec_norm_wgrad(const void *dy, const void *x, const float *mean, const floa
                     long long rows, int cols, void *stream, ts_err *e);
 /* The whole norm backward in one kernel: the weight gradients as exec_norm_wgrad,
  * and dx += the input gradient (LayerNorm, or RMSNorm when mean is NULL) with
- * one BF16 rounding. Supported: cols a multiple of 8, at most 8192. */
+ * one BF16 rounding. Supported: cols a multiple of 8, at most 4096. */
 int exec_norm_bwd_fused_supported(int cols);
 int exec_norm_bwd_fused(const void *dy, const void *x, const void *gamma, const float *mean, const float *rstd,
                         float *dgamma, float *dbeta, void *dx, long long rows, int cols, void *stream, ts_err *e);

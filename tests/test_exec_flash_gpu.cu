@@ -53,8 +53,9 @@ static double from_bf16(uint16_t h) {
 
 /* The kernel variants (exec_flash.h): mode 0 the defaults (128-query forward,
  * 128-key backward where the shape allows), 1 the 64-row kernels (v1), 2 v1
- * with the 8-warp backward, 3 the split backward. */
-static const char *mode_names[] = {"fa128", "v1", "v1-8w", "split"};
+ * with the 8-warp backward, 3 the split backward, 4 the 8-warp forward (w8)
+ * and the backward's float4 dQ atomics (v4). */
+static const char *mode_names[] = {"fa128", "v1", "v1-8w", "split", "w8v4"};
 static int cur_mode;
 static const char *mode_name(void) { return mode_names[cur_mode]; }
 static void set_mode(int mode) {
@@ -68,6 +69,10 @@ static void set_mode(int mode) {
   }
   if (mode == 2) setenv("EXEC_FLASH_BWD_WARPS", "8", 1);
   if (mode == 3) setenv("EXEC_FLASH_BWD", "split", 1);
+  if (mode == 4) {
+    setenv("EXEC_FLASH_FWD", "w8", 1);
+    setenv("EXEC_FLASH_BWD", "v4", 1);
+  }
 }
 
 static double rel_l2(const std::vector<double> &ref, const std::vector<double> &got, int *nonfinite) {
@@ -258,7 +263,7 @@ int main(int argc, char **argv) {
   }
   int fails = 0;
   const int bench_on = argc > 1 && strcmp(argv[1], "--bench") == 0;
-  for (int mode = 0; mode < 4; mode++) {
+  for (int mode = 0; mode < 5; mode++) {
     set_mode(mode);
     fails += run_case(2, 128, 3, 32);
     fails += run_case(1, 192, 2, 64);

@@ -16,8 +16,9 @@
 #                timed runs (nvidia-smi); summary.txt has each run's start time
 # VARIANTS: the timed runs, NAME=ENV[,ENV...] words, default: the unfused
 #   attention and three-kernel norm backward (base), the 64-row fused attention
-#   kernels (v1), the 128-row ones (fa128), and those with the one-kernel norm
-#   backward (fa128norm), each repeated ROUNDS (2) times,
+#   kernels (v1), the 128-row ones (fa128), those with the one-kernel norm
+#   backward (default: the executor's defaults), and the 8-warp forward with
+#   float4 dQ atomics (w8v4), each repeated ROUNDS (2) times,
 #   then EXTRA once (an ENV may set PLAN, e.g. the shm plan with NCCL_P2P_DISABLE=1).
 # PLAN, NP (default the GPT h4096 TP2 NVLink plan on 2 ranks), ITERS (6).
 set -u
@@ -29,7 +30,7 @@ PLAN=${PLAN:-experiments/plans/gpt-h4096-tp2-none.json}
 NP=${NP:-2}
 ITERS=${ITERS:-6}
 ROUNDS=${ROUNDS:-2}
-VARIANTS=${VARIANTS:-"base=EXEC_ATTN=unfused,EXEC_NORM_BWD=unfused v1=EXEC_ATTN=flash,EXEC_FLASH_FWD=v1,EXEC_FLASH_BWD=v1,EXEC_NORM_BWD=unfused fa128=EXEC_ATTN=flash,EXEC_NORM_BWD=unfused fa128norm=EXEC_ATTN=flash"}
+VARIANTS=${VARIANTS:-"base=EXEC_ATTN=unfused,EXEC_NORM_BWD=unfused v1=EXEC_FLASH_FWD=v1,EXEC_FLASH_BWD=v1,EXEC_NORM_BWD=unfused fa128=EXEC_NORM_BWD=unfused default=EXEC_ATTN=flash w8v4=EXEC_FLASH_FWD=w8,EXEC_FLASH_BWD=v4"}
 EXTRA=${EXTRA:-}
 . experiments/validation/gpu_lib.sh # START, say, elapsed, mpi
 
