@@ -12,7 +12,8 @@
 #   gemm: the GEMM table alone (gemm.json, logs/gemm.tsv; CAL_GEMM_S, default 120)
 #   nvlink-comm: the NVLink collectives only, on the compute tables of COMPUTE_FROM
 #   shm, socket: on the compute tables of COMPUTE_FROM (default: this run's NVLink file)
-# Limits (s): CAL_NVLINK_S (150), CAL_SHM_S (45), CAL_SOCKET_S (75); fallbacks 50 and 35.
+# Limits (s): CAL_NVLINK_S (150), CAL_SHM_S (45), CAL_SOCKET_S (150); fallbacks 50 and 35.
+# SOCKET_REPS (21): timed batches per size over sockets (9 elsewhere).
 set -u
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.devbin/calib/tacorun}
@@ -112,9 +113,10 @@ for s in $stages; do
     ;;
   socket)
     [ -f "$COMPUTE" ] || { say "socket: no file $COMPUTE to take the compute tables from"; continue; }
-    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo mpi "${CAL_SOCKET_S:-75}" \
+    # sockets: batches of one size spread ~13 % (NVLink, shm ~3 %), so more of them for the median
+    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo mpi "${CAL_SOCKET_S:-150}" \
       calibrate --quick --compute-from "$COMPUTE" --transport-name socket --max-bytes "$SOCKET_MAX" \
-      --comm-reps 9 --out "$OUT/h200-socket.json" --spread-tsv "$L/socket-spread.tsv" >"$L/socket.log" 2>&1
+      --comm-reps "${SOCKET_REPS:-21}" --out "$OUT/h200-socket.json" --spread-tsv "$L/socket-spread.tsv" >"$L/socket.log" 2>&1
     say "calibrate socket rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/socket.log")"
     ;;
   *) say "unknown stage $s" ;;
