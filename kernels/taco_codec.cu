@@ -215,6 +215,8 @@ static int blocks_per_sm_override(void) {
   return blocks_per_sm_setting;
 }
 
+extern "C" int taco_blocks_per_sm_setting(void) { return blocks_per_sm_override(); }
+
 extern "C" int taco_set_blocks_per_sm(int blocks) {
   if (blocks < -1 || blocks > 64) return TACO_FAIL("blocks per SM %d: want -1 (occupancy), 0 or 1..64", blocks);
   blocks_per_sm_setting = blocks;
@@ -293,6 +295,39 @@ extern "C" int taco_set_dse(taco_dse d) {
     return TACO_FAIL("decode-sum-encode variant %d: want TACO_DSE_DIRECT or TACO_DSE_TRANSFORM", (int)d);
   dse_setting = d;
   return 0;
+}
+
+/* How encode and decode walk a contiguous tensor (taco_set_tiling): -1 not read yet */
+static int tiling_setting = -1, bulk_stages_setting = TACO_BULK_STAGES_DEFAULT;
+
+static taco_tiling tiling_current(void) {
+  if (tiling_setting < 0) {
+    const char *e = getenv("TACO_TILING"), *st = getenv("TACO_BULK_STAGES");
+    tiling_setting = e && !strcmp(e, "grid")   ? TACO_TILING_GRID
+                     : e && !strcmp(e, "warp") ? TACO_TILING_WARP
+                     : e && !strcmp(e, "bulk") ? TACO_TILING_BULK
+                     : e && !strcmp(e, "auto") ? TACO_TILING_AUTO
+                                               : TACO_TILING_DEFAULT;
+    const int n = st && *st ? atoi(st) : TACO_BULK_STAGES_DEFAULT;
+    bulk_stages_setting = n >= 1 && n <= 16 ? n : TACO_BULK_STAGES_DEFAULT;
+  }
+  return (taco_tiling)tiling_setting;
+}
+
+extern "C" int taco_set_tiling(taco_tiling t, int stages) {
+  if (t != TACO_TILING_GRID && t != TACO_TILING_WARP && t != TACO_TILING_BULK && t != TACO_TILING_AUTO)
+    return TACO_FAIL("tiling %d: want TACO_TILING_GRID, _WARP, _BULK or _AUTO", (int)t);
+  if (t == TACO_TILING_BULK && (stages < 1 || stages > 16)) return TACO_FAIL("bulk stages %d: want 1..16", stages);
+  tiling_setting = t;
+  if (t == TACO_TILING_BULK) bulk_stages_setting = stages;
+  return 0;
+}
+
+/* stages for taco_tiled_*: -1 = GRID (not tiled), 0 = WARP, n = BULK with n stages */
+static int tiled_stages(bool decode) {
+  const taco_tiling t = tiling_current();
+  if (t == TACO_TILING_AUTO) return decode ? -1 : 0;
+  return t == TACO_TILING_GRID ? -1 : t == TACO_TILING_WARP ? 0 : bulk_stages_setting;
 }
 
 /* Calls f(integral_constant<int, LV>) for the current loads setting. */
@@ -388,6 +423,9 @@ static int launch_encode(const void *x, taco_dtype dt, size_t n, size_t groups_p
       constexpr bool XP = decltype(xc)::value;
       constexpr int LV = decltype(lc)::value, P = decltype(pc)::value;
       const size_t threads = ngroups * (G / P);
+      const int stages = tiled_stages(false);
+      if (stages >= 0 && LV == 0 && gpr == ngroups) /* a contiguous tensor: warp tiles */
+        return taco_tiled_encode(x, dt, n, p, XP, P, stages, block, nf, stream);
       if (dt == TACO_DTYPE_BF16)
         encode_kernel<G, uint16_t, E5, XP, LV, P>
             <<<persistent_grid<encode_kernel<G, uint16_t, E5, XP, LV, P>>(threads), BLOCK, 0, s>>>(
@@ -439,6 +477,9 @@ static int launch_decode_sum(const void *in, int k, size_t n, taco_params p, voi
       constexpr bool XP = decltype(xc)::value;
       constexpr int LV = decltype(lc)::value, P = decltype(pc)::value;
       const size_t threads = ngroups * (G / P);
+      const int stages = tiled_stages(true);
+      if (!block && k == 1 && stages >= 0 && LV == 0) /* a plain decode: warp tiles (32 per thread) */
+        return taco_tiled_decode(in, n, p, y, dt, XP, P, stages, stream);
       if (block && dse_current() == TACO_DSE_DIRECT) {
         if (whole)
           decode_sum_kernel<G, float, E5, 2, XP, LV, P>

@@ -120,6 +120,30 @@ int taco_set_dse(taco_dse d);
  * TACO_PER_THREAD=32|64|auto sets the start value. Returns 0, or -1 for another value. */
 #define TACO_PER_THREAD_DEFAULT 0
 int taco_set_per_thread(int p);
+/* How taco_encode (contiguous tensors; not caat_gather_encode) and
+ * taco_decode (k = 1) walk the tensor, all bit-identical:
+ * GRID: a persistent grid whose threads stride over group slices with 64-bit
+ * index arithmetic per tile (rounds 1-3); WARP: each warp owns whole tiles of
+ * 32 x P contiguous elements, walks them with pointer increments and constant
+ * offsets on a grid sized so every warp gets the same number of tiles, the
+ * next tile's loads in registers; BULK: WARP with the inputs brought into a
+ * per-warp ring of `stages` tiles in shared memory by 1-D bulk asynchronous
+ * copies (cp.async.bulk + mbarrier). WARP and BULK run the loads variant
+ * STREAM only (another loads setting runs GRID); the decode runs 32 per thread.
+ * Process-wide; TACO_TILING=grid|warp|bulk|auto and TACO_BULK_STAGES=n set the start
+ * value, else TACO_TILING_DEFAULT with TACO_BULK_STAGES_DEFAULT.
+ * Returns 0, or -1 for another tiling or stages outside 1..16 (BULK). */
+typedef enum { TACO_TILING_GRID = 0, TACO_TILING_WARP = 1, TACO_TILING_BULK = 2, TACO_TILING_AUTO = 3 } taco_tiling;
+/* AUTO: WARP for the encode, GRID for the decode (measured on the H200,
+ * kernels/RESULTS.md round 4: the tiled encode gains up to 3 points, the tiled
+ * decode none, and to FP32 it is half as fast) */
+#define TACO_TILING_DEFAULT TACO_TILING_AUTO
+#define TACO_BULK_STAGES_DEFAULT 4
+int taco_set_tiling(taco_tiling t, int stages);
+/* A plain device copy (16-byte streaming loads and stores, persistent grid):
+ * the same-size copy ceiling bench-codec prints next to cudaMemcpyAsync.
+ * Pointers and bytes must be multiples of 16. */
+int taco_copy_device(void *dst, const void *src, size_t bytes, void *stream);
 int taco_encode_unfused(const void *x, taco_dtype dt, size_t n, taco_params p, void *block, void *workspace,
                         void *stream);
 

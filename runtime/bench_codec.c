@@ -29,7 +29,9 @@ typedef struct {
   taco_loads l;
   taco_dse d;
   int per_thread;
-  char name[48];
+  taco_tiling tiling;
+  int stages; /* bulk copies in flight per warp (TACO_TILING_BULK) */
+  char name[64];
 } bench_variant;
 
 typedef struct {
@@ -48,19 +50,20 @@ static const char *hadamard_name(taco_hadamard h) {
 static const char *loads_name(taco_loads l) { return l == TACO_LOADS_L2PF ? "l2pf" : l == TACO_LOADS_DEEP ? "deep" : "stream"; }
 static const char *dse_name(taco_dse d) { return d == TACO_DSE_TRANSFORM ? "transform" : "direct"; }
 
-/* "hadamard:loads:dse:per_thread", each part optional from the right (default: the library's) */
+/* "hadamard:loads:dse:per_thread:tiling", each part optional from the right (default: the library's) */
 static int parse_variant(const char *s, bench_variant *v) {
-  char buf[64], *parts[4] = {NULL, NULL, NULL, NULL};
+  char buf[64], *parts[5] = {NULL, NULL, NULL, NULL, NULL};
   snprintf(buf, sizeof buf, "%s", s);
   int np = 1;
   parts[0] = buf;
   for (char *c = buf; *c; c++)
     if (*c == ':') {
-      if (np == 4) return -1; /* more than four parts */
+      if (np == 5) return -1; /* more than five parts */
       *c = '\0';
       parts[np++] = c + 1;
     }
   v->h = TACO_HADAMARD_DEFAULT, v->l = TACO_LOADS_DEFAULT, v->d = TACO_DSE_DEFAULT, v->per_thread = TACO_PER_THREAD_DEFAULT;
+  v->tiling = TACO_TILING_DEFAULT, v->stages = TACO_BULK_STAGES_DEFAULT;
   if (parts[0] && *parts[0]) {
     if (!strcmp(parts[0], "smem")) v->h = TACO_HADAMARD_SMEM;
     else if (!strcmp(parts[0], "shuffle")) v->h = TACO_HADAMARD_SHUFFLE;
@@ -84,22 +87,41 @@ static int parse_variant(const char *s, bench_variant *v) {
     else if (!strcmp(parts[3], "64")) v->per_thread = 64;
     else return -1;
   }
-  char pt[8];
+  if (parts[4] && *parts[4]) {
+    char *end;
+    if (!strcmp(parts[4], "grid")) v->tiling = TACO_TILING_GRID;
+    else if (!strcmp(parts[4], "warp")) v->tiling = TACO_TILING_WARP;
+    else if (!strcmp(parts[4], "auto")) v->tiling = TACO_TILING_AUTO;
+    else if (!strncmp(parts[4], "bulk", 4)) {
+      v->tiling = TACO_TILING_BULK;
+      if (parts[4][4]) {
+        long n = strtol(parts[4] + 4, &end, 10);
+        if (*end || n < 1 || n > 16) return -1;
+        v->stages = (int)n;
+      }
+    } else return -1;
+  }
+  char pt[8], tl[16];
   snprintf(pt, sizeof pt, "%d", v->per_thread);
-  snprintf(v->name, sizeof v->name, "%s:%s:%s:%s", hadamard_name(v->h), loads_name(v->l), dse_name(v->d),
-           v->per_thread ? pt : "auto");
+  if (v->tiling == TACO_TILING_BULK) snprintf(tl, sizeof tl, "bulk%d", v->stages);
+  else snprintf(tl, sizeof tl, "%s", v->tiling == TACO_TILING_WARP ? "warp" : v->tiling == TACO_TILING_AUTO ? "auto" : "grid");
+  snprintf(v->name, sizeof v->name, "%s:%s:%s:%s:%s", hadamard_name(v->h), loads_name(v->l), dse_name(v->d),
+           v->per_thread ? pt : "auto", tl);
   return 0;
 }
 
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun bench-codec [--quality] [--sizes 1M,64M,1G] [--groups 32,128,...] [--fp8 e4m3|e5m2]\n"
-          "                           [--reps N] [--fp32] [--rows R --cols C] [--variants H:L:D,...]\n"
+          "                           [--reps N] [--fp32] [--rows R --cols C] [--variants H:L:D:P:T,...]\n"
           "  speed (default): encode, unfused encode, decode, decode-sum and decode-sum-encode of k=2 blocks;\n"
           "    sizes are BF16 input bytes (K/M/G suffixes, powers of two); --fp32 adds FP32-input/output rows.\n"
+          "    copy rows: cudaMemcpyAsync and a plain copy kernel of the same BF16 buffer (the same-size ceiling).\n"
           "  --variants: kernel variants to time side by side in one run (at most 8), each\n"
-          "    hadamard:loads:dse:per_thread with hadamard smem|shuffle|auto, loads stream|l2pf|deep,\n"
-          "    dse direct|transform, per_thread 32|64|auto (64: shuffles, deep runs as l2pf)\n"
+          "    hadamard:loads:dse:per_thread:tiling with hadamard smem|shuffle|auto, loads stream|l2pf|deep,\n"
+          "    dse direct|transform, per_thread 32|64|auto (64: shuffles, deep runs as l2pf),\n"
+          "    tiling grid|warp|bulkN|auto (encode and decode of k = 1; N bulk copies in flight per warp,\n"
+          "    1..16; auto: warp for the encode, grid for the decode)\n"
           "    (parts left out: the library's default); --hadamard smem,shuffle is --variants smem,shuffle\n"
           "  --quality: relative L2 error, SNR and max abs error of per-tensor FP8, per-group FP8,\n"
           "    per-group + Hadamard and TACO, E4M3 and E5M2, G = 32..512, four distributions (CPU).\n");
@@ -189,7 +211,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->nvariants = 0;
       for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         if (o->nvariants == MAX_VARIANTS || parse_variant(tok, &o->variants[o->nvariants])) {
-          fprintf(stderr, "bench-codec: %s: '%s' is not a list of at most %d variants hadamard[:loads[:dse[:per_thread]]]\n", a, v,
+          fprintf(stderr, "bench-codec: %s: '%s' is not a list of at most %d variants hadamard[:loads[:dse[:per_thread[:tiling]]]]\n", a, v,
                   MAX_VARIANTS);
           return -1;
         }
@@ -293,9 +315,9 @@ static int run_quality(const bench_opts *o) {
     }                                                                                                         \
   } while (0)
 
-enum kernel { K_COPY, K_ENCODE, K_UNFUSED, K_DECODE, K_DSUM2, K_DSE2, K_COUNT };
-static const char *kernel_names[] = {"copy(cudaMemcpy)", "encode", "encode-unfused", "decode", "decode-sum(k=2)",
-                                     "decode-sum-encode(k=2)"};
+enum kernel { K_COPY, K_COPYK, K_ENCODE, K_UNFUSED, K_DECODE, K_DSUM2, K_DSE2, K_COUNT };
+static const char *kernel_names[] = {"copy(cudaMemcpy)", "copy(kernel)", "encode", "encode-unfused", "decode",
+                                     "decode-sum(k=2)", "decode-sum-encode(k=2)"};
 
 typedef struct {
   size_t n, in_bytes, wire, out_bytes, work_bytes;
@@ -315,6 +337,7 @@ static int launch(const bench_pool *b, enum kernel k, int i) {
       return -1;
     }
     return 0;
+  case K_COPYK: return taco_copy_device(y, x, b->in_bytes, NULL);
   case K_ENCODE: return taco_encode(x, b->dt, b->n, b->p, blk, NULL, NULL);
   case K_UNFUSED: return taco_encode_unfused(x, b->dt, b->n, b->p, blk, work, NULL);
   case K_DECODE: return taco_decode(blk, b->n, b->p, y, b->dt, NULL);
@@ -326,7 +349,8 @@ static int launch(const bench_pool *b, enum kernel k, int i) {
 
 static double bytes_moved(const bench_pool *b, enum kernel k) {
   switch (k) {
-  case K_COPY: return 2.0 * (double)b->in_bytes;
+  case K_COPY:
+  case K_COPYK: return 2.0 * (double)b->in_bytes;
   case K_ENCODE:
   case K_UNFUSED: return (double)b->in_bytes + (double)b->wire;
   case K_DECODE: return (double)b->wire + (double)b->out_bytes;
@@ -432,9 +456,9 @@ static int run_speed(const bench_opts *o) {
     parse_variant("", &def);
     printf("# library default: %s\n", def.name);
   }
-  printf("# variants (hadamard:loads:dse:per_thread), each timed right after the other on the same buffers:");
+  printf("# variants (hadamard:loads:dse:per_thread:tiling), each timed right after the other on the same buffers:");
   for (int vi = 0; vi < o->nvariants; vi++) printf(" %s", o->variants[vi].name);
-  printf("\n# %-22s %-22s %-5s %4s %12s %11s %10s %8s %7s %12s %8s\n", "kernel", "variant", "dtype", "G", "size(B)", "n",
+  printf("\n# %-22s %-34s %-5s %4s %12s %11s %10s %8s %7s %12s %8s\n", "kernel", "variant", "dtype", "G", "size(B)", "n",
          "time(us)", "GB/s", "%ceil", "unfused(us)", "speedup");
   int ndt = o->fp32 ? 2 : 1, total = o->nsizes * o->ngroups * ndt, done = 0;
   for (int di = 0; di < ndt; di++)
@@ -449,9 +473,10 @@ static int run_speed(const bench_opts *o) {
         for (int k = 0; k < K_COUNT; k++)
           for (int vi = 0; vi < o->nvariants; vi++) {
             if (taco_set_hadamard(o->variants[vi].h) || taco_set_loads(o->variants[vi].l) ||
-                taco_set_dse(o->variants[vi].d) || taco_set_per_thread(o->variants[vi].per_thread))
+                taco_set_dse(o->variants[vi].d) || taco_set_per_thread(o->variants[vi].per_thread) ||
+                taco_set_tiling(o->variants[vi].tiling, o->variants[vi].stages))
               goto taco_fail;
-            if ((k == K_COPY || k == K_UNFUSED) && vi > 0) { /* no Hadamard variant: timed once */
+            if ((k == K_COPY || k == K_COPYK || k == K_UNFUSED) && vi > 0) { /* no variant: timed once */
               t[vi][k] = t[0][k];
               continue;
             }
@@ -459,10 +484,10 @@ static int run_speed(const bench_opts *o) {
           }
         for (int k = 0; k < K_COUNT; k++)
           for (int vi = 0; vi < o->nvariants; vi++) {
-            if (k == K_UNFUSED || (k == K_COPY && vi > 0)) continue;
+            if (k == K_UNFUSED || ((k == K_COPY || k == K_COPYK) && vi > 0)) continue;
             double gbps = bytes_moved(&b, (enum kernel)k) / (t[vi][k] * 1e3);
-            printf("  %-22s %-22s %-5s %4d %12zu %11zu %10.2f %8.1f %7.1f", kernel_names[k],
-                   k == K_COPY ? "-" : o->variants[vi].name, dt == TACO_DTYPE_BF16 ? "bf16" : "fp32",
+            printf("  %-22s %-34s %-5s %4d %12zu %11zu %10.2f %8.1f %7.1f", kernel_names[k],
+                   k == K_COPY || k == K_COPYK ? "-" : o->variants[vi].name, dt == TACO_DTYPE_BF16 ? "bf16" : "fp32",
                    p.group, b.in_bytes, b.n, t[vi][k], gbps, 100.0 * gbps / CEILING_GBPS);
             if (k == K_ENCODE) printf(" %12.2f %8.2f", t[vi][K_UNFUSED], t[vi][K_UNFUSED] / t[vi][K_ENCODE]);
             printf("\n");

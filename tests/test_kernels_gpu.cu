@@ -418,16 +418,33 @@ static int run_codec_suite(int quick, uint64_t seed) {
   return cases;
 }
 
+/* The warp-tiled encode and decode (taco_set_tiling) for one setting, then
+ * on one block per SM so that each warp walks many tiles (bulk rings refill
+ * their slots); n + 77 leaves a partial tile (and group) to the checked path. */
+static int run_tiled_suite(int quick, uint64_t seed) {
+  int cases = run_codec_suite(quick, seed);
+  CHECK_TACO(taco_set_blocks_per_sm(1));
+  run_case((1u << 23) + 77, 128, TACO_FP8_E4M3, TACO_DTYPE_BF16, D_NORMAL, seed + 4000);
+  run_case((1u << 22) + 77, 256, TACO_FP8_E5M2, TACO_DTYPE_FP32, D_NONFINITE, seed + 4001);
+  run_case((1u << 22) + 77, 512, TACO_FP8_E4M3, TACO_DTYPE_BF16, D_ZERO_GROUPS, seed + 4002);
+  run_case((1u << 22) + 64, 64, TACO_FP8_E5M2, TACO_DTYPE_BF16, D_NORMAL, seed + 4003); /* whole tiles only */
+  CHECK_TACO(taco_set_blocks_per_sm(-1));
+  return cases + 4;
+}
+
 int main(int argc, char **argv) {
-  int quick = 0;
+  int quick = 0, tiled_only = 0;
   uint64_t seed = (uint64_t)time(NULL);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick"))
       quick = 1;
+    else if (!strcmp(argv[i], "--tiled-only"))
+      tiled_only = 1;
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
       seed = strtoull(argv[++i], NULL, 10);
     else {
-      fprintf(stderr, "usage: test_kernels_gpu [--quick] [--seed N]\n");
+      fprintf(stderr, "usage: test_kernels_gpu [--quick] [--tiled-only] [--seed N]\n"
+                      "  --tiled-only: of the variants, only the warp-tiled ones (taco_set_tiling) and the defaults\n");
       return 2;
     }
   }
@@ -450,10 +467,13 @@ int main(int argc, char **argv) {
   expect(taco_set_loads((taco_loads)7) == -1, "bad loads variant rejected", taco_last_error());
   expect(taco_set_dse((taco_dse)7) == -1, "bad decode-sum-encode variant rejected", taco_last_error());
   expect(taco_set_per_thread(48) == -1, "bad elements per thread rejected", taco_last_error());
+  expect(taco_set_tiling((taco_tiling)7, 4) == -1, "bad tiling rejected", taco_last_error());
+  expect(taco_set_tiling(TACO_TILING_BULK, 0) == -1, "bulk stages 0 rejected", taco_last_error());
+  expect(taco_set_tiling(TACO_TILING_BULK, 17) == -1, "bulk stages 17 rejected", taco_last_error());
   int cases = 0;
   /* 32 elements per thread: both transforms x three loads; then 64 per thread
    * with two loads; then the library's defaults (AUTO: 32 or 64 per kernel and G) */
-  for (int li = 0; li < 6; li++)
+  for (int li = tiled_only ? 5 : 0; li < 6; li++)
     for (int vi = 0; vi < (li < 3 ? 2 : 1); vi++) {
       CHECK_TACO(taco_set_per_thread(li < 3 ? 32 : li < 5 ? 64 : TACO_PER_THREAD_DEFAULT));
       CHECK_TACO(taco_set_hadamard(li < 5 ? variants[vi] : TACO_HADAMARD_DEFAULT));
@@ -468,6 +488,30 @@ int main(int argc, char **argv) {
              total_decode_diffs - dec0, failures - failures0, checks - checks0);
       fflush(stdout);
     }
+  /* warp tiles: registers and bulk rings of 4 tiles, each with 32 per thread
+   * and both transforms and with 64 (encode; the decode runs 32); bulk rings
+   * of 1 and 2 tiles (other slot and phase sequences) with 32 and shuffles */
+  const taco_tiling tilings[] = {TACO_TILING_WARP, TACO_TILING_BULK, TACO_TILING_BULK, TACO_TILING_BULK};
+  const int tiling_stages[] = {0, 1, 2, 4};
+  for (int ti = 0; ti < 4; ti++)
+    for (int pi = 0; pi < (ti == 1 || ti == 2 ? 1 : 3); pi++) {
+      CHECK_TACO(taco_set_tiling(tilings[ti], tiling_stages[ti]));
+      CHECK_TACO(taco_set_per_thread(pi == 2 ? 64 : 32));
+      CHECK_TACO(taco_set_hadamard(pi == 1 ? TACO_HADAMARD_SMEM : TACO_HADAMARD_SHUFFLE));
+      CHECK_TACO(taco_set_loads(TACO_LOADS_STREAM));
+      const unsigned long long elems0 = total_elems, codes0 = total_code_diffs, dec0 = total_decode_diffs;
+      const int failures0 = failures, checks0 = checks;
+      cases += run_tiled_suite(quick, seed);
+      printf("tiling %s%s, %d per thread, hadamard %s: FP8 codes compared %llu, differing %llu; decoded values differing %llu; "
+             "%d of %d checks failed\n",
+             tilings[ti] == TACO_TILING_WARP ? "warp" : "bulk", ti ? (ti == 1 ? "1" : ti == 2 ? "2" : "4") : "",
+             pi == 2 ? 64 : 32, pi == 1 ? "smem" : "shuffle", total_elems - elems0, total_code_diffs - codes0,
+             total_decode_diffs - dec0, failures - failures0, checks - checks0);
+      fflush(stdout);
+    }
+  CHECK_TACO(taco_set_tiling(TACO_TILING_DEFAULT, TACO_BULK_STAGES_DEFAULT));
+  CHECK_TACO(taco_set_per_thread(TACO_PER_THREAD_DEFAULT));
+  CHECK_TACO(taco_set_hadamard(TACO_HADAMARD_DEFAULT));
   printf("encode cases %d; FP8 codes compared %llu, differing %llu; decoded values differing %llu\n", cases,
          total_elems, total_code_diffs, total_decode_diffs);
   printf("%s: %d of %d checks failed\n", failures ? "FAIL" : "PASS", failures, checks);
