@@ -329,7 +329,7 @@ static void mem_sizes(const mem_ctx *m, size_t bf[4], size_t fp[2]) {
   case CALIB_MEM_GELU:
   case CALIB_MEM_ADD: bf[0] = bf[1] = bf[2] = n; break;
   case CALIB_MEM_SWIGLU: bf[0] = 2 * n, bf[1] = n, bf[2] = 2 * n; break; /* x, y|dy, dx */
-  case CALIB_MEM_LOSS: bf[0] = n, fp[0] = (size_t)m->rows, fp[1] = 2 * (size_t)m->rows; break; /* logits, rowmax, sums */
+  case CALIB_MEM_LOSS: bf[0] = n, fp[0] = (size_t)m->rows, fp[1] = 3 * (size_t)m->rows; break; /* logits, rowmax, sums */
   case CALIB_MEM_EMBEDDING: bf[0] = n, bf[1] = n; break; /* table (as many rows as tokens), y */
   default: break;
   }
@@ -373,10 +373,15 @@ static int mem_launch(void *p, long long iter, ts_err *e) {
     return m->dir == MEM_FWD ? rt_swiglu_fwd(t[0], t[1], m->rows, m->cols, NULL, e)
                              : rt_swiglu_bwd(t[1], t[0], t[2], m->rows, m->cols, NULL, e);
   case CALIB_MEM_ADD: return rt_add(t[0], t[1], t[2], n, NULL, e);
-  /* the executor's vocabulary-parallel kernels (exec_kernels.h): the loss in
-   * its three passes (the two all-reduces between them are collectives, not
-   * in this table), the logits turned into their gradient in place */
+  /* the executor's vocabulary-parallel kernels (exec_kernels.h): the loss as
+   * exec_layer.c runs it (one statistics pass by default, else three passes;
+   * the all-reduces between them are collectives, not in this table), the
+   * logits turned into their gradient in place */
   case CALIB_MEM_LOSS:
+    if (exec_ce_fused_selected(m->cols)) {
+      RT_TRY(exec_ce_stats(t[0], m->ids, 0, f[0], f[1], m->rows, m->cols, m->cols, NULL, e));
+      return exec_ce_finish8(t[0], m->ids, 0, f[0], f[1], m->dgamma, 1.0f, 1.0f, m->rows, m->cols, m->cols, NULL, e);
+    }
     RT_TRY(exec_ce_rowmax(t[0], f[0], m->rows, m->cols, m->cols, NULL, e));
     RT_TRY(exec_ce_sums(t[0], m->ids, 0, f[0], f[1], m->rows, m->cols, m->cols, NULL, e));
     return exec_ce_finish(t[0], m->ids, 0, f[0], f[1], m->dgamma, 1.0f, 1.0f, m->rows, m->cols, m->cols, NULL, e);

@@ -9,6 +9,8 @@ extern "C" {
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef __nv_bfloat16 bf16;
 
@@ -382,6 +384,129 @@ extern "C" int exec_ce_finish(void *logits, const int32_t *labels, long long voc
       (bf16 *)logits, labels, vocab_start, rowmax, sums, loss_sum, loss_scale, grad_scale, rows, vocab_local,
       vocab_valid);
   CHECK_LAUNCH("ce_finish");
+  return 0;
+}
+
+/* ---- cross-entropy in one pass over the logits (the default) ----
+ * Each thread keeps a running (max, sum of exp relative to it) over 8-wide
+ * chunks read as one 16-byte load; the block combines the pairs. The three
+ * kernels above read the logits three times with 2-byte loads. */
+
+struct ce_ms {
+  float m, s;
+};
+static __device__ __forceinline__ ce_ms ce_combine(ce_ms a, ce_ms b) {
+  float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.f}; /* both empty: no exp(-inf - -inf) */
+  return {m, a.s * __expf(a.m - m) + b.s * __expf(b.m - m)};
+}
+static __device__ __forceinline__ ce_ms warp_ms(ce_ms v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    ce_ms u = {__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
+    v = ce_combine(v, u);
+  }
+  return v;
+}
+
+__global__ void __launch_bounds__(CE_THREADS) ce_stats_kernel(const bf16 *logits, const int32_t *labels,
+                                                              long long vocab_start, float *rowmax, float *sums,
+                                                              long long rows, int vocab, int valid) {
+  __shared__ float red_m[32], red_s[32];
+  const long long r = blockIdx.x;
+  const bf16 *z = logits + r * vocab;
+  ce_ms acc = {-INFINITY, 0.f};
+  const int chunks = valid / 8; /* whole 8-wide chunks of real columns; the row is 16-byte aligned */
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+    uint4 u = __ldcs((const uint4 *)(z + 8 * (long long)c)); /* read once: do not keep in L2 */
+    float f[8];
+    bf16x8_to_float(u, f);
+    float cm = f[0];
+#pragma unroll
+    for (int k = 1; k < 8; k++) cm = fmaxf(cm, f[k]);
+    if (cm > acc.m) acc.s *= __expf(acc.m - cm), acc.m = cm;
+#pragma unroll
+    for (int k = 0; k < 8; k++) acc.s += __expf(f[k] - acc.m);
+  }
+  for (int j = 8 * chunks + threadIdx.x; j < valid; j += blockDim.x) { /* the tail of the real columns */
+    float v = __bfloat162float(z[j]);
+    if (v > acc.m) acc.s *= __expf(acc.m - v), acc.m = v;
+    acc.s += __expf(v - acc.m);
+  }
+  acc = warp_ms(acc);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red_m[warp] = acc.m, red_s[warp] = acc.s;
+  __syncthreads();
+  if (warp == 0) {
+    ce_ms t = lane < (int)(blockDim.x / 32) ? ce_ms{red_m[lane], red_s[lane]} : ce_ms{-INFINITY, 0.f};
+    t = warp_ms(t);
+    if (lane == 0) {
+      long long lab = labels[r] - vocab_start;
+      rowmax[r] = t.m;
+      sums[r] = t.s;
+      sums[rows + r] = lab >= 0 && lab < valid ? __bfloat162float(z[lab]) : 0.f;
+      sums[2 * rows + r] = t.m; /* this rank's own max, for ce_rescale after the all-reduce of rowmax */
+    }
+  }
+}
+
+/* After rowmax became the maximum over the TP ranks: each rank's sum, taken
+ * relative to its own maximum, now relative to the global one. */
+__global__ void ce_rescale_kernel(const float *rowmax, float *sums, long long rows) {
+  long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (r < rows) sums[r] = sums[2 * rows + r] == -INFINITY ? 0.f : sums[r] * __expf(sums[2 * rows + r] - rowmax[r]);
+}
+
+__global__ void __launch_bounds__(CE_THREADS) ce_finish8_kernel(bf16 *logits, const int32_t *labels,
+                                                                long long vocab_start, const float *rowmax,
+                                                                const float *sums, float *loss_sum, float loss_scale,
+                                                                float grad_scale, long long rows, int vocab,
+                                                                int valid) {
+  const long long r = blockIdx.x;
+  bf16 *z = logits + r * vocab;
+  const float m = rowmax[r], inv = 1.f / sums[r];
+  const long long lab = labels[r] - vocab_start;
+  for (int c = threadIdx.x; c < vocab / 8; c += blockDim.x) {
+    uint4 u = __ldcs((const uint4 *)(z + 8 * (long long)c));
+    float f[8];
+    bf16x8_to_float(u, f);
+    __align__(16) bf16 out[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const int j = 8 * c + k;
+      float p = j < valid ? __expf(f[k] - m) * inv : 0.f;
+      out[k] = __float2bfloat16(grad_scale * (p - (j == lab ? 1.f : 0.f)));
+    }
+    *(uint4 *)(z + 8 * (long long)c) = *(const uint4 *)out;
+  }
+  if (threadIdx.x == 0) atomicAdd(loss_sum, loss_scale * (logf(sums[r]) + m - sums[rows + r]));
+}
+
+extern "C" int exec_ce_fused_selected(int vocab_local) {
+  const char *v = getenv("EXEC_CE");
+  return vocab_local % 8 == 0 && !(v && !strcmp(v, "unfused"));
+}
+
+extern "C" int exec_ce_stats(const void *logits, const int32_t *labels, long long vocab_start, float *rowmax,
+                             float *sums, long long rows, int vocab_local, int vocab_valid, void *stream, ts_err *e) {
+  if (vocab_local % 8) return ts_fail_sys(e, "exec_ce_stats: vocab_local %d is not a multiple of 8", vocab_local);
+  ce_stats_kernel<<<(unsigned)rows, CE_THREADS, 0, (cudaStream_t)stream>>>(
+      (const bf16 *)logits, labels, vocab_start, rowmax, sums, rows, vocab_local, vocab_valid);
+  CHECK_LAUNCH("ce_stats");
+  return 0;
+}
+extern "C" int exec_ce_rescale(const float *rowmax, float *sums, long long rows, void *stream, ts_err *e) {
+  ce_rescale_kernel<<<blocks_for(rows, 256), 256, 0, (cudaStream_t)stream>>>(rowmax, sums, rows);
+  CHECK_LAUNCH("ce_rescale");
+  return 0;
+}
+extern "C" int exec_ce_finish8(void *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
+                               const float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
+                               int vocab_local, int vocab_valid, void *stream, ts_err *e) {
+  if (vocab_local % 8) return ts_fail_sys(e, "exec_ce_finish8: vocab_local %d is not a multiple of 8", vocab_local);
+  ce_finish8_kernel<<<(unsigned)rows, CE_THREADS, 0, (cudaStream_t)stream>>>(
+      (bf16 *)logits, labels, vocab_start, rowmax, sums, loss_sum, loss_scale, grad_scale, rows, vocab_local,
+      vocab_valid);
+  CHECK_LAUNCH("ce_finish8");
   return 0;
 }
 

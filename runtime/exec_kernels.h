@@ -50,6 +50,21 @@ int exec_ce_sums(const void *logits, const int32_t *labels, long long vocab_star
 int exec_ce_finish(void *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
                    const float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
                    int vocab_local, int vocab_valid, void *stream, ts_err *e);
+/* The same loss in one read of the logits plus the in-place gradient pass
+ * (the default where vocab_local % 8 == 0 and EXEC_CE is not "unfused"):
+ *   1. exec_ce_stats: rowmax[r] = this rank's max, sums[r] = sum exp(z - it),
+ *      sums[rows + r] = the label's logit or 0, sums[2 rows + r] = the max again
+ *      (sums holds 3 rows floats)                       -> all-reduce MAX of rowmax
+ *   2. exec_ce_rescale: sums[r] relative to the global max (TP > 1 only)
+ *                                                       -> all-reduce SUM of sums[0 .. 2 rows)
+ *   3. exec_ce_finish8: as exec_ce_finish, 16-byte loads and stores. */
+int exec_ce_fused_selected(int vocab_local);
+int exec_ce_stats(const void *logits, const int32_t *labels, long long vocab_start, float *rowmax, float *sums,
+                  long long rows, int vocab_local, int vocab_valid, void *stream, ts_err *e);
+int exec_ce_rescale(const float *rowmax, float *sums, long long rows, void *stream, ts_err *e);
+int exec_ce_finish8(void *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
+                    const float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
+                    int vocab_local, int vocab_valid, void *stream, ts_err *e);
 
 /* Causal softmax that touches only the lower triangle: rows of `batch` seq x seq
  * matrices; P[i][j] = softmax_j<=i(scale S[i][j]) written for j < ceil8(i + 1)

@@ -277,15 +277,24 @@ int exec_logits_loss_fwd(exec_model *m, int micro, ts_err *e) {
   /* logits[T x Vl] = nf . wte_local^T */
   exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NT, T, Vl, h);
   EX_TRY(exec_gemm_run(m->gemm, &s, 1.f, m->nf, exec_w16_of(m, 0), 0.f, m->logits, m->stream, e));
-  EX_TRY(exec_ce_rowmax(m->logits, m->ce_rowmax, T, (int)Vl, vocab_valid(m), m->stream, e));
-  EX_TRY(exec_tp_allreduce_plain(m, m->ce_rowmax, (size_t)T, ncclFloat, ncclMax, e));
-  EX_TRY(exec_ce_sums(m->logits, micro_labels(m, micro), m->vocab_start, m->ce_rowmax, m->ce_sums, T, (int)Vl,
-                      vocab_valid(m), m->stream, e));
+  const int fused = exec_ce_fused_selected((int)Vl); /* one read of the logits (exec_kernels.h) */
+  if (fused) {
+    EX_TRY(exec_ce_stats(m->logits, micro_labels(m, micro), m->vocab_start, m->ce_rowmax, m->ce_sums, T, (int)Vl,
+                         vocab_valid(m), m->stream, e));
+    EX_TRY(exec_tp_allreduce_plain(m, m->ce_rowmax, (size_t)T, ncclFloat, ncclMax, e));
+    if (m->tp_comm) EX_TRY(exec_ce_rescale(m->ce_rowmax, m->ce_sums, T, m->stream, e));
+  } else {
+    EX_TRY(exec_ce_rowmax(m->logits, m->ce_rowmax, T, (int)Vl, vocab_valid(m), m->stream, e));
+    EX_TRY(exec_tp_allreduce_plain(m, m->ce_rowmax, (size_t)T, ncclFloat, ncclMax, e));
+    EX_TRY(exec_ce_sums(m->logits, micro_labels(m, micro), m->vocab_start, m->ce_rowmax, m->ce_sums, T, (int)Vl,
+                        vocab_valid(m), m->stream, e));
+  }
   EX_TRY(exec_tp_allreduce_plain(m, m->ce_sums, (size_t)(2 * T), ncclFloat, ncclSum, e));
   float loss_scale = 1.0f / (float)(T * m->micros);
   float grad_scale = loss_scale / (float)m->dp;
-  return exec_ce_finish(m->logits, micro_labels(m, micro), m->vocab_start, m->ce_rowmax, m->ce_sums, m->loss_sum,
-                        loss_scale, grad_scale, T, (int)Vl, vocab_valid(m), m->stream, e);
+  return (fused ? exec_ce_finish8 : exec_ce_finish)(m->logits, micro_labels(m, micro), m->vocab_start, m->ce_rowmax,
+                                                    m->ce_sums, m->loss_sum, loss_scale, grad_scale, T, (int)Vl,
+                                                    vocab_valid(m), m->stream, e);
 }
 
 int exec_loss_fwd(exec_model *m, int micro, ts_err *e) {

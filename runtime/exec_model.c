@@ -342,7 +342,7 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
     }
   }
   ALLOC(m->ce_rowmax, T * 4);
-  ALLOC(m->ce_sums, 2 * T * 4);
+  ALLOC(m->ce_sums, 3 * T * 4); /* sums, label logits, this rank's maxima (exec_ce_stats) */
   ALLOC(m->dx, T * h * bf);
   ALLOC(m->dtmp, T * h * bf);
   ALLOC(m->dtmp2, T * h * bf);
