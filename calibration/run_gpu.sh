@@ -29,10 +29,10 @@ SUMMARY=$OUT/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 elapsed() { echo $(($(date +%s) - START)); }
 
-mpi() { # mpi LIMIT ARGS...: two ranks, forwarding the NCCL_* variables that are set; bounded
+mpi() { # mpi LIMIT ARGS...: two ranks, forwarding the NCCL_*, EXEC_*, TACO_* variables that are set; bounded
   local limit=$1; shift
   local fwd=(-x LD_LIBRARY_PATH)
-  for v in $(env | grep -o '^NCCL_[A-Z_]*'); do fwd+=(-x "$v"); done
+  for v in $(env | grep -o '^\(NCCL\|EXEC\|TACO\)_[A-Z_]*'); do fwd+=(-x "$v"); done
   timeout "$limit" mpirun --allow-run-as-root -np 2 --bind-to none "${fwd[@]}" "$BIN" "$@"
 }
 

@@ -8,9 +8,9 @@ SUMMARY=$OUT/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 elapsed() { echo $(($(date +%s) - START)); }
 
-mpi() { # mpi NP LIMIT ARGS...: mpirun forwarding the NCCL_*/EXEC_* variables that are set; bounded
+mpi() { # mpi NP LIMIT ARGS...: mpirun forwarding the NCCL_*/EXEC_*/TACO_* variables that are set; bounded
   local np=$1 limit=$2; shift 2
   local fwd=(-x LD_LIBRARY_PATH)
-  for v in $(env | grep -o '^\(NCCL\|EXEC\)_[A-Z_]*'); do fwd+=(-x "$v"); done
+  for v in $(env | grep -o '^\(NCCL\|EXEC\|TACO\)_[A-Z_]*'); do fwd+=(-x "$v"); done
   timeout "$limit" mpirun --allow-run-as-root -np "$np" --bind-to none "${fwd[@]}" "$BIN" "$@"
 }

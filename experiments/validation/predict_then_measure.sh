@@ -1,26 +1,43 @@
 #!/usr/bin/env bash
-# predict_then_measure.sh — one GPU call that calibrates, predicts and measures,
-# in an order that keeps every prediction ahead of its measurement and each
-# transport's calibration next to its timed runs (the socket transport drifts
-# 10-35 % between runs; calibration/README.md):
+# predict_then_measure.sh — one GPU call that checks, calibrates, predicts and
+# measures, in an order that keeps every prediction ahead of its measurement
+# and each transport's calibration next to its timed runs (the socket
+# transport drifts 10-35 % between runs; calibration/README.md):
+#   0. the GPU unit test of the cross-entropy kernels (TESTS_DIR/test_exec_ce_gpu)
+#      and `tacorun execute --check`; a failed cross-entropy test switches the
+#      rest of the call to the three-pass kernels (EXEC_CE=unfused, said in summary.txt)
 #   1. calibration/run_gpu.sh nvlink shm   compute tables + NVLink and shm collectives
-#   2. exec_gpu.sh check predict timed-nvlink timed-shm
+#   2. exec_gpu.sh predict timed-nvlink timed-shm
 #   3. calibration/run_gpu.sh socket       socket collectives on step 1's compute tables
 #   4. exec_gpu.sh predict timed-socket pack
 #   5. the calibration folder into calib.tgz
 # The predictions are written by the bundled tacosim on the GPU machine (stage
 # predict of exec_gpu.sh) before the plans run; predicted/README has the times.
-# Builds nothing. Needs BIN (tacorun) and SIM_BUNDLE (scripts/bundle-tacosim.sh)
-# from the CPU machine. Files in $OUT: calib.tgz predicted.tgz results.tgz
-# check.txt timing.txt summary.txt machine.txt.
+# Builds nothing. Needs BIN (tacorun), SIM_BUNDLE (scripts/bundle-tacosim.sh)
+# and TESTS_DIR from the CPU machine. Files in $OUT: calib.tgz predicted.tgz
+# results.tgz check.txt timing.txt summary.txt machine.txt (+ tests.txt in summary).
 set -u
 cd "$(dirname "$0")/../.."
 export OUT=${OUT:-/tmp/ptm-out} BIN=${BIN:-.devbin/lead/tacorun} SIM_BUNDLE=${SIM_BUNDLE:-.devbin/lead/tacosim.tar.xz}
+TESTS_DIR=${TESTS_DIR:-.devbin/lead}
 export CALIB=$OUT/calib
 mkdir -p "$CALIB"
 V=experiments/validation
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+if [ -x "$TESTS_DIR/test_exec_ce_gpu" ]; then
+  timeout 60 "$TESTS_DIR/test_exec_ce_gpu" --bench >"$OUT/ce.txt" 2>&1
+  rc=$?
+  echo "test_exec_ce_gpu rc=$rc: $(tail -1 "$OUT/ce.txt")" >>"$OUT/summary.txt"
+  grep "bench" "$OUT/ce.txt" >>"$OUT/summary.txt"
+  if [ $rc -ne 0 ]; then
+    export EXEC_CE=unfused
+    echo "cross-entropy test failed: the rest of this call runs EXEC_CE=unfused" >>"$OUT/summary.txt"
+  fi
+  cat "$OUT/ce.txt" >>"$OUT/summary.txt" && rm -f "$OUT/ce.txt"
+fi
+$V/exec_gpu.sh check
 OUT=$CALIB calibration/run_gpu.sh nvlink shm
-$V/exec_gpu.sh check predict timed-nvlink timed-shm
+$V/exec_gpu.sh predict timed-nvlink timed-shm
 OUT=$CALIB COMPUTE_FROM=$CALIB/h200-nvlink.json calibration/run_gpu.sh socket
 $V/exec_gpu.sh predict timed-socket pack
 cat "$CALIB/summary.txt" >>"$OUT/summary.txt" 2>/dev/null
