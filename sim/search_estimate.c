@@ -94,11 +94,25 @@ static double gemm_s(estimator *x, long long m, long long n, long long k) {
   return us * 1e-6;
 }
 
+/* Attention as the simulator prices it (sim_costs.c): the table of the
+ * model's head dimension and the plan's sequence when the calibration has it,
+ * else the FLOP-keyed one (backward: "attention_bwd" when present). The memo
+ * keys on the calibration's own copy of the table name (a stable address). */
+static double attention_s(estimator *x, double flops, bool bwd) {
+  const schema_calibration *cal = x->lk.cal;
+  char want[48];
+  snprintf(want, sizeof want, "attention%s.d%d.s%d", bwd ? "_bwd" : "", model_head_dim(&x->p->model), x->p->seq);
+  for (int i = 0; i < cal->n_kernels; i++)
+    if (strcmp(cal->kernels[i].name, want) == 0) return kernel_s(x, cal->kernels[i].name, flops, 0, true);
+  if (bwd && schema_has_kernel(cal, "attention_bwd")) return kernel_s(x, "attention_bwd", flops, 0, true);
+  return kernel_s(x, "attention", flops, 0, true);
+}
+
 /* A non-GEMM op's time in one direction. */
 static double other_op_s(estimator *x, const model_op *o, bool bwd) {
   double flops = bwd ? o->flops_bwd : o->flops_fwd, bytes = bwd ? o->bytes_bwd : o->bytes_fwd;
   switch (o->kind) {
-  case MODEL_OP_ATTENTION: return kernel_s(x, "attention", flops, 0, true);
+  case MODEL_OP_ATTENTION: return attention_s(x, flops, bwd);
   case MODEL_OP_NORM: return kernel_s(x, "norm", bytes, 0, false);
   case MODEL_OP_EMBEDDING: return kernel_s(x, "embedding", bytes, 0, false);
   case MODEL_OP_LOGITS_LOSS: return kernel_s(x, "loss", bytes, 0, false);
