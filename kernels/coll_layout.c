@@ -132,3 +132,31 @@ double coll_error_bound(coll_op op, int nranks, int fp8_mantissa_bits) {
   default: return eps + bf16_out;
   }
 }
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* The two-shot all-reduce cuts the message as coll_layout does (segments of
+ * whole groups); every other call moves `count` elements per slot. */
+size_t coll_direct_recv_elems(coll_op op, int one_shot, size_t count, int nranks, int group, int r) {
+  if (op != COLL_OP_ALLREDUCE || one_shot) return count;
+  coll_layout l;
+  if (coll_layout_make(&l, op, count, nranks, group, 2, SIZE_MAX / 4)) return 0;
+  return coll_seg_len(&l, r);
+}
+
+size_t coll_direct_stride_a(coll_op op, int one_shot, size_t count, int nranks, int group, int r) {
+  return coll_block_wire(coll_direct_recv_elems(op, one_shot, count, nranks, group, r), group);
+}
+
+void coll_direct_sizes_of(coll_op op, int one_shot, size_t count, int nranks, int group, coll_direct_sizes *s) {
+  memset(s, 0, sizeof *s);
+  if (nranks < 1) return;
+  size_t n = (size_t)nranks;
+  /* segment 0 is the longest */
+  s->region_a = align256(n * coll_direct_stride_a(op, one_shot, count, nranks, group, 0));
+  if (op == COLL_OP_ALLREDUCE && !one_shot) {
+    s->stride_b = coll_direct_stride_a(op, one_shot, count, nranks, group, 0);
+    s->region_b = align256(n * s->stride_b);
+  }
+  s->half = s->region_a + s->region_b;
+}

@@ -80,6 +80,22 @@ size_t coll_wire_buffer_bytes(const coll_layout *l);
 /* Byte offset of chunk j's region (nranks blocks) in a wire buffer. */
 size_t coll_chunk_offset(const coll_layout *l, size_t j);
 
+/* Staging of the direct path (coll_direct.h) for one call, whole message
+ * (no chunks): region A holds one slot per source rank (the blocks a rank
+ * receives), region B (two-shot all-reduce only) one slot per rank's reduced
+ * segment. stride_a is receiver r's slot stride, so that its n blocks lie
+ * back to back as taco_decode_sum wants them; region_a covers the largest.
+ * half = both regions, each 256-byte aligned: one parity half of the
+ * double-buffered staging. one_shot: the all-reduce sends the whole message. */
+typedef struct {
+  size_t region_a, stride_b, region_b, half;
+} coll_direct_sizes;
+void coll_direct_sizes_of(coll_op op, int one_shot, size_t count, int nranks, int group, coll_direct_sizes *s);
+/* Elements rank r receives per source in region A (its segment of a two-shot
+ * all-reduce; else the per-rank count). */
+size_t coll_direct_recv_elems(coll_op op, int one_shot, size_t count, int nranks, int group, int r);
+size_t coll_direct_stride_a(coll_op op, int one_shot, size_t count, int nranks, int group, int r);
+
 /* True when a message of `bytes` uncompressed bytes should go through the
  * codec (bytes >= min_bytes). */
 int coll_use_codec(size_t bytes, size_t min_bytes);

@@ -13,7 +13,7 @@
  * and the transfers of neighbouring chunks share one NCCL launch.
  * Scratch holds the encoded form of the whole message, so no chunk ever
  * waits for a buffer to be free. */
-#include "coll_taco.h"
+#include "coll_direct_team.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -26,10 +26,11 @@ static __thread char last_error[1024];
 
 const char *coll_last_error(void) { return last_error; }
 
-static int coll_fail(const char *file, int line, const char *what, const char *why) {
+int coll_set_error(const char *file, int line, const char *what, const char *why) {
   snprintf(last_error, sizeof last_error, "%s:%d: %s: %s", file, line, what, why);
   return -1;
 }
+#define coll_fail coll_set_error
 
 #define CK_CUDA(call)                                                                                        \
   do {                                                                                                       \
@@ -79,6 +80,8 @@ int coll_team_init(coll_team *t, int nlocal, const ncclComm_t *comms, const int 
   memset(t, 0, sizeof *t);
   if (nlocal < 1 || nlocal > COLL_MAX_LOCAL) return coll_fail(__FILE__, __LINE__, "coll_team_init", "bad nlocal");
   t->nlocal = nlocal;
+  const char *tmo = getenv("TACO_DIRECT_TIMEOUT_S");
+  t->timeout_s = tmo && atof(tmo) > 0 ? atof(tmo) : 60.0;
   for (int i = 0; i < nlocal; i++) {
     coll_rank *r = &t->r[i];
     r->comm = comms[i];
@@ -107,6 +110,7 @@ int coll_team_init(coll_team *t, int nlocal, const ncclComm_t *comms, const int 
 }
 
 void coll_team_destroy(coll_team *t) {
+  coll_direct_destroy(t);
   for (int i = 0; i < t->nlocal; i++) {
     coll_rank *r = &t->r[i];
     if (cudaSetDevice(r->device) != cudaSuccess) continue;
@@ -177,6 +181,9 @@ static int make_layout(coll_layout *l, const coll_team *t, coll_op op, size_t co
 
 int coll_team_reserve(coll_team *t, coll_op op, size_t count, const coll_opts *o) {
   if (o->codec != COLL_CODEC_TACO) return 0;
+  /* both paths: a call made while a CUDA graph is captured takes the NCCL
+   * path, and must not allocate then */
+  if (coll_direct_reserve(t, op, count, o) < 0) return -1;
   coll_layout l;
   CK(make_layout(&l, t, op, count, o));
   for (int i = 0; i < t->nlocal; i++) CK(grow(&t->r[i], (void **)&t->r[i].wire, &t->r[i].wire_bytes, wire_need(&l, coll_dtype_bytes(o->dtype))));
@@ -478,6 +485,8 @@ static int check_opts(const coll_team *t, const coll_opts *o) {
   if (o->allreduce != COLL_ALLREDUCE_AUTO && o->allreduce != COLL_ALLREDUCE_TWO_SHOT &&
       o->allreduce != COLL_ALLREDUCE_ONE_SHOT)
     return coll_fail(__FILE__, __LINE__, "coll", "allreduce algorithm must be AUTO, TWO_SHOT or ONE_SHOT");
+  if (o->direct != COLL_DIRECT_AUTO && o->direct != COLL_DIRECT_OFF && o->direct != COLL_DIRECT_ON)
+    return coll_fail(__FILE__, __LINE__, "coll", "direct mode must be AUTO, OFF or ON");
   return 0;
 }
 
@@ -487,6 +496,9 @@ static int dispatch(coll_team *t, coll_op op, const void *const *send, void *con
   size_t bytes = coll_total_elems(op, count, t->nranks) * coll_dtype_bytes(o->dtype);
   if (o->codec != COLL_CODEC_TACO || !coll_use_codec(bytes, o->min_bytes) || count == 0)
     return plain(t, op, send, recv, send_peer, recv_peer, count, o->dtype);
+  int direct = coll_direct_choose(t, op, send_peer, recv_peer, o);
+  if (direct < 0) return -1;
+  if (direct) return coll_direct_run(t, op, send, recv, send_peer, recv_peer, count, o);
   job jb;
   memset(&jb, 0, sizeof jb);
   jb.t = t;

@@ -17,6 +17,11 @@
  * in-place calls (all-gather: send == recv + rank*count; reduce-scatter:
  * send + rank*count == recv; all-reduce: send == recv) are supported.
  *
+ * Direct path (coll_direct.h, coll_opts.direct): where the GPUs of the team
+ * reach each other's memory over NVLink, all-gather, reduce-scatter and
+ * all-reduce skip NCCL and the chunked pipeline: the codec kernels write
+ * into the peers' staging buffers and flags in GPU memory order the steps.
+ *
  * Every function returns 0, or -1 with "file:line: call: reason" in
  * coll_last_error(). */
 #ifndef COLL_TACO_H
@@ -54,6 +59,20 @@ typedef enum { COLL_EXCHANGE_P2P, COLL_EXCHANGE_ALLGATHER } coll_exchange;
  * (coll_opts.allreduce, or TACO_ALLREDUCE=one-shot in the environment). */
 typedef enum { COLL_ALLREDUCE_AUTO = 0, COLL_ALLREDUCE_TWO_SHOT, COLL_ALLREDUCE_ONE_SHOT } coll_allreduce_algo;
 
+/* Whether a compressed call may take the direct path (coll_direct.h: the
+ * codec writes straight into the peer GPUs' memory over NVLink, no NCCL on
+ * the data path). AUTO (0, the default): all-gather, reduce-scatter and
+ * all-reduce take it wherever the team's GPUs reach each other's memory
+ * over NVLink (NCCL_P2P_DISABLE unset), else the NCCL path; the environment
+ * variable TACO_DIRECT=off|on|auto overrides AUTO. OFF: always NCCL. ON: the
+ * direct path or an error, and also for a two-rank send/recv exchange. A
+ * direct all-reduce under AUTO runs COLL_DIRECT_ALLREDUCE_DEFAULT (measured,
+ * runtime/RESULTS-comm.md round 4); coll_opts.allreduce names one. */
+typedef enum { COLL_DIRECT_AUTO = 0, COLL_DIRECT_OFF, COLL_DIRECT_ON } coll_direct_mode;
+#define COLL_DIRECT_ALLREDUCE_DEFAULT COLL_ALLREDUCE_ONE_SHOT
+#define COLL_DIRECT_DEFAULT_CHUNK_BYTES ((size_t)64 << 20)
+#define COLL_DIRECT_PUSH_COPY_DEFAULT 0 /* 1: blocks reach the peers by cudaMemcpyAsync (coll_direct.c) */
+
 typedef struct {
   coll_codec codec;
   taco_params taco;  /* group, fp8 */
@@ -62,6 +81,9 @@ typedef struct {
   size_t min_bytes;   /* messages below this (uncompressed bytes) go plain; 0: always compress */
   coll_exchange exchange;
   coll_allreduce_algo allreduce; /* compressed all-reduce algorithm (0: AUTO) */
+  coll_direct_mode direct;       /* direct path over NVLink (0: AUTO) */
+  size_t direct_chunk_bytes;     /* direct path: uncompressed bytes of the message per chunk
+                                    (0: COLL_DIRECT_DEFAULT_CHUNK_BYTES) */
 } coll_opts;
 
 /* Defaults: TACO G=128 E4M3 on BF16, default chunk and threshold. */
@@ -83,9 +105,13 @@ typedef struct {
   taco_nonfinite *nonfinite;  /* device memory, filled by encodes */
 } coll_rank;
 
+struct coll_direct; /* coll_direct.c: peer mappings, flags, staging */
+
 typedef struct {
   int nlocal, nranks;
   coll_rank r[COLL_MAX_LOCAL];
+  struct coll_direct *direct; /* NULL until a call could use the direct path */
+  double timeout_s;           /* bound on a direct wait for a peer (coll_team_set_timeout) */
 } coll_team;
 
 const char *coll_last_error(void);
@@ -99,6 +125,14 @@ void coll_team_destroy(coll_team *t);
 /* Allocates scratch for messages up to total_bytes (uncompressed) now, so
  * the timed calls never allocate. Synchronizes the team's streams. */
 int coll_team_reserve(coll_team *t, coll_op op, size_t count, const coll_opts *o);
+
+/* Bound on how long a direct-path wait spins for a peer before it records a
+ * fault (default 60 s, or TACO_DIRECT_TIMEOUT_S). */
+int coll_team_set_timeout(coll_team *t, double seconds);
+/* Collective (every rank of the comm calls it at the same point): sets up the
+ * direct path if it can be used; returns 1 when it can, 0 when not (why: a
+ * short reason), -1 on a CUDA/NCCL error. */
+int coll_direct_available(coll_team *t, const char **why);
 
 /* All-gather: count elements per rank; recv holds nranks * count. */
 int coll_allgather(coll_team *t, const void *const *send, void *const *recv, size_t count, const coll_opts *o);

@@ -23,8 +23,11 @@
 #include "rt_nccl.h"
 #include "rt_nccl_check.h"
 
-enum { CODEC_NONE, CODEC_TACO, CODEC_CAAT, CODEC_TACO_CAAT, CODEC_KINDS };
-static const char *const codec_names[CODEC_KINDS] = {"none", "taco", "caat", "taco+caat"};
+/* taco: the NCCL path (coll_opts.direct = OFF); taco-direct: the codec writing
+ * into the peer GPU over NVLink (kernels/coll_direct.h; rows only where the
+ * GPUs have it, and not with --graph); CAAT-Net rows take the NCCL path. */
+enum { CODEC_NONE, CODEC_TACO, CODEC_CAAT, CODEC_TACO_CAAT, CODEC_TACO_DIRECT, CODEC_KINDS };
+static const char *const codec_names[CODEC_KINDS] = {"none", "taco", "caat", "taco+caat", "taco-direct"};
 
 #define MAX_SIZES 64
 #define MAX_CHUNKS 16
@@ -54,7 +57,12 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: tacorun bench-comm [options]\n"
           "  --op allreduce|allgather|reducescatter|alltoall|sendrecv|all  (comma list; default all)\n"
-          "  --codec none,taco,caat,taco+caat   codecs besides NCCL BF16 (default none,taco)\n"
+          "  --codec none,taco,caat,taco+caat,taco-direct   codecs besides NCCL BF16 (default none,taco,taco-direct)\n"
+          "                   taco: TACO over NCCL; taco-direct: TACO written straight into the peer GPU over\n"
+          "                   NVLink (--chunk sizes tried as coll_opts.direct_chunk_bytes; the two-shot all-reduce and\n"
+          "                   send/recv are not chunked; all-reduce tries one- and two-shot; send/recv\n"
+          "                   as a two-rank exchange; no all-to-all); its rows appear only where peer access\n"
+          "                   over NVLink exists, and not with --graph\n"
           "  --group G        TACO group / Hadamard size: 32..512 (default 128)\n"
           "  --fp8 e4m3|e5m2  (default e4m3)\n"
           "  --minbytes B --maxbytes B --step-factor F   size sweep (default 1M .. 64M, x2); K/M/G suffixes\n"
@@ -117,7 +125,7 @@ static int parse_list(char *s, int *flags, const char *const *names, int n, int 
 static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
   memset(o, 0, sizeof *o);
   for (int i = 0; i < COLL_OP_COUNT; i++) o->ops[i] = 1;
-  o->codecs[CODEC_NONE] = o->codecs[CODEC_TACO] = 1;
+  o->codecs[CODEC_NONE] = o->codecs[CODEC_TACO] = o->codecs[CODEC_TACO_DIRECT] = 1;
   o->group = 128;
   o->fp8 = TACO_FP8_E4M3;
   o->minbytes = 1 << 20;
@@ -224,6 +232,7 @@ typedef struct {
   rt_coll_bufs *b;
   const bench_opts *o;
   long calls; /* timed calls so far, for --die-after */
+  int direct; /* the team has the direct path */
 } bench;
 
 static void maybe_die(bench *B) {
@@ -405,13 +414,15 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
     T.bytes[T.n] = bytes;
     for (int k = 0; k < CODEC_KINDS; k++) {
       if (!o->codecs[k]) continue;
-      int caat = k == CODEC_CAAT || k == CODEC_TACO_CAAT;
+      int caat = k == CODEC_CAAT || k == CODEC_TACO_CAAT, dk = k == CODEC_TACO_DIRECT;
       if (caat && op != COLL_OP_ALLREDUCE) continue;
+      if (dk && (!B->direct || o->graph || op == COLL_OP_ALLTOALL || (op == COLL_OP_SENDRECV && n != 2))) continue;
       if (o->inplace && (op == COLL_OP_ALLTOALL || op == COLL_OP_SENDRECV)) continue;
       rt_coll_call c;
       make_call(o, op, k, bytes, n, &c);
       coll_opts co = coll_opts_default();
-      co.codec = (k == CODEC_TACO || k == CODEC_TACO_CAAT) ? COLL_CODEC_TACO : COLL_CODEC_NONE;
+      co.codec = (k == CODEC_TACO || k == CODEC_TACO_CAAT || dk) ? COLL_CODEC_TACO : COLL_CODEC_NONE;
+      co.direct = dk ? COLL_DIRECT_ON : COLL_DIRECT_OFF;
       co.taco.group = o->group;
       co.taco.fp8 = o->fp8;
       co.min_bytes = o->threshold;
@@ -421,12 +432,13 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       int tries = co.codec == COLL_CODEC_TACO ? o->nchunks : 0; /* no tuning for the plain calls */
       /* the exchange matters only where blocks go all-to-all between two ranks;
        * a compressed all-reduce also tries the one-shot algorithm (--allreduce) */
-      int xchg_matters = co.codec == COLL_CODEC_TACO && n == 2 && op != COLL_OP_ALLGATHER && op != COLL_OP_SENDRECV;
+      int xchg_matters = co.codec == COLL_CODEC_TACO && !dk && n == 2 && op != COLL_OP_ALLGATHER && op != COLL_OP_SENDRECV;
       int cand[3] = {0, 0, 0};
       if (co.codec != COLL_CODEC_TACO) cand[0] = 1;
       else {
         int two = op != COLL_OP_ALLREDUCE || o->allreduce != COLL_ALLREDUCE_ONE_SHOT;
-        int one = op == COLL_OP_ALLREDUCE && o->allreduce != COLL_ALLREDUCE_TWO_SHOT && !(o->allreduce == COLL_ALLREDUCE_AUTO && n != 2);
+        int one = op == COLL_OP_ALLREDUCE && o->allreduce != COLL_ALLREDUCE_TWO_SHOT &&
+                  !(o->allreduce == COLL_ALLREDUCE_AUTO && n != 2 && !dk);
         cand[0] = two && (!xchg_matters || o->exchanges[0]);
         cand[1] = two && xchg_matters && o->exchanges[1];
         cand[X_ONE_SHOT] = one;
@@ -442,7 +454,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
         co.exchange = x == X_ONE_SHOT ? COLL_EXCHANGE_P2P : (coll_exchange)x;
         co.allreduce = x == X_ONE_SHOT ? COLL_ALLREDUCE_ONE_SHOT : COLL_ALLREDUCE_TWO_SHOT;
         for (int ci = 0; ci < tries; ci++) {
-          co.chunk_bytes = o->chunks[ci];
+          co.chunk_bytes = co.direct_chunk_bytes = o->chunks[ci];
           if (ci > 0 && o->chunks[ci - 1] >= call_bytes(&c, n)) break; /* larger chunks: one chunk, same call */
           double us, host_us;
           if (co.codec == COLL_CODEC_TACO && coll_team_reserve(B->t, op, c.count, &co))
@@ -461,6 +473,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
                                                  : o->allreduce;
       T.x[k][T.n] = best_x;
       co.chunk_bytes = best_chunk ? best_chunk : co.chunk_bytes;
+      co.direct_chunk_bytes = dk ? co.chunk_bytes : 0;
       /* The reported time: the chosen setting timed afresh, best of two, as
        * the baseline is (so picking the best of many tries biases nothing). */
       if (co.codec == COLL_CODEC_TACO && coll_team_reserve(B->t, op, c.count, &co))
@@ -494,7 +507,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       if (root) {
         printf("  %10zu %12zu %6s %10s %10.1f %11.2f %11.2f %9.3f %12.3g %10zu %9s\n", b, c.count, "bf16",
                codec_names[k], best, algbw, algbw * coll_busbw_factor(op, n), base > 0 ? base / best : 1.0, err,
-               best_chunk, co.codec != COLL_CODEC_TACO ? "-" : candidate_name(best_x));
+               best_chunk, co.codec != COLL_CODEC_TACO ? "-" : dk ? (best_x == X_ONE_SHOT ? "1shot" : "direct") : candidate_name(best_x));
         fflush(stdout);
       }
       if (root && isatty(2)) fprintf(stderr, "\rbench-comm: %s %s %zu B done      ", coll_op_name(op), codec_names[k], b);
@@ -552,7 +565,18 @@ static int bench_comm_main(int argc, char **argv) {
     return TS_EXIT_FAILURE;
   }
   if (rt_coll_bufs_alloc(&w, &b, need, &e)) failed = 1;
-  bench B = {&w, &t, &b, &o, 0};
+  bench B = {&w, &t, &b, &o, 0, 0};
+  if (!failed && coll_team_set_timeout(&t, o.timeout_s)) failed = 1;
+  if (!failed && o.codecs[CODEC_TACO_DIRECT]) {
+    const char *why = "";
+    int a = coll_direct_available(&t, &why); /* collective: every rank asks here */
+    if (a < 0) {
+      snprintf(e.msg, sizeof e.msg, "%s", coll_last_error());
+      failed = 1;
+    }
+    B.direct = a > 0;
+    if (!B.direct && rt_nccl_is_root(&w)) printf("# taco-direct: no rows: %s\n", why);
+  }
   if (!failed && rt_nccl_is_root(&w)) {
     char desc[2048];
     rt_nccl_describe(&w, desc, sizeof desc);

@@ -4,6 +4,9 @@
 # three transports of DESIGN.md (NVLink, host shared memory, sockets), one
 # table per transport. Usage: bench_comm_all.sh TACORUN TEST_COLL_GPU OUTDIR
 # Every step runs even if an earlier one failed; the summary is printed last.
+# BENCH_COMM_TRANSPORTS: which sweeps (default "nvlink shm socket").
+# BENCH_COMM_CODECS: codecs of the sweeps (default none,taco,caat,taco+caat,taco-direct;
+# taco-direct rows appear on NVLink only).
 set -u
 TACORUN=${1:?tacorun}; TESTBIN=${2:?test_coll_gpu}; OUT=${3:?outdir}
 mkdir -p "$OUT"
@@ -22,31 +25,51 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 
 # 1. Correctness, single process over both GPUs, 1 KiB .. 1 GiB.
 t0=$(date +%s)
-timeout 240 "$TESTBIN" >"$OUT/test_coll_gpu.log" 2>&1
+timeout 120 "$TESTBIN" >"$OUT/test_coll_gpu.log" 2>&1
 rc=$?
 note "test_coll_gpu: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/test_coll_gpu.log")"
 grep -E "^(FAIL|ERROR)" "$OUT/test_coll_gpu.log" | head -5 | tee -a "$SUMMARY"
 
 # 2. Fault: rank 1 kills itself mid-run; rank 0 must fail within --timeout-s.
-fault() { # $1: label; rank 0's exit status and seconds go to the summary
+# Calls 1-44 are the NCCL BF16 baseline (2 x (2 warm-up + 20 timed)); call 60
+# falls in the compressed calls (the direct one: the one-shot all-reduce).
+fault() { # $1: label, $2: codec, then more bench-comm options; rank 0's exit status and seconds go to the summary
+  local codec=$2
   rm -f /tmp/tacorun_ncclid
   local t0=$(ms)
   TACORUN_ID_FILE=/tmp/tacorun_ncclid TACORUN_RANK=1 TACORUN_NRANKS=2 TACORUN_LOCAL_RANK=1 \
-    "$TACORUN" bench-comm --op allreduce --codec taco --minbytes 64M --maxbytes 64M --iters 2000 --warmup 5 \
-    --timeout-s 10 --die-rank 1 --die-after 12 >/tmp/fault_rank1.log 2>&1 &
+    "$TACORUN" bench-comm --op allreduce --codec "$codec" --minbytes 64M --maxbytes 64M --iters 20 --warmup 2 \
+    --timeout-s 10 --die-rank 1 --die-after 60 "${@:3}" >/tmp/fault_rank1.log 2>&1 &
   local p1=$!
   TACORUN_ID_FILE=/tmp/tacorun_ncclid TACORUN_RANK=0 TACORUN_NRANKS=2 TACORUN_LOCAL_RANK=0 \
-    timeout 120 "$TACORUN" bench-comm --op allreduce --codec taco --minbytes 64M --maxbytes 64M --iters 2000 \
-    --warmup 5 --timeout-s 10 --die-rank 1 --die-after 12 >"$OUT/fault.log" 2>&1
+    timeout 120 "$TACORUN" bench-comm --op allreduce --codec "$codec" --minbytes 64M --maxbytes 64M --iters 20 \
+    --warmup 2 --timeout-s 10 --die-rank 1 --die-after 60 "${@:3}" >"$OUT/fault-$codec.log" 2>&1
   local rc0=$?
   local dt=$(( $(ms) - t0 ))
   wait $p1; local rc1=$?
   note "fault ($1): rank 0 rc=$rc0 after ${dt} ms (bound: 10 s timeout + init), rank 1 rc=$rc1 (137 = SIGKILL)"
-  tail -2 "$OUT/fault.log" | tee -a "$SUMMARY"
+  tail -2 "$OUT/fault-$codec.log" | tee -a "$SUMMARY"
+  cat /tmp/fault_rank1.log >>"$OUT/fault-$codec.log"
 }
 if [ "${BENCH_COMM_FAULT:-1}" = 1 ]; then # BENCH_COMM_FAULT=0 skips it (the path did not change)
-  fault id-file
-  cat /tmp/fault_rank1.log >>"$OUT/fault.log"
+  unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE
+  fault "id-file, NCCL path" taco
+  fault "id-file, direct path" taco-direct --allreduce one-shot
+fi
+
+# 2b. The direct path under mpirun (one process per GPU, CUDA IPC): --check at odd
+# sizes (x7.3 steps from 1030 B: multiples of neither the group nor the rank
+# count), out of place and in place, up to 1 GiB.
+if [ "${BENCH_COMM_ODD:-1}" = 1 ]; then
+  for place in "" --inplace; do
+    t0=$(date +%s)
+    mpi "$TACORUN" bench-comm --op allreduce,allgather,reducescatter,sendrecv --codec taco-direct --check \
+      --iters 3 --warmup 1 --target-ms 20 --minbytes 1030 --maxbytes 1G --step-factor 7.3 $place \
+      >"$OUT/direct-odd${place}.dat" 2>/tmp/direct-odd.err
+    note "direct --check under mpirun ${place:-out-of-place}: rc=$? in $(( $(date +%s) - t0 )) s," \
+      "$(grep -c 'taco-direct' "$OUT/direct-odd${place}.dat") rows, $(grep -c 'CHECK FAILED' "$OUT/direct-odd${place}.dat") failed"
+    grep -v "^ *$" /tmp/direct-odd.err | tail -3 >>"$SUMMARY"
+  done
 fi
 
 # 3. The sweep per transport, one process per GPU under mpirun.
@@ -54,7 +77,7 @@ sweep() { # $1: name, then bench-comm arguments
   local name=$1; shift
   local t0=$(date +%s)
   # BENCH_COMM_ARGS: more bench-comm options for every sweep (e.g. --graph)
-  mpi "$TACORUN" bench-comm --op all --codec none,taco,caat,taco+caat --check --iters 20 --warmup 3 \
+  mpi "$TACORUN" bench-comm --op all --codec ${BENCH_COMM_CODECS:-none,taco,caat,taco+caat,taco-direct} --check --iters 20 --warmup 3 \
     --target-ms 100 --chunk 1M,2M,4M,8M,16M,32M,64M --step-factor 4 ${BENCH_COMM_ARGS:-} "$@" >"$OUT/$name.dat" 2>"/tmp/$name.err"
   local rc=$?
   note "sweep $name: rc=$rc in $(( $(date +%s) - t0 )) s"
@@ -62,10 +85,11 @@ sweep() { # $1: name, then bench-comm arguments
   grep -E "^# op:|^ +67108864 " "$OUT/$name.dat" | awk '{print "  " $0}' >>"$SUMMARY"
   grep -E "^# (tuned|CHECK)" "$OUT/$name.dat" >>"$SUMMARY"
 }
+TRANSPORTS=" ${BENCH_COMM_TRANSPORTS:-nvlink shm socket} "
 unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_IB_DISABLE NCCL_SOCKET_IFNAME
-sweep nvlink --minbytes 256K --maxbytes 256M
+case $TRANSPORTS in *" nvlink "*) sweep nvlink --minbytes 256K --maxbytes 256M ;; esac
 export NCCL_P2P_DISABLE=1
-sweep shm --minbytes 256K --maxbytes 256M
+case $TRANSPORTS in *" shm "*) sweep shm --minbytes 256K --maxbytes 256M ;; esac
 export NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
-sweep socket --minbytes 256K --maxbytes 64M
+case $TRANSPORTS in *" socket "*) sweep socket --minbytes 256K --maxbytes 64M ;; esac
 cat "$SUMMARY"

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "rt_nccl.h"
 
+#include "coll_direct.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -289,6 +291,12 @@ int rt_nccl_wait(rt_nccl *w, ts_err *e) {
   for (;;) {
     int pending = 0;
     if (rt_nccl_poll(w, e)) return -1;
+    /* a direct-path wait (kernels/coll_direct.h) that timed out on a peer */
+    const char *fault = coll_direct_fault();
+    if (fault) {
+      rt_nccl_abort(w);
+      return ts_fail_sys(e, "%s; all %d NCCL communicators aborted", fault, w->nlocal + w->nsubcomms);
+    }
     for (int i = 0; i < w->nlocal; i++) {
       RT_CUDA(e, cudaSetDevice(w->devices[i]));
       cudaError_t q = cudaStreamQuery(w->streams[i]);

@@ -1,7 +1,8 @@
 /* test_coll_gpu.c — compressed collectives equal the uncompressed NCCL ones
  * within the codec's error bound, on fresh random inputs, at sizes from
  * 1 KiB to 1 GiB (odd sizes included), in place and out of place, with
- * every output element written. Drives all local GPUs from one process
+ * every output element written; the NCCL path and, where the GPUs reach each
+ * other over NVLink, the direct path (kernels/coll_direct.h). Drives all local GPUs from one process
  * (ncclCommInitAll). Plain C, no CUnit (the GPU machine has none); exits 77
  * when there is no GPU, 1 on any failure. TEST_COLL_MAX_BYTES caps the size
  * (default 1 GiB). */
@@ -61,15 +62,27 @@ int main(void) {
     printf("test_coll_gpu: %s\n", e.msg);
     return 1;
   }
-  printf("test_coll_gpu: %d ranks, sizes up to %zu bytes\n", w.nranks, max_bytes);
+  coll_team_set_timeout(&t, 20); /* a stuck direct wait fails the test within 20 s */
+  const char *why = "";
+  int direct = coll_direct_available(&t, &why);
+  if (direct < 0) {
+    printf("test_coll_gpu: %s\n", coll_last_error());
+    return 1;
+  }
+  printf("test_coll_gpu: %d ranks, sizes up to %zu bytes; direct path %s%s\n", w.nranks, max_bytes,
+         direct ? "available" : "not available: ", direct ? "" : why);
   int n = w.nranks;
   /* Total uncompressed BF16 bytes of the message; odd ones are not
    * multiples of any group nor of the rank count. */
   const size_t sizes[] = {1024, 1024 + 6, 3 * 2 * 128 * 5 + 14, (1 << 20) + 2 * 7, 17 * (1 << 20) + 2 * 333,
                           64 << 20, 256 << 20, (size_t)1 << 30};
   /* 0 and 256 KiB chunks; then 256 KiB with the all-gather exchange (two-shot
-   * all-reduce); then, for the all-reduce, the one-shot algorithm */
-  const size_t chunks[] = {0, 256 << 10, 256 << 10, 0};
+   * all-reduce); then, for the all-reduce, the one-shot algorithm; these four
+   * on the NCCL path. Then the direct path (when the GPUs have it): every op
+   * but all-to-all (all-reduce two-shot) in 256 KiB chunks (below 256 MiB;
+   * the default chunk above), the one-shot all-reduce with the default chunk
+   * (16 MiB: several chunks from 64 MiB) and in 256 KiB chunks. */
+  const size_t chunks[] = {0, 256 << 10, 256 << 10, 0, 256 << 10, 0, 256 << 10};
   int dead = 0;
   for (size_t si = 0; si < sizeof sizes / sizeof *sizes && !dead; si++) {
     size_t bytes = sizes[si];
@@ -80,10 +93,14 @@ int main(void) {
         if (inplace && (op == COLL_OP_ALLTOALL || op == COLL_OP_SENDRECV)) continue;
         if (big && inplace && op != COLL_OP_ALLREDUCE) continue;
         for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks && !dead; ci++) {
-          if (big && ci) continue; /* many small chunks: checked at the smaller sizes */
+          if (big && ci && ci != 4 && ci != 5) continue; /* many small chunks: checked at the smaller sizes */
           int xchg = ci == 2;
           if (xchg && (n != 2 || op == COLL_OP_ALLGATHER || op == COLL_OP_SENDRECV)) continue;
           if (ci == 3 && op != COLL_OP_ALLREDUCE) continue;
+          int on_direct = ci >= 4;
+          if (on_direct && (!direct || op == COLL_OP_ALLTOALL || (op == COLL_OP_SENDRECV && n != 2))) continue;
+          if (ci >= 5 && op != COLL_OP_ALLREDUCE) continue;
+          if (ci == 6 && big) continue;
           rt_coll_call c;
           memset(&c, 0, sizeof c);
           c.op = (coll_op)op;
@@ -98,13 +115,16 @@ int main(void) {
           o.exchange = xchg ? COLL_EXCHANGE_ALLGATHER : COLL_EXCHANGE_P2P;
           /* both algorithms, named (AUTO's choice depends on the environment):
            * two-shot (the exchange variants need it), one-shot at ci 3 */
-          o.allreduce = ci == 3 && !xchg ? COLL_ALLREDUCE_ONE_SHOT : COLL_ALLREDUCE_TWO_SHOT;
+          o.allreduce = (ci == 3 || ci >= 5) && !xchg ? COLL_ALLREDUCE_ONE_SHOT : COLL_ALLREDUCE_TWO_SHOT;
+          o.direct = on_direct ? COLL_DIRECT_ON : COLL_DIRECT_OFF;
+          o.direct_chunk_bytes = on_direct && !big ? chunks[ci] : 0;
           const char *algo = c.op != COLL_OP_ALLREDUCE                ? ""
                              : o.allreduce == COLL_ALLREDUCE_ONE_SHOT ? " one-shot"
                                                                       : " two-shot";
           char label[160];
-          snprintf(label, sizeof label, "%s %zu B count %zu %s chunk %zu%s%s", coll_op_name(c.op), bytes, c.count,
-                   inplace ? "in-place" : "out-of-place", chunks[ci], xchg ? " exchange=allgather" : "", algo);
+          snprintf(label, sizeof label, "%s %zu B count %zu %s %s %zu%s%s", coll_op_name(c.op), bytes, c.count,
+                   inplace ? "in-place" : "out-of-place", on_direct ? "DIRECT chunk" : "chunk", on_direct ? o.direct_chunk_bytes : chunks[ci],
+                   xchg ? " exchange=allgather" : "", algo);
           if (run_case(&w, &t, &b, &c, &o, label)) dead = 1;
         }
       }
@@ -136,7 +156,9 @@ int main(void) {
   const int gs[] = {32, 64, 256, 512};
   for (int gi = 0; gi < 4 && !dead; gi++)
     for (int fp8 = 0; fp8 < 2 && !dead; fp8++)
-      for (int op = 0; op < COLL_OP_COUNT && !dead; op++) {
+      for (int op = 0; op < COLL_OP_COUNT && !dead; op++)
+        for (int on_direct = 0; on_direct <= direct && !dead; on_direct++) {
+        if (on_direct && (op == COLL_OP_ALLTOALL || (op == COLL_OP_SENDRECV && n != 2))) continue;
         rt_coll_call c;
         memset(&c, 0, sizeof c);
         c.op = (coll_op)op;
@@ -146,8 +168,11 @@ int main(void) {
         o.taco.fp8 = fp8 ? TACO_FP8_E5M2 : TACO_FP8_E4M3;
         o.min_bytes = 0;
         o.chunk_bytes = 1 << 20;
+        o.direct = on_direct ? COLL_DIRECT_ON : COLL_DIRECT_OFF;
+        o.direct_chunk_bytes = 1 << 20;
         char label[160];
-        snprintf(label, sizeof label, "%s count %zu G=%d %s", coll_op_name(c.op), c.count, gs[gi], fp8 ? "e5m2" : "e4m3");
+        snprintf(label, sizeof label, "%s count %zu G=%d %s%s", coll_op_name(c.op), c.count, gs[gi], fp8 ? "e5m2" : "e4m3",
+                 on_direct ? " DIRECT" : "");
         if (run_case(&w, &t, &b, &c, &o, label)) dead = 1;
       }
   /* The threshold: below it the call is plain NCCL, so the result is exact. */

@@ -173,6 +173,46 @@ static void test_op_names(void) {
   CU_ASSERT_STRING_EQUAL(coll_op_name(COLL_OP_COUNT), "?");
 }
 
+
+/* Direct-path staging: receiver r's n blocks fit region A back to back at
+ * its stride; the two-shot segments cover the message once; region B holds
+ * every reduced segment; slots stay 16-byte aligned. */
+static void test_direct_sizes(void) {
+  const size_t counts[] = {1, 127, 128, 256, 257, 963, 300007, 4456614, 33554432};
+  const int groups[] = {32, 128, 512};
+  for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++)
+    for (int gi = 0; gi < 3; gi++)
+      for (int n = 2; n <= 8; n++)
+        for (int op = 0; op < COLL_OP_COUNT; op++)
+          for (int one = 0; one < 2; one++) {
+            if (op == COLL_OP_ALLTOALL) continue;
+            size_t count = counts[ci];
+            int g = groups[gi];
+            coll_direct_sizes s;
+            coll_direct_sizes_of((coll_op)op, one, count, n, g, &s);
+            CU_ASSERT_EQUAL(s.half % 256, 0);
+            CU_ASSERT_EQUAL(s.half, s.region_a + s.region_b);
+            size_t covered = 0;
+            for (int r = 0; r < n; r++) {
+              size_t e = coll_direct_recv_elems((coll_op)op, one, count, n, g, r);
+              size_t stride = coll_direct_stride_a((coll_op)op, one, count, n, g, r);
+              CU_ASSERT_EQUAL(stride, coll_block_wire(e, g));
+              CU_ASSERT_EQUAL(stride % 16, 0);
+              CU_ASSERT(stride * (size_t)n <= s.region_a);
+              if (op == COLL_OP_ALLREDUCE && !one) CU_ASSERT(stride <= s.stride_b);
+              covered += e;
+            }
+            if (op == COLL_OP_ALLREDUCE && !one) {
+              CU_ASSERT_EQUAL(covered, count);
+              CU_ASSERT(s.region_b >= (size_t)n * s.stride_b);
+              CU_ASSERT_EQUAL(s.stride_b % 16, 0);
+            } else {
+              CU_ASSERT_EQUAL(covered, (size_t)n * count);
+              CU_ASSERT_EQUAL(s.region_b, 0);
+            }
+          }
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("coll_layout", NULL, NULL);
@@ -184,6 +224,7 @@ int main(void) {
   CU_add_test(s, "threshold from a sweep", test_threshold);
   CU_add_test(s, "error bounds", test_error_bound);
   CU_add_test(s, "op names", test_op_names);
+  CU_add_test(s, "direct-path staging", test_direct_sizes);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

@@ -1,0 +1,22 @@
+/* coll_direct_team.h — what coll_taco.c and coll_direct.c share (internal). */
+#ifndef COLL_DIRECT_TEAM_H
+#define COLL_DIRECT_TEAM_H
+
+#include "coll_direct.h"
+#include "coll_taco.h"
+
+/* Records "file:line: what: why" as coll_last_error(); returns -1. */
+int coll_set_error(const char *file, int line, const char *what, const char *why);
+
+/* 1: this call takes the direct path; 0: the NCCL path; -1: error (ON but
+ * not possible). Collective on the first call that could use it (set-up). */
+int coll_direct_choose(coll_team *t, coll_op op, const int *send_peer, const int *recv_peer, const coll_opts *o);
+/* Enqueues the call on the direct path (the caller chose it). */
+int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *const *recv, const int *send_peer,
+                    const int *recv_peer, size_t count, const coll_opts *o);
+/* Grows the staging for a call of this size now (collective when it grows). */
+int coll_direct_reserve(coll_team *t, coll_op op, size_t count, const coll_opts *o);
+/* Frees the direct state (closes peer mappings first). */
+void coll_direct_destroy(coll_team *t);
+
+#endif
