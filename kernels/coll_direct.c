@@ -392,9 +392,20 @@ static int is_one_shot(const coll_opts *o) {
   return o->allreduce == COLL_ALLREDUCE_ONE_SHOT;
 }
 
-int coll_direct_choose(coll_team *t, coll_op op, const int *send_peer, const int *recv_peer, const coll_opts *o) {
+/* AUTO: the smallest message (uncompressed bytes) that takes the direct
+ * path. Measured on 2 x H200 (runtime/RESULTS-comm.md round 4): below 4 MiB
+ * the direct all-reduce and all-gather took 1-2 us longer than the NCCL path
+ * (flag kernels and launches; both lose to NCCL BF16 there); the direct
+ * reduce-scatter was faster at every size from 256 KiB. */
+static size_t auto_min_bytes(coll_op op) { return op == COLL_OP_REDUCESCATTER ? 0 : (size_t)4 << 20; }
+
+int coll_direct_choose(coll_team *t, coll_op op, size_t bytes, const int *send_peer, const int *recv_peer,
+                       const coll_opts *o) {
   coll_direct_mode m = o->direct;
-  if (m == COLL_DIRECT_AUTO) m = env_mode();
+  if (m == COLL_DIRECT_AUTO) {
+    m = env_mode();
+    if (m == COLL_DIRECT_AUTO && bytes < auto_min_bytes(op)) return 0;
+  }
   if (m == COLL_DIRECT_OFF) return 0;
   int on = m == COLL_DIRECT_ON;
   if (op == COLL_OP_ALLTOALL) {
@@ -456,7 +467,8 @@ int coll_direct_reserve(coll_team *t, coll_op op, size_t count, const coll_opts 
   for (int i = 0; i < t->nlocal; i++) peers[i] = 1 - t->r[i].rank;
   coll_opts q = *o;
   if (op == COLL_OP_SENDRECV && (q.direct != COLL_DIRECT_ON || t->nranks != 2)) return 0;
-  int c = coll_direct_choose(t, op, peers, peers, &q);
+  size_t bytes = coll_total_elems(op, count, t->nranks) * coll_dtype_bytes(o->dtype);
+  int c = coll_direct_choose(t, op, bytes, peers, peers, &q);
   if (c <= 0) return c;
   size_t half;
   CK(staging_half(op, op == COLL_OP_ALLREDUCE && is_one_shot(o), count, t->nranks, o, &half));

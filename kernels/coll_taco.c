@@ -496,7 +496,7 @@ static int dispatch(coll_team *t, coll_op op, const void *const *send, void *con
   size_t bytes = coll_total_elems(op, count, t->nranks) * coll_dtype_bytes(o->dtype);
   if (o->codec != COLL_CODEC_TACO || !coll_use_codec(bytes, o->min_bytes) || count == 0)
     return plain(t, op, send, recv, send_peer, recv_peer, count, o->dtype);
-  int direct = coll_direct_choose(t, op, send_peer, recv_peer, o);
+  int direct = coll_direct_choose(t, op, bytes, send_peer, recv_peer, o);
   if (direct < 0) return -1;
   if (direct) return coll_direct_run(t, op, send, recv, send_peer, recv_peer, count, o);
   job jb;

@@ -10,7 +10,11 @@
  * output; reduce-scatter: the input; all-to-all: what one rank sends;
  * send/recv: what one rank sends, in a ring shift). Compressed collectives
  * always compress (min_bytes = 0), so their table shows the compressed path
- * at every size and the simulator can choose the faster path per size.
+ * at every size and the simulator can choose the faster path per size. They
+ * run with coll_opts_default(), as the executor's do: on NVLink that is the
+ * direct path (kernels/coll_direct.h) for all-gather and all-reduce from
+ * 4 MiB and reduce-scatter at every size, the one-shot direct all-reduce,
+ * and the NCCL path elsewhere, so the table times what the executor runs.
  *
  * Timing: every rank agrees on the batch length (the maximum of the ranks'
  * estimates), every timed batch starts after a one-element all-reduce so the
