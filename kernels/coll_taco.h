@@ -63,14 +63,15 @@ typedef enum { COLL_ALLREDUCE_AUTO = 0, COLL_ALLREDUCE_TWO_SHOT, COLL_ALLREDUCE_
  * codec writes straight into the peer GPUs' memory over NVLink, no NCCL on
  * the data path). AUTO (0, the default): all-gather, reduce-scatter and
  * all-reduce take it wherever the team's GPUs reach each other's memory
- * over NVLink (NCCL_P2P_DISABLE unset), all-gather and all-reduce from 4 MiB
- * (uncompressed; below, the NCCL path measured 1-2 us faster), else the NCCL path; the environment
+ * over NVLink (NCCL_P2P_DISABLE unset), at every size, else the NCCL path; the environment
  * variable TACO_DIRECT=off|on|auto overrides AUTO. OFF: always NCCL. ON: the
  * direct path or an error, and also for a two-rank send/recv exchange. A
- * direct all-reduce under AUTO runs COLL_DIRECT_ALLREDUCE_DEFAULT (measured,
- * runtime/RESULTS-comm.md round 4); coll_opts.allreduce names one. */
+ * direct all-reduce with coll_opts.allreduce AUTO runs one-shot below
+ * COLL_DIRECT_TWO_SHOT_MIN_BYTES (uncompressed) and two-shot from there
+ * (measured on 2 x H200, runtime/RESULTS-comm.md round 4: one-shot 20 vs 34 us
+ * at 1 MiB, two-shot 66 vs 68 us at 16 MiB and 670 vs 731 us at 256 MiB). */
 typedef enum { COLL_DIRECT_AUTO = 0, COLL_DIRECT_OFF, COLL_DIRECT_ON } coll_direct_mode;
-#define COLL_DIRECT_ALLREDUCE_DEFAULT COLL_ALLREDUCE_ONE_SHOT
+#define COLL_DIRECT_TWO_SHOT_MIN_BYTES ((size_t)16 << 20)
 #define COLL_DIRECT_DEFAULT_CHUNK_BYTES ((size_t)64 << 20)
 #define COLL_DIRECT_PUSH_COPY_DEFAULT 0 /* 1: blocks reach the peers by cudaMemcpyAsync (coll_direct.c) */
 

@@ -25,9 +25,11 @@
 
 /* taco: the NCCL path (coll_opts.direct = OFF); taco-direct: the codec writing
  * into the peer GPU over NVLink (kernels/coll_direct.h; rows only where the
- * GPUs have it, and not with --graph); CAAT-Net rows take the NCCL path. */
-enum { CODEC_NONE, CODEC_TACO, CODEC_CAAT, CODEC_TACO_CAAT, CODEC_TACO_DIRECT, CODEC_KINDS };
-static const char *const codec_names[CODEC_KINDS] = {"none", "taco", "caat", "taco+caat", "taco-direct"};
+ * GPUs have it, and not with --graph); taco-auto: the library's defaults
+ * (coll_opts_default(): what the executor and calibrate run, no tuning);
+ * CAAT-Net rows take the NCCL path. */
+enum { CODEC_NONE, CODEC_TACO, CODEC_CAAT, CODEC_TACO_CAAT, CODEC_TACO_DIRECT, CODEC_TACO_AUTO, CODEC_KINDS };
+static const char *const codec_names[CODEC_KINDS] = {"none", "taco", "caat", "taco+caat", "taco-direct", "taco-auto"};
 
 #define MAX_SIZES 64
 #define MAX_CHUNKS 16
@@ -57,12 +59,13 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: tacorun bench-comm [options]\n"
           "  --op allreduce|allgather|reducescatter|alltoall|sendrecv|all  (comma list; default all)\n"
-          "  --codec none,taco,caat,taco+caat,taco-direct   codecs besides NCCL BF16 (default none,taco,taco-direct)\n"
+          "  --codec none,taco,caat,taco+caat,taco-direct,taco-auto   codecs besides NCCL BF16 (default none,taco,taco-direct,taco-auto)\n"
           "                   taco: TACO over NCCL; taco-direct: TACO written straight into the peer GPU over\n"
           "                   NVLink (--chunk sizes tried as coll_opts.direct_chunk_bytes; the two-shot all-reduce and\n"
           "                   send/recv are not chunked; all-reduce tries one- and two-shot; send/recv\n"
           "                   as a two-rank exchange; no all-to-all); its rows appear only where peer access\n"
-          "                   over NVLink exists, and not with --graph\n"
+          "                   over NVLink exists, and not with --graph; taco-auto: coll_opts_default() (direct path\n"
+          "                   where AUTO takes it, default chunk and all-reduce algorithm; nothing tried)\n"
           "  --group G        TACO group / Hadamard size: 32..512 (default 128)\n"
           "  --fp8 e4m3|e5m2  (default e4m3)\n"
           "  --minbytes B --maxbytes B --step-factor F   size sweep (default 1M .. 64M, x2); K/M/G suffixes\n"
@@ -125,7 +128,7 @@ static int parse_list(char *s, int *flags, const char *const *names, int n, int 
 static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
   memset(o, 0, sizeof *o);
   for (int i = 0; i < COLL_OP_COUNT; i++) o->ops[i] = 1;
-  o->codecs[CODEC_NONE] = o->codecs[CODEC_TACO] = o->codecs[CODEC_TACO_DIRECT] = 1;
+  o->codecs[CODEC_NONE] = o->codecs[CODEC_TACO] = o->codecs[CODEC_TACO_DIRECT] = o->codecs[CODEC_TACO_AUTO] = 1;
   o->group = 128;
   o->fp8 = TACO_FP8_E4M3;
   o->minbytes = 1 << 20;
@@ -421,15 +424,16 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       rt_coll_call c;
       make_call(o, op, k, bytes, n, &c);
       coll_opts co = coll_opts_default();
-      co.codec = (k == CODEC_TACO || k == CODEC_TACO_CAAT || dk) ? COLL_CODEC_TACO : COLL_CODEC_NONE;
-      co.direct = dk ? COLL_DIRECT_ON : COLL_DIRECT_OFF;
+      int ak = k == CODEC_TACO_AUTO;
+      co.codec = (k == CODEC_TACO || k == CODEC_TACO_CAAT || dk || ak) ? COLL_CODEC_TACO : COLL_CODEC_NONE;
+      co.direct = ak ? COLL_DIRECT_AUTO : dk ? COLL_DIRECT_ON : COLL_DIRECT_OFF;
       co.taco.group = o->group;
       co.taco.fp8 = o->fp8;
       co.min_bytes = o->threshold;
       double best = INFINITY;
       size_t best_chunk = 0;
       int best_x = COLL_EXCHANGE_P2P;
-      int tries = co.codec == COLL_CODEC_TACO ? o->nchunks : 0; /* no tuning for the plain calls */
+      int tries = co.codec == COLL_CODEC_TACO && !ak ? o->nchunks : 0; /* no tuning for the plain calls and the defaults */
       /* the exchange matters only where blocks go all-to-all between two ranks;
        * a compressed all-reduce also tries the one-shot algorithm (--allreduce) */
       int xchg_matters = co.codec == COLL_CODEC_TACO && !dk && n == 2 && op != COLL_OP_ALLGATHER && op != COLL_OP_SENDRECV;
@@ -467,13 +471,15 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
         }
       }
       co.exchange = best_x == X_ONE_SHOT ? COLL_EXCHANGE_P2P : (coll_exchange)best_x;
-      co.allreduce = co.codec != COLL_CODEC_TACO ? o->allreduce
+      co.allreduce = ak                          ? COLL_ALLREDUCE_AUTO
+                     : co.codec != COLL_CODEC_TACO ? o->allreduce
                      : best_x == X_ONE_SHOT      ? COLL_ALLREDUCE_ONE_SHOT
                      : op == COLL_OP_ALLREDUCE   ? COLL_ALLREDUCE_TWO_SHOT
                                                  : o->allreduce;
       T.x[k][T.n] = best_x;
       co.chunk_bytes = best_chunk ? best_chunk : co.chunk_bytes;
       co.direct_chunk_bytes = dk ? co.chunk_bytes : 0;
+      if (ak) co = coll_opts_default(), co.taco.group = o->group, co.taco.fp8 = o->fp8, co.min_bytes = o->threshold;
       /* The reported time: the chosen setting timed afresh, best of two, as
        * the baseline is (so picking the best of many tries biases nothing). */
       if (co.codec == COLL_CODEC_TACO && coll_team_reserve(B->t, op, c.count, &co))
@@ -507,7 +513,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       if (root) {
         printf("  %10zu %12zu %6s %10s %10.1f %11.2f %11.2f %9.3f %12.3g %10zu %9s\n", b, c.count, "bf16",
                codec_names[k], best, algbw, algbw * coll_busbw_factor(op, n), base > 0 ? base / best : 1.0, err,
-               best_chunk, co.codec != COLL_CODEC_TACO ? "-" : dk ? (best_x == X_ONE_SHOT ? "1shot" : "direct") : candidate_name(best_x));
+               best_chunk, co.codec != COLL_CODEC_TACO ? "-" : ak ? "auto" : dk ? (best_x == X_ONE_SHOT ? "1shot" : "direct") : candidate_name(best_x));
         fflush(stdout);
       }
       if (root && isatty(2)) fprintf(stderr, "\rbench-comm: %s %s %zu B done      ", coll_op_name(op), codec_names[k], b);

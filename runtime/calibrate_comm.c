@@ -12,9 +12,10 @@
  * always compress (min_bytes = 0), so their table shows the compressed path
  * at every size and the simulator can choose the faster path per size. They
  * run with coll_opts_default(), as the executor's do: on NVLink that is the
- * direct path (kernels/coll_direct.h) for all-gather and all-reduce from
- * 4 MiB and reduce-scatter at every size, the one-shot direct all-reduce,
- * and the NCCL path elsewhere, so the table times what the executor runs.
+ * direct path (kernels/coll_direct.h) for all-gather, reduce-scatter and
+ * all-reduce (one-shot below 16 MiB, two-shot from there), the NCCL path for
+ * all-to-all and send/recv and on the other transports, so the table times
+ * what the executor runs.
  *
  * Timing: every rank agrees on the batch length (the maximum of the ranks'
  * estimates), every timed batch starts after a one-element all-reduce so the
