@@ -5,7 +5,7 @@
 # GPU under mpirun, as the executor runs them. Builds nothing: it runs the
 # tacorun built on the CPU machine (BIN). Results in $OUT (at most 8 files):
 #   h200-nvlink.json h200-shm.json h200-socket.json   the calibration files
-#   logs.tgz      progress logs, GEMM passes (nvlink-gemm.tsv), the
+#   logs-STAGES.tgz  progress logs, GEMM passes (nvlink-gemm.tsv), the
 #                 collectives' per-size batch spread (*-spread.tsv), machine.txt
 #   summary.txt   one line per stage
 # usage: calibration/run_gpu.sh [nvlink] [nvlink-comm] [shm] [socket] [gemm]   (default: nvlink shm socket)
@@ -129,5 +129,6 @@ for t in "$L"/*-spread.tsv; do
   tail -n +3 "$t" | cut -f7 | sort -g | awk -v f="$(basename "$t")" '{ v[NR] = $1 } END { if (!NR) exit; i = int(0.9 * NR); if (i < 1) i = 1; printf "%s: batch spread median %.1f%%, p90 %.1f%% over %d sizes\n", f, v[int((NR + 1) / 2)], v[i], NR }' |
     tee -a "$SUMMARY"
 done
-tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"
+# one archive per call, named by its stages (a later call into the same OUT keeps the earlier one)
+tar -czf "$OUT/logs-$(echo "$stages" | tr ' ' '-').tgz" -C "$OUT" logs && rm -rf "$L"
 say "done in $(elapsed) s"

@@ -167,17 +167,17 @@ stage_timed() { # stage_timed [TRANSPORT]: every plan, or only those of one tran
   local smi=
   if [ "${CLOCKS:-0}" = 1 ]; then # SM clock and power every 100 ms (clocks.csv; summary has each plan's start)
     nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 100 \
-      >"$OUT/clocks.csv" 2>&1 &
+      >>"$OUT/clocks.csv" 2>&1 &
     smi=$!
   fi
   for tag in $order; do
+    read -r _ plan transport np < <(grep "^$tag " $V/plans.txt)
+    [ -n "${1:-}" ] && [ "$transport" != "$1" ] && continue
     [ -n "$smi" ] && say "start $tag $(date -u '+%Y/%m/%d %H:%M:%S.%3N')"
     if [ "$(elapsed)" -ge "$BUDGET" ]; then
       say "$tag: skipped (budget of $BUDGET s spent)"
       continue
     fi
-    read -r _ plan transport np < <(grep "^$tag " $V/plans.txt)
-    [ -n "${1:-}" ] && [ "$transport" != "$1" ] && continue
     if ! timed_one "$tag" "$plan" "$transport" "$np" && [[ $tag != *pp2* ]]; then
       timed_one "$tag-builtin" "$plan" "$transport" "$np" --program builtin
     fi
