@@ -11,15 +11,19 @@ source "$(dirname "$0")/lib.sh"
 out="$DATA/fig6-collectives.dat"
 drawn=""
 {
-  echo "# measured speedup of TACO G=128 collectives over NCCL BF16, 2 x H200 (from runtime/results/bench-comm-<transport>.dat)"
+  echo "# measured speedup of TACO G=128 collectives over NCCL BF16, 2 x H200 (from runtime/results/bench-comm-<transport>.dat; NVLink: round4-final-nvlink.dat, direct path)"
   for t in nvlink shm socket; do
-    src="$ROOT/runtime/results/bench-comm-$t.dat"
+    src="$ROOT/runtime/results/bench-comm-$t.dat" codec=taco
+    # NVLink: round 4's table, whose direct rows are the path the library takes there by default
+    if [ "$t" = nvlink ] && [ -f "$ROOT/runtime/results/round4-final-nvlink.dat" ]; then
+      src="$ROOT/runtime/results/round4-final-nvlink.dat" codec=taco-direct
+    fi
     for c in allreduce allgather reducescatter sendrecv; do
       echo "# $t $c: bytes nccl_us taco_us speedup"
       if [ -f "$src" ]; then
-        awk -v c="$c" '/^# op: / { op = $3; next } /^#/ { next }
+        awk -v c="$c" -v codec="$codec" '/^# op: / { op = $3; next } /^#/ { next }
           op == c && NF >= 9 && $4 == "none" { base[$1] = $5 }
-          op == c && NF >= 9 && $4 == "taco" && ($1 in base) { printf "%s %s %s %.4f\n", $1, base[$1], $5, base[$1] / $5 }' "$src"
+          op == c && NF >= 9 && $4 == codec && ($1 in base) { printf "%s %s %s %.4f\n", $1, base[$1], $5, base[$1] / $5 }' "$src"
         drawn="$drawn $t"
       fi
       printf '\n\n'
@@ -41,7 +45,7 @@ set logscale y
 set yrange [0.1:10]
 set ylabel "speedup over NCCL"
 do for [t=0:2] {
-  set title word("NVLink shared-memory socket", t+1)
+  set title word("NVLink(direct) shared-memory socket", t+1)
   plot 1 notitle lc rgb "black" dt 2, \
     "$out" index 4*t+0 using 1:4 with linespoints lw 2 pt 7 title "all-reduce (one- or two-shot, the faster)", \
     "" index 4*t+1 using 1:4 with linespoints lw 2 pt 5 title "all-gather", \
