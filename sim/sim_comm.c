@@ -351,13 +351,27 @@ static void wait_for_sms(sim_rank *rs, const int *m, int n) {
     }
 }
 
+/* Over host memory (NCCL's shm and socket transports inside a node) a plain
+ * collective's kernel is a few blocks copying to and from pinned host
+ * buffers at host-memory speed: it runs beside a GEMM instead of waiting for
+ * its SMs. Validation run 5 (experiments/validation/README.md): with the
+ * wait, every shm row with TP collectives was over-predicted, most under
+ * sequence parallelism, where the backward re-gather runs beside the
+ * input-gradient GEMM on the GPUs. A codec's kernels (TACO, CAAT-Net) need
+ * SMs like any kernel, so a compressed collective still waits. */
+static bool runs_beside_compute(const plan_op *op, const int *m, int n) {
+  if (!all_on_one_node(m, n) || op->codec.kind != PLAN_CODEC_NONE) return false;
+  topo_intra_kind k = sim_w->p->cluster.intra.kind;
+  return k == TOPO_INTRA_SHM || k == TOPO_INTRA_SOCKET;
+}
+
 void sim_run_collective(sim_rank *rs, int stream, int i) {
   const plan_op *op = &rs->prog->ops[i];
   int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
   const int *m = rs->members[g];
   int n = rs->n_members[g];
   if (n <= 1) return;
-  wait_for_sms(rs, m, n);
+  if (!runs_beside_compute(op, m, n)) wait_for_sms(rs, m, n);
   ts_err e = {0};
   sim_codec_cost cc;
   if (sim_codec_cost_of(&sim_w->costs, op, n, &cc, &e)) {

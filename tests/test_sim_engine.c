@@ -321,9 +321,11 @@ static int load_real(const char *name, plan *p, schema_calibration *c) {
 /* Two ranks, each: a 1 ms then a 10 ms compute kernel, and an all-reduce of
  * `bytes` on the DP stream that depends on compute op `dep` (0: it arrives
  * while the 10 ms kernel runs; 1: after it). Returns the iteration time. */
+static topo_intra_kind run_intra = TOPO_INTRA_NVSWITCH; /* the node's transport in kernel_then_allreduce */
 static double kernel_then_allreduce(int nodes, int gpus_per_node, int dep, double bytes) {
   plan p;
   make_plan(&p, 2, 1, 1, nodes, gpus_per_node);
+  p.cluster.intra.kind = run_intra;
   plan_program *pr = new_programs(2, 4);
   for (int r = 0; r < 2; r++) {
     plan_op *a = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
@@ -371,6 +373,21 @@ static void test_collective_head_start(void) {
   for (int after = 0; after < 2; after++) t[after] = kernel_then_allreduce(1, 2, after, 5e7); /* one node of two GPUs */
   CU_ASSERT_TRUE(t[0] > 11e-3);
   CU_ASSERT_DOUBLE_EQUAL(t[1] - t[0], 25e-6, 1e-6);
+}
+
+/* Through host memory (NCCL's shm and socket transports) a plain collective's
+ * kernel copies at host-memory speed with a few blocks: it runs beside the
+ * GEMM instead of waiting for its SMs (sim_comm.c, runs_beside_compute). */
+static void test_host_memory_collective_beside_kernel(void) {
+  const topo_intra_kind kinds[2] = {TOPO_INTRA_SHM, TOPO_INTRA_SOCKET};
+  const double launch = 3e-6;
+  for (int k = 0; k < 2; k++) {
+    run_intra = kinds[k];
+    double beside = kernel_then_allreduce(1, 2, 0, 5e7), after = kernel_then_allreduce(1, 2, 1, 5e7);
+    NEAR(beside, 11e-3 + 2 * launch, 0.005); /* hidden behind the 10 ms kernel */
+    CU_ASSERT_TRUE(after > beside + 1e-3);    /* issued after it, nothing hides it */
+  }
+  run_intra = TOPO_INTRA_NVSWITCH;
 }
 
 /* The cross-entropy kernel writes the loss and the logits' gradient in one
@@ -565,6 +582,7 @@ int main(void) {
   CU_add_test(s, "reduced mode keeps the cross traffic of shared links", test_reduced_keeps_cross_traffic);
   CU_add_test(s, "ideal pipeline bubble (p-1)/(m+p-1)", test_pipeline_bubble);
   CU_add_test(s, "the fused loss kernel is charged once, in the forward", test_loss_counted_once);
+  CU_add_test(s, "over host memory a plain collective runs beside the kernel", test_host_memory_collective_beside_kernel);
   CU_add_test(s, "a collective waits for the SMs of the running kernel (or overlaps: ideal)",
               test_collective_waits_for_sms);
   CU_add_test(s, "inside a node a collective gets a head start of the kernel's last waves", test_collective_head_start);

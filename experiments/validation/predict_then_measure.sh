@@ -24,7 +24,9 @@ export CALIB=$OUT/calib
 mkdir -p "$CALIB"
 V=experiments/validation
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-if [ -x "$TESTS_DIR/test_exec_ce_gpu" ]; then
+# REUSE_CALIB=DIR: take h200-nvlink.json and h200-shm.json from DIR (e.g. the shipped calibration/)
+# instead of measuring them; SKIP_CHECK=1: no GPU tests, no --check (a re-run of the same binaries)
+if [ -x "$TESTS_DIR/test_exec_ce_gpu" ] && [ -z "${SKIP_CHECK:-}" ]; then
   timeout 60 "$TESTS_DIR/test_exec_ce_gpu" --bench >"$OUT/ce.txt" 2>&1
   rc=$?
   echo "test_exec_ce_gpu rc=$rc: $(tail -1 "$OUT/ce.txt")" >>"$OUT/summary.txt"
@@ -47,8 +49,13 @@ pack_all() {
   ls -la "$OUT"
 }
 trap 'pack_all; exit 1' TERM INT
-$V/exec_gpu.sh check
-OUT=$CALIB calibration/run_gpu.sh nvlink shm
+[ -z "${SKIP_CHECK:-}" ] && $V/exec_gpu.sh check
+if [ -n "${REUSE_CALIB:-}" ]; then
+  cp "$REUSE_CALIB/h200-nvlink.json" "$REUSE_CALIB/h200-shm.json" "$CALIB/" &&
+    echo "calibration: NVLink and shm files reused from $REUSE_CALIB" >>"$OUT/summary.txt"
+else
+  OUT=$CALIB calibration/run_gpu.sh nvlink shm
+fi
 BUDGET=$(($(left) - 110)) $V/exec_gpu.sh predict timed-nvlink timed-shm
 if [ "$(left)" -gt 100 ]; then
   OUT=$CALIB COMPUTE_FROM=$CALIB/h200-nvlink.json CAL_SOCKET_S=$(($(left) - 45)) calibration/run_gpu.sh socket
