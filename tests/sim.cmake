@@ -18,3 +18,7 @@ if(TACOSIM_FUZZ)
   include(${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz.cmake)
   tacosim_add_fuzzer(fuzz_calibration fuzz/fuzz_calibration.c ts_schema)
 endif()
+
+# scripts/bundle-tacosim.sh: the GPU machine's tacosim (no SimGrid there) predicts what the installed one does
+add_test(NAME bundle_tacosim COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bundle_tacosim.sh $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
+set_tests_properties(bundle_tacosim PROPERTIES LABELS "nosan")
