@@ -437,10 +437,28 @@ int exec_model_prepare_codecs(exec_model *m, const plan_op *ops, int nops, ts_er
     const int sp_coll = op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP &&
                         (op->coll == PLAN_COLL_ALLGATHER || op->coll == PLAN_COLL_REDUCESCATTER);
     const int p2p = op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV;
-    if (!sp_coll && !p2p) continue; /* TP all-reduces: exec_model_set_codecs */
+    const int dp_bucket = op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_DP &&
+                          op->model_op == PLAN_MOP_GRAD_BUCKET;
+    if (!sp_coll && !p2p && !dp_bucket) continue; /* TP all-reduces: exec_model_set_codecs */
     if (op->codec.kind != PLAN_CODEC_TACO)
-      return ts_fail(e, NULL, p2p ? "codec.pp" : "codec.tp_fwd", "only TACO compresses %s",
-                     p2p ? "pipeline messages" : "sequence-parallel all-gathers/reduce-scatters");
+      return ts_fail(e, NULL, p2p ? "codec.pp" : dp_bucket ? "codec.dp" : "codec.tp_fwd", "only TACO compresses %s",
+                     p2p ? "pipeline messages" : dp_bucket ? "data-parallel gradients"
+                                                           : "sequence-parallel all-gathers/reduce-scatters");
+    if (dp_bucket) {
+      if (!m->dp_comm) continue;
+      EX_TRY(team_ready(&m->dp_team, &m->dp_team_ready, m->dp_comm, &m->dp_stream, e));
+      coll_opts o = exec_codec_opts(&op->codec);
+      o.dtype = TACO_DTYPE_FP32;
+      /* the largest call: a tensor (all-reduce) or a group's shard (ZeRO-1 reduce-scatter) */
+      size_t most = 0;
+      for (int t = 0; t < m->ntensors && !m->zero1; t++)
+        if (m->tensors[t].rows * m->tensors[t].cols > most) most = m->tensors[t].rows * m->tensors[t].cols;
+      for (int g = 0; g < m->cfg.layers + 2 && m->zero1; g++)
+        if ((m->group_hi[g] - m->group_lo[g]) / (size_t)m->dp > most) most = (m->group_hi[g] - m->group_lo[g]) / (size_t)m->dp;
+      if (most && coll_team_reserve(&m->dp_team, m->zero1 ? COLL_OP_REDUCESCATTER : COLL_OP_ALLREDUCE, most, &o))
+        return ts_fail_sys(e, "exec: coll_team_reserve: %s", coll_last_error());
+      continue;
+    }
     coll_opts o = exec_codec_opts(&op->codec);
     const size_t count = (size_t)(m->sp_rows * m->cfg.hidden); /* one rank's rows, both kinds */
     if (sp_coll && m->tp_comm) {
@@ -459,6 +477,7 @@ int exec_model_prepare_codecs(exec_model *m, const plan_op *ops, int nops, ts_er
 }
 
 void exec_model_destroy(exec_model *m) {
+  if (m->dp_team_ready) coll_team_destroy(&m->dp_team);
   if (m->pp_team_ready) coll_team_destroy(&m->pp_team);
   if (m->team_ready) coll_team_destroy(&m->team);
   if (m->tp_stream) cudaStreamDestroy(m->tp_stream);

@@ -78,6 +78,10 @@ typedef struct {
    * stream is pp_stream (exec_model_prepare_codecs) */
   int pp_team_ready;
   coll_team pp_team;
+  /* TACO on the DP gradient buckets (the plan's codec.dp): FP32 gradients
+   * through a team over dp_comm whose stream is dp_stream */
+  int dp_team_ready;
+  coll_team dp_team;
   /* CAAT-Net backward: the shared channels of the input gradient are reduced
    * in FP32 (DESIGN.md, plan.h); this is the FP32 copy. NULL when the backward
    * reduces in BF16 (EXEC_CAAT_BWD_BF16=1, the variant measured on 2026-11-29). */
@@ -232,7 +236,8 @@ int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err 
 /* Readies what the compressed ops of a plan program need before the first
  * timed iteration (collective set-up and staging buffers allocate and
  * synchronize): TACO on the sequence-parallel all-gathers/reduce-scatters
- * (the TP team) and on pipeline send/recv (a team over pp_comm). Call after
+ * (the TP team), on pipeline send/recv (a team over pp_comm) and on the DP
+ * gradient buckets (a team over dp_comm, FP32). Call after
  * exec_model_set_layout. */
 int exec_model_prepare_codecs(exec_model *m, const plan_op *ops, int nops, ts_err *e);
 /* (CAAT-Net backward all-reduces run in FP32 unless EXEC_CAAT_BWD_BF16 is set.) */

@@ -1,8 +1,7 @@
 /* exec_plan_min.c — reads the fields of a plan file the executor needs (see
  * exec_run.h). plan_load() validates a plan fully; this reader exists so the
  * executor runs before the plan library is linked into tacorun, and it checks
- * what the executor itself cannot do (compressed DP messages, CAAT-Net on
- * pipeline messages)
+ * what the executor itself cannot do (CAAT-Net on pipeline or DP messages)
  * with "file: field: reason". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,8 +84,8 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
         ts_fail(e, path, field, "only TACO compresses pipeline messages (CAAT-Net applies to TP all-reduces)");
         goto done;
       }
-      if (i == 3 && kind != PLAN_CODEC_NONE) {
-        ts_fail(e, path, field, "compressed data-parallel gradients are not implemented in the executor");
+      if (i == 3 && kind != PLAN_CODEC_NONE && kind != PLAN_CODEC_TACO) {
+        ts_fail(e, path, field, "only TACO compresses data-parallel gradients (CAAT-Net applies to TP all-reduces)");
         goto done;
       }
     }

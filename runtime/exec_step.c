@@ -140,7 +140,39 @@ static int holds_group(const exec_model *m, int g) {
  * stream so far; under ZeRO-1 reduce-scatter each group (one contiguous,
  * DP-divisible range) so that this rank keeps its shard. With `all`, every
  * group that is not reduced yet (the optimizer's safety net). */
-static int dp_reduce_groups(exec_model *m, int all, ts_err *e) {
+/* A DP bucket compressed with TACO (the plan's codec.dp): the FP32 gradients
+ * of each tensor all-reduced, or under ZeRO-1 each group reduce-scattered in
+ * place, through the DP team (kernels/coll_taco.h) on the DP stream. */
+static int dp_reduce_groups_taco(exec_model *m, int all, const plan_codec *c, ts_err *e) {
+  if (!m->dp_team_ready) return ts_fail_sys(e, "exec: a compressed DP bucket before exec_model_prepare_codecs");
+  coll_opts o = exec_codec_opts(c);
+  o.dtype = TACO_DTYPE_FP32;
+  const int G = m->cfg.layers + 2;
+  if (m->zero1) {
+    for (int g = 0; g < G; g++) {
+      if (!(all || m->group_done[g]) || m->group_reduced[g] || !holds_group(m, g)) continue;
+      size_t lo, hi;
+      exec_model_zero1_shard(m, g, &lo, &hi);
+      const void *in = m->grad + m->group_lo[g];
+      void *out = m->grad + lo;
+      if (coll_reducescatter(&m->dp_team, &in, &out, hi - lo, &o))
+        return ts_fail_sys(e, "exec: compressed DP reduce-scatter: %s", coll_last_error());
+      m->group_bucket[g] = all && m->bucket_next > 0 ? m->bucket_next - 1 : m->bucket_next;
+    }
+    return 0;
+  }
+  for (int t = 0; t < m->ntensors; t++) {
+    int g = exec_model_group_of_tensor(m, t);
+    if (!(all || m->group_done[g]) || m->group_reduced[g] || !exec_model_holds_tensor(m, t)) continue;
+    const void *in = exec_grad_of(m, t);
+    void *out = exec_grad_of(m, t);
+    if (coll_allreduce(&m->dp_team, &in, &out, m->tensors[t].rows * m->tensors[t].cols, &o))
+      return ts_fail_sys(e, "exec: compressed DP all-reduce: %s", coll_last_error());
+  }
+  return 0;
+}
+
+static int dp_reduce_groups(exec_model *m, int all, const plan_codec *c, ts_err *e) {
   if (!m->dp_comm) return 0;
   const int G = m->cfg.layers + 2;
   int any = 0;
@@ -148,6 +180,12 @@ static int dp_reduce_groups(exec_model *m, int all, ts_err *e) {
   if (!any) return 0;
   EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
   EX_CUDA(cudaStreamWaitEvent(m->dp_stream, m->ev_ready, 0));
+  if (c && c->kind == PLAN_CODEC_TACO) {
+    EX_TRY(dp_reduce_groups_taco(m, all, c, e));
+    for (int g = 0; g < G; g++)
+      if (all || m->group_done[g]) m->group_reduced[g] = 1;
+    return 0;
+  }
   EX_NCCL(ncclGroupStart());
   if (m->zero1) {
     for (int g = 0; g < G; g++) {
@@ -191,7 +229,7 @@ static int zero1_gather(exec_model *m, int k, ts_err *e) {
 
 int exec_model_walker_finish(exec_model *m, ts_err *e) {
   /* the optimizer waits for every stream (and reduces any group no bucket took) */
-  EX_TRY(dp_reduce_groups(m, 1, e));
+  EX_TRY(dp_reduce_groups(m, 1, NULL, e)); /* the safety net: plain */
   cudaStream_t side[3] = {m->tp_stream, m->dp_stream, m->pp_stream};
   for (int i = 0; i < 3; i++)
     if (side[i]) {
@@ -277,7 +315,7 @@ static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
   if (op->group == PLAN_GROUP_DP) {
     if (op->model_op == PLAN_MOP_GRAD_BUCKET &&
         op->coll == (m->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE)) {
-      EX_TRY(dp_reduce_groups(m, 0, e));
+      EX_TRY(dp_reduce_groups(m, 0, &op->codec, e));
       m->bucket_next++; /* bucket k of the program, whose all-gather has tag k */
       return 0;
     }

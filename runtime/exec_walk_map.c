@@ -78,7 +78,9 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
     if (op->stream != PLAN_STREAM_DP) return "a DP collective off the DP stream";
     /* ZeRO-1: buckets are reduce-scattered, parameters all-gathered after the optimizer */
     if (op->model_op == PLAN_MOP_GRAD_BUCKET && op->coll == (p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE))
-      return op->codec.kind == PLAN_CODEC_NONE ? NULL : "a compressed DP gradient bucket";
+      return op->codec.kind == PLAN_CODEC_NONE || op->codec.kind == PLAN_CODEC_TACO
+                 ? NULL
+                 : "a DP gradient bucket with a codec other than TACO";
     if (op->model_op == PLAN_MOP_PARAM_GATHER && op->coll == PLAN_COLL_ALLGATHER && p->zero1) return NULL;
     return "an unknown DP collective";
   }

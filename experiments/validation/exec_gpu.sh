@@ -162,7 +162,7 @@ stage_timed() { # stage_timed [TRANSPORT]: every plan, or only those of one tran
   # most informative first: the new program walker, PP, DP buckets, the second model, the slow transports
   local order="tp2-none-nvlink pp2-nvlink dp2-nvlink swiglu-tp2-none-nvlink swiglu-pp2-nvlink tp2-none-shm
                tp2-caat-shm tp2-none-socket tp2-caat-socket swiglu-tp2-taco-socket tp2-taco-nvlink tp2-caat-nvlink
-               swiglu-dp2-shm tp2-sp-none-shm tp2-sp-taco-shm pp2-none-shm pp2-taco-shm 1gpu-nvlink"
+               swiglu-dp2-shm tp2-sp-none-shm tp2-sp-taco-shm pp2-none-shm pp2-taco-shm dp2-none-shm dp2-taco-shm 1gpu-nvlink"
   order=${TAGS:-$order} # TAGS="dp2-nvlink ...": only these
   local smi=
   if [ "${CLOCKS:-0}" = 1 ]; then # SM clock and power every 100 ms (clocks.csv; summary has each plan's start)
