@@ -24,41 +24,7 @@ extern "C" {
 #include <string.h>
 #include <vector>
 
-#define CK(x)                                                                                                \
-  do {                                                                                                       \
-    cudaError_t ce_ = (x);                                                                                   \
-    if (ce_ != cudaSuccess) {                                                                                \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(ce_));                \
-      exit(1);                                                                                               \
-    }                                                                                                        \
-  } while (0)
-#define TRY(x)                                                                                               \
-  do {                                                                                                       \
-    if ((x) != 0) {                                                                                          \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, e.msg);                                            \
-      exit(1);                                                                                               \
-    }                                                                                                        \
-  } while (0)
-
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static double urand(void) { /* xorshift64*, uniform in [0, 1) */
-  rng ^= rng >> 12;
-  rng ^= rng << 25;
-  rng ^= rng >> 27;
-  return (double)((rng * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
-}
-static uint16_t to_bf16(float f) { /* round to nearest even */
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-static double from_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
+#include "exec_gpu_test.h"
 
 /* One case: rows x (2 slices of vocab columns), the second slice holding
  * `valid1` real columns. Returns the number of failures. */

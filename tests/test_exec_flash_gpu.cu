@@ -22,34 +22,7 @@ extern "C" {
 #include <string.h>
 #include <vector>
 
-#define CK(x)                                                                                                \
-  do {                                                                                                       \
-    cudaError_t ce_ = (x);                                                                                   \
-    if (ce_ != cudaSuccess) {                                                                                \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(ce_));                \
-      exit(1);                                                                                               \
-    }                                                                                                        \
-  } while (0)
-
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static double urand(void) { /* xorshift64*, uniform in [0, 1) */
-  rng ^= rng >> 12;
-  rng ^= rng << 25;
-  rng ^= rng >> 27;
-  return (double)((rng * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
-}
-static uint16_t to_bf16(float f) { /* round to nearest even */
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-static double from_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
+#include "exec_gpu_test.h"
 
 /* The kernel variants (exec_flash.h): mode 0 the defaults (128-query forward,
  * 128-key backward where the shape allows), 1 the 64-row kernels (v1), 2 v1
@@ -73,16 +46,6 @@ static void set_mode(int mode) {
     setenv("EXEC_FLASH_FWD", "w8", 1);
     setenv("EXEC_FLASH_BWD", "v4", 1);
   }
-}
-
-static double rel_l2(const std::vector<double> &ref, const std::vector<double> &got, int *nonfinite) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); i++) {
-    if (!isfinite(got[i])) (*nonfinite)++;
-    num += (got[i] - ref[i]) * (got[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return sqrt(num / (den > 0 ? den : 1));
 }
 
 static int run_case(int B, int S, int H, int D) {
