@@ -135,65 +135,56 @@ static int holds_group(const exec_model *m, int g) {
   return 0;
 }
 
+/* One reduction of `count` FP32 gradients over DP, on the DP stream: in place
+ * (all-reduce) or NCCL's in-place reduce-scatter from grad + in_off into this
+ * rank's shard at grad + out_off; through NCCL, or TACO-encoded through the
+ * DP team (kernels/coll_taco.h) when taco is set. */
+static int dp_reduce_one(exec_model *m, const coll_opts *taco, int scatter, size_t in_off, size_t out_off,
+                         size_t count, ts_err *e) {
+  float *in = m->grad + in_off, *out = m->grad + out_off;
+  if (taco) {
+    const void *src = in;
+    void *dst = out;
+    if (scatter ? coll_reducescatter(&m->dp_team, &src, &dst, count, taco)
+                : coll_allreduce(&m->dp_team, &src, &dst, count, taco))
+      return ts_fail_sys(e, "exec: compressed DP %s: %s", scatter ? "reduce-scatter" : "all-reduce", coll_last_error());
+    return 0;
+  }
+  if (scatter) EX_NCCL(ncclReduceScatter(in, out, count, ncclFloat, ncclSum, m->dp_comm, m->dp_stream));
+  else EX_NCCL(ncclAllReduce(in, out, count, ncclFloat, ncclSum, m->dp_comm, m->dp_stream));
+  return 0;
+}
+
 /* A DP bucket: all-reduce (sum) the gradients of every completed, not yet
  * reduced group, on the DP stream after everything enqueued on the compute
  * stream so far; under ZeRO-1 reduce-scatter each group (one contiguous,
  * DP-divisible range) so that this rank keeps its shard. With `all`, every
- * group that is not reduced yet (the optimizer's safety net). */
-/* A DP bucket compressed with TACO (the plan's codec.dp): the FP32 gradients
- * of each tensor all-reduced, or under ZeRO-1 each group reduce-scattered in
- * place, through the DP team (kernels/coll_taco.h) on the DP stream. */
-static int dp_reduce_groups_taco(exec_model *m, int all, const plan_codec *c, ts_err *e) {
-  if (!m->dp_team_ready) return ts_fail_sys(e, "exec: a compressed DP bucket before exec_model_prepare_codecs");
-  coll_opts o = exec_codec_opts(c);
-  o.dtype = TACO_DTYPE_FP32;
-  const int G = m->cfg.layers + 2;
-  if (m->zero1) {
-    for (int g = 0; g < G; g++) {
-      if (!(all || m->group_done[g]) || m->group_reduced[g] || !holds_group(m, g)) continue;
-      size_t lo, hi;
-      exec_model_zero1_shard(m, g, &lo, &hi);
-      const void *in = m->grad + m->group_lo[g];
-      void *out = m->grad + lo;
-      if (coll_reducescatter(&m->dp_team, &in, &out, hi - lo, &o))
-        return ts_fail_sys(e, "exec: compressed DP reduce-scatter: %s", coll_last_error());
-      m->group_bucket[g] = all && m->bucket_next > 0 ? m->bucket_next - 1 : m->bucket_next;
-    }
-    return 0;
-  }
-  for (int t = 0; t < m->ntensors; t++) {
-    int g = exec_model_group_of_tensor(m, t);
-    if (!(all || m->group_done[g]) || m->group_reduced[g] || !exec_model_holds_tensor(m, t)) continue;
-    const void *in = exec_grad_of(m, t);
-    void *out = exec_grad_of(m, t);
-    if (coll_allreduce(&m->dp_team, &in, &out, m->tensors[t].rows * m->tensors[t].cols, &o))
-      return ts_fail_sys(e, "exec: compressed DP all-reduce: %s", coll_last_error());
-  }
-  return 0;
-}
-
+ * group that is not reduced yet (the optimizer's safety net). c: the bucket's
+ * codec (TACO on the FP32 gradients, the plan's codec.dp), or NULL. NCCL's
+ * calls go in one group; the compressed ones, which enqueue kernels and NCCL
+ * calls of their own, one after another. */
 static int dp_reduce_groups(exec_model *m, int all, const plan_codec *c, ts_err *e) {
   if (!m->dp_comm) return 0;
   const int G = m->cfg.layers + 2;
   int any = 0;
   for (int g = 0; g < G; g++) any |= (all || m->group_done[g]) && !m->group_reduced[g];
   if (!any) return 0;
+  coll_opts o, *taco = NULL;
+  if (c && c->kind == PLAN_CODEC_TACO) {
+    if (!m->dp_team_ready) return ts_fail_sys(e, "exec: a compressed DP bucket before exec_model_prepare_codecs");
+    o = exec_codec_opts(c);
+    o.dtype = TACO_DTYPE_FP32;
+    taco = &o;
+  }
   EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
   EX_CUDA(cudaStreamWaitEvent(m->dp_stream, m->ev_ready, 0));
-  if (c && c->kind == PLAN_CODEC_TACO) {
-    EX_TRY(dp_reduce_groups_taco(m, all, c, e));
-    for (int g = 0; g < G; g++)
-      if (all || m->group_done[g]) m->group_reduced[g] = 1;
-    return 0;
-  }
-  EX_NCCL(ncclGroupStart());
+  if (!taco) EX_NCCL(ncclGroupStart());
   if (m->zero1) {
     for (int g = 0; g < G; g++) {
       if (!(all || m->group_done[g]) || m->group_reduced[g] || !holds_group(m, g)) continue;
       size_t lo, hi;
       exec_model_zero1_shard(m, g, &lo, &hi);
-      EX_NCCL(ncclReduceScatter(m->grad + m->group_lo[g], m->grad + lo, hi - lo, ncclFloat, ncclSum, m->dp_comm,
-                                m->dp_stream));
+      EX_TRY(dp_reduce_one(m, taco, 1, m->group_lo[g], lo, hi - lo, e));
       /* an all-gather after the optimizer: that of this bucket, or the last one for the safety net */
       m->group_bucket[g] = all && m->bucket_next > 0 ? m->bucket_next - 1 : m->bucket_next;
     }
@@ -201,11 +192,11 @@ static int dp_reduce_groups(exec_model *m, int all, const plan_codec *c, ts_err 
     for (int t = 0; t < m->ntensors; t++) {
       int g = exec_model_group_of_tensor(m, t);
       if ((all || m->group_done[g]) && !m->group_reduced[g] && exec_model_holds_tensor(m, t))
-        EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols,
-                              ncclFloat, ncclSum, m->dp_comm, m->dp_stream));
+        EX_TRY(dp_reduce_one(m, taco, 0, m->tensors[t].offset, m->tensors[t].offset,
+                             m->tensors[t].rows * m->tensors[t].cols, e));
     }
   }
-  EX_NCCL(ncclGroupEnd());
+  if (!taco) EX_NCCL(ncclGroupEnd());
   for (int g = 0; g < G; g++)
     if (all || m->group_done[g]) m->group_reduced[g] = 1;
   return 0;
