@@ -14,6 +14,7 @@
 #   shm, socket: on the compute tables of COMPUTE_FROM (default: this run's NVLink file)
 # Limits (s): CAL_NVLINK_S (150), CAL_SHM_S (45), CAL_SOCKET_S (150); fallbacks 50 and 35.
 # SOCKET_REPS (21): timed batches per size over sockets (9 elsewhere).
+# GEMM_PASSES (4): passes over the GEMM shapes, alternating direction (tacorun calibrate --gemm-passes).
 set -u
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.devbin/calib/tacorun}
@@ -73,7 +74,7 @@ for s in $stages; do
   nvlink)
     clocks_start nvlink
     mpi "${CAL_NVLINK_S:-150}" calibrate --transport-name nvlink --models "$models" --out "$OUT/h200-nvlink.json" \
-      --gemm-tsv "$L/nvlink-gemm.tsv" --spread-tsv "$L/nvlink-spread.tsv" >"$L/nvlink.log" 2>&1
+      --gemm-passes "${GEMM_PASSES:-4}" --gemm-tsv "$L/nvlink-gemm.tsv" --spread-tsv "$L/nvlink-spread.tsv" >"$L/nvlink.log" 2>&1
     say "calibrate nvlink rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/nvlink.log")"
     clocks_stop
     grep -E 'passes 1 and 2|settle|gemm: pass' "$L/nvlink.log" | tee -a "$SUMMARY"
@@ -88,7 +89,7 @@ for s in $stages; do
   gemm)
     # the GEMM table only (one process, GPU 0), every pass in gemm.tsv: for the held-out check
     clocks_start gemm
-    timeout "${CAL_GEMM_S:-120}" "$BIN" calibrate --only gemm --transport-name nvlink --models "$models" \
+    timeout "${CAL_GEMM_S:-120}" "$BIN" calibrate --only gemm --gemm-passes "${GEMM_PASSES:-4}" --transport-name nvlink --models "$models" \
       --out "$OUT/gemm.json" --gemm-tsv "$L/gemm.tsv" >"$L/gemm.log" 2>&1
     say "calibrate gemm rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/gemm.log")"
     clocks_stop
