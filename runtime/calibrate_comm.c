@@ -42,12 +42,13 @@ typedef struct {
   coll_opts opts;
   coll_op op;
   size_t bytes; /* nccl-tests size */
+  int elem_bytes; /* of the payload: 2 (bf16), 4 (fp32: DP gradients under TACO) */
   void *send[RT_MAX_LOCAL], *recv[RT_MAX_LOCAL];
 } comm_ctx;
 
 /* Elements per call argument, from the nccl-tests size. */
-static size_t op_count(coll_op op, size_t bytes, int nranks) {
-  size_t elems = bytes / 2;
+static size_t op_count(coll_op op, size_t bytes, int nranks, int elem_bytes) {
+  size_t elems = bytes / (size_t)elem_bytes;
   switch (op) {
   case COLL_OP_ALLGATHER:
   case COLL_OP_REDUCESCATTER:
@@ -59,7 +60,7 @@ static size_t op_count(coll_op op, size_t bytes, int nranks) {
 static int plain_launch(comm_ctx *c, ts_err *e) {
   rt_nccl *w = c->w;
   int n = w->nranks;
-  size_t count = op_count(c->op, c->bytes, n);
+  size_t count = op_count(c->op, c->bytes, n, 2);
   RT_CHECK_NCCL(e, ncclGroupStart());
   for (int i = 0; i < w->nlocal; i++) {
     ncclComm_t comm = w->comms[i];
@@ -97,7 +98,7 @@ static int comm_launch(void *p, long long iter, ts_err *e) {
   (void)iter;
   comm_ctx *c = p;
   if (!c->team) return plain_launch(c, e);
-  size_t count = op_count(c->op, c->bytes, c->w->nranks);
+  size_t count = op_count(c->op, c->bytes, c->w->nranks, c->elem_bytes);
   if (coll_run(c->team, c->op, (const void *const *)c->send, c->recv, count, &c->opts))
     return ts_fail_sys(e, "compressed %s of %zu bytes: %s", coll_op_name(c->op), c->bytes, coll_last_error());
   return 0;
@@ -250,6 +251,7 @@ static int run_on(const calib_config *cfg, rt_nccl *wp, int compressed, schema_c
   comm_ctx c;
   memset(&c, 0, sizeof c);
   c.w = w;
+  c.elem_bytes = 2;
   coll_team team;
   int have_team = 0, rc = -1;
   size_t max = cfg->comm_max_bytes;
@@ -275,7 +277,13 @@ static int run_on(const calib_config *cfg, rt_nccl *wp, int compressed, schema_c
            cfg->multi ? " (one process per GPU)" : "");
   calib_progress pr;
   int root = !cfg->multi || cfg->rank == 0;
-  calib_progress_begin(&pr, root ? phase : NULL, nops * ns * (compressed ? cfg->n_coll_groups : 1));
+  /* TACO also compresses FP32 payloads (DP gradient buckets, ZeRO-1's
+   * reduce-scatters): their all-reduce and reduce-scatter get tables of their
+   * own, "<op>.taco<G>.fp32" keyed by FP32 bytes, since the codec's FP32
+   * kernels and the chunking by bytes differ from the bf16 ones */
+  static const coll_op fp32_ops[] = {COLL_OP_ALLREDUCE, COLL_OP_REDUCESCATTER};
+  const int nfp32 = 2;
+  calib_progress_begin(&pr, root ? phase : NULL, (nops + (compressed ? nfp32 : 0)) * ns * (compressed ? cfg->n_coll_groups : 1));
   if (!compressed) {
     for (int k = 0; k < nops; k++) {
       c.op = ops[k];
@@ -294,12 +302,38 @@ static int run_on(const calib_config *cfg, rt_nccl *wp, int compressed, schema_c
       c.opts.min_bytes = 0;
       for (int k = 0; k < nops; k++) {
         c.op = ops[k];
-        if (coll_team_reserve(&team, c.op, op_count(c.op, max, g), &c.opts)) {
+        if (coll_team_reserve(&team, c.op, op_count(c.op, max, g, 2), &c.opts)) {
           ts_fail_sys(e, "coll_team_reserve: %s", coll_last_error());
           goto out;
         }
         char name[48];
         snprintf(name, sizeof name, "%s.taco%d", coll_op_name(c.op), c.opts.taco.group);
+        if (sweep(cfg, &c, name, &pr, cal, e)) goto out;
+      }
+    }
+    for (int i = 0; i < w->nlocal; i++) {
+      if (cudaSetDevice(w->devices[i]) != cudaSuccess) {
+        ts_fail_sys(e, "%s:%d: cudaSetDevice(%d) failed", __FILE__, __LINE__, w->devices[i]);
+        goto out;
+      }
+      if (rt_fill_random_f32(c.send[i], (long long)(max / 4), 980 + (uint64_t)w->ranks[i], 1.0f, w->streams[i], e))
+        goto out;
+    }
+    if (rt_nccl_wait(w, e)) goto out;
+    c.elem_bytes = 4;
+    for (int gi = 0; gi < cfg->n_coll_groups; gi++) {
+      c.opts = coll_opts_default();
+      c.opts.taco.group = cfg->coll_groups[gi];
+      c.opts.min_bytes = 0;
+      c.opts.dtype = TACO_DTYPE_FP32;
+      for (int k = 0; k < nfp32; k++) {
+        c.op = fp32_ops[k];
+        if (coll_team_reserve(&team, c.op, op_count(c.op, max, g, 4), &c.opts)) {
+          ts_fail_sys(e, "coll_team_reserve: %s", coll_last_error());
+          goto out;
+        }
+        char name[48];
+        snprintf(name, sizeof name, "%s.taco%d.fp32", coll_op_name(c.op), c.opts.taco.group);
         if (sweep(cfg, &c, name, &pr, cal, e)) goto out;
       }
     }

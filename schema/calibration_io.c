@@ -230,7 +230,8 @@ static int load_kernels(json_t *root, const char *file, schema_calibration *c, t
   return 0;
 }
 
-/* "allreduce" or "allreduce.taco128" (G a power of two in 32..512). */
+/* "allreduce", "allreduce.taco128" (G a power of two in 32..512) or
+ * "allreduce.taco128.fp32" (TACO on FP32 payloads, keyed by FP32 bytes). */
 static int valid_coll_name(const char *name) {
   char base[48];
   const char *dot = strchr(name, '.');
@@ -247,7 +248,7 @@ static int valid_coll_name(const char *name) {
   char *end;
   errno = 0;
   long g = strtol(dot + 5, &end, 10);
-  return *end == '\0' && errno == 0 && g >= 32 && g <= 512 && (g & (g - 1)) == 0;
+  return (*end == '\0' || strcmp(end, ".fp32") == 0) && errno == 0 && g >= 32 && g <= 512 && (g & (g - 1)) == 0;
 }
 
 static int load_collectives(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
@@ -262,7 +263,7 @@ static int load_collectives(json_t *root, const char *file, schema_calibration *
     if (!valid_coll_name(name))
       return ts_fail(e, file, path,
                      "unknown collective (allreduce, allgather, reducescatter, alltoall, sendrecv, "
-                     "optionally followed by .taco<G>, G = 32..512)");
+                     "optionally followed by .taco<G>, G = 32..512, and .fp32)");
     if (!json_is_object(per_n)) return ts_fail(e, file, path, "must be an object keyed by the number of ranks");
     if (json_object_size(per_n) == 0) return ts_fail(e, file, path, "must not be empty");
     const char *nkey;

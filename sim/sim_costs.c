@@ -228,13 +228,42 @@ static bool is_caat(const plan_codec *cd) { return cd->kind == PLAN_CODEC_CAAT |
 #define CODEC_CHUNK_BYTES (4.0 * 1048576) /* messages are cut into chunks of this size */
 #define CODEC_MAX_CHUNKS 16
 
+/* Bytes per element of what TACO compresses: fp32 for DP gradients and
+ * CAAT-Net's backward shared channels, bf16 elsewhere. */
+static int codec_elem_bytes(const plan_op *op) {
+  const plan_codec *cd = &op->codec;
+  return op->traffic == PLAN_TRAFFIC_DP || (op->traffic == PLAN_TRAFFIC_TP_BWD && is_caat(cd)) ? 4 : 2;
+}
+
 /* Bytes the codec kernels read: the payload that actually travels before
  * TACO (CAAT-Net's shared channels only), recovered from the wire size. */
 static double codec_input_bytes(const plan_op *op) {
   const plan_codec *cd = &op->codec;
   if (!is_taco(cd)) return op->wire_bytes;
-  int elem = op->traffic == PLAN_TRAFFIC_DP || (op->traffic == PLAN_TRAFFIC_TP_BWD && is_caat(cd)) ? 4 : 2;
-  return op->wire_bytes / (1.0 + 8.0 / cd->group) * elem;
+  return op->wire_bytes / (1.0 + 8.0 / cd->group) * codec_elem_bytes(op);
+}
+
+/* The encode and decode (decode-sum for a reduce-scatter) kernels of a TACO
+ * message of `in` input bytes, and the decode-sum-encode of a two-shot
+ * all-reduce; the tables are keyed by bf16 input bytes. */
+static int taco_kernels_us(sim_costs *c, const plan_op *op, int nranks, double in, double *enc, double *dec,
+                           double *dse, ts_err *e) {
+  const plan_codec *cd = &op->codec;
+  /* the reduce steps work on one rank's block: the message / nranks */
+  double block = in / (nranks > 1 ? nranks : 1);
+  bool rs = op->kind == PLAN_OP_COLLECTIVE && op->coll == PLAN_COLL_REDUCESCATTER;
+  *enc = *dec = *dse = 0;
+  if (kernel_us(c, "taco_encode", in, cd->group, false, enc, e)) return -1;
+  if (rs && schema_has_kernel(c->lk.cal, "taco_decode_sum")) {
+    if (kernel_us(c, "taco_decode_sum", block, cd->group, false, dec, e)) return -1;
+  } else if (kernel_us(c, "taco_decode", in, cd->group, false, dec, e)) {
+    return -1;
+  }
+  /* two-shot all-reduce: decode the shards, sum, re-encode for the all-gather */
+  if (op->kind == PLAN_OP_COLLECTIVE && op->coll == PLAN_COLL_ALLREDUCE && nranks > 1 &&
+      kernel_us(c, "taco_decode_sum_encode", block, cd->group, false, dse, e))
+    return -1;
+  return 0;
 }
 
 static int codec_cost_uncached(sim_costs *c, const plan_op *op, int nranks, sim_codec_cost *cc, ts_err *e) {
@@ -254,21 +283,7 @@ static int codec_cost_uncached(sim_costs *c, const plan_op *op, int nranks, sim_
       return -1;
   }
   double enc = 0, dec = 0, dse = 0;
-  if (is_taco(cd)) {
-    /* the reduce steps work on one rank's block: the message / nranks */
-    double block = in / (nranks > 1 ? nranks : 1);
-    bool rs = op->kind == PLAN_OP_COLLECTIVE && op->coll == PLAN_COLL_REDUCESCATTER;
-    if (kernel_us(c, "taco_encode", in, cd->group, false, &enc, e)) return -1;
-    if (rs && schema_has_kernel(c->lk.cal, "taco_decode_sum")) {
-      if (kernel_us(c, "taco_decode_sum", block, cd->group, false, &dec, e)) return -1;
-    } else if (kernel_us(c, "taco_decode", in, cd->group, false, &dec, e)) {
-      return -1;
-    }
-    /* two-shot all-reduce: decode the shards, sum, re-encode for the all-gather */
-    if (op->kind == PLAN_OP_COLLECTIVE && op->coll == PLAN_COLL_ALLREDUCE && nranks > 1 &&
-        kernel_us(c, "taco_decode_sum_encode", block, cd->group, false, &dse, e))
-      return -1;
-  }
+  if (is_taco(cd) && taco_kernels_us(c, op, nranks, in, &enc, &dec, &dse, e)) return -1;
   double chunks = ceil(in / CODEC_CHUNK_BYTES);
   if (chunks < 1) chunks = 1;
   if (chunks > CODEC_MAX_CHUNKS) chunks = CODEC_MAX_CHUNKS;
@@ -290,8 +305,30 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
   if (is_taco(&op->codec) && c->intra_calibrated) {
     char cname[48];
     snprintf(cname, sizeof cname, "%s.taco%d", name, op->codec.group);
+    int elem = codec_elem_bytes(op);
+    char fname[56];
+    snprintf(fname, sizeof fname, "%s.fp32", cname);
+    if (elem == 4 && schema_has_coll(c->lk.cal, fname)) { /* measured on fp32 payloads, keyed by their bytes */
+      if (schema_lookup_coll(&c->lk, fname, nranks, codec_input_bytes(op), &us, e)) return -1;
+      *codec_included = 1;
+      *s = us * 1e-6;
+      return 0;
+    }
     if (schema_has_coll(c->lk.cal, cname)) {
-      if (schema_lookup_coll(&c->lk, cname, nranks, codec_input_bytes(op), &us, e)) return -1;
+      /* The table was measured on bf16 payloads: an fp32 payload of the same
+       * element count sends the same wire bytes, and its encode reads (decode
+       * writes) elem - 2 more bytes per element than the bf16 one; those
+       * kernels are bandwidth-bound, so that costs their bf16 time times
+       * (elem - 2) / (2 + wire bytes per element). Looking the fp32 bytes up
+       * instead priced twice the elements (run 7: DP2 TACO over shm). */
+      if (elem == 4) warn_fallback(c, fname, "the bf16 table at the same element count, fp32 codec traffic added");
+      double bf16_in = codec_input_bytes(op) / elem * 2.0;
+      if (schema_lookup_coll(&c->lk, cname, nranks, bf16_in, &us, e)) return -1;
+      if (elem > 2) {
+        double enc, dec, dse, wire_per_elem = 1.0 + 8.0 / op->codec.group;
+        if (taco_kernels_us(c, op, nranks, bf16_in, &enc, &dec, &dse, e)) return -1;
+        us += (enc + dec) * (elem - 2) / (2.0 + wire_per_elem);
+      }
       *codec_included = 1;
       *s = us * 1e-6;
       return 0;

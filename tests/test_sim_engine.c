@@ -470,6 +470,54 @@ static void test_specific_kernel_tables(void) {
   }
 }
 
+/* TACO on FP32 DP gradients: a calibration that measured FP32 payloads
+ * ("allreduce.taco128.fp32", keyed by FP32 bytes) prices the bucket from that
+ * table; one that measured only bf16 payloads looks up the same element count
+ * (half the bytes) and adds the codec kernels' extra 2 bytes per element, read
+ * by the encode and written by the decode. */
+static void test_taco_fp32_payloads(void) {
+  static plan p;
+  static sim_costs costs;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(
+      plan_load(PLANS_DIR "/../validation/plans/gpt-h4096-dp2-taco-shm.json", NULL, NULL, &p, &e), 0);
+  schema_calibration c;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(PLANS_DIR "/../../calibration/h200-shm.json", &c, &e), 0);
+  CU_ASSERT_FALSE(schema_has_coll(&c, "allreduce.taco128.fp32")); /* measured before the FP32 tables */
+  plan_program prog = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  const plan_op *dp = NULL;
+  for (int i = 0; i < prog.n && !dp; i++)
+    if (prog.ops[i].kind == PLAN_OP_COLLECTIVE && prog.ops[i].traffic == PLAN_TRAFFIC_DP &&
+        prog.ops[i].codec.kind == PLAN_CODEC_TACO)
+      dp = &prog.ops[i];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dp);
+  double elems = dp->bytes / 4.0, w = 1.0 + 8.0 / dp->codec.group;
+  NEAR(dp->wire_bytes, elems * w, 1e-9);
+
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
+  double s, table, enc, dec;
+  int included = 0;
+  CU_ASSERT_EQUAL_FATAL(sim_coll_calibrated_s(&costs, dp, 2, &s, &included, &e), 0);
+  CU_ASSERT_EQUAL(included, 1);
+  CU_ASSERT_EQUAL(schema_lookup_coll(&costs.lk, "allreduce.taco128", 2, elems * 2.0, &table, &e), 0);
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&costs.lk, "taco_encode", elems * 2.0, 128, &enc, &e), 0);
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&costs.lk, "taco_decode", elems * 2.0, 128, &dec, &e), 0);
+  NEAR(s * 1e6, table + (enc + dec) * 2.0 / (2.0 + w), 1e-9);
+  CU_ASSERT(s * 1e6 < 1.2 * table); /* not the bf16 table at the FP32 bytes: twice the elements */
+
+  /* with an FP32 table (made up: a straight line), that table at the FP32 bytes */
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_coll(&c, "allreduce.taco128.fp32", 2, 1024.0, 10.0), 0);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_coll(&c, "allreduce.taco128.fp32", 2, 4.0 * 1073741824.0, 1e5), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_coll_calibrated_s(&costs, dp, 2, &s, &included, &e), 0);
+  CU_ASSERT_EQUAL(included, 1);
+  CU_ASSERT_EQUAL(schema_lookup_coll(&costs.lk, "allreduce.taco128.fp32", 2, dp->bytes, &table, &e), 0);
+  NEAR(s * 1e6, table, 1e-12);
+  plan_program_free(&prog);
+  schema_calibration_free(&c);
+}
+
 /* Same plan and calibration, same numbers (two separate processes). */
 static void test_deterministic(void) {
   static plan p;
@@ -587,6 +635,7 @@ int main(void) {
               test_collective_waits_for_sms);
   CU_add_test(s, "inside a node a collective gets a head start of the kernel's last waves", test_collective_head_start);
   CU_add_test(s, "norms, activations, adds use their kernel's own table", test_specific_kernel_tables);
+  CU_add_test(s, "TACO on FP32 gradients: the FP32 table, else the bf16 one at the same element count", test_taco_fp32_payloads);
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
   CU_add_test(s, "tacosim: bad input exits 2 naming the field", test_command_bad_input);

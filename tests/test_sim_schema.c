@@ -77,6 +77,9 @@ static void test_malformed_rejected(void) {
        "\"measured_at\":\"m\",\"collectives\":{\"allreduce.taco100\":{\"2\":[{\"bytes\":1,\"us\":1}]}}}",
        "collectives.allreduce.taco100"},
       {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"collectives\":{\"allreduce.taco128.fp16\":{\"2\":[{\"bytes\":1,\"us\":1}]}}}",
+       "collectives.allreduce.taco128.fp16"},
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
        "\"measured_at\":\"m\",\"collectives\":{\"allreduce\":{\"one\":[{\"bytes\":1,\"us\":1}]}}}",
        "collectives.allreduce.one"},
       {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
@@ -121,6 +124,8 @@ static void test_round_trip(void) {
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(sim_derive_calibration("shm", &a, &e), 0);
   CU_ASSERT_TRUE(a.derived);
+  /* a table of TACO on FP32 payloads round-trips too (its name is accepted) */
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_coll(&a, "reducescatter.taco256.fp32", 2, 4096.0, 12.5), 0);
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
