@@ -59,7 +59,7 @@ static void usage(FILE *out) {
           "Codecs: the plan's codec.tp_fwd/tp_bwd on the TP all-reduces (TACO, CAAT-Net, both) and, with\n"
           "TACO, on the sequence-parallel all-gathers/reduce-scatters; codec.pp (TACO) on pipeline\n"
           "send/recv; codec.dp (TACO, FP32 gradients) on the DP buckets (all-reduce, or ZeRO-1's\n"
-          "reduce-scatter; NOT YET RUN ON GPUs: --check holds the cases, no GPU run has passed them).\n"
+          "reduce-scatter; --check holds both cases against float64).\n"
           "Messages under the plan's codec_min_bytes travel uncompressed, as predicted.\n"
           "\n"
           "NOT IMPLEMENTED (the command says so and exits 2 when a plan asks for them): GPipe with PP = 1\n"
