@@ -390,6 +390,45 @@ static void test_host_memory_collective_beside_kernel(void) {
   run_intra = TOPO_INTRA_NVSWITCH;
 }
 
+/* A TACO all-reduce of `bytes` on `stream` (DP group) that depends on
+ * compute op `dep` of three back-to-back compute kernels (1, 10, 10 ms) on
+ * two GPUs of one NVLink node. Returns the iteration time. */
+static double kernels_then_compressed(plan_stream stream, int dep, double bytes) {
+  plan p;
+  make_plan(&p, 2, 1, 1, 1, 2);
+  plan_program *pr = new_programs(2, 4);
+  plan_codec codec = {PLAN_CODEC_TACO, 128, PLAN_FP8_E4M3, 1.0};
+  for (int r = 0; r < 2; r++) {
+    const double ms[3] = {1, 10, 10};
+    for (int k = 0; k < 3; k++) add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = ms[k] * 1e-3 * PEAK;
+    plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, stream);
+    c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_DP, c->traffic = PLAN_TRAFFIC_DP;
+    c->bytes = bytes;
+    c->wire_bytes = plan_codec_wire_bytes(&codec, bytes, 4);
+    c->codec = codec;
+    c->dep[0] = dep;
+  }
+  schema_result r;
+  double t = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
+  schema_result_free(&r);
+  free_programs(pr, 2);
+  return t;
+}
+
+/* Only the TP stream outranks compute in the executor: a compressed
+ * collective on the DP (or PP) stream gets SMs when the compute stream runs
+ * dry, after both 10 ms kernels, as if issued after them; on the TP stream
+ * when the kernel it meets ends, hidden behind the second one
+ * (sim_comm.c, waits_for_idle_compute). */
+static void test_compressed_waits_for_idle_compute(void) {
+  const double S = 1e8, compute = 21e-3 + 3 * 3e-6; /* three kernels and their launch costs */
+  double after = kernels_then_compressed(PLAN_STREAM_DP, 2, S);
+  double alone = after - compute;
+  CU_ASSERT_TRUE(alone > 1e-3 && alone < 9e-3);
+  NEAR(kernels_then_compressed(PLAN_STREAM_DP, 0, S), after, 1e-9);
+  NEAR(kernels_then_compressed(PLAN_STREAM_TP, 0, S), compute, 1e-6);
+}
+
 /* The cross-entropy kernel writes the loss and the logits' gradient in one
  * forward pass (as the executor runs it): the backward loss ops cost their
  * GEMM half only, the forward op the logits GEMM plus one "loss" kernel. */
@@ -635,6 +674,8 @@ int main(void) {
               test_collective_waits_for_sms);
   CU_add_test(s, "inside a node a collective gets a head start of the kernel's last waves", test_collective_head_start);
   CU_add_test(s, "norms, activations, adds use their kernel's own table", test_specific_kernel_tables);
+  CU_add_test(s, "a compressed collective off the TP stream waits for the compute stream to run dry",
+              test_compressed_waits_for_idle_compute);
   CU_add_test(s, "TACO on FP32 gradients: the FP32 table, else the bf16 one at the same element count", test_taco_fp32_payloads);
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
