@@ -1,6 +1,7 @@
 /* coll_direct.c — the direct path of the compressed collectives: codec
  * kernels writing into the peer GPUs' staging over NVLink, flags instead of
- * NCCL (protocol and algorithms in coll_direct.h). */
+ * NCCL (protocol and algorithms in coll_direct.h); or, through host memory
+ * (coll_host.h), into the peers' pinned host staging over PCIe. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "coll_direct_team.h"
+#include "coll_host.h"
 
 #define CK_CUDA(call)                                                                                        \
   do {                                                                                                       \
@@ -42,12 +44,18 @@ typedef struct {
   cudaEvent_t ev_fork, ev_join;
   cudaEvent_t ev_chunk[COLL_EVENT_SLOTS]; /* chunk j's remote encodes done (main stream) */
   cudaEvent_t ev_own[COLL_EVENT_SLOTS];   /* chunk j's own block encoded (main stream, copy mode) */
+  /* host-memory flavour (coll_host.h): flags and what peers send us live in
+   * pinned host memory; `stage` (GPU) is where the blocks are decoded from */
+  coll_host_mem hflags, hstage;                 /* ours */
+  coll_host_mem peer_hflags[COLL_DIRECT_MAX];   /* peers' (one process per GPU) */
+  coll_host_mem peer_hstage[COLL_DIRECT_MAX];
 } direct_rank;
 
 struct coll_direct {
   int state; /* 0: not tried, 1: ready, -1: not possible */
   char why[200];
   int ipc;   /* peers live in other processes */
+  int host;  /* 1: staging and flags in pinned host memory (coll_host.h), 0: GPU memory over NVLink */
   unsigned long long seq, calls;
   size_t half; /* bytes of one parity half of every rank's staging */
   direct_rank d[COLL_MAX_LOCAL];
@@ -160,23 +168,99 @@ static int env_p2p_disabled(void) {
   return v && atoi(v) == 1;
 }
 
+static int env_shm_disabled(void) {
+  const char *v = getenv("NCCL_SHM_DISABLE");
+  return v && atoi(v) == 1;
+}
+
+/* TACO_HOST=off|on|auto (read at each team's set-up): 0 off, 1 on, 2 auto. */
+static int env_host_mode(void) {
+  const char *v = getenv("TACO_HOST");
+  if (!v || !strcmp(v, "auto")) return 2;
+  return !strcmp(v, "off") || !strcmp(v, "0") ? 0 : 1;
+}
+
+/* Host-memory flavour: the flag words in pinned host memory every rank maps
+ * (coll_host.h). One process per GPU: a shared-memory object per rank, names
+ * exchanged, unlinked once every peer has mapped it. */
+static int setup_host(coll_team *t) {
+  struct coll_direct *D = t->direct;
+  int n = t->nranks;
+  size_t fbytes = COLL_DIRECT_MAX * sizeof(unsigned long long);
+  if (!D->ipc) {
+    for (int i = 0; i < n; i++) {
+      CK_CUDA(cudaSetDevice(t->r[i].device));
+      CK(coll_host_alloc(&D->d[i].hflags, fbytes));
+      D->d[i].flags = D->d[i].hflags.dev;
+    }
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < n; j++) D->d[i].peer_flags[t->r[j].rank] = D->d[j].flags;
+    D->state = 1;
+    return 0;
+  }
+  coll_rank *r = &t->r[0];
+  direct_rank *d = &D->d[0];
+  CK_CUDA(cudaSetDevice(r->device));
+  CK(coll_host_create_shared(&d->hflags, fbytes));
+  d->flags = d->hflags.dev;
+  struct {
+    unsigned long long host;
+    char name[64];
+  } mine, all[COLL_DIRECT_MAX];
+  memset(&mine, 0, sizeof mine);
+  mine.host = host_hash();
+  snprintf(mine.name, sizeof mine.name, "%s", d->hflags.name);
+  CK(exchange(t, &mine, sizeof mine, all));
+  int ok = 1;
+  for (int p = 0; p < n && ok; p++) {
+    if (p == r->rank) continue;
+    if (all[p].host != mine.host) {
+      snprintf(D->why, sizeof D->why, "rank %d is on another host", p);
+      ok = 0;
+    } else if (coll_host_open_shared(&d->peer_hflags[p], all[p].name, fbytes)) {
+      snprintf(D->why, sizeof D->why, "cannot map rank %d's flags: %.150s", p, coll_last_error());
+      ok = 0;
+    } else {
+      d->peer_flags[p] = d->peer_hflags[p].dev;
+    }
+  }
+  d->peer_flags[r->rank] = d->flags;
+  int oks[COLL_DIRECT_MAX];
+  CK(exchange(t, &ok, sizeof ok, oks)); /* also: every peer has mapped ours (or given up) */
+  CK(coll_host_unlink(&d->hflags));
+  for (int p = 0; p < n; p++)
+    if (!oks[p] && ok) {
+      snprintf(D->why, sizeof D->why, "rank %d cannot use the host-memory path", p);
+      ok = 0;
+    }
+  if (ok) D->state = 1;
+  return 0;
+}
+
 /* Sets d->state and d->why; returns -1 only on CUDA/NCCL errors. */
 static int setup(coll_team *t) {
   struct coll_direct *D = t->direct;
   int n = t->nranks;
   D->state = -1;
-  if (env_p2p_disabled()) return snprintf(D->why, sizeof D->why, "NCCL_P2P_DISABLE=1: no NVLink peer access"), 0;
+  int hm = env_host_mode();
+  int host = hm == 1 || (hm == 2 && env_p2p_disabled() && !env_shm_disabled());
+  if (!host && env_p2p_disabled())
+    return snprintf(D->why, sizeof D->why, "NCCL_P2P_DISABLE=1: no NVLink peer access%s",
+                    hm == 0 ? " (TACO_HOST=off)" : env_shm_disabled() ? " (NCCL_SHM_DISABLE=1: no host-memory path)" : ""), 0;
   if (n < 2 || n > COLL_DIRECT_MAX)
     return snprintf(D->why, sizeof D->why, "%d ranks (the direct path takes 2..%d)", n, COLL_DIRECT_MAX), 0;
   if (t->nlocal != 1 && t->nlocal != n)
     return snprintf(D->why, sizeof D->why, "some ranks local, some not (single process must hold all)"), 0;
   D->ipc = t->nlocal == 1;
+  D->host = host;
   for (int i = 0; i < t->nlocal; i++) {
     coll_rank *r = &t->r[i];
     direct_rank *d = &D->d[i];
     CK_CUDA(cudaSetDevice(r->device));
-    CK_CUDA(cudaMalloc((void **)&d->flags, COLL_DIRECT_MAX * sizeof *d->flags));
-    CK_CUDA(cudaMemset(d->flags, 0, COLL_DIRECT_MAX * sizeof *d->flags));
+    if (!host) {
+      CK_CUDA(cudaMalloc((void **)&d->flags, COLL_DIRECT_MAX * sizeof *d->flags));
+      CK_CUDA(cudaMemset(d->flags, 0, COLL_DIRECT_MAX * sizeof *d->flags));
+    }
     CK_CUDA(cudaHostAlloc((void **)&d->fault_host, sizeof *d->fault_host, cudaHostAllocMapped | cudaHostAllocPortable));
     memset((void *)d->fault_host, 0, sizeof *d->fault_host);
     CK_CUDA(cudaHostGetDevicePointer((void **)&d->fault_dev, (void *)d->fault_host, 0));
@@ -189,6 +273,7 @@ static int setup(coll_team *t) {
     if (D->ipc) CK_CUDA(cudaMalloc((void **)&d->xbuf, (size_t)n * XCHG_BYTES));
     registry_add(d->fault_host, r->rank);
   }
+  if (host) return setup_host(t);
   if (!D->ipc) {
     /* single process: every pair must reach each other; enable it */
     for (int i = 0; i < n; i++)
@@ -269,6 +354,11 @@ int coll_direct_available(coll_team *t, const char **why) {
   return t->direct->state == 1;
 }
 
+const char *coll_direct_transport(const coll_team *t) {
+  if (!t->direct || t->direct->state != 1) return "none";
+  return t->direct->host ? "host" : "nvlink";
+}
+
 void coll_direct_destroy(coll_team *t) {
   struct coll_direct *D = t->direct;
   if (!D) return;
@@ -276,7 +366,12 @@ void coll_direct_destroy(coll_team *t) {
     direct_rank *d = &D->d[i];
     if (cudaSetDevice(t->r[i].device) != cudaSuccess) continue;
     cudaStreamSynchronize(t->r[i].stream);
-    if (D->ipc)
+    cudaStreamSynchronize(t->r[i].codec_stream);
+    for (int p = 0; p < COLL_DIRECT_MAX; p++) {
+      coll_host_free(&d->peer_hstage[p]);
+      coll_host_free(&d->peer_hflags[p]);
+    }
+    if (D->ipc && !D->host)
       for (int p = 0; p < COLL_DIRECT_MAX; p++) {
         if (p == t->r[i].rank) continue;
         if (d->peer_stage[p]) cudaIpcCloseMemHandle(d->peer_stage[p]);
@@ -285,6 +380,7 @@ void coll_direct_destroy(coll_team *t) {
     cudaFree(d->bounce_out);
     cudaFree(d->bounce_in);
     cudaFree(d->stage);
+    coll_host_free(&d->hstage);
     cudaFree(d->xbuf);
     for (int k = 0; k < COLL_EVENT_SLOTS; k++) {
       if (d->ev_chunk[k]) cudaEventDestroy(d->ev_chunk[k]);
@@ -296,13 +392,79 @@ void coll_direct_destroy(coll_team *t) {
       registry_remove(d->fault_host);
       cudaFreeHost((void *)d->fault_host);
     }
-    cudaFree(d->flags);
+    if (D->host) coll_host_free(&d->hflags);
+    else cudaFree(d->flags);
   }
   free(D);
   t->direct = NULL;
 }
 
 /* ---- staging ------------------------------------------------------------- */
+
+/* Host-memory flavour: each rank's GPU staging (decoded from; peers never
+ * touch it) and its host staging (the peers write into it). The streams are
+ * idle: every peer's writes into our old host staging completed before the
+ * signals we have waited for. */
+static int grow_host_staging(coll_team *t, size_t half) {
+  struct coll_direct *D = t->direct;
+  int n = t->nranks;
+  for (int i = 0; i < t->nlocal; i++) {
+    direct_rank *d = &D->d[i];
+    CK_CUDA(cudaSetDevice(t->r[i].device));
+    for (int p = 0; p < COLL_DIRECT_MAX; p++) {
+      coll_host_free(&d->peer_hstage[p]);
+      d->peer_stage[p] = NULL;
+    }
+    coll_host_free(&d->hstage);
+    CK_CUDA(cudaFree(d->stage));
+    d->stage = NULL;
+    CK_CUDA(cudaMalloc((void **)&d->stage, 2 * half));
+  }
+  D->half = 0;
+  if (!D->ipc) {
+    for (int i = 0; i < n; i++) {
+      CK_CUDA(cudaSetDevice(t->r[i].device));
+      CK(coll_host_alloc(&D->d[i].hstage, 2 * half));
+    }
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < n; j++)
+        D->d[i].peer_stage[t->r[j].rank] = i == j ? D->d[i].stage : (unsigned char *)D->d[j].hstage.dev;
+    D->half = half;
+    return 0;
+  }
+  coll_rank *r = &t->r[0];
+  direct_rank *d = &D->d[0];
+  struct {
+    char name[64];
+    int ok;
+  } mine, all[COLL_DIRECT_MAX];
+  memset(&mine, 0, sizeof mine);
+  mine.ok = coll_host_create_shared(&d->hstage, 2 * half) == 0;
+  char err[200] = "";
+  if (!mine.ok) snprintf(err, sizeof err, "%s", coll_last_error());
+  else snprintf(mine.name, sizeof mine.name, "%s", d->hstage.name);
+  CK(exchange(t, &mine, sizeof mine, all));
+  int ok = mine.ok;
+  for (int p = 0; p < n && ok; p++) {
+    if (p == r->rank) continue;
+    if (!all[p].ok) {
+      snprintf(err, sizeof err, "rank %d could not allocate its host staging", p);
+      ok = 0;
+    } else if (coll_host_open_shared(&d->peer_hstage[p], all[p].name, 2 * half)) {
+      snprintf(err, sizeof err, "%s", coll_last_error());
+      ok = 0;
+    }
+  }
+  int oks[COLL_DIRECT_MAX];
+  CK(exchange(t, &ok, sizeof ok, oks)); /* every peer has mapped ours */
+  CK(coll_host_unlink(&d->hstage));
+  if (!ok) return coll_set_error(__FILE__, __LINE__, "host staging", err);
+  for (int p = 0; p < n; p++)
+    if (!oks[p]) return coll_set_error(__FILE__, __LINE__, "host staging", "a peer could not map the host staging");
+  for (int p = 0; p < n; p++) d->peer_stage[p] = p == r->rank ? d->stage : (unsigned char *)d->peer_hstage[p].dev;
+  D->half = half;
+  return 0;
+}
 
 /* Collective: every rank computes the same `half` from the call. */
 static int grow_staging(coll_team *t, size_t half) {
@@ -314,6 +476,7 @@ static int grow_staging(coll_team *t, size_t half) {
     CK_CUDA(cudaStreamSynchronize(t->r[i].stream));
     CK_CUDA(cudaStreamSynchronize(t->r[i].codec_stream));
   }
+  if (D->host) return grow_host_staging(t, half);
   if (!D->ipc) {
     for (int i = 0; i < t->nlocal; i++) {
       direct_rank *d = &D->d[i];
@@ -387,9 +550,14 @@ static coll_direct_mode env_mode(void) {
   return (coll_direct_mode)mode;
 }
 
-/* AUTO: one-shot below COLL_DIRECT_TWO_SHOT_MIN_BYTES of all-reduce (count elements), two-shot from there. */
-static int is_one_shot(const coll_opts *o, size_t count) {
-  if (o->allreduce == COLL_ALLREDUCE_AUTO) return count * coll_dtype_bytes(o->dtype) < COLL_DIRECT_TWO_SHOT_MIN_BYTES;
+/* AUTO: over NVLink one-shot below COLL_DIRECT_TWO_SHOT_MIN_BYTES of
+ * all-reduce (count elements), two-shot from there; through host memory
+ * always one-shot (chunked: its encodes into the peers overlap the pulls).
+ * Uncompressed (plain) calls have only the one-shot. */
+static int is_one_shot(const coll_team *t, const coll_opts *o, size_t count) {
+  if (o->codec != COLL_CODEC_TACO) return 1;
+  if (o->allreduce == COLL_ALLREDUCE_AUTO)
+    return (t->direct && t->direct->host) || count * coll_dtype_bytes(o->dtype) < COLL_DIRECT_TWO_SHOT_MIN_BYTES;
   return o->allreduce == COLL_ALLREDUCE_ONE_SHOT;
 }
 
@@ -430,29 +598,43 @@ int coll_direct_choose(coll_team *t, coll_op op, size_t bytes, const int *send_p
   return a;
 }
 
-static size_t chunk_bytes_of(const coll_opts *o) {
-  return o->direct_chunk_bytes ? o->direct_chunk_bytes : COLL_DIRECT_DEFAULT_CHUNK_BYTES;
+static size_t chunk_bytes_of(const coll_team *t, const coll_opts *o) {
+  if (o->direct_chunk_bytes) return o->direct_chunk_bytes;
+  return t->direct && t->direct->host ? COLL_HOST_DEFAULT_CHUNK_BYTES : COLL_DIRECT_DEFAULT_CHUNK_BYTES;
 }
 
 /* The chunked calls (all-gather, reduce-scatter, one-shot all-reduce) cut the
  * message as coll_layout does; the one-shot all-reduce like an all-gather of
  * `count` per rank. Returns -1 on a bad layout. */
-static int chunk_layout(coll_layout *l, coll_op op, size_t count, int n, const coll_opts *o) {
+static int chunk_layout(const coll_team *t, coll_layout *l, coll_op op, size_t count, int n, const coll_opts *o) {
   if (op == COLL_OP_ALLREDUCE) op = COLL_OP_ALLGATHER;
-  if (coll_layout_make(l, op, count, n, o->taco.group, coll_dtype_bytes(o->dtype), chunk_bytes_of(o)))
+  if (coll_layout_make(l, op, count, n, o->taco.group, coll_dtype_bytes(o->dtype), chunk_bytes_of(t, o)))
     return coll_set_error(__FILE__, __LINE__, "coll_layout_make", "bad group size or rank count");
   return 0;
 }
 
+/* A block of e elements on the wire: TACO-encoded, or plain (the padded
+ * elements themselves, coll_host.h); and where chunk j starts in a slot
+ * area (n blocks of the layout's chunk length per chunk). */
+static size_t wire_of(int plain, size_t es, size_t e, int group) {
+  return plain ? coll_block_elems(e, group) * es : coll_block_wire(e, group);
+}
+static size_t chunk_offset_of(int plain, size_t es, const coll_layout *l, size_t j) {
+  return plain ? j * (size_t)l->nranks * wire_of(1, es, l->m, l->group) : coll_chunk_offset(l, j);
+}
+
 /* Bytes of one parity half of the staging for a call (the same on every rank). */
-static int staging_half(coll_op op, int one, size_t count, int n, const coll_opts *o, size_t *half) {
+static int staging_half(const coll_team *t, coll_op op, int one, size_t count, int n, const coll_opts *o,
+                        size_t *half) {
   coll_direct_sizes s;
+  int plain = o->codec != COLL_CODEC_TACO;
   coll_direct_sizes_of(op, one, count, n, o->taco.group, &s);
   *half = s.half;
+  if (plain) *half = ((size_t)n * wire_of(1, coll_dtype_bytes(o->dtype), count, o->taco.group) + 255) & ~(size_t)255;
   if (op == COLL_OP_SENDRECV || (op == COLL_OP_ALLREDUCE && !one)) return 0;
   coll_layout l;
-  CK(chunk_layout(&l, op, count, n, o));
-  size_t chunked = (coll_wire_buffer_bytes(&l) + 255) & ~(size_t)255;
+  CK(chunk_layout(t, &l, op, count, n, o));
+  size_t chunked = (chunk_offset_of(plain, coll_dtype_bytes(o->dtype), &l, l.nchunks) + 255) & ~(size_t)255;
   if (chunked > *half) *half = chunked;
   return 0;
 }
@@ -466,7 +648,7 @@ int coll_direct_reserve(coll_team *t, coll_op op, size_t count, const coll_opts 
   int c = coll_direct_choose(t, op, bytes, peers, peers, &q);
   if (c <= 0) return c;
   size_t half;
-  CK(staging_half(op, op == COLL_OP_ALLREDUCE && is_one_shot(o, count), count, t->nranks, o, &half));
+  CK(staging_half(t, op, op == COLL_OP_ALLREDUCE && is_one_shot(t, o, count), count, t->nranks, o, &half));
   return grow_staging(t, half);
 }
 
@@ -482,6 +664,8 @@ typedef struct {
   coll_layout l;                                        /* chunks (all-gather, reduce-scatter, one-shot) */
   const void *src[COLL_MAX_LOCAL][COLL_DIRECT_MAX];    /* encode inputs, set in phase 0 */
   unsigned long long seq0;                              /* the call's first sequence number */
+  int plain;                                            /* uncompressed: copies and sums instead of the codec */
+  unsigned char *in[COLL_MAX_LOCAL]; /* host flavour: this call's half of our host staging (peers write here) */
 } call;
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -506,6 +690,10 @@ static int source(call *c, int i, const void *x, size_t e, int slot, const void 
 
 static int encode(call *c, int i, const void *src, size_t e, void *block, cudaStream_t st) {
   coll_rank *r = &c->t->r[i];
+  if (c->plain) {
+    CK_CUDA(cudaMemcpyAsync(block, src, coll_block_elems(e, c->group) * c->es, cudaMemcpyDefault, st));
+    return 0;
+  }
   CK_TACO(taco_encode(src, c->o->dtype, coll_block_elems(e, c->group), c->o->taco, block, r->nonfinite, (void *)st));
   return 0;
 }
@@ -518,8 +706,28 @@ static int decode(call *c, int i, const void *blocks, int k, size_t e, void *y, 
   int direct = aligned16(y) && ne == e;
   size_t pitch = d->bounce_out_bytes / 2;
   void *dst = direct ? y : (void *)(d->bounce_out + (size_t)which * pitch);
-  CK_TACO(taco_decode_sum(blocks, k, ne, c->o->taco, dst, c->o->dtype, (void *)st));
+  if (c->plain) {
+    int ce = coll_host_sum(blocks, k, wire_of(1, c->es, ne, c->group), ne, c->o->dtype, dst, (void *)st);
+    if (ce) return coll_set_error(__FILE__, __LINE__, "coll_host_sum", cudaGetErrorString((cudaError_t)ce));
+  } else {
+    CK_TACO(taco_decode_sum(blocks, k, ne, c->o->taco, dst, c->o->dtype, (void *)st));
+  }
   if (!direct) CK_CUDA(cudaMemcpyAsync(y, dst, e * c->es, cudaMemcpyDeviceToDevice, st));
+  return 0;
+}
+
+/* Host flavour: copy the blocks the peers wrote into our host staging (slots
+ * p != me of `stride` bytes from `off`) to the same place of our GPU staging,
+ * on st after the wait for their signals (copy engine, host -> GPU). Over
+ * NVLink the peers wrote into the GPU staging already: nothing to do. */
+static int pull(call *c, int i, size_t off, size_t stride, cudaStream_t st) {
+  if (!c->in[i]) return 0;
+  int me = c->t->r[i].rank, n = c->t->nranks;
+  unsigned char *gpu = c->half[i][me] + off, *host = c->in[i] + off;
+  if (me > 0) CK_CUDA(cudaMemcpyAsync(gpu, host, (size_t)me * stride, cudaMemcpyDefault, st));
+  if (me < n - 1)
+    CK_CUDA(cudaMemcpyAsync(gpu + (size_t)(me + 1) * stride, host + (size_t)(me + 1) * stride,
+                            (size_t)(n - 1 - me) * stride, cudaMemcpyDefault, st));
   return 0;
 }
 
@@ -568,18 +776,23 @@ static int fault_check(void) {
 
 /* How the blocks of all-gather and one-shot all-reduce reach the peers:
  * ENCODE: the encode kernel writes them into the peer's memory (SM stores over
- * NVLink); COPY: encoded locally, then cudaMemcpyAsync (copy engines over
- * NVLink), which leaves the SMs to the codec of the neighbouring chunks.
- * Reduce-scatter and the two-shot all-reduce always encode into the peer
- * (their blocks differ per peer and have no local home). TACO_DIRECT_PUSH=
- * encode|copy sets it (read once); default COLL_DIRECT_PUSH_DEFAULT. */
-static int push_copy(void) {
-  static int v = -1;
-  if (v < 0) {
+ * NVLink or PCIe); COPY: encoded locally, then cudaMemcpyAsync (copy engines),
+ * which leaves the SMs to the codec of the neighbouring chunks.
+ * Over NVLink reduce-scatter and the two-shot all-reduce always encode into
+ * the peer (their blocks differ per peer and have no local home); through
+ * host memory reduce-scatter copies too (via our GPU slot p, see
+ * chunked_phase). TACO_DIRECT_PUSH=
+ * encode|copy sets it (read once); default COLL_DIRECT_PUSH_COPY_DEFAULT over
+ * NVLink, COLL_HOST_PUSH_COPY_DEFAULT through host memory (SM stores into
+ * host memory measured slower than the copy engine there: one-shot
+ * all-reduce at 64 MiB 1517 vs 1062 us, runtime/RESULTS-comm.md round 5). */
+static int push_copy(int host) {
+  static int v = -2;
+  if (v == -2) {
     const char *e = getenv("TACO_DIRECT_PUSH");
-    v = e ? !strcmp(e, "copy") : COLL_DIRECT_PUSH_COPY_DEFAULT;
+    v = e ? !strcmp(e, "copy") : -1;
   }
-  return v;
+  return v >= 0 ? v : host ? COLL_HOST_PUSH_COPY_DEFAULT : COLL_DIRECT_PUSH_COPY_DEFAULT;
 }
 
 /* Enqueue order. In single-process mode one host thread drives every GPU,
@@ -628,16 +841,31 @@ static int chunked_phase(call *c, int i, coll_op op, const void *send, void *rec
   }
   size_t j = (size_t)ph / 2;
   if (j >= l->nchunks) return join_side(c, i);
-  size_t e = coll_chunk_elems(l, 0, j), at = j * l->m * c->es, off = coll_chunk_offset(l, j);
-  size_t stride = coll_block_wire(e, c->group);
+  size_t e = coll_chunk_elems(l, 0, j), at = j * l->m * c->es, off = chunk_offset_of(c->plain, c->es, l, j);
+  size_t stride = wire_of(c->plain, c->es, e, c->group);
   unsigned char *mine = c->half[i][me] + off;
   cudaEvent_t ev = d->ev_chunk[j % COLL_EVENT_SLOTS];
-  int ag = op == COLL_OP_ALLGATHER, copy = !rs && push_copy();
+  /* reduce-scatter copies only through host memory: its block for peer p is
+   * encoded into our GPU slot p, which the pull of this chunk overwrites only
+   * after `ev` (over NVLink peer p writes into that slot itself) */
+  int host = t->direct->host, ag = op == COLL_OP_ALLGATHER, copy = (!rs || host) && push_copy(host);
   unsigned char *own_out = (unsigned char *)recv + ((size_t)me * count) * c->es + at;
   /* all-gather out of place: our own slot is decoded as soon as it is encoded
    * (in place it is the input the peers' encodes read: after them) */
   int own_early = ag && (const void *)((unsigned char *)recv + (size_t)me * count * c->es) != send;
   if (ph % 2 == 0) {
+    if (copy && rs) {
+      /* block p into our GPU slot p, then copied into peer p's slot me */
+      for (int p = 0; p < n; p++) {
+        if (p == me) continue;
+        unsigned char *blk = mine + (size_t)p * stride;
+        CK(encode(c, i, (const unsigned char *)c->src[i][p] + at, e, blk, r->stream));
+        CK_CUDA(cudaMemcpyAsync(c->half[i][p] + off + (size_t)me * stride, blk, stride, cudaMemcpyDefault, r->stream));
+      }
+      CK_CUDA(cudaEventRecord(ev, r->stream));
+      CK(signal_all(c, i, c->seq0 + j, r->stream, 0));
+      return encode(c, i, (const unsigned char *)c->src[i][me] + at, e, mine + (size_t)me * stride, r->codec_stream);
+    }
     if (copy) {
       /* own block on the main stream, then copied into every peer's slot me */
       CK(encode(c, i, (const unsigned char *)c->src[i][0] + at, e, mine + (size_t)me * stride, r->stream));
@@ -666,6 +894,7 @@ static int chunked_phase(call *c, int i, coll_op op, const void *send, void *rec
   }
   CK_CUDA(cudaStreamWaitEvent(r->codec_stream, ev, 0));
   CK(wait_all(c, i, c->seq0 + j, r->codec_stream, 0));
+  CK(pull(c, i, off, stride, r->codec_stream));
   if (ag) {
     for (int p = 0; p < n; p++)
       if (p != me || !own_early)
@@ -705,6 +934,7 @@ static int two_shot_phase(call *c, int i, const void *send, void *recv, size_t c
   }
   if (ph == 1) {
     CK(wait_all(c, i, c->seq0, r->stream, 1));
+    if (mine) CK(pull(c, i, 0, coll_direct_stride_a(op, 0, count, n, g, me), r->stream));
     if (mine) {
       CK(fork_side(c, i));
       for (int p = 0; p < n; p++) {
@@ -719,6 +949,7 @@ static int two_shot_phase(call *c, int i, const void *send, void *recv, size_t c
   }
   CK(wait_all(c, i, c->seq0 + 1, r->stream, 1));
   if (mine) CK(join_side(c, i));
+  CK(pull(c, i, c->sz.region_a, sb, r->stream));
   for (int p = 0; p < n; p++) {
     size_t e = coll_direct_recv_elems(op, 0, count, n, g, p);
     if (p == me || !e) continue;
@@ -740,6 +971,7 @@ static int sendrecv_phase(call *c, int i, const void *send, void *recv, size_t e
     return signal_all(c, i, c->seq0, r->stream, 1);
   }
   CK(wait_all(c, i, c->seq0, r->stream, 1));
+  CK(pull(c, i, 0, stride, r->stream));
   return decode(c, i, c->half[i][me] + (size_t)peer * stride, 1, e, recv, r->stream, 0);
 }
 
@@ -755,11 +987,14 @@ int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *con
   c.o = o;
   c.es = coll_dtype_bytes(o->dtype);
   c.group = o->taco.group;
-  int one = op == COLL_OP_ALLREDUCE && is_one_shot(o, count);
+  c.plain = o->codec != COLL_CODEC_TACO;
+  if (c.plain && op != COLL_OP_ALLGATHER && op != COLL_OP_REDUCESCATTER && op != COLL_OP_ALLREDUCE)
+    return coll_set_error(__FILE__, __LINE__, "coll_direct_run", "uncompressed: all-gather, reduce-scatter, all-reduce only");
+  int one = op == COLL_OP_ALLREDUCE && is_one_shot(t, o, count);
   int n = t->nranks;
   coll_direct_sizes_of(op, one, count, n, c.group, &c.sz);
   size_t half;
-  CK(staging_half(op, one, count, n, o, &half));
+  CK(staging_half(t, op, one, count, n, o, &half));
   CK(grow_staging(t, half));
   /* bounce buffers: n padded pieces in, two padded pieces out */
   size_t piece = op == COLL_OP_ALLREDUCE && !one ? coll_direct_recv_elems(op, 0, count, n, c.group, 0) : count;
@@ -770,12 +1005,14 @@ int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *con
     CK(grow_local(&t->r[i], &d->bounce_out, &d->bounce_out_bytes, 2 * pitch));
   }
   size_t parity = (size_t)(D->calls & 1);
-  for (int i = 0; i < t->nlocal; i++)
+  for (int i = 0; i < t->nlocal; i++) {
     for (int p = 0; p < n; p++) c.half[i][p] = D->d[i].peer_stage[p] + parity * D->half;
+    c.in[i] = D->host ? (unsigned char *)D->d[i].hstage.dev + parity * D->half : NULL;
+  }
   D->calls++;
   c.seq0 = D->seq + 1;
   int chunked = op == COLL_OP_ALLGATHER || op == COLL_OP_REDUCESCATTER || one;
-  if (chunked) CK(chunk_layout(&c.l, op, count, n, o));
+  if (chunked) CK(chunk_layout(t, &c.l, op, count, n, o));
   if (op != COLL_OP_ALLGATHER && op != COLL_OP_REDUCESCATTER && op != COLL_OP_ALLREDUCE && op != COLL_OP_SENDRECV)
     return coll_set_error(__FILE__, __LINE__, "coll_direct_run", "op has no direct path");
   /* phases and sequence numbers of this call */

@@ -180,6 +180,11 @@ static int make_layout(coll_layout *l, const coll_team *t, coll_op op, size_t co
 }
 
 int coll_team_reserve(coll_team *t, coll_op op, size_t count, const coll_opts *o) {
+  if (o->codec == COLL_CODEC_NONE_DIRECT) {
+    coll_opts on = *o;
+    on.direct = COLL_DIRECT_ON;
+    return coll_direct_reserve(t, op, count, &on) < 0 ? -1 : 0;
+  }
   if (o->codec != COLL_CODEC_TACO) return 0;
   /* both paths: a call made while a CUDA graph is captured takes the NCCL
    * path, and must not allocate then */
@@ -480,7 +485,9 @@ static int check_opts(const coll_team *t, const coll_opts *o) {
   if (!t || t->nlocal < 1) return coll_fail(__FILE__, __LINE__, "coll", "team not initialised");
   if (!o) return coll_fail(__FILE__, __LINE__, "coll", "no options");
   if (o->dtype != TACO_DTYPE_BF16 && o->dtype != TACO_DTYPE_FP32) return coll_fail(__FILE__, __LINE__, "coll", "dtype");
-  if (o->codec == COLL_CODEC_TACO && !taco_params_valid(o->taco))
+  if (o->codec != COLL_CODEC_NONE && o->codec != COLL_CODEC_TACO && o->codec != COLL_CODEC_NONE_DIRECT)
+    return coll_fail(__FILE__, __LINE__, "coll", "codec must be NONE, TACO or NONE_DIRECT");
+  if (o->codec != COLL_CODEC_NONE && !taco_params_valid(o->taco))
     return coll_fail(__FILE__, __LINE__, "coll", "TACO group must be 32, 64, 128, 256 or 512");
   if (o->allreduce != COLL_ALLREDUCE_AUTO && o->allreduce != COLL_ALLREDUCE_TWO_SHOT &&
       o->allreduce != COLL_ALLREDUCE_ONE_SHOT)
@@ -494,6 +501,15 @@ static int dispatch(coll_team *t, coll_op op, const void *const *send, void *con
                     const int *recv_peer, size_t count, const coll_opts *o) {
   CK(check_opts(t, o));
   size_t bytes = coll_total_elems(op, count, t->nranks) * coll_dtype_bytes(o->dtype);
+  if (o->codec == COLL_CODEC_NONE_DIRECT && count > 0) {
+    /* uncompressed through the direct path: the transport alone */
+    if (op != COLL_OP_ALLGATHER && op != COLL_OP_REDUCESCATTER && op != COLL_OP_ALLREDUCE)
+      return coll_fail(__FILE__, __LINE__, "COLL_CODEC_NONE_DIRECT", "all-gather, reduce-scatter, all-reduce only");
+    coll_opts on = *o;
+    on.direct = COLL_DIRECT_ON;
+    if (coll_direct_choose(t, op, bytes, send_peer, recv_peer, &on) != 1) return -1;
+    return coll_direct_run(t, op, send, recv, send_peer, recv_peer, count, &on);
+  }
   if (o->codec != COLL_CODEC_TACO || !coll_use_codec(bytes, o->min_bytes) || count == 0)
     return plain(t, op, send, recv, send_peer, recv_peer, count, o->dtype);
   int direct = coll_direct_choose(t, op, bytes, send_peer, recv_peer, o);

@@ -21,6 +21,9 @@
  * reach each other's memory over NVLink, all-gather, reduce-scatter and
  * all-reduce skip NCCL and the chunked pipeline: the codec kernels write
  * into the peers' staging buffers and flags in GPU memory order the steps.
+ * Through host shared memory (NCCL_P2P_DISABLE=1, shm not disabled) the same
+ * algorithms run with the staging and flags in pinned host memory that every
+ * rank maps (coll_host.h, the "host" flavour of the direct path).
  *
  * Every function returns 0, or -1 with "file:line: call: reason" in
  * coll_last_error(). */
@@ -37,7 +40,11 @@
 #define COLL_STAGES 5     /* encode, transfer, reduce, transfer, decode */
 #define COLL_EVENT_SLOTS 4 /* chunks in flight per stage */
 
-typedef enum { COLL_CODEC_NONE, COLL_CODEC_TACO } coll_codec;
+/* NONE_DIRECT: no codec, through the direct path (coll_direct.h; all-gather,
+ * reduce-scatter, one-shot all-reduce): copies and sums instead of the codec,
+ * so that bench-comm can separate what the direct transport gives from what
+ * the codec gives. An error where the team has no direct path. */
+typedef enum { COLL_CODEC_NONE, COLL_CODEC_TACO, COLL_CODEC_NONE_DIRECT } coll_codec;
 
 /* How the all-to-all step of a compressed reduce-scatter, all-reduce or
  * all-to-all moves its blocks. P2P: grouped ncclSend/ncclRecv. ALLGATHER
@@ -69,10 +76,19 @@ typedef enum { COLL_ALLREDUCE_AUTO = 0, COLL_ALLREDUCE_TWO_SHOT, COLL_ALLREDUCE_
  * direct all-reduce with coll_opts.allreduce AUTO runs one-shot below
  * COLL_DIRECT_TWO_SHOT_MIN_BYTES (uncompressed) and two-shot from there
  * (measured on 2 x H200, runtime/RESULTS-comm.md round 4: one-shot 20 vs 34 us
- * at 1 MiB, two-shot 66 vs 68 us at 16 MiB and 670 vs 731 us at 256 MiB). */
+ * at 1 MiB, two-shot 66 vs 68 us at 16 MiB and 670 vs 731 us at 256 MiB).
+ * Host flavour (coll_host.h): AUTO takes it where NCCL_P2P_DISABLE=1 and
+ * NCCL_SHM_DISABLE is not 1 (NCCL's transport is host shared memory), with all
+ * ranks on one host; TACO_HOST=off keeps the NCCL path there, TACO_HOST=on
+ * takes the host flavour wherever the ranks share a host (also instead of
+ * NVLink: for tests). Its all-reduce with AUTO runs one-shot, chunked by
+ * COLL_HOST_DEFAULT_CHUNK_BYTES. Codec COLL_CODEC_NONE_DIRECT runs the
+ * same path uncompressed. */
 typedef enum { COLL_DIRECT_AUTO = 0, COLL_DIRECT_OFF, COLL_DIRECT_ON } coll_direct_mode;
 #define COLL_DIRECT_TWO_SHOT_MIN_BYTES ((size_t)16 << 20)
 #define COLL_DIRECT_DEFAULT_CHUNK_BYTES ((size_t)64 << 20)
+#define COLL_HOST_DEFAULT_CHUNK_BYTES ((size_t)16 << 20)
+#define COLL_HOST_PUSH_COPY_DEFAULT 1 /* host flavour: blocks reach the peers' host staging by cudaMemcpyAsync */
 #define COLL_DIRECT_PUSH_COPY_DEFAULT 0 /* 1: blocks reach the peers by cudaMemcpyAsync (coll_direct.c) */
 
 typedef struct {
@@ -135,6 +151,9 @@ int coll_team_set_timeout(coll_team *t, double seconds);
  * direct path if it can be used; returns 1 when it can, 0 when not (why: a
  * short reason), -1 on a CUDA/NCCL error. */
 int coll_direct_available(coll_team *t, const char **why);
+/* What the direct path of the team runs over once set up: "nvlink", "host"
+ * (pinned host memory, coll_host.h) or "none". */
+const char *coll_direct_transport(const coll_team *t);
 
 /* All-gather: count elements per rank; recv holds nranks * count. */
 int coll_allgather(coll_team *t, const void *const *send, void *const *recv, size_t count, const coll_opts *o);

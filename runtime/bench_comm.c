@@ -24,12 +24,17 @@
 #include "rt_nccl_check.h"
 
 /* taco: the NCCL path (coll_opts.direct = OFF); taco-direct: the codec writing
- * into the peer GPU over NVLink (kernels/coll_direct.h; rows only where the
- * GPUs have it, and not with --graph); taco-auto: the library's defaults
- * (coll_opts_default(): what the executor and calibrate run, no tuning);
- * CAAT-Net rows take the NCCL path. */
-enum { CODEC_NONE, CODEC_TACO, CODEC_CAAT, CODEC_TACO_CAAT, CODEC_TACO_DIRECT, CODEC_TACO_AUTO, CODEC_KINDS };
-static const char *const codec_names[CODEC_KINDS] = {"none", "taco", "caat", "taco+caat", "taco-direct", "taco-auto"};
+ * into the peer GPU over NVLink (kernels/coll_direct.h), or through host
+ * shared memory into the peer's pinned host staging (kernels/coll_host.h;
+ * rows only where the team has a direct path, and not with --graph);
+ * bf16-direct: the same direct path uncompressed (what the transport alone
+ * gives; all-gather, reduce-scatter, all-reduce); taco-auto: the library's
+ * defaults (coll_opts_default(): what the executor and calibrate run, no
+ * tuning); CAAT-Net rows take the NCCL path. */
+enum { CODEC_NONE, CODEC_TACO, CODEC_CAAT, CODEC_TACO_CAAT, CODEC_TACO_DIRECT, CODEC_TACO_AUTO, CODEC_BF16_DIRECT,
+       CODEC_KINDS };
+static const char *const codec_names[CODEC_KINDS] = {"none",        "taco",      "caat",       "taco+caat",
+                                                     "taco-direct", "taco-auto", "bf16-direct"};
 
 #define MAX_SIZES 64
 #define MAX_CHUNKS 16
@@ -59,9 +64,13 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: tacorun bench-comm [options]\n"
           "  --op allreduce|allgather|reducescatter|alltoall|sendrecv|all  (comma list; default all)\n"
-          "  --codec none,taco,caat,taco+caat,taco-direct,taco-auto   codecs besides NCCL BF16 (default none,taco,taco-direct,taco-auto)\n"
+          "  --codec none,taco,caat,taco+caat,taco-direct,taco-auto,bf16-direct   codecs besides NCCL BF16\n"
+          "                   (default none,taco,taco-direct,taco-auto)\n"
           "                   taco: TACO over NCCL; taco-direct: TACO written straight into the peer GPU over\n"
-          "                   NVLink (--chunk sizes tried as coll_opts.direct_chunk_bytes; the two-shot all-reduce and\n"
+          "                   NVLink, or, through host shared memory (NCCL_P2P_DISABLE=1), into the peer's pinned\n"
+          "                   host staging (TACO_HOST=off|on|auto); bf16-direct: that direct path uncompressed\n"
+          "                   (the transport alone; all-gather, reduce-scatter, one-shot all-reduce)\n"
+          "                   (--chunk sizes tried as coll_opts.direct_chunk_bytes; the two-shot all-reduce and\n"
           "                   send/recv are not chunked; all-reduce tries one- and two-shot; send/recv\n"
           "                   as a two-rank exchange; no all-to-all); its rows appear only where peer access\n"
           "                   over NVLink exists, and not with --graph; taco-auto: coll_opts_default() (direct path\n"
@@ -417,23 +426,27 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
     T.bytes[T.n] = bytes;
     for (int k = 0; k < CODEC_KINDS; k++) {
       if (!o->codecs[k]) continue;
-      int caat = k == CODEC_CAAT || k == CODEC_TACO_CAAT, dk = k == CODEC_TACO_DIRECT;
+      int caat = k == CODEC_CAAT || k == CODEC_TACO_CAAT, dk = k == CODEC_TACO_DIRECT, pk = k == CODEC_BF16_DIRECT;
       if (caat && op != COLL_OP_ALLREDUCE) continue;
-      if (dk && (!B->direct || o->graph || op == COLL_OP_ALLTOALL || (op == COLL_OP_SENDRECV && n != 2))) continue;
+      if ((dk || pk) && (!B->direct || o->graph || op == COLL_OP_ALLTOALL || (op == COLL_OP_SENDRECV && n != 2))) continue;
+      if (pk && op == COLL_OP_SENDRECV) continue;
       if (o->inplace && (op == COLL_OP_ALLTOALL || op == COLL_OP_SENDRECV)) continue;
       rt_coll_call c;
       make_call(o, op, k, bytes, n, &c);
       coll_opts co = coll_opts_default();
       int ak = k == CODEC_TACO_AUTO;
-      co.codec = (k == CODEC_TACO || k == CODEC_TACO_CAAT || dk || ak) ? COLL_CODEC_TACO : COLL_CODEC_NONE;
-      co.direct = ak ? COLL_DIRECT_AUTO : dk ? COLL_DIRECT_ON : COLL_DIRECT_OFF;
+      co.codec = (k == CODEC_TACO || k == CODEC_TACO_CAAT || dk || ak) ? COLL_CODEC_TACO
+                 : pk                                                  ? COLL_CODEC_NONE_DIRECT
+                                                                       : COLL_CODEC_NONE;
+      co.direct = ak ? COLL_DIRECT_AUTO : dk || pk ? COLL_DIRECT_ON : COLL_DIRECT_OFF;
       co.taco.group = o->group;
       co.taco.fp8 = o->fp8;
       co.min_bytes = o->threshold;
       double best = INFINITY;
       size_t best_chunk = 0;
       int best_x = COLL_EXCHANGE_P2P;
-      int tries = co.codec == COLL_CODEC_TACO && !ak ? o->nchunks : 0; /* no tuning for the plain calls and the defaults */
+      /* no tuning for the plain NCCL calls and the defaults */
+      int tries = (co.codec == COLL_CODEC_TACO && !ak) || pk ? o->nchunks : 0;
       /* the exchange matters only where blocks go all-to-all between two ranks;
        * a compressed all-reduce also tries the one-shot algorithm (--allreduce) */
       int xchg_matters = co.codec == COLL_CODEC_TACO && !dk && n == 2 && op != COLL_OP_ALLGATHER && op != COLL_OP_SENDRECV;
@@ -461,13 +474,13 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
           co.chunk_bytes = co.direct_chunk_bytes = o->chunks[ci];
           if (ci > 0 && o->chunks[ci - 1] >= call_bytes(&c, n)) break; /* larger chunks: one chunk, same call */
           double us, host_us;
-          if (co.codec == COLL_CODEC_TACO && coll_team_reserve(B->t, op, c.count, &co))
+          if ((co.codec == COLL_CODEC_TACO || pk) && coll_team_reserve(B->t, op, c.count, &co))
             return ts_fail_sys(e, "%s", coll_last_error());
           if (time_call(B, &c, &co, &us, &host_us, e)) return -1;
           if (root)
             printf("# try: %s %s %zu B chunk %zu exchange %s: %.1f us (host enqueue %.1f us)\n", coll_op_name(op),
                    codec_names[k], call_bytes(&c, n), co.chunk_bytes, candidate_name(x), us, host_us);
-          if (us < best) best = us, best_chunk = co.codec == COLL_CODEC_TACO ? co.chunk_bytes : 0, best_x = x;
+          if (us < best) best = us, best_chunk = co.codec == COLL_CODEC_TACO || pk ? co.chunk_bytes : 0, best_x = x;
         }
       }
       co.exchange = best_x == X_ONE_SHOT ? COLL_EXCHANGE_P2P : (coll_exchange)best_x;
@@ -478,11 +491,11 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
                                                  : o->allreduce;
       T.x[k][T.n] = best_x;
       co.chunk_bytes = best_chunk ? best_chunk : co.chunk_bytes;
-      co.direct_chunk_bytes = dk ? co.chunk_bytes : 0;
+      co.direct_chunk_bytes = dk || pk ? co.chunk_bytes : 0;
       if (ak) co = coll_opts_default(), co.taco.group = o->group, co.taco.fp8 = o->fp8, co.min_bytes = o->threshold;
       /* The reported time: the chosen setting timed afresh, best of two, as
        * the baseline is (so picking the best of many tries biases nothing). */
-      if (co.codec == COLL_CODEC_TACO && coll_team_reserve(B->t, op, c.count, &co))
+      if ((co.codec == COLL_CODEC_TACO || pk) && coll_team_reserve(B->t, op, c.count, &co))
         return ts_fail_sys(e, "%s", coll_last_error());
       best = INFINITY;
       for (int rep = 0; rep < 2; rep++) {
@@ -513,7 +526,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       if (root) {
         printf("  %10zu %12zu %6s %10s %10.1f %11.2f %11.2f %9.3f %12.3g %10zu %9s\n", b, c.count, "bf16",
                codec_names[k], best, algbw, algbw * coll_busbw_factor(op, n), base > 0 ? base / best : 1.0, err,
-               best_chunk, co.codec != COLL_CODEC_TACO ? "-" : ak ? "auto" : dk ? (best_x == X_ONE_SHOT ? "1shot" : "direct") : candidate_name(best_x));
+               best_chunk, pk ? "direct" : co.codec != COLL_CODEC_TACO ? "-" : ak ? "auto" : dk ? (best_x == X_ONE_SHOT ? "1shot" : "direct") : candidate_name(best_x));
         fflush(stdout);
       }
       if (root && isatty(2)) fprintf(stderr, "\rbench-comm: %s %s %zu B done      ", coll_op_name(op), codec_names[k], b);
@@ -573,7 +586,7 @@ static int bench_comm_main(int argc, char **argv) {
   if (rt_coll_bufs_alloc(&w, &b, need, &e)) failed = 1;
   bench B = {&w, &t, &b, &o, 0, 0};
   if (!failed && coll_team_set_timeout(&t, o.timeout_s)) failed = 1;
-  if (!failed && o.codecs[CODEC_TACO_DIRECT]) {
+  if (!failed && (o.codecs[CODEC_TACO_DIRECT] || o.codecs[CODEC_BF16_DIRECT])) {
     const char *why = "";
     int a = coll_direct_available(&t, &why); /* collective: every rank asks here */
     if (a < 0) {
@@ -581,7 +594,11 @@ static int bench_comm_main(int argc, char **argv) {
       failed = 1;
     }
     B.direct = a > 0;
-    if (!B.direct && rt_nccl_is_root(&w)) printf("# taco-direct: no rows: %s\n", why);
+    if (!B.direct && rt_nccl_is_root(&w)) printf("# taco-direct, bf16-direct: no rows: %s\n", why);
+    if (B.direct && rt_nccl_is_root(&w))
+      printf("# taco-direct, bf16-direct: the direct path runs over %s\n",
+             !strcmp(coll_direct_transport(&t), "host") ? "pinned host memory (PCIe; kernels/coll_host.h)"
+                                                         : "GPU peer memory (NVLink)");
   }
   if (!failed && rt_nccl_is_root(&w)) {
     char desc[2048];

@@ -5,8 +5,12 @@
 # table per transport. Usage: bench_comm_all.sh TACORUN TEST_COLL_GPU OUTDIR
 # Every step runs even if an earlier one failed; the summary is printed last.
 # BENCH_COMM_TRANSPORTS: which sweeps (default "nvlink shm socket").
-# BENCH_COMM_CODECS: codecs of the sweeps (default none,taco,caat,taco+caat,taco-direct;
-# taco-direct rows appear on NVLink only).
+# BENCH_COMM_CODECS: codecs of the sweeps (default none,taco,caat,taco+caat,taco-direct,bf16-direct;
+# taco-direct and bf16-direct rows appear over NVLink (GPU peer memory) and host shared memory
+# (pinned host staging, kernels/coll_host.h), not over sockets).
+# BENCH_COMM_HOST=0 skips the host-memory flavour's test, fault test and odd-size checks.
+# BENCH_COMM_FAULTS / BENCH_COMM_ODDS: which fault tests ("nccl direct host") and odd-size
+# checks ("direct host") to run (default all).
 set -u
 TACORUN=${1:?tacorun}; TESTBIN=${2:?test_coll_gpu}; OUT=${3:?outdir}
 mkdir -p "$OUT"
@@ -29,47 +33,65 @@ timeout 120 "$TESTBIN" >"$OUT/test_coll_gpu.log" 2>&1
 rc=$?
 note "test_coll_gpu: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/test_coll_gpu.log")"
 grep -E "^(FAIL|ERROR)" "$OUT/test_coll_gpu.log" | head -5 | tee -a "$SUMMARY"
+# 1b. The same with the direct cases on the host-memory flavour (NCCL through shm).
+if [ "${BENCH_COMM_HOST:-1}" = 1 ]; then
+  t0=$(date +%s)
+  NCCL_P2P_DISABLE=1 TEST_COLL_HOST=1 timeout 150 "$TESTBIN" >"$OUT/test_coll_gpu-host.log" 2>&1
+  rc=$?
+  note "test_coll_gpu (host-memory direct path): rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/test_coll_gpu-host.log")"
+  grep -E "^(FAIL|ERROR)" "$OUT/test_coll_gpu-host.log" | head -5 | tee -a "$SUMMARY"
+fi
 
 # 2. Fault: rank 1 kills itself mid-run; rank 0 must fail within --timeout-s.
 # Calls 1-44 are the NCCL BF16 baseline (2 x (2 warm-up + 20 timed)); call 60
 # falls in the compressed calls (the direct one: the one-shot all-reduce).
-fault() { # $1: label, $2: codec, then more bench-comm options; rank 0's exit status and seconds go to the summary
-  local codec=$2
+fault() { # $1: label, $2: codec, $3: log name, then more bench-comm options; rank 0's exit status and seconds go to the summary
+  local codec=$2 name=$3
   rm -f /tmp/tacorun_ncclid
   local t0=$(ms)
   TACORUN_ID_FILE=/tmp/tacorun_ncclid TACORUN_RANK=1 TACORUN_NRANKS=2 TACORUN_LOCAL_RANK=1 \
     "$TACORUN" bench-comm --op allreduce --codec "$codec" --minbytes 64M --maxbytes 64M --iters 20 --warmup 2 \
-    --timeout-s 10 --die-rank 1 --die-after 60 "${@:3}" >/tmp/fault_rank1.log 2>&1 &
+    --timeout-s 10 --die-rank 1 --die-after 60 "${@:4}" >/tmp/fault_rank1.log 2>&1 &
   local p1=$!
   TACORUN_ID_FILE=/tmp/tacorun_ncclid TACORUN_RANK=0 TACORUN_NRANKS=2 TACORUN_LOCAL_RANK=0 \
     timeout 120 "$TACORUN" bench-comm --op allreduce --codec "$codec" --minbytes 64M --maxbytes 64M --iters 20 \
-    --warmup 2 --timeout-s 10 --die-rank 1 --die-after 60 "${@:3}" >"$OUT/fault-$codec.log" 2>&1
+    --warmup 2 --timeout-s 10 --die-rank 1 --die-after 60 "${@:4}" >"$OUT/fault-$name.log" 2>&1
   local rc0=$?
   local dt=$(( $(ms) - t0 ))
   wait $p1; local rc1=$?
   note "fault ($1): rank 0 rc=$rc0 after ${dt} ms (bound: 10 s timeout + init), rank 1 rc=$rc1 (137 = SIGKILL)"
-  tail -2 "$OUT/fault-$codec.log" | tee -a "$SUMMARY"
-  cat /tmp/fault_rank1.log >>"$OUT/fault-$codec.log"
+  tail -2 "$OUT/fault-$name.log" | tee -a "$SUMMARY"
+  cat /tmp/fault_rank1.log >>"$OUT/fault-$name.log"
 }
 if [ "${BENCH_COMM_FAULT:-1}" = 1 ]; then # BENCH_COMM_FAULT=0 skips it (the path did not change)
   unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE
-  fault "id-file, NCCL path" taco
-  fault "id-file, direct path" taco-direct --allreduce one-shot
+  FAULTS=" ${BENCH_COMM_FAULTS:-nccl direct host} "
+  case $FAULTS in *" nccl "*) fault "id-file, NCCL path" taco nccl ;; esac
+  case $FAULTS in *" direct "*) fault "id-file, direct path" taco-direct direct --allreduce one-shot ;; esac
+  case $FAULTS in *" host "*) [ "${BENCH_COMM_HOST:-1}" = 1 ] &&
+    (export NCCL_P2P_DISABLE=1; fault "id-file, host-memory direct path" taco-direct host --allreduce one-shot) ;; esac
 fi
 
 # 2b. The direct path under mpirun (one process per GPU, CUDA IPC): --check at odd
 # sizes (x7.3 steps from 1030 B: multiples of neither the group nor the rank
 # count), out of place and in place, up to 1 GiB.
-if [ "${BENCH_COMM_ODD:-1}" = 1 ]; then
+# With BENCH_COMM_HOST=1 (default) also through host shared memory (the host-memory
+# flavour, shared-memory objects mapped by both processes), with bf16-direct rows.
+odd() { # $1: label; the environment chooses the transport
   for place in "" --inplace; do
     t0=$(date +%s)
-    mpi "$TACORUN" bench-comm --op allreduce,allgather,reducescatter,sendrecv --codec taco-direct --check \
+    mpi "$TACORUN" bench-comm --op allreduce,allgather,reducescatter,sendrecv --codec taco-direct,bf16-direct --check \
       --iters 3 --warmup 1 --target-ms 20 --minbytes 1030 --maxbytes 1G --step-factor 7.3 $place \
-      >"$OUT/direct-odd${place}.dat" 2>/tmp/direct-odd.err
-    note "direct --check under mpirun ${place:-out-of-place}: rc=$? in $(( $(date +%s) - t0 )) s," \
-      "$(grep -c 'taco-direct' "$OUT/direct-odd${place}.dat") rows, $(grep -c 'CHECK FAILED' "$OUT/direct-odd${place}.dat") failed"
+      >"$OUT/$1-odd${place}.dat" 2>/tmp/direct-odd.err
+    note "$1 --check under mpirun ${place:-out-of-place}: rc=$? in $(( $(date +%s) - t0 )) s," \
+      "$(grep -cE 'taco-direct|bf16-direct' "$OUT/$1-odd${place}.dat") rows, $(grep -c 'CHECK FAILED' "$OUT/$1-odd${place}.dat") failed"
     grep -v "^ *$" /tmp/direct-odd.err | tail -3 >>"$SUMMARY"
   done
+}
+if [ "${BENCH_COMM_ODD:-1}" = 1 ]; then
+  ODDS=" ${BENCH_COMM_ODDS:-direct host} "
+  case $ODDS in *" direct "*) (unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE; odd direct) ;; esac
+  case $ODDS in *" host "*) [ "${BENCH_COMM_HOST:-1}" = 1 ] && (export NCCL_P2P_DISABLE=1; unset NCCL_SHM_DISABLE; odd host) ;; esac
 fi
 
 # 3. The sweep per transport, one process per GPU under mpirun.
@@ -77,7 +99,7 @@ sweep() { # $1: name, then bench-comm arguments
   local name=$1; shift
   local t0=$(date +%s)
   # BENCH_COMM_ARGS: more bench-comm options for every sweep (e.g. --graph)
-  mpi "$TACORUN" bench-comm --op all --codec ${BENCH_COMM_CODECS:-none,taco,caat,taco+caat,taco-direct} --check --iters 20 --warmup 3 \
+  mpi "$TACORUN" bench-comm --op all --codec ${BENCH_COMM_CODECS:-none,taco,caat,taco+caat,taco-direct,bf16-direct} --check --iters 20 --warmup 3 \
     --target-ms 100 --chunk 1M,2M,4M,8M,16M,32M,64M --step-factor 4 ${BENCH_COMM_ARGS:-} "$@" >"$OUT/$name.dat" 2>"/tmp/$name.err"
   local rc=$?
   note "sweep $name: rc=$rc in $(( $(date +%s) - t0 )) s"

@@ -6,6 +6,14 @@ target_include_directories(test_coll_layout PRIVATE ${CMAKE_SOURCE_DIR}/kernels)
 target_link_libraries(test_coll_layout PRIVATE PkgConfig::CUNIT m)
 add_test(NAME coll_layout COMMAND test_coll_layout)
 
+# The plain-C reference of the host path's sum kernel (kernels/coll_host.h).
+add_executable(test_coll_host_ref ${CMAKE_SOURCE_DIR}/tests/test_coll_host_ref.c
+                                  ${CMAKE_SOURCE_DIR}/kernels/coll_host_sum_ref.c)
+target_include_directories(test_coll_host_ref PRIVATE ${CMAKE_SOURCE_DIR}/kernels)
+target_link_libraries(test_coll_host_ref PRIVATE PkgConfig::CUNIT m)
+target_compile_options(test_coll_host_ref PRIVATE -ffp-contract=off)
+add_test(NAME coll_host_ref COMMAND test_coll_host_ref)
+
 # The GPU test: no CUnit (the GPU machine has none), exit 77 without a GPU.
 # It needs the CUDA codec library; sizes are capped here so a CI machine that
 # does have a GPU stays fast (the GPU machine runs it with TEST_COLL_MAX_BYTES

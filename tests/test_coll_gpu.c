@@ -5,12 +5,19 @@
  * other over NVLink, the direct path (kernels/coll_direct.h). Drives all local GPUs from one process
  * (ncclCommInitAll). Plain C, no CUnit (the GPU machine has none); exits 77
  * when there is no GPU, 1 on any failure. TEST_COLL_MAX_BYTES caps the size
- * (default 1 GiB). */
+ * (default 1 GiB). TEST_COLL_HOST=1 runs the direct cases on the host-memory
+ * flavour (kernels/coll_host.h; sets TACO_HOST=on before the set-up), and the
+ * uncompressed direct path (codec NONE, direct ON) is checked as well, with
+ * the plain sum kernel against its C reference bit for bit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdint.h>
+
+#include "coll_check.h"
+#include "coll_host.h"
 #include "coll_taco.h"
 #include "rt_nccl.h"
 #include "rt_nccl_check.h"
@@ -33,6 +40,47 @@ static int run_case(rt_nccl *w, coll_team *t, rt_coll_bufs *b, const rt_coll_cal
   printf("%-4s %-60s max_rel %.4f (bound %.4f) rel_l2 %.4f nonfinite %.0f unwritten %.0f\n", ok ? "ok" : "FAIL",
          label, r.max_group_rel, bound, r.rel_l2, r.nonfinite, r.unwritten);
   fflush(stdout);
+  return 0;
+}
+
+/* coll_host_sum on the GPU equals coll_host_sum_ref bit for bit (k blocks,
+ * an odd element count, BF16 and FP32). Returns -1 on a CUDA error. */
+static int check_host_sum(int device) {
+  const size_t n = 1000003, stride = ((n * 4 + 255) / 256) * 256;
+  const int k = 3;
+  for (int dt = 0; dt < 2; dt++) {
+    taco_dtype dtype = dt ? TACO_DTYPE_FP32 : TACO_DTYPE_BF16;
+    size_t es = dt ? 4 : 2;
+    unsigned char *blocks = NULL, *out = NULL;
+    unsigned char *hb = malloc(k * stride), *ho = malloc(n * es), *hr = malloc(n * es);
+    int rc = -1;
+    if (!hb || !ho || !hr) goto done;
+    if (cudaSetDevice(device) != cudaSuccess || cudaMalloc((void **)&blocks, k * stride) != cudaSuccess ||
+        cudaMalloc((void **)&out, n * es) != cudaSuccess)
+      goto done;
+    for (int b = 0; b < k; b++)
+      if (coll_fill_random(blocks + b * stride, dtype, n, 500 + (unsigned)b, 1.0f, NULL)) goto done;
+    if (coll_host_sum(blocks, k, stride, n, dtype, out, NULL) != 0 || cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpy(hb, blocks, k * stride, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(ho, out, n * es, cudaMemcpyDeviceToHost) != cudaSuccess)
+      goto done;
+    coll_host_sum_ref(hb, k, stride, n, dtype, hr);
+    size_t differ = 0;
+    for (size_t i = 0; i < n * es; i++) differ += ho[i] != hr[i];
+    checks++;
+    if (differ) failures++;
+    printf("%-4s coll_host_sum %s k=%d n=%zu equals the C reference: %zu bytes differ\n", differ ? "FAIL" : "ok",
+           dt ? "fp32" : "bf16", k, n, differ);
+    rc = 0;
+  done:
+    if (rc) printf("ERROR coll_host_sum check: %s\n", cudaGetErrorString(cudaGetLastError()));
+    cudaFree(out);
+    cudaFree(blocks);
+    free(hr);
+    free(ho);
+    free(hb);
+    if (rc) return -1;
+  }
   return 0;
 }
 
@@ -63,14 +111,18 @@ int main(void) {
     return 1;
   }
   coll_team_set_timeout(&t, 20); /* a stuck direct wait fails the test within 20 s */
+  const char *host_env = getenv("TEST_COLL_HOST");
+  if (host_env && atoi(host_env) == 1) setenv("TACO_HOST", "on", 1);
   const char *why = "";
   int direct = coll_direct_available(&t, &why);
   if (direct < 0) {
     printf("test_coll_gpu: %s\n", coll_last_error());
     return 1;
   }
-  printf("test_coll_gpu: %d ranks, sizes up to %zu bytes; direct path %s%s\n", w.nranks, max_bytes,
-         direct ? "available" : "not available: ", direct ? "" : why);
+  printf("test_coll_gpu: %d ranks, sizes up to %zu bytes; direct path %s%s%s\n", w.nranks, max_bytes,
+         direct ? "available over " : "not available: ", direct ? coll_direct_transport(&t) : why,
+         "");
+  if (check_host_sum(w.devices[0])) return 1;
   int n = w.nranks;
   /* Total uncompressed BF16 bytes of the message; odd ones are not
    * multiples of any group nor of the rank count. */
@@ -81,8 +133,9 @@ int main(void) {
    * on the NCCL path. Then the direct path (when the GPUs have it): every op
    * but all-to-all (all-reduce two-shot) in 256 KiB chunks (below 256 MiB;
    * the default chunk above), the one-shot all-reduce with the default chunk
-   * (16 MiB: several chunks from 64 MiB) and in 256 KiB chunks. */
-  const size_t chunks[] = {0, 256 << 10, 256 << 10, 0, 256 << 10, 0, 256 << 10};
+   * (16 MiB: several chunks from 64 MiB) and in 256 KiB chunks; last, the
+   * direct path uncompressed (all-gather, reduce-scatter, all-reduce). */
+  const size_t chunks[] = {0, 256 << 10, 256 << 10, 0, 256 << 10, 0, 256 << 10, 256 << 10};
   int dead = 0;
   for (size_t si = 0; si < sizeof sizes / sizeof *sizes && !dead; si++) {
     size_t bytes = sizes[si];
@@ -93,13 +146,15 @@ int main(void) {
         if (inplace && (op == COLL_OP_ALLTOALL || op == COLL_OP_SENDRECV)) continue;
         if (big && inplace && op != COLL_OP_ALLREDUCE) continue;
         for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks && !dead; ci++) {
-          if (big && ci && ci != 4 && ci != 5) continue; /* many small chunks: checked at the smaller sizes */
+          if (big && ci && ci != 4 && ci != 5 && ci != 7) continue; /* many small chunks: checked at the smaller sizes */
+          int plain_direct = ci == 7;
+          if (plain_direct && op != COLL_OP_ALLGATHER && op != COLL_OP_REDUCESCATTER && op != COLL_OP_ALLREDUCE) continue;
           int xchg = ci == 2;
           if (xchg && (n != 2 || op == COLL_OP_ALLGATHER || op == COLL_OP_SENDRECV)) continue;
           if (ci == 3 && op != COLL_OP_ALLREDUCE) continue;
           int on_direct = ci >= 4;
           if (on_direct && (!direct || op == COLL_OP_ALLTOALL || (op == COLL_OP_SENDRECV && n != 2))) continue;
-          if (ci >= 5 && op != COLL_OP_ALLREDUCE) continue;
+          if ((ci == 5 || ci == 6) && op != COLL_OP_ALLREDUCE) continue;
           if (ci == 6 && big) continue;
           rt_coll_call c;
           memset(&c, 0, sizeof c);
@@ -118,12 +173,14 @@ int main(void) {
           o.allreduce = (ci == 3 || ci >= 5) && !xchg ? COLL_ALLREDUCE_ONE_SHOT : COLL_ALLREDUCE_TWO_SHOT;
           o.direct = on_direct ? COLL_DIRECT_ON : COLL_DIRECT_OFF;
           o.direct_chunk_bytes = on_direct && !big ? chunks[ci] : 0;
+          if (plain_direct) o.codec = COLL_CODEC_NONE_DIRECT;
           const char *algo = c.op != COLL_OP_ALLREDUCE                ? ""
                              : o.allreduce == COLL_ALLREDUCE_ONE_SHOT ? " one-shot"
                                                                       : " two-shot";
           char label[160];
           snprintf(label, sizeof label, "%s %zu B count %zu %s %s %zu%s%s", coll_op_name(c.op), bytes, c.count,
-                   inplace ? "in-place" : "out-of-place", on_direct ? "DIRECT chunk" : "chunk", on_direct ? o.direct_chunk_bytes : chunks[ci],
+                   inplace ? "in-place" : "out-of-place", plain_direct ? "DIRECT BF16 chunk" : on_direct ? "DIRECT chunk" : "chunk",
+                   on_direct ? o.direct_chunk_bytes : chunks[ci],
                    xchg ? " exchange=allgather" : "", algo);
           if (run_case(&w, &t, &b, &c, &o, label)) dead = 1;
         }
