@@ -44,7 +44,14 @@
  * No chunking: the whole message is one block per slot. Odd sizes and
  * misaligned buffers go through zero-padded bounce copies (like coll_taco.c).
  * CUDA-graph capture is not supported (sequence numbers and parity are host
- * state): a call made while its stream is capturing takes the NCCL path. */
+ * state): a call made while its stream is capturing takes the NCCL path.
+ *
+ * Host flavour (coll_host.h): through host shared memory (NCCL_P2P_DISABLE=1)
+ * the same algorithms and protocol run with every rank's receive staging and
+ * flag words in pinned host memory mapped by all ranks; blocks are pushed
+ * there by the copy engine (or the encode, TACO_DIRECT_PUSH=encode), and the
+ * receiver pulls them into its GPU staging before it decodes. Chunked (16 MiB
+ * default) so that pushes and pulls overlap. */
 #ifndef COLL_DIRECT_H
 #define COLL_DIRECT_H
 
