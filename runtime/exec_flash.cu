@@ -8,15 +8,23 @@
  * the online softmax stay in registers (a row's 4 owning threads are one quad,
  * reduced with two shuffles).
  *
+ * The 64-row kernels (EXEC_FLASH_FWD=v1, EXEC_FLASH_BWD=v1/split; the 128-row
+ * defaults are described above their kernels, flash_fwd128_kernel and
+ * flash_bwd128_kernel):
  * Forward (one CTA per 64 queries of one head): for each 64-key block at or
  * left of the diagonal, S = Q.K^T, mask, online softmax (running max m, sum
  * l, rescaling O), O += P.V with P taken straight from the S accumulators.
  * Saves lse = m + log2(l) per row (base 2, scaled scores).
- * Backward, two kernels without atomics (FlashAttention-2's split into a
+ * Backward (split), two kernels without atomics (FlashAttention-2's split into a
  * key-major and a query-major pass, at the cost of recomputing S and dP in
  * both): dK/dV per 64-key block looping over queries, dQ per 64-query block
  * looping over keys; P = exp2(S*scale*log2e - lse), dS = P*(dP - dsum) with
- * dsum = rowsum(dO*O) from a small kernel. */
+ * dsum = rowsum(dO*O) from a small kernel.
+ * Every grid launches its tiles longest first across all heads (cta_tile):
+ * with one head's tiles launched together, the last wave held the longest
+ * tiles of the last heads and ran them on a mostly idle GPU (2026-11-30, 2 x
+ * H200, batch 2 x 16 heads x 2048 x 128: forward 185.7 -> 129.8 us, backward
+ * 535.0 -> 438.8 us from the order alone). */
 extern "C" {
 #include "ts_error.h"
 }
@@ -69,6 +77,28 @@ static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4],
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t *>(&v);
+}
+/* 2^x on the special-function unit, results below 2^-126 flushed to zero
+ * (exp2f adds a range fix-up around the same instruction for subnormal
+ * results; a probability under 2^-126 is zero in BF16 P.V anyway). */
+static __device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* Which tile (0 = launched first) and which (batch, head) a CTA works on.
+ * head_major: grid (tiles, batch*heads), the tiles of one head launch
+ * together, so the longest tiles of the last heads launch in the last wave
+ * and run alone. Otherwise grid (batch*heads, tiles): tile t of every head
+ * launches before tile t + 1 of any, longest first across all heads (the
+ * longest-processing-time-first order), so short tiles fill the last wave. */
+static __device__ __forceinline__ void cta_tile(int head_major, int &tile, int &ntiles, int &bh) {
+  if (head_major) {
+    tile = blockIdx.x, ntiles = gridDim.x, bh = blockIdx.y;
+  } else {
+    tile = blockIdx.y, ntiles = gridDim.y, bh = blockIdx.x;
+  }
 }
 
 /* ---- fragment addressing ----
@@ -158,12 +188,15 @@ static __device__ __forceinline__ void store_rows(bf16 *dst, long long ld, const
  * kernel, NW = 8 shares each K/V tile among 8 warps), 64-key blocks. */
 template <int D, int NW>
 __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 3) flash_fwd_kernel(const bf16 *qkv, bf16 *out, float *lse, int S, int H,
-                                                            long long ld, long long hl, float scale_log2) {
+                                                            long long ld, long long hl, float scale_log2,
+                                                            int head_major) {
   constexpr int BQ = 16 * NW, B = 64, SD = D + 8, NT = 32 * NW;
   extern __shared__ __align__(16) unsigned char flash_smem[];
   bf16 *sQ = reinterpret_cast<bf16 *>(flash_smem), *sK = sQ + BQ * SD, *sV = sK + B * SD;
-  const int qb = (int)gridDim.x - 1 - (int)blockIdx.x; /* the longest rows first */
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  int tile, ntiles, bh;
+  cta_tile(head_major, tile, ntiles, bh);
+  const int qb = ntiles - 1 - tile; /* the longest rows first */
+  const int b = bh / H, h = bh % H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
   const int wrow0 = qb * BQ + warp * 16; /* this warp's first query */
@@ -327,22 +360,32 @@ static __device__ __forceinline__ void mma_sb2(float acc[2][N / 8][4], const bf1
 }
 
 /* Forward on 128-query tiles (seq a multiple of 128): 4 warps of 32 rows, 64-key
- * blocks; otherwise as flash_fwd_kernel. K_{j+1} loads during P.V of block j,
- * V_j during S of block j. A warp skips the one key block right of all its rows. */
-template <int D>
+ * blocks; otherwise as flash_fwd_kernel. A warp skips the one key block right
+ * of all its rows.
+ * TWO_STAGE (the default): K and V in two buffers each, block j + 1 loading
+ * (cp.async) during all of block j, one barrier per block, exp2 flushed to
+ * zero below 2^-126 (exp2_ftz). Otherwise (EXEC_FLASH_FWD=fa128, the default
+ * until 2026-11-30 05:15 UTC): one buffer each, K_{j+1} loading during P.V of
+ * block j and V_j during S of block j, two barriers per block, exp2f. */
+template <int D, bool TWO_STAGE>
 __global__ void __launch_bounds__(128, 2) flash_fwd128_kernel(const bf16 *qkv, bf16 *out, float *lse, int S, int H,
-                                                              long long ld, long long hl, float scale_log2) {
+                                                              long long ld, long long hl, float scale_log2,
+                                                              int head_major) {
   constexpr int BQ = 128, BK = 64, SD = D + 8;
   extern __shared__ __align__(16) unsigned char flash_smem[];
-  bf16 *sQ = reinterpret_cast<bf16 *>(flash_smem), *sK = sQ + BQ * SD, *sV = sK + BK * SD;
-  const int qt = (int)gridDim.x - 1 - (int)blockIdx.x; /* the longest rows first */
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  /* sK, sV: [2][BK][SD] each when TWO_STAGE, else [BK][SD] */
+  bf16 *sQ = reinterpret_cast<bf16 *>(flash_smem), *sK = sQ + BQ * SD, *sV = sK + (TWO_STAGE ? 2 : 1) * BK * SD;
+  int tile, ntiles, bh;
+  cta_tile(head_major, tile, ntiles, bh);
+  const int qt = ntiles - 1 - tile; /* the longest rows first */
+  const int b = bh / H, h = bh % H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
   const int wrow0 = qt * BQ + warp * 32; /* this warp's first query */
 
   load_tile<BQ, D, SD>(sQ, Q + (long long)qt * BQ * ld, ld, tid);
   load_tile<BK, D, SD>(sK, K, ld, tid);
+  if (TWO_STAGE) load_tile<BK, D, SD>(sV, V, ld, tid);
   cp_async_commit();
 
   float o[2][D / 8][4];
@@ -354,10 +397,23 @@ __global__ void __launch_bounds__(128, 2) flash_fwd128_kernel(const bf16 *qkv, b
 
   const int nkb = 2 * qt + 2;
   for (int j = 0; j < nkb; j++) {
+    const bf16 *cK = sK, *cV = sV;
     cp_async_wait_all();
-    __syncthreads(); /* K_j is in; every warp is done with V_{j-1} */
-    load_tile<BK, D, SD>(sV, V + (long long)j * BK * ld, ld, tid);
-    cp_async_commit();
+    __syncthreads(); /* TWO_STAGE: K_j, V_j are in, every warp is done with block j - 1's buffers;
+                        else K_j is in, every warp is done with V_{j-1} */
+    if (TWO_STAGE) {
+      const int buf = j & 1;
+      cK = sK + buf * BK * SD;
+      cV = sV + buf * BK * SD;
+      if (j + 1 < nkb) {
+        load_tile<BK, D, SD>(sK + (buf ^ 1) * BK * SD, K + (long long)(j + 1) * BK * ld, ld, tid);
+        load_tile<BK, D, SD>(sV + (buf ^ 1) * BK * SD, V + (long long)(j + 1) * BK * ld, ld, tid);
+        cp_async_commit();
+      }
+    } else {
+      load_tile<BK, D, SD>(sV, V + (long long)j * BK * ld, ld, tid);
+      cp_async_commit();
+    }
 
     /* key j*64 <= every row of the warp, or the block lies right of all of them
      * (j*64 - wrow0 is a multiple of 32, so there is no partial case) */
@@ -368,7 +424,7 @@ __global__ void __launch_bounds__(128, 2) flash_fwd128_kernel(const bf16 *qkv, b
       for (int mt = 0; mt < 2; mt++)
 #pragma unroll
         for (int i = 0; i < 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
-      mma_abt2<D, SD, SD, 8>(s, sQ, warp * 32, sK, 0, lane);
+      mma_abt2<D, SD, SD, 8>(s, sQ, warp * 32, cK, 0, lane);
       if (j * BK + BK - 1 > wrow0) { /* some key right of some row: mask */
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
@@ -390,7 +446,7 @@ __global__ void __launch_bounds__(128, 2) flash_fwd128_kernel(const bf16 *qkv, b
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
           float m_new = fmaxf(m[mt][r], mx * scale_log2); /* key j*64 is visible: finite */
-          float alpha = exp2f(m[mt][r] - m_new);
+          float alpha = TWO_STAGE ? exp2_ftz(m[mt][r] - m_new) : exp2f(m[mt][r] - m_new);
           m[mt][r] = m_new;
           l[mt][r] *= alpha;
 #pragma unroll
@@ -400,8 +456,9 @@ __global__ void __launch_bounds__(128, 2) flash_fwd128_kernel(const bf16 *qkv, b
           }
 #pragma unroll
           for (int nt = 0; nt < 8; nt++) {
-            float p0 = exp2f(fmaf(s[mt][nt][2 * r], scale_log2, -m_new));
-            float p1 = exp2f(fmaf(s[mt][nt][2 * r + 1], scale_log2, -m_new));
+            const float x0 = fmaf(s[mt][nt][2 * r], scale_log2, -m_new);
+            const float x1 = fmaf(s[mt][nt][2 * r + 1], scale_log2, -m_new);
+            const float p0 = TWO_STAGE ? exp2_ftz(x0) : exp2f(x0), p1 = TWO_STAGE ? exp2_ftz(x1) : exp2f(x1);
             s[mt][nt][2 * r] = p0;
             s[mt][nt][2 * r + 1] = p1;
             l[mt][r] += p0 + p1; /* this thread's part; the quad is summed at the end */
@@ -409,13 +466,15 @@ __global__ void __launch_bounds__(128, 2) flash_fwd128_kernel(const bf16 *qkv, b
         }
     }
 
-    cp_async_wait_all();
-    __syncthreads(); /* V_j is in; every warp is done with K_j */
-    if (j + 1 < nkb) {
-      load_tile<BK, D, SD>(sK, K + (long long)(j + 1) * BK * ld, ld, tid);
-      cp_async_commit();
+    if (!TWO_STAGE) {
+      cp_async_wait_all();
+      __syncthreads(); /* V_j is in; every warp is done with K_j */
+      if (j + 1 < nkb) {
+        load_tile<BK, D, SD>(sK, K + (long long)(j + 1) * BK * ld, ld, tid);
+        cp_async_commit();
+      }
     }
-    if (active) mma_pb2<D, SD, 4>(o, s, sV, 0, lane);
+    if (active) mma_pb2<D, SD, 4>(o, s, cV, 0, lane);
   }
 
 #pragma unroll
@@ -457,6 +516,82 @@ __global__ void flash_dsum_kernel(const bf16 *out, const bf16 *dout, float *dsum
   if (lane == 0) dsum[r] = acc;
 }
 
+/* What the two key-block backward kernels (flash_bwd_dkdv_kernel and
+ * flash_bwd128_kernel) share: the CTA's (batch, head) and key block, its
+ * head's Q, K, V, dO, lse and dsum, and the cp.async loads of one query step
+ * (BQ rows of Q and dO, their lse and dsum) into buffer `buf` of the step's
+ * shared-memory tiles (not committed). NT threads. */
+template <int D, int BQ, int NT>
+struct BwdHead {
+  int key_block, bh;
+  const bf16 *Q, *K, *V, *dO;
+  const float *L, *Ds;
+  long long ld, hl;
+
+  __device__ __forceinline__ BwdHead(const bf16 *qkv, const bf16 *dout, const float *lse, const float *dsum, int S,
+                                     int H, long long ld_, long long hl_, int head_major)
+      : ld(ld_), hl(hl_) {
+    int ntiles;
+    cta_tile(head_major, key_block, ntiles, bh); /* key block 0 sees every query: the longest first */
+    const int b = bh / H, h = bh % H;
+    Q = qkv + (long long)b * S * ld + (long long)h * D;
+    K = Q + hl;
+    V = Q + 2 * hl;
+    dO = dout + (long long)b * S * hl + (long long)h * D;
+    L = lse + (long long)bh * S;
+    Ds = dsum + (long long)bh * S;
+  }
+  /* K and V rows key0.. of the block (BK rows) */
+  template <int BK, int SD>
+  __device__ __forceinline__ void load_keys(bf16 *sK, bf16 *sV, int key0, int tid) const {
+    load_tile<BK, D, SD, NT>(sK, K + (long long)key0 * ld, ld, tid);
+    load_tile<BK, D, SD, NT>(sV, V + (long long)key0 * ld, ld, tid);
+  }
+  /* queries q0 .. q0 + BQ - 1 into buffer buf of sQ, sdO ([2][BQ][SD]) and sL, sDs ([2][BQ]) */
+  template <int SD>
+  __device__ __forceinline__ void load_step(bf16 *sQ, bf16 *sdO, float *sL, float *sDs, int q0, int buf,
+                                            int tid) const {
+    load_tile<BQ, D, SD, NT>(sQ + buf * BQ * SD, Q + (long long)q0 * ld, ld, tid);
+    load_tile<BQ, D, SD, NT>(sdO + buf * BQ * SD, dO + (long long)q0 * hl, hl, tid);
+    if (tid < BQ / 4) cp_async16(sL + buf * BQ + tid * 4, L + q0 + tid * 4);
+    else if (tid < BQ / 2) cp_async16(sDs + buf * BQ + (tid - BQ / 4) * 4, Ds + q0 + (tid - BQ / 4) * 4);
+  }
+};
+
+/* The row sums of flash_dsum_kernel with 16-byte loads (8 columns a thread,
+ * D/8 threads a row reduced by shuffles), and dq_acc's rows ([bh][seq][D])
+ * zeroed in the same pass unless dq_acc is NULL: one kernel instead of the
+ * row sums and a memset. out, dout and dq_acc 16-byte aligned. */
+template <int D>
+__global__ void __launch_bounds__(256) flash_dsum16_kernel(const bf16 *out, const bf16 *dout, float *dsum,
+                                                           float *dq_acc, long long rows, int S, int H, long long hl) {
+  constexpr int TPR = D / 8; /* 4, 8 or 16: a row's threads are aligned lanes of one warp */
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x, r = i / TPR;
+  const int c = (int)(i % TPR) * 8;
+  const bool live = r < rows;
+  float acc = 0.f;
+  if (live) {
+    const long long bh = r / S, s = r % S, b = bh / H, h = bh % H;
+    const long long off = (b * S + s) * hl + h * D + c;
+    const uint4 o = *reinterpret_cast<const uint4 *>(out + off), d = *reinterpret_cast<const uint4 *>(dout + off);
+    const __nv_bfloat162 *o2 = reinterpret_cast<const __nv_bfloat162 *>(&o);
+    const __nv_bfloat162 *d2 = reinterpret_cast<const __nv_bfloat162 *>(&d);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const float2 of = __bfloat1622float2(o2[k]), df = __bfloat1622float2(d2[k]);
+      acc += of.x * df.x + of.y * df.y;
+    }
+    if (dq_acc) {
+      float4 *z = reinterpret_cast<float4 *>(dq_acc + r * D + c);
+      z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+      z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+#pragma unroll
+  for (int m = TPR / 2; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+  if (live && c == 0) dsum[r] = acc;
+}
+
 /* dK, dV of one block of 16 NW keys (NW warps, 16 keys each), looping over
  * 32-query steps from the diagonal down. ATOMIC_DQ: also dQ's share of this
  * key block, dS (through shared memory) . K, added in FP32 to dq_acc
@@ -466,7 +601,7 @@ template <int D, bool ATOMIC_DQ, int NW>
 __global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
                                                                  const float *dsum, bf16 *dqkv, float *dq_acc, int S,
                                                                  int H, long long ld, long long hl, float scale_log2,
-                                                                 float scale) {
+                                                                 float scale, int head_major) {
   constexpr int BK = 16 * NW, BQ = 32, SD = D + 8, SDS = BQ + 8, NT = 32 * NW;
   static_assert(2 * D / NW >= 16, "a warp's dQ columns must hold one ldmatrix.x4 pair");
   extern __shared__ __align__(16) unsigned char flash_smem[];
@@ -476,24 +611,13 @@ __global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv
   float *sL = reinterpret_cast<float *>(sdO + 2 * BQ * SD); /* [2][BQ] lse, then [2][BQ] dsum */
   float *sDs = sL + 2 * BQ;
   bf16 *sdS = reinterpret_cast<bf16 *>(sDs + 2 * BQ); /* [BK][SDS]: dS^T of the step (ATOMIC_DQ) */
-  const int kb = blockIdx.x; /* block 0 sees every query: the longest first */
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const BwdHead<D, BQ, NT> hd(qkv, dout, lse, dsum, S, H, ld, hl, head_major);
+  const int bh = hd.bh, b = bh / H, h = bh % H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
-  const bf16 *dO = dout + (long long)b * S * hl + (long long)h * D;
-  const float *L = lse + (long long)bh * S, *Ds = dsum + (long long)bh * S;
 
-  const int q_first = kb * BK, steps = (S - q_first) / BQ;
-  load_tile<BK, D, SD, NT>(sK, K + (long long)q_first * ld, ld, tid);
-  load_tile<BK, D, SD, NT>(sV, V + (long long)q_first * ld, ld, tid);
-  auto load_step = [&](int st, int buf) {
-    int q0 = q_first + st * BQ;
-    load_tile<BQ, D, SD, NT>(sQ + buf * BQ * SD, Q + (long long)q0 * ld, ld, tid);
-    load_tile<BQ, D, SD, NT>(sdO + buf * BQ * SD, dO + (long long)q0 * hl, hl, tid);
-    if (tid < BQ / 4) cp_async16(sL + buf * BQ + tid * 4, L + q0 + tid * 4);
-    else if (tid < BQ / 2) cp_async16(sDs + buf * BQ + (tid - BQ / 4) * 4, Ds + q0 + (tid - BQ / 4) * 4);
-  };
-  load_step(0, 0);
+  const int q_first = hd.key_block * BK, steps = (S - q_first) / BQ;
+  hd.template load_keys<BK, SD>(sK, sV, q_first, tid);
+  hd.template load_step<SD>(sQ, sdO, sL, sDs, q_first, 0, tid);
   cp_async_commit();
 
   float dk[D / 8][4], dv[D / 8][4];
@@ -509,7 +633,7 @@ __global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv
     cp_async_wait_all();
     __syncthreads(); /* step st is in; every warp is done with buffer buf ^ 1 */
     if (st + 1 < steps) {
-      load_step(st + 1, buf ^ 1);
+      hd.template load_step<SD>(sQ, sdO, sL, sDs, q0 + BQ, buf ^ 1, tid);
       cp_async_commit();
     }
     const bf16 *cQ = sQ + buf * BQ * SD, *cdO = sdO + buf * BQ * SD;
@@ -588,14 +712,17 @@ __global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv
 template <int D>
 __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
                                                            const float *dsum, bf16 *dqkv, int S, int H, long long ld,
-                                                           long long hl, float scale_log2, float scale) {
+                                                           long long hl, float scale_log2, float scale,
+                                                           int head_major) {
   constexpr int B = 64, SD = D + 8;
   extern __shared__ __align__(16) unsigned char flash_smem[];
   bf16 *sQ = reinterpret_cast<bf16 *>(flash_smem), *sdO = sQ + B * SD;
   bf16 *sK = sdO + B * SD; /* [2][B][SD] */
   bf16 *sV = sK + 2 * B * SD;
-  const int qb = (int)gridDim.x - 1 - (int)blockIdx.x;
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  int tile, ntiles, bh;
+  cta_tile(head_major, tile, ntiles, bh);
+  const int qb = ntiles - 1 - tile; /* the longest rows first */
+  const int b = bh / H, h = bh % H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
   const bf16 *dO = dout + (long long)b * S * hl + (long long)h * D;
@@ -656,6 +783,19 @@ __global__ void flash_dq_store_kernel(const float *dq_acc, bf16 *dqkv, long long
   }
 }
 
+/* flash_dq_store_kernel with four elements a thread (16-byte loads, 8-byte
+ * stores; dq_acc 16-byte and dqkv 8-byte aligned). */
+template <int D>
+__global__ void flash_dq_store4_kernel(const float *dq_acc, bf16 *dqkv, long long quads, int S, int H, long long ld,
+                                       float scale) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < quads; i += (long long)gridDim.x * blockDim.x) {
+    long long x = 4 * i, d = x % D, r = x / D, s = r % S, bh = r / S, b = bh / H, h = bh % H;
+    const float4 v = *reinterpret_cast<const float4 *>(dq_acc + x);
+    *reinterpret_cast<uint2 *>(dqkv + (b * S + s) * ld + h * D + d) =
+        make_uint2(pack_bf16(scale * v.x, scale * v.y), pack_bf16(scale * v.z, scale * v.w));
+  }
+}
+
 /* Backward on 128-key blocks (FlashAttention-2's work split; seq a multiple
  * of 128, head_dim 64 or 128): 8 warps, 64-query steps from the diagonal
  * down, the next step's Q, dO, lse and dsum loading (cp.async) during this one.
@@ -665,12 +805,14 @@ __global__ void flash_dq_store_kernel(const float *dq_acc, bf16 *dqkv, long long
  *   2. dV += P^T.dO and dK += dS^T.Q (128 keys x D; warp 32 keys x D/2), in
  *      registers for the whole block;
  *   3. dQ's share dS.K (64 queries x D; warp 32 x D/4), added in FP32 to dq_acc.
- * Every warp tile is two 16-row m-tiles wide (mma_abt2/mma_sb2). */
-template <int D, bool V4>
+ * Every warp tile is two 16-row m-tiles wide (mma_abt2/mma_sb2). V4: dQ added
+ * with float4 atomics (EXEC_FLASH_BWD=v4). FTZ (the default): P by exp2_ftz;
+ * exp2f with EXEC_FLASH_BWD=fa128 (the default until 2026-11-30 05:15 UTC). */
+template <int D, bool V4, bool FTZ>
 __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
                                                               const float *dsum, bf16 *dqkv, float *dq_acc, int S,
                                                               int H, long long ld, long long hl, float scale_log2,
-                                                              float scale) {
+                                                              float scale, int head_major) {
   constexpr int BK = 128, BQ = 64, SD = D + 8, SP = BQ + 8, NT = 256;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   extern __shared__ __align__(16) unsigned char flash_smem[];
@@ -681,24 +823,13 @@ __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, c
   bf16 *sdS = sP + BK * SP;     /* [BK][SP]: dS^T of the step (unscaled) */
   float *sL = reinterpret_cast<float *>(sdS + BK * SP); /* [2][BQ] lse, then [2][BQ] dsum */
   float *sDs = sL + 2 * BQ;
-  const int kb = blockIdx.x; /* block 0 sees every query: the longest first */
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const BwdHead<D, BQ, NT> hd(qkv, dout, lse, dsum, S, H, ld, hl, head_major);
+  const int bh = hd.bh, b = bh / H, h = bh % H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
-  const bf16 *dO = dout + (long long)b * S * hl + (long long)h * D;
-  const float *L = lse + (long long)bh * S, *Ds = dsum + (long long)bh * S;
 
-  const int key0 = kb * BK, steps = (S - key0) / BQ;
-  load_tile<BK, D, SD, NT>(sK, K + (long long)key0 * ld, ld, tid);
-  load_tile<BK, D, SD, NT>(sV, V + (long long)key0 * ld, ld, tid);
-  auto load_step = [&](int st, int buf) {
-    int q0 = key0 + st * BQ;
-    load_tile<BQ, D, SD, NT>(sQ + buf * BQ * SD, Q + (long long)q0 * ld, ld, tid);
-    load_tile<BQ, D, SD, NT>(sdO + buf * BQ * SD, dO + (long long)q0 * hl, hl, tid);
-    if (tid < BQ / 4) cp_async16(sL + buf * BQ + tid * 4, L + q0 + tid * 4);
-    else if (tid < BQ / 2) cp_async16(sDs + buf * BQ + (tid - BQ / 4) * 4, Ds + q0 + (tid - BQ / 4) * 4);
-  };
-  load_step(0, 0);
+  const int key0 = hd.key_block * BK, steps = (S - key0) / BQ;
+  hd.template load_keys<BK, SD>(sK, sV, key0, tid);
+  hd.template load_step<SD>(sQ, sdO, sL, sDs, key0, 0, tid);
   cp_async_commit();
 
   /* phase 2's tile: keys kw*32.., columns dw*D/2.. */
@@ -719,7 +850,7 @@ __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, c
     cp_async_wait_all();
     __syncthreads(); /* step st is in; every warp is done with buffer buf ^ 1, sP and sdS */
     if (st + 1 < steps) {
-      load_step(st + 1, buf ^ 1);
+      hd.template load_step<SD>(sQ, sdO, sL, sDs, q0 + BQ, buf ^ 1, tid);
       cp_async_commit();
     }
     const bf16 *cQ = sQ + buf * BQ * SD, *cdO = sdO + buf * BQ * SD;
@@ -756,7 +887,8 @@ __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, c
 #pragma unroll
               for (int hi = 0; hi < 2; hi++) {
                 const int x = 2 * hi + c, key = k_lo + mt * 16 + g + 8 * hi;
-                float pv = exp2f(fmaf(p[mt][nt][x], scale_log2, -lq));
+                const float xe = fmaf(p[mt][nt][x], scale_log2, -lq);
+                float pv = FTZ ? exp2_ftz(xe) : exp2f(xe);
                 if (diag && q0 + qc < key) pv = 0.f;
                 p[mt][nt][x] = pv;
                 dp[mt][nt][x] = pv * (dp[mt][nt][x] - dq); /* dS^T (unscaled) */
@@ -854,19 +986,28 @@ int exec_flash_selected(long long seq, long long head_dim) {
   return exec_flash_supported(seq, head_dim) && seq >= 2 * head_dim + 4;
 }
 
-/* EXEC_FLASH_FWD=v1: the 64-query forward (flash_fwd_kernel) everywhere;
- * default: 128-query tiles where seq is a multiple of 128. */
-static bool fwd_v1(void) {
-  const char *v = getenv("EXEC_FLASH_FWD");
-  return v && strcmp(v, "v1") == 0;
+static bool env_is(const char *name, const char *value) {
+  const char *v = getenv(name);
+  return v && strcmp(v, value) == 0;
 }
+
+/* The launch order of the tiles (cta_tile): longest tiles of every head first
+ * by default; EXEC_FLASH_ORDER=head launches one head's tiles together (the
+ * order until 2026-11-30 05:15 UTC), as does a grid of more than 65,535 tiles
+ * a head (gridDim.y's limit). */
+static int head_major(long long tiles) { return env_is("EXEC_FLASH_ORDER", "head") || tiles > 65535 ? 1 : 0; }
+static dim3 tile_grid(int tiles, int bh, int head_major_order) {
+  return head_major_order ? dim3(tiles, bh) : dim3(bh, tiles);
+}
+
+/* Forward: EXEC_FLASH_FWD=v1 the 64-query kernel everywhere; =w8 8 warps of 16
+ * rows on 128-query tiles (flash_fwd_kernel<D, 8>); =fa128 the one-stage
+ * 128-query kernel; default: the two-stage 128-query kernel where seq is a
+ * multiple of 128, else the 64-query one. */
 static size_t fwd_smem(int d, int nw) { return (size_t)(16 * nw + 2 * 64) * (d + 8) * sizeof(bf16); }
-/* EXEC_FLASH_FWD=w8: 8 warps of 16 rows on 128-query tiles (flash_fwd_kernel<D, 8>) */
-static bool fwd_w8(void) {
-  const char *v = getenv("EXEC_FLASH_FWD");
-  return v && strcmp(v, "w8") == 0;
+static size_t fwd128_smem(int d, bool two_stage) {
+  return (size_t)(128 + (two_stage ? 4 : 2) * 64) * (d + 8) * sizeof(bf16);
 }
-static size_t fwd128_smem(int d) { return (size_t)(128 + 2 * 64) * (d + 8) * sizeof(bf16); }
 static size_t bwd128_smem(int d) {
   return (size_t)(2 * 128 + 4 * 64) * (d + 8) * sizeof(bf16) + (size_t)2 * 128 * (64 + 8) * sizeof(bf16) +
          4 * 64 * sizeof(float);
@@ -880,10 +1021,7 @@ static size_t dkdv_smem(int d, bool atomic_dq, int nw) {
 /* 4 warps (64-key blocks); EXEC_FLASH_BWD_WARPS=8: 8 warps (128-key blocks)
  * where the shape allows — measured slower (597 vs 576 us at batch 2 x 16
  * heads x 2048 x 128: one CTA of 255 registers a thread per SM). */
-static int bwd_warps(int d, int S) {
-  const char *v = getenv("EXEC_FLASH_BWD_WARPS");
-  return v && strcmp(v, "8") == 0 && d >= 64 && S % 128 == 0 ? 8 : 4;
-}
+static int bwd_warps(int d, int S) { return env_is("EXEC_FLASH_BWD_WARPS", "8") && d >= 64 && S % 128 == 0 ? 8 : 4; }
 static size_t dq_smem(int d) { return (size_t)6 * 64 * (d + 8) * sizeof(bf16); }
 
 template <int D>
@@ -896,49 +1034,47 @@ static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S,
       ce = cudaFuncSetAttribute(flash_fwd_kernel<D, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)fwd_smem(D, 8));
     if (ce == cudaSuccess)
-      ce = cudaFuncSetAttribute(flash_fwd128_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)fwd128_smem(D));
+      ce = cudaFuncSetAttribute(flash_fwd128_kernel<D, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)fwd128_smem(D, false));
+    if (ce == cudaSuccess)
+      ce = cudaFuncSetAttribute(flash_fwd128_kernel<D, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)fwd128_smem(D, true));
     if (ce != cudaSuccess) return ts_fail_sys(e, "flash attention forward: shared memory: %s", cudaGetErrorString(ce));
     ready = 1;
   }
   const long long hl = (long long)H * D;
   const float scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
-  if (S % 128 == 0 && fwd_w8()) {
-    dim3 grid(S / 128, batch * H);
-    flash_fwd_kernel<D, 8><<<grid, 256, fwd_smem(D, 8), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2);
-  } else if (S % 128 == 0 && !fwd_v1()) {
-    dim3 grid(S / 128, batch * H);
-    flash_fwd128_kernel<D><<<grid, 128, fwd128_smem(D), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2);
+  const int bh = batch * H;
+  if (S % 128 == 0 && !env_is("EXEC_FLASH_FWD", "v1")) {
+    const int tiles = S / 128, hm = head_major(tiles);
+    const dim3 grid = tile_grid(tiles, bh, hm);
+    if (env_is("EXEC_FLASH_FWD", "w8"))
+      flash_fwd_kernel<D, 8><<<grid, 256, fwd_smem(D, 8), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2, hm);
+    else if (env_is("EXEC_FLASH_FWD", "fa128"))
+      flash_fwd128_kernel<D, false><<<grid, 128, fwd128_smem(D, false), st>>>(qkv, out, lse, S, H, 3 * hl, hl,
+                                                                             scale_log2, hm);
+    else
+      flash_fwd128_kernel<D, true><<<grid, 128, fwd128_smem(D, true), st>>>(qkv, out, lse, S, H, 3 * hl, hl,
+                                                                           scale_log2, hm);
   } else {
-    dim3 grid(S / 64, batch * H);
-    flash_fwd_kernel<D, 4><<<grid, 128, fwd_smem(D, 4), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2);
+    const int tiles = S / 64, hm = head_major(tiles);
+    flash_fwd_kernel<D, 4><<<tile_grid(tiles, bh, hm), 128, fwd_smem(D, 4), st>>>(qkv, out, lse, S, H, 3 * hl, hl,
+                                                                                  scale_log2, hm);
   }
   FLASH_LAUNCH("flash attention forward");
   return 0;
 }
 
-/* EXEC_FLASH_BWD=split: the two-pass backward (dK/dV pass, then a dQ pass
- * recomputing S and dP); =v1: one pass on 64-key blocks (flash_bwd_dkdv_kernel
- * with dQ atomics); default: one pass on 128-key blocks (flash_bwd128_kernel)
- * where head_dim is 64 or 128 and seq a multiple of 128, else v1. */
-static bool bwd_split(void) {
-  const char *v = getenv("EXEC_FLASH_BWD");
-  return v && strcmp(v, "split") == 0;
-}
-static bool bwd_v1(void) {
-  const char *v = getenv("EXEC_FLASH_BWD");
-  return v && strcmp(v, "v1") == 0;
-}
-/* EXEC_FLASH_BWD=v4: the 128-key backward adding dQ with float4 atomics
- * (half as many atomic instructions; a shuffle pairs the lanes' columns) */
-static bool bwd_v4(void) {
-  const char *v = getenv("EXEC_FLASH_BWD");
-  return v && strcmp(v, "v4") == 0;
-}
-
+/* Backward: EXEC_FLASH_BWD=split the two-pass backward (dK/dV pass, then a dQ
+ * pass recomputing S and dP); =v1 one pass on 64-key blocks
+ * (flash_bwd_dkdv_kernel with dQ atomics); =v4 the 128-key kernel with float4
+ * dQ atomics; =fa128 the 128-key kernel with exp2f; default: the 128-key
+ * kernel (flash_bwd128_kernel, exp2_ftz) where head_dim is 64 or 128 and seq
+ * a multiple of 128, else v1. */
 template <int D>
 static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const float *lse, float *scratch,
                        bf16 *dqkv, int batch, int S, int H, cudaStream_t st, ts_err *e) {
+  constexpr int DD = D >= 64 ? D : 64; /* the 128-key kernel runs for D >= 64 only */
   static int ready;
   if (!ready) {
     cudaError_t ce = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, false, 4>,
@@ -952,54 +1088,79 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
     if (ce == cudaSuccess)
       ce = cudaFuncSetAttribute(flash_bwd_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem(D));
     if (ce == cudaSuccess && D >= 64)
-      ce = cudaFuncSetAttribute(flash_bwd128_kernel<D >= 64 ? D : 64, false>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd128_smem(D));
+      ce = cudaFuncSetAttribute(flash_bwd128_kernel<DD, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)bwd128_smem(D));
     if (ce == cudaSuccess && D >= 64)
-      ce = cudaFuncSetAttribute(flash_bwd128_kernel<D >= 64 ? D : 64, true>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd128_smem(D));
+      ce = cudaFuncSetAttribute(flash_bwd128_kernel<DD, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)bwd128_smem(D));
+    if (ce == cudaSuccess && D >= 64)
+      ce = cudaFuncSetAttribute(flash_bwd128_kernel<DD, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)bwd128_smem(D));
     if (ce != cudaSuccess)
       return ts_fail_sys(e, "flash attention backward: shared memory: %s", cudaGetErrorString(ce));
     ready = 1;
   }
   const long long hl = (long long)H * D, rows = (long long)batch * H * S;
+  const int bh = batch * H;
   const float scale = (float)(1.0 / sqrt((double)D)), scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
   float *dsum = scratch, *dq_acc = scratch + ((rows + 3) / 4) * 4; /* 16-byte aligned */
-  flash_dsum_kernel<D><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(out, dout, dsum, rows, S, H, hl);
+  const bool split = env_is("EXEC_FLASH_BWD", "split");
+  /* 16-byte row sums that also clear dq_acc, 4-wide dQ store (default); the
+   * 4-byte row sums, a memset and the 2-wide store with EXEC_FLASH_BWD=fa128
+   * (the default until 2026-11-30 05:15 UTC) or pointers not aligned for them */
+  const bool wide = !env_is("EXEC_FLASH_BWD", "fa128") &&
+                    ((uintptr_t)out | (uintptr_t)dout | (uintptr_t)scratch) % 16 == 0 && (uintptr_t)dqkv % 8 == 0;
+  if (wide)
+    flash_dsum16_kernel<D><<<(unsigned)((rows * (D / 8) + 255) / 256), 256, 0, st>>>(out, dout, dsum,
+                                                                                      split ? NULL : dq_acc, rows, S,
+                                                                                      H, hl);
+  else
+    flash_dsum_kernel<D><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(out, dout, dsum, rows, S, H, hl);
   FLASH_LAUNCH("flash attention backward (row sums)");
-  dim3 grid(S / 64, batch * H);
-  if (bwd_split()) {
-    flash_bwd_dkdv_kernel<D, false, 4><<<grid, 128, dkdv_smem(D, false, 4), st>>>(qkv, dout, lse, dsum, dqkv, NULL,
-                                                                                  S, H, 3 * hl, hl, scale_log2, scale);
+  const int hm64 = head_major(S / 64);
+  const dim3 grid = tile_grid(S / 64, bh, hm64);
+  if (split) {
+    flash_bwd_dkdv_kernel<D, false, 4><<<grid, 128, dkdv_smem(D, false, 4), st>>>(
+        qkv, dout, lse, dsum, dqkv, NULL, S, H, 3 * hl, hl, scale_log2, scale, hm64);
     FLASH_LAUNCH("flash attention backward (dK, dV)");
     flash_bwd_dq_kernel<D><<<grid, 128, dq_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, S, H, 3 * hl, hl, scale_log2,
-                                                           scale);
+                                                           scale, hm64);
     FLASH_LAUNCH("flash attention backward (dQ)");
     return 0;
   }
-  cudaError_t ce = cudaMemsetAsync(dq_acc, 0, (size_t)rows * D * sizeof(float), st);
-  if (ce != cudaSuccess) return ts_fail_sys(e, "flash attention backward: clearing dQ: %s", cudaGetErrorString(ce));
-  if (D >= 64 && S % 128 == 0 && !bwd_v1()) {
-    constexpr int DD = D >= 64 ? D : 64; /* this branch runs for D >= 64 only */
-    dim3 grid128(S / 128, batch * H);
-    if (bwd_v4())
-      flash_bwd128_kernel<DD, true><<<grid128, 256, bwd128_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, dq_acc, S, H,
-                                                                          3 * hl, hl, scale_log2, scale);
+  if (!wide) {
+    cudaError_t ce = cudaMemsetAsync(dq_acc, 0, (size_t)rows * D * sizeof(float), st);
+    if (ce != cudaSuccess) return ts_fail_sys(e, "flash attention backward: clearing dQ: %s", cudaGetErrorString(ce));
+  }
+  if (D >= 64 && S % 128 == 0 && !env_is("EXEC_FLASH_BWD", "v1")) {
+    const int hm = head_major(S / 128);
+    const dim3 grid128 = tile_grid(S / 128, bh, hm);
+    if (env_is("EXEC_FLASH_BWD", "v4"))
+      flash_bwd128_kernel<DD, true, true><<<grid128, 256, bwd128_smem(D), st>>>(
+          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale, hm);
+    else if (env_is("EXEC_FLASH_BWD", "fa128"))
+      flash_bwd128_kernel<DD, false, false><<<grid128, 256, bwd128_smem(D), st>>>(
+          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale, hm);
     else
-      flash_bwd128_kernel<DD, false><<<grid128, 256, bwd128_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, dq_acc, S, H,
-                                                                           3 * hl, hl, scale_log2, scale);
+      flash_bwd128_kernel<DD, false, true><<<grid128, 256, bwd128_smem(D), st>>>(
+          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale, hm);
   } else if (D >= 64 && bwd_warps(D, S) == 8) {
     constexpr int NW = D >= 64 ? 8 : 4; /* this branch runs for D >= 64 only */
-    dim3 grid8(S / (16 * NW), batch * H);
-    flash_bwd_dkdv_kernel<D, true, NW><<<grid8, 32 * NW, dkdv_smem(D, true, NW), st>>>(
-        qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale);
+    const int hm = head_major(S / (16 * NW));
+    flash_bwd_dkdv_kernel<D, true, NW><<<tile_grid(S / (16 * NW), bh, hm), 32 * NW, dkdv_smem(D, true, NW), st>>>(
+        qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale, hm);
   } else {
-    flash_bwd_dkdv_kernel<D, true, 4><<<grid, 128, dkdv_smem(D, true, 4), st>>>(qkv, dout, lse, dsum, dqkv, dq_acc,
-                                                                              S, H, 3 * hl, hl, scale_log2, scale);
+    flash_bwd_dkdv_kernel<D, true, 4><<<grid, 128, dkdv_smem(D, true, 4), st>>>(
+        qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale, hm64);
   }
   FLASH_LAUNCH("flash attention backward (dK, dV, dQ)");
-  const long long pairs = rows * D / 2;
-  flash_dq_store_kernel<D><<<(unsigned)((pairs + 255) / 256 < 65535 * 8 ? (pairs + 255) / 256 : 65535 * 8), 256, 0,
-                             st>>>(dq_acc, dqkv, pairs, S, H, 3 * hl, scale);
+  const long long pairs = rows * D / 2, quads = rows * D / 4;
+  if (wide)
+    flash_dq_store4_kernel<D><<<(unsigned)((quads + 255) / 256 < 65535 * 8 ? (quads + 255) / 256 : 65535 * 8), 256, 0,
+                                st>>>(dq_acc, dqkv, quads, S, H, 3 * hl, scale);
+  else
+    flash_dq_store_kernel<D><<<(unsigned)((pairs + 255) / 256 < 65535 * 8 ? (pairs + 255) / 256 : 65535 * 8), 256, 0,
+                               st>>>(dq_acc, dqkv, pairs, S, H, 3 * hl, scale);
   FLASH_LAUNCH("flash attention backward (dQ store)");
   return 0;
 }

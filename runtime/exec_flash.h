@@ -34,10 +34,21 @@ int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch, long long 
  * the default), or 64-key blocks on 4 warps (EXEC_FLASH_BWD=v1, and the other
  * shapes); EXEC_FLASH_BWD=split runs two passes instead (dK/dV, then dQ,
  * recomputing the probabilities; no atomics, 7 GEMM-sized products instead of 5).
- * EXEC_FLASH_BWD=v4 adds dQ with float4 atomics (half the atomic instructions).
+ * EXEC_FLASH_BWD=v4 adds dQ with float4 atomics (half the atomic instructions);
+ * EXEC_FLASH_BWD=fa128 is the 128-key kernel with exp2f (the default until
+ * 2026-11-30 05:15 UTC; now exp2 flushed to zero below 2^-126), and with the
+ * backward's small kernels of that time (row sums by 4-byte loads, a memset
+ * of the dQ accumulator, a 2-wide dQ store; now one 16-byte row-sum kernel
+ * that also clears the accumulator, and a 4-wide store).
  * The forward uses 128-query tiles where seq is a multiple of 128: 4 warps of
- * 32 rows by default, 8 warps of 16 rows with EXEC_FLASH_FWD=w8; 64-query
- * tiles otherwise, or everywhere with EXEC_FLASH_FWD=v1. */
+ * 32 rows with K and V blocks in two buffers (one barrier per block) by
+ * default, in one buffer (two barriers a block, exp2f) with EXEC_FLASH_FWD=fa128,
+ * 8 warps of 16 rows with EXEC_FLASH_FWD=w8; 64-query tiles otherwise, or
+ * everywhere with EXEC_FLASH_FWD=v1.
+ * Every kernel launches its tiles longest first across all heads (tile t of
+ * every head before tile t + 1 of any); EXEC_FLASH_ORDER=head launches one
+ * head's tiles together (the order until 2026-11-30 05:15 UTC, whose last
+ * wave held the longest tiles of the last heads). */
 int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch, void *dqkv,
                    int batch, long long seq, long long heads, long long head_dim, void *stream, ts_err *e);
 long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long heads, long long head_dim);

@@ -6,7 +6,7 @@
  * error <= 1e-2 per tensor (BF16 output rounding is 2^-9; P is rounded to
  * BF16 before P.V and dS before dS.K / dS^T.Q, as in every BF16 flash
  * kernel), lse absolute error <= 1e-3.
- * Every kernel variant (mode_names) is checked; `--bench` also times each at
+ * Every kernel variant (modes) is checked; `--bench` also times each at
  * the GPT h4096 TP2 shape (batch 2, seq 2048, 16 heads of 128). No CUDA device: prints SKIP, exit 77. */
 extern "C" {
 #include "ts_error.h"
@@ -24,28 +24,46 @@ extern "C" {
 
 #include "exec_gpu_test.h"
 
-/* The kernel variants (exec_flash.h): mode 0 the defaults (128-query forward,
- * 128-key backward where the shape allows), 1 the 64-row kernels (v1), 2 v1
- * with the 8-warp backward, 3 the split backward, 4 the 8-warp forward (w8)
- * and the backward's float4 dQ atomics (v4). */
-static const char *mode_names[] = {"fa128", "v1", "v1-8w", "split", "w8v4"};
+/* The kernel variants (exec_flash.h): "default" the defaults (two-stage
+ * 128-query forward, 128-key backward with exp2_ftz, longest tiles of every
+ * head launched first, 16-byte row sums clearing the dQ accumulator); "fa128"
+ * the defaults until 2026-11-30 05:15 UTC (one-stage forward, exp2f backward,
+ * 4-byte row sums and a memset, one head's tiles launched together);
+ * "fa128-lpt" those kernels in the new launch order and "new-head" the new
+ * kernels in the old one (to tell the two changes apart); "v1" the 64-row
+ * kernels, "v1-8w" with the 8-warp backward, "split" the two-pass backward,
+ * "w8v4" the 8-warp forward with float4 dQ atomics. Each is "NAME ENV=VALUE...". */
+static const char *modes[][4] = {
+    {"default", NULL},
+    {"fa128", "EXEC_FLASH_FWD=fa128", "EXEC_FLASH_BWD=fa128", "EXEC_FLASH_ORDER=head"},
+    {"fa128-lpt", "EXEC_FLASH_FWD=fa128", "EXEC_FLASH_BWD=fa128", NULL},
+    {"new-head", "EXEC_FLASH_ORDER=head", NULL},
+    {"v1", "EXEC_FLASH_FWD=v1", "EXEC_FLASH_BWD=v1", NULL},
+    {"v1-8w", "EXEC_FLASH_FWD=v1", "EXEC_FLASH_BWD=v1", "EXEC_FLASH_BWD_WARPS=8"},
+    {"split", "EXEC_FLASH_BWD=split", NULL},
+    {"w8v4", "EXEC_FLASH_FWD=w8", "EXEC_FLASH_BWD=v4", NULL},
+};
+static const int n_modes = (int)(sizeof modes / sizeof modes[0]);
 static int cur_mode;
-static const char *mode_name(void) { return mode_names[cur_mode]; }
+static const char *mode_name(void) { return modes[cur_mode][0]; }
 static void set_mode(int mode) {
   cur_mode = mode;
   unsetenv("EXEC_FLASH_FWD");
   unsetenv("EXEC_FLASH_BWD");
   unsetenv("EXEC_FLASH_BWD_WARPS");
-  if (mode == 1 || mode == 2) {
-    setenv("EXEC_FLASH_FWD", "v1", 1);
-    setenv("EXEC_FLASH_BWD", "v1", 1);
+  unsetenv("EXEC_FLASH_ORDER");
+  for (int i = 1; i < 4 && modes[mode][i]; i++) {
+    char kv[64];
+    snprintf(kv, sizeof kv, "%s", modes[mode][i]);
+    char *eq = strchr(kv, '=');
+    *eq = 0;
+    setenv(kv, eq + 1, 1);
   }
-  if (mode == 2) setenv("EXEC_FLASH_BWD_WARPS", "8", 1);
-  if (mode == 3) setenv("EXEC_FLASH_BWD", "split", 1);
-  if (mode == 4) {
-    setenv("EXEC_FLASH_FWD", "w8", 1);
-    setenv("EXEC_FLASH_BWD", "v4", 1);
-  }
+}
+static int find_mode(const char *name) {
+  for (int m = 0; m < n_modes; m++)
+    if (strcmp(modes[m][0], name) == 0) return m;
+  return -1;
 }
 
 static int run_case(int B, int S, int H, int D) {
@@ -224,9 +242,25 @@ int main(int argc, char **argv) {
     printf("SKIP: no CUDA device\n");
     return 77;
   }
+  if (argc > 1 && strcmp(argv[1], "--bench-only") == 0) { /* timing alone (e.g. under a profiler) */
+    if (argc < 3) {
+      fprintf(stderr, "usage: test_exec_flash_gpu [--bench | --bench-only MODE...]\n");
+      return 2;
+    }
+    for (int i = 2; i < argc; i++) {
+      const int m = find_mode(argv[i]);
+      if (m < 0) {
+        fprintf(stderr, "test_exec_flash_gpu: unknown mode '%s'\n", argv[i]);
+        return 2;
+      }
+      set_mode(m);
+      bench();
+    }
+    return 0;
+  }
   int fails = 0;
   const int bench_on = argc > 1 && strcmp(argv[1], "--bench") == 0;
-  for (int mode = 0; mode < 5; mode++) {
+  for (int mode = 0; mode < n_modes; mode++) {
     set_mode(mode);
     fails += run_case(2, 128, 3, 32);
     fails += run_case(1, 192, 2, 64);

@@ -11,14 +11,20 @@
 #                alternating (unfused, v1, fa128, unfused, ...) so that drift
 #                of the machine hits all alike; per-op tables in results.tgz
 #   summary.txt  one line per run, and the table printed last
-# usage: perf_gpu.sh [flash] [check] [timed]  (default: all three)
+#   sdpa.txt     PyTorch's scaled_dot_product_attention (flash and cuDNN
+#                backends) at the bench shape, timed with CUDA events: a measured
+#                ceiling beside ours (measured only)
+#   ncu.tgz      ncu_*.txt: Nsight Compute (--clock-control none; speed of light, occupancy,
+#                warp states, schedulers, memory) of the forward and backward
+#                kernels, old (fa128) and new (default), one launch each
+# usage: perf_gpu.sh [flash] [check] [timed] [sdpa] [ncu]  (default: the first three)
 #   clocks.csv   SM clock, power, temperature of both GPUs every 100 ms during the
 #                timed runs (nvidia-smi); summary.txt has each run's start time
-# VARIANTS: the timed runs, NAME=ENV[,ENV...] words, default: the unfused
-#   attention and three-kernel norm backward (base), the 64-row fused attention
-#   kernels (v1), the 128-row ones (fa128), those with the one-kernel norm
-#   backward (default: the executor's defaults), and the 8-warp forward with
-#   float4 dQ atomics (w8v4), each repeated ROUNDS (2) times,
+# VARIANTS: the timed runs, NAME=ENV[,ENV...] words, default: the attention
+#   kernels that were the default until 2026-11-30 05:15 UTC (old: one-stage
+#   forward, exp2f backward, one head's tiles launched together), the new
+#   defaults (new), and the new kernels in the old launch order (newhead),
+#   each repeated ROUNDS (2) times,
 #   then EXTRA once (an ENV may set PLAN, e.g. the shm plan with NCCL_P2P_DISABLE=1).
 # PLAN, NP (default the GPT h4096 TP2 NVLink plan on 2 ranks), ITERS (6).
 set -u
@@ -30,7 +36,7 @@ PLAN=${PLAN:-experiments/plans/gpt-h4096-tp2-none.json}
 NP=${NP:-2}
 ITERS=${ITERS:-6}
 ROUNDS=${ROUNDS:-2}
-VARIANTS=${VARIANTS:-"base=EXEC_ATTN=unfused,EXEC_NORM_BWD=unfused v1=EXEC_FLASH_FWD=v1,EXEC_FLASH_BWD=v1,EXEC_NORM_BWD=unfused fa128=EXEC_NORM_BWD=unfused default=EXEC_ATTN=flash w8v4=EXEC_FLASH_FWD=w8,EXEC_FLASH_BWD=v4"}
+VARIANTS=${VARIANTS:-"old=EXEC_FLASH_FWD=fa128,EXEC_FLASH_BWD=fa128,EXEC_FLASH_ORDER=head new=EXEC_ATTN=flash newhead=EXEC_FLASH_ORDER=head"}
 EXTRA=${EXTRA:-}
 . experiments/validation/gpu_lib.sh # START, say, elapsed, mpi
 
@@ -92,6 +98,55 @@ stage_timed() {
   rm -rf "$OUT/measured"
 }
 
+stage_sdpa() {
+  timeout 90 python3 - >"$OUT/sdpa.txt" 2>&1 <<'PY'
+import torch
+from torch.nn.attention import sdpa_kernel, SDPBackend
+import torch.nn.functional as F
+B, H, S, D = 2, 16, 2048, 128
+torch.manual_seed(0)
+print("torch", torch.__version__, torch.cuda.get_device_name())
+q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+f = 2.0 * B * H * S * S * D / 2  # one causal product
+def timed(fn, reps=20):
+    for _ in range(3): fn()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ts = []
+    for _ in range(5):
+        a.record()
+        for _ in range(reps): fn()
+        b.record(); b.synchronize()
+        ts.append(a.elapsed_time(b) * 1e3 / reps)
+    return sorted(ts)[2]
+for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+    try:
+        with sdpa_kernel(be):
+            fwd = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+            qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
+            o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=True)
+            bwd = timed(lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True))
+        print(f"sdpa {name:6s} B={B} S={S} H={H} D={D}: forward {fwd:.1f} us ({2*f/fwd/1e6:.0f} TFLOP/s causal), "
+              f"backward {bwd:.1f} us ({5*f/bwd/1e6:.0f} TFLOP/s, 5 GEMMs' worth), median of 5 x 20 calls")
+    except Exception as ex:
+        print(f"sdpa {name}: {type(ex).__name__}: {ex}")
+PY
+  say "sdpa rc=$? ($(elapsed) s)"
+  cat "$OUT/sdpa.txt" | tee -a "$SUMMARY"
+}
+
+stage_ncu() {
+  local k m sec="--section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis"
+  for m in default fa128; do
+    for k in flash_fwd128 flash_bwd128; do
+      # shellcheck disable=SC2086
+      timeout 60 ncu --clock-control none $sec -k "regex:$k" -c 1 "$D/test_exec_flash_gpu" --bench-only "$m" \
+        >"$OUT/ncu_${m}_${k#flash_}.txt" 2>&1
+      say "ncu $m $k rc=$? ($(elapsed) s): $(grep -E 'Duration|Compute \(SM\) Throughput' "$OUT/ncu_${m}_${k#flash_}.txt" | tr -s ' ' | tr '\n' ';')"
+    done
+  done
+  tar -czf "$OUT/ncu.tgz" -C "$OUT" $(cd "$OUT" && ls ncu_*.txt) && rm -f "$OUT"/ncu_*.txt # at most 8 files come back
+}
+
 say "binaries of commit $(cat "$D/COMMIT" 2>/dev/null || echo '?'); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 [ $# -eq 0 ] && set -- flash check timed
 for stage in "$@"; do
@@ -99,6 +154,8 @@ for stage in "$@"; do
   flash) stage_flash ;;
   check) stage_check ;;
   timed) stage_timed ;;
+  sdpa) stage_sdpa ;;
+  ncu) stage_ncu ;;
   *) echo "perf_gpu.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done
