@@ -46,6 +46,9 @@ static void push_w(errors *s, double e, double w) {
 }
 static void push(errors *s, double e) { push_w(s, e, 1.0); }
 
+/* the collectives of every FILE given, for the pooled rows printed last */
+static errors pooled_plain, pooled_taco;
+
 /* (Call before median()/quantile(), which sort err without w.)
  * The error below which half of the held-out time lies: what an iteration's
  * sum of GEMM times sees, where long GEMMs weigh more than launch-bound ones. */
@@ -214,6 +217,7 @@ static int check_file(const char *path, double max_median, const schema_roofline
       double err = fabs(us - c->pts[i].us) / c->pts[i].us;
       push(&one, err);
       push(strstr(c->name, ".taco") ? &colls_taco : &colls_plain, err);
+      push(strstr(c->name, ".taco") ? &pooled_taco : &pooled_plain, err);
     }
     char what[80];
     snprintf(what, sizeof what, "  %s, %d ranks", c->name, c->nranks);
@@ -278,5 +282,13 @@ int main(int argc, char **argv) {
     }
     if (r > rc) rc = r;
   }
+  if (argc - first > 1) { /* one figure per family over the files: the transports together */
+    printf("\nall %d files\n\n| held-out family                    |     n |    median |       p90 |       max |\n"
+           "|------------------------------------|-------|-----------|-----------|-----------|\n",
+           argc - first);
+    row("collectives, NCCL BF16 (all)", &pooled_plain);
+    row("collectives, TACO (all)", &pooled_taco);
+  }
+  free(pooled_plain.err), free(pooled_plain.w), free(pooled_taco.err), free(pooled_taco.w);
   return rc;
 }
