@@ -243,6 +243,29 @@ static int sweep(const calib_config *cfg, comm_ctx *c, const char *name, calib_p
   return 0;
 }
 
+/* Times `ops` compressed by TACO for every configured group size, on bf16
+ * payloads ("<op>.taco<G>") or, with c->elem_bytes 4, FP32 ones
+ * ("<op>.taco<G>.fp32", keyed by FP32 bytes). max: the buffers' bytes. */
+static int sweep_taco(const calib_config *cfg, comm_ctx *c, const coll_op *ops, int nops, size_t max,
+                      calib_progress *pr, schema_calibration *cal, ts_err *e) {
+  for (int gi = 0; gi < cfg->n_coll_groups; gi++) {
+    c->opts = coll_opts_default();
+    c->opts.taco.group = cfg->coll_groups[gi];
+    c->opts.min_bytes = 0;
+    if (c->elem_bytes == 4) c->opts.dtype = TACO_DTYPE_FP32;
+    for (int k = 0; k < nops; k++) {
+      c->op = ops[k];
+      if (coll_team_reserve(c->team, c->op, op_count(c->op, max, c->w->nranks, c->elem_bytes), &c->opts))
+        return ts_fail_sys(e, "coll_team_reserve: %s", coll_last_error());
+      char name[56];
+      snprintf(name, sizeof name, "%s.taco%d%s", coll_op_name(c->op), c->opts.taco.group,
+               c->elem_bytes == 4 ? ".fp32" : "");
+      if (sweep(cfg, c, name, pr, cal, e)) return -1;
+    }
+  }
+  return 0;
+}
+
 /* compressed: 0 for NCCL BF16, 1 for the TACO collectives of every configured
  * group size. w: the communicator of the group (its own, or the world one). */
 static int run_on(const calib_config *cfg, rt_nccl *wp, int compressed, schema_calibration *cal, ts_err *e) {
@@ -296,21 +319,7 @@ static int run_on(const calib_config *cfg, rt_nccl *wp, int compressed, schema_c
     }
     have_team = 1;
     c.team = &team;
-    for (int gi = 0; gi < cfg->n_coll_groups; gi++) {
-      c.opts = coll_opts_default();
-      c.opts.taco.group = cfg->coll_groups[gi];
-      c.opts.min_bytes = 0;
-      for (int k = 0; k < nops; k++) {
-        c.op = ops[k];
-        if (coll_team_reserve(&team, c.op, op_count(c.op, max, g, 2), &c.opts)) {
-          ts_fail_sys(e, "coll_team_reserve: %s", coll_last_error());
-          goto out;
-        }
-        char name[48];
-        snprintf(name, sizeof name, "%s.taco%d", coll_op_name(c.op), c.opts.taco.group);
-        if (sweep(cfg, &c, name, &pr, cal, e)) goto out;
-      }
-    }
+    if (sweep_taco(cfg, &c, ops, nops, max, &pr, cal, e)) goto out;
     for (int i = 0; i < w->nlocal; i++) {
       if (cudaSetDevice(w->devices[i]) != cudaSuccess) {
         ts_fail_sys(e, "%s:%d: cudaSetDevice(%d) failed", __FILE__, __LINE__, w->devices[i]);
@@ -321,22 +330,7 @@ static int run_on(const calib_config *cfg, rt_nccl *wp, int compressed, schema_c
     }
     if (rt_nccl_wait(w, e)) goto out;
     c.elem_bytes = 4;
-    for (int gi = 0; gi < cfg->n_coll_groups; gi++) {
-      c.opts = coll_opts_default();
-      c.opts.taco.group = cfg->coll_groups[gi];
-      c.opts.min_bytes = 0;
-      c.opts.dtype = TACO_DTYPE_FP32;
-      for (int k = 0; k < nfp32; k++) {
-        c.op = fp32_ops[k];
-        if (coll_team_reserve(&team, c.op, op_count(c.op, max, g, 4), &c.opts)) {
-          ts_fail_sys(e, "coll_team_reserve: %s", coll_last_error());
-          goto out;
-        }
-        char name[48];
-        snprintf(name, sizeof name, "%s.taco%d.fp32", coll_op_name(c.op), c.opts.taco.group);
-        if (sweep(cfg, &c, name, &pr, cal, e)) goto out;
-      }
-    }
+    if (sweep_taco(cfg, &c, fp32_ops, nfp32, max, &pr, cal, e)) goto out;
   }
   calib_progress_end(&pr);
   rc = 0;

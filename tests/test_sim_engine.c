@@ -116,6 +116,16 @@ static int run(const plan *p, plan_program *progs, sim_mode mode, schema_result 
   return rc;
 }
 
+/* The iteration time of `world` hand-written programs (full mode), -1 if the
+ * simulation failed; frees the programs. */
+static double iteration_of(const plan *p, plan_program *progs, int world) {
+  schema_result r;
+  double t = run(p, progs, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
+  schema_result_free(&r);
+  free_programs(progs, world);
+  return t;
+}
+
 /* One all-reduce of S bytes over n GPUs on the DP stream. */
 static double ring_allreduce_time(int n, double bytes, double wire) {
   plan p;
@@ -129,11 +139,7 @@ static double ring_allreduce_time(int n, double bytes, double wire) {
     op->bytes = bytes;
     op->wire_bytes = wire;
   }
-  schema_result r;
-  double t = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
-  schema_result_free(&r);
-  free_programs(pr, n);
-  return t;
+  return iteration_of(&p, pr, n);
 }
 
 static void test_ring_allreduce(void) {
@@ -193,11 +199,7 @@ static double send_time(double bytes, int taco) {
     op->wire_bytes = wire;
     op->codec = codec;
   }
-  schema_result r;
-  double t = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
-  schema_result_free(&r);
-  free_programs(pr, 2);
-  return t;
+  return iteration_of(&p, pr, 2);
 }
 
 static void test_send_and_taco_wire_bytes(void) {
@@ -337,11 +339,7 @@ static double kernel_then_allreduce(int nodes, int gpus_per_node, int dep, doubl
     c->bytes = c->wire_bytes = bytes;
     c->dep[0] = dep;
   }
-  schema_result r;
-  double t = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
-  schema_result_free(&r);
-  free_programs(pr, 2);
-  return t;
+  return iteration_of(&p, pr, 2);
 }
 
 /* A collective that reaches a GPU while a compute kernel runs there starts
@@ -408,11 +406,7 @@ static double kernels_then_compressed(plan_stream stream, int dep, double bytes)
     c->codec = codec;
     c->dep[0] = dep;
   }
-  schema_result r;
-  double t = run(&p, pr, SIM_MODE_FULL, &r) == 0 ? r.iteration_time_s : -1;
-  schema_result_free(&r);
-  free_programs(pr, 2);
-  return t;
+  return iteration_of(&p, pr, 2);
 }
 
 /* Only the TP stream outranks compute in the executor: a compressed
@@ -522,7 +516,12 @@ static void test_taco_fp32_payloads(void) {
       plan_load(PLANS_DIR "/../validation/plans/gpt-h4096-dp2-taco-shm.json", NULL, NULL, &p, &e), 0);
   schema_calibration c;
   CU_ASSERT_EQUAL_FATAL(schema_calibration_load(PLANS_DIR "/../../calibration/h200-shm.json", &c, &e), 0);
-  CU_ASSERT_FALSE(schema_has_coll(&c, "allreduce.taco128.fp32")); /* measured before the FP32 tables */
+  /* first as a file measured before the FP32 tables: hide them under a name nothing looks up */
+  for (int i = 0; i < c.n_colls; i++) {
+    char *fp32 = strstr(c.colls[i].name, ".fp32");
+    if (fp32) memcpy(fp32, ".none", 5);
+  }
+  CU_ASSERT_FALSE(schema_has_coll(&c, "allreduce.taco128.fp32"));
   plan_program prog = {0};
   CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
   const plan_op *dp = NULL;
