@@ -12,24 +12,6 @@
 #include "coll_direct_team.h"
 #include "coll_host.h"
 
-#define CK_CUDA(call)                                                                                        \
-  do {                                                                                                       \
-    cudaError_t ck_e_ = (call);                                                                              \
-    if (ck_e_ != cudaSuccess) return coll_set_error(__FILE__, __LINE__, #call, cudaGetErrorString(ck_e_));  \
-  } while (0)
-#define CK_NCCL(call)                                                                                        \
-  do {                                                                                                       \
-    ncclResult_t ck_r_ = (call);                                                                             \
-    if (ck_r_ != ncclSuccess) return coll_set_error(__FILE__, __LINE__, #call, ncclGetErrorString(ck_r_));  \
-  } while (0)
-#define CK_TACO(call)                                                                                        \
-  do {                                                                                                       \
-    if ((call) != 0) return coll_set_error(__FILE__, __LINE__, #call, taco_last_error());                   \
-  } while (0)
-#define CK(call)                                                                                             \
-  do {                                                                                                       \
-    if ((call) != 0) return -1;                                                                              \
-  } while (0)
 
 /* Per local rank. Pointers indexed by rank: [me] is our own. */
 typedef struct {

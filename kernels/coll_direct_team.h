@@ -8,6 +8,27 @@
 /* Records "file:line: what: why" as coll_last_error(); returns -1. */
 int coll_set_error(const char *file, int line, const char *what, const char *why);
 
+/* Checked calls of the collectives' C files: a failure records where and why
+ * (coll_last_error) and returns -1 from the calling function. */
+#define CK_CUDA(call)                                                                                        \
+  do {                                                                                                       \
+    cudaError_t ck_e_ = (call);                                                                              \
+    if (ck_e_ != cudaSuccess) return coll_set_error(__FILE__, __LINE__, #call, cudaGetErrorString(ck_e_));  \
+  } while (0)
+#define CK_NCCL(call)                                                                                        \
+  do {                                                                                                       \
+    ncclResult_t ck_r_ = (call);                                                                             \
+    if (ck_r_ != ncclSuccess) return coll_set_error(__FILE__, __LINE__, #call, ncclGetErrorString(ck_r_));  \
+  } while (0)
+#define CK_TACO(call)                                                                                        \
+  do {                                                                                                       \
+    if ((call) != 0) return coll_set_error(__FILE__, __LINE__, #call, taco_last_error());                   \
+  } while (0)
+#define CK(call)                                                                                             \
+  do {                                                                                                       \
+    if ((call) != 0) return -1;                                                                              \
+  } while (0)
+
 /* 1: this call takes the direct path; 0: the NCCL path; -1: error (ON but
  * not possible). bytes: uncompressed size of the message (not used now:
  * AUTO takes the direct path at every size). Collective on the first call

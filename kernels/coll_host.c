@@ -20,11 +20,6 @@
 #include "coll_direct_team.h"
 #include "coll_host.h"
 
-#define CK_CUDA(call)                                                                                        \
-  do {                                                                                                       \
-    cudaError_t ck_e_ = (call);                                                                              \
-    if (ck_e_ != cudaSuccess) return coll_set_error(__FILE__, __LINE__, #call, cudaGetErrorString(ck_e_));  \
-  } while (0)
 
 static size_t whole_pages(size_t bytes) {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);

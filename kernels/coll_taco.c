@@ -32,24 +32,6 @@ int coll_set_error(const char *file, int line, const char *what, const char *why
 }
 #define coll_fail coll_set_error
 
-#define CK_CUDA(call)                                                                                        \
-  do {                                                                                                       \
-    cudaError_t ck_e_ = (call);                                                                              \
-    if (ck_e_ != cudaSuccess) return coll_fail(__FILE__, __LINE__, #call, cudaGetErrorString(ck_e_));       \
-  } while (0)
-#define CK_NCCL(call)                                                                                        \
-  do {                                                                                                       \
-    ncclResult_t ck_r_ = (call);                                                                             \
-    if (ck_r_ != ncclSuccess) return coll_fail(__FILE__, __LINE__, #call, ncclGetErrorString(ck_r_));       \
-  } while (0)
-#define CK_TACO(call)                                                                                        \
-  do {                                                                                                       \
-    if ((call) != 0) return coll_fail(__FILE__, __LINE__, #call, taco_last_error());                        \
-  } while (0)
-#define CK(call)                                                                                             \
-  do {                                                                                                       \
-    if ((call) != 0) return -1;                                                                              \
-  } while (0)
 
 size_t coll_dtype_bytes(taco_dtype dt) { return dt == TACO_DTYPE_FP32 ? 4 : 2; }
 
