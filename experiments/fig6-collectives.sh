@@ -4,21 +4,25 @@
 # sockets over loopback, by `tacorun bench-comm` (runtime/bench_comm_all.sh;
 # the tables runtime/results/bench-comm-{nvlink,shm,socket}.dat, described in
 # runtime/RESULTS-comm.md): speedup = NCCL BF16 time / compressed time at the
-# same BF16 size, TACO G=128 (codec kernels included).
+# same BF16 size, TACO G=128 (codec kernels included). NVLink and shm rows are
+# the direct paths the library takes by default (rounds 4 and 5).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 out="$DATA/fig6-collectives.dat"
 drawn=""
 {
-  echo "# measured speedup of TACO G=128 collectives over NCCL BF16, 2 x H200 (from runtime/results/bench-comm-<transport>.dat; NVLink: round4-final-nvlink.dat, direct path)"
+  echo "# measured speedup of TACO G=128 collectives over NCCL BF16, 2 x H200 (from runtime/results/bench-comm-<transport>.dat; NVLink: round4-final-nvlink.dat, direct path; shm: round5-final-shm.dat, host-memory path, but send/recv)"
   for t in nvlink shm socket; do
-    src="$ROOT/runtime/results/bench-comm-$t.dat" codec=taco
-    # NVLink: round 4's table, whose direct rows are the path the library takes there by default
-    if [ "$t" = nvlink ] && [ -f "$ROOT/runtime/results/round4-final-nvlink.dat" ]; then
-      src="$ROOT/runtime/results/round4-final-nvlink.dat" codec=taco-direct
-    fi
     for c in allreduce allgather reducescatter sendrecv; do
+      src="$ROOT/runtime/results/bench-comm-$t.dat" codec=taco
+      # the direct rows of rounds 4 (NVLink) and 5 (shm: pinned host staging) are the paths the
+      # library takes there by default; send/recv through shm still takes NCCL
+      if [ "$t" = nvlink ] && [ -f "$ROOT/runtime/results/round4-final-nvlink.dat" ]; then
+        src="$ROOT/runtime/results/round4-final-nvlink.dat" codec=taco-direct
+      elif [ "$t" = shm ] && [ "$c" != sendrecv ] && [ -f "$ROOT/runtime/results/round5-final-shm.dat" ]; then
+        src="$ROOT/runtime/results/round5-final-shm.dat" codec=taco-direct
+      fi
       echo "# $t $c: bytes nccl_us taco_us speedup"
       if [ -f "$src" ]; then
         awk -v c="$c" -v codec="$codec" '/^# op: / { op = $3; next } /^#/ { next }
@@ -45,7 +49,7 @@ set logscale y
 set yrange [0.1:10]
 set ylabel "speedup over NCCL"
 do for [t=0:2] {
-  set title word("NVLink(direct) shared-memory socket", t+1)
+  set title word("NVLink(direct) shared-memory(host-path) socket", t+1)
   plot 1 notitle lc rgb "black" dt 2, \
     "$out" index 4*t+0 using 1:4 with linespoints lw 2 pt 7 title "all-reduce (one- or two-shot, the faster)", \
     "" index 4*t+1 using 1:4 with linespoints lw 2 pt 5 title "all-gather", \
