@@ -39,6 +39,7 @@ struct coll_direct {
   int ipc;   /* peers live in other processes */
   int host;  /* 1: staging and flags in pinned host memory (coll_host.h), 0: GPU memory over NVLink */
   unsigned long long seq, calls;
+  unsigned long long pipe_calls; /* calls that ran the pipelined two-shot all-reduce */
   size_t half; /* bytes of one parity half of every rank's staging */
   direct_rank d[COLL_MAX_LOCAL];
 };
@@ -81,6 +82,8 @@ const char *coll_direct_fault(void) {
   }
   return NULL;
 }
+
+unsigned long long coll_direct_pipe_calls(const struct coll_direct *d) { return d ? d->pipe_calls : 0; }
 
 int coll_team_set_timeout(coll_team *t, double seconds) {
   if (!(seconds > 0)) return coll_set_error(__FILE__, __LINE__, "coll_team_set_timeout", "must be > 0");
@@ -957,6 +960,132 @@ static int sendrecv_phase(call *c, int i, const void *send, void *recv, size_t e
   return decode(c, i, c->half[i][me] + (size_t)peer * stride, 1, e, recv, r->stream, 0);
 }
 
+/* ---- the pipelined two-shot all-reduce (TACO_DIRECT_AR=pipe) -------------- */
+
+/* TACO_DIRECT_AR=whole|pipe selects how the two-shot all-reduce over NVLink
+ * runs (read at every call, so one process can compare both):
+ *   whole (the default): two_shot_phase above, the message as one piece;
+ *   pipe: the message cut into K pieces (TACO_DIRECT_AR_PIECES, 2..4, default
+ *     COLL_DIRECT_AR_PIECES_DEFAULT), each a two-shot all-reduce of its own,
+ *     enqueued so that piece k's decode-sum-encode into the peers runs while
+ *     piece k + 1's encodes are still crossing NVLink, and piece k's final
+ *     decode while piece k + 1's reduced block is pushed; signals and waits
+ *     are separate kernels (a piece waits only for its own signal).
+ * TACO_DIRECT_AR_OWN=dup|copy: how the own reduced segment reaches the peers
+ * in pipe mode: dup (default) = decode-sum-encode once into every peer's
+ * region B (main stream) and once more into our own (side stream, then
+ * decoded there), as the whole variant does; copy = decode-sum-encode once
+ * into our own region B, then the copy engine pushes that block into the
+ * peers (side stream) while the SMs go on with the next piece.
+ * Pipe mode runs only where every piece splits into whole 16-group blocks
+ * and the buffers are 16-byte aligned (no bounce copies); other calls run whole.
+ * Not the default: measured on 2 x H200 (runtime/RESULTS-comm.md round 6) it
+ * loses at 16 and 64 MiB (64 MiB: whole 183-185 us, pipe 2 pieces dup 217,
+ * copy 193-194, 4 pieces dup 290: every piece adds host enqueue and flag
+ * kernels) and wins only from 256 MiB with copy (587-594 vs 660-667 us). */
+#define COLL_DIRECT_AR_PIECES_DEFAULT 2
+
+typedef struct {
+  int pipe;   /* 0: whole, 1: pipe */
+  int pieces; /* K */
+  int copy;   /* own reduced block pushed by the copy engine */
+} ar_variant;
+
+static int ar_variant_of(ar_variant *v) {
+  memset(v, 0, sizeof *v);
+  const char *m = getenv("TACO_DIRECT_AR");
+  if (m && strcmp(m, "whole") && strcmp(m, "pipe"))
+    return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR", "must be whole or pipe");
+  v->pipe = m && !strcmp(m, "pipe");
+  v->pieces = COLL_DIRECT_AR_PIECES_DEFAULT;
+  const char *k = getenv("TACO_DIRECT_AR_PIECES");
+  if (k) {
+    v->pieces = atoi(k);
+    if (v->pieces < 2 || v->pieces > COLL_EVENT_SLOTS)
+      return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR_PIECES", "must be 2..4 (event slots)");
+  }
+  const char *o = getenv("TACO_DIRECT_AR_OWN");
+  if (o && strcmp(o, "dup") && strcmp(o, "copy"))
+    return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR_OWN", "must be dup or copy");
+  v->copy = o && !strcmp(o, "copy");
+  return 0;
+}
+
+/* Pipe mode applies: every piece's segment is whole blocks of 16 groups
+ * (wire offsets stay 16-byte aligned, no padding) and the buffers are aligned. */
+static int pipe_fits(const coll_team *t, const ar_variant *v, size_t count, int group, const void *const *send,
+                     void *const *recv) {
+  size_t unit = (size_t)v->pieces * (size_t)t->nranks * 16u * (size_t)group;
+  if (!v->pipe || t->direct->host || count % unit) return 0;
+  for (int i = 0; i < t->nlocal; i++)
+    if (!aligned16(send[i]) || !aligned16(recv[i])) return 0;
+  return 1;
+}
+
+/* Piece k of K: elements [k P, (k + 1) P), P = count / K; rank p's segment of
+ * it: S = P / n elements from k P + p S. Staging (same size as whole): region
+ * A piece k at k n W (W = wire bytes of S), slot p at + p W; region B the same
+ * from sz.region_a. Sequence numbers: seq0 + k (piece k's encodes arrived),
+ * seq0 + K + k (piece k's reduced blocks arrived). Phases (coll_direct.c,
+ * "Enqueue order"): 0 encodes and signals, 1 waits, decode-sum-encodes and
+ * signals, 2 waits and decodes. */
+static int pipe_phase(call *c, int i, const ar_variant *v, const void *send, void *recv, size_t count, int ph) {
+  coll_rank *r = &c->t->r[i];
+  direct_rank *d = &c->t->direct->d[i];
+  int n = c->t->nranks, me = r->rank, g = c->group, K = v->pieces;
+  size_t P = count / (size_t)K, S = P / (size_t)n, W = coll_wire_bytes(S, g), es = c->es;
+  const unsigned char *x = send;
+  unsigned char *y = recv;
+#define A_SLOT(rank, k, p) (c->half[i][rank] + ((size_t)(k) * n + (size_t)(p)) * W)
+#define B_SLOT(rank, k, p) (c->half[i][rank] + c->sz.region_a + ((size_t)(k) * n + (size_t)(p)) * W)
+#define ELEM(k, p) (((size_t)(k) * P + (size_t)(p) * S) * es)
+  if (ph == 0) {
+    CK(fork_side(c, i));
+    for (int k = 0; k < K; k++) {
+      for (int p = 0; p < n; p++)
+        if (p != me) CK(encode(c, i, x + ELEM(k, p), S, A_SLOT(p, k, me), r->stream));
+      CK(encode(c, i, x + ELEM(k, me), S, A_SLOT(me, k, me), r->codec_stream));
+      CK_CUDA(cudaEventRecord(d->ev_own[k], r->codec_stream));
+      CK(flags_on(c, i, -1, -2, c->seq0 + (unsigned long long)k, r->stream));
+    }
+    return 0;
+  }
+  if (ph == 1) {
+    for (int k = 0; k < K; k++) {
+      CK(flags_on(c, i, -2, -1, c->seq0 + (unsigned long long)k, r->stream));
+      CK_CUDA(cudaStreamWaitEvent(r->stream, d->ev_own[k], 0));
+      if (v->copy) {
+        CK_TACO(taco_decode_sum_encode(A_SLOT(me, k, 0), n, S, c->o->taco, B_SLOT(me, k, me), (void *)r->stream));
+        CK_CUDA(cudaEventRecord(d->ev_chunk[k], r->stream));
+        CK_CUDA(cudaStreamWaitEvent(r->codec_stream, d->ev_chunk[k], 0));
+        for (int p = 0; p < n; p++)
+          if (p != me)
+            CK_CUDA(cudaMemcpyAsync(B_SLOT(p, k, me), B_SLOT(me, k, me), W, cudaMemcpyDefault, r->codec_stream));
+        CK(flags_on(c, i, -1, -2, c->seq0 + (unsigned long long)(K + k), r->codec_stream));
+      } else {
+        CK_CUDA(cudaEventRecord(d->ev_chunk[k], r->stream));
+        for (int p = 0; p < n; p++)
+          if (p != me)
+            CK_TACO(taco_decode_sum_encode(A_SLOT(me, k, 0), n, S, c->o->taco, B_SLOT(p, k, me), (void *)r->stream));
+        CK(flags_on(c, i, -1, -2, c->seq0 + (unsigned long long)(K + k), r->stream));
+        CK_CUDA(cudaStreamWaitEvent(r->codec_stream, d->ev_chunk[k], 0));
+        CK_TACO(taco_decode_sum_encode(A_SLOT(me, k, 0), n, S, c->o->taco, B_SLOT(me, k, me), (void *)r->codec_stream));
+      }
+      CK(decode(c, i, B_SLOT(me, k, me), 1, S, y + ELEM(k, me), r->codec_stream, 1));
+    }
+    return 0;
+  }
+  for (int k = 0; k < K; k++) {
+    CK(flags_on(c, i, -2, -1, c->seq0 + (unsigned long long)(K + k), r->stream));
+    for (int p = 0; p < n; p++)
+      if (p != me) CK(decode(c, i, B_SLOT(me, k, p), 1, S, y + ELEM(k, p), r->stream, 0));
+  }
+  return join_side(c, i);
+#undef A_SLOT
+#undef B_SLOT
+#undef ELEM
+}
+
 int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *const *recv, const int *send_peer,
                     const int *recv_peer, size_t count, const coll_opts *o) {
   (void)send_peer;
@@ -995,18 +1124,23 @@ int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *con
   c.seq0 = D->seq + 1;
   int chunked = op == COLL_OP_ALLGATHER || op == COLL_OP_REDUCESCATTER || one;
   if (chunked) CK(chunk_layout(t, &c.l, op, count, n, o));
+  ar_variant v;
+  CK(ar_variant_of(&v));
+  int piped = op == COLL_OP_ALLREDUCE && !one && !c.plain && pipe_fits(t, &v, count, c.group, send, recv);
   if (op != COLL_OP_ALLGATHER && op != COLL_OP_REDUCESCATTER && op != COLL_OP_ALLREDUCE && op != COLL_OP_SENDRECV)
     return coll_set_error(__FILE__, __LINE__, "coll_direct_run", "op has no direct path");
   /* phases and sequence numbers of this call */
   int phases = chunked ? 2 * (int)c.l.nchunks + 1 : op == COLL_OP_SENDRECV ? 2 : 3;
-  unsigned long long used = chunked ? c.l.nchunks : op == COLL_OP_SENDRECV ? 1 : 2;
+  unsigned long long used = chunked ? c.l.nchunks : op == COLL_OP_SENDRECV ? 1 : piped ? 2 * (unsigned)v.pieces : 2;
   for (int ph = 0; ph < phases; ph++)
     for (int i = 0; i < t->nlocal; i++) {
       CK_CUDA(cudaSetDevice(t->r[i].device));
       if (chunked) CK(chunked_phase(&c, i, op, send[i], recv[i], count, ph));
+      else if (piped) CK(pipe_phase(&c, i, &v, send[i], recv[i], count, ph));
       else if (op == COLL_OP_SENDRECV) CK(sendrecv_phase(&c, i, send[i], recv[i], count, ph));
       else CK(two_shot_phase(&c, i, send[i], recv[i], count, ph));
     }
   D->seq = c.seq0 + used - 1;
+  if (piped) D->pipe_calls++;
   return 0;
 }

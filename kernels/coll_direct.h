@@ -39,6 +39,10 @@
  *   all-reduce, two-shot: reduce-scatter as above, but decode-sum-encode the
  *                    own segment into region B slot me of every rank; flags;
  *                    decode the n slots of region B.
+ *   all-reduce, two-shot pipelined (TACO_DIRECT_AR=pipe, not the default): the
+ *                    message cut into 2..4 pieces, each a two-shot as above with
+ *                    its own sequence numbers, so that piece k's decode-sum-encode
+ *                    overlaps piece k + 1's encodes (coll_direct.c says which calls).
  *   send/recv (only when asked for, COLL_DIRECT_ON, two ranks exchanging):
  *                    encode into the peer's slot me; flags; decode.
  * No chunking: the whole message is one block per slot. Odd sizes and
@@ -84,6 +88,12 @@ typedef struct {
 /* One tiny kernel on `stream`: fence, signal every peer in a->signal, wait for
  * every word in a->wait to reach a->seq (bounded). Returns a cudaError_t. */
 int coll_direct_flags_launch(const coll_direct_flag_args *a, cudaStream_t stream);
+
+/* Calls of a team's direct path that ran the pipelined two-shot all-reduce
+ * (TACO_DIRECT_AR=pipe, coll_direct.c), so a test can tell that the variant
+ * ran and did not fall back; 0 for NULL (a team never set up). */
+struct coll_direct;
+unsigned long long coll_direct_pipe_calls(const struct coll_direct *d);
 
 /* The first fault any live team recorded ("rank r: peer p did not signal
  * ..."), or NULL. Cheap (reads host memory); rt_nccl_wait polls it. */

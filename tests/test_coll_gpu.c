@@ -8,7 +8,9 @@
  * (default 1 GiB). TEST_COLL_HOST=1 runs the direct cases on the host-memory
  * flavour (kernels/coll_host.h; sets TACO_HOST=on before the set-up), and the
  * uncompressed direct path (codec NONE, direct ON) is checked as well, with
- * the plain sum kernel against its C reference bit for bit. */
+ * the plain sum kernel against its C reference bit for bit. The direct
+ * two-shot all-reduce runs first in each TACO_DIRECT_AR variant;
+ * TEST_COLL_ONLY=direct-allreduce runs only those cases. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include <stdint.h>
 
 #include "coll_check.h"
+#include "coll_direct.h"
 #include "coll_host.h"
 #include "coll_taco.h"
 #include "rt_nccl.h"
@@ -41,6 +44,63 @@ static int run_case(rt_nccl *w, coll_team *t, rt_coll_bufs *b, const rt_coll_cal
          label, r.max_group_rel, bound, r.rel_l2, r.nonfinite, r.unwritten);
   fflush(stdout);
   return 0;
+}
+
+/* The direct two-shot all-reduce in each of its variants (kernels/coll_direct.c,
+ * TACO_DIRECT_AR / _PIECES / _OWN, read at every call): sizes where the
+ * pipelined one applies (checked to have run: coll_direct_pipe_calls grows)
+ * and odd sizes where it falls back to the whole one; in and out of place;
+ * G = 32 and 512 at one size. Returns 1 after an NCCL/CUDA error. */
+static int check_direct_allreduce_variants(rt_nccl *w, coll_team *t, rt_coll_bufs *b, size_t max_bytes) {
+  static const struct {
+    const char *mode, *pieces, *own;
+  } vs[] = {{"whole", NULL, NULL}, {"pipe", "2", "dup"}, {"pipe", "2", "copy"}, {"pipe", "4", "dup"}, {"pipe", "4", "copy"}};
+  const size_t sizes[] = {1 << 20, (1 << 20) + 2 * 7, 17 * (1 << 20) + 2 * 333, 16 << 20, 64 << 20, 256 << 20};
+  const int groups[] = {128, 32, 512};
+  int dead = 0;
+  for (size_t vi = 0; vi < sizeof vs / sizeof *vs && !dead; vi++) {
+    setenv("TACO_DIRECT_AR", vs[vi].mode, 1);
+    if (vs[vi].pieces) setenv("TACO_DIRECT_AR_PIECES", vs[vi].pieces, 1);
+    else unsetenv("TACO_DIRECT_AR_PIECES");
+    if (vs[vi].own) setenv("TACO_DIRECT_AR_OWN", vs[vi].own, 1);
+    else unsetenv("TACO_DIRECT_AR_OWN");
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes && !dead; si++)
+      for (size_t gi = 0; gi < sizeof groups / sizeof *groups && !dead; gi++)
+        for (int inplace = 0; inplace < 2 && !dead; inplace++) {
+          size_t bytes = sizes[si];
+          if (bytes > max_bytes || (gi && si)) continue; /* other groups at 1 MiB only */
+          rt_coll_call c;
+          memset(&c, 0, sizeof c);
+          c.op = COLL_OP_ALLREDUCE;
+          c.inplace = inplace;
+          c.count = bytes / 2;
+          coll_opts o = coll_opts_default();
+          o.min_bytes = 0;
+          o.taco.group = groups[gi];
+          o.allreduce = COLL_ALLREDUCE_TWO_SHOT;
+          o.direct = COLL_DIRECT_ON;
+          unsigned long long before = coll_direct_pipe_calls(t->direct);
+          /* pipe applies when every piece is whole 16-group blocks per rank */
+          size_t unit = (size_t)(vs[vi].pieces ? atoi(vs[vi].pieces) : 1) * (size_t)w->nranks * 16u * (size_t)groups[gi];
+          int expect_pipe = !strcmp(vs[vi].mode, "pipe") && c.count % unit == 0;
+          char label[160];
+          snprintf(label, sizeof label, "allreduce %zu B G=%d %s DIRECT two-shot %s%s%s%s%s", bytes, groups[gi],
+                   inplace ? "in-place" : "out-of-place", vs[vi].mode, vs[vi].pieces ? " pieces " : "",
+                   vs[vi].pieces ? vs[vi].pieces : "", vs[vi].own ? " own " : "", vs[vi].own ? vs[vi].own : "");
+          if (run_case(w, t, b, &c, &o, label)) dead = 1;
+          unsigned long long after = coll_direct_pipe_calls(t->direct);
+          if (!dead && (after > before) != expect_pipe) {
+            checks++;
+            failures++;
+            printf("FAIL %s: pipelined calls %llu -> %llu, expected %s\n", label, before, after,
+                   expect_pipe ? "the pipelined variant" : "the whole one");
+          }
+        }
+  }
+  unsetenv("TACO_DIRECT_AR");
+  unsetenv("TACO_DIRECT_AR_PIECES");
+  unsetenv("TACO_DIRECT_AR_OWN");
+  return dead;
 }
 
 /* coll_host_sum on the GPU equals coll_host_sum_ref bit for bit (k blocks,
@@ -124,6 +184,14 @@ int main(void) {
          "");
   if (check_host_sum(w.devices[0])) return 1;
   int n = w.nranks;
+  /* TEST_COLL_ONLY=direct-allreduce: only the direct two-shot all-reduce variants */
+  const char *only = getenv("TEST_COLL_ONLY");
+  if (only && strcmp(only, "direct-allreduce")) {
+    printf("test_coll_gpu: TEST_COLL_ONLY must be direct-allreduce\n");
+    return 2;
+  }
+  int dead = direct && !(host_env && atoi(host_env) == 1) ? check_direct_allreduce_variants(&w, &t, &b, max_bytes) : 0;
+  if (only && !direct) printf("test_coll_gpu: TEST_COLL_ONLY=direct-allreduce without a direct path: nothing checked\n");
   /* Total uncompressed BF16 bytes of the message; odd ones are not
    * multiples of any group nor of the rank count. */
   const size_t sizes[] = {1024, 1024 + 6, 3 * 2 * 128 * 5 + 14, (1 << 20) + 2 * 7, 17 * (1 << 20) + 2 * 333,
@@ -136,8 +204,7 @@ int main(void) {
    * (16 MiB: several chunks from 64 MiB) and in 256 KiB chunks; last, the
    * direct path uncompressed (all-gather, reduce-scatter, all-reduce). */
   const size_t chunks[] = {0, 256 << 10, 256 << 10, 0, 256 << 10, 0, 256 << 10, 256 << 10};
-  int dead = 0;
-  for (size_t si = 0; si < sizeof sizes / sizeof *sizes && !dead; si++) {
+  for (size_t si = 0; si < sizeof sizes / sizeof *sizes && !dead && !only; si++) {
     size_t bytes = sizes[si];
     if (bytes > max_bytes) continue;
     int big = bytes >= (256u << 20);
@@ -211,7 +278,7 @@ int main(void) {
   }
   /* Other codec settings at one odd size. */
   const int gs[] = {32, 64, 256, 512};
-  for (int gi = 0; gi < 4 && !dead; gi++)
+  for (int gi = 0; gi < 4 && !dead && !only; gi++)
     for (int fp8 = 0; fp8 < 2 && !dead; fp8++)
       for (int op = 0; op < COLL_OP_COUNT && !dead; op++)
         for (int on_direct = 0; on_direct <= direct && !dead; on_direct++) {
@@ -233,7 +300,7 @@ int main(void) {
         if (run_case(&w, &t, &b, &c, &o, label)) dead = 1;
       }
   /* The threshold: below it the call is plain NCCL, so the result is exact. */
-  if (!dead) {
+  if (!dead && !only) {
     rt_coll_call c;
     memset(&c, 0, sizeof c);
     c.op = COLL_OP_ALLGATHER;
