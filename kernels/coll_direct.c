@@ -960,12 +960,12 @@ static int sendrecv_phase(call *c, int i, const void *send, void *recv, size_t e
   return decode(c, i, c->half[i][me] + (size_t)peer * stride, 1, e, recv, r->stream, 0);
 }
 
-/* ---- the pipelined two-shot all-reduce (TACO_DIRECT_AR=pipe) -------------- */
+/* ---- the pipelined two-shot all-reduce (TACO_DIRECT_AR=pipe|copy) --------- */
 
-/* TACO_DIRECT_AR=whole|pipe selects how the two-shot all-reduce over NVLink
- * runs (read at every call, so one process can compare both):
+/* TACO_DIRECT_AR=whole|pipe|copy selects how the two-shot all-reduce over NVLink
+ * runs (read at every call, so one process can compare them):
  *   whole (the default): two_shot_phase above, the message as one piece;
- *   pipe: the message cut into K pieces (TACO_DIRECT_AR_PIECES, 2..4, default
+ *   pipe: the message cut into K pieces (TACO_DIRECT_AR_PIECES, 1..4, default
  *     COLL_DIRECT_AR_PIECES_DEFAULT), each a two-shot all-reduce of its own,
  *     enqueued so that piece k's decode-sum-encode into the peers runs while
  *     piece k + 1's encodes are still crossing NVLink, and piece k's final
@@ -977,12 +977,19 @@ static int sendrecv_phase(call *c, int i, const void *send, void *recv, size_t e
  * decoded there), as the whole variant does; copy = decode-sum-encode once
  * into our own region B, then the copy engine pushes that block into the
  * peers (side stream) while the SMs go on with the next piece.
+ * TACO_DIRECT_AR=copy (round 6b) = pipe with one piece and own=copy (the
+ * same as TACO_DIRECT_AR_PIECES=1 _OWN=copy): no pipeline, the reduced own
+ * segment is encoded locally once and the copy engine pushes it to the peers;
+ * with one piece our own block is decoded on the main stream beside that push.
  * Pipe mode runs only where every piece splits into whole 16-group blocks
  * and the buffers are 16-byte aligned (no bounce copies); other calls run whole.
  * Not the default: measured on 2 x H200 (runtime/RESULTS-comm.md round 6) it
  * loses at 16 and 64 MiB (64 MiB: whole 183-185 us, pipe 2 pieces dup 217,
  * copy 193-194, 4 pieces dup 290: every piece adds host enqueue and flag
- * kernels) and wins only from 256 MiB with copy (587-594 vs 660-667 us). */
+ * kernels) and wins only from 256 MiB with copy (587-594 vs 660-667 us).
+ * copy (one piece, round 6b) wins from 64 MiB: 171-173 us vs whole 184-185,
+ * 256 MiB 576-588 vs 660-667, but loses at 16 MiB (70-71 vs 65-67 us); kept
+ * off by default because the shipped calibration files time whole. */
 #define COLL_DIRECT_AR_PIECES_DEFAULT 2
 
 typedef struct {
@@ -994,15 +1001,21 @@ typedef struct {
 static int ar_variant_of(ar_variant *v) {
   memset(v, 0, sizeof *v);
   const char *m = getenv("TACO_DIRECT_AR");
-  if (m && strcmp(m, "whole") && strcmp(m, "pipe"))
-    return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR", "must be whole or pipe");
+  if (m && strcmp(m, "whole") && strcmp(m, "pipe") && strcmp(m, "copy"))
+    return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR", "must be whole, pipe or copy");
+  if (m && !strcmp(m, "copy")) { /* one piece, own block by the copy engine; _PIECES and _OWN not read */
+    v->pipe = 1;
+    v->pieces = 1;
+    v->copy = 1;
+    return 0;
+  }
   v->pipe = m && !strcmp(m, "pipe");
   v->pieces = COLL_DIRECT_AR_PIECES_DEFAULT;
   const char *k = getenv("TACO_DIRECT_AR_PIECES");
   if (k) {
     v->pieces = atoi(k);
-    if (v->pieces < 2 || v->pieces > COLL_EVENT_SLOTS)
-      return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR_PIECES", "must be 2..4 (event slots)");
+    if (v->pieces < 1 || v->pieces > COLL_EVENT_SLOTS)
+      return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR_PIECES", "must be 1..4 (event slots)");
   }
   const char *o = getenv("TACO_DIRECT_AR_OWN");
   if (o && strcmp(o, "dup") && strcmp(o, "copy"))
@@ -1062,6 +1075,10 @@ static int pipe_phase(call *c, int i, const ar_variant *v, const void *send, voi
           if (p != me)
             CK_CUDA(cudaMemcpyAsync(B_SLOT(p, k, me), B_SLOT(me, k, me), W, cudaMemcpyDefault, r->codec_stream));
         CK(flags_on(c, i, -1, -2, c->seq0 + (unsigned long long)(K + k), r->codec_stream));
+        if (K == 1) { /* one piece: the SMs decode our block while the copy engine pushes it */
+          CK(decode(c, i, B_SLOT(me, k, me), 1, S, y + ELEM(k, me), r->stream, 1));
+          continue;
+        }
       } else {
         CK_CUDA(cudaEventRecord(d->ev_chunk[k], r->stream));
         for (int p = 0; p < n; p++)

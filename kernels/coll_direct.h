@@ -42,7 +42,9 @@
  *   all-reduce, two-shot pipelined (TACO_DIRECT_AR=pipe, not the default): the
  *                    message cut into 2..4 pieces, each a two-shot as above with
  *                    its own sequence numbers, so that piece k's decode-sum-encode
- *                    overlaps piece k + 1's encodes (coll_direct.c says which calls).
+ *                    overlaps piece k + 1's encodes (coll_direct.c says which calls);
+ *                    TACO_DIRECT_AR=copy: one piece, the reduced own segment
+ *                    encoded locally and pushed to the peers by the copy engine.
  *   send/recv (only when asked for, COLL_DIRECT_ON, two ranks exchanging):
  *                    encode into the peer's slot me; flags; decode.
  * No chunking: the whole message is one block per slot. Odd sizes and
@@ -90,7 +92,7 @@ typedef struct {
 int coll_direct_flags_launch(const coll_direct_flag_args *a, cudaStream_t stream);
 
 /* Calls of a team's direct path that ran the pipelined two-shot all-reduce
- * (TACO_DIRECT_AR=pipe, coll_direct.c), so a test can tell that the variant
+ * (TACO_DIRECT_AR=pipe or copy, coll_direct.c), so a test can tell that the variant
  * ran and did not fall back; 0 for NULL (a team never set up). */
 struct coll_direct;
 unsigned long long coll_direct_pipe_calls(const struct coll_direct *d);
