@@ -962,9 +962,11 @@ static int sendrecv_phase(call *c, int i, const void *send, void *recv, size_t e
 
 /* ---- the pipelined two-shot all-reduce (TACO_DIRECT_AR=pipe|copy) --------- */
 
-/* TACO_DIRECT_AR=whole|pipe|copy selects how the two-shot all-reduce over NVLink
- * runs (read at every call, so one process can compare them):
- *   whole (the default): two_shot_phase above, the message as one piece;
+/* TACO_DIRECT_AR=auto|whole|pipe|copy selects how the two-shot all-reduce over
+ * NVLink runs (read at every call, so one process can compare them):
+ *   auto (the default, or unset): copy (below) for messages of at least
+ *     COLL_DIRECT_AR_COPY_MIN_BYTES, whole under it;
+ *   whole: two_shot_phase above, the message as one piece;
  *   pipe: the message cut into K pieces (TACO_DIRECT_AR_PIECES, 1..4, default
  *     COLL_DIRECT_AR_PIECES_DEFAULT), each a two-shot all-reduce of its own,
  *     enqueued so that piece k's decode-sum-encode into the peers runs while
@@ -988,8 +990,8 @@ static int sendrecv_phase(call *c, int i, const void *send, void *recv, size_t e
  * copy 193-194, 4 pieces dup 290: every piece adds host enqueue and flag
  * kernels) and wins only from 256 MiB with copy (587-594 vs 660-667 us).
  * copy (one piece, round 6b) wins from 64 MiB: 171-173 us vs whole 184-185,
- * 256 MiB 576-588 vs 660-667, but loses at 16 MiB (70-71 vs 65-67 us); kept
- * off by default because the shipped calibration files time whole. */
+ * 256 MiB 576-588 vs 660-667, but loses at 16 MiB (70-71 vs 65-67 us): hence
+ * auto's threshold (the executor's TP2 messages of GPT h4096, 32 MiB, stay whole). */
 #define COLL_DIRECT_AR_PIECES_DEFAULT 2
 
 typedef struct {
@@ -998,12 +1000,14 @@ typedef struct {
   int copy;   /* own reduced block pushed by the copy engine */
 } ar_variant;
 
-static int ar_variant_of(ar_variant *v) {
+/* bytes: the message's size as bf16 (auto's choice). */
+static int ar_variant_of(ar_variant *v, size_t bytes) {
   memset(v, 0, sizeof *v);
   const char *m = getenv("TACO_DIRECT_AR");
-  if (m && strcmp(m, "whole") && strcmp(m, "pipe") && strcmp(m, "copy"))
-    return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR", "must be whole, pipe or copy");
-  if (m && !strcmp(m, "copy")) { /* one piece, own block by the copy engine; _PIECES and _OWN not read */
+  if (m && strcmp(m, "auto") && strcmp(m, "whole") && strcmp(m, "pipe") && strcmp(m, "copy"))
+    return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR", "must be auto, whole, pipe or copy");
+  if (!m || !strcmp(m, "auto")) m = bytes >= COLL_DIRECT_AR_COPY_MIN_BYTES ? "copy" : "whole";
+  if (!strcmp(m, "copy")) { /* one piece, own block by the copy engine; _PIECES and _OWN not read */
     v->pipe = 1;
     v->pieces = 1;
     v->copy = 1;
@@ -1142,7 +1146,7 @@ int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *con
   int chunked = op == COLL_OP_ALLGATHER || op == COLL_OP_REDUCESCATTER || one;
   if (chunked) CK(chunk_layout(t, &c.l, op, count, n, o));
   ar_variant v;
-  CK(ar_variant_of(&v));
+  CK(ar_variant_of(&v, count * 2)); /* bf16-equivalent bytes: the wire size follows the element count */
   int piped = op == COLL_OP_ALLREDUCE && !one && !c.plain && pipe_fits(t, &v, count, c.group, send, recv);
   if (op != COLL_OP_ALLGATHER && op != COLL_OP_REDUCESCATTER && op != COLL_OP_ALLREDUCE && op != COLL_OP_SENDRECV)
     return coll_set_error(__FILE__, __LINE__, "coll_direct_run", "op has no direct path");

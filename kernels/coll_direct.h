@@ -44,7 +44,8 @@
  *                    its own sequence numbers, so that piece k's decode-sum-encode
  *                    overlaps piece k + 1's encodes (coll_direct.c says which calls);
  *                    TACO_DIRECT_AR=copy: one piece, the reduced own segment
- *                    encoded locally and pushed to the peers by the copy engine.
+ *                    encoded locally and pushed to the peers by the copy engine
+ *                    (the default from COLL_DIRECT_AR_COPY_MIN_BYTES: auto).
  *   send/recv (only when asked for, COLL_DIRECT_ON, two ranks exchanging):
  *                    encode into the peer's slot me; flags; decode.
  * No chunking: the whole message is one block per slot. Odd sizes and
@@ -70,6 +71,12 @@ extern "C" {
 
 /* Ranks a direct team may have (one flag word per source rank). */
 #define COLL_DIRECT_MAX 8
+
+/* From this size (bf16 bytes of the message) the two-shot all-reduce over
+ * NVLink pushes its reduced own segment with the copy engine
+ * (TACO_DIRECT_AR=auto, coll_direct.c): measured on 2 x H200 (runtime/
+ * RESULTS-comm.md round 6b) it wins at 64 and 256 MiB, loses at 16 MiB. */
+#define COLL_DIRECT_AR_COPY_MIN_BYTES ((size_t)64 << 20)
 
 /* What a bounded wait found, in host-mapped memory (written by the GPU). */
 typedef struct {

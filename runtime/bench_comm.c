@@ -612,7 +612,7 @@ static int bench_comm_main(int argc, char **argv) {
     /* the direct two-shot all-reduce's variant (kernels/coll_direct.c), so raw files say which ran */
     const char *ar = getenv("TACO_DIRECT_AR"), *ark = getenv("TACO_DIRECT_AR_PIECES"), *aro = getenv("TACO_DIRECT_AR_OWN");
     printf("# direct two-shot all-reduce: TACO_DIRECT_AR=%s TACO_DIRECT_AR_PIECES=%s TACO_DIRECT_AR_OWN=%s\n",
-           ar ? ar : "(unset: whole)", ark ? ark : "(unset)", aro ? aro : "(unset)");
+           ar ? ar : "(unset: auto, copy from 64 MiB)", ark ? ark : "(unset)", aro ? aro : "(unset)");
     printf("# speedup = time(NCCL BF16) / time(codec) at the same uncompressed size; max_rel_err = max over "
            "groups of |out-ref|/|ref| (with --check)\n\n");
     fflush(stdout);

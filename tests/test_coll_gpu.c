@@ -47,7 +47,7 @@ static int run_case(rt_nccl *w, coll_team *t, rt_coll_bufs *b, const rt_coll_cal
 }
 
 /* The direct two-shot all-reduce in each of its variants (kernels/coll_direct.c,
- * TACO_DIRECT_AR=whole|pipe|copy / _PIECES / _OWN, read at every call): sizes where the
+ * TACO_DIRECT_AR=whole|pipe|copy|auto / _PIECES / _OWN, read at every call): sizes where the
  * pipelined one applies (checked to have run: coll_direct_pipe_calls grows)
  * and odd sizes where it falls back to the whole one; in and out of place;
  * G = 32 and 512 at one size. Returns 1 after an NCCL/CUDA error. */
@@ -56,7 +56,9 @@ static int check_direct_allreduce_variants(rt_nccl *w, coll_team *t, rt_coll_buf
     const char *mode, *pieces, *own;
   } vs[] = {{"whole", NULL, NULL}, {"pipe", "2", "dup"}, {"pipe", "2", "copy"}, {"pipe", "4", "dup"}, {"pipe", "4", "copy"},
           /* round 6b: one piece, own block by the copy engine; one piece duplicated */
-          {"copy", NULL, NULL}, {"pipe", "1", "dup"}};
+          {"copy", NULL, NULL}, {"pipe", "1", "dup"},
+          /* the default: copy from COLL_DIRECT_AR_COPY_MIN_BYTES, whole under it */
+          {"auto", NULL, NULL}};
   const size_t sizes[] = {1 << 20, (1 << 20) + 2 * 7, 17 * (1 << 20) + 2 * 333, 16 << 20, 64 << 20, 256 << 20};
   const int groups[] = {128, 32, 512};
   int dead = 0;
@@ -84,7 +86,8 @@ static int check_direct_allreduce_variants(rt_nccl *w, coll_team *t, rt_coll_buf
           unsigned long long before = coll_direct_pipe_calls(t->direct);
           /* pipe applies when every piece is whole 16-group blocks per rank */
           size_t unit = (size_t)(vs[vi].pieces ? atoi(vs[vi].pieces) : 1) * (size_t)w->nranks * 16u * (size_t)groups[gi];
-          int expect_pipe = strcmp(vs[vi].mode, "whole") && c.count % unit == 0;
+          int expect_pipe = strcmp(vs[vi].mode, "whole") && c.count % unit == 0 &&
+                            (strcmp(vs[vi].mode, "auto") || bytes >= COLL_DIRECT_AR_COPY_MIN_BYTES);
           char label[160];
           snprintf(label, sizeof label, "allreduce %zu B G=%d %s DIRECT two-shot %s%s%s%s%s", bytes, groups[gi],
                    inplace ? "in-place" : "out-of-place", vs[vi].mode, vs[vi].pieces ? " pieces " : "",
