@@ -156,6 +156,19 @@ static int only_keys(json_t *obj, const char *const *allowed, const char *file, 
 }
 
 #define MAX_US 1e9     /* 1000 s: no single op takes longer */
+/* Significant digits the writer keeps of a value that is not an integer. */
+#define WRITE_DIGITS 8
+
+/* A table's key (bytes, FLOPs) as the writer will write it: integers exactly,
+ * others to WRITE_DIGITS significant digits. Points are keyed by this value,
+ * so two that the written file could not tell apart are duplicates here too
+ * and a written file always loads again (found by fuzz_calibration). */
+static double as_written(double v) {
+  if (v == (double)(long long)v && v < 9e15) return v;
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.*g", WRITE_DIGITS, v);
+  return strtod(buf, NULL);
+}
 #define MAX_BYTES 1e15 /* 1 PB */
 
 static int load_gemm(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
@@ -218,6 +231,7 @@ static int load_kernels(json_t *root, const char *file, schema_calibration *c, t
           tsj_int_opt(pt, "group", 0, 1 << 20, 0, &group, file, p, e) ||
           tsj_real(pt, "us", 1e-3, MAX_US, &us, file, p, e))
         return -1;
+      x = as_written(x);
       const schema_kernel_table *t = NULL;
       for (int j = 0; j < c->n_kernels; j++)
         if (strcmp(c->kernels[j].name, name) == 0) t = &c->kernels[j];
@@ -289,6 +303,7 @@ static int load_collectives(json_t *root, const char *file, schema_calibration *
         if (only_keys(pt, keys, file, q, e) || tsj_real(pt, "bytes", 1, MAX_BYTES, &bytes, file, q, e) ||
             tsj_real(pt, "us", 1e-3, MAX_US, &us, file, q, e))
           return -1;
+        bytes = as_written(bytes);
         for (int j = 0; j < c->n_colls; j++)
           if (c->colls[j].nranks == nr && strcmp(c->colls[j].name, name) == 0)
             for (int k = 0; k < c->colls[j].n; k++)
@@ -437,7 +452,7 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
                           json_pack("{s:o,s:o}", "latency_us", num(c->fits[i].latency_us), "gbps", num(c->fits[i].gbps)));
     json_object_set_new(root, "fits", obj);
   }
-  int rc = json_dumpf(root, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
+  int rc = json_dumpf(root, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));
   fputc('\n', out);
   json_decref(root);
   if (rc || ferror(out)) return ts_fail_sys(e, "cannot write calibration");

@@ -67,6 +67,11 @@ static void test_malformed_rejected(void) {
       {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
        "\"measured_at\":\"m\",\"kernels\":{\"norm\":[]}}",
        "kernels.norm"},
+      /* two keys the writer (8 significant digits) could not tell apart: one point (fuzz_calibration) */
+      {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
+       "\"measured_at\":\"m\",\"kernels\":{\"attention\":[{\"flops\":1000000000.0,\"us\":10},"
+       "{\"flops\":1000000000.8,\"us\":2500}]}}",
+       "kernels.attention[1]: duplicate point"},
       {"{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","
        "\"measured_at\":\"m\",\"kernels\":{\"norm\":[{\"bytes\":1e300,\"us\":1}]}}",
        "kernels.norm[0].bytes"},
