@@ -964,8 +964,8 @@ static int sendrecv_phase(call *c, int i, const void *send, void *recv, size_t e
 
 /* TACO_DIRECT_AR=auto|whole|pipe|copy selects how the two-shot all-reduce over
  * NVLink runs (read at every call, so one process can compare them):
- *   auto (the default, or unset): copy (below) for messages of at least
- *     COLL_DIRECT_AR_COPY_MIN_BYTES, whole under it;
+ *   auto (the default, or unset): copy (below) for bf16 messages of at least
+ *     COLL_DIRECT_AR_COPY_MIN_BYTES, whole under it and for FP32 ones;
  *   whole: two_shot_phase above, the message as one piece;
  *   pipe: the message cut into K pieces (TACO_DIRECT_AR_PIECES, 1..4, default
  *     COLL_DIRECT_AR_PIECES_DEFAULT), each a two-shot all-reduce of its own,
@@ -1000,7 +1000,7 @@ typedef struct {
   int copy;   /* own reduced block pushed by the copy engine */
 } ar_variant;
 
-/* bytes: the message's size as bf16 (auto's choice). */
+/* bytes: the message's bf16 size (auto's choice; 0: whole). */
 static int ar_variant_of(ar_variant *v, size_t bytes) {
   memset(v, 0, sizeof *v);
   const char *m = getenv("TACO_DIRECT_AR");
@@ -1146,7 +1146,9 @@ int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *con
   int chunked = op == COLL_OP_ALLGATHER || op == COLL_OP_REDUCESCATTER || one;
   if (chunked) CK(chunk_layout(t, &c.l, op, count, n, o));
   ar_variant v;
-  CK(ar_variant_of(&v, count * 2)); /* bf16-equivalent bytes: the wire size follows the element count */
+  /* auto takes copy for bf16 messages only: the variant has been checked on the GPUs with bf16 buffers,
+   * not with FP32 ones (DP gradients keep the whole two-shot unless TACO_DIRECT_AR=copy asks) */
+  CK(ar_variant_of(&v, c.es == 2 ? count * 2 : 0));
   int piped = op == COLL_OP_ALLREDUCE && !one && !c.plain && pipe_fits(t, &v, count, c.group, send, recv);
   if (op != COLL_OP_ALLGATHER && op != COLL_OP_REDUCESCATTER && op != COLL_OP_ALLREDUCE && op != COLL_OP_SENDRECV)
     return coll_set_error(__FILE__, __LINE__, "coll_direct_run", "op has no direct path");

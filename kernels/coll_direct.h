@@ -72,7 +72,7 @@ extern "C" {
 /* Ranks a direct team may have (one flag word per source rank). */
 #define COLL_DIRECT_MAX 8
 
-/* From this size (bf16 bytes of the message) the two-shot all-reduce over
+/* From this size (bytes of a bf16 message) the two-shot all-reduce over
  * NVLink pushes its reduced own segment with the copy engine
  * (TACO_DIRECT_AR=auto, coll_direct.c): measured on 2 x H200 (runtime/
  * RESULTS-comm.md round 6b) it wins at 64 and 256 MiB, loses at 16 MiB. */
