@@ -716,20 +716,22 @@ static int pull(call *c, int i, size_t off, size_t stride, cudaStream_t st) {
   return 0;
 }
 
+/* `later` runs what is enqueued on it next after all that `first` has so far. */
+static int stream_after(cudaStream_t later, cudaStream_t first, cudaEvent_t ev) {
+  CK_CUDA(cudaEventRecord(ev, first));
+  CK_CUDA(cudaStreamWaitEvent(later, ev, 0));
+  return 0;
+}
+
+/* The side (codec) stream after the main stream, and back. */
 static int fork_side(call *c, int i) {
   coll_rank *r = &c->t->r[i];
-  direct_rank *d = &c->t->direct->d[i];
-  CK_CUDA(cudaEventRecord(d->ev_fork, r->stream));
-  CK_CUDA(cudaStreamWaitEvent(r->codec_stream, d->ev_fork, 0));
-  return 0;
+  return stream_after(r->codec_stream, r->stream, c->t->direct->d[i].ev_fork);
 }
 
 static int join_side(call *c, int i) {
   coll_rank *r = &c->t->r[i];
-  direct_rank *d = &c->t->direct->d[i];
-  CK_CUDA(cudaEventRecord(d->ev_join, r->codec_stream));
-  CK_CUDA(cudaStreamWaitEvent(r->stream, d->ev_join, 0));
-  return 0;
+  return stream_after(r->stream, r->codec_stream, c->t->direct->d[i].ev_join);
 }
 
 /* Signal `to` (or every peer when to < 0) and wait for `from` (or every peer). */

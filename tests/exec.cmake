@@ -14,28 +14,24 @@ if(TARGET ts_plan)
   add_test(NAME exec_walk COMMAND test_exec_walk WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
 
-# The fused causal attention (runtime/exec_flash.cu) against a float64 CPU
-# reference (CUDA, no CUnit: the GPU machine has none); exits 77 without a GPU.
+# The executor's GPU kernel tests against float64 CPU references (CUDA, no
+# CUnit: the GPU machine has none); each exits 77 without a GPU.
+#   exec_gpu_test(NAME SOURCE...): test_NAME built from tests/test_NAME.cu and
+#   the runtime/ SOURCEs it tests, ctest name NAME, labels gpu and nosan.
+function(exec_gpu_test name)
+  set(sources ${CMAKE_SOURCE_DIR}/tests/test_${name}.cu)
+  foreach(src ${ARGN})
+    list(APPEND sources ${CMAKE_SOURCE_DIR}/runtime/${src})
+  endforeach()
+  add_executable(test_${name} ${sources})
+  target_include_directories(test_${name} PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+  target_link_libraries(test_${name} PRIVATE ts_common CUDA::cudart m)
+  set_target_properties(test_${name} PROPERTIES CUDA_ARCHITECTURES 90)
+  add_test(NAME ${name} COMMAND test_${name})
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
+endfunction()
 if(TACOSIM_HAVE_GPU)
-  add_executable(test_exec_flash_gpu ${CMAKE_SOURCE_DIR}/tests/test_exec_flash_gpu.cu ${CMAKE_SOURCE_DIR}/runtime/exec_flash.cu)
-  target_include_directories(test_exec_flash_gpu PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
-  target_link_libraries(test_exec_flash_gpu PRIVATE ts_common CUDA::cudart m)
-  set_target_properties(test_exec_flash_gpu PROPERTIES CUDA_ARCHITECTURES 90)
-  add_test(NAME exec_flash_gpu COMMAND test_exec_flash_gpu)
-  set_tests_properties(exec_flash_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
-  # The one-kernel norm backward (runtime/exec_kernels.cu) against float64.
-  add_executable(test_exec_norm_gpu ${CMAKE_SOURCE_DIR}/tests/test_exec_norm_gpu.cu
-                 ${CMAKE_SOURCE_DIR}/runtime/exec_kernels.cu ${CMAKE_SOURCE_DIR}/runtime/rt_ops.cu)
-  target_include_directories(test_exec_norm_gpu PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
-  target_link_libraries(test_exec_norm_gpu PRIVATE ts_common CUDA::cudart m)
-  set_target_properties(test_exec_norm_gpu PROPERTIES CUDA_ARCHITECTURES 90)
-  add_test(NAME exec_norm_gpu COMMAND test_exec_norm_gpu)
-  set_tests_properties(exec_norm_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
-  # The vocabulary-parallel cross-entropy (both paths, TP 2 played on one GPU) against float64.
-  add_executable(test_exec_ce_gpu ${CMAKE_SOURCE_DIR}/tests/test_exec_ce_gpu.cu ${CMAKE_SOURCE_DIR}/runtime/exec_kernels.cu)
-  target_include_directories(test_exec_ce_gpu PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
-  target_link_libraries(test_exec_ce_gpu PRIVATE ts_common CUDA::cudart m)
-  set_target_properties(test_exec_ce_gpu PROPERTIES CUDA_ARCHITECTURES 90)
-  add_test(NAME exec_ce_gpu COMMAND test_exec_ce_gpu)
-  set_tests_properties(exec_ce_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
+  exec_gpu_test(exec_flash_gpu exec_flash.cu)                  # the fused causal attention
+  exec_gpu_test(exec_norm_gpu exec_kernels.cu rt_ops.cu)       # the one-kernel norm backward
+  exec_gpu_test(exec_ce_gpu exec_kernels.cu)                   # vocabulary-parallel cross-entropy, TP 2 on one GPU
 endif()

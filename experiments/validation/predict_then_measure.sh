@@ -49,26 +49,26 @@ pack_all() {
   ls -la "$OUT"
 }
 trap 'pack_all; exit 1' TERM INT
+# A failed calibration leaves the plans without costs: predict them with the
+# shipped file of that transport instead, and say so (the table is then not this call's).
+shipped_if_failed() { # shipped_if_failed TRANSPORT
+  [ -s "$CALIB/h200-$1.json" ] && return 0
+  cp "calibration/h200-$1.json" "$CALIB/" &&
+    echo "CALIBRATION FAILED for $1: predicting with the shipped calibration/h200-$1.json" >>"$OUT/summary.txt"
+}
 [ -z "${SKIP_CHECK:-}" ] && $V/exec_gpu.sh check
 if [ -n "${REUSE_CALIB:-}" ]; then
   cp "$REUSE_CALIB/h200-nvlink.json" "$REUSE_CALIB/h200-shm.json" "$CALIB/" &&
     echo "calibration: NVLink and shm files reused from $REUSE_CALIB" >>"$OUT/summary.txt"
 else
   OUT=$CALIB calibration/run_gpu.sh nvlink shm
-  # a failed calibration leaves the plans without costs: predict them with the
-  # shipped files instead, and say so (the table is then not this call's)
-  for t in nvlink shm; do
-    if [ ! -s "$CALIB/h200-$t.json" ]; then
-      cp "calibration/h200-$t.json" "$CALIB/" &&
-        echo "CALIBRATION FAILED for $t: predicting with the shipped calibration/h200-$t.json" >>"$OUT/summary.txt"
-    fi
-  done
+  shipped_if_failed nvlink
+  shipped_if_failed shm
 fi
 BUDGET=$(($(left) - 110)) $V/exec_gpu.sh predict timed-nvlink timed-shm
 if [ "$(left)" -gt 100 ]; then
   OUT=$CALIB COMPUTE_FROM=$CALIB/h200-nvlink.json CAL_SOCKET_S=$(($(left) - 45)) calibration/run_gpu.sh socket
-  [ -s "$CALIB/h200-socket.json" ] || { cp calibration/h200-socket.json "$CALIB/" &&
-    echo "CALIBRATION FAILED for socket: predicting with the shipped calibration/h200-socket.json" >>"$OUT/summary.txt"; }
+  shipped_if_failed socket
   BUDGET=$(($(left) - 30)) $V/exec_gpu.sh predict timed-socket
 else
   echo "socket stages skipped: $(left) s left of the deadline" >>"$OUT/summary.txt"
