@@ -165,6 +165,16 @@ static int env_host_mode(void) {
   return !strcmp(v, "off") || !strcmp(v, "0") ? 0 : 1;
 }
 
+/* One process drives all n GPUs: every rank's flag words are reachable by
+ * every other's pointer as they are; the team's direct state is ready. */
+static int wire_local_flags(coll_team *t, int n) {
+  struct coll_direct *D = t->direct;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) D->d[i].peer_flags[t->r[j].rank] = D->d[j].flags;
+  D->state = 1;
+  return 0;
+}
+
 /* Host-memory flavour: the flag words in pinned host memory every rank maps
  * (coll_host.h). One process per GPU: a shared-memory object per rank, names
  * exchanged, unlinked once every peer has mapped it. */
@@ -178,10 +188,7 @@ static int setup_host(coll_team *t) {
       CK(coll_host_alloc(&D->d[i].hflags, fbytes));
       D->d[i].flags = D->d[i].hflags.dev;
     }
-    for (int i = 0; i < n; i++)
-      for (int j = 0; j < n; j++) D->d[i].peer_flags[t->r[j].rank] = D->d[j].flags;
-    D->state = 1;
-    return 0;
+    return wire_local_flags(t, n);
   }
   coll_rank *r = &t->r[0];
   direct_rank *d = &D->d[0];
@@ -278,10 +285,7 @@ static int setup(coll_team *t) {
         else if (ce != cudaSuccess) return coll_set_error(__FILE__, __LINE__, "cudaDeviceEnablePeerAccess", cudaGetErrorString(ce));
       }
     }
-    for (int i = 0; i < n; i++)
-      for (int j = 0; j < n; j++) D->d[i].peer_flags[t->r[j].rank] = D->d[j].flags;
-    D->state = 1;
-    return 0;
+    return wire_local_flags(t, n);
   }
   /* one process per GPU: host, PCI bus id and the flags' IPC handle */
   coll_rank *r = &t->r[0];
