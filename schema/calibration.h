@@ -10,14 +10,24 @@
  *     "gemm": [ {"m":..,"n":..,"k":..,"us":..} ],
  *     "kernels": { "<name>": [ {"bytes":..,"group":..,"us":..} or {"flops":..,"us":..} ] },
  *     "collectives": { "<coll>[.taco<G>]": { "<nranks>": [ {"bytes":..,"us":..} ] } },
- *     "fits": { "<coll>.<nranks>": {"latency_us":..,"gbps":..} } }
+ *     "fits": { "<coll>.<nranks>": {"latency_us":..,"gbps":..} },
+ *     "clock": { "window_us":.., "points": [ {"duty":..,"period_us":..,
+ *                "gemm_speed":..,"mem_speed":..} ] } }       (optional)
  * <coll> is allreduce, allgather, reducescatter, alltoall or sendrecv; bytes of
  * a collective are the nccl-tests "size" (the whole buffer, bf16 payload even
  * for the compressed ".taco<G>" variants). Kernel tables are keyed by bytes
  * (memory-bound: taco_encode, taco_decode, taco_decode_sum_encode, caat_gather,
  * caat_scatter, elementwise, norm, optimizer, embedding, loss; bytes = bf16
  * input bytes for codec kernels, device-memory traffic otherwise) or by flops
- * (attention). */
+ * (attention).
+ * "clock" describes how the GPU's clocks follow its load: a kernel run back
+ * to back sits at the power cap, one that alternates with idle time runs at
+ * higher clocks. Each point is a GEMM (and a memory-bound kernel) run with
+ * the compute stream busy a fraction `duty` of every `period_us`; the speeds
+ * are the back-to-back time over the time measured there (> 1: faster).
+ * window_us is the time scale of the power controller: the simulator takes a
+ * kernel's duty over a window of that width around it. Points are written
+ * sorted by period, then duty. */
 #ifndef SCHEMA_CALIBRATION_H
 #define SCHEMA_CALIBRATION_H
 
@@ -64,6 +74,13 @@ typedef struct {
 } schema_fit;
 
 typedef struct {
+  double duty;       /* fraction of time the compute stream runs kernels, (0, 1] */
+  double period_us;  /* one busy + idle cycle */
+  double gemm_speed; /* reference GEMM time back to back / its time at this duty and period (> 0) */
+  double mem_speed;  /* the same for a memory-bound kernel (> 0) */
+} schema_clock_point;
+
+typedef struct {
   char path[512]; /* where it was loaded from ("" when built in memory) */
   char gpu[64], driver[32], cuda[16], nccl[16], transport[32], measured_at[40];
   char notes[512];
@@ -76,6 +93,9 @@ typedef struct {
   schema_coll_table *colls;
   int n_fits;
   schema_fit *fits;
+  double clock_window_us; /* 0 = no clock section */
+  int n_clock;
+  schema_clock_point *clock; /* sorted by (period_us, duty) */
 } schema_calibration;
 
 /* Strict loader: every field's presence, type and range checked, unknown keys
@@ -97,6 +117,10 @@ int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool 
 int schema_calibration_add_coll(schema_calibration *c, const char *name, int nranks, double bytes,
                                 double us);
 int schema_calibration_add_fit(schema_calibration *c, const char *name, double latency_us, double gbps);
+/* One point of the clock section; set c->clock_window_us (> 0) too, or the
+ * writer refuses the section. */
+int schema_calibration_add_clock(schema_calibration *c, double duty, double period_us, double gemm_speed,
+                                 double mem_speed);
 /* Sorts every table (the loader and writer call it). */
 void schema_calibration_sort(schema_calibration *c);
 
@@ -141,6 +165,12 @@ bool schema_has_coll(const schema_calibration *c, const char *name);
  * nranks, the nearest nranks' table is used through bus bandwidth (busbw is
  * ~independent of n on one fabric), with a warning. */
 int schema_lookup_coll(schema_lookup *l, const char *name, int nranks, double bytes, double *us, ts_err *e);
+
+/* Clock speeds at a compute duty (0, 1]: linear interpolation in duty over
+ * the points of the smallest measured period (the other periods only show
+ * that the window is right), clamped to that period's duty range. Without a
+ * clock section both speeds are 1. */
+void schema_clock_speed(const schema_calibration *c, double duty, double *gemm_speed, double *mem_speed);
 
 /* nccl-tests bus-bandwidth factor: 2(n-1)/n all-reduce, (n-1)/n all-gather,
  * reduce-scatter, all-to-all, 1 for sendrecv. `name` may carry a ".codec" suffix. */

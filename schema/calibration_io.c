@@ -84,6 +84,15 @@ int schema_calibration_add_fit(schema_calibration *c, const char *name, double l
   return 0;
 }
 
+int schema_calibration_add_clock(schema_calibration *c, double duty, double period_us, double gemm_speed,
+                                 double mem_speed) {
+  schema_clock_point *p = grow(c->clock, c->n_clock, sizeof *p);
+  if (!p) return -1;
+  c->clock = p;
+  c->clock[c->n_clock++] = (schema_clock_point){duty, period_us, gemm_speed, mem_speed};
+  return 0;
+}
+
 void schema_calibration_free(schema_calibration *c) {
   for (int i = 0; i < c->n_kernels; i++) free(c->kernels[i].pts);
   for (int i = 0; i < c->n_colls; i++) free(c->colls[i].pts);
@@ -91,6 +100,7 @@ void schema_calibration_free(schema_calibration *c) {
   free(c->kernels);
   free(c->colls);
   free(c->fits);
+  free(c->clock);
   memset(c, 0, sizeof *c);
 }
 
@@ -121,6 +131,11 @@ static int cmp_coll_table(const void *a, const void *b) {
   int s = strcmp(x->name, y->name);
   return s ? s : (x->nranks > y->nranks) - (x->nranks < y->nranks);
 }
+static int cmp_clock_point(const void *a, const void *b) {
+  const schema_clock_point *x = a, *y = b;
+  if (x->period_us != y->period_us) return x->period_us < y->period_us ? -1 : 1;
+  return (x->duty > y->duty) - (x->duty < y->duty);
+}
 static int cmp_fit(const void *a, const void *b) {
   return strcmp(((const schema_fit *)a)->name, ((const schema_fit *)b)->name);
 }
@@ -134,6 +149,7 @@ void schema_calibration_sort(schema_calibration *c) {
   if (c->n_kernels) qsort(c->kernels, (size_t)c->n_kernels, sizeof *c->kernels, cmp_kernel_table);
   if (c->n_colls) qsort(c->colls, (size_t)c->n_colls, sizeof *c->colls, cmp_coll_table);
   if (c->n_fits) qsort(c->fits, (size_t)c->n_fits, sizeof *c->fits, cmp_fit);
+  if (c->n_clock) qsort(c->clock, (size_t)c->n_clock, sizeof *c->clock, cmp_clock_point);
 }
 
 /* ---- loader ---- */
@@ -336,9 +352,53 @@ static int load_fits(json_t *root, const char *file, schema_calibration *c, ts_e
   return 0;
 }
 
+/* Speeds outside this range are not clocks: no GPU runs 1000x faster or slower. */
+#define MIN_SPEED 1e-3
+#define MAX_SPEED 1e3
+
+static int load_clock(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
+  json_t *obj = json_object_get(root, "clock");
+  if (!obj) return 0; /* optional: no clock model */
+  if (!json_is_object(obj)) return ts_fail(e, file, "clock", "must be an object");
+  static const char *const keys[] = {"window_us", "points", NULL};
+  double window;
+  if (only_keys(obj, keys, file, "clock", e) || tsj_real(obj, "window_us", 0, MAX_US, &window, file, "clock", e))
+    return -1;
+  if (!(window > 0)) return ts_fail(e, file, "clock.window_us", "must be > 0");
+  json_t *arr = json_object_get(obj, "points");
+  if (!arr) return ts_fail(e, file, "clock.points", "missing (an array is required)");
+  if (!json_is_array(arr)) return ts_fail(e, file, "clock.points", "must be an array");
+  if (json_array_size(arr) == 0) return ts_fail(e, file, "clock.points", "must not be empty");
+  static const char *const pkeys[] = {"duty", "period_us", "gemm_speed", "mem_speed", NULL};
+  size_t i;
+  json_t *pt;
+  json_array_foreach(arr, i, pt) {
+    char p[64];
+    snprintf(p, sizeof p, "clock.points[%zu]", i);
+    if (!json_is_object(pt)) return ts_fail(e, file, p, "must be an object");
+    double duty, period, gs, ms;
+    if (only_keys(pt, pkeys, file, p, e) || tsj_real(pt, "duty", 0, 1, &duty, file, p, e) ||
+        tsj_real(pt, "period_us", 0, MAX_US, &period, file, p, e) ||
+        tsj_real(pt, "gemm_speed", MIN_SPEED, MAX_SPEED, &gs, file, p, e) ||
+        tsj_real(pt, "mem_speed", MIN_SPEED, MAX_SPEED, &ms, file, p, e))
+      return -1;
+    char f[96];
+    if (!(duty > 0)) return ts_fail(e, file, (snprintf(f, sizeof f, "%s.duty", p), f), "must be > 0");
+    if (!(period > 0)) return ts_fail(e, file, (snprintf(f, sizeof f, "%s.period_us", p), f), "must be > 0");
+    duty = as_written(duty);
+    period = as_written(period);
+    for (int j = 0; j < c->n_clock; j++)
+      if (c->clock[j].duty == duty && c->clock[j].period_us == period)
+        return ts_fail(e, file, p, "duplicate point (duty %g, period_us %g)", duty, period);
+    if (schema_calibration_add_clock(c, duty, period, gs, ms)) return ts_fail_sys(e, "out of memory");
+  }
+  c->clock_window_us = window;
+  return 0;
+}
+
 static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
-                                     "derived", "notes", "gemm", "kernels", "collectives", "fits", NULL};
+                                     "derived", "notes", "gemm", "kernels", "collectives", "fits", "clock", NULL};
   if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
       tsj_string(root, "driver", c->driver, sizeof c->driver, file, "", e) ||
@@ -350,7 +410,7 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
       tsj_string_opt(root, "notes", "", c->notes, sizeof c->notes, file, "", e))
     return -1;
   if (load_gemm(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
-      load_fits(root, file, c, e))
+      load_fits(root, file, c, e) || load_clock(root, file, c, e))
     return -1;
   if (!c->n_gemm && !c->n_kernels && !c->n_colls)
     return ts_fail(e, file, NULL, "no tables: at least one of gemm, kernels, collectives is required");
@@ -451,6 +511,19 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
       json_object_set_new(obj, c->fits[i].name,
                           json_pack("{s:o,s:o}", "latency_us", num(c->fits[i].latency_us), "gbps", num(c->fits[i].gbps)));
     json_object_set_new(root, "fits", obj);
+  }
+  if (c->n_clock) {
+    if (!(c->clock_window_us > 0)) {
+      json_decref(root);
+      return ts_fail_sys(e, "calibration has clock points but no clock window (clock_window_us must be > 0)");
+    }
+    json_t *arr = json_array();
+    for (int i = 0; i < c->n_clock; i++) {
+      const schema_clock_point *q = &c->clock[i];
+      json_array_append_new(arr, json_pack("{s:o,s:o,s:o,s:o}", "duty", num(q->duty), "period_us", num(q->period_us),
+                                           "gemm_speed", num(q->gemm_speed), "mem_speed", num(q->mem_speed)));
+    }
+    json_object_set_new(root, "clock", json_pack("{s:o,s:o}", "window_us", num(c->clock_window_us), "points", arr));
   }
   int rc = json_dumpf(root, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));
   fputc('\n', out);

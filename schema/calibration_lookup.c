@@ -286,3 +286,26 @@ int schema_lookup_coll(schema_lookup *l, const char *name, int nranks, double by
   *us = v;
   return 0;
 }
+
+void schema_clock_speed(const schema_calibration *c, double duty, double *gemm_speed, double *mem_speed) {
+  *gemm_speed = *mem_speed = 1.0;
+  if (c->n_clock == 0) return;
+  double period = c->clock[0].period_us;
+  for (int i = 1; i < c->n_clock; i++)
+    if (c->clock[i].period_us < period) period = c->clock[i].period_us;
+  /* Neighbours in duty among that period's points (no order assumed: built in memory). */
+  const schema_clock_point *lo = NULL, *hi = NULL, *first = NULL, *last = NULL;
+  for (int i = 0; i < c->n_clock; i++) {
+    const schema_clock_point *q = &c->clock[i];
+    if (q->period_us != period) continue;
+    if (!first || q->duty < first->duty) first = q;
+    if (!last || q->duty > last->duty) last = q;
+    if (q->duty <= duty && (!lo || q->duty > lo->duty)) lo = q;
+    if (q->duty >= duty && (!hi || q->duty < hi->duty)) hi = q;
+  }
+  if (!lo) lo = hi = first; /* below the measured range: clamped */
+  if (!hi) lo = hi = last;  /* above it */
+  double f = hi->duty > lo->duty ? (duty - lo->duty) / (hi->duty - lo->duty) : 0.0;
+  *gemm_speed = lo->gemm_speed + f * (hi->gemm_speed - lo->gemm_speed);
+  *mem_speed = lo->mem_speed + f * (hi->mem_speed - lo->mem_speed);
+}

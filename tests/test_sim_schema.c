@@ -409,6 +409,174 @@ static void test_result_round_trip(void) {
   schema_result_free(&r);
 }
 
+/* ---- the optional clock section ---- */
+
+#define CAL_HEAD                                                                                              \
+  "{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"shm\","          \
+  "\"measured_at\":\"m\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1}]"
+
+static const char clock_cal[] = CAL_HEAD
+    ",\"clock\":{\"window_us\":2000,\"points\":["
+    "{\"duty\":1,\"period_us\":5000,\"gemm_speed\":1,\"mem_speed\":1},"
+    "{\"duty\":0.5,\"period_us\":500,\"gemm_speed\":1.25,\"mem_speed\":1.05},"
+    "{\"duty\":0.25,\"period_us\":500,\"gemm_speed\":1.35,\"mem_speed\":1.1},"
+    "{\"duty\":1,\"period_us\":500,\"gemm_speed\":1,\"mem_speed\":1},"
+    "{\"duty\":0.5,\"period_us\":5000,\"gemm_speed\":1.02,\"mem_speed\":1}]}}";
+
+/* Loads, sorted by period then duty; the writer writes it back the same. */
+static void test_clock_round_trip(void) {
+  schema_calibration a, b;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(clock_cal, strlen(clock_cal), "c.json", &a, &e), 0);
+  CU_ASSERT_EQUAL(a.clock_window_us, 2000.0);
+  CU_ASSERT_EQUAL_FATAL(a.n_clock, 5);
+  const double period[] = {500, 500, 500, 5000, 5000}, duty[] = {0.25, 0.5, 1, 0.5, 1};
+  for (int i = 0; i < 5; i++) {
+    CU_ASSERT_EQUAL(a.clock[i].period_us, period[i]);
+    CU_ASSERT_EQUAL(a.clock[i].duty, duty[i]);
+  }
+  CU_ASSERT_EQUAL(a.clock[0].gemm_speed, 1.35);
+  CU_ASSERT_EQUAL(a.clock[0].mem_speed, 1.1);
+  /* a point added in memory (tacorun calibrate) is written in order too */
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_clock(&a, 0.75, 200, 1.125, 1.0625), 0);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_write(&a, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"window_us\": 2000"));
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "rt.json", &b, &e), 0);
+  CU_ASSERT_EQUAL(b.clock_window_us, 2000.0);
+  CU_ASSERT_EQUAL_FATAL(b.n_clock, 6);
+  CU_ASSERT_EQUAL(b.clock[0].period_us, 200.0);
+  CU_ASSERT_EQUAL(b.clock[0].duty, 0.75);
+  for (int i = 0; i < 6; i++) {
+    CU_ASSERT_EQUAL(a.clock[i].duty, b.clock[i].duty);
+    CU_ASSERT_EQUAL(a.clock[i].period_us, b.clock[i].period_us);
+    CU_ASSERT_EQUAL(a.clock[i].gemm_speed, b.clock[i].gemm_speed);
+    CU_ASSERT_EQUAL(a.clock[i].mem_speed, b.clock[i].mem_speed);
+  }
+  free(buf);
+  schema_calibration_free(&b);
+  /* points without a window cannot be written (the file would not load) */
+  a.clock_window_us = 0;
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(schema_calibration_write(&a, f, &e), -1);
+  fclose(f);
+  free(buf);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "clock"));
+  schema_calibration_free(&a);
+  /* without the section nothing is written and nothing is set */
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(valid, strlen(valid), "v.json", &a, &e), 0);
+  CU_ASSERT_EQUAL(a.clock_window_us, 0.0);
+  CU_ASSERT_EQUAL(a.n_clock, 0);
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(schema_calibration_write(&a, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_PTR_NULL(strstr(buf, "clock"));
+  free(buf);
+  schema_calibration_free(&a);
+}
+
+/* Linear in duty over the smallest period's points, clamped to their range;
+ * speed 1 without a section. */
+static void test_clock_interpolation(void) {
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(clock_cal, strlen(clock_cal), "c.json", &c, &e), 0);
+  double g, m;
+  schema_clock_speed(&c, 0.5, &g, &m); /* a point: the 500 us one, not the 5000 us one */
+  NEAR(g, 1.25, 1e-12);
+  NEAR(m, 1.05, 1e-12);
+  schema_clock_speed(&c, 0.375, &g, &m); /* half way between 0.25 and 0.5 */
+  NEAR(g, 1.30, 1e-12);
+  NEAR(m, 1.075, 1e-12);
+  schema_clock_speed(&c, 0.75, &g, &m); /* half way between 0.5 and 1 */
+  NEAR(g, 1.125, 1e-12);
+  NEAR(m, 1.025, 1e-12);
+  schema_clock_speed(&c, 0.05, &g, &m); /* below the range: the lowest duty's speeds */
+  NEAR(g, 1.35, 1e-12);
+  NEAR(m, 1.1, 1e-12);
+  schema_clock_speed(&c, 1.0, &g, &m);
+  NEAR(g, 1.0, 1e-12);
+  /* a smaller period added in memory (unsorted) takes over; one point: constant */
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_clock(&c, 0.6, 100, 1.5, 1.2), 0);
+  schema_clock_speed(&c, 0.1, &g, &m);
+  NEAR(g, 1.5, 1e-12);
+  schema_clock_speed(&c, 1.0, &g, &m);
+  NEAR(m, 1.2, 1e-12);
+  schema_calibration_free(&c);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(valid, strlen(valid), "v.json", &c, &e), 0);
+  schema_clock_speed(&c, 0.3, &g, &m);
+  CU_ASSERT_EQUAL(g, 1.0);
+  CU_ASSERT_EQUAL(m, 1.0);
+  schema_calibration_free(&c);
+}
+
+/* Bad clock sections: rejected, naming the field. */
+static void test_clock_rejected(void) {
+#define PT(d, p, g, m) "{\"duty\":" d ",\"period_us\":" p ",\"gemm_speed\":" g ",\"mem_speed\":" m "}"
+  struct {
+    const char *text, *field;
+  } cases[] = {
+      {CAL_HEAD ",\"clock\":[]}", "clock: must be an object"},
+      {CAL_HEAD ",\"clock\":{\"points\":[" PT("1", "500", "1", "1") "]}}", "clock.window_us: missing"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":0,\"points\":[" PT("1", "500", "1", "1") "]}}", "clock.window_us"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":\"1ms\",\"points\":[" PT("1", "500", "1", "1") "]}}",
+       "clock.window_us: must be a number"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000}}", "clock.points: missing"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[]}}", "clock.points: must not be empty"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":{}}}", "clock.points: must be an array"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[1]}}", "clock.points[0]: must be an object"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[" PT("0", "500", "1", "1") "]}}",
+       "clock.points[0].duty: must be > 0"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[" PT("1.5", "500", "1", "1") "]}}",
+       "clock.points[0].duty"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[" PT("1", "-5", "1", "1") "]}}",
+       "clock.points[0].period_us"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[" PT("1", "0", "1", "1") "]}}",
+       "clock.points[0].period_us: must be > 0"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[" PT("1", "500", "0", "1") "]}}",
+       "clock.points[0].gemm_speed"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[" PT("1", "500", "1", "-1") "]}}",
+       "clock.points[0].mem_speed"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[" PT("1", "500", "true", "1") "]}}",
+       "clock.points[0].gemm_speed: must be a number"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[{\"duty\":1,\"period_us\":500,\"gemm_speed\":1}]}}",
+       "clock.points[0].mem_speed: missing"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[{\"duty\":1,\"period_us\":500,\"gemm_speed\":1,"
+                "\"mem_speed\":1,\"sm_mhz\":1980}]}}",
+       "clock.points[0].sm_mhz: unknown field"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"window\":1,\"points\":[" PT("1", "500", "1", "1") "]}}",
+       "clock.window: unknown field"},
+      /* the same (duty, period) twice, also when only the written 8 digits are equal */
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[" PT("0.5", "500", "1", "1") "," PT(
+           "0.5", "500", "1.1", "1") "]}}",
+       "clock.points[1]: duplicate point"},
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"points\":[" PT("0.5", "500", "1", "1") "," PT(
+           "0.500000001", "500", "1.1", "1") "]}}",
+       "clock.points[1]: duplicate point"},
+      /* a duplicated JSON key is rejected by the parser */
+      {CAL_HEAD ",\"clock\":{\"window_us\":1000,\"window_us\":2000,\"points\":[" PT("1", "500", "1", "1") "]}}",
+       "duplicate"},
+  };
+#undef PT
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    schema_calibration c;
+    ts_err e = {0};
+    int rc = schema_calibration_from_json_text(cases[i].text, strlen(cases[i].text), "bad.json", &c, &e);
+    CU_ASSERT_EQUAL(rc, -1);
+    CU_ASSERT_TRUE(e.bad_input);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "bad.json"));
+    if (!strstr(e.msg, cases[i].field)) fprintf(stderr, "clock case %zu: \"%s\" lacks \"%s\"\n", i, e.msg, cases[i].field);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, cases[i].field));
+    CU_ASSERT_EQUAL(c.n_clock, 0);
+    CU_ASSERT_PTR_NULL(c.clock);
+  }
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("sim_schema", NULL, NULL);
@@ -423,6 +591,9 @@ int main(void) {
               test_attention_per_shape_tables);
   CU_add_test(s, "derived calibration reproduces DESIGN.md figures", test_derived_matches_design_figures);
   CU_add_test(s, "result JSON/CSV round trip", test_result_round_trip);
+  CU_add_test(s, "clock section: loads sorted, written back the same", test_clock_round_trip);
+  CU_add_test(s, "clock speed: linear in duty over the smallest period, clamped", test_clock_interpolation);
+  CU_add_test(s, "bad clock sections are rejected naming the field", test_clock_rejected);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
