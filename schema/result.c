@@ -73,11 +73,19 @@ static json_t *to_json(const schema_result *r) {
                                 b->tp_exposed_s, "pp_exposed_s", b->pp_exposed_s, "dp_exposed_s", b->dp_exposed_s,
                                 "codec_s", b->codec_s, "bubble_s", b->bubble_s));
   json_t *ranks = json_array();
-  for (int i = 0; i < r->n_ranks; i++)
-    json_array_append_new(ranks, json_pack("{s:i,s:f,s:f,s:f}", "rank", r->ranks[i].rank, "busy_s",
-                                           r->ranks[i].busy_s, "compute_s", r->ranks[i].compute_s, "comm_s",
-                                           r->ranks[i].comm_s));
+  for (int i = 0; i < r->n_ranks; i++) {
+    const schema_rank_stat *s = &r->ranks[i];
+    json_t *o = json_pack("{s:i,s:f,s:f,s:f}", "rank", s->rank, "busy_s", s->busy_s, "compute_s", s->compute_s,
+                          "comm_s", s->comm_s);
+    if (s->clock_gemm_speed > 0) {
+      json_object_set_new(o, "clock_duty", json_real(s->clock_duty));
+      json_object_set_new(o, "clock_gemm_speed", json_real(s->clock_gemm_speed));
+      json_object_set_new(o, "clock_mem_speed", json_real(s->clock_mem_speed));
+    }
+    json_array_append_new(ranks, o);
+  }
   json_object_set_new(root, "ranks", ranks);
+  if (r->clock_passes) json_object_set_new(root, "clock_passes", json_integer(r->clock_passes));
   if (r->n_ops) {
     json_t *ops = json_array();
     for (int i = 0; i < r->n_ops; i++)
@@ -160,11 +168,14 @@ static int load_ranks(json_t *root, const char *file, schema_result *r, ts_err *
     snprintf(path, sizeof path, "ranks[%zu]", i);
     if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object");
     long long rank;
-    schema_rank_stat s;
+    schema_rank_stat s = {0};
     if (tsj_int(v, "rank", 0, 1 << 24, &rank, file, path, e) ||
         tsj_real(v, "busy_s", 0, BIG, &s.busy_s, file, path, e) ||
         tsj_real(v, "compute_s", 0, BIG, &s.compute_s, file, path, e) ||
-        tsj_real(v, "comm_s", 0, BIG, &s.comm_s, file, path, e))
+        tsj_real(v, "comm_s", 0, BIG, &s.comm_s, file, path, e) ||
+        tsj_real_opt(v, "clock_duty", 0, 1, 0, &s.clock_duty, file, path, e) ||
+        tsj_real_opt(v, "clock_gemm_speed", 0, 1e3, 0, &s.clock_gemm_speed, file, path, e) ||
+        tsj_real_opt(v, "clock_mem_speed", 0, 1e3, 0, &s.clock_mem_speed, file, path, e))
       return -1;
     s.rank = (int)rank;
     if (schema_result_add_rank(r, &s)) return ts_fail_sys(e, "out of memory");
@@ -230,6 +241,9 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
       tsj_real(b, "codec_s", 0, BIG, &bd->codec_s, file, "breakdown", e) ||
       tsj_real(b, "bubble_s", 0, BIG, &bd->bubble_s, file, "breakdown", e))
     return -1;
+  long long passes;
+  if (tsj_int_opt(root, "clock_passes", 0, 100, 0, &passes, file, "", e)) return -1;
+  r->clock_passes = (int)passes;
   if (load_ranks(root, file, r, e) || load_ops(root, file, r, e)) return -1;
   json_t *notes = json_object_get(root, "notes");
   if (notes && !json_is_null(notes)) {

@@ -6,7 +6,9 @@
  *   "calibration": "...", "mode": "full"|"reduced"|"",   (mode: simulated only)
  *   "iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
  *   "breakdown": { compute_s, tp_exposed_s, pp_exposed_s, dp_exposed_s, codec_s, bubble_s },
- *   "ranks": [ {rank, busy_s, compute_s, comm_s} ],
+ *   "ranks": [ {rank, busy_s, compute_s, comm_s,
+ *               clock_duty, clock_gemm_speed, clock_mem_speed (optional: the clock model)} ],
+ *   "clock_passes": n                        (optional: simulations the clock model ran)
  *   "ops": [ {name, rank, stream, start_s, dur_s} ]                  (optional)
  *   "notes": [ "..." ]                                               (optional)
  *   "kind": "inference", "ttft_s", "tpot_s"                          (inference only)
@@ -37,6 +39,10 @@ typedef struct {
 typedef struct {
   int rank;
   double busy_s, compute_s, comm_s;
+  /* the simulator's clock model (sim/README.md), 0 when it was off: the
+   * compute stream's duty over the calibration's window and the speeds its
+   * GEMM/attention and memory-bound kernels ran at (x the back-to-back time) */
+  double clock_duty, clock_gemm_speed, clock_mem_speed;
 } schema_rank_stat;
 
 typedef struct {
@@ -66,6 +72,7 @@ typedef struct {
   double iteration_time_s, tokens_per_s, tflops_per_gpu, mfu;
   double memory_per_gpu_bytes;
   schema_breakdown breakdown;
+  int clock_passes; /* simulations the clock model ran (0: no clock model) */
   int n_ranks;
   schema_rank_stat *ranks;
   int n_ops;

@@ -39,6 +39,12 @@ typedef struct {
    * the GEMM holds: measured on 2 x H200, sim/RESULTS.md); true: collectives
    * progress alongside compute (ideal overlap). */
   bool ideal_overlap;
+  /* false (default): when the calibration has a clock section, compute runs
+   * at the clocks its duty allows (the clock model: a compute stream that
+   * idles often leaves the power cap; sim/README.md), iterated to a fixed
+   * point, each simulation in a forked child; true: calibrated times as they
+   * are (the same as a calibration without the section). */
+  bool clock_off;
 } sim_options;
 
 /* Simulates one iteration; fills *out (schema_result_free it). Call once per process. */

@@ -145,16 +145,24 @@ static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, in
   return 0;
 }
 
-static int compute_us(sim_costs *c, const plan_op *op, double *us, ts_err *e) {
+/* Time of a compute op (us); *gemm_us: the part of it spent in GEMMs and
+ * attention (tensor-core bound: the clock model speeds it by gemm_speed, the
+ * rest by mem_speed). */
+static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_us, ts_err *e) {
   const plan *p = c->p;
   int phase = op->phase;
+  *gemm_us = 0;
   if (op->model_op >= 0 && op->model_op < c->n_mops) {
     const model_op *mo = &c->mops[op->model_op];
     switch (mo->kind) {
     case MODEL_OP_GEMM:
-      return gemm_phase_us(c, mo->m, mo->n, mo->k, phase, op->part, us, e);
+      if (gemm_phase_us(c, mo->m, mo->n, mo->k, phase, op->part, us, e)) return -1;
+      *gemm_us = *us;
+      return 0;
     case MODEL_OP_ATTENTION:
-      return attention_us(c, op->flops, phase, us, e);
+      if (attention_us(c, op->flops, phase, us, e)) return -1;
+      *gemm_us = *us;
+      return 0;
     case MODEL_OP_NORM:
       return mapped_kernel_us(c, mo->name, mo->kind, "norm", op->bytes, phase, us, e);
     case MODEL_OP_EMBEDDING:
@@ -187,15 +195,22 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, ts_err *e) {
     if (gemm_phase_us(c, tokens, vocab, p->model.hidden, phase, op->part, &g, e)) return -1;
     if (phase != PLAN_PHASE_BWD && kernel_us(c, "loss", c->loss_kernel_bytes, 0, false, &l, e)) return -1;
     *us = g + l;
+    *gemm_us = g;
     return 0;
   }
   /* unknown compute op: roofline on its own FLOPs and bytes */
   double tf = op->flops / c->lk.roof.peak_flops, tb = op->bytes / c->lk.roof.hbm_bytes_per_s;
   *us = (op->flops > 0 || op->bytes > 0) ? c->lk.roof.launch_us + (tf > tb ? tf : tb) * 1e6 : 0;
+  if (tf > tb) *gemm_us = *us;
   return 0;
 }
 
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e) {
+  double gemm;
+  return sim_compute_parts_s(c, op, s, &gemm, e);
+}
+
+int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm_s, ts_err *e) {
   unsigned h = (unsigned)(op->model_op + 16) * 2654435761u ^ (unsigned)(op->phase * 4 + op->part) * 40503u;
   h ^= (unsigned)(long long)op->flops * 97u ^ (unsigned)(long long)op->bytes * 31u;
   struct cost_entry *ce = &c->cache[h % (sizeof c->cache / sizeof c->cache[0])];
@@ -203,12 +218,14 @@ int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e) {
       ce->flops == op->flops &&
       ce->bytes == op->bytes) {
     *s = ce->us * 1e-6;
+    *gemm_s = ce->gemm_us * 1e-6;
     return 0;
   }
-  double us;
-  if (compute_us(c, op, &us, e)) return -1;
-  *ce = (struct cost_entry){op->model_op, op->phase, op->part, 1, op->flops, op->bytes, us};
+  double us, gemm_us;
+  if (compute_us(c, op, &us, &gemm_us, e)) return -1;
+  *ce = (struct cost_entry){op->model_op, op->phase, op->part, 1, op->flops, op->bytes, us, gemm_us};
   *s = us * 1e-6;
+  *gemm_s = gemm_us * 1e-6;
   return 0;
 }
 

@@ -26,7 +26,7 @@ typedef struct {
   struct cost_entry {
     int16_t model_op;
     uint8_t phase, part, used;
-    double flops, bytes, us;
+    double flops, bytes, us, gemm_us;
   } cache[512];
   /* cache of communication-op costs keyed by everything they depend on */
   struct comm_entry {
@@ -42,6 +42,9 @@ typedef struct {
 int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e);
 /* Compute op (PLAN_OP_COMPUTE) time in seconds. */
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e);
+/* The same, and *gemm_s: the part of it in GEMMs and attention (the rest is
+ * memory-bound kernels), which the clock model speeds up differently. */
+int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm_s, ts_err *e);
 /* "allreduce", ... "sendrecv" for an op. */
 const char *sim_coll_name(const plan_op *op);
 /* Codec kernels of a communication op (zero when uncompressed). */

@@ -121,6 +121,16 @@ static int push_kernel_end(sim_rank *rs, double t) {
   return 0;
 }
 
+/* A compute op's time; with the clock model, at the rank's speeds (and logged
+ * from `start` for the rank's duty). */
+static int compute_time(sim_rank *rs, const plan_op *op, double start, double *d, ts_err *e) {
+  if (!sim_w->clock) return sim_compute_s(&sim_w->costs, op, d, e);
+  double gemm;
+  if (sim_compute_parts_s(&sim_w->costs, op, d, &gemm, e)) return -1;
+  *d = sim_clock_op(rs, start, *d, gemm);
+  return *d < 0 ? ts_fail_sys(e, "out of memory") : 0;
+}
+
 static void stream_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -146,7 +156,7 @@ static void stream_main(int argc, char **argv) {
       ts_err e = {0};
       double total = 0, d;
       int last = i, merged = 0;
-      if (sim_compute_s(&sim_w->costs, &ops[i], &d, &e)) {
+      if (compute_time(rs, &ops[i], t0, &d, &e)) {
         sim_fail(&e);
         break;
       }
@@ -158,7 +168,7 @@ static void stream_main(int argc, char **argv) {
         int j = last + 1;
         while (j < n && ops[j].stream != s) j++;
         if (j >= n || ops[j].kind != PLAN_OP_COMPUTE || !deps_ready(rs, s, j, last)) break;
-        if (sim_compute_s(&sim_w->costs, &ops[j], &d, &e)) {
+        if (compute_time(rs, &ops[j], t0 + total, &d, &e)) {
           sim_fail(&e);
           break;
         }
@@ -418,6 +428,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   if (plan_memory_per_gpu(p, &mem) == 0) out->memory_per_gpu_bytes = mem.total;
   int n = 0;
   schema_breakdown *b = &out->breakdown;
+  if (w->clock) sim_clock_duties(w);
   for (int r = 0; r < w->world; r++) {
     sim_rank *rs = w->ranks[r];
     if (!rs) continue;
@@ -433,7 +444,12 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
     b->dp_exposed_s += dp;
     b->codec_s += st->codec_s;
     b->bubble_s += bubble;
-    schema_rank_stat rst = {r, T - bubble, st->compute_s, st->comm_s};
+    schema_rank_stat rst = {.rank = r, .busy_s = T - bubble, .compute_s = st->compute_s, .comm_s = st->comm_s};
+    if (w->clock) {
+      rst.clock_duty = rs->clock_rep->clock_duty;
+      rst.clock_gemm_speed = rs->gemm_speed;
+      rst.clock_mem_speed = rs->mem_speed;
+    }
     if (schema_result_add_rank(out, &rst)) return ts_fail_sys(e, "out of memory");
     for (int k = 0; k < rs->n_recs; k++)
       if (schema_result_add_op(out, &rs->recs[k])) return ts_fail_sys(e, "out of memory");
@@ -465,6 +481,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
 
 static void free_world(sim_world *w) {
   sim_scale_free();
+  sim_clock_free(w);
   for (unsigned h = 0; h < sizeof w->buckets / sizeof w->buckets[0]; h++)
     while (w->buckets[h]) {
       sim_rendezvous *rv = w->buckets[h];
@@ -478,6 +495,9 @@ static void free_world(sim_world *w) {
       plan_program_free(rs->prog);
       free(rs->prog);
     }
+    /* (with the clock model this process never ran the actors that wait on them) */
+    for (int s = 0; s < PLAN_STREAM_COUNT; s++)
+      if (rs->wake[s]) sg_sem_destroy(rs->wake[s]);
     free(rs->done);
     free(rs->cross);
     free(rs->recs);
@@ -494,6 +514,25 @@ static void free_world(sim_world *w) {
   }
   free(w->pumps);
   free(w);
+}
+
+int sim_engine_pass(sim_world *w, schema_result *out, ts_err *e) {
+  const plan *p = w->p;
+  simgrid_run();
+  if (w->failed) {
+    *e = w->err;
+    return -1;
+  }
+  for (int r = 0; r < w->world; r++)
+    if (w->ranks[r])
+      for (int i = 0; i < w->ranks[r]->prog->n; i++)
+        if (!w->ranks[r]->done[i]) {
+          char name[96];
+          plan_op_name(p, &w->ranks[r]->prog->ops[i], name, sizeof name);
+          return ts_fail(e, p->path, "program", "rank %d never finished op %d (%s): the programs deadlock", r, i,
+                         name);
+        }
+  return fill_result(w, out, e);
 }
 
 int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) {
@@ -518,23 +557,12 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
     goto done;
   }
   if (sim_costs_init(&w->costs, p, o->cal, o->warn, e) || build_ranks(w, e) || check_costs(w, e)) goto done;
+  w->clock = !o->clock_off && o->cal->n_clock > 0;
+  if (w->clock && sim_clock_setup(w, e)) goto done;
   configure_simgrid();
   if (load_platform(w, e) || start_actors(w, e)) goto done;
-  simgrid_run();
-  if (w->failed) {
-    *e = w->err;
-    goto done;
-  }
-  for (int r = 0; r < w->world; r++)
-    if (w->ranks[r])
-      for (int i = 0; i < w->ranks[r]->prog->n; i++)
-        if (!w->ranks[r]->done[i]) {
-          char name[96];
-          plan_op_name(p, &w->ranks[r]->prog->ops[i], name, sizeof name);
-          ts_fail(e, p->path, "program", "rank %d never finished op %d (%s): the programs deadlock", r, i, name);
-          goto done;
-        }
-  rc = fill_result(w, out, e);
+  /* the clock model runs the simulation set up here several times, each in a forked child */
+  rc = w->clock ? sim_clock_run(w, out, e) : sim_engine_pass(w, out, e);
 done:
   free_world(w);
   sim_w = NULL;

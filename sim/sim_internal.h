@@ -16,7 +16,7 @@ typedef struct {
   double compute_end_s, stream_end_s[PLAN_STREAM_COUNT];
 } sim_rank_stats;
 
-typedef struct {
+typedef struct sim_rank_s {
   int rank;
   plan_program *prog;
   uint8_t *done;  /* per op: finished */
@@ -37,6 +37,12 @@ typedef struct {
   int n_kernel_end, cap_kernel_end;
   schema_op_record *recs; /* trace records when asked */
   int n_recs, cap_recs;
+  /* the clock model (sim_clock.c); unused when it is off */
+  double gemm_speed, mem_speed;  /* this rank's compute ops run this much faster (1: calibrated) */
+  struct sim_rank_s *clock_rep;  /* whose duty sets the speeds: itself, or its stage's tp 0, dp 0 */
+  double *clock_log;             /* (start, duration) of each compute op, on clock_rep == itself */
+  int n_clock_log, cap_clock_log;
+  double clock_duty;             /* its compute stream's duty, from clock_log */
 } sim_rank;
 
 typedef struct sim_world sim_world;
@@ -72,6 +78,7 @@ struct sim_world {
   int used_tree;
   /* reduced mode: per-class edge scale factors (cross traffic of represented ranks) */
   struct sim_scale_cache *scales;
+  bool clock; /* the clock model is on: compute ops run at each rank's speeds, and are logged */
 };
 
 extern sim_world *sim_w; /* the one simulation of this process */
@@ -85,6 +92,25 @@ typedef struct sim_pump sim_pump;
 sim_rendezvous *sim_rendezvous_get(long long a, long long b, long long c, long long d, int expected);
 void sim_rendezvous_leave(sim_rendezvous *rv);
 void sim_fail(const ts_err *e);
+
+/* sim_engine.c: runs the simulation set up in sim_w to its end and fills *out */
+int sim_engine_pass(sim_world *w, schema_result *out, ts_err *e);
+
+/* sim_clock.c: the clock model (sim/README.md) */
+/* Chooses each rank's clock_rep and sets speeds to 1 (after build_ranks). */
+int sim_clock_setup(sim_world *w, ts_err *e);
+/* A compute op of d seconds (gemm_s of it in GEMMs/attention) at the rank's
+ * speeds, logged from `start` when the rank keeps a log. */
+double sim_clock_op(sim_rank *rs, double start, double d, double gemm_s);
+/* Each logged rank's duty (after the run), for fill_result. */
+void sim_clock_duties(sim_world *w);
+/* Passes until the iteration time settles, each in a forked child. */
+int sim_clock_run(sim_world *w, schema_result *out, ts_err *e);
+void sim_clock_free(sim_world *w);
+
+/* sim_report.c: fn(arg, out, e) in a forked child; its result comes back as JSON */
+int sim_fork_result(int (*fn)(void *arg, schema_result *out, ts_err *e), void *arg, schema_result *out,
+                    ts_err *e);
 
 /* sim_scale.c: reduced-mode scale factor of a representative's edge */
 double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_dst, int nedges_hint);

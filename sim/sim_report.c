@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sim.h"
+#include "sim_internal.h"
 
 void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
   const schema_breakdown *b = &r->breakdown;
@@ -28,6 +28,22 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
   for (int i = 0; i < 5; i++)
     fprintf(out, "  %-12s %10.4f s  %5.1f%%\n", names[i], vals[i], T > 0 ? 100.0 * vals[i] / T : 0);
   fprintf(out, "  %-12s %10.4f s  (codec kernels inside compressed collectives)\n", "codec", b->codec_s);
+  if (r->clock_passes && r->n_ranks) {
+    /* the clock model: duty and speeds over the ranks listed (they differ by pipeline stage) */
+    double lo[3] = {1e300, 1e300, 1e300}, hi[3] = {0, 0, 0}, sum[3] = {0, 0, 0};
+    for (int i = 0; i < r->n_ranks; i++) {
+      const double v[3] = {r->ranks[i].clock_duty, r->ranks[i].clock_gemm_speed, r->ranks[i].clock_mem_speed};
+      for (int k = 0; k < 3; k++) {
+        sum[k] += v[k];
+        if (v[k] < lo[k]) lo[k] = v[k];
+        if (v[k] > hi[k]) hi[k] = v[k];
+      }
+    }
+    fprintf(out, "clock         duty %.3f (%.3f-%.3f), GEMM speed x%.3f (%.3f-%.3f), memory-bound x%.3f (%.3f-%.3f); %d "
+                 "simulations\n",
+            sum[0] / r->n_ranks, lo[0], hi[0], sum[1] / r->n_ranks, lo[1], hi[1], sum[2] / r->n_ranks, lo[2], hi[2],
+            r->clock_passes);
+  }
   for (int i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
 }
 
@@ -75,7 +91,23 @@ int sim_write_trace(const schema_result *r, const char *path, ts_err *e) {
 }
 
 /* The child writes 'O' + result JSON, or 'E' + bad-input flag + message. */
+typedef struct {
+  const plan *p;
+  const sim_options *o;
+} isolated_args;
+
+static int run_isolated_child(void *arg, schema_result *out, ts_err *e) {
+  const isolated_args *a = arg;
+  return sim_run(a->p, a->o, out, e);
+}
+
 int sim_run_isolated(const plan *p, const sim_options *o, schema_result *out, ts_err *e) {
+  isolated_args a = {p, o};
+  return sim_fork_result(run_isolated_child, &a, out, e);
+}
+
+int sim_fork_result(int (*fn)(void *arg, schema_result *out, ts_err *e), void *arg, schema_result *out,
+                    ts_err *e) {
   schema_result_init(out, SCHEMA_SOURCE_SIMULATED);
   int fd[2];
   if (pipe(fd)) return ts_fail_sys(e, "pipe: %s", strerror(errno));
@@ -91,7 +123,7 @@ int sim_run_isolated(const plan *p, const sim_options *o, schema_result *out, ts
     FILE *w = fdopen(fd[1], "w");
     schema_result r;
     ts_err ce = {0};
-    int rc = sim_run(p, o, &r, &ce);
+    int rc = fn(arg, &r, &ce);
     if (w) {
       if (rc == 0) {
         fputc('O', w);

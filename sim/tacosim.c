@@ -50,6 +50,10 @@ static void help(FILE *out) {
           "      --mode full|reduced     every rank, or one per pipeline stage (default reduced)\n"
           "      --overlap sm-wait|ideal a collective reaching a GPU busy with a compute kernel starts when\n"
           "                              the kernel ends (default, as measured), or runs beside it (ideal)\n"
+          "      --clock on|off          with a calibration that has a clock section: compute runs at the\n"
+          "                              clocks its duty allows (the GPU leaves its power cap when it idles\n"
+          "                              often; up to 4 simulations to a fixed point; default on), or at the\n"
+          "                              calibrated back-to-back times (off); without the section: no effect\n"
           "      --json OUT --csv OUT    result files (the schema tacorun execute also writes)\n"
           "      --trace OUT             Chrome trace of the iteration (opens in Perfetto)\n"
           "  compare PRED.json MEAS.json side by side, with the error of each figure\n"
@@ -107,13 +111,21 @@ static int simulate_inference(const char *plan_path, const char *cal_path, const
 static int cmd_simulate(int argc, char **argv) {
   const char *plan_path = NULL, *cal_path = NULL, *json = NULL, *csv = NULL, *trace = NULL;
   sim_mode mode = SIM_MODE_REDUCED;
-  bool ideal_overlap = false;
+  bool ideal_overlap = false, clock_off = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_value = i + 1 < argc;
     if (strcmp(a, "--calibration") == 0 && has_value)
       cal_path = argv[++i];
-    else if (strcmp(a, "--overlap") == 0 && has_value) {
+    else if (strcmp(a, "--clock") == 0 && has_value) {
+      const char *v = argv[++i];
+      if (strcmp(v, "off") == 0)
+        clock_off = true;
+      else if (strcmp(v, "on") == 0)
+        clock_off = false;
+      else
+        return usage_error("simulate: --clock: \"%s\" is not one of on, off", v);
+    } else if (strcmp(a, "--overlap") == 0 && has_value) {
       const char *v = argv[++i];
       if (strcmp(v, "ideal") == 0)
         ideal_overlap = true;
@@ -157,7 +169,7 @@ static int cmd_simulate(int argc, char **argv) {
   if (!cal_path) cal_path = sim_default_calibration(&p.cluster);
   if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
   sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr,
-                   .progress = isatty(STDERR_FILENO) ? stderr : NULL, .ideal_overlap = ideal_overlap};
+                   .progress = isatty(STDERR_FILENO) ? stderr : NULL, .ideal_overlap = ideal_overlap, .clock_off = clock_off};
   schema_result r;
   int rc = sim_run(&p, &o, &r, &e);
   if (rc == 0) {

@@ -106,10 +106,11 @@ static plan_op *add_op(plan_program *pr, plan_op_kind kind, plan_stream stream) 
 }
 
 static bool run_ideal_overlap; /* sim_options.ideal_overlap of run() */
+static bool run_clock_off;     /* sim_options.clock_off of run() */
 
 static int run(const plan *p, plan_program *progs, sim_mode mode, schema_result *r) {
   sim_options o = {.mode = mode, .cal = &cal, .platform_path = platform_path, .programs = progs,
-                   .ideal_overlap = run_ideal_overlap};
+                   .ideal_overlap = run_ideal_overlap, .clock_off = run_clock_off};
   ts_err e = {0};
   int rc = sim_run_isolated(p, &o, r, &e);
   if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
@@ -597,6 +598,202 @@ static void test_full_vs_reduced(void) {
   schema_calibration_free(&c);
 }
 
+
+/* ---- the clock model (sim_clock.c) ---- */
+
+/* The clock section of the hand calibration: speeds 1.25 (GEMM) and 1.1
+ * (memory-bound) from duty 0.2 to 0.7, none from 0.9; a slower period that
+ * the model must not use; the window is `window_s`. */
+static void clock_section_on(double window_s) {
+  cal.clock_window_us = window_s * 1e6;
+  schema_calibration_add_clock(&cal, 0.2, 1000, 1.25, 1.1);
+  schema_calibration_add_clock(&cal, 0.7, 1000, 1.25, 1.1);
+  schema_calibration_add_clock(&cal, 0.9, 1000, 1.0, 1.0);
+  schema_calibration_add_clock(&cal, 1.0, 1000, 1.0, 1.0);
+  schema_calibration_add_clock(&cal, 0.5, 50000, 1.02, 1.0);
+  schema_calibration_sort(&cal);
+}
+static void clock_section_off(void) {
+  free(cal.clock);
+  cal.clock = NULL;
+  cal.n_clock = 0;
+  cal.clock_window_us = 0;
+}
+
+#define GEMM_S (1e-3 + 3e-6)  /* a 1 ms GEMM and its launch cost */
+#define MEM_S (0.2e-3 + 3e-6) /* a 0.2 ms memory-bound kernel and its launch cost */
+
+/* Two GPUs (one per node) alternate, 20 times: a GEMM and a memory-bound
+ * kernel, then an all-reduce of 1e7 bytes (~1 ms) that the next GEMM waits
+ * for. The compute stream is busy about half the time, in 2.2 ms cycles. */
+static plan_program *alternating_programs(plan *p) {
+  make_plan(p, 2, 1, 1, 2, 1);
+  p->cluster.gpu.hbm_gbps = 4000;
+  plan_program *pr = new_programs(2, 64);
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 20; k++) {
+      plan_op *g = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+      g->flops = 1e-3 * PEAK;
+      if (k > 0) g->dep[0] = pr[r].n - 2; /* the previous all-reduce */
+      plan_op *m = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+      m->bytes = 0.2e-3 * 4000e9;
+      m->dep[0] = pr[r].n - 2;
+      plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
+      c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_DP, c->traffic = PLAN_TRAFFIC_DP;
+      c->bytes = c->wire_bytes = 1e7;
+      c->dep[0] = pr[r].n - 2;
+    }
+  return pr;
+}
+
+/* The same compute in one stretch (40 GEMMs back to back), then one
+ * all-reduce of 1e8 bytes (~10 ms) idle. */
+static plan_program *one_stretch_programs(plan *p) {
+  make_plan(p, 2, 1, 1, 2, 1);
+  plan_program *pr = new_programs(2, 64);
+  for (int r = 0; r < 2; r++) {
+    for (int k = 0; k < 40; k++) add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = 1e-3 * PEAK;
+    plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
+    c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_DP, c->traffic = PLAN_TRAFFIC_DP;
+    c->bytes = c->wire_bytes = 1e8;
+    c->dep[0] = 39;
+  }
+  return pr;
+}
+
+static int run_programs(plan_program *(*build)(plan *), schema_result *r) {
+  plan p;
+  plan_program *pr = build(&p);
+  int rc = run(&p, pr, SIM_MODE_FULL, r);
+  free_programs(pr, 2);
+  return rc;
+}
+
+/* Fine-grained compute/idle alternation: duty ~0.5, inside the 1.25x/1.1x
+ * range, so each GEMM runs 1.25x and each memory-bound kernel 1.1x faster
+ * and the communication is unchanged. The second simulation's duty is lower
+ * still but its speeds are the same: two simulations. */
+static void test_clock_fine_grained_faster(void) {
+  schema_result off, on;
+  CU_ASSERT_EQUAL_FATAL(run_programs(alternating_programs, &off), 0);
+  clock_section_on(22e-3);
+  int rc = run_programs(alternating_programs, &on);
+  clock_section_off();
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  const double G = 20 * GEMM_S, M = 20 * MEM_S;
+  NEAR(off.breakdown.compute_s, G + M, 1e-9);
+  NEAR(on.breakdown.compute_s, G / 1.25 + M / 1.1, 1e-9);
+  NEAR(on.iteration_time_s, off.iteration_time_s - G * (1 - 1 / 1.25) - M * (1 - 1 / 1.1), 1e-6);
+  CU_ASSERT_EQUAL(off.clock_passes, 0);
+  CU_ASSERT_EQUAL(on.clock_passes, 2);
+  CU_ASSERT_EQUAL_FATAL(on.n_ranks, 2);
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(off.ranks[i].clock_gemm_speed, 0); /* no model: no fields */
+    CU_ASSERT_EQUAL(on.ranks[i].clock_gemm_speed, 1.25);
+    CU_ASSERT_EQUAL(on.ranks[i].clock_mem_speed, 1.1);
+    /* busy 1.08 ms of each ~2.1 ms cycle once faster */
+    CU_ASSERT_TRUE(on.ranks[i].clock_duty > 0.4 && on.ranks[i].clock_duty < 0.6);
+  }
+  int noted = 0;
+  for (int i = 0; i < on.n_notes; i++) noted |= strstr(on.notes[i], "clock model") != NULL;
+  CU_ASSERT_TRUE(noted);
+  printf("\n  alternating: %.6f s calibrated, %.6f s with the clock model (duty %.3f)\n", off.iteration_time_s,
+         on.iteration_time_s, on.ranks[0].clock_duty);
+  schema_result_free(&off);
+  schema_result_free(&on);
+}
+
+/* One 40-GEMM stretch, then ~10 ms idle; window 10 GEMMs wide: only the
+ * five GEMMs at each end see idle time in their window (busy 0.55, 0.65,
+ * ..., 0.95 of it; the iteration repeats, so the first ones see the previous
+ * iteration's idle tail): duty (40 - 2 x 1.25) / 40 = 0.9375, above 0.9
+ * where the speed is 1. One simulation, the calibrated time. */
+static void test_clock_long_stretch_unchanged(void) {
+  schema_result off, on;
+  CU_ASSERT_EQUAL_FATAL(run_programs(one_stretch_programs, &off), 0);
+  clock_section_on(10 * GEMM_S);
+  int rc = run_programs(one_stretch_programs, &on);
+  clock_section_off();
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_TRUE(off.iteration_time_s > 40 * GEMM_S + 5 * GEMM_S); /* the idle tail is wider than half a window */
+  CU_ASSERT_EQUAL(on.iteration_time_s, off.iteration_time_s);
+  CU_ASSERT_EQUAL(on.breakdown.compute_s, off.breakdown.compute_s);
+  CU_ASSERT_EQUAL(on.clock_passes, 1);
+  CU_ASSERT_EQUAL_FATAL(on.n_ranks, 2);
+  for (int i = 0; i < 2; i++) {
+    NEAR(on.ranks[i].clock_duty, 0.9375, 1e-6);
+    CU_ASSERT_EQUAL(on.ranks[i].clock_gemm_speed, 1.0);
+  }
+  schema_result_free(&off);
+  schema_result_free(&on);
+}
+
+/* --clock off is the calibration without the section: the same numbers, bit for bit. */
+static void test_clock_off_equals_no_section(void) {
+  schema_result none, off;
+  CU_ASSERT_EQUAL_FATAL(run_programs(alternating_programs, &none), 0);
+  clock_section_on(22e-3);
+  run_clock_off = true;
+  int rc = run_programs(alternating_programs, &off);
+  run_clock_off = false;
+  clock_section_off();
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_DOUBLE_EQUAL(off.iteration_time_s, none.iteration_time_s, 0);
+  CU_ASSERT_DOUBLE_EQUAL(off.breakdown.compute_s, none.breakdown.compute_s, 0);
+  CU_ASSERT_DOUBLE_EQUAL(off.breakdown.dp_exposed_s, none.breakdown.dp_exposed_s, 0);
+  CU_ASSERT_EQUAL(off.clock_passes, 0);
+  schema_result_free(&none);
+  schema_result_free(&off);
+}
+
+/* A real plan in full mode: the ranks of one pipeline stage share the
+ * duty of its tp 0, dp 0 rank, so their speeds; reduced mode (those ranks
+ * only) gives the same iteration within 1%; --clock off (reduced) gives
+ * the numbers of the calibration without the section. */
+static void test_clock_real_plan_stages(void) {
+  static plan p;
+  schema_calibration c;
+  CU_ASSERT_EQUAL_FATAL(load_real("gpt-h4096-pp2.json", &p, &c), 0);
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &c};
+  schema_result none, full, red, off;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &none, &e), 0);
+  c.clock_window_us = 2000;
+  schema_calibration_add_clock(&c, 0.5, 1000, 1.3, 1.1);
+  schema_calibration_add_clock(&c, 1.0, 1000, 1.0, 1.0);
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &full, &e), 0);
+  o.mode = SIM_MODE_REDUCED;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &red, &e), 0);
+  o.clock_off = true;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &off, &e), 0);
+  CU_ASSERT_TRUE(full.clock_passes >= 1 && full.clock_passes <= 4);
+  CU_ASSERT_TRUE(full.iteration_time_s <= none.iteration_time_s);
+  NEAR(red.iteration_time_s, full.iteration_time_s, 0.01);
+  for (int i = 0; i < full.n_ranks; i++) {
+    CU_ASSERT_TRUE(full.ranks[i].clock_duty > 0 && full.ranks[i].clock_duty <= 1);
+    CU_ASSERT_TRUE(full.ranks[i].clock_gemm_speed >= 1.0 && full.ranks[i].clock_gemm_speed <= 1.3);
+    for (int j = 0; j < full.n_ranks; j++)
+      if (plan_coord_of(&p, full.ranks[i].rank).pp == plan_coord_of(&p, full.ranks[j].rank).pp)
+        CU_ASSERT_EQUAL(full.ranks[i].clock_gemm_speed, full.ranks[j].clock_gemm_speed);
+  }
+  schema_result reduced_none;
+  o.mode = SIM_MODE_REDUCED;
+  o.clock_off = false;
+  free(c.clock);
+  c.clock = NULL, c.n_clock = 0, c.clock_window_us = 0;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &reduced_none, &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(off.iteration_time_s, reduced_none.iteration_time_s, 0);
+  printf("\n  gpt-h4096-pp2: %.6f s calibrated, %.6f s clock model (full, %d simulations, duty %.3f / %.3f)\n",
+         none.iteration_time_s, full.iteration_time_s, full.clock_passes, full.ranks[0].clock_duty,
+         full.ranks[full.n_ranks - 1].clock_duty);
+  schema_result_free(&none);
+  schema_result_free(&full);
+  schema_result_free(&red);
+  schema_result_free(&off);
+  schema_result_free(&reduced_none);
+  schema_calibration_free(&c);
+}
+
 /* The command: bad input exits 2 naming the file and field; --help lists everything. */
 static int run_cmd(const char *cmd, char *out, size_t cap) {
   FILE *f = popen(cmd, "r");
@@ -630,6 +827,11 @@ static void test_command_bad_input(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "gemm[0].us"));
   snprintf(cmd, sizeof cmd, TACOSIM_BIN " simulate %s/gpt-h4096-tp2-none.json --mode sideways 2>&1", PLANS_DIR);
   CU_ASSERT_EQUAL(run_cmd(cmd, out, sizeof out), 2);
+  snprintf(cmd, sizeof cmd, TACOSIM_BIN " simulate %s/gpt-h4096-tp2-none.json --clock sometimes 2>&1", PLANS_DIR);
+  CU_ASSERT_EQUAL(run_cmd(cmd, out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--clock"));
+  CU_ASSERT_EQUAL(run_cmd(TACOSIM_BIN " --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--clock on|off"));
   snprintf(cmd, sizeof cmd, TACOSIM_BIN " compare %s %s 2>&1", bad, bad);
   CU_ASSERT_EQUAL(run_cmd(cmd, out, sizeof out), 2);
   remove(bad);
@@ -678,6 +880,10 @@ int main(void) {
   CU_add_test(s, "TACO on FP32 gradients: the FP32 table, else the bf16 one at the same element count", test_taco_fp32_payloads);
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
+  CU_add_test(s, "clock model: fine-grained compute/idle alternation runs faster", test_clock_fine_grained_faster);
+  CU_add_test(s, "clock model: one long compute stretch keeps its calibrated time", test_clock_long_stretch_unchanged);
+  CU_add_test(s, "clock model: --clock off equals a calibration without the section", test_clock_off_equals_no_section);
+  CU_add_test(s, "clock model: full mode shares a stage's speeds, reduced agrees", test_clock_real_plan_stages);
   CU_add_test(s, "tacosim: bad input exits 2 naming the field", test_command_bad_input);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
