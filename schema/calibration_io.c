@@ -412,8 +412,9 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
   if (load_gemm(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
       load_fits(root, file, c, e) || load_clock(root, file, c, e))
     return -1;
-  if (!c->n_gemm && !c->n_kernels && !c->n_colls)
-    return ts_fail(e, file, NULL, "no tables: at least one of gemm, kernels, collectives is required");
+  /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one */
+  if (!c->n_gemm && !c->n_kernels && !c->n_colls && !c->n_clock)
+    return ts_fail(e, file, NULL, "no tables: at least one of gemm, kernels, collectives, clock is required");
   schema_calibration_sort(c);
   return 0;
 }

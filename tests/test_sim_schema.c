@@ -368,7 +368,7 @@ static void test_result_round_trip(void) {
   r.iterations = 10, r.warmup = 2, r.min_s = 0.49, r.median_s = 0.5, r.max_s = 0.52;
   snprintf(r.machine.gpu, sizeof r.machine.gpu, "H200");
   snprintf(r.machine.transport, sizeof r.machine.transport, "nvlink");
-  schema_rank_stat rs = {1, 0.4, 0.35, 0.1};
+  schema_rank_stat rs = {.rank = 1, .busy_s = 0.4, .compute_s = 0.35, .comm_s = 0.1};
   schema_op_record op = {"layer0.fwd.qkv", 1, "compute", 0.001, 0.002};
   CU_ASSERT_EQUAL(schema_result_add_rank(&r, &rs), 0);
   CU_ASSERT_EQUAL(schema_result_add_op(&r, &op), 0);
@@ -466,6 +466,15 @@ static void test_clock_round_trip(void) {
   fclose(f);
   free(buf);
   CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "clock"));
+  schema_calibration_free(&a);
+  /* a clock section alone is a calibration (tacorun calibrate --only clock) */
+  static const char clock_only[] =
+      "{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"shm\","
+      "\"measured_at\":\"m\",\"clock\":{\"window_us\":2000,\"points\":[{\"duty\":0.5,\"period_us\":500,"
+      "\"gemm_speed\":1.25,\"mem_speed\":1.05}]}}";
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(clock_only, strlen(clock_only), "c.json", &a, &e), 0);
+  CU_ASSERT_EQUAL(a.n_clock, 1);
+  CU_ASSERT_EQUAL(a.n_gemm + a.n_kernels + a.n_colls, 0);
   schema_calibration_free(&a);
   /* without the section nothing is written and nothing is set */
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(valid, strlen(valid), "v.json", &a, &e), 0);
