@@ -241,6 +241,17 @@ static int cmd_compare(int argc, char **argv) {
   compare_row("codec", a.breakdown.codec_s, b.breakdown.codec_s, "s");
   compare_row("bubble", a.breakdown.bubble_s, b.breakdown.bubble_s, "s");
   if (strcmp(a.plan, b.plan) != 0) printf("note: the plans differ (%s vs %s)\n", a.plan, b.plan);
+  const schema_result *both[2] = {&a, &b};
+  for (int i = 0; i < 2; i++) {
+    const schema_result *r = both[i];
+    if (!r->clock_passes || !r->n_ranks) continue;
+    double duty = 0, gemm = 0, mem = 0;
+    for (int k = 0; k < r->n_ranks; k++)
+      duty += r->ranks[k].clock_duty, gemm += r->ranks[k].clock_gemm_speed, mem += r->ranks[k].clock_mem_speed;
+    printf("note: %s: clock model, compute duty %.3f, GEMM speed x%.3f, memory-bound x%.3f (means over its ranks), "
+           "%d simulations\n",
+           i ? "second" : "first", duty / r->n_ranks, gemm / r->n_ranks, mem / r->n_ranks, r->clock_passes);
+  }
   if (b.source == SCHEMA_SOURCE_MEASURED)
     printf("measured: %d iterations after %d warm-up, min %.6g median %.6g max %.6g s on %s (%s)\n", b.iterations,
            b.warmup, b.min_s, b.median_s, b.max_s, b.machine.gpu, b.machine.transport);

@@ -389,7 +389,33 @@ static void test_result_round_trip(void) {
   CU_ASSERT_EQUAL(b.iterations, 10);
   CU_ASSERT_STRING_EQUAL(b.machine.transport, "nvlink");
   CU_ASSERT_STRING_EQUAL(b.ops[0].stream, "compute");
+  /* no clock model: no clock fields written, none read */
+  CU_ASSERT_PTR_NULL(strstr(buf, "clock"));
+  CU_ASSERT_EQUAL(b.clock_passes, 0);
+  CU_ASSERT_EQUAL(b.ranks[0].clock_gemm_speed, 0);
   schema_result_free(&b);
+  free(buf);
+  /* the clock model's fields round-trip */
+  schema_result c;
+  schema_result_init(&c, SCHEMA_SOURCE_SIMULATED);
+  snprintf(c.plan, sizeof c.plan, "p.json");
+  c.iteration_time_s = 0.5;
+  c.clock_passes = 3;
+  schema_rank_stat cs = {.rank = 0, .busy_s = 0.4, .compute_s = 0.3, .comm_s = 0.1, .clock_duty = 0.625,
+                         .clock_gemm_speed = 1.25, .clock_mem_speed = 1.0625};
+  CU_ASSERT_EQUAL(schema_result_add_rank(&c, &cs), 0);
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(schema_result_write_json(&c, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(schema_result_from_json_text(buf, len, "c.json", &b, &e), 0);
+  CU_ASSERT_EQUAL(b.clock_passes, 3);
+  CU_ASSERT_EQUAL_FATAL(b.n_ranks, 1);
+  CU_ASSERT_EQUAL(b.ranks[0].clock_duty, 0.625);
+  CU_ASSERT_EQUAL(b.ranks[0].clock_gemm_speed, 1.25);
+  CU_ASSERT_EQUAL(b.ranks[0].clock_mem_speed, 1.0625);
+  schema_result_free(&b);
+  schema_result_free(&c);
   free(buf);
   /* CSV: header, one figures row, then a block per rank */
   buf = NULL;
