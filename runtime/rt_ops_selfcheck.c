@@ -92,6 +92,10 @@ static int check_norms(int rows, int cols, FILE *log, ts_err *e) {
   }
   mean = dmean, rstd = drstd;
   for (int rms = 0; rms <= 1; rms++) {
+    if (cudaMemset(dmean, 0xff, rows * 4) || cudaMemset(drstd, 0xff, rows * 4)) { /* NaN: poisoned */
+      ts_fail_sys(e, "selfcheck: norm statistics poison");
+      goto out;
+    }
     if (rms ? rt_rmsnorm_fwd(x.dev, g.dev, y.dev, rstd, rows, cols, 1e-5f, NULL, e)
             : rt_layernorm_fwd(x.dev, g.dev, b.dev, y.dev, mean, rstd, rows, cols, 1e-5f, NULL, e))
       goto out;
@@ -100,6 +104,15 @@ static int check_norms(int rows, int cols, FILE *log, ts_err *e) {
     else rt_ref_layernorm_fwd(x.host, g.host, b.host, ref, hm, hr, rows, cols, 1e-5f);
     snprintf(name, sizeof name, "%s_fwd[%dx%d]", rms ? "rmsnorm" : "layernorm", rows, cols);
     if (compare(name, y.host, ref, y.n, log, e)) goto out;
+    /* the statistics the forward keeps for the backward */
+    for (int k = rms; k <= 1; k++) {
+      if (cudaMemcpy(ref, k ? drstd : dmean, rows * 4, cudaMemcpyDeviceToHost)) {
+        ts_fail_sys(e, "selfcheck: norm statistics copy");
+        goto out;
+      }
+      snprintf(name, sizeof name, "%s_%s[%dx%d]", rms ? "rmsnorm" : "layernorm", k ? "rstd" : "mean", rows, cols);
+      if (compare(name, ref, k ? hr : hm, rows, log, e)) goto out;
+    }
     /* backward from the GPU's own statistics, which the reference recomputed (hm, hr) */
     if (rms ? rt_rmsnorm_bwd_dx(dy.dev, x.dev, g.dev, rstd, dx.dev, rows, cols, NULL, e)
             : rt_layernorm_bwd_dx(dy.dev, x.dev, g.dev, mean, rstd, dx.dev, rows, cols, NULL, e))
@@ -254,14 +267,18 @@ out:
   return rc;
 }
 
-static int check_adamw(long long n, FILE *log, ts_err *e) {
-  size_t bytes = (size_t)n * sizeof(float);
+/* The arrays start `off` elements into their allocations (grad `grad_off`):
+ * the offsets pick the update's paths (16-byte vector body with per-element
+ * head and tail, or the per-element kernel when the arrays' alignments differ). */
+static int check_adamw(long long n, int off, int grad_off, FILE *log, ts_err *e) {
+  size_t bytes = (size_t)n * sizeof(float), room = (size_t)(n + 4) * sizeof(float);
   float *h[4], *d[4] = {NULL, NULL, NULL, NULL}, *ref16 = malloc(bytes), *gpu = malloc(bytes);
-  tensor w16;
+  uint16_t *w16raw = malloc((size_t)n * 2);
+  void *w16 = NULL;
+  char name[64];
   int rc = -1;
-  memset(&w16, 0, sizeof w16);
   for (int i = 0; i < 4; i++) h[i] = malloc(bytes);
-  if (!ref16 || !gpu || !h[0] || !h[1] || !h[2] || !h[3]) {
+  if (!ref16 || !gpu || !w16raw || !h[0] || !h[1] || !h[2] || !h[3]) {
     ts_fail_sys(e, "selfcheck: out of memory");
     goto out;
   }
@@ -271,35 +288,58 @@ static int check_adamw(long long n, FILE *log, ts_err *e) {
     h[3][i] = 1e-4f * (1.f + rng_uniform());
   }
   for (int i = 0; i < 4; i++)
-    if (cudaMalloc((void **)&d[i], bytes) || cudaMemcpy(d[i], h[i], bytes, cudaMemcpyHostToDevice)) {
+    if (cudaMalloc((void **)&d[i], room) ||
+        cudaMemcpy(d[i] + (i == 1 ? grad_off : off), h[i], bytes, cudaMemcpyHostToDevice)) {
       ts_fail_sys(e, "selfcheck: adamw buffers");
       goto out;
     }
-  if (tensor_make(&w16, n, 0.f, 0.f, e)) goto out;
+  if (cudaMalloc(&w16, (size_t)(n + 4) * 2) || cudaMemset(w16, 0xff, (size_t)(n + 4) * 2)) { /* NaN: poisoned */
+    ts_fail_sys(e, "selfcheck: adamw buffers");
+    goto out;
+  }
   rt_adamw_params p = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 3};
-  if (rt_adamw_step(d[0], w16.dev, d[1], d[2], d[3], n, p, NULL, e) || tensor_fetch(&w16, e)) goto out;
-  if (cudaMemcpy(gpu, d[0], bytes, cudaMemcpyDeviceToHost)) {
+  if (rt_adamw_step(d[0] + off, (uint16_t *)w16 + off, d[1] + grad_off, d[2] + off, d[3] + off, n, p, NULL, e))
+    goto out;
+  if (cudaDeviceSynchronize() || cudaMemcpy(gpu, d[0] + off, bytes, cudaMemcpyDeviceToHost) ||
+      cudaMemcpy(w16raw, (uint16_t *)w16 + off, (size_t)n * 2, cudaMemcpyDeviceToHost)) {
     ts_fail_sys(e, "selfcheck: adamw copy");
     goto out;
   }
   rt_ref_adamw_step(h[0], ref16, h[1], h[2], h[3], n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.step);
-  if (compare("adamw_master", gpu, h[0], n, log, e) || compare("adamw_bf16", w16.host, ref16, n, log, e)) goto out;
+  snprintf(name, sizeof name, "adamw_master[%lld+%d,%d]", n, off, grad_off);
+  if (compare(name, gpu, h[0], n, log, e)) goto out;
+  for (long long i = 0; i < n; i++) gpu[i] = rt_ref_bf16_to_float(w16raw[i]);
+  snprintf(name, sizeof name, "adamw_bf16[%lld+%d,%d]", n, off, grad_off);
+  if (compare(name, gpu, ref16, n, log, e)) goto out;
+  /* m and v as the reference left them */
+  for (int k = 2; k <= 3; k++) {
+    if (cudaMemcpy(gpu, d[k] + off, bytes, cudaMemcpyDeviceToHost)) {
+      ts_fail_sys(e, "selfcheck: adamw copy");
+      goto out;
+    }
+    snprintf(name, sizeof name, "adamw_%s[%lld+%d,%d]", k == 2 ? "m" : "v", n, off, grad_off);
+    if (compare(name, gpu, h[k], n, log, e)) goto out;
+  }
   rc = 0;
 out:
   for (int i = 0; i < 4; i++) {
     free(h[i]);
     if (d[i]) cudaFree(d[i]);
   }
-  tensor_free(&w16);
-  free(ref16), free(gpu);
+  if (w16) cudaFree(w16);
+  free(ref16), free(gpu), free(w16raw);
   return rc;
 }
 
 int rt_ops_selfcheck(void *log_file, ts_err *e) {
   FILE *log = log_file;
-  /* each op twice: a width that takes the 16-byte path and an odd one that does not */
+  /* each op twice: a width that takes the 16-byte path and an odd one that does not (norms also
+   * at 4096 and 4104 columns, the widest row the forward holds in registers and one past it;
+   * AdamW with aligned arrays, with arrays one element in, and with grad out of step with the rest) */
   RT_TRY(check_norms(37, 264, log, e));
   RT_TRY(check_norms(5, 1031, log, e));
+  RT_TRY(check_norms(9, 4096, log, e)); /* the forward's row-in-registers kernel at its widest */
+  RT_TRY(check_norms(3, 4104, log, e)); /* just past it: the 16-byte three-pass kernel */
   RT_TRY(check_elementwise(13, 136, log, e));
   RT_TRY(check_elementwise(7, 97, log, e));
   RT_TRY(check_softmax(3, 72, log, e));
@@ -308,6 +348,8 @@ int rt_ops_selfcheck(void *log_file, ts_err *e) {
   RT_TRY(check_cross_entropy(4, 1001, log, e));
   RT_TRY(check_embedding(40, 256, log, e));
   RT_TRY(check_embedding(33, 77, log, e));
-  RT_TRY(check_adamw(4099, log, e));
+  RT_TRY(check_adamw(4099, 0, 0, log, e));
+  RT_TRY(check_adamw(4099, 1, 1, log, e));
+  RT_TRY(check_adamw(4099, 0, 1, log, e));
   return 0;
 }

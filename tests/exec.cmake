@@ -34,4 +34,5 @@ if(TACOSIM_HAVE_GPU)
   exec_gpu_test(exec_flash_gpu exec_flash.cu)                  # the fused causal attention
   exec_gpu_test(exec_norm_gpu exec_kernels.cu rt_ops.cu)       # the one-kernel norm backward
   exec_gpu_test(exec_ce_gpu exec_kernels.cu)                   # vocabulary-parallel cross-entropy, TP 2 on one GPU
+  exec_gpu_test(rt_ops_gpu rt_ops.cu rt_ops_selfcheck.c rt_ops_ref.c) # norms, element-wise, softmax, AdamW vs C
 endif()
