@@ -3,10 +3,12 @@
  * simulator reads it with).
  *
  * Phases: a self-check of the kernels against their C references, GEMMs at
- * every shape of the model zoo, attention, memory-bound kernels, the TACO and
- * CAAT-Net kernels, then NCCL and compressed collectives, and the latency +
- * bandwidth fits. --compute-from copies the compute tables of an earlier file
- * (same GPUs) so another transport needs only its collectives measured.
+ * every shape of the model zoo, attention, memory-bound kernels, the clock
+ * section (speeds at compute duty cycles below 1), the TACO and CAAT-Net
+ * kernels, then NCCL and compressed collectives, and the latency + bandwidth
+ * fits. --compute-from copies the compute tables and the clock section of an
+ * earlier file (same GPUs) so another transport needs only its collectives
+ * measured.
  *
  * Under mpirun (one process per GPU, as the executor runs) rank 0 measures
  * the compute phases on its GPU while the other ranks wait for the
@@ -29,7 +31,7 @@
 #include "rt_command.h"
 #include "rt_ops.h"
 
-enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_ALL = 31 };
+enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_ALL = 63 };
 
 typedef struct {
   const char *out, *transport, *models, *compute_from, *spread_tsv;
@@ -45,9 +47,10 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: tacorun calibrate [--out FILE] [--transport-name NAME] [--tp 1,2,4,8] [--quick]\n"
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
-          "                         [--only gemm,attention,memory,codec,comm] [--compute-from FILE]\n"
+          "                         [--only gemm,attention,memory,clock,codec,comm] [--compute-from FILE]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
           "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE]\n"
+          "                         [--no-clock] [--clock-tsv FILE]\n"
           "       mpirun -np N tacorun calibrate ...   (one process per GPU for the collectives)\n\n"
           "Measures GEMMs (every shape of the model zoo: forward, dgrad, wgrad), attention,\n"
           "memory-bound kernels, TACO/CAAT-Net kernels and NCCL plus compressed collectives\n"
@@ -55,7 +58,8 @@ static void usage(FILE *f) {
           "  --out FILE           output (default calibration-TRANSPORT.json)\n"
           "  --transport-name N   recorded transport (default from NCCL_P2P_DISABLE/NCCL_SHM_DISABLE)\n"
           "  --quick              fewer repetitions and group sizes (fits the 8-minute budget)\n"
-          "  --compute-from FILE  copy GEMM and kernel tables from FILE; measure only collectives\n"
+          "  --compute-from FILE  copy GEMM and kernel tables and the clock section from FILE; measure\n"
+          "                       only collectives\n"
           "  --check              run the kernel self-check only\n"
           "  --max-bytes B        largest collective size (default 1073741824)\n"
           "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"
@@ -63,6 +67,12 @@ static void usage(FILE *f) {
           "                       kept (1-8; default 4; --quick 1)\n"
           "  --gemm-tsv FILE      every pass's time of every GEMM (a table to study their noise)\n"
           "  --spread-tsv FILE    per-size spread of the collectives' timed batches\n"
+          "  --no-clock           skip the clock section (on by default with the compute tables, ~35 s;\n"
+          "                       --quick ~25 s): a 4096x4096x2048 GEMM and a 96 MiB add run in bursts\n"
+          "                       with GPU-side idle between them at duty cycles 0.8 .. 0.15 and periods\n"
+          "                       1 .. 100 ms; their speed against back to back and the power\n"
+          "                       controller's window go to the file's \"clock\" section\n"
+          "  --clock-tsv FILE     every point of the clock section (sizes, measured periods, speeds)\n"
           "Under mpirun (or TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE) each process takes one GPU:\n"
           "rank 0 measures the compute tables and writes the file, every rank runs the collectives\n"
           "over the world communicator (its size only; smaller groups need the single-process mode).\n");
@@ -87,16 +97,17 @@ static int parse_list(const char *opt, const char *s, long long lo, long long hi
 }
 
 static int parse_phases(const char *s, int *out, ts_err *e) {
-  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm"};
+  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm", "clock"};
   *out = 0;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", s);
   char *save = NULL;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     int found = 0;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
       if (!strcmp(t, names[i])) *out |= 1 << i, found = 1;
-    if (!found) return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, attention, memory, codec, comm)", t);
+    if (!found)
+      return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, attention, memory, clock, codec, comm)", t);
   }
   return *out ? 0 : ts_fail(e, NULL, "--only", "no phase given");
 }
@@ -108,12 +119,13 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
   a->time_limit_s = 1200;
   calib_sweep_default(&a->sweep);
   long long v[8];
-  int n;
+  int n, no_clock = 0;
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i];
     int has = i + 1 < argc;
     if (!strcmp(o, "--quick")) a->cfg.quick = 1;
     else if (!strcmp(o, "--check")) a->check_only = 1;
+    else if (!strcmp(o, "--no-clock")) no_clock = 1;
     else if (!strcmp(o, "--help") || !strcmp(o, "-h")) return 1;
     else if (!has) return ts_fail(e, NULL, o, "unknown option or missing value");
     else if (!strcmp(o, "--out")) a->out = argv[++i];
@@ -121,6 +133,7 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     else if (!strcmp(o, "--models")) a->models = argv[++i];
     else if (!strcmp(o, "--compute-from")) a->compute_from = argv[++i];
     else if (!strcmp(o, "--gemm-tsv")) a->cfg.gemm_tsv = argv[++i];
+    else if (!strcmp(o, "--clock-tsv")) a->cfg.clock_tsv = argv[++i];
     else if (!strcmp(o, "--spread-tsv")) a->spread_tsv = argv[++i];
     else if (!strcmp(o, "--max-bytes")) {
       if (parse_list(o, argv[++i], 4096, 1LL << 34, v, 1, &n, e)) return -1;
@@ -152,7 +165,11 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
   }
   if (a->transport && (!*a->transport || strlen(a->transport) >= 32))
     return ts_fail(e, NULL, "--transport-name", "must be 1-31 characters");
-  if (a->compute_from && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM | PH_CODEC)) && a->phases != PH_ALL)
+  if (no_clock) {
+    if (a->phases == PH_CLOCK) return ts_fail(e, NULL, "--no-clock", "contradicts --only clock");
+    a->phases &= ~PH_CLOCK;
+  }
+  if (a->compute_from && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM | PH_CODEC | PH_CLOCK)) && (a->phases | PH_CLOCK) != PH_ALL)
     return ts_fail(e, NULL, "--compute-from", "replaces the compute phases; use --only comm or no --only");
   if (a->compute_from) a->phases = PH_COMM;
   return 0;
@@ -270,6 +287,11 @@ static int copy_compute_tables(const char *path, schema_calibration *c, ts_err *
     for (int i = 0; i < src.kernels[t].n && !rc; i++)
       rc = schema_calibration_add_kernel(c, src.kernels[t].name, src.kernels[t].by_flops, src.kernels[t].pts[i].x,
                                          src.kernels[t].pts[i].group, src.kernels[t].pts[i].us);
+  /* the clock section belongs to the GPUs, like the compute tables */
+  for (int i = 0; i < src.n_clock && !rc; i++)
+    rc = schema_calibration_add_clock(c, src.clock[i].duty, src.clock[i].period_us, src.clock[i].gemm_speed,
+                                      src.clock[i].mem_speed);
+  if (src.n_clock) c->clock_window_us = src.clock_window_us;
   schema_calibration_free(&src);
   return rc ? ts_fail_sys(e, "calibrate: out of memory") : 0;
 }
@@ -408,10 +430,16 @@ static int run(calib_args *a, ts_err *e) {
   if (!rc && (a->phases & PH_GEMM)) rc = calib_run_gemms(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_MEM)) rc = calib_run_memops(&a->cfg, &sh, &c, e);
+  /* the clock section is an addition to the compute tables: a failure there
+   * is reported and recorded in the notes, the tables are kept */
+  char missing[200] = "";
+  if (!rc && (a->phases & PH_CLOCK))
+    optional_phase(calib_run_clock(&a->cfg, &c, e), "clock section", e, missing, sizeof missing);
   int comm = (a->phases & PH_COMM) && (a->cfg.multi ? a->cfg.nranks : a->cfg.ndev) >= 2;
   if ((a->phases & PH_COMM) && !comm) fprintf(stderr, "calibrate: one GPU: no collectives to measure\n");
-  char missing[200] = "";
-  if (check_rc) snprintf(missing, sizeof missing, "kernel self-check FAILED (%.120s)", check_err.msg);
+  if (check_rc)
+    snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%skernel self-check FAILED (%.120s)",
+             *missing ? ", " : "", check_err.msg);
   if (a->cfg.multi) {
     /* the other ranks wait in the communicator's set-up: measure the codec
      * kernels first so that the collectives run back to back */

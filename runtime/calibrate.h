@@ -39,6 +39,7 @@ typedef struct {
   int coll_groups[8], n_coll_groups; /* TACO group sizes for the compressed collectives */
   int gemm_passes;          /* passes over every GEMM shape, alternating direction (geometric mean kept) */
   const char *gemm_tsv;     /* NULL, or a file for every pass's time of every GEMM */
+  const char *clock_tsv;    /* NULL, or a file for every point of the clock section */
   /* One process per GPU (mpirun, or TACORUN_RANK/NRANKS/ID_FILE): rank 0
    * measures the compute phases and writes the file; every rank takes part in
    * the collectives, over the world communicator `world` (opened once: MPI
@@ -64,6 +65,10 @@ double calib_gemm_combine_passes(const double *t, int passes);
 int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
 int calib_run_attention(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
 int calib_run_memops(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
+/* The clock section: GEMM and memory-bound speeds at compute duty cycles
+ * below 1 against back to back, and the power controller's window
+ * (calibrate_clock.c, calibration/README.md). */
+int calib_run_clock(const calib_config *cfg, schema_calibration *c, ts_err *e);
 /* TACO and CAAT-Net kernels (calibrate_codec.c). */
 int calib_run_codec(const calib_config *cfg, schema_calibration *c, ts_err *e);
 /* NCCL BF16 (compressed = 0) or TACO-compressed (1) collectives for every
