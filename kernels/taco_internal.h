@@ -2,6 +2,8 @@
 #ifndef TACO_INTERNAL_H
 #define TACO_INTERNAL_H
 
+#include <stddef.h>
+
 #include "taco_codec.h"
 
 #ifdef __cplusplus
@@ -24,6 +26,35 @@ int taco_tiled_encode(const void *x, taco_dtype dt, size_t n, taco_params p, int
                       void *block, taco_nonfinite *nf, void *stream);
 int taco_tiled_decode(const void *block, size_t n, taco_params p, void *y, taco_dtype dt, int xpose, int per_thread,
                       int stages, void *stream);
+
+/* taco_tiled.cu, round 5: options of the warp-tiled encode and decode and of
+ * the streaming kernels (taco_stream_device), a set of TACO_TILED_* flags.
+ * Process-wide; TACO_TILED_OPTS ("none" or flags joined by '+', e.g.
+ * "d2+pdl") sets the start value, else TACO_TILED_OPTS_DEFAULT. The kernel
+ * templates with DEPTH2 / EVICT exist for the (G, transform, P) combinations
+ * the library's defaults run (G = 128 and 256); others run without them. */
+enum {
+  TACO_TILED_DEPTH2 = 1u,  /* "d2": two tiles of loads in flight per lane, not one */
+  TACO_TILED_EVICT = 2u,   /* "ef": loads and stores with an L2 evict-first policy (createpolicy) and no L1 allocation,
+                              instead of ld/st.global.cs */
+  TACO_TILED_PDL = 4u,     /* "pdl": programmatic dependent launch (the next kernel's blocks are placed while this
+                              one drains; each kernel waits for its predecessor before touching memory) */
+  TACO_TILED_FULLGRID = 8u /* "full": exactly blocks-per-SM x SMs blocks (warps get n or n+1 tiles, SMs the same
+                              share), not the fewest that give every warp the same count */
+};
+#define TACO_TILED_ALL 15u
+#define TACO_TILED_OPTS_DEFAULT 0u
+unsigned taco_tiled_options(void);
+int taco_set_tiled_options(unsigned flags);                  /* -1 for unknown bits */
+int taco_parse_tiled_options(const char *s, unsigned *flags); /* "none" | "d2+ef+pdl+full" (any subset); -1 if bad */
+void taco_format_tiled_options(unsigned flags, char *buf, size_t size); /* "none" or "d2+pdl" ... */
+
+/* A streaming kernel of a fixed read/write mix (the ceiling for a codec's
+ * traffic): each of `units` units reads `reads` 16-byte words (at src + r *
+ * units * 16) and writes `writes` (at dst + w * units * 16); (reads, writes)
+ * = (1, 1) copy, (2, 1) the encode's mix, (1, 2) the decode's. Honours the
+ * EVICT, DEPTH2 (8 units in flight per thread, else 4) and PDL options. */
+int taco_stream_device(void *dst, const void *src, int reads, int writes, size_t units, void *stream);
 
 #ifdef __cplusplus
 }

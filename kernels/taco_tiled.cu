@@ -11,12 +11,19 @@
  *         1-D bulk asynchronous copies (cp.async.bulk, completion on an
  *         mbarrier per slot): several tiles per warp in flight without
  *         registers while the Hadamard transform runs.
+ * Round 5 options (taco_set_tiled_options): two tiles of loads in flight per
+ * lane (DEPTH2), L2 evict-first policies on the streams (EVICT), programmatic
+ * dependent launch (PDL), a grid of exactly blocks-per-SM x SMs (FULLGRID).
  * Also a plain streaming copy kernel: the same-size copy ceiling bench-codec
- * prints next to cudaMemcpyAsync. */
+ * prints next to cudaMemcpyAsync, and streaming kernels of the encode's and
+ * the decode's read/write mix (taco_stream_device). */
 #include <cuda_runtime.h>
 #include <float.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "taco_codec.h"
 #include "taco_device.cuh"
@@ -61,6 +68,76 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
   } while (!done);
 }
 
+/* ---- round 5: programmatic dependent launch and L2 eviction hints ---- */
+
+/* Wait until the previous kernel of the stream has finished and its writes are
+ * visible (a no-op unless this kernel was launched with programmatic stream
+ * serialization), then let the next kernel's blocks be placed on the SMs as
+ * this one's blocks exit. Every tiled and streaming kernel starts with it. */
+__device__ __forceinline__ void pdl_begin() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+/* The streamed global loads and stores. EV = false: ld/st.global.cs (the
+ * round-4 kernels); true: no L1 allocation and an L2 evict-first policy
+ * (createpolicy), so that the single-pass streams leave L2 to each other.
+ * The asm is volatile so that no load moves above pdl_begin's wait. */
+template <bool EV> struct stream_io {
+  uint64_t policy = 0;
+  __device__ __forceinline__ stream_io() {
+    if constexpr (EV) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  }
+  __device__ __forceinline__ uint4 ld(const void *p) const {
+    if constexpr (!EV) {
+      return __ldcs(reinterpret_cast<const uint4 *>(p));
+    } else {
+      uint4 r;
+      asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+          : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+          : "l"(p), "l"(policy));
+      return r;
+    }
+  }
+  __device__ __forceinline__ uint2 ld2(const void *p) const {
+    if constexpr (!EV) {
+      return __ldcs(reinterpret_cast<const uint2 *>(p));
+    } else {
+      uint2 r;
+      asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(r.x), "=r"(r.y) : "l"(p), "l"(policy));
+      return r;
+    }
+  }
+  __device__ __forceinline__ float2 ldf2(const float2 *p) const {
+    if constexpr (!EV) {
+      return __ldcs(p);
+    } else {
+      const uint2 u = ld2(p);
+      return make_float2(__uint_as_float(u.x), __uint_as_float(u.y));
+    }
+  }
+  __device__ __forceinline__ void st(void *p, uint4 v) const {
+    if constexpr (!EV)
+      __stcs(reinterpret_cast<uint4 *>(p), v);
+    else
+      asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(v.x),
+                   "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
+                   : "memory");
+  }
+  __device__ __forceinline__ void st2(void *p, uint2 v) const {
+    if constexpr (!EV)
+      __stcs(reinterpret_cast<uint2 *>(p), v);
+    else
+      asm volatile("st.global.L1::no_allocate.L2::cache_hint.v2.u32 [%0], {%1, %2}, %3;" ::"l"(p), "r"(v.x), "r"(v.y),
+                   "l"(policy)
+                   : "memory");
+  }
+};
+
+/* OPT, the compile-time part of the options: bit 0 DEPTH2, bit 1 EVICT */
+template <int OPT> __host__ __device__ constexpr int opt_depth() { return (OPT & 1) ? 2 : 1; }
+template <int OPT> __host__ __device__ constexpr bool opt_evict() { return (OPT & 2) != 0; }
+
 /* ---- tile geometry: a warp tile is 32 lanes x P elements = 32/T whole groups ---- */
 template <int G, int P> struct tile_shape {
   static constexpr int T = G / P, S = P / 32, ELEMS = 32 * P, GROUPS = 32 / T, NK = P / CHUNK;
@@ -86,6 +163,32 @@ __device__ __forceinline__ void load_lane(const Tin *lane_src, raw_input<Tin, P>
     for (int q = 0; q < PER; q++) r.w[k * PER + q] = ld16(lane_src + chunk_rel<G, P>(k) + q * (16 / (int)sizeof(Tin)), SMEM);
 }
 
+/* the same from global memory through the stream's loads */
+template <int G, int P, bool EV, typename Tin>
+__device__ __forceinline__ void load_lane_io(const Tin *lane_src, raw_input<Tin, P> &r, const stream_io<EV> &io) {
+  constexpr int NK = P / CHUNK, PER = raw_input<Tin, P>::WORDS / NK;
+#pragma unroll
+  for (int k = 0; k < NK; k++)
+#pragma unroll
+    for (int q = 0; q < PER; q++) r.w[k * PER + q] = io.ld(lane_src + chunk_rel<G, P>(k) + q * (16 / (int)sizeof(Tin)));
+}
+
+/* a lane's codes from global memory (8 bytes per chunk; 16 for two adjacent chunks at P = 64) */
+template <int G, int P, bool EV>
+__device__ __forceinline__ void load_lane_codes_io(const uint8_t *lane_src, uint2 (&q)[P / CHUNK], const stream_io<EV> &io) {
+  if constexpr (P == 64) {
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      const uint4 u = io.ld(lane_src + chunk_rel<G, P>(2 * c));
+      q[2 * c] = make_uint2(u.x, u.y);
+      q[2 * c + 1] = make_uint2(u.z, u.w);
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < P / CHUNK; c++) q[c] = io.ld2(lane_src + chunk_rel<G, P>(c));
+  }
+}
+
 /* a lane's codes (8 bytes per chunk; 16 for two adjacent chunks at P = 64) */
 template <int G, int P, bool SMEM>
 __device__ __forceinline__ void load_lane_codes(const uint8_t *lane_src, uint2 (&q)[P / CHUNK]) {
@@ -105,16 +208,15 @@ __device__ __forceinline__ void load_lane_codes(const uint8_t *lane_src, uint2 (
   }
 }
 
-template <int G, int P> __device__ __forceinline__ void store_lane_codes(uint8_t *lane_dst, const uint32_t (&w)[P / 4]) {
+template <int G, int P, bool EV>
+__device__ __forceinline__ void store_lane_codes(uint8_t *lane_dst, const uint32_t (&w)[P / 4], const stream_io<EV> &io) {
   if constexpr (P == 64) {
 #pragma unroll
     for (int c = 0; c < 4; c++)
-      __stcs(reinterpret_cast<uint4 *>(lane_dst + chunk_rel<G, P>(2 * c)),
-             make_uint4(w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]));
+      io.st(lane_dst + chunk_rel<G, P>(2 * c), make_uint4(w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]));
   } else {
 #pragma unroll
-    for (int c = 0; c < P / CHUNK; c++)
-      __stcs(reinterpret_cast<uint2 *>(lane_dst + chunk_rel<G, P>(c)), make_uint2(w[2 * c], w[2 * c + 1]));
+    for (int c = 0; c < P / CHUNK; c++) io.st2(lane_dst + chunk_rel<G, P>(c), make_uint2(w[2 * c], w[2 * c + 1]));
   }
 }
 
@@ -179,9 +281,10 @@ __device__ __forceinline__ bool screen_nonfinite(float (&v)[P], float &sum_squar
 }
 
 /* one group slice: scales, transform, codes; stores unless !active (every lane calls this) */
-template <int G, bool E5M2, bool XPOSE, int P>
+template <int G, bool E5M2, bool XPOSE, int P, bool EV>
 __device__ __forceinline__ void encode_slice(float (&v)[P], size_t base, int t, bool active, uint8_t *lane_dst,
-                                             float2 *group_scale, float4 *wbuf, taco_nonfinite *nf) {
+                                             float2 *group_scale, float4 *wbuf, taco_nonfinite *nf,
+                                             const stream_io<EV> &io) {
   float sum_squares = group_sum_squares<G, P>(v);
   bool bad = false;
   if (__any_sync(FULL_MASK, !(sum_squares <= FLT_MAX))) bad = screen_nonfinite<G, P>(v, sum_squares, base, t, nf);
@@ -194,7 +297,7 @@ __device__ __forceinline__ void encode_slice(float (&v)[P], size_t base, int t, 
     for (int w = 0; w < P / 4; w++) words[w] = 0;
     s_a = s_q = 0.0f;
   }
-  store_lane_codes<G, P>(lane_dst, words);
+  store_lane_codes<G, P>(lane_dst, words, io);
   if (t == 0) *group_scale = make_float2(s_a, s_q);
 }
 
@@ -202,11 +305,19 @@ __device__ __forceinline__ void encode_slice(float (&v)[P], size_t base, int t, 
  * 102 (5 blocks of 128 threads per SM, as the grid kernels have), through a
  * bulk ring 80 (6 blocks; no prefetch registers); 64 per thread 168 / 128. */
 template <int P, bool BULK> constexpr int min_blocks() { return P == 64 ? (BULK ? 4 : 3) : (BULK ? 6 : 5); }
+/* DEPTH2 holds a second tile of loads: one block per SM fewer (32 per thread: 128
+ * registers; 64: 255), which ptxas needs to keep them without spills */
+template <int P, bool BULK, int OPT> constexpr int encode_min_blocks() {
+  return (OPT & 1) ? min_blocks<P, BULK>() - 1 : min_blocks<P, BULK>();
+}
 
-template <int G, typename Tin, bool E5M2, bool XPOSE, int P, bool BULK>
-__global__ void __launch_bounds__(BLOCK, min_blocks<P, BULK>())
+template <int G, typename Tin, bool E5M2, bool XPOSE, int P, bool BULK, int OPT>
+__global__ void __launch_bounds__(BLOCK, encode_min_blocks<P, BULK, OPT>())
     encode_tiled_kernel(const Tin *__restrict__ x, size_t n, size_t ngroups, uint32_t full_tiles, int stages,
                         uint8_t *__restrict__ payload, float2 *__restrict__ scales, taco_nonfinite *nf) {
+  constexpr int DEPTH = opt_depth<OPT>();
+  const stream_io<opt_evict<OPT>()> io;
+  pdl_begin();
   using shape = tile_shape<G, P>;
   constexpr int T = shape::T, ELEMS = shape::ELEMS, GROUPS = shape::GROUPS;
   constexpr uint32_t SLOT = ELEMS * sizeof(Tin);
@@ -219,7 +330,7 @@ __global__ void __launch_bounds__(BLOCK, min_blocks<P, BULK>())
   const Tin *src = x + (size_t)warp * ELEMS + lane_first;
   uint8_t *dst = payload + (size_t)warp * ELEMS + lane_first;
   float2 *sc = scales + (size_t)warp * GROUPS + gi;
-  raw_input<Tin, P> raw;
+  raw_input<Tin, P> raw[DEPTH]; /* raw[0]: the next tile's loads; raw[1] (DEPTH2): the one after */
   bulk_ring ring;
   if constexpr (BULK) {
     ring = ring_setup(stages, SLOT);
@@ -231,14 +342,16 @@ __global__ void __launch_bounds__(BLOCK, min_blocks<P, BULK>())
         bulk_load(ring.slots + (size_t)s * SLOT, x + (size_t)u * ELEMS, SLOT, &ring.bars[s]);
       }
   } else {
-    if (warp < full_tiles) load_lane<G, P, false>(src, raw);
+#pragma unroll
+    for (int d = 0; d < DEPTH; d++)
+      if (warp + (uint32_t)d * nwarps < full_tiles) load_lane_io<G, P>(src + (size_t)d * step, raw[d], io);
   }
   for (uint32_t tile = warp; tile < full_tiles; tile += nwarps) {
     float v[P];
     if constexpr (BULK) {
       uint8_t *slot = ring.slots + (size_t)ring.slot * SLOT;
       mbar_wait(&ring.bars[ring.slot], ring.phase);
-      load_lane<G, P, true>(reinterpret_cast<const Tin *>(slot) + lane_first, raw);
+      load_lane<G, P, true>(reinterpret_cast<const Tin *>(slot) + lane_first, raw[0]);
       __syncwarp();
       const uint32_t refill = tile + (uint32_t)stages * nwarps;
       if (lane == 0 && refill < full_tiles) {
@@ -247,12 +360,13 @@ __global__ void __launch_bounds__(BLOCK, min_blocks<P, BULK>())
         bulk_load(slot, x + (size_t)refill * ELEMS, SLOT, &ring.bars[ring.slot]);
       }
       ring_advance(ring);
-      unpack_raw(raw, v);
+      unpack_raw(raw[0], v);
     } else {
-      unpack_raw(raw, v);
-      if (tile + nwarps < full_tiles) load_lane<G, P, false>(src + step, raw);
+      unpack_raw(raw[0], v);
+      if constexpr (DEPTH == 2) raw[0] = raw[1];
+      if (tile + (uint32_t)DEPTH * nwarps < full_tiles) load_lane_io<G, P>(src + DEPTH * step, raw[DEPTH - 1], io);
     }
-    encode_slice<G, E5M2, XPOSE, P>(v, (size_t)tile * ELEMS + (size_t)gi * G, t, true, dst, sc, wbuf, nf);
+    encode_slice<G, E5M2, XPOSE, P>(v, (size_t)tile * ELEMS + (size_t)gi * G, t, true, dst, sc, wbuf, nf, io);
     src += step;
     dst += step;
     sc += (size_t)nwarps * GROUPS;
@@ -272,21 +386,33 @@ __global__ void __launch_bounds__(BLOCK, min_blocks<P, BULK>())
       const int rel = chunk_rel<G, P>(i / CHUNK) + i % CHUNK;
       v[i] = rel < left ? load_one(lane_src, (size_t)rel) : 0.0f;
     }
-    encode_slice<G, E5M2, XPOSE, P>(v, base, t, active, payload + base + t * shape::S * CHUNK, scales + group, wbuf, nf);
+    encode_slice<G, E5M2, XPOSE, P>(v, base, t, active, payload + base + t * shape::S * CHUNK, scales + group, wbuf, nf,
+                                    io);
   }
 }
 
 /* ---- decode (one block) ---- */
 
-template <int G, typename Tout, int P>
-__device__ __forceinline__ void store_lane_values(Tout *lane_dst, const float (&acc)[P]) {
-#pragma unroll
-  for (int c = 0; c < P / CHUNK; c++) store_chunk(lane_dst + chunk_rel<G, P>(c), acc + c * CHUNK);
+template <bool EV> __device__ __forceinline__ void store_chunk_io(uint16_t *p, const float *v, const stream_io<EV> &io) {
+  io.st(p, make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7])));
+}
+template <bool EV> __device__ __forceinline__ void store_chunk_io(float *p, const float *v, const stream_io<EV> &io) {
+  io.st(p, make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3])));
+  io.st(p + 4, make_uint4(__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7])));
 }
 
-template <int G, typename Tout, bool E5M2, bool XPOSE, int P, bool BULK>
+template <int G, typename Tout, int P, bool EV>
+__device__ __forceinline__ void store_lane_values(Tout *lane_dst, const float (&acc)[P], const stream_io<EV> &io) {
+#pragma unroll
+  for (int c = 0; c < P / CHUNK; c++) store_chunk_io(lane_dst + chunk_rel<G, P>(c), acc + c * CHUNK, io);
+}
+
+template <int G, typename Tout, bool E5M2, bool XPOSE, int P, bool BULK, int OPT>
 __global__ void __launch_bounds__(BLOCK) decode_tiled_kernel(const uint8_t *__restrict__ in, size_t n, size_t ngroups,
                                                              uint32_t full_tiles, int stages, Tout *__restrict__ y) {
+  constexpr int DEPTH = opt_depth<OPT>();
+  const stream_io<opt_evict<OPT>()> io;
+  pdl_begin();
   using shape = tile_shape<G, P>;
   constexpr int T = shape::T, ELEMS = shape::ELEMS, GROUPS = shape::GROUPS, NK = shape::NK;
   constexpr uint32_t CODES = ELEMS, SCALES = GROUPS * 8, SLOT = CODES + SCALES;
@@ -300,8 +426,8 @@ __global__ void __launch_bounds__(BLOCK) decode_tiled_kernel(const uint8_t *__re
   const uint8_t *src = in + (size_t)warp * ELEMS + lane_first;
   const float2 *sc = all_scales + (size_t)warp * GROUPS + gi;
   Tout *dst = y + (size_t)warp * ELEMS + lane_first;
-  uint2 q[NK];
-  float2 s;
+  uint2 q[DEPTH][NK]; /* [0]: the next tile's codes; [1] (DEPTH2): the one after */
+  float2 s[DEPTH];
   bulk_ring ring;
   if constexpr (BULK) {
     ring = ring_setup(stages, SLOT);
@@ -313,9 +439,13 @@ __global__ void __launch_bounds__(BLOCK) decode_tiled_kernel(const uint8_t *__re
         bulk_load(ring.slots + (size_t)k * SLOT, in + (size_t)u * ELEMS, CODES, &ring.bars[k]);
         bulk_load(ring.slots + (size_t)k * SLOT + CODES, all_scales + (size_t)u * GROUPS, SCALES, &ring.bars[k]);
       }
-  } else if (warp < full_tiles) {
-    load_lane_codes<G, P, false>(src, q);
-    s = __ldcs(sc);
+  } else {
+#pragma unroll
+    for (int d = 0; d < DEPTH; d++)
+      if (warp + (uint32_t)d * nwarps < full_tiles) {
+        load_lane_codes_io<G, P>(src + (size_t)d * step, q[d], io);
+        s[d] = io.ldf2(sc + (size_t)d * nwarps * GROUPS);
+      }
   }
   for (uint32_t tile = warp; tile < full_tiles; tile += nwarps) {
     float acc[P];
@@ -324,8 +454,8 @@ __global__ void __launch_bounds__(BLOCK) decode_tiled_kernel(const uint8_t *__re
     if constexpr (BULK) {
       uint8_t *slot = ring.slots + (size_t)ring.slot * SLOT;
       mbar_wait(&ring.bars[ring.slot], ring.phase);
-      load_lane_codes<G, P, true>(slot + lane_first, q);
-      s = reinterpret_cast<const float2 *>(slot + CODES)[gi];
+      load_lane_codes<G, P, true>(slot + lane_first, q[0]);
+      s[0] = reinterpret_cast<const float2 *>(slot + CODES)[gi];
       __syncwarp();
       const uint32_t refill = tile + (uint32_t)stages * nwarps;
       if (lane == 0 && refill < full_tiles) {
@@ -335,16 +465,21 @@ __global__ void __launch_bounds__(BLOCK) decode_tiled_kernel(const uint8_t *__re
         bulk_load(slot + CODES, all_scales + (size_t)refill * GROUPS, SCALES, &ring.bars[ring.slot]);
       }
       ring_advance(ring);
-      accumulate_codes<E5M2, P>(q, decode_multiplier<G>(s), acc);
+      accumulate_codes<E5M2, P>(q[0], decode_multiplier<G>(s[0]), acc);
     } else {
-      accumulate_codes<E5M2, P>(q, decode_multiplier<G>(s), acc);
-      if (tile + nwarps < full_tiles) {
-        load_lane_codes<G, P, false>(src + step, q);
-        s = __ldcs(sc + (size_t)nwarps * GROUPS);
+      accumulate_codes<E5M2, P>(q[0], decode_multiplier<G>(s[0]), acc);
+      if constexpr (DEPTH == 2) {
+#pragma unroll
+        for (int c = 0; c < NK; c++) q[0][c] = q[1][c];
+        s[0] = s[1];
+      }
+      if (tile + (uint32_t)DEPTH * nwarps < full_tiles) {
+        load_lane_codes_io<G, P>(src + DEPTH * step, q[DEPTH - 1], io);
+        s[DEPTH - 1] = io.ldf2(sc + (size_t)DEPTH * nwarps * GROUPS);
       }
     }
     fwht_variant<G, XPOSE, P>(acc, t, wbuf);
-    store_lane_values<G, Tout, P>(dst, acc);
+    store_lane_values<G, Tout, P>(dst, acc, io);
     src += step;
     dst += step;
     sc += (size_t)nwarps * GROUPS;
@@ -357,13 +492,13 @@ __global__ void __launch_bounds__(BLOCK) decode_tiled_kernel(const uint8_t *__re
 #pragma unroll
     for (int i = 0; i < P; i++) acc[i] = 0.0f;
     if (active) {
-      load_lane_codes<G, P, false>(in + base + t * shape::S * CHUNK, q);
-      accumulate_codes<E5M2, P>(q, decode_multiplier<G>(__ldcs(all_scales + group)), acc);
+      load_lane_codes_io<G, P>(in + base + t * shape::S * CHUNK, q[0], io);
+      accumulate_codes<E5M2, P>(q[0], decode_multiplier<G>(io.ldf2(all_scales + group)), acc);
     }
     fwht_variant<G, XPOSE, P>(acc, t, wbuf);
     if (active) {
       if (base + G <= n) {
-        store_lane_values<G, Tout, P>(y + base + t * shape::S * CHUNK, acc);
+        store_lane_values<G, Tout, P>(y + base + t * shape::S * CHUNK, acc, io);
       } else {
         Tout *lane_dst = y + base + t * shape::S * CHUNK;
         const long long left = (long long)n - (long long)(base + t * shape::S * CHUNK);
@@ -392,7 +527,60 @@ __global__ void __launch_bounds__(BLOCK) copy_kernel(const uint4 *__restrict__ s
   for (; i < n16; i += stride) __stcs(dst + i, __ldcs(src + i));
 }
 
+/* ---- streaming kernels of a fixed read/write mix (taco_stream_device) ----
+ * Unit u reads R 16-byte words src[r * units + u] and writes W words
+ * dst[w * units + u] (so every instruction of a warp touches 512 contiguous
+ * bytes); U units in flight per thread (4, or 8 with DEPTH2). */
+template <int R, int W, bool EV, int U>
+__global__ void __launch_bounds__(BLOCK) stream_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, size_t units) {
+  const stream_io<EV> io;
+  pdl_begin();
+  const size_t stride = (size_t)gridDim.x * BLOCK;
+  size_t i = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  for (; i + (U - 1) * stride < units; i += U * stride) {
+    uint4 a[U][R];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int r = 0; r < R; r++) a[u][r] = io.ld(src + r * units + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      uint4 v = a[u][0];
+      if constexpr (R == 2) v.x ^= a[u][1].x, v.y ^= a[u][1].y, v.z ^= a[u][1].z, v.w ^= a[u][1].w;
+#pragma unroll
+      for (int w = 0; w < W; w++) io.st(dst + w * units + i + u * stride, v);
+    }
+  }
+  for (; i < units; i += stride) {
+    uint4 v = io.ld(src + i);
+    if constexpr (R == 2) {
+      const uint4 b = io.ld(src + units + i);
+      v.x ^= b.x, v.y ^= b.y, v.z ^= b.z, v.w ^= b.w;
+    }
+#pragma unroll
+    for (int w = 0; w < W; w++) io.st(dst + w * units + i, v);
+  }
+}
+
 /* ---- host ---- */
+
+/* kernel launch, with programmatic stream serialization when pdl */
+template <typename... KArgs, typename... Args>
+static int launch_kernel(void (*kernel)(KArgs...), unsigned blocks, size_t smem, cudaStream_t s, bool pdl,
+                         Args... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(BLOCK);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  TACO_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
+  return 0;
+}
 
 struct grid_cache {
   int stages = -1, per_sm = 0, sms = 0;
@@ -402,7 +590,7 @@ struct grid_cache {
  * TACO_BLOCKS_PER_SM cap), then as few as keep each warp's tile count the
  * same (no warp walks one tile more than most: the tail of a 64 MiB tensor).
  * Also raises the kernel's dynamic shared memory limit where needed. */
-template <auto KERNEL> static int tiled_grid(uint32_t tiles, int stages, size_t smem, unsigned *blocks) {
+template <auto KERNEL> static int tiled_grid(uint32_t tiles, int stages, size_t smem, bool full, unsigned *blocks) {
   static grid_cache cache;
   if (cache.stages != stages) {
     int dev = 0;
@@ -422,7 +610,7 @@ template <auto KERNEL> static int tiled_grid(uint32_t tiles, int stages, size_t 
   } else {
     const uint64_t cap = (uint64_t)(override_bps > 0 ? override_bps : cache.per_sm) * cache.sms * WARPS;
     const uint64_t per_warp = (need + cap - 1) / cap;
-    warps = (need + per_warp - 1) / per_warp;
+    warps = full ? (need < cap ? need : cap) : (need + per_warp - 1) / per_warp;
   }
   *blocks = (unsigned)((warps + WARPS - 1) / WARPS);
   return 0;
@@ -439,6 +627,28 @@ template <int G, typename F> static int with_tile_variant(int per_thread, int xp
 
 template <typename F> static int with_bulk(int stages, F &&f) {
   return stages > 0 ? f(std::true_type{}) : f(std::false_type{});
+}
+
+/* Calls f(integral_constant<int, OPT>) for the DEPTH2 / EVICT bits of opts where
+ * SUPPORTED (the combinations the defaults run: fewer kernels to build), else OPT 0. */
+template <bool SUPPORTED, typename F> static int with_opt(unsigned opts, F &&f) {
+  if constexpr (SUPPORTED) {
+    switch (opts & (TACO_TILED_DEPTH2 | TACO_TILED_EVICT)) {
+    case TACO_TILED_DEPTH2: return f(std::integral_constant<int, 1>{});
+    case TACO_TILED_EVICT: return f(std::integral_constant<int, 2>{});
+    case TACO_TILED_DEPTH2 | TACO_TILED_EVICT: return f(std::integral_constant<int, 3>{});
+    default: break;
+    }
+  }
+  return f(std::integral_constant<int, 0>{});
+}
+/* the (G, transform, P) the library's defaults run: encode G = 128 32 per thread
+ * with shuffles, G = 256 64 per thread; decode G = 128 shuffles, G = 256 shared memory */
+template <int G, bool XP, int P> constexpr bool encode_opt_built() {
+  return (G == 128 && !XP && P == 32) || (G == 256 && !XP && P == 64);
+}
+template <int G, bool XP, int P> constexpr bool decode_opt_built() {
+  return P == 32 && ((G == 128 && !XP) || (G == 256 && XP));
 }
 
 } // namespace
@@ -458,22 +668,26 @@ extern "C" int taco_tiled_encode(const void *x, taco_dtype dt, size_t n, taco_pa
       constexpr int P = decltype(pc)::value;
       const size_t tiles = n / (32 * (size_t)P);
       if (tiles > (size_t)INT32_MAX) return TACO_FAIL("%zu elements: too many tiles for the tiled encode", n);
+      const unsigned opts = taco_tiled_options();
+      const bool pdl = opts & TACO_TILED_PDL, full = opts & TACO_TILED_FULLGRID;
       return with_bulk(stages, [&](auto bc) {
         constexpr bool BULK = decltype(bc)::value;
-        unsigned blocks = 0;
-        if (dt == TACO_DTYPE_BF16) {
-          constexpr auto K = encode_tiled_kernel<G, uint16_t, E5, XP, P, BULK>;
-          const size_t smem = BULK ? (size_t)WARPS * stages * 32 * P * sizeof(uint16_t) : 0;
-          if (tiled_grid<K>((uint32_t)tiles, stages, smem, &blocks)) return -1;
-          K<<<blocks, BLOCK, smem, s>>>((const uint16_t *)x, n, ngroups, (uint32_t)tiles, stages, payload, scales, nf);
-        } else {
-          constexpr auto K = encode_tiled_kernel<G, float, E5, XP, P, BULK>;
+        return with_opt<!BULK && encode_opt_built<G, XP, P>()>(opts, [&](auto oc) {
+          constexpr int OPT = decltype(oc)::value;
+          unsigned blocks = 0;
+          if (dt == TACO_DTYPE_BF16) {
+            constexpr auto K = encode_tiled_kernel<G, uint16_t, E5, XP, P, BULK, OPT>;
+            const size_t smem = BULK ? (size_t)WARPS * stages * 32 * P * sizeof(uint16_t) : 0;
+            if (tiled_grid<K>((uint32_t)tiles, stages, smem, full, &blocks)) return -1;
+            return launch_kernel(K, blocks, smem, s, pdl, (const uint16_t *)x, n, ngroups, (uint32_t)tiles, stages,
+                                 payload, scales, nf);
+          }
+          constexpr auto K = encode_tiled_kernel<G, float, E5, XP, P, BULK, OPT>;
           const size_t smem = BULK ? (size_t)WARPS * stages * 32 * P * sizeof(float) : 0;
-          if (tiled_grid<K>((uint32_t)tiles, stages, smem, &blocks)) return -1;
-          K<<<blocks, BLOCK, smem, s>>>((const float *)x, n, ngroups, (uint32_t)tiles, stages, payload, scales, nf);
-        }
-        TACO_CUDA_CHECK(cudaGetLastError());
-        return 0;
+          if (tiled_grid<K>((uint32_t)tiles, stages, smem, full, &blocks)) return -1;
+          return launch_kernel(K, blocks, smem, s, pdl, (const float *)x, n, ngroups, (uint32_t)tiles, stages, payload,
+                               scales, nf);
+        });
       });
     });
   });
@@ -494,21 +708,25 @@ extern "C" int taco_tiled_decode(const void *block, size_t n, taco_params p, voi
       const size_t tiles = n / (32 * (size_t)P);
       if (tiles > (size_t)INT32_MAX) return TACO_FAIL("%zu elements: too many tiles for the tiled decode", n);
       (void)per_thread;
+      const unsigned opts = taco_tiled_options();
+      const bool pdl = opts & TACO_TILED_PDL, full = opts & TACO_TILED_FULLGRID;
       return with_bulk(stages, [&](auto bc) {
         constexpr bool BULK = decltype(bc)::value;
         const size_t smem = BULK ? (size_t)WARPS * stages * (32 * P + 32 / (G / P) * 8) : 0;
-        unsigned blocks = 0;
-        if (dt == TACO_DTYPE_BF16) {
-          constexpr auto K = decode_tiled_kernel<G, uint16_t, E5, XP, P, BULK>;
-          if (tiled_grid<K>((uint32_t)tiles, stages, smem, &blocks)) return -1;
-          K<<<blocks, BLOCK, smem, s>>>((const uint8_t *)block, n, ngroups, (uint32_t)tiles, stages, (uint16_t *)y);
-        } else {
-          constexpr auto K = decode_tiled_kernel<G, float, E5, XP, P, BULK>;
-          if (tiled_grid<K>((uint32_t)tiles, stages, smem, &blocks)) return -1;
-          K<<<blocks, BLOCK, smem, s>>>((const uint8_t *)block, n, ngroups, (uint32_t)tiles, stages, (float *)y);
-        }
-        TACO_CUDA_CHECK(cudaGetLastError());
-        return 0;
+        return with_opt<!BULK && decode_opt_built<G, XP, P>()>(opts, [&](auto oc) {
+          constexpr int OPT = decltype(oc)::value;
+          unsigned blocks = 0;
+          if (dt == TACO_DTYPE_BF16) {
+            constexpr auto K = decode_tiled_kernel<G, uint16_t, E5, XP, P, BULK, OPT>;
+            if (tiled_grid<K>((uint32_t)tiles, stages, smem, full, &blocks)) return -1;
+            return launch_kernel(K, blocks, smem, s, pdl, (const uint8_t *)block, n, ngroups, (uint32_t)tiles, stages,
+                                 (uint16_t *)y);
+          }
+          constexpr auto K = decode_tiled_kernel<G, float, E5, XP, P, BULK, OPT>;
+          if (tiled_grid<K>((uint32_t)tiles, stages, smem, full, &blocks)) return -1;
+          return launch_kernel(K, blocks, smem, s, pdl, (const uint8_t *)block, n, ngroups, (uint32_t)tiles, stages,
+                               (float *)y);
+        });
       });
     });
   });
@@ -529,4 +747,96 @@ extern "C" int taco_copy_device(void *dst, const void *src, size_t bytes, void *
                                                                                        n16);
   TACO_CUDA_CHECK(cudaGetLastError());
   return 0;
+}
+
+/* ---- round 5 options and the streaming kernels (taco_internal.h) ---- */
+
+static int tiled_options_value = -1; /* -1: TACO_TILED_OPTS not read yet */
+
+static const struct {
+  const char *name;
+  unsigned flag;
+} option_names[] = {{"d2", TACO_TILED_DEPTH2}, {"ef", TACO_TILED_EVICT}, {"pdl", TACO_TILED_PDL}, {"full", TACO_TILED_FULLGRID}};
+
+extern "C" int taco_parse_tiled_options(const char *s, unsigned *flags) {
+  if (!s || !flags) return TACO_FAIL("NULL options");
+  if (!strcmp(s, "none")) return *flags = 0, 0;
+  unsigned f = 0;
+  char buf[64];
+  if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf || !*buf) return TACO_FAIL("options '%s': want none or d2+ef+pdl+full", s);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, "+", &save); tok; tok = strtok_r(NULL, "+", &save)) {
+    unsigned hit = 0;
+    for (size_t i = 0; i < sizeof option_names / sizeof option_names[0]; i++)
+      if (!strcmp(tok, option_names[i].name)) hit = option_names[i].flag;
+    if (!hit) return TACO_FAIL("options '%s': '%s' is not d2, ef, pdl or full", s, tok);
+    f |= hit;
+  }
+  *flags = f;
+  return 0;
+}
+
+extern "C" void taco_format_tiled_options(unsigned flags, char *buf, size_t size) {
+  if (!buf || !size) return;
+  buf[0] = '\0';
+  size_t len = 0;
+  for (size_t i = 0; i < sizeof option_names / sizeof option_names[0]; i++)
+    if (flags & option_names[i].flag) {
+      const int k = snprintf(buf + len, size - len, "%s%s", len ? "+" : "", option_names[i].name);
+      if (k < 0 || (size_t)k >= size - len) return;
+      len += (size_t)k;
+    }
+  if (!len) snprintf(buf, size, "none");
+}
+
+extern "C" unsigned taco_tiled_options(void) {
+  if (tiled_options_value < 0) {
+    const char *e = getenv("TACO_TILED_OPTS");
+    unsigned f = TACO_TILED_OPTS_DEFAULT;
+    if (e && *e && taco_parse_tiled_options(e, &f)) f = TACO_TILED_OPTS_DEFAULT; /* a bad value: the default */
+    tiled_options_value = (int)f;
+  }
+  return (unsigned)tiled_options_value;
+}
+
+extern "C" int taco_set_tiled_options(unsigned flags) {
+  if (flags & ~TACO_TILED_ALL) return TACO_FAIL("tiled options 0x%x: unknown bits (want TACO_TILED_* flags)", flags);
+  tiled_options_value = (int)flags;
+  return 0;
+}
+
+/* a streaming kernel on as many blocks as fit at once (cached per kernel) */
+template <auto KERNEL> static int launch_stream_kernel(const void *src, void *dst, size_t units, cudaStream_t s, bool pdl) {
+  static int per_sm = 0, sms = 0;
+  if (!per_sm) {
+    int dev = 0;
+    TACO_CUDA_CHECK(cudaGetDevice(&dev));
+    TACO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    TACO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, KERNEL, BLOCK, 0));
+    if (per_sm < 1) return TACO_FAIL("stream kernel: no block fits on an SM");
+  }
+  const size_t want = (units + BLOCK - 1) / BLOCK, cap = (size_t)per_sm * (size_t)sms;
+  return launch_kernel(KERNEL, (unsigned)(want < cap ? want : cap), 0, s, pdl, (const uint4 *)src, (uint4 *)dst, units);
+}
+
+template <int R, int W> static int launch_stream(const void *src, void *dst, size_t units, cudaStream_t s) {
+  const unsigned opts = taco_tiled_options();
+  const bool pdl = opts & TACO_TILED_PDL;
+  switch (opts & (TACO_TILED_DEPTH2 | TACO_TILED_EVICT)) {
+  case TACO_TILED_DEPTH2: return launch_stream_kernel<stream_kernel<R, W, false, 8>>(src, dst, units, s, pdl);
+  case TACO_TILED_EVICT: return launch_stream_kernel<stream_kernel<R, W, true, 4>>(src, dst, units, s, pdl);
+  case TACO_TILED_DEPTH2 | TACO_TILED_EVICT: return launch_stream_kernel<stream_kernel<R, W, true, 8>>(src, dst, units, s, pdl);
+  default: return launch_stream_kernel<stream_kernel<R, W, false, 4>>(src, dst, units, s, pdl);
+  }
+}
+
+extern "C" int taco_stream_device(void *dst, const void *src, int reads, int writes, size_t units, void *stream) {
+  if (((uintptr_t)dst | (uintptr_t)src) & 15u) return TACO_FAIL("stream: pointers must be 16-byte aligned");
+  if (!dst || !src) return TACO_FAIL("stream: NULL buffer");
+  if (units == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (reads == 1 && writes == 1) return launch_stream<1, 1>(src, dst, units, s);
+  if (reads == 2 && writes == 1) return launch_stream<2, 1>(src, dst, units, s);
+  if (reads == 1 && writes == 2) return launch_stream<1, 2>(src, dst, units, s);
+  return TACO_FAIL("stream: %d reads and %d writes per unit: want 1:1, 2:1 or 1:2", reads, writes);
 }

@@ -17,6 +17,7 @@
 
 #include "rt_command.h"
 #include "taco_codec.h"
+#include "taco_internal.h"
 #include "taco_ref.h"
 #include "taco_testdata.h"
 
@@ -30,8 +31,9 @@ typedef struct {
   taco_dse d;
   int per_thread;
   taco_tiling tiling;
-  int stages; /* bulk copies in flight per warp (TACO_TILING_BULK) */
-  char name[64];
+  int stages;    /* bulk copies in flight per warp (TACO_TILING_BULK) */
+  unsigned opts; /* round-5 options of the tiled and streaming kernels (TACO_TILED_*) */
+  char name[96];
 } bench_variant;
 
 typedef struct {
@@ -42,6 +44,7 @@ typedef struct {
   size_t rows, cols;
   bench_variant variants[MAX_VARIANTS]; /* kernel variants timed side by side */
   int nvariants;
+  int graph; /* --graph: each rep's launches captured once into a CUDA graph, then replayed */
 } bench_opts;
 
 static const char *hadamard_name(taco_hadamard h) {
@@ -50,20 +53,20 @@ static const char *hadamard_name(taco_hadamard h) {
 static const char *loads_name(taco_loads l) { return l == TACO_LOADS_L2PF ? "l2pf" : l == TACO_LOADS_DEEP ? "deep" : "stream"; }
 static const char *dse_name(taco_dse d) { return d == TACO_DSE_TRANSFORM ? "transform" : "direct"; }
 
-/* "hadamard:loads:dse:per_thread:tiling", each part optional from the right (default: the library's) */
+/* "hadamard:loads:dse:per_thread:tiling:options", each part optional from the right (default: the library's) */
 static int parse_variant(const char *s, bench_variant *v) {
-  char buf[64], *parts[5] = {NULL, NULL, NULL, NULL, NULL};
+  char buf[96], *parts[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
   snprintf(buf, sizeof buf, "%s", s);
   int np = 1;
   parts[0] = buf;
   for (char *c = buf; *c; c++)
     if (*c == ':') {
-      if (np == 5) return -1; /* more than five parts */
+      if (np == 6) return -1; /* more than six parts */
       *c = '\0';
       parts[np++] = c + 1;
     }
   v->h = TACO_HADAMARD_DEFAULT, v->l = TACO_LOADS_DEFAULT, v->d = TACO_DSE_DEFAULT, v->per_thread = TACO_PER_THREAD_DEFAULT;
-  v->tiling = TACO_TILING_DEFAULT, v->stages = TACO_BULK_STAGES_DEFAULT;
+  v->tiling = TACO_TILING_DEFAULT, v->stages = TACO_BULK_STAGES_DEFAULT, v->opts = TACO_TILED_OPTS_DEFAULT;
   if (parts[0] && *parts[0]) {
     if (!strcmp(parts[0], "smem")) v->h = TACO_HADAMARD_SMEM;
     else if (!strcmp(parts[0], "shuffle")) v->h = TACO_HADAMARD_SHUFFLE;
@@ -101,27 +104,35 @@ static int parse_variant(const char *s, bench_variant *v) {
       }
     } else return -1;
   }
-  char pt[8], tl[16];
+  if (parts[5] && *parts[5] && taco_parse_tiled_options(parts[5], &v->opts)) return -1;
+  char pt[8], tl[16], op[32];
   snprintf(pt, sizeof pt, "%d", v->per_thread);
   if (v->tiling == TACO_TILING_BULK) snprintf(tl, sizeof tl, "bulk%d", v->stages);
   else snprintf(tl, sizeof tl, "%s", v->tiling == TACO_TILING_WARP ? "warp" : v->tiling == TACO_TILING_AUTO ? "auto" : "grid");
-  snprintf(v->name, sizeof v->name, "%s:%s:%s:%s:%s", hadamard_name(v->h), loads_name(v->l), dse_name(v->d),
-           v->per_thread ? pt : "auto", tl);
+  taco_format_tiled_options(v->opts, op, sizeof op);
+  snprintf(v->name, sizeof v->name, "%s:%s:%s:%s:%s:%s", hadamard_name(v->h), loads_name(v->l), dse_name(v->d),
+           v->per_thread ? pt : "auto", tl, op);
   return 0;
 }
 
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun bench-codec [--quality] [--sizes 1M,64M,1G] [--groups 32,128,...] [--fp8 e4m3|e5m2]\n"
-          "                           [--reps N] [--fp32] [--rows R --cols C] [--variants H:L:D:P:T,...]\n"
+          "                           [--reps N] [--fp32] [--rows R --cols C] [--variants H:L:D:P:T:O,...] [--graph]\n"
           "  speed (default): encode, unfused encode, decode, decode-sum and decode-sum-encode of k=2 blocks;\n"
           "    sizes are BF16 input bytes (K/M/G suffixes, powers of two); --fp32 adds FP32-input/output rows.\n"
-          "    copy rows: cudaMemcpyAsync and a plain copy kernel of the same BF16 buffer (the same-size ceiling).\n"
+          "    copy rows: cudaMemcpyAsync and a plain copy kernel of the same BF16 buffer (the same-size ceiling);\n"
+          "    stream rows (per variant: they follow its options): streaming kernels of the same traffic,\n"
+          "    r1w1 = the copy, r2w1 = the encode's mix (reads the input, writes half), r1w2 = the decode's;\n"
+          "    encode and decode rows end with copy%%= (of cudaMemcpy's GB/s) and mix%%= (of r2w1 / r1w2).\n"
+          "  --graph: the launches of each timed rep are captured once into a CUDA graph and replayed.\n"
           "  --variants: kernel variants to time side by side in one run (at most 8), each\n"
-          "    hadamard:loads:dse:per_thread:tiling with hadamard smem|shuffle|auto, loads stream|l2pf|deep,\n"
+          "    hadamard:loads:dse:per_thread:tiling:options with hadamard smem|shuffle|auto, loads stream|l2pf|deep,\n"
           "    dse direct|transform, per_thread 32|64|auto (64: shuffles, deep runs as l2pf),\n"
           "    tiling grid|warp|bulkN|auto (encode and decode of k = 1; N bulk copies in flight per warp,\n"
-          "    1..16; auto: warp for the encode, grid for the decode)\n"
+          "    1..16; auto: warp for the encode, grid for the decode), options none or d2+ef+pdl+full\n"
+          "    (warp tiles and stream rows: d2 two tiles of loads in flight, ef L2 evict-first hints,\n"
+          "    pdl programmatic dependent launch, full a grid of exactly blocks-per-SM x SMs)\n"
           "    (parts left out: the library's default); --hadamard smem,shuffle is --variants smem,shuffle\n"
           "  --quality: relative L2 error, SNR and max abs error of per-tensor FP8, per-group FP8,\n"
           "    per-group + Hadamard and TACO, E4M3 and E5M2, G = 32..512, four distributions (CPU).\n");
@@ -199,6 +210,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->quality = 1;
     } else if (!strcmp(a, "--fp32")) {
       o->fp32 = 1;
+    } else if (!strcmp(a, "--graph")) {
+      o->graph = 1;
     } else if (v && !strcmp(a, "--sizes")) {
       if (parse_list(v, "--sizes", 1, o)) return -1;
       i++;
@@ -211,7 +224,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->nvariants = 0;
       for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         if (o->nvariants == MAX_VARIANTS || parse_variant(tok, &o->variants[o->nvariants])) {
-          fprintf(stderr, "bench-codec: %s: '%s' is not a list of at most %d variants hadamard[:loads[:dse[:per_thread[:tiling]]]]\n", a, v,
+          fprintf(stderr, "bench-codec: %s: '%s' is not a list of at most %d variants hadamard[:loads[:dse[:per_thread[:tiling[:options]]]]]\n", a, v,
                   MAX_VARIANTS);
           return -1;
         }
@@ -315,9 +328,10 @@ static int run_quality(const bench_opts *o) {
     }                                                                                                         \
   } while (0)
 
-enum kernel { K_COPY, K_COPYK, K_ENCODE, K_UNFUSED, K_DECODE, K_DSUM2, K_DSE2, K_COUNT };
-static const char *kernel_names[] = {"copy(cudaMemcpy)", "copy(kernel)", "encode", "encode-unfused", "decode",
-                                     "decode-sum(k=2)", "decode-sum-encode(k=2)"};
+enum kernel { K_COPY, K_COPYK, K_R1W1, K_R2W1, K_R1W2, K_ENCODE, K_UNFUSED, K_DECODE, K_DSUM2, K_DSE2, K_COUNT };
+static const char *kernel_names[] = {"copy(cudaMemcpy)", "copy(kernel)", "stream(r1w1)", "stream(r2w1)", "stream(r1w2)",
+                                     "encode", "encode-unfused", "decode", "decode-sum(k=2)", "decode-sum-encode(k=2)"};
+static cudaStream_t bench_stream; /* every timed launch (a created stream, so that --graph can capture it) */
 
 typedef struct {
   size_t n, in_bytes, wire, out_bytes, work_bytes;
@@ -330,19 +344,24 @@ typedef struct {
 static int launch(const bench_pool *b, enum kernel k, int i) {
   char *x = b->x + (size_t)i * b->in_bytes, *blk = b->blocks + (size_t)i * 2 * b->wire;
   char *y = b->y + (size_t)i * b->out_bytes, *work = b->work + (size_t)i * b->work_bytes;
+  cudaStream_t s = bench_stream;
   switch (k) {
   case K_COPY: /* the same bytes as a plain device copy: the ceiling on this machine */
-    if (cudaMemcpyAsync(y, x, b->in_bytes, cudaMemcpyDeviceToDevice, NULL) != cudaSuccess) {
+    if (cudaMemcpyAsync(y, x, b->in_bytes, cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
       fprintf(stderr, "bench-codec: cudaMemcpyAsync failed\n");
       return -1;
     }
     return 0;
-  case K_COPYK: return taco_copy_device(y, x, b->in_bytes, NULL);
-  case K_ENCODE: return taco_encode(x, b->dt, b->n, b->p, blk, NULL, NULL);
-  case K_UNFUSED: return taco_encode_unfused(x, b->dt, b->n, b->p, blk, work, NULL);
-  case K_DECODE: return taco_decode(blk, b->n, b->p, y, b->dt, NULL);
-  case K_DSUM2: return taco_decode_sum(blk, 2, b->n, b->p, y, b->dt, NULL);
-  case K_DSE2: return taco_decode_sum_encode(blk, 2, b->n, b->p, y, NULL);
+  case K_COPYK: return taco_copy_device(y, x, b->in_bytes, s);
+  /* 16-byte units: r1w1 in_bytes each way; r2w1 reads in_bytes, writes half; r1w2 reads half, writes in_bytes */
+  case K_R1W1: return taco_stream_device(y, x, 1, 1, b->in_bytes / 16, s);
+  case K_R2W1: return taco_stream_device(y, x, 2, 1, b->in_bytes / 32, s);
+  case K_R1W2: return taco_stream_device(y, x, 1, 2, b->in_bytes / 32, s);
+  case K_ENCODE: return taco_encode(x, b->dt, b->n, b->p, blk, NULL, s);
+  case K_UNFUSED: return taco_encode_unfused(x, b->dt, b->n, b->p, blk, work, s);
+  case K_DECODE: return taco_decode(blk, b->n, b->p, y, b->dt, s);
+  case K_DSUM2: return taco_decode_sum(blk, 2, b->n, b->p, y, b->dt, s);
+  case K_DSE2: return taco_decode_sum_encode(blk, 2, b->n, b->p, y, s);
   default: return -1;
   }
 }
@@ -350,7 +369,10 @@ static int launch(const bench_pool *b, enum kernel k, int i) {
 static double bytes_moved(const bench_pool *b, enum kernel k) {
   switch (k) {
   case K_COPY:
-  case K_COPYK: return 2.0 * (double)b->in_bytes;
+  case K_COPYK:
+  case K_R1W1: return 2.0 * (double)b->in_bytes;
+  case K_R2W1:
+  case K_R1W2: return 1.5 * (double)(b->in_bytes / 32 * 32);
   case K_ENCODE:
   case K_UNFUSED: return (double)b->in_bytes + (double)b->wire;
   case K_DECODE: return (double)b->wire + (double)b->out_bytes;
@@ -365,18 +387,37 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* median over reps of (time of L launches rotating over the pool) / L, in us */
-static int time_kernel(const bench_pool *b, enum kernel k, int reps, cudaEvent_t e0, cudaEvent_t e1, double *us) {
+/* median over reps of (time of L launches rotating over the pool) / L, in us;
+ * graph: the L launches captured once into a CUDA graph, each rep replays it */
+static int time_kernel(const bench_pool *b, enum kernel k, int reps, int graph, cudaEvent_t e0, cudaEvent_t e1,
+                       double *us) {
   int per_rep = b->nbuf < 8 ? 8 : b->nbuf;
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
   double *t = malloc(sizeof(double) * (size_t)reps);
   if (!t) return -1;
-  for (int i = 0; i < b->nbuf; i++)
+  for (int i = 0; i < b->nbuf; i++) /* warm-up (and the kernels' one-time set-up, outside any capture) */
     if (launch(b, k, i)) goto taco_fail;
-  for (int r = 0; r < reps; r++) {
-    CK(cudaEventRecord(e0, NULL));
+  if (graph) {
+    CK(cudaStreamBeginCapture(bench_stream, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < per_rep; i++)
-      if (launch(b, k, i % b->nbuf)) goto taco_fail;
-    CK(cudaEventRecord(e1, NULL));
+      if (launch(b, k, i % b->nbuf)) {
+        cudaStreamEndCapture(bench_stream, &g);
+        goto taco_fail;
+      }
+    CK(cudaStreamEndCapture(bench_stream, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    CK(cudaGraphLaunch(ge, bench_stream)); /* the first replay uploads the graph */
+  }
+  for (int r = 0; r < reps; r++) {
+    CK(cudaEventRecord(e0, bench_stream));
+    if (graph) {
+      CK(cudaGraphLaunch(ge, bench_stream));
+    } else {
+      for (int i = 0; i < per_rep; i++)
+        if (launch(b, k, i % b->nbuf)) goto taco_fail;
+    }
+    CK(cudaEventRecord(e1, bench_stream));
     CK(cudaEventSynchronize(e1));
     float ms;
     CK(cudaEventElapsedTime(&ms, e0, e1));
@@ -384,11 +425,15 @@ static int time_kernel(const bench_pool *b, enum kernel k, int reps, cudaEvent_t
   }
   qsort(t, (size_t)reps, sizeof(double), cmp_double);
   *us = t[reps / 2];
+  if (ge) cudaGraphExecDestroy(ge);
+  if (g) cudaGraphDestroy(g);
   free(t);
   return 0;
 taco_fail:
   fprintf(stderr, "bench-codec: %s\n", taco_last_error());
 fail:
+  if (ge) cudaGraphExecDestroy(ge);
+  if (g) cudaGraphDestroy(g);
   free(t);
   return -1;
 }
@@ -446,17 +491,21 @@ static int run_speed(const bench_opts *o) {
   CK(cudaRuntimeGetVersion(&runtime));
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
+  CK(cudaStreamCreate(&bench_stream));
   printf("# bench-codec: %s, %d SMs, L2 %d MiB, driver API %d.%d, runtime %d.%d; fp8 %s; median of %d reps\n",
          prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, driver / 1000, (driver % 1000) / 10,
          runtime / 1000, (runtime % 1000) / 10, o->fp8 == TACO_FP8_E4M3 ? "e4m3" : "e5m2", o->reps);
   printf("# GB/s = (bytes read + bytes written) / time; %% of the %.0f GB/s HBM copy ceiling.\n", CEILING_GBPS);
-  printf("# encode rows also show the unfused encode (scale, Hadamard, cast passes) and fused speedup over it.\n");
+  printf("# encode rows also show the unfused encode (scale, Hadamard, cast passes) and fused speedup over it;\n");
+  printf("# encode and decode rows end with copy%%= (of cudaMemcpy's GB/s at the size) and mix%%= (of the variant's\n");
+  printf("# stream(r2w1) for the encode, stream(r1w2) for the decode). Launches: %s.\n",
+         o->graph ? "each rep's launches captured once into a CUDA graph, replayed" : "back to back on one stream");
   {
     bench_variant def;
     parse_variant("", &def);
     printf("# library default: %s\n", def.name);
   }
-  printf("# variants (hadamard:loads:dse:per_thread:tiling), each timed right after the other on the same buffers:");
+  printf("# variants (hadamard:loads:dse:per_thread:tiling:options), each timed right after the other on the same buffers:");
   for (int vi = 0; vi < o->nvariants; vi++) printf(" %s", o->variants[vi].name);
   printf("\n# %-22s %-34s %-5s %4s %12s %11s %10s %8s %7s %12s %8s\n", "kernel", "variant", "dtype", "G", "size(B)", "n",
          "time(us)", "GB/s", "%ceil", "unfused(us)", "speedup");
@@ -474,13 +523,14 @@ static int run_speed(const bench_opts *o) {
           for (int vi = 0; vi < o->nvariants; vi++) {
             if (taco_set_hadamard(o->variants[vi].h) || taco_set_loads(o->variants[vi].l) ||
                 taco_set_dse(o->variants[vi].d) || taco_set_per_thread(o->variants[vi].per_thread) ||
-                taco_set_tiling(o->variants[vi].tiling, o->variants[vi].stages))
+                taco_set_tiling(o->variants[vi].tiling, o->variants[vi].stages) ||
+                taco_set_tiled_options(o->variants[vi].opts))
               goto taco_fail;
             if ((k == K_COPY || k == K_COPYK || k == K_UNFUSED) && vi > 0) { /* no variant: timed once */
               t[vi][k] = t[0][k];
               continue;
             }
-            if (time_kernel(&b, (enum kernel)k, o->reps, e0, e1, &t[vi][k])) goto fail;
+            if (time_kernel(&b, (enum kernel)k, o->reps, o->graph, e0, e1, &t[vi][k])) goto fail;
           }
         for (int k = 0; k < K_COUNT; k++)
           for (int vi = 0; vi < o->nvariants; vi++) {
@@ -490,21 +540,30 @@ static int run_speed(const bench_opts *o) {
                    k == K_COPY || k == K_COPYK ? "-" : o->variants[vi].name, dt == TACO_DTYPE_BF16 ? "bf16" : "fp32",
                    p.group, b.in_bytes, b.n, t[vi][k], gbps, 100.0 * gbps / CEILING_GBPS);
             if (k == K_ENCODE) printf(" %12.2f %8.2f", t[vi][K_UNFUSED], t[vi][K_UNFUSED] / t[vi][K_ENCODE]);
+            if (k == K_ENCODE || k == K_DECODE) {
+              const enum kernel mix = k == K_ENCODE ? K_R2W1 : K_R1W2;
+              const double copy_gbps = bytes_moved(&b, K_COPY) / (t[0][K_COPY] * 1e3);
+              const double mix_gbps = bytes_moved(&b, mix) / (t[vi][mix] * 1e3);
+              printf(" copy%%=%.1f mix%%=%.1f", 100.0 * gbps / copy_gbps, 100.0 * gbps / mix_gbps);
+            }
             printf("\n");
           }
         fflush(stdout);
         pool_free(&b);
         progress("speed", ++done, total);
       }
-  cudaEventDestroy(e0);
+  taco_set_tiled_options(TACO_TILED_OPTS_DEFAULT);
+  cudaStreamDestroy(bench_stream);
   cudaEventDestroy(e1);
+  cudaEventDestroy(e0);
   return 0;
 taco_fail:
   fprintf(stderr, "bench-codec: %s\n", taco_last_error());
 fail:
   pool_free(&b);
-  if (e0) cudaEventDestroy(e0);
+  if (bench_stream) cudaStreamDestroy(bench_stream);
   if (e1) cudaEventDestroy(e1);
+  if (e0) cudaEventDestroy(e0);
   return 1;
 }
 

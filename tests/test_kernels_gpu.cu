@@ -25,6 +25,7 @@
 
 #include "taco_codec.h"
 #include "taco_fp8.h"
+#include "taco_internal.h"
 #include "taco_ref.h"
 
 #define CHECK_CUDA(call)                                                                                     \
@@ -432,19 +433,65 @@ static int run_tiled_suite(int quick, uint64_t seed) {
   return cases + 4;
 }
 
+/* The streaming kernels of bench-codec's ceiling rows (taco_stream_device):
+ * copy, read-2/write-1 (xor of the two halves) and read-1/write-2 (the input
+ * twice), with and without the round-5 options, on an odd unit count (the
+ * unrolled loop and its remainder), checked word by word on the host. */
+static void test_stream_kernels(void) {
+  const size_t units = (1u << 18) + 37;
+  std::vector<uint32_t> in(units * 8), out(units * 8);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (auto &w : in) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    w = (uint32_t)x;
+  }
+  uint32_t *d_in = NULL, *d_out = NULL;
+  CHECK_CUDA(cudaMalloc((void **)&d_in, units * 32));
+  CHECK_CUDA(cudaMalloc((void **)&d_out, units * 32));
+  CHECK_CUDA(cudaMemcpy(d_in, in.data(), units * 32, cudaMemcpyHostToDevice));
+  const int mixes[3][2] = {{1, 1}, {2, 1}, {1, 2}};
+  const unsigned option_sets[] = {0u, TACO_TILED_DEPTH2 | TACO_TILED_EVICT | TACO_TILED_PDL};
+  for (unsigned oi = 0; oi < 2; oi++)
+    for (int m = 0; m < 3; m++) {
+      const int r = mixes[m][0], w = mixes[m][1];
+      CHECK_TACO(taco_set_tiled_options(option_sets[oi]));
+      CHECK_CUDA(cudaMemset(d_out, 0xA5, units * 32));
+      CHECK_TACO(taco_stream_device(d_out, d_in, r, w, units, NULL));
+      CHECK_CUDA(cudaDeviceSynchronize());
+      CHECK_CUDA(cudaMemcpy(out.data(), d_out, units * 32, cudaMemcpyDeviceToHost));
+      size_t bad = 0;
+      for (size_t u = 0; u < units * 4; u++) { /* 32-bit word u of the first output half */
+        const uint32_t want = r == 2 ? in[u] ^ in[units * 4 + u] : in[u];
+        for (int k = 0; k < w; k++) bad += out[k * units * 4 + u] != want;
+      }
+      for (size_t u = units * 4 * w; u < units * 8; u++) bad += out[u] != 0xA5A5A5A5u; /* past the end: untouched */
+      char ctx[96];
+      snprintf(ctx, sizeof ctx, "stream r%dw%d, options 0x%x: %zu words wrong", r, w, option_sets[oi], bad);
+      expect(bad == 0, "streaming kernel writes what it reads", ctx);
+    }
+  CHECK_TACO(taco_set_tiled_options(TACO_TILED_OPTS_DEFAULT));
+  expect(taco_stream_device(d_out, d_in, 2, 2, 16, NULL) == -1, "stream mix 2:2 rejected", taco_last_error());
+  CHECK_CUDA(cudaFree(d_out));
+  CHECK_CUDA(cudaFree(d_in));
+}
+
 int main(int argc, char **argv) {
-  int quick = 0, tiled_only = 0;
+  int quick = 0, tiled_only = 0, options_only = 0;
   uint64_t seed = (uint64_t)time(NULL);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick"))
       quick = 1;
     else if (!strcmp(argv[i], "--tiled-only"))
       tiled_only = 1;
+    else if (!strcmp(argv[i], "--options-only"))
+      options_only = 1;
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
       seed = strtoull(argv[++i], NULL, 10);
     else {
-      fprintf(stderr, "usage: test_kernels_gpu [--quick] [--tiled-only] [--seed N]\n"
-                      "  --tiled-only: of the variants, only the warp-tiled ones (taco_set_tiling) and the defaults\n");
+      fprintf(stderr, "usage: test_kernels_gpu [--quick] [--tiled-only | --options-only] [--seed N]\n"
+                      "  --tiled-only: of the variants, only the warp-tiled ones (taco_set_tiling) and the defaults\n"
+                      "  --options-only: only the streaming kernels and the warp tiles' round-5 options with\n"
+                      "    programmatic dependent launch and the full grid (taco_set_tiled_options), no exhaustive FP8 check\n");
       return 2;
     }
   }
@@ -456,7 +503,7 @@ int main(int argc, char **argv) {
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s, seed %llu%s\n", prop.name, (unsigned long long)seed, quick ? " (quick)" : "");
-  test_fp8_exhaustive();
+  if (!options_only) test_fp8_exhaustive();
   test_errors();
   /* every kernel variant: Hadamard (smem, shuffle) x loads (stream, l2pf, deep) */
   const taco_hadamard variants[] = {TACO_HADAMARD_SMEM, TACO_HADAMARD_SHUFFLE};
@@ -473,7 +520,7 @@ int main(int argc, char **argv) {
   int cases = 0;
   /* 32 elements per thread: both transforms x three loads; then 64 per thread
    * with two loads; then the library's defaults (AUTO: 32 or 64 per kernel and G) */
-  for (int li = tiled_only ? 5 : 0; li < 6; li++)
+  for (int li = options_only ? 6 : tiled_only ? 5 : 0; li < 6; li++)
     for (int vi = 0; vi < (li < 3 ? 2 : 1); vi++) {
       CHECK_TACO(taco_set_per_thread(li < 3 ? 32 : li < 5 ? 64 : TACO_PER_THREAD_DEFAULT));
       CHECK_TACO(taco_set_hadamard(li < 5 ? variants[vi] : TACO_HADAMARD_DEFAULT));
@@ -493,7 +540,7 @@ int main(int argc, char **argv) {
    * of 1 and 2 tiles (other slot and phase sequences) with 32 and shuffles */
   const taco_tiling tilings[] = {TACO_TILING_WARP, TACO_TILING_BULK, TACO_TILING_BULK, TACO_TILING_BULK};
   const int tiling_stages[] = {0, 1, 2, 4};
-  for (int ti = 0; ti < 4; ti++)
+  for (int ti = 0; ti < (options_only ? 0 : 4); ti++)
     for (int pi = 0; pi < (ti == 1 || ti == 2 ? 1 : 3); pi++) {
       CHECK_TACO(taco_set_tiling(tilings[ti], tiling_stages[ti]));
       CHECK_TACO(taco_set_per_thread(pi == 2 ? 64 : 32));
@@ -509,6 +556,39 @@ int main(int argc, char **argv) {
              total_decode_diffs - dec0, failures - failures0, checks - checks0);
       fflush(stdout);
     }
+  /* round 5: the options of the warp tiles (taco_set_tiled_options), each with
+   * the three tile variants above (32 per thread with shuffles and with the
+   * shared-memory transform, 64 per thread): the kernels with DEPTH2 / EVICT
+   * are built for the defaults' (G, transform, P), which these include */
+  unsigned parsed = 0;
+  expect(taco_set_tiled_options(0x100) == -1, "bad tiled options rejected", taco_last_error());
+  expect(taco_parse_tiled_options("d2+bogus", &parsed) == -1, "bad options string rejected", taco_last_error());
+  expect(taco_parse_tiled_options("pdl+d2", &parsed) == 0 && parsed == (TACO_TILED_PDL | TACO_TILED_DEPTH2),
+         "options string parsed", taco_last_error());
+  test_stream_kernels();
+  const unsigned option_sets[] = {TACO_TILED_PDL | TACO_TILED_FULLGRID, TACO_TILED_ALL, TACO_TILED_PDL,
+                                  TACO_TILED_DEPTH2, TACO_TILED_EVICT, TACO_TILED_DEPTH2 | TACO_TILED_EVICT};
+  /* --options-only: the sets with PDL and the full grid (the others ran in round 5's first run) */
+  const unsigned nsets = options_only ? 3 : (unsigned)(sizeof option_sets / sizeof option_sets[0]);
+  for (unsigned oi = 0; oi < nsets; oi++)
+    for (int pi = 0; pi < 3; pi++) {
+      CHECK_TACO(taco_set_tiling(TACO_TILING_WARP, 0));
+      CHECK_TACO(taco_set_per_thread(pi == 2 ? 64 : 32));
+      CHECK_TACO(taco_set_hadamard(pi == 1 ? TACO_HADAMARD_SMEM : TACO_HADAMARD_SHUFFLE));
+      CHECK_TACO(taco_set_loads(TACO_LOADS_STREAM));
+      CHECK_TACO(taco_set_tiled_options(option_sets[oi]));
+      const unsigned long long elems0 = total_elems, codes0 = total_code_diffs, dec0 = total_decode_diffs;
+      const int failures0 = failures, checks0 = checks;
+      cases += run_tiled_suite(quick, seed);
+      char names[32];
+      taco_format_tiled_options(option_sets[oi], names, sizeof names);
+      printf("tiling warp, options %s, %d per thread, hadamard %s: FP8 codes compared %llu, differing %llu; decoded values "
+             "differing %llu; %d of %d checks failed\n",
+             names, pi == 2 ? 64 : 32, pi == 1 ? "smem" : "shuffle", total_elems - elems0, total_code_diffs - codes0,
+             total_decode_diffs - dec0, failures - failures0, checks - checks0);
+      fflush(stdout);
+    }
+  CHECK_TACO(taco_set_tiled_options(TACO_TILED_OPTS_DEFAULT));
   CHECK_TACO(taco_set_tiling(TACO_TILING_DEFAULT, TACO_BULK_STAGES_DEFAULT));
   CHECK_TACO(taco_set_per_thread(TACO_PER_THREAD_DEFAULT));
   CHECK_TACO(taco_set_hadamard(TACO_HADAMARD_DEFAULT));
