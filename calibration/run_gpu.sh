@@ -5,14 +5,19 @@
 # GPU under mpirun, as the executor runs them. Builds nothing: it runs the
 # tacorun built on the CPU machine (BIN). Results in $OUT (at most 8 files):
 #   h200-nvlink.json h200-shm.json h200-socket.json   the calibration files
-#   logs-STAGES.tgz  progress logs, GEMM passes (nvlink-gemm.tsv), the
-#                 collectives' per-size batch spread (*-spread.tsv), machine.txt
+#   logs-STAGES.tgz  progress logs, GEMM passes (nvlink-gemm.tsv), the clock
+#                 section's points (nvlink-clock.tsv), the collectives' per-size
+#                 batch spread (*-spread.tsv), machine.txt
 #   summary.txt   one line per stage
-# usage: calibration/run_gpu.sh [nvlink] [nvlink-comm] [shm] [socket] [gemm]   (default: nvlink shm socket)
+# usage: calibration/run_gpu.sh [nvlink] [nvlink-comm] [shm] [socket] [gemm] [clock]   (default: nvlink shm socket)
 #   gemm: the GEMM table alone (gemm.json, logs/gemm.tsv; CAL_GEMM_S, default 120)
 #   nvlink-comm: the NVLink collectives only, on the compute tables of COMPUTE_FROM
 #   shm, socket: on the compute tables of COMPUTE_FROM (default: this run's NVLink file)
-# Limits (s): CAL_NVLINK_S (150), CAL_SHM_S (45), CAL_SOCKET_S (150); fallbacks 50 and 35.
+#   clock: the clock section alone (clock.json, logs/clock.tsv; one process, GPU 0, ~33 s)
+# The NVLink stage measures the clock section too (~33 s, after the memory-bound
+# kernels); shm and socket copy it from the NVLink file with the compute tables
+# (--compute-from: same GPUs). CLOCK=0 skips it (tacorun calibrate --no-clock).
+# Limits (s): CAL_NVLINK_S (200), CAL_SHM_S (45), CAL_SOCKET_S (150); fallbacks 50 and 35.
 # SOCKET_REPS (21): timed batches per size over sockets (9 elsewhere).
 # GEMM_PASSES (4): passes over the GEMM shapes, alternating direction (tacorun calibrate --gemm-passes).
 set -u
@@ -67,17 +72,20 @@ clocks_stop() {
 
 # the zoo by path (a tacorun built elsewhere has that machine's zoo folder compiled in)
 models="$(ls models/*.json | paste -sd,),experiments/validation/models/swiglu-h4096.json"
+clock_opt=()
+[ "${CLOCK:-1}" = 0 ] && clock_opt=(--no-clock)
 stages="${*:-nvlink shm socket}"
 
 for s in $stages; do
   case $s in
   nvlink)
     clocks_start nvlink
-    mpi "${CAL_NVLINK_S:-150}" calibrate --transport-name nvlink --models "$models" --out "$OUT/h200-nvlink.json" \
-      --gemm-passes "${GEMM_PASSES:-4}" --gemm-tsv "$L/nvlink-gemm.tsv" --spread-tsv "$L/nvlink-spread.tsv" >"$L/nvlink.log" 2>&1
+    mpi "${CAL_NVLINK_S:-200}" calibrate --transport-name nvlink --models "$models" --out "$OUT/h200-nvlink.json" \
+      --gemm-passes "${GEMM_PASSES:-4}" --gemm-tsv "$L/nvlink-gemm.tsv" --spread-tsv "$L/nvlink-spread.tsv" \
+      --clock-tsv "$L/nvlink-clock.tsv" ${clock_opt[@]+"${clock_opt[@]}"} >"$L/nvlink.log" 2>&1
     say "calibrate nvlink rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/nvlink.log")"
     clocks_stop
-    grep -E 'passes 1 and 2|settle|gemm: pass' "$L/nvlink.log" | tee -a "$SUMMARY"
+    grep -E 'passes 1 and 2|settle|gemm: pass|clock: window|clock section' "$L/nvlink.log" | tee -a "$SUMMARY"
     if ! grep -q wrote "$L/nvlink.log" && [ -f "$OUT/h200-nvlink.json" ]; then
       # the file holds the compute tables (saved before the collectives):
       # measure its collectives from one process instead, and say so
@@ -94,6 +102,14 @@ for s in $stages; do
     say "calibrate gemm rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/gemm.log")"
     clocks_stop
     grep -E 'passes 1 and 2|settle|gemm: pass' "$L/gemm.log" | tee -a "$SUMMARY"
+    ;;
+  clock)
+    # the clock section alone (one process, GPU 0): speeds at duty cycles < 1, the window
+    clocks_start clock
+    timeout 120 "$BIN" calibrate --only clock --transport-name nvlink --out "$OUT/clock.json" \
+      --clock-tsv "$L/clock.tsv" >"$L/clock.log" 2>&1
+    say "calibrate clock rc=$? ($(elapsed) s): $(grep -m1 'clock: window' "$L/clock.log")"
+    clocks_stop
     ;;
   nvlink-comm)
     [ -f "$COMPUTE" ] || { say "nvlink-comm: no file $COMPUTE to take the compute tables from"; continue; }
