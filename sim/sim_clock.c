@@ -130,6 +130,7 @@ static int set_speeds(sim_world *w, const schema_result *r) {
     if (!rs) continue;
     double g, m;
     schema_clock_speed(w->o->cal, r->ranks[i].clock_duty, &g, &m);
+    if (!(g > 0) || !(m > 0)) g = m = 1.0; /* a section built in memory without the loader's checks */
     if (g != rs->gemm_speed || m != rs->mem_speed) changed = 1;
     rs->gemm_speed = g, rs->mem_speed = m;
   }
