@@ -67,6 +67,13 @@ typedef struct {
   plan_codec codec[PLAN_TRAFFIC_COUNT];
   double codec_min_bytes; /* messages smaller than this travel uncompressed */
   double dp_bucket_bytes; /* gradient bucket size for DP reduction overlap */
+  /* layout.tp_overlap_chunks (added; 1 = off): each forward row-parallel GEMM
+   * (attn_out, fc2) runs as this many GEMMs over consecutive token rows, each
+   * followed by the TP all-reduce of its rows, so chunk i's all-reduce runs
+   * on the TP stream beside chunk i+1's GEMM (Megatron-LM's tp-comm-overlap
+   * of the row-parallel output). Needs tp >= 2, no sequence parallelism and
+   * an uncompressed tp_fwd; micro x seq divisible by it. */
+  int tp_overlap_chunks;
   /* Added: */
   char description[256];  /* the plan's optional "description" */
   long long vocab_padded; /* model.vocab padded as Megatron-LM pads it (multiple of 128 * tp) */
@@ -171,6 +178,10 @@ typedef struct {
   uint8_t group;    /* plan_group_kind, for collectives */
   uint8_t traffic;  /* plan_traffic, for communication */
   uint8_t part;     /* plan_part (added): GEMM backward half */
+  uint8_t row_chunk, row_chunks; /* (added) a forward row-parallel GEMM split by tp_overlap_chunks, and the TP
+                                  * all-reduce after it: this op covers token rows [row_chunk * T / row_chunks,
+                                  * (row_chunk + 1) * T / row_chunks) of the T = micro x seq rows; row_chunks
+                                  * 0 (or 1): all rows */
   int16_t model_op; /* index into model_layer_ops() of this plan's shard, or PLAN_MOP_* */
   int32_t layer;    /* global layer index, or -1 */
   int32_t micro;    /* micro-batch index, or -1 */
@@ -233,6 +244,10 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *m);
 /* Parameters held by one GPU of stage (layers of its chunks, plus the
  * embedding on the first stage and the output head on the last). */
 double plan_params_of_stage(const plan *p, int stage);
+
+/* Share s of k (tp_overlap_chunks) of a split op's FLOPs or bytes: the k
+ * shares add up to `whole` exactly. */
+double plan_row_share(double whole, int s, int k);
 
 /* Model FLOPs of one iteration across all GPUs (Megatron-LM's count). */
 double plan_model_flops(const plan *p);

@@ -33,7 +33,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                          "schedule", "layers_override", "codec", "codec_min_bytes",
                                          "dp_bucket_bytes", NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
-                                            "recompute", NULL};
+                                            "recompute", "tp_overlap_chunks", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
@@ -71,6 +71,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_enum_opt(layout, "recompute", recompute_names, MODEL_RECOMPUTE_NONE, &recompute, file, "layout", e))
     return -1;
   p->recompute = (model_recompute)recompute;
+  if (tsj_int_opt(layout, "tp_overlap_chunks", 1, 16, 1, &v, file, "layout", e)) return -1;
+  p->tp_overlap_chunks = (int)v;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
   if (!batch || plan_json_check_keys(batch, batch_keys, file, "batch", e)) return -1;
@@ -163,6 +165,27 @@ static int validate_codecs(const plan *p, ts_err *e) {
   return 0;
 }
 
+/* tp_overlap_chunks splits the forward row-parallel GEMMs by token rows, each
+ * chunk all-reduced on its own: only where that is a plain all-reduce of
+ * whole rows (no reduce-scatter under SP, no CAAT-Net channel subset, no
+ * TACO groups that would straddle chunk boundaries). */
+static int validate_tp_overlap(const plan *p, ts_err *e) {
+  const char *f = p->path, *field = "layout.tp_overlap_chunks";
+  const int k = p->tp_overlap_chunks;
+  if (k <= 1) return 0;
+  if (p->tp < 2) return ts_fail(e, f, field, "%d chunks need tensor parallelism (tp >= 2)", k);
+  if (p->sequence_parallel)
+    return ts_fail(e, f, field, "%d chunks with sequence_parallel are not supported (the forward collective is a "
+                   "reduce-scatter there); use 1", k);
+  if (p->codec[PLAN_TRAFFIC_TP_FWD].kind != PLAN_CODEC_NONE)
+    return ts_fail(e, f, field, "%d chunks with codec.tp_fwd \"%s\" are not supported (only an uncompressed "
+                   "forward all-reduce is split); use 1", k, plan_codec_kind_name(p->codec[PLAN_TRAFFIC_TP_FWD].kind));
+  long long tokens = (long long)p->micro_batch * p->seq;
+  if (tokens % k)
+    return ts_fail(e, f, field, "%d does not divide the %lld tokens (micro x seq) of a micro-batch", k, tokens);
+  return 0;
+}
+
 int plan_validate(const plan *p, ts_err *e) {
   const char *f = p->path;
   const model_config *m = &p->model;
@@ -222,6 +245,7 @@ int plan_validate(const plan *p, ts_err *e) {
                    topo_total_gpus(&p->cluster));
 
   if (validate_codecs(p, e)) return -1;
+  if (validate_tp_overlap(p, e)) return -1;
 
   plan_memory mem;
   if (plan_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");

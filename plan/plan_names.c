@@ -81,6 +81,7 @@ void plan_op_name(const plan *p, const plan_op *op, char *buf, size_t cap) {
   else
     PUT("%s.%s", plan_phase_name((plan_phase)op->phase), what);
   if (op->model_op == PLAN_MOP_GRAD_BUCKET || op->model_op == PLAN_MOP_PARAM_GATHER) PUT("%d", op->tag);
+  if (op->row_chunks > 1) PUT(".rows%dof%d", op->row_chunk + 1, op->row_chunks); /* tp_overlap_chunks */
   switch ((plan_op_kind)op->kind) {
   case PLAN_OP_COMPUTE:
     if (op->part == PLAN_PART_DGRAD) PUT(".dgrad");

@@ -4,7 +4,9 @@
  * Per layer, forward: ln1, [SP: all-gather], qkv (column-parallel), attention,
  * attn_out (row-parallel), TP all-reduce [SP: reduce-scatter], residual, ln2,
  * [SP: all-gather], fc1, activation, fc2, all-reduce [reduce-scatter],
- * residual. Compute after a TP collective waits for it.
+ * residual. Compute after a TP collective waits for it. With
+ * tp_overlap_chunks = k > 1, attn_out and fc2 run as k GEMMs over token rows,
+ * each followed by its own all-reduce (overlapping the next chunk's GEMM).
  * Backward mirrors it: [SP: all-gather of the output gradient before each
  * row-parallel GEMM]; each GEMM's backward is a dgrad then a wgrad; after the
  * dgrad of a column-parallel GEMM (qkv, fc1) the input gradient is
@@ -204,6 +206,42 @@ static int32_t plain_coll(builder *b, plan_stream stream, plan_group_kind group,
 
 /* ---- one layer ---- */
 
+/* Share s of k of an op's FLOPs or bytes: equal shares, the last one the
+ * remainder, so the shares add up to the whole exactly (the partial sum is at
+ * least half the whole, so the subtraction is exact). */
+double plan_row_share(double whole, int s, int k) {
+  if (k <= 1) return whole;
+  double piece = whole / k;
+  if (s < k - 1) return piece;
+  double before = 0;
+  for (int j = 0; j < k - 1; j++) before += piece;
+  return whole - before;
+}
+
+/* tp_overlap_chunks: a forward row-parallel GEMM as k GEMMs over consecutive
+ * token rows, each followed by the TP all-reduce of its rows on the TP
+ * stream; chunk s + 1's GEMM does not wait for chunk s's all-reduce, so they
+ * overlap. The consumer (the residual) waits for the last all-reduce, which
+ * runs after the others on the TP stream. */
+static int row_parallel_chunked(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
+  const model_op *o = &b->ops[i];
+  const int k = b->p->tp_overlap_chunks;
+  int32_t r = -1;
+  for (int s = 0; s < k; s++) {
+    int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, plan_row_share(o->flops_fwd, s, k),
+                        plan_row_share(o->bytes_fwd, s, k));
+    CHECK(c);
+    at(b, c)->row_chunk = (uint8_t)s;
+    at(b, c)->row_chunks = (uint8_t)k;
+    r = tp_coll(b, PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk, plan_row_share(b->full_bytes, s, k), c);
+    CHECK(r);
+    at(b, r)->row_chunk = (uint8_t)s;
+    at(b, r)->row_chunks = (uint8_t)k;
+  }
+  wait_for(b, r);
+  return 0;
+}
+
 static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase phase) {
   const bool sp = b->p->sequence_parallel, tp = b->p->tp > 1;
   for (int i = 0; i < b->n_ops; i++) {
@@ -212,6 +250,10 @@ static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase
       int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, b->full_bytes, b->last_op);
       CHECK(ag);
       wait_for(b, ag);
+    }
+    if (o->parallel == MODEL_PAR_ROW && tp && b->p->tp_overlap_chunks > 1) {
+      CHECK(row_parallel_chunked(b, i, layer, micro, chunk, phase));
+      continue;
     }
     int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd);
     CHECK(c);

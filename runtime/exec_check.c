@@ -33,7 +33,7 @@ static const exec_ref_config check_configs[] = {
 
 enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_PP2_PLAN_REF,
        CMP_PP2_PP1, CMP_SP_REF, CMP_SP_TP, CMP_RCF_TP, CMP_RCS_TP, CMP_SPRC_TP, CMP_Z1_REF, CMP_Z1_STEP, CMP_GPIPE_REF, CMP_GPIPE_PP1,
-       CMP_COUNT };
+       CMP_OVL_REF, CMP_OVL_TP, CMP_COUNT };
 /* "plan": the same layout run from plan_build_program()'s program (exec_walk.c).
  * PP2: two stages (1F1B) over two micro-batches (batches 0 and 1) against the
  * float64 mean gradient and against the PP = 1 run of the same two batches
@@ -48,11 +48,15 @@ enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP
  *     against the float64 mean gradient;
  *   z1step/dp2: the weight update of 3 AdamW steps (master weights, each
  *     rank's shard) against the DP2 plan run without ZeRO-1;
- *   gpipe2/f64, gpipe vs pp1: PP = 2 with the GPipe schedule, like the 1F1B rows. */
+ *   gpipe2/f64, gpipe vs pp1: PP = 2 with the GPipe schedule, like the 1F1B rows;
+ *   ovl2/f64, ovl2/tp2: TP2 with tp_overlap_chunks 2 (attn_out and fc2 as two
+ *     GEMMs over token rows, each all-reduced on its own) against the float64
+ *     gradient and the TP2 plan run without the split. */
 static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64",
                                                  "tpN-plan/f64", "dpN-plan/f64", "pp2-plan/f64", "pp2 vs pp1",
                                                  "sp/f64", "sp/tp2", "rcfull/tp2", "rcsel/tp2", "sp+rc/tp2",
-                                                 "z1/f64", "z1step/dp2", "gpipe2/f64", "gpipe vs pp1"};
+                                                 "z1/f64", "z1step/dp2", "gpipe2/f64", "gpipe vs pp1",
+                                                 "ovl2/f64", "ovl2/tp2"};
 
 typedef struct {
   int ntensors;
@@ -757,12 +761,14 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
                       rcf = {n, 1, ", \"recompute\": \"full\"", d.tok_a, d.lab_a, 2, NULL},
                       rcs = {n, 1, ", \"recompute\": \"selective\"", d.tok_a, d.lab_a, 1, NULL},
                       sprc = {n, 1, ", \"sequence_parallel\": true, \"recompute\": \"full\"", d.tok_a, d.lab_a, 2, NULL},
-                      z1 = {1, n, ", \"zero1\": true", d.tok_rank, d.lab_rank, 0, NULL};
+                      z1 = {1, n, ", \"zero1\": true", d.tok_rank, d.lab_rank, 0, NULL},
+                      ovl = {n, 1, ", \"tp_overlap_chunks\": 2", d.tok_a, d.lab_a, 0, NULL};
     if (check_walked(w, &d, &sp, d.grad_a, tab, CMP_SP_REF, gtp_plan, CMP_SP_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &rcf, NULL, tab, -1, gtp_plan, CMP_RCF_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &rcs, NULL, tab, -1, gtp_plan, CMP_RCS_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &sprc, NULL, tab, -1, gtp_plan, CMP_SPRC_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &z1, d.grad_mean, tab, CMP_Z1_REF, NULL, 0, NULL, NULL, log, e) ||
+        check_walked(w, &d, &ovl, d.grad_a, tab, CMP_OVL_REF, gtp_plan, CMP_OVL_TP, NULL, NULL, log, e) ||
         check_zero1_steps(w, &d, n, tab, log, e))
       goto done;
   }

@@ -101,6 +101,10 @@ static int build(exec_gemm *g, cached_gemm *c, ts_err *e) {
   LT_CHECK(cublasLtMatmulDescCreate(&c->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   LT_CHECK(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
   LT_CHECK(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+  if (s->sm_count > 0) {
+    int32_t sms = s->sm_count;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
+  }
   /* Column-major views: B buffer is n x k (row-major k x n) or k x n when transposed. */
   if (layout(&c->la, CUDA_R_16BF, s->trans_b ? s->k : s->n, s->trans_b ? s->n : s->k, s->ldb, s->batch,
              s->stride_b, e) ||
@@ -140,7 +144,7 @@ static int same_shape(const exec_gemm_shape *a, const exec_gemm_shape *b) {
   return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->m == b->m && a->n == b->n && a->k == b->k &&
          a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch &&
          a->stride_a == b->stride_a && a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
-         a->c_fp32 == b->c_fp32;
+         a->c_fp32 == b->c_fp32 && a->sm_count == b->sm_count;
 }
 
 /* Largest power of two (up to 256) dividing the address and, for batches, the stride in bytes:

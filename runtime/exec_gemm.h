@@ -20,6 +20,8 @@ typedef struct {
   long long lda, ldb, ldc;
   long long batch, stride_a, stride_b, stride_c; /* batch 1: strides ignored */
   int c_fp32;                                    /* C is float, else bf16 */
+  int sm_count; /* > 0: cuBLASLt picks a kernel for this many SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET),
+                 * leaving the others to a collective beside it; 0: the whole GPU */
 } exec_gemm_shape;
 
 /* The executor's packed products, one layout per use. `tacorun calibrate`

@@ -58,6 +58,9 @@ int exec_tp_allreduce_plain(exec_model *m, void *buf, size_t count, ncclDataType
   return 0;
 }
 
+/* Row row0 of a row-major [T x cols] bf16 buffer. */
+static void *rows_of(void *buf, long long row0, long long cols) { return (char *)buf + (size_t)(row0 * cols) * 2; }
+
 /* ---- norms ---- */
 
 /* This rank's rows of a [T x hidden] bf16 buffer (all of it without sequence
@@ -186,6 +189,32 @@ int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
   case EXEC_OP_MLP_RESIDUAL:
     return rt_add(shard(m, a->x_mid), shard(m, m->proj), shard(m, layer_output(m, l)), m->sp_rows * h, m->stream, e);
   default: return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);
+  }
+}
+
+/* tp_overlap_chunks: rows [row0, row0 + rows) of a row-parallel GEMM's
+ * output (attn_out, fc2), from the same rows of its input: a packed GEMM of
+ * `rows` rows at those offsets, whose rows are all-reduced on their own. */
+int exec_layer_fwd_rows(exec_model *m, exec_layer_op op, int l, long long row0, long long rows, int sm_count,
+                        ts_err *e) {
+  exec_layer_acts *a = exec_acts(m, l);
+  const long long h = m->cfg.hidden, hl = m->hidden_local, fl = m->ffn_local;
+  if (row0 < 0 || rows < 1 || row0 + rows > m->tokens)
+    return ts_fail(e, NULL, "program", "rows [%lld, %lld) outside the %lld tokens", row0, row0 + rows, m->tokens);
+  const long long K = op == EXEC_OP_ATTN_OUT ? hl : fl;
+  const void *X = op == EXEC_OP_ATTN_OUT ? a->attn : a->a;
+  switch (op) {
+  case EXEC_OP_ATTN_OUT:
+  case EXEC_OP_FC2: {
+    exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NN, rows, h, K);
+    s.sm_count = sm_count;
+    int t = exec_layer_tensor(m, l, op == EXEC_OP_ATTN_OUT ? EXEC_T_ATTN_OUT : EXEC_T_FC2);
+    return exec_gemm_run(m->gemm, &s, 1.f, rows_of((void *)X, row0, K), exec_w16_of(m, t), 0.f,
+                         rows_of(m->proj, row0, h), m->stream, e);
+  }
+  default:
+    return ts_fail(e, NULL, "layout.tp_overlap_chunks", "layer op %s is not a row-parallel GEMM (only attn_out and "
+                   "fc2 run by rows)", exec_layer_op_names[op]);
   }
 }
 

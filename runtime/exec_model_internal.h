@@ -36,6 +36,10 @@ coll_opts exec_codec_opts(const plan_codec *c);
 int exec_flush_wgrad(exec_model *m, ts_err *e); /* runs a deferred weight-gradient GEMM */
 int exec_tp_allreduce_plain(exec_model *m, void *buf, size_t count, ncclDataType_t type, ncclRedOp_t op, ts_err *e);
 int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e);
+/* Rows [row0, row0 + rows) of a row-parallel GEMM's forward (tp_overlap_chunks), on
+ * sm_count SMs (0: all; exec_gemm_shape.sm_count). */
+int exec_layer_fwd_rows(exec_model *m, exec_layer_op op, int l, long long row0, long long rows, int sm_count,
+                        ts_err *e);
 int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e);
 int exec_final_norm_fwd(exec_model *m, ts_err *e);
 int exec_final_norm_bwd(exec_model *m, ts_err *e);

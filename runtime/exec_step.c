@@ -21,10 +21,11 @@ static int layer_op_of(const exec_model *m, int model_op) {
   return -1;
 }
 
-/* A TP all-reduce of a [tokens x hidden] bf16 activation (or its gradient), in place, with the op's codec. */
-static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, int backward, ts_err *e) {
+/* A TP all-reduce of `rows` rows of a [tokens x hidden] bf16 activation (or
+ * its gradient) starting at buf, in place, with the op's codec. */
+static int tp_allreduce_rows(exec_model *m, void *buf, size_t rows, const plan_codec *c, int backward, ts_err *e) {
   if (!m->tp_comm) return 0;
-  const size_t rows = (size_t)m->tokens, cols = (size_t)m->cfg.hidden;
+  const size_t cols = (size_t)m->cfg.hidden;
   /* the caller's codec (exec_model.h); the embedding's all-reduce stays plain */
   if (m->tp_allreduce_hook && buf != exec_acts(m, 0)->x_in)
     return m->tp_allreduce_hook(m->tp_allreduce_hook_ctx, buf, rows, cols, backward, m->tp_stream, e);
@@ -50,6 +51,38 @@ static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, int
                                         : coll_caat_allreduce(&m->team, &in, &out, rows, cols, c->p, &o);
   if (rc) return ts_fail_sys(e, "exec: compressed all-reduce: %s", coll_last_error());
   return 0;
+}
+
+static int tp_allreduce_coded(exec_model *m, void *buf, const plan_codec *c, int backward, ts_err *e) {
+  return tp_allreduce_rows(m, buf, (size_t)m->tokens, c, backward, e);
+}
+
+/* tp_overlap_chunks: the token rows [*row0, *row0 + *rows) a split op covers. */
+static int op_rows(const exec_model *m, const plan_op *op, long long *row0, long long *rows, ts_err *e) {
+  const long long k = op->row_chunks;
+  if (op->row_chunk >= k || m->tokens % k)
+    return ts_fail(e, NULL, "layout.tp_overlap_chunks", "row chunk %d of %lld does not split %lld tokens evenly",
+                   op->row_chunk, k, m->tokens);
+  *rows = m->tokens / k;
+  *row0 = op->row_chunk * *rows;
+  return 0;
+}
+
+/* EXEC_TP_OVERLAP_SM_MARGIN=N (experimental, default 0): the chunk GEMMs that
+ * run beside the previous chunk's all-reduce (every chunk but the first) are
+ * planned for the GPU's SMs less N, so that NCCL's blocks find SMs free
+ * (cuBLASLt's Hopper kernels are persistent: a GEMM on all SMs holds them
+ * until it ends). Returns the SM count to ask for, 0 for all. */
+static int chunk_sms(void) {
+  static int cached = -1;
+  if (cached >= 0) return cached;
+  cached = 0;
+  const char *v = getenv("EXEC_TP_OVERLAP_SM_MARGIN");
+  int margin = v ? atoi(v) : 0, dev = 0, sms = 0;
+  if (margin > 0 && cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > margin)
+    cached = sms - margin;
+  return cached;
 }
 
 /* ---- walking plan programs ---- */
@@ -341,6 +374,11 @@ static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
     return exec_caat_sync_replicated(m, m->tp_stream, e);
   default: break;
   }
+  if (fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2) && op->row_chunks > 1) {
+    long long row0 = 0, rows = 0; /* this chunk's rows of the row-parallel output */
+    EX_TRY(op_rows(m, op, &row0, &rows, e));
+    return tp_allreduce_rows(m, rows_at(m->proj, row0, m->cfg.hidden), (size_t)rows, &op->codec, 0, e);
+  }
   if (fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2))
     return tp_allreduce_coded(m, m->proj, &op->codec, 0, e);
   if (op->phase == PLAN_PHASE_BWD && (lop == EXEC_OP_QKV || lop == EXEC_OP_FC1))
@@ -393,6 +431,8 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
     const struct exec_head_acts *hd = &m->heads[m->slot];
     m->x_final = hd->x_final, m->nf = hd->nf, m->logits = hd->logits, m->meanf = hd->meanf, m->rstdf = hd->rstdf;
   }
+  if (op->row_chunks > 1 && !m->walker_mode)
+    return ts_fail(e, NULL, "layout.tp_overlap_chunks", "row-split ops run only from a plan's program (the walker)");
   if (op->kind == PLAN_OP_COLLECTIVE) return run_collective(m, op, e);
   if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) return run_send_recv(m, op, e);
   if (op->kind != PLAN_OP_COMPUTE) return ts_fail(e, NULL, "program", "op kind %d is unknown", (int)op->kind);
@@ -425,6 +465,14 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
   if (lop < 0 || op->layer < 0 || op->layer >= m->cfg.layers)
     return ts_fail(e, NULL, "program", "compute op (model op %d, layer %d) is not one the executor knows",
                    (int)op->model_op, (int)op->layer);
+  if (op->row_chunks > 1 && op->phase != PLAN_PHASE_BWD) { /* tp_overlap_chunks: some rows of attn_out / fc2 */
+    long long row0 = 0, rows = 0;
+    EX_TRY(op_rows(m, op, &row0, &rows, e));
+    m->recomputing = op->phase == PLAN_PHASE_RECOMPUTE;
+    int rc = exec_layer_fwd_rows(m, (exec_layer_op)lop, op->layer, row0, rows, op->row_chunk > 0 ? chunk_sms() : 0, e);
+    m->recomputing = 0;
+    return rc;
+  }
   if (op->phase == PLAN_PHASE_FWD) return exec_layer_fwd(m, (exec_layer_op)lop, op->layer, e);
   if (op->phase == PLAN_PHASE_BWD) {
     EX_TRY(exec_layer_bwd(m, (exec_layer_op)lop, op->layer, op->part, e));

@@ -43,6 +43,8 @@ static void op_kind_name(const plan_op *op, char *buf, size_t cap) {
   }
   if (op->kind == PLAN_OP_COLLECTIVE)
     snprintf(buf, cap, "%s.%s.%s_allreduce", phase_name(op->phase), what, op->group == PLAN_GROUP_DP ? "dp" : "tp");
+  else if (op->row_chunks > 1) /* tp_overlap_chunks: each chunk's GEMM apart (the first runs alone) */
+    snprintf(buf, cap, "%s.%s.rows%dof%d", phase_name(op->phase), what, op->row_chunk + 1, op->row_chunks);
   else
     snprintf(buf, cap, "%s.%s", phase_name(op->phase), what);
 }
@@ -319,6 +321,14 @@ walked_profile_done:;
     const plan_op *op = &ops[i];
     if (op->kind == PLAN_OP_COLLECTIVE) {
       if (op->group == PLAN_GROUP_TP) tp_stream_s += op_s[i] - wg_s[i], n_tp++;
+      if (op->row_chunks > 1) {
+        /* tp_overlap_chunks: a chunk's all-reduce from its GEMM's end (or the previous
+         * transfer's) to its own end, on the TP stream: what runs beside the next chunk */
+        op_kind_name(op, key, sizeof key);
+        char tkey[80];
+        snprintf(tkey, sizeof tkey, "tpstream.%.40s.rows%dof%d", key, op->row_chunk + 1, op->row_chunks);
+        nbuckets = add_bucket(buckets, nbuckets, tkey, op_s[i] - wg_s[i], 1);
+      }
       continue;
     }
     if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) continue; /* PP stream: its waits are counted below */

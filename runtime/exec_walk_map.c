@@ -54,6 +54,18 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
   }
   int lop = layer_op_of(index, op->model_op);
   const int fwd = op->phase != PLAN_PHASE_BWD; /* forward, or its recomputation */
+  if (op->row_chunks > 1) { /* tp_overlap_chunks: rows of a forward row-parallel GEMM and their all-reduce */
+    const long long tokens = (long long)p->micro_batch * p->seq;
+    if (op->row_chunk >= op->row_chunks || tokens % op->row_chunks) return "a row chunk that does not split the tokens";
+    if (!fwd || (lop != EXEC_OP_ATTN_OUT && lop != EXEC_OP_FC2) || op->layer < 0 || op->layer >= p->layers)
+      return "a row-split op other than a forward attn_out / fc2 or its all-reduce";
+    if (op->kind == PLAN_OP_COMPUTE)
+      return op->stream == PLAN_STREAM_COMPUTE && op->part == PLAN_PART_WHOLE ? NULL : "a row-split GEMM half";
+    return op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP && op->stream == PLAN_STREAM_TP &&
+                   op->coll == PLAN_COLL_ALLREDUCE && op->codec.kind == PLAN_CODEC_NONE
+               ? NULL
+               : "a row-split collective other than an uncompressed TP all-reduce";
+  }
   if (op->kind == PLAN_OP_COMPUTE) {
     if (op->stream != PLAN_STREAM_COMPUTE) return "a compute op off the compute stream";
     switch (op->model_op) {

@@ -139,6 +139,43 @@ static void test_layout_feature_plans(void) {
   }
 }
 
+/* tp_overlap_chunks 2 and 4 on the MFU plan: every op maps, and the split
+ * forward row-parallel GEMMs and their all-reduces are ones the executor runs
+ * by rows (2 per layer and micro-batch, k chunks each). */
+static void test_tp_overlap_plans(void) {
+  const char *paths[] = {TACOSIM_SOURCE_DIR "/runtime/results/tpoverlap/plans/gpt-h4096-tp2-none-ovl2.json",
+                         TACOSIM_SOURCE_DIR "/runtime/results/tpoverlap/plans/gpt-h4096-tp2-none-ovl4.json"};
+  for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+    plan p;
+    ts_err e = {{0}, 0};
+    CU_ASSERT_FATAL(plan_load(paths[i], NULL, NULL, &p, &e) == 0);
+    CU_ASSERT_EQUAL(p.tp_overlap_chunks, (int)(2 * (i + 1)));
+    for (int r = 0; r < plan_world_size(&p); r++) {
+      plan_program prog;
+      CU_ASSERT_FATAL(plan_build_program(&p, r, &prog, &e) == 0);
+      int rc = exec_walk_check_program(&p, &prog, &e);
+      if (rc) fprintf(stderr, "\n  %s: %s\n", paths[i], e.msg);
+      CU_ASSERT_EQUAL(rc, 0);
+      int gemms = 0, reduces = 0;
+      for (int k = 0; k < prog.n; k++) {
+        gemms += prog.ops[k].row_chunks > 1 && prog.ops[k].kind == PLAN_OP_COMPUTE;
+        reduces += prog.ops[k].row_chunks > 1 && prog.ops[k].kind == PLAN_OP_COLLECTIVE;
+      }
+      CU_ASSERT_EQUAL(gemms, 2 * p.layers * plan_micro_batches(&p) * p.tp_overlap_chunks);
+      CU_ASSERT_EQUAL(reduces, gemms);
+      /* a row-split op the executor cannot run by rows is refused */
+      for (int k = 0; k < prog.n; k++)
+        if (prog.ops[k].row_chunks > 1 && prog.ops[k].kind == PLAN_OP_COLLECTIVE) {
+          prog.ops[k].phase = PLAN_PHASE_BWD;
+          CU_ASSERT_NOT_EQUAL(exec_walk_check_program(&p, &prog, &e), 0);
+          CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "row-split"));
+          break;
+        }
+      plan_program_free(&prog);
+    }
+  }
+}
+
 /* PP = 2: every send/recv goes to the stage the executor derives
  * (exec_walk_pp_peer_stage), and the messages pair up: rank r's k-th send to
  * rank q carries the same tag as q's k-th recv from r (blocking pairs meet). */
@@ -205,6 +242,7 @@ int main(void) {
   CU_add_test(s, "TACO on SP collectives and pipeline messages maps", test_compressed_sp_pp_plans);
   CU_add_test(s, "SP, recomputation and ZeRO-1 plans run op by op", test_layout_feature_plans);
   CU_add_test(s, "layer ops by name", test_layer_op_index);
+  CU_add_test(s, "tp_overlap_chunks plans run op by op, by rows", test_tp_overlap_plans);
   CU_add_test(s, "validation plans (SwiGLU/RMSNorm, PP2, DP2, TACO) run op by op", test_validation_plans);
   CU_add_test(s, "PP = 2 messages (1F1B, GPipe, interleaved) pair up with the executor's peers", test_pipeline_messages);
   CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -25,6 +25,7 @@ typedef struct {
   int dp, tp, pp, vpp, sp, zero1, micro, seq, layers;
   long long global;
   double codec_min_bytes; /* 0: the default */
+  int tp_overlap;         /* layout.tp_overlap_chunks; 0: the key is absent */
 } spec;
 
 static spec base(void) {
@@ -40,14 +41,16 @@ static plan load(const spec *s) {
   else
     snprintf(layers, sizeof layers, "null");
   if (s->codec_min_bytes > 0) snprintf(extra, sizeof extra, ", \"codec_min_bytes\": %.0f", s->codec_min_bytes);
+  char overlap[48] = "";
+  if (s->tp_overlap) snprintf(overlap, sizeof overlap, ", \"tp_overlap_chunks\": %d", s->tp_overlap);
   snprintf(buf, sizeof buf,
            "{ \"schema\": 1, \"model\": \"%s\", \"cluster\": \"%s\",\n"
            "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"sequence_parallel\": %s,\n"
-           "              \"order\": \"%s\", \"zero1\": %s, \"recompute\": \"%s\" },\n"
+           "              \"order\": \"%s\", \"zero1\": %s, \"recompute\": \"%s\"%s },\n"
            "  \"batch\": { \"micro\": %d, \"global\": %lld, \"seq\": %d },\n"
            "  \"schedule\": \"%s\", \"layers_override\": %s, \"codec\": %s %s }\n",
            s->model, s->cluster, s->dp, s->tp, s->pp, s->vpp, s->sp ? "true" : "false", s->order,
-           s->zero1 ? "true" : "false", s->recompute, s->micro, s->global, s->seq, s->schedule, layers, s->codec,
+           s->zero1 ? "true" : "false", s->recompute, overlap, s->micro, s->global, s->seq, s->schedule, layers, s->codec,
            extra);
   plan p;
   ts_err e = {0};
@@ -495,6 +498,126 @@ static void test_program_variants(void) {
   }
 }
 
+/* tp_overlap_chunks: 1 builds today's program bit for bit; k > 1 splits each
+ * forward row-parallel GEMM and its all-reduce into k row chunks whose FLOPs,
+ * memory bytes and payload bytes add up to the unsplit op's exactly, each
+ * all-reduce depends on its chunk's GEMM only, the next GEMM chunk does not
+ * wait for it, and the residual waits for the last one; the backward and
+ * the model FLOPs do not change. Combinations it does not support are refused. */
+static void test_tp_overlap_chunks(void) {
+  spec s = base(); /* gpt-tiny: 256 tokens per micro-batch */
+  s.tp = 2, s.pp = 2, s.global = 8, s.layers = 4;
+  plan p0 = load(&s);
+  s.tp_overlap = 1;
+  plan p1 = load(&s);
+  CU_ASSERT_EQUAL(p1.tp_overlap_chunks, 1);
+  for (int r = 0; r < plan_world_size(&p0); r++) {
+    plan_program a, b;
+    ts_err e = {0};
+    CU_ASSERT_FATAL(plan_build_program(&p0, r, &a, &e) == 0 && plan_build_program(&p1, r, &b, &e) == 0);
+    CU_ASSERT_EQUAL(a.n, b.n);
+    CU_ASSERT(a.n == b.n && memcmp(a.ops, b.ops, (size_t)a.n * sizeof *a.ops) == 0);
+    plan_program_free(&a), plan_program_free(&b);
+  }
+  const int ks[] = {2, 4};
+  for (size_t t = 0; t < sizeof ks / sizeof *ks; t++) {
+    const int k = ks[t];
+    s.tp_overlap = k;
+    plan pk = load(&s);
+    check_well_formed(&pk);
+    CU_ASSERT_DOUBLE_EQUAL(plan_model_flops(&pk), plan_model_flops(&p0), 0);
+    for (int r = 0; r < plan_world_size(&pk); r++) {
+      plan_program a, g;
+      ts_err e = {0};
+      CU_ASSERT_FATAL(plan_build_program(&p0, r, &a, &e) == 0 && plan_build_program(&pk, r, &g, &e) == 0);
+      /* per forward row-parallel op of the unsplit program: its k chunks in the split one */
+      int split_ops = 0, j = 0, bwd_a = 0, bwd_g = 0;
+      for (int i = 0; i < a.n; i++) bwd_a += a.ops[i].phase == PLAN_PHASE_BWD;
+      for (int i = 0; i < g.n; i++) bwd_g += g.ops[i].phase == PLAN_PHASE_BWD;
+      CU_ASSERT_EQUAL(bwd_a, bwd_g);
+      for (int i = 0; i < a.n; i++, j++) {
+        CU_ASSERT_FATAL(j < g.n);
+        const plan_op *o = &a.ops[i];
+        const bool row = o->kind == PLAN_OP_COMPUTE && o->phase == PLAN_PHASE_FWD && i + 1 < a.n &&
+                         a.ops[i + 1].kind == PLAN_OP_COLLECTIVE && a.ops[i + 1].coll == PLAN_COLL_ALLREDUCE &&
+                         a.ops[i + 1].model_op == o->model_op && o->model_op >= 0;
+        if (!row) {
+          CU_ASSERT_EQUAL(g.ops[j].kind, o->kind);
+          CU_ASSERT_EQUAL(g.ops[j].model_op, o->model_op);
+          CU_ASSERT_EQUAL(g.ops[j].row_chunks, 0);
+          CU_ASSERT_EQUAL(g.ops[j].flops, o->flops);
+          CU_ASSERT_EQUAL(g.ops[j].bytes, o->bytes);
+          continue;
+        }
+        const plan_op *ar = &a.ops[i + 1];
+        double flops = 0, bytes = 0, comm = 0, wire = 0;
+        for (int c = 0; c < k; c++) {
+          const plan_op *gc = &g.ops[j + 2 * c], *gr = &g.ops[j + 2 * c + 1];
+          CU_ASSERT_EQUAL(gc->kind, PLAN_OP_COMPUTE);
+          CU_ASSERT_EQUAL(gr->kind, PLAN_OP_COLLECTIVE);
+          CU_ASSERT_EQUAL(gr->stream, PLAN_STREAM_TP);
+          CU_ASSERT(gc->model_op == o->model_op && gr->model_op == o->model_op);
+          CU_ASSERT(gc->row_chunk == c && gr->row_chunk == c && gc->row_chunks == k && gr->row_chunks == k);
+          CU_ASSERT_EQUAL(gr->dep[0], j + 2 * c); /* its own chunk's GEMM, nothing else */
+          CU_ASSERT_EQUAL(gr->dep[1], -1);
+          for (int d = 0; d < PLAN_MAX_DEPS && c > 0; d++) CU_ASSERT(gc->dep[d] != j + 2 * c - 1);
+          flops += gc->flops, bytes += gc->bytes, comm += gr->bytes, wire += gr->wire_bytes;
+        }
+        CU_ASSERT_EQUAL(flops, o->flops);
+        CU_ASSERT_EQUAL(bytes, o->bytes);
+        CU_ASSERT_EQUAL(comm, ar->bytes);
+        CU_ASSERT_EQUAL(wire, ar->wire_bytes);
+        /* the consumer (the residual, next compute op) waits for the last chunk's all-reduce */
+        const int last_ar = j + 2 * k - 1, next = j + 2 * k;
+        CU_ASSERT_FATAL(next < g.n);
+        int found = 0;
+        for (int d = 0; d < PLAN_MAX_DEPS; d++) found |= g.ops[next].dep[d] == last_ar;
+        CU_ASSERT(found);
+        split_ops++;
+        i += 1;         /* past the unsplit all-reduce */
+        j += 2 * k - 1; /* past the chunks (the loop adds 1) */
+      }
+      CU_ASSERT_EQUAL(j, g.n);
+      /* 2 row-parallel GEMMs per layer and micro-batch on this stage (2 layers) */
+      CU_ASSERT_EQUAL(split_ops, 2 * (s.layers / s.pp) * plan_micro_batches(&pk));
+      char name[128];
+      for (int i = 0; i < g.n; i++)
+        if (g.ops[i].row_chunks > 1 && g.ops[i].row_chunk == 1) {
+          plan_op_name(&pk, &g.ops[i], name, sizeof name);
+          CU_ASSERT_PTR_NOT_NULL(strstr(name, ".rows2of"));
+          break;
+        }
+      plan_program_free(&a), plan_program_free(&g);
+    }
+  }
+  /* refused: SP, a compressed tp_fwd, TP 1, tokens not divisible */
+  const char *bad[][2] = {{"sp", "sequence_parallel"}, {"caat", "caat"}, {"taco", "taco"}, {"tp1", "tp >= 2"},
+                          {"k3", "does not divide"}};
+  for (size_t t = 0; t < sizeof bad / sizeof *bad; t++) {
+    spec b = base();
+    b.tp = 2, b.global = 4, b.tp_overlap = 2;
+    if (!strcmp(bad[t][0], "sp")) b.sp = 1;
+    if (!strcmp(bad[t][0], "caat"))
+      b.codec = "{\"tp_fwd\":{\"kind\":\"caat\",\"p\":0.5},\"tp_bwd\":{\"kind\":\"caat\",\"p\":0.5}}";
+    if (!strcmp(bad[t][0], "taco")) b.codec = "{\"tp_fwd\":{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"}}";
+    if (!strcmp(bad[t][0], "tp1")) b.tp = 1;
+    if (!strcmp(bad[t][0], "k3")) b.tp_overlap = 3;
+    char buf[2048];
+    snprintf(buf, sizeof buf,
+             "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x8-nvswitch\",\n"
+             "  \"layout\": { \"dp\": 1, \"tp\": %d, \"pp\": 1, \"sequence_parallel\": %s, "
+             "\"tp_overlap_chunks\": %d },\n"
+             "  \"batch\": { \"micro\": 1, \"global\": 4, \"seq\": 256 }, \"schedule\": \"1f1b\", \"codec\": %s }\n",
+             b.tp, b.sp ? "true" : "false", b.tp_overlap, b.codec);
+    plan q;
+    ts_err e = {0};
+    CU_ASSERT_NOT_EQUAL(plan_from_json_text(buf, strlen(buf), "t.json", NULL, NULL, &q, &e), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "tp_overlap_chunks"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, bad[t][1]));
+    if (!strstr(e.msg, bad[t][1])) printf("\n  %s: %s\n", bad[t][0], e.msg);
+  }
+}
+
 /* ---- bytes ---- */
 
 static void test_taco_wire_bytes(void) {
@@ -843,6 +966,7 @@ int main(void) {
   CU_add_test(prog, "TP collectives and SP", test_tp_collectives_and_sp);
   CU_add_test(prog, "DP buckets and ZeRO-1", test_dp_buckets_and_zero1);
   CU_add_test(prog, "recompute", test_recompute);
+  CU_add_test(prog, "tp_overlap_chunks splits forward row-parallel GEMMs exactly", test_tp_overlap_chunks);
   CU_add_test(prog, "memory", test_memory);
   CU_add_test(prog, "op names", test_op_names);
   CU_add_test(prog, "reference plan size", test_reference_plan_size);
