@@ -365,6 +365,38 @@ static bool runs_beside_compute(const plan_op *op, const int *m, int n) {
   return k == TOPO_INTRA_SHM || k == TOPO_INTRA_SOCKET;
 }
 
+/* Over host shared memory the plain collective does not wait for the SMs,
+ * but one that starts while a compute kernel is already running is slowed
+ * by it: `tacorun probe-interleave` on 2 x H200 (2026-11-30 07:26,
+ * experiments/validation/clock/RESULTS.md), a 32 MiB NCCL all-reduce through
+ * shm took 1184-1215 us back to back, +301 us when it started beside a
+ * running 430 us weight-gradient GEMM, +38 us beside a 105 us one, and was
+ * not delayed when it started first (the GEMM ran slower instead; a GEMM
+ * made ready at the same instant, by the same kernel's end, starts first);
+ * validation run 8's backward all-reduces show +217 / +313 us beside
+ * 341 / 437 us GEMMs. Taken as a delay of max(k - 125 us, k / 3), k = what
+ * the running kernel has left; kernels launched after it do not add to it.
+ * Over sockets the same probe moved +715 us in one call and -100 us in
+ * the next on a ~10 ms all-reduce: no delay is modelled there. */
+#define SHM_BESIDE_HEAD_START_S 125e-6
+static void delay_beside_running_kernel(sim_rank *rs, const int *m, int n) {
+  if (sim_w->o->ideal_overlap || !all_on_one_node(m, n) || sim_w->p->cluster.intra.kind != TOPO_INTRA_SHM) return;
+  /* a compute kernel made ready at this same instant launches first (its stream
+   * needs no cross-stream event, run 8's backward all-reduces): let it */
+  sg_actor_yield();
+  double now = simgrid_get_clock();
+  if (rs->n_kernel_end == 0 || rs->kernel_block_start > now) return;
+  for (int k = 0; k < rs->n_kernel_end; k++) {
+    double start = k == 0 ? rs->kernel_block_start : rs->kernel_end[k - 1];
+    if (rs->kernel_end[k] <= now) continue;
+    if (start > now) return;
+    double left = rs->kernel_end[k] - now, delay = left - SHM_BESIDE_HEAD_START_S;
+    if (delay < left / 3) delay = left / 3;
+    sg_actor_sleep_for(delay);
+    return;
+  }
+}
+
 /* The executor gives only the TP stream a higher priority than compute. On
  * the DP and PP streams a codec's kernels queue behind the GEMMs already
  * enqueued on the compute stream and get SMs when that stream runs dry, not
@@ -397,6 +429,7 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
   if (n <= 1) return;
   if (waits_for_idle_compute(op)) wait_for_idle_compute(rs);
   else if (!runs_beside_compute(op, m, n)) wait_for_sms(rs, m, n);
+  else delay_beside_running_kernel(rs, m, n);
   ts_err e = {0};
   sim_codec_cost cc;
   if (sim_codec_cost_of(&sim_w->costs, op, n, &cc, &e)) {
