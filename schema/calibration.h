@@ -167,10 +167,14 @@ bool schema_has_coll(const schema_calibration *c, const char *name);
 int schema_lookup_coll(schema_lookup *l, const char *name, int nranks, double bytes, double *us, ts_err *e);
 
 /* Clock speeds at a compute duty (0, 1]: linear interpolation in duty over
- * the points of the smallest measured period (the other periods only show
- * that the window is right), clamped to that period's duty range. Without a
- * clock section both speeds are 1. */
-void schema_clock_speed(const schema_calibration *c, double duty, double *gemm_speed, double *mem_speed);
+ * the points of the measured period nearest (in log scale) to cycle_us, the
+ * length of one busy + idle alternation of the plan's GPU (the smallest
+ * period when cycle_us <= 0), clamped to that period's duty range: bursts
+ * of a 1 ms period pay a start-up cost after each idle that longer ones
+ * spread out, and 100 us GEMMs reach the boost clock less than 1 ms ones.
+ * Without a clock section both speeds are 1. */
+void schema_clock_speed(const schema_calibration *c, double duty, double cycle_us, double *gemm_speed,
+                        double *mem_speed);
 
 /* nccl-tests bus-bandwidth factor: 2(n-1)/n all-reduce, (n-1)/n all-gather,
  * reduce-scatter, all-to-all, 1 for sendrecv. `name` may carry a ".codec" suffix. */

@@ -287,12 +287,16 @@ int schema_lookup_coll(schema_lookup *l, const char *name, int nranks, double by
   return 0;
 }
 
-void schema_clock_speed(const schema_calibration *c, double duty, double *gemm_speed, double *mem_speed) {
+void schema_clock_speed(const schema_calibration *c, double duty, double cycle_us, double *gemm_speed,
+                        double *mem_speed) {
   *gemm_speed = *mem_speed = 1.0;
   if (c->n_clock == 0) return;
+  /* the period nearest the cycle in log scale; the smallest when no cycle is given */
   double period = c->clock[0].period_us;
-  for (int i = 1; i < c->n_clock; i++)
-    if (c->clock[i].period_us < period) period = c->clock[i].period_us;
+  for (int i = 1; i < c->n_clock; i++) {
+    double q = c->clock[i].period_us;
+    if (cycle_us > 0 ? fabs(log(q / cycle_us)) < fabs(log(period / cycle_us)) : q < period) period = q;
+  }
   /* Neighbours in duty among that period's points (no order assumed: built in memory). */
   const schema_clock_point *lo = NULL, *hi = NULL, *first = NULL, *last = NULL;
   for (int i = 0; i < c->n_clock; i++) {

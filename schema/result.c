@@ -81,6 +81,7 @@ static json_t *to_json(const schema_result *r) {
       json_object_set_new(o, "clock_duty", json_real(s->clock_duty));
       json_object_set_new(o, "clock_gemm_speed", json_real(s->clock_gemm_speed));
       json_object_set_new(o, "clock_mem_speed", json_real(s->clock_mem_speed));
+      json_object_set_new(o, "clock_cycle_us", json_real(s->clock_cycle_us));
     }
     json_array_append_new(ranks, o);
   }
@@ -175,7 +176,8 @@ static int load_ranks(json_t *root, const char *file, schema_result *r, ts_err *
         tsj_real(v, "comm_s", 0, BIG, &s.comm_s, file, path, e) ||
         tsj_real_opt(v, "clock_duty", 0, 1, 0, &s.clock_duty, file, path, e) ||
         tsj_real_opt(v, "clock_gemm_speed", 0, 1e3, 0, &s.clock_gemm_speed, file, path, e) ||
-        tsj_real_opt(v, "clock_mem_speed", 0, 1e3, 0, &s.clock_mem_speed, file, path, e))
+        tsj_real_opt(v, "clock_mem_speed", 0, 1e3, 0, &s.clock_mem_speed, file, path, e) ||
+        tsj_real_opt(v, "clock_cycle_us", 0, BIG, 0, &s.clock_cycle_us, file, path, e))
       return -1;
     s.rank = (int)rank;
     if (schema_result_add_rank(r, &s)) return ts_fail_sys(e, "out of memory");

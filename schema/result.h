@@ -7,7 +7,7 @@
  *   "iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
  *   "breakdown": { compute_s, tp_exposed_s, pp_exposed_s, dp_exposed_s, codec_s, bubble_s },
  *   "ranks": [ {rank, busy_s, compute_s, comm_s,
- *               clock_duty, clock_gemm_speed, clock_mem_speed (optional: the clock model)} ],
+ *               clock_duty, clock_gemm_speed, clock_mem_speed, clock_cycle_us (optional: the clock model)} ],
  *   "clock_passes": n                        (optional: simulations the clock model ran)
  *   "ops": [ {name, rank, stream, start_s, dur_s} ]                  (optional)
  *   "notes": [ "..." ]                                               (optional)
@@ -43,6 +43,7 @@ typedef struct {
    * compute stream's duty over the calibration's window and the speeds its
    * GEMM/attention and memory-bound kernels ran at (x the back-to-back time) */
   double clock_duty, clock_gemm_speed, clock_mem_speed;
+  double clock_cycle_us; /* its busy/idle alternation: iteration / idle gaps (which period's speeds it took) */
 } schema_rank_stat;
 
 typedef struct {

@@ -45,7 +45,7 @@ grep -v '^#' $V/plans.txt | while read -r tag plan transport ranks; do
   # the clock line: "clock  duty D (lo-hi), GEMM speed xS (lo-hi), ...; N simulations"
   duty=$(awk '/^clock/ {print $3}' "$out/$tag.new.txt")
   gemm=$(awk '/^clock/ {sub(/^x/, "", $7); print $7}' "$out/$tag.new.txt")
-  sims=$(awk '/^clock/ {print $(NF-1)}' "$out/$tag.new.txt")
+  sims=$(awk '/^clock/ {for (i = 2; i <= NF; i++) if ($i ~ /^simulations/) print $(i - 1)}' "$out/$tag.new.txt")
   mc=$(measured_compute $V/measured/$tag.json)
   oc=$(predicted_compute "$out/$tag.old.txt")
   nc=$(predicted_compute "$out/$tag.new.txt")

@@ -397,6 +397,17 @@ static void delay_beside_running_kernel(sim_rank *rs, const int *m, int n) {
   }
 }
 
+bool sim_comm_draws_power(const sim_rank *rs, const plan_op *op) {
+  int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
+  if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
+    int pair[2] = {rs->rank, op->peer};
+    if (!all_on_one_node(pair, 2)) return false;
+  } else if (!all_on_one_node(rs->members[g], rs->n_members[g]))
+    return false;
+  topo_intra_kind k = sim_w->p->cluster.intra.kind;
+  return k == TOPO_INTRA_NVLINK || k == TOPO_INTRA_NVSWITCH;
+}
+
 /* The executor gives only the TP stream a higher priority than compute. On
  * the DP and PP streams a codec's kernels queue behind the GEMMs already
  * enqueued on the compute stream and get SMs when that stream runs dry, not

@@ -194,6 +194,12 @@ static void stream_main(int argc, char **argv) {
     else
       sim_run_sendrecv(rs, s, i);
     record(rs, s, i, 0, t0, simgrid_get_clock() - t0);
+    if (sim_w->clock && sim_comm_draws_power(rs, &ops[i]) && sim_clock_comm(rs, t0, simgrid_get_clock() - t0)) {
+      ts_err e = {0};
+      ts_fail_sys(&e, "out of memory");
+      sim_fail(&e);
+      break;
+    }
     finish(rs, s, i);
   }
   if (prog) fprintf(prog, "\r%60s\r", "");
@@ -450,6 +456,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
       rst.clock_duty = rs->clock_rep->clock_duty;
       rst.clock_gemm_speed = rs->gemm_speed;
       rst.clock_mem_speed = rs->mem_speed;
+      rst.clock_cycle_us = rs->clock_rep->clock_cycle_us;
     }
     if (schema_result_add_rank(out, &rst)) return ts_fail_sys(e, "out of memory");
     for (int k = 0; k < rs->n_recs; k++)

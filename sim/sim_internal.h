@@ -43,7 +43,10 @@ typedef struct sim_rank_s {
   struct sim_rank_s *clock_rep;  /* whose duty sets the speeds: itself, or its stage's tp 0, dp 0 */
   double *clock_log;             /* (start, duration) of each compute op, on clock_rep == itself */
   int n_clock_log, cap_clock_log;
-  double clock_duty;             /* its compute stream's duty, from clock_log */
+  double *clock_comm_log;        /* (start, duration) of its collectives that copy with SMs (NVLink) */
+  int n_clock_comm_log, cap_clock_comm_log;
+  double clock_duty;             /* its GPU's duty, from clock_log and clock_comm_log */
+  double clock_cycle_us;         /* its busy/idle alternation: iteration / idle gaps */
 } sim_rank;
 
 typedef struct sim_world sim_world;
@@ -103,6 +106,13 @@ int sim_clock_setup(sim_world *w, ts_err *e);
 /* A compute op of d seconds (gemm_s of it in GEMMs/attention) at the rank's
  * speeds, logged from `start` when the rank keeps a log. */
 double sim_clock_op(sim_rank *rs, double start, double d, double gemm_s);
+/* A collective or send/recv of d seconds from `start`: logged as GPU-busy
+ * time when its transport copies with SMs at full speed (sim_comm_draws_power). */
+int sim_clock_comm(sim_rank *rs, double start, double d);
+/* sim_comm.c: whether the op moves its data with SM or copy-engine kernels
+ * at NVLink speed inside one node (its kernels draw power like compute),
+ * not through host memory or a network. */
+bool sim_comm_draws_power(const sim_rank *rs, const plan_op *op);
 /* Each logged rank's duty (after the run), for fill_result. */
 void sim_clock_duties(sim_world *w);
 /* Passes until the iteration time settles, each in a forked child. */

@@ -30,8 +30,9 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
   fprintf(out, "  %-12s %10.4f s  (codec kernels inside compressed collectives)\n", "codec", b->codec_s);
   if (r->clock_passes && r->n_ranks) {
     /* the clock model: duty and speeds over the ranks listed (they differ by pipeline stage) */
-    double lo[3] = {1e300, 1e300, 1e300}, hi[3] = {0, 0, 0}, sum[3] = {0, 0, 0};
+    double lo[3] = {1e300, 1e300, 1e300}, hi[3] = {0, 0, 0}, sum[3] = {0, 0, 0}, cycle = 0;
     for (int i = 0; i < r->n_ranks; i++) {
+      cycle += r->ranks[i].clock_cycle_us / r->n_ranks;
       const double v[3] = {r->ranks[i].clock_duty, r->ranks[i].clock_gemm_speed, r->ranks[i].clock_mem_speed};
       for (int k = 0; k < 3; k++) {
         sum[k] += v[k];
@@ -40,9 +41,9 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
       }
     }
     fprintf(out, "clock         duty %.3f (%.3f-%.3f), GEMM speed x%.3f (%.3f-%.3f), memory-bound x%.3f (%.3f-%.3f); %d "
-                 "simulations\n",
+                 "simulations, busy/idle cycle %.3g ms\n",
             sum[0] / r->n_ranks, lo[0], hi[0], sum[1] / r->n_ranks, lo[1], hi[1], sum[2] / r->n_ranks, lo[2], hi[2],
-            r->clock_passes);
+            r->clock_passes, cycle * 1e-3);
   }
   for (int i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
 }

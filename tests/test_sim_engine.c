@@ -617,6 +617,7 @@ static void clock_section_on(double window_s) {
   schema_calibration_add_clock(&cal, 0.9, 1000, 1.0, 1.0);
   schema_calibration_add_clock(&cal, 1.0, 1000, 1.0, 1.0);
   schema_calibration_add_clock(&cal, 0.5, 50000, 1.02, 1.0);
+  schema_calibration_add_clock(&cal, 0.9, 50000, 1.0, 1.0);
   schema_calibration_sort(&cal);
 }
 static void clock_section_off(void) {
@@ -632,8 +633,15 @@ static void clock_section_off(void) {
 /* Two GPUs (one per node) alternate, 20 times: a GEMM and a memory-bound
  * kernel, then an all-reduce of 1e7 bytes (~1 ms) that the next GEMM waits
  * for. The compute stream is busy about half the time, in 2.2 ms cycles. */
+#define ALTERNATING_ACROSS_NODES ((topo_intra_kind)-1)
+static topo_intra_kind alternating_intra = ALTERNATING_ACROSS_NODES; /* else: two GPUs of one node over this transport */
 static plan_program *alternating_programs(plan *p) {
-  make_plan(p, 2, 1, 1, 2, 1);
+  if (alternating_intra == ALTERNATING_ACROSS_NODES)
+    make_plan(p, 2, 1, 1, 2, 1);
+  else {
+    make_plan(p, 2, 1, 1, 1, 2);
+    p->cluster.intra.kind = alternating_intra;
+  }
   p->cluster.gpu.hbm_gbps = 4000;
   plan_program *pr = new_programs(2, 64);
   for (int r = 0; r < 2; r++)
@@ -713,7 +721,8 @@ static void test_clock_fine_grained_faster(void) {
  * five GEMMs at each end see idle time in their window (busy 0.55, 0.65,
  * ..., 0.95 of it; the iteration repeats, so the first ones see the previous
  * iteration's idle tail): duty (40 - 2 x 1.25) / 40 = 0.9375, above 0.9
- * where the speed is 1. One simulation, the calibrated time. */
+ * where the speed is 1 (its cycle is the iteration: the 50 ms row, 1 above
+ * duty 0.9 too). One simulation, the calibrated time. */
 static void test_clock_long_stretch_unchanged(void) {
   schema_result off, on;
   CU_ASSERT_EQUAL_FATAL(run_programs(one_stretch_programs, &off), 0);
@@ -732,6 +741,38 @@ static void test_clock_long_stretch_unchanged(void) {
   }
   schema_result_free(&off);
   schema_result_free(&on);
+}
+
+/* The same alternation on two GPUs of one node: over NVLink the all-reduces
+ * are GPU-busy time (NCCL's kernels copy at NVLink speed and draw the power
+ * the GEMMs leave), so the duty is ~1 and the compute keeps its calibrated
+ * time; through shm they are not, and the GEMMs run 1.25x faster. */
+static void test_clock_nvlink_collectives_count_as_busy(void) {
+  const topo_intra_kind kinds[2] = {TOPO_INTRA_NVLINK, TOPO_INTRA_SHM};
+  for (int k = 0; k < 2; k++) {
+    alternating_intra = kinds[k];
+    schema_result off, on;
+    CU_ASSERT_EQUAL_FATAL(run_programs(alternating_programs, &off), 0);
+    clock_section_on(22e-3);
+    int rc = run_programs(alternating_programs, &on);
+    clock_section_off();
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_EQUAL_FATAL(on.n_ranks, 2);
+    if (kinds[k] == TOPO_INTRA_NVLINK) {
+      CU_ASSERT_TRUE(on.ranks[0].clock_duty > 0.95);
+      CU_ASSERT_EQUAL(on.ranks[0].clock_gemm_speed, 1.0);
+      CU_ASSERT_EQUAL(on.breakdown.compute_s, off.breakdown.compute_s);
+    } else {
+      CU_ASSERT_TRUE(on.ranks[0].clock_duty < 0.7);
+      CU_ASSERT_EQUAL(on.ranks[0].clock_gemm_speed, 1.25);
+      CU_ASSERT_TRUE(on.breakdown.compute_s < off.breakdown.compute_s);
+    }
+    /* its cycle: a GEMM, a memory-bound kernel and an all-reduce, ~1-3 ms */
+    CU_ASSERT_TRUE(kinds[k] == TOPO_INTRA_NVLINK || (on.ranks[0].clock_cycle_us > 500 && on.ranks[0].clock_cycle_us < 5000));
+    schema_result_free(&off);
+    schema_result_free(&on);
+  }
+  alternating_intra = ALTERNATING_ACROSS_NODES;
 }
 
 /* --clock off is the calibration without the section: the same numbers, bit for bit. */
@@ -888,6 +929,8 @@ int main(void) {
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
   CU_add_test(s, "clock model: fine-grained compute/idle alternation runs faster", test_clock_fine_grained_faster);
   CU_add_test(s, "clock model: one long compute stretch keeps its calibrated time", test_clock_long_stretch_unchanged);
+  CU_add_test(s, "clock model: collectives over NVLink count as busy, through shm not",
+              test_clock_nvlink_collectives_count_as_busy);
   CU_add_test(s, "clock model: --clock off equals a calibration without the section", test_clock_off_equals_no_section);
   CU_add_test(s, "clock model: full mode shares a stage's speeds, reduced agrees", test_clock_real_plan_stages);
   CU_add_test(s, "tacosim: bad input exits 2 naming the field", test_command_bad_input);

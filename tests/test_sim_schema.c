@@ -515,36 +515,45 @@ static void test_clock_round_trip(void) {
   schema_calibration_free(&a);
 }
 
-/* Linear in duty over the smallest period's points, clamped to their range;
- * speed 1 without a section. */
+/* Linear in duty over the points of the period nearest the cycle in log scale
+ * (the smallest without a cycle), clamped to their range; speed 1 without a
+ * section. */
 static void test_clock_interpolation(void) {
   schema_calibration c;
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(clock_cal, strlen(clock_cal), "c.json", &c, &e), 0);
   double g, m;
-  schema_clock_speed(&c, 0.5, &g, &m); /* a point: the 500 us one, not the 5000 us one */
+  schema_clock_speed(&c, 0.5, 0, &g, &m); /* a point: the 500 us one, not the 5000 us one */
   NEAR(g, 1.25, 1e-12);
   NEAR(m, 1.05, 1e-12);
-  schema_clock_speed(&c, 0.375, &g, &m); /* half way between 0.25 and 0.5 */
+  schema_clock_speed(&c, 0.375, 0, &g, &m); /* half way between 0.25 and 0.5 */
   NEAR(g, 1.30, 1e-12);
   NEAR(m, 1.075, 1e-12);
-  schema_clock_speed(&c, 0.75, &g, &m); /* half way between 0.5 and 1 */
+  schema_clock_speed(&c, 0.75, 0, &g, &m); /* half way between 0.5 and 1 */
   NEAR(g, 1.125, 1e-12);
   NEAR(m, 1.025, 1e-12);
-  schema_clock_speed(&c, 0.05, &g, &m); /* below the range: the lowest duty's speeds */
+  schema_clock_speed(&c, 0.05, 0, &g, &m); /* below the range: the lowest duty's speeds */
   NEAR(g, 1.35, 1e-12);
   NEAR(m, 1.1, 1e-12);
-  schema_clock_speed(&c, 1.0, &g, &m);
+  schema_clock_speed(&c, 1.0, 0, &g, &m);
   NEAR(g, 1.0, 1e-12);
+  /* cycles nearer 5000 us than 500 us in log scale (above ~1581 us) take the 5000 us points */
+  schema_clock_speed(&c, 0.5, 2000, &g, &m);
+  NEAR(g, 1.02, 1e-12);
+  NEAR(m, 1.0, 1e-12);
+  schema_clock_speed(&c, 0.75, 1e6, &g, &m); /* half way between 0.5 and 1 of the 5000 us row */
+  NEAR(g, 1.01, 1e-12);
+  schema_clock_speed(&c, 0.5, 1500, &g, &m); /* still nearer 500 us */
+  NEAR(g, 1.25, 1e-12);
   /* a smaller period added in memory (unsorted) takes over; one point: constant */
   CU_ASSERT_EQUAL_FATAL(schema_calibration_add_clock(&c, 0.6, 100, 1.5, 1.2), 0);
-  schema_clock_speed(&c, 0.1, &g, &m);
+  schema_clock_speed(&c, 0.1, 0, &g, &m);
   NEAR(g, 1.5, 1e-12);
-  schema_clock_speed(&c, 1.0, &g, &m);
+  schema_clock_speed(&c, 1.0, 0, &g, &m);
   NEAR(m, 1.2, 1e-12);
   schema_calibration_free(&c);
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(valid, strlen(valid), "v.json", &c, &e), 0);
-  schema_clock_speed(&c, 0.3, &g, &m);
+  schema_clock_speed(&c, 0.3, 0, &g, &m);
   CU_ASSERT_EQUAL(g, 1.0);
   CU_ASSERT_EQUAL(m, 1.0);
   schema_calibration_free(&c);
