@@ -322,8 +322,14 @@ static void note_comm(sim_rank *rs, double dur, double codec) {
  *   sockets no hidden time above the run-to-run spread of the 12 ms transfer.
  * Taken as the means: 25 us (NVLink, and PCIe, whose NCCL kernels also copy
  * with SMs), 32 us (shm), 0 (sockets; and across nodes, never measured). */
-static double head_start_s(const int *m, int n) {
+static double head_start_s(const plan_op *op, const int *m, int n) {
   if (!all_on_one_node(m, n)) return 0;
+  /* tp_overlap_chunks: the forward row chunk's all-reduce ends as long after
+   * the next chunk's GEMM as it takes alone (measured 2026-11-30 07:32, GPT
+   * h4096 TP2 NVLink, k = 2, 3 profiles: 81 / 87 us after fc2 / attn_out's
+   * second chunk, the 16 MiB all-reduce alone 87-88 us;
+   * runtime/results/tpoverlap/): no head start */
+  if (op->row_chunks > 1) return 0;
   switch (sim_w->p->cluster.intra.kind) {
   case TOPO_INTRA_SHM: return 32e-6;
   case TOPO_INTRA_SOCKET: return 0;
@@ -338,14 +344,14 @@ static double head_start_s(const int *m, int n) {
  * finishes ~150 us after the GEMM ends over NVLink (the all-reduce alone:
  * 138-185 us), little of it hidden (sim/RESULTS.md). Later kernels do not
  * take the SMs back. */
-static void wait_for_sms(sim_rank *rs, const int *m, int n) {
+static void wait_for_sms(sim_rank *rs, const plan_op *op, const int *m, int n) {
   if (sim_w->o->ideal_overlap) return;
   /* let this rank's compute stream, woken at the same instant, launch its next kernel first */
   sg_actor_yield();
   double now = simgrid_get_clock();
   for (int k = 0; k < rs->n_kernel_end; k++)
     if (rs->kernel_end[k] > now) {
-      double wait = rs->kernel_end[k] - now - head_start_s(m, n);
+      double wait = rs->kernel_end[k] - now - head_start_s(op, m, n);
       if (wait > 0) sg_actor_sleep_for(wait);
       return;
     }
@@ -439,7 +445,7 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
   int n = rs->n_members[g];
   if (n <= 1) return;
   if (waits_for_idle_compute(op)) wait_for_idle_compute(rs);
-  else if (!runs_beside_compute(op, m, n)) wait_for_sms(rs, m, n);
+  else if (!runs_beside_compute(op, m, n)) wait_for_sms(rs, op, m, n);
   else delay_beside_running_kernel(rs, m, n);
   ts_err e = {0};
   sim_codec_cost cc;
