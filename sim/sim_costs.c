@@ -156,7 +156,10 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
     const model_op *mo = &c->mops[op->model_op];
     switch (mo->kind) {
     case MODEL_OP_GEMM:
-      if (gemm_phase_us(c, mo->m, mo->n, mo->k, phase, op->part, us, e)) return -1;
+      /* tp_overlap_chunks: a forward row-parallel GEMM over 1/row_chunks of the token rows */
+      if (gemm_phase_us(c, op->row_chunks > 1 ? mo->m / op->row_chunks : mo->m, mo->n, mo->k, phase, op->part, us,
+                        e))
+        return -1;
       *gemm_us = *us;
       return 0;
     case MODEL_OP_ATTENTION:
