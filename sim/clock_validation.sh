@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # clock_validation.sh CLOCK_JSON [TACOSIM] — the 20 plans of experiments/validation predicted with the
 # shipped calibration files (calibration/h200-<transport>.json) without (--clock off) and with the clock
-# model, against run 8's measured iteration times (experiments/validation/validation.txt).
+# model, against the latest validation run's measured iteration times (experiments/validation/validation.txt,
+# measured/<tag>.json; run 9 since 2026-11-30 08:00 UTC, run 8 before).
 # CLOCK_JSON: a calibration file whose "clock" section is put into copies of the shipped files (a GPU
 # property: the same section for every transport); "shipped": the shipped files as they are (their own
-# section, if any). Not blind: run 8's measurements were known when the model was written.
+# section, if any). Run 8's measurements were known when the model was written; run 9's were not.
 # Writes the table to stdout; OUT_DIR (default a temporary folder) keeps every prediction's text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
