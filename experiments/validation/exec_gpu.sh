@@ -140,7 +140,11 @@ SIM_DIR=/tmp/tacosim-bundle
 stage_predict() {
   [ -n "${SIM_BUNDLE:-}" ] && [ -n "${CALIB:-}" ] || { say "predict: SIM_BUNDLE and CALIB must be set"; return; }
   if [ ! -x $SIM_DIR/tacosim ]; then
-    mkdir -p $SIM_DIR && tar -xJf "$SIM_BUNDLE" -C $SIM_DIR || { say "predict: cannot unpack $SIM_BUNDLE"; return; }
+    # a carried .tar.xz may have been decompressed in place (xz -d *.xz): take the .tar then (run 9 lost its
+    # predictions on the GPU machine to that); GNU tar finds the compression itself
+    local bundle=$SIM_BUNDLE
+    [ -f "$bundle" ] || bundle=${SIM_BUNDLE%.xz}
+    mkdir -p $SIM_DIR && tar -xf "$bundle" -C $SIM_DIR || { say "predict: cannot unpack $SIM_BUNDLE"; return; }
   fi
   local loader
   loader=$(ls $SIM_DIR/ld-linux-x86-64.so.2 2>/dev/null)
