@@ -35,7 +35,7 @@ int sim_clock_setup(sim_world *w, ts_err *e) {
   for (int r = 0; r < w->world; r++) {
     sim_rank *rs = w->ranks[r];
     if (!rs) continue;
-    rs->gemm_speed = rs->mem_speed = 1.0;
+    rs->gemm_speed = rs->mem_speed = rs->prev_gemm_speed = rs->prev_mem_speed = 1.0;
     rs->clock_rep = rs;
     /* In full mode the ranks of one stage run the same program with the
      * same timeline up to small shifts: the stage's tp 0, dp 0 rank stands
@@ -201,10 +201,19 @@ void sim_clock_duties(sim_world *w) {
   }
 }
 
+/* How much a speed moves now against how much it moved in the step before. */
+static double step_ratio(double next, double now, double before) {
+  double d_next = fabs(next - now), d_now = fabs(now - before);
+  if (d_next == 0) return 0;
+  return d_now > 0 ? d_next / d_now : INFINITY;
+}
+
 /* Each rank's speeds from the duty of its clock_rep in the last simulation;
- * returns whether any changed (if none did, the next one would repeat it). */
-static int set_speeds(sim_world *w, const schema_result *r) {
+ * returns whether any changed (if none did, the next one would repeat it).
+ * *ratio: the largest step_ratio over the ranks' speeds. */
+static int set_speeds(sim_world *w, const schema_result *r, double *ratio) {
   int changed = 0;
+  *ratio = 0;
   for (int i = 0; i < r->n_ranks; i++) {
     int rank = r->ranks[i].rank;
     sim_rank *rs = rank >= 0 && rank < w->world ? w->ranks[rank] : NULL;
@@ -213,6 +222,10 @@ static int set_speeds(sim_world *w, const schema_result *r) {
     schema_clock_speed(w->o->cal, r->ranks[i].clock_duty, r->ranks[i].clock_cycle_us, &g, &m);
     if (!(g > 0) || !(m > 0)) g = m = 1.0; /* a section built in memory without the loader's checks */
     if (g != rs->gemm_speed || m != rs->mem_speed) changed = 1;
+    double rg = step_ratio(g, rs->gemm_speed, rs->prev_gemm_speed), rm = step_ratio(m, rs->mem_speed, rs->prev_mem_speed);
+    if (rg > *ratio) *ratio = rg;
+    if (rm > *ratio) *ratio = rm;
+    rs->prev_gemm_speed = rs->gemm_speed, rs->prev_mem_speed = rs->mem_speed;
     rs->gemm_speed = g, rs->mem_speed = m;
   }
   return changed;
@@ -239,7 +252,16 @@ int sim_clock_run(sim_world *w, schema_result *out, ts_err *e) {
       settled = r < 1 && fabs(T - previous) * r / (1 - r) < CLOCK_TOLERANCE * T;
     }
     if (pass > 1) change = T - previous;
-    if (!settled && pass < CLOCK_MAX_PASSES && !set_speeds(w, &r)) settled = 1;
+    if (!settled && pass < CLOCK_MAX_PASSES) {
+      double ratio;
+      if (!set_speeds(w, &r, &ratio)) settled = 1;
+      /* The same bound from the speeds, one simulation earlier: the iteration
+       * time falls with every rank's speed, so (to first order) the next
+       * simulation moves it by at most ratio x the last move, ratio the
+       * largest step of any rank's speed over its step before. */
+      else if (pass > 1 && ratio < 1 && fabs(change) * ratio / (1 - ratio) < CLOCK_TOLERANCE * T)
+        settled = 1;
+    }
     if (settled || pass == CLOCK_MAX_PASSES) {
       char note[256];
       snprintf(note, sizeof note,

@@ -40,6 +40,7 @@ typedef struct sim_rank_s {
   int n_recs, cap_recs;
   /* the clock model (sim_clock.c); unused when it is off */
   double gemm_speed, mem_speed;  /* this rank's compute ops run this much faster (1: calibrated) */
+  double prev_gemm_speed, prev_mem_speed; /* the speeds of the simulation before (convergence estimate) */
   struct sim_rank_s *clock_rep;  /* whose duty sets the speeds: itself, or its stage's tp 0, dp 0 */
   double *clock_log;             /* (start, duration) of each compute op, on clock_rep == itself */
   int n_clock_log, cap_clock_log;
