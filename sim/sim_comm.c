@@ -344,17 +344,21 @@ static double head_start_s(const plan_op *op, const int *m, int n) {
  * finishes ~150 us after the GEMM ends over NVLink (the all-reduce alone:
  * 138-185 us), little of it hidden (sim/RESULTS.md). Later kernels do not
  * take the SMs back. */
-static void wait_for_sms(sim_rank *rs, const plan_op *op, const int *m, int n) {
-  if (sim_w->o->ideal_overlap) return;
-  /* let this rank's compute stream, woken at the same instant, launch its next kernel first */
+/* What the compute kernel running on this rank has left (0 when none runs).
+ * This rank's compute stream, woken at the same instant, launches its next
+ * kernel first (its stream needs no cross-stream event): yield to it. */
+static double running_kernel_left(sim_rank *rs) {
   sg_actor_yield();
   double now = simgrid_get_clock();
   for (int k = 0; k < rs->n_kernel_end; k++)
-    if (rs->kernel_end[k] > now) {
-      double wait = rs->kernel_end[k] - now - head_start_s(op, m, n);
-      if (wait > 0) sg_actor_sleep_for(wait);
-      return;
-    }
+    if (rs->kernel_end[k] > now) return rs->kernel_end[k] - now;
+  return 0;
+}
+
+static void wait_for_sms(sim_rank *rs, const plan_op *op, const int *m, int n) {
+  if (sim_w->o->ideal_overlap) return;
+  double wait = running_kernel_left(rs) - head_start_s(op, m, n);
+  if (wait > 0) sg_actor_sleep_for(wait);
 }
 
 /* Over host memory (NCCL's shm and socket transports inside a node) a plain
@@ -387,20 +391,9 @@ static bool runs_beside_compute(const plan_op *op, const int *m, int n) {
 #define SHM_BESIDE_HEAD_START_S 125e-6
 static void delay_beside_running_kernel(sim_rank *rs, const int *m, int n) {
   if (sim_w->o->ideal_overlap || !all_on_one_node(m, n) || sim_w->p->cluster.intra.kind != TOPO_INTRA_SHM) return;
-  /* a compute kernel made ready at this same instant launches first (its stream
-   * needs no cross-stream event, run 8's backward all-reduces): let it */
-  sg_actor_yield();
-  double now = simgrid_get_clock();
-  if (rs->n_kernel_end == 0 || rs->kernel_block_start > now) return;
-  for (int k = 0; k < rs->n_kernel_end; k++) {
-    double start = k == 0 ? rs->kernel_block_start : rs->kernel_end[k - 1];
-    if (rs->kernel_end[k] <= now) continue;
-    if (start > now) return;
-    double left = rs->kernel_end[k] - now, delay = left - SHM_BESIDE_HEAD_START_S;
-    if (delay < left / 3) delay = left / 3;
-    sg_actor_sleep_for(delay);
-    return;
-  }
+  double left = running_kernel_left(rs), delay = left - SHM_BESIDE_HEAD_START_S;
+  if (delay < left / 3) delay = left / 3;
+  if (delay > 0) sg_actor_sleep_for(delay);
 }
 
 bool sim_comm_draws_power(const sim_rank *rs, const plan_op *op) {

@@ -162,7 +162,6 @@ static void stream_main(int argc, char **argv) {
       }
       total = d;
       rs->n_kernel_end = 0;
-      rs->kernel_block_start = t0;
       if (push_kernel_end(rs, t0 + total)) break;
       /* merge the following compute ops of this stream while nobody else waits on the block */
       while (!rs->cross[last]) {

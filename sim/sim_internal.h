@@ -35,7 +35,6 @@ typedef struct sim_rank_s {
   /* the compute block running now: end time of each of its ops (in order) */
   double *kernel_end;
   int n_kernel_end, cap_kernel_end;
-  double kernel_block_start; /* when that block's first op started */
   schema_op_record *recs; /* trace records when asked */
   int n_recs, cap_recs;
   /* the clock model (sim_clock.c); unused when it is off */
