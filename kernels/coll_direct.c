@@ -175,6 +175,17 @@ static int wire_local_flags(coll_team *t, int n) {
   return 0;
 }
 
+/* The path is on only where every rank can use it: oks[] is each rank's
+ * verdict (exchanged); the first rank that cannot is named in D->why. */
+static void agree(struct coll_direct *D, int ok, const int *oks, int n, const char *path) {
+  for (int p = 0; p < n && ok; p++)
+    if (!oks[p]) {
+      snprintf(D->why, sizeof D->why, "rank %d cannot use %s", p, path);
+      ok = 0;
+    }
+  if (ok) D->state = 1;
+}
+
 /* Host-memory flavour: the flag words in pinned host memory every rank maps
  * (coll_host.h). One process per GPU: a shared-memory object per rank, names
  * exchanged, unlinked once every peer has mapped it. */
@@ -220,12 +231,7 @@ static int setup_host(coll_team *t) {
   int oks[COLL_DIRECT_MAX];
   CK(exchange(t, &ok, sizeof ok, oks)); /* also: every peer has mapped ours (or given up) */
   CK(coll_host_unlink(&d->hflags));
-  for (int p = 0; p < n; p++)
-    if (!oks[p] && ok) {
-      snprintf(D->why, sizeof D->why, "rank %d cannot use the host-memory path", p);
-      ok = 0;
-    }
-  if (ok) D->state = 1;
+  agree(D, ok, oks, n, "the host-memory path");
   return 0;
 }
 
@@ -323,12 +329,7 @@ static int setup(coll_team *t) {
   /* every rank must agree */
   int oks[COLL_DIRECT_MAX];
   CK(exchange(t, &ok, sizeof ok, oks));
-  for (int p = 0; p < n; p++)
-    if (!oks[p] && ok) {
-      snprintf(D->why, sizeof D->why, "rank %d cannot use the direct path", p);
-      ok = 0;
-    }
-  if (ok) D->state = 1;
+  agree(D, ok, oks, n, "the direct path");
   return 0;
 }
 
