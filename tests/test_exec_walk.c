@@ -143,8 +143,8 @@ static void test_layout_feature_plans(void) {
  * forward row-parallel GEMMs and their all-reduces are ones the executor runs
  * by rows (2 per layer and micro-batch, k chunks each). */
 static void test_tp_overlap_plans(void) {
-  const char *paths[] = {TACOSIM_SOURCE_DIR "/runtime/results/tpoverlap/plans/gpt-h4096-tp2-none-ovl2.json",
-                         TACOSIM_SOURCE_DIR "/runtime/results/tpoverlap/plans/gpt-h4096-tp2-none-ovl4.json"};
+  const char *paths[] = {TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-tp2-none-ovl2.json",
+                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-tp2-none-ovl4.json"};
   for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
     plan p;
     ts_err e = {{0}, 0};

@@ -3,7 +3,7 @@
 # (nothing built there): `tacorun execute --check` (includes the ovl2/f64 and
 # ovl2/tp2 columns: TP2 with attn_out and fc2 in 2 row chunks against float64
 # and against the unsplit TP2 run), then the GPT h4096 TP2 NVLink plan with
-# k = 1 (experiments/plans/gpt-h4096-tp2-none.json), 2 and 4 (plans/ here),
+# k = 1 (experiments/plans/gpt-h4096-tp2-none.json), 2 and 4 (experiments/exec-feat/plans/),
 # alternating k1 k2 k4 k1 k2 k4 ... ROUNDS times, each ITERS timed iterations
 # after 2 warm-up and one profiled iteration (ops.txt per run, in ops.tgz).
 # kKsN variants: K chunks with EXEC_TP_OVERLAP_SM_MARGIN=N (runtime/exec_step.c).
@@ -16,7 +16,7 @@ ROUNDS=${ROUNDS:-3}
 ITERS=${ITERS:-8}
 BIN=$D/tacorun
 . experiments/validation/gpu_lib.sh # START, say, elapsed, mpi (uses BIN)
-P=runtime/results/tpoverlap/plans
+P=experiments/exec-feat/plans # (runtime/results/tpoverlap/plans/ when it ran)
 # a variant: kK (K chunks) or kKsN (K chunks, the chunk GEMMs beside an all-reduce on the SMs less N:
 # EXEC_TP_OVERLAP_SM_MARGIN=N)
 plan_of() { local k=${1#k}; k=${k%%s*}; case $k in 1) echo experiments/plans/gpt-h4096-tp2-none.json ;; *) echo "$P/gpt-h4096-tp2-none-ovl$k.json" ;; esac; }
