@@ -299,6 +299,11 @@ walked_profile_done:;
   rt_watchdog_disarm();
   /* statistics over the timed iterations; the slowest rank sets the figure */
   double *timed = times + o->warmup, stats[3];
+  if (root) { /* in the order they ran: a transport that drifts shows as a trend, not as spread */
+    printf("# timed iterations in order (rank 0, ms):");
+    for (int i = 0; i < o->iters; i++) printf(" %.1f", timed[i] * 1e3);
+    printf("; profiled after them %.1f\n", profiled * 1e3);
+  }
   qsort(timed, (size_t)o->iters, sizeof *timed, cmp_double);
   stats[0] = timed[0], stats[1] = timed[o->iters / 2], stats[2] = timed[o->iters - 1];
   if (o->iters % 2 == 0) stats[1] = 0.5 * (timed[o->iters / 2 - 1] + timed[o->iters / 2]);

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec_gemm.h"
 #include "rt_command.h"
@@ -213,8 +214,11 @@ static int run_pattern(probe *p, probe_pattern pat, int rounds, int rep, ts_err 
   probe_stat sa = stat_of(ar, has_ar ? rounds : 0), sg = stat_of(g, has_g ? rounds : 0),
              sw = stat_of(wg, has_wg ? rounds : 0);
   /* the whole pattern's span: from the first timed round's first event to the last's last */
-  printf("%d\t%d\t%-8s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\n", p->w.ranks[0], rep, pattern_name[pat], rounds,
-         sa.med, sa.p10, sa.p90, sa.mean, sg.med, sw.med, pat == P_FULL ? sw.med / p->full_gemms : 0.0);
+  struct timespec wall; /* when the pattern ended: lines up with host-side probes of the same minutes */
+  clock_gettime(CLOCK_REALTIME, &wall);
+  printf("%d\t%d\t%-8s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.3f\n", p->w.ranks[0], rep, pattern_name[pat],
+         rounds, sa.med, sa.p10, sa.p90, sa.mean, sg.med, sw.med, pat == P_FULL ? sw.med / p->full_gemms : 0.0,
+         (double)wall.tv_sec + 1e-9 * (double)wall.tv_nsec);
   fflush(stdout);
   return 0;
 }
@@ -228,7 +232,8 @@ static void usage(FILE *f) {
              "pattern (default 100, at most %d), all patterns R times (default 2).\n"
              "Prints per rank and pattern: the all-reduce's median, p10, p90 and mean per call, the GEMM\n"
              "burst's median (two 4096x8192x4096 GEMMs; one in bwd*), the weight-gradient GEMMs' (bwd*) or\n"
-             "the GEMM load's (full) median and, for full, its time per GEMM. Transport from NCCL_* as\n"
+             "the GEMM load's (full) median and, for full, its time per GEMM, and when the pattern ended\n"
+             "(unix seconds). Transport from NCCL_* as\n"
              "usual (NCCL_P2P_DISABLE=1: host shared memory; with NCCL_SHM_DISABLE=1: sockets).\n",
           PROBE_MAX_ROUNDS);
 }
@@ -320,7 +325,7 @@ static int probe_run(probe *p, long long bytes, int rounds, int reps, ts_err *e)
            desc, bytes, p->w.nranks, rt_nccl_transport(), PROBE_GEMM_M, PROBE_GEMM_N, PROBE_GEMM_K, est[0], est[1],
            p->full_gemms);
     printf("# rank\trep\tpattern\trounds\tar_med_us\tar_p10_us\tar_p90_us\tar_mean_us\tgemm_burst_med_us\t"
-           "beside_med_us\tfull_per_gemm_us\n");
+           "beside_med_us\tfull_per_gemm_us\tend_unix_s\n");
     fflush(stdout);
   }
   for (int rep = 1; rep <= reps; rep++)
