@@ -49,6 +49,7 @@ static void usage(FILE *f) {
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
           "                         [--only gemm,attention,memory,clock,codec,comm] [--compute-from FILE]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
+          "                         [--comm-passes N]\n"
           "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE]\n"
           "                         [--no-clock] [--clock-tsv FILE]\n"
           "       mpirun -np N tacorun calibrate ...   (one process per GPU for the collectives)\n\n"
@@ -63,6 +64,9 @@ static void usage(FILE *f) {
           "  --check              run the kernel self-check only\n"
           "  --max-bytes B        largest collective size (default 1073741824)\n"
           "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"
+          "  --comm-passes N      sweep every collective size N times (1-8, default 1), median of the\n"
+          "                       passes kept: a transport that wanders over seconds (loopback sockets)\n"
+          "                       is then sampled across the whole run, not in one second per size\n"
           "  --gemm-passes N      passes over the GEMM shapes, alternating direction, geometric mean\n"
           "                       kept (1-8; default 4; --quick 1)\n"
           "  --gemm-tsv FILE      every pass's time of every GEMM (a table to study their noise)\n"
@@ -138,6 +142,9 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     else if (!strcmp(o, "--max-bytes")) {
       if (parse_list(o, argv[++i], 4096, 1LL << 34, v, 1, &n, e)) return -1;
       a->max_bytes = v[0];
+    } else if (!strcmp(o, "--comm-passes")) {
+      if (parse_list(o, argv[++i], 1, 8, v, 1, &n, e)) return -1;
+      a->cfg.comm_passes = (int)v[0];
     } else if (!strcmp(o, "--comm-reps")) {
       if (parse_list(o, argv[++i], 3, 15, v, 1, &n, e)) return -1;
       a->comm_reps = (int)v[0];
@@ -265,9 +272,11 @@ static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s
     snprintf(src, sizeof src, "all tables measured in this run (GEMMs: geometric mean of %d passes, alternating direction)",
              a->cfg.gemm_passes);
   else snprintf(src, sizeof src, "all tables measured in this run");
-  char how[64];
+  char how[96];
   if (a->cfg.multi) snprintf(how, sizeof how, "collectives one process per GPU (%d ranks)", a->cfg.nranks);
   else snprintf(how, sizeof how, "collectives from one process");
+  if (a->cfg.comm_passes > 1)
+    snprintf(how + strlen(how), sizeof how - strlen(how), ", median of %d passes", a->cfg.comm_passes);
   char spread[120] = "";
   if (a->cfg.spread && a->cfg.spread->n) calib_spread_summary(a->cfg.spread, spread, sizeof spread);
   char all[1024]; /* then cut to the schema's notes (a long note is truncated, never an error) */

@@ -47,6 +47,7 @@ typedef struct {
   int multi, rank, nranks;
   void *world;              /* rt_nccl * (kept opaque: this header is also built without CUDA) */
   calib_spread *spread;     /* filled by the collective phases */
+  int comm_passes;          /* sweeps over every collective size, median of them kept (1: one sweep) */
 } calib_config;
 
 /* Adds a kernel point; a point already at the same (x, group) is averaged
@@ -61,6 +62,14 @@ int calib_gemm_pass_shape(int p, int j, int n);
  * the run, seen forward in one pass and in reverse in the next, cancels in
  * the ratio between shapes. 0 when no pass measured it. */
 double calib_gemm_combine_passes(const double *t, int passes);
+
+/* Collective passes (--comm-passes): the sweep of every collective table is
+ * repeated n times, so that a transport whose speed wanders over seconds to
+ * minutes (loopback sockets: experiments/validation/README.md) is sampled
+ * across the whole calibration instead of in one second per size. Adds to
+ * `out`, for every table and size of passes[0], the median over the passes
+ * of their values (a pass without that point is left out). -1 on OOM. */
+int calib_comm_combine_passes(const schema_calibration *passes, int n, schema_calibration *out);
 
 int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
 int calib_run_attention(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);

@@ -381,7 +381,7 @@ void calib_world_close(calib_config *cfg, int failed) {
   cfg->world = NULL;
 }
 
-int calib_run_comm(const calib_config *cfg, int compressed, schema_calibration *cal, ts_err *e) {
+static int run_comm_once(const calib_config *cfg, int compressed, schema_calibration *cal, ts_err *e) {
   if (cfg->multi) {
     if (!cfg->world) return ts_fail_sys(e, "calibrate: world communicator not open");
     return run_on(cfg, (rt_nccl *)cfg->world, compressed, cal, e);
@@ -389,5 +389,19 @@ int calib_run_comm(const calib_config *cfg, int compressed, schema_calibration *
   /* one rank has nothing to communicate (and calibration files start at 2 ranks) */
   for (int g = 2; g <= cfg->ndev; g *= 2) RT_TRY(run_group(cfg, g, compressed, cal, e));
   return 0;
+}
+
+int calib_run_comm(const calib_config *cfg, int compressed, schema_calibration *cal, ts_err *e) {
+  int n = cfg->comm_passes > 1 ? cfg->comm_passes : 1;
+  if (n == 1) return run_comm_once(cfg, compressed, cal, e);
+  /* every pass into a calibration of its own, then the median of each point */
+  schema_calibration *pass = calloc((size_t)n, sizeof *pass);
+  if (!pass) return ts_fail_sys(e, "calibrate: out of memory");
+  int rc = 0;
+  for (int p = 0; p < n && !rc; p++) rc = run_comm_once(cfg, compressed, &pass[p], e);
+  if (!rc && calib_comm_combine_passes(pass, n, cal)) rc = ts_fail_sys(e, "calibrate: out of memory");
+  for (int p = 0; p < n; p++) schema_calibration_free(&pass[p]);
+  free(pass);
+  return rc;
 }
 

@@ -30,6 +30,39 @@ double calib_gemm_combine_passes(const double *t, int passes) {
   return n ? exp(log_sum / n) : 0;
 }
 
+static int cmp_us(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int calib_comm_combine_passes(const schema_calibration *passes, int n, schema_calibration *out) {
+  if (n < 1) return -1;
+  double *v = malloc((size_t)n * sizeof *v);
+  if (!v) return -1;
+  const schema_calibration *first = &passes[0];
+  for (int t = 0; t < first->n_colls; t++) {
+    const schema_coll_table *tab = &first->colls[t];
+    for (int i = 0; i < tab->n; i++) {
+      int m = 0;
+      for (int p = 0; p < n; p++) /* the same table and size in every pass that has it */
+        for (int u = 0; u < passes[p].n_colls; u++) {
+          const schema_coll_table *o = &passes[p].colls[u];
+          if (o->nranks != tab->nranks || strcmp(o->name, tab->name)) continue;
+          for (int j = 0; j < o->n; j++)
+            if (o->pts[j].bytes == tab->pts[i].bytes) v[m++] = o->pts[j].us;
+        }
+      qsort(v, (size_t)m, sizeof *v, cmp_us);
+      double med = m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+      if (schema_calibration_add_coll(out, tab->name, tab->nranks, tab->pts[i].bytes, med)) {
+        free(v);
+        return -1;
+      }
+    }
+  }
+  free(v);
+  return 0;
+}
+
 int calib_spread_add(calib_spread *s, const calib_spread_row *r) {
   if (s->n == s->cap) {
     int cap = s->cap ? 2 * s->cap : 256;

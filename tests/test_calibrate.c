@@ -366,6 +366,41 @@ static void test_gemm_passes_cancel_drift(void) {
   CU_ASSERT_EQUAL(calib_gemm_combine_passes(none, 2), 0.0);
 }
 
+/* --comm-passes: the median over passes of every table and size; a pass that
+ * lacks a point (a failed size) is left out of that point's median. */
+static void test_comm_passes_median(void) {
+  schema_calibration pass[3], out;
+  memset(pass, 0, sizeof pass);
+  memset(&out, 0, sizeof out);
+  const double us_ar[3][2] = {{10, 100}, {14, 90}, {11, 130}}; /* a slow second at 1 MiB in pass 3 */
+  for (int p = 0; p < 3; p++) {
+    CU_ASSERT_EQUAL(schema_calibration_add_coll(&pass[p], "allreduce", 2, 1024, us_ar[p][0]), 0);
+    CU_ASSERT_EQUAL(schema_calibration_add_coll(&pass[p], "allreduce", 2, 1048576, us_ar[p][1]), 0);
+    if (p != 1) CU_ASSERT_EQUAL(schema_calibration_add_coll(&pass[p], "allgather.taco128", 2, 4096, 20.0 + p), 0);
+  }
+  CU_ASSERT_EQUAL(schema_calibration_add_coll(&pass[1], "allreduce", 4, 1024, 99.0), 0); /* other group size */
+  CU_ASSERT_EQUAL(calib_comm_combine_passes(pass, 3, &out), 0);
+  CU_ASSERT_EQUAL(out.n_colls, 2);
+  double us = 0;
+  for (int t = 0; t < out.n_colls; t++) {
+    const schema_coll_table *tab = &out.colls[t];
+    if (!strcmp(tab->name, "allreduce")) {
+      CU_ASSERT_EQUAL(tab->nranks, 2);
+      CU_ASSERT_EQUAL(tab->n, 2);
+      for (int i = 0; i < tab->n; i++)
+        CU_ASSERT_DOUBLE_EQUAL(tab->pts[i].us, tab->pts[i].bytes == 1024 ? 11.0 : 100.0, 1e-12);
+    } else {
+      CU_ASSERT_STRING_EQUAL(tab->name, "allgather.taco128");
+      CU_ASSERT_EQUAL(tab->n, 1);
+      us = tab->pts[0].us; /* passes 1 and 3 only: 20 and 22 */
+    }
+  }
+  CU_ASSERT_DOUBLE_EQUAL(us, 21.0, 1e-12);
+  CU_ASSERT_EQUAL(calib_comm_combine_passes(pass, 0, &out), -1);
+  for (int p = 0; p < 3; p++) schema_calibration_free(&pass[p]);
+  schema_calibration_free(&out);
+}
+
 /* The collectives' batch spread: the rows, the TSV next to a calibration file
  * and the summary that goes into its notes. */
 static void test_spread_table(void) {
@@ -426,6 +461,7 @@ int main(void) {
   CU_add_test(s, "kernel tables merge, fits are named", test_tables_and_fits);
   CU_add_test(s, "collectives' batch spread: rows, TSV, summary", test_spread_table);
   CU_add_test(s, "GEMM passes: alternating direction, geometric mean cancels a drift", test_gemm_passes_cancel_drift);
+  CU_add_test(s, "collective passes: median per table and size", test_comm_passes_median);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
