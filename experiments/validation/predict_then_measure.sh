@@ -70,6 +70,13 @@ if [ "$(left)" -gt 100 ]; then
   OUT=$CALIB COMPUTE_FROM=$CALIB/h200-nvlink.json CAL_SOCKET_S=$(($(left) - 45)) calibration/run_gpu.sh socket
   shipped_if_failed socket
   BUDGET=$(($(left) - 30)) $V/exec_gpu.sh predict timed-socket
+  # POST_SOCKET_CAL=1: the socket collectives once more after the socket plans, into calib/after/ (not used by
+  # any prediction: it shows how far the transport moved while the plans ran)
+  if [ -n "${POST_SOCKET_CAL:-}" ] && [ "$(left)" -gt 40 ]; then
+    mkdir -p "$CALIB/after"
+    OUT=$CALIB/after COMPUTE_FROM=$CALIB/h200-socket.json SOCKET_PASSES=1 CAL_SOCKET_S=$(($(left) - 15)) \
+      calibration/run_gpu.sh socket
+  fi
 else
   echo "socket stages skipped: $(left) s left of the deadline" >>"$OUT/summary.txt"
 fi
