@@ -19,7 +19,8 @@
 # (--compute-from: same GPUs). CLOCK=0 skips it (tacorun calibrate --no-clock).
 # Limits (s): CAL_NVLINK_S (200), CAL_SHM_S (45), CAL_SOCKET_S (150); fallbacks 50 and 35.
 # SOCKET_REPS (21): timed batches per size over sockets (9 elsewhere); SOCKET_PASSES (1): sweeps over
-# the socket sizes, median kept (tacorun calibrate --comm-passes: that transport wanders over seconds).
+# the socket sizes, median kept (tacorun calibrate --comm-passes: that transport wanders over seconds);
+# SOCKET_BATCH_US: the least duration of a timed socket batch (--comm-batch-us; default 1000 us).
 # GEMM_PASSES (4): passes over the GEMM shapes, alternating direction (tacorun calibrate --gemm-passes).
 set -u
 cd "$(dirname "$0")/.."
@@ -134,7 +135,8 @@ for s in $stages; do
     # sockets: batches of one size spread ~13 % (NVLink, shm ~3 %), so more of them for the median
     NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo mpi "${CAL_SOCKET_S:-150}" \
       calibrate --quick --compute-from "$COMPUTE" --transport-name socket --max-bytes "$SOCKET_MAX" \
-      --comm-reps "${SOCKET_REPS:-21}" --comm-passes "${SOCKET_PASSES:-1}" --out "$OUT/h200-socket.json" \
+      --comm-reps "${SOCKET_REPS:-21}" --comm-passes "${SOCKET_PASSES:-1}" ${SOCKET_BATCH_US:+--comm-batch-us "$SOCKET_BATCH_US"} \
+      --out "$OUT/h200-socket.json" \
       --spread-tsv "$L/socket-spread.tsv" >"$L/socket.log" 2>&1
     say "calibrate socket rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/socket.log")"
     ;;

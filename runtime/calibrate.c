@@ -41,6 +41,7 @@ typedef struct {
   calib_config cfg;
   long long max_bytes; /* 0: default (1 GiB) */
   int comm_reps;       /* 0: default */
+  long long comm_batch_us; /* 0: default */
 } calib_args;
 
 static void usage(FILE *f) {
@@ -49,7 +50,7 @@ static void usage(FILE *f) {
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
           "                         [--only gemm,attention,memory,clock,codec,comm] [--compute-from FILE]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
-          "                         [--comm-passes N]\n"
+          "                         [--comm-passes N] [--comm-batch-us T]\n"
           "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE]\n"
           "                         [--no-clock] [--clock-tsv FILE]\n"
           "       mpirun -np N tacorun calibrate ...   (one process per GPU for the collectives)\n\n"
@@ -67,6 +68,9 @@ static void usage(FILE *f) {
           "  --comm-passes N      sweep every collective size N times (1-8, default 1), median of the\n"
           "                       passes kept: a transport that wanders over seconds (loopback sockets)\n"
           "                       is then sampled across the whole run, not in one second per size\n"
+          "  --comm-batch-us T    a timed batch of one collective size lasts at least T us (100-1000000,\n"
+          "                       default 1000; at most 20 launches back to back): long transfers are\n"
+          "                       then timed back to back, as a plan's run them, not one after a sync\n"
           "  --gemm-passes N      passes over the GEMM shapes, alternating direction, geometric mean\n"
           "                       kept (1-8; default 4; --quick 1)\n"
           "  --gemm-tsv FILE      every pass's time of every GEMM (a table to study their noise)\n"
@@ -145,6 +149,9 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     } else if (!strcmp(o, "--comm-passes")) {
       if (parse_list(o, argv[++i], 1, 8, v, 1, &n, e)) return -1;
       a->cfg.comm_passes = (int)v[0];
+    } else if (!strcmp(o, "--comm-batch-us")) {
+      if (parse_list(o, argv[++i], 100, 1000000, v, 1, &n, e)) return -1;
+      a->comm_batch_us = v[0];
     } else if (!strcmp(o, "--comm-reps")) {
       if (parse_list(o, argv[++i], 3, 15, v, 1, &n, e)) return -1;
       a->comm_reps = (int)v[0];
@@ -189,7 +196,7 @@ static void config_budgets(calib_config *cfg, const calib_args *a) {
    * batches even in --quick, and only transfers over 100 ms get fewer */
   cfg->comm_budget.warmup = 2;
   cfg->comm_budget.reps = a->comm_reps ? a->comm_reps : 7;
-  cfg->comm_budget.target_us = 1000.0;
+  cfg->comm_budget.target_us = a->comm_batch_us ? (double)a->comm_batch_us : 1000.0;
   cfg->comm_budget.max_batch = 20;
   cfg->comm_budget.long_us = 100000.0;
   cfg->comm_max_bytes = a->max_bytes ? (size_t)a->max_bytes : (size_t)1 << 30;
