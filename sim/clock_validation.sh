@@ -2,7 +2,8 @@
 # clock_validation.sh CLOCK_JSON [TACOSIM] — the 20 plans of experiments/validation predicted with the
 # shipped calibration files (calibration/h200-<transport>.json) without (--clock off) and with the clock
 # model, against the latest validation run's measured iteration times (experiments/validation/validation.txt,
-# measured/<tag>.json; run 9 since 2026-11-30 08:00 UTC, run 8 before).
+# measured/<tag>.json; run 11 since 2026-11-30 09:30 UTC, run 9 from 08:00, run 8 before; its socket rows are
+# predicted here with the shipped socket file, not the one their run calibrated).
 # CLOCK_JSON: a calibration file whose "clock" section is put into copies of the shipped files (a GPU
 # property: the same section for every transport); "shipped": the shipped files as they are (their own
 # section, if any). Run 8's measurements were known when the model was written; run 9's were not.
