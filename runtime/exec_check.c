@@ -33,7 +33,7 @@ static const exec_ref_config check_configs[] = {
 
 enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_PP2_PLAN_REF,
        CMP_PP2_PP1, CMP_SP_REF, CMP_SP_TP, CMP_RCF_TP, CMP_RCS_TP, CMP_SPRC_TP, CMP_Z1_REF, CMP_Z1_STEP, CMP_GPIPE_REF, CMP_GPIPE_PP1,
-       CMP_OVL_REF, CMP_OVL_TP, CMP_COUNT };
+       CMP_OVL_REF, CMP_OVL_TP, CMP_GPIPE1_REF, CMP_GPIPE1_DP2, CMP_COUNT };
 /* "plan": the same layout run from plan_build_program()'s program (exec_walk.c).
  * PP2: two stages (1F1B) over two micro-batches (batches 0 and 1) against the
  * float64 mean gradient and against the PP = 1 run of the same two batches
@@ -51,12 +51,16 @@ enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP
  *   gpipe2/f64, gpipe vs pp1: PP = 2 with the GPipe schedule, like the 1F1B rows;
  *   ovl2/f64, ovl2/tp2: TP2 with tp_overlap_chunks 2 (attn_out and fc2 as two
  *     GEMMs over token rows, each all-reduced on its own) against the float64
- *     gradient and the TP2 plan run without the split. */
+ *     gradient and the TP2 plan run without the split;
+ *   gpipe1/f64, gpipe1/dp2: GPipe at PP = 1 over two micro-batches (batches 0
+ *     and 1, both forwards before either backward, so each keeps its own
+ *     activations) on one GPU, against the float64 mean gradient and the DP2
+ *     run of the same two batches. */
 static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64",
                                                  "tpN-plan/f64", "dpN-plan/f64", "pp2-plan/f64", "pp2 vs pp1",
                                                  "sp/f64", "sp/tp2", "rcfull/tp2", "rcsel/tp2", "sp+rc/tp2",
                                                  "z1/f64", "z1step/dp2", "gpipe2/f64", "gpipe vs pp1",
-                                                 "ovl2/f64", "ovl2/tp2"};
+                                                 "ovl2/f64", "ovl2/tp2", "gpipe1/f64", "gpipe1/dp2"};
 
 typedef struct {
   int ntensors;
@@ -287,7 +291,7 @@ static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, f
 
 /* The tiny model as a model file, and a plan of it, so plan_build_program()
  * can build the programs the walker runs. */
-static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, const char *layout_extra,
+static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int micros, const char *layout_extra,
                           const char *schedule, const char *plan_extra, char *model_path, size_t cap, char *text,
                           size_t text_cap, ts_err *e) {
   snprintf(model_path, cap, "/tmp/tacorun-exec-check-%d.json", (int)getpid());
@@ -305,7 +309,7 @@ static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, co
            "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\",\n"
            "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d%s },\n"
            "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"%s\"%s }\n",
-           model_path, dp, tp, pp, layout_extra ? layout_extra : "", cfg->batch, cfg->batch * dp * (pp > 1 ? 2 : 1),
+           model_path, dp, tp, pp, layout_extra ? layout_extra : "", cfg->batch, cfg->batch * dp * micros,
            cfg->seq, schedule ? schedule : "1f1b", plan_extra ? plan_extra : "");
   return 0;
 }
@@ -348,7 +352,7 @@ static int check_walked(rt_nccl *w, const check_data *d, const walked_case *wc, 
                         FILE *log, ts_err *e) {
   const int rank = w->ranks[0], tp = wc->tp, dp = wc->dp;
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, tp, dp, 1, wc->layout_extra, NULL, wc->plan_extra, model_path, sizeof model_path, text,
+  if (tiny_plan_text(&d->cfg, tp, dp, 1, 1, wc->layout_extra, NULL, wc->plan_extra, model_path, sizeof model_path, text,
                      sizeof text, e))
     return -1;
   exec_model m;
@@ -423,7 +427,7 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_tabl
   memset(&wk, 0, sizeof wk);
   char model_path[256], text[1024];
   for (int z = 0; z < 2; z++) {
-    if (tiny_plan_text(&d->cfg, 1, dp, 1, z ? ", \"zero1\": true" : NULL, NULL, NULL, model_path, sizeof model_path, text,
+    if (tiny_plan_text(&d->cfg, 1, dp, 1, 1, z ? ", \"zero1\": true" : NULL, NULL, NULL, model_path, sizeof model_path, text,
                        sizeof text, e))
       goto out;
     if (exec_model_create(&m, &d->cfg, 1, 1, 0, NULL, dp, rank, w->comms[0], w->streams[0], e)) goto out;
@@ -518,7 +522,7 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, con
                           size_t *keep_n, FILE *log, ts_err *e) {
   const int rank = w->ranks[0];
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, 1, 1, 2, vpp > 1 ? ", \"vpp\": 2" : NULL, schedule, plan_extra, model_path,
+  if (tiny_plan_text(&d->cfg, 1, 1, 2, 2, vpp > 1 ? ", \"vpp\": 2" : NULL, schedule, plan_extra, model_path,
                      sizeof model_path, text, sizeof text, e))
     return -1;
   exec_ref_config cfg = d->cfg;
@@ -576,6 +580,65 @@ out:
   if (created) exec_model_destroy(&m);
   if (emb && rc == 0) rt_nccl_comm_destroy(w, emb);
   free(tok), free(lab), free(ti), free(li), free(g), free(ref), free(pp1d);
+  return rc;
+}
+
+/* GPipe at PP = 1 (one GPU, the whole model) over two micro-batches, batches
+ * 0 and 1, walked from the plan's program (both forwards, then both
+ * backwards): every rank runs it alone; rank 0's gradients go against the
+ * float64 mean of the two batches and against dp2, the DP2 gradient of the
+ * same two batches (local layout of a TP = 1 model). */
+static int check_gpipe_pp1(rt_nccl *w, const check_data *d, const float *dp2, error_table *tab, FILE *log,
+                           ts_err *e) {
+  const int rank = w->ranks[0];
+  char model_path[256], text[1024];
+  if (tiny_plan_text(&d->cfg, 1, 1, 1, 2, NULL, "gpipe", NULL, model_path, sizeof model_path, text, sizeof text, e))
+    return -1;
+  const size_t T = (size_t)d->cfg.batch * d->cfg.seq;
+  int32_t *tok = malloc(2 * T * sizeof *tok), *lab = malloc(2 * T * sizeof *lab);
+  int *ti = malloc(T * sizeof *ti), *li = malloc(T * sizeof *li);
+  exec_model m;
+  memset(&m, 0, sizeof m);
+  exec_walk wk;
+  memset(&wk, 0, sizeof wk);
+  float *g = NULL;
+  double *ref = NULL, *dp2d = NULL;
+  int rc = -1, created = 0;
+  if (!tok || !lab || !ti || !li) {
+    ts_fail_sys(e, "exec check: out of memory");
+    goto out;
+  }
+  for (int b = 0; b < 2; b++) { /* the batches check_data_make gave DP ranks 0 and 1 */
+    exec_ref_tokens(&d->cfg, 100 + (unsigned long long)b, ti, li);
+    for (size_t j = 0; j < T; j++) tok[b * T + j] = ti[j], lab[b * T + j] = li[j];
+  }
+  exec_pipeline pipe = {.pp = 1, .pp_rank = 0, .all_micros = 1};
+  if (exec_model_create_pp(&m, &d->cfg, 2, 1, 0, NULL, 1, 0, NULL, &pipe, w->streams[0], e)) goto out;
+  created = 1;
+  if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, tok, lab, e)) goto out;
+  if (exec_walk_init_text(&wk, text, "exec-check gpipe pp1 plan", 0, &m, e)) goto out;
+  if (exec_walk_iteration(&m, &wk, 1, e) || rt_nccl_wait(w, e) || exec_model_check_finite(&m, 0, NULL, e)) goto out;
+  g = malloc(m.nparams * sizeof *g);
+  ref = malloc(m.nparams * sizeof *ref);
+  dp2d = malloc(m.nparams * sizeof *dp2d);
+  if (!g || !ref || !dp2d) {
+    ts_fail_sys(e, "exec check: out of memory");
+    goto out;
+  }
+  if (exec_model_grads_to_host(&m, g, e)) goto out;
+  exec_model_shard_of(&m, d->grad_mean, ref);
+  for (size_t j = 0; j < m.nparams; j++) dp2d[j] = dp2[j];
+  if (rank == 0) {
+    accumulate(&m, g, ref, tab, CMP_GPIPE1_REF);
+    accumulate(&m, g, dp2d, tab, CMP_GPIPE1_DP2);
+  }
+  fprintf(log, "  plan program (pp 1, gpipe, 2 micro-batches): %d ops, %d activation slots\n", wk.prog.n, m.nslots);
+  rc = 0;
+out:
+  remove(model_path);
+  exec_walk_destroy(&wk);
+  if (created) exec_model_destroy(&m);
+  free(tok), free(lab), free(ti), free(li), free(g), free(ref), free(dp2d);
   return rc;
 }
 
@@ -774,7 +837,8 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   }
   /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */
   if (n == 2 && (check_pipeline(w, &d, gd, "1f1b", 1, NULL, CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, NULL, NULL, log, e) ||
-                 check_pipeline(w, &d, gd, "gpipe", 1, NULL, CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, NULL, NULL, log, e)))
+                 check_pipeline(w, &d, gd, "gpipe", 1, NULL, CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, NULL, NULL, log, e) ||
+                 check_gpipe_pp1(w, &d, gd, tab, log, e)))
     goto done;
 
   if (exec_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||

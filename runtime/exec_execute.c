@@ -65,8 +65,8 @@ static void usage(FILE *out) {
           "reduce-scatter; --check holds both cases against float64).\n"
           "Messages under the plan's codec_min_bytes travel uncompressed, as predicted.\n"
           "\n"
-          "NOT IMPLEMENTED (the command says so and exits 2 when a plan asks for them): GPipe with PP = 1\n"
-          "and several micro-batches; linear biases are omitted, RoPE models run with learned positions.\n");
+          "NOT IMPLEMENTED (the run says so in its printout and result notes): linear biases are omitted,\n"
+          "RoPE models train with learned positions.\n");
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out) {

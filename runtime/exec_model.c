@@ -188,7 +188,8 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->emb_comm = m->pp > 1 ? pipe->emb_comm : NULL;
   m->layer_lo = cfg->layers / m->pp * m->pp_rank;
   m->layer_hi = m->layer_lo + cfg->layers / m->pp;
-  m->nslots = m->pp > 1 ? micros : 1; /* every micro-batch in flight keeps its activations (1F1B, GPipe, interleaved) */
+  /* every micro-batch in flight keeps its activations (1F1B, GPipe, interleaved; GPipe at PP = 1 too) */
+  m->nslots = m->pp > 1 || (pipe && pipe->all_micros) ? micros : 1;
   EX_TRY(exec_ref_config_check(cfg, e));
   if (cfg->heads % tp || cfg->ffn % tp || exec_ref_kv_heads(cfg) % tp)
     return ts_fail(e, NULL, "layout.tp", "%d must divide heads %d, kv_heads %d and ffn %d", tp, cfg->heads,
@@ -328,7 +329,7 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   ALLOC(m->logits, T * m->vocab_local * bf);
   ALLOC(m->meanf, T * 4);
   ALLOC(m->rstdf, T * 4);
-  if (m->pp > 1 && m->pp_rank == m->pp - 1 && m->nslots > 1) { /* the last virtual stage is on the last stage */
+  if (m->pp_rank == m->pp - 1 && m->nslots > 1) { /* the last virtual stage is on the last stage */
     m->heads = calloc((size_t)m->nslots, sizeof *m->heads);
     if (!m->heads) return ts_fail_sys(e, "exec_model_create: out of memory");
     m->heads[0] = (struct exec_head_acts){m->x_final, m->nf, m->logits, m->meanf, m->rstdf};

@@ -158,7 +158,7 @@ typedef struct {
   /* Pipeline stage (PP > 1, 1F1B): this rank runs layers [layer_lo, layer_hi)
    * and holds every tensor but updates only its own (exec_model_holds_tensor).
    * Activations are kept per micro-batch slot (nslots = micro-batches when
-   * PP > 1, so a recv or a later forward never overwrites what a pending
+   * PP > 1, or under GPipe at PP = 1; so a recv or a later forward never overwrites what a pending
    * backward needs); the stage boundary activation is acts[slot][layer_hi].x_in
    * (sent) or acts[slot][layer_lo].x_in (received); gradients travel through
    * pp_grad_in/pp_grad_out[slot]. Send/recv run on pp_stream through pp_comm
@@ -206,6 +206,8 @@ typedef struct {
 typedef struct {
   int pp, pp_rank;
   ncclComm_t pp_comm, emb_comm; /* NULL when pp == 1 */
+  int all_micros; /* pp == 1 under GPipe: every forward runs before any backward, so each micro-batch keeps its
+                     activations (a slot of its own), as on a pipeline stage */
 } exec_pipeline;
 
 /* Allocates everything for cfg cut over (tp, dp, pp) with `micros` micro-batches. */

@@ -42,6 +42,9 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
     ts_fail(e, path, "layout.recompute", "\"%s\" is not none, selective or full", p->recompute);
     goto done;
   }
+  char schedule[32];
+  if (tsj_string_opt(root, "schedule", "1f1b", schedule, sizeof schedule, path, NULL, e)) goto done;
+  p->gpipe = !strcmp(schedule, "gpipe"); /* the plan loader (the walker's) checks the name */
   if (!(batch = tsj_object(root, "batch", path, NULL, e))) goto done;
   if (tsj_int(batch, "micro", 1, 1 << 16, &v, path, "batch", e)) goto done;
   p->micro = (int)v;

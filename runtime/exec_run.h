@@ -21,6 +21,7 @@ typedef struct {
   int dp, tp, pp, vpp, micro, seq, layers_override;
   long long global;
   bool sequence_parallel, zero1;
+  bool gpipe; /* "schedule": "gpipe" (at PP = 1 every micro-batch then keeps its activations) */
   char recompute[16]; /* "none", "selective", "full" */
   plan_codec codec_tp_fwd, codec_tp_bwd, codec_pp;
 } exec_plan_min;

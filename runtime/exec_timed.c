@@ -139,7 +139,8 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
     int ends = pp_rank == 0 || pp_rank == p->pp - 1;
     if (exec_comm_split(w, ends ? dp_rank * p->tp + tp_rank : NCCL_SPLIT_NOCOLOR, pp_rank, &emb_comm, e)) return -1;
   }
-  exec_pipeline pipe = {.pp = p->pp, .pp_rank = pp_rank, .pp_comm = pp_comm, .emb_comm = emb_comm};
+  exec_pipeline pipe = {.pp = p->pp, .pp_rank = pp_rank, .pp_comm = pp_comm, .emb_comm = emb_comm,
+                        .all_micros = p->pp == 1 && p->gpipe};
 
   exec_ref_config cfg;
   exec_plan_config(p, &cfg);
@@ -403,6 +404,8 @@ walked_profile_done:;
     printf("# attention: %s\n", exec_flash_selected(p->seq, p->model.hidden / p->model.heads)
                                      ? "fused (runtime/exec_flash.cu)"
                                      : "unfused (batched GEMMs around a causal softmax)");
+    if (p->model.position == MODEL_POS_ROPE)
+      printf("# positions: learned (this model's RoPE is not run by the executor's training; no linear biases either)\n");
     printf("# iteration time over %d timed iterations after %d warm-up: median %.2f ms, min %.2f, max %.2f\n",
            o->iters, o->warmup, stats[1] * 1e3, stats[0] * 1e3, stats[2] * 1e3);
     printf("# model FLOPs per iteration (Megatron-LM count): %.4g -> %.1f TFLOP/s per GPU, MFU %.1f%% of %.0f\n",
@@ -473,8 +476,9 @@ walked_profile_done:;
     char note[256];
     snprintf(note, sizeof note,
              "executor: compute stream + TP stream; backward TP all-reduces overlap the weight-gradient GEMM; %s "
-             "attention; no linear biases; program built in-process",
-             exec_flash_selected(p->seq, p->model.hidden / p->model.heads) ? "fused (flash)" : "unfused");
+             "attention; no linear biases; %s; program built in-process",
+             exec_flash_selected(p->seq, p->model.hidden / p->model.heads) ? "fused (flash)" : "unfused",
+             p->model.position == MODEL_POS_ROPE ? "learned positions in place of the model's RoPE" : "learned positions");
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "model FLOPs: Megatron-LM count %.6g per iteration; MFU against %.0f TFLOP/s BF16",
              flops_megatron, H200_BF16_PEAK_TFLOPS);

@@ -123,8 +123,6 @@ int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e) 
   /* GPipe, 1F1B and interleaved 1F1B: every micro-batch in flight in its own activation slot */
   if (p->pp > 1 && !p->model.tied_embeddings)
     return ts_fail(e, p->path, "model", "the executor's pipeline needs tied embeddings");
-  if (p->pp == 1 && p->schedule == PLAN_SCHED_GPIPE && plan_micro_batches(p) > 1)
-    return ts_fail(e, p->path, "schedule", "gpipe with PP = 1: the executor keeps one micro-batch's activations");
   for (int i = 0; i < prog->n; i++) {
     const char *why = unsupported(p, index, &prog->ops[i], i);
     if (why) {

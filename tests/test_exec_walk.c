@@ -105,7 +105,8 @@ static void test_layout_feature_plans(void) {
                          TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-tp2-rcsel.json",
                          TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-dp2-zero1.json",
                          TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/swiglu-h4096-gqa-tp2.json",
-                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-pp2-gpipe.json"};
+                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-pp2-gpipe.json",
+                         TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-tp2-gpipe.json"};
   for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
     plan p;
     ts_err e = {{0}, 0};
@@ -116,15 +117,22 @@ static void test_layout_feature_plans(void) {
       int rc = exec_walk_check_program(&p, &prog, &e);
       if (rc) fprintf(stderr, "\n  %s: %s\n", paths[i], e.msg);
       CU_ASSERT_EQUAL(rc, 0);
-      int ag = 0, rs = 0, recompute = 0, gathers = 0;
+      int ag = 0, rs = 0, recompute = 0, gathers = 0, last_fwd = -1, first_bwd = prog.n;
       for (int k = 0; k < prog.n; k++) {
         const plan_op *op = &prog.ops[k];
+        if (op->kind == PLAN_OP_COMPUTE && op->phase == PLAN_PHASE_FWD) last_fwd = k;
+        if (op->kind == PLAN_OP_COMPUTE && op->phase == PLAN_PHASE_BWD && k < first_bwd) first_bwd = k;
         ag += op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP && op->coll == PLAN_COLL_ALLGATHER;
         rs += op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP && op->coll == PLAN_COLL_REDUCESCATTER;
         recompute += op->phase == PLAN_PHASE_RECOMPUTE;
         gathers += op->kind == PLAN_OP_COLLECTIVE && op->model_op == PLAN_MOP_PARAM_GATHER;
       }
       const int micros = plan_micro_batches(&p), L = p.layers;
+      /* GPipe at PP = 1 (the executor gives each micro-batch its own activations): every forward first */
+      if (p.pp == 1 && p.schedule == PLAN_SCHED_GPIPE) {
+        CU_ASSERT(micros > 1);
+        CU_ASSERT(last_fwd >= 0 && last_fwd < first_bwd);
+      }
       if (p.sequence_parallel) {
         /* per layer and micro-batch: 2 forward + 4 backward all-gathers, 2 + 2
          * reduce-scatters; the embedding and the head one of each per direction */
