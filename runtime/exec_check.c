@@ -513,16 +513,19 @@ out:
   return rc;
 }
 
-/* PP = 2 (ranks 0 and 1 are the two stages, 1F1B) over two micro-batches,
- * batch 0 then batch 1, walked from the plan's program: gradients against the
- * float64 mean (ref_mean) and against pp1 (the PP = 1 gradient of the same two
- * batches, local layout of a TP = 1 model). */
-static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, const char *schedule, int vpp,
+/* PP = 2 (ranks 0 and 1 are the two stages) over two micro-batches, batch 0
+ * then batch 1, walked from the plan's program: gradients against the float64
+ * mean (ref_mean) and against pp1 (the PP = 1 gradient of the same two
+ * batches, local layout of a TP = 1 model). pp = 1 (GPipe only): the whole
+ * model on every rank alone, both forwards before either backward, so each
+ * micro-batch keeps its own activations (a rank's sums count every tensor
+ * once per rank in numerator and denominator: the ratio is one rank's). */
+static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, int pp, const char *schedule, int vpp,
                           const char *plan_extra, int cmp_ref, int cmp_pp1, error_table *tab, float **keep,
                           size_t *keep_n, FILE *log, ts_err *e) {
-  const int rank = w->ranks[0];
+  const int rank = pp > 1 ? w->ranks[0] : 0;
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, 1, 1, 2, 2, vpp > 1 ? ", \"vpp\": 2" : NULL, schedule, plan_extra, model_path,
+  if (tiny_plan_text(&d->cfg, 1, 1, pp, 2, vpp > 1 ? ", \"vpp\": 2" : NULL, schedule, plan_extra, model_path,
                      sizeof model_path, text, sizeof text, e))
     return -1;
   exec_ref_config cfg = d->cfg;
@@ -546,12 +549,13 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, con
     exec_ref_tokens(&d->cfg, 100 + (unsigned long long)b, ti, li);
     for (size_t j = 0; j < T; j++) tok[b * T + j] = ti[j], lab[b * T + j] = li[j];
   }
-  if (exec_comm_split(w, 0, rank, &emb, e)) goto out;
-  exec_pipeline pipe = {.pp = 2, .pp_rank = rank, .pp_comm = w->comms[0], .emb_comm = emb};
+  if (pp > 1 && exec_comm_split(w, 0, rank, &emb, e)) goto out;
+  exec_pipeline pipe = {.pp = pp, .pp_rank = rank, .pp_comm = pp > 1 ? w->comms[0] : NULL, .emb_comm = emb,
+                        .all_micros = pp == 1};
   if (exec_model_create_pp(&m, &cfg, 2, 1, 0, NULL, 1, 0, NULL, &pipe, w->streams[0], e)) goto out;
   created = 1;
   if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, tok, lab, e)) goto out;
-  if (exec_walk_init_text(&wk, text, "exec-check pp2 plan", rank, &m, e)) goto out;
+  if (exec_walk_init_text(&wk, text, "exec-check pipeline plan", rank, &m, e)) goto out;
   if (exec_walk_iteration(&m, &wk, 1, e) || rt_nccl_wait(w, e) || exec_model_check_finite(&m, 0, NULL, e)) goto out;
   g = malloc(m.nparams * sizeof *g);
   ref = malloc(m.nparams * sizeof *ref);
@@ -569,8 +573,12 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, con
   }
   int sends = 0;
   for (int i = 0; i < wk.prog.n; i++) sends += wk.prog.ops[i].kind == PLAN_OP_SEND;
-  fprintf(log, "  plan program (pp 2, %s, vpp %d, %d layers, 2 micro-batches): %d ops on rank 0 (%d sends), stages on "
-               "ranks 0/1\n", schedule, vpp, cfg.layers, wk.prog.n, sends);
+  if (pp > 1)
+    fprintf(log, "  plan program (pp 2, %s, vpp %d, %d layers, 2 micro-batches): %d ops on rank 0 (%d sends), stages on "
+                 "ranks 0/1\n", schedule, vpp, cfg.layers, wk.prog.n, sends);
+  else
+    fprintf(log, "  plan program (pp 1, %s, 2 micro-batches): %d ops, %d activation slots\n", schedule, wk.prog.n,
+            m.nslots);
   if (keep_n) *keep_n = m.nparams;
   if (keep) *keep = g, g = NULL;
   rc = 0;
@@ -580,65 +588,6 @@ out:
   if (created) exec_model_destroy(&m);
   if (emb && rc == 0) rt_nccl_comm_destroy(w, emb);
   free(tok), free(lab), free(ti), free(li), free(g), free(ref), free(pp1d);
-  return rc;
-}
-
-/* GPipe at PP = 1 (one GPU, the whole model) over two micro-batches, batches
- * 0 and 1, walked from the plan's program (both forwards, then both
- * backwards): every rank runs it alone; rank 0's gradients go against the
- * float64 mean of the two batches and against dp2, the DP2 gradient of the
- * same two batches (local layout of a TP = 1 model). */
-static int check_gpipe_pp1(rt_nccl *w, const check_data *d, const float *dp2, error_table *tab, FILE *log,
-                           ts_err *e) {
-  const int rank = w->ranks[0];
-  char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, 1, 1, 1, 2, NULL, "gpipe", NULL, model_path, sizeof model_path, text, sizeof text, e))
-    return -1;
-  const size_t T = (size_t)d->cfg.batch * d->cfg.seq;
-  int32_t *tok = malloc(2 * T * sizeof *tok), *lab = malloc(2 * T * sizeof *lab);
-  int *ti = malloc(T * sizeof *ti), *li = malloc(T * sizeof *li);
-  exec_model m;
-  memset(&m, 0, sizeof m);
-  exec_walk wk;
-  memset(&wk, 0, sizeof wk);
-  float *g = NULL;
-  double *ref = NULL, *dp2d = NULL;
-  int rc = -1, created = 0;
-  if (!tok || !lab || !ti || !li) {
-    ts_fail_sys(e, "exec check: out of memory");
-    goto out;
-  }
-  for (int b = 0; b < 2; b++) { /* the batches check_data_make gave DP ranks 0 and 1 */
-    exec_ref_tokens(&d->cfg, 100 + (unsigned long long)b, ti, li);
-    for (size_t j = 0; j < T; j++) tok[b * T + j] = ti[j], lab[b * T + j] = li[j];
-  }
-  exec_pipeline pipe = {.pp = 1, .pp_rank = 0, .all_micros = 1};
-  if (exec_model_create_pp(&m, &d->cfg, 2, 1, 0, NULL, 1, 0, NULL, &pipe, w->streams[0], e)) goto out;
-  created = 1;
-  if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, tok, lab, e)) goto out;
-  if (exec_walk_init_text(&wk, text, "exec-check gpipe pp1 plan", 0, &m, e)) goto out;
-  if (exec_walk_iteration(&m, &wk, 1, e) || rt_nccl_wait(w, e) || exec_model_check_finite(&m, 0, NULL, e)) goto out;
-  g = malloc(m.nparams * sizeof *g);
-  ref = malloc(m.nparams * sizeof *ref);
-  dp2d = malloc(m.nparams * sizeof *dp2d);
-  if (!g || !ref || !dp2d) {
-    ts_fail_sys(e, "exec check: out of memory");
-    goto out;
-  }
-  if (exec_model_grads_to_host(&m, g, e)) goto out;
-  exec_model_shard_of(&m, d->grad_mean, ref);
-  for (size_t j = 0; j < m.nparams; j++) dp2d[j] = dp2[j];
-  if (rank == 0) {
-    accumulate(&m, g, ref, tab, CMP_GPIPE1_REF);
-    accumulate(&m, g, dp2d, tab, CMP_GPIPE1_DP2);
-  }
-  fprintf(log, "  plan program (pp 1, gpipe, 2 micro-batches): %d ops, %d activation slots\n", wk.prog.n, m.nslots);
-  rc = 0;
-out:
-  remove(model_path);
-  exec_walk_destroy(&wk);
-  if (created) exec_model_destroy(&m);
-  free(tok), free(lab), free(ti), free(li), free(g), free(ref), free(dp2d);
   return rc;
 }
 
@@ -657,8 +606,8 @@ static int check_interleaved(rt_nccl *w, const exec_ref_config *cfg, FILE *log, 
   int bad = -1;
   if (!tab) return ts_fail_sys(e, "exec check: out of memory");
   if (check_data_make(&d4, &c4, w->ranks[0], 2, e)) goto out;
-  if (check_pipeline(w, &d4, NULL, "1f1b", 1, NULL, 0, -1, tab, NULL, NULL, log, e) ||
-      check_pipeline(w, &d4, NULL, "interleaved-1f1b", 2, NULL, 1, -1, tab, NULL, NULL, log, e))
+  if (check_pipeline(w, &d4, NULL, 2, "1f1b", 1, NULL, 0, -1, tab, NULL, NULL, log, e) ||
+      check_pipeline(w, &d4, NULL, 2, "interleaved-1f1b", 2, NULL, 1, -1, tab, NULL, NULL, log, e))
     goto out;
   if (exec_world_sum(w, &tab->num[0][0], 2 * EXEC_REF_MAX_TENSORS, e) ||
       exec_world_sum(w, &tab->den[0][0], 2 * EXEC_REF_MAX_TENSORS, e))
@@ -717,8 +666,8 @@ static int check_codec_layouts(rt_nccl *w, const check_data *d, FILE *log, int *
   error_table *tab = NULL;
   if (check_walked(w, d, &sp, NULL, NULL, -1, NULL, 0, &g[0], &n[0], log, e) ||
       check_walked(w, d, &sp_taco, NULL, NULL, -1, NULL, 0, &g[1], &n[1], log, e) ||
-      check_pipeline(w, d, NULL, "1f1b", 1, NULL, -1, -1, NULL, &g[2], &n[2], log, e) ||
-      check_pipeline(w, d, NULL, "1f1b", 1, taco_pp, -1, -1, NULL, &g[3], &n[3], log, e))
+      check_pipeline(w, d, NULL, 2, "1f1b", 1, NULL, -1, -1, NULL, &g[2], &n[2], log, e) ||
+      check_pipeline(w, d, NULL, 2, "1f1b", 1, taco_pp, -1, -1, NULL, &g[3], &n[3], log, e))
     goto out;
   if (n[0] != n[1] || n[2] != n[3]) {
     ts_fail_sys(e, "exec check: compressed and uncompressed runs hold different parameter counts");
@@ -836,9 +785,9 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
       goto done;
   }
   /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */
-  if (n == 2 && (check_pipeline(w, &d, gd, "1f1b", 1, NULL, CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, NULL, NULL, log, e) ||
-                 check_pipeline(w, &d, gd, "gpipe", 1, NULL, CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, NULL, NULL, log, e) ||
-                 check_gpipe_pp1(w, &d, gd, tab, log, e)))
+  if (n == 2 && (check_pipeline(w, &d, gd, 2, "1f1b", 1, NULL, CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, NULL, NULL, log, e) ||
+                 check_pipeline(w, &d, gd, 2, "gpipe", 1, NULL, CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, NULL, NULL, log, e) ||
+                 check_pipeline(w, &d, gd, 1, "gpipe", 1, NULL, CMP_GPIPE1_REF, CMP_GPIPE1_DP2, tab, NULL, NULL, log, e)))
     goto done;
 
   if (exec_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||
