@@ -17,6 +17,7 @@ add_test(NAME sim_engine COMMAND test_sim_engine)
 if(TACOSIM_FUZZ)
   include(${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz.cmake)
   tacosim_add_fuzzer(fuzz_calibration fuzz/fuzz_calibration.c ts_schema)
+  tacosim_add_fuzzer(fuzz_result fuzz/fuzz_result.c ts_schema)
 endif()
 
 # scripts/bundle-tacosim.sh: the GPU machine's tacosim (no SimGrid there) predicts what the installed one does
