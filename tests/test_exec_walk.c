@@ -96,6 +96,16 @@ static void test_compressed_sp_pp_plans(void) {
   CU_ASSERT_EQUAL(rc, 0);
 }
 
+/* Rank r's program of p, built, and every op of it one the executor runs
+ * (the reason printed when not). */
+static void build_mapped(const plan *p, int r, plan_program *prog, const char *path) {
+  ts_err e = {{0}, 0};
+  CU_ASSERT_FATAL(plan_build_program(p, r, prog, &e) == 0);
+  int rc = exec_walk_check_program(p, prog, &e);
+  if (rc) fprintf(stderr, "\n  %s: %s\n", path, e.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+}
+
 /* Sequence parallelism, recomputation, ZeRO-1 and grouped-query attention
  * plans map op by op (experiments/exec-feat/plans/ and the shipped SP plan),
  * and their programs hold the ops the executor runs for them. */
@@ -113,10 +123,7 @@ static void test_layout_feature_plans(void) {
     CU_ASSERT_FATAL(plan_load(paths[i], NULL, NULL, &p, &e) == 0);
     for (int r = 0; r < plan_world_size(&p); r++) {
       plan_program prog;
-      CU_ASSERT_FATAL(plan_build_program(&p, r, &prog, &e) == 0);
-      int rc = exec_walk_check_program(&p, &prog, &e);
-      if (rc) fprintf(stderr, "\n  %s: %s\n", paths[i], e.msg);
-      CU_ASSERT_EQUAL(rc, 0);
+      build_mapped(&p, r, &prog, paths[i]);
       int ag = 0, rs = 0, recompute = 0, gathers = 0, last_fwd = -1, first_bwd = prog.n;
       for (int k = 0; k < prog.n; k++) {
         const plan_op *op = &prog.ops[k];
@@ -160,10 +167,7 @@ static void test_tp_overlap_plans(void) {
     CU_ASSERT_EQUAL(p.tp_overlap_chunks, (int)(2 * (i + 1)));
     for (int r = 0; r < plan_world_size(&p); r++) {
       plan_program prog;
-      CU_ASSERT_FATAL(plan_build_program(&p, r, &prog, &e) == 0);
-      int rc = exec_walk_check_program(&p, &prog, &e);
-      if (rc) fprintf(stderr, "\n  %s: %s\n", paths[i], e.msg);
-      CU_ASSERT_EQUAL(rc, 0);
+      build_mapped(&p, r, &prog, paths[i]);
       int gemms = 0, reduces = 0;
       for (int k = 0; k < prog.n; k++) {
         gemms += prog.ops[k].row_chunks > 1 && prog.ops[k].kind == PLAN_OP_COMPUTE;
