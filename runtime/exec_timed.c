@@ -404,8 +404,11 @@ walked_profile_done:;
     printf("# attention: %s\n", exec_flash_selected(p->seq, p->model.hidden / p->model.heads)
                                      ? "fused (runtime/exec_flash.cu)"
                                      : "unfused (batched GEMMs around a causal softmax)");
+    /* what the executor's layers leave out of this model (execute --help: NOT IMPLEMENTED) */
     if (p->model.position == MODEL_POS_ROPE)
-      printf("# positions: learned (this model's RoPE is not run by the executor's training; no linear biases either)\n");
+      printf("# positions: learned (this model's RoPE is not run by the executor's training)\n");
+    if (p->model.linear_bias || p->model.qkv_bias)
+      printf("# linear biases: omitted (this model has them; the executor's layers do not)\n");
     printf("# iteration time over %d timed iterations after %d warm-up: median %.2f ms, min %.2f, max %.2f\n",
            o->iters, o->warmup, stats[1] * 1e3, stats[0] * 1e3, stats[2] * 1e3);
     printf("# model FLOPs per iteration (Megatron-LM count): %.4g -> %.1f TFLOP/s per GPU, MFU %.1f%% of %.0f\n",
