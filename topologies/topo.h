@@ -25,14 +25,31 @@ typedef enum {
   TOPO_FABRIC_DRAGONFLY,
 } topo_fabric_kind;
 
+/* One GPU's published figures (datasheet / whitepaper). A cluster file either
+ * names a catalogue entry (topologies/gpus/<name>.json, every field there) or
+ * gives an inline block with at least name, bf16_tflops, hbm_gib and
+ * hbm_gbps; a figure an inline block leaves out is 0 ("not known"). */
+typedef struct {
+  char name[32];        /* catalogue name, e.g. "A100-SXM4-80GB", "H200-SXM" */
+  double bf16_tflops;   /* dense BF16 tensor-core TFLOP/s (no sparsity) */
+  double fp16_tflops;   /* dense FP16 tensor-core */
+  double fp8_tflops;    /* dense FP8 tensor-core; 0 when the GPU has none */
+  double fp32_tflops;   /* non-tensor FP32 */
+  double hbm_gib;       /* device memory, GiB */
+  double hbm_gbps;      /* device memory bandwidth, GB/s */
+  int sms;              /* streaming multiprocessors */
+  double l2_mib;        /* L2 cache, MiB */
+  double base_mhz, boost_mhz; /* SM clocks */
+  double power_w;       /* board power limit (TDP / TGP) */
+  int nvlink_gen;       /* 0: no NVLink */
+  double nvlink_gbps;   /* NVLink per GPU per direction, GB/s (0 without NVLink) */
+  int pcie_gen;
+  bool from_catalogue;  /* loaded from topologies/gpus/, every field known */
+} topo_gpu;
+
 typedef struct {
   char name[64];
-  struct {
-    char name[32];
-    double bf16_tflops; /* datasheet dense BF16 */
-    double hbm_gib;
-    double hbm_gbps;
-  } gpu;
+  topo_gpu gpu;
   int nodes, gpus_per_node;
   struct {
     topo_intra_kind kind;
