@@ -115,7 +115,8 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   const char *cal_path = o->calibration ? o->calibration : sim_default_calibration(&base.cluster);
   snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
   schema_calibration cal;
-  if (schema_calibration_load(cal_path, &cal, e)) return -1;
+  sim_cost_source src;
+  if (sim_load_costs(cal_path, &base.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, e)) return -1;
 
   int rc = -1;
   layout_list ll = {0};

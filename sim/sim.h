@@ -17,6 +17,7 @@
 #include "calibration.h"
 #include "plan.h"
 #include "result.h"
+#include "sim_transfer.h"
 #include "ts_error.h"
 
 typedef enum {
@@ -79,6 +80,30 @@ const char *sim_transport_of(topo_intra_kind kind);
  * take NVLink's GPU tables; their collectives come from the topology. Returns
  * a static buffer. */
 const char *sim_default_calibration(const topo_cluster *c);
+
+/* ---- where the costs come from (sim_cost_source.c, sim_transfer.c) ---- */
+
+typedef enum {
+  SIM_TRANSFER_ROOFLINE, /* default: costs measured on another GPU are moved onto the cluster GPU's ceilings */
+  SIM_TRANSFER_OFF,      /* a calibration of another GPU is an error */
+} sim_transfer_mode;
+const char *sim_transfer_mode_name(sim_transfer_mode m); /* "roofline", "off" */
+
+/* Loads the calibration at `path` (NULL: sim_default_calibration(cl)) for a
+ * simulation of cluster `cl`: as measured when its GPU (found in the GPU
+ * catalogue by the file's "gpu" device name) is the cluster's, else
+ * transferred onto the cluster's GPU (mode ROOFLINE), else an error naming
+ * both GPUs (exit 2). *src says which (for reports). */
+int sim_load_costs(const char *path, const topo_cluster *cl, sim_transfer_mode mode, schema_calibration *out,
+                   sim_cost_source *src, ts_err *e);
+/* One line for reports: "costs measured on X (Y), transferred to Z by M". */
+void sim_cost_source_line(const sim_cost_source *s, char *buf, unsigned long cap);
+
+/* `tacosim derive-calibration --gpu NAME`: the measured file at from_path
+ * transferred onto the catalogue GPU NAME, its NVLink collectives at
+ * link_gbps per GPU per direction (<= 0: the GPU's own NVLink figure). */
+int sim_derive_for_gpu(const char *from_path, const char *gpu_name, double link_gbps, schema_calibration *out,
+                       ts_err *e);
 
 /* Derived (not measured) calibration from DESIGN.md's measured H200 figures:
  * transport "nvlink", "shm" or "socket". */

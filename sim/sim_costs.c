@@ -208,6 +208,24 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
   return 0;
 }
 
+/* No op may run faster than the GPU allows: its FLOPs at the dense BF16 peak
+ * or its bytes at the HBM bandwidth, whichever takes longer. A cost below
+ * that is a bug (a table of another GPU, a unit mistake, a transfer gone
+ * wrong), not a prediction: the simulation stops and names the op. */
+#define CEILING_SLACK 0.98 /* rounding of the op's FLOP and byte counts */
+static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_err *e) {
+  double tf = op->flops / c->lk.roof.peak_flops * 1e6, tb = op->bytes / c->lk.roof.hbm_bytes_per_s * 1e6;
+  double floor_us = tf > tb ? tf : tb;
+  if (us >= CEILING_SLACK * floor_us) return 0;
+  char name[96];
+  plan_op_name(c->p, op, name, sizeof name);
+  return ts_fail(e, c->lk.cal->path[0] ? c->lk.cal->path : NULL, name,
+                 "priced at %.3g us, faster than the %s's ceiling (%.3g us: %.3g FLOP at %.0f TFLOP/s, %.3g bytes "
+                 "at %.0f GB/s); the costs do not belong to this GPU",
+                 us, c->p->cluster.gpu.name, floor_us, op->flops, c->lk.roof.peak_flops / 1e12, op->bytes,
+                 c->lk.roof.hbm_bytes_per_s / 1e9);
+}
+
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e) {
   double gemm;
   return sim_compute_parts_s(c, op, s, &gemm, e);
@@ -226,6 +244,7 @@ int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm
   }
   double us, gemm_us;
   if (compute_us(c, op, &us, &gemm_us, e)) return -1;
+  if (check_ceiling(c, op, us, e)) return -1;
   *ce = (struct cost_entry){op->model_op, op->phase, op->part, 1, op->flops, op->bytes, us, gemm_us};
   *s = us * 1e-6;
   *gemm_s = gemm_us * 1e-6;

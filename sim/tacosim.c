@@ -47,6 +47,9 @@ static void help(FILE *out) {
           "      --calibration FILE      costs (default: the measured " TACOSIM_CALIBRATION_DIR "/h200-<transport>.json\n"
           "                              of the cluster's intra-node fabric when present, else the derived\n"
           "                              h200-derived.json (NVLink), h200-shm-derived.json, h200-socket-derived.json)\n"
+          "      --transfer roofline|off a calibration measured on another GPU than the cluster's is moved\n"
+          "                              onto that GPU's ceilings (default roofline: sim/README.md), or\n"
+          "                              refused (off); the report names the GPU the costs were measured on\n"
           "      --mode full|reduced     every rank, or one per pipeline stage (default reduced)\n"
           "      --overlap sm-wait|ideal a collective reaching a GPU busy with a compute kernel starts when\n"
           "                              the kernel ends (default, as measured), or runs beside it (ideal)\n"
@@ -63,6 +66,11 @@ static void help(FILE *out) {
           "  derive-calibration --transport nvlink|shm|socket OUT.json\n"
           "                              write the roofline calibration derived from the measured\n"
           "                              H200 figures (labelled \"derived\")\n"
+          "  derive-calibration --gpu NAME [--from FILE] [--link-gbps X] OUT.json\n"
+          "                              write FILE (default " TACOSIM_CALIBRATION_DIR "/h200-<transport>.json,\n"
+          "                              measured) transferred onto the catalogue GPU NAME (topologies/gpus/),\n"
+          "                              NVLink collectives at X GB/s per GPU (default: NAME's NVLink figure);\n"
+          "                              what simulate does by itself for a cluster of that GPU\n"
           "  search --model M --cluster C [options]\n"
           "                              layout search: every valid layout and codec policy, pruned by\n"
           "                              memory and a closed-form estimate, the best simulated in parallel\n"
@@ -71,6 +79,13 @@ static void help(FILE *out) {
           "Models and clusters named in a plan come from the zoo folders compiled in, or from\n"
           "$TACOSIM_MODELS_DIR and $TACOSIM_TOPOLOGIES_DIR when set (a copy of the binary elsewhere).\n"
           "Bad input exits with status 2 and names the file, the field and the reason.\n");
+}
+
+static int parse_transfer(const char *v, sim_transfer_mode *m) {
+  if (strcmp(v, "roofline") == 0) *m = SIM_TRANSFER_ROOFLINE;
+  else if (strcmp(v, "off") == 0) *m = SIM_TRANSFER_OFF;
+  else return -1;
+  return 0;
 }
 
 static int cmd_plan(int argc, char **argv) {
@@ -89,15 +104,16 @@ static int cmd_plan(int argc, char **argv) {
 }
 
 /* An inference plan: the analytic prefill/decode walk of sim_infer.c. */
-static int simulate_inference(const char *plan_path, const char *cal_path, const char *json, const char *csv) {
+static int simulate_inference(const char *plan_path, const char *cal_path, sim_transfer_mode transfer,
+                              const char *json, const char *csv) {
   static plan_infer p;
   static plan fwd;
   schema_calibration cal;
   ts_err e = {0};
   if (plan_infer_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
   plan_infer_forward_plan(&p, 1, &fwd);
-  if (!cal_path) cal_path = sim_default_calibration(&fwd.cluster);
-  if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
+  sim_cost_source src;
+  if (sim_load_costs(cal_path, &fwd.cluster, transfer, &cal, &src, &e)) return fail(&e);
   sim_infer_result r;
   int rc = sim_infer_predict(&p, &cal, stderr, &r, &e);
   if (rc == 0) {
@@ -111,13 +127,16 @@ static int simulate_inference(const char *plan_path, const char *cal_path, const
 static int cmd_simulate(int argc, char **argv) {
   const char *plan_path = NULL, *cal_path = NULL, *json = NULL, *csv = NULL, *trace = NULL;
   sim_mode mode = SIM_MODE_REDUCED;
+  sim_transfer_mode transfer = SIM_TRANSFER_ROOFLINE;
   bool ideal_overlap = false, clock_off = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_value = i + 1 < argc;
     if (strcmp(a, "--calibration") == 0 && has_value)
       cal_path = argv[++i];
-    else if (strcmp(a, "--clock") == 0 && has_value) {
+    else if (strcmp(a, "--transfer") == 0 && has_value) {
+      if (parse_transfer(argv[++i], &transfer)) return usage_error("simulate: --transfer: \"%s\" is not one of roofline, off", argv[i]);
+    } else if (strcmp(a, "--clock") == 0 && has_value) {
       const char *v = argv[++i];
       if (strcmp(v, "off") == 0)
         clock_off = true;
@@ -163,15 +182,20 @@ static int cmd_simulate(int argc, char **argv) {
   if (plan_file_is_inference(plan_path, &inference, &e)) return fail(&e);
   if (inference) {
     if (trace) return usage_error("simulate: --trace: an inference plan is predicted analytically, without a trace%s", "");
-    return simulate_inference(plan_path, cal_path, json, csv);
+    return simulate_inference(plan_path, cal_path, transfer, json, csv);
   }
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
-  if (!cal_path) cal_path = sim_default_calibration(&p.cluster);
-  if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
+  sim_cost_source src;
+  if (sim_load_costs(cal_path, &p.cluster, transfer, &cal, &src, &e)) return fail(&e);
   sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr,
                    .progress = isatty(STDERR_FILENO) ? stderr : NULL, .ideal_overlap = ideal_overlap, .clock_off = clock_off};
   schema_result r;
   int rc = sim_run(&p, &o, &r, &e);
+  if (rc == 0) {
+    char line[256];
+    sim_cost_source_line(&src, line, sizeof line);
+    if (schema_result_add_note(&r, line)) rc = ts_fail_sys(&e, "out of memory");
+  }
   if (rc == 0) {
     sim_print_result(&r, &p, stdout);
     if ((json && schema_result_save_json(&r, json, &e)) || (csv && schema_result_save_csv(&r, csv, &e)) ||
@@ -200,8 +224,8 @@ static int cmd_ops(int argc, char **argv) {
   schema_calibration cal;
   ts_err e = {0};
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
-  if (!cal_path) cal_path = sim_default_calibration(&p.cluster);
-  if (schema_calibration_load(cal_path, &cal, &e)) return fail(&e);
+  sim_cost_source src;
+  if (sim_load_costs(cal_path, &p.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e)) return fail(&e);
   int rc = sim_print_op_costs(&p, &cal, stdout, &e);
   schema_calibration_free(&cal);
   return rc ? fail(&e) : 0;
@@ -261,11 +285,20 @@ static int cmd_compare(int argc, char **argv) {
 }
 
 static int cmd_derive(int argc, char **argv) {
-  const char *transport = "nvlink", *out = NULL;
+  const char *transport = "nvlink", *out = NULL, *gpu = NULL, *from = NULL;
+  double link_gbps = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc)
       transport = argv[++i];
-    else if (argv[i][0] == '-')
+    else if (strcmp(argv[i], "--gpu") == 0 && i + 1 < argc)
+      gpu = argv[++i];
+    else if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
+      from = argv[++i];
+    else if (strcmp(argv[i], "--link-gbps") == 0 && i + 1 < argc) {
+      char *end;
+      link_gbps = strtod(argv[++i], &end);
+      if (*end || !(link_gbps > 0)) return usage_error("derive-calibration: --link-gbps: \"%s\" is not a positive number", argv[i]);
+    } else if (argv[i][0] == '-')
       return usage_error("derive-calibration: unknown option %s", argv[i]);
     else if (!out)
       out = argv[i];
@@ -275,7 +308,15 @@ static int cmd_derive(int argc, char **argv) {
   if (!out) return usage_error("derive-calibration: expected an output file%s", "");
   schema_calibration c;
   ts_err e = {0};
-  if (sim_derive_calibration(transport, &c, &e)) return fail(&e);
+  if (gpu) {
+    static char def[600];
+    if (!from) {
+      snprintf(def, sizeof def, "%s/h200-%s.json", TACOSIM_CALIBRATION_DIR, transport);
+      from = def;
+    }
+    if (sim_derive_for_gpu(from, gpu, link_gbps, &c, &e)) return fail(&e);
+  } else if (sim_derive_calibration(transport, &c, &e))
+    return fail(&e);
   int rc = schema_calibration_save(&c, out, &e);
   schema_calibration_free(&c);
   return rc ? fail(&e) : 0;

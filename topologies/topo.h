@@ -71,6 +71,14 @@ typedef struct {
   } fabric;
 } topo_cluster;
 
+/* The GPU catalogue (topologies/gpus/<name>.json, topo_gpu.c): an entry by
+ * name or path; the entry whose "device_names" lists a CUDA device name
+ * ("NVIDIA H200"), as calibration files record it; the folder
+ * ($TACOSIM_TOPOLOGIES_DIR/gpus when set, else the compiled-in one). */
+int topo_gpu_load(const char *name_or_path, const char *gpus_dir, topo_gpu *g, ts_err *e);
+int topo_gpu_find_device(const char *cuda_device_name, const char *gpus_dir, topo_gpu *g, ts_err *e);
+const char *topo_gpus_dir(void);
+
 int topo_load(const char *name_or_path, const char *topologies_dir, topo_cluster *c, ts_err *e);
 int topo_from_json_text(const char *text, unsigned long len, const char *what, topo_cluster *c, ts_err *e);
 

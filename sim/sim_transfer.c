@@ -1,0 +1,159 @@
+/* sim_transfer.c — calibration transfer between GPUs (model in sim_transfer.h
+ * and sim/README.md). */
+#include "sim_transfer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static sim_ceilings ceilings_of(const topo_gpu *g, double link_gbps) {
+  sim_ceilings c = {g->bf16_tflops * 1e12, g->hbm_gbps * 1e9, link_gbps * 1e9};
+  return c;
+}
+
+static double roof_us(double flops, double bytes, double peak, double bw) {
+  double tf = peak > 0 ? flops / peak : 0, tb = bw > 0 ? bytes / bw : 0;
+  return (tf > tb ? tf : tb) * 1e6;
+}
+
+double sim_transfer_point_us(double us, double floor_us, double flops, double bytes, const sim_ceilings *from,
+                             const sim_ceilings *to) {
+  double r_from = roof_us(flops, bytes, from->peak_flops, from->hbm_bytes_per_s);
+  double r_to = roof_us(flops, bytes, to->peak_flops, to->hbm_bytes_per_s);
+  if (r_from <= 0 || us <= floor_us) return us;
+  return floor_us + (us - floor_us) * r_to / r_from;
+}
+
+bool sim_same_gpu(const topo_gpu *a, const topo_gpu *b) {
+  return strcmp(a->name, b->name) == 0 && fabs(a->bf16_tflops - b->bf16_tflops) <= 1e-6 * b->bf16_tflops &&
+         fabs(a->hbm_gbps - b->hbm_gbps) <= 1e-6 * b->hbm_gbps;
+}
+
+/* ---- one table at a time: floor first, then every point ---- */
+
+static double gemm_flops(const schema_gemm_point *g) { return 2.0 * (double)g->m * (double)g->n * (double)g->k; }
+static double gemm_bytes(const schema_gemm_point *g) {
+  return 2.0 * ((double)g->m * g->k + (double)g->k * g->n + (double)g->m * g->n); /* bf16 A, B, C */
+}
+
+static double floor_of(const double *us, const double *roof, int n) {
+  double f = INFINITY;
+  for (int i = 0; i < n; i++)
+    if (us[i] - roof[i] < f) f = us[i] - roof[i];
+  return f > 0 && isfinite(f) ? f : 0;
+}
+
+static int transfer_gemms(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
+                          schema_calibration *out) {
+  int n = src->n_gemm, rc = 0;
+  if (n == 0) return 0;
+  double us[n], roof[n];
+  for (int i = 0; i < n; i++) {
+    us[i] = src->gemm[i].us;
+    roof[i] = roof_us(gemm_flops(&src->gemm[i]), gemm_bytes(&src->gemm[i]), from->peak_flops, from->hbm_bytes_per_s);
+  }
+  double fl = floor_of(us, roof, n);
+  for (int i = 0; i < n && !rc; i++) {
+    const schema_gemm_point *g = &src->gemm[i];
+    rc = schema_calibration_add_gemm(out, g->m, g->n, g->k,
+                                     sim_transfer_point_us(g->us, fl, gemm_flops(g), gemm_bytes(g), from, to));
+  }
+  return rc;
+}
+
+/* A kernel table's x is FLOPs (attention) or device-memory bytes. Each group
+ * of a codec table is its own kernel (its own floor). */
+static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, const sim_ceilings *from,
+                                 const sim_ceilings *to, schema_calibration *out) {
+  int n = hi - lo, rc = 0;
+  double us[n], roof[n];
+  for (int i = 0; i < n; i++) {
+    const schema_kernel_point *p = &t->pts[lo + i];
+    us[i] = p->us;
+    roof[i] = roof_us(t->by_flops ? p->x : 0, t->by_flops ? 0 : p->x, from->peak_flops, from->hbm_bytes_per_s);
+  }
+  double fl = floor_of(us, roof, n);
+  for (int i = 0; i < n && !rc; i++) {
+    const schema_kernel_point *p = &t->pts[lo + i];
+    double f = t->by_flops ? p->x : 0, b = t->by_flops ? 0 : p->x;
+    rc = schema_calibration_add_kernel(out, t->name, t->by_flops, p->x, p->group,
+                                       sim_transfer_point_us(p->us, fl, f, b, from, to));
+  }
+  return rc;
+}
+
+static int transfer_kernels(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
+                            schema_calibration *out) {
+  for (int k = 0; k < src->n_kernels; k++) {
+    const schema_kernel_table *t = &src->kernels[k];
+    for (int lo = 0, hi; lo < t->n; lo = hi) { /* points are sorted by (group, x) */
+      for (hi = lo; hi < t->n && t->pts[hi].group == t->pts[lo].group;) hi++;
+      if (transfer_kernel_group(t, lo, hi, from, to, out)) return -1;
+    }
+  }
+  return 0;
+}
+
+/* NVLink collectives: bus bytes against the per-GPU link, as nccl-tests
+ * counts them. Host-memory and socket paths do not depend on the GPU: copied. */
+static int transfer_coll(const schema_coll_table *t, bool over_nvlink, const sim_ceilings *from,
+                         const sim_ceilings *to, schema_calibration *out) {
+  int n = t->n, rc = 0;
+  double f = schema_busbw_factor(t->name, t->nranks);
+  sim_ceilings lf = {0, from->link_bytes_per_s, 0}, lt = {0, to->link_bytes_per_s, 0};
+  bool move = over_nvlink && lf.hbm_bytes_per_s > 0 && lt.hbm_bytes_per_s > 0;
+  double us[n > 0 ? n : 1], roof[n > 0 ? n : 1];
+  for (int i = 0; i < n; i++) {
+    us[i] = t->pts[i].us;
+    roof[i] = move ? t->pts[i].bytes * f / lf.hbm_bytes_per_s * 1e6 : 0;
+  }
+  double fl = move ? floor_of(us, roof, n) : 0;
+  for (int i = 0; i < n && !rc; i++) {
+    double u = move ? sim_transfer_point_us(t->pts[i].us, fl, 0, t->pts[i].bytes * f, &lf, &lt) : t->pts[i].us;
+    rc = schema_calibration_add_coll(out, t->name, t->nranks, t->pts[i].bytes, u);
+  }
+  return rc;
+}
+
+static int transfer_colls(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
+                          schema_calibration *out) {
+  bool nvlink = strcmp(src->transport, "nvlink") == 0;
+  for (int i = 0; i < src->n_colls; i++) {
+    const schema_coll_table *t = &src->colls[i];
+    if (strchr(t->name, '.')) continue; /* compressed: composed from codec kernels + plain transfer */
+    if (transfer_coll(t, nvlink, from, to, out)) return -1;
+  }
+  return 0;
+}
+
+int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from, const topo_gpu *to,
+                             double to_link_gbps, schema_calibration *out, ts_err *e) {
+  memset(out, 0, sizeof *out);
+  if (from->bf16_tflops <= 0 || from->hbm_gbps <= 0)
+    return ts_fail(e, src->path[0] ? src->path : NULL, "gpu",
+                   "\"%s\": the measuring GPU's BF16 peak and HBM bandwidth are needed to transfer its costs",
+                   src->gpu);
+  if (to->bf16_tflops <= 0 || to->hbm_gbps <= 0)
+    return ts_fail(e, NULL, "gpu", "\"%s\": the target GPU's BF16 peak and HBM bandwidth are needed", to->name);
+  sim_ceilings cf = ceilings_of(from, from->nvlink_gbps), ct = ceilings_of(to, to_link_gbps);
+  snprintf(out->path, sizeof out->path, "%s", src->path);
+  snprintf(out->gpu, sizeof out->gpu, "%s", to->name);
+  snprintf(out->driver, sizeof out->driver, "%s", src->driver);
+  snprintf(out->cuda, sizeof out->cuda, "%s", src->cuda);
+  snprintf(out->nccl, sizeof out->nccl, "%s", src->nccl);
+  snprintf(out->transport, sizeof out->transport, "%s", src->transport);
+  snprintf(out->measured_at, sizeof out->measured_at, "%s", src->measured_at);
+  snprintf(out->notes, sizeof out->notes,
+           "transferred (%s) from %s (%s, %.0f TFLOP/s, %.0f GB/s, NVLink %.0f GB/s) to %s (%.0f TFLOP/s, "
+           "%.0f GB/s, intra-node %.0f GB/s); compressed-collective tables and the clock section dropped",
+           SIM_TRANSFER_METHOD, src->gpu, from->name, from->bf16_tflops, from->hbm_gbps, from->nvlink_gbps,
+           to->name, to->bf16_tflops, to->hbm_gbps, to_link_gbps);
+  out->derived = true;
+  if (transfer_gemms(src, &cf, &ct, out) || transfer_kernels(src, &cf, &ct, out) ||
+      transfer_colls(src, &cf, &ct, out)) {
+    schema_calibration_free(out);
+    return ts_fail_sys(e, "out of memory transferring the calibration");
+  }
+  schema_calibration_sort(out);
+  return 0;
+}

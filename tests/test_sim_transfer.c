@@ -1,0 +1,215 @@
+/* test_sim_transfer.c — the calibration transfer between GPUs (sim_transfer.c):
+ * compute-bound and memory-bound points land on the target's ceilings with
+ * the efficiency they had, a launch-bound point does not move with FLOP/s,
+ * no transferred point beats the target's roofline; the mismatch error and
+ * the ceiling refusal of the simulator. */
+#define _POSIX_C_SOURCE 200809L
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibration.h"
+#include "sim.h"
+#include "sim_costs.h"
+#include "sim_transfer.h"
+
+#define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b))
+
+static topo_gpu gpu(const char *name, double tflops, double hbm, double nvlink) {
+  topo_gpu g;
+  memset(&g, 0, sizeof g);
+  snprintf(g.name, sizeof g.name, "%s", name);
+  g.bf16_tflops = tflops, g.hbm_gbps = hbm, g.nvlink_gbps = nvlink;
+  return g;
+}
+
+/* A compute-bound GEMM at 80% of the source peak lands at 80% of the
+ * target's; a memory-bound kernel at 90% of the source HBM at 90% of the
+ * target's; the floor (launch) stays. */
+static void test_point_on_ceilings(void) {
+  sim_ceilings from = {1000e12, 5000e9, 450e9}, to = {300e12, 2000e9, 300e9};
+  double flops = 2.0 * 8192 * 8192 * 8192, fl = 5.0;
+  double t_src = fl + flops / (0.8 * from.peak_flops) * 1e6;
+  double t_dst = sim_transfer_point_us(t_src, fl, flops, 1e6, &from, &to);
+  NEAR(t_dst - fl, flops / (0.8 * to.peak_flops) * 1e6, 1e-9);
+  double bytes = 1e9;
+  double m_src = fl + bytes / (0.9 * from.hbm_bytes_per_s) * 1e6;
+  double m_dst = sim_transfer_point_us(m_src, fl, 0, bytes, &from, &to);
+  NEAR(m_dst - fl, bytes / (0.9 * to.hbm_bytes_per_s) * 1e6, 1e-9);
+}
+
+/* A launch-bound point (tiny work, time = floor + a little) barely moves when
+ * the target has 10x fewer FLOP/s: it does not scale with FLOP/s. */
+static void test_launch_bound_does_not_scale(void) {
+  sim_ceilings from = {1000e12, 5000e9, 0}, to = {100e12, 5000e9, 0};
+  double flops = 2.0 * 64 * 64 * 64; /* 0.5 MFLOP: 0.0005 us at the source peak */
+  double t_src = 8.0 + flops / from.peak_flops * 1e6;
+  double t_dst = sim_transfer_point_us(t_src, 8.0, flops, 0, &from, &to);
+  CU_ASSERT(t_dst < 1.01 * t_src);
+  CU_ASSERT(t_dst >= t_src);
+}
+
+/* A point compute-bound on the source but memory-bound on the target follows
+ * the binding ceiling: the target's HBM. */
+static void test_bound_switches(void) {
+  sim_ceilings from = {1000e12, 5000e9, 0}, to = {1000e12, 500e9, 0};
+  double flops = 1e12, bytes = 4e9; /* intensity 250 FLOP/B: above the source ridge (200), below the target's (2000) */
+  double t_src = flops / from.peak_flops * 1e6;
+  double t_dst = sim_transfer_point_us(t_src, 0, flops, bytes, &from, &to);
+  NEAR(t_dst, bytes / to.hbm_bytes_per_s * 1e6, 1e-9);
+}
+
+static const char *cal_text =
+    "{\"schema\":1,\"gpu\":\"NVIDIA H200\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2.28\","
+    "\"transport\":\"nvlink\",\"measured_at\":\"now\","
+    "\"gemm\":[{\"m\":128,\"n\":128,\"k\":128,\"us\":8},{\"m\":8192,\"n\":8192,\"k\":8192,\"us\":1400}],"
+    "\"kernels\":{\"norm\":[{\"bytes\":1000,\"us\":2},{\"bytes\":1e9,\"us\":260}],"
+    "\"attention\":[{\"flops\":1e6,\"us\":6},{\"flops\":1e12,\"us\":2500}]},"
+    "\"collectives\":{\"allreduce\":{\"2\":[{\"bytes\":1024,\"us\":10},{\"bytes\":1073741824,\"us\":3000}]},"
+    "\"allreduce.taco128\":{\"2\":[{\"bytes\":1024,\"us\":12},{\"bytes\":1073741824,\"us\":2000}]}},"
+    "\"clock\":{\"window_us\":100000,\"points\":[{\"duty\":0.5,\"period_us\":1000,\"gemm_speed\":1.1,"
+    "\"mem_speed\":1.0}]}}";
+
+/* The whole file: every table moved, none below the target's roofline, the
+ * compressed tables and the clock section dropped, labelled derived with both GPUs. */
+static void test_calibration_transfer(void) {
+  schema_calibration src, dst;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(cal_text, strlen(cal_text), "c.json", &src, &e), 0);
+  topo_gpu h200 = gpu("H200-SXM", 989, 4800, 450), a100 = gpu("A100-SXM4-80GB", 312, 2039, 300);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, &dst, &e), 0);
+  CU_ASSERT_TRUE(dst.derived);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dst.notes, "H200-SXM"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(dst.notes, "A100-SXM4-80GB"));
+  CU_ASSERT_STRING_EQUAL(dst.gpu, "A100-SXM4-80GB");
+  CU_ASSERT_EQUAL(dst.n_gemm, 2);
+  CU_ASSERT_EQUAL(dst.n_clock, 0);
+  CU_ASSERT_EQUAL(dst.n_colls, 1); /* allreduce.taco128 dropped */
+  CU_ASSERT_FALSE(schema_has_coll(&dst, "allreduce.taco128"));
+  for (int i = 0; i < dst.n_gemm; i++) {
+    double f = 2.0 * dst.gemm[i].m * dst.gemm[i].n * dst.gemm[i].k;
+    CU_ASSERT(dst.gemm[i].us >= f / 312e12 * 1e6);
+    CU_ASSERT(dst.gemm[i].us >= src.gemm[i].us); /* a slower GPU never runs a point faster */
+  }
+  /* the big GEMM: efficiency kept, so the time scales by the peak ratio above the floor */
+  double fl = src.gemm[0].us - 2.0 * 128 * 128 * 128 / 989e12 * 1e6; /* the small GEMM sets the floor */
+  NEAR(dst.gemm[1].us - fl, (src.gemm[1].us - fl) * 989.0 / 312.0, 1e-6);
+  /* memory-bound norm: the large point by the HBM ratio above its floor */
+  const schema_kernel_table *norm = NULL;
+  for (int k = 0; k < dst.n_kernels; k++)
+    if (strcmp(dst.kernels[k].name, "norm") == 0) norm = &dst.kernels[k];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(norm);
+  double nfl = 2.0 - 1000 / 4800e9 * 1e6;
+  NEAR(norm->pts[1].us - nfl, (260 - nfl) * 4800.0 / 2039.0, 1e-6);
+  /* NVLink all-reduce: bus bytes at 450 -> 300 GB/s */
+  double afl = 10 - 1024.0 / 450e9 * 1e6;
+  NEAR(dst.colls[0].pts[1].us - afl, (3000 - afl) * 450.0 / 300.0, 1e-6);
+  schema_calibration_free(&dst);
+  schema_calibration_free(&src);
+}
+
+/* A GPU without the figures the transfer needs is refused with a named error. */
+static void test_transfer_needs_figures(void) {
+  schema_calibration src, dst;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(cal_text, strlen(cal_text), "c.json", &src, &e), 0);
+  topo_gpu h200 = gpu("H200-SXM", 989, 4800, 450), bad = gpu("X", 0, 2000, 0);
+  CU_ASSERT_NOT_EQUAL(sim_transfer_calibration(&src, &h200, &bad, 300, &dst, &e), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "target GPU"));
+  schema_calibration_free(&src);
+}
+
+static void test_same_gpu(void) {
+  topo_gpu a = gpu("H200-SXM", 989, 4800, 450), b = a;
+  CU_ASSERT_TRUE(sim_same_gpu(&a, &b));
+  b.bf16_tflops = 100; /* a cluster that edits a figure describes another GPU */
+  CU_ASSERT_FALSE(sim_same_gpu(&a, &b));
+  b = a;
+  snprintf(b.name, sizeof b.name, "A100-SXM4-80GB");
+  CU_ASSERT_FALSE(sim_same_gpu(&a, &b));
+}
+
+
+/* An op priced below the GPU's ceiling is refused, naming the op: a GEMM
+ * table 1000x faster than the H200 can run (measured on "the same GPU"). */
+static void test_ceiling_refused(void) {
+  static plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/gpt-h4096-1gpu.json", NULL, NULL, &p, &e), 0);
+  const char *fast =
+      "{\"schema\":1,\"gpu\":\"NVIDIA H200\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2.28\","
+      "\"transport\":\"nvlink\",\"measured_at\":\"now\","
+      "\"gemm\":[{\"m\":1024,\"n\":1024,\"k\":1024,\"us\":0.002},{\"m\":65536,\"n\":65536,\"k\":65536,"
+      "\"us\":1}]}";
+  schema_calibration cal;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(fast, strlen(fast), "fast.json", &cal, &e), 0);
+  static sim_costs c;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &p, &cal, NULL, &e), 0);
+  plan_program prog;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int refused = 0;
+  for (int i = 0; i < prog.n && !refused; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || c.mops[op->model_op].kind != MODEL_OP_GEMM) continue;
+    double s;
+    refused = sim_compute_s(&c, op, &s, &e) != 0;
+  }
+  CU_ASSERT_TRUE(refused);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "faster than the"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "ceiling"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "layer")); /* the op's name */
+  plan_program_free(&prog);
+  schema_calibration_free(&cal);
+}
+
+/* The shipped measured calibration prices every op of the shipped H200 plans
+ * at or above the ceiling (the refusal does not fire on honest costs). */
+static void test_shipped_costs_within_ceiling(void) {
+  static const char *plans[] = {"gpt-h4096-1gpu.json", "gpt-h4096-tp2-taco.json", "gpt-h4096-pp2.json",
+                                "gpt3-175b-1024.json", "llama3-70b-1024.json", "qwen2.5-7b-8gpu.json"};
+  for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+    static plan p;
+    ts_err e = {0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", PLANS_DIR, plans[k]);
+    CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
+    schema_calibration cal;
+    CU_ASSERT_EQUAL_FATAL(schema_calibration_load(MEASURED_CALIBRATION, &cal, &e), 0);
+    static sim_costs c;
+    CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &p, &cal, NULL, &e), 0);
+    plan_program prog;
+    CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+    int bad = 0;
+    for (int i = 0; i < prog.n; i++) {
+      double s;
+      if (prog.ops[i].kind == PLAN_OP_COMPUTE && sim_compute_s(&c, &prog.ops[i], &s, &e)) {
+        bad++;
+        fprintf(stderr, "%s: %s\n", plans[k], e.msg);
+        break;
+      }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    plan_program_free(&prog);
+    schema_calibration_free(&cal);
+  }
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("sim_transfer", NULL, NULL);
+  CU_add_test(s, "compute- and memory-bound points land on the target's ceilings", test_point_on_ceilings);
+  CU_add_test(s, "a launch-bound point does not scale with FLOP/s", test_launch_bound_does_not_scale);
+  CU_add_test(s, "a point follows whichever ceiling binds on the target", test_bound_switches);
+  CU_add_test(s, "a whole calibration transferred", test_calibration_transfer);
+  CU_add_test(s, "transfer refuses a GPU without its figures", test_transfer_needs_figures);
+  CU_add_test(s, "same GPU: name and figures", test_same_gpu);
+  CU_add_test(s, "an op faster than the GPU's ceiling is refused", test_ceiling_refused);
+  CU_add_test(s, "the shipped costs respect the H200's ceilings", test_shipped_costs_within_ceiling);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
