@@ -299,7 +299,7 @@ static const mutation mutations[] = {
     {"nodes", "99999999999", "nodes"},
     {"nodes", "1000000", "nodes"},
     {"gpus_per_node", "0", "gpus_per_node"},
-    {"gpus_per_node", "65", "gpus_per_node"},
+    {"gpus_per_node", "73", "gpus_per_node"}, /* above one NVL72 rack */
     {"gpus_per_node", NULL, "gpus_per_node"},
     {"intra", NULL, "intra"},
     {"intra.kind", "\"infiniband\"", "intra.kind"},
