@@ -50,7 +50,7 @@ static void test_every_shipped_cluster_loads(void) {
     count++;
   }
   closedir(d);
-  CU_ASSERT_TRUE(count >= 9);
+  CU_ASSERT_TRUE(count >= 18);
 }
 
 static void test_total_gpus(void) {
@@ -58,6 +58,9 @@ static void test_total_gpus(void) {
       {"h200x2-nvlink", 2},     {"h200x2-shm", 2},        {"h200x2-socket", 2},
       {"h200x8-nvswitch", 8},   {"h200-1024-rail", 1024}, {"h200-16384-rail", 16384},
       {"pcie-8gpu-2x100gbe", 128}, {"h200-512-fattree-2to1", 512}, {"h200-1024-dragonfly", 1024},
+      {"a100x8-nvswitch", 8},   {"a100-3072-hdr", 3072},  {"h100x8-nvswitch", 8},
+      {"h100-1024-ndr", 1024},  {"h100-6144-ndr", 6144},  {"b200x8-nvswitch", 8},
+      {"b200-1024-ndr", 1024},  {"gb200-nvl72", 72},      {"gb200-nvl72-1152", 1152},
   };
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     topo_cluster c = load(want[i].name);
@@ -299,7 +302,7 @@ static const mutation mutations[] = {
     {"nodes", "99999999999", "nodes"},
     {"nodes", "1000000", "nodes"},
     {"gpus_per_node", "0", "gpus_per_node"},
-    {"gpus_per_node", "65", "gpus_per_node"},
+    {"gpus_per_node", "73", "gpus_per_node"}, /* above one NVL72 rack */
     {"gpus_per_node", NULL, "gpus_per_node"},
     {"intra", NULL, "intra"},
     {"intra.kind", "\"infiniband\"", "intra.kind"},

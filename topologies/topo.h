@@ -28,7 +28,10 @@ typedef enum {
 /* One GPU's published figures (datasheet / whitepaper). A cluster file either
  * names a catalogue entry (topologies/gpus/<name>.json, every field there) or
  * gives an inline block with at least name, bf16_tflops, hbm_gib and
- * hbm_gbps; a figure an inline block leaves out is 0 ("not known"). */
+ * hbm_gbps; a figure an inline block leaves out is 0 ("not known"). In the
+ * catalogue too, base_mhz and boost_mhz are 0 where NVIDIA publishes no clock
+ * (the entry's "sources" says so); fp8_tflops is 0 for a GPU without FP8,
+ * nvlink_gen and nvlink_gbps 0 for one without NVLink. */
 typedef struct {
   char name[32];        /* catalogue name, e.g. "A100-SXM4-80GB", "H200-SXM" */
   double bf16_tflops;   /* dense BF16 tensor-core TFLOP/s (no sparsity) */
@@ -71,16 +74,34 @@ typedef struct {
   } fabric;
 } topo_cluster;
 
-/* The GPU catalogue (topologies/gpus/<name>.json, topo_gpu.c): an entry by
- * name or path; the entry whose "device_names" lists a CUDA device name
- * ("NVIDIA H200"), as calibration files record it; the folder
- * ($TACOSIM_TOPOLOGIES_DIR/gpus when set, else the compiled-in one). */
-int topo_gpu_load(const char *name_or_path, const char *gpus_dir, topo_gpu *g, ts_err *e);
-int topo_gpu_find_device(const char *cuda_device_name, const char *gpus_dir, topo_gpu *g, ts_err *e);
-const char *topo_gpus_dir(void);
-
+/* A cluster by name (topologies_dir/<name>.json; NULL: topo_zoo_dir()) or by
+ * path. Its "gpu" is either the name of a catalogue entry, read from
+ * <topologies_dir>/gpus (NULL: topo_gpus_dir()), or an inline object. An
+ * unknown cluster or GPU name gets an error listing the names there are. */
 int topo_load(const char *name_or_path, const char *topologies_dir, topo_cluster *c, ts_err *e);
+/* Same from text; a named GPU comes from topo_gpus_dir(). */
 int topo_from_json_text(const char *text, unsigned long len, const char *what, topo_cluster *c, ts_err *e);
+
+/* ---- the GPU catalogue (topologies/gpus/<name>.json, topo_gpu.c) ----
+ *
+ * One file per GPU: every topo_gpu figure, "device_names" (the CUDA device
+ * names the entry answers to) and "sources" (for each figure, where it comes
+ * from). Read strictly: every field present and in range, unknown keys
+ * refused, a source for every figure. */
+
+/* $TACOSIM_TOPOLOGIES_DIR/gpus when that is set, else the compiled-in
+ * topologies/gpus folder. */
+const char *topo_gpus_dir(void);
+/* An entry by catalogue name (gpus_dir/<name>.json; gpus_dir NULL:
+ * topo_gpus_dir()) or by path. By name, the file's "name" must be that name;
+ * an unknown name gets an error listing the catalogue. */
+int topo_gpu_load(const char *name_or_path, const char *gpus_dir, topo_gpu *g, ts_err *e);
+/* The entry whose device_names holds cuda_device_name exactly (as
+ * cudaGetDeviceProperties().name gives it, e.g. "NVIDIA H200"). None, or more
+ * than one, is an error naming the catalogue's entries. */
+int topo_gpu_find_device(const char *cuda_device_name, const char *gpus_dir, topo_gpu *g, ts_err *e);
+/* One catalogue entry from text (for tests and the fuzzer). */
+int topo_gpu_from_json_text(const char *text, unsigned long len, const char *what, topo_gpu *g, ts_err *e);
 
 static inline int topo_total_gpus(const topo_cluster *c) { return c->nodes * c->gpus_per_node; }
 static inline int topo_node_of(const topo_cluster *c, int gpu) { return gpu / c->gpus_per_node; }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "topo.h"
+#include "topo_gpu_internal.h"
 #include "ts_json.h"
 
 #ifndef TACOSIM_TOPOLOGIES_DIR
@@ -34,7 +35,7 @@ const char *topo_fabric_kind_name(topo_fabric_kind k) {
 /* Every key each object may hold; anything else is a typo worth reporting. */
 static const char *const root_keys[] = {"schema", "name", "notes", "gpu", "nodes", "gpus_per_node",
                                         "intra",  "nic",  "fabric", NULL};
-static const char *const gpu_keys[] = {"name", "bf16_tflops", "hbm_gib", "hbm_gbps", NULL};
+/* An inline "gpu" block: its name and any of topo_gpu's figures (topo_gpu.c). */
 static const char *const intra_keys[] = {"kind", "gbps_per_gpu", "latency_us", "notes", NULL};
 static const char *const nic_keys[] = {"per_node", "gbps", "latency_us", "notes", NULL};
 static const char *const fabric_keys[] = {"kind",   "levels",     "oversubscription", "nodes_per_leaf",
@@ -43,7 +44,7 @@ static const char *const fabric_keys[] = {"kind",   "levels",     "oversubscript
 /* Bounds: far above any real machine, low enough that every count fits an
  * int and every platform stays writable. */
 enum {
-  MAX_GPUS_PER_NODE = 64,
+  MAX_GPUS_PER_NODE = 72, /* one GB200 NVL72 rack is one NVLink domain, modelled as one node */
   MAX_GPUS = 1 << 20,
   MAX_LEAF_GROUPS = 4096, /* vertices of the top routing zone (Dijkstra) */
   MAX_NODES_PER_LEAF = 512, /* a leaf is one Dijkstra zone of its GPUs: keep route searches small */
@@ -53,7 +54,6 @@ enum {
 static const double MAX_GBPS = 1e5;       /* 100 TB/s per link */
 static const double MIN_GBPS = 1e-3;      /* 1 MB/s: anything slower is a unit mistake */
 static const double MAX_LATENCY_US = 1e6; /* 1 s */
-static const double MAX_TFLOPS = 1e5;
 
 static int check_keys(json_t *obj, const char *const *known, const char *file, const char *path, ts_err *e) {
   const char *key;
@@ -90,16 +90,29 @@ static int check_identifier(const char *s, const char *file, const char *field, 
   return 0;
 }
 
-static int read_gpu(json_t *root, const char *file, topo_cluster *c, ts_err *e) {
-  json_t *gpu = tsj_object(root, "gpu", file, NULL, e);
-  if (!gpu) return -1;
-  if (check_keys(gpu, gpu_keys, file, "gpu", e)) return -1;
+/* "gpu": the name of a catalogue entry (gpus_dir/<name>.json), or an inline
+ * block with name, bf16_tflops, hbm_gib, hbm_gbps and optionally the other
+ * figures of topo_gpu (0 when left out). */
+static int read_gpu(json_t *root, const char *file, const char *gpus_dir, topo_cluster *c, ts_err *e) {
+  json_t *gpu = json_object_get(root, "gpu");
+  if (!gpu || json_is_null(gpu))
+    return ts_fail(e, file, "gpu", "missing (the name of a catalogue GPU, e.g. \"H200-SXM\", or an object)");
+  if (json_is_string(gpu)) return topo_gpu_load_for(json_string_value(gpu), gpus_dir, file, "gpu", &c->gpu, e);
+  if (!json_is_object(gpu))
+    return ts_fail(e, file, "gpu", "must be the name of a catalogue GPU (a string) or an object");
+  const char *key;
+  json_t *v;
+  json_object_foreach(gpu, key, v) {
+    (void)v;
+    if (strcmp(key, "name") && !topo_gpu_is_figure(key)) {
+      char field[256];
+      snprintf(field, sizeof field, "gpu.%s", key);
+      return ts_fail(e, file, field, "unknown field (a typo?)");
+    }
+  }
   if (tsj_string(gpu, "name", c->gpu.name, sizeof c->gpu.name, file, "gpu", e)) return -1;
   if (check_identifier(c->gpu.name, file, "gpu.name", e)) return -1;
-  if (tsj_real(gpu, "bf16_tflops", 1e-3, MAX_TFLOPS, &c->gpu.bf16_tflops, file, "gpu", e)) return -1;
-  if (tsj_real(gpu, "hbm_gib", 1e-3, 1e6, &c->gpu.hbm_gib, file, "gpu", e)) return -1;
-  if (tsj_real(gpu, "hbm_gbps", MIN_GBPS, MAX_GBPS, &c->gpu.hbm_gbps, file, "gpu", e)) return -1;
-  return 0;
+  return topo_gpu_read_figures(gpu, false, file, "gpu", &c->gpu, e);
 }
 
 static int read_intra(json_t *root, const char *file, topo_cluster *c, ts_err *e) {
@@ -165,13 +178,13 @@ static int read_fabric(json_t *root, const char *file, topo_cluster *c, ts_err *
   return 0;
 }
 
-static int read_fields(json_t *root, const char *file, topo_cluster *c, ts_err *e) {
+static int read_fields(json_t *root, const char *file, const char *gpus_dir, topo_cluster *c, ts_err *e) {
   long long v;
   if (tsj_schema(root, 1, file, e)) return -1;
   if (check_keys(root, root_keys, file, NULL, e) || check_notes(root, file, NULL, e)) return -1;
   if (tsj_string(root, "name", c->name, sizeof c->name, file, NULL, e)) return -1;
   if (check_identifier(c->name, file, "name", e)) return -1;
-  if (read_gpu(root, file, c, e)) return -1;
+  if (read_gpu(root, file, gpus_dir, c, e)) return -1;
   if (tsj_int(root, "nodes", 1, MAX_GPUS, &v, file, NULL, e)) return -1;
   c->nodes = (int)v;
   if (tsj_int(root, "gpus_per_node", 1, MAX_GPUS_PER_NODE, &v, file, NULL, e)) return -1;
@@ -247,9 +260,9 @@ static int check_consistency(json_t *root, const char *file, const topo_cluster 
   return 0;
 }
 
-static int parse(json_t *root, const char *file, topo_cluster *c, ts_err *e) {
+static int parse(json_t *root, const char *file, const char *gpus_dir, topo_cluster *c, ts_err *e) {
   memset(c, 0, sizeof *c);
-  int rc = read_fields(root, file, c, e);
+  int rc = read_fields(root, file, gpus_dir, c, e);
   if (!rc) rc = check_consistency(root, file, c, e);
   return rc;
 }
@@ -260,7 +273,7 @@ int topo_from_json_text(const char *text, unsigned long len, const char *what, t
   if (!text) return ts_fail(e, file, NULL, "no text");
   json_t *root = tsj_load_string(text, (size_t)len, file, e);
   if (!root) return -1;
-  int rc = parse(root, file, c, e);
+  int rc = parse(root, file, NULL, c, e);
   json_decref(root);
   return rc;
 }
@@ -282,11 +295,17 @@ int topo_load(const char *name_or_path, const char *topologies_dir, topo_cluster
   }
   json_t *root = tsj_load_file(path, e);
   if (!root) {
-    if (!is_path && strstr(e->msg, "cannot read")) /* say which folder was searched */
-      return ts_fail(e, path, NULL, "no cluster named \"%s\" in the topologies folder", name_or_path);
+    if (!is_path && strstr(e->msg, "cannot read")) { /* say which folder was searched, and what it holds */
+      char list[700];
+      topo_list_names(topologies_dir && *topologies_dir ? topologies_dir : topo_zoo_dir(), list, sizeof list);
+      return ts_fail(e, path, NULL, "no cluster named \"%s\" in the topologies folder (there: %s)", name_or_path,
+                     list);
+    }
     return -1;
   }
-  int rc = parse(root, path, c, e);
+  char gpus_dir[4096];
+  if (topologies_dir && *topologies_dir) snprintf(gpus_dir, sizeof gpus_dir, "%s/gpus", topologies_dir);
+  int rc = parse(root, path, topologies_dir && *topologies_dir ? gpus_dir : NULL, c, e);
   json_decref(root);
   return rc;
 }
