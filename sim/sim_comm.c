@@ -84,7 +84,13 @@ void sim_sink_main(int argc, char **argv) {
  * "pump" actor on the source host, one per (host, stream) so that the
  * streams' collectives do not queue behind each other. A pump takes every job
  * queued at once, starts all their flows, waits for them, and signals each
- * job's semaphore. (An actor per flow would cost a stack per flow.) */
+ * job's semaphore. (An actor per flow would cost a stack per flow.)
+ *
+ * The queue is detached whole before the first SimGrid call: every call
+ * (put_async, a semaphore) lets other actors run, and one that queues a job
+ * meanwhile must find an empty queue, not append to a job already taken (the
+ * cause of the deadlock of large DP trees in reduced mode: a node leader that
+ * sends to two children lost the second job). */
 typedef struct flow_job {
   struct flow_job *next;
   sg_mailbox_t to;
@@ -93,33 +99,44 @@ typedef struct flow_job {
 } flow_job;
 
 struct sim_pump {
-  sg_sem_t go;
+  sg_sem_t go; /* one token per queued job */
   flow_job *head, *tail;
+  sg_comm_t *comms;
+  int cap;
 };
 
 void sim_pump_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
   sim_pump *pump = sg_actor_self_get_data();
-  sg_comm_t comms[256];
-  flow_job *batch[256];
   for (;;) {
     sg_sem_acquire(pump->go);
+    flow_job *batch = pump->head;
+    pump->head = pump->tail = NULL;
     int n = 0;
-    while (pump->head && n < 256) {
-      flow_job *j = pump->head;
-      pump->head = j->next;
-      if (n > 0) sg_sem_acquire(pump->go); /* one token per job */
-      batch[n] = j;
-      comms[n++] = sg_mailbox_put_async(j->to, &flow_payload, (long)j->bytes);
+    for (flow_job *j = batch; j; j = j->next) n++;
+    if (n > pump->cap) {
+      pump->cap = n > 2 * pump->cap ? n : 2 * pump->cap;
+      pump->comms = realloc(pump->comms, sizeof *pump->comms * (size_t)pump->cap);
+      if (!pump->comms) abort(); /* out of memory inside the simulation */
     }
-    if (!pump->head) pump->tail = NULL;
-    sg_comm_wait_all(comms, (size_t)n);
-    for (int i = 0; i < n; i++) {
-      sg_sem_release(batch[i]->done);
-      free(batch[i]);
+    for (int i = 1; i < n; i++) sg_sem_acquire(pump->go); /* the other jobs' tokens: all released already */
+    int k = 0;
+    for (flow_job *j = batch; j; j = j->next) pump->comms[k++] = sg_mailbox_put_async(j->to, &flow_payload, (long)j->bytes);
+    sg_comm_wait_all(pump->comms, (size_t)n);
+    while (batch) {
+      flow_job *j = batch;
+      batch = j->next;
+      sg_sem_release(j->done);
+      free(j);
     }
   }
+}
+
+void sim_pump_free(sim_pump *pump) {
+  if (!pump) return;
+  free(pump->comms);
+  free(pump);
 }
 
 static void start_helper_flow(int src, int dst, int stream, double bytes, sg_sem_t done) {

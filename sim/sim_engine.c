@@ -516,8 +516,7 @@ static void free_world(sim_world *w) {
   free(w->hosts);
   free(w->sinks);
   for (size_t i = 0; w->pumps && i < (size_t)w->world * PLAN_STREAM_COUNT; i++) {
-    if (!w->pumps[i]) continue;
-    free(w->pumps[i]);
+    sim_pump_free(w->pumps[i]);
   }
   free(w->pumps);
   free(w);
