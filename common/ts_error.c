@@ -32,4 +32,19 @@ int ts_fail_sys(ts_err *e, const char *fmt, ...) {
   return -1;
 }
 
-int ts_exit_status(const ts_err *e) { return e && e->bad_input ? TS_EXIT_BAD_INPUT : TS_EXIT_FAILURE; }
+int ts_fail_sim(ts_err *e, const char *fmt, ...) {
+  if (!e) return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  size_t n = strlen(TS_SIM_FAILURE_PREFIX);
+  snprintf(e->msg, sizeof e->msg, "%s", TS_SIM_FAILURE_PREFIX);
+  vsnprintf(e->msg + n, sizeof e->msg - n, fmt, ap);
+  va_end(ap);
+  e->bad_input = 0;
+  return -1;
+}
+
+int ts_exit_status(const ts_err *e) {
+  if (e && strncmp(e->msg, TS_SIM_FAILURE_PREFIX, strlen(TS_SIM_FAILURE_PREFIX)) == 0) return TS_EXIT_SIM_FAILURE;
+  return e && e->bad_input ? TS_EXIT_BAD_INPUT : TS_EXIT_FAILURE;
+}

@@ -81,10 +81,21 @@ void sim_sink_main(int argc, char **argv) {
 }
 
 /* Flows whose source rank is not simulated (reduced mode) are sent by a
- * "pump" actor on the source host, one per (host, stream) so that the
- * streams' collectives do not queue behind each other. A pump takes every job
- * queued at once, starts all their flows, waits for them, and signals each
- * job's semaphore. (An actor per flow would cost a stack per flow.) */
+ * "pump" actor on the source host. (An actor per flow would cost a stack per
+ * flow.) A pump takes the jobs queued on it at once, starts their flows, and
+ * signals each job's semaphore as its flow is delivered. A job must start
+ * when it is queued: a pump whose flows are in flight cannot start new ones,
+ * so a job goes to an idle pump of its (host, stream), and a new pump is
+ * created when every one is busy (a node leader of a tree sends to its chain
+ * neighbour and two children in one phase: queued on one busy pump, the
+ * later flows waited for the first and reduced mode ran slower than full).
+ *
+ * The queue is detached whole before the pump's next SimGrid call: every call
+ * lets other actors run, and one that queues a job meanwhile must find an
+ * empty queue (and wake the pump with a token of its own), not append to a
+ * job already taken (which lost the job and deadlocked large DP trees in
+ * reduced mode). The pump has a token exactly when its queue went from empty
+ * to not empty and has not been detached since. */
 typedef struct flow_job {
   struct flow_job *next;
   sg_mailbox_t to;
@@ -93,57 +104,89 @@ typedef struct flow_job {
 } flow_job;
 
 struct sim_pump {
+  struct sim_pump *next; /* the other pumps of this (host, stream) */
   sg_sem_t go;
-  flow_job *head, *tail;
+  flow_job *head, *tail; /* queued, not started */
+  int busy;              /* its flows are in flight */
+  sg_comm_t *comms;
+  flow_job **jobs;
+  int cap;
 };
 
 void sim_pump_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
   sim_pump *pump = sg_actor_self_get_data();
-  sg_comm_t comms[256];
-  flow_job *batch[256];
   for (;;) {
     sg_sem_acquire(pump->go);
+    flow_job *batch = pump->head;
+    pump->head = pump->tail = NULL;
+    pump->busy = 1;
     int n = 0;
-    while (pump->head && n < 256) {
-      flow_job *j = pump->head;
-      pump->head = j->next;
-      if (n > 0) sg_sem_acquire(pump->go); /* one token per job */
-      batch[n] = j;
-      comms[n++] = sg_mailbox_put_async(j->to, &flow_payload, (long)j->bytes);
+    for (flow_job *j = batch; j; j = j->next) n++;
+    if (n > pump->cap) {
+      pump->cap = n > 2 * pump->cap ? n : 2 * pump->cap;
+      pump->comms = realloc(pump->comms, sizeof *pump->comms * (size_t)pump->cap);
+      pump->jobs = realloc(pump->jobs, sizeof *pump->jobs * (size_t)pump->cap);
+      if (!pump->comms || !pump->jobs) abort(); /* out of memory inside the simulation */
     }
-    if (!pump->head) pump->tail = NULL;
-    sg_comm_wait_all(comms, (size_t)n);
-    for (int i = 0; i < n; i++) {
-      sg_sem_release(batch[i]->done);
-      free(batch[i]);
+    n = 0;
+    for (flow_job *j = batch; j; j = j->next) pump->jobs[n++] = j;
+    for (int i = 0; i < n; i++) pump->comms[i] = sg_mailbox_put_async(pump->jobs[i]->to, &flow_payload, (long)pump->jobs[i]->bytes);
+    while (n > 0) {
+      ssize_t k = n == 1 ? 0 : sg_comm_wait_any(pump->comms, (size_t)n);
+      if (n == 1) sg_comm_wait(pump->comms[0]);
+      if (k < 0 || k >= n) abort(); /* no timeout was given */
+      flow_job *j = pump->jobs[k];
+      pump->comms[k] = pump->comms[n - 1];
+      pump->jobs[k] = pump->jobs[n - 1];
+      n--;
+      sg_sem_release(j->done);
+      free(j);
     }
+    pump->busy = 0;
   }
+}
+
+void sim_pump_free(sim_pump *pump) {
+  while (pump) {
+    sim_pump *next = pump->next;
+    free(pump->comms);
+    free(pump->jobs);
+    free(pump);
+    pump = next;
+  }
+}
+
+static sim_pump *new_pump(int src, int stream, int index) {
+  sim_pump *pump = calloc(1, sizeof *pump);
+  if (!pump) abort();
+  pump->go = sg_sem_init(0);
+  char name[48];
+  snprintf(name, sizeof name, "pump%d.%d.%d", src, stream, index);
+  sg_actor_t a = sg_actor_init(name, sim_w->hosts[src]);
+  sg_actor_set_data(a, pump);
+  sg_actor_start(a, sim_pump_main, 0, NULL);
+  sg_actor_daemonize(a);
+  return pump;
 }
 
 static void start_helper_flow(int src, int dst, int stream, double bytes, sg_sem_t done) {
   sim_pump **slot = &sim_w->pumps[(size_t)src * PLAN_STREAM_COUNT + (size_t)stream];
-  if (!*slot) {
-    *slot = calloc(1, sizeof **slot);
-    if (!*slot) abort();
-    (*slot)->go = sg_sem_init(0);
-    char name[48];
-    snprintf(name, sizeof name, "pump%d.%d", src, stream);
-    sg_actor_t a = sg_actor_init(name, sim_w->hosts[src]);
-    sg_actor_set_data(a, *slot);
-    sg_actor_start(a, sim_pump_main, 0, NULL);
-    sg_actor_daemonize(a);
-  }
+  int index = 0;
+  while (*slot && (*slot)->busy) slot = &(*slot)->next, index++;
+  if (!*slot) *slot = new_pump(src, stream, index);
+  sim_pump *pump = *slot;
   flow_job *j = malloc(sizeof *j);
   if (!j) abort();
   *j = (flow_job){NULL, sim_w->sinks[dst], bytes, done};
-  if ((*slot)->tail)
-    (*slot)->tail->next = j;
+  bool wake = !pump->head;
+  if (pump->tail)
+    pump->tail->next = j;
   else
-    (*slot)->head = j;
-  (*slot)->tail = j;
-  sg_sem_release((*slot)->go);
+    pump->head = j;
+  pump->tail = j;
+  if (wake) sg_sem_release(pump->go);
 }
 
 /* ---- barriers among the simulated members of a rendezvous ---- */

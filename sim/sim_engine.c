@@ -522,8 +522,7 @@ static void free_world(sim_world *w) {
   free(w->hosts);
   free(w->sinks);
   for (size_t i = 0; w->pumps && i < (size_t)w->world * PLAN_STREAM_COUNT; i++) {
-    if (!w->pumps[i]) continue;
-    free(w->pumps[i]);
+    sim_pump_free(w->pumps[i]);
   }
   free(w->pumps);
   free(w);
@@ -542,8 +541,10 @@ int sim_engine_pass(sim_world *w, schema_result *out, ts_err *e) {
         if (!w->ranks[r]->done[i]) {
           char name[96];
           plan_op_name(p, &w->ranks[r]->prog->ops[i], name, sizeof name);
-          return ts_fail(e, p->path, "program", "rank %d never finished op %d (%s): the programs deadlock", r, i,
-                         name);
+          return ts_fail_sim(e, "%s: rank %d never finished op %d (%s): the simulated ranks deadlock (%s)", p->path,
+                             r, i, name,
+                             w->o->programs ? "the programs given do not match"
+                                            : "a bug in tacosim, not in the plan");
         }
   return fill_result(w, out, e);
 }

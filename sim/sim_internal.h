@@ -93,6 +93,7 @@ void sim_run_sendrecv(sim_rank *rs, int stream, int op_index);
 void sim_sink_main(int argc, char **argv);
 void sim_pump_main(int argc, char **argv);
 typedef struct sim_pump sim_pump;
+void sim_pump_free(sim_pump *pump); /* at the end, with the actors gone */
 sim_rendezvous *sim_rendezvous_get(long long a, long long b, long long c, long long d, int expected);
 void sim_rendezvous_leave(sim_rendezvous *rv);
 void sim_fail(const ts_err *e);

@@ -78,7 +78,9 @@ static void help(FILE *out) {
           "\n"
           "Models and clusters named in a plan come from the zoo folders compiled in, or from\n"
           "$TACOSIM_MODELS_DIR and $TACOSIM_TOPOLOGIES_DIR when set (a copy of the binary elsewhere).\n"
-          "Bad input exits with status 2 and names the file, the field and the reason.\n");
+          "Bad input exits with status 2 and names the file, the field and the reason.\n"
+          "A failure of the simulator itself (its ranks deadlock: a rank never finishes an op) exits\n"
+          "with status 3 and a message \"simulator failure: ...\" naming the rank and the op.\n");
 }
 
 static int parse_transfer(const char *v, sim_transfer_mode *m) {
