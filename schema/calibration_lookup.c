@@ -100,9 +100,18 @@ typedef struct {
   int dim;
   long long other[2]; /* the fixed dimensions, in (m, n, k) order without dim */
 } gemm_family;
+/* The roofline of a GEMM is its FLOPs at the peak or its bf16 operands and
+ * result (2(mk + kn + mn) bytes) at the HBM bandwidth, whichever is longer: a
+ * decode GEMM of m = 1 reads its whole weight matrix. */
 static double roof_gemm_dim(const schema_roofline *r, double x, const void *ctx) {
   const gemm_family *f = ctx;
-  return roof_flops(r, 2.0 * x * (double)f->other[0] * (double)f->other[1], NULL);
+  double d[3];
+  d[f->dim] = x;
+  d[(f->dim + 1) % 3] = (double)f->other[0]; /* other[] holds q[(dim + 1) % 3], q[(dim + 2) % 3] */
+  d[(f->dim + 2) % 3] = (double)f->other[1];
+  double m = d[0], n = d[1], k = d[2];
+  double tf = 2.0 * m * n * k / r->peak_flops, tb = 2.0 * (m * k + k * n + m * n) / r->hbm_bytes_per_s;
+  return r->launch_us + (tf > tb ? tf : tb) * 1e6;
 }
 
 /* The family of points sharing the two dimensions other than `dim` with q:
@@ -149,6 +158,11 @@ static int gemm_by_flops(schema_lookup *l, long long m, long long n, long long k
   warn_once(l, key, "a shape of %g FLOPs shares no two dimensions with a measured one: interpolated over the FLOPs "
             "of all %g measured shapes", 2.0 * (double)m * (double)n * (double)k, (double)s.n);
   *us = lookup_1d(l, key, s.x, s.t, s.n, 2.0 * (double)m * (double)n * (double)k, roof_flops, NULL);
+  /* FLOPs alone do not say how many bytes the shape moves: a skinny GEMM of
+   * the same FLOPs as a square one reads far more. It cannot beat reading
+   * its bf16 operands and writing its result at the HBM bandwidth. */
+  double mem_us = l->roof.launch_us + 2.0 * ((double)m * k + (double)k * n + (double)m * n) / l->roof.hbm_bytes_per_s * 1e6;
+  if (*us < mem_us) *us = mem_us;
   series_free(&s);
   return 0;
 }

@@ -219,11 +219,11 @@ static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_er
   if (us >= CEILING_SLACK * floor_us) return 0;
   char name[96];
   plan_op_name(c->p, op, name, sizeof name);
-  return ts_fail(e, c->lk.cal->path[0] ? c->lk.cal->path : NULL, name,
-                 "priced at %.3g us, faster than the %s's ceiling (%.3g us: %.3g FLOP at %.0f TFLOP/s, %.3g bytes "
-                 "at %.0f GB/s); the costs do not belong to this GPU",
-                 us, c->p->cluster.gpu.name, floor_us, op->flops, c->lk.roof.peak_flops / 1e12, op->bytes,
-                 c->lk.roof.hbm_bytes_per_s / 1e9);
+  return ts_fail_sim(e,
+                     "%s: op %s priced at %.3g us, faster than the %s's ceiling (%.3g us: %.3g FLOP at %.0f TFLOP/s, "
+                     "%.3g bytes at %.0f GB/s); the costs do not belong to this GPU",
+                     c->lk.cal->path[0] ? c->lk.cal->path : "calibration", name, us, c->p->cluster.gpu.name, floor_us,
+                     op->flops, c->lk.roof.peak_flops / 1e12, op->bytes, c->lk.roof.hbm_bytes_per_s / 1e9);
 }
 
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e) {

@@ -24,7 +24,8 @@
  * poorly (assumption: a 128-wide penalty per dimension). */
 static double gemm_us(double m, double n, double k) {
   double eff = 1.0 / (1.0 + 128.0 / m + 128.0 / n + 128.0 / k);
-  return GEMM_LAUNCH_US + 2.0 * m * n * k / (GEMM_PEAK * eff) * 1e6;
+  double tf = 2.0 * m * n * k / (GEMM_PEAK * eff), tb = 2.0 * (m * k + k * n + m * n) / HBM; /* bf16 operands */
+  return GEMM_LAUNCH_US + (tf > tb ? tf : tb) * 1e6;
 }
 
 /* NVLink all-reduce bus bandwidth (GB/s) against size: the five measured

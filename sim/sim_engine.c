@@ -431,10 +431,10 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
     out->mfu = out->tflops_per_gpu / p->cluster.gpu.bf16_tflops;
   }
   if (out->mfu > 1.0) /* more model FLOPs than the GPUs can do: some op was priced below its ceiling */
-    return ts_fail(e, p->path, "cluster.gpu",
-                   "predicted %.1f TFLOP/s per GPU is %.0f%% of the %s's %.0f TFLOP/s peak: the costs (%s) do not "
-                   "belong to this GPU; refusing to report it",
-                   out->tflops_per_gpu, 100 * out->mfu, p->cluster.gpu.name, p->cluster.gpu.bf16_tflops,
+    return ts_fail_sim(e,
+                       "%s: predicted %.1f TFLOP/s per GPU is %.0f%% of the %s's %.0f TFLOP/s peak: the costs (%s) do "
+                       "not belong to this GPU; refusing to report it",
+                       p->path, out->tflops_per_gpu, 100 * out->mfu, p->cluster.gpu.name, p->cluster.gpu.bf16_tflops,
                    out->calibration);
   plan_memory mem;
   if (plan_memory_per_gpu(p, &mem) == 0) out->memory_per_gpu_bytes = mem.total;

@@ -158,7 +158,7 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
             c->lk.cal->path[0] ? c->lk.cal->path : "calibration", c->mops[attn].name);
   *warned = true;
   double by_flops;
-  if (compute_op_s(c, attn, flops, kv_bytes, &by_flops, e)) return -1;
+  if (compute_op_s(c, attn, flops, 0, &by_flops, e)) return -1; /* the table's FLOPs part; the KV read below */
   double by_bytes = (c->lk.roof.launch_us + kv_bytes / c->lk.roof.hbm_bytes_per_s * 1e6) * 1e-6;
   *s = by_flops > by_bytes ? by_flops : by_bytes;
   return 0;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "calibration.h"
 #include "sim.h"
@@ -158,6 +159,7 @@ static void test_ceiling_refused(void) {
     refused = sim_compute_s(&c, op, &s, &e) != 0;
   }
   CU_ASSERT_TRUE(refused);
+  CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_SIM_FAILURE);
   CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "faster than the"));
   CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "ceiling"));
   CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "layer")); /* the op's name */
@@ -197,6 +199,60 @@ static void test_shipped_costs_within_ceiling(void) {
   }
 }
 
+/* The cluster's GPU against the calibration's: the same GPU gets the file as
+ * measured; another one (an edited figure, or another catalogue GPU) the
+ * transferred file, or under --transfer off an error naming both; a
+ * calibration of a GPU the catalogue does not know cannot be transferred. */
+static void test_cost_source(void) {
+  topo_cluster cl;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(topo_load("h200x2-nvlink", NULL, &cl, &e), 0);
+  schema_calibration cal;
+  sim_cost_source src;
+  CU_ASSERT_EQUAL_FATAL(sim_load_costs(MEASURED_CALIBRATION, &cl, SIM_TRANSFER_OFF, &cal, &src, &e), 0);
+  CU_ASSERT_STRING_EQUAL(src.method, "none");
+  CU_ASSERT_FALSE(cal.derived);
+  CU_ASSERT(cal.n_clock > 0);
+  schema_calibration_free(&cal);
+
+  cl.gpu.bf16_tflops = 100; /* the case: a figure edited, the costs must follow */
+  CU_ASSERT_NOT_EQUAL(sim_load_costs(MEASURED_CALIBRATION, &cl, SIM_TRANSFER_OFF, &cal, &src, &e), 0);
+  CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "NVIDIA H200"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "100 TFLOP/s"));
+  CU_ASSERT_EQUAL_FATAL(sim_load_costs(MEASURED_CALIBRATION, &cl, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
+  CU_ASSERT_STRING_EQUAL(src.method, SIM_TRANSFER_METHOD);
+  CU_ASSERT_TRUE(cal.derived);
+  /* the biggest GEMM now runs at most 100 TFLOP/s */
+  for (int i = 0; i < cal.n_gemm; i++)
+    CU_ASSERT(2.0 * cal.gemm[i].m * cal.gemm[i].n * cal.gemm[i].k / (cal.gemm[i].us * 1e-6) <= 100e12);
+  schema_calibration_free(&cal);
+
+  topo_cluster a100;
+  CU_ASSERT_EQUAL_FATAL(topo_load("a100x8-nvswitch", NULL, &a100, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_load_costs(MEASURED_CALIBRATION, &a100, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
+  CU_ASSERT_STRING_EQUAL(src.source_gpu, "H200-SXM");
+  CU_ASSERT_STRING_EQUAL(src.target_gpu, "A100-SXM4-80GB");
+  char line[256];
+  sim_cost_source_line(&src, line, sizeof line);
+  CU_ASSERT_PTR_NOT_NULL(strstr(line, "transferred to A100-SXM4-80GB"));
+  schema_calibration_free(&cal);
+
+  char path[] = "/tmp/tacosim-cal-XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs("{\"schema\":1,\"gpu\":\"NVIDIA Unknown 9000\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2\","
+        "\"transport\":\"nvlink\",\"measured_at\":\"now\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":5}]}",
+        f);
+  fclose(f);
+  CU_ASSERT_NOT_EQUAL(sim_load_costs(path, &a100, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
+  CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "NVIDIA Unknown 9000"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "A100-SXM4-80GB"));
+  unlink(path);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("sim_transfer", NULL, NULL);
@@ -206,6 +262,7 @@ int main(void) {
   CU_add_test(s, "a whole calibration transferred", test_calibration_transfer);
   CU_add_test(s, "transfer refuses a GPU without its figures", test_transfer_needs_figures);
   CU_add_test(s, "same GPU: name and figures", test_same_gpu);
+  CU_add_test(s, "measured, transferred or refused: the cluster's GPU against the calibration's", test_cost_source);
   CU_add_test(s, "an op faster than the GPU's ceiling is refused", test_ceiling_refused);
   CU_add_test(s, "the shipped costs respect the H200's ceilings", test_shipped_costs_within_ceiling);
   CU_basic_set_mode(CU_BRM_VERBOSE);
