@@ -321,35 +321,6 @@ static int codec_cost_uncached(sim_costs *c, const plan_op *op, int nranks, sim_
 
 /* ---- collectives the calibration did not measure: the NCCL model (sim_nccl.c) ---- */
 
-/* NVLink generation of the cluster's GPU: its figure, else from its name
- * (an inline GPU block may leave it out); 0 when not known. */
-static int nvlink_gen_of(const topo_gpu *g) {
-  static const struct {
-    const char *tag;
-    int gen;
-  } by_name[] = {{"B200", 5}, {"B100", 5}, {"B300", 5}, {"H100", 4}, {"H200", 4}, {"H20", 4},
-                 {"H800", 4}, {"A100", 3}, {"A800", 3}, {"V100", 2}};
-  if (g->nvlink_gen > 0) return g->nvlink_gen;
-  for (size_t i = 0; i < sizeof by_name / sizeof by_name[0]; i++)
-    if (strstr(g->name, by_name[i].tag)) return by_name[i].gen;
-  return 0;
-}
-
-/* The model's view of one node of the cluster. NVLS as NCCL defaults: on
- * wherever the NVSwitch has it (the 2-GPU calibration ran NCCL_NVLS_ENABLE=0
- * because its machine has none; that says nothing about the target's). */
-static void nccl_fabric_of(const topo_cluster *cl, sim_nccl_fabric *f) {
-  memset(f, 0, sizeof *f);
-  f->intra = cl->intra.kind;
-  f->intra_gbps = cl->intra.gbps_per_gpu;
-  f->intra_latency_us = cl->intra.latency_us;
-  f->nvlink_gen = nvlink_gen_of(&cl->gpu);
-  f->nvls = sim_nccl_nvls_capable(f->intra, f->nvlink_gen);
-  f->nics_per_node = cl->nic.per_node;
-  f->nic_gbps = cl->nic.gbps;
-  f->net_latency_us = 2.0 * cl->nic.latency_us + cl->fabric.latency_us;
-}
-
 /* The measured table of `name` at nranks (*exact), else the one nearest in
  * rank count (the smaller on a tie); NULL when there is none. */
 static const schema_coll_table *coll_table(const schema_calibration *cal, const char *name, int nranks, bool *exact) {
@@ -372,7 +343,7 @@ static int nccl_model_s(sim_costs *c, const char *name, int nranks, double bytes
   if (sim_nccl_coll_from_name(name, &coll))
     return ts_fail(e, c->p->path, "program", "collective \"%s\": not one the NCCL model knows", name);
   sim_nccl_fabric f;
-  nccl_fabric_of(&c->p->cluster, &f);
+  sim_nccl_fabric_of_cluster(&c->p->cluster, &f);
   sim_nccl_choice ch;
   if (sim_nccl_time(&f, coll, bytes, nranks, nranks, anchor, &ch, e)) return -1;
   char key[48], desc[64], how[96], what[320];

@@ -53,6 +53,30 @@ bool sim_nccl_nvls_capable(topo_intra_kind intra, int nvlink_gen) {
   return intra == TOPO_INTRA_NVSWITCH && nvlink_gen >= 4;
 }
 
+static int nvlink_gen_of(const topo_gpu *g) {
+  static const struct {
+    const char *tag;
+    int gen;
+  } by_name[] = {{"B200", 5}, {"B100", 5}, {"B300", 5}, {"H100", 4}, {"H200", 4}, {"H20", 4},
+                 {"H800", 4}, {"A100", 3}, {"A800", 3}, {"V100", 2}};
+  if (g->nvlink_gen > 0) return g->nvlink_gen;
+  for (size_t i = 0; i < sizeof by_name / sizeof by_name[0]; i++)
+    if (strstr(g->name, by_name[i].tag)) return by_name[i].gen;
+  return 0;
+}
+
+void sim_nccl_fabric_of_cluster(const topo_cluster *cl, sim_nccl_fabric *f) {
+  memset(f, 0, sizeof *f);
+  f->intra = cl->intra.kind;
+  f->intra_gbps = cl->intra.gbps_per_gpu;
+  f->intra_latency_us = cl->intra.latency_us;
+  f->nvlink_gen = nvlink_gen_of(&cl->gpu);
+  f->nvls = sim_nccl_nvls_capable(f->intra, f->nvlink_gen);
+  f->nics_per_node = cl->nic.per_node;
+  f->nic_gbps = cl->nic.gbps;
+  f->net_latency_us = 2.0 * cl->nic.latency_us + cl->fabric.latency_us;
+}
+
 /* ---- rates ---- */
 
 static double intra_simple_gbps(const sim_nccl_fabric *f) {
@@ -72,7 +96,11 @@ static double node_net_gbps(const sim_nccl_fabric *f, int ppn) {
   return nics * f->nic_gbps * NET_SHARE;
 }
 
-static bool ll128_allowed(const sim_nccl_fabric *f) { return is_nvlink(f->intra); }
+/* LL128 needs NVLink inside the node; across nodes NCCL enables it only from
+ * Hopper on (GPU to NIC through PCIe or PXN), not on Ampere. */
+static bool ll128_allowed(const sim_nccl_fabric *f, int nodes) {
+  return is_nvlink(f->intra) && (nodes == 1 || f->nvlink_gen >= 4);
+}
 
 static double ll_ceiling(const sim_nccl_fabric *f, int nodes) {
   return nodes > 1 ? NET_LL_GBPS : ll_max_gbps[gen_index(f)];
@@ -84,7 +112,7 @@ static double ring_bus_gbps(const sim_nccl_fabric *f, sim_nccl_proto p, int node
   if (nodes > 1) b = fmin(b, node_net_gbps(f, ppn));
   if (p == SIM_NCCL_LL) return fmin(b * LL_PAYLOAD, ll_ceiling(f, nodes));
   if (p == SIM_NCCL_LL128)
-    return ll128_allowed(f) ? fmin(b * LL128_PAYLOAD, channels_of(f) * ll128_per_channel[gen_index(f)]) : 0;
+    return ll128_allowed(f, nodes) ? fmin(b * LL128_PAYLOAD, channels_of(f) * ll128_per_channel[gen_index(f)]) : 0;
   return b;
 }
 
@@ -94,7 +122,7 @@ static double tree_bus_gbps(const sim_nccl_fabric *f, sim_nccl_proto p, int node
   b = fmin(b * TREE_SHARE, channels_of(f) * tree_per_channel[gen_index(f)]);
   if (p == SIM_NCCL_LL) return fmin(b / 3.8, ll_ceiling(f, nodes));
   if (p == SIM_NCCL_LL128)
-    return ll128_allowed(f)
+    return ll128_allowed(f, nodes)
                ? fmin(b * (nodes == 1 ? 7.0 / 9.0 : LL128_PAYLOAD), channels_of(f) * ll128_per_channel[gen_index(f)])
                : 0;
   return b;

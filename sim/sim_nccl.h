@@ -63,6 +63,13 @@ typedef struct {
  * NVSwitch generation: H100/H200/B200 baseboards). */
 bool sim_nccl_nvls_capable(topo_intra_kind intra, int nvlink_gen);
 
+/* The fabric of one node of a cluster, as the simulator uses it: NVLink
+ * generation from the GPU's figure (else from its name, e.g. "H200" -> 4;
+ * 0 when not known), NVLS on wherever the NVSwitch has it (NCCL's default;
+ * a caller that wants NCCL_NVLS_ENABLE=0 clears f->nvls), one network
+ * crossing = both NICs' latency plus the fabric's switch latency. */
+void sim_nccl_fabric_of_cluster(const topo_cluster *cl, sim_nccl_fabric *f);
+
 /* Time of a collective of `bytes` over nranks (ranks_per_node on each of
  * nranks / ranks_per_node nodes) and NCCL's choice. anchor: a measured curve
  * of this collective on this transport (one node, its nranks; may be NULL):
