@@ -133,6 +133,19 @@ static double nvls_gbps(const sim_nccl_fabric *f) {
   return f->intra_gbps * SIMPLE_LINK_SHARE * nvls_share[gen_index(f)];
 }
 
+/* Channels a ring or tree runs a message of `bytes` on: NCCL gives each
+ * channel at least threads x a per-thread threshold of bytes (Simple: 512 x
+ * 64 B; LL128: 640 x 8 B; LL: 512 x 8 B x the ring's ranks), so small
+ * messages run on fewer channels, at that share of the bandwidth. Continuous
+ * (not NCCL's integer steps), so the time stays monotone in bytes. */
+static double channel_share(const sim_nccl_fabric *f, sim_nccl_algo a, sim_nccl_proto p, double bytes, int n) {
+  double per = p == SIM_NCCL_SIMPLE ? 512.0 * 64 : p == SIM_NCCL_LL128 ? 640.0 * 8 : 512.0 * 8;
+  if (p == SIM_NCCL_LL && a == SIM_NCCL_RING) per *= n;
+  double nch = channels_of(f), used = bytes / per;
+  if (used < 1) used = 1;
+  return used >= nch ? 1.0 : used / nch;
+}
+
 /* ---- latencies ---- */
 
 static double intra_step_us(const sim_nccl_fabric *f, sim_nccl_proto p) {
@@ -161,9 +174,10 @@ static bool pxn_applies(const sim_nccl_fabric *f, int nodes) {
   return nodes > 1 && is_nvlink(f->intra) && f->nics_per_node > 1;
 }
 
-static double ring_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_proto p, double S, int n, int ppn) {
+static double ring_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_proto p, double S, int n, int ppn,
+                      bool all_channels) {
   int nodes = n / ppn;
-  double bus = ring_bus_gbps(f, p, nodes, ppn);
+  double bus = ring_bus_gbps(f, p, nodes, ppn) * (all_channels ? 1.0 : channel_share(f, SIM_NCCL_RING, p, S, n));
   if (bus <= 0) return -1;
   bool ar = coll == SIM_NCCL_ALLREDUCE;
   int steps = ar ? 2 * (n - 1) : n - 1;
@@ -176,9 +190,9 @@ static double ring_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_pro
 /* Tree all-reduce: reduce up, broadcast down; NCCL's two complementary
  * trees move half the buffer each, and a tree's algorithm bandwidth is half
  * its bus bandwidth. */
-static double tree_us(const sim_nccl_fabric *f, sim_nccl_proto p, double S, int n, int ppn) {
+static double tree_us(const sim_nccl_fabric *f, sim_nccl_proto p, double S, int n, int ppn, bool all_channels) {
   int nodes = n / ppn;
-  double bus = tree_bus_gbps(f, p, nodes, ppn);
+  double bus = tree_bus_gbps(f, p, nodes, ppn) * (all_channels ? 1.0 : channel_share(f, SIM_NCCL_TREE, p, S, n));
   if (bus <= 0) return -1;
   double lat = launch_us[p] + 2.0 * ((ppn - 1) * intra_step_us(f, p) + ceil_log2(nodes) * net_step_us_of(f, p));
   return lat + 2.0 * S / (bus * 1e3);
@@ -238,16 +252,18 @@ static double p2p_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_prot
   return lat + fmax(t_intra, t_inter);
 }
 
-double sim_nccl_algo_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_algo algo, sim_nccl_proto proto,
-                        double bytes, int nranks, int ranks_per_node) {
+/* One combination's time; all_channels: as NCCL's tuner ranks them (every
+ * channel), else on the channels the message actually gets. */
+static double algo_time(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_algo algo, sim_nccl_proto proto,
+                        double bytes, int nranks, int ranks_per_node, bool all_channels) {
   if (nranks <= 1 || bytes <= 0) return 0;
   int nodes = nranks / ranks_per_node;
   bool p2p = coll == SIM_NCCL_ALLTOALL || coll == SIM_NCCL_SENDRECV;
   bool nvls_ok = f->nvls && sim_nccl_nvls_capable(f->intra, f->nvlink_gen) && proto == SIM_NCCL_SIMPLE;
   switch (algo) {
-  case SIM_NCCL_RING: return p2p ? -1 : ring_us(f, coll, proto, bytes, nranks, ranks_per_node);
+  case SIM_NCCL_RING: return p2p ? -1 : ring_us(f, coll, proto, bytes, nranks, ranks_per_node, all_channels);
   case SIM_NCCL_TREE:
-    return coll == SIM_NCCL_ALLREDUCE ? tree_us(f, proto, bytes, nranks, ranks_per_node) : -1;
+    return coll == SIM_NCCL_ALLREDUCE ? tree_us(f, proto, bytes, nranks, ranks_per_node, all_channels) : -1;
   case SIM_NCCL_NVLS:
     return nvls_ok && !p2p && nodes == 1 ? nvls_us(f, coll, bytes, nranks) : -1;
   case SIM_NCCL_NVLS_TREE:
@@ -259,7 +275,18 @@ double sim_nccl_algo_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_a
   }
 }
 
-/* The fastest combination NCCL would run; *algo, *proto set. */
+double sim_nccl_algo_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_algo algo, sim_nccl_proto proto,
+                        double bytes, int nranks, int ranks_per_node) {
+  return algo_time(f, coll, algo, proto, bytes, nranks, ranks_per_node, false);
+}
+
+double sim_nccl_tuner_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_algo algo, sim_nccl_proto proto,
+                         double bytes, int nranks, int ranks_per_node) {
+  return algo_time(f, coll, algo, proto, bytes, nranks, ranks_per_node, true);
+}
+
+/* NCCL's choice: the combination its tuner ranks fastest (all channels);
+ * its time is then taken on the channels the message gets. */
 static double best_us(const sim_nccl_fabric *f, sim_nccl_coll coll, double bytes, int n, int ppn,
                       sim_nccl_algo *algo, sim_nccl_proto *proto) {
   double best = -1;
@@ -267,14 +294,15 @@ static double best_us(const sim_nccl_fabric *f, sim_nccl_coll coll, double bytes
   *proto = SIM_NCCL_SIMPLE;
   for (int a = 0; a < SIM_NCCL_ALGO_COUNT; a++)
     for (int p = 0; p < SIM_NCCL_PROTO_COUNT; p++) {
-      double t = sim_nccl_algo_us(f, coll, (sim_nccl_algo)a, (sim_nccl_proto)p, bytes, n, ppn);
+      double t = sim_nccl_tuner_us(f, coll, (sim_nccl_algo)a, (sim_nccl_proto)p, bytes, n, ppn);
       if (t >= 0 && (best < 0 || t < best)) {
         best = t;
         *algo = (sim_nccl_algo)a;
         *proto = (sim_nccl_proto)p;
       }
     }
-  return best < 0 ? 0 : best;
+  if (best < 0) return 0;
+  return sim_nccl_algo_us(f, coll, *algo, *proto, bytes, n, ppn);
 }
 
 /* ---- the anchor ---- */
@@ -339,6 +367,10 @@ int sim_nccl_time(const sim_nccl_fabric *f, sim_nccl_coll coll, double bytes, in
   out->channels = channels_of(f);
   out->pxn = (coll == SIM_NCCL_ALLTOALL || coll == SIM_NCCL_SENDRECV) && pxn_applies(f, nodes);
   out->model_us = best_us(f, coll, bytes, nranks, ranks_per_node, &out->algo, &out->proto);
+  if (out->algo == SIM_NCCL_RING || out->algo == SIM_NCCL_TREE) {
+    double used = ceil(out->channels * channel_share(f, out->algo, out->proto, bytes, nranks) - 1e-9);
+    out->channels = used < 1 ? 1 : (int)used;
+  }
   out->us = out->model_us;
   if (anchor && out->model_us > 0) {
     /* the anchor's size with the same per-rank chunk: S/n per step of a ring,

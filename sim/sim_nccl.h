@@ -82,9 +82,13 @@ int sim_nccl_time(const sim_nccl_fabric *f, sim_nccl_coll coll, double bytes, in
 
 /* The model's time (us) of one algorithm and protocol, unanchored; -1 when
  * NCCL would not run that combination here. Arguments as sim_nccl_time's,
- * already checked. */
+ * already checked. sim_nccl_algo_us: on the channels the message gets (a
+ * small ring or tree runs on fewer); sim_nccl_tuner_us: on all channels, as
+ * NCCL's tuner ranks the combinations (the choice is its fastest). */
 double sim_nccl_algo_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_algo algo, sim_nccl_proto proto,
                         double bytes, int nranks, int ranks_per_node);
+double sim_nccl_tuner_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_algo algo, sim_nccl_proto proto,
+                         double bytes, int nranks, int ranks_per_node);
 
 /* "allreduce", "allgather", "reducescatter", "alltoall", "sendrecv" (a
  * ".codec" suffix is not accepted: compressed collectives are not NCCL's). */
