@@ -2,11 +2,13 @@
 #include "sim_costs.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "sim.h"
+#include "sim_nccl.h"
 
 void sim_roofline_of(const topo_cluster *cl, schema_roofline *roof) {
   roof->peak_flops = cl->gpu.bf16_tflops * 1e12;
@@ -336,6 +338,47 @@ static int codec_cost_uncached(sim_costs *c, const plan_op *op, int nranks, sim_
   return 0;
 }
 
+/* ---- collectives the calibration did not measure: the NCCL model (sim_nccl.c) ---- */
+
+/* The measured table of `name` at nranks (*exact), else the one nearest in
+ * rank count (the smaller on a tie); NULL when there is none. */
+static const schema_coll_table *coll_table(const schema_calibration *cal, const char *name, int nranks, bool *exact) {
+  const schema_coll_table *best = NULL;
+  for (int i = 0; i < cal->n_colls; i++) {
+    const schema_coll_table *t = &cal->colls[i];
+    if (strcmp(t->name, name) != 0 || t->n < 1 || t->nranks < 2) continue;
+    int d = abs(t->nranks - nranks), bd = best ? abs(best->nranks - nranks) : 0;
+    if (!best || d < bd || (d == bd && t->nranks < best->nranks)) best = t;
+  }
+  *exact = best && best->nranks == nranks;
+  return best;
+}
+
+/* Time of an intra-node collective from the NCCL model; names the choice
+ * once per collective and rank count on the warning stream. */
+static int nccl_model_s(sim_costs *c, const char *name, int nranks, double bytes, const schema_coll_table *anchor,
+                        double *s, ts_err *e) {
+  sim_nccl_coll coll;
+  if (sim_nccl_coll_from_name(name, &coll))
+    return ts_fail(e, c->p->path, "program", "collective \"%s\": not one the NCCL model knows", name);
+  sim_nccl_fabric f;
+  sim_nccl_fabric_of_cluster(&c->p->cluster, &f);
+  sim_nccl_choice ch;
+  if (sim_nccl_time(&f, coll, bytes, nranks, nranks, anchor, &ch, e)) return -1;
+  char key[48], desc[64], how[96], what[320];
+  snprintf(key, sizeof key, "%s.%d", name, nranks);
+  sim_nccl_describe(&ch, desc, sizeof desc);
+  if (anchor)
+    snprintf(how, sizeof how, "anchored on the measured %d-rank curve (x%.2f here)", anchor->nranks, ch.anchor_scale);
+  else
+    snprintf(how, sizeof how, "not anchored: no measured curve of this collective on this fabric");
+  snprintf(what, sizeof what, "the NCCL model on %s, NVLS %s: %s at %.0f bytes (other sizes may choose otherwise); %s",
+           topo_intra_kind_name(f.intra), f.nvls ? "on" : "off", desc, bytes, how);
+  warn_fallback(c, key, what);
+  *s = ch.us * 1e-6;
+  return 0;
+}
+
 static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included,
                               ts_err *e) {
   const char *name = sim_coll_name(op);
@@ -377,14 +420,11 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
     *s = 0;
     return 0;
   }
-  if (!c->intra_calibrated || !schema_has_coll(c->lk.cal, name)) {
-    /* alpha-beta from the topology: a latency per step, bus bytes at the fabric's bandwidth */
-    if (c->intra_calibrated) warn_missing(c, name);
-    double bw = c->lk.roof.link_bytes_per_s;
-    double steps = strcmp(name, "allreduce") == 0 ? 2.0 * (nranks - 1) : strcmp(name, "sendrecv") == 0 ? 1 : nranks - 1;
-    *s = c->lk.roof.coll_latency_us * 1e-6 * steps + op->wire_bytes * schema_busbw_factor(name, nranks) / bw;
-    return 0;
-  }
+  /* measured at this rank count: the calibration's curve; else the NCCL
+   * model, anchored on the measured curve of this fabric when there is one */
+  bool exact = false;
+  const schema_coll_table *t = c->intra_calibrated ? coll_table(c->lk.cal, name, nranks, &exact) : NULL;
+  if (!exact) return nccl_model_s(c, name, nranks, op->wire_bytes, t, s, e);
   if (schema_lookup_coll(&c->lk, name, nranks, op->wire_bytes, &us, e)) return -1;
   *s = us * 1e-6;
   return 0;

@@ -23,3 +23,13 @@ endif()
 # scripts/bundle-tacosim.sh: the GPU machine's tacosim (no SimGrid there) predicts what the installed one does
 add_test(NAME bundle_tacosim COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bundle_tacosim.sh $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
 set_tests_properties(bundle_tacosim PROPERTIES LABELS "nosan")
+
+# The NCCL model (sim/sim_nccl.c): its known limits as tests; against published
+# and measured figures as a benchmark program (experiments/nccl/run.sh; prints, asserts nothing).
+add_executable(test_sim_nccl ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_nccl.c)
+target_link_libraries(test_sim_nccl PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_sim_nccl PRIVATE CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration")
+add_test(NAME sim_nccl COMMAND test_sim_nccl)
+
+add_executable(bench_nccl_model ${CMAKE_CURRENT_SOURCE_DIR}/bench_nccl_model.c)
+target_link_libraries(bench_nccl_model PRIVATE ts_sim m)
