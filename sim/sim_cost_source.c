@@ -41,7 +41,7 @@ int sim_load_costs(const char *path, const topo_cluster *cl, sim_transfer_mode m
                    src->measured_on, from.name, from.bf16_tflops, from.hbm_gbps, cl->gpu.name, cl->gpu.bf16_tflops,
                    cl->gpu.hbm_gbps);
   }
-  int rc = sim_transfer_calibration(&measured, &from, &cl->gpu, cl->intra.gbps_per_gpu, out, e);
+  int rc = sim_transfer_calibration(&measured, &from, &cl->gpu, cl->intra.gbps_per_gpu, false, out, e);
   schema_calibration_free(&measured);
   if (rc) return -1;
   snprintf(src->method, sizeof src->method, "%s", SIM_TRANSFER_METHOD);
@@ -68,7 +68,7 @@ int sim_derive_for_gpu(const char *from_path, const char *gpu_name, double link_
     schema_calibration_free(&measured);
     return -1;
   }
-  int rc = sim_transfer_calibration(&measured, &from, &to, link_gbps > 0 ? link_gbps : to.nvlink_gbps, out, e);
+  int rc = sim_transfer_calibration(&measured, &from, &to, link_gbps > 0 ? link_gbps : to.nvlink_gbps, false, out, e);
   schema_calibration_free(&measured);
   return rc;
 }

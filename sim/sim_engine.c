@@ -473,7 +473,8 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
     b->codec_s /= n, b->bubble_s /= n;
   }
   char note[256];
-  if (w->o->cal->derived) schema_result_add_note(out, "calibration is derived (roofline from DESIGN.md figures), not measured");
+  if (w->o->cal->derived && strncmp(w->o->cal->notes, "transferred", 11) != 0) /* a transfer says so in its own note */
+    schema_result_add_note(out, "calibration is derived (roofline from DESIGN.md figures), not measured");
   if (!w->costs.intra_calibrated) {
     snprintf(note, sizeof note,
              "intra-node collectives use the topology's %s figures (alpha-beta): the calibration measured \"%s\"",

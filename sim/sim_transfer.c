@@ -115,9 +115,17 @@ static int transfer_coll(const schema_coll_table *t, bool over_nvlink, const sim
   return rc;
 }
 
+/* NVLink collectives are dropped, not moved: the measuring GPU's NVLink
+ * curves (two H200s on 18 direct links) describe that fabric and its NCCL
+ * protocol efficiency, which another GPU's NVSwitch or PCIe does not share;
+ * the simulator prices them with the NCCL model from the cluster's own
+ * fabric figures (sim_nccl.c, validated on published DGX A100 / H100
+ * nccl-tests figures in experiments/nccl/). `move_nvlink` keeps them, moved
+ * by the link ratio. */
 static int transfer_colls(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
-                          schema_calibration *out) {
+                          bool move_nvlink, schema_calibration *out) {
   bool nvlink = strcmp(src->transport, "nvlink") == 0;
+  if (nvlink && !move_nvlink) return 0;
   for (int i = 0; i < src->n_colls; i++) {
     const schema_coll_table *t = &src->colls[i];
     if (strchr(t->name, '.')) continue; /* compressed: composed from codec kernels + plain transfer */
@@ -127,7 +135,7 @@ static int transfer_colls(const schema_calibration *src, const sim_ceilings *fro
 }
 
 int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from, const topo_gpu *to,
-                             double to_link_gbps, schema_calibration *out, ts_err *e) {
+                             double to_link_gbps, bool move_nvlink, schema_calibration *out, ts_err *e) {
   memset(out, 0, sizeof *out);
   if (from->bf16_tflops <= 0 || from->hbm_gbps <= 0)
     return ts_fail(e, src->path[0] ? src->path : NULL, "gpu",
@@ -145,12 +153,13 @@ int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from
   snprintf(out->measured_at, sizeof out->measured_at, "%s", src->measured_at);
   snprintf(out->notes, sizeof out->notes,
            "transferred (%s) from %s (%s, %.0f TFLOP/s, %.0f GB/s, NVLink %.0f GB/s) to %s (%.0f TFLOP/s, "
-           "%.0f GB/s, intra-node %.0f GB/s); compressed-collective tables and the clock section dropped",
+           "%.0f GB/s, intra-node %.0f GB/s); compressed-collective tables, the clock section%s dropped",
            SIM_TRANSFER_METHOD, src->gpu, from->name, from->bf16_tflops, from->hbm_gbps, from->nvlink_gbps,
-           to->name, to->bf16_tflops, to->hbm_gbps, to_link_gbps);
+           to->name, to->bf16_tflops, to->hbm_gbps, to_link_gbps,
+           strcmp(src->transport, "nvlink") == 0 && !move_nvlink ? " and the NVLink collectives (NCCL model)" : "");
   out->derived = true;
   if (transfer_gemms(src, &cf, &ct, out) || transfer_kernels(src, &cf, &ct, out) ||
-      transfer_colls(src, &cf, &ct, out)) {
+      transfer_colls(src, &cf, &ct, move_nvlink, out)) {
     schema_calibration_free(out);
     return ts_fail_sys(e, "out of memory transferring the calibration");
   }

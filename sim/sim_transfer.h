@@ -14,8 +14,10 @@
  * L) barely moves; a compute-bound one moves with the tensor-core FLOP/s, a
  * memory-bound one with the HBM bandwidth, and a point that is compute-bound on
  * one GPU and memory-bound on the other follows whichever ceiling binds.
- * Intra-node collectives measured over NVLink move with the per-GPU NVLink
- * bandwidth the same way; compressed-collective tables are dropped (the
+ * Collectives measured over NVLink are dropped (the simulator's NCCL model
+ * prices them from the cluster's fabric; move_nvlink keeps them, moved with
+ * the per-GPU NVLink bandwidth the same way); compressed-collective tables
+ * are dropped (the
  * simulator composes them from the transferred codec kernels and the
  * transferred plain collective); the clock section is dropped (it describes
  * the measuring GPU's power controller). Plain C, no SimGrid. */
@@ -59,6 +61,6 @@ bool sim_same_gpu(const topo_gpu *a, const topo_gpu *b);
  * NVLink collective tables). Labels it derived, with the source GPU, the
  * target GPU and the method in its notes. */
 int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from, const topo_gpu *to,
-                             double to_link_gbps, schema_calibration *out, ts_err *e);
+                             double to_link_gbps, bool move_nvlink, schema_calibration *out, ts_err *e);
 
 #endif

@@ -80,7 +80,7 @@ static void test_calibration_transfer(void) {
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(cal_text, strlen(cal_text), "c.json", &src, &e), 0);
   topo_gpu h200 = gpu("H200-SXM", 989, 4800, 450), a100 = gpu("A100-SXM4-80GB", 312, 2039, 300);
-  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, &dst, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, true, &dst, &e), 0);
   CU_ASSERT_TRUE(dst.derived);
   CU_ASSERT_PTR_NOT_NULL(strstr(dst.notes, "H200-SXM"));
   CU_ASSERT_PTR_NOT_NULL(strstr(dst.notes, "A100-SXM4-80GB"));
@@ -109,6 +109,11 @@ static void test_calibration_transfer(void) {
   double afl = 10 - 1024.0 / 450e9 * 1e6;
   NEAR(dst.colls[0].pts[1].us - afl, (3000 - afl) * 450.0 / 300.0, 1e-6);
   schema_calibration_free(&dst);
+  /* by default the NVLink collectives go: the NCCL model prices them from the target's fabric */
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, false, &dst, &e), 0);
+  CU_ASSERT_EQUAL(dst.n_colls, 0);
+  CU_ASSERT_EQUAL(dst.n_gemm, 2);
+  schema_calibration_free(&dst);
   schema_calibration_free(&src);
 }
 
@@ -118,7 +123,7 @@ static void test_transfer_needs_figures(void) {
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(cal_text, strlen(cal_text), "c.json", &src, &e), 0);
   topo_gpu h200 = gpu("H200-SXM", 989, 4800, 450), bad = gpu("X", 0, 2000, 0);
-  CU_ASSERT_NOT_EQUAL(sim_transfer_calibration(&src, &h200, &bad, 300, &dst, &e), 0);
+  CU_ASSERT_NOT_EQUAL(sim_transfer_calibration(&src, &h200, &bad, 300, true, &dst, &e), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "target GPU"));
   schema_calibration_free(&src);
 }
