@@ -48,6 +48,8 @@ typedef enum { PLAN_TRAFFIC_TP_FWD, PLAN_TRAFFIC_TP_BWD, PLAN_TRAFFIC_PP, PLAN_T
  * by the program builder (it changes which channels travel), not here. */
 double plan_codec_wire_bytes(const plan_codec *c, double bytes, int elem_bytes);
 
+typedef enum { PLAN_ATTENTION_FUSED, PLAN_ATTENTION_UNFUSED } plan_attention_backend;
+
 typedef struct {
   char path[512];     /* the plan file, as given */
   char name[128];
@@ -74,6 +76,17 @@ typedef struct {
    * of the row-parallel output). Needs tp >= 2, no sequence parallelism and
    * an uncompressed tp_fwd; micro x seq divisible by it. */
   int tp_overlap_chunks;
+  /* "attention_backend" (Megatron-Core's --attention-backend; default fused):
+   * fused runs attention as one kernel that never stores the s x s scores
+   * (flash attention); unfused as Megatron-LM ran it before flash attention
+   * (SC'21): a batched GEMM Q K^T, a fused scale-mask-softmax, dropout on the
+   * probabilities, a batched GEMM with V, each through device memory. */
+  plan_attention_backend attention_backend;
+  /* "attention_dropout" (Megatron-LM's --attention-dropout; default 0): the
+   * dropout probability on the attention probabilities. Under unfused
+   * attention it is a kernel of its own over the s x s scores; the fused
+   * kernel applies it in registers (no cost of its own). */
+  double attention_dropout;
   /* Added: */
   char description[256];  /* the plan's optional "description" */
   long long vocab_padded; /* model.vocab padded as Megatron-LM pads it (multiple of 128 * tp) */

@@ -31,7 +31,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                      ts_err *e) {
   static const char *const top_keys[] = {"schema", "name", "description", "model", "cluster", "layout", "batch",
                                          "schedule", "layers_override", "codec", "codec_min_bytes",
-                                         "dp_bucket_bytes", NULL};
+                                         "dp_bucket_bytes", "attention_backend",
+                                         "attention_dropout", NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
                                             "recompute", "tp_overlap_chunks", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
@@ -101,6 +102,13 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_real_opt(root, "dp_bucket_bytes", 1.0, 1e15, plan_default_dp_bucket_bytes(p->dp), &p->dp_bucket_bytes,
                    file, NULL, e))
     return -1;
+
+  static const char *const attention_names[] = {"fused", "unfused", NULL};
+  int attention;
+  if (tsj_enum_opt(root, "attention_backend", attention_names, PLAN_ATTENTION_FUSED, &attention, file, NULL, e))
+    return -1;
+  p->attention_backend = (plan_attention_backend)attention;
+  if (tsj_real_opt(root, "attention_dropout", 0.0, 0.99, 0.0, &p->attention_dropout, file, NULL, e)) return -1;
 
   /* The model and the cluster: their own loaders check their files. */
   ts_err sub;

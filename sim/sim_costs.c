@@ -147,6 +147,37 @@ static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, in
   return 0;
 }
 
+/* Unfused attention (plan attention_backend "unfused"), as Megatron-LM ran it
+ * before flash attention: for each of the micro-batch x heads/tp heads of
+ * this GPU, S = Q K^T (s x s x d), a fused scale-mask-softmax over S, dropout
+ * on the probabilities, O = P V (s x d x s); the full s x s scores (the mask
+ * is applied after the GEMM, as the kernel did). The batched GEMMs are
+ * priced as one GEMM of the stacked rows (one launch, the same FLOPs), the
+ * softmax and dropout as memory-bound kernels over fp16/bf16 scores: softmax
+ * reads and writes them (4 bytes per score), dropout (attention_dropout > 0)
+ * reads, writes and stores a byte mask (5); backward: dropout 5, softmax 6
+ * (its output, the incoming and outgoing gradient), dS K, dS^T Q, dO V^T,
+ * P^T dO. */
+static int unfused_attention_us(sim_costs *c, int phase, double *us, double *gemm_part_us, ts_err *e) {
+  const plan *p = c->p;
+  long long d = model_head_dim(&p->model), s = p->seq;
+  long long rows = (long long)p->micro_batch * (p->model.heads / p->tp) * s; /* stacked query rows */
+  double scores = (double)rows * (double)s, g1, g2, g3 = 0, mem;
+  double dropout = p->attention_dropout > 0 ? 5.0 : 0.0; /* bytes per score of the dropout kernel */
+  if (phase == PLAN_PHASE_BWD) {
+    if (gemm_us(c, rows, d, s, &g1, e) || gemm_us(c, rows, s, d, &g2, e) || gemm_us(c, rows, d, s, &g3, e))
+      return -1;
+    g1 *= 2; /* dQ = dS K and dK = dS^T Q: the same shape */
+    if (kernel_phase_us(c, "elementwise", (6.0 + dropout) * scores, phase, false, &mem, e)) return -1;
+  } else {
+    if (gemm_us(c, rows, s, d, &g1, e) || gemm_us(c, rows, d, s, &g2, e)) return -1;
+    if (kernel_phase_us(c, "elementwise", (4.0 + dropout) * scores, phase, false, &mem, e)) return -1;
+  }
+  *gemm_part_us = g1 + g2 + g3;
+  *us = *gemm_part_us + mem;
+  return 0;
+}
+
 /* Time of a compute op (us); *gemm_us: the part of it spent in GEMMs and
  * attention (tensor-core bound: the clock model speeds it by gemm_speed, the
  * rest by mem_speed). */
@@ -165,6 +196,7 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
       *gemm_us = *us;
       return 0;
     case MODEL_OP_ATTENTION:
+      if (p->attention_backend == PLAN_ATTENTION_UNFUSED) return unfused_attention_us(c, phase, us, gemm_us, e);
       if (attention_us(c, op->flops, phase, us, e)) return -1;
       *gemm_us = *us;
       return 0;
