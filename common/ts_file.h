@@ -13,11 +13,12 @@
 extern "C" {
 #endif
 
-/* The largest input file any loader reads: 256 MiB. The largest file shipped
- * is a calibration of 0.4 MB; a calibration of a million GEMM points is about
- * 60 MB (calibration/README.md). Parsed JSON takes several times its text in
- * memory, so the cap also bounds what a loader can be made to allocate. */
-#define TS_MAX_INPUT_BYTES (256ul << 20)
+/* The largest input file any loader reads: 128 MiB. The largest file shipped
+ * is a calibration of 0.4 MB; a calibration of a million GEMM points is 64 MiB
+ * (calibration/README.md, "Limits"). Parsed JSON takes about 12 times its text
+ * in memory (0.76 GB for that file), so the cap also bounds what a loader can
+ * be made to allocate: about 1.5 GB. */
+#define TS_MAX_INPUT_BYTES (128ul << 20)
 
 /* Reads the whole file at path into a NUL-terminated buffer the caller
  * free()s; *len is its length without the NUL. Fails (NULL, e filled, bad
