@@ -386,6 +386,7 @@ static void test_tacorun_help(void) {
     for (int f = 0; f < 3 && tacorun_commands[row].files[f]; f++) option_literals(tacorun_commands[row].files[f], &opts);
     CU_ASSERT(opts.n >= 3);
     for (int i = 0; i < opts.n; i++) {
+      if (!strcmp(opts.v[i], "--help")) continue;
       if (!has_option(out, opts.v[i])) fprintf(stderr, "\n  tacorun %s --help does not list %s\n", listed.v[k], opts.v[i]);
       CU_ASSERT(has_option(out, opts.v[i]));
     }
