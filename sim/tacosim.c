@@ -151,12 +151,14 @@ static void print_synopsis(FILE *out, const char *usage) {
   fprintf(out, "  %.*s\n", nl ? (int)(nl - s) : (int)strlen(s), s);
 }
 
+/* The list of commands, then each command's usage: the same strings COMMAND --help prints. */
 static void help(FILE *out) {
-  fprintf(out, "usage: tacosim COMMAND [ARGS]   (tacosim COMMAND --help: its options, defaults and files)\n\ncommands:\n");
+  fprintf(out, "usage: tacosim COMMAND [ARGS]   (tacosim COMMAND --help prints that command's part below)\n\ncommands:\n");
   for (int i = 0; i < N_COMMANDS; i++) {
     print_synopsis(out, commands[i].usage);
     fprintf(out, "      %s\n", commands[i].summary);
   }
+  for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "\n%s", commands[i].usage);
   print_folders(out);
 }
 
