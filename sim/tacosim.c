@@ -2,8 +2,8 @@
  *
  * Each command's help is one static string next to its option parser
  * (plan_usage, simulate_usage, ...; search's in sim/search_main.c); `tacosim
- * COMMAND --help` prints it and `tacosim --help` lists the commands from the
- * same table, so the two cannot drift. tests/test_cli.c runs every command
+ * COMMAND --help` prints it and `tacosim --help` lists the commands and prints
+ * every usage from the same table, so the two cannot drift. tests/test_cli.c runs every command
  * with --help and checks that each option its parser accepts is in the text.
  */
 #include <math.h>
@@ -65,7 +65,7 @@ static const char plan_usage[] =
     "  without the codec, memory per GPU against the GPU's HBM (training plans); weights and KV cache per\n"
     "  GPU (inference plans, \"kind\": \"inference\").\n"
     "options: none besides --help.\n"
-    "reads:  PLAN.json (the plan schema, shared/SCHEMAS.md), the model and cluster it names\n"
+    "reads:  PLAN.json (plan/README.md), the model and cluster it names\n"
     "writes: the summary on standard output; nothing else\n";
 
 static const char simulate_usage[] =
