@@ -2,9 +2,10 @@
  *
  * Each command's help is one static string next to its option parser
  * (plan_usage, simulate_usage, ...; search's in sim/search_main.c); `tacosim
- * COMMAND --help` prints it and `tacosim --help` lists the commands and prints
- * every usage from the same table, so the two cannot drift. tests/test_cli.c runs every command
- * with --help and checks that each option its parser accepts is in the text.
+ * COMMAND --help` prints it, and `tacosim --help` lists the commands and
+ * prints every usage from the same table, so the two cannot drift.
+ * tests/test_cli.c runs every command with --help and checks that each option
+ * its parser accepts is in the text.
  */
 #include <math.h>
 #include <stdlib.h>
