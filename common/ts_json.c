@@ -1,7 +1,10 @@
 #include "ts_json.h"
 
+#include "ts_file.h"
+
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* "layout" + "tp" -> "layout.tp" for error messages. */
@@ -14,20 +17,16 @@ static const char *field_name(char *buf, size_t cap, const char *path, const cha
 }
 
 json_t *tsj_load_file(const char *path, ts_err *e) {
-  json_error_t je;
-  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-  if (!root) {
-    if (je.line < 0 || strstr(je.text, "unable to open"))
-      ts_fail(e, path, NULL, "cannot read file (%s)", je.text);
-    else
-      ts_fail(e, path, NULL, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+  size_t len;
+  char *text = ts_read_file(path, 0, &len, e);
+  if (!text) return NULL;
+  if (len == 0) {
+    free(text);
+    ts_fail(e, path, NULL, "is empty (a JSON object is expected)");
     return NULL;
   }
-  if (!json_is_object(root)) {
-    json_decref(root);
-    ts_fail(e, path, NULL, "top level must be a JSON object");
-    return NULL;
-  }
+  json_t *root = tsj_load_string(text, len, path, e);
+  free(text);
   return root;
 }
 

@@ -17,7 +17,9 @@
 extern "C" {
 #endif
 
-/* Parses a file; a syntax error names the line and column. Caller json_decref()s. */
+/* Parses a file read by ts_read_file (ts_file.h: a directory, an empty file and
+ * a file over TS_MAX_INPUT_BYTES are refused by name); a syntax error names
+ * the line and column. Caller json_decref()s. */
 json_t *tsj_load_file(const char *path, ts_err *e);
 /* Parses a string (for tests and fuzzers); `what` stands in for the file name. */
 json_t *tsj_load_string(const char *text, size_t len, const char *what, ts_err *e);

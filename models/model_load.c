@@ -1,9 +1,12 @@
 /* model_load.c — reads a model file strictly: every field is checked for
  * presence, type and range, then the fields are checked against each other,
  * so that nothing downstream ever divides by zero or builds a torn shape. */
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model.h"
 #include "ts_json.h"
@@ -131,27 +134,65 @@ int model_from_json_text(const char *text, unsigned long len, const char *what, 
   return rc;
 }
 
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* "a, b, c": the names of the zoo's model files (NAME.json), sorted; "none"
+ * when the folder has none or cannot be read. */
+static void zoo_names(const char *dir, char *out, size_t cap) {
+  snprintf(out, cap, "none");
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char **names = NULL;
+  size_t n = 0, room = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    size_t len = strlen(de->d_name);
+    if (len <= 5 || de->d_name[0] == '.' || strcmp(de->d_name + len - 5, ".json")) continue;
+    if (n == room) {
+      char **p = realloc(names, (room = room ? 2 * room : 32) * sizeof *names);
+      if (!p) break;
+      names = p;
+    }
+    if (!(names[n] = strndup(de->d_name, len - 5))) break;
+    n++;
+  }
+  closedir(d);
+  if (n) qsort(names, n, sizeof *names, cmp_name);
+  size_t used = 0;
+  for (size_t i = 0; i < n; i++) {
+    int w = snprintf(out + used, cap - used, "%s%s", i ? ", " : "", names[i]);
+    if (w < 0 || (size_t)w >= cap - used) {
+      if (cap > 4) snprintf(out + cap - 4, 4, "...");
+      break;
+    }
+    used += (size_t)w;
+  }
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+}
+
 int model_load(const char *name_or_path, const char *models_dir, model_config *m, ts_err *e) {
   if (!name_or_path || !*name_or_path) return ts_fail(e, NULL, "model", "no model name or path given");
   char path[4096];
   size_t n = strlen(name_or_path);
   int is_path = strchr(name_or_path, '/') || (n > 5 && strcmp(name_or_path + n - 5, ".json") == 0);
+  const char *dir = models_dir && *models_dir ? models_dir : model_zoo_dir();
   if (is_path) {
     if (n >= sizeof path) return ts_fail(e, NULL, "model", "path is too long (%zu characters)", n);
     memcpy(path, name_or_path, n + 1);
   } else {
     if (check_identifier(name_or_path, NULL, "model", e)) return -1;
-    const char *dir = models_dir && *models_dir ? models_dir : model_zoo_dir();
     int w = snprintf(path, sizeof path, "%s/%s.json", dir, name_or_path);
     if (w < 0 || (size_t)w >= sizeof path) return ts_fail(e, NULL, "model", "path is too long");
   }
+  if (!is_path && access(path, F_OK) && errno == ENOENT) { /* say which zoo was searched and what it holds */
+    char names[768];
+    zoo_names(dir, names, sizeof names);
+    return ts_fail(e, path, NULL, "no model named \"%s\" in the zoo %s; it has: %s", name_or_path, dir, names);
+  }
   memset(m, 0, sizeof *m);
   json_t *root = tsj_load_file(path, e);
-  if (!root) {
-    if (!is_path && strstr(e->msg, "cannot read")) /* say which zoo was searched */
-      return ts_fail(e, path, NULL, "no model named \"%s\" in the zoo", name_or_path);
-    return -1;
-  }
+  if (!root) return -1;
   int rc = read_fields(root, path, m, e);
   if (!rc) rc = check_consistency(root, path, m, e);
   json_decref(root);

@@ -86,14 +86,18 @@ static void usage(FILE *f) {
           "                   both are tried, like the chunk sizes; else two-shot)\n"
           "  --threshold B    below B the compressed call falls back to NCCL BF16 (default 0: always compress)\n"
           "  --caat-p P --hidden H   CAAT-Net shared fraction and row length (default 0.5, 4096)\n"
-          "  --check          compare every compressed call with NCCL on fresh random inputs\n"
+          "  --check          compare every compressed call with NCCL on fresh random inputs (default off)\n"
           "  --graph          capture one call (NCCL BF16 and compressed alike) in a CUDA graph and time\n"
-          "                   launches of it: no host enqueue per chunk (one GPU per process only)\n"
-          "  --inplace        time and check in place (allreduce, allgather, reducescatter)\n"
-          "  --single-process drive all local GPUs from one process (ncclCommInitAll) [--ngpus N]\n"
+          "                   launches of it: no host enqueue per chunk (one GPU per process only; default off)\n"
+          "  --inplace        time and check in place (allreduce, allgather, reducescatter; default out of place)\n"
+          "  --single-process drive the local GPUs from one process (ncclCommInitAll; default one process per GPU)\n"
+          "  --ngpus N        with --single-process: the first N GPUs (default all of them)\n"
           "  --timeout-s S    a collective not done after S seconds aborts NCCL and fails (default 60)\n"
           "  --die-rank R --die-after N   fault test: rank R kills itself before its N-th timed call\n"
-          "Run one process per GPU under mpirun, or with TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE set.\n");
+          "                   (default: no rank dies)\n"
+          "Run one process per GPU under mpirun, or with TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE set.\n"
+          "reads:  nothing (with TACORUN_ID_FILE: rank 0 writes the NCCL id there, the other ranks read it)\n"
+          "writes: the nccl-tests columns on standard output (rank 0), one gnuplot block per op\n");
 }
 
 static int parse_bytes(const char *s, size_t *out) {

@@ -28,6 +28,7 @@
 
 #include "calibrate.h"
 #include "calibrate_fit.h"
+#include "model.h"
 #include "rt_command.h"
 #include "rt_ops.h"
 
@@ -57,12 +58,19 @@ static void usage(FILE *f) {
           "Measures GEMMs (every shape of the model zoo: forward, dgrad, wgrad), attention,\n"
           "memory-bound kernels, TACO/CAAT-Net kernels and NCCL plus compressed collectives\n"
           "(1 KiB .. 1 GiB) on the GPUs of this machine, and writes a calibration file.\n"
-          "  --out FILE           output (default calibration-TRANSPORT.json)\n"
-          "  --transport-name N   recorded transport (default from NCCL_P2P_DISABLE/NCCL_SHM_DISABLE)\n"
-          "  --quick              fewer repetitions and group sizes (fits the 8-minute budget)\n"
+          "options (defaults in brackets):\n"
+          "  --out FILE           output [calibration-TRANSPORT.json]\n"
+          "  --transport-name N   recorded transport [from NCCL_P2P_DISABLE/NCCL_SHM_DISABLE: nvlink, shm, socket]\n"
+          "  --tp LIST            tensor-parallel degrees whose GEMM shapes are measured [1,2,4,8]\n"
+          "  --models all|LIST    zoo models whose GEMM shapes are measured [all]\n"
+          "  --tokens LIST        tokens per micro-batch of the GEMM shapes [1024,1536,2048,3072,4096,6144,8192]\n"
+          "  --gpus N             GPUs used by the single-process collectives [all local GPUs]\n"
+          "  --only LIST          phases among gemm,attention,memory,clock,codec,comm [all of them]\n"
+          "  --time-limit SECONDS the run stops with an error after this long [1200]\n"
+          "  --quick              fewer repetitions and group sizes (fits the 8-minute budget) [off]\n"
           "  --compute-from FILE  copy GEMM and kernel tables and the clock section from FILE; measure\n"
           "                       only collectives\n"
-          "  --check              run the kernel self-check only\n"
+          "  --check              run the kernel self-check only [off]\n"
           "  --max-bytes B        largest collective size (default 1073741824)\n"
           "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"
           "  --comm-passes N      sweep every collective size N times (1-8, default 1), median of the\n"
@@ -73,17 +81,21 @@ static void usage(FILE *f) {
           "                       then timed back to back, as a plan's run them, not one after a sync\n"
           "  --gemm-passes N      passes over the GEMM shapes, alternating direction, geometric mean\n"
           "                       kept (1-8; default 4; --quick 1)\n"
-          "  --gemm-tsv FILE      every pass's time of every GEMM (a table to study their noise)\n"
-          "  --spread-tsv FILE    per-size spread of the collectives' timed batches\n"
+          "  --gemm-tsv FILE      every pass's time of every GEMM (a table to study their noise) [not written]\n"
+          "  --spread-tsv FILE    per-size spread of the collectives' timed batches [not written]\n"
           "  --no-clock           skip the clock section (on by default with the compute tables, ~35 s;\n"
           "                       --quick ~25 s): a 4096x4096x2048 GEMM and a 96 MiB add run in bursts\n"
           "                       with GPU-side idle between them at duty cycles 0.8 .. 0.15 and periods\n"
           "                       1 .. 100 ms; their speed against back to back and the power\n"
           "                       controller's window go to the file's \"clock\" section\n"
-          "  --clock-tsv FILE     every point of the clock section (sizes, measured periods, speeds)\n"
+          "  --clock-tsv FILE     every point of the clock section (sizes, measured periods, speeds) [not written]\n"
           "Under mpirun (or TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE) each process takes one GPU:\n"
           "rank 0 measures the compute tables and writes the file, every rank runs the collectives\n"
-          "over the world communicator (its size only; smaller groups need the single-process mode).\n");
+          "over the world communicator (its size only; smaller groups need the single-process mode).\n"
+          "reads:  the model zoo (%s), the --compute-from FILE\n"
+          "writes: the calibration (--out), the --gemm-tsv, --spread-tsv and --clock-tsv tables; progress\n"
+          "        on standard error\n",
+          model_zoo_dir());
 }
 
 /* Parses "1,2,4" into v (at most cap values in [lo, hi]). */

@@ -480,7 +480,15 @@ static void usage(FILE *out) {
                "in a file are kept; the two attention tables are replaced.\n"
                "--collectives: the \"allreduce\" and \"allreduce.taco128\" tables (1 KiB .. 128 MiB) timed as the\n"
                "executor runs them, one process per GPU, replace those of the files (use the file of the\n"
-               "transport the run uses).\n");
+               "transport the run uses).\n"
+               "options (defaults in brackets):\n"
+               "  --out-dir DIR   write DIR/<name of each input> [the inputs are rewritten in place]\n"
+               "  --models DIR    the model zoo whose GEMM shapes are timed [%s]\n"
+               "  --quick         fewer repetitions [off]\n"
+               "  --collectives   time the two all-reduce tables instead of the GEMMs and attention [off]\n"
+               "reads:  the CALIBRATION.json files, the model zoo\n"
+               "writes: the CALIBRATION.json files (or their copies in --out-dir); progress on standard error\n",
+          model_zoo_dir());
 }
 
 /* Adds what `meas` holds to `cal`: GEMM shapes it lacks, and the attention tables (replaced);

@@ -66,7 +66,30 @@ static void usage(FILE *out) {
           "Messages under the plan's codec_min_bytes travel uncompressed, as predicted.\n"
           "\n"
           "NOT IMPLEMENTED (the run says so in its printout and result notes): linear biases are omitted,\n"
-          "RoPE models train with learned positions.\n");
+          "RoPE models train with learned positions.\n"
+          "\n"
+          "options, training plans (defaults in brackets):\n"
+          "  --iters N               timed iterations [10]\n"
+          "  --warmup N              iterations before them, not timed [3]\n"
+          "  --seed S                weights and synthetic tokens [1234]\n"
+          "  --json OUT              the result (schema/result.h, source \"measured\") [not written]\n"
+          "  --csv OUT               the result as gnuplot columns [not written]\n"
+          "  --ops-csv OUT           the per-op profile from CUDA events, by op name (the layout of\n"
+          "                          tacosim ops) [not written]\n"
+          "  --inject-nan STEP       a NaN written into one gradient at iteration STEP, to show the NaN stop [none]\n"
+          "  --program plan|builtin  the plan's program or the executor's own PP = 1 program [plan]\n"
+          "  --timeout S             bound on every wait, seconds [300]\n"
+          "  --check                 the correctness checks above instead of a plan [off]\n"
+          "reads:  PLAN.json, the model and cluster it names\n"
+          "writes: the timings and the per-op breakdown on standard output (rank 0); OUT of --json, --csv,\n"
+          "        --ops-csv\n");
+}
+
+/* tacorun execute --help: the training usage, then the inference one (infer_run.c). */
+static void help(FILE *out) {
+  usage(out);
+  fprintf(out, "\n");
+  infer_usage(out);
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
@@ -78,6 +101,11 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static int cmd_execute(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) /* before any plan is read: the help of both kinds of plan */
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      help(stdout);
+      return 0;
+    }
   if (infer_wants(argc, argv)) return infer_execute(argc, argv); /* inference plans: infer_run.c */
   exec_timed_opts o = {.iters = 10, .warmup = 3, .seed = 1234, .inject_nan_step = -1, .program_plan = 1};
   int timeout_s = 300;

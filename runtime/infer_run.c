@@ -12,7 +12,7 @@
 #include "rt_ops.h"
 #include "exec_run.h"
 
-static void usage(FILE *out) {
+void infer_usage(FILE *out) {
   fprintf(out,
           "usage: mpirun -np TP tacorun execute INFER_PLAN.json... [--json OUT | --json-dir DIR] [--csv OUT]\n"
           "                                     [--warmup N] [--prefill-reps N] [--seed S] [--timeout S]\n"
@@ -38,7 +38,19 @@ static void usage(FILE *out) {
           "the TACO / CAAT-Net / both all-reduce paths.\n"
           "\n"
           "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8,\n"
-          "a TP degree other than the number of processes, non-Llama models.\n");
+          "a TP degree other than the number of processes, non-Llama models.\n"
+          "\n"
+          "options, inference plans (defaults in brackets):\n"
+          "  --warmup N        decode steps before the timed ones [2]\n"
+          "  --prefill-reps N  timed prefills, after one warm-up [3]\n"
+          "  --seed S          weights and prompt tokens [1234]\n"
+          "  --timeout S       bound on every wait, seconds [300]\n"
+          "  --json OUT        the result (kind \"inference\", source \"measured\") [not written]\n"
+          "  --json-dir DIR    DIR/PLAN_NAME.json for each plan (several plans) [not written]\n"
+          "  --csv OUT         the result as gnuplot columns [not written]\n"
+          "  --infer-check     the inference correctness checks instead of a plan [off]\n"
+          "reads:  INFER_PLAN.json..., the models and clusters they name\n"
+          "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n");
 }
 
 int infer_wants(int argc, char **argv) {
@@ -151,7 +163,7 @@ static int parse(int argc, char **argv, infer_opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
+      infer_usage(stdout);
       return 0;
     } else if (!strcmp(a, "--infer-check")) {
       o->check = 1;
@@ -175,7 +187,7 @@ static int parse(int argc, char **argv, infer_opts *o) {
       o->csv_out = argv[++i];
     } else if (a[0] == '-') {
       fprintf(stderr, "tacorun execute: option '%s' does not apply to inference plans (or lacks its value)\n", a);
-      usage(stderr);
+      infer_usage(stderr);
       return 2;
     } else if (o->n_plans < INFER_MAX_PLANS) {
       o->plans[o->n_plans++] = a;
@@ -190,7 +202,7 @@ static int parse(int argc, char **argv, infer_opts *o) {
     return 2;
   }
   if (!o->check && !o->plan_path) {
-    usage(stderr);
+    infer_usage(stderr);
     return 2;
   }
   return -1; /* go on */

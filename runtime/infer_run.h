@@ -3,11 +3,15 @@
 #ifndef INFER_RUN_H
 #define INFER_RUN_H
 
+#include <stdio.h>
+
 #include "infer_model.h"
 #include "rt_nccl.h"
 
 /* True when the command line names an inference plan or --infer-check. */
 int infer_wants(int argc, char **argv);
+/* The usage of `tacorun execute` on inference plans (tacorun execute --help prints it after the training one). */
+void infer_usage(FILE *out);
 /* The whole command (argv[0] is "execute"); returns the exit status. */
 int infer_execute(int argc, char **argv);
 

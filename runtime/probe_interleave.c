@@ -234,8 +234,14 @@ static void usage(FILE *f) {
              "burst's median (two 4096x8192x4096 GEMMs; one in bwd*), the weight-gradient GEMMs' (bwd*) or\n"
              "the GEMM load's (full) median and, for full, its time per GEMM, and when the pattern ended\n"
              "(unix seconds). Transport from NCCL_* as\n"
-             "usual (NCCL_P2P_DISABLE=1: host shared memory; with NCCL_SHM_DISABLE=1: sockets).\n",
-          PROBE_MAX_ROUNDS);
+             "usual (NCCL_P2P_DISABLE=1: host shared memory; with NCCL_SHM_DISABLE=1: sockets).\n"
+             "options (defaults in brackets):\n"
+             "  --bytes B    all-reduce size, even, 1024 .. 2^32 [33554432]\n"
+             "  --rounds N   rounds per pattern, 5 .. %d [100]\n"
+             "  --reps R     times every pattern runs, 1 .. 20 [2]\n"
+             "reads:  nothing\n"
+             "writes: one line per rank and pattern on standard output\n",
+          PROBE_MAX_ROUNDS, PROBE_MAX_ROUNDS);
 }
 
 static int parse_ll(const char *opt, const char *s, long long lo, long long hi, long long *v, ts_err *e) {

@@ -23,7 +23,7 @@ void rt_command_register(const char *name, rt_command_fn fn, const char *help) {
 
 static void usage(FILE *out) {
   fprintf(out, "usage: tacorun COMMAND [options]   (COMMAND --help for its options)\n\ncommands:\n");
-  for (int i = 0; i < command_count; i++) fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].help);
+  for (int i = 0; i < command_count; i++) fprintf(out, "  %-17s %s\n", commands[i].name, commands[i].help);
 }
 
 int main(int argc, char **argv) {

@@ -26,9 +26,7 @@ int schema_calibration_add_gemm(schema_calibration *c, long long m, long long n,
   return 0;
 }
 
-static schema_kernel_table *kernel_table(schema_calibration *c, const char *name, bool by_flops) {
-  for (int i = 0; i < c->n_kernels; i++)
-    if (strcmp(c->kernels[i].name, name) == 0) return &c->kernels[i];
+static schema_kernel_table *append_kernel_table(schema_calibration *c, const char *name, bool by_flops) {
   schema_kernel_table *t = grow(c->kernels, c->n_kernels, sizeof *t);
   if (!t) return NULL;
   c->kernels = t;
@@ -39,10 +37,13 @@ static schema_kernel_table *kernel_table(schema_calibration *c, const char *name
   return t;
 }
 
-int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x, int group,
-                                  double us) {
-  schema_kernel_table *t = kernel_table(c, name, by_flops);
-  if (!t) return -1;
+static schema_kernel_table *kernel_table(schema_calibration *c, const char *name, bool by_flops) {
+  for (int i = 0; i < c->n_kernels; i++)
+    if (strcmp(c->kernels[i].name, name) == 0) return &c->kernels[i];
+  return append_kernel_table(c, name, by_flops);
+}
+
+static int add_kernel_point(schema_kernel_table *t, double x, int group, double us) {
   schema_kernel_point *p = grow(t->pts, t->n, sizeof *p);
   if (!p) return -1;
   t->pts = p;
@@ -50,9 +51,13 @@ int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool 
   return 0;
 }
 
-static schema_coll_table *coll_table(schema_calibration *c, const char *name, int nranks) {
-  for (int i = 0; i < c->n_colls; i++)
-    if (c->colls[i].nranks == nranks && strcmp(c->colls[i].name, name) == 0) return &c->colls[i];
+int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x, int group,
+                                  double us) {
+  schema_kernel_table *t = kernel_table(c, name, by_flops);
+  return t ? add_kernel_point(t, x, group, us) : -1;
+}
+
+static schema_coll_table *append_coll_table(schema_calibration *c, const char *name, int nranks) {
   schema_coll_table *t = grow(c->colls, c->n_colls, sizeof *t);
   if (!t) return NULL;
   c->colls = t;
@@ -63,14 +68,23 @@ static schema_coll_table *coll_table(schema_calibration *c, const char *name, in
   return t;
 }
 
-int schema_calibration_add_coll(schema_calibration *c, const char *name, int nranks, double bytes, double us) {
-  schema_coll_table *t = coll_table(c, name, nranks);
-  if (!t) return -1;
+static schema_coll_table *coll_table(schema_calibration *c, const char *name, int nranks) {
+  for (int i = 0; i < c->n_colls; i++)
+    if (c->colls[i].nranks == nranks && strcmp(c->colls[i].name, name) == 0) return &c->colls[i];
+  return append_coll_table(c, name, nranks);
+}
+
+static int add_coll_point(schema_coll_table *t, double bytes, double us) {
   schema_size_point *p = grow(t->pts, t->n, sizeof *p);
   if (!p) return -1;
   t->pts = p;
   t->pts[t->n++] = (schema_size_point){bytes, us};
   return 0;
+}
+
+int schema_calibration_add_coll(schema_calibration *c, const char *name, int nranks, double bytes, double us) {
+  schema_coll_table *t = coll_table(c, name, nranks);
+  return t ? add_coll_point(t, bytes, us) : -1;
 }
 
 int schema_calibration_add_fit(schema_calibration *c, const char *name, double latency_us, double gbps) {
@@ -187,6 +201,57 @@ static double as_written(double v) {
 }
 #define MAX_BYTES 1e15 /* 1 PB */
 
+/* ---- duplicate points: sort the keys, compare neighbours ----
+ * A table's points are checked for repeated keys once the table is read,
+ * in O(n log n): each point's key and its place in the file are sorted, and
+ * equal neighbours are repeats. The point reported is the first one in file
+ * order that repeats an earlier one, as a point-by-point check would find. */
+typedef struct {
+  double k[3]; /* the key: (m, n, k), (x, group), (bytes), (duty, period_us) */
+  size_t at;   /* index in the file's array */
+} point_key;
+
+typedef struct {
+  point_key *v;
+  size_t n, cap;
+} point_keys;
+
+static int keys_push(point_keys *s, double a, double b, double c) {
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    point_key *v = realloc(s->v, cap * sizeof *v);
+    if (!v) return -1;
+    s->v = v, s->cap = cap;
+  }
+  s->v[s->n] = (point_key){{a, b, c}, s->n};
+  s->n++;
+  return 0;
+}
+
+static int cmp_point_key(const void *pa, const void *pb) {
+  const point_key *a = pa, *b = pb;
+  for (int i = 0; i < 3; i++)
+    if (a->k[i] != b->k[i]) return a->k[i] < b->k[i] ? -1 : 1;
+  return (a->at > b->at) - (a->at < b->at);
+}
+
+/* The point that first repeats an earlier point's key (NULL: none); sorts s. */
+static const point_key *first_repeat(point_keys *s) {
+  if (s->n < 2) return NULL;
+  qsort(s->v, s->n, sizeof *s->v, cmp_point_key);
+  const point_key *best = NULL;
+  for (size_t i = 1; i < s->n; i++) {
+    const point_key *a = &s->v[i - 1], *b = &s->v[i];
+    if (a->k[0] == b->k[0] && a->k[1] == b->k[1] && a->k[2] == b->k[2] && (!best || b->at < best->at)) best = b;
+  }
+  return best;
+}
+
+static void keys_free(point_keys *s) {
+  free(s->v);
+  memset(s, 0, sizeof *s);
+}
+
 static int load_gemm(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   json_t *arr = json_object_get(root, "gemm");
   if (!arr) return 0; /* optional: a collectives-only calibration is allowed */
@@ -194,22 +259,33 @@ static int load_gemm(json_t *root, const char *file, schema_calibration *c, ts_e
   size_t i;
   json_t *pt;
   static const char *const keys[] = {"m", "n", "k", "us", NULL};
+  point_keys seen = {0};
+  int rc = 0;
   json_array_foreach(arr, i, pt) {
     char path[64];
     snprintf(path, sizeof path, "gemm[%zu]", i);
-    if (!json_is_object(pt)) return ts_fail(e, file, path, "must be an object");
     long long m, n, k;
     double us;
-    if (only_keys(pt, keys, file, path, e) || tsj_int(pt, "m", 1, 1LL << 31, &m, file, path, e) ||
-        tsj_int(pt, "n", 1, 1LL << 31, &n, file, path, e) || tsj_int(pt, "k", 1, 1LL << 31, &k, file, path, e) ||
-        tsj_real(pt, "us", 1e-3, MAX_US, &us, file, path, e))
-      return -1;
-    for (int j = 0; j < c->n_gemm; j++)
-      if (c->gemm[j].m == m && c->gemm[j].n == n && c->gemm[j].k == k)
-        return ts_fail(e, file, path, "duplicate shape %lldx%lldx%lld", m, n, k);
-    if (schema_calibration_add_gemm(c, m, n, k, us)) return ts_fail_sys(e, "out of memory");
+    if (!json_is_object(pt)) rc = ts_fail(e, file, path, "must be an object");
+    else if (only_keys(pt, keys, file, path, e) || tsj_int(pt, "m", 1, 1LL << 31, &m, file, path, e) ||
+             tsj_int(pt, "n", 1, 1LL << 31, &n, file, path, e) || tsj_int(pt, "k", 1, 1LL << 31, &k, file, path, e) ||
+             tsj_real(pt, "us", 1e-3, MAX_US, &us, file, path, e))
+      rc = -1;
+    else if (keys_push(&seen, (double)m, (double)n, (double)k) || schema_calibration_add_gemm(c, m, n, k, us)) {
+      keys_free(&seen);
+      return ts_fail_sys(e, "out of memory");
+    }
+    if (rc) break;
   }
-  return 0;
+  const point_key *d = first_repeat(&seen); /* before the failing point, if any: reported first */
+  if (d) {
+    char path[64];
+    snprintf(path, sizeof path, "gemm[%zu]", d->at);
+    rc = ts_fail(e, file, path, "duplicate shape %lldx%lldx%lld", (long long)d->k[0], (long long)d->k[1],
+                 (long long)d->k[2]);
+  }
+  keys_free(&seen);
+  return rc;
 }
 
 static int valid_name(const char *s) {
@@ -217,6 +293,49 @@ static int valid_name(const char *s) {
   for (; *s; s++)
     if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '.')) return 0;
   return 1;
+}
+
+/* One kernel table: the points of kernels.NAME (path), checked and then checked for repeats. */
+static int load_kernel_table(json_t *arr, const char *name, const char *path, const char *file,
+                             schema_calibration *c, ts_err *e) {
+  bool by_flops = json_is_object(json_array_get(arr, 0)) && json_object_get(json_array_get(arr, 0), "flops");
+  static const char *const kb[] = {"bytes", "group", "us", NULL};
+  static const char *const kf[] = {"flops", "group", "us", NULL};
+  int ti = c->n_kernels; /* names are unique (duplicate JSON keys are refused): a new table */
+  if (!append_kernel_table(c, name, by_flops)) return ts_fail_sys(e, "out of memory");
+  point_keys seen = {0};
+  int rc = 0;
+  size_t i;
+  json_t *pt;
+  json_array_foreach(arr, i, pt) {
+    char p[160];
+    snprintf(p, sizeof p, "%s[%zu]", path, i);
+    double x, us;
+    long long group;
+    if (!json_is_object(pt)) rc = ts_fail(e, file, p, "must be an object");
+    else if (only_keys(pt, by_flops ? kf : kb, file, p, e) ||
+             tsj_real(pt, by_flops ? "flops" : "bytes", 1, by_flops ? 1e18 : MAX_BYTES, &x, file, p, e) ||
+             tsj_int_opt(pt, "group", 0, 1 << 20, 0, &group, file, p, e) ||
+             tsj_real(pt, "us", 1e-3, MAX_US, &us, file, p, e))
+      rc = -1;
+    else {
+      x = as_written(x);
+      if (keys_push(&seen, x, (double)group, 0) || add_kernel_point(&c->kernels[ti], x, (int)group, us)) {
+        keys_free(&seen);
+        return ts_fail_sys(e, "out of memory");
+      }
+    }
+    if (rc) break;
+  }
+  const point_key *d = first_repeat(&seen);
+  if (d) {
+    char p[160];
+    snprintf(p, sizeof p, "%s[%zu]", path, d->at);
+    rc = ts_fail(e, file, p, "duplicate point (%s %g, group %lld)", by_flops ? "flops" : "bytes", d->k[0],
+                 (long long)d->k[1]);
+  }
+  keys_free(&seen);
+  return rc;
 }
 
 static int load_kernels(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
@@ -231,31 +350,7 @@ static int load_kernels(json_t *root, const char *file, schema_calibration *c, t
     if (!valid_name(name)) return ts_fail(e, file, path, "kernel name must be 1-47 of [a-z0-9_.]");
     if (!json_is_array(arr)) return ts_fail(e, file, path, "must be an array");
     if (json_array_size(arr) == 0) return ts_fail(e, file, path, "must not be empty");
-    bool by_flops = json_is_object(json_array_get(arr, 0)) && json_object_get(json_array_get(arr, 0), "flops");
-    static const char *const kb[] = {"bytes", "group", "us", NULL};
-    static const char *const kf[] = {"flops", "group", "us", NULL};
-    size_t i;
-    json_t *pt;
-    json_array_foreach(arr, i, pt) {
-      char p[160];
-      snprintf(p, sizeof p, "%s[%zu]", path, i);
-      if (!json_is_object(pt)) return ts_fail(e, file, p, "must be an object");
-      double x, us;
-      long long group;
-      if (only_keys(pt, by_flops ? kf : kb, file, p, e) ||
-          tsj_real(pt, by_flops ? "flops" : "bytes", 1, by_flops ? 1e18 : MAX_BYTES, &x, file, p, e) ||
-          tsj_int_opt(pt, "group", 0, 1 << 20, 0, &group, file, p, e) ||
-          tsj_real(pt, "us", 1e-3, MAX_US, &us, file, p, e))
-        return -1;
-      x = as_written(x);
-      const schema_kernel_table *t = NULL;
-      for (int j = 0; j < c->n_kernels; j++)
-        if (strcmp(c->kernels[j].name, name) == 0) t = &c->kernels[j];
-      for (int j = 0; t && j < t->n; j++)
-        if (t->pts[j].x == x && t->pts[j].group == (int)group)
-          return ts_fail(e, file, p, "duplicate point (%s %g, group %lld)", by_flops ? "flops" : "bytes", x, group);
-      if (schema_calibration_add_kernel(c, name, by_flops, x, (int)group, us)) return ts_fail_sys(e, "out of memory");
-    }
+    if (load_kernel_table(arr, name, path, file, c, e)) return -1;
   }
   return 0;
 }
@@ -281,6 +376,43 @@ static int valid_coll_name(const char *name) {
   return (*end == '\0' || strcmp(end, ".fp32") == 0) && errno == 0 && g >= 32 && g <= 512 && (g & (g - 1)) == 0;
 }
 
+/* One collective table: the points of collectives.NAME.NRANKS (path). */
+static int load_coll_table(json_t *arr, const char *name, int nranks, const char *path, const char *file,
+                           schema_calibration *c, ts_err *e) {
+  static const char *const keys[] = {"bytes", "us", NULL};
+  int ti = c->n_colls; /* (name, nranks) is unique: names are JSON keys, ranks keys are canonical */
+  if (!append_coll_table(c, name, nranks)) return ts_fail_sys(e, "out of memory");
+  point_keys seen = {0};
+  int rc = 0;
+  size_t i;
+  json_t *pt;
+  json_array_foreach(arr, i, pt) {
+    char q[200];
+    snprintf(q, sizeof q, "%s[%zu]", path, i);
+    double bytes, us;
+    if (!json_is_object(pt)) rc = ts_fail(e, file, q, "must be an object");
+    else if (only_keys(pt, keys, file, q, e) || tsj_real(pt, "bytes", 1, MAX_BYTES, &bytes, file, q, e) ||
+             tsj_real(pt, "us", 1e-3, MAX_US, &us, file, q, e))
+      rc = -1;
+    else {
+      bytes = as_written(bytes);
+      if (keys_push(&seen, bytes, 0, 0) || add_coll_point(&c->colls[ti], bytes, us)) {
+        keys_free(&seen);
+        return ts_fail_sys(e, "out of memory");
+      }
+    }
+    if (rc) break;
+  }
+  const point_key *d = first_repeat(&seen);
+  if (d) {
+    char q[200];
+    snprintf(q, sizeof q, "%s[%zu]", path, d->at);
+    rc = ts_fail(e, file, q, "duplicate size %g", d->k[0]);
+  }
+  keys_free(&seen);
+  return rc;
+}
+
 static int load_collectives(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   json_t *obj = json_object_get(root, "collectives");
   if (!obj) return 0;
@@ -299,33 +431,19 @@ static int load_collectives(json_t *root, const char *file, schema_calibration *
     const char *nkey;
     json_t *arr;
     json_object_foreach(per_n, nkey, arr) {
-      char p[160];
+      char p[160], canonical[16];
       snprintf(p, sizeof p, "%s.%.16s", path, nkey);
       char *end;
       errno = 0;
       long nr = strtol(nkey, &end, 10);
       if (*nkey == '\0' || *end != '\0' || errno || nr < 2 || nr > 1 << 20)
         return ts_fail(e, file, p, "key must be a number of ranks (2..1048576)");
+      snprintf(canonical, sizeof canonical, "%ld", nr);
+      if (strcmp(canonical, nkey) != 0) /* "08" and "8" would be one table under two keys */
+        return ts_fail(e, file, p, "write the number of ranks as %s (no sign, spaces or leading zeros)", canonical);
       if (!json_is_array(arr)) return ts_fail(e, file, p, "must be an array");
       if (json_array_size(arr) == 0) return ts_fail(e, file, p, "must not be empty");
-      size_t i;
-      json_t *pt;
-      static const char *const keys[] = {"bytes", "us", NULL};
-      json_array_foreach(arr, i, pt) {
-        char q[200];
-        snprintf(q, sizeof q, "%s[%zu]", p, i);
-        if (!json_is_object(pt)) return ts_fail(e, file, q, "must be an object");
-        double bytes, us;
-        if (only_keys(pt, keys, file, q, e) || tsj_real(pt, "bytes", 1, MAX_BYTES, &bytes, file, q, e) ||
-            tsj_real(pt, "us", 1e-3, MAX_US, &us, file, q, e))
-          return -1;
-        bytes = as_written(bytes);
-        for (int j = 0; j < c->n_colls; j++)
-          if (c->colls[j].nranks == nr && strcmp(c->colls[j].name, name) == 0)
-            for (int k = 0; k < c->colls[j].n; k++)
-              if (c->colls[j].pts[k].bytes == bytes) return ts_fail(e, file, q, "duplicate size %g", bytes);
-        if (schema_calibration_add_coll(c, name, (int)nr, bytes, us)) return ts_fail_sys(e, "out of memory");
-      }
+      if (load_coll_table(arr, name, (int)nr, p, file, c, e)) return -1;
     }
   }
   return 0;
@@ -370,28 +488,40 @@ static int load_clock(json_t *root, const char *file, schema_calibration *c, ts_
   if (!json_is_array(arr)) return ts_fail(e, file, "clock.points", "must be an array");
   if (json_array_size(arr) == 0) return ts_fail(e, file, "clock.points", "must not be empty");
   static const char *const pkeys[] = {"duty", "period_us", "gemm_speed", "mem_speed", NULL};
+  point_keys seen = {0};
+  int rc = 0;
   size_t i;
   json_t *pt;
   json_array_foreach(arr, i, pt) {
-    char p[64];
+    char p[64], f[96];
     snprintf(p, sizeof p, "clock.points[%zu]", i);
-    if (!json_is_object(pt)) return ts_fail(e, file, p, "must be an object");
     double duty, period, gs, ms;
-    if (only_keys(pt, pkeys, file, p, e) || tsj_real(pt, "duty", 0, 1, &duty, file, p, e) ||
-        tsj_real(pt, "period_us", 0, MAX_US, &period, file, p, e) ||
-        tsj_real(pt, "gemm_speed", MIN_SPEED, MAX_SPEED, &gs, file, p, e) ||
-        tsj_real(pt, "mem_speed", MIN_SPEED, MAX_SPEED, &ms, file, p, e))
-      return -1;
-    char f[96];
-    if (!(duty > 0)) return ts_fail(e, file, (snprintf(f, sizeof f, "%s.duty", p), f), "must be > 0");
-    if (!(period > 0)) return ts_fail(e, file, (snprintf(f, sizeof f, "%s.period_us", p), f), "must be > 0");
-    duty = as_written(duty);
-    period = as_written(period);
-    for (int j = 0; j < c->n_clock; j++)
-      if (c->clock[j].duty == duty && c->clock[j].period_us == period)
-        return ts_fail(e, file, p, "duplicate point (duty %g, period_us %g)", duty, period);
-    if (schema_calibration_add_clock(c, duty, period, gs, ms)) return ts_fail_sys(e, "out of memory");
+    if (!json_is_object(pt)) rc = ts_fail(e, file, p, "must be an object");
+    else if (only_keys(pt, pkeys, file, p, e) || tsj_real(pt, "duty", 0, 1, &duty, file, p, e) ||
+             tsj_real(pt, "period_us", 0, MAX_US, &period, file, p, e) ||
+             tsj_real(pt, "gemm_speed", MIN_SPEED, MAX_SPEED, &gs, file, p, e) ||
+             tsj_real(pt, "mem_speed", MIN_SPEED, MAX_SPEED, &ms, file, p, e))
+      rc = -1;
+    else if (!(duty > 0)) rc = ts_fail(e, file, (snprintf(f, sizeof f, "%s.duty", p), f), "must be > 0");
+    else if (!(period > 0)) rc = ts_fail(e, file, (snprintf(f, sizeof f, "%s.period_us", p), f), "must be > 0");
+    else {
+      duty = as_written(duty);
+      period = as_written(period);
+      if (keys_push(&seen, duty, period, 0) || schema_calibration_add_clock(c, duty, period, gs, ms)) {
+        keys_free(&seen);
+        return ts_fail_sys(e, "out of memory");
+      }
+    }
+    if (rc) break;
   }
+  const point_key *d = first_repeat(&seen);
+  if (d) {
+    char p[64];
+    snprintf(p, sizeof p, "clock.points[%zu]", d->at);
+    rc = ts_fail(e, file, p, "duplicate point (duty %g, period_us %g)", d->k[0], d->k[1]);
+  }
+  keys_free(&seen);
+  if (rc) return -1;
   c->clock_window_us = window;
   return 0;
 }

@@ -158,6 +158,124 @@ int schema_result_save_csv(const schema_result *r, const char *path, ts_err *e) 
 
 #define BIG 1e18
 
+/* ---- which keys a result may hold (the loader refuses all others, as every loader does) ---- */
+
+static int in_list(const char *key, const char *const *list) {
+  for (int i = 0; list && list[i]; i++)
+    if (strcmp(key, list[i]) == 0) return 1;
+  return 0;
+}
+
+/* Refuses a member of obj that is in none of the NULL-terminated lists
+ * allowed[0..n); path names obj in the message ("" for the top level). */
+static int known_keys(json_t *obj, const char *const *const *allowed, int n, const char *file, const char *path,
+                      ts_err *e) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    int ok = 0;
+    for (int i = 0; i < n && !ok; i++) ok = in_list(key, allowed[i]);
+    if (!ok) {
+      char f[256];
+      snprintf(f, sizeof f, "%s%s%.200s", path && *path ? path : "", path && *path ? "." : "", key);
+      return ts_fail(e, file, f, "unknown field");
+    }
+  }
+  return 0;
+}
+
+static int only_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
+  return known_keys(obj, &allowed, 1, file, path, e);
+}
+
+/* Every result's top level (to_json). */
+static const char *const top_keys[] = {"schema", "source", "plan", "calibration", "mode", "iteration_time_s",
+                                       "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
+                                       "breakdown", "ranks", "clock_passes", "ops", "notes", NULL};
+/* A measured result's spread and machine ("source": "measured"). */
+static const char *const measured_keys[] = {"iterations", "warmup", "min_s", "median_s", "max_s", "machine", NULL};
+/* An inference result ("kind": "inference"). */
+static const char *const inference_keys[] = {"kind", "ttft_s", "tpot_s", NULL};
+/* What tacosim simulate writes besides for an inference plan (sim/sim_infer_report.c): its
+ * phases, memory and codec choices; checked here, not kept (tacosim compare does not show them). */
+static const char *const inference_detail_keys[] = {"codec", "total_s", "memory", "prefill", "decode",
+                                                    "plain_nccl", "speedup", "codec_choices", NULL};
+
+/* A key that belongs to another kind of result is named as such. */
+static int misplaced(json_t *root, const char *const *keys, const char *file, const char *what, ts_err *e) {
+  for (int i = 0; keys[i]; i++)
+    if (json_object_get(root, keys[i])) return ts_fail(e, file, keys[i], "only in %s", what);
+  return 0;
+}
+
+/* Each member of obj (at path) listed in keys is a number in [0, BIG]. */
+static int numbers(json_t *obj, const char *const *keys, const char *file, const char *path, ts_err *e) {
+  double x;
+  if (only_keys(obj, keys, file, path, e)) return -1;
+  for (int i = 0; keys[i]; i++)
+    if (tsj_real(obj, keys[i], 0, BIG, &x, file, path, e)) return -1;
+  return 0;
+}
+
+static int detail_object(json_t *root, const char *key, const char *const *keys, const char *file, ts_err *e) {
+  bool failed;
+  json_t *o = tsj_object_opt(root, key, file, "", e, &failed);
+  if (failed) return -1;
+  return o ? numbers(o, keys, file, key, e) : 0;
+}
+
+/* The inference prediction's details: every one optional, each checked as written. */
+static int check_inference_details(json_t *root, const char *file, ts_err *e) {
+  static const char *const memory[] = {"weights_bytes", "kv_cache_bytes", NULL};
+  static const char *const phase[] = {"total_s", "compute_s", "tp_exposed_s", "codec_s", "pp_exposed_s", NULL};
+  static const char *const plain[] = {"ttft_s", "tpot_s", "tokens_per_s", NULL};
+  static const char *const speedup[] = {"ttft", "tpot", "tokens_per_s", NULL};
+  static const char *const choice_numbers[] = {"bytes", "wire_bytes", "plain_s", "fallback_s", "codec_s", NULL};
+  static const char *const choice_keys[] = {"what", "bytes", "wire_bytes", "plain_s", "fallback_s", "codec_s",
+                                            "fallback", "compressed", NULL};
+  static const char *const fallbacks[] = {"none", "caat", NULL};
+  char codec[64];
+  double x;
+  if (tsj_string_opt(root, "codec", "", codec, sizeof codec, file, "", e) ||
+      tsj_real_opt(root, "total_s", 0, BIG, 0, &x, file, "", e) || detail_object(root, "memory", memory, file, e) ||
+      detail_object(root, "prefill", phase, file, e) || detail_object(root, "decode", phase, file, e) ||
+      detail_object(root, "plain_nccl", plain, file, e) || detail_object(root, "speedup", speedup, file, e))
+    return -1;
+  json_t *arr = json_object_get(root, "codec_choices");
+  if (!arr || json_is_null(arr)) return 0;
+  if (!json_is_array(arr)) return ts_fail(e, file, "codec_choices", "must be an array");
+  size_t i;
+  json_t *v;
+  json_array_foreach(arr, i, v) {
+    char path[48], what[96];
+    int fb;
+    bool compressed;
+    snprintf(path, sizeof path, "codec_choices[%zu]", i);
+    if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object");
+    if (only_keys(v, choice_keys, file, path, e) || tsj_string(v, "what", what, sizeof what, file, path, e) ||
+        tsj_enum(v, "fallback", fallbacks, &fb, file, path, e) ||
+        tsj_bool(v, "compressed", &compressed, file, path, e))
+      return -1;
+    for (int k = 0; choice_numbers[k]; k++)
+      if (tsj_real(v, choice_numbers[k], 0, BIG, &x, file, path, e)) return -1;
+  }
+  return 0;
+}
+
+/* The top level's keys, by the result's source and kind. */
+static int check_top_keys(json_t *root, const char *file, const schema_result *r, ts_err *e) {
+  const char *const *allowed[4] = {top_keys};
+  int n = 1;
+  int measured = r->source == SCHEMA_SOURCE_MEASURED, inference = r->kind[0] != '\0';
+  if (measured) allowed[n++] = measured_keys;
+  else if (misplaced(root, measured_keys, file, "a measured result (\"source\": \"measured\")", e)) return -1;
+  if (inference) allowed[n++] = inference_keys, allowed[n++] = inference_detail_keys;
+  else if (misplaced(root, inference_keys + 1, file, "an inference result (\"kind\": \"inference\")", e) ||
+           misplaced(root, inference_detail_keys, file, "an inference result (\"kind\": \"inference\")", e))
+    return -1;
+  return known_keys(root, allowed, n, file, "", e);
+}
+
 static int load_ranks(json_t *root, const char *file, schema_result *r, ts_err *e) {
   json_t *arr = json_object_get(root, "ranks");
   if (!arr) return ts_fail(e, file, "ranks", "missing (an array is required)");
@@ -168,9 +286,11 @@ static int load_ranks(json_t *root, const char *file, schema_result *r, ts_err *
     char path[48];
     snprintf(path, sizeof path, "ranks[%zu]", i);
     if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object");
+    static const char *const keys[] = {"rank", "busy_s", "compute_s", "comm_s", "clock_duty", "clock_gemm_speed",
+                                       "clock_mem_speed", "clock_cycle_us", NULL};
     long long rank;
     schema_rank_stat s = {0};
-    if (tsj_int(v, "rank", 0, 1 << 24, &rank, file, path, e) ||
+    if (only_keys(v, keys, file, path, e) || tsj_int(v, "rank", 0, 1 << 24, &rank, file, path, e) ||
         tsj_real(v, "busy_s", 0, BIG, &s.busy_s, file, path, e) ||
         tsj_real(v, "compute_s", 0, BIG, &s.compute_s, file, path, e) ||
         tsj_real(v, "comm_s", 0, BIG, &s.comm_s, file, path, e) ||
@@ -196,10 +316,11 @@ static int load_ops(json_t *root, const char *file, schema_result *r, ts_err *e)
     char path[48];
     snprintf(path, sizeof path, "ops[%zu]", i);
     if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object");
+    static const char *const keys[] = {"name", "rank", "stream", "start_s", "dur_s", NULL};
     schema_op_record op;
     long long rank;
     int stream;
-    if (tsj_string(v, "name", op.name, sizeof op.name, file, path, e) ||
+    if (only_keys(v, keys, file, path, e) || tsj_string(v, "name", op.name, sizeof op.name, file, path, e) ||
         tsj_int(v, "rank", 0, 1 << 24, &rank, file, path, e) ||
         tsj_enum(v, "stream", streams, &stream, file, path, e) ||
         tsj_real(v, "start_s", 0, BIG, &op.start_s, file, path, e) ||
@@ -231,12 +352,15 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
   r->memory_per_gpu_bytes = mem;
   if (r->kind[0] && strcmp(r->kind, "inference"))
     return ts_fail(e, file, "kind", "'%s' is not \"inference\" (a training result has no kind)", r->kind);
+  if (check_top_keys(root, file, r, e) || (r->kind[0] && check_inference_details(root, file, e))) return -1;
   if (r->kind[0] && (tsj_real(root, "ttft_s", 0, BIG, &r->ttft_s, file, "", e) ||
                      tsj_real(root, "tpot_s", 0, BIG, &r->tpot_s, file, "", e)))
     return -1;
+  static const char *const breakdown_keys[] = {"compute_s", "tp_exposed_s", "pp_exposed_s", "dp_exposed_s",
+                                               "codec_s", "bubble_s", NULL};
   json_t *b = tsj_object(root, "breakdown", file, "", e);
   schema_breakdown *bd = &r->breakdown;
-  if (!b || tsj_real(b, "compute_s", 0, BIG, &bd->compute_s, file, "breakdown", e) ||
+  if (!b || only_keys(b, breakdown_keys, file, "breakdown", e) || tsj_real(b, "compute_s", 0, BIG, &bd->compute_s, file, "breakdown", e) ||
       tsj_real(b, "tp_exposed_s", 0, BIG, &bd->tp_exposed_s, file, "breakdown", e) ||
       tsj_real(b, "pp_exposed_s", 0, BIG, &bd->pp_exposed_s, file, "breakdown", e) ||
       tsj_real(b, "dp_exposed_s", 0, BIG, &bd->dp_exposed_s, file, "breakdown", e) ||
@@ -269,9 +393,10 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
     r->warmup = (int)wu;
     if (!(r->min_s <= r->median_s && r->median_s <= r->max_s))
       return ts_fail(e, file, "median_s", "must satisfy min_s <= median_s <= max_s");
+    static const char *const machine_keys[] = {"gpu", "driver", "cuda", "nccl", "transport", NULL};
     json_t *m = tsj_object(root, "machine", file, "", e);
     schema_machine *mc = &r->machine;
-    if (!m || tsj_string(m, "gpu", mc->gpu, sizeof mc->gpu, file, "machine", e) ||
+    if (!m || only_keys(m, machine_keys, file, "machine", e) || tsj_string(m, "gpu", mc->gpu, sizeof mc->gpu, file, "machine", e) ||
         tsj_string_opt(m, "driver", "", mc->driver, sizeof mc->driver, file, "machine", e) ||
         tsj_string_opt(m, "cuda", "", mc->cuda, sizeof mc->cuda, file, "machine", e) ||
         tsj_string_opt(m, "nccl", "", mc->nccl, sizeof mc->nccl, file, "machine", e) ||

@@ -7,23 +7,34 @@
 
 #include "search.h"
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: tacosim search --model M --cluster C [options]\n"
-          "  --gpus N            GPUs used (default: the whole cluster); dp x tp x pp = N\n"
-          "  --seq S             sequence length (default: min(2048, the model's maximum))\n"
-          "  --global-batch B    sequences per iteration (default: 2 x N)\n"
-          "  --codecs LIST       policies among none,taco,caat,taco+caat (default: all four)\n"
-          "  --top K             rows printed (default 10)\n"
-          "  --simulate L        layouts simulated, each under every policy (default 8)\n"
-          "  --jobs J            simulation worker processes (default: the CPU cores)\n"
-          "  --max-micro M       largest micro-batch tried (default 16)\n"
-          "  --sample N          also simulate N candidates spread over the whole estimate ranking and\n"
-          "                      report the estimate's rank correlation with the simulation\n"
-          "  --calibration FILE  costs (default: calibration/h200-nvlink.json, else h200-derived.json)\n"
-          "  --json OUT --csv OUT  write the result\n"
-          "  --no-progress       no progress bar (it is shown only on a terminal anyway)\n");
-}
+/* The help of `tacosim search` (tacosim.c lists it among the commands from this string). */
+const char sim_search_usage[] =
+    "usage: tacosim search --model M --cluster C [options]\n"
+    "  Layout search: every valid data x tensor x pipeline layout, micro-batch and codec policy is\n"
+    "  enumerated, pruned by memory and ranked by a closed-form estimate; the best are simulated in\n"
+    "  parallel (SimGrid, reduced mode) and printed best first.\n"
+    "options:\n"
+    "  --model M           model: a zoo name (models/M.json) or a path (required)\n"
+    "  --cluster C         cluster: a zoo name (topologies/C.json) or a path (required)\n"
+    "  --gpus N            GPUs used (default: the whole cluster); dp x tp x pp = N\n"
+    "  --seq S             sequence length (default: min(2048, the model's maximum))\n"
+    "  --global-batch B    sequences per iteration (default: 2 x N)\n"
+    "  --codecs LIST       policies among none,taco,caat,taco+caat (default: all four)\n"
+    "  --top K             rows printed (default 10)\n"
+    "  --simulate L        layouts simulated, each under every policy (default 8)\n"
+    "  --jobs J            simulation worker processes (default: the CPU cores)\n"
+    "  --max-micro M       largest micro-batch tried (default 16)\n"
+    "  --sample N          also simulate N candidates spread over the whole estimate ranking and\n"
+    "                      report the estimate's rank correlation with the simulation (default 0)\n"
+    "  --calibration FILE  op costs (default: calibration/h200-<transport>.json of the cluster's\n"
+    "                      intra-node fabric, else its derived file, as tacosim simulate)\n"
+    "  --json OUT          write the ranked layouts as JSON (default: not written)\n"
+    "  --csv OUT           write them as gnuplot columns (default: not written)\n"
+    "  --no-progress       no progress bar (it is shown only on a terminal anyway)\n"
+    "reads:  the model, the cluster, the calibration\n"
+    "writes: the ranking on standard output; OUT of --json and --csv; progress on standard error\n";
+
+static void usage(FILE *out) { fputs(sim_search_usage, out); }
 
 static int bad(const char *fmt, const char *a, const char *b) {
   fprintf(stderr, "tacosim: search: ");

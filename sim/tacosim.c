@@ -1,10 +1,11 @@
 /* tacosim — plan, simulate and compare training iterations.
  *
- *   tacosim plan PLAN.json
- *   tacosim simulate PLAN.json [--calibration FILE] [--json OUT] [--csv OUT] [--trace OUT] [--mode full|reduced]
- *   tacosim compare PREDICTED.json MEASURED.json
- *   tacosim derive-calibration --transport nvlink|shm|socket OUT.json
- *   tacosim search --model M --cluster C [options]   (sim/search_main.c)
+ * Each command's help is one static string next to its option parser
+ * (plan_usage, simulate_usage, ...; search's in sim/search_main.c); `tacosim
+ * COMMAND --help` prints it, and `tacosim --help` lists the commands and
+ * prints every usage from the same table, so the two cannot drift.
+ * tests/test_cli.c runs every command with --help and checks that each option
+ * its parser accepts is in the text.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "search.h"
 #include "sim.h"
 #include "sim_infer.h"
+#include "ts_file.h"
 
 #ifndef TACOSIM_CALIBRATION_DIR
 #define TACOSIM_CALIBRATION_DIR "calibration"
@@ -24,63 +26,151 @@ static int fail(const ts_err *e) {
   return ts_exit_status(e);
 }
 
-static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "tacosim: ");
+/* A command's own error: names the command and where its options are listed. */
+static int command_error(const char *cmd, const char *fmt, const char *arg) {
+  fprintf(stderr, "tacosim: %s: ", cmd);
   fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n(tacosim --help lists the commands)\n");
+  fprintf(stderr, "\n(tacosim %s --help lists its options)\n", cmd);
   return TS_EXIT_BAD_INPUT;
 }
 
-static void help(FILE *out) {
+static int is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
+
+/* Folders the names in plans are looked up in, and the calibration folder, as this build has them. */
+static void print_folders(FILE *out) {
   fprintf(out,
-          "usage: tacosim COMMAND [ARGS]\n"
-          "\n"
-          "commands:\n"
-          "  plan PLAN.json              summary of a plan: op counts per rank, bytes per traffic class\n"
-          "                              with and without the codec, memory per GPU against HBM\n"
-          "  simulate PLAN.json          predict one training iteration on SimGrid; an inference plan\n"
-          "                              (\"kind\": \"inference\") gets TTFT, TPOT, tokens/s, memory (weights +\n"
-          "                              KV cache) and the codec's speedups over plain NCCL, from an analytic\n"
-          "                              walk over the same costs (sim/INFERENCE.md; --calibration, --json and\n"
-          "                              --csv apply; tacorun execute runs the same plan on GPUs, validation in\n"
-          "                              experiments/infer/README.md)\n"
-          "      --calibration FILE      costs (default: the measured " TACOSIM_CALIBRATION_DIR "/h200-<transport>.json\n"
-          "                              of the cluster's intra-node fabric when present, else the derived\n"
-          "                              h200-derived.json (NVLink), h200-shm-derived.json, h200-socket-derived.json)\n"
-          "      --transfer roofline|off a calibration measured on another GPU than the cluster's is moved\n"
-          "                              onto that GPU's ceilings (default roofline: sim/README.md), or\n"
-          "                              refused (off); the report names the GPU the costs were measured on\n"
-          "      --mode full|reduced     every rank, or one per pipeline stage (default reduced)\n"
-          "      --overlap sm-wait|ideal a collective reaching a GPU busy with a compute kernel starts when\n"
-          "                              the kernel ends (default, as measured), or runs beside it (ideal)\n"
-          "      --clock on|off          with a calibration that has a clock section: compute runs at the\n"
-          "                              clocks its duty allows (the GPU leaves its power cap when it idles\n"
-          "                              often; up to 4 simulations to a fixed point; default on), or at the\n"
-          "                              calibrated back-to-back times (off); without the section: no effect\n"
-          "      --json OUT --csv OUT    result files (the schema tacorun execute also writes)\n"
-          "      --trace OUT             Chrome trace of the iteration (opens in Perfetto)\n"
-          "  compare PRED.json MEAS.json side by side, with the error of each figure\n"
-          "  ops PLAN.json [--calibration FILE]\n"
-          "                              each op's simulated cost on rank 0, summed by op name (the layout\n"
-          "                              of tacorun execute's per-op profile)\n"
-          "  derive-calibration --transport nvlink|shm|socket OUT.json\n"
-          "                              write the roofline calibration derived from the measured\n"
-          "                              H200 figures (labelled \"derived\")\n"
-          "  derive-calibration --gpu NAME [--from FILE] [--link-gbps X] OUT.json\n"
-          "                              write FILE (default " TACOSIM_CALIBRATION_DIR "/h200-<transport>.json,\n"
-          "                              measured) transferred onto the catalogue GPU NAME (topologies/gpus/),\n"
-          "                              NVLink collectives at X GB/s per GPU (default: NAME's NVLink figure);\n"
-          "                              what simulate does by itself for a cluster of that GPU\n"
-          "  search --model M --cluster C [options]\n"
-          "                              layout search: every valid layout and codec policy, pruned by\n"
-          "                              memory and a closed-form estimate, the best simulated in parallel\n"
-          "                              (tacosim search --help lists the options)\n"
-          "\n"
-          "Models and clusters named in a plan come from the zoo folders compiled in, or from\n"
-          "$TACOSIM_MODELS_DIR and $TACOSIM_TOPOLOGIES_DIR when set (a copy of the binary elsewhere).\n"
-          "Bad input exits with status 2 and names the file, the field and the reason.\n"
-          "A failure of the simulator itself (its ranks deadlock: a rank never finishes an op) exits\n"
-          "with status 3 and a message \"simulator failure: ...\" naming the rank and the op.\n");
+          "\nfolders of this build:\n"
+          "  models        %s   ($TACOSIM_MODELS_DIR replaces it when set)\n"
+          "  clusters      %s   ($TACOSIM_TOPOLOGIES_DIR replaces it when set)\n"
+          "  calibrations  %s\n"
+          "A model or cluster name (in a plan, --model, --cluster) is NAME.json in its folder; a path is read as\n"
+          "given. Input files over %lu MiB are refused. Bad input exits with status 2 naming the file, the field\n"
+          "and the reason. A failure of the simulator itself (its ranks deadlock, an op priced below the GPU's\n"
+          "ceiling) exits with status 3 and a message \"simulator failure: ...\" naming the rank or the op.\n",
+          model_zoo_dir(), topo_zoo_dir(), TACOSIM_CALIBRATION_DIR, (unsigned long)(TS_MAX_INPUT_BYTES >> 20));
+}
+
+/* `tacosim CMD --help` (or -h) anywhere among CMD's arguments: its usage on stdout. */
+static int wants_help(int argc, char **argv, const char *usage) {
+  for (int i = 1; i < argc; i++)
+    if (is_help(argv[i])) {
+      fputs(usage, stdout);
+      print_folders(stdout);
+      return 1;
+    }
+  return 0;
+}
+
+static const char plan_usage[] =
+    "usage: tacosim plan PLAN.json\n"
+    "  What a plan does, without simulating it: op counts per rank, bytes per traffic class with and\n"
+    "  without the codec, memory per GPU against the GPU's HBM (training plans); weights and KV cache per\n"
+    "  GPU (inference plans, \"kind\": \"inference\").\n"
+    "options: none besides --help.\n"
+    "reads:  PLAN.json (plan/README.md), the model and cluster it names\n"
+    "writes: the summary on standard output; nothing else\n";
+
+static const char simulate_usage[] =
+    "usage: tacosim simulate PLAN.json [options]\n"
+    "  Predicts one training iteration on SimGrid, every rank's op program on the cluster's network with\n"
+    "  op costs from a calibration file. An inference plan (\"kind\": \"inference\") gets TTFT, TPOT,\n"
+    "  tokens/s, memory (weights + KV cache) and the codec's speedups over plain NCCL, from an analytic walk\n"
+    "  over the same costs (sim/INFERENCE.md; --calibration, --json and --csv apply, --trace does not).\n"
+    "options:\n"
+    "  --calibration FILE      op costs (default: " TACOSIM_CALIBRATION_DIR "/h200-<transport>.json, the measured\n"
+    "                          file of the cluster's intra-node fabric (nvlink, shm, socket; pcie reads\n"
+    "                          nvlink) when present, else its derived h200-derived.json, h200-shm-derived.json\n"
+    "                          or h200-socket-derived.json)\n"
+    "  --transfer roofline|off costs measured on another GPU than the cluster's are moved onto its ceilings\n"
+    "                          (default roofline, sim/README.md \"Calibration transfer\"), or refused (off,\n"
+    "                          exit 2 naming both GPUs); the result names where its costs come from\n"
+    "  --mode full|reduced     every rank, or one rank per pipeline stage (default reduced)\n"
+    "  --overlap sm-wait|ideal a collective reaching a GPU busy with a compute kernel starts when the kernel\n"
+    "                          ends (sm-wait, the default, as measured), or runs beside it (ideal)\n"
+    "  --clock on|off          with a calibration that has a clock section: compute runs at the clocks its\n"
+    "                          duty allows (up to 4 simulations to a fixed point; default on), or at the\n"
+    "                          calibrated back-to-back times (off); without the section: no effect\n"
+    "  --json OUT              write the result (schema/result.h, the schema tacorun execute also writes;\n"
+    "                          default: not written)\n"
+    "  --csv OUT               write the result as gnuplot columns (default: not written)\n"
+    "  --trace OUT             write a Chrome trace of the iteration, opens in Perfetto (default: not written;\n"
+    "                          training plans only)\n"
+    "reads:  PLAN.json, the model and cluster it names, the calibration\n"
+    "writes: the prediction on standard output; OUT of --json, --csv, --trace; progress on standard error\n"
+    "        when it is a terminal\n";
+
+static const char compare_usage[] =
+    "usage: tacosim compare PREDICTED.json MEASURED.json\n"
+    "  Two results side by side (tacosim simulate --json, tacorun execute --json; either order, or two of\n"
+    "  one kind), with the error of each figure relative to the second file.\n"
+    "options: none besides --help.\n"
+    "reads:  the two result files (schema/result.h; unknown fields are refused)\n"
+    "writes: the table on standard output\n";
+
+static const char ops_usage[] =
+    "usage: tacosim ops PLAN.json [--calibration FILE]\n"
+    "  Each op's simulated cost on rank 0, summed by op name (the layout of tacorun execute's per-op\n"
+    "  profile, --ops-csv).\n"
+    "options:\n"
+    "  --calibration FILE      op costs (default: as tacosim simulate: " TACOSIM_CALIBRATION_DIR "/h200-<transport>.json\n"
+    "                          of the cluster's intra-node fabric, else the derived file)\n"
+    "reads:  PLAN.json, the model and cluster it names, the calibration\n"
+    "writes: the table on standard output\n";
+
+static const char derive_usage[] =
+    "usage: tacosim derive-calibration [--transport nvlink|shm|socket] [--gpu NAME [--from FILE] [--link-gbps X]] OUT.json\n"
+    "  Without --gpu: writes the roofline calibration derived from the H200's published and measured\n"
+    "  figures (labelled \"derived\": true), the fallback when no measured file is at hand.\n"
+    "  With --gpu: writes FILE, a measured calibration, transferred onto the catalogue GPU NAME\n"
+    "  (topologies/gpus/NAME.json) as tacosim simulate does for a cluster of that GPU (sim/README.md,\n"
+    "  \"Calibration transfer\"; labelled derived, with both GPUs and the method in its notes).\n"
+    "options:\n"
+    "  --transport nvlink|shm|socket   the intra-node fabric (default nvlink)\n"
+    "  --gpu NAME              the target GPU from the catalogue (default: none, the H200 roofline file)\n"
+    "  --from FILE             the measured calibration to transfer (default " TACOSIM_CALIBRATION_DIR "/h200-<transport>.json)\n"
+    "  --link-gbps X           the target's intra-node GB/s per GPU (default: NAME's NVLink figure)\n"
+    "reads:  FILE and the GPU catalogue with --gpu; nothing without\n"
+    "writes: OUT.json (the calibration schema, schema/calibration.h)\n";
+
+/* search's usage lives with its parser (sim/search_main.c). */
+extern const char sim_search_usage[];
+
+static int cmd_plan(int, char **);
+static int cmd_simulate(int, char **);
+static int cmd_compare(int, char **);
+static int cmd_ops(int, char **);
+static int cmd_derive(int, char **);
+
+static const struct {
+  const char *name, *summary, *usage;
+  int (*run)(int argc, char **argv);
+} commands[] = {
+    {"plan", "summary of a plan: op counts, bytes per traffic class, memory per GPU", plan_usage, cmd_plan},
+    {"simulate", "predict one training iteration (SimGrid), or an inference batch", simulate_usage, cmd_simulate},
+    {"compare", "a prediction and a measurement side by side, with the error of each figure", compare_usage,
+     cmd_compare},
+    {"ops", "each op's simulated cost on rank 0, by op name", ops_usage, cmd_ops},
+    {"derive-calibration", "write the roofline calibration derived from the H200 figures", derive_usage, cmd_derive},
+    {"search", "layout search: every valid layout and codec policy, best first", sim_search_usage, sim_search_main},
+};
+enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
+
+/* The synopsis is the first line of a command's usage, after "usage: tacosim ". */
+static void print_synopsis(FILE *out, const char *usage) {
+  const char *s = strncmp(usage, "usage: tacosim ", 15) == 0 ? usage + 15 : usage;
+  const char *nl = strchr(s, '\n');
+  fprintf(out, "  %.*s\n", nl ? (int)(nl - s) : (int)strlen(s), s);
+}
+
+/* The list of commands, then each command's usage: the same strings COMMAND --help prints. */
+static void help(FILE *out) {
+  fprintf(out, "usage: tacosim COMMAND [ARGS]   (tacosim COMMAND --help prints that command's part below)\n\ncommands:\n");
+  for (int i = 0; i < N_COMMANDS; i++) {
+    print_synopsis(out, commands[i].usage);
+    fprintf(out, "      %s\n", commands[i].summary);
+  }
+  for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "\n%s", commands[i].usage);
+  print_folders(out);
 }
 
 static int parse_transfer(const char *v, sim_transfer_mode *m) {
@@ -91,7 +181,10 @@ static int parse_transfer(const char *v, sim_transfer_mode *m) {
 }
 
 static int cmd_plan(int argc, char **argv) {
-  if (argc != 2) return usage_error("plan: expected one plan file%s", "");
+  if (wants_help(argc, argv, plan_usage)) return 0;
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] == '-' && argv[i][1]) return command_error("plan", "unknown option %s", argv[i]);
+  if (argc != 2) return command_error("plan", "expected one plan file%s", "");
   static plan p;
   ts_err e = {0};
   bool inference = false;
@@ -131,13 +224,15 @@ static int cmd_simulate(int argc, char **argv) {
   sim_mode mode = SIM_MODE_REDUCED;
   sim_transfer_mode transfer = SIM_TRANSFER_ROOFLINE;
   bool ideal_overlap = false, clock_off = false;
+  if (wants_help(argc, argv, simulate_usage)) return 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_value = i + 1 < argc;
     if (strcmp(a, "--calibration") == 0 && has_value)
       cal_path = argv[++i];
     else if (strcmp(a, "--transfer") == 0 && has_value) {
-      if (parse_transfer(argv[++i], &transfer)) return usage_error("simulate: --transfer: \"%s\" is not one of roofline, off", argv[i]);
+      if (parse_transfer(argv[++i], &transfer))
+        return command_error("simulate", "--transfer: \"%s\" is not one of roofline, off", argv[i]);
     } else if (strcmp(a, "--clock") == 0 && has_value) {
       const char *v = argv[++i];
       if (strcmp(v, "off") == 0)
@@ -145,7 +240,7 @@ static int cmd_simulate(int argc, char **argv) {
       else if (strcmp(v, "on") == 0)
         clock_off = false;
       else
-        return usage_error("simulate: --clock: \"%s\" is not one of on, off", v);
+        return command_error("simulate", "--clock: \"%s\" is not one of on, off", v);
     } else if (strcmp(a, "--overlap") == 0 && has_value) {
       const char *v = argv[++i];
       if (strcmp(v, "ideal") == 0)
@@ -153,7 +248,7 @@ static int cmd_simulate(int argc, char **argv) {
       else if (strcmp(v, "sm-wait") == 0)
         ideal_overlap = false;
       else
-        return usage_error("simulate: --overlap: \"%s\" is not one of sm-wait, ideal", v);
+        return command_error("simulate", "--overlap: \"%s\" is not one of sm-wait, ideal", v);
     }
     else if (strcmp(a, "--json") == 0 && has_value)
       json = argv[++i];
@@ -168,22 +263,22 @@ static int cmd_simulate(int argc, char **argv) {
       else if (strcmp(m, "reduced") == 0)
         mode = SIM_MODE_REDUCED;
       else
-        return usage_error("simulate: --mode: \"%s\" is not one of full, reduced", m);
-    } else if (a[0] == '-' && a[1] == '-')
-      return usage_error("simulate: unknown option or missing value: %s", a);
+        return command_error("simulate", "--mode: \"%s\" is not one of full, reduced", m);
+    } else if (a[0] == '-' && a[1])
+      return command_error("simulate", has_value ? "unknown option %s" : "unknown option or missing value: %s", a);
     else if (!plan_path)
       plan_path = a;
     else
-      return usage_error("simulate: unexpected argument %s", a);
+      return command_error("simulate", "unexpected argument %s", a);
   }
-  if (!plan_path) return usage_error("simulate: expected a plan file%s", "");
+  if (!plan_path) return command_error("simulate", "expected a plan file%s", "");
   static plan p;
   schema_calibration cal;
   ts_err e = {0};
   bool inference = false;
   if (plan_file_is_inference(plan_path, &inference, &e)) return fail(&e);
   if (inference) {
-    if (trace) return usage_error("simulate: --trace: an inference plan is predicted analytically, without a trace%s", "");
+    if (trace) return command_error("simulate", "--trace: an inference plan is predicted analytically, without a trace%s", "");
     return simulate_inference(plan_path, cal_path, transfer, json, csv);
   }
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
@@ -211,17 +306,18 @@ static int cmd_simulate(int argc, char **argv) {
 
 static int cmd_ops(int argc, char **argv) {
   const char *plan_path = NULL, *cal_path = NULL;
+  if (wants_help(argc, argv, ops_usage)) return 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--calibration") == 0 && i + 1 < argc)
       cal_path = argv[++i];
-    else if (argv[i][0] == '-')
-      return usage_error("ops: unknown option or missing value: %s", argv[i]);
+    else if (argv[i][0] == '-' && argv[i][1])
+      return command_error("ops", i + 1 < argc ? "unknown option %s" : "unknown option or missing value: %s", argv[i]);
     else if (!plan_path)
       plan_path = argv[i];
     else
-      return usage_error("ops: unexpected argument %s", argv[i]);
+      return command_error("ops", "unexpected argument %s", argv[i]);
   }
-  if (!plan_path) return usage_error("ops: expected a plan file%s", "");
+  if (!plan_path) return command_error("ops", "expected a plan file%s", "");
   static plan p;
   schema_calibration cal;
   ts_err e = {0};
@@ -241,7 +337,10 @@ static void compare_row(const char *name, double pred, double meas, const char *
 }
 
 static int cmd_compare(int argc, char **argv) {
-  if (argc != 3) return usage_error("compare: expected PREDICTED.json MEASURED.json%s", "");
+  if (wants_help(argc, argv, compare_usage)) return 0;
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] == '-' && argv[i][1]) return command_error("compare", "unknown option %s", argv[i]);
+  if (argc != 3) return command_error("compare", "expected PREDICTED.json MEASURED.json%s", "");
   schema_result a, b;
   ts_err e = {0};
   if (schema_result_load(argv[1], &a, &e)) return fail(&e);
@@ -289,6 +388,7 @@ static int cmd_compare(int argc, char **argv) {
 static int cmd_derive(int argc, char **argv) {
   const char *transport = "nvlink", *out = NULL, *gpu = NULL, *from = NULL;
   double link_gbps = 0;
+  if (wants_help(argc, argv, derive_usage)) return 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc)
       transport = argv[++i];
@@ -299,15 +399,17 @@ static int cmd_derive(int argc, char **argv) {
     else if (strcmp(argv[i], "--link-gbps") == 0 && i + 1 < argc) {
       char *end;
       link_gbps = strtod(argv[++i], &end);
-      if (*end || !(link_gbps > 0)) return usage_error("derive-calibration: --link-gbps: \"%s\" is not a positive number", argv[i]);
-    } else if (argv[i][0] == '-')
-      return usage_error("derive-calibration: unknown option %s", argv[i]);
+      if (*end || !(link_gbps > 0))
+        return command_error("derive-calibration", "--link-gbps: \"%s\" is not a positive number", argv[i]);
+    } else if (argv[i][0] == '-' && argv[i][1])
+      return command_error("derive-calibration", i + 1 < argc ? "unknown option %s" : "unknown option or missing value: %s",
+                           argv[i]);
     else if (!out)
       out = argv[i];
     else
-      return usage_error("derive-calibration: unexpected argument %s", argv[i]);
+      return command_error("derive-calibration", "unexpected argument %s", argv[i]);
   }
-  if (!out) return usage_error("derive-calibration: expected an output file%s", "");
+  if (!out) return command_error("derive-calibration", "expected an output file%s", "");
   schema_calibration c;
   ts_err e = {0};
   if (gpu) {
@@ -334,11 +436,11 @@ int main(int argc, char **argv) {
     help(stdout);
     return 0;
   }
-  if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 1, argv + 1);
-  if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 1, argv + 1);
-  if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 1, argv + 1);
-  if (strcmp(cmd, "ops") == 0) return cmd_ops(argc - 1, argv + 1);
-  if (strcmp(cmd, "derive-calibration") == 0) return cmd_derive(argc - 1, argv + 1);
-  if (strcmp(cmd, "search") == 0) return sim_search_main(argc - 1, argv + 1);
-  return usage_error("unknown command \"%s\"", cmd);
+  for (int i = 0; i < N_COMMANDS; i++)
+    if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+  char names[256] = "";
+  for (int i = 0; i < N_COMMANDS; i++)
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", commands[i].name);
+  fprintf(stderr, "tacosim: unknown command \"%s\" (the commands: %s; tacosim --help describes them)\n", cmd, names);
+  return TS_EXIT_BAD_INPUT;
 }

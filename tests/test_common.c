@@ -1,6 +1,6 @@
 /* test_common.c — the error record and the strict JSON getters every loader
  * uses: messages read "file: field: reason", types and ranges are enforced. */
-#define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, mkdtemp, fdopen, ftruncate */
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ts_error.h"
+#include "ts_file.h"
 #include "ts_json.h"
 
 #define ASSERT_MSG(e, text)                                                            \
@@ -237,6 +238,94 @@ static void test_schema_getter(void) {
   json_decref(r);
 }
 
+/* ---- ts_read_file: the one reader of input files ---- */
+
+static void write_file(const char *path, const char *text, size_t len) {
+  FILE *f = fopen(path, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fwrite(text, 1, len, f), len);
+  fclose(f);
+}
+
+static void test_read_file_whole(void) {
+  char dir[] = "/tmp/tacosim_test_read_XXXXXX";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+  char path[256];
+  snprintf(path, sizeof path, "%s/a.json", dir);
+  write_file(path, "{\"a\": 1}\n", 9);
+  ts_err e = {0};
+  size_t len = 99;
+  char *text = ts_read_file(path, 0, &len, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  CU_ASSERT_EQUAL(len, 9);
+  CU_ASSERT_STRING_EQUAL(text, "{\"a\": 1}\n");
+  free(text);
+  /* a cap of exactly the size reads it, one byte less refuses it with both figures */
+  text = ts_read_file(path, 9, &len, &e);
+  CU_ASSERT_PTR_NOT_NULL(text);
+  free(text);
+  CU_ASSERT_PTR_NULL(ts_read_file(path, 8, &len, &e));
+  ASSERT_MSG(e, ": is 9 bytes, over the limit of 8 bytes on input files");
+  CU_ASSERT_EQUAL(e.bad_input, 1);
+  /* an empty file reads as empty text; tsj_load_file names it */
+  write_file(path, "", 0);
+  text = ts_read_file(path, 0, &len, &e);
+  CU_ASSERT_PTR_NOT_NULL(text);
+  CU_ASSERT_EQUAL(len, 0);
+  free(text);
+  CU_ASSERT_PTR_NULL(tsj_load_file(path, &e));
+  ASSERT_MSG(e, "a.json: is empty");
+  CU_ASSERT_EQUAL(e.bad_input, 1);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* A directory is named as one, by the reader and by every loader built on it. */
+static void test_read_file_directory(void) {
+  char dir[] = "/tmp/tacosim_test_read_XXXXXX";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+  ts_err e = {0};
+  size_t len;
+  char want[300];
+  snprintf(want, sizeof want, "%s: is a directory", dir);
+  CU_ASSERT_PTR_NULL(ts_read_file(dir, 0, &len, &e));
+  ASSERT_MSG(e, want);
+  CU_ASSERT_EQUAL(e.bad_input, 1);
+  CU_ASSERT_PTR_NULL(tsj_load_file(dir, &e));
+  ASSERT_MSG(e, want);
+  CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  rmdir(dir);
+}
+
+/* Over TS_MAX_INPUT_BYTES: refused from its size before a byte is read (a sparse
+ * file: no disk used); a device with no size (/dev/zero) is cut at the cap. */
+static void test_read_file_cap(void) {
+  char path[] = "/tmp/tacosim_test_big_XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  CU_ASSERT_EQUAL(ftruncate(fd, (off_t)TS_MAX_INPUT_BYTES + 1), 0);
+  close(fd);
+  ts_err e = {0};
+  size_t len;
+  char want[128];
+  snprintf(want, sizeof want, ": is %lu bytes, over the limit of %lu bytes (%lu MiB)",
+           (unsigned long)TS_MAX_INPUT_BYTES + 1, (unsigned long)TS_MAX_INPUT_BYTES,
+           (unsigned long)(TS_MAX_INPUT_BYTES >> 20));
+  CU_ASSERT_PTR_NULL(tsj_load_file(path, &e));
+  ASSERT_MSG(e, path);
+  ASSERT_MSG(e, want);
+  CU_ASSERT_EQUAL(e.bad_input, 1);
+  unlink(path);
+  CU_ASSERT_PTR_NULL(ts_read_file("/dev/zero", 1000, &len, &e));
+  ASSERT_MSG(e, "/dev/zero: is more than 1000 bytes, over the limit of 1000 bytes");
+  char *text = ts_read_file("/dev/null", 1000, &len, &e);
+  CU_ASSERT_PTR_NOT_NULL(text);
+  CU_ASSERT_EQUAL(len, 0);
+  free(text);
+  CU_ASSERT_PTR_NULL(ts_read_file("/nonexistent/x.json", 0, &len, &e));
+  ASSERT_MSG(e, "/nonexistent/x.json: cannot read file (No such file or directory)");
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("common", NULL, NULL);
@@ -245,6 +334,9 @@ int main(void) {
   CU_add_test(s, "long messages are truncated safely", test_fail_truncates_long_messages);
   CU_add_test(s, "tsj_load_string rejects bad JSON", test_load_string_rejects_bad_json);
   CU_add_test(s, "tsj_load_file", test_load_file);
+  CU_add_test(s, "ts_read_file reads a whole file, its cap exactly", test_read_file_whole);
+  CU_add_test(s, "a directory is named as one", test_read_file_directory);
+  CU_add_test(s, "a file over TS_MAX_INPUT_BYTES is refused by name", test_read_file_cap);
   CU_add_test(s, "tsj_int", test_int_getter);
   CU_add_test(s, "tsj_real", test_real_getter);
   CU_add_test(s, "tsj_bool", test_bool_getter);

@@ -1,7 +1,9 @@
 /* test_sim_schema.c — calibration and result files: loader rules, writer
  * round trips, lookups (interpolation, roofline outside, missing tables). */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* POSIX 2008 and nftw */
 #include <CUnit/Basic.h>
+#include <ftw.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -621,6 +623,262 @@ static void test_clock_rejected(void) {
   }
 }
 
+/* ---- repeated points: found by sorting, reported as a point-by-point check would ---- */
+
+#define DUP_HEAD                                                                                              \
+  "{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"t\","           \
+  "\"measured_at\":\"m\","
+
+static void expect_calibration_error(const char *text, const char *want) {
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(schema_calibration_from_json_text(text, strlen(text), "bad.json", &c, &e), -1);
+  CU_ASSERT_TRUE(e.bad_input);
+  if (!strstr(e.msg, want)) fprintf(stderr, "\n  \"%s\" lacks \"%s\"\n", e.msg, want);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
+}
+
+/* The point named is the first in file order that repeats an earlier one;
+ * a bad point before it is named instead, one after it is not. */
+static void test_duplicates_in_file_order(void) {
+  /* shapes: [0] A, [1] B, [2] C, [3] B (repeats [1]), [4] A (repeats [0]) */
+  expect_calibration_error(DUP_HEAD "\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1},{\"m\":2,\"n\":1,\"k\":1,\"us\":1},"
+                                    "{\"m\":3,\"n\":1,\"k\":1,\"us\":1},{\"m\":2,\"n\":1,\"k\":1,\"us\":2},"
+                                    "{\"m\":1,\"n\":1,\"k\":1,\"us\":2}]}",
+                           "bad.json: gemm[3]: duplicate shape 2x1x1");
+  /* three of one shape: the second is named */
+  expect_calibration_error(DUP_HEAD "\"gemm\":[{\"m\":5,\"n\":6,\"k\":7,\"us\":1},{\"m\":1,\"n\":1,\"k\":1,\"us\":1},"
+                                    "{\"m\":5,\"n\":6,\"k\":7,\"us\":2},{\"m\":5,\"n\":6,\"k\":7,\"us\":3}]}",
+                           "bad.json: gemm[2]: duplicate shape 5x6x7");
+  /* a repeat before a bad point: the repeat */
+  expect_calibration_error(DUP_HEAD "\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1},{\"m\":1,\"n\":1,\"k\":1,\"us\":2},"
+                                    "{\"m\":3,\"n\":1,\"k\":1,\"us\":-1}]}",
+                           "bad.json: gemm[1]: duplicate shape 1x1x1");
+  /* a bad point before a repeat: the bad point */
+  expect_calibration_error(DUP_HEAD "\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1},{\"m\":3,\"n\":1,\"k\":1,\"us\":-1},"
+                                    "{\"m\":1,\"n\":1,\"k\":1,\"us\":2}]}",
+                           "bad.json: gemm[1].us");
+  /* m, n and k each count: 1x2x3, 2x1x3, 3x2x1, 1x3x2 are four shapes */
+  const char *four = DUP_HEAD "\"gemm\":[{\"m\":1,\"n\":2,\"k\":3,\"us\":1},{\"m\":2,\"n\":1,\"k\":3,\"us\":1},"
+                              "{\"m\":3,\"n\":2,\"k\":1,\"us\":1},{\"m\":1,\"n\":3,\"k\":2,\"us\":1}]}";
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(schema_calibration_from_json_text(four, strlen(four), "ok.json", &c, &e), 0);
+  CU_ASSERT_EQUAL(c.n_gemm, 4);
+  schema_calibration_free(&c);
+  /* kernels: a repeat is (bytes, group); the same bytes in another group is another point */
+  const char *groups = DUP_HEAD "\"kernels\":{\"taco_encode\":[{\"bytes\":1000,\"group\":128,\"us\":1},"
+                                "{\"bytes\":1000,\"group\":64,\"us\":1}]}}";
+  CU_ASSERT_EQUAL(schema_calibration_from_json_text(groups, strlen(groups), "ok.json", &c, &e), 0);
+  CU_ASSERT_EQUAL(c.kernels[0].n, 2);
+  schema_calibration_free(&c);
+  expect_calibration_error(DUP_HEAD "\"kernels\":{\"norm\":[{\"bytes\":10,\"us\":1}],\"taco_encode\":["
+                                    "{\"bytes\":1000,\"group\":128,\"us\":1},{\"bytes\":2000,\"group\":128,\"us\":1},"
+                                    "{\"bytes\":1000,\"group\":128,\"us\":2}]}}",
+                           "bad.json: kernels.taco_encode[2]: duplicate point (bytes 1000, group 128)");
+  /* the same size in two tables (two rank counts, two collectives) is no repeat; in one it is */
+  const char *tables = DUP_HEAD "\"collectives\":{\"allreduce\":{\"2\":[{\"bytes\":64,\"us\":1}],\"4\":[{\"bytes\":64,"
+                                "\"us\":1}]},\"allgather\":{\"2\":[{\"bytes\":64,\"us\":1}]}}}";
+  CU_ASSERT_EQUAL(schema_calibration_from_json_text(tables, strlen(tables), "ok.json", &c, &e), 0);
+  CU_ASSERT_EQUAL(c.n_colls, 3);
+  schema_calibration_free(&c);
+  expect_calibration_error(DUP_HEAD "\"collectives\":{\"allreduce\":{\"2\":[{\"bytes\":64,\"us\":1}],\"4\":["
+                                    "{\"bytes\":64,\"us\":1},{\"bytes\":128,\"us\":1},{\"bytes\":64,\"us\":2}]}}}",
+                           "bad.json: collectives.allreduce.4[2]: duplicate size 64");
+  /* a number of ranks is written one way only: "08" would be a second key for table 8 */
+  expect_calibration_error(DUP_HEAD "\"collectives\":{\"allreduce\":{\"8\":[{\"bytes\":64,\"us\":1}],\"08\":["
+                                    "{\"bytes\":64,\"us\":2}]}}}",
+                           "bad.json: collectives.allreduce.08: write the number of ranks as 8");
+  expect_calibration_error(DUP_HEAD "\"collectives\":{\"allreduce\":{\"+8\":[{\"bytes\":64,\"us\":1}]}}}",
+                           "collectives.allreduce.+8: write the number of ranks as 8");
+}
+
+/* Many points: a repeat at the end is found and named (the check is O(n log n):
+ * 40,000 points checked point by point were 8 x 10^8 comparisons). */
+static void test_duplicates_at_scale(void) {
+  enum { N = 40000 };
+  size_t cap = (size_t)N * 64 + 512, used = 0;
+  char *text = malloc(cap);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  used += (size_t)snprintf(text + used, cap - used, "%s\"gemm\":[", DUP_HEAD);
+  for (int i = 0; i < N; i++)
+    used += (size_t)snprintf(text + used, cap - used, "%s{\"m\":%d,\"n\":%d,\"k\":64,\"us\":1}", i ? "," : "",
+                             1 + i % 200, 64 * (1 + i / 200));
+  used += (size_t)snprintf(text + used, cap - used, "]}");
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, used, "big.json", &c, &e), 0);
+  CU_ASSERT_EQUAL(c.n_gemm, N);
+  for (int i = 1; i < c.n_gemm; i++) /* loaded sorted, all distinct */
+    CU_ASSERT(c.gemm[i - 1].n < c.gemm[i].n || (c.gemm[i - 1].n == c.gemm[i].n && c.gemm[i - 1].m < c.gemm[i].m));
+  schema_calibration_free(&c);
+  /* the last point repeats point 12345 (m 146, n 64 * 62) */
+  used -= 2;
+  used += (size_t)snprintf(text + used, cap - used, ",{\"m\":%d,\"n\":%d,\"k\":64,\"us\":2}]}", 1 + 12345 % 200,
+                           64 * (1 + 12345 / 200));
+  CU_ASSERT_EQUAL(schema_calibration_from_json_text(text, used, "big.json", &c, &e), -1);
+  char want[96];
+  snprintf(want, sizeof want, "big.json: gemm[%d]: duplicate shape %dx%dx64", N, 1 + 12345 % 200, 64 * (1 + 12345 / 200));
+  if (!strstr(e.msg, want)) fprintf(stderr, "\n  \"%s\" lacks \"%s\"\n", e.msg, want);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
+  free(text);
+}
+
+/* ---- the result loader refuses what it does not know, as every loader does ---- */
+
+#define RESULT_HEAD                                                                                          \
+  "{\"schema\":1,\"plan\":\"p\",\"iteration_time_s\":1,\"tokens_per_s\":1,\"tflops_per_gpu\":1,\"mfu\":0.1,"  \
+  "\"memory_per_gpu_bytes\":1,\"breakdown\":{\"compute_s\":1,\"tp_exposed_s\":0,\"pp_exposed_s\":0,"         \
+  "\"dp_exposed_s\":0,\"codec_s\":0,\"bubble_s\":0}"
+#define MEASURED_TAIL                                                                                        \
+  ",\"iterations\":3,\"warmup\":1,\"min_s\":1,\"median_s\":1,\"max_s\":1,\"machine\":{\"gpu\":\"H200\","     \
+  "\"transport\":\"nvlink\"}"
+#define INFER_DETAILS                                                                                        \
+  ",\"codec\":\"taco\",\"total_s\":1,\"memory\":{\"weights_bytes\":1,\"kv_cache_bytes\":1},"                 \
+  "\"prefill\":{\"total_s\":1,\"compute_s\":1,\"tp_exposed_s\":0,\"codec_s\":0,\"pp_exposed_s\":0},"         \
+  "\"decode\":{\"total_s\":1,\"compute_s\":1,\"tp_exposed_s\":0,\"codec_s\":0,\"pp_exposed_s\":0},"          \
+  "\"plain_nccl\":{\"ttft_s\":1,\"tpot_s\":1,\"tokens_per_s\":1},\"speedup\":{\"ttft\":1,\"tpot\":1,"       \
+  "\"tokens_per_s\":1},\"codec_choices\":[{\"what\":\"prefill\",\"bytes\":1,\"wire_bytes\":1,\"plain_s\":1," \
+  "\"fallback_s\":1,\"fallback\":\"none\",\"codec_s\":1,\"compressed\":true}]"
+
+static void expect_result(const char *text, const char *want) {
+  schema_result r;
+  ts_err e = {0};
+  int rc = schema_result_from_json_text(text, strlen(text), "r.json", &r, &e);
+  if (!want) {
+    if (rc) fprintf(stderr, "\n  refused: %s\n", e.msg);
+    CU_ASSERT_EQUAL(rc, 0);
+    schema_result_free(&r);
+    return;
+  }
+  CU_ASSERT_EQUAL(rc, -1);
+  CU_ASSERT_TRUE(e.bad_input);
+  if (!strstr(e.msg, want)) fprintf(stderr, "\n  \"%s\" lacks \"%s\"\n", e.msg, want);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
+}
+
+static void test_result_strict_keys(void) {
+  /* the four kinds load */
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"mode\":\"reduced\",\"ranks\":[]}", NULL);
+  expect_result(RESULT_HEAD ",\"source\":\"measured\",\"ranks\":[]" MEASURED_TAIL "}", NULL);
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"kind\":\"inference\",\"ttft_s\":1,\"tpot_s\":1,\"ranks\":[]"
+                INFER_DETAILS "}", NULL);
+  expect_result(RESULT_HEAD ",\"source\":\"measured\",\"kind\":\"inference\",\"ttft_s\":1,\"tpot_s\":1,\"ranks\":[]"
+                MEASURED_TAIL "}", NULL);
+  /* unknown keys, at every level */
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"ranks\":[],\"iteration_time\":1}",
+                "r.json: iteration_time: unknown field");
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"ranks\":[{\"rank\":0,\"busy_s\":1,\"compute_s\":1,"
+                "\"comm_s\":0,\"idle_s\":0}]}",
+                "r.json: ranks[0].idle_s: unknown field");
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"ranks\":[],\"ops\":[{\"name\":\"a\",\"rank\":0,"
+                "\"stream\":\"tp\",\"start_s\":0,\"dur_s\":1,\"bytes\":8}]}",
+                "r.json: ops[0].bytes: unknown field");
+  expect_result("{\"schema\":1,\"plan\":\"p\",\"iteration_time_s\":1,\"tokens_per_s\":1,\"tflops_per_gpu\":1,"
+                "\"mfu\":0.1,\"memory_per_gpu_bytes\":1,\"breakdown\":{\"compute_s\":1,\"tp_exposed_s\":0,"
+                "\"pp_exposed_s\":0,\"dp_exposed_s\":0,\"codec_s\":0,\"bubble_s\":0,\"idle_s\":0},"
+                "\"source\":\"simulated\",\"ranks\":[]}",
+                "r.json: breakdown.idle_s: unknown field");
+  expect_result(RESULT_HEAD ",\"source\":\"measured\",\"ranks\":[]" MEASURED_TAIL ",\"host\":\"x\"}",
+                "r.json: host: unknown field");
+  expect_result(RESULT_HEAD ",\"source\":\"measured\",\"ranks\":[],\"iterations\":3,\"warmup\":1,\"min_s\":1,"
+                "\"median_s\":1,\"max_s\":1,\"machine\":{\"gpu\":\"H200\",\"transport\":\"nvlink\",\"cpu\":\"x\"}}",
+                "r.json: machine.cpu: unknown field");
+  /* keys of another kind of result are named as such */
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"ranks\":[]" MEASURED_TAIL "}",
+                "r.json: iterations: only in a measured result");
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"ranks\":[],\"ttft_s\":1}",
+                "r.json: ttft_s: only in an inference result");
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"ranks\":[],\"total_s\":1}",
+                "r.json: total_s: only in an inference result");
+  /* the inference details are checked as written */
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"kind\":\"inference\",\"ttft_s\":1,\"tpot_s\":1,\"ranks\":[],"
+                "\"prefill\":{\"total_s\":1,\"compute_s\":1,\"tp_exposed_s\":0,\"codec_s\":0,\"pp_exposed_s\":0,"
+                "\"x\":1}}",
+                "r.json: prefill.x: unknown field");
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"kind\":\"inference\",\"ttft_s\":1,\"tpot_s\":1,\"ranks\":[],"
+                "\"memory\":{\"weights_bytes\":\"1\",\"kv_cache_bytes\":1}}",
+                "r.json: memory.weights_bytes: must be a number");
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"kind\":\"inference\",\"ttft_s\":1,\"tpot_s\":1,\"ranks\":[],"
+                "\"codec_choices\":[{\"what\":\"prefill\",\"bytes\":1,\"wire_bytes\":1,\"plain_s\":1,"
+                "\"fallback_s\":1,\"fallback\":\"fp8\",\"codec_s\":1,\"compressed\":true}]}",
+                "r.json: codec_choices[0].fallback");
+}
+
+/* The writer writes only keys the reader knows: a result with every field set round-trips. */
+static void test_result_writer_keys_known(void) {
+  schema_result r, b;
+  schema_result_init(&r, SCHEMA_SOURCE_MEASURED);
+  snprintf(r.plan, sizeof r.plan, "p.json");
+  snprintf(r.calibration, sizeof r.calibration, "c.json");
+  snprintf(r.mode, sizeof r.mode, "full");
+  snprintf(r.kind, sizeof r.kind, "inference");
+  r.ttft_s = 0.1, r.tpot_s = 0.01, r.iteration_time_s = 0.5, r.tokens_per_s = 10, r.mfu = 0.2;
+  r.clock_passes = 2;
+  r.iterations = 4, r.warmup = 1, r.min_s = 0.4, r.median_s = 0.5, r.max_s = 0.6;
+  snprintf(r.machine.gpu, sizeof r.machine.gpu, "H200");
+  snprintf(r.machine.driver, sizeof r.machine.driver, "580");
+  snprintf(r.machine.cuda, sizeof r.machine.cuda, "13.0");
+  snprintf(r.machine.nccl, sizeof r.machine.nccl, "2.28");
+  snprintf(r.machine.transport, sizeof r.machine.transport, "nvlink");
+  schema_rank_stat rs = {.rank = 0, .busy_s = 0.4, .compute_s = 0.3, .comm_s = 0.1, .clock_duty = 0.5,
+                         .clock_gemm_speed = 1.1, .clock_mem_speed = 1.0, .clock_cycle_us = 900};
+  schema_op_record op = {"layer0.fwd.qkv", 0, "tp", 0.001, 0.002};
+  CU_ASSERT_EQUAL(schema_result_add_rank(&r, &rs), 0);
+  CU_ASSERT_EQUAL(schema_result_add_op(&r, &op), 0);
+  CU_ASSERT_EQUAL(schema_result_add_note(&r, "n"), 0);
+  char *buf = NULL;
+  size_t len = 0;
+  ts_err e = {0};
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(schema_result_write_json(&r, f, &e), 0);
+  fclose(f);
+  int rc = schema_result_from_json_text(buf, len, "all.json", &b, &e);
+  if (rc) fprintf(stderr, "\n  refused: %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_STRING_EQUAL(b.kind, "inference");
+  CU_ASSERT_EQUAL(b.ranks[0].clock_cycle_us, 900);
+  CU_ASSERT_STRING_EQUAL(b.machine.nccl, "2.28");
+  CU_ASSERT_EQUAL(b.clock_passes, 2);
+  schema_result_free(&b);
+  schema_result_free(&r);
+  free(buf);
+}
+
+/* Every result file shipped under experiments/ loads: the JSON files whose top
+ * level says "source": "simulated" or "measured" and has an iteration time. */
+static int shipped_total, shipped_loaded;
+static int visit_result(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st, (void)ftw;
+  size_t n = strlen(path);
+  if (type != FTW_F || n < 5 || strcmp(path + n - 5, ".json")) return 0;
+  json_t *root = json_load_file(path, 0, NULL);
+  const char *src = json_string_value(json_object_get(root, "source"));
+  int is_result = src && (!strcmp(src, "simulated") || !strcmp(src, "measured")) &&
+                  json_object_get(root, "iteration_time_s");
+  json_decref(root);
+  if (!is_result) return 0;
+  shipped_total++;
+  schema_result r;
+  ts_err e = {0};
+  if (schema_result_load(path, &r, &e) == 0) {
+    shipped_loaded++;
+    schema_result_free(&r);
+  } else
+    fprintf(stderr, "\n  shipped result refused: %s\n", e.msg);
+  return 0;
+}
+
+static void test_shipped_results_load(void) {
+  char dir[1024];
+  repo_path(dir, sizeof dir, "experiments");
+  shipped_total = shipped_loaded = 0;
+  CU_ASSERT_EQUAL(nftw(dir, visit_result, 16, FTW_PHYS), 0);
+  printf("(%d of %d result files) ", shipped_loaded, shipped_total);
+  CU_ASSERT(shipped_total > 0);
+  CU_ASSERT_EQUAL(shipped_loaded, shipped_total);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("sim_schema", NULL, NULL);
@@ -638,6 +896,11 @@ int main(void) {
   CU_add_test(s, "clock section: loads sorted, written back the same", test_clock_round_trip);
   CU_add_test(s, "clock speed: linear in duty over the smallest period, clamped", test_clock_interpolation);
   CU_add_test(s, "bad clock sections are rejected naming the field", test_clock_rejected);
+  CU_add_test(s, "repeated points: the first repeat in file order is named", test_duplicates_in_file_order);
+  CU_add_test(s, "repeated points among 40,000: found and named", test_duplicates_at_scale);
+  CU_add_test(s, "result loader: unknown and misplaced keys are refused", test_result_strict_keys);
+  CU_add_test(s, "result writer: every key it writes is one the loader knows", test_result_writer_keys_known);
+  CU_add_test(s, "every result file under experiments/ loads", test_shipped_results_load);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

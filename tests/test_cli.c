@@ -1,0 +1,428 @@
+/* test_cli.c — the commands a person learns from their help.
+ *
+ * tacosim: every command answers --help and -h with exit 0 and its usage; every
+ * option its parser accepts is in that usage, and every option the usage
+ * defines is accepted (the parser is probed from outside: an option it does
+ * not know is answered "unknown option"; the candidates are the option
+ * literals of sim/tacosim.c and sim/search_main.c). Unknown model names list
+ * the zoo; a directory or a file over the input cap given to any loader of
+ * any command is named as such, exit 2; what `tacosim simulate --json` writes
+ * `tacosim compare` reads.
+ * tacorun (when built): every command prints its help with exit 0 on a
+ * machine without a GPU, and every option literal of its parser's source is
+ * in it. */
+#define _XOPEN_SOURCE 700 /* mkdtemp, ftruncate */
+#include <CUnit/Basic.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "ts_file.h"
+
+#ifndef TACOSIM_BIN
+#error TACOSIM_BIN must name the tacosim binary
+#endif
+#ifndef SOURCE_DIR
+#error SOURCE_DIR must name the source tree
+#endif
+
+static char workdir[256]; /* the commands run here: nothing they might write lands in the tree */
+
+/* Runs a shell command line in workdir; its stdout and stderr (together) into out. */
+static int run(const char *cmdline, char *out, size_t cap) {
+  char full[8192];
+  snprintf(full, sizeof full, "cd '%s' && %s </dev/null 2>&1", workdir, cmdline);
+  FILE *p = popen(full, "r");
+  if (!p) return -1;
+  size_t n = 0, got;
+  while (n + 1 < cap && (got = fread(out + n, 1, cap - 1 - n, p)) > 0) n += got;
+  out[n] = '\0';
+  char sink[4096];
+  while (fread(sink, 1, sizeof sink, p) > 0) {
+  }
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int tacosim(const char *args, char *out, size_t cap) {
+  char line[4096];
+  snprintf(line, sizeof line, "'%s' %s", TACOSIM_BIN, args);
+  return run(line, out, cap);
+}
+
+/* opt occurs in text as a whole option: not followed by [a-z0-9-]. */
+static int has_option(const char *text, const char *opt) {
+  size_t n = strlen(opt);
+  for (const char *p = strstr(text, opt); p; p = strstr(p + 1, opt)) {
+    char next = p[n];
+    int before_ok = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '-');
+    if (before_ok && !(isalnum((unsigned char)next) || next == '-')) return 1;
+  }
+  return 0;
+}
+
+typedef struct {
+  char v[128][48];
+  int n;
+} name_list;
+
+static void add_name(name_list *l, const char *s, size_t len) {
+  if (len == 0 || len >= sizeof l->v[0] || l->n == 128) return;
+  for (int i = 0; i < l->n; i++)
+    if (strlen(l->v[i]) == len && !strncmp(l->v[i], s, len)) return;
+  memcpy(l->v[l->n], s, len);
+  l->v[l->n][len] = '\0';
+  l->n++;
+}
+
+/* Every string literal of a source file that is exactly "--name". */
+static void option_literals(const char *rel, name_list *l) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", SOURCE_DIR, rel);
+  size_t len;
+  ts_err e;
+  char *text = ts_read_file(path, 0, &len, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  for (char *p = strstr(text, "\"--"); p; p = strstr(p + 1, "\"--")) {
+    char *q = p + 3;
+    while (islower((unsigned char)*q) || isdigit((unsigned char)*q) || *q == '-') q++;
+    if (*q == '"' && q > p + 3) add_name(l, p + 1, (size_t)(q - p - 1));
+  }
+  free(text);
+}
+
+/* The commands tacosim --help lists: the first word of each line indented by two spaces. */
+static void listed_commands(const char *help, name_list *l) {
+  const char *p = strstr(help, "commands:\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  for (p = strchr(p, '\n') + 1; *p && *p != '\n'; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
+    if (p[0] == ' ' && p[1] == ' ' && islower((unsigned char)p[2])) {
+      size_t n = strcspn(p + 2, " \n");
+      add_name(l, p + 2, n);
+    }
+  }
+}
+
+static void test_every_command_has_help(void) {
+  static char help[65536], out[65536];
+  CU_ASSERT_EQUAL(tacosim("--help", help, sizeof help), 0);
+  CU_ASSERT_EQUAL(tacosim("-h", out, sizeof out), 0);
+  CU_ASSERT_STRING_EQUAL(out, help);
+  name_list cmds = {0};
+  listed_commands(help, &cmds);
+  const char *expected[] = {"plan", "simulate", "compare", "ops", "derive-calibration", "search"};
+  for (size_t i = 0; i < sizeof expected / sizeof *expected; i++) {
+    int found = 0;
+    for (int k = 0; k < cmds.n; k++) found |= !strcmp(cmds.v[k], expected[i]);
+    if (!found) fprintf(stderr, "\n  tacosim --help does not list %s\n", expected[i]);
+    CU_ASSERT(found);
+  }
+  for (int k = 0; k < cmds.n; k++) {
+    char args[128], want[128];
+    snprintf(args, sizeof args, "%s --help", cmds.v[k]);
+    int rc = tacosim(args, out, sizeof out);
+    snprintf(want, sizeof want, "usage: tacosim %s", cmds.v[k]);
+    if (rc != 0 || strncmp(out, want, strlen(want))) fprintf(stderr, "\n  tacosim %s -> %d: %.200s\n", args, rc, out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(strncmp(out, want, strlen(want)), 0);
+    /* every usage names what it reads and writes */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "reads:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "writes:"));
+    static char again[65536];
+    snprintf(args, sizeof args, "%s -h", cmds.v[k]);
+    CU_ASSERT_EQUAL(tacosim(args, again, sizeof again), 0);
+    CU_ASSERT_STRING_EQUAL(again, out);
+    /* the top-level help holds the same usage, word for word (the folders' footer once, at its end) */
+    char *footer = strstr(out, "\nfolders of this build:");
+    if (footer) *footer = '\0';
+    if (!strstr(help, out)) fprintf(stderr, "\n  tacosim --help lacks the usage of %s\n", cmds.v[k]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(help, out));
+  }
+  /* an unknown command names the commands */
+  CU_ASSERT_EQUAL(tacosim("simulat x.json", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown command \"simulat\""));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "simulate"));
+}
+
+/* Option lines of a usage: lines whose text starts with "--" after spaces; their first word. */
+static void defined_options(const char *usage, name_list *l) {
+  for (const char *p = usage; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
+    const char *q = p;
+    while (*q == ' ') q++;
+    if (q > p && q[0] == '-' && q[1] == '-') add_name(l, q, strcspn(q, " \n"));
+  }
+}
+
+static void test_help_lists_every_option(void) {
+  static char help[65536], usage[65536], out[65536];
+  CU_ASSERT_EQUAL(tacosim("--help", help, sizeof help), 0);
+  name_list cmds = {0}, cands = {0};
+  listed_commands(help, &cmds);
+  option_literals("sim/tacosim.c", &cands);
+  option_literals("sim/search_main.c", &cands);
+  CU_ASSERT(cands.n >= 20); /* the two parsers' options, from their source */
+  int accepted_total = 0;
+  for (int k = 0; k < cmds.n; k++) {
+    char args[256];
+    snprintf(args, sizeof args, "%s --help", cmds.v[k]);
+    CU_ASSERT_EQUAL_FATAL(tacosim(args, usage, sizeof usage), 0);
+    name_list accepted = {0};
+    for (int i = 0; i < cands.n; i++) {
+      if (!strcmp(cands.v[i], "--help")) continue;
+      snprintf(args, sizeof args, "%s %s x", cmds.v[k], cands.v[i]);
+      int rc = tacosim(args, out, sizeof out);
+      if (strstr(out, "unknown option")) continue;
+      /* accepted: the command went on and stopped at its missing arguments or the value "x" */
+      add_name(&accepted, cands.v[i], strlen(cands.v[i]));
+      accepted_total++;
+      if (!has_option(usage, cands.v[i]))
+        fprintf(stderr, "\n  tacosim %s accepts %s (-> %d) but its --help does not list it\n", cmds.v[k], cands.v[i], rc);
+      CU_ASSERT(has_option(usage, cands.v[i]));
+      CU_ASSERT_NOT_EQUAL(rc, 0); /* nothing ran: a plan, a model or an output was missing */
+    }
+    /* and every option the usage defines is one the parser takes */
+    name_list defined = {0};
+    defined_options(usage, &defined);
+    for (int i = 0; i < defined.n; i++) {
+      int found = 0;
+      for (int j = 0; j < accepted.n; j++) found |= !strcmp(defined.v[i], accepted.v[j]);
+      if (!found) fprintf(stderr, "\n  tacosim %s --help lists %s, which its parser refuses\n", cmds.v[k], defined.v[i]);
+      CU_ASSERT(found);
+    }
+  }
+  CU_ASSERT(accepted_total >= 20);
+  /* an option no parser has is answered as such, naming the command */
+  CU_ASSERT_EQUAL(tacosim("simulate --calibraton x plan.json", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "simulate: unknown option --calibraton"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "tacosim simulate --help"));
+}
+
+/* ---- unknown model names list the zoo ---- */
+
+static void test_unknown_model_lists_names(void) {
+  char dir[] = "/tmp/tacosim_test_zoo_XXXXXX";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+  const char *files[] = {"beta.json", "alpha.json", "notes.txt", ".hidden.json"};
+  for (size_t i = 0; i < 4; i++) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+    FILE *f = fopen(p, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("{}", f);
+    fclose(f);
+  }
+  model_config m;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(model_load("gamma", dir, &m, &e), -1);
+  CU_ASSERT_EQUAL(e.bad_input, 1);
+  char want[600];
+  snprintf(want, sizeof want, "%s/gamma.json: no model named \"gamma\" in the zoo %s; it has: alpha, beta", dir, dir);
+  if (strcmp(e.msg, want)) fprintf(stderr, "\n  \"%s\" is not \"%s\"\n", e.msg, want);
+  CU_ASSERT_STRING_EQUAL(e.msg, want);
+  for (size_t i = 0; i < 4; i++) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+    unlink(p);
+  }
+  CU_ASSERT_EQUAL(model_load("gamma", dir, &m, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "it has: none"));
+  rmdir(dir);
+
+  /* from the command line: every model of the shipped zoo is named */
+  static char out[65536];
+  CU_ASSERT_EQUAL(tacosim("search --model llama3-9b --cluster h200x8-nvswitch", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no model named \"llama3-9b\""));
+  char zoo[1024];
+  snprintf(zoo, sizeof zoo, "%s/models", SOURCE_DIR);
+  DIR *d = opendir(zoo);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  struct dirent *de;
+  int named = 0;
+  while ((de = readdir(d))) {
+    size_t n = strlen(de->d_name);
+    if (n <= 5 || strcmp(de->d_name + n - 5, ".json")) continue;
+    char name[300];
+    snprintf(name, sizeof name, "%.*s", (int)(n - 5), de->d_name);
+    if (!has_option(out, name)) fprintf(stderr, "\n  the message does not name %s: %s\n", name, out);
+    CU_ASSERT(has_option(out, name));
+    named++;
+  }
+  closedir(d);
+  CU_ASSERT(named >= 10);
+}
+
+/* ---- every loader of every command: a directory, a file over the cap ---- */
+
+static void expect_refused(const char *args, const char *path, const char *reason) {
+  static char out[65536];
+  int rc = tacosim(args, out, sizeof out);
+  char want[1024];
+  snprintf(want, sizeof want, "%s: %s", path, reason);
+  if (rc != 2 || !strstr(out, want)) fprintf(stderr, "\n  tacosim %s -> %d: %s(expected \"%s\")\n", args, rc, out, want);
+  CU_ASSERT_EQUAL(rc, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+}
+
+static void test_directories_and_big_files_named(void) {
+  char dir[600], big[600], args[4096];
+  snprintf(dir, sizeof dir, "%s/a-folder.json", workdir);
+  CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700) == 0 || access(dir, F_OK) == 0, 1);
+  snprintf(big, sizeof big, "%s/big.json", workdir);
+  FILE *f = fopen(big, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(ftruncate(fileno(f), (off_t)TS_MAX_INPUT_BYTES + 4096), 0); /* sparse: no disk */
+  fclose(f);
+  const char *plan = SOURCE_DIR "/experiments/plans/gpt-h4096-tp2-none.json";
+  const char *result = SOURCE_DIR "/experiments/validation/measured/tp2-sp-taco-shm.json";
+  const char *bad[] = {dir, big};
+  const char *why[] = {"is a directory", "is 134221824 bytes, over the limit of 134217728 bytes (128 MiB)"};
+  CU_ASSERT_EQUAL(TS_MAX_INPUT_BYTES, 134217728ul);
+  for (int b = 0; b < 2; b++) {
+    const char *x = bad[b];
+    snprintf(args, sizeof args, "plan '%s'", x);
+    expect_refused(args, x, why[b]);
+    snprintf(args, sizeof args, "simulate '%s'", x);
+    expect_refused(args, x, why[b]);
+    snprintf(args, sizeof args, "simulate '%s' --calibration '%s'", plan, x);
+    expect_refused(args, x, why[b]);
+    snprintf(args, sizeof args, "ops '%s' --calibration '%s'", plan, x);
+    expect_refused(args, x, why[b]);
+    snprintf(args, sizeof args, "compare '%s' '%s'", result, x);
+    expect_refused(args, x, why[b]);
+    snprintf(args, sizeof args, "compare '%s' '%s'", x, result);
+    expect_refused(args, x, why[b]);
+    snprintf(args, sizeof args, "search --model '%s' --cluster h200x8-nvswitch", x);
+    expect_refused(args, x, why[b]);
+    snprintf(args, sizeof args, "search --model gpt3-1.3b --cluster '%s'", x);
+    expect_refused(args, x, why[b]);
+    snprintf(args, sizeof args, "search --model gpt3-1.3b --cluster h200x8-nvswitch --calibration '%s'", x);
+    expect_refused(args, x, why[b]);
+  }
+  unlink(big);
+  rmdir(dir);
+}
+
+/* What tacosim simulate --json writes (training with ops, inference with its details), compare reads. */
+static void test_written_results_load(void) {
+  static char out[65536];
+  char args[2048];
+  snprintf(args, sizeof args, "simulate '%s/experiments/plans/gpt-h4096-tp2-taco.json' --json train.json --trace t.json",
+           SOURCE_DIR);
+  CU_ASSERT_EQUAL_FATAL(tacosim(args, out, sizeof out), 0);
+  int rc = tacosim("compare train.json train.json", out, sizeof out);
+  if (rc) fprintf(stderr, "\n  %s\n", out);
+  CU_ASSERT_EQUAL(rc, 0);
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/experiments/plans/infer-llama3-8b-tp2", SOURCE_DIR);
+  DIR *d = opendir(dir);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  struct dirent *de;
+  char plan[1400] = "";
+  while ((de = readdir(d)))
+    if (strstr(de->d_name, "taco.json")) {
+      snprintf(plan, sizeof plan, "%s/%s", dir, de->d_name);
+      break;
+    }
+  closedir(d);
+  CU_ASSERT_FATAL(plan[0] != '\0');
+  snprintf(args, sizeof args, "simulate '%s' --json infer.json", plan);
+  CU_ASSERT_EQUAL_FATAL(tacosim(args, out, sizeof out), 0);
+  rc = tacosim("compare infer.json infer.json", out, sizeof out);
+  if (rc) fprintf(stderr, "\n  %s\n", out);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ttft"));
+}
+
+#ifdef TACORUN_BIN
+/* ---- tacorun: help without a GPU ---- */
+
+/* The source files of each command's option parser. */
+static const struct {
+  const char *name, *files[3];
+} tacorun_commands[] = {
+    {"bench-codec", {"runtime/bench_codec.c"}},
+    {"bench-comm", {"runtime/bench_comm.c"}},
+    {"calibrate", {"runtime/calibrate.c"}},
+    {"calibrate-infer", {"runtime/calibrate_infer.c"}},
+    {"execute", {"runtime/exec_execute.c", "runtime/infer_run.c"}},
+    {"probe-interleave", {"runtime/probe_interleave.c"}},
+    {"train", {"runtime/train_cmd.c"}},
+};
+
+static int tacorun(const char *args, char *out, size_t cap) {
+  char line[4096];
+  /* no GPU may be touched: none is visible */
+  snprintf(line, sizeof line, "CUDA_VISIBLE_DEVICES= '%s' %s", TACORUN_BIN, args);
+  return run(line, out, cap);
+}
+
+static void test_tacorun_help(void) {
+  static char help[65536], out[65536];
+  CU_ASSERT_EQUAL(tacorun("--help", help, sizeof help), 0);
+  name_list listed = {0};
+  listed_commands(help, &listed);
+  size_t n = sizeof tacorun_commands / sizeof *tacorun_commands;
+  CU_ASSERT_EQUAL((size_t)listed.n, n); /* a new command gets a row above */
+  for (int k = 0; k < listed.n; k++) {
+    int row = -1;
+    for (size_t i = 0; i < n; i++)
+      if (!strcmp(tacorun_commands[i].name, listed.v[k])) row = (int)i;
+    if (row < 0) fprintf(stderr, "\n  tacorun %s: no row in tacorun_commands\n", listed.v[k]);
+    CU_ASSERT_FATAL(row >= 0);
+    char args[128];
+    snprintf(args, sizeof args, "%s --help", listed.v[k]);
+    int rc = tacorun(args, out, sizeof out);
+    if (rc) fprintf(stderr, "\n  tacorun %s -> %d: %.300s\n", args, rc, out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "reads:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "writes:"));
+    static char again[65536];
+    snprintf(args, sizeof args, "%s -h", listed.v[k]);
+    CU_ASSERT_EQUAL(tacorun(args, again, sizeof again), 0);
+    CU_ASSERT_STRING_EQUAL(again, out);
+    name_list opts = {0};
+    for (int f = 0; f < 3 && tacorun_commands[row].files[f]; f++) option_literals(tacorun_commands[row].files[f], &opts);
+    CU_ASSERT(opts.n >= 3);
+    for (int i = 0; i < opts.n; i++) {
+      if (!strcmp(opts.v[i], "--help")) continue;
+      if (!has_option(out, opts.v[i])) fprintf(stderr, "\n  tacorun %s --help does not list %s\n", listed.v[k], opts.v[i]);
+      CU_ASSERT(has_option(out, opts.v[i]));
+    }
+  }
+}
+#endif
+
+static void remove_workdir(void) {
+  char line[512];
+  snprintf(line, sizeof line, "rm -rf '%s'", workdir);
+  if (system(line)) fprintf(stderr, "could not remove %s\n", workdir);
+}
+
+int main(void) {
+  snprintf(workdir, sizeof workdir, "/tmp/tacosim_test_cli_XXXXXX");
+  if (!mkdtemp(workdir)) return 1;
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("cli", NULL, NULL);
+  CU_add_test(s, "tacosim: every command answers --help and -h, exit 0", test_every_command_has_help);
+  CU_add_test(s, "tacosim: each option a parser accepts is in its --help, and back", test_help_lists_every_option);
+  CU_add_test(s, "an unknown model name lists the zoo's names", test_unknown_model_lists_names);
+  CU_add_test(s, "a directory or a file over the cap, given to any loader: named, exit 2",
+              test_directories_and_big_files_named);
+  CU_add_test(s, "what tacosim simulate --json writes, tacosim compare reads", test_written_results_load);
+#ifdef TACORUN_BIN
+  CU_add_test(s, "tacorun: every command's --help without a GPU lists its options", test_tacorun_help);
+#endif
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  remove_workdir();
+  return failed ? 1 : 0;
+}
