@@ -13,6 +13,14 @@
 
 static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   w->loaded = 1;
+  /* Plan fields the simulator prices and the executor does not run (yet). */
+  if (w->p.attention_backend != PLAN_ATTENTION_FUSED)
+    return ts_fail(e, w->p.path, "attention_backend",
+                   "\"unfused\" (Megatron-LM's pre-flash attention) is priced by tacosim simulate; the executor "
+                   "runs the fused kernel only (NOT IMPLEMENTED here)");
+  if (w->p.attention_dropout > 0)
+    return ts_fail(e, w->p.path, "attention_dropout",
+                   "%g: the executor runs no dropout (NOT IMPLEMENTED here); 0 only", w->p.attention_dropout);
   if (plan_build_program(&w->p, rank, &w->prog, e)) return -1;
   if (exec_walk_check_program(&w->p, &w->prog, e)) return -1;
   if (exec_walk_layer_op_index(&w->p, m->layer_op_index, e)) return -1;

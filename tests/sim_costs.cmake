@@ -1,0 +1,15 @@
+# Tests of the op costs: the calibration transfer between GPUs (sim/sim_transfer.c,
+# sim/sim_cost_source.c), the ceiling refusal, unfused attention (sim/sim_costs.c).
+add_executable(test_sim_transfer ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_transfer.c)
+target_link_libraries(test_sim_transfer PRIVATE ts_sim PkgConfig::CUNIT m)
+add_test(NAME sim_transfer COMMAND test_sim_transfer)
+target_compile_definitions(test_sim_transfer PRIVATE
+  PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
+  MEASURED_CALIBRATION="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
+
+add_executable(test_sim_attention ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_attention.c)
+target_link_libraries(test_sim_attention PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_sim_attention PRIVATE
+  PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
+  MEASURED_CALIBRATION="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
+add_test(NAME sim_attention COMMAND test_sim_attention)
