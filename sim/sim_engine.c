@@ -121,12 +121,65 @@ static int push_kernel_end(sim_rank *rs, double t) {
   return 0;
 }
 
+/* ---- memoised compute costs ---- */
+
+static size_t memo_hash(const plan_op *op) {
+  uint64_t f, b;
+  memcpy(&f, &op->flops, sizeof f);
+  memcpy(&b, &op->bytes, sizeof b);
+  uint64_t h = (uint64_t)(uint16_t)op->model_op * 0x9E3779B97F4A7C15ull;
+  h ^= ((uint64_t)op->phase << 16 | (uint64_t)op->part << 8 | op->row_chunks) * 0xC2B2AE3D27D4EB4Full;
+  h = (h ^ (h >> 29)) + f * 0x165667B19E3779F9ull;
+  h = (h ^ (h >> 31)) + b * 0x27D4EB2F165667C5ull;
+  return (size_t)(h ^ (h >> 32));
+}
+
+static bool memo_same(const sim_cost_entry *c, const plan_op *op) {
+  return c->used && c->model_op == op->model_op && c->phase == op->phase && c->part == op->part &&
+         c->row_chunks == op->row_chunks && c->flops == op->flops && c->bytes == op->bytes;
+}
+
+static sim_cost_entry *memo_slot(sim_cost_memo *m, const plan_op *op) {
+  size_t i = memo_hash(op) & (m->cap - 1);
+  while (m->slots[i].used && !memo_same(&m->slots[i], op)) i = (i + 1) & (m->cap - 1);
+  return &m->slots[i];
+}
+
+static int memo_grow(sim_cost_memo *m) {
+  sim_cost_memo bigger = {calloc(m->cap ? 2 * m->cap : 256, sizeof(sim_cost_entry)), m->cap ? 2 * m->cap : 256, 0};
+  if (!bigger.slots) return -1;
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->slots[i].used) {
+      plan_op key = {.model_op = m->slots[i].model_op, .phase = m->slots[i].phase, .part = m->slots[i].part,
+                     .row_chunks = m->slots[i].row_chunks, .flops = m->slots[i].flops, .bytes = m->slots[i].bytes};
+      *memo_slot(&bigger, &key) = m->slots[i];
+      bigger.n++;
+    }
+  free(m->slots);
+  *m = bigger;
+  return 0;
+}
+
+int sim_op_compute_s(sim_world *w, const plan_op *op, double *s, double *gemm_s, ts_err *e) {
+  sim_cost_memo *m = &w->memo;
+  if ((m->n + 1) * 2 > m->cap && memo_grow(m)) return ts_fail_sys(e, "out of memory");
+  sim_cost_entry *c = memo_slot(m, op);
+  if (!c->used) {
+    if (sim_compute_parts_s(&w->costs, op, s, gemm_s, e)) return -1;
+    *c = (sim_cost_entry){op->model_op, op->phase, op->part, op->row_chunks, 1, op->flops, op->bytes, *s, *gemm_s};
+    m->n++;
+  }
+  *s = c->s;
+  *gemm_s = c->gemm_s;
+  return 0;
+}
+
 /* A compute op's time; with the clock model, at the rank's speeds (and logged
  * from `start` for the rank's duty). */
 static int compute_time(sim_rank *rs, const plan_op *op, double start, double *d, ts_err *e) {
-  if (!sim_w->clock) return sim_compute_s(&sim_w->costs, op, d, e);
   double gemm;
-  if (sim_compute_parts_s(&sim_w->costs, op, d, &gemm, e)) return -1;
+  if (sim_op_compute_s(sim_w, op, d, &gemm, e)) return -1;
+  if (!sim_w->clock) return 0;
   *d = sim_clock_op(rs, start, *d, gemm);
   return *d < 0 ? ts_fail_sys(e, "out of memory") : 0;
 }
@@ -142,8 +195,10 @@ static void stream_main(int argc, char **argv) {
   /* the first rank's compute stream reports progress (its ops span the iteration) */
   FILE *prog = rs == sim_w->first && s == PLAN_STREAM_COMPUTE ? sim_w->o->progress : NULL;
   int shown = -1;
-  for (int i = 0; i < n && !sim_w->failed; i++) {
-    if (ops[i].stream != s) continue;
+  const int *mine = rs->stream_ops[s];
+  int n_mine = rs->n_stream_ops[s];
+  for (int x = 0; x < n_mine && !sim_w->failed; x++) {
+    int i = mine[x];
     if (prog && i * 20 / n != shown) {
       shown = i * 20 / n;
       fprintf(prog, "\rtacosim: simulating %d ranks: %3d%%", sim_w->n_simulated, shown * 5);
@@ -164,10 +219,11 @@ static void stream_main(int argc, char **argv) {
       rs->n_kernel_end = 0;
       if (push_kernel_end(rs, t0 + total)) break;
       /* merge the following compute ops of this stream while nobody else waits on the block */
+      int y = x;
       while (!rs->cross[last]) {
-        int j = last + 1;
-        while (j < n && ops[j].stream != s) j++;
-        if (j >= n || ops[j].kind != PLAN_OP_COMPUTE || !deps_ready(rs, s, j, last)) break;
+        if (y + 1 >= n_mine) break;
+        int j = mine[y + 1];
+        if (ops[j].kind != PLAN_OP_COMPUTE || !deps_ready(rs, s, j, last)) break;
         if (compute_time(rs, &ops[j], t0 + total, &d, &e)) {
           sim_fail(&e);
           break;
@@ -175,6 +231,7 @@ static void stream_main(int argc, char **argv) {
         total += d;
         if (push_kernel_end(rs, t0 + total)) break;
         last = j;
+        y++;
         merged++;
       }
       if (total > 0) {
@@ -183,9 +240,8 @@ static void stream_main(int argc, char **argv) {
       }
       rs->st.compute_s += total;
       record(rs, s, i, merged, t0, total);
-      for (int j = i; j <= last; j++)
-        if (ops[j].stream == s) finish(rs, s, j);
-      i = last;
+      for (int k = x; k <= y; k++) finish(rs, s, mine[k]);
+      x = y;
       continue;
     }
     if (ops[i].kind == PLAN_OP_COLLECTIVE)
@@ -254,6 +310,16 @@ static int build_ranks(sim_world *w, ts_err *e) {
         if (rs->members[g][k] < 0 || rs->members[g][k] >= w->world)
           return ts_fail(e, p->path, "layout", "rank %d: group member %d out of range", r, rs->members[g][k]);
     }
+    for (int i = 0; i < n; i++) rs->n_stream_ops[rs->prog->ops[i].stream]++;
+    for (int t = 0; t < PLAN_STREAM_COUNT; t++) {
+      rs->stream_ops[t] = malloc(sizeof(int) * (size_t)(rs->n_stream_ops[t] ? rs->n_stream_ops[t] : 1));
+      if (!rs->stream_ops[t]) return ts_fail_sys(e, "out of memory");
+      rs->n_stream_ops[t] = 0;
+    }
+    for (int i = 0; i < n; i++) {
+      int t = rs->prog->ops[i].stream;
+      rs->stream_ops[t][rs->n_stream_ops[t]++] = i;
+    }
     for (int k = 0; k < SIM_XFER_SLOTS; k++) rs->xfer_op[k] = -1;
     for (int s = 0; s < PLAN_STREAM_COUNT; s++) rs->waiting[s] = -1;
   }
@@ -275,7 +341,8 @@ static int check_costs(sim_world *w, ts_err *e) {
       sim_codec_cost cc;
       int inc;
       if (op->kind == PLAN_OP_COMPUTE) {
-        if (sim_compute_s(&w->costs, op, &t, e)) return -1;
+        double gemm;
+        if (sim_op_compute_s(w, op, &t, &gemm, e)) return -1;
       } else {
         const topo_cluster *cl = &w->p->cluster;
         int g = op->group < PLAN_GROUP_COUNT ? op->group : 0;
@@ -494,6 +561,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
 }
 
 static void free_world(sim_world *w) {
+  free(w->memo.slots);
   sim_scale_free();
   sim_clock_free(w);
   for (unsigned h = 0; h < sizeof w->buckets / sizeof w->buckets[0]; h++)
@@ -517,6 +585,7 @@ static void free_world(sim_world *w) {
     free(rs->recs);
     free(rs->kernel_end);
     for (int g = 0; g < PLAN_GROUP_COUNT; g++) free(rs->members[g]);
+    for (int t = 0; t < PLAN_STREAM_COUNT; t++) free(rs->stream_ops[t]);
     free(rs);
   }
   free(w->ranks);
@@ -575,7 +644,14 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
   w->clock = !o->clock_off && o->cal->n_clock > 0;
   if (w->clock && sim_clock_setup(w, e)) goto done;
   configure_simgrid();
-  if (load_platform(w, e) || start_actors(w, e)) goto done;
+  if (load_platform(w, e)) goto done;
+  /* A run without actors seals the platform (routes can be asked from here
+   * on) and returns at time 0; the simulations run later, from that state. */
+  simgrid_run();
+  if (start_actors(w, e)) goto done;
+  if (o->mode == SIM_MODE_REDUCED)
+    for (int r = 0; r < w->world; r++)
+      if (w->ranks[r]) sim_scale_prepare(w->ranks[r]);
   /* the clock model runs the simulation set up here several times, each in a forked child */
   rc = w->clock ? sim_clock_run(w, out, e) : sim_engine_pass(w, out, e);
 done:

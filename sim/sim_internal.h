@@ -29,6 +29,9 @@ typedef struct sim_rank_s {
   int xfer_op[SIM_XFER_SLOTS];
   double xfer_start[SIM_XFER_SLOTS];
   int n_xfer;
+  int *stream_ops[PLAN_STREAM_COUNT]; /* indices of each stream's ops, in program order */
+  int n_stream_ops[PLAN_STREAM_COUNT];
+  struct sim_scale_cache *scales;     /* reduced mode: this rank's edge scale factors (sim_scale.c) */
   int *members[PLAN_GROUP_COUNT]; /* group members in ring order */
   int n_members[PLAN_GROUP_COUNT];
   sim_rank_stats st;
@@ -51,6 +54,20 @@ typedef struct sim_rank_s {
 
 typedef struct sim_world sim_world;
 
+/* Compute-op times by everything they depend on (model op, phase, GEMM half,
+ * row chunks, FLOPs, bytes): the same few dozen ops repeat for every layer
+ * and micro-batch, and a calibration lookup can cost tens of microseconds
+ * (a GEMM shape outside the measured grid interpolates over every shape). */
+typedef struct {
+  int16_t model_op;
+  uint8_t phase, part, row_chunks, used;
+  double flops, bytes, s, gemm_s;
+} sim_cost_entry;
+typedef struct {
+  sim_cost_entry *slots;
+  size_t cap, n; /* cap: a power of two */
+} sim_cost_memo;
+
 /* One instance of a collective or of a send/recv pair, shared by the
  * simulated members that take part. */
 typedef struct sim_rendezvous {
@@ -67,6 +84,7 @@ struct sim_world {
   const plan *p;
   const sim_options *o;
   sim_costs costs;
+  sim_cost_memo memo;
   int world;
   sim_rank **ranks;     /* [world]; NULL when the rank is not simulated */
   sim_rank *first;      /* the lowest simulated rank (reports progress) */
@@ -80,8 +98,6 @@ struct sim_world {
   ts_err err;
   int used_platform_links; /* some flow crossed nodes (inter-node bandwidths from the topology) */
   int used_tree;
-  /* reduced mode: per-class edge scale factors (cross traffic of represented ranks) */
-  struct sim_scale_cache *scales;
   bool clock; /* the clock model is on: compute ops run at each rank's speeds, and are logged */
 };
 
@@ -98,6 +114,8 @@ sim_rendezvous *sim_rendezvous_get(long long a, long long b, long long c, long l
 void sim_rendezvous_leave(sim_rendezvous *rv);
 void sim_fail(const ts_err *e);
 
+/* sim_engine.c: a compute op's calibrated time and its GEMM part (memoised) */
+int sim_op_compute_s(sim_world *w, const plan_op *op, double *s, double *gemm_s, ts_err *e);
 /* sim_engine.c: runs the simulation set up in sim_w to its end and fills *out */
 int sim_engine_pass(sim_world *w, schema_result *out, ts_err *e);
 
@@ -126,6 +144,9 @@ int sim_fork_result(int (*fn)(void *arg, schema_result *out, ts_err *e), void *a
 
 /* sim_scale.c: reduced-mode scale factor of a representative's edge */
 double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_dst, int nedges_hint);
+/* Computes, before the run, the factors every cross-node op of rs may ask for
+ * (so that each simulation of the clock model, a forked child, finds them). */
+void sim_scale_prepare(sim_rank *rs);
 void sim_scale_free(void);
 
 #endif

@@ -21,7 +21,7 @@
 
 struct sim_scale_cache {
   struct sim_scale_cache *next;
-  int rep, gkind, alg, peer, rep_sends; /* peer, rep_sends: send/recv classes only */
+  int gkind, alg, peer, rep_sends; /* peer, rep_sends: send/recv classes only */
   int n;
   int *src, *dst;
   double *k;
@@ -79,7 +79,7 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer,
   plan_coord me = plan_coord_of(p, rs->rank);
   struct sim_scale_cache *sc = calloc(1, sizeof *sc);
   if (!sc) abort();
-  sc->rep = rs->rank, sc->gkind = gkind, sc->alg = alg, sc->peer = peer, sc->rep_sends = rep_sends;
+  sc->gkind = gkind, sc->alg = alg, sc->peer = peer, sc->rep_sends = rep_sends;
   int world = sim_w->world, cap = world > 64 ? world : 64;
   int *members = malloc(sizeof(int) * (size_t)cap), *src = malloc(sizeof(int) * (size_t)cap * 2),
       *dst = malloc(sizeof(int) * (size_t)cap * 2);
@@ -145,26 +145,59 @@ double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_d
     peer = sends ? edge_dst : edge_src;
   }
   struct sim_scale_cache *sc;
-  for (sc = sim_w->scales; sc; sc = sc->next)
-    if (sc->rep == rs->rank && sc->gkind == gkind && sc->alg == alg && sc->peer == peer && sc->rep_sends == sends)
-      break;
+  for (sc = rs->scales; sc; sc = sc->next)
+    if (sc->gkind == gkind && sc->alg == alg && sc->peer == peer && sc->rep_sends == sends) break;
   if (!sc) {
     sc = build(rs, gkind, alg, peer, sends);
-    sc->next = sim_w->scales;
-    sim_w->scales = sc;
+    sc->next = rs->scales;
+    rs->scales = sc;
   }
   for (int i = 0; i < sc->n; i++)
     if (sc->src[i] == edge_src && sc->dst[i] == edge_dst) return sc->k[i];
   return 1.0;
 }
 
+static bool one_node(const int *m, int n) {
+  for (int i = 1; i < n; i++)
+    if (topo_node_of(&sim_w->p->cluster, m[i]) != topo_node_of(&sim_w->p->cluster, m[0])) return false;
+  return true;
+}
+
+void sim_scale_prepare(sim_rank *rs) {
+  unsigned done[PLAN_GROUP_COUNT] = {0}; /* per group: the algorithms prepared (bit per sim_alg) */
+  for (int i = 0; i < rs->prog->n; i++) {
+    const plan_op *op = &rs->prog->ops[i];
+    if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
+      /* the side that moves the data asks (sim_comm.c): the sender, or the receiver of a sender not simulated */
+      bool send = op->kind == PLAN_OP_SEND;
+      if (op->peer < 0 || op->peer >= sim_w->world || (!send && sim_w->ranks[op->peer])) continue;
+      int pair[2] = {send ? rs->rank : op->peer, send ? op->peer : rs->rank};
+      if (!one_node(pair, 2)) sim_edge_scale(rs, PLAN_GROUP_PP, SIM_ALG_SENDRECV, pair[0], pair[1], 1);
+    } else if (op->kind == PLAN_OP_COLLECTIVE) {
+      int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
+      if (rs->n_members[g] <= 1 || one_node(rs->members[g], rs->n_members[g])) continue;
+      /* the algorithms this collective may run as (sim_comm.c's transfer_edges) */
+      unsigned want = op->coll == PLAN_COLL_ALLTOALL ? 1u << SIM_ALG_ALLTOALL
+                      : op->coll == PLAN_COLL_ALLREDUCE
+                          ? 1u << SIM_ALG_RING | 1u << SIM_ALG_TREE_UP | 1u << SIM_ALG_TREE_DOWN
+                          : 1u << SIM_ALG_RING;
+      for (int a = 0; a <= SIM_ALG_SENDRECV; a++)
+        if ((want & ~done[g]) & 1u << a) sim_edge_scale(rs, g, a, -1, -1, 0);
+      done[g] |= want;
+    }
+  }
+}
+
 void sim_scale_free(void) {
-  while (sim_w->scales) {
-    struct sim_scale_cache *sc = sim_w->scales;
-    sim_w->scales = sc->next;
-    free(sc->src);
-    free(sc->dst);
-    free(sc->k);
-    free(sc);
+  for (int r = 0; sim_w->ranks && r < sim_w->world; r++) {
+    sim_rank *rs = sim_w->ranks[r];
+    while (rs && rs->scales) {
+      struct sim_scale_cache *sc = rs->scales;
+      rs->scales = sc->next;
+      free(sc->src);
+      free(sc->dst);
+      free(sc->k);
+      free(sc);
+    }
   }
 }

@@ -14,6 +14,13 @@ target_compile_definitions(test_sim_engine PRIVATE
 add_dependencies(test_sim_engine tacosim)
 add_test(NAME sim_engine COMMAND test_sim_engine)
 
+# issue 20: DP 32-256, plain and ZeRO-1, reduced against full mode; simulator failures exit 3
+add_executable(test_sim_dp_scale ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_dp_scale.c)
+target_link_libraries(test_sim_dp_scale PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_sim_dp_scale PRIVATE
+  CALIBRATION_FILE="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
+add_test(NAME sim_dp_scale COMMAND test_sim_dp_scale)
+
 if(TACOSIM_FUZZ)
   include(${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz.cmake)
   tacosim_add_fuzzer(fuzz_calibration fuzz/fuzz_calibration.c ts_schema)
