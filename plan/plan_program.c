@@ -60,6 +60,9 @@ typedef struct {
   double tokens, full_bytes, send_bytes, layer_params;
   double msg_bytes; /* one PP message per rank: send_bytes, or its 1/tp slice under pp_scatter_gather */
   int32_t wait[PLAN_STREAM_COUNT]; /* deps the next compute op takes, one per stream */
+  int32_t wait_first; /* a dep it takes before those: under pp_scatter_gather the PP recv whose all-gather it
+                       * waits for, so that a consumer waiting in order waits for the data first (bubble and
+                       * transfer), then for the gather; -1 = none */
   int32_t last_op;
   plan_ideal ideal;
   pp_msg *msgs;
@@ -126,6 +129,8 @@ static int32_t compute(builder *b, plan_phase phase, int model_op, plan_part par
   op->chunk = chunk;
   op->flops = flops;
   op->bytes = bytes;
+  add_dep(op, b->wait_first);
+  b->wait_first = -1;
   for (int s = PLAN_STREAM_COMPUTE + 1; s < PLAN_STREAM_COUNT; s++) {
     add_dep(op, b->wait[s]);
     b->wait[s] = -1;
@@ -534,7 +539,9 @@ static int flush_messages(builder *b, int64_t until) {
  * the recv holds this rank's 1/tp slice: the TP group all-gathers the whole
  * tensor first (nccl-tests size: the gathered output), issued after the recv
  * and the previous op, as Megatron-LM gathers right after the receive in the
- * step that uses it; the consumer waits for the gather. It is uncompressed
+ * step that uses it. The consumer waits for the recv, then for the gather (in
+ * that order: a wait is charged to the op waited on, so the time until the
+ * slice arrives stays bubble and PP transfer, only the gather is TP). It is uncompressed
  * NVLink traffic of the message's direction (tp_fwd: activations, tp_bwd:
  * gradients): codec.pp encodes the slice on the inter-stage link, and the
  * codec.tp_* policies describe the layers' own TP collectives, not this. */
@@ -551,6 +558,7 @@ static int wait_for_message(builder *b, int micro, int v, int dir, int chunk) {
   CHECK(ag);
   at(b, ag)->micro = micro;
   add_dep(at(b, ag), prev);
+  b->wait_first = recv;
   wait_for(b, ag);
   return 0;
 }
@@ -660,6 +668,7 @@ static int setup(builder *b, const plan *p, int rank, plan_program *prog, ts_err
   b->lpc = plan_layers_per_chunk(p);
   b->last_op = -1;
   for (int s = 0; s < PLAN_STREAM_COUNT; s++) b->wait[s] = -1;
+  b->wait_first = -1;
   model_shard s = plan_shard(p);
   if ((b->n_ops = model_layer_ops(&p->model, &s, b->ops, MODEL_MAX_LAYER_OPS, e)) < 0) return -1;
   if ((b->n_emb = model_embedding_ops(&p->model, &s, b->emb, MODEL_MAX_LAYER_OPS, e)) < 0) return -1;
