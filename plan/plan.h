@@ -66,7 +66,7 @@ typedef struct {
   plan_schedule schedule;
   plan_codec codec[PLAN_TRAFFIC_COUNT];
   double codec_min_bytes; /* messages smaller than this travel uncompressed */
-  double dp_bucket_bytes; /* gradient bucket size for DP reduction overlap */
+  double dp_bucket_bytes; /* bytes of gradient (as reduced: plan_grad_bytes per parameter) that close a DP bucket */
   /* layout.tp_overlap_chunks (added; 1 = off): each forward row-parallel GEMM
    * (attn_out, fc2) runs as this many GEMMs over consecutive token rows, each
    * followed by the TP all-reduce of its rows, so chunk i's all-reduce runs
