@@ -122,6 +122,10 @@ static void test_scatter_gather_bytes_and_ops(void) {
         CU_ASSERT_DOUBLE_EQUAL(ag->bytes, whole, 0); /* nccl-tests size: the gathered output */
         CU_ASSERT_DOUBLE_EQUAL(ag->wire_bytes, whole, 0);
         CU_ASSERT_EQUAL(ag->codec.kind, PLAN_CODEC_NONE);
+        char name[96], want[96];
+        plan_op_name(&on, ag, name, sizeof name);
+        snprintf(want, sizeof want, "mb%d.%s.activation.allgather", op->micro, op->phase == PLAN_PHASE_BWD ? "bwd" : "fwd");
+        CU_ASSERT_STRING_EQUAL(name, want);
         /* the consumer: the next compute op, waiting first for the recv, then for the gather */
         int c = g + 1;
         while (c < b.n && b.ops[c].kind != PLAN_OP_COMPUTE) c++;
@@ -317,6 +321,29 @@ static void test_grad_reduce_bf16_norm_grads(void) {
   plan_program_free(&b);
 }
 
+/* `tacosim plan` says which is on. */
+static void test_summary_names_them(void) {
+  plan p = load(2, 2, 2, 8, "gpt-tiny", 4, ", \"pp_scatter_gather\": true, \"grad_reduce_in_fp32\": false", "");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(plan_print_summary(&p, out, &e), 0);
+  fclose(out);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "pipeline  messages scatter/gather"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "gradients bf16 (grad_reduce_in_fp32 false), 2 bytes per parameter"));
+  free(buf);
+  p = load(2, 2, 2, 8, "gpt-tiny", 4, "", "");
+  out = open_memstream(&buf, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+  CU_ASSERT_EQUAL(plan_print_summary(&p, out, &e), 0);
+  fclose(out);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "pipeline  messages whole on every TP rank"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "gradients fp32, 4 bytes per parameter"));
+  free(buf);
+}
+
 /* With the defaults spelled out, every shipped plan builds the same program
  * (field by field) as with the fields absent, and no op sets elem_bytes. */
 static void test_defaults_build_the_same_programs(void) {
@@ -379,6 +406,7 @@ int main(void) {
   CU_add_test(s, "grad_reduce_in_fp32 false: TACO wire bytes, explicit dp_bucket_bytes",
               test_grad_reduce_bf16_codec_and_explicit_buckets);
   CU_add_test(s, "grad_reduce_in_fp32 false: SP norm gradients halved", test_grad_reduce_bf16_norm_grads);
+  CU_add_test(s, "summary names both", test_summary_names_them);
   CU_add_test(s, "defaults spelled out build the same programs", test_defaults_build_the_same_programs);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
