@@ -68,7 +68,7 @@ typedef struct {
   plan_schedule schedule;
   plan_codec codec[PLAN_TRAFFIC_COUNT];
   double codec_min_bytes; /* messages smaller than this travel uncompressed */
-  double dp_bucket_bytes; /* gradient bucket size for DP reduction overlap */
+  double dp_bucket_bytes; /* bytes of gradient (as reduced: plan_grad_bytes per parameter) that close a DP bucket */
   /* layout.tp_overlap_chunks (added; 1 = off): each forward row-parallel GEMM
    * (attn_out, fc2) runs as this many GEMMs over consecutive token rows, each
    * followed by the TP all-reduce of its rows, so chunk i's all-reduce runs
@@ -87,6 +87,19 @@ typedef struct {
    * attention it is a kernel of its own over the s x s scores; the fused
    * kernel applies it in registers (no cost of its own). */
   double attention_dropout;
+  /* layout.pp_scatter_gather (added; false = off): Megatron-LM's scatter/gather
+   * of pipeline messages (Narayanan et al., SC'21, section 4.1). Without SP
+   * every TP rank of a stage holds the whole activation; with it each TP rank
+   * sends only its 1/tp slice to its peer (same TP index) of the next stage,
+   * and the receiving stage all-gathers the slices on its TP group before the
+   * consumer runs; likewise the backward gradients. Needs tp >= 2, pp >= 2 and
+   * no sequence parallelism (there the messages are already 1/tp). */
+  bool pp_scatter_gather;
+  /* layout.grad_reduce_in_fp32 (added; default true, stored inverted so that a
+   * zeroed plan keeps today's fp32): false keeps and reduces the gradients in
+   * bf16, 2 bytes per parameter instead of 4 (DP buckets, the tied-embedding
+   * all-reduce, the norm-gradient all-reduce, the gradient buffer in memory). */
+  bool grad_reduce_bf16;
   /* Added: */
   char description[256];  /* the plan's optional "description" */
   long long vocab_padded; /* model.vocab padded as Megatron-LM pads it (multiple of 128 * tp) */
@@ -102,6 +115,9 @@ int plan_load(const char *path, const char *models_dir, const char *topologies_d
 int plan_from_json_text(const char *text, size_t len, const char *what, const char *models_dir,
                         const char *topologies_dir, plan *p, ts_err *e);
 int plan_validate(const plan *p, ts_err *e);
+
+/* Bytes per gradient element as kept and reduced: 4 (fp32) or 2 (bf16). */
+static inline int plan_grad_bytes(const plan *p) { return p->grad_reduce_bf16 ? 2 : 4; }
 
 static inline int plan_world_size(const plan *p) { return p->dp * p->tp * p->pp; }
 static inline int plan_micro_batches(const plan *p) {
@@ -195,6 +211,9 @@ typedef struct {
                                   * all-reduce after it: this op covers token rows [row_chunk * T / row_chunks,
                                   * (row_chunk + 1) * T / row_chunks) of the T = micro x seq rows; row_chunks
                                   * 0 (or 1): all rows */
+  uint8_t elem_bytes; /* comm (added): bytes per element of the payload when it differs from what its traffic
+                       * class implies (bf16; fp32 for DP gradients and CAAT-Net's backward channels): 2 on DP
+                       * gradient buckets reduced in bf16 (layout.grad_reduce_in_fp32 false); 0 = the class's */
   int16_t model_op; /* index into model_layer_ops() of this plan's shard, or PLAN_MOP_* */
   int32_t layer;    /* global layer index, or -1 */
   int32_t micro;    /* micro-batch index, or -1 */

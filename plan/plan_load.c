@@ -34,7 +34,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                          "dp_bucket_bytes", "attention_backend",
                                          "attention_dropout", NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
-                                            "recompute", "tp_overlap_chunks", NULL};
+                                            "recompute", "tp_overlap_chunks",
+                                            "pp_scatter_gather", "grad_reduce_in_fp32", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
@@ -74,6 +75,10 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   p->recompute = (model_recompute)recompute;
   if (tsj_int_opt(layout, "tp_overlap_chunks", 1, 16, 1, &v, file, "layout", e)) return -1;
   p->tp_overlap_chunks = (int)v;
+  if (tsj_bool_opt(layout, "pp_scatter_gather", false, &p->pp_scatter_gather, file, "layout", e)) return -1;
+  bool grad_fp32;
+  if (tsj_bool_opt(layout, "grad_reduce_in_fp32", true, &grad_fp32, file, "layout", e)) return -1;
+  p->grad_reduce_bf16 = !grad_fp32;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
   if (!batch || plan_json_check_keys(batch, batch_keys, file, "batch", e)) return -1;
@@ -99,8 +104,10 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_real_opt(root, "codec_min_bytes", 0.0, 1e15, PLAN_DEFAULT_CODEC_MIN_BYTES, &p->codec_min_bytes, file,
                    NULL, e))
     return -1;
-  if (tsj_real_opt(root, "dp_bucket_bytes", 1.0, 1e15, plan_default_dp_bucket_bytes(p->dp), &p->dp_bucket_bytes,
-                   file, NULL, e))
+  /* Bytes of gradient as reduced: the default holds Megatron-LM's parameter
+   * count per bucket in either gradient precision. */
+  double bucket_dflt = plan_default_dp_bucket_bytes(p->dp) / 4.0 * plan_grad_bytes(p);
+  if (tsj_real_opt(root, "dp_bucket_bytes", 1.0, 1e15, bucket_dflt, &p->dp_bucket_bytes, file, NULL, e))
     return -1;
 
   static const char *const attention_names[] = {"fused", "unfused", NULL};
@@ -194,6 +201,20 @@ static int validate_tp_overlap(const plan *p, ts_err *e) {
   return 0;
 }
 
+/* pp_scatter_gather slices a message that every TP rank holds whole: it
+ * needs pipeline messages, TP ranks to split them between, and no sequence
+ * parallelism (whose messages are already one 1/tp slice per rank). */
+static int validate_pp_scatter_gather(const plan *p, ts_err *e) {
+  const char *f = p->path, *field = "layout.pp_scatter_gather";
+  if (!p->pp_scatter_gather) return 0;
+  if (p->pp < 2) return ts_fail(e, f, field, "true needs pipeline parallelism (pp >= 2): there are no messages");
+  if (p->tp < 2) return ts_fail(e, f, field, "true needs tensor parallelism (tp >= 2) to split the messages");
+  if (p->sequence_parallel)
+    return ts_fail(e, f, field, "true with sequence_parallel: the messages are already 1/tp per rank there; "
+                   "use false");
+  return 0;
+}
+
 int plan_validate(const plan *p, ts_err *e) {
   const char *f = p->path;
   const model_config *m = &p->model;
@@ -254,6 +275,7 @@ int plan_validate(const plan *p, ts_err *e) {
 
   if (validate_codecs(p, e)) return -1;
   if (validate_tp_overlap(p, e)) return -1;
+  if (validate_pp_scatter_gather(p, e)) return -1;
 
   plan_memory mem;
   if (plan_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");

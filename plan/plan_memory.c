@@ -1,4 +1,5 @@
-/* plan_memory.c — what one GPU holds: bf16 weights, fp32 gradients, the
+/* plan_memory.c — what one GPU holds: bf16 weights, fp32 gradients (bf16
+ * with grad_reduce_in_fp32 false: plan_grad_bytes), the
  * optimizer's fp32 master weights and Adam moments (divided by DP under
  * ZeRO-1, as Megatron-LM's distributed optimizer does: 6 + 12/dp bytes per
  * parameter instead of 18), and the activations its schedule keeps in flight. */
@@ -6,7 +7,6 @@
 #include "plan_internal.h"
 
 #define WEIGHT_BYTES 2.0    /* bf16 parameters */
-#define GRAD_BYTES 4.0      /* fp32 main gradients (Megatron-LM accumulates bf16 runs in fp32) */
 #define OPTIMIZER_BYTES 12.0 /* fp32 master weights, Adam m and v */
 
 model_shard plan_shard(const plan *p) {
@@ -62,7 +62,12 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   double params = plan_params_of_stage(p, stage);
   if (params < 0) return -1;
   mem->weights = WEIGHT_BYTES * params;
-  mem->gradients = GRAD_BYTES * params;
+  /* The gradient buffer the backward accumulates into and DP reduces: fp32
+   * main gradients by default (Megatron-LM accumulates bf16 runs in fp32),
+   * bf16 with grad_reduce_in_fp32 false. The fp32 copy the optimizer makes of
+   * its shard's gradients at the step is not counted: no activations are
+   * held then. */
+  mem->gradients = plan_grad_bytes(p) * params;
   mem->optimizer = OPTIMIZER_BYTES * params / (p->zero1 ? p->dp : 1);
   model_shard s = plan_shard(p);
   double per_layer = model_activation_bytes_per_layer(&p->model, &s, p->recompute);

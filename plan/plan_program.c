@@ -23,11 +23,14 @@
  * embedding (+ all-reduce), the last ends with the final norm, the logits
  * GEMM and the vocabulary-parallel cross-entropy (+ a small all-reduce of its
  * statistics); activations and their gradients travel by send/recv on the PP
- * stream, ordered by one global order so rendezvous cannot deadlock.
+ * stream, ordered by one global order so rendezvous cannot deadlock. With
+ * pp_scatter_gather each TP rank sends its 1/tp slice and the consumer first
+ * all-gathers the slices on the TP group.
  * Data parallel: the gradients of each model chunk are reduced in buckets of
  * dp_bucket_bytes on the DP stream, each as soon as the last micro-batch's
  * backward of its layers finishes (all-reduce, or reduce-scatter and, after
- * the optimizer, an all-gather of the parameters under ZeRO-1). */
+ * the optimizer, an all-gather of the parameters under ZeRO-1), in fp32 or,
+ * with grad_reduce_in_fp32 false, bf16 (plan_grad_bytes). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +58,11 @@ typedef struct {
   int n_ops, n_head, n_emb;
   bool first_col[MODEL_MAX_LAYER_OPS], last_col[MODEL_MAX_LAYER_OPS];
   double tokens, full_bytes, send_bytes, layer_params;
+  double msg_bytes; /* one PP message per rank: send_bytes, or its 1/tp slice under pp_scatter_gather */
   int32_t wait[PLAN_STREAM_COUNT]; /* deps the next compute op takes, one per stream */
+  int32_t wait_first; /* a dep it takes before those: under pp_scatter_gather the PP recv whose all-gather it
+                       * waits for, so that a consumer waiting in order waits for the data first (bubble and
+                       * transfer), then for the gather; -1 = none */
   int32_t last_op;
   plan_ideal ideal;
   pp_msg *msgs;
@@ -122,6 +129,8 @@ static int32_t compute(builder *b, plan_phase phase, int model_op, plan_part par
   op->chunk = chunk;
   op->flops = flops;
   op->bytes = bytes;
+  add_dep(op, b->wait_first);
+  b->wait_first = -1;
   for (int s = PLAN_STREAM_COMPUTE + 1; s < PLAN_STREAM_COUNT; s++) {
     add_dep(op, b->wait[s]);
     b->wait[s] = -1;
@@ -408,13 +417,14 @@ static int flush_bucket(builder *b, int chunk) {
     b->bucket_sizes = s;
     b->bucket_cap = cap;
   }
-  double bytes = 4.0 * b->bucket_params;
+  const int gb = plan_grad_bytes(p);
+  double bytes = gb * b->bucket_params;
   plan_codec codec = {.kind = PLAN_CODEC_NONE};
   double wire = bytes;
   const plan_codec *pc = &p->codec[PLAN_TRAFFIC_DP];
   if (plan_codec_has_taco(pc->kind) && bytes >= p->codec_min_bytes) {
     codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
-    wire = plan_codec_wire_bytes(&codec, bytes, 4);
+    wire = plan_codec_wire_bytes(&codec, bytes, gb);
   }
   int32_t last_compute = b->last_op;
   int32_t i = collective(b, PLAN_STREAM_DP, PLAN_GROUP_DP, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE,
@@ -422,6 +432,7 @@ static int flush_bucket(builder *b, int chunk) {
                          wire, codec, last_compute);
   CHECK(i);
   at(b, i)->tag = b->bucket_count;
+  at(b, i)->elem_bytes = (uint8_t)(gb == 4 ? 0 : gb); /* 0: the DP class's fp32 */
   b->bucket_sizes[b->bucket_count++] = b->bucket_params;
   b->bucket_params = 0;
   b->last_op = last_compute; /* a bucket does not end the step */
@@ -432,7 +443,7 @@ static int flush_bucket(builder *b, int chunk) {
 static int bucket_add(builder *b, double params, int layer, int chunk) {
   b->bucket_params += params;
   b->bucket_layer = layer;
-  if (4.0 * b->bucket_params >= b->p->dp_bucket_bytes) return flush_bucket(b, chunk);
+  if (plan_grad_bytes(b->p) * b->bucket_params >= b->p->dp_bucket_bytes) return flush_bucket(b, chunk);
   return 0;
 }
 
@@ -507,11 +518,11 @@ static int flush_messages(builder *b, int64_t until) {
     op->chunk = x->chunk;
     op->peer = x->peer;
     op->tag = x->tag;
-    op->bytes = op->wire_bytes = b->send_bytes;
+    op->bytes = op->wire_bytes = b->msg_bytes;
     const plan_codec *pc = &p->codec[PLAN_TRAFFIC_PP];
-    if (plan_codec_has_taco(pc->kind) && b->send_bytes >= p->codec_min_bytes) {
+    if (plan_codec_has_taco(pc->kind) && b->msg_bytes >= p->codec_min_bytes) {
       op->codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
-      op->wire_bytes = plan_codec_wire_bytes(&op->codec, b->send_bytes, 2);
+      op->wire_bytes = plan_codec_wire_bytes(&op->codec, b->msg_bytes, 2);
     }
     if (x->is_send) {
       int32_t producer = b->step_last[cell(b, x->micro, v, x->dir)];
@@ -521,6 +532,34 @@ static int flush_messages(builder *b, int64_t until) {
       b->recv_op[cell(b, x->micro, v, x->dir)] = i;
     }
   }
+  return 0;
+}
+
+/* The consumer of a PP message waits for its recv. Under pp_scatter_gather
+ * the recv holds this rank's 1/tp slice: the TP group all-gathers the whole
+ * tensor first (nccl-tests size: the gathered output), issued after the recv
+ * and the previous op, as Megatron-LM gathers right after the receive in the
+ * step that uses it. The consumer waits for the recv, then for the gather (in
+ * that order: a wait is charged to the op waited on, so the time until the
+ * slice arrives stays bubble and PP transfer, only the gather is TP). It is uncompressed
+ * NVLink traffic of the message's direction (tp_fwd: activations, tp_bwd:
+ * gradients): codec.pp encodes the slice on the inter-stage link, and the
+ * codec.tp_* policies describe the layers' own TP collectives, not this. */
+static int wait_for_message(builder *b, int micro, int v, int dir, int chunk) {
+  int32_t recv = b->recv_op[cell(b, micro, v, dir)];
+  if (!b->p->pp_scatter_gather) {
+    wait_for(b, recv);
+    return 0;
+  }
+  int32_t prev = b->last_op;
+  int32_t ag = plain_coll(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLGATHER,
+                          dir ? PLAN_TRAFFIC_TP_BWD : PLAN_TRAFFIC_TP_FWD, dir ? PLAN_PHASE_BWD : PLAN_PHASE_FWD,
+                          PLAN_MOP_PP_ACTIVATION, chunk, b->send_bytes, recv);
+  CHECK(ag);
+  at(b, ag)->micro = micro;
+  add_dep(at(b, ag), prev);
+  b->wait_first = recv;
+  wait_for(b, ag);
   return 0;
 }
 
@@ -534,12 +573,12 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
   CHECK(flush_messages(b, finish - plan_ideal_step_cost(st.backward)));
   int first_layer = v * b->lpc;
   if (!st.backward) {
-    if (v > 0) wait_for(b, b->recv_op[cell(b, micro, v, 0)]);
+    if (v > 0) CHECK(wait_for_message(b, micro, v, 0, chunk));
     if (v == 0) CHECK(embedding_forward(b, micro));
     for (int l = 0; l < b->lpc; l++) CHECK(layer_forward(b, first_layer + l, micro, chunk, PLAN_PHASE_FWD));
     if (v == b->V - 1) CHECK(loss_forward(b, micro, chunk));
   } else {
-    if (v < b->V - 1) wait_for(b, b->recv_op[cell(b, micro, v, 1)]);
+    if (v < b->V - 1) CHECK(wait_for_message(b, micro, v, 1, chunk));
     if (v == b->V - 1) {
       CHECK(loss_backward(b, micro, chunk));
       if (last_backward_of_chunk) {
@@ -584,15 +623,18 @@ static int finish_iteration(builder *b) {
       double norms = plan_norm_params_per_layer(p) * b->lpc;
       if (plan_virtual_stage(p, b->stage, chunk) == b->V - 1) norms += plan_norm_params_per_layer(p) / 2;
       CHECK(last_tp = plain_coll(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_BWD,
-                                 PLAN_PHASE_BWD, PLAN_MOP_NORM_GRADS, chunk, 4.0 * norms, last_compute));
+                                 PLAN_PHASE_BWD, PLAN_MOP_NORM_GRADS, chunk, plan_grad_bytes(p) * norms,
+                                 last_compute));
     }
   }
   bool holds_embedding = b->stage == 0 || b->stage == p->pp - 1;
   if (p->pp > 1 && p->model.tied_embeddings && holds_embedding) {
-    double bytes = 4.0 * (double)model_vocab_per_gpu(&p->model, p->tp) * p->model.hidden;
+    const int gb = plan_grad_bytes(p);
+    double bytes = gb * (double)model_vocab_per_gpu(&p->model, p->tp) * p->model.hidden;
     int chunk = b->stage == 0 ? 0 : p->vpp - 1;
     CHECK(last_dp = plain_coll(b, PLAN_STREAM_DP, PLAN_GROUP_EMBEDDING, PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_DP,
                                PLAN_PHASE_BWD, PLAN_MOP_EMBEDDING_GRADS, chunk, bytes, last_compute));
+    at(b, last_dp)->elem_bytes = (uint8_t)(gb == 4 ? 0 : gb);
   }
   double params = plan_params_of_stage(p, b->stage) / (p->zero1 ? p->dp : 1);
   b->wait[PLAN_STREAM_TP] = last_tp;
@@ -626,6 +668,7 @@ static int setup(builder *b, const plan *p, int rank, plan_program *prog, ts_err
   b->lpc = plan_layers_per_chunk(p);
   b->last_op = -1;
   for (int s = 0; s < PLAN_STREAM_COUNT; s++) b->wait[s] = -1;
+  b->wait_first = -1;
   model_shard s = plan_shard(p);
   if ((b->n_ops = model_layer_ops(&p->model, &s, b->ops, MODEL_MAX_LAYER_OPS, e)) < 0) return -1;
   if ((b->n_emb = model_embedding_ops(&p->model, &s, b->emb, MODEL_MAX_LAYER_OPS, e)) < 0) return -1;
@@ -649,6 +692,7 @@ static int setup(builder *b, const plan *p, int rank, plan_program *prog, ts_err
   b->tokens = (double)p->micro_batch * p->seq;
   b->full_bytes = 2.0 * b->tokens * p->model.hidden;
   b->send_bytes = model_activation_tensor_bytes(&p->model, &s);
+  b->msg_bytes = p->pp_scatter_gather ? b->send_bytes / p->tp : b->send_bytes;
   if (plan_ideal_build(p, &b->ideal, e)) return -1;
   size_t cells = (size_t)b->m * b->V * 2;
   b->recv_op = malloc(cells * sizeof *b->recv_op);

@@ -43,6 +43,13 @@ static void print_header(const plan *p, FILE *out) {
           p->dp, p->tp, p->pp, p->vpp, plan_world_size(p), topo_total_gpus(c),
           p->order == PLAN_ORDER_TP_DP_PP ? "tp-dp-pp" : "tp-pp-dp", p->sequence_parallel ? "on" : "off",
           p->zero1 ? "on" : "off", recompute_name(p->recompute));
+  if (p->pp > 1)
+    fprintf(out, "pipeline  messages %s\n",
+            p->pp_scatter_gather ? "scatter/gather: each TP rank sends its 1/tp slice, the receiver all-gathers it "
+                                   "on its TP group (tp_fwd/tp_bwd traffic)"
+                                 : "whole on every TP rank (no scatter/gather)");
+  fprintf(out, "gradients %s, %d bytes per parameter in memory and in DP reductions\n",
+          p->grad_reduce_bf16 ? "bf16 (grad_reduce_in_fp32 false)" : "fp32", plan_grad_bytes(p));
   fprintf(out, "batch     %lld sequences of %d tokens = micro-batch %d x %d micro-batches x dp %d (%.2f M tokens)\n",
           p->global_batch, p->seq, p->micro_batch, mb, p->dp, (double)p->global_batch * p->seq / 1e6);
   double v = p->schedule == PLAN_SCHED_INTERLEAVED_1F1B ? p->vpp : 1;

@@ -301,10 +301,12 @@ static bool is_caat(const plan_codec *cd) { return cd->kind == PLAN_CODEC_CAAT |
 #define CODEC_CHUNK_BYTES (4.0 * 1048576) /* messages are cut into chunks of this size */
 #define CODEC_MAX_CHUNKS 16
 
-/* Bytes per element of what TACO compresses: fp32 for DP gradients and
- * CAAT-Net's backward shared channels, bf16 elsewhere. */
+/* Bytes per element of what TACO compresses: the op's own elem_bytes when the
+ * program set it (bf16 DP gradients: grad_reduce_in_fp32 false), else fp32
+ * for DP gradients and CAAT-Net's backward shared channels, bf16 elsewhere. */
 static int codec_elem_bytes(const plan_op *op) {
   const plan_codec *cd = &op->codec;
+  if (op->elem_bytes) return op->elem_bytes;
   return op->traffic == PLAN_TRAFFIC_DP || (op->traffic == PLAN_TRAFFIC_TP_BWD && is_caat(cd)) ? 4 : 2;
 }
 

@@ -9,6 +9,11 @@ target_link_libraries(test_plan_program PRIVATE ts_plan PkgConfig::CUNIT m)
 target_compile_definitions(test_plan_program PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
 add_test(NAME plan_program COMMAND test_plan_program)
 
+add_executable(test_plan_comm_options ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_comm_options.c)
+target_link_libraries(test_plan_comm_options PRIVATE ts_plan PkgConfig::CUNIT m)
+target_compile_definitions(test_plan_comm_options PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+add_test(NAME plan_comm_options COMMAND test_plan_comm_options)
+
 # Benchmark (prints figures, asserts nothing about time): program build time
 # and ops per rank for a plan. Not a test.
 add_executable(bench_plan ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_bench.c)

@@ -152,6 +152,86 @@ static void test_defaults(void) {
   CU_ASSERT(p.codec_min_bytes > 0);
   CU_ASSERT(p.dp_bucket_bytes > 0);
   CU_ASSERT_EQUAL(p.layers, p.model.layers);
+  /* pp_scatter_gather false, grad_reduce_in_fp32 true: fp32 buckets of
+   * Megatron-LM's max(40M, 1M x dp) parameters */
+  CU_ASSERT_FALSE(p.pp_scatter_gather);
+  CU_ASSERT_FALSE(p.grad_reduce_bf16);
+  CU_ASSERT_EQUAL(plan_grad_bytes(&p), 4);
+  CU_ASSERT_DOUBLE_EQUAL(p.dp_bucket_bytes, 4.0 * 40e6, 0);
+}
+
+/* The base spec with `fields` added to its layout object. */
+static int load_layout_extra(const spec *s, const char *fields, plan *p, ts_err *e) {
+  char buf[4096], out[4200];
+  text(s, buf, sizeof buf);
+  char key[64];
+  snprintf(key, sizeof key, "\"recompute\": \"%s\"", s->recompute);
+  char *at = strstr(buf, key);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  at += strlen(key);
+  snprintf(out, sizeof out, "%.*s, %s%s", (int)(at - buf), buf, fields, at);
+  return plan_from_json_text(out, strlen(out), "t.json", NULL, NULL, p, e);
+}
+
+static void expect_layout_reject(const spec *s, const char *fields, const char *field, const char *reason) {
+  plan p;
+  ts_err e = {0};
+  int rc = load_layout_extra(s, fields, &p, &e);
+  if (rc == 0) printf("\n  accepted layout fields %s that should fail on %s\n", fields, field);
+  CU_ASSERT_EQUAL(rc, -1);
+  CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  ASSERT_MSG(e, "t.json: ");
+  ASSERT_MSG(e, field);
+  if (reason) ASSERT_MSG(e, reason);
+}
+
+/* layout.pp_scatter_gather: a bool, only with tp >= 2, pp >= 2 and no SP;
+ * layout.grad_reduce_in_fp32: a bool; false halves the default bucket bytes
+ * (same parameters per bucket) and an explicit dp_bucket_bytes is kept. */
+static void test_rule_pp_scatter_gather_and_grad_precision(void) {
+  spec s = base(); /* dp 2, tp 2, pp 2 */
+  plan p;
+  ts_err e = {0};
+  int rc = load_layout_extra(&s, "\"pp_scatter_gather\": true, \"grad_reduce_in_fp32\": false", &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_TRUE(p.pp_scatter_gather);
+  CU_ASSERT_TRUE(p.grad_reduce_bf16);
+  CU_ASSERT_EQUAL(plan_grad_bytes(&p), 2);
+  CU_ASSERT_DOUBLE_EQUAL(p.dp_bucket_bytes, 2.0 * 40e6, 0);
+  CU_ASSERT_EQUAL(load_layout_extra(&s, "\"pp_scatter_gather\": false, \"grad_reduce_in_fp32\": true", &p, &e), 0);
+  CU_ASSERT_FALSE(p.pp_scatter_gather);
+  CU_ASSERT_FALSE(p.grad_reduce_bf16);
+  CU_ASSERT_DOUBLE_EQUAL(p.dp_bucket_bytes, 4.0 * 40e6, 0);
+  spec x = s;
+  x.extra = ", \"dp_bucket_bytes\": 12345678";
+  CU_ASSERT_EQUAL(load_layout_extra(&x, "\"grad_reduce_in_fp32\": false", &p, &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(p.dp_bucket_bytes, 12345678.0, 0);
+
+  expect_layout_reject(&s, "\"pp_scatter_gather\": 1", "layout.pp_scatter_gather", NULL);
+  expect_layout_reject(&s, "\"pp_scatter_gather\": \"true\"", "layout.pp_scatter_gather", NULL);
+  expect_layout_reject(&s, "\"grad_reduce_in_fp32\": \"no\"", "layout.grad_reduce_in_fp32", NULL);
+  /* null stands for the default, as for every optional field */
+  CU_ASSERT_EQUAL(load_layout_extra(&s, "\"grad_reduce_in_fp32\": null", &p, &e), 0);
+  CU_ASSERT_FALSE(p.grad_reduce_bf16);
+  expect_layout_reject(&s, "\"pp_scatter_gathr\": true", "layout.pp_scatter_gathr", NULL);
+  x = s;
+  x.tp = 1;
+  expect_layout_reject(&x, "\"pp_scatter_gather\": true", "layout.pp_scatter_gather", "tp >= 2");
+  x = s;
+  x.pp = 1;
+  expect_layout_reject(&x, "\"pp_scatter_gather\": true", "layout.pp_scatter_gather", "pp >= 2");
+  x = s;
+  x.sp = 1;
+  expect_layout_reject(&x, "\"pp_scatter_gather\": true", "layout.pp_scatter_gather", "sequence_parallel");
+  /* false is accepted wherever: it is today's behaviour */
+  CU_ASSERT_EQUAL(load_layout_extra(&x, "\"pp_scatter_gather\": false", &p, &e), 0);
+  /* plan_validate on an edited plan, as a layout search would do */
+  CU_ASSERT_EQUAL_FATAL(load_layout_extra(&s, "\"pp_scatter_gather\": true", &p, &e), 0);
+  CU_ASSERT_EQUAL(plan_validate(&p, &e), 0);
+  p.sequence_parallel = true;
+  CU_ASSERT_EQUAL(plan_validate(&p, &e), -1);
+  ASSERT_MSG(e, "layout.pp_scatter_gather");
 }
 
 static void test_layers_override(void) {
@@ -493,6 +573,7 @@ int main(void) {
   CU_add_test(rules, "sequence length", test_rule_seq);
   CU_add_test(rules, "memory fits HBM", test_rule_memory_fits);
   CU_add_test(rules, "codec", test_rule_codec);
+  CU_add_test(rules, "pp_scatter_gather and grad_reduce_in_fp32", test_rule_pp_scatter_gather_and_grad_precision);
   CU_pSuite bad = CU_add_suite("plan.malformed", NULL, NULL);
   CU_add_test(bad, "syntax errors", test_syntax_errors);
   CU_add_test(bad, "missing fields", test_missing_fields);

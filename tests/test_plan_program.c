@@ -26,6 +26,7 @@ typedef struct {
   long long global;
   double codec_min_bytes; /* 0: the default */
   int tp_overlap;         /* layout.tp_overlap_chunks; 0: the key is absent */
+  int pp_sg, grad_bf16;   /* layout.pp_scatter_gather true, layout.grad_reduce_in_fp32 false; 0: absent */
 } spec;
 
 static spec base(void) {
@@ -41,8 +42,10 @@ static plan load(const spec *s) {
   else
     snprintf(layers, sizeof layers, "null");
   if (s->codec_min_bytes > 0) snprintf(extra, sizeof extra, ", \"codec_min_bytes\": %.0f", s->codec_min_bytes);
-  char overlap[48] = "";
+  char overlap[160] = "";
   if (s->tp_overlap) snprintf(overlap, sizeof overlap, ", \"tp_overlap_chunks\": %d", s->tp_overlap);
+  if (s->pp_sg) strcat(overlap, ", \"pp_scatter_gather\": true");
+  if (s->grad_bf16) strcat(overlap, ", \"grad_reduce_in_fp32\": false");
   snprintf(buf, sizeof buf,
            "{ \"schema\": 1, \"model\": \"%s\", \"cluster\": \"%s\",\n"
            "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"sequence_parallel\": %s,\n"
@@ -471,7 +474,7 @@ static void check_well_formed(const plan *p) {
 }
 
 static void test_program_variants(void) {
-  spec variants[8];
+  spec variants[12];
   int n = 0;
   spec s = base();
   s.dp = 2, s.tp = 2, s.pp = 2, s.global = 8, s.layers = 4;
@@ -491,6 +494,16 @@ static void test_program_variants(void) {
   variants[n++] = s;
   s = base(); /* GQA, SwiGLU, RMSNorm, RoPE, untied embeddings */
   s.model = "llama3-8b", s.layers = 4, s.tp = 2, s.pp = 2, s.dp = 2, s.global = 8, s.sp = 1;
+  variants[n++] = s;
+  s = base(); /* pp_scatter_gather (1F1B, interleaved with PP TACO) and bf16 gradients with ZeRO-1 */
+  s.dp = 2, s.tp = 2, s.pp = 2, s.global = 8, s.layers = 4, s.pp_sg = 1, s.grad_bf16 = 1, s.zero1 = 1;
+  variants[n++] = s;
+  s.schedule = "interleaved-1f1b", s.vpp = 2, s.recompute = "full", s.codec_min_bytes = 1;
+  s.codec = "{\"pp\":{\"kind\":\"taco\",\"group\":64,\"fp8\":\"e4m3\"},\"dp\":{\"kind\":\"taco\",\"group\":128,"
+            "\"fp8\":\"e4m3\"}}";
+  variants[n++] = s;
+  s = base();
+  s.tp = 4, s.pp = 2, s.layers = 4, s.global = 8, s.schedule = "gpipe", s.pp_sg = 1;
   variants[n++] = s;
   for (int k = 0; k < n; k++) {
     plan p = load(&variants[k]);
