@@ -33,13 +33,16 @@
 #                        not in topologies/ yet; passed as TACOSIM_TOPOLOGIES_DIR) [the zoo]
 #   --work DIR           result JSON, stdout and stderr of each simulation
 #                        [experiments/data/work/published]
+#   --reuse              keep the results already in --work (exit 0, JSON present) and
+#                        simulate only the others [off; REUSE=1 as for make-figures.sh: on]
 #   --no-figure          tables only
 #   -h, --help           this text
 set -euo pipefail
+trap 'echo "run.sh: stopped by a failing command at line $LINENO" >&2' ERR
 PUB="$(cd "$(dirname "$0")" && pwd)"
 source "$PUB/../lib.sh" # EXP ROOT DATA FIGS TACOSIM plot
 
-cal="" sets="" only="" jobs=1 topo="" work="$DATA/work/published" figure=1
+cal="" sets="" only="" jobs=1 topo="" work="$DATA/work/published" figure=1 reuse="${REUSE:+1}"
 while [ $# -gt 0 ]; do
   case $1 in
     --tacosim) TACOSIM=$2; shift 2 ;;
@@ -50,7 +53,8 @@ while [ $# -gt 0 ]; do
     --topologies) topo=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --no-figure) figure=0; shift ;;
-    -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --reuse) reuse=1; shift ;;
+    -h | --help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -60,7 +64,10 @@ command -v jq > /dev/null || { echo "run.sh: jq is needed (apt-get install jq)" 
 [ -z "$cal" ] || [ -f "$cal" ] || { echo "run.sh: --calibration $cal: no such file" >&2; exit 2; }
 [ -z "$cal" ] || cal="$(cd "$(dirname "$cal")" && pwd)/$(basename "$cal")"
 [ -z "$topo" ] || [ -d "$topo" ] || { echo "run.sh: --topologies $topo: no such folder" >&2; exit 2; }
-[ -z "$topo" ] || export TACOSIM_TOPOLOGIES_DIR="$(cd "$topo" && pwd)"
+if [ -n "$topo" ]; then
+  TACOSIM_TOPOLOGIES_DIR="$(cd "$topo" && pwd)"
+  export TACOSIM_TOPOLOGIES_DIR
+fi
 case $jobs in '' | *[!0-9]* | 0) echo "run.sh: --jobs wants a positive integer" >&2; exit 2 ;; esac
 if [ -z "$sets" ]; then
   for d in "$PUB"/*/; do [ -f "$d/set.conf" ] && sets="$sets $(basename "$d")"; done
@@ -82,7 +89,8 @@ list="$work/list"
 : > "$list"
 for s in $sets; do
   [ -f "$PUB/$s/set.conf" ] || { echo "run.sh: $PUB/$s/set.conf: no such set" >&2; exit 2; }
-  plan_prefix="" # shellcheck source=/dev/null
+  label="" gpu="" seq="" vocab="" flops="" plan_prefix=""
+  # shellcheck source=/dev/null
   source "$PUB/$s/set.conf"
   while read -r name _; do
     p="$plan_prefix$(echo "$name" | tr A-Z a-z)"
@@ -98,7 +106,12 @@ done
 # models by repository paths); its exit status and wall time go beside the JSON.
 simulate() {
   local p=$1 t0 t1 rc=0
-  rm -f "$work/$p.json" "$work/$p.rc" "$work/$p.wall"
+  if [ -n "$reuse" ] && [ "$(cat "$work/$p.rc" 2> /dev/null)" = 0 ] && [ -s "$work/$p.json" ] && [ -f "$work/$p.wall" ]; then
+    echo "  $p: kept from $work (--reuse)" >&2
+    touch "$work/$p.kept"
+    return
+  fi
+  rm -f "$work/$p.kept" "$work/$p.json" "$work/$p.rc" "$work/$p.wall"
   t0=$(date +%s.%N)
   (cd "$ROOT" && "$TACOSIM" simulate "experiments/published/${2}/plans/$p.json" --json "$work/$p.json" \
     ${cal:+--calibration "$cal"} > "$work/$p.out" 2> "$work/$p.err") || rc=$?
@@ -187,7 +200,10 @@ header() {
 line() { awk '{ printf "  %-10s %-4s %-6s %5d %-20s %9.1f %9.1f %7s %9.3f %9.3f %7.1f %8.1f\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }'; }
 for s in $sets; do
   grep -q "^$s " "$cmp" || continue
+  # shellcheck source=/dev/null
+  source "$PUB/$s/set.conf"
   {
+    echo "# set $s: $label (experiments/published/$s/README.md)"
     header
     grep "^$s " "$cmp" | line
     echo "# $(grep "^$s " "$cmp" | summary)"
@@ -201,7 +217,9 @@ done
     echo "# $s: $(grep "^$s " "$cmp" | summary)"
   done
   echo "# all: $(summary < "$cmp")"
-  echo "# $(wc -l < "$list") simulations in $total s"
+  kept=0
+  while read -r _ _ p; do if [ -f "$work/$p.kept" ]; then kept=$((kept + 1)); fi; done < "$list"
+  echo "# $(wc -l < "$list") simulations, $(awk '{ t += $11 } END { printf "%.0f", t }' "$cmp") s of sim_s in all; this run took $total s$(if [ "$kept" -gt 0 ]; then echo " ($kept results kept from an earlier run with --reuse: their sim_s is that run's)"; fi)"
 } > "$PUB/table.txt"
 cat "$PUB/table.txt"
 
@@ -232,5 +250,5 @@ set samples 100
 plot "+" using 1:(\$1*0.92):(\$1*1.08) with filledcurves fs transparent solid 0.2 lc rgb "gray50" title "±8%", \
      x lc rgb "black" dt 2 title "y = x", \
      for [g in "$gens"] "$dat" using 6:(strcol(2) eq g ? \$7 : NaN) with points pt 7 ps 1.4 title g, \
-     "" using 6:7:(strcol(2)." ".strcol(3)) with labels offset 0.8,0.4 left font ",7" notitle
+     "" using 6:7:3 with labels offset 0.8,0.4 left font ",7" notitle
 GP
