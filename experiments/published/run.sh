@@ -74,13 +74,13 @@ if [ -z "$sets" ]; then
 fi
 mkdir -p "$work"
 
-# rows SET: the published rows as "name gpus hidden layers batch tflops_per_gpu",
+# rows SET: the published rows as "name gpus hidden layers batch tflops_per_gpu params_b",
 # picked from published.csv by column name.
 rows() {
   awk -F, '
     /^#/ || !NF { next }
     !hdr { for (i = 1; i <= NF; i++) col[$i] = i; hdr = 1; next }
-    { print $col["name"], $col["gpus"], $col["hidden"], $col["layers"], $col["batch"], $col["tflops_per_gpu"] }
+    { print $col["name"], $col["gpus"], $col["hidden"], $col["layers"], $col["batch"], $col["tflops_per_gpu"], $col["params_b"] }
   ' "$PUB/$1/published.csv"
 }
 
@@ -101,6 +101,31 @@ for s in $sets; do
   done < <(rows "$s")
 done
 [ -s "$list" ] || { echo "run.sh: nothing to run (sets:$sets; only: ${only:-all})" >&2; exit 2; }
+
+# The plans first: each must pass `tacosim plan` (the loader's rules and the
+# memory check), and its model's parameter count must be the published one
+# within 5 % (the published counts are rounded: 1.65 B is "1.7B").
+echo "run.sh: checking $(wc -l < "$list") plans with tacosim plan" >&2
+bad=0
+while read -r s name p; do
+  if ! (cd "$ROOT" && "$TACOSIM" plan "experiments/published/$s/plans/$p.json") > "$work/$p.plan" 2>&1; then
+    echo "run.sh: FAILED: tacosim plan experiments/published/$s/plans/$p.json:" >&2
+    tail -n 5 "$work/$p.plan" >&2
+    bad=$((bad + 1))
+    continue
+  fi
+  pub=$(rows "$s" | awk -v n="$name" '$1 == n { print $7 }')
+  got=$(sed -n 's/.* \([0-9.]*\) B params.*/\1/p' "$work/$p.plan" | head -n 1)
+  if ! awk -v a="$got" -v b="$pub" 'BEGIN { d = (a - b) / b; exit !(a > 0 && d < 0.05 && d > -0.05) }'; then
+    echo "run.sh: FAILED: $p: the model has ${got:-?} B parameters, the published row ${pub:-?} B" >&2
+    bad=$((bad + 1))
+  fi
+  echo "$got" > "$work/$p.params"
+done < "$list"
+if [ "$bad" -gt 0 ]; then
+  echo "run.sh: $bad of $(wc -l < "$list") plans failed the check: nothing simulated" >&2
+  exit 1
+fi
 
 # simulate P: one simulation from the repository root (plans name their
 # models by repository paths); its exit status and wall time go beside the JSON.
@@ -161,19 +186,20 @@ cmp="$work/compare"
 while read -r s name p; do
   # shellcheck source=/dev/null
   source "$PUB/$s/set.conf"
-  read -r _ gpus hidden layers batch tf_pub < <(rows "$s" | awk -v n="$name" '$1 == n')
+  read -r _ gpus hidden layers batch tf_pub params_pub < <(rows "$s" | awk -v n="$name" '$1 == n')
   plan="$PUB/$s/plans/$p.json"
   layout=$(jq -r '.layout | "tp\(.tp) pp\(.pp) dp\(.dp) v\(.vpp // 1)"' "$plan" | tr ' ' '/')
   t_pred=$(jq -r '.iteration_time_s' "$work/$p.json")
   mfu=$(jq -r '.mfu * 100' "$work/$p.json")
   awk -v kind="$flops" -v B="$batch" -v s="$seq" -v l="$layers" -v h="$hidden" -v V="$vocab" \
     -v n="$gpus" -v tp="$tf_pub" -v t="$t_pred" -v set="$s" -v gpu="$gpu" -v name="$name" \
-    -v layout="$layout" -v wall="$(cat "$work/$p.wall")" -v mfu="$mfu" "$flops_awk"'
+    -v layout="$layout" -v wall="$(cat "$work/$p.wall")" -v mfu="$mfu" \
+    -v pp="$params_pub" -v pm="$(cat "$work/$p.params")" "$flops_awk"'
     BEGIN {
       F = flops(kind, B, s, l, h, V)
       pred = F / (t * n) / 1e12
-      printf "%s %s %s %d %s %.1f %.1f %+.1f %.3f %.3f %.1f %.1f\n", set, gpu, name, n, layout, tp, pred,
-        100 * (pred - tp) / tp, F / (tp * 1e12 * n), t, wall, mfu
+      printf "%s %s %s %d %s %.1f %.1f %+.1f %.3f %.3f %.1f %.1f %s %s\n", set, gpu, name, n, layout, tp, pred,
+        100 * (pred - tp) / tp, F / (tp * 1e12 * n), t, wall, mfu, pp, pm
     }' >> "$cmp"
 done < "$list"
 
@@ -194,10 +220,11 @@ header() {
   echo "# $(date -u +%Y-%m-%d) $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2> /dev/null || echo '+changes'); simulator $TACOSIM"
   echo "# calibration: ${cals:-?}${topo:+; clusters from $topo (--topologies)}"
   echo "# TFLOP/s counted as the publisher counts them (set.conf: flops); published iteration time = F / (published TFLOP/s x GPUs)."
-  echo "# error = (predicted - published) / published TFLOP/s; sim_s = wall time of the simulation ($jobs at a time on $(nproc) cores)"
-  printf "# %-10s %-4s %-6s %5s %-20s %9s %9s %7s %9s %9s %7s %8s\n" set gpu row gpus layout pub_TF/s pred_TF/s err_% pub_it_s pred_it_s sim_s mfu_sim%
+  echo "# error = (predicted - published) / published TFLOP/s; sim_s = wall time of the simulation ($jobs at a time on $(nproc) cores);"
+  echo "# mfu_sim = tacosim's own MFU (its FLOP count, the cluster's peak); pub_B / plan_B = parameters, published and of the plan's model"
+  printf "# %-10s %-4s %-6s %5s %-20s %9s %9s %7s %9s %9s %7s %8s %8s %8s\n" set gpu row gpus layout pub_TF/s pred_TF/s err_% pub_it_s pred_it_s sim_s mfu_sim% pub_B plan_B
 }
-line() { awk '{ printf "  %-10s %-4s %-6s %5d %-20s %9.1f %9.1f %7s %9.3f %9.3f %7.1f %8.1f\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }'; }
+line() { awk '{ printf "  %-10s %-4s %-6s %5d %-20s %9.1f %9.1f %7s %9.3f %9.3f %7.1f %8.1f %8s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 }'; }
 for s in $sets; do
   grep -q "^$s " "$cmp" || continue
   # shellcheck source=/dev/null
@@ -226,7 +253,7 @@ cat "$PUB/table.txt"
 dat="$DATA/fig11-published.dat"
 {
   echo "# written by experiments/published/run.sh; the rows of experiments/published/table.txt"
-  echo "# set gpu row gpus layout published_tflops predicted_tflops error_pct published_iter_s predicted_iter_s sim_wall_s tacosim_mfu_pct"
+  echo "# set gpu row gpus layout published_tflops predicted_tflops error_pct published_iter_s predicted_iter_s sim_wall_s tacosim_mfu_pct published_params_b plan_params_b"
   cat "$cmp"
 } > "$dat"
 [ "$figure" = 1 ] || exit 0
