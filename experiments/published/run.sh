@@ -259,23 +259,22 @@ dat="$DATA/fig11-published.dat"
 [ "$figure" = 1 ] || exit 0
 command -v gnuplot > /dev/null || { echo "run.sh: gnuplot missing: figure not drawn" >&2; exit 3; }
 gens=$(awk '{ print $2 }' "$cmp" | sort -u | paste -sd' ' -) # one colour per GPU generation
-plot fig11-published 900 850 <<GP
-set title "Published training runs: predicted (tacosim simulate) against published TFLOP/s per GPU\n($(summary < "$cmp"); calibration ${cals:-?})" font ",10"
-set xlabel "published TFLOP/s per GPU"
-set ylabel "predicted TFLOP/s per GPU"
-set grid
-set key bottom right
-set size square
-stats "$dat" using 6 nooutput
-lo1 = STATS_min; hi1 = STATS_max
-stats "$dat" using 7 nooutput
-lo = (lo1 < STATS_min ? lo1 : STATS_min) * 0.85
-hi = (hi1 > STATS_max ? hi1 : STATS_max) * 1.15
-set xrange [lo:hi]
-set yrange [lo:hi]
-set samples 100
-plot "+" using 1:(\$1*0.92):(\$1*1.08) with filledcurves fs transparent solid 0.2 lc rgb "gray50" title "±8%", \
-     x lc rgb "black" dt 2 title "y = x", \
-     for [g in "$gens"] "$dat" using 6:(strcol(2) eq g ? \$7 : NaN) with points pt 7 ps 1.4 title g, \
-     "" using 6:7:3 with labels offset 0.8,0.4 left font ",7" notitle
+plot fig11-published 1100 600 <<GP
+set title "Published training runs predicted by tacosim simulate: error of TFLOP/s per GPU, row by row\n($(summary < "$cmp"); costs measured on H200, transferred; calibration ${cals:-?})" font ",10"
+set ylabel "(predicted - published) / published TFLOP/s per GPU, %"
+set xlabel "published run: model (GPUs), in each set's order"
+set grid ytics
+set key top left
+set xtics rotate by -45 font ",8" nomirror
+set xrange [-0.7:*]
+set yrange [-45:25]
+set style fill transparent solid 0.25 noborder
+n = 0
+stats "$dat" using 0 nooutput
+n = STATS_records
+plot [-0.7:n-0.3] "+" using 1:(-8):(8) with filledcurves lc rgb "gray70" title "±8 % (the target's max)", \
+     "+" using 1:(-3):(3) with filledcurves lc rgb "gray50" title "±3 % (the target's median)", \
+     0 lc rgb "black" dt 2 notitle, \
+     for [g in "$gens"] "$dat" using 0:(strcol(2) eq g ? \$8 : NaN):xtic(sprintf("%s %s (%s)", strcol(2), strcol(3), strcol(4))) with points pt 7 ps 1.6 title g, \
+     "" using 0:8:(sprintf("%+.1f", \$8)) with labels offset 0,1.1 font ",7" notitle
 GP
