@@ -21,6 +21,7 @@
 
 #include "search.h"
 #include "sim.h"
+#include "sim_costs.h"
 
 typedef struct {
   const plan *p;
@@ -160,13 +161,9 @@ static double tp_coll_s(estimator *x, plan_coll c, double payload, double wire, 
       return us * 1e-6;
     }
   }
-  double xfer;
-  if (x->intra_calibrated && schema_has_coll(x->lk.cal, name)) {
-    if (schema_lookup_coll(&x->lk, name, n, wire, &us, x->e)) x->failed = 1;
-    xfer = us * 1e-6;
-  } else {
-    xfer = alpha_beta_s(c, n, wire, p->cluster.intra.gbps_per_gpu, p->cluster.intra.latency_us);
-  }
+  sim_intra_coll how; /* as the simulator prices it: the measured table, else the NCCL model */
+  if (sim_intra_coll_us(&x->lk, &p->cluster, x->intra_calibrated, name, n, wire, &how, x->e)) x->failed = 1;
+  double xfer = how.us * 1e-6;
   if (!taco) return xfer;
   double in = wire / (1.0 + 8.0 / cd->group) * elem_bytes; /* bytes the codec reads */
   double enc = kernel_s(x, "taco_encode", in, cd->group, false), dec = kernel_s(x, "taco_decode", in, cd->group, false);

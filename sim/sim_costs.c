@@ -391,29 +391,35 @@ static const schema_coll_table *coll_table(const schema_calibration *cal, const 
   return best;
 }
 
-/* Time of an intra-node collective from the NCCL model; names the choice
- * once per collective and rank count on the warning stream. */
-static int nccl_model_s(sim_costs *c, const char *name, int nranks, double bytes, const schema_coll_table *anchor,
-                        double *s, ts_err *e) {
+int sim_intra_coll_us(schema_lookup *lk, const topo_cluster *cl, bool intra_calibrated, const char *name, int nranks,
+                      double bytes, sim_intra_coll *how, ts_err *e) {
+  memset(how, 0, sizeof *how);
+  bool exact = false;
+  how->anchor = intra_calibrated ? coll_table(lk->cal, name, nranks, &exact) : NULL;
+  if (exact) return schema_lookup_coll(lk, name, nranks, bytes, &how->us, e);
+  how->modelled = true;
   sim_nccl_coll coll;
   if (sim_nccl_coll_from_name(name, &coll))
-    return ts_fail(e, c->p->path, "program", "collective \"%s\": not one the NCCL model knows", name);
-  sim_nccl_fabric f;
-  sim_nccl_fabric_of_cluster(&c->p->cluster, &f);
-  sim_nccl_choice ch;
-  if (sim_nccl_time(&f, coll, bytes, nranks, nranks, anchor, &ch, e)) return -1;
-  char key[48], desc[64], how[96], what[320];
-  snprintf(key, sizeof key, "%s.%d", name, nranks);
-  sim_nccl_describe(&ch, desc, sizeof desc);
-  if (anchor)
-    snprintf(how, sizeof how, "anchored on the measured %d-rank curve (x%.2f here)", anchor->nranks, ch.anchor_scale);
-  else
-    snprintf(how, sizeof how, "not anchored: no measured curve of this collective on this fabric");
-  snprintf(what, sizeof what, "the NCCL model on %s, NVLS %s: %s at %.0f bytes (other sizes may choose otherwise); %s",
-           topo_intra_kind_name(f.intra), f.nvls ? "on" : "off", desc, bytes, how);
-  warn_fallback(c, key, what);
-  *s = ch.us * 1e-6;
+    return ts_fail(e, NULL, "program", "collective \"%s\": not one the NCCL model knows", name);
+  sim_nccl_fabric_of_cluster(cl, &how->fabric);
+  if (sim_nccl_time(&how->fabric, coll, bytes, nranks, nranks, how->anchor, &how->choice, e)) return -1;
+  how->us = how->choice.us;
   return 0;
+}
+
+/* The NCCL model's choice, named once per collective and rank count on the warning stream. */
+static void warn_model(sim_costs *c, const char *name, int nranks, double bytes, const sim_intra_coll *how) {
+  char key[48], desc[64], why[96], what[320];
+  snprintf(key, sizeof key, "%s.%d", name, nranks);
+  sim_nccl_describe(&how->choice, desc, sizeof desc);
+  if (how->anchor)
+    snprintf(why, sizeof why, "anchored on the measured %d-rank curve (x%.2f here)", how->anchor->nranks,
+             how->choice.anchor_scale);
+  else
+    snprintf(why, sizeof why, "not anchored: no measured curve of this collective on this fabric");
+  snprintf(what, sizeof what, "the NCCL model on %s, NVLS %s: %s at %.0f bytes (other sizes may choose otherwise); %s",
+           topo_intra_kind_name(how->fabric.intra), how->fabric.nvls ? "on" : "off", desc, bytes, why);
+  warn_fallback(c, key, what);
 }
 
 static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included,
@@ -459,11 +465,10 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
   }
   /* measured at this rank count: the calibration's curve; else the NCCL
    * model, anchored on the measured curve of this fabric when there is one */
-  bool exact = false;
-  const schema_coll_table *t = c->intra_calibrated ? coll_table(c->lk.cal, name, nranks, &exact) : NULL;
-  if (!exact) return nccl_model_s(c, name, nranks, op->wire_bytes, t, s, e);
-  if (schema_lookup_coll(&c->lk, name, nranks, op->wire_bytes, &us, e)) return -1;
-  *s = us * 1e-6;
+  sim_intra_coll how;
+  if (sim_intra_coll_us(&c->lk, &c->p->cluster, c->intra_calibrated, name, nranks, op->wire_bytes, &how, e)) return -1;
+  if (how.modelled) warn_model(c, name, nranks, op->wire_bytes, &how);
+  *s = how.us * 1e-6;
   return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include "calibration.h"
 #include "plan.h"
+#include "sim_nccl.h"
 
 /* Codec around a compressed transfer: T = pre + max(mid, transfer) + post. */
 typedef struct {
@@ -54,5 +55,20 @@ int sim_codec_cost_of(sim_costs *c, const plan_op *op, int nranks, sim_codec_cos
  * calibration measured the compressed collective itself ("allreduce.taco128"),
  * then its whole time and *codec_included = 1. */
 int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included, ts_err *e);
+
+/* A plain intra-node collective (nccl-tests bytes) as the simulator prices it,
+ * for the simulator and the layout search alike: the calibration's table of
+ * this rank count when it measured this fabric, else the NCCL model
+ * (sim_nccl.c), anchored on the measured curve of the nearest rank count of
+ * this fabric when there is one. */
+typedef struct {
+  double us;
+  bool modelled;                   /* the NCCL model priced it */
+  const schema_coll_table *anchor; /* the curve it was anchored on, or NULL */
+  sim_nccl_fabric fabric;
+  sim_nccl_choice choice;
+} sim_intra_coll;
+int sim_intra_coll_us(schema_lookup *lk, const topo_cluster *cl, bool intra_calibrated, const char *name, int nranks,
+                      double bytes, sim_intra_coll *how, ts_err *e);
 
 #endif
