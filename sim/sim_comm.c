@@ -390,17 +390,29 @@ static double head_start_s(const plan_op *op, const int *m, int n) {
 /* What the compute kernel running on this rank has left (0 when none runs).
  * This rank's compute stream, woken at the same instant, launches its next
  * kernel first (its stream needs no cross-stream event): yield to it. */
-static double running_kernel_left(sim_rank *rs) {
-  sg_actor_yield();
+static bool compute_cannot_launch_now(const sim_rank *rs, int stream, double now) {
+  /* asleep in a block that ends later: its kernels are all in kernel_end */
+  if (rs->compute_sleep_end > now) return true;
+  /* blocked on an op of the calling stream, which only the caller finishes */
+  int d = rs->waiting[PLAN_STREAM_COMPUTE];
+  return d >= 0 && !rs->done[d] && rs->prog->ops[d].stream == stream;
+}
+
+static double running_kernel_left(sim_rank *rs, int stream) {
   double now = simgrid_get_clock();
+  /* (the yield is a simcall; skipped when the compute stream cannot launch anything at this instant) */
+  if (!compute_cannot_launch_now(rs, stream, now)) {
+    sg_actor_yield();
+    now = simgrid_get_clock();
+  }
   for (int k = 0; k < rs->n_kernel_end; k++)
     if (rs->kernel_end[k] > now) return rs->kernel_end[k] - now;
   return 0;
 }
 
-static void wait_for_sms(sim_rank *rs, const plan_op *op, const int *m, int n) {
+static void wait_for_sms(sim_rank *rs, int stream, const plan_op *op, const int *m, int n) {
   if (sim_w->o->ideal_overlap) return;
-  double wait = running_kernel_left(rs) - head_start_s(op, m, n);
+  double wait = running_kernel_left(rs, stream) - head_start_s(op, m, n);
   if (wait > 0) sg_actor_sleep_for(wait);
 }
 
@@ -432,9 +444,9 @@ static bool runs_beside_compute(const plan_op *op, const int *m, int n) {
  * Over sockets the same probe moved +715 us in one call and -100 us in
  * the next on a ~10 ms all-reduce: no delay is modelled there. */
 #define SHM_BESIDE_HEAD_START_S 125e-6
-static void delay_beside_running_kernel(sim_rank *rs, const int *m, int n) {
+static void delay_beside_running_kernel(sim_rank *rs, int stream, const int *m, int n) {
   if (sim_w->o->ideal_overlap || !all_on_one_node(m, n) || sim_w->p->cluster.intra.kind != TOPO_INTRA_SHM) return;
-  double left = running_kernel_left(rs), delay = left - SHM_BESIDE_HEAD_START_S;
+  double left = running_kernel_left(rs, stream), delay = left - SHM_BESIDE_HEAD_START_S;
   if (delay < left / 3) delay = left / 3;
   if (delay > 0) sg_actor_sleep_for(delay);
 }
@@ -481,8 +493,8 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
   int n = rs->n_members[g];
   if (n <= 1) return;
   if (waits_for_idle_compute(op)) wait_for_idle_compute(rs);
-  else if (!runs_beside_compute(op, m, n)) wait_for_sms(rs, op, m, n);
-  else delay_beside_running_kernel(rs, m, n);
+  else if (!runs_beside_compute(op, m, n)) wait_for_sms(rs, stream, op, m, n);
+  else delay_beside_running_kernel(rs, stream, m, n);
   ts_err e = {0};
   sim_codec_cost cc;
   if (sim_codec_cost_of(&sim_w->costs, op, n, &cc, &e)) {

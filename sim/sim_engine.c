@@ -199,6 +199,8 @@ static void stream_main(int argc, char **argv) {
   int n_mine = rs->n_stream_ops[s];
   for (int x = 0; x < n_mine && !sim_w->failed; x++) {
     int i = mine[x];
+    /* the programs of all simulated ranks exceed the caches: fetch the ops ahead */
+    if (x + 4 < n_mine) __builtin_prefetch(&ops[mine[x + 4]]);
     if (prog && i * 20 / n != shown) {
       shown = i * 20 / n;
       fprintf(prog, "\rtacosim: simulating %d ranks: %3d%%", sim_w->n_simulated, shown * 5);
@@ -235,6 +237,7 @@ static void stream_main(int argc, char **argv) {
         merged++;
       }
       if (total > 0) {
+        rs->compute_sleep_end = t0 + total;
         sg_actor_sleep_for(total);
         rs->n_kernel_end = 0;
       }

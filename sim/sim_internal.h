@@ -36,6 +36,7 @@ typedef struct sim_rank_s {
   int n_members[PLAN_GROUP_COUNT];
   sim_rank_stats st;
   /* the compute block running now: end time of each of its ops (in order) */
+  double compute_sleep_end; /* the running compute block's end (the compute stream sleeps until then) */
   double *kernel_end;
   int n_kernel_end, cap_kernel_end;
   schema_op_record *recs; /* trace records when asked */
