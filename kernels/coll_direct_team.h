@@ -4,6 +4,7 @@
 
 #include "coll_direct.h"
 #include "coll_taco.h"
+#include "gpu_check.h"
 
 /* Records "file:line: what: why" as coll_last_error(); returns -1. */
 int coll_set_error(const char *file, int line, const char *what, const char *why);
@@ -11,15 +12,9 @@ int coll_set_error(const char *file, int line, const char *what, const char *why
 /* Checked calls of the collectives' C files: a failure records where and why
  * (coll_last_error) and returns -1 from the calling function. */
 #define CK_CUDA(call)                                                                                        \
-  do {                                                                                                       \
-    cudaError_t ck_e_ = (call);                                                                              \
-    if (ck_e_ != cudaSuccess) return coll_set_error(__FILE__, __LINE__, #call, cudaGetErrorString(ck_e_));  \
-  } while (0)
+  GPU_CHECK(cudaError_t, cudaSuccess, call, return coll_set_error(__FILE__, __LINE__, #call, cudaGetErrorString(gpu_s_)))
 #define CK_NCCL(call)                                                                                        \
-  do {                                                                                                       \
-    ncclResult_t ck_r_ = (call);                                                                             \
-    if (ck_r_ != ncclSuccess) return coll_set_error(__FILE__, __LINE__, #call, ncclGetErrorString(ck_r_));  \
-  } while (0)
+  GPU_CHECK(ncclResult_t, ncclSuccess, call, return coll_set_error(__FILE__, __LINE__, #call, ncclGetErrorString(gpu_s_)))
 #define CK_TACO(call)                                                                                        \
   do {                                                                                                       \
     if ((call) != 0) return coll_set_error(__FILE__, __LINE__, #call, taco_last_error());                   \

@@ -9,12 +9,10 @@
 
 #include "taco_codec.h"
 #include "taco_internal.h"
+#include "gpu_check.h"
 
 #define TACO_CUDA_CHECK(call)                                                                      \
-  do {                                                                                             \
-    cudaError_t err_ = (call);                                                                     \
-    if (err_ != cudaSuccess) return TACO_FAIL("%s: %s", #call, cudaGetErrorString(err_));          \
-  } while (0)
+  GPU_CHECK(cudaError_t, cudaSuccess, call, return TACO_FAIL("%s: %s", #call, cudaGetErrorString(gpu_s_)))
 
 /* Calls f(integral_constant<int, G>, bool_constant<E5M2>) for p's values. */
 template <typename F> static int with_group_fp8(taco_params p, F &&f) {

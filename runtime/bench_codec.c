@@ -20,6 +20,7 @@
 #include "taco_internal.h"
 #include "taco_ref.h"
 #include "taco_testdata.h"
+#include "gpu_check.h"
 
 #define CEILING_GBPS 4276.0
 #define MAX_LIST 16
@@ -332,13 +333,9 @@ static int run_quality(const bench_opts *o) {
 /* ---------------- speed (GPU) ---------------- */
 
 #define CK(call)                                                                                              \
-  do {                                                                                                        \
-    cudaError_t e_ = (call);                                                                                  \
-    if (e_ != cudaSuccess) {                                                                                  \
-      fprintf(stderr, "bench-codec: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));     \
-      goto fail;                                                                                              \
-    }                                                                                                         \
-  } while (0)
+  GPU_CHECK(cudaError_t, cudaSuccess, call,                                                                   \
+            fprintf(stderr, "bench-codec: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(gpu_s_)); \
+            goto fail)
 
 enum kernel { K_COPY, K_COPYK, K_R1W1, K_R2W1, K_R1W2, K_ENCODE, K_UNFUSED, K_DECODE, K_DSUM2, K_DSE2, K_COUNT };
 static const char *kernel_names[] = {"copy(cudaMemcpy)", "copy(kernel)", "stream(r1w1)", "stream(r2w1)", "stream(r1w2)",

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gpu_check.h"
 
 #define EXEC_GEMM_WORKSPACE ((size_t)32 << 20)
 
@@ -29,11 +30,7 @@ struct exec_gemm {
   int count, cap;
 };
 
-#define LT_CHECK(call)                                                                                       \
-  do {                                                                                                       \
-    int st_ = (int)(call);                                                                                   \
-    if (st_ != 0) return ts_fail_sys(e, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call, st_);     \
-  } while (0)
+#define LT_CHECK(call) CUBLAS_CHECK(e, call)
 
 exec_gemm_shape exec_gemm_packed(exec_gemm_layout layout, long long m, long long n, long long k) {
   exec_gemm_shape s = {.m = m, .n = n, .k = k, .ldc = n, .batch = 1};

@@ -12,15 +12,13 @@ extern "C" {
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gpu_check.h"
 
 typedef __nv_bfloat16 bf16;
 
 #define CHECK_LAUNCH(what)                                                                                   \
-  do {                                                                                                       \
-    cudaError_t ce_ = cudaGetLastError();                                                                    \
-    if (ce_ != cudaSuccess)                                                                                  \
-      return ts_fail_sys(e, "%s:%d: %s launch: %s", __FILE__, __LINE__, what, cudaGetErrorString(ce_));      \
-  } while (0)
+  GPU_CHECK(cudaError_t, cudaSuccess, cudaGetLastError(),                                                    \
+            return ts_fail_sys(e, "%s:%d: %s launch: %s", __FILE__, __LINE__, what, cudaGetErrorString(gpu_s_)))
 
 static unsigned blocks_for(long long n, int threads) {
   long long b = (n + threads - 1) / threads;

@@ -6,19 +6,10 @@
 #define EXEC_MODEL_INTERNAL_H
 
 #include "exec_model.h"
+#include "gpu_check.h"
 
-#define EX_CUDA(call)                                                                                        \
-  do {                                                                                                       \
-    cudaError_t ex_ce_ = (call);                                                                             \
-    if (ex_ce_ != cudaSuccess)                                                                               \
-      return ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ex_ce_));        \
-  } while (0)
-#define EX_NCCL(call)                                                                                        \
-  do {                                                                                                       \
-    ncclResult_t ex_nr_ = (call);                                                                            \
-    if (ex_nr_ != ncclSuccess)                                                                               \
-      return ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, ncclGetErrorString(ex_nr_));        \
-  } while (0)
+#define EX_CUDA(call) CUDA_CHECK(e, call)
+#define EX_NCCL(call) NCCL_CHECK(e, call)
 #define EX_TRY(call)                                                                                         \
   do {                                                                                                       \
     if ((call) != 0) return -1;                                                                              \

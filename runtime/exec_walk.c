@@ -3,13 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "gpu_check.h"
 
-#define WK_CUDA(call)                                                                                        \
-  do {                                                                                                       \
-    cudaError_t wk_ce_ = (call);                                                                             \
-    if (wk_ce_ != cudaSuccess)                                                                               \
-      return ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(wk_ce_));        \
-  } while (0)
+#define WK_CUDA(call) CUDA_CHECK(e, call)
 
 static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   w->loaded = 1;

@@ -5,15 +5,11 @@
 #include <stdint.h>
 
 #include "infer_kernels.h"
+#include "gpu_check.h"
 
 typedef __nv_bfloat16 bf16;
 
-#define INF_CUDA(e, call)                                                                                    \
-  do {                                                                                                       \
-    cudaError_t ce_ = (call);                                                                                \
-    if (ce_ != cudaSuccess)                                                                                  \
-      return ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ce_));           \
-  } while (0)
+#define INF_CUDA(e, call) CUDA_CHECK(e, call)
 #define INF_LAUNCHED(e) INF_CUDA(e, cudaGetLastError())
 
 /* ---- RoPE + scatter -------------------------------------------------------- */

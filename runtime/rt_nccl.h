@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "ts_error.h"
+#include "gpu_check.h"
 
 #define RT_MAX_LOCAL 16
 /* Sub-communicators (TP, DP, PP, ... splits) a process may hold besides its world ones. */
@@ -54,19 +55,11 @@ typedef struct {
   int aborted;
 } rt_nccl;
 
-#define RT_CUDA(e, call)                                                                                     \
-  do {                                                                                                       \
-    cudaError_t rt_ce_ = (call);                                                                             \
-    if (rt_ce_ != cudaSuccess)                                                                               \
-      return ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(rt_ce_));        \
-  } while (0)
+#define RT_CUDA(e, call) CUDA_CHECK(e, call)
 #define RT_NCCL(e, call)                                                                                     \
-  do {                                                                                                       \
-    ncclResult_t rt_nr_ = (call);                                                                            \
-    if (rt_nr_ != ncclSuccess)                                                                               \
-      return ts_fail_sys(e, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call, ncclGetErrorString(rt_nr_),    \
-                         ncclGetLastError(NULL));                                                            \
-  } while (0)
+  GPU_CHECK(ncclResult_t, ncclSuccess, call,                                                                 \
+            return ts_fail_sys(e, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call, ncclGetErrorString(gpu_s_), \
+                               ncclGetLastError(NULL)))
 
 /* Number of CUDA devices, 0 when there is none or no driver (never fails). */
 int rt_cuda_device_count(void);

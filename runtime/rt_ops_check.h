@@ -11,34 +11,17 @@
 #include <cuda_runtime_api.h>
 
 #include "ts_error.h"
+#include "gpu_check.h"
 
-#define RT_CHECK_CUDA(e, call)                                                                         \
-  do {                                                                                           \
-    cudaError_t rt_status_ = (call);                                                             \
-    if (rt_status_ != cudaSuccess)                                                               \
-      return ts_fail_sys((e), "%s:%d: %s: %s", __FILE__, __LINE__, #call,                        \
-                         cudaGetErrorString(rt_status_));                                        \
-  } while (0)
+#define RT_CHECK_CUDA(e, call) CUDA_CHECK(e, call)
 
 #define RT_CHECK_LAUNCH(e) RT_CHECK_CUDA(e, cudaGetLastError())
 
 /* cuBLAS status codes are plain ints here so this header needs no cuBLAS include. */
-#define RT_CHECK_CUBLAS(e, call)                                                                       \
-  do {                                                                                           \
-    int rt_status_ = (int)(call);                                                                \
-    if (rt_status_ != 0)                                                                         \
-      return ts_fail_sys((e), "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call,          \
-                         rt_status_);                                                            \
-  } while (0)
+#define RT_CHECK_CUBLAS(e, call) CUBLAS_CHECK(e, call)
 
 /* NCCL: the file using it includes nccl.h (this header does not need it). */
-#define RT_CHECK_NCCL(e, call)                                                                         \
-  do {                                                                                           \
-    ncclResult_t rt_status_ = (call);                                                            \
-    if (rt_status_ != ncclSuccess)                                                               \
-      return ts_fail_sys((e), "%s:%d: %s: %s", __FILE__, __LINE__, #call,                        \
-                         ncclGetErrorString(rt_status_));                                        \
-  } while (0)
+#define RT_CHECK_NCCL(e, call) NCCL_CHECK(e, call)
 
 /* Propagates a failure of one of our own functions that already filled e. */
 #define RT_TRY(call)                                                                             \

@@ -9,13 +9,9 @@
 
 #include "fp8_plain.h"
 #include "taco_fp8.h"
+#include "gpu_check.h"
 
-#define TF_CUDA(call)                                                                                        \
-  do {                                                                                                       \
-    cudaError_t tf_ce_ = (call);                                                                             \
-    if (tf_ce_ != cudaSuccess)                                                                               \
-      return ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(tf_ce_));        \
-  } while (0)
+#define TF_CUDA(call) CUDA_CHECK(e, call)
 
 static int fp8_allreduce(void *ctx, void *buf, size_t rows, size_t cols, int backward, cudaStream_t stream, ts_err *e) {
   (void)backward;
@@ -92,14 +88,7 @@ static int check_one(size_t n, check_case c, uint64_t seed, long long *bad_codes
   fill(x, n, c, seed), fill(x + n, n, c == CASE_NAN ? CASE_GAUSS : c, seed + 1);
   fp8_plain_ref_encode(x, n, ref_b), fp8_plain_ref_encode(x + n, n, ref_b + bb);
   fp8_plain_ref_decode_sum(ref_b, 2, n, ref_out);
-#define CK(call)                                                                                              \
-  do {                                                                                                        \
-    cudaError_t ce_ = (call);                                                                                 \
-    if (ce_ != cudaSuccess) {                                                                                 \
-      ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ce_));                    \
-      goto out;                                                                                               \
-    }                                                                                                         \
-  } while (0)
+#define CK(call) CUDA_CHECK_GOTO(e, call, out)
   CK(cudaMalloc(&dx, 2 * n * 2));
   CK(cudaMalloc(&db, 2 * bb));
   CK(cudaMalloc(&dout, n * 2));

@@ -11,16 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
+#include "gpu_check.h"
 
 /* A failed CUDA call ends the test naming the call. */
 #define CK(x)                                                                                                \
-  do {                                                                                                       \
-    cudaError_t ce_ = (x);                                                                                   \
-    if (ce_ != cudaSuccess) {                                                                                \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(ce_));                \
-      exit(1);                                                                                               \
-    }                                                                                                        \
-  } while (0)
+  GPU_CHECK(cudaError_t, cudaSuccess, x,                                                                     \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(gpu_s_)); exit(1))
 /* A failed executor call (ts_err e in scope) ends the test with its message. */
 #define TRY(x)                                                                                               \
   do {                                                                                                       \

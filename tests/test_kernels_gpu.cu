@@ -27,15 +27,11 @@
 #include "taco_fp8.h"
 #include "taco_internal.h"
 #include "taco_ref.h"
+#include "gpu_check.h"
 
 #define CHECK_CUDA(call)                                                                                     \
-  do {                                                                                                       \
-    cudaError_t e_ = (call);                                                                                 \
-    if (e_ != cudaSuccess) {                                                                                 \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                 \
-      exit(1);                                                                                               \
-    }                                                                                                        \
-  } while (0)
+  GPU_CHECK(cudaError_t, cudaSuccess, call,                                                                  \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(gpu_s_)); exit(1))
 #define CHECK_TACO(call)                                                                                     \
   do {                                                                                                       \
     if ((call) != 0) {                                                                                       \
