@@ -148,14 +148,13 @@ static unsigned long long host_hash(void) {
   return h;
 }
 
-static int env_p2p_disabled(void) {
-  const char *v = getenv("NCCL_P2P_DISABLE");
-  return v && atoi(v) == 1;
-}
+/* What the caller's transport lets the direct paths use (coll_set_links);
+ * whether peer access actually works is asked of CUDA at set-up. */
+static int links_peer = 1, links_host_shm = 1;
 
-static int env_shm_disabled(void) {
-  const char *v = getenv("NCCL_SHM_DISABLE");
-  return v && atoi(v) == 1;
+void coll_set_links(int peer, int host_shm) {
+  links_peer = peer != 0;
+  links_host_shm = host_shm != 0;
 }
 
 /* TACO_HOST=off|on|auto (read at each team's set-up): 0 off, 1 on, 2 auto. */
@@ -241,10 +240,10 @@ static int setup(coll_team *t) {
   int n = t->nranks;
   D->state = -1;
   int hm = env_host_mode();
-  int host = hm == 1 || (hm == 2 && env_p2p_disabled() && !env_shm_disabled());
-  if (!host && env_p2p_disabled())
-    return snprintf(D->why, sizeof D->why, "NCCL_P2P_DISABLE=1: no NVLink peer access%s",
-                    hm == 0 ? " (TACO_HOST=off)" : env_shm_disabled() ? " (NCCL_SHM_DISABLE=1: no host-memory path)" : ""), 0;
+  int host = hm == 1 || (hm == 2 && !links_peer && links_host_shm);
+  if (!host && !links_peer)
+    return snprintf(D->why, sizeof D->why, "the transport has no GPU peer access%s",
+                    hm == 0 ? " (TACO_HOST=off)" : !links_host_shm ? " (nor shared host memory)" : ""), 0;
   if (n < 2 || n > COLL_DIRECT_MAX)
     return snprintf(D->why, sizeof D->why, "%d ranks (the direct path takes 2..%d)", n, COLL_DIRECT_MAX), 0;
   if (t->nlocal != 1 && t->nlocal != n)

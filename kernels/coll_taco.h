@@ -70,16 +70,16 @@ typedef enum { COLL_ALLREDUCE_AUTO = 0, COLL_ALLREDUCE_TWO_SHOT, COLL_ALLREDUCE_
  * codec writes straight into the peer GPUs' memory over NVLink, no NCCL on
  * the data path). AUTO (0, the default): all-gather, reduce-scatter and
  * all-reduce take it wherever the team's GPUs reach each other's memory
- * over NVLink (NCCL_P2P_DISABLE unset), at every size, else the NCCL path; the environment
+ * over NVLink (CUDA reports peer access and coll_set_links allows it), at every size, else the NCCL path; the environment
  * variable TACO_DIRECT=off|on|auto overrides AUTO. OFF: always NCCL. ON: the
  * direct path or an error, and also for a two-rank send/recv exchange. A
  * direct all-reduce with coll_opts.allreduce AUTO runs one-shot below
  * COLL_DIRECT_TWO_SHOT_MIN_BYTES (uncompressed) and two-shot from there
  * (measured on 2 x H200, runtime/RESULTS-comm.md round 4: one-shot 20 vs 34 us
  * at 1 MiB, two-shot 66 vs 68 us at 16 MiB and 670 vs 731 us at 256 MiB).
- * Host flavour (coll_host.h): AUTO takes it where NCCL_P2P_DISABLE=1 and
- * NCCL_SHM_DISABLE is not 1 (NCCL's transport is host shared memory), with all
- * ranks on one host; TACO_HOST=off keeps the NCCL path there, TACO_HOST=on
+ * Host flavour (coll_host.h): AUTO takes it where coll_set_links says peer
+ * access is off and shared host memory is on (NCCL's transport is host shared
+ * memory), with all ranks on one host; TACO_HOST=off keeps the NCCL path there, TACO_HOST=on
  * takes the host flavour wherever the ranks share a host (also instead of
  * NVLink: for tests). Its all-reduce with AUTO runs one-shot, chunked by
  * COLL_HOST_DEFAULT_CHUNK_BYTES. Codec COLL_CODEC_NONE_DIRECT runs the
@@ -151,6 +151,14 @@ int coll_team_set_timeout(coll_team *t, double seconds);
  * direct path if it can be used; returns 1 when it can, 0 when not (why: a
  * short reason), -1 on a CUDA/NCCL error. */
 int coll_direct_available(coll_team *t, const char **why);
+/* What the caller's transport lets the direct paths use, for every team set
+ * up after the call (process-wide; default: both). peer: GPU peer access
+ * (NVLink), taken where CUDA reports it between the team's GPUs; host_shm:
+ * pinned host memory shared by the processes of one host. The runtime sets it
+ * from the transport it gave NCCL (rt_nccl_init: peer off for host shared
+ * memory and sockets, host_shm off for sockets), so the library reads no
+ * NCCL_* variable. */
+void coll_set_links(int peer, int host_shm);
 /* What the direct path of the team runs over once set up: "nvlink", "host"
  * (pinned host memory, coll_host.h) or "none". */
 const char *coll_direct_transport(const coll_team *t);

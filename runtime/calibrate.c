@@ -27,6 +27,7 @@
 #endif
 
 #include "calibrate.h"
+#include "ts_env.h"
 #include "calibrate_fit.h"
 #include "model.h"
 #include "rt_command.h"
@@ -278,13 +279,8 @@ static int fill_metadata(schema_calibration *c, const calib_args *a, int ndev, t
 static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s) {
   char prefix[220];
   snprintf(prefix, sizeof prefix, "%.200s%s", c->notes, *c->notes ? "; " : "");
-  const char *v[] = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME",
-                     "NCCL_NVLS_ENABLE"};
-  char env[200] = "";
-  for (int i = 0; i < 5; i++) {
-    const char *s = getenv(v[i]);
-    if (s) snprintf(env + strlen(env), sizeof env - strlen(env), " %s=%.20s", v[i], s);
-  }
+  char env[320]; /* every NCCL_*, TACO_*, EXEC_* variable set (common/ts_env.h) */
+  ts_env_knobs(env, sizeof env);
   char src[200];
   if (a->compute_from) snprintf(src, sizeof src, "GEMM and kernel tables copied from %.120s (same GPUs, measured just before)", a->compute_from);
   else if (a->phases & PH_GEMM)

@@ -25,6 +25,7 @@
 #include "calibrate_time.h"
 #include "coll_taco.h"
 #include "exec_run.h"
+#include "ts_env.h"
 #include "calibration.h"
 #include "exec_gemm.h"
 #include "infer_kernels.h"
@@ -450,10 +451,11 @@ static int coll_tables(const char **ins, int nin, const char *out_dir, int timeo
                                         meas.colls[c].pts[k].us))
           rc = 1;
     schema_calibration_sort(&cal);
-    char note[1024];
+    char note[1024], env[320];
+    ts_env_knobs(env, sizeof env);
     snprintf(note, sizeof note, "%.300s%sallreduce and %s (%d ranks) replaced by tacorun calibrate-infer --collectives "
-             "(one process per GPU, transport %s)", cal.notes, cal.notes[0] ? "; " : "", taco_name, w.nranks,
-             rt_nccl_transport());
+             "(one process per GPU, transport %s; env:%s)", cal.notes, cal.notes[0] ? "; " : "", taco_name, w.nranks,
+             rt_nccl_transport(), *env ? env : " (none)");
     snprintf(cal.notes, sizeof cal.notes, "%.511s", note);
     if (rc == 0 && schema_calibration_save(&cal, out, &e)) rc = 1;
     schema_calibration_free(&cal);

@@ -15,6 +15,7 @@
 #include "exec_run.h"
 #include "exec_walk.h"
 #include "result.h"
+#include "ts_env.h"
 
 #define H200_BF16_PEAK_TFLOPS 989.0 /* datasheet dense BF16, the MFU denominator */
 
@@ -77,6 +78,13 @@ void exec_machine_of(const rt_nccl *w, schema_machine *mc) {
     fclose(f);
   }
   snprintf(mc->transport, sizeof mc->transport, "%s", rt_nccl_transport());
+}
+
+void exec_note_env(schema_result *r) {
+  char env[224], note[256];
+  ts_env_knobs(env, sizeof env);
+  snprintf(note, sizeof note, "environment:%s", *env ? env : " no NCCL_*, TACO_*, EXEC_* variable set");
+  schema_result_add_note(r, note);
 }
 
 typedef struct {
@@ -488,6 +496,7 @@ walked_profile_done:;
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "ops: rank 0, profiled iteration (an event between every two ops), not scaled");
     schema_result_add_note(&res, note);
+    exec_note_env(&res);
     if (o->json_out && schema_result_save_json(&res, o->json_out, e)) {
       free(rank_stats);
       goto done;

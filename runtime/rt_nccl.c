@@ -4,6 +4,8 @@
 #include "rt_nccl.h"
 
 #include "coll_direct.h"
+#include "coll_taco.h"
+#include "ts_env.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -214,6 +216,11 @@ int rt_nccl_init(rt_nccl *w, const rt_nccl_opts *o, ts_err *e) {
 #endif
   else w->boot = RT_BOOT_SINGLE;
   if (w->boot == RT_BOOT_SINGLE ? init_single(w, o->ngpus, e) : init_multi(w, e)) return -1;
+  /* The compressed collectives' direct paths use what NCCL was given: no
+   * peer access over host shared memory or sockets, no shared host memory
+   * over sockets (peer access itself is then asked of CUDA). */
+  const char *tr = rt_nccl_transport();
+  coll_set_links(strcmp(tr, "nvlink/p2p") == 0, strcmp(tr, "socket") != 0);
   for (int i = 0; i < w->nlocal; i++) {
     RT_CUDA(e, cudaSetDevice(w->devices[i]));
     RT_CUDA(e, cudaStreamCreateWithFlags(&w->streams[i], cudaStreamNonBlocking));
@@ -401,20 +408,12 @@ void rt_nccl_describe(const rt_nccl *w, char *buf, size_t n) {
         }
     fclose(f);
   }
-  static const char *const vars[] = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME",
-                                     "NCCL_NVLS_ENABLE", "NCCL_PROTO", "NCCL_ALGO"};
-  char env[512] = "";
-  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-    const char *v = getenv(vars[i]);
-    if (v) {
-      size_t len = strlen(env);
-      snprintf(env + len, sizeof env - len, " %s=%s", vars[i], v);
-    }
-  }
+  char env[512]; /* every NCCL_*, TACO_*, EXEC_* variable set (common/ts_env.h) */
+  ts_env_knobs(env, sizeof env);
   const char *boot = w->boot == RT_BOOT_MPI ? "mpi" : w->boot == RT_BOOT_FILE ? "id-file" : "single-process";
   snprintf(buf, n,
            "# gpu: %s x %d ranks (%s)\n# driver: %s (CUDA driver API %d.%d), CUDA runtime %d.%d, NCCL %d.%d.%d\n"
            "# transport: %s;%s\n",
            prop.name, w->nranks, boot, drvstr, drv / 1000, drv % 1000 / 10, rtv / 1000, rtv % 1000 / 10,
-           nccl / 10000, nccl / 100 % 100, nccl % 100, rt_nccl_transport(), env[0] ? env : " (no NCCL_* variables)");
+           nccl / 10000, nccl / 100 % 100, nccl % 100, rt_nccl_transport(), env[0] ? env : " (no NCCL_*, TACO_*, EXEC_* variables)");
 }

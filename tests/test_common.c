@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ts_env.h"
 #include "ts_error.h"
 #include "ts_file.h"
 #include "ts_json.h"
@@ -326,6 +327,43 @@ static void test_read_file_cap(void) {
   ASSERT_MSG(e, "/nonexistent/x.json: cannot read file (No such file or directory)");
 }
 
+/* The knobs a run records: its families only, sorted, cut safely. */
+extern char **environ;
+static void clear_knobs(void) {
+  char name[256];
+  for (int again = 1; again;) {
+    again = 0;
+    for (char **v = environ; *v; v++)
+      if (ts_env_is_knob(*v)) {
+        snprintf(name, sizeof name, "%.*s", (int)(strchr(*v, '=') - *v), *v);
+        unsetenv(name);
+        again = 1;
+        break;
+      }
+  }
+}
+
+static void test_env_knobs(void) {
+  char buf[512];
+  clear_knobs();
+  CU_ASSERT_EQUAL(ts_env_knobs(buf, sizeof buf), 0);
+  CU_ASSERT_STRING_EQUAL(buf, "");
+  setenv("TACO_TILING", "tiled", 1);
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  setenv("EXEC_ATTN", "unfused", 1);
+  setenv("TACORUN_TEST_KILL_AT_ITER", "3", 1);
+  setenv("TACORUN_RANK", "1", 1);         /* a launch variable, not an option */
+  setenv("TACOSIM_MODELS_DIR", "/tmp", 1); /* a path, not an option */
+  CU_ASSERT_EQUAL(ts_env_knobs(buf, sizeof buf), 4);
+  CU_ASSERT_STRING_EQUAL(buf, " EXEC_ATTN=unfused NCCL_P2P_DISABLE=1 TACORUN_TEST_KILL_AT_ITER=3 TACO_TILING=tiled");
+  char small[24];
+  CU_ASSERT_EQUAL(ts_env_knobs(small, sizeof small), 4);
+  CU_ASSERT_STRING_EQUAL(small, " EXEC_ATTN=unfused ...");
+  CU_ASSERT(!ts_env_is_knob("TACORUN_ID_FILE=x") && !ts_env_is_knob("TACOSIM_TOPOLOGIES_DIR=x"));
+  clear_knobs();
+  unsetenv("TACORUN_RANK"), unsetenv("TACOSIM_MODELS_DIR");
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("common", NULL, NULL);
@@ -344,6 +382,7 @@ int main(void) {
   CU_add_test(s, "tsj_enum", test_enum_getter);
   CU_add_test(s, "tsj_object", test_object_getters);
   CU_add_test(s, "tsj_schema", test_schema_getter);
+  CU_add_test(s, "ts_env_knobs: the recorded families, sorted, cut safely", test_env_knobs);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
