@@ -100,6 +100,12 @@ typedef struct {
    * bf16, 2 bytes per parameter instead of 4 (DP buckets, the tied-embedding
    * all-reduce, the norm-gradient all-reduce, the gradient buffer in memory). */
   bool grad_reduce_bf16;
+  /* layout.decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers
+   * (added; Megatron-LM's --decoder-first-pipeline-num-layers /
+   * --decoder-last-pipeline-num-layers; 0 = unset): the first / last pipeline
+   * stage holds this many layers, the other stages share the rest evenly
+   * (plan_stages.c). Both 0: layers / pp per stage, as before. */
+  int first_stage_layers, last_stage_layers;
   /* Added: */
   char description[256];  /* the plan's optional "description" */
   long long vocab_padded; /* model.vocab padded as Megatron-LM pads it (multiple of 128 * tp) */
@@ -153,6 +159,15 @@ typedef struct {
 int plan_schedule_length(const plan *p);
 int plan_pipeline_schedule(const plan *p, int stage, plan_step *steps, int cap);
 static inline int plan_layers_per_chunk(const plan *p) { return p->layers / (p->pp * p->vpp); }
+/* Uneven stages (plan_stages.c; with even stages these equal the formulas
+ * above): layers of a stage, of each of its vpp chunks, the first layer of
+ * chunk `chunk` of `stage`, the most any stage holds. */
+bool plan_uneven_stages(const plan *p);
+int plan_stage_layers(const plan *p, int stage);
+int plan_chunk_layers(const plan *p, int stage);
+int plan_chunk_first_layer(const plan *p, int stage, int chunk);
+int plan_max_stage_layers(const plan *p);
+int plan_validate_stages(const plan *p, ts_err *e);
 static inline int plan_virtual_stage(const plan *p, int stage, int chunk) { return chunk * p->pp + stage; }
 /* Micro-batches (or chunk-micro-batch steps, interleaved) whose activations
  * stage keeps at once: the schedule's in-flight peak. */

@@ -571,7 +571,7 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
   size_t c = (size_t)micro * b->V + v;
   int64_t finish = st.backward ? b->ideal.bwd_finish[c] : b->ideal.fwd_finish[c];
   CHECK(flush_messages(b, finish - plan_ideal_step_cost(st.backward)));
-  int first_layer = v * b->lpc;
+  int first_layer = plan_chunk_first_layer(p, b->stage, chunk);
   if (!st.backward) {
     if (v > 0) CHECK(wait_for_message(b, micro, v, 0, chunk));
     if (v == 0) CHECK(embedding_forward(b, micro));
@@ -665,7 +665,7 @@ static int setup(builder *b, const plan *p, int rank, plan_program *prog, ts_err
   b->stage = b->coord.pp;
   b->V = p->pp * p->vpp;
   b->m = plan_micro_batches(p);
-  b->lpc = plan_layers_per_chunk(p);
+  b->lpc = plan_chunk_layers(p, b->stage);
   b->last_op = -1;
   for (int s = 0; s < PLAN_STREAM_COUNT; s++) b->wait[s] = -1;
   b->wait_first = -1;
