@@ -106,6 +106,23 @@ typedef struct {
    * stage holds this many layers, the other stages share the rest evenly
    * (plan_stages.c). Both 0: layers / pp per stage, as before. */
   int first_stage_layers, last_stage_layers;
+  /* Data-parallel sharding and its overlaps (added; plan_program_zero.c):
+   * layout.data_parallel_sharding_strategy (Megatron-LM's
+   * --data-parallel-sharding-strategy): 0 no_shard, 1 optim (ZeRO-1, the
+   * distributed optimizer: also "zero1": true), 2 optim_grads (ZeRO-2:
+   * gradients reduce-scattered every micro-batch, only the shard kept),
+   * 3 optim_grads_params (ZeRO-3 / FSDP: parameters too, all-gathered per
+   * layer in forward and backward). zero1 == (zero_stage >= 1).
+   * layout.overlap_grad_reduce (--overlap-grad-reduce; default true, today's
+   * behaviour: buckets reduced beside the last backward; false: all after it).
+   * layout.overlap_param_gather (--overlap-param-gather; default false): the
+   * distributed optimizer's bucket all-gathers run beside the next forward,
+   * each bucket's first forward waits for its own, the next one dispatched
+   * then. layout.zero3_prefetch_layers: gathers issued ahead under ZeRO-3. */
+  int zero_stage;
+  bool overlap_grad_reduce_off; /* stored inverted: a zeroed plan keeps today's overlap */
+  bool overlap_param_gather;
+  int zero3_prefetch;
   /* Added: */
   char description[256];  /* the plan's optional "description" */
   long long vocab_padded; /* model.vocab padded as Megatron-LM pads it (multiple of 128 * tp) */

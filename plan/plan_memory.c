@@ -69,6 +69,7 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
    * held then. */
   mem->gradients = plan_grad_bytes(p) * params;
   mem->optimizer = OPTIMIZER_BYTES * params / (p->zero1 ? p->dp : 1);
+  plan_zero_memory(p, stage, params, mem); /* ZeRO-2/3 (plan_program_zero.c) */
   model_shard s = plan_shard(p);
   double per_layer = model_activation_bytes_per_layer(&p->model, &s, p->recompute);
   if (per_layer < 0) return -1;

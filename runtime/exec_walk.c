@@ -22,6 +22,19 @@ static int exec_walk_refuse_layouts(const plan *p, ts_err *e) {
     return ts_fail(e, p->path, "layout.decoder_last_pipeline_num_layers",
                    "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
                    "(NOT IMPLEMENTED here)");
+  if (p->zero_stage >= 2)
+    return ts_fail(e, p->path, "layout.data_parallel_sharding_strategy",
+                   "\"%s\" (ZeRO-%d) is priced by tacosim simulate; the executor runs no_shard and optim (ZeRO-1) "
+                   "only (NOT IMPLEMENTED here)", p->zero_stage == 2 ? "optim_grads" : "optim_grads_params",
+                   p->zero_stage);
+  if (p->overlap_param_gather)
+    return ts_fail(e, p->path, "layout.overlap_param_gather",
+                   "true is priced by tacosim simulate; the executor gathers the parameters after the optimizer "
+                   "step (NOT IMPLEMENTED here)");
+  if (p->overlap_grad_reduce_off)
+    return ts_fail(e, p->path, "layout.overlap_grad_reduce",
+                   "false is priced by tacosim simulate; the executor reduces each bucket when it is full "
+                   "(NOT IMPLEMENTED here)");
   return 0;
 }
 
