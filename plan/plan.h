@@ -123,6 +123,15 @@ typedef struct {
   bool overlap_grad_reduce_off; /* stored inverted: a zeroed plan keeps today's overlap */
   bool overlap_param_gather;
   int zero3_prefetch;
+  /* layout.tp_comm_overlap (added; Megatron-Core's --tp-comm-overlap; false =
+   * off): under sequence parallelism the SP all-gathers and reduce-scatters
+   * of each layer run as Transformer Engine's userbuffer overlaps
+   * (plan_program_tpo.c): ring-exchange all-gathers in tp steps pipelined
+   * with the GEMM pieces that use them, the row-parallel output
+   * reduce-scattered in 4 pieces behind the next piece's GEMM, bulk
+   * overlaps in the backward; the communication kernels hold SMs the GEMMs
+   * beside them lose. */
+  bool tp_comm_overlap;
   /* Added: */
   char description[256];  /* the plan's optional "description" */
   long long vocab_padded; /* model.vocab padded as Megatron-LM pads it (multiple of 128 * tp) */
@@ -308,6 +317,17 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *m);
 /* Parameters held by one GPU of stage (layers of its chunks, plus the
  * embedding on the first stage and the output head on the last). */
 double plan_params_of_stage(const plan *p, int stage);
+
+/* tp_comm_overlap (plan_program_tpo.c): SMs the communication kernel beside
+ * this GEMM holds (0: none) — Transformer Engine's defaults: ring exchange 1,
+ * pipeline and bulk 16; the pipeline reduce-scatter's splits. */
+#define PLAN_TPO_RING_SMS 1
+#define PLAN_TPO_PIPELINE_SMS 16
+#define PLAN_TPO_BULK_SMS 16
+#define PLAN_TPO_PIPELINE_SPLITS 4
+int plan_tpo_comm_sms(const plan *p, int model_op, int phase, int part);
+int plan_tpo_first_column(const plan *p, int model_op);
+int plan_validate_tpo(const plan *p, ts_err *e);
 
 /* Share s of k (tp_overlap_chunks) of a split op's FLOPs or bytes: the k
  * shares add up to `whole` exactly. */

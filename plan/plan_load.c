@@ -39,7 +39,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "decoder_first_pipeline_num_layers",
                                             "decoder_last_pipeline_num_layers",
                                             "data_parallel_sharding_strategy", "overlap_grad_reduce",
-                                            "overlap_param_gather", "zero3_prefetch_layers", NULL};
+                                            "overlap_param_gather", "zero3_prefetch_layers",
+                                            "tp_comm_overlap", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
@@ -88,6 +89,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_int_opt(layout, "decoder_last_pipeline_num_layers", 1, 1 << 16, 0, &v, file, "layout", e)) return -1;
   p->last_stage_layers = (int)v;
   if (plan_load_zero_fields(layout, file, p, e)) return -1;
+  if (tsj_bool_opt(layout, "tp_comm_overlap", false, &p->tp_comm_overlap, file, "layout", e)) return -1;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
   if (!batch || plan_json_check_keys(batch, batch_keys, file, "batch", e)) return -1;
@@ -284,6 +286,7 @@ int plan_validate(const plan *p, ts_err *e) {
   if (validate_tp_overlap(p, e)) return -1;
   if (validate_pp_scatter_gather(p, e)) return -1;
   if (plan_validate_zero(p, e)) return -1;
+  if (plan_validate_tpo(p, e)) return -1;
 
   plan_memory mem;
   if (plan_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");

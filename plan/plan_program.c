@@ -243,7 +243,9 @@ double plan_row_share(double whole, int s, int k) {
  * runs after the others on the TP stream. */
 static int row_parallel_chunked(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
   const model_op *o = &b->ops[i];
-  const int k = b->p->tp_overlap_chunks;
+  /* tp_comm_overlap (SP): Transformer Engine's pipelined reduce-scatter, in PLAN_TPO_PIPELINE_SPLITS pieces */
+  const bool rs = b->p->tp_comm_overlap;
+  const int k = rs ? PLAN_TPO_PIPELINE_SPLITS : b->p->tp_overlap_chunks;
   int32_t r = -1;
   for (int s = 0; s < k; s++) {
     int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, plan_row_share(o->flops_fwd, s, k),
@@ -251,7 +253,8 @@ static int row_parallel_chunked(builder *b, int i, int layer, int micro, int chu
     CHECK(c);
     at(b, c)->row_chunk = (uint8_t)s;
     at(b, c)->row_chunks = (uint8_t)k;
-    r = tp_coll(b, PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk, plan_row_share(b->full_bytes, s, k), c);
+    r = tp_coll(b, rs ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk,
+                plan_row_share(b->full_bytes, s, k), c);
     CHECK(r);
     at(b, r)->row_chunk = (uint8_t)s;
     at(b, r)->row_chunks = (uint8_t)k;
@@ -260,16 +263,50 @@ static int row_parallel_chunked(builder *b, int i, int layer, int micro, int chu
   return 0;
 }
 
+/* tp_comm_overlap, ring exchange: the SP all-gather of a GEMM's input as
+ * tp - 1 steps on the TP stream (each brings one more rank's 1/tp of the
+ * rows; the step's size is the whole / (tp - 1), so the steps add up to the
+ * gather), and the GEMM (forward, or the backward dgrad) as tp pieces over
+ * those rows: piece 0 on the rows this rank holds, piece s after step s. */
+static int ring_gathered_gemm(builder *b, int i, int layer, int micro, int chunk, plan_phase phase, plan_part part,
+                              double flops, double bytes) {
+  const int k = b->p->tp;
+  const int32_t issue = b->last_op;
+  int32_t first_step = -1;
+  for (int s = 1; s < k; s++) {
+    int32_t st = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk,
+                         plan_row_share(b->full_bytes, s - 1, k - 1), issue);
+    CHECK(st);
+    at(b, st)->row_chunk = (uint8_t)s;
+    at(b, st)->row_chunks = (uint8_t)k;
+    if (s == 1) first_step = st;
+  }
+  b->last_op = issue;
+  for (int s = 0; s < k; s++) {
+    if (s > 0) wait_for(b, first_step + s - 1); /* the steps are consecutive ops */
+    int32_t c = compute(b, phase, i, part, layer, micro, chunk, plan_row_share(flops, s, k), plan_row_share(bytes, s, k));
+    CHECK(c);
+    at(b, c)->row_chunk = (uint8_t)s;
+    at(b, c)->row_chunks = (uint8_t)k;
+  }
+  wait_for(b, first_step + k - 2); /* later GEMMs of the block read the whole gathered input */
+  return 0;
+}
+
 static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase phase) {
   const bool sp = b->p->sequence_parallel, tp = b->p->tp > 1;
   for (int i = 0; i < b->n_ops; i++) {
     const model_op *o = &b->ops[i];
+    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap) {
+      CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd));
+      continue;
+    }
     if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
       int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, b->full_bytes, b->last_op);
       CHECK(ag);
       wait_for(b, ag);
     }
-    if (o->parallel == MODEL_PAR_ROW && tp && b->p->tp_overlap_chunks > 1) {
+    if (o->parallel == MODEL_PAR_ROW && tp && (b->p->tp_overlap_chunks > 1 || b->p->tp_comm_overlap)) {
       CHECK(row_parallel_chunked(b, i, layer, micro, chunk, phase));
       continue;
     }
@@ -292,6 +329,12 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
   int32_t regather = -1;
   for (int i = b->n_ops - 1; i >= 0; i--) {
     const model_op *o = &b->ops[i];
+    if (o->parallel == MODEL_PAR_ROW && sp && tp && p->tp_comm_overlap) { /* ring-exchanged output gradient */
+      CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, PLAN_PHASE_BWD, PLAN_PART_DGRAD, o->flops_bwd / 2,
+                               o->bytes_bwd / 2));
+      CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2, o->bytes_bwd / 2));
+      continue;
+    }
     if (o->parallel == MODEL_PAR_ROW && sp && tp) {
       int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, i, layer, micro, chunk, b->full_bytes,
                            b->last_op);

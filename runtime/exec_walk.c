@@ -31,6 +31,10 @@ static int exec_walk_refuse_layouts(const plan *p, ts_err *e) {
     return ts_fail(e, p->path, "layout.overlap_param_gather",
                    "true is priced by tacosim simulate; the executor gathers the parameters after the optimizer "
                    "step (NOT IMPLEMENTED here)");
+  if (p->tp_comm_overlap)
+    return ts_fail(e, p->path, "layout.tp_comm_overlap",
+                   "true is priced by tacosim simulate; the executor runs the SP collectives whole, with NCCL "
+                   "(NOT IMPLEMENTED here)");
   if (p->overlap_grad_reduce_off)
     return ts_fail(e, p->path, "layout.overlap_grad_reduce",
                    "false is priced by tacosim simulate; the executor reduces each bucket when it is full "

@@ -119,6 +119,60 @@ static void test_param_gather_overlap(void) {
   schema_result_free(&rb);
 }
 
+/* tp_comm_overlap on gpt-h4096-tp2-sp (2 x H200 NVLink): a GEMM piece beside
+ * a userbuffer kernel of n SMs costs the same piece alone x sms / (sms - n)
+ * (Transformer Engine's 16 SMs beside the row-parallel forward, 1 beside
+ * the ring-exchanged column-parallel forward); the layers' TP collectives
+ * no longer wait for the GEMMs' SMs, so less TP time is exposed. */
+static int load_tp2sp(plan *p, bool tpo, ts_err *e) {
+  json_error_t je;
+  json_t *root = json_load_file(PLANS_DIR "/gpt-h4096-tp2-sp.json", 0, &je);
+  if (!root) return -1;
+  json_object_set_new(json_object_get(root, "layout"), "tp_comm_overlap", json_boolean(tpo));
+  char *text = json_dumps(root, 0);
+  json_decref(root);
+  int rc = plan_from_json_text(text, strlen(text), "tpo.json", NULL, NULL, p, e);
+  free(text);
+  return rc;
+}
+
+static void test_tp_comm_overlap(void) {
+  static plan on, off;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_tp2sp(&on, true, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_tp2sp(&off, false, &e), 0);
+  static sim_costs con, coff;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&con, &on, &cal, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&coff, &off, &cal, NULL, &e), 0);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&on, 0, &g, &e), 0);
+  const double sms = on.cluster.gpu.sms;
+  int checked = 0;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->layer != 0 || op->micro != 0) continue;
+    int n = plan_tpo_comm_sms(&on, op->model_op, op->phase, op->part);
+    double t_on, t_off;
+    CU_ASSERT_EQUAL(sim_compute_s(&con, op, &t_on, &e), 0);
+    CU_ASSERT_EQUAL(sim_compute_s(&coff, op, &t_off, &e), 0); /* the same piece under the plan without the overlap */
+    CU_ASSERT_DOUBLE_EQUAL(t_on, t_off * (n ? sms / (sms - n) : 1.0), 1e-12);
+    checked += n > 0;
+  }
+  CU_ASSERT(checked >= 8);
+  plan_program_free(&g);
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .clock_off = true};
+  schema_result ra, rb;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&off, &o, &ra, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&on, &o, &rb, &e), 0);
+  printf("\n  off %.6f s (TP exposed %.6f), on %.6f s (%.6f), compute %.6f -> %.6f s", ra.iteration_time_s,
+         ra.breakdown.tp_exposed_s, rb.iteration_time_s, rb.breakdown.tp_exposed_s, ra.breakdown.compute_s,
+         rb.breakdown.compute_s);
+  CU_ASSERT(rb.breakdown.tp_exposed_s < 0.5 * ra.breakdown.tp_exposed_s);
+  CU_ASSERT(rb.breakdown.compute_s > ra.breakdown.compute_s);
+  schema_result_free(&ra);
+  schema_result_free(&rb);
+}
+
 int main(void) {
   ts_err e = {0};
   if (schema_calibration_load(MEASURED_CALIBRATION, &cal, &e)) {
@@ -129,6 +183,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("sim_layouts", NULL, NULL);
   CU_add_test(s, "ZeRO-3: DP traffic per layer, worked out from the collective prices", test_zero3_traffic_time);
   CU_add_test(s, "overlap_param_gather: the gathers hidden behind the forward", test_param_gather_overlap);
+  CU_add_test(s, "tp_comm_overlap: GEMMs without the comm SMs, collectives beside them", test_tp_comm_overlap);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
