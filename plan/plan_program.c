@@ -885,7 +885,7 @@ static int setup(builder *b, const plan *p, int rank, plan_program *prog, ts_err
   b->send_bytes = model_activation_tensor_bytes(&p->model, &s);
   b->msg_bytes = p->pp_scatter_gather ? b->send_bytes / p->tp : b->send_bytes;
   if (plan_ideal_build(p, &b->ideal, e)) return -1;
-  if (p->zero_stage >= 1 && p->dp > 1 && (p->zero_stage == 3 || p->overlap_param_gather)) {
+  if (p->zero1 && p->dp > 1 && (p->zero_stage == 3 || p->overlap_param_gather)) {
     b->zc = malloc((size_t)p->vpp * sizeof *b->zc);
     b->pg_base = malloc((size_t)p->vpp * sizeof *b->pg_base);
     if (!b->zc || !b->pg_base) return ts_fail_sys(e, "plan: out of memory");

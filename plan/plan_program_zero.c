@@ -47,9 +47,11 @@ int plan_validate_zero(const plan *p, ts_err *e) {
   const char *f = p->path;
   if (p->zero_stage < 0 || p->zero_stage > 3)
     return ts_fail(e, f, "layout.data_parallel_sharding_strategy", "stage %d is not 0..3", p->zero_stage);
-  if ((p->zero_stage >= 1) != p->zero1)
-    return ts_fail(e, f, "layout.zero1", "does not match data_parallel_sharding_strategy");
-  if (p->overlap_param_gather && p->zero_stage < 1)
+  /* a plan built in code (the layout search) may set zero1 alone: that is "optim" */
+  if (p->zero_stage >= 1 && !p->zero1)
+    return ts_fail(e, f, "layout.zero1", "false does not match data_parallel_sharding_strategy (stage %d)",
+                   p->zero_stage);
+  if (p->overlap_param_gather && !p->zero1)
     return ts_fail(e, f, "layout.overlap_param_gather",
                    "true needs the distributed optimizer (\"zero1\": true or a sharding strategy), as in Megatron-LM");
   if (p->overlap_param_gather && p->overlap_grad_reduce_off)

@@ -283,6 +283,16 @@ static void test_zero_rules(void) {
   expect_error(", \"data_parallel_sharding_strategy\": \"optim_grads_params\", \"zero3_prefetch_layers\": -1",
                "layout.zero3_prefetch_layers");
   expect_error(", \"overlap_grad_reduce\": 1", "layout.overlap_grad_reduce");
+  /* a plan set up in code with zero1 alone (the layout search) is ZeRO-1 and validates */
+  {
+    plan q = must_load("", NULL);
+    q.zero1 = true;
+    ts_err e2 = {0};
+    CU_ASSERT_EQUAL(plan_validate(&q, &e2), 0);
+    q.zero_stage = 2, q.zero1 = false;
+    CU_ASSERT_NOT_EQUAL(plan_validate(&q, &e2), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e2.msg, "layout.zero1"));
+  }
   /* the defaults build today's program: zero1 as before, overlaps as before */
   plan a = must_load(", \"zero1\": true", NULL);
   plan b = must_load(", \"zero1\": true, \"data_parallel_sharding_strategy\": \"optim\", \"overlap_grad_reduce\": true,"
