@@ -100,6 +100,38 @@ typedef struct {
    * bf16, 2 bytes per parameter instead of 4 (DP buckets, the tied-embedding
    * all-reduce, the norm-gradient all-reduce, the gradient buffer in memory). */
   bool grad_reduce_bf16;
+  /* layout.decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers
+   * (added; Megatron-LM's --decoder-first-pipeline-num-layers /
+   * --decoder-last-pipeline-num-layers; 0 = unset): the first / last pipeline
+   * stage holds this many layers, the other stages share the rest evenly
+   * (plan_stages.c). Both 0: layers / pp per stage, as before. */
+  int first_stage_layers, last_stage_layers;
+  /* Data-parallel sharding and its overlaps (added; plan_program_zero.c):
+   * layout.data_parallel_sharding_strategy (Megatron-LM's
+   * --data-parallel-sharding-strategy): 0 no_shard, 1 optim (ZeRO-1, the
+   * distributed optimizer: also "zero1": true), 2 optim_grads (ZeRO-2:
+   * gradients reduce-scattered every micro-batch, only the shard kept),
+   * 3 optim_grads_params (ZeRO-3 / FSDP: parameters too, all-gathered per
+   * layer in forward and backward). zero1 == (zero_stage >= 1).
+   * layout.overlap_grad_reduce (--overlap-grad-reduce; default true, today's
+   * behaviour: buckets reduced beside the last backward; false: all after it).
+   * layout.overlap_param_gather (--overlap-param-gather; default false): the
+   * distributed optimizer's bucket all-gathers run beside the next forward,
+   * each bucket's first forward waits for its own, the next one dispatched
+   * then. layout.zero3_prefetch_layers: gathers issued ahead under ZeRO-3. */
+  int zero_stage;
+  bool overlap_grad_reduce_off; /* stored inverted: a zeroed plan keeps today's overlap */
+  bool overlap_param_gather;
+  int zero3_prefetch;
+  /* layout.tp_comm_overlap (added; Megatron-Core's --tp-comm-overlap; false =
+   * off): under sequence parallelism the SP all-gathers and reduce-scatters
+   * of each layer run as Transformer Engine's userbuffer overlaps
+   * (plan_program_tpo.c): ring-exchange all-gathers in tp steps pipelined
+   * with the GEMM pieces that use them, the row-parallel output
+   * reduce-scattered in 4 pieces behind the next piece's GEMM, bulk
+   * overlaps in the backward; the communication kernels hold SMs the GEMMs
+   * beside them lose. */
+  bool tp_comm_overlap;
   /* Added: */
   char description[256];  /* the plan's optional "description" */
   long long vocab_padded; /* model.vocab padded as Megatron-LM pads it (multiple of 128 * tp) */
@@ -153,6 +185,15 @@ typedef struct {
 int plan_schedule_length(const plan *p);
 int plan_pipeline_schedule(const plan *p, int stage, plan_step *steps, int cap);
 static inline int plan_layers_per_chunk(const plan *p) { return p->layers / (p->pp * p->vpp); }
+/* Uneven stages (plan_stages.c; with even stages these equal the formulas
+ * above): layers of a stage, of each of its vpp chunks, the first layer of
+ * chunk `chunk` of `stage`, the most any stage holds. */
+bool plan_uneven_stages(const plan *p);
+int plan_stage_layers(const plan *p, int stage);
+int plan_chunk_layers(const plan *p, int stage);
+int plan_chunk_first_layer(const plan *p, int stage, int chunk);
+int plan_max_stage_layers(const plan *p);
+int plan_validate_stages(const plan *p, ts_err *e);
 static inline int plan_virtual_stage(const plan *p, int stage, int chunk) { return chunk * p->pp + stage; }
 /* Micro-batches (or chunk-micro-batch steps, interleaved) whose activations
  * stage keeps at once: the schedule's in-flight peak. */
@@ -276,6 +317,17 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *m);
 /* Parameters held by one GPU of stage (layers of its chunks, plus the
  * embedding on the first stage and the output head on the last). */
 double plan_params_of_stage(const plan *p, int stage);
+
+/* tp_comm_overlap (plan_program_tpo.c): SMs the communication kernel beside
+ * this GEMM holds (0: none) — Transformer Engine's defaults: ring exchange 1,
+ * pipeline and bulk 16; the pipeline reduce-scatter's splits. */
+#define PLAN_TPO_RING_SMS 1
+#define PLAN_TPO_PIPELINE_SMS 16
+#define PLAN_TPO_BULK_SMS 16
+#define PLAN_TPO_PIPELINE_SPLITS 4
+int plan_tpo_comm_sms(const plan *p, int model_op, int phase, int part);
+int plan_tpo_first_column(const plan *p, int model_op);
+int plan_validate_tpo(const plan *p, ts_err *e);
 
 /* Share s of k (tp_overlap_chunks) of a split op's FLOPs or bytes: the k
  * shares add up to `whole` exactly. */

@@ -42,4 +42,33 @@ int plan_codec_check(const plan_codec *c, int hidden, const char *file, const ch
 /* Whether a plan file's root says "kind": "inference". */
 bool plan_json_is_inference(json_t *root);
 
+/* ---- data-parallel sharding (plan_program_zero.c) ---- */
+/* Reads layout.data_parallel_sharding_strategy, overlap_grad_reduce,
+ * overlap_param_gather, zero3_prefetch_layers (after layout.zero1). */
+int plan_load_zero_fields(json_t *layout, const char *file, plan *p, ts_err *e);
+int plan_validate_zero(const plan *p, ts_err *e);
+
+/* What a model chunk's forward runs, in order ("units": the embedding on the
+ * first virtual stage, the layers, the output head on the last), with the
+ * parameters of each on this GPU, and the DP bucket (forward order, 0 =
+ * first gathered) of each under dp_bucket_bytes, as the backward builds them
+ * (plan_program.c: head first, layers last to first, embedding). */
+#define PLAN_ZERO_MAX_UNITS 4096
+typedef struct {
+  int n;                  /* units */
+  int first_layer;        /* the layer of unit `emb` (0 or 1) */
+  int emb, head;          /* 1 when the chunk has the embedding / the head */
+  double params[PLAN_ZERO_MAX_UNITS];
+  int bucket[PLAN_ZERO_MAX_UNITS]; /* forward-order bucket of each unit */
+  int buckets;
+} plan_zero_chunk;
+int plan_zero_chunk_units(const plan *p, int stage, int chunk, plan_zero_chunk *z, ts_err *e);
+/* Parameters (this GPU's TP shard) of one layer, the embedding, the head as
+ * the head's DP bucket counts it (with the tied copy when pp > 1). */
+double plan_layer_params(const plan *p);
+double plan_embedding_params(const plan *p);
+double plan_head_params(const plan *p);
+/* ZeRO-2/3: what a GPU of `stage` keeps of its weights and gradients (params: the stage's unsharded). */
+void plan_zero_memory(const plan *p, int stage, double params, plan_memory *m);
+
 #endif

@@ -35,7 +35,12 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                          "attention_dropout", NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
                                             "recompute", "tp_overlap_chunks",
-                                            "pp_scatter_gather", "grad_reduce_in_fp32", NULL};
+                                            "pp_scatter_gather", "grad_reduce_in_fp32",
+                                            "decoder_first_pipeline_num_layers",
+                                            "decoder_last_pipeline_num_layers",
+                                            "data_parallel_sharding_strategy", "overlap_grad_reduce",
+                                            "overlap_param_gather", "zero3_prefetch_layers",
+                                            "tp_comm_overlap", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
@@ -79,6 +84,12 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   bool grad_fp32;
   if (tsj_bool_opt(layout, "grad_reduce_in_fp32", true, &grad_fp32, file, "layout", e)) return -1;
   p->grad_reduce_bf16 = !grad_fp32;
+  if (tsj_int_opt(layout, "decoder_first_pipeline_num_layers", 1, 1 << 16, 0, &v, file, "layout", e)) return -1;
+  p->first_stage_layers = (int)v;
+  if (tsj_int_opt(layout, "decoder_last_pipeline_num_layers", 1, 1 << 16, 0, &v, file, "layout", e)) return -1;
+  p->last_stage_layers = (int)v;
+  if (plan_load_zero_fields(layout, file, p, e)) return -1;
+  if (tsj_bool_opt(layout, "tp_comm_overlap", false, &p->tp_comm_overlap, file, "layout", e)) return -1;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
   if (!batch || plan_json_check_keys(batch, batch_keys, file, "batch", e)) return -1;
@@ -250,9 +261,7 @@ int plan_validate(const plan *p, ts_err *e) {
     if (p->vpp < 2) return ts_fail(e, f, "layout.vpp", "interleaved-1f1b needs vpp >= 2 (vpp 1 is plain 1f1b)");
     if (p->pp < 2) return ts_fail(e, f, "layout.pp", "interleaved-1f1b needs pp >= 2");
   }
-  if ((long long)p->pp * p->vpp > p->layers || p->layers % (p->pp * p->vpp))
-    return ts_fail(e, f, p->vpp > 1 ? "layout.vpp" : "layout.pp",
-                   "%d layers do not split evenly into pp %d x vpp %d model chunks", p->layers, p->pp, p->vpp);
+  if (plan_validate_stages(p, e)) return -1;
 
   long long per_step = (long long)p->micro_batch * p->dp;
   if (p->global_batch % per_step)
@@ -276,6 +285,8 @@ int plan_validate(const plan *p, ts_err *e) {
   if (validate_codecs(p, e)) return -1;
   if (validate_tp_overlap(p, e)) return -1;
   if (validate_pp_scatter_gather(p, e)) return -1;
+  if (plan_validate_zero(p, e)) return -1;
+  if (plan_validate_tpo(p, e)) return -1;
 
   plan_memory mem;
   if (plan_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");

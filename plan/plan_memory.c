@@ -31,7 +31,7 @@ double plan_params_of_stage(const plan *p, int stage) {
   ts_err e;
   int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
   if (n < 0) return -1.0;
-  double params = sum_params(ops, n) * plan_layers_per_chunk(p) * p->vpp;
+  double params = sum_params(ops, n) * plan_stage_layers(p, stage);
   if (stage == 0) {
     if ((n = model_embedding_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e)) < 0) return -1.0;
     params += sum_params(ops, n);
@@ -58,7 +58,7 @@ static double logits_inflight(const plan *p) {
 
 int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   *mem = (plan_memory){0};
-  if (stage < 0 || stage >= p->pp || p->layers % (p->pp * p->vpp)) return -1;
+  if (stage < 0 || stage >= p->pp || plan_chunk_layers(p, stage) < 1) return -1;
   double params = plan_params_of_stage(p, stage);
   if (params < 0) return -1;
   mem->weights = WEIGHT_BYTES * params;
@@ -69,10 +69,11 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
    * held then. */
   mem->gradients = plan_grad_bytes(p) * params;
   mem->optimizer = OPTIMIZER_BYTES * params / (p->zero1 ? p->dp : 1);
+  plan_zero_memory(p, stage, params, mem); /* ZeRO-2/3 (plan_program_zero.c) */
   model_shard s = plan_shard(p);
   double per_layer = model_activation_bytes_per_layer(&p->model, &s, p->recompute);
   if (per_layer < 0) return -1;
-  mem->activations = per_layer * plan_layers_per_chunk(p) * plan_inflight_peak(p, stage);
+  mem->activations = per_layer * plan_chunk_layers(p, stage) * plan_inflight_peak(p, stage);
   if (p->recompute == MODEL_RECOMPUTE_FULL) /* the one layer being recomputed holds everything */
     mem->activations += model_activation_bytes_per_layer(&p->model, &s, MODEL_RECOMPUTE_NONE);
   if (stage == p->pp - 1) {
@@ -88,8 +89,10 @@ int plan_memory_per_gpu(const plan *p, plan_memory *m) {
   /* Middle stages hold what stage 1 holds with no more in flight (the peak
    * falls with the stage in every schedule), so three stages decide. */
   int stages[3] = {0, 1, p->pp - 1};
-  for (int i = 0; i < 3; i++) {
-    int s = stages[i];
+  /* Uneven stages: every stage (the middle ones may hold more layers than stage 1's neighbours) */
+  const int n = plan_uneven_stages(p) ? p->pp : 3;
+  for (int i = 0; i < n; i++) {
+    int s = n == 3 ? stages[i] : i;
     if (s >= p->pp) continue;
     plan_memory here;
     if (plan_memory_of_stage(p, s, &here)) return -1;

@@ -74,6 +74,15 @@ typedef struct {
   double *bucket_sizes;
   int bucket_cap;
   int bucket_layer;
+  /* data-parallel sharding and overlaps (plan_program_zero.c) */
+  bool record;             /* this backward's buckets are the chunk's (sizes kept for the param gathers) */
+  plan_zero_chunk *zc;     /* per chunk: units and their buckets */
+  int32_t *pg_op;          /* overlap_param_gather: all-gather of each bucket, forward order over the chunks */
+  char *pg_waited;
+  int *pg_base, pg_total;  /* first bucket of each chunk in that order; buckets in all */
+  int32_t z3_op[PLAN_ZERO_MAX_UNITS]; /* ZeRO-3: this step's gather of each unit, -1 = not issued */
+  plan_op *deferred;       /* overlap_grad_reduce false: bucket reductions held for after the backward */
+  int n_deferred, cap_deferred;
 } builder;
 
 
@@ -234,7 +243,9 @@ double plan_row_share(double whole, int s, int k) {
  * runs after the others on the TP stream. */
 static int row_parallel_chunked(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
   const model_op *o = &b->ops[i];
-  const int k = b->p->tp_overlap_chunks;
+  /* tp_comm_overlap (SP): Transformer Engine's pipelined reduce-scatter, in PLAN_TPO_PIPELINE_SPLITS pieces */
+  const bool rs = b->p->tp_comm_overlap;
+  const int k = rs ? PLAN_TPO_PIPELINE_SPLITS : b->p->tp_overlap_chunks;
   int32_t r = -1;
   for (int s = 0; s < k; s++) {
     int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, plan_row_share(o->flops_fwd, s, k),
@@ -242,7 +253,8 @@ static int row_parallel_chunked(builder *b, int i, int layer, int micro, int chu
     CHECK(c);
     at(b, c)->row_chunk = (uint8_t)s;
     at(b, c)->row_chunks = (uint8_t)k;
-    r = tp_coll(b, PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk, plan_row_share(b->full_bytes, s, k), c);
+    r = tp_coll(b, rs ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk,
+                plan_row_share(b->full_bytes, s, k), c);
     CHECK(r);
     at(b, r)->row_chunk = (uint8_t)s;
     at(b, r)->row_chunks = (uint8_t)k;
@@ -251,16 +263,50 @@ static int row_parallel_chunked(builder *b, int i, int layer, int micro, int chu
   return 0;
 }
 
+/* tp_comm_overlap, ring exchange: the SP all-gather of a GEMM's input as
+ * tp - 1 steps on the TP stream (each brings one more rank's 1/tp of the
+ * rows; the step's size is the whole / (tp - 1), so the steps add up to the
+ * gather), and the GEMM (forward, or the backward dgrad) as tp pieces over
+ * those rows: piece 0 on the rows this rank holds, piece s after step s. */
+static int ring_gathered_gemm(builder *b, int i, int layer, int micro, int chunk, plan_phase phase, plan_part part,
+                              double flops, double bytes) {
+  const int k = b->p->tp;
+  const int32_t issue = b->last_op;
+  int32_t first_step = -1;
+  for (int s = 1; s < k; s++) {
+    int32_t st = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk,
+                         plan_row_share(b->full_bytes, s - 1, k - 1), issue);
+    CHECK(st);
+    at(b, st)->row_chunk = (uint8_t)s;
+    at(b, st)->row_chunks = (uint8_t)k;
+    if (s == 1) first_step = st;
+  }
+  b->last_op = issue;
+  for (int s = 0; s < k; s++) {
+    if (s > 0) wait_for(b, first_step + s - 1); /* the steps are consecutive ops */
+    int32_t c = compute(b, phase, i, part, layer, micro, chunk, plan_row_share(flops, s, k), plan_row_share(bytes, s, k));
+    CHECK(c);
+    at(b, c)->row_chunk = (uint8_t)s;
+    at(b, c)->row_chunks = (uint8_t)k;
+  }
+  wait_for(b, first_step + k - 2); /* later GEMMs of the block read the whole gathered input */
+  return 0;
+}
+
 static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase phase) {
   const bool sp = b->p->sequence_parallel, tp = b->p->tp > 1;
   for (int i = 0; i < b->n_ops; i++) {
     const model_op *o = &b->ops[i];
+    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap) {
+      CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd));
+      continue;
+    }
     if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
       int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, b->full_bytes, b->last_op);
       CHECK(ag);
       wait_for(b, ag);
     }
-    if (o->parallel == MODEL_PAR_ROW && tp && b->p->tp_overlap_chunks > 1) {
+    if (o->parallel == MODEL_PAR_ROW && tp && (b->p->tp_overlap_chunks > 1 || b->p->tp_comm_overlap)) {
       CHECK(row_parallel_chunked(b, i, layer, micro, chunk, phase));
       continue;
     }
@@ -283,6 +329,12 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
   int32_t regather = -1;
   for (int i = b->n_ops - 1; i >= 0; i--) {
     const model_op *o = &b->ops[i];
+    if (o->parallel == MODEL_PAR_ROW && sp && tp && p->tp_comm_overlap) { /* ring-exchanged output gradient */
+      CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, PLAN_PHASE_BWD, PLAN_PART_DGRAD, o->flops_bwd / 2,
+                               o->bytes_bwd / 2));
+      CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2, o->bytes_bwd / 2));
+      continue;
+    }
     if (o->parallel == MODEL_PAR_ROW && sp && tp) {
       int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, i, layer, micro, chunk, b->full_bytes,
                            b->last_op);
@@ -402,6 +454,119 @@ static int loss_backward(builder *b, int micro, int chunk) {
              : 0;
 }
 
+/* ---- data-parallel sharding (plan_program_zero.c describes the units and buckets) ---- */
+
+/* overlap_grad_reduce false: the op just pushed (the last one) is taken out
+ * of the program and kept, to be issued after the whole backward. */
+static int defer_op(builder *b, int32_t i) {
+  if (b->n_deferred == b->cap_deferred) {
+    int cap = b->cap_deferred ? 2 * b->cap_deferred : 64;
+    plan_op *d = realloc(b->deferred, (size_t)cap * sizeof *d);
+    if (!d) return -1;
+    b->deferred = d, b->cap_deferred = cap;
+  }
+  b->deferred[b->n_deferred++] = *at(b, i);
+  b->prog->n--;
+  return 0;
+}
+
+/* A DP collective beside the compute: it does not become the step's last op. */
+static int32_t dp_side(builder *b, plan_coll coll, plan_phase phase, int model_op, int chunk, double bytes,
+                       int32_t dep) {
+  int32_t keep = b->last_op;
+  int32_t i = plain_coll(b, PLAN_STREAM_DP, PLAN_GROUP_DP, coll, PLAN_TRAFFIC_DP, phase, model_op, chunk, bytes, dep);
+  b->last_op = keep;
+  return i;
+}
+
+/* overlap_param_gather: all-gather j of the forward order (bf16 parameters
+ * of its bucket), dispatched after the compute issued so far and after
+ * gather j - 1. */
+static int32_t issue_param_gather(builder *b, int j) {
+  int chunk = 0;
+  while (chunk + 1 < b->p->vpp && b->pg_base[chunk + 1] <= j) chunk++;
+  const plan_zero_chunk *z = &b->zc[chunk];
+  int k = j - b->pg_base[chunk];
+  double params = 0;
+  for (int u = 0; u < z->n; u++)
+    if (z->bucket[u] == k) params += z->params[u];
+  int32_t g = dp_side(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_FWD, PLAN_MOP_PARAM_GATHER, chunk, 2.0 * params, b->last_op);
+  if (g < 0) return -1;
+  if (j > 0) add_dep(at(b, g), b->pg_op[j - 1]);
+  at(b, g)->tag = z->buckets - 1 - k; /* the bucket's index as the backward numbers it */
+  b->pg_op[j] = g;
+  return 0;
+}
+
+/* ZeRO-3: the gather of unit u's parameters for this step (bf16, the whole
+ * unit as the gathered size). */
+static int issue_unit_gather(builder *b, int chunk, int u, int micro, int bwd) {
+  const plan_zero_chunk *z = &b->zc[chunk];
+  int32_t g = dp_side(b, PLAN_COLL_ALLGATHER, bwd ? PLAN_PHASE_BWD : PLAN_PHASE_FWD, PLAN_MOP_PARAM_GATHER, chunk,
+                      2.0 * z->params[u], b->last_op);
+  if (g < 0) return -1;
+  at(b, g)->micro = micro;
+  at(b, g)->layer = u >= z->emb && u < z->n - z->head ? z->first_layer + u - z->emb : -1;
+  at(b, g)->tag = u;
+  b->z3_op[u] = g;
+  return 0;
+}
+
+/* Before the compute of unit u of a step (forward: units in order; backward:
+ * in reverse): ZeRO-3 issues the gathers up to prefetch units ahead and
+ * waits for u's; overlap_param_gather waits, at the bucket's first forward,
+ * for its gather and dispatches the next (Megatron-Core r0.8: the first
+ * bucket's all-gather is dispatched by the optimizer's zero_grad before the
+ * forward, each next one by the forward pre-hook of the bucket before it,
+ * megatron/core/optimizer/distrib_optimizer.py). */
+static int sharding_before_unit(builder *b, int chunk, int u, int micro, int bwd) {
+  const plan *p = b->p;
+  if (p->dp < 2 || (p->zero_stage < 3 && (!p->overlap_param_gather || bwd))) return 0;
+  const plan_zero_chunk *z = &b->zc[chunk];
+  if (p->zero_stage == 3) {
+    int q = bwd ? z->n - 1 - u : u; /* position in the step */
+    if (q == 0)
+      for (int x = 0; x < z->n; x++) b->z3_op[x] = -1;
+    for (int ahead = q; ahead <= q + p->zero3_prefetch && ahead < z->n; ahead++) {
+      int w = bwd ? z->n - 1 - ahead : ahead;
+      if (b->z3_op[w] < 0) CHECK(issue_unit_gather(b, chunk, w, micro, bwd));
+    }
+    wait_for(b, b->z3_op[u]);
+    return 0;
+  }
+  int j = b->pg_base[chunk] + z->bucket[u];
+  if (b->pg_waited[j]) return 0;
+  if (b->pg_op[j] < 0) CHECK(issue_param_gather(b, j));
+  if (j + 1 < b->pg_total && b->pg_op[j + 1] < 0) CHECK(issue_param_gather(b, j + 1));
+  wait_for(b, b->pg_op[j]);
+  b->pg_waited[j] = 1;
+  return 0;
+}
+
+/* ZeRO-3, after unit u's backward: the reduce-scatter of its gradients. */
+static int sharding_after_unit(builder *b, int chunk, int u, int micro) {
+  const plan *p = b->p;
+  if (p->zero_stage != 3 || p->dp < 2) return 0;
+  const plan_zero_chunk *z = &b->zc[chunk];
+  const int gb = plan_grad_bytes(p);
+  double bytes = gb * z->params[u], wire = bytes;
+  plan_codec codec = {.kind = PLAN_CODEC_NONE};
+  const plan_codec *pc = &p->codec[PLAN_TRAFFIC_DP];
+  if (plan_codec_has_taco(pc->kind) && bytes >= p->codec_min_bytes) {
+    codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
+    wire = plan_codec_wire_bytes(&codec, bytes, gb);
+  }
+  int32_t keep = b->last_op;
+  int layer = u >= z->emb && u < z->n - z->head ? z->first_layer + u - z->emb : -1;
+  int32_t i = collective(b, PLAN_STREAM_DP, PLAN_GROUP_DP, PLAN_COLL_REDUCESCATTER, PLAN_TRAFFIC_DP, PLAN_PHASE_BWD,
+                         PLAN_MOP_GRAD_BUCKET, layer, micro, chunk, bytes, wire, codec, keep);
+  CHECK(i);
+  at(b, i)->tag = u;
+  at(b, i)->elem_bytes = (uint8_t)(gb == 4 ? 0 : gb);
+  b->last_op = keep;
+  return 0;
+}
+
 /* ---- data-parallel gradient buckets ---- */
 
 static int flush_bucket(builder *b, int chunk) {
@@ -433,7 +598,8 @@ static int flush_bucket(builder *b, int chunk) {
   CHECK(i);
   at(b, i)->tag = b->bucket_count;
   at(b, i)->elem_bytes = (uint8_t)(gb == 4 ? 0 : gb); /* 0: the DP class's fp32 */
-  b->bucket_sizes[b->bucket_count++] = b->bucket_params;
+  if (p->overlap_grad_reduce_off && defer_op(b, i)) return -1; /* issued after the backward instead */
+  if (b->record) b->bucket_sizes[b->bucket_count++] = b->bucket_params;
   b->bucket_params = 0;
   b->last_op = last_compute; /* a bucket does not end the step */
   return 0;
@@ -571,17 +737,28 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
   size_t c = (size_t)micro * b->V + v;
   int64_t finish = st.backward ? b->ideal.bwd_finish[c] : b->ideal.fwd_finish[c];
   CHECK(flush_messages(b, finish - plan_ideal_step_cost(st.backward)));
-  int first_layer = v * b->lpc;
+  int first_layer = plan_chunk_first_layer(p, b->stage, chunk);
+  const int emb = v == 0, nu = emb + b->lpc + (v == b->V - 1); /* units (plan_zero_chunk) */
+  /* buckets reduced in this backward: the last micro-batch's; every one's under ZeRO-2; none under ZeRO-3 */
+  const bool reduce = p->zero_stage == 3 ? false : last_backward_of_chunk || p->zero_stage == 2;
+  b->record = last_backward_of_chunk;
   if (!st.backward) {
     if (v > 0) CHECK(wait_for_message(b, micro, v, 0, chunk));
+    if (v == 0) CHECK(sharding_before_unit(b, chunk, 0, micro, 0));
     if (v == 0) CHECK(embedding_forward(b, micro));
-    for (int l = 0; l < b->lpc; l++) CHECK(layer_forward(b, first_layer + l, micro, chunk, PLAN_PHASE_FWD));
+    for (int l = 0; l < b->lpc; l++) {
+      CHECK(sharding_before_unit(b, chunk, emb + l, micro, 0));
+      CHECK(layer_forward(b, first_layer + l, micro, chunk, PLAN_PHASE_FWD));
+    }
+    if (v == b->V - 1) CHECK(sharding_before_unit(b, chunk, nu - 1, micro, 0));
     if (v == b->V - 1) CHECK(loss_forward(b, micro, chunk));
   } else {
     if (v < b->V - 1) CHECK(wait_for_message(b, micro, v, 1, chunk));
     if (v == b->V - 1) {
+      CHECK(sharding_before_unit(b, chunk, nu - 1, micro, 1));
       CHECK(loss_backward(b, micro, chunk));
-      if (last_backward_of_chunk) {
+      CHECK(sharding_after_unit(b, chunk, nu - 1, micro));
+      if (reduce) {
         double head = 0;
         for (int i = 0; i < b->n_head; i++) head += b->head[i].params;
         if (p->model.tied_embeddings && p->pp > 1)
@@ -590,18 +767,22 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
       }
     }
     for (int l = b->lpc - 1; l >= 0; l--) {
+      CHECK(sharding_before_unit(b, chunk, emb + l, micro, 1));
       CHECK(layer_backward(b, first_layer + l, micro, chunk));
-      if (last_backward_of_chunk) CHECK(bucket_add(b, b->layer_params, first_layer + l, chunk));
+      CHECK(sharding_after_unit(b, chunk, emb + l, micro));
+      if (reduce) CHECK(bucket_add(b, b->layer_params, first_layer + l, chunk));
     }
     if (v == 0) {
+      CHECK(sharding_before_unit(b, chunk, 0, micro, 1));
       CHECK(embedding_backward(b, micro));
-      if (last_backward_of_chunk) {
-        double emb = 0;
-        for (int i = 0; i < b->n_emb; i++) emb += b->emb[i].params;
-        CHECK(bucket_add(b, emb, -1, chunk));
+      CHECK(sharding_after_unit(b, chunk, 0, micro));
+      if (reduce) {
+        double emb_params = 0;
+        for (int i = 0; i < b->n_emb; i++) emb_params += b->emb[i].params;
+        CHECK(bucket_add(b, emb_params, -1, chunk));
       }
     }
-    if (last_backward_of_chunk) CHECK(flush_bucket(b, chunk));
+    if (reduce) CHECK(flush_bucket(b, chunk));
   }
   b->step_last[cell(b, micro, v, st.backward)] = b->last_op;
   return 0;
@@ -612,6 +793,14 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
 static int finish_iteration(builder *b) {
   const plan *p = b->p;
   int32_t last_compute = b->last_op, last_tp = -1, last_dp = -1;
+  /* overlap_grad_reduce false: every bucket now, after the whole backward */
+  for (int k = 0; k < b->n_deferred; k++) {
+    int32_t i = push(b);
+    CHECK(i);
+    *at(b, i) = b->deferred[k];
+    for (int d = 0; d < PLAN_MAX_DEPS; d++) at(b, i)->dep[d] = -1;
+    add_dep(at(b, i), last_compute);
+  }
   for (int i = b->prog->n - 1; i >= 0; i--) {
     const plan_op *op = &b->prog->ops[i];
     if (op->stream == PLAN_STREAM_TP && last_tp < 0) last_tp = i;
@@ -644,7 +833,9 @@ static int finish_iteration(builder *b) {
   int32_t opt = compute(b, PLAN_PHASE_OPTIMIZER, PLAN_MOP_OPTIMIZER, PLAN_PART_WHOLE, -1, -1, 0, 10.0 * params,
                         30.0 * params);
   CHECK(opt);
-  if (p->zero1 && p->dp > 1)
+  /* the parameter all-gathers after the step; with overlap_param_gather they run beside the next forward (at
+   * this program's start), and ZeRO-3 gathers each layer where it is used */
+  if (p->zero1 && p->dp > 1 && !p->overlap_param_gather && p->zero_stage < 3)
     for (int k = 0; k < b->bucket_count; k++) {
       int32_t g = plain_coll(b, PLAN_STREAM_DP, PLAN_GROUP_DP, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_DP,
                              PLAN_PHASE_OPTIMIZER, PLAN_MOP_PARAM_GATHER, 0, 2.0 * b->bucket_sizes[k], opt);
@@ -665,7 +856,7 @@ static int setup(builder *b, const plan *p, int rank, plan_program *prog, ts_err
   b->stage = b->coord.pp;
   b->V = p->pp * p->vpp;
   b->m = plan_micro_batches(p);
-  b->lpc = plan_layers_per_chunk(p);
+  b->lpc = plan_chunk_layers(p, b->stage);
   b->last_op = -1;
   for (int s = 0; s < PLAN_STREAM_COUNT; s++) b->wait[s] = -1;
   b->wait_first = -1;
@@ -694,6 +885,20 @@ static int setup(builder *b, const plan *p, int rank, plan_program *prog, ts_err
   b->send_bytes = model_activation_tensor_bytes(&p->model, &s);
   b->msg_bytes = p->pp_scatter_gather ? b->send_bytes / p->tp : b->send_bytes;
   if (plan_ideal_build(p, &b->ideal, e)) return -1;
+  if (p->zero1 && p->dp > 1 && (p->zero_stage == 3 || p->overlap_param_gather)) {
+    b->zc = malloc((size_t)p->vpp * sizeof *b->zc);
+    b->pg_base = malloc((size_t)p->vpp * sizeof *b->pg_base);
+    if (!b->zc || !b->pg_base) return ts_fail_sys(e, "plan: out of memory");
+    for (int c = 0; c < p->vpp; c++) {
+      if (plan_zero_chunk_units(p, b->stage, c, &b->zc[c], e)) return -1;
+      b->pg_base[c] = b->pg_total;
+      b->pg_total += b->zc[c].buckets;
+    }
+    b->pg_op = malloc((size_t)(b->pg_total + 1) * sizeof *b->pg_op);
+    b->pg_waited = calloc((size_t)b->pg_total + 1, 1);
+    if (!b->pg_op || !b->pg_waited) return ts_fail_sys(e, "plan: out of memory");
+    for (int j = 0; j <= b->pg_total; j++) b->pg_op[j] = -1;
+  }
   size_t cells = (size_t)b->m * b->V * 2;
   b->recv_op = malloc(cells * sizeof *b->recv_op);
   b->step_last = malloc(cells * sizeof *b->step_last);
@@ -708,6 +913,7 @@ static void teardown(builder *b) {
   free(b->recv_op);
   free(b->step_last);
   free(b->bucket_sizes);
+  free(b->zc), free(b->pg_base), free(b->pg_op), free(b->pg_waited), free(b->deferred);
 }
 
 int plan_build_program(const plan *p, int rank, plan_program *prog, ts_err *e) {

@@ -48,6 +48,20 @@ static void print_header(const plan *p, FILE *out) {
             p->pp_scatter_gather ? "scatter/gather: each TP rank sends its 1/tp slice, the receiver all-gathers it "
                                    "on its TP group (tp_fwd/tp_bwd traffic)"
                                  : "whole on every TP rank (no scatter/gather)");
+  if (plan_uneven_stages(p)) {
+    fprintf(out, "stages    uneven (decoder_first/last_pipeline_num_layers): layers per stage");
+    for (int st = 0; st < p->pp; st++) fprintf(out, " %d", plan_stage_layers(p, st));
+    fprintf(out, "\n");
+  }
+  if (p->zero_stage >= 2 || p->overlap_param_gather || p->overlap_grad_reduce_off || p->tp_comm_overlap) {
+    static const char *const zs[] = {"no_shard", "optim (ZeRO-1)", "optim_grads (ZeRO-2)", "optim_grads_params (ZeRO-3)"};
+    fprintf(out, "overlaps  sharding %s%s; grad reduce %s; param gather %s; TP comm overlap %s\n",
+            zs[p->zero_stage < 0 || p->zero_stage > 3 ? 0 : p->zero_stage],
+            p->zero_stage == 3 ? (p->zero3_prefetch ? ", prefetch on" : ", no prefetch") : "",
+            p->overlap_grad_reduce_off ? "after the backward" : "beside the backward",
+            p->overlap_param_gather ? "beside the next forward" : "after the optimizer",
+            p->tp_comm_overlap ? "on (userbuffers)" : "off");
+  }
   fprintf(out, "gradients %s, %d bytes per parameter in memory and in DP reductions\n",
           p->grad_reduce_bf16 ? "bf16 (grad_reduce_in_fp32 false)" : "fp32", plan_grad_bytes(p));
   fprintf(out, "batch     %lld sequences of %d tokens = micro-batch %d x %d micro-batches x dp %d (%.2f M tokens)\n",

@@ -7,6 +7,37 @@
 
 #define WK_CUDA(call) CUDA_CHECK(e, call)
 
+/* Layout fields of issue 22 that the simulator prices and the executor does
+ * not run (NOT IMPLEMENTED here): refused with the field named. */
+static int exec_walk_refuse_layouts(const plan *p, ts_err *e) {
+  if (p->first_stage_layers > 0)
+    return ts_fail(e, p->path, "layout.decoder_first_pipeline_num_layers",
+                   "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
+                   "(NOT IMPLEMENTED here)");
+  if (p->last_stage_layers > 0)
+    return ts_fail(e, p->path, "layout.decoder_last_pipeline_num_layers",
+                   "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
+                   "(NOT IMPLEMENTED here)");
+  if (p->zero_stage >= 2)
+    return ts_fail(e, p->path, "layout.data_parallel_sharding_strategy",
+                   "\"%s\" (ZeRO-%d) is priced by tacosim simulate; the executor runs no_shard and optim (ZeRO-1) "
+                   "only (NOT IMPLEMENTED here)", p->zero_stage == 2 ? "optim_grads" : "optim_grads_params",
+                   p->zero_stage);
+  if (p->overlap_param_gather)
+    return ts_fail(e, p->path, "layout.overlap_param_gather",
+                   "true is priced by tacosim simulate; the executor gathers the parameters after the optimizer "
+                   "step (NOT IMPLEMENTED here)");
+  if (p->tp_comm_overlap)
+    return ts_fail(e, p->path, "layout.tp_comm_overlap",
+                   "true is priced by tacosim simulate; the executor runs the SP collectives whole, with NCCL "
+                   "(NOT IMPLEMENTED here)");
+  if (p->overlap_grad_reduce_off)
+    return ts_fail(e, p->path, "layout.overlap_grad_reduce",
+                   "false is priced by tacosim simulate; the executor reduces each bucket when it is full "
+                   "(NOT IMPLEMENTED here)");
+  return 0;
+}
+
 static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   w->loaded = 1;
   /* Plan fields the simulator prices and the executor does not run (yet). */
@@ -17,6 +48,7 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   if (w->p.attention_dropout > 0)
     return ts_fail(e, w->p.path, "attention_dropout",
                    "%g: the executor runs no dropout (NOT IMPLEMENTED here); 0 only", w->p.attention_dropout);
+  if (exec_walk_refuse_layouts(&w->p, e)) return -1;
   if (plan_build_program(&w->p, rank, &w->prog, e)) return -1;
   if (exec_walk_check_program(&w->p, &w->prog, e)) return -1;
   if (exec_walk_layer_op_index(&w->p, m->layer_op_index, e)) return -1;

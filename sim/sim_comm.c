@@ -412,6 +412,11 @@ static double running_kernel_left(sim_rank *rs, int stream) {
 
 static void wait_for_sms(sim_rank *rs, int stream, const plan_op *op, const int *m, int n) {
   if (sim_w->o->ideal_overlap) return;
+  /* tp_comm_overlap: a layer's uncompressed TP collective runs as a userbuffer kernel on SMs of its own (the
+   * GEMM beside it is priced without them, sim_costs.c; plan_program_tpo.c) */
+  if (sim_w->p->tp_comm_overlap && op->stream == PLAN_STREAM_TP && op->model_op >= 0 &&
+      op->codec.kind == PLAN_CODEC_NONE)
+    return;
   double wait = running_kernel_left(rs, stream) - head_start_s(op, m, n);
   if (wait > 0) sg_actor_sleep_for(wait);
 }

@@ -193,6 +193,10 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
       if (gemm_phase_us(c, op->row_chunks > 1 ? mo->m / op->row_chunks : mo->m, mo->n, mo->k, phase, op->part, us,
                         e))
         return -1;
+      { /* tp_comm_overlap: a userbuffer kernel beside it holds n of the GPU's SMs (plan_program_tpo.c) */
+        int n = plan_tpo_comm_sms(p, op->model_op, phase, op->part), sms = p->cluster.gpu.sms;
+        if (n > 0 && sms > n) *us *= (double)sms / (sms - n);
+      }
       *gemm_us = *us;
       return 0;
     case MODEL_OP_ATTENTION:

@@ -24,3 +24,13 @@ if(TACOSIM_FUZZ)
   tacosim_add_fuzzer(fuzz_plan fuzz/fuzz_plan.c ts_plan)
   tacosim_add_fuzzer(fuzz_plan_infer fuzz/fuzz_plan_infer.c ts_plan)
 endif()
+
+# Data-parallel sharding (ZeRO-1/2/3) and the distributed optimizer's overlaps (plan/plan_program_zero.c).
+add_executable(test_plan_zero ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_zero.c)
+target_link_libraries(test_plan_zero PRIVATE ts_plan PkgConfig::CUNIT m)
+add_test(NAME plan_zero COMMAND test_plan_zero)
+
+# layout.tp_comm_overlap under sequence parallelism (plan/plan_program_tpo.c).
+add_executable(test_plan_tpo ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_tpo.c)
+target_link_libraries(test_plan_tpo PRIVATE ts_plan PkgConfig::CUNIT m)
+add_test(NAME plan_tpo COMMAND test_plan_tpo)

@@ -13,3 +13,12 @@ target_compile_definitions(test_sim_attention PRIVATE
   PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
   MEASURED_CALIBRATION="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
 add_test(NAME sim_attention COMMAND test_sim_attention)
+
+# The layouts of issue 22 in the simulator (ZeRO-3 traffic, parameter-gather overlap).
+add_executable(test_sim_layouts ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_layouts.c)
+target_link_libraries(test_sim_layouts PRIVATE ts_sim PkgConfig::CUNIT m)
+target_include_directories(test_sim_layouts PRIVATE ${CMAKE_SOURCE_DIR}/plan)
+target_compile_definitions(test_sim_layouts PRIVATE
+  PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
+  MEASURED_CALIBRATION="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
+add_test(NAME sim_layouts COMMAND test_sim_layouts)

@@ -27,6 +27,7 @@ typedef struct {
   double codec_min_bytes; /* 0: the default */
   int tp_overlap;         /* layout.tp_overlap_chunks; 0: the key is absent */
   int pp_sg, grad_bf16;   /* layout.pp_scatter_gather true, layout.grad_reduce_in_fp32 false; 0: absent */
+  const char *layout_extra; /* more layout members, ", \"key\": value" (NULL: none) */
 } spec;
 
 static spec base(void) {
@@ -42,10 +43,11 @@ static plan load(const spec *s) {
   else
     snprintf(layers, sizeof layers, "null");
   if (s->codec_min_bytes > 0) snprintf(extra, sizeof extra, ", \"codec_min_bytes\": %.0f", s->codec_min_bytes);
-  char overlap[160] = "";
+  char overlap[512] = "";
   if (s->tp_overlap) snprintf(overlap, sizeof overlap, ", \"tp_overlap_chunks\": %d", s->tp_overlap);
   if (s->pp_sg) strcat(overlap, ", \"pp_scatter_gather\": true");
   if (s->grad_bf16) strcat(overlap, ", \"grad_reduce_in_fp32\": false");
+  if (s->layout_extra) strncat(overlap, s->layout_extra, sizeof overlap - strlen(overlap) - 1);
   snprintf(buf, sizeof buf,
            "{ \"schema\": 1, \"model\": \"%s\", \"cluster\": \"%s\",\n"
            "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"sequence_parallel\": %s,\n"
@@ -100,9 +102,28 @@ typedef struct {
   int completed; /* 1 when every op of every rank ran */
 } eval_result;
 
+/* per_layer_costs (uneven stages): the first compute op of each (micro,
+ * layer) forward costs 1, of each backward 2, so a step costs its layers. */
+static int per_layer_costs;
+static double *layer_costs(const plan *p, const plan_program *g) {
+  double *cost = calloc((size_t)g->n + 1, sizeof *cost);
+  char *seen = calloc((size_t)plan_micro_batches(p) * p->layers * 2, 1);
+  for (int i = 0; i < g->n; i++) {
+    const plan_op *op = &g->ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->micro < 0 || op->layer < 0) continue;
+    if (op->phase != PLAN_PHASE_FWD && op->phase != PLAN_PHASE_BWD) continue;
+    size_t c = ((size_t)op->micro * p->layers + op->layer) * 2 + (op->phase == PLAN_PHASE_BWD);
+    if (!seen[c]) cost[i] = op->phase == PLAN_PHASE_BWD ? 2.0 : 1.0;
+    seen[c] = 1;
+  }
+  free(seen);
+  return cost;
+}
+
 /* Unit costs: the first compute op of each (micro, chunk) forward costs 1, of
  * each backward 2, every other op 0 — so a forward step costs exactly 1. */
 static double *unit_costs(const plan *p, const plan_program *g) {
+  if (per_layer_costs) return layer_costs(p, g);
   double *cost = calloc((size_t)g->n + 1, sizeof *cost);
   int cells = plan_micro_batches(p) * p->vpp * 2;
   char *seen = calloc((size_t)cells, 1);
@@ -404,6 +425,194 @@ static void check_idle(spec s, double v) {
   }
   free(res.busy);
   free_all(&p, g);
+}
+
+/* ---- uneven pipeline stages ---- */
+
+/* With zero-cost communication and each step costing its layers (forward 1,
+ * backward 2 per layer), stage s's forward takes L_s and its backward 2 L_s;
+ * stage s is busy 3 m L_s. The makespan `want` of each case is worked by
+ * hand below. */
+static void check_uneven(spec s, int first, int last, double want) {
+  char extra[160] = "";
+  if (first) snprintf(extra, sizeof extra, ", \"decoder_first_pipeline_num_layers\": %d", first);
+  if (last)
+    snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"decoder_last_pipeline_num_layers\": %d", last);
+  s.layout_extra = extra;
+  plan p = load(&s);
+  int sum = 0, m = plan_micro_batches(&p);
+  for (int st = 0; st < p.pp; st++) sum += plan_stage_layers(&p, st);
+  CU_ASSERT_EQUAL(sum, p.layers);
+  per_layer_costs = 1;
+  plan_program *g = build_all(&p);
+  eval_result res = evaluate(&p, g);
+  per_layer_costs = 0;
+  CU_ASSERT_FATAL(res.completed);
+  if (fabs(res.makespan - want) > 1e-9)
+    printf("\n  %s pp %d first %d last %d m %d: makespan %.3f, want %.3f\n", s.schedule, p.pp, first, last, m,
+           res.makespan, want);
+  CU_ASSERT_DOUBLE_EQUAL(res.makespan, want, 1e-9);
+  for (int r = 0; r < plan_world_size(&p); r++) {
+    int st = plan_coord_of(&p, r).pp;
+    CU_ASSERT_DOUBLE_EQUAL(res.busy[r], 3.0 * m * plan_stage_layers(&p, st), 1e-9);
+    /* every layer once per micro-batch and direction, each on the stage that holds it */
+    int lo = plan_chunk_first_layer(&p, st, 0), hi = lo + plan_stage_layers(&p, st);
+    for (int i = 0; i < g[r].n; i++)
+      if (g[r].ops[i].layer >= 0) CU_ASSERT(g[r].ops[i].layer >= lo && g[r].ops[i].layer < hi);
+  }
+  free(res.busy);
+  free_all(&p, g);
+}
+
+static void test_uneven_stages(void) {
+  spec s = base();
+  s.pp = 2, s.layers = 4, s.global = 5; /* m = 5 */
+  /* L = 1, 3. Stage 0: F0 [0,1]; stage 1: F0 [1,4], B0 [4,10], then F1 (ready at 2), B1, ... back to back, 9 per
+   * micro-batch: ends 1 + 9 m; stage 0's last backward 2 more: 9 m + 3 = 48. */
+  check_uneven(s, 1, 3, 48);
+  /* L = 3, 1. Stage 0 never waits: F0 [0,3], F1 [3,6]; stage 1 F0 [3,4] B0 [4,6]; stage 0 B0 [6,12], F2, B1 (stage 1
+   * B1 done at 9), ...: 9 m = 45. */
+  check_uneven(s, 3, 0, 45);
+  /* GPipe, L = 1, 3: the forward flow shop ends at sum L + (m - 1) max L = 4 + 12 = 16 on stage 1, then the
+   * backward one: 2 (3 + 1) + 2 (m - 1) 3 = 32 more: 48. */
+  s.schedule = "gpipe";
+  check_uneven(s, 1, 3, 48);
+  s.schedule = "1f1b";
+  s.pp = 4, s.layers = 10, s.global = 6; /* m = 6 */
+  /* L = 1, 4, 4, 1: stage 2 gets F0 at 1 + 4 = 5 and then runs back to back (72 = 3 m L), its last backward
+   * returns through stages 1 and 0 in 8 + 2: 5 + 72 + 10 = 87. */
+  check_uneven(s, 1, 1, 87);
+  /* L = 4, 2, 2, 2: stage 0 runs its 4 forwards (warm-up 3 + 1) by 16, its first backward is ready after
+   * F: 4 + 2 + 2 + 2, B: 4 + 4 + 4 = 22; then 6 backwards of 8 and 2 forwards of 4 back to back: 22 + 56 = 78. */
+  check_uneven(s, 4, 0, 78);
+  /* L = 3, 3, 3, 1: stage 2 gets F0 at 6, runs 3 m 3 = 54 back to back, its last backward returns in 6 + 6: 72. */
+  check_uneven(s, 0, 1, 72);
+  /* even stages through the same path: (m + pp - 1) 3 L = 9 x 6 = 54, the old bubble */
+  s.layers = 8;
+  check_uneven(s, 0, 0, 54);
+}
+
+/* Interleaved with uneven stages: each stage's layers split into its vpp
+ * chunks, virtual stage c * pp + s follows c * pp + s - 1 in layer order. */
+static void test_uneven_interleaved(void) {
+  spec s = base();
+  s.pp = 2, s.vpp = 2, s.layers = 8, s.global = 4, s.schedule = "interleaved-1f1b";
+  s.layout_extra = ", \"decoder_first_pipeline_num_layers\": 2";
+  plan p = load(&s);
+  CU_ASSERT_EQUAL(plan_stage_layers(&p, 0), 2);
+  CU_ASSERT_EQUAL(plan_stage_layers(&p, 1), 6);
+  CU_ASSERT_EQUAL(plan_chunk_layers(&p, 0), 1);
+  CU_ASSERT_EQUAL(plan_chunk_layers(&p, 1), 3);
+  /* virtual stages 0..3 hold layers {0}, {1,2,3}, {4}, {5,6,7} */
+  CU_ASSERT_EQUAL(plan_chunk_first_layer(&p, 0, 0), 0);
+  CU_ASSERT_EQUAL(plan_chunk_first_layer(&p, 1, 0), 1);
+  CU_ASSERT_EQUAL(plan_chunk_first_layer(&p, 0, 1), 4);
+  CU_ASSERT_EQUAL(plan_chunk_first_layer(&p, 1, 1), 5);
+  plan_program *g = build_all(&p);
+  eval_result res = evaluate(&p, g);
+  CU_ASSERT(res.completed);
+  free(res.busy);
+  free_all(&p, g);
+}
+
+/* Memory follows the stage's layers: weights of stage s = its layers' params
+ * (+ embedding / head), activations = its chunk's layers x in-flight peak. */
+static void test_uneven_memory(void) {
+  spec s = base();
+  s.pp = 4, s.layers = 10, s.global = 8;
+  plan even_p;
+  {
+    spec e = s;
+    e.layers = 8;
+    even_p = load(&e);
+  }
+  s.layout_extra = ", \"decoder_first_pipeline_num_layers\": 1, \"decoder_last_pipeline_num_layers\": 1";
+  plan p = load(&s);
+  /* a middle stage of the uneven plan holds 4 layers, one of the even one 2: the difference is 2 layers */
+  double per_layer = (plan_params_of_stage(&p, 1) - plan_params_of_stage(&even_p, 1)) / 2.0;
+  CU_ASSERT(per_layer > 0);
+  CU_ASSERT_DOUBLE_EQUAL(plan_params_of_stage(&p, 2), 4 * per_layer, 1e-6 * per_layer);
+  plan_memory m1, m2, all;
+  CU_ASSERT_EQUAL(plan_memory_of_stage(&p, 1, &m1), 0);
+  CU_ASSERT_EQUAL(plan_memory_of_stage(&p, 2, &m2), 0);
+  /* same layers, peak pp - s: 3 vs 2 micro-batches in flight */
+  CU_ASSERT_DOUBLE_EQUAL(m1.activations / 3.0, m2.activations / 2.0, 1e-6 * m1.activations);
+  CU_ASSERT_EQUAL(plan_memory_per_gpu(&p, &all), 0);
+  for (int st = 0; st < p.pp; st++) {
+    plan_memory here;
+    CU_ASSERT_EQUAL(plan_memory_of_stage(&p, st, &here), 0);
+    CU_ASSERT(here.total <= all.total);
+  }
+}
+
+/* Llama-3 405B (126 layers) plans on PP 8 and PP 16 with uneven stages, and
+ * not without them; each rule's failure names its field. */
+static void test_uneven_rules(void) {
+  static const struct {
+    int pp, first, last;
+    const char *field; /* NULL: loads */
+  } cases[] = {
+      {8, 15, 15, NULL},
+      {16, 7, 7, NULL},
+      {16, 0, 0, "layout.pp"},
+      {8, 0, 0, "layout.pp"},
+      {8, 14, 14, "decoder_first_pipeline_num_layers"},   /* 98 left over 6 stages */
+      {8, 0, 14, "decoder_last_pipeline_num_layers"},     /* 112 over 7 stages: 16 each — loads */
+      {1, 5, 0, "decoder_first_pipeline_num_layers"},     /* needs pp >= 2 */
+      {2, 126, 0, "decoder_first_pipeline_num_layers"},   /* not less than the layers */
+      {2, 100, 30, "decoder_first_pipeline_num_layers"},  /* more than the layers */
+      {2, 100, 20, "decoder_first_pipeline_num_layers"},  /* 6 left, no middle stage */
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char buf[2048];
+    char extra[160] = "";
+    if (cases[k].first) snprintf(extra, sizeof extra, ", \"decoder_first_pipeline_num_layers\": %d", cases[k].first);
+    if (cases[k].last)
+      snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"decoder_last_pipeline_num_layers\": %d",
+               cases[k].last);
+    int dp = 128 / cases[k].pp;
+    snprintf(buf, sizeof buf,
+             "{ \"schema\": 1, \"model\": \"llama3-405b\", \"cluster\": \"h200-1024-rail\",\n"
+             "  \"layout\": { \"dp\": %d, \"tp\": 8, \"pp\": %d, \"sequence_parallel\": true, \"zero1\": true,"
+             " \"recompute\": \"full\"%s },\n"
+             "  \"batch\": { \"micro\": 1, \"global\": %d, \"seq\": 4096 }, \"schedule\": \"1f1b\" }\n",
+             dp, cases[k].pp, extra, dp * 16);
+    plan p;
+    ts_err e = {0};
+    int rc = plan_from_json_text(buf, strlen(buf), "u.json", NULL, NULL, &p, &e);
+    bool want_ok = !cases[k].field || (cases[k].pp == 8 && cases[k].first == 0 && cases[k].last == 14);
+    if (want_ok != (rc == 0)) printf("\n  case %zu: rc %d: %s\n", k, rc, e.msg);
+    CU_ASSERT_EQUAL(rc == 0, want_ok);
+    if (!want_ok) CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, cases[k].field));
+    if (rc == 0 && !cases[k].field) {
+      CU_ASSERT_EQUAL(plan_stage_layers(&p, 0), cases[k].first);
+      CU_ASSERT_EQUAL(plan_stage_layers(&p, p.pp - 1), cases[k].last);
+      CU_ASSERT_EQUAL(plan_stage_layers(&p, 1), cases[k].pp == 8 ? 16 : 8);
+      plan_program g;
+      CU_ASSERT_EQUAL(plan_build_program(&p, plan_world_size(&p) - 1, &g, &e), 0);
+      plan_program_free(&g);
+    }
+  }
+  /* vpp must divide every stage's count */
+  spec s = base();
+  s.pp = 2, s.vpp = 2, s.layers = 8, s.global = 4, s.schedule = "interleaved-1f1b";
+  char buf[4096];
+  (void)buf;
+  s.layout_extra = ", \"decoder_first_pipeline_num_layers\": 3";
+  {
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x8-nvswitch\",\n"
+             "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": 2, \"vpp\": 2%s },\n"
+             "  \"batch\": { \"micro\": 1, \"global\": 4, \"seq\": 256 }, \"schedule\": \"interleaved-1f1b\","
+             " \"layers_override\": 8 }\n",
+             s.layout_extra);
+    plan p;
+    ts_err e = {0};
+    CU_ASSERT_NOT_EQUAL(plan_from_json_text(text, strlen(text), "u.json", NULL, NULL, &p, &e), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "decoder_first_pipeline_num_layers"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "vpp"));
+  }
 }
 
 static void test_idle_1f1b(void) {
@@ -978,6 +1187,10 @@ int main(void) {
   CU_add_test(prog, "codec_min_bytes", test_codec_min_bytes);
   CU_add_test(prog, "TP collectives and SP", test_tp_collectives_and_sp);
   CU_add_test(prog, "DP buckets and ZeRO-1", test_dp_buckets_and_zero1);
+  CU_add_test(prog, "uneven stages: makespan and busy time hand-worked", test_uneven_stages);
+  CU_add_test(prog, "uneven stages with interleaving: chunk layers", test_uneven_interleaved);
+  CU_add_test(prog, "uneven stages: memory per stage", test_uneven_memory);
+  CU_add_test(prog, "uneven stages: Llama-3 405B on PP 8/16, rules", test_uneven_rules);
   CU_add_test(prog, "recompute", test_recompute);
   CU_add_test(prog, "tp_overlap_chunks splits forward row-parallel GEMMs exactly", test_tp_overlap_chunks);
   CU_add_test(prog, "memory", test_memory);

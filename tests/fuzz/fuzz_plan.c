@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   plan_memory m;
   if (plan_memory_per_gpu(&p, &m) || !isfinite(m.total) || m.total <= 0) __builtin_trap();
   /* build one program when it stays small (the fuzzer must stay fast) */
-  if ((long long)plan_schedule_length(&p) * plan_layers_per_chunk(&p) > 20000) return 0;
+  if ((long long)plan_schedule_length(&p) * plan_max_stage_layers(&p) > 20000) return 0;
   plan_program g;
   int rank = plan_world_size(&p) - 1;
   if (plan_build_program(&p, rank, &g, &e)) __builtin_trap();

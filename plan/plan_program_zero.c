@@ -1,0 +1,159 @@
+/* plan_program_zero.c — data-parallel sharding (ZeRO-1/2/3) and the
+ * distributed optimizer's overlaps: the plan fields, their rules, and what
+ * each model chunk's parameters are and how they fall into buckets. The ops
+ * themselves are emitted by plan_program.c at the points these describe.
+ *
+ * Megatron-LM's names (megatron/training/arguments.py): --use-distributed-
+ * optimizer is "optim" (ZeRO-1); --data-parallel-sharding-strategy
+ * {no_shard, optim, optim_grads, optim_grads_params} (Megatron-FSDP);
+ * --overlap-grad-reduce; --overlap-param-gather, which Megatron accepts only
+ * with the distributed optimizer (or FSDP) and with --overlap-grad-reduce;
+ * optim_grads turns on overlap-grad-reduce, optim_grads_params both. */
+#include <string.h>
+
+#include "plan.h"
+#include "plan_internal.h"
+#include "ts_json.h"
+
+static const char *const strategy_names[] = {"no_shard", "optim", "optim_grads", "optim_grads_params", NULL};
+
+int plan_load_zero_fields(json_t *layout, const char *file, plan *p, ts_err *e) {
+  int strategy;
+  if (tsj_enum_opt(layout, "data_parallel_sharding_strategy", strategy_names, p->zero1 ? 1 : 0, &strategy, file,
+                   "layout", e))
+    return -1;
+  if (json_object_get(layout, "zero1") && (strategy >= 1) != p->zero1)
+    return ts_fail(e, file, "layout.data_parallel_sharding_strategy",
+                   "\"%s\" contradicts \"zero1\": %s (every strategy but no_shard shards the optimizer)",
+                   strategy_names[strategy], p->zero1 ? "true" : "false");
+  p->zero_stage = strategy;
+  p->zero1 = strategy >= 1;
+  /* Megatron turns the overlaps on for the FSDP strategies */
+  bool grad_overlap;
+  if (tsj_bool_opt(layout, "overlap_grad_reduce", true, &grad_overlap, file, "layout", e)) return -1;
+  p->overlap_grad_reduce_off = !grad_overlap;
+  if (tsj_bool_opt(layout, "overlap_param_gather", strategy == 3, &p->overlap_param_gather, file, "layout", e))
+    return -1;
+  long long v;
+  if (tsj_int_opt(layout, "zero3_prefetch_layers", 0, 64, 1, &v, file, "layout", e)) return -1;
+  p->zero3_prefetch = (int)v;
+  if (json_object_get(layout, "zero3_prefetch_layers") && strategy != 3)
+    return ts_fail(e, file, "layout.zero3_prefetch_layers",
+                   "applies to data_parallel_sharding_strategy \"optim_grads_params\" only");
+  return 0;
+}
+
+int plan_validate_zero(const plan *p, ts_err *e) {
+  const char *f = p->path;
+  if (p->zero_stage < 0 || p->zero_stage > 3)
+    return ts_fail(e, f, "layout.data_parallel_sharding_strategy", "stage %d is not 0..3", p->zero_stage);
+  /* a plan built in code (the layout search) may set zero1 alone: that is "optim" */
+  if (p->zero_stage >= 1 && !p->zero1)
+    return ts_fail(e, f, "layout.zero1", "false does not match data_parallel_sharding_strategy (stage %d)",
+                   p->zero_stage);
+  if (p->overlap_param_gather && !p->zero1)
+    return ts_fail(e, f, "layout.overlap_param_gather",
+                   "true needs the distributed optimizer (\"zero1\": true or a sharding strategy), as in Megatron-LM");
+  if (p->overlap_param_gather && p->overlap_grad_reduce_off)
+    return ts_fail(e, f, "layout.overlap_param_gather",
+                   "true needs overlap_grad_reduce true (Megatron-LM: \"Must use --overlap-param-gather with "
+                   "--overlap-grad-reduce\")");
+  if (p->zero_stage >= 2 && p->overlap_grad_reduce_off)
+    return ts_fail(e, f, "layout.overlap_grad_reduce",
+                   "false with data_parallel_sharding_strategy \"%s\": sharded gradients are reduce-scattered "
+                   "during the backward of every micro-batch (Megatron turns the overlap on)",
+                   strategy_names[p->zero_stage]);
+  return 0;
+}
+
+/* ---- parameters of the units of a chunk ---- */
+
+static double ops_params(const model_op *ops, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += ops[i].params;
+  return s;
+}
+
+double plan_layer_params(const plan *p) {
+  model_shard s = plan_shard(p);
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  ts_err e;
+  int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  return n < 0 ? -1 : ops_params(ops, n);
+}
+
+double plan_embedding_params(const plan *p) {
+  model_shard s = plan_shard(p);
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  ts_err e;
+  int n = model_embedding_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  return n < 0 ? -1 : ops_params(ops, n);
+}
+
+double plan_head_params(const plan *p) {
+  model_shard s = plan_shard(p);
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  ts_err e;
+  int n = model_output_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  if (n < 0) return -1;
+  double head = ops_params(ops, n);
+  if (p->model.tied_embeddings && p->pp > 1) head += (double)model_vocab_per_gpu(&p->model, p->tp) * p->model.hidden;
+  return head;
+}
+
+/* Buckets close as plan_program.c's bucket_add closes them: walking the units
+ * backward, a bucket closes once grad_bytes x its parameters reach
+ * dp_bucket_bytes, and the chunk's last one closes at the end. */
+int plan_zero_chunk_units(const plan *p, int stage, int chunk, plan_zero_chunk *z, ts_err *e) {
+  memset(z, 0, sizeof *z);
+  const int v = plan_virtual_stage(p, stage, chunk), V = p->pp * p->vpp, layers = plan_chunk_layers(p, stage);
+  z->emb = v == 0;
+  z->head = v == V - 1;
+  z->n = z->emb + layers + z->head;
+  z->first_layer = plan_chunk_first_layer(p, stage, chunk);
+  if (z->n > PLAN_ZERO_MAX_UNITS)
+    return ts_fail(e, p->path, "layout", "%d layers in one model chunk: more than the %d data-parallel sharding "
+                   "handles", layers, PLAN_ZERO_MAX_UNITS - 2);
+  double layer = plan_layer_params(p), emb = plan_embedding_params(p), head = plan_head_params(p);
+  if (layer < 0 || emb < 0 || head < 0) return ts_fail_sys(e, "plan: the model's ops cannot be listed");
+  for (int u = 0; u < z->n; u++) z->params[u] = layer;
+  if (z->emb) z->params[0] = emb;
+  if (z->head) z->params[z->n - 1] = head;
+  /* backward order: bucket k (0 = first closed) */
+  const int gb = plan_grad_bytes(p);
+  double open = 0;
+  int k = 0;
+  for (int u = z->n - 1; u >= 0; u--) {
+    open += z->params[u];
+    z->bucket[u] = k;
+    if (gb * open >= p->dp_bucket_bytes) k++, open = 0;
+  }
+  z->buckets = open > 0 ? k + 1 : k;
+  for (int u = 0; u < z->n; u++) z->bucket[u] = z->buckets - 1 - z->bucket[u];
+  return 0;
+}
+
+/* ---- memory ---- */
+
+/* ZeRO-2 keeps the gradient shard plus the bucket being filled and the one
+ * being reduce-scattered; ZeRO-3 keeps the parameter shard plus the layer in
+ * use and the prefetched ones, gathered, and for the gradients the shard plus
+ * a layer's full gradient being computed and one being reduce-scattered.
+ * `params` is what the stage holds unsharded. */
+void plan_zero_memory(const plan *p, int stage, double params, plan_memory *m) {
+  if (p->zero_stage < 2 || p->dp < 2) return;
+  const int gb = plan_grad_bytes(p);
+  double unit = plan_layer_params(p);
+  if (stage == 0 && plan_embedding_params(p) > unit) unit = plan_embedding_params(p);
+  if (stage == p->pp - 1 && plan_head_params(p) > unit) unit = plan_head_params(p);
+  if (unit > params) unit = params;
+  if (p->zero_stage == 2) {
+    double bucket = p->dp_bucket_bytes < gb * params ? p->dp_bucket_bytes : gb * params;
+    m->gradients = gb * params / p->dp + 2.0 * bucket;
+  } else {
+    m->weights = 2.0 * params / p->dp + (p->zero3_prefetch + 1.0) * 2.0 * unit;
+    m->gradients = gb * params / p->dp + 2.0 * gb * unit;
+  }
+  if (m->gradients > gb * params) m->gradients = gb * params;
+  if (m->weights > 2.0 * params) m->weights = 2.0 * params;
+}

@@ -1,0 +1,152 @@
+/* test_plan_tpo.c — layout.tp_comm_overlap (Megatron-Core's --tp-comm-overlap
+ * under sequence parallelism): the programs split each SP all-gather into
+ * tp - 1 ring steps pipelined with tp GEMM pieces and each row-parallel
+ * reduce-scatter into 4 pieces behind the GEMM pieces; bytes and FLOPs add
+ * up to the unsplit program's exactly; the SMs of the communication kernels
+ * beside each GEMM; the rules. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+static const char *sp = "true";
+static int load(int tp, const char *extra, int seq, plan *p, ts_err *e) {
+  char buf[2048];
+  snprintf(buf, sizeof buf,
+           "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x8-nvswitch\",\n"
+           "  \"layout\": { \"dp\": 1, \"tp\": %d, \"pp\": 2, \"sequence_parallel\": %s, \"recompute\": \"full\"%s },\n"
+           "  \"batch\": { \"micro\": 1, \"global\": 4, \"seq\": %d }, \"schedule\": \"1f1b\", \"layers_override\": 4 }\n",
+           tp, sp, extra, seq);
+  return plan_from_json_text(buf, strlen(buf), "tpo.json", NULL, NULL, p, e);
+}
+
+typedef struct {
+  double tp_bytes[2][4], flops;           /* [fwd, bwd traffic][coll], compute FLOPs */
+  int steps, pieces, rs_pieces, layer_ag, layer_rs;
+} totals;
+
+static totals sum(const plan_program *g, int layer) {
+  totals t = {0};
+  for (int i = 0; i < g->n; i++) {
+    const plan_op *op = &g->ops[i];
+    for (int d = 0; d < PLAN_MAX_DEPS; d++) CU_ASSERT(op->dep[d] < i);
+    if (op->kind == PLAN_OP_COMPUTE) t.flops += op->flops;
+    if (op->kind != PLAN_OP_COLLECTIVE || op->stream != PLAN_STREAM_TP) continue;
+    t.tp_bytes[op->traffic == PLAN_TRAFFIC_TP_BWD][op->coll] += op->bytes;
+    if (op->model_op >= 0 && op->layer == layer && op->micro == 0 && op->phase == PLAN_PHASE_FWD) {
+      if (op->coll == PLAN_COLL_ALLGATHER) t.layer_ag++;
+      if (op->coll == PLAN_COLL_REDUCESCATTER) t.layer_rs++;
+    }
+  }
+  return t;
+}
+
+static void test_split_exact(void) {
+  for (int tp = 2; tp <= 4; tp *= 2) { /* gpt-tiny has 4 heads */
+    plan a, b;
+    ts_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(load(tp, "", 256, &a, &e), 0);
+    int rc = load(tp, ", \"tp_comm_overlap\": true", 256, &b, &e);
+    if (rc) printf("\n  %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    for (int r = 0; r < plan_world_size(&a); r += tp) {
+      plan_program ga, gb;
+      CU_ASSERT_EQUAL_FATAL(plan_build_program(&a, r, &ga, &e), 0);
+      CU_ASSERT_EQUAL_FATAL(plan_build_program(&b, r, &gb, &e), 0);
+      int layer = plan_chunk_first_layer(&a, plan_coord_of(&a, r).pp, 0) + 1;
+      totals ta = sum(&ga, layer), tb = sum(&gb, layer);
+      for (int d = 0; d < 2; d++)
+        for (int c = 0; c < 4; c++) CU_ASSERT_DOUBLE_EQUAL(tb.tp_bytes[d][c], ta.tp_bytes[d][c], 1e-6 * (1 + ta.tp_bytes[d][c]));
+      CU_ASSERT_DOUBLE_EQUAL(tb.flops, ta.flops, 1e-9 * ta.flops);
+      /* one layer's forward: 2 all-gathers -> 2 (tp - 1) ring steps; 2 reduce-scatters -> 2 x 4 pieces */
+      CU_ASSERT_EQUAL(ta.layer_ag, 2);
+      CU_ASSERT_EQUAL(ta.layer_rs, 2);
+      CU_ASSERT_EQUAL(tb.layer_ag, 2 * (tp - 1));
+      CU_ASSERT_EQUAL(tb.layer_rs, 2 * PLAN_TPO_PIPELINE_SPLITS);
+      /* a ring piece s >= 1 waits for step s; piece 0 for no step */
+      for (int i = 0; i < gb.n; i++) {
+        const plan_op *op = &gb.ops[i];
+        if (op->kind != PLAN_OP_COMPUTE || op->row_chunks != tp || op->row_chunks == PLAN_TPO_PIPELINE_SPLITS) continue;
+        bool waits_step = false;
+        for (int d = 0; d < PLAN_MAX_DEPS; d++) {
+          int k = op->dep[d];
+          if (k >= 0 && gb.ops[k].coll == PLAN_COLL_ALLGATHER && gb.ops[k].stream == PLAN_STREAM_TP &&
+              gb.ops[k].model_op == op->model_op && gb.ops[k].row_chunk == op->row_chunk)
+            waits_step = true;
+        }
+        CU_ASSERT_EQUAL(waits_step, op->row_chunk > 0);
+      }
+      plan_program_free(&ga);
+      plan_program_free(&gb);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(plan_model_flops(&a), plan_model_flops(&b), 0);
+  }
+}
+
+/* gpt-tiny's layer ops: ln1, qkv (column), attention, attn_out (row), ..., fc1 (column), act, fc2 (row). */
+static void test_comm_sms(void) {
+  plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load(2, ", \"tp_comm_overlap\": true", 256, &p, &e), 0);
+  model_shard s = {.tp = p.tp, .sequence_parallel = true, .micro_batch = 1, .seq = 256};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&p.model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_FATAL(n > 0);
+  int cols = 0, rows = 0;
+  for (int i = 0; i < n; i++) {
+    int f = plan_tpo_comm_sms(&p, i, PLAN_PHASE_FWD, PLAN_PART_WHOLE);
+    int dg = plan_tpo_comm_sms(&p, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD);
+    int wg = plan_tpo_comm_sms(&p, i, PLAN_PHASE_BWD, PLAN_PART_WGRAD);
+    if (ops[i].parallel == MODEL_PAR_ROW) {
+      rows++;
+      CU_ASSERT_EQUAL(f, 16);  /* pipeline reduce-scatter */
+      CU_ASSERT_EQUAL(dg, 1);  /* ring-exchanged output gradient */
+      CU_ASSERT_EQUAL(wg, 0);
+    } else if (ops[i].parallel == MODEL_PAR_COLUMN) {
+      cols++;
+      CU_ASSERT_EQUAL(f, 1);   /* ring-exchanged input */
+      CU_ASSERT_EQUAL(dg, 16); /* bulk all-gather of the input for the wgrad */
+      CU_ASSERT_EQUAL(wg, 16); /* bulk reduce-scatter of the input gradient */
+    } else {
+      CU_ASSERT_EQUAL(f + dg + wg, 0);
+    }
+  }
+  CU_ASSERT_EQUAL(rows, 2);
+  CU_ASSERT_EQUAL(cols, 2);
+  plan off;
+  CU_ASSERT_EQUAL_FATAL(load(2, "", 256, &off, &e), 0);
+  for (int i = 0; i < n; i++) CU_ASSERT_EQUAL(plan_tpo_comm_sms(&off, i, PLAN_PHASE_FWD, PLAN_PART_WHOLE), 0);
+}
+
+static void expect_error(int tp, const char *extra, int seq, const char *field) {
+  plan p;
+  ts_err e = {0};
+  CU_ASSERT_NOT_EQUAL(load(tp, extra, seq, &p, &e), 0);
+  if (!strstr(e.msg, field)) printf("\n  %s: %s\n", field, e.msg);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, field));
+}
+
+static void test_rules(void) {
+  expect_error(1, ", \"tp_comm_overlap\": true", 256, "layout.tp_comm_overlap");
+  sp = "false";
+  expect_error(2, ", \"tp_comm_overlap\": true", 256, "layout.tp_comm_overlap");
+  sp = "true";
+  expect_error(2, ", \"tp_comm_overlap\": true", 252, "layout.tp_comm_overlap"); /* 252 tokens, not 4 x 2 pieces */
+  expect_error(2, ", \"tp_comm_overlap\": 1", 256, "layout.tp_comm_overlap");
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("plan_tpo", NULL, NULL);
+  CU_add_test(s, "tp_comm_overlap: ring steps and pipeline pieces add up exactly", test_split_exact);
+  CU_add_test(s, "tp_comm_overlap: SMs of the comm kernel beside each GEMM", test_comm_sms);
+  CU_add_test(s, "tp_comm_overlap: rules", test_rules);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}

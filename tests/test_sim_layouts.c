@@ -1,0 +1,193 @@
+/* test_sim_layouts.c — the simulator on the layouts of issue 22, against
+ * figures worked out from the simulator's own collective prices:
+ * ZeRO-3's data-parallel traffic per layer (two all-gathers of the layer's
+ * bf16 parameters and one reduce-scatter of its fp32 gradients per
+ * micro-batch) on 2 x H200 over NVLink. */
+#define _POSIX_C_SOURCE 200809L
+#include <CUnit/Basic.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibration.h"
+#include "plan_internal.h"
+#include "sim.h"
+#include "sim_costs.h"
+
+static schema_calibration cal;
+
+/* gpt-h4096-dp2 (8 layers, h 4096, DP 2 on 2 x H200 NVLink, 4 micro-batches) with layout fields added. */
+static int load_plan(plan *p, const char *key, json_t *value, const char *key2, json_t *value2, ts_err *e) {
+  json_error_t je;
+  json_t *root = json_load_file(PLANS_DIR "/gpt-h4096-dp2.json", 0, &je);
+  if (!root) return -1;
+  json_t *layout = json_object_get(root, "layout");
+  json_object_set_new(layout, "zero1", json_true());
+  if (key) json_object_set_new(layout, key, value);
+  if (key2) json_object_set_new(layout, key2, value2);
+  char *text = json_dumps(root, 0);
+  json_decref(root);
+  int rc = plan_from_json_text(text, strlen(text), "layouts.json", NULL, NULL, p, e);
+  free(text);
+  return rc;
+}
+
+static double coll_s(sim_costs *c, plan_coll coll, double bytes) {
+  plan_op op = {.kind = PLAN_OP_COLLECTIVE, .stream = PLAN_STREAM_DP, .group = PLAN_GROUP_DP, .coll = coll,
+                .traffic = PLAN_TRAFFIC_DP, .phase = PLAN_PHASE_BWD, .model_op = PLAN_MOP_GRAD_BUCKET,
+                .bytes = bytes, .wire_bytes = bytes};
+  for (int d = 0; d < PLAN_MAX_DEPS; d++) op.dep[d] = -1;
+  double s = -1;
+  int included;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(sim_coll_calibrated_s(c, &op, 2, &s, &included, &e), 0);
+  return s;
+}
+
+/* Each rank's communication time is the DP stream's alone here (TP 1, PP 1):
+ * m x sum over units (embedding, 8 layers, head) of 2 all-gathers of 2 P_u
+ * bytes and a reduce-scatter of 4 P_u, each at its price for 2 ranks. */
+static void test_zero3_traffic_time(void) {
+  static plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, "data_parallel_sharding_strategy", json_string("optim_grads_params"), NULL,
+                                  NULL, &e),
+                        0);
+  static sim_costs c;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &p, &cal, NULL, &e), 0);
+  plan_zero_chunk z;
+  CU_ASSERT_EQUAL_FATAL(plan_zero_chunk_units(&p, 0, 0, &z, &e), 0);
+  CU_ASSERT_EQUAL(z.n, 10);
+  const int m = plan_micro_batches(&p);
+  CU_ASSERT_EQUAL(m, 4);
+  double want = 0;
+  for (int u = 0; u < z.n; u++)
+    want += m * (2 * coll_s(&c, PLAN_COLL_ALLGATHER, 2.0 * z.params[u]) + coll_s(&c, PLAN_COLL_REDUCESCATTER,
+                                                                                4.0 * z.params[u]));
+  /* a layer of gpt-h4096: 12 h^2 + 13 h parameters */
+  CU_ASSERT_DOUBLE_EQUAL(z.params[1], 12.0 * 4096 * 4096 + 13.0 * 4096, 1);
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .clock_off = true};
+  schema_result r;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &r, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(r.n_ranks, 2);
+  for (int k = 0; k < 2; k++) {
+    printf("\n  rank %d: communication %.6f s, worked out %.6f s", k, r.ranks[k].comm_s, want);
+    CU_ASSERT(fabs(r.ranks[k].comm_s - want) <= 0.005 * want);
+  }
+  double zero3 = r.iteration_time_s, exposed3 = r.breakdown.dp_exposed_s;
+  schema_result_free(&r);
+  /* no prefetch: every gather exposed, so slower, with more DP time exposed */
+  static plan q;
+  CU_ASSERT_EQUAL_FATAL(load_plan(&q, "data_parallel_sharding_strategy", json_string("optim_grads_params"),
+                                  "zero3_prefetch_layers", json_integer(0), &e),
+                        0);
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&q, &o, &r, &e), 0);
+  printf("\n  iteration: prefetch 1 %.6f s (DP exposed %.6f), prefetch 0 %.6f s (%.6f)", zero3, exposed3,
+         r.iteration_time_s, r.breakdown.dp_exposed_s);
+  CU_ASSERT(r.iteration_time_s > zero3);
+  CU_ASSERT(r.breakdown.dp_exposed_s > exposed3);
+  schema_result_free(&r);
+}
+
+/* overlap_param_gather hides the distributed optimizer's gathers behind the
+ * forward: the iteration is shorter by at most their time after the step. */
+static void test_param_gather_overlap(void) {
+  static plan a, b;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&a, NULL, NULL, NULL, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&b, "overlap_param_gather", json_true(), NULL, NULL, &e), 0);
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .clock_off = true};
+  schema_result ra, rb;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&a, &o, &ra, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&b, &o, &rb, &e), 0);
+  static sim_costs c;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &a, &cal, NULL, &e), 0);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&a, 0, &g, &e), 0);
+  double gathers = 0;
+  for (int i = 0; i < g.n; i++)
+    if (g.ops[i].model_op == PLAN_MOP_PARAM_GATHER) gathers += coll_s(&c, PLAN_COLL_ALLGATHER, g.ops[i].bytes);
+  plan_program_free(&g);
+  double saved = ra.iteration_time_s - rb.iteration_time_s;
+  printf("\n  ZeRO-1 %.6f s, overlap_param_gather %.6f s: saved %.6f of the gathers' %.6f s", ra.iteration_time_s,
+         rb.iteration_time_s, saved, gathers);
+  CU_ASSERT(saved > 0);
+  CU_ASSERT(saved <= gathers * 1.001);
+  schema_result_free(&ra);
+  schema_result_free(&rb);
+}
+
+/* tp_comm_overlap on gpt-h4096-tp2-sp (2 x H200 NVLink): a GEMM piece beside
+ * a userbuffer kernel of n SMs costs the same piece alone x sms / (sms - n)
+ * (Transformer Engine's 16 SMs beside the row-parallel forward, 1 beside
+ * the ring-exchanged column-parallel forward); the layers' TP collectives
+ * no longer wait for the GEMMs' SMs, so less TP time is exposed. */
+static int load_tp2sp(plan *p, bool tpo, ts_err *e) {
+  json_error_t je;
+  json_t *root = json_load_file(PLANS_DIR "/gpt-h4096-tp2-sp.json", 0, &je);
+  if (!root) return -1;
+  json_object_set_new(json_object_get(root, "layout"), "tp_comm_overlap", json_boolean(tpo));
+  char *text = json_dumps(root, 0);
+  json_decref(root);
+  int rc = plan_from_json_text(text, strlen(text), "tpo.json", NULL, NULL, p, e);
+  free(text);
+  return rc;
+}
+
+static void test_tp_comm_overlap(void) {
+  static plan on, off;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_tp2sp(&on, true, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_tp2sp(&off, false, &e), 0);
+  static sim_costs con, coff;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&con, &on, &cal, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&coff, &off, &cal, NULL, &e), 0);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&on, 0, &g, &e), 0);
+  const double sms = on.cluster.gpu.sms;
+  int checked = 0;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->layer != 0 || op->micro != 0) continue;
+    int n = plan_tpo_comm_sms(&on, op->model_op, op->phase, op->part);
+    double t_on, t_off;
+    CU_ASSERT_EQUAL(sim_compute_s(&con, op, &t_on, &e), 0);
+    CU_ASSERT_EQUAL(sim_compute_s(&coff, op, &t_off, &e), 0); /* the same piece under the plan without the overlap */
+    CU_ASSERT_DOUBLE_EQUAL(t_on, t_off * (n ? sms / (sms - n) : 1.0), 1e-12);
+    checked += n > 0;
+  }
+  CU_ASSERT(checked >= 8);
+  plan_program_free(&g);
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .clock_off = true};
+  schema_result ra, rb;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&off, &o, &ra, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&on, &o, &rb, &e), 0);
+  printf("\n  off %.6f s (TP exposed %.6f), on %.6f s (%.6f), compute %.6f -> %.6f s", ra.iteration_time_s,
+         ra.breakdown.tp_exposed_s, rb.iteration_time_s, rb.breakdown.tp_exposed_s, ra.breakdown.compute_s,
+         rb.breakdown.compute_s);
+  CU_ASSERT(rb.breakdown.tp_exposed_s < 0.5 * ra.breakdown.tp_exposed_s);
+  CU_ASSERT(rb.breakdown.compute_s > ra.breakdown.compute_s);
+  schema_result_free(&ra);
+  schema_result_free(&rb);
+}
+
+int main(void) {
+  ts_err e = {0};
+  if (schema_calibration_load(MEASURED_CALIBRATION, &cal, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return 1;
+  }
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("sim_layouts", NULL, NULL);
+  CU_add_test(s, "ZeRO-3: DP traffic per layer, worked out from the collective prices", test_zero3_traffic_time);
+  CU_add_test(s, "overlap_param_gather: the gathers hidden behind the forward", test_param_gather_overlap);
+  CU_add_test(s, "tp_comm_overlap: GEMMs without the comm SMs, collectives beside them", test_tp_comm_overlap);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  schema_calibration_free(&cal);
+  return failed ? 1 : 0;
+}
