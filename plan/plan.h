@@ -115,6 +115,9 @@ int plan_load(const char *path, const char *models_dir, const char *topologies_d
 int plan_from_json_text(const char *text, size_t len, const char *what, const char *models_dir,
                         const char *topologies_dir, plan *p, ts_err *e);
 int plan_validate(const plan *p, ts_err *e);
+/* Sets what the loader sets when a plan file omits it: codec_min_bytes, and
+ * dp_bucket_bytes for p's dp and gradient precision (the layout search's plans). */
+void plan_set_loader_defaults(plan *p);
 
 /* Bytes per gradient element as kept and reduced: 4 (fp32) or 2 (bf16). */
 static inline int plan_grad_bytes(const plan *p) { return p->grad_reduce_bf16 ? 2 : 4; }

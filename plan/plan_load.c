@@ -18,6 +18,11 @@ double plan_default_dp_bucket_bytes(int dp) {
   return 4.0 * params;
 }
 
+void plan_set_loader_defaults(plan *p) {
+  p->codec_min_bytes = PLAN_DEFAULT_CODEC_MIN_BYTES;
+  p->dp_bucket_bytes = plan_default_dp_bucket_bytes(p->dp) / 4.0 * plan_grad_bytes(p);
+}
+
 static int load_codec(json_t *codecs, int t, const char *file, plan_codec *c, ts_err *e) {
   char path[64];
   snprintf(path, sizeof path, "codec.%s", traffic_keys[t]);

@@ -112,11 +112,13 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   double t0 = now_s();
   static plan base;
   if (sim_search_base_plan(o->model, o->cluster, &base, e) || resolve(o, &base, r, e)) return -1;
-  const char *cal_path = o->calibration ? o->calibration : sim_default_calibration(&base.cluster);
-  snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
-  schema_calibration cal;
+  schema_calibration cal = {0};
   sim_cost_source src;
-  if (sim_load_costs(cal_path, &base.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, e)) return -1;
+  if (!o->memory_only) {
+    const char *cal_path = o->calibration ? o->calibration : sim_default_calibration(&base.cluster);
+    snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
+    if (sim_load_costs(cal_path, &base.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, e)) return -1;
+  }
 
   int rc = -1;
   layout_list ll = {0};
@@ -157,6 +159,8 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
       r->invalid++;
       continue;
     }
+    r->fits++;
+    if (o->memory_only) continue;
     for (int c = 0; c < SIM_SEARCH_CODEC_COUNT; c++) {
       if (!(o->codecs & (1u << c)) || !codec_applies(&ll.v[i], (sim_search_codec)c)) continue;
       sim_search_apply_codec(&p, (sim_search_codec)c);
@@ -175,6 +179,11 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   r->estimated = n_cands;
   qsort(cands, (size_t)n_cands, sizeof *cands, by_estimate);
   r->estimate_s = now_s() - t1;
+  if (o->memory_only) {
+    rc = 0;
+    goto out;
+  }
+  if (o->estimate_only) goto keep_estimates;
 
   /* pass 4: the best layouts by their best policy, each under every policy */
   double t2 = now_s();
@@ -283,6 +292,7 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   r->n = n_sim;
   r->simulate_s = now_s() - t2;
 
+keep_estimates:
   /* keep the head of the estimate ranking for the report */
   r->n_best_est = n_cands < 48 ? (int)n_cands : 48;
   r->best_est = calloc((size_t)(r->n_best_est ? r->n_best_est : 1), sizeof *r->best_est);

@@ -106,6 +106,10 @@ typedef struct {
   int sample;           /* also simulate this many candidates spread over the whole estimate
                            ranking, to measure the estimate's rank correlation on this case */
   bool progress;        /* progress bar on stderr */
+  bool memory_only;     /* stop after the memory filter: no calibration, estimate or simulation
+                           (which layouts fit; r->fits counts them) */
+  bool estimate_only;   /* stop after the estimate: nothing simulated (`--simulate 0`) */
+  const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
 } sim_search_options;
 
 /* One simulated or estimated candidate. */
@@ -124,6 +128,7 @@ typedef struct {
 
 typedef struct {
   long enumerated, over_memory, invalid, estimated;
+  long fits;                   /* layouts that fit the HBM and validate (before codec policies) */
   int layouts_simulated, simulations, failures, samples;
   double enumerate_s, estimate_s, simulate_s, total_s;
   int n;                       /* simulated candidates, best first */
@@ -140,6 +145,16 @@ void sim_search_result_free(sim_search_result *r);
 void sim_search_print(const sim_search_result *r, const sim_search_options *o, FILE *out);
 int sim_search_save_json(const sim_search_result *r, const sim_search_options *o, const char *path, ts_err *e);
 int sim_search_save_csv(const sim_search_result *r, const char *path, ts_err *e);
+
+/* --emit-plans: a plan's complete file (every field the loader reads, with
+ * model and cluster as given, paths made absolute); the caller json_decref()s. */
+#include <jansson.h>
+json_t *sim_search_plan_json(const plan *p, const char *model, const char *cluster, const char *description);
+/* Writes each listed row (as sim_search_print lists them: the simulated top
+ * picks, or the estimate ranking when nothing was simulated) as
+ * DIR/NN-<plan name>.json; prints each path on `out` when not NULL. */
+int sim_search_emit_plans(const sim_search_result *r, const sim_search_options *o, const char *dir, FILE *out,
+                          ts_err *e);
 
 /* Simulates plans[i] for i < n in up to `jobs` forked workers; results[i] gets
  * each headline result (ranks/ops not kept); ok[i] says whether it ran, and
