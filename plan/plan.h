@@ -272,6 +272,10 @@ const char *plan_schedule_name(plan_schedule s);
 /* Memory per GPU (bytes), the largest over ranks, with its parts. */
 typedef struct {
   double weights, gradients, optimizer, activations, total;
+  /* What a run holds beyond its tensors (in total): CUDA context and kernel
+   * images, cuBLASLt state and workspace, NCCL communicator buffers, the fused
+   * attention backward's fp32 workspace (plan_memory.c, measured on H200). */
+  double overhead;
 } plan_memory;
 int plan_memory_per_gpu(const plan *p, plan_memory *m);
 /* The same for one pipeline stage (every rank of a stage holds the same). */

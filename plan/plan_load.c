@@ -287,10 +287,11 @@ int plan_validate(const plan *p, ts_err *e) {
   double hbm = p->cluster.gpu.hbm_gib * 1024.0 * 1024.0 * 1024.0;
   if (mem.total > hbm)
     return ts_fail(e, f, "layout",
-                   "needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f) but "
+                   "needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, overhead %.1f) but "
                    "the %s has %.0f GiB; try more tp/pp, zero1 or recompute",
                    mem.total / 1073741824.0, mem.weights / 1073741824.0, mem.gradients / 1073741824.0,
-                   mem.optimizer / 1073741824.0, mem.activations / 1073741824.0, p->cluster.gpu.name,
+                   mem.optimizer / 1073741824.0, mem.activations / 1073741824.0, mem.overhead / 1073741824.0,
+                   p->cluster.gpu.name,
                    p->cluster.gpu.hbm_gib);
   return 0;
 }

@@ -151,7 +151,8 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
     ts_err sub;
     if (sim_search_make_plan(&base, &ll.v[i], r->seq, r->global_batch, &p, e)) goto out;
     double mem;
-    if (!sim_search_fits_memory(&p, &mem)) {
+    double reserve = (o->headroom_gib + o->headroom_fraction * p.cluster.gpu.hbm_gib) * 1073741824.0;
+    if (!sim_search_fits_memory_reserve(&p, reserve, &mem)) {
       r->over_memory++;
       continue;
     }

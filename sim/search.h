@@ -79,6 +79,11 @@ int sim_search_base_plan(const char *model, const char *cluster, plan *base, ts_
 
 /* Whether the layout's memory per GPU fits the cluster's HBM; *bytes gets it. */
 bool sim_search_fits_memory(const plan *p, double *bytes);
+/* The same with `reserve` bytes of the HBM kept free (--headroom). */
+bool sim_search_fits_memory_reserve(const plan *p, double reserve, double *bytes);
+/* --headroom's value: "G" GiB (G >= 1) or a fraction f (0 <= f < 1) of the HBM;
+ * *gib or *fraction gets it, the other 0. */
+int sim_search_parse_headroom(const char *s, double *gib, double *fraction, ts_err *e);
 
 /* ---- the closed-form estimate ---- */
 typedef struct {
@@ -109,6 +114,8 @@ typedef struct {
   bool memory_only;     /* stop after the memory filter: no calibration, estimate or simulation
                            (which layouts fit; r->fits counts them) */
   bool estimate_only;   /* stop after the estimate: nothing simulated (`--simulate 0`) */
+  double headroom_gib;   /* HBM kept free beyond the memory model (--headroom G) */
+  double headroom_fraction; /* or this fraction of the HBM (--headroom 0.1) */
   const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
 } sim_search_options;
 

@@ -31,6 +31,10 @@ const char sim_search_usage[] =
     "                      intra-node fabric, else its derived file, as tacosim simulate)\n"
     "  --json OUT          write the ranked layouts as JSON (default: not written)\n"
     "  --csv OUT           write them as gnuplot columns (default: not written)\n"
+    "  --headroom H        HBM kept free beyond the memory model (which counts the CUDA context,\n"
+    "                      cuBLASLt, NCCL buffers and attention workspace measured on H200): H >= 1 in\n"
+    "                      GiB, H < 1 a fraction of the HBM (default 0; allocator fragmentation of\n"
+    "                      frameworks with a caching allocator is not in the model: reserve it here)\n"
     "  --emit-plans DIR    write each listed layout as a complete plan file DIR/NN-<name>.json that\n"
     "                      tacosim simulate and tacorun execute read unchanged (default: not written;\n"
     "                      simulate it with the calibration the search used to get its figure)\n"
@@ -91,7 +95,10 @@ int sim_search_main(int argc, char **argv) {
       json = v;
     else if (strcmp(a, "--csv") == 0)
       csv = v;
-    else if (strcmp(a, "--emit-plans") == 0)
+    else if (strcmp(a, "--headroom") == 0) {
+      ts_err e = {0};
+      if (sim_search_parse_headroom(v, &o.headroom_gib, &o.headroom_fraction, &e)) return bad("%s%s", e.msg, "");
+    } else if (strcmp(a, "--emit-plans") == 0)
       o.emit_plans = v;
     else if (strcmp(a, "--codecs") == 0) {
       ts_err e = {0};

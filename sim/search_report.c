@@ -18,6 +18,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   fprintf(out, "search        %s on %d GPUs of %s, seq %d, global batch %lld\n", o->model, r->gpus, o->cluster,
           r->seq, r->global_batch);
   fprintf(out, "calibration   %s\n", r->calibration);
+  if (o->headroom_gib > 0 || o->headroom_fraction > 0)
+    fprintf(out, "headroom      %.1f GiB + %.0f %% of the HBM kept free beyond the memory model\n", o->headroom_gib,
+            100 * o->headroom_fraction);
   fprintf(out, "layouts       %ld enumerated, %ld over HBM, %ld invalid; %ld layout x codec candidates estimated\n",
           r->enumerated, r->over_memory, r->invalid, r->estimated);
   fprintf(out, "simulated     %d layouts under each codec%s: %d simulations (%d failed), %d workers\n",

@@ -2,6 +2,7 @@
  * the memory filter. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "search.h"
@@ -155,12 +156,27 @@ int sim_search_make_plan(const plan *base, const sim_search_layout *l, int seq, 
   return 0;
 }
 
-bool sim_search_fits_memory(const plan *p, double *bytes) {
+bool sim_search_fits_memory(const plan *p, double *bytes) { return sim_search_fits_memory_reserve(p, 0.0, bytes); }
+
+int sim_search_parse_headroom(const char *s, double *gib, double *fraction, ts_err *e) {
+  char *end;
+  *gib = *fraction = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end || !isfinite(v) || v < 0 || v > 1e6)
+    return ts_fail(e, "search", "--headroom", "\"%s\" is not a number of GiB (>= 1) or a fraction of the HBM (0 to 1)", s);
+  if (v < 1.0)
+    *fraction = v;
+  else
+    *gib = v;
+  return 0;
+}
+
+bool sim_search_fits_memory_reserve(const plan *p, double reserve, double *bytes) {
   plan_memory m;
   if (plan_memory_per_gpu(p, &m)) {
     *bytes = INFINITY;
     return false;
   }
   *bytes = m.total;
-  return m.total <= p->cluster.gpu.hbm_gib * 1024.0 * 1024.0 * 1024.0;
+  return m.total + reserve <= p->cluster.gpu.hbm_gib * 1024.0 * 1024.0 * 1024.0;
 }
