@@ -256,6 +256,17 @@ typedef struct {
 
 /* Builds rank's whole program for one iteration. Free with plan_program_free. */
 int plan_build_program(const plan *p, int rank, plan_program *prog, ts_err *e);
+/* Limits (plan_limits.c): the ops of one rank's program, estimated before it
+ * is built (an upper bound within 2x), and what holding them costs. */
+#define PLAN_MAX_OPS_PER_RANK (1 << 25)  /* 3 GiB of ops: refused above (exit 2) */
+#define PLAN_SIM_BYTES_PER_OP 140.0      /* simulator state per op (measured: GPT-3 13B, 64 ranks, full mode) */
+#define PLAN_MAX_SIM_BYTES (16.0 * 1073741824.0) /* programs + simulator state of the ranks simulated */
+double plan_estimate_ops_per_rank(const plan *p);
+double plan_estimate_program_bytes(const plan *p, int ranks);
+double plan_estimate_sim_bytes(const plan *p, int ranks);
+/* Exit-2 errors naming the fields that make programs grow (batch.global, layers_override). */
+int plan_check_program_size(const plan *p, const char *file, ts_err *e);
+int plan_check_sim_size(const plan *p, int ranks, const char *file, ts_err *e);
 void plan_program_free(plan_program *prog);
 
 /* "layer3.mb5.fwd.attn_out.allreduce" — for traces and reports. */

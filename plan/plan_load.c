@@ -278,6 +278,7 @@ int plan_validate(const plan *p, ts_err *e) {
     return ts_fail(e, f, "layout", "dp x tp x pp = %lld GPUs, but %s has %d", world, p->cluster.name,
                    topo_total_gpus(&p->cluster));
 
+  if (plan_check_program_size(p, f, e)) return -1;
   if (validate_codecs(p, e)) return -1;
   if (validate_tp_overlap(p, e)) return -1;
   if (validate_pp_scatter_gather(p, e)) return -1;

@@ -272,6 +272,8 @@ static void stream_main(int argc, char **argv) {
 
 static int build_ranks(sim_world *w, ts_err *e) {
   const plan *p = w->p;
+  /* refused before building (exit 2), not out of memory minutes later */
+  if (!w->o->programs && plan_check_sim_size(p, w->o->mode == SIM_MODE_FULL ? w->world : p->pp, p->path, e)) return -1;
   w->ranks = calloc((size_t)w->world, sizeof *w->ranks);
   if (!w->ranks) return ts_fail_sys(e, "out of memory");
   for (int r = 0; r < w->world; r++) {

@@ -24,3 +24,8 @@ if(TACOSIM_FUZZ)
   tacosim_add_fuzzer(fuzz_plan fuzz/fuzz_plan.c ts_plan)
   tacosim_add_fuzzer(fuzz_plan_infer fuzz/fuzz_plan_infer.c ts_plan)
 endif()
+
+add_executable(test_plan_limits ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_limits.c)
+target_link_libraries(test_plan_limits PRIVATE ts_plan PkgConfig::CUNIT m)
+target_compile_definitions(test_plan_limits PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+add_test(NAME plan_limits COMMAND test_plan_limits)
