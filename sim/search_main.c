@@ -142,8 +142,11 @@ int sim_search_main(int argc, char **argv) {
   }
   int rc = 0;
   if (r.estimated == 0) {
-    fprintf(stderr, "tacosim: search: no layout of %s fits %d GPUs of %s (%ld enumerated, %ld over HBM)\n", o.model,
-            r.gpus, o.cluster, r.enumerated, r.over_memory);
+    fprintf(stderr,
+            "tacosim: search: no layout of %s fits %d GPUs of %s (%ld enumerated, %ld over HBM%s); every layout "
+            "uses all %d GPUs with dp dividing --global-batch: try another --gpus or --global-batch\n",
+            o.model, r.gpus, o.cluster, r.enumerated, r.over_memory,
+            o.headroom_gib > 0 || o.headroom_fraction > 0 ? " with the --headroom asked" : "", r.gpus);
     rc = TS_EXIT_BAD_INPUT;
   }
   sim_search_print(&r, &o, stdout);

@@ -125,6 +125,33 @@ static void test_llama70b_on_l40s(void) {
   CU_ASSERT_EQUAL(plan_validate(&p, &e), 0);
 }
 
+/* --headroom: parsing, and a reserve only ever drops layouts */
+static void test_headroom(void) {
+  double g, f;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(sim_search_parse_headroom("4", &g, &f, &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(g, 4.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(f, 0.0, 0);
+  CU_ASSERT_EQUAL(sim_search_parse_headroom("0.1", &g, &f, &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(f, 0.1, 0);
+  CU_ASSERT_DOUBLE_EQUAL(g, 0.0, 0);
+  CU_ASSERT_EQUAL(sim_search_parse_headroom("-1", &g, &f, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--headroom"));
+  CU_ASSERT_EQUAL(sim_search_parse_headroom("5GiB", &g, &f, &e), -1);
+  long prev = -1;
+  for (int i = 0; i < 3; i++) {
+    sim_search_options o = {.model = "llama3-70b", .cluster = "h100-1024-ndr", .gpus = 512, .seq = 4096,
+                            .global_batch = 512, .codecs = 1, .memory_only = true, .max_micro = 4,
+                            .headroom_fraction = 0.1 * i};
+    sim_search_result r;
+    CU_ASSERT_EQUAL_FATAL(sim_search_run(&o, &r, &e), 0);
+    if (prev >= 0) CU_ASSERT(r.fits < prev);
+    CU_ASSERT(r.fits > 0);
+    prev = r.fits;
+    sim_search_result_free(&r);
+  }
+}
+
 /* ---- --emit-plans ---- */
 
 static double simulated_tokens(const char *plan_path, const char *cal) {
@@ -189,6 +216,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("search feasibility and emitted plans", NULL, NULL);
   CU_add_test(s, "feasibility agrees with the loader on every cluster x model", test_feasible_every_cluster_and_model);
   CU_add_test(s, "llama3-70b on the L40S cluster finds layouts", test_llama70b_on_l40s);
+  CU_add_test(s, "headroom", test_headroom);
   CU_add_test(s, "emitted plans predict the search's figures", test_emitted_plans_predict_the_search);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
