@@ -29,6 +29,7 @@ static const char *const stream_names[PLAN_STREAM_COUNT] = {"compute", "tp", "pp
 
 static void record(sim_rank *rs, int stream, int op_index, int merged, double start, double dur) {
   if (!sim_w->o->record_ops || dur <= 0) return;
+  if (sim_w->o->record_ranks && !sim_w->o->record_ranks[rs->rank]) return;
   if (rs->n_recs == rs->cap_recs) {
     rs->cap_recs = rs->cap_recs ? rs->cap_recs * 2 : 1024;
     rs->recs = realloc(rs->recs, sizeof *rs->recs * (size_t)rs->cap_recs);
