@@ -147,6 +147,9 @@ int plan_load(const char *path, const char *models_dir, const char *topologies_d
 int plan_from_json_text(const char *text, size_t len, const char *what, const char *models_dir,
                         const char *topologies_dir, plan *p, ts_err *e);
 int plan_validate(const plan *p, ts_err *e);
+/* Sets what the loader sets when a plan file omits it: codec_min_bytes, and
+ * dp_bucket_bytes for p's dp and gradient precision (the layout search's plans). */
+void plan_set_loader_defaults(plan *p);
 
 /* Bytes per gradient element as kept and reduced: 4 (fp32) or 2 (bf16). */
 static inline int plan_grad_bytes(const plan *p) { return p->grad_reduce_bf16 ? 2 : 4; }
@@ -294,6 +297,17 @@ typedef struct {
 
 /* Builds rank's whole program for one iteration. Free with plan_program_free. */
 int plan_build_program(const plan *p, int rank, plan_program *prog, ts_err *e);
+/* Limits (plan_limits.c): the ops of one rank's program, estimated before it
+ * is built (an upper bound within 2x), and what holding them costs. */
+#define PLAN_MAX_OPS_PER_RANK (1 << 25)  /* 3 GiB of ops: refused above (exit 2) */
+#define PLAN_SIM_BYTES_PER_OP 140.0      /* simulator state per op (measured: GPT-3 13B, 64 ranks, full mode) */
+#define PLAN_MAX_SIM_BYTES (16.0 * 1073741824.0) /* programs + simulator state of the ranks simulated */
+double plan_estimate_ops_per_rank(const plan *p);
+double plan_estimate_program_bytes(const plan *p, int ranks);
+double plan_estimate_sim_bytes(const plan *p, int ranks);
+/* Exit-2 errors naming the fields that make programs grow (batch.global, layers_override). */
+int plan_check_program_size(const plan *p, const char *file, ts_err *e);
+int plan_check_sim_size(const plan *p, int ranks, const char *file, ts_err *e);
 void plan_program_free(plan_program *prog);
 
 /* "layer3.mb5.fwd.attn_out.allreduce" — for traces and reports. */
@@ -310,6 +324,10 @@ const char *plan_schedule_name(plan_schedule s);
 /* Memory per GPU (bytes), the largest over ranks, with its parts. */
 typedef struct {
   double weights, gradients, optimizer, activations, total;
+  /* What a run holds beyond its tensors (in total): CUDA context and kernel
+   * images, cuBLASLt state and workspace, NCCL communicator buffers, the fused
+   * attention backward's fp32 workspace (plan_memory.c, measured on H200). */
+  double overhead;
 } plan_memory;
 int plan_memory_per_gpu(const plan *p, plan_memory *m);
 /* The same for one pipeline stage (every rank of a stage holds the same). */

@@ -18,6 +18,11 @@ double plan_default_dp_bucket_bytes(int dp) {
   return 4.0 * params;
 }
 
+void plan_set_loader_defaults(plan *p) {
+  p->codec_min_bytes = PLAN_DEFAULT_CODEC_MIN_BYTES;
+  p->dp_bucket_bytes = plan_default_dp_bucket_bytes(p->dp) / 4.0 * plan_grad_bytes(p);
+}
+
 static int load_codec(json_t *codecs, int t, const char *file, plan_codec *c, ts_err *e) {
   char path[64];
   snprintf(path, sizeof path, "codec.%s", traffic_keys[t]);
@@ -282,6 +287,7 @@ int plan_validate(const plan *p, ts_err *e) {
     return ts_fail(e, f, "layout", "dp x tp x pp = %lld GPUs, but %s has %d", world, p->cluster.name,
                    topo_total_gpus(&p->cluster));
 
+  if (plan_check_program_size(p, f, e)) return -1;
   if (validate_codecs(p, e)) return -1;
   if (validate_tp_overlap(p, e)) return -1;
   if (validate_pp_scatter_gather(p, e)) return -1;
@@ -293,10 +299,11 @@ int plan_validate(const plan *p, ts_err *e) {
   double hbm = p->cluster.gpu.hbm_gib * 1024.0 * 1024.0 * 1024.0;
   if (mem.total > hbm)
     return ts_fail(e, f, "layout",
-                   "needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f) but "
+                   "needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, overhead %.1f) but "
                    "the %s has %.0f GiB; try more tp/pp, zero1 or recompute",
                    mem.total / 1073741824.0, mem.weights / 1073741824.0, mem.gradients / 1073741824.0,
-                   mem.optimizer / 1073741824.0, mem.activations / 1073741824.0, p->cluster.gpu.name,
+                   mem.optimizer / 1073741824.0, mem.activations / 1073741824.0, mem.overhead / 1073741824.0,
+                   p->cluster.gpu.name,
                    p->cluster.gpu.hbm_gib);
   return 0;
 }

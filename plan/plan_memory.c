@@ -7,6 +7,15 @@
 #include "plan_internal.h"
 
 #define WEIGHT_BYTES 2.0    /* bf16 parameters */
+#define GIB_BYTES 1073741824.0
+/* What `tacorun execute` holds on one H200 beyond its own buffers (measured
+ * memory in use, cudaMemGetInfo, minus what exec_model_create allocates;
+ * experiments/memory/executor_alloc.py over the GPT h4096 plans of validation
+ * run 10): 1.09 GiB on one GPU (CUDA context, kernel images, cuBLASLt state),
+ * plus its 32 MiB cuBLASLt workspace; 0.28 GiB more with an NCCL communicator
+ * over NVLink (TP2 and DP2 alike; through shm or sockets none was seen). */
+#define RUNTIME_BYTES (1.09 * GIB_BYTES + 32.0 * 1048576.0)
+#define NCCL_COMM_BYTES (0.28 * GIB_BYTES)
 #define OPTIMIZER_BYTES 12.0 /* fp32 master weights, Adam m and v */
 
 model_shard plan_shard(const plan *p) {
@@ -56,6 +65,36 @@ static double logits_inflight(const plan *p) {
   return 1.0;
 }
 
+/* Activations of one layer. Fused attention (FlashAttention, cuDNN: the
+ * default attention_backend) keeps Q, K, V, the output (all in the model's
+ * per-layer count already) and the row log-sum-exp in fp32, never the
+ * s x s scores: the model's selective-recompute count (which drops the
+ * scores) plus 4 bytes per head per token. Unfused attention keeps the
+ * softmax output, its dropout mask and the dropout output (5 bytes per score,
+ * Megatron-LM's count). Selective recomputation of fused attention recomputes
+ * the log-sum-exp too. */
+static double layer_activations(const plan *p, const model_shard *s, model_recompute r) {
+  if (p->attention_backend == PLAN_ATTENTION_UNFUSED || r != MODEL_RECOMPUTE_NONE)
+    return model_activation_bytes_per_layer(&p->model, s, r);
+  double kept = model_activation_bytes_per_layer(&p->model, s, MODEL_RECOMPUTE_SELECTIVE);
+  if (kept < 0) return -1.0;
+  return kept + 4.0 * (double)s->micro_batch * s->seq * p->model.heads / s->tp;
+}
+
+/* Beyond the tensors: the runtime (RUNTIME_BYTES), one NCCL communicator per
+ * parallel dimension in use, and the fused attention backward's fp32 dQ
+ * accumulator and row sums of one layer (FlashAttention-2's dq_accum and
+ * softmax_d), held while that layer's backward runs. */
+static double overhead_bytes(const plan *p) {
+  double comms = (p->tp > 1) + (p->dp > 1) + (p->pp > 1);
+  double b = RUNTIME_BYTES + NCCL_COMM_BYTES * comms;
+  if (p->attention_backend == PLAN_ATTENTION_FUSED) {
+    double tokens = (double)p->micro_batch * p->seq;
+    b += 4.0 * tokens * ((double)p->model.heads * model_head_dim(&p->model) + p->model.heads) / p->tp;
+  }
+  return b;
+}
+
 int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   *mem = (plan_memory){0};
   if (stage < 0 || stage >= p->pp || plan_chunk_layers(p, stage) < 1) return -1;
@@ -71,16 +110,17 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   mem->optimizer = OPTIMIZER_BYTES * params / (p->zero1 ? p->dp : 1);
   plan_zero_memory(p, stage, params, mem); /* ZeRO-2/3 (plan_program_zero.c) */
   model_shard s = plan_shard(p);
-  double per_layer = model_activation_bytes_per_layer(&p->model, &s, p->recompute);
+  double per_layer = layer_activations(p, &s, p->recompute);
   if (per_layer < 0) return -1;
   mem->activations = per_layer * plan_chunk_layers(p, stage) * plan_inflight_peak(p, stage);
   if (p->recompute == MODEL_RECOMPUTE_FULL) /* the one layer being recomputed holds everything */
-    mem->activations += model_activation_bytes_per_layer(&p->model, &s, MODEL_RECOMPUTE_NONE);
+    mem->activations += layer_activations(p, &s, MODEL_RECOMPUTE_NONE);
   if (stage == p->pp - 1) {
     double tokens = (double)p->micro_batch * p->seq;
     mem->activations += 4.0 * tokens * (double)model_vocab_per_gpu(&p->model, p->tp) * logits_inflight(p);
   }
-  mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations;
+  mem->overhead = overhead_bytes(p);
+  mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->overhead;
   return 0;
 }
 

@@ -79,14 +79,18 @@ static void print_header(const plan *p, FILE *out) {
 }
 
 static void print_memory(const plan *p, FILE *out) {
-  fprintf(out, "\nmemory per GPU (GiB)    weights  gradients  optimizer  activations    total   of %.0f GiB HBM\n",
+  fprintf(out, "\nmemory per GPU (GiB)    weights  gradients  optimizer  activations  overhead    total   of %.0f GiB HBM\n",
           p->cluster.gpu.hbm_gib);
   for (int s = 0; s < p->pp; s++) {
     plan_memory m;
     if (plan_memory_of_stage(p, s, &m)) continue;
-    fprintf(out, "  stage %-4d %16.2f %10.2f %10.2f %12.2f %8.2f   %5.1f %%\n", s, m.weights / GIB, m.gradients / GIB,
-            m.optimizer / GIB, m.activations / GIB, m.total / GIB, 100.0 * m.total / (p->cluster.gpu.hbm_gib * GIB));
+    fprintf(out, "  stage %-4d %16.2f %10.2f %10.2f %12.2f %9.2f %8.2f   %5.1f %%\n", s, m.weights / GIB,
+            m.gradients / GIB, m.optimizer / GIB, m.activations / GIB, m.overhead / GIB, m.total / GIB,
+            100.0 * m.total / (p->cluster.gpu.hbm_gib * GIB));
   }
+  fprintf(out, "  overhead: CUDA context, cuBLASLt, one NCCL communicator per parallel dimension (measured on H200,\n"
+               "  plan/plan_memory.c)%s\n",
+          p->attention_backend == PLAN_ATTENTION_FUSED ? ", the fused attention backward's fp32 workspace" : "");
 }
 
 typedef struct {

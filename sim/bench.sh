@@ -14,7 +14,11 @@
 #    2,039 GB/s, NVLink 600 GB/s both ways = 300 per direction, 8 x 200 Gb/s
 #    HDR NICs per DGX A100) and the op costs stay the H200 calibration's, so
 #    the predicted time is a speed workload, not an A100 prediction.
-# `sim/bench.sh BUILD_DIR quick` skips the full-mode row and the derived rows.
+#  - GPT-3 175B on the 131,072-GPU cluster (h200-131072-rail, shipped: the
+#    16,384-GPU rail cluster with 16,384 nodes), TP8 PP16 DP1024, global batch
+#    65,536, reduced mode (issue 20: target <= 20 s, <= 2 GB).
+# `sim/bench.sh BUILD_DIR quick` skips the full-mode row and the derived rows;
+# `sim/bench.sh BUILD_DIR 131072` runs only the 131,072-GPU row.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${1:-$ROOT/build}"
@@ -53,6 +57,15 @@ PY
 }
 
 header() { printf '# %s\n# %-34s %-8s %10s %8s %8s %7s %6s\n' "$1" plan mode iter_s wall_s cpu_s max_GB passes; }
+
+sed 's/"name": "gpt3-175b-16384"/"name": "gpt3-175b-131072"/; s/"h200-16384-rail"/"h200-131072-rail"/;
+     s/"dp": 128/"dp": 1024/; s/"global": 8192/"global": 65536/' \
+  "$ROOT/experiments/plans/gpt3-175b-16384.json" >"$TMP/gpt3-175b-131072.json"
+if [ "$QUICK" = 131072 ]; then
+  header "default calibration ($NVCAL): the 131,072-GPU cluster"
+  run "$TMP/gpt3-175b-131072.json" reduced "$NVCAL"
+  exit 0
+fi
 
 if [ "$QUICK" != quick ]; then
   header "derived calibration ($CAL)"
@@ -113,3 +126,4 @@ run "$TMP/llama3-8b-tp8-dp64-nozero1.json" reduced "$NVCAL"
 if [ "$QUICK" != quick ]; then run "$TMP/llama3-8b-tp8-dp64-nozero1.json" full "$NVCAL"; fi
 run "$TMP/gpt-1t-3072-1f1b.json" reduced "$NVCAL"
 run "$TMP/gpt-1t-3072-interleaved-1f1b.json" reduced "$NVCAL"
+run "$TMP/gpt3-175b-131072.json" reduced "$NVCAL"

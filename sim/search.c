@@ -112,11 +112,13 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   double t0 = now_s();
   static plan base;
   if (sim_search_base_plan(o->model, o->cluster, &base, e) || resolve(o, &base, r, e)) return -1;
-  const char *cal_path = o->calibration ? o->calibration : sim_default_calibration(&base.cluster);
-  snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
-  schema_calibration cal;
+  schema_calibration cal = {0};
   sim_cost_source src;
-  if (sim_load_costs(cal_path, &base.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, e)) return -1;
+  if (!o->memory_only) {
+    const char *cal_path = o->calibration ? o->calibration : sim_default_calibration(&base.cluster);
+    snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
+    if (sim_load_costs(cal_path, &base.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, e)) return -1;
+  }
 
   int rc = -1;
   layout_list ll = {0};
@@ -149,7 +151,8 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
     ts_err sub;
     if (sim_search_make_plan(&base, &ll.v[i], r->seq, r->global_batch, &p, e)) goto out;
     double mem;
-    if (!sim_search_fits_memory(&p, &mem)) {
+    double reserve = (o->headroom_gib + o->headroom_fraction * p.cluster.gpu.hbm_gib) * 1073741824.0;
+    if (!sim_search_fits_memory_reserve(&p, reserve, &mem)) {
       r->over_memory++;
       continue;
     }
@@ -157,6 +160,8 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
       r->invalid++;
       continue;
     }
+    r->fits++;
+    if (o->memory_only) continue;
     for (int c = 0; c < SIM_SEARCH_CODEC_COUNT; c++) {
       if (!(o->codecs & (1u << c)) || !codec_applies(&ll.v[i], (sim_search_codec)c)) continue;
       sim_search_apply_codec(&p, (sim_search_codec)c);
@@ -175,6 +180,11 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   r->estimated = n_cands;
   qsort(cands, (size_t)n_cands, sizeof *cands, by_estimate);
   r->estimate_s = now_s() - t1;
+  if (o->memory_only) {
+    rc = 0;
+    goto out;
+  }
+  if (o->estimate_only) goto keep_estimates;
 
   /* pass 4: the best layouts by their best policy, each under every policy */
   double t2 = now_s();
@@ -283,6 +293,7 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   r->n = n_sim;
   r->simulate_s = now_s() - t2;
 
+keep_estimates:
   /* keep the head of the estimate ranking for the report */
   r->n_best_est = n_cands < 48 ? (int)n_cands : 48;
   r->best_est = calloc((size_t)(r->n_best_est ? r->n_best_est : 1), sizeof *r->best_est);

@@ -8,6 +8,7 @@ add_library(ts_search STATIC
   ${TACOSIM_SEARCH_DIR}/search_estimate.c
   ${TACOSIM_SEARCH_DIR}/search_workers.c
   ${TACOSIM_SEARCH_DIR}/search_report.c
+  ${TACOSIM_SEARCH_DIR}/search_emit.c
   ${TACOSIM_SEARCH_DIR}/search_main.c)
 target_include_directories(ts_search PUBLIC ${TACOSIM_SEARCH_DIR})
 target_link_libraries(ts_search PUBLIC ts_sim PkgConfig::JANSSON m)

@@ -79,6 +79,11 @@ int sim_search_base_plan(const char *model, const char *cluster, plan *base, ts_
 
 /* Whether the layout's memory per GPU fits the cluster's HBM; *bytes gets it. */
 bool sim_search_fits_memory(const plan *p, double *bytes);
+/* The same with `reserve` bytes of the HBM kept free (--headroom). */
+bool sim_search_fits_memory_reserve(const plan *p, double reserve, double *bytes);
+/* --headroom's value: "G" GiB (G >= 1) or a fraction f (0 <= f < 1) of the HBM;
+ * *gib or *fraction gets it, the other 0. */
+int sim_search_parse_headroom(const char *s, double *gib, double *fraction, ts_err *e);
 
 /* ---- the closed-form estimate ---- */
 typedef struct {
@@ -106,6 +111,12 @@ typedef struct {
   int sample;           /* also simulate this many candidates spread over the whole estimate
                            ranking, to measure the estimate's rank correlation on this case */
   bool progress;        /* progress bar on stderr */
+  bool memory_only;     /* stop after the memory filter: no calibration, estimate or simulation
+                           (which layouts fit; r->fits counts them) */
+  bool estimate_only;   /* stop after the estimate: nothing simulated (`--simulate 0`) */
+  double headroom_gib;   /* HBM kept free beyond the memory model (--headroom G) */
+  double headroom_fraction; /* or this fraction of the HBM (--headroom 0.1) */
+  const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
 } sim_search_options;
 
 /* One simulated or estimated candidate. */
@@ -124,6 +135,7 @@ typedef struct {
 
 typedef struct {
   long enumerated, over_memory, invalid, estimated;
+  long fits;                   /* layouts that fit the HBM and validate (before codec policies) */
   int layouts_simulated, simulations, failures, samples;
   double enumerate_s, estimate_s, simulate_s, total_s;
   int n;                       /* simulated candidates, best first */
@@ -140,6 +152,16 @@ void sim_search_result_free(sim_search_result *r);
 void sim_search_print(const sim_search_result *r, const sim_search_options *o, FILE *out);
 int sim_search_save_json(const sim_search_result *r, const sim_search_options *o, const char *path, ts_err *e);
 int sim_search_save_csv(const sim_search_result *r, const char *path, ts_err *e);
+
+/* --emit-plans: a plan's complete file (every field the loader reads, with
+ * model and cluster as given, paths made absolute); the caller json_decref()s. */
+#include <jansson.h>
+json_t *sim_search_plan_json(const plan *p, const char *model, const char *cluster, const char *description);
+/* Writes each listed row (as sim_search_print lists them: the simulated top
+ * picks, or the estimate ranking when nothing was simulated) as
+ * DIR/NN-<plan name>.json; prints each path on `out` when not NULL. */
+int sim_search_emit_plans(const sim_search_result *r, const sim_search_options *o, const char *dir, FILE *out,
+                          ts_err *e);
 
 /* Simulates plans[i] for i < n in up to `jobs` forked workers; results[i] gets
  * each headline result (ranks/ops not kept); ok[i] says whether it ran, and

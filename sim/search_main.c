@@ -21,7 +21,8 @@ const char sim_search_usage[] =
     "  --global-batch B    sequences per iteration (default: 2 x N)\n"
     "  --codecs LIST       policies among none,taco,caat,taco+caat (default: all four)\n"
     "  --top K             rows printed (default 10)\n"
-    "  --simulate L        layouts simulated, each under every policy (default 8)\n"
+    "  --simulate L        layouts simulated, each under every policy (default 8; 0: none, the\n"
+    "                      estimate ranking is listed)\n"
     "  --jobs J            simulation worker processes (default: the CPU cores)\n"
     "  --max-micro M       largest micro-batch tried (default 16)\n"
     "  --sample N          also simulate N candidates spread over the whole estimate ranking and\n"
@@ -30,9 +31,16 @@ const char sim_search_usage[] =
     "                      intra-node fabric, else its derived file, as tacosim simulate)\n"
     "  --json OUT          write the ranked layouts as JSON (default: not written)\n"
     "  --csv OUT           write them as gnuplot columns (default: not written)\n"
+    "  --headroom H        HBM kept free beyond the memory model (which counts the CUDA context,\n"
+    "                      cuBLASLt, NCCL buffers and attention workspace measured on H200): H >= 1 in\n"
+    "                      GiB, H < 1 a fraction of the HBM (default 0; allocator fragmentation of\n"
+    "                      frameworks with a caching allocator is not in the model: reserve it here)\n"
+    "  --emit-plans DIR    write each listed layout as a complete plan file DIR/NN-<name>.json that\n"
+    "                      tacosim simulate and tacorun execute read unchanged (default: not written;\n"
+    "                      simulate it with the calibration the search used to get its figure)\n"
     "  --no-progress       no progress bar (it is shown only on a terminal anyway)\n"
     "reads:  the model, the cluster, the calibration\n"
-    "writes: the ranking on standard output; OUT of --json and --csv; progress on standard error\n";
+    "writes: the ranking on standard output; OUT of --json and --csv; the plans of --emit-plans; progress on standard error\n";
 
 static void usage(FILE *out) { fputs(sim_search_usage, out); }
 
@@ -87,6 +95,11 @@ int sim_search_main(int argc, char **argv) {
       json = v;
     else if (strcmp(a, "--csv") == 0)
       csv = v;
+    else if (strcmp(a, "--headroom") == 0) {
+      ts_err e = {0};
+      if (sim_search_parse_headroom(v, &o.headroom_gib, &o.headroom_fraction, &e)) return bad("%s%s", e.msg, "");
+    } else if (strcmp(a, "--emit-plans") == 0)
+      o.emit_plans = v;
     else if (strcmp(a, "--codecs") == 0) {
       ts_err e = {0};
       if (sim_search_parse_codecs(v, &o.codecs, &e)) return bad("%s%s", e.msg, "");
@@ -103,8 +116,9 @@ int sim_search_main(int argc, char **argv) {
       if (parse_num(a, v, 1, 100000, &n)) return TS_EXIT_BAD_INPUT;
       o.top = (int)n;
     } else if (strcmp(a, "--simulate") == 0) {
-      if (parse_num(a, v, 1, 4096, &n)) return TS_EXIT_BAD_INPUT;
+      if (parse_num(a, v, 0, 4096, &n)) return TS_EXIT_BAD_INPUT;
       o.simulate = (int)n;
+      o.estimate_only = n == 0;
     } else if (strcmp(a, "--jobs") == 0) {
       if (parse_num(a, v, 1, 256, &n)) return TS_EXIT_BAD_INPUT;
       o.jobs = (int)n;
@@ -128,12 +142,16 @@ int sim_search_main(int argc, char **argv) {
   }
   int rc = 0;
   if (r.estimated == 0) {
-    fprintf(stderr, "tacosim: search: no layout of %s fits %d GPUs of %s (%ld enumerated, %ld over HBM)\n", o.model,
-            r.gpus, o.cluster, r.enumerated, r.over_memory);
+    fprintf(stderr,
+            "tacosim: search: no layout of %s fits %d GPUs of %s (%ld enumerated, %ld over HBM%s); every layout "
+            "uses all %d GPUs with dp dividing --global-batch: try another --gpus or --global-batch\n",
+            o.model, r.gpus, o.cluster, r.enumerated, r.over_memory,
+            o.headroom_gib > 0 || o.headroom_fraction > 0 ? " with the --headroom asked" : "", r.gpus);
     rc = TS_EXIT_BAD_INPUT;
   }
   sim_search_print(&r, &o, stdout);
-  if ((json && sim_search_save_json(&r, &o, json, &e)) || (csv && sim_search_save_csv(&r, csv, &e))) {
+  if ((json && sim_search_save_json(&r, &o, json, &e)) || (csv && sim_search_save_csv(&r, csv, &e)) ||
+      (o.emit_plans && r.estimated > 0 && sim_search_emit_plans(&r, &o, o.emit_plans, stdout, &e))) {
     fprintf(stderr, "tacosim: %s\n", e.msg);
     rc = ts_exit_status(&e);
   }

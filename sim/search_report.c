@@ -18,6 +18,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   fprintf(out, "search        %s on %d GPUs of %s, seq %d, global batch %lld\n", o->model, r->gpus, o->cluster,
           r->seq, r->global_batch);
   fprintf(out, "calibration   %s\n", r->calibration);
+  if (o->headroom_gib > 0 || o->headroom_fraction > 0)
+    fprintf(out, "headroom      %.1f GiB + %.0f %% of the HBM kept free beyond the memory model\n", o->headroom_gib,
+            100 * o->headroom_fraction);
   fprintf(out, "layouts       %ld enumerated, %ld over HBM, %ld invalid; %ld layout x codec candidates estimated\n",
           r->enumerated, r->over_memory, r->invalid, r->estimated);
   fprintf(out, "simulated     %d layouts under each codec%s: %d simulations (%d failed), %d workers\n",
@@ -43,12 +46,33 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     else
       fprintf(out, " %8s\n", "-");
   }
+  /* a candidate whose simulation failed: its row says why */
+  for (int i = 0; i < r->n; i++) {
+    const sim_search_candidate *k = &r->cands[i];
+    if (!k->sim_failed) continue;
+    char lt[96];
+    layout_text(&k->layout, lt, sizeof lt);
+    fprintf(out, "%3s  %-46s %-9s %11.0f  simulation failed: %s\n", "x", lt, sim_search_codec_name(k->codec),
+            k->est.tokens_per_s, k->error);
+  }
+  if (r->n == 0) /* nothing simulated (--simulate 0): the estimate ranking */
+    for (int i = 0; i < r->n_best_est && shown < top; i++) {
+      const sim_search_candidate *k = &r->best_est[i];
+      char lt[96];
+      layout_text(&k->layout, lt, sizeof lt);
+      shown++;
+      fprintf(out, "%3d  %-46s %-9s %11.0f %11s %9s %8.1f %5.1f%% %8.1f %8s\n", shown, lt,
+              sim_search_codec_name(k->codec), k->est.tokens_per_s, "not run", "-", k->est.tflops_per_gpu,
+              100 * k->est.mfu, k->memory_bytes / 1073741824.0, "-");
+    }
   /* each simulated layout once, with every policy's speedup over none */
-  fprintf(out, "\ncodec speedup over the same layout uncompressed (simulated)\n");
-  fprintf(out, "%-46s %11s", "layout", "none tok/s");
-  for (int c = 1; c < SIM_SEARCH_CODEC_COUNT; c++)
-    if (o->codecs & (1u << c)) fprintf(out, " %10s", sim_search_codec_name((sim_search_codec)c));
-  fputc('\n', out);
+  if (r->n > 0) fprintf(out, "\ncodec speedup over the same layout uncompressed (simulated)\n");
+  if (r->n > 0) {
+    fprintf(out, "%-46s %11s", "layout", "none tok/s");
+    for (int c = 1; c < SIM_SEARCH_CODEC_COUNT; c++)
+      if (o->codecs & (1u << c)) fprintf(out, " %10s", sim_search_codec_name((sim_search_codec)c));
+    fputc('\n', out);
+  }
   for (int i = 0; i < r->n; i++) {
     const sim_search_candidate *k = &r->cands[i];
     if (k->sample) continue;
@@ -58,35 +82,37 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     char lt[96];
     layout_text(&k->layout, lt, sizeof lt);
     double none = 0;
+    bool none_failed = false;
     for (int j = 0; j < r->n; j++)
       if (sim_search_same_layout(&r->cands[j].layout, &k->layout) && r->cands[j].codec == SIM_SEARCH_CODEC_NONE &&
-          r->cands[j].simulated && !r->cands[j].sample)
-        none = r->cands[j].sim_tokens_per_s;
+          !r->cands[j].sample) {
+        if (r->cands[j].simulated) none = r->cands[j].sim_tokens_per_s;
+        none_failed |= r->cands[j].sim_failed;
+      }
     fprintf(out, "%-46s ", lt);
     if (none > 0)
       fprintf(out, "%11.0f", none);
     else
-      fprintf(out, "%11s", "-");
+      fprintf(out, "%11s", none_failed ? "failed" : "-");
     for (int c = 1; c < SIM_SEARCH_CODEC_COUNT; c++) {
       if (!(o->codecs & (1u << c))) continue;
       double s = 0;
+      bool failed = false;
       for (int j = 0; j < r->n; j++)
         if (sim_search_same_layout(&r->cands[j].layout, &k->layout) && r->cands[j].codec == (sim_search_codec)c &&
-            !r->cands[j].sample)
+            !r->cands[j].sample) {
           s = r->cands[j].speedup;
+          failed |= r->cands[j].sim_failed;
+        }
       if (s > 0)
         fprintf(out, " %9.3fx", s);
       else
-        fprintf(out, " %10s", "n/a");
+        fprintf(out, " %10s", failed ? "failed" : none_failed ? "-" : "n/a");
     }
     fputc('\n', out);
   }
-  for (int i = 0; i < r->n; i++)
-    if (r->cands[i].sim_failed) {
-      char lt[96];
-      layout_text(&r->cands[i].layout, lt, sizeof lt);
-      fprintf(out, "failed: %s %s: %s\n", lt, sim_search_codec_name(r->cands[i].codec), r->cands[i].error);
-    }
+  if (r->failures)
+    fprintf(out, "failed: %d simulations (rows marked x above, each with its reason)\n", r->failures);
   /* how far the estimate is from the simulation: over the top picks, and
    * over the candidates sampled across the whole ranking (--sample) */
   size_t cap = r->n > 0 ? (size_t)r->n : 1;
@@ -109,7 +135,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   free(est);
   free(sim);
   fprintf(out, "note: TACO G=128 E4M3 and CAAT-Net p=0.5 on tensor-parallel traffic; CAAT-Net excludes sequence "
-               "parallel (n/a)\n");
+               "parallel (n/a); \"-\": no uncompressed figure to compare with\n");
 }
 
 /* ---- JSON ---- */

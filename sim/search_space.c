@@ -2,6 +2,7 @@
  * the memory filter. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "search.h"
@@ -89,30 +90,22 @@ long sim_search_enumerate(const sim_search_space *s, void (*fn)(const sim_search
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
 
-/* The loader's own defaults (codec threshold, DP bucket size for this dp)
- * come from loading a one-layer plan of the same model, cluster and dp, which
- * always fits in memory; the real layer count is then put back. */
-static int template_plan(const char *model, const char *cluster, int dp, int tp, plan *t, ts_err *e) {
+/* The base plan: every field the loader sets by default, from loading a plan
+ * of the zoo's smallest model (gpt-tiny, one GPU) on the cluster, which fits
+ * any GPU; the real model replaces it afterwards. Loading a one-layer plan of
+ * the real model instead failed whenever its embedding and output layers alone
+ * overflowed the HBM at that template's TP (issue 20: Llama-3 70B on L40S was
+ * answered "no layout fits" while TP8 PP16 DP2 fits), and no template's memory
+ * should decide what a search may try. */
+static int template_plan(const char *cluster, plan *t, ts_err *e) {
   char text[1024];
   int n = snprintf(text, sizeof text,
-                   "{\"schema\":1,\"model\":\"%s\",\"cluster\":\"%s\",\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":1},"
-                   "\"batch\":{\"micro\":1,\"global\":%d,\"seq\":1},\"schedule\":\"1f1b\",\"layers_override\":1}",
-                   model, cluster, dp, tp, dp);
-  if (n < 0 || (size_t)n >= sizeof text) return ts_fail(e, "search", "--model", "name too long");
+                   "{\"schema\":1,\"model\":\"gpt-tiny\",\"cluster\":\"%s\",\"layout\":{\"dp\":1,\"tp\":1,"
+                   "\"pp\":1},\"batch\":{\"micro\":1,\"global\":1,\"seq\":1},\"schedule\":\"1f1b\"}",
+                   cluster);
+  if (n < 0 || (size_t)n >= sizeof text) return ts_fail(e, "search", "--cluster", "name too long");
   return plan_from_json_text(text, (size_t)n, "search", NULL, NULL, t, e);
 }
-
-/* Template cache: the plans of the distinct dp values seen (few per search). */
-typedef struct {
-  int dp;
-  double codec_min_bytes, dp_bucket_bytes;
-} bucket_default;
-static bucket_default defaults_cache[64];
-static int defaults_n;
-
-/* The names the base plan was made from, for the per-dp templates. */
-static char base_model_arg[512], base_cluster_arg[512];
-static int base_tp = 1, base_gpus = 1;
 
 int sim_search_base_plan(const char *model, const char *cluster, plan *base, ts_err *e) {
   model_config m;
@@ -123,40 +116,10 @@ int sim_search_base_plan(const char *model, const char *cluster, plan *base, ts_
                    "quotes and backslashes are not allowed in names");
   if (model_load(model, NULL, &m, &sub)) return ts_fail(e, "search", "--model", "%s", sub.msg);
   if (topo_load(cluster, NULL, &base->cluster, &sub)) return ts_fail(e, "search", "--cluster", "%s", sub.msg);
-  /* the widest TP that divides the model and the node: the template must fit */
-  for (int tp = base->cluster.gpus_per_node; tp >= 1; tp--)
-    if (base->cluster.gpus_per_node % tp == 0 && m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0) {
-      base_tp = tp;
-      break;
-    }
-  if (template_plan(model, cluster, 1, base_tp, base, e)) return -1;
-  snprintf(base_model_arg, sizeof base_model_arg, "%s", model);
-  base_gpus = topo_total_gpus(&base->cluster);
-  snprintf(base_cluster_arg, sizeof base_cluster_arg, "%s", cluster);
-  defaults_n = 0;
+  if (template_plan(cluster, base, &sub)) return ts_fail(e, "search", "--cluster", "%s", sub.msg);
   base->model = m;
   base->layers = m.layers;
   snprintf(base->name, sizeof base->name, "%s", model);
-  return 0;
-}
-
-
-static int loader_defaults(int dp, double *codec_min, double *bucket, ts_err *e) {
-  for (int i = 0; i < defaults_n; i++)
-    if (defaults_cache[i].dp == dp) {
-      *codec_min = defaults_cache[i].codec_min_bytes;
-      *bucket = defaults_cache[i].dp_bucket_bytes;
-      return 0;
-    }
-  static plan t;
-  if (!base_model_arg[0]) return ts_fail(e, "search", "plan", "sim_search_base_plan was not called");
-  int tp = base_tp; /* a divisor of base_tp divides the model and the node too */
-  while (tp > 1 && ((long long)dp * tp > base_gpus || base_tp % tp)) tp--;
-  if (template_plan(base_model_arg, base_cluster_arg, dp, tp, &t, e)) return -1;
-  *codec_min = t.codec_min_bytes;
-  *bucket = t.dp_bucket_bytes;
-  if (defaults_n < (int)(sizeof defaults_cache / sizeof defaults_cache[0]))
-    defaults_cache[defaults_n++] = (bucket_default){dp, *codec_min, *bucket};
   return 0;
 }
 
@@ -187,20 +150,33 @@ static void fill_plan(const plan *base, const sim_search_layout *l, int seq, lon
 
 int sim_search_make_plan(const plan *base, const sim_search_layout *l, int seq, long long global_batch, plan *p,
                          ts_err *e) {
-  double codec_min = 0, bucket = 0;
-  if (loader_defaults(l->dp, &codec_min, &bucket, e)) return -1;
+  (void)e;
   fill_plan(base, l, seq, global_batch, p);
-  p->codec_min_bytes = codec_min;
-  p->dp_bucket_bytes = bucket;
+  plan_set_loader_defaults(p);
   return 0;
 }
 
-bool sim_search_fits_memory(const plan *p, double *bytes) {
+bool sim_search_fits_memory(const plan *p, double *bytes) { return sim_search_fits_memory_reserve(p, 0.0, bytes); }
+
+int sim_search_parse_headroom(const char *s, double *gib, double *fraction, ts_err *e) {
+  char *end;
+  *gib = *fraction = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end || !isfinite(v) || v < 0 || v > 1e6)
+    return ts_fail(e, "search", "--headroom", "\"%s\" is not a number of GiB (>= 1) or a fraction of the HBM (0 to 1)", s);
+  if (v < 1.0)
+    *fraction = v;
+  else
+    *gib = v;
+  return 0;
+}
+
+bool sim_search_fits_memory_reserve(const plan *p, double reserve, double *bytes) {
   plan_memory m;
   if (plan_memory_per_gpu(p, &m)) {
     *bytes = INFINITY;
     return false;
   }
   *bytes = m.total;
-  return m.total <= p->cluster.gpu.hbm_gib * 1024.0 * 1024.0 * 1024.0;
+  return m.total + reserve <= p->cluster.gpu.hbm_gib * 1024.0 * 1024.0 * 1024.0;
 }

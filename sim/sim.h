@@ -29,6 +29,7 @@ typedef struct {
   sim_mode mode;
   const schema_calibration *cal; /* costs; must outlive the call */
   bool record_ops;               /* fill result->ops (for --trace and per-op output) */
+  const unsigned char *record_ranks; /* with record_ops: record only ranks r with record_ranks[r] (NULL: all) */
   FILE *warn;                    /* calibration/roofline warnings (NULL: silent) */
   FILE *progress;                /* a progress line on a terminal (NULL: none) */
   const char *platform_path;     /* NULL: written from p->cluster with topo_write_platform */
@@ -49,6 +50,9 @@ typedef struct {
 } sim_options;
 
 /* Simulates one iteration; fills *out (schema_result_free it). Call once per process. */
+/* --trace-ranks: "stages" (tp 0, dp 0 of each stage) or "0,8,16-23"; sel has
+ * plan_world_size(p) entries, set to 1 for the ranks chosen. */
+int sim_parse_trace_ranks(const char *list, const plan *p, unsigned char *sel, ts_err *e);
 int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e);
 
 /* Same, in a forked child; the result travels back as result JSON. */

@@ -29,6 +29,7 @@ static const char *const stream_names[PLAN_STREAM_COUNT] = {"compute", "tp", "pp
 
 static void record(sim_rank *rs, int stream, int op_index, int merged, double start, double dur) {
   if (!sim_w->o->record_ops || dur <= 0) return;
+  if (sim_w->o->record_ranks && !sim_w->o->record_ranks[rs->rank]) return;
   if (rs->n_recs == rs->cap_recs) {
     rs->cap_recs = rs->cap_recs ? rs->cap_recs * 2 : 1024;
     rs->recs = realloc(rs->recs, sizeof *rs->recs * (size_t)rs->cap_recs);
@@ -272,6 +273,8 @@ static void stream_main(int argc, char **argv) {
 
 static int build_ranks(sim_world *w, ts_err *e) {
   const plan *p = w->p;
+  /* refused before building (exit 2), not out of memory minutes later */
+  if (!w->o->programs && plan_check_sim_size(p, w->o->mode == SIM_MODE_FULL ? w->world : p->pp, p->path, e)) return -1;
   w->ranks = calloc((size_t)w->world, sizeof *w->ranks);
   if (!w->ranks) return ts_fail_sys(e, "out of memory");
   for (int r = 0; r < w->world; r++) {

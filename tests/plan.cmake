@@ -34,3 +34,8 @@ add_test(NAME plan_zero COMMAND test_plan_zero)
 add_executable(test_plan_tpo ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_tpo.c)
 target_link_libraries(test_plan_tpo PRIVATE ts_plan PkgConfig::CUNIT m)
 add_test(NAME plan_tpo COMMAND test_plan_tpo)
+
+add_executable(test_plan_limits ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_limits.c)
+target_link_libraries(test_plan_limits PRIVATE ts_plan PkgConfig::CUNIT m)
+target_compile_definitions(test_plan_limits PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+add_test(NAME plan_limits COMMAND test_plan_limits)

@@ -15,3 +15,13 @@ target_link_libraries(test_search PRIVATE ts_search PkgConfig::CUNIT m)
 target_compile_definitions(test_search PRIVATE SEARCH_CLI="$<TARGET_FILE:search_cli>"
                            TACOSIM_CALIBRATION_DIR="${TACOSIM_CALIBRATION_DIR}")
 add_test(NAME search COMMAND test_search)
+
+# The search's feasibility against the plan loader on every zoo cluster x
+# model (memory only), and --emit-plans' files against `tacosim simulate`.
+add_executable(test_search_feasible ${CMAKE_CURRENT_SOURCE_DIR}/test_search_feasible.c)
+target_link_libraries(test_search_feasible PRIVATE ts_search PkgConfig::CUNIT PkgConfig::JANSSON m)
+if(TARGET tacosim)
+  target_compile_definitions(test_search_feasible PRIVATE TACOSIM_BIN="$<TARGET_FILE:tacosim>")
+  add_dependencies(test_search_feasible tacosim)
+endif()
+add_test(NAME search_feasible COMMAND test_search_feasible)

@@ -40,3 +40,9 @@ add_test(NAME sim_nccl COMMAND test_sim_nccl)
 
 add_executable(bench_nccl_model ${CMAKE_CURRENT_SOURCE_DIR}/bench_nccl_model.c)
 target_link_libraries(bench_nccl_model PRIVATE ts_sim m)
+
+add_executable(test_sim_trace_ranks ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_trace_ranks.c)
+target_link_libraries(test_sim_trace_ranks PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_sim_trace_ranks PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
+                           TACOSIM_CALIBRATION_DIR="${TACOSIM_CALIBRATION_DIR}")
+add_test(NAME sim_trace_ranks COMMAND test_sim_trace_ranks)

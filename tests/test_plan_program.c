@@ -1076,8 +1076,19 @@ static void test_memory(void) {
   CU_ASSERT_DOUBLE_EQUAL(with.gradients, 4.0 * plan_params_of_stage(&p, 0), 1);
   /* 1F1B: the first stage keeps pp micro-batches of its layers in flight */
   model_shard sh = {p.tp, p.sequence_parallel, p.micro_batch, p.seq};
-  double layer = model_activation_bytes_per_layer(&p.model, &sh, MODEL_RECOMPUTE_NONE);
+  /* fused attention (the default): no s x s scores, the fp32 row log-sum-exp instead */
+  double layer = model_activation_bytes_per_layer(&p.model, &sh, MODEL_RECOMPUTE_SELECTIVE) +
+                 4.0 * p.micro_batch * p.seq * p.model.heads / p.tp;
   CU_ASSERT_DOUBLE_EQUAL(with.activations, layer * plan_layers_per_chunk(&p) * p.pp, 1);
+  CU_ASSERT(with.overhead > 1.0 * 1073741824.0 && with.overhead < 3.0 * 1073741824.0);
+  CU_ASSERT_DOUBLE_EQUAL(with.total, with.weights + with.gradients + with.optimizer + with.activations + with.overhead, 1);
+  p.attention_backend = PLAN_ATTENTION_UNFUSED; /* unfused keeps the scores: Megatron-LM's 5 a s per token */
+  plan_memory unfused;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &unfused), 0);
+  CU_ASSERT_DOUBLE_EQUAL(unfused.activations,
+                         model_activation_bytes_per_layer(&p.model, &sh, MODEL_RECOMPUTE_NONE) *
+                             plan_layers_per_chunk(&p) * p.pp, 1);
+  p.attention_backend = PLAN_ATTENTION_FUSED;
   /* the largest stage decides; the whole model's weights are all there */
   double total = 0;
   for (int s = 0; s < p.pp; s++) total += plan_params_of_stage(&p, s) * p.tp;

@@ -873,6 +873,9 @@ static int run_cmd(const char *cmd, char *out, size_t cap) {
   if (!f) return -1;
   size_t n = fread(out, 1, cap - 1, f);
   out[n] = '\0';
+  char rest[4096]; /* drain what did not fit: the command must not die of SIGPIPE */
+  while (fread(rest, 1, sizeof rest, f) > 0) {
+  }
   int st = pclose(f);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

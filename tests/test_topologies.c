@@ -61,6 +61,7 @@ static void test_total_gpus(void) {
       {"a100x8-nvswitch", 8},   {"a100-3072-hdr", 3072},  {"h100x8-nvswitch", 8},
       {"h100-1024-ndr", 1024},  {"h100-6144-ndr", 6144},  {"b200x8-nvswitch", 8},
       {"b200-1024-ndr", 1024},  {"gb200-nvl72", 72},      {"gb200-nvl72-1152", 1152},
+      {"h200-131072-rail", 131072},
   };
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     topo_cluster c = load(want[i].name);

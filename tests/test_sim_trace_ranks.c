@@ -1,0 +1,61 @@
+/* test_sim_trace_ranks.c — `--trace-ranks`: the rank lists it accepts and
+ * refuses, and that a simulation records only the ranks chosen. */
+#include <CUnit/Basic.h>
+#include <string.h>
+
+#include "sim.h"
+
+static plan p;
+
+static void test_parse(void) {
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/gpt-h4096-pp2.json", NULL, NULL, &p, &e), 0);
+  int world = plan_world_size(&p);
+  unsigned char sel[64];
+  CU_ASSERT_FATAL(world <= 64);
+  CU_ASSERT_EQUAL(sim_parse_trace_ranks("stages", &p, sel, &e), 0);
+  int n = 0;
+  for (int r = 0; r < world; r++) n += sel[r];
+  CU_ASSERT_EQUAL(n, p.pp);
+  CU_ASSERT_EQUAL(sim_parse_trace_ranks("1", &p, sel, &e), 0);
+  CU_ASSERT(!sel[0] && sel[1]);
+  CU_ASSERT_EQUAL(sim_parse_trace_ranks("0-1", &p, sel, &e), 0);
+  CU_ASSERT(sel[0] && sel[1]);
+  const char *bad[] = {"", "x", "1,", "2", "1-0", "-1", "0-5", "0;1"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    e = (ts_err){0};
+    CU_ASSERT_EQUAL(sim_parse_trace_ranks(bad[i], &p, sel, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--trace-ranks"));
+    CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  }
+}
+
+static void test_records_only_chosen(void) {
+  ts_err e = {0};
+  schema_calibration cal;
+  sim_cost_source src;
+  CU_ASSERT_EQUAL_FATAL(sim_load_costs(NULL, &p.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
+  unsigned char sel[2] = {0, 1};
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .record_ops = true, .record_ranks = sel, .clock_off = true};
+  schema_result r;
+  CU_ASSERT_EQUAL_FATAL(sim_run(&p, &o, &r, &e), 0); /* once per process */
+  int other = 0;
+  for (int i = 0; i < r.n_ops; i++) other += r.ops[i].rank != 1;
+  printf("\n  %d ops recorded for rank 1 ", r.n_ops);
+  CU_ASSERT(r.n_ops > 10);
+  CU_ASSERT_EQUAL(other, 0);
+  schema_result_free(&r);
+  schema_calibration_free(&cal);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("trace ranks", NULL, NULL);
+  CU_add_test(s, "--trace-ranks lists", test_parse);
+  CU_add_test(s, "only the chosen ranks are recorded", test_records_only_chosen);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
