@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exec_ref.h"
+#include "rt_ops_ref.h"
 
 static exec_ref_config tiny(exec_act act, exec_norm norm) {
   exec_ref_config c = {.vocab = 11, .hidden = 8, .heads = 2, .ffn = 12, .layers = 2, .seq = 5, .batch = 2,
@@ -173,6 +174,41 @@ static void test_rope_properties(void) {
   CU_ASSERT_DOUBLE_EQUAL(fs[0], (1 - smooth) / 8 + smooth, 1e-12);
 }
 
+/* The plain-C references of the GPU kernels (rt_ops_ref.c, what
+ * rt_ops_selfcheck holds the kernels to) against the float64 model's own
+ * RoPE and bias arithmetic: the same rotation of the query and key heads of
+ * a qkv row (and its inverse), the same bias row and column sums. */
+static void test_kernel_refs(void) {
+  exec_ref_config c = family(0);
+  const int d = 4, heads = 6, ld = 27, rows = 11, seq = 5; /* 4 query + 2 key heads; ld past them */
+  double f64[2], xd[27];
+  float f32[2], x[11 * 27], y[11 * 27], b[20], db[20] = {0};
+  exec_ref_rope_inv_freq(&c, d, f64);
+  for (int i = 0; i < 2; i++) f32[i] = (float)f64[i], f64[i] = f32[i]; /* both from the same float frequencies */
+  for (int i = 0; i < rows * ld; i++) x[i] = y[i] = (float)sin(0.37 * i);
+  for (int inverse = 0; inverse < 2; inverse++) {
+    memcpy(y, x, sizeof y);
+    rt_ref_rope(y, rows, ld, heads, d, seq, f32, inverse);
+    for (int r = 0; r < rows; r++) {
+      for (int j = 0; j < ld; j++) xd[j] = x[r * ld + j];
+      exec_ref_rope_row(xd, heads, d, f64, r % seq, inverse);
+      for (int j = 0; j < ld; j++) CU_ASSERT_DOUBLE_EQUAL(y[r * ld + j], xd[j], 1e-6);
+    }
+  }
+  for (int j = 0; j < 20; j++) b[j] = 0.1f * j - 1.0f;
+  memcpy(y, x, sizeof y);
+  rt_ref_bias_add(y, b, rows, 20, ld);
+  rt_ref_bias_grad(x, db, rows, 20, ld);
+  for (int j = 0; j < ld; j++) {
+    double s = 0;
+    for (int r = 0; r < rows; r++) {
+      CU_ASSERT_DOUBLE_EQUAL(y[r * ld + j], x[r * ld + j] + (j < 20 ? b[j] : 0.f), 1e-6);
+      s += x[r * ld + j];
+    }
+    if (j < 20) CU_ASSERT_DOUBLE_EQUAL(db[j], s, 1e-5);
+  }
+}
+
 /* A GQA model whose query heads of a group all read equal keys and values is
  * the multi-head model with those keys and values repeated: same loss. */
 static void test_gqa_equals_repeated_mha(void) {
@@ -285,6 +321,7 @@ int main(void) {
   CU_add_test(s, "finite differences, llama / qwen / gpt family models", test_fd_families);
   CU_add_test(s, "tensor index of the family models", test_tensor_index_families);
   CU_add_test(s, "rope: rotation, relative positions, llama3 scaling", test_rope_properties);
+  CU_add_test(s, "kernel references (rt_ops_ref.c): rope, bias add, bias gradient", test_kernel_refs);
   CU_add_test(s, "GQA equals MHA with repeated keys/values", test_gqa_equals_repeated_mha);
   CU_add_test(s, "initial loss near log(vocab)", test_initial_loss_near_log_vocab);
   CU_add_test(s, "tensor layout", test_tensor_layout);
