@@ -215,6 +215,13 @@ static int unfused_attention_us(sim_costs *c, int phase, double *us, double *gem
   return 0;
 }
 
+int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e) {
+  double us, gemm;
+  if (unfused_attention_us(c, PLAN_PHASE_FWD, &us, &gemm, e)) return -1;
+  *s = us * 1e-6;
+  return 0;
+}
+
 /* Time of a compute op (us); *gemm_us: the part of it spent in GEMMs and
  * attention (tensor-core bound: the clock model speeds it by gemm_speed, the
  * rest by mem_speed). */
