@@ -9,7 +9,8 @@
 #   measured.tgz    measured/NAME.json and the printouts
 #   machine.txt     GPU, driver
 # BIN (default build/runtime/tacorun), OUT (default /tmp/zoo-out), ITERS (8), WARMUP (3),
-# PLANS_DIR (default experiments/validation/zoo/plans).
+# PLANS_DIR (default experiments/validation/zoo/plans), INFER_DIR (default
+# experiments/validation/zoo/infer-plans: inference plans, TTFT and TPOT).
 set -u
 BIN=${BIN:-build/runtime/tacorun}
 OUT=${OUT:-/tmp/zoo-out}
@@ -27,6 +28,13 @@ for plan in "$PLANS_DIR"/*.json; do
   timeout 150 "$BIN" execute "$plan" --iters "$ITERS" --warmup "$WARMUP" --json "$OUT/measured/$n.json" \
     >"$OUT/measured/$n.txt" 2>&1
   echo "$n rc=$? ($(( $(date +%s) - START )) s): $(grep -E 'iteration time' "$OUT/measured/$n.txt" | head -1)" | tee -a "$OUT/summary.txt"
+done
+# inference plans (one process, TP 1): TTFT and TPOT as `tacorun execute` measures them
+for plan in "${INFER_DIR:-experiments/validation/zoo/infer-plans}"/*.json; do
+  [ -f "$plan" ] || continue
+  n=$(basename "$plan" .json)
+  timeout 120 "$BIN" execute "$plan" --json "$OUT/measured/$n.json" >"$OUT/measured/$n.txt" 2>&1
+  echo "$n rc=$? ($(( $(date +%s) - START )) s): $(grep -iE 'tpot|per output' "$OUT/measured/$n.txt" | head -1)" | tee -a "$OUT/summary.txt"
 done
 cat "$OUT"/measured/*.txt >"$OUT/timing.txt" 2>/dev/null
 tar -czf "$OUT/measured.tgz" -C "$OUT" measured && rm -rf "$OUT/measured"
