@@ -282,7 +282,10 @@ static int prefill_attention_table(schema_calibration *cal, exec_gemm *g, const 
         if (ops[o].kind == MODEL_OP_ATTENTION) flops = ops[o].flops_fwd;
       double us;
       if (calib_time_us(pre_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
-      if (schema_calibration_add_kernel(cal, "attention_prefill", true, flops, 0, us))
+      char keyed[64]; /* and keyed by head dimension and prompt length (batch varies along FLOPs) */
+      snprintf(keyed, sizeof keyed, "attention_prefill.d%d.s%d", d, prompts[p]);
+      if (schema_calibration_add_kernel(cal, "attention_prefill", true, flops, 0, us) ||
+          schema_calibration_add_kernel(cal, keyed, true, flops, 0, us))
         return ts_fail_sys(e, "out of memory");
       n++;
     }
@@ -425,8 +428,10 @@ static int coll_tables(const char **ins, int nin, const char *out_dir, int timeo
     double up, ut;
     size_t count = bytes / 2;
     if (time_coll(&w, &t, buf, count, &plain, &up, &e) || time_coll(&w, &t, buf, count, &taco, &ut, &e)) goto done;
-    if (schema_calibration_add_coll(&meas, "allreduce", w.nranks, (double)bytes, up) ||
-        schema_calibration_add_coll(&meas, taco_name, w.nranks, (double)bytes, ut)) {
+    char taco_infer[64]; /* ".infer": read by inference predictions only, the training tables stay */
+    snprintf(taco_infer, sizeof taco_infer, "%s.infer", taco_name);
+    if (schema_calibration_add_coll(&meas, "allreduce.infer", w.nranks, (double)bytes, up) ||
+        schema_calibration_add_coll(&meas, taco_infer, w.nranks, (double)bytes, ut)) {
       ts_fail_sys(&e, "out of memory");
       goto done;
     }
@@ -443,7 +448,9 @@ static int coll_tables(const char **ins, int nin, const char *out_dir, int timeo
     }
     for (int c = 0; c < cal.n_colls; c++)
       if (cal.colls[c].nranks == w.nranks &&
-          (!strcmp(cal.colls[c].name, "allreduce") || !strcmp(cal.colls[c].name, taco_name)))
+          (!strcmp(cal.colls[c].name, "allreduce.infer") ||
+           (!strncmp(cal.colls[c].name, taco_name, strlen(taco_name)) &&
+            !strcmp(cal.colls[c].name + strlen(taco_name), ".infer"))))
         cal.colls[c].n = 0;
     for (int c = 0; c < meas.n_colls && rc == 0; c++)
       for (int k = 0; k < meas.colls[c].n; k++)
@@ -453,9 +460,9 @@ static int coll_tables(const char **ins, int nin, const char *out_dir, int timeo
     schema_calibration_sort(&cal);
     char note[1024], env[320];
     ts_env_knobs(env, sizeof env);
-    snprintf(note, sizeof note, "%.300s%sallreduce and %s (%d ranks) replaced by tacorun calibrate-infer --collectives "
-             "(one process per GPU, transport %s; env:%s)", cal.notes, cal.notes[0] ? "; " : "", taco_name, w.nranks,
-             rt_nccl_transport(), *env ? env : " (none)");
+    snprintf(note, sizeof note, "%.300s%sallreduce.infer and %s.infer (%d ranks) timed by tacorun calibrate-infer "
+             "--collectives (one process per GPU, transport %s; env:%s)", cal.notes, cal.notes[0] ? "; " : "", taco_name,
+             w.nranks, rt_nccl_transport(), *env ? env : " (none)");
     snprintf(cal.notes, sizeof cal.notes, "%.511s", note);
     if (rc == 0 && schema_calibration_save(&cal, out, &e)) rc = 1;
     schema_calibration_free(&cal);
@@ -480,7 +487,8 @@ static void usage(FILE *out) {
                "output, FC1, FC2, logits), \"attention_decode\" by KV-cache bytes and \"attention_prefill\"\n"
                "by FLOPs (Llama-3 8B TP2 head layout, batch 1..64, length 128..8192). GEMM shapes already\n"
                "in a file are kept; the two attention tables are replaced.\n"
-               "--collectives: the \"allreduce\" and \"allreduce.taco128\" tables (1 KiB .. 128 MiB) timed as the\n"
+               "--collectives: the \"allreduce.infer\" and \"allreduce.taco128.infer\" tables (1 KiB .. 128 MiB; only\n"
+               "inference predictions read them, in place of \"allreduce\" and \"allreduce.taco128\") timed as the\n"
                "executor runs them, one process per GPU, replace those of the files (use the file of the\n"
                "transport the run uses).\n"
                "options (defaults in brackets):\n"
@@ -505,7 +513,8 @@ static int merge(schema_calibration *cal, const schema_calibration *meas, const 
     if (!found && schema_calibration_add_gemm(cal, g->m, g->n, g->k, g->us)) return -1;
   }
   for (int i = 0; i < cal->n_kernels; i++)
-    if (!strcmp(cal->kernels[i].name, "attention_decode") || !strcmp(cal->kernels[i].name, "attention_prefill"))
+    if (!strcmp(cal->kernels[i].name, "attention_decode") || !strcmp(cal->kernels[i].name, "attention_prefill") ||
+        !strncmp(cal->kernels[i].name, "attention_prefill.", 18))
       cal->kernels[i].n = 0;
   for (int i = 0; i < meas->n_gemm; i++) {
     const schema_gemm_point *g = &meas->gemm[i];

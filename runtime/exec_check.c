@@ -29,6 +29,17 @@ static const exec_ref_config check_configs[] = {
     /* grouped-query attention: 4 query heads over 2 key/value heads (one of each per rank at TP 2) */
     {.vocab = 512, .hidden = 128, .heads = 4, .ffn = 256, .layers = 2, .seq = 128, .batch = 2,
      .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-5, .kv_heads = 2},
+    /* the zoo's families in small (models/: llama3-*, qwen2.5-*, gpt3-*): Llama (RoPE, GQA, untied output
+     * weight; theta 1e4 so that 128 positions turn every frequency pair noticeably), Qwen2.5 (RoPE theta 1e6,
+     * QKV bias, GQA, untied, eps 1e-6), GPT (learned positions, biases on every linear layer, tied) */
+    {.vocab = 512, .hidden = 128, .heads = 4, .ffn = 256, .layers = 2, .seq = 128, .batch = 2,
+     .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-5, .kv_heads = 2, .rope_theta = 1e4,
+     .untied = 1},
+    {.vocab = 512, .hidden = 128, .heads = 4, .ffn = 256, .layers = 2, .seq = 128, .batch = 2,
+     .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-6, .kv_heads = 2, .rope_theta = 1e6,
+     .qkv_bias = 1, .untied = 1},
+    {.vocab = 512, .hidden = 128, .heads = 4, .ffn = 512, .layers = 2, .seq = 128, .batch = 2,
+     .act = EXEC_ACT_GELU, .norm = EXEC_NORM_LAYERNORM, .norm_eps = 1e-5, .qkv_bias = 1, .linear_bias = 1},
 };
 
 enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_PP2_PLAN_REF,
@@ -300,10 +311,12 @@ static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, in
   fprintf(f,
           "{ \"schema\": 1, \"name\": \"exec-check-tiny\", \"family\": \"gpt\", \"layers\": %d, \"hidden\": %d,\n"
           "  \"heads\": %d, \"kv_heads\": %d, \"ffn_hidden\": %d, \"activation\": \"%s\", \"norm\": \"%s\",\n"
-          "  \"vocab\": %d, \"tied_embeddings\": true, \"max_seq\": %d, \"position\": \"learned\",\n"
-          "  \"qkv_bias\": false, \"linear_bias\": false, \"norm_eps\": %g }\n",
+          "  \"vocab\": %d, \"tied_embeddings\": %s, \"max_seq\": %d, \"position\": \"%s\", \"rope_theta\": %.17g,\n"
+          "  \"qkv_bias\": %s, \"linear_bias\": %s, \"norm_eps\": %.17g }\n",
           cfg->layers, cfg->hidden, cfg->heads, exec_ref_kv_heads(cfg), cfg->ffn, cfg->act == EXEC_ACT_GELU ? "gelu" : "swiglu",
-          cfg->norm == EXEC_NORM_LAYERNORM ? "layernorm" : "rmsnorm", cfg->vocab, cfg->seq, cfg->norm_eps);
+          cfg->norm == EXEC_NORM_LAYERNORM ? "layernorm" : "rmsnorm", cfg->vocab, cfg->untied ? "false" : "true",
+          cfg->seq, cfg->rope_theta > 0 ? "rope" : "learned", cfg->rope_theta, cfg->qkv_bias ? "true" : "false",
+          cfg->linear_bias ? "true" : "false", cfg->norm_eps);
   if (fclose(f)) return ts_fail_sys(e, "%s: cannot write", model_path);
   snprintf(text, text_cap,
            "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\",\n"
@@ -785,7 +798,8 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
       goto done;
   }
   /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */
-  if (n == 2 && (check_pipeline(w, &d, gd, 2, "1f1b", 1, NULL, CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, NULL, NULL, log, e) ||
+  /* (the executor's pipeline needs tied embeddings: untied models run at PP = 1) */
+  if (n == 2 && !cfg->untied && (check_pipeline(w, &d, gd, 2, "1f1b", 1, NULL, CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, NULL, NULL, log, e) ||
                  check_pipeline(w, &d, gd, 2, "gpipe", 1, NULL, CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, NULL, NULL, log, e) ||
                  check_pipeline(w, &d, gd, 1, "gpipe", 1, NULL, CMP_GPIPE1_REF, CMP_GPIPE1_DP2, tab, NULL, NULL, log, e)))
     goto done;
@@ -794,9 +808,13 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
       exec_world_sum(w, &tab->den[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e))
     goto done;
 
-  fprintf(log, "\nmodel: vocab %d, hidden %d, heads %d (kv %d), ffn %d, layers %d, seq %d, micro-batch %d, %s, %s; %d rank(s)\n",
+  fprintf(log, "\nmodel: vocab %d, hidden %d, heads %d (kv %d), ffn %d, layers %d, seq %d, micro-batch %d, %s, %s "
+          "(eps %g), %s%s%s%s; %d rank(s)\n",
           cfg->vocab, cfg->hidden, cfg->heads, exec_ref_kv_heads(cfg), cfg->ffn, cfg->layers, cfg->seq, cfg->batch,
-          cfg->act == EXEC_ACT_GELU ? "GELU" : "SwiGLU", cfg->norm == EXEC_NORM_LAYERNORM ? "LayerNorm" : "RMSNorm", n);
+          cfg->act == EXEC_ACT_GELU ? "GELU" : "SwiGLU", cfg->norm == EXEC_NORM_LAYERNORM ? "LayerNorm" : "RMSNorm",
+          cfg->norm_eps, cfg->rope_theta > 0 ? "RoPE" : "learned positions", cfg->qkv_bias ? ", QKV bias" : "",
+          cfg->linear_bias ? ", linear biases" : "", cfg->untied ? ", untied output weight" : ", tied", n);
+  if (cfg->rope_theta > 0) fprintf(log, "  rope theta %g\n", cfg->rope_theta);
   fprintf(log, "  loss: float64 %.6f  tp1 %.6f  tp%d %.6f  (dp%d rank-0 share %.6f)\n", d.loss_a, loss1, n, lossn, n,
           lossd);
   int bad = 0;
@@ -821,7 +839,7 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   for (int c = 0; c < CMP_COUNT; c++) fprintf(log, " %12.2e ", worst[c]);
   fprintf(log, "  (tolerance %.0e)\n", CHECK_TOL_GRAD);
 
-  if (n == 2) {
+  if (n == 2 && !cfg->untied) {
     int il_bad = check_interleaved(w, cfg, log, e);
     if (il_bad < 0) goto done;
     bad += il_bad;

@@ -84,7 +84,7 @@ __global__ void embed_bwd_kernel(const int32_t *tokens, const bf16 *dx, float *d
   for (int j = threadIdx.x; j < hidden; j += blockDim.x) {
     float d = __bfloat162float(dx[t * hidden + j]);
     if (local) atomicAdd(&dwte[tok * hidden + j], d);
-    atomicAdd(&dwpe[(t % seq) * hidden + j], d);
+    if (dwpe) atomicAdd(&dwpe[(t % seq) * hidden + j], d); /* NULL: no position embedding (RoPE) */
   }
 }
 

@@ -19,7 +19,7 @@ extern "C" {
 int exec_embed_fwd(const int32_t *tokens, const void *wte, long long vocab_start, long long vocab_local,
                    const void *wpe, int add_position, void *out, long long tokens_n, int seq, int hidden,
                    void *stream, ts_err *e);
-/* dwte[tok - vocab_start] += dx[t] for local tokens; dwpe[t % seq] += dx[t] (FP32 accumulators). */
+/* dwte[tok - vocab_start] += dx[t] for local tokens; dwpe[t % seq] += dx[t] (FP32 accumulators; dwpe NULL: none). */
 int exec_embed_bwd(const int32_t *tokens, const void *dx, float *dwte, long long vocab_start, long long vocab_local,
                    float *dwpe, long long tokens_n, int seq, int hidden, void *stream, ts_err *e);
 

@@ -1,5 +1,5 @@
 /* exec_layer.c — the compute of each op of the program on one rank: GEMMs
- * (cuBLASLt through exec_gemm), norms, unfused causal attention, activations,
+ * (cuBLASLt through exec_gemm) and their biases, RoPE, norms, attention, activations,
  * the vocabulary-parallel output layer and loss, the embedding, AdamW. */
 #include "exec_model_internal.h"
 
@@ -12,6 +12,7 @@
 #include "exec_kernels.h"
 #include "model.h"
 #include "rt_ops.h"
+#include "rt_ops_layer.h"
 
 /* ---- GEMM shorthands (row-major) ---- */
 
@@ -155,6 +156,23 @@ static int attention_bwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
   return m->qkv_exp ? gqa_reduce(m, e) : 0;
 }
 
+/* ---- biases and RoPE ---- */
+
+/* A bias tensor's BF16 row and FP32 gradient, or 0 when the model has none. */
+static int bias_of(exec_model *m, int l, exec_tensor_kind kind) { return exec_layer_tensor(m, l, kind); }
+static int add_bias(exec_model *m, int t, void *y, long long rows, int cols, ts_err *e) {
+  return t < 0 ? 0 : rt_bias_add(y, exec_w16_of(m, t), rows, cols, cols, m->stream, e);
+}
+static int bias_grad(exec_model *m, int t, const void *dy, long long rows, int cols, ts_err *e) {
+  return t < 0 ? 0 : rt_bias_grad(dy, exec_grad_of(m, t), rows, cols, cols, m->stream, e);
+}
+/* RoPE on the query and key heads of a [T x qkv_cols] buffer (inverse: on their gradient). */
+static int rope(exec_model *m, void *qkv, int inverse, ts_err *e) {
+  if (!m->rope_inv_freq) return ts_fail_sys(e, "exec: rope op on a model without RoPE");
+  return rt_rope(qkv, m->tokens, m->qkv_cols, m->heads_local + m->kv_local, m->head_dim, m->cfg.seq,
+                 m->rope_inv_freq, inverse, m->stream, e);
+}
+
 /* ---- layer ops ---- */
 
 static void *layer_output(exec_model *m, int l) {
@@ -172,22 +190,28 @@ int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
     return norm_fwd(m, a->x_in, exec_layer_tensor(m, l, EXEC_T_LN1_G), exec_layer_tensor(m, l, EXEC_T_LN1_B), a->n1, a->mean1,
                     a->rstd1, e);
   case EXEC_OP_QKV:
-    return linear_fwd(m, T, m->qkv_cols, h, a->n1, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_QKV)), a->qkv, e);
+    EX_TRY(linear_fwd(m, T, m->qkv_cols, h, a->n1, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_QKV)), a->qkv, e));
+    return add_bias(m, bias_of(m, l, EXEC_T_QKV_B), a->qkv, T, m->qkv_cols, e);
+  case EXEC_OP_ROPE: return rope(m, a->qkv, 0, e);
   case EXEC_OP_ATTN: return attention_fwd(m, a, e);
   case EXEC_OP_ATTN_OUT:
     return linear_fwd(m, T, h, hl, a->attn, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_ATTN_OUT)), m->proj, e);
-  case EXEC_OP_ATTN_RESIDUAL:
-    return rt_add(shard(m, a->x_in), shard(m, m->proj), shard(m, a->x_mid), m->sp_rows * h, m->stream, e);
+  case EXEC_OP_ATTN_RESIDUAL: /* x_mid = x_in + attn_out (all-reduced) + its bias */
+    EX_TRY(rt_add(shard(m, a->x_in), shard(m, m->proj), shard(m, a->x_mid), m->sp_rows * h, m->stream, e));
+    return add_bias(m, bias_of(m, l, EXEC_T_ATTN_OUT_B), shard(m, a->x_mid), m->sp_rows, (int)h, e);
   case EXEC_OP_LN2:
     return norm_fwd(m, a->x_mid, exec_layer_tensor(m, l, EXEC_T_LN2_G), exec_layer_tensor(m, l, EXEC_T_LN2_B), a->n2, a->mean2,
                     a->rstd2, e);
-  case EXEC_OP_FC1: return linear_fwd(m, T, m->fc1_local, h, a->n2, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_FC1)), a->u, e);
+  case EXEC_OP_FC1:
+    EX_TRY(linear_fwd(m, T, m->fc1_local, h, a->n2, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_FC1)), a->u, e));
+    return add_bias(m, bias_of(m, l, EXEC_T_FC1_B), a->u, T, m->fc1_local, e);
   case EXEC_OP_ACT:
     if (m->cfg.act == EXEC_ACT_SWIGLU) return rt_swiglu_fwd(a->u, a->a, T, m->ffn_local, m->stream, e);
     return rt_gelu_fwd(a->u, a->a, T * m->ffn_local, m->stream, e);
   case EXEC_OP_FC2: return linear_fwd(m, T, h, m->ffn_local, a->a, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_FC2)), m->proj, e);
   case EXEC_OP_MLP_RESIDUAL:
-    return rt_add(shard(m, a->x_mid), shard(m, m->proj), shard(m, layer_output(m, l)), m->sp_rows * h, m->stream, e);
+    EX_TRY(rt_add(shard(m, a->x_mid), shard(m, m->proj), shard(m, layer_output(m, l)), m->sp_rows * h, m->stream, e));
+    return add_bias(m, bias_of(m, l, EXEC_T_FC2_B), shard(m, layer_output(m, l)), m->sp_rows, (int)h, e);
   default: return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);
   }
 }
@@ -235,8 +259,9 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
       EX_CUDA(cudaMemcpyAsync(shard(m, m->dx), shard(m, m->pp_grad_in[m->slot * m->vpp + exec_model_chunk_of_layer(m, l)]),
                               (size_t)(m->sp_rows * h) * 2,
                               cudaMemcpyDeviceToDevice, m->stream));
-    return 0;
-  case EXEC_OP_ATTN_RESIDUAL: return 0; /* the gradient passes through */
+    return bias_grad(m, bias_of(m, l, EXEC_T_FC2_B), shard(m, m->dx), m->sp_rows, (int)h, e); /* SP: partial sums */
+  case EXEC_OP_ATTN_RESIDUAL: /* the gradient passes through; the bias's is its column sums */
+    return bias_grad(m, bias_of(m, l, EXEC_T_ATTN_OUT_B), shard(m, m->dx), m->sp_rows, (int)h, e);
   case EXEC_OP_FC2:
     t = exec_layer_tensor(m, l, EXEC_T_FC2);
     if (wgrad) EX_TRY(linear_wgrad(m, T, h, fl, a->a, m->dx, exec_grad_of(m, t), e));
@@ -246,6 +271,7 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
     return rt_gelu_bwd(m->da, a->u, m->du, T * fl, m->stream, e);
   case EXEC_OP_FC1:
     t = exec_layer_tensor(m, l, EXEC_T_FC1);
+    if (wgrad) EX_TRY(bias_grad(m, bias_of(m, l, EXEC_T_FC1_B), m->du, T, (int)ul, e));
     if (dgrad) EX_TRY(linear_dgrad(m, T, ul, h, m->du, exec_w16_of(m, t), m->dtmp, e));
     if (part == PLAN_PART_WGRAD) return linear_wgrad(m, T, ul, h, a->n2, m->du, exec_grad_of(m, t), e);
     return wgrad ? linear_wgrad_deferred(m, T, ul, h, a->n2, m->du, exec_grad_of(m, t), e) : 0;
@@ -257,9 +283,11 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
     if (wgrad) EX_TRY(linear_wgrad(m, T, h, hl, a->attn, m->dx, exec_grad_of(m, t), e));
     return dgrad ? linear_dgrad(m, T, h, hl, m->dx, exec_w16_of(m, t), m->dattn, e) : 0;
   case EXEC_OP_ATTN: return attention_bwd(m, a, e);
+  case EXEC_OP_ROPE: return rope(m, m->dqkv_g ? m->dqkv_g : m->dqkv, 1, e);
   case EXEC_OP_QKV:
     t = exec_layer_tensor(m, l, EXEC_T_QKV);
     dq = m->dqkv_g ? m->dqkv_g : m->dqkv; /* GQA: the group-summed gradient */
+    if (wgrad) EX_TRY(bias_grad(m, bias_of(m, l, EXEC_T_QKV_B), dq, T, m->qkv_cols, e));
     if (dgrad) EX_TRY(linear_dgrad(m, T, m->qkv_cols, h, dq, exec_w16_of(m, t), m->dtmp, e));
     if (part == PLAN_PART_WGRAD) return linear_wgrad(m, T, m->qkv_cols, h, a->n1, dq, exec_grad_of(m, t), e);
     return wgrad ? linear_wgrad_deferred(m, T, m->qkv_cols, h, a->n1, dq, exec_grad_of(m, t), e) : 0;
@@ -305,7 +333,7 @@ int exec_logits_loss_fwd(exec_model *m, int micro, ts_err *e) {
   const long long T = m->tokens, h = m->cfg.hidden, Vl = m->vocab_local;
   /* logits[T x Vl] = nf . wte_local^T */
   exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NT, T, Vl, h);
-  EX_TRY(exec_gemm_run(m->gemm, &s, 1.f, m->nf, exec_w16_of(m, 0), 0.f, m->logits, m->stream, e));
+  EX_TRY(exec_gemm_run(m->gemm, &s, 1.f, m->nf, exec_w16_of(m, exec_ref_head_tensor(&m->cfg)), 0.f, m->logits, m->stream, e));
   const int fused = exec_ce_fused_selected((int)Vl); /* one read of the logits (exec_kernels.h) */
   if (fused) {
     EX_TRY(exec_ce_stats(m->logits, micro_labels(m, micro), m->vocab_start, m->ce_rowmax, m->ce_sums, T, (int)Vl,
@@ -334,12 +362,14 @@ int exec_loss_fwd(exec_model *m, int micro, ts_err *e) {
 /* dnf = dlogits . wte (partial over the vocabulary shards) into m->dtmp */
 int exec_logits_dgrad(exec_model *m, ts_err *e) {
   exec_gemm_shape sd = exec_gemm_packed(EXEC_GEMM_NN, m->tokens, m->cfg.hidden, m->vocab_local);
-  return exec_gemm_run(m->gemm, &sd, 1.f, m->logits, exec_w16_of(m, 0), 0.f, m->dtmp, m->stream, e);
+  return exec_gemm_run(m->gemm, &sd, 1.f, m->logits, exec_w16_of(m, exec_ref_head_tensor(&m->cfg)), 0.f, m->dtmp,
+                       m->stream, e);
 }
 /* dwte += dlogits^T . nf */
 int exec_logits_wgrad(exec_model *m, ts_err *e) {
   exec_gemm_shape sw = exec_gemm_packed(EXEC_GEMM_TN_ACC, m->vocab_local, m->cfg.hidden, m->tokens);
-  return exec_gemm_run(m->gemm, &sw, 1.f, m->logits, m->nf, 1.f, exec_grad_of(m, 0), m->stream, e);
+  return exec_gemm_run(m->gemm, &sw, 1.f, m->logits, m->nf, 1.f, exec_grad_of(m, exec_ref_head_tensor(&m->cfg)),
+                       m->stream, e);
 }
 
 int exec_loss_bwd(exec_model *m, ts_err *e) {
@@ -347,7 +377,8 @@ int exec_loss_bwd(exec_model *m, ts_err *e) {
   int ln = m->cfg.norm == EXEC_NORM_LAYERNORM;
   /* logits = nf . wte^T: dnf = dlogits . wte (partial over the vocabulary shards), dwte += dlogits^T . nf */
   exec_gemm_shape sd = exec_gemm_packed(EXEC_GEMM_NN, T, h, Vl);
-  EX_TRY(exec_gemm_run(m->gemm, &sd, 1.f, m->logits, exec_w16_of(m, 0), 0.f, m->dtmp, m->stream, e));
+  const int head = exec_ref_head_tensor(&m->cfg); /* wte, or lm_head when untied */
+  EX_TRY(exec_gemm_run(m->gemm, &sd, 1.f, m->logits, exec_w16_of(m, head), 0.f, m->dtmp, m->stream, e));
   exec_gemm_shape sw = exec_gemm_packed(EXEC_GEMM_TN_ACC, Vl, h, T);
   if (m->tp_comm) { /* the input-gradient all-reduce overlaps the embedding's weight-gradient GEMM */
     EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
@@ -355,19 +386,23 @@ int exec_loss_bwd(exec_model *m, ts_err *e) {
     EX_NCCL(ncclAllReduce(m->dtmp, m->dtmp, (size_t)(T * h), ncclBfloat16, ncclSum, m->tp_comm, m->tp_stream));
     EX_CUDA(cudaEventRecord(m->ev_done, m->tp_stream));
   }
-  EX_TRY(exec_gemm_run(m->gemm, &sw, 1.f, m->logits, m->nf, 1.f, exec_grad_of(m, 0), m->stream, e));
+  EX_TRY(exec_gemm_run(m->gemm, &sw, 1.f, m->logits, m->nf, 1.f, exec_grad_of(m, head), m->stream, e));
   if (m->tp_comm) EX_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
   EX_CUDA(cudaMemsetAsync(m->dx, 0, (size_t)(T * h) * 2, m->stream));
   return norm_bwd(m, m->x_final, exec_final_norm_tensor(m, 0), ln ? exec_final_norm_tensor(m, 1) : 0, m->meanf, m->rstdf, e);
 }
 
+/* RoPE models have no position embedding (wpe): the lookup adds none and its gradient is not accumulated. */
 int exec_embedding_fwd(exec_model *m, int micro, ts_err *e) {
-  return exec_embed_fwd(micro_tokens(m, micro), exec_w16_of(m, 0), m->vocab_start, m->vocab_local, exec_w16_of(m, 1),
-                        m->tp_rank == 0, exec_acts(m, 0)->x_in, m->tokens, m->cfg.seq, m->cfg.hidden, m->stream, e);
+  const int wpe = exec_ref_tensor_index(&m->cfg, -1, EXEC_T_WPE);
+  return exec_embed_fwd(micro_tokens(m, micro), exec_w16_of(m, 0), m->vocab_start, m->vocab_local,
+                        exec_w16_of(m, wpe >= 0 ? wpe : 0), wpe >= 0 && m->tp_rank == 0, exec_acts(m, 0)->x_in,
+                        m->tokens, m->cfg.seq, m->cfg.hidden, m->stream, e);
 }
 int exec_embedding_bwd(exec_model *m, int micro, ts_err *e) {
-  return exec_embed_bwd(micro_tokens(m, micro), m->dx, exec_grad_of(m, 0), m->vocab_start, m->vocab_local, exec_grad_of(m, 1),
-                        m->tokens, m->cfg.seq, m->cfg.hidden, m->stream, e);
+  const int wpe = exec_ref_tensor_index(&m->cfg, -1, EXEC_T_WPE);
+  return exec_embed_bwd(micro_tokens(m, micro), m->dx, exec_grad_of(m, 0), m->vocab_start, m->vocab_local,
+                        wpe >= 0 ? exec_grad_of(m, wpe) : NULL, m->tokens, m->cfg.seq, m->cfg.hidden, m->stream, e);
 }
 
 /* Sequence parallelism: each rank's norm-weight gradients cover its rows
@@ -378,7 +413,7 @@ int exec_sp_sync_norms(exec_model *m, cudaStream_t stream, ts_err *e) {
   for (int t = 0; t < m->ntensors; t++) {
     exec_tensor_kind k = m->tensors[t].kind;
     if (k != EXEC_T_LN1_G && k != EXEC_T_LN1_B && k != EXEC_T_LN2_G && k != EXEC_T_LN2_B && k != EXEC_T_LNF_G &&
-        k != EXEC_T_LNF_B)
+        k != EXEC_T_LNF_B && k != EXEC_T_ATTN_OUT_B && k != EXEC_T_FC2_B) /* + the row-parallel GEMMs' biases */
       continue;
     EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat,
                           ncclSum, m->tp_comm, stream));
@@ -394,7 +429,9 @@ int exec_caat_sync_replicated(exec_model *m, cudaStream_t stream, ts_err *e) {
   EX_NCCL(ncclGroupStart());
   for (int t = 0; t < m->ntensors; t++) {
     exec_tensor_kind k = m->tensors[t].kind;
-    if (k == EXEC_T_WTE || k == EXEC_T_QKV || k == EXEC_T_ATTN_OUT || k == EXEC_T_FC1 || k == EXEC_T_FC2) continue;
+    if (k == EXEC_T_WTE || k == EXEC_T_QKV || k == EXEC_T_ATTN_OUT || k == EXEC_T_FC1 || k == EXEC_T_FC2 ||
+        k == EXEC_T_QKV_B || k == EXEC_T_FC1_B || k == EXEC_T_LM_HEAD) /* sharded over TP */
+      continue;
     EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat, ncclAvg,
                           m->tp_comm, stream));
   }

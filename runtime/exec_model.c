@@ -15,25 +15,13 @@
 
 /* ---- layout of the local parameters ---- */
 
-static int per_layer_tensors(const exec_model *m) { return m->cfg.norm == EXEC_NORM_LAYERNORM ? 8 : 6; }
-
-/* Index in tensors[] of a layer tensor (kind among the layer kinds). */
+/* Index in tensors[] of a layer tensor (-1 when the model has none: a bias,
+ * LayerNorm's beta under RMSNorm); the local list has the reference's order. */
 int exec_layer_tensor(const exec_model *m, int layer, exec_tensor_kind kind) {
-  int ln = m->cfg.norm == EXEC_NORM_LAYERNORM, i;
-  switch (kind) {
-  case EXEC_T_LN1_G: i = 0; break;
-  case EXEC_T_LN1_B: i = 1; break;
-  case EXEC_T_QKV: i = ln ? 2 : 1; break;
-  case EXEC_T_ATTN_OUT: i = ln ? 3 : 2; break;
-  case EXEC_T_LN2_G: i = ln ? 4 : 3; break;
-  case EXEC_T_LN2_B: i = 5; break;
-  case EXEC_T_FC1: i = ln ? 6 : 4; break;
-  default: i = ln ? 7 : 5; break; /* FC2 */
-  }
-  return 2 + layer * per_layer_tensors(m) + i;
+  return exec_ref_tensor_index(&m->cfg, layer, kind);
 }
 int exec_final_norm_tensor(const exec_model *m, int bias) {
-  return 2 + m->cfg.layers * per_layer_tensors(m) + bias;
+  return exec_ref_tensor_index(&m->cfg, -1, bias ? EXEC_T_LNF_B : EXEC_T_LNF_G);
 }
 
 void *exec_w16_of(const exec_model *m, int t) { return (uint16_t *)m->w16 + m->tensors[t].offset; }
@@ -46,10 +34,12 @@ static long long full_index(const exec_model *m, const exec_tensor *full, int t,
   const long long hl = m->hidden_local, fl = m->ffn_local, h = m->cfg.hidden, f = m->cfg.ffn;
   switch (lt->kind) {
   case EXEC_T_WTE:
+  case EXEC_T_LM_HEAD:
     fr = m->vocab_start + r;
     if (fr >= m->cfg.vocab) return -1;
     break;
-  case EXEC_T_QKV: {
+  case EXEC_T_QKV:
+  case EXEC_T_QKV_B: {
     /* [q | k | v]: q hidden wide, k and v kv_heads x head_dim wide, each cut over TP */
     const long long kvl = (long long)m->kv_local * m->head_dim, kvf = kvl * m->tp;
     if (c < hl) fc = m->tp_rank * hl + c;
@@ -58,7 +48,8 @@ static long long full_index(const exec_model *m, const exec_tensor *full, int t,
     break;
   }
   case EXEC_T_ATTN_OUT: fr = m->tp_rank * hl + r; break;
-  case EXEC_T_FC1: fc = (c / fl) * f + m->tp_rank * fl + c % fl; break; /* GELU: c / fl == 0 */
+  case EXEC_T_FC1:
+  case EXEC_T_FC1_B: fc = (c / fl) * f + m->tp_rank * fl + c % fl; break; /* GELU: c / fl == 0 */
   case EXEC_T_FC2: fr = m->tp_rank * fl + r; break;
   default: break;
   }
@@ -96,7 +87,7 @@ static int dev_alloc(void **p, size_t bytes, size_t *total, ts_err *e) {
 int exec_model_group_of_tensor(const exec_model *m, int t) {
   const exec_tensor *lt = &m->tensors[t];
   if (lt->layer >= 0) return lt->layer;
-  if (lt->kind == EXEC_T_LNF_G || lt->kind == EXEC_T_LNF_B) return m->cfg.layers;
+  if (lt->kind == EXEC_T_LNF_G || lt->kind == EXEC_T_LNF_B || lt->kind == EXEC_T_LM_HEAD) return m->cfg.layers;
   return m->cfg.layers + 1; /* wte, wpe */
 }
 
@@ -162,7 +153,7 @@ int exec_model_holds_tensor(const exec_model *m, int t) {
   const exec_tensor *lt = &m->tensors[t];
   if (lt->layer >= 0) return exec_model_holds_layer(m, lt->layer);
   int first = m->pp_rank == 0, last = m->pp_rank == m->pp - 1;
-  if (lt->kind == EXEC_T_LNF_G || lt->kind == EXEC_T_LNF_B) return last;
+  if (lt->kind == EXEC_T_LNF_G || lt->kind == EXEC_T_LNF_B || lt->kind == EXEC_T_LM_HEAD) return last;
   if (lt->kind == EXEC_T_WTE) return first || last;
   return first; /* position embedding */
 }
@@ -203,7 +194,11 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->sp_rows = (long long)cfg->batch * cfg->seq;
   m->overlap_wgrad = getenv("EXEC_NO_OVERLAP") == NULL;
   m->lower_softmax = getenv("EXEC_FULL_SOFTMAX") == NULL;
-  for (int i = 0; i < EXEC_OP_COUNT; i++) m->layer_op_index[i] = i;
+  /* the model_layer_ops() order: rope (RoPE models only) between qkv and attn */
+  for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
+    exec_layer_op o = exec_layer_fwd_order[k];
+    m->layer_op_index[o] = o == EXEC_OP_ROPE && !(cfg->rope_theta > 0) ? -1 : next++;
+  }
   const long long T = (long long)cfg->batch * cfg->seq, h = cfg->hidden;
   m->tokens = T;
   m->head_dim = cfg->hidden / cfg->heads;
@@ -238,10 +233,10 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
       m->group_lo[g] = off;
     }
     switch (lt->kind) {
-    case EXEC_T_WTE: lt->rows = (size_t)m->vocab_local; break;
-    case EXEC_T_QKV: lt->cols = (size_t)m->qkv_cols; break;
+    case EXEC_T_WTE: case EXEC_T_LM_HEAD: lt->rows = (size_t)m->vocab_local; break;
+    case EXEC_T_QKV: case EXEC_T_QKV_B: lt->cols = (size_t)m->qkv_cols; break;
     case EXEC_T_ATTN_OUT: lt->rows = (size_t)m->hidden_local; break;
-    case EXEC_T_FC1: lt->cols = (size_t)m->fc1_local; break;
+    case EXEC_T_FC1: case EXEC_T_FC1_B: lt->cols = (size_t)m->fc1_local; break;
     case EXEC_T_FC2: lt->rows = (size_t)m->ffn_local; break;
     default: break;
     }
@@ -329,6 +324,17 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   ALLOC(m->logits, T * m->vocab_local * bf);
   ALLOC(m->meanf, T * 4);
   ALLOC(m->rstdf, T * 4);
+  if (cfg->rope_theta > 0) { /* the rotation's frequencies, computed once in double on the host (exec_ref.c) */
+    double f64[512];
+    float f32[512];
+    const int half = m->head_dim / 2;
+    if (half > 512) return ts_fail(e, NULL, "model", "head dimension %d: RoPE supports at most 1024", m->head_dim);
+    exec_ref_rope_inv_freq(cfg, m->head_dim, f64);
+    for (int i = 0; i < half; i++) f32[i] = (float)f64[i];
+    ALLOC(m->rope_inv_freq, (size_t)half * 4);
+    EX_CUDA(cudaMemcpyAsync(m->rope_inv_freq, f32, (size_t)half * 4, cudaMemcpyHostToDevice, stream));
+    EX_CUDA(cudaStreamSynchronize(stream));
+  }
   if (m->pp_rank == m->pp - 1 && m->nslots > 1) { /* the last virtual stage is on the last stage */
     m->heads = calloc((size_t)m->nslots, sizeof *m->heads);
     if (!m->heads) return ts_fail_sys(e, "exec_model_create: out of memory");
@@ -478,6 +484,7 @@ int exec_model_prepare_codecs(exec_model *m, const plan_op *ops, int nops, ts_er
 }
 
 void exec_model_destroy(exec_model *m) {
+  if (m->rope_inv_freq) cudaFree(m->rope_inv_freq);
   if (m->dp_team_ready) coll_team_destroy(&m->dp_team);
   if (m->pp_team_ready) coll_team_destroy(&m->pp_team);
   if (m->team_ready) coll_team_destroy(&m->team);

@@ -17,7 +17,12 @@
  * Walked plan programs add sequence parallelism, recomputation and ZeRO-1
  * (see sp, recomputing, zero1 below).
  * Grouped-query attention: see kv_local below.
- * Not implemented: linear biases, RoPE (positions are learned). */
+ * The zoo's layers as published (exec_ref.h): RoPE (rope op between qkv and
+ * attn: in place on the query and key columns, inverse on their gradient),
+ * biases on qkv and fc1 (added after the GEMM, their gradients with the
+ * weight gradient) and on attn_out and fc2 (added in the residual op, after
+ * the TP reduction, as Megatron-LM's bias-dropout-add), an untied output
+ * weight (lm_head, vocabulary-parallel like wte). */
 #ifndef EXEC_MODEL_H
 #define EXEC_MODEL_H
 
@@ -59,6 +64,7 @@ typedef struct {
    * column meets its group's). NULL without GQA. */
   int kv_local, qkv_cols;
   void *qkv_exp, *dqkv_g, *gqa_R;
+  float *rope_inv_freq; /* RoPE: head_dim / 2 frequencies (NULL with learned positions) */
 
   /* parameters: tensors in exec_ref order, local shapes */
   int ntensors;

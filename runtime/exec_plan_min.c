@@ -138,4 +138,9 @@ void exec_plan_config(const exec_plan_min *p, exec_ref_config *c) {
   c->kv_heads = p->model.kv_heads; /* grouped-query attention when fewer than heads */
   c->vpp = p->vpp;                 /* the executor's pipeline chunks (interleaved 1F1B) */
   c->recompute = !strcmp(p->recompute, "full") ? 2 : !strcmp(p->recompute, "selective") ? 1 : 0;
+  /* the layers as the model file publishes them */
+  c->rope_theta = p->model.position == MODEL_POS_ROPE ? (p->model.rope_theta > 0 ? p->model.rope_theta : 10000.0) : 0;
+  c->qkv_bias = p->model.qkv_bias;
+  c->linear_bias = p->model.linear_bias;
+  c->untied = !p->model.tied_embeddings;
 }

@@ -19,6 +19,10 @@ int exec_ref_config_check(const exec_ref_config *c, ts_err *e) {
   if (c->layers < 1) return ts_fail(e, NULL, "layers", "must be >= 1 (got %d)", c->layers);
   if (c->seq < 1 || c->batch < 1) return ts_fail(e, NULL, "batch", "seq and batch must be >= 1");
   if (!(c->norm_eps > 0)) return ts_fail(e, NULL, "norm_eps", "must be > 0");
+  if (c->rope_theta < 0 || (c->rope_theta > 0 && (c->hidden / c->heads) % 2))
+    return ts_fail(e, NULL, "rope_theta", "must be >= 0, and RoPE needs an even head dimension");
+  if (c->rope_factor > 0 && !(c->rope_orig_max > 0 && c->rope_low_freq > 0 && c->rope_high_freq > c->rope_low_freq))
+    return ts_fail(e, NULL, "rope_scaling", "needs original_max_position > 0 and 0 < low_freq_factor < high_freq_factor");
   return 0;
 }
 
@@ -36,31 +40,119 @@ static int add_tensor(exec_tensor *t, int cap, int n, const char *name, exec_ten
   return n + 1;
 }
 
+/* The tensor kinds of one layer, in flat order; returns their count. */
+static int layer_kinds(const exec_ref_config *c, exec_tensor_kind *k) {
+  int n = 0, ln = c->norm == EXEC_NORM_LAYERNORM;
+  k[n++] = EXEC_T_LN1_G;
+  if (ln) k[n++] = EXEC_T_LN1_B;
+  k[n++] = EXEC_T_QKV;
+  if (c->qkv_bias) k[n++] = EXEC_T_QKV_B;
+  k[n++] = EXEC_T_ATTN_OUT;
+  if (c->linear_bias) k[n++] = EXEC_T_ATTN_OUT_B;
+  k[n++] = EXEC_T_LN2_G;
+  if (ln) k[n++] = EXEC_T_LN2_B;
+  k[n++] = EXEC_T_FC1;
+  if (c->linear_bias) k[n++] = EXEC_T_FC1_B;
+  k[n++] = EXEC_T_FC2;
+  if (c->linear_bias) k[n++] = EXEC_T_FC2_B;
+  return n;
+}
+
+static const char *layer_suffix(exec_tensor_kind k) {
+  switch (k) {
+  case EXEC_T_LN1_G: return "ln1.g";
+  case EXEC_T_LN1_B: return "ln1.b";
+  case EXEC_T_QKV: return "qkv";
+  case EXEC_T_QKV_B: return "qkv.b";
+  case EXEC_T_ATTN_OUT: return "attn_out";
+  case EXEC_T_ATTN_OUT_B: return "attn_out.b";
+  case EXEC_T_LN2_G: return "ln2.g";
+  case EXEC_T_LN2_B: return "ln2.b";
+  case EXEC_T_FC1: return "fc1";
+  case EXEC_T_FC1_B: return "fc1.b";
+  case EXEC_T_FC2: return "fc2";
+  default: return "fc2.b";
+  }
+}
+
+int exec_ref_tensor_index(const exec_ref_config *c, int layer, exec_tensor_kind kind) {
+  exec_tensor_kind k[16];
+  int per = layer_kinds(c, k), base = c->rope_theta > 0 ? 1 : 2, ln = c->norm == EXEC_NORM_LAYERNORM;
+  int after = base + c->layers * per; /* lnf.g */
+  switch (kind) {
+  case EXEC_T_WTE: return 0;
+  case EXEC_T_WPE: return c->rope_theta > 0 ? -1 : 1;
+  case EXEC_T_LNF_G: return after;
+  case EXEC_T_LNF_B: return ln ? after + 1 : -1;
+  case EXEC_T_LM_HEAD: return c->untied ? after + 1 + ln : -1;
+  default: break;
+  }
+  if (layer < 0 || layer >= c->layers) return -1;
+  for (int i = 0; i < per; i++)
+    if (k[i] == kind) return base + layer * per + i;
+  return -1;
+}
+
+int exec_ref_head_tensor(const exec_ref_config *c) { return c->untied ? exec_ref_tensor_index(c, -1, EXEC_T_LM_HEAD) : 0; }
+
 int exec_ref_tensors(const exec_ref_config *c, exec_tensor *t, int cap, size_t *total) {
   size_t off = 0, h = (size_t)c->hidden;
   size_t fc1_cols = (size_t)c->ffn * (c->act == EXEC_ACT_SWIGLU ? 2 : 1);
   int n = 0, ln = c->norm == EXEC_NORM_LAYERNORM;
   char name[32];
+  exec_tensor_kind k[16];
+  int per = layer_kinds(c, k);
   n = add_tensor(t, cap, n, "wte", EXEC_T_WTE, -1, &off, (size_t)c->vocab, h);
-  n = add_tensor(t, cap, n, "wpe", EXEC_T_WPE, -1, &off, (size_t)c->seq, h);
-  for (int l = 0; l < c->layers; l++) {
-#define LAYER_TENSOR(suffix, kind, r, cc)                                                                    \
-  snprintf(name, sizeof name, "layer%d." suffix, l);                                                         \
-  n = add_tensor(t, cap, n, name, kind, l, &off, r, cc)
-    LAYER_TENSOR("ln1.g", EXEC_T_LN1_G, 1, h);
-    if (ln) { LAYER_TENSOR("ln1.b", EXEC_T_LN1_B, 1, h); }
-    LAYER_TENSOR("qkv", EXEC_T_QKV, h, (size_t)exec_ref_qkv_cols(c));
-    LAYER_TENSOR("attn_out", EXEC_T_ATTN_OUT, h, h);
-    LAYER_TENSOR("ln2.g", EXEC_T_LN2_G, 1, h);
-    if (ln) { LAYER_TENSOR("ln2.b", EXEC_T_LN2_B, 1, h); }
-    LAYER_TENSOR("fc1", EXEC_T_FC1, h, fc1_cols);
-    LAYER_TENSOR("fc2", EXEC_T_FC2, (size_t)c->ffn, h);
-#undef LAYER_TENSOR
-  }
+  if (!(c->rope_theta > 0)) n = add_tensor(t, cap, n, "wpe", EXEC_T_WPE, -1, &off, (size_t)c->seq, h);
+  for (int l = 0; l < c->layers; l++)
+    for (int i = 0; i < per; i++) {
+      size_t rows = 1, cols = h;
+      switch (k[i]) {
+      case EXEC_T_QKV: rows = h; cols = (size_t)exec_ref_qkv_cols(c); break;
+      case EXEC_T_QKV_B: cols = (size_t)exec_ref_qkv_cols(c); break;
+      case EXEC_T_ATTN_OUT: rows = h; break;
+      case EXEC_T_FC1: rows = h; cols = fc1_cols; break;
+      case EXEC_T_FC1_B: cols = fc1_cols; break;
+      case EXEC_T_FC2: rows = (size_t)c->ffn; break;
+      default: break; /* norm gains and biases, attn_out.b, fc2.b: 1 x h */
+      }
+      snprintf(name, sizeof name, "layer%d.%s", l, layer_suffix(k[i]));
+      n = add_tensor(t, cap, n, name, k[i], l, &off, rows, cols);
+    }
   n = add_tensor(t, cap, n, "lnf.g", EXEC_T_LNF_G, -1, &off, 1, h);
   if (ln) n = add_tensor(t, cap, n, "lnf.b", EXEC_T_LNF_B, -1, &off, 1, h);
+  if (c->untied) n = add_tensor(t, cap, n, "lm_head", EXEC_T_LM_HEAD, -1, &off, (size_t)c->vocab, h);
   *total = off;
   return n;
+}
+
+void exec_ref_rope_inv_freq(const exec_ref_config *c, int d, double *inv_freq) {
+  const double pi = 3.141592653589793;
+  for (int i = 0; i < d / 2; i++) {
+    double f = pow(c->rope_theta, -2.0 * i / d);
+    if (c->rope_factor > 0) { /* Llama 3.1: long wavelengths slowed by factor, short ones kept, a ramp between */
+      double wavelen = 2.0 * pi / f, orig = c->rope_orig_max;
+      double low_wl = orig / c->rope_low_freq, high_wl = orig / c->rope_high_freq;
+      if (wavelen > low_wl) f /= c->rope_factor;
+      else if (wavelen >= high_wl) {
+        double smooth = (orig / wavelen - c->rope_low_freq) / (c->rope_high_freq - c->rope_low_freq);
+        f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
+      }
+    }
+    inv_freq[i] = f;
+  }
+}
+
+void exec_ref_rope_row(double *x, int heads, int d, const double *inv_freq, int pos, int inverse) {
+  for (int hd = 0; hd < heads; hd++) {
+    double *v = x + (size_t)hd * d;
+    for (int i = 0; i < d / 2; i++) {
+      double a = pos * inv_freq[i], cs = cos(a), sn = inverse ? -sin(a) : sin(a);
+      double x1 = v[i], x2 = v[i + d / 2];
+      v[i] = x1 * cs - x2 * sn;
+      v[i + d / 2] = x2 * cs + x1 * sn;
+    }
+  }
 }
 
 /* splitmix64: small, fixed, and the same on every machine. */
@@ -152,6 +244,18 @@ static void mm_tn(int m, int n, int k, const double *A, const double *B, double 
       double a = A[(size_t)p * m + i];
       for (int j = 0; j < n; j++) C[(size_t)i * n + j] += a * B[(size_t)p * n + j];
     }
+}
+
+/* y[rows x cols] += b per row (b NULL: no bias); db += the column sums of dy. */
+static void add_bias(int rows, int cols, const double *b, double *y) {
+  if (!b) return;
+  for (int r = 0; r < rows; r++)
+    for (int j = 0; j < cols; j++) y[(size_t)r * cols + j] += b[j];
+}
+static void bias_grad(int rows, int cols, const double *dy, double *db) {
+  if (!db) return;
+  for (int r = 0; r < rows; r++)
+    for (int j = 0; j < cols; j++) db[j] += dy[(size_t)r * cols + j];
 }
 
 /* ---- norms ---- */
@@ -338,8 +442,7 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
   if (nt > EXEC_REF_MAX_TENSORS) return ts_fail(e, NULL, "layers", "too many tensors for the reference");
   const int T = c->batch * c->seq, h = c->hidden, V = c->vocab, S = c->seq, F = c->ffn, L = c->layers;
   const int QW = exec_ref_qkv_cols(c); /* qkv width: hidden + 2 kv_heads x head_dim */
-  const int U = c->act == EXEC_ACT_SWIGLU ? 2 * F : F, ln = c->norm == EXEC_NORM_LAYERNORM;
-  const int per_layer = ln ? 8 : 6;
+  const int U = c->act == EXEC_ACT_SWIGLU ? 2 * F : F;
 
   /* One arena for every activation: sizes in doubles. */
   size_t th = (size_t)T * h, layer_doubles = th * 5 + (size_t)T * 4 + (size_t)T * QW +
@@ -366,35 +469,52 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
   double *du = TAKE((size_t)T * U), *da = TAKE((size_t)T * F), *dP_row = TAKE(S);
 #undef TAKE
 
-  const double *wte = params + t[0].offset, *wpe = params + t[1].offset;
-#define P_OF(l, i) (params + t[2 + (l) * per_layer + (i)].offset)
-#define G_OF(l, i) (grads + t[2 + (l) * per_layer + (i)].offset)
-  /* index of each tensor inside a layer */
-  const int I_LN1G = 0, I_LN1B = ln ? 1 : -1, I_QKV = ln ? 2 : 1, I_OUT = I_QKV + 1, I_LN2G = I_OUT + 1,
-            I_LN2B = ln ? I_LN2G + 1 : -1, I_FC1 = ln ? I_LN2G + 2 : I_LN2G + 1, I_FC2 = I_FC1 + 1;
-  const double *lnf_g = params + t[2 + L * per_layer].offset;
-  const double *lnf_b = ln ? params + t[3 + L * per_layer].offset : NULL;
+  const int iwpe = exec_ref_tensor_index(c, -1, EXEC_T_WPE), ihead = exec_ref_head_tensor(c);
+  const double *wte = params + t[0].offset, *wpe = iwpe >= 0 ? params + t[iwpe].offset : NULL;
+  const double *whead = params + t[ihead].offset;
+  /* a layer tensor by kind (NULL when the model has none) */
+#define IDX(l, k) exec_ref_tensor_index(c, (l), (k))
+#define P_OF(l, k) (IDX(l, k) >= 0 ? params + t[IDX(l, k)].offset : NULL)
+#define G_OF(l, k) (IDX(l, k) >= 0 ? grads + t[IDX(l, k)].offset : NULL)
+  const double *lnf_g = P_OF(-1, EXEC_T_LNF_G), *lnf_b = P_OF(-1, EXEC_T_LNF_B);
+  const int d = h / c->heads, rope_heads = c->heads + exec_ref_kv_heads(c); /* q and k heads, side by side */
+  double inv_freq[512];
+  if (c->rope_theta > 0) {
+    if (d / 2 > 512) {
+      free(arena);
+      free(sv);
+      return ts_fail(e, NULL, "heads", "head dimension %d too large for the reference's RoPE", d);
+    }
+    exec_ref_rope_inv_freq(c, d, inv_freq);
+  }
 
-  /* embedding: x = wte[token] + wpe[position] */
+  /* embedding: x = wte[token] (+ wpe[position]) */
   for (int r = 0; r < T; r++)
-    for (int j = 0; j < h; j++) x[(size_t)r * h + j] = wte[(size_t)tokens[r] * h + j] + wpe[(size_t)(r % S) * h + j];
+    for (int j = 0; j < h; j++)
+      x[(size_t)r * h + j] = wte[(size_t)tokens[r] * h + j] + (wpe ? wpe[(size_t)(r % S) * h + j] : 0.0);
 
   for (int l = 0; l < L; l++) {
     layer_saved *s = &sv[l];
     memcpy(s->x_in, x, sizeof(double) * th);
-    norm_fwd(c, T, x, P_OF(l, I_LN1G), ln ? P_OF(l, I_LN1B) : NULL, s->n1, s->mean1, s->rstd1);
-    mm_nn(T, QW, h, s->n1, P_OF(l, I_QKV), s->qkv, 0);
+    norm_fwd(c, T, x, P_OF(l, EXEC_T_LN1_G), P_OF(l, EXEC_T_LN1_B), s->n1, s->mean1, s->rstd1);
+    mm_nn(T, QW, h, s->n1, P_OF(l, EXEC_T_QKV), s->qkv, 0);
+    add_bias(T, QW, P_OF(l, EXEC_T_QKV_B), s->qkv);
+    if (c->rope_theta > 0)
+      for (int r = 0; r < T; r++) exec_ref_rope_row(s->qkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 0);
     attn_fwd(c, s->qkv, s->P, s->attn);
-    mm_nn(T, h, h, s->attn, P_OF(l, I_OUT), x, 1); /* x += attn . Wo */
+    mm_nn(T, h, h, s->attn, P_OF(l, EXEC_T_ATTN_OUT), x, 1); /* x += attn . Wo + bo */
+    add_bias(T, h, P_OF(l, EXEC_T_ATTN_OUT_B), x);
     memcpy(s->x_mid, x, sizeof(double) * th);
-    norm_fwd(c, T, x, P_OF(l, I_LN2G), ln ? P_OF(l, I_LN2B) : NULL, s->n2, s->mean2, s->rstd2);
-    mm_nn(T, U, h, s->n2, P_OF(l, I_FC1), s->u, 0);
+    norm_fwd(c, T, x, P_OF(l, EXEC_T_LN2_G), P_OF(l, EXEC_T_LN2_B), s->n2, s->mean2, s->rstd2);
+    mm_nn(T, U, h, s->n2, P_OF(l, EXEC_T_FC1), s->u, 0);
+    add_bias(T, U, P_OF(l, EXEC_T_FC1_B), s->u);
     act_fwd(c, T, s->u, s->a);
-    mm_nn(T, h, F, s->a, P_OF(l, I_FC2), x, 1); /* x += a . W2 */
+    mm_nn(T, h, F, s->a, P_OF(l, EXEC_T_FC2), x, 1); /* x += a . W2 + b2 */
+    add_bias(T, h, P_OF(l, EXEC_T_FC2_B), x);
   }
   memcpy(xf, x, sizeof(double) * th);
   norm_fwd(c, T, xf, lnf_g, lnf_b, nf, meanf, rstdf);
-  mm_nt(T, V, h, nf, wte, logits, 0);
+  mm_nt(T, V, h, nf, whead, logits, 0);
 
   /* mean cross-entropy; logits become dloss/dlogits */
   double total_loss = 0;
@@ -410,40 +530,48 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
 
   if (grads) {
     memset(grads, 0, sizeof(double) * total);
-    double *g_wte = grads + t[0].offset, *g_wpe = grads + t[1].offset;
-    double *g_lnf_g = grads + t[2 + L * per_layer].offset;
-    double *g_lnf_b = ln ? grads + t[3 + L * per_layer].offset : NULL;
-    /* logits = nf . wte^T */
-    mm_nn(T, h, V, logits, wte, dtmp, 0);
-    mm_tn(V, h, T, logits, nf, g_wte, 1);
+    double *g_wte = grads + t[0].offset, *g_wpe = iwpe >= 0 ? grads + t[iwpe].offset : NULL;
+    double *g_head = grads + t[ihead].offset;
+    double *g_lnf_g = G_OF(-1, EXEC_T_LNF_G), *g_lnf_b = G_OF(-1, EXEC_T_LNF_B);
+    /* logits = nf . whead^T */
+    mm_nn(T, h, V, logits, whead, dtmp, 0);
+    mm_tn(V, h, T, logits, nf, g_head, 1);
     memset(dx, 0, sizeof(double) * th);
     norm_bwd(c, T, xf, lnf_g, meanf, rstdf, dtmp, dx, g_lnf_g, g_lnf_b);
     for (int l = L - 1; l >= 0; l--) {
       layer_saved *s = &sv[l];
-      /* x_out = x_mid + a . W2 */
-      mm_tn(F, h, T, s->a, dx, G_OF(l, I_FC2), 1);
-      mm_nt(T, F, h, dx, P_OF(l, I_FC2), da, 0);
+      /* x_out = x_mid + a . W2 + b2 */
+      bias_grad(T, h, dx, G_OF(l, EXEC_T_FC2_B));
+      mm_tn(F, h, T, s->a, dx, G_OF(l, EXEC_T_FC2), 1);
+      mm_nt(T, F, h, dx, P_OF(l, EXEC_T_FC2), da, 0);
       act_bwd(c, T, s->u, da, du);
-      mm_tn(h, U, T, s->n2, du, G_OF(l, I_FC1), 1);
-      mm_nt(T, h, U, du, P_OF(l, I_FC1), dtmp, 0);
-      norm_bwd(c, T, s->x_mid, P_OF(l, I_LN2G), s->mean2, s->rstd2, dtmp, dx, G_OF(l, I_LN2G),
-               ln ? G_OF(l, I_LN2B) : NULL);
-      /* x_mid = x_in + attn . Wo */
-      mm_tn(h, h, T, s->attn, dx, G_OF(l, I_OUT), 1);
-      mm_nt(T, h, h, dx, P_OF(l, I_OUT), dtmp, 0);
+      bias_grad(T, U, du, G_OF(l, EXEC_T_FC1_B));
+      mm_tn(h, U, T, s->n2, du, G_OF(l, EXEC_T_FC1), 1);
+      mm_nt(T, h, U, du, P_OF(l, EXEC_T_FC1), dtmp, 0);
+      norm_bwd(c, T, s->x_mid, P_OF(l, EXEC_T_LN2_G), s->mean2, s->rstd2, dtmp, dx, G_OF(l, EXEC_T_LN2_G),
+               G_OF(l, EXEC_T_LN2_B));
+      /* x_mid = x_in + attn . Wo + bo */
+      bias_grad(T, h, dx, G_OF(l, EXEC_T_ATTN_OUT_B));
+      mm_tn(h, h, T, s->attn, dx, G_OF(l, EXEC_T_ATTN_OUT), 1);
+      mm_nt(T, h, h, dx, P_OF(l, EXEC_T_ATTN_OUT), dtmp, 0);
       memset(dqkv, 0, sizeof(double) * T * QW);
       attn_bwd(c, s->qkv, s->P, dtmp, dqkv, dP_row);
-      mm_tn(h, QW, T, s->n1, dqkv, G_OF(l, I_QKV), 1);
-      mm_nt(T, h, QW, dqkv, P_OF(l, I_QKV), dtmp, 0);
-      norm_bwd(c, T, s->x_in, P_OF(l, I_LN1G), s->mean1, s->rstd1, dtmp, dx, G_OF(l, I_LN1G),
-               ln ? G_OF(l, I_LN1B) : NULL);
+      /* qkv (rotated) = rope(n1 . Wqkv + bqkv): the rotation's transpose first */
+      if (c->rope_theta > 0)
+        for (int r = 0; r < T; r++) exec_ref_rope_row(dqkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 1);
+      bias_grad(T, QW, dqkv, G_OF(l, EXEC_T_QKV_B));
+      mm_tn(h, QW, T, s->n1, dqkv, G_OF(l, EXEC_T_QKV), 1);
+      mm_nt(T, h, QW, dqkv, P_OF(l, EXEC_T_QKV), dtmp, 0);
+      norm_bwd(c, T, s->x_in, P_OF(l, EXEC_T_LN1_G), s->mean1, s->rstd1, dtmp, dx, G_OF(l, EXEC_T_LN1_G),
+               G_OF(l, EXEC_T_LN1_B));
     }
     for (int r = 0; r < T; r++)
       for (int j = 0; j < h; j++) {
         g_wte[(size_t)tokens[r] * h + j] += dx[(size_t)r * h + j];
-        g_wpe[(size_t)(r % S) * h + j] += dx[(size_t)r * h + j];
+        if (g_wpe) g_wpe[(size_t)(r % S) * h + j] += dx[(size_t)r * h + j];
       }
   }
+#undef IDX
 #undef P_OF
 #undef G_OF
   free(arena);

@@ -2,11 +2,17 @@
  * forward, loss and backward. The GPU executor's gradients are checked against
  * it, and it is itself checked by finite differences (tests/test_exec_ref.c).
  *
- * Model: token + learned position embeddings; per layer
- *   x += attn_out(causal_attention(qkv(norm1(x))))
+ * Model: token embeddings, plus learned position embeddings (wpe) unless the
+ * model uses rotary position embeddings (rope_theta > 0); per layer
+ *   x += attn_out(causal_attention(rope(qkv(norm1(x)))))
  *   x += fc2(act(fc1(norm2(x))))
- * then a final norm, logits = x . wte^T (tied embeddings) and the mean
- * softmax cross-entropy over all tokens. No linear biases, no dropout.
+ * then a final norm, logits = x . wte^T (tied embeddings; untied: x . lm_head^T)
+ * and the mean softmax cross-entropy over all tokens. Optional biases: on the
+ * qkv GEMM (qkv_bias: Qwen2.5, GPT) and on attn_out, fc1, fc2 (linear_bias:
+ * GPT). RoPE as HF/Llama: in each query and key head, pairs (i, i + d/2)
+ * rotated by pos * inv_freq[i], inv_freq[i] = theta^(-2i/d) (with Llama 3.1's
+ * frequency scaling when rope_factor > 0), pos the token's place in its
+ * sequence. No dropout.
  * act is GELU (tanh form, as Megatron-LM) or SwiGLU (fc1 is [gate | up]);
  * norm is LayerNorm (gain and bias) or RMSNorm (gain only).
  *
@@ -41,7 +47,21 @@ typedef struct {
    * probability buffer for all layers; 2 full: everything but each layer's
    * input shared, recomputed before the backward). The reference ignores it. */
   int recompute;
+  /* Added for the zoo's models (all zero: the GPT-style model above). */
+  double rope_theta;   /* > 0: rotary position embeddings with this base, and no wpe */
+  double rope_factor;  /* > 0: Llama 3.1 scaling of the RoPE frequencies (HF rope_type "llama3") */
+  double rope_low_freq, rope_high_freq; /* its low_freq_factor, high_freq_factor */
+  int rope_orig_max;   /* its original_max_position_embeddings */
+  int qkv_bias;        /* a bias on the qkv GEMM */
+  int linear_bias;     /* biases on attn_out, fc1 and fc2 */
+  int untied;          /* an output weight lm_head [vocab x hidden] of its own */
 } exec_ref_config;
+
+/* RoPE inverse frequencies of head dimension d (d / 2 values), scaling included. */
+void exec_ref_rope_inv_freq(const exec_ref_config *c, int d, double *inv_freq);
+/* Rotates each of `heads` heads of d columns at x (a row) by position pos;
+ * inverse: by -pos (the backward, the rotation's transpose). */
+void exec_ref_rope_row(double *x, int heads, int d, const double *inv_freq, int pos, int inverse);
 
 /* Key/value heads of c (heads unless grouped-query attention), and the qkv
  * width: hidden query columns, then kv_heads x head_dim key and value columns. */
@@ -54,6 +74,7 @@ static inline int exec_ref_qkv_cols(const exec_ref_config *c) {
 typedef enum {
   EXEC_T_WTE, EXEC_T_WPE, EXEC_T_LN1_G, EXEC_T_LN1_B, EXEC_T_QKV, EXEC_T_ATTN_OUT,
   EXEC_T_LN2_G, EXEC_T_LN2_B, EXEC_T_FC1, EXEC_T_FC2, EXEC_T_LNF_G, EXEC_T_LNF_B,
+  EXEC_T_QKV_B, EXEC_T_ATTN_OUT_B, EXEC_T_FC1_B, EXEC_T_FC2_B, EXEC_T_LM_HEAD,
 } exec_tensor_kind;
 
 typedef struct {
@@ -69,11 +90,21 @@ typedef struct {
 int exec_ref_config_check(const exec_ref_config *c, ts_err *e);
 
 /* Fills t[] (cap entries) with the tensors in flat order; returns their count,
- * and the total parameter count in *total. Norm biases are absent for RMSNorm. */
+ * and the total parameter count in *total. Norm biases are absent for RMSNorm,
+ * wpe for RoPE models, linear biases and lm_head unless the model has them.
+ * Order: wte [wpe] then per layer ln1.g [ln1.b] qkv [qkv.b] attn_out
+ * [attn_out.b] ln2.g [ln2.b] fc1 [fc1.b] fc2 [fc2.b], then lnf.g [lnf.b] [lm_head]. */
 int exec_ref_tensors(const exec_ref_config *c, exec_tensor *t, int cap, size_t *total);
 
+/* Index in that list of a tensor (layer: its layer, -1 outside the layers),
+ * or -1 when the model has no such tensor. */
+int exec_ref_tensor_index(const exec_ref_config *c, int layer, exec_tensor_kind kind);
+/* The output layer's weight: lm_head when untied, else wte (index 0). */
+int exec_ref_head_tensor(const exec_ref_config *c);
+
 /* Fills params with a fixed-seed initialisation (normal(0, 0.02) weights,
- * output projections scaled by 1/sqrt(2 layers), norm gains 1, biases 0). When
+ * output projections scaled by 1/sqrt(2 layers), norm gains 1, norm biases 0,
+ * linear biases normal(0, 0.02) so that a missing bias add shows). When
  * round_bf16 is set every value is rounded to the nearest bfloat16, so a BF16
  * implementation starts from exactly the same weights. */
 void exec_ref_init(const exec_ref_config *c, unsigned long long seed, int round_bf16, double *params);

@@ -16,6 +16,7 @@
 /* ---- the walk ---- */
 
 static int layer_op_of(const exec_model *m, int model_op) {
+  if (model_op < 0) return -1; /* not a layer op (an absent one, such as rope, is indexed -1) */
   for (int i = 0; i < EXEC_OP_COUNT; i++)
     if (m->layer_op_index[i] == model_op) return i;
   return -1;
@@ -552,7 +553,9 @@ int exec_program_build_single_stage(const exec_model *m, plan_op **ops, int *nop
     CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_FWD, PLAN_MOP_EMBEDDING, -1, mb));
     if (tp) CHECKED(push_coll(&l, PLAN_PHASE_FWD, PLAN_MOP_EMBEDDING, -1, mb, PLAN_GROUP_TP, act_bytes));
     for (int layer = 0; layer < L; layer++)
-      for (int o = 0; o < EXEC_OP_COUNT; o++) {
+      for (int k = 0; k < EXEC_OP_COUNT; k++) {
+        const exec_layer_op o = exec_layer_fwd_order[k];
+        if (ix[o] < 0) continue; /* rope of a model with learned positions */
         CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_FWD, ix[o], layer, mb));
         if (tp && (o == EXEC_OP_ATTN_OUT || o == EXEC_OP_FC2))
           CHECKED(push_coll_coded(&l, PLAN_PHASE_FWD, ix[o], layer, mb, act_bytes, &m->tp_codec[0]));
@@ -560,7 +563,9 @@ int exec_program_build_single_stage(const exec_model *m, plan_op **ops, int *nop
     CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_FWD, PLAN_MOP_LOSS, -1, mb));
     CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, PLAN_MOP_LOSS, -1, mb));
     for (int layer = L - 1; layer >= 0; layer--)
-      for (int o = EXEC_OP_COUNT - 1; o >= 0; o--) {
+      for (int k = EXEC_OP_COUNT - 1; k >= 0; k--) {
+        const exec_layer_op o = exec_layer_fwd_order[k];
+        if (ix[o] < 0) continue;
         CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, ix[o], layer, mb));
         if (tp && (o == EXEC_OP_QKV || o == EXEC_OP_FC1))
           CHECKED(push_coll_coded(&l, PLAN_PHASE_BWD, ix[o], layer, mb, act_bytes, &m->tp_codec[1]));

@@ -33,6 +33,17 @@ static const char *phase_name(int phase) {
   }
 }
 
+/* The executor's name of layer op index i of the plan's model (rope shifts the later ones). */
+static int breakdown_has_rope; /* set once per run, before the breakdown is built */
+static const char *layer_op_name(int i) {
+  for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
+    exec_layer_op o = exec_layer_fwd_order[k];
+    if (o == EXEC_OP_ROPE && !breakdown_has_rope) continue;
+    if (next++ == i) return exec_layer_op_names[o];
+  }
+  return "grads";
+}
+
 /* Name without layer and micro-batch ("fwd.attn_out.allreduce"): the key of the breakdown. */
 static void op_kind_name(const plan_op *op, char *buf, size_t cap) {
   const char *what;
@@ -40,7 +51,7 @@ static void op_kind_name(const plan_op *op, char *buf, size_t cap) {
   case PLAN_MOP_EMBEDDING: what = "embedding"; break;
   case PLAN_MOP_LOSS: what = "output_loss"; break;
   case PLAN_MOP_OPTIMIZER: what = "adamw"; break;
-  default: what = op->model_op >= 0 && op->model_op < EXEC_OP_COUNT ? exec_layer_op_names[op->model_op] : "grads";
+  default: what = op->model_op >= 0 && op->model_op < EXEC_OP_COUNT ? layer_op_name(op->model_op) : "grads";
   }
   if (op->kind == PLAN_OP_COLLECTIVE)
     snprintf(buf, cap, "%s.%s.%s_allreduce", phase_name(op->phase), what, op->group == PLAN_GROUP_DP ? "dp" : "tp");
@@ -152,6 +163,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
 
   exec_ref_config cfg;
   exec_plan_config(p, &cfg);
+  breakdown_has_rope = cfg.rope_theta > 0;
   const int micros = (int)(p->global / ((long long)p->micro * p->dp));
   exec_model m;
   plan_op *builtin_ops = NULL;
@@ -412,11 +424,10 @@ walked_profile_done:;
     printf("# attention: %s\n", exec_flash_selected(p->seq, p->model.hidden / p->model.heads)
                                      ? "fused (runtime/exec_flash.cu)"
                                      : "unfused (batched GEMMs around a causal softmax)");
-    /* what the executor's layers leave out of this model (execute --help: NOT IMPLEMENTED) */
-    if (p->model.position == MODEL_POS_ROPE)
-      printf("# positions: learned (this model's RoPE is not run by the executor's training)\n");
-    if (p->model.linear_bias || p->model.qkv_bias)
-      printf("# linear biases: omitted (this model has them; the executor's layers do not)\n");
+    printf("# layers as published: %s, %s%s, %s output weight, norm eps %g\n",
+           cfg.rope_theta > 0 ? "RoPE" : "learned positions", cfg.qkv_bias ? "QKV bias" : "no QKV bias",
+           cfg.linear_bias ? ", linear biases" : "", cfg.untied ? "untied" : "tied", cfg.norm_eps);
+    if (cfg.rope_theta > 0) printf("# rope theta %g\n", cfg.rope_theta);
     printf("# iteration time over %d timed iterations after %d warm-up: median %.2f ms, min %.2f, max %.2f\n",
            o->iters, o->warmup, stats[1] * 1e3, stats[0] * 1e3, stats[2] * 1e3);
     printf("# model FLOPs per iteration (Megatron-LM count): %.4g -> %.1f TFLOP/s per GPU, MFU %.1f%% of %.0f\n",
@@ -487,9 +498,11 @@ walked_profile_done:;
     char note[256];
     snprintf(note, sizeof note,
              "executor: compute stream + TP stream; backward TP all-reduces overlap the weight-gradient GEMM; %s "
-             "attention; no linear biases; %s; program built in-process",
+             "attention; %s; %s; %s output weight; program built in-process",
              exec_flash_selected(p->seq, p->model.hidden / p->model.heads) ? "fused (flash)" : "unfused",
-             p->model.position == MODEL_POS_ROPE ? "learned positions in place of the model's RoPE" : "learned positions");
+             cfg.rope_theta > 0 ? "RoPE" : "learned positions",
+             cfg.qkv_bias || cfg.linear_bias ? (cfg.linear_bias ? "QKV and linear biases" : "QKV bias") : "no biases",
+             cfg.untied ? "untied" : "tied");
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "model FLOPs: Megatron-LM count %.6g per iteration; MFU against %.0f TFLOP/s BF16",
              flops_megatron, H200_BF16_PEAK_TFLOPS);

@@ -7,7 +7,10 @@
 #include "model.h"
 
 const char *const exec_layer_op_names[EXEC_OP_COUNT] = {"ln1", "qkv", "attn", "attn_out", "attn_residual",
-                                                        "ln2", "fc1", "act", "fc2", "mlp_residual"};
+                                                        "ln2", "fc1", "act", "fc2", "mlp_residual", "rope"};
+const exec_layer_op exec_layer_fwd_order[EXEC_OP_COUNT] = {
+    EXEC_OP_LN1, EXEC_OP_QKV, EXEC_OP_ROPE, EXEC_OP_ATTN, EXEC_OP_ATTN_OUT, EXEC_OP_ATTN_RESIDUAL,
+    EXEC_OP_LN2, EXEC_OP_FC1, EXEC_OP_ACT, EXEC_OP_FC2, EXEC_OP_MLP_RESIDUAL};
 
 int exec_walk_layer_op_index(const plan *p, int index[EXEC_OP_COUNT], ts_err *e) {
   model_shard shard = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
@@ -26,12 +29,13 @@ int exec_walk_layer_op_index(const plan *p, int index[EXEC_OP_COUNT], ts_err *e)
     index[found] = j;
   }
   for (int i = 0; i < EXEC_OP_COUNT; i++)
-    if (index[i] < 0) return ts_fail(e, p->path, "model", "the layer of %s has no \"%s\"", p->model.name,
-                                     exec_layer_op_names[i]);
+    if (index[i] < 0 && (i != EXEC_OP_ROPE || p->model.position == MODEL_POS_ROPE))
+      return ts_fail(e, p->path, "model", "the layer of %s has no \"%s\"", p->model.name, exec_layer_op_names[i]);
   return 0;
 }
 
 static int layer_op_of(const int index[EXEC_OP_COUNT], int model_op) {
+  if (model_op < 0) return -1; /* not a layer op (an absent one, such as rope, is indexed -1) */
   for (int i = 0; i < EXEC_OP_COUNT; i++)
     if (index[i] == model_op) return i;
   return -1;

@@ -12,12 +12,17 @@
 
 typedef enum {
   EXEC_OP_LN1, EXEC_OP_QKV, EXEC_OP_ATTN, EXEC_OP_ATTN_OUT, EXEC_OP_ATTN_RESIDUAL,
-  EXEC_OP_LN2, EXEC_OP_FC1, EXEC_OP_ACT, EXEC_OP_FC2, EXEC_OP_MLP_RESIDUAL, EXEC_OP_COUNT
+  EXEC_OP_LN2, EXEC_OP_FC1, EXEC_OP_ACT, EXEC_OP_FC2, EXEC_OP_MLP_RESIDUAL,
+  EXEC_OP_ROPE, /* RoPE models only: between qkv and attn */
+  EXEC_OP_COUNT
 } exec_layer_op;
 extern const char *const exec_layer_op_names[EXEC_OP_COUNT]; /* "ln1", "qkv", ... as model.h names them */
+/* The layer's ops in forward order (the order of model_layer_ops()). */
+extern const exec_layer_op exec_layer_fwd_order[EXEC_OP_COUNT];
 
-/* index[op] = the model_op index of each executor layer op in p's shard; -1
- * (with e) when the plan's layer has an op the executor does not run. */
+/* index[op] = the model_op index of each executor layer op in p's shard
+ * (EXEC_OP_ROPE: -1 when the model has learned positions); returns -1 (with
+ * e) when the plan's layer has an op the executor does not run. */
 int exec_walk_layer_op_index(const plan *p, int index[EXEC_OP_COUNT], ts_err *e);
 
 /* 0 when the executor can run every op of prog as the program orders it (the

@@ -167,3 +167,29 @@ void rt_ref_adamw_step(float *master, float *w16, const float *grad, float *m, f
     w16[i] = rt_ref_bf16_to_float(rt_ref_bf16_from_float((float)w));
   }
 }
+
+void rt_ref_rope(float *x, long long rows, int ld, int heads, int d, int seq, const float *inv_freq, int inverse) {
+  const int half = d / 2;
+  for (long long r = 0; r < rows; r++)
+    for (int hd = 0; hd < heads; hd++)
+      for (int i = 0; i < half; i++) {
+        float *v = x + r * ld + (long long)hd * d;
+        double a = (double)(r % seq) * inv_freq[i], cs = cos(a), sn = inverse ? -sin(a) : sin(a);
+        double x1 = v[i], x2 = v[i + half];
+        v[i] = (float)(x1 * cs - x2 * sn);
+        v[i + half] = (float)(x2 * cs + x1 * sn);
+      }
+}
+
+void rt_ref_bias_add(float *y, const float *b, long long rows, int cols, int ld) {
+  for (long long r = 0; r < rows; r++)
+    for (int c = 0; c < cols; c++) y[r * ld + c] += b[c];
+}
+
+void rt_ref_bias_grad(const float *dy, float *db, long long rows, int cols, int ld) {
+  for (int c = 0; c < cols; c++) {
+    double s = 0;
+    for (long long r = 0; r < rows; r++) s += dy[r * ld + c];
+    db[c] += (float)s;
+  }
+}

@@ -35,4 +35,12 @@ void rt_ref_cross_entropy(const float *logits, const int32_t *labels, float *los
 void rt_ref_adamw_step(float *master, float *w16, const float *grad, float *m, float *v, long long n, float lr,
                        float beta1, float beta2, float eps, float weight_decay, int step);
 
+/* rt_ops_layer.h's kernels: RoPE in place on the first heads x d columns of
+ * each row of x [rows x ld] (position row % seq, inv_freq as the GPU gets it,
+ * angle pos * inv_freq[i] in double), the bias row added in place, the bias
+ * gradient's column sums added to db. */
+void rt_ref_rope(float *x, long long rows, int ld, int heads, int d, int seq, const float *inv_freq, int inverse);
+void rt_ref_bias_add(float *y, const float *b, long long rows, int cols, int ld);
+void rt_ref_bias_grad(const float *dy, float *db, long long rows, int cols, int ld);
+
 #endif

@@ -13,6 +13,7 @@
 
 #include "rt_ops.h"
 #include "rt_ops_check.h"
+#include "rt_ops_layer.h"
 #include "rt_ops_ref.h"
 
 typedef struct {
@@ -331,6 +332,64 @@ out:
   return rc;
 }
 
+/* RoPE (forward, and inverse back to the input), bias add and bias gradient
+ * (FP32 sums, accumulated onto a non-zero start) on rows of ld columns of
+ * which the first heads x d (RoPE) or cols (biases) are used; the rest must
+ * stay as it was. theta 1e4, positions up to seq - 1. */
+static int check_layer(int rows, int ld, int heads, int d, int seq, FILE *log, ts_err *e) {
+  const long long n = (long long)rows * ld;
+  const int cols = heads * d - 3 > 0 ? heads * d - 3 : heads * d; /* an odd width for the biases */
+  tensor x, b;
+  int rc = -1;
+  float *ref = malloc((size_t)n * sizeof *ref), *f = malloc((size_t)(d / 2) * sizeof *f);
+  float *db = malloc((size_t)cols * sizeof *db), *db_ref = malloc((size_t)cols * sizeof *db_ref);
+  float *f_dev = NULL, *db_dev = NULL;
+  char name[64];
+  memset(&x, 0, sizeof x), memset(&b, 0, sizeof b);
+  if (!ref || !f || !db || !db_ref) {
+    free(ref), free(f), free(db), free(db_ref);
+    return ts_fail_sys(e, "selfcheck: out of memory");
+  }
+  for (int i = 0; i < d / 2; i++) f[i] = (float)pow(1e4, -2.0 * i / d);
+  for (int c = 0; c < cols; c++) db_ref[c] = 0.5f + 0.01f * c;
+  if (tensor_make(&x, n, 2.f, 0.f, e) || tensor_make(&b, cols, 1.f, 0.f, e)) goto out;
+  if (cudaMalloc((void **)&f_dev, (size_t)(d / 2) * sizeof *f) != cudaSuccess ||
+      cudaMalloc((void **)&db_dev, (size_t)cols * sizeof *db) != cudaSuccess ||
+      cudaMemcpy(f_dev, f, (size_t)(d / 2) * sizeof *f, cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(db_dev, db_ref, (size_t)cols * sizeof *db, cudaMemcpyHostToDevice) != cudaSuccess) {
+    ts_fail_sys(e, "selfcheck: layer ops: CUDA allocation or copy failed");
+    goto out;
+  }
+  for (int inverse = 0; inverse < 2; inverse++) {
+    memcpy(ref, x.host, (size_t)n * sizeof *ref);
+    rt_ref_rope(ref, rows, ld, heads, d, seq, f, inverse);
+    if (rt_rope(x.dev, rows, ld, heads, d, seq, f_dev, inverse, NULL, e) || tensor_fetch(&x, e)) goto out;
+    snprintf(name, sizeof name, "rope%s[%dx%d,%dh,d%d]", inverse ? "_bwd" : "", rows, ld, heads, d);
+    if (compare(name, x.host, ref, n, log, e)) goto out;
+  }
+  memcpy(ref, x.host, (size_t)n * sizeof *ref);
+  rt_ref_bias_add(ref, b.host, rows, cols, ld);
+  if (rt_bias_add(x.dev, b.dev, rows, cols, ld, NULL, e) || tensor_fetch(&x, e)) goto out;
+  snprintf(name, sizeof name, "bias_add[%dx%d,ld%d]", rows, cols, ld);
+  if (compare(name, x.host, ref, n, log, e)) goto out;
+  rt_ref_bias_grad(x.host, db_ref, rows, cols, ld);
+  if (rt_bias_grad(x.dev, db_dev, rows, cols, ld, NULL, e)) goto out;
+  if (cudaDeviceSynchronize() != cudaSuccess ||
+      cudaMemcpy(db, db_dev, (size_t)cols * sizeof *db, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    ts_fail_sys(e, "selfcheck: bias_grad: CUDA copy failed");
+    goto out;
+  }
+  snprintf(name, sizeof name, "bias_grad[%dx%d,ld%d]", rows, cols, ld);
+  if (compare(name, db, db_ref, cols, log, e)) goto out;
+  rc = 0;
+out:
+  tensor_free(&x), tensor_free(&b);
+  if (f_dev) cudaFree(f_dev);
+  if (db_dev) cudaFree(db_dev);
+  free(ref), free(f), free(db), free(db_ref);
+  return rc;
+}
+
 int rt_ops_selfcheck(void *log_file, ts_err *e) {
   FILE *log = log_file;
   /* each op twice: a width that takes the 16-byte path and an odd one that does not (norms also
@@ -351,5 +410,7 @@ int rt_ops_selfcheck(void *log_file, ts_err *e) {
   RT_TRY(check_adamw(4099, 0, 0, log, e));
   RT_TRY(check_adamw(4099, 1, 1, log, e));
   RT_TRY(check_adamw(4099, 0, 1, log, e));
+  RT_TRY(check_layer(300, 96, 5, 16, 128, log, e));  /* rows past one sequence; ld wider than the heads */
+  RT_TRY(check_layer(517, 640, 5, 128, 512, log, e)); /* head dim 128, 517 rows: three bias-gradient row blocks */
   return 0;
 }

@@ -356,8 +356,21 @@ static int load_kernels(json_t *root, const char *file, schema_calibration *c, t
 }
 
 /* "allreduce", "allreduce.taco128" (G a power of two in 32..512) or
- * "allreduce.taco128.fp32" (TACO on FP32 payloads, keyed by FP32 bytes). */
+ * "allreduce.taco128.fp32" (TACO on FP32 payloads, keyed by FP32 bytes), each
+ * optionally followed by ".infer" (timed the way the inference executor runs
+ * it; only inference predictions read it, sim/sim_infer_cal.c). */
+static int valid_coll_name_core(const char *name);
 static int valid_coll_name(const char *name) {
+  char core[48];
+  size_t n = strlen(name), s = strlen(".infer");
+  if (n > s && n < sizeof core && strcmp(name + n - s, ".infer") == 0) {
+    memcpy(core, name, n - s);
+    core[n - s] = '\0';
+    return valid_coll_name_core(core);
+  }
+  return valid_coll_name_core(name);
+}
+static int valid_coll_name_core(const char *name) {
   char base[48];
   const char *dot = strchr(name, '.');
   size_t len = dot ? (size_t)(dot - name) : strlen(name);
@@ -425,7 +438,7 @@ static int load_collectives(json_t *root, const char *file, schema_calibration *
     if (!valid_coll_name(name))
       return ts_fail(e, file, path,
                      "unknown collective (allreduce, allgather, reducescatter, alltoall, sendrecv, "
-                     "optionally followed by .taco<G>, G = 32..512, and .fp32)");
+                     "optionally followed by .taco<G>, G = 32..512, and .fp32, then .infer)");
     if (!json_is_object(per_n)) return ts_fail(e, file, path, "must be an object keyed by the number of ranks");
     if (json_object_size(per_n) == 0) return ts_fail(e, file, path, "must not be empty");
     const char *nkey;

@@ -111,9 +111,17 @@ static const char *specific_kernel(const sim_costs *c, const char *op_name, mode
   if (kind == MODEL_OP_NORM) return m->norm == MODEL_NORM_LAYERNORM ? "layernorm" : "rmsnorm";
   if (kind != MODEL_OP_ELEMENTWISE) return NULL;
   if (strcmp(op_name, "act") == 0) return m->activation == MODEL_ACT_SWIGLU ? "swiglu" : "gelu";
+  if (strcmp(op_name, "rope") == 0) return "rope"; /* rope_fwd / rope_bwd when calibrated, else "elementwise" */
   size_t n = strlen(op_name);
   if (n >= 9 && strcmp(op_name + n - 9, "_residual") == 0) return "add";
   return NULL;
+}
+
+/* A bias pass: its own table when measured, else the generic elementwise one of the phase. */
+static int mapped_bias_us(sim_costs *c, const char *table, double bytes, double *us, ts_err *e) {
+  if (schema_has_kernel(c->lk.cal, table)) return kernel_us(c, table, bytes, 0, false, us, e);
+  return kernel_phase_us(c, "elementwise", bytes, strcmp(table, "bias_bwd") == 0 ? PLAN_PHASE_BWD : PLAN_PHASE_FWD,
+                         false, us, e);
 }
 
 /* The specific kernel's table of this phase when the calibration has it, else the generic one. */
@@ -133,6 +141,35 @@ static int gemm_us(sim_costs *c, long long m, long long n, long long k, double *
   warn_missing(c, "gemm");
   *us = c->lk.roof.launch_us + 2.0 * (double)m * (double)n * (double)k / c->lk.roof.peak_flops * 1e6;
   return 0;
+}
+
+/* Biases, where the executor adds them (runtime/exec_layer.c): after the qkv
+ * GEMM (qkv_bias) and the fc1 GEMM (linear_bias) over its m x n output, and
+ * in the residual ops (linear_bias: attn_out's and fc2's, after the TP
+ * reduction) over their rows; in the backward, the bias gradient reads the
+ * output gradient once (with the weight gradient). Priced from the
+ * calibration's "bias_fwd" / "bias_bwd" tables when measured, else the
+ * generic "elementwise" ones, by the bytes each pass moves (BF16: forward
+ * read and write, backward one read). 0 for ops without a bias. */
+static int bias_us(sim_costs *c, const model_op *mo, const plan_op *op, double *us, ts_err *e) {
+  const model_config *m = &c->p->model;
+  double elems = 0;
+  *us = 0;
+  if (mo->kind == MODEL_OP_GEMM && ((!strcmp(mo->name, "qkv") && m->qkv_bias) || (!strcmp(mo->name, "fc1") && m->linear_bias)))
+    elems = (double)mo->m * (double)mo->n;
+  else if (mo->kind == MODEL_OP_ELEMENTWISE && m->linear_bias) {
+    size_t n = strlen(mo->name);
+    if (n >= 9 && strcmp(mo->name + n - 9, "_residual") == 0) {
+      double tokens = (double)c->p->micro_batch * c->p->seq;
+      elems = (c->p->sequence_parallel ? tokens / c->p->tp : tokens) * m->hidden;
+    }
+  }
+  if (elems <= 0 || op->row_chunks > 1) return 0; /* (a row chunk: the bias is added with the residual) */
+  if (op->phase == PLAN_PHASE_BWD) {
+    if (op->part == PLAN_PART_DGRAD) return 0;
+    return mapped_bias_us(c, "bias_bwd", 2.0 * elems, us, e);
+  }
+  return mapped_bias_us(c, "bias_fwd", 4.0 * elems, us, e);
 }
 
 /* Forward GEMM out[m x n] = X[m x k] W[k x n]; backward is dgrad [m x k] =
@@ -178,6 +215,13 @@ static int unfused_attention_us(sim_costs *c, int phase, double *us, double *gem
   return 0;
 }
 
+int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e) {
+  double us, gemm;
+  if (unfused_attention_us(c, PLAN_PHASE_FWD, &us, &gemm, e)) return -1;
+  *s = us * 1e-6;
+  return 0;
+}
+
 /* Time of a compute op (us); *gemm_us: the part of it spent in GEMMs and
  * attention (tensor-core bound: the clock model speeds it by gemm_speed, the
  * rest by mem_speed). */
@@ -198,6 +242,9 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
         if (n > 0 && sms > n) *us *= (double)sms / (sms - n);
       }
       *gemm_us = *us;
+      double b;
+      if (bias_us(c, mo, op, &b, e)) return -1;
+      *us += b;
       return 0;
     case MODEL_OP_ATTENTION:
       if (p->attention_backend == PLAN_ATTENTION_UNFUSED) return unfused_attention_us(c, phase, us, gemm_us, e);
@@ -215,8 +262,14 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
       }
       return kernel_us(c, "loss", op->bytes, 0, false, us, e);
     case MODEL_OP_ELEMENTWISE:
-    default:
-      return mapped_kernel_us(c, mo->name, MODEL_OP_ELEMENTWISE, "elementwise", op->bytes, phase, us, e);
+    default: {
+      double b;
+      if (mapped_kernel_us(c, mo->name, MODEL_OP_ELEMENTWISE, "elementwise", op->bytes, phase, us, e) ||
+          bias_us(c, mo, op, &b, e))
+        return -1;
+      *us += b;
+      return 0;
+    }
     }
   }
   if (op->model_op == PLAN_MOP_OPTIMIZER) return kernel_us(c, "optimizer", op->bytes, 0, false, us, e);

@@ -46,6 +46,10 @@ int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e);
 /* The same, and *gemm_s: the part of it in GEMMs and attention (the rest is
  * memory-bound kernels), which the clock model speeds up differently. */
 int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm_s, ts_err *e);
+/* The forward of unfused attention on this plan's shard (batched GEMMs of
+ * the stacked query rows around a causal softmax over full s x s scores, the
+ * way the inference executor's prefill runs it), in seconds. */
+int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e);
 /* "allreduce", ... "sendrecv" for an op. */
 const char *sim_coll_name(const plan_op *op);
 /* Codec kernels of a communication op (zero when uncompressed). */

@@ -52,6 +52,17 @@ static int compute_op_s(sim_costs *c, int model_op, double flops, double bytes, 
   return sim_compute_s(c, &op, s, e);
 }
 
+/* No op may be priced faster than the GPU allows (its FLOPs at the BF16 peak
+ * or its bytes at the HBM rate): the costs of another GPU or a unit mistake
+ * are a simulator failure (exit 3), as in the training simulator. */
+static int check_ceiling(const sim_costs *c, const char *what, double flops, double bytes, double s, ts_err *e) {
+  double tf = flops / c->lk.roof.peak_flops, tb = bytes / c->lk.roof.hbm_bytes_per_s, floor_s = tf > tb ? tf : tb;
+  if (s >= 0.98 * floor_s) return 0;
+  return ts_fail_sim(e, "%s: %s priced at %.3g us, faster than the GPU's ceiling (%.3g us: %.3g FLOP at %.0f TFLOP/s, "
+                     "%.3g bytes at %.0f GB/s)", c->lk.cal->path[0] ? c->lk.cal->path : "calibration", what, s * 1e6,
+                     floor_s * 1e6, flops, c->lk.roof.peak_flops / 1e12, bytes, c->lk.roof.hbm_bytes_per_s / 1e9);
+}
+
 /* One layer's compute ops other than attention. */
 static int layer_rest_s(sim_costs *c, double *s, ts_err *e) {
   *s = 0;
@@ -149,7 +160,7 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
     double us;
     if (schema_lookup_kernel(&c->lk, "attention_decode", kv_bytes, 0, &us, e)) return -1;
     *s = us * 1e-6;
-    return 0;
+    return check_ceiling(c, "decode attention", flops, kv_bytes, *s, e);
   }
   if (!*warned && warn)
     fprintf(warn,
@@ -195,6 +206,10 @@ static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, doub
   } else {
     us = last_token->lk.roof.launch_us + 2.0 * p->batch * (double)vocab * m->hidden / last_token->lk.roof.peak_flops * 1e6;
   }
+  if (check_ceiling(last_token, "logits GEMM", 2.0 * p->batch * (double)vocab * m->hidden,
+                    2.0 * ((double)p->batch * m->hidden + (double)vocab * m->hidden + (double)p->batch * vocab),
+                    us * 1e-6, e))
+    return -1;
   ph->compute_s += us * 1e-6;
   if (tp_coll_s(last_token, p, PLAN_COLL_ALLGATHER, NULL, 2.0 * p->batch * (double)vocab * p->tp, &t, &codec, &wire,
                 e))
@@ -234,6 +249,37 @@ static int pp_hops_s(sim_costs *c, const plan_infer *p, double tokens, double *s
   return 0;
 }
 
+/* Prefill attention as the inference executor runs it (unfused: batched
+ * GEMMs around a causal softmax, runtime/infer_model.c): the table of the
+ * model's head dimension and the prompt length, "attention_prefill.d<D>.s<S>"
+ * (by FLOPs: batch x heads vary), when the calibration has it; else the
+ * FLOP-keyed "attention_prefill" (shapes of equal FLOPs but other lengths
+ * averaged); else the unfused program itself, priced from the GEMM and
+ * elementwise tables. The fallback is named once on the warning stream. */
+static int prefill_attention_s(sim_costs *c, const plan_infer *p, const model_op *a, FILE *warn, double *s,
+                               ts_err *e) {
+  char keyed[64];
+  snprintf(keyed, sizeof keyed, "attention_prefill.d%d.s%d", model_head_dim(&p->model), p->prompt);
+  double us;
+  if (schema_has_kernel(c->lk.cal, keyed)) {
+    if (schema_lookup_kernel(&c->lk, keyed, a->flops_fwd, 0, &us, e)) return -1;
+    *s = us * 1e-6;
+  } else if (schema_has_kernel(c->lk.cal, "attention_prefill")) {
+    if (warn)
+      fprintf(warn, "tacosim: warning: %s: no \"%s\" table; using the FLOP-keyed \"attention_prefill\" table\n",
+              c->lk.cal->path[0] ? c->lk.cal->path : "calibration", keyed);
+    if (schema_lookup_kernel(&c->lk, "attention_prefill", a->flops_fwd, 0, &us, e)) return -1;
+    *s = us * 1e-6;
+  } else {
+    if (warn)
+      fprintf(warn, "tacosim: warning: %s: no \"%s\" table; prefill attention priced as the executor's unfused "
+              "program (batched GEMMs and the causal softmax, from the GEMM and elementwise tables)\n",
+              c->lk.cal->path[0] ? c->lk.cal->path : "calibration", keyed);
+    if (sim_attention_unfused_fwd_s(c, s, e)) return -1;
+  }
+  return check_ceiling(c, "prefill attention", a->flops_fwd, a->bytes_fwd, *s, e);
+}
+
 static void finish_phase(sim_infer_phase *ph) { ph->total_s = ph->compute_s + ph->tp_s + ph->pp_s; }
 
 static int predict(const plan_infer *p, const schema_calibration *cal, FILE *warn, bool use_codec,
@@ -257,14 +303,7 @@ static int predict(const plan_infer *p, const schema_calibration *cal, FILE *war
   double rest, attn, ar, codec;
   if (layer_rest_s(&pre->costs, &rest, e)) goto out;
   const model_op *a = &pre->costs.mops[attn_pre];
-  if (schema_has_kernel(cal, "attention_prefill")) {
-    /* the inference executor's prefill attention (tacorun calibrate-infer), by FLOPs */
-    double us;
-    if (schema_lookup_kernel(&pre->costs.lk, "attention_prefill", a->flops_fwd, 0, &us, e)) goto out;
-    attn = us * 1e-6;
-  } else if (compute_op_s(&pre->costs, attn_pre, a->flops_fwd, a->bytes_fwd, &attn, e)) {
-    goto out;
-  }
+  if (prefill_attention_s(&pre->costs, p, a, warn, &attn, e)) goto out;
   if (layer_allreduce(&pre->costs, p, use_codec, ar_bytes_pre, "prefill layer", r, &ar, &codec, e)) goto out;
   ph->compute_s = layers * (rest + attn);
   ph->tp_s = layers * 2.0 * ar;
@@ -314,7 +353,11 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, FILE *
   if (plan_infer_memory_per_gpu(p, &r->memory)) return ts_fail(e, p->path, "layout", "memory cannot be computed");
   sim_infer_result plain;
   memset(&plain, 0, sizeof plain);
-  if (predict(p, cal, warn, true, r, e) || predict(p, cal, NULL, false, &plain, e)) return -1;
+  schema_calibration view; /* the ".infer" tables in place of the training ones */
+  if (sim_infer_calibration_view(cal, &view, e)) return -1;
+  int rc = predict(p, &view, warn, true, r, e) || predict(p, &view, NULL, false, &plain, e) ? -1 : 0;
+  sim_infer_calibration_view_free(&view);
+  if (rc) return -1;
   r->plain_ttft_s = plain.ttft_s, r->plain_tpot_s = plain.tpot_s, r->plain_tokens_per_s = plain.tokens_per_s;
   char note[256];
   if (!r->intra_calibrated) {

@@ -59,7 +59,14 @@ typedef struct {
   char notes[SIM_INFER_MAX_NOTES][256];
 } sim_infer_result;
 
-/* Predicts p on calibration cal; warnings (roofline fallbacks, naming the
+/* The calibration an inference prediction reads: cal's tables with each
+ * "<name>.infer" kernel or collective table (timed the way the inference
+ * executor runs, by `tacorun calibrate-infer`) in place of "<name>"; the
+ * points are cal's (free the view before cal). */
+int sim_infer_calibration_view(const schema_calibration *cal, schema_calibration *view, ts_err *e);
+void sim_infer_calibration_view_free(schema_calibration *view);
+
+/* Predicts p on calibration cal (through its inference view); warnings (roofline fallbacks, naming the
  * op) go to warn (NULL: silent). */
 int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, FILE *warn, sim_infer_result *r,
                       ts_err *e);

@@ -1,5 +1,6 @@
 # runtime/exec_ref.c is plain C: its test builds on every machine, GPU or not.
-add_executable(test_exec_ref ${CMAKE_SOURCE_DIR}/tests/test_exec_ref.c ${CMAKE_SOURCE_DIR}/runtime/exec_ref.c)
+add_executable(test_exec_ref ${CMAKE_SOURCE_DIR}/tests/test_exec_ref.c ${CMAKE_SOURCE_DIR}/runtime/exec_ref.c
+               ${CMAKE_SOURCE_DIR}/runtime/rt_ops_ref.c)
 target_include_directories(test_exec_ref PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
 target_link_libraries(test_exec_ref PRIVATE ts_common PkgConfig::CUNIT m)
 add_test(NAME exec_ref COMMAND test_exec_ref)
@@ -34,5 +35,5 @@ if(TACOSIM_HAVE_GPU)
   exec_gpu_test(exec_flash_gpu exec_flash.cu)                  # the fused causal attention
   exec_gpu_test(exec_norm_gpu exec_kernels.cu rt_ops.cu)       # the one-kernel norm backward
   exec_gpu_test(exec_ce_gpu exec_kernels.cu)                   # vocabulary-parallel cross-entropy, TP 2 on one GPU
-  exec_gpu_test(rt_ops_gpu rt_ops.cu rt_ops_selfcheck.c rt_ops_ref.c) # norms, element-wise, softmax, AdamW vs C
+  exec_gpu_test(rt_ops_gpu rt_ops.cu rt_ops_layer.cu rt_ops_selfcheck.c rt_ops_ref.c) # norms, element-wise, softmax, AdamW vs C
 endif()

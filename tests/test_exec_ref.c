@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exec_ref.h"
+#include "rt_ops_ref.h"
 
 static exec_ref_config tiny(exec_act act, exec_norm norm) {
   exec_ref_config c = {.vocab = 11, .hidden = 8, .heads = 2, .ffn = 12, .layers = 2, .seq = 5, .batch = 2,
@@ -79,6 +80,132 @@ static void test_fd_gqa(void) {
     double worst = worst_fd_error(c, name);
     if (worst > 1e-6) fprintf(stderr, "\n  kv_heads %d: worst tensor %s: rel L2 %.3g\n", kv, name, worst);
     CU_ASSERT(worst < 1e-6);
+  }
+}
+
+/* The zoo's families in small: Llama (RoPE, GQA, untied output weight, and
+ * Llama 3.1's frequency scaling), Qwen2.5 (RoPE, QKV bias, GQA, untied, eps
+ * 1e-6) and GPT (learned positions, biases on every linear layer, tied). */
+static exec_ref_config family(int which) {
+  exec_ref_config c = tiny(which == 2 ? EXEC_ACT_GELU : EXEC_ACT_SWIGLU,
+                           which == 2 ? EXEC_NORM_LAYERNORM : EXEC_NORM_RMSNORM);
+  c.hidden = 16;
+  c.heads = 4;
+  if (which == 0) { /* llama */
+    c.kv_heads = 2, c.rope_theta = 10000.0, c.untied = 1;
+    c.rope_factor = 8.0, c.rope_low_freq = 1.0, c.rope_high_freq = 4.0, c.rope_orig_max = 16;
+  } else if (which == 1) { /* qwen */
+    c.kv_heads = 2, c.rope_theta = 1e6, c.untied = 1, c.qkv_bias = 1, c.norm_eps = 1e-6;
+  } else { /* gpt */
+    c.qkv_bias = 1, c.linear_bias = 1;
+  }
+  return c;
+}
+static void test_fd_families(void) {
+  const char *names[] = {"llama (rope, gqa, untied, scaled)", "qwen (rope, qkv bias, gqa, untied)",
+                         "gpt (biases, tied)"};
+  for (int f = 0; f < 3; f++) {
+    char name[32] = "-";
+    double worst = worst_fd_error(family(f), name);
+    if (worst > 1e-6) fprintf(stderr, "\n  %s: worst tensor %s: rel L2 %.3g\n", names[f], name, worst);
+    CU_ASSERT(worst < 1e-6);
+  }
+}
+
+/* Every tensor the layout lists is found again by kind and layer; the
+ * optional ones are there exactly when the model has them. */
+static void test_tensor_index_families(void) {
+  for (int f = 0; f < 3; f++) {
+    exec_ref_config c = family(f);
+    exec_tensor t[EXEC_REF_MAX_TENSORS];
+    size_t total;
+    int n = exec_ref_tensors(&c, t, EXEC_REF_MAX_TENSORS, &total);
+    for (int i = 0; i < n; i++) CU_ASSERT_EQUAL(exec_ref_tensor_index(&c, t[i].layer, t[i].kind), i);
+    CU_ASSERT_EQUAL(exec_ref_tensor_index(&c, -1, EXEC_T_WPE) >= 0, f == 2);
+    CU_ASSERT_EQUAL(exec_ref_tensor_index(&c, 1, EXEC_T_QKV_B) >= 0, f != 0);
+    CU_ASSERT_EQUAL(exec_ref_tensor_index(&c, 0, EXEC_T_FC2_B) >= 0, f == 2);
+    CU_ASSERT_EQUAL(exec_ref_head_tensor(&c) != 0, f != 2);
+    if (f != 2) CU_ASSERT_EQUAL(t[exec_ref_head_tensor(&c)].rows, (size_t)c.vocab);
+  }
+  exec_ref_config g = family(0);
+  CU_ASSERT_EQUAL(exec_ref_tensor_index(&g, 0, EXEC_T_QKV_B), -1);
+  CU_ASSERT_EQUAL(exec_ref_tensor_index(&g, 2, EXEC_T_QKV), -1); /* no third layer */
+}
+
+/* RoPE: a rotation (norm kept, inverse undoes it, position 0 is the
+ * identity), and q . k after it depends on the positions only through their
+ * difference. Llama 3.1 scaling keeps short wavelengths, divides long ones
+ * by the factor, and ramps between. */
+static void test_rope_properties(void) {
+  exec_ref_config c = family(1);
+  const int d = 8;
+  double f[4], q[8], k[8], x[8];
+  exec_ref_rope_inv_freq(&c, d, f);
+  CU_ASSERT_DOUBLE_EQUAL(f[0], 1.0, 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(f[1], pow(1e6, -2.0 / 8), 1e-15);
+  for (int i = 0; i < d; i++) q[i] = sin(1.0 + i), k[i] = cos(2.0 * i);
+  memcpy(x, q, sizeof x);
+  exec_ref_rope_row(x, 1, d, f, 0, 0);
+  for (int i = 0; i < d; i++) CU_ASSERT_DOUBLE_EQUAL(x[i], q[i], 1e-15);
+  double n0 = 0, n1 = 0;
+  exec_ref_rope_row(x, 1, d, f, 37, 0);
+  for (int i = 0; i < d; i++) n0 += q[i] * q[i], n1 += x[i] * x[i];
+  CU_ASSERT_DOUBLE_EQUAL(n1, n0, 1e-12);
+  exec_ref_rope_row(x, 1, d, f, 37, 1);
+  for (int i = 0; i < d; i++) CU_ASSERT_DOUBLE_EQUAL(x[i], q[i], 1e-12);
+  double dots[2];
+  for (int r = 0; r < 2; r++) { /* positions (5, 2) and (13, 10) */
+    double qq[8], kk[8], s = 0;
+    memcpy(qq, q, sizeof qq), memcpy(kk, k, sizeof kk);
+    exec_ref_rope_row(qq, 1, d, f, 5 + 8 * r, 0);
+    exec_ref_rope_row(kk, 1, d, f, 2 + 8 * r, 0);
+    for (int i = 0; i < d; i++) s += qq[i] * kk[i];
+    dots[r] = s;
+  }
+  CU_ASSERT_DOUBLE_EQUAL(dots[0], dots[1], 1e-12);
+  exec_ref_config l = family(0); /* theta 1e4, factor 8, low 1, high 4, original 16: wavelengths 4 .. 16 ramp */
+  double fs[2], fu[2];
+  exec_ref_rope_inv_freq(&l, 4, fs);
+  l.rope_factor = 0;
+  exec_ref_rope_inv_freq(&l, 4, fu);
+  CU_ASSERT_DOUBLE_EQUAL(fu[1], 0.01, 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(fs[1], 0.01 / 8, 1e-15); /* wavelength 628 > 16: divided by the factor */
+  double smooth = (16.0 / (2 * 3.141592653589793) - 1.0) / 3.0; /* wavelength 2 pi: on the ramp */
+  CU_ASSERT_DOUBLE_EQUAL(fs[0], (1 - smooth) / 8 + smooth, 1e-12);
+}
+
+/* The plain-C references of the GPU kernels (rt_ops_ref.c, what
+ * rt_ops_selfcheck holds the kernels to) against the float64 model's own
+ * RoPE and bias arithmetic: the same rotation of the query and key heads of
+ * a qkv row (and its inverse), the same bias row and column sums. */
+static void test_kernel_refs(void) {
+  exec_ref_config c = family(0);
+  const int d = 4, heads = 6, ld = 27, rows = 11, seq = 5; /* 4 query + 2 key heads; ld past them */
+  double f64[2], xd[27];
+  float f32[2], x[11 * 27], y[11 * 27], b[20], db[20] = {0};
+  exec_ref_rope_inv_freq(&c, d, f64);
+  for (int i = 0; i < 2; i++) f32[i] = (float)f64[i], f64[i] = f32[i]; /* both from the same float frequencies */
+  for (int i = 0; i < rows * ld; i++) x[i] = y[i] = (float)sin(0.37 * i);
+  for (int inverse = 0; inverse < 2; inverse++) {
+    memcpy(y, x, sizeof y);
+    rt_ref_rope(y, rows, ld, heads, d, seq, f32, inverse);
+    for (int r = 0; r < rows; r++) {
+      for (int j = 0; j < ld; j++) xd[j] = x[r * ld + j];
+      exec_ref_rope_row(xd, heads, d, f64, r % seq, inverse);
+      for (int j = 0; j < ld; j++) CU_ASSERT_DOUBLE_EQUAL(y[r * ld + j], xd[j], 1e-6);
+    }
+  }
+  for (int j = 0; j < 20; j++) b[j] = 0.1f * j - 1.0f;
+  memcpy(y, x, sizeof y);
+  rt_ref_bias_add(y, b, rows, 20, ld);
+  rt_ref_bias_grad(x, db, rows, 20, ld);
+  for (int j = 0; j < ld; j++) {
+    double s = 0;
+    for (int r = 0; r < rows; r++) {
+      CU_ASSERT_DOUBLE_EQUAL(y[r * ld + j], x[r * ld + j] + (j < 20 ? b[j] : 0.f), 1e-6);
+      s += x[r * ld + j];
+    }
+    if (j < 20) CU_ASSERT_DOUBLE_EQUAL(db[j], s, 1e-5);
   }
 }
 
@@ -175,6 +302,10 @@ static void test_config_rejected(void) {
   c = tiny(EXEC_ACT_GELU, EXEC_NORM_LAYERNORM);
   c.layers = 0;
   CU_ASSERT_EQUAL(exec_ref_config_check(&c, &e), -1);
+  c = tiny(EXEC_ACT_GELU, EXEC_NORM_LAYERNORM);
+  c.heads = 8, c.rope_theta = 1e4; /* head dimension 1: RoPE needs pairs */
+  CU_ASSERT_EQUAL(exec_ref_config_check(&c, &e), -1);
+  CU_ASSERT(strstr(e.msg, "rope_theta") != NULL);
   double loss;
   CU_ASSERT_EQUAL(exec_ref_loss_grad(&c, NULL, NULL, NULL, &loss, NULL, &e), -1);
 }
@@ -187,6 +318,10 @@ int main(void) {
   CU_add_test(s, "finite differences, GELU + RMSNorm", test_fd_gelu_rmsnorm);
   CU_add_test(s, "finite differences, SwiGLU + LayerNorm", test_fd_swiglu_layernorm);
   CU_add_test(s, "finite differences, grouped-query attention (kv 2 and 1 of 4 heads)", test_fd_gqa);
+  CU_add_test(s, "finite differences, llama / qwen / gpt family models", test_fd_families);
+  CU_add_test(s, "tensor index of the family models", test_tensor_index_families);
+  CU_add_test(s, "rope: rotation, relative positions, llama3 scaling", test_rope_properties);
+  CU_add_test(s, "kernel references (rt_ops_ref.c): rope, bias add, bias gradient", test_kernel_refs);
   CU_add_test(s, "GQA equals MHA with repeated keys/values", test_gqa_equals_repeated_mha);
   CU_add_test(s, "initial loss near log(vocab)", test_initial_loss_near_log_vocab);
   CU_add_test(s, "tensor layout", test_tensor_layout);

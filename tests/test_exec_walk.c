@@ -146,7 +146,7 @@ static void test_layout_feature_plans(void) {
         CU_ASSERT_EQUAL(ag, micros * (6 * L + 2));
         CU_ASSERT_EQUAL(rs, micros * (4 * L + 2));
       }
-      if (p.recompute == MODEL_RECOMPUTE_FULL) CU_ASSERT_EQUAL(recompute, micros * L * (EXEC_OP_COUNT + 2));
+      if (p.recompute == MODEL_RECOMPUTE_FULL) CU_ASSERT_EQUAL(recompute, micros * L * (EXEC_OP_ROPE + 2)); /* the 10 layer ops of a learned-position model (no rope), 2 all-reduces */
       if (p.recompute == MODEL_RECOMPUTE_SELECTIVE) CU_ASSERT_EQUAL(recompute, micros * L);
       if (p.zero1) CU_ASSERT(gathers > 0);
       plan_program_free(&prog);
@@ -243,7 +243,49 @@ static void test_layer_op_index(void) {
   CU_ASSERT_FATAL(plan_load(PLANS "gpt-h4096-tp2-none.json", NULL, NULL, &p, &e) == 0);
   int index[EXEC_OP_COUNT];
   CU_ASSERT_FATAL(exec_walk_layer_op_index(&p, index, &e) == 0);
-  for (int i = 0; i < EXEC_OP_COUNT; i++) CU_ASSERT_EQUAL(index[i], i);
+  for (int i = 0; i < EXEC_OP_ROPE; i++) CU_ASSERT_EQUAL(index[i], i);
+  CU_ASSERT_EQUAL(index[EXEC_OP_ROPE], -1); /* learned positions: no rope op */
+}
+
+/* The zoo's models as published (experiments/validation/zoo/plans/: RoPE,
+ * QKV bias, linear biases, untied output weights; recomputation, GPipe and
+ * 1F1B at PP = 1) run op by op; a RoPE model's rope op sits between qkv and
+ * attn, and the executor's forward order is model_layer_ops()'s. */
+static void test_zoo_plans(void) {
+  const char *names[] = {"llama3-8b-l4-m1-s4096", "llama3-70b-l2-m1-s4096-full", "qwen2.5-7b-l4-m4-s2048-full-gpipe",
+                         "qwen2.5-32b-l2-m1-s4096-sel", "gpt3-6.7b-l4-m2-s2048", "gpt3-13b-l4-m1-s2048-full-gpipe"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char path[512];
+    snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/validation/zoo/plans/%s.json", names[i]);
+    plan p;
+    ts_err e = {{0}, 0};
+    int rc = plan_load(path, NULL, NULL, &p, &e);
+    for (int r = 0; rc == 0 && r < plan_world_size(&p); r++) {
+      plan_program prog;
+      if ((rc = plan_build_program(&p, r, &prog, &e)) == 0) {
+        rc = exec_walk_check_program(&p, &prog, &e);
+        plan_program_free(&prog);
+      }
+    }
+    if (rc) fprintf(stderr, "\n  %s: %s\n", names[i], e.msg);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc) continue;
+    int index[EXEC_OP_COUNT];
+    CU_ASSERT_FATAL(exec_walk_layer_op_index(&p, index, &e) == 0);
+    if (p.model.position == MODEL_POS_ROPE) {
+      CU_ASSERT_EQUAL(index[EXEC_OP_ROPE], index[EXEC_OP_QKV] + 1);
+      CU_ASSERT_EQUAL(index[EXEC_OP_ATTN], index[EXEC_OP_ROPE] + 1);
+    } else {
+      CU_ASSERT_EQUAL(index[EXEC_OP_ROPE], -1);
+    }
+    for (int k = 1, prev = -1; k < EXEC_OP_COUNT; k++) { /* exec_layer_fwd_order is the model's order */
+      int ix = index[exec_layer_fwd_order[k - 1]];
+      if (ix >= 0) {
+        CU_ASSERT(ix > prev);
+        prev = ix;
+      }
+    }
+  }
 }
 
 int main(void) {
@@ -254,6 +296,7 @@ int main(void) {
   CU_add_test(s, "TACO on SP collectives and pipeline messages maps", test_compressed_sp_pp_plans);
   CU_add_test(s, "SP, recomputation and ZeRO-1 plans run op by op", test_layout_feature_plans);
   CU_add_test(s, "layer ops by name", test_layer_op_index);
+  CU_add_test(s, "zoo models as published (RoPE, biases, untied) run op by op", test_zoo_plans);
   CU_add_test(s, "tp_overlap_chunks plans run op by op, by rows", test_tp_overlap_plans);
   CU_add_test(s, "validation plans (SwiGLU/RMSNorm, PP2, DP2, TACO) run op by op", test_validation_plans);
   CU_add_test(s, "PP = 2 messages (1F1B, GPipe, interleaved) pair up with the executor's peers", test_pipeline_messages);

@@ -185,6 +185,11 @@ static double hand_forward_s(const plan_infer *p, double allreduce_us) {
   return (p->model.layers * layer_us + ends_us) * 1e-6;
 }
 
+/* With no prefill attention table the prefill prices the executor's unfused
+ * program: two GEMMs (Q K^T, P V) and the softmax kernel, where the forward
+ * of hand_forward_s counts one kernel: two GEMMs more per layer. */
+static double hand_prefill_attention_extra_s(const plan_infer *p) { return p->model.layers * 2 * GEMM_US * 1e-6; }
+
 /* The constant calibration prices every GEMM and kernel at one time whatever
  * its size, which a real H200 could not beat only for small ops: lift the
  * GPU's ceilings so the simulator's ceiling check (sim/README.md) leaves these
@@ -211,7 +216,8 @@ static void test_hand_computed_prediction(void) {
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
   double fwd = hand_forward_s(&g_plan, ALLREDUCE_US);
-  NEAR(r.ttft_s, fwd, 1e-9);
+  /* no prefill attention table: the executor's unfused program, Q K^T and P V GEMMs and the softmax kernel */
+  NEAR(r.ttft_s, fwd + hand_prefill_attention_extra_s(&g_plan), 1e-9);
   NEAR(r.tpot_s, fwd, 1e-9);
   NEAR(r.total_s, r.ttft_s + 8 * r.tpot_s, 1e-12);
   NEAR(r.tokens_per_s, 2.0 * 9 / r.total_s, 1e-12);
@@ -219,6 +225,76 @@ static void test_hand_computed_prediction(void) {
   CU_ASSERT_EQUAL(r.n_choices, 0);
   NEAR(r.plain_ttft_s, r.ttft_s, 1e-12);
   schema_calibration_free(&cal);
+}
+
+/* Prefill attention keyed by head dimension and prompt length replaces the
+ * unfused pricing; a decode-attention table faster than the HBM allows is a
+ * simulator failure (exit 3), not a prediction. */
+static void test_prefill_keyed_and_ceiling(void) {
+  load_small_plan("{\"kind\":\"none\"}");
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  sim_infer_result base, keyed;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &base, &e), 0);
+  char name[64];
+  snprintf(name, sizeof name, "attention_prefill.d%d.s64", model_head_dim(&g_plan.model));
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1, 0, 123.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1e18, 0, 123.0), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &keyed, &e), 0);
+  NEAR(keyed.ttft_s - base.ttft_s, g_plan.model.layers * (123.0 - 2 * GEMM_US - KERNEL_US) * 1e-6, 1e-9);
+  NEAR(keyed.tpot_s, base.tpot_s, 1e-12);
+  schema_calibration_free(&cal);
+  /* on the real H200 ceilings: a KV-cache read at 1e6 TB/s is impossible */
+  char t[1024];
+  plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":8,\"prompt\":2048,\"generate\":4}", "");
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(CALIBRATION_DIR "/h200-nvlink.json", &cal, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &base, &e), 0);
+  for (int i = 0; i < cal.n_kernels; i++)
+    if (!strcmp(cal.kernels[i].name, "attention_decode"))
+      for (int k = 0; k < cal.kernels[i].n; k++) cal.kernels[i].pts[k].us = cal.kernels[i].pts[k].x / 1e18 * 1e6;
+  CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, NULL, &base, &e), -1);
+  CU_ASSERT(strncmp(e.msg, TS_SIM_FAILURE_PREFIX, strlen(TS_SIM_FAILURE_PREFIX)) == 0);
+  CU_ASSERT(strstr(e.msg, "decode attention") != NULL);
+  schema_calibration_free(&cal);
+}
+
+/* The inference view of a calibration: "<name>.infer" tables stand in for
+ * "<name>" (kernels and collectives of the same rank count), the rest stays;
+ * the loader takes ".infer" collective names and the training file's own
+ * tables are untouched. */
+static void test_infer_view(void) {
+  const char *text =
+      "{\"schema\":1,\"gpu\":\"test\",\"driver\":\"1\",\"cuda\":\"1\",\"nccl\":\"1\",\"transport\":\"nvlink\","
+      "\"measured_at\":\"2026-12-02T00:00:00Z\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1}],"
+      "\"kernels\":{\"add_fwd\":[{\"bytes\":1,\"us\":1}],\"rmsnorm_fwd\":[{\"bytes\":1,\"us\":2}],"
+      "\"rmsnorm_fwd.infer\":[{\"bytes\":1,\"us\":3}]},"
+      "\"collectives\":{\"allreduce\":{\"2\":[{\"bytes\":1024,\"us\":10}],\"4\":[{\"bytes\":1024,\"us\":12}]},"
+      "\"allreduce.infer\":{\"2\":[{\"bytes\":1024,\"us\":7}]},\"allgather\":{\"2\":[{\"bytes\":1024,\"us\":5}]}}}";
+  schema_calibration cal, view;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "view.json", &cal, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_calibration_view(&cal, &view, &e), 0);
+  CU_ASSERT_EQUAL(view.n_kernels, 2);
+  for (int i = 0; i < view.n_kernels; i++) {
+    if (!strcmp(view.kernels[i].name, "rmsnorm_fwd")) CU_ASSERT_EQUAL(view.kernels[i].pts[0].us, 3.0);
+    CU_ASSERT(strstr(view.kernels[i].name, ".infer") == NULL);
+  }
+  CU_ASSERT_EQUAL(view.n_colls, 3); /* allreduce (2 ranks, the .infer one), allreduce (4), allgather */
+  for (int i = 0; i < view.n_colls; i++) {
+    CU_ASSERT(strstr(view.colls[i].name, ".infer") == NULL);
+    if (!strcmp(view.colls[i].name, "allreduce"))
+      CU_ASSERT_EQUAL(view.colls[i].pts[0].us, view.colls[i].nranks == 2 ? 7.0 : 12.0);
+  }
+  sim_infer_calibration_view_free(&view);
+  CU_ASSERT_EQUAL(cal.n_kernels, 3);
+  CU_ASSERT_EQUAL(cal.n_colls, 4);
+  schema_calibration_free(&cal);
+  const char *bad = "{\"schema\":1,\"gpu\":\"t\",\"driver\":\"1\",\"cuda\":\"1\",\"nccl\":\"1\",\"transport\":\"nvlink\","
+                    "\"measured_at\":\"x\",\"collectives\":{\"allreduce.inferx\":{\"2\":[{\"bytes\":1,\"us\":1}]}}}";
+  CU_ASSERT_EQUAL(schema_calibration_from_json_text(bad, strlen(bad), "bad.json", &cal, &e), -1);
+  CU_ASSERT(strstr(e.msg, "allreduce.inferx") != NULL);
 }
 
 /* Two stages on two nodes: the prefill adds one activation send across the
@@ -239,7 +315,7 @@ static void test_pipeline_across_nodes(void) {
   double latency = (2 * cl->nic.latency_us + 2 * cl->fabric.levels * cl->fabric.latency_us) * 1e-6;
   double hop = latency + 2.0 * 2 * 64 * g_plan.model.hidden / bw;
   NEAR(r.prefill.pp_s, hop, 1e-9);
-  NEAR(r.ttft_s, hand_forward_s(&g_plan, ALLREDUCE_US) + hop, 1e-9);
+  NEAR(r.ttft_s, hand_forward_s(&g_plan, ALLREDUCE_US) + hand_prefill_attention_extra_s(&g_plan) + hop, 1e-9);
   NEAR(r.decode.pp_s, latency + 2.0 * 2 * g_plan.model.hidden / bw, 1e-9);
   schema_calibration_free(&cal);
 }
@@ -254,7 +330,7 @@ static void test_codec_policy(void) {
   constant_calibration(&cal, 20.0);
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
   double layers = g_plan.model.layers;
-  NEAR(r.ttft_s, hand_forward_s(&g_plan, 20.0), 1e-9);
+  NEAR(r.ttft_s, hand_forward_s(&g_plan, 20.0) + hand_prefill_attention_extra_s(&g_plan), 1e-9);
   NEAR(r.plain_ttft_s - r.ttft_s, layers * 2 * (ALLREDUCE_US - 20.0) * 1e-6, 1e-6);
   CU_ASSERT_EQUAL(r.n_choices, 2);
   CU_ASSERT_TRUE(r.choices[0].compressed && r.choices[1].compressed);
@@ -416,6 +492,8 @@ int main(void) {
   CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
   CU_add_test(s, "hand-computed TTFT and TPOT", test_hand_computed_prediction);
   CU_add_test(s, "codec policy", test_codec_policy);
+  CU_add_test(s, "prefill attention keyed by (head dim, prompt); ceiling is a failure", test_prefill_keyed_and_ceiling);
+  CU_add_test(s, "inference view: .infer tables stand in for the training ones", test_infer_view);
   CU_add_test(s, "CAAT-Net fallback keeps the model", test_caat_fallback_keeps_the_model);
   CU_add_test(s, "pipeline across nodes", test_pipeline_across_nodes);
   CU_add_test(s, "decode attention grows with the cache", test_decode_attention_grows);

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""merge_infer.py — put the inference tables of a `tacorun calibrate-infer`
+file into a training calibration file without changing any table the
+training simulator reads.
+
+From SRC (a file calibrate-infer extended, e.g. experiments/infer/calibration/
+h200-nvlink.json) into FILE:
+  - the decode GEMMs: every SRC point with m <= 64 whose shape FILE lacks
+    (training GEMMs have m = tokens >= 512; a decode shape never equals one,
+    and a training lookup inside its own measured range never reaches them);
+  - "attention_decode" (by KV-cache bytes) and any "attention_prefill.d<D>.s<S>"
+    tables (prefill attention keyed by head dimension and prompt length);
+  - the all-reduce tables calibrate-infer --collectives timed one process per
+    GPU as the inference executor runs them (SRC's notes say which), as
+    "<name>.infer": the inference simulator reads them in place of "<name>"
+    (sim/sim_infer_cal.c), the training simulator never does.
+Not taken: SRC's FLOP-keyed "attention_prefill" (it averages prompt lengths;
+the simulator prices prefill attention as the executor's unfused program
+when no keyed table is there), its decode-sized points of the norm,
+add, SwiGLU and embedding tables, and its prefill GEMMs (the 72 measured
+inference plans were predicted worse with them: experiments/infer/README.md).
+A note naming SRC is appended to FILE's notes (cut to 511 characters).
+
+usage: merge_infer.py --from SRC FILE
+"""
+import argparse
+import json
+import re
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--from", dest="src", required=True)
+    ap.add_argument("file")
+    a = ap.parse_args()
+    src = json.load(open(a.src))
+    cal = json.load(open(a.file))
+    if cal.get("gpu") != src.get("gpu"):
+        sys.exit(f"merge_infer.py: {a.file} and {a.src} are not of the same GPU")
+    have = {(g["m"], g["n"], g["k"]) for g in cal["gemm"]}
+    gemm = [g for g in src["gemm"] if g["m"] <= 64 and (g["m"], g["n"], g["k"]) not in have]
+    cal["gemm"] = cal["gemm"] + sorted(gemm, key=lambda g: (g["m"], g["n"], g["k"]))
+    kernels = dict(cal["kernels"])
+    taken = [k for k in src["kernels"] if k == "attention_decode" or re.fullmatch(r"attention_prefill\.d\d+\.s\d+", k)]
+    for k in taken:
+        kernels[k] = src["kernels"][k]
+    cal["kernels"] = {k: kernels[k] for k in sorted(kernels)}
+    colls = dict(cal["collectives"])
+    m = re.search(r"(allreduce(?: and allreduce\.taco\d+)?) \((\d+) ranks\) replaced by tacorun calibrate-infer --collectives",
+                  src.get("notes", ""))
+    moved = []
+    if m:
+        ranks = m.group(2)
+        for name in m.group(1).split(" and "):
+            if name in src["collectives"] and ranks in src["collectives"][name]:
+                colls[name + ".infer"] = {ranks: src["collectives"][name][ranks]}
+                moved.append(f"{name}.infer ({ranks} ranks)")
+    for name, per_n in src["collectives"].items():  # files calibrate-infer wrote with ".infer" tables
+        if name.endswith(".infer"):
+            colls[name] = per_n
+            moved.append(name)
+    cal["collectives"] = {k: colls[k] for k in sorted(colls)}
+    note = (f"; inference tables from {a.src} (calibrate-infer, {src.get('measured_at', '?')}): {len(gemm)} decode GEMMs, "
+            f"{', '.join(taken)}{', ' if moved else ''}{', '.join(moved)} (calibration/merge_infer.py)")
+    cal["notes"] = (cal.get("notes", "") + note)[:511]
+    with open(a.file, "w") as f:
+        json.dump(cal, f, indent=1)
+        f.write("\n")
+    print(f"{a.file}: {len(gemm)} decode GEMMs, {len(taken)} kernel tables, {len(moved)} collective tables from {a.src}")
+
+
+if __name__ == "__main__":
+    main()

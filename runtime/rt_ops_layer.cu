@@ -1,0 +1,91 @@
+/* rt_ops_layer.cu — RoPE and bias kernels (see rt_ops_layer.h). Arithmetic is
+ * FP32; one BF16 rounding per output. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+extern "C" { /* ts_error.h has no C++ guards of its own */
+#include "ts_error.h"
+}
+#include "rt_ops_check.h"
+#include "rt_ops_layer.h"
+
+typedef __nv_bfloat16 bf16;
+
+/* One block per row; threads over the heads x d/2 pairs. */
+__global__ void rope_kernel(bf16 *x, int ld, int heads, int d, int seq, const float *inv_freq, float sign) {
+  const long long r = blockIdx.x;
+  const int half = d / 2, pairs = heads * half;
+  const float pos = (float)(r % seq);
+  bf16 *row = x + r * ld;
+  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int hd = p / half, i = p % half;
+    float sn, cs;
+    sincosf(pos * inv_freq[i], &sn, &cs);
+    sn *= sign;
+    bf16 *v = row + hd * d;
+    const float x1 = __bfloat162float(v[i]), x2 = __bfloat162float(v[i + half]);
+    v[i] = __float2bfloat16(x1 * cs - x2 * sn);
+    v[i + half] = __float2bfloat16(x2 * cs + x1 * sn);
+  }
+}
+
+extern "C" int rt_rope(void *x, long long rows, int ld, int heads, int d, int seq, const float *inv_freq,
+                       int inverse, void *stream, ts_err *e) {
+  if (rows < 0 || rows > 2147483647LL || heads < 1 || d < 2 || d % 2 || seq < 1 || ld < heads * d || !inv_freq)
+    return ts_fail_sys(e, "rt_rope: bad shape (rows %lld, ld %d, heads %d, d %d, seq %d)", rows, ld, heads, d, seq);
+  if (rows == 0) return 0;
+  rope_kernel<<<(unsigned)rows, 256, 0, (cudaStream_t)stream>>>((bf16 *)x, ld, heads, d, seq, inv_freq,
+                                                                inverse ? -1.f : 1.f);
+  RT_CHECK_LAUNCH(e);
+  return 0;
+}
+
+__global__ void bias_add_kernel(bf16 *y, const bf16 *b, long long n, int cols, int ld) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / cols;
+    const int c = (int)(i % cols);
+    bf16 *p = y + r * ld + c;
+    *p = __float2bfloat16(__bfloat162float(*p) + __bfloat162float(b[c]));
+  }
+}
+
+extern "C" int rt_bias_add(void *y, const void *b, long long rows, int cols, int ld, void *stream, ts_err *e) {
+  if (rows < 0 || cols < 1 || ld < cols) return ts_fail_sys(e, "rt_bias_add: bad shape (%lld x %d, ld %d)", rows, cols, ld);
+  const long long n = rows * cols;
+  if (n == 0) return 0;
+  long long blocks = (n + 255) / 256;
+  if (blocks > 132 * 16) blocks = 132 * 16;
+  bias_add_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>((bf16 *)y, (const bf16 *)b, n, cols, ld);
+  RT_CHECK_LAUNCH(e);
+  return 0;
+}
+
+/* 32 columns x 8 row lanes per block, BIAS_ROWS rows per block (blockIdx.y), one atomic per column and block. */
+#define BIAS_ROWS 256
+__global__ void bias_grad_kernel(const bf16 *dy, float *db, long long rows, int cols, int ld) {
+  __shared__ float part[8][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  const long long r0 = (long long)blockIdx.y * BIAS_ROWS;
+  const long long r1 = r0 + BIAS_ROWS < rows ? r0 + BIAS_ROWS : rows;
+  float s = 0.f;
+  if (c < cols)
+    for (long long r = r0 + threadIdx.y; r < r1; r += 8) s += __bfloat162float(dy[r * ld + c]);
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float t = 0.f;
+    for (int k = 0; k < 8; k++) t += part[k][threadIdx.x];
+    atomicAdd(&db[c], t);
+  }
+}
+
+extern "C" int rt_bias_grad(const void *dy, float *db, long long rows, int cols, int ld, void *stream, ts_err *e) {
+  if (rows < 0 || cols < 1 || ld < cols) return ts_fail_sys(e, "rt_bias_grad: bad shape (%lld x %d, ld %d)", rows, cols, ld);
+  if (rows == 0) return 0;
+  const long long yb = (rows + BIAS_ROWS - 1) / BIAS_ROWS;
+  if (yb > 65535) return ts_fail_sys(e, "rt_bias_grad: %lld rows are too many", rows);
+  dim3 grid((unsigned)((cols + 31) / 32), (unsigned)yb), block(32, 8);
+  bias_grad_kernel<<<grid, block, 0, (cudaStream_t)stream>>>((const bf16 *)dy, db, rows, cols, ld);
+  RT_CHECK_LAUNCH(e);
+  return 0;
+}

@@ -1,0 +1,30 @@
+/* rt_ops_layer.h — the position and bias kernels of the zoo's layers (CUDA,
+ * BF16 tensors, FP32 parameters of the rotation and FP32 bias gradients).
+ *
+ * RoPE as HF/Llama: in each head of d columns, the pair (i, i + d/2) is
+ * rotated by the angle pos * inv_freq[i], pos = row % seq (the token's place
+ * in its sequence). The inverse (the backward: the rotation's transpose)
+ * rotates by -angle. Plain-C references: rt_ops_ref.h (rt_ref_rope,
+ * rt_ref_bias_add, rt_ref_bias_grad); rt_ops_selfcheck() compares them. */
+#ifndef RT_OPS_LAYER_H
+#define RT_OPS_LAYER_H
+
+#include "ts_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* In place on the first heads x d columns of each row of x [rows x ld]
+ * (qkv: the query heads, then the key heads). inv_freq: d/2 floats on the device. */
+int rt_rope(void *x, long long rows, int ld, int heads, int d, int seq, const float *inv_freq, int inverse,
+            void *stream, ts_err *e);
+/* y[rows x cols] += b (one BF16 row broadcast), in place; y's rows are ld apart (ld >= cols). */
+int rt_bias_add(void *y, const void *b, long long rows, int cols, int ld, void *stream, ts_err *e);
+/* db[j] += sum over rows of dy[r][j] (FP32 accumulators; dy BF16 [rows x cols], rows ld apart). */
+int rt_bias_grad(const void *dy, float *db, long long rows, int cols, int ld, void *stream, ts_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
