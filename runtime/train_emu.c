@@ -179,7 +179,7 @@ static int dump_tensor(train_emu *w, const layer_arg *a, int layer, const char *
     if (fwrite(f, 4, n, out) == n) rc = 0;
   }
   if (out) fclose(out);
-  if (rc) snprintf(w->msg, sizeof w->msg, "%s: cannot write the tensor dump", path);
+  if (rc) snprintf(w->msg, sizeof w->msg, "%.200s: cannot write the tensor dump", path);
   else fprintf(w->dump_index, "%s,%d,%d,%s,%zu,%zu\n", name, w->stats_step, layer, tensor, rows, a->cols),
          fflush(w->dump_index);
   free(h), free(f);

@@ -21,7 +21,9 @@ int train_reshape_report(const char *dir, double max_err, double link_gbps, ts_e
   snprintf(path, sizeof path, "%s/dump-index.csv", dir);
   FILE *idx = fopen(path, "r");
   if (!idx) return ts_fail(e, path, NULL, "cannot open (dump tensors with tacorun train --tp-emulate K --dump-at STEP)");
-  printf("tensor,samples,rows,cols,group,axis,rel_err,cost_us,chosen\n");
+  /* chosen: the reshaping's pick among all candidates; runnable: what the executor's TACO can run
+   * (groups along hidden dividing it); chosen_runnable: the same rule among those */
+  printf("tensor,samples,rows,cols,group,axis,rel_err,cost_us,chosen,runnable,chosen_runnable\n");
   int rc = 0;
   for (size_t c = 0; c < sizeof classes / sizeof *classes && !rc; c++) {
     float *samples[RS_MAX_SAMPLES];
@@ -58,10 +60,21 @@ int train_reshape_report(const char *dir, double max_err, double link_gbps, ts_e
       taco_reshape_choice best, all[TACO_RESHAPE_CANDIDATES];
       if (taco_reshape_choose((const float *const *)samples, ns, rows, cols, &o, &best, all))
         rc = ts_fail(e, path, NULL, "reshaping: %s", taco_last_error());
+      /* the same rule (cheapest within the bound, else the least error) over the runnable ones */
+      int pick = -1, within = 0;
+      for (int i = 0; i < TACO_RESHAPE_CANDIDATES && !rc; i++) {
+        if (all[i].axis != TACO_AXIS_HIDDEN || cols % (size_t)all[i].group) continue;
+        int ok = all[i].rel_err <= max_err;
+        if (pick < 0 || (ok && !within) ||
+            (ok == within && (ok ? all[i].cost_us < all[pick].cost_us : all[i].rel_err < all[pick].rel_err)))
+          pick = i, within = ok;
+      }
       for (int i = 0; i < TACO_RESHAPE_CANDIDATES && !rc; i++)
-        printf("%s,%d,%zu,%zu,%d,%s,%.5f,%.2f,%s\n", classes[c], ns, rows, cols, all[i].group,
+        printf("%s,%d,%zu,%zu,%d,%s,%.5f,%.2f,%s,%s,%s\n", classes[c], ns, rows, cols, all[i].group,
                all[i].axis == TACO_AXIS_HIDDEN ? "hidden" : "tokens", all[i].rel_err, all[i].cost_us,
-               all[i].group == best.group && all[i].axis == best.axis ? "yes" : "");
+               all[i].group == best.group && all[i].axis == best.axis ? "yes" : "",
+               all[i].axis == TACO_AXIS_HIDDEN && cols % (size_t)all[i].group == 0 ? "yes" : "no",
+               i == pick ? "yes" : "");
     }
     for (int i = 0; i < ns; i++) free(samples[i]);
   }
