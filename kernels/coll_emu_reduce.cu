@@ -5,7 +5,7 @@
 
 #include "coll_emu.h"
 
-int coll_emu_fail(const char *fmt, ...);
+extern "C" int coll_emu_fail(const char *fmt, ...);
 
 struct emu_ptrs {
   const void *in[COLL_EMU_MAX_RANKS];
