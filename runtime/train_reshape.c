@@ -35,8 +35,14 @@ int train_reshape_report(const char *dir, double max_err, double link_gbps, ts_e
       char file[256], tensor[64];
       int step, layer;
       size_t r, k;
+      line[strcspn(line, "\r\n")] = 0;
       if (sscanf(line, "%255[^,],%d,%d,%63[^,],%zu,%zu", file, &step, &layer, tensor, &r, &k) != 6) {
         rc = ts_fail(e, path, NULL, "malformed line '%.60s'", line);
+        break;
+      }
+      if (!r || !k || r > (1u << 20) || k > (1u << 20) || r * k > ((size_t)1 << 28)) {
+        rc = ts_fail(e, path, NULL, "%s: %zu x %zu is not a tensor shape the reshaping reads (at most 2^28 elements)",
+                     file, r, k);
         break;
       }
       if (strcmp(tensor, classes[c])) continue;
