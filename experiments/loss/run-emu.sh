@@ -10,16 +10,16 @@
 #   big     the 124M-parameter runs (BIG_MODEL) on the English corpus (experiments/loss/corpus.sh):
 #           JOBS, a ;-separated list of "TP SEED CODEC[,CODEC...]", PAR of them at a time
 #
-# Environment: TACORUN (.carry-loss/tacorun), KJV (.carry-loss/kjv.txt), CORPUS
-# (.carry-loss/english.txt, or english.txt.gz next to it, unpacked on the fly), OUT (experiments/loss/out),
+# Environment: TACORUN (.devbin/emu/tacorun), KJV (.devbin/emu/kjv.txt), CORPUS
+# (.devbin/emu/english.txt, or english.txt.gz next to it, unpacked on the fly), OUT (experiments/loss/out),
 # STEPS (2000), PAR (3), LIMIT (seconds per job). Every job writes OUT/<name>/ (loss-<codec>.csv,
 # stats-<codec>.csv, summary.csv, train.log).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 mode=${1:-check}
-TACORUN=${TACORUN:-.carry-loss/tacorun}
-KJV=${KJV:-.carry-loss/kjv.txt}
-CORPUS=${CORPUS:-.carry-loss/english.txt}
+TACORUN=${TACORUN:-.devbin/emu/tacorun}
+KJV=${KJV:-.devbin/emu/kjv.txt}
+CORPUS=${CORPUS:-.devbin/emu/english.txt}
 OUT=${OUT:-experiments/loss/out}
 STEPS=${STEPS:-2000}
 PAR=${PAR:-3}
