@@ -1,53 +1,57 @@
 #!/usr/bin/env bash
-# Figure 8: training and validation loss of the same small GPT trained with each
-# codec on the TP all-reduces (measured on 2 x H200, TP = 2, same seed and data
-# order), from the logs of `tacorun train` kept in experiments/loss/loss-<codec>.csv
-# (columns step,split,loss,lr,elapsed_s; '#' comments). Left: training loss, mean
-# over a window of 50 steps; right: validation loss over the second half of the
-# run, where the codecs' differences show (the periodic points are over 16 held-out batches,
-# the last one over all 52, hence the kink at the end). See experiments/loss/README.md.
+# Figure 8: validation loss with and without compression of the TP all-reduces.
+# Left: the 124M-parameter byte-level GPT on the 25.7 MB English corpus (experiments/loss/corpus.sh),
+# TP 2 emulated on one H200 (`tacorun train --tp-emulate 2`), every codec run kept in
+# experiments/loss/emu/124m/<run>/loss-<codec>.csv (seed 1234 solid, seed 4321 dashed; the runs
+# stopped at the time limit before step 2,000, see experiments/loss/README.md).
+# Right: the 25.4M GPT on the King James Bible, TP 2 measured on 2 x H200 (experiments/loss/
+# loss-<codec>.csv) against the same runs emulated on one H200 (experiments/loss/emu/repro/),
+# second half of training (the last point is over the whole held-out part, hence the kink).
+# Log format: step,split,loss,lr,elapsed_s with '#' comments.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 LOSS="$EXP/loss"
-mapfile -t logs < <(find "$LOSS" -maxdepth 1 -name 'loss-*.csv' 2> /dev/null | sort)
-if [ "${#logs[@]}" = 0 ]; then
-  skip fig8 "loss logs of training runs (experiments/loss/loss-<codec>.csv from experiments/loss/run.sh full)"
+mapfile -t big < <(find "$LOSS/emu/124m" -name 'loss-*.csv' 2> /dev/null | sort)
+if [ "${#big[@]}" = 0 ] || [ ! -f "$LOSS/loss-none.csv" ]; then
+  skip fig8 "loss logs (experiments/loss/emu/124m/*/loss-*.csv from experiments/loss/run-emu.sh big, experiments/loss/loss-*.csv)"
   exit 3
 fi
-# the baseline first, so it gets the first colour
-mapfile -t logs < <(printf '%s\n' "${logs[@]}" | awk '/loss-none\.csv$/ { print; next } { rest = rest $0 "\n" } END { printf "%s", rest }')
-
 work="$DATA/fig8"
 mkdir -p "$work"
-train_cmd="plot" val_cmd="plot"
-last=0
-for f in "${logs[@]}"; do
-  name="$(basename "$f" .csv)"
-  name="${name#loss-}"
-  # training loss, moving mean over 50 steps; validation loss as logged
-  awk -F, '!/^#/ && $2 == "train" { n++; s += $3; q[n] = $3; if (n > 50) s -= q[n - 50];
-           if (n >= 50) print $1, s / 50 }' "$f" > "$work/$name.train"
-  awk -F, '!/^#/ && $2 == "val" { print $1, $3 }' "$f" > "$work/$name.val"
-  steps=$(awk 'END { print $1 }' "$work/$name.val")
-  [ "${steps:-0}" -gt "$last" ] && last=$steps
-  train_cmd="$train_cmd \"$work/$name.train\" using 1:2 with lines lw 1.5 title \"$name\","
-  val_cmd="$val_cmd \"$work/$name.val\" using 1:2 with linespoints lw 2 pt 7 ps 0.6 title \"$name\","
+val() { awk -F, '!/^#/ && $2 == "val" { print $1, $3 }' "$1" > "$2"; }
+left="plot" right="plot"
+declare -A colour=([none]=1 [taco-e4m3]=2 [fp8-tensor]=3 [fp8-group]=4 [fp8-hadamard]=6 [taco-e5m2]=7 [caat]=8 [taco+caat]=9)
+for f in "${big[@]}"; do
+  run=$(basename "$(dirname "$f")")
+  codec=$(basename "$f" .csv); codec=${codec#loss-}
+  val "$f" "$work/$run.val"
+  dt=1; case $run in *s4321*) dt=2 ;; esac
+  left="$left \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc ${colour[$codec]:-5} title \"${run#tp2-}\","
+done
+for c in none taco-e4m3; do
+  val "$LOSS/loss-$c.csv" "$work/measured-$c.val"
+  val "$LOSS/emu/repro/loss-$c.csv" "$work/emulated-$c.val"
+  right="$right \"$work/measured-$c.val\" using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc ${colour[$c]} title \"$c, 2 x H200\","
+  right="$right \"$work/emulated-$c.val\" using 1:2 with linespoints lw 2 dt 2 pt 6 ps 0.8 lc ${colour[$c]} title \"$c, emulated on 1 H200\","
 done
 plot fig8-loss 1400 600 <<GP
-set multiplot layout 1,2 title "Byte-level GPT on the King James Bible, TP = 2 on 2 x H200 (measured)"
+set multiplot layout 1,2
 set grid
 set xlabel "step"
-set ylabel "training loss (nats/byte, mean of 50 steps)"
+set title "124M byte-level GPT, English corpus (KJV + kernel docs), TP 2 emulated on one H200"
+set ylabel "validation loss (nats/byte, 16 held-out batches)"
 set logscale y
-set yrange [0.8:4]
+set yrange [1.2:3]
+set ytics (1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2, 2.5, 3)
 set key top right
-${train_cmd%,}
+${left%,}
 unset logscale y
-set autoscale y   # the second half of training: the codecs differ by ~1%, invisible on the first panel's range
-set xrange [$((last / 2)):$last]
-set ylabel "validation loss (nats/byte, held-out 5%)"
-set key top right
-${val_cmd%,}
+set autoscale y
+set ytics auto
+set title "25.4M GPT, King James Bible, TP 2: measured vs emulated"
+set xrange [1000:2000]
+set ylabel "validation loss (nats/byte)"
+${right%,}
 unset multiplot
 GP

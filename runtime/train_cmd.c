@@ -1,7 +1,10 @@
 /* train_cmd.c — `tacorun train`: trains a small byte-level GPT on a text
  * corpus through the executor (exec_model.h), with or without compression of
  * the TP all-reduces, and logs training and validation loss to a CSV. */
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <sys/stat.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +17,11 @@
 #include "rt_command.h"
 #include "rt_nccl.h"
 #include "train_data.h"
+#include "train_emu.h"
 #include "train_fp8.h"
+
+int train_emu_check(ts_err *e); /* train_emu_check.c */
+int train_reshape_report(const char *dir, double max_err, double link_gbps, ts_err *e); /* train_reshape.c */
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -57,6 +64,32 @@ static void usage(FILE *out) {
           "  --out-dir DIR      DIR/loss-<codec>.csv per run and DIR/summary.csv (header and one line per\n"
           "                     run) instead of --csv/--summary\n"
           "  --timeout S [300]  bound on every wait (a dead peer aborts the run)\n"
+          "  --tp-emulate K [off]  TP = K on one GPU, in one process (no mpirun): K ranks as threads, each\n"
+          "                     with its own shards, initial weights and GEMMs (the row-parallel ones are\n"
+          "                     the K partial GEMMs over slices of the inner dimension); every TP all-reduce\n"
+          "                     runs on one GPU with the codec kernels of the real collective in its order\n"
+          "                     (kernels/coll_emu.h; CAAT-Net's shared/private split and sqrt(K) included).\n"
+          "                     Adds the ablation codecs fp8-group (per-group absmax FP8 E4M3, G = --group,\n"
+          "                     no Hadamard) and fp8-hadamard (Hadamard + per-group absmax, no adaptive\n"
+          "                     scale), kernels/fp8_ablate.h. Plain sums: FP32 in rank order, one rounding\n"
+          "                     (NCCL's bits at K = 2, not above). Its wall times and steps/s are not a\n"
+          "                     speed of TP: K ranks share one GPU\n"
+          "  --tp-emulate-allreduce two-shot|one-shot [two-shot]  the compressed all-reduce emulated\n"
+          "  --stats-every N [0 = off]  with --tp-emulate and --out-dir: at every N-th training step (and\n"
+          "                     the last) the tensors the layer all-reduces carry (rank 0's partial):\n"
+          "                     rms, max |x|, max/rms, kurtosis E x^4 / (E x^2)^2, per layer, in\n"
+          "                     DIR/stats-<codec>.csv\n"
+          "  --dump-at STEP [off]  with --stats-every: at training step STEP, the first --dump-rows [256] rows\n"
+          "                     of rank 0's partial of layers 0, L/2, L-1 (each layer all-reduce) as FP32 files\n"
+          "                     in DIR/dump-<codec>/ with dump-index.csv\n"
+          "  --reshape DUMPDIR  (no training, no GPU) the data-driven reshaping (kernels/taco_reshape.h) on a\n"
+          "                     dump: per tensor class the measured error (per channel) and cost (bandwidth\n"
+          "                     model, NVLink 450 GB/s) of every group size and axis, and the choice: the\n"
+          "                     cheapest within --reshape-max-err [0.04], over all candidates and over those\n"
+          "                     the executor runs (groups along hidden dividing it). Not implemented: \"group\": \"auto\"\n"
+          "                     in a plan's codec (the choice is printed, not applied)\n"
+          "  --check-emu        the emulated all-reduce of --tp-emulate on the GPU (every codec, TP 2/4/8, BF16\n"
+          "                     and FP32) against its plain-C reference, bit for bit (exit 77 without a GPU)\n"
           "  --check-codec      the fp8-tensor CUDA kernels against their plain-C reference, bit for bit\n"
           "                     (exit 77 without a GPU) [off]\n"
           "  (--csv, --summary, --out-dir: not written unless given)\n"
@@ -71,9 +104,11 @@ static void usage(FILE *out) {
 }
 
 typedef struct {
-  const char *corpus, *codec, *csv, *summary, *out_dir;
+  const char *corpus, *codec, *csv, *summary, *out_dir, *emu_allreduce;
   int group, steps, eval_every, eval_batches, log_every, hidden, layers, heads, ffn, seq, batch, warmup, timeout_s;
-  double p, lr, min_lr_frac, val_frac;
+  int tp_emulate, stats_every, dump_at, dump_rows;
+  const char *reshape_dir;
+  double p, lr, min_lr_frac, val_frac, reshape_err;
   unsigned long long seed;
   int check_codec;
 } train_opts;
@@ -99,20 +134,38 @@ static int parse_double(const char *s, double lo, double hi, double *out) {
   return 0;
 }
 
-/* The codec name -> the plan codec of both directions (fp8-tensor: none, the hook runs instead). */
-static int codec_of(const train_opts *o, const char *name, plan_codec *c, int *fp8_tensor) {
+/* The codec name -> the plan codec of both directions (fp8-tensor: none, the hook runs instead),
+ * and the same codec for the emulated TP all-reduce (--tp-emulate). fp8-group and fp8-hadamard
+ * exist in the emulation only (*emu_only). */
+static int codec_of(const train_opts *o, const char *name, plan_codec *c, int *fp8_tensor, train_emu_codec *ec,
+                    int *emu_only) {
   memset(c, 0, sizeof *c);
-  *fp8_tensor = 0;
+  memset(ec, 0, sizeof *ec);
+  *fp8_tensor = 0, *emu_only = 0;
   c->group = o->group, c->fp8 = PLAN_FP8_E4M3, c->p = o->p;
-  if (!strcmp(name, "none")) c->kind = PLAN_CODEC_NONE;
-  else if (!strcmp(name, "taco-e4m3")) c->kind = PLAN_CODEC_TACO;
-  else if (!strcmp(name, "taco-e5m2")) c->kind = PLAN_CODEC_TACO, c->fp8 = PLAN_FP8_E5M2;
-  else if (!strcmp(name, "fp8-tensor")) c->kind = PLAN_CODEC_NONE, *fp8_tensor = 1;
-  else if (!strcmp(name, "caat")) c->kind = PLAN_CODEC_CAAT;
-  else if (!strcmp(name, "taco+caat")) c->kind = PLAN_CODEC_TACO_CAAT;
+  ec->ar.taco.group = o->group, ec->ar.taco.fp8 = TACO_FP8_E4M3, ec->p = o->p;
+  ec->ar.one_shot = o->emu_allreduce && !strcmp(o->emu_allreduce, "one-shot");
+  if (!strcmp(name, "none")) c->kind = PLAN_CODEC_NONE, ec->ar.codec = COLL_EMU_PLAIN;
+  else if (!strcmp(name, "taco-e4m3")) c->kind = PLAN_CODEC_TACO, ec->ar.codec = COLL_EMU_TACO;
+  else if (!strcmp(name, "taco-e5m2"))
+    c->kind = PLAN_CODEC_TACO, c->fp8 = PLAN_FP8_E5M2, ec->ar.codec = COLL_EMU_TACO, ec->ar.taco.fp8 = TACO_FP8_E5M2;
+  else if (!strcmp(name, "fp8-tensor")) c->kind = PLAN_CODEC_NONE, *fp8_tensor = 1, ec->ar.codec = COLL_EMU_FP8_TENSOR;
+  else if (!strcmp(name, "fp8-group")) *emu_only = 1, ec->ar.codec = COLL_EMU_FP8_GROUP;
+  else if (!strcmp(name, "fp8-hadamard")) *emu_only = 1, ec->ar.codec = COLL_EMU_FP8_HADAMARD;
+  else if (!strcmp(name, "caat")) c->kind = PLAN_CODEC_CAAT, ec->caat = 1, ec->ar.codec = COLL_EMU_PLAIN;
+  else if (!strcmp(name, "taco+caat")) c->kind = PLAN_CODEC_TACO_CAAT, ec->caat = 1, ec->ar.codec = COLL_EMU_TACO;
   else return -1;
   return 0;
 }
+
+/* One TP rank of a run: a process of its own (w), or a thread of the emulation (emu). */
+typedef struct {
+  int tp, rank;
+  ncclComm_t comm;
+  cudaStream_t stream;
+  rt_nccl *w;     /* NULL when emulated */
+  train_emu *emu; /* NULL when not */
+} train_rank;
 
 #define TRAIN_MAX_CODECS 16
 /* Splits the comma list of codecs (in place); returns the count, -1 when too many or empty. */
@@ -133,24 +186,30 @@ static double lr_at(const train_opts *o, int step) {
 }
 
 typedef struct {
-  rt_nccl *w;
+  const train_rank *rk;
   exec_model *m;
   train_data *d;
   const train_opts *o;
   plan_op *ops, *fwd_ops;
   int nops, nfwd;
   int32_t *tok, *lab;
-  FILE *csv;
-  int root;
+  FILE *csv, *stats;
+  char *dump_dir;
+  int root, caat_emu;
   double t0;
 } trainer;
 
 /* Runs ops as one iteration (zeroed gradients and loss first); returns the loss. */
 static int run_ops(trainer *t, const plan_op *ops, int n, int step, float *loss, ts_err *e) {
   if (exec_model_set_data(t->m, t->tok, t->lab, e) || exec_model_zero_grad(t->m, e)) return -1;
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    /* emulated CAAT-Net: the replicated gradients averaged as the executor does over NCCL */
+    if (t->caat_emu && ops[i].kind == PLAN_OP_COMPUTE && ops[i].model_op == PLAN_MOP_OPTIMIZER &&
+        train_emu_sync_replicated(t->rk->emu, t->rk->rank, t->m, e))
+      return -1;
     if (exec_model_run_op(t->m, &ops[i], e)) return -1;
-  if (rt_nccl_wait(t->w, e)) return -1;
+  }
+  if (t->rk->w && rt_nccl_wait(t->rk->w, e)) return -1;
   return exec_model_check_finite(t->m, step, loss, e);
 }
 
@@ -206,7 +265,8 @@ static int replica_spread(trainer *t, double *spread, ts_err *e) {
   free(host);
   if (ce != cudaSuccess) return ts_fail_sys(e, "train: copying the master weights: %s", cudaGetErrorString(ce));
   for (int j = 0; j < k; j++) v[k + j] = -v[j];
-  if (exec_world_max(t->w, v, 2 * k, e)) return -1; /* max and -min of every checksum */
+  if (t->rk->emu) train_emu_max(t->rk->emu, t->rk->rank, v, 2 * k);
+  else if (exec_world_max(t->rk->w, v, 2 * k, e)) return -1; /* max and -min of every checksum */
   for (int j = 0; j < k; j++) {
     double r = (v[j] + v[k + j]) / (scale[j] > 0 ? scale[j] : 1.0);
     if (r > *spread) *spread = r;
@@ -215,14 +275,19 @@ static int replica_spread(trainer *t, double *spread, ts_err *e) {
 }
 
 static void log_row(trainer *t, int step, const char *split, double loss, double lr) {
-  if (t->root && t->csv) fprintf(t->csv, "%d,%s,%.6f,%.6g,%.3f\n", step, split, loss, lr, now_s() - t->t0);
+  if (t->root && t->csv) {
+    fprintf(t->csv, "%d,%s,%.6f,%.6g,%.3f\n", step, split, loss, lr, now_s() - t->t0);
+    if (split[0] == 'v') fflush(t->csv); /* a run stopped by a time limit keeps its curve */
+  }
 }
 
-static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
-  const int tp = w->nranks, rank = w->ranks[0], root = rank == 0;
+static int train_run(const train_rank *rk, const train_opts *o, ts_err *e) {
+  const int tp = rk->tp, rank = rk->rank, root = rank == 0;
+  rt_nccl *w = rk->w;
   plan_codec codec;
-  int fp8_tensor;
-  codec_of(o, o->codec, &codec, &fp8_tensor);
+  train_emu_codec ecodec;
+  int fp8_tensor, emu_only;
+  codec_of(o, o->codec, &codec, &fp8_tensor, &ecodec, &emu_only);
   exec_ref_config cfg = {.vocab = 256, .hidden = o->hidden, .heads = o->heads, .ffn = o->ffn, .layers = o->layers,
                          .seq = o->seq, .batch = o->batch, .act = EXEC_ACT_GELU, .norm = EXEC_NORM_LAYERNORM,
                          .norm_eps = 1e-5};
@@ -231,9 +296,9 @@ static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
   exec_model m;
   train_fp8 f8;
   memset(&f8, 0, sizeof f8);
-  trainer t = {.w = w, .m = &m, .d = &d, .o = o, .root = root};
+  trainer t = {.rk = rk, .m = &m, .d = &d, .o = o, .root = root};
   int rc = -1;
-  if (exec_model_create(&m, &cfg, 1, tp, rank, tp > 1 ? w->comms[0] : NULL, 1, 0, NULL, w->streams[0], e)) {
+  if (exec_model_create(&m, &cfg, 1, tp, rank, tp > 1 ? rk->comm : NULL, 1, 0, NULL, rk->stream, e)) {
     exec_model_destroy(&m); /* what was allocated before the failure */
     train_data_free(&d);
     return -1;
@@ -243,8 +308,20 @@ static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
     ts_fail_sys(e, "train: out of memory");
     goto done;
   }
-  if (exec_model_init_random(&m, o->seed, e) || exec_model_set_codecs(&m, codec, codec, e)) goto done;
-  if (fp8_tensor && train_fp8_attach(&f8, &m, e)) goto done;
+  if (rk->emu) {
+    /* every layer all-reduce through the emulation, with the run's codec */
+    plan_codec none = {.kind = PLAN_CODEC_NONE};
+    if (exec_model_init_random(&m, o->seed, e) || exec_model_set_codecs(&m, none, none, e)) goto done;
+    if (train_emu_agree(rk->emu, rank, 0)) goto done;
+    if (root) train_emu_set_codec(rk->emu, &ecodec);
+    if (train_emu_agree(rk->emu, rank, 0)) goto done;
+    m.tp_allreduce_hook = train_emu_hook;
+    m.tp_allreduce_hook_ctx = train_emu_hook_ctx(rk->emu, rank);
+    t.caat_emu = ecodec.caat;
+  } else {
+    if (exec_model_init_random(&m, o->seed, e) || exec_model_set_codecs(&m, codec, codec, e)) goto done;
+    if (fp8_tensor && train_fp8_attach(&f8, &m, e)) goto done;
+  }
   if (exec_program_build_single_stage(&m, &t.ops, &t.nops, e)) goto done;
   /* validation: the forward ops of the same program (no backward, no optimizer) */
   t.fwd_ops = malloc((size_t)t.nops * sizeof *t.fwd_ops);
@@ -267,11 +344,32 @@ static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
       ts_fail(e, o->csv, NULL, "cannot write");
       goto done;
     }
-    fprintf(t.csv, "# tacorun train: codec %s, TP %d, %zu parameters (h %d, %d layers, %d heads, ffn %d), seq %d, "
+    fprintf(t.csv, "# tacorun train: codec %s, TP %d%s, %zu parameters (h %d, %d layers, %d heads, ffn %d), seq %d, "
                    "batch %d, %d steps, lr %g, warmup %d, seed %llu, corpus %s (%zu bytes, %zu held out)\n",
-            o->codec, tp, params, o->hidden, o->layers, o->heads, o->ffn, o->seq, o->batch, o->steps, o->lr, o->warmup,
+            o->codec, tp, rk->emu ? (ecodec.ar.one_shot ? " (emulated on one GPU, one-shot)" : " (emulated on one GPU, two-shot)") : "", params, o->hidden, o->layers, o->heads, o->ffn, o->seq, o->batch, o->steps, o->lr, o->warmup,
             o->seed, o->corpus, d.n, d.n - d.train_n);
     fprintf(t.csv, "step,split,loss,lr,elapsed_s\n");
+  }
+  if (root && rk->emu && o->stats_every && o->out_dir) {
+    char sp[1100];
+    snprintf(sp, sizeof sp, "%s/stats-%s.csv", o->out_dir, o->codec);
+    t.stats = fopen(sp, "w");
+    if (!t.stats) {
+      ts_fail(e, sp, NULL, "cannot write");
+      goto done;
+    }
+    fprintf(t.stats, "# tensors of the layer TP all-reduces (rank 0's partial, before the codec), codec %s\n", o->codec);
+    fprintf(t.stats, "step,layer,tensor,elements,rms,max_abs,max_over_rms,kurtosis\n");
+    if (o->dump_at >= 0) {
+      char dd[1100];
+      snprintf(dd, sizeof dd, "%s/dump-%s", o->out_dir, o->codec);
+      if (mkdir(dd, 0755) && errno != EEXIST) {
+        ts_fail(e, dd, NULL, "cannot create");
+        goto done;
+      }
+      t.dump_dir = strdup(dd);
+      if (!t.dump_dir || train_emu_dump(rk->emu, t.dump_dir, o->dump_at, o->dump_rows, e)) goto done;
+    }
   }
   if (root)
     fprintf(stderr, "train: codec %s, TP %d, %.1fM parameters, %d steps of %d x %d bytes, corpus %zu bytes "
@@ -288,10 +386,15 @@ static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
   log_row(&t, 0, "val", val, 0);
   for (int step = 0; step < o->steps; step++) {
     snprintf(what, sizeof what, "train step %d", step);
-    rt_watchdog_arm(w, w->timeout_s + 10, what);
+    if (w) rt_watchdog_arm(w, w->timeout_s + 10, what);
     m.lr = (float)lr_at(o, step);
     train_data_next_batch(&d, o->batch, o->seq, t.tok, t.lab);
-    if (run_ops(&t, t.ops, t.nops, step, &loss, e)) goto done;
+    int stats_now = t.stats && (step % o->stats_every == 0 || step + 1 == o->steps || step == o->dump_at);
+    if (stats_now) train_emu_stats(rk->emu, t.stats, step, o->layers);
+    int rs = run_ops(&t, t.ops, t.nops, step, &loss, e);
+    if (stats_now) train_emu_stats(rk->emu, NULL, -1, 0), fflush(t.stats);
+    if (rk->emu && train_emu_agree(rk->emu, rank, rs) && !rs) rs = ts_fail_sys(e, "another emulated rank failed at step %d", step);
+    if (rs) goto done;
     if ((step + 1) % o->log_every == 0 || step + 1 == o->steps) log_row(&t, step + 1, "train", loss, m.lr);
     if ((step + 1) % o->eval_every == 0 && step + 1 < o->steps) {
       te = now_s();
@@ -305,7 +408,7 @@ static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
     rt_watchdog_disarm();
   }
   te = now_s();
-  rt_watchdog_arm(w, w->timeout_s + 10, "final validation");
+  if (w) rt_watchdog_arm(w, w->timeout_s + 10, "final validation");
   if (evaluate(&t, o->steps, 0, &val, e)) goto done;
   rt_watchdog_disarm();
   eval_s += now_s() - te;
@@ -330,6 +433,8 @@ static int train_run(rt_nccl *w, const train_opts *o, ts_err *e) {
   rc = 0;
 done:
   if (t.csv) fclose(t.csv);
+  if (t.stats) fclose(t.stats);
+  free(t.dump_dir);
   free(t.tok), free(t.lab), free(t.ops), free(t.fwd_ops);
   train_fp8_free(&f8);
   exec_model_destroy(&m);
@@ -337,10 +442,88 @@ done:
   return rc;
 }
 
+/* ---- --tp-emulate K: K ranks as threads on one GPU (train_emu.h) ---- */
+
+typedef struct {
+  const train_opts *o;
+  char **codecs;
+  int ncodecs, rank, rc;
+  train_emu *emu;
+  ts_err e;
+} emu_thread;
+
+static void *emu_thread_main(void *arg) {
+  emu_thread *th = arg;
+  const train_opts *o = th->o;
+  train_rank rk = {.tp = o->tp_emulate, .rank = th->rank, .comm = train_emu_comm(th->emu, th->rank), .emu = th->emu};
+  th->rc = 0;
+  if (cudaSetDevice(0) != cudaSuccess || cudaStreamCreateWithFlags(&rk.stream, cudaStreamNonBlocking) != cudaSuccess)
+    th->rc = ts_fail_sys(&th->e, "train: emulated rank %d: no stream", th->rank);
+  char csv_path[1024];
+  for (int k = 0; k < th->ncodecs; k++) {
+    if (train_emu_agree(th->emu, th->rank, th->rc)) break; /* every rank stops together */
+    train_opts one = *o;
+    one.codec = th->codecs[k];
+    if (o->out_dir) {
+      snprintf(csv_path, sizeof csv_path, "%s/loss-%s.csv", o->out_dir, th->codecs[k]);
+      one.csv = csv_path;
+    }
+    th->rc = train_run(&rk, &one, &th->e);
+  }
+  train_emu_agree(th->emu, th->rank, th->rc);
+  if (rk.stream) cudaStreamDestroy(rk.stream);
+  return NULL;
+}
+
+static int train_emulated(train_opts *o, char **codecs, int ncodecs) {
+  const int k = o->tp_emulate;
+  ts_err e;
+  if (o->heads % k || o->ffn % k) {
+    fprintf(stderr, "tacorun train: --tp-emulate %d must divide --heads %d and --ffn %d\n", k, o->heads, o->ffn);
+    return 2;
+  }
+  train_emu *emu;
+  if (train_emu_create(&emu, k, (size_t)o->batch * (size_t)o->seq * (size_t)o->hidden, &e)) {
+    fprintf(stderr, "tacorun train: %s\n", e.msg);
+    train_emu_destroy(emu);
+    return ts_exit_status(&e);
+  }
+  char summary_path[1024];
+  if (o->out_dir) {
+    snprintf(summary_path, sizeof summary_path, "%s/summary.csv", o->out_dir);
+    FILE *s = fopen(summary_path, "w");
+    if (!s) {
+      fprintf(stderr, "tacorun train: %s: cannot write\n", summary_path);
+      train_emu_destroy(emu);
+      return 2;
+    }
+    fprintf(s, "codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s,replica_spread\n");
+    fclose(s);
+    o->summary = summary_path;
+  }
+  emu_thread th[COLL_EMU_MAX_RANKS];
+  pthread_t tid[COLL_EMU_MAX_RANKS];
+  for (int r = 0; r < k; r++) {
+    th[r] = (emu_thread){.o = o, .codecs = codecs, .ncodecs = ncodecs, .rank = r, .emu = emu};
+    pthread_create(&tid[r], NULL, emu_thread_main, &th[r]);
+  }
+  int rc = 0;
+  for (int r = 0; r < k; r++) {
+    pthread_join(tid[r], NULL);
+    if (th[r].rc && !rc) {
+      fprintf(stderr, "tacorun train: emulated rank %d: %s\n", r, th[r].e.msg);
+      rc = ts_exit_status(&th[r].e);
+    }
+  }
+  train_emu_destroy(emu);
+  return rc;
+}
+
 static int cmd_train(int argc, char **argv) {
   train_opts o = {.codec = "none", .group = 128, .steps = 2000, .eval_every = 200, .log_every = 1, .hidden = 512,
                   .layers = 8, .heads = 8, .ffn = 0, .seq = 256, .batch = 16, .warmup = 100, .timeout_s = 300,
-                  .p = 0.5, .lr = 6e-4, .min_lr_frac = 0.1, .val_frac = 0.05, .seed = 1234};
+                  .p = 0.5, .lr = 6e-4, .min_lr_frac = 0.1, .val_frac = 0.05, .seed = 1234, .dump_at = -1,
+                  .dump_rows = 256, .reshape_err = 0.04};
   static const struct {
     const char *name;
     int lo, hi;
@@ -354,6 +537,10 @@ static int cmd_train(int argc, char **argv) {
       {"--heads", 1, 256, offsetof(train_opts, heads)},         {"--ffn", 8, 65536, offsetof(train_opts, ffn)},
       {"--seq", 2, 8192, offsetof(train_opts, seq)},            {"--batch", 1, 4096, offsetof(train_opts, batch)},
       {"--warmup", 1, 1000000, offsetof(train_opts, warmup)},   {"--timeout", 1, 86400, offsetof(train_opts, timeout_s)},
+      {"--tp-emulate", 2, COLL_EMU_MAX_RANKS, offsetof(train_opts, tp_emulate)},
+      {"--stats-every", 0, 1000000, offsetof(train_opts, stats_every)},
+      {"--dump-at", 0, 1000000, offsetof(train_opts, dump_at)},
+      {"--dump-rows", 1, 1 << 20, offsetof(train_opts, dump_rows)},
   };
   static const struct {
     const char *name;
@@ -364,6 +551,7 @@ static int cmd_train(int argc, char **argv) {
       {"--lr", 1e-9, 1.0, offsetof(train_opts, lr)},
       {"--min-lr-frac", 0.0, 1.0, offsetof(train_opts, min_lr_frac)},
       {"--val-frac", 1e-6, 0.999999, offsetof(train_opts, val_frac)},
+      {"--reshape-max-err", 1e-6, 1.0, offsetof(train_opts, reshape_err)},
   };
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -374,6 +562,10 @@ static int cmd_train(int argc, char **argv) {
     }
     if (!strcmp(a, "--check-codec")) {
       o.check_codec = 1;
+      continue;
+    }
+    if (!strcmp(a, "--check-emu")) {
+      o.check_codec = 2;
       continue;
     }
     for (size_t k = 0; k < sizeof ints / sizeof *ints && !done; k++)
@@ -400,6 +592,8 @@ static int cmd_train(int argc, char **argv) {
                        : !strcmp(a, "--csv")   ? &o.csv
                        : !strcmp(a, "--summary") ? &o.summary
                     : !strcmp(a, "--out-dir") ? &o.out_dir
+                    : !strcmp(a, "--tp-emulate-allreduce") ? &o.emu_allreduce
+                    : !strcmp(a, "--reshape") ? &o.reshape_dir
                                                  : NULL;
     if (str && i + 1 < argc) {
       *str = argv[++i];
@@ -416,13 +610,21 @@ static int cmd_train(int argc, char **argv) {
       return 2;
     }
   }
+  if (o.reshape_dir) { /* CPU only */
+    ts_err e;
+    if (train_reshape_report(o.reshape_dir, o.reshape_err, 450.0, &e)) {
+      fprintf(stderr, "tacorun train: %s\n", e.msg);
+      return ts_exit_status(&e);
+    }
+    return 0;
+  }
   if (o.check_codec) {
     if (rt_cuda_device_count() < 1) {
       printf("SKIP: no CUDA device\n");
       return 77;
     }
     ts_err e;
-    if (train_fp8_check(&e)) {
+    if (o.check_codec == 2 ? train_emu_check(&e) : train_fp8_check(&e)) {
       fprintf(stderr, "tacorun train: %s\n", e.msg);
       return 1;
     }
@@ -436,16 +638,33 @@ static int cmd_train(int argc, char **argv) {
     fprintf(stderr, "tacorun train: --codec: '%s' is not a list of 1 to %d codecs\n", o.codec, TRAIN_MAX_CODECS);
     return 2;
   }
+  if (o.emu_allreduce && strcmp(o.emu_allreduce, "two-shot") && strcmp(o.emu_allreduce, "one-shot")) {
+    fprintf(stderr, "tacorun train: --tp-emulate-allreduce: '%s' is not two-shot or one-shot\n", o.emu_allreduce);
+    return 2;
+  }
+  if (o.dump_at >= 0 && (!o.stats_every || !o.out_dir)) {
+    fprintf(stderr, "tacorun train: --dump-at needs --stats-every N and --out-dir DIR\n");
+    return 2;
+  }
+  if ((o.emu_allreduce || o.stats_every || o.dump_at >= 0) && !o.tp_emulate) {
+    fprintf(stderr, "tacorun train: --tp-emulate-allreduce and --stats-every need --tp-emulate K\n");
+    return 2;
+  }
   int any_taco = 0;
   for (int k = 0; k < ncodecs; k++) {
     plan_codec c;
-    int f8;
-    if (codec_of(&o, codecs[k], &c, &f8)) {
-      fprintf(stderr, "tacorun train: --codec: '%s' is not none, taco-e4m3, taco-e5m2, fp8-tensor, caat or taco+caat\n",
-              codecs[k]);
+    train_emu_codec ec;
+    int f8, emu_only;
+    if (codec_of(&o, codecs[k], &c, &f8, &ec, &emu_only)) {
+      fprintf(stderr, "tacorun train: --codec: '%s' is not none, taco-e4m3, taco-e5m2, fp8-tensor, fp8-group, "
+                      "fp8-hadamard, caat or taco+caat\n", codecs[k]);
       return 2;
     }
-    any_taco |= c.kind == PLAN_CODEC_TACO || c.kind == PLAN_CODEC_TACO_CAAT;
+    if (emu_only && !o.tp_emulate) {
+      fprintf(stderr, "tacorun train: --codec: '%s' runs only in the emulation (--tp-emulate K)\n", codecs[k]);
+      return 2;
+    }
+    any_taco |= ec.ar.codec != COLL_EMU_PLAIN && ec.ar.codec != COLL_EMU_FP8_TENSOR;
   }
   if (ncodecs > 1 && !o.out_dir && (o.csv || o.summary)) {
     fprintf(stderr, "tacorun train: several codecs: use --out-dir DIR instead of --csv/--summary\n");
@@ -482,6 +701,7 @@ static int cmd_train(int argc, char **argv) {
     fprintf(stderr, "tacorun train: no CUDA device\n");
     return 1;
   }
+  if (o.tp_emulate) return train_emulated(&o, codecs, ncodecs);
   rt_nccl w;
   rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = o.timeout_s};
   if (rt_nccl_init(&w, &no, &e)) {
@@ -511,6 +731,7 @@ static int cmd_train(int argc, char **argv) {
     }
     o.summary = summary_path;
   }
+  train_rank rk = {.tp = w.nranks, .rank = w.ranks[0], .comm = w.comms[0], .stream = w.streams[0], .w = &w};
   for (int k = 0; k < ncodecs && !rc; k++) {
     train_opts one = o;
     one.codec = codecs[k];
@@ -518,7 +739,7 @@ static int cmd_train(int argc, char **argv) {
       snprintf(csv_path, sizeof csv_path, "%s/loss-%s.csv", o.out_dir, codecs[k]);
       one.csv = csv_path;
     }
-    rc = train_run(&w, &one, &e);
+    rc = train_run(&rk, &one, &e);
   }
   if (rc) fprintf(stderr, "tacorun train: rank %d: %s\n", w.ranks[0], e.msg);
   rt_nccl_finalize(&w, rc != 0);

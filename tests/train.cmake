@@ -15,3 +15,19 @@ if(TACOSIM_HAVE_GPU AND TARGET tacorun)
   add_test(NAME train_bad_corpus COMMAND tacorun train --corpus ${CMAKE_SOURCE_DIR}/no-such-corpus.txt)
   set_tests_properties(train_bad_corpus PROPERTIES PASS_REGULAR_EXPRESSION "no-such-corpus.txt: cannot open")
 endif()
+
+# The emulated TP all-reduce of `tacorun train --tp-emulate` and the ablation
+# codecs, plain C: the emulation against a rank-by-rank model of the real
+# collective, bit for bit (test_coll_emu_ref.c says what else).
+add_executable(test_coll_emu_ref ${CMAKE_CURRENT_SOURCE_DIR}/test_coll_emu_ref.c ${CMAKE_SOURCE_DIR}/kernels/coll_layout.c)
+target_link_libraries(test_coll_emu_ref PRIVATE ts_kernels_ref PkgConfig::CUNIT m)
+add_test(NAME coll_emu_ref COMMAND test_coll_emu_ref)
+if(TACOSIM_HAVE_GPU AND TARGET tacorun)
+  # the emulated all-reduce of --tp-emulate on the GPU against its C reference, bit for bit
+  add_test(NAME train_emu_gpu COMMAND tacorun train --check-emu)
+  set_tests_properties(train_emu_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
+  add_test(NAME train_emu_only_codec COMMAND tacorun train --corpus ${CMAKE_SOURCE_DIR}/README.md --codec fp8-group)
+  set_tests_properties(train_emu_only_codec PROPERTIES PASS_REGULAR_EXPRESSION "runs only in the emulation")
+  add_test(NAME train_reshape_missing COMMAND tacorun train --reshape ${CMAKE_SOURCE_DIR}/no-such-dump)
+  set_tests_properties(train_reshape_missing PROPERTIES PASS_REGULAR_EXPRESSION "dump-index.csv: cannot open")
+endif()

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# experiments/loss/run-emu.sh MODE — the loss runs of issue 25 on ONE GPU: tensor parallelism
+# emulated (`tacorun train --tp-emulate K`: K ranks as threads, the real collective's codec kernels
+# in its order, runtime/train_emu.h). From the repository root of the GPU machine.
+#
+#   check   the emulated all-reduce (GPU) against its C reference, and the per-tensor FP8 kernels
+#   repro   the kept TP 2 runs of experiments/loss/ (25.4M, King James Bible, 2,000 steps, seed 1234,
+#           EXEC_ATTN=unfused as they ran) emulated on one GPU, for the comparison with the curves
+#           measured on two GPUs (REPRO_CODECS)
+#   big     the 124M-parameter runs (BIG_MODEL) on the English corpus (experiments/loss/corpus.sh):
+#           JOBS, a ;-separated list of "TP SEED CODEC[,CODEC...]", PAR of them at a time
+#
+# Environment: TACORUN (.devbin/emu/tacorun), KJV (.devbin/emu/kjv.txt), CORPUS
+# (.devbin/emu/english.txt, or english.txt.gz next to it, unpacked on the fly), OUT (experiments/loss/out),
+# STEPS (2000), PAR (3), LIMIT (seconds per job). Every job writes OUT/<name>/ (loss-<codec>.csv,
+# stats-<codec>.csv, summary.csv, train.log).
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0
+mode=${1:-check}
+TACORUN=${TACORUN:-.devbin/emu/tacorun}
+KJV=${KJV:-.devbin/emu/kjv.txt}
+CORPUS=${CORPUS:-.devbin/emu/english.txt}
+OUT=${OUT:-experiments/loss/out}
+STEPS=${STEPS:-2000}
+PAR=${PAR:-3}
+LIMIT=${LIMIT:-570}
+REPRO_CODECS=${REPRO_CODECS:-none taco-e4m3 fp8-tensor}
+REPRO_MODEL="--hidden 512 --layers 8 --heads 8 --seq 256 --batch 16 --lr 6e-4 --warmup 100"
+BIG_MODEL=${BIG_MODEL:-"--hidden 768 --layers 18 --heads 12 --seq 256 --batch 32 --lr 6e-4 --warmup 100"}
+JOBS=${JOBS:-"2 1234 none;2 1234 taco-e4m3;2 1234 fp8-tensor"}
+mkdir -p "$OUT"
+{
+  date -u +"date %Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
+  echo "mode $mode; tacorun $(sha256sum "$TACORUN" | cut -c1-16)"
+  ldd "$TACORUN" | grep "not found" || true
+} > "$OUT/machine-$mode.txt" 2>&1
+cat "$OUT/machine-$mode.txt"
+
+case $mode in
+check)
+  "$TACORUN" train --check-emu > "$OUT/check-emu.txt" 2>&1; echo "check-emu: exit $?"; tail -1 "$OUT/check-emu.txt"
+  "$TACORUN" train --check-codec > "$OUT/check-codec.txt" 2>&1; echo "check-codec: exit $?"; tail -1 "$OUT/check-codec.txt"
+  ;;
+repro)
+  # one process per codec, all at once (the runs do not share state; the numerics do not depend on it)
+  for c in $REPRO_CODECS; do
+    d="$OUT/repro-$c"; mkdir -p "$d"
+    # shellcheck disable=SC2086
+    EXEC_ATTN=unfused timeout "$LIMIT" "$TACORUN" train --tp-emulate 2 --corpus "$KJV" --codec "$c" $REPRO_MODEL \
+      --steps "$STEPS" --eval-every 200 --eval-batches 16 --out-dir "$d" > "$d/train.log" 2>&1 &
+  done
+  wait
+  for c in $REPRO_CODECS; do tail -1 "$OUT/repro-$c/summary.csv"; done
+  ;;
+big)
+  if [ ! -e "$CORPUS" ] && [ -e "$CORPUS.gz" ]; then gzip -dc "$CORPUS.gz" > "$CORPUS"; fi
+  [ -e "$CORPUS" ] || { echo "run-emu.sh: missing $CORPUS" >&2; exit 2; }
+  echo "corpus $CORPUS $(wc -c < "$CORPUS") bytes, sha256 $(sha256sum "$CORPUS" | cut -c1-16)" >> "$OUT/machine-$mode.txt"
+  IFS=';' read -r -a jobs <<< "$JOBS"
+  running=0
+  for j in "${jobs[@]}"; do
+    read -r tp seed codecs extra <<< "$j"
+    d="$OUT/big-tp$tp-s$seed-${codecs//,/+}"; mkdir -p "$d"
+    # shellcheck disable=SC2086
+    timeout "$LIMIT" "$TACORUN" train --tp-emulate "$tp" --corpus "$CORPUS" --codec "$codecs" $BIG_MODEL --seed "$seed" \
+      --steps "$STEPS" --eval-every 250 --eval-batches 16 --stats-every 250 ${extra:-} --out-dir "$d" > "$d/train.log" 2>&1 &
+    running=$((running + 1))
+    if [ "$running" -ge "$PAR" ]; then wait -n; running=$((running - 1)); fi
+  done
+  wait
+  for d in "$OUT"/big-*; do echo "$d: $(tail -n +2 "$d/summary.csv" | tr '\n' ' ')"; grep -h "tacorun train:" "$d/train.log" | head -2; done
+  ;;
+*) echo "run-emu.sh: mode '$mode' is not check, repro or big" >&2; exit 2 ;;
+esac
