@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Figure 5: TACO codec kernels' device-memory bandwidth against message size,
 # with the HBM ceiling. Measured on one H200 by `tacorun bench-codec`
-# (kernels/results/bench-codec-h200-round3.txt, the library's default variant;
+# (experiments/data/measured/bench-codec-h200-round3.txt, the library's default variant;
 # kernels/RESULTS.md says how it was run). Sizes 1 MiB .. 256 MiB: that run's
 # 1 GiB timings are not reliable (the same kernel three times in a row differed
 # by up to 17 points; kernels/RESULTS.md, round 3, final run), so they are left out. Bandwidth counts the bytes each
@@ -11,7 +11,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-SRC="$ROOT/kernels/results/bench-codec-h200-round3.txt"
+SRC="$DATA/measured/bench-codec-h200-round3.txt"
 if [ ! -f "$SRC" ]; then
   skip fig5 "measured codec speeds ($SRC from tacorun bench-codec on the GPU machine)"
   exit 3
@@ -19,7 +19,7 @@ fi
 variant=$(sed -n 's/^# library default: //p' "$SRC" | head -1)
 out="$DATA/fig5-codec-bandwidth.dat"
 {
-  echo "# measured: $(head -1 "$SRC" | sed 's/^# bench-codec: //'); variant $variant (from kernels/results/bench-codec-h200-round3.txt)"
+  echo "# measured: $(head -1 "$SRC" | sed 's/^# bench-codec: //'); variant $variant (from experiments/data/measured/bench-codec-h200-round3.txt)"
   for G in 128 256; do
     for k in encode decode "decode-sum(k=2)" "decode-sum-encode(k=2)"; do
       echo "# $k G=$G: bf16_bytes us traffic_bytes gbps"

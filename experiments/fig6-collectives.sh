@@ -2,7 +2,7 @@
 # Figure 6: TACO-compressed collectives against NCCL (BF16) per transport,
 # measured on 2 x H200: NVLink, host shared memory (NCCL_P2P_DISABLE=1) and
 # sockets over loopback, by `tacorun bench-comm` (runtime/bench_comm_all.sh;
-# the tables runtime/results/bench-comm-{nvlink,shm,socket}.dat, described in
+# the tables experiments/data/measured/bench-comm-{nvlink,shm,socket}.dat, described in
 # runtime/RESULTS-comm.md): speedup = NCCL BF16 time / compressed time at the
 # same BF16 size, TACO G=128 (codec kernels included). NVLink and shm rows are
 # the direct paths the library takes by default (rounds 4 and 5).
@@ -12,16 +12,16 @@ source "$(dirname "$0")/lib.sh"
 out="$DATA/fig6-collectives.dat"
 drawn=""
 {
-  echo "# measured speedup of TACO G=128 collectives over NCCL BF16, 2 x H200 (from runtime/results/bench-comm-<transport>.dat; NVLink: round4-final-nvlink.dat, direct path; shm: round5-final-shm.dat, host-memory path, but send/recv)"
+  echo "# measured speedup of TACO G=128 collectives over NCCL BF16, 2 x H200 (from experiments/data/measured/bench-comm-<transport>.dat; NVLink: round4-final-nvlink.dat, direct path; shm: round5-final-shm.dat, host-memory path, but send/recv)"
   for t in nvlink shm socket; do
     for c in allreduce allgather reducescatter sendrecv; do
-      src="$ROOT/runtime/results/bench-comm-$t.dat" codec=taco
+      src="$DATA/measured/bench-comm-$t.dat" codec=taco
       # the direct rows of rounds 4 (NVLink) and 5 (shm: pinned host staging) are the paths the
       # library takes there by default; send/recv through shm still takes NCCL
-      if [ "$t" = nvlink ] && [ -f "$ROOT/runtime/results/round4-final-nvlink.dat" ]; then
-        src="$ROOT/runtime/results/round4-final-nvlink.dat" codec=taco-direct
-      elif [ "$t" = shm ] && [ "$c" != sendrecv ] && [ -f "$ROOT/runtime/results/round5-final-shm.dat" ]; then
-        src="$ROOT/runtime/results/round5-final-shm.dat" codec=taco-direct
+      if [ "$t" = nvlink ] && [ -f "$DATA/measured/round4-final-nvlink.dat" ]; then
+        src="$DATA/measured/round4-final-nvlink.dat" codec=taco-direct
+      elif [ "$t" = shm ] && [ "$c" != sendrecv ] && [ -f "$DATA/measured/round5-final-shm.dat" ]; then
+        src="$DATA/measured/round5-final-shm.dat" codec=taco-direct
       fi
       echo "# $t $c: bytes nccl_us taco_us speedup"
       if [ -f "$src" ]; then
@@ -35,7 +35,7 @@ drawn=""
   done
 } > "$out"
 if ! grep -qv '^#' <(grep . "$out"); then
-  skip fig6 "measured collective tables (runtime/results/bench-comm-{nvlink,shm,socket}.dat from runtime/bench_comm_all.sh on 2 GPUs)"
+  skip fig6 "measured collective tables (experiments/data/measured/bench-comm-{nvlink,shm,socket}.dat from runtime/bench_comm_all.sh on 2 GPUs)"
   exit 3
 fi
 plot fig6-collectives 1500 550 <<GP

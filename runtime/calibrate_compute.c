@@ -179,7 +179,7 @@ int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_cali
     goto out;
   }
   /* 3 s: the first pass of a 1 s settle still ran 2-6% faster than later
-   * passes on light shapes (raw/gemm-3-passes) */
+   * passes on light shapes (calibration/raw/gemm-3-passes, commit 3d19b07) */
   if (gemm_warm_clocks(&g, sh, cfg->quick ? 0.5 : 3.0, e)) goto out;
   void *streams[1] = {NULL};
   calib_progress pr;

@@ -371,7 +371,7 @@ static double head_start_s(const plan_op *op, const int *m, int n) {
    * the next chunk's GEMM as it takes alone (measured 2026-11-30 07:32, GPT
    * h4096 TP2 NVLink, k = 2, 3 profiles: 81 / 87 us after fc2 / attn_out's
    * second chunk, the 16 MiB all-reduce alone 87-88 us;
-   * runtime/results/tpoverlap/): no head start */
+   * runtime/results/tpoverlap/ of commit 3d19b07): no head start */
   if (op->row_chunks > 1) return 0;
   switch (sim_w->p->cluster.intra.kind) {
   case TOPO_INTRA_SHM: return 32e-6;
