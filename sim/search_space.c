@@ -44,6 +44,10 @@ void sim_search_apply_codec(plan *p, sim_search_codec c) {
   plan_codec none = {.kind = PLAN_CODEC_NONE, .group = 128, .fp8 = PLAN_FP8_E4M3};
   p->codec[PLAN_TRAFFIC_PP] = none;
   p->codec[PLAN_TRAFFIC_DP] = none;
+  /* MoE: a TACO policy compresses the expert all-to-alls too (CAAT-Net does not apply to them) */
+  p->codec[PLAN_TRAFFIC_EP] = none;
+  if (model_is_moe(&p->model) && plan_codec_has_taco(k.kind) && p->ep > 1)
+    p->codec[PLAN_TRAFFIC_EP] = (plan_codec){.kind = PLAN_CODEC_TACO, .group = 128, .fp8 = PLAN_FP8_E4M3};
 }
 
 /* ---- enumeration ---- */
@@ -70,12 +74,16 @@ long sim_search_enumerate(const sim_search_space *s, void (*fn)(const sim_search
             if (sp && (tp < 2 || s->seq % tp)) continue;
             for (int z = 0; z <= 1; z++) {
               if (z && dp < 2) continue;
-              for (int rc = MODEL_RECOMPUTE_NONE; rc <= MODEL_RECOMPUTE_FULL; rc++) {
-                sim_search_layout l = {.tp = tp, .pp = pp, .vpp = vpp, .dp = dp, .micro = micro,
-                                       .sequence_parallel = sp, .zero1 = z, .recompute = (model_recompute)rc};
-                count++;
-                if (fn) fn(&l, arg);
-              }
+              for (int rc = MODEL_RECOMPUTE_NONE; rc <= MODEL_RECOMPUTE_FULL; rc++)
+                /* MoE: every EP degree that divides the experts and DP (dense models: 1) */
+                for (int ep = 1; ep <= (model_is_moe(m) ? dp : 1); ep++) {
+                  if (model_is_moe(m) && (m->experts % ep || dp % ep)) continue;
+                  sim_search_layout l = {.tp = tp, .pp = pp, .vpp = vpp, .dp = dp, .micro = micro,
+                                         .sequence_parallel = sp, .zero1 = z, .recompute = (model_recompute)rc,
+                                         .ep = ep};
+                  count++;
+                  if (fn) fn(&l, arg);
+                }
             }
           }
         }
@@ -92,12 +100,15 @@ static const char *const recompute_names[] = {"none", "selective", "full"};
 /* The loader's own defaults (codec threshold, DP bucket size for this dp)
  * come from loading a one-layer plan of the same model, cluster and dp, which
  * always fits in memory; the real layer count is then put back. */
+static bool base_moe; /* the searched model has experts */
 static int template_plan(const char *model, const char *cluster, int dp, int tp, plan *t, ts_err *e) {
   char text[1024];
+  /* an MoE model with tp > 1 needs sequence parallelism, and tp | seq */
+  bool sp = base_moe && tp > 1;
   int n = snprintf(text, sizeof text,
-                   "{\"schema\":1,\"model\":\"%s\",\"cluster\":\"%s\",\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":1},"
-                   "\"batch\":{\"micro\":1,\"global\":%d,\"seq\":1},\"schedule\":\"1f1b\",\"layers_override\":1}",
-                   model, cluster, dp, tp, dp);
+                   "{\"schema\":1,\"model\":\"%s\",\"cluster\":\"%s\",\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":1%s},"
+                   "\"batch\":{\"micro\":1,\"global\":%d,\"seq\":%d},\"schedule\":\"1f1b\",\"layers_override\":1}",
+                   model, cluster, dp, tp, sp ? ",\"sequence_parallel\":true" : "", dp, sp ? tp : 1);
   if (n < 0 || (size_t)n >= sizeof text) return ts_fail(e, "search", "--model", "name too long");
   return plan_from_json_text(text, (size_t)n, "search", NULL, NULL, t, e);
 }
@@ -123,6 +134,7 @@ int sim_search_base_plan(const char *model, const char *cluster, plan *base, ts_
                    "quotes and backslashes are not allowed in names");
   if (model_load(model, NULL, &m, &sub)) return ts_fail(e, "search", "--model", "%s", sub.msg);
   if (topo_load(cluster, NULL, &base->cluster, &sub)) return ts_fail(e, "search", "--cluster", "%s", sub.msg);
+  base_moe = model_is_moe(&m);
   /* the widest TP that divides the model and the node: the template must fit */
   for (int tp = base->cluster.gpus_per_node; tp >= 1; tp--)
     if (base->cluster.gpus_per_node % tp == 0 && m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0) {
@@ -177,10 +189,15 @@ static void fill_plan(const plan *base, const sim_search_layout *l, int seq, lon
   p->model.layers = p->layers;
   p->schedule = l->vpp > 1 ? PLAN_SCHED_INTERLEAVED_1F1B : PLAN_SCHED_1F1B;
   p->vocab_padded = model_vocab_per_gpu(&p->model, p->tp) * p->tp;
+  p->ep = l->ep > 1 ? l->ep : 1; /* MoE; expert_tp, capacity and imbalance keep the loader's defaults */
   sim_search_apply_codec(p, SIM_SEARCH_CODEC_NONE);
   snprintf(p->name, sizeof p->name, "%s-tp%d-pp%d-vpp%d-dp%d-mb%d%s%s-rc%s", base->model.name, l->tp, l->pp, l->vpp,
            l->dp, l->micro, l->sequence_parallel ? "-sp" : "", l->zero1 ? "-zero1" : "",
            recompute_names[l->recompute]);
+  if (l->ep > 1) {
+    size_t used = strlen(p->name);
+    snprintf(p->name + used, sizeof p->name - used, "-ep%d", l->ep);
+  }
   snprintf(p->path, sizeof p->path, "search:%s", p->name);
   p->description[0] = '\0';
 }

@@ -3,3 +3,11 @@
 add_executable(test_moe ${CMAKE_CURRENT_SOURCE_DIR}/test_moe.c)
 target_link_libraries(test_moe PRIVATE ts_plan PkgConfig::CUNIT m)
 add_test(NAME moe COMMAND test_moe)
+
+# The layout search's EP enumeration (sim/search_space.c).
+if(NOT TARGET ts_search)
+  include(${CMAKE_SOURCE_DIR}/sim/search.cmake)
+endif()
+add_executable(test_moe_search ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_search.c)
+target_link_libraries(test_moe_search PRIVATE ts_search PkgConfig::CUNIT m)
+add_test(NAME moe_search COMMAND test_moe_search)
