@@ -11,3 +11,8 @@ endif()
 add_executable(test_moe_search ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_search.c)
 target_link_libraries(test_moe_search PRIVATE ts_search PkgConfig::CUNIT m)
 add_test(NAME moe_search COMMAND test_moe_search)
+
+# The simulator on MoE ops, by hand (a2a on a switch, the imbalance wait).
+add_executable(test_moe_sim ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_sim.c)
+target_link_libraries(test_moe_sim PRIVATE ts_sim PkgConfig::CUNIT m)
+add_test(NAME moe_sim COMMAND test_moe_sim)
