@@ -170,7 +170,11 @@ double model_flops_megatron_closed_form(const model_config *m, long long global_
  * num_floating_point_operations): GQA- and SwiGLU-aware, causal attention
  * counted as half the square, vocabulary padded to a multiple of 128 * tp,
  * recomputation not counted. For GPT it is 72 B s l h^2 (1 + s/12h + V/12lh),
- * which is how DESIGN.md's "294 TFLOP/s by Megatron's count" was computed. */
+ * which is how DESIGN.md's "294 TFLOP/s by Megatron's count" was computed.
+ * MoE and MLA models (added): the same rules on the GEMMs a token goes
+ * through (top_k + shared experts; MLA's own projections), router not
+ * counted; it reproduces the 167 TFLOP/s per GPU that the Megatron-MoE-ModelZoo
+ * table prints for Qwen3-235B-A22B at 29.0 s per step (tests/test_moe.c). */
 double model_flops_megatron_lm(const model_config *m, long long global_batch, int seq, int tp);
 
 typedef enum { MODEL_RECOMPUTE_NONE, MODEL_RECOMPUTE_SELECTIVE, MODEL_RECOMPUTE_FULL } model_recompute;

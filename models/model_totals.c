@@ -73,8 +73,38 @@ double model_flops_megatron_closed_form(const model_config *m, long long global_
   return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
 }
 
+/* Megatron-LM's count for MoE and MLA models (its num_floating_point_operations
+ * with MoE layers): per token and layer, 2 FLOPs per weight of the attention
+ * GEMMs (MLA: its own projections), causal attention (half the square), and
+ * the MLP a token goes through (top_k experts + the shared experts in an MoE
+ * layer, the dense FFN in a dense one); the router is not counted; the
+ * logits over the padded vocabulary; x 3 for forward, dgrad and wgrad. */
+static double megatron_lm_moe(const model_config *m, long long global_batch, int seq, int tp) {
+  const double h = m->hidden, H = m->heads, s = seq;
+  double attn_weights, core;
+  if (m->attention == MODEL_ATTN_MLA) {
+    double qk = m->qk_nope_head_dim + m->qk_rope_head_dim, dv = m->v_head_dim;
+    attn_weights = h * m->q_lora_rank + (double)m->q_lora_rank * H * qk + h * (m->kv_lora_rank + m->qk_rope_head_dim) +
+                   (double)m->kv_lora_rank * H * (m->qk_nope_head_dim + dv) + H * dv * h;
+    core = s * H * (qk + dv); /* 2 s H (qk + dv) / 2: causal */
+  } else {
+    double d = model_head_dim(m), kv = (double)m->kv_heads * d;
+    attn_weights = h * (H * d + 2.0 * kv) + H * d * h;
+    core = 2.0 * s * H * d;
+  }
+  const double gated = m->activation == MODEL_ACT_SWIGLU ? 3.0 : 2.0;
+  const double moe_ffn = ((double)m->top_k + m->shared_experts) * m->expert_ffn_hidden;
+  const int dense = model_is_moe(m) ? (m->dense_layers < m->layers ? m->dense_layers : m->layers) : m->layers;
+  double layers = 0.0;
+  layers += dense * (2.0 * attn_weights + core + 2.0 * gated * h * m->ffn_hidden);
+  layers += (m->layers - dense) * (2.0 * attn_weights + core + 2.0 * gated * h * moe_ffn);
+  const double logits = 2.0 * h * (double)model_vocab_per_gpu(m, tp) * tp;
+  return 3.0 * (double)global_batch * s * (layers + logits);
+}
+
 double model_flops_megatron_lm(const model_config *m, long long global_batch, int seq, int tp) {
   if (global_batch < 1 || seq < 1 || tp < 1) return 0.0;
+  if (model_is_moe(m) || m->attention == MODEL_ATTN_MLA) return megatron_lm_moe(m, global_batch, seq, tp);
   double B = (double)global_batch, s = seq, l = m->layers, h = m->hidden;
   double q_ratio = (double)m->heads * model_head_dim(m) / h;
   double gated = m->activation == MODEL_ACT_SWIGLU ? 1.5 : 1.0;
