@@ -164,11 +164,50 @@ static void test_imbalance_wait(void) {
   schema_result_free(&skewed);
 }
 
+/* Reduced mode (one rank per stage simulated) against every rank, with EP
+ * groups that cross nodes (ep 8 over nodes of 4 GPUs) and TACO on them. */
+static void test_reduced_matches_full(void) {
+  char cluster[64], text[1024];
+  snprintf(cluster, sizeof cluster, "/tmp/test-moe-cluster-%d.json", (int)getpid());
+  FILE *f = fopen(cluster, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "{ \"schema\": 1, \"name\": \"rail4\", \"gpu\": \"H200-SXM\", \"nodes\": 8, \"gpus_per_node\": 4,\n"
+             "  \"intra\": { \"kind\": \"nvswitch\", \"gbps_per_gpu\": 450, \"latency_us\": 2 },\n"
+             "  \"nic\": { \"per_node\": 4, \"gbps\": 50, \"latency_us\": 2.5 },\n"
+             "  \"fabric\": { \"kind\": \"rail_fat_tree\", \"levels\": 2, \"oversubscription\": 1.0, "
+             "\"nodes_per_leaf\": 8, \"latency_us\": 0.5 } }\n");
+  fclose(f);
+  snprintf(text, sizeof text,
+           "{\"schema\":1,\"model\":\"moe-tiny\",\"cluster\":\"%s\",\"layout\":{\"dp\":16,\"tp\":1,\"pp\":2,"
+           "\"zero1\":true,\"ep\":8},\"batch\":{\"micro\":2,\"global\":64,\"seq\":1024},\"schedule\":\"1f1b\","
+           "\"codec\":{\"ep\":{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"}},\"codec_min_bytes\":0}",
+           cluster);
+  plan p;
+  ts_err e = {0};
+  int rc = plan_from_json_text(text, strlen(text), "moe.json", NULL, NULL, &p, &e);
+  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  schema_result r[2];
+  for (int k = 0; k < 2; k++) {
+    sim_options o = {.mode = k ? SIM_MODE_FULL : SIM_MODE_REDUCED, .cal = &cal, .clock_off = true};
+    rc = sim_run_isolated(&p, &o, &r[k], &e);
+    if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+  }
+  CU_ASSERT(r[0].breakdown.ep_exposed_s > 0);
+  NEAR(r[0].iteration_time_s, r[1].iteration_time_s, 0.01);
+  NEAR(r[0].breakdown.ep_exposed_s, r[1].breakdown.ep_exposed_s, 0.05);
+  schema_result_free(&r[0]);
+  schema_result_free(&r[1]);
+  unlink(cluster);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("moe.sim", NULL, NULL);
   CU_add_test(s, "EP all-to-all on a switch, by hand", test_alltoall_on_a_switch);
   CU_add_test(s, "imbalance wait: (f - 1) x the expert ops, its own line", test_imbalance_wait);
+  CU_add_test(s, "reduced mode matches full with EP across nodes", test_reduced_matches_full);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
