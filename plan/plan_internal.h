@@ -41,7 +41,8 @@ int plan_moe_group_index(const plan *p, int rank, plan_group_kind g);
 /* layout.moe_imbalance when absent: 1.04, the busiest expert's load over the
  * mean (MaxVio_global = 0.04) that Wang et al. measured with auxiliary-loss-free
  * balancing ("Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts",
- * arXiv 2408.15664, Table 1, the router DeepSeek-V3 uses). */
+ * arXiv 2408.15664, Table 1, the router DeepSeek-V3 uses; the value as recalled,
+ * not re-checked against the paper when it was written — plan/README.md says so). */
 #define PLAN_DEFAULT_MOE_IMBALANCE 1.04
 
 /* ---- plan files (plan_json.c), shared by the training and inference loaders ---- */

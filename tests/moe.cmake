@@ -2,6 +2,7 @@
 # published figures, loader rules, EP groups, per-rank token traffic, memory.
 add_executable(test_moe ${CMAKE_CURRENT_SOURCE_DIR}/test_moe.c)
 target_link_libraries(test_moe PRIVATE ts_plan PkgConfig::CUNIT m)
+target_compile_definitions(test_moe PRIVATE SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 add_test(NAME moe COMMAND test_moe)
 
 # The layout search's EP enumeration (sim/search_space.c).

@@ -271,6 +271,28 @@ static void test_memory_per_shard(void) {
   CU_ASSERT_DOUBLE_EQUAL(plan_optimizer_params_of_stage(&p4, 0), rest / 8 + experts / 4 / 2, 0.5);
 }
 
+/* The shipped MoE plans load (rules and memory) and build every stage's program. */
+static void test_shipped_plans(void) {
+  const char *plans[] = {"experiments/plans/moe/mixtral-8x7b-64-ep8.json",
+                         "experiments/plans/moe/qwen3-30b-a3b-32-ep16.json",
+                         "experiments/plans/moe/qwen3-30b-a3b-32-ep16-taco.json",
+                         "experiments/published/moe/qwen3-235b-a22b-256-h100-tp4ep8.json"};
+  for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", SOURCE_DIR, plans[i]);
+    plan p;
+    ts_err e;
+    int rc = plan_load(path, NULL, NULL, &p, &e);
+    if (rc) printf("\n  %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT(model_is_moe(&p.model) && p.ep > 1);
+    plan_program g;
+    rc = plan_build_program(&p, plan_rank_of(&p, (plan_coord){0, 0, p.pp - 1}), &g, &e);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (!rc) plan_program_free(&g);
+  }
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("moe.models", NULL, NULL);
@@ -284,6 +306,7 @@ int main(void) {
   CU_add_test(q, "expert groups (folding)", test_expert_groups);
   CU_add_test(q, "token all-to-all bytes per rank", test_token_traffic);
   CU_add_test(q, "memory per EP shard", test_memory_per_shard);
+  CU_add_test(q, "shipped MoE plans load and build", test_shipped_plans);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
