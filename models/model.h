@@ -13,6 +13,13 @@
 typedef enum { MODEL_ACT_GELU, MODEL_ACT_SWIGLU } model_activation;
 typedef enum { MODEL_NORM_LAYERNORM, MODEL_NORM_RMSNORM } model_norm;
 typedef enum { MODEL_POS_LEARNED, MODEL_POS_ROPE } model_position;
+/* Mixture of experts (added): how the router scores experts (Mixtral, Qwen3:
+ * softmax over the experts; DeepSeek-V3: sigmoid with a bias that balances
+ * the load, no auxiliary loss). No count depends on it. */
+typedef enum { MODEL_ROUTER_SOFTMAX, MODEL_ROUTER_SIGMOID } model_router;
+/* Attention kind (added): grouped-query (every dense model) or DeepSeek's
+ * multi-head latent attention (low-rank Q and KV projections). */
+typedef enum { MODEL_ATTN_GQA, MODEL_ATTN_MLA } model_attention;
 
 typedef struct {
   char name[64];
@@ -28,7 +35,23 @@ typedef struct {
    * any count, they make a model file a faithful copy of its configuration). */
   double rope_theta; /* RoPE base (0 for learned positions) */
   double norm_eps;   /* epsilon of the norms */
+  /* Added with mixture-of-experts support (all optional; zero = dense, GQA). */
+  int head_dim_override; /* "head_dim": Qwen3 uses 128 where hidden/heads = 64; 0 = hidden/heads */
+  int experts;           /* "experts": routed experts per MoE layer; 0 = a dense model */
+  int top_k;             /* "top_k": experts each token is routed to */
+  int expert_ffn_hidden; /* "expert_ffn_hidden": FFN width of one expert */
+  int shared_experts;    /* "shared_experts": experts every token goes through (width shared x expert_ffn) */
+  int dense_layers;      /* "dense_layers": the first layers keep a dense FFN of ffn_hidden (DeepSeek-V3: 3) */
+  model_router router;   /* "router": softmax or sigmoid */
+  model_attention attention; /* "attention": gqa or mla */
+  int q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; /* MLA only */
 } model_config;
+
+/* Whether the model has routed experts, and whether a layer is an MoE layer. */
+static inline bool model_is_moe(const model_config *m) { return m->experts > 0; }
+static inline bool model_layer_is_moe(const model_config *m, int layer) {
+  return m->experts > 0 && layer >= m->dense_layers;
+}
 
 /* Folder of the model zoo: $TACOSIM_MODELS_DIR when set, else the one compiled in. */
 const char *model_zoo_dir(void);
@@ -50,6 +73,11 @@ typedef struct {
   bool sequence_parallel; /* Megatron SP: norms/dropout on seq/tp tokens, AG/RS instead of AR */
   int micro_batch;        /* sequences per micro-batch */
   int seq;                /* tokens per sequence */
+  /* Added (MoE): expert-parallel degree and expert tensor-parallel degree
+   * (0: 1 and tp). Tokens enter an MoE layer sequence-split (tp > 1 needs
+   * SP), are dispatched over ep ranks and gathered over etp ranks, so an
+   * expert GEMM sees micro x seq / tp x top_k x etp rows on average. */
+  int ep, etp;
 } model_shard;
 
 typedef enum {
@@ -65,7 +93,11 @@ typedef enum {
   MODEL_PAR_NONE,   /* replicated (or sequence-split under SP) */
   MODEL_PAR_COLUMN, /* output features split across TP: QKV, FC1 (its input needs the full activation) */
   MODEL_PAR_ROW,    /* input features split across TP: attention output projection, FC2 (output needs a reduction) */
+  MODEL_PAR_EXPERT, /* (added) routed-expert op: experts split over EP, each expert's FFN over expert TP */
 } model_parallel;
+
+/* Which layers of an MoE model an op belongs to (added; dense models: all). */
+enum { MODEL_LAYERS_ALL = 0, MODEL_LAYERS_MOE = 1, MODEL_LAYERS_DENSE = 2 };
 
 typedef struct {
   char name[24]; /* "ln1", "qkv", "attn", "attn_out", "ln2", "fc1", "act", "fc2", ... */
@@ -77,7 +109,18 @@ typedef struct {
                                  fused kernel executes as it recomputes QK^T (model FLOPs count 2x) */
   double bytes_fwd, bytes_bwd;/* device-memory traffic, for memory-bound ops */
   double params;              /* parameters held on one GPU */
+  /* Added (MoE): */
+  unsigned char layers_kind;  /* MODEL_LAYERS_*: an op of every layer, of MoE layers only, of dense layers only */
+  unsigned char expert;       /* 1: routed-expert weights (sharded over EP, gradients reduced over expert DP) */
+  int groups;                 /* a grouped GEMM: this many experts' GEMMs of m / groups rows each; 0 = plain */
 } model_op;
+
+/* Whether op runs in layer `layer` of m (dense layers of an MoE model skip
+ * the MoE ops and the reverse). */
+static inline bool model_op_in_layer(const model_config *m, const model_op *op, int layer) {
+  if (op->layers_kind == MODEL_LAYERS_ALL) return true;
+  return (op->layers_kind == MODEL_LAYERS_MOE) == model_layer_is_moe(m, layer);
+}
 
 #define MODEL_MAX_LAYER_OPS 32
 
@@ -102,9 +145,19 @@ int model_output_ops(const model_config *m, const model_shard *s, model_op *ops,
  * the size of each TP collective in a layer and of each pipeline send. */
 double model_activation_tensor_bytes(const model_config *m, const model_shard *s);
 
-/* Whole-model parameter counts (not sharded). */
+/* Whole-model parameter counts (not sharded). model_params_per_layer: of
+ * the layer kind most layers are (MoE layers in an MoE model). */
 double model_params_total(const model_config *m);
 double model_params_per_layer(const model_config *m);
+/* Parameters one token goes through (added): every non-expert parameter,
+ * top_k routed experts and the shared experts of each MoE layer, and both
+ * embeddings (as Mixtral's 12.9B and Qwen3-235B's 22B count them). Equals
+ * model_params_total for dense models. */
+double model_params_active(const model_config *m);
+/* Model FLOPs per token of a forward pass at sequence length seq (added):
+ * the GEMMs a token goes through (router, top_k experts, shared experts)
+ * and its attention (full square, as model_flops_per_iteration counts it). */
+double model_flops_per_token_fwd(const model_config *m, int seq);
 double model_params_embedding(const model_config *m); /* input (+ output if untied) embeddings */
 
 /* Model FLOPs of one training iteration (forward + backward, as Megatron-LM
@@ -117,7 +170,11 @@ double model_flops_megatron_closed_form(const model_config *m, long long global_
  * num_floating_point_operations): GQA- and SwiGLU-aware, causal attention
  * counted as half the square, vocabulary padded to a multiple of 128 * tp,
  * recomputation not counted. For GPT it is 72 B s l h^2 (1 + s/12h + V/12lh),
- * which is how DESIGN.md's "294 TFLOP/s by Megatron's count" was computed. */
+ * which is how DESIGN.md's "294 TFLOP/s by Megatron's count" was computed.
+ * MoE and MLA models (added): the same rules on the GEMMs a token goes
+ * through (top_k + shared experts; MLA's own projections), router not
+ * counted; it reproduces the 167 TFLOP/s per GPU that the Megatron-MoE-ModelZoo
+ * table prints for Qwen3-235B-A22B at 29.0 s per step (tests/test_moe.c). */
 double model_flops_megatron_lm(const model_config *m, long long global_batch, int seq, int tp);
 
 typedef enum { MODEL_RECOMPUTE_NONE, MODEL_RECOMPUTE_SELECTIVE, MODEL_RECOMPUTE_FULL } model_recompute;

@@ -20,7 +20,15 @@
 
 #define BF16 2.0
 
-int model_head_dim(const model_config *m) { return m->heads > 0 ? m->hidden / m->heads : 0; }
+int model_head_dim(const model_config *m) {
+  if (m->attention == MODEL_ATTN_MLA) return m->qk_nope_head_dim + m->qk_rope_head_dim;
+  if (m->head_dim_override > 0) return m->head_dim_override;
+  return m->heads > 0 ? m->hidden / m->heads : 0;
+}
+
+/* Degrees of an MoE shard, 0 meaning the default (ep 1, etp = tp). */
+static int shard_ep(const model_shard *s) { return s->ep > 0 ? s->ep : 1; }
+static int shard_etp(const model_shard *s) { return s->etp > 0 ? s->etp : s->tp; }
 
 long long model_vocab_per_gpu(const model_config *m, int tp) {
   if (tp < 1) return 0;
@@ -43,6 +51,20 @@ int model_shard_check(const model_config *m, const model_shard *s, ts_err *e) {
     return ts_fail(e, NULL, "seq", "%d exceeds the maximum sequence %d of %s", s->seq, m->max_seq, m->name);
   if (s->sequence_parallel && s->seq % s->tp)
     return ts_fail(e, NULL, "seq", "%d is not divisible by tp %d, as sequence parallelism needs", s->seq, s->tp);
+  if (model_is_moe(m)) {
+    int ep = shard_ep(s), etp = shard_etp(s);
+    if (m->experts % ep)
+      return ts_fail(e, NULL, "ep", "%d does not divide the %d experts of %s", ep, m->experts, m->name);
+    if (etp < 1 || m->expert_ffn_hidden % etp)
+      return ts_fail(e, NULL, "etp", "%d does not divide expert_ffn_hidden %d of %s", etp, m->expert_ffn_hidden,
+                     m->name);
+    if (((long long)m->shared_experts * m->expert_ffn_hidden) % s->tp)
+      return ts_fail(e, NULL, "tp", "%d does not divide the shared experts' FFN %lld of %s", s->tp,
+                     (long long)m->shared_experts * m->expert_ffn_hidden, m->name);
+    if (s->tp > 1 && !s->sequence_parallel)
+      return ts_fail(e, NULL, "sequence_parallel", "an MoE model with tp %d needs sequence parallelism (as "
+                     "Megatron-Core requires: tokens enter the router sequence-split)", s->tp);
+  }
   return 0;
 }
 
@@ -105,6 +127,114 @@ static void activation(const model_config *m, model_op *op, double tokens, doubl
   }
 }
 
+/* Multi-head latent attention (DeepSeek-V2/V3), priced by its own GEMMs:
+ * queries through a low-rank pair q_a (h -> q_lora, normed) and q_b (->
+ * heads x (nope + rope)); keys and values through kv_a (h -> kv_lora +
+ * rope, the rope part shared by the heads) and kv_b (-> heads x (nope + v));
+ * attention over qk = nope + rope dimensions, values of v; the output
+ * projection from heads x v. The down-projections are replicated across TP
+ * (each rank computes them whole, as Megatron-Core's MLA does); they are
+ * tagged column-parallel so that under SP their input is all-gathered once
+ * and its gradient reduced once, as for qkv. */
+static int mla_attention(const model_config *m, const model_shard *s, model_op *ops, int cap, int n, long long tokens) {
+  const long long h = m->hidden, H = m->heads / s->tp;
+  const long long qk = m->qk_nope_head_dim + m->qk_rope_head_dim, dv = m->v_head_dim;
+  const long long ql = m->q_lora_rank, kl = m->kv_lora_rank, rope = m->qk_rope_head_dim;
+  model_op *op;
+  if (!(op = next_op(ops, cap, &n, "q_a", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
+  gemm(op, tokens, ql, h, 0.0);
+  if (!(op = next_op(ops, cap, &n, "q_a_norm", MODEL_OP_NORM, MODEL_PAR_NONE))) return -1;
+  norm(m, op, (double)tokens * (double)ql / (double)m->hidden);
+  op->params = (double)ql;
+  if (!(op = next_op(ops, cap, &n, "q_b", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
+  gemm(op, tokens, H * qk, ql, 0.0);
+  if (!(op = next_op(ops, cap, &n, "kv_a", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
+  gemm(op, tokens, kl + rope, h, 0.0);
+  if (!(op = next_op(ops, cap, &n, "kv_a_norm", MODEL_OP_NORM, MODEL_PAR_NONE))) return -1;
+  norm(m, op, (double)tokens * (double)kl / (double)m->hidden);
+  op->params = (double)kl;
+  if (!(op = next_op(ops, cap, &n, "kv_b", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
+  gemm(op, tokens, H * (m->qk_nope_head_dim + dv), kl, 0.0);
+  if (m->position == MODEL_POS_ROPE) { /* rotates the rope part of Q (per head) and the shared key part */
+    if (!(op = next_op(ops, cap, &n, "rope", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+    double elems = (double)tokens * (double)(H * rope + rope);
+    op->flops_fwd = op->flops_bwd = 3.0 * elems;
+    op->bytes_fwd = op->bytes_bwd = 2.0 * BF16 * elems;
+  }
+  if (!(op = next_op(ops, cap, &n, "attn", MODEL_OP_ATTENTION, MODEL_PAR_NONE))) return -1;
+  op->m = tokens;
+  op->n = s->seq;
+  op->k = qk;
+  op->flops_fwd = 2.0 * (double)tokens * (double)s->seq * (double)(H * qk + H * dv); /* Q K^T, then P V */
+  op->flops_bwd = 2.5 * op->flops_fwd;
+  op->bytes_fwd = BF16 * (double)tokens * (double)(2 * H * qk + 2 * H * dv);
+  op->bytes_bwd = BF16 * (double)tokens * (double)(4 * H * qk + 4 * H * dv);
+  if (!(op = next_op(ops, cap, &n, "attn_out", MODEL_OP_GEMM, MODEL_PAR_ROW))) return -1;
+  gemm(op, tokens, h, H * dv, 0.0);
+  return n;
+}
+
+/* The MoE block after ln2 (MoE layers only), on one GPU: the router GEMM
+ * and its top-k on this rank's t = tokens/tp (SP) tokens; the permutation
+ * (each token copied once per chosen expert, grouped by expert); the routed
+ * experts as grouped GEMMs over the rows that reach this rank, on average
+ * t x top_k x etp (the dispatch all-to-all over EP and the gather over expert
+ * TP are the plan's, between permute and expert_fc1); the un-permutation
+ * (weighted sum of each token's top_k outputs); the shared experts as a
+ * dense MLP (column / row parallel over TP, their input all-gathered under
+ * SP as fc1's is). */
+static int moe_block(const model_config *m, const model_shard *s, model_op *ops, int cap, int n, long long tokens,
+                     double norm_tokens) {
+  const int ep = shard_ep(s), etp = shard_etp(s);
+  const long long h = m->hidden, E = m->experts, k = m->top_k;
+  const long long t = (long long)norm_tokens;       /* tokens entering the router on this rank */
+  const long long rows = t * k * etp;               /* expert rows on this rank (balanced routing) */
+  const long long local = E / ep, fe = m->expert_ffn_hidden / etp;
+  const int swiglu = m->activation == MODEL_ACT_SWIGLU;
+  const int first = n;
+  model_op *op;
+  if (!(op = next_op(ops, cap, &n, "router", MODEL_OP_GEMM, MODEL_PAR_NONE))) return -1;
+  gemm(op, t, E, h, 0.0);
+  if (!(op = next_op(ops, cap, &n, "router_topk", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+  op->flops_fwd = 4.0 * (double)t * (double)E; /* score, select, normalise the top_k */
+  op->flops_bwd = 2.0 * (double)t * (double)E;
+  op->bytes_fwd = op->bytes_bwd = 2.0 * BF16 * (double)t * (double)E;
+  if (!(op = next_op(ops, cap, &n, "permute", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+  op->bytes_fwd = op->bytes_bwd = BF16 * (double)t * (double)h * (double)(1 + k); /* read t rows, write t.k */
+  if (!(op = next_op(ops, cap, &n, "expert_fc1", MODEL_OP_GEMM, MODEL_PAR_EXPERT))) return -1;
+  gemm(op, rows, (swiglu ? 2 : 1) * fe, h, 0.0);
+  op->params *= (double)local;
+  op->bytes_fwd += BF16 * (double)(local - 1) * (double)h * (double)((swiglu ? 2 : 1) * fe);
+  op->bytes_bwd = 2.0 * op->bytes_fwd;
+  op->groups = (int)local;
+  op->expert = 1;
+  if (!(op = next_op(ops, cap, &n, "expert_act", MODEL_OP_ELEMENTWISE, MODEL_PAR_EXPERT))) return -1;
+  activation(m, op, (double)rows, (double)fe);
+  if (!(op = next_op(ops, cap, &n, "expert_fc2", MODEL_OP_GEMM, MODEL_PAR_EXPERT))) return -1;
+  gemm(op, rows, h, fe, 0.0);
+  op->params *= (double)local;
+  op->bytes_fwd += BF16 * (double)(local - 1) * (double)h * (double)fe;
+  op->bytes_bwd = 2.0 * op->bytes_fwd;
+  op->groups = (int)local;
+  op->expert = 1;
+  if (!(op = next_op(ops, cap, &n, "unpermute", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+  op->flops_fwd = 2.0 * (double)t * (double)h * (double)k; /* weighted sum of the top_k outputs */
+  op->flops_bwd = 2.0 * op->flops_fwd;
+  op->bytes_fwd = BF16 * (double)t * (double)h * (double)(1 + k);
+  op->bytes_bwd = 2.0 * op->bytes_fwd;
+  if (m->shared_experts > 0) {
+    const long long sf = (long long)m->shared_experts * m->expert_ffn_hidden / s->tp;
+    if (!(op = next_op(ops, cap, &n, "shared_fc1", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
+    gemm(op, tokens, (swiglu ? 2 : 1) * sf, h, 0.0);
+    if (!(op = next_op(ops, cap, &n, "shared_act", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+    activation(m, op, (double)tokens, (double)sf);
+    if (!(op = next_op(ops, cap, &n, "shared_fc2", MODEL_OP_GEMM, MODEL_PAR_ROW))) return -1;
+    gemm(op, tokens, h, sf, 0.0);
+  }
+  for (int i = first; i < n; i++) ops[i].layers_kind = MODEL_LAYERS_MOE;
+  return n;
+}
+
 /* Builds the layer; the caller has checked the shard (or knows it is sound). */
 static int build_layer(const model_config *m, const model_shard *s, model_op *ops, int cap) {
   const long long tokens = (long long)s->micro_batch * s->seq;
@@ -120,27 +250,31 @@ static int build_layer(const model_config *m, const model_shard *s, model_op *op
   if (!(op = next_op(ops, cap, &n, "ln1", MODEL_OP_NORM, MODEL_PAR_NONE))) return -1;
   norm(m, op, norm_tokens);
 
-  if (!(op = next_op(ops, cap, &n, "qkv", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
-  gemm(op, tokens, q_width + 2 * kv_width, h, m->qkv_bias ? (double)(q_width + 2 * kv_width) : 0.0);
+  if (m->attention == MODEL_ATTN_MLA) {
+    if ((n = mla_attention(m, s, ops, cap, n, tokens)) < 0) return -1;
+  } else {
+    if (!(op = next_op(ops, cap, &n, "qkv", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
+    gemm(op, tokens, q_width + 2 * kv_width, h, m->qkv_bias ? (double)(q_width + 2 * kv_width) : 0.0);
 
-  if (m->position == MODEL_POS_ROPE) { /* rotates Q and K in place */
-    if (!(op = next_op(ops, cap, &n, "rope", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
-    double elems = (double)tokens * (double)(q_width + kv_width);
-    op->flops_fwd = op->flops_bwd = 3.0 * elems;
-    op->bytes_fwd = op->bytes_bwd = 2.0 * BF16 * elems;
+    if (m->position == MODEL_POS_ROPE) { /* rotates Q and K in place */
+      if (!(op = next_op(ops, cap, &n, "rope", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+      double elems = (double)tokens * (double)(q_width + kv_width);
+      op->flops_fwd = op->flops_bwd = 3.0 * elems;
+      op->bytes_fwd = op->bytes_bwd = 2.0 * BF16 * elems;
+    }
+
+    if (!(op = next_op(ops, cap, &n, "attn", MODEL_OP_ATTENTION, MODEL_PAR_NONE))) return -1;
+    op->m = tokens;
+    op->n = s->seq;
+    op->k = head_dim;
+    op->flops_fwd = 4.0 * (double)tokens * (double)s->seq * (double)q_width;
+    op->flops_bwd = 2.5 * op->flops_fwd;
+    op->bytes_fwd = BF16 * (double)tokens * (double)(2 * q_width + 2 * kv_width); /* read Q K V, write O */
+    op->bytes_bwd = BF16 * (double)tokens * (double)(4 * q_width + 4 * kv_width); /* + O, dO; write dQ dK dV */
+
+    if (!(op = next_op(ops, cap, &n, "attn_out", MODEL_OP_GEMM, MODEL_PAR_ROW))) return -1;
+    gemm(op, tokens, h, q_width, m->linear_bias ? (double)h : 0.0); /* bias added after the reduction */
   }
-
-  if (!(op = next_op(ops, cap, &n, "attn", MODEL_OP_ATTENTION, MODEL_PAR_NONE))) return -1;
-  op->m = tokens;
-  op->n = s->seq;
-  op->k = head_dim;
-  op->flops_fwd = 4.0 * (double)tokens * (double)s->seq * (double)q_width;
-  op->flops_bwd = 2.5 * op->flops_fwd;
-  op->bytes_fwd = BF16 * (double)tokens * (double)(2 * q_width + 2 * kv_width); /* read Q K V, write O */
-  op->bytes_bwd = BF16 * (double)tokens * (double)(4 * q_width + 4 * kv_width); /* + O, dO; write dQ dK dV */
-
-  if (!(op = next_op(ops, cap, &n, "attn_out", MODEL_OP_GEMM, MODEL_PAR_ROW))) return -1;
-  gemm(op, tokens, h, q_width, m->linear_bias ? (double)h : 0.0); /* bias added after the reduction */
 
   if (!(op = next_op(ops, cap, &n, "attn_residual", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
   residual(m, op, norm_tokens);
@@ -148,16 +282,22 @@ static int build_layer(const model_config *m, const model_shard *s, model_op *op
   if (!(op = next_op(ops, cap, &n, "ln2", MODEL_OP_NORM, MODEL_PAR_NONE))) return -1;
   norm(m, op, norm_tokens);
 
-  /* SwiGLU's first GEMM computes gate and up projections side by side. */
-  long long fc1_width = (m->activation == MODEL_ACT_SWIGLU ? 2 : 1) * ffn;
-  if (!(op = next_op(ops, cap, &n, "fc1", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
-  gemm(op, tokens, fc1_width, h, m->linear_bias ? (double)fc1_width : 0.0);
+  const int dense_kind = model_is_moe(m) ? MODEL_LAYERS_DENSE : MODEL_LAYERS_ALL;
+  const int first_ffn = n;
+  if (!model_is_moe(m) || m->dense_layers > 0) {
+    /* SwiGLU's first GEMM computes gate and up projections side by side. */
+    long long fc1_width = (m->activation == MODEL_ACT_SWIGLU ? 2 : 1) * ffn;
+    if (!(op = next_op(ops, cap, &n, "fc1", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
+    gemm(op, tokens, fc1_width, h, m->linear_bias ? (double)fc1_width : 0.0);
 
-  if (!(op = next_op(ops, cap, &n, "act", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
-  activation(m, op, (double)tokens, (double)ffn);
+    if (!(op = next_op(ops, cap, &n, "act", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
+    activation(m, op, (double)tokens, (double)ffn);
 
-  if (!(op = next_op(ops, cap, &n, "fc2", MODEL_OP_GEMM, MODEL_PAR_ROW))) return -1;
-  gemm(op, tokens, h, ffn, m->linear_bias ? (double)h : 0.0);
+    if (!(op = next_op(ops, cap, &n, "fc2", MODEL_OP_GEMM, MODEL_PAR_ROW))) return -1;
+    gemm(op, tokens, h, ffn, m->linear_bias ? (double)h : 0.0);
+    for (int i = first_ffn; i < n; i++) ops[i].layers_kind = (unsigned char)dense_kind;
+  }
+  if (model_is_moe(m) && (n = moe_block(m, s, ops, cap, n, tokens, norm_tokens)) < 0) return -1;
 
   if (!(op = next_op(ops, cap, &n, "mlp_residual", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
   residual(m, op, norm_tokens);

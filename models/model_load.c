@@ -30,7 +30,10 @@ static const char *const position_names[] = {"learned", "rope", NULL};
 static const char *const known_keys[] = {
     "schema", "name",     "family",          "layers",  "hidden",    "heads",     "kv_heads",
     "ffn_hidden", "activation", "norm",      "vocab",   "tied_embeddings", "max_seq", "position",
-    "qkv_bias", "linear_bias", "rope_theta", "norm_eps", "source",  NULL};
+    "qkv_bias", "linear_bias", "rope_theta", "norm_eps", "source",
+    /* added: explicit head dimension, mixture of experts, multi-head latent attention */
+    "head_dim", "experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "router", "attention",
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", NULL};
 
 /* Upper bounds: far above any published model, low enough that every product
  * of shapes stays exact in a long long and finite in a double. */
@@ -64,10 +67,61 @@ static int check_identifier(const char *s, const char *file, const char *field, 
   return 0;
 }
 
+static const char *const router_names[] = {"softmax", "sigmoid", NULL};
+static const char *const attention_names[] = {"gqa", "mla", NULL};
+
+/* Mixture-of-experts and MLA fields (all optional; absent: a dense GQA
+ * model). A field that only means something with another one present is
+ * refused without it, so a half-written MoE file does not load as dense. */
+static int read_moe_fields(json_t *root, const char *file, model_config *m, ts_err *e) {
+  long long v;
+  int idx;
+  if (tsj_int_opt(root, "head_dim", 1, MAX_HIDDEN, 0, &v, file, NULL, e)) return -1;
+  m->head_dim_override = (int)v;
+  if (tsj_int_opt(root, "experts", 0, 65536, 0, &v, file, NULL, e)) return -1;
+  m->experts = (int)v;
+  static const char *const moe_only[] = {"top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "router",
+                                         NULL};
+  if (!m->experts) {
+    for (int i = 0; moe_only[i]; i++)
+      if (json_object_get(root, moe_only[i]))
+        return ts_fail(e, file, moe_only[i], "only meaningful with \"experts\" >= 1");
+  } else {
+    if (tsj_int(root, "top_k", 1, m->experts, &v, file, NULL, e)) return -1;
+    m->top_k = (int)v;
+    if (tsj_int(root, "expert_ffn_hidden", 1, MAX_FFN, &v, file, NULL, e)) return -1;
+    m->expert_ffn_hidden = (int)v;
+    if (tsj_int_opt(root, "shared_experts", 0, 64, 0, &v, file, NULL, e)) return -1;
+    m->shared_experts = (int)v;
+    if (tsj_int_opt(root, "dense_layers", 0, m->layers - 1, 0, &v, file, NULL, e)) return -1;
+    m->dense_layers = (int)v;
+    if (tsj_enum_opt(root, "router", router_names, MODEL_ROUTER_SOFTMAX, &idx, file, NULL, e)) return -1;
+    m->router = (model_router)idx;
+  }
+  if (tsj_enum_opt(root, "attention", attention_names, MODEL_ATTN_GQA, &idx, file, NULL, e)) return -1;
+  m->attention = (model_attention)idx;
+  static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                         "v_head_dim", NULL};
+  int *mla_vals[] = {&m->q_lora_rank, &m->kv_lora_rank, &m->qk_nope_head_dim, &m->qk_rope_head_dim, &m->v_head_dim};
+  for (int i = 0; mla_keys[i]; i++) {
+    if (m->attention != MODEL_ATTN_MLA) {
+      if (json_object_get(root, mla_keys[i]))
+        return ts_fail(e, file, mla_keys[i], "only meaningful with \"attention\": \"mla\"");
+      continue;
+    }
+    if (tsj_int(root, mla_keys[i], 1, MAX_HIDDEN, &v, file, NULL, e)) return -1;
+    *mla_vals[i] = (int)v;
+  }
+  if (m->attention == MODEL_ATTN_MLA && json_object_get(root, "head_dim"))
+    return ts_fail(e, file, "head_dim", "an MLA model's head dimensions are qk_nope_head_dim + qk_rope_head_dim "
+                   "(queries, keys) and v_head_dim (values)");
+  return 0;
+}
+
 static int read_fields(json_t *root, const char *file, model_config *m, ts_err *e) {
   long long v;
   int idx;
-  char source[512];
+  char source[2048];
   if (tsj_schema(root, 1, file, e)) return -1;
   if (check_unknown_keys(root, file, e)) return -1;
   if (tsj_string(root, "name", m->name, sizeof m->name, file, NULL, e)) return -1;
@@ -103,6 +157,8 @@ static int read_fields(json_t *root, const char *file, model_config *m, ts_err *
   if (tsj_bool_opt(root, "linear_bias", false, &m->linear_bias, file, NULL, e)) return -1;
   if (tsj_bool_opt(root, "qkv_bias", m->linear_bias, &m->qkv_bias, file, NULL, e)) return -1;
 
+  if (read_moe_fields(root, file, m, e)) return -1;
+
   double dflt_theta = m->position == MODEL_POS_ROPE ? 10000.0 : 0.0;
   if (tsj_real_opt(root, "rope_theta", 1.0, 1e12, dflt_theta, &m->rope_theta, file, NULL, e)) return -1;
   if (tsj_real_opt(root, "norm_eps", 1e-12, 0.1, 1e-5, &m->norm_eps, file, NULL, e)) return -1;
@@ -113,7 +169,12 @@ static int read_fields(json_t *root, const char *file, model_config *m, ts_err *
 static int check_consistency(json_t *root, const char *file, const model_config *m, ts_err *e) {
   if (m->heads % m->kv_heads)
     return ts_fail(e, file, "kv_heads", "%d does not divide heads %d", m->kv_heads, m->heads);
-  if (m->position == MODEL_POS_ROPE && model_head_dim(m) % 2)
+  if (m->attention == MODEL_ATTN_MLA && m->kv_heads != m->heads)
+    return ts_fail(e, file, "kv_heads", "%d: multi-head latent attention has one key/value head per query head (%d)",
+                   m->kv_heads, m->heads);
+  if (m->attention == MODEL_ATTN_MLA && m->position == MODEL_POS_ROPE && m->qk_rope_head_dim % 2)
+    return ts_fail(e, file, "qk_rope_head_dim", "%d: rope needs an even dimension", m->qk_rope_head_dim);
+  if (m->position == MODEL_POS_ROPE && m->attention != MODEL_ATTN_MLA && model_head_dim(m) % 2)
     return ts_fail(e, file, "position", "rope needs an even head dimension (hidden/heads = %d)", model_head_dim(m));
   if (m->position != MODEL_POS_ROPE && json_object_get(root, "rope_theta"))
     return ts_fail(e, file, "rope_theta", "only meaningful with \"position\": \"rope\"");

@@ -40,7 +40,9 @@ static inline bool plan_codec_has_caat(plan_codec_kind k) { return k == PLAN_COD
  * scales per group of G, where N = bytes / 2. */
 double plan_taco_wire_bytes(double bf16_bytes, int group);
 
-typedef enum { PLAN_TRAFFIC_TP_FWD, PLAN_TRAFFIC_TP_BWD, PLAN_TRAFFIC_PP, PLAN_TRAFFIC_DP, PLAN_TRAFFIC_COUNT } plan_traffic;
+/* PLAN_TRAFFIC_EP (added): the expert-parallel token all-to-alls (dispatch and combine, forward and backward). */
+typedef enum { PLAN_TRAFFIC_TP_FWD, PLAN_TRAFFIC_TP_BWD, PLAN_TRAFFIC_PP, PLAN_TRAFFIC_DP, PLAN_TRAFFIC_EP,
+               PLAN_TRAFFIC_COUNT } plan_traffic;
 
 /* Bytes on the wire for a message of `bytes` whose elements are `elem_bytes`
  * wide (2: bf16 activations, 4: fp32 gradients) under codec c: TACO sends one
@@ -135,6 +137,13 @@ typedef struct {
   /* Added: */
   char description[256];  /* the plan's optional "description" */
   long long vocab_padded; /* model.vocab padded as Megatron-LM pads it (multiple of 128 * tp) */
+  /* Mixture of experts (added; plan_moe.c, plan/README.md "Mixture of experts"):
+   * layout.ep experts sharded over ep ranks, layout.expert_tp each expert's FFN
+   * over etp ranks; the expert layers fold the tp x dp ranks of a stage into
+   * etp x ep x edp (Megatron-Core's parallel folding, no CP), edp = tp dp / (etp ep). */
+  int ep, etp;
+  double capacity_factor; /* layout.capacity_factor: tokens an expert takes at most, x its fair share; 0 = dropless */
+  double moe_imbalance;   /* layout.moe_imbalance: the busiest EP rank's routed tokens / the mean (>= 1) */
 } plan;
 /* Note: after loading, p->model.layers == p->layers (layers_override applied),
  * so every model_* function called on p->model sees the layers actually run. */
@@ -167,7 +176,10 @@ int plan_rank_of(const plan *p, plan_coord c);
 /* PLAN_GROUP_EMBEDDING (added): the first and the last pipeline stage of one
  * (dp, tp) column, which all-reduce the gradients of the tied word embedding
  * (only when pp > 1 and the model ties its embeddings). */
-typedef enum { PLAN_GROUP_TP, PLAN_GROUP_DP, PLAN_GROUP_PP, PLAN_GROUP_EMBEDDING, PLAN_GROUP_COUNT } plan_group_kind;
+/* PLAN_GROUP_EP, _ETP, _EDP (added): the expert layers' groups (plan_moe.c): the ranks that exchange tokens
+ * (all-to-all), that split one expert's FFN, and that hold the same experts (their gradients' reduction). */
+typedef enum { PLAN_GROUP_TP, PLAN_GROUP_DP, PLAN_GROUP_PP, PLAN_GROUP_EMBEDDING, PLAN_GROUP_EP, PLAN_GROUP_ETP,
+               PLAN_GROUP_EDP, PLAN_GROUP_COUNT } plan_group_kind;
 /* Members of rank's group of that kind, in ring order; returns the count
  * (at most cap are written; -1 if rank is out of range). */
 int plan_group_members(const plan *p, int rank, plan_group_kind g, int *members, int cap);
@@ -229,6 +241,10 @@ enum {
   PLAN_MOP_PARAM_GATHER = -8,   /* ZeRO-1 all-gather of a bucket's updated parameters */
   PLAN_MOP_EMBEDDING_GRADS = -9,/* first/last stage all-reduce of the tied embedding's gradients */
   PLAN_MOP_PP_ACTIVATION = -10, /* PP send/recv of an activation (fwd) or its gradient (bwd) */
+  PLAN_MOP_MOE_IMBALANCE = -11, /* (MoE) the wait for the busiest EP rank's expert GEMMs (tag: 0 fwd, 1 bwd) */
+  PLAN_MOP_EXPERT_GRADS = -12,  /* (MoE) expert-DP reduction of one layer's expert gradients (tag = layer) */
+  PLAN_MOP_EXPERT_GATHER = -13, /* (MoE) ZeRO-1 all-gather of one layer's updated expert parameters */
+  PLAN_MOP_MOE_TOKENS = -14,    /* (MoE) dispatch / combine all-to-all or expert-TP gather / scatter of tokens */
 };
 /* What the compute ops outside the layers cover: PLAN_MOP_EMBEDDING = every op
  * of model_embedding_ops(); PLAN_MOP_FINAL_NORM = "final_norm" of
@@ -350,6 +366,18 @@ int plan_validate_tpo(const plan *p, ts_err *e);
 /* Share s of k (tp_overlap_chunks) of a split op's FLOPs or bytes: the k
  * shares add up to `whole` exactly. */
 double plan_row_share(double whole, int s, int k);
+
+/* ---- mixture of experts (plan_moe.c) ---- */
+/* tp x dp / (etp x ep): the ranks that hold the same experts. */
+int plan_edp(const plan *p);
+/* Expert parameters one GPU of stage holds (0 for a dense model). */
+double plan_expert_params_of_stage(const plan *p, int stage);
+/* Parameters whose optimizer state one GPU of stage keeps: all of them, or
+ * under ZeRO-1 the non-expert ones / dp plus the expert ones / edp. */
+double plan_optimizer_params_of_stage(const plan *p, int stage);
+/* The busiest EP rank's rows / the mean that its expert GEMMs run:
+ * moe_imbalance, capped by capacity_factor when tokens are dropped. */
+double plan_moe_max_load(const plan *p);
 
 /* Model FLOPs of one iteration across all GPUs (Megatron-LM's count). */
 double plan_model_flops(const plan *p);

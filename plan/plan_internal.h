@@ -27,6 +27,24 @@ model_shard plan_shard(const plan *p);
 /* Norm parameters of one layer (replicated across TP). */
 double plan_norm_params_per_layer(const plan *p);
 
+/* (MoE, plan_moe.c) Parameters of the layers of stage's chunks on one GPU,
+ * each layer by its kind (dense or MoE): all of them, or only the routed
+ * experts' (experts_only); ops: model_layer_ops of plan_shard(p). */
+double plan_moe_layer_params_of_stage(const plan *p, int stage, const model_op *ops, int n, bool experts_only);
+/* The rules of the MoE layout fields (ep, expert_tp, capacity_factor,
+ * moe_imbalance, codec.ep) against the model and the rest of the layout. */
+int plan_moe_validate(const plan *p, ts_err *e);
+/* Members / position of rank in one of the expert groups (EP, ETP, EDP). */
+int plan_moe_group_members(const plan *p, int rank, plan_group_kind g, int *members, int cap);
+int plan_moe_group_index(const plan *p, int rank, plan_group_kind g);
+
+/* layout.moe_imbalance when absent: 1.04, the busiest expert's load over the
+ * mean (MaxVio_global = 0.04) that Wang et al. measured with auxiliary-loss-free
+ * balancing ("Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts",
+ * arXiv 2408.15664, Table 1, the router DeepSeek-V3 uses; the value as recalled,
+ * not re-checked against the paper when it was written — plan/README.md says so). */
+#define PLAN_DEFAULT_MOE_IMBALANCE 1.04
+
 /* ---- plan files (plan_json.c), shared by the training and inference loaders ---- */
 #include <jansson.h>
 /* Rejects members of obj not in `allowed` (NULL-terminated): typos do not pass silently. */

@@ -3,6 +3,7 @@
  * fastest, so a TP group is consecutive GPUs inside one node; the plan's
  * order says whether DP or PP comes next (Megatron-LM's default: tp-dp-pp). */
 #include "plan.h"
+#include "plan_internal.h"
 
 plan_coord plan_coord_of(const plan *p, int rank) {
   plan_coord c;
@@ -49,6 +50,9 @@ int plan_group_members(const plan *p, int rank, plan_group_kind g, int *members,
       n++;
     }
     break;
+  case PLAN_GROUP_EP:
+  case PLAN_GROUP_ETP:
+  case PLAN_GROUP_EDP: return plan_moe_group_members(p, rank, g, members, cap);
   default:
     return -1;
   }
@@ -63,6 +67,9 @@ int plan_group_index(const plan *p, int rank, plan_group_kind g) {
   case PLAN_GROUP_DP: return c.dp;
   case PLAN_GROUP_PP: return c.pp;
   case PLAN_GROUP_EMBEDDING: return c.pp == 0 ? 0 : c.pp == p->pp - 1 ? 1 : -1; /* -1: not a member */
+  case PLAN_GROUP_EP:
+  case PLAN_GROUP_ETP:
+  case PLAN_GROUP_EDP: return plan_moe_group_index(p, rank, g);
   default: return -1;
   }
 }

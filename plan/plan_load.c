@@ -11,7 +11,7 @@
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved-1f1b", NULL};
 static const char *const order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
-static const char *const traffic_keys[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp"};
+static const char *const traffic_keys[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep"};
 
 double plan_default_dp_bucket_bytes(int dp) {
   double params = 1e6 * dp > 4e7 ? 1e6 * dp : 4e7;
@@ -21,6 +21,7 @@ double plan_default_dp_bucket_bytes(int dp) {
 void plan_set_loader_defaults(plan *p) {
   p->codec_min_bytes = PLAN_DEFAULT_CODEC_MIN_BYTES;
   p->dp_bucket_bytes = plan_default_dp_bucket_bytes(p->dp) / 4.0 * plan_grad_bytes(p);
+  if (model_is_moe(&p->model) && p->moe_imbalance == 0) p->moe_imbalance = PLAN_DEFAULT_MOE_IMBALANCE;
 }
 
 static int load_codec(json_t *codecs, int t, const char *file, plan_codec *c, ts_err *e) {
@@ -30,6 +31,17 @@ static int load_codec(json_t *codecs, int t, const char *file, plan_codec *c, ts
   json_t *o = tsj_object_opt(codecs, traffic_keys[t], file, "codec", e, &failed);
   if (failed) return -1;
   return plan_json_codec(o, file, path, c, e);
+}
+
+/* The MoE layout fields (plan_moe.c checks them against the model). */
+static int load_moe_layout(json_t *layout, const char *file, plan *p, ts_err *e) {
+  long long v;
+  if (tsj_int_opt(layout, "ep", 1, 1 << 20, 1, &v, file, "layout", e)) return -1;
+  p->ep = (int)v;
+  if (tsj_int_opt(layout, "expert_tp", 1, 1 << 20, 0, &v, file, "layout", e)) return -1;
+  p->etp = (int)v;
+  if (tsj_real_opt(layout, "capacity_factor", 0.0, 1e6, 0.0, &p->capacity_factor, file, "layout", e)) return -1;
+  return tsj_real_opt(layout, "moe_imbalance", 1.0, 1e6, 0.0, &p->moe_imbalance, file, "layout", e);
 }
 
 static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir, plan *p,
@@ -45,9 +57,10 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "decoder_last_pipeline_num_layers",
                                             "data_parallel_sharding_strategy", "overlap_grad_reduce",
                                             "overlap_param_gather", "zero3_prefetch_layers",
-                                            "tp_comm_overlap", NULL};
+                                            "tp_comm_overlap",
+                                            "ep", "expert_tp", "capacity_factor", "moe_imbalance", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
-  static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", NULL};
+  static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
   /* An inference plan reaches a training command: say what it is, not "unknown field". */
   if (plan_json_is_inference(root))
@@ -95,6 +108,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   p->last_stage_layers = (int)v;
   if (plan_load_zero_fields(layout, file, p, e)) return -1;
   if (tsj_bool_opt(layout, "tp_comm_overlap", false, &p->tp_comm_overlap, file, "layout", e)) return -1;
+  if (load_moe_layout(layout, file, p, e)) return -1;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
   if (!batch || plan_json_check_keys(batch, batch_keys, file, "batch", e)) return -1;
@@ -142,6 +156,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   p->layers = layers_override ? (int)layers_override : p->model.layers;
   p->model.layers = p->layers;
   p->vocab_padded = model_vocab_per_gpu(&p->model, p->tp) * p->tp;
+  if (model_is_moe(&p->model) && p->moe_imbalance == 0) p->moe_imbalance = PLAN_DEFAULT_MOE_IMBALANCE;
   return plan_validate(p, e);
 }
 
@@ -178,6 +193,7 @@ static int validate_codecs(const plan *p, ts_err *e) {
     if (plan_codec_check(c, p->model.hidden, f, path, e)) return -1;
     if (!plan_codec_has_caat(c->kind)) continue;
     snprintf(field, sizeof field, "%s.kind", path);
+    if (t == PLAN_TRAFFIC_EP) continue; /* plan_moe_validate names the reason */
     if (t == PLAN_TRAFFIC_PP || t == PLAN_TRAFFIC_DP)
       return ts_fail(e, f, field,
                      "CAAT-Net only changes tensor-parallel all-reduces; use it on tp_fwd and tp_bwd");
@@ -288,6 +304,7 @@ int plan_validate(const plan *p, ts_err *e) {
                    topo_total_gpus(&p->cluster));
 
   if (plan_check_program_size(p, f, e)) return -1;
+  if (plan_moe_validate(p, e)) return -1;
   if (validate_codecs(p, e)) return -1;
   if (validate_tp_overlap(p, e)) return -1;
   if (validate_pp_scatter_gather(p, e)) return -1;

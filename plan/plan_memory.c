@@ -20,7 +20,7 @@
 
 model_shard plan_shard(const plan *p) {
   model_shard s = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
-                   .seq = p->seq};
+                   .seq = p->seq, .ep = p->ep, .etp = p->etp};
   return s;
 }
 
@@ -40,7 +40,8 @@ double plan_params_of_stage(const plan *p, int stage) {
   ts_err e;
   int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
   if (n < 0) return -1.0;
-  double params = sum_params(ops, n) * plan_stage_layers(p, stage);
+  double params = model_is_moe(&p->model) ? plan_moe_layer_params_of_stage(p, stage, ops, n, false)
+                                           : sum_params(ops, n) * plan_stage_layers(p, stage);
   if (stage == 0) {
     if ((n = model_embedding_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e)) < 0) return -1.0;
     params += sum_params(ops, n);
@@ -107,8 +108,9 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
    * its shard's gradients at the step is not counted: no activations are
    * held then. */
   mem->gradients = plan_grad_bytes(p) * params;
-  mem->optimizer = OPTIMIZER_BYTES * params / (p->zero1 ? p->dp : 1);
-  plan_zero_memory(p, stage, params, mem); /* ZeRO-2/3 (plan_program_zero.c) */
+  mem->optimizer = model_is_moe(&p->model) ? OPTIMIZER_BYTES * plan_optimizer_params_of_stage(p, stage)
+                                            : OPTIMIZER_BYTES * params / (p->zero1 ? p->dp : 1);
+  plan_zero_memory(p, stage, params, mem); /* ZeRO-2/3 (plan_program_zero.c); refused with experts */
   model_shard s = plan_shard(p);
   double per_layer = layer_activations(p, &s, p->recompute);
   if (per_layer < 0) return -1;

@@ -20,11 +20,11 @@ const char *plan_phase_name(plan_phase ph) {
   return (unsigned)ph < 4 ? n[ph] : "?";
 }
 const char *plan_traffic_name(plan_traffic t) {
-  static const char *const n[] = {"tp_fwd", "tp_bwd", "pp", "dp"};
+  static const char *const n[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep"};
   return (unsigned)t < PLAN_TRAFFIC_COUNT ? n[t] : "?";
 }
 const char *plan_group_name(plan_group_kind g) {
-  static const char *const n[] = {"tp", "dp", "pp", "embedding"};
+  static const char *const n[] = {"tp", "dp", "pp", "embedding", "ep", "etp", "edp"};
   return (unsigned)g < PLAN_GROUP_COUNT ? n[g] : "?";
 }
 const char *plan_codec_kind_name(plan_codec_kind k) {
@@ -47,6 +47,10 @@ static const char *special_name(int model_op) {
   case PLAN_MOP_PARAM_GATHER: return "param_gather";
   case PLAN_MOP_EMBEDDING_GRADS: return "embedding_grads";
   case PLAN_MOP_PP_ACTIVATION: return "activation";
+  case PLAN_MOP_MOE_IMBALANCE: return "moe_imbalance";
+  case PLAN_MOP_EXPERT_GRADS: return "expert_grads";
+  case PLAN_MOP_EXPERT_GATHER: return "expert_gather";
+  case PLAN_MOP_MOE_TOKENS: return "moe_tokens";
   default: return "op";
   }
 }

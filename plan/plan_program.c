@@ -37,6 +37,7 @@
 
 #include "plan.h"
 #include "plan_internal.h"
+#include "plan_program_moe.h"
 
 typedef struct {
   int64_t key;   /* finish time of the message's producer in the ideal pipeline */
@@ -48,7 +49,7 @@ typedef struct {
   int32_t peer;
 } pp_msg;
 
-typedef struct {
+typedef struct builder {
   const plan *p;
   plan_program *prog;
   ts_err *e;
@@ -297,6 +298,11 @@ static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase
   const bool sp = b->p->sequence_parallel, tp = b->p->tp > 1;
   for (int i = 0; i < b->n_ops; i++) {
     const model_op *o = &b->ops[i];
+    if (!model_op_in_layer(&b->p->model, o, layer)) continue; /* MoE models: dense or MoE layer */
+    if (o->parallel == MODEL_PAR_EXPERT) {
+      CHECK(plan_moe_forward_op(b, i, layer, micro, chunk, phase));
+      continue;
+    }
     if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap) {
       CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd));
       continue;
@@ -329,6 +335,11 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
   int32_t regather = -1;
   for (int i = b->n_ops - 1; i >= 0; i--) {
     const model_op *o = &b->ops[i];
+    if (!model_op_in_layer(&p->model, o, layer)) continue; /* MoE models: dense or MoE layer */
+    if (o->parallel == MODEL_PAR_EXPERT) {
+      CHECK(plan_moe_backward_op(b, i, layer, micro, chunk));
+      continue;
+    }
     if (o->parallel == MODEL_PAR_ROW && sp && tp && p->tp_comm_overlap) { /* ring-exchanged output gradient */
       CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, PLAN_PHASE_BWD, PLAN_PART_DGRAD, o->flops_bwd / 2,
                                o->bytes_bwd / 2));
@@ -770,7 +781,9 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
       CHECK(sharding_before_unit(b, chunk, emb + l, micro, 1));
       CHECK(layer_backward(b, first_layer + l, micro, chunk));
       CHECK(sharding_after_unit(b, chunk, emb + l, micro));
-      if (reduce) CHECK(bucket_add(b, b->layer_params, first_layer + l, chunk));
+      /* MoE models (ZeRO-2/3 refused there): expert gradients over expert-DP */
+      if (reduce && model_is_moe(&p->model)) CHECK(plan_moe_layer_grads(b, first_layer + l, chunk));
+      else if (reduce) CHECK(bucket_add(b, b->layer_params, first_layer + l, chunk));
     }
     if (v == 0) {
       CHECK(sharding_before_unit(b, chunk, 0, micro, 1));
@@ -825,7 +838,8 @@ static int finish_iteration(builder *b) {
                                PLAN_PHASE_BWD, PLAN_MOP_EMBEDDING_GRADS, chunk, bytes, last_compute));
     at(b, last_dp)->elem_bytes = (uint8_t)(gb == 4 ? 0 : gb);
   }
-  double params = plan_params_of_stage(p, b->stage) / (p->zero1 ? p->dp : 1);
+  double params = model_is_moe(&p->model) ? plan_optimizer_params_of_stage(p, b->stage)
+                                           : plan_params_of_stage(p, b->stage) / (p->zero1 ? p->dp : 1);
   b->wait[PLAN_STREAM_TP] = last_tp;
   b->wait[PLAN_STREAM_DP] = last_dp;
   /* AdamW: reads gradient, master weight, m, v (16 B), writes master, m, v
@@ -842,6 +856,7 @@ static int finish_iteration(builder *b) {
       CHECK(g);
       at(b, g)->tag = k;
     }
+  if (model_is_moe(&p->model)) CHECK(plan_moe_after_optimizer(b, opt));
   return 0;
 }
 
@@ -968,4 +983,27 @@ void plan_program_free(plan_program *prog) {
   free(prog->ops);
   prog->ops = NULL;
   prog->n = prog->cap = 0;
+}
+
+/* ---- emitters for plan_program_moe.c (plan_program_moe.h) ---- */
+
+const plan *plan_b_plan(const builder *b) { return b->p; }
+const model_op *plan_b_ops(const builder *b, int *n) {
+  *n = b->n_ops;
+  return b->ops;
+}
+int plan_b_stage(const builder *b) { return b->stage; }
+plan_op *plan_b_op(builder *b, int32_t i) { return at(b, i); }
+int32_t plan_b_last_op(const builder *b) { return b->last_op; }
+void plan_b_set_last_op(builder *b, int32_t i) { b->last_op = i; }
+void plan_b_wait_for(builder *b, int32_t i) { wait_for(b, i); }
+int plan_b_bucket_add(builder *b, double params, int layer, int chunk) { return bucket_add(b, params, layer, chunk); }
+int32_t plan_b_compute(builder *b, plan_phase phase, int model_op, plan_part part, int layer, int micro, int chunk,
+                       double flops, double bytes) {
+  return compute(b, phase, model_op, part, layer, micro, chunk, flops, bytes);
+}
+int32_t plan_b_collective(builder *b, plan_stream stream, plan_group_kind group, plan_coll coll, plan_traffic t,
+                          plan_phase phase, int model_op, int layer, int micro, int chunk, double bytes, double wire,
+                          plan_codec codec, int32_t dep) {
+  return collective(b, stream, group, coll, t, phase, model_op, layer, micro, chunk, bytes, wire, codec, dep);
 }

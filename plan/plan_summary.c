@@ -9,6 +9,9 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+/* Traffic classes a report lists: "ep" only for MoE models. */
+static int traffic_classes(const plan *p) { return model_is_moe(&p->model) ? PLAN_TRAFFIC_COUNT : PLAN_TRAFFIC_EP; }
+
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -71,8 +74,14 @@ static void print_header(const plan *p, FILE *out) {
           100.0 * (p->pp - 1) / (v * mb + p->pp - 1));
   fprintf(out, "codec     messages under %.0f bytes travel uncompressed; DP buckets of %.0f MB\n", p->codec_min_bytes,
           p->dp_bucket_bytes / 1e6);
-  static const char *const names[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp"};
-  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) print_codec(out, names[t], &p->codec[t]);
+  static const char *const names[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep"};
+  for (int t = 0; t < traffic_classes(p); t++) print_codec(out, names[t], &p->codec[t]);
+  if (model_is_moe(&p->model))
+    fprintf(out, "experts   %d routed (top %d) + %d shared, %d dense layers; ep %d x expert_tp %d x expert-dp %d; "
+                 "%s; busiest EP rank's load x%.2f of the mean (moe_imbalance %.2f)\n",
+            p->model.experts, p->model.top_k, p->model.shared_experts, p->model.dense_layers, p->ep,
+            p->etp > 0 ? p->etp : p->tp, plan_edp(p), p->capacity_factor > 0 ? "capacity factor" : "dropless",
+            plan_moe_max_load(p), p->moe_imbalance);
   double flops = plan_model_flops(p);
   fprintf(out, "work      %.3f PFLOP model FLOPs per iteration (Megatron-LM count), %.1f TFLOP per GPU\n", flops / 1e15,
           flops / plan_world_size(p) / 1e12);
@@ -145,11 +154,12 @@ int plan_print_summary(const plan *p, FILE *out, ts_err *e) {
 
   fprintf(out, "\ntraffic per GPU and iteration, GB: payload -> on the wire (collectives: nccl-tests buffer size;\n"
                "send/recv: counted at the sender)\n");
-  fprintf(out, "  stage          tp_fwd                tp_bwd                    pp                    dp\n");
+  fprintf(out, "  stage          tp_fwd                tp_bwd                    pp                    dp%s\n",
+          traffic_classes(p) > PLAN_TRAFFIC_EP ? "                    ep" : "");
   double total_b[PLAN_TRAFFIC_COUNT] = {0}, total_w[PLAN_TRAFFIC_COUNT] = {0};
   for (int s = 0; s < p->pp; s++) {
     fprintf(out, "  %-5d", s);
-    for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) {
+    for (int t = 0; t < traffic_classes(p); t++) {
       fprintf(out, "  %9.3f -> %9.3f", st[s].bytes[t] / 1e9, st[s].wire[t] / 1e9);
       total_b[t] += st[s].bytes[t] * p->dp * p->tp;
       total_w[t] += st[s].wire[t] * p->dp * p->tp;
@@ -157,7 +167,7 @@ int plan_print_summary(const plan *p, FILE *out, ts_err *e) {
     fputc('\n', out);
   }
   fprintf(out, "  all GPUs, TB");
-  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) {
+  for (int t = 0; t < traffic_classes(p); t++) {
     double ratio = total_w[t] > 0 ? total_b[t] / total_w[t] : 1.0;
     fprintf(out, "  %7.3f -> %7.3f (%4.2fx)", total_b[t] / 1e12, total_w[t] / 1e12, ratio);
   }

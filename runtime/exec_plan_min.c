@@ -100,6 +100,13 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
     ts_fail(e, path, "model", "%s", sub.msg);
     goto done;
   }
+  /* Mixture-of-experts layers (routing, token all-to-alls, grouped expert GEMMs) are simulated
+   * (tacosim simulate) but not executed yet: refuse before touching a GPU. */
+  if (model_is_moe(&p->model)) {
+    ts_fail(e, path, "model", "%s is a mixture of experts (\"experts\": %d): tacorun execute does not run MoE "
+            "layers yet; tacosim plan / simulate predict it", p->model.name, p->model.experts);
+    goto done;
+  }
   /* PP > 1: the walker checks the schedule (1F1B, one chunk per stage) against the program.
    * TACO on sequence-parallel collectives and pipeline messages runs from the
    * plan's program (exec_model_prepare_codecs); CAAT-Net with SP is refused by plan_load. */

@@ -34,6 +34,9 @@ typedef struct {
   double dp_exposed_s; /* ... on data-parallel gradient/parameter communication */
   double codec_s;      /* TACO/CAAT codec kernel time inside compressed collectives */
   double bubble_s;     /* pipeline fill and drain idle time */
+  /* Added (MoE; written only when non-zero, optional when read): */
+  double ep_exposed_s; /* ... waited on the expert token all-to-alls (and expert-TP gathers / scatters) */
+  double imbalance_s;  /* ... waited for the busiest EP rank's expert GEMMs (routing imbalance) */
 } schema_breakdown;
 
 typedef struct {

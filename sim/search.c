@@ -46,6 +46,7 @@ static void push_layout(const sim_search_layout *l, void *arg) {
  * (the layout under "none" stands for them); CAAT-Net also excludes SP. */
 static bool codec_applies(const sim_search_layout *l, sim_search_codec c) {
   if (c == SIM_SEARCH_CODEC_NONE) return true;
+  if (c == SIM_SEARCH_CODEC_TACO && l->ep > 1) return true; /* MoE: TACO compresses the expert all-to-alls */
   if (l->tp < 2) return false;
   bool caat = c == SIM_SEARCH_CODEC_CAAT || c == SIM_SEARCH_CODEC_TACO_CAAT;
   return !caat || !l->sequence_parallel;
@@ -66,7 +67,8 @@ static int by_simulation(const void *a, const void *b) {
 
 bool sim_search_same_layout(const sim_search_layout *a, const sim_search_layout *b) {
   return a->tp == b->tp && a->pp == b->pp && a->vpp == b->vpp && a->dp == b->dp && a->micro == b->micro &&
-         a->sequence_parallel == b->sequence_parallel && a->zero1 == b->zero1 && a->recompute == b->recompute;
+         a->sequence_parallel == b->sequence_parallel && a->zero1 == b->zero1 && a->recompute == b->recompute &&
+         (a->ep > 1 ? a->ep : 1) == (b->ep > 1 ? b->ep : 1);
 }
 
 /* Relative cost of simulating a plan (reduced mode: one rank per stage). */

@@ -46,6 +46,7 @@ typedef struct {
   int tp, pp, vpp, dp, micro;
   bool sequence_parallel, zero1;
   model_recompute recompute;
+  int ep; /* (MoE) expert parallelism carved from DP (expert_tp = tp); 0 or 1: none */
 } sim_search_layout;
 
 typedef struct {

@@ -14,7 +14,6 @@
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
 static const char *const codec_kinds[] = {"none", "taco", "caat", "taco+caat"};
-static const char *const traffic_keys[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp"};
 
 /* A zoo name stays a name; a path (a '/' or a .json ending, as the loaders
  * decide) becomes absolute, so the plan reads the same file from anywhere. */
@@ -43,8 +42,14 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
       "sequence_parallel", p->sequence_parallel, "order", p->order == PLAN_ORDER_TP_PP_DP ? "tp-pp-dp" : "tp-dp-pp",
       "zero1", p->zero1, "recompute", recompute_names[p->recompute], "tp_overlap_chunks", p->tp_overlap_chunks,
       "pp_scatter_gather", p->pp_scatter_gather, "grad_reduce_in_fp32", !p->grad_reduce_bf16);
+  if (model_is_moe(&p->model)) { /* the MoE layout (plan_moe.c's fields; absent on dense models) */
+    json_object_set_new(layout, "ep", json_integer(p->ep > 0 ? p->ep : 1));
+    if (p->etp > 0) json_object_set_new(layout, "expert_tp", json_integer(p->etp));
+    json_object_set_new(layout, "capacity_factor", json_real(p->capacity_factor));
+    if (p->moe_imbalance >= 1.0) json_object_set_new(layout, "moe_imbalance", json_real(p->moe_imbalance));
+  }
   json_t *codec = json_object();
-  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) json_object_set_new(codec, traffic_keys[t], codec_json(&p->codec[t]));
+  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) json_object_set_new(codec, plan_traffic_name((plan_traffic)t), codec_json(&p->codec[t]));
   json_t *root = json_pack("{s:i,s:s,s:s}", "schema", 1, "name", p->name, "description", description);
   json_object_set_new(root, "model", name_or_abs_path(model));
   json_object_set_new(root, "cluster", name_or_abs_path(cluster));

@@ -12,6 +12,10 @@ static const char *const recompute_names[] = {"none", "selective", "full"};
 static void layout_text(const sim_search_layout *l, char *buf, size_t cap) {
   snprintf(buf, cap, "tp%d pp%d vpp%d dp%d mb%d%s%s rc=%s", l->tp, l->pp, l->vpp, l->dp, l->micro,
            l->sequence_parallel ? " sp" : "", l->zero1 ? " zero1" : "", recompute_names[l->recompute]);
+  if (l->ep > 1) { /* MoE */
+    size_t used = strlen(buf);
+    if (used < cap) snprintf(buf + used, cap - used, " ep%d", l->ep);
+  }
 }
 
 void sim_search_print(const sim_search_result *r, const sim_search_options *o, FILE *out) {
@@ -141,9 +145,11 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
 /* ---- JSON ---- */
 
 static json_t *layout_json(const sim_search_layout *l) {
-  return json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:s}", "tp", l->tp, "pp", l->pp, "vpp", l->vpp, "dp", l->dp,
-                   "micro", l->micro, "sequence_parallel", l->sequence_parallel, "zero1", l->zero1, "recompute",
-                   recompute_names[l->recompute]);
+  json_t *o = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:s}", "tp", l->tp, "pp", l->pp, "vpp", l->vpp, "dp", l->dp,
+                        "micro", l->micro, "sequence_parallel", l->sequence_parallel, "zero1", l->zero1, "recompute",
+                        recompute_names[l->recompute]);
+  if (o && l->ep > 1) json_object_set_new(o, "ep", json_integer(l->ep)); /* MoE only: dense files keep their keys */
+  return o;
 }
 
 static json_t *candidate_json(const sim_search_candidate *k) {

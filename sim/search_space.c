@@ -45,6 +45,10 @@ void sim_search_apply_codec(plan *p, sim_search_codec c) {
   plan_codec none = {.kind = PLAN_CODEC_NONE, .group = 128, .fp8 = PLAN_FP8_E4M3};
   p->codec[PLAN_TRAFFIC_PP] = none;
   p->codec[PLAN_TRAFFIC_DP] = none;
+  /* MoE: a TACO policy compresses the expert all-to-alls too (CAAT-Net does not apply to them) */
+  p->codec[PLAN_TRAFFIC_EP] = none;
+  if (model_is_moe(&p->model) && plan_codec_has_taco(k.kind) && p->ep > 1)
+    p->codec[PLAN_TRAFFIC_EP] = (plan_codec){.kind = PLAN_CODEC_TACO, .group = 128, .fp8 = PLAN_FP8_E4M3};
 }
 
 /* ---- enumeration ---- */
@@ -71,12 +75,16 @@ long sim_search_enumerate(const sim_search_space *s, void (*fn)(const sim_search
             if (sp && (tp < 2 || s->seq % tp)) continue;
             for (int z = 0; z <= 1; z++) {
               if (z && dp < 2) continue;
-              for (int rc = MODEL_RECOMPUTE_NONE; rc <= MODEL_RECOMPUTE_FULL; rc++) {
-                sim_search_layout l = {.tp = tp, .pp = pp, .vpp = vpp, .dp = dp, .micro = micro,
-                                       .sequence_parallel = sp, .zero1 = z, .recompute = (model_recompute)rc};
-                count++;
-                if (fn) fn(&l, arg);
-              }
+              for (int rc = MODEL_RECOMPUTE_NONE; rc <= MODEL_RECOMPUTE_FULL; rc++)
+                /* MoE: every EP degree that divides the experts and DP (dense models: 1) */
+                for (int ep = 1; ep <= (model_is_moe(m) ? dp : 1); ep++) {
+                  if (model_is_moe(m) && (m->experts % ep || dp % ep)) continue;
+                  sim_search_layout l = {.tp = tp, .pp = pp, .vpp = vpp, .dp = dp, .micro = micro,
+                                         .sequence_parallel = sp, .zero1 = z, .recompute = (model_recompute)rc,
+                                         .ep = ep};
+                  count++;
+                  if (fn) fn(&l, arg);
+                }
             }
           }
         }
@@ -140,10 +148,15 @@ static void fill_plan(const plan *base, const sim_search_layout *l, int seq, lon
   p->model.layers = p->layers;
   p->schedule = l->vpp > 1 ? PLAN_SCHED_INTERLEAVED_1F1B : PLAN_SCHED_1F1B;
   p->vocab_padded = model_vocab_per_gpu(&p->model, p->tp) * p->tp;
+  p->ep = l->ep > 1 ? l->ep : 1; /* MoE; expert_tp, capacity and imbalance keep the loader's defaults */
   sim_search_apply_codec(p, SIM_SEARCH_CODEC_NONE);
   snprintf(p->name, sizeof p->name, "%s-tp%d-pp%d-vpp%d-dp%d-mb%d%s%s-rc%s", base->model.name, l->tp, l->pp, l->vpp,
            l->dp, l->micro, l->sequence_parallel ? "-sp" : "", l->zero1 ? "-zero1" : "",
            recompute_names[l->recompute]);
+  if (l->ep > 1) {
+    size_t used = strlen(p->name);
+    snprintf(p->name + used, sizeof p->name - used, "-ep%d", l->ep);
+  }
   snprintf(p->path, sizeof p->path, "search:%s", p->name);
   p->description[0] = '\0';
 }

@@ -38,7 +38,8 @@ int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, F
   schema_roofline roof;
   sim_roofline_of(&p->cluster, &roof);
   schema_lookup_init(&c->lk, cal, &roof, warn);
-  model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, p->seq};
+  model_shard sh = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
+                    .seq = p->seq, .ep = p->ep, .etp = p->etp}; /* ep, etp: MoE expert rows and widths */
   c->n_mops = model_layer_ops(&p->model, &sh, c->mops, MODEL_MAX_LAYER_OPS, e);
   if (c->n_mops < 0) return -1;
   model_op head[4];
@@ -222,6 +223,48 @@ int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e) {
   return 0;
 }
 
+/* MoE: a grouped GEMM of `groups` experts, each on m / groups rows (the
+ * mean), priced as that many GEMMs of the calibration less all launches but
+ * one (a grouped kernel launches once). */
+static int grouped_gemm_us(sim_costs *c, const model_op *mo, int phase, int part, double *us, double *gemm_us,
+                           ts_err *e) {
+  long long rows = mo->m / mo->groups;
+  if (rows < 1) rows = 1;
+  double one;
+  if (gemm_phase_us(c, rows, mo->n, mo->k, phase, part, &one, e)) return -1;
+  int launches = phase == PLAN_PHASE_BWD && part == PLAN_PART_WHOLE ? 2 : 1;
+  double saved = (mo->groups - 1) * launches * c->lk.roof.launch_us;
+  *us = mo->groups * one - saved;
+  if (*us < one) *us = one;
+  *gemm_us = *us;
+  return 0;
+}
+
+static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_us, ts_err *e);
+
+/* MoE: the wait for the busiest EP rank (PLAN_MOP_MOE_IMBALANCE, tag 0
+ * forward, 1 backward): (max load - 1) x the time of this rank's routed-
+ * expert ops of that phase (their rows are the mean), so a rank's expert
+ * time plus the wait is what the busiest rank computes. */
+static int moe_imbalance_us(sim_costs *c, const plan_op *op, double *us, double *gemm_us, ts_err *e) {
+  double f = plan_moe_max_load(c->p), sum = 0, gsum = 0;
+  *us = *gemm_us = 0;
+  for (int i = 0; i < c->n_mops; i++) {
+    const model_op *mo = &c->mops[i];
+    if (mo->parallel != MODEL_PAR_EXPERT) continue;
+    int bwd = op->tag == 1;
+    plan_op x = {.kind = PLAN_OP_COMPUTE, .phase = (uint8_t)(bwd ? PLAN_PHASE_BWD : PLAN_PHASE_FWD),
+                 .part = PLAN_PART_WHOLE, .model_op = (int16_t)i, .flops = bwd ? mo->flops_bwd : mo->flops_fwd,
+                 .bytes = bwd ? mo->bytes_bwd : mo->bytes_fwd};
+    double t, g;
+    if (compute_us(c, &x, &t, &g, e)) return -1;
+    sum += t, gsum += g;
+  }
+  *us = (f - 1.0) * sum;
+  *gemm_us = (f - 1.0) * gsum;
+  return 0;
+}
+
 /* Time of a compute op (us); *gemm_us: the part of it spent in GEMMs and
  * attention (tensor-core bound: the clock model speeds it by gemm_speed, the
  * rest by mem_speed). */
@@ -233,6 +276,7 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
     const model_op *mo = &c->mops[op->model_op];
     switch (mo->kind) {
     case MODEL_OP_GEMM:
+      if (mo->groups > 1) return grouped_gemm_us(c, mo, phase, op->part, us, gemm_us, e);
       /* tp_overlap_chunks: a forward row-parallel GEMM over 1/row_chunks of the token rows */
       if (gemm_phase_us(c, op->row_chunks > 1 ? mo->m / op->row_chunks : mo->m, mo->n, mo->k, phase, op->part, us,
                         e))
@@ -273,6 +317,7 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
     }
   }
   if (op->model_op == PLAN_MOP_OPTIMIZER) return kernel_us(c, "optimizer", op->bytes, 0, false, us, e);
+  if (op->model_op == PLAN_MOP_MOE_IMBALANCE) return moe_imbalance_us(c, op, us, gemm_us, e);
   if (op->model_op == PLAN_MOP_FINAL_NORM)
     return mapped_kernel_us(c, "final_norm", MODEL_OP_NORM, "norm", op->bytes, phase, us, e);
   if (op->model_op == PLAN_MOP_EMBEDDING) return kernel_phase_us(c, "embedding", op->bytes, phase, false, us, e);

@@ -53,6 +53,10 @@ static void account_wait(sim_rank *rs, int d, double t0, double t1) {
   const plan_op *op = &rs->prog->ops[d];
   double w = t1 - t0;
   if (w <= 0) return;
+  if (op->traffic == PLAN_TRAFFIC_EP && op->kind == PLAN_OP_COLLECTIVE) { /* MoE token collectives */
+    rs->st.ep_s += w;
+    return;
+  }
   switch (op->stream) {
   case PLAN_STREAM_TP: rs->st.tp_s += w; break;
   case PLAN_STREAM_DP: rs->st.dp_s += w; break;
@@ -219,6 +223,7 @@ static void stream_main(int argc, char **argv) {
         break;
       }
       total = d;
+      double imbalance = ops[i].model_op == PLAN_MOP_MOE_IMBALANCE ? d : 0;
       rs->n_kernel_end = 0;
       if (push_kernel_end(rs, t0 + total)) break;
       /* merge the following compute ops of this stream while nobody else waits on the block */
@@ -232,6 +237,7 @@ static void stream_main(int argc, char **argv) {
           break;
         }
         total += d;
+        if (ops[j].model_op == PLAN_MOP_MOE_IMBALANCE) imbalance += d;
         if (push_kernel_end(rs, t0 + total)) break;
         last = j;
         y++;
@@ -242,7 +248,8 @@ static void stream_main(int argc, char **argv) {
         sg_actor_sleep_for(total);
         rs->n_kernel_end = 0;
       }
-      rs->st.compute_s += total;
+      rs->st.compute_s += total - imbalance; /* MoE: the wait for the busiest EP rank is not this GPU's work */
+      rs->st.imbalance_s += imbalance;
       record(rs, s, i, merged, t0, total);
       for (int k = x; k <= y; k++) finish(rs, s, mine[k]);
       x = y;
@@ -529,6 +536,8 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
     b->dp_exposed_s += dp;
     b->codec_s += st->codec_s;
     b->bubble_s += bubble;
+    b->ep_exposed_s += st->ep_s;
+    b->imbalance_s += st->imbalance_s;
     schema_rank_stat rst = {.rank = r, .busy_s = T - bubble, .compute_s = st->compute_s, .comm_s = st->comm_s};
     if (w->clock) {
       rst.clock_duty = rs->clock_rep->clock_duty;
@@ -544,6 +553,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   if (n) {
     b->compute_s /= n, b->tp_exposed_s /= n, b->pp_exposed_s /= n, b->dp_exposed_s /= n;
     b->codec_s /= n, b->bubble_s /= n;
+    b->ep_exposed_s /= n, b->imbalance_s /= n;
   }
   char note[256];
   if (w->o->cal->derived && strncmp(w->o->cal->notes, "transferred", 11) != 0) /* a transfer says so in its own note */

@@ -27,6 +27,12 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
   double vals[] = {b->compute_s, b->tp_exposed_s, b->pp_exposed_s, b->dp_exposed_s, b->bubble_s};
   for (int i = 0; i < 5; i++)
     fprintf(out, "  %-12s %10.4f s  %5.1f%%\n", names[i], vals[i], T > 0 ? 100.0 * vals[i] / T : 0);
+  if (p && model_is_moe(&p->model)) { /* MoE: the token all-to-alls and the wait for the busiest EP rank */
+    fprintf(out, "  %-12s %10.4f s  %5.1f%%  (token all-to-alls and expert-TP gathers)\n", "EP exposed",
+            b->ep_exposed_s, T > 0 ? 100.0 * b->ep_exposed_s / T : 0);
+    fprintf(out, "  %-12s %10.4f s  %5.1f%%  (waiting for the busiest EP rank: moe_imbalance %.2f)\n", "imbalance",
+            b->imbalance_s, T > 0 ? 100.0 * b->imbalance_s / T : 0, plan_moe_max_load(p));
+  }
   fprintf(out, "  %-12s %10.4f s  (codec kernels inside compressed collectives)\n", "codec", b->codec_s);
   if (r->clock_passes && r->n_ranks) {
     /* the clock model: duty and speeds over the ranks listed (they differ by pipeline stage) */

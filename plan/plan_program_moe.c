@@ -1,0 +1,204 @@
+/* plan_program_moe.c — the MoE layer in a rank's program, as Megatron-Core's
+ * all-to-all token dispatcher runs it.
+ *
+ * Forward, per MoE layer: router + top-k, permute (model ops, compute
+ * stream), then the dispatch: an all-to-all over the EP group of this rank's
+ * t x top_k token copies (t = micro x seq / tp under SP), and with expert TP
+ * an all-gather over the expert-TP group; the grouped expert GEMMs on the
+ * rows that arrive (t x top_k x etp on average); the imbalance wait; the
+ * combine: reduce-scatter over expert TP, all-to-all back over EP; then
+ * un-permute. Backward mirrors it. The token collectives run on the TP
+ * stream (high priority, as the TP collectives) and the next compute op
+ * waits for them, so they are exposed unless other work hides them.
+ *
+ * Imbalance: routing is never exactly even; the busiest EP rank receives
+ * plan_moe_max_load(p) times the mean rows, and every rank's combine waits
+ * for it. The program holds the mean rows in the expert GEMMs and, after
+ * them, a PLAN_MOP_MOE_IMBALANCE op: the extra (f - 1) x the expert ops'
+ * time that the busiest rank spends and the others wait out. The simulator
+ * prices it from the expert ops' own costs and reports it on its own line.
+ *
+ * TACO (codec.ep, taco): the dispatch and combine all-to-alls carry FP8
+ * tokens with their group scales when at least codec_min_bytes. */
+#include "plan_internal.h"
+#include "plan_program_moe.h"
+
+#define CHECK(x)                                                                                             \
+  do {                                                                                                       \
+    if ((x) < 0) return -1;                                                                                  \
+  } while (0)
+
+static bool is_expert(const model_op *ops, int n, int i) { return i >= 0 && i < n && ops[i].parallel == MODEL_PAR_EXPERT; }
+
+static int etp_of(const plan *p) { return p->etp > 0 ? p->etp : p->tp; }
+
+/* Bytes of this rank's token copies, bf16 (the all-to-all's send buffer). */
+static double token_bytes(const plan *p) {
+  double t = (double)p->micro_batch * p->seq / (p->sequence_parallel ? p->tp : 1);
+  return 2.0 * t * p->model.top_k * p->model.hidden;
+}
+
+static int32_t token_coll(plan_builder *b, plan_group_kind g, plan_coll coll, plan_phase phase, int layer, int micro,
+                          int chunk, double bytes, int32_t dep) {
+  const plan *p = plan_b_plan(b);
+  plan_codec codec = {.kind = PLAN_CODEC_NONE};
+  double wire = bytes;
+  const plan_codec *pc = &p->codec[PLAN_TRAFFIC_EP];
+  if (coll == PLAN_COLL_ALLTOALL && plan_codec_has_taco(pc->kind) && bytes >= p->codec_min_bytes) {
+    codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
+    wire = plan_codec_wire_bytes(&codec, bytes, 2);
+  }
+  return plan_b_collective(b, PLAN_STREAM_TP, g, coll, PLAN_TRAFFIC_EP, phase, PLAN_MOP_MOE_TOKENS, layer, micro, chunk,
+                           bytes, wire, codec, dep);
+}
+
+/* All-to-all over EP, then all-gather over expert TP; compute waits for both. */
+static int dispatch(plan_builder *b, plan_phase phase, int layer, int micro, int chunk) {
+  const plan *p = plan_b_plan(b);
+  int32_t dep = plan_b_last_op(b), last = -1;
+  if (p->ep > 1) CHECK(last = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk,
+                                         token_bytes(p), dep));
+  if (etp_of(p) > 1)
+    CHECK(last = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_ALLGATHER, phase, layer, micro, chunk,
+                            token_bytes(p) * etp_of(p), last >= 0 ? last : dep));
+  if (last >= 0) plan_b_wait_for(b, last);
+  return 0;
+}
+
+/* Reduce-scatter over expert TP, then all-to-all back over EP; *out: the
+ * last of them (-1: none, ep and etp 1). */
+static int combine(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, int32_t *out) {
+  const plan *p = plan_b_plan(b);
+  int32_t last = -1;
+  *out = -1;
+  if (etp_of(p) > 1)
+    CHECK(last = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_REDUCESCATTER, phase, layer, micro, chunk,
+                            token_bytes(p) * etp_of(p), dep));
+  if (p->ep > 1)
+    CHECK(last = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, token_bytes(p),
+                            last >= 0 ? last : dep));
+  *out = last;
+  return 0;
+}
+
+/* The wait for the busiest EP rank: (f - 1) x the expert ops' FLOPs and bytes
+ * of this phase (the simulator prices it from their costs). */
+static int imbalance(plan_builder *b, plan_phase phase, int layer, int micro, int chunk) {
+  const plan *p = plan_b_plan(b);
+  double f = plan_moe_max_load(p);
+  if (f <= 1.0 || p->ep < 2) return 0;
+  int n;
+  const model_op *ops = plan_b_ops(b, &n);
+  double flops = 0, bytes = 0;
+  int bwd = phase == PLAN_PHASE_BWD;
+  for (int i = 0; i < n; i++)
+    if (ops[i].parallel == MODEL_PAR_EXPERT) {
+      flops += bwd ? ops[i].flops_bwd : ops[i].flops_fwd;
+      bytes += bwd ? ops[i].bytes_bwd : ops[i].bytes_fwd;
+    }
+  int32_t w = plan_b_compute(b, phase, PLAN_MOP_MOE_IMBALANCE, PLAN_PART_WHOLE, layer, micro, chunk, (f - 1) * flops,
+                             (f - 1) * bytes);
+  CHECK(w);
+  plan_b_op(b, w)->tag = bwd;
+  return 0;
+}
+
+int plan_moe_forward_op(plan_builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
+  int n;
+  const model_op *ops = plan_b_ops(b, &n);
+  if (!is_expert(ops, n, i - 1)) CHECK(dispatch(b, phase, layer, micro, chunk));
+  CHECK(plan_b_compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, ops[i].flops_fwd, ops[i].bytes_fwd));
+  if (!is_expert(ops, n, i + 1)) {
+    CHECK(imbalance(b, phase, layer, micro, chunk));
+    int32_t c;
+    CHECK(combine(b, phase, layer, micro, chunk, plan_b_last_op(b), &c));
+    if (c >= 0) plan_b_wait_for(b, c);
+  }
+  return 0;
+}
+
+int plan_moe_backward_op(plan_builder *b, int i, int layer, int micro, int chunk) {
+  int n;
+  const model_op *ops = plan_b_ops(b, &n);
+  const model_op *o = &ops[i];
+  if (!is_expert(ops, n, i + 1)) CHECK(dispatch(b, PLAN_PHASE_BWD, layer, micro, chunk));
+  bool first = !is_expert(ops, n, i - 1);
+  if (o->kind != MODEL_OP_GEMM) {
+    CHECK(plan_b_compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_bwd, o->bytes_bwd));
+  } else {
+    CHECK(plan_b_compute(b, PLAN_PHASE_BWD, i, PLAN_PART_DGRAD, layer, micro, chunk, o->flops_bwd / 2,
+                         o->bytes_bwd / 2));
+    int32_t c = -1;
+    if (first) { /* the input gradient goes back while the weight gradient runs */
+      CHECK(imbalance(b, PLAN_PHASE_BWD, layer, micro, chunk));
+      CHECK(combine(b, PLAN_PHASE_BWD, layer, micro, chunk, plan_b_last_op(b), &c));
+    }
+    CHECK(plan_b_compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2,
+                         o->bytes_bwd / 2));
+    if (c >= 0) plan_b_wait_for(b, c);
+    return 0;
+  }
+  if (first) {
+    CHECK(imbalance(b, PLAN_PHASE_BWD, layer, micro, chunk));
+    int32_t c;
+    CHECK(combine(b, PLAN_PHASE_BWD, layer, micro, chunk, plan_b_last_op(b), &c));
+    if (c >= 0) plan_b_wait_for(b, c);
+  }
+  return 0;
+}
+
+static double layer_params(plan_builder *b, int layer, bool experts) {
+  int n;
+  const model_op *ops = plan_b_ops(b, &n);
+  const plan *p = plan_b_plan(b);
+  double s = 0;
+  for (int i = 0; i < n; i++)
+    if (model_op_in_layer(&p->model, &ops[i], layer) && (bool)ops[i].expert == experts) s += ops[i].params;
+  return s;
+}
+
+/* Expert gradients are not bucketed with the rest: Megatron-Core reduces
+ * them over the expert-DP group, a different set of ranks. */
+int plan_moe_layer_grads(plan_builder *b, int layer, int chunk) {
+  const plan *p = plan_b_plan(b);
+  CHECK(plan_b_bucket_add(b, layer_params(b, layer, false), layer, chunk));
+  double experts = layer_params(b, layer, true);
+  if (experts <= 0 || plan_edp(p) < 2) return 0;
+  const int gb = plan_grad_bytes(p);
+  double bytes = gb * experts, wire = bytes;
+  plan_codec codec = {.kind = PLAN_CODEC_NONE};
+  const plan_codec *pc = &p->codec[PLAN_TRAFFIC_DP];
+  if (plan_codec_has_taco(pc->kind) && bytes >= p->codec_min_bytes) {
+    codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
+    wire = plan_codec_wire_bytes(&codec, bytes, gb);
+  }
+  int32_t last = plan_b_last_op(b);
+  int32_t i = plan_b_collective(b, PLAN_STREAM_DP, PLAN_GROUP_EDP,
+                                p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_DP,
+                                PLAN_PHASE_BWD, PLAN_MOP_EXPERT_GRADS, layer, -1, chunk, bytes, wire, codec, last);
+  CHECK(i);
+  plan_b_op(b, i)->tag = layer;
+  plan_b_op(b, i)->elem_bytes = (uint8_t)(gb == 4 ? 0 : gb);
+  plan_b_set_last_op(b, last); /* a reduction does not end the step */
+  return 0;
+}
+
+int plan_moe_after_optimizer(plan_builder *b, int32_t opt) {
+  const plan *p = plan_b_plan(b);
+  if (!p->zero1 || plan_edp(p) < 2) return 0;
+  const int stage = plan_b_stage(b);
+  for (int c = 0; c < p->vpp; c++) {
+    int first = plan_chunk_first_layer(p, stage, c), lpc = plan_chunk_layers(p, stage);
+    for (int l = first; l < first + lpc; l++) {
+      double experts = layer_params(b, l, true);
+      if (experts <= 0) continue;
+      plan_codec none = {.kind = PLAN_CODEC_NONE};
+      int32_t g = plan_b_collective(b, PLAN_STREAM_DP, PLAN_GROUP_EDP, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_DP,
+                                    PLAN_PHASE_OPTIMIZER, PLAN_MOP_EXPERT_GATHER, l, -1, c, 2.0 * experts,
+                                    2.0 * experts, none, opt);
+      CHECK(g);
+      plan_b_op(b, g)->tag = l;
+    }
+  }
+  return 0;
+}

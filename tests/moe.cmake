@@ -1,0 +1,19 @@
+# Tests of the mixture-of-experts side (models/, plan/): zoo counts against the
+# published figures, loader rules, EP groups, per-rank token traffic, memory.
+add_executable(test_moe ${CMAKE_CURRENT_SOURCE_DIR}/test_moe.c)
+target_link_libraries(test_moe PRIVATE ts_plan PkgConfig::CUNIT m)
+target_compile_definitions(test_moe PRIVATE SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+add_test(NAME moe COMMAND test_moe)
+
+# The layout search's EP enumeration (sim/search_space.c).
+if(NOT TARGET ts_search)
+  include(${CMAKE_SOURCE_DIR}/sim/search.cmake)
+endif()
+add_executable(test_moe_search ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_search.c)
+target_link_libraries(test_moe_search PRIVATE ts_search PkgConfig::CUNIT m)
+add_test(NAME moe_search COMMAND test_moe_search)
+
+# The simulator on MoE ops, by hand (a2a on a switch, the imbalance wait).
+add_executable(test_moe_sim ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_sim.c)
+target_link_libraries(test_moe_sim PRIVATE ts_sim PkgConfig::CUNIT m)
+add_test(NAME moe_sim COMMAND test_moe_sim)

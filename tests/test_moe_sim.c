@@ -1,0 +1,217 @@
+/* test_moe_sim.c — the simulator on MoE ops, by hand: an expert-parallel
+ * all-to-all over a single-switch platform, and the imbalance wait. Each
+ * simulation runs in a forked child (sim_run_isolated). */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+#define BW 10e9   /* bytes/s per link direction */
+#define LAT 5e-6  /* s per link */
+#define PEAK 1e15 /* FLOP/s of the hand cluster */
+
+#define NEAR(a, b, rel)                                                                                        \
+  do {                                                                                                         \
+    double a_ = (a), b_ = (b);                                                                                 \
+    if (!(fabs(a_ - b_) <= (rel) * fabs(b_))) fprintf(stderr, "\n  %s = %.9g, expected %.9g\n", #a, a_, b_);  \
+    CU_ASSERT(fabs(a_ - b_) <= (rel) * fabs(b_));                                                             \
+  } while (0)
+
+static char platform_path[64];
+static schema_calibration cal; /* empty: every cost from the hand cluster's roofline */
+
+/* moe-tiny on n hosts of one GPU each behind one switch, dp n, ep n. */
+static void make_plan(plan *p, int n, double imbalance) {
+  memset(p, 0, sizeof *p);
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(model_load("moe-tiny", NULL, &p->model, &e), 0);
+  snprintf(p->path, sizeof p->path, "hand-moe");
+  snprintf(p->name, sizeof p->name, "hand-moe");
+  topo_cluster *c = &p->cluster;
+  snprintf(c->name, sizeof c->name, "hand");
+  snprintf(c->gpu.name, sizeof c->gpu.name, "X");
+  c->gpu.bf16_tflops = PEAK / 1e12;
+  c->gpu.hbm_gib = 80;
+  c->gpu.hbm_gbps = 4000;
+  c->nodes = n;
+  c->gpus_per_node = 1;
+  c->intra.kind = TOPO_INTRA_NVSWITCH;
+  c->intra.gbps_per_gpu = BW / 1e9;
+  c->intra.latency_us = 1;
+  c->nic.per_node = 1;
+  c->nic.gbps = BW / 1e9;
+  c->fabric.kind = TOPO_FABRIC_SINGLE_SWITCH;
+  p->dp = n, p->tp = 1, p->pp = 1, p->vpp = 1, p->ep = n, p->moe_imbalance = imbalance;
+  p->order = PLAN_ORDER_TP_DP_PP;
+  p->micro_batch = 1;
+  p->seq = 128;
+  p->global_batch = n;
+  p->layers = p->model.layers;
+  p->schedule = PLAN_SCHED_GPIPE;
+  snprintf(platform_path, sizeof platform_path, "/tmp/test-moe-platform-%d.xml", (int)getpid());
+  FILE *f = fopen(platform_path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+          "<platform version=\"4.1\">\n"
+          "<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-%d\" speed=\"1Pf\" bw=\"%.0fBps\" lat=\"%gs\" "
+          "sharing_policy=\"SPLITDUPLEX\"/>\n</platform>\n",
+          n - 1, BW, LAT);
+  fclose(f);
+}
+
+static plan_op *add_op(plan_program *pr, plan_op_kind kind, plan_stream stream) {
+  CU_ASSERT_FATAL(pr->n < pr->cap);
+  plan_op *op = &pr->ops[pr->n++];
+  memset(op, 0, sizeof *op);
+  op->kind = (uint8_t)kind;
+  op->stream = (uint8_t)stream;
+  op->layer = op->micro = op->peer = op->tag = -1;
+  for (int k = 0; k < PLAN_MAX_DEPS; k++) op->dep[k] = -1;
+  return op;
+}
+
+/* Runs one program per rank, built by fill(rank, program). */
+static int run(const plan *p, void (*fill)(const plan *, plan_program *), schema_result *r) {
+  int world = plan_world_size(p);
+  plan_program *pr = calloc((size_t)world, sizeof *pr);
+  for (int k = 0; k < world; k++) {
+    pr[k].rank = k, pr[k].cap = 16, pr[k].ops = calloc(16, sizeof(plan_op));
+    fill(p, &pr[k]);
+  }
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .platform_path = platform_path, .programs = pr,
+                   .clock_off = true};
+  ts_err e = {0};
+  int rc = sim_run_isolated(p, &o, r, &e);
+  if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
+  for (int k = 0; k < world; k++) free(pr[k].ops);
+  free(pr);
+  return rc;
+}
+
+static double a2a_bytes = 4e8;
+
+static void one_alltoall(const plan *p, plan_program *g) {
+  (void)p;
+  plan_op *op = add_op(g, PLAN_OP_COLLECTIVE, PLAN_STREAM_TP);
+  op->coll = PLAN_COLL_ALLTOALL;
+  op->group = PLAN_GROUP_EP;
+  op->traffic = PLAN_TRAFFIC_EP;
+  op->model_op = PLAN_MOP_MOE_TOKENS;
+  op->bytes = op->wire_bytes = a2a_bytes;
+  plan_op *c = add_op(g, PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE); /* waits for it: the wait is EP exposed */
+  c->model_op = -100;
+  c->dep[0] = 0;
+}
+
+/* Each of n ranks sends S/n to each of the others: (n-1)/n S through its
+ * link at BW, both directions at once (full duplex), plus one route latency
+ * (two links). */
+static void test_alltoall_on_a_switch(void) {
+  for (int n = 4; n <= 8; n += 4) {
+    plan p;
+    make_plan(&p, n, 1.0);
+    schema_result r;
+    CU_ASSERT_EQUAL_FATAL(run(&p, one_alltoall, &r), 0);
+    double expect = (n - 1.0) / n * a2a_bytes / BW + 2 * LAT;
+    NEAR(r.iteration_time_s, expect, 0.01);
+    NEAR(r.breakdown.ep_exposed_s, expect, 0.01);
+    schema_result_free(&r);
+  }
+}
+
+/* The routed-expert ops of moe-tiny's MoE layer, forward, then the imbalance
+ * op the program builder emits after them. */
+static void experts_then_wait(const plan *p, plan_program *g) {
+  model_shard s = {.tp = 1, .micro_batch = p->micro_batch, .seq = p->seq, .ep = p->ep};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  ts_err e;
+  int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  double flops = 0, bytes = 0;
+  for (int i = 0; i < n; i++) {
+    if (ops[i].parallel != MODEL_PAR_EXPERT) continue;
+    plan_op *c = add_op(g, PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+    c->model_op = (int16_t)i, c->phase = PLAN_PHASE_FWD, c->flops = ops[i].flops_fwd, c->bytes = ops[i].bytes_fwd;
+    flops += c->flops, bytes += c->bytes;
+  }
+  double f = plan_moe_max_load(p);
+  if (f <= 1.0) return;
+  plan_op *w = add_op(g, PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+  w->model_op = PLAN_MOP_MOE_IMBALANCE, w->phase = PLAN_PHASE_FWD, w->tag = 0;
+  w->flops = (f - 1) * flops, w->bytes = (f - 1) * bytes;
+}
+
+/* The busiest rank's extra time is (f - 1) x the expert ops': reported as
+ * the imbalance wait, not as compute. */
+static void test_imbalance_wait(void) {
+  plan p;
+  schema_result even, skewed;
+  make_plan(&p, 4, 1.0);
+  CU_ASSERT_EQUAL_FATAL(run(&p, experts_then_wait, &even), 0);
+  make_plan(&p, 4, 1.5);
+  CU_ASSERT_EQUAL_FATAL(run(&p, experts_then_wait, &skewed), 0);
+  double t = even.breakdown.compute_s;
+  CU_ASSERT(t > 0);
+  CU_ASSERT_DOUBLE_EQUAL(even.breakdown.imbalance_s, 0.0, 1e-15);
+  NEAR(skewed.breakdown.compute_s, t, 1e-9);
+  NEAR(skewed.breakdown.imbalance_s, 0.5 * t, 1e-9);
+  NEAR(skewed.iteration_time_s, 1.5 * even.iteration_time_s, 1e-6);
+  schema_result_free(&even);
+  schema_result_free(&skewed);
+}
+
+/* Reduced mode (one rank per stage simulated) against every rank, with EP
+ * groups that cross nodes (ep 8 over nodes of 4 GPUs) and TACO on them. */
+static void test_reduced_matches_full(void) {
+  char cluster[64], text[1024];
+  snprintf(cluster, sizeof cluster, "/tmp/test-moe-cluster-%d.json", (int)getpid());
+  FILE *f = fopen(cluster, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "{ \"schema\": 1, \"name\": \"rail4\", \"gpu\": \"H200-SXM\", \"nodes\": 8, \"gpus_per_node\": 4,\n"
+             "  \"intra\": { \"kind\": \"nvswitch\", \"gbps_per_gpu\": 450, \"latency_us\": 2 },\n"
+             "  \"nic\": { \"per_node\": 4, \"gbps\": 50, \"latency_us\": 2.5 },\n"
+             "  \"fabric\": { \"kind\": \"rail_fat_tree\", \"levels\": 2, \"oversubscription\": 1.0, "
+             "\"nodes_per_leaf\": 8, \"latency_us\": 0.5 } }\n");
+  fclose(f);
+  snprintf(text, sizeof text,
+           "{\"schema\":1,\"model\":\"moe-tiny\",\"cluster\":\"%s\",\"layout\":{\"dp\":16,\"tp\":1,\"pp\":2,"
+           "\"zero1\":true,\"ep\":8},\"batch\":{\"micro\":2,\"global\":64,\"seq\":1024},\"schedule\":\"1f1b\","
+           "\"codec\":{\"ep\":{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"}},\"codec_min_bytes\":0}",
+           cluster);
+  plan p;
+  ts_err e = {0};
+  int rc = plan_from_json_text(text, strlen(text), "moe.json", NULL, NULL, &p, &e);
+  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  schema_result r[2];
+  for (int k = 0; k < 2; k++) {
+    sim_options o = {.mode = k ? SIM_MODE_FULL : SIM_MODE_REDUCED, .cal = &cal, .clock_off = true};
+    rc = sim_run_isolated(&p, &o, &r[k], &e);
+    if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+  }
+  CU_ASSERT(r[0].breakdown.ep_exposed_s > 0);
+  NEAR(r[0].iteration_time_s, r[1].iteration_time_s, 0.01);
+  NEAR(r[0].breakdown.ep_exposed_s, r[1].breakdown.ep_exposed_s, 0.05);
+  schema_result_free(&r[0]);
+  schema_result_free(&r[1]);
+  unlink(cluster);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
+  CU_pSuite s = CU_add_suite("moe.sim", NULL, NULL);
+  CU_add_test(s, "EP all-to-all on a switch, by hand", test_alltoall_on_a_switch);
+  CU_add_test(s, "imbalance wait: (f - 1) x the expert ops, its own line", test_imbalance_wait);
+  CU_add_test(s, "reduced mode matches full with EP across nodes", test_reduced_matches_full);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  int failures = (int)CU_get_number_of_failures();
+  CU_cleanup_registry();
+  unlink(platform_path);
+  return failures ? 1 : 0;
+}
