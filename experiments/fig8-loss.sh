@@ -35,16 +35,20 @@ for f in "${logs[@]}"; do
   val_cmd="$val_cmd \"$work/$name.val\" using 1:2 with linespoints lw 2 pt 7 ps 0.6 title \"$name\","
 done
 plot fig8-loss 1400 600 <<GP
-set multiplot layout 1,2 title "Byte-level GPT on the King James Bible, TP = 2 on 2 x H200 (measured)"
+set multiplot layout 1,2 title "Measured: tacorun train, 25M-parameter byte-level GPT on the King James Bible, TP = 2 on 2 x H200 (NVLink); nothing simulated"
 set grid
 set xlabel "step"
-set ylabel "training loss (nats/byte, mean of 50 steps)"
+set ylabel "training loss (nats/byte, mean of 50 steps; log scale)"
 set logscale y
 set yrange [0.8:4]
+set ytics (0.8, 0.9, 1, 1.2, 1.5, 2, 2.5, 3, 4)
+set mytics 1
 set key top right
 ${train_cmd%,}
 unset logscale y
+set ytics autofreq
 set autoscale y   # the second half of training: the codecs differ by ~1%, invisible on the first panel's range
+set label 1 "last point: the whole held-out part;\nthe others: its first 16 batches" at graph 0.03, graph 0.08 left font ",10"
 set xrange [$((last / 2)):$last]
 set ylabel "validation loss (nats/byte, held-out 5%)"
 set key top right
