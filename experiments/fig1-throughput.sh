@@ -68,23 +68,30 @@ out="$DATA/fig1-throughput.dat"
 } > "$out"
 cat "$WORK"/*.err 2>/dev/null | sort -u | head -5 >&2 || true
 
+# Top: each codec's speedup over the uncompressed run of the same layout (a
+# linear axis around 1: the codecs differ by a few per cent, which a log axis
+# of tokens/s hides). Bottom: TFLOP/s per GPU of all four.
 plot fig1-throughput 1600 1000 <<EOF
 set datafile missing "NaN"
-set multiplot layout 2,1 title "Simulated throughput per GPU, $GPUS H200 ($CLUSTER), seq $SEQ, global batch $GLOBAL"
+set multiplot layout 2,1 title "Simulated (tacosim simulate; nothing measured): $GPUS H200 GPUs of $CLUSTER, seq $SEQ, global batch $GLOBAL,\\ncosts from the measured 2 x H200 NVLink calibration; TACO G = 128 E4M3, CAAT-Net p = 0.5 on the TP traffic"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
 set grid ytics
-set key outside top center horizontal
+set key outside top center horizontal samplen 2 width 2
 set xtics rotate by -30 scale 0 font ",9"
 set rmargin 8
-set logscale y
-set ylabel "tokens/s per GPU (log scale)"
-plot "$out" using 2:xtic(1) title "baseline", "" using 3 title "TACO", "" using 4 title "CAAT-Net", "" using 5 title "TACO+CAAT-Net"
-unset logscale y
+set lmargin 14
+set ylabel "speedup over the uncompressed run\\n(tokens/s, same layout)"
+set yrange [*<0.9:1.1<*]
+set ytics 0.05
+plot "$out" using (\$3 / \$2):xtic(1) lc rgb $C_TACO title "TACO", "" using (\$4 / \$2) lc rgb $C_CAAT title "CAAT-Net", \\
+     "" using (\$5 / \$2) lc rgb $C_BOTH title "TACO+CAAT-Net", 1 with lines lc rgb "black" dt 2 notitle
 set yrange [0:*]
+set ytics autofreq
 set ylabel "TFLOP/s per GPU (model FLOPs)"
-plot "$out" using 6:xtic(1) title "baseline", "" using 7 title "TACO", "" using 8 title "CAAT-Net", "" using 9 title "TACO+CAAT-Net"
+plot "$out" using 6:xtic(1) lc rgb $C_NONE title "uncompressed", "" using 7 lc rgb $C_TACO title "TACO", \\
+     "" using 8 lc rgb $C_CAAT title "CAAT-Net", "" using 9 lc rgb $C_BOTH title "TACO+CAAT-Net"
 unset multiplot
 EOF

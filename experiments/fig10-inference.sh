@@ -8,7 +8,7 @@
 # (with the inference tables of tacorun calibrate-infer), else calibration/h200-<transport>.json
 # (a class whose calibration is missing or derived is left out). Measured
 # speedups of the validation run (experiments/infer/measured/, tacorun execute on
-# 2 x H200) are drawn as open symbols where they exist.
+# 2 x H200) are drawn as points where they exist (one symbol per link class).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_tacosim || exit 3
@@ -55,9 +55,9 @@ REUSE="${REUSE:-}" xargs -P "$JOBS" -L 1 sh -c '
 
 out="$DATA/fig10-inference.dat"
 {
-  echo "# simulated (not yet validated on GPUs): Llama 3 8B TP2 on 2 x H200, prompt 2048, 128 generated, bf16 KV cache"
+  echo "# simulated (tacosim simulate; the measured points are in fig10-inference-measured.dat): Llama 3 8B TP2 on 2 x H200, prompt 2048, 128 generated, bf16 KV cache"
   echo "# speedup = plain NCCL time / codec time (tacosim simulate --json speedup.ttft, speedup.tpot; codec_auto sends plain where the codec loses)"
-  echo "# TACO G=128 E4M3, CAAT-Net p=0.5; calibration/h200-<link>.json"
+  echo "# TACO G=128 E4M3, CAAT-Net p=0.5; calibration experiments/infer/calibration/h200-<link>.json (else calibration/h200-<link>.json)"
   for t in $links; do
     echo "# $t: batch ttft_plain_s tpot_plain_s ttft_taco ttft_caat ttft_both tpot_taco tpot_caat tpot_both"
     for b in $BATCHES; do
@@ -117,55 +117,68 @@ if ls "$MEAS"/infer-v-*-none.json > /dev/null 2>&1; then
   } > "$mout"
 fi
 
-# one dash type per link class, one colour and point per codec
-styles=""
-i=0
-for t in $links; do
-  label=$(case $t in nvlink) echo NVLink ;; shm) echo "shared memory" ;; socket) echo socket ;; esac)
-  dt=$((i + 1))
-  styles="$styles$i:$dt:$label;"
-  i=$((i + 1))
-done
-plotcmd() { # COLUMN_OFFSET: 4 for TTFT, 7 for TPOT
-  local off=$1 s idx dt label sep="" cmd="plot 1 notitle lc rgb \"black\" dt 2"
-  IFS=';' read -ra parts <<< "$styles"
-  for s in "${parts[@]}"; do
-    IFS=: read -r idx dt label <<< "$s"
-    cmd="$cmd, \"$out\" index $idx using 1:$off with linespoints lw 2 dt $dt pt 7 lc rgb \"#1f77b4\" title \"$label: TACO\""
-    cmd="$cmd, \"\" index $idx using 1:$((off + 1)) with linespoints lw 2 dt $dt pt 5 lc rgb \"#d62728\" title \"$label: CAAT-Net p=0.5\""
-    cmd="$cmd, \"\" index $idx using 1:$((off + 2)) with linespoints lw 2 dt $dt pt 9 lc rgb \"#2ca02c\" title \"$label: TACO+CAAT-Net\""
+# One colour per codec (lib.sh), one dash type per link class for the simulated
+# lines, one symbol per link class for the measured points. The key is drawn
+# once, below both panels, from entries that carry no data (NaN): colours,
+# then dash types, then symbols; every data curve is untitled.
+dash() { case $1 in nvlink) echo 1 ;; shm) echo 2 ;; *) echo 3 ;; esac; }
+sym() { case $1 in nvlink) echo 6 ;; shm) echo 4 ;; *) echo 2 ;; esac; } # open circle, open square, x
+name() { case $1 in nvlink) echo NVLink ;; shm) echo "shared memory" ;; *) echo sockets ;; esac; }
+colour() { case $1 in taco) echo "$C_TACO" ;; caat) echo "$C_CAAT" ;; *) echo "$C_BOTH" ;; esac; }
+keycmd() {
+  local t cmd=""
+  cmd="NaN with lines lw 3 lc rgb $C_TACO title \"TACO G=128\", NaN with lines lw 3 lc rgb $C_CAAT title \"CAAT-Net p=0.5\", NaN with lines lw 3 lc rgb $C_BOTH title \"TACO+CAAT-Net\""
+  for t in nvlink shm socket; do
+    cmd="$cmd, NaN with lines lw 2 dt $(dash $t) lc rgb \"black\" title \"simulated, $(name $t)\""
+  done
+  for t in nvlink shm socket; do
+    cmd="$cmd, NaN with points pt $(sym $t) ps 2 lw 2 lc rgb \"black\" title \"measured, $(name $t)\""
+  done
+  echo "$cmd"
+}
+plotcmd() { # COLUMN_OFFSET: 4 for TTFT, 7 for TPOT; KEY: 1 to draw the key
+  local off=$1 key=$2 idx=0 t c k cmd="plot 1 notitle lc rgb \"black\" dt 2"
+  [ "$key" = 1 ] && cmd="$cmd, $(keycmd)"
+  for t in $links; do
+    k=0
+    for c in taco caat both; do
+      cmd="$cmd, \"$out\" index $idx using 1:$((off + k)) with linespoints lw 2 dt $(dash $t) pt 7 ps 0.7 lc rgb $(colour $c) notitle"
+      k=$((k + 1))
+    done
+    idx=$((idx + 1))
   done
   # measured: columns 3.. of the measured file (TTFT 3-5, TPOT 6-8)
   local mo=$(( off == 4 ? 3 : 6 )) m mi mt
-  local pts p1 p2 p3
   for m in $meas_links; do
     mi=${m%%:*} mt=${m#*:}
-    # open circle/square/triangle on NVLink, open diamond/pentagon/down-triangle on shm, crosses on sockets
-    case $mt in nvlink) pts="6 4 8" ;; shm) pts="12 14 10" ;; *) pts="1 2 3" ;; esac
-    read -r p1 p2 p3 <<< "$pts"
-    cmd="$cmd, \"$mout\" index $mi using 1:$mo with points pt $p1 ps 2 lw 2 lc rgb \"#1f77b4\" title \"measured $mt: TACO\""
-    cmd="$cmd, \"\" index $mi using 1:$((mo + 1)) with points pt $p2 ps 2 lw 2 lc rgb \"#d62728\" title \"measured $mt: CAAT-Net\""
-    cmd="$cmd, \"\" index $mi using 1:$((mo + 2)) with points pt $p3 ps 2 lw 2 lc rgb \"#2ca02c\" title \"measured $mt: both\""
+    k=0
+    for c in taco caat both; do
+      cmd="$cmd, \"$mout\" index $mi using 1:$((mo + k)) with points pt $(sym "$mt") ps 2 lw 2 lc rgb $(colour $c) notitle"
+      k=$((k + 1))
+    done
   done
   echo "$cmd"
 }
 
-plot fig10-inference 1500 800 <<GP
+plot fig10-inference 1500 820 <<GP
 set datafile missing "NaN"
-set multiplot layout 1,2 title "Llama 3 8B TP2 inference on 2 x H200: speedup over plain NCCL; lines: simulated (prompt 2048, 128 generated); open symbols: measured (4 layers, experiments/infer)"
+set multiplot title "Llama 3 8B TP2 inference, speedup over plain NCCL. Lines: simulated (tacosim simulate, 32 layers, prompt 2048, 128 generated,\\nwith the measured 2 x H200 calibrations and inference tables of experiments/infer/calibration). Points: measured (tacorun execute on 2 x H200, 4 layers, 16 generated, experiments/infer)"
 set logscale x 2
 set xrange [0.8:80]
 set xtics (1, 2, 4, 8, 16, 32, 64)
 set xlabel "batch size (sequences)"
 set ylabel "speedup over plain NCCL"
 set grid
-set key below horizontal maxcols 3 width 1 spacing 1.0 font ",9" samplen 3
-set bmargin $([ -n "$meas_links" ] && echo 15 || echo 9)
-set xlabel offset 0,0.6
+set key at screen 0.5, screen 0.2 center top vertical maxrows 3 width 2 spacing 1.1 font ",10" samplen 3 box
 set yrange [*:*]
+set size 0.5, 0.7
+set origin 0, 0.23
 set title "time to first token (prefill)"
-$(plotcmd 4)
+$(plotcmd 4 1)
+set key off
+set origin 0.5, 0.23
 set title "time per output token (decode)"
-$(plotcmd 7)
+set label 99 "The simulated socket TPOT zigzags because the measured plain NCCL socket all-reduce table it reads point by point is not monotone\\n(16 KiB, batch 2: 136 us; 32 KiB, batch 4: 127 us; TACO's 86 us and 130 us): sockets over loopback move 10-25 % within a minute\\n(experiments/validation/README.md). The decode all-reduces are batch x 8 KiB." at screen 0.5, screen 0.075 center font ",9"
+$(plotcmd 7 0)
 unset multiplot
 GP

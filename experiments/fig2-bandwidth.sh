@@ -57,24 +57,29 @@ out="$DATA/fig2-bandwidth.dat"
   done
 } > "$out"
 
+# One colour per codec (lib.sh), one line style per model; the key sits in the
+# empty lower left so that it hides neither the data nor the NVLink marker.
 plot fig2-bandwidth 1200 700 <<GP
 set datafile missing "NaN"
-set title "Speedup over uncompressed TP traffic against inter-GPU bandwidth (simulated, one 8-GPU H200 node)"
+set title "Simulated (tacosim simulate; nothing measured): speedup over uncompressed TP traffic against inter-GPU bandwidth,\\none 8-GPU H200 node whose links are set to each bandwidth; compute and codec costs from the measured 2 x H200 calibration"
 set logscale x
-set xlabel "inter-GPU bandwidth per GPU per direction (GB/s)"
+set xlabel "inter-GPU bandwidth per GPU per direction (GB/s, log scale)"
 set ylabel "speedup (tokens/s ratio)"
 set grid
-set key top right
+set key bottom left box opaque
 set xrange [3:1200]
+set yrange [0.5:*]
+set xtics (4, 8, 16, 25, 50, 100, 200, 450, 900)
+set mxtics 1
 set arrow from 25,graph 0 to 25,graph 1 nohead dt 3 lc rgb "gray40"
 set label "PCIe Gen4" at 25,graph 0.95 offset 0.5,0 tc rgb "gray40"
 set arrow from 450,graph 0 to 450,graph 1 nohead dt 3 lc rgb "gray40"
 set label "NVLink 4" at 450,graph 0.95 offset 0.5,0 tc rgb "gray40"
-plot 1 notitle lc rgb "black" dt 2, \
-  "$out" index 0 using 1:2 with linespoints lw 2 pt 7 title "GPT-3 13B TP8: TACO", \
-  "" index 0 using 1:3 with linespoints lw 2 pt 5 title "GPT-3 13B TP8: CAAT-Net", \
-  "" index 0 using 1:4 with linespoints lw 2 pt 9 title "GPT-3 13B TP8: both", \
-  "" index 1 using 1:2 with linespoints lw 1 dt 4 pt 6 title "GPT-3 6.7B TP4: TACO", \
-  "" index 1 using 1:3 with linespoints lw 1 dt 4 pt 4 title "GPT-3 6.7B TP4: CAAT-Net", \
-  "" index 1 using 1:4 with linespoints lw 1 dt 4 pt 8 title "GPT-3 6.7B TP4: both"
+plot 1 notitle lc rgb "black" dt 2, \\
+  "$out" index 0 using 1:2 with linespoints lw 2 pt 7 lc rgb $C_TACO title "GPT-3 13B TP8: TACO", \\
+  "" index 0 using 1:3 with linespoints lw 2 pt 5 lc rgb $C_CAAT title "GPT-3 13B TP8: CAAT-Net", \\
+  "" index 0 using 1:4 with linespoints lw 2 pt 9 lc rgb $C_BOTH title "GPT-3 13B TP8: both", \\
+  "" index 1 using 1:2 with linespoints lw 1.5 dt 2 pt 6 lc rgb $C_TACO title "GPT-3 6.7B TP4 DP2: TACO", \\
+  "" index 1 using 1:3 with linespoints lw 1.5 dt 2 pt 4 lc rgb $C_CAAT title "GPT-3 6.7B TP4 DP2: CAAT-Net", \\
+  "" index 1 using 1:4 with linespoints lw 1.5 dt 2 pt 8 lc rgb $C_BOTH title "GPT-3 6.7B TP4 DP2: both"
 GP

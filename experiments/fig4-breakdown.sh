@@ -37,7 +37,7 @@ out="$DATA/fig4-breakdown.dat"
 } > "$out"
 
 plot fig4-breakdown 1400 750 <<GP
-set title "Iteration time breakdown (simulated): share of the iteration, iteration time above each bar"
+set title "Simulated (tacosim simulate; nothing measured): iteration-time breakdown of the plans in experiments/plans, costs from the measured 2 x H200 calibrations;\\nshare of the iteration, iteration time above each bar"
 set style data histograms
 set style histogram rowstacked
 set style fill solid 0.85 border -1

@@ -30,7 +30,7 @@ out="$DATA/fig5-codec-bandwidth.dat"
   done
 } > "$out"
 plot fig5-codec-bandwidth 1100 650 <<GP
-set title "TACO codec kernels on one H200: device-memory bandwidth (measured)"
+set title "Measured (tacorun bench-codec on one H200; nothing simulated): TACO codec kernels, device-memory bandwidth"
 set logscale x 2
 set xlabel "message size (BF16 bytes)"
 set ylabel "bytes read + written per second (GB/s)"

@@ -38,7 +38,7 @@ dists="gaussian student-t(3) outlier-ch(1%x100) near-zero(1e-3)"
 } > "$out"
 
 plot fig9-codec-error 1400 600 <<GP
-set multiplot layout 1,2 title "Codec error ablation (CPU reference = kernels; relative L2 error, lower is better)"
+set multiplot layout 1,2 title "Codec error ablation, computed on the CPU (tacorun bench-codec --quality: the C reference, bit-identical to the GPU kernels; nothing simulated); relative L2 error, lower is better"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1

@@ -90,6 +90,9 @@ simulate_list() {
 # tp_exposed_s pp_exposed_s dp_exposed_s codec_s bubble_s
 headline() { awk '!/^#/ && NF { print; exit }' "$1"; }
 
+# One colour per codec in every figure (Okabe-Ito, colour-blind safe).
+C_NONE='"#555555"' C_TACO='"#0072b2"' C_CAAT='"#e69f00"' C_BOTH='"#009e73"'
+
 # plot NAME [W H]: gnuplot commands on stdin, drawn as FIGS/NAME.png and
 # FIGS/NAME.svg (one gnuplot run per terminal, so multiplots work too).
 plot() {
