@@ -190,7 +190,7 @@ static void test_emitted_plans_predict_the_search(void) {
     DIR *d = opendir(dir);
     char path[512] = "";
     for (struct dirent *de; d && (de = readdir(d));) {
-      char prefix[8];
+      char prefix[16];
       snprintf(prefix, sizeof prefix, "%02d-", checked);
       if (strncmp(de->d_name, prefix, 3) == 0) snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
     }
