@@ -28,6 +28,10 @@ typedef struct {
    * any count, they make a model file a faithful copy of its configuration). */
   double rope_theta; /* RoPE base (0 for learned positions) */
   double norm_eps;   /* epsilon of the norms */
+  /* Optional "rope_scaling" of Llama 3.1 (rope_type "llama3"); rope_factor 0: none.
+   * Changes the rotation's frequencies only, no count. */
+  double rope_factor, rope_low_freq, rope_high_freq;
+  int rope_orig_max; /* original_max_position_embeddings */
 } model_config;
 
 /* Folder of the model zoo: $TACOSIM_MODELS_DIR when set, else the one compiled in. */
