@@ -45,6 +45,10 @@ typedef struct {
   model_router router;   /* "router": softmax or sigmoid */
   model_attention attention; /* "attention": gqa or mla */
   int q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; /* MLA only */
+  /* Optional "rope_scaling" of Llama 3.1 (rope_type "llama3"); rope_factor 0: none.
+   * Changes the rotation's frequencies only, no count. */
+  double rope_factor, rope_low_freq, rope_high_freq;
+  int rope_orig_max; /* original_max_position_embeddings */
 } model_config;
 
 /* Whether the model has routed experts, and whether a layer is an MoE layer. */

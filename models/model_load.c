@@ -30,10 +30,12 @@ static const char *const position_names[] = {"learned", "rope", NULL};
 static const char *const known_keys[] = {
     "schema", "name",     "family",          "layers",  "hidden",    "heads",     "kv_heads",
     "ffn_hidden", "activation", "norm",      "vocab",   "tied_embeddings", "max_seq", "position",
-    "qkv_bias", "linear_bias", "rope_theta", "norm_eps", "source",
+    "qkv_bias", "linear_bias", "rope_theta", "rope_scaling", "norm_eps", "source",
     /* added: explicit head dimension, mixture of experts, multi-head latent attention */
     "head_dim", "experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "router", "attention",
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", NULL};
+static const char *const rope_scaling_keys[] = {"rope_type", "factor", "low_freq_factor", "high_freq_factor",
+                                                "original_max_position_embeddings", NULL};
 
 /* Upper bounds: far above any published model, low enough that every product
  * of shapes stays exact in a long long and finite in a double. */
@@ -165,6 +167,44 @@ static int read_fields(json_t *root, const char *file, model_config *m, ts_err *
   return 0;
 }
 
+/* Optional "rope_scaling" (Hugging Face's rope_scaling of Llama 3.1): only
+ * rope_type "llama3" (long wavelengths slowed by factor, short ones kept, a
+ * ramp between low_freq_factor and high_freq_factor of the original context). */
+static int load_rope_scaling(json_t *root, const char *file, model_config *m, ts_err *e) {
+  bool failed = false;
+  json_t *o = tsj_object_opt(root, "rope_scaling", file, NULL, e, &failed);
+  if (failed) return -1;
+  if (!o) return 0;
+  if (m->position != MODEL_POS_ROPE) return ts_fail(e, file, "rope_scaling", "only meaningful with \"position\": \"rope\"");
+  const char *key;
+  json_t *v;
+  json_object_foreach(o, key, v) {
+    int known = 0;
+    for (int i = 0; rope_scaling_keys[i]; i++) known |= strcmp(key, rope_scaling_keys[i]) == 0;
+    if (!known) {
+      char f[96];
+      snprintf(f, sizeof f, "rope_scaling.%.60s", key);
+      return ts_fail(e, file, f, "unknown field (a typo?)");
+    }
+  }
+  char type[32];
+  if (tsj_string(o, "rope_type", type, sizeof type, file, "rope_scaling", e)) return -1;
+  if (strcmp(type, "llama3") != 0)
+    return ts_fail(e, file, "rope_scaling.rope_type", "\"%s\": only \"llama3\" (Llama 3.1's frequency scaling) is known",
+                   type);
+  long long orig;
+  if (tsj_real(o, "factor", 1.0, 1e6, &m->rope_factor, file, "rope_scaling", e) ||
+      tsj_real(o, "low_freq_factor", 1e-6, 1e6, &m->rope_low_freq, file, "rope_scaling", e) ||
+      tsj_real(o, "high_freq_factor", 1e-6, 1e6, &m->rope_high_freq, file, "rope_scaling", e) ||
+      tsj_int(o, "original_max_position_embeddings", 1, m->max_seq, &orig, file, "rope_scaling", e))
+    return -1;
+  if (!(m->rope_high_freq > m->rope_low_freq))
+    return ts_fail(e, file, "rope_scaling.high_freq_factor", "%g must exceed low_freq_factor %g", m->rope_high_freq,
+                   m->rope_low_freq);
+  m->rope_orig_max = (int)orig;
+  return 0;
+}
+
 /* Rules that tie fields together. */
 static int check_consistency(json_t *root, const char *file, const model_config *m, ts_err *e) {
   if (m->heads % m->kv_heads)
@@ -191,6 +231,7 @@ int model_from_json_text(const char *text, unsigned long len, const char *what, 
   if (!root) return -1;
   int rc = read_fields(root, file, m, e);
   if (!rc) rc = check_consistency(root, file, m, e);
+  if (!rc) rc = load_rope_scaling(root, file, m, e);
   json_decref(root);
   return rc;
 }
@@ -256,6 +297,7 @@ int model_load(const char *name_or_path, const char *models_dir, model_config *m
   if (!root) return -1;
   int rc = read_fields(root, path, m, e);
   if (!rc) rc = check_consistency(root, path, m, e);
+  if (!rc) rc = load_rope_scaling(root, path, m, e);
   json_decref(root);
   return rc;
 }

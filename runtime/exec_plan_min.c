@@ -147,6 +147,9 @@ void exec_plan_config(const exec_plan_min *p, exec_ref_config *c) {
   c->recompute = !strcmp(p->recompute, "full") ? 2 : !strcmp(p->recompute, "selective") ? 1 : 0;
   /* the layers as the model file publishes them */
   c->rope_theta = p->model.position == MODEL_POS_ROPE ? (p->model.rope_theta > 0 ? p->model.rope_theta : 10000.0) : 0;
+  c->rope_factor = p->model.rope_factor; /* Llama 3.1's scaling (0: none) */
+  c->rope_low_freq = p->model.rope_low_freq, c->rope_high_freq = p->model.rope_high_freq;
+  c->rope_orig_max = p->model.rope_orig_max;
   c->qkv_bias = p->model.qkv_bias;
   c->linear_bias = p->model.linear_bias;
   c->untied = !p->model.tied_embeddings;

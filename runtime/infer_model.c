@@ -35,6 +35,9 @@ int infer_model_supported(const model_config *mc, const char *file, ts_err *e) {
                    mc->name);
   if (mc->position != MODEL_POS_ROPE)
     return ts_fail(e, file, "model", "%s has learned positions; the inference executor runs RoPE models", mc->name);
+  if (mc->rope_factor > 0)
+    return ts_fail(e, file, "model", "%s has rope_scaling (Llama 3.1), which the inference executor does not run "
+                   "(the training executor does)", mc->name);
   if (mc->qkv_bias || mc->linear_bias)
     return ts_fail(e, file, "model", "%s has linear biases (qkv_bias/linear_bias), which the inference executor omits",
                    mc->name);

@@ -369,6 +369,48 @@ static void test_valid_model_text_loads(void) {
   CU_ASSERT_EQUAL(m.rope_theta, 0.0);
 }
 
+/* Llama 3.1's "rope_scaling" (rope_type llama3): read into the model, refused
+ * with learned positions, another rope_type, an unknown member, high <= low or
+ * an original context past max_seq; llama3-405b carries it. */
+static void test_rope_scaling(void) {
+  model_config m;
+  ts_err e;
+  static const char good[] =
+      "{\"schema\": 1, \"name\": \"r\", \"family\": \"llama3\", \"layers\": 2, \"hidden\": 256, \"heads\": 4,"
+      " \"kv_heads\": 2, \"ffn_hidden\": 512, \"activation\": \"swiglu\", \"norm\": \"rmsnorm\", \"vocab\": 1000,"
+      " \"tied_embeddings\": false, \"max_seq\": 4096, \"position\": \"rope\", \"rope_theta\": 500000,"
+      " \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4,"
+      " \"original_max_position_embeddings\": 1024}}";
+  CU_ASSERT_EQUAL_FATAL(model_from_json_text(good, sizeof good - 1, "good.json", &m, &e), 0);
+  CU_ASSERT_EQUAL(m.rope_factor, 8.0);
+  CU_ASSERT_EQUAL(m.rope_low_freq, 1.0);
+  CU_ASSERT_EQUAL(m.rope_high_freq, 4.0);
+  CU_ASSERT_EQUAL(m.rope_orig_max, 1024);
+  const struct { const char *from, *to, *field; } bad[] = {
+      {"\"rope\", \"rope_theta\": 500000", "\"learned\"", "rope_scaling"},
+      {"\"llama3\", \"factor\"", "\"yarn\", \"factor\"", "rope_scaling.rope_type"},
+      {"\"factor\": 8", "\"factor\": 8, \"beta\": 1", "rope_scaling.beta"},
+      {"\"high_freq_factor\": 4", "\"high_freq_factor\": 1", "rope_scaling.high_freq_factor"},
+      {"\"original_max_position_embeddings\": 1024", "\"original_max_position_embeddings\": 8192",
+       "rope_scaling.original_max_position_embeddings"},
+      {"\"factor\": 8", "\"factor\": 0.5", "rope_scaling.factor"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char text[1024];
+    const char *at = strstr(good, bad[i].from);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - good), good, bad[i].to, at + strlen(bad[i].from));
+    CU_ASSERT_EQUAL(model_from_json_text(text, strlen(text), "bad.json", &m, &e), -1);
+    if (!strstr(e.msg, bad[i].field)) fprintf(stderr, "\n  case %zu: %s\n", i, e.msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, bad[i].field));
+  }
+  CU_ASSERT_EQUAL_FATAL(model_load("llama3-405b", NULL, &m, &e), 0);
+  CU_ASSERT_EQUAL(m.rope_factor, 8.0);
+  CU_ASSERT_EQUAL(m.rope_orig_max, 8192);
+  CU_ASSERT_EQUAL_FATAL(model_load("llama3-8b", NULL, &m, &e), 0);
+  CU_ASSERT_EQUAL(m.rope_factor, 0.0);
+}
+
 static void test_malformed_members_are_named(void) {
   static const struct {
     const char *key, *value, *msg;
@@ -523,6 +565,7 @@ int main(void) {
   CU_add_test(bad, "valid text loads", test_valid_model_text_loads);
   CU_add_test(bad, "malformed members are named", test_malformed_members_are_named);
   CU_add_test(bad, "cross-field rules", test_cross_field_rules);
+  CU_add_test(bad, "rope_scaling (Llama 3.1)", test_rope_scaling);
   CU_add_test(bad, "malformed text", test_malformed_text);
   CU_add_test(bad, "load by name and by path", test_load_by_name_and_path);
   CU_add_test(bad, "zoo folder from the environment", test_zoo_folder_from_environment);

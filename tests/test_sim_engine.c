@@ -501,6 +501,13 @@ static void test_specific_kernel_tables(void) {
       double s, us;
       CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &s, &e), 0);
       CU_ASSERT_EQUAL_FATAL(schema_lookup_kernel(&costs.lk, table, op->bytes, 0, &us, &e), 0);
+      if (strcmp(mo->name, "mlp_residual") == 0 && p.model.linear_bias) {
+        /* + fc2's bias, added in the residual op (sim_costs.c bias_us): a BF16 read and write of its rows */
+        double bias_us, elems = (double)p.micro_batch * p.seq * p.model.hidden;
+        const char *bt = schema_has_kernel(&c, "bias_fwd") ? "bias_fwd" : "elementwise";
+        CU_ASSERT_EQUAL_FATAL(schema_lookup_kernel(&costs.lk, bt, 4.0 * elems, 0, &bias_us, &e), 0);
+        us += bias_us;
+      }
       NEAR(s * 1e6, us, 1e-9);
       checked++;
     }
