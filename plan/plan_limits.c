@@ -22,6 +22,10 @@ double plan_estimate_ops_per_rank(const plan *p) {
   int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
   if (n < 0) n = MODEL_MAX_LAYER_OPS;
   double layers = (double)p->layers / (p->pp > 0 ? p->pp : 1); /* every chunk of a stage */
+  if (plan_uneven_stages(p)) { /* the largest stage (plan_stages.c), when its counts are valid */
+    int most = plan_max_stage_layers(p);
+    if (most > layers && most <= p->layers) layers = most;
+  }
   double per = (p->recompute == MODEL_RECOMPUTE_FULL ? 4.0 : 3.0) * n + 8.0;
   double micro = (double)p->global_batch / ((double)p->micro_batch * (p->dp > 0 ? p->dp : 1));
   return micro * layers * per + 16.0 * layers + 256.0;
