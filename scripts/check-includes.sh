@@ -23,6 +23,7 @@ declare -A ALLOWED=(
   [kernels]="common"
   [runtime]="kernels plan models topologies schema common"
   [calibration]="schema common"
+  [experiments]="sim plan models topologies schema common"
 )
 
 mode=${1:-check}

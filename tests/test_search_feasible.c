@@ -50,18 +50,23 @@ static int direct_fits(const model_config *m, const topo_cluster *c, const char 
       if (m->layers % pp || (gpus / tp) % pp) continue;
       int dp = gpus / tp / pp;
       if (global % dp) continue;
-      for (int r = 0; r < 3; r++) {
-        char text[1024];
-        int n = snprintf(text, sizeof text,
-                         "{\"schema\":1,\"model\":\"%s\",\"cluster\":\"%s\",\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d,"
-                         "\"zero1\":%s,\"sequence_parallel\":%s,\"recompute\":\"%s\"},"
-                         "\"batch\":{\"micro\":1,\"global\":%lld,\"seq\":%d},\"schedule\":\"1f1b\"}",
-                         model, cluster, dp, tp, pp, dp > 1 ? "true" : "false",
-                         tp > 1 && seq % tp == 0 ? "true" : "false", rc[r], global, seq);
-        ts_err e = {0};
-        if (plan_from_json_text(text, (size_t)n, "direct", NULL, NULL, &p, &e) == 0) {
-          snprintf(which, cap, "tp%d pp%d dp%d rc=%s", tp, pp, dp, rc[r]);
-          return 1;
+      /* MoE models: every expert-parallel degree dividing the experts and DP (EP carved from DP) */
+      for (int ep = 1; ep <= (m->experts > 0 ? dp : 1); ep++) {
+        if (m->experts > 0 && (m->experts % ep || dp % ep)) continue;
+        for (int r = 0; r < 3; r++) {
+          char text[1024], ep_field[32] = "";
+          if (m->experts > 0) snprintf(ep_field, sizeof ep_field, ",\"ep\":%d", ep);
+          int n = snprintf(text, sizeof text,
+                           "{\"schema\":1,\"model\":\"%s\",\"cluster\":\"%s\",\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d,"
+                           "\"zero1\":%s,\"sequence_parallel\":%s,\"recompute\":\"%s\"%s},"
+                           "\"batch\":{\"micro\":1,\"global\":%lld,\"seq\":%d},\"schedule\":\"1f1b\"}",
+                           model, cluster, dp, tp, pp, dp > 1 ? "true" : "false",
+                           tp > 1 && seq % tp == 0 ? "true" : "false", rc[r], ep_field, global, seq);
+          ts_err e = {0};
+          if (plan_from_json_text(text, (size_t)n, "direct", NULL, NULL, &p, &e) == 0) {
+            snprintf(which, cap, "tp%d pp%d dp%d ep%d rc=%s", tp, pp, dp, ep, rc[r]);
+            return 1;
+          }
         }
       }
     }
