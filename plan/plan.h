@@ -102,6 +102,14 @@ typedef struct {
    * bf16, 2 bytes per parameter instead of 4 (DP buckets, the tied-embedding
    * all-reduce, the norm-gradient all-reduce, the gradient buffer in memory). */
   bool grad_reduce_bf16;
+  /* "bias_fusion" (added; default true, stored inverted so that a zeroed plan
+   * keeps Megatron-LM's default): true adds the linear and QKV biases inside
+   * kernels that run anyway (Megatron-LM's --bias-gelu-fusion and
+   * --bias-dropout-fusion, the GEMM's bias epilogue, the bias gradient in the
+   * weight-gradient GEMM's epilogue), so they cost nothing of their own;
+   * false prices each bias add and bias gradient as a pass of its own, as
+   * tacorun execute runs them (runtime/exec_layer.c). */
+  bool bias_unfused;
   /* layout.decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers
    * (added; Megatron-LM's --decoder-first-pipeline-num-layers /
    * --decoder-last-pipeline-num-layers; 0 = unset): the first / last pipeline

@@ -49,7 +49,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   static const char *const top_keys[] = {"schema", "name", "description", "model", "cluster", "layout", "batch",
                                          "schedule", "layers_override", "codec", "codec_min_bytes",
                                          "dp_bucket_bytes", "attention_backend",
-                                         "attention_dropout", NULL};
+                                         "attention_dropout", "bias_fusion", NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
                                             "recompute", "tp_overlap_chunks",
                                             "pp_scatter_gather", "grad_reduce_in_fp32",
@@ -146,6 +146,9 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
     return -1;
   p->attention_backend = (plan_attention_backend)attention;
   if (tsj_real_opt(root, "attention_dropout", 0.0, 0.99, 0.0, &p->attention_dropout, file, NULL, e)) return -1;
+  bool bias_fusion;
+  if (tsj_bool_opt(root, "bias_fusion", true, &bias_fusion, file, NULL, e)) return -1;
+  p->bias_unfused = !bias_fusion;
 
   /* The model and the cluster: their own loaders check their files. */
   ts_err sub;

@@ -49,6 +49,10 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
     return ts_fail(e, w->p.path, "attention_dropout",
                    "%g: the executor runs no dropout (NOT IMPLEMENTED here); 0 only", w->p.attention_dropout);
   if (exec_walk_refuse_layouts(&w->p, e)) return -1;
+  if (!w->p.bias_unfused && (w->p.model.linear_bias || w->p.model.qkv_bias) && rank == 0)
+    fprintf(stderr, "note: %s: bias_fusion is true (the default): tacosim prices the biases inside other kernels, "
+            "while this executor adds them in passes of their own (fused biases NOT IMPLEMENTED here); set "
+            "\"bias_fusion\": false for a plan whose prediction should price what this run does\n", w->p.path);
   if (plan_build_program(&w->p, rank, &w->prog, e)) return -1;
   if (exec_walk_check_program(&w->p, &w->prog, e)) return -1;
   if (exec_walk_layer_op_index(&w->p, m->layer_op_index, e)) return -1;

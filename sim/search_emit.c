@@ -64,6 +64,7 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
   json_object_set_new(root, "attention_backend",
                       json_string(p->attention_backend == PLAN_ATTENTION_UNFUSED ? "unfused" : "fused"));
   json_object_set_new(root, "attention_dropout", json_real(p->attention_dropout));
+  json_object_set_new(root, "bias_fusion", json_boolean(!p->bias_unfused));
   return root;
 }
 

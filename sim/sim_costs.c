@@ -151,11 +151,14 @@ static int gemm_us(sim_costs *c, long long m, long long n, long long k, double *
  * output gradient once (with the weight gradient). Priced from the
  * calibration's "bias_fwd" / "bias_bwd" tables when measured, else the
  * generic "elementwise" ones, by the bytes each pass moves (BF16: forward
- * read and write, backward one read). 0 for ops without a bias. */
+ * read and write, backward one read). 0 for ops without a bias, and 0 under
+ * the plan's bias_fusion (Megatron-LM's default: the bias rides in kernels
+ * that run anyway). */
 static int bias_us(sim_costs *c, const model_op *mo, const plan_op *op, double *us, ts_err *e) {
   const model_config *m = &c->p->model;
   double elems = 0;
   *us = 0;
+  if (!c->p->bias_unfused) return 0;
   if (mo->kind == MODEL_OP_GEMM && ((!strcmp(mo->name, "qkv") && m->qkv_bias) || (!strcmp(mo->name, "fc1") && m->linear_bias)))
     elems = (double)mo->m * (double)mo->n;
   else if (mo->kind == MODEL_OP_ELEMENTWISE && m->linear_bias) {

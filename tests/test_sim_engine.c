@@ -471,14 +471,18 @@ static void test_loss_counted_once(void) {
 
 /* Norms, activations and residual adds use the table of the kernel the model
  * runs ("layernorm_fwd", "gelu_bwd", "add_fwd") when the calibration has one,
- * else the generic table that averages kernels of equal bytes. */
+ * else the generic table that averages kernels of equal bytes; with
+ * bias_fusion false the residual add also pays fc2's bias pass, with it true
+ * (the default) nothing more. */
 static void test_specific_kernel_tables(void) {
   static plan p;
   static sim_costs costs;
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/gpt-h4096-tp2-none.json", NULL, NULL, &p, &e), 0);
   const char *files[2] = {PLANS_DIR "/../../calibration/h200-nvlink.json", CALIBRATION_FILE};
-  for (int f = 0; f < 2; f++) {
+  for (int v = 0; v < 4; v++) { /* each calibration, with bias_fusion true (the default) and false */
+    int f = v % 2;
+    p.bias_unfused = v >= 2;
     schema_calibration c;
     CU_ASSERT_EQUAL_FATAL(schema_calibration_load(files[f], &c, &e), 0);
     CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
@@ -501,7 +505,7 @@ static void test_specific_kernel_tables(void) {
       double s, us;
       CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &s, &e), 0);
       CU_ASSERT_EQUAL_FATAL(schema_lookup_kernel(&costs.lk, table, op->bytes, 0, &us, &e), 0);
-      if (strcmp(mo->name, "mlp_residual") == 0 && p.model.linear_bias) {
+      if (strcmp(mo->name, "mlp_residual") == 0 && p.model.linear_bias && p.bias_unfused) {
         /* + fc2's bias, added in the residual op (sim_costs.c bias_us): a BF16 read and write of its rows */
         double bias_us, elems = (double)p.micro_batch * p.seq * p.model.hidden;
         const char *bt = schema_has_kernel(&c, "bias_fwd") ? "bias_fwd" : "elementwise";
