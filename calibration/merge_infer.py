@@ -5,9 +5,10 @@ training simulator reads.
 
 From SRC (a file calibrate-infer extended, e.g. experiments/infer/calibration/
 h200-nvlink.json) into FILE:
-  - the decode GEMMs: every SRC point with m <= 64 whose shape FILE lacks
-    (training GEMMs have m = tokens >= 512; a decode shape never equals one,
-    and a training lookup inside its own measured range never reaches them);
+  - the decode GEMMs: every SRC point with m <= 64 whose shape FILE lacks, into
+    FILE's "gemm_infer" list, which only inference predictions read (in
+    "gemm" they would bracket and floor the training lookups and move the
+    transfer of training GEMMs to other GPUs: experiments/published/README.md);
   - "attention_decode" (by KV-cache bytes) and any "attention_prefill.d<D>.s<S>"
     tables (prefill attention keyed by head dimension and prompt length);
   - the all-reduce tables calibrate-infer --collectives timed one process per
@@ -38,9 +39,9 @@ def main():
     cal = json.load(open(a.file))
     if cal.get("gpu") != src.get("gpu"):
         sys.exit(f"merge_infer.py: {a.file} and {a.src} are not of the same GPU")
-    have = {(g["m"], g["n"], g["k"]) for g in cal["gemm"]}
+    have = {(g["m"], g["n"], g["k"]) for g in cal["gemm"] + cal.get("gemm_infer", [])}
     gemm = [g for g in src["gemm"] if g["m"] <= 64 and (g["m"], g["n"], g["k"]) not in have]
-    cal["gemm"] = cal["gemm"] + sorted(gemm, key=lambda g: (g["m"], g["n"], g["k"]))
+    cal["gemm_infer"] = sorted(cal.get("gemm_infer", []) + gemm, key=lambda g: (g["m"], g["n"], g["k"]))
     kernels = dict(cal["kernels"])
     taken = [k for k in src["kernels"] if k == "attention_decode" or re.fullmatch(r"attention_prefill\.d\d+\.s\d+", k)]
     for k in taken:

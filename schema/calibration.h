@@ -8,6 +8,7 @@
  *     "transport": "nvlink|shm|socket|...", "measured_at": "...", "derived": false,
  *     "notes": "...",                                   (optional)
  *     "gemm": [ {"m":..,"n":..,"k":..,"us":..} ],
+ *     "gemm_infer": [ {"m":..,"n":..,"k":..,"us":..} ],   (optional: decode GEMMs, inference only)
  *     "kernels": { "<name>": [ {"bytes":..,"group":..,"us":..} or {"flops":..,"us":..} ] },
  *     "collectives": { "<coll>[.taco<G>]": { "<nranks>": [ {"bytes":..,"us":..} ] } },
  *     "fits": { "<coll>.<nranks>": {"latency_us":..,"gbps":..} },
@@ -87,6 +88,12 @@ typedef struct {
   bool derived; /* true: computed from datasheet/roofline figures, not measured */
   int n_gemm;
   schema_gemm_point *gemm;
+  /* "gemm_infer" (optional): decode-sized GEMMs (m = the batch of one decode
+   * step) timed for inference. Only inference predictions read them (sim
+   * joins them to "gemm" in its inference view); training lookups, and the
+   * transfer of training GEMMs to another GPU, never see them. */
+  int n_gemm_infer;
+  schema_gemm_point *gemm_infer;
   int n_kernels;
   schema_kernel_table *kernels;
   int n_colls;
@@ -112,6 +119,7 @@ int schema_calibration_save(const schema_calibration *c, const char *path, ts_er
 /* Building a calibration in memory (tacorun calibrate, the derived generator).
  * Each adds one point, creating its table on first use; return -1 on OOM. */
 int schema_calibration_add_gemm(schema_calibration *c, long long m, long long n, long long k, double us);
+int schema_calibration_add_gemm_infer(schema_calibration *c, long long m, long long n, long long k, double us);
 int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x,
                                   int group, double us);
 int schema_calibration_add_coll(schema_calibration *c, const char *name, int nranks, double bytes,

@@ -26,6 +26,14 @@ int schema_calibration_add_gemm(schema_calibration *c, long long m, long long n,
   return 0;
 }
 
+int schema_calibration_add_gemm_infer(schema_calibration *c, long long m, long long n, long long k, double us) {
+  schema_gemm_point *g = grow(c->gemm_infer, c->n_gemm_infer, sizeof *g);
+  if (!g) return -1;
+  c->gemm_infer = g;
+  c->gemm_infer[c->n_gemm_infer++] = (schema_gemm_point){m, n, k, us};
+  return 0;
+}
+
 static schema_kernel_table *append_kernel_table(schema_calibration *c, const char *name, bool by_flops) {
   schema_kernel_table *t = grow(c->kernels, c->n_kernels, sizeof *t);
   if (!t) return NULL;
@@ -111,6 +119,7 @@ void schema_calibration_free(schema_calibration *c) {
   for (int i = 0; i < c->n_kernels; i++) free(c->kernels[i].pts);
   for (int i = 0; i < c->n_colls; i++) free(c->colls[i].pts);
   free(c->gemm);
+  free(c->gemm_infer);
   free(c->kernels);
   free(c->colls);
   free(c->fits);
@@ -156,6 +165,7 @@ static int cmp_fit(const void *a, const void *b) {
 
 void schema_calibration_sort(schema_calibration *c) {
   if (c->n_gemm) qsort(c->gemm, (size_t)c->n_gemm, sizeof *c->gemm, cmp_gemm);
+  if (c->n_gemm_infer) qsort(c->gemm_infer, (size_t)c->n_gemm_infer, sizeof *c->gemm_infer, cmp_gemm);
   for (int i = 0; i < c->n_kernels; i++)
     if (c->kernels[i].n) qsort(c->kernels[i].pts, (size_t)c->kernels[i].n, sizeof *c->kernels[i].pts, cmp_kernel_point);
   for (int i = 0; i < c->n_colls; i++)
@@ -252,10 +262,13 @@ static void keys_free(point_keys *s) {
   memset(s, 0, sizeof *s);
 }
 
-static int load_gemm(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
-  json_t *arr = json_object_get(root, "gemm");
+/* "gemm" (infer false) or "gemm_infer" (true): the same points, each list
+ * free of repeats. */
+static int load_gemm(json_t *root, const char *file, bool infer, schema_calibration *c, ts_err *e) {
+  const char *key = infer ? "gemm_infer" : "gemm";
+  json_t *arr = json_object_get(root, key);
   if (!arr) return 0; /* optional: a collectives-only calibration is allowed */
-  if (!json_is_array(arr)) return ts_fail(e, file, "gemm", "must be an array");
+  if (!json_is_array(arr)) return ts_fail(e, file, key, "must be an array");
   size_t i;
   json_t *pt;
   static const char *const keys[] = {"m", "n", "k", "us", NULL};
@@ -263,7 +276,7 @@ static int load_gemm(json_t *root, const char *file, schema_calibration *c, ts_e
   int rc = 0;
   json_array_foreach(arr, i, pt) {
     char path[64];
-    snprintf(path, sizeof path, "gemm[%zu]", i);
+    snprintf(path, sizeof path, "%s[%zu]", key, i);
     long long m, n, k;
     double us;
     if (!json_is_object(pt)) rc = ts_fail(e, file, path, "must be an object");
@@ -271,7 +284,8 @@ static int load_gemm(json_t *root, const char *file, schema_calibration *c, ts_e
              tsj_int(pt, "n", 1, 1LL << 31, &n, file, path, e) || tsj_int(pt, "k", 1, 1LL << 31, &k, file, path, e) ||
              tsj_real(pt, "us", 1e-3, MAX_US, &us, file, path, e))
       rc = -1;
-    else if (keys_push(&seen, (double)m, (double)n, (double)k) || schema_calibration_add_gemm(c, m, n, k, us)) {
+    else if (keys_push(&seen, (double)m, (double)n, (double)k) ||
+             (infer ? schema_calibration_add_gemm_infer(c, m, n, k, us) : schema_calibration_add_gemm(c, m, n, k, us))) {
       keys_free(&seen);
       return ts_fail_sys(e, "out of memory");
     }
@@ -280,7 +294,7 @@ static int load_gemm(json_t *root, const char *file, schema_calibration *c, ts_e
   const point_key *d = first_repeat(&seen); /* before the failing point, if any: reported first */
   if (d) {
     char path[64];
-    snprintf(path, sizeof path, "gemm[%zu]", d->at);
+    snprintf(path, sizeof path, "%s[%zu]", key, d->at);
     rc = ts_fail(e, file, path, "duplicate shape %lldx%lldx%lld", (long long)d->k[0], (long long)d->k[1],
                  (long long)d->k[2]);
   }
@@ -541,7 +555,8 @@ static int load_clock(json_t *root, const char *file, schema_calibration *c, ts_
 
 static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
-                                     "derived", "notes", "gemm", "kernels", "collectives", "fits", "clock", NULL};
+                                     "derived", "notes", "gemm", "gemm_infer", "kernels", "collectives", "fits",
+                                     "clock", NULL};
   if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
       tsj_string(root, "driver", c->driver, sizeof c->driver, file, "", e) ||
@@ -552,7 +567,7 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
       tsj_bool_opt(root, "derived", false, &c->derived, file, "", e) ||
       tsj_string_opt(root, "notes", "", c->notes, sizeof c->notes, file, "", e))
     return -1;
-  if (load_gemm(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
+  if (load_gemm(root, file, false, c, e) || load_gemm(root, file, true, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
       load_fits(root, file, c, e) || load_clock(root, file, c, e))
     return -1;
   /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one */
@@ -614,6 +629,14 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
                                            (json_int_t)c->gemm[i].n, "k", (json_int_t)c->gemm[i].k, "us",
                                            num(c->gemm[i].us)));
     json_object_set_new(root, "gemm", arr);
+  }
+  if (c->n_gemm_infer) {
+    json_t *arr = json_array();
+    for (int i = 0; i < c->n_gemm_infer; i++)
+      json_array_append_new(arr, json_pack("{s:I,s:I,s:I,s:o}", "m", (json_int_t)c->gemm_infer[i].m, "n",
+                                           (json_int_t)c->gemm_infer[i].n, "k", (json_int_t)c->gemm_infer[i].k,
+                                           "us", num(c->gemm_infer[i].us)));
+    json_object_set_new(root, "gemm_infer", arr);
   }
   if (c->n_kernels) {
     json_t *obj = json_object();

@@ -3,7 +3,9 @@
  * collective table (measured the way the inference executor runs: `tacorun
  * calibrate-infer`) standing in for "<name>". The training simulator never
  * reads the ".infer" tables, so they cannot move a training prediction.
- * The view shares the file's points; only the table lists are its own. */
+ * Likewise the decode GEMMs of "gemm_infer" join the "gemm" list here only.
+ * The view shares the file's table points; the table lists and the joined
+ * GEMM list are its own. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,10 +38,21 @@ static bool coll_has_twin(const schema_calibration *cal, const char *name, int n
 int sim_infer_calibration_view(const schema_calibration *cal, schema_calibration *view, ts_err *e) {
   *view = *cal;
   view->kernels = NULL, view->colls = NULL, view->n_kernels = view->n_colls = 0;
+  /* GEMMs: the training shapes and the decode shapes of "gemm_infer", as one list */
+  view->gemm = NULL, view->n_gemm = 0, view->gemm_infer = NULL, view->n_gemm_infer = 0;
+  if (cal->n_gemm + cal->n_gemm_infer > 0) {
+    view->gemm = malloc((size_t)(cal->n_gemm + cal->n_gemm_infer) * sizeof *view->gemm);
+    if (!view->gemm) return ts_fail_sys(e, "out of memory");
+    if (cal->n_gemm) memcpy(view->gemm, cal->gemm, (size_t)cal->n_gemm * sizeof *cal->gemm);
+    if (cal->n_gemm_infer)
+      memcpy(view->gemm + cal->n_gemm, cal->gemm_infer, (size_t)cal->n_gemm_infer * sizeof *cal->gemm_infer);
+    view->n_gemm = cal->n_gemm + cal->n_gemm_infer;
+  }
   schema_kernel_table *k = calloc((size_t)(cal->n_kernels ? cal->n_kernels : 1), sizeof *k);
   schema_coll_table *c = calloc((size_t)(cal->n_colls ? cal->n_colls : 1), sizeof *c);
   if (!k || !c) {
-    free(k), free(c);
+    free(k), free(c), free(view->gemm);
+    view->gemm = NULL, view->n_gemm = 0;
     return ts_fail_sys(e, "out of memory");
   }
   for (int i = 0; i < cal->n_kernels; i++) {
@@ -63,6 +76,8 @@ int sim_infer_calibration_view(const schema_calibration *cal, schema_calibration
 }
 
 void sim_infer_calibration_view_free(schema_calibration *view) {
+  free(view->gemm);
+  view->gemm = NULL, view->n_gemm = 0;
   free(view->kernels);
   free(view->colls);
   view->kernels = NULL, view->colls = NULL;

@@ -3,6 +3,7 @@
 #include "sim_transfer.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,22 +44,34 @@ static double floor_of(const double *us, const double *roof, int n) {
   return f > 0 && isfinite(f) ? f : 0;
 }
 
-static int transfer_gemms(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
-                          schema_calibration *out) {
-  int n = src->n_gemm, rc = 0;
+/* One GEMM list (the training "gemm" or the decode "gemm_infer"), each with
+ * its own latency floor. */
+static int transfer_gemm_list(const schema_gemm_point *pts, int n, bool infer, const sim_ceilings *from,
+                              const sim_ceilings *to, schema_calibration *out) {
+  int rc = 0;
   if (n == 0) return 0;
-  double us[n], roof[n];
+  double *us = malloc(2 * (size_t)n * sizeof *us), *roof;
+  if (!us) return -1;
+  roof = us + n;
   for (int i = 0; i < n; i++) {
-    us[i] = src->gemm[i].us;
-    roof[i] = roof_us(gemm_flops(&src->gemm[i]), gemm_bytes(&src->gemm[i]), from->peak_flops, from->hbm_bytes_per_s);
+    us[i] = pts[i].us;
+    roof[i] = roof_us(gemm_flops(&pts[i]), gemm_bytes(&pts[i]), from->peak_flops, from->hbm_bytes_per_s);
   }
   double fl = floor_of(us, roof, n);
   for (int i = 0; i < n && !rc; i++) {
-    const schema_gemm_point *g = &src->gemm[i];
-    rc = schema_calibration_add_gemm(out, g->m, g->n, g->k,
-                                     sim_transfer_point_us(g->us, fl, gemm_flops(g), gemm_bytes(g), from, to));
+    const schema_gemm_point *g = &pts[i];
+    double t = sim_transfer_point_us(g->us, fl, gemm_flops(g), gemm_bytes(g), from, to);
+    rc = infer ? schema_calibration_add_gemm_infer(out, g->m, g->n, g->k, t)
+               : schema_calibration_add_gemm(out, g->m, g->n, g->k, t);
   }
+  free(us);
   return rc;
+}
+
+static int transfer_gemms(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
+                          schema_calibration *out) {
+  if (transfer_gemm_list(src->gemm, src->n_gemm, false, from, to, out)) return -1;
+  return transfer_gemm_list(src->gemm_infer, src->n_gemm_infer, true, from, to, out);
 }
 
 /* A kernel table's x is FLOPs (attention) or device-memory bytes. Each group

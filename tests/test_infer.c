@@ -261,13 +261,15 @@ static void test_prefill_keyed_and_ceiling(void) {
 }
 
 /* The inference view of a calibration: "<name>.infer" tables stand in for
- * "<name>" (kernels and collectives of the same rank count), the rest stays;
+ * "<name>" (kernels and collectives of the same rank count), the decode GEMMs
+ * of "gemm_infer" join the GEMM list, the rest stays;
  * the loader takes ".infer" collective names and the training file's own
  * tables are untouched. */
 static void test_infer_view(void) {
   const char *text =
       "{\"schema\":1,\"gpu\":\"test\",\"driver\":\"1\",\"cuda\":\"1\",\"nccl\":\"1\",\"transport\":\"nvlink\","
       "\"measured_at\":\"2026-12-02T00:00:00Z\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1}],"
+      "\"gemm_infer\":[{\"m\":2,\"n\":8,\"k\":8,\"us\":4}],"
       "\"kernels\":{\"add_fwd\":[{\"bytes\":1,\"us\":1}],\"rmsnorm_fwd\":[{\"bytes\":1,\"us\":2}],"
       "\"rmsnorm_fwd.infer\":[{\"bytes\":1,\"us\":3}]},"
       "\"collectives\":{\"allreduce\":{\"2\":[{\"bytes\":1024,\"us\":10}],\"4\":[{\"bytes\":1024,\"us\":12}]},"
@@ -275,7 +277,15 @@ static void test_infer_view(void) {
   schema_calibration cal, view;
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "view.json", &cal, &e), 0);
+  /* the decode GEMMs of "gemm_infer" stay out of the training list and join the view's */
+  CU_ASSERT_EQUAL(cal.n_gemm, 1);
+  CU_ASSERT_EQUAL(cal.n_gemm_infer, 1);
   CU_ASSERT_EQUAL_FATAL(sim_infer_calibration_view(&cal, &view, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(view.n_gemm, 2);
+  int decode = -1;
+  for (int i = 0; i < view.n_gemm; i++)
+    if (view.gemm[i].m == 2 && view.gemm[i].n == 8 && view.gemm[i].k == 8) decode = i;
+  CU_ASSERT(decode >= 0 && view.gemm[decode].us == 4.0);
   CU_ASSERT_EQUAL(view.n_kernels, 2);
   for (int i = 0; i < view.n_kernels; i++) {
     if (!strcmp(view.kernels[i].name, "rmsnorm_fwd")) CU_ASSERT_EQUAL(view.kernels[i].pts[0].us, 3.0);
@@ -290,6 +300,7 @@ static void test_infer_view(void) {
   sim_infer_calibration_view_free(&view);
   CU_ASSERT_EQUAL(cal.n_kernels, 3);
   CU_ASSERT_EQUAL(cal.n_colls, 4);
+  CU_ASSERT_EQUAL(cal.n_gemm, 1);
   schema_calibration_free(&cal);
   const char *bad = "{\"schema\":1,\"gpu\":\"t\",\"driver\":\"1\",\"cuda\":\"1\",\"nccl\":\"1\",\"transport\":\"nvlink\","
                     "\"measured_at\":\"x\",\"collectives\":{\"allreduce.inferx\":{\"2\":[{\"bytes\":1,\"us\":1}]}}}";
