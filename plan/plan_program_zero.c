@@ -68,35 +68,26 @@ int plan_validate_zero(const plan *p, ts_err *e) {
 
 /* ---- parameters of the units of a chunk ---- */
 
-static double ops_params(const model_op *ops, int n) {
-  double s = 0;
-  for (int i = 0; i < n; i++) s += ops[i].params;
-  return s;
-}
-
-double plan_layer_params(const plan *p) {
+/* Parameters of this rank's shard of the ops one model lister returns. */
+typedef int (*ops_lister)(const model_config *, const model_shard *, model_op *, int, ts_err *);
+static double listed_params(const plan *p, ops_lister list) {
   model_shard s = plan_shard(p);
   model_op ops[MODEL_MAX_LAYER_OPS];
   ts_err e;
-  int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
-  return n < 0 ? -1 : ops_params(ops, n);
+  int n = list(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  if (n < 0) return -1;
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += ops[i].params;
+  return sum;
 }
 
-double plan_embedding_params(const plan *p) {
-  model_shard s = plan_shard(p);
-  model_op ops[MODEL_MAX_LAYER_OPS];
-  ts_err e;
-  int n = model_embedding_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
-  return n < 0 ? -1 : ops_params(ops, n);
-}
+double plan_layer_params(const plan *p) { return listed_params(p, model_layer_ops); }
+
+double plan_embedding_params(const plan *p) { return listed_params(p, model_embedding_ops); }
 
 double plan_head_params(const plan *p) {
-  model_shard s = plan_shard(p);
-  model_op ops[MODEL_MAX_LAYER_OPS];
-  ts_err e;
-  int n = model_output_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
-  if (n < 0) return -1;
-  double head = ops_params(ops, n);
+  double head = listed_params(p, model_output_ops);
+  if (head < 0) return -1;
   if (p->model.tied_embeddings && p->pp > 1) head += (double)model_vocab_per_gpu(&p->model, p->tp) * p->model.hidden;
   return head;
 }

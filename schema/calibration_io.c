@@ -18,20 +18,20 @@ static void *grow(void *ptr, int n, size_t elem) {
   return realloc(ptr, cap * elem);
 }
 
-int schema_calibration_add_gemm(schema_calibration *c, long long m, long long n, long long k, double us) {
-  schema_gemm_point *g = grow(c->gemm, c->n_gemm, sizeof *g);
+static int push_gemm(schema_gemm_point **list, int *count, long long m, long long n, long long k, double us) {
+  schema_gemm_point *g = grow(*list, *count, sizeof *g);
   if (!g) return -1;
-  c->gemm = g;
-  c->gemm[c->n_gemm++] = (schema_gemm_point){m, n, k, us};
+  *list = g;
+  g[(*count)++] = (schema_gemm_point){m, n, k, us};
   return 0;
 }
 
+int schema_calibration_add_gemm(schema_calibration *c, long long m, long long n, long long k, double us) {
+  return push_gemm(&c->gemm, &c->n_gemm, m, n, k, us);
+}
+
 int schema_calibration_add_gemm_infer(schema_calibration *c, long long m, long long n, long long k, double us) {
-  schema_gemm_point *g = grow(c->gemm_infer, c->n_gemm_infer, sizeof *g);
-  if (!g) return -1;
-  c->gemm_infer = g;
-  c->gemm_infer[c->n_gemm_infer++] = (schema_gemm_point){m, n, k, us};
-  return 0;
+  return push_gemm(&c->gemm_infer, &c->n_gemm_infer, m, n, k, us);
 }
 
 static schema_kernel_table *append_kernel_table(schema_calibration *c, const char *name, bool by_flops) {
@@ -609,6 +609,14 @@ static json_t *num(double v) {
   return json_real(v);
 }
 
+static json_t *gemm_json(const schema_gemm_point *g, int n) {
+  json_t *arr = json_array();
+  for (int i = 0; i < n; i++)
+    json_array_append_new(arr, json_pack("{s:I,s:I,s:I,s:o}", "m", (json_int_t)g[i].m, "n", (json_int_t)g[i].n, "k",
+                                         (json_int_t)g[i].k, "us", num(g[i].us)));
+  return arr;
+}
+
 int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *e) {
   schema_calibration *c = (schema_calibration *)c_in; /* sorted in place: order is not state */
   schema_calibration_sort(c);
@@ -622,22 +630,8 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
   json_object_set_new(root, "measured_at", json_string(c->measured_at));
   json_object_set_new(root, "derived", json_boolean(c->derived));
   if (c->notes[0]) json_object_set_new(root, "notes", json_string(c->notes));
-  if (c->n_gemm) {
-    json_t *arr = json_array();
-    for (int i = 0; i < c->n_gemm; i++)
-      json_array_append_new(arr, json_pack("{s:I,s:I,s:I,s:o}", "m", (json_int_t)c->gemm[i].m, "n",
-                                           (json_int_t)c->gemm[i].n, "k", (json_int_t)c->gemm[i].k, "us",
-                                           num(c->gemm[i].us)));
-    json_object_set_new(root, "gemm", arr);
-  }
-  if (c->n_gemm_infer) {
-    json_t *arr = json_array();
-    for (int i = 0; i < c->n_gemm_infer; i++)
-      json_array_append_new(arr, json_pack("{s:I,s:I,s:I,s:o}", "m", (json_int_t)c->gemm_infer[i].m, "n",
-                                           (json_int_t)c->gemm_infer[i].n, "k", (json_int_t)c->gemm_infer[i].k,
-                                           "us", num(c->gemm_infer[i].us)));
-    json_object_set_new(root, "gemm_infer", arr);
-  }
+  if (c->n_gemm) json_object_set_new(root, "gemm", gemm_json(c->gemm, c->n_gemm));
+  if (c->n_gemm_infer) json_object_set_new(root, "gemm_infer", gemm_json(c->gemm_infer, c->n_gemm_infer));
   if (c->n_kernels) {
     json_t *obj = json_object();
     for (int i = 0; i < c->n_kernels; i++) {
