@@ -81,11 +81,12 @@ void sim_sink_main(int argc, char **argv) {
 }
 
 /* Flows whose source rank is not simulated (reduced mode) are sent by a
- * "pump" actor on the source host. (An actor per flow would cost a stack per
- * flow.) A pump takes the jobs queued on it at once, starts their flows, and
+ * "pump" actor on the source host (an actor per flow would cost a stack per
+ * flow); each such host gets its first pump before the simulations fork, so
+ * the forked passes do not each create thousands of actors. A pump takes the jobs queued on it at once, starts their flows, and
  * signals each job's semaphore as its flow is delivered. A job must start
  * when it is queued: a pump whose flows are in flight cannot start new ones,
- * so a job goes to an idle pump of its (host, stream), and a new pump is
+ * so a job goes to an idle pump of its host, and a new pump is
  * created when every one is busy (a node leader of a tree sends to its chain
  * neighbour and two children in one phase: queued on one busy pump, the
  * later flows waited for the first and reduced mode ran slower than full).
@@ -104,7 +105,7 @@ typedef struct flow_job {
 } flow_job;
 
 struct sim_pump {
-  struct sim_pump *next; /* the other pumps of this (host, stream) */
+  struct sim_pump *next; /* the other pumps of this host */
   sg_sem_t go;
   flow_job *head, *tail; /* queued, not started */
   int busy;              /* its flows are in flight */
@@ -158,24 +159,29 @@ void sim_pump_free(sim_pump *pump) {
   }
 }
 
-static sim_pump *new_pump(int src, int stream, int index) {
+static sim_pump *new_pump(int src, int index) {
   sim_pump *pump = calloc(1, sizeof *pump);
   if (!pump) abort();
   pump->go = sg_sem_init(0);
   char name[48];
-  snprintf(name, sizeof name, "pump%d.%d.%d", src, stream, index);
+  snprintf(name, sizeof name, "pump%d.%d", src, index);
   sg_actor_t a = sg_actor_init(name, sim_w->hosts[src]);
+  sim_small_stack(a);
   sg_actor_set_data(a, pump);
   sg_actor_start(a, sim_pump_main, 0, NULL);
   sg_actor_daemonize(a);
   return pump;
 }
 
-static void start_helper_flow(int src, int dst, int stream, double bytes, sg_sem_t done) {
-  sim_pump **slot = &sim_w->pumps[(size_t)src * PLAN_STREAM_COUNT + (size_t)stream];
+void sim_pump_prepare(int src) {
+  if (!sim_w->pumps[src]) sim_w->pumps[src] = new_pump(src, 0);
+}
+
+static void start_helper_flow(int src, int dst, double bytes, sg_sem_t done) {
+  sim_pump **slot = &sim_w->pumps[src];
   int index = 0;
   while (*slot && (*slot)->busy) slot = &(*slot)->next, index++;
-  if (!*slot) *slot = new_pump(src, stream, index);
+  if (!*slot) *slot = new_pump(src, index);
   sim_pump *pump = *slot;
   flow_job *j = malloc(sizeof *j);
   if (!j) abort();
@@ -205,7 +211,7 @@ static void barrier(sim_rendezvous *rv, int *count, sg_sem_t *sem) {
  * its own out-edges; the last to arrive starts, through helper actors, the
  * edges whose source is not simulated (reduced mode); everyone leaves when
  * all flows of the phase are delivered. Returns the phase's duration. */
-static double flow_phase(sim_rank *rs, int stream, sim_rendezvous *rv, const int *src, const int *dst,
+static double flow_phase(sim_rank *rs, sim_rendezvous *rv, const int *src, const int *dst,
                          const double *bytes, int ne) {
   double t0 = simgrid_get_clock();
   int last = rv->expected <= 1 || rv->arrived + 1 == rv->expected;
@@ -213,7 +219,7 @@ static double flow_phase(sim_rank *rs, int stream, sim_rendezvous *rv, const int
     rv->transient = 0;
     for (int i = 0; i < ne; i++)
       if (!sim_w->ranks[src[i]] && bytes[i] > 0) {
-        start_helper_flow(src[i], dst[i], stream, bytes[i], lazy_sem(&rv->flow_sem));
+        start_helper_flow(src[i], dst[i], bytes[i], lazy_sem(&rv->flow_sem));
         rv->transient++;
       }
   }
@@ -266,7 +272,7 @@ static int all_on_one_node(const int *m, int n) {
 
 /* Runs a cross-node transfer of `wire` bytes per rank over members with the
  * given collective name; returns the time spent in flows plus latency steps. */
-static double transfer_edges(sim_rank *rs, int stream, sim_rendezvous *rv, int gkind, const char *coll, const int *m,
+static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const char *coll, const int *m,
                              int n, double wire, int *e_src, int *e_dst, double *e_bytes, int cap) {
   const topo_cluster *c = &sim_w->p->cluster;
   bool reduced = sim_w->o->mode == SIM_MODE_REDUCED;
@@ -280,11 +286,21 @@ static double transfer_edges(sim_rank *rs, int stream, sim_rendezvous *rv, int g
       e_bytes[i] = alg == SIM_ALG_SENDRECV ? wire : wire / n;
       if (reduced) e_bytes[i] *= sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne);
     }
-    return flow_phase(rs, stream, rv, e_src, e_dst, e_bytes, ne);
+    return flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
   }
   bool allreduce = strcmp(coll, "allreduce") == 0;
   ne = sim_edges(c, m, n, SIM_ALG_RING, e_src, e_dst, cap, &depth);
-  route_figures rf = route_of_edges(e_src, e_dst, ne);
+  /* the same members every time: the ring's routes are looked up once per rank and group */
+  route_figures rf;
+  if (m == rs->members[gkind] && rs->ring_route_known[gkind]) {
+    rf.latency_s = rs->ring_latency_s[gkind], rf.bw = rs->ring_bw[gkind];
+  } else {
+    rf = route_of_edges(e_src, e_dst, ne);
+    if (m == rs->members[gkind]) {
+      rs->ring_route_known[gkind] = 1;
+      rs->ring_latency_s[gkind] = rf.latency_s, rs->ring_bw[gkind] = rf.bw;
+    }
+  }
   double ring_steps = allreduce ? 2.0 * (n - 1) : (double)(n - 1);
   double ring_factor = allreduce ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
   int tdepth = 1;
@@ -305,7 +321,7 @@ static double transfer_edges(sim_rank *rs, int stream, sim_rendezvous *rv, int g
          * one tree whose edges carry S/2 loads every node's links as the pair does. */
         for (int i = 0; i < ne; i++)
           e_bytes[i] = 0.5 * wire * (reduced ? sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne) : 1.0);
-        t += flow_phase(rs, stream, rv, e_src, e_dst, e_bytes, ne);
+        t += flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
         /* a flow pays one route latency; the tree's other levels pay theirs */
         if (depth > 1) sg_actor_sleep_for((depth - 1) * rf.latency_s), t += (depth - 1) * rf.latency_s;
       }
@@ -314,7 +330,7 @@ static double transfer_edges(sim_rank *rs, int stream, sim_rendezvous *rv, int g
   }
   for (int i = 0; i < ne; i++)
     e_bytes[i] = ring_factor * wire * (reduced ? sim_edge_scale(rs, gkind, SIM_ALG_RING, e_src[i], e_dst[i], ne) : 1.0);
-  t = flow_phase(rs, stream, rv, e_src, e_dst, e_bytes, ne);
+  t = flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
   /* NCCL's ring moves the message in ring_steps steps, each paying the route
    * latency; the flows above paid it once. */
   if (ring_steps > 1) {
@@ -326,14 +342,14 @@ static double transfer_edges(sim_rank *rs, int stream, sim_rendezvous *rv, int g
 
 /* Edge arrays are private to each call: the actor blocks inside, and other
  * actors run collectives of their own meanwhile. */
-static double network_transfer(sim_rank *rs, int stream, sim_rendezvous *rv, int gkind, const char *coll,
+static double network_transfer(sim_rank *rs, sim_rendezvous *rv, int gkind, const char *coll,
                                const int *m, int n, double wire) {
   size_t cap = (size_t)n * (size_t)n + 2; /* all-to-all has n(n-1) edges */
   if (cap > MAX_EDGES) cap = MAX_EDGES;
   int *e_src = malloc(sizeof(int) * cap), *e_dst = malloc(sizeof(int) * cap);
   double *e_bytes = malloc(sizeof(double) * cap);
   if (!e_src || !e_dst || !e_bytes) abort();
-  double t = transfer_edges(rs, stream, rv, gkind, coll, m, n, wire, e_src, e_dst, e_bytes, (int)cap);
+  double t = transfer_edges(rs, rv, gkind, coll, m, n, wire, e_src, e_dst, e_bytes, (int)cap);
   free(e_src);
   free(e_dst);
   free(e_bytes);
@@ -532,7 +548,7 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
     sim_w->used_platform_links = 1;
     /* flow_phase starts the flows together, as NCCL collectives do */
     if (cc.pre_us > 0) sg_actor_sleep_for(cc.pre_us * 1e-6);
-    double xfer = network_transfer(rs, stream, rv, g, sim_coll_name(op), m, n, op->wire_bytes);
+    double xfer = network_transfer(rs, rv, g, sim_coll_name(op), m, n, op->wire_bytes);
     double rest = cc.mid_us * 1e-6 - xfer;
     if (rest > 0) sg_actor_sleep_for(rest);
     if (cc.post_us > 0) sg_actor_sleep_for(cc.post_us * 1e-6);
@@ -544,7 +560,7 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
 /* Send/recv: the sender starts its flow when it reaches the send (NCCL's
  * grouped isend/irecv of Megatron's pipeline never blocks on the peer); the
  * receive completes when the bytes have arrived. */
-void sim_run_sendrecv(sim_rank *rs, int stream, int i) {
+void sim_run_sendrecv(sim_rank *rs, int i) {
   const plan_op *op = &rs->prog->ops[i];
   bool is_send = op->kind == PLAN_OP_SEND;
   int src = is_send ? rs->rank : op->peer, dst = is_send ? op->peer : rs->rank;
@@ -586,7 +602,7 @@ void sim_run_sendrecv(sim_rank *rs, int stream, int i) {
                          ? sim_edge_scale(rs, PLAN_GROUP_PP, SIM_ALG_SENDRECV, src, dst, 1)
                          : 1.0;
       double b = op->wire_bytes * scale;
-      xfer = flow_phase(rs, stream, &solo, &src, &dst, &b, 1);
+      xfer = flow_phase(rs, &solo, &src, &dst, &b, 1);
       if (solo.flow_sem) sg_sem_destroy(solo.flow_sem);
     }
     double rest = cc.mid_us * 1e-6 - xfer;

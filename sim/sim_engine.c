@@ -258,7 +258,7 @@ static void stream_main(int argc, char **argv) {
     if (ops[i].kind == PLAN_OP_COLLECTIVE)
       sim_run_collective(rs, s, i);
     else
-      sim_run_sendrecv(rs, s, i);
+      sim_run_sendrecv(rs, i);
     record(rs, s, i, 0, t0, simgrid_get_clock() - t0);
     if (sim_w->clock && sim_comm_draws_power(rs, &ops[i]) && sim_clock_comm(rs, t0, simgrid_get_clock() - t0)) {
       ts_err e = {0};
@@ -402,7 +402,38 @@ static void configure_simgrid(void) {
   sg_cfg_set_int("contexts/guard-size", 0);
 }
 
-static int load_platform(sim_world *w, ts_err *e) {
+/* The hosts a simulated rank sends to or receives from: itself, its groups'
+ * members, its peers (calloc'd, one byte per rank; NULL and *all set when
+ * that is every rank). Reduced mode needs a small part of a large cluster:
+ * the platform holds only these GPUs (the edge scales of the others' traffic
+ * come from topo_route, sim_scale.c). */
+static unsigned char *needed_hosts(sim_world *w, bool *all, ts_err *e) {
+  size_t world = (size_t)(unsigned)w->world;
+  unsigned char *need = calloc(world, 1);
+  *all = false;
+  if (!need) return ts_fail_sys(e, "out of memory"), NULL;
+  for (int r = 0; r < w->world; r++) {
+    sim_rank *rs = w->ranks[r];
+    if (!rs) continue;
+    need[r] = 1;
+    for (int g = 0; g < PLAN_GROUP_COUNT; g++)
+      for (int k = 0; k < rs->n_members[g]; k++) need[rs->members[g][k]] = 1;
+    for (int i = 0; i < rs->prog->n; i++)
+      if (rs->prog->ops[i].kind == PLAN_OP_SEND || rs->prog->ops[i].kind == PLAN_OP_RECV) {
+        int peer = rs->prog->ops[i].peer;
+        if (peer < 0 || peer >= w->world) {
+          free(need);
+          return ts_fail(e, w->p->path, "program", "rank %d: op %d: peer %d out of range", r, i, peer), NULL;
+        }
+        need[peer] = 1;
+      }
+  }
+  *all = true;
+  for (int r = 0; r < w->world && *all; r++) *all = need[r];
+  return need;
+}
+
+static int load_platform(sim_world *w, const unsigned char *need, bool all, ts_err *e) {
   if (w->o->platform_path) {
     if (access(w->o->platform_path, R_OK)) return ts_fail(e, w->o->platform_path, NULL, "cannot read platform");
     simgrid_load_platform(w->o->platform_path);
@@ -417,17 +448,38 @@ static int load_platform(sim_world *w, ts_err *e) {
     unlink(path);
     return ts_fail_sys(e, "cannot write a temporary platform file");
   }
-  int rc = topo_write_platform(&w->p->cluster, f, e);
+  /* GPUs past the plan's ranks and GPUs no simulated rank talks to are left out */
+  unsigned char *keep = NULL;
+  int gpus = topo_total_gpus(&w->p->cluster);
+  if (!all || gpus > w->world) {
+    keep = calloc((size_t)gpus, 1);
+    if (!keep) {
+      fclose(f);
+      unlink(path);
+      return ts_fail_sys(e, "out of memory");
+    }
+    for (int r = 0; r < w->world; r++) keep[r] = need[r];
+  }
+  int rc = topo_write_platform_subset(&w->p->cluster, keep, f, e);
+  free(keep);
   if (fclose(f) && !rc) rc = ts_fail_sys(e, "cannot write the platform file");
   if (!rc) simgrid_load_platform(path);
   unlink(path);
   return rc;
 }
 
-static int start_actors(sim_world *w, ts_err *e) {
+void sim_small_stack(sg_actor_t a) {
+#if !defined(__SANITIZE_ADDRESS__)
+  sg_actor_set_stacksize(a, 16); /* KiB */
+#else
+  (void)a;
+#endif
+}
+
+static int start_actors(sim_world *w, const unsigned char *need, ts_err *e) {
   w->hosts = calloc((size_t)w->world, sizeof *w->hosts);
   w->sinks = calloc((size_t)w->world, sizeof *w->sinks);
-  w->pumps = calloc((size_t)w->world * PLAN_STREAM_COUNT, sizeof *w->pumps);
+  w->pumps = calloc((size_t)w->world, sizeof *w->pumps);
   if (!w->hosts || !w->sinks || !w->pumps) return ts_fail_sys(e, "out of memory");
   /* one pass over the host list (sg_host_by_name walks every zone: quadratic at 16k hosts) */
   sg_host_t *all = sg_host_list();
@@ -441,38 +493,21 @@ static int start_actors(sim_world *w, ts_err *e) {
   }
   free(all);
   for (int r = 0; r < w->world; r++)
-    if (!w->hosts[r]) return ts_fail(e, w->p->cluster.name, "platform", "no host \"gpu%d\" for rank %d", r, r);
+    if (need[r] && !w->hosts[r])
+      return ts_fail(e, w->p->cluster.name, "platform", "no host \"gpu%d\" for rank %d", r, r);
   /* a sink on every host a simulated rank may send to (its groups' members, its peers) */
-  size_t world = (size_t)(unsigned)w->world;
-  unsigned char *need = calloc(world, 1);
-  if (!need) return ts_fail_sys(e, "out of memory");
-  for (int r = 0; r < w->world; r++) {
-    sim_rank *rs = w->ranks[r];
-    if (!rs) continue;
-    need[r] = 1;
-    for (int g = 0; g < PLAN_GROUP_COUNT; g++)
-      for (int k = 0; k < rs->n_members[g]; k++) need[rs->members[g][k]] = 1;
-    for (int i = 0; i < rs->prog->n; i++)
-      if (rs->prog->ops[i].kind == PLAN_OP_SEND || rs->prog->ops[i].kind == PLAN_OP_RECV) {
-        int peer = rs->prog->ops[i].peer;
-        if (peer < 0 || peer >= w->world) {
-          free(need);
-          return ts_fail(e, w->p->path, "program", "rank %d: op %d: peer %d out of range", r, i, peer);
-        }
-        need[peer] = 1;
-      }
-  }
   for (int r = 0; r < w->world; r++) {
     if (!need[r]) continue;
     char name[32];
     snprintf(name, sizeof name, "sink%d", r);
     w->sinks[r] = sg_mailbox_by_name(name);
     sg_actor_t a = sg_actor_init(name, w->hosts[r]);
+    sim_small_stack(a);
     sg_actor_set_data(a, w->sinks[r]);
     sg_actor_start(a, sim_sink_main, 0, NULL);
     sg_actor_daemonize(a);
+    if (!w->ranks[r]) sim_pump_prepare(r); /* reduced mode: it sends for a rank not simulated */
   }
-  free(need);
   for (int r = 0; r < w->world; r++) {
     sim_rank *rs = w->ranks[r];
     if (!rs) continue;
@@ -607,7 +642,7 @@ static void free_world(sim_world *w) {
   free(w->ranks);
   free(w->hosts);
   free(w->sinks);
-  for (size_t i = 0; w->pumps && i < (size_t)w->world * PLAN_STREAM_COUNT; i++) {
+  for (size_t i = 0; w->pumps && i < (size_t)w->world; i++) {
     sim_pump_free(w->pumps[i]);
   }
   free(w->pumps);
@@ -648,6 +683,7 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
   w->o = o;
   w->world = plan_world_size(p);
   int rc = -1;
+  unsigned char *need = NULL;
   if (w->world < 1 || w->world > (1 << 24)) {
     ts_fail(e, p->path, "layout", "dp x tp x pp = %d ranks is out of range", w->world);
     goto done;
@@ -660,17 +696,20 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
   w->clock = !o->clock_off && o->cal->n_clock > 0;
   if (w->clock && sim_clock_setup(w, e)) goto done;
   configure_simgrid();
-  if (load_platform(w, e)) goto done;
+  bool all_needed;
+  need = needed_hosts(w, &all_needed, e);
+  if (!need || load_platform(w, need, all_needed, e)) goto done;
   /* A run without actors seals the platform (routes can be asked from here
    * on) and returns at time 0; the simulations run later, from that state. */
   simgrid_run();
-  if (start_actors(w, e)) goto done;
+  if (start_actors(w, need, e)) goto done;
   if (o->mode == SIM_MODE_REDUCED)
     for (int r = 0; r < w->world; r++)
       if (w->ranks[r]) sim_scale_prepare(w->ranks[r]);
   /* the clock model runs the simulation set up here several times, each in a forked child */
   rc = w->clock ? sim_clock_run(w, out, e) : sim_engine_pass(w, out, e);
 done:
+  free(need);
   free_world(w);
   sim_w = NULL;
   return rc;

@@ -35,6 +35,9 @@ typedef struct sim_rank_s {
   struct sim_scale_cache *scales;     /* reduced mode: this rank's edge scale factors (sim_scale.c) */
   int *members[PLAN_GROUP_COUNT]; /* group members in ring order */
   int n_members[PLAN_GROUP_COUNT];
+  /* the worst route latency and bandwidth among each group's ring edges (sim_comm.c), once known */
+  uint8_t ring_route_known[PLAN_GROUP_COUNT];
+  double ring_latency_s[PLAN_GROUP_COUNT], ring_bw[PLAN_GROUP_COUNT];
   sim_rank_stats st;
   /* the compute block running now: end time of each of its ops (in order) */
   double compute_sleep_end; /* the running compute block's end (the compute stream sleeps until then) */
@@ -93,7 +96,7 @@ struct sim_world {
   int n_simulated;
   sg_host_t *hosts;     /* [world] */
   sg_mailbox_t *sinks;  /* [world]; NULL when nothing is ever sent there */
-  struct sim_pump **pumps; /* [world * streams]; created on first use */
+  struct sim_pump **pumps; /* [world]: each host's pumps (sim_comm.c) */
   sim_rendezvous *buckets[8192];
   double end_s;
   int failed;
@@ -107,11 +110,17 @@ extern sim_world *sim_w; /* the one simulation of this process */
 
 /* sim_comm.c */
 void sim_run_collective(sim_rank *rs, int stream, int op_index);
-void sim_run_sendrecv(sim_rank *rs, int stream, int op_index);
+void sim_run_sendrecv(sim_rank *rs, int op_index);
 void sim_sink_main(int argc, char **argv);
 void sim_pump_main(int argc, char **argv);
 typedef struct sim_pump sim_pump;
 void sim_pump_free(sim_pump *pump); /* at the end, with the actors gone */
+void sim_pump_prepare(int host_rank); /* the first pump of a host whose flows are sent for a rank not simulated */
+/* sim_engine.c: the stack of a sink or pump actor, which only waits on
+ * SimGrid calls: 16 KiB (the contexts' 64 KiB would hold 2 GB for the 32,768
+ * of them on 131,072 GPUs in reduced mode); the sanitizer build keeps its
+ * large default. */
+void sim_small_stack(sg_actor_t a);
 sim_rendezvous *sim_rendezvous_get(long long a, long long b, long long c, long long d, int expected);
 void sim_rendezvous_leave(sim_rendezvous *rv);
 void sim_fail(const ts_err *e);

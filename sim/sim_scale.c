@@ -10,10 +10,12 @@
  * l and r_l those of the representative group alone: with k, the edge takes
  * as long alone as it would in the crowd. On a rail-optimised fabric the
  * groups use disjoint rails and k = 1; on an oversubscribed one k > 1. */
-#include <simgrid/host.h>
 #include <math.h>
+#include <simgrid/host.h>
 #include <simgrid/link.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <xbt/dynar.h>
 
 #include "sim_edges.h"
@@ -27,50 +29,120 @@ struct sim_scale_cache {
   double *k;
 };
 
+/* Flows per directed link, keyed by the link's platform name and direction
+ * (topo_route's links are the platform's, link for link: topologies/topo.h).
+ * Counted from the topology rather than from SimGrid's routes, so the
+ * platform need not hold the GPUs that are not simulated. */
 typedef struct {
+  char name[40];
+  bool up, used, shared;
   int real, all;
+  double bw; /* bytes/s as the platform declares it (topo_platform.c writes %.15g GBps) */
 } link_count;
 
-/* Adds the route of one edge to the per-link counts (kept in the links' data). */
-static void count_route(int src, int dst, int is_real, xbt_dynar_t route, sg_link_t **touched, int *n_touched,
-                        int *cap) {
-  xbt_dynar_reset(route);
+typedef struct {
+  link_count *slots;
+  size_t cap; /* a power of two */
+  size_t n;
+} link_table;
+
+static unsigned long name_hash(const char *s, bool up) {
+  unsigned long h = 1469598103934665603ul;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ul;
+  return h ^ up;
+}
+
+/* A route's links: topo_route's, or SimGrid's for a platform file given by
+ * the caller (tests), whose links topo_route does not know. */
+#define ROUTE_MAX 32
+typedef struct {
+  topo_link l;
+  double bw; /* bytes/s, when from SimGrid */
+  bool shared;
+} route_link;
+
+static int route_of(int src, int dst, route_link out[ROUTE_MAX]) {
+  if (!sim_w->o->platform_path) {
+    topo_link r[TOPO_MAX_ROUTE_LINKS];
+    int n = topo_route(&sim_w->p->cluster, src, dst, r);
+    for (int i = 0; i < n; i++) {
+      out[i].l = r[i];
+      /* the bandwidth as the platform declares it (topo_platform.c writes %.15g GBps) */
+      char text[64];
+      snprintf(text, sizeof text, "%.15g", r[i].gbps);
+      out[i].bw = strtod(text, NULL) * 1e9;
+      out[i].shared = true; /* every link is SPLITDUPLEX */
+    }
+    return n < 0 ? 0 : n;
+  }
+  xbt_dynar_t route = xbt_dynar_new(sizeof(sg_link_t), NULL);
   sg_host_get_route(sim_w->hosts[src], sim_w->hosts[dst], route);
   unsigned long len = xbt_dynar_length(route);
-  for (unsigned long i = 0; i < len; i++) {
+  int n = 0;
+  for (unsigned long i = 0; i < len && n < ROUTE_MAX; i++, n++) {
     sg_link_t l = xbt_dynar_get_as(route, i, sg_link_t);
-    link_count *lc = sg_link_get_data(l);
-    if (!lc) {
-      lc = calloc(1, sizeof *lc);
-      if (!lc) abort();
-      sg_link_set_data(l, lc);
-      if (*n_touched == *cap) {
-        *cap = *cap ? *cap * 2 : 256;
-        *touched = realloc(*touched, sizeof **touched * (size_t)*cap);
-        if (!*touched) abort();
+    snprintf(out[n].l.name, sizeof out[n].l.name, "%s", sg_link_get_name(l));
+    out[n].l.up = false; /* SimGrid names each direction of a link */
+    out[n].bw = sg_link_get_bandwidth(l);
+    out[n].shared = sg_link_is_shared(l);
+  }
+  xbt_dynar_free(&route);
+  return n;
+}
+
+static link_count *link_slot(link_table *t, const route_link *rl) {
+  const topo_link *l = &rl->l;
+  if (2 * (t->n + 1) > t->cap) {
+    link_table bigger = {calloc(t->cap ? 2 * t->cap : 1024, sizeof(link_count)), t->cap ? 2 * t->cap : 1024, 0};
+    if (!bigger.slots) abort(); /* out of memory while preparing the simulation */
+    for (size_t i = 0; i < t->cap; i++)
+      if (t->slots[i].used) {
+        size_t j = name_hash(t->slots[i].name, t->slots[i].up) & (bigger.cap - 1);
+        while (bigger.slots[j].used) j = (j + 1) & (bigger.cap - 1);
+        bigger.slots[j] = t->slots[i];
+        bigger.n++;
       }
-      (*touched)[(*n_touched)++] = l;
-    }
+    free(t->slots);
+    *t = bigger;
+  }
+  size_t j = name_hash(l->name, l->up) & (t->cap - 1);
+  while (t->slots[j].used) {
+    if (t->slots[j].up == l->up && strcmp(t->slots[j].name, l->name) == 0) return &t->slots[j];
+    j = (j + 1) & (t->cap - 1);
+  }
+  link_count *lc = &t->slots[j];
+  lc->used = true;
+  lc->up = l->up;
+  snprintf(lc->name, sizeof lc->name, "%s", l->name);
+  lc->bw = rl->bw;
+  lc->shared = rl->shared;
+  t->n++;
+  return lc;
+}
+
+/* Adds the route of one edge to the per-link counts. */
+static void count_route(int src, int dst, int is_real, link_table *t) {
+  route_link route[ROUTE_MAX];
+  int len = route_of(src, dst, route);
+  for (int i = 0; i < len; i++) {
+    link_count *lc = link_slot(t, &route[i]);
     lc->all++;
     lc->real += is_real;
   }
 }
 
-static double edge_k(int src, int dst, xbt_dynar_t route) {
-  xbt_dynar_reset(route);
-  sg_host_get_route(sim_w->hosts[src], sim_w->hosts[dst], route);
+static double edge_k(int src, int dst, link_table *t) {
+  route_link route[ROUTE_MAX];
+  int len = route_of(src, dst, route);
   double alone = INFINITY, crowd = INFINITY;
-  unsigned long len = xbt_dynar_length(route);
-  for (unsigned long i = 0; i < len; i++) {
-    sg_link_t l = xbt_dynar_get_as(route, i, sg_link_t);
-    const link_count *lc = sg_link_get_data(l);
-    double b = sg_link_get_bandwidth(l);
-    int shared = sg_link_is_shared(l);
-    double a = b / (shared && lc->real > 0 ? lc->real : 1), c = b / (shared && lc->all > 0 ? lc->all : 1);
+  for (int i = 0; i < len; i++) {
+    const link_count *lc = link_slot(t, &route[i]);
+    double b = lc->bw;
+    double a = b / (lc->shared && lc->real > 0 ? lc->real : 1), c = b / (lc->shared && lc->all > 0 ? lc->all : 1);
     if (a < alone) alone = a;
     if (c < crowd) crowd = c;
   }
-  return len && crowd > 0 && crowd < alone ? alone / crowd : 1.0;
+  return len > 0 && crowd > 0 && crowd < alone ? alone / crowd : 1.0;
 }
 
 static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer, int rep_sends) {
@@ -85,9 +157,8 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer,
       *dst = malloc(sizeof(int) * (size_t)cap * 2);
   unsigned char *seen = calloc((size_t)world, 1);
   if (!members || !src || !dst || !seen) abort();
-  xbt_dynar_t route = xbt_dynar_new(sizeof(sg_link_t), NULL);
-  sg_link_t *touched = NULL;
-  int n_touched = 0, cap_touched = 0, depth;
+  link_table links = {0};
+  int depth;
   plan_coord peer_c = peer >= 0 ? plan_coord_of(p, peer) : me;
   /* the whole class: the same op on every rank of this stage */
   for (int r = 0; r < world; r++) {
@@ -113,7 +184,7 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer,
       ne = sim_edges(c, members, n, (sim_alg)alg, src, dst, cap * 2, &depth);
       if (ne > cap * 2) ne = cap * 2;
     }
-    for (int i = 0; i < ne; i++) count_route(src[i], dst[i], is_real, route, &touched, &n_touched, &cap_touched);
+    for (int i = 0; i < ne; i++) count_route(src[i], dst[i], is_real, &links);
     if (is_real) {
       sc->n = ne;
       sc->src = malloc(sizeof(int) * (size_t)(ne ? ne : 1));
@@ -123,13 +194,8 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer,
       for (int i = 0; i < ne; i++) sc->src[i] = src[i], sc->dst[i] = dst[i];
     }
   }
-  for (int i = 0; i < sc->n; i++) sc->k[i] = edge_k(sc->src[i], sc->dst[i], route);
-  for (int i = 0; i < n_touched; i++) {
-    free(sg_link_get_data(touched[i]));
-    sg_link_set_data(touched[i], NULL);
-  }
-  free(touched);
-  xbt_dynar_free(&route);
+  for (int i = 0; i < sc->n; i++) sc->k[i] = edge_k(sc->src[i], sc->dst[i], &links);
+  free(links.slots);
   free(members);
   free(src);
   free(dst);

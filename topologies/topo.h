@@ -160,6 +160,12 @@ static inline void topo_gpu_host_name(int gpu, char *buf, unsigned long cap) { s
  * a route outside an actor; index the hosts once from sg_host_list() rather
  * than calling sg_host_by_name() per message (it walks the zone tree). */
 int topo_write_platform(const topo_cluster *c, FILE *out, ts_err *e);
+/* The same platform holding only the GPUs g with keep[g] != 0 (keep has one
+ * entry per GPU; NULL keeps all), with their ports, NICs and nodes' cables;
+ * switches and leaf uplinks stay. Routes between kept GPUs are those of the
+ * whole platform; a cluster of one node is written whole. For simulations
+ * where only some GPUs send or receive (the simulator's reduced mode). */
+int topo_write_platform_subset(const topo_cluster *c, const unsigned char *keep, FILE *out, ts_err *e);
 /* Same, into a file (created or truncated). */
 int topo_write_platform_file(const topo_cluster *c, const char *path, ts_err *e);
 

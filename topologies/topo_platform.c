@@ -56,16 +56,35 @@ static void write_zone_route(FILE *out, const char *indent, const char *src, con
   fprintf(out, "</zoneRoute>\n");
 }
 
+/* Whether the platform holds GPU g (keep == NULL: every GPU). */
+static bool kept(const unsigned char *keep, int g) { return !keep || keep[g]; }
+
+static bool node_kept(const topo_cluster *c, const unsigned char *keep, int node) {
+  for (int a = node * c->gpus_per_node; a < (node + 1) * c->gpus_per_node; a++)
+    if (kept(keep, a)) return true;
+  return false;
+}
+
+/* NIC j of a node is written when a kept GPU of the node uses it. */
+static bool nic_kept(const topo_cluster *c, const unsigned char *keep, int node, int j) {
+  for (int a = node * c->gpus_per_node; a < (node + 1) * c->gpus_per_node; a++)
+    if (kept(keep, a) && topo_nic_of(c, a) == j) return true;
+  return false;
+}
+
 /* The links of one node: its GPUs' ports and, when it talks to others, its NICs. */
-static void write_node_links(const topo_cluster *c, int node, bool with_nics, FILE *out, const char *indent) {
+static void write_node_links(const topo_cluster *c, const unsigned char *keep, int node, bool with_nics, FILE *out,
+                             const char *indent) {
   topo_link l;
   if (c->gpus_per_node > 1)
     for (int i = 0; i < c->gpus_per_node; i++) {
+      if (!kept(keep, node * c->gpus_per_node + i)) continue;
       topo_port_link(c, node * c->gpus_per_node + i, true, &l);
       write_link(out, indent, &l);
     }
   if (with_nics)
     for (int j = 0; j < c->nic.per_node; j++) {
+      if (!nic_kept(c, keep, node, j)) continue;
       topo_nic_link(c, node, j, true, &l);
       write_link(out, indent, &l);
     }
@@ -89,7 +108,7 @@ static void write_single_node(const topo_cluster *c, FILE *out) {
   topo_link route[TOPO_MAX_ROUTE_LINKS];
   fprintf(out, "  <zone id=\"node0\" routing=\"Full\">\n");
   for (int a = 0; a < g; a++) write_host(c, a, out, "    ");
-  write_node_links(c, 0, false, out, "    ");
+  write_node_links(c, NULL, 0, false, out, "    ");
   for (int a = 0; a < g; a++)
     for (int b = a + 1; b < g; b++) {
       snprintf(src, sizeof src, "gpu%d", a);
@@ -106,11 +125,13 @@ static int first_node_of_leaf(const topo_cluster *c, int leaf) {
 }
 
 /* The links of a leaf: those of its nodes and each node's cables to the leaf. */
-static void write_leaf_links(const topo_cluster *c, int leaf, FILE *out, const char *indent) {
+static void write_leaf_links(const topo_cluster *c, const unsigned char *keep, int leaf, FILE *out,
+                             const char *indent) {
   int first = first_node_of_leaf(c, leaf), count = topo_nodes_in_leaf(c, leaf);
   topo_link up;
-  for (int k = first; k < first + count; k++) write_node_links(c, k, true, out, indent);
+  for (int k = first; k < first + count; k++) write_node_links(c, keep, k, true, out, indent);
   for (int k = first; k < first + count; k++) {
+    if (!node_kept(c, keep, k)) continue;
     topo_node_up_link(c, k, true, &up);
     write_link(out, indent, &up);
   }
@@ -122,7 +143,7 @@ static void write_leaf_links(const topo_cluster *c, int leaf, FILE *out, const c
  * node's cables. A path inside a node then counts 2 links and any path through
  * the leaf at least 4, so the shortest path is always the intended one. When
  * the leaf is the whole platform, its links are declared here too. */
-static void write_leaf(const topo_cluster *c, int leaf, FILE *out, const char *indent) {
+static void write_leaf(const topo_cluster *c, const unsigned char *keep, int leaf, FILE *out, const char *indent) {
   char inner[32], sw[32], nvs[32], gpu[32];
   snprintf(inner, sizeof inner, "%s  ", indent);
   snprintf(sw, sizeof sw, "leaf%d-sw", leaf);
@@ -130,14 +151,17 @@ static void write_leaf(const topo_cluster *c, int leaf, FILE *out, const char *i
   topo_link hop[2];
 
   fprintf(out, "%s<zone id=\"leaf%d\" routing=\"DijkstraCache\">\n", indent, leaf);
-  if (topo_leaf_count(c) == 1) write_leaf_links(c, leaf, out, inner);
+  if (topo_leaf_count(c) == 1) write_leaf_links(c, keep, leaf, out, inner);
   fprintf(out, "%s<router id=\"%s\"/>\n", inner, sw);
   for (int k = first; k < first + count; k++) {
-    for (int a = k * g; a < (k + 1) * g; a++) write_host(c, a, out, inner);
+    if (!node_kept(c, keep, k)) continue;
+    for (int a = k * g; a < (k + 1) * g; a++)
+      if (kept(keep, a)) write_host(c, a, out, inner);
     if (g > 1) fprintf(out, "%s<router id=\"node%d-nvs\"/>\n", inner, k);
   }
   for (int k = first; k < first + count; k++)
     for (int a = k * g; a < (k + 1) * g; a++) {
+      if (!kept(keep, a)) continue;
       snprintf(gpu, sizeof gpu, "gpu%d", a);
       if (g > 1) {
         snprintf(nvs, sizeof nvs, "node%d-nvs", k);
@@ -152,7 +176,7 @@ static void write_leaf(const topo_cluster *c, int leaf, FILE *out, const char *i
 }
 
 /* Leaves around a spine (fat-tree), or groups joined pairwise (dragonfly). */
-static void write_fabric(const topo_cluster *c, FILE *out) {
+static void write_fabric(const topo_cluster *c, const unsigned char *keep, FILE *out) {
   int leaves = topo_leaf_count(c);
   bool dragonfly = c->fabric.kind == TOPO_FABRIC_DRAGONFLY;
   char a_zone[32], b_zone[32], a_sw[32], b_sw[32];
@@ -165,7 +189,7 @@ static void write_fabric(const topo_cluster *c, FILE *out) {
     fprintf(out, "    <zone id=\"globals\" routing=\"None\"></zone>\n");
   else
     write_switch_zone(out, "    ", "spine", "spine-sw");
-  for (int a = 0; a < leaves; a++) write_leaf_links(c, a, out, "    ");
+  for (int a = 0; a < leaves; a++) write_leaf_links(c, keep, a, out, "    ");
   for (int a = 0; a < leaves; a++) {
     if (dragonfly) {
       for (int b = a + 1; b < leaves; b++) {
@@ -177,7 +201,7 @@ static void write_fabric(const topo_cluster *c, FILE *out) {
       write_link(out, "    ", &l);
     }
   }
-  for (int a = 0; a < leaves; a++) write_leaf(c, a, out, "    ");
+  for (int a = 0; a < leaves; a++) write_leaf(c, keep, a, out, "    ");
   for (int a = 0; a < leaves; a++) {
     snprintf(a_zone, sizeof a_zone, "leaf%d", a);
     snprintf(a_sw, sizeof a_sw, "leaf%d-sw", a);
@@ -196,7 +220,9 @@ static void write_fabric(const topo_cluster *c, FILE *out) {
   fprintf(out, "  </zone>\n");
 }
 
-int topo_write_platform(const topo_cluster *c, FILE *out, ts_err *e) {
+int topo_write_platform(const topo_cluster *c, FILE *out, ts_err *e) { return topo_write_platform_subset(c, NULL, out, e); }
+
+int topo_write_platform_subset(const topo_cluster *c, const unsigned char *keep, FILE *out, ts_err *e) {
   if (!c || !out) return ts_fail_sys(e, "topo_write_platform: no cluster or no output");
   if (c->nodes < 1 || c->gpus_per_node < 1 || (c->nodes > 1 && c->nic.per_node < 1))
     return ts_fail(e, c->name, NULL, "cluster was not loaded or validated");
@@ -211,9 +237,9 @@ int topo_write_platform(const topo_cluster *c, FILE *out, ts_err *e) {
   if (c->nodes == 1)
     write_single_node(c, out);
   else if (topo_leaf_count(c) == 1)
-    write_leaf(c, 0, out, "  ");
+    write_leaf(c, keep, 0, out, "  ");
   else
-    write_fabric(c, out);
+    write_fabric(c, keep, out);
   fprintf(out, "</platform>\n");
   if (fflush(out) || ferror(out))
     return ts_fail_sys(e, "writing the platform of %s failed (%s)", c->name, strerror(errno));
