@@ -16,6 +16,12 @@ foreach(cluster h200x2-nvlink h200x8-nvswitch pcie-8gpu-2x100gbe h200-512-fattre
                 h100-6144-ndr b200x8-nvswitch b200-1024-ndr gb200-nvl72 gb200-nvl72-1152)
   add_test(NAME topologies_simgrid_${cluster} COMMAND test_topologies_simgrid ${cluster})
 endforeach()
+# the platform of a part of the GPUs (the simulator's reduced mode): routes as on the whole one (a
+# cluster of one node is written whole)
+foreach(cluster pcie-8gpu-2x100gbe h200-512-fattree-2to1 h200-1024-dragonfly h200-16384-rail
+                gb200-nvl72-1152)
+  add_test(NAME topologies_simgrid_subset_${cluster} COMMAND test_topologies_simgrid ${cluster} subset)
+endforeach()
 
 if(TACOSIM_FUZZ)
   include(${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz.cmake)
