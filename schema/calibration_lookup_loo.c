@@ -10,7 +10,7 @@
  * efficiency), and the mean time of one lookup (with the index build).
  *
  *   calib_lookup_loo [--list gemm|gemm_infer|both] [--without-families]
- *                    [--peak-tflops X] [--hbm-gbps Y] FILE
+ *                    [--peak-tflops X] [--hbm-gbps Y] [--max-median PCT] FILE
  *
  * --without-families also leaves out every point that shares two dimensions
  * with the one predicted, as if its model had never been measured: what the
@@ -18,7 +18,8 @@
  * the nearest shapes' efficiency).
  * The roofline is the GPU's (defaults: the catalogue's H200-SXM, 989 TFLOP/s
  * BF16 and 4,800 GB/s; the efficiency of a shape is measured against it).
- * Exits 2 on bad arguments or an unreadable file. */
+ * Exits 1 when the median error exceeds --max-median PCT (ctest holds the
+ * nearest-shape rule to it), 2 on bad arguments or an unreadable file. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +97,7 @@ static double now_s(void) {
 static int usage(const char *why) {
   fprintf(stderr,
           "calib_lookup_loo: %s\nusage: calib_lookup_loo [--list gemm|gemm_infer|both (gemm)] [--without-families (off)]\n"
-          "                        [--peak-tflops X (989)] [--hbm-gbps Y (4800)] FILE\n",
+          "                        [--peak-tflops X (989)] [--hbm-gbps Y (4800)] [--max-median PCT (none)] FILE\n",
           why);
   return 2;
 }
@@ -115,6 +116,7 @@ int main(int argc, char **argv) {
   const char *list = "gemm", *path = NULL;
   double tflops = 989, gbps = 4800;
   int families = 0;
+  double max_median = 0;
   for (int i = 1; i < argc; i++) {
     if (i + 1 < argc && !strcmp(argv[i], "--list")) {
       list = argv[++i];
@@ -124,6 +126,8 @@ int main(int argc, char **argv) {
       if (positive("--peak-tflops", argv[++i], &tflops)) return 2;
     } else if (i + 1 < argc && !strcmp(argv[i], "--hbm-gbps")) {
       if (positive("--hbm-gbps", argv[++i], &gbps)) return 2;
+    } else if (i + 1 < argc && !strcmp(argv[i], "--max-median")) {
+      if (positive("--max-median", argv[++i], &max_median)) return 2;
     } else if (!strcmp(argv[i], "--without-families")) {
       families = 1;
     } else if (argv[i][0] == '-' || path) {
@@ -195,14 +199,20 @@ int main(int argc, char **argv) {
          families ? " (each predicted without the points sharing two dimensions with it)" : "", tflops, gbps);
   printf("| %-40s | %5s | %8s | %8s | %8s | %8s |\n", "left-out GEMM", "n", "median", "p90", "max", "t-wt med");
   printf("|------------------------------------------|-------|----------|----------|----------|----------|\n");
-  row("all", err, w, np);
+  row("all", err, w, np); /* sorts err */
+  double median = np ? (np % 2 ? err[np / 2] : 0.5 * (err[np / 2 - 1] + err[np / 2])) : 0;
   row("  interpolated along m, n or k", e_by, w_by, n_by[0]);
   row("  roofline from the end of a family", e_by + n, w_by + n, n_by[1]);
   row("  nearest shapes' efficiency", e_by + 2 * n, w_by + 2 * n, n_by[2]);
   printf("\nmean time per lookup %.2f us; index build %.0f us for %d points\n", np ? 1e6 * lookup_s / np : 0,
          np ? 1e6 * build_s / np : 0, np - 1);
+  int rc = 0;
+  if (max_median > 0 && 100 * median > max_median) {
+    printf("median error %.2f%% above %.2f%%\n", 100 * median, max_median);
+    rc = 1;
+  }
   free(pts), free(err), free(e_by), free(w_by);
   schema_calibration_free(&train);
   schema_calibration_free(&full);
-  return 0;
+  return rc;
 }
