@@ -1,5 +1,7 @@
 /* calibration_lookup.c — time of an op from a calibration: log-space
- * interpolation inside the measured range, an anchored roofline outside. */
+ * interpolation inside the measured range, an anchored roofline outside;
+ * GEMMs of shapes with no measured neighbour sharing two dimensions by the
+ * efficiency of the nearest measured shapes (k-d tree; schema/README.md). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
