@@ -103,6 +103,12 @@ typedef struct {
   double clock_window_us; /* 0 = no clock section */
   int n_clock;
   schema_clock_point *clock; /* sorted by (period_us, duty) */
+  /* The "gemm" points ordered by log m, for the nearest-shape search of
+   * schema_lookup_gemm; built by schema_calibration_sort (the loader and the
+   * writer call it), owned and freed with the calibration. A lookup uses it
+   * only while it still describes `gemm` and `n_gemm` (else it scans every
+   * point, same result); after changing points in place, sort again. */
+  struct schema_gemm_index *gemm_index;
 } schema_calibration;
 
 /* Strict loader: every field's presence, type and range checked, unknown keys
@@ -129,8 +135,11 @@ int schema_calibration_add_fit(schema_calibration *c, const char *name, double l
  * writer refuses the section. */
 int schema_calibration_add_clock(schema_calibration *c, double duty, double period_us, double gemm_speed,
                                  double mem_speed);
-/* Sorts every table (the loader and writer call it). */
+/* Sorts every table and rebuilds the GEMM index (the loader and writer call it). */
 void schema_calibration_sort(schema_calibration *c);
+/* (Re)builds c->gemm_index over c->gemm; -1 on OOM (no index: lookups scan). */
+int schema_gemm_index_build(schema_calibration *c);
+void schema_gemm_index_free(schema_calibration *c);
 
 /* ---- lookups ----
  * Inside a table's measured range: log-space interpolation (log time against
@@ -151,6 +160,11 @@ typedef struct {
   FILE *warn;         /* NULL: no warnings */
   int warned_n;       /* names already warned about */
   char warned[64][64];
+  /* the GEMM list's latency floor under `roof`, cached for the list it was
+   * computed over (schema_lookup_gemm's nearest-shape rule) */
+  const schema_gemm_point *floor_of;
+  int floor_n;
+  double gemm_floor_us;
 } schema_lookup;
 
 void schema_lookup_init(schema_lookup *l, const schema_calibration *cal, const schema_roofline *roof,
@@ -159,9 +173,13 @@ void schema_lookup_init(schema_lookup *l, const schema_calibration *cal, const s
 /* GEMM of shape m x n x k (2mnk FLOPs): exact match, else log-space
  * interpolation along one dimension between the nearest measured neighbours
  * that share the other two (m first, then k, then n: the token count is m for
- * forward and dgrad GEMMs, k for wgrad); else the roofline
- * anchored at the end of the largest such family (warned); else interpolation
- * in FLOPs over all points (warned). */
+ * forward and dgrad GEMMs, k for wgrad); else the roofline anchored at the
+ * end of the largest such family (warned); else (no measured shape shares two
+ * dimensions with it: a model the calibration never saw) the list's latency
+ * floor plus the shape's roofline time (compute or HBM bound, whichever is
+ * longer) over the efficiency of the SCHEMA_GEMM_NEIGHBOURS nearest measured
+ * shapes in (ln m, ln n, ln k), weighted by 1 / distance^2 (warned once). */
+#define SCHEMA_GEMM_NEIGHBOURS 16
 int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, double *us, ts_err *e);
 /* A kernel table by name: x is bytes (or flops for flops-keyed tables); group
  * selects the points of that group (nearest group when absent, with a warning). */

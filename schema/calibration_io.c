@@ -124,6 +124,7 @@ void schema_calibration_free(schema_calibration *c) {
   free(c->colls);
   free(c->fits);
   free(c->clock);
+  schema_gemm_index_free(c);
   memset(c, 0, sizeof *c);
 }
 
@@ -174,6 +175,7 @@ void schema_calibration_sort(schema_calibration *c) {
   if (c->n_colls) qsort(c->colls, (size_t)c->n_colls, sizeof *c->colls, cmp_coll_table);
   if (c->n_fits) qsort(c->fits, (size_t)c->n_fits, sizeof *c->fits, cmp_fit);
   if (c->n_clock) qsort(c->clock, (size_t)c->n_clock, sizeof *c->clock, cmp_clock_point);
+  schema_gemm_index_build(c); /* on OOM lookups scan the points instead */
 }
 
 /* ---- loader ---- */

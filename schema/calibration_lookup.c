@@ -1,5 +1,7 @@
 /* calibration_lookup.c — time of an op from a calibration: log-space
- * interpolation inside the measured range, an anchored roofline outside. */
+ * interpolation inside the measured range, an anchored roofline outside;
+ * GEMMs of shapes with no measured neighbour sharing two dimensions by the
+ * efficiency of the nearest measured shapes (k-d tree; schema/README.md). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,36 +136,220 @@ static gemm_bracket gemm_bracket_of(const schema_calibration *c, const long long
   return b;
 }
 
-/* Interpolation over FLOPs of all shapes (no shape shares two dimensions with
- * the query), averaging log-times of points with equal FLOPs. */
-static int gemm_by_flops(schema_lookup *l, long long m, long long n, long long k, double *us, ts_err *e) {
-  const schema_calibration *c = l->cal;
-  series s;
-  if (series_alloc(&s, c->n_gemm)) return ts_fail_sys(e, "out of memory");
-  for (int i = 0; i < c->n_gemm; i++) {
-    double f = 2.0 * (double)c->gemm[i].m * (double)c->gemm[i].n * (double)c->gemm[i].k;
-    int j = s.n;
-    while (j > 0 && s.x[j - 1] > f) j--; /* insertion sort: called rarely */
-    if (j > 0 && s.x[j - 1] == f) {
-      s.t[j - 1] = sqrt(s.t[j - 1] * c->gemm[i].us);
-      continue;
-    }
-    memmove(s.x + j + 1, s.x + j, sizeof(double) * (size_t)(s.n - j));
-    memmove(s.t + j + 1, s.t + j, sizeof(double) * (size_t)(s.n - j));
-    s.x[j] = f;
-    s.t[j] = c->gemm[i].us;
-    s.n++;
+/* ---- the nearest measured shapes ----
+ * Distance between shapes: Euclidean in (ln m, ln n, ln k). The index keeps
+ * the points ordered by ln m, so a search walks outwards from the query's m
+ * and stops once ln m alone is farther than the K-th nearest found. Ties in
+ * distance go to the lower point index, so the index and the plain scan pick
+ * the same neighbours. */
+/* ---- the nearest measured shapes ----
+ * Distance between shapes: Euclidean in (ln m, ln n, ln k). The index is a
+ * k-d tree laid out in one array: a node owns positions [lo, hi); its split
+ * point sits at mid = (lo + hi) / 2, positions before it are no larger along
+ * the node's axis, positions after it no smaller; ranges of up to KD_LEAF
+ * points are scanned. Ties in distance go to the lower point index, so the
+ * tree and the plain scan (used when there is no index for the points) pick
+ * the same neighbours. Build O(n log^2 n), a search about O(log n). */
+#define KD_LEAF 8
+
+struct schema_gemm_index {
+  const schema_gemm_point *src; /* the list it was built over */
+  int n;
+  int *order;          /* point index at each position */
+  double (*ln)[3];     /* ln m, ln n, ln k of order[i] */
+  unsigned char *axis; /* split axis of the node whose split point is at i */
+};
+
+void schema_gemm_index_free(schema_calibration *c) {
+  if (!c->gemm_index) return;
+  free(c->gemm_index->order);
+  free(c->gemm_index->ln);
+  free(c->gemm_index->axis);
+  free(c->gemm_index);
+  c->gemm_index = NULL;
+}
+
+static void kd_swap(struct schema_gemm_index *x, int i, int j) {
+  int o = x->order[i];
+  x->order[i] = x->order[j], x->order[j] = o;
+  for (int d = 0; d < 3; d++) {
+    double t = x->ln[i][d];
+    x->ln[i][d] = x->ln[j][d], x->ln[j][d] = t;
   }
-  const char *key = "gemm (by FLOPs)";
-  warn_once(l, key, "a shape of %g FLOPs shares no two dimensions with a measured one: interpolated over the FLOPs "
-            "of all %g measured shapes", 2.0 * (double)m * (double)n * (double)k, (double)s.n);
-  *us = lookup_1d(l, key, s.x, s.t, s.n, 2.0 * (double)m * (double)n * (double)k, roof_flops, NULL);
-  /* FLOPs alone do not say how many bytes the shape moves: a skinny GEMM of
-   * the same FLOPs as a square one reads far more. It cannot beat reading
-   * its bf16 operands and writing its result at the HBM bandwidth. */
-  double mem_us = l->roof.launch_us + 2.0 * ((double)m * k + (double)k * n + (double)m * n) / l->roof.hbm_bytes_per_s * 1e6;
-  if (*us < mem_us) *us = mem_us;
-  series_free(&s);
+}
+
+/* Puts the nth smallest along axis a of [lo, hi) at nth, smaller ones before
+ * it, larger after (quickselect, three-way partition around a median of three). */
+static void kd_select(struct schema_gemm_index *x, int lo, int hi, int nth, int a) {
+  while (hi - lo > 1) {
+    double p0 = x->ln[lo][a], p1 = x->ln[(lo + hi) / 2][a], p2 = x->ln[hi - 1][a];
+    double p = p0 < p1 ? (p1 < p2 ? p1 : (p0 < p2 ? p2 : p0)) : (p0 < p2 ? p0 : (p1 < p2 ? p2 : p1));
+    int lt = lo, i = lo, gt = hi;
+    while (i < gt) {
+      if (x->ln[i][a] < p)
+        kd_swap(x, lt++, i++);
+      else if (x->ln[i][a] > p)
+        kd_swap(x, i, --gt);
+      else
+        i++;
+    }
+    if (nth < lt)
+      hi = lt;
+    else if (nth >= gt)
+      lo = gt;
+    else
+      return;
+  }
+}
+
+/* Splits along the axis of widest spread. */
+static void kd_build(struct schema_gemm_index *x, int lo, int hi) {
+  if (hi - lo <= KD_LEAF) return;
+  double mn[3] = {INFINITY, INFINITY, INFINITY}, mx[3] = {-INFINITY, -INFINITY, -INFINITY};
+  for (int i = lo; i < hi; i++)
+    for (int d = 0; d < 3; d++) {
+      if (x->ln[i][d] < mn[d]) mn[d] = x->ln[i][d];
+      if (x->ln[i][d] > mx[d]) mx[d] = x->ln[i][d];
+    }
+  int a = 0;
+  for (int d = 1; d < 3; d++)
+    if (mx[d] - mn[d] > mx[a] - mn[a]) a = d;
+  int mid = (lo + hi) / 2;
+  kd_select(x, lo, hi, mid, a);
+  x->axis[mid] = (unsigned char)a;
+  kd_build(x, lo, mid);
+  kd_build(x, mid + 1, hi);
+}
+
+int schema_gemm_index_build(schema_calibration *c) {
+  schema_gemm_index_free(c);
+  if (c->n_gemm <= 0) return 0;
+  struct schema_gemm_index *x = calloc(1, sizeof *x);
+  if (!x) return -1;
+  x->order = malloc((size_t)c->n_gemm * sizeof *x->order);
+  x->ln = malloc((size_t)c->n_gemm * sizeof *x->ln);
+  x->axis = calloc((size_t)c->n_gemm, sizeof *x->axis);
+  if (!x->order || !x->ln || !x->axis) {
+    free(x->order), free(x->ln), free(x->axis), free(x);
+    return -1;
+  }
+  for (int i = 0; i < c->n_gemm; i++) {
+    const schema_gemm_point *g = &c->gemm[i];
+    x->order[i] = i;
+    x->ln[i][0] = log((double)g->m), x->ln[i][1] = log((double)g->n), x->ln[i][2] = log((double)g->k);
+  }
+  kd_build(x, 0, c->n_gemm);
+  x->src = c->gemm;
+  x->n = c->n_gemm;
+  c->gemm_index = x;
+  return 0;
+}
+
+typedef struct {
+  int n;
+  double d2[SCHEMA_GEMM_NEIGHBOURS];
+  int idx[SCHEMA_GEMM_NEIGHBOURS];
+} nearest;
+
+static bool nearer(double d2, int i, double d2b, int ib) { return d2 < d2b || (d2 == d2b && i < ib); }
+
+/* Keeps the K nearest, sorted by (distance, index). */
+static void nearest_offer(nearest *s, double d2, int i) {
+  if (s->n == SCHEMA_GEMM_NEIGHBOURS && !nearer(d2, i, s->d2[s->n - 1], s->idx[s->n - 1])) return;
+  int j = s->n < SCHEMA_GEMM_NEIGHBOURS ? s->n++ : s->n - 1;
+  for (; j > 0 && nearer(d2, i, s->d2[j - 1], s->idx[j - 1]); j--) s->d2[j] = s->d2[j - 1], s->idx[j] = s->idx[j - 1];
+  s->d2[j] = d2, s->idx[j] = i;
+}
+
+static double sq(double x) { return x * x; }
+
+static void kd_offer(const struct schema_gemm_index *x, int i, const double q[3], nearest *s) {
+  nearest_offer(s, sq(x->ln[i][0] - q[0]) + sq(x->ln[i][1] - q[1]) + sq(x->ln[i][2] - q[2]), x->order[i]);
+}
+
+static void kd_search(const struct schema_gemm_index *x, int lo, int hi, const double q[3], nearest *s) {
+  if (hi - lo <= KD_LEAF) {
+    for (int i = lo; i < hi; i++) kd_offer(x, i, q, s);
+    return;
+  }
+  int mid = (lo + hi) / 2, a = x->axis[mid];
+  double diff = q[a] - x->ln[mid][a];
+  kd_offer(x, mid, q, s);
+  if (diff < 0) {
+    kd_search(x, lo, mid, q, s);
+    if (s->n < SCHEMA_GEMM_NEIGHBOURS || sq(diff) <= s->d2[s->n - 1]) kd_search(x, mid + 1, hi, q, s);
+  } else {
+    kd_search(x, mid + 1, hi, q, s);
+    if (s->n < SCHEMA_GEMM_NEIGHBOURS || sq(diff) <= s->d2[s->n - 1]) kd_search(x, lo, mid, q, s);
+  }
+}
+
+static void nearest_shapes(const schema_calibration *c, const double q[3], nearest *s) {
+  s->n = 0;
+  const struct schema_gemm_index *x = c->gemm_index;
+  if (x && x->src == c->gemm && x->n == c->n_gemm) {
+    kd_search(x, 0, x->n, q, s);
+    return;
+  }
+  for (int i = 0; i < c->n_gemm; i++) { /* no index for these points: scan them all */
+    const schema_gemm_point *g = &c->gemm[i];
+    nearest_offer(s, sq(log((double)g->m) - q[0]) + sq(log((double)g->n) - q[1]) + sq(log((double)g->k) - q[2]), i);
+  }
+}
+
+/* The roofline time (us, no launch cost) of a GEMM: its FLOPs at the peak or
+ * its bf16 operands and result at the HBM bandwidth, whichever is longer. */
+static double gemm_roof_us(const schema_roofline *r, double m, double n, double k) {
+  double tf = 2.0 * m * n * k / r->peak_flops, tb = 2.0 * (m * k + k * n + m * n) / r->hbm_bytes_per_s;
+  return (tf > tb ? tf : tb) * 1e6;
+}
+
+/* The GEMM list's latency floor: the smallest (measured - roofline) time,
+ * 0 when some point reaches its roofline. The calibration transfer
+ * (sim/sim_transfer.c) keeps the same floor, so the efficiencies below are
+ * the same before and after it. Cached per list. */
+static double gemm_floor_us(schema_lookup *l) {
+  const schema_calibration *c = l->cal;
+  if (l->floor_of == c->gemm && l->floor_n == c->n_gemm) return l->gemm_floor_us;
+  double f = INFINITY;
+  for (int i = 0; i < c->n_gemm; i++) {
+    const schema_gemm_point *g = &c->gemm[i];
+    double d = g->us - gemm_roof_us(&l->roof, (double)g->m, (double)g->n, (double)g->k);
+    if (d < f) f = d;
+  }
+  l->gemm_floor_us = f > 0 && isfinite(f) ? f : 0;
+  l->floor_of = c->gemm, l->floor_n = c->n_gemm;
+  return l->gemm_floor_us;
+}
+
+/* A shape that shares no two dimensions with a measured one (a model the
+ * calibration never saw): the list's latency floor plus its roofline time
+ * over the efficiency of the nearest measured shapes, efficiency =
+ * roofline time / (measured time - floor), averaged with weights
+ * 1 / distance^2. Efficiency rather than time: a neighbour of another size
+ * lends how well the GPU runs such a shape, not how long it took. Because
+ * the transfer to another GPU keeps each point's efficiency and the floor,
+ * pricing a shape here on the transferred list gives what transferring its
+ * price on the measured list would. */
+static int gemm_by_neighbours(schema_lookup *l, long long m, long long n, long long k, double *us) {
+  const schema_calibration *c = l->cal;
+  const double q[3] = {log((double)m), log((double)n), log((double)k)};
+  double floor_us = gemm_floor_us(l);
+  nearest s;
+  nearest_shapes(c, q, &s);
+  double wsum = 0, esum = 0;
+  for (int j = 0; j < s.n; j++) {
+    const schema_gemm_point *g = &c->gemm[s.idx[j]];
+    double w = 1.0 / s.d2[j], busy = g->us - floor_us; /* d2 > 0: exact matches were taken before */
+    wsum += w;
+    esum += busy > 0 ? w * gemm_roof_us(&l->roof, (double)g->m, (double)g->n, (double)g->k) / busy : 0;
+  }
+  double roof = gemm_roof_us(&l->roof, (double)m, (double)n, (double)k);
+  *us = floor_us + (esum > 0 ? roof * wsum / esum : 0);
+  warn_once(l, "gemm (nearest shapes)",
+            "a shape of %g FLOPs shares no two dimensions with a measured one: priced by the efficiency of its "
+            "%g nearest measured shapes",
+            2.0 * (double)m * (double)n * (double)k, (double)s.n);
   return 0;
 }
 
@@ -198,7 +384,7 @@ int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, 
     *us = log_interp((double)gemm_dim(lo, best), lo->us, (double)gemm_dim(hi, best), hi->us, (double)q[best]);
     return 0;
   }
-  if (widest < 0) return gemm_by_flops(l, m, n, k, us, e);
+  if (widest < 0) return gemm_by_neighbours(l, m, n, k, us);
   /* Outside the measured range of every family: the roofline along the
    * largest family, anchored at its nearest point (lookup_1d warns). */
   series s;

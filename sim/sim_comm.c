@@ -295,12 +295,14 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
   if (m == rs->members[gkind] && rs->ring_route_known[gkind]) {
     rf.latency_s = rs->ring_latency_s[gkind], rf.bw = rs->ring_bw[gkind];
   } else {
-    rf = route_of_edges(e_src, e_dst, ne);
+    rf = route_of_edges(e_src, e_dst, ne < cap ? ne : cap);
     if (m == rs->members[gkind]) {
       rs->ring_route_known[gkind] = 1;
       rs->ring_latency_s[gkind] = rf.latency_s, rs->ring_bw[gkind] = rf.bw;
     }
   }
+  double rings = (double)ne / n; /* channels: one per member of a node (sim_edges) */
+  if (ne > cap) ne = cap;
   double ring_steps = allreduce ? 2.0 * (n - 1) : (double)(n - 1);
   double ring_factor = allreduce ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
   int tdepth = 1;
@@ -309,7 +311,7 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
      * (tree: two passes of the full message, 2 x depth latency steps). */
     int tsrc[4], tdst[4];
     sim_edges(c, m, n, SIM_ALG_TREE_UP, tsrc, tdst, 0, &tdepth);
-    double ring = ring_steps * rf.latency_s + ring_factor * wire / rf.bw;
+    double ring = ring_steps * rf.latency_s + ring_factor * wire / (rf.bw * rings);
     double tree = 2.0 * tdepth * rf.latency_s + 2.0 * wire / rf.bw;
     if (tree < ring) {
       sim_w->used_tree = 1;
@@ -329,7 +331,8 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
     }
   }
   for (int i = 0; i < ne; i++)
-    e_bytes[i] = ring_factor * wire * (reduced ? sim_edge_scale(rs, gkind, SIM_ALG_RING, e_src[i], e_dst[i], ne) : 1.0);
+    e_bytes[i] = ring_factor * wire / rings *
+                 (reduced ? sim_edge_scale(rs, gkind, SIM_ALG_RING, e_src[i], e_dst[i], ne) : 1.0);
   t = flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
   /* NCCL's ring moves the message in ring_steps steps, each paying the route
    * latency; the flows above paid it once. */

@@ -1,6 +1,19 @@
 /* sim_edges.c — the flows of ring, tree, all-to-all and send/recv. */
 #include "sim_edges.h"
 
+/* Members per node when every node holds the same number k >= 2 of them,
+ * contiguous in ring order, on at least two nodes; else 1. */
+static int ring_members_per_node(const topo_cluster *c, const int *m, int n) {
+  int k = 1;
+  while (k < n && topo_node_of(c, m[k]) == topo_node_of(c, m[0])) k++;
+  if (k < 2 || k == n || n % k) return 1;
+  for (int i = 0; i < n; i++)
+    if (topo_node_of(c, m[i]) != topo_node_of(c, m[i - i % k])) return 1;
+  for (int x = k; x < n; x += k)
+    if (topo_node_of(c, m[x]) == topo_node_of(c, m[x - k])) return 1;
+  return k;
+}
+
 int sim_edges(const topo_cluster *c, const int *m, int n, sim_alg alg, int *src, int *dst, int cap, int *depth) {
   int ne = 0;
   *depth = 1;
@@ -13,10 +26,30 @@ int sim_edges(const topo_cluster *c, const int *m, int n, sim_alg alg, int *src,
     ne++;                                                                                                     \
   } while (0)
   switch (alg) {
-  case SIM_ALG_RING:
-    for (int i = 0; i < n; i++) EDGE(m[i], m[(i + 1) % n]);
+  case SIM_ALG_RING: {
+    /* k members on each node, contiguous in ring order: NCCL runs k rings
+     * (channels), ring j leaving node X through the NIC of its local member
+     * (j + X + 1) mod k and entering node X + 1 through the same rail, so the
+     * node's k NICs all carry the ring's inter-node traffic, 1/k each (the
+     * caller splits the bytes over ne / n rings). Otherwise one ring. */
+    int k = ring_members_per_node(c, m, n);
+    if (k <= 1) {
+      for (int i = 0; i < n; i++) EDGE(m[i], m[(i + 1) % n]);
+    } else {
+      int nodes = n / k;
+      for (int j = 0; j < k; j++)
+        for (int x = 0; x < nodes; x++) {
+          const int *b = m + x * k, enter = (j + x) % k;
+          /* enter, enter - 1, ..., enter + 1 (mod k): ends at the exit member */
+          for (int s = 0; s < k - 1; s++) EDGE(b[(enter - s + k) % k], b[(enter - s - 1 + 2 * k) % k]);
+          int exit = (enter + 1) % k;
+          const int *nb = m + ((x + 1) % nodes) * k;
+          EDGE(b[exit], nb[(j + x + 1) % k]);
+        }
+    }
     *depth = n - 1;
     break;
+  }
   case SIM_ALG_ALLTOALL:
     for (int i = 0; i < n; i++)
       for (int j = 0; j < n; j++)

@@ -4,8 +4,8 @@
  * calibrate-infer`) standing in for "<name>". The training simulator never
  * reads the ".infer" tables, so they cannot move a training prediction.
  * Likewise the decode GEMMs of "gemm_infer" join the "gemm" list here only.
- * The view shares the file's table points; the table lists and the joined
- * GEMM list are its own. */
+ * The view shares the file's table points; the table lists, the joined
+ * GEMM list and its index are its own. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,9 +48,12 @@ int sim_infer_calibration_view(const schema_calibration *cal, schema_calibration
       memcpy(view->gemm + cal->n_gemm, cal->gemm_infer, (size_t)cal->n_gemm_infer * sizeof *cal->gemm_infer);
     view->n_gemm = cal->n_gemm + cal->n_gemm_infer;
   }
+  view->gemm_index = NULL; /* the file's index is over its own list; the joined one gets its own */
+  if (view->n_gemm) schema_gemm_index_build(view); /* on OOM lookups scan the points instead */
   schema_kernel_table *k = calloc((size_t)(cal->n_kernels ? cal->n_kernels : 1), sizeof *k);
   schema_coll_table *c = calloc((size_t)(cal->n_colls ? cal->n_colls : 1), sizeof *c);
   if (!k || !c) {
+    schema_gemm_index_free(view);
     free(k), free(c), free(view->gemm);
     view->gemm = NULL, view->n_gemm = 0;
     return ts_fail_sys(e, "out of memory");
@@ -76,6 +79,7 @@ int sim_infer_calibration_view(const schema_calibration *cal, schema_calibration
 }
 
 void sim_infer_calibration_view_free(schema_calibration *view) {
+  schema_gemm_index_free(view);
   free(view->gemm);
   view->gemm = NULL, view->n_gemm = 0;
   free(view->kernels);

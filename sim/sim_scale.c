@@ -153,8 +153,9 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer,
   if (!sc) abort();
   sc->gkind = gkind, sc->alg = alg, sc->peer = peer, sc->rep_sends = rep_sends;
   int world = sim_w->world, cap = world > 64 ? world : 64;
-  int *members = malloc(sizeof(int) * (size_t)cap), *src = malloc(sizeof(int) * (size_t)cap * 2),
-      *dst = malloc(sizeof(int) * (size_t)cap * 2);
+  /* edges: up to 8 rings of a group (sim_edges), or 2 per member */
+  int *members = malloc(sizeof(int) * (size_t)cap), *src = malloc(sizeof(int) * (size_t)cap * 8),
+      *dst = malloc(sizeof(int) * (size_t)cap * 8);
   unsigned char *seen = calloc((size_t)world, 1);
   if (!members || !src || !dst || !seen) abort();
   link_table links = {0};
@@ -181,8 +182,8 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer,
         if (members[i] >= 0 && members[i] < world) seen[members[i]] = 1;
       is_real = 0;
       for (int i = 0; i < n; i++) is_real |= members[i] == rs->rank;
-      ne = sim_edges(c, members, n, (sim_alg)alg, src, dst, cap * 2, &depth);
-      if (ne > cap * 2) ne = cap * 2;
+      ne = sim_edges(c, members, n, (sim_alg)alg, src, dst, cap * 8, &depth);
+      if (ne > cap * 8) ne = cap * 8;
     }
     for (int i = 0; i < ne; i++) count_route(src[i], dst[i], is_real, &links);
     if (is_real) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "calibration.h"
+#include "sim_edges.h"
 #include "sim_nccl.h"
 
 static sim_nccl_fabric hgx_h100(bool nvls) {
@@ -250,12 +251,48 @@ static void test_fabric_of_cluster(void) {
   CU_ASSERT(!f.nvls);
 }
 
+/* A ring over nodes holding k members each (here a DP group of TP4 ranks:
+ * GPUs 0 and 4 of three 8-GPU nodes) runs as k rings, as NCCL's channels do:
+ * 2 x 6 edges; each ring leaves every node once, the two rings through
+ * different members (so both GPUs' NICs carry inter-node bytes), and enters
+ * the next node through the member of the same local index (the same rail).
+ * One member per node, or members not grouped by node: one ring. */
+static void test_ring_uses_every_member_nic(void) {
+  topo_cluster c;
+  memset(&c, 0, sizeof c);
+  c.gpus_per_node = 8;
+  const int m[6] = {0, 4, 8, 12, 16, 20};
+  int src[64], dst[64], depth;
+  int ne = sim_edges(&c, m, 6, SIM_ALG_RING, src, dst, 64, &depth);
+  CU_ASSERT_EQUAL_FATAL(ne, 12);
+  CU_ASSERT_EQUAL(depth, 5);
+  int exits[2][3] = {{-1, -1, -1}, {-1, -1, -1}}, out_of[24] = {0}, in_to[24] = {0};
+  for (int i = 0; i < ne; i++) {
+    int ring = i / 6, a = src[i] / 8, b = dst[i] / 8;
+    out_of[src[i]]++, in_to[dst[i]]++;
+    if (a == b) continue;
+    CU_ASSERT_EQUAL(b, (a + 1) % 3);
+    CU_ASSERT_EQUAL(src[i] % 8, dst[i] % 8); /* same rail */
+    CU_ASSERT_EQUAL(exits[ring][a], -1);     /* one exit per node per ring */
+    exits[ring][a] = src[i];
+  }
+  for (int x = 0; x < 3; x++) {
+    CU_ASSERT(exits[0][x] >= 0 && exits[1][x] >= 0);
+    CU_ASSERT_NOT_EQUAL(exits[0][x], exits[1][x]);
+  }
+  for (int i = 0; i < 6; i++) CU_ASSERT(out_of[m[i]] == 2 && in_to[m[i]] == 2); /* every member once per ring */
+  const int one[3] = {0, 8, 16}, mixed[4] = {0, 8, 4, 12};
+  CU_ASSERT_EQUAL(sim_edges(&c, one, 3, SIM_ALG_RING, src, dst, 64, &depth), 3);
+  CU_ASSERT_EQUAL(sim_edges(&c, mixed, 4, SIM_ALG_RING, src, dst, 64, &depth), 4);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("sim_nccl", NULL, NULL);
   CU_add_test(s, "2 ranks anchored reproduce the measured curves", test_two_ranks_reproduce_measured);
   CU_add_test(s, "NVLS needs NVSwitch (NVLink 4+) and consent", test_nvls_needs_nvswitch_and_consent);
   CU_add_test(s, "switch points: LL small, Simple large, tree/ring across nodes", test_switch_points);
+  CU_add_test(s, "a ring over nodes of k members runs as k rings, one exit NIC each", test_ring_uses_every_member_nic);
   CU_add_test(s, "monotone in bytes", test_monotone_in_bytes);
   CU_add_test(s, "a ring over more ranks is never faster", test_ring_more_ranks_never_faster);
   CU_add_test(s, "the anchor carries the 2-rank efficiency at the same chunk", test_anchor_carries_efficiency);

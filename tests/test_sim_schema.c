@@ -184,7 +184,7 @@ static void test_lookup_interpolates(void) {
 
 /* GEMMs interpolate along the one dimension their measured neighbours vary in:
  * k for wgrad shapes (k = tokens), m first when both bracket; a shape sharing
- * no two dimensions with a measured one falls back to FLOPs, with a warning. */
+ * no two dimensions with a measured one is priced by the nearest shapes, with a warning. */
 static void test_lookup_gemm_dimensions(void) {
   static const char text[] =
       "{\"schema\":1,\"gpu\":\"g\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"nvlink\","
@@ -212,13 +212,83 @@ static void test_lookup_gemm_dimensions(void) {
   CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 4096, 512, 512, &us, &e), 0);
   NEAR(us, 12.0, 1e-12);
   CU_ASSERT_PTR_NULL(buf && len ? strstr(buf, "gemm") : NULL);
-  /* nothing shares two dimensions: FLOPs interpolation, warned */
+  /* nothing shares two dimensions: the nearest shapes' efficiency, warned */
   CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 3000, 700, 900, &us, &e), 0);
   CU_ASSERT_TRUE(us > 0);
   fflush(warn);
-  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "gemm (by FLOPs)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "gemm (nearest shapes)"));
   fclose(warn);
   free(buf);
+  schema_calibration_free(&c);
+}
+
+/* A shape sharing no two dimensions with a measured one: the latency floor
+ * plus its roofline time over the neighbours' efficiency, weighted by
+ * 1 / distance^2 in (ln m, ln n, ln k). By hand, on a compute-bound roofline
+ * (1e15 FLOP/s): A = 1024^3 runs at its roofline (2.147483648 us, efficiency
+ * 1, so the floor is 0), B = 4096^3 at half of it (274.877906944 us); the
+ * query 2048^3 lies halfway between them in log space, so its efficiency is
+ * (1 + 0.5) / 2 and its time 17.179869184 / 0.75 us. Adding 5 us to both
+ * points raises the floor to 5 and leaves the efficiencies as they were. */
+static void test_lookup_gemm_nearest_shapes(void) {
+  for (int shift = 0; shift <= 5; shift += 5) {
+    schema_calibration c;
+    memset(&c, 0, sizeof c);
+    CU_ASSERT_EQUAL_FATAL(schema_calibration_add_gemm(&c, 1024, 1024, 1024, 2.147483648 + shift), 0);
+    CU_ASSERT_EQUAL_FATAL(schema_calibration_add_gemm(&c, 4096, 4096, 4096, 274.877906944 + shift), 0);
+    schema_calibration_sort(&c);
+    schema_roofline roof = {1e15, 1e20, 4e11, 3, 1};
+    schema_lookup l;
+    schema_lookup_init(&l, &c, &roof, NULL);
+    double us;
+    ts_err e = {0};
+    CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 2048, 2048, 2048, &us, &e), 0);
+    NEAR(us, shift + 17.179869184 / 0.75, 1e-9);
+    schema_calibration_free(&c);
+  }
+}
+
+/* The index (k-d tree) and the plain scan pick the same neighbours, ties
+ * included: 3,000 points on a coarse grid (many equal distances), 2,000
+ * queries, each priced with the index and again after dropping it. */
+static void test_lookup_gemm_index_matches_scan(void) {
+  static const long long dims[] = {64, 96, 128, 256, 384, 512, 1024, 1536, 2048, 4096, 8192, 16384};
+  const int nd = (int)(sizeof dims / sizeof dims[0]);
+  schema_calibration c;
+  memset(&c, 0, sizeof c);
+  unsigned r = 12345;
+  for (int i = 0; i < 3000; i++) {
+    long long m, n, k;
+    r = r * 1103515245u + 12345u, m = dims[(r >> 8) % (unsigned)nd];
+    r = r * 1103515245u + 12345u, n = dims[(r >> 8) % (unsigned)nd];
+    r = r * 1103515245u + 12345u, k = dims[(r >> 8) % (unsigned)nd];
+    r = r * 1103515245u + 12345u;
+    double us = 5.0 + 2.0 * (double)m * (double)n * (double)k / 5e14 * 1e6 * (1.0 + (double)((r >> 8) % 1000) / 1000.0);
+    bool dup = false;
+    for (int j = 0; j < c.n_gemm && !dup; j++) dup = c.gemm[j].m == m && c.gemm[j].n == n && c.gemm[j].k == k;
+    if (!dup) CU_ASSERT_EQUAL_FATAL(schema_calibration_add_gemm(&c, m, n, k, us), 0);
+  }
+  schema_calibration_sort(&c);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c.gemm_index);
+  schema_roofline roof = {1e15, 4e12, 4e11, 3, 1};
+  int differ = 0;
+  for (int q = 0; q < 2000; q++) {
+    long long m, n, k; /* off-grid shapes: nothing shares two dimensions with them */
+    r = r * 1103515245u + 12345u, m = 50 + (r >> 8) % 20000;
+    r = r * 1103515245u + 12345u, n = 50 + (r >> 8) % 20000;
+    r = r * 1103515245u + 12345u, k = 50 + (r >> 8) % 20000;
+    double with, without;
+    ts_err e = {0};
+    schema_lookup l;
+    schema_lookup_init(&l, &c, &roof, NULL);
+    CU_ASSERT_EQUAL(schema_lookup_gemm(&l, m, n, k, &with, &e), 0);
+    struct schema_gemm_index *kept = c.gemm_index;
+    c.gemm_index = NULL; /* the lookup scans */
+    CU_ASSERT_EQUAL(schema_lookup_gemm(&l, m, n, k, &without, &e), 0);
+    c.gemm_index = kept;
+    differ += with != without;
+  }
+  CU_ASSERT_EQUAL(differ, 0);
   schema_calibration_free(&c);
 }
 
@@ -888,6 +958,8 @@ int main(void) {
   CU_add_test(s, "calibration write/read round trip", test_round_trip);
   CU_add_test(s, "lookups interpolate in log space", test_lookup_interpolates);
   CU_add_test(s, "GEMMs interpolate along the dimension that varies", test_lookup_gemm_dimensions);
+  CU_add_test(s, "GEMM of an unmeasured model: the nearest shapes' efficiency", test_lookup_gemm_nearest_shapes);
+  CU_add_test(s, "GEMM nearest shapes: the index and the scan agree", test_lookup_gemm_index_matches_scan);
   CU_add_test(s, "outside the range: anchored roofline, one warning", test_lookup_outside_warns_once);
   CU_add_test(s, "attention reads its (head dim, sequence) table, else the FLOP-keyed one, warned",
               test_attention_per_shape_tables);

@@ -117,6 +117,46 @@ static void test_calibration_transfer(void) {
   schema_calibration_free(&src);
 }
 
+/* The nearest-shape GEMM lookup (a model the calibration never measured)
+ * and the transfer commute: pricing the shape on the transferred list gives
+ * the transfer of its price on the measured list, t' = L + (t - L) R_to /
+ * R_from with the list's floor L and the query's rooflines, because the
+ * transfer keeps every point's efficiency above the floor and the floor. */
+static void test_nearest_shapes_commute_with_transfer(void) {
+  schema_calibration src, dst;
+  memset(&src, 0, sizeof src);
+  snprintf(src.gpu, sizeof src.gpu, "NVIDIA H200");
+  snprintf(src.transport, sizeof src.transport, "nvlink");
+  static const long long shapes[][3] = {{128, 128, 128},   {4096, 4096, 1024}, {8192, 1024, 4096},
+                                        {2048, 8192, 8192}, {16384, 5120, 5120}, {1024, 1024, 16384}};
+  static const double eff[] = {1.0, 0.7, 0.6, 0.8, 0.75, 0.5};
+  sim_ceilings h = {989e12, 4800e9, 0}, a = {312e12, 2039e9, 0};
+  for (int i = 0; i < 6; i++) {
+    double m = (double)shapes[i][0], n = (double)shapes[i][1], k = (double)shapes[i][2];
+    double tf = 2 * m * n * k / h.peak_flops, tb = 2 * (m * k + k * n + m * n) / h.hbm_bytes_per_s;
+    CU_ASSERT_EQUAL_FATAL(
+        schema_calibration_add_gemm(&src, shapes[i][0], shapes[i][1], shapes[i][2], 6.0 + (tf > tb ? tf : tb) * 1e6 / eff[i]), 0);
+  }
+  schema_calibration_sort(&src);
+  topo_gpu h200 = gpu("H200-SXM", 989, 4800, 450), a100 = gpu("A100-SXM4-80GB", 312, 2039, 300);
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, false, &dst, &e), 0);
+  schema_roofline rh = {h.peak_flops, h.hbm_bytes_per_s, 1, 3, 1}, ra = {a.peak_flops, a.hbm_bytes_per_s, 1, 3, 1};
+  schema_lookup lh, la;
+  schema_lookup_init(&lh, &src, &rh, NULL);
+  schema_lookup_init(&la, &dst, &ra, NULL);
+  static const long long q[][3] = {{3000, 6000, 2500}, {100, 700, 900}, {20000, 12000, 3000}};
+  for (int j = 0; j < 3; j++) {
+    double th, ta;
+    CU_ASSERT_EQUAL(schema_lookup_gemm(&lh, q[j][0], q[j][1], q[j][2], &th, &e), 0);
+    CU_ASSERT_EQUAL(schema_lookup_gemm(&la, q[j][0], q[j][1], q[j][2], &ta, &e), 0);
+    double m = (double)q[j][0], n = (double)q[j][1], k = (double)q[j][2], fl = 2 * m * n * k, by = 2 * (m * k + k * n + m * n);
+    NEAR(ta, sim_transfer_point_us(th, 6.0, fl, by, &h, &a), 1e-9); /* floor 6 us: the first point sits on its roofline above it */
+  }
+  schema_calibration_free(&dst);
+  schema_calibration_free(&src);
+}
+
 /* A GPU without the figures the transfer needs is refused with a named error. */
 static void test_transfer_needs_figures(void) {
   schema_calibration src, dst;
@@ -265,6 +305,7 @@ int main(void) {
   CU_add_test(s, "a launch-bound point does not scale with FLOP/s", test_launch_bound_does_not_scale);
   CU_add_test(s, "a point follows whichever ceiling binds on the target", test_bound_switches);
   CU_add_test(s, "a whole calibration transferred", test_calibration_transfer);
+  CU_add_test(s, "GEMM nearest shapes and the transfer commute", test_nearest_shapes_commute_with_transfer);
   CU_add_test(s, "transfer refuses a GPU without its figures", test_transfer_needs_figures);
   CU_add_test(s, "same GPU: name and figures", test_same_gpu);
   CU_add_test(s, "measured, transferred or refused: the cluster's GPU against the calibration's", test_cost_source);
