@@ -190,6 +190,10 @@ static inline int plan_local_seq(const plan *p) { return p->seq / plan_cp(p); }
  * the distributed optimizer's shards. */
 static inline int plan_dp_shards(const plan *p) { return p->dp * plan_cp(p); }
 static inline int plan_world_size(const plan *p) { return p->dp * p->tp * p->pp * plan_cp(p); }
+/* (plan_program_cp.c) One KV block of the CP ring: K and V of seq / cp tokens,
+ * kv_heads / tp heads, bf16; the ring's receive buffers (4 blocks, 0 at cp 1). */
+double plan_cp_kv_bytes(const plan *p);
+double plan_cp_buffer_bytes(const plan *p);
 static inline int plan_micro_batches(const plan *p) {
   return (int)(p->global_batch / ((long long)p->micro_batch * p->dp));
 }

@@ -69,8 +69,7 @@ int plan_load_zero_fields(json_t *layout, const char *file, plan *p, ts_err *e);
 #define PLAN_CP_MAX 64
 int plan_load_cp_fields(json_t *layout, const char *file, plan *p, ts_err *e);
 int plan_validate_cp(const plan *p, ts_err *e);
-double plan_cp_kv_bytes(const plan *p);
-double plan_cp_buffer_bytes(const plan *p);
+
 int plan_validate_zero(const plan *p, ts_err *e);
 
 /* What a model chunk's forward runs, in order ("units": the embedding on the
