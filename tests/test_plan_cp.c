@@ -153,6 +153,9 @@ static void test_ring_program(void) {
         after++;
       }
       CU_ASSERT_EQUAL(after, 4 * 4);
+      /* plan_limits.c's estimate of the ops stays an upper bound within 2x */
+      double est = plan_estimate_ops_per_rank(&b);
+      CU_ASSERT(est >= gb.n && est <= 2.0 * gb.n + 512);
       plan_program_free(&ga);
       plan_program_free(&gb);
     }
