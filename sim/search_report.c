@@ -18,6 +18,8 @@ static void layout_text(const sim_search_layout *l, char *buf, size_t cap) {
   }
   size_t used = strlen(buf);
   if (used < cap) sim_search_layout_suffix(l, buf + used, cap - used);
+  for (char *c = buf + used; *c; c++) /* " cp4 zero2 opg tpo" in the table, "-cp4-zero2-opg-tpo" in plan names */
+    if (*c == '-') *c = ' ';
 }
 
 void sim_search_print(const sim_search_result *r, const sim_search_options *o, FILE *out) {
