@@ -41,8 +41,9 @@ static inline bool plan_codec_has_caat(plan_codec_kind k) { return k == PLAN_COD
 double plan_taco_wire_bytes(double bf16_bytes, int group);
 
 /* PLAN_TRAFFIC_EP (added): the expert-parallel token all-to-alls (dispatch and combine, forward and backward). */
+/* PLAN_TRAFFIC_CP (added): context parallelism's KV (forward) and KV + dKV (backward) ring exchanges. */
 typedef enum { PLAN_TRAFFIC_TP_FWD, PLAN_TRAFFIC_TP_BWD, PLAN_TRAFFIC_PP, PLAN_TRAFFIC_DP, PLAN_TRAFFIC_EP,
-               PLAN_TRAFFIC_COUNT } plan_traffic;
+               PLAN_TRAFFIC_CP, PLAN_TRAFFIC_COUNT } plan_traffic;
 
 /* Bytes on the wire for a message of `bytes` whose elements are `elem_bytes`
  * wide (2: bf16 activations, 4: fp32 gradients) under codec c: TACO sends one
@@ -152,6 +153,15 @@ typedef struct {
   int ep, etp;
   double capacity_factor; /* layout.capacity_factor: tokens an expert takes at most, x its fair share; 0 = dropless */
   double moe_imbalance;   /* layout.moe_imbalance: the busiest EP rank's routed tokens / the mean (>= 1) */
+  /* Context parallelism (added; plan_program_cp.c, plan/README.md "Context
+   * parallelism"): layout.context_parallel_size (Megatron-LM's
+   * --context-parallel-size; 0 or 1 = off): the sequence of every micro-batch
+   * is split over cp ranks (2 cp chunks, rank i holding chunks i and
+   * 2 cp - 1 - i, the load balancing of causal masks); each attention passes
+   * the KV blocks around the CP ring (cp_comm_type p2p, the only one
+   * modelled). Ranks: tp, then cp, then dp / pp as `order` says
+   * (Megatron-Core's tp-cp-ep-dp-pp); gradients are reduced over dp x cp. */
+  int cp;
 } plan;
 /* Note: after loading, p->model.layers == p->layers (layers_override applied),
  * so every model_* function called on p->model sees the layers actually run. */
@@ -171,13 +181,25 @@ void plan_set_loader_defaults(plan *p);
 /* Bytes per gradient element as kept and reduced: 4 (fp32) or 2 (bf16). */
 static inline int plan_grad_bytes(const plan *p) { return p->grad_reduce_bf16 ? 2 : 4; }
 
-static inline int plan_world_size(const plan *p) { return p->dp * p->tp * p->pp; }
+/* Context-parallel ranks per micro-batch (1 when off). */
+static inline int plan_cp(const plan *p) { return p->cp > 1 ? p->cp : 1; }
+/* Tokens of a sequence on one rank (seq / cp). */
+static inline int plan_local_seq(const plan *p) { return p->seq / plan_cp(p); }
+/* Ranks that hold the same parameters and reduce their gradients (dp x cp;
+ * Megatron-Core's data-parallel group with context parallelism): the DP group,
+ * the distributed optimizer's shards. */
+static inline int plan_dp_shards(const plan *p) { return p->dp * plan_cp(p); }
+static inline int plan_world_size(const plan *p) { return p->dp * p->tp * p->pp * plan_cp(p); }
+/* (plan_program_cp.c) One KV block of the CP ring: K and V of seq / cp tokens,
+ * kv_heads / tp heads, bf16; the ring's receive buffers (4 blocks, 0 at cp 1). */
+double plan_cp_kv_bytes(const plan *p);
+double plan_cp_buffer_bytes(const plan *p);
 static inline int plan_micro_batches(const plan *p) {
   return (int)(p->global_batch / ((long long)p->micro_batch * p->dp));
 }
 
 /* ---- placement: rank r runs on GPU r of the cluster ---- */
-typedef struct { int dp, tp, pp; } plan_coord;
+typedef struct { int dp, tp, pp, cp; } plan_coord; /* cp (added) last: {dp, tp, pp} initialisers mean cp 0 */
 plan_coord plan_coord_of(const plan *p, int rank);
 int plan_rank_of(const plan *p, plan_coord c);
 
@@ -186,8 +208,10 @@ int plan_rank_of(const plan *p, plan_coord c);
  * (only when pp > 1 and the model ties its embeddings). */
 /* PLAN_GROUP_EP, _ETP, _EDP (added): the expert layers' groups (plan_moe.c): the ranks that exchange tokens
  * (all-to-all), that split one expert's FFN, and that hold the same experts (their gradients' reduction). */
+/* PLAN_GROUP_CP (added): the ranks that share one micro-batch's sequence (same tp, dp, pp), in ring order;
+ * with cp > 1 PLAN_GROUP_DP holds dp x cp ranks (cp fastest). */
 typedef enum { PLAN_GROUP_TP, PLAN_GROUP_DP, PLAN_GROUP_PP, PLAN_GROUP_EMBEDDING, PLAN_GROUP_EP, PLAN_GROUP_ETP,
-               PLAN_GROUP_EDP, PLAN_GROUP_COUNT } plan_group_kind;
+               PLAN_GROUP_EDP, PLAN_GROUP_CP, PLAN_GROUP_COUNT } plan_group_kind;
 /* Members of rank's group of that kind, in ring order; returns the count
  * (at most cap are written; -1 if rank is out of range). */
 int plan_group_members(const plan *p, int rank, plan_group_kind g, int *members, int cap);
@@ -226,7 +250,9 @@ int plan_inflight_peak(const plan *p, int stage);
 typedef enum { PLAN_OP_COMPUTE, PLAN_OP_COLLECTIVE, PLAN_OP_SEND, PLAN_OP_RECV } plan_op_kind;
 
 /* Streams a rank runs concurrently; ops on one stream run in program order. */
-typedef enum { PLAN_STREAM_COMPUTE, PLAN_STREAM_TP, PLAN_STREAM_PP, PLAN_STREAM_DP, PLAN_STREAM_COUNT } plan_stream;
+/* PLAN_STREAM_CP (added): the CP ring's KV exchanges, beside the attention that uses them. */
+typedef enum { PLAN_STREAM_COMPUTE, PLAN_STREAM_TP, PLAN_STREAM_PP, PLAN_STREAM_DP, PLAN_STREAM_CP,
+               PLAN_STREAM_COUNT } plan_stream;
 
 typedef enum { PLAN_COLL_ALLREDUCE, PLAN_COLL_ALLGATHER, PLAN_COLL_REDUCESCATTER, PLAN_COLL_ALLTOALL } plan_coll;
 

@@ -64,6 +64,12 @@ bool plan_json_is_inference(json_t *root);
 /* Reads layout.data_parallel_sharding_strategy, overlap_grad_reduce,
  * overlap_param_gather, zero3_prefetch_layers (after layout.zero1). */
 int plan_load_zero_fields(json_t *layout, const char *file, plan *p, ts_err *e);
+/* Context parallelism (plan_program_cp.c): layout.context_parallel_size and
+ * cp_comm_type, their rules, one KV block (bytes), the ring's receive buffers. */
+#define PLAN_CP_MAX 64
+int plan_load_cp_fields(json_t *layout, const char *file, plan *p, ts_err *e);
+int plan_validate_cp(const plan *p, ts_err *e);
+
 int plan_validate_zero(const plan *p, ts_err *e);
 
 /* What a model chunk's forward runs, in order ("units": the embedding on the

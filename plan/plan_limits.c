@@ -27,6 +27,9 @@ double plan_estimate_ops_per_rank(const plan *p) {
     if (most > layers && most <= p->layers) layers = most;
   }
   double per = (p->recompute == MODEL_RECOMPUTE_FULL ? 4.0 : 3.0) * n + 8.0;
+  /* context parallelism: the attention's cp pieces and the ring's steps, forward (twice with recompute) and
+   * backward: at most 3 cp pieces and 4 cp steps per layer and micro-batch (plan_program_cp.c) */
+  if (plan_cp(p) > 1) per += 7.0 * plan_cp(p);
   double micro = (double)p->global_batch / ((double)p->micro_batch * (p->dp > 0 ? p->dp : 1));
   return micro * layers * per + 16.0 * layers + 256.0;
 }

@@ -11,7 +11,7 @@
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved-1f1b", NULL};
 static const char *const order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
-static const char *const traffic_keys[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep"};
+static const char *const traffic_keys[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", "cp"};
 
 double plan_default_dp_bucket_bytes(int dp) {
   double params = 1e6 * dp > 4e7 ? 1e6 * dp : 4e7;
@@ -20,7 +20,7 @@ double plan_default_dp_bucket_bytes(int dp) {
 
 void plan_set_loader_defaults(plan *p) {
   p->codec_min_bytes = PLAN_DEFAULT_CODEC_MIN_BYTES;
-  p->dp_bucket_bytes = plan_default_dp_bucket_bytes(p->dp) / 4.0 * plan_grad_bytes(p);
+  p->dp_bucket_bytes = plan_default_dp_bucket_bytes(plan_dp_shards(p)) / 4.0 * plan_grad_bytes(p);
   if (model_is_moe(&p->model) && p->moe_imbalance == 0) p->moe_imbalance = PLAN_DEFAULT_MOE_IMBALANCE;
 }
 
@@ -57,10 +57,10 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "decoder_last_pipeline_num_layers",
                                             "data_parallel_sharding_strategy", "overlap_grad_reduce",
                                             "overlap_param_gather", "zero3_prefetch_layers",
-                                            "tp_comm_overlap",
+                                            "tp_comm_overlap", "context_parallel_size", "cp_comm_type",
                                             "ep", "expert_tp", "capacity_factor", "moe_imbalance", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
-  static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", NULL};
+  static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", "cp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
   /* An inference plan reaches a training command: say what it is, not "unknown field". */
   if (plan_json_is_inference(root))
@@ -108,6 +108,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   p->last_stage_layers = (int)v;
   if (plan_load_zero_fields(layout, file, p, e)) return -1;
   if (tsj_bool_opt(layout, "tp_comm_overlap", false, &p->tp_comm_overlap, file, "layout", e)) return -1;
+  if (plan_load_cp_fields(layout, file, p, e)) return -1;
   if (load_moe_layout(layout, file, p, e)) return -1;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
@@ -136,7 +137,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
     return -1;
   /* Bytes of gradient as reduced: the default holds Megatron-LM's parameter
    * count per bucket in either gradient precision. */
-  double bucket_dflt = plan_default_dp_bucket_bytes(p->dp) / 4.0 * plan_grad_bytes(p);
+  double bucket_dflt = plan_default_dp_bucket_bytes(plan_dp_shards(p)) / 4.0 * plan_grad_bytes(p);
   if (tsj_real_opt(root, "dp_bucket_bytes", 1.0, 1e15, bucket_dflt, &p->dp_bucket_bytes, file, NULL, e))
     return -1;
 
@@ -197,7 +198,7 @@ static int validate_codecs(const plan *p, ts_err *e) {
     if (!plan_codec_has_caat(c->kind)) continue;
     snprintf(field, sizeof field, "%s.kind", path);
     if (t == PLAN_TRAFFIC_EP) continue; /* plan_moe_validate names the reason */
-    if (t == PLAN_TRAFFIC_PP || t == PLAN_TRAFFIC_DP)
+    if (t == PLAN_TRAFFIC_PP || t == PLAN_TRAFFIC_DP || t == PLAN_TRAFFIC_CP)
       return ts_fail(e, f, field,
                      "CAAT-Net only changes tensor-parallel all-reduces; use it on tp_fwd and tp_bwd");
     if (p->sequence_parallel)
@@ -230,7 +231,7 @@ static int validate_tp_overlap(const plan *p, ts_err *e) {
   if (p->codec[PLAN_TRAFFIC_TP_FWD].kind != PLAN_CODEC_NONE)
     return ts_fail(e, f, field, "%d chunks with codec.tp_fwd \"%s\" are not supported (only an uncompressed "
                    "forward all-reduce is split); use 1", k, plan_codec_kind_name(p->codec[PLAN_TRAFFIC_TP_FWD].kind));
-  long long tokens = (long long)p->micro_batch * p->seq;
+  long long tokens = (long long)p->micro_batch * plan_local_seq(p);
   if (tokens % k)
     return ts_fail(e, f, field, "%d does not divide the %lld tokens (micro x seq) of a micro-batch", k, tokens);
   return 0;
@@ -301,11 +302,12 @@ int plan_validate(const plan *p, ts_err *e) {
                    "interleaved-1f1b needs the micro-batches per iteration (%lld) to be a multiple of pp %d",
                    micro_batches, p->pp);
 
-  long long world = (long long)p->dp * p->tp * p->pp;
+  long long world = (long long)p->dp * p->tp * p->pp * plan_cp(p);
   if (world > topo_total_gpus(&p->cluster))
-    return ts_fail(e, f, "layout", "dp x tp x pp = %lld GPUs, but %s has %d", world, p->cluster.name,
+    return ts_fail(e, f, "layout", "dp x tp x pp x cp = %lld GPUs, but %s has %d", world, p->cluster.name,
                    topo_total_gpus(&p->cluster));
 
+  if (plan_validate_cp(p, e)) return -1;
   if (plan_check_program_size(p, f, e)) return -1;
   if (plan_moe_validate(p, e)) return -1;
   if (validate_codecs(p, e)) return -1;

@@ -20,7 +20,7 @@
 
 model_shard plan_shard(const plan *p) {
   model_shard s = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
-                   .seq = p->seq, .ep = p->ep, .etp = p->etp};
+                   .seq = plan_local_seq(p), .ep = p->ep, .etp = p->etp}; /* context parallelism: seq / cp */
   return s;
 }
 
@@ -87,10 +87,10 @@ static double layer_activations(const plan *p, const model_shard *s, model_recom
  * accumulator and row sums of one layer (FlashAttention-2's dq_accum and
  * softmax_d), held while that layer's backward runs. */
 static double overhead_bytes(const plan *p) {
-  double comms = (p->tp > 1) + (p->dp > 1) + (p->pp > 1);
-  double b = RUNTIME_BYTES + NCCL_COMM_BYTES * comms;
+  double comms = (p->tp > 1) + (p->dp > 1) + (p->pp > 1) + (plan_cp(p) > 1);
+  double b = RUNTIME_BYTES + NCCL_COMM_BYTES * comms + plan_cp_buffer_bytes(p);
   if (p->attention_backend == PLAN_ATTENTION_FUSED) {
-    double tokens = (double)p->micro_batch * p->seq;
+    double tokens = (double)p->micro_batch * plan_local_seq(p);
     b += 4.0 * tokens * ((double)p->model.heads * model_head_dim(&p->model) + p->model.heads) / p->tp;
   }
   return b;
@@ -109,7 +109,7 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
    * held then. */
   mem->gradients = plan_grad_bytes(p) * params;
   mem->optimizer = model_is_moe(&p->model) ? OPTIMIZER_BYTES * plan_optimizer_params_of_stage(p, stage)
-                                            : OPTIMIZER_BYTES * params / (p->zero1 ? p->dp : 1);
+                                            : OPTIMIZER_BYTES * params / (p->zero1 ? plan_dp_shards(p) : 1);
   plan_zero_memory(p, stage, params, mem); /* ZeRO-2/3 (plan_program_zero.c); refused with experts */
   model_shard s = plan_shard(p);
   double per_layer = layer_activations(p, &s, p->recompute);
@@ -118,7 +118,7 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   if (p->recompute == MODEL_RECOMPUTE_FULL) /* the one layer being recomputed holds everything */
     mem->activations += layer_activations(p, &s, MODEL_RECOMPUTE_NONE);
   if (stage == p->pp - 1) {
-    double tokens = (double)p->micro_batch * p->seq;
+    double tokens = (double)p->micro_batch * plan_local_seq(p);
     mem->activations += 4.0 * tokens * (double)model_vocab_per_gpu(&p->model, p->tp) * logits_inflight(p);
   }
   mem->overhead = overhead_bytes(p);

@@ -8,7 +8,7 @@ const char *plan_op_kind_name(plan_op_kind k) {
   return (unsigned)k < 4 ? n[k] : "?";
 }
 const char *plan_stream_name(plan_stream s) {
-  static const char *const n[] = {"compute", "tp", "pp", "dp"};
+  static const char *const n[] = {"compute", "tp", "pp", "dp", "cp"};
   return (unsigned)s < PLAN_STREAM_COUNT ? n[s] : "?";
 }
 const char *plan_coll_name(plan_coll c) {
@@ -20,11 +20,11 @@ const char *plan_phase_name(plan_phase ph) {
   return (unsigned)ph < 4 ? n[ph] : "?";
 }
 const char *plan_traffic_name(plan_traffic t) {
-  static const char *const n[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep"};
+  static const char *const n[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", "cp"};
   return (unsigned)t < PLAN_TRAFFIC_COUNT ? n[t] : "?";
 }
 const char *plan_group_name(plan_group_kind g) {
-  static const char *const n[] = {"tp", "dp", "pp", "embedding", "ep", "etp", "edp"};
+  static const char *const n[] = {"tp", "dp", "pp", "embedding", "ep", "etp", "edp", "cp"};
   return (unsigned)g < PLAN_GROUP_COUNT ? n[g] : "?";
 }
 const char *plan_codec_kind_name(plan_codec_kind k) {

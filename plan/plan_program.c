@@ -312,6 +312,10 @@ static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase
       CHECK(ag);
       wait_for(b, ag);
     }
+    if (o->kind == MODEL_OP_ATTENTION && plan_cp(b->p) > 1) {
+      CHECK(plan_cp_attention_forward(b, i, layer, micro, chunk, phase));
+      continue;
+    }
     if (o->parallel == MODEL_PAR_ROW && tp && (b->p->tp_overlap_chunks > 1 || b->p->tp_comm_overlap)) {
       CHECK(row_parallel_chunked(b, i, layer, micro, chunk, phase));
       continue;
@@ -356,6 +360,12 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       regather = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, i, layer, micro, chunk, b->full_bytes,
                          b->last_op);
       CHECK(regather);
+    }
+    if (o->kind == MODEL_OP_ATTENTION && plan_cp(p) > 1) { /* the KV ring again (plan_program_cp.c) */
+      if (p->recompute == MODEL_RECOMPUTE_SELECTIVE)
+        CHECK(plan_cp_attention_forward(b, i, layer, micro, chunk, PLAN_PHASE_RECOMPUTE));
+      CHECK(plan_cp_attention_backward(b, i, layer, micro, chunk));
+      continue;
     }
     if (o->kind == MODEL_OP_ATTENTION && p->recompute == MODEL_RECOMPUTE_SELECTIVE)
       CHECK(compute(b, PLAN_PHASE_RECOMPUTE, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd));
@@ -532,7 +542,7 @@ static int issue_unit_gather(builder *b, int chunk, int u, int micro, int bwd) {
  * megatron/core/optimizer/distrib_optimizer.py). */
 static int sharding_before_unit(builder *b, int chunk, int u, int micro, int bwd) {
   const plan *p = b->p;
-  if (p->dp < 2 || (p->zero_stage < 3 && (!p->overlap_param_gather || bwd))) return 0;
+  if (plan_dp_shards(p) < 2 || (p->zero_stage < 3 && (!p->overlap_param_gather || bwd))) return 0;
   const plan_zero_chunk *z = &b->zc[chunk];
   if (p->zero_stage == 3) {
     int q = bwd ? z->n - 1 - u : u; /* position in the step */
@@ -557,7 +567,7 @@ static int sharding_before_unit(builder *b, int chunk, int u, int micro, int bwd
 /* ZeRO-3, after unit u's backward: the reduce-scatter of its gradients. */
 static int sharding_after_unit(builder *b, int chunk, int u, int micro) {
   const plan *p = b->p;
-  if (p->zero_stage != 3 || p->dp < 2) return 0;
+  if (p->zero_stage != 3 || plan_dp_shards(p) < 2) return 0;
   const plan_zero_chunk *z = &b->zc[chunk];
   const int gb = plan_grad_bytes(p);
   double bytes = gb * z->params[u], wire = bytes;
@@ -582,7 +592,7 @@ static int sharding_after_unit(builder *b, int chunk, int u, int micro) {
 
 static int flush_bucket(builder *b, int chunk) {
   const plan *p = b->p;
-  if (b->bucket_params <= 0 || p->dp < 2) {
+  if (b->bucket_params <= 0 || plan_dp_shards(p) < 2) {
     b->bucket_params = 0;
     return 0;
   }
@@ -839,7 +849,7 @@ static int finish_iteration(builder *b) {
     at(b, last_dp)->elem_bytes = (uint8_t)(gb == 4 ? 0 : gb);
   }
   double params = model_is_moe(&p->model) ? plan_optimizer_params_of_stage(p, b->stage)
-                                           : plan_params_of_stage(p, b->stage) / (p->zero1 ? p->dp : 1);
+                                           : plan_params_of_stage(p, b->stage) / (p->zero1 ? plan_dp_shards(p) : 1);
   b->wait[PLAN_STREAM_TP] = last_tp;
   b->wait[PLAN_STREAM_DP] = last_dp;
   /* AdamW: reads gradient, master weight, m, v (16 B), writes master, m, v
@@ -849,7 +859,7 @@ static int finish_iteration(builder *b) {
   CHECK(opt);
   /* the parameter all-gathers after the step; with overlap_param_gather they run beside the next forward (at
    * this program's start), and ZeRO-3 gathers each layer where it is used */
-  if (p->zero1 && p->dp > 1 && !p->overlap_param_gather && p->zero_stage < 3)
+  if (p->zero1 && plan_dp_shards(p) > 1 && !p->overlap_param_gather && p->zero_stage < 3)
     for (int k = 0; k < b->bucket_count; k++) {
       int32_t g = plain_coll(b, PLAN_STREAM_DP, PLAN_GROUP_DP, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_DP,
                              PLAN_PHASE_OPTIMIZER, PLAN_MOP_PARAM_GATHER, 0, 2.0 * b->bucket_sizes[k], opt);
@@ -895,12 +905,12 @@ static int setup(builder *b, const plan *p, int rank, plan_program *prog, ts_err
     }
     b->layer_params += b->ops[i].params;
   }
-  b->tokens = (double)p->micro_batch * p->seq;
+  b->tokens = (double)p->micro_batch * plan_local_seq(p); /* this CP rank's tokens */
   b->full_bytes = 2.0 * b->tokens * p->model.hidden;
   b->send_bytes = model_activation_tensor_bytes(&p->model, &s);
   b->msg_bytes = p->pp_scatter_gather ? b->send_bytes / p->tp : b->send_bytes;
   if (plan_ideal_build(p, &b->ideal, e)) return -1;
-  if (p->zero1 && p->dp > 1 && (p->zero_stage == 3 || p->overlap_param_gather)) {
+  if (p->zero1 && plan_dp_shards(p) > 1 && (p->zero_stage == 3 || p->overlap_param_gather)) {
     b->zc = malloc((size_t)p->vpp * sizeof *b->zc);
     b->pg_base = malloc((size_t)p->vpp * sizeof *b->pg_base);
     if (!b->zc || !b->pg_base) return ts_fail_sys(e, "plan: out of memory");

@@ -38,4 +38,9 @@ int plan_moe_layer_grads(plan_builder *b, int layer, int chunk);
  * layer's updated expert parameters over the expert-DP group. */
 int plan_moe_after_optimizer(plan_builder *b, int32_t opt);
 
+/* Context parallelism (plan_program_cp.c): attention op i as cp pieces
+ * beside the KV ring (forward or recompute; backward with the dKV ring). */
+int plan_cp_attention_forward(plan_builder *b, int i, int layer, int micro, int chunk, plan_phase phase);
+int plan_cp_attention_backward(plan_builder *b, int i, int layer, int micro, int chunk);
+
 #endif

@@ -59,7 +59,7 @@ int plan_validate_tpo(const plan *p, ts_err *e) {
   if (!p->sequence_parallel)
     return ts_fail(e, f, field, "true needs sequence_parallel (Megatron-Core overlaps the SP all-gathers and "
                    "reduce-scatters; without SP see layout.tp_overlap_chunks)");
-  long long tokens = (long long)p->micro_batch * p->seq;
+  long long tokens = (long long)p->micro_batch * plan_local_seq(p);
   if (tokens % ((long long)PLAN_TPO_PIPELINE_SPLITS * p->tp))
     return ts_fail(e, f, field, "the %lld tokens of a micro-batch do not split into %d pipeline chunks x tp %d",
                    tokens, PLAN_TPO_PIPELINE_SPLITS, p->tp);

@@ -132,7 +132,7 @@ int plan_zero_chunk_units(const plan *p, int stage, int chunk, plan_zero_chunk *
  * a layer's full gradient being computed and one being reduce-scattered.
  * `params` is what the stage holds unsharded. */
 void plan_zero_memory(const plan *p, int stage, double params, plan_memory *m) {
-  if (p->zero_stage < 2 || p->dp < 2) return;
+  if (p->zero_stage < 2 || plan_dp_shards(p) < 2) return;
   const int gb = plan_grad_bytes(p);
   double unit = plan_layer_params(p);
   if (stage == 0 && plan_embedding_params(p) > unit) unit = plan_embedding_params(p);
@@ -140,10 +140,10 @@ void plan_zero_memory(const plan *p, int stage, double params, plan_memory *m) {
   if (unit > params) unit = params;
   if (p->zero_stage == 2) {
     double bucket = p->dp_bucket_bytes < gb * params ? p->dp_bucket_bytes : gb * params;
-    m->gradients = gb * params / p->dp + 2.0 * bucket;
+    m->gradients = gb * params / plan_dp_shards(p) + 2.0 * bucket;
   } else {
-    m->weights = 2.0 * params / p->dp + (p->zero3_prefetch + 1.0) * 2.0 * unit;
-    m->gradients = gb * params / p->dp + 2.0 * gb * unit;
+    m->weights = 2.0 * params / plan_dp_shards(p) + (p->zero3_prefetch + 1.0) * 2.0 * unit;
+    m->gradients = gb * params / plan_dp_shards(p) + 2.0 * gb * unit;
   }
   if (m->gradients > gb * params) m->gradients = gb * params;
   if (m->weights > 2.0 * params) m->weights = 2.0 * params;

@@ -9,8 +9,9 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-/* Traffic classes a report lists: "ep" only for MoE models. */
-static int traffic_classes(const plan *p) { return model_is_moe(&p->model) ? PLAN_TRAFFIC_COUNT : PLAN_TRAFFIC_EP; }
+/* Traffic classes a report lists: "ep" only for MoE models, "cp" only with context parallelism. */
+static int traffic_classes(const plan *p) { return plan_cp(p) > 1 ? PLAN_TRAFFIC_COUNT : model_is_moe(&p->model) ? PLAN_TRAFFIC_CP : PLAN_TRAFFIC_EP; }
+static bool listed(const plan *p, int t) { return t != PLAN_TRAFFIC_EP || model_is_moe(&p->model); }
 
 static double now_s(void) {
   struct timespec t;
@@ -41,6 +42,10 @@ static void print_header(const plan *p, FILE *out) {
           model_vocab_per_gpu(m, p->tp) * p->tp, model_params_total(m) / 1e9);
   fprintf(out, "cluster   %s: %d nodes x %d %s (%.0f GiB HBM, %.0f TFLOP/s bf16)\n", c->name, c->nodes,
           c->gpus_per_node, c->gpu.name, c->gpu.hbm_gib, c->gpu.bf16_tflops);
+  if (plan_cp(p) > 1)
+    fprintf(out, "context   cp %d (ring of send/recv, p2p): %d tokens per rank in 2 chunks of %d; KV block %.1f MB per "
+            "step; gradients reduced over dp x cp = %d ranks\n", plan_cp(p), plan_local_seq(p), p->seq / (2 * plan_cp(p)),
+            plan_cp_kv_bytes(p) / 1e6, plan_dp_shards(p));
   fprintf(out, "layout    dp %d x tp %d x pp %d (vpp %d) = %d of %d GPUs, order %s, sequence parallel %s, ZeRO-1 %s, "
           "recompute %s\n",
           p->dp, p->tp, p->pp, p->vpp, plan_world_size(p), topo_total_gpus(c),
@@ -74,8 +79,8 @@ static void print_header(const plan *p, FILE *out) {
           100.0 * (p->pp - 1) / (v * mb + p->pp - 1));
   fprintf(out, "codec     messages under %.0f bytes travel uncompressed; DP buckets of %.0f MB\n", p->codec_min_bytes,
           p->dp_bucket_bytes / 1e6);
-  static const char *const names[PLAN_TRAFFIC_COUNT] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep"};
-  for (int t = 0; t < traffic_classes(p); t++) print_codec(out, names[t], &p->codec[t]);
+  for (int t = 0; t < traffic_classes(p); t++)
+    if (listed(p, t)) print_codec(out, plan_traffic_name((plan_traffic)t), &p->codec[t]);
   if (model_is_moe(&p->model))
     fprintf(out, "experts   %d routed (top %d) + %d shared, %d dense layers; ep %d x expert_tp %d x expert-dp %d; "
                  "%s; busiest EP rank's load x%.2f of the mean (moe_imbalance %.2f)\n",
@@ -154,20 +159,22 @@ int plan_print_summary(const plan *p, FILE *out, ts_err *e) {
 
   fprintf(out, "\ntraffic per GPU and iteration, GB: payload -> on the wire (collectives: nccl-tests buffer size;\n"
                "send/recv: counted at the sender)\n");
-  fprintf(out, "  stage          tp_fwd                tp_bwd                    pp                    dp%s\n",
-          traffic_classes(p) > PLAN_TRAFFIC_EP ? "                    ep" : "");
+  fprintf(out, "  stage          tp_fwd                tp_bwd                    pp                    dp%s%s\n",
+          model_is_moe(&p->model) ? "                    ep" : "", plan_cp(p) > 1 ? "                    cp" : "");
   double total_b[PLAN_TRAFFIC_COUNT] = {0}, total_w[PLAN_TRAFFIC_COUNT] = {0};
   for (int s = 0; s < p->pp; s++) {
     fprintf(out, "  %-5d", s);
     for (int t = 0; t < traffic_classes(p); t++) {
+      if (!listed(p, t)) continue;
       fprintf(out, "  %9.3f -> %9.3f", st[s].bytes[t] / 1e9, st[s].wire[t] / 1e9);
-      total_b[t] += st[s].bytes[t] * p->dp * p->tp;
-      total_w[t] += st[s].wire[t] * p->dp * p->tp;
+      total_b[t] += st[s].bytes[t] * p->dp * p->tp * plan_cp(p);
+      total_w[t] += st[s].wire[t] * p->dp * p->tp * plan_cp(p);
     }
     fputc('\n', out);
   }
   fprintf(out, "  all GPUs, TB");
   for (int t = 0; t < traffic_classes(p); t++) {
+    if (!listed(p, t)) continue;
     double ratio = total_w[t] > 0 ? total_b[t] / total_w[t] : 1.0;
     fprintf(out, "  %7.3f -> %7.3f (%4.2fx)", total_b[t] / 1e12, total_w[t] / 1e12, ratio);
   }

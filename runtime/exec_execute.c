@@ -74,7 +74,7 @@ static void usage(FILE *out) {
           "attention_dropout > 0 (the simulator prices them; the executor runs fused attention, no dropout);\n"
           "layout.decoder_first/last_pipeline_num_layers (uneven stages), data_parallel_sharding_strategy\n"
           "optim_grads / optim_grads_params (ZeRO-2/3), overlap_param_gather true, overlap_grad_reduce false,\n"
-          "tp_comm_overlap true (priced by tacosim simulate; NOT IMPLEMENTED here).\n"
+          "tp_comm_overlap true, context_parallel_size > 1 (priced by tacosim simulate; NOT IMPLEMENTED here).\n"
           "Biases are added in passes of their own: a plan's \"bias_fusion\": true (the default, Megatron-LM's\n"
           "fused bias kernels, priced at no cost of their own) is run unfused here (NOT IMPLEMENTED), with a note.\n"
           "\n"

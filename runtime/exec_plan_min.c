@@ -35,6 +35,14 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
   if (tsj_int_opt(layout, "vpp", 1, 4096, 1, &v, path, "layout", e)) goto done;
   p->vpp = (int)v; /* interleaved 1F1B: model chunks per stage (the walker checks the schedule) */
   if (tsj_bool_opt(layout, "sequence_parallel", false, &p->sequence_parallel, path, "layout", e)) goto done;
+  /* Context parallelism needs ranks beyond dp x tp x pp: refused before any communicator is made. */
+  if (tsj_int_opt(layout, "context_parallel_size", 1, 1 << 16, 1, &v, path, "layout", e)) goto done;
+  if (v > 1) {
+    ts_fail(e, path, "layout.context_parallel_size",
+            "%lld: context parallelism (the KV ring beside the attention) is priced by tacosim simulate; the "
+            "executor runs cp 1 only (NOT IMPLEMENTED here)", v);
+    goto done;
+  }
   /* ZeRO-1 and recomputation run from the plan's program (exec_walk.c) */
   if (tsj_bool_opt(layout, "zero1", false, &p->zero1, path, "layout", e)) goto done;
   if (tsj_string_opt(layout, "recompute", "none", p->recompute, sizeof p->recompute, path, "layout", e)) goto done;

@@ -10,6 +10,10 @@
 /* Layout fields of issue 22 that the simulator prices and the executor does
  * not run (NOT IMPLEMENTED here): refused with the field named. */
 static int exec_walk_refuse_layouts(const plan *p, ts_err *e) {
+  if (plan_cp(p) > 1)
+    return ts_fail(e, p->path, "layout.context_parallel_size",
+                   "%d: context parallelism (the KV ring beside the attention) is priced by tacosim simulate; the "
+                   "executor runs cp 1 only (NOT IMPLEMENTED here)", p->cp);
   if (p->first_stage_layers > 0)
     return ts_fail(e, p->path, "layout.decoder_first_pipeline_num_layers",
                    "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "

@@ -77,6 +77,8 @@ static json_t *to_json(const schema_result *r) {
     json_object_set_new(bo, "ep_exposed_s", json_real(b->ep_exposed_s));
     json_object_set_new(bo, "imbalance_s", json_real(b->imbalance_s));
   }
+  if (b->cp_exposed_s > 0) /* context-parallel plans only */
+    json_object_set_new(json_object_get(root, "breakdown"), "cp_exposed_s", json_real(b->cp_exposed_s));
   json_t *ranks = json_array();
   for (int i = 0; i < r->n_ranks; i++) {
     const schema_rank_stat *s = &r->ranks[i];
@@ -362,7 +364,8 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
                      tsj_real(root, "tpot_s", 0, BIG, &r->tpot_s, file, "", e)))
     return -1;
   static const char *const breakdown_keys[] = {"compute_s", "tp_exposed_s", "pp_exposed_s", "dp_exposed_s",
-                                               "codec_s", "bubble_s", "ep_exposed_s", "imbalance_s", NULL};
+                                               "codec_s", "bubble_s", "ep_exposed_s", "imbalance_s",
+                                               "cp_exposed_s", NULL};
   json_t *b = tsj_object(root, "breakdown", file, "", e);
   schema_breakdown *bd = &r->breakdown;
   if (!b || only_keys(b, breakdown_keys, file, "breakdown", e) || tsj_real(b, "compute_s", 0, BIG, &bd->compute_s, file, "breakdown", e) ||
@@ -372,7 +375,8 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
       tsj_real(b, "codec_s", 0, BIG, &bd->codec_s, file, "breakdown", e) ||
       tsj_real(b, "bubble_s", 0, BIG, &bd->bubble_s, file, "breakdown", e) ||
       tsj_real_opt(b, "ep_exposed_s", 0, BIG, 0, &bd->ep_exposed_s, file, "breakdown", e) ||
-      tsj_real_opt(b, "imbalance_s", 0, BIG, 0, &bd->imbalance_s, file, "breakdown", e))
+      tsj_real_opt(b, "imbalance_s", 0, BIG, 0, &bd->imbalance_s, file, "breakdown", e) ||
+      tsj_real_opt(b, "cp_exposed_s", 0, BIG, 0, &bd->cp_exposed_s, file, "breakdown", e))
     return -1;
   long long passes;
   if (tsj_int_opt(root, "clock_passes", 0, 100, 0, &passes, file, "", e)) return -1;

@@ -37,6 +37,8 @@ typedef struct {
   /* Added (MoE; written only when non-zero, optional when read): */
   double ep_exposed_s; /* ... waited on the expert token all-to-alls (and expert-TP gathers / scatters) */
   double imbalance_s;  /* ... waited for the busiest EP rank's expert GEMMs (routing imbalance) */
+  /* Added (context parallelism; written only when non-zero, optional when read): */
+  double cp_exposed_s; /* ... waited on the CP ring's KV / dKV exchanges */
 } schema_breakdown;
 
 typedef struct {

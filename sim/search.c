@@ -68,7 +68,9 @@ static int by_simulation(const void *a, const void *b) {
 bool sim_search_same_layout(const sim_search_layout *a, const sim_search_layout *b) {
   return a->tp == b->tp && a->pp == b->pp && a->vpp == b->vpp && a->dp == b->dp && a->micro == b->micro &&
          a->sequence_parallel == b->sequence_parallel && a->zero1 == b->zero1 && a->recompute == b->recompute &&
-         (a->ep > 1 ? a->ep : 1) == (b->ep > 1 ? b->ep : 1);
+         (a->ep > 1 ? a->ep : 1) == (b->ep > 1 ? b->ep : 1) && (a->cp > 1 ? a->cp : 1) == (b->cp > 1 ? b->cp : 1) &&
+         a->zero_stage == b->zero_stage && a->overlap_param_gather == b->overlap_param_gather &&
+         a->tp_comm_overlap == b->tp_comm_overlap;
 }
 
 /* Relative cost of simulating a plan (reduced mode: one rank per stage). */
@@ -149,8 +151,19 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   }
   long n_cands = 0;
   static plan p;
+  bool below_fits = false; /* the layout just before (the same but one sharding stage lower) fit */
   for (long i = 0; i < ll.n; i++) {
     ts_err sub;
+    /* ZeRO-2 and ZeRO-3 add communication to ZeRO-1's programs and save only memory: tried only where the
+     * stage below does not fit (the enumeration lists a layout's stages consecutively, lowest first) */
+    const sim_search_layout *lv = &ll.v[i];
+    bool skip = lv->zero_stage >= 2 && i > 0 && below_fits && ll.v[i - 1].zero_stage == lv->zero_stage - 1;
+    below_fits = false;
+    if (skip) {
+      below_fits = true;
+      r->dominated++;
+      continue;
+    }
     if (sim_search_make_plan(&base, &ll.v[i], r->seq, r->global_batch, &p, e)) goto out;
     double mem;
     double reserve = (o->headroom_gib + o->headroom_fraction * p.cluster.gpu.hbm_gib) * 1073741824.0;
@@ -163,6 +176,7 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
       continue;
     }
     r->fits++;
+    below_fits = true;
     if (o->memory_only) continue;
     for (int c = 0; c < SIM_SEARCH_CODEC_COUNT; c++) {
       if (!(o->codecs & (1u << c)) || !codec_applies(&ll.v[i], (sim_search_codec)c)) continue;

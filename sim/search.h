@@ -47,18 +47,27 @@ typedef struct {
   bool sequence_parallel, zero1;
   model_recompute recompute;
   int ep; /* (MoE) expert parallelism carved from DP (expert_tp = tp); 0 or 1: none */
+  /* Added (issue 22; 0 / false: today's layouts): context parallelism (0 or 1: none), the data-parallel
+   * sharding stage (0..3, Megatron's data_parallel_sharding_strategy; zero1 == zero_stage >= 1), the
+   * distributed optimizer's overlap_param_gather, tp_comm_overlap (under SP). */
+  int cp, zero_stage;
+  bool overlap_param_gather, tp_comm_overlap;
 } sim_search_layout;
 
 typedef struct {
   const model_config *model;
   const topo_cluster *cluster;
-  int gpus;                 /* dp * tp * pp == gpus */
+  int gpus;                 /* dp * tp * pp * cp == gpus */
   int seq;
   long long global_batch;
   int max_micro;            /* largest micro-batch tried */
 } sim_search_space;
 
 bool sim_search_same_layout(const sim_search_layout *a, const sim_search_layout *b);
+/* Context-parallel sizes a search tries: the divisors of gpus / (tp pp) up to this, with seq divisible by 2 cp. */
+#define SIM_SEARCH_CP_MAX 16
+/* The name suffix of the fields of issue 22 a layout sets ("-cp4-zero2-opg-tpo"; "" for today's layouts). */
+void sim_search_layout_suffix(const sim_search_layout *l, char *buf, size_t cap);
 
 /* Calls fn for every structurally valid layout of the space (TP divides the
  * heads, KV heads, FFN and the GPUs of a node; PP x VPP divides the layers;
@@ -90,6 +99,7 @@ int sim_search_parse_headroom(const char *s, double *gib, double *fraction, ts_e
 typedef struct {
   double iteration_s, tokens_per_s, tflops_per_gpu, mfu;
   double compute_s, tp_exposed_s, pp_exposed_s, dp_exposed_s, bubble_s, codec_s, optimizer_s;
+  double cp_exposed_s; /* (added) the KV ring's steps the attention waits for */
 } sim_search_estimate;
 
 /* Per-iteration time of a plan from its model ops: compute from the
@@ -137,6 +147,7 @@ typedef struct {
 typedef struct {
   long enumerated, over_memory, invalid, estimated;
   long fits;                   /* layouts that fit the HBM and validate (before codec policies) */
+  long dominated;              /* (added) ZeRO-2/3 layouts not tried: the stage below fits (same compute, less traffic) */
   int layouts_simulated, simulations, failures, samples;
   double enumerate_s, estimate_s, simulate_s, total_s;
   int n;                       /* simulated candidates, best first */

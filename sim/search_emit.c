@@ -42,6 +42,14 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
       "sequence_parallel", p->sequence_parallel, "order", p->order == PLAN_ORDER_TP_PP_DP ? "tp-pp-dp" : "tp-dp-pp",
       "zero1", p->zero1, "recompute", recompute_names[p->recompute], "tp_overlap_chunks", p->tp_overlap_chunks,
       "pp_scatter_gather", p->pp_scatter_gather, "grad_reduce_in_fp32", !p->grad_reduce_bf16);
+  /* the fields of issue 22, only when set (a plan of today's layout keeps today's file) */
+  if (plan_cp(p) > 1) json_object_set_new(layout, "context_parallel_size", json_integer(plan_cp(p)));
+  if (p->zero_stage >= 2) {
+    static const char *const strategies[] = {"no_shard", "optim", "optim_grads", "optim_grads_params"};
+    json_object_set_new(layout, "data_parallel_sharding_strategy", json_string(strategies[p->zero_stage & 3]));
+  }
+  if (p->overlap_param_gather) json_object_set_new(layout, "overlap_param_gather", json_true());
+  if (p->tp_comm_overlap) json_object_set_new(layout, "tp_comm_overlap", json_true());
   if (model_is_moe(&p->model)) { /* the MoE layout (plan_moe.c's fields; absent on dense models) */
     json_object_set_new(layout, "ep", json_integer(p->ep > 0 ? p->ep : 1));
     if (p->etp > 0) json_object_set_new(layout, "expert_tp", json_integer(p->etp));
@@ -49,7 +57,9 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
     if (p->moe_imbalance >= 1.0) json_object_set_new(layout, "moe_imbalance", json_real(p->moe_imbalance));
   }
   json_t *codec = json_object();
-  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) json_object_set_new(codec, plan_traffic_name((plan_traffic)t), codec_json(&p->codec[t]));
+  for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++)
+    if (t != PLAN_TRAFFIC_CP || plan_cp(p) > 1) /* codec.cp only with context parallelism */
+      json_object_set_new(codec, plan_traffic_name((plan_traffic)t), codec_json(&p->codec[t]));
   json_t *root = json_pack("{s:i,s:s,s:s}", "schema", 1, "name", p->name, "description", description);
   json_object_set_new(root, "model", name_or_abs_path(model));
   json_object_set_new(root, "cluster", name_or_abs_path(cluster));

@@ -39,7 +39,7 @@ typedef struct {
   const char *name; /* a string literal: compared by address */
   double a, b, c, us;
 } memo_entry;
-static memo_entry memo[8192];
+static memo_entry memo[65536]; /* (issue 22: CP and the sharding stages multiply the shapes; 8192 thrashed) */
 static char memo_identity[600]; /* which calibration the memo holds: cleared when it changes */
 
 static void memo_use(const schema_calibration *cal) {
@@ -61,6 +61,11 @@ static memo_entry *memo_slot(const schema_calibration *cal, const char *name, do
   h ^= bits[0] * 0xC2B2AE3D27D4EB4Full + (h >> 29);
   h ^= bits[1] * 0x165667B19E3779F9ull + (h >> 31);
   h ^= bits[2] * 0x27D4EB2F165667C5ull + (h >> 27);
+  /* final mix: the doubles of whole shapes have zero low bits, which the products keep, so without it the
+   * low bits that pick the slot hardly varied and shapes evicted each other (issue 22: 1.4 M lookups) */
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
   memo_entry *m = &memo[h % (sizeof memo / sizeof memo[0])];
   *hit = m->cal == cal && m->name == name && m->a == a && m->b == b && m->c == c;
   return m;
@@ -102,7 +107,8 @@ static double gemm_s(estimator *x, long long m, long long n, long long k) {
 static double attention_s(estimator *x, double flops, bool bwd) {
   const schema_calibration *cal = x->lk.cal;
   char want[48];
-  snprintf(want, sizeof want, "attention%s.d%d.s%d", bwd ? "_bwd" : "", model_head_dim(&x->p->model), x->p->seq);
+  snprintf(want, sizeof want, "attention%s.d%d.s%d", bwd ? "_bwd" : "", model_head_dim(&x->p->model),
+           plan_local_seq(x->p)); /* context parallelism: a piece of seq / cp */
   for (int i = 0; i < cal->n_kernels; i++)
     if (strcmp(cal->kernels[i].name, want) == 0) return kernel_s(x, cal->kernels[i].name, flops, 0, true);
   if (bwd && schema_has_kernel(cal, "attention_bwd")) return kernel_s(x, "attention_bwd", flops, 0, true);
@@ -296,6 +302,66 @@ static double head_s(estimator *x, const model_op *head, int n, double act_bytes
   return t;
 }
 
+/* ---- the layouts of issue 22 (added) ---- */
+
+/* Context parallelism: the attention runs as cp pieces (the shard's op is
+ * one) beside the KV ring; a ring step costs what it outlasts the piece it
+ * runs beside (forward and a recomputed forward: cp - 1 KV steps; backward:
+ * a KV and a dKV step per piece on one stream, and the last dKV home after
+ * the last piece). Returns the exposed ring time per layer and micro-batch. */
+static double cp_layer(estimator *x, const model_op *ops, int n, layer_cost *lc) {
+  const plan *p = x->p;
+  const int cp = plan_cp(p);
+  if (cp < 2) return 0;
+  double af = 0, ab = 0;
+  for (int i = 0; i < n; i++)
+    if (ops[i].kind == MODEL_OP_ATTENTION) af += other_op_s(x, &ops[i], false), ab += other_op_s(x, &ops[i], true);
+  lc->compute += (cp - 1) * (af + ab);
+  if (p->recompute != MODEL_RECOMPUTE_NONE) lc->recompute += (cp - 1) * af;
+  double step = group_coll_s(p, PLAN_COLL_ALLGATHER, cp, p->tp, plan_cp_kv_bytes(p) * cp / (cp - 1.0));
+  double fwd = (cp - 1) * fmax(0.0, step - af);
+  return fwd * (p->recompute != MODEL_RECOMPUTE_NONE ? 2 : 1) + (cp - 1) * fmax(0.0, 2 * step - ab) + step;
+}
+
+/* tp_comm_overlap: the SP collectives run beside the GEMM pieces they are
+ * pipelined with (what outlasts the layer's GEMMs stays exposed), and the
+ * GEMMs run without the userbuffer kernels' SMs (PLAN_TPO_PIPELINE_SMS of
+ * the GPU's, the bulk and pipeline overlaps'; the ring exchange's 1 SM is
+ * counted as 16 here: an upper bound). */
+static void tpo_layer(estimator *x, const model_op *ops, int n, layer_cost *lc) {
+  const plan *p = x->p;
+  if (!p->tp_comm_overlap) return;
+  double g = 0;
+  for (int i = 0; i < n; i++)
+    if (ops[i].kind == MODEL_OP_GEMM)
+      g += gemm_s(x, ops[i].m, ops[i].n, ops[i].k) + gemm_s(x, ops[i].m, ops[i].k, ops[i].n) +
+           gemm_s(x, ops[i].k, ops[i].n, ops[i].m);
+  int sms = p->cluster.gpu.sms, k = PLAN_TPO_PIPELINE_SMS;
+  double slow = sms > k ? g * (double)k / (sms - k) : 0;
+  lc->compute += slow;
+  lc->tp_exposed = fmax(0.0, lc->tp_exposed - g);
+}
+
+/* Data-parallel traffic under the sharding stages and overlaps (zero_stage
+ * >= 2, overlap_param_gather, overlap_grad_reduce false; today's path
+ * otherwise): ZeRO-2 reduce-scatters every micro-batch's gradients beside
+ * its backward; ZeRO-3 also gathers each layer's bf16 parameters twice per
+ * micro-batch, prefetched beside the compute; overlap_param_gather moves
+ * ZeRO-1/2's gathers beside the first forward. */
+static double dp_sharded_s(const plan *p, double params, double reduce, double gather, double per_mb_compute,
+                           double first_fwd, double overlap, int m) {
+  double t;
+  if (p->zero_stage == 3)
+    return m * fmax(0.0, reduce + 2.0 * gather - per_mb_compute);
+  if (p->zero_stage == 2)
+    t = m * fmax(0.0, reduce - per_mb_compute);
+  else
+    t = p->overlap_grad_reduce_off ? reduce : fmax(0.0, reduce - overlap);
+  if (p->zero1) t += p->overlap_param_gather ? fmax(0.0, gather - first_fwd) : gather;
+  (void)params;
+  return t;
+}
+
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e) {
   memset(est, 0, sizeof *est);
   estimator x = {.p = p, .e = e};
@@ -304,7 +370,7 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   schema_lookup_init(&x.lk, cal, &roof, NULL);
   memo_use(cal);
   x.intra_calibrated = sim_transport_matches(cal->transport, p->cluster.intra.kind);
-  model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, p->seq};
+  model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, plan_local_seq(p)}; /* this CP rank's tokens */
   model_op ops[MODEL_MAX_LAYER_OPS], head[MODEL_MAX_LAYER_OPS];
   int n = model_layer_ops(&p->model, &sh, ops, MODEL_MAX_LAYER_OPS, e);
   if (n < 0) return -1;
@@ -317,24 +383,27 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
 
   layer_cost lc;
   layer_costs(&x, ops, n, act, &lc);
+  tpo_layer(&x, ops, n, &lc);
+  double cp_ring = cp_layer(&x, ops, n, &lc);
   double head_tp = 0;
   double head_time = head_s(&x, head, nh, act, &head_tp);
   if (x.failed) return -1;
 
   const int m = plan_micro_batches(p), L = p->layers / p->pp;
   /* per micro-batch on the last stage (its layers plus the output head) */
-  double per_layer = lc.compute + lc.recompute + lc.tp_exposed;
+  double per_layer = lc.compute + lc.recompute + lc.tp_exposed + cp_ring;
   double stage_mb = L * per_layer + head_time + head_tp;
   double pipeline = (m + (double)(p->pp - 1) / p->vpp) * stage_mb;
   est->compute_s = m * (L * (lc.compute + lc.recompute) + head_time);
   est->tp_exposed_s = m * (L * lc.tp_exposed + head_tp);
   est->codec_s = m * L * lc.codec;
+  est->cp_exposed_s = m * L * cp_ring;
   est->bubble_s = (double)(p->pp - 1) / p->vpp * stage_mb;
 
   /* pipeline transfers: activation forward, gradient backward, per chunk */
   if (p->pp > 1) {
     double msg = model_activation_tensor_bytes(&p->model, &sh);
-    int stride = p->tp * p->dp; /* tp-dp-pp order */
+    int stride = p->tp * plan_cp(p) * p->dp; /* tp-cp-dp-pp order */
     double t = crosses_nodes(p, stride, 2)
             ? p->cluster.nic.latency_us * 1e-6 + msg / (nic_gbps_per_gpu(&p->cluster) * 1e9)
             : p->cluster.intra.latency_us * 1e-6 + msg / (p->cluster.intra.gbps_per_gpu * 1e9);
@@ -345,9 +414,17 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   double params = 0;
   for (int s = 0; s < p->pp; s += (p->pp > 2 ? p->pp - 1 : 1)) params = fmax(params, plan_params_of_stage(p, s));
   if (p->pp == 2) params = fmax(plan_params_of_stage(p, 0), plan_params_of_stage(p, 1));
-  double opt_params = p->zero1 ? params / p->dp : params;
+  const int shards = plan_dp_shards(p); /* gradients are reduced over dp x cp */
+  double opt_params = p->zero1 ? params / shards : params;
   est->optimizer_s = kernel_s(&x, "optimizer", 30.0 * opt_params, 0, false);
-  if (p->dp > 1) {
+  if (shards > 1 && (p->zero_stage >= 2 || p->overlap_param_gather || p->overlap_grad_reduce_off || plan_cp(p) > 1)) {
+    double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, shards, p->tp,
+                                 4.0 * params);
+    double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
+    est->dp_exposed_s = dp_sharded_s(p, params, reduce, gather, L * (lc.compute + lc.recompute),
+                                     L * lc.compute / 3.0 /* the forward: a third of forward + backward */,
+                                     L * lc.compute + 0.5 * est->bubble_s, m);
+  } else if (p->dp > 1) {
     double grads = 4.0 * params;
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, p->dp, p->tp, grads);
     /* Buckets leave as their layers' last backward ends: they overlap the

@@ -16,6 +16,10 @@ static void layout_text(const sim_search_layout *l, char *buf, size_t cap) {
     size_t used = strlen(buf);
     if (used < cap) snprintf(buf + used, cap - used, " ep%d", l->ep);
   }
+  size_t used = strlen(buf);
+  if (used < cap) sim_search_layout_suffix(l, buf + used, cap - used);
+  for (char *c = buf + used; *c; c++) /* " cp4 zero2 opg tpo" in the table, "-cp4-zero2-opg-tpo" in plan names */
+    if (*c == '-') *c = ' ';
 }
 
 void sim_search_print(const sim_search_result *r, const sim_search_options *o, FILE *out) {
@@ -27,6 +31,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
             100 * o->headroom_fraction);
   fprintf(out, "layouts       %ld enumerated, %ld over HBM, %ld invalid; %ld layout x codec candidates estimated\n",
           r->enumerated, r->over_memory, r->invalid, r->estimated);
+  if (r->dominated)
+    fprintf(out, "              %ld ZeRO-2/3 layouts not tried: ZeRO-1 (or ZeRO-2) fits them with less traffic\n",
+            r->dominated);
   fprintf(out, "simulated     %d layouts under each codec%s: %d simulations (%d failed), %d workers\n",
           r->layouts_simulated, r->samples ? " + samples across the ranking" : "", r->simulations, r->failures,
           o->jobs);
@@ -149,6 +156,11 @@ static json_t *layout_json(const sim_search_layout *l) {
                         "micro", l->micro, "sequence_parallel", l->sequence_parallel, "zero1", l->zero1, "recompute",
                         recompute_names[l->recompute]);
   if (o && l->ep > 1) json_object_set_new(o, "ep", json_integer(l->ep)); /* MoE only: dense files keep their keys */
+  /* the fields of issue 22, only when set: today's layouts keep their keys */
+  if (o && l->cp > 1) json_object_set_new(o, "context_parallel_size", json_integer(l->cp));
+  if (o && l->zero_stage >= 2) json_object_set_new(o, "zero_stage", json_integer(l->zero_stage));
+  if (o && l->overlap_param_gather) json_object_set_new(o, "overlap_param_gather", json_true());
+  if (o && l->tp_comm_overlap) json_object_set_new(o, "tp_comm_overlap", json_true());
   return o;
 }
 

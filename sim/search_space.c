@@ -47,6 +47,7 @@ void sim_search_apply_codec(plan *p, sim_search_codec c) {
   p->codec[PLAN_TRAFFIC_DP] = none;
   /* MoE: a TACO policy compresses the expert all-to-alls too (CAAT-Net does not apply to them) */
   p->codec[PLAN_TRAFFIC_EP] = none;
+  p->codec[PLAN_TRAFFIC_CP] = none; /* the KV ring uncompressed (codec.cp is a plan's choice, not searched) */
   if (model_is_moe(&p->model) && plan_codec_has_taco(k.kind) && p->ep > 1)
     p->codec[PLAN_TRAFFIC_EP] = (plan_codec){.kind = PLAN_CODEC_TACO, .group = 128, .fp8 = PLAN_FP8_E4M3};
 }
@@ -61,7 +62,10 @@ long sim_search_enumerate(const sim_search_space *s, void (*fn)(const sim_search
     if (gpn % tp || m->heads % tp || m->kv_heads % tp || m->ffn_hidden % tp || s->gpus % tp) continue;
     for (int pp = 1; pp <= m->layers; pp++) {
       if (m->layers % pp || (s->gpus / tp) % pp) continue;
-      int dp = s->gpus / (tp * pp);
+      /* context parallelism: every cp dividing the GPUs left and with seq divisible by 2 cp (dense models) */
+      for (int cp = 1; cp <= (model_is_moe(m) ? 1 : SIM_SEARCH_CP_MAX); cp++) {
+      if ((s->gpus / (tp * pp)) % cp || (cp > 1 && s->seq % (2 * cp))) continue;
+      int dp = s->gpus / (tp * pp * cp);
       if (s->global_batch % dp) continue;
       long long per_replica = s->global_batch / dp;
       for (int vpp = 1; vpp <= m->layers / pp; vpp++) {
@@ -72,26 +76,49 @@ long sim_search_enumerate(const sim_search_space *s, void (*fn)(const sim_search
           long long micro_batches = per_replica / micro;
           if (vpp > 1 && micro_batches % pp) continue;
           for (int sp = 0; sp <= 1; sp++) {
-            if (sp && (tp < 2 || s->seq % tp)) continue;
-            for (int z = 0; z <= 1; z++) {
-              if (z && dp < 2) continue;
-              for (int rc = MODEL_RECOMPUTE_NONE; rc <= MODEL_RECOMPUTE_FULL; rc++)
-                /* MoE: every EP degree that divides the experts and DP (dense models: 1) */
-                for (int ep = 1; ep <= (model_is_moe(m) ? dp : 1); ep++) {
-                  if (model_is_moe(m) && (m->experts % ep || dp % ep)) continue;
+            if (sp && (tp < 2 || (s->seq / cp) % tp)) continue;
+            /* tp_comm_overlap under SP when the rows split into 4 pieces per TP rank (plan_program_tpo.c) */
+            for (int tpo = 0; tpo <= sp; tpo++) {
+            if (tpo && ((long long)micro * (s->seq / cp)) % (4LL * tp)) continue;
+            for (int rc = MODEL_RECOMPUTE_NONE; rc <= MODEL_RECOMPUTE_FULL; rc++)
+              /* MoE: every EP degree that divides the experts and DP (dense models: 1) */
+              for (int ep = 1; ep <= (model_is_moe(m) ? dp : 1); ep++) {
+                if (model_is_moe(m) && (m->experts % ep || dp % ep)) continue;
+                /* data-parallel sharding, innermost (the search tries ZeRO-2 and ZeRO-3 only where the stage
+                 * below does not fit, search.c): none; ZeRO-1 without and with overlap_param_gather; ZeRO-2
+                 * and ZeRO-3 with it (Megatron sets it for ZeRO-3). ZeRO-1..3 need dp x cp >= 2, ZeRO-2/3 a
+                 * dense model (plan_program_zero.c). */
+                static const int stages[][2] = {{0, 0}, {1, 0}, {1, 1}, {2, 1}, {3, 1}};
+                for (int v = 0; v < 5; v++) {
+                  int z = stages[v][0];
+                  if ((z && dp * cp < 2) || (z >= 2 && model_is_moe(m))) continue;
                   sim_search_layout l = {.tp = tp, .pp = pp, .vpp = vpp, .dp = dp, .micro = micro,
-                                         .sequence_parallel = sp, .zero1 = z, .recompute = (model_recompute)rc,
-                                         .ep = ep};
+                                         .sequence_parallel = sp, .zero1 = z >= 1, .recompute = (model_recompute)rc,
+                                         .ep = ep, .cp = cp, .zero_stage = z, .overlap_param_gather = stages[v][1],
+                                         .tp_comm_overlap = tpo};
                   count++;
                   if (fn) fn(&l, arg);
                 }
+              }
             }
           }
         }
       }
+      }
     }
   }
   return count;
+}
+
+/* "-cp4-zero2-opg-tpo": the fields of issue 22 a layout sets (nothing for today's layouts). */
+void sim_search_layout_suffix(const sim_search_layout *l, char *buf, size_t cap) {
+  if (!cap) return;
+  int n = snprintf(buf, cap, "%s", "");
+  if (l->cp > 1 && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, "-cp%d", l->cp);
+  if (l->zero_stage >= 2 && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, "-zero%d", l->zero_stage);
+  if (l->overlap_param_gather && l->zero_stage < 3 && n >= 0 && (size_t)n < cap)
+    n += snprintf(buf + n, cap - (size_t)n, "-opg");
+  if (l->tp_comm_overlap && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "-tpo");
 }
 
 /* ---- plans ---- */
@@ -149,6 +176,11 @@ static void fill_plan(const plan *base, const sim_search_layout *l, int seq, lon
   p->schedule = l->vpp > 1 ? PLAN_SCHED_INTERLEAVED_1F1B : PLAN_SCHED_1F1B;
   p->vocab_padded = model_vocab_per_gpu(&p->model, p->tp) * p->tp;
   p->ep = l->ep > 1 ? l->ep : 1; /* MoE; expert_tp, capacity and imbalance keep the loader's defaults */
+  p->cp = l->cp > 1 ? l->cp : 1;
+  p->zero_stage = l->zero_stage > 0 ? l->zero_stage : l->zero1 ? 1 : 0;
+  p->zero1 = p->zero_stage >= 1;
+  p->overlap_param_gather = l->overlap_param_gather || p->zero_stage == 3;
+  p->tp_comm_overlap = l->tp_comm_overlap;
   sim_search_apply_codec(p, SIM_SEARCH_CODEC_NONE);
   snprintf(p->name, sizeof p->name, "%s-tp%d-pp%d-vpp%d-dp%d-mb%d%s%s-rc%s", base->model.name, l->tp, l->pp, l->vpp,
            l->dp, l->micro, l->sequence_parallel ? "-sp" : "", l->zero1 ? "-zero1" : "",
@@ -157,6 +189,7 @@ static void fill_plan(const plan *base, const sim_search_layout *l, int seq, lon
     size_t used = strlen(p->name);
     snprintf(p->name + used, sizeof p->name - used, "-ep%d", l->ep);
   }
+  sim_search_layout_suffix(l, p->name + strlen(p->name), sizeof p->name - strlen(p->name));
   snprintf(p->path, sizeof p->path, "search:%s", p->name);
   p->description[0] = '\0';
 }

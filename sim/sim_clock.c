@@ -43,7 +43,7 @@ int sim_clock_setup(sim_world *w, ts_err *e) {
      * caller may differ per rank, so there every rank has its own duty). */
     if (w->o->mode == SIM_MODE_FULL && !w->o->programs) {
       plan_coord c = plan_coord_of(p, r);
-      c.tp = 0, c.dp = 0;
+      c.tp = 0, c.dp = 0, c.cp = 0;
       int rep = plan_rank_of(p, c);
       if (rep >= 0 && rep < w->world && w->ranks[rep]) rs->clock_rep = w->ranks[rep];
     }

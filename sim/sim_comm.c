@@ -436,6 +436,10 @@ static void wait_for_sms(sim_rank *rs, int stream, const plan_op *op, const int 
   if (sim_w->p->tp_comm_overlap && op->stream == PLAN_STREAM_TP && op->model_op >= 0 &&
       op->codec.kind == PLAN_CODEC_NONE)
     return;
+  /* context parallelism: Transformer Engine launches each ring step's send/recv before the attention piece it
+   * overlaps (plan_program_cp.c), so its few NCCL blocks hold SMs first; the piece is not priced without them
+   * (assumption: a p2p kernel's channels are few of the 132 SMs). A compressed step's codec kernels wait. */
+  if (op->stream == PLAN_STREAM_CP && op->codec.kind == PLAN_CODEC_NONE) return;
   double wait = running_kernel_left(rs, stream) - head_start_s(op, m, n);
   if (wait > 0) sg_actor_sleep_for(wait);
 }

@@ -39,7 +39,8 @@ int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, F
   sim_roofline_of(&p->cluster, &roof);
   schema_lookup_init(&c->lk, cal, &roof, warn);
   model_shard sh = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
-                    .seq = p->seq, .ep = p->ep, .etp = p->etp}; /* ep, etp: MoE expert rows and widths */
+                    .seq = plan_local_seq(p), .ep = p->ep, .etp = p->etp}; /* ep, etp: MoE expert rows and widths;
+                                                                              * seq: this CP rank's tokens */
   c->n_mops = model_layer_ops(&p->model, &sh, c->mops, MODEL_MAX_LAYER_OPS, e);
   if (c->n_mops < 0) return -1;
   model_op head[4];
@@ -95,7 +96,7 @@ static int kernel_phase_us(sim_costs *c, const char *name, double x, int phase, 
 static int attention_us(sim_costs *c, double flops, int phase, double *us, ts_err *e) {
   char table[48], instead[64];
   snprintf(table, sizeof table, "attention%s.d%d.s%d", phase == PLAN_PHASE_BWD ? "_bwd" : "",
-           model_head_dim(&c->p->model), c->p->seq);
+           model_head_dim(&c->p->model), plan_local_seq(c->p)); /* CP: each piece is a (seq / cp)-long block */
   if (schema_has_kernel(c->lk.cal, table)) return kernel_us(c, table, flops, 0, true, us, e);
   snprintf(instead, sizeof instead, "the FLOP-keyed \"attention%s\" table",
            phase == PLAN_PHASE_BWD && schema_has_kernel(c->lk.cal, "attention_bwd") ? "_bwd" : "");
@@ -164,7 +165,7 @@ static int bias_us(sim_costs *c, const model_op *mo, const plan_op *op, double *
   else if (mo->kind == MODEL_OP_ELEMENTWISE && m->linear_bias) {
     size_t n = strlen(mo->name);
     if (n >= 9 && strcmp(mo->name + n - 9, "_residual") == 0) {
-      double tokens = (double)c->p->micro_batch * c->p->seq;
+      double tokens = (double)c->p->micro_batch * plan_local_seq(c->p);
       elems = (c->p->sequence_parallel ? tokens / c->p->tp : tokens) * m->hidden;
     }
   }
@@ -331,7 +332,7 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
      * calibration's "loss" table measures it), so the backward is the two
      * GEMM halves only. The kernel's x is its own traffic, not the op's
      * (which includes the GEMM's). */
-    long long tokens = (long long)p->micro_batch * p->seq;
+    long long tokens = (long long)p->micro_batch * plan_local_seq(p);
     long long vocab = model_vocab_per_gpu(&p->model, p->tp);
     double g, l = 0;
     if (gemm_phase_us(c, tokens, vocab, p->model.hidden, phase, op->part, &g, e)) return -1;

@@ -25,7 +25,7 @@ typedef struct {
   int stream;
 } stream_ctx;
 
-static const char *const stream_names[PLAN_STREAM_COUNT] = {"compute", "tp", "pp", "dp"};
+static const char *const stream_names[PLAN_STREAM_COUNT] = {"compute", "tp", "pp", "dp", "cp"};
 
 static void record(sim_rank *rs, int stream, int op_index, int merged, double start, double dur) {
   if (!sim_w->o->record_ops || dur <= 0) return;
@@ -60,6 +60,7 @@ static void account_wait(sim_rank *rs, int d, double t0, double t1) {
   switch (op->stream) {
   case PLAN_STREAM_TP: rs->st.tp_s += w; break;
   case PLAN_STREAM_DP: rs->st.dp_s += w; break;
+  case PLAN_STREAM_CP: rs->st.cp_s += w; break;
   default: {
     /* Waiting on a receive: until its transfer starts the upstream stage has
      * not produced the data yet (pipeline bubble); after, the transfer is exposed. */
@@ -286,7 +287,7 @@ static int build_ranks(sim_world *w, ts_err *e) {
   if (!w->ranks) return ts_fail_sys(e, "out of memory");
   for (int r = 0; r < w->world; r++) {
     plan_coord c = plan_coord_of(p, r);
-    if (w->o->mode == SIM_MODE_REDUCED && (c.tp != 0 || c.dp != 0)) continue;
+    if (w->o->mode == SIM_MODE_REDUCED && (c.tp != 0 || c.dp != 0 || c.cp != 0)) continue;
     sim_rank *rs = calloc(1, sizeof *rs);
     if (!rs) return ts_fail_sys(e, "out of memory");
     w->ranks[r] = rs;
@@ -347,7 +348,7 @@ static int check_costs(sim_world *w, ts_err *e) {
     if (!rs) continue;
     /* in full mode the programs of one stage repeat; one rank per stage is enough */
     plan_coord c = plan_coord_of(w->p, r);
-    if (w->o->mode == SIM_MODE_FULL && !w->o->programs && (c.tp != 0 || c.dp != 0)) continue;
+    if (w->o->mode == SIM_MODE_FULL && !w->o->programs && (c.tp != 0 || c.dp != 0 || c.cp != 0)) continue;
     for (int i = 0; i < rs->prog->n; i++) {
       const plan_op *op = &rs->prog->ops[i];
       double t;
@@ -572,6 +573,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
     b->codec_s += st->codec_s;
     b->bubble_s += bubble;
     b->ep_exposed_s += st->ep_s;
+    b->cp_exposed_s += st->cp_s;
     b->imbalance_s += st->imbalance_s;
     schema_rank_stat rst = {.rank = r, .busy_s = T - bubble, .compute_s = st->compute_s, .comm_s = st->comm_s};
     if (w->clock) {
@@ -588,7 +590,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   if (n) {
     b->compute_s /= n, b->tp_exposed_s /= n, b->pp_exposed_s /= n, b->dp_exposed_s /= n;
     b->codec_s /= n, b->bubble_s /= n;
-    b->ep_exposed_s /= n, b->imbalance_s /= n;
+    b->ep_exposed_s /= n, b->imbalance_s /= n, b->cp_exposed_s /= n;
   }
   char note[256];
   if (w->o->cal->derived && strncmp(w->o->cal->notes, "transferred", 11) != 0) /* a transfer says so in its own note */

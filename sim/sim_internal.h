@@ -13,6 +13,7 @@
 /* Time the compute stream spent waiting, by cause. */
 typedef struct {
   double compute_s, tp_s, pp_s, dp_s, bubble_s, codec_s, comm_s;
+  double cp_s; /* (context parallelism) waits on the KV ring's exchanges */
   double ep_s, imbalance_s; /* (MoE) waits on the token all-to-alls; the imbalance wait (out of compute_s) */
   double compute_end_s, stream_end_s[PLAN_STREAM_COUNT];
 } sim_rank_stats;

@@ -49,7 +49,11 @@ int sim_print_op_costs(const plan *p, const schema_calibration *cal, FILE *out, 
       rc = sim_compute_s(&c, op, &s, e);
       total_compute += s;
     } else {
-      int nranks = op->group == PLAN_GROUP_TP ? p->tp : op->group == PLAN_GROUP_DP ? p->dp : 2, inc = 0;
+      int nranks = op->group == PLAN_GROUP_TP   ? p->tp
+                   : op->group == PLAN_GROUP_DP ? plan_dp_shards(p)
+                   : op->group == PLAN_GROUP_CP ? plan_cp(p)
+                                                : 2,
+          inc = 0;
       sim_codec_cost cc;
       rc = sim_coll_calibrated_s(&c, op, nranks, &s, &inc, e);
       if (rc == 0 && !inc && (rc = sim_codec_cost_of(&c, op, nranks, &cc, e)) == 0) s += cc.total_us * 1e-6;

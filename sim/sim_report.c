@@ -33,6 +33,9 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
     fprintf(out, "  %-12s %10.4f s  %5.1f%%  (waiting for the busiest EP rank: moe_imbalance %.2f)\n", "imbalance",
             b->imbalance_s, T > 0 ? 100.0 * b->imbalance_s / T : 0, plan_moe_max_load(p));
   }
+  if (p && plan_cp(p) > 1) /* context parallelism: the KV ring's exchanges the attention waited for */
+    fprintf(out, "  %-12s %10.4f s  %5.1f%%  (KV / dKV ring steps of context parallelism, cp %d)\n", "CP exposed",
+            b->cp_exposed_s, T > 0 ? 100.0 * b->cp_exposed_s / T : 0, plan_cp(p));
   fprintf(out, "  %-12s %10.4f s  (codec kernels inside compressed collectives)\n", "codec", b->codec_s);
   if (r->clock_passes && r->n_ranks) {
     /* the clock model: duty and speeds over the ranks listed (they differ by pipeline stage) */

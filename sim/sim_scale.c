@@ -168,7 +168,7 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer,
     int is_real;
     int ne;
     if (alg == SIM_ALG_SENDRECV) {
-      plan_coord pc = {rc.dp, rc.tp, peer_c.pp};
+      plan_coord pc = {rc.dp, rc.tp, peer_c.pp, rc.cp};
       int pr = plan_rank_of(p, pc);
       /* the representative sends (src = rep) or receives (dst = rep) */
       src[0] = rep_sends ? r : pr;

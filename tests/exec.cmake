@@ -37,3 +37,10 @@ if(TACOSIM_HAVE_GPU)
   exec_gpu_test(exec_ce_gpu exec_kernels.cu)                   # vocabulary-parallel cross-entropy, TP 2 on one GPU
   exec_gpu_test(rt_ops_gpu rt_ops.cu rt_ops_layer.cu rt_ops_selfcheck.c rt_ops_ref.c) # norms, element-wise, softmax, AdamW vs C
 endif()
+
+# Context parallelism's attention math on the CPU (runtime/cp_attention_ref.c, plain C).
+add_executable(test_cp_attention_ref ${CMAKE_SOURCE_DIR}/tests/test_cp_attention_ref.c
+               ${CMAKE_SOURCE_DIR}/runtime/cp_attention_ref.c)
+target_include_directories(test_cp_attention_ref PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+target_link_libraries(test_cp_attention_ref PRIVATE PkgConfig::CUNIT m)
+add_test(NAME cp_attention_ref COMMAND test_cp_attention_ref)

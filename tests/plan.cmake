@@ -39,3 +39,8 @@ add_executable(test_plan_limits ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_limits.c)
 target_link_libraries(test_plan_limits PRIVATE ts_plan PkgConfig::CUNIT m)
 target_compile_definitions(test_plan_limits PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
 add_test(NAME plan_limits COMMAND test_plan_limits)
+
+# Context parallelism (plan/plan_program_cp.c).
+add_executable(test_plan_cp ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_cp.c)
+target_link_libraries(test_plan_cp PRIVATE ts_plan PkgConfig::CUNIT m)
+add_test(NAME plan_cp COMMAND test_plan_cp)

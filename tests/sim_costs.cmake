@@ -22,3 +22,11 @@ target_compile_definitions(test_sim_layouts PRIVATE
   PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
   MEASURED_CALIBRATION="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
 add_test(NAME sim_layouts COMMAND test_sim_layouts)
+
+# Context parallelism in the simulator (the KV ring's time and overlap, reduced mode, TACO on KV).
+add_executable(test_sim_cp ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_cp.c)
+target_link_libraries(test_sim_cp PRIVATE ts_sim PkgConfig::CUNIT m)
+target_include_directories(test_sim_cp PRIVATE ${CMAKE_SOURCE_DIR}/plan)
+target_compile_definitions(test_sim_cp PRIVATE
+  MEASURED_CALIBRATION="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
+add_test(NAME sim_cp COMMAND test_sim_cp)

@@ -397,6 +397,23 @@ static void test_tacorun_help(void) {
     }
   }
 }
+
+/* Context parallelism is simulated, not executed: refused before any GPU or communicator, the field named. */
+static void test_tacorun_refuses_cp(void) {
+  static char out[65536];
+  char path[512];
+  snprintf(path, sizeof path, "%s/cp.json", workdir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\",\n"
+             "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2 },\n"
+             "  \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, \"schedule\": \"1f1b\" }\n");
+  fclose(f);
+  CU_ASSERT_EQUAL(tacorun("execute cp.json", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.context_parallel_size"));
+  CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "context_parallel_size"));
+}
 #endif
 
 static void remove_workdir(void) {
@@ -418,6 +435,7 @@ int main(void) {
   CU_add_test(s, "what tacosim simulate --json writes, tacosim compare reads", test_written_results_load);
 #ifdef TACORUN_BIN
   CU_add_test(s, "tacorun: every command's --help without a GPU lists its options", test_tacorun_help);
+  CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
 #endif
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -49,8 +49,44 @@ typedef struct {
   int bad;
 } tally;
 
+/* The layouts of issue 22's dimensions (context parallelism, ZeRO-2/3, overlap_param_gather,
+ * tp_comm_overlap), their rules, and the count with cp 2 and cp 4 in the hand-worked space:
+ *   cp 4: tp1 pp1 dp1, micro 1 or 2, 3 recompute x 5 sharding variants           -> 30
+ *   cp 2: tp1 pp1 dp2, micro 1 or 2                        -> 2 x 3 x 5           = 30
+ *         tp1 pp2 dp1, (vpp, micro) in (1,1) (2,1) (1,2) (2,2) -> 4 x 3 x 5       = 60
+ *         tp2 pp1 dp1: micro 1 (sp off, on), micro 2 (sp off, on, on + tp_comm_overlap: 2 x 4 rows
+ *         divide into 4 x tp) -> 5 x 3 x 5                                        = 75
+ * (sharding variants: none, ZeRO-1, ZeRO-1 + overlap_param_gather, ZeRO-2, ZeRO-3; dp x cp >= 2 here). */
+typedef struct {
+  int cp2, cp4, bad;
+} tally22;
+
+static void count_new(const sim_search_layout *l, void *arg) {
+  tally22 *t = arg;
+  int cp = l->cp > 1 ? l->cp : 1;
+  t->cp2 += cp == 2;
+  t->cp4 += cp == 4;
+  if (l->dp * l->tp * l->pp * cp != 4 || 8 % (2 * cp) || (l->zero_stage >= 1) != l->zero1 ||
+      (l->zero_stage >= 1 && l->dp * cp < 2) || (l->tp_comm_overlap && !l->sequence_parallel) ||
+      (l->overlap_param_gather && l->zero_stage < 1) || (l->zero_stage == 3 && !l->overlap_param_gather))
+    t->bad++;
+}
+
+static void test_enumeration_issue22(void) {
+  model_config m = hand_model();
+  topo_cluster c = hand_cluster();
+  sim_search_space s = {.model = &m, .cluster = &c, .gpus = 4, .seq = 8, .global_batch = 4, .max_micro = 2};
+  tally22 t = {0};
+  sim_search_enumerate(&s, count_new, &t);
+  CU_ASSERT_EQUAL(t.cp4, 30);
+  CU_ASSERT_EQUAL(t.cp2, 165);
+  CU_ASSERT_EQUAL(t.bad, 0);
+}
+
+/* Today's dimensions only (the layouts of issue 22 are counted above). */
 static void count_layout(const sim_search_layout *l, void *arg) {
   tally *t = arg;
+  if (l->cp > 1 || l->zero_stage > 1 || l->overlap_param_gather || l->tp_comm_overlap) return;
   if (l->tp >= 1 && l->tp <= 8) t->by_tp[l->tp]++;
   t->interleaved += l->vpp > 1;
   t->sp += l->sequence_parallel;
@@ -66,8 +102,9 @@ static void test_enumeration_hand_case(void) {
   topo_cluster c = hand_cluster();
   sim_search_space s = {.model = &m, .cluster = &c, .gpus = 4, .seq = 8, .global_batch = 4, .max_micro = 2};
   tally t = {0};
-  CU_ASSERT_EQUAL(sim_search_enumerate(&s, count_layout, &t), 90);
-  CU_ASSERT_EQUAL(sim_search_enumerate(&s, NULL, NULL), 90);
+  long all = sim_search_enumerate(&s, count_layout, &t);
+  CU_ASSERT_EQUAL(t.by_tp[1] + t.by_tp[2] + t.by_tp[4], 90);
+  CU_ASSERT_EQUAL(sim_search_enumerate(&s, NULL, NULL), all);
   CU_ASSERT_EQUAL(t.by_tp[1], 30);
   CU_ASSERT_EQUAL(t.by_tp[2], 48);
   CU_ASSERT_EQUAL(t.by_tp[3], 0);
@@ -85,9 +122,9 @@ static void test_enumeration_rules(void) {
   /* seq 7: no TP divides it, so no sequence parallel at all */
   sim_search_space s = {.model = &m, .cluster = &c, .gpus = 4, .seq = 7, .global_batch = 4, .max_micro = 2};
   tally t = {0};
-  long n = sim_search_enumerate(&s, count_layout, &t);
+  sim_search_enumerate(&s, count_layout, &t);
   CU_ASSERT_EQUAL(t.sp, 0);
-  CU_ASSERT_EQUAL(n, 90 - 30); /* the sp half of the tp2 and tp4 layouts */
+  CU_ASSERT_EQUAL(t.by_tp[1] + t.by_tp[2] + t.by_tp[4], 90 - 30); /* the sp half of the tp2 and tp4 layouts */
   /* a global batch no dp > 1 divides leaves only dp 1 */
   s.seq = 8;
   s.global_batch = 1;
@@ -99,7 +136,8 @@ static void test_enumeration_rules(void) {
   s.gpus = 3;
   s.global_batch = 3;
   memset(&t, 0, sizeof t);
-  CU_ASSERT_EQUAL(sim_search_enumerate(&s, count_layout, &t), 1 * 2 * 3);
+  sim_search_enumerate(&s, count_layout, &t);
+  CU_ASSERT_EQUAL(t.by_tp[1] + t.by_tp[2] + t.by_tp[4], 1 * 2 * 3);
 }
 
 /* ---- plans and memory ---- */
@@ -367,6 +405,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("search", NULL, NULL);
   CU_add_test(s, "enumeration: hand-worked case", test_enumeration_hand_case);
   CU_add_test(s, "enumeration: rules", test_enumeration_rules);
+  CU_add_test(s, "enumeration: context parallelism, ZeRO-2/3, the overlaps (issue 22)", test_enumeration_issue22);
   CU_add_test(s, "memory filter", test_memory_filter);
   CU_add_test(s, "memory filter agrees with the plan loader", test_memory_filter_agrees_with_loader);
   CU_add_test(s, "spearman", test_spearman);

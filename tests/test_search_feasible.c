@@ -38,8 +38,8 @@ static int zoo_names(const char *dir, char names[][128], int cap) {
 /* The direct check, through the plan loader as a hand-written plan goes: for
  * every TP (dividing the node, heads, KV heads, FFN and the GPUs) and PP
  * (dividing the layers and the GPUs left) with DP dividing the global batch,
- * the least-memory settings: micro-batch 1, plain 1F1B, ZeRO-1 when dp > 1,
- * sequence parallel when it applies, each recomputation. */
+ * the least-memory settings: micro-batch 1, plain 1F1B, ZeRO-3 (MoE: ZeRO-1) when dp x cp > 1,
+ * sequence parallel when it applies, each context-parallel size the search tries, each recomputation. */
 static int direct_fits(const model_config *m, const topo_cluster *c, const char *model, const char *cluster, int gpus,
                        int seq, long long global, char *which, size_t cap) {
   static const char *const rc[] = {"none", "selective", "full"};
@@ -48,24 +48,31 @@ static int direct_fits(const model_config *m, const topo_cluster *c, const char 
     if (c->gpus_per_node % tp || m->heads % tp || m->kv_heads % tp || m->ffn_hidden % tp || gpus % tp) continue;
     for (int pp = 1; pp <= m->layers; pp++) {
       if (m->layers % pp || (gpus / tp) % pp) continue;
-      int dp = gpus / tp / pp;
-      if (global % dp) continue;
-      /* MoE models: every expert-parallel degree dividing the experts and DP (EP carved from DP) */
-      for (int ep = 1; ep <= (m->experts > 0 ? dp : 1); ep++) {
-        if (m->experts > 0 && (m->experts % ep || dp % ep)) continue;
-        for (int r = 0; r < 3; r++) {
-          char text[1024], ep_field[32] = "";
-          if (m->experts > 0) snprintf(ep_field, sizeof ep_field, ",\"ep\":%d", ep);
-          int n = snprintf(text, sizeof text,
-                           "{\"schema\":1,\"model\":\"%s\",\"cluster\":\"%s\",\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d,"
-                           "\"zero1\":%s,\"sequence_parallel\":%s,\"recompute\":\"%s\"%s},"
-                           "\"batch\":{\"micro\":1,\"global\":%lld,\"seq\":%d},\"schedule\":\"1f1b\"}",
-                           model, cluster, dp, tp, pp, dp > 1 ? "true" : "false",
-                           tp > 1 && seq % tp == 0 ? "true" : "false", rc[r], ep_field, global, seq);
-          ts_err e = {0};
-          if (plan_from_json_text(text, (size_t)n, "direct", NULL, NULL, &p, &e) == 0) {
-            snprintf(which, cap, "tp%d pp%d dp%d ep%d rc=%s", tp, pp, dp, ep, rc[r]);
-            return 1;
+      /* context parallelism (issue 22, dense models): cp up to 16 dividing the GPUs left, seq divisible by 2 cp */
+      for (int cp = 1; cp <= (m->experts > 0 ? 1 : 16); cp++) {
+        if ((gpus / tp / pp) % cp || (cp > 1 && seq % (2 * cp))) continue;
+        int dp = gpus / tp / pp / cp;
+        if (global % dp) continue;
+        /* the least memory: ZeRO-3 for dense models (issue 22), ZeRO-1 for MoE, when dp x cp > 1 */
+        const char *shard = dp * cp < 2 ? "no_shard" : m->experts > 0 ? "optim" : "optim_grads_params";
+        /* MoE models: every expert-parallel degree dividing the experts and DP (EP carved from DP) */
+        for (int ep = 1; ep <= (m->experts > 0 ? dp : 1); ep++) {
+          if (m->experts > 0 && (m->experts % ep || dp % ep)) continue;
+          for (int r = 0; r < 3; r++) {
+            char text[1024], ep_field[32] = "";
+            if (m->experts > 0) snprintf(ep_field, sizeof ep_field, ",\"ep\":%d", ep);
+            int n = snprintf(text, sizeof text,
+                             "{\"schema\":1,\"model\":\"%s\",\"cluster\":\"%s\",\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d,"
+                             "\"context_parallel_size\":%d,\"data_parallel_sharding_strategy\":\"%s\","
+                             "\"sequence_parallel\":%s,\"recompute\":\"%s\"%s},"
+                             "\"batch\":{\"micro\":1,\"global\":%lld,\"seq\":%d},\"schedule\":\"1f1b\"}",
+                             model, cluster, dp, tp, pp, cp, shard, tp > 1 && (seq / cp) % tp == 0 ? "true" : "false",
+                             rc[r], ep_field, global, seq);
+            ts_err e = {0};
+            if (plan_from_json_text(text, (size_t)n, "direct", NULL, NULL, &p, &e) == 0) {
+              snprintf(which, cap, "tp%d pp%d cp%d dp%d ep%d %s rc=%s", tp, pp, cp, dp, ep, shard, rc[r]);
+              return 1;
+            }
           }
         }
       }
