@@ -4,10 +4,9 @@
 #include <string.h>
 
 #include "calibration.h"
+#include "ts_coll.h"
 #include "ts_json.h"
 
-static const char *const collective_names[] = {"allreduce", "allgather", "reducescatter", "alltoall",
-                                               "sendrecv", NULL};
 
 /* ---- building in memory ---- */
 
@@ -391,10 +390,8 @@ static int valid_coll_name_core(const char *name) {
   if (len >= sizeof base) return 0;
   memcpy(base, name, len);
   base[len] = '\0';
-  int known = 0;
-  for (int i = 0; collective_names[i]; i++)
-    if (strcmp(base, collective_names[i]) == 0) known = 1;
-  if (!known) return 0;
+  ts_coll coll;
+  if (ts_coll_parse(base, &coll)) return 0;
   if (!dot) return 1;
   if (strncmp(dot + 1, "taco", 4) != 0) return 0;
   char *end;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ts_coll.h"
 #include "ts_env.h"
 #include "ts_error.h"
 #include "ts_file.h"
@@ -364,6 +365,47 @@ static void test_env_knobs(void) {
   unsetenv("TACORUN_RANK"), unsetenv("TACOSIM_MODELS_DIR");
 }
 
+/* The collective table against nccl-tests' definitions (PERFORMANCE.md of
+ * nccl-tests: busbw factors 2(n-1)/n all-reduce, (n-1)/n all-gather,
+ * reduce-scatter, all-to-all, 1 send/recv) and the ring's latency steps. */
+static void test_coll_table(void) {
+  for (int n = 1; n <= 64; n *= 2) {
+    double f = (n - 1.0) / n;
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_busbw_factor(TS_COLL_ALLREDUCE, n), 2 * f, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_busbw_factor(TS_COLL_ALLGATHER, n), f, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_busbw_factor(TS_COLL_REDUCESCATTER, n), f, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_busbw_factor(TS_COLL_ALLTOALL, n), f, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_busbw_factor(TS_COLL_SENDRECV, n), 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_steps(TS_COLL_ALLREDUCE, n), 2.0 * (n - 1), 0);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_steps(TS_COLL_ALLGATHER, n), n - 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_steps(TS_COLL_SENDRECV, n), 1.0, 0);
+  }
+  CU_ASSERT_EQUAL(ts_coll_busbw_factor(TS_COLL_ALLREDUCE, 0), 0.0);
+  CU_ASSERT_EQUAL(ts_coll_busbw_factor(TS_COLL_COUNT, 4), 0.0);
+  /* the name list and the table are one */
+  for (int i = 0; i < TS_COLL_COUNT; i++) {
+    ts_coll c = TS_COLL_COUNT;
+    CU_ASSERT_STRING_EQUAL(ts_coll_names[i], ts_colls[i].name);
+    CU_ASSERT(ts_coll_parse(ts_coll_names[i], &c) == 0 && c == (ts_coll)i);
+  }
+  CU_ASSERT_PTR_NULL(ts_coll_names[TS_COLL_COUNT]);
+  for (int i = 0; i < TS_CODEC_COUNT; i++) CU_ASSERT_STRING_EQUAL(ts_codec_names[i], ts_codecs[i].name);
+  CU_ASSERT_PTR_NULL(ts_codec_names[TS_CODEC_COUNT]);
+  /* calibration keys: a collective, then optionally a codec */
+  ts_coll c;
+  CU_ASSERT(ts_coll_of_key("allreduce.taco128.fp32.infer", &c) == 0 && c == TS_COLL_ALLREDUCE);
+  CU_ASSERT(ts_coll_of_key("sendrecv", &c) == 0 && c == TS_COLL_SENDRECV);
+  CU_ASSERT_EQUAL(ts_coll_of_key("allreducex", &c), -1);
+  CU_ASSERT_EQUAL(ts_coll_parse("allreduce.taco128", &c), -1);
+  CU_ASSERT_EQUAL(ts_coll_of_key("broadcast", &c), -1);
+  /* the codecs: what travels */
+  CU_ASSERT(ts_codecs[TS_CODEC_TACO_CAAT].taco && ts_codecs[TS_CODEC_TACO_CAAT].caat);
+  CU_ASSERT(!ts_codecs[TS_CODEC_NONE].taco && !ts_codecs[TS_CODEC_NONE].caat);
+  CU_ASSERT_DOUBLE_EQUAL(ts_taco_wire_elements(256, 128), 256 + 16, 0);
+  CU_ASSERT_DOUBLE_EQUAL(ts_taco_wire_elements(129, 128), 129 + 16, 0);
+  CU_ASSERT_DOUBLE_EQUAL(ts_taco_wire_elements(100, 0), 100, 0);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("common", NULL, NULL);
@@ -383,6 +425,7 @@ int main(void) {
   CU_add_test(s, "tsj_object", test_object_getters);
   CU_add_test(s, "tsj_schema", test_schema_getter);
   CU_add_test(s, "ts_env_knobs: the recorded families, sorted, cut safely", test_env_knobs);
+  CU_add_test(s, "ts_coll: one table of collectives and codecs", test_coll_table);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
