@@ -3,7 +3,7 @@
  * Result and calibration files record every variable a run read that can
  * change what it measured (ARCHITECTURE.md, "Environment variables"): NCCL's
  * own (NCCL_*), the kernels' and collectives' (TACO_*), the executor's
- * (EXEC_*) and the fault-test hook (TACORUN_TEST_*). The launch variables
+ * (EXEC_*). The launch variables
  * (TACORUN_ID_FILE, TACORUN_RANK, ..., OMPI_*) and the zoo paths
  * (TACOSIM_*) are not options and are left out. */
 #ifndef TS_ENV_H

@@ -35,6 +35,7 @@ typedef struct {
   const char *json_out, *csv_out, *ops_csv_out;
   unsigned long long seed;
   int inject_nan_step; /* -1: none */
+  int die_at_iter;     /* fault injection: this process SIGKILLs itself at the start of that iteration; -1: none */
   int program_plan;    /* walk plan_build_program()'s program instead of the built-in one */
 } exec_timed_opts;
 

@@ -352,13 +352,12 @@ static void test_env_knobs(void) {
   setenv("TACO_TILING", "tiled", 1);
   setenv("NCCL_P2P_DISABLE", "1", 1);
   setenv("EXEC_ATTN", "unfused", 1);
-  setenv("TACORUN_TEST_KILL_AT_ITER", "3", 1);
   setenv("TACORUN_RANK", "1", 1);         /* a launch variable, not an option */
   setenv("TACOSIM_MODELS_DIR", "/tmp", 1); /* a path, not an option */
-  CU_ASSERT_EQUAL(ts_env_knobs(buf, sizeof buf), 4);
-  CU_ASSERT_STRING_EQUAL(buf, " EXEC_ATTN=unfused NCCL_P2P_DISABLE=1 TACORUN_TEST_KILL_AT_ITER=3 TACO_TILING=tiled");
+  CU_ASSERT_EQUAL(ts_env_knobs(buf, sizeof buf), 3);
+  CU_ASSERT_STRING_EQUAL(buf, " EXEC_ATTN=unfused NCCL_P2P_DISABLE=1 TACO_TILING=tiled");
   char small[24];
-  CU_ASSERT_EQUAL(ts_env_knobs(small, sizeof small), 4);
+  CU_ASSERT_EQUAL(ts_env_knobs(small, sizeof small), 3);
   CU_ASSERT_STRING_EQUAL(small, " EXEC_ATTN=unfused ...");
   CU_ASSERT(!ts_env_is_knob("TACORUN_ID_FILE=x") && !ts_env_is_knob("TACOSIM_TOPOLOGIES_DIR=x"));
   clear_knobs();
