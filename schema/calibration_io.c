@@ -683,10 +683,10 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
     }
     json_object_set_new(root, "clock", json_pack("{s:o,s:o}", "window_us", num(c->clock_window_us), "points", arr));
   }
-  int rc = json_dumpf(root, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));
-  fputc('\n', out);
+  /* one table point per line (common/ts_json.h) */
+  int rc = tsj_dump_data(root, out, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));
   json_decref(root);
-  if (rc || ferror(out)) return ts_fail_sys(e, "cannot write calibration");
+  if (rc) return ts_fail_sys(e, "cannot write calibration");
   return 0;
 }
 

@@ -364,6 +364,27 @@ static void test_env_knobs(void) {
   unsetenv("TACORUN_RANK"), unsetenv("TACOSIM_MODELS_DIR");
 }
 
+/* tsj_dump_data: points on one line, the rest one member per line; what it
+ * writes reads back equal. */
+static void test_dump_data(void) {
+  json_t *v = json_pack("{s:i,s:{s:[{s:i,s:f},{s:i,s:f}]},s:[],s:s}", "schema", 1, "colls", "allreduce", "bytes", 4096,
+                        "us", 9.5, "bytes", 8192, "us", 12.25, "empty", "notes", "a \"b\"");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(tsj_dump_data(v, f, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)), 0);
+  fclose(f);
+  CU_ASSERT_STRING_EQUAL(buf, "{\n \"schema\": 1,\n \"colls\": {\n  \"allreduce\": [\n   {\"bytes\":4096,\"us\":9.5},\n"
+                              "   {\"bytes\":8192,\"us\":12.25}\n  ]\n },\n \"empty\": [],\n \"notes\": \"a \\\"b\\\"\"\n}\n");
+  ts_err e;
+  json_t *back = tsj_load_string(buf, len, "dump", &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+  CU_ASSERT(json_equal(v, back));
+  json_decref(back);
+  json_decref(v);
+  free(buf);
+}
+
 /* The collective table against nccl-tests' definitions (PERFORMANCE.md of
  * nccl-tests: busbw factors 2(n-1)/n all-reduce, (n-1)/n all-gather,
  * reduce-scatter, all-to-all, 1 send/recv) and the ring's latency steps. */
@@ -425,6 +446,7 @@ int main(void) {
   CU_add_test(s, "tsj_schema", test_schema_getter);
   CU_add_test(s, "ts_env_knobs: the recorded families, sorted, cut safely", test_env_knobs);
   CU_add_test(s, "ts_coll: one table of collectives and codecs", test_coll_table);
+  CU_add_test(s, "tsj_dump_data: one point per line, reads back equal", test_dump_data);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
