@@ -161,7 +161,7 @@ static double tp_coll_s(estimator *x, plan_coll c, double payload, double wire, 
   double enc = kernel_s(x, "taco_encode", in, cd->group, false), dec = kernel_s(x, "taco_decode", in, cd->group, false);
   double dse = c == PLAN_COLL_ALLREDUCE ? kernel_s(x, "taco_decode_sum_encode", in, cd->group, false) : 0;
   double chunks = sim_codec_chunks(in); /* as the simulator pipelines it (sim_costs.c) */
-  double pre = enc / chunks, post = dec / chunks, mid = enc + dec + dse - pre - post;
+  double pre = enc / chunks + (chunks > 1 ? 0 : dse), post = dec / chunks, mid = enc + dec + dse - pre - post;
   *codec_s += enc + dec + dse;
   return pre + fmax(mid, xfer) + post;
 }

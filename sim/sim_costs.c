@@ -404,8 +404,8 @@ static bool is_caat(const plan_codec *cd) { return cd->kind == PLAN_CODEC_CAAT |
  * program set it (bf16 DP gradients: grad_reduce_in_fp32 false), else fp32
  * for DP gradients and CAAT-Net's backward shared channels, bf16 elsewhere. */
 double sim_codec_chunks(double in_bytes) {
-  double chunks = ceil(in_bytes / (4.0 * 1048576));
-  return chunks < 1 ? 1 : chunks > 16 ? 16 : chunks;
+  double chunks = ceil(in_bytes / (double)TS_CODEC_CHUNK_BYTES);
+  return chunks < 1 ? 1 : chunks;
 }
 
 static int codec_elem_bytes(const plan_op *op) {
@@ -465,8 +465,10 @@ static int codec_cost_uncached(sim_costs *c, const plan_op *op, int nranks, sim_
   if (is_taco(cd) && taco_kernels_us(c, op, nranks, in, &enc, &dec, &dse, e)) return -1;
   double chunks = sim_codec_chunks(in);
   /* Chunk i+1's codec overlaps chunk i's transfer: only the first encode and
-   * the last decode stay outside the pipeline. */
-  cc->pre_us = gather + enc / chunks;
+   * the last decode stay outside the pipeline. One chunk (the whole message)
+   * overlaps nothing: a two-shot all-reduce's decode-sum-encode waits for its
+   * reduce-scatter, and its all-gather for it. */
+  cc->pre_us = gather + enc / chunks + (chunks > 1 ? 0 : dse);
   cc->post_us = dec / chunks + scatter + scale;
   cc->total_us = gather + enc + dse + dec + scatter + scale;
   cc->caat_us = gather + scatter + scale;
