@@ -94,7 +94,7 @@ void exec_machine_of(const rt_nccl *w, schema_machine *mc) {
 void exec_note_env(schema_result *r) {
   char env[224], note[256];
   ts_env_knobs(env, sizeof env);
-  snprintf(note, sizeof note, "environment:%s", *env ? env : " no NCCL_*, TACO_*, EXEC_* variable set");
+  snprintf(note, sizeof note, "environment:%s", *env ? env : " no NCCL_*, EXEC_* variable set");
   schema_result_add_note(r, note);
 }
 
