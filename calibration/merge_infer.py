@@ -66,9 +66,23 @@ def main():
             f"{', '.join(taken)}{', ' if moved else ''}{', '.join(moved)} (calibration/merge_infer.py)")
     cal["notes"] = (cal.get("notes", "") + note)[:511]
     with open(a.file, "w") as f:
-        json.dump(cal, f, indent=1)
-        f.write("\n")
+        f.write(data_json(cal) + "\n")
     print(f"{a.file}: {len(gemm)} decode GEMMs, {len(taken)} kernel tables, {len(moved)} collective tables from {a.src}")
+
+
+def data_json(v, depth=0):
+    """The layout tacosim and tacorun write data files in (common/ts_json.h,
+    tsj_dump_data): a table point, or any object or array of scalars, on one
+    line; the rest one member per line, indented one space per level."""
+    kids = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+    if not any(isinstance(x, (dict, list)) for x in kids):
+        return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+    pad = " " * (depth + 1)
+    if isinstance(v, dict):
+        rows = [f"{pad}{json.dumps(k, ensure_ascii=False)}: {data_json(x, depth + 1)}" for k, x in v.items()]
+        return "{\n" + ",\n".join(rows) + "\n" + " " * depth + "}"
+    rows = [pad + data_json(x, depth + 1) for x in v]
+    return "[\n" + ",\n".join(rows) + "\n" + " " * depth + "]"
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 
 extern char **environ;
 
-static const char *const knob_prefixes[] = {"NCCL_", "TACO_", "EXEC_", "TACORUN_TEST_"};
+static const char *const knob_prefixes[] = {"NCCL_", "EXEC_"};
 
 int ts_env_is_knob(const char *name) {
   for (size_t i = 0; i < sizeof knob_prefixes / sizeof *knob_prefixes; i++)

@@ -2,8 +2,8 @@
  *
  * Result and calibration files record every variable a run read that can
  * change what it measured (ARCHITECTURE.md, "Environment variables"): NCCL's
- * own (NCCL_*), the kernels' and collectives' (TACO_*), the executor's
- * (EXEC_*) and the fault-test hook (TACORUN_TEST_*). The launch variables
+ * own (NCCL_*) and the executor's (EXEC_*); the kernels and collectives read
+ * none (their variants are options). The launch variables
  * (TACORUN_ID_FILE, TACORUN_RANK, ..., OMPI_*) and the zoo paths
  * (TACOSIM_*) are not options and are left out. */
 #ifndef TS_ENV_H

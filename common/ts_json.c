@@ -215,3 +215,62 @@ int tsj_schema(json_t *root, int supported, const char *file, ts_err *e) {
                    supported);
   return 0;
 }
+
+/* ---- writing data files ---- */
+
+static int is_flat(const json_t *v) {
+  if (json_is_object(v)) {
+    const char *k;
+    json_t *m;
+    json_object_foreach((json_t *)v, k, m) if (json_is_object(m) || json_is_array(m)) return 0;
+    return 1;
+  }
+  if (json_is_array(v)) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(v, i, m) if (json_is_object(m) || json_is_array(m)) return 0;
+    return 1;
+  }
+  return 1;
+}
+
+static int dump_data(const json_t *v, FILE *out, size_t flags, int depth) {
+  if (is_flat(v)) {
+    /* a scalar, or a point: one line (JSON_ENCODE_ANY: scalars too) */
+    return json_dumpf(v, out, (flags & ~(size_t)JSON_INDENT(0x1F)) | JSON_COMPACT | JSON_ENCODE_ANY);
+  }
+  int obj = json_is_object(v);
+  fputs(obj ? "{\n" : "[\n", out);
+  size_t n = obj ? json_object_size(v) : json_array_size(v), i = 0;
+  int rc = 0;
+  if (obj) {
+    /* jansson's iteration order is the insertion order with JSON_PRESERVE_ORDER's objects */
+    const char *k;
+    json_t *m;
+    json_object_foreach((json_t *)v, k, m) {
+      json_t *key = json_string(k);
+      fprintf(out, "%*s", depth + 1, "");
+      rc |= json_dumpf(key, out, JSON_ENCODE_ANY);
+      json_decref(key);
+      fputs(": ", out);
+      rc |= dump_data(m, out, flags, depth + 1);
+      fputs(++i < n ? ",\n" : "\n", out);
+    }
+  } else {
+    json_t *m;
+    size_t j;
+    json_array_foreach(v, j, m) {
+      fprintf(out, "%*s", depth + 1, "");
+      rc |= dump_data(m, out, flags, depth + 1);
+      fputs(++i < n ? ",\n" : "\n", out);
+    }
+  }
+  fprintf(out, "%*s%s", depth, "", obj ? "}" : "]");
+  return rc ? -1 : 0;
+}
+
+int tsj_dump_data(const json_t *v, FILE *out, size_t flags) {
+  int rc = dump_data(v, out, flags, 0);
+  fputc('\n', out);
+  return rc || ferror(out) ? -1 : 0;
+}

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "ts_error.h"
 
@@ -50,6 +51,13 @@ int tsj_enum(json_t *obj, const char *key, const char *const *names, int *out, c
              const char *path, ts_err *e);
 int tsj_enum_opt(json_t *obj, const char *key, const char *const *names, int dflt, int *out,
                  const char *file, const char *path, ts_err *e);
+/* Writes v as the data files are written: an object or array whose members
+ * are all scalars on one line (a table point: {"bytes":4096,"us":9.1}), the
+ * rest one member per line, indented by one space per level; `flags` are
+ * jansson's (JSON_PRESERVE_ORDER, JSON_REAL_PRECISION(n)). Ends with a
+ * newline. Returns 0, or -1 when writing failed. */
+int tsj_dump_data(const json_t *v, FILE *out, size_t flags);
+
 /* Checks "schema": 1 (or another supported version). */
 int tsj_schema(json_t *root, int supported, const char *file, ts_err *e);
 

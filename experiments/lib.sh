@@ -2,7 +2,7 @@
 #
 #   EXP      experiments/ (absolute)        ROOT  the repository
 #   DATA     experiments/data: every data file a figure is drawn from
-#   FIGS     experiments/figures: NAME.png and NAME.svg
+#   FIGS     experiments/figures: NAME.png (in the tree) and NAME.svg (drawn, not kept: .gitignore)
 #   TACOSIM  the tacosim command ($TACOSIM, else the first build that has one)
 #   TACORUN  the tacorun command, when built (only bench-codec --quality is used: it runs on the CPU)
 #   JOBS     simulations run at once (default: the CPU cores)

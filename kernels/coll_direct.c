@@ -157,12 +157,7 @@ void coll_set_links(int peer, int host_shm) {
   links_host_shm = host_shm != 0;
 }
 
-/* TACO_HOST=off|on|auto (read at each team's set-up): 0 off, 1 on, 2 auto. */
-static int env_host_mode(void) {
-  const char *v = getenv("TACO_HOST");
-  if (!v || !strcmp(v, "auto")) return 2;
-  return !strcmp(v, "off") || !strcmp(v, "0") ? 0 : 1;
-}
+void coll_team_set_host(coll_team *t, coll_direct_mode mode) { t->host_mode = mode; }
 
 /* One process drives all n GPUs: every rank's flag words are reachable by
  * every other's pointer as they are; the team's direct state is ready. */
@@ -239,11 +234,11 @@ static int setup(coll_team *t) {
   struct coll_direct *D = t->direct;
   int n = t->nranks;
   D->state = -1;
-  int hm = env_host_mode();
-  int host = hm == 1 || (hm == 2 && !links_peer && links_host_shm);
+  coll_direct_mode hm = t->host_mode;
+  int host = hm == COLL_DIRECT_ON || (hm == COLL_DIRECT_AUTO && !links_peer && links_host_shm);
   if (!host && !links_peer)
     return snprintf(D->why, sizeof D->why, "the transport has no GPU peer access%s",
-                    hm == 0 ? " (TACO_HOST=off)" : !links_host_shm ? " (nor shared host memory)" : ""), 0;
+                    hm == COLL_DIRECT_OFF ? " (host flavour off)" : !links_host_shm ? " (nor shared host memory)" : ""), 0;
   if (n < 2 || n > COLL_DIRECT_MAX)
     return snprintf(D->why, sizeof D->why, "%d ranks (the direct path takes 2..%d)", n, COLL_DIRECT_MAX), 0;
   if (t->nlocal != 1 && t->nlocal != n)
@@ -529,16 +524,6 @@ static int grow_local(coll_rank *r, unsigned char **buf, size_t *have, size_t ne
 
 /* ---- choosing ------------------------------------------------------------ */
 
-static coll_direct_mode env_mode(void) {
-  static int mode = -1;
-  if (mode < 0) {
-    const char *v = getenv("TACO_DIRECT");
-    mode = !v || !strcmp(v, "auto") ? COLL_DIRECT_AUTO : !strcmp(v, "off") || !strcmp(v, "0") ? COLL_DIRECT_OFF
-                                                                                                : COLL_DIRECT_ON;
-  }
-  return (coll_direct_mode)mode;
-}
-
 /* AUTO: over NVLink one-shot below COLL_DIRECT_TWO_SHOT_MIN_BYTES of
  * all-reduce (count elements), two-shot from there; through host memory
  * always one-shot (chunked: its encodes into the peers overlap the pulls).
@@ -557,7 +542,6 @@ int coll_direct_choose(coll_team *t, coll_op op, size_t bytes, const int *send_p
    * than the NCCL path's defaults at every measured size from 256 KiB, or
    * within 1-2 us (all-gather below 4 MiB); runtime/RESULTS-comm.md round 4 */
   (void)bytes;
-  if (m == COLL_DIRECT_AUTO) m = env_mode();
   if (m == COLL_DIRECT_OFF) return 0;
   int on = m == COLL_DIRECT_ON;
   if (op == COLL_OP_ALLTOALL) {
@@ -772,18 +756,13 @@ static int fault_check(void) {
  * Over NVLink reduce-scatter and the two-shot all-reduce always encode into
  * the peer (their blocks differ per peer and have no local home); through
  * host memory reduce-scatter copies too (via our GPU slot p, see
- * chunked_phase). TACO_DIRECT_PUSH=
- * encode|copy sets it (read once); default COLL_DIRECT_PUSH_COPY_DEFAULT over
+ * chunked_phase). coll_opts.push sets it; AUTO: COLL_DIRECT_PUSH_COPY_DEFAULT over
  * NVLink, COLL_HOST_PUSH_COPY_DEFAULT through host memory (SM stores into
  * host memory measured slower than the copy engine there: one-shot
  * all-reduce at 64 MiB 1517 vs 1062 us, runtime/RESULTS-comm.md round 5). */
-static int push_copy(int host) {
-  static int v = -2;
-  if (v == -2) {
-    const char *e = getenv("TACO_DIRECT_PUSH");
-    v = e ? !strcmp(e, "copy") : -1;
-  }
-  return v >= 0 ? v : host ? COLL_HOST_PUSH_COPY_DEFAULT : COLL_DIRECT_PUSH_COPY_DEFAULT;
+static int push_copy(const coll_opts *o, int host) {
+  if (o->push != COLL_PUSH_AUTO) return o->push == COLL_PUSH_COPY;
+  return host ? COLL_HOST_PUSH_COPY_DEFAULT : COLL_DIRECT_PUSH_COPY_DEFAULT;
 }
 
 /* Enqueue order. In single-process mode one host thread drives every GPU,
@@ -839,7 +818,7 @@ static int chunked_phase(call *c, int i, coll_op op, const void *send, void *rec
   /* reduce-scatter copies only through host memory: its block for peer p is
    * encoded into our GPU slot p, which the pull of this chunk overwrites only
    * after `ev` (over NVLink peer p writes into that slot itself) */
-  int host = t->direct->host, ag = op == COLL_OP_ALLGATHER, copy = (!rs || host) && push_copy(host);
+  int host = t->direct->host, ag = op == COLL_OP_ALLGATHER, copy = (!rs || host) && push_copy(c->o, host);
   unsigned char *own_out = (unsigned char *)recv + ((size_t)me * count) * c->es + at;
   /* all-gather out of place: our own slot is decoded as soon as it is encoded
    * (in place it is the input the peers' encodes read: after them) */
@@ -966,27 +945,27 @@ static int sendrecv_phase(call *c, int i, const void *send, void *recv, size_t e
   return decode(c, i, c->half[i][me] + (size_t)peer * stride, 1, e, recv, r->stream, 0);
 }
 
-/* ---- the pipelined two-shot all-reduce (TACO_DIRECT_AR=pipe|copy) --------- */
+/* ---- the pipelined two-shot all-reduce (direct_ar pipe|copy) --------- */
 
-/* TACO_DIRECT_AR=auto|whole|pipe|copy selects how the two-shot all-reduce over
+/* coll_opts.direct_ar (auto|whole|pipe|copy) selects how the two-shot all-reduce over
  * NVLink runs (read at every call, so one process can compare them):
- *   auto (the default, or unset): copy (below) for bf16 messages of at least
+ *   auto (the default): copy (below) for bf16 messages of at least
  *     COLL_DIRECT_AR_COPY_MIN_BYTES, whole under it and for FP32 ones;
  *   whole: two_shot_phase above, the message as one piece;
- *   pipe: the message cut into K pieces (TACO_DIRECT_AR_PIECES, 1..4, default
+ *   pipe: the message cut into K pieces (coll_opts.direct_ar_pieces, 1..4, default
  *     COLL_DIRECT_AR_PIECES_DEFAULT), each a two-shot all-reduce of its own,
  *     enqueued so that piece k's decode-sum-encode into the peers runs while
  *     piece k + 1's encodes are still crossing NVLink, and piece k's final
  *     decode while piece k + 1's reduced block is pushed; signals and waits
  *     are separate kernels (a piece waits only for its own signal).
- * TACO_DIRECT_AR_OWN=dup|copy: how the own reduced segment reaches the peers
+ * coll_opts.direct_ar_own_copy (dup = 0, copy = 1): how the own reduced segment reaches the peers
  * in pipe mode: dup (default) = decode-sum-encode once into every peer's
  * region B (main stream) and once more into our own (side stream, then
  * decoded there), as the whole variant does; copy = decode-sum-encode once
  * into our own region B, then the copy engine pushes that block into the
  * peers (side stream) while the SMs go on with the next piece.
- * TACO_DIRECT_AR=copy (round 6b) = pipe with one piece and own=copy (the
- * same as TACO_DIRECT_AR_PIECES=1 _OWN=copy): no pipeline, the reduced own
+ * direct_ar copy (round 6b) = pipe with one piece and own=copy (the
+ * same as direct_ar_pieces = 1, direct_ar_own_copy = 1): no pipeline, the reduced own
  * segment is encoded locally once and the copy engine pushes it to the peers;
  * with one piece our own block is decoded on the main stream beside that push.
  * Pipe mode runs only where every piece splits into whole 16-group blocks
@@ -998,7 +977,6 @@ static int sendrecv_phase(call *c, int i, const void *send, void *recv, size_t e
  * copy (one piece, round 6b) wins from 64 MiB: 171-173 us vs whole 184-185,
  * 256 MiB 576-588 vs 660-667, but loses at 16 MiB (70-71 vs 65-67 us): hence
  * auto's threshold (the executor's TP2 messages of GPT h4096, 32 MiB, stay whole). */
-#define COLL_DIRECT_AR_PIECES_DEFAULT 2
 
 typedef struct {
   int pipe;   /* 0: whole, 1: pipe */
@@ -1007,30 +985,23 @@ typedef struct {
 } ar_variant;
 
 /* bytes: the message's bf16 size (auto's choice; 0: whole). */
-static int ar_variant_of(ar_variant *v, size_t bytes) {
+static int ar_variant_of(ar_variant *v, const coll_opts *o, size_t bytes) {
   memset(v, 0, sizeof *v);
-  const char *m = getenv("TACO_DIRECT_AR");
-  if (m && strcmp(m, "auto") && strcmp(m, "whole") && strcmp(m, "pipe") && strcmp(m, "copy"))
-    return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR", "must be auto, whole, pipe or copy");
-  if (!m || !strcmp(m, "auto")) m = bytes >= COLL_DIRECT_AR_COPY_MIN_BYTES ? "copy" : "whole";
-  if (!strcmp(m, "copy")) { /* one piece, own block by the copy engine; _PIECES and _OWN not read */
+  coll_direct_ar m = o->direct_ar;
+  if ((unsigned)m > COLL_DIRECT_AR_COPY)
+    return coll_set_error(__FILE__, __LINE__, "coll_opts.direct_ar", "must be auto, whole, pipe or copy");
+  if (m == COLL_DIRECT_AR_AUTO) m = bytes >= COLL_DIRECT_AR_COPY_MIN_BYTES ? COLL_DIRECT_AR_COPY : COLL_DIRECT_AR_WHOLE;
+  if (m == COLL_DIRECT_AR_COPY) { /* one piece, own block by the copy engine; pieces and own not read */
     v->pipe = 1;
     v->pieces = 1;
     v->copy = 1;
     return 0;
   }
-  v->pipe = m && !strcmp(m, "pipe");
-  v->pieces = COLL_DIRECT_AR_PIECES_DEFAULT;
-  const char *k = getenv("TACO_DIRECT_AR_PIECES");
-  if (k) {
-    v->pieces = atoi(k);
-    if (v->pieces < 1 || v->pieces > COLL_EVENT_SLOTS)
-      return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR_PIECES", "must be 1..4 (event slots)");
-  }
-  const char *o = getenv("TACO_DIRECT_AR_OWN");
-  if (o && strcmp(o, "dup") && strcmp(o, "copy"))
-    return coll_set_error(__FILE__, __LINE__, "TACO_DIRECT_AR_OWN", "must be dup or copy");
-  v->copy = o && !strcmp(o, "copy");
+  v->pipe = m == COLL_DIRECT_AR_PIPE;
+  v->pieces = o->direct_ar_pieces ? o->direct_ar_pieces : COLL_DIRECT_AR_PIECES_DEFAULT;
+  if (v->pieces < 1 || v->pieces > COLL_EVENT_SLOTS)
+    return coll_set_error(__FILE__, __LINE__, "coll_opts.direct_ar_pieces", "must be 1..4 (event slots)");
+  v->copy = o->direct_ar_own_copy != 0;
   return 0;
 }
 
@@ -1153,8 +1124,8 @@ int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *con
   if (chunked) CK(chunk_layout(t, &c.l, op, count, n, o));
   ar_variant v;
   /* auto takes copy for bf16 messages only: the variant has been checked on the GPUs with bf16 buffers,
-   * not with FP32 ones (DP gradients keep the whole two-shot unless TACO_DIRECT_AR=copy asks) */
-  CK(ar_variant_of(&v, c.es == 2 ? count * 2 : 0));
+   * not with FP32 ones (DP gradients keep the whole two-shot unless coll_opts.direct_ar asks for copy) */
+  CK(ar_variant_of(&v, o, c.es == 2 ? count * 2 : 0));
   int piped = op == COLL_OP_ALLREDUCE && !one && !c.plain && pipe_fits(t, &v, count, c.group, send, recv);
   if (op != COLL_OP_ALLGATHER && op != COLL_OP_REDUCESCATTER && op != COLL_OP_ALLREDUCE && op != COLL_OP_SENDRECV)
     return coll_set_error(__FILE__, __LINE__, "coll_direct_run", "op has no direct path");

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "fp8_plain.h"
+#include "gpu_check.h"
 
 int coll_emu_fail(const char *fmt, ...); /* coll_emu_ref.c */
 
@@ -14,10 +15,8 @@ int coll_emu_fail(const char *fmt, ...); /* coll_emu_ref.c */
     if ((call) != 0) return coll_emu_fail("%s:%d: %s: %s", __FILE__, __LINE__, #call, (what));            \
   } while (0)
 #define EMU_CUDA(call)                                                                                       \
-  do {                                                                                                       \
-    cudaError_t ce_ = (call);                                                                                \
-    if (ce_ != cudaSuccess) return coll_emu_fail("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ce_)); \
-  } while (0)
+  GPU_CHECK(cudaError_t, cudaSuccess, call,                                                                  \
+            return coll_emu_fail("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(gpu_s_)))
 
 static size_t up256(size_t b) { return (b + 255) / 256 * 256; }
 

@@ -6,44 +6,19 @@
 #include <stdint.h>
 #include <string.h>
 
-static const char *const op_names[COLL_OP_COUNT] = {"allreduce", "allgather", "reducescatter", "alltoall",
-                                                    "sendrecv"};
+const char *coll_op_name(coll_op op) { return ts_coll_name(op); }
 
-const char *coll_op_name(coll_op op) { return (unsigned)op < COLL_OP_COUNT ? op_names[op] : "?"; }
+int coll_op_parse(const char *name, coll_op *op) { return ts_coll_parse(name, op); }
 
-int coll_op_parse(const char *name, coll_op *op) {
-  for (int i = 0; i < COLL_OP_COUNT; i++)
-    if (!strcmp(name, op_names[i])) {
-      *op = (coll_op)i;
-      return 0;
-    }
-  return -1;
-}
-
-double coll_busbw_factor(coll_op op, int nranks) {
-  if (nranks < 1) return 0.0;
-  double n = nranks;
-  switch (op) {
-  case COLL_OP_ALLREDUCE: return 2.0 * (n - 1.0) / n;
-  case COLL_OP_ALLGATHER:
-  case COLL_OP_REDUCESCATTER:
-  case COLL_OP_ALLTOALL: return (n - 1.0) / n;
-  case COLL_OP_SENDRECV: return 1.0;
-  default: return 0.0;
-  }
-}
+double coll_busbw_factor(coll_op op, int nranks) { return ts_coll_busbw_factor(op, nranks); }
 
 size_t coll_total_elems(coll_op op, size_t count, int nranks) {
-  switch (op) {
-  case COLL_OP_ALLGATHER:
-  case COLL_OP_REDUCESCATTER:
-  case COLL_OP_ALLTOALL: return count * (size_t)nranks;
-  default: return count;
-  }
+  if ((unsigned)op < COLL_OP_COUNT && ts_colls[op].count_per_rank) return count * (size_t)nranks;
+  return count;
 }
 
 /* Blocks per chunk: one per rank, except send/recv (one block). */
-static int blocks_per_chunk(const coll_layout *l) { return l->op == COLL_OP_SENDRECV ? 1 : l->nranks; }
+static int blocks_per_chunk(const coll_layout *l) { return ts_colls[l->op].one_block ? 1 : l->nranks; }
 
 static int group_valid(int g) { return g == 32 || g == 64 || g == 128 || g == 256 || g == 512; }
 
@@ -57,7 +32,7 @@ int coll_layout_make(coll_layout *l, coll_op op, size_t count, int nranks, int g
   l->count = count;
   l->total = coll_total_elems(op, count, nranks);
   size_t g = (size_t)group;
-  if (op == COLL_OP_ALLREDUCE) {
+  if (ts_colls[op].segmented) {
     /* Segments of whole groups, so every block but the message's last is
      * group-aligned; the last segments take what is left (maybe nothing). */
     size_t per = (count + (size_t)nranks - 1) / (size_t)nranks;
@@ -79,7 +54,7 @@ int coll_layout_make(coll_layout *l, coll_op op, size_t count, int nranks, int g
 }
 
 size_t coll_seg_len(const coll_layout *l, int r) {
-  if (l->op != COLL_OP_ALLREDUCE) return l->seg;
+  if (!ts_colls[l->op].segmented) return l->seg;
   size_t start = (size_t)r * l->seg;
   if (start >= l->count) return 0;
   size_t left = l->count - start;

@@ -9,24 +9,25 @@
 
 #include <stddef.h>
 
-typedef enum {
-  COLL_OP_ALLREDUCE,
-  COLL_OP_ALLGATHER,
-  COLL_OP_REDUCESCATTER,
-  COLL_OP_ALLTOALL,
-  COLL_OP_SENDRECV,
-  COLL_OP_COUNT
-} coll_op;
+#include "ts_coll.h"
 
-/* Defaults for callers that pass no measured values (0 in coll_opts). From
- * the sweeps on 2 x H200 (runtime/RESULTS-comm.md): at 64 MiB the fastest
- * chunk was the whole message on every transport (cutting it cost more in
- * NCCL launches than the overlap won), and the codec paid off from 1-4 MiB
- * through host shared memory and sockets but only from 64 MiB (all-gather,
- * reduce-scatter, send/recv) or never (all-reduce) over NVLink. Callers
- * pass their transport's own values; these fit the slow links. */
-#define COLL_DEFAULT_CHUNK_BYTES ((size_t)64 << 20)
-#define COLL_DEFAULT_MIN_BYTES ((size_t)4 << 20)
+/* The collectives are the rows of common/ts_coll.h's table (name, steps,
+ * bus factor, how a count is cut), shared with plan, schema and sim. */
+typedef ts_coll coll_op;
+#define COLL_OP_ALLREDUCE TS_COLL_ALLREDUCE
+#define COLL_OP_ALLGATHER TS_COLL_ALLGATHER
+#define COLL_OP_REDUCESCATTER TS_COLL_REDUCESCATTER
+#define COLL_OP_ALLTOALL TS_COLL_ALLTOALL
+#define COLL_OP_SENDRECV TS_COLL_SENDRECV
+#define COLL_OP_COUNT TS_COLL_COUNT
+
+/* Defaults for callers that pass no measured values (0 in coll_opts): the
+ * chunk and threshold of common/ts_coll.h, which the simulator uses too
+ * (why these values: there). On NVLink the codec paid off only from 64 MiB
+ * (all-gather, reduce-scatter, send/recv) or never (all-reduce); callers
+ * pass their transport's own thresholds; the default fits the slow links. */
+#define COLL_DEFAULT_CHUNK_BYTES TS_CODEC_CHUNK_BYTES
+#define COLL_DEFAULT_MIN_BYTES TS_CODEC_MIN_BYTES
 
 const char *coll_op_name(coll_op op);
 /* Parses "allreduce", "allgather", ...; returns -1 when unknown. */

@@ -62,8 +62,8 @@ int coll_team_init(coll_team *t, int nlocal, const ncclComm_t *comms, const int 
   memset(t, 0, sizeof *t);
   if (nlocal < 1 || nlocal > COLL_MAX_LOCAL) return coll_fail(__FILE__, __LINE__, "coll_team_init", "bad nlocal");
   t->nlocal = nlocal;
-  const char *tmo = getenv("TACO_DIRECT_TIMEOUT_S");
-  t->timeout_s = tmo && atof(tmo) > 0 ? atof(tmo) : 60.0;
+  t->timeout_s = COLL_DIRECT_TIMEOUT_S_DEFAULT;
+  t->host_mode = COLL_DIRECT_AUTO;
   for (int i = 0; i < nlocal; i++) {
     coll_rank *r = &t->r[i];
     r->comm = comms[i];
@@ -141,16 +141,7 @@ static size_t wire_need(const coll_layout *l, size_t es) {
 static int one_shot(const coll_team *t, coll_op op, const coll_opts *o) {
   (void)t;
   if (op != COLL_OP_ALLREDUCE) return 0;
-  if (o->allreduce == COLL_ALLREDUCE_AUTO) {
-    /* AUTO: two-shot (what the calibration files measured) unless the
-     * environment opts in; read once, like TACO_HADAMARD. */
-    static int env = -1;
-    if (env < 0) {
-      const char *v = getenv("TACO_ALLREDUCE");
-      env = v && !strcmp(v, "one-shot");
-    }
-    return env;
-  }
+  /* AUTO: two-shot, what the calibration files measured */
   return o->allreduce == COLL_ALLREDUCE_ONE_SHOT;
 }
 
@@ -590,5 +581,33 @@ int coll_caat_allreduce(coll_team *t, const void *const *x, void *const *y, size
       CK_TACO(caat_scatter_shared(packed[i], o->dtype, rows, cols, shared, y[i], (void *)r->stream));
     }
   }
+  return 0;
+}
+
+/* ---- variant names ---- */
+
+static const char *const direct_ar_names[] = {"auto", "whole", "pipe", "copy"};
+static const char *const push_names[] = {"auto", "encode", "copy"};
+
+const char *coll_direct_ar_name(coll_direct_ar v) { return (unsigned)v < 4 ? direct_ar_names[v] : "?"; }
+const char *coll_push_name(coll_push v) { return (unsigned)v < 3 ? push_names[v] : "?"; }
+
+static int parse_name(const char *s, const char *const *names, int n) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(s, names[i])) return i;
+  return -1;
+}
+
+int coll_direct_ar_parse(const char *s, coll_direct_ar *v) {
+  int i = parse_name(s, direct_ar_names, 4);
+  if (i < 0) return -1;
+  *v = (coll_direct_ar)i;
+  return 0;
+}
+
+int coll_push_parse(const char *s, coll_push *v) {
+  int i = parse_name(s, push_names, 3);
+  if (i < 0) return -1;
+  *v = (coll_push)i;
   return 0;
 }

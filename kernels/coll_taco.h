@@ -63,15 +63,15 @@ typedef enum { COLL_EXCHANGE_P2P, COLL_EXCHANGE_ALLGATHER } coll_exchange;
  * (runtime/RESULTS-comm.md), but the shipped calibration files time the
  * TWO_SHOT all-reduce, so AUTO (0, the default) stays TWO_SHOT until they are
  * re-measured: what runs is what the simulator predicts. ONE_SHOT is opt-in
- * (coll_opts.allreduce, or TACO_ALLREDUCE=one-shot in the environment). */
+ * (coll_opts.allreduce; `tacorun bench-comm --allreduce`). */
 typedef enum { COLL_ALLREDUCE_AUTO = 0, COLL_ALLREDUCE_TWO_SHOT, COLL_ALLREDUCE_ONE_SHOT } coll_allreduce_algo;
 
 /* Whether a compressed call may take the direct path (coll_direct.h: the
  * codec writes straight into the peer GPUs' memory over NVLink, no NCCL on
  * the data path). AUTO (0, the default): all-gather, reduce-scatter and
  * all-reduce take it wherever the team's GPUs reach each other's memory
- * over NVLink (CUDA reports peer access and coll_set_links allows it), at every size, else the NCCL path; the environment
- * variable TACO_DIRECT=off|on|auto overrides AUTO. OFF: always NCCL. ON: the
+ * over NVLink (CUDA reports peer access and coll_set_links allows it), at every size, else the NCCL path.
+ * OFF: always NCCL. ON: the
  * direct path or an error, and also for a two-rank send/recv exchange. A
  * direct all-reduce with coll_opts.allreduce AUTO runs one-shot below
  * COLL_DIRECT_TWO_SHOT_MIN_BYTES (uncompressed) and two-shot from there
@@ -79,7 +79,7 @@ typedef enum { COLL_ALLREDUCE_AUTO = 0, COLL_ALLREDUCE_TWO_SHOT, COLL_ALLREDUCE_
  * at 1 MiB, two-shot 66 vs 68 us at 16 MiB and 670 vs 731 us at 256 MiB).
  * Host flavour (coll_host.h): AUTO takes it where coll_set_links says peer
  * access is off and shared host memory is on (NCCL's transport is host shared
- * memory), with all ranks on one host; TACO_HOST=off keeps the NCCL path there, TACO_HOST=on
+ * memory), with all ranks on one host; coll_team_set_host(t, OFF) keeps the NCCL path there, ON
  * takes the host flavour wherever the ranks share a host (also instead of
  * NVLink: for tests). Its all-reduce with AUTO runs one-shot, chunked by
  * COLL_HOST_DEFAULT_CHUNK_BYTES. Codec COLL_CODEC_NONE_DIRECT runs the
@@ -90,6 +90,17 @@ typedef enum { COLL_DIRECT_AUTO = 0, COLL_DIRECT_OFF, COLL_DIRECT_ON } coll_dire
 #define COLL_HOST_DEFAULT_CHUNK_BYTES ((size_t)16 << 20)
 #define COLL_HOST_PUSH_COPY_DEFAULT 1 /* host flavour: blocks reach the peers' host staging by cudaMemcpyAsync */
 #define COLL_DIRECT_PUSH_COPY_DEFAULT 0 /* 1: blocks reach the peers by cudaMemcpyAsync (coll_direct.c) */
+
+/* The direct path's two-shot all-reduce (coll_direct.c says how each runs and
+ * what it measured): AUTO copy from COLL_DIRECT_AR_COPY_MIN_BYTES (bf16), else
+ * WHOLE; PIPE: the message in direct_ar_pieces pieces whose decode-sum-encode
+ * overlaps the next piece's transfer. */
+typedef enum { COLL_DIRECT_AR_AUTO = 0, COLL_DIRECT_AR_WHOLE, COLL_DIRECT_AR_PIPE, COLL_DIRECT_AR_COPY } coll_direct_ar;
+#define COLL_DIRECT_AR_PIECES_DEFAULT 2
+/* How blocks reach the peers on the direct path: AUTO = by the copy engine
+ * through host memory (COLL_HOST_PUSH_COPY_DEFAULT), by the encode's stores
+ * over NVLink (COLL_DIRECT_PUSH_COPY_DEFAULT). */
+typedef enum { COLL_PUSH_AUTO = 0, COLL_PUSH_ENCODE, COLL_PUSH_COPY } coll_push;
 
 typedef struct {
   coll_codec codec;
@@ -102,7 +113,17 @@ typedef struct {
   coll_direct_mode direct;       /* direct path over NVLink (0: AUTO) */
   size_t direct_chunk_bytes;     /* direct path: uncompressed bytes of the message per chunk
                                     (0: COLL_DIRECT_DEFAULT_CHUNK_BYTES) */
+  coll_direct_ar direct_ar;      /* direct two-shot all-reduce variant (0: AUTO) */
+  int direct_ar_pieces;          /* PIPE: pieces, 1..COLL_EVENT_SLOTS (0: COLL_DIRECT_AR_PIECES_DEFAULT) */
+  int direct_ar_own_copy;        /* PIPE: the own reduced block by the copy engine (0: a second encode, "dup") */
+  coll_push push;                /* direct path: how blocks reach the peers (0: AUTO) */
 } coll_opts;
+/* Names of the variants above as `tacorun bench-comm` spells them and
+ * result files record them; parse returns -1 for an unknown name. */
+const char *coll_direct_ar_name(coll_direct_ar v);
+int coll_direct_ar_parse(const char *s, coll_direct_ar *v);
+const char *coll_push_name(coll_push v);
+int coll_push_parse(const char *s, coll_push *v);
 
 /* Defaults: TACO G=128 E4M3 on BF16, default chunk and threshold. */
 coll_opts coll_opts_default(void);
@@ -130,6 +151,7 @@ typedef struct {
   coll_rank r[COLL_MAX_LOCAL];
   struct coll_direct *direct; /* NULL until a call could use the direct path */
   double timeout_s;           /* bound on a direct wait for a peer (coll_team_set_timeout) */
+  coll_direct_mode host_mode; /* host flavour of the direct path (coll_team_set_host) */
 } coll_team;
 
 const char *coll_last_error(void);
@@ -145,8 +167,13 @@ void coll_team_destroy(coll_team *t);
 int coll_team_reserve(coll_team *t, coll_op op, size_t count, const coll_opts *o);
 
 /* Bound on how long a direct-path wait spins for a peer before it records a
- * fault (default 60 s, or TACO_DIRECT_TIMEOUT_S). */
+ * fault (default COLL_DIRECT_TIMEOUT_S_DEFAULT). */
+#define COLL_DIRECT_TIMEOUT_S_DEFAULT 60.0
 int coll_team_set_timeout(coll_team *t, double seconds);
+/* Host flavour of the direct path, for the team's set-up (before its first
+ * call): AUTO (default) where coll_set_links allows shared host memory but not
+ * peer access, OFF never, ON wherever the ranks share a host. */
+void coll_team_set_host(coll_team *t, coll_direct_mode mode);
 /* Collective (every rank of the comm calls it at the same point): sets up the
  * direct path if it can be used; returns 1 when it can, 0 when not (why: a
  * short reason), -1 on a CUDA/NCCL error. */

@@ -202,18 +202,14 @@ __global__ void __launch_bounds__(BLOCK) decode_sum_kernel(const uint8_t *__rest
 }
 
 /* Blocks of a persistent grid: as many as fit on the device at once, at most
- * as many as the work needs. Cached per kernel. For tuning, the environment
- * variable TACO_BLOCKS_PER_SM overrides the occupancy (0: one tile per thread,
- * no persistence). */
-static int blocks_per_sm_setting = -2; /* -2: not read yet; -1: occupancy; 0: no persistence; n > 0 */
+ * as many as the work needs. Cached per kernel. For tuning,
+ * taco_set_blocks_per_sm overrides the occupancy (0: one tile per thread, no
+ * persistence). The variant settings below are the library's defaults (the
+ * winners of kernels/RESULTS.md) until a caller sets them; the library reads
+ * no environment (`tacorun bench-codec --variants` times the others). */
+static int blocks_per_sm_setting = -1; /* -1: occupancy; 0: no persistence; n > 0 */
 
-static int blocks_per_sm_override(void) {
-  if (blocks_per_sm_setting == -2) {
-    const char *e = getenv("TACO_BLOCKS_PER_SM");
-    blocks_per_sm_setting = e && *e ? atoi(e) : -1;
-  }
-  return blocks_per_sm_setting;
-}
+static int blocks_per_sm_override(void) { return blocks_per_sm_setting; }
 
 extern "C" int taco_blocks_per_sm_setting(void) { return blocks_per_sm_override(); }
 
@@ -240,18 +236,9 @@ template <auto KERNEL> static unsigned persistent_grid(size_t threads, bool pers
 
 /* Which Hadamard variant the kernels run (taco_set_hadamard). G = 32 has no
  * cross-lane stage, so both settings run the same (shuffle-free) kernel. */
-static int hadamard_setting = -1; /* -1: not read yet */
+static int hadamard_setting = TACO_HADAMARD_DEFAULT;
 
-static taco_hadamard hadamard_current(void) {
-  if (hadamard_setting < 0) {
-    const char *e = getenv("TACO_HADAMARD");
-    hadamard_setting = e && !strcmp(e, "shuffle") ? TACO_HADAMARD_SHUFFLE
-                       : e && !strcmp(e, "smem")  ? TACO_HADAMARD_SMEM
-                       : e && !strcmp(e, "auto")  ? TACO_HADAMARD_AUTO
-                                                  : TACO_HADAMARD_DEFAULT;
-  }
-  return (taco_hadamard)hadamard_setting;
-}
+static taco_hadamard hadamard_current(void) { return (taco_hadamard)hadamard_setting; }
 
 extern "C" int taco_set_hadamard(taco_hadamard h) {
   if (h != TACO_HADAMARD_SHUFFLE && h != TACO_HADAMARD_SMEM && h != TACO_HADAMARD_AUTO)
@@ -261,19 +248,10 @@ extern "C" int taco_set_hadamard(taco_hadamard h) {
 }
 
 /* How the kernels load their streamed input (taco_set_loads), and how
- * decode-sum-encode re-encodes (taco_set_dse). -1: not read yet. */
-static int loads_setting = -1, dse_setting = -1;
+ * decode-sum-encode re-encodes (taco_set_dse). */
+static int loads_setting = TACO_LOADS_DEFAULT, dse_setting = TACO_DSE_DEFAULT;
 
-static taco_loads loads_current(void) {
-  if (loads_setting < 0) {
-    const char *e = getenv("TACO_LOADS");
-    loads_setting = e && !strcmp(e, "stream")  ? TACO_LOADS_STREAM
-                    : e && !strcmp(e, "l2pf")  ? TACO_LOADS_L2PF
-                    : e && !strcmp(e, "deep")  ? TACO_LOADS_DEEP
-                                               : TACO_LOADS_DEFAULT;
-  }
-  return (taco_loads)loads_setting;
-}
+static taco_loads loads_current(void) { return (taco_loads)loads_setting; }
 
 extern "C" int taco_set_loads(taco_loads l) {
   if (l != TACO_LOADS_STREAM && l != TACO_LOADS_L2PF && l != TACO_LOADS_DEEP)
@@ -282,13 +260,7 @@ extern "C" int taco_set_loads(taco_loads l) {
   return 0;
 }
 
-static taco_dse dse_current(void) {
-  if (dse_setting < 0) {
-    const char *e = getenv("TACO_DSE");
-    dse_setting = e && !strcmp(e, "transform") ? TACO_DSE_TRANSFORM : e && !strcmp(e, "direct") ? TACO_DSE_DIRECT : TACO_DSE_DEFAULT;
-  }
-  return (taco_dse)dse_setting;
-}
+static taco_dse dse_current(void) { return (taco_dse)dse_setting; }
 
 extern "C" int taco_set_dse(taco_dse d) {
   if (d != TACO_DSE_DIRECT && d != TACO_DSE_TRANSFORM)
@@ -297,22 +269,10 @@ extern "C" int taco_set_dse(taco_dse d) {
   return 0;
 }
 
-/* How encode and decode walk a contiguous tensor (taco_set_tiling): -1 not read yet */
-static int tiling_setting = -1, bulk_stages_setting = TACO_BULK_STAGES_DEFAULT;
+/* How encode and decode walk a contiguous tensor (taco_set_tiling). */
+static int tiling_setting = TACO_TILING_DEFAULT, bulk_stages_setting = TACO_BULK_STAGES_DEFAULT;
 
-static taco_tiling tiling_current(void) {
-  if (tiling_setting < 0) {
-    const char *e = getenv("TACO_TILING"), *st = getenv("TACO_BULK_STAGES");
-    tiling_setting = e && !strcmp(e, "grid")   ? TACO_TILING_GRID
-                     : e && !strcmp(e, "warp") ? TACO_TILING_WARP
-                     : e && !strcmp(e, "bulk") ? TACO_TILING_BULK
-                     : e && !strcmp(e, "auto") ? TACO_TILING_AUTO
-                                               : TACO_TILING_DEFAULT;
-    const int n = st && *st ? atoi(st) : TACO_BULK_STAGES_DEFAULT;
-    bulk_stages_setting = n >= 1 && n <= 16 ? n : TACO_BULK_STAGES_DEFAULT;
-  }
-  return (taco_tiling)tiling_setting;
-}
+static taco_tiling tiling_current(void) { return (taco_tiling)tiling_setting; }
 
 extern "C" int taco_set_tiling(taco_tiling t, int stages) {
   if (t != TACO_TILING_GRID && t != TACO_TILING_WARP && t != TACO_TILING_BULK && t != TACO_TILING_AUTO)
@@ -340,18 +300,9 @@ template <typename F> static int with_loads(F &&f) {
 }
 
 /* Elements per thread (taco_set_per_thread): 32, 64 for G >= 64, or 0 (AUTO). */
-static int per_thread_setting = -1;
+static int per_thread_setting = TACO_PER_THREAD_DEFAULT;
 
-static int per_thread_current(void) {
-  if (per_thread_setting < 0) {
-    const char *e = getenv("TACO_PER_THREAD");
-    per_thread_setting = e && !strcmp(e, "64")     ? 64
-                         : e && !strcmp(e, "32")   ? 32
-                         : e && !strcmp(e, "auto") ? 0
-                                                   : TACO_PER_THREAD_DEFAULT;
-  }
-  return per_thread_setting;
-}
+static int per_thread_current(void) { return per_thread_setting; }
 
 extern "C" int taco_set_per_thread(int p) {
   if (p != 0 && p != 32 && p != 64) return TACO_FAIL("elements per thread %d: want 0 (auto), 32 or 64", p);

@@ -71,16 +71,15 @@ size_t taco_unfused_workspace_bytes(size_t n, int group);
  * many tiles). A kernel meant to overlap an NCCL kernel on another stream can
  * leave it room: blocks per SM n > 0 caps the grid at n * SMs, 0 launches one
  * tile per thread (blocks retire as they finish), -1 restores the default.
- * Process-wide; the environment variable TACO_BLOCKS_PER_SM sets the start value.
+ * Process-wide (the library reads no environment; `tacorun bench-codec --variants`).
  * Returns 0, or -1 for n outside [-1, 64]. */
 int taco_set_blocks_per_sm(int n);
 /* How the kernels do the cross-lane stages of the Hadamard transform: warp
  * shuffles (the first version), one shared-memory transpose each way, or AUTO:
  * the transpose for G >= 256, shuffles below (measured on the H200: the
  * transpose gains up to 4 points of bandwidth at G = 256/512 and loses 2-11 at
- * G = 64/128; kernels/RESULTS.md). All give bit-identical results. Process-wide;
- * the environment variable TACO_HADAMARD=auto|shuffle|smem sets the start
- * value, else TACO_HADAMARD_DEFAULT. Returns 0, or -1 for another value. */
+ * G = 64/128; kernels/RESULTS.md). All give bit-identical results. Process-wide,
+ * TACO_HADAMARD_DEFAULT until set. Returns 0, or -1 for another value. */
 typedef enum { TACO_HADAMARD_SHUFFLE = 0, TACO_HADAMARD_SMEM = 1, TACO_HADAMARD_AUTO = 2 } taco_hadamard;
 #define TACO_HADAMARD_DEFAULT TACO_HADAMARD_AUTO
 int taco_set_hadamard(taco_hadamard h);
@@ -90,8 +89,7 @@ int taco_set_hadamard(taco_hadamard h);
  * current tile is computed (the first version); L2PF: the same with
  * ld.global.nc.L1::no_allocate.L2::256B (read-only path, no L1 allocation,
  * the L2 fetches whole 256-byte blocks); DEEP: L2PF with two tiles of loads in
- * flight per thread. Process-wide; TACO_LOADS=stream|l2pf|deep sets the start
- * value, else TACO_LOADS_DEFAULT (STREAM: on the H200 L2PF measured 0-4 points
+ * flight per thread. Process-wide, TACO_LOADS_DEFAULT until set (STREAM: on the H200 L2PF measured 0-4 points
  * slower and DEEP 4-10 slower for the encode; kernels/RESULTS.md round 3).
  * Returns 0, or -1 for another value. */
 typedef enum { TACO_LOADS_STREAM = 0, TACO_LOADS_L2PF = 1, TACO_LOADS_DEEP = 2 } taco_loads;
@@ -103,8 +101,8 @@ int taco_set_loads(taco_loads l);
  * group is transformed back, its padding zeroed, and encoded as TRANSFORM
  * does. TRANSFORM: decode (one transform), then encode (a second one):
  * bit-identical to taco_encode(taco_decode_sum(...)) in FP32. The two differ by
- * float rounding only (taco_ref.h states both). TACO_DSE=direct|transform sets
- * the start value. Returns 0, or -1 for another value. */
+ * float rounding only (taco_ref.h states both). TACO_DSE_DEFAULT until set.
+ * Returns 0, or -1 for another value. */
 typedef enum { TACO_DSE_DIRECT = 0, TACO_DSE_TRANSFORM = 1 } taco_dse;
 #define TACO_DSE_DEFAULT TACO_DSE_DIRECT
 int taco_set_dse(taco_dse d);
@@ -117,7 +115,7 @@ int taco_set_dse(taco_dse d);
  * (an odd number of groups) runs with 32. 0 = AUTO (the default): 64 where it
  * measured faster on the H200 (encode at G >= 256, decode-sum-encode), 32
  * elsewhere (kernels/RESULTS.md round 3).
- * TACO_PER_THREAD=32|64|auto sets the start value. Returns 0, or -1 for another value. */
+ * Returns 0, or -1 for another value. */
 #define TACO_PER_THREAD_DEFAULT 0
 int taco_set_per_thread(int p);
 /* How taco_encode (contiguous tensors; not caat_gather_encode) and
@@ -130,8 +128,7 @@ int taco_set_per_thread(int p);
  * per-warp ring of `stages` tiles in shared memory by 1-D bulk asynchronous
  * copies (cp.async.bulk + mbarrier). WARP and BULK run the loads variant
  * STREAM only (another loads setting runs GRID); the decode runs 32 per thread.
- * Process-wide; TACO_TILING=grid|warp|bulk|auto and TACO_BULK_STAGES=n set the start
- * value, else TACO_TILING_DEFAULT with TACO_BULK_STAGES_DEFAULT.
+ * Process-wide, TACO_TILING_DEFAULT with TACO_BULK_STAGES_DEFAULT until set.
  * Returns 0, or -1 for another tiling or stages outside 1..16 (BULK). */
 typedef enum { TACO_TILING_GRID = 0, TACO_TILING_WARP = 1, TACO_TILING_BULK = 2, TACO_TILING_AUTO = 3 } taco_tiling;
 /* AUTO: WARP for the encode, GRID for the decode (measured on the H200,

@@ -29,8 +29,9 @@ int taco_tiled_decode(const void *block, size_t n, taco_params p, void *y, taco_
 
 /* taco_tiled.cu, round 5: options of the warp-tiled encode and decode and of
  * the streaming kernels (taco_stream_device), a set of TACO_TILED_* flags.
- * Process-wide; TACO_TILED_OPTS ("none" or flags joined by '+', e.g.
- * "d2+pdl") sets the start value, else TACO_TILED_OPTS_DEFAULT. The kernel
+ * Process-wide, TACO_TILED_OPTS_DEFAULT until taco_set_tiled_options
+ * (`tacorun bench-codec --variants`: "none" or flags joined by '+', e.g.
+ * "d2+pdl", taco_parse_tiled_options). The kernel
  * templates with DEPTH2 / EVICT exist for the (G, transform, P) combinations
  * the library's defaults run (G = 128 and 256); others run without them. */
 enum {

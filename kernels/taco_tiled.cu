@@ -587,7 +587,7 @@ struct grid_cache {
 };
 
 /* Blocks for `tiles` warp tiles: as many warps as fit at once (or the
- * TACO_BLOCKS_PER_SM cap), then as few as keep each warp's tile count the
+ * taco_set_blocks_per_sm cap), then as few as keep each warp's tile count the
  * same (no warp walks one tile more than most: the tail of a 64 MiB tensor).
  * Also raises the kernel's dynamic shared memory limit where needed. */
 template <auto KERNEL> static int tiled_grid(uint32_t tiles, int stages, size_t smem, bool full, unsigned *blocks) {
@@ -751,7 +751,7 @@ extern "C" int taco_copy_device(void *dst, const void *src, size_t bytes, void *
 
 /* ---- round 5 options and the streaming kernels (taco_internal.h) ---- */
 
-static int tiled_options_value = -1; /* -1: TACO_TILED_OPTS not read yet */
+static int tiled_options_value = TACO_TILED_OPTS_DEFAULT; /* until taco_set_tiled_options */
 
 static const struct {
   const char *name;
@@ -789,15 +789,7 @@ extern "C" void taco_format_tiled_options(unsigned flags, char *buf, size_t size
   if (!len) snprintf(buf, size, "none");
 }
 
-extern "C" unsigned taco_tiled_options(void) {
-  if (tiled_options_value < 0) {
-    const char *e = getenv("TACO_TILED_OPTS");
-    unsigned f = TACO_TILED_OPTS_DEFAULT;
-    if (e && *e && taco_parse_tiled_options(e, &f)) f = TACO_TILED_OPTS_DEFAULT; /* a bad value: the default */
-    tiled_options_value = (int)f;
-  }
-  return (unsigned)tiled_options_value;
-}
+extern "C" unsigned taco_tiled_options(void) { return (unsigned)tiled_options_value; }
 
 extern "C" int taco_set_tiled_options(unsigned flags) {
   if (flags & ~TACO_TILED_ALL) return TACO_FAIL("tiled options 0x%x: unknown bits (want TACO_TILED_* flags)", flags);

@@ -15,6 +15,7 @@
 
 #include "model.h"
 #include "topo.h"
+#include "ts_coll.h"
 #include "ts_error.h"
 
 typedef enum { PLAN_SCHED_GPIPE, PLAN_SCHED_1F1B, PLAN_SCHED_INTERLEAVED_1F1B } plan_schedule;
@@ -23,7 +24,13 @@ typedef enum { PLAN_SCHED_GPIPE, PLAN_SCHED_1F1B, PLAN_SCHED_INTERLEAVED_1F1B } 
  * (fastest), so a TP group stays inside a node. */
 typedef enum { PLAN_ORDER_TP_DP_PP, PLAN_ORDER_TP_PP_DP } plan_order;
 
-typedef enum { PLAN_CODEC_NONE, PLAN_CODEC_TACO, PLAN_CODEC_CAAT, PLAN_CODEC_TACO_CAAT } plan_codec_kind;
+/* The codecs of common/ts_coll.h's table. */
+typedef enum {
+  PLAN_CODEC_NONE = TS_CODEC_NONE,
+  PLAN_CODEC_TACO = TS_CODEC_TACO,
+  PLAN_CODEC_CAAT = TS_CODEC_CAAT,
+  PLAN_CODEC_TACO_CAAT = TS_CODEC_TACO_CAAT
+} plan_codec_kind;
 typedef enum { PLAN_FP8_E4M3, PLAN_FP8_E5M2 } plan_fp8;
 
 typedef struct {
@@ -33,8 +40,8 @@ typedef struct {
   double p;     /* CAAT-Net fraction of hidden channels synchronized, (0, 1] */
 } plan_codec;
 
-static inline bool plan_codec_has_taco(plan_codec_kind k) { return k == PLAN_CODEC_TACO || k == PLAN_CODEC_TACO_CAAT; }
-static inline bool plan_codec_has_caat(plan_codec_kind k) { return k == PLAN_CODEC_CAAT || k == PLAN_CODEC_TACO_CAAT; }
+static inline bool plan_codec_has_taco(plan_codec_kind k) { return (unsigned)k < TS_CODEC_COUNT && ts_codecs[k].taco; }
+static inline bool plan_codec_has_caat(plan_codec_kind k) { return (unsigned)k < TS_CODEC_COUNT && ts_codecs[k].caat; }
 
 /* TACO wire bytes for `bytes` of bf16 payload: N fp8 elements + 8 bytes of
  * scales per group of G, where N = bytes / 2. */
@@ -254,7 +261,13 @@ typedef enum { PLAN_OP_COMPUTE, PLAN_OP_COLLECTIVE, PLAN_OP_SEND, PLAN_OP_RECV }
 typedef enum { PLAN_STREAM_COMPUTE, PLAN_STREAM_TP, PLAN_STREAM_PP, PLAN_STREAM_DP, PLAN_STREAM_CP,
                PLAN_STREAM_COUNT } plan_stream;
 
-typedef enum { PLAN_COLL_ALLREDUCE, PLAN_COLL_ALLGATHER, PLAN_COLL_REDUCESCATTER, PLAN_COLL_ALLTOALL } plan_coll;
+/* The collectives of common/ts_coll.h's table (send/recv is an op kind of its own). */
+typedef enum {
+  PLAN_COLL_ALLREDUCE = TS_COLL_ALLREDUCE,
+  PLAN_COLL_ALLGATHER = TS_COLL_ALLGATHER,
+  PLAN_COLL_REDUCESCATTER = TS_COLL_REDUCESCATTER,
+  PLAN_COLL_ALLTOALL = TS_COLL_ALLTOALL
+} plan_coll;
 
 typedef enum {
   PLAN_PHASE_FWD,

@@ -3,11 +3,9 @@
 
 #include "plan.h"
 
-/* Each group of G elements travels as G fp8 bytes plus two fp32 scales. */
-static double taco_wire_elements(double elements, int group) {
-  if (group < 1) return elements;
-  return elements + 8.0 * ceil(elements / group);
-}
+/* Each group of G elements travels as G fp8 bytes plus two fp32 scales
+ * (common/ts_coll.h). */
+static double taco_wire_elements(double elements, int group) { return ts_taco_wire_elements(elements, group); }
 
 double plan_taco_wire_bytes(double bf16_bytes, int group) { return taco_wire_elements(bf16_bytes / 2.0, group); }
 

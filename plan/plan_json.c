@@ -7,7 +7,6 @@
 #include "plan_internal.h"
 #include "ts_json.h"
 
-static const char *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL};
 static const char *const fp8_names[] = {"e4m3", "e5m2", NULL};
 
 int plan_json_check_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
@@ -48,7 +47,7 @@ int plan_json_codec(json_t *o, const char *file, const char *path, plan_codec *c
   if (!o) return 0;
   if (plan_json_check_keys(o, keys, file, path, e)) return -1;
   int kind;
-  if (tsj_enum(o, "kind", codec_names, &kind, file, path, e)) return -1;
+  if (tsj_enum(o, "kind", ts_codec_names, &kind, file, path, e)) return -1;
   c->kind = (plan_codec_kind)kind;
   char field[96];
   if (plan_codec_has_taco(c->kind)) {

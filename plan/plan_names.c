@@ -11,10 +11,7 @@ const char *plan_stream_name(plan_stream s) {
   static const char *const n[] = {"compute", "tp", "pp", "dp", "cp"};
   return (unsigned)s < PLAN_STREAM_COUNT ? n[s] : "?";
 }
-const char *plan_coll_name(plan_coll c) {
-  static const char *const n[] = {"allreduce", "allgather", "reducescatter", "alltoall"};
-  return (unsigned)c < 4 ? n[c] : "?";
-}
+const char *plan_coll_name(plan_coll c) { return c == (plan_coll)TS_COLL_SENDRECV ? "?" : ts_coll_name((ts_coll)c); }
 const char *plan_phase_name(plan_phase ph) {
   static const char *const n[] = {"fwd", "bwd", "recompute", "optimizer"};
   return (unsigned)ph < 4 ? n[ph] : "?";
@@ -27,10 +24,7 @@ const char *plan_group_name(plan_group_kind g) {
   static const char *const n[] = {"tp", "dp", "pp", "embedding", "ep", "etp", "edp", "cp"};
   return (unsigned)g < PLAN_GROUP_COUNT ? n[g] : "?";
 }
-const char *plan_codec_kind_name(plan_codec_kind k) {
-  static const char *const n[] = {"none", "taco", "caat", "taco+caat"};
-  return (unsigned)k < 4 ? n[k] : "?";
-}
+const char *plan_codec_kind_name(plan_codec_kind k) { return ts_codec_name((ts_codec)k); }
 const char *plan_schedule_name(plan_schedule s) {
   static const char *const n[] = {"gpipe", "1f1b", "interleaved-1f1b"};
   return (unsigned)s < 3 ? n[s] : "?";

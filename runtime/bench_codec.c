@@ -46,6 +46,7 @@ typedef struct {
   bench_variant variants[MAX_VARIANTS]; /* kernel variants timed side by side */
   int nvariants;
   int graph; /* --graph: each rep's launches captured once into a CUDA graph, then replayed */
+  int blocks_per_sm; /* --blocks-per-sm: persistent blocks per SM (-1: occupancy, the library's default) */
 } bench_opts;
 
 static const char *hadamard_name(taco_hadamard h) {
@@ -120,6 +121,7 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun bench-codec [--quality] [--sizes 1M,64M,1G] [--groups 32,128,...] [--fp8 e4m3|e5m2]\n"
           "                           [--reps N] [--fp32] [--rows R --cols C] [--variants H:L:D:P:T:O,...] [--graph]\n"
+          "                           [--blocks-per-sm N]\n"
           "  speed (default): encode, unfused encode, decode, decode-sum and decode-sum-encode of k=2 blocks;\n"
           "    copy rows: cudaMemcpyAsync and a plain copy kernel of the same BF16 buffer (the same-size ceiling);\n"
           "    stream rows (per variant: they follow its options): streaming kernels of the same traffic,\n"
@@ -145,6 +147,8 @@ static void usage(FILE *out) {
           "    (warp tiles and stream rows: d2 two tiles of loads in flight, ef L2 evict-first hints,\n"
           "    pdl programmatic dependent launch, full a grid of exactly blocks-per-SM x SMs)\n"
           "    (parts left out: the library's default)\n"
+          "  --blocks-per-sm N  persistent blocks per SM of every variant: 0 one tile per thread (no\n"
+          "                   persistence), 1..64 a cap, -1 the occupancy [-1]\n"
           "  --hadamard LIST  the same as --variants (--hadamard smem,shuffle is --variants smem,shuffle)\n"
           "  --quality        the error table instead of the speed rows [off]\n"
           "reads:  nothing\n"
@@ -214,6 +218,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   memcpy(o->groups, default_groups, sizeof default_groups);
   parse_variant("", &o->variants[0]);
   o->nvariants = 1;
+  o->blocks_per_sm = -1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -247,6 +252,15 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "bench-codec: %s: empty list\n", a);
         return -1;
       }
+      i++;
+    } else if (v && !strcmp(a, "--blocks-per-sm")) {
+      char *end;
+      long n = strtol(v, &end, 10);
+      if (*v == 0 || *end || n < -1 || n > 64) {
+        fprintf(stderr, "bench-codec: --blocks-per-sm: '%s' is not -1, 0 or 1..64\n", v);
+        return -1;
+      }
+      o->blocks_per_sm = (int)n;
       i++;
     } else if (v && !strcmp(a, "--fp8")) {
       if (!strcmp(v, "e4m3")) o->fp8 = TACO_FP8_E4M3;
@@ -512,7 +526,11 @@ static int run_speed(const bench_opts *o) {
   {
     bench_variant def;
     parse_variant("", &def);
-    printf("# library default: %s\n", def.name);
+    printf("# library default: %s; blocks per SM: %d (-1: occupancy)\n", def.name, o->blocks_per_sm);
+  }
+  if (taco_set_blocks_per_sm(o->blocks_per_sm)) { /* checked by the parser; the library checks again */
+    fprintf(stderr, "bench-codec: %s\n", taco_last_error());
+    goto fail;
   }
   printf("# variants (hadamard:loads:dse:per_thread:tiling:options), each timed right after the other on the same buffers:");
   for (int vi = 0; vi < o->nvariants; vi++) printf(" %s", o->variants[vi].name);

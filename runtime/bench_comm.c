@@ -58,17 +58,22 @@ typedef struct {
   size_t hidden;
   double timeout_s;
   int die_rank, die_after;
+  /* the direct path's variants (kernels/coll_taco.h), for every compressed call */
+  coll_direct_mode host;
+  coll_direct_ar direct_ar;
+  int direct_ar_pieces, direct_ar_own_copy;
+  coll_push push;
 } bench_opts;
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: tacorun bench-comm [options]\n"
+          "usage: tacorun bench-comm [options]  (defaults in brackets or parentheses)\n"
           "  --op allreduce|allgather|reducescatter|alltoall|sendrecv|all  (comma list; default all)\n"
           "  --codec none,taco,caat,taco+caat,taco-direct,taco-auto,bf16-direct   codecs besides NCCL BF16\n"
           "                   (default none,taco,taco-direct,taco-auto)\n"
           "                   taco: TACO over NCCL; taco-direct: TACO written straight into the peer GPU over\n"
           "                   NVLink, or, through host shared memory (NCCL_P2P_DISABLE=1), into the peer's pinned\n"
-          "                   host staging (TACO_HOST=off|on|auto); bf16-direct: that direct path uncompressed\n"
+          "                   host staging (--host); bf16-direct: that direct path uncompressed\n"
           "                   (the transport alone; all-gather, reduce-scatter, one-shot all-reduce)\n"
           "                   (--chunk sizes tried as coll_opts.direct_chunk_bytes; the two-shot all-reduce and\n"
           "                   send/recv are not chunked; all-reduce tries one- and two-shot; send/recv\n"
@@ -93,6 +98,14 @@ static void usage(FILE *f) {
           "  --single-process drive the local GPUs from one process (ncclCommInitAll; default one process per GPU)\n"
           "  --ngpus N        with --single-process: the first N GPUs (default all of them)\n"
           "  --timeout-s S    a collective not done after S seconds aborts NCCL and fails (default 60)\n"
+          "  --host auto|off|on   host-memory flavour of the direct path: where NCCL runs over host shared\n"
+          "                   memory, never, or wherever the ranks share a host (also instead of NVLink) [auto]\n"
+          "  --direct-ar auto|whole|pipe|copy   the direct two-shot all-reduce (kernels/coll_direct.c) [auto:\n"
+          "                   copy from 64 MiB of bf16, else whole]\n"
+          "  --direct-ar-pieces K   pipe: pieces, 1..4 [2]\n"
+          "  --direct-ar-own dup|copy   pipe: the own reduced block encoded twice, or pushed by the copy engine [dup]\n"
+          "  --push auto|encode|copy   how the direct path's blocks reach the peers [auto: copy engine through\n"
+          "                   host memory, the encode's stores over NVLink]\n"
           "  --die-rank R --die-after N   fault test: rank R kills itself before its N-th timed call\n"
           "                   (default: no rank dies)\n"
           "Run one process per GPU under mpirun, or with TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE set.\n"
@@ -229,6 +242,21 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
       char *end;
       o->timeout_s = strtod(v, &end);
       if (*end || !(o->timeout_s > 0)) return ts_fail(e, "bench-comm", a, "must be > 0");
+    } else if (!strcmp(a, "--host")) {
+      if (!strcmp(v, "auto")) o->host = COLL_DIRECT_AUTO;
+      else if (!strcmp(v, "off")) o->host = COLL_DIRECT_OFF;
+      else if (!strcmp(v, "on")) o->host = COLL_DIRECT_ON;
+      else return ts_fail(e, "bench-comm", a, "must be auto, off or on");
+    } else if (!strcmp(a, "--direct-ar")) {
+      if (coll_direct_ar_parse(v, &o->direct_ar)) return ts_fail(e, "bench-comm", a, "must be auto, whole, pipe or copy");
+    } else if (!strcmp(a, "--direct-ar-pieces")) {
+      if (parse_int(v, 1, COLL_EVENT_SLOTS, &o->direct_ar_pieces))
+        return ts_fail(e, "bench-comm", a, "must be 1..%d", COLL_EVENT_SLOTS);
+    } else if (!strcmp(a, "--direct-ar-own")) {
+      if (strcmp(v, "dup") && strcmp(v, "copy")) return ts_fail(e, "bench-comm", a, "must be dup or copy");
+      o->direct_ar_own_copy = !strcmp(v, "copy");
+    } else if (!strcmp(a, "--push")) {
+      if (coll_push_parse(v, &o->push)) return ts_fail(e, "bench-comm", a, "must be auto, encode or copy");
     } else if (!strcmp(a, "--die-rank")) {
       if (parse_int(v, 0, 1 << 20, &o->die_rank)) return ts_fail(e, "bench-comm", a, "must be a rank");
     } else if (!strcmp(a, "--die-after")) {
@@ -238,6 +266,16 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
   }
   if (o->maxbytes < o->minbytes) return ts_fail(e, "bench-comm", "--maxbytes", "smaller than --minbytes");
   return 0;
+}
+
+/* coll_opts_default() with the direct path's variants of the command line. */
+static coll_opts variants_of(const bench_opts *o) {
+  coll_opts co = coll_opts_default();
+  co.direct_ar = o->direct_ar;
+  co.direct_ar_pieces = o->direct_ar_pieces;
+  co.direct_ar_own_copy = o->direct_ar_own_copy;
+  co.push = o->push;
+  return co;
 }
 
 /* ---- one measured point -------------------------------------------------- */
@@ -437,7 +475,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       if (o->inplace && (op == COLL_OP_ALLTOALL || op == COLL_OP_SENDRECV)) continue;
       rt_coll_call c;
       make_call(o, op, k, bytes, n, &c);
-      coll_opts co = coll_opts_default();
+      coll_opts co = variants_of(o);
       int ak = k == CODEC_TACO_AUTO;
       co.codec = (k == CODEC_TACO || k == CODEC_TACO_CAAT || dk || ak) ? COLL_CODEC_TACO
                  : pk                                                  ? COLL_CODEC_NONE_DIRECT
@@ -496,7 +534,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
       T.x[k][T.n] = best_x;
       co.chunk_bytes = best_chunk ? best_chunk : co.chunk_bytes;
       co.direct_chunk_bytes = dk || pk ? co.chunk_bytes : 0;
-      if (ak) co = coll_opts_default(), co.taco.group = o->group, co.taco.fp8 = o->fp8, co.min_bytes = o->threshold;
+      if (ak) co = variants_of(o), co.taco.group = o->group, co.taco.fp8 = o->fp8, co.min_bytes = o->threshold;
       /* The reported time: the chosen setting timed afresh, best of two, as
        * the baseline is (so picking the best of many tries biases nothing). */
       if ((co.codec == COLL_CODEC_TACO || pk) && coll_team_reserve(B->t, op, c.count, &co))
@@ -590,6 +628,7 @@ static int bench_comm_main(int argc, char **argv) {
   if (rt_coll_bufs_alloc(&w, &b, need, &e)) failed = 1;
   bench B = {&w, &t, &b, &o, 0, 0};
   if (!failed && coll_team_set_timeout(&t, o.timeout_s)) failed = 1;
+  if (!failed) coll_team_set_host(&t, o.host);
   if (!failed && (o.codecs[CODEC_TACO_DIRECT] || o.codecs[CODEC_BF16_DIRECT])) {
     const char *why = "";
     int a = coll_direct_available(&t, &why); /* collective: every rank asks here */
@@ -613,10 +652,12 @@ static int bench_comm_main(int argc, char **argv) {
     printf("; threshold %zu; iters %d warmup %d; %s; CAAT-Net p=%.3f hidden=%zu%s\n", o.threshold, o.iters, o.warmup,
            o.inplace ? "in place" : "out of place", o.caat_p, o.hidden,
            o.graph ? "; every call (NCCL BF16 too) timed as launches of a captured CUDA graph" : "");
-    /* the direct two-shot all-reduce's variant (kernels/coll_direct.c), so raw files say which ran */
-    const char *ar = getenv("TACO_DIRECT_AR"), *ark = getenv("TACO_DIRECT_AR_PIECES"), *aro = getenv("TACO_DIRECT_AR_OWN");
-    printf("# direct two-shot all-reduce: TACO_DIRECT_AR=%s TACO_DIRECT_AR_PIECES=%s TACO_DIRECT_AR_OWN=%s\n",
-           ar ? ar : "(unset: auto, copy from 64 MiB)", ark ? ark : "(unset)", aro ? aro : "(unset)");
+    /* the direct path's variants (kernels/coll_taco.h), so raw files say which ran */
+    static const char *const host_names[] = {"auto", "off", "on"};
+    printf("# direct path: --host %s --direct-ar %s --direct-ar-pieces %d --direct-ar-own %s --push %s\n",
+           host_names[o.host], coll_direct_ar_name(o.direct_ar),
+           o.direct_ar_pieces ? o.direct_ar_pieces : COLL_DIRECT_AR_PIECES_DEFAULT, o.direct_ar_own_copy ? "copy" : "dup",
+           coll_push_name(o.push));
     printf("# speedup = time(NCCL BF16) / time(codec) at the same uncompressed size; max_rel_err = max over "
            "groups of |out-ref|/|ref| (with --check)\n\n");
     fflush(stdout);

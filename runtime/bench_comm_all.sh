@@ -15,9 +15,9 @@ set -u
 TACORUN=${1:?tacorun}; TESTBIN=${2:?test_coll_gpu}; OUT=${3:?outdir}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
-mpi() { # mpirun forwarding the NCCL_* and TACO_* variables that are set
+mpi() { # mpirun forwarding the NCCL_* variables that are set
   local fwd=() v
-  for v in $(env | grep -oE '^(NCCL|TACO)_[A-Z0-9_]*'); do fwd+=(-x "$v"); done
+  for v in $(env | grep -oE "^NCCL_[A-Z0-9_]*"); do fwd+=(-x "$v"); done
   timeout 150 mpirun --allow-run-as-root -np 2 --bind-to none "${fwd[@]}" "$@"
 }
 ms() { echo $(( $(date +%s%N) / 1000000 )); }

@@ -279,7 +279,7 @@ static int fill_metadata(schema_calibration *c, const calib_args *a, int ndev, t
 static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s) {
   char prefix[220];
   snprintf(prefix, sizeof prefix, "%.200s%s", c->notes, *c->notes ? "; " : "");
-  char env[320]; /* every NCCL_*, TACO_*, EXEC_* variable set (common/ts_env.h) */
+  char env[320]; /* every NCCL_*, EXEC_* variable set (common/ts_env.h) */
   ts_env_knobs(env, sizeof env);
   char src[200];
   if (a->compute_from) snprintf(src, sizeof src, "GEMM and kernel tables copied from %.120s (same GPUs, measured just before)", a->compute_from);

@@ -10,7 +10,7 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun execute PLAN.json [--iters N] [--warmup N] [--json OUT] [--csv OUT] [--ops-csv OUT]\n"
-          "                                 [--seed S] [--inject-nan STEP] [--program plan|builtin]\n"
+          "                                 [--seed S] [--inject-nan STEP] [--die-at ITER] [--program plan|builtin]\n"
           "                                 [--timeout S]\n"
           "       tacorun execute --check\n"
           "One process per GPU: mpirun -np DPxTPxPP tacorun execute PLAN.json (NCCL ids over MPI).\n"
@@ -87,6 +87,9 @@ static void usage(FILE *out) {
           "  --ops-csv OUT           the per-op profile from CUDA events, by op name (the layout of\n"
           "                          tacosim ops) [not written]\n"
           "  --inject-nan STEP       a NaN written into one gradient at iteration STEP, to show the NaN stop [none]\n"
+          "  --die-at ITER           fault injection: this process kills itself (SIGKILL) at the start of\n"
+          "                          iteration ITER, so that its peers' bounded waits can be tested; give it\n"
+          "                          to one rank's command only [none]\n"
           "  --program plan|builtin  the plan's program or the executor's own PP = 1 program [plan]\n"
           "  --timeout S             bound on every wait, seconds [300]\n"
           "  --check                 the correctness checks above instead of a plan [off]\n"
@@ -117,7 +120,8 @@ static int cmd_execute(int argc, char **argv) {
       return 0;
     }
   if (infer_wants(argc, argv)) return infer_execute(argc, argv); /* inference plans: infer_run.c */
-  exec_timed_opts o = {.iters = 10, .warmup = 3, .seed = 1234, .inject_nan_step = -1, .program_plan = 1};
+  exec_timed_opts o = {.iters = 10, .warmup = 3, .seed = 1234, .inject_nan_step = -1, .die_at_iter = -1,
+                        .program_plan = 1};
   int timeout_s = 300;
   const char *plan_path = NULL;
   int check = 0;
@@ -129,13 +133,15 @@ static int cmd_execute(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--check")) {
       check = 1;
-    } else if (i + 1 < argc && (!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--inject-nan"))) {
+    } else if (i + 1 < argc && (!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--inject-nan") ||
+                               !strcmp(a, "--die-at"))) {
       if (parse_int(argv[++i], !strcmp(a, "--iters") ? 1 : 0, 100000, &v)) {
         fprintf(stderr, "tacorun execute: %s: '%s' is not a valid count\n", a, argv[i]);
         return 2;
       }
       if (!strcmp(a, "--iters")) o.iters = v;
       else if (!strcmp(a, "--warmup")) o.warmup = v;
+      else if (!strcmp(a, "--die-at")) o.die_at_iter = v;
       else o.inject_nan_step = v;
     } else if (i + 1 < argc && !strcmp(a, "--timeout")) {
       if (parse_int(argv[++i], 1, 86400, &timeout_s)) {

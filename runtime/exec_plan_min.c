@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "exec_run.h"
+#include "ts_coll.h"
 #include "ts_json.h"
 
-static const char *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL};
 static const char *const fp8_names[] = {"e4m3", "e5m2", NULL};
 
 int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
@@ -73,7 +73,7 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
       if (failed) goto done;
       int kind = 0, fp8 = 0;
       plan_codec pc = {.kind = PLAN_CODEC_NONE, .group = 128, .fp8 = PLAN_FP8_E4M3, .p = 1.0};
-      if (c && tsj_enum(c, "kind", codec_names, &kind, path, field, e)) goto done;
+      if (c && tsj_enum(c, "kind", ts_codec_names, &kind, path, field, e)) goto done;
       pc.kind = (plan_codec_kind)kind;
       if (kind == PLAN_CODEC_TACO || kind == PLAN_CODEC_TACO_CAAT) {
         if (tsj_int_opt(c, "group", 32, 512, 128, &v, path, field, e)) goto done;

@@ -35,6 +35,7 @@ typedef struct {
   const char *json_out, *csv_out, *ops_csv_out;
   unsigned long long seed;
   int inject_nan_step; /* -1: none */
+  int die_at_iter;     /* fault injection: this process SIGKILLs itself at the start of that iteration; -1: none */
   int program_plan;    /* walk plan_build_program()'s program instead of the built-in one */
 } exec_timed_opts;
 
@@ -42,7 +43,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
 /* The result schema's machine block (GPU, driver, CUDA, NCCL, transport) of this run;
  * shared by the training and inference executors. */
 void exec_machine_of(const rt_nccl *w, schema_machine *mc);
-/* Adds the note "environment: NAME=value ..." (every NCCL_*, TACO_*, EXEC_*
+/* Adds the note "environment: NAME=value ..." (every NCCL_*, EXEC_*
  * variable set, common/ts_env.h), so a result says which knobs it ran with. */
 void exec_note_env(schema_result *r);
 /* Runs every correctness check; returns 0 when all pass (prints the table on rank 0). */

@@ -94,7 +94,7 @@ void exec_machine_of(const rt_nccl *w, schema_machine *mc) {
 void exec_note_env(schema_result *r) {
   char env[224], note[256];
   ts_env_knobs(env, sizeof env);
-  snprintf(note, sizeof note, "environment:%s", *env ? env : " no NCCL_*, TACO_*, EXEC_* variable set");
+  snprintf(note, sizeof note, "environment:%s", *env ? env : " no NCCL_*, EXEC_* variable set");
   schema_result_add_note(r, note);
 }
 
@@ -225,13 +225,10 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
             o->program_plan ? "plan_build_program" : "built-in");
   int tty = isatty(2);
   float loss = 0;
-  /* Fault test hook: this rank dies (SIGKILL) at the start of that iteration. */
-  const char *kill_at = getenv("TACORUN_TEST_KILL_AT_ITER");
-  int kill_iter = kill_at && *kill_at ? atoi(kill_at) : -1;
   char what[96];
   for (int it = 0; it < total_iters; it++) {
-    if (it == kill_iter) {
-      fprintf(stderr, "tacorun execute: rank %d: TACORUN_TEST_KILL_AT_ITER=%d: killing myself\n", rank, it);
+    if (it == o->die_at_iter) { /* fault injection (--die-at): the killed-rank test of the bounded waits */
+      fprintf(stderr, "tacorun execute: rank %d: --die-at %d: killing myself\n", rank, it);
       fflush(stderr);
       raise(SIGKILL);
     }

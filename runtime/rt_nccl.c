@@ -408,12 +408,12 @@ void rt_nccl_describe(const rt_nccl *w, char *buf, size_t n) {
         }
     fclose(f);
   }
-  char env[512]; /* every NCCL_*, TACO_*, EXEC_* variable set (common/ts_env.h) */
+  char env[512]; /* every NCCL_*, EXEC_* variable set (common/ts_env.h) */
   ts_env_knobs(env, sizeof env);
   const char *boot = w->boot == RT_BOOT_MPI ? "mpi" : w->boot == RT_BOOT_FILE ? "id-file" : "single-process";
   snprintf(buf, n,
            "# gpu: %s x %d ranks (%s)\n# driver: %s (CUDA driver API %d.%d), CUDA runtime %d.%d, NCCL %d.%d.%d\n"
            "# transport: %s;%s\n",
            prop.name, w->nranks, boot, drvstr, drv / 1000, drv % 1000 / 10, rtv / 1000, rtv % 1000 / 10,
-           nccl / 10000, nccl / 100 % 100, nccl % 100, rt_nccl_transport(), env[0] ? env : " (no NCCL_*, TACO_*, EXEC_* variables)");
+           nccl / 10000, nccl / 100 % 100, nccl % 100, rt_nccl_transport(), env[0] ? env : " (no NCCL_*, EXEC_* variables)");
 }

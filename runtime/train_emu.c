@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "exec_kernels.h"
+#include "gpu_check.h"
 #include "taco_fp8.h"
 #include "exec_model_internal.h"
 
@@ -43,11 +44,7 @@ struct train_emu {
 
 static train_emu *active; /* the world whose handles train_emu_nccl_allreduce recognizes */
 
-#define EMU_CUDA(call)                                                                                       \
-  do {                                                                                                       \
-    cudaError_t ce_ = (call);                                                                                \
-    if (ce_ != cudaSuccess) return ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ce_)); \
-  } while (0)
+#define EMU_CUDA(call) CUDA_CHECK(e, call) /* common/gpu_check.h */
 
 int train_emu_create(train_emu **out, int k, size_t max_elems, ts_err *e) {
   *out = NULL;

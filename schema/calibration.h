@@ -202,8 +202,10 @@ int schema_lookup_coll(schema_lookup *l, const char *name, int nranks, double by
 void schema_clock_speed(const schema_calibration *c, double duty, double cycle_us, double *gemm_speed,
                         double *mem_speed);
 
-/* nccl-tests bus-bandwidth factor: 2(n-1)/n all-reduce, (n-1)/n all-gather,
- * reduce-scatter, all-to-all, 1 for sendrecv. `name` may carry a ".codec" suffix. */
+/* nccl-tests bus-bandwidth factor of a calibration key (common/ts_coll.h's
+ * table: 2(n-1)/n all-reduce, (n-1)/n all-gather, reduce-scatter, all-to-all,
+ * 1 for sendrecv); `name` may carry a ".codec" suffix. 0 for nranks < 2 or an
+ * unknown name. */
 double schema_busbw_factor(const char *name, int nranks);
 
 #endif

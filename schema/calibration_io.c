@@ -4,10 +4,9 @@
 #include <string.h>
 
 #include "calibration.h"
+#include "ts_coll.h"
 #include "ts_json.h"
 
-static const char *const collective_names[] = {"allreduce", "allgather", "reducescatter", "alltoall",
-                                               "sendrecv", NULL};
 
 /* ---- building in memory ---- */
 
@@ -393,10 +392,8 @@ static int valid_coll_name_core(const char *name) {
   if (len >= sizeof base) return 0;
   memcpy(base, name, len);
   base[len] = '\0';
-  int known = 0;
-  for (int i = 0; collective_names[i]; i++)
-    if (strcmp(base, collective_names[i]) == 0) known = 1;
-  if (!known) return 0;
+  ts_coll coll;
+  if (ts_coll_parse(base, &coll)) return 0;
   if (!dot) return 1;
   if (strncmp(dot + 1, "taco", 4) != 0) return 0;
   char *end;
@@ -688,10 +685,10 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
     }
     json_object_set_new(root, "clock", json_pack("{s:o,s:o}", "window_us", num(c->clock_window_us), "points", arr));
   }
-  int rc = json_dumpf(root, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));
-  fputc('\n', out);
+  /* one table point per line (common/ts_json.h) */
+  int rc = tsj_dump_data(root, out, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));
   json_decref(root);
-  if (rc || ferror(out)) return ts_fail_sys(e, "cannot write calibration");
+  if (rc) return ts_fail_sys(e, "cannot write calibration");
   return 0;
 }
 

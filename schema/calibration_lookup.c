@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "calibration.h"
+#include "ts_coll.h"
 
 void schema_lookup_init(schema_lookup *l, const schema_calibration *cal, const schema_roofline *roof, FILE *warn) {
   memset(l, 0, sizeof *l);
@@ -76,8 +77,8 @@ typedef struct {
 } coll_ctx;
 static double roof_coll(const schema_roofline *r, double bytes, const void *ctx) {
   const coll_ctx *c = ctx;
-  double steps = strncmp(c->name, "allreduce", 9) == 0 ? 2.0 * (c->nranks - 1) : (double)(c->nranks - 1);
-  if (strncmp(c->name, "sendrecv", 8) == 0) steps = 1;
+  ts_coll coll;
+  double steps = ts_coll_of_key(c->name, &coll) ? 0.0 : ts_coll_steps(coll, c->nranks);
   return steps * r->coll_latency_us + bytes * schema_busbw_factor(c->name, c->nranks) / r->link_bytes_per_s * 1e6;
 }
 
@@ -450,11 +451,9 @@ int schema_lookup_kernel(schema_lookup *l, const char *name, double x, int group
 }
 
 double schema_busbw_factor(const char *name, int nranks) {
-  double n = nranks;
-  if (nranks < 2) return 0;
-  if (strncmp(name, "allreduce", 9) == 0) return 2.0 * (n - 1) / n;
-  if (strncmp(name, "sendrecv", 8) == 0) return 1.0;
-  return (n - 1) / n;
+  ts_coll coll;
+  if (nranks < 2 || ts_coll_of_key(name, &coll)) return 0; /* a table of one rank moves nothing */
+  return ts_coll_busbw_factor(coll, nranks);
 }
 
 int schema_lookup_coll(schema_lookup *l, const char *name, int nranks, double bytes, double *us, ts_err *e) {

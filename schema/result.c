@@ -126,10 +126,9 @@ static json_t *to_json(const schema_result *r) {
 
 int schema_result_write_json(const schema_result *r, FILE *out, ts_err *e) {
   json_t *root = to_json(r);
-  int rc = json_dumpf(root, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-  fputc('\n', out);
+  int rc = tsj_dump_data(root, out, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
   json_decref(root);
-  if (rc || ferror(out)) return ts_fail_sys(e, "cannot write result JSON");
+  if (rc) return ts_fail_sys(e, "cannot write result JSON");
   return 0;
 }
 

@@ -13,7 +13,6 @@
 #include "search.h"
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
-static const char *const codec_kinds[] = {"none", "taco", "caat", "taco+caat"};
 
 /* A zoo name stays a name; a path (a '/' or a .json ending, as the loaders
  * decide) becomes absolute, so the plan reads the same file from anywhere. */
@@ -26,7 +25,7 @@ static json_t *name_or_abs_path(const char *s) {
 }
 
 static json_t *codec_json(const plan_codec *c) {
-  json_t *o = json_pack("{s:s}", "kind", codec_kinds[c->kind]);
+  json_t *o = json_pack("{s:s}", "kind", plan_codec_kind_name(c->kind));
   if (plan_codec_has_taco(c->kind)) {
     json_object_set_new(o, "group", json_integer(c->group));
     json_object_set_new(o, "fp8", json_string(c->fp8 == PLAN_FP8_E5M2 ? "e5m2" : "e4m3"));

@@ -129,20 +129,12 @@ static double other_op_s(estimator *x, const model_op *o, bool bwd) {
 
 /* ---- collectives ---- */
 
-static const char *coll_name(plan_coll c) {
-  switch (c) {
-  case PLAN_COLL_ALLGATHER: return "allgather";
-  case PLAN_COLL_REDUCESCATTER: return "reducescatter";
-  case PLAN_COLL_ALLTOALL: return "alltoall";
-  default: return "allreduce";
-  }
-}
+static const char *coll_name(plan_coll c) { return ts_coll_name((ts_coll)c); }
 
 /* Alpha-beta ring: (steps) x latency + busbw factor x bytes / bandwidth. */
 static double alpha_beta_s(plan_coll c, int n, double bytes, double gbps, double latency_us) {
   if (n < 2 || bytes <= 0) return 0;
-  double steps = c == PLAN_COLL_ALLREDUCE ? 2.0 * (n - 1) : (double)(n - 1);
-  return steps * latency_us * 1e-6 + schema_busbw_factor(coll_name(c), n) * bytes / (gbps * 1e9);
+  return ts_coll_steps((ts_coll)c, n) * latency_us * 1e-6 + ts_coll_busbw_factor((ts_coll)c, n) * bytes / (gbps * 1e9);
 }
 
 /* A TP collective (inside one node): its wire bytes through the calibrated
@@ -174,8 +166,8 @@ static double tp_coll_s(estimator *x, plan_coll c, double payload, double wire, 
   double in = wire / (1.0 + 8.0 / cd->group) * elem_bytes; /* bytes the codec reads */
   double enc = kernel_s(x, "taco_encode", in, cd->group, false), dec = kernel_s(x, "taco_decode", in, cd->group, false);
   double dse = c == PLAN_COLL_ALLREDUCE ? kernel_s(x, "taco_decode_sum_encode", in, cd->group, false) : 0;
-  double chunks = fmin(16.0, fmax(1.0, ceil(in / (4.0 * 1048576))));
-  double pre = enc / chunks, post = dec / chunks, mid = enc + dec + dse - pre - post;
+  double chunks = sim_codec_chunks(in); /* as the simulator pipelines it (sim_costs.c) */
+  double pre = enc / chunks + (chunks > 1 ? 0 : dse), post = dec / chunks, mid = enc + dec + dse - pre - post;
   *codec_s += enc + dec + dse;
   return pre + fmax(mid, xfer) + post;
 }

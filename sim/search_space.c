@@ -7,7 +7,8 @@
 
 #include "search.h"
 
-static const char *const codec_names[SIM_SEARCH_CODEC_COUNT] = {"none", "taco", "caat", "taco+caat"};
+/* the search codecs are ts_coll.h's codecs, in its order */
+static const char *const *const codec_names = ts_codec_names;
 
 const char *sim_search_codec_name(sim_search_codec c) {
   return c >= 0 && c < SIM_SEARCH_CODEC_COUNT ? codec_names[c] : "?";

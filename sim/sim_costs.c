@@ -395,24 +395,20 @@ int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm
 }
 
 const char *sim_coll_name(const plan_op *op) {
-  if (op->kind != PLAN_OP_COLLECTIVE) return "sendrecv";
-  switch (op->coll) {
-  case PLAN_COLL_ALLGATHER: return "allgather";
-  case PLAN_COLL_REDUCESCATTER: return "reducescatter";
-  case PLAN_COLL_ALLTOALL: return "alltoall";
-  default: return "allreduce";
-  }
+  return ts_coll_name(op->kind == PLAN_OP_COLLECTIVE ? (ts_coll)op->coll : TS_COLL_SENDRECV);
 }
 
 static bool is_taco(const plan_codec *cd) { return cd->kind == PLAN_CODEC_TACO || cd->kind == PLAN_CODEC_TACO_CAAT; }
 static bool is_caat(const plan_codec *cd) { return cd->kind == PLAN_CODEC_CAAT || cd->kind == PLAN_CODEC_TACO_CAAT; }
 
-#define CODEC_CHUNK_BYTES (4.0 * 1048576) /* messages are cut into chunks of this size */
-#define CODEC_MAX_CHUNKS 16
-
 /* Bytes per element of what TACO compresses: the op's own elem_bytes when the
  * program set it (bf16 DP gradients: grad_reduce_in_fp32 false), else fp32
  * for DP gradients and CAAT-Net's backward shared channels, bf16 elsewhere. */
+double sim_codec_chunks(double in_bytes) {
+  double chunks = ceil(in_bytes / (double)TS_CODEC_CHUNK_BYTES);
+  return chunks < 1 ? 1 : chunks;
+}
+
 static int codec_elem_bytes(const plan_op *op) {
   const plan_codec *cd = &op->codec;
   if (op->elem_bytes) return op->elem_bytes;
@@ -468,12 +464,12 @@ static int codec_cost_uncached(sim_costs *c, const plan_op *op, int nranks, sim_
   }
   double enc = 0, dec = 0, dse = 0;
   if (is_taco(cd) && taco_kernels_us(c, op, nranks, in, &enc, &dec, &dse, e)) return -1;
-  double chunks = ceil(in / CODEC_CHUNK_BYTES);
-  if (chunks < 1) chunks = 1;
-  if (chunks > CODEC_MAX_CHUNKS) chunks = CODEC_MAX_CHUNKS;
+  double chunks = sim_codec_chunks(in);
   /* Chunk i+1's codec overlaps chunk i's transfer: only the first encode and
-   * the last decode stay outside the pipeline. */
-  cc->pre_us = gather + enc / chunks;
+   * the last decode stay outside the pipeline. One chunk (the whole message)
+   * overlaps nothing: a two-shot all-reduce's decode-sum-encode waits for its
+   * reduce-scatter, and its all-gather for it. */
+  cc->pre_us = gather + enc / chunks + (chunks > 1 ? 0 : dse);
   cc->post_us = dec / chunks + scatter + scale;
   cc->total_us = gather + enc + dse + dec + scatter + scale;
   cc->caat_us = gather + scatter + scale;

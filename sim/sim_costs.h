@@ -50,6 +50,11 @@ int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm
  * the stacked query rows around a causal softmax over full s x s scores, the
  * way the inference executor's prefill runs it), in seconds. */
 int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e);
+/* Pipeline chunks of a compressed message of `in_bytes` codec input bytes:
+ * cut as the executor's compressed collectives cut it (TS_CODEC_CHUNK_BYTES,
+ * common/ts_coll.h), at least one. */
+double sim_codec_chunks(double in_bytes);
+
 /* "allreduce", ... "sendrecv" for an op. */
 const char *sim_coll_name(const plan_op *op);
 /* Codec kernels of a communication op (zero when uncompressed). */

@@ -35,7 +35,7 @@ static const double ar_size[] = {1048576, 4194304, 16777216, 67108864, 268435456
 static const double ar_busbw[] = {44, 130, 218, 273, 303};
 
 static double nvlink_ar_us(double bytes, int n) {
-  double f = 2.0 * (n - 1) / n;
+  double f = ts_coll_busbw_factor(TS_COLL_ALLREDUCE, n);
   double t2; /* time for 2 ranks (f = 1) */
   if (bytes <= ar_size[0]) {
     double t1 = ar_size[0] / (ar_busbw[0] * 1e9) * 1e6, t4 = ar_size[1] / (ar_busbw[1] * 1e9) * 1e6;
@@ -79,7 +79,7 @@ static double coll_us(const transport_figures *t, const char *coll, double bytes
   if (strcmp(coll, "allgather") == 0 || strcmp(coll, "reducescatter") == 0) rel = 245.0 / 303.0, steps_scale = 0.5;
   if (strcmp(coll, "alltoall") == 0) rel = 283.0 / 303.0, steps_scale = 0.5;
   if (strcmp(coll, "sendrecv") == 0) rel = 283.0 / 303.0, steps_scale = 0.5;
-  double ar_f = 2.0 * (n - 1) / n;
+  double ar_f = ts_coll_busbw_factor(TS_COLL_ALLREDUCE, n);
   double f = schema_busbw_factor(coll, n);
   double t_ar = nvlink_ar_us(bytes, n);
   /* split into latency and bandwidth parts at this size, then rescale each */
@@ -152,10 +152,10 @@ int sim_derive_calibration(const char *transport, schema_calibration *c, ts_err 
   for (double f = 1e8; f <= 1e15; f *= 4)
     rc |= schema_calibration_add_kernel(c, "attention", true, f, 0, 5.0 + f / ATTN_FLOPS * 1e6);
 
-  static const char *const colls[] = {"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"};
-  for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+  const char *const *colls = ts_coll_names;
+  for (size_t i = 0; colls[i]; i++)
     for (int n = 2; n <= 8; n *= 2) {
-      if (strcmp(colls[i], "sendrecv") == 0 && n > 2) continue;
+      if (i == TS_COLL_SENDRECV && n > 2) continue;
       for (double b = 8192; b <= 4.0 * (1 << 30); b *= 2)
         rc |= schema_calibration_add_coll(c, colls[i], n, b, coll_us(t, colls[i], b, n));
     }

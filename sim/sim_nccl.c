@@ -179,11 +179,9 @@ static double ring_us(const sim_nccl_fabric *f, sim_nccl_coll coll, sim_nccl_pro
   int nodes = n / ppn;
   double bus = ring_bus_gbps(f, p, nodes, ppn) * (all_channels ? 1.0 : channel_share(f, SIM_NCCL_RING, p, S, n));
   if (bus <= 0) return -1;
-  bool ar = coll == SIM_NCCL_ALLREDUCE;
-  int steps = ar ? 2 * (n - 1) : n - 1;
-  int inter = nodes == 1 ? 0 : ar ? 2 * (nodes - 1) : nodes - 1;
+  double steps = ts_coll_steps((ts_coll)coll, n), inter = nodes == 1 ? 0 : ts_coll_steps((ts_coll)coll, nodes);
   double lat = launch_us[p] + (steps - inter) * intra_step_us(f, p) + inter * net_step_us_of(f, p);
-  double bus_bytes = S * (ar ? 2.0 * (n - 1) / n : (double)(n - 1) / n);
+  double bus_bytes = S * ts_coll_busbw_factor((ts_coll)coll, n);
   return lat + bus_bytes / (bus * 1e3);
 }
 
@@ -384,18 +382,14 @@ int sim_nccl_time(const sim_nccl_fabric *f, sim_nccl_coll coll, double bytes, in
 
 /* ---- names ---- */
 
-static const char *const coll_names[] = {"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"};
-
 int sim_nccl_coll_from_name(const char *name, sim_nccl_coll *out) {
-  for (int i = 0; i < 5; i++)
-    if (strcmp(name, coll_names[i]) == 0) {
-      *out = (sim_nccl_coll)i;
-      return 0;
-    }
-  return -1;
+  ts_coll c;
+  if (ts_coll_parse(name, &c)) return -1;
+  *out = (sim_nccl_coll)c;
+  return 0;
 }
 
-const char *sim_nccl_coll_name(sim_nccl_coll c) { return (int)c >= 0 && c <= SIM_NCCL_SENDRECV ? coll_names[c] : "?"; }
+const char *sim_nccl_coll_name(sim_nccl_coll c) { return ts_coll_name((ts_coll)c); }
 
 const char *sim_nccl_algo_name(sim_nccl_algo a) {
   static const char *const n[] = {"ring", "tree", "nvls", "nvls-tree", "p2p"};
@@ -414,6 +408,5 @@ void sim_nccl_describe(const sim_nccl_choice *c, char *buf, size_t cap) {
 
 double sim_nccl_busbw(sim_nccl_coll coll, double bytes, int nranks, double us) {
   if (us <= 0 || nranks < 2) return 0;
-  double n = nranks, f = coll == SIM_NCCL_ALLREDUCE ? 2.0 * (n - 1) / n : coll == SIM_NCCL_SENDRECV ? 1.0 : (n - 1) / n;
-  return bytes / (us * 1e3) * f;
+  return bytes / (us * 1e3) * ts_coll_busbw_factor((ts_coll)coll, nranks);
 }

@@ -15,14 +15,16 @@
 
 #include "calibration.h"
 #include "topo.h"
+#include "ts_coll.h"
 #include "ts_error.h"
 
+/* The collectives of common/ts_coll.h's table. */
 typedef enum {
-  SIM_NCCL_ALLREDUCE,
-  SIM_NCCL_ALLGATHER,
-  SIM_NCCL_REDUCESCATTER,
-  SIM_NCCL_ALLTOALL,
-  SIM_NCCL_SENDRECV,
+  SIM_NCCL_ALLREDUCE = TS_COLL_ALLREDUCE,
+  SIM_NCCL_ALLGATHER = TS_COLL_ALLGATHER,
+  SIM_NCCL_REDUCESCATTER = TS_COLL_REDUCESCATTER,
+  SIM_NCCL_ALLTOALL = TS_COLL_ALLTOALL,
+  SIM_NCCL_SENDRECV = TS_COLL_SENDRECV,
 } sim_nccl_coll;
 
 typedef enum {

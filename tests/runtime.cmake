@@ -3,7 +3,7 @@
 # also under ASan with TACOSIM_CUDA=OFF.
 add_executable(test_coll_layout ${CMAKE_SOURCE_DIR}/tests/test_coll_layout.c ${CMAKE_SOURCE_DIR}/kernels/coll_layout.c)
 target_include_directories(test_coll_layout PRIVATE ${CMAKE_SOURCE_DIR}/kernels)
-target_link_libraries(test_coll_layout PRIVATE PkgConfig::CUNIT m)
+target_link_libraries(test_coll_layout PRIVATE ts_common PkgConfig::CUNIT m)
 add_test(NAME coll_layout COMMAND test_coll_layout)
 
 # The plain-C reference of the host path's sum kernel (kernels/coll_host.h).

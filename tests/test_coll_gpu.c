@@ -6,10 +6,10 @@
  * (ncclCommInitAll). Plain C, no CUnit (the GPU machine has none); exits 77
  * when there is no GPU, 1 on any failure. TEST_COLL_MAX_BYTES caps the size
  * (default 1 GiB). TEST_COLL_HOST=1 runs the direct cases on the host-memory
- * flavour (kernels/coll_host.h; sets TACO_HOST=on before the set-up), and the
+ * flavour (kernels/coll_host.h; coll_team_set_host ON before the set-up), and the
  * uncompressed direct path (codec NONE, direct ON) is checked as well, with
  * the plain sum kernel against its C reference bit for bit. The direct
- * two-shot all-reduce runs first in each TACO_DIRECT_AR variant;
+ * two-shot all-reduce runs first in each coll_opts.direct_ar variant;
  * TEST_COLL_ONLY=direct-allreduce runs only those cases. */
 #include <math.h>
 #include <stdio.h>
@@ -47,27 +47,24 @@ static int run_case(rt_nccl *w, coll_team *t, rt_coll_bufs *b, const rt_coll_cal
 }
 
 /* The direct two-shot all-reduce in each of its variants (kernels/coll_direct.c,
- * TACO_DIRECT_AR=whole|pipe|copy|auto / _PIECES / _OWN, read at every call): sizes where the
+ * coll_opts.direct_ar whole|pipe|copy|auto, direct_ar_pieces, direct_ar_own_copy): sizes where the
  * pipelined one applies (checked to have run: coll_direct_pipe_calls grows)
  * and odd sizes where it falls back to the whole one; in and out of place;
  * G = 32 and 512 at one size. Returns 1 after an NCCL/CUDA error. */
 static int check_direct_allreduce_variants(rt_nccl *w, coll_team *t, rt_coll_bufs *b, size_t max_bytes) {
   static const struct {
-    const char *mode, *pieces, *own;
-  } vs[] = {{"whole", NULL, NULL}, {"pipe", "2", "dup"}, {"pipe", "2", "copy"}, {"pipe", "4", "dup"}, {"pipe", "4", "copy"},
-          /* round 6b: one piece, own block by the copy engine; one piece duplicated */
-          {"copy", NULL, NULL}, {"pipe", "1", "dup"},
-          /* the default: copy from COLL_DIRECT_AR_COPY_MIN_BYTES, whole under it */
-          {"auto", NULL, NULL}};
+    coll_direct_ar mode;
+    int pieces, own_copy; /* pieces 0: the default */
+  } vs[] = {{COLL_DIRECT_AR_WHOLE, 0, 0}, {COLL_DIRECT_AR_PIPE, 2, 0}, {COLL_DIRECT_AR_PIPE, 2, 1},
+            {COLL_DIRECT_AR_PIPE, 4, 0}, {COLL_DIRECT_AR_PIPE, 4, 1},
+            /* round 6b: one piece, own block by the copy engine; one piece duplicated */
+            {COLL_DIRECT_AR_COPY, 0, 0}, {COLL_DIRECT_AR_PIPE, 1, 0},
+            /* the default: copy from COLL_DIRECT_AR_COPY_MIN_BYTES, whole under it */
+            {COLL_DIRECT_AR_AUTO, 0, 0}};
   const size_t sizes[] = {1 << 20, (1 << 20) + 2 * 7, 17 * (1 << 20) + 2 * 333, 16 << 20, 64 << 20, 256 << 20};
   const int groups[] = {128, 32, 512};
   int dead = 0;
   for (size_t vi = 0; vi < sizeof vs / sizeof *vs && !dead; vi++) {
-    setenv("TACO_DIRECT_AR", vs[vi].mode, 1);
-    if (vs[vi].pieces) setenv("TACO_DIRECT_AR_PIECES", vs[vi].pieces, 1);
-    else unsetenv("TACO_DIRECT_AR_PIECES");
-    if (vs[vi].own) setenv("TACO_DIRECT_AR_OWN", vs[vi].own, 1);
-    else unsetenv("TACO_DIRECT_AR_OWN");
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes && !dead; si++)
       for (size_t gi = 0; gi < sizeof groups / sizeof *groups && !dead; gi++)
         for (int inplace = 0; inplace < 2 && !dead; inplace++) {
@@ -83,15 +80,20 @@ static int check_direct_allreduce_variants(rt_nccl *w, coll_team *t, rt_coll_buf
           o.taco.group = groups[gi];
           o.allreduce = COLL_ALLREDUCE_TWO_SHOT;
           o.direct = COLL_DIRECT_ON;
+          o.direct_ar = vs[vi].mode;
+          o.direct_ar_pieces = vs[vi].pieces;
+          o.direct_ar_own_copy = vs[vi].own_copy;
           unsigned long long before = coll_direct_pipe_calls(t->direct);
           /* pipe applies when every piece is whole 16-group blocks per rank */
-          size_t unit = (size_t)(vs[vi].pieces ? atoi(vs[vi].pieces) : 1) * (size_t)w->nranks * 16u * (size_t)groups[gi];
-          int expect_pipe = strcmp(vs[vi].mode, "whole") && c.count % unit == 0 &&
-                            (strcmp(vs[vi].mode, "auto") || bytes >= COLL_DIRECT_AR_COPY_MIN_BYTES);
+          /* (pipe's default pieces: COLL_DIRECT_AR_PIECES_DEFAULT, 2; copy and auto: one piece) */
+          int pieces = vs[vi].pieces ? vs[vi].pieces : vs[vi].mode == COLL_DIRECT_AR_PIPE ? 2 : 1;
+          size_t unit = (size_t)pieces * (size_t)w->nranks * 16u * (size_t)groups[gi];
+          int expect_pipe = vs[vi].mode != COLL_DIRECT_AR_WHOLE && c.count % unit == 0 &&
+                            (vs[vi].mode != COLL_DIRECT_AR_AUTO || bytes >= COLL_DIRECT_AR_COPY_MIN_BYTES);
           char label[160];
-          snprintf(label, sizeof label, "allreduce %zu B G=%d %s DIRECT two-shot %s%s%s%s%s", bytes, groups[gi],
-                   inplace ? "in-place" : "out-of-place", vs[vi].mode, vs[vi].pieces ? " pieces " : "",
-                   vs[vi].pieces ? vs[vi].pieces : "", vs[vi].own ? " own " : "", vs[vi].own ? vs[vi].own : "");
+          snprintf(label, sizeof label, "allreduce %zu B G=%d %s DIRECT two-shot %s pieces %d own %s", bytes,
+                   groups[gi], inplace ? "in-place" : "out-of-place", coll_direct_ar_name(vs[vi].mode), pieces,
+                   vs[vi].mode == COLL_DIRECT_AR_COPY || vs[vi].own_copy ? "copy" : "dup");
           if (run_case(w, t, b, &c, &o, label)) dead = 1;
           unsigned long long after = coll_direct_pipe_calls(t->direct);
           if (!dead && (after > before) != expect_pipe) {
@@ -102,9 +104,6 @@ static int check_direct_allreduce_variants(rt_nccl *w, coll_team *t, rt_coll_buf
           }
         }
   }
-  unsetenv("TACO_DIRECT_AR");
-  unsetenv("TACO_DIRECT_AR_PIECES");
-  unsetenv("TACO_DIRECT_AR_OWN");
   return dead;
 }
 
@@ -177,7 +176,7 @@ int main(void) {
   }
   coll_team_set_timeout(&t, 20); /* a stuck direct wait fails the test within 20 s */
   const char *host_env = getenv("TEST_COLL_HOST");
-  if (host_env && atoi(host_env) == 1) setenv("TACO_HOST", "on", 1);
+  if (host_env && atoi(host_env) == 1) coll_team_set_host(&t, COLL_DIRECT_ON);
   const char *why = "";
   int direct = coll_direct_available(&t, &why);
   if (direct < 0) {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ts_coll.h"
 #include "ts_env.h"
 #include "ts_error.h"
 #include "ts_file.h"
@@ -348,20 +349,82 @@ static void test_env_knobs(void) {
   clear_knobs();
   CU_ASSERT_EQUAL(ts_env_knobs(buf, sizeof buf), 0);
   CU_ASSERT_STRING_EQUAL(buf, "");
-  setenv("TACO_TILING", "tiled", 1);
   setenv("NCCL_P2P_DISABLE", "1", 1);
+  setenv("EXEC_NO_OVERLAP", "1", 1);
   setenv("EXEC_ATTN", "unfused", 1);
-  setenv("TACORUN_TEST_KILL_AT_ITER", "3", 1);
+  setenv("TACO_TILING", "warp", 1);       /* read by nothing now: the codec's variants are options */
   setenv("TACORUN_RANK", "1", 1);         /* a launch variable, not an option */
   setenv("TACOSIM_MODELS_DIR", "/tmp", 1); /* a path, not an option */
-  CU_ASSERT_EQUAL(ts_env_knobs(buf, sizeof buf), 4);
-  CU_ASSERT_STRING_EQUAL(buf, " EXEC_ATTN=unfused NCCL_P2P_DISABLE=1 TACORUN_TEST_KILL_AT_ITER=3 TACO_TILING=tiled");
+  CU_ASSERT_EQUAL(ts_env_knobs(buf, sizeof buf), 3);
+  CU_ASSERT_STRING_EQUAL(buf, " EXEC_ATTN=unfused EXEC_NO_OVERLAP=1 NCCL_P2P_DISABLE=1");
   char small[24];
-  CU_ASSERT_EQUAL(ts_env_knobs(small, sizeof small), 4);
+  CU_ASSERT_EQUAL(ts_env_knobs(small, sizeof small), 3);
   CU_ASSERT_STRING_EQUAL(small, " EXEC_ATTN=unfused ...");
   CU_ASSERT(!ts_env_is_knob("TACORUN_ID_FILE=x") && !ts_env_is_knob("TACOSIM_TOPOLOGIES_DIR=x"));
   clear_knobs();
-  unsetenv("TACORUN_RANK"), unsetenv("TACOSIM_MODELS_DIR");
+  unsetenv("TACORUN_RANK"), unsetenv("TACOSIM_MODELS_DIR"), unsetenv("TACO_TILING");
+}
+
+/* tsj_dump_data: points on one line, the rest one member per line; what it
+ * writes reads back equal. */
+static void test_dump_data(void) {
+  json_t *v = json_pack("{s:i,s:{s:[{s:i,s:f},{s:i,s:f}]},s:[],s:s}", "schema", 1, "colls", "allreduce", "bytes", 4096,
+                        "us", 9.5, "bytes", 8192, "us", 12.25, "empty", "notes", "a \"b\"");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(tsj_dump_data(v, f, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)), 0);
+  fclose(f);
+  CU_ASSERT_STRING_EQUAL(buf, "{\n \"schema\": 1,\n \"colls\": {\n  \"allreduce\": [\n   {\"bytes\":4096,\"us\":9.5},\n"
+                              "   {\"bytes\":8192,\"us\":12.25}\n  ]\n },\n \"empty\": [],\n \"notes\": \"a \\\"b\\\"\"\n}\n");
+  ts_err e;
+  json_t *back = tsj_load_string(buf, len, "dump", &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+  CU_ASSERT(json_equal(v, back));
+  json_decref(back);
+  json_decref(v);
+  free(buf);
+}
+
+/* The collective table against nccl-tests' definitions (PERFORMANCE.md of
+ * nccl-tests: busbw factors 2(n-1)/n all-reduce, (n-1)/n all-gather,
+ * reduce-scatter, all-to-all, 1 send/recv) and the ring's latency steps. */
+static void test_coll_table(void) {
+  for (int n = 1; n <= 64; n *= 2) {
+    double f = (n - 1.0) / n;
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_busbw_factor(TS_COLL_ALLREDUCE, n), 2 * f, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_busbw_factor(TS_COLL_ALLGATHER, n), f, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_busbw_factor(TS_COLL_REDUCESCATTER, n), f, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_busbw_factor(TS_COLL_ALLTOALL, n), f, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_busbw_factor(TS_COLL_SENDRECV, n), 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_steps(TS_COLL_ALLREDUCE, n), 2.0 * (n - 1), 0);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_steps(TS_COLL_ALLGATHER, n), n - 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(ts_coll_steps(TS_COLL_SENDRECV, n), 1.0, 0);
+  }
+  CU_ASSERT_EQUAL(ts_coll_busbw_factor(TS_COLL_ALLREDUCE, 0), 0.0);
+  CU_ASSERT_EQUAL(ts_coll_busbw_factor(TS_COLL_COUNT, 4), 0.0);
+  /* the name list and the table are one */
+  for (int i = 0; i < TS_COLL_COUNT; i++) {
+    ts_coll c = TS_COLL_COUNT;
+    CU_ASSERT_STRING_EQUAL(ts_coll_names[i], ts_colls[i].name);
+    CU_ASSERT(ts_coll_parse(ts_coll_names[i], &c) == 0 && c == (ts_coll)i);
+  }
+  CU_ASSERT_PTR_NULL(ts_coll_names[TS_COLL_COUNT]);
+  for (int i = 0; i < TS_CODEC_COUNT; i++) CU_ASSERT_STRING_EQUAL(ts_codec_names[i], ts_codecs[i].name);
+  CU_ASSERT_PTR_NULL(ts_codec_names[TS_CODEC_COUNT]);
+  /* calibration keys: a collective, then optionally a codec */
+  ts_coll c;
+  CU_ASSERT(ts_coll_of_key("allreduce.taco128.fp32.infer", &c) == 0 && c == TS_COLL_ALLREDUCE);
+  CU_ASSERT(ts_coll_of_key("sendrecv", &c) == 0 && c == TS_COLL_SENDRECV);
+  CU_ASSERT_EQUAL(ts_coll_of_key("allreducex", &c), -1);
+  CU_ASSERT_EQUAL(ts_coll_parse("allreduce.taco128", &c), -1);
+  CU_ASSERT_EQUAL(ts_coll_of_key("broadcast", &c), -1);
+  /* the codecs: what travels */
+  CU_ASSERT(ts_codecs[TS_CODEC_TACO_CAAT].taco && ts_codecs[TS_CODEC_TACO_CAAT].caat);
+  CU_ASSERT(!ts_codecs[TS_CODEC_NONE].taco && !ts_codecs[TS_CODEC_NONE].caat);
+  CU_ASSERT_DOUBLE_EQUAL(ts_taco_wire_elements(256, 128), 256 + 16, 0);
+  CU_ASSERT_DOUBLE_EQUAL(ts_taco_wire_elements(129, 128), 129 + 16, 0);
+  CU_ASSERT_DOUBLE_EQUAL(ts_taco_wire_elements(100, 0), 100, 0);
 }
 
 int main(void) {
@@ -383,6 +446,8 @@ int main(void) {
   CU_add_test(s, "tsj_object", test_object_getters);
   CU_add_test(s, "tsj_schema", test_schema_getter);
   CU_add_test(s, "ts_env_knobs: the recorded families, sorted, cut safely", test_env_knobs);
+  CU_add_test(s, "ts_coll: one table of collectives and codecs", test_coll_table);
+  CU_add_test(s, "tsj_dump_data: one point per line, reads back equal", test_dump_data);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();

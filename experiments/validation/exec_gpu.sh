@@ -82,8 +82,8 @@ fault_one() { # fault_one PLAN
   rm -f "$idf" "$idf.t1"
   local env=(TACORUN_ID_FILE=$idf TACORUN_NRANKS=2)
   echo "=== fault: $plan ===" >>"$OUT/fault.txt"
-  (env "${env[@]}" TACORUN_RANK=1 TACORUN_LOCAL_RANK=1 TACORUN_TEST_KILL_AT_ITER=3 \
-     timeout 90 "$BIN" execute "$plan" --iters 100000 --warmup 1 --timeout 10 >"$OUT/fault.r1" 2>&1
+  (env "${env[@]}" TACORUN_RANK=1 TACORUN_LOCAL_RANK=1 \
+     timeout 90 "$BIN" execute "$plan" --iters 100000 --warmup 1 --timeout 10 --die-at 3 >"$OUT/fault.r1" 2>&1
    echo "$? $(date +%s.%N)" >"$idf.t1") &
   env "${env[@]}" TACORUN_RANK=0 TACORUN_LOCAL_RANK=0 \
     timeout 90 "$BIN" execute "$plan" --iters 100000 --warmup 1 --timeout 10 >"$OUT/fault.r0" 2>&1
