@@ -638,13 +638,16 @@ __global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv
   }
   const int key_lo = q_first + warp * 16; /* this warp's first key */
 
-  for (int it = 0; it < all_steps; it++) {
-    const int gi = it / steps, buf = it & 1, q0 = q_first + (it % steps) * BQ, bh = hd.bhq(gi);
+  /* step it is step st of query head gi; the next one is (ngi, nst) (counters, no division) */
+  int gi = 0, st = 0, ngi = 0, nst = 0;
+  for (int it = 0; it < all_steps; it++, gi = ngi, st = nst) {
+    ngi = gi, nst = st + 1;
+    if (nst == steps) nst = 0, ngi++;
+    const int buf = it & 1, q0 = q_first + st * BQ, bh = hd.bhq(gi);
     cp_async_wait_all();
     __syncthreads(); /* step it is in; every warp is done with buffer buf ^ 1 */
     if (it + 1 < all_steps) {
-      hd.template load_step<SD>(sQ, sdO, sL, sDs, (it + 1) / steps, q_first + ((it + 1) % steps) * BQ, buf ^ 1,
-                                tid);
+      hd.template load_step<SD>(sQ, sdO, sL, sDs, ngi, q_first + nst * BQ, buf ^ 1, tid);
       cp_async_commit();
     }
     const bf16 *cQ = sQ + buf * BQ * SD, *cdO = sdO + buf * BQ * SD;
@@ -857,12 +860,16 @@ __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, c
   /* phase 1's tile: keys kw*32.., queries qw*32..; phase 3's: queries q3*32.., columns d3*D/4.. */
   const int qw = warp >> 2, q3 = warp & 1, d3 = warp >> 1;
 
-  for (int it = 0; it < all_steps; it++) {
-    const int buf = it & 1, q0 = key0 + (it % steps) * BQ, bh = hd.bhq(it / steps);
+  /* step it is step st of query head gi; the next one is (ngi, nst) (counters, no division) */
+  int gi = 0, st = 0, ngi = 0, nst = 0;
+  for (int it = 0; it < all_steps; it++, gi = ngi, st = nst) {
+    ngi = gi, nst = st + 1;
+    if (nst == steps) nst = 0, ngi++;
+    const int buf = it & 1, q0 = key0 + st * BQ, bh = hd.bhq(gi);
     cp_async_wait_all();
     __syncthreads(); /* step it is in; every warp is done with buffer buf ^ 1, sP and sdS */
     if (it + 1 < all_steps) {
-      hd.template load_step<SD>(sQ, sdO, sL, sDs, (it + 1) / steps, key0 + ((it + 1) % steps) * BQ, buf ^ 1, tid);
+      hd.template load_step<SD>(sQ, sdO, sL, sDs, ngi, key0 + nst * BQ, buf ^ 1, tid);
       cp_async_commit();
     }
     const bf16 *cQ = sQ + buf * BQ * SD, *cdO = sdO + buf * BQ * SD;
