@@ -94,8 +94,8 @@ static int norm_bwd(exec_model *m, const void *x, int tg, int tb, float *mean, f
 static exec_attention_args attention_args(exec_model *m, exec_layer_acts *a, const void *qkv) {
   exec_attention_args r = {.gemm = m->gemm, .stream = m->stream, .batch = m->cfg.batch,
                            .lower_softmax = m->lower_softmax, .seq = m->cfg.seq, .heads = m->heads_local,
-                           .kv_heads = m->kv_local, .head_dim = m->head_dim, .qkv = qkv, .scores = m->scores, .P = a->P, .out = a->attn,
-                           .dout = m->dattn, .dP = m->dP, .dS = m->dS, .dqkv = m->dqkv};
+                           .kv_heads = m->kv_local, .head_dim = m->head_dim, .qkv = qkv, .scores = m->scores,
+                           .P = a->P, .out = a->attn, .dout = m->dattn, .dP = m->dP, .dS = m->dS, .dqkv = m->dqkv};
   return r;
 }
 
