@@ -40,6 +40,16 @@ static const exec_ref_config check_configs[] = {
      .qkv_bias = 1, .untied = 1},
     {.vocab = 512, .hidden = 128, .heads = 4, .ffn = 512, .layers = 2, .seq = 128, .batch = 2,
      .act = EXEC_ACT_GELU, .norm = EXEC_NORM_LAYERNORM, .norm_eps = 1e-5, .qkv_bias = 1, .linear_bias = 1},
+    /* grouped-query attention on the zoo's kernel shapes (the models above have head_dim 32 and seq 128, which
+     * run the 64-row kernels): Llama-like, 8 query heads over 2 key/value heads (groups of 4) of head_dim 64 at
+     * seq 256, and Qwen-like with QKV bias, 4 over 2 of head_dim 128 at seq 384: the 128-row forward and the
+     * 128-key backward, which sums dK and dV over each group's query heads (runtime/exec_flash.h) */
+    {.vocab = 512, .hidden = 512, .heads = 8, .ffn = 512, .layers = 2, .seq = 256, .batch = 2,
+     .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-5, .kv_heads = 2, .rope_theta = 1e4,
+     .untied = 1},
+    {.vocab = 512, .hidden = 512, .heads = 4, .ffn = 512, .layers = 2, .seq = 384, .batch = 2,
+     .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-6, .kv_heads = 2, .rope_theta = 1e6,
+     .qkv_bias = 1, .untied = 1},
 };
 
 enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_PP2_PLAN_REF,

@@ -16,9 +16,26 @@
     if ((x) != 0) return -1;                                                                                 \
   } while (0)
 
+static long long kv_heads_of(const exec_attention_args *a) { return a->kv_heads > 0 ? a->kv_heads : a->heads; }
+
+int exec_attention_gqa_ok(long long seq, long long heads, long long kv_heads, long long head_dim) {
+  return exec_flash_selected(seq, head_dim) && exec_flash_gqa_supported(seq, heads, kv_heads, head_dim);
+}
+
+/* grouped heads on the unfused path: refused (exec_core.h) */
+static int unfused_mha_only(const exec_attention_args *a, ts_err *e) {
+  if (kv_heads_of(a) == a->heads) return 0;
+  return ts_fail(e, NULL, "attention",
+                 "grouped-query attention (%lld query heads over %lld key/value heads) runs on the fused kernels "
+                 "only: seq %lld, head_dim %lld are not supported by them (or EXEC_ATTN=unfused is set)",
+                 a->heads, kv_heads_of(a), a->seq, a->head_dim);
+}
+
 int exec_attention_fwd(const exec_attention_args *a, ts_err *e) {
   if (exec_flash_selected(a->seq, a->head_dim)) /* lse in P (exec_core.h) */
-    return exec_flash_fwd(a->qkv, a->out, (float *)a->P, a->batch, a->seq, a->heads, a->head_dim, a->stream, e);
+    return exec_flash_fwd_gqa(a->qkv, a->out, (float *)a->P, a->batch, a->seq, a->heads, kv_heads_of(a),
+                              a->head_dim, a->stream, e);
+  CORE_TRY(unfused_mha_only(a, e));
   const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, ld = 3 * hl;
   const uint16_t *qkv = a->qkv;
   for (int b = 0; b < a->batch; b++) {
@@ -46,8 +63,9 @@ int exec_attention_fwd(const exec_attention_args *a, ts_err *e) {
 
 int exec_attention_bwd(const exec_attention_args *a, ts_err *e) {
   if (exec_flash_selected(a->seq, a->head_dim)) /* lse from P, scratch in dP (exec_core.h) */
-    return exec_flash_bwd(a->qkv, a->out, a->dout, (const float *)a->P, (float *)a->dP, a->dqkv, a->batch, a->seq,
-                          a->heads, a->head_dim, a->stream, e);
+    return exec_flash_bwd_gqa(a->qkv, a->out, a->dout, (const float *)a->P, (float *)a->dP, a->dqkv, a->batch,
+                              a->seq, a->heads, kv_heads_of(a), a->head_dim, a->stream, e);
+  CORE_TRY(unfused_mha_only(a, e));
   const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, ld = 3 * hl;
   const float scale = 1.0f / sqrtf((float)d);
   for (int b = 0; b < a->batch; b++) {

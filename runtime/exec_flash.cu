@@ -188,8 +188,8 @@ static __device__ __forceinline__ void store_rows(bf16 *dst, long long ld, const
  * kernel, NW = 8 shares each K/V tile among 8 warps), 64-key blocks. */
 template <int D, int NW>
 __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 3) flash_fwd_kernel(const bf16 *qkv, bf16 *out, float *lse, int S, int H,
-                                                            long long ld, long long hl, float scale_log2,
-                                                            int head_major) {
+                                                            long long ld, long long hl, int G, long long kvl,
+                                                            float scale_log2, int head_major) {
   constexpr int BQ = 16 * NW, B = 64, SD = D + 8, NT = 32 * NW;
   extern __shared__ __align__(16) unsigned char flash_smem[];
   bf16 *sQ = reinterpret_cast<bf16 *>(flash_smem), *sK = sQ + BQ * SD, *sV = sK + B * SD;
@@ -198,7 +198,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 3) flash_fwd_kernel(con
   const int qb = ntiles - 1 - tile; /* the longest rows first */
   const int b = bh / H, h = bh % H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
+  const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D;
+  const bf16 *K = qkv + (long long)b * S * ld + hl + (long long)(h / G) * D, *V = K + kvl; /* the group's K/V head */
   const int wrow0 = qb * BQ + warp * 16; /* this warp's first query */
   const int nkb = (qb + 1) * BQ / B;
 
@@ -369,8 +370,8 @@ static __device__ __forceinline__ void mma_sb2(float acc[2][N / 8][4], const bf1
  * block j and V_j during S of block j, two barriers per block, exp2f. */
 template <int D, bool TWO_STAGE>
 __global__ void __launch_bounds__(128, 2) flash_fwd128_kernel(const bf16 *qkv, bf16 *out, float *lse, int S, int H,
-                                                              long long ld, long long hl, float scale_log2,
-                                                              int head_major) {
+                                                              long long ld, long long hl, int G, long long kvl,
+                                                              float scale_log2, int head_major) {
   constexpr int BQ = 128, BK = 64, SD = D + 8;
   extern __shared__ __align__(16) unsigned char flash_smem[];
   /* sK, sV: [2][BK][SD] each when TWO_STAGE, else [BK][SD] */
@@ -380,7 +381,8 @@ __global__ void __launch_bounds__(128, 2) flash_fwd128_kernel(const bf16 *qkv, b
   const int qt = ntiles - 1 - tile; /* the longest rows first */
   const int b = bh / H, h = bh % H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
+  const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D;
+  const bf16 *K = qkv + (long long)b * S * ld + hl + (long long)(h / G) * D, *V = K + kvl; /* the group's K/V head */
   const int wrow0 = qt * BQ + warp * 32; /* this warp's first query */
 
   load_tile<BQ, D, SD>(sQ, Q + (long long)qt * BQ * ld, ld, tid);
@@ -517,40 +519,47 @@ __global__ void flash_dsum_kernel(const bf16 *out, const bf16 *dout, float *dsum
 }
 
 /* What the two key-block backward kernels (flash_bwd_dkdv_kernel and
- * flash_bwd128_kernel) share: the CTA's (batch, head) and key block, its
- * head's Q, K, V, dO, lse and dsum, and the cp.async loads of one query step
- * (BQ rows of Q and dO, their lse and dsum) into buffer `buf` of the step's
- * shared-memory tiles (not committed). NT threads. */
+ * flash_bwd128_kernel) share: the CTA's (batch, key/value head) and key
+ * block, that head's K and V, and the cp.async loads of one query step (BQ
+ * rows of Q and dO of query head gi of the group, their lse and dsum) into
+ * buffer `buf` of the step's shared-memory tiles (not committed). G query
+ * heads share a key/value head (G = 1: multi-head); the CTA runs the steps of
+ * all G, so dK and dV sum over the group in registers. NT threads. */
 template <int D, int BQ, int NT>
 struct BwdHead {
-  int key_block, bh;
-  const bf16 *Q, *K, *V, *dO;
-  const float *L, *Ds;
+  int key_block, b, kvh, S, H, G;
+  const bf16 *qkv_b, *dout_b, *K, *V;
+  const float *lse, *dsum;
   long long ld, hl;
 
-  __device__ __forceinline__ BwdHead(const bf16 *qkv, const bf16 *dout, const float *lse, const float *dsum, int S,
-                                     int H, long long ld_, long long hl_, int head_major)
-      : ld(ld_), hl(hl_) {
-    int ntiles;
-    cta_tile(head_major, key_block, ntiles, bh); /* key block 0 sees every query: the longest first */
-    const int b = bh / H, h = bh % H;
-    Q = qkv + (long long)b * S * ld + (long long)h * D;
-    K = Q + hl;
-    V = Q + 2 * hl;
-    dO = dout + (long long)b * S * hl + (long long)h * D;
-    L = lse + (long long)bh * S;
-    Ds = dsum + (long long)bh * S;
+  __device__ __forceinline__ BwdHead(const bf16 *qkv, const bf16 *dout, const float *lse_, const float *dsum_,
+                                     int S_, int H_, int G_, long long ld_, long long hl_, long long kvl,
+                                     int head_major)
+      : S(S_), H(H_), G(G_), lse(lse_), dsum(dsum_), ld(ld_), hl(hl_) {
+    int ntiles, bkv;
+    cta_tile(head_major, key_block, ntiles, bkv); /* key block 0 sees every query: the longest first */
+    b = bkv / (H / G);
+    kvh = bkv % (H / G);
+    qkv_b = qkv + (long long)b * S * ld;
+    dout_b = dout + (long long)b * S * hl;
+    K = qkv_b + hl + (long long)kvh * D;
+    V = K + kvl;
   }
+  /* (batch, query head) index of query head gi of the group: lse, dsum and dq_acc rows */
+  __device__ __forceinline__ int bhq(int gi) const { return b * H + kvh * G + gi; }
   /* K and V rows key0.. of the block (BK rows) */
   template <int BK, int SD>
   __device__ __forceinline__ void load_keys(bf16 *sK, bf16 *sV, int key0, int tid) const {
     load_tile<BK, D, SD, NT>(sK, K + (long long)key0 * ld, ld, tid);
     load_tile<BK, D, SD, NT>(sV, V + (long long)key0 * ld, ld, tid);
   }
-  /* queries q0 .. q0 + BQ - 1 into buffer buf of sQ, sdO ([2][BQ][SD]) and sL, sDs ([2][BQ]) */
+  /* queries q0 .. q0 + BQ - 1 of query head gi into buffer buf of sQ, sdO ([2][BQ][SD]) and sL, sDs ([2][BQ]) */
   template <int SD>
-  __device__ __forceinline__ void load_step(bf16 *sQ, bf16 *sdO, float *sL, float *sDs, int q0, int buf,
+  __device__ __forceinline__ void load_step(bf16 *sQ, bf16 *sdO, float *sL, float *sDs, int gi, int q0, int buf,
                                             int tid) const {
+    const long long h = (long long)kvh * G + gi;
+    const bf16 *Q = qkv_b + h * D, *dO = dout_b + h * D;
+    const float *L = lse + (long long)bhq(gi) * S, *Ds = dsum + (long long)bhq(gi) * S;
     load_tile<BQ, D, SD, NT>(sQ + buf * BQ * SD, Q + (long long)q0 * ld, ld, tid);
     load_tile<BQ, D, SD, NT>(sdO + buf * BQ * SD, dO + (long long)q0 * hl, hl, tid);
     if (tid < BQ / 4) cp_async16(sL + buf * BQ + tid * 4, L + q0 + tid * 4);
@@ -600,8 +609,9 @@ __global__ void __launch_bounds__(256) flash_dsum16_kernel(const bf16 *out, cons
 template <int D, bool ATOMIC_DQ, int NW>
 __global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
                                                                  const float *dsum, bf16 *dqkv, float *dq_acc, int S,
-                                                                 int H, long long ld, long long hl, float scale_log2,
-                                                                 float scale, int head_major) {
+                                                                 int H, int G, long long ld, long long hl,
+                                                                 long long kvl, float scale_log2, float scale,
+                                                                 int head_major) {
   constexpr int BK = 16 * NW, BQ = 32, SD = D + 8, SDS = BQ + 8, NT = 32 * NW;
   static_assert(2 * D / NW >= 16, "a warp's dQ columns must hold one ldmatrix.x4 pair");
   extern __shared__ __align__(16) unsigned char flash_smem[];
@@ -611,13 +621,13 @@ __global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv
   float *sL = reinterpret_cast<float *>(sdO + 2 * BQ * SD); /* [2][BQ] lse, then [2][BQ] dsum */
   float *sDs = sL + 2 * BQ;
   bf16 *sdS = reinterpret_cast<bf16 *>(sDs + 2 * BQ); /* [BK][SDS]: dS^T of the step (ATOMIC_DQ) */
-  const BwdHead<D, BQ, NT> hd(qkv, dout, lse, dsum, S, H, ld, hl, head_major);
-  const int bh = hd.bh, b = bh / H, h = bh % H;
+  const BwdHead<D, BQ, NT> hd(qkv, dout, lse, dsum, S, H, G, ld, hl, kvl, head_major);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
-  const int q_first = hd.key_block * BK, steps = (S - q_first) / BQ;
+  /* the steps of the G query heads one after another (step it: head it / steps) */
+  const int q_first = hd.key_block * BK, steps = (S - q_first) / BQ, all_steps = G * steps;
   hd.template load_keys<BK, SD>(sK, sV, q_first, tid);
-  hd.template load_step<SD>(sQ, sdO, sL, sDs, q_first, 0, tid);
+  hd.template load_step<SD>(sQ, sdO, sL, sDs, 0, q_first, 0, tid);
   cp_async_commit();
 
   float dk[D / 8][4], dv[D / 8][4];
@@ -628,12 +638,16 @@ __global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv
   }
   const int key_lo = q_first + warp * 16; /* this warp's first key */
 
-  for (int st = 0; st < steps; st++) {
-    const int buf = st & 1, q0 = q_first + st * BQ;
+  /* step it is step st of query head gi; the next one is (ngi, nst) (counters, no division) */
+  int gi = 0, st = 0, ngi = 0, nst = 0;
+  for (int it = 0; it < all_steps; it++, gi = ngi, st = nst) {
+    ngi = gi, nst = st + 1;
+    if (nst == steps) nst = 0, ngi++;
+    const int buf = it & 1, q0 = q_first + st * BQ, bh = hd.bhq(gi);
     cp_async_wait_all();
-    __syncthreads(); /* step st is in; every warp is done with buffer buf ^ 1 */
-    if (st + 1 < steps) {
-      hd.template load_step<SD>(sQ, sdO, sL, sDs, q0 + BQ, buf ^ 1, tid);
+    __syncthreads(); /* step it is in; every warp is done with buffer buf ^ 1 */
+    if (it + 1 < all_steps) {
+      hd.template load_step<SD>(sQ, sdO, sL, sDs, ngi, q_first + nst * BQ, buf ^ 1, tid);
       cp_async_commit();
     }
     const bf16 *cQ = sQ + buf * BQ * SD, *cdO = sdO + buf * BQ * SD;
@@ -703,17 +717,17 @@ __global__ void __launch_bounds__(32 * NW) flash_bwd_dkdv_kernel(const bf16 *qkv
     }
   }
 
-  bf16 *dK = dqkv + ((long long)b * S + key_lo) * ld + hl + (long long)h * D;
+  bf16 *dK = dqkv + ((long long)hd.b * S + key_lo) * ld + hl + (long long)hd.kvh * D;
   store_rows<D>(dK, ld, dk, scale, scale, lane);
-  store_rows<D>(dK + hl, ld, dv, 1.f, 1.f, lane);
+  store_rows<D>(dK + kvl, ld, dv, 1.f, 1.f, lane);
 }
 
 /* dQ of one 64-query block (warp: 16 queries), looping over the 64-key blocks up to the diagonal. */
 template <int D>
 __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
-                                                           const float *dsum, bf16 *dqkv, int S, int H, long long ld,
-                                                           long long hl, float scale_log2, float scale,
-                                                           int head_major) {
+                                                           const float *dsum, bf16 *dqkv, int S, int H, int G,
+                                                           long long ld, long long hl, long long kvl,
+                                                           float scale_log2, float scale, int head_major) {
   constexpr int B = 64, SD = D + 8;
   extern __shared__ __align__(16) unsigned char flash_smem[];
   bf16 *sQ = reinterpret_cast<bf16 *>(flash_smem), *sdO = sQ + B * SD;
@@ -724,7 +738,8 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const bf16 *qkv, cons
   const int qb = ntiles - 1 - tile; /* the longest rows first */
   const int b = bh / H, h = bh % H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D, *K = Q + hl, *V = Q + 2 * hl;
+  const bf16 *Q = qkv + (long long)b * S * ld + (long long)h * D;
+  const bf16 *K = qkv + (long long)b * S * ld + hl + (long long)(h / G) * D, *V = K + kvl; /* the group's K/V head */
   const bf16 *dO = dout + (long long)b * S * hl + (long long)h * D;
   const int row0 = qb * B + warp * 16;
   const float L0 = lse[(long long)bh * S + row0 + g], L1 = lse[(long long)bh * S + row0 + g + 8];
@@ -811,8 +826,8 @@ __global__ void flash_dq_store4_kernel(const float *dq_acc, bf16 *dqkv, long lon
 template <int D, bool V4, bool FTZ>
 __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
                                                               const float *dsum, bf16 *dqkv, float *dq_acc, int S,
-                                                              int H, long long ld, long long hl, float scale_log2,
-                                                              float scale, int head_major) {
+                                                              int H, int G, long long ld, long long hl, long long kvl,
+                                                              float scale_log2, float scale, int head_major) {
   constexpr int BK = 128, BQ = 64, SD = D + 8, SP = BQ + 8, NT = 256;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   extern __shared__ __align__(16) unsigned char flash_smem[];
@@ -823,13 +838,13 @@ __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, c
   bf16 *sdS = sP + BK * SP;     /* [BK][SP]: dS^T of the step (unscaled) */
   float *sL = reinterpret_cast<float *>(sdS + BK * SP); /* [2][BQ] lse, then [2][BQ] dsum */
   float *sDs = sL + 2 * BQ;
-  const BwdHead<D, BQ, NT> hd(qkv, dout, lse, dsum, S, H, ld, hl, head_major);
-  const int bh = hd.bh, b = bh / H, h = bh % H;
+  const BwdHead<D, BQ, NT> hd(qkv, dout, lse, dsum, S, H, G, ld, hl, kvl, head_major);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
-  const int key0 = hd.key_block * BK, steps = (S - key0) / BQ;
+  /* the steps of the G query heads one after another (step it: head it / steps) */
+  const int key0 = hd.key_block * BK, steps = (S - key0) / BQ, all_steps = G * steps;
   hd.template load_keys<BK, SD>(sK, sV, key0, tid);
-  hd.template load_step<SD>(sQ, sdO, sL, sDs, key0, 0, tid);
+  hd.template load_step<SD>(sQ, sdO, sL, sDs, 0, key0, 0, tid);
   cp_async_commit();
 
   /* phase 2's tile: keys kw*32.., columns dw*D/2.. */
@@ -845,12 +860,16 @@ __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, c
   /* phase 1's tile: keys kw*32.., queries qw*32..; phase 3's: queries q3*32.., columns d3*D/4.. */
   const int qw = warp >> 2, q3 = warp & 1, d3 = warp >> 1;
 
-  for (int st = 0; st < steps; st++) {
-    const int buf = st & 1, q0 = key0 + st * BQ;
+  /* step it is step st of query head gi; the next one is (ngi, nst) (counters, no division) */
+  int gi = 0, st = 0, ngi = 0, nst = 0;
+  for (int it = 0; it < all_steps; it++, gi = ngi, st = nst) {
+    ngi = gi, nst = st + 1;
+    if (nst == steps) nst = 0, ngi++;
+    const int buf = it & 1, q0 = key0 + st * BQ, bh = hd.bhq(gi);
     cp_async_wait_all();
-    __syncthreads(); /* step st is in; every warp is done with buffer buf ^ 1, sP and sdS */
-    if (st + 1 < steps) {
-      hd.template load_step<SD>(sQ, sdO, sL, sDs, q0 + BQ, buf ^ 1, tid);
+    __syncthreads(); /* step it is in; every warp is done with buffer buf ^ 1, sP and sdS */
+    if (it + 1 < all_steps) {
+      hd.template load_step<SD>(sQ, sdO, sL, sDs, ngi, key0 + nst * BQ, buf ^ 1, tid);
       cp_async_commit();
     }
     const bf16 *cQ = sQ + buf * BQ * SD, *cdO = sdO + buf * BQ * SD;
@@ -964,11 +983,11 @@ __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, c
     }
   }
 
-  bf16 *dK = dqkv + ((long long)b * S + key0 + kw * 32) * ld + hl + (long long)h * D + dw * (D / 2);
+  bf16 *dK = dqkv + ((long long)hd.b * S + key0 + kw * 32) * ld + hl + (long long)hd.kvh * D + dw * (D / 2);
 #pragma unroll
   for (int mt = 0; mt < 2; mt++) {
     store_rows<D / 2>(dK + (long long)mt * 16 * ld, ld, dk[mt], scale, scale, lane);
-    store_rows<D / 2>(dK + (long long)mt * 16 * ld + hl, ld, dv[mt], 1.f, 1.f, lane);
+    store_rows<D / 2>(dK + (long long)mt * 16 * ld + kvl, ld, dv[mt], 1.f, 1.f, lane);
   }
 }
 
@@ -1025,7 +1044,8 @@ static int bwd_warps(int d, int S) { return env_is("EXEC_FLASH_BWD_WARPS", "8") 
 static size_t dq_smem(int d) { return (size_t)6 * 64 * (d + 8) * sizeof(bf16); }
 
 template <int D>
-static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S, int H, cudaStream_t st, ts_err *e) {
+static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S, int H, int KV, cudaStream_t st,
+                       ts_err *e) {
   static int ready;
   if (!ready) {
     cudaError_t ce = cudaFuncSetAttribute(flash_fwd_kernel<D, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1042,24 +1062,25 @@ static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S,
     if (ce != cudaSuccess) return ts_fail_sys(e, "flash attention forward: shared memory: %s", cudaGetErrorString(ce));
     ready = 1;
   }
-  const long long hl = (long long)H * D;
+  const long long hl = (long long)H * D, kvl = (long long)KV * D, ld = hl + 2 * kvl;
+  const int G = H / KV;
   const float scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
   const int bh = batch * H;
   if (S % 128 == 0 && !env_is("EXEC_FLASH_FWD", "v1")) {
     const int tiles = S / 128, hm = head_major(tiles);
     const dim3 grid = tile_grid(tiles, bh, hm);
     if (env_is("EXEC_FLASH_FWD", "w8"))
-      flash_fwd_kernel<D, 8><<<grid, 256, fwd_smem(D, 8), st>>>(qkv, out, lse, S, H, 3 * hl, hl, scale_log2, hm);
+      flash_fwd_kernel<D, 8><<<grid, 256, fwd_smem(D, 8), st>>>(qkv, out, lse, S, H, ld, hl, G, kvl, scale_log2, hm);
     else if (env_is("EXEC_FLASH_FWD", "fa128"))
-      flash_fwd128_kernel<D, false><<<grid, 128, fwd128_smem(D, false), st>>>(qkv, out, lse, S, H, 3 * hl, hl,
-                                                                             scale_log2, hm);
+      flash_fwd128_kernel<D, false><<<grid, 128, fwd128_smem(D, false), st>>>(qkv, out, lse, S, H, ld, hl, G,
+                                                                             kvl, scale_log2, hm);
     else
-      flash_fwd128_kernel<D, true><<<grid, 128, fwd128_smem(D, true), st>>>(qkv, out, lse, S, H, 3 * hl, hl,
-                                                                           scale_log2, hm);
+      flash_fwd128_kernel<D, true><<<grid, 128, fwd128_smem(D, true), st>>>(qkv, out, lse, S, H, ld, hl, G,
+                                                                           kvl, scale_log2, hm);
   } else {
     const int tiles = S / 64, hm = head_major(tiles);
-    flash_fwd_kernel<D, 4><<<tile_grid(tiles, bh, hm), 128, fwd_smem(D, 4), st>>>(qkv, out, lse, S, H, 3 * hl, hl,
-                                                                                  scale_log2, hm);
+    flash_fwd_kernel<D, 4><<<tile_grid(tiles, bh, hm), 128, fwd_smem(D, 4), st>>>(qkv, out, lse, S, H, ld, hl, G,
+                                                                                  kvl, scale_log2, hm);
   }
   FLASH_LAUNCH("flash attention forward");
   return 0;
@@ -1073,7 +1094,7 @@ static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S,
  * a multiple of 128, else v1. */
 template <int D>
 static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const float *lse, float *scratch,
-                       bf16 *dqkv, int batch, int S, int H, cudaStream_t st, ts_err *e) {
+                       bf16 *dqkv, int batch, int S, int H, int KV, cudaStream_t st, ts_err *e) {
   constexpr int DD = D >= 64 ? D : 64; /* the 128-key kernel runs for D >= 64 only */
   static int ready;
   if (!ready) {
@@ -1100,8 +1121,10 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
       return ts_fail_sys(e, "flash attention backward: shared memory: %s", cudaGetErrorString(ce));
     ready = 1;
   }
-  const long long hl = (long long)H * D, rows = (long long)batch * H * S;
-  const int bh = batch * H;
+  const long long hl = (long long)H * D, rows = (long long)batch * H * S, kvl = (long long)KV * D, ld = hl + 2 * kvl;
+  /* the key-block kernels run one CTA per (batch, key/value head) and key
+   * block over the G query heads of its group; the dQ pass per query head */
+  const int bh = batch * H, bkv = batch * KV, G = H / KV;
   const float scale = (float)(1.0 / sqrt((double)D)), scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
   float *dsum = scratch, *dq_acc = scratch + ((rows + 3) / 4) * 4; /* 16-byte aligned */
   const bool split = env_is("EXEC_FLASH_BWD", "split");
@@ -1118,13 +1141,13 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
     flash_dsum_kernel<D><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(out, dout, dsum, rows, S, H, hl);
   FLASH_LAUNCH("flash attention backward (row sums)");
   const int hm64 = head_major(S / 64);
-  const dim3 grid = tile_grid(S / 64, bh, hm64);
+  const dim3 grid = tile_grid(S / 64, bkv, hm64);
   if (split) {
     flash_bwd_dkdv_kernel<D, false, 4><<<grid, 128, dkdv_smem(D, false, 4), st>>>(
-        qkv, dout, lse, dsum, dqkv, NULL, S, H, 3 * hl, hl, scale_log2, scale, hm64);
+        qkv, dout, lse, dsum, dqkv, NULL, S, H, G, ld, hl, kvl, scale_log2, scale, hm64);
     FLASH_LAUNCH("flash attention backward (dK, dV)");
-    flash_bwd_dq_kernel<D><<<grid, 128, dq_smem(D), st>>>(qkv, dout, lse, dsum, dqkv, S, H, 3 * hl, hl, scale_log2,
-                                                           scale, hm64);
+    flash_bwd_dq_kernel<D><<<tile_grid(S / 64, bh, hm64), 128, dq_smem(D), st>>>(
+        qkv, dout, lse, dsum, dqkv, S, H, G, ld, hl, kvl, scale_log2, scale, hm64);
     FLASH_LAUNCH("flash attention backward (dQ)");
     return 0;
   }
@@ -1134,40 +1157,43 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
   }
   if (D >= 64 && S % 128 == 0 && !env_is("EXEC_FLASH_BWD", "v1")) {
     const int hm = head_major(S / 128);
-    const dim3 grid128 = tile_grid(S / 128, bh, hm);
+    const dim3 grid128 = tile_grid(S / 128, bkv, hm);
     if (env_is("EXEC_FLASH_BWD", "v4"))
       flash_bwd128_kernel<DD, true, true><<<grid128, 256, bwd128_smem(D), st>>>(
-          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale, hm);
+          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm);
     else if (env_is("EXEC_FLASH_BWD", "fa128"))
       flash_bwd128_kernel<DD, false, false><<<grid128, 256, bwd128_smem(D), st>>>(
-          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale, hm);
+          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm);
     else
       flash_bwd128_kernel<DD, false, true><<<grid128, 256, bwd128_smem(D), st>>>(
-          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale, hm);
+          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm);
   } else if (D >= 64 && bwd_warps(D, S) == 8) {
     constexpr int NW = D >= 64 ? 8 : 4; /* this branch runs for D >= 64 only */
     const int hm = head_major(S / (16 * NW));
-    flash_bwd_dkdv_kernel<D, true, NW><<<tile_grid(S / (16 * NW), bh, hm), 32 * NW, dkdv_smem(D, true, NW), st>>>(
-        qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale, hm);
+    flash_bwd_dkdv_kernel<D, true, NW><<<tile_grid(S / (16 * NW), bkv, hm), 32 * NW, dkdv_smem(D, true, NW), st>>>(
+        qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm);
   } else {
     flash_bwd_dkdv_kernel<D, true, 4><<<grid, 128, dkdv_smem(D, true, 4), st>>>(
-        qkv, dout, lse, dsum, dqkv, dq_acc, S, H, 3 * hl, hl, scale_log2, scale, hm64);
+        qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm64);
   }
   FLASH_LAUNCH("flash attention backward (dK, dV, dQ)");
   const long long pairs = rows * D / 2, quads = rows * D / 4;
   if (wide)
     flash_dq_store4_kernel<D><<<(unsigned)((quads + 255) / 256 < 65535 * 8 ? (quads + 255) / 256 : 65535 * 8), 256, 0,
-                                st>>>(dq_acc, dqkv, quads, S, H, 3 * hl, scale);
+                                st>>>(dq_acc, dqkv, quads, S, H, ld, scale);
   else
     flash_dq_store_kernel<D><<<(unsigned)((pairs + 255) / 256 < 65535 * 8 ? (pairs + 255) / 256 : 65535 * 8), 256, 0,
-                               st>>>(dq_acc, dqkv, pairs, S, H, 3 * hl, scale);
+                               st>>>(dq_acc, dqkv, pairs, S, H, ld, scale);
   FLASH_LAUNCH("flash attention backward (dQ store)");
   return 0;
 }
 
-static int check_shape(const char *what, int batch, long long seq, long long heads, long long head_dim, ts_err *e) {
+static int check_shape(const char *what, int batch, long long seq, long long heads, long long kv_heads,
+                       long long head_dim, ts_err *e) {
   if (batch < 1 || heads < 1 || batch * heads > 65535)
     return ts_fail(e, NULL, what, "batch %d x heads %lld must be in 1..65535", batch, heads);
+  if (kv_heads < 1 || heads % kv_heads)
+    return ts_fail(e, NULL, what, "kv_heads %lld must divide heads %lld", kv_heads, heads);
   if (!exec_flash_supported(seq, head_dim))
     return ts_fail(e, NULL, what, "seq %lld (a multiple of 64) / head_dim %lld (32, 64 or 128) not supported", seq,
                    head_dim);
@@ -1175,17 +1201,27 @@ static int check_shape(const char *what, int batch, long long seq, long long hea
   return 0;
 }
 
-extern "C" int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch, long long seq, long long heads,
-                              long long head_dim, void *stream, ts_err *e) {
-  if (check_shape("flash attention forward", batch, seq, heads, head_dim, e)) return -1;
+int exec_flash_gqa_supported(long long seq, long long heads, long long kv_heads, long long head_dim) {
+  return heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0 && exec_flash_supported(seq, head_dim);
+}
+
+extern "C" int exec_flash_fwd_gqa(const void *qkv, void *out, float *lse, int batch, long long seq, long long heads,
+                                  long long kv_heads, long long head_dim, void *stream, ts_err *e) {
+  if (check_shape("flash attention forward", batch, seq, heads, kv_heads, head_dim, e)) return -1;
   const bf16 *q = (const bf16 *)qkv;
   bf16 *o = (bf16 *)out;
   cudaStream_t st = (cudaStream_t)stream;
+  const int S = (int)seq, H = (int)heads, KV = (int)kv_heads;
   switch (head_dim) {
-  case 32: return flash_fwd_t<32>(q, o, lse, batch, (int)seq, (int)heads, st, e);
-  case 64: return flash_fwd_t<64>(q, o, lse, batch, (int)seq, (int)heads, st, e);
-  default: return flash_fwd_t<128>(q, o, lse, batch, (int)seq, (int)heads, st, e);
+  case 32: return flash_fwd_t<32>(q, o, lse, batch, S, H, KV, st, e);
+  case 64: return flash_fwd_t<64>(q, o, lse, batch, S, H, KV, st, e);
+  default: return flash_fwd_t<128>(q, o, lse, batch, S, H, KV, st, e);
   }
+}
+
+extern "C" int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch, long long seq, long long heads,
+                              long long head_dim, void *stream, ts_err *e) {
+  return exec_flash_fwd_gqa(qkv, out, lse, batch, seq, heads, heads, head_dim, stream, e);
 }
 
 long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long heads, long long head_dim) {
@@ -1193,16 +1229,23 @@ long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long head
   return (rows + 3) / 4 * 4 + rows * head_dim;
 }
 
-extern "C" int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch,
-                              void *dqkv, int batch, long long seq, long long heads, long long head_dim, void *stream,
-                              ts_err *e) {
-  if (check_shape("flash attention backward", batch, seq, heads, head_dim, e)) return -1;
+extern "C" int exec_flash_bwd_gqa(const void *qkv, const void *out, const void *dout, const float *lse,
+                                  float *scratch, void *dqkv, int batch, long long seq, long long heads,
+                                  long long kv_heads, long long head_dim, void *stream, ts_err *e) {
+  if (check_shape("flash attention backward", batch, seq, heads, kv_heads, head_dim, e)) return -1;
   const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)out, *d = (const bf16 *)dout;
   bf16 *dq = (bf16 *)dqkv;
   cudaStream_t st = (cudaStream_t)stream;
+  const int S = (int)seq, H = (int)heads, KV = (int)kv_heads;
   switch (head_dim) {
-  case 32: return flash_bwd_t<32>(q, o, d, lse, scratch, dq, batch, (int)seq, (int)heads, st, e);
-  case 64: return flash_bwd_t<64>(q, o, d, lse, scratch, dq, batch, (int)seq, (int)heads, st, e);
-  default: return flash_bwd_t<128>(q, o, d, lse, scratch, dq, batch, (int)seq, (int)heads, st, e);
+  case 32: return flash_bwd_t<32>(q, o, d, lse, scratch, dq, batch, S, H, KV, st, e);
+  case 64: return flash_bwd_t<64>(q, o, d, lse, scratch, dq, batch, S, H, KV, st, e);
+  default: return flash_bwd_t<128>(q, o, d, lse, scratch, dq, batch, S, H, KV, st, e);
   }
+}
+
+extern "C" int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch,
+                              void *dqkv, int batch, long long seq, long long heads, long long head_dim, void *stream,
+                              ts_err *e) {
+  return exec_flash_bwd_gqa(qkv, out, dout, lse, scratch, dqkv, batch, seq, heads, heads, head_dim, stream, e);
 }

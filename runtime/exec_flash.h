@@ -11,6 +11,18 @@
  * backward's `scratch` exec_flash_bwd_scratch_floats() floats (row sums of
  * dO*O, and dQ accumulated in FP32). Softmax scale is 1/sqrt(d).
  *
+ * Grouped-query attention (the _gqa functions): `kv_heads` key/value heads,
+ * each shared by heads / kv_heads consecutive query heads (a group); qkv is
+ * [batch*seq x hl + 2 kvl] (kvl = kv_heads*d: Q | K | V columns, K and V
+ * kv_heads heads wide) and dqkv has its layout. Query head h reads key/value
+ * head h / (heads / kv_heads) in place (no copies). The backward's key-block
+ * kernels run one CTA per (batch, key/value head, key block) over the query
+ * steps of every head of the group, so dK and dV are summed over the group
+ * in FP32 registers and written once (no atomics, no extra GEMMs); dQ as in
+ * multi-head. kv_heads == heads is the multi-head layout above, and
+ * exec_flash_fwd/bwd are the _gqa functions with kv_heads = heads. Every
+ * kernel variant below runs grouped heads.
+ *
  * Supported: head_dim 32, 64 or 128, seq a multiple of 64
  * (exec_flash_supported says so); otherwise the caller keeps the unfused
  * path. All functions launch on `stream` and return 0 or -1 with e. */
@@ -27,6 +39,10 @@ int exec_flash_supported(long long seq, long long head_dim);
 
 int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch, long long seq, long long heads,
                    long long head_dim, void *stream, ts_err *e);
+/* kv_heads divides heads, and exec_flash_supported(seq, head_dim) */
+int exec_flash_gqa_supported(long long seq, long long heads, long long kv_heads, long long head_dim);
+int exec_flash_fwd_gqa(const void *qkv, void *out, float *lse, int batch, long long seq, long long heads,
+                       long long kv_heads, long long head_dim, void *stream, ts_err *e);
 
 /* Writes every element of dqkv's Q, K and V blocks (no accumulation).
  * One pass over key blocks computes dK, dV and adds dQ's shares atomically
@@ -51,6 +67,10 @@ int exec_flash_fwd(const void *qkv, void *out, float *lse, int batch, long long 
  * wave held the longest tiles of the last heads). */
 int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch, void *dqkv,
                    int batch, long long seq, long long heads, long long head_dim, void *stream, ts_err *e);
+int exec_flash_bwd_gqa(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch,
+                       void *dqkv, int batch, long long seq, long long heads, long long kv_heads, long long head_dim,
+                       void *stream, ts_err *e);
+/* for the query heads: the same with or without grouping */
 long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long heads, long long head_dim);
 
 /* Which attention the executor (and `tacorun calibrate`, through exec_core.c)

@@ -94,66 +94,25 @@ static int norm_bwd(exec_model *m, const void *x, int tg, int tb, float *mean, f
 static exec_attention_args attention_args(exec_model *m, exec_layer_acts *a, const void *qkv) {
   exec_attention_args r = {.gemm = m->gemm, .stream = m->stream, .batch = m->cfg.batch,
                            .lower_softmax = m->lower_softmax, .seq = m->cfg.seq, .heads = m->heads_local,
-                           .head_dim = m->head_dim, .qkv = qkv, .scores = m->scores, .P = a->P, .out = a->attn,
-                           .dout = m->dattn, .dP = m->dP, .dS = m->dS, .dqkv = m->dqkv};
+                           .kv_heads = m->kv_local, .head_dim = m->head_dim, .qkv = qkv, .scores = m->scores,
+                           .P = a->P, .out = a->attn, .dout = m->dattn, .dP = m->dP, .dS = m->dS, .dqkv = m->dqkv};
   return r;
-}
-
-/* Grouped-query attention: the attention core reads the multi-head layout
- * [T x 3 hl]; each query head's key and value head is copied next to it
- * (m->qkv_exp). Returns what the core reads. */
-static const void *gqa_expand(exec_model *m, const void *qkv, ts_err *e, int *rc) {
-  *rc = 0;
-  if (!m->qkv_exp) return qkv;
-  const size_t bf = 2, T = (size_t)m->tokens, hl = (size_t)m->hidden_local, d = (size_t)m->head_dim;
-  const size_t W = (size_t)m->qkv_cols, kvl = (size_t)m->kv_local * d, G = (size_t)(m->heads_local / m->kv_local);
-  cudaError_t ce = cudaMemcpy2DAsync(m->qkv_exp, 3 * hl * bf, qkv, W * bf, hl * bf, T, cudaMemcpyDeviceToDevice,
-                                     m->stream);
-  for (size_t j = 0; j < (size_t)m->heads_local && ce == cudaSuccess; j++)
-    for (size_t kv = 0; kv < 2 && ce == cudaSuccess; kv++)
-      ce = cudaMemcpy2DAsync((char *)m->qkv_exp + ((1 + kv) * hl + j * d) * bf, 3 * hl * bf,
-                             (const char *)qkv + (hl + kv * kvl + (j / G) * d) * bf, W * bf, d * bf, T,
-                             cudaMemcpyDeviceToDevice, m->stream);
-  if (ce != cudaSuccess) {
-    *rc = ts_fail_sys(e, "%s:%d: GQA key/value copy: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
-    return NULL;
-  }
-  return m->qkv_exp;
-}
-
-/* Grouped-query attention backward: m->dqkv_g = [dQ | dK | dV] with each key
- * and value head's gradient summed over the query heads of its group (a GEMM
- * with the 0/1 matrix gqa_R, FP32 accumulation, one rounding to BF16). */
-static int gqa_reduce(exec_model *m, ts_err *e) {
-  const long long T = m->tokens, hl = m->hidden_local, W = m->qkv_cols, kvl = (long long)m->kv_local * m->head_dim;
-  EX_CUDA(cudaMemcpy2DAsync(m->dqkv_g, (size_t)W * 2, m->dqkv, (size_t)(3 * hl) * 2, (size_t)hl * 2, (size_t)T,
-                            cudaMemcpyDeviceToDevice, m->stream));
-  for (int kv = 0; kv < 2; kv++) {
-    exec_gemm_shape s = {.m = T, .n = kvl, .k = hl, .lda = 3 * hl, .ldb = kvl, .ldc = W, .batch = 1};
-    EX_TRY(exec_gemm_run(m->gemm, &s, 1.f, (const uint16_t *)m->dqkv + (1 + kv) * hl, m->gqa_R, 0.f,
-                         (uint16_t *)m->dqkv_g + hl + kv * kvl, m->stream, e));
-  }
-  return 0;
 }
 
 /* exec_core.c chooses fused (exec_flash.cu) or unfused as
  * exec_flash_selected() says; the fused one keeps each row's log-sum-exp
- * where the unfused path keeps P (a->P) and uses m->dP as the backward's scratch. */
+ * where the unfused path keeps P (a->P) and uses m->dP as the backward's scratch.
+ * Grouped-query attention (kv_local < heads_local) runs on the fused kernels,
+ * which read each group's key/value head in place and write dqkv in qkv's
+ * [T x qkv_cols] layout with the key/value gradients summed over the group. */
 static int attention_fwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
-  int rc;
-  const void *qkv = gqa_expand(m, a->qkv, e, &rc);
-  if (rc) return rc;
-  exec_attention_args r = attention_args(m, a, qkv);
+  exec_attention_args r = attention_args(m, a, a->qkv);
   return exec_attention_fwd(&r, e);
 }
 
 static int attention_bwd(exec_model *m, exec_layer_acts *a, ts_err *e) {
-  int rc;
-  const void *qkv = gqa_expand(m, a->qkv, e, &rc); /* again: the expanded copy is scratch shared by the layers */
-  if (rc) return rc;
-  exec_attention_args r = attention_args(m, a, qkv);
-  EX_TRY(exec_attention_bwd(&r, e));
-  return m->qkv_exp ? gqa_reduce(m, e) : 0;
+  exec_attention_args r = attention_args(m, a, a->qkv);
+  return exec_attention_bwd(&r, e);
 }
 
 /* ---- biases and RoPE ---- */
@@ -283,10 +242,10 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
     if (wgrad) EX_TRY(linear_wgrad(m, T, h, hl, a->attn, m->dx, exec_grad_of(m, t), e));
     return dgrad ? linear_dgrad(m, T, h, hl, m->dx, exec_w16_of(m, t), m->dattn, e) : 0;
   case EXEC_OP_ATTN: return attention_bwd(m, a, e);
-  case EXEC_OP_ROPE: return rope(m, m->dqkv_g ? m->dqkv_g : m->dqkv, 1, e);
+  case EXEC_OP_ROPE: return rope(m, m->dqkv, 1, e);
   case EXEC_OP_QKV:
     t = exec_layer_tensor(m, l, EXEC_T_QKV);
-    dq = m->dqkv_g ? m->dqkv_g : m->dqkv; /* GQA: the group-summed gradient */
+    dq = m->dqkv; /* [T x qkv_cols]; GQA: key/value gradients summed over each group */
     if (wgrad) EX_TRY(bias_grad(m, bias_of(m, l, EXEC_T_QKV_B), dq, T, m->qkv_cols, e));
     if (dgrad) EX_TRY(linear_dgrad(m, T, m->qkv_cols, h, dq, exec_w16_of(m, t), m->dtmp, e));
     if (part == PLAN_PART_WGRAD) return linear_wgrad(m, T, m->qkv_cols, h, a->n1, dq, exec_grad_of(m, t), e);

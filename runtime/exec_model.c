@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec_core.h"
 #include "exec_kernels.h"
 #include "model.h"
 #include "rt_ops.h"
@@ -207,6 +208,13 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->ffn_local = cfg->ffn / tp;
   m->kv_local = exec_ref_kv_heads(cfg) / tp;
   m->qkv_cols = m->hidden_local + 2 * m->kv_local * m->head_dim;
+  if (m->kv_local < m->heads_local &&
+      !exec_attention_gqa_ok(cfg->seq, m->heads_local, m->kv_local, m->head_dim))
+    return ts_fail(e, NULL, "kv_heads",
+                   "grouped-query attention (%d query heads over %d key/value heads per rank) runs on the fused "
+                   "attention kernels only, which need seq a multiple of 64 and >= 2 head_dim + 4 and head_dim 32, "
+                   "64 or 128 (seq %d, head_dim %d), and EXEC_ATTN not 'unfused'",
+                   m->heads_local, m->kv_local, cfg->seq, m->head_dim);
   m->fc1_local = m->ffn_local * (cfg->act == EXEC_ACT_SWIGLU ? 2 : 1);
   /* Megatron-LM pads the vocabulary to a multiple of 128 * tp (models/ does the same count). */
   long long mult = 128LL * tp;
@@ -353,20 +361,7 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   ALLOC(m->dx, T * h * bf);
   ALLOC(m->dtmp, T * h * bf);
   ALLOC(m->dtmp2, T * h * bf);
-  ALLOC(m->dqkv, T * 3 * hl * bf);
-  if (m->kv_local < m->heads_local) {
-    ALLOC(m->qkv_exp, T * 3 * hl * bf);
-    ALLOC(m->dqkv_g, T * m->qkv_cols * bf);
-    const long long kvl = (long long)m->kv_local * m->head_dim, group = m->heads_local / m->kv_local;
-    ALLOC(m->gqa_R, hl * kvl * bf);
-    uint16_t *R = calloc((size_t)(hl * kvl), sizeof *R);
-    if (!R) return ts_fail_sys(e, "exec_model_create: out of memory");
-    for (long long r = 0; r < hl; r++) R[r * kvl + (r / m->head_dim / group) * m->head_dim + r % m->head_dim] = 0x3f80;
-    cudaError_t ce = cudaMemcpyAsync(m->gqa_R, R, (size_t)(hl * kvl) * bf, cudaMemcpyHostToDevice, stream);
-    if (ce == cudaSuccess) ce = cudaStreamSynchronize(stream);
-    free(R);
-    if (ce != cudaSuccess) return ts_fail_sys(e, "%s:%d: GQA reduction matrix: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
-  }
+  ALLOC(m->dqkv, T * m->qkv_cols * bf); /* qkv's layout (GQA: key/value heads summed over each group) */
   ALLOC(m->dattn, T * hl * bf);
   ALLOC(m->du, T * ul * bf);
   ALLOC(m->da, T * fl * bf);
@@ -528,8 +523,7 @@ void exec_model_destroy(exec_model *m) {
   }
   void *ptrs[] = {m->w16, m->master, m->grad, m->adam_m, m->adam_v, m->x_final, m->nf, m->proj, m->logits,
                   m->meanf, m->rstdf, m->ce_rowmax, m->ce_sums, m->dx, m->dtmp, m->dtmp2, m->dqkv, m->dattn,
-                  m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite,
-                  m->qkv_exp, m->dqkv_g, m->gqa_R};
+                  m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite};
   for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) cudaFree(ptrs[i]);
   exec_gemm_destroy(m->gemm);
   memset(m, 0, sizeof *m);

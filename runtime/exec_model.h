@@ -56,14 +56,12 @@ typedef struct {
   long long tokens, vocab_padded, vocab_local, vocab_start;
   int hidden_local, ffn_local, fc1_local, heads_local, head_dim;
   /* Grouped-query attention: kv_local key/value heads on this rank, qkv_cols
-   * = hidden_local + 2 kv_local head_dim columns of the QKV GEMM. When
-   * kv_local < heads_local the attention core runs on qkv_exp (each query
-   * head's key/value copied next to it, [T x 3 hidden_local]) and its key/value
-   * gradients are summed per group back into dqkv_g [T x qkv_cols] by a GEMM
-   * with gqa_R ([hidden_local x kv_local head_dim], ones where a query head's
-   * column meets its group's). NULL without GQA. */
+   * = hidden_local + 2 kv_local head_dim columns of the QKV GEMM. The fused
+   * attention kernels read each group's key/value head in place and write
+   * dqkv [T x qkv_cols] with the key/value gradients summed over the group
+   * (exec_flash.h); kv_local < heads_local needs them (exec_model_create
+   * refuses other shapes). */
   int kv_local, qkv_cols;
-  void *qkv_exp, *dqkv_g, *gqa_R;
   float *rope_inv_freq; /* RoPE: head_dim / 2 frequencies (NULL with learned positions) */
 
   /* parameters: tensors in exec_ref order, local shapes */

@@ -11,6 +11,7 @@
 #include "result.h"
 #include "rt_ops.h"
 #include "exec_run.h"
+#include "infer_graph.h"
 
 void infer_usage(FILE *out) {
   fprintf(out,
@@ -49,6 +50,10 @@ void infer_usage(FILE *out) {
           "  --json-dir DIR    DIR/PLAN_NAME.json for each plan (several plans) [not written]\n"
           "  --csv OUT         the result as gnuplot columns [not written]\n"
           "  --infer-check     the inference correctness checks instead of a plan [off]\n"
+          "  --decode-graph    also run the decode steps as one CUDA graph launch each (TP 1; captured\n"
+          "                    and updated every step, infer_graph.h), from a fresh prefill: prints both\n"
+          "                    TPOTs and whether the graph steps' tokens equal the eager ones; the result's\n"
+          "                    TPOT is the graph one [off: eager launches]\n"
           "reads:  INFER_PLAN.json..., the models and clusters they name\n"
           "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n");
 }
@@ -146,9 +151,58 @@ typedef struct {
   const char *plan_path, *json_out, *csv_out, *json_dir;
   const char *plans[INFER_MAX_PLANS];
   int n_plans;
-  int warmup, prefill_reps, check, timeout_s;
+  int warmup, prefill_reps, check, timeout_s, decode_graph;
   unsigned long long seed;
 } infer_opts;
+
+/* TPOT of the decode steps between events ev[0..steps]: the median of those after the first `warmup`. */
+static int step_times(cudaEvent_t *ev, int steps, int warmup, double *tp, double *tpot, double *tmin, double *tmax,
+                      int *nt, ts_err *e) {
+  *nt = 0;
+  for (int j = 0; j < steps; j++) {
+    float ms;
+    if (cudaEventElapsedTime(&ms, ev[j], ev[j + 1]) != cudaSuccess) return ts_fail_sys(e, "cudaEventElapsedTime failed");
+    if (j >= warmup || steps <= warmup) tp[(*nt)++] = ms * 1e-3;
+  }
+  *tpot = *tmin = *tmax = 0;
+  if (*nt) {
+    *tpot = median(tp, *nt);
+    *tmin = tp[0], *tmax = tp[*nt - 1];
+  }
+  return 0;
+}
+
+/* --decode-graph: the decode steps again from a fresh prefill, each one graph launch (infer_graph.h),
+ * timed like the eager ones; their tokens (hist[steps..2 steps) x batch) against the eager steps'
+ * (hist[0..steps)): *same = 1 when every token agrees. */
+static int graph_pass(infer_model *m, const plan_infer *p, const infer_opts *o, const int32_t *prompt_tok,
+                      cudaEvent_t *ev, double *tp, int32_t *hist, double t[3], int *nt, int *same, infer_graph *g,
+                      ts_err *e) {
+  const int steps = p->generate - 1;
+  const size_t nb = (size_t)p->batch;
+  if (infer_forward(m, prompt_tok, p->prompt, 0, e)) return -1;
+  if (cudaEventRecord(ev[0], m->stream) != cudaSuccess) return ts_fail_sys(e, "cudaEventRecord failed");
+  for (int j = 0; j < steps; j++) {
+    if (infer_decode_graph_step(m, p->prompt + j, g, e)) return -1;
+    if (cudaEventRecord(ev[j + 1], m->stream) != cudaSuccess ||
+        cudaMemcpyAsync(hist + (size_t)(steps + j) * nb, m->tok, nb * sizeof *hist, cudaMemcpyDeviceToDevice,
+                        m->stream) != cudaSuccess)
+      return ts_fail_sys(e, "decode graph: event or token copy failed");
+  }
+  if (cudaStreamSynchronize(m->stream) != cudaSuccess) return ts_fail_sys(e, "decode graph steps failed");
+  if (step_times(ev, steps, o->warmup, tp, &t[0], &t[1], &t[2], nt, e)) return -1;
+  int32_t *h = malloc(2 * (size_t)steps * nb * sizeof *h);
+  if (!h) return ts_fail_sys(e, "out of host memory");
+  if (cudaMemcpy(h, hist, 2 * (size_t)steps * nb * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    free(h);
+    return ts_fail_sys(e, "decode graph: token copy failed");
+  }
+  *same = 1;
+  for (size_t i = 0; i < (size_t)steps * nb; i++)
+    if (h[i] != h[(size_t)steps * nb + i]) *same = 0;
+  free(h);
+  return 0;
+}
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
   char *end;
@@ -167,6 +221,8 @@ static int parse(int argc, char **argv, infer_opts *o) {
       return 0;
     } else if (!strcmp(a, "--infer-check")) {
       o->check = 1;
+    } else if (!strcmp(a, "--decode-graph")) {
+      o->decode_graph = 1;
     } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
       int v;
       int lo = !strcmp(a, "--warmup") ? 0 : 1;
@@ -224,7 +280,8 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   coll_team team;
   int team_ready = 0, model_ready = 0, rc = -1;
   infer_model m;
-  int32_t *prompt_tok = NULL;
+  int32_t *prompt_tok = NULL, *hist = NULL;
+  infer_graph graph = {0};
   const int steps = p->generate - 1;
   cudaEvent_t *ev = calloc((size_t)(steps + 1) + 2, sizeof *ev);
   double *tp = calloc((size_t)(steps + 1) + (size_t)o->prefill_reps, sizeof *tp);
@@ -276,24 +333,35 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   }
   double ttft = median(tp, o->prefill_reps), ttft_min = tp[0], ttft_max = tp[o->prefill_reps - 1];
   /* TPOT: the decode steps back to back, one event between consecutive steps */
+  if (o->decode_graph) {
+    if (p->tp != 1) {
+      ts_fail(e, NULL, "--decode-graph", "runs at TP 1 only (plan TP %d)", p->tp);
+      goto out;
+    }
+    if (steps < 1 || cudaMalloc((void **)&hist, 2 * (size_t)steps * p->batch * sizeof *hist) != cudaSuccess) {
+      ts_fail_sys(e, "--decode-graph: no decode steps, or cannot allocate the token history");
+      goto out;
+    }
+  }
   if (cudaEventRecord(ev[0], m.stream) != cudaSuccess) goto out;
   for (int j = 0; j < steps; j++) {
     if (infer_forward(&m, m.tok, 1, p->prompt + j, e) || cudaEventRecord(ev[j + 1], m.stream) != cudaSuccess) goto out;
+    if (hist && cudaMemcpyAsync(hist + (size_t)j * p->batch, m.tok, (size_t)p->batch * sizeof *hist,
+                                cudaMemcpyDeviceToDevice, m.stream) != cudaSuccess) {
+      ts_fail_sys(e, "--decode-graph: token copy failed");
+      goto out;
+    }
   }
   if (rt_nccl_wait(w, e)) goto out;
   int nt = 0;
-  for (int j = 0; j < steps; j++) {
-    float ms;
-    if (cudaEventElapsedTime(&ms, ev[j], ev[j + 1]) != cudaSuccess) {
-      ts_fail_sys(e, "cudaEventElapsedTime failed");
-      goto out;
-    }
-    if (j >= o->warmup || steps <= o->warmup) tp[nt++] = ms * 1e-3;
-  }
   double tpot = 0, tpot_min = 0, tpot_max = 0;
-  if (nt) {
-    tpot = median(tp, nt);
-    tpot_min = tp[0], tpot_max = tp[nt - 1];
+  if (step_times(ev, steps, o->warmup, tp, &tpot, &tpot_min, &tpot_max, &nt, e)) goto out;
+  double tpot_eager = tpot;
+  int graph_same = -1, graph_nt = 0;
+  if (o->decode_graph) {
+    double tg[3];
+    if (graph_pass(&m, p, o, prompt_tok, ev, tp, hist, tg, &graph_nt, &graph_same, &graph, e)) goto out;
+    tpot = tg[0], tpot_min = tg[1], tpot_max = tg[2], nt = graph_nt;
   }
   /* the slowest rank's figures (they wait on each other every layer, so these agree closely) */
   double v[2] = {ttft, tpot};
@@ -315,6 +383,15 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     printf("ttft_s %.6f (min %.6f max %.6f over %d)  tpot_s %.6f (min %.6f max %.6f over %d steps after %d)  "
            "tokens_per_s %.1f\n",
            ttft, ttft_min, ttft_max, o->prefill_reps, tpot, tpot_min, tpot_max, nt, steps - nt, tps);
+    if (o->decode_graph)
+      printf("decode graph: tpot_s %.6f (one graph launch a step; %d instantiation(s), %d update(s)) against eager "
+             "tpot_s %.6f: %+.1f%%; graph tokens equal to eager: %s (%d steps x batch %d)\n",
+             tpot, graph.instantiations, graph.updates, tpot_eager, 100 * (tpot / tpot_eager - 1),
+             graph_same == 1 ? "yes" : "NO", steps, p->batch);
+  }
+  if (o->decode_graph && graph_same != 1) {
+    ts_fail(e, NULL, "--decode-graph", "the graph decode steps' tokens differ from the eager steps'");
+    goto out;
   }
   char dir_json[1024] = "";
   if (o->json_dir) snprintf(dir_json, sizeof dir_json, "%s/%s.json", o->json_dir, p->name);
@@ -338,6 +415,11 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, ttft_min, ttft_max);
     schema_result_add_note(&res, note);
+    if (o->decode_graph) {
+      snprintf(note, sizeof note, "--decode-graph: TPOT of one graph launch a step; eager TPOT %.6f s; tokens equal",
+               tpot_eager);
+      schema_result_add_note(&res, note);
+    }
     exec_note_env(&res);
     int bad = (json_out && schema_result_save_json(&res, json_out, e)) ||
               (o->csv_out && schema_result_save_csv(&res, o->csv_out, e));
@@ -351,6 +433,8 @@ out:
       if (ev[i]) cudaEventDestroy(ev[i]);
   free(ev), free(tp);
   if (prompt_tok) cudaFree(prompt_tok);
+  if (hist) cudaFree(hist);
+  infer_graph_free(&graph);
   if (model_ready) infer_model_free(&m);
   if (team_ready) coll_team_destroy(&team);
   return rc;

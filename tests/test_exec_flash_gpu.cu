@@ -5,7 +5,10 @@
  * element the kernels forget to write fails the test. Tolerance: relative L2
  * error <= 1e-2 per tensor (BF16 output rounding is 2^-9; P is rounded to
  * BF16 before P.V and dS before dS.K / dS^T.Q, as in every BF16 flash
- * kernel), lse absolute error <= 1e-3.
+ * kernel), lse absolute error <= 1e-3. Grouped-query cases (KV key/value
+ * heads shared by H / KV query heads, qkv [T x H D + 2 KV D], exec_flash_*_gqa)
+ * against the same reference, whose dK and dV sum over each group's query
+ * heads; with the same tolerances.
  * Every kernel variant (modes) is checked; `--bench` also times each at
  * the GPT h4096 TP2 shape (batch 2, seq 2048, 16 heads of 128). No CUDA device: prints SKIP, exit 77. */
 extern "C" {
@@ -66,12 +69,13 @@ static int find_mode(const char *name) {
   return -1;
 }
 
-static int run_case(int B, int S, int H, int D) {
-  const long long hl = (long long)H * D, ld = 3 * hl, T = (long long)B * S;
+static int run_case_kv(int B, int S, int H, int KV, int D) {
+  const long long hl = (long long)H * D, kvl = (long long)KV * D, ld = hl + 2 * kvl, T = (long long)B * S;
+  const int G = H / KV;
   std::vector<uint16_t> qkv(T * ld), dout(T * hl);
   for (long long i = 0; i < T; i++)
     for (long long c = 0; c < ld; c++) /* Q, K wider than V so that some rows have a sharp softmax */
-      qkv[i * ld + c] = to_bf16((float)((urand() * 2 - 1) * (c < 2 * hl ? 2.0 : 1.0)));
+      qkv[i * ld + c] = to_bf16((float)((urand() * 2 - 1) * (c < hl + kvl ? 2.0 : 1.0)));
   for (auto &x : dout) x = to_bf16((float)(urand() * 2 - 1));
 
   /* float64 reference */
@@ -81,8 +85,9 @@ static int run_case(int B, int S, int H, int D) {
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
       auto q = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + h * D + d]); };
-      auto k = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + hl + h * D + d]); };
-      auto v = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + 2 * hl + h * D + d]); };
+      const long long kc = hl + (long long)(h / G) * D, vc = kc + kvl; /* the group's key/value head */
+      auto k = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + kc + d]); };
+      auto v = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + vc + d]); };
       auto dO = [&](int s, int d) { return from_bf16(dout[((long long)b * S + s) * hl + h * D + d]); };
       for (int i = 0; i < S; i++) {
         double mx = -INFINITY;
@@ -120,10 +125,10 @@ static int run_case(int B, int S, int H, int D) {
             dk += dP[(size_t)j * S + i] * q(j, d);
             dv += P[(size_t)j * S + i] * dO(j, d);
           }
-          long long r = ((long long)b * S + i) * ld + h * D + d;
-          dQKV[r] = dq;
-          dQKV[r + hl] = dk;
-          dQKV[r + 2 * hl] = dv;
+          long long r = ((long long)b * S + i) * ld;
+          dQKV[r + h * D + d] = dq;
+          dQKV[r + kc + d] += dk; /* summed over the group's query heads */
+          dQKV[r + vc + d] += dv;
         }
     }
 
@@ -143,8 +148,11 @@ static int run_case(int B, int S, int H, int D) {
   CK(cudaMemset(d_lse, 0xff, LSE.size() * 4));
   CK(cudaMemset(d_dsum, 0xff, exec_flash_bwd_scratch_floats(B, S, H, D) * 4));
   ts_err e = {};
-  if (exec_flash_fwd(d_qkv, d_out, d_lse, B, S, H, D, 0, &e) ||
-      exec_flash_bwd(d_qkv, d_out, d_dout, d_lse, d_dsum, d_dqkv, B, S, H, D, 0, &e)) {
+  const int rc = KV == H ? exec_flash_fwd(d_qkv, d_out, d_lse, B, S, H, D, 0, &e) ||
+                               exec_flash_bwd(d_qkv, d_out, d_dout, d_lse, d_dsum, d_dqkv, B, S, H, D, 0, &e)
+                         : exec_flash_fwd_gqa(d_qkv, d_out, d_lse, B, S, H, KV, D, 0, &e) ||
+                               exec_flash_bwd_gqa(d_qkv, d_out, d_dout, d_lse, d_dsum, d_dqkv, B, S, H, KV, D, 0, &e);
+  if (rc) {
     fprintf(stderr, "FAIL: %s\n", e.msg);
     return 1;
   }
@@ -163,15 +171,18 @@ static int run_case(int B, int S, int H, int D) {
 
   std::vector<double> gO(T * hl), rq, rk, rv, gq, gk, gv;
   for (size_t i = 0; i < gO.size(); i++) gO[i] = from_bf16(h_out[i]);
-  for (long long r = 0; r < T; r++)
+  for (long long r = 0; r < T; r++) {
     for (long long c = 0; c < hl; c++) {
       rq.push_back(dQKV[r * ld + c]);
-      rk.push_back(dQKV[r * ld + hl + c]);
-      rv.push_back(dQKV[r * ld + 2 * hl + c]);
       gq.push_back(from_bf16(h_dqkv[r * ld + c]));
-      gk.push_back(from_bf16(h_dqkv[r * ld + hl + c]));
-      gv.push_back(from_bf16(h_dqkv[r * ld + 2 * hl + c]));
     }
+    for (long long c = 0; c < kvl; c++) {
+      rk.push_back(dQKV[r * ld + hl + c]);
+      rv.push_back(dQKV[r * ld + hl + kvl + c]);
+      gk.push_back(from_bf16(h_dqkv[r * ld + hl + c]));
+      gv.push_back(from_bf16(h_dqkv[r * ld + hl + kvl + c]));
+    }
+  }
   int bad = 0;
   double lse_err = 0;
   for (size_t i = 0; i < LSE.size(); i++) {
@@ -182,24 +193,24 @@ static int run_case(int B, int S, int H, int D) {
   double eo = rel_l2(O, gO, &bad), eq = rel_l2(rq, gq, &bad), ek = rel_l2(rk, gk, &bad), ev = rel_l2(rv, gv, &bad);
   const double tol = 1e-2, lse_tol = 1e-3;
   int ok = bad == 0 && eo <= tol && eq <= tol && ek <= tol && ev <= tol && lse_err <= lse_tol;
-  printf("%s %-7s B=%d S=%d H=%d D=%d: rel L2 O %.2e dQ %.2e dK %.2e dV %.2e, lse max abs %.2e, non-finite %d "
+  printf("%s %-7s B=%d S=%d H=%d KV=%d D=%d: rel L2 O %.2e dQ %.2e dK %.2e dV %.2e, lse max abs %.2e, non-finite %d "
          "(tol %.0e, lse %.0e)\n",
-         ok ? "ok  " : "FAIL", mode_name(), B, S, H, D, eo, eq, ek, ev, lse_err, bad, tol, lse_tol);
+         ok ? "ok  " : "FAIL", mode_name(), B, S, H, KV, D, eo, eq, ek, ev, lse_err, bad, tol, lse_tol);
   return ok ? 0 : 1;
 }
+static int run_case(int B, int S, int H, int D) { return run_case_kv(B, S, H, H, D); }
 
-static void bench(void) {
-  const int B = 2, S = 2048, H = 16, D = 128;
-  const long long hl = (long long)H * D, T = (long long)B * S;
+static void bench_kv(int B, int S, int H, int KV, int D) {
+  const long long hl = (long long)H * D, ld = hl + 2LL * KV * D, T = (long long)B * S;
   void *qkv, *out, *dout, *dqkv;
   float *lse, *dsum;
-  CK(cudaMalloc(&qkv, T * 3 * hl * 2));
+  CK(cudaMalloc(&qkv, T * ld * 2));
   CK(cudaMalloc(&out, T * hl * 2));
   CK(cudaMalloc(&dout, T * hl * 2));
-  CK(cudaMalloc(&dqkv, T * 3 * hl * 2));
+  CK(cudaMalloc(&dqkv, T * ld * 2));
   CK(cudaMalloc(&lse, (size_t)B * H * S * 4));
   CK(cudaMalloc(&dsum, exec_flash_bwd_scratch_floats(B, S, H, D) * 4));
-  std::vector<uint16_t> h(T * 3 * hl);
+  std::vector<uint16_t> h(T * ld);
   for (auto &x : h) x = to_bf16((float)(urand() * 2 - 1));
   CK(cudaMemcpy(qkv, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dout, h.data(), T * hl * 2, cudaMemcpyHostToDevice));
@@ -213,10 +224,10 @@ static void bench(void) {
   for (int w = 0; w < 2; w++) { /* first round warms up */
     CK(cudaEventRecord(a));
     for (int i = 0; i < reps; i++)
-      if (exec_flash_fwd(qkv, out, lse, B, S, H, D, 0, &e)) { fprintf(stderr, "%s\n", e.msg); exit(1); }
+      if (exec_flash_fwd_gqa(qkv, out, lse, B, S, H, KV, D, 0, &e)) { fprintf(stderr, "%s\n", e.msg); exit(1); }
     CK(cudaEventRecord(b));
     for (int i = 0; i < reps; i++)
-      if (exec_flash_bwd(qkv, out, dout, lse, dsum, dqkv, B, S, H, D, 0, &e)) { fprintf(stderr, "%s\n", e.msg); exit(1); }
+      if (exec_flash_bwd_gqa(qkv, out, dout, lse, dsum, dqkv, B, S, H, KV, D, 0, &e)) { fprintf(stderr, "%s\n", e.msg); exit(1); }
     CK(cudaEventRecord(c));
     CK(cudaEventSynchronize(c));
     CK(cudaEventElapsedTime(&fwd_ms, a, b));
@@ -224,9 +235,9 @@ static void bench(void) {
   }
   /* causal FLOPs: half of 2 GEMMs (forward) and of 5 (backward's useful work) */
   double f = 2.0 * B * H * (double)S * S * D / 2;
-  printf("bench %-7s B=%d S=%d H=%d D=%d: forward %.1f us (%.0f TFLOP/s causal), backward %.1f us (%.0f TFLOP/s, "
+  printf("bench %-7s B=%d S=%d H=%d KV=%d D=%d: forward %.1f us (%.0f TFLOP/s causal), backward %.1f us (%.0f TFLOP/s, "
          "5 GEMMs' worth)\n",
-         mode_name(), B, S, H, D, 1e3 * fwd_ms / reps, 2 * f / (fwd_ms / reps * 1e-3) / 1e12, 1e3 * bwd_ms / reps,
+         mode_name(), B, S, H, KV, D, 1e3 * fwd_ms / reps, 2 * f / (fwd_ms / reps * 1e-3) / 1e12, 1e3 * bwd_ms / reps,
          5 * f / (bwd_ms / reps * 1e-3) / 1e12);
   cudaFree(qkv);
   cudaFree(out);
@@ -235,6 +246,7 @@ static void bench(void) {
   cudaFree(lse);
   cudaFree(dsum);
 }
+static void bench(void) { bench_kv(2, 2048, 16, 16, 128); }
 
 int main(int argc, char **argv) {
   int n = 0;
@@ -244,7 +256,7 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "--bench-only") == 0) { /* timing alone (e.g. under a profiler) */
     if (argc < 3) {
-      fprintf(stderr, "usage: test_exec_flash_gpu [--bench | --bench-only MODE...]\n");
+      fprintf(stderr, "usage: test_exec_flash_gpu [--bench | --bench-gqa | --bench-only MODE...]\n");
       return 2;
     }
     for (int i = 2; i < argc; i++) {
@@ -258,6 +270,17 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
+  if (argc > 1 && strcmp(argv[1], "--bench-gqa") == 0) { /* default kernels: grouped against multi-head */
+    set_mode(0);
+    bench_kv(1, 4096, 32, 32, 128); /* Llama 3 8B at TP 1, as multi-head */
+    bench_kv(1, 4096, 32, 8, 128);  /* its 8 key/value heads */
+    bench_kv(2, 4096, 32, 8, 128);
+    bench_kv(1, 4096, 64, 64, 128); /* Llama 3 70B at TP 1 */
+    bench_kv(1, 4096, 64, 8, 128);
+    bench_kv(2, 2048, 28, 4, 128); /* Qwen2.5 7B */
+    bench_kv(2, 2048, 28, 28, 128);
+    return 0;
+  }
   int fails = 0;
   const int bench_on = argc > 1 && strcmp(argv[1], "--bench") == 0;
   for (int mode = 0; mode < n_modes; mode++) {
@@ -269,6 +292,12 @@ int main(int argc, char **argv) {
     fails += run_case(2, 256, 2, 128);
     fails += run_case(1, 384, 2, 128);
     fails += run_case(1, 64, 1, 128);
+    /* grouped-query attention: groups of 2, 3 and 4, one key/value head for all (8) */
+    fails += run_case_kv(2, 128, 4, 2, 32);
+    fails += run_case_kv(1, 192, 6, 2, 64);
+    fails += run_case_kv(2, 256, 4, 1, 64);
+    fails += run_case_kv(1, 256, 8, 2, 128);
+    fails += run_case_kv(1, 384, 8, 1, 128);
     if (bench_on) bench();
   }
   set_mode(0);
