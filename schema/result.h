@@ -54,7 +54,7 @@ typedef struct {
 typedef struct {
   char name[96];
   int rank;
-  char stream[8]; /* compute, tp, pp, dp */
+  char stream[8]; /* a plan stream's name: compute, tp, pp, dp, cp */
   double start_s, dur_s;
 } schema_op_record;
 

@@ -73,7 +73,7 @@ static void json_string_out(FILE *f, const char *s) {
 int sim_write_trace(const schema_result *r, const char *path, ts_err *e) {
   FILE *f = fopen(path, "w");
   if (!f) return ts_fail(e, path, NULL, "cannot open for writing (%s)", strerror(errno));
-  static const char *const streams[] = {"compute", "tp", "pp", "dp"};
+  /* one Perfetto thread per stream of the plan (tid = plan_stream) */
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   int first = 1;
   for (int i = 0; i < r->n_ranks; i++) {
@@ -81,15 +81,15 @@ int sim_write_trace(const schema_result *r, const char *path, ts_err *e) {
     fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}", first ? "" : ",\n",
             rank, rank);
     first = 0;
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < PLAN_STREAM_COUNT; s++)
       fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", rank, s,
-              streams[s]);
+              plan_stream_name((plan_stream)s));
   }
   for (int i = 0; i < r->n_ops; i++) {
     const schema_op_record *op = &r->ops[i];
     int tid = 0;
-    for (int s = 0; s < 4; s++)
-      if (strcmp(op->stream, streams[s]) == 0) tid = s;
+    for (int s = 0; s < PLAN_STREAM_COUNT; s++)
+      if (strcmp(op->stream, plan_stream_name((plan_stream)s)) == 0) tid = s;
     fprintf(f, "%s{\"ph\":\"X\",\"name\":", first ? "" : ",\n");
     first = 0;
     json_string_out(f, op->name);

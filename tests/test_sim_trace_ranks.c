@@ -1,7 +1,10 @@
 /* test_sim_trace_ranks.c — `--trace-ranks`: the rank lists it accepts and
  * refuses, and that a simulation records only the ranks chosen. */
 #include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim.h"
 
@@ -48,11 +51,44 @@ static void test_records_only_chosen(void) {
   schema_calibration_free(&cal);
 }
 
+/* every plan stream is a named thread of the trace; an op of the CP ring
+ * lands on the cp thread, not on compute */
+static void test_trace_streams(void) {
+  schema_result r;
+  schema_result_init(&r, SCHEMA_SOURCE_SIMULATED);
+  schema_op_record op = {.name = "layer0.mb0.fwd.attn.cp_kv0", .rank = 3, .stream = "cp", .start_s = 1e-3,
+                         .dur_s = 2e-3};
+  r.ops = &op, r.n_ops = 1;
+  char path[] = "/tmp/test_trace_XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  ts_err e = {0};
+  schema_rank_stat st = {.rank = 3};
+  CU_ASSERT_EQUAL_FATAL(schema_result_add_rank(&r, &st), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_write_trace(&r, path, &e), 0);
+  r.ops = NULL, r.n_ops = 0;
+  schema_result_free(&r);
+  FILE *f = fopen(path, "r");
+  CU_ASSERT_FATAL(f != NULL);
+  char buf[4096];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  unlink(path);
+  char want[128];
+  snprintf(want, sizeof want, "\"pid\":3,\"tid\":%d,\"ts\":1000.000,\"dur\":2000.000", (int)PLAN_STREAM_CP);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, want));
+  snprintf(want, sizeof want, "\"pid\":3,\"tid\":%d,\"args\":{\"name\":\"cp\"}", (int)PLAN_STREAM_CP);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, want));
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("trace ranks", NULL, NULL);
   CU_add_test(s, "--trace-ranks lists", test_parse);
   CU_add_test(s, "only the chosen ranks are recorded", test_records_only_chosen);
+  CU_add_test(s, "each plan stream its own trace thread", test_trace_streams);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
