@@ -50,6 +50,20 @@ int schema_result_add_note(schema_result *r, const char *note) {
 
 /* ---- writers ---- */
 
+/* an op record; what the op was (kind, collective, codec, sizes, merged) only where set */
+static json_t *op_json(const schema_op_record *op) {
+  json_t *o = json_pack("{s:s,s:i,s:s,s:f,s:f}", "name", op->name, "rank", op->rank, "stream", op->stream, "start_s",
+                        op->start_s, "dur_s", op->dur_s);
+  if (op->kind[0]) json_object_set_new(o, "kind", json_string(op->kind));
+  if (op->coll[0]) json_object_set_new(o, "coll", json_string(op->coll));
+  if (op->codec[0]) json_object_set_new(o, "codec", json_string(op->codec));
+  if (op->flops > 0) json_object_set_new(o, "flops", json_real(op->flops));
+  if (op->bytes > 0) json_object_set_new(o, "bytes", json_real(op->bytes));
+  if (op->wire_bytes > 0) json_object_set_new(o, "wire_bytes", json_real(op->wire_bytes));
+  if (op->merged > 0) json_object_set_new(o, "merged", json_integer(op->merged));
+  return o;
+}
+
 static json_t *to_json(const schema_result *r) {
   json_t *root = json_object();
   json_object_set_new(root, "schema", json_integer(SCHEMA_RESULT_VERSION));
@@ -97,9 +111,7 @@ static json_t *to_json(const schema_result *r) {
   if (r->n_ops) {
     json_t *ops = json_array();
     for (int i = 0; i < r->n_ops; i++)
-      json_array_append_new(ops, json_pack("{s:s,s:i,s:s,s:f,s:f}", "name", r->ops[i].name, "rank", r->ops[i].rank,
-                                           "stream", r->ops[i].stream, "start_s", r->ops[i].start_s, "dur_s",
-                                           r->ops[i].dur_s));
+      json_array_append_new(ops, op_json(&r->ops[i]));
     json_object_set_new(root, "ops", ops);
   }
   if (r->n_notes) {
@@ -315,23 +327,32 @@ static int load_ops(json_t *root, const char *file, schema_result *r, ts_err *e)
   json_t *arr = json_object_get(root, "ops");
   if (!arr || json_is_null(arr)) return 0;
   if (!json_is_array(arr)) return ts_fail(e, file, "ops", "must be an array");
-  static const char *const streams[] = {"compute", "tp", "pp", "dp", NULL};
+  static const char *const streams[] = {"compute", "tp", "pp", "dp", "cp", NULL}; /* plan_stream's names */
   size_t i;
   json_t *v;
   json_array_foreach(arr, i, v) {
     char path[48];
     snprintf(path, sizeof path, "ops[%zu]", i);
     if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object");
-    static const char *const keys[] = {"name", "rank", "stream", "start_s", "dur_s", NULL};
-    schema_op_record op;
-    long long rank;
+    static const char *const keys[] = {"name",  "rank",  "stream",     "start_s", "dur_s", "kind",
+                                       "coll",  "codec", "flops",      "bytes",   "wire_bytes", "merged", NULL};
+    schema_op_record op = {0};
+    long long rank, merged;
     int stream;
     if (only_keys(v, keys, file, path, e) || tsj_string(v, "name", op.name, sizeof op.name, file, path, e) ||
         tsj_int(v, "rank", 0, 1 << 24, &rank, file, path, e) ||
         tsj_enum(v, "stream", streams, &stream, file, path, e) ||
         tsj_real(v, "start_s", 0, BIG, &op.start_s, file, path, e) ||
-        tsj_real(v, "dur_s", 0, BIG, &op.dur_s, file, path, e))
+        tsj_real(v, "dur_s", 0, BIG, &op.dur_s, file, path, e) ||
+        tsj_string_opt(v, "kind", "", op.kind, sizeof op.kind, file, path, e) ||
+        tsj_string_opt(v, "coll", "", op.coll, sizeof op.coll, file, path, e) ||
+        tsj_string_opt(v, "codec", "", op.codec, sizeof op.codec, file, path, e) ||
+        tsj_real_opt(v, "flops", 0, BIG, 0, &op.flops, file, path, e) ||
+        tsj_real_opt(v, "bytes", 0, BIG, 0, &op.bytes, file, path, e) ||
+        tsj_real_opt(v, "wire_bytes", 0, BIG, 0, &op.wire_bytes, file, path, e) ||
+        tsj_int_opt(v, "merged", 0, 1 << 30, 0, &merged, file, path, e))
       return -1;
+    op.merged = (int)merged;
     op.rank = (int)rank;
     snprintf(op.stream, sizeof op.stream, "%s", streams[stream]);
     if (schema_result_add_op(r, &op)) return ts_fail_sys(e, "out of memory");

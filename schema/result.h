@@ -56,6 +56,15 @@ typedef struct {
   int rank;
   char stream[8]; /* a plan stream's name: compute, tp, pp, dp, cp */
   double start_s, dur_s;
+  /* what the op was (simulated records; written as the trace's args, not into
+   * the result file): its kind (compute, collective, send, recv), the
+   * collective, the codec on its message ("" when none), FLOPs and
+   * device-memory bytes of a compute op or payload bytes before / after the
+   * codec of a communication op, summed over the merged ops; merged: how many
+   * ops after the named one this record covers (the name's "+N") */
+  char kind[12], coll[16], codec[16];
+  double flops, bytes, wire_bytes;
+  int merged;
 } schema_op_record;
 
 typedef struct {

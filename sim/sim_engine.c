@@ -27,8 +27,11 @@ typedef struct {
 
 static const char *const stream_names[PLAN_STREAM_COUNT] = {"compute", "tp", "pp", "dp", "cp"};
 
-static void record(sim_rank *rs, int stream, int op_index, int merged, double start, double dur) {
+/* the op at position pos of this stream's list, and the `merged` ops after it */
+static void record(sim_rank *rs, int stream, int pos, int merged, double start, double dur) {
   if (!sim_w->o->record_ops || dur <= 0) return;
+  const int *mine = rs->stream_ops[stream];
+  int op_index = mine[pos];
   if (sim_w->o->record_ranks && !sim_w->o->record_ranks[rs->rank]) return;
   if (rs->n_recs == rs->cap_recs) {
     rs->cap_recs = rs->cap_recs ? rs->cap_recs * 2 : 1024;
@@ -46,6 +49,17 @@ static void record(sim_rank *rs, int stream, int op_index, int merged, double st
   snprintf(r->stream, sizeof r->stream, "%s", stream_names[stream]);
   r->start_s = start;
   r->dur_s = dur;
+  const plan_op *op = &rs->prog->ops[op_index];
+  snprintf(r->kind, sizeof r->kind, "%s", plan_op_kind_name((plan_op_kind)op->kind));
+  snprintf(r->coll, sizeof r->coll, "%s", op->kind == PLAN_OP_COLLECTIVE ? plan_coll_name((plan_coll)op->coll) : "");
+  snprintf(r->codec, sizeof r->codec, "%s",
+           op->kind != PLAN_OP_COMPUTE && op->codec.kind != PLAN_CODEC_NONE ? plan_codec_kind_name(op->codec.kind) : "");
+  r->merged = merged > 0 ? merged : 0;
+  r->flops = r->bytes = r->wire_bytes = 0;
+  for (int k = 0; k <= r->merged && pos + k < rs->n_stream_ops[stream]; k++) {
+    const plan_op *m = &rs->prog->ops[mine[pos + k]];
+    r->flops += m->flops, r->bytes += m->bytes, r->wire_bytes += m->kind == PLAN_OP_COMPUTE ? 0 : m->wire_bytes;
+  }
 }
 
 /* Attributes a wait of the compute stream on op d to its cause. */
@@ -251,7 +265,7 @@ static void stream_main(int argc, char **argv) {
       }
       rs->st.compute_s += total - imbalance; /* MoE: the wait for the busiest EP rank is not this GPU's work */
       rs->st.imbalance_s += imbalance;
-      record(rs, s, i, merged, t0, total);
+      record(rs, s, x, merged, t0, total);
       for (int k = x; k <= y; k++) finish(rs, s, mine[k]);
       x = y;
       continue;
@@ -260,7 +274,7 @@ static void stream_main(int argc, char **argv) {
       sim_run_collective(rs, s, i);
     else
       sim_run_sendrecv(rs, i);
-    record(rs, s, i, 0, t0, simgrid_get_clock() - t0);
+    record(rs, s, x, 0, t0, simgrid_get_clock() - t0);
     if (sim_w->clock && sim_comm_draws_power(rs, &ops[i]) && sim_clock_comm(rs, t0, simgrid_get_clock() - t0)) {
       ts_err e = {0};
       ts_fail_sys(&e, "out of memory");

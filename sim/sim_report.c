@@ -70,6 +70,20 @@ static void json_string_out(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* what an event was, shown by Perfetto under "Arguments": only the fields set */
+static void trace_args(FILE *f, const schema_op_record *op) {
+  if (!op->kind[0]) return;
+  fprintf(f, ",\"args\":{\"kind\":");
+  json_string_out(f, op->kind);
+  if (op->coll[0]) fprintf(f, ",\"coll\":"), json_string_out(f, op->coll);
+  if (op->codec[0]) fprintf(f, ",\"codec\":"), json_string_out(f, op->codec);
+  if (op->flops > 0) fprintf(f, ",\"flops\":%.6g", op->flops);
+  if (op->bytes > 0) fprintf(f, ",\"bytes\":%.6g", op->bytes);
+  if (op->wire_bytes > 0) fprintf(f, ",\"wire_bytes\":%.6g", op->wire_bytes);
+  if (op->merged > 0) fprintf(f, ",\"merged_ops\":%d", op->merged);
+  fputc('}', f);
+}
+
 int sim_write_trace(const schema_result *r, const char *path, ts_err *e) {
   FILE *f = fopen(path, "w");
   if (!f) return ts_fail(e, path, NULL, "cannot open for writing (%s)", strerror(errno));
@@ -93,7 +107,9 @@ int sim_write_trace(const schema_result *r, const char *path, ts_err *e) {
     fprintf(f, "%s{\"ph\":\"X\",\"name\":", first ? "" : ",\n");
     first = 0;
     json_string_out(f, op->name);
-    fprintf(f, ",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", op->rank, tid, op->start_s * 1e6, op->dur_s * 1e6);
+    fprintf(f, ",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f", op->rank, tid, op->start_s * 1e6, op->dur_s * 1e6);
+    trace_args(f, op);
+    fputc('}', f);
   }
   fprintf(f, "\n]}\n");
   if (fclose(f)) return ts_fail_sys(e, "%s: cannot write (%s)", path, strerror(errno));

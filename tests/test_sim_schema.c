@@ -842,8 +842,8 @@ static void test_result_strict_keys(void) {
                 "\"comm_s\":0,\"idle_s\":0}]}",
                 "r.json: ranks[0].idle_s: unknown field");
   expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"ranks\":[],\"ops\":[{\"name\":\"a\",\"rank\":0,"
-                "\"stream\":\"tp\",\"start_s\":0,\"dur_s\":1,\"bytes\":8}]}",
-                "r.json: ops[0].bytes: unknown field");
+                "\"stream\":\"tp\",\"start_s\":0,\"dur_s\":1,\"size\":8}]}",
+                "r.json: ops[0].size: unknown field");
   expect_result("{\"schema\":1,\"plan\":\"p\",\"iteration_time_s\":1,\"tokens_per_s\":1,\"tflops_per_gpu\":1,"
                 "\"mfu\":0.1,\"memory_per_gpu_bytes\":1,\"breakdown\":{\"compute_s\":1,\"tp_exposed_s\":0,"
                 "\"pp_exposed_s\":0,\"dp_exposed_s\":0,\"codec_s\":0,\"bubble_s\":0,\"idle_s\":0},"

@@ -57,7 +57,7 @@ static void test_trace_streams(void) {
   schema_result r;
   schema_result_init(&r, SCHEMA_SOURCE_SIMULATED);
   schema_op_record op = {.name = "layer0.mb0.fwd.attn.cp_kv0", .rank = 3, .stream = "cp", .start_s = 1e-3,
-                         .dur_s = 2e-3};
+                         .dur_s = 2e-3, .kind = "send", .codec = "taco", .bytes = 4194304, .wire_bytes = 2162688};
   r.ops = &op, r.n_ops = 1;
   char path[] = "/tmp/test_trace_XXXXXX";
   int fd = mkstemp(path);
@@ -81,14 +81,46 @@ static void test_trace_streams(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(buf, want));
   snprintf(want, sizeof want, "\"pid\":3,\"tid\":%d,\"args\":{\"name\":\"cp\"}", (int)PLAN_STREAM_CP);
   CU_ASSERT_PTR_NOT_NULL(strstr(buf, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"args\":{\"kind\":\"send\",\"codec\":\"taco\",\"bytes\":4.1943e+06,"
+                                     "\"wire_bytes\":2.16269e+06}"));
+}
+
+/* a simulation's records say what each op was, through the forked child's
+ * result; merged compute records sum their ops' FLOPs */
+static void test_records_describe_ops(void) {
+  ts_err e = {0};
+  schema_calibration cal;
+  sim_cost_source src;
+  CU_ASSERT_EQUAL_FATAL(sim_load_costs(NULL, &p.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
+  unsigned char sel[2] = {1, 0};
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .record_ops = true, .record_ranks = sel, .clock_off = true};
+  schema_result r;
+  int rc = sim_run_isolated(&p, &o, &r, &e);
+  if (rc) printf("\n  %s ", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  int compute = 0, comm = 0, merged = 0;
+  for (int i = 0; i < r.n_ops; i++) {
+    const schema_op_record *op = &r.ops[i];
+    if (!strcmp(op->kind, "compute")) compute += op->flops > 0 || op->bytes > 0;
+    else
+      comm += op->bytes > 0 && op->wire_bytes > 0;
+    merged += op->merged > 0;
+  }
+  printf("\n  %d ops: %d compute with sizes, %d communication, %d merged ", r.n_ops, compute, comm, merged);
+  CU_ASSERT(compute > 0);
+  CU_ASSERT(comm > 0);
+  CU_ASSERT_EQUAL(compute + comm, r.n_ops);
+  schema_result_free(&r);
+  schema_calibration_free(&cal);
 }
 
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("trace ranks", NULL, NULL);
   CU_add_test(s, "--trace-ranks lists", test_parse);
-  CU_add_test(s, "only the chosen ranks are recorded", test_records_only_chosen);
   CU_add_test(s, "each plan stream its own trace thread", test_trace_streams);
+  CU_add_test(s, "records say what each op was", test_records_describe_ops); /* forks: before sim_run */
+  CU_add_test(s, "only the chosen ranks are recorded", test_records_only_chosen);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
