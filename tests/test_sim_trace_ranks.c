@@ -33,15 +33,24 @@ static void test_parse(void) {
   }
 }
 
-static void test_records_only_chosen(void) {
+/* simulates the plan in full mode recording rank `rank` only, in this process
+ * (sim_run: once per process) or in a forked child (its result comes back as
+ * JSON through the result loader); 0 when it ran */
+static int record_rank(int rank, bool isolated, schema_calibration *cal, schema_result *r) {
   ts_err e = {0};
-  schema_calibration cal;
   sim_cost_source src;
-  CU_ASSERT_EQUAL_FATAL(sim_load_costs(NULL, &p.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
-  unsigned char sel[2] = {0, 1};
-  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .record_ops = true, .record_ranks = sel, .clock_off = true};
+  if (sim_load_costs(NULL, &p.cluster, SIM_TRANSFER_ROOFLINE, cal, &src, &e)) return -1;
+  unsigned char sel[2] = {rank == 0, rank == 1};
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = cal, .record_ops = true, .record_ranks = sel, .clock_off = true};
+  int rc = isolated ? sim_run_isolated(&p, &o, r, &e) : sim_run(&p, &o, r, &e);
+  if (rc) printf("\n  %s ", e.msg), schema_calibration_free(cal);
+  return rc;
+}
+
+static void test_records_only_chosen(void) {
+  schema_calibration cal;
   schema_result r;
-  CU_ASSERT_EQUAL_FATAL(sim_run(&p, &o, &r, &e), 0); /* once per process */
+  CU_ASSERT_EQUAL_FATAL(record_rank(1, false, &cal, &r), 0);
   int other = 0;
   for (int i = 0; i < r.n_ops; i++) other += r.ops[i].rank != 1;
   printf("\n  %d ops recorded for rank 1 ", r.n_ops);
@@ -85,19 +94,12 @@ static void test_trace_streams(void) {
                                      "\"wire_bytes\":2.16269e+06}"));
 }
 
-/* a simulation's records say what each op was, through the forked child's
- * result; merged compute records sum their ops' FLOPs */
+/* a simulation's records say what each op was (kind, sizes), also through
+ * the forked child's result */
 static void test_records_describe_ops(void) {
-  ts_err e = {0};
   schema_calibration cal;
-  sim_cost_source src;
-  CU_ASSERT_EQUAL_FATAL(sim_load_costs(NULL, &p.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
-  unsigned char sel[2] = {1, 0};
-  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .record_ops = true, .record_ranks = sel, .clock_off = true};
   schema_result r;
-  int rc = sim_run_isolated(&p, &o, &r, &e);
-  if (rc) printf("\n  %s ", e.msg);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL_FATAL(record_rank(0, true, &cal, &r), 0);
   int compute = 0, comm = 0, merged = 0;
   for (int i = 0; i < r.n_ops; i++) {
     const schema_op_record *op = &r.ops[i];
