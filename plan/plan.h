@@ -38,6 +38,7 @@ typedef struct {
   int group;    /* TACO group size G (= Hadamard size): 32, 64, 128, 256, 512 */
   plan_fp8 fp8; /* TACO element format */
   double p;     /* CAAT-Net fraction of hidden channels synchronized, (0, 1] */
+  bool group_auto; /* the group came from "group": "auto" (plan_reshape.h: the reshaping's choice) */
 } plan_codec;
 
 static inline bool plan_codec_has_taco(plan_codec_kind k) { return (unsigned)k < TS_CODEC_COUNT && ts_codecs[k].taco; }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "plan_internal.h"
+#include "plan_reshape.h"
 #include "ts_json.h"
 
 static const char *const fp8_names[] = {"e4m3", "e5m2", NULL};
@@ -38,8 +39,36 @@ bool plan_json_is_inference(json_t *root) {
   return kind && json_is_string(kind) && strcmp(json_string_value(kind), "inference") == 0;
 }
 
+/* "group": "auto": the reshaping's choice from the file "reshape" names (relative to the plan's
+ * folder); "axis" ("auto" or "hidden", the only axis the kernels group along) checked. */
+static int codec_group_auto(json_t *o, const char *file, const char *path, plan_codec *c, ts_err *e) {
+  char field[96], rpath[1024];
+  json_t *r = json_object_get(o, "reshape");
+  snprintf(field, sizeof field, "%s.reshape", path);
+  if (!r) return ts_fail(e, file, field, "missing: \"group\": \"auto\" needs the reshaping file (tacorun train --reshape)");
+  if (!json_is_string(r) || !*json_string_value(r)) return ts_fail(e, file, field, "must be a file name");
+  const char *rv = json_string_value(r), *slash = strrchr(file, '/');
+  if (rv[0] == '/' || !slash) snprintf(rpath, sizeof rpath, "%s", rv);
+  else snprintf(rpath, sizeof rpath, "%.*s/%s", (int)(slash - file), file, rv);
+  plan_reshape_choice ch;
+  if (plan_reshape_read(rpath, &ch, e)) return -1;
+  c->group = ch.group, c->group_auto = true;
+  return 0;
+}
+static int codec_axis(json_t *o, const char *file, const char *path, ts_err *e) {
+  char field[96];
+  json_t *a = json_object_get(o, "axis");
+  if (!a) return 0;
+  snprintf(field, sizeof field, "%s.axis", path);
+  const char *v = json_is_string(a) ? json_string_value(a) : "";
+  if (!strcmp(v, "hidden") || !strcmp(v, "auto")) return 0;
+  if (!strcmp(v, "tokens"))
+    return ts_fail(e, file, field, "\"tokens\" is not run: the TACO kernels group along hidden only");
+  return ts_fail(e, file, field, "must be \"auto\" or \"hidden\"");
+}
+
 int plan_json_codec(json_t *o, const char *file, const char *path, plan_codec *c, ts_err *e) {
-  static const char *const keys[] = {"kind", "group", "fp8", "p", NULL};
+  static const char *const keys[] = {"kind", "group", "fp8", "p", "axis", "reshape", NULL};
   memset(c, 0, sizeof *c);
   c->kind = PLAN_CODEC_NONE;
   c->group = 128;
@@ -52,15 +81,24 @@ int plan_json_codec(json_t *o, const char *file, const char *path, plan_codec *c
   char field[96];
   if (plan_codec_has_taco(c->kind)) {
     long long g;
-    if (tsj_int(o, "group", 1, 1 << 20, &g, file, path, e)) return -1;
-    c->group = (int)g;
+    json_t *gj = json_object_get(o, "group");
+    if (gj && json_is_string(gj) && !strcmp(json_string_value(gj), "auto")) {
+      if (codec_group_auto(o, file, path, c, e)) return -1;
+    } else if (tsj_int(o, "group", 1, 1 << 20, &g, file, path, e)) return -1;
+    else c->group = (int)g;
+    if (json_object_get(o, "reshape") && !c->group_auto) {
+      snprintf(field, sizeof field, "%s.reshape", path);
+      return ts_fail(e, file, field, "only applies with \"group\": \"auto\"");
+    }
+    if (codec_axis(o, file, path, e)) return -1;
     int fp8;
     if (tsj_enum(o, "fp8", fp8_names, &fp8, file, path, e)) return -1;
     c->fp8 = (plan_fp8)fp8;
   } else {
-    for (int i = 1; i <= 2; i++)
-      if (json_object_get(o, keys[i])) {
-        snprintf(field, sizeof field, "%s.%s", path, keys[i]);
+    static const char *const taco_keys[] = {"group", "fp8", "axis", "reshape"};
+    for (int i = 0; i < 4; i++)
+      if (json_object_get(o, taco_keys[i])) {
+        snprintf(field, sizeof field, "%s.%s", path, taco_keys[i]);
         return ts_fail(e, file, field, "only applies to the \"taco\" and \"taco+caat\" kinds");
       }
   }

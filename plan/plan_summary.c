@@ -22,7 +22,8 @@ static double now_s(void) {
 static void print_codec(FILE *out, const char *name, const plan_codec *c) {
   fprintf(out, "  %-7s %s", name, plan_codec_kind_name(c->kind));
   if (c->kind == PLAN_CODEC_TACO || c->kind == PLAN_CODEC_TACO_CAAT)
-    fprintf(out, " (group %d, %s)", c->group, c->fp8 == PLAN_FP8_E4M3 ? "e4m3" : "e5m2");
+    fprintf(out, " (group %d%s, %s)", c->group, c->group_auto ? " auto: the reshaping's choice" : "",
+            c->fp8 == PLAN_FP8_E4M3 ? "e4m3" : "e5m2");
   if (c->kind == PLAN_CODEC_CAAT || c->kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " (p = %g)", c->p);
   fputc('\n', out);
 }

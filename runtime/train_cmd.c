@@ -14,6 +14,7 @@
 #include "exec_model.h"
 #include "exec_run.h"
 #include "fp8_plain.h"
+#include "plan_reshape.h"
 #include "rt_command.h"
 #include "rt_nccl.h"
 #include "train_data.h"
@@ -51,7 +52,11 @@ static void usage(FILE *out) {
           "  --corpus FILE      text file (e.g. the King James Bible: `bible gen1:1-rev22:21` from the\n"
           "                     Debian packages bible-kjv and bible-kjv-text)\n"
           "  --codec C[,C...] [none]  one run per codec, one after the other in the same processes\n"
-          "  --group G [128]    --p P [0.5]\n"
+          "  --group G|auto [128]  TACO's (and the ablation codecs') group size; auto: the data-driven\n"
+          "                     reshaping's choice read from --reshape-file FILE (the output of --reshape below:\n"
+          "                     every tensor class's chosen_runnable row, which must agree; plan/plan_reshape.h)\n"
+          "  --reshape-file FILE  with --group auto [none]\n"
+          "  --p P [0.5]\n"
           "  --steps N [2000]   --eval-every N [200]   --eval-batches N [0 = the whole held-out part]\n"
           "  --log-every N [1]  --hidden H [512]  --layers L [8]  --heads A [8]  --ffn F [4H]\n"
           "  --seq S [256]      --batch B [16] (sequences per step)\n"
@@ -86,8 +91,9 @@ static void usage(FILE *out) {
           "                     dump: per tensor class the measured error (per channel) and cost (bandwidth\n"
           "                     model, NVLink 450 GB/s) of every group size and axis, and the choice: the\n"
           "                     cheapest within --reshape-max-err [0.04], over all candidates and over those\n"
-          "                     the executor runs (groups along hidden dividing it). Not implemented: \"group\": \"auto\"\n"
-          "                     in a plan's codec (the choice is printed, not applied)\n"
+          "                     the executor runs (groups along hidden dividing it), as CSV: save it to a file\n"
+          "                     and give it to --group auto --reshape-file FILE, or to a plan's TACO codec as\n"
+          "                     \"group\": \"auto\", \"reshape\": \"FILE\" (plan/README.md)\n"
           "  --check-emu        the emulated all-reduce of --tp-emulate on the GPU (every codec, TP 2/4/8, BF16\n"
           "                     and FP32) against its plain-C reference, bit for bit (exit 77 without a GPU)\n"
           "  --check-codec      the fp8-tensor CUDA kernels against their plain-C reference, bit for bit\n"
@@ -107,7 +113,7 @@ typedef struct {
   const char *corpus, *codec, *csv, *summary, *out_dir, *emu_allreduce;
   int group, steps, eval_every, eval_batches, log_every, hidden, layers, heads, ffn, seq, batch, warmup, timeout_s;
   int tp_emulate, stats_every, dump_at, dump_rows;
-  const char *reshape_dir;
+  const char *reshape_dir, *reshape_file, *group_arg;
   double p, lr, min_lr_frac, val_frac, reshape_err;
   unsigned long long seed;
   int check_codec;
@@ -345,9 +351,10 @@ static int train_run(const train_rank *rk, const train_opts *o, ts_err *e) {
       goto done;
     }
     fprintf(t.csv, "# tacorun train: codec %s, TP %d%s, %zu parameters (h %d, %d layers, %d heads, ffn %d), seq %d, "
-                   "batch %d, %d steps, lr %g, warmup %d, seed %llu, corpus %s (%zu bytes, %zu held out)\n",
+                   "batch %d, %d steps, lr %g, warmup %d, seed %llu, corpus %s (%zu bytes, %zu held out), group %d%s%s%s\n",
             o->codec, tp, rk->emu ? (ecodec.ar.one_shot ? " (emulated on one GPU, one-shot)" : " (emulated on one GPU, two-shot)") : "", params, o->hidden, o->layers, o->heads, o->ffn, o->seq, o->batch, o->steps, o->lr, o->warmup,
-            o->seed, o->corpus, d.n, d.n - d.train_n);
+            o->seed, o->corpus, d.n, d.n - d.train_n, o->group, o->group_arg ? " (auto, from " : "",
+            o->group_arg ? o->reshape_file : "", o->group_arg ? ")" : "");
     fprintf(t.csv, "step,split,loss,lr,elapsed_s\n");
   }
   if (root && rk->emu && o->stats_every && o->out_dir) {
@@ -568,6 +575,10 @@ static int cmd_train(int argc, char **argv) {
       o.check_codec = 2;
       continue;
     }
+    if (!strcmp(a, "--group") && i + 1 < argc && !strcmp(argv[i + 1], "auto")) {
+      o.group_arg = argv[++i];
+      continue;
+    }
     for (size_t k = 0; k < sizeof ints / sizeof *ints && !done; k++)
       if (!strcmp(a, ints[k].name)) {
         if (i + 1 >= argc || parse_int(argv[++i], ints[k].lo, ints[k].hi, (int *)((char *)&o + ints[k].off))) {
@@ -588,6 +599,7 @@ static int cmd_train(int argc, char **argv) {
       }
     if (done) continue;
     const char **str = !strcmp(a, "--corpus")  ? &o.corpus
+                       : !strcmp(a, "--reshape-file") ? &o.reshape_file
                        : !strcmp(a, "--codec") ? &o.codec
                        : !strcmp(a, "--csv")   ? &o.csv
                        : !strcmp(a, "--summary") ? &o.summary
@@ -631,6 +643,25 @@ static int cmd_train(int argc, char **argv) {
     return 0;
   }
   /* check everything before touching a GPU: bad input fails fast with status 2 */
+  if (o.group_arg && !o.reshape_file) {
+    fprintf(stderr, "tacorun train: --group auto needs --reshape-file FILE (the output of tacorun train --reshape)\n");
+    return 2;
+  }
+  if (o.reshape_file && !o.group_arg) {
+    fprintf(stderr, "tacorun train: --reshape-file only applies with --group auto\n");
+    return 2;
+  }
+  if (o.group_arg) {
+    ts_err re;
+    plan_reshape_choice ch;
+    if (plan_reshape_read(o.reshape_file, &ch, &re)) {
+      fprintf(stderr, "tacorun train: --reshape-file: %s\n", re.msg);
+      return 2;
+    }
+    o.group = ch.group;
+    fprintf(stderr, "train: --group auto: group %d along hidden, the reshaping's choice for %d tensor classes (%s)\n",
+            ch.group, ch.classes, o.reshape_file);
+  }
   char codec_list[512], *codecs[TRAIN_MAX_CODECS];
   snprintf(codec_list, sizeof codec_list, "%s", o.codec);
   int ncodecs = split_codecs(codec_list, codecs);

@@ -8,7 +8,8 @@
 #           EXEC_ATTN=unfused as they ran) emulated on one GPU, for the comparison with the curves
 #           measured on two GPUs (REPRO_CODECS)
 #   big     the 124M-parameter runs (BIG_MODEL) on the English corpus (experiments/loss/corpus.sh):
-#           JOBS, a ;-separated list of "TP SEED CODEC[,CODEC...]", PAR of them at a time
+#           JOBS, a ;-separated list of "TP SEED CODEC[,CODEC...] [EXTRA OPTIONS]", PAR of them at a
+#           time (a job whose options hold --group G names its folder ...-gG, e.g. -gauto)
 #
 # Environment: TACORUN (.devbin/emu/tacorun), KJV (.devbin/emu/kjv.txt), CORPUS
 # (.devbin/emu/english.txt, or english.txt.gz next to it, unpacked on the fly), OUT (experiments/loss/out),
@@ -61,7 +62,9 @@ big)
   running=0
   for j in "${jobs[@]}"; do
     read -r tp seed codecs extra <<< "$j"
-    d="$OUT/big-tp$tp-s$seed-${codecs//,/+}"; mkdir -p "$d"
+    tag=""  # a job with --group G|auto in its extra options gets -gG / -gauto in its folder's name
+    if [[ " ${extra:-} " =~ \ --group\ ([^ ]+) ]]; then tag="-g${BASH_REMATCH[1]}"; fi
+    d="$OUT/big-tp$tp-s$seed-${codecs//,/+}$tag"; mkdir -p "$d"
     # shellcheck disable=SC2086
     timeout "$LIMIT" "$TACORUN" train --tp-emulate "$tp" --corpus "$CORPUS" --codec "$codecs" $BIG_MODEL --seed "$seed" \
       --steps "$STEPS" --eval-every 250 --eval-batches 16 --stats-every 250 ${extra:-} --out-dir "$d" > "$d/train.log" 2>&1 &

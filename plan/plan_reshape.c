@@ -1,0 +1,79 @@
+/* plan_reshape.c — reads the data-driven reshaping's choice for a TACO
+ * codec's "group": "auto" (plan_reshape.h). */
+#include "plan_reshape.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ts_file.h"
+
+#define RESHAPE_HEADER "tensor,samples,rows,cols,group,axis,rel_err,cost_us,chosen,runnable,chosen_runnable"
+
+/* Splits line at commas in place into at most cap fields; returns the count. */
+static int split_fields(char *line, char **f, int cap) {
+  int n = 0;
+  for (char *s = line;; s++) {
+    if (n < cap) f[n] = s;
+    n++;
+    s = strchr(s, ',');
+    if (!s) break;
+    *s = 0;
+  }
+  return n;
+}
+
+int plan_reshape_read(const char *path, plan_reshape_choice *c, ts_err *e) {
+  size_t len;
+  char *text = ts_read_file(path, 1u << 20, &len, e);
+  if (!text) return -1;
+  memset(c, 0, sizeof *c);
+  int rc = 0, line_no = 0;
+  char first_class[64] = "";
+  char where[32];
+  for (char *line = text, *next; line && *line && !rc; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = 0;
+    line[strcspn(line, "\r")] = 0;
+    snprintf(where, sizeof where, "line %d", ++line_no);
+    if (line_no == 1) {
+      if (strcmp(line, RESHAPE_HEADER))
+        rc = ts_fail(e, path, where, "not the header of `tacorun train --reshape` (" RESHAPE_HEADER ")");
+      continue;
+    }
+    if (!*line) continue;
+    char *f[12];
+    if (split_fields(line, f, 12) != 11) {
+      rc = ts_fail(e, path, where, "not 11 comma-separated fields as the header");
+      break;
+    }
+    if (strcmp(f[10], "yes")) continue; /* not a tensor class's runnable choice */
+    char *gend, *cend;
+    long g = strtol(f[4], &gend, 10), cols = strtol(f[3], &cend, 10);
+    if (*gend || (g != 32 && g != 64 && g != 128 && g != 256 && g != 512)) {
+      rc = ts_fail(e, path, where, "group '%s' is not a TACO group size (32, 64, 128, 256 or 512)", f[4]);
+      break;
+    }
+    if (*cend || cols < 1 || cols % g) {
+      rc = ts_fail(e, path, where, "cols '%s' is not a hidden size that group %ld divides", f[3], g);
+      break;
+    }
+    if (strcmp(f[5], "hidden")) {
+      rc = ts_fail(e, path, where, "axis '%s': a runnable choice groups along hidden", f[5]);
+      break;
+    }
+    if (c->classes && (c->group != (int)g || c->cols != (int)cols)) {
+      rc = ts_fail(e, path, where,
+                   "%s chose group %ld on hidden %ld, %s group %d on hidden %d: a codec has one group for every "
+                   "all-reduce (give the group instead of \"auto\")",
+                   f[0], g, cols, first_class, c->group, c->cols);
+      break;
+    }
+    if (!c->classes) snprintf(first_class, sizeof first_class, "%s", f[0]);
+    c->group = (int)g, c->cols = (int)cols, c->axis = PLAN_AXIS_HIDDEN, c->classes++;
+  }
+  if (!rc && line_no == 0) rc = ts_fail(e, path, NULL, "empty (expected the output of `tacorun train --reshape`)");
+  else if (!rc && !c->classes) rc = ts_fail(e, path, NULL, "no row chosen_runnable = yes: no tensor class has a choice");
+  free(text);
+  return rc;
+}
