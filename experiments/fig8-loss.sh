@@ -2,8 +2,9 @@
 # Figure 8: validation loss with and without compression of the TP all-reduces.
 # Left: the 124M-parameter byte-level GPT on the 25.7 MB English corpus (experiments/loss/corpus.sh),
 # TP 2 emulated on one H200 (`tacorun train --tp-emulate 2`), every codec run kept in
-# experiments/loss/emu/124m/<run>/loss-<codec>.csv (seed 1234 solid, seed 4321 dashed; the runs
-# stopped at the time limit before step 2,000, see experiments/loss/README.md).
+# experiments/loss/emu/124m/<run>/loss-<codec>.csv, 2,000 steps (seed 1234 solid, seed 4321 dashed;
+# the last point is over the whole held-out part; runs whose curve was not kept have no line, see
+# experiments/loss/README.md).
 # Right: the 25.4M GPT on the King James Bible, TP 2 measured on 2 x H200 (experiments/loss/
 # loss-<codec>.csv) against the same runs emulated on one H200 (experiments/loss/emu/repro/),
 # second half of training (the last point is over the whole held-out part, hence the kink).
@@ -21,13 +22,14 @@ work="$DATA/fig8"
 mkdir -p "$work"
 val() { awk -F, '!/^#/ && $2 == "val" { print $1, $3 }' "$1" > "$2"; }
 left="plot" right="plot"
-declare -A colour=([none]=1 [taco-e4m3]=2 [fp8-tensor]=3 [fp8-group]=4 [fp8-hadamard]=6 [taco-e5m2]=7 [caat]=8 [taco+caat]=9)
+declare -A colour=([none]=1 [taco-e4m3]=2 [fp8-tensor]=3 [fp8-group]=4 [fp8-hadamard]=6 [taco-e5m2]=7 [caat]=8 [taco+caat]=10)
 for f in "${big[@]}"; do
   run=$(basename "$(dirname "$f")")
   codec=$(basename "$f" .csv); codec=${codec#loss-}
   val "$f" "$work/$run.val"
   dt=1; case $run in *s4321*) dt=2 ;; esac
-  left="$left \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc ${colour[$codec]:-5} title \"${run#tp2-}\","
+  lc=${colour[$codec]:-5}; case $run in *-gauto) lc=5 ;; esac  # TACO with the reshaping's group
+  left="$left \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc $lc title \"${run#tp2-}\","
 done
 for c in none taco-e4m3; do
   val "$LOSS/loss-$c.csv" "$work/measured-$c.val"
@@ -42,7 +44,7 @@ set xlabel "step"
 set title "124M byte-level GPT, English corpus (KJV + kernel docs), TP 2 emulated on one H200"
 set ylabel "validation loss (nats/byte, 16 held-out batches)"
 set logscale y
-set yrange [1.2:3]
+set yrange [1.15:3]
 set ytics (1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2, 2.5, 3)
 set key top right
 ${left%,}
