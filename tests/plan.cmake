@@ -48,5 +48,7 @@ add_test(NAME plan_cp COMMAND test_plan_cp)
 # A TACO codec's "group": "auto": the data-driven reshaping's choice (plan/plan_reshape.c).
 add_executable(test_plan_reshape ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_reshape.c)
 target_link_libraries(test_plan_reshape PRIVATE ts_plan PkgConfig::CUNIT m)
-target_compile_definitions(test_plan_reshape PRIVATE RESHAPE_CSV="${CMAKE_SOURCE_DIR}/experiments/loss/emu/reshape-124m-step1000.csv")
+target_compile_definitions(test_plan_reshape PRIVATE
+  RESHAPE_CSV="${CMAKE_SOURCE_DIR}/experiments/loss/emu/reshape-124m-step1000.csv"
+  EXAMPLE_PLAN="${CMAKE_SOURCE_DIR}/experiments/loss/gpt-h4096-tp2-taco-auto.json")
 add_test(NAME plan_reshape COMMAND test_plan_reshape)

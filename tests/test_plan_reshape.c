@@ -110,6 +110,19 @@ static void test_auto_is_the_written_group(void) {
   }
 }
 
+/* The example plan of experiments/loss/ (its reshaping file named relative to its folder). */
+static void test_example_plan(void) {
+  plan p;
+  ts_err e = {0};
+  int rc = plan_load(EXAMPLE_PLAN, NULL, NULL, &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  for (int t = PLAN_TRAFFIC_TP_FWD; t <= PLAN_TRAFFIC_TP_BWD; t++) {
+    CU_ASSERT_EQUAL(p.codec[t].group, 256);
+    CU_ASSERT(p.codec[t].group_auto);
+  }
+}
+
 static void test_rejects(void) {
   char buf[8192];
   const char *aut = "{\"kind\": \"taco\", \"group\": \"auto\", \"fp8\": \"e4m3\", \"reshape\": \"r.csv\"}";
@@ -154,6 +167,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("plan_reshape", NULL, NULL);
   CU_add_test(s, "the shipped reshaping file", test_shipped_file);
   CU_add_test(s, "auto is the written group", test_auto_is_the_written_group);
+  CU_add_test(s, "the example plan", test_example_plan);
   CU_add_test(s, "bad files and fields rejected", test_rejects);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
