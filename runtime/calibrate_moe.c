@@ -64,8 +64,9 @@ typedef struct {
   size_t a_bytes, b_bytes, c_bytes;
   float beta;
   /* cublasGemmGroupedBatchedEx (forward only): column-major view C^T = B^T A^T */
-  const void **pa, **pb;
+  const void **pa, **pb; /* host copies of the pointer arrays */
   void **pc;
+  void **dpa, **dpb, **dpc; /* the pointer arrays in device memory, as cuBLAS reads them */
   int mode; /* 0 loop, 1 grouped batched, 2 one dense GEMM */
   exec_gemm_shape dense;
 } ggemm_ctx;
@@ -78,9 +79,9 @@ static int ggemm_launch(void *p, long long iter, ts_err *e) {
     cublasOperation_t op = CUBLAS_OP_N;
     int m = (int)g->one.n, n = (int)g->one.m, k = (int)g->one.k, lda = m, ldb = k, ldc = m, size = g->G;
     float alpha = 1.0f, beta = 0.0f;
-    CUBLAS_CHECK(e, cublasGemmGroupedBatchedEx(g->blas, &op, &op, &m, &n, &k, &alpha, (const void *const *)g->pb,
-                                               CUDA_R_16BF, &lda, (const void *const *)g->pa, CUDA_R_16BF, &ldb,
-                                               &beta, g->pc, CUDA_R_16BF, &ldc, 1, &size, CUBLAS_COMPUTE_32F));
+    CUBLAS_CHECK(e, cublasGemmGroupedBatchedEx(g->blas, &op, &op, &m, &n, &k, &alpha, (const void *const *)g->dpb,
+                                               CUDA_R_16BF, &lda, (const void *const *)g->dpa, CUDA_R_16BF, &ldb,
+                                               &beta, g->dpc, CUDA_R_16BF, &ldc, 1, &size, CUBLAS_COMPUTE_32F));
     return 0;
   }
   for (int x = 0; x < g->G; x++)
@@ -124,6 +125,9 @@ static int time_group(ggemm_ctx *g, const calib_config *cfg, int G, long long m,
     for (int x = 0; x < G; x++) {
       g->pa[x] = g->A + x * g->a_bytes, g->pb[x] = g->B + x * g->b_bytes, g->pc[x] = g->C + x * g->c_bytes;
     }
+    CUDA_CHECK(e, cudaMemcpy(g->dpa, g->pa, (size_t)G * sizeof *g->pa, cudaMemcpyHostToDevice));
+    CUDA_CHECK(e, cudaMemcpy(g->dpb, g->pb, (size_t)G * sizeof *g->pb, cudaMemcpyHostToDevice));
+    CUDA_CHECK(e, cudaMemcpy(g->dpc, g->pc, (size_t)G * sizeof *g->pc, cudaMemcpyHostToDevice));
     g->mode = 1;
     ts_err ge = {0}; /* optional: a cuBLAS without this path for BF16 leaves the column empty (NaN) */
     if (calib_time_us(ggemm_launch, g, streams, cfg->devices, 1, &b, &grouped, &ge)) {
@@ -267,7 +271,7 @@ static int route_check(int t, int E, int k, int h, uint64_t seed, ts_err *e) {
     r.which = 2 + weighted;
     if (route_launch(&r, 0, e)) goto fail;
     DOWN(og, r.out, (size_t)t * h * 2);
-    moe_combine_ref(perm, pos, weighted ? w : NULL, t, k, h, out);
+    moe_combine_ref(perm, pos, weighted ? wg : NULL, t, k, h, out); /* the kernel's inputs: its own weights */
     if (memcmp(og, out, (size_t)t * h * 2)) {
       ts_fail(e, NULL, "moe", "combine (%s) t=%d h=%d k=%d: bits differ from the reference",
               weighted ? "weighted" : "sums", t, h, k);
@@ -281,7 +285,7 @@ static int route_check(int t, int E, int k, int h, uint64_t seed, ts_err *e) {
   if (route_launch(&r, 0, e)) goto fail;
   DOWN(dyg, r.x, tk * h * 2);
   DOWN(dwg, r.dw, tk * 4);
-  moe_combine_bwd_ref(og, perm, pos, w, t, k, h, dy, dw);
+  moe_combine_bwd_ref(og, perm, pos, wg, t, k, h, dy, dw);
   if (memcmp(dy, dyg, tk * h * 2)) {
     ts_fail(e, NULL, "moe", "combine backward t=%d h=%d k=%d: dy bits differ from the reference", t, h, k);
     goto fail;
@@ -387,7 +391,7 @@ int calib_run_moe(const calib_config *cfg, const char *models, const char *tsv_p
   FILE *tsv = NULL;
   if (tsv_path && !(tsv = fopen(tsv_path, "w"))) return ts_fail(e, tsv_path, NULL, "cannot write");
   if (tsv) fprintf(tsv, "# table\tG\tM\tN\tK\trole\tloop_us\tgrouped_batched_us\tdense_us\tloop_tflops\n");
-  int rc = 0;
+  int rc = 0, points = 0;
   ggemm_ctx g;
   memset(&g, 0, sizeof g);
   if (!rc && exec_gemm_create(&g.h, e)) rc = -1;
@@ -396,7 +400,11 @@ int calib_run_moe(const calib_config *cfg, const char *models, const char *tsv_p
     g.pa = calloc(64, sizeof *g.pa), g.pb = calloc(64, sizeof *g.pb), g.pc = calloc(64, sizeof *g.pc);
     if (!g.pa || !g.pb || !g.pc) rc = ts_fail_sys(e, "out of memory");
   }
-  int points = 0;
+  if (!rc) {
+    TRY_CUDA(cudaMalloc((void **)&g.dpa, 64 * sizeof(void *)));
+    TRY_CUDA(cudaMalloc((void **)&g.dpb, 64 * sizeof(void *)));
+    TRY_CUDA(cudaMalloc((void **)&g.dpc, 64 * sizeof(void *)));
+  }
   for (int i = 0; i < nm && !rc; i++) {
     const model_config *m = &zoo[i];
     const long long fe = m->expert_ffn_hidden, h = m->hidden;
@@ -435,6 +443,7 @@ done:
   if (!rc) fprintf(stderr, "[%6.1fs] moe: %d grouped-GEMM points\n", calib_elapsed_s(), points);
   if (g.A) cudaFree(g.A), cudaFree(g.B), cudaFree(g.C);
   free(g.pa), free(g.pb), free(g.pc);
+  cudaFree(g.dpa), cudaFree(g.dpb), cudaFree(g.dpc);
   if (g.blas) cublasDestroy(g.blas);
   if (g.h) exec_gemm_destroy(g.h);
   if (tsv) fflush(tsv);

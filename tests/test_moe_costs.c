@@ -13,6 +13,7 @@
 #include "moe_route.h"
 #include "sim.h"
 #include "sim_costs.h"
+#include "sim_transfer.h"
 
 #define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b))
 
@@ -243,12 +244,44 @@ static void test_sim_prices_moe_tables(void) {
   plan_program_free(&prog);
 }
 
+/* Transfer to another GPU: a grouped-GEMM point moves with the higher of its
+ * FLOP and byte bounds, its bytes those of its operands (the weight gradient
+ * accumulating into FP32: read and written). Two GPUs of equal FLOP/s and
+ * half the bandwidth: a compute-bound forward point keeps its time, the
+ * memory-bound weight gradient (k = 64 rows: 8 x 4096 x 4096 x 8 bytes of
+ * FP32 C against 2 x 8 x 64 x 4096^2 FLOPs) gets slower by its byte bound. */
+static void test_transfer_grouped(void) {
+  const char *text = HEAD "\"kernels\":{"
+                     "\"gemm_grouped.g8.n4096.k4096\":[{\"flops\":1.099511627776e12,\"us\":2000}],"
+                     "\"gemm_grouped.g8.m4096.n4096\":[{\"flops\":1.7179869184e10,\"us\":500}]}}";
+  schema_calibration c, out;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "t.json", &c, &e), 0);
+  topo_gpu a = {.bf16_tflops = 1000, .hbm_gbps = 4000}, b = {.bf16_tflops = 1000, .hbm_gbps = 2000};
+  snprintf(a.name, sizeof a.name, "A"), snprintf(b.name, sizeof b.name, "B");
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &a, &b, 0, false, &out, &e), 0);
+  double fwd = -1, wgrad = -1;
+  for (int i = 0; i < out.n_kernels; i++) {
+    if (!strcmp(out.kernels[i].name, "gemm_grouped.g8.n4096.k4096")) fwd = out.kernels[i].pts[0].us;
+    if (!strcmp(out.kernels[i].name, "gemm_grouped.g8.m4096.n4096")) wgrad = out.kernels[i].pts[0].us;
+  }
+  /* forward, m = 4096 rows per expert: 1.1 ms of FLOPs against 0.2 ms of bytes on A, 0.4 on B: unchanged */
+  NEAR(fwd, 2000.0, 1e-12);
+  /* wgrad: FLOPs 17.2 us; bytes 8 x (2 (4096 x 64 x 2) + 8 x 4096^2) = 1.0821e9: 270.5 us on A, 541.1 on B.
+   * One point: its floor is t - R_from = 229.5 us, so t' = 229.5 + 541.1 */
+  double bytes = 8.0 * (2.0 * (4096.0 * 64 * 2) + 8.0 * 4096.0 * 4096.0);
+  NEAR(wgrad, 500.0 - bytes / 4e12 * 1e6 + bytes / 2e12 * 1e6, 1e-9);
+  schema_calibration_free(&c);
+  schema_calibration_free(&out);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("moe_costs", NULL, NULL);
   CU_add_test(s, "routing reference by hand (topk, map, permute, combine, backward)", test_route_reference_by_hand);
   CU_add_test(s, "grouped-GEMM table names: written and read back, bad ones refused", test_grouped_names);
   CU_add_test(s, "the loader refuses bad grouped-GEMM tables naming file and field", test_loader_rules);
+  CU_add_test(s, "grouped GEMMs move to another GPU by their FLOP or byte bound", test_transfer_grouped);
   CU_add_test(s, "expert GEMMs and routing ops priced from their tables, else named fallback",
               test_sim_prices_moe_tables);
   CU_basic_set_mode(CU_BRM_VERBOSE);
