@@ -5,8 +5,8 @@ For a table measured in a separate GPU run of the same machine (for example
 `tacorun calibrate --only codec`): every kernel table of SRC whose name starts
 with one of the prefixes replaces the table of that name in each FILE, and a
 note naming SRC's run is appended to each FILE's notes (cut to the schema's
-511 characters). Written in the layout of the schema's writer (one-space
-indent, tables sorted by name); check the result with calib_heldout, which
+511 characters). Written in the layout of the schema's writer (a point per line, one-space
+indent, tables sorted by name: merge_infer.data_json); check the result with calib_heldout, which
 loads it with the strict loader.
 
 usage: merge_tables.py --from SRC --prefixes taco_,caat_ FILE...
@@ -14,6 +14,8 @@ usage: merge_tables.py --from SRC --prefixes taco_,caat_ FILE...
 import argparse
 import json
 import sys
+
+from merge_infer import data_json
 
 
 def main():
@@ -41,8 +43,7 @@ def main():
         cal["kernels"] = {k: kernels[k] for k in sorted(kernels)}
         cal["notes"] = (cal.get("notes", "") + note)[:511]
         with open(path, "w") as f:
-            json.dump(cal, f, indent=1)
-            f.write("\n")
+            f.write(data_json(cal) + "\n")
         print(f"{path}: {len(tables)} tables from {a.src}")
 
 

@@ -33,10 +33,10 @@
 #include "rt_command.h"
 #include "rt_ops.h"
 
-enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_ALL = 63 };
+enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_MOE = 64, PH_ALL = 127 };
 
 typedef struct {
-  const char *out, *transport, *models, *compute_from, *spread_tsv;
+  const char *out, *transport, *models, *compute_from, *spread_tsv, *moe_tsv;
   int phases, check_only, gpus;
   double time_limit_s;
   calib_sweep sweep;
@@ -50,10 +50,10 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: tacorun calibrate [--out FILE] [--transport-name NAME] [--tp 1,2,4,8] [--quick]\n"
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
-          "                         [--only gemm,attention,memory,clock,codec,comm] [--compute-from FILE]\n"
+          "                         [--only gemm,attention,memory,clock,codec,comm,moe] [--compute-from FILE]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
           "                         [--comm-passes N] [--comm-batch-us T]\n"
-          "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE]\n"
+          "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE] [--moe-tsv FILE]\n"
           "                         [--no-clock] [--clock-tsv FILE]\n"
           "       mpirun -np N tacorun calibrate ...   (one process per GPU for the collectives)\n\n"
           "Measures GEMMs (every shape of the model zoo: forward, dgrad, wgrad), attention,\n"
@@ -66,7 +66,7 @@ static void usage(FILE *f) {
           "  --models all|LIST    zoo models whose GEMM shapes are measured [all]\n"
           "  --tokens LIST        tokens per micro-batch of the GEMM shapes [1024,1536,2048,3072,4096,6144,8192]\n"
           "  --gpus N             GPUs used by the single-process collectives [all local GPUs]\n"
-          "  --only LIST          phases among gemm,attention,memory,clock,codec,comm [all of them]\n"
+          "  --only LIST          phases among gemm,attention,memory,clock,codec,comm,moe [all of them]\n"
           "  --time-limit SECONDS the run stops with an error after this long [1200]\n"
           "  --quick              fewer repetitions and group sizes (fits the 8-minute budget) [off]\n"
           "  --compute-from FILE  copy GEMM and kernel tables and the clock section from FILE; measure\n"
@@ -84,6 +84,8 @@ static void usage(FILE *f) {
           "                       kept (1-8; default 4; --quick 1)\n"
           "  --gemm-tsv FILE      every pass's time of every GEMM (a table to study their noise) [not written]\n"
           "  --spread-tsv FILE    per-size spread of the collectives' timed batches [not written]\n"
+          "  --moe-tsv FILE       every MoE point: grouped GEMMs as the table's loop of GEMMs, as one\n"
+          "                       cublasGemmGroupedBatchedEx call and as one dense GEMM; routing kernels [not written]\n"
           "  --no-clock           skip the clock section (on by default with the compute tables, ~35 s;\n"
           "                       --quick ~25 s): a 4096x4096x2048 GEMM and a 96 MiB add run in bursts\n"
           "                       with GPU-side idle between them at duty cycles 0.8 .. 0.15 and periods\n"
@@ -118,17 +120,17 @@ static int parse_list(const char *opt, const char *s, long long lo, long long hi
 }
 
 static int parse_phases(const char *s, int *out, ts_err *e) {
-  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm", "clock"};
+  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm", "clock", "moe"};
   *out = 0;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", s);
   char *save = NULL;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     int found = 0;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
       if (!strcmp(t, names[i])) *out |= 1 << i, found = 1;
     if (!found)
-      return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, attention, memory, clock, codec, comm)", t);
+      return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, attention, memory, clock, codec, comm, moe)", t);
   }
   return *out ? 0 : ts_fail(e, NULL, "--only", "no phase given");
 }
@@ -156,6 +158,7 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     else if (!strcmp(o, "--gemm-tsv")) a->cfg.gemm_tsv = argv[++i];
     else if (!strcmp(o, "--clock-tsv")) a->cfg.clock_tsv = argv[++i];
     else if (!strcmp(o, "--spread-tsv")) a->spread_tsv = argv[++i];
+    else if (!strcmp(o, "--moe-tsv")) a->moe_tsv = argv[++i];
     else if (!strcmp(o, "--max-bytes")) {
       if (parse_list(o, argv[++i], 4096, 1LL << 34, v, 1, &n, e)) return -1;
       a->max_bytes = v[0];
@@ -196,7 +199,7 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     if (a->phases == PH_CLOCK) return ts_fail(e, NULL, "--no-clock", "contradicts --only clock");
     a->phases &= ~PH_CLOCK;
   }
-  if (a->compute_from && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM | PH_CODEC | PH_CLOCK)) && (a->phases | PH_CLOCK) != PH_ALL)
+  if (a->compute_from && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM | PH_CODEC | PH_CLOCK | PH_MOE)) && (a->phases | PH_CLOCK) != PH_ALL)
     return ts_fail(e, NULL, "--compute-from", "replaces the compute phases; use --only comm or no --only");
   if (a->compute_from) a->phases = PH_COMM;
   return 0;
@@ -454,6 +457,7 @@ static int run(calib_args *a, ts_err *e) {
   if (!rc && (a->phases & PH_GEMM)) rc = calib_run_gemms(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_MEM)) rc = calib_run_memops(&a->cfg, &sh, &c, e);
+  if (!rc && (a->phases & PH_MOE)) rc = calib_run_moe(&a->cfg, a->models, a->moe_tsv, &c, e);
   /* the clock section is an addition to the compute tables: a failure there
    * is reported and recorded in the notes, the tables are kept */
   char missing[200] = "";

@@ -78,6 +78,19 @@ int calib_run_memops(const calib_config *cfg, const calib_shapes *sh, schema_cal
  * below 1 against back to back, and the power controller's window
  * (calibrate_clock.c, calibration/README.md). */
 int calib_run_clock(const calib_config *cfg, schema_calibration *c, ts_err *e);
+/* Mixture-of-experts tables: grouped expert GEMMs and the routing kernels at
+ * the shapes of the MoE models among `models` ("all" or a list), checked
+ * against their references first; tsv_path (NULL: none) gets every point
+ * with the grouped-batched and dense comparisons (calibrate_moe.c). */
+int calib_run_moe(const calib_config *cfg, const char *models, const char *tsv_path, schema_calibration *c,
+                  ts_err *e);
+/* The routing kernels (calibrate_moe_route.c): every kernel of
+ * kernels/moe_route.h against its reference at (t tokens, E experts, top k,
+ * hidden h) on fresh random inputs with poisoned outputs; then the five
+ * tables' points at t tokens of a model (E, k, h), rows added to tsv (NULL: none). */
+int calib_moe_route_check(int t, int E, int k, int h, unsigned long long seed, ts_err *e);
+int calib_moe_route_time(const calib_config *cfg, int t, int E, int k, int h, schema_calibration *c, FILE *tsv,
+                         ts_err *e);
 /* TACO and CAAT-Net kernels (calibrate_codec.c). */
 int calib_run_codec(const calib_config *cfg, schema_calibration *c, ts_err *e);
 /* NCCL BF16 (compressed = 0) or TACO-compressed (1) collectives for every

@@ -141,6 +141,23 @@ void schema_calibration_sort(schema_calibration *c);
 int schema_gemm_index_build(schema_calibration *c);
 void schema_gemm_index_free(schema_calibration *c);
 
+/* Grouped GEMMs (a mixture of experts' routed experts: `groups` GEMMs of the
+ * same shape, one per local expert, each on its own rows) are kernel tables
+ * keyed by the FLOPs of the whole group (2 x groups x m x n x k), one table
+ * per family of the two dimensions that do not count tokens:
+ *   "gemm_grouped.g<G>.n<N>.k<K>"  each expert's C[m x N], inner K; m = its
+ *                                  rows (forward and input-gradient keys);
+ *   "gemm_grouped.g<G>.m<M>.n<N>"  each expert's C[M x N] over K = its rows
+ *                                  (weight-gradient keys, FP32 accumulate).
+ * The (m, n, k) keys are those of the dense "gemm" list (forward (m, n, k),
+ * dgrad (m, k, n), wgrad (k, n, m)); G >= 2. The loader refuses a table of
+ * that prefix whose name does not parse or whose points are not FLOPs.
+ * schema_grouped_gemm_name writes a name (-1: it would not fit 48 bytes);
+ * schema_grouped_gemm_parse reads one (-1: not such a name). token_k selects
+ * the second form; (a, b) are its two numbers in order. */
+int schema_grouped_gemm_name(char *out, size_t n, int groups, bool token_k, long long a, long long b);
+int schema_grouped_gemm_parse(const char *name, int *groups, bool *token_k, long long *a, long long *b);
+
 /* ---- lookups ----
  * Inside a table's measured range: log-space interpolation (log time against
  * log size). Outside: the roofline below, anchored to the nearest measured

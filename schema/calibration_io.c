@@ -366,6 +366,16 @@ static int load_kernels(json_t *root, const char *file, schema_calibration *c, t
     if (!json_is_array(arr)) return ts_fail(e, file, path, "must be an array");
     if (json_array_size(arr) == 0) return ts_fail(e, file, path, "must not be empty");
     if (load_kernel_table(arr, name, path, file, c, e)) return -1;
+    if (!strncmp(name, "gemm_grouped.", 13)) { /* the grouped-GEMM families (calibration.h) */
+      int g;
+      bool tk;
+      long long a, b;
+      if (schema_grouped_gemm_parse(name, &g, &tk, &a, &b))
+        return ts_fail(e, file, path, "grouped-GEMM table name must read gemm_grouped.g<G>.n<N>.k<K> or "
+                                      "gemm_grouped.g<G>.m<M>.n<N> (G in 2..4096, positive sizes)");
+      if (!c->kernels[c->n_kernels - 1].by_flops)
+        return ts_fail(e, file, path, "grouped-GEMM points are keyed by \"flops\", not \"bytes\"");
+    }
   }
   return 0;
 }

@@ -227,20 +227,68 @@ int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e) {
   return 0;
 }
 
+/* MoE: one product of a grouped GEMM, G experts' GEMMs of the dense key
+ * (m, n, k) each (forward, dgrad or wgrad convention; token_k: the rows are
+ * k, the wgrad). From the calibration's "gemm_grouped.*" table of that
+ * family (calibration.h: timed as the executor runs it, G products back to
+ * back) at the group's FLOPs; without one, G x the dense GEMM less the
+ * launches a grouped kernel saves, named once on the warning stream. */
+static int grouped_piece_us(sim_costs *c, int G, long long m, long long n, long long k, bool token_k, double *us,
+                            ts_err *e) {
+  char name[48];
+  if (!schema_grouped_gemm_name(name, sizeof name, G, token_k, token_k ? m : n, token_k ? n : k) &&
+      schema_has_kernel(c->lk.cal, name))
+    return kernel_us(c, name, 2.0 * G * (double)m * (double)n * (double)k, 0, true, us, e);
+  warn_fallback(c, name, "the groups x the dense \"gemm\" table less the launches a grouped kernel saves");
+  double one;
+  if (gemm_us(c, m, n, k, &one, e)) return -1;
+  *us = G * one - (G - 1) * c->lk.roof.launch_us;
+  if (*us < one) *us = one;
+  return 0;
+}
+
 /* MoE: a grouped GEMM of `groups` experts, each on m / groups rows (the
- * mean), priced as that many GEMMs of the calibration less all launches but
- * one (a grouped kernel launches once). */
+ * mean): forward (rows, n, k); backward dgrad (rows, k, n) and wgrad
+ * (k, n, rows), as gemm_phase_us keys the dense ones. */
 static int grouped_gemm_us(sim_costs *c, const model_op *mo, int phase, int part, double *us, double *gemm_us,
                            ts_err *e) {
   long long rows = mo->m / mo->groups;
   if (rows < 1) rows = 1;
-  double one;
-  if (gemm_phase_us(c, rows, mo->n, mo->k, phase, part, &one, e)) return -1;
-  int launches = phase == PLAN_PHASE_BWD && part == PLAN_PART_WHOLE ? 2 : 1;
-  double saved = (mo->groups - 1) * launches * c->lk.roof.launch_us;
-  *us = mo->groups * one - saved;
-  if (*us < one) *us = one;
+  double dgrad = 0, wgrad = 0;
+  if (phase != PLAN_PHASE_BWD) {
+    if (grouped_piece_us(c, mo->groups, rows, mo->n, mo->k, false, us, e)) return -1;
+  } else {
+    if (part != PLAN_PART_WGRAD && grouped_piece_us(c, mo->groups, rows, mo->k, mo->n, false, &dgrad, e)) return -1;
+    if (part != PLAN_PART_DGRAD && grouped_piece_us(c, mo->groups, mo->k, mo->n, rows, true, &wgrad, e)) return -1;
+    *us = dgrad + wgrad;
+  }
   *gemm_us = *us;
+  return 0;
+}
+
+/* MoE routing ops (models/model_layer.c: router_topk, permute, unpermute):
+ * the calibration's "moe_<op>_<phase>" table (runtime/calibrate_moe.c; x =
+ * the op's bytes, group = top_k) when measured; else the generic table of the
+ * phase, named once. The router's backward was never measured on its own
+ * (a few elementwise passes over t x E): generic, silently. *done = 0: not
+ * a routing op. */
+static int moe_route_us(sim_costs *c, const model_op *mo, const plan_op *op, double *us, int *done, ts_err *e) {
+  static const char *const ops[][2] = {{"router_topk", "moe_router_topk"}, {"permute", "moe_permute"},
+                                       {"unpermute", "moe_unpermute"}};
+  *done = 0;
+  if (mo->layers_kind != MODEL_LAYERS_MOE) return 0;
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+    if (strcmp(mo->name, ops[i][0])) continue;
+    bool bwd = op->phase == PLAN_PHASE_BWD;
+    char table[48];
+    snprintf(table, sizeof table, "%s_%s", ops[i][1], bwd ? "bwd" : "fwd");
+    if (schema_has_kernel(c->lk.cal, table)) {
+      *done = 1;
+      return kernel_us(c, table, op->bytes, c->p->model.top_k, false, us, e);
+    }
+    if (i > 0 || !bwd) warn_fallback(c, table, bwd ? "the generic \"elementwise_bwd\" table" : "the generic \"elementwise\" table");
+    return 0;
+  }
   return 0;
 }
 
@@ -312,6 +360,9 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
     case MODEL_OP_ELEMENTWISE:
     default: {
       double b;
+      int done;
+      if (moe_route_us(c, mo, op, us, &done, e)) return -1;
+      if (done) return 0;
       if (mapped_kernel_us(c, mo->name, MODEL_OP_ELEMENTWISE, "elementwise", op->bytes, phase, us, e) ||
           bias_us(c, mo, op, &b, e))
         return -1;

@@ -74,8 +74,23 @@ static int transfer_gemms(const schema_calibration *src, const sim_ceilings *fro
   return transfer_gemm_list(src->gemm_infer, src->n_gemm_infer, true, from, to, out);
 }
 
-/* A kernel table's x is FLOPs (attention) or device-memory bytes. Each group
- * of a codec table is its own kernel (its own floor). */
+/* The device-memory bytes of a grouped-GEMM point (calibration.h) of `flops`:
+ * each expert reads A and B (BF16) and writes C, BF16 for the forward and
+ * input-gradient families, FP32 read and written (accumulated, beta 1) for
+ * the weight-gradient ones, as the executor runs them. 0: not such a table. */
+static double grouped_gemm_bytes(const char *name, double flops) {
+  int g;
+  bool tk;
+  long long a, b;
+  if (schema_grouped_gemm_parse(name, &g, &tk, &a, &b)) return 0;
+  double t = flops / (2.0 * g * (double)a * (double)b); /* the rows */
+  if (tk) return g * (2.0 * ((double)a * t + t * (double)b) + 8.0 * (double)a * (double)b); /* C[a x b] += */
+  return g * (2.0 * (t * (double)b + (double)b * (double)a) + 2.0 * t * (double)a);           /* C[t x a] */
+}
+
+/* A kernel table's x is FLOPs (attention, grouped GEMMs: those also move the
+ * bytes of their operands, whichever bound is higher) or device-memory
+ * bytes. Each group of a codec table is its own kernel (its own floor). */
 static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, const sim_ceilings *from,
                                  const sim_ceilings *to, schema_calibration *out) {
   int n = hi - lo, rc = 0;
@@ -83,12 +98,13 @@ static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, c
   for (int i = 0; i < n; i++) {
     const schema_kernel_point *p = &t->pts[lo + i];
     us[i] = p->us;
-    roof[i] = roof_us(t->by_flops ? p->x : 0, t->by_flops ? 0 : p->x, from->peak_flops, from->hbm_bytes_per_s);
+    double b = t->by_flops ? grouped_gemm_bytes(t->name, p->x) : p->x;
+    roof[i] = roof_us(t->by_flops ? p->x : 0, b, from->peak_flops, from->hbm_bytes_per_s);
   }
   double fl = floor_of(us, roof, n);
   for (int i = 0; i < n && !rc; i++) {
     const schema_kernel_point *p = &t->pts[lo + i];
-    double f = t->by_flops ? p->x : 0, b = t->by_flops ? 0 : p->x;
+    double f = t->by_flops ? p->x : 0, b = t->by_flops ? grouped_gemm_bytes(t->name, p->x) : p->x;
     rc = schema_calibration_add_kernel(out, t->name, t->by_flops, p->x, p->group,
                                        sim_transfer_point_us(p->us, fl, f, b, from, to));
   }

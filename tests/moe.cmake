@@ -17,3 +17,9 @@ add_test(NAME moe_search COMMAND test_moe_search)
 add_executable(test_moe_sim ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_sim.c)
 target_link_libraries(test_moe_sim PRIVATE ts_sim PkgConfig::CUNIT m)
 add_test(NAME moe_sim COMMAND test_moe_sim)
+
+# The MoE tables of a calibration: the routing kernels' reference, the
+# grouped-GEMM names and loader rules, the simulator pricing from them.
+add_executable(test_moe_costs ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_costs.c)
+target_link_libraries(test_moe_costs PRIVATE ts_sim ts_kernels_ref PkgConfig::CUNIT m)
+add_test(NAME moe_costs COMMAND test_moe_costs)

@@ -1,0 +1,35 @@
+/* calibration_moe.c — names of the grouped-GEMM kernel tables (calibration.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "calibration.h"
+
+int schema_grouped_gemm_name(char *out, size_t n, int groups, bool token_k, long long a, long long b) {
+  int w = snprintf(out, n, token_k ? "gemm_grouped.g%d.m%lld.n%lld" : "gemm_grouped.g%d.n%lld.k%lld", groups, a, b);
+  return w > 0 && (size_t)w < n && w < 48 ? 0 : -1;
+}
+
+/* One positive integer after `tag`, then `end` (a '.' or the string's end). */
+static const char *field(const char *s, char tag, long long *v, char end) {
+  if (*s != tag || s[1] < '1' || s[1] > '9') return NULL;
+  long long x = 0;
+  for (s++; *s >= '0' && *s <= '9'; s++) {
+    if (x > 100000000) return NULL;
+    x = 10 * x + (*s - '0');
+  }
+  if (*s != end) return NULL;
+  *v = x;
+  return end ? s + 1 : s;
+}
+
+int schema_grouped_gemm_parse(const char *name, int *groups, bool *token_k, long long *a, long long *b) {
+  static const char prefix[] = "gemm_grouped.";
+  if (strncmp(name, prefix, sizeof prefix - 1)) return -1;
+  const char *s = name + sizeof prefix - 1;
+  long long g, x, y;
+  if (!(s = field(s, 'g', &g, '.')) || g < 2 || g > 4096) return -1;
+  bool k = *s == 'm';
+  if (!(s = field(s, k ? 'm' : 'n', &x, '.')) || !(s = field(s, k ? 'n' : 'k', &y, '\0'))) return -1;
+  *groups = (int)g, *token_k = k, *a = x, *b = y;
+  return 0;
+}
