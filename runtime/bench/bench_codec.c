@@ -15,7 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rt_command.h"
 #include "taco_codec.h"
 #include "taco_internal.h"
 #include "taco_ref.h"
@@ -594,7 +593,7 @@ fail:
   return 1;
 }
 
-static int bench_codec_main(int argc, char **argv) {
+int bench_codec_main(int argc, char **argv) {
   bench_opts o;
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc > 0 ? 0 : 2;
@@ -607,5 +606,3 @@ static int bench_codec_main(int argc, char **argv) {
   }
   return run_speed(&o);
 }
-
-RT_COMMAND("bench-codec", bench_codec_main, "speed (GB/s, fused vs unfused) and error of the TACO codec")

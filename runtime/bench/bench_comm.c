@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "coll_taco.h"
-#include "rt_command.h"
 #include "rt_nccl.h"
 #include "rt_nccl_check.h"
 
@@ -593,7 +592,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
   return 0;
 }
 
-static int bench_comm_main(int argc, char **argv) {
+int bench_comm_main(int argc, char **argv) {
   ts_err e = {{0}, 0};
   bench_opts o;
   for (int i = 1; i < argc; i++)
@@ -684,5 +683,3 @@ static int bench_comm_main(int argc, char **argv) {
   }
   return failed ? ts_exit_status(&e) : 0;
 }
-
-RT_COMMAND("bench-comm", bench_comm_main, "NCCL BF16 vs TACO/CAAT-Net compressed collectives (nccl-tests columns)")

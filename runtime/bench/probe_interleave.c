@@ -41,7 +41,6 @@
 #include <time.h>
 
 #include "exec_gemm.h"
-#include "rt_command.h"
 #include "rt_nccl.h"
 #include "rt_ops.h"
 #include "rt_ops_check.h"
@@ -339,7 +338,7 @@ static int probe_run(probe *p, long long bytes, int rounds, int reps, ts_err *e)
   return 0;
 }
 
-static int cmd_probe_interleave(int argc, char **argv) {
+int cmd_probe_interleave(int argc, char **argv) {
   ts_err e = {{0}, 0};
   long long bytes = 33554432, rounds = 100, reps = 2;
   for (int i = 1; i < argc; i++) {
@@ -376,6 +375,3 @@ static int cmd_probe_interleave(int argc, char **argv) {
   }
   return 0;
 }
-
-RT_COMMAND("probe-interleave", cmd_probe_interleave,
-           "NCCL all-reduce back to back vs interleaved with GEMMs as the executor runs TP (a probe)")

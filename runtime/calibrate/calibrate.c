@@ -30,7 +30,6 @@
 #include "ts_env.h"
 #include "calibrate_fit.h"
 #include "model.h"
-#include "rt_command.h"
 #include "rt_ops.h"
 
 enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_ALL = 63 };
@@ -525,7 +524,7 @@ static int run_multi_comm(calib_args *a, schema_calibration *c, int root, const 
   return rc;
 }
 
-static int cmd_calibrate(int argc, char **argv) {
+int cmd_calibrate(int argc, char **argv) {
   calib_args a;
   ts_err e = {{0}, 0};
   int p = parse_args(argc, argv, &a, &e);
@@ -562,5 +561,3 @@ static int cmd_calibrate(int argc, char **argv) {
   }
   return 0;
 }
-
-RT_COMMAND("calibrate", cmd_calibrate, "measure GEMMs, kernels and collectives; write a calibration file")

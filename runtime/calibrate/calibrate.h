@@ -93,4 +93,8 @@ void calib_spread_free(calib_spread *s);
 int calib_spread_write(const calib_spread *s, const char *path, ts_err *e);
 void calib_spread_summary(const calib_spread *s, char *sum, size_t n);
 
+/* The commands (argv[0] is the command's name; each returns the exit status). */
+int cmd_calibrate(int argc, char **argv);       /* calibrate: calibrate.c */
+int cmd_calibrate_infer(int argc, char **argv); /* calibrate-infer: calibrate_infer.c */
+
 #endif

@@ -24,14 +24,13 @@
 
 #include "calibrate_time.h"
 #include "coll_taco.h"
-#include "exec_run.h"
+#include "rt_world.h"
 #include "ts_env.h"
 #include "calibration.h"
 #include "exec_gemm.h"
 #include "infer_kernels.h"
 #include "infer_model.h"
 #include "model.h"
-#include "rt_command.h"
 #include "rt_nccl.h"
 #include "rt_ops.h"
 
@@ -385,7 +384,7 @@ static int time_coll(rt_nccl *w, coll_team *t, void *buf, size_t count, const co
   }
   for (int i = 0; i <= COLL_REPS; i++) cudaEventDestroy(ev[i]);
   *us = calib_median(v, COLL_REPS);
-  return exec_world_max(w, us, 1, e);
+  return rt_world_max(w, us, 1, e);
 }
 
 /* "allreduce" and "allreduce.taco<G>" for nranks = the world, 1 KiB .. 128 MiB, replacing those
@@ -545,7 +544,7 @@ static int merge(schema_calibration *cal, const schema_calibration *meas, const 
   return 0;
 }
 
-static int cmd_calibrate_infer(int argc, char **argv) {
+int cmd_calibrate_infer(int argc, char **argv) {
   const char *ins[16], *out_dir = NULL, *models_dir = NULL;
   int nin = 0, quick = 0, collectives = 0;
   for (int i = 1; i < argc; i++) {
@@ -664,6 +663,3 @@ done:
   schema_calibration_free(&pre);
   return rc;
 }
-
-RT_COMMAND("calibrate-infer", cmd_calibrate_infer,
-           "add decode GEMMs and KV-cache attention tables for inference plans to calibration files")

@@ -287,7 +287,7 @@ static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, f
         sums[2 * t + 1] += (double)g_plain[j] * g_plain[j];
       }
     }
-    if (exec_world_sum(w, sums, 2 * c.m.ntensors, e)) goto next;
+    if (rt_world_sum(w, sums, 2 * c.m.ntensors, e)) goto next;
     double num = 0, den = 0, worst = 0;
     int worst_t = 0;
     for (int t = 0; t < c.m.ntensors; t++) {
@@ -415,7 +415,7 @@ static int check_walked(rt_nccl *w, const check_data *d, const walked_case *wc, 
       maxdiff = dd > maxdiff ? dd : maxdiff;
     }
     if (counted) accumulate(&m, g, ref, tab, cmp_base);
-    if (exec_world_max(w, &maxdiff, 1, e)) goto out;
+    if (rt_world_max(w, &maxdiff, 1, e)) goto out;
   }
   int colls = 0;
   for (int i = 0; i < wk.prog.n; i++) colls += wk.prog.ops[i].kind == PLAN_OP_COLLECTIVE;
@@ -513,7 +513,7 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_tabl
       free(upd), free(updz);
       double differ = 0;
       for (size_t j = 0; j < nparams; j++) differ += w16[0][j] != w16[1][j];
-      if (exec_world_sum(w, &differ, 1, e)) goto out;
+      if (rt_world_sum(w, &differ, 1, e)) goto out;
       fprintf(log, "  zero1 (dp %d): %d AdamW steps; BF16 weights that differ from plain DP after the all-gathers: "
                    "%.0f of %zu x %d ranks; optimizer states %zu of %zu parameters per rank\n", dp, steps, differ,
               nparams, w->nranks, m.zero1_params, nparams);
@@ -572,7 +572,7 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, int
     exec_ref_tokens(&d->cfg, 100 + (unsigned long long)b, ti, li);
     for (size_t j = 0; j < T; j++) tok[b * T + j] = ti[j], lab[b * T + j] = li[j];
   }
-  if (pp > 1 && exec_comm_split(w, 0, rank, &emb, e)) goto out;
+  if (pp > 1 && rt_world_split(w, 0, rank, &emb, e)) goto out;
   exec_pipeline pipe = {.pp = pp, .pp_rank = rank, .pp_comm = pp > 1 ? w->comms[0] : NULL, .emb_comm = emb,
                         .all_micros = pp == 1};
   if (exec_model_create_pp(&m, &cfg, 2, 1, 0, NULL, 1, 0, NULL, &pipe, w->streams[0], e)) goto out;
@@ -632,8 +632,8 @@ static int check_interleaved(rt_nccl *w, const exec_ref_config *cfg, FILE *log, 
   if (check_pipeline(w, &d4, NULL, 2, "1f1b", 1, NULL, 0, -1, tab, NULL, NULL, log, e) ||
       check_pipeline(w, &d4, NULL, 2, "interleaved-1f1b", 2, NULL, 1, -1, tab, NULL, NULL, log, e))
     goto out;
-  if (exec_world_sum(w, &tab->num[0][0], 2 * EXEC_REF_MAX_TENSORS, e) ||
-      exec_world_sum(w, &tab->den[0][0], 2 * EXEC_REF_MAX_TENSORS, e))
+  if (rt_world_sum(w, &tab->num[0][0], 2 * EXEC_REF_MAX_TENSORS, e) ||
+      rt_world_sum(w, &tab->den[0][0], 2 * EXEC_REF_MAX_TENSORS, e))
     goto out;
   exec_tensor t[EXEC_REF_MAX_TENSORS];
   size_t total;
@@ -664,7 +664,7 @@ static int codec_distance(rt_nccl *w, const float *g, const float *base, size_t 
     sums[0] += dd * dd;
     sums[1] += (double)base[j] * base[j];
   }
-  if (exec_world_sum(w, sums, 2, e)) return -1;
+  if (rt_world_sum(w, sums, 2, e)) return -1;
   *rel = sums[1] > 0 ? sqrt(sums[0] / sums[1]) : sqrt(sums[0]);
   return 0;
 }
@@ -710,8 +710,8 @@ static int check_codec_layouts(rt_nccl *w, const check_data *d, FILE *log, int *
   }
   if (check_walked(w, d, &dp_taco, d->grad_mean, tab, 0, NULL, 0, NULL, NULL, log, e) ||
       check_walked(w, d, &z1_taco, d->grad_mean, tab, 1, NULL, 0, NULL, NULL, log, e) ||
-      exec_world_sum(w, &tab->num[0][0], 2 * EXEC_REF_MAX_TENSORS, e) ||
-      exec_world_sum(w, &tab->den[0][0], 2 * EXEC_REF_MAX_TENSORS, e))
+      rt_world_sum(w, &tab->num[0][0], 2 * EXEC_REF_MAX_TENSORS, e) ||
+      rt_world_sum(w, &tab->den[0][0], 2 * EXEC_REF_MAX_TENSORS, e))
     goto out;
   for (int k = 0; k < 2; k++) {
     double num = 0, den = 0;
@@ -814,8 +814,8 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
                  check_pipeline(w, &d, gd, 1, "gpipe", 1, NULL, CMP_GPIPE1_REF, CMP_GPIPE1_DP2, tab, NULL, NULL, log, e)))
     goto done;
 
-  if (exec_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||
-      exec_world_sum(w, &tab->den[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e))
+  if (rt_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||
+      rt_world_sum(w, &tab->den[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e))
     goto done;
 
   fprintf(log, "\nmodel: vocab %d, hidden %d, heads %d (kv %d), ffn %d, layers %d, seq %d, micro-batch %d, %s, %s "

@@ -4,10 +4,8 @@
 #include <string.h>
 
 #include "exec_run.h"
-#include "infer_run.h"
-#include "rt_command.h"
 
-static void usage(FILE *out) {
+void exec_usage(FILE *out) {
   fprintf(out,
           "usage: tacorun execute PLAN.json [--iters N] [--warmup N] [--json OUT] [--csv OUT] [--ops-csv OUT]\n"
           "                                 [--seed S] [--inject-nan STEP] [--die-at ITER] [--program plan|builtin]\n"
@@ -100,13 +98,6 @@ static void usage(FILE *out) {
           "        --ops-csv\n");
 }
 
-/* tacorun execute --help: the training usage, then the inference one (infer_run.c). */
-static void help(FILE *out) {
-  usage(out);
-  fprintf(out, "\n");
-  infer_usage(out);
-}
-
 static int parse_int(const char *s, int lo, int hi, int *out) {
   char *end;
   long v = strtol(s, &end, 10);
@@ -115,13 +106,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
   return 0;
 }
 
-static int cmd_execute(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) /* before any plan is read: the help of both kinds of plan */
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      help(stdout);
-      return 0;
-    }
-  if (infer_wants(argc, argv)) return infer_execute(argc, argv); /* inference plans: infer_run.c */
+int exec_execute(int argc, char **argv) {
   exec_timed_opts o = {.iters = 10, .warmup = 3, .seed = 1234, .inject_nan_step = -1, .die_at_iter = -1,
                         .program_plan = 1};
   int timeout_s = 300;
@@ -131,7 +116,7 @@ static int cmd_execute(int argc, char **argv) {
     const char *a = argv[i];
     int v;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
+      exec_usage(stdout);
       return 0;
     } else if (!strcmp(a, "--check")) {
       check = 1;
@@ -167,7 +152,7 @@ static int cmd_execute(int argc, char **argv) {
       o.ops_csv_out = argv[++i];
     } else if (a[0] == '-') {
       fprintf(stderr, "tacorun execute: unknown option '%s'\n", a);
-      usage(stderr);
+      exec_usage(stderr);
       return 2;
     } else if (!plan_path) {
       plan_path = a;
@@ -177,7 +162,7 @@ static int cmd_execute(int argc, char **argv) {
     }
   }
   if (!check && !plan_path) {
-    usage(stderr);
+    exec_usage(stderr);
     return 2;
   }
   ts_err e;
@@ -218,5 +203,3 @@ static int cmd_execute(int argc, char **argv) {
   rt_nccl_finalize(&w, rc != 0);
   return rc ? ts_exit_status(&e) : 0;
 }
-
-RT_COMMAND("execute", cmd_execute, "run a plan's training iterations on GPUs (TP, DP, PP; --check for correctness)")

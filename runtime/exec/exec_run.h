@@ -1,4 +1,4 @@
-/* exec_run.h — `tacorun execute`: the pieces behind the command.
+/* exec_run.h — `tacorun execute` on training plans: the pieces behind the command.
  *   exec_plan_min.c  reads what the executor needs from a plan file;
  *   exec_check.c     correctness on a tiny model (float64 reference, TP, DP, NaN stop);
  *   exec_timed.c     timed iterations of a plan, per-op breakdown, result file;
@@ -7,12 +7,14 @@
 #define EXEC_RUN_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "exec_ref.h"
 #include "model.h"
 #include "plan.h"
 #include "result.h"
 #include "rt_nccl.h"
+#include "rt_world.h"
 #include "ts_error.h"
 
 typedef struct {
@@ -40,19 +42,13 @@ typedef struct {
 } exec_timed_opts;
 
 int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o, ts_err *e);
-/* The result schema's machine block (GPU, driver, CUDA, NCCL, transport) of this run;
- * shared by the training and inference executors. */
-void exec_machine_of(const rt_nccl *w, schema_machine *mc);
-/* Adds the note "environment: NAME=value ..." (every NCCL_*, EXEC_*
- * variable set, common/ts_env.h), so a result says which knobs it ran with. */
-void exec_note_env(schema_result *r);
 /* Runs every correctness check; returns 0 when all pass (prints the table on rank 0). */
 int exec_run_check(rt_nccl *w, const char *json_out, ts_err *e);
 
-/* Sub-communicators of the world: ranks with the same color, ordered by key. */
-int exec_comm_split(rt_nccl *w, int color, int key, ncclComm_t *out, ts_err *e);
-/* Element-wise max / sum of doubles over all ranks (MPI), in place. */
-int exec_world_max(rt_nccl *w, double *vals, int n, ts_err *e);
-int exec_world_sum(rt_nccl *w, double *vals, int n, ts_err *e);
+/* The command on a training plan or --check (argv[0] is "execute"); returns the exit status.
+ * tacorun.c hands inference plans to infer_execute (infer_run.h) instead. */
+int exec_execute(int argc, char **argv);
+/* Its usage (tacorun execute --help prints it before the inference one). */
+void exec_usage(FILE *out);
 
 #endif

@@ -15,7 +15,6 @@
 #include "exec_run.h"
 #include "exec_walk.h"
 #include "result.h"
-#include "ts_env.h"
 
 #define H200_BF16_PEAK_TFLOPS 989.0 /* datasheet dense BF16, the MFU denominator */
 
@@ -69,35 +68,6 @@ static void op_full_name(const plan_op *op, char *buf, size_t cap) {
   else snprintf(buf, cap, "%s", kind);
 }
 
-void exec_machine_of(const rt_nccl *w, schema_machine *mc) {
-  struct cudaDeviceProp prop;
-  memset(mc, 0, sizeof *mc);
-  if (cudaGetDeviceProperties(&prop, w->devices[0]) == cudaSuccess) snprintf(mc->gpu, sizeof mc->gpu, "%.63s", prop.name);
-  int rtv = 0, nv = 0;
-  cudaRuntimeGetVersion(&rtv);
-  ncclGetVersion(&nv);
-  snprintf(mc->cuda, sizeof mc->cuda, "%d.%d", rtv / 1000, rtv % 1000 / 10);
-  snprintf(mc->nccl, sizeof mc->nccl, "%d.%d.%d", nv / 10000, nv / 100 % 100, nv % 100);
-  snprintf(mc->driver, sizeof mc->driver, "?");
-  FILE *f = fopen("/proc/driver/nvidia/version", "r");
-  if (f) {
-    char line[256];
-    if (fgets(line, sizeof line, f)) {
-      char *k = strstr(line, "Kernel Module");
-      if (k && sscanf(k + strlen("Kernel Module"), "%31s", mc->driver) != 1) snprintf(mc->driver, sizeof mc->driver, "?");
-    }
-    fclose(f);
-  }
-  snprintf(mc->transport, sizeof mc->transport, "%s", rt_nccl_transport());
-}
-
-void exec_note_env(schema_result *r) {
-  char env[224], note[256];
-  ts_env_knobs(env, sizeof env);
-  snprintf(note, sizeof note, "environment:%s", *env ? env : " no NCCL_*, EXEC_* variable set");
-  schema_result_add_note(r, note);
-}
-
 typedef struct {
   char name[64];
   int count;
@@ -148,15 +118,15 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
    * failure anywhere aborts all of them. */
   ncclComm_t tp_comm = NULL, dp_comm = NULL, pp_comm = NULL, emb_comm = NULL;
   if (p->tp > 1 && p->tp == world) tp_comm = w->comms[0];
-  else if (p->tp > 1 && exec_comm_split(w, dp_rank * p->pp + pp_rank, tp_rank, &tp_comm, e)) return -1;
+  else if (p->tp > 1 && rt_world_split(w, dp_rank * p->pp + pp_rank, tp_rank, &tp_comm, e)) return -1;
   if (p->dp > 1 && p->dp == world) dp_comm = w->comms[0];
-  else if (p->dp > 1 && exec_comm_split(w, tp_rank * p->pp + pp_rank, dp_rank, &dp_comm, e)) return -1;
+  else if (p->dp > 1 && rt_world_split(w, tp_rank * p->pp + pp_rank, dp_rank, &dp_comm, e)) return -1;
   if (p->pp > 1) {
-    if (exec_comm_split(w, dp_rank * p->tp + tp_rank, pp_rank, &pp_comm, e)) return -1;
+    if (rt_world_split(w, dp_rank * p->tp + tp_rank, pp_rank, &pp_comm, e)) return -1;
     /* the tied embedding's first/last-stage group gets its own communicator
      * (it runs on the DP stream while sends may still run on the PP stream) */
     int ends = pp_rank == 0 || pp_rank == p->pp - 1;
-    if (exec_comm_split(w, ends ? dp_rank * p->tp + tp_rank : NCCL_SPLIT_NOCOLOR, pp_rank, &emb_comm, e)) return -1;
+    if (rt_world_split(w, ends ? dp_rank * p->tp + tp_rank : NCCL_SPLIT_NOCOLOR, pp_rank, &emb_comm, e)) return -1;
   }
   exec_pipeline pipe = {.pp = p->pp, .pp_rank = pp_rank, .pp_comm = pp_comm, .emb_comm = emb_comm,
                         .all_micros = p->pp == 1 && p->gpipe};
@@ -325,7 +295,7 @@ walked_profile_done:;
   qsort(timed, (size_t)o->iters, sizeof *timed, cmp_double);
   stats[0] = timed[0], stats[1] = timed[o->iters / 2], stats[2] = timed[o->iters - 1];
   if (o->iters % 2 == 0) stats[1] = 0.5 * (timed[o->iters / 2 - 1] + timed[o->iters / 2]);
-  if (exec_world_max(w, stats, 3, e)) goto done;
+  if (rt_world_max(w, stats, 3, e)) goto done;
 
   /* breakdown by op kind */
   buckets = calloc((size_t)nops, sizeof *buckets);
@@ -402,7 +372,7 @@ walked_profile_done:;
     goto done;
   }
   rank_stats[rank * 3 + 0] = profiled, rank_stats[rank * 3 + 1] = compute_s, rank_stats[rank * 3 + 2] = tp_s + dp_s + pp_s;
-  if (exec_world_sum(w, rank_stats, world * 3, e)) {
+  if (rt_world_sum(w, rank_stats, world * 3, e)) {
     free(rank_stats);
     goto done;
   }
@@ -470,7 +440,7 @@ walked_profile_done:;
     res.breakdown.bubble_s = pp_s * scale; /* rank 0's waits for pipeline messages: bubble and transfers */
     res.iterations = o->iters, res.warmup = o->warmup;
     res.min_s = stats[0], res.median_s = stats[1], res.max_s = stats[2];
-    exec_machine_of(w, &res.machine);
+    rt_machine_of(w, &res.machine);
     for (int r = 0; r < world; r++) {
       schema_rank_stat s = {.rank = r, .busy_s = rank_stats[r * 3], .compute_s = rank_stats[r * 3 + 1],
                             .comm_s = rank_stats[r * 3 + 2]};
@@ -506,7 +476,7 @@ walked_profile_done:;
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "ops: rank 0, profiled iteration (an event between every two ops), not scaled");
     schema_result_add_note(&res, note);
-    exec_note_env(&res);
+    rt_note_env(&res);
     if (o->json_out && schema_result_save_json(&res, o->json_out, e)) {
       free(rank_stats);
       goto done;

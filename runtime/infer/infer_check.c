@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec_run.h"
+#include "rt_world.h"
 #include "infer_kernels.h"
 #include "infer_ref.h"
 #include "infer_run.h"
@@ -274,7 +274,7 @@ int infer_run_check(rt_nccl *w, ts_err *e) {
   CK_TRY(check_rope(&L, e));
   CK_TRY(check_model(w, &L, e));
   double f = L.failed;
-  CK_TRY(exec_world_max(w, &f, 1, e));
+  CK_TRY(rt_world_max(w, &f, 1, e));
   if (L.root) printf("infer-check: %d checks, %d failed (any rank: %s)\n", L.total, L.failed, f > 0 ? "FAIL" : "ok");
   if (f > 0) return ts_fail_sys(e, "inference checks failed");
   return 0;

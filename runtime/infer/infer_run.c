@@ -10,7 +10,7 @@
 #include "plan_infer_policy.h"
 #include "result.h"
 #include "rt_ops.h"
-#include "exec_run.h"
+#include "rt_world.h"
 #include "infer_graph.h"
 
 void infer_usage(FILE *out) {
@@ -138,7 +138,7 @@ int infer_choose_modes(rt_nccl *w, infer_model *m, const plan_codec *c, bool cod
     double v[2];
     if (time_ar(w, m, rows, cm, &v[0], e) || time_ar(w, m, rows, fm, &v[1], e)) return -1;
     /* every rank must take the same decision: the slowest rank's times */
-    if (exec_world_max(w, v, 2, e)) return -1;
+    if (rt_world_max(w, v, 2, e)) return -1;
     t[ph][0] = v[0], t[ph][1] = v[1];
     m->ar_mode[ph] = plan_infer_use_codec(c, codec_auto, v[0], v[1]) ? cm : fm;
   }
@@ -365,7 +365,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   }
   /* the slowest rank's figures (they wait on each other every layer, so these agree closely) */
   double v[2] = {ttft, tpot};
-  if (exec_world_max(w, v, 2, e)) goto out;
+  if (rt_world_max(w, v, 2, e)) goto out;
   ttft = v[0], tpot = v[1];
   double total = ttft + steps * tpot, tps = (double)p->batch * p->generate / total;
   plan_infer_memory mem;
@@ -408,7 +408,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     res.min_s = nt ? tpot_min : 0, res.median_s = tpot, res.max_s = nt ? tpot_max : 0;
     if (res.median_s < res.min_s) res.min_s = res.median_s;
     if (res.max_s < res.median_s) res.max_s = res.median_s;
-    exec_machine_of(w, &res.machine);
+    rt_machine_of(w, &res.machine);
     char note[256];
     snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
              infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
@@ -420,7 +420,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
                tpot_eager);
       schema_result_add_note(&res, note);
     }
-    exec_note_env(&res);
+    rt_note_env(&res);
     int bad = (json_out && schema_result_save_json(&res, json_out, e)) ||
               (o->csv_out && schema_result_save_csv(&res, o->csv_out, e));
     schema_result_free(&res);

@@ -14,7 +14,6 @@
 #include "exec_model.h"
 #include "exec_run.h"
 #include "fp8_plain.h"
-#include "rt_command.h"
 #include "rt_nccl.h"
 #include "train_data.h"
 #include "train_emu.h"
@@ -266,7 +265,7 @@ static int replica_spread(trainer *t, double *spread, ts_err *e) {
   if (ce != cudaSuccess) return ts_fail_sys(e, "train: copying the master weights: %s", cudaGetErrorString(ce));
   for (int j = 0; j < k; j++) v[k + j] = -v[j];
   if (t->rk->emu) train_emu_max(t->rk->emu, t->rk->rank, v, 2 * k);
-  else if (exec_world_max(t->rk->w, v, 2 * k, e)) return -1; /* max and -min of every checksum */
+  else if (rt_world_max(t->rk->w, v, 2 * k, e)) return -1; /* max and -min of every checksum */
   for (int j = 0; j < k; j++) {
     double r = (v[j] + v[k + j]) / (scale[j] > 0 ? scale[j] : 1.0);
     if (r > *spread) *spread = r;
@@ -519,7 +518,7 @@ static int train_emulated(train_opts *o, char **codecs, int ncodecs) {
   return rc;
 }
 
-static int cmd_train(int argc, char **argv) {
+int cmd_train(int argc, char **argv) {
   train_opts o = {.codec = "none", .group = 128, .steps = 2000, .eval_every = 200, .log_every = 1, .hidden = 512,
                   .layers = 8, .heads = 8, .ffn = 0, .seq = 256, .batch = 16, .warmup = 100, .timeout_s = 300,
                   .p = 0.5, .lr = 6e-4, .min_lr_frac = 0.1, .val_frac = 0.05, .seed = 1234, .dump_at = -1,
@@ -745,5 +744,3 @@ static int cmd_train(int argc, char **argv) {
   rt_nccl_finalize(&w, rc != 0);
   return rc ? ts_exit_status(&e) : 0;
 }
-
-RT_COMMAND("train", cmd_train, "train a small byte-level GPT on a text corpus, with or without TP compression; loss CSV")
