@@ -1,5 +1,5 @@
 /* exec_run.h — `tacorun execute` on training plans: the pieces behind the command.
- *   exec_plan_min.c  reads what the executor needs from a plan file;
+ *   exec_plan.c      the plan (plan_load) as the executor needs it, and what it refuses;
  *   exec_check.c     correctness on a tiny model (float64 reference, TP, DP, NaN stop);
  *   exec_timed.c     timed iterations of a plan, per-op breakdown, result file;
  *   exec_execute.c   the command line. */
