@@ -183,17 +183,8 @@ int exec_execute(int argc, char **argv) {
     return 1;
   }
   rt_nccl w;
-  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s};
-  if (rt_nccl_init(&w, &no, &e)) {
-    fprintf(stderr, "tacorun execute: %s\n", e.msg);
-    return 1;
-  }
-  if (w.nlocal != 1) {
-    /* single-process mode took every local GPU: the executor drives one GPU per process */
-    fprintf(stderr, "tacorun execute: run one process per GPU, e.g. mpirun -np 2 tacorun execute ...\n");
-    rt_nccl_finalize(&w, 0);
-    return 2;
-  }
+  int started = rt_world_start(&w, "execute", timeout_s);
+  if (started) return started;
   /* The checks run many small programs with bounded waits; the watchdog
    * also bounds any enqueue that blocks inside CUDA/NCCL (a dead peer). */
   if (check) rt_watchdog_arm(&w, 4.0 * w.timeout_s, "execute --check");

@@ -468,16 +468,8 @@ int infer_execute(int argc, char **argv) {
     return 1;
   }
   rt_nccl w;
-  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = o.timeout_s};
-  if (rt_nccl_init(&w, &no, &e)) {
-    fprintf(stderr, "tacorun execute: %s\n", e.msg);
-    return 1;
-  }
-  if (w.nlocal != 1) {
-    fprintf(stderr, "tacorun execute: run one process per GPU, e.g. mpirun -np 2 tacorun execute ...\n");
-    rt_nccl_finalize(&w, 0);
-    return 2;
-  }
+  int started = rt_world_start(&w, "execute", o.timeout_s);
+  if (started) return started;
   if (!o.check && plans[0].tp != w.nranks) {
     fprintf(stderr, "tacorun execute: %s: layout.tp: %d, but %d processes were started (run mpirun -np %d)\n",
             plans[0].path, plans[0].tp, w.nranks, plans[0].tp);

@@ -9,6 +9,22 @@
 #include <mpi.h>
 #endif
 
+int rt_world_start(rt_nccl *w, const char *cmd, double timeout_s) {
+  ts_err e;
+  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s};
+  if (rt_nccl_init(w, &no, &e)) {
+    fprintf(stderr, "tacorun %s: %s\n", cmd, e.msg);
+    return 1;
+  }
+  if (w->nlocal != 1) {
+    /* single-process mode took every local GPU: these commands drive one GPU per process */
+    fprintf(stderr, "tacorun %s: run one process per GPU, e.g. mpirun -np 2 tacorun %s ...\n", cmd, cmd);
+    rt_nccl_finalize(w, 0);
+    return 2;
+  }
+  return 0;
+}
+
 int rt_world_split(rt_nccl *w, int color, int key, ncclComm_t *out, ts_err *e) {
   *out = NULL;
   if (w->nranks == 1) return 0;

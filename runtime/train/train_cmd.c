@@ -702,16 +702,8 @@ int cmd_train(int argc, char **argv) {
   }
   if (o.tp_emulate) return train_emulated(&o, codecs, ncodecs);
   rt_nccl w;
-  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = o.timeout_s};
-  if (rt_nccl_init(&w, &no, &e)) {
-    fprintf(stderr, "tacorun train: %s\n", e.msg);
-    return 1;
-  }
-  if (w.nlocal != 1) {
-    fprintf(stderr, "tacorun train: run one process per GPU, e.g. mpirun -np 2 tacorun train ...\n");
-    rt_nccl_finalize(&w, 0);
-    return 2;
-  }
+  int started = rt_world_start(&w, "train", o.timeout_s);
+  if (started) return started;
   if (o.heads % w.nranks || o.ffn % w.nranks) {
     fprintf(stderr, "tacorun train: TP %d (the number of processes) must divide --heads %d and --ffn %d\n", w.nranks,
             o.heads, o.ffn);
