@@ -145,7 +145,7 @@ static int gemm_us(sim_costs *c, long long m, long long n, long long k, double *
   return 0;
 }
 
-/* Biases, where the executor adds them (runtime/exec_layer.c): after the qkv
+/* Biases, where the executor adds them (runtime/exec/exec_layer.c): after the qkv
  * GEMM (qkv_bias) and the fc1 GEMM (linear_bias) over its m x n output, and
  * in the residual ops (linear_bias: attn_out's and fc2's, after the TP
  * reduction) over their rows; in the backward, the bias gradient reads the

@@ -1,4 +1,4 @@
-/* test_exec_flash_gpu.cu — the fused causal attention (runtime/exec_flash.cu)
+/* test_exec_flash_gpu.cu — the fused causal attention (runtime/ops/exec_flash.cu)
  * against a plain float64 reference on the CPU, forward and backward, for
  * head dims 32, 64, 128 on the executor's Q | K | V layout. Fresh random
  * inputs (BF16-exact), outputs poisoned with NaN before each launch so that an

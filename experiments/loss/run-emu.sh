@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # experiments/loss/run-emu.sh MODE — the loss runs of issue 25 on ONE GPU: tensor parallelism
 # emulated (`tacorun train --tp-emulate K`: K ranks as threads, the real collective's codec kernels
-# in its order, runtime/train_emu.h). From the repository root of the GPU machine.
+# in its order, runtime/train/train_emu.h). From the repository root of the GPU machine.
 #
 #   check   the emulated all-reduce (GPU) against its C reference, and the per-tensor FP8 kernels
 #   repro   the kept TP 2 runs of experiments/loss/ (25.4M, King James Bible, 2,000 steps, seed 1234,

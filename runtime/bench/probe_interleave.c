@@ -14,7 +14,7 @@
  *   gemm     two GEMMs back to back, nothing else (the GEMM's own time)
  *   fwd      forward TP: two GEMMs on the compute stream, then the all-reduce
  *            on the higher-priority TP stream after an event, the compute
- *            stream waiting for it (runtime/exec_step.c's order), no overlap
+ *            stream waiting for it (runtime/exec/exec_step.c's order), no overlap
  *   fwd-sync the same with a one-element all-reduce first on the TP stream, so
  *            the timed all-reduce starts with both ranks there (the
  *            difference to fwd is the ranks' skew)
@@ -86,7 +86,7 @@ static int allreduce(probe *p, ts_err *e) {
   return 0;
 }
 
-/* compute -> TP hand-over and back, as runtime/exec_step.c does it */
+/* compute -> TP hand-over and back, as runtime/exec/exec_step.c does it */
 static int tp_after_compute(probe *p, ts_err *e) {
   RT_CHECK_CUDA(e, cudaEventRecord(p->ev_ready, p->compute));
   RT_CHECK_CUDA(e, cudaStreamWaitEvent(p->tp, p->ev_ready, 0));

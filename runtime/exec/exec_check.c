@@ -43,7 +43,7 @@ static const exec_ref_config check_configs[] = {
     /* grouped-query attention on the zoo's kernel shapes (the models above have head_dim 32 and seq 128, which
      * run the 64-row kernels): Llama-like, 8 query heads over 2 key/value heads (groups of 4) of head_dim 64 at
      * seq 256, and Qwen-like with QKV bias, 4 over 2 of head_dim 128 at seq 384: the 128-row forward and the
-     * 128-key backward, which sums dK and dV over each group's query heads (runtime/exec_flash.h) */
+     * 128-key backward, which sums dK and dV over each group's query heads (runtime/ops/exec_flash.h) */
     {.vocab = 512, .hidden = 512, .heads = 8, .ffn = 512, .layers = 2, .seq = 256, .batch = 2,
      .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-5, .kv_heads = 2, .rope_theta = 1e4,
      .untied = 1},

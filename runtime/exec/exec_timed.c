@@ -389,7 +389,7 @@ walked_profile_done:;
     printf("\n# execute %s: TP %d, DP %d, PP %d, %d layers, micro %d x seq %d, global %lld, %d micro-batches/rank\n",
            p->name, p->tp, p->dp, p->pp, cfg.layers, p->micro, p->seq, p->global, micros);
     printf("# attention: %s\n", exec_flash_selected(p->seq, p->model.hidden / p->model.heads)
-                                     ? "fused (runtime/exec_flash.cu)"
+                                     ? "fused (runtime/ops/exec_flash.cu)"
                                      : "unfused (batched GEMMs around a causal softmax)");
     printf("# layers as published: %s, %s%s, %s output weight, norm eps %g\n",
            cfg.rope_theta > 0 ? "RoPE" : "learned positions", cfg.qkv_bias ? "QKV bias" : "no QKV bias",
