@@ -34,3 +34,8 @@ endif()
 add_executable(test_cp_attention_ref ${CMAKE_SOURCE_DIR}/tests/test_cp_attention_ref.c)
 target_link_libraries(test_cp_attention_ref PRIVATE ts_ops_ref PkgConfig::CUNIT m)
 add_test(NAME cp_attention_ref COMMAND test_cp_attention_ref)
+
+# The executor's kernel and schedule variants as options (runtime/ops/ops_variants.c, plain C).
+add_executable(test_ops_variants ${CMAKE_SOURCE_DIR}/tests/test_ops_variants.c)
+target_link_libraries(test_ops_variants PRIVATE ts_ops_ref ts_common PkgConfig::CUNIT m)
+add_test(NAME exec_ops_variants COMMAND test_ops_variants)

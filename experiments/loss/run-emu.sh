@@ -5,7 +5,7 @@
 #
 #   check   the emulated all-reduce (GPU) against its C reference, and the per-tensor FP8 kernels
 #   repro   the kept TP 2 runs of experiments/loss/ (25.4M, King James Bible, 2,000 steps, seed 1234,
-#           EXEC_ATTN=unfused as they ran) emulated on one GPU, for the comparison with the curves
+#           --variant attn=unfused as they ran) emulated on one GPU, for the comparison with the curves
 #           measured on two GPUs (REPRO_CODECS)
 #   big     the 124M-parameter runs (BIG_MODEL) on the English corpus (experiments/loss/corpus.sh):
 #           JOBS, a ;-separated list of "TP SEED CODEC[,CODEC...]", PAR of them at a time
@@ -47,7 +47,7 @@ repro)
   for c in $REPRO_CODECS; do
     d="$OUT/repro-$c"; mkdir -p "$d"
     # shellcheck disable=SC2086
-    EXEC_ATTN=unfused timeout "$LIMIT" "$TACORUN" train --tp-emulate 2 --corpus "$KJV" --codec "$c" $REPRO_MODEL \
+    timeout "$LIMIT" "$TACORUN" train --variant attn=unfused --tp-emulate 2 --corpus "$KJV" --codec "$c" $REPRO_MODEL \
       --steps "$STEPS" --eval-every 200 --eval-batches 16 --out-dir "$d" > "$d/train.log" 2>&1 &
   done
   wait

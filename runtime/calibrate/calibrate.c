@@ -29,6 +29,7 @@
 #include "calibrate.h"
 #include "ts_env.h"
 #include "calibrate_fit.h"
+#include "ops_variants.h"
 #include "model.h"
 #include "rt_ops.h"
 
@@ -92,9 +93,12 @@ static void usage(FILE *f) {
           "Under mpirun (or TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE) each process takes one GPU:\n"
           "rank 0 measures the compute tables and writes the file, every rank runs the collectives\n"
           "over the world communicator (its size only; smaller groups need the single-process mode).\n"
+          "  (the attention, cross-entropy and norm tables time the executor's kernels as --variant sets them)\n");
+  ops_variant_usage(f);
+  fprintf(f,
           "reads:  the model zoo (%s), the --compute-from FILE\n"
-          "writes: the calibration (--out), the --gemm-tsv, --spread-tsv and --clock-tsv tables; progress\n"
-          "        on standard error\n",
+          "writes: the calibration (--out, its notes name every variant), the --gemm-tsv, --spread-tsv and\n"
+          "        --clock-tsv tables; progress on standard error\n",
           model_zoo_dir());
 }
 
@@ -149,6 +153,9 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     else if (!strcmp(o, "--help") || !strcmp(o, "-h")) return 1;
     else if (!has) return ts_fail(e, NULL, o, "unknown option or missing value");
     else if (!strcmp(o, "--out")) a->out = argv[++i];
+    else if (!strcmp(o, "--variant")) {
+      if (ops_variant_set(argv[++i], e)) return -1;
+    }
     else if (!strcmp(o, "--transport-name")) a->transport = argv[++i];
     else if (!strcmp(o, "--models")) a->models = argv[++i];
     else if (!strcmp(o, "--compute-from")) a->compute_from = argv[++i];
@@ -293,9 +300,11 @@ static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s
     snprintf(how + strlen(how), sizeof how - strlen(how), ", median of %d passes", a->cfg.comm_passes);
   char spread[120] = "";
   if (a->cfg.spread && a->cfg.spread->n) calib_spread_summary(a->cfg.spread, spread, sizeof spread);
-  char all[1024]; /* then cut to the schema's notes (a long note is truncated, never an error) */
-  snprintf(all, sizeof all, "%stacorun calibrate%s on %d GPU(s), %.0f s; %s; %s%s%s; env:%s", prefix,
-           a->cfg.quick ? " --quick" : "", a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, wall_s, src, how,
+  char all[1536]; /* then cut to the schema's notes (a long note is truncated, never an error) */
+  char variants[256];
+  ops_variant_note(variants, sizeof variants);
+  snprintf(all, sizeof all, "%stacorun calibrate%s on %d GPU(s), %.0f s; %s; %s; %s%s%s; env:%s", prefix,
+           a->cfg.quick ? " --quick" : "", a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, wall_s, variants, src, how,
            *spread ? ", " : "", spread, *env ? env : " (none)");
   snprintf(c->notes, sizeof c->notes, "%.511s", all);
 }

@@ -16,6 +16,7 @@
 #include "exec_core.h"
 #include "exec_gemm.h"
 #include "exec_kernels.h"
+#include "ops_variants.h"
 #include "rt_ops.h"
 #include "rt_ops_check.h"
 
@@ -259,7 +260,7 @@ int calib_run_attention(const calib_config *cfg, const calib_shapes *sh, schema_
   }
   if (sh->n_attn == 0) return 0;
   RT_CHECK_CUDA(e, cudaSetDevice(cfg->devices[0]));
-  exec_attention_args a = {.lower_softmax = getenv("EXEC_FULL_SOFTMAX") == NULL}; /* as exec_model.c chooses */
+  exec_attention_args a = {.lower_softmax = !ops_variant_is(OPS_V_SOFTMAX, "full")}; /* as exec_model.c chooses */
   void *qkv = NULL, *out = NULL, *dout = NULL, *dqkv = NULL, *scores = NULL, *P = NULL, *dP = NULL, *dS = NULL;
   void **bufs[] = {&qkv, &out, &dout, &dqkv, &scores, &P, &dP, &dS};
   int rc = -1;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "exec_run.h"
+#include "ops_variants.h"
 
 void exec_usage(FILE *out) {
   fprintf(out,
@@ -54,7 +55,7 @@ void exec_usage(FILE *out) {
           "weights and Adam moments are kept). layout.tp_overlap_chunks = k splits each forward\n"
           "row-parallel GEMM into k token-row chunks, each all-reduced beside the next chunk (correct, but\n"
           "slower on 2 x H200 NVLink: NCCL gets no SMs until the next GEMM ends; runtime/RESULTS-exec.md;\n"
-          "--program builtin ignores it; EXEC_TP_OVERLAP_SM_MARGIN=N, experimental, leaves N SMs free).\n"
+          "--program builtin ignores it; --variant tp-overlap-sm-margin=N, experimental, leaves N SMs free).\n"
           "\n"
           "Pipelines: 1F1B, GPipe and interleaved 1F1B (vpp chunks per stage), every micro-batch in flight\n"
           "with its own activations. Grouped-query attention (kv_heads < heads) runs on the fused attention\n"
@@ -92,7 +93,9 @@ void exec_usage(FILE *out) {
           "                          to one rank's command only [none]\n"
           "  --program plan|builtin  the plan's program or the executor's own PP = 1 program [plan]\n"
           "  --timeout S             bound on every wait, seconds [300]\n"
-          "  --check                 the correctness checks above instead of a plan [off]\n"
+          "  --check                 the correctness checks above instead of a plan [off]\n");
+  ops_variant_usage(out);
+  fprintf(out,
           "reads:  PLAN.json, the model and cluster it names\n"
           "writes: the timings and the per-op breakdown on standard output (rank 0); OUT of --json, --csv,\n"
           "        --ops-csv\n");
@@ -142,6 +145,12 @@ int exec_execute(int argc, char **argv) {
         return 2;
       }
       o.program_plan = !strcmp(v, "plan");
+    } else if (i + 1 < argc && !strcmp(a, "--variant")) {
+      ts_err ve;
+      if (ops_variant_set(argv[++i], &ve)) {
+        fprintf(stderr, "tacorun execute: %s\n", ve.msg);
+        return 2;
+      }
     } else if (i + 1 < argc && !strcmp(a, "--seed")) {
       o.seed = strtoull(argv[++i], NULL, 10);
     } else if (i + 1 < argc && !strcmp(a, "--json")) {

@@ -11,6 +11,7 @@
 
 #include "exec_core.h"
 #include "exec_kernels.h"
+#include "ops_variants.h"
 #include "model.h"
 #include "rt_ops.h"
 
@@ -193,8 +194,8 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->stream = stream;
   m->lr = 1e-4f;
   m->sp_rows = (long long)cfg->batch * cfg->seq;
-  m->overlap_wgrad = getenv("EXEC_NO_OVERLAP") == NULL;
-  m->lower_softmax = getenv("EXEC_FULL_SOFTMAX") == NULL;
+  m->overlap_wgrad = !ops_variant_is(OPS_V_WGRAD_OVERLAP, "off");
+  m->lower_softmax = !ops_variant_is(OPS_V_SOFTMAX, "full");
   /* the model_layer_ops() order: rope (RoPE models only) between qkv and attn */
   for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
     exec_layer_op o = exec_layer_fwd_order[k];
@@ -213,7 +214,7 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
     return ts_fail(e, NULL, "kv_heads",
                    "grouped-query attention (%d query heads over %d key/value heads per rank) runs on the fused "
                    "attention kernels only, which need seq a multiple of 64 and >= 2 head_dim + 4 and head_dim 32, "
-                   "64 or 128 (seq %d, head_dim %d), and EXEC_ATTN not 'unfused'",
+                   "64 or 128 (seq %d, head_dim %d), and not --variant attn=unfused",
                    m->heads_local, m->kv_local, cfg->seq, m->head_dim);
   m->fc1_local = m->ffn_local * (cfg->act == EXEC_ACT_SWIGLU ? 2 : 1);
   /* Megatron-LM pads the vocabulary to a multiple of 128 * tp (models/ does the same count). */
@@ -427,7 +428,7 @@ int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err 
       return ts_fail_sys(e, "exec: coll_team_reserve: %s", coll_last_error());
   }
   int caat_bwd = bwd.kind == PLAN_CODEC_CAAT || bwd.kind == PLAN_CODEC_TACO_CAAT;
-  if (caat_bwd && !m->caat_f32 && !getenv("EXEC_CAAT_BWD_BF16"))
+  if (caat_bwd && !m->caat_f32 && !ops_variant_is(OPS_V_CAAT_BWD, "bf16"))
     EX_CUDA(cudaMalloc((void **)&m->caat_f32, (size_t)(m->tokens * m->cfg.hidden) * sizeof(float)));
   return 0;
 }

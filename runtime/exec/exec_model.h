@@ -88,7 +88,7 @@ typedef struct {
   coll_team dp_team;
   /* CAAT-Net backward: the shared channels of the input gradient are reduced
    * in FP32 (DESIGN.md, plan.h); this is the FP32 copy. NULL when the backward
-   * reduces in BF16 (EXEC_CAAT_BWD_BF16=1, the variant measured on 2026-11-29). */
+   * reduces in BF16 (--variant caat-bwd=bf16, the variant measured on 2026-11-29). */
   float *caat_f32;
   /* Optional replacement of the layer TP all-reduces (forward: row-parallel
    * outputs; backward: column-parallel input gradients; not the embedding's):
@@ -104,8 +104,8 @@ typedef struct {
    * (Megatron-LM's async TP all-reduce): the GEMM is deferred until the
    * all-reduce is enqueued, and the compute stream waits for it after. */
   cudaStream_t tp_stream;
-  int overlap_wgrad;   /* 0 when EXEC_NO_OVERLAP is set (fallback, for comparison) */
-  int lower_softmax;   /* 0 when EXEC_FULL_SOFTMAX is set: rt_ops' full-row causal softmax */
+  int overlap_wgrad;   /* 0 with --variant wgrad-overlap=off (fallback, for comparison) */
+  int lower_softmax;   /* 0 with --variant softmax=full: rt_ops' full-row causal softmax */
   cudaEvent_t ev_ready, ev_done;
   struct {
     int active;
@@ -246,7 +246,7 @@ int exec_model_set_codecs(exec_model *m, plan_codec fwd, plan_codec bwd, ts_err 
  * gradient buckets (a team over dp_comm, FP32). Call after
  * exec_model_set_layout. */
 int exec_model_prepare_codecs(exec_model *m, const plan_op *ops, int nops, ts_err *e);
-/* (CAAT-Net backward all-reduces run in FP32 unless EXEC_CAAT_BWD_BF16 is set.) */
+/* (CAAT-Net backward all-reduces run in FP32 unless --variant caat-bwd=bf16.) */
 
 /* Loads this rank's shard of a full parameter array laid out as exec_ref_tensors(). */
 int exec_model_load_ref(exec_model *m, const double *params, ts_err *e);

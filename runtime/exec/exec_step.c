@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exec_kernels.h"
+#include "ops_variants.h"
 #include "model.h"
 #include "rt_ops.h"
 
@@ -69,7 +70,7 @@ static int op_rows(const exec_model *m, const plan_op *op, long long *row0, long
   return 0;
 }
 
-/* EXEC_TP_OVERLAP_SM_MARGIN=N (experimental, default 0): the chunk GEMMs that
+/* --variant tp-overlap-sm-margin=N (experimental, default 0): the chunk GEMMs that
  * run beside the previous chunk's all-reduce (every chunk but the first) are
  * planned for the GPU's SMs less N, so that NCCL's blocks find SMs free
  * (cuBLASLt's Hopper kernels are persistent: a GEMM on all SMs holds them
@@ -78,8 +79,7 @@ static int chunk_sms(void) {
   static int cached = -1;
   if (cached >= 0) return cached;
   cached = 0;
-  const char *v = getenv("EXEC_TP_OVERLAP_SM_MARGIN");
-  int margin = v ? atoi(v) : 0, dev = 0, sms = 0;
+  int margin = atoi(ops_variant(OPS_V_TP_OVERLAP_SM_MARGIN)), dev = 0, sms = 0;
   if (margin > 0 && cudaGetDevice(&dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > margin)
     cached = sms - margin;

@@ -14,6 +14,7 @@
 #include "exec_model.h"
 #include "exec_run.h"
 #include "exec_walk.h"
+#include "ops_variants.h"
 #include "result.h"
 
 #define H200_BF16_PEAK_TFLOPS 989.0 /* datasheet dense BF16, the MFU denominator */
@@ -477,6 +478,9 @@ walked_profile_done:;
     snprintf(note, sizeof note, "ops: rank 0, profiled iteration (an event between every two ops), not scaled");
     schema_result_add_note(&res, note);
     rt_note_env(&res);
+    char variants[256];
+    ops_variant_note(variants, sizeof variants);
+    schema_result_add_note(&res, variants);
     if (o->json_out && schema_result_save_json(&res, o->json_out, e)) {
       free(rank_stats);
       goto done;

@@ -9,6 +9,7 @@
 
 #include "exec_flash.h"
 #include "exec_kernels.h"
+#include "ops_variants.h"
 #include "rt_ops.h"
 
 #define CORE_TRY(x)                                                                                          \
@@ -27,7 +28,7 @@ static int unfused_mha_only(const exec_attention_args *a, ts_err *e) {
   if (kv_heads_of(a) == a->heads) return 0;
   return ts_fail(e, NULL, "attention",
                  "grouped-query attention (%lld query heads over %lld key/value heads) runs on the fused kernels "
-                 "only: seq %lld, head_dim %lld are not supported by them (or EXEC_ATTN=unfused is set)",
+                 "only: seq %lld, head_dim %lld are not supported by them (or --variant attn=unfused is set)",
                  a->heads, kv_heads_of(a), a->seq, a->head_dim);
 }
 
@@ -105,8 +106,7 @@ int exec_attention_bwd(const exec_attention_args *a, ts_err *e) {
 int exec_norm_bwd(const void *dy, const void *x, const void *gamma, const float *mean, const float *rstd,
                   float *dgamma, float *dbeta, void *dx_tmp, void *dx, long long rows, int cols, void *stream,
                   ts_err *e) {
-  const char *v = getenv("EXEC_NORM_BWD");
-  if (exec_norm_bwd_fused_supported(cols) && !(v && strcmp(v, "unfused") == 0))
+  if (exec_norm_bwd_fused_supported(cols) && !ops_variant_is(OPS_V_NORM_BWD, "unfused"))
     return exec_norm_bwd_fused(dy, x, gamma, mean, rstd, dgamma, dbeta, dx, rows, cols, stream, e);
   CORE_TRY(exec_norm_wgrad(dy, x, mean, rstd, dgamma, dbeta, rows, cols, stream, e));
   if (mean)

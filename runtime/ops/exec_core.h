@@ -19,7 +19,7 @@
  * Which attention runs: exec_flash_selected() (exec_flash.h) — the fused
  * kernels by default where the shape allows (they keep each row's log-sum-exp
  * in P and use dP as the backward's scratch; scores and dS are not touched),
- * else, or with EXEC_ATTN=unfused, batched GEMMs around a causal softmax
+ * else, or with --variant attn=unfused, batched GEMMs around a causal softmax
  * (P holds the probabilities; dS's upper triangle stays zero when
  * lower_softmax is set). The unfused path runs multi-head only: grouped
  * heads need the fused kernels (exec_attention_gqa_ok says whether they run).
@@ -44,7 +44,7 @@ int exec_attention_bwd(const exec_attention_args *a, ts_err *e);
 /* Norm backward as the executor runs it: the weight gradients (dgamma, dbeta
  * FP32 accumulators) and the input gradient added to the residual stream's
  * gradient dx. mean NULL: RMSNorm. One kernel (exec_norm_bwd_fused) where
- * cols allows; with EXEC_NORM_BWD=unfused or other cols three: the weight
+ * cols allows; with --variant norm-bwd=unfused or other cols three: the weight
  * gradients, the input gradient into dx_tmp, and its addition to dx. */
 int exec_norm_bwd(const void *dy, const void *x, const void *gamma, const float *mean, const float *rstd,
                   float *dgamma, float *dbeta, void *dx_tmp, void *dx, long long rows, int cols, void *stream,

@@ -8,7 +8,7 @@
  * the online softmax stay in registers (a row's 4 owning threads are one quad,
  * reduced with two shuffles).
  *
- * The 64-row kernels (EXEC_FLASH_FWD=v1, EXEC_FLASH_BWD=v1/split; the 128-row
+ * The 64-row kernels (--variant flash-fwd=v1, --variant flash-bwd=v1/split; the 128-row
  * defaults are described above their kernels, flash_fwd128_kernel and
  * flash_bwd128_kernel):
  * Forward (one CTA per 64 queries of one head): for each 64-key block at or
@@ -29,6 +29,7 @@ extern "C" {
 #include "ts_error.h"
 }
 #include "exec_flash.h"
+#include "ops_variants.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -365,7 +366,7 @@ static __device__ __forceinline__ void mma_sb2(float acc[2][N / 8][4], const bf1
  * of all its rows.
  * TWO_STAGE (the default): K and V in two buffers each, block j + 1 loading
  * (cp.async) during all of block j, one barrier per block, exp2 flushed to
- * zero below 2^-126 (exp2_ftz). Otherwise (EXEC_FLASH_FWD=fa128, the default
+ * zero below 2^-126 (exp2_ftz). Otherwise (--variant flash-fwd=fa128, the default
  * until 2026-11-30 05:15 UTC): one buffer each, K_{j+1} loading during P.V of
  * block j and V_j during S of block j, two barriers per block, exp2f. */
 template <int D, bool TWO_STAGE>
@@ -821,8 +822,8 @@ __global__ void flash_dq_store4_kernel(const float *dq_acc, bf16 *dqkv, long lon
  *      registers for the whole block;
  *   3. dQ's share dS.K (64 queries x D; warp 32 x D/4), added in FP32 to dq_acc.
  * Every warp tile is two 16-row m-tiles wide (mma_abt2/mma_sb2). V4: dQ added
- * with float4 atomics (EXEC_FLASH_BWD=v4). FTZ (the default): P by exp2_ftz;
- * exp2f with EXEC_FLASH_BWD=fa128 (the default until 2026-11-30 05:15 UTC). */
+ * with float4 atomics (--variant flash-bwd=v4). FTZ (the default): P by exp2_ftz;
+ * exp2f with --variant flash-bwd=fa128 (the default until 2026-11-30 05:15 UTC). */
 template <int D, bool V4, bool FTZ>
 __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
                                                               const float *dsum, bf16 *dqkv, float *dq_acc, int S,
@@ -999,27 +1000,21 @@ int exec_flash_supported(long long seq, long long head_dim) {
 
 int exec_flash_selected(long long seq, long long head_dim) {
   /* The default where supported (passed the float64 test and `execute --check`
-   * on 2 x H200, 2026-11-30); EXEC_ATTN=unfused keeps the batched-GEMM path. */
-  const char *v = getenv("EXEC_ATTN");
-  if (v && strcmp(v, "unfused") == 0) return 0;
+   * on 2 x H200, 2026-11-30); --variant attn=unfused keeps the batched-GEMM path. */
+  if (ops_variant_is(OPS_V_ATTN, "unfused")) return 0;
   return exec_flash_supported(seq, head_dim) && seq >= 2 * head_dim + 4;
 }
 
-static bool env_is(const char *name, const char *value) {
-  const char *v = getenv(name);
-  return v && strcmp(v, value) == 0;
-}
-
 /* The launch order of the tiles (cta_tile): longest tiles of every head first
- * by default; EXEC_FLASH_ORDER=head launches one head's tiles together (the
+ * by default; --variant flash-order=head launches one head's tiles together (the
  * order until 2026-11-30 05:15 UTC), as does a grid of more than 65,535 tiles
  * a head (gridDim.y's limit). */
-static int head_major(long long tiles) { return env_is("EXEC_FLASH_ORDER", "head") || tiles > 65535 ? 1 : 0; }
+static int head_major(long long tiles) { return ops_variant_is(OPS_V_FLASH_ORDER, "head") || tiles > 65535 ? 1 : 0; }
 static dim3 tile_grid(int tiles, int bh, int head_major_order) {
   return head_major_order ? dim3(tiles, bh) : dim3(bh, tiles);
 }
 
-/* Forward: EXEC_FLASH_FWD=v1 the 64-query kernel everywhere; =w8 8 warps of 16
+/* Forward: --variant flash-fwd=v1 the 64-query kernel everywhere; =w8 8 warps of 16
  * rows on 128-query tiles (flash_fwd_kernel<D, 8>); =fa128 the one-stage
  * 128-query kernel; default: the two-stage 128-query kernel where seq is a
  * multiple of 128, else the 64-query one. */
@@ -1037,10 +1032,10 @@ static size_t dkdv_smem(int d, bool atomic_dq, int nw) {
          (atomic_dq ? (size_t)bk * (32 + 8) * sizeof(bf16) : 0);
 }
 
-/* 4 warps (64-key blocks); EXEC_FLASH_BWD_WARPS=8: 8 warps (128-key blocks)
+/* 4 warps (64-key blocks); --variant flash-bwd-warps=8: 8 warps (128-key blocks)
  * where the shape allows — measured slower (597 vs 576 us at batch 2 x 16
  * heads x 2048 x 128: one CTA of 255 registers a thread per SM). */
-static int bwd_warps(int d, int S) { return env_is("EXEC_FLASH_BWD_WARPS", "8") && d >= 64 && S % 128 == 0 ? 8 : 4; }
+static int bwd_warps(int d, int S) { return ops_variant_is(OPS_V_FLASH_BWD_WARPS, "8") && d >= 64 && S % 128 == 0 ? 8 : 4; }
 static size_t dq_smem(int d) { return (size_t)6 * 64 * (d + 8) * sizeof(bf16); }
 
 template <int D>
@@ -1066,12 +1061,12 @@ static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S,
   const int G = H / KV;
   const float scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
   const int bh = batch * H;
-  if (S % 128 == 0 && !env_is("EXEC_FLASH_FWD", "v1")) {
+  if (S % 128 == 0 && !ops_variant_is(OPS_V_FLASH_FWD, "v1")) {
     const int tiles = S / 128, hm = head_major(tiles);
     const dim3 grid = tile_grid(tiles, bh, hm);
-    if (env_is("EXEC_FLASH_FWD", "w8"))
+    if (ops_variant_is(OPS_V_FLASH_FWD, "w8"))
       flash_fwd_kernel<D, 8><<<grid, 256, fwd_smem(D, 8), st>>>(qkv, out, lse, S, H, ld, hl, G, kvl, scale_log2, hm);
-    else if (env_is("EXEC_FLASH_FWD", "fa128"))
+    else if (ops_variant_is(OPS_V_FLASH_FWD, "fa128"))
       flash_fwd128_kernel<D, false><<<grid, 128, fwd128_smem(D, false), st>>>(qkv, out, lse, S, H, ld, hl, G,
                                                                              kvl, scale_log2, hm);
     else
@@ -1086,7 +1081,7 @@ static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S,
   return 0;
 }
 
-/* Backward: EXEC_FLASH_BWD=split the two-pass backward (dK/dV pass, then a dQ
+/* Backward: --variant flash-bwd=split the two-pass backward (dK/dV pass, then a dQ
  * pass recomputing S and dP); =v1 one pass on 64-key blocks
  * (flash_bwd_dkdv_kernel with dQ atomics); =v4 the 128-key kernel with float4
  * dQ atomics; =fa128 the 128-key kernel with exp2f; default: the 128-key
@@ -1127,11 +1122,11 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
   const int bh = batch * H, bkv = batch * KV, G = H / KV;
   const float scale = (float)(1.0 / sqrt((double)D)), scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
   float *dsum = scratch, *dq_acc = scratch + ((rows + 3) / 4) * 4; /* 16-byte aligned */
-  const bool split = env_is("EXEC_FLASH_BWD", "split");
+  const bool split = ops_variant_is(OPS_V_FLASH_BWD, "split");
   /* 16-byte row sums that also clear dq_acc, 4-wide dQ store (default); the
-   * 4-byte row sums, a memset and the 2-wide store with EXEC_FLASH_BWD=fa128
+   * 4-byte row sums, a memset and the 2-wide store with --variant flash-bwd=fa128
    * (the default until 2026-11-30 05:15 UTC) or pointers not aligned for them */
-  const bool wide = !env_is("EXEC_FLASH_BWD", "fa128") &&
+  const bool wide = !ops_variant_is(OPS_V_FLASH_BWD, "fa128") &&
                     ((uintptr_t)out | (uintptr_t)dout | (uintptr_t)scratch) % 16 == 0 && (uintptr_t)dqkv % 8 == 0;
   if (wide)
     flash_dsum16_kernel<D><<<(unsigned)((rows * (D / 8) + 255) / 256), 256, 0, st>>>(out, dout, dsum,
@@ -1155,13 +1150,13 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
     cudaError_t ce = cudaMemsetAsync(dq_acc, 0, (size_t)rows * D * sizeof(float), st);
     if (ce != cudaSuccess) return ts_fail_sys(e, "flash attention backward: clearing dQ: %s", cudaGetErrorString(ce));
   }
-  if (D >= 64 && S % 128 == 0 && !env_is("EXEC_FLASH_BWD", "v1")) {
+  if (D >= 64 && S % 128 == 0 && !ops_variant_is(OPS_V_FLASH_BWD, "v1")) {
     const int hm = head_major(S / 128);
     const dim3 grid128 = tile_grid(S / 128, bkv, hm);
-    if (env_is("EXEC_FLASH_BWD", "v4"))
+    if (ops_variant_is(OPS_V_FLASH_BWD, "v4"))
       flash_bwd128_kernel<DD, true, true><<<grid128, 256, bwd128_smem(D), st>>>(
           qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm);
-    else if (env_is("EXEC_FLASH_BWD", "fa128"))
+    else if (ops_variant_is(OPS_V_FLASH_BWD, "fa128"))
       flash_bwd128_kernel<DD, false, false><<<grid128, 256, bwd128_smem(D), st>>>(
           qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm);
     else

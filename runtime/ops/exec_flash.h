@@ -47,22 +47,22 @@ int exec_flash_fwd_gqa(const void *qkv, void *out, float *lse, int batch, long l
 /* Writes every element of dqkv's Q, K and V blocks (no accumulation).
  * One pass over key blocks computes dK, dV and adds dQ's shares atomically
  * in FP32: 128-key blocks on 8 warps (head_dim 64/128, seq a multiple of 128;
- * the default), or 64-key blocks on 4 warps (EXEC_FLASH_BWD=v1, and the other
- * shapes); EXEC_FLASH_BWD=split runs two passes instead (dK/dV, then dQ,
+ * the default), or 64-key blocks on 4 warps (--variant flash-bwd=v1, and the other
+ * shapes); --variant flash-bwd=split runs two passes instead (dK/dV, then dQ,
  * recomputing the probabilities; no atomics, 7 GEMM-sized products instead of 5).
- * EXEC_FLASH_BWD=v4 adds dQ with float4 atomics (half the atomic instructions);
- * EXEC_FLASH_BWD=fa128 is the 128-key kernel with exp2f (the default until
+ * --variant flash-bwd=v4 adds dQ with float4 atomics (half the atomic instructions);
+ * --variant flash-bwd=fa128 is the 128-key kernel with exp2f (the default until
  * 2026-11-30 05:15 UTC; now exp2 flushed to zero below 2^-126), and with the
  * backward's small kernels of that time (row sums by 4-byte loads, a memset
  * of the dQ accumulator, a 2-wide dQ store; now one 16-byte row-sum kernel
  * that also clears the accumulator, and a 4-wide store).
  * The forward uses 128-query tiles where seq is a multiple of 128: 4 warps of
  * 32 rows with K and V blocks in two buffers (one barrier per block) by
- * default, in one buffer (two barriers a block, exp2f) with EXEC_FLASH_FWD=fa128,
- * 8 warps of 16 rows with EXEC_FLASH_FWD=w8; 64-query tiles otherwise, or
- * everywhere with EXEC_FLASH_FWD=v1.
+ * default, in one buffer (two barriers a block, exp2f) with --variant flash-fwd=fa128,
+ * 8 warps of 16 rows with --variant flash-fwd=w8; 64-query tiles otherwise, or
+ * everywhere with --variant flash-fwd=v1.
  * Every kernel launches its tiles longest first across all heads (tile t of
- * every head before tile t + 1 of any); EXEC_FLASH_ORDER=head launches one
+ * every head before tile t + 1 of any); --variant flash-order=head launches one
  * head's tiles together (the order until 2026-11-30 05:15 UTC, whose last
  * wave held the longest tiles of the last heads). */
 int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch, void *dqkv,
@@ -75,7 +75,7 @@ long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long head
 
 /* Which attention the executor (and `tacorun calibrate`, through exec_core.c)
  * runs: 1 for the fused kernels, 0 for the unfused batched-GEMM path. The
- * fused one by default where supported; EXEC_ATTN=unfused selects the
+ * fused one by default where supported; --variant attn=unfused selects the
  * unfused one. The executor lends the fused backward its seq x seq score scratch,
  * which holds the backward's scratch when seq >= 2 head_dim + 4 (also
  * required here). */

@@ -5,6 +5,7 @@ extern "C" {
 #include "ts_error.h"
 }
 #include "exec_kernels.h"
+#include "ops_variants.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -566,8 +567,7 @@ __global__ void __launch_bounds__(CE_THREADS) ce_finish8_kernel(bf16 *logits, co
 }
 
 extern "C" int exec_ce_fused_selected(int vocab_local) {
-  const char *v = getenv("EXEC_CE");
-  return vocab_local % 8 == 0 && !(v && !strcmp(v, "unfused"));
+  return vocab_local % 8 == 0 && !ops_variant_is(OPS_V_CE, "unfused");
 }
 
 extern "C" int exec_ce_stats(const void *logits, const int32_t *labels, long long vocab_start, float *rowmax,

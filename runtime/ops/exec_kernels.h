@@ -51,7 +51,7 @@ int exec_ce_finish(void *logits, const int32_t *labels, long long vocab_start, c
                    const float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
                    int vocab_local, int vocab_valid, void *stream, ts_err *e);
 /* The same loss in one read of the logits plus the in-place gradient pass
- * (the default where vocab_local % 8 == 0 and EXEC_CE is not "unfused"):
+ * (the default where vocab_local % 8 == 0 and not --variant ce=unfused):
  *   1. exec_ce_stats: rowmax[r] = this rank's max, sums[r] = sum exp(z - it),
  *      sums[rows + r] = the label's logit or 0, sums[2 rows + r] = the max again
  *      (sums holds 3 rows floats)                       -> all-reduce MAX of rowmax

@@ -13,6 +13,7 @@
 
 #include "exec_model.h"
 #include "exec_run.h"
+#include "ops_variants.h"
 #include "fp8_plain.h"
 #include "rt_nccl.h"
 #include "train_data.h"
@@ -91,7 +92,9 @@ static void usage(FILE *out) {
           "                     and FP32) against its plain-C reference, bit for bit (exit 77 without a GPU)\n"
           "  --check-codec      the fp8-tensor CUDA kernels against their plain-C reference, bit for bit\n"
           "                     (exit 77 without a GPU) [off]\n"
-          "  (--csv, --summary, --out-dir: not written unless given)\n"
+          "  (--csv, --summary, --out-dir: not written unless given)\n");
+  ops_variant_usage(out);
+  fprintf(out,
           "reads:  the --corpus FILE\n"
           "writes: the --csv and --summary files, or DIR/loss-<codec>.csv and DIR/summary.csv of --out-dir;\n"
           "        progress and the final losses on standard output (rank 0)\n"
@@ -596,6 +599,12 @@ int cmd_train(int argc, char **argv) {
                                                  : NULL;
     if (str && i + 1 < argc) {
       *str = argv[++i];
+    } else if (!strcmp(a, "--variant") && i + 1 < argc) {
+      ts_err ve;
+      if (ops_variant_set(argv[++i], &ve)) {
+        fprintf(stderr, "tacorun train: %s\n", ve.msg);
+        return 2;
+      }
     } else if (!strcmp(a, "--seed") && i + 1 < argc) {
       char *end;
       o.seed = strtoull(argv[++i], &end, 10);
