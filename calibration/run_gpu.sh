@@ -37,11 +37,18 @@ SUMMARY=$OUT/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 elapsed() { echo $(($(date +%s) - START)); }
 
-mpi() { # mpi LIMIT ARGS...: two ranks, forwarding the NCCL_*, EXEC_*, TACO_* variables that are set; bounded
+# variant_args CMD: the --variant options of VARIANTS ("NAME=VALUE ...", ops_variants.h) for the
+# tacorun commands that take them (execute, calibrate, train); nothing for the others.
+variant_args() {
+  case $1 in execute | calibrate | train) for v in ${VARIANTS:-}; do printf '%s\n' --variant "$v"; done ;; esac
+}
+mpi() { # mpi LIMIT CMD ARGS...: two ranks, forwarding the NCCL_* variables that are set, VARIANTS as options; bounded
   local limit=$1; shift
   local fwd=(-x LD_LIBRARY_PATH)
-  for v in $(env | grep -o '^\(NCCL\|EXEC\|TACO\)_[A-Z_]*'); do fwd+=(-x "$v"); done
-  timeout "$limit" mpirun --allow-run-as-root -np 2 --bind-to none "${fwd[@]}" "$BIN" "$@"
+  for v in $(env | grep -o '^NCCL_[A-Z_]*'); do fwd+=(-x "$v"); done
+  local cmd=$1; shift
+  mapfile -t va < <(variant_args "$cmd")
+  timeout "$limit" mpirun --allow-run-as-root -np 2 --bind-to none "${fwd[@]}" "$BIN" "$cmd" "${va[@]}" "$@"
 }
 
 # SM clock, power and temperature of both GPUs every 200 ms while a stage runs

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Figure 6: TACO-compressed collectives against NCCL (BF16) per transport,
 # measured on 2 x H200: NVLink, host shared memory (NCCL_P2P_DISABLE=1) and
-# sockets over loopback, by `tacorun bench-comm` (runtime/bench_comm_all.sh;
+# sockets over loopback, by `tacorun bench-comm` (runtime/bench/bench_comm_all.sh;
 # the tables experiments/data/measured/bench-comm-{nvlink,shm,socket}.dat, described in
 # runtime/RESULTS-comm.md): speedup = NCCL BF16 time / compressed time at the
 # same BF16 size, TACO G=128 (codec kernels included). NVLink and shm rows are
@@ -35,7 +35,7 @@ drawn=""
   done
 } > "$out"
 if ! grep -qv '^#' <(grep . "$out"); then
-  skip fig6 "measured collective tables (experiments/data/measured/bench-comm-{nvlink,shm,socket}.dat from runtime/bench_comm_all.sh on 2 GPUs)"
+  skip fig6 "measured collective tables (experiments/data/measured/bench-comm-{nvlink,shm,socket}.dat from runtime/bench/bench_comm_all.sh on 2 GPUs)"
   exit 3
 fi
 # The y axis spans the measured range (0.36x to 2.3x) with labelled ticks; one

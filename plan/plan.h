@@ -117,7 +117,7 @@ typedef struct {
    * --bias-dropout-fusion, the GEMM's bias epilogue, the bias gradient in the
    * weight-gradient GEMM's epilogue), so they cost nothing of their own;
    * false prices each bias add and bias gradient as a pass of its own, as
-   * tacorun execute runs them (runtime/exec_layer.c). */
+   * tacorun execute runs them (runtime/exec/exec_layer.c). */
   bool bias_unfused;
   /* layout.decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers
    * (added; Megatron-LM's --decoder-first-pipeline-num-layers /

@@ -3,7 +3,7 @@
  * generated tokens), with a codec policy for the TP all-reduces.
  *
  * Plain C, no SimGrid. The simulator predicts it (sim/sim_infer.h); `tacorun
- * execute` runs it on GPUs (runtime/infer_run.h); see sim/INFERENCE.md. */
+ * execute` runs it on GPUs (runtime/infer/infer_run.h); see sim/INFERENCE.md. */
 #ifndef PLAN_INFER_H
 #define PLAN_INFER_H
 

@@ -3,7 +3,9 @@
 # #include "..." lines of every tracked C/CUDA source, and a check that they
 # point one way only (no cycle between folders) and only where ARCHITECTURE.md
 # allows. A header is looked up by name in the including folder first, then
-# in the folders below; tests/ and fuzz targets may include anything.
+# in the folders below; tests/ and fuzz targets may include anything. A folder
+# inside a module that has a row of its own in the table (runtime/exec, ...) is
+# a module of its own: runtime/tacorun.c is the module runtime.
 #
 #   scripts/check-includes.sh          check; prints the folder graph; exit 1 on a cycle or a
 #                                      forbidden arrow (naming the file and line)
@@ -21,7 +23,14 @@ declare -A ALLOWED=(
   [plan]="models topologies schema common"
   [sim]="plan models topologies schema common"
   [kernels]="common"
-  [runtime]="kernels plan models topologies schema common"
+  [runtime]="runtime/exec runtime/infer runtime/calibrate runtime/bench runtime/train"
+  [runtime/ops]="common"
+  [runtime/nccl]="kernels schema common"
+  [runtime/exec]="runtime/ops runtime/nccl kernels plan models topologies schema common"
+  [runtime/infer]="runtime/ops runtime/nccl kernels plan models topologies schema common"
+  [runtime/calibrate]="runtime/infer runtime/ops runtime/nccl kernels plan models topologies schema common"
+  [runtime/bench]="runtime/ops runtime/nccl kernels schema common"
+  [runtime/train]="runtime/exec runtime/ops runtime/nccl kernels plan models topologies schema common"
   [calibration]="schema common"
   [experiments]="sim plan models topologies schema common"
 )
@@ -30,8 +39,15 @@ mode=${1:-check}
 files=$(git ls-files --cached --others --exclude-standard '*.c' '*.h' '*.cu' '*.cuh' | grep -v '^tests/')
 # header name -> the folders that hold it
 declare -A HOME_OF
+# module_of PATH: sets `top` to the module that holds PATH (its first folder, or its first two
+# when the table has a row for them).
+module_of() {
+  top=${1%%/*}
+  local rest=${1#*/}
+  if [[ $rest == */* && -n "${ALLOWED[$top/${rest%%/*}]+set}" ]]; then top=$top/${rest%%/*}; fi
+}
 for f in $(git ls-files --cached --others --exclude-standard '*.h' '*.cuh'); do
-  top=${f%%/*}
+  module_of "$f"
   b=${f##*/}
   HOME_OF[$b]="${HOME_OF[$b]:-} $top"
 done
@@ -39,7 +55,7 @@ done
 declare -A EDGES
 bad=0
 while IFS=: read -r file line inc; do
-  top=${file%%/*}
+  module_of "$file"
   name=${inc##*/}
   homes=${HOME_OF[$name]:-}
   [ -n "$homes" ] || continue # a system or generated header

@@ -145,7 +145,7 @@ static int gemm_us(sim_costs *c, long long m, long long n, long long k, double *
   return 0;
 }
 
-/* Biases, where the executor adds them (runtime/exec_layer.c): after the qkv
+/* Biases, where the executor adds them (runtime/exec/exec_layer.c): after the qkv
  * GEMM (qkv_bias) and the fc1 GEMM (linear_bias) over its m x n output, and
  * in the residual ops (linear_bias: attn_out's and fc2's, after the TP
  * reduction) over their rows; in the backward, the bias gradient reads the
@@ -267,7 +267,7 @@ static int grouped_gemm_us(sim_costs *c, const model_op *mo, int phase, int part
 }
 
 /* MoE routing ops (models/model_layer.c: router_topk, permute, unpermute):
- * the calibration's "moe_<op>_<phase>" table (runtime/calibrate_moe.c; x =
+ * the calibration's "moe_<op>_<phase>" table (runtime/calibrate/calibrate_moe.c; x =
  * the op's bytes, group = top_k) when measured; else the generic table of the
  * phase, named once. The router's backward was never measured on its own
  * (a few elementwise passes over t x E): generic, silently. *done = 0: not

@@ -250,7 +250,7 @@ static int pp_hops_s(sim_costs *c, const plan_infer *p, double tokens, double *s
 }
 
 /* Prefill attention as the inference executor runs it (unfused: batched
- * GEMMs around a causal softmax, runtime/infer_model.c): the table of the
+ * GEMMs around a causal softmax, runtime/infer/infer_model.c): the table of the
  * model's head dimension and the prompt length, "attention_prefill.d<D>.s<S>"
  * (by FLOPs: batch x heads vary), when the calibration has it; else the
  * FLOP-keyed "attention_prefill" (shapes of equal FLOPs but other lengths

@@ -6,8 +6,7 @@ target_compile_definitions(test_infer PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/exp
 add_dependencies(test_infer tacosim)
 add_test(NAME infer COMMAND test_infer)
 
-# runtime/infer_ref.c is plain C: its test builds on every machine, GPU or not.
-add_executable(test_infer_ref ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_ref.c ${CMAKE_SOURCE_DIR}/runtime/infer_ref.c)
-target_include_directories(test_infer_ref PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
-target_link_libraries(test_infer_ref PRIVATE ts_plan ts_schema PkgConfig::CUNIT m)
+# runtime/ops/infer_ref.c is plain C (ts_ops_ref): its test builds on every machine, GPU or not.
+add_executable(test_infer_ref ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_ref.c)
+target_link_libraries(test_infer_ref PRIVATE ts_ops_ref ts_plan ts_schema PkgConfig::CUNIT m)
 add_test(NAME infer_ref COMMAND test_infer_ref)

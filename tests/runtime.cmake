@@ -19,11 +19,8 @@ add_test(NAME coll_host_ref COMMAND test_coll_host_ref)
 # does have a GPU stays fast (the GPU machine runs it with TEST_COLL_MAX_BYTES
 # unset, up to 1 GiB).
 if(TACOSIM_HAVE_GPU AND TARGET ts_kernels_cuda)
-  add_executable(test_coll_gpu ${CMAKE_SOURCE_DIR}/tests/test_coll_gpu.c ${CMAKE_SOURCE_DIR}/runtime/rt_nccl.c
-                               ${CMAKE_SOURCE_DIR}/runtime/rt_nccl_check.c)
-  target_include_directories(test_coll_gpu PRIVATE ${CMAKE_SOURCE_DIR}/runtime ${CMAKE_SOURCE_DIR}/kernels
-                                                   ${NCCL_INCLUDE_DIR})
-  target_link_libraries(test_coll_gpu PRIVATE ts_kernels_cuda ts_common CUDA::cudart ${NCCL_LIBRARY} m)
+  add_executable(test_coll_gpu ${CMAKE_SOURCE_DIR}/tests/test_coll_gpu.c)
+  target_link_libraries(test_coll_gpu PRIVATE ts_rt_nccl ts_kernels_cuda ts_common CUDA::cudart ${NCCL_LIBRARY} m)
   add_test(NAME coll_gpu COMMAND test_coll_gpu)
   set_tests_properties(coll_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan"
                                            ENVIRONMENT "TEST_COLL_MAX_BYTES=67108864;NCCL_NVLS_ENABLE=0")

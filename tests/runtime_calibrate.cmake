@@ -1,13 +1,9 @@
 # Tests of `tacorun calibrate` that run on a CPU: the C references of the
 # runtime kernels, the shapes taken from the model zoo, fits and tables. The
-# plain-C runtime files are compiled in directly (no CUDA), so this suite also
-# runs in the ASan build with TACOSIM_CUDA=OFF.
-set(CALIB_CPU_SOURCES
-  ${CMAKE_SOURCE_DIR}/runtime/calibrate_shapes.c ${CMAKE_SOURCE_DIR}/runtime/calibrate_fit.c
-  ${CMAKE_SOURCE_DIR}/runtime/calibrate_table.c ${CMAKE_SOURCE_DIR}/runtime/rt_ops_ref.c)
-add_executable(test_calibrate ${CMAKE_SOURCE_DIR}/tests/test_calibrate.c ${CALIB_CPU_SOURCES})
-target_include_directories(test_calibrate PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
-target_link_libraries(test_calibrate PRIVATE ts_models ts_schema ts_common PkgConfig::CUNIT m)
+# plain-C libraries (ts_calibrate_cpu, ts_ops_ref: no CUDA) are linked, so this
+# suite also runs in the ASan build with TACOSIM_CUDA=OFF.
+add_executable(test_calibrate ${CMAKE_SOURCE_DIR}/tests/test_calibrate.c)
+target_link_libraries(test_calibrate PRIVATE ts_calibrate_cpu ts_ops_ref ts_models ts_schema ts_common PkgConfig::CUNIT m)
 add_test(NAME calibrate COMMAND test_calibrate)
 
 # The held-out check of the shipped calibration files (calibration/README.md):

@@ -1,5 +1,5 @@
 /* test_calibrate_clock.c — the arithmetic of the clock section of `tacorun
- * calibrate` (runtime/calibrate_clock_plan.c): burst sizing and the power
+ * calibrate` (runtime/calibrate/calibrate_clock_plan.c): burst sizing and the power
  * controller's window. CPU only. */
 #include <CUnit/Basic.h>
 #include <math.h>

@@ -346,13 +346,13 @@ static void test_written_results_load(void) {
 static const struct {
   const char *name, *files[3];
 } tacorun_commands[] = {
-    {"bench-codec", {"runtime/bench_codec.c"}},
-    {"bench-comm", {"runtime/bench_comm.c"}},
-    {"calibrate", {"runtime/calibrate.c"}},
-    {"calibrate-infer", {"runtime/calibrate_infer.c"}},
-    {"execute", {"runtime/exec_execute.c", "runtime/infer_run.c"}},
-    {"probe-interleave", {"runtime/probe_interleave.c"}},
-    {"train", {"runtime/train_cmd.c"}},
+    {"bench-codec", {"runtime/bench/bench_codec.c"}},
+    {"bench-comm", {"runtime/bench/bench_comm.c"}},
+    {"calibrate", {"runtime/calibrate/calibrate.c"}},
+    {"calibrate-infer", {"runtime/calibrate/calibrate_infer.c"}},
+    {"execute", {"runtime/exec/exec_execute.c", "runtime/infer/infer_run.c"}},
+    {"probe-interleave", {"runtime/bench/probe_interleave.c"}},
+    {"train", {"runtime/train/train_cmd.c"}},
 };
 
 static int tacorun(const char *args, char *out, size_t cap) {

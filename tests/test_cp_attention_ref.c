@@ -1,5 +1,5 @@
 /* test_cp_attention_ref.c — context parallelism's attention math on the CPU
- * (runtime/cp_attention_ref.c): every CP rank's share of a causal attention,
+ * (runtime/ops/cp_attention_ref.c): every CP rank's share of a causal attention,
  * computed block by block over the ring and combined by log-sum-exp, equals
  * full causal attention of those rows (fresh random inputs, poisoned outputs,
  * float64, tolerance 1e-12 relative to the largest output); the 2 cp chunk

@@ -1,5 +1,5 @@
 /* test_exec_ce_gpu.cu — the vocabulary-parallel cross-entropy of the executor
- * (runtime/exec_kernels.cu) against a plain float64 reference on the CPU.
+ * (runtime/ops/exec_kernels.cu) against a plain float64 reference on the CPU.
  * TP = 2 is played on one GPU: the vocabulary split in two slices, the two
  * all-reduces between the kernels done on the host (max, then sum), exactly
  * as exec_layer.c calls them. Both paths are checked: the one-pass default

@@ -1,4 +1,4 @@
-/* test_exec_flash_gpu.cu — the fused causal attention (runtime/exec_flash.cu)
+/* test_exec_flash_gpu.cu — the fused causal attention (runtime/ops/exec_flash.cu)
  * against a plain float64 reference on the CPU, forward and backward, for
  * head dims 32, 64, 128 on the executor's Q | K | V layout. Fresh random
  * inputs (BF16-exact), outputs poisoned with NaN before each launch so that an
@@ -26,6 +26,7 @@ extern "C" {
 #include <vector>
 
 #include "exec_gpu_test.h"
+#include "ops_variants.h"
 
 /* The kernel variants (exec_flash.h): "default" the defaults (two-stage
  * 128-query forward, 128-key backward with exp2_ftz, longest tiles of every
@@ -35,32 +36,29 @@ extern "C" {
  * "fa128-lpt" those kernels in the new launch order and "new-head" the new
  * kernels in the old one (to tell the two changes apart); "v1" the 64-row
  * kernels, "v1-8w" with the 8-warp backward, "split" the two-pass backward,
- * "w8v4" the 8-warp forward with float4 dQ atomics. Each is "NAME ENV=VALUE...". */
+ * "w8v4" the 8-warp forward with float4 dQ atomics. Each is "NAME VARIANT=VALUE..." (ops_variants.h). */
 static const char *modes[][4] = {
     {"default", NULL},
-    {"fa128", "EXEC_FLASH_FWD=fa128", "EXEC_FLASH_BWD=fa128", "EXEC_FLASH_ORDER=head"},
-    {"fa128-lpt", "EXEC_FLASH_FWD=fa128", "EXEC_FLASH_BWD=fa128", NULL},
-    {"new-head", "EXEC_FLASH_ORDER=head", NULL},
-    {"v1", "EXEC_FLASH_FWD=v1", "EXEC_FLASH_BWD=v1", NULL},
-    {"v1-8w", "EXEC_FLASH_FWD=v1", "EXEC_FLASH_BWD=v1", "EXEC_FLASH_BWD_WARPS=8"},
-    {"split", "EXEC_FLASH_BWD=split", NULL},
-    {"w8v4", "EXEC_FLASH_FWD=w8", "EXEC_FLASH_BWD=v4", NULL},
+    {"fa128", "flash-fwd=fa128", "flash-bwd=fa128", "flash-order=head"},
+    {"fa128-lpt", "flash-fwd=fa128", "flash-bwd=fa128", NULL},
+    {"new-head", "flash-order=head", NULL},
+    {"v1", "flash-fwd=v1", "flash-bwd=v1", NULL},
+    {"v1-8w", "flash-fwd=v1", "flash-bwd=v1", "flash-bwd-warps=8"},
+    {"split", "flash-bwd=split", NULL},
+    {"w8v4", "flash-fwd=w8", "flash-bwd=v4", NULL},
 };
 static const int n_modes = (int)(sizeof modes / sizeof modes[0]);
 static int cur_mode;
 static const char *mode_name(void) { return modes[cur_mode][0]; }
 static void set_mode(int mode) {
   cur_mode = mode;
-  unsetenv("EXEC_FLASH_FWD");
-  unsetenv("EXEC_FLASH_BWD");
-  unsetenv("EXEC_FLASH_BWD_WARPS");
-  unsetenv("EXEC_FLASH_ORDER");
+  ops_variant_reset();
   for (int i = 1; i < 4 && modes[mode][i]; i++) {
-    char kv[64];
-    snprintf(kv, sizeof kv, "%s", modes[mode][i]);
-    char *eq = strchr(kv, '=');
-    *eq = 0;
-    setenv(kv, eq + 1, 1);
+    ts_err e;
+    if (ops_variant_set(modes[mode][i], &e)) {
+      fprintf(stderr, "test_exec_flash_gpu: %s\n", e.msg);
+      exit(1);
+    }
   }
 }
 static int find_mode(const char *name) {

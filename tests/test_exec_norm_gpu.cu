@@ -1,5 +1,5 @@
 /* test_exec_norm_gpu.cu — the one-kernel norm backward (exec_norm_bwd_fused,
- * runtime/exec_kernels.cu) against a plain float64 reference on the CPU, for
+ * runtime/ops/exec_kernels.cu) against a plain float64 reference on the CPU, for
  * LayerNorm and RMSNorm: dx += input gradient (the residual stream's gradient
  * starts random), dgamma/dbeta += weight gradients (FP32 accumulators start
  * random). Tolerance: relative L2 error <= 1e-2 for dx (one BF16 rounding of

@@ -1,4 +1,4 @@
-/* test_exec_ref.c — the float64 reference GPT stack (runtime/exec_ref.c) is
+/* test_exec_ref.c — the float64 reference GPT stack (runtime/ops/exec_ref.c) is
  * trusted because its analytic gradients match central finite differences on
  * every parameter, for each activation and norm. */
 #include <CUnit/Basic.h>

@@ -1,6 +1,6 @@
 /* test_exec_walk.c — the executor runs plan_build_program()'s programs: every
  * op of every rank of the shipped 2 x H200 plans it supports is one it knows
- * (runtime/exec_walk_map.c), and the plans it does not support are refused
+ * (runtime/exec/exec_walk_map.c), and the plans it does not support are refused
  * with the field that says why. */
 #include <CUnit/Basic.h>
 #include <stdio.h>

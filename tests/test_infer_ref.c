@@ -1,5 +1,5 @@
 /* test_infer_ref.c — the plain-C references of the inference kernels
- * (runtime/infer_ref.c), the per-size codec rule shared by the simulator and
+ * (runtime/ops/infer_ref.c), the per-size codec rule shared by the simulator and
  * the executor (plan/plan_infer_policy.c), and inference results in the
  * result schema (schema/result.c). CPU only. */
 #include <CUnit/Basic.h>

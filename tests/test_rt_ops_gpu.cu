@@ -1,7 +1,7 @@
-/* test_rt_ops_gpu.cu — the memory-bound kernels of runtime/rt_ops.cu against
+/* test_rt_ops_gpu.cu — the memory-bound kernels of runtime/ops/rt_ops.cu against
  * their plain-C references (rt_ops_selfcheck: fresh random inputs, outputs
  * poisoned with NaN first, |gpu - ref| <= 2^-7 |ref| + 1e-3 max|ref|; the
- * shapes and paths are listed in runtime/rt_ops_selfcheck.c).
+ * shapes and paths are listed in runtime/ops/rt_ops_selfcheck.c).
  * `--bench` also times, alone on the GPU, the norm forwards at the GPT h4096
  * TP2 shape (4096 x 4096 BF16) and one AdamW step over 910 M parameters (one
  * TP2 rank of that model), median of 5 rounds, as us and GB/s of the bytes

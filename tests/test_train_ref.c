@@ -1,6 +1,6 @@
 /* test_train_ref.c — CPU tests of `tacorun train`'s plain-C parts: the
  * per-tensor FP8 codec's reference (kernels/fp8_plain.h) and the corpus
- * split and batches (runtime/train_data.h). */
+ * split and batches (runtime/train/train_data.h). */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdlib.h>

@@ -1,9 +1,8 @@
 # Tests of `tacorun train`: the plain-C parts on the CPU (the per-tensor FP8
 # reference, the corpus split and batches), the CUDA per-tensor FP8 kernels
 # against that reference (skips, exit 77, without a GPU), and bad input.
-add_executable(test_train_ref ${CMAKE_CURRENT_SOURCE_DIR}/test_train_ref.c ${CMAKE_SOURCE_DIR}/runtime/train_data.c)
-target_include_directories(test_train_ref PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
-target_link_libraries(test_train_ref PRIVATE ts_kernels_ref ts_common PkgConfig::CUNIT m)
+add_executable(test_train_ref ${CMAKE_CURRENT_SOURCE_DIR}/test_train_ref.c)
+target_link_libraries(test_train_ref PRIVATE ts_train_cpu ts_kernels_ref ts_common PkgConfig::CUNIT m)
 add_test(NAME train_ref COMMAND test_train_ref)
 
 if(TACOSIM_HAVE_GPU AND TARGET tacorun)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # experiments/loss/run-emu.sh MODE — the loss runs of issue 25 on ONE GPU: tensor parallelism
 # emulated (`tacorun train --tp-emulate K`: K ranks as threads, the real collective's codec kernels
-# in its order, runtime/train_emu.h). From the repository root of the GPU machine.
+# in its order, runtime/train/train_emu.h). From the repository root of the GPU machine.
 #
 #   check   the emulated all-reduce (GPU) against its C reference, and the per-tensor FP8 kernels
 #   repro   the kept TP 2 runs of experiments/loss/ (25.4M, King James Bible, 2,000 steps, seed 1234,
-#           EXEC_ATTN=unfused as they ran) emulated on one GPU, for the comparison with the curves
+#           --variant attn=unfused as they ran) emulated on one GPU, for the comparison with the curves
 #           measured on two GPUs (REPRO_CODECS)
 #   big     the 124M-parameter runs (BIG_MODEL) on the English corpus (experiments/loss/corpus.sh):
 #           JOBS, a ;-separated list of "TP SEED CODEC[,CODEC...] [EXTRA OPTIONS]", PAR of them at a
@@ -48,7 +48,7 @@ repro)
   for c in $REPRO_CODECS; do
     d="$OUT/repro-$c"; mkdir -p "$d"
     # shellcheck disable=SC2086
-    EXEC_ATTN=unfused timeout "$LIMIT" "$TACORUN" train --tp-emulate 2 --corpus "$KJV" --codec "$c" $REPRO_MODEL \
+    timeout "$LIMIT" "$TACORUN" train --variant attn=unfused --tp-emulate 2 --corpus "$KJV" --codec "$c" $REPRO_MODEL \
       --steps "$STEPS" --eval-every 200 --eval-batches 16 --out-dir "$d" > "$d/train.log" 2>&1 &
   done
   wait

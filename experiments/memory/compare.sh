@@ -5,7 +5,7 @@
 # the estimate of that time, before fused attention and the overheads).
 # "+ s x s" adds what this executor keeps and fused-attention training does not:
 # the softmax probabilities of every layer and activation slot it holds, and
-# three score-sized scratch buffers (dP, scores, dS; runtime/exec_model.c).
+# three score-sized scratch buffers (dP, scores, dS; runtime/exec/exec_model.c).
 # Usage: experiments/memory/compare.sh [build/sim/tacosim]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """executor_alloc.py — what `tacorun execute` allocates itself on one GPU (the
-ALLOC calls of runtime/exec_model.c exec_model_create and the GEMM workspace of
-runtime/exec_gemm.c), for the GPT h4096 validation plans of run 10, set against
+ALLOC calls of runtime/exec/exec_model.c exec_model_create and the GEMM workspace of
+runtime/ops/exec_gemm.c), for the GPT h4096 validation plans of run 10, set against
 the GPU memory in use it measured (cudaMemGetInfo, result field
 memory_per_gpu_bytes in experiments/validation/run10/measured.tgz, copied into
 the table below from experiments/validation/run10/compare/*.txt). The rest is

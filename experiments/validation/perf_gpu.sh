@@ -5,7 +5,7 @@
 #                its float64 reference, then timed at the GPT h4096 TP2 shape;
 #                tests/test_exec_norm_gpu --bench: the one-kernel norm backward
 #                against float64, then timed against the three-kernel path
-#   check.txt    `tacorun execute --check` (2 ranks) with EXEC_ATTN=flash: whole
+#   check.txt    `tacorun execute --check` (2 ranks), fused attention (the default): whole
 #                models' gradients vs float64 through the fused attention
 #   timing.txt   the GPT h4096 TP2 NVLink plan timed with each attention path,
 #                alternating (unfused, v1, fa128, unfused, ...) so that drift
@@ -20,12 +20,13 @@
 # usage: perf_gpu.sh [flash] [check] [timed] [sdpa] [ncu]  (default: the first three)
 #   clocks.csv   SM clock, power, temperature of both GPUs every 100 ms during the
 #                timed runs (nvidia-smi); summary.txt has each run's start time
-# VARIANTS: the timed runs, NAME=ENV[,ENV...] words, default: the attention
+# RUNS: the timed runs, NAME=SETTING[,SETTING...] words (a lowercase SETTING is a tacorun
+#   --variant NAME=VALUE, ops_variants.h; an uppercase one an environment variable), default: the attention
 #   kernels that were the default until 2026-11-30 05:15 UTC (old: one-stage
 #   forward, exp2f backward, one head's tiles launched together), the new
 #   defaults (new), and the new kernels in the old launch order (newhead),
 #   each repeated ROUNDS (2) times,
-#   then EXTRA once (an ENV may set PLAN, e.g. the shm plan with NCCL_P2P_DISABLE=1).
+#   then EXTRA once (a SETTING may set PLAN, e.g. the shm plan with NCCL_P2P_DISABLE=1).
 # PLAN, NP (default the GPT h4096 TP2 NVLink plan on 2 ranks), ITERS (6).
 set -u
 cd "$(dirname "$0")/../.."
@@ -36,7 +37,7 @@ PLAN=${PLAN:-experiments/plans/gpt-h4096-tp2-none.json}
 NP=${NP:-2}
 ITERS=${ITERS:-6}
 ROUNDS=${ROUNDS:-2}
-VARIANTS=${VARIANTS:-"old=EXEC_FLASH_FWD=fa128,EXEC_FLASH_BWD=fa128,EXEC_FLASH_ORDER=head new=EXEC_ATTN=flash newhead=EXEC_FLASH_ORDER=head"}
+RUNS=${RUNS:-"old=flash-fwd=fa128,flash-bwd=fa128,flash-order=head new= newhead=flash-order=head"}
 EXTRA=${EXTRA:-}
 . experiments/validation/gpu_lib.sh # START, say, elapsed, mpi
 
@@ -53,24 +54,28 @@ stage_flash() {
 }
 
 stage_check() {
-  EXEC_ATTN=flash mpi 2 100 execute --check --timeout 20 >"$OUT/check.txt" 2>&1
+  mpi 2 100 execute --check --timeout 20 >"$OUT/check.txt" 2>&1
   local rc=$?
-  say "check (EXEC_ATTN=flash) rc=$rc ($(elapsed) s): $(grep -E '^execute --check' "$OUT/check.txt" | tail -1)"
+  say "check (fused attention) rc=$rc ($(elapsed) s): $(grep -E '^execute --check' "$OUT/check.txt" | tail -1)"
   grep -E "worst|FAILED" "$OUT/check.txt" | head -6 | tee -a "$SUMMARY"
   if [ $rc -ne 0 ]; then # is it the fused attention? the same check on the unfused path
-    echo "=== EXEC_ATTN=unfused ===" >>"$OUT/check.txt"
-    EXEC_ATTN=unfused mpi 2 100 execute --check --timeout 20 >>"$OUT/check.txt" 2>&1
-    say "check (EXEC_ATTN=unfused) rc=$? ($(elapsed) s)"
+    echo "=== --variant attn=unfused ===" >>"$OUT/check.txt"
+    VARIANTS=attn=unfused mpi 2 100 execute --check --timeout 20 >>"$OUT/check.txt" 2>&1
+    say "check (--variant attn=unfused) rc=$? ($(elapsed) s)"
   fi
 }
 
-timed_one() { # timed_one TAG ENVS
+timed_one() { # timed_one TAG SETTINGS
   local tag=$1 envs=$2
   say "start $tag $(date -u '+%Y/%m/%d %H:%M:%S.%3N')"
   echo "=== $tag: ($envs, $ITERS iterations after 2 warm-up) ===" >>"$OUT/timing.txt"
   (
     IFS=, read -ra kvs <<<"$envs"
-    for kv in "${kvs[@]}"; do export "${kv?}"; done
+    VARIANTS=""
+    for kv in "${kvs[@]}"; do
+      if [[ ${kv%%=*} =~ ^[a-z-]+$ ]]; then VARIANTS="$VARIANTS $kv"; else export "${kv?}"; fi
+    done
+    export VARIANTS
     echo "plan $PLAN"
     mpi "$NP" 60 execute "$PLAN" --iters "$ITERS" --warmup 2 --timeout 30 --json "$OUT/measured/$tag.json" \
       --ops-csv "$OUT/measured/$tag.ops.txt"
@@ -84,7 +89,7 @@ stage_timed() {
     >"$OUT/clocks.csv" 2>&1 &
   smi=$!
   for r in $(seq 1 "$ROUNDS"); do
-    for v in $VARIANTS; do timed_one "${v%%=*}-$r" "${v#*=}"; done
+    for v in $RUNS; do timed_one "${v%%=*}-$r" "${v#*=}"; done
   done
   for v in $EXTRA; do timed_one "${v%%=*}" "${v#*=}"; done
   kill "$smi" 2>/dev/null

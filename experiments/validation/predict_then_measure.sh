@@ -5,7 +5,7 @@
 # transport drifts 10-35 % between runs; calibration/README.md):
 #   0. the GPU unit test of the cross-entropy kernels (TESTS_DIR/test_exec_ce_gpu)
 #      and `tacorun execute --check`; a failed cross-entropy test switches the
-#      rest of the call to the three-pass kernels (EXEC_CE=unfused, said in summary.txt)
+#      rest of the call to the three-pass kernels (--variant ce=unfused, said in summary.txt)
 #   1. calibration/run_gpu.sh nvlink shm   compute tables + NVLink and shm collectives
 #   2. exec_gpu.sh predict timed-nvlink timed-shm
 #   3. calibration/run_gpu.sh socket       socket collectives on step 1's compute tables
@@ -32,8 +32,8 @@ if [ -x "$TESTS_DIR/test_exec_ce_gpu" ] && [ -z "${SKIP_CHECK:-}" ]; then
   echo "test_exec_ce_gpu rc=$rc: $(tail -1 "$OUT/ce.txt")" >>"$OUT/summary.txt"
   grep "bench" "$OUT/ce.txt" >>"$OUT/summary.txt"
   if [ $rc -ne 0 ]; then
-    export EXEC_CE=unfused
-    echo "cross-entropy test failed: the rest of this call runs EXEC_CE=unfused" >>"$OUT/summary.txt"
+    export VARIANTS="${VARIANTS:+$VARIANTS }ce=unfused" # gpu_lib.sh / run_gpu.sh: --variant ce=unfused
+    echo "cross-entropy test failed: the rest of this call runs --variant ce=unfused" >>"$OUT/summary.txt"
   fi
   cat "$OUT/ce.txt" >>"$OUT/summary.txt" && rm -f "$OUT/ce.txt"
 fi

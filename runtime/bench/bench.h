@@ -1,0 +1,10 @@
+/* bench.h — the benchmark commands of tacorun (argv[0] is the command's name;
+ * each returns the exit status). */
+#ifndef BENCH_H
+#define BENCH_H
+
+int bench_codec_main(int argc, char **argv);     /* bench-codec: bench_codec.c */
+int bench_comm_main(int argc, char **argv);      /* bench-comm: bench_comm.c */
+int cmd_probe_interleave(int argc, char **argv); /* probe-interleave: probe_interleave.c */
+
+#endif

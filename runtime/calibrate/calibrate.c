@@ -1,0 +1,576 @@
+/* calibrate.c — `tacorun calibrate`: measure costs on the GPUs at hand and
+ * write a calibration file (through schema/calibration.h, the module the
+ * simulator reads it with).
+ *
+ * Phases: a self-check of the kernels against their C references, GEMMs at
+ * every shape of the model zoo, attention, memory-bound kernels, the clock
+ * section (speeds at compute duty cycles below 1), the TACO and CAAT-Net
+ * kernels, then NCCL and compressed collectives, and the latency + bandwidth
+ * fits. --compute-from copies the compute tables and the clock section of an
+ * earlier file (same GPUs) so another transport needs only its collectives
+ * measured.
+ *
+ * Under mpirun (one process per GPU, as the executor runs) rank 0 measures
+ * the compute phases on its GPU while the other ranks wait for the
+ * collectives, which every rank then runs over the world communicator; rank
+ * 0 writes the file. Without mpirun one process drives every GPU. */
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef TACOSIM_HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include "calibrate.h"
+#include "ts_env.h"
+#include "calibrate_fit.h"
+#include "ops_variants.h"
+#include "model.h"
+#include "rt_ops.h"
+
+enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_MOE = 64, PH_ALL = 127 };
+
+typedef struct {
+  const char *out, *transport, *models, *compute_from, *spread_tsv, *moe_tsv;
+  int phases, check_only, gpus;
+  double time_limit_s;
+  calib_sweep sweep;
+  calib_config cfg;
+  long long max_bytes; /* 0: default (1 GiB) */
+  int comm_reps;       /* 0: default */
+  long long comm_batch_us; /* 0: default */
+} calib_args;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tacorun calibrate [--out FILE] [--transport-name NAME] [--tp 1,2,4,8] [--quick]\n"
+          "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
+          "                         [--only gemm,attention,memory,clock,codec,comm,moe] [--compute-from FILE]\n"
+          "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
+          "                         [--comm-passes N] [--comm-batch-us T]\n"
+          "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE] [--moe-tsv FILE]\n"
+          "                         [--no-clock] [--clock-tsv FILE]\n"
+          "       mpirun -np N tacorun calibrate ...   (one process per GPU for the collectives)\n\n"
+          "Measures GEMMs (every shape of the model zoo: forward, dgrad, wgrad), attention,\n"
+          "memory-bound kernels, TACO/CAAT-Net kernels and NCCL plus compressed collectives\n"
+          "(1 KiB .. 1 GiB) on the GPUs of this machine, and writes a calibration file.\n"
+          "options (defaults in brackets):\n"
+          "  --out FILE           output [calibration-TRANSPORT.json]\n"
+          "  --transport-name N   recorded transport [from NCCL_P2P_DISABLE/NCCL_SHM_DISABLE: nvlink, shm, socket]\n"
+          "  --tp LIST            tensor-parallel degrees whose GEMM shapes are measured [1,2,4,8]\n"
+          "  --models all|LIST    zoo models whose GEMM shapes are measured [all]\n"
+          "  --tokens LIST        tokens per micro-batch of the GEMM shapes [1024,1536,2048,3072,4096,6144,8192]\n"
+          "  --gpus N             GPUs used by the single-process collectives [all local GPUs]\n"
+          "  --only LIST          phases among gemm,attention,memory,clock,codec,comm,moe [all of them]\n"
+          "  --time-limit SECONDS the run stops with an error after this long [1200]\n"
+          "  --quick              fewer repetitions and group sizes (fits the 8-minute budget) [off]\n"
+          "  --compute-from FILE  copy GEMM and kernel tables and the clock section from FILE; measure\n"
+          "                       only collectives\n"
+          "  --check              run the kernel self-check only [off]\n"
+          "  --max-bytes B        largest collective size (default 1073741824)\n"
+          "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"
+          "  --comm-passes N      sweep every collective size N times (1-8, default 1), median of the\n"
+          "                       passes kept: a transport that wanders over seconds (loopback sockets)\n"
+          "                       is then sampled across the whole run, not in one second per size\n"
+          "  --comm-batch-us T    a timed batch of one collective size lasts at least T us (100-1000000,\n"
+          "                       default 1000; at most 20 launches back to back): long transfers are\n"
+          "                       then timed back to back, as a plan's run them, not one after a sync\n"
+          "  --gemm-passes N      passes over the GEMM shapes, alternating direction, geometric mean\n"
+          "                       kept (1-8; default 4; --quick 1)\n"
+          "  --gemm-tsv FILE      every pass's time of every GEMM (a table to study their noise) [not written]\n"
+          "  --spread-tsv FILE    per-size spread of the collectives' timed batches [not written]\n"
+          "  --moe-tsv FILE       every MoE point: grouped GEMMs as the table's loop of GEMMs, as one\n"
+          "                       cublasGemmGroupedBatchedEx call and as one dense GEMM; routing kernels [not written]\n"
+          "  --no-clock           skip the clock section (on by default with the compute tables, ~35 s;\n"
+          "                       --quick ~25 s): a 4096x4096x2048 GEMM and a 96 MiB add run in bursts\n"
+          "                       with GPU-side idle between them at duty cycles 0.8 .. 0.15 and periods\n"
+          "                       1 .. 100 ms; their speed against back to back and the power\n"
+          "                       controller's window go to the file's \"clock\" section\n"
+          "  --clock-tsv FILE     every point of the clock section (sizes, measured periods, speeds) [not written]\n"
+          "Under mpirun (or TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE) each process takes one GPU:\n"
+          "rank 0 measures the compute tables and writes the file, every rank runs the collectives\n"
+          "over the world communicator (its size only; smaller groups need the single-process mode).\n"
+          "  (the attention, cross-entropy and norm tables time the executor's kernels as --variant sets them)\n");
+  ops_variant_usage(f);
+  fprintf(f,
+          "reads:  the model zoo (%s), the --compute-from FILE\n"
+          "writes: the calibration (--out, its notes name every variant), the --gemm-tsv, --spread-tsv and\n"
+          "        --clock-tsv tables; progress on standard error\n",
+          model_zoo_dir());
+}
+
+/* Parses "1,2,4" into v (at most cap values in [lo, hi]). */
+static int parse_list(const char *opt, const char *s, long long lo, long long hi, long long *v, int cap, int *n,
+                      ts_err *e) {
+  *n = 0;
+  const char *p = s;
+  while (*p) {
+    char *end;
+    long long x = strtoll(p, &end, 10);
+    if (end == p || (*end && *end != ',') || x < lo || x > hi)
+      return ts_fail(e, NULL, opt, "'%s' must be a comma-separated list of integers in [%lld, %lld]", s, lo, hi);
+    if (*n == cap) return ts_fail(e, NULL, opt, "at most %d values", cap);
+    v[(*n)++] = x;
+    p = *end ? end + 1 : end;
+  }
+  if (*n == 0) return ts_fail(e, NULL, opt, "empty list");
+  return 0;
+}
+
+static int parse_phases(const char *s, int *out, ts_err *e) {
+  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm", "clock", "moe"};
+  *out = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  char *save = NULL;
+  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    int found = 0;
+    for (int i = 0; i < 7; i++)
+      if (!strcmp(t, names[i])) *out |= 1 << i, found = 1;
+    if (!found)
+      return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, attention, memory, clock, codec, comm, moe)", t);
+  }
+  return *out ? 0 : ts_fail(e, NULL, "--only", "no phase given");
+}
+
+static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
+  memset(a, 0, sizeof *a);
+  a->models = "all";
+  a->phases = PH_ALL;
+  a->time_limit_s = 1200;
+  calib_sweep_default(&a->sweep);
+  long long v[8];
+  int n, no_clock = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *o = argv[i];
+    int has = i + 1 < argc;
+    if (!strcmp(o, "--quick")) a->cfg.quick = 1;
+    else if (!strcmp(o, "--check")) a->check_only = 1;
+    else if (!strcmp(o, "--no-clock")) no_clock = 1;
+    else if (!strcmp(o, "--help") || !strcmp(o, "-h")) return 1;
+    else if (!has) return ts_fail(e, NULL, o, "unknown option or missing value");
+    else if (!strcmp(o, "--out")) a->out = argv[++i];
+    else if (!strcmp(o, "--variant")) {
+      if (ops_variant_set(argv[++i], e)) return -1;
+    }
+    else if (!strcmp(o, "--transport-name")) a->transport = argv[++i];
+    else if (!strcmp(o, "--models")) a->models = argv[++i];
+    else if (!strcmp(o, "--compute-from")) a->compute_from = argv[++i];
+    else if (!strcmp(o, "--gemm-tsv")) a->cfg.gemm_tsv = argv[++i];
+    else if (!strcmp(o, "--clock-tsv")) a->cfg.clock_tsv = argv[++i];
+    else if (!strcmp(o, "--spread-tsv")) a->spread_tsv = argv[++i];
+    else if (!strcmp(o, "--moe-tsv")) a->moe_tsv = argv[++i];
+    else if (!strcmp(o, "--max-bytes")) {
+      if (parse_list(o, argv[++i], 4096, 1LL << 34, v, 1, &n, e)) return -1;
+      a->max_bytes = v[0];
+    } else if (!strcmp(o, "--comm-passes")) {
+      if (parse_list(o, argv[++i], 1, 8, v, 1, &n, e)) return -1;
+      a->cfg.comm_passes = (int)v[0];
+    } else if (!strcmp(o, "--comm-batch-us")) {
+      if (parse_list(o, argv[++i], 100, 1000000, v, 1, &n, e)) return -1;
+      a->comm_batch_us = v[0];
+    } else if (!strcmp(o, "--comm-reps")) {
+      if (parse_list(o, argv[++i], 3, 15, v, 1, &n, e)) return -1;
+      a->comm_reps = (int)v[0];
+    } else if (!strcmp(o, "--gemm-passes")) {
+      if (parse_list(o, argv[++i], 1, CALIB_MAX_GEMM_PASSES, v, 1, &n, e)) return -1;
+      a->cfg.gemm_passes = (int)v[0];
+    }
+    else if (!strcmp(o, "--only")) {
+      if (parse_phases(argv[++i], &a->phases, e)) return -1;
+    } else if (!strcmp(o, "--tp")) {
+      if (parse_list(o, argv[++i], 1, 64, v, 8, &n, e)) return -1;
+      a->sweep.n_tp = n;
+      for (int j = 0; j < n; j++) a->sweep.tp[j] = (int)v[j];
+    } else if (!strcmp(o, "--tokens")) {
+      if (parse_list(o, argv[++i], 1, 1 << 20, v, 8, &n, e)) return -1;
+      a->sweep.n_tokens = n;
+      for (int j = 0; j < n; j++) a->sweep.tokens[j] = v[j];
+    } else if (!strcmp(o, "--gpus")) {
+      if (parse_list(o, argv[++i], 1, CALIB_MAX_GPUS, v, 1, &n, e)) return -1;
+      a->gpus = (int)v[0];
+    } else if (!strcmp(o, "--time-limit")) {
+      if (parse_list(o, argv[++i], 10, 86400, v, 1, &n, e)) return -1;
+      a->time_limit_s = (double)v[0];
+    } else return ts_fail(e, NULL, o, "unknown option");
+  }
+  if (a->transport && (!*a->transport || strlen(a->transport) >= 32))
+    return ts_fail(e, NULL, "--transport-name", "must be 1-31 characters");
+  if (no_clock) {
+    if (a->phases == PH_CLOCK) return ts_fail(e, NULL, "--no-clock", "contradicts --only clock");
+    a->phases &= ~PH_CLOCK;
+  }
+  if (a->compute_from && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM | PH_CODEC | PH_CLOCK | PH_MOE)) && (a->phases | PH_CLOCK) != PH_ALL)
+    return ts_fail(e, NULL, "--compute-from", "replaces the compute phases; use --only comm or no --only");
+  if (a->compute_from) a->phases = PH_COMM;
+  return 0;
+}
+
+static void config_budgets(calib_config *cfg, const calib_args *a) {
+  cfg->budget = calib_budget_default(cfg->quick);
+  cfg->comm_budget = calib_budget_default(cfg->quick);
+  /* collectives are noisier than kernels (the socket transport most): seven
+   * batches even in --quick, and only transfers over 100 ms get fewer */
+  cfg->comm_budget.warmup = 2;
+  cfg->comm_budget.reps = a->comm_reps ? a->comm_reps : 7;
+  cfg->comm_budget.target_us = a->comm_batch_us ? (double)a->comm_batch_us : 1000.0;
+  cfg->comm_budget.max_batch = 20;
+  cfg->comm_budget.long_us = 100000.0;
+  cfg->comm_max_bytes = a->max_bytes ? (size_t)a->max_bytes : (size_t)1 << 30;
+  if (!cfg->gemm_passes) cfg->gemm_passes = cfg->quick ? 1 : 4;
+  static const int all[] = {32, 64, 128, 256, 512}, quick[] = {64, 128, 256};
+  cfg->n_groups = cfg->quick ? 3 : 5;
+  for (int i = 0; i < cfg->n_groups; i++) cfg->groups[i] = cfg->quick ? quick[i] : all[i];
+  cfg->n_coll_groups = cfg->quick ? 1 : 2;
+  cfg->coll_groups[0] = 128;
+  cfg->coll_groups[1] = 256;
+}
+
+/* ---- what the file records about the machine ---- */
+
+/* The kernel module's version: the first token of the form N.N[.N] in
+ * /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX [Open] Kernel
+ * Module [for x86_64]  580.159.04  Release Build ..."). */
+static void driver_version(char *out, size_t n) {
+  snprintf(out, n, "unknown");
+  FILE *f = fopen("/proc/driver/nvidia/version", "r");
+  if (!f) return;
+  char line[512];
+  if (fgets(line, sizeof line, f)) {
+    char *save = NULL;
+    for (char *t = strtok_r(line, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
+      size_t digits = strspn(t, "0123456789."), len = strlen(t);
+      if (len > 2 && digits == len && t[0] != '.' && strchr(t, '.') && len < n) {
+        snprintf(out, n, "%s", t);
+        break;
+      }
+    }
+  }
+  fclose(f);
+}
+
+static const char *transport_from_env(int ndev) {
+  const char *p2p = getenv("NCCL_P2P_DISABLE"), *shm = getenv("NCCL_SHM_DISABLE");
+  int no_p2p = p2p && atoi(p2p) == 1, no_shm = shm && atoi(shm) == 1;
+  if (no_p2p && no_shm) return "socket";
+  if (no_p2p) return "shm";
+  if (ndev < 2) return "none";
+  int peer = 0;
+  cudaDeviceCanAccessPeer(&peer, 0, 1);
+  return peer ? "nvlink" : "pcie";
+}
+
+static int fill_metadata(schema_calibration *c, const calib_args *a, int ndev, ts_err *e) {
+  struct cudaDeviceProp prop;
+  cudaError_t ce = cudaGetDeviceProperties(&prop, a->cfg.devices[0]);
+  if (ce != cudaSuccess) return ts_fail_sys(e, "%s:%d: cudaGetDeviceProperties: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+  snprintf(c->gpu, sizeof c->gpu, "%.63s", prop.name);
+  driver_version(c->driver, sizeof c->driver);
+  int rtv = 0, nv = 0;
+  cudaRuntimeGetVersion(&rtv);
+  ncclGetVersion(&nv);
+  snprintf(c->cuda, sizeof c->cuda, "%d.%d", rtv / 1000, (rtv % 1000) / 10);
+  snprintf(c->nccl, sizeof c->nccl, "%d.%d.%d", nv / 10000, (nv % 10000) / 100, nv % 100);
+  snprintf(c->transport, sizeof c->transport, "%s", a->transport ? a->transport : transport_from_env(ndev));
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(c->measured_at, sizeof c->measured_at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  c->derived = false;
+  return 0;
+}
+
+static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s) {
+  char prefix[220];
+  snprintf(prefix, sizeof prefix, "%.200s%s", c->notes, *c->notes ? "; " : "");
+  char env[320]; /* every NCCL_*, EXEC_* variable set (common/ts_env.h) */
+  ts_env_knobs(env, sizeof env);
+  char src[200];
+  if (a->compute_from) snprintf(src, sizeof src, "GEMM and kernel tables copied from %.120s (same GPUs, measured just before)", a->compute_from);
+  else if (a->phases & PH_GEMM)
+    snprintf(src, sizeof src, "all tables measured in this run (GEMMs: geometric mean of %d passes, alternating direction)",
+             a->cfg.gemm_passes);
+  else snprintf(src, sizeof src, "all tables measured in this run");
+  char how[96];
+  if (a->cfg.multi) snprintf(how, sizeof how, "collectives one process per GPU (%d ranks)", a->cfg.nranks);
+  else snprintf(how, sizeof how, "collectives from one process");
+  if (a->cfg.comm_passes > 1)
+    snprintf(how + strlen(how), sizeof how - strlen(how), ", median of %d passes", a->cfg.comm_passes);
+  char spread[120] = "";
+  if (a->cfg.spread && a->cfg.spread->n) calib_spread_summary(a->cfg.spread, spread, sizeof spread);
+  char all[1536]; /* then cut to the schema's notes (a long note is truncated, never an error) */
+  char variants[256];
+  ops_variant_note(variants, sizeof variants);
+  snprintf(all, sizeof all, "%stacorun calibrate%s on %d GPU(s), %.0f s; %s; %s; %s%s%s; env:%s", prefix,
+           a->cfg.quick ? " --quick" : "", a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, wall_s, variants, src, how,
+           *spread ? ", " : "", spread, *env ? env : " (none)");
+  snprintf(c->notes, sizeof c->notes, "%.511s", all);
+}
+
+static int copy_compute_tables(const char *path, schema_calibration *c, ts_err *e) {
+  schema_calibration src;
+  if (schema_calibration_load(path, &src, e)) return -1;
+  int rc = 0;
+  for (int i = 0; i < src.n_gemm && !rc; i++)
+    rc = schema_calibration_add_gemm(c, src.gemm[i].m, src.gemm[i].n, src.gemm[i].k, src.gemm[i].us);
+  for (int t = 0; t < src.n_kernels && !rc; t++)
+    for (int i = 0; i < src.kernels[t].n && !rc; i++)
+      rc = schema_calibration_add_kernel(c, src.kernels[t].name, src.kernels[t].by_flops, src.kernels[t].pts[i].x,
+                                         src.kernels[t].pts[i].group, src.kernels[t].pts[i].us);
+  /* the clock section belongs to the GPUs, like the compute tables */
+  for (int i = 0; i < src.n_clock && !rc; i++)
+    rc = schema_calibration_add_clock(c, src.clock[i].duty, src.clock[i].period_us, src.clock[i].gemm_speed,
+                                      src.clock[i].mem_speed);
+  if (src.n_clock) c->clock_window_us = src.clock_window_us;
+  schema_calibration_free(&src);
+  return rc ? ts_fail_sys(e, "calibrate: out of memory") : 0;
+}
+
+/* Reports a failed optional phase and appends its name to `missing`. */
+static void optional_phase(int rc, const char *what, const ts_err *e, char *missing, size_t n) {
+  if (rc == 0) return;
+  fprintf(stderr, "calibrate: warning: %s not measured: %s\n", what, e->msg);
+  snprintf(missing + strlen(missing), n - strlen(missing), "%s%s", *missing ? ", " : "", what);
+}
+
+/* Fits, notes and save; called again after each addition (fits are redone). */
+static int finish(schema_calibration *c, const calib_args *a, const char *missing, const char *out, ts_err *e) {
+  c->n_fits = 0;
+  if (calib_add_fits(c)) return ts_fail_sys(e, "calibrate: out of memory");
+  if (*missing) snprintf(c->notes, sizeof c->notes, "NOT MEASURED or FAILED: %.300s", missing);
+  else c->notes[0] = '\0';
+  fill_notes(c, a, calib_elapsed_s());
+  return schema_calibration_save(c, out, e);
+}
+
+static void on_time_limit(int sig) {
+  (void)sig;
+  static const char msg[] = "tacorun calibrate: time limit reached; stopping (raise --time-limit)\n";
+  ssize_t w = write(2, msg, sizeof msg - 1);
+  (void)w;
+  _exit(1);
+}
+
+/* The rank and size of a one-process-per-GPU launch (mpirun, or the
+ * TACORUN_* variables rt_nccl reads); 0 when this is a single process. */
+static int env_int(const char *name, int dflt) {
+  const char *s = getenv(name);
+  return s && *s ? atoi(s) : dflt;
+}
+
+static int multi_launch(int *rank, int *size, int *local) {
+  if (getenv("TACORUN_ID_FILE")) {
+    *rank = env_int("TACORUN_RANK", -1), *size = env_int("TACORUN_NRANKS", -1);
+    *local = env_int("TACORUN_LOCAL_RANK", *rank);
+  } else if (getenv("OMPI_COMM_WORLD_SIZE")) {
+    *rank = env_int("OMPI_COMM_WORLD_RANK", -1), *size = env_int("OMPI_COMM_WORLD_SIZE", -1);
+    *local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", *rank);
+  } else if (getenv("PMI_SIZE")) {
+    *rank = env_int("PMI_RANK", -1), *size = env_int("PMI_SIZE", -1);
+    *local = *rank;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+/* The collectives in multi-process mode: every rank opens the world
+ * communicator, runs both phases, closes it. codec_first: rank 0 measured
+ * the codec kernels before (so the collectives run back to back). */
+static int run_multi_comm(calib_args *a, schema_calibration *c, int root, const char *missing_in, const char *out,
+                          ts_err *e);
+
+static int run(calib_args *a, ts_err *e) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) return ts_fail_sys(e, "no CUDA device");
+  if (a->gpus > ndev) return ts_fail(e, NULL, "--gpus", "%d requested, %d present", a->gpus, ndev);
+  int local = 0;
+  a->cfg.multi = multi_launch(&a->cfg.rank, &a->cfg.nranks, &local);
+  if (a->cfg.multi && (a->cfg.rank < 0 || a->cfg.nranks < 1 || a->cfg.rank >= a->cfg.nranks))
+    return ts_fail(e, NULL, "environment", "rank %d of %d: not a valid multi-process launch", a->cfg.rank,
+                   a->cfg.nranks);
+  if (a->cfg.multi && a->gpus)
+    return ts_fail(e, NULL, "--gpus", "one process per GPU: the number of ranks is the group (drop --gpus)");
+  if (a->cfg.multi) {
+    a->cfg.ndev = 1;
+    a->cfg.devices[0] = local % ndev; /* the GPU rt_nccl gives this rank */
+  } else {
+    a->cfg.ndev = a->gpus ? a->gpus : (ndev < CALIB_MAX_GPUS ? ndev : CALIB_MAX_GPUS);
+    for (int i = 0; i < a->cfg.ndev; i++) a->cfg.devices[i] = i;
+  }
+#ifdef TACOSIM_HAVE_MPI
+  /* Every rank joins MPI now: the ranks other than 0 then wait in an
+   * ordinary broadcast (of the NCCL id) while rank 0 measures the compute
+   * tables, and a rank that fails ends the whole job (cmd_calibrate). */
+  if (a->cfg.multi && !getenv("TACORUN_ID_FILE")) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS) return ts_fail_sys(e, "calibrate: MPI_Init failed");
+  }
+#endif
+  static calib_spread spread;
+  a->cfg.spread = &spread;
+  config_budgets(&a->cfg, a);
+  calib_elapsed_s();
+  if (a->cfg.multi && a->cfg.rank != 0) {
+    /* not rank 0: no file, no compute phases; wait for rank 0 in the
+     * communicator's set-up, then run the collectives */
+    if (a->check_only) return 0;
+    if (cudaSetDevice(a->cfg.devices[0]) != cudaSuccess) return ts_fail_sys(e, "calibrate: cannot use GPU %d", a->cfg.devices[0]);
+    if (!(a->phases & PH_COMM) || a->cfg.nranks < 2) return 0;
+    schema_calibration scratch; /* the tables of this rank, not saved (every rank times the same) */
+    memset(&scratch, 0, sizeof scratch);
+    int rc = run_multi_comm(a, &scratch, 0, "", NULL, e);
+    schema_calibration_free(&scratch);
+    calib_spread_free(&spread);
+    return rc;
+  }
+
+  if (cudaSetDevice(a->cfg.devices[0]) != cudaSuccess) return ts_fail_sys(e, "calibrate: cannot use GPU 0");
+  /* A kernel that disagrees with its reference is reported (and recorded in
+   * the file's notes), but its timing is still worth having. */
+  ts_err check_err = {{0}, 0};
+  int check_rc = rt_ops_selfcheck(stderr, &check_err);
+  if (a->check_only) {
+    if (check_rc) *e = check_err;
+    else fprintf(stderr, "kernel self-check against the C references: ok\n");
+    return check_rc;
+  }
+  if (check_rc) fprintf(stderr, "calibrate: WARNING: kernel self-check failed: %s\n", check_err.msg);
+  else fprintf(stderr, "[%6.1fs] kernel self-check against the C references: ok\n", calib_elapsed_s());
+  schema_calibration c;
+  memset(&c, 0, sizeof c);
+  int rc = fill_metadata(&c, a, a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, e);
+  char out_default[64];
+  snprintf(out_default, sizeof out_default, "calibration-%s.json", c.transport);
+  const char *out = a->out ? a->out : out_default;
+  fprintf(stderr, "tacorun calibrate: %s x %d%s, driver %s, CUDA %s, NCCL %s, transport %s -> %s\n", c.gpu,
+          a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, a->cfg.multi ? " (one process per GPU)" : "", c.driver, c.cuda,
+          c.nccl, c.transport, out);
+
+  calib_shapes sh;
+  memset(&sh, 0, sizeof sh);
+  if (!rc && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM))) {
+    rc = calib_shapes_build(&sh, a->models, NULL, &a->sweep, e);
+    if (!rc)
+      fprintf(stderr, "[%6.1fs] %d models: %d GEMM shapes (%.0f TFLOP per pass), %d attention shapes, %d memory-bound shapes\n",
+              calib_elapsed_s(), sh.models, sh.n_gemm, calib_shapes_gemm_flops(&sh) * 1e-12, sh.n_attn, sh.n_mem);
+  }
+  if (!rc && a->compute_from) rc = copy_compute_tables(a->compute_from, &c, e);
+  if (!rc && (a->phases & PH_GEMM)) rc = calib_run_gemms(&a->cfg, &sh, &c, e);
+  if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention(&a->cfg, &sh, &c, e);
+  if (!rc && (a->phases & PH_MEM)) rc = calib_run_memops(&a->cfg, &sh, &c, e);
+  if (!rc && (a->phases & PH_MOE)) rc = calib_run_moe(&a->cfg, a->models, a->moe_tsv, &c, e);
+  /* the clock section is an addition to the compute tables: a failure there
+   * is reported and recorded in the notes, the tables are kept */
+  char missing[200] = "";
+  if (!rc && (a->phases & PH_CLOCK))
+    optional_phase(calib_run_clock(&a->cfg, &c, e), "clock section", e, missing, sizeof missing);
+  int comm = (a->phases & PH_COMM) && (a->cfg.multi ? a->cfg.nranks : a->cfg.ndev) >= 2;
+  if ((a->phases & PH_COMM) && !comm) fprintf(stderr, "calibrate: one GPU: no collectives to measure\n");
+  if (check_rc)
+    snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%skernel self-check FAILED (%.120s)",
+             *missing ? ", " : "", check_err.msg);
+  if (a->cfg.multi) {
+    /* the other ranks wait in the communicator's set-up: measure the codec
+     * kernels first so that the collectives run back to back */
+    if (!rc && (a->phases & PH_CODEC)) {
+      rc = finish(&c, a, missing, out, e);
+      if (!rc) optional_phase(calib_run_codec(&a->cfg, &c, e), "codec kernels", e, missing, sizeof missing);
+    }
+    if (!rc && comm) rc = run_multi_comm(a, &c, 1, missing, out, e);
+    else if (!rc) rc = finish(&c, a, missing, out, e);
+    goto done;
+  }
+  if (!rc && comm) rc = calib_run_comm(&a->cfg, 0, &c, e);
+  /* The TACO kernels and compressed collectives come last and are optional:
+   * a failure there is reported and recorded, and what was measured is kept.
+   * The file is saved before them too, so even a crash there leaves it. */
+  int optional = (a->phases & PH_CODEC) || comm;
+  if (!rc && optional) rc = finish(&c, a, missing, out, e);
+  if (!rc && (a->phases & PH_CODEC))
+    optional_phase(calib_run_codec(&a->cfg, &c, e), "codec kernels", e, missing, sizeof missing);
+  int device_ok = cudaDeviceSynchronize() == cudaSuccess; /* a sticky error ends GPU work */
+  if (!device_ok) optional_phase(-1, "compressed collectives (device in error state)", e, missing, sizeof missing);
+  if (!rc && comm && device_ok)
+    optional_phase(calib_run_comm(&a->cfg, 1, &c, e), "compressed collectives", e, missing, sizeof missing);
+  if (!rc) rc = finish(&c, a, missing, out, e);
+done:
+  if (!rc && a->spread_tsv && spread.n) rc = calib_spread_write(&spread, a->spread_tsv, e);
+  if (!rc)
+    fprintf(stderr, "[%6.1fs] wrote %s: %d GEMMs, %d kernel tables, %d collective tables, %d fits\n",
+            calib_elapsed_s(), out, c.n_gemm, c.n_kernels, c.n_colls, c.n_fits);
+  calib_shapes_free(&sh);
+  schema_calibration_free(&c);
+  calib_spread_free(&spread);
+  return rc;
+}
+
+/* root: this rank writes the file (c); the others time into c and drop it. */
+static int run_multi_comm(calib_args *a, schema_calibration *c, int root, const char *missing_in, const char *out,
+                          ts_err *e) {
+  char missing[200];
+  snprintf(missing, sizeof missing, "%s", missing_in);
+  if (calib_world_open(&a->cfg, e)) return -1;
+  int rc = calib_run_comm(&a->cfg, 0, c, e);
+  if (!rc && root) rc = finish(c, a, missing, out, e); /* kept even if the compressed ones fail */
+  if (!rc && (a->phases & PH_COMM)) {
+    ts_err ce = {{0}, 0};
+    int crc = calib_run_comm(&a->cfg, 1, c, &ce);
+    /* a rank whose compressed collectives failed has aborted the world: all
+     * ranks end with the error, rank 0 after recording it */
+    if (crc && root) optional_phase(crc, "compressed collectives", &ce, missing, sizeof missing);
+    if (crc && !root) *e = ce, rc = -1;
+    if (crc) {
+      if (root) finish(c, a, missing, out, e);
+      calib_world_close(&a->cfg, 1);
+      return root ? 0 : -1;
+    }
+  }
+  if (!rc && root) rc = finish(c, a, missing, out, e);
+  calib_world_close(&a->cfg, rc != 0);
+  return rc;
+}
+
+int cmd_calibrate(int argc, char **argv) {
+  calib_args a;
+  ts_err e = {{0}, 0};
+  int p = parse_args(argc, argv, &a, &e);
+  if (p > 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (p < 0) {
+    fprintf(stderr, "tacorun calibrate: %s\n", e.msg);
+    usage(stderr);
+    return ts_exit_status(&e);
+  }
+  signal(SIGALRM, on_time_limit);
+  alarm((unsigned)a.time_limit_s);
+  int rc = run(&a, &e);
+  alarm(0);
+#ifdef TACOSIM_HAVE_MPI
+  /* a rank that ends before the collectives (or fails) still ends MPI: a
+   * failure takes the other ranks down instead of leaving them waiting */
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (inited && !finalized) {
+    if (rc) {
+      fprintf(stderr, "tacorun calibrate: %s\n", e.msg);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Finalize();
+  }
+#endif
+  if (rc) {
+    fprintf(stderr, "tacorun calibrate: %s\n", e.msg);
+    return ts_exit_status(&e);
+  }
+  return 0;
+}

@@ -1,0 +1,665 @@
+/* calibrate_infer.c — `tacorun calibrate-infer`: the decode-sized tables the
+ * inference prediction (sim/sim_infer.c) reads, added to an existing
+ * calibration file, on one GPU:
+ *   - GEMMs with m = batch 1..64 of every zoo model's layer at TP 1/2/4/8
+ *     (QKV, attention output, FC1, FC2 as model_layer_ops() shapes them, and
+ *     the logits GEMM of the last token), through exec_gemm with the inference
+ *     executor's layouts; the weights rotate through >= 512 MiB of copies, so
+ *     each launch reads them from HBM as a decode step does (a layer's weights
+ *     are not in L2 when its GEMM runs);
+ *   - "attention_decode" (by KV-cache bytes read: 2 x batch x length x KV
+ *     heads x head_dim x 2 B): infer_decode_attention, caches rotating too;
+ *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
+ *     flops_fwd): infer_prefill_attention at batch x prompt;
+ *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes.
+ * A separate command rather than a `tacorun calibrate` stage, so a training
+ * calibration is not slowed; the small-message collectives are already in the
+ * calibrate sweep (from 1 KiB; a decode all-reduce of batch 1 x hidden 4096
+ * is 8 KiB). Shapes already in the file are kept as they are. */
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibrate_time.h"
+#include "coll_taco.h"
+#include "rt_world.h"
+#include "ts_env.h"
+#include "calibration.h"
+#include "exec_gemm.h"
+#include "infer_kernels.h"
+#include "infer_model.h"
+#include "model.h"
+#include "rt_nccl.h"
+#include "rt_ops.h"
+
+#define POOL_BYTES ((size_t)512 << 20)
+#define MAX_MODELS 64
+
+typedef struct {
+  exec_gemm *g;
+  exec_gemm_shape s;
+  char *a, *b, *c;
+  size_t b_bytes;
+  int sets;
+} gemm_ctx;
+
+
+/* Where an input calibration file's extended copy goes: OUT_DIR/its name, or
+ * the input itself (updated in place) without --out-dir. */
+static void output_path(char *out, size_t cap, const char *in, const char *out_dir) {
+  const char *base = strrchr(in, '/');
+  base = base ? base + 1 : in;
+  if (out_dir) snprintf(out, cap, "%s/%s", out_dir, base);
+  else snprintf(out, cap, "%s", in);
+}
+
+static int gemm_launch(void *ctx, long long iter, ts_err *e) {
+  gemm_ctx *c = ctx;
+  const char *b = c->b + (size_t)(iter % c->sets) * c->b_bytes;
+  return exec_gemm_run(c->g, &c->s, 1.f, c->a, b, 0.f, c->c, NULL, e);
+}
+
+static int have_gemm(const schema_calibration *cal, long long m, long long n, long long k) {
+  for (int i = 0; i < cal->n_gemm; i++)
+    if (cal->gemm[i].m == m && cal->gemm[i].n == n && cal->gemm[i].k == k) return 1;
+  return 0;
+}
+
+typedef struct {
+  long long m, n, k;
+  int nt; /* logits: A . B^T */
+} gemm_key;
+
+static int add_key(gemm_key **keys, int *n, int *cap, gemm_key k) {
+  for (int i = 0; i < *n; i++)
+    if ((*keys)[i].m == k.m && (*keys)[i].n == k.n && (*keys)[i].k == k.k) return 0;
+  if (*n == *cap) {
+    *cap = *cap ? 2 * *cap : 256;
+    gemm_key *p = realloc(*keys, (size_t)*cap * sizeof *p);
+    if (!p) return -1;
+    *keys = p;
+  }
+  (*keys)[(*n)++] = k;
+  return 0;
+}
+
+static int zoo_models(const char *dir, model_config *out, int *n, ts_err *e) {
+  DIR *d = opendir(dir);
+  if (!d) return ts_fail(e, dir, NULL, "cannot open the model zoo folder");
+  struct dirent *de;
+  *n = 0;
+  while ((de = readdir(d)) && *n < MAX_MODELS) {
+    size_t len = strlen(de->d_name);
+    if (len < 6 || strcmp(de->d_name + len - 5, ".json")) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (model_load(path, dir, &out[*n], e)) {
+      closedir(d);
+      return -1;
+    }
+    (*n)++;
+  }
+  closedir(d);
+  return 0;
+}
+
+/* prefill NULL: decode GEMMs (m = batch) of every model, shapes `cal` has are skipped.
+ * prefill = a model: its prefill GEMMs (m = batch x prompt tokens, 128 .. 65,536 and 8,176),
+ * every shape timed (the executor's pattern: weights from HBM, activations fixed). */
+static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_config *models, int nm,
+                        const model_config *prefill, const calib_budget *bud, int *added, ts_err *e) {
+  static const int tps[] = {1, 2, 4, 8}, batches[] = {1, 2, 4, 8, 16, 32, 64};
+  static const int tokens[] = {128, 256, 512, 1024, 2048, 4096, 8176, 8192, 16384, 32768, 65536};
+  gemm_key *keys = NULL;
+  int nk = 0, cap = 0;
+  for (int i = 0; prefill && i < 4; i++)
+    for (size_t b = 0; b < sizeof tokens / sizeof *tokens; b++) {
+      if (prefill->heads % tps[i] || prefill->kv_heads % tps[i] || prefill->ffn_hidden % tps[i]) continue;
+      model_shard sh = {tps[i], false, 1, tokens[b]};
+      model_op ops[MODEL_MAX_LAYER_OPS];
+      ts_err sub;
+      int n = model_layer_ops(prefill, &sh, ops, MODEL_MAX_LAYER_OPS, &sub);
+      for (int o = 0; o < n; o++)
+        if (ops[o].kind == MODEL_OP_GEMM && add_key(&keys, &nk, &cap, (gemm_key){ops[o].m, ops[o].n, ops[o].k, 0}))
+          return ts_fail_sys(e, "out of memory");
+    }
+  for (int i = 0; !prefill && i < nm; i++)
+    for (size_t t = 0; t < sizeof tps / sizeof *tps; t++)
+      for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
+        const model_config *mc = &models[i];
+        if (mc->heads % tps[t] || mc->kv_heads % tps[t] || mc->ffn_hidden % tps[t]) continue;
+        model_shard sh = {tps[t], false, batches[b], 1};
+        model_op ops[MODEL_MAX_LAYER_OPS];
+        ts_err sub;
+        int n = model_layer_ops(mc, &sh, ops, MODEL_MAX_LAYER_OPS, &sub);
+        for (int o = 0; o < n; o++)
+          if (ops[o].kind == MODEL_OP_GEMM && add_key(&keys, &nk, &cap, (gemm_key){ops[o].m, ops[o].n, ops[o].k, 0}))
+            return ts_fail_sys(e, "out of memory");
+        gemm_key lk = {batches[b], model_vocab_per_gpu(mc, tps[t]), mc->hidden, 1};
+        if (add_key(&keys, &nk, &cap, lk)) return ts_fail_sys(e, "out of memory");
+      }
+  size_t max_a = 0, max_b = 0, max_c = 0;
+  for (int i = 0; i < nk; i++) {
+    size_t a = (size_t)(keys[i].m * keys[i].k) * 2, b = (size_t)(keys[i].k * keys[i].n) * 2,
+           c = (size_t)(keys[i].m * keys[i].n) * 2;
+    if (a > max_a) max_a = a;
+    if (b > max_b) max_b = b;
+    if (c > max_c) max_c = c;
+  }
+  size_t pool = max_b > POOL_BYTES ? max_b : POOL_BYTES;
+  gemm_ctx c = {.g = g};
+  RT_CUDA(e, cudaMalloc((void **)&c.a, max_a));
+  RT_CUDA(e, cudaMalloc((void **)&c.b, pool));
+  RT_CUDA(e, cudaMalloc((void **)&c.c, max_c));
+  if (rt_fill_random_bf16(c.a, (long long)(max_a / 2), 1, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.b, (long long)(pool / 2), 2, 1.0f, NULL, e))
+    return -1;
+  int dev = 0;
+  void *stream = NULL;
+  RT_CUDA(e, cudaGetDevice(&dev));
+  double t0 = calib_elapsed_s();
+  *added = 0;
+  for (int i = 0; i < nk; i++) {
+    const gemm_key *k = &keys[i];
+    if (!prefill && have_gemm(cal, k->m, k->n, k->k)) continue;
+    c.s = exec_gemm_packed(k->nt ? EXEC_GEMM_NT : EXEC_GEMM_NN, k->m, k->n, k->k);
+    c.b_bytes = (size_t)(k->k * k->n) * 2;
+    c.b_bytes = (c.b_bytes + 255) & ~(size_t)255;
+    c.sets = (int)(pool / c.b_bytes);
+    if (c.sets < 1) c.sets = 1;
+    double us;
+    if (calib_time_us(gemm_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+    if (schema_calibration_add_gemm(cal, k->m, k->n, k->k, us)) return ts_fail_sys(e, "out of memory");
+    (*added)++;
+  }
+  fprintf(stderr, "calibrate-infer: %d %s GEMM shapes (%d timed) in %.1f s\n", nk, prefill ? "prefill" : "decode",
+          *added, calib_elapsed_s() - t0);
+  cudaFree(c.a), cudaFree(c.b), cudaFree(c.c);
+  free(keys);
+  return 0;
+}
+
+typedef struct {
+  infer_attn_dims a;
+  long long len;
+  char *q, *k, *v, *o, *part;
+  size_t set_bytes;
+  int sets;
+} dec_ctx;
+
+static int dec_launch(void *ctx, long long iter, ts_err *e) {
+  dec_ctx *c = ctx;
+  size_t off = (size_t)(iter % c->sets) * c->set_bytes;
+  return infer_decode_attention(c->q, c->k + off, c->v + off, c->o, c->part, &c->a, c->len, NULL, e);
+}
+
+/* Llama-3 8B at TP2 (16 query heads, 4 KV heads of 128 on one GPU) over batch x length. */
+static int decode_attention_table(schema_calibration *cal, const calib_budget *bud, ts_err *e) {
+  static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
+  static const long long lens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+  dec_ctx c = {.a = {.hl = 16, .kvl = 4, .head_dim = 128}};
+  const size_t pool = POOL_BYTES;
+  RT_CUDA(e, cudaMalloc((void **)&c.k, pool));
+  RT_CUDA(e, cudaMalloc((void **)&c.v, pool));
+  RT_CUDA(e, cudaMalloc((void **)&c.q, (size_t)64 * 16 * 128 * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.o, (size_t)64 * 16 * 128 * 2));
+  if (rt_fill_random_bf16(c.k, (long long)(pool / 2), 3, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.v, (long long)(pool / 2), 4, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.q, 64LL * 16 * 128, 5, 1.0f, NULL, e))
+    return -1;
+  int dev = 0, n = 0;
+  void *stream = NULL;
+  RT_CUDA(e, cudaGetDevice(&dev));
+  size_t part_bytes = 0;
+  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+      infer_attn_dims a = {.batch = batches[b], .hl = 16, .kvl = 4, .head_dim = 128, .max_seq = lens[l]};
+      size_t n = infer_decode_partial_bytes(&a, lens[l]);
+      if (n > part_bytes) part_bytes = n;
+    }
+  RT_CUDA(e, cudaMalloc((void **)&c.part, part_bytes));
+  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+      c.a.batch = batches[b], c.a.max_seq = lens[l], c.len = lens[l];
+      c.set_bytes = (size_t)batches[b] * 4 * lens[l] * 128 * 2;
+      if (c.set_bytes > pool) continue;
+      c.sets = (int)(pool / c.set_bytes);
+      double us;
+      if (calib_time_us(dec_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+      double kv_bytes = 2.0 * (double)c.set_bytes;
+      if (schema_calibration_add_kernel(cal, "attention_decode", false, kv_bytes, 0, us))
+        return ts_fail_sys(e, "out of memory");
+      n++;
+    }
+  fprintf(stderr, "calibrate-infer: attention_decode, %d points\n", n);
+  cudaFree(c.k), cudaFree(c.v), cudaFree(c.q), cudaFree(c.o), cudaFree(c.part);
+  return 0;
+}
+
+typedef struct {
+  infer_prefill_args a;
+} pre_ctx;
+
+static int pre_launch(void *ctx, long long iter, ts_err *e) {
+  (void)iter;
+  return infer_prefill_attention(&((pre_ctx *)ctx)->a, e);
+}
+
+/* Llama-3 8B at TP2 over batch x prompt (batch x prompt <= 64 Ki tokens). */
+static int prefill_attention_table(schema_calibration *cal, exec_gemm *g, const model_config *llama,
+                                   const calib_budget *bud, ts_err *e) {
+  static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
+  static const int prompts[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+  const long long max_tokens = 65536;
+  const int hl = 16, kvl = 4, d = 128;
+  pre_ctx c = {.a = {.gemm = g, .hl = hl, .kvl = kvl, .head_dim = d, .scores_bytes = (size_t)1 << 30}};
+  RT_CUDA(e, cudaMalloc((void **)&c.a.q, (size_t)max_tokens * hl * d * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.o_heads, (size_t)max_tokens * hl * d * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.out, (size_t)max_tokens * hl * d * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.k_cache, (size_t)max_tokens * kvl * d * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.v_cache, (size_t)max_tokens * kvl * d * 2));
+  RT_CUDA(e, cudaMalloc(&c.a.scores, c.a.scores_bytes));
+  if (rt_fill_random_bf16((void *)c.a.q, max_tokens * hl * d, 6, 1.0f, NULL, e) ||
+      rt_fill_random_bf16((void *)c.a.k_cache, max_tokens * kvl * d, 7, 1.0f, NULL, e) ||
+      rt_fill_random_bf16((void *)c.a.v_cache, max_tokens * kvl * d, 8, 1.0f, NULL, e))
+    return -1;
+  int dev = 0, n = 0;
+  void *stream = NULL;
+  RT_CUDA(e, cudaGetDevice(&dev));
+  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+    for (size_t p = 0; p < sizeof prompts / sizeof *prompts; p++) {
+      if ((long long)batches[b] * prompts[p] > max_tokens) continue;
+      c.a.batch = batches[b], c.a.seq = prompts[p], c.a.max_seq = prompts[p];
+      model_shard sh = {2, false, batches[b], prompts[p]};
+      model_op ops[MODEL_MAX_LAYER_OPS];
+      int nops = model_layer_ops(llama, &sh, ops, MODEL_MAX_LAYER_OPS, e);
+      if (nops < 0) return -1;
+      double flops = 0;
+      for (int o = 0; o < nops; o++)
+        if (ops[o].kind == MODEL_OP_ATTENTION) flops = ops[o].flops_fwd;
+      double us;
+      if (calib_time_us(pre_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+      char keyed[64]; /* and keyed by head dimension and prompt length (batch varies along FLOPs) */
+      snprintf(keyed, sizeof keyed, "attention_prefill.d%d.s%d", d, prompts[p]);
+      if (schema_calibration_add_kernel(cal, "attention_prefill", true, flops, 0, us) ||
+          schema_calibration_add_kernel(cal, keyed, true, flops, 0, us))
+        return ts_fail_sys(e, "out of memory");
+      n++;
+    }
+  fprintf(stderr, "calibrate-infer: attention_prefill, %d points\n", n);
+  cudaFree((void *)c.a.q), cudaFree(c.a.o_heads), cudaFree(c.a.out), cudaFree((void *)c.a.k_cache);
+  cudaFree((void *)c.a.v_cache), cudaFree(c.a.scores);
+  return 0;
+}
+
+typedef struct {
+  int kind; /* 0 rmsnorm, 1 add, 2 swiglu, 3 embedding */
+  long long rows;
+  int cols;
+  void *x, *y, *gamma, *table;
+  float *rstd;
+  int32_t *ids;
+} small_ctx;
+
+static int small_launch(void *ctx, long long iter, ts_err *e) {
+  (void)iter;
+  small_ctx *c = ctx;
+  switch (c->kind) {
+  case 0: return rt_rmsnorm_fwd(c->x, c->gamma, c->y, c->rstd, c->rows, c->cols, 1e-5f, NULL, e);
+  case 1: return rt_add(c->x, c->y, c->y, c->rows * c->cols, NULL, e);
+  case 2: return rt_swiglu_fwd(c->x, c->y, c->rows, c->cols, NULL, e);
+  default: return rt_embedding_fwd(c->table, c->ids, c->y, c->rows, c->cols, 0, 64128, NULL, e);
+  }
+}
+
+/* The memory-bound kernels of a decode step at batch 1..64 (Llama-3 8B TP2: hidden 4096, FFN
+ * 7168 per GPU), in the tables and byte counts `tacorun calibrate` uses (rmsnorm_fwd and norm:
+ * 4 B per element; add_fwd, swiglu_fwd and elementwise: 6; embedding_fwd and embedding: 4), below
+ * the sizes training calibrates. Not rotated: a decode step's activations were just written and
+ * sit in L2, as here. */
+static int small_memops(schema_calibration *cal, const calib_budget *bud, ts_err *e) {
+  static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
+  static const char *names[4][2] = {{"rmsnorm_fwd", "norm"}, {"add_fwd", "elementwise"},
+                                    {"swiglu_fwd", "elementwise"}, {"embedding_fwd", "embedding"}};
+  static const double per_elem[4] = {4, 6, 6, 4};
+  small_ctx c;
+  memset(&c, 0, sizeof c);
+  const size_t big = (size_t)64 * 2 * 7168 * 2;
+  RT_CUDA(e, cudaMalloc(&c.x, big));
+  RT_CUDA(e, cudaMalloc(&c.y, big));
+  RT_CUDA(e, cudaMalloc(&c.gamma, 4096 * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.rstd, 64 * sizeof(float)));
+  RT_CUDA(e, cudaMalloc((void **)&c.ids, 64 * sizeof(int32_t)));
+  RT_CUDA(e, cudaMalloc(&c.table, (size_t)64128 * 4096 * 2));
+  if (rt_fill_random_bf16(c.x, (long long)(big / 2), 9, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.y, (long long)(big / 2), 10, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.gamma, 4096, 11, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.table, 64128LL * 4096, 12, 1.0f, NULL, e) || rt_fill_labels(c.ids, 64, 64128, 13, NULL, e))
+    return -1;
+  int dev = 0, n = 0;
+  void *stream = NULL;
+  RT_CUDA(e, cudaGetDevice(&dev));
+  for (int k = 0; k < 4; k++)
+    for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
+      c.kind = k, c.rows = batches[b], c.cols = k == 2 ? 7168 : 4096;
+      double us;
+      if (calib_time_us(small_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+      double bytes = per_elem[k] * (double)c.rows * c.cols;
+      if (schema_calibration_add_kernel(cal, names[k][0], false, bytes, 0, us) ||
+          schema_calibration_add_kernel(cal, names[k][1], false, bytes, 0, us))
+        return ts_fail_sys(e, "out of memory");
+      n++;
+    }
+  fprintf(stderr, "calibrate-infer: %d decode-sized memory-bound points\n", n);
+  cudaFree(c.x), cudaFree(c.y), cudaFree(c.gamma), cudaFree(c.rstd), cudaFree(c.ids), cudaFree(c.table);
+  return 0;
+}
+
+/* ---- --collectives: the TP all-reduce as the executor runs it (one process per GPU) ---- */
+
+#define COLL_REPS 9
+
+/* Median over COLL_REPS calls, each between two events, after two warm-ups; the same
+ * fixed number of calls on every rank (an adaptive count could differ between ranks). */
+static int time_coll(rt_nccl *w, coll_team *t, void *buf, size_t count, const coll_opts *o, double *us, ts_err *e) {
+  cudaEvent_t ev[COLL_REPS + 1];
+  for (int i = 0; i <= COLL_REPS; i++) RT_CUDA(e, cudaEventCreate(&ev[i]));
+  const void *in = buf;
+  void *out = buf;
+  for (int i = 0; i < 2; i++)
+    if (coll_allreduce(t, &in, &out, count, o)) return ts_fail_sys(e, "all-reduce: %s", coll_last_error());
+  for (int i = 0; i < COLL_REPS; i++) {
+    RT_CUDA(e, cudaEventRecord(ev[i], w->streams[0]));
+    if (coll_allreduce(t, &in, &out, count, o)) return ts_fail_sys(e, "all-reduce: %s", coll_last_error());
+  }
+  RT_CUDA(e, cudaEventRecord(ev[COLL_REPS], w->streams[0]));
+  if (rt_nccl_wait(w, e)) return -1;
+  double v[COLL_REPS];
+  for (int i = 0; i < COLL_REPS; i++) {
+    float ms;
+    RT_CUDA(e, cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+    v[i] = ms * 1e3;
+  }
+  for (int i = 0; i <= COLL_REPS; i++) cudaEventDestroy(ev[i]);
+  *us = calib_median(v, COLL_REPS);
+  return rt_world_max(w, us, 1, e);
+}
+
+/* "allreduce" and "allreduce.taco<G>" for nranks = the world, 1 KiB .. 128 MiB, replacing those
+ * tables of every file: the training calibration times them from one process driving both GPUs,
+ * the executor runs one process per GPU (the difference is largest over sockets). */
+static int coll_tables(const char **ins, int nin, const char *out_dir, int timeout_s) {
+  ts_err e;
+  rt_nccl w;
+  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s};
+  if (rt_nccl_init(&w, &no, &e)) {
+    fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+    return 1;
+  }
+  if (w.nlocal != 1 || w.nranks < 2) {
+    fprintf(stderr, "tacorun calibrate-infer: --collectives runs one process per GPU: mpirun -np 2 ...\n");
+    rt_nccl_finalize(&w, 0);
+    return 2;
+  }
+  rt_watchdog_arm(&w, 4.0 * w.timeout_s, "calibrate-infer --collectives");
+  coll_team t;
+  const size_t max_bytes = (size_t)128 << 20;
+  void *buf = NULL;
+  schema_calibration meas;
+  memset(&meas, 0, sizeof meas);
+  int rc = 1, root = rt_nccl_is_root(&w);
+  if (coll_team_init(&t, 1, &w.comms[0], &w.devices[0], &w.streams[0])) {
+    fprintf(stderr, "tacorun calibrate-infer: coll_team_init: %s\n", coll_last_error());
+    rt_nccl_finalize(&w, 1);
+    return 1;
+  }
+  if (cudaMalloc(&buf, max_bytes) != cudaSuccess ||
+      rt_fill_random_bf16(buf, (long long)(max_bytes / 2), 77 + w.ranks[0], 1.0f, w.streams[0], &e))
+    goto done;
+  coll_opts plain = coll_opts_default(), taco = coll_opts_default();
+  plain.codec = COLL_CODEC_NONE, plain.min_bytes = 0;
+  taco.min_bytes = 0; /* TACO G = 128 E4M3 at every size, as the executor sends it */
+  char taco_name[48];
+  snprintf(taco_name, sizeof taco_name, "allreduce.taco%d", taco.taco.group);
+  for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 2) {
+    double up, ut;
+    size_t count = bytes / 2;
+    if (time_coll(&w, &t, buf, count, &plain, &up, &e) || time_coll(&w, &t, buf, count, &taco, &ut, &e)) goto done;
+    char taco_infer[64]; /* ".infer": read by inference predictions only, the training tables stay */
+    snprintf(taco_infer, sizeof taco_infer, "%s.infer", taco_name);
+    if (schema_calibration_add_coll(&meas, "allreduce.infer", w.nranks, (double)bytes, up) ||
+        schema_calibration_add_coll(&meas, taco_infer, w.nranks, (double)bytes, ut)) {
+      ts_fail_sys(&e, "out of memory");
+      goto done;
+    }
+    if (root) fprintf(stderr, "calibrate-infer: allreduce %zu B: plain %.1f us, taco %.1f us\n", bytes, up, ut);
+  }
+  rc = 0;
+  for (int i = 0; root && i < nin && rc == 0; i++) {
+    schema_calibration cal;
+    char out[1024];
+    output_path(out, sizeof out, ins[i], out_dir);
+    if (schema_calibration_load(ins[i], &cal, &e)) {
+      rc = 1;
+      break;
+    }
+    for (int c = 0; c < cal.n_colls; c++)
+      if (cal.colls[c].nranks == w.nranks &&
+          (!strcmp(cal.colls[c].name, "allreduce.infer") ||
+           (!strncmp(cal.colls[c].name, taco_name, strlen(taco_name)) &&
+            !strcmp(cal.colls[c].name + strlen(taco_name), ".infer"))))
+        cal.colls[c].n = 0;
+    for (int c = 0; c < meas.n_colls && rc == 0; c++)
+      for (int k = 0; k < meas.colls[c].n; k++)
+        if (schema_calibration_add_coll(&cal, meas.colls[c].name, meas.colls[c].nranks, meas.colls[c].pts[k].bytes,
+                                        meas.colls[c].pts[k].us))
+          rc = 1;
+    schema_calibration_sort(&cal);
+    char note[1024], env[320];
+    ts_env_knobs(env, sizeof env);
+    snprintf(note, sizeof note, "%.300s%sallreduce.infer and %s.infer (%d ranks) timed by tacorun calibrate-infer "
+             "--collectives (one process per GPU, transport %s; env:%s)", cal.notes, cal.notes[0] ? "; " : "", taco_name,
+             w.nranks, rt_nccl_transport(), *env ? env : " (none)");
+    snprintf(cal.notes, sizeof cal.notes, "%.511s", note);
+    if (rc == 0 && schema_calibration_save(&cal, out, &e)) rc = 1;
+    schema_calibration_free(&cal);
+    if (rc == 0) fprintf(stderr, "calibrate-infer: wrote %s\n", out);
+  }
+done:
+  if (rc) fprintf(stderr, "tacorun calibrate-infer: rank %d: %s\n", w.ranks[0], e.msg);
+  else rt_watchdog_disarm();
+  if (buf) cudaFree(buf);
+  coll_team_destroy(&t);
+  schema_calibration_free(&meas);
+  rt_nccl_finalize(&w, rc != 0);
+  return rc;
+}
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json... [--out-dir DIR] [--models DIR] [--quick]\n"
+               "       mpirun -np 2 tacorun calibrate-infer CALIBRATION.json... --collectives [--out-dir DIR]\n"
+               "Adds the decode-sized tables of inference plans to calibration files (in place, or to\n"
+               "DIR/<same name> with --out-dir), timed once on GPU 0 (the tables do not depend on the\n"
+               "transport): GEMMs with m = batch 1..64 of every zoo model at TP 1/2/4/8 (QKV, attention\n"
+               "output, FC1, FC2, logits), \"attention_decode\" by KV-cache bytes and \"attention_prefill\"\n"
+               "by FLOPs (Llama-3 8B TP2 head layout, batch 1..64, length 128..8192). GEMM shapes already\n"
+               "in a file are kept; the two attention tables are replaced.\n"
+               "--collectives: the \"allreduce.infer\" and \"allreduce.taco128.infer\" tables (1 KiB .. 128 MiB; only\n"
+               "inference predictions read them, in place of \"allreduce\" and \"allreduce.taco128\") timed as the\n"
+               "executor runs them, one process per GPU, replace those of the files (use the file of the\n"
+               "transport the run uses).\n"
+               "options (defaults in brackets):\n"
+               "  --out-dir DIR   write DIR/<name of each input> [the inputs are rewritten in place]\n"
+               "  --models DIR    the model zoo whose GEMM shapes are timed [%s]\n"
+               "  --quick         fewer repetitions [off]\n"
+               "  --collectives   time the two all-reduce tables instead of the GEMMs and attention [off]\n"
+               "reads:  the CALIBRATION.json files, the model zoo\n"
+               "writes: the CALIBRATION.json files (or their copies in --out-dir); progress on standard error\n",
+          model_zoo_dir());
+}
+
+/* Adds what `meas` holds to `cal`: GEMM shapes it lacks, and the attention tables (replaced);
+ * the prefill GEMMs of `pre` replace the file's points of the same shape. Points of one key
+ * within a table are averaged (several shapes of the attention tables share a key). */
+static int merge(schema_calibration *cal, const schema_calibration *meas, const schema_calibration *pre) {
+  for (int i = 0; i < pre->n_gemm; i++) {
+    const schema_gemm_point *g = &pre->gemm[i];
+    int found = 0;
+    for (int j = 0; j < cal->n_gemm; j++)
+      if (cal->gemm[j].m == g->m && cal->gemm[j].n == g->n && cal->gemm[j].k == g->k) cal->gemm[j].us = g->us, found = 1;
+    if (!found && schema_calibration_add_gemm(cal, g->m, g->n, g->k, g->us)) return -1;
+  }
+  for (int i = 0; i < cal->n_kernels; i++)
+    if (!strcmp(cal->kernels[i].name, "attention_decode") || !strcmp(cal->kernels[i].name, "attention_prefill") ||
+        !strncmp(cal->kernels[i].name, "attention_prefill.", 18))
+      cal->kernels[i].n = 0;
+  for (int i = 0; i < meas->n_gemm; i++) {
+    const schema_gemm_point *g = &meas->gemm[i];
+    if (!have_gemm(cal, g->m, g->n, g->k) && schema_calibration_add_gemm(cal, g->m, g->n, g->k, g->us)) return -1;
+  }
+  for (int t = 0; t < meas->n_kernels; t++) {
+    const schema_kernel_table *mt = &meas->kernels[t];
+    for (int i = 0; i < mt->n; i++) {
+      const schema_kernel_point *k = &mt->pts[i];
+      int seen = 0, same = 0;
+      double sum = 0;
+      for (int j = 0; j < mt->n; j++)
+        if (mt->pts[j].x == k->x && mt->pts[j].group == k->group) {
+          if (j < i) seen = 1;
+          sum += mt->pts[j].us, same++;
+        }
+      if (seen) continue;
+      /* a point the file already has (a training table) stays as it is */
+      int have = 0;
+      for (int c = 0; c < cal->n_kernels; c++)
+        if (!strcmp(cal->kernels[c].name, mt->name))
+          for (int j = 0; j < cal->kernels[c].n; j++)
+            if (cal->kernels[c].pts[j].x == k->x && cal->kernels[c].pts[j].group == k->group) have = 1;
+      if (!have && schema_calibration_add_kernel(cal, mt->name, mt->by_flops, k->x, k->group, sum / same)) return -1;
+    }
+  }
+  schema_calibration_sort(cal);
+  return 0;
+}
+
+int cmd_calibrate_infer(int argc, char **argv) {
+  const char *ins[16], *out_dir = NULL, *models_dir = NULL;
+  int nin = 0, quick = 0, collectives = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--out-dir") && i + 1 < argc) {
+      out_dir = argv[++i];
+    } else if (!strcmp(argv[i], "--models") && i + 1 < argc) {
+      models_dir = argv[++i];
+    } else if (!strcmp(argv[i], "--quick")) {
+      quick = 1;
+    } else if (!strcmp(argv[i], "--collectives")) {
+      collectives = 1;
+    } else if (argv[i][0] == '-' || nin == 16) {
+      fprintf(stderr, "tacorun calibrate-infer: unexpected argument '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    } else {
+      ins[nin++] = argv[i];
+    }
+  }
+  if (!nin) {
+    usage(stderr);
+    return 2;
+  }
+  if (collectives) {
+    ts_err e;
+    for (int i = 0; i < nin; i++) { /* every file is read before the GPUs are touched */
+      schema_calibration c;
+      if (schema_calibration_load(ins[i], &c, &e)) {
+        fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+        return ts_exit_status(&e);
+      }
+      schema_calibration_free(&c);
+    }
+    if (rt_cuda_device_count() < 1) {
+      fprintf(stderr, "tacorun calibrate-infer: no CUDA device\n");
+      return 1;
+    }
+    return coll_tables(ins, nin, out_dir, 120);
+  }
+  ts_err e;
+  schema_calibration first, meas, pre;
+  memset(&meas, 0, sizeof meas);
+  memset(&pre, 0, sizeof pre);
+  /* every file is read before the GPU is touched */
+  for (int i = nin - 1; i >= 0; i--) {
+    if (schema_calibration_load(ins[i], &first, &e)) {
+      fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+      return ts_exit_status(&e);
+    }
+    if (i) schema_calibration_free(&first);
+  }
+  static model_config models[MAX_MODELS];
+  int nm = 0, rc = 1;
+  const char *dir = models_dir ? models_dir : model_zoo_dir();
+  if (zoo_models(dir, models, &nm, &e) && (models_dir || zoo_models("models", models, &nm, &e))) {
+    fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+    schema_calibration_free(&first);
+    return 2;
+  }
+  const model_config *llama = NULL;
+  for (int i = 0; i < nm; i++)
+    if (!strcmp(models[i].name, "llama3-8b")) llama = &models[i];
+  if (!llama) {
+    fprintf(stderr, "tacorun calibrate-infer: the zoo has no llama3-8b (the attention tables' head layout)\n");
+    schema_calibration_free(&first);
+    return 2;
+  }
+  if (rt_cuda_device_count() < 1) {
+    fprintf(stderr, "tacorun calibrate-infer: no CUDA device\n");
+    schema_calibration_free(&first);
+    return 1;
+  }
+  calib_budget bud = calib_budget_default(quick);
+  exec_gemm *g = NULL;
+  int added = 0;
+  /* GEMM shapes the first file already has are not timed again */
+  for (int i = 0; i < first.n_gemm; i++)
+    if (schema_calibration_add_gemm(&meas, first.gemm[i].m, first.gemm[i].n, first.gemm[i].k, -1.0)) goto done;
+  int known = meas.n_gemm;
+  int pre_timed = 0;
+  if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
+      decode_gemms(&meas, g, models, nm, NULL, &bud, &added, &e) ||
+      decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, &bud, &e) ||
+      prefill_attention_table(&meas, g, llama, &bud, &e) || small_memops(&meas, &bud, &e)) {
+    fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+    goto done;
+  }
+  /* keep only what was timed here */
+  memmove(meas.gemm, meas.gemm + known, (size_t)(meas.n_gemm - known) * sizeof *meas.gemm);
+  meas.n_gemm -= known;
+  for (int i = 0; i < nin; i++) {
+    schema_calibration cal;
+    char out[1024];
+    output_path(out, sizeof out, ins[i], out_dir);
+    if (schema_calibration_load(ins[i], &cal, &e)) {
+      fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+      goto done;
+    }
+    int bad = merge(&cal, &meas, &pre) || schema_calibration_save(&cal, out, &e);
+    schema_calibration_free(&cal);
+    if (bad) {
+      fprintf(stderr, "tacorun calibrate-infer: %s: %s\n", out, e.msg);
+      goto done;
+    }
+    fprintf(stderr, "calibrate-infer: wrote %s\n", out);
+  }
+  fprintf(stderr, "calibrate-infer: %d models, %d GEMM shapes timed\n", nm, added);
+  rc = 0;
+done:
+  if (g) exec_gemm_destroy(g);
+  schema_calibration_free(&first);
+  schema_calibration_free(&meas);
+  schema_calibration_free(&pre);
+  return rc;
+}

@@ -1,0 +1,205 @@
+/* exec_execute.c — `tacorun execute`: real training steps of a plan on GPUs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_run.h"
+#include "ops_variants.h"
+
+void exec_usage(FILE *out) {
+  fprintf(out,
+          "usage: tacorun execute PLAN.json [--iters N] [--warmup N] [--json OUT] [--csv OUT] [--ops-csv OUT]\n"
+          "                                 [--seed S] [--inject-nan STEP] [--die-at ITER] [--program plan|builtin]\n"
+          "                                 [--timeout S]\n"
+          "       tacorun execute --check\n"
+          "One process per GPU: mpirun -np DPxTPxPP tacorun execute PLAN.json (NCCL ids over MPI).\n"
+          "\n"
+          "Runs training iterations of the plan's model for real: BF16 compute with FP32 master\n"
+          "weights and AdamW, Megatron-style tensor parallelism (column-parallel QKV/FC1, row-parallel\n"
+          "attention output/FC2 with an all-reduce, vocabulary-parallel embedding and cross-entropy),\n"
+          "data parallelism (gradient all-reduce), GELU or SwiGLU, LayerNorm or RMSNorm, on synthetic\n"
+          "tokens from a fixed seed. Prints the median/min/max iteration time of the timed iterations\n"
+          "after warm-up, TFLOP/s per GPU and MFU (Megatron-LM's FLOP count, 989 TFLOP/s peak), and a\n"
+          "per-op breakdown from CUDA events; --json/--csv write the simulator's result schema\n"
+          "(source \"measured\"), which `tacosim compare` reads. NaN or Inf in the loss or a gradient\n"
+          "stops the run naming the step and the tensor (--inject-nan STEP demonstrates it).\n"
+          "\n"
+          "--check runs the correctness checks on a tiny model (1 or more ranks): gradients against a\n"
+          "float64 CPU reference, TP = nranks against TP = 1, DP = nranks against the mean reference\n"
+          "gradient, the TP/DP plan programs, PP = 2 (2 ranks) with 1F1B and GPipe against the float64\n"
+          "reference and the PP = 1 run, interleaved 1F1B (4 layers, 2 chunks per stage) against the\n"
+          "float64 reference, sequence parallelism, full/selective recomputation and ZeRO-1 (2 ranks)\n"
+          "against the float64 reference and the runs without them, the NaN stop, and 30 AdamW steps, on a\n"
+          "GELU/LayerNorm, a SwiGLU/RMSNorm and a grouped-query (4 heads, 2 KV heads) model; tolerance 5%%\n"
+          "relative L2 per tensor.\n"
+          "\n"
+          "Not executed yet: mixture-of-experts models (\"experts\" in the model file): the plan is refused\n"
+          "with exit status 2 naming the model field; tacosim plan and tacosim simulate predict them.\n"
+          "\n"
+          "Programs: --program plan (default) walks plan_build_program()'s program for this rank (the one\n"
+          "the simulator predicts), op by op, on compute/TP/PP/DP streams ordered by its deps (TP\n"
+          "all-reduce overlapping the wgrad GEMM, DP buckets overlapping the backward, pipeline\n"
+          "send/recv on the PP stream); --program builtin runs the executor's own PP = 1 program (the\n"
+          "fallback, same op vocabulary).\n"
+          "\n"
+          "Faults: every wait is bounded by --timeout S (default 300): a NCCL error or no completion\n"
+          "in time aborts every communicator the process holds (world, TP, DP, PP) and exits 1; a\n"
+          "watchdog bounds calls that block inside CUDA/NCCL the same way (S + 10 s).\n"
+          "\n"
+          "Layout features, from the plan's program only: sequence parallelism (Megatron-LM: all-gather\n"
+          "before the column-parallel GEMMs, reduce-scatter after the row-parallel ones, norms and residuals\n"
+          "on the row shard; buffers stay full size, so activation memory is not reduced), recomputation\n"
+          "(full: each layer's forward rerun before its backward, only layer inputs kept; selective: the\n"
+          "attention core rerun, one softmax buffer for all layers), ZeRO-1 (reduce-scattered gradient\n"
+          "buckets, AdamW on this rank's shard, parameter all-gathers; only this rank's shards of the master\n"
+          "weights and Adam moments are kept). layout.tp_overlap_chunks = k splits each forward\n"
+          "row-parallel GEMM into k token-row chunks, each all-reduced beside the next chunk (correct, but\n"
+          "slower on 2 x H200 NVLink: NCCL gets no SMs until the next GEMM ends; runtime/RESULTS-exec.md;\n"
+          "--program builtin ignores it; --variant tp-overlap-sm-margin=N, experimental, leaves N SMs free).\n"
+          "\n"
+          "Pipelines: 1F1B, GPipe and interleaved 1F1B (vpp chunks per stage), every micro-batch in flight\n"
+          "with its own activations. Grouped-query attention (kv_heads < heads) runs on the fused attention\n"
+          "kernels, which read each group's key/value head in place (no copies) and sum its key/value\n"
+          "gradients over the group's query heads inside the backward kernel (no extra GEMMs); it needs\n"
+          "their shapes (seq a multiple of 64, >= 2 head_dim + 4; head_dim 32, 64 or 128), else exit 2.\n"
+          "\n"
+          "Codecs: the plan's codec.tp_fwd/tp_bwd on the TP all-reduces (TACO, CAAT-Net, both) and, with\n"
+          "TACO, on the sequence-parallel all-gathers/reduce-scatters; codec.pp (TACO) on pipeline\n"
+          "send/recv; codec.dp (TACO, FP32 gradients) on the DP buckets (all-reduce, or ZeRO-1's\n"
+          "reduce-scatter; --check holds both cases against float64).\n"
+          "Messages under the plan's codec_min_bytes travel uncompressed, as predicted.\n"
+          "\n"
+          "Layers as the model file publishes them: RoPE (rope_theta, and rope_scaling: Llama 3.1's\n"
+          "frequencies), QKV bias, linear biases, untied output\n"
+          "weight (PP > 1 needs tied embeddings), norm epsilon. Refused (exit 2): attention_backend \"unfused\" and\n"
+          "attention_dropout > 0 (the simulator prices them; the executor runs fused attention, no dropout);\n"
+          "layout.decoder_first/last_pipeline_num_layers (uneven stages), data_parallel_sharding_strategy\n"
+          "optim_grads / optim_grads_params (ZeRO-2/3), overlap_param_gather true, overlap_grad_reduce false,\n"
+          "tp_comm_overlap true, context_parallel_size > 1 (priced by tacosim simulate; NOT IMPLEMENTED here).\n"
+          "Biases are added in passes of their own: a plan's \"bias_fusion\": true (the default, Megatron-LM's\n"
+          "fused bias kernels, priced at no cost of their own) is run unfused here (NOT IMPLEMENTED), with a note.\n"
+          "\n"
+          "options, training plans (defaults in brackets):\n"
+          "  --iters N               timed iterations [10]\n"
+          "  --warmup N              iterations before them, not timed [3]\n"
+          "  --seed S                weights and synthetic tokens [1234]\n"
+          "  --json OUT              the result (schema/result.h, source \"measured\") [not written]\n"
+          "  --csv OUT               the result as gnuplot columns [not written]\n"
+          "  --ops-csv OUT           the per-op profile from CUDA events, by op name (the layout of\n"
+          "                          tacosim ops) [not written]\n"
+          "  --inject-nan STEP       a NaN written into one gradient at iteration STEP, to show the NaN stop [none]\n"
+          "  --die-at ITER           fault injection: this process kills itself (SIGKILL) at the start of\n"
+          "                          iteration ITER, so that its peers' bounded waits can be tested; give it\n"
+          "                          to one rank's command only [none]\n"
+          "  --program plan|builtin  the plan's program or the executor's own PP = 1 program [plan]\n"
+          "  --timeout S             bound on every wait, seconds [300]\n"
+          "  --check                 the correctness checks above instead of a plan [off]\n");
+  ops_variant_usage(out);
+  fprintf(out,
+          "reads:  PLAN.json, the model and cluster it names\n"
+          "writes: the timings and the per-op breakdown on standard output (rank 0); OUT of --json, --csv,\n"
+          "        --ops-csv\n");
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*s == 0 || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+int exec_execute(int argc, char **argv) {
+  exec_timed_opts o = {.iters = 10, .warmup = 3, .seed = 1234, .inject_nan_step = -1, .die_at_iter = -1,
+                        .program_plan = 1};
+  int timeout_s = 300;
+  const char *plan_path = NULL;
+  int check = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int v;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      exec_usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--check")) {
+      check = 1;
+    } else if (i + 1 < argc && (!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--inject-nan") ||
+                               !strcmp(a, "--die-at"))) {
+      if (parse_int(argv[++i], !strcmp(a, "--iters") ? 1 : 0, 100000, &v)) {
+        fprintf(stderr, "tacorun execute: %s: '%s' is not a valid count\n", a, argv[i]);
+        return 2;
+      }
+      if (!strcmp(a, "--iters")) o.iters = v;
+      else if (!strcmp(a, "--warmup")) o.warmup = v;
+      else if (!strcmp(a, "--die-at")) o.die_at_iter = v;
+      else o.inject_nan_step = v;
+    } else if (i + 1 < argc && !strcmp(a, "--timeout")) {
+      if (parse_int(argv[++i], 1, 86400, &timeout_s)) {
+        fprintf(stderr, "tacorun execute: --timeout: '%s' is not a number of seconds in [1, 86400]\n", argv[i]);
+        return 2;
+      }
+    } else if (i + 1 < argc && !strcmp(a, "--program")) {
+      const char *v = argv[++i];
+      if (strcmp(v, "plan") && strcmp(v, "builtin")) {
+        fprintf(stderr, "tacorun execute: --program: '%s' is not builtin or plan\n", v);
+        return 2;
+      }
+      o.program_plan = !strcmp(v, "plan");
+    } else if (i + 1 < argc && !strcmp(a, "--variant")) {
+      ts_err ve;
+      if (ops_variant_set(argv[++i], &ve)) {
+        fprintf(stderr, "tacorun execute: %s\n", ve.msg);
+        return 2;
+      }
+    } else if (i + 1 < argc && !strcmp(a, "--seed")) {
+      o.seed = strtoull(argv[++i], NULL, 10);
+    } else if (i + 1 < argc && !strcmp(a, "--json")) {
+      o.json_out = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--csv")) {
+      o.csv_out = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--ops-csv")) {
+      o.ops_csv_out = argv[++i];
+    } else if (a[0] == '-') {
+      fprintf(stderr, "tacorun execute: unknown option '%s'\n", a);
+      exec_usage(stderr);
+      return 2;
+    } else if (!plan_path) {
+      plan_path = a;
+    } else {
+      fprintf(stderr, "tacorun execute: more than one plan given ('%s')\n", a);
+      return 2;
+    }
+  }
+  if (!check && !plan_path) {
+    exec_usage(stderr);
+    return 2;
+  }
+  ts_err e;
+  exec_plan_min p;
+  /* Read and check the plan before touching a GPU, so bad input fails fast with status 2. */
+  if (!check && exec_plan_read(plan_path, &p, &e)) {
+    fprintf(stderr, "tacorun execute: %s\n", e.msg);
+    return ts_exit_status(&e);
+  }
+  /* the built-in program is plain TP/DP: the layout features run only from the plan's program */
+  if (!check && !o.program_plan && (p.sequence_parallel || p.zero1 || strcmp(p.recompute, "none"))) {
+    fprintf(stderr, "tacorun execute: %s: layout: --program builtin runs neither sequence parallelism, ZeRO-1 nor "
+                    "recomputation; use --program plan\n", p.path);
+    return 2;
+  }
+  if (rt_cuda_device_count() < 1) {
+    fprintf(stderr, "tacorun execute: no CUDA device\n");
+    return 1;
+  }
+  rt_nccl w;
+  int started = rt_world_start(&w, "execute", timeout_s);
+  if (started) return started;
+  /* The checks run many small programs with bounded waits; the watchdog
+   * also bounds any enqueue that blocks inside CUDA/NCCL (a dead peer). */
+  if (check) rt_watchdog_arm(&w, 4.0 * w.timeout_s, "execute --check");
+  int rc = check ? exec_run_check(&w, o.json_out, &e) : exec_run_timed(&w, &p, &o, &e);
+  if (check && rc == 0) rt_watchdog_disarm();
+  if (rc) fprintf(stderr, "tacorun execute: rank %d: %s\n", w.ranks[0], e.msg);
+  rt_nccl_finalize(&w, rc != 0);
+  return rc ? ts_exit_status(&e) : 0;
+}

@@ -1,0 +1,82 @@
+/* exec_plan.c — the executor's view of a plan (exec_run.h): plan_load() reads
+ * and validates the file (the simulator's loader, every rule it checks), and
+ * this file refuses with "file: field: reason" what the executor itself does
+ * not run (context parallelism, mixture-of-experts layers), before any GPU is
+ * touched. (CAAT-Net on pipeline or DP messages plan_load refuses itself.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_run.h"
+
+static const char *recompute_name(model_recompute r) {
+  return r == MODEL_RECOMPUTE_FULL ? "full" : r == MODEL_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+/* What the executor refuses of a valid plan; 0 when it runs it. */
+static int refuse_unsupported(const plan *pl, ts_err *e) {
+  const char *path = pl->path;
+  if (pl->cp > 1)
+    return ts_fail(e, path, "layout.context_parallel_size",
+                   "%d: context parallelism (the KV ring beside the attention) is priced by tacosim simulate; the "
+                   "executor runs cp 1 only (NOT IMPLEMENTED here)", pl->cp);
+  /* Mixture-of-experts layers (routing, token all-to-alls, grouped expert GEMMs) are simulated
+   * (tacosim simulate) but not executed yet. */
+  if (model_is_moe(&pl->model))
+    return ts_fail(e, path, "model", "%s is a mixture of experts (\"experts\": %d): tacorun execute does not run MoE "
+                   "layers yet; tacosim plan / simulate predict it", pl->model.name, pl->model.experts);
+  return 0;
+}
+
+int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
+  memset(p, 0, sizeof *p);
+  plan *pl = malloc(sizeof *pl);
+  if (!pl) return ts_fail_sys(e, "exec: out of memory");
+  /* The zoo folders compiled in (or TACOSIM_MODELS_DIR / TACOSIM_TOPOLOGIES_DIR), else ./models and
+   * ./topologies (a copy of the tree elsewhere); the walker (exec_walk.c) loads it the same way. */
+  int rc = -1;
+  if (plan_load(path, NULL, NULL, pl, e) && plan_load(path, "models", "topologies", pl, e)) goto done;
+  if (refuse_unsupported(pl, e)) goto done;
+  snprintf(p->path, sizeof p->path, "%s", path);
+  snprintf(p->name, sizeof p->name, "%s", pl->name);
+  p->model = pl->model;
+  p->dp = pl->dp, p->tp = pl->tp, p->pp = pl->pp, p->vpp = pl->vpp;
+  p->micro = pl->micro_batch, p->seq = pl->seq, p->global = pl->global_batch;
+  p->layers_override = pl->layers != pl->model.layers ? pl->layers : 0;
+  p->sequence_parallel = pl->sequence_parallel;
+  p->zero1 = pl->zero1;
+  p->gpipe = pl->schedule == PLAN_SCHED_GPIPE;
+  snprintf(p->recompute, sizeof p->recompute, "%s", recompute_name(pl->recompute));
+  p->codec_tp_fwd = pl->codec[PLAN_TRAFFIC_TP_FWD];
+  p->codec_tp_bwd = pl->codec[PLAN_TRAFFIC_TP_BWD];
+  p->codec_pp = pl->codec[PLAN_TRAFFIC_PP];
+  rc = 0;
+done:
+  free(pl);
+  return rc;
+}
+
+void exec_plan_config(const exec_plan_min *p, exec_ref_config *c) {
+  memset(c, 0, sizeof *c);
+  c->vocab = p->model.vocab;
+  c->hidden = p->model.hidden;
+  c->heads = p->model.heads;
+  c->ffn = p->model.ffn_hidden;
+  c->layers = p->layers_override > 0 ? p->layers_override : p->model.layers;
+  c->seq = p->seq;
+  c->batch = p->micro;
+  c->act = p->model.activation == MODEL_ACT_SWIGLU ? EXEC_ACT_SWIGLU : EXEC_ACT_GELU;
+  c->norm = p->model.norm == MODEL_NORM_RMSNORM ? EXEC_NORM_RMSNORM : EXEC_NORM_LAYERNORM;
+  c->norm_eps = p->model.norm_eps > 0 ? p->model.norm_eps : 1e-5;
+  c->kv_heads = p->model.kv_heads; /* grouped-query attention when fewer than heads */
+  c->vpp = p->vpp;                 /* the executor's pipeline chunks (interleaved 1F1B) */
+  c->recompute = !strcmp(p->recompute, "full") ? 2 : !strcmp(p->recompute, "selective") ? 1 : 0;
+  /* the layers as the model file publishes them */
+  c->rope_theta = p->model.position == MODEL_POS_ROPE ? (p->model.rope_theta > 0 ? p->model.rope_theta : 10000.0) : 0;
+  c->rope_factor = p->model.rope_factor; /* Llama 3.1's scaling (0: none) */
+  c->rope_low_freq = p->model.rope_low_freq, c->rope_high_freq = p->model.rope_high_freq;
+  c->rope_orig_max = p->model.rope_orig_max;
+  c->qkv_bias = p->model.qkv_bias;
+  c->linear_bias = p->model.linear_bias;
+  c->untied = !p->model.tied_embeddings;
+}

@@ -1,0 +1,166 @@
+/* exec_walk.c — walks a plan_build_program() program on the GPU (see exec_walk.h). */
+#include "exec_walk.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include "gpu_check.h"
+
+#define WK_CUDA(call) CUDA_CHECK(e, call)
+
+/* Layout fields of issue 22 that the simulator prices and the executor does
+ * not run (NOT IMPLEMENTED here): refused with the field named. */
+static int exec_walk_refuse_layouts(const plan *p, ts_err *e) {
+  if (plan_cp(p) > 1)
+    return ts_fail(e, p->path, "layout.context_parallel_size",
+                   "%d: context parallelism (the KV ring beside the attention) is priced by tacosim simulate; the "
+                   "executor runs cp 1 only (NOT IMPLEMENTED here)", p->cp);
+  if (p->first_stage_layers > 0)
+    return ts_fail(e, p->path, "layout.decoder_first_pipeline_num_layers",
+                   "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
+                   "(NOT IMPLEMENTED here)");
+  if (p->last_stage_layers > 0)
+    return ts_fail(e, p->path, "layout.decoder_last_pipeline_num_layers",
+                   "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
+                   "(NOT IMPLEMENTED here)");
+  if (p->zero_stage >= 2)
+    return ts_fail(e, p->path, "layout.data_parallel_sharding_strategy",
+                   "\"%s\" (ZeRO-%d) is priced by tacosim simulate; the executor runs no_shard and optim (ZeRO-1) "
+                   "only (NOT IMPLEMENTED here)", p->zero_stage == 2 ? "optim_grads" : "optim_grads_params",
+                   p->zero_stage);
+  if (p->overlap_param_gather)
+    return ts_fail(e, p->path, "layout.overlap_param_gather",
+                   "true is priced by tacosim simulate; the executor gathers the parameters after the optimizer "
+                   "step (NOT IMPLEMENTED here)");
+  if (p->tp_comm_overlap)
+    return ts_fail(e, p->path, "layout.tp_comm_overlap",
+                   "true is priced by tacosim simulate; the executor runs the SP collectives whole, with NCCL "
+                   "(NOT IMPLEMENTED here)");
+  if (p->overlap_grad_reduce_off)
+    return ts_fail(e, p->path, "layout.overlap_grad_reduce",
+                   "false is priced by tacosim simulate; the executor reduces each bucket when it is full "
+                   "(NOT IMPLEMENTED here)");
+  return 0;
+}
+
+static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
+  w->loaded = 1;
+  /* Plan fields the simulator prices and the executor does not run (yet). */
+  if (w->p.attention_backend != PLAN_ATTENTION_FUSED)
+    return ts_fail(e, w->p.path, "attention_backend",
+                   "\"unfused\" (Megatron-LM's pre-flash attention) is priced by tacosim simulate; the executor "
+                   "runs the fused kernel only (NOT IMPLEMENTED here)");
+  if (w->p.attention_dropout > 0)
+    return ts_fail(e, w->p.path, "attention_dropout",
+                   "%g: the executor runs no dropout (NOT IMPLEMENTED here); 0 only", w->p.attention_dropout);
+  if (exec_walk_refuse_layouts(&w->p, e)) return -1;
+  if (!w->p.bias_unfused && (w->p.model.linear_bias || w->p.model.qkv_bias) && rank == 0)
+    fprintf(stderr, "note: %s: bias_fusion is true (the default): tacosim prices the biases inside other kernels, "
+            "while this executor adds them in passes of their own (fused biases NOT IMPLEMENTED here); set "
+            "\"bias_fusion\": false for a plan whose prediction should price what this run does\n", w->p.path);
+  if (plan_build_program(&w->p, rank, &w->prog, e)) return -1;
+  if (exec_walk_check_program(&w->p, &w->prog, e)) return -1;
+  if (exec_walk_layer_op_index(&w->p, m->layer_op_index, e)) return -1;
+  if (plan_micro_batches(&w->p) != m->micros || w->p.tp != m->tp || w->p.dp != m->dp || w->p.pp != m->pp ||
+      w->p.vpp != m->vpp)
+    return ts_fail(e, w->p.path, "layout", "the program (tp %d, dp %d, pp %d, vpp %d, %d micro-batches) does not "
+                   "match the model (tp %d, dp %d, pp %d, vpp %d, %d)", w->p.tp, w->p.dp, w->p.pp, w->p.vpp,
+                   plan_micro_batches(&w->p), m->tp, m->dp, m->pp, m->vpp, m->micros);
+  if (exec_model_enter_walker_mode(m, e)) return -1;
+  if (exec_model_set_layout(m, w->p.sequence_parallel, w->p.zero1, e)) return -1;
+  if (exec_model_prepare_codecs(m, w->prog.ops, w->prog.n, e)) return -1;
+  /* a model that shares recomputed activations needs a program that recomputes them */
+  const int plan_rc = w->p.recompute == MODEL_RECOMPUTE_FULL ? 2 : w->p.recompute == MODEL_RECOMPUTE_SELECTIVE ? 1 : 0;
+  if (m->cfg.recompute > plan_rc)
+    return ts_fail(e, w->p.path, "layout.recompute", "the model keeps activations for recomputation level %d, the "
+                   "program recomputes at level %d", m->cfg.recompute, plan_rc);
+  w->done = calloc((size_t)w->prog.n, sizeof *w->done);
+  w->ready = calloc((size_t)w->prog.n, sizeof *w->ready);
+  if (!w->done || !w->ready) return ts_fail_sys(e, "exec walk: out of memory");
+  WK_CUDA(cudaEventCreate(&w->start));
+  for (int i = 0; i < w->prog.n; i++) {
+    WK_CUDA(cudaEventCreate(&w->done[i]));
+    WK_CUDA(cudaEventCreate(&w->ready[i]));
+  }
+  return 0;
+}
+
+int exec_walk_init(exec_walk *w, const char *plan_path, int rank, exec_model *m, ts_err *e) {
+  memset(w, 0, sizeof *w);
+  /* compiled-in zoo folders first, then ./models and ./topologies (a copy of the tree elsewhere) */
+  if (plan_load(plan_path, NULL, NULL, &w->p, e) && plan_load(plan_path, "models", "topologies", &w->p, e)) return -1;
+  if (model_is_moe(&w->p.model)) /* not executed yet (exec_plan.c says so first) */
+    return ts_fail(e, plan_path, "model", "%s is a mixture of experts: tacorun execute does not run MoE layers yet",
+                   w->p.model.name);
+  return walk_setup(w, rank, m, e);
+}
+
+int exec_walk_init_text(exec_walk *w, const char *text, const char *what, int rank, exec_model *m, ts_err *e) {
+  memset(w, 0, sizeof *w);
+  if (plan_from_json_text(text, strlen(text), what, NULL, NULL, &w->p, e) &&
+      plan_from_json_text(text, strlen(text), what, "models", "topologies", &w->p, e))
+    return -1;
+  return walk_setup(w, rank, m, e);
+}
+
+void exec_walk_destroy(exec_walk *w) {
+  if (w->done)
+    for (int i = 0; i < w->prog.n; i++) {
+      if (w->done[i]) cudaEventDestroy(w->done[i]);
+      if (w->ready && w->ready[i]) cudaEventDestroy(w->ready[i]);
+    }
+  if (w->start) cudaEventDestroy(w->start);
+  free(w->done), free(w->ready);
+  if (w->loaded) plan_program_free(&w->prog);
+  memset(w, 0, sizeof *w);
+}
+
+int exec_walk_iteration(exec_model *m, exec_walk *w, int skip_optimizer, ts_err *e) {
+  if (exec_model_zero_grad(m, e)) return -1;
+  WK_CUDA(cudaEventRecord(w->start, m->stream));
+  cudaStream_t side[3] = {m->tp_stream, m->dp_stream, m->pp_stream};
+  for (int s = 0; s < 3; s++)
+    if (side[s]) WK_CUDA(cudaStreamWaitEvent(side[s], w->start, 0));
+  for (int i = 0; i < w->prog.n; i++) {
+    const plan_op *op = &w->prog.ops[i];
+    if (skip_optimizer && op->kind == PLAN_OP_COMPUTE && op->model_op == PLAN_MOP_OPTIMIZER) {
+      WK_CUDA(cudaEventRecord(w->done[i], m->stream));
+      continue;
+    }
+    cudaStream_t s = exec_model_op_stream(m, op);
+    for (int d = 0; d < PLAN_MAX_DEPS; d++) {
+      int dep = op->dep[d];
+      if (dep >= 0 && exec_model_op_stream(m, &w->prog.ops[dep]) != s) WK_CUDA(cudaStreamWaitEvent(s, w->done[dep], 0));
+    }
+    WK_CUDA(cudaEventRecord(w->ready[i], s));
+    m->cur_op = i;
+    if (exec_model_run_op(m, op, e)) return -1;
+    WK_CUDA(cudaEventRecord(w->done[i], s));
+  }
+  if (skip_optimizer && exec_model_walker_finish(m, e)) return -1;
+  /* the compute stream joins the others, so a wait on it covers the whole iteration */
+  for (int s = 0; s < 3; s++)
+    if (side[s]) {
+      WK_CUDA(cudaEventRecord(m->ev_done, side[s]));
+      WK_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
+    }
+  return 0;
+}
+
+int exec_walk_times(const exec_model *m, const exec_walk *w, double *op_s, double *wait_s, double *start_s,
+                    ts_err *e) {
+  int last[4] = {-1, -1, -1, -1}; /* previous op on the compute, TP, DP, PP stream */
+  for (int i = 0; i < w->prog.n; i++) {
+    cudaStream_t s = exec_model_op_stream(m, &w->prog.ops[i]);
+    int k = s == m->stream ? 0 : s == m->tp_stream ? 1 : s == m->dp_stream ? 2 : 3;
+    cudaEvent_t from = last[k] < 0 ? w->start : w->done[last[k]];
+    float total = 0, waited = 0, begin = 0;
+    WK_CUDA(cudaEventElapsedTime(&total, from, w->done[i]));
+    WK_CUDA(cudaEventElapsedTime(&waited, from, w->ready[i]));
+    WK_CUDA(cudaEventElapsedTime(&begin, w->start, w->ready[i]));
+    op_s[i] = total * 1e-3;
+    wait_s[i] = waited * 1e-3;
+    start_s[i] = begin * 1e-3;
+    last[k] = i;
+  }
+  return 0;
+}

@@ -1,0 +1,489 @@
+/* infer_run.c — `tacorun execute INFER_PLAN.json`: prefill and decode of an
+ * inference plan on GPUs, timed (see infer_run.h). */
+#include "infer_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_infer.h"
+#include "plan_infer_policy.h"
+#include "result.h"
+#include "rt_ops.h"
+#include "rt_world.h"
+#include "infer_graph.h"
+
+void infer_usage(FILE *out) {
+  fprintf(out,
+          "usage: mpirun -np TP tacorun execute INFER_PLAN.json... [--json OUT | --json-dir DIR] [--csv OUT]\n"
+          "                                     [--warmup N] [--prefill-reps N] [--seed S] [--timeout S]\n"
+          "       mpirun -np N tacorun execute --infer-check\n"
+          "\n"
+          "Serves one batch of an inference plan (\"kind\": \"inference\") for real, one process per GPU\n"
+          "of the TP group: a prefill forward pass over the prompts that fills a BF16 KV cache, then\n"
+          "generate - 1 decode steps (one token per sequence each, attending over the cache), greedy\n"
+          "sampling; synthetic weights (fixed seed) and prompt tokens. Llama-style models only (RMSNorm,\n"
+          "RoPE, grouped-query attention, SwiGLU, no biases, untied head); the plan's layers_override\n"
+          "runs fewer layers. TP all-reduces use the plan's codec (TACO two-shot, CAAT-Net partial, both)\n"
+          "with the simulator's per-size rule (plan_infer_policy.h): with codec_auto each size (prefill,\n"
+          "decode) is timed here with the codec and its fallback and travels the faster way.\n"
+          "\n"
+          "TTFT: median of --prefill-reps prefills (default 3, after one warm-up prefill). TPOT: median\n"
+          "of the decode steps after the first --warmup (default 2). tokens/s = batch x generate /\n"
+          "(TTFT + (generate - 1) x TPOT), as the simulator counts it. --json/--csv write the result\n"
+          "schema (kind \"inference\", source \"measured\") that `tacosim compare` reads. Several plans\n"
+          "(same TP) run one after the other in one launch; --json-dir DIR writes DIR/PLAN_NAME.json each.\n"
+          "\n"
+          "--infer-check: decode attention and RoPE against the plain-C reference, TP = N against TP = 1\n"
+          "logits on a tiny model, prefill of S + 1 tokens against prefill of S plus a decode step, and\n"
+          "the TACO / CAAT-Net / both all-reduce paths.\n"
+          "\n"
+          "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8,\n"
+          "a TP degree other than the number of processes, non-Llama models.\n"
+          "\n"
+          "options, inference plans (defaults in brackets):\n"
+          "  --warmup N        decode steps before the timed ones [2]\n"
+          "  --prefill-reps N  timed prefills, after one warm-up [3]\n"
+          "  --seed S          weights and prompt tokens [1234]\n"
+          "  --timeout S       bound on every wait, seconds [300]\n"
+          "  --json OUT        the result (kind \"inference\", source \"measured\") [not written]\n"
+          "  --json-dir DIR    DIR/PLAN_NAME.json for each plan (several plans) [not written]\n"
+          "  --csv OUT         the result as gnuplot columns [not written]\n"
+          "  --infer-check     the inference correctness checks instead of a plan [off]\n"
+          "  --decode-graph    also run the decode steps as one CUDA graph launch each (TP 1; captured\n"
+          "                    and updated every step, infer_graph.h), from a fresh prefill: prints both\n"
+          "                    TPOTs and whether the graph steps' tokens equal the eager ones; the result's\n"
+          "                    TPOT is the graph one [off: eager launches]\n"
+          "reads:  INFER_PLAN.json..., the models and clusters they name\n"
+          "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n");
+}
+
+int infer_wants(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--infer-check")) return 1;
+    if (argv[i][0] == '-') {
+      /* options with a value: skip it */
+      if (i + 1 < argc && strcmp(argv[i], "--check") && strcmp(argv[i], "--help") && strcmp(argv[i], "-h")) i++;
+      continue;
+    }
+    bool inf = false;
+    ts_err e;
+    return plan_file_is_inference(argv[i], &inf, &e) == 0 && inf;
+  }
+  return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Median time of `reps` all-reduces of rows x hidden the way `mode` says, after two warm-ups. */
+static int time_ar(rt_nccl *w, infer_model *m, long long rows, infer_ar_mode mode, double *s, ts_err *e) {
+  enum { REPS = 7 };
+  cudaEvent_t ev[REPS + 1];
+  for (int i = 0; i <= REPS; i++) RT_CUDA(e, cudaEventCreate(&ev[i]));
+  int rc = -1;
+  for (int i = 0; i < 2; i++)
+    if (infer_allreduce(m, m->proj, rows, mode, e)) goto out;
+  for (int i = 0; i < REPS; i++) {
+    if (cudaEventRecord(ev[i], m->stream) != cudaSuccess || infer_allreduce(m, m->proj, rows, mode, e)) goto out;
+  }
+  RT_CUDA(e, cudaEventRecord(ev[REPS], m->stream));
+  if (rt_nccl_wait(w, e)) goto out;
+  double t[REPS];
+  for (int i = 0; i < REPS; i++) {
+    float ms;
+    RT_CUDA(e, cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+    t[i] = ms * 1e-3;
+  }
+  *s = median(t, REPS);
+  rc = 0;
+out:
+  for (int i = 0; i <= REPS; i++) cudaEventDestroy(ev[i]);
+  return rc;
+}
+
+static infer_ar_mode mode_of(plan_codec_kind k) {
+  switch (k) {
+  case PLAN_CODEC_TACO: return INFER_AR_TACO;
+  case PLAN_CODEC_CAAT: return INFER_AR_CAAT;
+  case PLAN_CODEC_TACO_CAAT: return INFER_AR_TACO_CAAT;
+  default: return INFER_AR_PLAIN;
+  }
+}
+
+int infer_choose_modes(rt_nccl *w, infer_model *m, const plan_codec *c, bool codec_auto, double codec_min_bytes,
+                       int prompt, double t[2][2], ts_err *e) {
+  m->codec = *c;
+  memset(t, 0, 4 * sizeof(double));
+  for (int ph = 0; ph < 2; ph++) {
+    long long rows = (long long)m->batch * (ph == 0 ? prompt : 1);
+    plan_codec fb = plan_infer_fallback_codec(c);
+    infer_ar_mode cm = mode_of(c->kind), fm = mode_of(fb.kind);
+    /* TACO only on messages of at least codec_min_bytes after CAAT-Net, as the simulator */
+    double bytes = (double)rows * m->mc.hidden * 2;
+    double shared = plan_codec_has_caat(c->kind) ? bytes * (double)coll_caat_shared((size_t)m->mc.hidden, c->p) /
+                                                       m->mc.hidden
+                                                 : bytes;
+    if (plan_codec_has_taco(c->kind) && shared < codec_min_bytes) cm = fm;
+    m->ar_mode[ph] = cm;
+    if (!m->team || c->kind == PLAN_CODEC_NONE || !plan_infer_has_fallback(c) || cm == fm) continue;
+    /* random payload: TACO must not encode uninitialised bits */
+    if (rt_fill_random_bf16(m->proj, rows * m->mc.hidden, 99 + ph, 1.0f, m->stream, e)) return -1;
+    double v[2];
+    if (time_ar(w, m, rows, cm, &v[0], e) || time_ar(w, m, rows, fm, &v[1], e)) return -1;
+    /* every rank must take the same decision: the slowest rank's times */
+    if (rt_world_max(w, v, 2, e)) return -1;
+    t[ph][0] = v[0], t[ph][1] = v[1];
+    m->ar_mode[ph] = plan_infer_use_codec(c, codec_auto, v[0], v[1]) ? cm : fm;
+  }
+  return 0;
+}
+
+#define INFER_MAX_PLANS 64
+
+typedef struct {
+  const char *plan_path, *json_out, *csv_out, *json_dir;
+  const char *plans[INFER_MAX_PLANS];
+  int n_plans;
+  int warmup, prefill_reps, check, timeout_s, decode_graph;
+  unsigned long long seed;
+} infer_opts;
+
+/* TPOT of the decode steps between events ev[0..steps]: the median of those after the first `warmup`. */
+static int step_times(cudaEvent_t *ev, int steps, int warmup, double *tp, double *tpot, double *tmin, double *tmax,
+                      int *nt, ts_err *e) {
+  *nt = 0;
+  for (int j = 0; j < steps; j++) {
+    float ms;
+    if (cudaEventElapsedTime(&ms, ev[j], ev[j + 1]) != cudaSuccess) return ts_fail_sys(e, "cudaEventElapsedTime failed");
+    if (j >= warmup || steps <= warmup) tp[(*nt)++] = ms * 1e-3;
+  }
+  *tpot = *tmin = *tmax = 0;
+  if (*nt) {
+    *tpot = median(tp, *nt);
+    *tmin = tp[0], *tmax = tp[*nt - 1];
+  }
+  return 0;
+}
+
+/* --decode-graph: the decode steps again from a fresh prefill, each one graph launch (infer_graph.h),
+ * timed like the eager ones; their tokens (hist[steps..2 steps) x batch) against the eager steps'
+ * (hist[0..steps)): *same = 1 when every token agrees. */
+static int graph_pass(infer_model *m, const plan_infer *p, const infer_opts *o, const int32_t *prompt_tok,
+                      cudaEvent_t *ev, double *tp, int32_t *hist, double t[3], int *nt, int *same, infer_graph *g,
+                      ts_err *e) {
+  const int steps = p->generate - 1;
+  const size_t nb = (size_t)p->batch;
+  if (infer_forward(m, prompt_tok, p->prompt, 0, e)) return -1;
+  if (cudaEventRecord(ev[0], m->stream) != cudaSuccess) return ts_fail_sys(e, "cudaEventRecord failed");
+  for (int j = 0; j < steps; j++) {
+    if (infer_decode_graph_step(m, p->prompt + j, g, e)) return -1;
+    if (cudaEventRecord(ev[j + 1], m->stream) != cudaSuccess ||
+        cudaMemcpyAsync(hist + (size_t)(steps + j) * nb, m->tok, nb * sizeof *hist, cudaMemcpyDeviceToDevice,
+                        m->stream) != cudaSuccess)
+      return ts_fail_sys(e, "decode graph: event or token copy failed");
+  }
+  if (cudaStreamSynchronize(m->stream) != cudaSuccess) return ts_fail_sys(e, "decode graph steps failed");
+  if (step_times(ev, steps, o->warmup, tp, &t[0], &t[1], &t[2], nt, e)) return -1;
+  int32_t *h = malloc(2 * (size_t)steps * nb * sizeof *h);
+  if (!h) return ts_fail_sys(e, "out of host memory");
+  if (cudaMemcpy(h, hist, 2 * (size_t)steps * nb * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    free(h);
+    return ts_fail_sys(e, "decode graph: token copy failed");
+  }
+  *same = 1;
+  for (size_t i = 0; i < (size_t)steps * nb; i++)
+    if (h[i] != h[(size_t)steps * nb + i]) *same = 0;
+  free(h);
+  return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*s == 0 || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse(int argc, char **argv, infer_opts *o) {
+  *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      infer_usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--infer-check")) {
+      o->check = 1;
+    } else if (!strcmp(a, "--decode-graph")) {
+      o->decode_graph = 1;
+    } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
+      int v;
+      int lo = !strcmp(a, "--warmup") ? 0 : 1;
+      if (parse_int(argv[++i], lo, 86400, &v)) {
+        fprintf(stderr, "tacorun execute: %s: '%s' is not a valid count\n", a, argv[i]);
+        return 2;
+      }
+      if (!strcmp(a, "--warmup")) o->warmup = v;
+      else if (!strcmp(a, "--prefill-reps")) o->prefill_reps = v;
+      else o->timeout_s = v;
+    } else if (i + 1 < argc && !strcmp(a, "--seed")) {
+      o->seed = strtoull(argv[++i], NULL, 10);
+    } else if (i + 1 < argc && !strcmp(a, "--json")) {
+      o->json_out = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--json-dir")) {
+      o->json_dir = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--csv")) {
+      o->csv_out = argv[++i];
+    } else if (a[0] == '-') {
+      fprintf(stderr, "tacorun execute: option '%s' does not apply to inference plans (or lacks its value)\n", a);
+      infer_usage(stderr);
+      return 2;
+    } else if (o->n_plans < INFER_MAX_PLANS) {
+      o->plans[o->n_plans++] = a;
+      o->plan_path = o->plans[0];
+    } else {
+      fprintf(stderr, "tacorun execute: more than %d plans given ('%s')\n", INFER_MAX_PLANS, a);
+      return 2;
+    }
+  }
+  if (o->n_plans > 1 && (o->json_out || o->csv_out)) {
+    fprintf(stderr, "tacorun execute: with several plans use --json-dir DIR (one PLAN_NAME.json each)\n");
+    return 2;
+  }
+  if (!o->check && !o->plan_path) {
+    infer_usage(stderr);
+    return 2;
+  }
+  return -1; /* go on */
+}
+
+/* What the executor refuses, before any GPU is touched. */
+static int plan_runnable(const plan_infer *p, ts_err *e) {
+  if (p->pp != 1)
+    return ts_fail(e, p->path, "layout.pp", "%d: pipeline stages are not run by the inference executor (pp 1 only)",
+                   p->pp);
+  if (p->kv != PLAN_KV_BF16)
+    return ts_fail(e, p->path, "kv_cache", "%s is not supported by the inference executor (bf16 only)",
+                   plan_kv_precision_name(p->kv));
+  return infer_model_supported(&p->model, p->path, e);
+}
+
+static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_err *e) {
+  const int root = rt_nccl_is_root(w);
+  coll_team team;
+  int team_ready = 0, model_ready = 0, rc = -1;
+  infer_model m;
+  int32_t *prompt_tok = NULL, *hist = NULL;
+  infer_graph graph = {0};
+  const int steps = p->generate - 1;
+  cudaEvent_t *ev = calloc((size_t)(steps + 1) + 2, sizeof *ev);
+  double *tp = calloc((size_t)(steps + 1) + (size_t)o->prefill_reps, sizeof *tp);
+  if (!ev || !tp) {
+    ts_fail_sys(e, "out of host memory");
+    goto out;
+  }
+  if (p->tp > 1) {
+    if (coll_team_init(&team, 1, &w->comms[0], &w->devices[0], &w->streams[0])) {
+      ts_fail_sys(e, "coll_team_init: %s", coll_last_error());
+      goto out;
+    }
+    team_ready = 1;
+  }
+  infer_model_opts mo = {.batch = p->batch, .max_prompt = p->prompt, .max_seq = p->prompt + p->generate,
+                         .seed = o->seed};
+  if (infer_model_init(&m, &p->model, p->model.layers, p->tp, w->ranks[0], &mo, team_ready ? &team : NULL,
+                       w->streams[0], e))
+    goto out;
+  model_ready = 1;
+  double t_ar[2][2];
+  if (infer_choose_modes(w, &m, &p->codec, p->codec_auto, p->codec_min_bytes, p->prompt, t_ar, e)) goto out;
+  if (cudaMalloc((void **)&prompt_tok, (size_t)p->batch * p->prompt * sizeof(int32_t)) != cudaSuccess) {
+    ts_fail_sys(e, "cannot allocate the prompt tokens");
+    goto out;
+  }
+  if (rt_fill_labels(prompt_tok, (long long)p->batch * p->prompt, p->model.vocab, o->seed + 7, m.stream, e)) goto out;
+  for (int i = 0; i < steps + 3; i++)
+    if (cudaEventCreate(&ev[i]) != cudaSuccess) {
+      ts_fail_sys(e, "cudaEventCreate failed");
+      goto out;
+    }
+  /* warm-up: one prefill and up to two decode steps (cuBLASLt heuristics, NCCL buffers) */
+  if (infer_forward(&m, prompt_tok, p->prompt, 0, e)) goto out;
+  for (int j = 0; j < steps && j < 2; j++)
+    if (infer_forward(&m, m.tok, 1, p->prompt + j, e)) goto out;
+  if (rt_nccl_wait(w, e)) goto out;
+  /* TTFT: prefills, each timed alone */
+  for (int r = 0; r < o->prefill_reps; r++) {
+    if (cudaEventRecord(ev[steps + 1], m.stream) != cudaSuccess || infer_forward(&m, prompt_tok, p->prompt, 0, e) ||
+        cudaEventRecord(ev[steps + 2], m.stream) != cudaSuccess || rt_nccl_wait(w, e))
+      goto out;
+    float ms;
+    if (cudaEventElapsedTime(&ms, ev[steps + 1], ev[steps + 2]) != cudaSuccess) {
+      ts_fail_sys(e, "cudaEventElapsedTime failed");
+      goto out;
+    }
+    tp[r] = ms * 1e-3;
+  }
+  double ttft = median(tp, o->prefill_reps), ttft_min = tp[0], ttft_max = tp[o->prefill_reps - 1];
+  /* TPOT: the decode steps back to back, one event between consecutive steps */
+  if (o->decode_graph) {
+    if (p->tp != 1) {
+      ts_fail(e, NULL, "--decode-graph", "runs at TP 1 only (plan TP %d)", p->tp);
+      goto out;
+    }
+    if (steps < 1 || cudaMalloc((void **)&hist, 2 * (size_t)steps * p->batch * sizeof *hist) != cudaSuccess) {
+      ts_fail_sys(e, "--decode-graph: no decode steps, or cannot allocate the token history");
+      goto out;
+    }
+  }
+  if (cudaEventRecord(ev[0], m.stream) != cudaSuccess) goto out;
+  for (int j = 0; j < steps; j++) {
+    if (infer_forward(&m, m.tok, 1, p->prompt + j, e) || cudaEventRecord(ev[j + 1], m.stream) != cudaSuccess) goto out;
+    if (hist && cudaMemcpyAsync(hist + (size_t)j * p->batch, m.tok, (size_t)p->batch * sizeof *hist,
+                                cudaMemcpyDeviceToDevice, m.stream) != cudaSuccess) {
+      ts_fail_sys(e, "--decode-graph: token copy failed");
+      goto out;
+    }
+  }
+  if (rt_nccl_wait(w, e)) goto out;
+  int nt = 0;
+  double tpot = 0, tpot_min = 0, tpot_max = 0;
+  if (step_times(ev, steps, o->warmup, tp, &tpot, &tpot_min, &tpot_max, &nt, e)) goto out;
+  double tpot_eager = tpot;
+  int graph_same = -1, graph_nt = 0;
+  if (o->decode_graph) {
+    double tg[3];
+    if (graph_pass(&m, p, o, prompt_tok, ev, tp, hist, tg, &graph_nt, &graph_same, &graph, e)) goto out;
+    tpot = tg[0], tpot_min = tg[1], tpot_max = tg[2], nt = graph_nt;
+  }
+  /* the slowest rank's figures (they wait on each other every layer, so these agree closely) */
+  double v[2] = {ttft, tpot};
+  if (rt_world_max(w, v, 2, e)) goto out;
+  ttft = v[0], tpot = v[1];
+  double total = ttft + steps * tpot, tps = (double)p->batch * p->generate / total;
+  plan_infer_memory mem;
+  if (plan_infer_memory_per_gpu(p, &mem)) memset(&mem, 0, sizeof mem);
+  if (root) {
+    printf("# %s: %s, TP %d, batch %d, prompt %d, generate %d, %d layers, codec %s\n", p->name, p->model.name, p->tp,
+           p->batch, p->prompt, p->generate, p->model.layers, plan_codec_kind_name(p->codec.kind));
+    printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(),
+           infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
+    for (int ph = 0; ph < 2; ph++)
+      if (t_ar[ph][0] > 0)
+        printf("; %s codec %.1f us vs fallback %.1f us", ph ? "decode" : "prefill", t_ar[ph][0] * 1e6,
+               t_ar[ph][1] * 1e6);
+    printf("\n");
+    printf("ttft_s %.6f (min %.6f max %.6f over %d)  tpot_s %.6f (min %.6f max %.6f over %d steps after %d)  "
+           "tokens_per_s %.1f\n",
+           ttft, ttft_min, ttft_max, o->prefill_reps, tpot, tpot_min, tpot_max, nt, steps - nt, tps);
+    if (o->decode_graph)
+      printf("decode graph: tpot_s %.6f (one graph launch a step; %d instantiation(s), %d update(s)) against eager "
+             "tpot_s %.6f: %+.1f%%; graph tokens equal to eager: %s (%d steps x batch %d)\n",
+             tpot, graph.instantiations, graph.updates, tpot_eager, 100 * (tpot / tpot_eager - 1),
+             graph_same == 1 ? "yes" : "NO", steps, p->batch);
+  }
+  if (o->decode_graph && graph_same != 1) {
+    ts_fail(e, NULL, "--decode-graph", "the graph decode steps' tokens differ from the eager steps'");
+    goto out;
+  }
+  char dir_json[1024] = "";
+  if (o->json_dir) snprintf(dir_json, sizeof dir_json, "%s/%s.json", o->json_dir, p->name);
+  const char *json_out = o->json_dir ? dir_json : o->json_out;
+  if (root && (json_out || o->csv_out)) {
+    schema_result res;
+    schema_result_init(&res, SCHEMA_SOURCE_MEASURED);
+    snprintf(res.plan, sizeof res.plan, "%s", p->name);
+    snprintf(res.kind, sizeof res.kind, "inference");
+    res.ttft_s = ttft, res.tpot_s = tpot;
+    res.iteration_time_s = total, res.tokens_per_s = tps;
+    res.memory_per_gpu_bytes = mem.total;
+    res.iterations = nt > 0 ? nt : 1, res.warmup = steps - nt;
+    res.min_s = nt ? tpot_min : 0, res.median_s = tpot, res.max_s = nt ? tpot_max : 0;
+    if (res.median_s < res.min_s) res.min_s = res.median_s;
+    if (res.max_s < res.median_s) res.max_s = res.median_s;
+    rt_machine_of(w, &res.machine);
+    char note[256];
+    snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
+             infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
+    schema_result_add_note(&res, note);
+    snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, ttft_min, ttft_max);
+    schema_result_add_note(&res, note);
+    if (o->decode_graph) {
+      snprintf(note, sizeof note, "--decode-graph: TPOT of one graph launch a step; eager TPOT %.6f s; tokens equal",
+               tpot_eager);
+      schema_result_add_note(&res, note);
+    }
+    rt_note_env(&res);
+    int bad = (json_out && schema_result_save_json(&res, json_out, e)) ||
+              (o->csv_out && schema_result_save_csv(&res, o->csv_out, e));
+    schema_result_free(&res);
+    if (bad) goto out;
+  }
+  rc = 0;
+out:
+  if (ev)
+    for (int i = 0; i < steps + 3; i++)
+      if (ev[i]) cudaEventDestroy(ev[i]);
+  free(ev), free(tp);
+  if (prompt_tok) cudaFree(prompt_tok);
+  if (hist) cudaFree(hist);
+  infer_graph_free(&graph);
+  if (model_ready) infer_model_free(&m);
+  if (team_ready) coll_team_destroy(&team);
+  return rc;
+}
+
+int infer_execute(int argc, char **argv) {
+  infer_opts o;
+  int st = parse(argc, argv, &o);
+  if (st >= 0) return st;
+  ts_err e;
+  static plan_infer plans[INFER_MAX_PLANS];
+  /* every plan is read and checked before a GPU is touched */
+  for (int i = 0; !o.check && i < o.n_plans; i++) {
+    plan_infer *p = &plans[i];
+    if (plan_infer_load(o.plans[i], NULL, NULL, p, &e) && plan_infer_load(o.plans[i], "models", "topologies", p, &e)) {
+      fprintf(stderr, "tacorun execute: %s\n", e.msg);
+      return ts_exit_status(&e);
+    }
+    if (plan_runnable(p, &e)) {
+      fprintf(stderr, "tacorun execute: %s\n", e.msg);
+      return 2;
+    }
+    if (p->tp != plans[0].tp) {
+      fprintf(stderr, "tacorun execute: %s: layout.tp: %d differs from the first plan's %d (one TP group per run)\n",
+              p->path, p->tp, plans[0].tp);
+      return 2;
+    }
+  }
+  if (rt_cuda_device_count() < 1) {
+    fprintf(stderr, "tacorun execute: no CUDA device\n");
+    return 1;
+  }
+  rt_nccl w;
+  int started = rt_world_start(&w, "execute", o.timeout_s);
+  if (started) return started;
+  if (!o.check && plans[0].tp != w.nranks) {
+    fprintf(stderr, "tacorun execute: %s: layout.tp: %d, but %d processes were started (run mpirun -np %d)\n",
+            plans[0].path, plans[0].tp, w.nranks, plans[0].tp);
+    rt_nccl_finalize(&w, 0);
+    return 2;
+  }
+  rt_watchdog_arm(&w, 4.0 * w.timeout_s, o.check ? "execute --infer-check" : "execute (inference)");
+  int rc = 0;
+  if (o.check)
+    rc = infer_run_check(&w, &e);
+  else
+    for (int i = 0; i < o.n_plans && rc == 0; i++) rc = run_timed(&w, &plans[i], &o, &e);
+  if (rc == 0) rt_watchdog_disarm();
+  if (rc) fprintf(stderr, "tacorun execute: rank %d: %s\n", w.ranks[0], e.msg);
+  rt_nccl_finalize(&w, rc != 0);
+  return rc ? (ts_exit_status(&e) ? ts_exit_status(&e) : 1) : 0;
+}
