@@ -54,6 +54,9 @@ void infer_usage(FILE *out) {
           "                    and updated every step, infer_graph.h), from a fresh prefill: prints both\n"
           "                    TPOTs and whether the graph steps' tokens equal the eager ones; the result's\n"
           "                    TPOT is the graph one [off: eager launches]\n"
+          "  --decode-kernels K  cublas: decode GEMMs by cuBLASLt, decode attention of infer_kernels.h;\n"
+          "                    stream: the weight-streaming GEMV (batch <= 8) and the decode attention of\n"
+          "                    infer_decode.h (runtime/RESULTS-decode.md) [cublas]\n"
           "reads:  INFER_PLAN.json..., the models and clusters they name\n"
           "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n");
 }
@@ -151,7 +154,7 @@ typedef struct {
   const char *plan_path, *json_out, *csv_out, *json_dir;
   const char *plans[INFER_MAX_PLANS];
   int n_plans;
-  int warmup, prefill_reps, check, timeout_s, decode_graph;
+  int warmup, prefill_reps, check, timeout_s, decode_graph, stream_kernels;
   unsigned long long seed;
 } infer_opts;
 
@@ -223,6 +226,13 @@ static int parse(int argc, char **argv, infer_opts *o) {
       o->check = 1;
     } else if (!strcmp(a, "--decode-graph")) {
       o->decode_graph = 1;
+    } else if (i + 1 < argc && !strcmp(a, "--decode-kernels")) {
+      const char *v = argv[++i];
+      if (strcmp(v, "cublas") && strcmp(v, "stream")) {
+        fprintf(stderr, "tacorun execute: --decode-kernels: '%s' must be cublas or stream\n", v);
+        return 2;
+      }
+      o->stream_kernels = !strcmp(v, "stream");
     } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
       int v;
       int lo = !strcmp(a, "--warmup") ? 0 : 1;
@@ -297,7 +307,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     team_ready = 1;
   }
   infer_model_opts mo = {.batch = p->batch, .max_prompt = p->prompt, .max_seq = p->prompt + p->generate,
-                         .seed = o->seed};
+                         .seed = o->seed, .stream_kernels = o->stream_kernels};
   if (infer_model_init(&m, &p->model, p->model.layers, p->tp, w->ranks[0], &mo, team_ready ? &team : NULL,
                        w->streams[0], e))
     goto out;
@@ -412,6 +422,8 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     char note[256];
     snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
              infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
+    schema_result_add_note(&res, note);
+    snprintf(note, sizeof note, "--decode-kernels %s", o->stream_kernels ? "stream" : "cublas");
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, ttft_min, ttft_max);
     schema_result_add_note(&res, note);
