@@ -5,8 +5,8 @@ timed per shape between GEMMs) into a calibration file, replacing that
 section if it has one and changing no other table. The simulator prices
 training attention from it (schema_lookup_attn) where it has points; the
 FLOP-keyed "attention" tables stay for what it does not cover (CP pieces,
-MLA). FILE's notes get " attention_shapes: SRC (measured_at)" appended, cut
-to 511 characters from the front of the older notes if needed.
+MLA). FILE's notes get "; attention_shapes: SRC (measured_at, ...)" appended;
+the older notes are cut at a clause (marked ", ...") to keep 511 characters.
 
 usage: merge_attn.py --from SRC FILE...
 """
@@ -39,7 +39,10 @@ def main():
             out[k] = v
         note = f"; attention_shapes: {a.src} ({src.get('measured_at', '?')}, calibration/merge_attn.py)"
         old = cal.get("notes", "")
-        out["notes"] = (old[: max(0, 511 - len(note))] + note)[:511]
+        if len(old) + len(note) > 511:  # cut the older notes at a clause, marked
+            cut = old[: max(0, 511 - len(note) - 5)]
+            old = cut[: max(cut.rfind(", "), cut.rfind("; "), 0)] + ", ..."
+        out["notes"] = (old + note)[:511]
         with open(path, "w") as f:
             f.write(data_json(out) + "\n")
         print(f"{path}: {len(pts)} attention shapes from {a.src}")

@@ -366,10 +366,11 @@ extern "C" int infer_decode_attention2(const void *q, const void *k_cache, const
 #define DEC2_CASE(d_, g_)                                                                                    \
   if (D == d_ && G == g_) launch_dec2<d_, g_>(grid, st, Q, K, V, P, a, len, chunk, nsplit, qscale);          \
   else
-  DEC2_CASE(128, 1) DEC2_CASE(128, 2) DEC2_CASE(128, 4) DEC2_CASE(128, 8)
-  DEC2_CASE(64, 1) DEC2_CASE(64, 2) DEC2_CASE(64, 4) DEC2_CASE(64, 8) DEC2_CASE(64, 16)
+  DEC2_CASE(128, 1) DEC2_CASE(128, 2) DEC2_CASE(128, 3) DEC2_CASE(128, 4) DEC2_CASE(128, 5) DEC2_CASE(128, 6)
+  DEC2_CASE(128, 7) DEC2_CASE(128, 8)
+  DEC2_CASE(64, 1) DEC2_CASE(64, 2) DEC2_CASE(64, 4) DEC2_CASE(64, 7) DEC2_CASE(64, 8) DEC2_CASE(64, 16)
   return ts_fail_sys(e, "infer_decode_attention2: head_dim %d with %d query heads per KV head is not built "
-                        "(head_dim 64: 1, 2, 4, 8 or 16 heads per KV head; 128: 1, 2, 4 or 8)", D, G);
+                        "(head_dim 64: 1, 2, 4, 7, 8 or 16 heads per KV head; 128: 1 to 8)", D, G);
 #undef DEC2_CASE
   DEC_LAUNCHED(e);
   decode2_combine_kernel<<<(unsigned)((long long)a->batch * a->hl), D, 0, st>>>(P, (bf16 *)out, nsplit, D);

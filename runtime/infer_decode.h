@@ -38,8 +38,9 @@ int infer_gemv_nt(const void *X, const void *W, void *Y, int m, long long n, lon
 /* Decode attention as infer_decode_attention (same arguments and result;
  * `partial` of infer_decode2_partial_bytes): 8 warps a block, each warp
  * loading 4 cached positions' keys and values before using them, and about
- * four blocks per SM. head_dim 64 with 1, 2, 4, 8 or 16 query heads per KV
- * head, 128 with 1, 2, 4 or 8 (16 would need 64 KiB of shared memory). */
+ * four blocks per SM. head_dim 64 with 1, 2, 4, 7, 8 or 16 query heads per
+ * KV head, 128 with 1 to 8 (7: Qwen2.5 7B; 16 would need 64 KiB of shared
+ * memory). */
 size_t infer_decode2_partial_bytes(const infer_attn_dims *a, long long len);
 int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out, void *partial,
                             const infer_attn_dims *a, long long len, void *stream, ts_err *e);

@@ -191,19 +191,11 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   infer_attn_dims ad = {.batch = o->batch, .hl = m->hl, .kvl = m->kvl, .head_dim = m->d, .max_seq = o->max_seq};
   m->partial_bytes = 0;
   for (long long len = 1; len <= o->max_seq; len++) { /* the split count is not monotone in len */
-    size_t b = o->stream_kernels ? infer_decode2_partial_bytes(&ad, len) : infer_decode_partial_bytes(&ad, len);
+    size_t b = o->decode_attn == 2 ? infer_decode2_partial_bytes(&ad, len) : infer_decode_partial_bytes(&ad, len);
     if (b > m->partial_bytes) m->partial_bytes = b;
   }
   IM_TRY(dmalloc(&m->partial, m->partial_bytes, "decode attention partials", e));
-  m->stream_kernels = o->stream_kernels;
-  if (o->stream_kernels) { /* the widest GEMM's sums (fc1: 2 x FFN, or qkv) for up to INFER_GEMV_MAX_M rows */
-    long long qkv_n = (long long)(m->hl + 2 * m->kvl) * m->d, n = 2LL * m->fl;
-    if (qkv_n > n) n = qkv_n;
-    if (h > n) n = h;
-    size_t ws = infer_gemv_ws_bytes(INFER_GEMV_MAX_M, n);
-    IM_TRY(dmalloc((void **)&m->gemv_ws, ws, "GEMV sums", e));
-    if (cudaMemset(m->gemv_ws, 0, ws) != cudaSuccess) return ts_fail_sys(e, "infer: cudaMemset of the GEMV sums failed");
-  }
+  m->decode_attn = o->decode_attn;
   IM_TRY(dmalloc(&m->last, (size_t)(o->batch * h) * BF, "activations", e));
   IM_TRY(dmalloc(&m->lastn, (size_t)(o->batch * h) * BF, "activations", e));
   IM_TRY(dmalloc(&m->logits, (size_t)(o->batch * m->vl) * BF, "logits", e));
@@ -222,7 +214,7 @@ void infer_model_free(infer_model *m) {
     }
   free(m->w), free(m->kc), free(m->vc);
   void *bufs[] = {m->emb, m->head, m->lnf, m->x, m->xn, m->proj, m->qkv, m->qh, m->oh, m->attn, m->f, m->act,
-                  m->rstd, m->scores, m->partial, m->gemv_ws, m->last, m->lastn, m->logits, m->logits_all, m->tok};
+                  m->rstd, m->scores, m->partial, m->last, m->lastn, m->logits, m->logits_all, m->tok};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
   if (m->gemm) exec_gemm_destroy(m->gemm);
   memset(m, 0, sizeof *m);
@@ -258,8 +250,6 @@ int infer_allreduce(infer_model *m, void *buf, long long rows, infer_ar_mode mod
 
 static int gemm_nn(infer_model *m, long long M, long long N, long long K, const void *A, const void *B, void *C,
                    ts_err *e) {
-  if (m->stream_kernels && infer_gemv_supported(M, N, K))
-    return infer_gemv_nn(A, B, C, m->gemv_ws, (int)M, N, K, m->stream, e);
   exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NN, M, N, K);
   return exec_gemm_run(m->gemm, &s, 1.f, A, B, 0.f, C, m->stream, e);
 }
@@ -321,7 +311,7 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
       IM_TRY(infer_prefill_attention(&pa, e));
     }
     else
-      IM_TRY((m->stream_kernels ? infer_decode_attention2 : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn,
+      IM_TRY((m->decode_attn == 2 ? infer_decode_attention2 : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn,
                                                                                    m->partial, &ad, pos0 + 1, st, e));
     IM_TRY(gemm_nn(m, T, h, m->hl * d, m->attn, w->wo, m->proj, e));
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));
@@ -336,12 +326,8 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
   /* the last token of each sequence: final norm, logits of this GPU's vocabulary rows, all-gather, arg max */
   IM_TRY(infer_last_rows(m->x, m->last, m->batch, seq, (int)h, st, e));
   IM_TRY(rt_rmsnorm_fwd(m->last, m->lnf, m->lastn, m->rstd, m->batch, (int)h, eps, st, e));
-  if (m->stream_kernels && infer_gemv_supported(m->batch, m->vl, h)) {
-    IM_TRY(infer_gemv_nt(m->lastn, m->head, m->logits, m->batch, m->vl, h, st, e));
-  } else {
-    exec_gemm_shape sl = exec_gemm_packed(EXEC_GEMM_NT, m->batch, m->vl, h);
-    IM_TRY(exec_gemm_run(m->gemm, &sl, 1.f, m->lastn, m->head, 0.f, m->logits, st, e));
-  }
+  exec_gemm_shape sl = exec_gemm_packed(EXEC_GEMM_NT, m->batch, m->vl, h);
+  IM_TRY(exec_gemm_run(m->gemm, &sl, 1.f, m->lastn, m->head, 0.f, m->logits, st, e));
   if (m->team) {
     coll_opts o = opts_of(INFER_AR_PLAIN, &m->codec);
     const void *in = m->logits;
