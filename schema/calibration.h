@@ -9,6 +9,8 @@
  *     "notes": "...",                                   (optional)
  *     "gemm": [ {"m":..,"n":..,"k":..,"us":..} ],
  *     "gemm_infer": [ {"m":..,"n":..,"k":..,"us":..} ],   (optional: decode GEMMs, inference only)
+ *     "attention_shapes": [ {"head_dim":..,"seq":..,"batch":..,"heads":..,"kv_heads":..,
+ *                            "causal":true,"fwd_us":..,"bwd_us":..} ],   (optional: below)
  *     "kernels": { "<name>": [ {"bytes":..,"group":..,"us":..} or {"flops":..,"us":..} ] },
  *     "collectives": { "<coll>[.taco<G>]": { "<nranks>": [ {"bytes":..,"us":..} ] } },
  *     "fits": { "<coll>.<nranks>": {"latency_us":..,"gbps":..} },
@@ -44,6 +46,20 @@ typedef struct {
   long long m, n, k;
   double us;
 } schema_gemm_point;
+
+/* One attention shape as the executor runs it on one GPU (heads and kv_heads
+ * per rank: kv_heads divides heads, grouped-query attention when smaller),
+ * forward and backward timed between GEMMs as a training step runs it
+ * (runtime/calibrate/calibrate_attn.c). */
+typedef struct {
+  int head_dim, seq, batch, heads, kv_heads;
+  bool causal;
+} schema_attn_shape;
+
+typedef struct {
+  schema_attn_shape s;
+  double fwd_us, bwd_us;
+} schema_attn_point;
 
 typedef struct {
   double x;  /* bytes or flops, see schema_kernel_table.by_flops */
@@ -94,6 +110,8 @@ typedef struct {
    * transfer of training GEMMs to another GPU, never see them. */
   int n_gemm_infer;
   schema_gemm_point *gemm_infer;
+  int n_attn;
+  schema_attn_point *attn; /* "attention_shapes" (optional), sorted by shape */
   int n_kernels;
   schema_kernel_table *kernels;
   int n_colls;
@@ -120,6 +138,11 @@ void schema_calibration_free(schema_calibration *c);
 
 /* Writer (the inverse of the loader; tables written sorted). */
 int schema_calibration_write(const schema_calibration *c, FILE *out, ts_err *e);
+/* The "attention_shapes" section alone (calibration_attn.c; the loader and writer call them). */
+struct json_t;
+int schema_attn_load(struct json_t *root, const char *file, schema_calibration *c, ts_err *e);
+struct json_t *schema_attn_json(const schema_calibration *c);
+void schema_attn_sort(schema_calibration *c);
 int schema_calibration_save(const schema_calibration *c, const char *path, ts_err *e);
 
 /* Building a calibration in memory (tacorun calibrate, the derived generator).
@@ -128,6 +151,7 @@ int schema_calibration_add_gemm(schema_calibration *c, long long m, long long n,
 int schema_calibration_add_gemm_infer(schema_calibration *c, long long m, long long n, long long k, double us);
 int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x,
                                   int group, double us);
+int schema_calibration_add_attn(schema_calibration *c, const schema_attn_shape *s, double fwd_us, double bwd_us);
 int schema_calibration_add_coll(schema_calibration *c, const char *name, int nranks, double bytes,
                                 double us);
 int schema_calibration_add_fit(schema_calibration *c, const char *name, double latency_us, double gbps);
@@ -208,6 +232,23 @@ bool schema_has_coll(const schema_calibration *c, const char *name);
  * nranks, the nearest nranks' table is used through bus bandwidth (busbw is
  * ~independent of n on one fabric), with a warning. */
 int schema_lookup_coll(schema_lookup *l, const char *name, int nranks, double bytes, double *us, ts_err *e);
+
+/* Attention of shape q (bwd: the backward) from "attention_shapes"
+ * (schema/calibration_attn.c): the measured time of that exact shape, else
+ * launch_us plus the shape's roofline time (its causal FLOPs at the peak or
+ * its Q, K, V and output bytes at the HBM bandwidth, whichever is longer)
+ * over the efficiency of the SCHEMA_ATTN_NEIGHBOURS nearest measured shapes
+ * of the same causality in (ln head_dim, ln seq, ln batch*heads,
+ * ln heads/kv_heads), weighted by 1 / distance^2 (a shape at distance 0,
+ * the same work split differently between batch and heads, is taken alone).
+ * Returns 1 (and *us untouched) when the calibration has no point of that
+ * causality: the caller falls back to its FLOP-keyed tables. */
+#define SCHEMA_ATTN_NEIGHBOURS 16
+int schema_lookup_attn(schema_lookup *l, const schema_attn_shape *q, bool bwd, double *us);
+/* The roofline time (us, no launch cost) lookups and transfers use for a shape. */
+double schema_attn_roof_us(const schema_roofline *r, const schema_attn_shape *q, bool bwd);
+double schema_attn_flops(const schema_attn_shape *q, bool bwd);
+double schema_attn_bytes(const schema_attn_shape *q, bool bwd);
 
 /* Clock speeds at a compute duty (0, 1]: linear interpolation in duty over
  * the points of the measured period nearest (in log scale) to cycle_us, the

@@ -119,6 +119,7 @@ void schema_calibration_free(schema_calibration *c) {
   for (int i = 0; i < c->n_colls; i++) free(c->colls[i].pts);
   free(c->gemm);
   free(c->gemm_infer);
+  free(c->attn);
   free(c->kernels);
   free(c->colls);
   free(c->fits);
@@ -166,6 +167,7 @@ static int cmp_fit(const void *a, const void *b) {
 void schema_calibration_sort(schema_calibration *c) {
   if (c->n_gemm) qsort(c->gemm, (size_t)c->n_gemm, sizeof *c->gemm, cmp_gemm);
   if (c->n_gemm_infer) qsort(c->gemm_infer, (size_t)c->n_gemm_infer, sizeof *c->gemm_infer, cmp_gemm);
+  schema_attn_sort(c);
   for (int i = 0; i < c->n_kernels; i++)
     if (c->kernels[i].n) qsort(c->kernels[i].pts, (size_t)c->kernels[i].n, sizeof *c->kernels[i].pts, cmp_kernel_point);
   for (int i = 0; i < c->n_colls; i++)
@@ -564,7 +566,7 @@ static int load_clock(json_t *root, const char *file, schema_calibration *c, ts_
 
 static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
-                                     "derived", "notes", "gemm", "gemm_infer", "kernels", "collectives", "fits",
+                                     "derived", "notes", "gemm", "gemm_infer", "attention_shapes", "kernels", "collectives", "fits",
                                      "clock", NULL};
   if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
@@ -576,12 +578,14 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
       tsj_bool_opt(root, "derived", false, &c->derived, file, "", e) ||
       tsj_string_opt(root, "notes", "", c->notes, sizeof c->notes, file, "", e))
     return -1;
-  if (load_gemm(root, file, false, c, e) || load_gemm(root, file, true, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
+  if (load_gemm(root, file, false, c, e) || load_gemm(root, file, true, c, e) ||
+      schema_attn_load(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
       load_fits(root, file, c, e) || load_clock(root, file, c, e))
     return -1;
   /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one */
-  if (!c->n_gemm && !c->n_kernels && !c->n_colls && !c->n_clock)
-    return ts_fail(e, file, NULL, "no tables: at least one of gemm, kernels, collectives, clock is required");
+  if (!c->n_gemm && !c->n_attn && !c->n_kernels && !c->n_colls && !c->n_clock)
+    return ts_fail(e, file, NULL,
+                   "no tables: at least one of gemm, attention_shapes, kernels, collectives, clock is required");
   schema_calibration_sort(c);
   return 0;
 }
@@ -641,6 +645,7 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
   if (c->notes[0]) json_object_set_new(root, "notes", json_string(c->notes));
   if (c->n_gemm) json_object_set_new(root, "gemm", gemm_json(c->gemm, c->n_gemm));
   if (c->n_gemm_infer) json_object_set_new(root, "gemm_infer", gemm_json(c->gemm_infer, c->n_gemm_infer));
+  if (c->n_attn) json_object_set_new(root, "attention_shapes", schema_attn_json(c));
   if (c->n_kernels) {
     json_t *obj = json_object();
     for (int i = 0; i < c->n_kernels; i++) {

@@ -93,7 +93,23 @@ static int kernel_phase_us(sim_costs *c, const char *name, double x, int phase, 
  * the shape's own. Else the FLOP-keyed "attention" table, which averages
  * shapes of equal FLOPs but different sequence lengths (cost per FLOP grows
  * with the sequence: the softmax is s^2 x bh); the fallback is named once. */
+/* First of all: the calibration's "attention_shapes" (schema_lookup_attn:
+ * this shape's own time, else the efficiency of the nearest measured shapes)
+ * when it has some, for the whole causal attention of a rank (heads and
+ * key/value heads over TP, the micro-batch; not the pieces of a CP ring, nor
+ * MLA's unequal head dimensions: those keep the tables below). */
+static int attention_shape_us(sim_costs *c, int phase, double *us) {
+  const plan *p = c->p;
+  const model_config *m = &p->model;
+  if (!c->lk.cal->n_attn || p->cp > 1 || m->attention != MODEL_ATTN_GQA) return 1;
+  schema_attn_shape q = {.head_dim = model_head_dim(m), .seq = plan_local_seq(p), .batch = p->micro_batch,
+                         .heads = m->heads / p->tp, .kv_heads = m->kv_heads / p->tp, .causal = true};
+  if (q.heads < 1 || q.kv_heads < 1) return 1;
+  return schema_lookup_attn(&c->lk, &q, phase == PLAN_PHASE_BWD, us);
+}
+
 static int attention_us(sim_costs *c, double flops, int phase, double *us, ts_err *e) {
+  if (attention_shape_us(c, phase, us) == 0) return 0;
   char table[48], instead[64];
   snprintf(table, sizeof table, "attention%s.d%d.s%d", phase == PLAN_PHASE_BWD ? "_bwd" : "",
            model_head_dim(&c->p->model), plan_local_seq(c->p)); /* CP: each piece is a (seq / cp)-long block */

@@ -123,6 +123,38 @@ static int transfer_kernels(const schema_calibration *src, const sim_ceilings *f
   return 0;
 }
 
+/* "attention_shapes": each point's forward and backward moved like the
+ * kernel tables, over the section's own floor per direction (its FLOPs and
+ * bytes: schema_attn_flops / schema_attn_bytes). */
+static int transfer_attn(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
+                         schema_calibration *out) {
+  int n = src->n_attn, rc = 0;
+  if (n == 0) return 0;
+  double *v = malloc(4 * (size_t)n * sizeof *v);
+  if (!v) return -1;
+  double fl[2];
+  for (int b = 0; b < 2; b++) {
+    double *us = v + 2 * b * n, *roof = us + n;
+    for (int i = 0; i < n; i++) {
+      const schema_attn_point *p = &src->attn[i];
+      us[i] = b ? p->bwd_us : p->fwd_us;
+      roof[i] = roof_us(schema_attn_flops(&p->s, b), schema_attn_bytes(&p->s, b), from->peak_flops,
+                        from->hbm_bytes_per_s);
+    }
+    fl[b] = floor_of(us, roof, n);
+  }
+  for (int i = 0; i < n && !rc; i++) {
+    const schema_attn_point *p = &src->attn[i];
+    double t[2];
+    for (int b = 0; b < 2; b++)
+      t[b] = sim_transfer_point_us(b ? p->bwd_us : p->fwd_us, fl[b], schema_attn_flops(&p->s, b),
+                                   schema_attn_bytes(&p->s, b), from, to);
+    rc = schema_calibration_add_attn(out, &p->s, t[0], t[1]);
+  }
+  free(v);
+  return rc;
+}
+
 /* NVLink collectives: bus bytes against the per-GPU link, as nccl-tests
  * counts them. Host-memory and socket paths do not depend on the GPU: copied. */
 static int transfer_coll(const schema_coll_table *t, bool over_nvlink, const sim_ceilings *from,
@@ -187,7 +219,7 @@ int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from
            to->name, to->bf16_tflops, to->hbm_gbps, to_link_gbps,
            strcmp(src->transport, "nvlink") == 0 && !move_nvlink ? " and the NVLink collectives (NCCL model)" : "");
   out->derived = true;
-  if (transfer_gemms(src, &cf, &ct, out) || transfer_kernels(src, &cf, &ct, out) ||
+  if (transfer_gemms(src, &cf, &ct, out) || transfer_kernels(src, &cf, &ct, out) || transfer_attn(src, &cf, &ct, out) ||
       transfer_colls(src, &cf, &ct, move_nvlink, out)) {
     schema_calibration_free(out);
     return ts_fail_sys(e, "out of memory transferring the calibration");

@@ -5,6 +5,12 @@ add_executable(test_sim_schema ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_schema.c)
 target_link_libraries(test_sim_schema PRIVATE ts_sim PkgConfig::CUNIT m)
 add_test(NAME sim_schema COMMAND test_sim_schema)
 
+# the calibration's "attention_shapes": loader, lookup, transfer, the simulator's attention ops
+add_executable(test_calib_attn ${CMAKE_CURRENT_SOURCE_DIR}/test_calib_attn.c)
+target_link_libraries(test_calib_attn PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_calib_attn PRIVATE TACOSIM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+add_test(NAME calib_attn COMMAND test_calib_attn)
+
 add_executable(test_sim_engine ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_engine.c)
 target_link_libraries(test_sim_engine PRIVATE ts_sim PkgConfig::CUNIT m)
 target_compile_definitions(test_sim_engine PRIVATE

@@ -54,7 +54,7 @@ static void usage(FILE *f) {
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
           "                         [--comm-passes N] [--comm-batch-us T]\n"
           "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE] [--moe-tsv FILE]\n"
-          "                         [--no-clock] [--clock-tsv FILE]\n"
+          "                         [--no-clock] [--clock-tsv FILE] [--attn-context step|alone] [--attn-tsv FILE]\n"
           "       mpirun -np N tacorun calibrate ...   (one process per GPU for the collectives)\n\n"
           "Measures GEMMs (every shape of the model zoo: forward, dgrad, wgrad), attention,\n"
           "memory-bound kernels, TACO/CAAT-Net kernels and NCCL plus compressed collectives\n"
@@ -92,6 +92,10 @@ static void usage(FILE *f) {
           "                       1 .. 100 ms; their speed against back to back and the power\n"
           "                       controller's window go to the file's \"clock\" section\n"
           "  --clock-tsv FILE     every point of the clock section (sizes, measured periods, speeds) [not written]\n"
+          "  --attn-context C     how the \"attention_shapes\" section times each shape (runtime/calibrate/calibrate_attn.c):\n"
+          "                       step = between large GEMMs, at the clocks of a training step; alone = back\n"
+          "                       to back [step]\n"
+          "  --attn-tsv FILE      both timings (in step, alone) of every attention shape [not written]\n"
           "Under mpirun (or TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE) each process takes one GPU:\n"
           "rank 0 measures the compute tables and writes the file, every rank runs the collectives\n"
           "over the world communicator (its size only; smaller groups need the single-process mode).\n"
@@ -163,6 +167,12 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     else if (!strcmp(o, "--compute-from")) a->compute_from = argv[++i];
     else if (!strcmp(o, "--gemm-tsv")) a->cfg.gemm_tsv = argv[++i];
     else if (!strcmp(o, "--clock-tsv")) a->cfg.clock_tsv = argv[++i];
+    else if (!strcmp(o, "--attn-tsv")) a->cfg.attn_tsv = argv[++i];
+    else if (!strcmp(o, "--attn-context")) {
+      const char *v = argv[++i];
+      if (strcmp(v, "step") && strcmp(v, "alone")) return ts_fail(e, NULL, o, "'%s' must be step or alone", v);
+      a->cfg.attn_alone = !strcmp(v, "alone");
+    }
     else if (!strcmp(o, "--spread-tsv")) a->spread_tsv = argv[++i];
     else if (!strcmp(o, "--moe-tsv")) a->moe_tsv = argv[++i];
     else if (!strcmp(o, "--max-bytes")) {
@@ -464,6 +474,7 @@ static int run(calib_args *a, ts_err *e) {
   if (!rc && a->compute_from) rc = copy_compute_tables(a->compute_from, &c, e);
   if (!rc && (a->phases & PH_GEMM)) rc = calib_run_gemms(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention(&a->cfg, &sh, &c, e);
+  if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention_shapes(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_MEM)) rc = calib_run_memops(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_MOE)) rc = calib_run_moe(&a->cfg, a->models, a->moe_tsv, &c, e);
   /* the clock section is an addition to the compute tables: a failure there

@@ -40,6 +40,8 @@ typedef struct {
   int gemm_passes;          /* passes over every GEMM shape, alternating direction (geometric mean kept) */
   const char *gemm_tsv;     /* NULL, or a file for every pass's time of every GEMM */
   const char *clock_tsv;    /* NULL, or a file for every point of the clock section */
+  const char *attn_tsv;     /* NULL, or a file for both timings of every attention shape */
+  int attn_alone;           /* --attn-context alone: attention_shapes timed back to back, not between GEMMs */
   /* One process per GPU (mpirun, or TACORUN_RANK/NRANKS/ID_FILE): rank 0
    * measures the compute phases and writes the file; every rank takes part in
    * the collectives, over the world communicator `world` (opened once: MPI
@@ -73,6 +75,8 @@ int calib_comm_combine_passes(const schema_calibration *passes, int n, schema_ca
 
 int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
 int calib_run_attention(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
+/* "attention_shapes" (calibrate_attn.c) */
+int calib_run_attention_shapes(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
 int calib_run_memops(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
 /* The clock section: GEMM and memory-bound speeds at compute duty cycles
  * below 1 against back to back, and the power controller's window

@@ -273,6 +273,11 @@ int calib_run_attention(const calib_config *cfg, const calib_shapes *sh, schema_
   calib_progress_begin(&pr, "attention", sh->n_attn);
   for (int i = 0; i < sh->n_attn; i++) {
     const calib_attn_shape *s = &sh->attn[i];
+    int twin = 0; /* these multi-head tables: one timing per (batch, heads, seq, head_dim) */
+    for (int j = 0; j < i; j++)
+      twin |= sh->attn[j].batch == s->batch && sh->attn[j].heads == s->heads && sh->attn[j].seq == s->seq &&
+              sh->attn[j].head_dim == s->head_dim;
+    if (twin) continue;
     a.batch = s->batch, a.heads = s->heads, a.seq = s->seq, a.head_dim = s->head_dim;
     double fwd, bwd;
     if (calib_time_us(attn_fwd_launch, &a, streams, cfg->devices, 1, &cfg->budget, &fwd, e)) goto out;

@@ -8,7 +8,7 @@
  *     each launch reads them from HBM as a decode step does (a layer's weights
  *     are not in L2 when its GEMM runs);
  *   - "attention_decode" (by KV-cache bytes read: 2 x batch x length x KV
- *     heads x head_dim x 2 B): infer_decode_attention, caches rotating too;
+ *     heads x head_dim x 2 B): infer_decode_attention2 (the executor's default), caches rotating too;
  *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
  *     flops_fwd): infer_prefill_attention at batch x prompt;
  *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes.
@@ -29,6 +29,7 @@
 #include "calibration.h"
 #include "exec_gemm.h"
 #include "infer_kernels.h"
+#include "infer_decode.h"
 #include "infer_model.h"
 #include "model.h"
 #include "rt_nccl.h"
@@ -192,7 +193,7 @@ typedef struct {
 static int dec_launch(void *ctx, long long iter, ts_err *e) {
   dec_ctx *c = ctx;
   size_t off = (size_t)(iter % c->sets) * c->set_bytes;
-  return infer_decode_attention(c->q, c->k + off, c->v + off, c->o, c->part, &c->a, c->len, NULL, e);
+  return infer_decode_attention2(c->q, c->k + off, c->v + off, c->o, c->part, &c->a, c->len, NULL, e);
 }
 
 /* Llama-3 8B at TP2 (16 query heads, 4 KV heads of 128 on one GPU) over batch x length. */
@@ -216,7 +217,7 @@ static int decode_attention_table(schema_calibration *cal, const calib_budget *b
   for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
     for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
       infer_attn_dims a = {.batch = batches[b], .hl = 16, .kvl = 4, .head_dim = 128, .max_seq = lens[l]};
-      size_t n = infer_decode_partial_bytes(&a, lens[l]);
+      size_t n = infer_decode2_partial_bytes(&a, lens[l]);
       if (n > part_bytes) part_bytes = n;
     }
   RT_CUDA(e, cudaMalloc((void **)&c.part, part_bytes));

@@ -64,13 +64,13 @@ static int add_logits(calib_shapes *sh, long long m, long long n, long long k, t
   return add_gemm(sh, k, n, m, EXEC_GEMM_TN_ACC, 1, CALIB_GEMM_WGRAD, e);     /* dE += dlogits^T X */
 }
 
-static int add_attn(calib_shapes *sh, int batch, int heads, int seq, int head_dim, ts_err *e) {
+static int add_attn(calib_shapes *sh, int batch, int heads, int kv_heads, int seq, int head_dim, ts_err *e) {
   for (int i = 0; i < sh->n_attn; i++)
     if (sh->attn[i].batch == batch && sh->attn[i].heads == heads && sh->attn[i].seq == seq &&
-        sh->attn[i].head_dim == head_dim)
+        sh->attn[i].head_dim == head_dim && sh->attn[i].kv_heads == kv_heads)
       return 0;
   if (grow((void **)&sh->attn, &sh->cap_attn, sh->n_attn + 1, sizeof *sh->attn, e)) return -1;
-  sh->attn[sh->n_attn++] = (calib_attn_shape){(long long)batch * heads, batch, heads, seq, head_dim};
+  sh->attn[sh->n_attn++] = (calib_attn_shape){(long long)batch * heads, batch, heads, seq, head_dim, kv_heads};
   return 0;
 }
 
@@ -127,7 +127,7 @@ int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib
       int seq = sw->attn_seq[j];
       if (seq > m.max_seq || m.heads % sw->tp[t] || m.kv_heads % sw->tp[t]) continue;
       for (long long micro = 1; micro * seq <= sw->attn_max_tokens; micro *= 2)
-        if (add_attn(sh, (int)micro, m.heads / sw->tp[t], seq, model_head_dim(&m), e)) return -1;
+        if (add_attn(sh, (int)micro, m.heads / sw->tp[t], m.kv_heads / sw->tp[t], seq, model_head_dim(&m), e)) return -1;
     }
   }
   sh->models += used;

@@ -29,6 +29,7 @@ typedef struct {
   long long bh; /* independent (batch, head) matrices: batch * heads */
   int batch, heads; /* micro-batch, heads on one rank (the executor's loop and batch) */
   int seq, head_dim;
+  int kv_heads; /* key/value heads on one rank (= heads: multi-head) */
 } calib_attn_shape;
 
 typedef enum {

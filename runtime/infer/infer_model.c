@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec_kernels.h"
+#include "infer_decode.h"
 #include "infer_kernels.h"
 #include "rt_nccl.h"
 #include "rt_ops.h"
@@ -190,10 +191,11 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   infer_attn_dims ad = {.batch = o->batch, .hl = m->hl, .kvl = m->kvl, .head_dim = m->d, .max_seq = o->max_seq};
   m->partial_bytes = 0;
   for (long long len = 1; len <= o->max_seq; len++) { /* the split count is not monotone in len */
-    size_t b = infer_decode_partial_bytes(&ad, len);
+    size_t b = o->decode_attn == 2 ? infer_decode2_partial_bytes(&ad, len) : infer_decode_partial_bytes(&ad, len);
     if (b > m->partial_bytes) m->partial_bytes = b;
   }
   IM_TRY(dmalloc(&m->partial, m->partial_bytes, "decode attention partials", e));
+  m->decode_attn = o->decode_attn;
   IM_TRY(dmalloc(&m->last, (size_t)(o->batch * h) * BF, "activations", e));
   IM_TRY(dmalloc(&m->lastn, (size_t)(o->batch * h) * BF, "activations", e));
   IM_TRY(dmalloc(&m->logits, (size_t)(o->batch * m->vl) * BF, "logits", e));
@@ -309,7 +311,8 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
       IM_TRY(infer_prefill_attention(&pa, e));
     }
     else
-      IM_TRY(infer_decode_attention(m->qh, m->kc[l], m->vc[l], m->attn, m->partial, &ad, pos0 + 1, st, e));
+      IM_TRY((m->decode_attn == 2 ? infer_decode_attention2 : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn,
+                                                                                   m->partial, &ad, pos0 + 1, st, e));
     IM_TRY(gemm_nn(m, T, h, m->hl * d, m->attn, w->wo, m->proj, e));
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));
     IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));

@@ -46,6 +46,7 @@ typedef struct {
   size_t scores_bytes;
   void *partial;
   size_t partial_bytes;
+  int decode_attn;    /* infer_model_opts */
   void *last, *lastn, *logits, *logits_all;
   int32_t *tok;       /* [batch] the sampled tokens */
   exec_gemm *gemm;
@@ -60,6 +61,7 @@ typedef struct {
   long long max_seq;
   unsigned long long seed;
   size_t scores_budget; /* bytes of prefill attention scores at once (0: 1 GiB) */
+  int decode_attn;      /* 2: infer_decode_attention2 (infer_decode.h); else infer_decode_attention */
 } infer_model_opts;
 
 /* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the

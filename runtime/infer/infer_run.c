@@ -54,6 +54,8 @@ void infer_usage(FILE *out) {
           "                    and updated every step, infer_graph.h), from a fresh prefill: prints both\n"
           "                    TPOTs and whether the graph steps' tokens equal the eager ones; the result's\n"
           "                    TPOT is the graph one [off: eager launches]\n"
+          "  --decode-attention v1|v2  decode attention over the KV cache: v1 infer_kernels.h, v2\n"
+          "                    infer_decode.h (4 positions in flight a warp; runtime/RESULTS-decode.md) [v2]\n"
           "reads:  INFER_PLAN.json..., the models and clusters they name\n"
           "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n");
 }
@@ -151,7 +153,7 @@ typedef struct {
   const char *plan_path, *json_out, *csv_out, *json_dir;
   const char *plans[INFER_MAX_PLANS];
   int n_plans;
-  int warmup, prefill_reps, check, timeout_s, decode_graph;
+  int warmup, prefill_reps, check, timeout_s, decode_graph, decode_attn;
   unsigned long long seed;
 } infer_opts;
 
@@ -213,7 +215,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static int parse(int argc, char **argv, infer_opts *o) {
-  *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234};
+  *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234, .decode_attn = 2};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -223,6 +225,13 @@ static int parse(int argc, char **argv, infer_opts *o) {
       o->check = 1;
     } else if (!strcmp(a, "--decode-graph")) {
       o->decode_graph = 1;
+    } else if (i + 1 < argc && !strcmp(a, "--decode-attention")) {
+      const char *v = argv[++i];
+      if (strcmp(v, "v1") && strcmp(v, "v2")) {
+        fprintf(stderr, "tacorun execute: --decode-attention: '%s' must be v1 or v2\n", v);
+        return 2;
+      }
+      o->decode_attn = !strcmp(v, "v2") ? 2 : 1;
     } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
       int v;
       int lo = !strcmp(a, "--warmup") ? 0 : 1;
@@ -297,7 +306,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     team_ready = 1;
   }
   infer_model_opts mo = {.batch = p->batch, .max_prompt = p->prompt, .max_seq = p->prompt + p->generate,
-                         .seed = o->seed};
+                         .seed = o->seed, .decode_attn = o->decode_attn};
   if (infer_model_init(&m, &p->model, p->model.layers, p->tp, w->ranks[0], &mo, team_ready ? &team : NULL,
                        w->streams[0], e))
     goto out;
@@ -412,6 +421,8 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     char note[256];
     snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
              infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
+    schema_result_add_note(&res, note);
+    snprintf(note, sizeof note, "--decode-attention v%d", o->decode_attn);
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, ttft_min, ttft_max);
     schema_result_add_note(&res, note);

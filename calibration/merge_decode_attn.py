@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""merge_decode_attn.py — the "attention_decode" table (decode attention by
+KV-cache bytes read, 2 x batch x length x KV heads x head_dim x 2 B; what
+tacorun calibrate-infer writes) from the decode attention rows of a
+`tacorun bench-decode` output (runtime/bench_decode.c: the executor's kernel
+KERNEL = v1 or v2 timed over batch x KV length, caches rotating through
+512 MiB), replacing the table in each FILE. Rows of equal bytes are averaged
+(as calibrate's tables average repeated points). FILE's notes get a clause
+naming the source (older notes cut at a clause, marked ", ...").
+
+usage: merge_decode_attn.py --from BENCH.txt [--kernel v2] FILE...
+"""
+import argparse
+import json
+import re
+import sys
+
+from merge_infer import data_json
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--from", dest="src", required=True)
+    ap.add_argument("--kernel", default="v2", choices=["v1", "v2"])
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    text = open(a.src).read()
+    m = re.search(r"^model (\S+): hidden (\d+), heads (\d+) / (\d+)", text, re.M)
+    if not m:
+        sys.exit(f"merge_decode_attn.py: {a.src}: no model line")
+    hidden, heads, kv = int(m.group(2)), int(m.group(3)), int(m.group(4))
+    d = hidden // heads
+    pts = {}
+    for b, L, us in re.findall(r"^decode attention b=(\d+) kv=(\d+) %s\s+([\d.]+) us" % a.kernel, text, re.M):
+        key = 2 * int(b) * int(L) * kv * d * 2
+        pts.setdefault(key, []).append(float(us))
+    if not pts:
+        sys.exit(f"merge_decode_attn.py: {a.src}: no {a.kernel} decode attention rows")
+    table = [{"bytes": k, "us": round(sum(v) / len(v), 6)} for k, v in sorted(pts.items())]
+    note = f"; attention_decode: {a.src} ({a.kernel}, {m.group(1)} {heads}/{kv} heads, calibration/merge_decode_attn.py)"
+    for path in a.files:
+        cal = json.load(open(path))
+        cal["kernels"]["attention_decode"] = table
+        old = cal.get("notes", "")
+        if len(old) + len(note) > 511:
+            cut = old[: max(0, 511 - len(note) - 5)]
+            old = cut[: max(cut.rfind(", "), cut.rfind("; "), 0)] + ", ..."
+        cal["notes"] = (old + note)[:511]
+        with open(path, "w") as f:
+            f.write(data_json(cal) + "\n")
+        print(f"{path}: attention_decode, {len(table)} points from {a.src}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,430 @@
+/* bench_decode.c — `tacorun bench-decode`: the decode step's memory-bound
+ * kernels against the read floor, beside what the executor runs today.
+ *
+ * 1. Checks (fresh random inputs per case, outputs poisoned with NaN before
+ *    every run, plain-C float64 references, tolerance: relative L2 error
+ *    <= 1e-2, every output finite): infer_gemv_nn / infer_gemv_nt
+ *    (infer_decode.h) on odd shapes and every m in 1..8, and the decode
+ *    attentions infer_decode_attention (infer_kernels.h) and
+ *    infer_decode_attention2.
+ * 2. Timing, per point: the model's decode projections (qkv, attn_out, fc1,
+ *    fc2, logits) at each batch by cuBLASLt through exec_gemm (the
+ *    executor's path) and by the GEMV (batch <= 8); the decode attention
+ *    over KV lengths at each batch, both kernels. Weights rotate through
+ *    copies spanning >= 512 MiB, and KV caches through >= 512 MiB, so every
+ *    launch reads from HBM, not from the 60 MB L2. Printed: us, achieved GB/s
+ *    (bytes that must move: weights + inputs + outputs, or K, V, q, out) and
+ *    % of the floor at the --peak-gbps figure and at the device-to-device copy
+ *    rate measured in the same run. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "calibrate_time.h"
+#include "exec_gemm.h"
+#include "infer_decode.h"
+#include "infer_kernels.h"
+#include "model.h"
+#include "rt_ops.h"
+#include "rt_ops_check.h"
+
+#define POOL_BYTES (512ULL << 20)
+#define TOL 1e-2
+
+static float bf16_to_float(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* relative L2 error of got (bf16) against ref; -1 when some output is not finite */
+static double rel_l2(const uint16_t *got, const double *ref, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double g = bf16_to_float(got[i]);
+    if (!isfinite(g)) return -1;
+    num += (g - ref[i]) * (g - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int dev_random(void **p, size_t elems, uint64_t seed, ts_err *e) {
+  RT_CHECK_CUDA(e, cudaMalloc(p, elems * 2));
+  return rt_fill_random_bf16(*p, (long long)elems, seed, 1.0f, NULL, e);
+}
+
+static int to_host(uint16_t **h, const void *d, size_t elems, ts_err *e) {
+  *h = malloc(elems * 2);
+  if (!*h) return ts_fail_sys(e, "bench-decode: out of memory");
+  RT_CHECK_CUDA(e, cudaMemcpy(*h, d, elems * 2, cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+/* ---- checks ---- */
+
+static int check_gemv(int nt, int m, long long n, long long k, uint64_t seed, int *failed, ts_err *e) {
+  void *X = NULL, *W = NULL, *Y = NULL;
+  float *ws = NULL;
+  uint16_t *hx = NULL, *hw = NULL, *hy = NULL;
+  double *ref = NULL;
+  int rc = -1;
+  if (dev_random(&X, (size_t)m * k, seed, e) || dev_random(&W, (size_t)n * k, seed + 1, e)) goto out;
+  if (cudaMalloc(&Y, (size_t)m * n * 2) != cudaSuccess || cudaMalloc((void **)&ws, infer_gemv_ws_bytes(m, n)) != cudaSuccess ||
+      cudaMemset(ws, 0, infer_gemv_ws_bytes(m, n)) != cudaSuccess || cudaMemset(Y, 0xff, (size_t)m * n * 2) != cudaSuccess) {
+    ts_fail_sys(e, "bench-decode: cudaMalloc/cudaMemset failed");
+    goto out;
+  }
+  for (int rep = 0; rep < 2; rep++) { /* twice: the first call must leave ws cleared */
+    if (cudaMemset(Y, 0xff, (size_t)m * n * 2) != cudaSuccess) goto out;
+    if ((nt ? infer_gemv_nt(X, W, Y, m, n, k, NULL, e) : infer_gemv_nn(X, W, Y, ws, m, n, k, NULL, e))) goto out;
+  }
+  if (cudaDeviceSynchronize() != cudaSuccess) {
+    ts_fail_sys(e, "bench-decode: GEMV failed");
+    goto out;
+  }
+  if (to_host(&hx, X, (size_t)m * k, e) || to_host(&hw, W, (size_t)n * k, e) || to_host(&hy, Y, (size_t)m * n, e))
+    goto out;
+  ref = calloc((size_t)m * n, sizeof *ref);
+  if (!ref) {
+    ts_fail_sys(e, "bench-decode: out of memory");
+    goto out;
+  }
+  for (int r = 0; r < m; r++)
+    for (long long kk = 0; kk < k; kk++) {
+      double x = bf16_to_float(hx[r * k + kk]);
+      for (long long j = 0; j < n; j++)
+        ref[r * n + j] += x * bf16_to_float(nt ? hw[j * k + kk] : hw[kk * n + j]);
+    }
+  double err = rel_l2(hy, ref, (size_t)m * n);
+  int ok = err >= 0 && err <= TOL;
+  *failed += !ok;
+  printf("check gemv_%s m=%d n=%lld k=%lld: rel L2 %.2e (tol %.0e) %s\n", nt ? "nt" : "nn", m, n, k, err, TOL,
+         ok ? "ok" : "FAILED");
+  rc = 0;
+out:
+  cudaFree(X), cudaFree(W), cudaFree(Y), cudaFree(ws);
+  free(hx), free(hw), free(hy), free(ref);
+  return rc;
+}
+
+typedef int (*decode_fn)(const void *, const void *, const void *, void *, void *, const infer_attn_dims *, long long,
+                         void *, ts_err *);
+
+static int check_decode(int v2, int batch, int hl, int kvl, int d, long long len, uint64_t seed, int *failed,
+                        ts_err *e) {
+  infer_attn_dims a = {.batch = batch, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = len + 5};
+  size_t nq = (size_t)batch * hl * d, nc = (size_t)batch * kvl * a.max_seq * d;
+  size_t pb = v2 ? infer_decode2_partial_bytes(&a, len) : infer_decode_partial_bytes(&a, len);
+  void *q = NULL, *kc = NULL, *vc = NULL, *out = NULL, *part = NULL;
+  uint16_t *hq = NULL, *hk = NULL, *hv = NULL, *ho = NULL;
+  double *ref = NULL;
+  int rc = -1;
+  if (dev_random(&q, nq, seed, e) || dev_random(&kc, nc, seed + 1, e) || dev_random(&vc, nc, seed + 2, e)) goto out;
+  if (cudaMalloc(&out, nq * 2) != cudaSuccess || cudaMalloc(&part, pb) != cudaSuccess ||
+      cudaMemset(out, 0xff, nq * 2) != cudaSuccess || cudaMemset(part, 0xff, pb) != cudaSuccess) {
+    ts_fail_sys(e, "bench-decode: cudaMalloc/cudaMemset failed");
+    goto out;
+  }
+  if ((v2 ? infer_decode_attention2 : infer_decode_attention)(q, kc, vc, out, part, &a, len, NULL, e)) goto out;
+  if (cudaDeviceSynchronize() != cudaSuccess) {
+    ts_fail_sys(e, "bench-decode: decode attention failed");
+    goto out;
+  }
+  if (to_host(&hq, q, nq, e) || to_host(&hk, kc, nc, e) || to_host(&hv, vc, nc, e) || to_host(&ho, out, nq, e)) goto out;
+  ref = calloc(nq, sizeof *ref);
+  double *s = malloc((size_t)len * sizeof *s);
+  if (!ref || !s) {
+    free(s);
+    ts_fail_sys(e, "bench-decode: out of memory");
+    goto out;
+  }
+  const int g = hl / kvl;
+  for (int b = 0; b < batch; b++)
+    for (int h = 0; h < hl; h++) {
+      const uint16_t *qq = hq + ((size_t)b * hl + h) * d;
+      size_t cb = ((size_t)b * kvl + h / g) * a.max_seq * d;
+      double mx = -INFINITY, sum = 0;
+      for (long long p = 0; p < len; p++) {
+        double dot = 0;
+        for (int x = 0; x < d; x++) dot += bf16_to_float(qq[x]) * bf16_to_float(hk[cb + p * d + x]);
+        s[p] = dot / sqrt((double)d);
+        if (s[p] > mx) mx = s[p];
+      }
+      for (long long p = 0; p < len; p++) sum += s[p] = exp(s[p] - mx);
+      double *o = ref + ((size_t)b * hl + h) * d;
+      for (long long p = 0; p < len; p++)
+        for (int x = 0; x < d; x++) o[x] += s[p] / sum * bf16_to_float(hv[cb + p * d + x]);
+    }
+  free(s);
+  double err = rel_l2(ho, ref, nq);
+  int ok = err >= 0 && err <= TOL;
+  *failed += !ok;
+  printf("check decode_attention%s b=%d heads=%d/%d d=%d len=%lld: rel L2 %.2e (tol %.0e) %s\n", v2 ? "2" : "", batch,
+         hl, kvl, d, len, err, TOL, ok ? "ok" : "FAILED");
+  rc = 0;
+out:
+  cudaFree(q), cudaFree(kc), cudaFree(vc), cudaFree(out), cudaFree(part);
+  free(hq), free(hk), free(hv), free(ho), free(ref);
+  return rc;
+}
+
+static int run_checks(int *failed, ts_err *e) {
+  static const struct { int nt, m; long long n, k; } g[] = {
+      {0, 1, 4096, 4096}, {0, 3, 1000, 776}, {0, 5, 6144, 520},  {0, 8, 2056, 4104}, {0, 2, 8, 8},
+      {1, 1, 4096, 4096}, {1, 4, 1000, 776}, {1, 7, 3000, 1032}, {1, 8, 520, 4096},  {1, 6, 8, 8}};
+  uint64_t seed = 1000;
+  for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+    if (check_gemv(g[i].nt, g[i].m, g[i].n, g[i].k, seed += 7, failed, e)) return -1;
+  for (int m = 1; m <= INFER_GEMV_MAX_M; m++)
+    if (check_gemv(0, m, 1032, 264, seed += 7, failed, e) || check_gemv(1, m, 264, 1032, seed += 7, failed, e))
+      return -1;
+  static const struct { int b, hl, kvl, d; long long len; } a[] = {
+      {1, 32, 8, 128, 4096}, {3, 8, 8, 128, 77}, {2, 16, 4, 128, 1000}, {1, 8, 2, 64, 33},
+      {2, 32, 2, 64, 517},   {4, 28, 4, 128, 130}, {1, 4, 4, 64, 1}, {2, 12, 2, 128, 300}};
+  for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+    for (int v2 = 0; v2 < 2; v2++) {
+      int g = a[i].hl / a[i].kvl;
+      if (!v2 && g != 1 && g != 2 && g != 4 && g != 8 && g != 16) continue; /* v1 is built for these only */
+      if (check_decode(v2, a[i].b, a[i].hl, a[i].kvl, a[i].d, a[i].len, seed += 7, failed, e)) return -1;
+    }
+  return 0;
+}
+
+/* ---- timing ---- */
+
+typedef struct {
+  exec_gemm *gemm;
+  exec_gemm_shape s;
+  int impl; /* 0 cuBLASLt, 1 GEMV */
+  int nt, m;
+  long long n, k;
+  void *X, *Y, *pool;
+  float *ws;
+  size_t wbytes;
+  int copies;
+} gemm_ctx;
+
+static int gemm_launch(void *p, long long iter, ts_err *e) {
+  gemm_ctx *c = p;
+  const char *W = (const char *)c->pool + (size_t)(iter % c->copies) * c->wbytes;
+  if (c->impl == 0) return exec_gemm_run(c->gemm, &c->s, 1.f, c->X, W, 0.f, c->Y, NULL, e);
+  return c->nt ? infer_gemv_nt(c->X, W, c->Y, c->m, c->n, c->k, NULL, e)
+               : infer_gemv_nn(c->X, W, c->Y, c->ws, c->m, c->n, c->k, NULL, e);
+}
+
+typedef struct {
+  int v2;
+  infer_attn_dims a;
+  long long len;
+  void *q, *out, *part, *kpool, *vpool;
+  size_t cbytes;
+  int copies;
+} dec_ctx;
+
+static int dec_launch(void *p, long long iter, ts_err *e) {
+  dec_ctx *c = p;
+  size_t off = (size_t)(iter % c->copies) * c->cbytes;
+  return (c->v2 ? infer_decode_attention2 : infer_decode_attention)(c->q, (char *)c->kpool + off, (char *)c->vpool + off,
+                                                                    c->out, c->part, &c->a, c->len, NULL, e);
+}
+
+static int copy_launch(void *p, long long iter, ts_err *e) {
+  (void)iter;
+  void **b = p;
+  RT_CHECK_CUDA(e, cudaMemcpyAsync(b[1], b[0], POOL_BYTES / 2, cudaMemcpyDeviceToDevice, NULL));
+  return 0;
+}
+
+static void print_point(const char *what, double bytes, double us, double peak_gbps, double copy_gbps) {
+  double gbps = bytes / us * 1e-3;
+  printf("%-44s %10.2f us %8.0f GB/s %5.1f %% of %.0f %5.1f %% of copy\n", what, us, gbps, 100 * gbps / peak_gbps,
+         peak_gbps, 100 * gbps / copy_gbps);
+}
+
+static int time_gemms(const model_config *mc, const long long *batches, int nb, double peak, double copy, ts_err *e) {
+  const long long h = mc->hidden, d = model_head_dim(mc);
+  const struct { const char *name; int nt; long long n, k; } proj[] = {
+      {"qkv", 0, (mc->heads + 2LL * mc->kv_heads) * d, h}, {"attn_out", 0, h, (long long)mc->heads * d},
+      {"fc1", 0, 2LL * mc->ffn_hidden, h},                  {"fc2", 0, h, mc->ffn_hidden},
+      {"logits", 1, (long long)mc->vocab, h}};
+  long long maxm = 1;
+  for (int i = 0; i < nb; i++) maxm = batches[i] > maxm ? batches[i] : maxm;
+  gemm_ctx c = {0};
+  calib_budget bud = calib_budget_default(0);
+  void *streams[1] = {NULL};
+  int dev[1] = {0}, rc = -1;
+  cudaGetDevice(&dev[0]);
+  size_t wmax = 0;
+  for (int p = 0; p < 5; p++) {
+    size_t w = (size_t)proj[p].n * proj[p].k * 2;
+    wmax = w > wmax ? w : wmax;
+  }
+  size_t pool = wmax > POOL_BYTES ? 2 * wmax : POOL_BYTES + wmax;
+  if (exec_gemm_create(&c.gemm, e) || dev_random(&c.pool, pool / 2, 77, e) ||
+      dev_random(&c.X, (size_t)maxm * 2 * mc->ffn_hidden, 78, e))
+    goto out;
+  if (cudaMalloc(&c.Y, (size_t)maxm * mc->vocab * 2 + (size_t)maxm * 2 * mc->ffn_hidden * 2) != cudaSuccess ||
+      cudaMalloc((void **)&c.ws, infer_gemv_ws_bytes(INFER_GEMV_MAX_M, mc->vocab)) != cudaSuccess ||
+      cudaMemset(c.ws, 0, infer_gemv_ws_bytes(INFER_GEMV_MAX_M, mc->vocab)) != cudaSuccess) {
+    ts_fail_sys(e, "bench-decode: cudaMalloc failed");
+    goto out;
+  }
+  double step[2][16] = {{0}}; /* the sum over one layer's projections and the logits, per batch and impl */
+  for (int p = 0; p < 5; p++)
+    for (int bi = 0; bi < nb; bi++) {
+      c.nt = proj[p].nt, c.m = (int)batches[bi], c.n = proj[p].n, c.k = proj[p].k;
+      c.wbytes = (size_t)c.n * c.k * 2;
+      c.copies = (int)(pool / c.wbytes);
+      c.s = exec_gemm_packed(c.nt ? EXEC_GEMM_NT : EXEC_GEMM_NN, c.m, c.n, c.k);
+      double bytes = (double)c.wbytes + 2.0 * c.m * (c.n + c.k), us[2] = {0, 0};
+      for (c.impl = 0; c.impl < 2; c.impl++) {
+        if (c.impl == 1 && !infer_gemv_supported(c.m, c.n, c.k)) continue;
+        if (calib_time_us(gemm_launch, &c, streams, dev, 1, &bud, &us[c.impl], e)) goto out;
+        char what[96];
+        snprintf(what, sizeof what, "%s m=%d n=%lld k=%lld %s", proj[p].name, c.m, c.n, c.k,
+                 c.impl ? "gemv" : "cublaslt");
+        print_point(what, bytes, us[c.impl], peak, copy);
+        double wgt = p == 4 ? 1.0 / mc->layers : 1.0; /* logits once per step: per layer share */
+        if (bi < 16) step[c.impl][bi] += wgt * us[c.impl];
+      }
+      if (us[1] > 0) printf("  -> %s: gemv/cublaslt %.3f (%s)\n", proj[p].name, us[1] / us[0], us[1] < us[0] ? "gemv wins" : "cublaslt wins");
+    }
+  for (int bi = 0; bi < nb && bi < 16; bi++) {
+    double wb = 0;
+    for (int p = 0; p < 5; p++) wb += (double)proj[p].n * proj[p].k * 2 * (p == 4 ? 1.0 / mc->layers : 1.0);
+    double best = step[1][bi] > 0 && step[1][bi] < step[0][bi] ? step[1][bi] : step[0][bi];
+    printf("layer projections + logits/layers, batch %lld: cublaslt %.1f us (%.1f %% of %.0f), best of both %.1f us (%.1f %%)\n",
+           batches[bi], step[0][bi], 100 * wb / step[0][bi] * 1e-3 / peak, peak, best, 100 * wb / best * 1e-3 / peak);
+  }
+  rc = 0;
+out:
+  cudaFree(c.pool), cudaFree(c.X), cudaFree(c.Y), cudaFree(c.ws);
+  exec_gemm_destroy(c.gemm);
+  return rc;
+}
+
+static int time_decode(const model_config *mc, const long long *batches, int nb, const long long *kv, int nkv,
+                       double peak, double copy, ts_err *e) {
+  dec_ctx c = {0};
+  calib_budget bud = calib_budget_default(0);
+  void *streams[1] = {NULL};
+  int dev[1] = {0}, rc = -1;
+  cudaGetDevice(&dev[0]);
+  long long maxb = 1, maxkv = 1;
+  for (int i = 0; i < nb; i++) maxb = batches[i] > maxb ? batches[i] : maxb;
+  for (int i = 0; i < nkv; i++) maxkv = kv[i] > maxkv ? kv[i] : maxkv;
+  const int hl = mc->heads, kvl = mc->kv_heads, d = model_head_dim(mc);
+  size_t cmax = (size_t)maxb * kvl * maxkv * d * 2, pool = cmax > POOL_BYTES ? 2 * cmax : POOL_BYTES + cmax;
+  infer_attn_dims big = {.batch = (int)maxb, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = maxkv};
+  size_t pb = 0;
+  for (int i = 0; i < nkv; i++) {
+    size_t a = infer_decode_partial_bytes(&big, kv[i]), b = infer_decode2_partial_bytes(&big, kv[i]);
+    pb = a > pb ? a : pb, pb = b > pb ? b : pb;
+  }
+  if (dev_random(&c.q, (size_t)maxb * hl * d, 90, e) || dev_random(&c.kpool, pool / 2, 91, e) ||
+      dev_random(&c.vpool, pool / 2, 92, e))
+    goto out;
+  if (cudaMalloc(&c.out, (size_t)maxb * hl * d * 2) != cudaSuccess || cudaMalloc(&c.part, pb * 4) != cudaSuccess) {
+    ts_fail_sys(e, "bench-decode: cudaMalloc failed");
+    goto out;
+  }
+  for (int bi = 0; bi < nb; bi++)
+    for (int ki = 0; ki < nkv; ki++) {
+      c.a = (infer_attn_dims){.batch = (int)batches[bi], .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = kv[ki]};
+      c.len = kv[ki];
+      c.cbytes = (size_t)c.a.batch * kvl * kv[ki] * d * 2;
+      c.copies = (int)(pool / 2 / c.cbytes);
+      if (c.copies < 1) c.copies = 1;
+      double bytes = 2.0 * c.cbytes + 4.0 * c.a.batch * hl * d, us[2];
+      for (c.v2 = 0; c.v2 < 2; c.v2++) {
+        if (calib_time_us(dec_launch, &c, streams, dev, 1, &bud, &us[c.v2], e)) goto out;
+        char what[96];
+        snprintf(what, sizeof what, "decode attention b=%d kv=%lld %s", c.a.batch, c.len, c.v2 ? "v2" : "v1");
+        print_point(what, bytes, us[c.v2], peak, copy);
+      }
+      printf("  -> v2/v1 %.3f\n", us[1] / us[0]);
+    }
+  rc = 0;
+out:
+  cudaFree(c.q), cudaFree(c.kpool), cudaFree(c.vpool), cudaFree(c.out), cudaFree(c.part);
+  return rc;
+}
+
+static int parse_ll(const char *s, long long *v, int cap) {
+  int n = 0;
+  while (*s && n < cap) {
+    char *end;
+    long long x = strtoll(s, &end, 10);
+    if (end == s || x < 1 || x > (1LL << 20) || (*end && *end != ',')) return -1;
+    v[n++] = x;
+    s = *end ? end + 1 : end;
+  }
+  return *s ? -1 : n;
+}
+
+int bench_decode_main(int argc, char **argv) {
+  const char *model = "llama3-8b", *batches_s = "1,2,4,8,16,32,64", *kv_s = "128,1024,4096,8192";
+  double peak = 4800;
+  int check_only = 0;
+  for (int i = 1; i < argc; i++) {
+    int has = i + 1 < argc;
+    if (!strcmp(argv[i], "--check")) check_only = 1;
+    else if (!strcmp(argv[i], "--model") && has) model = argv[++i];
+    else if (!strcmp(argv[i], "--batches") && has) batches_s = argv[++i];
+    else if (!strcmp(argv[i], "--kv") && has) kv_s = argv[++i];
+    else if (!strcmp(argv[i], "--peak-gbps") && has) peak = atof(argv[++i]);
+    else {
+      fprintf(stderr,
+              "usage: tacorun bench-decode [--model NAME (llama3-8b)] [--batches LIST (1,2,4,8,16,32,64)]\n"
+              "                            [--kv LIST (128,1024,4096,8192)] [--peak-gbps G (4800: H200 datasheet)]\n"
+              "                            [--check (checks only)]\n"
+              "Checks the decode GEMV and attention kernels against plain-C references, then times the\n"
+              "model's decode projections (cuBLASLt and GEMV) and decode attention (v1, v2) per batch and\n"
+              "KV length: us, GB/s, %% of the --peak-gbps floor and of the measured copy rate.\n");
+      return strcmp(argv[i], "--help") ? 2 : 0;
+    }
+  }
+  long long batches[16], kv[16];
+  int nb = parse_ll(batches_s, batches, 16), nkv = parse_ll(kv_s, kv, 16);
+  if (nb < 1 || nkv < 1 || !(peak > 0)) {
+    fprintf(stderr, "tacorun bench-decode: --batches, --kv: comma-separated integers in [1, 2^20]; --peak-gbps > 0\n");
+    return 2;
+  }
+  ts_err e = {{0}, 0};
+  model_config mc;
+  if (model_load(model, NULL, &mc, &e)) {
+    fprintf(stderr, "tacorun bench-decode: %s\n", e.msg);
+    return e.bad_input ? 2 : 1;
+  }
+  int failed = 0;
+  if (run_checks(&failed, &e)) goto fail;
+  printf("checks: %d failed\n", failed);
+  if (check_only) return failed ? 1 : 0;
+  void *b[2] = {NULL, NULL};
+  double copy_us = 0;
+  calib_budget bud = calib_budget_default(0);
+  void *streams[1] = {NULL};
+  int dev[1] = {0};
+  if (cudaMalloc(&b[0], POOL_BYTES / 2) != cudaSuccess || cudaMalloc(&b[1], POOL_BYTES / 2) != cudaSuccess) {
+    ts_fail_sys(&e, "bench-decode: cudaMalloc failed");
+    goto fail;
+  }
+  if (calib_time_us(copy_launch, b, streams, dev, 1, &bud, &copy_us, &e)) goto fail;
+  double copy = 2.0 * (POOL_BYTES / 2) / copy_us * 1e-3; /* read + write */
+  cudaFree(b[0]), cudaFree(b[1]);
+  printf("device-to-device copy of %llu MiB: %.1f us, %.0f GB/s (read + write)\n", (unsigned long long)(POOL_BYTES >> 21),
+         copy_us, copy);
+  printf("model %s: hidden %d, heads %d / %d, ffn %d, vocab %d\n", mc.name, mc.hidden, mc.heads, mc.kv_heads,
+         mc.ffn_hidden, mc.vocab);
+  if (time_gemms(&mc, batches, nb, peak, copy, &e) || time_decode(&mc, batches, nb, kv, nkv, peak, copy, &e)) goto fail;
+  return failed ? 1 : 0;
+fail:
+  fprintf(stderr, "tacorun bench-decode: %s\n", e.msg);
+  return 1;
+}

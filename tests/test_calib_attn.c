@@ -1,0 +1,212 @@
+/* test_calib_attn.c — the calibration's "attention_shapes" section
+ * (schema/calibration_attn.c): strict loader, writer round trip, the
+ * nearest-shape lookup, the transfer to another GPU, and the simulator's
+ * attention ops priced from it (sim/sim_costs.c). */
+#define _XOPEN_SOURCE 700
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibration.h"
+#include "sim.h"
+#include "sim_costs.h"
+#include "sim_transfer.h"
+
+#define HEAD                                                                                                   \
+  "{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2.28\",\"transport\":\"nvlink\"," \
+  "\"measured_at\":\"now\""
+
+static const schema_roofline roof = {989e12, 4800e9, 450e9, 3.0, 1.0};
+
+static int load(const char *text, schema_calibration *c, ts_err *e) {
+  return schema_calibration_from_json_text(text, strlen(text), "a.json", c, e);
+}
+
+static void test_loads_and_round_trips(void) {
+  const char *text = HEAD ",\"attention_shapes\":["
+                          "{\"head_dim\":128,\"seq\":4096,\"batch\":1,\"heads\":32,\"kv_heads\":8,\"causal\":true,"
+                          "\"fwd_us\":575.5,\"bwd_us\":1858.25},"
+                          "{\"head_dim\":64,\"seq\":2048,\"batch\":2,\"heads\":16,\"kv_heads\":16,\"causal\":false,"
+                          "\"fwd_us\":100,\"bwd_us\":250}]}";
+  schema_calibration c, d;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load(text, &c, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(c.n_attn, 2);
+  /* sorted: causal false first */
+  CU_ASSERT_FALSE(c.attn[0].s.causal);
+  CU_ASSERT_EQUAL(c.attn[1].s.kv_heads, 8);
+  CU_ASSERT_EQUAL(c.attn[1].bwd_us, 1858.25);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_write(&c, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "w.json", &d, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(d.n_attn, 2);
+  for (int i = 0; i < 2; i++) {
+    const schema_attn_point *x = &c.attn[i], *y = &d.attn[i];
+    CU_ASSERT(x->s.head_dim == y->s.head_dim && x->s.seq == y->s.seq && x->s.batch == y->s.batch &&
+              x->s.heads == y->s.heads && x->s.kv_heads == y->s.kv_heads && x->s.causal == y->s.causal);
+    CU_ASSERT(x->fwd_us == y->fwd_us && x->bwd_us == y->bwd_us);
+  }
+  free(buf);
+  schema_calibration_free(&c);
+  schema_calibration_free(&d);
+}
+
+static void test_malformed_rejected(void) {
+  static const struct {
+    const char *section, *needle;
+  } cases[] = {
+      {"{}", "attention_shapes: must be an array"},
+      {"[1]", "attention_shapes[0]: must be an object"},
+      {"[{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":6,\"kv_heads\":4,\"causal\":true,\"fwd_us\":1,\"bwd_us\":2}]",
+       "attention_shapes[0].kv_heads"},
+      {"[{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":16,\"causal\":true,\"fwd_us\":1,\"bwd_us\":2}]",
+       "attention_shapes[0].kv_heads"},
+      {"[{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":8,\"fwd_us\":1,\"bwd_us\":2}]", "causal"},
+      {"[{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":8,\"causal\":true,\"fwd_us\":-1,\"bwd_us\":2}]",
+       "fwd_us"},
+      {"[{\"head_dim\":0,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":8,\"causal\":true,\"fwd_us\":1,\"bwd_us\":2}]",
+       "head_dim"},
+      {"[{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":8,\"causal\":true,\"fwd_us\":1,\"bwd_us\":2,"
+       "\"group\":1}]",
+       "attention_shapes[0].group: unknown field"},
+      {"[{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":8,\"causal\":true,\"fwd_us\":1,\"bwd_us\":2},"
+       "{\"head_dim\":128,\"seq\":64,\"batch\":2,\"heads\":8,\"kv_heads\":8,\"causal\":true,\"fwd_us\":1,\"bwd_us\":2},"
+       "{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":8,\"causal\":true,\"fwd_us\":3,\"bwd_us\":4}]",
+       "attention_shapes[2]: duplicate shape"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char text[1024];
+    snprintf(text, sizeof text, HEAD ",\"attention_shapes\":%s}", cases[i].section);
+    schema_calibration c;
+    ts_err e = {0};
+    CU_ASSERT_NOT_EQUAL(load(text, &c, &e), 0);
+    if (!strstr(e.msg, cases[i].needle)) fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, e.msg, cases[i].needle);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, cases[i].needle));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "a.json"));
+    CU_ASSERT_EQUAL(c.n_attn, 0);
+  }
+}
+
+/* Points all at one efficiency: every unmeasured shape of that causality is
+ * priced launch + roofline / efficiency, exactly; a measured one by its own time. */
+static void test_lookup_nearest_efficiency(void) {
+  schema_calibration c;
+  memset(&c, 0, sizeof c);
+  const double eff = 0.4;
+  int seqs[] = {1024, 2048, 8192}, bhs[] = {8, 32, 128}, groups[] = {1, 8};
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      for (int g = 0; g < 2; g++) {
+        schema_attn_shape s = {.head_dim = 128, .seq = seqs[i], .batch = 1, .heads = bhs[j],
+                               .kv_heads = bhs[j] / groups[g], .causal = true};
+        CU_ASSERT_EQUAL_FATAL(schema_calibration_add_attn(&c, &s, roof.launch_us + schema_attn_roof_us(&roof, &s, false) / eff,
+                                                          roof.launch_us + schema_attn_roof_us(&roof, &s, true) / eff),
+                              0);
+      }
+  schema_calibration_sort(&c);
+  schema_lookup l;
+  schema_lookup_init(&l, &c, &roof, NULL);
+  schema_attn_shape q = {.head_dim = 128, .seq = 4096, .batch = 2, .heads = 40, .kv_heads = 5, .causal = true};
+  double us;
+  for (int bwd = 0; bwd < 2; bwd++) {
+    CU_ASSERT_EQUAL_FATAL(schema_lookup_attn(&l, &q, bwd, &us), 0);
+    CU_ASSERT(fabs(us - (roof.launch_us + schema_attn_roof_us(&roof, &q, bwd) / eff)) <= 1e-9 * us);
+  }
+  /* a measured shape: its own time, even where the efficiencies differ */
+  c.attn[4].fwd_us *= 1.5;
+  schema_attn_shape m = c.attn[4].s;
+  CU_ASSERT_EQUAL(schema_lookup_attn(&l, &m, false, &us), 0);
+  CU_ASSERT_EQUAL(us, c.attn[4].fwd_us);
+  /* the same work split otherwise between batch and heads: that point's efficiency alone */
+  schema_attn_shape split = m;
+  split.batch *= 2, split.heads /= 2, split.kv_heads /= 2;
+  CU_ASSERT_EQUAL(schema_lookup_attn(&l, &split, false, &us), 0);
+  CU_ASSERT(fabs(us - c.attn[4].fwd_us) <= 1e-9 * us);
+  /* no point of that causality: 1, the caller falls back */
+  q.causal = false;
+  us = -7;
+  CU_ASSERT_EQUAL(schema_lookup_attn(&l, &q, false, &us), 1);
+  CU_ASSERT_EQUAL(us, -7);
+  schema_calibration_free(&c);
+}
+
+/* The transfer moves each point onto the target's roofline and keeps it. */
+static void test_transfer_keeps_points(void) {
+  schema_calibration c, t;
+  memset(&c, 0, sizeof c);
+  schema_attn_shape a = {128, 2048, 1, 32, 8, true}, b = {128, 8192, 4, 32, 8, true};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_attn(&c, &a, 100, 300), 0);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_attn(&c, &b, 5000, 15000), 0);
+  topo_gpu from = {0}, to = {0};
+  snprintf(from.name, sizeof from.name, "A");
+  snprintf(to.name, sizeof to.name, "B");
+  from.bf16_tflops = 989, from.hbm_gbps = 4800, to.bf16_tflops = 2 * 989, to.hbm_gbps = 8000;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &from, &to, 900, false, &t, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(t.n_attn, 2);
+  /* compute-bound at both sizes: twice the peak roughly halves the time above the floor */
+  CU_ASSERT(t.attn[1].fwd_us < 0.6 * 5000 && t.attn[1].fwd_us > 0.4 * 5000);
+  CU_ASSERT(t.attn[0].fwd_us <= 100 && t.attn[0].bwd_us <= 300);
+  schema_calibration_free(&c);
+  schema_calibration_free(&t);
+}
+
+static void repo_path(char *out, size_t n, const char *rel) { snprintf(out, n, "%s/%s", TACOSIM_SOURCE_DIR, rel); }
+
+/* A plan's attention ops are priced from "attention_shapes" when the
+ * calibration has them: its own shape (heads and key/value heads over TP,
+ * the micro-batch, the sequence), forward and backward. */
+static void test_sim_prices_attention_by_shape(void) {
+  static plan p;
+  static sim_costs costs;
+  ts_err e = {0};
+  char path[4096];
+  repo_path(path, sizeof path, "experiments/plans/gpt-h4096-tp2-none.json");
+  CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
+  char text[2048];
+  snprintf(text, sizeof text,
+           HEAD ",\"kernels\":{\"attention\":[{\"flops\":1e9,\"us\":10},{\"flops\":1e13,\"us\":20000}]},"
+                "\"attention_shapes\":[{\"head_dim\":%d,\"seq\":%d,\"batch\":%d,\"heads\":%d,\"kv_heads\":%d,"
+                "\"causal\":true,\"fwd_us\":123,\"bwd_us\":456}]}",
+           model_head_dim(&p.model), p.seq, p.micro_batch, p.model.heads / p.tp, p.model.kv_heads / p.tp);
+  schema_calibration c;
+  CU_ASSERT_EQUAL_FATAL(load(text, &c, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
+  plan_program prog = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int seen[2] = {0, 0};
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops ||
+        costs.mops[op->model_op].kind != MODEL_OP_ATTENTION)
+      continue;
+    int bwd = op->phase == PLAN_PHASE_BWD;
+    double s;
+    CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &s, &e), 0);
+    CU_ASSERT(fabs(s * 1e6 - (bwd ? 456 : 123)) <= 1e-9);
+    seen[bwd]++;
+  }
+  CU_ASSERT_TRUE(seen[0] > 0 && seen[1] > 0);
+  plan_program_free(&prog);
+  schema_calibration_free(&c);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("calib_attn", NULL, NULL);
+  CU_add_test(s, "attention_shapes load sorted and write back the same", test_loads_and_round_trips);
+  CU_add_test(s, "malformed attention_shapes are rejected naming the field", test_malformed_rejected);
+  CU_add_test(s, "an unmeasured shape: the nearest shapes' efficiency", test_lookup_nearest_efficiency);
+  CU_add_test(s, "the transfer to another GPU moves the points", test_transfer_keeps_points);
+  CU_add_test(s, "the simulator prices attention ops by their shape", test_sim_prices_attention_by_shape);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
