@@ -348,6 +348,7 @@ static const struct {
 } tacorun_commands[] = {
     {"bench-codec", {"runtime/bench/bench_codec.c"}},
     {"bench-comm", {"runtime/bench/bench_comm.c"}},
+    {"bench-decode", {"runtime/bench/bench_decode.c"}},
     {"calibrate", {"runtime/calibrate/calibrate.c"}},
     {"calibrate-infer", {"runtime/calibrate/calibrate_infer.c"}},
     {"execute", {"runtime/exec/exec_execute.c", "runtime/infer/infer_run.c"}},
