@@ -88,6 +88,12 @@ static void collect(slot *s, schema_result *results, bool *ok, char (*errors)[20
 int sim_search_simulate_many(const plan *plans, int n, const schema_calibration *cal, int jobs,
                              schema_result *results, bool *ok, char (*errors)[200],
                              void (*progress)(int done, int total, void *arg), void *arg, ts_err *e) {
+  return sim_search_simulate_indexed(plans, NULL, n, cal, jobs, results, ok, errors, progress, arg, e);
+}
+
+int sim_search_simulate_indexed(const plan *plans, const int *index, int n, const schema_calibration *cal, int jobs,
+                                schema_result *results, bool *ok, char (*errors)[200],
+                                void (*progress)(int done, int total, void *arg), void *arg, ts_err *e) {
   if (jobs < 1) jobs = 1;
   if (jobs > 256) jobs = 256;
   slot slots[256];
@@ -107,7 +113,7 @@ int sim_search_simulate_many(const plan *plans, int n, const schema_calibration 
       }
       if (pid == 0) {
         close(fds[0]);
-        run_worker(&plans[next], cal, fds[1]);
+        run_worker(&plans[index ? index[next] : next], cal, fds[1]);
       }
       close(fds[1]);
       int s = 0;

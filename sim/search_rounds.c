@@ -1,0 +1,212 @@
+/* search_rounds.c — the search's simulations, in rounds, skipping those that
+ * cannot reach the printed rows, spread over MPI processes when there are
+ * several.
+ *
+ * Each candidate gets a bound (search_bound.c): its simulation cannot give
+ * more tokens/s. Candidates run best bound first, o->jobs per process per
+ * round; before each round every candidate whose bound is below the top-th
+ * best simulated figure so far is dropped: at least `top` candidates beat it
+ * for certain, so it would not be printed. The printed rows are therefore
+ * those of the exhaustive search (`--exhaustive` simulates everything). The
+ * uncompressed run of a layout with a printed compressed row is simulated in
+ * the end if it was dropped, for that row's speedup. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "search.h"
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* One simulation's headline figures, as the processes exchange them. */
+typedef struct {
+  int ok;
+  double iteration_s, tokens_per_s, tflops_per_gpu, mfu, memory_bytes;
+  schema_breakdown breakdown;
+  char error[200];
+} sim_out;
+
+enum { PENDING, DONE, PRUNED };
+
+typedef struct {
+  const plan *plans;
+  sim_search_candidate *cands;
+  const schema_calibration *cal;
+  const sim_search_options *o;
+  int n, done_count;
+  void (*progress)(int done, int total, void *arg);
+  void *arg;
+} rounds;
+
+static void store(sim_search_candidate *k, const sim_out *m) {
+  k->simulated = m->ok;
+  k->sim_failed = !m->ok;
+  if (!m->ok) {
+    snprintf(k->error, sizeof k->error, "%.199s", m->error);
+    return;
+  }
+  k->sim_iteration_s = m->iteration_s;
+  k->sim_tokens_per_s = m->tokens_per_s;
+  k->sim_tflops_per_gpu = m->tflops_per_gpu;
+  k->sim_mfu = m->mfu;
+  k->sim_breakdown = m->breakdown;
+  if (m->memory_bytes > 0) k->memory_bytes = m->memory_bytes;
+}
+
+/* Simulates cands[batch[j]], j < m: process p takes j = p, p + size, ...;
+ * then every process gets every result. */
+static int run_batch(rounds *R, const int *batch, int m, ts_err *e) {
+  int size = sim_search_mpi_size(), me = sim_search_mpi_rank();
+  int per = (m + size - 1) / size, mine = 0;
+  int *index = calloc((size_t)(per ? per : 1), sizeof *index);
+  schema_result *res = calloc((size_t)(per ? per : 1), sizeof *res);
+  bool *ok = calloc((size_t)(per ? per : 1), sizeof *ok);
+  char(*errors)[200] = calloc((size_t)(per ? per : 1), sizeof *errors);
+  sim_out *out = calloc((size_t)(per ? per : 1), sizeof *out), *all = calloc((size_t)per * size + 1, sizeof *all);
+  int rc = -1;
+  if (!index || !res || !ok || !errors || !out || !all) {
+    ts_fail_sys(e, "search: out of memory");
+    goto done;
+  }
+  for (int j = me; j < m; j += size) index[mine++] = batch[j];
+  if (mine && sim_search_simulate_indexed(R->plans, index, mine, R->cal, R->o->jobs, res, ok, errors, NULL, NULL, e))
+    goto done;
+  for (int x = 0; x < mine; x++) {
+    out[x].ok = ok[x];
+    if (ok[x]) {
+      out[x].iteration_s = res[x].iteration_time_s;
+      out[x].tokens_per_s = res[x].tokens_per_s;
+      out[x].tflops_per_gpu = res[x].tflops_per_gpu;
+      out[x].mfu = res[x].mfu;
+      out[x].memory_bytes = res[x].memory_per_gpu_bytes;
+      out[x].breakdown = res[x].breakdown;
+    } else
+      snprintf(out[x].error, sizeof out[x].error, "%s", errors[x]);
+  }
+  if (sim_search_mpi_allgather(out, all, sizeof *out * (size_t)per, e)) goto done;
+  for (int j = 0; j < m; j++) store(&R->cands[batch[j]], &all[(size_t)(j % size) * per + j / size]);
+  R->done_count += m;
+  if (R->progress) R->progress(R->done_count, R->n, R->arg);
+  rc = 0;
+done:
+  free(index);
+  free(res); /* headline results only: nothing inside to free */
+  free(ok);
+  free(errors);
+  free(out);
+  free(all);
+  return rc;
+}
+
+/* The top-th best simulated tokens/s of the printed (non-sample) candidates; 0 while fewer ran. */
+static double threshold(const sim_search_candidate *c, int n, int top) {
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  if (!v) return 0; /* no pruning: the exhaustive answer */
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (c[i].simulated && !c[i].sample) v[m++] = c[i].sim_tokens_per_s;
+  double t = 0;
+  if (m >= top) { /* partial selection of the top-th largest */
+    for (int a = 0; a < top; a++)
+      for (int b = a + 1; b < m; b++)
+        if (v[b] > v[a]) {
+          double x = v[a];
+          v[a] = v[b];
+          v[b] = x;
+        }
+    t = v[top - 1];
+  }
+  free(v);
+  return t;
+}
+
+static const sim_search_candidate *sort_base;
+static int by_bound(const void *a, const void *b) { /* unknown bounds (0) first, then the highest */
+  double x = sort_base[*(const int *)a].bound_tokens_per_s, y = sort_base[*(const int *)b].bound_tokens_per_s;
+  if (x == 0 || y == 0) return (x != 0) - (y != 0);
+  if (x != y) return x < y ? 1 : -1;
+  return *(const int *)a - *(const int *)b;
+}
+
+int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, int n, const schema_calibration *cal,
+                              const sim_search_options *o, sim_search_result *r,
+                              void (*progress)(int done, int total, void *arg), void *arg, ts_err *e) {
+  rounds R = {.plans = plans, .cands = cands, .cal = cal, .o = o, .n = n, .progress = progress, .arg = arg};
+  int top = o->top > 0 ? o->top : 10, size = sim_search_mpi_size();
+  int *order = malloc(sizeof(int) * (size_t)(n ? n : 1)), *batch = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  unsigned char *state = calloc((size_t)(n ? n : 1), 1);
+  int rc = -1;
+  if (!order || !batch || !state) {
+    ts_fail_sys(e, "search: out of memory");
+    goto done;
+  }
+  for (int i = 0; i < n; i++) order[i] = i;
+  r->processes = size;
+  double t0 = now_s();
+  for (int i = 0; i < n; i++) {
+    double lower;
+    ts_err sub = {0};
+    cands[i].bound_tokens_per_s = 0; /* unknown: always simulated (its failure is then reported) */
+    if (!cands[i].sample && sim_search_bound_plan(&plans[i], cal, &lower, &sub) == 0 && lower > 0)
+      /* (a millionth above: the replay sums the same times in another order than the simulation) */
+      cands[i].bound_tokens_per_s = (double)plans[i].global_batch * plans[i].seq / lower * (1 + 1e-6);
+  }
+  r->bound_s = now_s() - t0;
+  if (o->exhaustive) { /* one round of everything, longest first as given (the bounds only reported) */
+    if (run_batch(&R, order, n, e)) goto done;
+    r->simulations = n;
+    rc = 0;
+    goto done;
+  }
+  sort_base = cands;
+  qsort(order, (size_t)n, sizeof *order, by_bound);
+  int per_round = (o->jobs > 0 ? o->jobs : 1) * size;
+  for (;;) {
+    double t = threshold(cands, n, top);
+    int m = 0;
+    for (int x = 0; x < n; x++) {
+      int i = order[x];
+      if (state[i] != PENDING) continue;
+      if (t > 0 && cands[i].bound_tokens_per_s > 0 && cands[i].bound_tokens_per_s < t) {
+        state[i] = PRUNED;
+        continue;
+      }
+      if (m < per_round) batch[m++] = i;
+    }
+    if (m == 0) break;
+    for (int j = 0; j < m; j++) state[batch[j]] = DONE;
+    if (run_batch(&R, batch, m, e)) goto done;
+  }
+  /* the uncompressed run of each layout whose compressed row is printed, if dropped */
+  double t = threshold(cands, n, top);
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    if (!cands[i].simulated || cands[i].sample || cands[i].codec == SIM_SEARCH_CODEC_NONE ||
+        cands[i].sim_tokens_per_s < t)
+      continue;
+    for (int j = 0; j < n; j++)
+      if (state[j] == PRUNED && cands[j].codec == SIM_SEARCH_CODEC_NONE && !cands[j].sample &&
+          sim_search_same_layout(&cands[j].layout, &cands[i].layout)) {
+        state[j] = DONE;
+        batch[m++] = j;
+      }
+  }
+  if (m && run_batch(&R, batch, m, e)) goto done;
+  if (progress && R.done_count < n) progress(n, n, arg); /* the dropped ones count as done */
+  r->simulations = r->pruned = 0;
+  for (int i = 0; i < n; i++) {
+    cands[i].pruned = state[i] == PRUNED;
+    r->pruned += state[i] == PRUNED;
+    r->simulations += state[i] == DONE;
+  }
+  rc = 0;
+done:
+  free(order);
+  free(batch);
+  free(state);
+  return rc;
+}
