@@ -33,6 +33,9 @@ add_test(NAME search_prune COMMAND test_search_prune)
 
 # Under mpirun -np 2 the search prints the ranking one process prints
 # (scripts compare the outputs without their time lines).
+if(NOT DEFINED MPI_C_FOUND)
+  find_package(MPI COMPONENTS C QUIET) # (found in sim/'s scope too; variables do not cross directories)
+endif()
 if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
   add_test(NAME search_mpi COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/search_mpi.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:search_cli>)
   set_tests_properties(search_mpi PROPERTIES
