@@ -195,8 +195,8 @@ int sim_search_bound_plan(const plan *p, const schema_calibration *cal, double *
 
 /* Simulates the candidates cands[i] (plans[i]) for i < n, filling each one's
  * simulated figures, failure or `pruned` (search_rounds.c). Unless
- * o->exhaustive, candidates go best bound first in rounds of o->jobs per
- * process; a candidate whose bound is below the o->top-th best simulated
+ * o->exhaustive, candidates go best bound first (one process: as workers
+ * free up; MPI: in rounds of o->jobs per process); a candidate whose bound is below the o->top-th best simulated
  * figure is not simulated (it cannot be printed), except the uncompressed run
  * of a layout with a printed row (its speedup needs it). Under mpirun the
  * rounds are spread over the processes (search_mpi.c); every process gets
@@ -216,10 +216,19 @@ int sim_search_mpi_local_size(void); /* processes of this job on this machine */
 /* Every process gives `bytes` bytes; all[k * bytes ...] gets process k's. */
 int sim_search_mpi_allgather(const void *mine, void *all, size_t bytes, ts_err *e);
 
-/* The same for plans[index[i]], i < n (results[i], ok[i], errors[i] get plan index[i]'s). */
+/* The same for plans[index[i]], i < n (results[i], ok[i], errors[i] get plan
+ * index[i]'s; index NULL: plans[i]). Hooks (each may be NULL): skip(i) before
+ * starting i (true: not simulated, its results untouched), finished(i) when
+ * its results are in, progress as above. */
+typedef struct {
+  bool (*skip)(int i, void *arg);
+  void (*finished)(int i, void *arg);
+  void (*progress)(int done, int total, void *arg);
+  void *arg;
+} sim_search_hooks;
 int sim_search_simulate_indexed(const plan *plans, const int *index, int n, const schema_calibration *cal, int jobs,
-                                schema_result *results, bool *ok, char (*errors)[200],
-                                void (*progress)(int done, int total, void *arg), void *arg, ts_err *e);
+                                schema_result *results, bool *ok, char (*errors)[200], const sim_search_hooks *h,
+                                ts_err *e);
 
 /* Spearman rank correlation of x and y (n >= 2); ties get their mean rank. */
 double sim_search_spearman(const double *x, const double *y, int n);

@@ -44,7 +44,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   else
     fprintf(out,
             "              %d simulations avoided: their bound (programs replayed without contention, compute at the fastest "
-            "clock) is below the %d-th best "
+            "clock) is below the #%d "
             "simulated (--exhaustive runs them)\n",
             r->pruned, o->top > 0 ? o->top : 10);
   fprintf(out, "time          %.2f s (enumerate %.2f, memory + estimate %.2f, simulate %.2f of which bounds %.2f)\n\n",

@@ -3,8 +3,9 @@
  * several.
  *
  * Each candidate gets a bound (search_bound.c): its simulation cannot give
- * more tokens/s. Candidates run best bound first, o->jobs per process per
- * round; before each round every candidate whose bound is below the top-th
+ * more tokens/s. Candidates run best bound first: in one process each is
+ * checked when a worker frees up; under MPI in rounds of o->jobs per process,
+ * checked before each round. A candidate whose bound is below the top-th
  * best simulated figure so far is dropped: at least `top` candidates beat it
  * for certain, so it would not be printed. The printed rows are therefore
  * those of the exhaustive search (`--exhaustive` simulates everything). The
@@ -57,6 +58,21 @@ static void store(sim_search_candidate *k, const sim_out *m) {
   if (m->memory_bytes > 0) k->memory_bytes = m->memory_bytes;
 }
 
+static void pack(sim_out *m, const schema_result *r, bool ok, const char *error) {
+  memset(m, 0, sizeof *m);
+  m->ok = ok;
+  if (!ok) {
+    snprintf(m->error, sizeof m->error, "%s", error);
+    return;
+  }
+  m->iteration_s = r->iteration_time_s;
+  m->tokens_per_s = r->tokens_per_s;
+  m->tflops_per_gpu = r->tflops_per_gpu;
+  m->mfu = r->mfu;
+  m->memory_bytes = r->memory_per_gpu_bytes;
+  m->breakdown = r->breakdown;
+}
+
 /* Simulates cands[batch[j]], j < m: process p takes j = p, p + size, ...;
  * then every process gets every result. */
 static int run_batch(rounds *R, const int *batch, int m, ts_err *e) {
@@ -73,20 +89,9 @@ static int run_batch(rounds *R, const int *batch, int m, ts_err *e) {
     goto done;
   }
   for (int j = me; j < m; j += size) index[mine++] = batch[j];
-  if (mine && sim_search_simulate_indexed(R->plans, index, mine, R->cal, R->o->jobs, res, ok, errors, NULL, NULL, e))
+  if (mine && sim_search_simulate_indexed(R->plans, index, mine, R->cal, R->o->jobs, res, ok, errors, NULL, e))
     goto done;
-  for (int x = 0; x < mine; x++) {
-    out[x].ok = ok[x];
-    if (ok[x]) {
-      out[x].iteration_s = res[x].iteration_time_s;
-      out[x].tokens_per_s = res[x].tokens_per_s;
-      out[x].tflops_per_gpu = res[x].tflops_per_gpu;
-      out[x].mfu = res[x].mfu;
-      out[x].memory_bytes = res[x].memory_per_gpu_bytes;
-      out[x].breakdown = res[x].breakdown;
-    } else
-      snprintf(out[x].error, sizeof out[x].error, "%s", errors[x]);
-  }
+  for (int x = 0; x < mine; x++) pack(&out[x], &res[x], ok[x], errors[x]);
   if (sim_search_mpi_allgather(out, all, sizeof *out * (size_t)per, e)) goto done;
   for (int j = 0; j < m; j++) store(&R->cands[batch[j]], &all[(size_t)(j % size) * per + j / size]);
   R->done_count += m;
@@ -122,6 +127,59 @@ static double threshold(const sim_search_candidate *c, int n, int top) {
   }
   free(v);
   return t;
+}
+
+/* One process: the workers take the candidates in order as they free up,
+ * each checked against the threshold of the results in so far. */
+typedef struct {
+  rounds *R;
+  const int *order;
+  unsigned char *state;
+  int top;
+  schema_result *res;
+  bool *ok;
+  char (*errors)[200];
+} dynamic;
+
+static bool dynamic_skip(int pos, void *arg) {
+  dynamic *d = arg;
+  int i = d->order[pos];
+  const sim_search_candidate *k = &d->R->cands[i];
+  double t = threshold(d->R->cands, d->R->n, d->top);
+  if (!k->sample && t > 0 && k->bound_tokens_per_s > 0 && k->bound_tokens_per_s < t) {
+    d->state[i] = PRUNED;
+    return true;
+  }
+  d->state[i] = DONE;
+  return false;
+}
+
+static void dynamic_finished(int pos, void *arg) {
+  dynamic *d = arg;
+  sim_out m;
+  pack(&m, &d->res[pos], d->ok[pos], d->errors[pos]);
+  store(&d->R->cands[d->order[pos]], &m);
+  d->R->done_count++;
+  if (d->R->progress) d->R->progress(d->R->done_count, d->R->n, d->R->arg);
+}
+
+static int run_dynamic(rounds *R, const int *order, unsigned char *state, int top, ts_err *e) {
+  int n = R->n;
+  schema_result *res = calloc((size_t)(n ? n : 1), sizeof *res);
+  bool *ok = calloc((size_t)(n ? n : 1), sizeof *ok);
+  char(*errors)[200] = calloc((size_t)(n ? n : 1), sizeof *errors);
+  int rc = -1;
+  if (!res || !ok || !errors)
+    ts_fail_sys(e, "search: out of memory");
+  else {
+    dynamic d = {R, order, state, top, res, ok, errors};
+    sim_search_hooks h = {.skip = dynamic_skip, .finished = dynamic_finished, .arg = &d};
+    rc = sim_search_simulate_indexed(R->plans, order, n, R->cal, R->o->jobs, res, ok, errors, &h, e);
+  }
+  free(res);
+  free(ok);
+  free(errors);
+  return rc;
 }
 
 static const sim_search_candidate *sort_base;
@@ -165,7 +223,8 @@ int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, in
   sort_base = cands;
   qsort(order, (size_t)n, sizeof *order, by_bound);
   int per_round = (o->jobs > 0 ? o->jobs : 1) * size;
-  for (;;) {
+  if (size == 1 && run_dynamic(&R, order, state, top, e)) goto done;
+  for (; size > 1;) { /* several processes: rounds, each spread over them */
     double t = threshold(cands, n, top);
     int m = 0;
     for (int x = 0; x < n; x++) {
