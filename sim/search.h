@@ -129,6 +129,7 @@ typedef struct {
   double headroom_fraction; /* or this fraction of the HBM (--headroom 0.1) */
   const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
   bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */
+  bool bounds_all;        /* (tests) compute every candidate's bound, even where none is needed */
 } sim_search_options;
 
 /* One simulated or estimated candidate. */
@@ -189,13 +190,14 @@ int sim_search_simulate_many(const plan *plans, int n, const schema_calibration 
                              void (*progress)(int done, int total, void *arg), void *arg, ts_err *e);
 
 /* Lower bound on the iteration time `tacosim simulate --mode reduced` gives a
- * plan (search_bound.c): the largest sum over the simulated ranks of their
- * compute ops, each at the fastest clock the calibration allows. */
+ * plan (search_bound.c): the reduced mode's programs replayed without
+ * contention, compute at the fastest clock the calibration allows,
+ * communication at its calibrated (intra-node) or codec-only (cross-node) time. */
 int sim_search_bound_plan(const plan *p, const schema_calibration *cal, double *lower_s, ts_err *e);
 
 /* Simulates the candidates cands[i] (plans[i]) for i < n, filling each one's
  * simulated figures, failure or `pruned` (search_rounds.c). Unless
- * o->exhaustive, candidates go best bound first (one process: as workers
+ * o->exhaustive, candidates go best estimate first (one process: as workers
  * free up; MPI: in rounds of o->jobs per process); a candidate whose bound is below the o->top-th best simulated
  * figure is not simulated (it cannot be printed), except the uncompressed run
  * of a layout with a printed row (its speedup needs it). Under mpirun the

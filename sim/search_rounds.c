@@ -3,7 +3,8 @@
  * several.
  *
  * Each candidate gets a bound (search_bound.c): its simulation cannot give
- * more tokens/s. Candidates run best bound first: in one process each is
+ * more tokens/s, computed when first needed. Candidates run best estimate
+ * first: in one process each is
  * checked when a worker frees up; under MPI in rounds of o->jobs per process,
  * checked before each round. A candidate whose bound is below the top-th
  * best simulated figure so far is dropped: at least `top` candidates beat it
@@ -41,7 +42,33 @@ typedef struct {
   int n, done_count;
   void (*progress)(int done, int total, void *arg);
   void *arg;
+  unsigned char *bounded; /* bound computed (or tried) */
+  double bound_s;
 } rounds;
+
+/* Candidate i's bound, computed the first time it is needed (a second or so
+ * for a long pipeline: only candidates reached once `top` results are in pay it). */
+static double bound_of(rounds *R, int i) {
+  sim_search_candidate *k = &R->cands[i];
+  if (!R->bounded[i]) {
+    double t0 = now_s(), lower;
+    ts_err sub = {0};
+    R->bounded[i] = 1;
+    k->bound_tokens_per_s = 0; /* unknown: always simulated (its failure is then reported) */
+    if (!k->sample && sim_search_bound_plan(&R->plans[i], R->cal, &lower, &sub) == 0 && lower > 0)
+      /* (a millionth above: the replay sums the same times in another order than the simulation) */
+      k->bound_tokens_per_s = (double)R->plans[i].global_batch * R->plans[i].seq / lower * (1 + 1e-6);
+    R->bound_s += now_s() - t0;
+  }
+  return k->bound_tokens_per_s;
+}
+
+/* Whether candidate i cannot reach the printed rows, given threshold t. */
+static bool below(rounds *R, int i, double t) {
+  if (R->cands[i].sample || t <= 0) return false;
+  double b = bound_of(R, i);
+  return b > 0 && b < t;
+}
 
 static void store(sim_search_candidate *k, const sim_out *m) {
   k->simulated = m->ok;
@@ -144,9 +171,7 @@ typedef struct {
 static bool dynamic_skip(int pos, void *arg) {
   dynamic *d = arg;
   int i = d->order[pos];
-  const sim_search_candidate *k = &d->R->cands[i];
-  double t = threshold(d->R->cands, d->R->n, d->top);
-  if (!k->sample && t > 0 && k->bound_tokens_per_s > 0 && k->bound_tokens_per_s < t) {
+  if (below(d->R, i, threshold(d->R->cands, d->R->n, d->top))) {
     d->state[i] = PRUNED;
     return true;
   }
@@ -183,9 +208,8 @@ static int run_dynamic(rounds *R, const int *order, unsigned char *state, int to
 }
 
 static const sim_search_candidate *sort_base;
-static int by_bound(const void *a, const void *b) { /* unknown bounds (0) first, then the highest */
-  double x = sort_base[*(const int *)a].bound_tokens_per_s, y = sort_base[*(const int *)b].bound_tokens_per_s;
-  if (x == 0 || y == 0) return (x != 0) - (y != 0);
+static int by_estimate(const void *a, const void *b) { /* best estimate first (samples too: never dropped) */
+  double x = sort_base[*(const int *)a].est.tokens_per_s, y = sort_base[*(const int *)b].est.tokens_per_s;
   if (x != y) return x < y ? 1 : -1;
   return *(const int *)a - *(const int *)b;
 }
@@ -196,32 +220,27 @@ int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, in
   rounds R = {.plans = plans, .cands = cands, .cal = cal, .o = o, .n = n, .progress = progress, .arg = arg};
   int top = o->top > 0 ? o->top : 10, size = sim_search_mpi_size();
   int *order = malloc(sizeof(int) * (size_t)(n ? n : 1)), *batch = malloc(sizeof(int) * (size_t)(n ? n : 1));
-  unsigned char *state = calloc((size_t)(n ? n : 1), 1);
+  unsigned char *state = calloc((size_t)(n ? n : 1), 1), *state_bounded = calloc((size_t)(n ? n : 1), 1);
   int rc = -1;
-  if (!order || !batch || !state) {
+  if (!order || !batch || !state || !state_bounded) {
     ts_fail_sys(e, "search: out of memory");
     goto done;
   }
   for (int i = 0; i < n; i++) order[i] = i;
   r->processes = size;
-  double t0 = now_s();
-  for (int i = 0; i < n; i++) {
-    double lower;
-    ts_err sub = {0};
-    cands[i].bound_tokens_per_s = 0; /* unknown: always simulated (its failure is then reported) */
-    if (!cands[i].sample && sim_search_bound_plan(&plans[i], cal, &lower, &sub) == 0 && lower > 0)
-      /* (a millionth above: the replay sums the same times in another order than the simulation) */
-      cands[i].bound_tokens_per_s = (double)plans[i].global_batch * plans[i].seq / lower * (1 + 1e-6);
-  }
-  r->bound_s = now_s() - t0;
-  if (o->exhaustive) { /* one round of everything, longest first as given (the bounds only reported) */
+  R.bounded = state_bounded;
+  if (o->bounds_all) /* (tests: every bound, to hold them against the simulations) */
+    for (int i = 0; i < n; i++) bound_of(&R, i);
+  if (o->exhaustive) { /* one round of everything, longest first as given */
     if (run_batch(&R, order, n, e)) goto done;
     r->simulations = n;
+    r->bound_s = R.bound_s;
     rc = 0;
     goto done;
   }
+  /* the best estimates first: their figures raise the threshold soonest */
   sort_base = cands;
-  qsort(order, (size_t)n, sizeof *order, by_bound);
+  qsort(order, (size_t)n, sizeof *order, by_estimate);
   int per_round = (o->jobs > 0 ? o->jobs : 1) * size;
   if (size == 1 && run_dynamic(&R, order, state, top, e)) goto done;
   for (; size > 1;) { /* several processes: rounds, each spread over them */
@@ -230,7 +249,7 @@ int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, in
     for (int x = 0; x < n; x++) {
       int i = order[x];
       if (state[i] != PENDING) continue;
-      if (t > 0 && cands[i].bound_tokens_per_s > 0 && cands[i].bound_tokens_per_s < t) {
+      if (below(&R, i, t)) {
         state[i] = PRUNED;
         continue;
       }
@@ -256,6 +275,7 @@ int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, in
   }
   if (m && run_batch(&R, batch, m, e)) goto done;
   if (progress && R.done_count < n) progress(n, n, arg); /* the dropped ones count as done */
+  r->bound_s = R.bound_s;
   r->simulations = r->pruned = 0;
   for (int i = 0; i < n; i++) {
     cands[i].pruned = state[i] == PRUNED;
@@ -267,5 +287,6 @@ done:
   free(order);
   free(batch);
   free(state);
+  free(state_bounded);
   return rc;
 }

@@ -20,7 +20,7 @@ static int printed(const sim_search_result *r, int top, const sim_search_candida
 static void check_case(const char *model, const char *cluster, int gpus, int top, bool expect_pruned) {
   sim_search_options o = {.model = model, .cluster = cluster, .gpus = gpus, .global_batch = 16,
                           .codecs = (1u << SIM_SEARCH_CODEC_COUNT) - 1, .top = top, .simulate = 8, .jobs = 2,
-                          .max_micro = 4};
+                          .max_micro = 4, .bounds_all = true};
   sim_search_result ex, pr;
   ts_err e = {0};
   o.exhaustive = true;
