@@ -9,7 +9,10 @@
  *      iteration time (calibrated op costs, alpha-beta collectives, bubble);
  *   4. simulate the best few layouts under every codec policy on SimGrid, in
  *      forked worker processes (SimGrid initialises once per process), and
- *      report them with each codec's speedup over the same layout uncompressed.
+ *      report them with each codec's speedup over the same layout uncompressed;
+ *      a candidate whose lower bound (search_bound.c) cannot reach the printed
+ *      rows is not simulated (search_rounds.c; --exhaustive simulates all), and
+ *      under mpirun the simulations are spread over the processes (search_mpi.c).
  * The enumeration, the filter and the estimate are plain functions so the
  * tests can check them against hand-worked cases. */
 #ifndef SIM_SEARCH_H

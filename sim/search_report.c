@@ -39,13 +39,14 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
           r->failures, o->jobs);
   if (r->processes > 1) fprintf(out, " in each of %d MPI processes", r->processes);
   fputc('\n', out);
-  if (o->exhaustive)
+  if (r->candidates == 0)
+    ; /* nothing simulated (--simulate 0) */
+  else if (o->exhaustive)
     fprintf(out, "              --exhaustive: every candidate simulated\n");
   else
     fprintf(out,
             "              %d simulations avoided: their bound (programs replayed without contention, compute at the fastest "
-            "clock) is below the #%d "
-            "simulated (--exhaustive runs them)\n",
+            "clock) is below row %d's simulated tokens/s (--exhaustive runs them)\n",
             r->pruned, o->top > 0 ? o->top : 10);
   fprintf(out, "time          %.2f s (enumerate %.2f, memory + estimate %.2f, simulate %.2f of which bounds %.2f)\n\n",
           r->total_s, r->enumerate_s, r->estimate_s, r->simulate_s, r->bound_s);
