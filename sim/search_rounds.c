@@ -116,8 +116,14 @@ static int run_batch(rounds *R, const int *batch, int m, ts_err *e) {
     goto done;
   }
   for (int j = me; j < m; j += size) index[mine++] = batch[j];
-  if (mine && sim_search_simulate_indexed(R->plans, index, mine, R->cal, R->o->jobs, res, ok, errors, NULL, e))
-    goto done;
+  /* A process that cannot run its share (fork, pipe) still takes part in the
+   * gather, its candidates failed with the reason: the others would wait forever. */
+  ts_err sub = {0};
+  if (mine && sim_search_simulate_indexed(R->plans, index, mine, R->cal, R->o->jobs, res, ok, errors, NULL, &sub))
+    for (int x = 0; x < mine; x++) {
+      ok[x] = false;
+      snprintf(errors[x], sizeof errors[x], "%.199s", sub.msg);
+    }
   for (int x = 0; x < mine; x++) pack(&out[x], &res[x], ok[x], errors[x]);
   if (sim_search_mpi_allgather(out, all, sizeof *out * (size_t)per, e)) goto done;
   for (int j = 0; j < m; j++) store(&R->cands[batch[j]], &all[(size_t)(j % size) * per + j / size]);
