@@ -65,6 +65,10 @@ typedef struct {
   char kind[12], coll[16], codec[16];
   double flops, bytes, wire_bytes;
   int merged;
+  /* (trace flow arrows) the message or collective call this op took part in:
+   * a send and its receive share it, and so do the members' records of one
+   * collective call; 0: none (compute). Written only where set. */
+  long long flow;
 } schema_op_record;
 
 typedef struct {

@@ -128,9 +128,6 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   layout_list ll = {0};
   sim_search_candidate *cands = NULL;
   plan *plans = NULL;
-  schema_result *results = NULL;
-  bool *ok = NULL;
-  char(*errors)[200] = NULL;
 
   sim_search_space space = {.model = &base.model, .cluster = &base.cluster, .gpus = r->gpus, .seq = r->seq,
                             .global_batch = r->global_batch, .max_micro = o->max_micro > 0 ? o->max_micro : 16};
@@ -235,10 +232,7 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   size_t sim_cap = (size_t)(n_chosen ? n_chosen : 1) * SIM_SEARCH_CODEC_COUNT + (size_t)n_sample;
   r->cands = calloc(sim_cap, sizeof *r->cands);
   plans = calloc(sim_cap, sizeof *plans);
-  results = calloc(sim_cap, sizeof *results);
-  ok = calloc(sim_cap, sizeof *ok);
-  errors = calloc(sim_cap, sizeof *errors);
-  if (!r->cands || !plans || !results || !ok || !errors) {
+  if (!r->cands || !plans) {
     free(chosen);
     ts_fail_sys(e, "search: out of memory");
     goto out;
@@ -277,25 +271,10 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
       r->cands[j - 1] = tc;
     }
   r->layouts_simulated = n_chosen;
-  r->simulations = n_sim;
-  progress_state ps = {.on = o->progress, .t0 = t2};
-  if (sim_search_simulate_many(plans, n_sim, &cal, o->jobs, results, ok, errors, progress_bar, &ps, e)) goto out;
-  for (int i = 0; i < n_sim; i++) {
-    sim_search_candidate *k = &r->cands[i];
-    k->simulated = ok[i];
-    k->sim_failed = !ok[i];
-    if (!ok[i]) {
-      r->failures++;
-      snprintf(k->error, sizeof k->error, "%.199s", errors[i]);
-      continue;
-    }
-    k->sim_iteration_s = results[i].iteration_time_s;
-    k->sim_tokens_per_s = results[i].tokens_per_s;
-    k->sim_tflops_per_gpu = results[i].tflops_per_gpu;
-    k->sim_mfu = results[i].mfu;
-    k->sim_breakdown = results[i].breakdown;
-    if (results[i].memory_per_gpu_bytes > 0) k->memory_bytes = results[i].memory_per_gpu_bytes;
-  }
+  r->candidates = n_sim;
+  progress_state ps = {.on = o->progress && sim_search_mpi_rank() == 0, .t0 = t2};
+  if (sim_search_run_candidates(plans, r->cands, n_sim, &cal, o, r, progress_bar, &ps, e)) goto out;
+  for (int i = 0; i < n_sim; i++) r->failures += r->cands[i].sim_failed;
   for (int i = 0; i < n_sim; i++) { /* speedup over the same layout uncompressed */
     sim_search_candidate *k = &r->cands[i];
     for (int j = 0; j < n_sim; j++) {
@@ -324,9 +303,6 @@ out:
   free(ll.v);
   free(cands);
   free(plans);
-  free(results); /* headline results only: nothing inside to free */
-  free(ok);
-  free(errors);
   schema_calibration_free(&cal);
   if (rc) sim_search_result_free(r);
   return rc;

@@ -9,7 +9,10 @@
  *      iteration time (calibrated op costs, alpha-beta collectives, bubble);
  *   4. simulate the best few layouts under every codec policy on SimGrid, in
  *      forked worker processes (SimGrid initialises once per process), and
- *      report them with each codec's speedup over the same layout uncompressed.
+ *      report them with each codec's speedup over the same layout uncompressed;
+ *      a candidate whose lower bound (search_bound.c) cannot reach the printed
+ *      rows is not simulated (search_rounds.c; --exhaustive simulates all), and
+ *      under mpirun the simulations are spread over the processes (search_mpi.c).
  * The enumeration, the filter and the estimate are plain functions so the
  * tests can check them against hand-worked cases. */
 #ifndef SIM_SEARCH_H
@@ -128,6 +131,8 @@ typedef struct {
   double headroom_gib;   /* HBM kept free beyond the memory model (--headroom G) */
   double headroom_fraction; /* or this fraction of the HBM (--headroom 0.1) */
   const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
+  bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */
+  bool bounds_all;        /* (tests) compute every candidate's bound, even where none is needed */
 } sim_search_options;
 
 /* One simulated or estimated candidate. */
@@ -142,14 +147,19 @@ typedef struct {
   schema_breakdown sim_breakdown;
   double speedup; /* over the same layout with codec none (simulated; 0 when unknown) */
   char error[200];
+  /* the bound of search_bound.c: the simulation cannot give more tokens/s than this (0: not computed) */
+  double bound_tokens_per_s;
+  bool pruned; /* not simulated: its bound is below the top rows' simulated figures */
 } sim_search_candidate;
 
 typedef struct {
   long enumerated, over_memory, invalid, estimated;
   long fits;                   /* layouts that fit the HBM and validate (before codec policies) */
   long dominated;              /* (added) ZeRO-2/3 layouts not tried: the stage below fits (same compute, less traffic) */
-  int layouts_simulated, simulations, failures, samples;
-  double enumerate_s, estimate_s, simulate_s, total_s;
+  int layouts_simulated, candidates, simulations, failures, samples; /* candidates: of the chosen layouts (and samples) */
+  int pruned;                  /* candidates of the chosen layouts not simulated: their bound cannot reach the top rows */
+  int processes;               /* MPI processes that shared the simulations (1 without mpirun) */
+  double enumerate_s, estimate_s, bound_s, simulate_s, total_s;
   int n;                       /* simulated candidates, best first */
   sim_search_candidate *cands;
   int n_best_est;              /* top of the estimate ranking (all kept candidates, best first) */
@@ -181,6 +191,49 @@ int sim_search_emit_plans(const sim_search_result *r, const sim_search_options *
 int sim_search_simulate_many(const plan *plans, int n, const schema_calibration *cal, int jobs,
                              schema_result *results, bool *ok, char (*errors)[200],
                              void (*progress)(int done, int total, void *arg), void *arg, ts_err *e);
+
+/* Lower bound on the iteration time `tacosim simulate --mode reduced` gives a
+ * plan (search_bound.c): the reduced mode's programs replayed without
+ * contention, compute at the fastest clock the calibration allows,
+ * communication at its calibrated (intra-node) or codec-only (cross-node) time. */
+int sim_search_bound_plan(const plan *p, const schema_calibration *cal, double *lower_s, ts_err *e);
+
+/* Simulates the candidates cands[i] (plans[i]) for i < n, filling each one's
+ * simulated figures, failure or `pruned` (search_rounds.c). Unless
+ * o->exhaustive, candidates go best estimate first (one process: as workers
+ * free up; MPI: in rounds of o->jobs per process); a candidate whose bound is below the o->top-th best simulated
+ * figure is not simulated (it cannot be printed), except the uncompressed run
+ * of a layout with a printed row (its speedup needs it). Under mpirun the
+ * rounds are spread over the processes (search_mpi.c); every process gets
+ * every result. r->simulations, ->pruned, ->bound_s are set. */
+int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, int n, const schema_calibration *cal,
+                              const sim_search_options *o, sim_search_result *r,
+                              void (*progress)(int done, int total, void *arg), void *arg, ts_err *e);
+
+/* ---- MPI (search_mpi.c; without MPI at build or launch: one process) ---- */
+/* MPI_Init when the process was started by an MPI launcher (mpirun sets its
+ * rank in the environment); otherwise nothing, and one process. */
+int sim_search_mpi_start(int *argc, char ***argv);
+void sim_search_mpi_stop(void);
+int sim_search_mpi_rank(void);
+int sim_search_mpi_size(void);
+int sim_search_mpi_local_size(void); /* processes of this job on this machine */
+/* Every process gives `bytes` bytes; all[k * bytes ...] gets process k's. */
+int sim_search_mpi_allgather(const void *mine, void *all, size_t bytes, ts_err *e);
+
+/* The same for plans[index[i]], i < n (results[i], ok[i], errors[i] get plan
+ * index[i]'s; index NULL: plans[i]). Hooks (each may be NULL): skip(i) before
+ * starting i (true: not simulated, its results untouched), finished(i) when
+ * its results are in, progress as above. */
+typedef struct {
+  bool (*skip)(int i, void *arg);
+  void (*finished)(int i, void *arg);
+  void (*progress)(int done, int total, void *arg);
+  void *arg;
+} sim_search_hooks;
+int sim_search_simulate_indexed(const plan *plans, const int *index, int n, const schema_calibration *cal, int jobs,
+                                schema_result *results, bool *ok, char (*errors)[200], const sim_search_hooks *h,
+                                ts_err *e);
 
 /* Spearman rank correlation of x and y (n >= 2); ties get their mean rank. */
 double sim_search_spearman(const double *x, const double *y, int n);

@@ -29,7 +29,13 @@ const char sim_search_usage[] =
     "  --top K             rows printed (default 10)\n"
     "  --simulate L        layouts simulated, each under every policy (default 8; 0: none, the\n"
     "                      estimate ranking is listed)\n"
-    "  --jobs J            simulation worker processes (default: the CPU cores)\n"
+    "  --jobs J            simulation worker processes (default: the CPU cores; under mpirun, the cores\n"
+    "                      over the MPI processes on the machine)\n"
+    "  --exhaustive        simulate every candidate of the layouts chosen (default: off; the search then\n"
+    "                      skips a candidate whose bound, its programs replayed without contention at\n"
+    "                      the fastest clock the calibration allows, is below the --top-th best simulated\n"
+    "                      tokens/s: the printed rows are the same; such candidates show as \"pruned\" in\n"
+    "                      the speedup table)\n"
     "  --max-micro M       largest micro-batch tried (default 16)\n"
     "  --sample N          also simulate N candidates spread over the whole estimate ranking and\n"
     "                      report the estimate's rank correlation with the simulation (default 0)\n"
@@ -45,6 +51,9 @@ const char sim_search_usage[] =
     "                      tacosim simulate and tacorun execute read unchanged (default: not written;\n"
     "                      simulate it with the calibration the search used to get its figure)\n"
     "  --no-progress       no progress bar (it is shown only on a terminal anyway)\n"
+    "MPI: started by mpirun (mpirun -np N tacosim search ...), the processes share the simulations\n"
+    "  (each its part of every round, --jobs workers each) and process 0 prints the same ranking as\n"
+    "  one process; started alone, no MPI is used.\n"
     "reads:  the model, the cluster, the calibration\n"
     "writes: the ranking on standard output; OUT of --json and --csv; the plans of --emit-plans; progress on standard error\n";
 
@@ -72,10 +81,31 @@ static int parse_num(const char *flag, const char *s, long long lo, long long hi
   return 0;
 }
 
+static int run(int argc, char **argv, sim_search_options *op, long cores);
+
 int sim_search_main(int argc, char **argv) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   sim_search_options o = {.codecs = (1u << SIM_SEARCH_CODEC_COUNT) - 1, .top = 10, .simulate = 8,
                           .jobs = cores > 0 ? (int)cores : 1, .max_micro = 16, .progress = isatty(STDERR_FILENO)};
+  for (int i = 1; i < argc; i++) /* --help answers without MPI */
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
+  if (sim_search_mpi_start(&argc, &argv)) {
+    fprintf(stderr, "tacosim: search: MPI_Init failed\n");
+    return TS_EXIT_FAILURE;
+  }
+  int rc = run(argc, argv, &o, cores);
+  sim_search_mpi_stop();
+  return rc;
+}
+
+static int run(int argc, char **argv, sim_search_options *op, long cores) {
+  sim_search_options o = *op;
+  int local = sim_search_mpi_local_size();
+  if (local > 1) o.jobs = cores / local > 0 ? (int)(cores / local) : 1;
+  bool root = sim_search_mpi_rank() == 0;
   const char *json = NULL, *csv = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -85,6 +115,10 @@ int sim_search_main(int argc, char **argv) {
     }
     if (strcmp(a, "--no-progress") == 0) {
       o.progress = false;
+      continue;
+    }
+    if (strcmp(a, "--exhaustive") == 0) {
+      o.exhaustive = true;
       continue;
     }
     if (strncmp(a, "--", 2) != 0) return bad("unexpected argument \"%s\"%s", a, "");
@@ -147,6 +181,10 @@ int sim_search_main(int argc, char **argv) {
     return ts_exit_status(&e);
   }
   int rc = 0;
+  if (!root) { /* process 0 prints and writes */
+    sim_search_result_free(&r);
+    return r.estimated == 0 ? TS_EXIT_BAD_INPUT : 0;
+  }
   if (r.estimated == 0) {
     fprintf(stderr,
             "tacosim: search: no layout of %s fits %d GPUs of %s (%ld enumerated, %ld over HBM%s); every layout "

@@ -34,11 +34,22 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   if (r->dominated)
     fprintf(out, "              %ld ZeRO-2/3 layouts not tried: ZeRO-1 (or ZeRO-2) fits them with less traffic\n",
             r->dominated);
-  fprintf(out, "simulated     %d layouts under each codec%s: %d simulations (%d failed), %d workers\n",
-          r->layouts_simulated, r->samples ? " + samples across the ranking" : "", r->simulations, r->failures,
-          o->jobs);
-  fprintf(out, "time          %.2f s (enumerate %.2f, memory + estimate %.2f, simulate %.2f)\n\n", r->total_s,
-          r->enumerate_s, r->estimate_s, r->simulate_s);
+  fprintf(out, "simulated     %d layouts under each codec%s: %d candidates, %d simulations (%d failed), %d workers",
+          r->layouts_simulated, r->samples ? " + samples across the ranking" : "", r->candidates, r->simulations,
+          r->failures, o->jobs);
+  if (r->processes > 1) fprintf(out, " in each of %d MPI processes", r->processes);
+  fputc('\n', out);
+  if (r->candidates == 0)
+    ; /* nothing simulated (--simulate 0) */
+  else if (o->exhaustive)
+    fprintf(out, "              --exhaustive: every candidate simulated\n");
+  else
+    fprintf(out,
+            "              %d simulations avoided: their bound (programs replayed without contention, compute at the fastest "
+            "clock) is below row %d's simulated tokens/s (--exhaustive runs them)\n",
+            r->pruned, o->top > 0 ? o->top : 10);
+  fprintf(out, "time          %.2f s (enumerate %.2f, memory + estimate %.2f, simulate %.2f of which bounds %.2f)\n\n",
+          r->total_s, r->enumerate_s, r->estimate_s, r->simulate_s, r->bound_s);
   int top = o->top > 0 ? o->top : 10;
   fprintf(out, "%3s  %-46s %-9s %11s %11s %9s %8s %6s %8s %8s\n", "#", "layout", "codec", "est tok/s", "sim tok/s",
           "tok/s/GPU", "TFLOP/s", "MFU", "mem GiB", "speedup");
@@ -101,24 +112,29 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
         none_failed |= r->cands[j].sim_failed;
       }
     fprintf(out, "%-46s ", lt);
+    bool none_pruned = false;
+    for (int j = 0; j < r->n; j++)
+      none_pruned |= sim_search_same_layout(&r->cands[j].layout, &k->layout) &&
+                     r->cands[j].codec == SIM_SEARCH_CODEC_NONE && r->cands[j].pruned;
     if (none > 0)
       fprintf(out, "%11.0f", none);
     else
-      fprintf(out, "%11s", none_failed ? "failed" : "-");
+      fprintf(out, "%11s", none_failed ? "failed" : none_pruned ? "pruned" : "-");
     for (int c = 1; c < SIM_SEARCH_CODEC_COUNT; c++) {
       if (!(o->codecs & (1u << c))) continue;
       double s = 0;
-      bool failed = false;
+      bool failed = false, pruned = false;
       for (int j = 0; j < r->n; j++)
         if (sim_search_same_layout(&r->cands[j].layout, &k->layout) && r->cands[j].codec == (sim_search_codec)c &&
             !r->cands[j].sample) {
           s = r->cands[j].speedup;
           failed |= r->cands[j].sim_failed;
+          pruned |= r->cands[j].pruned;
         }
       if (s > 0)
         fprintf(out, " %9.3fx", s);
       else
-        fprintf(out, " %10s", failed ? "failed" : none_failed ? "-" : "n/a");
+        fprintf(out, " %10s", failed ? "failed" : pruned ? "pruned" : none_failed || none_pruned ? "-" : "n/a");
     }
     fputc('\n', out);
   }
@@ -146,7 +162,8 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   free(est);
   free(sim);
   fprintf(out, "note: TACO G=128 E4M3 and CAAT-Net p=0.5 on tensor-parallel traffic; CAAT-Net excludes sequence "
-               "parallel (n/a); \"-\": no uncompressed figure to compare with\n");
+               "parallel (n/a); \"-\": no uncompressed figure to compare with; \"pruned\": not simulated, it cannot "
+               "reach the rows printed\n");
 }
 
 /* ---- JSON ---- */
@@ -187,7 +204,10 @@ static json_t *candidate_json(const sim_search_candidate *k) {
     if (k->speedup > 0) json_object_set_new(o, "speedup_vs_none", json_real(k->speedup));
   } else if (k->sim_failed) {
     json_object_set_new(o, "error", json_string(k->error));
+  } else if (k->pruned) {
+    json_object_set_new(o, "pruned", json_true());
   }
+  if (k->bound_tokens_per_s > 0) json_object_set_new(o, "bound_tokens_per_s", json_real(k->bound_tokens_per_s));
   return o;
 }
 
@@ -205,9 +225,14 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
                                 "over_memory", (json_int_t)r->over_memory, "invalid", (json_int_t)r->invalid,
                                 "estimated", (json_int_t)r->estimated, "layouts_simulated", r->layouts_simulated,
                                 "simulations", r->simulations, "failures", r->failures, "samples", r->samples));
+  json_t *counts = json_object_get(root, "counts");
+  json_object_set_new(counts, "candidates", json_integer(r->candidates));
+  json_object_set_new(counts, "pruned", json_integer(r->pruned));
+  json_object_set_new(counts, "processes", json_integer(r->processes > 0 ? r->processes : 1));
+  json_object_set_new(root, "exhaustive", json_boolean(o->exhaustive));
   json_object_set_new(root, "time_s",
-                      json_pack("{s:f,s:f,s:f,s:f}", "total", r->total_s, "enumerate", r->enumerate_s, "estimate",
-                                r->estimate_s, "simulate", r->simulate_s));
+                      json_pack("{s:f,s:f,s:f,s:f,s:f}", "total", r->total_s, "enumerate", r->enumerate_s, "estimate",
+                                r->estimate_s, "simulate", r->simulate_s, "bounds", r->bound_s));
   json_t *sim = json_array(), *est = json_array();
   for (int i = 0; i < r->n; i++) json_array_append_new(sim, candidate_json(&r->cands[i]));
   for (int i = 0; i < r->n_best_est; i++) json_array_append_new(est, candidate_json(&r->best_est[i]));

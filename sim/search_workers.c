@@ -88,6 +88,13 @@ static void collect(slot *s, schema_result *results, bool *ok, char (*errors)[20
 int sim_search_simulate_many(const plan *plans, int n, const schema_calibration *cal, int jobs,
                              schema_result *results, bool *ok, char (*errors)[200],
                              void (*progress)(int done, int total, void *arg), void *arg, ts_err *e) {
+  sim_search_hooks h = {.progress = progress, .arg = arg};
+  return sim_search_simulate_indexed(plans, NULL, n, cal, jobs, results, ok, errors, &h, e);
+}
+
+int sim_search_simulate_indexed(const plan *plans, const int *index, int n, const schema_calibration *cal, int jobs,
+                                schema_result *results, bool *ok, char (*errors)[200], const sim_search_hooks *h,
+                                ts_err *e) {
   if (jobs < 1) jobs = 1;
   if (jobs > 256) jobs = 256;
   slot slots[256];
@@ -95,6 +102,11 @@ int sim_search_simulate_many(const plan *plans, int n, const schema_calibration 
   int next = 0, running = 0, done = 0;
   while (done < n) {
     while (running < jobs && next < n) {
+      if (h && h->skip && h->skip(next, h->arg)) { /* decided without simulating it */
+        next++;
+        done++;
+        continue;
+      }
       int fds[2];
       if (pipe(fds)) return ts_fail_sys(e, "search: pipe: %s", strerror(errno));
       fflush(stdout);
@@ -107,7 +119,7 @@ int sim_search_simulate_many(const plan *plans, int n, const schema_calibration 
       }
       if (pid == 0) {
         close(fds[0]);
-        run_worker(&plans[next], cal, fds[1]);
+        run_worker(&plans[index ? index[next] : next], cal, fds[1]);
       }
       close(fds[1]);
       int s = 0;
@@ -116,6 +128,7 @@ int sim_search_simulate_many(const plan *plans, int n, const schema_calibration 
       next++;
       running++;
     }
+    if (running == 0) continue; /* the rest were skipped */
     int status;
     pid_t pid = waitpid(-1, &status, 0);
     if (pid < 0) {
@@ -124,10 +137,12 @@ int sim_search_simulate_many(const plan *plans, int n, const schema_calibration 
     }
     for (int s = 0; s < jobs; s++)
       if (slots[s].pid == pid) {
+        int pos = slots[s].index;
         collect(&slots[s], results, ok, errors, status);
         running--;
         done++;
-        if (progress) progress(done, n, arg);
+        if (h && h->finished) h->finished(pos, h->arg);
+        if (h && h->progress) h->progress(done, n, h->arg);
         break;
       }
   }

@@ -28,6 +28,29 @@ typedef struct {
 static const char *const stream_names[PLAN_STREAM_COUNT] = {"compute", "tp", "pp", "dp", "cp"};
 
 /* the op at position pos of this stream's list, and the `merged` ops after it */
+/* A trace's flow id (48 bits, odd: never 0) from what identifies a message or a collective call. */
+static long long flow_id(long long a, long long b, long long c, long long d) {
+  unsigned long long h = 1469598103934665603ull, v[4] = {(unsigned long long)a, (unsigned long long)b,
+                                                        (unsigned long long)c, (unsigned long long)d};
+  for (int i = 0; i < 4; i++) h = (h ^ v[i]) * 1099511628211ull, h ^= h >> 29;
+  return (long long)((h & ((1ull << 48) - 1)) | 1);
+}
+
+/* The flow an op's record carries: a send and its receive share (src, dst, tag); the members of one
+ * collective call share (group, stream, leader, call number) as the rendezvous of sim_comm.c does. */
+static long long op_flow(const sim_rank *rs, int stream, const plan_op *op) {
+  if (op->kind == PLAN_OP_SEND) return flow_id(1, rs->rank, op->peer, op->tag);
+  if (op->kind == PLAN_OP_RECV) return flow_id(1, op->peer, rs->rank, op->tag);
+  if (op->kind != PLAN_OP_COLLECTIVE) return 0;
+  int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
+  if (rs->n_members[g] <= 1) return 0; /* nothing ran */
+  int leader = rs->members[g][0];
+  for (int k = 1; k < rs->n_members[g]; k++)
+    if (rs->members[g][k] < leader) leader = rs->members[g][k];
+  /* recorded after the call, which counted itself */
+  return flow_id(2 + g, stream, leader, rs->coll_seq[g][stream] - 1);
+}
+
 static void record(sim_rank *rs, int stream, int pos, int merged, double start, double dur) {
   if (!sim_w->o->record_ops || dur <= 0) return;
   const int *mine = rs->stream_ops[stream];
@@ -55,6 +78,7 @@ static void record(sim_rank *rs, int stream, int pos, int merged, double start, 
   snprintf(r->codec, sizeof r->codec, "%s",
            op->kind != PLAN_OP_COMPUTE && op->codec.kind != PLAN_CODEC_NONE ? plan_codec_kind_name(op->codec.kind) : "");
   r->merged = merged > 0 ? merged : 0;
+  r->flow = op_flow(rs, stream, op);
   r->flops = r->bytes = r->wire_bytes = 0;
   for (int k = 0; k <= r->merged && pos + k < rs->n_stream_ops[stream]; k++) {
     const plan_op *m = &rs->prog->ops[mine[pos + k]];

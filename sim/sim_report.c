@@ -84,6 +84,48 @@ static void trace_args(FILE *f, const schema_op_record *op) {
   fputc('}', f);
 }
 
+static int stream_tid(const schema_op_record *op) {
+  for (int s = 0; s < PLAN_STREAM_COUNT; s++)
+    if (strcmp(op->stream, plan_stream_name((plan_stream)s)) == 0) return s;
+  return 0;
+}
+
+static const schema_op_record *flow_ops;
+static int by_flow(const void *a, const void *b) { /* flow, then the send first, then rank, then time */
+  const schema_op_record *x = &flow_ops[*(const int *)a], *y = &flow_ops[*(const int *)b];
+  if (x->flow != y->flow) return x->flow < y->flow ? -1 : 1;
+  int xs = strcmp(x->kind, "send") == 0, ys = strcmp(y->kind, "send") == 0;
+  if (xs != ys) return ys - xs;
+  if (x->rank != y->rank) return x->rank - y->rank;
+  return x->start_s < y->start_s ? -1 : x->start_s > y->start_s;
+}
+
+/* Flow arrows: a send to its receive, and through the recorded members of one
+ * collective call in rank order (Chrome trace flow events s / t / f, each bound
+ * to the op's slice at its middle). Only flows with two or more recorded ends. */
+static int write_flows(FILE *f, const schema_result *r, ts_err *e) {
+  int *idx = malloc(sizeof(int) * (size_t)(r->n_ops ? r->n_ops : 1)), n = 0;
+  if (!idx) return ts_fail_sys(e, "out of memory");
+  for (int i = 0; i < r->n_ops; i++)
+    if (r->ops[i].flow > 0) idx[n++] = i;
+  flow_ops = r->ops;
+  qsort(idx, (size_t)n, sizeof *idx, by_flow);
+  for (int a = 0; a < n;) {
+    int b = a + 1;
+    while (b < n && r->ops[idx[b]].flow == r->ops[idx[a]].flow) b++;
+    for (int k = a; b - a >= 2 && k < b; k++) {
+      const schema_op_record *op = &r->ops[idx[k]];
+      const char *ph = k == a ? "s" : k == b - 1 ? "f" : "t";
+      fprintf(f, ",\n{\"ph\":\"%s\",%s\"name\":\"%s\",\"cat\":\"flow\",\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}", ph,
+              k == a ? "" : "\"bp\":\"e\",", op->coll[0] ? op->coll : "sendrecv", op->flow, op->rank, stream_tid(op),
+              (op->start_s + 0.5 * op->dur_s) * 1e6);
+    }
+    a = b;
+  }
+  free(idx);
+  return 0;
+}
+
 int sim_write_trace(const schema_result *r, const char *path, ts_err *e) {
   FILE *f = fopen(path, "w");
   if (!f) return ts_fail(e, path, NULL, "cannot open for writing (%s)", strerror(errno));
@@ -101,15 +143,17 @@ int sim_write_trace(const schema_result *r, const char *path, ts_err *e) {
   }
   for (int i = 0; i < r->n_ops; i++) {
     const schema_op_record *op = &r->ops[i];
-    int tid = 0;
-    for (int s = 0; s < PLAN_STREAM_COUNT; s++)
-      if (strcmp(op->stream, plan_stream_name((plan_stream)s)) == 0) tid = s;
+    int tid = stream_tid(op);
     fprintf(f, "%s{\"ph\":\"X\",\"name\":", first ? "" : ",\n");
     first = 0;
     json_string_out(f, op->name);
     fprintf(f, ",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f", op->rank, tid, op->start_s * 1e6, op->dur_s * 1e6);
     trace_args(f, op);
     fputc('}', f);
+  }
+  if (!first && write_flows(f, r, e)) {
+    fclose(f);
+    return -1;
   }
   fprintf(f, "\n]}\n");
   if (fclose(f)) return ts_fail_sys(e, "%s: cannot write (%s)", path, strerror(errno));

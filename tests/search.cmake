@@ -25,3 +25,19 @@ if(TARGET tacosim)
   add_dependencies(test_search_feasible tacosim)
 endif()
 add_test(NAME search_feasible COMMAND test_search_feasible)
+
+# The pruned search prints what the exhaustive one prints; the bound holds.
+add_executable(test_search_prune ${CMAKE_CURRENT_SOURCE_DIR}/test_search_prune.c)
+target_link_libraries(test_search_prune PRIVATE ts_search PkgConfig::CUNIT m)
+add_test(NAME search_prune COMMAND test_search_prune)
+
+# Under mpirun -np 2 the search prints the ranking one process prints
+# (scripts compare the outputs without their time lines).
+if(NOT DEFINED MPI_C_FOUND)
+  find_package(MPI COMPONENTS C QUIET) # (found in sim/'s scope too; variables do not cross directories)
+endif()
+if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
+  add_test(NAME search_mpi COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/search_mpi.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:search_cli>)
+  set_tests_properties(search_mpi PROPERTIES
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_warn_on_fork=0")
+endif()

@@ -116,12 +116,63 @@ static void test_records_describe_ops(void) {
   schema_calibration_free(&cal);
 }
 
+/* flow arrows: each send and its receive carry one flow id (through the
+ * forked child's result), and the trace draws an arrow s -> f for each */
+static void test_flow_arrows(void) {
+  schema_calibration cal;
+  schema_result r;
+  ts_err e = {0};
+  sim_cost_source src;
+  CU_ASSERT_EQUAL_FATAL(sim_load_costs(NULL, &p.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
+  unsigned char sel[2] = {1, 1};
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .record_ops = true, .record_ranks = sel, .clock_off = true};
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &r, &e), 0);
+  int sends = 0, matched = 0, colls = 0;
+  for (int i = 0; i < r.n_ops; i++) {
+    const schema_op_record *a = &r.ops[i];
+    if (!strcmp(a->kind, "compute")) CU_ASSERT_EQUAL(a->flow, 0);
+    if (!strcmp(a->kind, "collective") && a->flow > 0) colls++;
+    if (strcmp(a->kind, "send")) continue;
+    sends++;
+    CU_ASSERT(a->flow > 0);
+    for (int j = 0; j < r.n_ops; j++)
+      if (!strcmp(r.ops[j].kind, "recv") && r.ops[j].flow == a->flow && r.ops[j].rank != a->rank &&
+          r.ops[j].start_s + r.ops[j].dur_s >= a->start_s)
+        matched++;
+  }
+  printf("\n  %d sends, %d matched by a receive of the same flow; %d collective records with a flow ", sends, matched,
+         colls);
+  CU_ASSERT(sends > 0);
+  CU_ASSERT_EQUAL(matched, sends);
+  char path[] = "/tmp/test_trace_flow_XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  CU_ASSERT_EQUAL_FATAL(sim_write_trace(&r, path, &e), 0);
+  FILE *f = fopen(path, "r");
+  CU_ASSERT_FATAL(f != NULL);
+  int starts = 0, ends = 0;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) {
+    starts += strstr(line, "{\"ph\":\"s\",") != NULL;
+    ends += strstr(line, "{\"ph\":\"f\",\"bp\":\"e\",") != NULL;
+  }
+  fclose(f);
+  unlink(path);
+  printf("%d arrows ", starts);
+  CU_ASSERT(starts >= sends);
+  CU_ASSERT_EQUAL(starts, ends);
+  schema_result_free(&r);
+  schema_calibration_free(&cal);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("trace ranks", NULL, NULL);
   CU_add_test(s, "--trace-ranks lists", test_parse);
   CU_add_test(s, "each plan stream its own trace thread", test_trace_streams);
   CU_add_test(s, "records say what each op was", test_records_describe_ops); /* forks: before sim_run */
+  CU_add_test(s, "flow arrows between a send and its receive", test_flow_arrows); /* forks too */
   CU_add_test(s, "only the chosen ranks are recorded", test_records_only_chosen);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
