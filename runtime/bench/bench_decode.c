@@ -368,6 +368,18 @@ static int parse_ll(const char *s, long long *v, int cap) {
   return *s ? -1 : n;
 }
 
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: tacorun bench-decode [--model NAME (llama3-8b)] [--batches LIST (1,2,4,8,16,32,64)]\n"
+          "                            [--kv LIST (128,1024,4096,8192)] [--peak-gbps G (4800: H200 datasheet)]\n"
+          "                            [--check (checks only)]\n"
+          "Checks the decode GEMV and attention kernels against plain-C references, then times the\n"
+          "model's decode projections (cuBLASLt and GEMV) and decode attention (v1, v2) per batch and\n"
+          "KV length: us, GB/s, %% of the --peak-gbps floor and of the measured copy rate.\n"
+          "reads:  the model zoo (the --model's shapes)\n"
+          "writes: the checks and the table on standard output (runtime/RESULTS-decode.md keeps one run)\n");
+}
+
 int bench_decode_main(int argc, char **argv) {
   const char *model = "llama3-8b", *batches_s = "1,2,4,8,16,32,64", *kv_s = "128,1024,4096,8192";
   double peak = 4800;
@@ -380,14 +392,10 @@ int bench_decode_main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--kv") && has) kv_s = argv[++i];
     else if (!strcmp(argv[i], "--peak-gbps") && has) peak = atof(argv[++i]);
     else {
-      fprintf(stderr,
-              "usage: tacorun bench-decode [--model NAME (llama3-8b)] [--batches LIST (1,2,4,8,16,32,64)]\n"
-              "                            [--kv LIST (128,1024,4096,8192)] [--peak-gbps G (4800: H200 datasheet)]\n"
-              "                            [--check (checks only)]\n"
-              "Checks the decode GEMV and attention kernels against plain-C references, then times the\n"
-              "model's decode projections (cuBLASLt and GEMV) and decode attention (v1, v2) per batch and\n"
-              "KV length: us, GB/s, %% of the --peak-gbps floor and of the measured copy rate.\n");
-      return strcmp(argv[i], "--help") ? 2 : 0;
+      const int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+      if (!help) fprintf(stderr, "tacorun bench-decode: unknown option or missing value: %s\n", argv[i]);
+      usage(help ? stdout : stderr);
+      return help ? 0 : 2;
     }
   }
   long long batches[16], kv[16];
