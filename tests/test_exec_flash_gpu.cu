@@ -10,7 +10,14 @@
  * against the same reference, whose dK and dV sum over each group's query
  * heads; with the same tolerances.
  * Every kernel variant (modes) is checked; `--bench` also times each at
- * the GPT h4096 TP2 shape (batch 2, seq 2048, 16 heads of 128). No CUDA device: prints SKIP, exit 77. */
+ * the GPT h4096 TP2 shape (batch 2, seq 2048, 16 heads of 128).
+ * The grouped backward with a group's query heads split over P CTAs
+ * (exec_flash_bwd_parts; the small grouped cases above get P > 1 by default):
+ * split_case runs P = 1, the automatic P, P = G forced and the minimum
+ * scratch (P = 1) on shapes of one and a few key/value heads a rank, each
+ * against the reference, the others against P = 1 (tolerance at
+ * same_as_whole), and times P = 1 and the split side by side ("time" lines).
+ * The reference runs on all CPU threads. No CUDA device: prints SKIP, exit 77. */
 extern "C" {
 #include "ts_error.h"
 }
@@ -23,6 +30,8 @@ extern "C" {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "exec_gpu_test.h"
@@ -67,139 +76,215 @@ static int find_mode(const char *name) {
   return -1;
 }
 
-static int run_case_kv(int B, int S, int H, int KV, int D) {
-  const long long hl = (long long)H * D, kvl = (long long)KV * D, ld = hl + 2 * kvl, T = (long long)B * S;
-  const int G = H / KV;
-  std::vector<uint16_t> qkv(T * ld), dout(T * hl);
-  for (long long i = 0; i < T; i++)
-    for (long long c = 0; c < ld; c++) /* Q, K wider than V so that some rows have a sharp softmax */
-      qkv[i * ld + c] = to_bf16((float)((urand() * 2 - 1) * (c < hl + kvl ? 2.0 : 1.0)));
-  for (auto &x : dout) x = to_bf16((float)(urand() * 2 - 1));
+/* One attention problem: BF16-exact random inputs and the float64 reference
+ * (O, lse, and dQ | dK | dV in qkv's layout, dK and dV summed over each
+ * group's query heads in head order). */
+struct Case {
+  int B, S, H, KV, D;
+  long long hl, kvl, ld, T;
+  std::vector<uint16_t> qkv, dout;
+  std::vector<double> O, dQKV, LSE;
+};
 
-  /* float64 reference */
+/* The reference of (batch b, head h) into c.O, c.LSE, c.dQKV's dQ columns,
+ * and dk, dv ([S][D], this head's share of its group's dK, dV); P and dP are
+ * S x S work arrays. */
+static void reference_head(Case &c, int b, int h, std::vector<double> &P, std::vector<double> &dP, double *dk_h,
+                           double *dv_h) {
+  const int S = c.S, D = c.D, G = c.H / c.KV;
+  const long long ld = c.ld, hl = c.hl;
   const double scale = 1.0 / sqrt((double)D);
-  std::vector<double> O(T * hl), dQKV(T * ld, 0.0), LSE((size_t)B * H * S);
-  std::vector<double> P((size_t)S * S), dP((size_t)S * S);
+  const long long kc = hl + (long long)(h / G) * D, vc = kc + c.kvl; /* the group's key/value head */
+  auto q = [&](int s, int d) { return from_bf16(c.qkv[((long long)b * S + s) * ld + h * D + d]); };
+  auto k = [&](int s, int d) { return from_bf16(c.qkv[((long long)b * S + s) * ld + kc + d]); };
+  auto v = [&](int s, int d) { return from_bf16(c.qkv[((long long)b * S + s) * ld + vc + d]); };
+  auto dO = [&](int s, int d) { return from_bf16(c.dout[((long long)b * S + s) * hl + h * D + d]); };
+  for (int i = 0; i < S; i++) {
+    double mx = -INFINITY;
+    for (int j = 0; j <= i; j++) {
+      double acc = 0;
+      for (int d = 0; d < D; d++) acc += q(i, d) * k(j, d);
+      P[(size_t)i * S + j] = acc * scale;
+      if (acc * scale > mx) mx = acc * scale;
+    }
+    double sum = 0;
+    for (int j = 0; j <= i; j++) sum += exp(P[(size_t)i * S + j] - mx);
+    for (int j = 0; j <= i; j++) P[(size_t)i * S + j] = exp(P[(size_t)i * S + j] - mx) / sum;
+    c.LSE[((size_t)b * c.H + h) * S + i] = (mx + log(sum)) / log(2.0);
+    for (int d = 0; d < D; d++) {
+      double acc = 0;
+      for (int j = 0; j <= i; j++) acc += P[(size_t)i * S + j] * v(j, d);
+      c.O[((long long)b * S + i) * hl + h * D + d] = acc;
+    }
+  }
+  for (int i = 0; i < S; i++) {
+    double rs = 0;
+    for (int j = 0; j <= i; j++) {
+      double acc = 0;
+      for (int d = 0; d < D; d++) acc += dO(i, d) * v(j, d);
+      dP[(size_t)i * S + j] = acc;
+      rs += acc * P[(size_t)i * S + j];
+    }
+    for (int j = 0; j <= i; j++) dP[(size_t)i * S + j] = scale * P[(size_t)i * S + j] * (dP[(size_t)i * S + j] - rs);
+  }
+  for (int i = 0; i < S; i++)
+    for (int d = 0; d < D; d++) {
+      double dq = 0, dk = 0, dv = 0;
+      for (int j = 0; j <= i; j++) dq += dP[(size_t)i * S + j] * k(j, d);
+      for (int j = i; j < S; j++) {
+        dk += dP[(size_t)j * S + i] * q(j, d);
+        dv += P[(size_t)j * S + i] * dO(j, d);
+      }
+      c.dQKV[((long long)b * S + i) * ld + h * D + d] = dq;
+      dk_h[(size_t)i * D + d] = dk;
+      dv_h[(size_t)i * D + d] = dv;
+    }
+}
+
+/* Fresh inputs and their reference; the (batch, head) pairs on all CPU
+ * threads (each head's dK, dV share kept apart, then summed in head order). */
+static void make_case(Case &c, int B, int S, int H, int KV, int D) {
+  c.B = B, c.S = S, c.H = H, c.KV = KV, c.D = D;
+  c.hl = (long long)H * D, c.kvl = (long long)KV * D, c.ld = c.hl + 2 * c.kvl, c.T = (long long)B * S;
+  c.qkv.assign(c.T * c.ld, 0);
+  c.dout.assign(c.T * c.hl, 0);
+  for (long long i = 0; i < c.T; i++)
+    for (long long col = 0; col < c.ld; col++) /* Q, K wider than V so that some rows have a sharp softmax */
+      c.qkv[i * c.ld + col] = to_bf16((float)((urand() * 2 - 1) * (col < c.hl + c.kvl ? 2.0 : 1.0)));
+  for (auto &x : c.dout) x = to_bf16((float)(urand() * 2 - 1));
+  c.O.assign(c.T * c.hl, 0.0);
+  c.dQKV.assign(c.T * c.ld, 0.0);
+  c.LSE.assign((size_t)B * H * S, 0.0);
+  const int tasks = B * H, G = H / KV;
+  std::vector<double> dkh((size_t)tasks * S * D), dvh((size_t)tasks * S * D);
+  std::atomic<int> next(0);
+  int nthreads = (int)std::thread::hardware_concurrency();
+  if (nthreads < 1) nthreads = 1;
+  if (nthreads > tasks) nthreads = tasks;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < nthreads; t++)
+    pool.emplace_back([&]() {
+      std::vector<double> P((size_t)S * S), dP((size_t)S * S);
+      for (int task; (task = next++) < tasks;)
+        reference_head(c, task / H, task % H, P, dP, &dkh[(size_t)task * S * D], &dvh[(size_t)task * S * D]);
+    });
+  for (auto &th : pool) th.join();
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
-      auto q = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + h * D + d]); };
-      const long long kc = hl + (long long)(h / G) * D, vc = kc + kvl; /* the group's key/value head */
-      auto k = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + kc + d]); };
-      auto v = [&](int s, int d) { return from_bf16(qkv[((long long)b * S + s) * ld + vc + d]); };
-      auto dO = [&](int s, int d) { return from_bf16(dout[((long long)b * S + s) * hl + h * D + d]); };
-      for (int i = 0; i < S; i++) {
-        double mx = -INFINITY;
-        for (int j = 0; j <= i; j++) {
-          double acc = 0;
-          for (int d = 0; d < D; d++) acc += q(i, d) * k(j, d);
-          P[(size_t)i * S + j] = acc * scale;
-          if (acc * scale > mx) mx = acc * scale;
-        }
-        double sum = 0;
-        for (int j = 0; j <= i; j++) sum += exp(P[(size_t)i * S + j] - mx);
-        for (int j = 0; j <= i; j++) P[(size_t)i * S + j] = exp(P[(size_t)i * S + j] - mx) / sum;
-        LSE[((size_t)b * H + h) * S + i] = (mx + log(sum)) / log(2.0);
-        for (int d = 0; d < D; d++) {
-          double acc = 0;
-          for (int j = 0; j <= i; j++) acc += P[(size_t)i * S + j] * v(j, d);
-          O[((long long)b * S + i) * hl + h * D + d] = acc;
-        }
-      }
-      for (int i = 0; i < S; i++) {
-        double rs = 0;
-        for (int j = 0; j <= i; j++) {
-          double acc = 0;
-          for (int d = 0; d < D; d++) acc += dO(i, d) * v(j, d);
-          dP[(size_t)i * S + j] = acc;
-          rs += acc * P[(size_t)i * S + j];
-        }
-        for (int j = 0; j <= i; j++) dP[(size_t)i * S + j] = scale * P[(size_t)i * S + j] * (dP[(size_t)i * S + j] - rs);
-      }
+      const long long kc = c.hl + (long long)(h / G) * D, vc = kc + c.kvl;
+      const double *dk = &dkh[((size_t)b * H + h) * S * D], *dv = &dvh[((size_t)b * H + h) * S * D];
       for (int i = 0; i < S; i++)
         for (int d = 0; d < D; d++) {
-          double dq = 0, dk = 0, dv = 0;
-          for (int j = 0; j <= i; j++) dq += dP[(size_t)i * S + j] * k(j, d);
-          for (int j = i; j < S; j++) {
-            dk += dP[(size_t)j * S + i] * q(j, d);
-            dv += P[(size_t)j * S + i] * dO(j, d);
-          }
-          long long r = ((long long)b * S + i) * ld;
-          dQKV[r + h * D + d] = dq;
-          dQKV[r + kc + d] += dk; /* summed over the group's query heads */
-          dQKV[r + vc + d] += dv;
+          const long long r = ((long long)b * S + i) * c.ld;
+          c.dQKV[r + kc + d] += dk[(size_t)i * D + d]; /* summed over the group's query heads */
+          c.dQKV[r + vc + d] += dv[(size_t)i * D + d];
         }
     }
+}
 
-  /* GPU */
+/* What the kernels wrote, and the backward's P (exec_flash_bwd_parts). */
+struct GpuOut {
+  std::vector<uint16_t> out, dqkv;
+  std::vector<float> lse;
+  int parts;
+};
+
+/* Forward and backward on the GPU, outputs and scratch poisoned with NaN
+ * first; the grouped backward gets exec_flash_bwd_gqa_scratch_floats() of
+ * scratch (min_scratch: the minimum, exec_flash_bwd_scratch_floats(), P = 1). */
+static int gpu_run(const Case &c, GpuOut &g, bool min_scratch = false) {
+  const int B = c.B, S = c.S, H = c.H, KV = c.KV, D = c.D;
+  const long long T = c.T, hl = c.hl, ld = c.ld;
+  const long long sf = KV == H || min_scratch ? exec_flash_bwd_scratch_floats(B, S, H, D)
+                                              : exec_flash_bwd_gqa_scratch_floats(B, S, H, KV, D);
+  g.parts = exec_flash_bwd_parts(B, S, H, KV, D, sf);
   void *d_qkv, *d_out, *d_dout, *d_dqkv;
-  float *d_lse, *d_dsum;
-  CK(cudaMalloc(&d_qkv, qkv.size() * 2));
+  float *d_lse, *d_scr;
+  CK(cudaMalloc(&d_qkv, c.qkv.size() * 2));
   CK(cudaMalloc(&d_out, T * hl * 2));
   CK(cudaMalloc(&d_dout, T * hl * 2));
   CK(cudaMalloc(&d_dqkv, T * ld * 2));
-  CK(cudaMalloc(&d_lse, LSE.size() * 4));
-  CK(cudaMalloc(&d_dsum, exec_flash_bwd_scratch_floats(B, S, H, D) * 4));
-  CK(cudaMemcpy(d_qkv, qkv.data(), qkv.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(d_dout, dout.data(), dout.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&d_lse, c.LSE.size() * 4));
+  CK(cudaMalloc(&d_scr, sf * 4));
+  CK(cudaMemcpy(d_qkv, c.qkv.data(), c.qkv.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d_dout, c.dout.data(), c.dout.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemset(d_out, 0xff, T * hl * 2)); /* BF16 0xffff and FP32 0xffffffff are NaN */
   CK(cudaMemset(d_dqkv, 0xff, T * ld * 2));
-  CK(cudaMemset(d_lse, 0xff, LSE.size() * 4));
-  CK(cudaMemset(d_dsum, 0xff, exec_flash_bwd_scratch_floats(B, S, H, D) * 4));
+  CK(cudaMemset(d_lse, 0xff, c.LSE.size() * 4));
+  CK(cudaMemset(d_scr, 0xff, sf * 4));
   ts_err e = {};
   const int rc = KV == H ? exec_flash_fwd(d_qkv, d_out, d_lse, B, S, H, D, 0, &e) ||
-                               exec_flash_bwd(d_qkv, d_out, d_dout, d_lse, d_dsum, d_dqkv, B, S, H, D, 0, &e)
+                               exec_flash_bwd(d_qkv, d_out, d_dout, d_lse, d_scr, d_dqkv, B, S, H, D, 0, &e)
                          : exec_flash_fwd_gqa(d_qkv, d_out, d_lse, B, S, H, KV, D, 0, &e) ||
-                               exec_flash_bwd_gqa(d_qkv, d_out, d_dout, d_lse, d_dsum, d_dqkv, B, S, H, KV, D, 0, &e);
+                               exec_flash_bwd_gqa(d_qkv, d_out, d_dout, d_lse, d_scr, sf, d_dqkv, B, S, H, KV, D, 0, &e);
   if (rc) {
     fprintf(stderr, "FAIL: %s\n", e.msg);
     return 1;
   }
   CK(cudaDeviceSynchronize());
-  std::vector<uint16_t> h_out(T * hl), h_dqkv(T * ld);
-  std::vector<float> h_lse(LSE.size());
-  CK(cudaMemcpy(h_out.data(), d_out, h_out.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(h_dqkv.data(), d_dqkv, h_dqkv.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(h_lse.data(), d_lse, h_lse.size() * 4, cudaMemcpyDeviceToHost));
+  g.out.resize(T * hl);
+  g.dqkv.resize(T * ld);
+  g.lse.resize(c.LSE.size());
+  CK(cudaMemcpy(g.out.data(), d_out, g.out.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(g.dqkv.data(), d_dqkv, g.dqkv.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(g.lse.data(), d_lse, g.lse.size() * 4, cudaMemcpyDeviceToHost));
   cudaFree(d_qkv);
   cudaFree(d_out);
   cudaFree(d_dout);
   cudaFree(d_dqkv);
   cudaFree(d_lse);
-  cudaFree(d_dsum);
+  cudaFree(d_scr);
+  return 0;
+}
 
+/* The GPU's results against the float64 reference (tolerances in the header comment). */
+static int check_case(const Case &c, const GpuOut &g, const char *label) {
+  const long long T = c.T, hl = c.hl, kvl = c.kvl, ld = c.ld;
   std::vector<double> gO(T * hl), rq, rk, rv, gq, gk, gv;
-  for (size_t i = 0; i < gO.size(); i++) gO[i] = from_bf16(h_out[i]);
+  for (size_t i = 0; i < gO.size(); i++) gO[i] = from_bf16(g.out[i]);
   for (long long r = 0; r < T; r++) {
-    for (long long c = 0; c < hl; c++) {
-      rq.push_back(dQKV[r * ld + c]);
-      gq.push_back(from_bf16(h_dqkv[r * ld + c]));
+    for (long long col = 0; col < hl; col++) {
+      rq.push_back(c.dQKV[r * ld + col]);
+      gq.push_back(from_bf16(g.dqkv[r * ld + col]));
     }
-    for (long long c = 0; c < kvl; c++) {
-      rk.push_back(dQKV[r * ld + hl + c]);
-      rv.push_back(dQKV[r * ld + hl + kvl + c]);
-      gk.push_back(from_bf16(h_dqkv[r * ld + hl + c]));
-      gv.push_back(from_bf16(h_dqkv[r * ld + hl + kvl + c]));
+    for (long long col = 0; col < kvl; col++) {
+      rk.push_back(c.dQKV[r * ld + hl + col]);
+      rv.push_back(c.dQKV[r * ld + hl + kvl + col]);
+      gk.push_back(from_bf16(g.dqkv[r * ld + hl + col]));
+      gv.push_back(from_bf16(g.dqkv[r * ld + hl + kvl + col]));
     }
   }
   int bad = 0;
   double lse_err = 0;
-  for (size_t i = 0; i < LSE.size(); i++) {
-    if (!isfinite(h_lse[i])) bad++;
-    double d = fabs(h_lse[i] - LSE[i]);
+  for (size_t i = 0; i < c.LSE.size(); i++) {
+    if (!isfinite(g.lse[i])) bad++;
+    double d = fabs(g.lse[i] - c.LSE[i]);
     if (!(d <= lse_err)) lse_err = d; /* NaN propagates */
   }
-  double eo = rel_l2(O, gO, &bad), eq = rel_l2(rq, gq, &bad), ek = rel_l2(rk, gk, &bad), ev = rel_l2(rv, gv, &bad);
+  double eo = rel_l2(c.O, gO, &bad), eq = rel_l2(rq, gq, &bad), ek = rel_l2(rk, gk, &bad), ev = rel_l2(rv, gv, &bad);
   const double tol = 1e-2, lse_tol = 1e-3;
   int ok = bad == 0 && eo <= tol && eq <= tol && ek <= tol && ev <= tol && lse_err <= lse_tol;
-  printf("%s %-7s B=%d S=%d H=%d KV=%d D=%d: rel L2 O %.2e dQ %.2e dK %.2e dV %.2e, lse max abs %.2e, non-finite %d "
-         "(tol %.0e, lse %.0e)\n",
-         ok ? "ok  " : "FAIL", mode_name(), B, S, H, KV, D, eo, eq, ek, ev, lse_err, bad, tol, lse_tol);
+  printf("%s %-7s B=%d S=%d H=%d KV=%d D=%d P=%d: rel L2 O %.2e dQ %.2e dK %.2e dV %.2e, lse max abs %.2e, "
+         "non-finite %d (tol %.0e, lse %.0e)\n",
+         ok ? "ok  " : "FAIL", label, c.B, c.S, c.H, c.KV, c.D, g.parts, eo, eq, ek, ev, lse_err, bad, tol, lse_tol);
   return ok ? 0 : 1;
+}
+
+static int run_case_kv(int B, int S, int H, int KV, int D) {
+  Case c;
+  make_case(c, B, S, H, KV, D);
+  GpuOut g;
+  if (gpu_run(c, g)) return 1;
+  return check_case(c, g, mode_name());
 }
 static int run_case(int B, int S, int H, int D) { return run_case_kv(B, S, H, H, D); }
 
-static void bench_kv(int B, int S, int H, int KV, int D) {
+/* Times forward and backward (20 launches each after a warm-up round, CUDA
+ * events) with the grouped backward's full scratch; prints a line and
+ * returns the backward's microseconds (the forward's in *fwd_us). */
+static double bench_kv(int B, int S, int H, int KV, int D, double *fwd_us = NULL) {
   const long long hl = (long long)H * D, ld = hl + 2LL * KV * D, T = (long long)B * S;
+  const long long sf = exec_flash_bwd_gqa_scratch_floats(B, S, H, KV, D);
   void *qkv, *out, *dout, *dqkv;
   float *lse, *dsum;
   CK(cudaMalloc(&qkv, T * ld * 2));
@@ -207,7 +292,7 @@ static void bench_kv(int B, int S, int H, int KV, int D) {
   CK(cudaMalloc(&dout, T * hl * 2));
   CK(cudaMalloc(&dqkv, T * ld * 2));
   CK(cudaMalloc(&lse, (size_t)B * H * S * 4));
-  CK(cudaMalloc(&dsum, exec_flash_bwd_scratch_floats(B, S, H, D) * 4));
+  CK(cudaMalloc(&dsum, sf * 4));
   std::vector<uint16_t> h(T * ld);
   for (auto &x : h) x = to_bf16((float)(urand() * 2 - 1));
   CK(cudaMemcpy(qkv, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
@@ -225,7 +310,7 @@ static void bench_kv(int B, int S, int H, int KV, int D) {
       if (exec_flash_fwd_gqa(qkv, out, lse, B, S, H, KV, D, 0, &e)) { fprintf(stderr, "%s\n", e.msg); exit(1); }
     CK(cudaEventRecord(b));
     for (int i = 0; i < reps; i++)
-      if (exec_flash_bwd_gqa(qkv, out, dout, lse, dsum, dqkv, B, S, H, KV, D, 0, &e)) { fprintf(stderr, "%s\n", e.msg); exit(1); }
+      if (exec_flash_bwd_gqa(qkv, out, dout, lse, dsum, sf, dqkv, B, S, H, KV, D, 0, &e)) { fprintf(stderr, "%s\n", e.msg); exit(1); }
     CK(cudaEventRecord(c));
     CK(cudaEventSynchronize(c));
     CK(cudaEventElapsedTime(&fwd_ms, a, b));
@@ -233,17 +318,93 @@ static void bench_kv(int B, int S, int H, int KV, int D) {
   }
   /* causal FLOPs: half of 2 GEMMs (forward) and of 5 (backward's useful work) */
   double f = 2.0 * B * H * (double)S * S * D / 2;
-  printf("bench %-7s B=%d S=%d H=%d KV=%d D=%d: forward %.1f us (%.0f TFLOP/s causal), backward %.1f us (%.0f TFLOP/s, "
-         "5 GEMMs' worth)\n",
-         mode_name(), B, S, H, KV, D, 1e3 * fwd_ms / reps, 2 * f / (fwd_ms / reps * 1e-3) / 1e12, 1e3 * bwd_ms / reps,
-         5 * f / (bwd_ms / reps * 1e-3) / 1e12);
+  printf("bench %-7s B=%d S=%d H=%d KV=%d D=%d P=%d: forward %.1f us (%.0f TFLOP/s causal), backward %.1f us (%.0f "
+         "TFLOP/s, 5 GEMMs' worth)\n",
+         mode_name(), B, S, H, KV, D, exec_flash_bwd_parts(B, S, H, KV, D, sf), 1e3 * fwd_ms / reps,
+         2 * f / (fwd_ms / reps * 1e-3) / 1e12, 1e3 * bwd_ms / reps, 5 * f / (bwd_ms / reps * 1e-3) / 1e12);
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  CK(cudaEventDestroy(c));
   cudaFree(qkv);
   cudaFree(out);
   cudaFree(dout);
   cudaFree(dqkv);
   cudaFree(lse);
   cudaFree(dsum);
+  if (fwd_us) *fwd_us = 1e3 * fwd_ms / reps;
+  return 1e3 * bwd_ms / reps;
 }
+
+/* Sets the default variants and one more ("NAME=VALUE"). */
+static void set_variant(const char *v) {
+  set_mode(0);
+  ts_err e;
+  if (ops_variant_set(v, &e)) {
+    fprintf(stderr, "test_exec_flash_gpu: %s\n", e.msg);
+    exit(1);
+  }
+}
+
+/* P > 1 against P = 1 (the same inputs): the forward is untouched (O, lse
+ * bitwise equal); dQ | dK | dV may differ by the FP32 summation order of the
+ * parts (dK, dV) and of the dQ atomics (in any run) before their BF16
+ * rounding: at most one BF16 unit in the last place, |x - y| <= 2^-7
+ * max(|x|, |y|), plus 1e-5 of the largest reference gradient for sums that
+ * cancel. */
+static int same_as_whole(const Case &c, const GpuOut &g, const GpuOut &w, const char *label) {
+  const bool fwd_same = g.out == w.out && memcmp(g.lse.data(), w.lse.data(), g.lse.size() * 4) == 0;
+  double big = 0;
+  for (double x : c.dQKV) big = fmax(big, fabs(x));
+  long long differ = 0, over = 0;
+  for (size_t i = 0; i < g.dqkv.size(); i++) {
+    const double x = from_bf16(g.dqkv[i]), y = from_bf16(w.dqkv[i]);
+    differ += g.dqkv[i] != w.dqkv[i];
+    if (!(fabs(x - y) <= ldexp(fmax(fabs(x), fabs(y)), -7) + 1e-5 * big)) over++;
+  }
+  const int ok = fwd_same && over == 0;
+  printf("%s %-7s B=%d S=%d H=%d KV=%d D=%d P=%d against P=%d: forward %s, dQKV elements differing %lld of %zu, "
+         "beyond 1 BF16 ulp + 1e-5 max|ref| %lld\n",
+         ok ? "ok  " : "FAIL", label, c.B, c.S, c.H, c.KV, c.D, g.parts, w.parts, fwd_same ? "identical" : "DIFFERS",
+         differ, g.dqkv.size(), over);
+  return ok;
+}
+
+/* The split backward (exec_flash_bwd_parts) on one shape: P = 1
+ * (--variant flash-bwd-parts=1), the automatic P, P = G forced, and the
+ * automatic P with the minimum scratch (P falls back to 1), each against the
+ * float64 reference, the split ones against P = 1; then the timings of P = 1
+ * and the split side by side. */
+static int split_case(int B, int S, int H, int KV, int D) {
+  Case c;
+  make_case(c, B, S, H, KV, D);
+  const int G = H / KV;
+  char forced[40];
+  snprintf(forced, sizeof forced, "flash-bwd-parts=%d", G);
+  const char *cfg[3] = {"flash-bwd-parts=1", "flash-bwd-parts=0", forced}, *label[4] = {"P=1", "auto", "P=G", "min-scr"};
+  GpuOut g[4];
+  int fails = 0;
+  for (int i = 0; i < 4; i++) {
+    set_variant(cfg[i < 3 ? i : 1]);
+    if (gpu_run(c, g[i], i == 3)) return fails + 1;
+    fails += check_case(c, g[i], label[i]);
+  }
+  if (g[0].parts != 1 || g[3].parts != 1 || g[2].parts != G) {
+    printf("FAIL split B=%d S=%d H=%d KV=%d D=%d: P %d (parts=1), %d (minimum scratch), %d (parts=%d) expected 1, 1, %d\n",
+           B, S, H, KV, D, g[0].parts, g[3].parts, g[2].parts, G, G);
+    fails++;
+  }
+  for (int i = 1; i < 4; i++) fails += !same_as_whole(c, g[i], g[0], label[i]);
+  double f1, fs, t1, ts;
+  set_variant(cfg[0]);
+  t1 = bench_kv(B, S, H, KV, D, &f1);
+  set_variant(g[1].parts > 1 ? cfg[1] : cfg[2]);
+  ts = bench_kv(B, S, H, KV, D, &fs);
+  printf("time B=%d S=%d H=%d KV=%d D=%d: backward P=1 %.1f us, P=%d (%s) %.1f us: %.2fx; forward %.1f / %.1f us\n",
+         B, S, H, KV, D, t1, g[1].parts > 1 ? g[1].parts : G, g[1].parts > 1 ? "automatic" : "forced", ts, t1 / ts, f1, fs);
+  set_mode(0);
+  return fails;
+}
+
 static void bench(void) { bench_kv(2, 2048, 16, 16, 128); }
 
 int main(int argc, char **argv) {
@@ -298,8 +459,26 @@ int main(int argc, char **argv) {
     fails += run_case_kv(1, 384, 8, 1, 128);
     if (bench_on) bench();
   }
+  /* grouped heads split over P CTAs in the backward: Llama 3 70B at TP 8 (one
+   * key/value head a rank), Qwen2.5 7B (groups of 7; P = 1 automatic on a
+   * full grid, P = 7 forced), head_dim 64 */
+  fails += split_case(1, 4096, 8, 1, 128);
+  fails += split_case(2, 2048, 28, 4, 128);
+  fails += split_case(1, 1024, 8, 2, 64);
   set_mode(0);
   ts_err e = {};
+  if (exec_flash_bwd_parts(1, 384, 8, 1, 128, 1LL * 8 * 384 * 384 / 2) != 1 ||
+      exec_flash_bwd_parts(1, 384, 8, 1, 128, exec_flash_bwd_scratch_floats(1, 384, 8, 128)) != 1 ||
+      exec_flash_bwd_parts(1, 384, 8, 1, 128, exec_flash_bwd_gqa_scratch_floats(1, 384, 8, 1, 128)) != 8) {
+    printf("FAIL: P at seq 384 with the executor's lent scratch, the minimum and the full one: %d, %d, %d (expected 1, "
+           "1, 8)\n",
+           exec_flash_bwd_parts(1, 384, 8, 1, 128, 1LL * 8 * 384 * 384 / 2),
+           exec_flash_bwd_parts(1, 384, 8, 1, 128, exec_flash_bwd_scratch_floats(1, 384, 8, 128)),
+           exec_flash_bwd_parts(1, 384, 8, 1, 128, exec_flash_bwd_gqa_scratch_floats(1, 384, 8, 1, 128)));
+    fails++;
+  } else {
+    printf("ok   P at seq 384 (H 8, KV 1, D 128): 1 in the executor's lent scratch and in the minimum, 8 in the full one\n");
+  }
   if (exec_flash_fwd(NULL, NULL, NULL, 1, 100, 1, 128, 0, &e) == 0) {
     printf("FAIL: seq 100 accepted\n");
     fails++;

@@ -63,9 +63,10 @@ int exec_attention_fwd(const exec_attention_args *a, ts_err *e) {
 }
 
 int exec_attention_bwd(const exec_attention_args *a, ts_err *e) {
-  if (exec_flash_selected(a->seq, a->head_dim)) /* lse from P, scratch in dP (exec_core.h) */
-    return exec_flash_bwd_gqa(a->qkv, a->out, a->dout, (const float *)a->P, (float *)a->dP, a->dqkv, a->batch,
-                              a->seq, a->heads, kv_heads_of(a), a->head_dim, a->stream, e);
+  if (exec_flash_selected(a->seq, a->head_dim)) /* lse from P, scratch in dP (exec_core.h): its BF16 elements / 2 floats */
+    return exec_flash_bwd_gqa(a->qkv, a->out, a->dout, (const float *)a->P, (float *)a->dP,
+                              (long long)a->batch * a->heads * a->seq * a->seq / 2, a->dqkv, a->batch, a->seq,
+                              a->heads, kv_heads_of(a), a->head_dim, a->stream, e);
   CORE_TRY(unfused_mha_only(a, e));
   const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, ld = 3 * hl;
   const float scale = 1.0f / sqrtf((float)d);

@@ -33,6 +33,7 @@ extern "C" {
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -180,6 +181,18 @@ static __device__ __forceinline__ void store_rows(bf16 *dst, long long ld, const
     *reinterpret_cast<uint32_t *>(dst + (long long)g * ld + col) = pack_bf16(acc[nt][0] * mul0, acc[nt][1] * mul0);
     *reinterpret_cast<uint32_t *>(dst + (long long)(g + 8) * ld + col) =
         pack_bf16(acc[nt][2] * mul1, acc[nt][3] * mul1);
+  }
+}
+
+/* Writes a warp's 16 x D accumulator as FP32 rows of dst (row stride ld floats; dst 8-byte aligned). */
+template <int D>
+static __device__ __forceinline__ void store_rows_f32(float *dst, long long ld, const float acc[][4], int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < D / 8; nt++) {
+    int col = nt * 8 + 2 * t;
+    *reinterpret_cast<float2 *>(dst + (long long)g * ld + col) = make_float2(acc[nt][0], acc[nt][1]);
+    *reinterpret_cast<float2 *>(dst + (long long)(g + 8) * ld + col) = make_float2(acc[nt][2], acc[nt][3]);
   }
 }
 
@@ -528,17 +541,23 @@ __global__ void flash_dsum_kernel(const bf16 *out, const bf16 *dout, float *dsum
  * all G, so dK and dV sum over the group in registers. NT threads. */
 template <int D, int BQ, int NT>
 struct BwdHead {
-  int key_block, b, kvh, S, H, G;
+  int key_block, b, kvh, S, H, G, part, g0;
   const bf16 *qkv_b, *dout_b, *K, *V;
   const float *lse, *dsum;
   long long ld, hl;
 
+  /* parts > 1 (flash_bwd128_kernel only): the grid's head index is
+   * (batch, key/value head) x parts + part, and this CTA runs the group's
+   * query heads g0 .. g0 + G / parts - 1 (g0 = part * G / parts) */
   __device__ __forceinline__ BwdHead(const bf16 *qkv, const bf16 *dout, const float *lse_, const float *dsum_,
                                      int S_, int H_, int G_, long long ld_, long long hl_, long long kvl,
-                                     int head_major)
+                                     int head_major, int parts = 1)
       : S(S_), H(H_), G(G_), lse(lse_), dsum(dsum_), ld(ld_), hl(hl_) {
-    int ntiles, bkv;
-    cta_tile(head_major, key_block, ntiles, bkv); /* key block 0 sees every query: the longest first */
+    int ntiles, unit;
+    cta_tile(head_major, key_block, ntiles, unit); /* key block 0 sees every query: the longest first */
+    const int bkv = unit / parts;
+    part = unit % parts;
+    g0 = part * (G / parts);
     b = bkv / (H / G);
     kvh = bkv % (H / G);
     qkv_b = qkv + (long long)b * S * ld;
@@ -546,19 +565,19 @@ struct BwdHead {
     K = qkv_b + hl + (long long)kvh * D;
     V = K + kvl;
   }
-  /* (batch, query head) index of query head gi of the group: lse, dsum and dq_acc rows */
-  __device__ __forceinline__ int bhq(int gi) const { return b * H + kvh * G + gi; }
+  /* (batch, query head) index of this CTA's query head gi (head g0 + gi of the group): lse, dsum and dq_acc rows */
+  __device__ __forceinline__ int bhq(int gi) const { return b * H + kvh * G + g0 + gi; }
   /* K and V rows key0.. of the block (BK rows) */
   template <int BK, int SD>
   __device__ __forceinline__ void load_keys(bf16 *sK, bf16 *sV, int key0, int tid) const {
     load_tile<BK, D, SD, NT>(sK, K + (long long)key0 * ld, ld, tid);
     load_tile<BK, D, SD, NT>(sV, V + (long long)key0 * ld, ld, tid);
   }
-  /* queries q0 .. q0 + BQ - 1 of query head gi into buffer buf of sQ, sdO ([2][BQ][SD]) and sL, sDs ([2][BQ]) */
+  /* queries q0 .. q0 + BQ - 1 of this CTA's query head gi into buffer buf of sQ, sdO ([2][BQ][SD]) and sL, sDs ([2][BQ]) */
   template <int SD>
   __device__ __forceinline__ void load_step(bf16 *sQ, bf16 *sdO, float *sL, float *sDs, int gi, int q0, int buf,
                                             int tid) const {
-    const long long h = (long long)kvh * G + gi;
+    const long long h = (long long)kvh * G + g0 + gi;
     const bf16 *Q = qkv_b + h * D, *dO = dout_b + h * D;
     const float *L = lse + (long long)bhq(gi) * S, *Ds = dsum + (long long)bhq(gi) * S;
     load_tile<BQ, D, SD, NT>(sQ + buf * BQ * SD, Q + (long long)q0 * ld, ld, tid);
@@ -823,12 +842,19 @@ __global__ void flash_dq_store4_kernel(const float *dq_acc, bf16 *dqkv, long lon
  *   3. dQ's share dS.K (64 queries x D; warp 32 x D/4), added in FP32 to dq_acc.
  * Every warp tile is two 16-row m-tiles wide (mma_abt2/mma_sb2). V4: dQ added
  * with float4 atomics (--variant flash-bwd=v4). FTZ (the default): P by exp2_ftz;
- * exp2f with --variant flash-bwd=fa128 (the default until 2026-11-30 05:15 UTC). */
+ * exp2f with --variant flash-bwd=fa128 (the default until 2026-11-30 05:15 UTC).
+ * parts > 1: the group's G query heads are split over `parts` CTAs (G / parts
+ * each, grid (batch x key/value heads x parts) x key blocks); each writes its
+ * dK, dV sums unscaled in FP32 to slice `part` of dkv_part ([parts][batch *
+ * seq][2 kvl]: dK | dV columns; part_slice = batch * seq * 2 kvl floats),
+ * summed by flash_dkdv_reduce_kernel. parts 1:
+ * dK, dV to dqkv in BF16 (dkv_part unused). */
 template <int D, bool V4, bool FTZ>
 __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, const bf16 *dout, const float *lse,
                                                               const float *dsum, bf16 *dqkv, float *dq_acc, int S,
                                                               int H, int G, long long ld, long long hl, long long kvl,
-                                                              float scale_log2, float scale, int head_major) {
+                                                              float scale_log2, float scale, int head_major, int parts,
+                                                              float *dkv_part, long long part_slice) {
   constexpr int BK = 128, BQ = 64, SD = D + 8, SP = BQ + 8, NT = 256;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   extern __shared__ __align__(16) unsigned char flash_smem[];
@@ -839,11 +865,11 @@ __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, c
   bf16 *sdS = sP + BK * SP;     /* [BK][SP]: dS^T of the step (unscaled) */
   float *sL = reinterpret_cast<float *>(sdS + BK * SP); /* [2][BQ] lse, then [2][BQ] dsum */
   float *sDs = sL + 2 * BQ;
-  const BwdHead<D, BQ, NT> hd(qkv, dout, lse, dsum, S, H, G, ld, hl, kvl, head_major);
+  const BwdHead<D, BQ, NT> hd(qkv, dout, lse, dsum, S, H, G, ld, hl, kvl, head_major, parts);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
-  /* the steps of the G query heads one after another (step it: head it / steps) */
-  const int key0 = hd.key_block * BK, steps = (S - key0) / BQ, all_steps = G * steps;
+  /* the steps of this CTA's G / parts query heads one after another (step it: head it / steps) */
+  const int key0 = hd.key_block * BK, steps = (S - key0) / BQ, all_steps = (G / parts) * steps;
   hd.template load_keys<BK, SD>(sK, sV, key0, tid);
   hd.template load_step<SD>(sQ, sdO, sL, sDs, 0, key0, 0, tid);
   cp_async_commit();
@@ -984,11 +1010,43 @@ __global__ void __launch_bounds__(256, 1) flash_bwd128_kernel(const bf16 *qkv, c
     }
   }
 
+  if (parts > 1) {
+    const long long pld = 2 * kvl; /* a partial row: dK | dV */
+    float *pK = dkv_part + hd.part * part_slice + ((long long)hd.b * S + key0 + kw * 32) * pld +
+                (long long)hd.kvh * D + dw * (D / 2);
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+      store_rows_f32<D / 2>(pK + (long long)mt * 16 * pld, pld, dk[mt], lane);
+      store_rows_f32<D / 2>(pK + (long long)mt * 16 * pld + kvl, pld, dv[mt], lane);
+    }
+    return;
+  }
   bf16 *dK = dqkv + ((long long)hd.b * S + key0 + kw * 32) * ld + hl + (long long)hd.kvh * D + dw * (D / 2);
 #pragma unroll
   for (int mt = 0; mt < 2; mt++) {
     store_rows<D / 2>(dK + (long long)mt * 16 * ld, ld, dk[mt], scale, scale, lane);
     store_rows<D / 2>(dK + (long long)mt * 16 * ld + kvl, ld, dv[mt], 1.f, 1.f, lane);
+  }
+}
+
+/* dK, dV of the split backward (flash_bwd128_kernel with parts > 1): the sum
+ * of the `parts` FP32 slices of dkv_part ([parts][rows][2 kvl], rows = batch *
+ * seq) in slice order (deterministic), dK times `scale`, written as BF16 to
+ * columns hl .. hl + 2 kvl of dqkv's rows (the layout and scaling of the
+ * kernel's own epilogue with parts 1). Four elements a thread: dkv_part
+ * 16-byte and dqkv 8-byte aligned, kvl a multiple of 4. */
+__global__ void flash_dkdv_reduce_kernel(const float *dkv_part, int parts, long long rows, long long kvl,
+                                         bf16 *dqkv, long long ld, long long hl, float scale) {
+  const long long pld = 2 * kvl, quads = rows * pld / 4, slice = rows * pld;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < quads; i += (long long)gridDim.x * blockDim.x) {
+    const long long x = 4 * i, r = x / pld, c = x % pld;
+    float4 v = *reinterpret_cast<const float4 *>(dkv_part + x);
+    for (int p = 1; p < parts; p++) {
+      const float4 w = *reinterpret_cast<const float4 *>(dkv_part + p * slice + x);
+      v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
+    }
+    const float m = c < kvl ? scale : 1.f;
+    *reinterpret_cast<uint2 *>(dqkv + r * ld + hl + c) = make_uint2(pack_bf16(m * v.x, m * v.y), pack_bf16(m * v.z, m * v.w));
   }
 }
 
@@ -1081,6 +1139,37 @@ static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S,
   return 0;
 }
 
+/* SMs of the current device, asked once (0 until the query succeeds). */
+static int sm_count(void) {
+  static int n;
+  if (!n) {
+    int dev = 0, c = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
+      n = c;
+  }
+  return n;
+}
+
+/* Floats of one slice of the split backward's dK | dV partials ([batch * seq][2 kvl]). */
+static long long part_slice_floats(int batch, long long seq, long long kv_heads, long long head_dim) {
+  return (long long)batch * seq * 2 * kv_heads * head_dim;
+}
+
+/* How many CTAs share a group's query heads in flash_bwd128_kernel (its
+ * `parts`; exec_flash.h): the largest divisor P of the group G whose grid
+ * (seq / 128 x batch x kv_heads x P CTAs) stays within 2 CTAs an SM, at most
+ * --variant flash-bwd-parts=N where N > 0, and whose partials fit in the
+ * scratch after the minimum (exec_flash_bwd_scratch_floats); 1 on every other
+ * backward path (v1, v4, split, fa128, seq no multiple of 128, head_dim 32). */
+static int bwd_parts(int batch, long long S, long long H, long long KV, long long D, long long scratch_floats) {
+  if (D < 64 || S % 128 || !ops_variant_is(OPS_V_FLASH_BWD, "default") || batch < 1 || KV < 1 || H % KV) return 1;
+  const long long G = H / KV, ctas = S / 128 * batch * KV, want = atoll(ops_variant(OPS_V_FLASH_BWD_PARTS));
+  const long long room = (scratch_floats - exec_flash_bwd_scratch_floats(batch, S, H, D)) / part_slice_floats(batch, S, KV, D);
+  for (long long p = G; p > 1; p--)
+    if (G % p == 0 && p <= room && (want > 0 ? p <= want : ctas * p <= 2LL * sm_count())) return (int)p;
+  return 1;
+}
+
 /* Backward: --variant flash-bwd=split the two-pass backward (dK/dV pass, then a dQ
  * pass recomputing S and dP); =v1 one pass on 64-key blocks
  * (flash_bwd_dkdv_kernel with dQ atomics); =v4 the 128-key kernel with float4
@@ -1089,7 +1178,8 @@ static int flash_fwd_t(const bf16 *qkv, bf16 *out, float *lse, int batch, int S,
  * a multiple of 128, else v1. */
 template <int D>
 static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const float *lse, float *scratch,
-                       bf16 *dqkv, int batch, int S, int H, int KV, cudaStream_t st, ts_err *e) {
+                       long long scratch_floats, bf16 *dqkv, int batch, int S, int H, int KV, cudaStream_t st,
+                       ts_err *e) {
   constexpr int DD = D >= 64 ? D : 64; /* the 128-key kernel runs for D >= 64 only */
   static int ready;
   if (!ready) {
@@ -1121,6 +1211,9 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
    * block over the G query heads of its group; the dQ pass per query head */
   const int bh = batch * H, bkv = batch * KV, G = H / KV;
   const float scale = (float)(1.0 / sqrt((double)D)), scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
+  if (scratch_floats < exec_flash_bwd_scratch_floats(batch, S, H, D))
+    return ts_fail(e, NULL, "flash attention backward", "scratch of %lld floats, needs %lld", scratch_floats,
+                   exec_flash_bwd_scratch_floats(batch, S, H, D));
   float *dsum = scratch, *dq_acc = scratch + ((rows + 3) / 4) * 4; /* 16-byte aligned */
   const bool split = ops_variant_is(OPS_V_FLASH_BWD, "split");
   /* 16-byte row sums that also clear dq_acc, 4-wide dQ store (default); the
@@ -1155,13 +1248,26 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
     const dim3 grid128 = tile_grid(S / 128, bkv, hm);
     if (ops_variant_is(OPS_V_FLASH_BWD, "v4"))
       flash_bwd128_kernel<DD, true, true><<<grid128, 256, bwd128_smem(D), st>>>(
-          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm);
+          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm, 1, NULL, 0);
     else if (ops_variant_is(OPS_V_FLASH_BWD, "fa128"))
       flash_bwd128_kernel<DD, false, false><<<grid128, 256, bwd128_smem(D), st>>>(
-          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm);
-    else
-      flash_bwd128_kernel<DD, false, true><<<grid128, 256, bwd128_smem(D), st>>>(
-          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm);
+          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm, 1, NULL, 0);
+    else {
+      /* a group's query heads over `parts` CTAs where the grid is small (bwd_parts; the
+       * reduce kernel needs the 16-byte scratch and 8-byte dqkv of `wide`) */
+      const int parts = wide ? bwd_parts(batch, S, H, KV, D, scratch_floats) : 1;
+      float *dkv_part = scratch + exec_flash_bwd_scratch_floats(batch, S, H, D); /* 16-byte aligned */
+      const long long slice = part_slice_floats(batch, S, KV, D);
+      flash_bwd128_kernel<DD, false, true><<<tile_grid(S / 128, bkv * parts, hm), 256, bwd128_smem(D), st>>>(
+          qkv, dout, lse, dsum, dqkv, dq_acc, S, H, G, ld, hl, kvl, scale_log2, scale, hm, parts, dkv_part, slice);
+      if (parts > 1) {
+        FLASH_LAUNCH("flash attention backward (dK, dV partials, dQ)");
+        const long long quads = slice / 4, blocks = (quads + 255) / 256;
+        flash_dkdv_reduce_kernel<<<(unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8), 256, 0, st>>>(
+            dkv_part, parts, (long long)batch * S, kvl, dqkv, ld, hl, scale);
+        FLASH_LAUNCH("flash attention backward (dK, dV sum of the parts)");
+      }
+    }
   } else if (D >= 64 && bwd_warps(D, S) == 8) {
     constexpr int NW = D >= 64 ? 8 : 4; /* this branch runs for D >= 64 only */
     const int hm = head_major(S / (16 * NW));
@@ -1224,23 +1330,38 @@ long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long head
   return (rows + 3) / 4 * 4 + rows * head_dim;
 }
 
+long long exec_flash_bwd_gqa_scratch_floats(int batch, long long seq, long long heads, long long kv_heads,
+                                           long long head_dim) {
+  const long long base = exec_flash_bwd_scratch_floats(batch, seq, heads, head_dim);
+  if (!exec_flash_gqa_supported(seq, heads, kv_heads, head_dim)) return base;
+  return base + part_slice_floats(batch, seq, kv_heads, head_dim) *
+                    bwd_parts(batch, seq, heads, kv_heads, head_dim, LLONG_MAX);
+}
+
+int exec_flash_bwd_parts(int batch, long long seq, long long heads, long long kv_heads, long long head_dim,
+                         long long scratch_floats) {
+  if (!exec_flash_gqa_supported(seq, heads, kv_heads, head_dim)) return 1;
+  return bwd_parts(batch, seq, heads, kv_heads, head_dim, scratch_floats);
+}
+
 extern "C" int exec_flash_bwd_gqa(const void *qkv, const void *out, const void *dout, const float *lse,
-                                  float *scratch, void *dqkv, int batch, long long seq, long long heads,
-                                  long long kv_heads, long long head_dim, void *stream, ts_err *e) {
+                                  float *scratch, long long scratch_floats, void *dqkv, int batch, long long seq,
+                                  long long heads, long long kv_heads, long long head_dim, void *stream, ts_err *e) {
   if (check_shape("flash attention backward", batch, seq, heads, kv_heads, head_dim, e)) return -1;
   const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)out, *d = (const bf16 *)dout;
   bf16 *dq = (bf16 *)dqkv;
   cudaStream_t st = (cudaStream_t)stream;
   const int S = (int)seq, H = (int)heads, KV = (int)kv_heads;
   switch (head_dim) {
-  case 32: return flash_bwd_t<32>(q, o, d, lse, scratch, dq, batch, S, H, KV, st, e);
-  case 64: return flash_bwd_t<64>(q, o, d, lse, scratch, dq, batch, S, H, KV, st, e);
-  default: return flash_bwd_t<128>(q, o, d, lse, scratch, dq, batch, S, H, KV, st, e);
+  case 32: return flash_bwd_t<32>(q, o, d, lse, scratch, scratch_floats, dq, batch, S, H, KV, st, e);
+  case 64: return flash_bwd_t<64>(q, o, d, lse, scratch, scratch_floats, dq, batch, S, H, KV, st, e);
+  default: return flash_bwd_t<128>(q, o, d, lse, scratch, scratch_floats, dq, batch, S, H, KV, st, e);
   }
 }
 
 extern "C" int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch,
                               void *dqkv, int batch, long long seq, long long heads, long long head_dim, void *stream,
                               ts_err *e) {
-  return exec_flash_bwd_gqa(qkv, out, dout, lse, scratch, dqkv, batch, seq, heads, heads, head_dim, stream, e);
+  return exec_flash_bwd_gqa(qkv, out, dout, lse, scratch, exec_flash_bwd_scratch_floats(batch, seq, heads, head_dim),
+                            dqkv, batch, seq, heads, heads, head_dim, stream, e);
 }

@@ -8,8 +8,9 @@
  * blocks of qkv [batch*seq x 3*hl] (hl = heads*d); the output and its
  * gradient are [batch*seq x hl]; dqkv has qkv's layout. The log-sum-exp
  * `lse` holds batch*heads*seq floats (base 2, of the scaled scores); the
- * backward's `scratch` exec_flash_bwd_scratch_floats() floats (row sums of
- * dO*O, and dQ accumulated in FP32). Softmax scale is 1/sqrt(d).
+ * backward's `scratch` at least exec_flash_bwd_scratch_floats() floats (row
+ * sums of dO*O, and dQ accumulated in FP32; grouped heads use more where
+ * given, see below). Softmax scale is 1/sqrt(d).
  *
  * Grouped-query attention (the _gqa functions): `kv_heads` key/value heads,
  * each shared by heads / kv_heads consecutive query heads (a group); qkv is
@@ -19,9 +20,16 @@
  * kernels run one CTA per (batch, key/value head, key block) over the query
  * steps of every head of the group, so dK and dV are summed over the group
  * in FP32 registers and written once (no atomics, no extra GEMMs); dQ as in
- * multi-head. kv_heads == heads is the multi-head layout above, and
- * exec_flash_fwd/bwd are the _gqa functions with kv_heads = heads. Every
- * kernel variant below runs grouped heads.
+ * multi-head. Where that grid is small (one key/value head a rank: seq / 128
+ * x batch x kv_heads CTAs, e.g. 32 on 132 SMs), the default 128-key kernel
+ * splits each group's query heads over P CTAs (exec_flash_bwd_parts; P = 1,
+ * the kernel above, where the grid is large enough): each sums dK and dV over
+ * its G / P heads and writes them in FP32 to the scratch after its first
+ * exec_flash_bwd_scratch_floats() floats; a small kernel adds the P parts in
+ * a fixed order (deterministic) and writes dK, dV as BF16.
+ * kv_heads == heads is the multi-head layout above, and exec_flash_fwd/bwd
+ * are the _gqa functions with kv_heads = heads. Every kernel variant below
+ * runs grouped heads.
  *
  * Supported: head_dim 32, 64 or 128, seq a multiple of 64
  * (exec_flash_supported says so); otherwise the caller keeps the unfused
@@ -67,18 +75,36 @@ int exec_flash_fwd_gqa(const void *qkv, void *out, float *lse, int batch, long l
  * wave held the longest tiles of the last heads). */
 int exec_flash_bwd(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch, void *dqkv,
                    int batch, long long seq, long long heads, long long head_dim, void *stream, ts_err *e);
+/* scratch holds scratch_floats floats: at least exec_flash_bwd_scratch_floats()
+ * (else -1 with e), exec_flash_bwd_gqa_scratch_floats() for the split of the
+ * query heads at its full P; P is limited to what fits (P = 1 at the minimum). */
 int exec_flash_bwd_gqa(const void *qkv, const void *out, const void *dout, const float *lse, float *scratch,
-                       void *dqkv, int batch, long long seq, long long heads, long long kv_heads, long long head_dim,
-                       void *stream, ts_err *e);
-/* for the query heads: the same with or without grouping */
+                       long long scratch_floats, void *dqkv, int batch, long long seq, long long heads,
+                       long long kv_heads, long long head_dim, void *stream, ts_err *e);
+/* for the query heads: the same with or without grouping (the backward's minimum; P = 1) */
 long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long heads, long long head_dim);
+/* the minimum plus P slices of dK | dV partials (batch x seq x 2 kv_heads x
+ * head_dim floats each) at the P the shape gets with unlimited scratch: what
+ * an allocation for exec_flash_bwd_gqa provides (asks the current device's SM count) */
+long long exec_flash_bwd_gqa_scratch_floats(int batch, long long seq, long long heads, long long kv_heads,
+                                           long long head_dim);
+/* P, the CTAs that share each group's query heads in exec_flash_bwd_gqa with
+ * scratch_floats of scratch (16-byte aligned buffers): the largest divisor of
+ * G = heads / kv_heads keeping seq / 128 x batch x kv_heads x P CTAs within 2
+ * an SM of the current device, and the partials within the scratch; at most N
+ * with --variant flash-bwd-parts=N (N > 0; 1: the kernel before 2026-12-03);
+ * 1 on the paths other than the default 128-key kernel (head_dim 64/128, seq
+ * a multiple of 128). */
+int exec_flash_bwd_parts(int batch, long long seq, long long heads, long long kv_heads, long long head_dim,
+                         long long scratch_floats);
 
 /* Which attention the executor (and `tacorun calibrate`, through exec_core.c)
  * runs: 1 for the fused kernels, 0 for the unfused batched-GEMM path. The
  * fused one by default where supported; --variant attn=unfused selects the
  * unfused one. The executor lends the fused backward its seq x seq score scratch,
- * which holds the backward's scratch when seq >= 2 head_dim + 4 (also
- * required here). */
+ * which holds the backward's minimum scratch when seq >= 2 head_dim + 4 (also
+ * required here), and the split of grouped query heads at any P when seq >=
+ * 6 head_dim + 2 (at shorter seq, P is limited to what fits). */
 int exec_flash_selected(long long seq, long long head_dim);
 
 #ifdef __cplusplus

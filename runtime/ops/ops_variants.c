@@ -25,6 +25,10 @@ static const ops_variant_row rows[OPS_V_COUNT] = {
                          "fused backward: 128-key blocks; v1 64-key; v4 float4 dQ atomics; split two passes; "
                          "fa128 the kernels before 2026-11-30"},
     [OPS_V_FLASH_BWD_WARPS] = {"flash-bwd-warps", {"4", "8"}, "warps of the fused backward (8: 128-key blocks)"},
+    [OPS_V_FLASH_BWD_PARTS] = {"flash-bwd-parts", {NULL},
+                               "CTAs that share a key/value head's query heads in the fused backward (128-key "
+                               "blocks): 0 as many as keep the grid within 2 CTAs an SM; 1 one CTA a group (the "
+                               "kernel until 2026-12-03); N at most N (a divisor of the group)"},
     [OPS_V_FLASH_ORDER] = {"flash-order", {"longest", "head"},
                            "tile launch order: longest tiles of every head first, or one head's tiles together"},
     [OPS_V_CE] = {"ce", {"fused", "unfused"}, "vocabulary-parallel cross-entropy: one pass or three kernels"},

@@ -25,6 +25,7 @@ typedef enum {
   OPS_V_FLASH_FWD,            /* fused attention forward kernel */
   OPS_V_FLASH_BWD,            /* fused attention backward kernel */
   OPS_V_FLASH_BWD_WARPS,      /* warps of the backward kernel */
+  OPS_V_FLASH_BWD_PARTS,      /* CTAs sharing a key/value head's query heads in the backward (a number; 0 automatic) */
   OPS_V_FLASH_ORDER,          /* launch order of the attention tiles */
   OPS_V_CE,                   /* vocabulary-parallel cross-entropy: fused | unfused */
   OPS_V_NORM_BWD,             /* norm backward: one kernel | three */
