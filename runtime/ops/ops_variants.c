@@ -8,8 +8,9 @@
 
 typedef struct {
   const char *name;
-  const char *values[OPS_MAX_VALUES]; /* default first; NULL-ended; none: a whole number >= 0, default "0" */
+  const char *values[OPS_MAX_VALUES]; /* default first; NULL-ended; none: a whole number >= 0 */
   const char *help;
+  const char *number_default; /* a whole-number variant's default; NULL: "0" */
 } ops_variant_row;
 
 /* Defaults are the winners of runtime/RESULTS-exec.md (fused attention: 2026-11-30;
@@ -27,8 +28,10 @@ static const ops_variant_row rows[OPS_V_COUNT] = {
     [OPS_V_FLASH_BWD_WARPS] = {"flash-bwd-warps", {"4", "8"}, "warps of the fused backward (8: 128-key blocks)"},
     [OPS_V_FLASH_BWD_PARTS] = {"flash-bwd-parts", {NULL},
                                "CTAs that share a key/value head's query heads in the fused backward (128-key "
-                               "blocks): 0 as many as keep the grid within 2 CTAs an SM; 1 one CTA a group (the "
-                               "kernel until 2026-12-03); N at most N (a divisor of the group)"},
+                               "blocks): 1 one CTA a group (the kernel checked on the H200); 0 as many as keep the "
+                               "grid within 2 CTAs an SM; N at most N (a divisor of the group). Values other than 1: "
+                               "written and built, NOT yet run on a GPU (tests/test_exec_flash_gpu.cu checks them)",
+                               "1"},
     [OPS_V_FLASH_ORDER] = {"flash-order", {"longest", "head"},
                            "tile launch order: longest tiles of every head first, or one head's tiles together"},
     [OPS_V_CE] = {"ce", {"fused", "unfused"}, "vocabulary-parallel cross-entropy: one pass or three kernels"},
@@ -45,7 +48,9 @@ static const ops_variant_row rows[OPS_V_COUNT] = {
 
 static char values[OPS_V_COUNT][16]; /* "" = the default */
 
-static const char *default_of(const ops_variant_row *r) { return r->values[0] ? r->values[0] : "0"; }
+static const char *default_of(const ops_variant_row *r) {
+  return r->values[0] ? r->values[0] : r->number_default ? r->number_default : "0";
+}
 
 const char *ops_variant(ops_variant_id id) {
   if ((unsigned)id >= OPS_V_COUNT) return "";
