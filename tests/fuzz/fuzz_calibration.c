@@ -29,7 +29,7 @@ static void exercise(const schema_calibration *c) {
     require_time(schema_lookup_gemm(&l, (long long)sizes[i] % 100000 + 1, 4096, 1024, &us, &e), us);
     require_time(schema_lookup_coll(&l, "allreduce", 2 + i, sizes[i], &us, &e), us);
     require_time(schema_lookup_coll(&l, "sendrecv", 2, sizes[i], &us, &e), us);
-    schema_attn_shape q = {.head_dim = 64 << (i % 2), .seq = (int)sizes[i] % 9000 + 1, .batch = i + 1,
+    schema_attn_shape q = {.head_dim = 64 << (i % 2), .seq = (int)((long long)sizes[i] % 9000) + 1, .batch = i + 1,
                            .heads = 8 * (i + 1), .kv_heads = i + 1, .causal = i % 2 == 0};
     for (int b = 0; b < 2; b++) require_time(schema_lookup_attn(&l, &q, b, &us), us);
     for (int k = 0; k < c->n_attn && k < 8; k++) require_time(schema_lookup_attn(&l, &c->attn[k].s, b_of(k), &us), us);
