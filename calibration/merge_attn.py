@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from merge_infer import data_json
+from merge_infer import append_note, data_json
 
 
 def main():
@@ -38,11 +38,7 @@ def main():
                 out["attention_shapes"] = pts
             out[k] = v
         note = f"; attention_shapes: {a.src} ({src.get('measured_at', '?')}, calibration/merge_attn.py)"
-        old = cal.get("notes", "")
-        if len(old) + len(note) > 511:  # cut the older notes at a clause, marked
-            cut = old[: max(0, 511 - len(note) - 5)]
-            old = cut[: max(cut.rfind(", "), cut.rfind("; "), 0)] + ", ..."
-        out["notes"] = (old + note)[:511]
+        append_note(out, note)
         with open(path, "w") as f:
             f.write(data_json(out) + "\n")
         print(f"{path}: {len(pts)} attention shapes from {a.src}")

@@ -15,7 +15,7 @@ import json
 import re
 import sys
 
-from merge_infer import data_json
+from merge_infer import append_note, data_json
 
 
 def main():
@@ -41,11 +41,7 @@ def main():
     for path in a.files:
         cal = json.load(open(path))
         cal["kernels"]["attention_decode"] = table
-        old = cal.get("notes", "")
-        if len(old) + len(note) > 511:
-            cut = old[: max(0, 511 - len(note) - 5)]
-            old = cut[: max(cut.rfind(", "), cut.rfind("; "), 0)] + ", ..."
-        cal["notes"] = (old + note)[:511]
+        append_note(cal, note)
         with open(path, "w") as f:
             f.write(data_json(cal) + "\n")
         print(f"{path}: attention_decode, {len(table)} points from {a.src}")

@@ -64,10 +64,20 @@ def main():
     cal["collectives"] = {k: colls[k] for k in sorted(colls)}
     note = (f"; inference tables from {a.src} (calibrate-infer, {src.get('measured_at', '?')}): {len(gemm)} decode GEMMs, "
             f"{', '.join(taken)}{', ' if moved else ''}{', '.join(moved)} (calibration/merge_infer.py)")
-    cal["notes"] = (cal.get("notes", "") + note)[:511]
+    append_note(cal, note)
     with open(a.file, "w") as f:
         f.write(data_json(cal) + "\n")
     print(f"{a.file}: {len(gemm)} decode GEMMs, {len(taken)} kernel tables, {len(moved)} collective tables from {a.src}")
+
+
+def append_note(cal, note, limit=511):
+    """Append note to cal's notes within the schema's limit: the older notes are
+    cut at a clause and marked ", ..." rather than the new note losing its end."""
+    old = cal.get("notes", "")
+    if len(old) + len(note) > limit:
+        cut = old[: max(0, limit - len(note) - 5)]
+        old = cut[: max(cut.rfind(", "), cut.rfind("; "), 0)] + ", ..."
+    cal["notes"] = (old + note)[:limit]
 
 
 def data_json(v, depth=0):

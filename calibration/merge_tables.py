@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from merge_infer import data_json
+from merge_infer import append_note, data_json
 
 
 def main():
@@ -41,7 +41,7 @@ def main():
         kernels = dict(cal.get("kernels", {}))
         kernels.update(tables)
         cal["kernels"] = {k: kernels[k] for k in sorted(kernels)}
-        cal["notes"] = (cal.get("notes", "") + note)[:511]
+        append_note(cal, note)
         with open(path, "w") as f:
             f.write(data_json(cal) + "\n")
         print(f"{path}: {len(tables)} tables from {a.src}")

@@ -91,15 +91,15 @@ static int runs(const calib_attn_shape *s) {
 
 int calib_run_attention_shapes(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e) {
   size_t max_qkv = 0, max_ss = 0;
-  int todo = 0;
+  int total = 0;
   for (int i = 0; i < sh->n_attn; i++) {
     const calib_attn_shape *s = &sh->attn[i];
     size_t qkv = (size_t)s->bh * s->seq * s->head_dim * 3, ss = (size_t)s->bh * s->seq * s->seq;
     if (qkv > max_qkv) max_qkv = qkv;
     if (ss > max_ss) max_ss = ss;
-    todo += runs(s);
+    total += runs(s);
   }
-  if (todo == 0) return 0;
+  if (total == 0) return 0;
   FILE *tsv = NULL;
   if (cfg->attn_tsv && !(tsv = fopen(cfg->attn_tsv, "w"))) return ts_fail(e, cfg->attn_tsv, NULL, "cannot open for writing");
   if (tsv) fprintf(tsv, "head_dim\tseq\tbatch\theads\tkv_heads\tfwd_step_us\tbwd_step_us\tfwd_alone_us\tbwd_alone_us\n");
@@ -134,7 +134,7 @@ int calib_run_attention_shapes(const calib_config *cfg, const calib_shapes *sh, 
   if (heat(&b, (int)(1e6 / heat_us) + 1, e)) goto out;
   void *streams[1] = {NULL};
   calib_progress pr;
-  calib_progress_begin(&pr, "attention shapes", todo);
+  calib_progress_begin(&pr, "attention shapes", total);
   for (int i = 0; i < sh->n_attn; i++) {
     const calib_attn_shape *s = &sh->attn[i];
     if (!runs(s)) continue;

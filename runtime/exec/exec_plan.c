@@ -13,18 +13,52 @@ static const char *recompute_name(model_recompute r) {
   return r == MODEL_RECOMPUTE_FULL ? "full" : r == MODEL_RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
 
-/* What the executor refuses of a valid plan; 0 when it runs it. */
-static int refuse_unsupported(const plan *pl, ts_err *e) {
-  const char *path = pl->path;
-  if (pl->cp > 1)
+/* What the executor refuses of a valid plan (fields the simulator prices and
+ * the executor does not run yet: NOT IMPLEMENTED here), with the field named;
+ * 0 when it runs it. The one list, read by exec_plan_read and the walker. */
+int exec_plan_refuse(const plan *p, ts_err *e) {
+  const char *path = p->path;
+  if (plan_cp(p) > 1)
     return ts_fail(e, path, "layout.context_parallel_size",
                    "%d: context parallelism (the KV ring beside the attention) is priced by tacosim simulate; the "
-                   "executor runs cp 1 only (NOT IMPLEMENTED here)", pl->cp);
+                   "executor runs cp 1 only (NOT IMPLEMENTED here)", p->cp);
   /* Mixture-of-experts layers (routing, token all-to-alls, grouped expert GEMMs) are simulated
    * (tacosim simulate) but not executed yet. */
-  if (model_is_moe(&pl->model))
+  if (model_is_moe(&p->model))
     return ts_fail(e, path, "model", "%s is a mixture of experts (\"experts\": %d): tacorun execute does not run MoE "
-                   "layers yet; tacosim plan / simulate predict it", pl->model.name, pl->model.experts);
+                   "layers yet; tacosim plan / simulate predict it", p->model.name, p->model.experts);
+  if (p->attention_backend != PLAN_ATTENTION_FUSED)
+    return ts_fail(e, path, "attention_backend",
+                   "\"unfused\" (Megatron-LM's pre-flash attention) is priced by tacosim simulate; the executor "
+                   "runs the fused kernel only (NOT IMPLEMENTED here)");
+  if (p->attention_dropout > 0)
+    return ts_fail(e, path, "attention_dropout",
+                   "%g: the executor runs no dropout (NOT IMPLEMENTED here); 0 only", p->attention_dropout);
+  if (p->first_stage_layers > 0)
+    return ts_fail(e, path, "layout.decoder_first_pipeline_num_layers",
+                   "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
+                   "(NOT IMPLEMENTED here)");
+  if (p->last_stage_layers > 0)
+    return ts_fail(e, path, "layout.decoder_last_pipeline_num_layers",
+                   "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
+                   "(NOT IMPLEMENTED here)");
+  if (p->zero_stage >= 2)
+    return ts_fail(e, path, "layout.data_parallel_sharding_strategy",
+                   "\"%s\" (ZeRO-%d) is priced by tacosim simulate; the executor runs no_shard and optim (ZeRO-1) "
+                   "only (NOT IMPLEMENTED here)", p->zero_stage == 2 ? "optim_grads" : "optim_grads_params",
+                   p->zero_stage);
+  if (p->overlap_param_gather)
+    return ts_fail(e, path, "layout.overlap_param_gather",
+                   "true is priced by tacosim simulate; the executor gathers the parameters after the optimizer "
+                   "step (NOT IMPLEMENTED here)");
+  if (p->tp_comm_overlap)
+    return ts_fail(e, path, "layout.tp_comm_overlap",
+                   "true is priced by tacosim simulate; the executor runs the SP collectives whole, with NCCL "
+                   "(NOT IMPLEMENTED here)");
+  if (p->overlap_grad_reduce_off)
+    return ts_fail(e, path, "layout.overlap_grad_reduce",
+                   "false is priced by tacosim simulate; the executor reduces each bucket when it is full "
+                   "(NOT IMPLEMENTED here)");
   return 0;
 }
 
@@ -36,7 +70,7 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
    * ./topologies (a copy of the tree elsewhere); the walker (exec_walk.c) loads it the same way. */
   int rc = -1;
   if (plan_load(path, NULL, NULL, pl, e) && plan_load(path, "models", "topologies", pl, e)) goto done;
-  if (refuse_unsupported(pl, e)) goto done;
+  if (exec_plan_refuse(pl, e)) goto done;
   snprintf(p->path, sizeof p->path, "%s", path);
   snprintf(p->name, sizeof p->name, "%s", pl->name);
   p->model = pl->model;

@@ -29,6 +29,8 @@ typedef struct {
 } exec_plan_min;
 
 int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e);
+/* What the executor refuses of a valid plan, "file: field: reason"; 0 when it runs it (exec_plan.c). */
+int exec_plan_refuse(const plan *p, ts_err *e);
 /* The executor's model configuration (micro-batch, sequence, layers after the override). */
 void exec_plan_config(const exec_plan_min *p, exec_ref_config *c);
 

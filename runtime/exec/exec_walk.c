@@ -3,56 +3,15 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "exec_run.h"
 #include "gpu_check.h"
 
 #define WK_CUDA(call) CUDA_CHECK(e, call)
 
-/* Layout fields of issue 22 that the simulator prices and the executor does
- * not run (NOT IMPLEMENTED here): refused with the field named. */
-static int exec_walk_refuse_layouts(const plan *p, ts_err *e) {
-  if (plan_cp(p) > 1)
-    return ts_fail(e, p->path, "layout.context_parallel_size",
-                   "%d: context parallelism (the KV ring beside the attention) is priced by tacosim simulate; the "
-                   "executor runs cp 1 only (NOT IMPLEMENTED here)", p->cp);
-  if (p->first_stage_layers > 0)
-    return ts_fail(e, p->path, "layout.decoder_first_pipeline_num_layers",
-                   "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
-                   "(NOT IMPLEMENTED here)");
-  if (p->last_stage_layers > 0)
-    return ts_fail(e, p->path, "layout.decoder_last_pipeline_num_layers",
-                   "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
-                   "(NOT IMPLEMENTED here)");
-  if (p->zero_stage >= 2)
-    return ts_fail(e, p->path, "layout.data_parallel_sharding_strategy",
-                   "\"%s\" (ZeRO-%d) is priced by tacosim simulate; the executor runs no_shard and optim (ZeRO-1) "
-                   "only (NOT IMPLEMENTED here)", p->zero_stage == 2 ? "optim_grads" : "optim_grads_params",
-                   p->zero_stage);
-  if (p->overlap_param_gather)
-    return ts_fail(e, p->path, "layout.overlap_param_gather",
-                   "true is priced by tacosim simulate; the executor gathers the parameters after the optimizer "
-                   "step (NOT IMPLEMENTED here)");
-  if (p->tp_comm_overlap)
-    return ts_fail(e, p->path, "layout.tp_comm_overlap",
-                   "true is priced by tacosim simulate; the executor runs the SP collectives whole, with NCCL "
-                   "(NOT IMPLEMENTED here)");
-  if (p->overlap_grad_reduce_off)
-    return ts_fail(e, p->path, "layout.overlap_grad_reduce",
-                   "false is priced by tacosim simulate; the executor reduces each bucket when it is full "
-                   "(NOT IMPLEMENTED here)");
-  return 0;
-}
-
 static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   w->loaded = 1;
-  /* Plan fields the simulator prices and the executor does not run (yet). */
-  if (w->p.attention_backend != PLAN_ATTENTION_FUSED)
-    return ts_fail(e, w->p.path, "attention_backend",
-                   "\"unfused\" (Megatron-LM's pre-flash attention) is priced by tacosim simulate; the executor "
-                   "runs the fused kernel only (NOT IMPLEMENTED here)");
-  if (w->p.attention_dropout > 0)
-    return ts_fail(e, w->p.path, "attention_dropout",
-                   "%g: the executor runs no dropout (NOT IMPLEMENTED here); 0 only", w->p.attention_dropout);
-  if (exec_walk_refuse_layouts(&w->p, e)) return -1;
+  /* plan fields the simulator prices and the executor does not run (yet): exec_plan.c */
+  if (exec_plan_refuse(&w->p, e)) return -1;
   if (!w->p.bias_unfused && (w->p.model.linear_bias || w->p.model.qkv_bias) && rank == 0)
     fprintf(stderr, "note: %s: bias_fusion is true (the default): tacosim prices the biases inside other kernels, "
             "while this executor adds them in passes of their own (fused biases NOT IMPLEMENTED here); set "
