@@ -59,7 +59,8 @@ typedef enum { PLAN_TRAFFIC_TP_FWD, PLAN_TRAFFIC_TP_BWD, PLAN_TRAFFIC_PP, PLAN_T
  * by the program builder (it changes which channels travel), not here. */
 double plan_codec_wire_bytes(const plan_codec *c, double bytes, int elem_bytes);
 
-typedef enum { PLAN_ATTENTION_FUSED, PLAN_ATTENTION_UNFUSED } plan_attention_backend;
+/* The names' order (plan_load.c): fused, unfused, flash, executor. */
+typedef enum { PLAN_ATTENTION_FUSED, PLAN_ATTENTION_UNFUSED, PLAN_ATTENTION_FLASH, PLAN_ATTENTION_EXECUTOR } plan_attention_backend;
 
 typedef struct {
   char path[512];     /* the plan file, as given */
@@ -88,8 +89,13 @@ typedef struct {
    * an uncompressed tp_fwd; micro x seq divisible by it. */
   int tp_overlap_chunks;
   /* "attention_backend" (Megatron-Core's --attention-backend; default fused):
-   * fused runs attention as one kernel that never stores the s x s scores
-   * (flash attention); unfused as Megatron-LM ran it before flash attention
+   * which implementation runs attention. fused: Transformer Engine's
+   * FusedAttention (cuDNN's flash attention, TE's choice on Hopper); flash:
+   * FlashAttention-2; executor: tacosim's own kernel (tacorun execute's).
+   * These three never store the s x s scores and are priced from the
+   * calibration's table of that implementation ("attention_backends" for
+   * fused and flash, "attention_shapes" and the FLOP-keyed tables for the
+   * executor's). unfused: as Megatron-LM ran it before flash attention
    * (SC'21): a batched GEMM Q K^T, a fused scale-mask-softmax, dropout on the
    * probabilities, a batched GEMM with V, each through device memory. */
   plan_attention_backend attention_backend;
@@ -384,6 +390,7 @@ const char *plan_traffic_name(plan_traffic t);
 const char *plan_group_name(plan_group_kind g);
 const char *plan_codec_kind_name(plan_codec_kind k);
 const char *plan_schedule_name(plan_schedule s);
+const char *plan_attention_backend_name(plan_attention_backend b);
 
 /* Memory per GPU (bytes), the largest over ranks, with its parts. */
 typedef struct {

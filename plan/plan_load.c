@@ -141,7 +141,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_real_opt(root, "dp_bucket_bytes", 1.0, 1e15, bucket_dflt, &p->dp_bucket_bytes, file, NULL, e))
     return -1;
 
-  static const char *const attention_names[] = {"fused", "unfused", NULL};
+  static const char *const attention_names[] = {"fused", "unfused", "flash", "executor", NULL};
   int attention;
   if (tsj_enum_opt(root, "attention_backend", attention_names, PLAN_ATTENTION_FUSED, &attention, file, NULL, e))
     return -1;

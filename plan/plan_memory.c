@@ -89,7 +89,7 @@ static double layer_activations(const plan *p, const model_shard *s, model_recom
 static double overhead_bytes(const plan *p) {
   double comms = (p->tp > 1) + (p->dp > 1) + (p->pp > 1) + (plan_cp(p) > 1);
   double b = RUNTIME_BYTES + NCCL_COMM_BYTES * comms + plan_cp_buffer_bytes(p);
-  if (p->attention_backend == PLAN_ATTENTION_FUSED) {
+  if (p->attention_backend != PLAN_ATTENTION_UNFUSED) {
     double tokens = (double)p->micro_batch * plan_local_seq(p);
     b += 4.0 * tokens * ((double)p->model.heads * model_head_dim(&p->model) + p->model.heads) / p->tp;
   }

@@ -30,6 +30,11 @@ const char *plan_schedule_name(plan_schedule s) {
   return (unsigned)s < 3 ? n[s] : "?";
 }
 
+const char *plan_attention_backend_name(plan_attention_backend b) {
+  static const char *const n[] = {"fused", "unfused", "flash", "executor"}; /* plan_load.c's order */
+  return (unsigned)b < 4 ? n[b] : "?";
+}
+
 static const char *special_name(int model_op) {
   switch (model_op) {
   case PLAN_MOP_EMBEDDING: return "embedding";

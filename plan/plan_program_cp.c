@@ -61,9 +61,9 @@ int plan_validate_cp(const plan *p, ts_err *e) {
   if (model_is_moe(&p->model))
     return ts_fail(e, f, field, "%d with the experts of %s is not modelled (the expert layers' parallel folding "
                    "here has no CP)", cp, p->model.name);
-  if (p->attention_backend != PLAN_ATTENTION_FUSED)
-    return ts_fail(e, f, field, "%d needs \"attention_backend\": \"fused\" (ring attention runs on the fused "
-                   "kernels' log-sum-exp)", cp);
+  if (p->attention_backend == PLAN_ATTENTION_UNFUSED)
+    return ts_fail(e, f, field, "%d needs a flash-style \"attention_backend\" (fused, flash or executor; ring "
+                   "attention runs on the fused kernels' log-sum-exp)", cp);
   return 0;
 }
 

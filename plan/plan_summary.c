@@ -105,7 +105,7 @@ static void print_memory(const plan *p, FILE *out) {
   }
   fprintf(out, "  overhead: CUDA context, cuBLASLt, one NCCL communicator per parallel dimension (measured on H200,\n"
                "  plan/plan_memory.c)%s\n",
-          p->attention_backend == PLAN_ATTENTION_FUSED ? ", the fused attention backward's fp32 workspace" : "");
+          p->attention_backend != PLAN_ATTENTION_UNFUSED ? ", the fused attention backward's fp32 workspace" : "");
 }
 
 typedef struct {

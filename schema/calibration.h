@@ -11,6 +11,8 @@
  *     "gemm_infer": [ {"m":..,"n":..,"k":..,"us":..} ],   (optional: decode GEMMs, inference only)
  *     "attention_shapes": [ {"head_dim":..,"seq":..,"batch":..,"heads":..,"kv_heads":..,
  *                            "causal":true,"fwd_us":..,"bwd_us":..} ],   (optional: below)
+ *     "attention_backends": { "fused"|"flash": [ points as attention_shapes ] },
+ *                            (optional: other implementations than the executor's, below)
  *     "kernels": { "<name>": [ {"bytes":..,"group":..,"us":..} or {"flops":..,"us":..} ] },
  *     "collectives": { "<coll>[.taco<G>]": { "<nranks>": [ {"bytes":..,"us":..} ] } },
  *     "fits": { "<coll>.<nranks>": {"latency_us":..,"gbps":..} },
@@ -55,6 +57,21 @@ typedef struct {
   int head_dim, seq, batch, heads, kv_heads;
   bool causal;
 } schema_attn_shape;
+
+/* Which implementation of attention a time is of: the executor's own kernel
+ * ("attention_shapes") or one of Megatron-LM's --attention-backend choices
+ * ("attention_backends"): fused = Transformer Engine's FusedAttention (cuDNN),
+ * flash = FlashAttention-2. (Unfused attention is priced from GEMMs and the
+ * softmax, not from a table.) */
+typedef enum {
+  SCHEMA_ATTN_EXECUTOR,
+  SCHEMA_ATTN_FUSED,
+  SCHEMA_ATTN_FLASH,
+  SCHEMA_ATTN_NBACKENDS
+} schema_attn_backend;
+const char *schema_attn_backend_name(schema_attn_backend b);
+/* 0 and *b set when name is one of executor, fused, flash; else -1. */
+int schema_attn_backend_parse(const char *name, schema_attn_backend *b);
 
 typedef struct {
   schema_attn_shape s;
@@ -112,6 +129,10 @@ typedef struct {
   schema_gemm_point *gemm_infer;
   int n_attn;
   schema_attn_point *attn; /* "attention_shapes" (optional), sorted by shape */
+  struct {
+    int n;
+    schema_attn_point *pts;
+  } attn_by[SCHEMA_ATTN_NBACKENDS]; /* "attention_backends" (optional), sorted; [SCHEMA_ATTN_EXECUTOR] unused */
   int n_kernels;
   schema_kernel_table *kernels;
   int n_colls;
@@ -142,7 +163,9 @@ int schema_calibration_write(const schema_calibration *c, FILE *out, ts_err *e);
 struct json_t;
 int schema_attn_load(struct json_t *root, const char *file, schema_calibration *c, ts_err *e);
 struct json_t *schema_attn_json(const schema_calibration *c);
+struct json_t *schema_attn_backends_json(const schema_calibration *c); /* NULL when it has none */
 void schema_attn_sort(schema_calibration *c);
+void schema_attn_free(schema_calibration *c);
 int schema_calibration_save(const schema_calibration *c, const char *path, ts_err *e);
 
 /* Building a calibration in memory (tacorun calibrate, the derived generator).
@@ -152,6 +175,10 @@ int schema_calibration_add_gemm_infer(schema_calibration *c, long long m, long l
 int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x,
                                   int group, double us);
 int schema_calibration_add_attn(schema_calibration *c, const schema_attn_shape *s, double fwd_us, double bwd_us);
+int schema_calibration_add_attn_backend(schema_calibration *c, schema_attn_backend b, const schema_attn_shape *s,
+                                        double fwd_us, double bwd_us);
+/* One backend's points (the executor's: "attention_shapes"), sorted once loaded. */
+const schema_attn_point *schema_attn_points(const schema_calibration *c, schema_attn_backend b, int *n);
 int schema_calibration_add_coll(schema_calibration *c, const char *name, int nranks, double bytes,
                                 double us);
 int schema_calibration_add_fit(schema_calibration *c, const char *name, double latency_us, double gbps);
@@ -245,6 +272,9 @@ int schema_lookup_coll(schema_lookup *l, const char *name, int nranks, double by
  * causality: the caller falls back to its FLOP-keyed tables. */
 #define SCHEMA_ATTN_NEIGHBOURS 16
 int schema_lookup_attn(schema_lookup *l, const schema_attn_shape *q, bool bwd, double *us);
+/* The same over one backend's points (SCHEMA_ATTN_EXECUTOR: schema_lookup_attn). */
+int schema_lookup_attn_backend(schema_lookup *l, schema_attn_backend be, const schema_attn_shape *q, bool bwd,
+                               double *us);
 /* The roofline time (us, no launch cost) lookups and transfers use for a shape. */
 double schema_attn_roof_us(const schema_roofline *r, const schema_attn_shape *q, bool bwd);
 double schema_attn_flops(const schema_attn_shape *q, bool bwd);

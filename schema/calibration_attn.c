@@ -1,7 +1,9 @@
-/* calibration_attn.c — the calibration's "attention_shapes" section: attention
- * timed per shape (head dimension, sequence, batch, heads / key-value heads,
- * causal; forward and backward), its strict loader, its writer and the
- * nearest-shape lookup (calibration.h, schema/README.md). */
+/* calibration_attn.c — the calibration's "attention_shapes" section (the
+ * executor's attention) and "attention_backends" section (other
+ * implementations', one array per backend, the same points): attention timed
+ * per shape (head dimension, sequence, batch, heads / key-value heads,
+ * causal; forward and backward), their strict loader, writer and the one
+ * nearest-shape lookup both use (calibration.h, schema/README.md). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,15 +14,54 @@
 
 #define ATTN_MAX_US 1e9 /* as the other tables: no single op takes 1000 s */
 
-int schema_calibration_add_attn(schema_calibration *c, const schema_attn_shape *s, double fwd_us, double bwd_us) {
-  int n = c->n_attn;
+static const char *const backend_names[SCHEMA_ATTN_NBACKENDS] = {"executor", "fused", "flash"};
+
+const char *schema_attn_backend_name(schema_attn_backend b) {
+  return b >= 0 && b < SCHEMA_ATTN_NBACKENDS ? backend_names[b] : "?";
+}
+
+int schema_attn_backend_parse(const char *name, schema_attn_backend *b) {
+  for (int i = 0; i < SCHEMA_ATTN_NBACKENDS; i++)
+    if (strcmp(name, backend_names[i]) == 0) {
+      *b = (schema_attn_backend)i;
+      return 0;
+    }
+  return -1;
+}
+
+/* The points of one backend: the executor's are "attention_shapes" (c->attn),
+ * the others' "attention_backends"."<name>" (c->attn_by[b]). */
+static void points_of(const schema_calibration *c, schema_attn_backend b, int **n, schema_attn_point ***pts) {
+  schema_calibration *m = (schema_calibration *)c;
+  if (b == SCHEMA_ATTN_EXECUTOR) *n = &m->n_attn, *pts = &m->attn;
+  else *n = &m->attn_by[b].n, *pts = &m->attn_by[b].pts;
+}
+
+const schema_attn_point *schema_attn_points(const schema_calibration *c, schema_attn_backend b, int *n) {
+  int *np;
+  schema_attn_point **pts;
+  points_of(c, b, &np, &pts);
+  *n = *np;
+  return *pts;
+}
+
+int schema_calibration_add_attn_backend(schema_calibration *c, schema_attn_backend b, const schema_attn_shape *s,
+                                        double fwd_us, double bwd_us) {
+  int *np;
+  schema_attn_point **pts;
+  points_of(c, b, &np, &pts);
+  int n = *np;
   if ((n & (n - 1)) == 0) { /* capacity doubles at powers of two (as calibration_io.c's tables) */
-    schema_attn_point *p = realloc(c->attn, (size_t)(n ? 2 * n : 4) * sizeof *p);
+    schema_attn_point *p = realloc(*pts, (size_t)(n ? 2 * n : 4) * sizeof *p);
     if (!p) return -1;
-    c->attn = p;
+    *pts = p;
   }
-  c->attn[c->n_attn++] = (schema_attn_point){*s, fwd_us, bwd_us};
+  (*pts)[(*np)++] = (schema_attn_point){*s, fwd_us, bwd_us};
   return 0;
+}
+
+int schema_calibration_add_attn(schema_calibration *c, const schema_attn_shape *s, double fwd_us, double bwd_us) {
+  return schema_calibration_add_attn_backend(c, SCHEMA_ATTN_EXECUTOR, s, fwd_us, bwd_us);
 }
 
 static int cmp_shape(const schema_attn_shape *a, const schema_attn_shape *b) {
@@ -35,7 +76,22 @@ static int cmp_point(const void *a, const void *b) {
 }
 
 void schema_attn_sort(schema_calibration *c) {
-  if (c->n_attn > 1) qsort(c->attn, (size_t)c->n_attn, sizeof *c->attn, cmp_point);
+  for (int b = 0; b < SCHEMA_ATTN_NBACKENDS; b++) {
+    int *n;
+    schema_attn_point **pts;
+    points_of(c, (schema_attn_backend)b, &n, &pts);
+    if (*n > 1) qsort(*pts, (size_t)*n, sizeof **pts, cmp_point);
+  }
+}
+
+void schema_attn_free(schema_calibration *c) {
+  for (int b = 0; b < SCHEMA_ATTN_NBACKENDS; b++) {
+    int *n;
+    schema_attn_point **pts;
+    points_of(c, (schema_attn_backend)b, &n, &pts);
+    free(*pts);
+    *pts = NULL, *n = 0;
+  }
 }
 
 /* ---- loader ---- */
@@ -83,36 +139,56 @@ static int cmp_at_shape(const void *a, const void *b) {
   return r ? r : (x->at > y->at) - (x->at < y->at);
 }
 
-int schema_attn_load(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
-  json_t *arr = json_object_get(root, "attention_shapes");
-  if (!arr) return 0; /* optional */
-  if (!json_is_array(arr)) return ts_fail(e, file, "attention_shapes", "must be an array");
+/* One backend's array (section: "attention_shapes" or "attention_backends.<name>"). */
+static int load_array(json_t *arr, const char *file, const char *section, schema_calibration *c, schema_attn_backend be,
+                      ts_err *e) {
+  if (!json_is_array(arr)) return ts_fail(e, file, section, "must be an array");
   size_t i;
   json_t *pt;
   json_array_foreach(arr, i, pt) {
-    char path[64];
-    snprintf(path, sizeof path, "attention_shapes[%zu]", i);
+    char path[96];
+    snprintf(path, sizeof path, "%s[%zu]", section, i);
     schema_attn_point p;
     if (load_point(pt, file, path, &p, e)) return -1;
-    if (schema_calibration_add_attn(c, &p.s, p.fwd_us, p.bwd_us)) return ts_fail_sys(e, "out of memory");
+    if (schema_calibration_add_attn_backend(c, be, &p.s, p.fwd_us, p.bwd_us)) return ts_fail_sys(e, "out of memory");
   }
   /* repeats: the points sorted by (shape, place in the file), equal neighbours */
-  int n = c->n_attn, dup = -1;
+  int n, dup = -1;
+  const schema_attn_point *pts = schema_attn_points(c, be, &n);
   if (n < 2) return 0;
   at_shape *v = malloc((size_t)n * sizeof *v);
   if (!v) return ts_fail_sys(e, "out of memory");
-  for (int k = 0; k < n; k++) v[k] = (at_shape){c->attn[k].s, k};
+  for (int k = 0; k < n; k++) v[k] = (at_shape){pts[k].s, k};
   qsort(v, (size_t)n, sizeof *v, cmp_at_shape);
   for (int k = 1; k < n; k++)
     if (cmp_shape(&v[k - 1].s, &v[k].s) == 0 && (dup < 0 || v[k].at < dup)) dup = v[k].at;
   free(v);
-  const schema_attn_point *pts = c->attn;
   if (dup >= 0) {
-    char path[64];
+    char path[96];
     const schema_attn_shape *s = &pts[dup].s;
-    snprintf(path, sizeof path, "attention_shapes[%d]", dup);
+    snprintf(path, sizeof path, "%s[%d]", section, dup);
     return ts_fail(e, file, path, "duplicate shape (head_dim %d, seq %d, batch %d, heads %d, kv_heads %d, %s)",
                    s->head_dim, s->seq, s->batch, s->heads, s->kv_heads, s->causal ? "causal" : "full");
+  }
+  return 0;
+}
+
+int schema_attn_load(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
+  json_t *arr = json_object_get(root, "attention_shapes");
+  if (arr && load_array(arr, file, "attention_shapes", c, SCHEMA_ATTN_EXECUTOR, e)) return -1; /* optional */
+  json_t *by = json_object_get(root, "attention_backends");
+  if (!by) return 0; /* optional */
+  if (!json_is_object(by)) return ts_fail(e, file, "attention_backends", "must be an object");
+  const char *key;
+  json_t *v;
+  json_object_foreach(by, key, v) {
+    char section[96];
+    snprintf(section, sizeof section, "attention_backends.%.60s", key);
+    schema_attn_backend be;
+    if (schema_attn_backend_parse(key, &be) || be == SCHEMA_ATTN_EXECUTOR)
+      return ts_fail(e, file, section, "unknown backend (fused or flash; the executor's points are "
+                                       "\"attention_shapes\")");
+    if (load_array(v, file, section, c, be, e)) return -1;
   }
   return 0;
 }
@@ -124,16 +200,30 @@ static json_t *num(double v) {
   return json_real(v);
 }
 
-json_t *schema_attn_json(const schema_calibration *c) {
+static json_t *points_json(const schema_attn_point *pts, int n) {
   json_t *arr = json_array();
-  for (int i = 0; i < c->n_attn; i++) {
-    const schema_attn_point *p = &c->attn[i];
+  for (int i = 0; i < n; i++) {
+    const schema_attn_point *p = &pts[i];
     json_array_append_new(arr, json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:o,s:o}", "head_dim", p->s.head_dim, "seq",
                                          p->s.seq, "batch", p->s.batch, "heads", p->s.heads, "kv_heads",
                                          p->s.kv_heads, "causal", p->s.causal, "fwd_us", num(p->fwd_us), "bwd_us",
                                          num(p->bwd_us)));
   }
   return arr;
+}
+
+json_t *schema_attn_json(const schema_calibration *c) {
+  return points_json(c->attn, c->n_attn);
+}
+
+json_t *schema_attn_backends_json(const schema_calibration *c) {
+  json_t *obj = NULL;
+  for (int b = SCHEMA_ATTN_EXECUTOR + 1; b < SCHEMA_ATTN_NBACKENDS; b++) {
+    if (!c->attn_by[b].n) continue;
+    if (!obj) obj = json_object();
+    json_object_set_new(obj, backend_names[b], points_json(c->attn_by[b].pts, c->attn_by[b].n));
+  }
+  return obj;
 }
 
 /* ---- lookup ---- */
@@ -169,13 +259,15 @@ static double coords_d2(const schema_attn_shape *a, const schema_attn_shape *b) 
   return d2;
 }
 
-int schema_lookup_attn(schema_lookup *l, const schema_attn_shape *q, bool bwd, double *us) {
-  const schema_calibration *c = l->cal;
+int schema_lookup_attn_backend(schema_lookup *l, schema_attn_backend be, const schema_attn_shape *q, bool bwd,
+                               double *us) {
+  int np;
+  const schema_attn_point *pts = schema_attn_points(l->cal, be, &np);
   int idx[SCHEMA_ATTN_NEIGHBOURS];
   double d2[SCHEMA_ATTN_NEIGHBOURS];
   int n = 0;
-  for (int i = 0; i < c->n_attn; i++) {
-    const schema_attn_point *p = &c->attn[i];
+  for (int i = 0; i < np; i++) {
+    const schema_attn_point *p = &pts[i];
     if (p->s.causal != q->causal) continue;
     if (cmp_shape(&p->s, q) == 0) {
       *us = bwd ? p->bwd_us : p->fwd_us;
@@ -192,11 +284,15 @@ int schema_lookup_attn(schema_lookup *l, const schema_attn_shape *q, bool bwd, d
   double wsum = 0, esum = 0;
   bool zero = d2[0] == 0; /* the same work split differently: those points alone, equally weighted */
   for (int j = 0; j < n && (!zero || d2[j] == 0); j++) {
-    const schema_attn_point *p = &c->attn[idx[j]];
+    const schema_attn_point *p = &pts[idx[j]];
     double t = bwd ? p->bwd_us : p->fwd_us, busy = t - launch, w = zero ? 1.0 : 1.0 / d2[j];
     wsum += w;
     esum += busy > 0 ? w * schema_attn_roof_us(&l->roof, &p->s, bwd) / busy : 0;
   }
   *us = launch + (esum > 0 ? schema_attn_roof_us(&l->roof, q, bwd) * wsum / esum : 0);
   return 0;
+}
+
+int schema_lookup_attn(schema_lookup *l, const schema_attn_shape *q, bool bwd, double *us) {
+  return schema_lookup_attn_backend(l, SCHEMA_ATTN_EXECUTOR, q, bwd, us);
 }

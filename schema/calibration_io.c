@@ -119,7 +119,7 @@ void schema_calibration_free(schema_calibration *c) {
   for (int i = 0; i < c->n_colls; i++) free(c->colls[i].pts);
   free(c->gemm);
   free(c->gemm_infer);
-  free(c->attn);
+  schema_attn_free(c);
   free(c->kernels);
   free(c->colls);
   free(c->fits);
@@ -566,7 +566,7 @@ static int load_clock(json_t *root, const char *file, schema_calibration *c, ts_
 
 static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
-                                     "derived", "notes", "gemm", "gemm_infer", "attention_shapes", "kernels", "collectives", "fits",
+                                     "derived", "notes", "gemm", "gemm_infer", "attention_shapes", "attention_backends", "kernels", "collectives", "fits",
                                      "clock", NULL};
   if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
@@ -583,9 +583,12 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
       load_fits(root, file, c, e) || load_clock(root, file, c, e))
     return -1;
   /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one */
-  if (!c->n_gemm && !c->n_attn && !c->n_kernels && !c->n_colls && !c->n_clock)
+  int n_other = 0;
+  for (int b = SCHEMA_ATTN_EXECUTOR + 1; b < SCHEMA_ATTN_NBACKENDS; b++) n_other += c->attn_by[b].n;
+  if (!c->n_gemm && !c->n_attn && !n_other && !c->n_kernels && !c->n_colls && !c->n_clock)
     return ts_fail(e, file, NULL,
-                   "no tables: at least one of gemm, attention_shapes, kernels, collectives, clock is required");
+                   "no tables: at least one of gemm, attention_shapes, attention_backends, kernels, collectives, clock "
+                   "is required");
   schema_calibration_sort(c);
   return 0;
 }
@@ -646,6 +649,8 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
   if (c->n_gemm) json_object_set_new(root, "gemm", gemm_json(c->gemm, c->n_gemm));
   if (c->n_gemm_infer) json_object_set_new(root, "gemm_infer", gemm_json(c->gemm_infer, c->n_gemm_infer));
   if (c->n_attn) json_object_set_new(root, "attention_shapes", schema_attn_json(c));
+  json_t *by = schema_attn_backends_json(c);
+  if (by) json_object_set_new(root, "attention_backends", by);
   if (c->n_kernels) {
     json_t *obj = json_object();
     for (int i = 0; i < c->n_kernels; i++) {

@@ -72,6 +72,7 @@ static json_t *to_json(const schema_result *r) {
   json_object_set_new(root, "plan", json_string(r->plan));
   if (r->calibration[0]) json_object_set_new(root, "calibration", json_string(r->calibration));
   if (r->mode[0]) json_object_set_new(root, "mode", json_string(r->mode));
+  if (r->attention_backend[0]) json_object_set_new(root, "attention_backend", json_string(r->attention_backend));
   if (r->kind[0]) {
     json_object_set_new(root, "kind", json_string(r->kind));
     json_object_set_new(root, "ttft_s", json_real(r->ttft_s));
@@ -208,7 +209,7 @@ static int only_keys(json_t *obj, const char *const *allowed, const char *file, 
 }
 
 /* Every result's top level (to_json). */
-static const char *const top_keys[] = {"schema", "source", "plan", "calibration", "mode", "iteration_time_s",
+static const char *const top_keys[] = {"schema", "source", "plan", "calibration", "mode", "attention_backend", "iteration_time_s",
                                        "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
                                        "breakdown", "ranks", "clock_passes", "ops", "notes", NULL};
 /* A measured result's spread and machine ("source": "measured"). */
@@ -372,6 +373,7 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
   if (tsj_string(root, "plan", r->plan, sizeof r->plan, file, "", e) ||
       tsj_string_opt(root, "calibration", "", r->calibration, sizeof r->calibration, file, "", e) ||
       tsj_string_opt(root, "mode", "", r->mode, sizeof r->mode, file, "", e) ||
+      tsj_string_opt(root, "attention_backend", "", r->attention_backend, sizeof r->attention_backend, file, "", e) ||
       tsj_string_opt(root, "kind", "", r->kind, sizeof r->kind, file, "", e) ||
       tsj_real(root, "iteration_time_s", 1e-12, BIG, &r->iteration_time_s, file, "", e) ||
       tsj_real(root, "tokens_per_s", 0, BIG, &r->tokens_per_s, file, "", e) ||

@@ -71,7 +71,7 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
   json_object_set_new(root, "codec_min_bytes", json_real(p->codec_min_bytes));
   json_object_set_new(root, "dp_bucket_bytes", json_real(p->dp_bucket_bytes));
   json_object_set_new(root, "attention_backend",
-                      json_string(p->attention_backend == PLAN_ATTENTION_UNFUSED ? "unfused" : "fused"));
+                      json_string(plan_attention_backend_name(p->attention_backend)));
   json_object_set_new(root, "attention_dropout", json_real(p->attention_dropout));
   json_object_set_new(root, "bias_fusion", json_boolean(!p->bias_unfused));
   return root;

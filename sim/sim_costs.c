@@ -98,14 +98,36 @@ static int kernel_phase_us(sim_costs *c, const char *name, double x, int phase, 
  * when it has some, for the whole causal attention of a rank (heads and
  * key/value heads over TP, the micro-batch; not the pieces of a CP ring, nor
  * MLA's unequal head dimensions: those keep the tables below). */
+/* The plan's attention_backend picks the points: fused and flash their own
+ * ("attention_backends"), the executor "attention_shapes". A calibration
+ * without the plan's backend, a CP piece or MLA: the executor's tables, and
+ * the fallback is named once (the prediction is then the executor's kernel,
+ * slower than cuDNN's on the H200: calibration/README.md). */
 static int attention_shape_us(sim_costs *c, int phase, double *us) {
   const plan *p = c->p;
   const model_config *m = &p->model;
-  if (!c->lk.cal->n_attn || p->cp > 1 || m->attention != MODEL_ATTN_GQA) return 1;
+  schema_attn_backend be = p->attention_backend == PLAN_ATTENTION_FLASH  ? SCHEMA_ATTN_FLASH
+                           : p->attention_backend == PLAN_ATTENTION_FUSED ? SCHEMA_ATTN_FUSED
+                                                                          : SCHEMA_ATTN_EXECUTOR;
+  int n = 0;
+  if (be != SCHEMA_ATTN_EXECUTOR) {
+    schema_attn_points(c->lk.cal, be, &n);
+    bool shaped = p->cp == 1 && m->attention == MODEL_ATTN_GQA;
+    if (n == 0 || !shaped) {
+      char what[64], instead[160];
+      snprintf(what, sizeof what, "attention_backends.%s", schema_attn_backend_name(be));
+      snprintf(instead, sizeof instead, "the executor's attention tables (%s)",
+               n == 0 ? "the calibration has no points of this backend" : "CP pieces and MLA have no such points");
+      warn_fallback(c, what, instead);
+      be = SCHEMA_ATTN_EXECUTOR;
+    }
+  }
+  schema_attn_points(c->lk.cal, be, &n);
+  if (!n || p->cp > 1 || m->attention != MODEL_ATTN_GQA) return 1;
   schema_attn_shape q = {.head_dim = model_head_dim(m), .seq = plan_local_seq(p), .batch = p->micro_batch,
                          .heads = m->heads / p->tp, .kv_heads = m->kv_heads / p->tp, .causal = true};
   if (q.heads < 1 || q.kv_heads < 1) return 1;
-  return schema_lookup_attn(&c->lk, &q, phase == PLAN_PHASE_BWD, us);
+  return schema_lookup_attn_backend(&c->lk, be, &q, phase == PLAN_PHASE_BWD, us);
 }
 
 static int attention_us(sim_costs *c, double flops, int phase, double *us, ts_err *e) {

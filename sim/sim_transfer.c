@@ -123,12 +123,13 @@ static int transfer_kernels(const schema_calibration *src, const sim_ceilings *f
   return 0;
 }
 
-/* "attention_shapes": each point's forward and backward moved like the
- * kernel tables, over the section's own floor per direction (its FLOPs and
- * bytes: schema_attn_flops / schema_attn_bytes). */
-static int transfer_attn(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
-                         schema_calibration *out) {
-  int n = src->n_attn, rc = 0;
+/* "attention_shapes" and each backend of "attention_backends": each point's
+ * forward and backward moved like the kernel tables, over its backend's own
+ * floor per direction (its FLOPs and bytes: schema_attn_flops / _bytes). */
+static int transfer_attn_backend(const schema_calibration *src, schema_attn_backend be, const sim_ceilings *from,
+                                 const sim_ceilings *to, schema_calibration *out) {
+  int n, rc = 0;
+  const schema_attn_point *pts = schema_attn_points(src, be, &n);
   if (n == 0) return 0;
   double *v = malloc(4 * (size_t)n * sizeof *v);
   if (!v) return -1;
@@ -136,7 +137,7 @@ static int transfer_attn(const schema_calibration *src, const sim_ceilings *from
   for (int b = 0; b < 2; b++) {
     double *us = v + 2 * b * n, *roof = us + n;
     for (int i = 0; i < n; i++) {
-      const schema_attn_point *p = &src->attn[i];
+      const schema_attn_point *p = &pts[i];
       us[i] = b ? p->bwd_us : p->fwd_us;
       roof[i] = roof_us(schema_attn_flops(&p->s, b), schema_attn_bytes(&p->s, b), from->peak_flops,
                         from->hbm_bytes_per_s);
@@ -144,15 +145,22 @@ static int transfer_attn(const schema_calibration *src, const sim_ceilings *from
     fl[b] = floor_of(us, roof, n);
   }
   for (int i = 0; i < n && !rc; i++) {
-    const schema_attn_point *p = &src->attn[i];
+    const schema_attn_point *p = &pts[i];
     double t[2];
     for (int b = 0; b < 2; b++)
       t[b] = sim_transfer_point_us(b ? p->bwd_us : p->fwd_us, fl[b], schema_attn_flops(&p->s, b),
                                    schema_attn_bytes(&p->s, b), from, to);
-    rc = schema_calibration_add_attn(out, &p->s, t[0], t[1]);
+    rc = schema_calibration_add_attn_backend(out, be, &p->s, t[0], t[1]);
   }
   free(v);
   return rc;
+}
+
+static int transfer_attn(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
+                         schema_calibration *out) {
+  for (int be = 0; be < SCHEMA_ATTN_NBACKENDS; be++)
+    if (transfer_attn_backend(src, (schema_attn_backend)be, from, to, out)) return -1;
+  return 0;
 }
 
 /* NVLink collectives: bus bytes against the per-GPU link, as nccl-tests

@@ -196,6 +196,109 @@ static void test_sim_prices_attention_by_shape(void) {
   schema_calibration_free(&c);
 }
 
+/* "attention_backends": each backend's points load sorted, write back, and are
+ * refused naming the backend's array; an unknown backend (or "executor", whose
+ * points are "attention_shapes") is refused. */
+static void test_backends_load_and_reject(void) {
+  const char *text = HEAD ",\"attention_backends\":{\"flash\":["
+                          "{\"head_dim\":128,\"seq\":4096,\"batch\":1,\"heads\":32,\"kv_heads\":8,\"causal\":true,"
+                          "\"fwd_us\":300,\"bwd_us\":900},"
+                          "{\"head_dim\":64,\"seq\":2048,\"batch\":2,\"heads\":16,\"kv_heads\":16,\"causal\":true,"
+                          "\"fwd_us\":50,\"bwd_us\":150}],"
+                          "\"fused\":[{\"head_dim\":128,\"seq\":4096,\"batch\":1,\"heads\":32,\"kv_heads\":8,"
+                          "\"causal\":true,\"fwd_us\":250,\"bwd_us\":700}]}}";
+  schema_calibration c, d;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load(text, &c, &e), 0);
+  int n;
+  const schema_attn_point *fl = schema_attn_points(&c, SCHEMA_ATTN_FLASH, &n);
+  CU_ASSERT_EQUAL_FATAL(n, 2);
+  CU_ASSERT_EQUAL(fl[0].s.head_dim, 64); /* sorted */
+  CU_ASSERT_EQUAL(schema_attn_points(&c, SCHEMA_ATTN_FUSED, &n)[0].bwd_us, 700);
+  CU_ASSERT_EQUAL(n, 1);
+  CU_ASSERT_EQUAL(c.n_attn, 0);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_write(&c, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "b.json", &d, &e), 0);
+  CU_ASSERT_EQUAL(schema_attn_points(&d, SCHEMA_ATTN_FLASH, &n)[1].fwd_us, 300);
+  CU_ASSERT_EQUAL(n, 2);
+  free(buf);
+  schema_calibration_free(&d);
+  schema_calibration_free(&c);
+  static const struct {
+    const char *section, *needle;
+  } cases[] = {
+      {"[]", "attention_backends: must be an object"},
+      {"{\"cudnn\":[]}", "attention_backends.cudnn: unknown backend"},
+      {"{\"executor\":[]}", "attention_backends.executor: unknown backend"},
+      {"{\"fused\":{}}", "attention_backends.fused: must be an array"},
+      {"{\"fused\":[{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":8,\"causal\":true,"
+       "\"fwd_us\":0,\"bwd_us\":2}]}",
+       "attention_backends.fused[0].fwd_us"},
+      {"{\"flash\":[{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":8,\"causal\":true,"
+       "\"fwd_us\":1,\"bwd_us\":2},{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":8,"
+       "\"causal\":true,\"fwd_us\":3,\"bwd_us\":4}]}",
+       "attention_backends.flash[1]: duplicate shape"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char t[1024];
+    snprintf(t, sizeof t, HEAD ",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1}],\"attention_backends\":%s}",
+             cases[i].section);
+    ts_err e2 = {0};
+    CU_ASSERT_NOT_EQUAL(load(t, &c, &e2), 0);
+    if (!strstr(e2.msg, cases[i].needle)) fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, e2.msg, cases[i].needle);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e2.msg, cases[i].needle));
+  }
+}
+
+/* The plan's attention_backend picks the points: fused its own, executor
+ * "attention_shapes", flash (no points here) falls back to the executor's. */
+static void test_sim_prices_the_plans_backend(void) {
+  static plan p;
+  static sim_costs costs;
+  ts_err e = {0};
+  char path[4096];
+  repo_path(path, sizeof path, "experiments/plans/gpt-h4096-tp2-none.json");
+  CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
+  char pt[256], text[2048];
+  snprintf(pt, sizeof pt, "{\"head_dim\":%d,\"seq\":%d,\"batch\":%d,\"heads\":%d,\"kv_heads\":%d,\"causal\":true,",
+           model_head_dim(&p.model), p.seq, p.micro_batch, p.model.heads / p.tp, p.model.kv_heads / p.tp);
+  snprintf(text, sizeof text,
+           HEAD ",\"attention_shapes\":[%s\"fwd_us\":123,\"bwd_us\":456}],"
+                "\"attention_backends\":{\"fused\":[%s\"fwd_us\":100,\"bwd_us\":300}]}}",
+           pt, pt);
+  schema_calibration c;
+  CU_ASSERT_EQUAL_FATAL(load(text, &c, &e), 0);
+  const struct {
+    plan_attention_backend be;
+    double fwd, bwd;
+  } want[] = {{PLAN_ATTENTION_FUSED, 100, 300}, {PLAN_ATTENTION_EXECUTOR, 123, 456}, {PLAN_ATTENTION_FLASH, 123, 456}};
+  for (int w = 0; w < 3; w++) {
+    p.attention_backend = want[w].be;
+    CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
+    plan_program prog = {0};
+    CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+    int seen = 0;
+    for (int i = 0; i < prog.n; i++) {
+      const plan_op *op = &prog.ops[i];
+      if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops ||
+          costs.mops[op->model_op].kind != MODEL_OP_ATTENTION)
+        continue;
+      int bwd = op->phase == PLAN_PHASE_BWD;
+      double s;
+      if (sim_compute_s(&costs, op, &s, &e)) fprintf(stderr, "%s\n", e.msg);
+      CU_ASSERT(fabs(s * 1e6 - (bwd ? want[w].bwd : want[w].fwd)) <= 1e-9);
+      seen++;
+    }
+    CU_ASSERT_TRUE(seen >= 2);
+    plan_program_free(&prog);
+  }
+  schema_calibration_free(&c);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("calib_attn", NULL, NULL);
@@ -204,6 +307,8 @@ int main(void) {
   CU_add_test(s, "an unmeasured shape: the nearest shapes' efficiency", test_lookup_nearest_efficiency);
   CU_add_test(s, "the transfer to another GPU moves the points", test_transfer_keeps_points);
   CU_add_test(s, "the simulator prices attention ops by their shape", test_sim_prices_attention_by_shape);
+  CU_add_test(s, "attention_backends load, write back, and are refused naming the field", test_backends_load_and_reject);
+  CU_add_test(s, "the plan's attention_backend picks the calibration's points", test_sim_prices_the_plans_backend);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

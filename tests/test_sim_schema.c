@@ -340,6 +340,7 @@ static void test_attention_per_shape_tables(void) {
   char path[4096];
   repo_path(path, sizeof path, "experiments/plans/gpt-h4096-tp2-none.json");
   CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
+  p.attention_backend = PLAN_ATTENTION_EXECUTOR; /* the executor's tables (a fused plan warns of its own section) */
   CU_ASSERT_EQUAL_FATAL(model_head_dim(&p.model), 128);
   CU_ASSERT_EQUAL_FATAL(p.seq, 2048);
   static const char head[] =

@@ -27,7 +27,7 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
   if (model_is_moe(&p->model))
     return ts_fail(e, path, "model", "%s is a mixture of experts (\"experts\": %d): tacorun execute does not run MoE "
                    "layers yet; tacosim plan / simulate predict it", p->model.name, p->model.experts);
-  if (p->attention_backend != PLAN_ATTENTION_FUSED)
+  if (p->attention_backend == PLAN_ATTENTION_UNFUSED)
     return ts_fail(e, path, "attention_backend",
                    "\"unfused\" (Megatron-LM's pre-flash attention) is priced by tacosim simulate; the executor "
                    "runs the fused kernel only (NOT IMPLEMENTED here)");

@@ -428,6 +428,7 @@ walked_profile_done:;
       fclose(f);
     }
     snprintf(res.plan, sizeof res.plan, "%s", p->path);
+    snprintf(res.attention_backend, sizeof res.attention_backend, "executor"); /* what ran, whatever the plan named */
     res.iteration_time_s = stats[1];
     res.tokens_per_s = (double)p->global * p->seq / stats[1];
     res.tflops_per_gpu = tflops;

@@ -16,6 +16,11 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
     fprintf(stderr, "note: %s: bias_fusion is true (the default): tacosim prices the biases inside other kernels, "
             "while this executor adds them in passes of their own (fused biases NOT IMPLEMENTED here); set "
             "\"bias_fusion\": false for a plan whose prediction should price what this run does\n", w->p.path);
+  if ((w->p.attention_backend == PLAN_ATTENTION_FUSED || w->p.attention_backend == PLAN_ATTENTION_FLASH) && rank == 0)
+    fprintf(stderr, "note: %s: attention_backend is \"%s\"%s: this executor runs its own attention kernel (the result "
+            "file says \"executor\"); set \"attention_backend\": \"executor\" for a plan whose prediction should price "
+            "what this run does\n", w->p.path, plan_attention_backend_name(w->p.attention_backend),
+            w->p.attention_backend == PLAN_ATTENTION_FUSED ? " (the default)" : "");
   if (plan_build_program(&w->p, rank, &w->prog, e)) return -1;
   if (exec_walk_check_program(&w->p, &w->prog, e)) return -1;
   if (exec_walk_layer_op_index(&w->p, m->layer_op_index, e)) return -1;

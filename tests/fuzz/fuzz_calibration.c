@@ -31,8 +31,13 @@ static void exercise(const schema_calibration *c) {
     require_time(schema_lookup_coll(&l, "sendrecv", 2, sizes[i], &us, &e), us);
     schema_attn_shape q = {.head_dim = 64 << (i % 2), .seq = (int)((long long)sizes[i] % 9000) + 1, .batch = i + 1,
                            .heads = 8 * (i + 1), .kv_heads = i + 1, .causal = i % 2 == 0};
-    for (int b = 0; b < 2; b++) require_time(schema_lookup_attn(&l, &q, b, &us), us);
-    for (int k = 0; k < c->n_attn && k < 8; k++) require_time(schema_lookup_attn(&l, &c->attn[k].s, b_of(k), &us), us);
+    for (int be = 0; be < SCHEMA_ATTN_NBACKENDS; be++) { /* the executor's points and every other backend's */
+      int n;
+      const schema_attn_point *pts = schema_attn_points(c, (schema_attn_backend)be, &n);
+      for (int b = 0; b < 2; b++) require_time(schema_lookup_attn_backend(&l, (schema_attn_backend)be, &q, b, &us), us);
+      for (int k = 0; k < n && k < 8; k++)
+        require_time(schema_lookup_attn_backend(&l, (schema_attn_backend)be, &pts[k].s, b_of(k), &us), us);
+    }
     for (int k = 0; k < c->n_kernels; k++)
       require_time(schema_lookup_kernel(&l, c->kernels[k].name, sizes[i], 128, &us, &e), us);
   }

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""merge_attn_backends.py — put the "attention_backends" section of an
+attn_cudnn.py file (other implementations' attention timed per shape: cuDNN
+"fused", FlashAttention-2 "flash") into calibration files, replacing that
+section if they have one and changing no other table ("attention_shapes", the
+executor's own, is merge_attn.py's and stays as it is). The simulator prices a
+plan's attention from the section of its "attention_backend"
+(schema_lookup_attn_backend). FILE's notes get "; attention_backends: SRC
+(measured_at, ...)" appended (append_note: older notes cut at a clause).
+
+usage: merge_attn_backends.py --from SRC FILE...
+"""
+import argparse
+import json
+import sys
+
+from merge_infer import append_note, data_json
+
+KNOWN = ("fused", "flash")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--from", dest="src", required=True)
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    src = json.load(open(a.src))
+    by = {k: v for k, v in src.get("attention_backends", {}).items() if v}
+    if not by:
+        sys.exit(f"merge_attn_backends.py: {a.src} has no attention_backends points")
+    for k in by:
+        if k not in KNOWN:
+            sys.exit(f"merge_attn_backends.py: {a.src}: attention_backends.{k}: unknown backend ({', '.join(KNOWN)})")
+    keys = ("head_dim", "seq", "batch", "heads", "kv_heads", "causal", "fwd_us", "bwd_us")
+    by = {k: [{f: p[f] for f in keys} for p in v] for k, v in sorted(by.items())}
+    for path in a.files:
+        cal = json.load(open(path))
+        if cal.get("gpu") != src.get("gpu"):
+            sys.exit(f"merge_attn_backends.py: {path} and {a.src} are not of the same GPU")
+        out = {}
+        for k, v in cal.items():  # the section before "kernels", after "attention_shapes" (the writer's order)
+            if k == "attention_backends":
+                continue
+            if k == "kernels":
+                out["attention_backends"] = by
+            out[k] = v
+        if "attention_backends" not in out:
+            out["attention_backends"] = by
+        counts = ", ".join(f"{k} {len(v)}" for k, v in by.items())
+        note = (f"; attention_backends ({counts} shapes): {a.src} ({src.get('measured_at', '?')}, "
+                f"torch {src.get('torch', '?')}, cuDNN {src.get('cudnn', '?')}, calibration/merge_attn_backends.py)")
+        append_note(out, note)
+        with open(path, "w") as f:
+            f.write(data_json(out) + "\n")
+        print(f"{path}: attention_backends {counts} from {a.src}")
+
+
+if __name__ == "__main__":
+    main()
