@@ -114,6 +114,22 @@ static void test_bad_fields(void) {
   ts_err e = {0};
   CU_ASSERT_NOT_EQUAL(load_plan(&p, "flash3", 0.0, &e), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "attention_backend"));
+  /* Megatron's auto (TE chooses) and local are not implementations a plan can be priced by */
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_NOT_EQUAL(load_plan(&p, i ? "local" : "auto", 0.0, &e), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "attention_backend"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "is not one of"));
+  }
+  const struct {
+    const char *name;
+    plan_attention_backend be;
+  } ok[] = {{"fused", PLAN_ATTENTION_FUSED}, {"flash", PLAN_ATTENTION_FLASH}, {"executor", PLAN_ATTENTION_EXECUTOR},
+            {"unfused", PLAN_ATTENTION_UNFUSED}};
+  for (int i = 0; i < 4; i++) {
+    CU_ASSERT_EQUAL_FATAL(load_plan(&p, ok[i].name, 0.0, &e), 0);
+    CU_ASSERT_EQUAL(p.attention_backend, ok[i].be);
+    CU_ASSERT_STRING_EQUAL(plan_attention_backend_name(p.attention_backend), ok[i].name);
+  }
   CU_ASSERT_NOT_EQUAL(load_plan(&p, "unfused", 1.5, &e), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "attention_dropout"));
 }
