@@ -154,6 +154,21 @@ static void test_transfer_keeps_points(void) {
   CU_ASSERT(t.attn[0].fwd_us <= 100 && t.attn[0].bwd_us <= 300);
   schema_calibration_free(&c);
   schema_calibration_free(&t);
+  /* another backend's points move the same way, into that backend's section */
+  memset(&c, 0, sizeof c);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_attn_backend(&c, SCHEMA_ATTN_FUSED, &a, 100, 300), 0);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_attn_backend(&c, SCHEMA_ATTN_FUSED, &b, 5000, 15000), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &from, &to, 900, false, &t, &e), 0);
+  int n;
+  const schema_attn_point *fp = schema_attn_points(&t, SCHEMA_ATTN_FUSED, &n);
+  CU_ASSERT_EQUAL_FATAL(n, 2);
+  CU_ASSERT_EQUAL(t.n_attn, 0);
+  schema_attn_points(&t, SCHEMA_ATTN_FLASH, &n);
+  CU_ASSERT_EQUAL(n, 0);
+  CU_ASSERT(fp[1].fwd_us < 0.6 * 5000 && fp[1].fwd_us > 0.4 * 5000);
+  CU_ASSERT(fp[0].fwd_us <= 100 && fp[0].bwd_us <= 300);
+  schema_calibration_free(&c);
+  schema_calibration_free(&t);
 }
 
 static void repo_path(char *out, size_t n, const char *rel) { snprintf(out, n, "%s/%s", TACOSIM_SOURCE_DIR, rel); }
