@@ -28,6 +28,7 @@
 #include "exec_gemm.h"
 #include "infer_decode.h"
 #include "infer_kernels.h"
+#include "infer_kv8.h"
 #include "model.h"
 #include "rt_ops.h"
 #include "rt_ops_check.h"
@@ -218,20 +219,30 @@ static int gemm_launch(void *p, long long iter, ts_err *e) {
                : infer_gemv_nn(c->X, W, c->Y, c->ws, c->m, c->n, c->k, NULL, e);
 }
 
+enum { DEC_V1, DEC_V2, DEC_V2_FP8, DEC_KERNELS };
+static const char *const dec_names[DEC_KERNELS] = {"v1", "v2", "v2fp8"};
+
 typedef struct {
-  int v2;
+  int kernel; /* DEC_* */
   infer_attn_dims a;
   long long len;
   void *q, *out, *part, *kpool, *vpool;
-  size_t cbytes;
-  int copies;
+  void *k8pool, *v8pool; /* E4M3 codes of the same values (infer_kv8_quantize), and their scales */
+  float *kspool, *vspool;
+  size_t cbytes, rows; /* one cache: BF16 bytes, head vectors */
+  int copies, copies8;
 } dec_ctx;
 
 static int dec_launch(void *p, long long iter, ts_err *e) {
   dec_ctx *c = p;
+  if (c->kernel == DEC_V2_FP8) {
+    size_t r = (size_t)(iter % c->copies8) * c->rows, d = (size_t)c->a.head_dim;
+    infer_kv8 k8 = {(char *)c->k8pool + r * d, (char *)c->v8pool + r * d, c->kspool + r, c->vspool + r};
+    return infer_decode_attention2_fp8(c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
+  }
   size_t off = (size_t)(iter % c->copies) * c->cbytes;
-  return (c->v2 ? infer_decode_attention2 : infer_decode_attention)(c->q, (char *)c->kpool + off, (char *)c->vpool + off,
-                                                                    c->out, c->part, &c->a, c->len, NULL, e);
+  return (c->kernel == DEC_V2 ? infer_decode_attention2 : infer_decode_attention)(
+      c->q, (char *)c->kpool + off, (char *)c->vpool + off, c->out, c->part, &c->a, c->len, NULL, e);
 }
 
 static int copy_launch(void *p, long long iter, ts_err *e) {
@@ -310,7 +321,7 @@ out:
 }
 
 static int time_decode(const model_config *mc, const long long *batches, int nb, const long long *kv, int nkv,
-                       double peak, double copy, ts_err *e) {
+                       int kernels, double peak, double copy, ts_err *e) {
   dec_ctx c = {0};
   calib_budget bud = calib_budget_default(0);
   void *streams[1] = {NULL};
@@ -330,28 +341,43 @@ static int time_decode(const model_config *mc, const long long *batches, int nb,
   if (dev_random(&c.q, (size_t)maxb * hl * d, 90, e) || dev_random(&c.kpool, pool / 2, 91, e) ||
       dev_random(&c.vpool, pool / 2, 92, e))
     goto out;
-  if (cudaMalloc(&c.out, (size_t)maxb * hl * d * 2) != cudaSuccess || cudaMalloc(&c.part, pb * 4) != cudaSuccess) {
+  /* the FP8 pools hold the BF16 pools' values quantized: as many head vectors, 1 byte an element + a scale */
+  const size_t prow = pool / 2 / ((size_t)d * 2);
+  if (cudaMalloc(&c.out, (size_t)maxb * hl * d * 2) != cudaSuccess || cudaMalloc(&c.part, pb * 4) != cudaSuccess ||
+      cudaMalloc(&c.k8pool, prow * d) != cudaSuccess || cudaMalloc(&c.v8pool, prow * d) != cudaSuccess ||
+      cudaMalloc((void **)&c.kspool, prow * 4) != cudaSuccess || cudaMalloc((void **)&c.vspool, prow * 4) != cudaSuccess) {
     ts_fail_sys(e, "bench-decode: cudaMalloc failed");
     goto out;
   }
+  if (infer_kv8_quantize(c.kpool, c.k8pool, c.kspool, (long long)prow, d, NULL, e) ||
+      infer_kv8_quantize(c.vpool, c.v8pool, c.vspool, (long long)prow, d, NULL, e))
+    goto out;
   for (int bi = 0; bi < nb; bi++)
     for (int ki = 0; ki < nkv; ki++) {
       c.a = (infer_attn_dims){.batch = (int)batches[bi], .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = kv[ki]};
       c.len = kv[ki];
-      c.cbytes = (size_t)c.a.batch * kvl * kv[ki] * d * 2;
+      c.rows = (size_t)c.a.batch * kvl * kv[ki];
+      c.cbytes = c.rows * d * 2;
       c.copies = (int)(pool / 2 / c.cbytes);
       if (c.copies < 1) c.copies = 1;
-      double bytes = 2.0 * c.cbytes + 4.0 * c.a.batch * hl * d, us[2];
-      for (c.v2 = 0; c.v2 < 2; c.v2++) {
-        if (calib_time_us(dec_launch, &c, streams, dev, 1, &bud, &us[c.v2], e)) goto out;
+      c.copies8 = (int)(prow / c.rows);
+      if (c.copies8 < 1) c.copies8 = 1;
+      double us[DEC_KERNELS];
+      for (c.kernel = 0; c.kernel < DEC_KERNELS; c.kernel++) {
+        if (!(kernels & (1 << c.kernel))) continue;
+        /* bytes that must move: K and V (FP8: codes and scales), q and out */
+        double bytes = (c.kernel == DEC_V2_FP8 ? 2.0 * c.rows * (d + 4) : 2.0 * c.cbytes) + 4.0 * c.a.batch * hl * d;
+        if (calib_time_us(dec_launch, &c, streams, dev, 1, &bud, &us[c.kernel], e)) goto out;
         char what[96];
-        snprintf(what, sizeof what, "decode attention b=%d kv=%lld %s", c.a.batch, c.len, c.v2 ? "v2" : "v1");
-        print_point(what, bytes, us[c.v2], peak, copy);
+        snprintf(what, sizeof what, "decode attention b=%d kv=%lld %s", c.a.batch, c.len, dec_names[c.kernel]);
+        print_point(what, bytes, us[c.kernel], peak, copy);
       }
-      printf("  -> v2/v1 %.3f\n", us[1] / us[0]);
+      if ((kernels & 3) == 3) printf("  -> v2/v1 %.3f\n", us[DEC_V2] / us[DEC_V1]);
+      if ((kernels & 6) == 6) printf("  -> v2fp8/v2 %.3f\n", us[DEC_V2_FP8] / us[DEC_V2]);
     }
   rc = 0;
 out:
+  cudaFree(c.vspool), cudaFree(c.kspool), cudaFree(c.v8pool), cudaFree(c.k8pool);
   cudaFree(c.q), cudaFree(c.kpool), cudaFree(c.vpool), cudaFree(c.out), cudaFree(c.part);
   return rc;
 }
@@ -368,13 +394,29 @@ static int parse_ll(const char *s, long long *v, int cap) {
   return *s ? -1 : n;
 }
 
+/* "v2,v2fp8" -> bits of DEC_*; -1 on an unknown name or an empty list. */
+static int parse_kernels(const char *s, int *bits) {
+  *bits = 0;
+  while (*s) {
+    size_t n = strcspn(s, ",");
+    int k = 0;
+    while (k < DEC_KERNELS && !(strlen(dec_names[k]) == n && !strncmp(s, dec_names[k], n))) k++;
+    if (k == DEC_KERNELS) return -1;
+    *bits |= 1 << k;
+    s += n + (s[n] == ',');
+  }
+  return *bits ? 0 : -1;
+}
+
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun bench-decode [--model NAME (llama3-8b)] [--batches LIST (1,2,4,8,16,32,64)]\n"
           "                            [--kv LIST (128,1024,4096,8192)] [--peak-gbps G (4800: H200 datasheet)]\n"
-          "                            [--check (checks only)]\n"
+          "                            [--check (checks only)] [--attention-only (no GEMM timing)]\n"
+          "                            [--attention LIST of v1,v2,v2fp8 (all three)]\n"
           "Checks the decode GEMV and attention kernels against plain-C references, then times the\n"
-          "model's decode projections (cuBLASLt and GEMV) and decode attention (v1, v2) per batch and\n"
+          "model's decode projections (cuBLASLt and GEMV) and decode attention (v1, v2, and v2 over the FP8\n"
+          "KV cache: v2fp8, infer_kv8.h; its bytes are codes + scales) per batch and\n"
           "KV length: us, GB/s, %% of the --peak-gbps floor and of the measured copy rate.\n"
           "reads:  the model zoo (the --model's shapes)\n"
           "writes: the checks and the table on standard output (runtime/RESULTS-decode.md keeps one run)\n");
@@ -383,10 +425,18 @@ static void usage(FILE *out) {
 int bench_decode_main(int argc, char **argv) {
   const char *model = "llama3-8b", *batches_s = "1,2,4,8,16,32,64", *kv_s = "128,1024,4096,8192";
   double peak = 4800;
-  int check_only = 0;
+  int check_only = 0, attention_only = 0, kernels = 7;
   for (int i = 1; i < argc; i++) {
     int has = i + 1 < argc;
     if (!strcmp(argv[i], "--check")) check_only = 1;
+    else if (!strcmp(argv[i], "--attention-only")) attention_only = 1;
+    else if (!strcmp(argv[i], "--attention") && has) {
+      if (parse_kernels(argv[++i], &kernels)) {
+        fprintf(stderr, "tacorun bench-decode: --attention: '%s' is not a comma-separated list of v1, v2, v2fp8\n",
+                argv[i]);
+        return 2;
+      }
+    }
     else if (!strcmp(argv[i], "--model") && has) model = argv[++i];
     else if (!strcmp(argv[i], "--batches") && has) batches_s = argv[++i];
     else if (!strcmp(argv[i], "--kv") && has) kv_s = argv[++i];
@@ -430,7 +480,9 @@ int bench_decode_main(int argc, char **argv) {
          copy_us, copy);
   printf("model %s: hidden %d, heads %d / %d, ffn %d, vocab %d\n", mc.name, mc.hidden, mc.heads, mc.kv_heads,
          mc.ffn_hidden, mc.vocab);
-  if (time_gemms(&mc, batches, nb, peak, copy, &e) || time_decode(&mc, batches, nb, kv, nkv, peak, copy, &e)) goto fail;
+  if ((!attention_only && time_gemms(&mc, batches, nb, peak, copy, &e)) ||
+      time_decode(&mc, batches, nb, kv, nkv, kernels, peak, copy, &e))
+    goto fail;
   return failed ? 1 : 0;
 fail:
   fprintf(stderr, "tacorun bench-decode: %s\n", e.msg);

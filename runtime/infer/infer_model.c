@@ -153,7 +153,12 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   m->w = calloc((size_t)layers, sizeof *m->w);
   m->kc = calloc((size_t)layers, sizeof *m->kc);
   m->vc = calloc((size_t)layers, sizeof *m->vc);
-  if (!m->w || !m->kc || !m->vc) return ts_fail_sys(e, "infer: out of host memory");
+  m->ks = calloc((size_t)layers, sizeof *m->ks);
+  m->vs = calloc((size_t)layers, sizeof *m->vs);
+  if (!m->w || !m->kc || !m->vc || !m->ks || !m->vs) return ts_fail_sys(e, "infer: out of host memory");
+  if (o->kv_fp8 && o->decode_attn != 2)
+    return ts_fail_sys(e, "infer: the FP8 KV cache is read by decode attention v2 only (--decode-attention v2)");
+  m->kv_fp8 = o->kv_fp8;
   for (int l = 0; l < layers; l++) {
     infer_layer_w *w = &m->w[l];
     IM_TRY(dmalloc(&w->ln1, (size_t)h * BF, "weights", e));
@@ -162,9 +167,20 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
     IM_TRY(dmalloc(&w->wo, (size_t)(m->hl * d * h) * BF, "weights", e));
     IM_TRY(dmalloc(&w->w1, (size_t)(h * 2 * m->fl) * BF, "weights", e));
     IM_TRY(dmalloc(&w->w2, (size_t)(m->fl * h) * BF, "weights", e));
-    size_t cache = (size_t)o->batch * m->kvl * o->max_seq * d * BF;
+    size_t pos = (size_t)o->batch * m->kvl * o->max_seq, cache = pos * d * (o->kv_fp8 ? 1 : BF);
     IM_TRY(dmalloc(&m->kc[l], cache, "the KV cache", e));
     IM_TRY(dmalloc(&m->vc[l], cache, "the KV cache", e));
+    m->kv_bytes += 2.0 * cache;
+    if (o->kv_fp8) {
+      IM_TRY(dmalloc((void **)&m->ks[l], pos * sizeof(float), "the KV cache scales", e));
+      IM_TRY(dmalloc((void **)&m->vs[l], pos * sizeof(float), "the KV cache scales", e));
+      m->kv_bytes += 2.0 * pos * sizeof(float);
+    }
+  }
+  if (o->kv_fp8 && o->max_prompt > 1) {
+    size_t stage = (size_t)o->batch * m->kvl * o->max_prompt * d * BF;
+    IM_TRY(dmalloc(&m->kst, stage, "the prefill K/V stage", e));
+    IM_TRY(dmalloc(&m->vst, stage, "the prefill K/V stage", e));
   }
   IM_TRY(dmalloc(&m->emb, (size_t)(m->vl * h) * BF, "weights", e));
   IM_TRY(dmalloc(&m->head, (size_t)(m->vl * h) * BF, "weights", e));
@@ -211,8 +227,11 @@ void infer_model_free(infer_model *m) {
       cudaFree(w->ln1), cudaFree(w->ln2), cudaFree(w->wqkv), cudaFree(w->wo), cudaFree(w->w1), cudaFree(w->w2);
       if (m->kc) cudaFree(m->kc[l]);
       if (m->vc) cudaFree(m->vc[l]);
+      if (m->ks) cudaFree(m->ks[l]);
+      if (m->vs) cudaFree(m->vs[l]);
     }
-  free(m->w), free(m->kc), free(m->vc);
+  free(m->w), free(m->kc), free(m->vc), free(m->ks), free(m->vs);
+  cudaFree(m->kst), cudaFree(m->vst);
   void *bufs[] = {m->emb, m->head, m->lnf, m->x, m->xn, m->proj, m->qkv, m->qh, m->oh, m->attn, m->f, m->act,
                   m->rstd, m->scores, m->partial, m->last, m->lastn, m->logits, m->logits_all, m->tok};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
@@ -302,14 +321,22 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
     const infer_layer_w *w = &m->w[l];
     IM_TRY(rt_rmsnorm_fwd(m->x, w->ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
     IM_TRY(gemm_nn(m, T, qcl, h, m->xn, w->wqkv, m->qkv, e));
-    IM_TRY(infer_rope_scatter(m->qkv, m->qh, m->kc[l], m->vc[l], &ad, seq, pos0, st, e));
+    const infer_kv8 c8 = {m->kc[l], m->vc[l], m->ks[l], m->vs[l]};
+    if (m->kv_fp8)
+      IM_TRY(infer_rope_scatter_fp8(m->qkv, m->qh, &c8, seq > 1 ? m->kst : NULL, seq > 1 ? m->vst : NULL, &ad, seq,
+                                    pos0, st, e));
+    else
+      IM_TRY(infer_rope_scatter(m->qkv, m->qh, m->kc[l], m->vc[l], &ad, seq, pos0, st, e));
     if (seq > 1) {
-      infer_prefill_args pa = {.gemm = m->gemm, .stream = st, .q = m->qh, .k_cache = m->kc[l], .v_cache = m->vc[l],
-                               .o_heads = m->oh, .out = m->attn, .scores = m->scores, .scores_bytes = m->scores_bytes,
-                               .batch = m->batch, .hl = m->hl, .kvl = m->kvl, .head_dim = (int)d, .seq = seq,
-                               .max_seq = m->max_seq};
+      /* prefill attention in BF16: from the cache, or (FP8 cache) from the stage of this layer's prompts */
+      infer_prefill_args pa = {.gemm = m->gemm, .stream = st, .q = m->qh, .k_cache = m->kv_fp8 ? m->kst : m->kc[l],
+                               .v_cache = m->kv_fp8 ? m->vst : m->vc[l], .o_heads = m->oh, .out = m->attn,
+                               .scores = m->scores, .scores_bytes = m->scores_bytes, .batch = m->batch, .hl = m->hl,
+                               .kvl = m->kvl, .head_dim = (int)d, .seq = seq,
+                               .max_seq = m->kv_fp8 ? seq : m->max_seq};
       IM_TRY(infer_prefill_attention(&pa, e));
-    }
+    } else if (m->kv_fp8)
+      IM_TRY(infer_decode_attention2_fp8(m->qh, &c8, m->attn, m->partial, &ad, pos0 + 1, st, e));
     else
       IM_TRY((m->decode_attn == 2 ? infer_decode_attention2 : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn,
                                                                                    m->partial, &ad, pos0 + 1, st, e));

@@ -1,6 +1,7 @@
 /* infer_model.h — a Llama-style decoder (RMSNorm, RoPE, grouped-query
  * attention, SwiGLU, untied output head) served with tensor parallelism on
- * one GPU of a TP group: prefill of the prompts into a BF16 KV cache, then
+ * one GPU of a TP group: prefill of the prompts into a BF16 or FP8 (E4M3 with
+ * per-position scales, infer_kv8.h) KV cache, then
  * decode steps of one token per sequence, greedy sampling.
  *
  * Megatron-style split: QKV and FC1 column-parallel, attention output and FC2
@@ -38,7 +39,12 @@ typedef struct {
   long long max_seq;  /* cache positions per sequence */
   infer_layer_w *w;
   void *emb, *lnf, *head;
-  void **kc, **vc;    /* per layer [batch x kvl x max_seq x d] */
+  void **kc, **vc;    /* per layer [batch x kvl x max_seq x d]: BF16, or E4M3 codes (kv_fp8) */
+  float **ks, **vs;   /* kv_fp8: per layer [batch x kvl x max_seq] scales of K and V */
+  void *kst, *vst;    /* kv_fp8 with prefill: the BF16 K and V of one layer's prompts [batch x kvl x max_prompt x d],
+                         what the prefill attention reads */
+  int kv_fp8;
+  double kv_bytes;    /* bytes of the KV cache allocated (all layers, codes and scales) */
   /* activations, sized for a prefill of batch x max_prompt tokens */
   void *x, *xn, *qkv, *qh, *oh, *attn, *proj, *f, *act;
   float *rstd;
@@ -62,6 +68,7 @@ typedef struct {
   unsigned long long seed;
   size_t scores_budget; /* bytes of prefill attention scores at once (0: 1 GiB) */
   int decode_attn;      /* 2: infer_decode_attention2 (infer_decode.h); else infer_decode_attention */
+  int kv_fp8;           /* 1: FP8 KV cache (needs decode_attn 2); 0: BF16 */
 } infer_model_opts;
 
 /* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the

@@ -20,7 +20,9 @@ void infer_usage(FILE *out) {
           "       mpirun -np N tacorun execute --infer-check\n"
           "\n"
           "Serves one batch of an inference plan (\"kind\": \"inference\") for real, one process per GPU\n"
-          "of the TP group: a prefill forward pass over the prompts that fills a BF16 KV cache, then\n"
+          "of the TP group: a prefill forward pass over the prompts that fills the KV cache (the plan's\n"
+          "kv_cache: bf16, or fp8 = E4M3 codes with one FP32 scale per position and KV head, quantized on\n"
+          "append, read by the FP8 variant of decode attention v2; prefill attention stays BF16), then\n"
           "generate - 1 decode steps (one token per sequence each, attending over the cache), greedy\n"
           "sampling; synthetic weights (fixed seed) and prompt tokens. Llama-style models only (RMSNorm,\n"
           "RoPE, grouped-query attention, SwiGLU, no biases, untied head); the plan's layers_override\n"
@@ -34,11 +36,13 @@ void infer_usage(FILE *out) {
           "schema (kind \"inference\", source \"measured\") that `tacosim compare` reads. Several plans\n"
           "(same TP) run one after the other in one launch; --json-dir DIR writes DIR/PLAN_NAME.json each.\n"
           "\n"
-          "--infer-check: decode attention and RoPE against the plain-C reference, TP = N against TP = 1\n"
+          "--infer-check: decode attention (v1, v2, v2 over the FP8 cache), RoPE, and the FP8 cache's\n"
+          "quantize-on-append against the plain-C reference, TP = N against TP = 1\n"
           "logits on a tiny model, prefill of S + 1 tokens against prefill of S plus a decode step, and\n"
           "the TACO / CAAT-Net / both all-reduce paths.\n"
           "\n"
-          "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8,\n"
+          "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8 with\n"
+          "--decode-attention v1,\n"
           "a TP degree other than the number of processes, non-Llama models.\n"
           "\n"
           "options, inference plans (defaults in brackets):\n"
@@ -274,13 +278,12 @@ static int parse(int argc, char **argv, infer_opts *o) {
 }
 
 /* What the executor refuses, before any GPU is touched. */
-static int plan_runnable(const plan_infer *p, ts_err *e) {
+static int plan_runnable(const plan_infer *p, const infer_opts *o, ts_err *e) {
   if (p->pp != 1)
     return ts_fail(e, p->path, "layout.pp", "%d: pipeline stages are not run by the inference executor (pp 1 only)",
                    p->pp);
-  if (p->kv != PLAN_KV_BF16)
-    return ts_fail(e, p->path, "kv_cache", "%s is not supported by the inference executor (bf16 only)",
-                   plan_kv_precision_name(p->kv));
+  if (p->kv == PLAN_KV_FP8 && o->decode_attn != 2)
+    return ts_fail(e, p->path, "kv_cache", "fp8 is read by decode attention v2 only (--decode-attention v1 asked)");
   return infer_model_supported(&p->model, p->path, e);
 }
 
@@ -306,7 +309,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     team_ready = 1;
   }
   infer_model_opts mo = {.batch = p->batch, .max_prompt = p->prompt, .max_seq = p->prompt + p->generate,
-                         .seed = o->seed, .decode_attn = o->decode_attn};
+                         .seed = o->seed, .decode_attn = o->decode_attn, .kv_fp8 = p->kv == PLAN_KV_FP8};
   if (infer_model_init(&m, &p->model, p->model.layers, p->tp, w->ranks[0], &mo, team_ready ? &team : NULL,
                        w->streams[0], e))
     goto out;
@@ -382,6 +385,9 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   if (root) {
     printf("# %s: %s, TP %d, batch %d, prompt %d, generate %d, %d layers, codec %s\n", p->name, p->model.name, p->tp,
            p->batch, p->prompt, p->generate, p->model.layers, plan_codec_kind_name(p->codec.kind));
+    printf("# KV cache %s: %.3f GB allocated per GPU (%s), plan's accounting %.3f GB\n", plan_kv_precision_name(p->kv),
+           m.kv_bytes / 1e9, p->kv == PLAN_KV_FP8 ? "E4M3 codes + an FP32 scale per position and KV head" : "BF16",
+           mem.kv_cache / 1e9);
     printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(),
            infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
     for (int ph = 0; ph < 2; ph++)
@@ -422,7 +428,8 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
              infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
     schema_result_add_note(&res, note);
-    snprintf(note, sizeof note, "--decode-attention v%d", o->decode_attn);
+    snprintf(note, sizeof note, "--decode-attention v%d; kv_cache %s, %.0f bytes allocated per GPU", o->decode_attn,
+             plan_kv_precision_name(p->kv), m.kv_bytes);
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, ttft_min, ttft_max);
     schema_result_add_note(&res, note);
@@ -464,7 +471,7 @@ int infer_execute(int argc, char **argv) {
       fprintf(stderr, "tacorun execute: %s\n", e.msg);
       return ts_exit_status(&e);
     }
-    if (plan_runnable(p, &e)) {
+    if (plan_runnable(p, &o, &e)) {
       fprintf(stderr, "tacorun execute: %s\n", e.msg);
       return 2;
     }

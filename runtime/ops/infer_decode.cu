@@ -1,5 +1,6 @@
 /* infer_decode.cu — weight-streaming GEMV and split-K decode attention (infer_decode.h). */
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -259,10 +260,41 @@ template <int D> __device__ __forceinline__ void load_lane(const bf16 *p, float 
   }
 }
 
-template <int D, int G>
+/* Two E4M3 codes -> two floats (exact: E4M3 values are halves). */
+__device__ __forceinline__ float2 e4m3x2_to_float2(__nv_fp8x2_storage_t v) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(v, __NV_E4M3);
+  return __half22float2(*(const __half2 *)&h);
+}
+
+template <int D> __device__ __forceinline__ void load_lane(const uint8_t *p, float *x) {
+  if (D == 128) {
+    uint32_t u = *(const uint32_t *)p;
+    float2 a = e4m3x2_to_float2((__nv_fp8x2_storage_t)(u & 0xffffu)), b = e4m3x2_to_float2((__nv_fp8x2_storage_t)(u >> 16));
+    x[0] = a.x, x[1] = a.y, x[2] = b.x, x[3] = b.y;
+  } else {
+    float2 a = e4m3x2_to_float2(*(const __nv_fp8x2_storage_t *)p);
+    x[0] = a.x, x[1] = a.y;
+  }
+}
+
+/* The cache's element type: BF16 (no scales) or E4M3 with one FP32 scale per
+ * (sequence, KV head, position) for K and one for V (infer_kv8.h). One kernel
+ * body serves both: the FP8 one loads codes, multiplies each score by its key
+ * scale and each weight by its value scale. */
+struct kv_bf16 {
+  typedef bf16 T;
+  static constexpr bool scaled = false;
+};
+struct kv_e4m3 {
+  typedef uint8_t T;
+  static constexpr bool scaled = true;
+};
+
+template <int D, int G, typename KV>
 __global__ void __launch_bounds__(DEC2_WARPS * 32)
-    decode2_partial_kernel(const bf16 *q, const bf16 *kc, const bf16 *vc, float *part, int hl, int kvl,
-                           long long max_seq, long long len, long long chunk, int nsplit, float qscale) {
+    decode2_partial_kernel(const bf16 *q, const typename KV::T *kc, const typename KV::T *vc, const float *ks,
+                           const float *vs, float *part, int hl, int kvl, long long max_seq, long long len,
+                           long long chunk, int nsplit, float qscale) {
   constexpr int E = D / 32;
   const int split = blockIdx.x, j = blockIdx.y, b = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -274,15 +306,16 @@ __global__ void __launch_bounds__(DEC2_WARPS * 32)
     for (int x = 0; x < E; x++) qf[i][x] *= qscale, acc[i][x] = 0.f;
     m[i] = -INFINITY, l[i] = 0.f;
   }
-  const long long base = ((long long)b * kvl + j) * max_seq * D + lane * E;
+  const long long srow = ((long long)b * kvl + j) * max_seq, base = srow * D + lane * E;
   const long long p0 = (long long)split * chunk, p1 = p0 + chunk < len ? p0 + chunk : len;
   for (long long g0 = p0 + (long long)warp * DEC2_U; g0 < p1; g0 += DEC2_WARPS * DEC2_U) {
-    float k[DEC2_U][E], v[DEC2_U][E];
+    float k[DEC2_U][E], v[DEC2_U][E], ksc[DEC2_U], vsc[DEC2_U];
 #pragma unroll
     for (int u = 0; u < DEC2_U; u++)
       if (g0 + u < p1) {
         load_lane<D>(kc + base + (g0 + u) * D, k[u]);
         load_lane<D>(vc + base + (g0 + u) * D, v[u]);
+        if (KV::scaled) ksc[u] = ks[srow + g0 + u], vsc[u] = vs[srow + g0 + u];
       }
 #pragma unroll
     for (int u = 0; u < DEC2_U; u++) {
@@ -294,10 +327,12 @@ __global__ void __launch_bounds__(DEC2_WARPS * 32)
         for (int x = 0; x < E; x++) s = fmaf(qf[i][x], k[u][x], s);
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (KV::scaled) s *= ksc[u];
         const float mn = fmaxf(m[i], s), c = exp2f(m[i] - mn), pe = exp2f(s - mn);
+        const float pv = KV::scaled ? pe * vsc[u] : pe;
         l[i] = l[i] * c + pe;
 #pragma unroll
-        for (int x = 0; x < E; x++) acc[i][x] = fmaf(pe, v[u][x], acc[i][x] * c);
+        for (int x = 0; x < E; x++) acc[i][x] = fmaf(pv, v[u][x], acc[i][x] * c);
         m[i] = mn;
       }
     }
@@ -341,39 +376,59 @@ __global__ void decode2_combine_kernel(const float *part, bf16 *out, int nsplit,
   }
 }
 
-template <int D, int G>
-static void launch_dec2(dim3 grid, cudaStream_t st, const bf16 *q, const bf16 *kc, const bf16 *vc, float *part,
-                        const infer_attn_dims *a, long long len, long long chunk, int nsplit, float qscale) {
-  decode2_partial_kernel<D, G><<<grid, DEC2_WARPS * 32, 0, st>>>(q, kc, vc, part, a->hl, a->kvl, a->max_seq, len,
-                                                                  chunk, nsplit, qscale);
+template <int D, int G, typename KV>
+static void launch_dec2(dim3 grid, cudaStream_t st, const bf16 *q, const void *kc, const void *vc, const float *ks,
+                        const float *vs, float *part, const infer_attn_dims *a, long long len, long long chunk,
+                        int nsplit, float qscale) {
+  decode2_partial_kernel<D, G, KV><<<grid, DEC2_WARPS * 32, 0, st>>>(
+      q, (const typename KV::T *)kc, (const typename KV::T *)vc, ks, vs, part, a->hl, a->kvl, a->max_seq, len, chunk,
+      nsplit, qscale);
 }
 
-extern "C" int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out,
-                                       void *partial, const infer_attn_dims *a, long long len, void *stream,
-                                       ts_err *e) {
+/* The split-K decode attention over a cache of element type KV (scales ks, vs:
+ * FP8 only), then the combine. */
+template <typename KV>
+static int decode2_run(const char *who, const void *q, const void *k_cache, const void *v_cache, const float *ks,
+                       const float *vs, void *out, void *partial, const infer_attn_dims *a, long long len,
+                       void *stream, ts_err *e) {
   const int D = a->head_dim;
   if (a->kvl < 1 || a->hl % a->kvl || len < 1 || len > a->max_seq)
-    return ts_fail_sys(e, "infer_decode_attention2: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)",
-                       a->hl, a->kvl, len, a->max_seq);
+    return ts_fail_sys(e, "%s: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)", who, a->hl, a->kvl, len,
+                       a->max_seq);
   const int G = a->hl / a->kvl;
   const long long chunk = decode2_chunk(a, len);
   const int nsplit = (int)((len + chunk - 1) / chunk);
   dim3 grid((unsigned)nsplit, (unsigned)a->kvl, (unsigned)a->batch);
   cudaStream_t st = (cudaStream_t)stream;
   const float qscale = (float)(1.4426950408889634 / sqrt((double)D)); /* base 2 */
-  const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k_cache, *V = (const bf16 *)v_cache;
+  const bf16 *Q = (const bf16 *)q;
   float *P = (float *)partial;
 #define DEC2_CASE(d_, g_)                                                                                    \
-  if (D == d_ && G == g_) launch_dec2<d_, g_>(grid, st, Q, K, V, P, a, len, chunk, nsplit, qscale);          \
+  if (D == d_ && G == g_) launch_dec2<d_, g_, KV>(grid, st, Q, k_cache, v_cache, ks, vs, P, a, len, chunk, nsplit, qscale); \
   else
   DEC2_CASE(128, 1) DEC2_CASE(128, 2) DEC2_CASE(128, 3) DEC2_CASE(128, 4) DEC2_CASE(128, 5) DEC2_CASE(128, 6)
   DEC2_CASE(128, 7) DEC2_CASE(128, 8)
   DEC2_CASE(64, 1) DEC2_CASE(64, 2) DEC2_CASE(64, 4) DEC2_CASE(64, 7) DEC2_CASE(64, 8) DEC2_CASE(64, 16)
-  return ts_fail_sys(e, "infer_decode_attention2: head_dim %d with %d query heads per KV head is not built "
-                        "(head_dim 64: 1, 2, 4, 7, 8 or 16 heads per KV head; 128: 1 to 8)", D, G);
+  return ts_fail_sys(e, "%s: head_dim %d with %d query heads per KV head is not built "
+                        "(head_dim 64: 1, 2, 4, 7, 8 or 16 heads per KV head; 128: 1 to 8)", who, D, G);
 #undef DEC2_CASE
   DEC_LAUNCHED(e);
   decode2_combine_kernel<<<(unsigned)((long long)a->batch * a->hl), D, 0, st>>>(P, (bf16 *)out, nsplit, D);
   DEC_LAUNCHED(e);
   return 0;
+}
+
+extern "C" int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out,
+                                       void *partial, const infer_attn_dims *a, long long len, void *stream,
+                                       ts_err *e) {
+  return decode2_run<kv_bf16>("infer_decode_attention2", q, k_cache, v_cache, NULL, NULL, out, partial, a, len, stream,
+                              e);
+}
+
+extern "C" int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                           const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
+  if (!c || !c->k || !c->v || !c->ks || !c->vs)
+    return ts_fail_sys(e, "infer_decode_attention2_fp8: the FP8 cache or its scales are missing");
+  return decode2_run<kv_e4m3>("infer_decode_attention2_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
+                              stream, e);
 }

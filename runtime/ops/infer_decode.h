@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "infer_kernels.h"
+#include "infer_kv8.h"
 #include "ts_error.h"
 
 #ifdef __cplusplus
@@ -44,6 +45,11 @@ int infer_gemv_nt(const void *X, const void *W, void *Y, int m, long long n, lon
 size_t infer_decode2_partial_bytes(const infer_attn_dims *a, long long len);
 int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out, void *partial,
                             const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+/* The same kernel over the FP8 cache c (infer_kv8.h): codes converted in
+ * registers, each score times its key's scale, each softmax weight times its
+ * value's scale; same shapes, partials (infer_decode2_partial_bytes) and output. */
+int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                const infer_attn_dims *a, long long len, void *stream, ts_err *e);
 
 #ifdef __cplusplus
 }

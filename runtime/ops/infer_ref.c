@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "taco_fp8.h"
+
 void infer_ref_decode_attention(const float *q, const float *k_cache, const float *v_cache, float *out, int batch,
                                 int hl, int kvl, int head_dim, long long max_seq, long long len) {
   const int g = hl / kvl, d = head_dim;
@@ -32,6 +34,21 @@ void infer_ref_decode_attention(const float *q, const float *k_cache, const floa
       }
     }
   free(s);
+}
+
+void infer_ref_kv8_quantize(const float *x, int d, unsigned char *codes, float *scale) {
+  float amax = 0.f;
+  for (int i = 0; i < d; i++) amax = fmaxf(amax, fabsf(x[i]));
+  const float inv = amax > 0.f ? 448.0f / amax : 0.f;
+  for (int i = 0; i < d; i++) {
+    const float y = x[i] * inv; /* one rounding, as __fmul_rn */
+    codes[i] = taco_fp8_e4m3_from_float(y);
+  }
+  *scale = amax / 448.0f;
+}
+
+void infer_ref_kv8_dequantize(const unsigned char *codes, float scale, int d, float *out) {
+  for (int i = 0; i < d; i++) out[i] = taco_fp8_e4m3_to_float(codes[i]) * scale;
 }
 
 void infer_ref_rope(float *x, int head_dim, long long pos, double theta) {
