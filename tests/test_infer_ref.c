@@ -90,6 +90,27 @@ static void test_bf16(void) {
 }
 
 /* The rule both halves apply per all-reduce size. */
+/* The FP8 KV quantizer: the largest magnitude maps to 448 (code 0x7E), the
+ * scale is amax / 448, zeros stay zero, a zero vector gets scale 0, and the
+ * round trip is within E4M3's half step (2^-4 relative) of each element. */
+static void test_kv8_quantize(void) {
+  float x[8] = {3.0f, -1.5f, 0.f, 0.75f, -3.0f, 1e-3f, 2.9f, -0.1f}, y[8];
+  unsigned char c[8];
+  float sc;
+  infer_ref_kv8_quantize(x, 8, c, &sc);
+  CU_ASSERT_EQUAL(sc, 3.0f / 448.0f);
+  CU_ASSERT_EQUAL(c[0], 0x7E);
+  CU_ASSERT_EQUAL(c[4], 0xFE); /* -448 */
+  CU_ASSERT_EQUAL(c[2], 0x00);
+  infer_ref_kv8_dequantize(c, sc, 8, y);
+  for (int i = 0; i < 8; i++) CU_ASSERT(fabsf(y[i] - x[i]) <= fabsf(x[i]) / 16 + 3.0f / 448 * 0x1p-9f);
+  CU_ASSERT_EQUAL(y[1], -1.5f); /* -224: exact */
+  float z[4] = {0, 0, 0, 0};
+  infer_ref_kv8_quantize(z, 4, c, &sc);
+  CU_ASSERT_EQUAL(sc, 0.f);
+  for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(c[i], 0);
+}
+
 static void test_policy(void) {
   plan_codec none = {.kind = PLAN_CODEC_NONE}, taco = {.kind = PLAN_CODEC_TACO, .group = 128},
              caat = {.kind = PLAN_CODEC_CAAT, .p = 0.5}, both = {.kind = PLAN_CODEC_TACO_CAAT, .group = 128, .p = 0.5};
@@ -152,6 +173,7 @@ int main(void) {
   CU_add_test(s, "causal attention's last row is decode attention", test_causal_last_row_is_decode);
   CU_add_test(s, "RoPE", test_rope);
   CU_add_test(s, "bf16 rounding", test_bf16);
+  CU_add_test(s, "FP8 KV cache quantizer", test_kv8_quantize);
   CU_add_test(s, "per-size codec rule", test_policy);
   CU_add_test(s, "inference result round trip", test_result_roundtrip);
   CU_basic_set_mode(CU_BRM_VERBOSE);

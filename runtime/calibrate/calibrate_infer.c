@@ -9,6 +9,7 @@
  *     are not in L2 when its GEMM runs);
  *   - "attention_decode" (by KV-cache bytes read: 2 x batch x length x KV
  *     heads x head_dim x 2 B): infer_decode_attention2 (the executor's default), caches rotating too;
+ *     "attention_decode_fp8" (by bytes of E4M3 codes + scales): the same kernel over the FP8 cache;
  *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
  *     flops_fwd): infer_prefill_attention at batch x prompt;
  *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes.
@@ -30,6 +31,7 @@
 #include "exec_gemm.h"
 #include "infer_kernels.h"
 #include "infer_decode.h"
+#include "infer_kv8.h"
 #include "infer_model.h"
 #include "model.h"
 #include "rt_nccl.h"
@@ -186,13 +188,19 @@ typedef struct {
   infer_attn_dims a;
   long long len;
   char *q, *k, *v, *o, *part;
+  char *k8, *v8; /* the pools' values as E4M3 codes, and their scales (infer_kv8.h) */
+  float *ks, *vs;
   size_t set_bytes;
-  int sets;
+  int sets, fp8;
 } dec_ctx;
 
 static int dec_launch(void *ctx, long long iter, ts_err *e) {
   dec_ctx *c = ctx;
   size_t off = (size_t)(iter % c->sets) * c->set_bytes;
+  if (c->fp8) { /* the same head vectors: off / 2 codes, off / 256 scales (head_dim 128) */
+    infer_kv8 k8 = {c->k8 + off / 2, c->v8 + off / 2, c->ks + off / 256, c->vs + off / 256};
+    return infer_decode_attention2_fp8(c->q, &k8, c->o, c->part, &c->a, c->len, NULL, e);
+  }
   return infer_decode_attention2(c->q, c->k + off, c->v + off, c->o, c->part, &c->a, c->len, NULL, e);
 }
 
@@ -221,20 +229,32 @@ static int decode_attention_table(schema_calibration *cal, const calib_budget *b
       if (n > part_bytes) part_bytes = n;
     }
   RT_CUDA(e, cudaMalloc((void **)&c.part, part_bytes));
+  const long long rows = (long long)(pool / 2 / 128);
+  RT_CUDA(e, cudaMalloc((void **)&c.k8, pool / 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.v8, pool / 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.ks, (size_t)rows * 4));
+  RT_CUDA(e, cudaMalloc((void **)&c.vs, (size_t)rows * 4));
+  if (infer_kv8_quantize(c.k, c.k8, c.ks, rows, 128, NULL, e) || infer_kv8_quantize(c.v, c.v8, c.vs, rows, 128, NULL, e))
+    return -1;
   for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
     for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
       c.a.batch = batches[b], c.a.max_seq = lens[l], c.len = lens[l];
       c.set_bytes = (size_t)batches[b] * 4 * lens[l] * 128 * 2;
       if (c.set_bytes > pool) continue;
       c.sets = (int)(pool / c.set_bytes);
-      double us;
-      if (calib_time_us(dec_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
-      double kv_bytes = 2.0 * (double)c.set_bytes;
-      if (schema_calibration_add_kernel(cal, "attention_decode", false, kv_bytes, 0, us))
-        return ts_fail_sys(e, "out of memory");
+      for (c.fp8 = 0; c.fp8 < 2; c.fp8++) {
+        double us;
+        if (calib_time_us(dec_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+        /* KV bytes read: BF16 2 B an element; FP8 1 B + a 4 B scale per head vector of 128 */
+        double kv_bytes = c.fp8 ? 2.0 * (double)c.set_bytes / 2 * (128 + 4) / 128 : 2.0 * (double)c.set_bytes;
+        if (schema_calibration_add_kernel(cal, c.fp8 ? "attention_decode_fp8" : "attention_decode", false, kv_bytes,
+                                          0, us))
+          return ts_fail_sys(e, "out of memory");
+      }
       n++;
     }
-  fprintf(stderr, "calibrate-infer: attention_decode, %d points\n", n);
+  fprintf(stderr, "calibrate-infer: attention_decode and attention_decode_fp8, %d points each\n", n);
+  cudaFree(c.vs), cudaFree(c.ks), cudaFree(c.v8), cudaFree(c.k8);
   cudaFree(c.k), cudaFree(c.v), cudaFree(c.q), cudaFree(c.o), cudaFree(c.part);
   return 0;
 }
