@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "infer_ref.h"
+#include "taco_fp8.h"
 #include "plan_infer_policy.h"
 #include "result.h"
 
@@ -111,6 +112,28 @@ static void test_kv8_quantize(void) {
   for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(c[i], 0);
 }
 
+/* The reference's E4M3 (by enumeration) against kernels/taco_fp8.h's (bit
+ * arithmetic, checked against the GPU's conversion over all floats): every
+ * 97th float bit pattern and every code's value and midpoints. */
+static void test_e4m3_two_ways(void) {
+  long long bad = 0;
+  for (unsigned long long u = 0; u < (1ULL << 32); u += 997) {
+    float x;
+    uint32_t b = (uint32_t)u;
+    memcpy(&x, &b, 4);
+    bad += infer_ref_e4m3_from_float(x) != taco_fp8_e4m3_from_float(x);
+  }
+  for (int c = 0; c < 256; c++) {
+    float v = infer_ref_e4m3_to_float((unsigned char)c), t = taco_fp8_e4m3_to_float((uint8_t)c);
+    bad += !(v == t || (isnan(v) && isnan(t)));
+    if (c < 0x7e) {
+      float mid = 0.5f * (v + infer_ref_e4m3_to_float((unsigned char)(c + 1)));
+      bad += infer_ref_e4m3_from_float(mid) != taco_fp8_e4m3_from_float(mid);
+    }
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+}
+
 static void test_policy(void) {
   plan_codec none = {.kind = PLAN_CODEC_NONE}, taco = {.kind = PLAN_CODEC_TACO, .group = 128},
              caat = {.kind = PLAN_CODEC_CAAT, .p = 0.5}, both = {.kind = PLAN_CODEC_TACO_CAAT, .group = 128, .p = 0.5};
@@ -174,6 +197,7 @@ int main(void) {
   CU_add_test(s, "RoPE", test_rope);
   CU_add_test(s, "bf16 rounding", test_bf16);
   CU_add_test(s, "FP8 KV cache quantizer", test_kv8_quantize);
+  CU_add_test(s, "E4M3: enumeration vs taco_fp8.h", test_e4m3_two_ways);
   CU_add_test(s, "per-size codec rule", test_policy);
   CU_add_test(s, "inference result round trip", test_result_roundtrip);
   CU_basic_set_mode(CU_BRM_VERBOSE);

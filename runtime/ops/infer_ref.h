@@ -14,6 +14,10 @@ void infer_ref_decode_attention(const float *q, const float *k_cache, const floa
  * nearest even, saturating (amax 0: scale 0, codes 0). The same float
  * operations as the kernel, so codes and scales are bit-equal. */
 void infer_ref_kv8_quantize(const float *x, int d, unsigned char *codes, float *scale);
+/* E4M3 (1-4-3, bias 7, no infinities, 0x7f/0xff NaN, largest 448): the
+ * nearest code, ties to even, saturating as cvt.rn.satfinite; and back (exact). */
+unsigned char infer_ref_e4m3_from_float(float x);
+float infer_ref_e4m3_to_float(unsigned char c);
 /* out[i] = E4M3 codes[i] as a float x scale. */
 void infer_ref_kv8_dequantize(const unsigned char *codes, float scale, int d, float *out);
 
