@@ -10,7 +10,9 @@
  * 2. Timing, per point: the model's decode projections (qkv, attn_out, fc1,
  *    fc2, logits) at each batch by cuBLASLt through exec_gemm (the
  *    executor's path) and by the GEMV (batch <= 8); the decode attention
- *    over KV lengths at each batch, both kernels. Weights rotate through
+ *    over KV lengths at each batch, both kernels, and v2 over the FP8 KV
+ *    cache (v2fp8: the same head vectors quantized by infer_kv8_quantize;
+ *    its checks are `tacorun execute --infer-check`'s). Weights rotate through
  *    copies spanning >= 512 MiB, and KV caches through >= 512 MiB, so every
  *    launch reads from HBM, not from the 60 MB L2. Printed: us, achieved GB/s
  *    (bytes that must move: weights + inputs + outputs, or K, V, q, out) and
