@@ -504,7 +504,7 @@ static void usage(FILE *out) {
                "Adds the decode-sized tables of inference plans to calibration files (in place, or to\n"
                "DIR/<same name> with --out-dir), timed once on GPU 0 (the tables do not depend on the\n"
                "transport): GEMMs with m = batch 1..64 of every zoo model at TP 1/2/4/8 (QKV, attention\n"
-               "output, FC1, FC2, logits), \"attention_decode\" by KV-cache bytes and \"attention_prefill\"\n"
+               "output, FC1, FC2, logits), \"attention_decode\" (and \"attention_decode_fp8\", the FP8 KV cache) by KV-cache bytes and \"attention_prefill\"\n"
                "by FLOPs (Llama-3 8B TP2 head layout, batch 1..64, length 128..8192). GEMM shapes already\n"
                "in a file are kept; the two attention tables are replaced.\n"
                "--collectives: the \"allreduce.infer\" and \"allreduce.taco128.infer\" tables (1 KiB .. 128 MiB; only\n"
