@@ -662,12 +662,12 @@ static int source(call *c, int i, const void *x, size_t e, int slot, const void 
 }
 
 static int encode(call *c, int i, const void *src, size_t e, void *block, cudaStream_t st) {
-  coll_rank *r = &c->t->r[i];
   if (c->plain) {
     CK_CUDA(cudaMemcpyAsync(block, src, coll_block_elems(e, c->group) * c->es, cudaMemcpyDefault, st));
     return 0;
   }
-  CK_TACO(taco_encode(src, c->o->dtype, coll_block_elems(e, c->group), c->o->taco, block, r->nonfinite, (void *)st));
+  CK_TACO(taco_encode(src, c->o->dtype, coll_block_elems(e, c->group), c->o->taco, block,
+                      coll_nonfinite_of(c->t, i, c->o), (void *)st));
   return 0;
 }
 

@@ -24,6 +24,12 @@ int coll_set_error(const char *file, int line, const char *what, const char *why
     if ((call) != 0) return -1;                                                                              \
   } while (0)
 
+/* Where local rank i's encodes of this call count NaN/Inf inputs
+ * (coll_opts.nonfinite, else the team's counter). */
+static inline taco_nonfinite *coll_nonfinite_of(const coll_team *t, int i, const coll_opts *o) {
+  return o->nonfinite && t->nlocal == 1 ? o->nonfinite : t->r[i].nonfinite;
+}
+
 /* 1: this call takes the direct path; 0: the NCCL path; -1: error (ON but
  * not possible). bytes: uncompressed size of the message (not used now:
  * AUTO takes the direct path at every size). Collective on the first call

@@ -15,6 +15,7 @@
  * waits for a buffer to be free. */
 #include "coll_direct_team.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -86,7 +87,22 @@ int coll_team_init(coll_team *t, int nlocal, const ncclComm_t *comms, const int 
       for (int k = 0; k < COLL_EVENT_SLOTS; k++)
         CK_CUDA(cudaEventCreateWithFlags(&r->ev_stage[s][k], cudaEventDisableTiming));
     CK_CUDA(cudaMalloc((void **)&r->nonfinite, sizeof *r->nonfinite));
-    CK_CUDA(cudaMemset(r->nonfinite, 0, sizeof *r->nonfinite));
+    CK_TACO(taco_nonfinite_reset(r->nonfinite, NULL));
+  }
+  return 0;
+}
+
+int coll_team_nonfinite(coll_team *t, unsigned long long *count, unsigned long long *first) {
+  *count = 0, *first = ULLONG_MAX;
+  for (int i = 0; i < t->nlocal; i++) {
+    coll_rank *r = &t->r[i];
+    taco_nonfinite h;
+    CK_CUDA(cudaSetDevice(r->device));
+    CK_CUDA(cudaMemcpyAsync(&h, r->nonfinite, sizeof h, cudaMemcpyDeviceToHost, r->stream));
+    CK_CUDA(cudaStreamSynchronize(r->stream));
+    if (h.count && *count == 0) *first = h.first_index;
+    *count += h.count;
+    if (h.count) CK_TACO(taco_nonfinite_reset(r->nonfinite, (void *)r->stream));
   }
   return 0;
 }
@@ -250,7 +266,8 @@ static int encode_user(job *jb, int i, const void *x, size_t e, void *block) {
     if (ne > e) CK_CUDA(cudaMemsetAsync(jb->stage_in[i] + e * jb->es, 0, (ne - e) * jb->es, r->codec_stream));
     src = jb->stage_in[i];
   }
-  CK_TACO(taco_encode(src, jb->o->dtype, ne, jb->o->taco, block, r->nonfinite, (void *)r->codec_stream));
+  CK_TACO(taco_encode(src, jb->o->dtype, ne, jb->o->taco, block, coll_nonfinite_of(jb->t, i, jb->o),
+                      (void *)r->codec_stream));
   return 0;
 }
 

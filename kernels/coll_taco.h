@@ -117,6 +117,10 @@ typedef struct {
   int direct_ar_pieces;          /* PIPE: pieces, 1..COLL_EVENT_SLOTS (0: COLL_DIRECT_AR_PIECES_DEFAULT) */
   int direct_ar_own_copy;        /* PIPE: the own reduced block by the copy engine (0: a second encode, "dup") */
   coll_push push;                /* direct path: how blocks reach the peers (0: AUTO) */
+  taco_nonfinite *nonfinite;     /* where this call's TACO encodes count NaN/Inf inputs (device memory
+                                    of the team's GPU; they are encoded as zeros): lets the caller name
+                                    the tensor. NULL, or a team of more than one local rank: the team's
+                                    own counters (coll_team_nonfinite). */
 } coll_opts;
 /* Names of the variants above as `tacorun bench-comm` spells them and
  * result files record them; parse returns -1 for an unknown name. */
@@ -160,6 +164,12 @@ const char *coll_last_error(void);
  * caller's (may be 0 for the legacy default stream only when nlocal == 1). */
 int coll_team_init(coll_team *t, int nlocal, const ncclComm_t *comms, const int *devices,
                    const cudaStream_t *streams);
+/* NaN/Inf inputs the team's TACO encodes met (and encoded as zeros) since the
+ * last call, summed over the local ranks, in *count (*first: the first index
+ * of the first local rank that had any, in its message); the counters are
+ * reset. Call when the caller's streams are idle (after its wait): it
+ * synchronizes them. */
+int coll_team_nonfinite(coll_team *t, unsigned long long *count, unsigned long long *first);
 /* Frees what the team owns (not the comms or the caller's streams). */
 void coll_team_destroy(coll_team *t);
 /* Allocates scratch for messages up to total_bytes (uncompressed) now, so

@@ -374,6 +374,9 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   ALLOC(m->labels_dev, (size_t)micros * T * 4);
   ALLOC(m->loss_sum, 4);
   ALLOC(m->nonfinite, (size_t)(m->ntensors + 1) * sizeof(unsigned long long));
+  ALLOC(m->nf_calls, EXEC_NF_CALLS * sizeof(taco_nonfinite));
+  m->nf_used = EXEC_NF_CALLS;
+  EX_TRY(exec_nf_reset(m, e));
   EX_TRY(exec_gemm_create(&m->gemm, e));
   EX_CUDA(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming));
   EX_CUDA(cudaEventCreateWithFlags(&m->ev_done, cudaEventDisableTiming));
@@ -524,7 +527,7 @@ void exec_model_destroy(exec_model *m) {
   }
   void *ptrs[] = {m->w16, m->master, m->grad, m->adam_m, m->adam_v, m->x_final, m->nf, m->proj, m->logits,
                   m->meanf, m->rstdf, m->ce_rowmax, m->ce_sums, m->dx, m->dtmp, m->dtmp2, m->dqkv, m->dattn,
-                  m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite};
+                  m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite, m->nf_calls};
   for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) cudaFree(ptrs[i]);
   exec_gemm_destroy(m->gemm);
   memset(m, 0, sizeof *m);
@@ -598,7 +601,58 @@ int exec_model_zero_grad(exec_model *m, ts_err *e) {
 
 /* ---- checks ---- */
 
+int exec_nf_reset(exec_model *m, ts_err *e) {
+  if (m->nf_used > 0) { /* count = 0, first_index = ULLONG_MAX in each used counter */
+    const size_t pitch = sizeof(taco_nonfinite), w = sizeof(unsigned long long);
+    EX_CUDA(cudaMemset2DAsync(m->nf_calls, pitch, 0, w, (size_t)m->nf_used, m->stream));
+    EX_CUDA(cudaMemset2DAsync((char *)m->nf_calls + w, pitch, 0xff, w, (size_t)m->nf_used, m->stream));
+  }
+  m->nf_used = 0;
+  return 0;
+}
+
+/* The first compressed call of the iteration whose TACO encode met NaN/Inf
+ * (then the teams' own counters, for calls past EXEC_NF_CALLS): a failure
+ * naming the step, the op and the count, as the uncompressed path reports a
+ * gradient or the loss. Resets the counters. */
+static int check_codec_finite(exec_model *m, int step, ts_err *e) {
+  static taco_nonfinite host[EXEC_NF_CALLS];
+  const int n = m->nf_used;
+  if (n > 0) {
+    EX_CUDA(cudaMemcpyAsync(host, m->nf_calls, (size_t)n * sizeof *host, cudaMemcpyDeviceToHost, m->stream));
+    EX_CUDA(cudaStreamSynchronize(m->stream));
+    EX_TRY(exec_nf_reset(m, e));
+  }
+  for (int i = 0; i < n; i++) {
+    const plan_op *op = m->nf_ops[i];
+    if (!host[i].count) continue;
+    char what[160] = "a compressed collective";
+    if (op)
+      snprintf(what, sizeof what, "layer %d micro-batch %d %s %s %s (%s)", op->layer, op->micro,
+               plan_phase_name((plan_phase)op->phase), plan_group_name((plan_group_kind)op->group),
+               plan_coll_name((plan_coll)op->coll), plan_op_kind_name((plan_op_kind)op->kind));
+    return ts_fail_sys(e, "step %d: %s: the TACO encode met %llu NaN/Inf values (first at element %llu of the "
+                          "message; the codec sent them as zeros)",
+                       step, what, host[i].count, host[i].first_index);
+  }
+  coll_team *teams[] = {m->team_ready ? &m->team : NULL, m->dp_team_ready ? &m->dp_team : NULL,
+                        m->pp_team_ready ? &m->pp_team : NULL};
+  static const char *const team_names[] = {"TP", "DP", "pipeline"};
+  for (int k = 0; k < 3; k++) {
+    unsigned long long count = 0, first = 0;
+    if (!teams[k]) continue;
+    if (coll_team_nonfinite(teams[k], &count, &first))
+      return ts_fail_sys(e, "step %d: reading the %s team's NaN/Inf count: %s", step, team_names[k], coll_last_error());
+    if (count)
+      return ts_fail_sys(e, "step %d: a compressed %s collective: the TACO encode met %llu NaN/Inf values (first at "
+                            "element %llu of the message; the codec sent them as zeros)",
+                         step, team_names[k], count, first);
+  }
+  return 0;
+}
+
 int exec_model_check_finite(exec_model *m, int step, float *loss_out, ts_err *e) {
+  EX_TRY(check_codec_finite(m, step, e));
   EX_CUDA(cudaMemsetAsync(m->nonfinite, 0, (size_t)(m->ntensors + 1) * sizeof(unsigned long long), m->stream));
   for (int t = 0; t < m->ntensors; t++)
     EX_TRY(exec_count_nonfinite(exec_grad_of(m, t), (long long)(m->tensors[t].rows * m->tensors[t].cols),
