@@ -21,7 +21,7 @@
  * reach each other's memory over NVLink, all-gather, reduce-scatter and
  * all-reduce skip NCCL and the chunked pipeline: the codec kernels write
  * into the peers' staging buffers and flags in GPU memory order the steps.
- * Through host shared memory (NCCL_P2P_DISABLE=1, shm not disabled) the same
+ * Through host shared memory (--transport shm, or auto without peer access) the same
  * algorithms run with the staging and flags in pinned host memory that every
  * rank maps (coll_host.h, the "host" flavour of the direct path).
  *
@@ -192,9 +192,9 @@ int coll_direct_available(coll_team *t, const char **why);
  * up after the call (process-wide; default: both). peer: GPU peer access
  * (NVLink), taken where CUDA reports it between the team's GPUs; host_shm:
  * pinned host memory shared by the processes of one host. The runtime sets it
- * from the transport it gave NCCL (rt_nccl_init: peer off for host shared
- * memory and sockets, host_shm off for sockets), so the library reads no
- * NCCL_* variable. */
+ * from the run's transport (rt_nccl_init, coll_transport_links of
+ * coll_transport.h: peer only for p2p, host_shm off for sockets), so the
+ * library reads no NCCL_* variable. */
 void coll_set_links(int peer, int host_shm);
 /* What the direct path of the team runs over once set up: "nvlink", "host"
  * (pinned host memory, coll_host.h) or "none". */

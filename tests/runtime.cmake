@@ -5,6 +5,10 @@ add_executable(test_coll_layout ${CMAKE_SOURCE_DIR}/tests/test_coll_layout.c ${C
 target_include_directories(test_coll_layout PRIVATE ${CMAKE_SOURCE_DIR}/kernels)
 target_link_libraries(test_coll_layout PRIVATE ts_common PkgConfig::CUNIT m)
 add_test(NAME coll_layout COMMAND test_coll_layout)
+# The transport decision (--transport auto|p2p|shm|socket): plain C.
+add_executable(test_coll_transport ${CMAKE_SOURCE_DIR}/tests/test_coll_transport.c)
+target_link_libraries(test_coll_transport PRIVATE ts_kernels_ref PkgConfig::CUNIT)
+add_test(NAME coll_transport COMMAND test_coll_transport)
 
 # The plain-C reference of the host path's sum kernel (kernels/coll_host.h).
 add_executable(test_coll_host_ref ${CMAKE_SOURCE_DIR}/tests/test_coll_host_ref.c

@@ -62,6 +62,7 @@ typedef struct {
   coll_direct_ar direct_ar;
   int direct_ar_pieces, direct_ar_own_copy;
   coll_push push;
+  coll_transport transport;
 } bench_opts;
 
 static void usage(FILE *f) {
@@ -71,7 +72,7 @@ static void usage(FILE *f) {
           "  --codec none,taco,caat,taco+caat,taco-direct,taco-auto,bf16-direct   codecs besides NCCL BF16\n"
           "                   (default none,taco,taco-direct,taco-auto)\n"
           "                   taco: TACO over NCCL; taco-direct: TACO written straight into the peer GPU over\n"
-          "                   NVLink, or, through host shared memory (NCCL_P2P_DISABLE=1), into the peer's pinned\n"
+          "                   NVLink, or, through host shared memory (--transport shm), into the peer's pinned\n"
           "                   host staging (--host); bf16-direct: that direct path uncompressed\n"
           "                   (the transport alone; all-gather, reduce-scatter, one-shot all-reduce)\n"
           "                   (--chunk sizes tried as coll_opts.direct_chunk_bytes; the two-shot all-reduce and\n"
@@ -97,6 +98,7 @@ static void usage(FILE *f) {
           "  --single-process drive the local GPUs from one process (ncclCommInitAll; default one process per GPU)\n"
           "  --ngpus N        with --single-process: the first N GPUs (default all of them)\n"
           "  --timeout-s S    a collective not done after S seconds aborts NCCL and fails (default 60)\n"
+          RT_TRANSPORT_USAGE
           "  --host auto|off|on   host-memory flavour of the direct path: where NCCL runs over host shared\n"
           "                   memory, never, or wherever the ranks share a host (also instead of NVLink) [auto]\n"
           "  --direct-ar auto|whole|pipe|copy   the direct two-shot all-reduce (kernels/coll_direct.c) [auto:\n"
@@ -241,6 +243,8 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
       char *end;
       o->timeout_s = strtod(v, &end);
       if (*end || !(o->timeout_s > 0)) return ts_fail(e, "bench-comm", a, "must be > 0");
+    } else if (!strcmp(a, "--transport")) {
+      if (rt_transport_arg(v, &o->transport, e)) return -1;
     } else if (!strcmp(a, "--host")) {
       if (!strcmp(v, "auto")) o->host = COLL_DIRECT_AUTO;
       else if (!strcmp(v, "off")) o->host = COLL_DIRECT_OFF;
@@ -578,7 +582,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
   for (int k = 1; k < CODEC_KINDS && root; k++) {
     if (!o->codecs[k] || ((k == CODEC_CAAT || k == CODEC_TACO_CAAT) && op != COLL_OP_ALLREDUCE)) continue;
     size_t th = coll_threshold_from_sweep(T.bytes, T.us[CODEC_NONE], T.us[k], T.n);
-    printf("# tuned: op=%s codec=%s transport=%s threshold_bytes=", coll_op_name(op), codec_names[k], rt_nccl_transport());
+    printf("# tuned: op=%s codec=%s transport=%s threshold_bytes=", coll_op_name(op), codec_names[k], rt_nccl_transport(B->w));
     if (th == SIZE_MAX) printf("never");
     else printf("%zu", th);
     printf(" best_chunk_bytes_by_size=");
@@ -609,10 +613,10 @@ int bench_comm_main(int argc, char **argv) {
     return TS_EXIT_FAILURE;
   }
   rt_nccl w;
-  rt_nccl_opts no = {o.single, o.ngpus, o.timeout_s};
+  rt_nccl_opts no = {o.single, o.ngpus, o.timeout_s, o.transport};
   if (rt_nccl_init(&w, &no, &e)) {
     fprintf(stderr, "tacorun bench-comm: %s\n", e.msg);
-    return TS_EXIT_FAILURE;
+    return ts_exit_status(&e);
   }
   int failed = 0, check_failed = 0;
   coll_team t;

@@ -391,13 +391,13 @@ static int time_coll(rt_nccl *w, coll_team *t, void *buf, size_t count, const co
 /* "allreduce" and "allreduce.taco<G>" for nranks = the world, 1 KiB .. 128 MiB, replacing those
  * tables of every file: the training calibration times them from one process driving both GPUs,
  * the executor runs one process per GPU (the difference is largest over sockets). */
-static int coll_tables(const char **ins, int nin, const char *out_dir, int timeout_s) {
+static int coll_tables(const char **ins, int nin, const char *out_dir, int timeout_s, coll_transport transport) {
   ts_err e;
   rt_nccl w;
-  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s};
+  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s, .transport = transport};
   if (rt_nccl_init(&w, &no, &e)) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
-    return 1;
+    return ts_exit_status(&e);
   }
   if (w.nlocal != 1 || w.nranks < 2) {
     fprintf(stderr, "tacorun calibrate-infer: --collectives runs one process per GPU: mpirun -np 2 ...\n");
@@ -462,7 +462,7 @@ static int coll_tables(const char **ins, int nin, const char *out_dir, int timeo
     ts_env_knobs(env, sizeof env);
     snprintf(note, sizeof note, "%.300s%sallreduce.infer and %s.infer (%d ranks) timed by tacorun calibrate-infer "
              "--collectives (one process per GPU, transport %s; env:%s)", cal.notes, cal.notes[0] ? "; " : "", taco_name,
-             w.nranks, rt_nccl_transport(), *env ? env : " (none)");
+             w.nranks, rt_nccl_transport(&w), *env ? env : " (none)");
     snprintf(cal.notes, sizeof cal.notes, "%.511s", note);
     if (rc == 0 && schema_calibration_save(&cal, out, &e)) rc = 1;
     schema_calibration_free(&cal);
@@ -481,6 +481,7 @@ done:
 static void usage(FILE *out) {
   fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json... [--out-dir DIR] [--models DIR] [--quick]\n"
                "       mpirun -np 2 tacorun calibrate-infer CALIBRATION.json... --collectives [--out-dir DIR]\n"
+               "                                              [--transport auto|p2p|shm|socket]\n"
                "Adds the decode-sized tables of inference plans to calibration files (in place, or to\n"
                "DIR/<same name> with --out-dir), timed once on GPU 0 (the tables do not depend on the\n"
                "transport): GEMMs with m = batch 1..64 of every zoo model at TP 1/2/4/8 (QKV, attention\n"
@@ -496,6 +497,7 @@ static void usage(FILE *out) {
                "  --models DIR    the model zoo whose GEMM shapes are timed [%s]\n"
                "  --quick         fewer repetitions [off]\n"
                "  --collectives   time the two all-reduce tables instead of the GEMMs and attention [off]\n"
+               RT_TRANSPORT_USAGE
                "reads:  the CALIBRATION.json files, the model zoo\n"
                "writes: the CALIBRATION.json files (or their copies in --out-dir); progress on standard error\n",
           model_zoo_dir());
@@ -548,6 +550,7 @@ static int merge(schema_calibration *cal, const schema_calibration *meas, const 
 int cmd_calibrate_infer(int argc, char **argv) {
   const char *ins[16], *out_dir = NULL, *models_dir = NULL;
   int nin = 0, quick = 0, collectives = 0;
+  coll_transport transport = COLL_TRANSPORT_AUTO;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage(stdout);
@@ -560,6 +563,12 @@ int cmd_calibrate_infer(int argc, char **argv) {
       quick = 1;
     } else if (!strcmp(argv[i], "--collectives")) {
       collectives = 1;
+    } else if (!strcmp(argv[i], "--transport") && i + 1 < argc) {
+      ts_err te;
+      if (rt_transport_arg(argv[++i], &transport, &te)) {
+        fprintf(stderr, "tacorun calibrate-infer: %s\n", te.msg);
+        return 2;
+      }
     } else if (argv[i][0] == '-' || nin == 16) {
       fprintf(stderr, "tacorun calibrate-infer: unexpected argument '%s'\n", argv[i]);
       usage(stderr);
@@ -586,7 +595,7 @@ int cmd_calibrate_infer(int argc, char **argv) {
       fprintf(stderr, "tacorun calibrate-infer: no CUDA device\n");
       return 1;
     }
-    return coll_tables(ins, nin, out_dir, 120);
+    return coll_tables(ins, nin, out_dir, 120, transport);
   }
   ts_err e;
   schema_calibration first, meas, pre;

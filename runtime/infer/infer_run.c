@@ -17,6 +17,7 @@ void infer_usage(FILE *out) {
   fprintf(out,
           "usage: mpirun -np TP tacorun execute INFER_PLAN.json... [--json OUT | --json-dir DIR] [--csv OUT]\n"
           "                                     [--warmup N] [--prefill-reps N] [--seed S] [--timeout S]\n"
+          "                                     [--transport auto|p2p|shm|socket]\n"
           "       mpirun -np N tacorun execute --infer-check\n"
           "\n"
           "Serves one batch of an inference plan (\"kind\": \"inference\") for real, one process per GPU\n"
@@ -46,6 +47,9 @@ void infer_usage(FILE *out) {
           "  --prefill-reps N  timed prefills, after one warm-up [3]\n"
           "  --seed S          weights and prompt tokens [1234]\n"
           "  --timeout S       bound on every wait, seconds [300]\n"
+          RT_TRANSPORT_USAGE
+          "  NaN/Inf that a TACO encode of a TP all-reduce meets (sent as zeros) stop the run (exit 1),\n"
+          "  naming the phase (warm-up, timed prefill, timed decode steps) and the count.\n"
           "  --json OUT        the result (kind \"inference\", source \"measured\") [not written]\n"
           "  --json-dir DIR    DIR/PLAN_NAME.json for each plan (several plans) [not written]\n"
           "  --csv OUT         the result as gnuplot columns [not written]\n"
@@ -154,6 +158,7 @@ typedef struct {
   const char *plans[INFER_MAX_PLANS];
   int n_plans;
   int warmup, prefill_reps, check, timeout_s, decode_graph, decode_attn;
+  coll_transport transport;
   unsigned long long seed;
 } infer_opts;
 
@@ -242,6 +247,12 @@ static int parse(int argc, char **argv, infer_opts *o) {
       if (!strcmp(a, "--warmup")) o->warmup = v;
       else if (!strcmp(a, "--prefill-reps")) o->prefill_reps = v;
       else o->timeout_s = v;
+    } else if (i + 1 < argc && !strcmp(a, "--transport")) {
+      ts_err te;
+      if (rt_transport_arg(argv[++i], &o->transport, &te)) {
+        fprintf(stderr, "tacorun execute: %s\n", te.msg);
+        return 2;
+      }
     } else if (i + 1 < argc && !strcmp(a, "--seed")) {
       o->seed = strtoull(argv[++i], NULL, 10);
     } else if (i + 1 < argc && !strcmp(a, "--json")) {
@@ -396,7 +407,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   if (root) {
     printf("# %s: %s, TP %d, batch %d, prompt %d, generate %d, %d layers, codec %s\n", p->name, p->model.name, p->tp,
            p->batch, p->prompt, p->generate, p->model.layers, plan_codec_kind_name(p->codec.kind));
-    printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(),
+    printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(w),
            infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
     for (int ph = 0; ph < 2; ph++)
       if (t_ar[ph][0] > 0)
@@ -493,7 +504,7 @@ int infer_execute(int argc, char **argv) {
     return 1;
   }
   rt_nccl w;
-  int started = rt_world_start(&w, "execute", o.timeout_s);
+  int started = rt_world_start(&w, "execute", o.timeout_s, o.transport);
   if (started) return started;
   if (!o.check && plans[0].tp != w.nranks) {
     fprintf(stderr, "tacorun execute: %s: layout.tp: %d, but %d processes were started (run mpirun -np %d)\n",

@@ -206,26 +206,153 @@ static int init_single(rt_nccl *w, int ngpus, ts_err *e) {
   return 0;
 }
 
+/* ---- transport (kernels/coll_transport.h) ------------------------------- */
+
+/* FNV-1a of the host name and the kernel's boot id: equal on the ranks of one host. */
+static unsigned long long host_hash(void) {
+  char buf[512] = "";
+  gethostname(buf, 255);
+  buf[255] = 0;
+  size_t n = strlen(buf);
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(buf + n, (int)(sizeof buf - n), f)) buf[n] = 0;
+    fclose(f);
+  }
+  unsigned long long h = 1469598103934665603ULL;
+  for (const unsigned char *c = (const unsigned char *)buf; *c; c++) h = (h ^ *c) * 1099511628211ULL;
+  return h;
+}
+
+/* Peer access from device a to device b (and whether it goes over NVLink). */
+static int peer_of(int a, int b, int *nvlink) {
+  int can = 0, atomics = 0;
+  *nvlink = 0;
+  if (a == b) return *nvlink = 1, 1;
+  if (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess) return cudaGetLastError(), 0;
+  if (can && cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, a, b) == cudaSuccess)
+    *nvlink = atomics;
+  cudaGetLastError();
+  return can;
+}
+
+typedef struct {
+  unsigned long long host;
+  char bus[24]; /* PCI bus id of the rank's GPU */
+} rank_place;
+
+/* One process per GPU: every rank's host and GPU through NCCL; each rank
+ * judges the pairs it is part of, the maximum over ranks of "something
+ * missing" makes every rank see the same facts. */
+static int facts_multi(rt_nccl *w, coll_transport_facts *f, ts_err *e) {
+  rank_place me, *all = calloc((size_t)w->nranks, sizeof *all);
+  void *dev = NULL;
+  if (!all) return ts_fail_sys(e, "rt_nccl: out of memory");
+  memset(&me, 0, sizeof me);
+  me.host = host_hash();
+  int rc = -1;
+  if (cudaDeviceGetPCIBusId(me.bus, sizeof me.bus, w->devices[0]) != cudaSuccess) {
+    ts_fail_sys(e, "%s:%d: cudaDeviceGetPCIBusId failed", __FILE__, __LINE__);
+    goto out;
+  }
+  CUDA_CHECK_GOTO(e, cudaMalloc(&dev, (size_t)w->nranks * sizeof me), out);
+  CUDA_CHECK_GOTO(e, cudaMemcpy(dev, &me, sizeof me, cudaMemcpyHostToDevice), out);
+  NCCL_CHECK_GOTO(e, ncclAllGather(dev, dev, sizeof me, ncclChar, w->comms[0], w->streams[0]), out);
+  if (rt_nccl_wait(w, e)) goto out;
+  CUDA_CHECK_GOTO(e, cudaMemcpy(all, dev, (size_t)w->nranks * sizeof me, cudaMemcpyDeviceToHost), out);
+  double v[3] = {0, 0, 0}; /* another host; a pair without peer access (encoded); a pair not over NVLink */
+  for (int r = 0; r < w->nranks; r++) {
+    int d = -1, nv = 0;
+    if (all[r].host != me.host) {
+      v[0] = 1;
+      continue;
+    }
+    int can = cudaDeviceGetByPCIBusId(&d, all[r].bus) == cudaSuccess && peer_of(w->devices[0], d, &nv);
+    cudaGetLastError();
+    if (!can && v[1] == 0) v[1] = 1.0 + (double)w->ranks[0] * 65536.0 + r;
+    if (!nv) v[2] = 1;
+  }
+  if (rt_nccl_max(w, v, 3, e)) goto out;
+  f->same_host = v[0] == 0, f->peer_all = f->same_host && v[1] == 0, f->peer_nvlink = f->peer_all && v[2] == 0;
+  if (v[1] > 0) f->no_peer_a = (int)((v[1] - 1) / 65536.0), f->no_peer_b = (int)(v[1] - 1) % 65536;
+  rc = 0;
+out:
+  cudaFree(dev);
+  free(all);
+  return rc;
+}
+
+void rt_transport_local(const int *devices, int n, coll_transport_facts *f) {
+  memset(f, 0, sizeof *f);
+  f->nranks = n, f->no_peer_a = f->no_peer_b = -1;
+  f->same_host = f->peer_all = f->peer_nvlink = 1; /* one process: one host; one GPU: nothing to reach */
+  for (int a = 0; a < n; a++)
+    for (int b = 0; b < n; b++) {
+      int nv = 0;
+      if (peer_of(devices[a], devices[b], &nv)) {
+        f->peer_nvlink &= nv;
+        continue;
+      }
+      if (f->peer_all) f->no_peer_a = a, f->no_peer_b = b;
+      f->peer_all = f->peer_nvlink = 0;
+    }
+}
+
+static int transport_facts(rt_nccl *w, coll_transport_facts *f, ts_err *e) {
+  if (w->boot != RT_BOOT_SINGLE && w->nranks > 1) {
+    memset(f, 0, sizeof *f);
+    f->nranks = w->nranks, f->no_peer_a = f->no_peer_b = -1;
+    return facts_multi(w, f, e);
+  }
+  rt_transport_local(w->devices, w->nlocal, f); /* single process: ranks are the local GPUs in order */
+  return 0;
+}
+
+int rt_transport_arg(const char *s, coll_transport *t, ts_err *e) {
+  if (coll_transport_parse(s, t)) return ts_fail(e, NULL, "--transport", "'%s' is not auto, p2p, shm or socket", s ? s : "");
+  return 0;
+}
+
+const char *rt_nccl_transport(const rt_nccl *w) { return coll_transport_record(w->transport, &w->facts); }
+
+/* NCCL chooses its own transport from what it finds; an explicit shm or
+ * socket is passed on to it the only way NCCL takes one (its P2P/SHM switches,
+ * set in this process before the communicator exists). */
+static void restrict_nccl(coll_transport t) {
+  if (t == COLL_TRANSPORT_SHM || t == COLL_TRANSPORT_SOCKET) setenv("NCCL_P2P_DISABLE", "1", 1);
+  if (t == COLL_TRANSPORT_SOCKET) setenv("NCCL_SHM_DISABLE", "1", 1);
+}
+
 int rt_nccl_init(rt_nccl *w, const rt_nccl_opts *o, ts_err *e) {
   memset(w, 0, sizeof *w);
   w->timeout_s = o->timeout_s > 0 ? o->timeout_s : 300.0;
+  w->transport_asked = o->transport;
+  if (!coll_transport_name(o->transport)) return ts_fail(e, NULL, "--transport", "value %d out of range", (int)o->transport);
   if (o->single_process) w->boot = RT_BOOT_SINGLE;
   else if (getenv("TACORUN_ID_FILE")) w->boot = RT_BOOT_FILE;
 #ifdef TACOSIM_HAVE_MPI
   else if (launched_by_mpi()) w->boot = RT_BOOT_MPI;
 #endif
   else w->boot = RT_BOOT_SINGLE;
+  restrict_nccl(o->transport);
   if (w->boot == RT_BOOT_SINGLE ? init_single(w, o->ngpus, e) : init_multi(w, e)) return -1;
-  /* The compressed collectives' direct paths use what NCCL was given: no
-   * peer access over host shared memory or sockets, no shared host memory
-   * over sockets (peer access itself is then asked of CUDA). */
-  const char *tr = rt_nccl_transport();
-  coll_set_links(strcmp(tr, "nvlink/p2p") == 0, strcmp(tr, "socket") != 0);
   for (int i = 0; i < w->nlocal; i++) {
     RT_CUDA(e, cudaSetDevice(w->devices[i]));
     RT_CUDA(e, cudaStreamCreateWithFlags(&w->streams[i], cudaStreamNonBlocking));
     RT_CUDA(e, cudaMalloc((void **)&w->dscratch[i], 64 * sizeof(double)));
   }
+  /* the transport: decided from what the ranks have (coll_transport.h) */
+  char why[256];
+  if (transport_facts(w, &w->facts, e)) return -1;
+  if (coll_transport_decide(o->transport, &w->facts, &w->transport, why, sizeof why)) {
+    rt_nccl_finalize(w, 0); /* every rank decided the same from the same facts: all leave here */
+    w->boot = RT_BOOT_SINGLE; /* MPI is finalized: a later rt_nccl_finalize must not touch it */
+    return ts_fail(e, NULL, "--transport", "%s", why);
+  }
+  /* the compressed collectives' direct paths use what the transport allows */
+  int peer = 0, host_shm = 0;
+  coll_transport_links(w->transport, &peer, &host_shm);
+  coll_set_links(peer, host_shm);
   return 0;
 }
 
@@ -378,14 +505,6 @@ void rt_nccl_finalize(rt_nccl *w, int failed) {
 
 /* ---- description --------------------------------------------------------- */
 
-const char *rt_nccl_transport(void) {
-  const char *p2p = getenv("NCCL_P2P_DISABLE"), *shm = getenv("NCCL_SHM_DISABLE");
-  int no_p2p = p2p && atoi(p2p) == 1, no_shm = shm && atoi(shm) == 1;
-  if (no_p2p && no_shm) return "socket";
-  if (no_p2p) return "shm";
-  return "nvlink/p2p";
-}
-
 void rt_nccl_describe(const rt_nccl *w, char *buf, size_t n) {
   struct cudaDeviceProp prop;
   memset(&prop, 0, sizeof prop);
@@ -413,7 +532,7 @@ void rt_nccl_describe(const rt_nccl *w, char *buf, size_t n) {
   const char *boot = w->boot == RT_BOOT_MPI ? "mpi" : w->boot == RT_BOOT_FILE ? "id-file" : "single-process";
   snprintf(buf, n,
            "# gpu: %s x %d ranks (%s)\n# driver: %s (CUDA driver API %d.%d), CUDA runtime %d.%d, NCCL %d.%d.%d\n"
-           "# transport: %s;%s\n",
+           "# transport: %s (--transport %s);%s\n",
            prop.name, w->nranks, boot, drvstr, drv / 1000, drv % 1000 / 10, rtv / 1000, rtv % 1000 / 10,
-           nccl / 10000, nccl / 100 % 100, nccl % 100, rt_nccl_transport(), env[0] ? env : " (no NCCL_*, EXEC_* variables)");
+           nccl / 10000, nccl / 100 % 100, nccl % 100, rt_nccl_transport(w), coll_transport_name(w->transport_asked), env[0] ? env : " (no NCCL_*, EXEC_* variables)");
 }

@@ -10,10 +10,11 @@
 
 /* The world of a command that drives one GPU per process (`tacorun CMD`): the
  * communicator (MPI or id file; rt_nccl_init), bounded by timeout_s, with one
- * local GPU. Returns 0, or the exit status with the reason printed as
- * "tacorun CMD: ..." (1: no communicator; 2: single-process mode took
- * several GPUs). */
-int rt_world_start(rt_nccl *w, const char *cmd, double timeout_s);
+ * local GPU, over the transport asked for (--transport). Returns 0, or the
+ * exit status with the reason printed as "tacorun CMD: ..." (1: no
+ * communicator; 2: single-process mode took several GPUs, or the transport
+ * asked for is impossible). */
+int rt_world_start(rt_nccl *w, const char *cmd, double timeout_s, coll_transport transport);
 /* Sub-communicators of the world: ranks with the same color, ordered by key
  * (registered with w, so waits poll them and a failure aborts them). */
 int rt_world_split(rt_nccl *w, int color, int key, ncclComm_t *out, ts_err *e);

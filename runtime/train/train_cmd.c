@@ -69,6 +69,7 @@ static void usage(FILE *out) {
           "  --out-dir DIR      DIR/loss-<codec>.csv per run and DIR/summary.csv (header and one line per\n"
           "                     run) instead of --csv/--summary\n"
           "  --timeout S [300]  bound on every wait (a dead peer aborts the run)\n"
+          RT_TRANSPORT_USAGE
           "  --inject-nan STEP [off]  fault test: at training step STEP a NaN enters the run: with --tp-emulate\n"
           "                     into rank 0's partial of the step's first layer all-reduce (what a compressed\n"
           "                     all-reduce must not hide), else into a gradient. The run must stop at that\n"
@@ -126,6 +127,7 @@ typedef struct {
   double p, lr, min_lr_frac, val_frac, reshape_err;
   unsigned long long seed;
   int check_codec;
+  coll_transport transport;
 } train_opts;
 
 static double now_s(void) {
@@ -630,6 +632,12 @@ int cmd_train(int argc, char **argv) {
                                                  : NULL;
     if (str && i + 1 < argc) {
       *str = argv[++i];
+    } else if (!strcmp(a, "--transport") && i + 1 < argc) {
+      ts_err te;
+      if (rt_transport_arg(argv[++i], &o.transport, &te)) {
+        fprintf(stderr, "tacorun train: %s\n", te.msg);
+        return 2;
+      }
     } else if (!strcmp(a, "--variant") && i + 1 < argc) {
       ts_err ve;
       if (ops_variant_set(argv[++i], &ve)) {
@@ -761,7 +769,7 @@ int cmd_train(int argc, char **argv) {
   }
   if (o.tp_emulate) return train_emulated(&o, codecs, ncodecs);
   rt_nccl w;
-  int started = rt_world_start(&w, "train", o.timeout_s);
+  int started = rt_world_start(&w, "train", o.timeout_s, o.transport);
   if (started) return started;
   if (o.heads % w.nranks || o.ffn % w.nranks) {
     fprintf(stderr, "tacorun train: TP %d (the number of processes) must divide --heads %d and --ffn %d\n", w.nranks,
