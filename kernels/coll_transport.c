@@ -55,6 +55,7 @@ int coll_transport_decide(coll_transport req, const coll_transport_facts *f, col
 }
 
 const char *coll_transport_record(coll_transport resolved, const coll_transport_facts *f) {
+  if (f->nranks < 2) return "none"; /* one GPU: nothing travels */
   switch (resolved) {
   case COLL_TRANSPORT_P2P: return f->peer_nvlink ? "nvlink" : "pcie";
   case COLL_TRANSPORT_SHM: return "shm";

@@ -44,7 +44,8 @@ int coll_transport_parse(const char *s, coll_transport *t);
  * -1 when the request is impossible, with the reason in why (n bytes). */
 int coll_transport_decide(coll_transport req, const coll_transport_facts *f, coll_transport *out, char *why, size_t n);
 /* The name result and calibration files record (the simulator's intra-node
- * vocabulary, sim_transport_of): p2p -> "nvlink" or "pcie", "shm", "socket". */
+ * vocabulary, sim_transport_of): p2p -> "nvlink" or "pcie", "shm", "socket";
+ * "none" for a single rank. */
 const char *coll_transport_record(coll_transport resolved, const coll_transport_facts *f);
 /* What the direct paths of the compressed collectives may use under a
  * resolved transport: GPU peer access (p2p only) and shared host memory (not

@@ -25,6 +25,9 @@ static void test_auto(void) {
   CU_ASSERT_EQUAL(coll_transport_decide(COLL_TRANSPORT_AUTO, &f, &t, why, sizeof why), 0);
   CU_ASSERT_EQUAL(t, COLL_TRANSPORT_SHM);
   CU_ASSERT_STRING_EQUAL(coll_transport_record(t, &f), "shm");
+  f = facts(1, 1, 1, 1); /* one GPU */
+  CU_ASSERT_EQUAL(coll_transport_decide(COLL_TRANSPORT_AUTO, &f, &t, why, sizeof why), 0);
+  CU_ASSERT_STRING_EQUAL(coll_transport_record(t, &f), "none");
   f = facts(16, 0, 0, 0);
   CU_ASSERT_EQUAL(coll_transport_decide(COLL_TRANSPORT_AUTO, &f, &t, why, sizeof why), 0);
   CU_ASSERT_EQUAL(t, COLL_TRANSPORT_SOCKET);

@@ -286,7 +286,7 @@ static int transport_recorded(const calib_args *a, int ndev, char *out, size_t n
   rt_transport_local(devs, k, &f);
   if (coll_transport_decide((coll_transport)a->cfg.transport, &f, &t, why, sizeof why))
     return ts_fail(e, NULL, "--transport", "%s", why);
-  snprintf(out, n, "%s", k < 2 ? "none" : coll_transport_record(t, &f));
+  snprintf(out, n, "%s", coll_transport_record(t, &f));
   return 0;
 }
 
