@@ -170,8 +170,13 @@ int coll_team_init(coll_team *t, int nlocal, const ncclComm_t *comms, const int 
  * reset. Call when the caller's streams are idle (after its wait): it
  * synchronizes them. */
 int coll_team_nonfinite(coll_team *t, unsigned long long *count, unsigned long long *first);
-/* Frees what the team owns (not the comms or the caller's streams). */
-void coll_team_destroy(coll_team *t);
+/* Frees what the team owns (not the comms or the caller's streams), once each
+ * rank's streams are idle; the wait is bounded by the team's timeout
+ * (coll_team_set_timeout) and polls the rank's NCCL asynchronous error. A rank
+ * whose streams do not come idle (a peer died under a direct wait, a kernel
+ * stuck) keeps its buffers allocated rather than freeing them under a running
+ * kernel: -1 with the reason in coll_last_error(); 0 when everything was freed. */
+int coll_team_destroy(coll_team *t);
 /* Allocates scratch for messages up to total_bytes (uncompressed) now, so
  * the timed calls never allocate. Synchronizes the team's streams. */
 int coll_team_reserve(coll_team *t, coll_op op, size_t count, const coll_opts *o);

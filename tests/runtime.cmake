@@ -9,6 +9,10 @@ add_test(NAME coll_layout COMMAND test_coll_layout)
 add_executable(test_coll_transport ${CMAKE_SOURCE_DIR}/tests/test_coll_transport.c)
 target_link_libraries(test_coll_transport PRIVATE ts_kernels_ref PkgConfig::CUNIT)
 add_test(NAME coll_transport COMMAND test_coll_transport)
+# Rank 0's NCCL id or its failure for every rank (no rank left waiting): plain C.
+add_executable(test_rt_idmsg ${CMAKE_SOURCE_DIR}/tests/test_rt_idmsg.c)
+target_link_libraries(test_rt_idmsg PRIVATE ts_rt_idmsg PkgConfig::CUNIT)
+add_test(NAME rt_idmsg COMMAND test_rt_idmsg)
 
 # The plain-C reference of the host path's sum kernel (kernels/coll_host.h).
 add_executable(test_coll_host_ref ${CMAKE_SOURCE_DIR}/tests/test_coll_host_ref.c

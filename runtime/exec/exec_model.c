@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec_core.h"
 #include "exec_kernels.h"
@@ -482,11 +483,44 @@ int exec_model_prepare_codecs(exec_model *m, const plan_op *ops, int nops, ts_er
   return 0;
 }
 
+int exec_stream_wait(exec_model *m, cudaStream_t s, ts_err *e) {
+  const double timeout_s = m->wait_timeout_s > 0 ? m->wait_timeout_s : 300.0;
+  ncclComm_t comms[] = {m->tp_comm_foreign ? NULL : m->tp_comm, m->dp_comm, m->pp_comm, m->emb_comm};
+  static const char *const names[] = {"TP", "DP", "pipeline", "embedding"};
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long nap = 5;
+  for (;;) {
+    cudaError_t q = cudaStreamQuery(s);
+    if (q == cudaSuccess) return 0;
+    if (q != cudaErrorNotReady)
+      return ts_fail_sys(e, "%s:%d: cudaStreamQuery: %s", __FILE__, __LINE__, cudaGetErrorString(q));
+    for (int k = 0; k < 4; k++) {
+      ncclResult_t async = ncclSuccess;
+      if (comms[k] && ncclCommGetAsyncError(comms[k], &async) == ncclSuccess && async != ncclSuccess &&
+          async != ncclInProgress)
+        return ts_fail_sys(e, "exec: NCCL error on the %s communicator while waiting for the GPU: %s (%s)", names[k],
+                           ncclGetErrorString(async), ncclGetLastError(NULL));
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) > timeout_s)
+      return ts_fail_sys(e, "exec: the GPU's work not finished after %.1f s (a peer dead or stuck?)", timeout_s);
+    struct timespec ts = {0, nap * 1000};
+    nanosleep(&ts, NULL);
+    if (nap < 200) nap *= 2;
+  }
+}
+
+/* A team that could not be freed (its streams never came idle) is reported, its buffers left. */
+static void destroy_team(coll_team *t, const char *name) {
+  if (coll_team_destroy(t)) fprintf(stderr, "tacorun: the %s team: %s\n", name, coll_last_error());
+}
+
 void exec_model_destroy(exec_model *m) {
   if (m->rope_inv_freq) cudaFree(m->rope_inv_freq);
-  if (m->dp_team_ready) coll_team_destroy(&m->dp_team);
-  if (m->pp_team_ready) coll_team_destroy(&m->pp_team);
-  if (m->team_ready) coll_team_destroy(&m->team);
+  if (m->dp_team_ready) destroy_team(&m->dp_team, "DP");
+  if (m->pp_team_ready) destroy_team(&m->pp_team, "pipeline");
+  if (m->team_ready) destroy_team(&m->team, "TP");
   if (m->tp_stream) cudaStreamDestroy(m->tp_stream);
   if (m->ev_ready) cudaEventDestroy(m->ev_ready);
   if (m->ev_done) cudaEventDestroy(m->ev_done);
@@ -550,11 +584,12 @@ int exec_model_load_ref(exec_model *m, const double *params, ts_err *e) {
   /* On the model's stream and waited for: a plain cudaMemcpy from pageable
    * memory may return before its DMA lands, unordered with this stream. */
   cudaError_t ce = cudaMemcpyAsync(m->master, f, m->nparams * 4, cudaMemcpyHostToDevice, m->stream);
-  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);
+  int waited = ce == cudaSuccess ? exec_stream_wait(m, m->stream, e) : 0;
   free(f);
   if (ce != cudaSuccess) return ts_fail_sys(e, "%s:%d: cudaMemcpy(master): %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+  if (waited) return -1;
   EX_TRY(exec_f32_to_bf16(m->master, m->w16, (long long)m->nparams, m->stream, e));
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   return 0;
 }
 
@@ -581,7 +616,7 @@ int exec_model_init_random(exec_model *m, unsigned long long seed, ts_err *e) {
     }
   }
   EX_TRY(exec_f32_to_bf16(m->master, m->w16, (long long)m->nparams, m->stream, e));
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   return 0;
 }
 
@@ -589,7 +624,7 @@ int exec_model_set_data(exec_model *m, const int32_t *tokens, const int32_t *lab
   size_t bytes = (size_t)m->micros * (size_t)m->tokens * sizeof(int32_t);
   EX_CUDA(cudaMemcpyAsync(m->tokens_dev, tokens, bytes, cudaMemcpyHostToDevice, m->stream));
   EX_CUDA(cudaMemcpyAsync(m->labels_dev, labels, bytes, cudaMemcpyHostToDevice, m->stream));
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   return 0;
 }
 
@@ -620,7 +655,7 @@ static int check_codec_finite(exec_model *m, int step, ts_err *e) {
   const int n = m->nf_used;
   if (n > 0) {
     EX_CUDA(cudaMemcpyAsync(host, m->nf_calls, (size_t)n * sizeof *host, cudaMemcpyDeviceToHost, m->stream));
-    EX_CUDA(cudaStreamSynchronize(m->stream));
+    EX_TRY(exec_stream_wait(m, m->stream, e));
     EX_TRY(exec_nf_reset(m, e));
   }
   for (int i = 0; i < n; i++) {
@@ -661,7 +696,7 @@ int exec_model_check_finite(exec_model *m, int step, float *loss_out, ts_err *e)
   float loss;
   EX_CUDA(cudaMemcpyAsync(counts, m->nonfinite, (size_t)m->ntensors * sizeof *counts, cudaMemcpyDeviceToHost, m->stream));
   EX_CUDA(cudaMemcpyAsync(&loss, m->loss_sum, sizeof loss, cudaMemcpyDeviceToHost, m->stream));
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   if (loss_out) *loss_out = loss;
   if (!isfinite(loss)) return ts_fail_sys(e, "step %d: loss is %s", step, isnan(loss) ? "NaN" : "Inf");
   for (int t = 0; t < m->ntensors; t++)
@@ -672,8 +707,8 @@ int exec_model_check_finite(exec_model *m, int step, float *loss_out, ts_err *e)
 }
 
 int exec_model_grads_to_host(exec_model *m, float *out, ts_err *e) {
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   EX_CUDA(cudaMemcpyAsync(out, m->grad, m->nparams * 4, cudaMemcpyDeviceToHost, m->stream));
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   return 0;
 }

@@ -214,6 +214,8 @@ typedef struct {
   const plan_op *nf_ops[EXEC_NF_CALLS];
   int nf_used;
   const plan_op *run_op; /* the op exec_model_run_op runs */
+  double wait_timeout_s; /* bound on exec_stream_wait (0: 300 s); the commands set their --timeout */
+  int tp_comm_foreign;   /* tp_comm is a caller's handle, not NCCL's (train_emu.h): waits do not poll it */
 } exec_model;
 
 /* A pipeline stage for exec_model_create_pp (pp = 1: the whole stack; the

@@ -157,6 +157,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
     free(times);
     return -1;
   }
+  m.wait_timeout_s = w->timeout_s;
   if (exec_model_init_random(&m, o->seed, e) || exec_model_set_codecs(&m, p->codec_tp_fwd, p->codec_tp_bwd, e))
     goto done;
   /* Synthetic tokens: a fixed seed per data-parallel rank and micro-batch, the same on every TP rank. */

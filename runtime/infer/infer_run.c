@@ -472,7 +472,7 @@ out:
   if (hist) cudaFree(hist);
   infer_graph_free(&graph);
   if (model_ready) infer_model_free(&m);
-  if (team_ready) coll_team_destroy(&team);
+  if (team_ready && coll_team_destroy(&team)) fprintf(stderr, "tacorun execute: the TP team: %s\n", coll_last_error());
   return rc;
 }
 

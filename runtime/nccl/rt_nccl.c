@@ -2,6 +2,7 @@
  * aborts and the watchdog (see rt_nccl.h). */
 #define _GNU_SOURCE
 #include "rt_nccl.h"
+#include "rt_idmsg.h"
 
 #include "coll_direct.h"
 #include "coll_taco.h"
@@ -83,11 +84,34 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
+/* Starts the watchdog thread once (called with wd.mu held); 0, or the errno of pthread_create. */
+static int watchdog_start_locked(void) {
+  if (wd.started) return 0;
+  int err = pthread_create(&wd.thread, NULL, watchdog_main, NULL);
+  if (err) return err;
+  pthread_detach(wd.thread);
+  wd.started = 1;
+  return 0;
+}
+
+int rt_watchdog_start(ts_err *e) {
+  pthread_mutex_lock(&wd.mu);
+  int err = watchdog_start_locked();
+  pthread_mutex_unlock(&wd.mu);
+  if (err)
+    return ts_fail_sys(e, "rt_nccl: the watchdog thread cannot start (pthread_create: %s); without it a call "
+                          "blocked inside NCCL could hang the run, so it does not start",
+                       strerror(err));
+  return 0;
+}
+
 void rt_watchdog_arm(rt_nccl *w, double seconds, const char *what) {
   pthread_mutex_lock(&wd.mu);
-  if (!wd.started && pthread_create(&wd.thread, NULL, watchdog_main, NULL) == 0) {
-    pthread_detach(wd.thread);
-    wd.started = 1;
+  int err = watchdog_start_locked();
+  if (err) { /* rt_nccl_init started it; a caller without rt_nccl_init stops here rather than run unguarded */
+    fprintf(stderr, "tacorun: the watchdog thread cannot start (pthread_create: %s) before %s: stopping\n",
+            strerror(err), what);
+    exit(1);
   }
   wd.w = w;
   wd.armed = 1;
@@ -128,34 +152,21 @@ static int local_device(int rank, ts_err *e, int *dev) {
   return 0;
 }
 
-static int write_id_file(const char *path, const ncclUniqueId *id, ts_err *e) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return ts_fail_sys(e, "%s: cannot write: %s", tmp, strerror(errno));
-  size_t ok = fwrite(id, sizeof *id, 1, f);
-  if (fclose(f) != 0 || ok != 1) return ts_fail_sys(e, "%s: write failed", tmp);
-  if (rename(tmp, path) != 0) return ts_fail_sys(e, "%s: rename failed: %s", path, strerror(errno));
-  return 0;
-}
-
-static int read_id_file(const char *path, double timeout_s, ncclUniqueId *id, ts_err *e) {
-  double until = now_s() + timeout_s;
-  for (;;) {
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      size_t ok = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (ok == 1) return 0;
-    }
-    if (now_s() > until) return ts_fail_sys(e, "%s: no NCCL id from rank 0 within %.0f s", path, timeout_s);
-    sleep_us(20000);
-  }
+/* Rank 0's id, or its failure to make one, for this rank (rt_idmsg.h). */
+static void make_id(rt_id_msg *msg) {
+  ncclUniqueId id;
+  ncclResult_t r = ncclGetUniqueId(&id);
+  char why[240];
+  if (r == ncclSuccess) return rt_id_msg_ok(msg, &id);
+  snprintf(why, sizeof why, "ncclGetUniqueId: %s (%s)", ncclGetErrorString(r), ncclGetLastError(NULL));
+  rt_id_msg_fail(msg, why);
 }
 
 static int init_multi(rt_nccl *w, ts_err *e) {
   ncclUniqueId id;
+  rt_id_msg msg;
   int rank = 0, size = 1;
+  memset(&msg, 0, sizeof msg);
   if (w->boot == RT_BOOT_MPI) {
 #ifdef TACOSIM_HAVE_MPI
     int inited = 0;
@@ -163,8 +174,8 @@ static int init_multi(rt_nccl *w, ts_err *e) {
     if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS) return ts_fail_sys(e, "rt_nccl: MPI_Init failed");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (rank == 0) RT_NCCL(e, ncclGetUniqueId(&id));
-    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (rank == 0) make_id(&msg); /* a failure travels too: no rank is left in the broadcast */
+    if (MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
       return ts_fail_sys(e, "rt_nccl: MPI_Bcast of the NCCL id failed");
 #endif
   } else {
@@ -174,12 +185,14 @@ static int init_multi(rt_nccl *w, ts_err *e) {
     if (!path || rank < 0 || size < 1 || rank >= size)
       return ts_fail(e, "environment", "TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE", "missing or out of range");
     if (rank == 0) {
-      RT_NCCL(e, ncclGetUniqueId(&id));
-      if (write_id_file(path, &id, e)) return -1;
-    } else if (read_id_file(path, w->timeout_s, &id, e)) {
+      make_id(&msg);
+      if (rt_id_file_write(path, &msg, e)) return -1;
+    } else if (rt_id_file_read(path, w->timeout_s, &msg, e)) {
       return -1;
     }
   }
+  if (sizeof id != RT_ID_BYTES) return ts_fail_sys(e, "rt_nccl: ncclUniqueId is %zu bytes, not %d", sizeof id, RT_ID_BYTES);
+  if (rt_id_msg_take(&msg, &id, e)) return -1;
   w->nranks = size;
   w->nlocal = 1;
   w->ranks[0] = rank;
@@ -325,6 +338,7 @@ static void restrict_nccl(coll_transport t) {
 
 int rt_nccl_init(rt_nccl *w, const rt_nccl_opts *o, ts_err *e) {
   memset(w, 0, sizeof *w);
+  if (rt_watchdog_start(e)) return -1; /* before anything that can block inside NCCL */
   w->timeout_s = o->timeout_s > 0 ? o->timeout_s : 300.0;
   w->transport_asked = o->transport;
   if (!coll_transport_name(o->transport)) return ts_fail(e, NULL, "--transport", "value %d out of range", (int)o->transport);

@@ -112,7 +112,10 @@ void rt_transport_local(const int *devices, int n, coll_transport_facts *f);
 int rt_transport_arg(const char *s, coll_transport *t, ts_err *e);
 
 /* Watchdog: past `seconds` without a disarm, abort the communicators and
- * exit(1) with a message naming `what`. */
+ * exit(1) with a message naming `what`. Its thread starts in rt_nccl_init
+ * (rt_watchdog_start: a named error when it cannot, and the run does not
+ * start); arming without it ends the process with a message. */
+int rt_watchdog_start(ts_err *e);
 void rt_watchdog_arm(rt_nccl *w, double seconds, const char *what);
 void rt_watchdog_disarm(void);
 

@@ -331,6 +331,8 @@ static int train_run(const train_rank *rk, const train_opts *o, ts_err *e) {
     train_data_free(&d);
     return -1;
   }
+  m.tp_comm_foreign = rk->emu != NULL;
+  if (w) m.wait_timeout_s = w->timeout_s;
   t.tok = malloc((size_t)m.tokens * sizeof *t.tok), t.lab = malloc((size_t)m.tokens * sizeof *t.lab);
   if (!t.tok || !t.lab) {
     ts_fail_sys(e, "train: out of memory");
