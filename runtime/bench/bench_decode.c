@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ts_args.h"
 #include "bench.h"
 #include "calibrate_time.h"
 #include "exec_gemm.h"
@@ -218,22 +219,6 @@ static int gemm_launch(void *p, long long iter, ts_err *e) {
                : infer_gemv_nn(c->X, W, c->Y, c->ws, c->m, c->n, c->k, NULL, e);
 }
 
-typedef struct {
-  int v2;
-  infer_attn_dims a;
-  long long len;
-  void *q, *out, *part, *kpool, *vpool;
-  size_t cbytes;
-  int copies;
-} dec_ctx;
-
-static int dec_launch(void *p, long long iter, ts_err *e) {
-  dec_ctx *c = p;
-  size_t off = (size_t)(iter % c->copies) * c->cbytes;
-  return (c->v2 ? infer_decode_attention2 : infer_decode_attention)(c->q, (char *)c->kpool + off, (char *)c->vpool + off,
-                                                                    c->out, c->part, &c->a, c->len, NULL, e);
-}
-
 static int copy_launch(void *p, long long iter, ts_err *e) {
   (void)iter;
   void **b = p;
@@ -311,7 +296,7 @@ out:
 
 static int time_decode(const model_config *mc, const long long *batches, int nb, const long long *kv, int nkv,
                        double peak, double copy, ts_err *e) {
-  dec_ctx c = {0};
+  infer_decode_timing c = {0};
   calib_budget bud = calib_budget_default(0);
   void *streams[1] = {NULL};
   int dev[1] = {0}, rc = -1;
@@ -327,8 +312,8 @@ static int time_decode(const model_config *mc, const long long *batches, int nb,
     size_t a = infer_decode_partial_bytes(&big, kv[i]), b = infer_decode2_partial_bytes(&big, kv[i]);
     pb = a > pb ? a : pb, pb = b > pb ? b : pb;
   }
-  if (dev_random(&c.q, (size_t)maxb * hl * d, 90, e) || dev_random(&c.kpool, pool / 2, 91, e) ||
-      dev_random(&c.vpool, pool / 2, 92, e))
+  if (dev_random(&c.q, (size_t)maxb * hl * d, 90, e) || dev_random((void **)&c.k, pool / 2, 91, e) ||
+      dev_random((void **)&c.v, pool / 2, 92, e))
     goto out;
   if (cudaMalloc(&c.out, (size_t)maxb * hl * d * 2) != cudaSuccess || cudaMalloc(&c.part, pb * 4) != cudaSuccess) {
     ts_fail_sys(e, "bench-decode: cudaMalloc failed");
@@ -338,12 +323,12 @@ static int time_decode(const model_config *mc, const long long *batches, int nb,
     for (int ki = 0; ki < nkv; ki++) {
       c.a = (infer_attn_dims){.batch = (int)batches[bi], .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = kv[ki]};
       c.len = kv[ki];
-      c.cbytes = (size_t)c.a.batch * kvl * kv[ki] * d * 2;
-      c.copies = (int)(pool / 2 / c.cbytes);
-      if (c.copies < 1) c.copies = 1;
-      double bytes = 2.0 * c.cbytes + 4.0 * c.a.batch * hl * d, us[2];
+      c.set_bytes = (size_t)c.a.batch * kvl * kv[ki] * d * 2;
+      c.sets = (int)(pool / 2 / c.set_bytes);
+      if (c.sets < 1) c.sets = 1;
+      double bytes = 2.0 * c.set_bytes + 4.0 * c.a.batch * hl * d, us[2];
       for (c.v2 = 0; c.v2 < 2; c.v2++) {
-        if (calib_time_us(dec_launch, &c, streams, dev, 1, &bud, &us[c.v2], e)) goto out;
+        if (calib_time_us(infer_decode_timing_launch, &c, streams, dev, 1, &bud, &us[c.v2], e)) goto out;
         char what[96];
         snprintf(what, sizeof what, "decode attention b=%d kv=%lld %s", c.a.batch, c.len, c.v2 ? "v2" : "v1");
         print_point(what, bytes, us[c.v2], peak, copy);
@@ -352,20 +337,8 @@ static int time_decode(const model_config *mc, const long long *batches, int nb,
     }
   rc = 0;
 out:
-  cudaFree(c.q), cudaFree(c.kpool), cudaFree(c.vpool), cudaFree(c.out), cudaFree(c.part);
+  cudaFree(c.q), cudaFree(c.k), cudaFree(c.v), cudaFree(c.out), cudaFree(c.part);
   return rc;
-}
-
-static int parse_ll(const char *s, long long *v, int cap) {
-  int n = 0;
-  while (*s && n < cap) {
-    char *end;
-    long long x = strtoll(s, &end, 10);
-    if (end == s || x < 1 || x > (1LL << 20) || (*end && *end != ',')) return -1;
-    v[n++] = x;
-    s = *end ? end + 1 : end;
-  }
-  return *s ? -1 : n;
 }
 
 static void usage(FILE *out) {
@@ -399,7 +372,7 @@ int bench_decode_main(int argc, char **argv) {
     }
   }
   long long batches[16], kv[16];
-  int nb = parse_ll(batches_s, batches, 16), nkv = parse_ll(kv_s, kv, 16);
+  int nb = ts_arg_ll_list(batches_s, 1, 1LL << 20, batches, 16), nkv = ts_arg_ll_list(kv_s, 1, 1LL << 20, kv, 16);
   if (nb < 1 || nkv < 1 || !(peak > 0)) {
     fprintf(stderr, "tacorun bench-decode: --batches, --kv: comma-separated integers in [1, 2^20]; --peak-gbps > 0\n");
     return 2;

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ts_args.h"
 #include "exec_gemm.h"
 #include "rt_nccl.h"
 #include "rt_ops.h"
@@ -244,10 +245,7 @@ static void usage(FILE *f) {
 }
 
 static int parse_ll(const char *opt, const char *s, long long lo, long long hi, long long *v, ts_err *e) {
-  char *end;
-  long long x = strtoll(s, &end, 10);
-  if (end == s || *end || x < lo || x > hi) return ts_fail(e, NULL, opt, "'%s' must be an integer in [%lld, %lld]", s, lo, hi);
-  *v = x;
+  if (ts_arg_ll(s, lo, hi, v)) return ts_fail(e, NULL, opt, "'%s' must be an integer in [%lld, %lld]", s, lo, hi);
   return 0;
 }
 

@@ -182,30 +182,16 @@ static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_confi
   return 0;
 }
 
-typedef struct {
-  infer_attn_dims a;
-  long long len;
-  char *q, *k, *v, *o, *part;
-  size_t set_bytes;
-  int sets;
-} dec_ctx;
-
-static int dec_launch(void *ctx, long long iter, ts_err *e) {
-  dec_ctx *c = ctx;
-  size_t off = (size_t)(iter % c->sets) * c->set_bytes;
-  return infer_decode_attention2(c->q, c->k + off, c->v + off, c->o, c->part, &c->a, c->len, NULL, e);
-}
-
 /* Llama-3 8B at TP2 (16 query heads, 4 KV heads of 128 on one GPU) over batch x length. */
 static int decode_attention_table(schema_calibration *cal, const calib_budget *bud, ts_err *e) {
   static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
   static const long long lens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
-  dec_ctx c = {.a = {.hl = 16, .kvl = 4, .head_dim = 128}};
+  infer_decode_timing c = {.v2 = 1, .a = {.hl = 16, .kvl = 4, .head_dim = 128}};
   const size_t pool = POOL_BYTES;
   RT_CUDA(e, cudaMalloc((void **)&c.k, pool));
   RT_CUDA(e, cudaMalloc((void **)&c.v, pool));
   RT_CUDA(e, cudaMalloc((void **)&c.q, (size_t)64 * 16 * 128 * 2));
-  RT_CUDA(e, cudaMalloc((void **)&c.o, (size_t)64 * 16 * 128 * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.out, (size_t)64 * 16 * 128 * 2));
   if (rt_fill_random_bf16(c.k, (long long)(pool / 2), 3, 1.0f, NULL, e) ||
       rt_fill_random_bf16(c.v, (long long)(pool / 2), 4, 1.0f, NULL, e) ||
       rt_fill_random_bf16(c.q, 64LL * 16 * 128, 5, 1.0f, NULL, e))
@@ -228,14 +214,14 @@ static int decode_attention_table(schema_calibration *cal, const calib_budget *b
       if (c.set_bytes > pool) continue;
       c.sets = (int)(pool / c.set_bytes);
       double us;
-      if (calib_time_us(dec_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+      if (calib_time_us(infer_decode_timing_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
       double kv_bytes = 2.0 * (double)c.set_bytes;
       if (schema_calibration_add_kernel(cal, "attention_decode", false, kv_bytes, 0, us))
         return ts_fail_sys(e, "out of memory");
       n++;
     }
   fprintf(stderr, "calibrate-infer: attention_decode, %d points\n", n);
-  cudaFree(c.k), cudaFree(c.v), cudaFree(c.q), cudaFree(c.o), cudaFree(c.part);
+  cudaFree(c.k), cudaFree(c.v), cudaFree(c.q), cudaFree(c.out), cudaFree(c.part);
   return 0;
 }
 

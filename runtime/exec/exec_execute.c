@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ts_args.h"
 #include "exec_run.h"
 #include "ops_variants.h"
 
@@ -104,14 +105,6 @@ void exec_usage(FILE *out) {
           "        --ops-csv\n");
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*s == 0 || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 int exec_execute(int argc, char **argv) {
   exec_timed_opts o = {.iters = 10, .warmup = 3, .seed = 1234, .inject_nan_step = -1, .die_at_iter = -1,
                         .program_plan = 1};
@@ -129,7 +122,7 @@ int exec_execute(int argc, char **argv) {
       check = 1;
     } else if (i + 1 < argc && (!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--inject-nan") ||
                                !strcmp(a, "--die-at"))) {
-      if (parse_int(argv[++i], !strcmp(a, "--iters") ? 1 : 0, 100000, &v)) {
+      if (ts_arg_int(argv[++i], !strcmp(a, "--iters") ? 1 : 0, 100000, &v)) {
         fprintf(stderr, "tacorun execute: %s: '%s' is not a valid count\n", a, argv[i]);
         return 2;
       }
@@ -138,7 +131,7 @@ int exec_execute(int argc, char **argv) {
       else if (!strcmp(a, "--die-at")) o.die_at_iter = v;
       else o.inject_nan_step = v;
     } else if (i + 1 < argc && !strcmp(a, "--timeout")) {
-      if (parse_int(argv[++i], 1, 86400, &timeout_s)) {
+      if (ts_arg_int(argv[++i], 1, 86400, &timeout_s)) {
         fprintf(stderr, "tacorun execute: --timeout: '%s' is not a number of seconds in [1, 86400]\n", argv[i]);
         return 2;
       }

@@ -1,5 +1,6 @@
 /* infer_run.c — `tacorun execute INFER_PLAN.json`: prefill and decode of an
  * inference plan on GPUs, timed (see infer_run.h). */
+#include "ts_args.h"
 #include "infer_run.h"
 
 #include <stdio.h>
@@ -211,25 +212,16 @@ static int graph_pass(infer_model *m, const plan_infer *p, const infer_opts *o, 
   return 0;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*s == 0 || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 static int parse(int argc, char **argv, infer_opts *o) {
   *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234, .decode_attn = 2};
+  const ts_arg_flag flags[] = {{"--infer-check", &o->check}, {"--decode-graph", &o->decode_graph}};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    if (ts_arg_is_help(a)) {
       infer_usage(stdout);
       return 0;
-    } else if (!strcmp(a, "--infer-check")) {
-      o->check = 1;
-    } else if (!strcmp(a, "--decode-graph")) {
-      o->decode_graph = 1;
+    } else if (ts_arg_set_flag(a, flags, sizeof flags / sizeof *flags)) {
+      continue;
     } else if (i + 1 < argc && !strcmp(a, "--decode-attention")) {
       const char *v = argv[++i];
       if (strcmp(v, "v1") && strcmp(v, "v2")) {
@@ -240,7 +232,7 @@ static int parse(int argc, char **argv, infer_opts *o) {
     } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
       int v;
       int lo = !strcmp(a, "--warmup") ? 0 : 1;
-      if (parse_int(argv[++i], lo, 86400, &v)) {
+      if (ts_arg_int(argv[++i], lo, 86400, &v)) {
         fprintf(stderr, "tacorun execute: %s: '%s' is not a valid count\n", a, argv[i]);
         return 2;
       }

@@ -45,6 +45,26 @@ size_t infer_decode2_partial_bytes(const infer_attn_dims *a, long long len);
 int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out, void *partial,
                             const infer_attn_dims *a, long long len, void *stream, ts_err *e);
 
+/* One decode-attention call of a timing loop (calib_time_us's launch, used by
+ * bench-decode and calibrate-infer): call `iter` reads KV set iter % sets of
+ * the pools k and v (sets of set_bytes each, so that repeats read HBM, not
+ * L2), with the v2 kernel or, v2 = 0, infer_decode_attention. */
+typedef struct {
+  int v2;
+  infer_attn_dims a;
+  long long len;
+  void *q, *out, *part;
+  char *k, *v;
+  size_t set_bytes;
+  int sets;
+} infer_decode_timing;
+static inline int infer_decode_timing_launch(void *ctx, long long iter, ts_err *e) {
+  const infer_decode_timing *c = (const infer_decode_timing *)ctx;
+  size_t off = (size_t)(iter % c->sets) * c->set_bytes;
+  return (c->v2 ? infer_decode_attention2 : infer_decode_attention)(c->q, c->k + off, c->v + off, c->out, c->part,
+                                                                    &c->a, c->len, NULL, e);
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ts_args.h"
 #include "exec_model.h"
 #include "exec_run.h"
 #include "ops_variants.h"
@@ -134,21 +135,6 @@ static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int parse_int(const char *s, long lo, long hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*s == 0 || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-static int parse_double(const char *s, double lo, double hi, double *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (*s == 0 || *end || !(v >= lo && v <= hi)) return -1;
-  *out = v;
-  return 0;
 }
 
 /* The codec name -> the plan codec of both directions (fp8-tensor: none, the hook runs instead),
@@ -606,7 +592,7 @@ int cmd_train(int argc, char **argv) {
     }
     for (size_t k = 0; k < sizeof ints / sizeof *ints && !done; k++)
       if (!strcmp(a, ints[k].name)) {
-        if (i + 1 >= argc || parse_int(argv[++i], ints[k].lo, ints[k].hi, (int *)((char *)&o + ints[k].off))) {
+        if (i + 1 >= argc || ts_arg_int(argv[++i], ints[k].lo, ints[k].hi, (int *)((char *)&o + ints[k].off))) {
           fprintf(stderr, "tacorun train: %s: '%s' is not an integer in [%d, %d]\n", a, i < argc ? argv[i] : "",
                   ints[k].lo, ints[k].hi);
           return 2;
@@ -615,7 +601,7 @@ int cmd_train(int argc, char **argv) {
       }
     for (size_t k = 0; k < sizeof dbls / sizeof *dbls && !done; k++)
       if (!strcmp(a, dbls[k].name)) {
-        if (i + 1 >= argc || parse_double(argv[++i], dbls[k].lo, dbls[k].hi, (double *)((char *)&o + dbls[k].off))) {
+        if (i + 1 >= argc || ts_arg_double(argv[++i], dbls[k].lo, dbls[k].hi, (double *)((char *)&o + dbls[k].off))) {
           fprintf(stderr, "tacorun train: %s: '%s' is not a number in [%g, %g]\n", a, i < argc ? argv[i] : "",
                   dbls[k].lo, dbls[k].hi);
           return 2;
