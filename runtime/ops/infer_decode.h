@@ -1,15 +1,11 @@
-/* infer_decode.h — decode-step kernels that stream the weights and the KV
- * cache at the HBM rate (issue 24): a weight-streaming GEMV for the decode
- * projections (batch 1..8 rows) and a split-K (flash-decoding) attention over
- * the cache whose warps keep several cached positions in flight.
- * `tacorun bench-decode` (bench_decode.c) checks them against plain-C
- * references and times them beside cuBLASLt (exec_gemm) and the first
- * decode attention (infer_kernels.h).
- *
- * Layouts are the executor's (BF16, row-major):
- *   NN:  Y[m x n] = X[m x k] . W[k x n]      the layer projections (qkv, attn_out, fc1, fc2)
- *   NT:  Y[m x n] = X[m x k] . W[n x k]^T    the output layer (logits)
- * Every function launches on `stream` (a cudaStream_t) and returns 0 or -1 with e. */
+/* infer_decode.h — the decode step's split-K (flash-decoding) attention over
+ * the KV cache, whose warps keep several cached positions in flight so that
+ * it streams the cache at the HBM rate (issue 24). `tacorun bench-decode`
+ * (bench_decode.c) checks it against a plain-C reference and times it beside
+ * the first decode attention (infer_kernels.h) and cuBLASLt's decode
+ * projections. (The weight-streaming GEMV that was here lost to cuBLASLt:
+ * dev/decode_gemv/.) Every function launches on `stream` (a cudaStream_t)
+ * and returns 0 or -1 with e. */
 #ifndef INFER_DECODE_H
 #define INFER_DECODE_H
 
@@ -21,19 +17,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define INFER_GEMV_MAX_M 8 /* rows (sequences) the GEMV takes; more: the tensor-core GEMM */
-
-/* Whether the GEMV runs this shape (m <= INFER_GEMV_MAX_M, n and k multiples of 8). */
-int infer_gemv_supported(long long m, long long n, long long k);
-/* NN: k is split over blocks, partial sums added in FP32 into `ws` (m x n
- * floats, all zero on entry; the kernel that writes Y leaves it zero again:
- * allocate it once with infer_gemv_ws_bytes and clear it once). */
-size_t infer_gemv_ws_bytes(long long m, long long n);
-int infer_gemv_nn(const void *X, const void *W, void *Y, float *ws, int m, long long n, long long k, void *stream,
-                  ts_err *e);
-/* NT: one warp per output column (a row of W), no workspace. */
-int infer_gemv_nt(const void *X, const void *W, void *Y, int m, long long n, long long k, void *stream, ts_err *e);
 
 /* Decode attention as infer_decode_attention (same arguments and result;
  * `partial` of infer_decode2_partial_bytes): 8 warps a block, each warp
