@@ -50,7 +50,7 @@ void infer_usage(FILE *out) {
           "  --timeout S       bound on every wait, seconds [300]\n"
           RT_TRANSPORT_USAGE
           "  NaN/Inf that a TACO encode of a TP all-reduce meets (sent as zeros) stop the run (exit 1),\n"
-          "  naming the phase (warm-up, timed prefill, timed decode steps) and the count.\n"
+          "  naming the prefill or decode step (its position), the layer, the all-reduce and the count.\n"
           "  --json OUT        the result (kind \"inference\", source \"measured\") [not written]\n"
           "  --json-dir DIR    DIR/PLAN_NAME.json for each plan (several plans) [not written]\n"
           "  --csv OUT         the result as gnuplot columns [not written]\n"
@@ -287,19 +287,6 @@ static int plan_runnable(const plan_infer *p, ts_err *e) {
   return infer_model_supported(&p->model, p->path, e);
 }
 
-/* NaN/Inf that the TACO encodes of the TP all-reduces met (the codec sends
- * them as zeros, so the tokens would go on silently): a failure naming what
- * ran (`what`), as the executor's check does in training. */
-static int team_finite(coll_team *t, int ready, const char *what, ts_err *e) {
-  unsigned long long count = 0, first = 0;
-  if (!ready) return 0;
-  if (coll_team_nonfinite(t, &count, &first)) return ts_fail_sys(e, "%s: reading the NaN/Inf count: %s", what, coll_last_error());
-  if (count)
-    return ts_fail_sys(e, "%s: a TP all-reduce's TACO encode met %llu NaN/Inf values (first at element %llu of its "
-                          "message; the codec sent them as zeros)", what, count, first);
-  return 0;
-}
-
 static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_err *e) {
   const int root = rt_nccl_is_root(w);
   coll_team team;
@@ -343,12 +330,12 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   if (infer_forward(&m, prompt_tok, p->prompt, 0, e)) goto out;
   for (int j = 0; j < steps && j < 2; j++)
     if (infer_forward(&m, m.tok, 1, p->prompt + j, e)) goto out;
-  if (rt_nccl_wait(w, e) || team_finite(&team, team_ready, "warm-up prefill and decode steps", e)) goto out;
+  if (rt_nccl_wait(w, e) || infer_model_check_finite(&m, e)) goto out;
   /* TTFT: prefills, each timed alone */
   for (int r = 0; r < o->prefill_reps; r++) {
     if (cudaEventRecord(ev[steps + 1], m.stream) != cudaSuccess || infer_forward(&m, prompt_tok, p->prompt, 0, e) ||
         cudaEventRecord(ev[steps + 2], m.stream) != cudaSuccess || rt_nccl_wait(w, e) ||
-        team_finite(&team, team_ready, "timed prefill", e))
+        infer_model_check_finite(&m, e))
       goto out;
     float ms;
     if (cudaEventElapsedTime(&ms, ev[steps + 1], ev[steps + 2]) != cudaSuccess) {
@@ -378,7 +365,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
       goto out;
     }
   }
-  if (rt_nccl_wait(w, e) || team_finite(&team, team_ready, "timed decode steps", e)) goto out;
+  if (rt_nccl_wait(w, e) || infer_model_check_finite(&m, e)) goto out;
   int nt = 0;
   double tpot = 0, tpot_min = 0, tpot_max = 0;
   if (step_times(ev, steps, o->warmup, tp, &tpot, &tpot_min, &tpot_max, &nt, e)) goto out;
