@@ -332,9 +332,10 @@ static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s
   char all[1536]; /* then cut to the schema's notes (a long note is truncated, never an error) */
   char variants[256];
   ops_variant_note(variants, sizeof variants);
-  snprintf(all, sizeof all, "%stacorun calibrate%s on %d GPU(s), %.0f s; %s; %s; %s%s%s; env:%s", prefix,
-           a->cfg.quick ? " --quick" : "", a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, wall_s, variants, src, how,
-           *spread ? ", " : "", spread, *env ? env : " (none)");
+  snprintf(all, sizeof all, "%stacorun calibrate%s --transport %s on %d GPU(s), %.0f s; %s; %s; %s%s%s; env:%s", prefix,
+           a->cfg.quick ? " --quick" : "", coll_transport_name((coll_transport)a->cfg.transport),
+           a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, wall_s, variants, src, how, *spread ? ", " : "", spread,
+           *env ? env : " (none)");
   snprintf(c->notes, sizeof c->notes, "%.511s", all);
 }
 

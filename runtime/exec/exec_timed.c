@@ -479,6 +479,7 @@ walked_profile_done:;
     snprintf(note, sizeof note, "ops: rank 0, profiled iteration (an event between every two ops), not scaled");
     schema_result_add_note(&res, note);
     rt_note_env(&res);
+    rt_note_transport(&res, w);
     char variants[256];
     ops_variant_note(variants, sizeof variants);
     schema_result_add_note(&res, variants);

@@ -436,6 +436,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
       schema_result_add_note(&res, note);
     }
     rt_note_env(&res);
+    rt_note_transport(&res, w);
     int bad = (json_out && schema_result_save_json(&res, json_out, e)) ||
               (o->csv_out && schema_result_save_csv(&res, o->csv_out, e));
     schema_result_free(&res);

@@ -81,6 +81,14 @@ void rt_machine_of(const rt_nccl *w, schema_machine *mc) {
   snprintf(mc->transport, sizeof mc->transport, "%s", rt_nccl_transport(w));
 }
 
+void rt_note_transport(schema_result *r, const rt_nccl *w) {
+  char note[160];
+  snprintf(note, sizeof note, "transport: asked %s, decided %s (%s; peer access between every pair: %s, one host: %s)",
+           coll_transport_name(w->transport_asked), coll_transport_name(w->transport), rt_nccl_transport(w),
+           w->facts.peer_all ? "yes" : "no", w->facts.same_host ? "yes" : "no");
+  schema_result_add_note(r, note);
+}
+
 void rt_note_env(schema_result *r) {
   char env[224], note[256];
   ts_env_knobs(env, sizeof env);

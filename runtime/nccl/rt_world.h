@@ -26,5 +26,8 @@ void rt_machine_of(const rt_nccl *w, schema_machine *mc);
 /* Adds the note "environment: NAME=value ..." (every NCCL_*, EXEC_*
  * variable set, common/ts_env.h), so a result says which knobs it ran with. */
 void rt_note_env(schema_result *r);
+/* Adds the note "transport: asked A, decided D (peer access between every pair:
+ * yes/no, one host: yes/no)" (--transport; machine.transport holds D's name). */
+void rt_note_transport(schema_result *r, const rt_nccl *w);
 
 #endif
