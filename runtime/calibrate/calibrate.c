@@ -545,6 +545,9 @@ static int run_multi_comm(calib_args *a, schema_calibration *c, int root, const 
   char missing[200];
   snprintf(missing, sizeof missing, "%s", missing_in);
   if (calib_world_open(&a->cfg, e)) return -1;
+  /* the world's decision (its ranks' hosts and GPUs, gathered over NCCL) replaces
+   * the one fill_metadata took from this host's GPUs alone */
+  if (!a->transport) snprintf(c->transport, sizeof c->transport, "%s", rt_nccl_transport((const rt_nccl *)a->cfg.world));
   int rc = calib_run_comm(&a->cfg, 0, c, e);
   if (!rc && root) rc = finish(c, a, missing, out, e); /* kept even if the compressed ones fail */
   if (!rc && (a->phases & PH_COMM)) {
