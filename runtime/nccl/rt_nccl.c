@@ -269,8 +269,10 @@ static int facts_multi(rt_nccl *w, coll_transport_facts *f, ts_err *e) {
     goto out;
   }
   CUDA_CHECK_GOTO(e, cudaMalloc(&dev, (size_t)w->nranks * sizeof me), out);
-  CUDA_CHECK_GOTO(e, cudaMemcpy(dev, &me, sizeof me, cudaMemcpyHostToDevice), out);
-  NCCL_CHECK_GOTO(e, ncclAllGather(dev, dev, sizeof me, ncclChar, w->comms[0], w->streams[0]), out);
+  /* in place: this rank's record at its own slot */
+  char *mine = (char *)dev + (size_t)w->ranks[0] * sizeof me;
+  CUDA_CHECK_GOTO(e, cudaMemcpy(mine, &me, sizeof me, cudaMemcpyHostToDevice), out);
+  NCCL_CHECK_GOTO(e, ncclAllGather(mine, dev, sizeof me, ncclChar, w->comms[0], w->streams[0]), out);
   if (rt_nccl_wait(w, e)) goto out;
   CUDA_CHECK_GOTO(e, cudaMemcpy(all, dev, (size_t)w->nranks * sizeof me, cudaMemcpyDeviceToHost), out);
   double v[3] = {0, 0, 0}; /* another host; a pair without peer access (encoded); a pair not over NVLink */
