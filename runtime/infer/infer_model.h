@@ -30,6 +30,9 @@ typedef struct {
   void *ln1, *wqkv, *wo, *ln2, *w1, *w2;
 } infer_layer_w;
 
+/* Compressed layer all-reduces between two NaN/Inf checks that get a counter of their own. */
+#define INFER_NF_CALLS 16384
+
 typedef struct {
   model_config mc;
   int layers, tp, rank;
@@ -60,6 +63,17 @@ typedef struct {
   coll_team *team;    /* NULL when tp == 1 */
   plan_codec codec;
   infer_ar_mode ar_mode[2]; /* [0] prefill layer all-reduce, [1] decode layer all-reduce */
+  /* NaN/Inf that the TACO encodes of the layer all-reduces met (they send them
+   * as zeros): one counter per call since the last infer_model_check_finite,
+   * with where it was (position, layer, which); calls past INFER_NF_CALLS
+   * count in the team's counter. */
+  taco_nonfinite *nf_calls;
+  struct infer_nf_site {
+    long long pos;
+    int layer, fc2;
+  } nf_site[INFER_NF_CALLS];
+  int nf_used;
+  struct infer_nf_site at; /* the all-reduce infer_forward is at */
 } infer_model;
 
 typedef struct {
@@ -105,6 +119,12 @@ typedef struct {
   long long seq, max_seq;
 } infer_prefill_args;
 int infer_prefill_attention(const infer_prefill_args *a, ts_err *e);
+
+/* After the stream's work is done: fails naming the phase ("prefill", "decode
+ * step"), the position, the layer and the all-reduce (attn_out or fc2) of the
+ * first call whose TACO encode met NaN/Inf, and the count, as a NaN loss
+ * stops training; resets the counters. */
+int infer_model_check_finite(infer_model *m, ts_err *e);
 
 /* One layer all-reduce of rows x hidden in place, the way `mode` says. */
 int infer_allreduce(infer_model *m, void *buf, long long rows, infer_ar_mode mode, ts_err *e);

@@ -1,5 +1,6 @@
 /* infer_run.c — `tacorun execute INFER_PLAN.json`: prefill and decode of an
  * inference plan on GPUs, timed (see infer_run.h). */
+#include "ts_args.h"
 #include "infer_run.h"
 
 #include <stdio.h>
@@ -17,6 +18,7 @@ void infer_usage(FILE *out) {
   fprintf(out,
           "usage: mpirun -np TP tacorun execute INFER_PLAN.json... [--json OUT | --json-dir DIR] [--csv OUT]\n"
           "                                     [--warmup N] [--prefill-reps N] [--seed S] [--timeout S]\n"
+          "                                     [--transport auto|p2p|shm|socket]\n"
           "       mpirun -np N tacorun execute --infer-check\n"
           "\n"
           "Serves one batch of an inference plan (\"kind\": \"inference\") for real, one process per GPU\n"
@@ -50,6 +52,9 @@ void infer_usage(FILE *out) {
           "  --prefill-reps N  timed prefills, after one warm-up [3]\n"
           "  --seed S          weights and prompt tokens [1234]\n"
           "  --timeout S       bound on every wait, seconds [300]\n"
+          RT_TRANSPORT_USAGE
+          "  NaN/Inf that a TACO encode of a TP all-reduce meets (sent as zeros) stop the run (exit 1),\n"
+          "  naming the prefill or decode step (its position), the layer, the all-reduce and the count.\n"
           "  --json OUT        the result (kind \"inference\", source \"measured\") [not written]\n"
           "  --json-dir DIR    DIR/PLAN_NAME.json for each plan (several plans) [not written]\n"
           "  --csv OUT         the result as gnuplot columns [not written]\n"
@@ -158,6 +163,7 @@ typedef struct {
   const char *plans[INFER_MAX_PLANS];
   int n_plans;
   int warmup, prefill_reps, check, timeout_s, decode_graph, decode_attn;
+  coll_transport transport;
   unsigned long long seed;
 } infer_opts;
 
@@ -210,25 +216,16 @@ static int graph_pass(infer_model *m, const plan_infer *p, const infer_opts *o, 
   return 0;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*s == 0 || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 static int parse(int argc, char **argv, infer_opts *o) {
   *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234, .decode_attn = 2};
+  const ts_arg_flag flags[] = {{"--infer-check", &o->check}, {"--decode-graph", &o->decode_graph}};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    if (ts_arg_is_help(a)) {
       infer_usage(stdout);
       return 0;
-    } else if (!strcmp(a, "--infer-check")) {
-      o->check = 1;
-    } else if (!strcmp(a, "--decode-graph")) {
-      o->decode_graph = 1;
+    } else if (ts_arg_set_flag(a, flags, sizeof flags / sizeof *flags)) {
+      continue;
     } else if (i + 1 < argc && !strcmp(a, "--decode-attention")) {
       const char *v = argv[++i];
       if (strcmp(v, "v1") && strcmp(v, "v2")) {
@@ -239,13 +236,19 @@ static int parse(int argc, char **argv, infer_opts *o) {
     } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
       int v;
       int lo = !strcmp(a, "--warmup") ? 0 : 1;
-      if (parse_int(argv[++i], lo, 86400, &v)) {
+      if (ts_arg_int(argv[++i], lo, 86400, &v)) {
         fprintf(stderr, "tacorun execute: %s: '%s' is not a valid count\n", a, argv[i]);
         return 2;
       }
       if (!strcmp(a, "--warmup")) o->warmup = v;
       else if (!strcmp(a, "--prefill-reps")) o->prefill_reps = v;
       else o->timeout_s = v;
+    } else if (i + 1 < argc && !strcmp(a, "--transport")) {
+      ts_err te;
+      if (rt_transport_arg(argv[++i], &o->transport, &te)) {
+        fprintf(stderr, "tacorun execute: %s\n", te.msg);
+        return 2;
+      }
     } else if (i + 1 < argc && !strcmp(a, "--seed")) {
       o->seed = strtoull(argv[++i], NULL, 10);
     } else if (i + 1 < argc && !strcmp(a, "--json")) {
@@ -330,11 +333,12 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   if (infer_forward(&m, prompt_tok, p->prompt, 0, e)) goto out;
   for (int j = 0; j < steps && j < 2; j++)
     if (infer_forward(&m, m.tok, 1, p->prompt + j, e)) goto out;
-  if (rt_nccl_wait(w, e)) goto out;
+  if (rt_nccl_wait(w, e) || infer_model_check_finite(&m, e)) goto out;
   /* TTFT: prefills, each timed alone */
   for (int r = 0; r < o->prefill_reps; r++) {
     if (cudaEventRecord(ev[steps + 1], m.stream) != cudaSuccess || infer_forward(&m, prompt_tok, p->prompt, 0, e) ||
-        cudaEventRecord(ev[steps + 2], m.stream) != cudaSuccess || rt_nccl_wait(w, e))
+        cudaEventRecord(ev[steps + 2], m.stream) != cudaSuccess || rt_nccl_wait(w, e) ||
+        infer_model_check_finite(&m, e))
       goto out;
     float ms;
     if (cudaEventElapsedTime(&ms, ev[steps + 1], ev[steps + 2]) != cudaSuccess) {
@@ -364,7 +368,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
       goto out;
     }
   }
-  if (rt_nccl_wait(w, e)) goto out;
+  if (rt_nccl_wait(w, e) || infer_model_check_finite(&m, e)) goto out;
   int nt = 0;
   double tpot = 0, tpot_min = 0, tpot_max = 0;
   if (step_times(ev, steps, o->warmup, tp, &tpot, &tpot_min, &tpot_max, &nt, e)) goto out;
@@ -388,7 +392,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     printf("# KV cache %s: %.3f GB allocated per GPU (%s), plan's accounting %.3f GB\n", plan_kv_precision_name(p->kv),
            m.kv_bytes / 1e9, p->kv == PLAN_KV_FP8 ? "E4M3 codes + an FP32 scale per position and KV head" : "BF16",
            mem.kv_cache / 1e9);
-    printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(),
+    printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(w),
            infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
     for (int ph = 0; ph < 2; ph++)
       if (t_ar[ph][0] > 0)
@@ -439,6 +443,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
       schema_result_add_note(&res, note);
     }
     rt_note_env(&res);
+    rt_note_transport(&res, w);
     int bad = (json_out && schema_result_save_json(&res, json_out, e)) ||
               (o->csv_out && schema_result_save_csv(&res, o->csv_out, e));
     schema_result_free(&res);
@@ -454,7 +459,7 @@ out:
   if (hist) cudaFree(hist);
   infer_graph_free(&graph);
   if (model_ready) infer_model_free(&m);
-  if (team_ready) coll_team_destroy(&team);
+  if (team_ready && coll_team_destroy(&team)) fprintf(stderr, "tacorun execute: the TP team: %s\n", coll_last_error());
   return rc;
 }
 
@@ -486,7 +491,7 @@ int infer_execute(int argc, char **argv) {
     return 1;
   }
   rt_nccl w;
-  int started = rt_world_start(&w, "execute", o.timeout_s);
+  int started = rt_world_start(&w, "execute", o.timeout_s, o.transport);
   if (started) return started;
   if (!o.check && plans[0].tp != w.nranks) {
     fprintf(stderr, "tacorun execute: %s: layout.tp: %d, but %d processes were started (run mpirun -np %d)\n",
