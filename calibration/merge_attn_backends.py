@@ -47,8 +47,8 @@ def main():
         if "attention_backends" not in out:
             out["attention_backends"] = by
         counts = ", ".join(f"{k} {len(v)}" for k, v in by.items())
-        note = (f"; attention_backends ({counts} shapes): {a.src} ({src.get('measured_at', '?')}, "
-                f"torch {src.get('torch', '?')}, cuDNN {src.get('cudnn', '?')}, calibration/merge_attn_backends.py)")
+        # short: the notes hold 511 characters and the older merges' clauses go first when full
+        note = f"; attention_backends: {a.src} ({src.get('measured_at', '?')[:10]}, merge_attn_backends.py)"
         append_note(out, note)
         with open(path, "w") as f:
             f.write(data_json(out) + "\n")

@@ -4,11 +4,14 @@ KV-cache bytes read, 2 x batch x length x KV heads x head_dim x 2 B; what
 tacorun calibrate-infer writes) from the decode attention rows of a
 `tacorun bench-decode` output (runtime/bench_decode.c: the executor's kernel
 KERNEL = v1 or v2 timed over batch x KV length, caches rotating through
-512 MiB), replacing the table in each FILE. Rows of equal bytes are averaged
+512 MiB), replacing the table in each FILE. --kernel v2fp8 (v2 over the FP8
+KV cache, runtime/ops/infer_kv8.h) writes "attention_decode_fp8" instead, by
+bytes of E4M3 codes and FP32 scales read: 2 x batch x length x KV heads x
+(head_dim + 4) B. Rows of equal bytes are averaged
 (as calibrate's tables average repeated points). FILE's notes get a clause
 naming the source (older notes cut at a clause, marked ", ...").
 
-usage: merge_decode_attn.py --from BENCH.txt [--kernel v2] FILE...
+usage: merge_decode_attn.py --from BENCH.txt [--kernel v1|v2|v2fp8 (v2)] FILE...
 """
 import argparse
 import json
@@ -21,7 +24,7 @@ from merge_infer import append_note, data_json
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--from", dest="src", required=True)
-    ap.add_argument("--kernel", default="v2", choices=["v1", "v2"])
+    ap.add_argument("--kernel", default="v2", choices=["v1", "v2", "v2fp8"])
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     text = open(a.src).read()
@@ -31,20 +34,22 @@ def main():
     hidden, heads, kv = int(m.group(2)), int(m.group(3)), int(m.group(4))
     d = hidden // heads
     pts = {}
+    fp8 = a.kernel == "v2fp8"
+    name = "attention_decode_fp8" if fp8 else "attention_decode"
     for b, L, us in re.findall(r"^decode attention b=(\d+) kv=(\d+) %s\s+([\d.]+) us" % a.kernel, text, re.M):
-        key = 2 * int(b) * int(L) * kv * d * 2
+        key = 2 * int(b) * int(L) * kv * (d + 4) if fp8 else 2 * int(b) * int(L) * kv * d * 2
         pts.setdefault(key, []).append(float(us))
     if not pts:
         sys.exit(f"merge_decode_attn.py: {a.src}: no {a.kernel} decode attention rows")
     table = [{"bytes": k, "us": round(sum(v) / len(v), 6)} for k, v in sorted(pts.items())]
-    note = f"; attention_decode: {a.src} ({a.kernel}, {m.group(1)} {heads}/{kv} heads, calibration/merge_decode_attn.py)"
+    note = f"; {name}: {a.src} ({a.kernel}, {m.group(1)} {heads}/{kv} heads, calibration/merge_decode_attn.py)"
     for path in a.files:
         cal = json.load(open(path))
-        cal["kernels"]["attention_decode"] = table
+        cal["kernels"][name] = table
         append_note(cal, note)
         with open(path, "w") as f:
             f.write(data_json(cal) + "\n")
-        print(f"{path}: attention_decode, {len(table)} points from {a.src}")
+        print(f"{path}: {name}, {len(table)} points from {a.src}")
 
 
 if __name__ == "__main__":

@@ -71,12 +71,23 @@ def main():
 
 
 def append_note(cal, note, limit=511):
-    """Append note to cal's notes within the schema's limit: the older notes are
-    cut at a clause and marked ", ..." rather than the new note losing its end."""
+    """Append note to cal's notes within the schema's limit. The notes are the
+    measuring run's clauses, then one "; "-separated clause per merge (naming
+    its script, "NAME.py"): where they do not fit, the oldest merge clauses go
+    first (one "; ..." marks them), then the oldest others; only if that alone is still too
+    long is it cut at a clause (marked ", ..."). The new note is never cut."""
     old = cal.get("notes", "")
     if len(old) + len(note) > limit:
-        cut = old[: max(0, limit - len(note) - 5)]
-        old = cut[: max(cut.rfind(", "), cut.rfind("; "), 0)] + ", ..."
+        first, *merges = old.split("; ")
+        merges = [m for m in merges if m != "..."]
+        while merges and len(first) + len("; ...; " + "; ".join(merges)) + len(note) > limit:
+            named = [i for i, m in enumerate(merges) if ".py" in m]  # a merge clause names its script
+            merges.pop(named[0] if named else 0)
+        if merges:
+            old = first + "; ...; " + "; ".join(merges)
+        else:
+            cut = first[: max(0, limit - len(note) - 10)]
+            old = (cut[: max(cut.rfind(", "), 0)] + ", ..." if len(first) + len(note) + 5 > limit else first) + "; ..."
     cal["notes"] = (old + note)[:limit]
 
 

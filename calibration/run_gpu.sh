@@ -128,11 +128,11 @@ for s in $stages; do
     ;;
   shm)
     [ -f "$COMPUTE" ] || { say "shm: no file $COMPUTE to take the compute tables from"; continue; }
-    NCCL_P2P_DISABLE=1 mpi "${CAL_SHM_S:-45}" calibrate --quick --compute-from "$COMPUTE" \
+    mpi "${CAL_SHM_S:-45}" calibrate --transport shm --quick --compute-from "$COMPUTE" \
       --transport-name shm --out "$OUT/h200-shm.json" --spread-tsv "$L/shm-spread.tsv" >"$L/shm.log" 2>&1
     say "calibrate shm rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/shm.log")"
     if ! grep -q wrote "$L/shm.log"; then
-      NCCL_P2P_DISABLE=1 timeout 35 "$BIN" calibrate --quick --compute-from "$COMPUTE" \
+      timeout 35 "$BIN" calibrate --transport shm --quick --compute-from "$COMPUTE" \
         --transport-name shm --out "$OUT/h200-shm.json" --spread-tsv "$L/shm-spread.tsv" >"$L/shm-single.log" 2>&1
       say "FALLBACK shm from one process rc=$? ($(elapsed) s)"
     fi
@@ -140,8 +140,8 @@ for s in $stages; do
   socket)
     [ -f "$COMPUTE" ] || { say "socket: no file $COMPUTE to take the compute tables from"; continue; }
     # sockets: batches of one size spread ~13 % (NVLink, shm ~3 %), so more of them for the median
-    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo mpi "${CAL_SOCKET_S:-150}" \
-      calibrate --quick --compute-from "$COMPUTE" --transport-name socket --max-bytes "$SOCKET_MAX" \
+    NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo mpi "${CAL_SOCKET_S:-150}" \
+      calibrate --transport socket --quick --compute-from "$COMPUTE" --transport-name socket --max-bytes "$SOCKET_MAX" \
       --comm-reps "${SOCKET_REPS:-21}" --comm-passes "${SOCKET_PASSES:-1}" ${SOCKET_BATCH_US:+--comm-batch-us "$SOCKET_BATCH_US"} \
       --out "$OUT/h200-socket.json" \
       --spread-tsv "$L/socket-spread.tsv" >"$L/socket.log" 2>&1

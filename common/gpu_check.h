@@ -11,6 +11,7 @@
  * With a ts_err *e (common/ts_error.h; the message is "FILE:LINE: CALL: why"):
  *   CUDA_CHECK(e, call)                 return -1 (ts_fail_sys) on failure
  *   CUDA_CHECK_GOTO(e, call, label)     fill e and goto label
+ *   CUDA_CHECK_RC(e, rc, call, label)   fill e, rc = -1, goto label (a function returning rc)
  *   CUDA_CHECK_LAUNCH(e)                after a kernel launch (cudaGetLastError)
  *   CUBLAS_CHECK(e, call), CUBLAS_CHECK_GOTO(e, call, label)
  *   NCCL_CHECK(e, call), NCCL_CHECK_GOTO(e, call, label)
@@ -41,6 +42,8 @@
 #define CUDA_CHECK(e, call) GPU_CHECK(cudaError_t, cudaSuccess, call, return GPU_FAIL_CUDA_(e, call))
 #define CUDA_CHECK_GOTO(e, call, label)                                                                        \
   GPU_CHECK(cudaError_t, cudaSuccess, call, GPU_FAIL_CUDA_(e, call); goto label)
+#define CUDA_CHECK_RC(e, rc, call, label)                                                                      \
+  GPU_CHECK(cudaError_t, cudaSuccess, call, (rc) = GPU_FAIL_CUDA_(e, call); goto label)
 #define CUDA_CHECK_LAUNCH(e) CUDA_CHECK(e, cudaGetLastError())
 
 #define CUBLAS_CHECK(e, call) GPU_CHECK(int, 0, call, return GPU_FAIL_CUBLAS_(e, call))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Figure 6: TACO-compressed collectives against NCCL (BF16) per transport,
-# measured on 2 x H200: NVLink, host shared memory (NCCL_P2P_DISABLE=1) and
+# measured on 2 x H200: NVLink, host shared memory (--transport shm) and
 # sockets over loopback, by `tacorun bench-comm` (runtime/bench/bench_comm_all.sh;
 # the tables experiments/data/measured/bench-comm-{nvlink,shm,socket}.dat, described in
 # runtime/RESULTS-comm.md): speedup = NCCL BF16 time / compressed time at the

@@ -343,14 +343,15 @@ const char *coll_direct_transport(const coll_team *t) {
   return t->direct->host ? "host" : "nvlink";
 }
 
-void coll_direct_destroy(coll_team *t) {
+void coll_direct_destroy(coll_team *t, const int *idle) {
   struct coll_direct *D = t->direct;
   if (!D) return;
   for (int i = 0; i < t->nlocal; i++) {
     direct_rank *d = &D->d[i];
-    if (cudaSetDevice(t->r[i].device) != cudaSuccess) continue;
-    cudaStreamSynchronize(t->r[i].stream);
-    cudaStreamSynchronize(t->r[i].codec_stream);
+    /* a rank whose kernels may still run (a wait past the team's timeout) keeps
+     * its staging, flags and fault word: freeing them under a kernel is worse
+     * than the leak of a process that is failing anyway */
+    if (!idle[i] || cudaSetDevice(t->r[i].device) != cudaSuccess) continue;
     for (int p = 0; p < COLL_DIRECT_MAX; p++) {
       coll_host_free(&d->peer_hstage[p]);
       coll_host_free(&d->peer_hflags[p]);
@@ -455,11 +456,7 @@ static int grow_staging(coll_team *t, size_t half) {
   struct coll_direct *D = t->direct;
   if (half <= D->half) return 0;
   int n = t->nranks;
-  for (int i = 0; i < t->nlocal; i++) {
-    CK_CUDA(cudaSetDevice(t->r[i].device));
-    CK_CUDA(cudaStreamSynchronize(t->r[i].stream));
-    CK_CUDA(cudaStreamSynchronize(t->r[i].codec_stream));
-  }
+  for (int i = 0; i < t->nlocal; i++) CK(coll_rank_idle(&t->r[i], coll_team_timeout(t)));
   if (D->host) return grow_host_staging(t, half);
   if (!D->ipc) {
     for (int i = 0; i < t->nlocal; i++) {
@@ -509,11 +506,9 @@ static int grow_staging(coll_team *t, size_t half) {
   return 0;
 }
 
-static int grow_local(coll_rank *r, unsigned char **buf, size_t *have, size_t need) {
+static int grow_local(const coll_team *t, coll_rank *r, unsigned char **buf, size_t *have, size_t need) {
   if (need <= *have) return 0;
-  CK_CUDA(cudaSetDevice(r->device));
-  CK_CUDA(cudaStreamSynchronize(r->stream));
-  CK_CUDA(cudaStreamSynchronize(r->codec_stream));
+  CK(coll_rank_idle(r, coll_team_timeout(t)));
   CK_CUDA(cudaFree(*buf));
   *buf = NULL;
   *have = 0;
@@ -662,12 +657,12 @@ static int source(call *c, int i, const void *x, size_t e, int slot, const void 
 }
 
 static int encode(call *c, int i, const void *src, size_t e, void *block, cudaStream_t st) {
-  coll_rank *r = &c->t->r[i];
   if (c->plain) {
     CK_CUDA(cudaMemcpyAsync(block, src, coll_block_elems(e, c->group) * c->es, cudaMemcpyDefault, st));
     return 0;
   }
-  CK_TACO(taco_encode(src, c->o->dtype, coll_block_elems(e, c->group), c->o->taco, block, r->nonfinite, (void *)st));
+  CK_TACO(taco_encode(src, c->o->dtype, coll_block_elems(e, c->group), c->o->taco, block,
+                      coll_nonfinite_of(c->t, i, c->o), (void *)st));
   return 0;
 }
 
@@ -1110,8 +1105,8 @@ int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *con
   size_t pitch = (coll_block_elems(piece, c.group) * c.es + 255) & ~(size_t)255;
   for (int i = 0; i < t->nlocal; i++) {
     direct_rank *d = &D->d[i];
-    CK(grow_local(&t->r[i], &d->bounce_in, &d->bounce_in_bytes, (size_t)n * pitch));
-    CK(grow_local(&t->r[i], &d->bounce_out, &d->bounce_out_bytes, 2 * pitch));
+    CK(grow_local(t, &t->r[i], &d->bounce_in, &d->bounce_in_bytes, (size_t)n * pitch));
+    CK(grow_local(t, &t->r[i], &d->bounce_out, &d->bounce_out_bytes, 2 * pitch));
   }
   size_t parity = (size_t)(D->calls & 1);
   for (int i = 0; i < t->nlocal; i++) {

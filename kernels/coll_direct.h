@@ -2,7 +2,7 @@
  * peer GPUs' memory (NVLink), without NCCL on the data path.
  *
  * Within one node whose GPUs reach each other's memory (cudaDeviceCanAccessPeer,
- * NVLink; NCCL_P2P_DISABLE unset), the codec kernels of coll_taco.h take a
+ * NVLink; --transport p2p or auto), the codec kernels of coll_taco.h take a
  * pointer into a peer's staging buffer as their output: the encode writes
  * its FP8 block over NVLink while it reads the input from local HBM, so the
  * transfer costs no separate pass and no NCCL launch.
@@ -53,7 +53,7 @@
  * CUDA-graph capture is not supported (sequence numbers and parity are host
  * state): a call made while its stream is capturing takes the NCCL path.
  *
- * Host flavour (coll_host.h): through host shared memory (NCCL_P2P_DISABLE=1)
+ * Host flavour (coll_host.h): through host shared memory (--transport shm)
  * the same algorithms and protocol run with every rank's receive staging and
  * flag words in pinned host memory mapped by all ranks; blocks are pushed
  * there by the copy engine (or the encode, coll_opts.push encode), and the

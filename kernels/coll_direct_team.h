@@ -24,6 +24,12 @@ int coll_set_error(const char *file, int line, const char *what, const char *why
     if ((call) != 0) return -1;                                                                              \
   } while (0)
 
+/* Where local rank i's encodes of this call count NaN/Inf inputs
+ * (coll_opts.nonfinite, else the team's counter). */
+static inline taco_nonfinite *coll_nonfinite_of(const coll_team *t, int i, const coll_opts *o) {
+  return o->nonfinite && t->nlocal == 1 ? o->nonfinite : t->r[i].nonfinite;
+}
+
 /* 1: this call takes the direct path; 0: the NCCL path; -1: error (ON but
  * not possible). bytes: uncompressed size of the message (not used now:
  * AUTO takes the direct path at every size). Collective on the first call
@@ -36,6 +42,16 @@ int coll_direct_run(coll_team *t, coll_op op, const void *const *send, void *con
 /* Grows the staging for a call of this size now (collective when it grows). */
 int coll_direct_reserve(coll_team *t, coll_op op, size_t count, const coll_opts *o);
 /* Frees the direct state (closes peer mappings first). */
-void coll_direct_destroy(coll_team *t);
+/* Frees the direct path's resources of the local ranks with idle[i] set (the
+ * others' stay allocated: a kernel may still use them). */
+void coll_direct_destroy(coll_team *t, const int *idle);
+/* Waits until rank r's streams (caller's, codec, comm) are idle: at most
+ * timeout_s, polling the rank's NCCL asynchronous error; 0, or -1 with the
+ * reason recorded (coll_last_error). */
+int coll_rank_idle(coll_rank *r, double timeout_s);
+/* The team's bound on a wait (coll_team_set_timeout, else the default). */
+static inline double coll_team_timeout(const coll_team *t) {
+  return t->timeout_s > 0 ? t->timeout_s : COLL_DIRECT_TIMEOUT_S_DEFAULT;
+}
 
 #endif

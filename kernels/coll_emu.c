@@ -38,7 +38,7 @@ int coll_emu_allreduce(void *const *bufs, int k, size_t n, taco_dtype dt, const 
   fp8_ablate_kind ak = o->codec == COLL_EMU_FP8_GROUP ? FP8_ABLATE_GROUP : FP8_ABLATE_HADAMARD;
   for (int r = 0; r < k; r++) {
     unsigned char *blk = wire + (size_t)r * bb;
-    if (o->codec == COLL_EMU_TACO) EMU_CK(taco_encode(bufs[r], dt, n, o->taco, blk, NULL, stream), taco_last_error());
+    if (o->codec == COLL_EMU_TACO) EMU_CK(taco_encode(bufs[r], dt, n, o->taco, blk, o->nonfinite, stream), taco_last_error());
     else if (o->codec == COLL_EMU_FP8_TENSOR)
       EMU_CK(fp8_plain_encode(bufs[r], n, absmax, blk, stream), fp8_plain_last_error());
     else EMU_CK(fp8_ablate_encode(ak, bufs[r], dt, n, o->taco, blk, stream), fp8_ablate_last_error());

@@ -59,6 +59,8 @@ typedef struct {
   coll_emu_codec codec;
   taco_params taco; /* group and FP8 format of TACO and the ablation codecs (FP8_TENSOR: E4M3) */
   int one_shot;     /* TACO and ablation codecs: one-shot instead of two-shot */
+  taco_nonfinite *nonfinite; /* TACO: the encodes count NaN/Inf inputs here (device memory; they are
+                                encoded as zeros); NULL: not counted. The reference ignores it. */
 } coll_emu_opts;
 
 const char *coll_emu_last_error(void);

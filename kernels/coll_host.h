@@ -1,6 +1,6 @@
 /* coll_host.h — the host-memory flavour of the direct path (coll_direct.h).
  *
- * Where the GPUs of one host do not reach each other's memory (NCCL_P2P_DISABLE=1:
+ * Where the GPUs of one host do not reach each other's memory (--transport shm:
  * NCCL moves data through host shared memory), the direct path keeps its
  * algorithms and flag protocol, but every rank's receive staging and flag
  * words live in pinned host memory that every rank of the team maps:

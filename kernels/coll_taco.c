@@ -15,12 +15,14 @@
  * waits for a buffer to be free. */
 #include "coll_direct_team.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static __thread char last_error[1024];
 
@@ -86,15 +88,77 @@ int coll_team_init(coll_team *t, int nlocal, const ncclComm_t *comms, const int 
       for (int k = 0; k < COLL_EVENT_SLOTS; k++)
         CK_CUDA(cudaEventCreateWithFlags(&r->ev_stage[s][k], cudaEventDisableTiming));
     CK_CUDA(cudaMalloc((void **)&r->nonfinite, sizeof *r->nonfinite));
-    CK_CUDA(cudaMemset(r->nonfinite, 0, sizeof *r->nonfinite));
+    CK_TACO(taco_nonfinite_reset(r->nonfinite, NULL));
   }
   return 0;
 }
 
-void coll_team_destroy(coll_team *t) {
-  coll_direct_destroy(t);
+int coll_team_nonfinite(coll_team *t, unsigned long long *count, unsigned long long *first) {
+  *count = 0, *first = ULLONG_MAX;
   for (int i = 0; i < t->nlocal; i++) {
     coll_rank *r = &t->r[i];
+    taco_nonfinite h;
+    CK_CUDA(cudaSetDevice(r->device));
+    CK_CUDA(cudaMemcpyAsync(&h, r->nonfinite, sizeof h, cudaMemcpyDeviceToHost, r->stream));
+    CK(coll_rank_idle(r, coll_team_timeout(t)));
+    if (h.count && *count == 0) *first = h.first_index;
+    *count += h.count;
+    if (h.count) CK_TACO(taco_nonfinite_reset(r->nonfinite, (void *)r->stream));
+  }
+  return 0;
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int coll_rank_idle(coll_rank *r, double timeout_s) {
+  cudaStream_t s[3] = {r->stream, r->codec_stream, r->comm_stream};
+  int n = r->codec_stream ? 3 : 1; /* the owned streams exist once coll_team_init got that far */
+  CK_CUDA(cudaSetDevice(r->device));
+  double until = mono_s() + timeout_s;
+  long nap = 5;
+  char why[160];
+  for (;;) {
+    int busy = 0;
+    for (int k = 0; k < n; k++) {
+      if (k > 0 && !s[k]) continue;
+      cudaError_t q = cudaStreamQuery(s[k]);
+      if (q == cudaErrorNotReady) busy = 1;
+      else if (q != cudaSuccess) return coll_set_error(__FILE__, __LINE__, "cudaStreamQuery", cudaGetErrorString(q));
+    }
+    if (!busy) return 0;
+    ncclResult_t async = ncclSuccess;
+    if (r->comm && ncclCommGetAsyncError(r->comm, &async) == ncclSuccess && async != ncclSuccess &&
+        async != ncclInProgress) {
+      snprintf(why, sizeof why, "rank %d: %s", r->rank, ncclGetErrorString(async));
+      return coll_set_error(__FILE__, __LINE__, "NCCL asynchronous error while waiting for the team's streams", why);
+    }
+    if (mono_s() > until) {
+      snprintf(why, sizeof why, "rank %d: streams not idle after %.1f s (a peer dead or a kernel stuck?)", r->rank,
+               timeout_s);
+      return coll_set_error(__FILE__, __LINE__, "coll_rank_idle", why);
+    }
+    struct timespec ts = {0, nap * 1000};
+    nanosleep(&ts, NULL);
+    if (nap < 200) nap *= 2;
+  }
+}
+
+int coll_team_destroy(coll_team *t) {
+  int idle[COLL_MAX_LOCAL] = {0}, rc = 0;
+  char first[512] = "";
+  for (int i = 0; i < t->nlocal; i++) {
+    idle[i] = coll_rank_idle(&t->r[i], coll_team_timeout(t)) == 0;
+    if (!idle[i] && rc == 0) snprintf(first, sizeof first, "%s", coll_last_error());
+    if (!idle[i]) rc = -1;
+  }
+  coll_direct_destroy(t, idle);
+  for (int i = 0; i < t->nlocal; i++) {
+    coll_rank *r = &t->r[i];
+    if (!idle[i]) continue; /* its kernels may still run: buffers, events and streams stay */
     if (cudaSetDevice(r->device) != cudaSuccess) continue;
     cudaFree(r->wire);
     cudaFree(r->pack);
@@ -109,16 +173,15 @@ void coll_team_destroy(coll_team *t) {
     if (r->comm_stream) cudaStreamDestroy(r->comm_stream);
   }
   memset(t, 0, sizeof *t);
+  if (rc) coll_set_error(__FILE__, __LINE__, "coll_team_destroy (that rank's buffers left allocated)", first);
+  return rc;
 }
 
 /* Grows an owned device buffer; the old one may still be read by enqueued
  * work, so every stream that can touch it is drained first. */
-static int grow(coll_rank *r, void **buf, size_t *have, size_t need) {
+static int grow(const coll_team *t, coll_rank *r, void **buf, size_t *have, size_t need) {
   if (need <= *have) return 0;
-  CK_CUDA(cudaSetDevice(r->device));
-  CK_CUDA(cudaStreamSynchronize(r->stream));
-  CK_CUDA(cudaStreamSynchronize(r->codec_stream));
-  CK_CUDA(cudaStreamSynchronize(r->comm_stream));
+  CK(coll_rank_idle(r, coll_team_timeout(t)));
   CK_CUDA(cudaFree(*buf));
   *buf = NULL;
   *have = 0;
@@ -164,7 +227,7 @@ int coll_team_reserve(coll_team *t, coll_op op, size_t count, const coll_opts *o
   if (coll_direct_reserve(t, op, count, o) < 0) return -1;
   coll_layout l;
   CK(make_layout(&l, t, op, count, o));
-  for (int i = 0; i < t->nlocal; i++) CK(grow(&t->r[i], (void **)&t->r[i].wire, &t->r[i].wire_bytes, wire_need(&l, coll_dtype_bytes(o->dtype))));
+  for (int i = 0; i < t->nlocal; i++) CK(grow(t, &t->r[i], (void **)&t->r[i].wire, &t->r[i].wire_bytes, wire_need(&l, coll_dtype_bytes(o->dtype))));
   return 0;
 }
 
@@ -250,7 +313,8 @@ static int encode_user(job *jb, int i, const void *x, size_t e, void *block) {
     if (ne > e) CK_CUDA(cudaMemsetAsync(jb->stage_in[i] + e * jb->es, 0, (ne - e) * jb->es, r->codec_stream));
     src = jb->stage_in[i];
   }
-  CK_TACO(taco_encode(src, jb->o->dtype, ne, jb->o->taco, block, r->nonfinite, (void *)r->codec_stream));
+  CK_TACO(taco_encode(src, jb->o->dtype, ne, jb->o->taco, block, coll_nonfinite_of(jb->t, i, jb->o),
+                      (void *)r->codec_stream));
   return 0;
 }
 
@@ -429,7 +493,7 @@ static int run_job(job *jb) {
   size_t stage = stage_bytes(&jb->l, jb->es);
   for (int i = 0; i < t->nlocal; i++) {
     coll_rank *r = &t->r[i];
-    CK(grow(r, (void **)&r->wire, &r->wire_bytes, need));
+    CK(grow(t, r, (void **)&r->wire, &r->wire_bytes, need));
     jb->wa[i] = r->wire;
     jb->wb[i] = r->wire + part;
     jb->wc[i] = r->wire + 2 * part;
@@ -565,7 +629,7 @@ int coll_caat_allreduce(coll_team *t, const void *const *x, void *const *y, size
   void *packed[COLL_MAX_LOCAL];
   for (int i = 0; i < t->nlocal; i++) {
     coll_rank *r = &t->r[i];
-    CK(grow(r, &r->pack, &r->pack_bytes, rows * shared * es + 16));
+    CK(grow(t, r, &r->pack, &r->pack_bytes, rows * shared * es + 16));
     packed[i] = r->pack;
     CK_CUDA(cudaSetDevice(r->device));
     void *st = (void *)r->stream;

@@ -21,7 +21,7 @@
  * reach each other's memory over NVLink, all-gather, reduce-scatter and
  * all-reduce skip NCCL and the chunked pipeline: the codec kernels write
  * into the peers' staging buffers and flags in GPU memory order the steps.
- * Through host shared memory (NCCL_P2P_DISABLE=1, shm not disabled) the same
+ * Through host shared memory (--transport shm, or auto without peer access) the same
  * algorithms run with the staging and flags in pinned host memory that every
  * rank maps (coll_host.h, the "host" flavour of the direct path).
  *
@@ -117,6 +117,10 @@ typedef struct {
   int direct_ar_pieces;          /* PIPE: pieces, 1..COLL_EVENT_SLOTS (0: COLL_DIRECT_AR_PIECES_DEFAULT) */
   int direct_ar_own_copy;        /* PIPE: the own reduced block by the copy engine (0: a second encode, "dup") */
   coll_push push;                /* direct path: how blocks reach the peers (0: AUTO) */
+  taco_nonfinite *nonfinite;     /* where this call's TACO encodes count NaN/Inf inputs (device memory
+                                    of the team's GPU; they are encoded as zeros): lets the caller name
+                                    the tensor. NULL, or a team of more than one local rank: the team's
+                                    own counters (coll_team_nonfinite). */
 } coll_opts;
 /* Names of the variants above as `tacorun bench-comm` spells them and
  * result files record them; parse returns -1 for an unknown name. */
@@ -160,8 +164,19 @@ const char *coll_last_error(void);
  * caller's (may be 0 for the legacy default stream only when nlocal == 1). */
 int coll_team_init(coll_team *t, int nlocal, const ncclComm_t *comms, const int *devices,
                    const cudaStream_t *streams);
-/* Frees what the team owns (not the comms or the caller's streams). */
-void coll_team_destroy(coll_team *t);
+/* NaN/Inf inputs the team's TACO encodes met (and encoded as zeros) since the
+ * last call, summed over the local ranks, in *count (*first: the first index
+ * of the first local rank that had any, in its message); the counters are
+ * reset. Call when the caller's streams are idle (after its wait): it
+ * synchronizes them. */
+int coll_team_nonfinite(coll_team *t, unsigned long long *count, unsigned long long *first);
+/* Frees what the team owns (not the comms or the caller's streams), once each
+ * rank's streams are idle; the wait is bounded by the team's timeout
+ * (coll_team_set_timeout) and polls the rank's NCCL asynchronous error. A rank
+ * whose streams do not come idle (a peer died under a direct wait, a kernel
+ * stuck) keeps its buffers allocated rather than freeing them under a running
+ * kernel: -1 with the reason in coll_last_error(); 0 when everything was freed. */
+int coll_team_destroy(coll_team *t);
 /* Allocates scratch for messages up to total_bytes (uncompressed) now, so
  * the timed calls never allocate. Synchronizes the team's streams. */
 int coll_team_reserve(coll_team *t, coll_op op, size_t count, const coll_opts *o);
@@ -182,9 +197,9 @@ int coll_direct_available(coll_team *t, const char **why);
  * up after the call (process-wide; default: both). peer: GPU peer access
  * (NVLink), taken where CUDA reports it between the team's GPUs; host_shm:
  * pinned host memory shared by the processes of one host. The runtime sets it
- * from the transport it gave NCCL (rt_nccl_init: peer off for host shared
- * memory and sockets, host_shm off for sockets), so the library reads no
- * NCCL_* variable. */
+ * from the run's transport (rt_nccl_init, coll_transport_links of
+ * coll_transport.h: peer only for p2p, host_shm off for sockets), so the
+ * library reads no NCCL_* variable. */
 void coll_set_links(int peer, int host_shm);
 /* What the direct path of the team runs over once set up: "nvlink", "host"
  * (pinned host memory, coll_host.h) or "none". */

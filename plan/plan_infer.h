@@ -47,7 +47,8 @@ int plan_infer_validate(const plan_infer *p, ts_err *e);
 
 /* Bytes of KV cache one GPU of a stage holds for `tokens` tokens of every
  * sequence of the batch: 2 (K and V) x layers of the stage x batch x tokens x
- * kv_heads/tp x head_dim x (2 bytes bf16, 1 byte fp8). */
+ * kv_heads/tp x head_dim x (2 bytes bf16; fp8: 1 byte + an FP32 scale per
+ * head vector, 1 + 4 / head_dim bytes an element). */
 double plan_infer_kv_bytes(const plan_infer *p, long long tokens);
 
 typedef struct {

@@ -156,7 +156,9 @@ int plan_infer_validate(const plan_infer *p, ts_err *e) {
 
 double plan_infer_kv_bytes(const plan_infer *p, long long tokens) {
   const model_config *m = &p->model;
-  double elem = p->kv == PLAN_KV_FP8 ? 1.0 : 2.0;
+  /* fp8: an E4M3 code an element and an FP32 scale per (sequence, KV head, position) for K and for V
+   * (runtime/ops/infer_kv8.h): 1 + 4 / head_dim bytes an element */
+  double elem = p->kv == PLAN_KV_FP8 ? 1.0 + 4.0 / model_head_dim(m) : 2.0;
   double layers = (double)m->layers / p->pp;
   return 2.0 * layers * p->batch * (double)tokens * (double)(m->kv_heads / p->tp) * model_head_dim(m) * elem;
 }

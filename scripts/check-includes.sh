@@ -33,6 +33,7 @@ declare -A ALLOWED=(
   [runtime/train]="runtime/exec runtime/ops runtime/nccl kernels plan models topologies schema common"
   [calibration]="schema common"
   [experiments]="sim plan models topologies schema common"
+  [dev]="runtime/ops kernels models common"
 )
 
 mode=${1:-check}

@@ -146,27 +146,41 @@ static int layer_allreduce(sim_costs *c, const plan_infer *p, bool use_codec, do
 
 /* Decode attention of batch queries over `kv_len` cached keys and values:
  * 4 x batch x kv_len x q_width FLOPs (as model_layer_ops counts attention),
- * and a read of the layer's whole KV cache. An "attention_decode" table (by
- * KV bytes read) is used when the calibration has one; otherwise the larger of
- * the FLOPs-keyed "attention" table and the KV read at the HBM rate (named
- * once on the warning stream). */
+ * and a read of the layer's whole KV cache (plan_infer_kv_bytes: BF16, or FP8
+ * codes and scales). The measured table of the cache's kernel, by KV bytes
+ * read, when the calibration has it: "attention_decode" (BF16) or
+ * "attention_decode_fp8" (the same kernel over E4M3 codes + scales). An FP8
+ * plan on a calibration without the FP8 table is priced from the BF16 table
+ * at its (smaller) byte count, named once on the warning stream. Without
+ * either: the larger of the FLOPs-keyed "attention" table and the KV read at
+ * the HBM rate (named once). */
 static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long long kv_len, FILE *warn,
                               bool *warned, double *s, ts_err *e) {
   const model_config *m = &p->model;
   double q_width = (double)(m->heads / p->tp) * model_head_dim(m);
   double flops = 4.0 * p->batch * (double)kv_len * q_width;
   double kv_bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
-  if (schema_has_kernel(c->lk.cal, "attention_decode")) {
+  const char *cal_path = c->lk.cal->path[0] ? c->lk.cal->path : "calibration";
+  const char *table = p->kv == PLAN_KV_FP8 ? "attention_decode_fp8" : "attention_decode";
+  if (p->kv == PLAN_KV_FP8 && !schema_has_kernel(c->lk.cal, table) && schema_has_kernel(c->lk.cal, "attention_decode")) {
+    if (!*warned && warn)
+      fprintf(warn,
+              "tacosim: warning: %s: no \"attention_decode_fp8\" table; the FP8 KV cache's decode attention is "
+              "priced from the BF16 \"attention_decode\" table at the FP8 cache's bytes\n", cal_path);
+    *warned = true;
+    table = "attention_decode";
+  }
+  if (schema_has_kernel(c->lk.cal, table)) {
     double us;
-    if (schema_lookup_kernel(&c->lk, "attention_decode", kv_bytes, 0, &us, e)) return -1;
+    if (schema_lookup_kernel(&c->lk, table, kv_bytes, 0, &us, e)) return -1;
     *s = us * 1e-6;
     return check_ceiling(c, "decode attention", flops, kv_bytes, *s, e);
   }
   if (!*warned && warn)
     fprintf(warn,
-            "tacosim: warning: %s: no \"attention_decode\" table; decode attention (layer op \"%s\") is the larger "
+            "tacosim: warning: %s: no \"%s\" table; decode attention (layer op \"%s\") is the larger "
             "of the \"attention\" table by FLOPs and the KV-cache read at the HBM rate\n",
-            c->lk.cal->path[0] ? c->lk.cal->path : "calibration", c->mops[attn].name);
+            cal_path, table, c->mops[attn].name);
   *warned = true;
   double by_flops;
   if (compute_op_s(c, attn, flops, 0, &by_flops, e)) return -1; /* the table's FLOPs part; the KV read below */

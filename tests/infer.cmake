@@ -8,5 +8,5 @@ add_test(NAME infer COMMAND test_infer)
 
 # runtime/ops/infer_ref.c is plain C (ts_ops_ref): its test builds on every machine, GPU or not.
 add_executable(test_infer_ref ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_ref.c)
-target_link_libraries(test_infer_ref PRIVATE ts_ops_ref ts_plan ts_schema PkgConfig::CUNIT m)
+target_link_libraries(test_infer_ref PRIVATE ts_ops_ref ts_kernels_ref ts_plan ts_schema PkgConfig::CUNIT m) # taco_fp8.h: the second E4M3
 add_test(NAME infer_ref COMMAND test_infer_ref)

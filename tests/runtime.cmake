@@ -5,6 +5,19 @@ add_executable(test_coll_layout ${CMAKE_SOURCE_DIR}/tests/test_coll_layout.c ${C
 target_include_directories(test_coll_layout PRIVATE ${CMAKE_SOURCE_DIR}/kernels)
 target_link_libraries(test_coll_layout PRIVATE ts_common PkgConfig::CUNIT m)
 add_test(NAME coll_layout COMMAND test_coll_layout)
+# The transport decision (--transport auto|p2p|shm|socket): plain C.
+add_executable(test_coll_transport ${CMAKE_SOURCE_DIR}/tests/test_coll_transport.c)
+target_link_libraries(test_coll_transport PRIVATE ts_kernels_ref PkgConfig::CUNIT)
+add_test(NAME coll_transport COMMAND test_coll_transport)
+if(TACOSIM_HAVE_GPU AND TARGET tacorun)
+  # a transport that is not one of the four is bad input, named, before any GPU work
+  add_test(NAME transport_bad_name COMMAND tacorun bench-comm --transport nvlink)
+  set_tests_properties(transport_bad_name PROPERTIES PASS_REGULAR_EXPRESSION "--transport: 'nvlink' is not auto, p2p, shm or socket")
+endif()
+# Rank 0's NCCL id or its failure for every rank (no rank left waiting): plain C.
+add_executable(test_rt_idmsg ${CMAKE_SOURCE_DIR}/tests/test_rt_idmsg.c)
+target_link_libraries(test_rt_idmsg PRIVATE ts_rt_idmsg PkgConfig::CUNIT)
+add_test(NAME rt_idmsg COMMAND test_rt_idmsg)
 
 # The plain-C reference of the host path's sum kernel (kernels/coll_host.h).
 add_executable(test_coll_host_ref ${CMAKE_SOURCE_DIR}/tests/test_coll_host_ref.c

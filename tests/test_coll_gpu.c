@@ -157,7 +157,10 @@ int main(void) {
   const char *cap = getenv("TEST_COLL_MAX_BYTES");
   if (cap) max_bytes = strtoull(cap, NULL, 10);
   rt_nccl w;
-  rt_nccl_opts no = {1, 0, 120};
+  const char *host_env = getenv("TEST_COLL_HOST");
+  int host = host_env && atoi(host_env) == 1;
+  /* the host flavour runs where NCCL goes through host shared memory */
+  rt_nccl_opts no = {1, 0, 120, host ? COLL_TRANSPORT_SHM : COLL_TRANSPORT_AUTO};
   ts_err e = {{0}, 0};
   if (rt_nccl_init(&w, &no, &e)) {
     printf("test_coll_gpu: %s\n", e.msg);
@@ -175,8 +178,7 @@ int main(void) {
     return 1;
   }
   coll_team_set_timeout(&t, 20); /* a stuck direct wait fails the test within 20 s */
-  const char *host_env = getenv("TEST_COLL_HOST");
-  if (host_env && atoi(host_env) == 1) coll_team_set_host(&t, COLL_DIRECT_ON);
+  if (host) coll_team_set_host(&t, COLL_DIRECT_ON);
   const char *why = "";
   int direct = coll_direct_available(&t, &why);
   if (direct < 0) {

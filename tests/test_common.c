@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ts_args.h"
 #include "ts_coll.h"
 #include "ts_env.h"
 #include "ts_error.h"
@@ -427,10 +428,59 @@ static void test_coll_table(void) {
   CU_ASSERT_DOUBLE_EQUAL(ts_taco_wire_elements(100, 0), 100, 0);
 }
 
+/* Option values (common/ts_args.h): ranges, suffixes, lists, and what is refused. */
+static void test_args(void) {
+  int i = 7;
+  long long ll = 0, v[4];
+  double d = 0;
+  size_t b = 0;
+  CU_ASSERT(ts_arg_is_help("--help") && ts_arg_is_help("-h") && !ts_arg_is_help("--helpx") && !ts_arg_is_help(NULL));
+  int quick = 0, graph = 0;
+  const ts_arg_flag flags[] = {{"--quick", &quick}, {"--graph", &graph}};
+  CU_ASSERT_EQUAL(ts_arg_set_flag("--graph", flags, 2), 1);
+  CU_ASSERT(graph == 1 && quick == 0);
+  CU_ASSERT_EQUAL(ts_arg_set_flag("--quic", flags, 2), 0);
+  CU_ASSERT_EQUAL(quick, 0);
+  CU_ASSERT_EQUAL(ts_arg_int("42", 1, 100, &i), 0);
+  CU_ASSERT_EQUAL(i, 42);
+  CU_ASSERT_EQUAL(ts_arg_int("0", 1, 100, &i), -1);
+  CU_ASSERT_EQUAL(ts_arg_int("101", 1, 100, &i), -1);
+  CU_ASSERT_EQUAL(ts_arg_int("12x", 1, 100, &i), -1);
+  CU_ASSERT_EQUAL(ts_arg_int("", 1, 100, &i), -1);
+  CU_ASSERT_EQUAL(ts_arg_int("99999999999999999999", 0, 100, &i), -1);
+  CU_ASSERT_EQUAL(i, 42); /* untouched by the refusals */
+  CU_ASSERT_EQUAL(ts_arg_ll("-5", -10, 10, &ll), 0);
+  CU_ASSERT_EQUAL(ll, -5);
+  CU_ASSERT_EQUAL(ts_arg_double("0.5", 0, 1, &d), 0);
+  CU_ASSERT_DOUBLE_EQUAL(d, 0.5, 0);
+  CU_ASSERT_EQUAL(ts_arg_double("nan", 0, 1, &d), -1);
+  CU_ASSERT_EQUAL(ts_arg_double("1.5", 0, 1, &d), -1);
+  CU_ASSERT_EQUAL(ts_arg_double("0.5s", 0, 1, &d), -1);
+  CU_ASSERT_EQUAL(ts_arg_bytes("4096", &b), 0);
+  CU_ASSERT_EQUAL(b, 4096);
+  CU_ASSERT_EQUAL(ts_arg_bytes("1.5M", &b), 0);
+  CU_ASSERT_EQUAL(b, 1572864);
+  CU_ASSERT_EQUAL(ts_arg_bytes("64MB", &b), 0);
+  CU_ASSERT_EQUAL(b, (size_t)64 << 20);
+  CU_ASSERT_EQUAL(ts_arg_bytes("1g", &b), 0);
+  CU_ASSERT_EQUAL(b, (size_t)1 << 30);
+  CU_ASSERT_EQUAL(ts_arg_bytes("-1", &b), -1);
+  CU_ASSERT_EQUAL(ts_arg_bytes("3T", &b), -1);
+  CU_ASSERT_EQUAL(ts_arg_bytes("M", &b), -1);
+  CU_ASSERT_EQUAL(ts_arg_ll_list("1,16,64", 1, 64, v, 4), 3);
+  CU_ASSERT(v[0] == 1 && v[1] == 16 && v[2] == 64);
+  CU_ASSERT_EQUAL(ts_arg_ll_list("1,2,3,4,5", 1, 64, v, 4), -1);
+  CU_ASSERT_EQUAL(ts_arg_ll_list("1,,2", 1, 64, v, 4), -1);
+  CU_ASSERT_EQUAL(ts_arg_ll_list("1,", 1, 64, v, 4), -1);
+  CU_ASSERT_EQUAL(ts_arg_ll_list("0", 1, 64, v, 4), -1);
+  CU_ASSERT_EQUAL(ts_arg_ll_list("", 1, 64, v, 4), -1);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("common", NULL, NULL);
   CU_add_test(s, "ts_fail formats file: field: reason", test_fail_formats_file_field_reason);
+  CU_add_test(s, "option values (ts_args)", test_args);
   CU_add_test(s, "ts_fail_sys is not bad input", test_fail_sys_is_not_bad_input);
   CU_add_test(s, "long messages are truncated safely", test_fail_truncates_long_messages);
   CU_add_test(s, "tsj_load_string rejects bad JSON", test_load_string_rejects_bad_json);

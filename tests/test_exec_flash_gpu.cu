@@ -10,7 +10,8 @@
  * against the same reference, whose dK and dV sum over each group's query
  * heads; with the same tolerances.
  * Every kernel variant (modes) is checked; `--bench` also times each at
- * the GPT h4096 TP2 shape (batch 2, seq 2048, 16 heads of 128).
+ * the GPT h4096 TP2 shape (batch 2, seq 2048, 16 heads of 128); `--bench-parts`
+ * the grouped backward at P = 1 against the default P on zoo shapes.
  * The grouped backward with a group's query heads split over P CTAs
  * (exec_flash_bwd_parts; the small grouped cases above get P > 1 by default):
  * split_case runs P = 1, the automatic P, P = G forced and the minimum
@@ -407,6 +408,31 @@ static int split_case(int B, int S, int H, int KV, int D) {
 
 static void bench(void) { bench_kv(2, 2048, 16, 16, 128); }
 
+/* --bench-parts: the backward at P = 1 (--variant flash-bwd-parts=1) and at
+ * the default rule's P, on grouped shapes of the zoo's attention sweep
+ * (runtime/calibrate/calibrate_attn.c: Llama 3 8B / 70B, Qwen2.5 7B / 14B /
+ * 32B / 72B at TP 1-8, micro-batch 1-4, seq 2048-8192); "parts" lines. */
+static void bench_parts(void) {
+  static const int shapes[][4] = {/* B, S, H, KV (head_dim 128) */
+                                  {1, 4096, 32, 8}, {2, 4096, 28, 4}, {1, 4096, 64, 8}, {1, 4096, 40, 8},
+                                  {4, 2048, 28, 4}, {1, 4096, 28, 4},  {1, 4096, 16, 4}, {1, 4096, 8, 2},
+                                  {1, 4096, 8, 1},  {2, 4096, 8, 1},   {1, 8192, 8, 1},  {1, 2048, 8, 1},
+                                  {4, 2048, 8, 1},  {1, 4096, 7, 1},   {1, 4096, 14, 2}, {1, 4096, 5, 1},
+                                  {1, 4096, 10, 2}, {1, 4096, 6, 1},   {1, 4096, 16, 1}, {1, 8192, 16, 1},
+                                  {1, 4096, 4, 1},  {2, 2048, 16, 2},  {1, 4096, 32, 2}, {1, 2048, 64, 8}};
+  for (const auto &x : shapes) {
+    double f1, fa;
+    set_variant("flash-bwd-parts=1");
+    const double t1 = bench_kv(x[0], x[1], x[2], x[3], 128, &f1);
+    set_variant("flash-bwd-parts=0");
+    const double ta = bench_kv(x[0], x[1], x[2], x[3], 128, &fa);
+    const long long sf = exec_flash_bwd_gqa_scratch_floats(x[0], x[1], x[2], x[3], 128);
+    printf("parts B=%d S=%d H=%d KV=%d D=128: P=%d; backward P=1 %.1f us, default %.1f us (%.2fx); forward %.1f us\n",
+           x[0], x[1], x[2], x[3], exec_flash_bwd_parts(x[0], x[1], x[2], x[3], 128, sf), t1, ta, t1 / ta, fa);
+  }
+  set_mode(0);
+}
+
 int main(int argc, char **argv) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -415,7 +441,7 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "--bench-only") == 0) { /* timing alone (e.g. under a profiler) */
     if (argc < 3) {
-      fprintf(stderr, "usage: test_exec_flash_gpu [--bench | --bench-gqa | --bench-only MODE...]\n");
+      fprintf(stderr, "usage: test_exec_flash_gpu [--bench | --bench-gqa | --bench-parts | --bench-only MODE...]\n");
       return 2;
     }
     for (int i = 2; i < argc; i++) {
@@ -427,6 +453,11 @@ int main(int argc, char **argv) {
       set_mode(m);
       bench();
     }
+    return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "--bench-parts") == 0) {
+    set_mode(0);
+    bench_parts();
     return 0;
   }
   if (argc > 1 && strcmp(argv[1], "--bench-gqa") == 0) { /* default kernels: grouped against multi-head */

@@ -118,7 +118,9 @@ static void test_kv_cache_formula(void) {
   /* weights: bf16 parameters, half of the model (plus padding) on each of 2 GPUs */
   CU_ASSERT(mem.weights > model_params_total(m) && mem.weights < 1.05 * model_params_total(m));
   g_plan.kv = PLAN_KV_FP8;
-  NEAR(plan_infer_kv_bytes(&g_plan, 128), want / 2, 1e-12);
+  /* E4M3 codes and one FP32 scale per head vector of K and of V */
+  double d = m->hidden / m->heads;
+  NEAR(plan_infer_kv_bytes(&g_plan, 128), want / 2 * (1 + 4 / d), 1e-12);
 }
 
 static void test_codec_wire_bytes(void) {
@@ -261,6 +263,31 @@ static void test_prefill_keyed_and_ceiling(void) {
   CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, NULL, &base, &e), -1);
   CU_ASSERT(strncmp(e.msg, TS_SIM_FAILURE_PREFIX, strlen(TS_SIM_FAILURE_PREFIX)) == 0);
   CU_ASSERT(strstr(e.msg, "decode attention") != NULL);
+  schema_calibration_free(&cal);
+}
+
+/* An FP8 KV cache: decode attention from "attention_decode_fp8" when the
+ * calibration has it, else from the BF16 table (at the FP8 bytes); KV memory
+ * 1 + 4/head_dim bytes an element; prefill unchanged. */
+static void test_fp8_kv_decode_table(void) {
+  load_small_plan("{\"kind\":\"none\"}");
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "attention_decode", true, 1, 0, 50.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "attention_decode", true, 1e18, 0, 50.0), 0);
+  sim_infer_result r16, r8, r8t;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r16, &e), 0);
+  g_plan.kv = PLAN_KV_FP8;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r8, &e), 0);
+  NEAR(r8.tpot_s, r16.tpot_s, 1e-12); /* the BF16 table (constant here) */
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "attention_decode_fp8", true, 1, 0, 30.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "attention_decode_fp8", true, 1e18, 0, 30.0), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r8t, &e), 0);
+  NEAR(r16.tpot_s - r8t.tpot_s, g_plan.model.layers * (50.0 - 30.0) * 1e-6, 1e-9);
+  NEAR(r8t.ttft_s, r16.ttft_s, 1e-12);
+  double d = model_head_dim(&g_plan.model);
+  NEAR(r8t.memory.kv_cache, r16.memory.kv_cache / 2 * (1 + 4 / d), 1e-6);
   schema_calibration_free(&cal);
 }
 
@@ -504,6 +531,7 @@ int main(void) {
   CU_add_test(s, "valid plan loads", test_valid_loads);
   CU_add_test(s, "malformed plans rejected", test_malformed_rejected);
   CU_add_test(s, "KV cache formula", test_kv_cache_formula);
+  CU_add_test(s, "FP8 KV cache: decode table and memory", test_fp8_kv_decode_table);
   CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
   CU_add_test(s, "hand-computed TTFT and TPOT", test_hand_computed_prediction);
   CU_add_test(s, "codec policy", test_codec_policy);

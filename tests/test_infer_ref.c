@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "infer_ref.h"
+#include "taco_fp8.h"
 #include "plan_infer_policy.h"
 #include "result.h"
 
@@ -90,6 +91,49 @@ static void test_bf16(void) {
 }
 
 /* The rule both halves apply per all-reduce size. */
+/* The FP8 KV quantizer: the largest magnitude maps to 448 (code 0x7E), the
+ * scale is amax / 448, zeros stay zero, a zero vector gets scale 0, and the
+ * round trip is within E4M3's half step (2^-4 relative) of each element. */
+static void test_kv8_quantize(void) {
+  float x[8] = {3.0f, -1.5f, 0.f, 0.75f, -3.0f, 1e-3f, 2.9f, -0.1f}, y[8];
+  unsigned char c[8];
+  float sc;
+  infer_ref_kv8_quantize(x, 8, c, &sc);
+  CU_ASSERT_EQUAL(sc, 3.0f / 448.0f);
+  CU_ASSERT_EQUAL(c[0], 0x7E);
+  CU_ASSERT_EQUAL(c[4], 0xFE); /* -448 */
+  CU_ASSERT_EQUAL(c[2], 0x00);
+  infer_ref_kv8_dequantize(c, sc, 8, y);
+  for (int i = 0; i < 8; i++) CU_ASSERT(fabsf(y[i] - x[i]) <= fabsf(x[i]) / 16 + 3.0f / 448 * 0x1p-9f);
+  CU_ASSERT_EQUAL(y[1], -1.5f); /* -224: exact */
+  float z[4] = {0, 0, 0, 0};
+  infer_ref_kv8_quantize(z, 4, c, &sc);
+  CU_ASSERT_EQUAL(sc, 0.f);
+  for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(c[i], 0);
+}
+
+/* The reference's E4M3 (by enumeration) against kernels/taco_fp8.h's (bit
+ * arithmetic, checked against the GPU's conversion over all floats): every
+ * 97th float bit pattern and every code's value and midpoints. */
+static void test_e4m3_two_ways(void) {
+  long long bad = 0;
+  for (unsigned long long u = 0; u < (1ULL << 32); u += 997) {
+    float x;
+    uint32_t b = (uint32_t)u;
+    memcpy(&x, &b, 4);
+    bad += infer_ref_e4m3_from_float(x) != taco_fp8_e4m3_from_float(x);
+  }
+  for (int c = 0; c < 256; c++) {
+    float v = infer_ref_e4m3_to_float((unsigned char)c), t = taco_fp8_e4m3_to_float((uint8_t)c);
+    bad += !(v == t || (isnan(v) && isnan(t)));
+    if (c < 0x7e) {
+      float mid = 0.5f * (v + infer_ref_e4m3_to_float((unsigned char)(c + 1)));
+      bad += infer_ref_e4m3_from_float(mid) != taco_fp8_e4m3_from_float(mid);
+    }
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+}
+
 static void test_policy(void) {
   plan_codec none = {.kind = PLAN_CODEC_NONE}, taco = {.kind = PLAN_CODEC_TACO, .group = 128},
              caat = {.kind = PLAN_CODEC_CAAT, .p = 0.5}, both = {.kind = PLAN_CODEC_TACO_CAAT, .group = 128, .p = 0.5};
@@ -152,6 +196,8 @@ int main(void) {
   CU_add_test(s, "causal attention's last row is decode attention", test_causal_last_row_is_decode);
   CU_add_test(s, "RoPE", test_rope);
   CU_add_test(s, "bf16 rounding", test_bf16);
+  CU_add_test(s, "FP8 KV cache quantizer", test_kv8_quantize);
+  CU_add_test(s, "E4M3: enumeration vs taco_fp8.h", test_e4m3_two_ways);
   CU_add_test(s, "per-size codec rule", test_policy);
   CU_add_test(s, "inference result round trip", test_result_roundtrip);
   CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -12,7 +12,7 @@ static void test_defaults(void) {
   CU_ASSERT_STRING_EQUAL(ops_variant(OPS_V_ATTN), "fused");
   CU_ASSERT_STRING_EQUAL(ops_variant(OPS_V_FLASH_FWD), "default");
   CU_ASSERT_STRING_EQUAL(ops_variant(OPS_V_FLASH_BWD_WARPS), "4");
-  CU_ASSERT_STRING_EQUAL(ops_variant(OPS_V_FLASH_BWD_PARTS), "1"); /* the kernel checked on a GPU; the split is opt-in */
+  CU_ASSERT_STRING_EQUAL(ops_variant(OPS_V_FLASH_BWD_PARTS), "0"); /* the rule of exec_flash_bwd_parts */
   CU_ASSERT_STRING_EQUAL(ops_variant(OPS_V_WGRAD_OVERLAP), "on");
   CU_ASSERT_STRING_EQUAL(ops_variant(OPS_V_TP_OVERLAP_SM_MARGIN), "0");
   CU_ASSERT_FALSE(ops_variant_is(OPS_V_ATTN, "unfused"));
@@ -55,7 +55,7 @@ static void test_note_and_usage(void) {
   CU_ASSERT_EQUAL(ops_variant_set("ce=unfused", &e), 0);
   ops_variant_note(note, sizeof note);
   CU_ASSERT_STRING_EQUAL(note, "variants: attn=fused flash-fwd=default flash-bwd=default flash-bwd-warps=4 "
-                               "flash-bwd-parts=1 flash-order=longest ce=unfused norm-bwd=fused softmax=causal wgrad-overlap=on "
+                               "flash-bwd-parts=0 flash-order=longest ce=unfused norm-bwd=fused softmax=causal wgrad-overlap=on "
                                "caat-bwd=fp32 tp-overlap-sm-margin=0");
   char buf[8192] = "";
   FILE *f = fmemopen(buf, sizeof buf - 1, "w");

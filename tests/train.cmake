@@ -27,6 +27,11 @@ if(TACOSIM_HAVE_GPU AND TARGET tacorun)
   set_tests_properties(train_emu_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
   add_test(NAME train_emu_only_codec COMMAND tacorun train --corpus ${CMAKE_SOURCE_DIR}/README.md --codec fp8-group)
   set_tests_properties(train_emu_only_codec PROPERTIES PASS_REGULAR_EXPRESSION "runs only in the emulation")
+  # --inject-nan with --tp-emulate 2: the TACO encode's NaN count reported (step, layer, tensor,
+  # count; exit 1), as the uncompressed run reports its NaN loss
+  add_test(NAME train_nan_gpu COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/train_nan.sh $<TARGET_FILE:tacorun>
+           ${CMAKE_SOURCE_DIR}/README.md)
+  set_tests_properties(train_nan_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
   add_test(NAME train_reshape_missing COMMAND tacorun train --reshape ${CMAKE_SOURCE_DIR}/no-such-dump)
   set_tests_properties(train_reshape_missing PROPERTIES PASS_REGULAR_EXPRESSION "dump-index.csv: cannot open")
 endif()

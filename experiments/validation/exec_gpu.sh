@@ -54,11 +54,11 @@ stage_calibrate() {
   local rc=$?
   say "calibrate nvlink rc=$rc ($(elapsed) s): $(grep -m1 -E 'wrote|written' "$OUT/calib/nvlink.log")"
   if [ $rc -eq 0 ]; then
-    NCCL_P2P_DISABLE=1 timeout "${CAL_SHM_S:-40}" "$BIN" calibrate --quick --compute-from "$OUT/calib/h200-nvlink.json" \
+    timeout "${CAL_SHM_S:-40}" "$BIN" calibrate --transport shm --quick --compute-from "$OUT/calib/h200-nvlink.json" \
       --transport-name shm --out "$OUT/calib/h200-shm.json" >"$OUT/calib/shm.log" 2>&1
     say "calibrate shm rc=$? ($(elapsed) s)"
-    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo timeout "${CAL_SOCKET_S:-70}" \
-      "$BIN" calibrate --quick --compute-from "$OUT/calib/h200-nvlink.json" --transport-name socket \
+    NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo timeout "${CAL_SOCKET_S:-70}" \
+      "$BIN" calibrate --transport socket --quick --compute-from "$OUT/calib/h200-nvlink.json" --transport-name socket \
       --out "$OUT/calib/h200-socket.json" >"$OUT/calib/socket.log" 2>&1
     say "calibrate socket rc=$? ($(elapsed) s)"
   fi
@@ -119,13 +119,13 @@ timed_one() { # timed_one TAG PLAN TRANSPORT NP [--program builtin]
   local tag=$1 plan=$2 transport=$3 np=$4; shift 4
   local it=$NVLINK_ITERS wu=2 limit=60 envs=()
   case $transport in
-  shm) it=3 wu=1 envs=(NCCL_P2P_DISABLE=1) ;;
-  socket) it=$SOCKET_ITERS wu=1 limit=90 envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) ;;
+  shm) it=3 wu=1 ;;
+  socket) it=$SOCKET_ITERS wu=1 limit=90 envs=(NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) ;;
   esac
   echo "=== $tag: $plan (transport $transport, $it iterations after $wu warm-up) $* ===" >>"$OUT/timing.txt"
   (
     for kv in "${envs[@]}"; do export "${kv?}"; done
-    mpi "$np" "$limit" execute "$plan" --iters "$it" --warmup "$wu" --timeout 30 --json "$OUT/measured/$tag.json" \
+    mpi "$np" "$limit" execute "$plan" --transport "${transport/nvlink/auto}" --iters "$it" --warmup "$wu" --timeout 30 --json "$OUT/measured/$tag.json" \
       --ops-csv "$OUT/measured/$tag.ops.txt" "$@"
   ) >>"$OUT/timing.txt" 2>&1
   local rc=$?

@@ -26,7 +26,8 @@
 #   forward, exp2f backward, one head's tiles launched together), the new
 #   defaults (new), and the new kernels in the old launch order (newhead),
 #   each repeated ROUNDS (2) times,
-#   then EXTRA once (a SETTING may set PLAN, e.g. the shm plan with NCCL_P2P_DISABLE=1).
+#   then EXTRA once (a SETTING may set PLAN, e.g. the shm plan with TRANSPORT=shm: tacorun's
+#   --transport, auto by default).
 # PLAN, NP (default the GPT h4096 TP2 NVLink plan on 2 ranks), ITERS (6).
 set -u
 cd "$(dirname "$0")/../.."
@@ -77,7 +78,7 @@ timed_one() { # timed_one TAG SETTINGS
     done
     export VARIANTS
     echo "plan $PLAN"
-    mpi "$NP" 60 execute "$PLAN" --iters "$ITERS" --warmup 2 --timeout 30 --json "$OUT/measured/$tag.json" \
+    mpi "$NP" 60 execute "$PLAN" --transport "${TRANSPORT:-auto}" --iters "$ITERS" --warmup 2 --timeout 30 --json "$OUT/measured/$tag.json" \
       --ops-csv "$OUT/measured/$tag.ops.txt"
   ) >>"$OUT/timing.txt" 2>&1
   say "$tag rc=$? ($(elapsed) s): $(grep -E '^# iteration time' "$OUT/timing.txt" | tail -1 | sed 's/.*: median/median/')"

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ts_args.h"
 #include "taco_codec.h"
 #include "taco_internal.h"
 #include "taco_ref.h"
@@ -154,20 +155,6 @@ static void usage(FILE *out) {
           "writes: the table on standard output; progress on standard error when it is a terminal\n");
 }
 
-static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || v <= 0) return -1;
-  double mul = 1;
-  if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
-  else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
-  else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
-  if (*end || v * mul > 64.0 * 1073741824.0) return -1; /* at most 64 GiB */
-  *out = (size_t)(v * mul);
-  return 0;
-}
-
 static int parse_list(const char *arg, const char *what, int is_size, bench_opts *o) {
   char buf[512];
   snprintf(buf, sizeof buf, "%s", arg);
@@ -178,7 +165,7 @@ static int parse_list(const char *arg, const char *what, int is_size, bench_opts
       return -1;
     }
     if (is_size) {
-      if (parse_size(tok, &o->sizes[count]) || o->sizes[count] < 64) {
+      if (ts_arg_bytes(tok, &o->sizes[count]) || o->sizes[count] < 64 || o->sizes[count] > ((size_t)64 << 30)) {
         fprintf(stderr, "bench-codec: --sizes: '%s' is not a size from 64 bytes to 64G (e.g. 64M)\n", tok);
         return -1;
       }
@@ -218,17 +205,14 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   parse_variant("", &o->variants[0]);
   o->nvariants = 1;
   o->blocks_per_sm = -1;
+  const ts_arg_flag flags[] = {{"--quality", &o->quality}, {"--fp32", &o->fp32}, {"--graph", &o->graph}};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    if (ts_arg_is_help(a)) {
       usage(stdout);
       return 1;
-    } else if (!strcmp(a, "--quality")) {
-      o->quality = 1;
-    } else if (!strcmp(a, "--fp32")) {
-      o->fp32 = 1;
-    } else if (!strcmp(a, "--graph")) {
-      o->graph = 1;
+    } else if (ts_arg_set_flag(a, flags, sizeof flags / sizeof *flags)) {
+      continue;
     } else if (v && !strcmp(a, "--sizes")) {
       if (parse_list(v, "--sizes", 1, o)) return -1;
       i++;

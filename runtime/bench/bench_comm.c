@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ts_args.h"
 #include "coll_taco.h"
 #include "rt_nccl.h"
 #include "rt_nccl_check.h"
@@ -62,6 +63,7 @@ typedef struct {
   coll_direct_ar direct_ar;
   int direct_ar_pieces, direct_ar_own_copy;
   coll_push push;
+  coll_transport transport;
 } bench_opts;
 
 static void usage(FILE *f) {
@@ -71,7 +73,7 @@ static void usage(FILE *f) {
           "  --codec none,taco,caat,taco+caat,taco-direct,taco-auto,bf16-direct   codecs besides NCCL BF16\n"
           "                   (default none,taco,taco-direct,taco-auto)\n"
           "                   taco: TACO over NCCL; taco-direct: TACO written straight into the peer GPU over\n"
-          "                   NVLink, or, through host shared memory (NCCL_P2P_DISABLE=1), into the peer's pinned\n"
+          "                   NVLink, or, through host shared memory (--transport shm), into the peer's pinned\n"
           "                   host staging (--host); bf16-direct: that direct path uncompressed\n"
           "                   (the transport alone; all-gather, reduce-scatter, one-shot all-reduce)\n"
           "                   (--chunk sizes tried as coll_opts.direct_chunk_bytes; the two-shot all-reduce and\n"
@@ -97,6 +99,7 @@ static void usage(FILE *f) {
           "  --single-process drive the local GPUs from one process (ncclCommInitAll; default one process per GPU)\n"
           "  --ngpus N        with --single-process: the first N GPUs (default all of them)\n"
           "  --timeout-s S    a collective not done after S seconds aborts NCCL and fails (default 60)\n"
+          RT_TRANSPORT_USAGE
           "  --host auto|off|on   host-memory flavour of the direct path: where NCCL runs over host shared\n"
           "                   memory, never, or wherever the ranks share a host (also instead of NVLink) [auto]\n"
           "  --direct-ar auto|whole|pipe|copy   the direct two-shot all-reduce (kernels/coll_direct.c) [auto:\n"
@@ -110,30 +113,6 @@ static void usage(FILE *f) {
           "Run one process per GPU under mpirun, or with TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE set.\n"
           "reads:  nothing (with TACORUN_ID_FILE: rank 0 writes the NCCL id there, the other ranks read it)\n"
           "writes: the nccl-tests columns on standard output (rank 0), one gnuplot block per op\n");
-}
-
-static int parse_bytes(const char *s, size_t *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || v < 0) return -1;
-  switch (*end) {
-  case 'k': case 'K': v *= 1024; end++; break;
-  case 'm': case 'M': v *= 1048576; end++; break;
-  case 'g': case 'G': v *= 1073741824.0; end++; break;
-  default: break;
-  }
-  if (*end == 'B' || *end == 'b') end++;
-  if (*end) return -1;
-  *out = (size_t)v;
-  return 0;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
 }
 
 static int parse_list(char *s, int *flags, const char *const *names, int n, int all_ok) {
@@ -188,32 +167,32 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
       if (parse_list(v, o->codecs, codec_names, CODEC_KINDS, 0)) return ts_fail(e, "bench-comm", a, "unknown codec in '%s'", v);
       o->codecs[CODEC_NONE] = 1; /* the baseline every speedup is measured against */
     } else if (!strcmp(a, "--group")) {
-      if (parse_int(v, 32, 512, &o->group) || (o->group & (o->group - 1)))
+      if (ts_arg_int(v, 32, 512, &o->group) || (o->group & (o->group - 1)))
         return ts_fail(e, "bench-comm", a, "must be 32, 64, 128, 256 or 512");
     } else if (!strcmp(a, "--fp8")) {
       if (!strcmp(v, "e4m3")) o->fp8 = TACO_FP8_E4M3;
       else if (!strcmp(v, "e5m2")) o->fp8 = TACO_FP8_E5M2;
       else return ts_fail(e, "bench-comm", a, "must be e4m3 or e5m2");
     } else if (!strcmp(a, "--minbytes")) {
-      if (parse_bytes(v, &o->minbytes) || !o->minbytes) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
+      if (ts_arg_bytes(v, &o->minbytes) || !o->minbytes) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
     } else if (!strcmp(a, "--maxbytes")) {
-      if (parse_bytes(v, &o->maxbytes)) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
+      if (ts_arg_bytes(v, &o->maxbytes)) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
     } else if (!strcmp(a, "--step-factor")) {
       char *end;
       o->step = strtod(v, &end);
       if (*end || !(o->step > 1.0)) return ts_fail(e, "bench-comm", a, "must be a number > 1");
     } else if (!strcmp(a, "--iters")) {
-      if (parse_int(v, 1, 1000000, &o->iters)) return ts_fail(e, "bench-comm", a, "must be >= 1");
+      if (ts_arg_int(v, 1, 1000000, &o->iters)) return ts_fail(e, "bench-comm", a, "must be >= 1");
     } else if (!strcmp(a, "--warmup")) {
-      if (parse_int(v, 0, 1000000, &o->warmup)) return ts_fail(e, "bench-comm", a, "must be >= 0");
+      if (ts_arg_int(v, 0, 1000000, &o->warmup)) return ts_fail(e, "bench-comm", a, "must be >= 0");
     } else if (!strcmp(a, "--target-ms")) {
       int ms;
-      if (parse_int(v, 1, 1000000, &ms)) return ts_fail(e, "bench-comm", a, "must be >= 1");
+      if (ts_arg_int(v, 1, 1000000, &ms)) return ts_fail(e, "bench-comm", a, "must be >= 1");
       o->target_s = ms / 1000.0;
     } else if (!strcmp(a, "--chunk")) {
       o->nchunks = 0;
       for (char *tok = strtok(v, ","); tok; tok = strtok(NULL, ",")) {
-        if (o->nchunks == MAX_CHUNKS || parse_bytes(tok, &o->chunks[o->nchunks]) || !o->chunks[o->nchunks])
+        if (o->nchunks == MAX_CHUNKS || ts_arg_bytes(tok, &o->chunks[o->nchunks]) || !o->chunks[o->nchunks])
           return ts_fail(e, "bench-comm", a, "bad chunk size '%s' (at most %d sizes)", tok, MAX_CHUNKS);
         o->nchunks++;
       }
@@ -228,19 +207,21 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
       else if (!strcmp(v, "two-shot")) o->allreduce = COLL_ALLREDUCE_TWO_SHOT;
       else return ts_fail(e, "bench-comm", a, "must be auto, one-shot or two-shot");
     } else if (!strcmp(a, "--threshold")) {
-      if (parse_bytes(v, &o->threshold)) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
+      if (ts_arg_bytes(v, &o->threshold)) return ts_fail(e, "bench-comm", a, "bad size '%s'", v);
     } else if (!strcmp(a, "--caat-p")) {
       char *end;
       o->caat_p = strtod(v, &end);
       if (*end || !(o->caat_p >= 0 && o->caat_p <= 1)) return ts_fail(e, "bench-comm", a, "must be in [0, 1]");
     } else if (!strcmp(a, "--hidden")) {
-      if (parse_bytes(v, &o->hidden) || !o->hidden) return ts_fail(e, "bench-comm", a, "must be >= 1");
+      if (ts_arg_bytes(v, &o->hidden) || !o->hidden) return ts_fail(e, "bench-comm", a, "must be >= 1");
     } else if (!strcmp(a, "--ngpus")) {
-      if (parse_int(v, 1, RT_MAX_LOCAL, &o->ngpus)) return ts_fail(e, "bench-comm", a, "must be 1..%d", RT_MAX_LOCAL);
+      if (ts_arg_int(v, 1, RT_MAX_LOCAL, &o->ngpus)) return ts_fail(e, "bench-comm", a, "must be 1..%d", RT_MAX_LOCAL);
     } else if (!strcmp(a, "--timeout-s")) {
       char *end;
       o->timeout_s = strtod(v, &end);
       if (*end || !(o->timeout_s > 0)) return ts_fail(e, "bench-comm", a, "must be > 0");
+    } else if (!strcmp(a, "--transport")) {
+      if (rt_transport_arg(v, &o->transport, e)) return -1;
     } else if (!strcmp(a, "--host")) {
       if (!strcmp(v, "auto")) o->host = COLL_DIRECT_AUTO;
       else if (!strcmp(v, "off")) o->host = COLL_DIRECT_OFF;
@@ -249,7 +230,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
     } else if (!strcmp(a, "--direct-ar")) {
       if (coll_direct_ar_parse(v, &o->direct_ar)) return ts_fail(e, "bench-comm", a, "must be auto, whole, pipe or copy");
     } else if (!strcmp(a, "--direct-ar-pieces")) {
-      if (parse_int(v, 1, COLL_EVENT_SLOTS, &o->direct_ar_pieces))
+      if (ts_arg_int(v, 1, COLL_EVENT_SLOTS, &o->direct_ar_pieces))
         return ts_fail(e, "bench-comm", a, "must be 1..%d", COLL_EVENT_SLOTS);
     } else if (!strcmp(a, "--direct-ar-own")) {
       if (strcmp(v, "dup") && strcmp(v, "copy")) return ts_fail(e, "bench-comm", a, "must be dup or copy");
@@ -257,9 +238,9 @@ static int parse_args(int argc, char **argv, bench_opts *o, ts_err *e) {
     } else if (!strcmp(a, "--push")) {
       if (coll_push_parse(v, &o->push)) return ts_fail(e, "bench-comm", a, "must be auto, encode or copy");
     } else if (!strcmp(a, "--die-rank")) {
-      if (parse_int(v, 0, 1 << 20, &o->die_rank)) return ts_fail(e, "bench-comm", a, "must be a rank");
+      if (ts_arg_int(v, 0, 1 << 20, &o->die_rank)) return ts_fail(e, "bench-comm", a, "must be a rank");
     } else if (!strcmp(a, "--die-after")) {
-      if (parse_int(v, 1, 1 << 30, &o->die_after)) return ts_fail(e, "bench-comm", a, "must be >= 1");
+      if (ts_arg_int(v, 1, 1 << 30, &o->die_after)) return ts_fail(e, "bench-comm", a, "must be >= 1");
     } else return ts_fail(e, "bench-comm", a, "unknown option (see --help)");
     i += takes;
   }
@@ -578,7 +559,7 @@ static int run_op(bench *B, coll_op op, int *check_failed, ts_err *e) {
   for (int k = 1; k < CODEC_KINDS && root; k++) {
     if (!o->codecs[k] || ((k == CODEC_CAAT || k == CODEC_TACO_CAAT) && op != COLL_OP_ALLREDUCE)) continue;
     size_t th = coll_threshold_from_sweep(T.bytes, T.us[CODEC_NONE], T.us[k], T.n);
-    printf("# tuned: op=%s codec=%s transport=%s threshold_bytes=", coll_op_name(op), codec_names[k], rt_nccl_transport());
+    printf("# tuned: op=%s codec=%s transport=%s threshold_bytes=", coll_op_name(op), codec_names[k], rt_nccl_transport(B->w));
     if (th == SIZE_MAX) printf("never");
     else printf("%zu", th);
     printf(" best_chunk_bytes_by_size=");
@@ -609,10 +590,10 @@ int bench_comm_main(int argc, char **argv) {
     return TS_EXIT_FAILURE;
   }
   rt_nccl w;
-  rt_nccl_opts no = {o.single, o.ngpus, o.timeout_s};
+  rt_nccl_opts no = {o.single, o.ngpus, o.timeout_s, o.transport};
   if (rt_nccl_init(&w, &no, &e)) {
     fprintf(stderr, "tacorun bench-comm: %s\n", e.msg);
-    return TS_EXIT_FAILURE;
+    return ts_exit_status(&e);
   }
   int failed = 0, check_failed = 0;
   coll_team t;

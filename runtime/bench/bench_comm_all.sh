@@ -36,7 +36,7 @@ grep -E "^(FAIL|ERROR)" "$OUT/test_coll_gpu.log" | head -5 | tee -a "$SUMMARY"
 # 1b. The same with the direct cases on the host-memory flavour (NCCL through shm).
 if [ "${BENCH_COMM_HOST:-1}" = 1 ]; then
   t0=$(date +%s)
-  NCCL_P2P_DISABLE=1 TEST_COLL_HOST=1 timeout 150 "$TESTBIN" >"$OUT/test_coll_gpu-host.log" 2>&1
+  TEST_COLL_HOST=1 timeout 150 "$TESTBIN" >"$OUT/test_coll_gpu-host.log" 2>&1
   rc=$?
   note "test_coll_gpu (host-memory direct path): rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/test_coll_gpu-host.log")"
   grep -E "^(FAIL|ERROR)" "$OUT/test_coll_gpu-host.log" | head -5 | tee -a "$SUMMARY"
@@ -64,12 +64,11 @@ fault() { # $1: label, $2: codec, $3: log name, then more bench-comm options; ra
   cat /tmp/fault_rank1.log >>"$OUT/fault-$name.log"
 }
 if [ "${BENCH_COMM_FAULT:-1}" = 1 ]; then # BENCH_COMM_FAULT=0 skips it (the path did not change)
-  unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE
   FAULTS=" ${BENCH_COMM_FAULTS:-nccl direct host} "
   case $FAULTS in *" nccl "*) fault "id-file, NCCL path" taco nccl ;; esac
   case $FAULTS in *" direct "*) fault "id-file, direct path" taco-direct direct --allreduce one-shot ;; esac
   case $FAULTS in *" host "*) [ "${BENCH_COMM_HOST:-1}" = 1 ] &&
-    (export NCCL_P2P_DISABLE=1; fault "id-file, host-memory direct path" taco-direct host --allreduce one-shot) ;; esac
+    fault "id-file, host-memory direct path" taco-direct host --allreduce one-shot --transport shm ;; esac
 fi
 
 # 2b. The direct path under mpirun (one process per GPU, CUDA IPC): --check at odd
@@ -77,11 +76,11 @@ fi
 # count), out of place and in place, up to 1 GiB.
 # With BENCH_COMM_HOST=1 (default) also through host shared memory (the host-memory
 # flavour, shared-memory objects mapped by both processes), with bf16-direct rows.
-odd() { # $1: label; the environment chooses the transport
+odd() { # $1: label, $2: --transport value
   for place in "" --inplace; do
     t0=$(date +%s)
     mpi "$TACORUN" bench-comm --op allreduce,allgather,reducescatter,sendrecv --codec taco-direct,bf16-direct --check \
-      --iters 3 --warmup 1 --target-ms 20 --minbytes 1030 --maxbytes 1G --step-factor 7.3 $place \
+      --iters 3 --warmup 1 --target-ms 20 --minbytes 1030 --maxbytes 1G --step-factor 7.3 $place --transport "$2" \
       >"$OUT/$1-odd${place}.dat" 2>/tmp/direct-odd.err
     note "$1 --check under mpirun ${place:-out-of-place}: rc=$? in $(( $(date +%s) - t0 )) s," \
       "$(grep -cE 'taco-direct|bf16-direct' "$OUT/$1-odd${place}.dat") rows, $(grep -c 'CHECK FAILED' "$OUT/$1-odd${place}.dat") failed"
@@ -90,8 +89,8 @@ odd() { # $1: label; the environment chooses the transport
 }
 if [ "${BENCH_COMM_ODD:-1}" = 1 ]; then
   ODDS=" ${BENCH_COMM_ODDS:-direct host} "
-  case $ODDS in *" direct "*) (unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE; odd direct) ;; esac
-  case $ODDS in *" host "*) [ "${BENCH_COMM_HOST:-1}" = 1 ] && (export NCCL_P2P_DISABLE=1; unset NCCL_SHM_DISABLE; odd host) ;; esac
+  case $ODDS in *" direct "*) odd direct p2p ;; esac
+  case $ODDS in *" host "*) [ "${BENCH_COMM_HOST:-1}" = 1 ] && odd host shm ;; esac
 fi
 
 # 3. The sweep per transport, one process per GPU under mpirun.
@@ -108,10 +107,9 @@ sweep() { # $1: name, then bench-comm arguments
   grep -E "^# (tuned|CHECK)" "$OUT/$name.dat" >>"$SUMMARY"
 }
 TRANSPORTS=" ${BENCH_COMM_TRANSPORTS:-nvlink shm socket} "
-unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_IB_DISABLE NCCL_SOCKET_IFNAME
-case $TRANSPORTS in *" nvlink "*) sweep nvlink --minbytes 256K --maxbytes 256M ;; esac
-export NCCL_P2P_DISABLE=1
-case $TRANSPORTS in *" shm "*) sweep shm --minbytes 256K --maxbytes 256M ;; esac
-export NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
-case $TRANSPORTS in *" socket "*) sweep socket --minbytes 256K --maxbytes 64M ;; esac
+unset NCCL_IB_DISABLE NCCL_SOCKET_IFNAME
+case $TRANSPORTS in *" nvlink "*) sweep nvlink --transport p2p --minbytes 256K --maxbytes 256M ;; esac
+case $TRANSPORTS in *" shm "*) sweep shm --transport shm --minbytes 256K --maxbytes 256M ;; esac
+export NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo # NCCL's own: sockets over loopback
+case $TRANSPORTS in *" socket "*) sweep socket --transport socket --minbytes 256K --maxbytes 64M ;; esac
 cat "$SUMMARY"

@@ -3,14 +3,15 @@
  *
  * 1. Checks (fresh random inputs per case, outputs poisoned with NaN before
  *    every run, plain-C float64 references, tolerance: relative L2 error
- *    <= 1e-2, every output finite): infer_gemv_nn / infer_gemv_nt
- *    (infer_decode.h) on odd shapes and every m in 1..8, and the decode
- *    attentions infer_decode_attention (infer_kernels.h) and
- *    infer_decode_attention2.
+ *    <= 1e-2, every output finite): the decode attentions
+ *    infer_decode_attention (infer_kernels.h) and infer_decode_attention2
+ *    (infer_decode.h).
  * 2. Timing, per point: the model's decode projections (qkv, attn_out, fc1,
  *    fc2, logits) at each batch by cuBLASLt through exec_gemm (the
- *    executor's path) and by the GEMV (batch <= 8); the decode attention
- *    over KV lengths at each batch, both kernels. Weights rotate through
+ *    executor's path; the GEMV that lost to it: dev/decode_gemv); the decode attention
+ *    over KV lengths at each batch, both kernels, and v2 over the FP8 KV
+ *    cache (v2fp8: the same head vectors quantized by infer_kv8_quantize;
+ *    its checks are `tacorun execute --infer-check`'s). Weights rotate through
  *    copies spanning >= 512 MiB, and KV caches through >= 512 MiB, so every
  *    launch reads from HBM, not from the 60 MB L2. Printed: us, achieved GB/s
  *    (bytes that must move: weights + inputs + outputs, or K, V, q, out) and
@@ -23,11 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ts_args.h"
 #include "bench.h"
 #include "calibrate_time.h"
 #include "exec_gemm.h"
 #include "infer_decode.h"
 #include "infer_kernels.h"
+#include "infer_kv8.h"
 #include "model.h"
 #include "rt_ops.h"
 #include "rt_ops_check.h"
@@ -67,51 +70,6 @@ static int to_host(uint16_t **h, const void *d, size_t elems, ts_err *e) {
 }
 
 /* ---- checks ---- */
-
-static int check_gemv(int nt, int m, long long n, long long k, uint64_t seed, int *failed, ts_err *e) {
-  void *X = NULL, *W = NULL, *Y = NULL;
-  float *ws = NULL;
-  uint16_t *hx = NULL, *hw = NULL, *hy = NULL;
-  double *ref = NULL;
-  int rc = -1;
-  if (dev_random(&X, (size_t)m * k, seed, e) || dev_random(&W, (size_t)n * k, seed + 1, e)) goto out;
-  if (cudaMalloc(&Y, (size_t)m * n * 2) != cudaSuccess || cudaMalloc((void **)&ws, infer_gemv_ws_bytes(m, n)) != cudaSuccess ||
-      cudaMemset(ws, 0, infer_gemv_ws_bytes(m, n)) != cudaSuccess || cudaMemset(Y, 0xff, (size_t)m * n * 2) != cudaSuccess) {
-    ts_fail_sys(e, "bench-decode: cudaMalloc/cudaMemset failed");
-    goto out;
-  }
-  for (int rep = 0; rep < 2; rep++) { /* twice: the first call must leave ws cleared */
-    if (cudaMemset(Y, 0xff, (size_t)m * n * 2) != cudaSuccess) goto out;
-    if ((nt ? infer_gemv_nt(X, W, Y, m, n, k, NULL, e) : infer_gemv_nn(X, W, Y, ws, m, n, k, NULL, e))) goto out;
-  }
-  if (cudaDeviceSynchronize() != cudaSuccess) {
-    ts_fail_sys(e, "bench-decode: GEMV failed");
-    goto out;
-  }
-  if (to_host(&hx, X, (size_t)m * k, e) || to_host(&hw, W, (size_t)n * k, e) || to_host(&hy, Y, (size_t)m * n, e))
-    goto out;
-  ref = calloc((size_t)m * n, sizeof *ref);
-  if (!ref) {
-    ts_fail_sys(e, "bench-decode: out of memory");
-    goto out;
-  }
-  for (int r = 0; r < m; r++)
-    for (long long kk = 0; kk < k; kk++) {
-      double x = bf16_to_float(hx[r * k + kk]);
-      for (long long j = 0; j < n; j++)
-        ref[r * n + j] += x * bf16_to_float(nt ? hw[j * k + kk] : hw[kk * n + j]);
-    }
-  double err = rel_l2(hy, ref, (size_t)m * n);
-  int ok = err >= 0 && err <= TOL;
-  *failed += !ok;
-  printf("check gemv_%s m=%d n=%lld k=%lld: rel L2 %.2e (tol %.0e) %s\n", nt ? "nt" : "nn", m, n, k, err, TOL,
-         ok ? "ok" : "FAILED");
-  rc = 0;
-out:
-  cudaFree(X), cudaFree(W), cudaFree(Y), cudaFree(ws);
-  free(hx), free(hw), free(hy), free(ref);
-  return rc;
-}
 
 typedef int (*decode_fn)(const void *, const void *, const void *, void *, void *, const infer_attn_dims *, long long,
                          void *, ts_err *);
@@ -175,15 +133,7 @@ out:
 }
 
 static int run_checks(int *failed, ts_err *e) {
-  static const struct { int nt, m; long long n, k; } g[] = {
-      {0, 1, 4096, 4096}, {0, 3, 1000, 776}, {0, 5, 6144, 520},  {0, 8, 2056, 4104}, {0, 2, 8, 8},
-      {1, 1, 4096, 4096}, {1, 4, 1000, 776}, {1, 7, 3000, 1032}, {1, 8, 520, 4096},  {1, 6, 8, 8}};
-  uint64_t seed = 1000;
-  for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
-    if (check_gemv(g[i].nt, g[i].m, g[i].n, g[i].k, seed += 7, failed, e)) return -1;
-  for (int m = 1; m <= INFER_GEMV_MAX_M; m++)
-    if (check_gemv(0, m, 1032, 264, seed += 7, failed, e) || check_gemv(1, m, 264, 1032, seed += 7, failed, e))
-      return -1;
+  uint64_t seed = 1000 + 7 * 26; /* the seeds these cases had beside the GEMV's (now dev/decode_gemv/) */
   static const struct { int b, hl, kvl, d; long long len; } a[] = {
       {1, 32, 8, 128, 4096}, {3, 8, 8, 128, 77}, {2, 16, 4, 128, 1000}, {1, 8, 2, 64, 33},
       {2, 32, 2, 64, 517},   {4, 28, 4, 128, 130}, {1, 4, 4, 64, 1}, {2, 12, 2, 128, 300}};
@@ -201,11 +151,9 @@ static int run_checks(int *failed, ts_err *e) {
 typedef struct {
   exec_gemm *gemm;
   exec_gemm_shape s;
-  int impl; /* 0 cuBLASLt, 1 GEMV */
   int nt, m;
   long long n, k;
   void *X, *Y, *pool;
-  float *ws;
   size_t wbytes;
   int copies;
 } gemm_ctx;
@@ -213,26 +161,10 @@ typedef struct {
 static int gemm_launch(void *p, long long iter, ts_err *e) {
   gemm_ctx *c = p;
   const char *W = (const char *)c->pool + (size_t)(iter % c->copies) * c->wbytes;
-  if (c->impl == 0) return exec_gemm_run(c->gemm, &c->s, 1.f, c->X, W, 0.f, c->Y, NULL, e);
-  return c->nt ? infer_gemv_nt(c->X, W, c->Y, c->m, c->n, c->k, NULL, e)
-               : infer_gemv_nn(c->X, W, c->Y, c->ws, c->m, c->n, c->k, NULL, e);
+  return exec_gemm_run(c->gemm, &c->s, 1.f, c->X, W, 0.f, c->Y, NULL, e);
 }
 
-typedef struct {
-  int v2;
-  infer_attn_dims a;
-  long long len;
-  void *q, *out, *part, *kpool, *vpool;
-  size_t cbytes;
-  int copies;
-} dec_ctx;
-
-static int dec_launch(void *p, long long iter, ts_err *e) {
-  dec_ctx *c = p;
-  size_t off = (size_t)(iter % c->copies) * c->cbytes;
-  return (c->v2 ? infer_decode_attention2 : infer_decode_attention)(c->q, (char *)c->kpool + off, (char *)c->vpool + off,
-                                                                    c->out, c->part, &c->a, c->len, NULL, e);
-}
+static const char *const dec_names[INFER_DEC_KERNELS] = {"v1", "v2", "v2fp8"};
 
 static int copy_launch(void *p, long long iter, ts_err *e) {
   (void)iter;
@@ -269,49 +201,41 @@ static int time_gemms(const model_config *mc, const long long *batches, int nb, 
   if (exec_gemm_create(&c.gemm, e) || dev_random(&c.pool, pool / 2, 77, e) ||
       dev_random(&c.X, (size_t)maxm * 2 * mc->ffn_hidden, 78, e))
     goto out;
-  if (cudaMalloc(&c.Y, (size_t)maxm * mc->vocab * 2 + (size_t)maxm * 2 * mc->ffn_hidden * 2) != cudaSuccess ||
-      cudaMalloc((void **)&c.ws, infer_gemv_ws_bytes(INFER_GEMV_MAX_M, mc->vocab)) != cudaSuccess ||
-      cudaMemset(c.ws, 0, infer_gemv_ws_bytes(INFER_GEMV_MAX_M, mc->vocab)) != cudaSuccess) {
+  if (cudaMalloc(&c.Y, (size_t)maxm * mc->vocab * 2 + (size_t)maxm * 2 * mc->ffn_hidden * 2) != cudaSuccess) {
     ts_fail_sys(e, "bench-decode: cudaMalloc failed");
     goto out;
   }
-  double step[2][16] = {{0}}; /* the sum over one layer's projections and the logits, per batch and impl */
+  double step[16] = {0}; /* the sum over one layer's projections and the logits, per batch */
   for (int p = 0; p < 5; p++)
     for (int bi = 0; bi < nb; bi++) {
       c.nt = proj[p].nt, c.m = (int)batches[bi], c.n = proj[p].n, c.k = proj[p].k;
       c.wbytes = (size_t)c.n * c.k * 2;
       c.copies = (int)(pool / c.wbytes);
       c.s = exec_gemm_packed(c.nt ? EXEC_GEMM_NT : EXEC_GEMM_NN, c.m, c.n, c.k);
-      double bytes = (double)c.wbytes + 2.0 * c.m * (c.n + c.k), us[2] = {0, 0};
-      for (c.impl = 0; c.impl < 2; c.impl++) {
-        if (c.impl == 1 && !infer_gemv_supported(c.m, c.n, c.k)) continue;
-        if (calib_time_us(gemm_launch, &c, streams, dev, 1, &bud, &us[c.impl], e)) goto out;
-        char what[96];
-        snprintf(what, sizeof what, "%s m=%d n=%lld k=%lld %s", proj[p].name, c.m, c.n, c.k,
-                 c.impl ? "gemv" : "cublaslt");
-        print_point(what, bytes, us[c.impl], peak, copy);
-        double wgt = p == 4 ? 1.0 / mc->layers : 1.0; /* logits once per step: per layer share */
-        if (bi < 16) step[c.impl][bi] += wgt * us[c.impl];
-      }
-      if (us[1] > 0) printf("  -> %s: gemv/cublaslt %.3f (%s)\n", proj[p].name, us[1] / us[0], us[1] < us[0] ? "gemv wins" : "cublaslt wins");
+      double bytes = (double)c.wbytes + 2.0 * c.m * (c.n + c.k), us = 0;
+      if (calib_time_us(gemm_launch, &c, streams, dev, 1, &bud, &us, e)) goto out;
+      char what[96];
+      snprintf(what, sizeof what, "%s m=%d n=%lld k=%lld cublaslt", proj[p].name, c.m, c.n, c.k);
+      print_point(what, bytes, us, peak, copy);
+      double wgt = p == 4 ? 1.0 / mc->layers : 1.0; /* logits once per step: per layer share */
+      if (bi < 16) step[bi] += wgt * us;
     }
   for (int bi = 0; bi < nb && bi < 16; bi++) {
     double wb = 0;
     for (int p = 0; p < 5; p++) wb += (double)proj[p].n * proj[p].k * 2 * (p == 4 ? 1.0 / mc->layers : 1.0);
-    double best = step[1][bi] > 0 && step[1][bi] < step[0][bi] ? step[1][bi] : step[0][bi];
-    printf("layer projections + logits/layers, batch %lld: cublaslt %.1f us (%.1f %% of %.0f), best of both %.1f us (%.1f %%)\n",
-           batches[bi], step[0][bi], 100 * wb / step[0][bi] * 1e-3 / peak, peak, best, 100 * wb / best * 1e-3 / peak);
+    printf("layer projections + logits/layers, batch %lld: cublaslt %.1f us (%.1f %% of %.0f)\n", batches[bi], step[bi],
+           100 * wb / step[bi] * 1e-3 / peak, peak);
   }
   rc = 0;
 out:
-  cudaFree(c.pool), cudaFree(c.X), cudaFree(c.Y), cudaFree(c.ws);
+  cudaFree(c.pool), cudaFree(c.X), cudaFree(c.Y);
   exec_gemm_destroy(c.gemm);
   return rc;
 }
 
 static int time_decode(const model_config *mc, const long long *batches, int nb, const long long *kv, int nkv,
-                       double peak, double copy, ts_err *e) {
-  dec_ctx c = {0};
+                       int kernels, double peak, double copy, ts_err *e) {
+  infer_decode_timing c = {0};
   calib_budget bud = calib_budget_default(0);
   void *streams[1] = {NULL};
   int dev[1] = {0}, rc = -1;
@@ -327,55 +251,74 @@ static int time_decode(const model_config *mc, const long long *batches, int nb,
     size_t a = infer_decode_partial_bytes(&big, kv[i]), b = infer_decode2_partial_bytes(&big, kv[i]);
     pb = a > pb ? a : pb, pb = b > pb ? b : pb;
   }
-  if (dev_random(&c.q, (size_t)maxb * hl * d, 90, e) || dev_random(&c.kpool, pool / 2, 91, e) ||
-      dev_random(&c.vpool, pool / 2, 92, e))
+  if (dev_random(&c.q, (size_t)maxb * hl * d, 90, e) || dev_random((void **)&c.k, pool / 2, 91, e) ||
+      dev_random((void **)&c.v, pool / 2, 92, e))
     goto out;
-  if (cudaMalloc(&c.out, (size_t)maxb * hl * d * 2) != cudaSuccess || cudaMalloc(&c.part, pb * 4) != cudaSuccess) {
+  /* the FP8 pools hold the BF16 pools' values quantized: as many head vectors, 1 byte an element + a scale */
+  const size_t prow = pool / 2 / ((size_t)d * 2);
+  if (cudaMalloc(&c.out, (size_t)maxb * hl * d * 2) != cudaSuccess || cudaMalloc(&c.part, pb * 4) != cudaSuccess ||
+      cudaMalloc((void **)&c.k8, prow * d) != cudaSuccess || cudaMalloc((void **)&c.v8, prow * d) != cudaSuccess ||
+      cudaMalloc((void **)&c.ks, prow * 4) != cudaSuccess || cudaMalloc((void **)&c.vs, prow * 4) != cudaSuccess) {
     ts_fail_sys(e, "bench-decode: cudaMalloc failed");
     goto out;
   }
+  if (infer_kv8_quantize(c.k, c.k8, c.ks, (long long)prow, d, NULL, e) ||
+      infer_kv8_quantize(c.v, c.v8, c.vs, (long long)prow, d, NULL, e))
+    goto out;
   for (int bi = 0; bi < nb; bi++)
     for (int ki = 0; ki < nkv; ki++) {
       c.a = (infer_attn_dims){.batch = (int)batches[bi], .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = kv[ki]};
       c.len = kv[ki];
-      c.cbytes = (size_t)c.a.batch * kvl * kv[ki] * d * 2;
-      c.copies = (int)(pool / 2 / c.cbytes);
-      if (c.copies < 1) c.copies = 1;
-      double bytes = 2.0 * c.cbytes + 4.0 * c.a.batch * hl * d, us[2];
-      for (c.v2 = 0; c.v2 < 2; c.v2++) {
-        if (calib_time_us(dec_launch, &c, streams, dev, 1, &bud, &us[c.v2], e)) goto out;
+      c.set_bytes = (size_t)c.a.batch * kvl * kv[ki] * d * 2;
+      c.sets = (int)(pool / 2 / c.set_bytes);
+      if (c.sets < 1) c.sets = 1;
+      const double rows = (double)c.a.batch * kvl * kv[ki];
+      double us[INFER_DEC_KERNELS];
+      for (c.kernel = 0; c.kernel < INFER_DEC_KERNELS; c.kernel++) {
+        if (!(kernels & (1 << c.kernel))) continue;
+        /* bytes that must move: K and V (FP8: codes and scales), q and out */
+        double bytes = (c.kernel == INFER_DEC_V2_FP8 ? 2.0 * rows * (d + 4) : 2.0 * c.set_bytes) + 4.0 * c.a.batch * hl * d;
+        if (calib_time_us(infer_decode_timing_launch, &c, streams, dev, 1, &bud, &us[c.kernel], e)) goto out;
         char what[96];
-        snprintf(what, sizeof what, "decode attention b=%d kv=%lld %s", c.a.batch, c.len, c.v2 ? "v2" : "v1");
-        print_point(what, bytes, us[c.v2], peak, copy);
+        snprintf(what, sizeof what, "decode attention b=%d kv=%lld %s", c.a.batch, c.len, dec_names[c.kernel]);
+        print_point(what, bytes, us[c.kernel], peak, copy);
       }
-      printf("  -> v2/v1 %.3f\n", us[1] / us[0]);
+      if ((kernels & 3) == 3) printf("  -> v2/v1 %.3f\n", us[INFER_DEC_V2] / us[INFER_DEC_V1]);
+      if ((kernels & 6) == 6) printf("  -> v2fp8/v2 %.3f\n", us[INFER_DEC_V2_FP8] / us[INFER_DEC_V2]);
     }
   rc = 0;
 out:
-  cudaFree(c.q), cudaFree(c.kpool), cudaFree(c.vpool), cudaFree(c.out), cudaFree(c.part);
+  cudaFree(c.vs), cudaFree(c.ks), cudaFree(c.v8), cudaFree(c.k8);
+  cudaFree(c.q), cudaFree(c.k), cudaFree(c.v), cudaFree(c.out), cudaFree(c.part);
   return rc;
 }
 
-static int parse_ll(const char *s, long long *v, int cap) {
-  int n = 0;
-  while (*s && n < cap) {
-    char *end;
-    long long x = strtoll(s, &end, 10);
-    if (end == s || x < 1 || x > (1LL << 20) || (*end && *end != ',')) return -1;
-    v[n++] = x;
-    s = *end ? end + 1 : end;
+/* "v2,v2fp8" -> bits of INFER_DEC_*; -1 on an unknown name or an empty list. */
+static int parse_kernels(const char *s, int *bits) {
+  *bits = 0;
+  while (*s) {
+    size_t n = strcspn(s, ",");
+    int k = 0;
+    while (k < INFER_DEC_KERNELS && !(strlen(dec_names[k]) == n && !strncmp(s, dec_names[k], n))) k++;
+    if (k == INFER_DEC_KERNELS) return -1;
+    *bits |= 1 << k;
+    s += n + (s[n] == ',');
   }
-  return *s ? -1 : n;
+  return *bits ? 0 : -1;
 }
 
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tacorun bench-decode [--model NAME (llama3-8b)] [--batches LIST (1,2,4,8,16,32,64)]\n"
           "                            [--kv LIST (128,1024,4096,8192)] [--peak-gbps G (4800: H200 datasheet)]\n"
-          "                            [--check (checks only)]\n"
-          "Checks the decode GEMV and attention kernels against plain-C references, then times the\n"
-          "model's decode projections (cuBLASLt and GEMV) and decode attention (v1, v2) per batch and\n"
-          "KV length: us, GB/s, %% of the --peak-gbps floor and of the measured copy rate.\n"
+          "                            [--check (checks only)] [--attention-only (no GEMM timing)]\n"
+          "                            [--attention LIST of v1,v2,v2fp8 (all three)]\n"
+          "Checks the decode attention kernels (v1, v2) against a plain-C reference, then times the\n"
+          "model's decode projections (cuBLASLt, what the executor runs) and decode attention (v1, v2, and\n"
+          "v2 over the FP8 KV cache: v2fp8, infer_kv8.h; its bytes are codes + scales; its checks are\n"
+          "`tacorun execute --infer-check`'s) per batch and KV length: us, GB/s, %% of the --peak-gbps\n"
+          "floor and of the measured copy rate.\n"
+          "(The weight-streaming GEMV that lost to cuBLASLt is timed by dev/decode_gemv.)\n"
           "reads:  the model zoo (the --model's shapes)\n"
           "writes: the checks and the table on standard output (runtime/RESULTS-decode.md keeps one run)\n");
 }
@@ -383,10 +326,18 @@ static void usage(FILE *out) {
 int bench_decode_main(int argc, char **argv) {
   const char *model = "llama3-8b", *batches_s = "1,2,4,8,16,32,64", *kv_s = "128,1024,4096,8192";
   double peak = 4800;
-  int check_only = 0;
+  int check_only = 0, attention_only = 0, kernels = 7;
   for (int i = 1; i < argc; i++) {
     int has = i + 1 < argc;
     if (!strcmp(argv[i], "--check")) check_only = 1;
+    else if (!strcmp(argv[i], "--attention-only")) attention_only = 1;
+    else if (!strcmp(argv[i], "--attention") && has) {
+      if (parse_kernels(argv[++i], &kernels)) {
+        fprintf(stderr, "tacorun bench-decode: --attention: '%s' is not a comma-separated list of v1, v2, v2fp8\n",
+                argv[i]);
+        return 2;
+      }
+    }
     else if (!strcmp(argv[i], "--model") && has) model = argv[++i];
     else if (!strcmp(argv[i], "--batches") && has) batches_s = argv[++i];
     else if (!strcmp(argv[i], "--kv") && has) kv_s = argv[++i];
@@ -399,7 +350,7 @@ int bench_decode_main(int argc, char **argv) {
     }
   }
   long long batches[16], kv[16];
-  int nb = parse_ll(batches_s, batches, 16), nkv = parse_ll(kv_s, kv, 16);
+  int nb = ts_arg_ll_list(batches_s, 1, 1LL << 20, batches, 16), nkv = ts_arg_ll_list(kv_s, 1, 1LL << 20, kv, 16);
   if (nb < 1 || nkv < 1 || !(peak > 0)) {
     fprintf(stderr, "tacorun bench-decode: --batches, --kv: comma-separated integers in [1, 2^20]; --peak-gbps > 0\n");
     return 2;
@@ -430,7 +381,9 @@ int bench_decode_main(int argc, char **argv) {
          copy_us, copy);
   printf("model %s: hidden %d, heads %d / %d, ffn %d, vocab %d\n", mc.name, mc.hidden, mc.heads, mc.kv_heads,
          mc.ffn_hidden, mc.vocab);
-  if (time_gemms(&mc, batches, nb, peak, copy, &e) || time_decode(&mc, batches, nb, kv, nkv, peak, copy, &e)) goto fail;
+  if ((!attention_only && time_gemms(&mc, batches, nb, peak, copy, &e)) ||
+      time_decode(&mc, batches, nb, kv, nkv, kernels, peak, copy, &e))
+    goto fail;
   return failed ? 1 : 0;
 fail:
   fprintf(stderr, "tacorun bench-decode: %s\n", e.msg);

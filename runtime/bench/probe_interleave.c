@@ -40,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ts_args.h"
 #include "exec_gemm.h"
 #include "rt_nccl.h"
 #include "rt_ops.h"
@@ -223,7 +224,7 @@ static int run_pattern(probe *p, probe_pattern pat, int rounds, int rep, ts_err 
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: mpirun -np 2 tacorun probe-interleave [--bytes B] [--rounds N] [--reps R]\n\n"
+  fprintf(f, "usage: mpirun -np 2 tacorun probe-interleave [--bytes B] [--rounds N] [--reps R] [--transport T]\n\n"
              "Times NCCL's BF16 all-reduce of B bytes (default 33554432, the validation model's TP message)\n"
              "back to back and interleaved with GEMMs as the executor runs TP: b2b, gemm (the GEMMs alone),\n"
              "fwd, fwd-sync (ranks aligned first), bwd (beside the weight-gradient GEMM), bwd-short (a\n"
@@ -232,9 +233,9 @@ static void usage(FILE *f) {
              "Prints per rank and pattern: the all-reduce's median, p10, p90 and mean per call, the GEMM\n"
              "burst's median (two 4096x8192x4096 GEMMs; one in bwd*), the weight-gradient GEMMs' (bwd*) or\n"
              "the GEMM load's (full) median and, for full, its time per GEMM, and when the pattern ended\n"
-             "(unix seconds). Transport from NCCL_* as\n"
-             "usual (NCCL_P2P_DISABLE=1: host shared memory; with NCCL_SHM_DISABLE=1: sockets).\n"
+             "(unix seconds).\n"
              "options (defaults in brackets):\n"
+             RT_TRANSPORT_USAGE
              "  --bytes B    all-reduce size, even, 1024 .. 2^32 [33554432]\n"
              "  --rounds N   rounds per pattern, 5 .. %d [100]\n"
              "  --reps R     times every pattern runs, 1 .. 20 [2]\n"
@@ -244,10 +245,7 @@ static void usage(FILE *f) {
 }
 
 static int parse_ll(const char *opt, const char *s, long long lo, long long hi, long long *v, ts_err *e) {
-  char *end;
-  long long x = strtoll(s, &end, 10);
-  if (end == s || *end || x < lo || x > hi) return ts_fail(e, NULL, opt, "'%s' must be an integer in [%lld, %lld]", s, lo, hi);
-  *v = x;
+  if (ts_arg_ll(s, lo, hi, v)) return ts_fail(e, NULL, opt, "'%s' must be an integer in [%lld, %lld]", s, lo, hi);
   return 0;
 }
 
@@ -298,8 +296,8 @@ static int probe_setup(probe *p, size_t bytes, ts_err *e) {
   return 0;
 }
 
-static int probe_run(probe *p, long long bytes, int rounds, int reps, ts_err *e) {
-  rt_nccl_opts o = {.single_process = 0, .ngpus = 1, .timeout_s = 120.0};
+static int probe_run(probe *p, long long bytes, int rounds, int reps, coll_transport transport, ts_err *e) {
+  rt_nccl_opts o = {.single_process = 0, .ngpus = 1, .timeout_s = 120.0, .transport = transport};
   RT_TRY(rt_nccl_init(&p->w, &o, e));
   if (p->w.boot == RT_BOOT_SINGLE) return ts_fail(e, NULL, "launch", "one process per GPU: run under mpirun -np 2");
   RT_TRY(probe_setup(p, (size_t)bytes, e));
@@ -327,7 +325,7 @@ static int probe_run(probe *p, long long bytes, int rounds, int reps, ts_err *e)
     rt_nccl_describe(&p->w, desc, sizeof desc);
     printf("%s# probe-interleave: %lld bytes bf16 all-reduce over %d ranks (%s); GEMM %dx%dx%d; warm-up estimates: "
            "all-reduce %.1f us, GEMM %.1f us; full: %d GEMMs per all-reduce\n",
-           desc, bytes, p->w.nranks, rt_nccl_transport(), PROBE_GEMM_M, PROBE_GEMM_N, PROBE_GEMM_K, est[0], est[1],
+           desc, bytes, p->w.nranks, rt_nccl_transport(&p->w), PROBE_GEMM_M, PROBE_GEMM_N, PROBE_GEMM_K, est[0], est[1],
            p->full_gemms);
     printf("# rank\trep\tpattern\trounds\tar_med_us\tar_p10_us\tar_p90_us\tar_mean_us\tgemm_burst_med_us\t"
            "beside_med_us\tfull_per_gemm_us\tend_unix_s\n");
@@ -341,6 +339,7 @@ static int probe_run(probe *p, long long bytes, int rounds, int reps, ts_err *e)
 int cmd_probe_interleave(int argc, char **argv) {
   ts_err e = {{0}, 0};
   long long bytes = 33554432, rounds = 100, reps = 2;
+  coll_transport transport = COLL_TRANSPORT_AUTO;
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i];
     if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
@@ -352,6 +351,7 @@ int cmd_probe_interleave(int argc, char **argv) {
     else if (!strcmp(o, "--bytes")) rc = parse_ll(o, argv[++i], 1024, 1LL << 32, &bytes, &e);
     else if (!strcmp(o, "--rounds")) rc = parse_ll(o, argv[++i], 5, PROBE_MAX_ROUNDS, &rounds, &e);
     else if (!strcmp(o, "--reps")) rc = parse_ll(o, argv[++i], 1, 20, &reps, &e);
+    else if (!strcmp(o, "--transport")) rc = rt_transport_arg(argv[++i], &transport, &e);
     else rc = ts_fail(&e, NULL, o, "unknown option");
     if (!rc && bytes % 2) rc = ts_fail(&e, NULL, "--bytes", "must be even (bf16 elements)");
     if (rc) {
@@ -365,7 +365,7 @@ int cmd_probe_interleave(int argc, char **argv) {
     fprintf(stderr, "tacorun probe-interleave: out of memory\n");
     return 1;
   }
-  int rc = probe_run(p, bytes, (int)rounds, (int)reps, &e);
+  int rc = probe_run(p, bytes, (int)rounds, (int)reps, transport, &e);
   probe_free(p);
   rt_nccl_finalize(&p->w, rc != 0);
   free(p);

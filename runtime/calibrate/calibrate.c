@@ -32,6 +32,7 @@
 #include "ops_variants.h"
 #include "model.h"
 #include "rt_ops.h"
+#include "rt_nccl.h"
 
 enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_MOE = 64, PH_ALL = 127 };
 
@@ -48,7 +49,8 @@ typedef struct {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: tacorun calibrate [--out FILE] [--transport-name NAME] [--tp 1,2,4,8] [--quick]\n"
+          "usage: tacorun calibrate [--out FILE] [--transport auto|p2p|shm|socket] [--transport-name NAME]\n"
+          "                         [--tp 1,2,4,8] [--quick]\n"
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
           "                         [--only gemm,attention,memory,clock,codec,comm,moe] [--compute-from FILE]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
@@ -61,7 +63,9 @@ static void usage(FILE *f) {
           "(1 KiB .. 1 GiB) on the GPUs of this machine, and writes a calibration file.\n"
           "options (defaults in brackets):\n"
           "  --out FILE           output [calibration-TRANSPORT.json]\n"
-          "  --transport-name N   recorded transport [from NCCL_P2P_DISABLE/NCCL_SHM_DISABLE: nvlink, shm, socket]\n"
+          "  --transport-name N   recorded transport [the --transport decision: nvlink, pcie, shm, socket; none\n"
+          "                       with one GPU]\n"
+          RT_TRANSPORT_USAGE
           "  --tp LIST            tensor-parallel degrees whose GEMM shapes are measured [1,2,4,8]\n"
           "  --models all|LIST    zoo models whose GEMM shapes are measured [all]\n"
           "  --tokens LIST        tokens per micro-batch of the GEMM shapes [1024,1536,2048,3072,4096,6144,8192]\n"
@@ -163,6 +167,11 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
       if (ops_variant_set(argv[++i], e)) return -1;
     }
     else if (!strcmp(o, "--transport-name")) a->transport = argv[++i];
+    else if (!strcmp(o, "--transport")) {
+      coll_transport t;
+      if (rt_transport_arg(argv[++i], &t, e)) return -1;
+      a->cfg.transport = (int)t;
+    }
     else if (!strcmp(o, "--models")) a->models = argv[++i];
     else if (!strcmp(o, "--compute-from")) a->compute_from = argv[++i];
     else if (!strcmp(o, "--gemm-tsv")) a->cfg.gemm_tsv = argv[++i];
@@ -264,15 +273,21 @@ static void driver_version(char *out, size_t n) {
   fclose(f);
 }
 
-static const char *transport_from_env(int ndev) {
-  const char *p2p = getenv("NCCL_P2P_DISABLE"), *shm = getenv("NCCL_SHM_DISABLE");
-  int no_p2p = p2p && atoi(p2p) == 1, no_shm = shm && atoi(shm) == 1;
-  if (no_p2p && no_shm) return "socket";
-  if (no_p2p) return "shm";
-  if (ndev < 2) return "none";
-  int peer = 0;
-  cudaDeviceCanAccessPeer(&peer, 0, 1);
-  return peer ? "nvlink" : "pcie";
+/* The recorded transport: the --transport decision (kernels/coll_transport.h)
+ * for the GPUs the collectives use, which are taken to be on this host (one
+ * process per GPU: the first nranks local GPUs); "none" with one GPU. */
+static int transport_recorded(const calib_args *a, int ndev, char *out, size_t n, ts_err *e) {
+  int devs[CALIB_MAX_GPUS], k = a->cfg.multi ? a->cfg.nranks : a->cfg.ndev;
+  if (k > CALIB_MAX_GPUS) k = CALIB_MAX_GPUS;
+  for (int i = 0; i < k; i++) devs[i] = a->cfg.multi ? i % ndev : a->cfg.devices[i];
+  coll_transport_facts f;
+  coll_transport t;
+  char why[256];
+  rt_transport_local(devs, k, &f);
+  if (coll_transport_decide((coll_transport)a->cfg.transport, &f, &t, why, sizeof why))
+    return ts_fail(e, NULL, "--transport", "%s", why);
+  snprintf(out, n, "%s", coll_transport_record(t, &f));
+  return 0;
 }
 
 static int fill_metadata(schema_calibration *c, const calib_args *a, int ndev, ts_err *e) {
@@ -286,7 +301,8 @@ static int fill_metadata(schema_calibration *c, const calib_args *a, int ndev, t
   ncclGetVersion(&nv);
   snprintf(c->cuda, sizeof c->cuda, "%d.%d", rtv / 1000, (rtv % 1000) / 10);
   snprintf(c->nccl, sizeof c->nccl, "%d.%d.%d", nv / 10000, (nv % 10000) / 100, nv % 100);
-  snprintf(c->transport, sizeof c->transport, "%s", a->transport ? a->transport : transport_from_env(ndev));
+  if (a->transport) snprintf(c->transport, sizeof c->transport, "%s", a->transport);
+  else if (transport_recorded(a, ndev, c->transport, sizeof c->transport, e)) return -1;
   time_t now = time(NULL);
   struct tm tm;
   gmtime_r(&now, &tm);
@@ -316,9 +332,10 @@ static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s
   char all[1536]; /* then cut to the schema's notes (a long note is truncated, never an error) */
   char variants[256];
   ops_variant_note(variants, sizeof variants);
-  snprintf(all, sizeof all, "%stacorun calibrate%s on %d GPU(s), %.0f s; %s; %s; %s%s%s; env:%s", prefix,
-           a->cfg.quick ? " --quick" : "", a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, wall_s, variants, src, how,
-           *spread ? ", " : "", spread, *env ? env : " (none)");
+  snprintf(all, sizeof all, "%stacorun calibrate%s --transport %s on %d GPU(s), %.0f s; %s; %s; %s%s%s; env:%s", prefix,
+           a->cfg.quick ? " --quick" : "", coll_transport_name((coll_transport)a->cfg.transport),
+           a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, wall_s, variants, src, how, *spread ? ", " : "", spread,
+           *env ? env : " (none)");
   snprintf(c->notes, sizeof c->notes, "%.511s", all);
 }
 
@@ -528,6 +545,9 @@ static int run_multi_comm(calib_args *a, schema_calibration *c, int root, const 
   char missing[200];
   snprintf(missing, sizeof missing, "%s", missing_in);
   if (calib_world_open(&a->cfg, e)) return -1;
+  /* the world's decision (its ranks' hosts and GPUs, gathered over NCCL) replaces
+   * the one fill_metadata took from this host's GPUs alone */
+  if (!a->transport) snprintf(c->transport, sizeof c->transport, "%s", rt_nccl_transport((const rt_nccl *)a->cfg.world));
   int rc = calib_run_comm(&a->cfg, 0, c, e);
   if (!rc && root) rc = finish(c, a, missing, out, e); /* kept even if the compressed ones fail */
   if (!rc && (a->phases & PH_COMM)) {

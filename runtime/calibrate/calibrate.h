@@ -48,6 +48,7 @@ typedef struct {
    * cannot be initialised twice). */
   int multi, rank, nranks;
   void *world;              /* rt_nccl * (kept opaque: this header is also built without CUDA) */
+  int transport;            /* coll_transport asked for (--transport; 0: auto) */
   calib_spread *spread;     /* filled by the collective phases */
   int comm_passes;          /* sweeps over every collective size, median of them kept (1: one sweep) */
 } calib_config;

@@ -346,7 +346,7 @@ out:
 
 static int run_group(const calib_config *cfg, int g, int compressed, schema_calibration *cal, ts_err *e) {
   rt_nccl w;
-  rt_nccl_opts o = {.single_process = 1, .ngpus = g, .timeout_s = 120.0};
+  rt_nccl_opts o = {.single_process = 1, .ngpus = g, .timeout_s = 120.0, .transport = (coll_transport)cfg->transport};
   if (rt_nccl_init(&w, &o, e)) return -1;
   int rc = run_on(cfg, &w, compressed, cal, e);
   rt_nccl_finalize(&w, rc != 0);
@@ -361,7 +361,7 @@ int calib_world_open(calib_config *cfg, ts_err *e) {
                    "this tacorun was built without MPI: run one process (it drives every GPU) or set "
                    "TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE");
 #endif
-  rt_nccl_opts o = {.single_process = 0, .ngpus = 1, .timeout_s = 120.0};
+  rt_nccl_opts o = {.single_process = 0, .ngpus = 1, .timeout_s = 120.0, .transport = (coll_transport)cfg->transport};
   if (rt_nccl_init(&world, &o, e)) return -1;
   if (world.boot == RT_BOOT_SINGLE || world.nranks != cfg->nranks || world.ranks[0] != cfg->rank) {
     int boot = (int)world.boot, n = world.nranks;

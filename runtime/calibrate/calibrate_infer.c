@@ -9,6 +9,7 @@
  *     are not in L2 when its GEMM runs);
  *   - "attention_decode" (by KV-cache bytes read: 2 x batch x length x KV
  *     heads x head_dim x 2 B): infer_decode_attention2 (the executor's default), caches rotating too;
+ *     "attention_decode_fp8" (by bytes of E4M3 codes + scales): the same kernel over the FP8 cache;
  *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
  *     flops_fwd): infer_prefill_attention at batch x prompt;
  *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes.
@@ -30,6 +31,7 @@
 #include "exec_gemm.h"
 #include "infer_kernels.h"
 #include "infer_decode.h"
+#include "infer_kv8.h"
 #include "infer_model.h"
 #include "model.h"
 #include "rt_nccl.h"
@@ -182,30 +184,16 @@ static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_confi
   return 0;
 }
 
-typedef struct {
-  infer_attn_dims a;
-  long long len;
-  char *q, *k, *v, *o, *part;
-  size_t set_bytes;
-  int sets;
-} dec_ctx;
-
-static int dec_launch(void *ctx, long long iter, ts_err *e) {
-  dec_ctx *c = ctx;
-  size_t off = (size_t)(iter % c->sets) * c->set_bytes;
-  return infer_decode_attention2(c->q, c->k + off, c->v + off, c->o, c->part, &c->a, c->len, NULL, e);
-}
-
 /* Llama-3 8B at TP2 (16 query heads, 4 KV heads of 128 on one GPU) over batch x length. */
 static int decode_attention_table(schema_calibration *cal, const calib_budget *bud, ts_err *e) {
   static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
   static const long long lens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
-  dec_ctx c = {.a = {.hl = 16, .kvl = 4, .head_dim = 128}};
+  infer_decode_timing c = {.kernel = INFER_DEC_V2, .a = {.hl = 16, .kvl = 4, .head_dim = 128}};
   const size_t pool = POOL_BYTES;
   RT_CUDA(e, cudaMalloc((void **)&c.k, pool));
   RT_CUDA(e, cudaMalloc((void **)&c.v, pool));
   RT_CUDA(e, cudaMalloc((void **)&c.q, (size_t)64 * 16 * 128 * 2));
-  RT_CUDA(e, cudaMalloc((void **)&c.o, (size_t)64 * 16 * 128 * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.out, (size_t)64 * 16 * 128 * 2));
   if (rt_fill_random_bf16(c.k, (long long)(pool / 2), 3, 1.0f, NULL, e) ||
       rt_fill_random_bf16(c.v, (long long)(pool / 2), 4, 1.0f, NULL, e) ||
       rt_fill_random_bf16(c.q, 64LL * 16 * 128, 5, 1.0f, NULL, e))
@@ -221,21 +209,34 @@ static int decode_attention_table(schema_calibration *cal, const calib_budget *b
       if (n > part_bytes) part_bytes = n;
     }
   RT_CUDA(e, cudaMalloc((void **)&c.part, part_bytes));
+  const long long rows = (long long)(pool / 2 / 128);
+  RT_CUDA(e, cudaMalloc((void **)&c.k8, pool / 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.v8, pool / 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.ks, (size_t)rows * 4));
+  RT_CUDA(e, cudaMalloc((void **)&c.vs, (size_t)rows * 4));
+  if (infer_kv8_quantize(c.k, c.k8, c.ks, rows, 128, NULL, e) || infer_kv8_quantize(c.v, c.v8, c.vs, rows, 128, NULL, e))
+    return -1;
   for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
     for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
       c.a.batch = batches[b], c.a.max_seq = lens[l], c.len = lens[l];
       c.set_bytes = (size_t)batches[b] * 4 * lens[l] * 128 * 2;
       if (c.set_bytes > pool) continue;
       c.sets = (int)(pool / c.set_bytes);
-      double us;
-      if (calib_time_us(dec_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
-      double kv_bytes = 2.0 * (double)c.set_bytes;
-      if (schema_calibration_add_kernel(cal, "attention_decode", false, kv_bytes, 0, us))
-        return ts_fail_sys(e, "out of memory");
+      for (int fp8 = 0; fp8 < 2; fp8++) {
+        c.kernel = fp8 ? INFER_DEC_V2_FP8 : INFER_DEC_V2;
+        double us;
+        if (calib_time_us(infer_decode_timing_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+        /* KV bytes read: BF16 2 B an element; FP8 1 B + a 4 B scale per head vector of 128 */
+        double kv_bytes = fp8 ? 2.0 * (double)c.set_bytes / 2 * (128 + 4) / 128 : 2.0 * (double)c.set_bytes;
+        if (schema_calibration_add_kernel(cal, fp8 ? "attention_decode_fp8" : "attention_decode", false, kv_bytes,
+                                          0, us))
+          return ts_fail_sys(e, "out of memory");
+      }
       n++;
     }
-  fprintf(stderr, "calibrate-infer: attention_decode, %d points\n", n);
-  cudaFree(c.k), cudaFree(c.v), cudaFree(c.q), cudaFree(c.o), cudaFree(c.part);
+  fprintf(stderr, "calibrate-infer: attention_decode and attention_decode_fp8, %d points each\n", n);
+  cudaFree(c.vs), cudaFree(c.ks), cudaFree(c.v8), cudaFree(c.k8);
+  cudaFree(c.k), cudaFree(c.v), cudaFree(c.q), cudaFree(c.out), cudaFree(c.part);
   return 0;
 }
 
@@ -391,13 +392,13 @@ static int time_coll(rt_nccl *w, coll_team *t, void *buf, size_t count, const co
 /* "allreduce" and "allreduce.taco<G>" for nranks = the world, 1 KiB .. 128 MiB, replacing those
  * tables of every file: the training calibration times them from one process driving both GPUs,
  * the executor runs one process per GPU (the difference is largest over sockets). */
-static int coll_tables(const char **ins, int nin, const char *out_dir, int timeout_s) {
+static int coll_tables(const char **ins, int nin, const char *out_dir, int timeout_s, coll_transport transport) {
   ts_err e;
   rt_nccl w;
-  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s};
+  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s, .transport = transport};
   if (rt_nccl_init(&w, &no, &e)) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
-    return 1;
+    return ts_exit_status(&e);
   }
   if (w.nlocal != 1 || w.nranks < 2) {
     fprintf(stderr, "tacorun calibrate-infer: --collectives runs one process per GPU: mpirun -np 2 ...\n");
@@ -462,7 +463,7 @@ static int coll_tables(const char **ins, int nin, const char *out_dir, int timeo
     ts_env_knobs(env, sizeof env);
     snprintf(note, sizeof note, "%.300s%sallreduce.infer and %s.infer (%d ranks) timed by tacorun calibrate-infer "
              "--collectives (one process per GPU, transport %s; env:%s)", cal.notes, cal.notes[0] ? "; " : "", taco_name,
-             w.nranks, rt_nccl_transport(), *env ? env : " (none)");
+             w.nranks, rt_nccl_transport(&w), *env ? env : " (none)");
     snprintf(cal.notes, sizeof cal.notes, "%.511s", note);
     if (rc == 0 && schema_calibration_save(&cal, out, &e)) rc = 1;
     schema_calibration_free(&cal);
@@ -481,10 +482,11 @@ done:
 static void usage(FILE *out) {
   fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json... [--out-dir DIR] [--models DIR] [--quick]\n"
                "       mpirun -np 2 tacorun calibrate-infer CALIBRATION.json... --collectives [--out-dir DIR]\n"
+               "                                              [--transport auto|p2p|shm|socket]\n"
                "Adds the decode-sized tables of inference plans to calibration files (in place, or to\n"
                "DIR/<same name> with --out-dir), timed once on GPU 0 (the tables do not depend on the\n"
                "transport): GEMMs with m = batch 1..64 of every zoo model at TP 1/2/4/8 (QKV, attention\n"
-               "output, FC1, FC2, logits), \"attention_decode\" by KV-cache bytes and \"attention_prefill\"\n"
+               "output, FC1, FC2, logits), \"attention_decode\" (and \"attention_decode_fp8\", the FP8 KV cache) by KV-cache bytes and \"attention_prefill\"\n"
                "by FLOPs (Llama-3 8B TP2 head layout, batch 1..64, length 128..8192). GEMM shapes already\n"
                "in a file are kept; the two attention tables are replaced.\n"
                "--collectives: the \"allreduce.infer\" and \"allreduce.taco128.infer\" tables (1 KiB .. 128 MiB; only\n"
@@ -496,6 +498,7 @@ static void usage(FILE *out) {
                "  --models DIR    the model zoo whose GEMM shapes are timed [%s]\n"
                "  --quick         fewer repetitions [off]\n"
                "  --collectives   time the two all-reduce tables instead of the GEMMs and attention [off]\n"
+               RT_TRANSPORT_USAGE
                "reads:  the CALIBRATION.json files, the model zoo\n"
                "writes: the CALIBRATION.json files (or their copies in --out-dir); progress on standard error\n",
           model_zoo_dir());
@@ -548,6 +551,7 @@ static int merge(schema_calibration *cal, const schema_calibration *meas, const 
 int cmd_calibrate_infer(int argc, char **argv) {
   const char *ins[16], *out_dir = NULL, *models_dir = NULL;
   int nin = 0, quick = 0, collectives = 0;
+  coll_transport transport = COLL_TRANSPORT_AUTO;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage(stdout);
@@ -560,6 +564,12 @@ int cmd_calibrate_infer(int argc, char **argv) {
       quick = 1;
     } else if (!strcmp(argv[i], "--collectives")) {
       collectives = 1;
+    } else if (!strcmp(argv[i], "--transport") && i + 1 < argc) {
+      ts_err te;
+      if (rt_transport_arg(argv[++i], &transport, &te)) {
+        fprintf(stderr, "tacorun calibrate-infer: %s\n", te.msg);
+        return 2;
+      }
     } else if (argv[i][0] == '-' || nin == 16) {
       fprintf(stderr, "tacorun calibrate-infer: unexpected argument '%s'\n", argv[i]);
       usage(stderr);
@@ -586,7 +596,7 @@ int cmd_calibrate_infer(int argc, char **argv) {
       fprintf(stderr, "tacorun calibrate-infer: no CUDA device\n");
       return 1;
     }
-    return coll_tables(ins, nin, out_dir, 120);
+    return coll_tables(ins, nin, out_dir, 120, transport);
   }
   ts_err e;
   schema_calibration first, meas, pre;

@@ -43,14 +43,7 @@ static const long long MOE_ROWS[] = {128, 256, 512, 1024, 2048, 4096};
 static const int MOE_TOKENS[] = {512, 1024, 2048, 4096, 8192, 16384};
 #define MOE_MAX_FLOPS 2e12              /* a grouped GEMM above this is not timed (it is compute bound) */
 #define MOE_MAX_WEIGHTS ((size_t)8 << 30) /* bytes of one group's weights */
-#define TRY_CUDA(call)                                                                                         \
-  do {                                                                                                         \
-    cudaError_t s_ = (call);                                                                                   \
-    if (s_ != cudaSuccess) {                                                                                   \
-      rc = ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(s_));                 \
-      goto done;                                                                                               \
-    }                                                                                                          \
-  } while (0)
+#define TRY_CUDA(call) CUDA_CHECK_RC(e, rc, call, done) /* common/gpu_check.h */
 
 /* ---- grouped GEMMs ---- */
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ts_args.h"
 #include "exec_run.h"
 #include "ops_variants.h"
 
@@ -10,7 +11,7 @@ void exec_usage(FILE *out) {
   fprintf(out,
           "usage: tacorun execute PLAN.json [--iters N] [--warmup N] [--json OUT] [--csv OUT] [--ops-csv OUT]\n"
           "                                 [--seed S] [--inject-nan STEP] [--die-at ITER] [--program plan|builtin]\n"
-          "                                 [--timeout S]\n"
+          "                                 [--timeout S] [--transport auto|p2p|shm|socket]\n"
           "       tacorun execute --check\n"
           "One process per GPU: mpirun -np DPxTPxPP tacorun execute PLAN.json (NCCL ids over MPI).\n"
           "\n"
@@ -90,11 +91,14 @@ void exec_usage(FILE *out) {
           "  --ops-csv OUT           the per-op profile from CUDA events, by op name (the layout of\n"
           "                          tacosim ops) [not written]\n"
           "  --inject-nan STEP       a NaN written into one gradient at iteration STEP, to show the NaN stop [none]\n"
+          "                          (NaN/Inf that a TACO encode meets stop the run too, naming the step, the\n"
+          "                          collective op and the count: the codec would send them as zeros)\n"
           "  --die-at ITER           fault injection: this process kills itself (SIGKILL) at the start of\n"
           "                          iteration ITER, so that its peers' bounded waits can be tested; give it\n"
           "                          to one rank's command only [none]\n"
           "  --program plan|builtin  the plan's program or the executor's own PP = 1 program [plan]\n"
           "  --timeout S             bound on every wait, seconds [300]\n"
+          RT_TRANSPORT_USAGE
           "  --check                 the correctness checks above instead of a plan [off]\n");
   ops_variant_usage(out);
   fprintf(out,
@@ -103,18 +107,11 @@ void exec_usage(FILE *out) {
           "        --ops-csv\n");
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*s == 0 || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 int exec_execute(int argc, char **argv) {
   exec_timed_opts o = {.iters = 10, .warmup = 3, .seed = 1234, .inject_nan_step = -1, .die_at_iter = -1,
                         .program_plan = 1};
   int timeout_s = 300;
+  coll_transport transport = COLL_TRANSPORT_AUTO;
   const char *plan_path = NULL;
   int check = 0;
   for (int i = 1; i < argc; i++) {
@@ -127,7 +124,7 @@ int exec_execute(int argc, char **argv) {
       check = 1;
     } else if (i + 1 < argc && (!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--inject-nan") ||
                                !strcmp(a, "--die-at"))) {
-      if (parse_int(argv[++i], !strcmp(a, "--iters") ? 1 : 0, 100000, &v)) {
+      if (ts_arg_int(argv[++i], !strcmp(a, "--iters") ? 1 : 0, 100000, &v)) {
         fprintf(stderr, "tacorun execute: %s: '%s' is not a valid count\n", a, argv[i]);
         return 2;
       }
@@ -136,7 +133,7 @@ int exec_execute(int argc, char **argv) {
       else if (!strcmp(a, "--die-at")) o.die_at_iter = v;
       else o.inject_nan_step = v;
     } else if (i + 1 < argc && !strcmp(a, "--timeout")) {
-      if (parse_int(argv[++i], 1, 86400, &timeout_s)) {
+      if (ts_arg_int(argv[++i], 1, 86400, &timeout_s)) {
         fprintf(stderr, "tacorun execute: --timeout: '%s' is not a number of seconds in [1, 86400]\n", argv[i]);
         return 2;
       }
@@ -151,6 +148,12 @@ int exec_execute(int argc, char **argv) {
       ts_err ve;
       if (ops_variant_set(argv[++i], &ve)) {
         fprintf(stderr, "tacorun execute: %s\n", ve.msg);
+        return 2;
+      }
+    } else if (i + 1 < argc && !strcmp(a, "--transport")) {
+      ts_err te;
+      if (rt_transport_arg(argv[++i], &transport, &te)) {
+        fprintf(stderr, "tacorun execute: %s\n", te.msg);
         return 2;
       }
     } else if (i + 1 < argc && !strcmp(a, "--seed")) {
@@ -194,7 +197,7 @@ int exec_execute(int argc, char **argv) {
     return 1;
   }
   rt_nccl w;
-  int started = rt_world_start(&w, "execute", timeout_s);
+  int started = rt_world_start(&w, "execute", timeout_s, transport);
   if (started) return started;
   /* The checks run many small programs with bounded waits; the watchdog
    * also bounds any enqueue that blocks inside CUDA/NCCL (a dead peer). */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec_core.h"
 #include "exec_kernels.h"
@@ -374,6 +375,9 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   ALLOC(m->labels_dev, (size_t)micros * T * 4);
   ALLOC(m->loss_sum, 4);
   ALLOC(m->nonfinite, (size_t)(m->ntensors + 1) * sizeof(unsigned long long));
+  ALLOC(m->nf_calls, EXEC_NF_CALLS * sizeof(taco_nonfinite));
+  m->nf_used = EXEC_NF_CALLS;
+  EX_TRY(exec_nf_reset(m, e));
   EX_TRY(exec_gemm_create(&m->gemm, e));
   EX_CUDA(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming));
   EX_CUDA(cudaEventCreateWithFlags(&m->ev_done, cudaEventDisableTiming));
@@ -479,11 +483,44 @@ int exec_model_prepare_codecs(exec_model *m, const plan_op *ops, int nops, ts_er
   return 0;
 }
 
+int exec_stream_wait(exec_model *m, cudaStream_t s, ts_err *e) {
+  const double timeout_s = m->wait_timeout_s > 0 ? m->wait_timeout_s : 300.0;
+  ncclComm_t comms[] = {m->tp_comm_foreign ? NULL : m->tp_comm, m->dp_comm, m->pp_comm, m->emb_comm};
+  static const char *const names[] = {"TP", "DP", "pipeline", "embedding"};
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long nap = 5;
+  for (;;) {
+    cudaError_t q = cudaStreamQuery(s);
+    if (q == cudaSuccess) return 0;
+    if (q != cudaErrorNotReady)
+      return ts_fail_sys(e, "%s:%d: cudaStreamQuery: %s", __FILE__, __LINE__, cudaGetErrorString(q));
+    for (int k = 0; k < 4; k++) {
+      ncclResult_t async = ncclSuccess;
+      if (comms[k] && ncclCommGetAsyncError(comms[k], &async) == ncclSuccess && async != ncclSuccess &&
+          async != ncclInProgress)
+        return ts_fail_sys(e, "exec: NCCL error on the %s communicator while waiting for the GPU: %s (%s)", names[k],
+                           ncclGetErrorString(async), ncclGetLastError(NULL));
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) > timeout_s)
+      return ts_fail_sys(e, "exec: the GPU's work not finished after %.1f s (a peer dead or stuck?)", timeout_s);
+    struct timespec ts = {0, nap * 1000};
+    nanosleep(&ts, NULL);
+    if (nap < 200) nap *= 2;
+  }
+}
+
+/* A team that could not be freed (its streams never came idle) is reported, its buffers left. */
+static void destroy_team(coll_team *t, const char *name) {
+  if (coll_team_destroy(t)) fprintf(stderr, "tacorun: the %s team: %s\n", name, coll_last_error());
+}
+
 void exec_model_destroy(exec_model *m) {
   if (m->rope_inv_freq) cudaFree(m->rope_inv_freq);
-  if (m->dp_team_ready) coll_team_destroy(&m->dp_team);
-  if (m->pp_team_ready) coll_team_destroy(&m->pp_team);
-  if (m->team_ready) coll_team_destroy(&m->team);
+  if (m->dp_team_ready) destroy_team(&m->dp_team, "DP");
+  if (m->pp_team_ready) destroy_team(&m->pp_team, "pipeline");
+  if (m->team_ready) destroy_team(&m->team, "TP");
   if (m->tp_stream) cudaStreamDestroy(m->tp_stream);
   if (m->ev_ready) cudaEventDestroy(m->ev_ready);
   if (m->ev_done) cudaEventDestroy(m->ev_done);
@@ -524,7 +561,7 @@ void exec_model_destroy(exec_model *m) {
   }
   void *ptrs[] = {m->w16, m->master, m->grad, m->adam_m, m->adam_v, m->x_final, m->nf, m->proj, m->logits,
                   m->meanf, m->rstdf, m->ce_rowmax, m->ce_sums, m->dx, m->dtmp, m->dtmp2, m->dqkv, m->dattn,
-                  m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite};
+                  m->du, m->da, m->dP, m->scores, m->dS, m->tokens_dev, m->labels_dev, m->loss_sum, m->nonfinite, m->nf_calls};
   for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) cudaFree(ptrs[i]);
   exec_gemm_destroy(m->gemm);
   memset(m, 0, sizeof *m);
@@ -547,11 +584,12 @@ int exec_model_load_ref(exec_model *m, const double *params, ts_err *e) {
   /* On the model's stream and waited for: a plain cudaMemcpy from pageable
    * memory may return before its DMA lands, unordered with this stream. */
   cudaError_t ce = cudaMemcpyAsync(m->master, f, m->nparams * 4, cudaMemcpyHostToDevice, m->stream);
-  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);
+  int waited = ce == cudaSuccess ? exec_stream_wait(m, m->stream, e) : 0;
   free(f);
   if (ce != cudaSuccess) return ts_fail_sys(e, "%s:%d: cudaMemcpy(master): %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+  if (waited) return -1;
   EX_TRY(exec_f32_to_bf16(m->master, m->w16, (long long)m->nparams, m->stream, e));
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   return 0;
 }
 
@@ -578,7 +616,7 @@ int exec_model_init_random(exec_model *m, unsigned long long seed, ts_err *e) {
     }
   }
   EX_TRY(exec_f32_to_bf16(m->master, m->w16, (long long)m->nparams, m->stream, e));
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   return 0;
 }
 
@@ -586,7 +624,7 @@ int exec_model_set_data(exec_model *m, const int32_t *tokens, const int32_t *lab
   size_t bytes = (size_t)m->micros * (size_t)m->tokens * sizeof(int32_t);
   EX_CUDA(cudaMemcpyAsync(m->tokens_dev, tokens, bytes, cudaMemcpyHostToDevice, m->stream));
   EX_CUDA(cudaMemcpyAsync(m->labels_dev, labels, bytes, cudaMemcpyHostToDevice, m->stream));
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   return 0;
 }
 
@@ -598,7 +636,58 @@ int exec_model_zero_grad(exec_model *m, ts_err *e) {
 
 /* ---- checks ---- */
 
+int exec_nf_reset(exec_model *m, ts_err *e) {
+  if (m->nf_used > 0) { /* count = 0, first_index = ULLONG_MAX in each used counter */
+    const size_t pitch = sizeof(taco_nonfinite), w = sizeof(unsigned long long);
+    EX_CUDA(cudaMemset2DAsync(m->nf_calls, pitch, 0, w, (size_t)m->nf_used, m->stream));
+    EX_CUDA(cudaMemset2DAsync((char *)m->nf_calls + w, pitch, 0xff, w, (size_t)m->nf_used, m->stream));
+  }
+  m->nf_used = 0;
+  return 0;
+}
+
+/* The first compressed call of the iteration whose TACO encode met NaN/Inf
+ * (then the teams' own counters, for calls past EXEC_NF_CALLS): a failure
+ * naming the step, the op and the count, as the uncompressed path reports a
+ * gradient or the loss. Resets the counters. */
+static int check_codec_finite(exec_model *m, int step, ts_err *e) {
+  static taco_nonfinite host[EXEC_NF_CALLS];
+  const int n = m->nf_used;
+  if (n > 0) {
+    EX_CUDA(cudaMemcpyAsync(host, m->nf_calls, (size_t)n * sizeof *host, cudaMemcpyDeviceToHost, m->stream));
+    EX_TRY(exec_stream_wait(m, m->stream, e));
+    EX_TRY(exec_nf_reset(m, e));
+  }
+  for (int i = 0; i < n; i++) {
+    const plan_op *op = m->nf_ops[i];
+    if (!host[i].count) continue;
+    char what[160] = "a compressed collective";
+    if (op)
+      snprintf(what, sizeof what, "layer %d micro-batch %d %s %s %s (%s)", op->layer, op->micro,
+               plan_phase_name((plan_phase)op->phase), plan_group_name((plan_group_kind)op->group),
+               plan_coll_name((plan_coll)op->coll), plan_op_kind_name((plan_op_kind)op->kind));
+    return ts_fail_sys(e, "step %d: %s: the TACO encode met %llu NaN/Inf values (first at element %llu of the "
+                          "message; the codec sent them as zeros)",
+                       step, what, host[i].count, host[i].first_index);
+  }
+  coll_team *teams[] = {m->team_ready ? &m->team : NULL, m->dp_team_ready ? &m->dp_team : NULL,
+                        m->pp_team_ready ? &m->pp_team : NULL};
+  static const char *const team_names[] = {"TP", "DP", "pipeline"};
+  for (int k = 0; k < 3; k++) {
+    unsigned long long count = 0, first = 0;
+    if (!teams[k]) continue;
+    if (coll_team_nonfinite(teams[k], &count, &first))
+      return ts_fail_sys(e, "step %d: reading the %s team's NaN/Inf count: %s", step, team_names[k], coll_last_error());
+    if (count)
+      return ts_fail_sys(e, "step %d: a compressed %s collective: the TACO encode met %llu NaN/Inf values (first at "
+                            "element %llu of the message; the codec sent them as zeros)",
+                         step, team_names[k], count, first);
+  }
+  return 0;
+}
+
 int exec_model_check_finite(exec_model *m, int step, float *loss_out, ts_err *e) {
+  EX_TRY(check_codec_finite(m, step, e));
   EX_CUDA(cudaMemsetAsync(m->nonfinite, 0, (size_t)(m->ntensors + 1) * sizeof(unsigned long long), m->stream));
   for (int t = 0; t < m->ntensors; t++)
     EX_TRY(exec_count_nonfinite(exec_grad_of(m, t), (long long)(m->tensors[t].rows * m->tensors[t].cols),
@@ -607,7 +696,7 @@ int exec_model_check_finite(exec_model *m, int step, float *loss_out, ts_err *e)
   float loss;
   EX_CUDA(cudaMemcpyAsync(counts, m->nonfinite, (size_t)m->ntensors * sizeof *counts, cudaMemcpyDeviceToHost, m->stream));
   EX_CUDA(cudaMemcpyAsync(&loss, m->loss_sum, sizeof loss, cudaMemcpyDeviceToHost, m->stream));
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   if (loss_out) *loss_out = loss;
   if (!isfinite(loss)) return ts_fail_sys(e, "step %d: loss is %s", step, isnan(loss) ? "NaN" : "Inf");
   for (int t = 0; t < m->ntensors; t++)
@@ -618,8 +707,8 @@ int exec_model_check_finite(exec_model *m, int step, float *loss_out, ts_err *e)
 }
 
 int exec_model_grads_to_host(exec_model *m, float *out, ts_err *e) {
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   EX_CUDA(cudaMemcpyAsync(out, m->grad, m->nparams * 4, cudaMemcpyDeviceToHost, m->stream));
-  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
   return 0;
 }

@@ -37,6 +37,9 @@
 #include "plan.h"
 #include "ts_error.h"
 
+/* Compressed calls of one iteration that get a NaN/Inf counter of their own. */
+#define EXEC_NF_CALLS 1024
+
 
 typedef struct {
   void *x_in, *n1, *qkv, *P, *attn, *x_mid, *n2, *u, *a; /* bf16 */
@@ -203,6 +206,16 @@ typedef struct {
   /* loss accumulated over the micro-batches of the iteration (mean over the global batch) */
   float *loss_sum;
   unsigned long long *nonfinite; /* one counter per tensor */
+  /* NaN/Inf that the TACO encodes met (and encoded as zeros): one counter per
+   * compressed call of the iteration, named by its op (exec_step.c), read and
+   * reset by exec_model_check_finite; calls past EXEC_NF_CALLS count in the
+   * teams' own counters. */
+  taco_nonfinite *nf_calls;
+  const plan_op *nf_ops[EXEC_NF_CALLS];
+  int nf_used;
+  const plan_op *run_op; /* the op exec_model_run_op runs */
+  double wait_timeout_s; /* bound on exec_stream_wait (0: 300 s); the commands set their --timeout */
+  int tp_comm_foreign;   /* tp_comm is a caller's handle, not NCCL's (train_emu.h): waits do not poll it */
 } exec_model;
 
 /* A pipeline stage for exec_model_create_pp (pp = 1: the whole stack; the

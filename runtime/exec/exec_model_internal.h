@@ -22,6 +22,12 @@ void *exec_w16_of(const exec_model *m, int t);
 float *exec_grad_of(const exec_model *m, int t);
 int exec_uses_caat(const exec_model *m);
 coll_opts exec_codec_opts(const plan_codec *c);
+/* Waits for stream s (cudaStreamSynchronize), bounded by m->wait_timeout_s and
+ * polling the asynchronous errors of the model's communicators, so a dead
+ * peer ends in a named error, not a hang. */
+int exec_stream_wait(exec_model *m, cudaStream_t s, ts_err *e);
+/* Marks the NaN/Inf counters of the compressed calls unused and clears them (exec_model.c). */
+int exec_nf_reset(exec_model *m, ts_err *e);
 
 /* compute of each op (exec_layer.c); all enqueue on m->stream */
 int exec_flush_wgrad(exec_model *m, ts_err *e); /* runs a deferred weight-gradient GEMM */

@@ -23,6 +23,16 @@ static int layer_op_of(const exec_model *m, int model_op) {
   return -1;
 }
 
+/* Gives a compressed call a NaN/Inf counter of its own, named by the op that
+ * makes it (exec_model_check_finite reads them); past EXEC_NF_CALLS the
+ * call counts in its team's counter. */
+static coll_opts nf_attach(exec_model *m, coll_opts o) {
+  if (!m->nf_calls || m->nf_used >= EXEC_NF_CALLS || o.codec != COLL_CODEC_TACO) return o;
+  m->nf_ops[m->nf_used] = m->run_op;
+  o.nonfinite = m->nf_calls + m->nf_used++;
+  return o;
+}
+
 /* A TP all-reduce of `rows` rows of a [tokens x hidden] bf16 activation (or
  * its gradient) starting at buf, in place, with the op's codec. */
 static int tp_allreduce_rows(exec_model *m, void *buf, size_t rows, const plan_codec *c, int backward, ts_err *e) {
@@ -36,7 +46,7 @@ static int tp_allreduce_rows(exec_model *m, void *buf, size_t rows, const plan_c
     return 0;
   }
   if (!m->team_ready) return ts_fail_sys(e, "exec: a compressed collective before exec_model_set_codecs");
-  coll_opts o = exec_codec_opts(c);
+  coll_opts o = nf_attach(m, exec_codec_opts(c));
   const void *in = buf;
   void *out = buf;
   if (c->kind != PLAN_CODEC_TACO && backward && m->caat_f32) {
@@ -135,7 +145,7 @@ static int run_send_recv(exec_model *m, const plan_op *op, ts_err *e) {
   if (op->codec.kind != PLAN_CODEC_NONE) {
     /* TACO: the sender encodes and sends FP8 + scales, the receiver decodes (kernels/coll_taco.h) */
     if (!m->pp_team_ready) return ts_fail_sys(e, "exec: a compressed pipeline message before exec_model_prepare_codecs");
-    coll_opts o = exec_codec_opts(&op->codec);
+    coll_opts o = nf_attach(m, exec_codec_opts(&op->codec));
     const void *s = send ? buf : NULL;
     void *r = send ? NULL : buf;
     const int to = send ? peer : -1, from = send ? -1 : peer;
@@ -206,7 +216,7 @@ static int dp_reduce_groups(exec_model *m, int all, const plan_codec *c, ts_err 
   coll_opts o, *taco = NULL;
   if (c && c->kind == PLAN_CODEC_TACO) {
     if (!m->dp_team_ready) return ts_fail_sys(e, "exec: a compressed DP bucket before exec_model_prepare_codecs");
-    o = exec_codec_opts(c);
+    o = nf_attach(m, exec_codec_opts(c));
     o.dtype = TACO_DTYPE_FP32;
     taco = &o;
   }
@@ -276,7 +286,7 @@ static int sp_allgather(exec_model *m, void *buf, const plan_codec *c, ts_err *e
   const size_t count = (size_t)(m->sp_rows * h);
   if (c->kind != PLAN_CODEC_NONE) {
     if (!m->team_ready) return ts_fail_sys(e, "exec: a compressed all-gather before exec_model_prepare_codecs");
-    coll_opts o = exec_codec_opts(c);
+    coll_opts o = nf_attach(m, exec_codec_opts(c));
     const void *in = rows_at(buf, m->sp_row0, h);
     if (coll_allgather(&m->team, &in, &buf, count, &o))
       return ts_fail_sys(e, "exec: compressed sequence-parallel all-gather: %s", coll_last_error());
@@ -290,7 +300,7 @@ static int sp_reducescatter(exec_model *m, void *buf, const plan_codec *c, ts_er
   const size_t count = (size_t)(m->sp_rows * h);
   if (c->kind != PLAN_CODEC_NONE) {
     if (!m->team_ready) return ts_fail_sys(e, "exec: a compressed reduce-scatter before exec_model_prepare_codecs");
-    coll_opts o = exec_codec_opts(c);
+    coll_opts o = nf_attach(m, exec_codec_opts(c));
     const void *in = buf;
     void *out = rows_at(buf, m->sp_row0, h);
     if (coll_reducescatter(&m->team, &in, &out, count, &o))
@@ -423,6 +433,7 @@ static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
 }
 
 int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
+  m->run_op = op;
   /* A deferred weight-gradient GEMM waits only for the TP all-reduce that follows its op. */
   if (!(op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP)) EX_TRY(exec_flush_wgrad(m, e));
   int micro = op->micro < 0 ? 0 : op->micro;

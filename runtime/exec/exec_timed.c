@@ -157,6 +157,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
     free(times);
     return -1;
   }
+  m.wait_timeout_s = w->timeout_s;
   if (exec_model_init_random(&m, o->seed, e) || exec_model_set_codecs(&m, p->codec_tp_fwd, p->codec_tp_bwd, e))
     goto done;
   /* Synthetic tokens: a fixed seed per data-parallel rank and micro-batch, the same on every TP rank. */
@@ -479,6 +480,7 @@ walked_profile_done:;
     snprintf(note, sizeof note, "ops: rank 0, profiled iteration (an event between every two ops), not scaled");
     schema_result_add_note(&res, note);
     rt_note_env(&res);
+    rt_note_transport(&res, w);
     char variants[256];
     ops_variant_note(variants, sizeof variants);
     schema_result_add_note(&res, variants);

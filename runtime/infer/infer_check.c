@@ -1,6 +1,9 @@
 /* infer_check.c — correctness of the inference executor (`tacorun execute
  * --infer-check`, see infer_run.h). Tolerances are for BF16 storage with FP32
- * accumulation: relative L2 error per checked tensor. */
+ * accumulation: relative L2 error per checked tensor. The FP8 KV cache's
+ * quantizer is checked bit for bit (codes and scales equal to the C
+ * reference's: tolerance 0 mismatches); kernels reading it against the
+ * reference on the same codes; outputs poisoned (NaN bytes) before each run. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,7 +11,9 @@
 #include <string.h>
 
 #include "rt_world.h"
+#include "infer_decode.h"
 #include "infer_kernels.h"
+#include "infer_kv8.h"
 #include "infer_ref.h"
 #include "infer_run.h"
 #include "rt_ops.h"
@@ -132,6 +137,216 @@ static int check_rope(check_log *L, ts_err *e) {
   return 0;
 }
 
+/* ---- the FP8 KV cache (infer_kv8.h) ---- */
+
+static int fetch_bytes(const void *d, size_t n, void *h, ts_err *e) {
+  RT_CUDA(e, cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+/* Codes and scales of rows vectors of x (host floats, BF16 values) quantized
+ * by the C reference against the GPU's: the number of differing codes or scales. */
+static long long kv8_mismatches(const float *x, const unsigned char *codes, const float *scales, long long rows,
+                                int d) {
+  unsigned char *rc = malloc((size_t)d);
+  if (!rc) abort();
+  long long bad = 0;
+  for (long long r = 0; r < rows; r++) {
+    float sc;
+    infer_ref_kv8_quantize(x + r * d, d, rc, &sc);
+    bad += memcmp(&sc, scales + r, sizeof sc) != 0;
+    for (int i = 0; i < d; i++) bad += rc[i] != codes[r * d + i];
+  }
+  free(rc);
+  return bad;
+}
+
+static void report_exact(check_log *L, const char *name, long long bad, long long total) {
+  L->total++;
+  if (bad) L->failed++;
+  if (L->root) printf("%-4s %-58s %lld of %lld differ (tolerance 0)\n", bad ? "FAIL" : "ok", name, bad, total);
+  fflush(stdout);
+}
+
+/* Random BF16 caches (rows of random magnitudes, so that scales differ),
+ * quantized on the GPU; the quantizer against the C one; decode attention v2
+ * over the FP8 cache against the reference on the dequantized codes, and (not
+ * a tolerance of the kernel: the format's error) against the BF16 cache. */
+static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, long long max_seq, long long len,
+                            uint64_t seed, ts_err *e) {
+  infer_attn_dims a = {.batch = batch, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = max_seq};
+  long long nq = (long long)batch * hl * d, rows = (long long)batch * kvl * max_seq, nc = rows * d;
+  void *q, *kb, *vb, *o, *part, *k8, *v8;
+  float *ks, *vs;
+  RT_CUDA(e, cudaMalloc(&q, (size_t)nq * 2));
+  RT_CUDA(e, cudaMalloc(&o, (size_t)nq * 2));
+  RT_CUDA(e, cudaMalloc(&kb, (size_t)nc * 2));
+  RT_CUDA(e, cudaMalloc(&vb, (size_t)nc * 2));
+  RT_CUDA(e, cudaMalloc(&k8, (size_t)nc));
+  RT_CUDA(e, cudaMalloc(&v8, (size_t)nc));
+  RT_CUDA(e, cudaMalloc((void **)&ks, (size_t)rows * 4));
+  RT_CUDA(e, cudaMalloc((void **)&vs, (size_t)rows * 4));
+  RT_CUDA(e, cudaMalloc(&part, infer_decode2_partial_bytes(&a, len)));
+  float *hq = malloc((size_t)nq * 4), *ho = malloc((size_t)nq * 4), *hr = malloc((size_t)nq * 4),
+        *hb = malloc((size_t)nq * 4), *hk = malloc((size_t)nc * 4), *hv = malloc((size_t)nc * 4),
+        *dk = malloc((size_t)nc * 4), *dv = malloc((size_t)nc * 4), *hks = malloc((size_t)rows * 4),
+        *hvs = malloc((size_t)rows * 4);
+  unsigned char *ck = malloc((size_t)nc), *cv = malloc((size_t)nc);
+  if (!hq || !ho || !hr || !hb || !hk || !hv || !dk || !dv || !hks || !hvs || !ck || !cv)
+    return ts_fail_sys(e, "out of host memory");
+  CK_TRY(rt_fill_random_bf16(q, nq, seed, 3.0f, NULL, e));
+  CK_TRY(rt_fill_random_bf16(kb, nc, seed + 1, 1.0f, NULL, e));
+  CK_TRY(rt_fill_random_bf16(vb, nc, seed + 2, 1.0f, NULL, e));
+  CK_TRY(fetch(kb, nc, hk, e));
+  CK_TRY(fetch(vb, nc, hv, e));
+  /* row r scaled by 2^(r % 9 - 4): scales from 1/16 to 16 of each other */
+  for (long long r = 0; r < rows; r++)
+    for (int x = 0; x < d; x++) {
+      float f = ldexpf(1.f, (int)(r % 9) - 4);
+      hk[r * d + x] *= f, hv[r * d + x] *= (1.f / f);
+    }
+  {
+    uint16_t *tmp = malloc((size_t)nc * 2);
+    if (!tmp) return ts_fail_sys(e, "out of host memory");
+    for (long long i = 0; i < nc; i++) tmp[i] = infer_ref_to_bf16(hk[i]);
+    RT_CUDA(e, cudaMemcpy(kb, tmp, (size_t)nc * 2, cudaMemcpyHostToDevice));
+    for (long long i = 0; i < nc; i++) tmp[i] = infer_ref_to_bf16(hv[i]);
+    RT_CUDA(e, cudaMemcpy(vb, tmp, (size_t)nc * 2, cudaMemcpyHostToDevice));
+    free(tmp);
+  }
+  RT_CUDA(e, cudaMemset(k8, 0xff, (size_t)nc));
+  RT_CUDA(e, cudaMemset(v8, 0xff, (size_t)nc));
+  RT_CUDA(e, cudaMemset(ks, 0xff, (size_t)rows * 4));
+  RT_CUDA(e, cudaMemset(vs, 0xff, (size_t)rows * 4));
+  RT_CUDA(e, cudaMemset(o, 0xff, (size_t)nq * 2));
+  RT_CUDA(e, cudaMemset(part, 0xff, infer_decode2_partial_bytes(&a, len)));
+  CK_TRY(infer_kv8_quantize(kb, k8, ks, rows, d, NULL, e));
+  CK_TRY(infer_kv8_quantize(vb, v8, vs, rows, d, NULL, e));
+  infer_kv8 c = {k8, v8, ks, vs};
+  CK_TRY(infer_decode_attention2_fp8(q, &c, o, part, &a, len, NULL, e));
+  RT_CUDA(e, cudaDeviceSynchronize());
+  CK_TRY(fetch(q, nq, hq, e));
+  CK_TRY(fetch(kb, nc, hk, e));
+  CK_TRY(fetch(vb, nc, hv, e));
+  CK_TRY(fetch(o, nq, ho, e));
+  CK_TRY(fetch_bytes(k8, (size_t)nc, ck, e));
+  CK_TRY(fetch_bytes(v8, (size_t)nc, cv, e));
+  CK_TRY(fetch_bytes(ks, (size_t)rows * 4, hks, e));
+  CK_TRY(fetch_bytes(vs, (size_t)rows * 4, hvs, e));
+  char name[128];
+  long long bad = kv8_mismatches(hk, ck, hks, rows, d) + kv8_mismatches(hv, cv, hvs, rows, d);
+  snprintf(name, sizeof name, "FP8 KV quantize %lld x d%d (K, V) codes+scales vs C", rows, d);
+  report_exact(L, name, bad, 2 * rows * (d + 1));
+  for (long long r = 0; r < rows; r++) {
+    infer_ref_kv8_dequantize(ck + r * d, hks[r], d, dk + r * d);
+    infer_ref_kv8_dequantize(cv + r * d, hvs[r], d, dv + r * d);
+  }
+  infer_ref_decode_attention(hq, dk, dv, hr, batch, hl, kvl, d, max_seq, len);
+  snprintf(name, sizeof name, "decode attention v2 FP8 b%d h%d kv%d d%d len %lld vs C", batch, hl, kvl, d, len);
+  report(L, name, rel_l2(ho, hr, nq), 1e-2);
+  infer_ref_decode_attention(hq, hk, hv, hb, batch, hl, kvl, d, max_seq, len);
+  if (L->root)
+    printf("     (the same output against attention over the BF16 cache: rel.L2 %.3e, the E4M3 format's error)\n",
+           rel_l2(ho, hb, nq));
+  free(hq), free(ho), free(hr), free(hb), free(hk), free(hv), free(dk), free(dv), free(hks), free(hvs), free(ck),
+      free(cv);
+  cudaFree(q), cudaFree(o), cudaFree(kb), cudaFree(vb), cudaFree(k8), cudaFree(v8), cudaFree(ks), cudaFree(vs),
+      cudaFree(part);
+  return 0;
+}
+
+/* RoPE + quantize on append: a prefill (seq tokens at 0, with the BF16 stage)
+ * and a decode step (one token at position seq). */
+static int check_rope_fp8(check_log *L, int d, ts_err *e) {
+  const int b = 2, hl = 8, kvl = 2, seq = 9;
+  const long long max_seq = 16;
+  const double theta = 500000.0;
+  infer_attn_dims a = {.batch = b, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = max_seq, .rope_theta = theta};
+  const int W = hl + 2 * kvl;
+  long long nqkv = (long long)b * seq * W * d, nq = (long long)b * hl * seq * d, rows = (long long)b * kvl * max_seq,
+            nc = rows * d, ns = (long long)b * kvl * seq * d;
+  void *qkv, *q, *k8, *v8, *kst, *vst;
+  float *ks, *vs;
+  RT_CUDA(e, cudaMalloc(&qkv, (size_t)nqkv * 2));
+  RT_CUDA(e, cudaMalloc(&q, (size_t)nq * 2));
+  RT_CUDA(e, cudaMalloc(&k8, (size_t)nc));
+  RT_CUDA(e, cudaMalloc(&v8, (size_t)nc));
+  RT_CUDA(e, cudaMalloc(&kst, (size_t)ns * 2));
+  RT_CUDA(e, cudaMalloc(&vst, (size_t)ns * 2));
+  RT_CUDA(e, cudaMalloc((void **)&ks, (size_t)rows * 4));
+  RT_CUDA(e, cudaMalloc((void **)&vs, (size_t)rows * 4));
+  RT_CUDA(e, cudaMemset(k8, 0xff, (size_t)nc));
+  RT_CUDA(e, cudaMemset(v8, 0xff, (size_t)nc));
+  RT_CUDA(e, cudaMemset(ks, 0xff, (size_t)rows * 4));
+  RT_CUDA(e, cudaMemset(vs, 0xff, (size_t)rows * 4));
+  RT_CUDA(e, cudaMemset(q, 0xff, (size_t)nq * 2));
+  RT_CUDA(e, cudaMemset(kst, 0xff, (size_t)ns * 2));
+  RT_CUDA(e, cudaMemset(vst, 0xff, (size_t)ns * 2));
+  CK_TRY(rt_fill_random_bf16(qkv, nqkv, 31 + (uint64_t)d, 2.0f, NULL, e));
+  infer_kv8 c = {k8, v8, ks, vs};
+  CK_TRY(infer_rope_scatter_fp8(qkv, q, &c, kst, vst, &a, seq, 0, NULL, e));
+  RT_CUDA(e, cudaDeviceSynchronize());
+  float *hx = malloc((size_t)nqkv * 4), *hq = malloc((size_t)nq * 4), *rq = malloc((size_t)nq * 4),
+        *hs = malloc((size_t)ns * 4 * 2), *rs = malloc((size_t)ns * 4 * 2), *hks = malloc((size_t)rows * 4),
+        *hvs = malloc((size_t)rows * 4), *deq = malloc((size_t)nc * 4), *ref = calloc((size_t)nc, 4);
+  unsigned char *ck = malloc((size_t)nc), *cv = malloc((size_t)nc);
+  if (!hx || !hq || !rq || !hs || !rs || !hks || !hvs || !deq || !ref || !ck || !cv)
+    return ts_fail_sys(e, "out of host memory");
+  CK_TRY(fetch(qkv, nqkv, hx, e));
+  CK_TRY(fetch(q, nq, hq, e));
+  CK_TRY(fetch(kst, ns, hs, e));
+  CK_TRY(fetch(vst, ns, hs + ns, e));
+  CK_TRY(fetch_bytes(k8, (size_t)nc, ck, e));
+  CK_TRY(fetch_bytes(v8, (size_t)nc, cv, e));
+  CK_TRY(fetch_bytes(ks, (size_t)rows * 4, hks, e));
+  CK_TRY(fetch_bytes(vs, (size_t)rows * 4, hvs, e));
+  /* reference Q and stage (K | V), positions 0..seq-1 */
+  for (int bi = 0; bi < b; bi++)
+    for (int s = 0; s < seq; s++)
+      for (int h = 0; h < W; h++) {
+        const float *src = hx + (((long long)bi * seq + s) * W + h) * d;
+        float *dst = h < hl ? rq + (((long long)bi * hl + h) * seq + s) * d
+                            : rs + (h >= hl + kvl ? ns : 0) + (((long long)bi * kvl + (h - hl) % kvl) * seq + s) * d;
+        memcpy(dst, src, (size_t)d * 4);
+        if (h < hl + kvl) infer_ref_rope(dst, d, s, theta);
+      }
+  char name[128];
+  snprintf(name, sizeof name, "FP8 append d%d prefill: Q and BF16 K/V stage vs C RoPE", d);
+  report(L, name, fmax(rel_l2(hq, rq, nq), rel_l2(hs, rs, 2 * ns)), 1e-2);
+  /* the cache's codes at 0..seq-1 against the C quantizer of the GPU's stage (same BF16 values) */
+  long long bad = 0, total = 0;
+  for (int kvsel = 0; kvsel < 2; kvsel++)
+    for (long long pr = 0; pr < (long long)b * kvl; pr++) {
+      const float *st = hs + kvsel * ns + pr * seq * d;
+      const unsigned char *cc = (kvsel ? cv : ck) + pr * max_seq * d;
+      const float *sc = (kvsel ? hvs : hks) + pr * max_seq;
+      bad += kv8_mismatches(st, cc, sc, seq, d), total += (long long)seq * (d + 1);
+    }
+  snprintf(name, sizeof name, "FP8 append d%d prefill: codes+scales vs C quantizer", d);
+  report_exact(L, name, bad, total);
+  /* a decode step: token 0 of the same qkv at position seq, no stage; against C RoPE + quantizer */
+  infer_attn_dims a1 = a;
+  a1.batch = 1;
+  CK_TRY(infer_rope_scatter_fp8(qkv, q, &c, NULL, NULL, &a1, 1, seq, NULL, e));
+  RT_CUDA(e, cudaDeviceSynchronize());
+  CK_TRY(fetch_bytes(k8, (size_t)nc, ck, e));
+  CK_TRY(fetch_bytes(ks, (size_t)rows * 4, hks, e));
+  double num = 0, den = 0;
+  for (int j = 0; j < kvl; j++) {
+    float x[256], y[256];
+    memcpy(x, hx + (long long)(hl + j) * d, (size_t)d * 4);
+    infer_ref_rope(x, d, seq, theta);
+    long long r = (long long)j * max_seq + seq;
+    infer_ref_kv8_dequantize(ck + r * d, hks[r], d, y);
+    for (int i = 0; i < d; i++) num += (double)(y[i] - x[i]) * (y[i] - x[i]), den += (double)x[i] * x[i];
+  }
+  snprintf(name, sizeof name, "FP8 append d%d decode step: dequantized K vs C RoPE (E4M3: 2^-4)", d);
+  report(L, name, sqrt(num / den), 4e-2);
+  free(hx), free(hq), free(rq), free(hs), free(rs), free(hks), free(hvs), free(deq), free(ref), free(ck), free(cv);
+  cudaFree(qkv), cudaFree(q), cudaFree(k8), cudaFree(v8), cudaFree(kst), cudaFree(vst), cudaFree(ks), cudaFree(vs);
+  return 0;
+}
+
 /* ---- the model: TP = N vs TP = 1, prefill vs decode, codecs ---- */
 
 static model_config tiny_llama(void) {
@@ -218,6 +433,20 @@ static int check_model(rt_nccl *w, check_log *L, ts_err *e) {
   CK_TRY(infer_forward(&m1, tok, S + 1, 0, e));
   CK_TRY(logits_of(&m1, lp, e));
   report(L, "prefill S+1 vs prefill S + 1 decode step (TP1 logits)", rel_l2(l1 + nl, lp, nl), 3e-2);
+  {
+    /* the FP8 KV cache approximates the same model: logits within 0.1 of the BF16 cache's (the TACO
+     * all-reduce's tolerance below; E4M3 keeps 3 mantissa bits of K and V) */
+    infer_model_opts m8 = mo;
+    m8.decode_attn = 2, m8.kv_fp8 = 1;
+    infer_model mf;
+    CK_TRY(infer_model_init(&mf, &mc, mc.layers, 1, 0, &m8, NULL, w->streams[0], e));
+    CK_TRY(run_seq(&mf, tok_s, dec, S, steps, lc, e));
+    double err = 0;
+    for (int j = 0; j <= steps; j++) err = fmax(err, rel_l2(lc + j * nl, l1 + j * nl, nl));
+    snprintf(name, sizeof name, "FP8 KV cache vs BF16 (TP1 logits, prefill %d + %d steps)", S, steps);
+    report(L, name, all_finite(lc, nl * (steps + 1)) ? err : NAN, 0.1);
+    infer_model_free(&mf);
+  }
   if (N > 1) {
     const plan_codec_kind kinds[] = {PLAN_CODEC_TACO, PLAN_CODEC_CAAT, PLAN_CODEC_TACO_CAAT};
     const infer_ar_mode modes[] = {INFER_AR_TACO, INFER_AR_CAAT, INFER_AR_TACO_CAAT};
@@ -272,6 +501,13 @@ int infer_run_check(rt_nccl *w, ts_err *e) {
   CK_TRY(check_decode_attention(&L, 4, 8, 1, 64, 16, 5, e));
   CK_TRY(check_decode_attention(&L, 64, 16, 4, 128, 300, 257, e));
   CK_TRY(check_rope(&L, e));
+  CK_TRY(check_decode_fp8(&L, 3, 8, 2, 128, 1100, 1000, 41, e));
+  CK_TRY(check_decode_fp8(&L, 2, 4, 4, 64, 64, 37, 51, e));
+  CK_TRY(check_decode_fp8(&L, 1, 32, 8, 128, 8192, 8192, 61, e));
+  CK_TRY(check_decode_fp8(&L, 4, 28, 4, 128, 300, 257, 71, e));
+  CK_TRY(check_decode_fp8(&L, 64, 32, 8, 128, 300, 1, 81, e));
+  CK_TRY(check_rope_fp8(&L, 128, e));
+  CK_TRY(check_rope_fp8(&L, 64, e));
   CK_TRY(check_model(w, &L, e));
   double f = L.failed;
   CK_TRY(rt_world_max(w, &f, 1, e));

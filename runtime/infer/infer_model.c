@@ -131,6 +131,42 @@ out:
   return rc;
 }
 
+/* count = 0, first_index = ULLONG_MAX in the counters used since the last reset. */
+static int nf_reset(infer_model *m, ts_err *e) {
+  const size_t pitch = sizeof(taco_nonfinite), w = sizeof(unsigned long long);
+  int n = m->nf_used < INFER_NF_CALLS ? m->nf_used : INFER_NF_CALLS;
+  m->nf_used = 0;
+  if (n == 0) return 0;
+  RT_CUDA(e, cudaMemset2DAsync(m->nf_calls, pitch, 0, w, (size_t)n, m->stream));
+  RT_CUDA(e, cudaMemset2DAsync((char *)m->nf_calls + w, pitch, 0xff, w, (size_t)n, m->stream));
+  return 0;
+}
+
+int infer_model_check_finite(infer_model *m, ts_err *e) {
+  static taco_nonfinite host[INFER_NF_CALLS];
+  const int n = m->nf_used < INFER_NF_CALLS ? m->nf_used : INFER_NF_CALLS;
+  if (n > 0) {
+    RT_CUDA(e, cudaMemcpyAsync(host, m->nf_calls, (size_t)n * sizeof *host, cudaMemcpyDeviceToHost, m->stream));
+    RT_CUDA(e, cudaStreamSynchronize(m->stream)); /* the caller waited for the stream (rt_nccl_wait) */
+  }
+  IM_TRY(nf_reset(m, e));
+  for (int i = 0; i < n; i++) {
+    const struct infer_nf_site *s = &m->nf_site[i];
+    if (host[i].count)
+      return ts_fail_sys(e, "%s at position %lld: layer %d %s TP all-reduce: the TACO encode met %llu NaN/Inf values "
+                            "(first at element %llu of the message; the codec sent them as zeros)",
+                         s->pos == 0 ? "prefill" : "decode step", s->pos, s->layer, s->fc2 ? "fc2" : "attn_out",
+                         host[i].count, host[i].first_index);
+  }
+  unsigned long long count = 0, first = 0;
+  if (m->team && coll_team_nonfinite(m->team, &count, &first))
+    return ts_fail_sys(e, "infer: reading the NaN/Inf count: %s", coll_last_error());
+  if (count)
+    return ts_fail_sys(e, "a TP all-reduce's TACO encode met %llu NaN/Inf values (first at element %llu of its "
+                          "message; the codec sent them as zeros)", count, first);
+  return 0;
+}
+
 int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp, int rank, const infer_model_opts *o,
                      coll_team *team, cudaStream_t stream, ts_err *e) {
   memset(m, 0, sizeof *m);
@@ -153,7 +189,12 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   m->w = calloc((size_t)layers, sizeof *m->w);
   m->kc = calloc((size_t)layers, sizeof *m->kc);
   m->vc = calloc((size_t)layers, sizeof *m->vc);
-  if (!m->w || !m->kc || !m->vc) return ts_fail_sys(e, "infer: out of host memory");
+  m->ks = calloc((size_t)layers, sizeof *m->ks);
+  m->vs = calloc((size_t)layers, sizeof *m->vs);
+  if (!m->w || !m->kc || !m->vc || !m->ks || !m->vs) return ts_fail_sys(e, "infer: out of host memory");
+  if (o->kv_fp8 && o->decode_attn != 2)
+    return ts_fail_sys(e, "infer: the FP8 KV cache is read by decode attention v2 only (--decode-attention v2)");
+  m->kv_fp8 = o->kv_fp8;
   for (int l = 0; l < layers; l++) {
     infer_layer_w *w = &m->w[l];
     IM_TRY(dmalloc(&w->ln1, (size_t)h * BF, "weights", e));
@@ -162,9 +203,20 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
     IM_TRY(dmalloc(&w->wo, (size_t)(m->hl * d * h) * BF, "weights", e));
     IM_TRY(dmalloc(&w->w1, (size_t)(h * 2 * m->fl) * BF, "weights", e));
     IM_TRY(dmalloc(&w->w2, (size_t)(m->fl * h) * BF, "weights", e));
-    size_t cache = (size_t)o->batch * m->kvl * o->max_seq * d * BF;
+    size_t pos = (size_t)o->batch * m->kvl * o->max_seq, cache = pos * d * (o->kv_fp8 ? 1 : BF);
     IM_TRY(dmalloc(&m->kc[l], cache, "the KV cache", e));
     IM_TRY(dmalloc(&m->vc[l], cache, "the KV cache", e));
+    m->kv_bytes += 2.0 * cache;
+    if (o->kv_fp8) {
+      IM_TRY(dmalloc((void **)&m->ks[l], pos * sizeof(float), "the KV cache scales", e));
+      IM_TRY(dmalloc((void **)&m->vs[l], pos * sizeof(float), "the KV cache scales", e));
+      m->kv_bytes += 2.0 * pos * sizeof(float);
+    }
+  }
+  if (o->kv_fp8 && o->max_prompt > 1) {
+    size_t stage = (size_t)o->batch * m->kvl * o->max_prompt * d * BF;
+    IM_TRY(dmalloc(&m->kst, stage, "the prefill K/V stage", e));
+    IM_TRY(dmalloc(&m->vst, stage, "the prefill K/V stage", e));
   }
   IM_TRY(dmalloc(&m->emb, (size_t)(m->vl * h) * BF, "weights", e));
   IM_TRY(dmalloc(&m->head, (size_t)(m->vl * h) * BF, "weights", e));
@@ -201,6 +253,9 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   IM_TRY(dmalloc(&m->logits, (size_t)(o->batch * m->vl) * BF, "logits", e));
   IM_TRY(dmalloc(&m->logits_all, (size_t)(o->batch * m->vl * tp) * BF, "logits", e));
   IM_TRY(dmalloc((void **)&m->tok, (size_t)o->batch * sizeof(int32_t), "tokens", e));
+  IM_TRY(dmalloc((void **)&m->nf_calls, INFER_NF_CALLS * sizeof(taco_nonfinite), "NaN/Inf counters", e));
+  m->nf_used = INFER_NF_CALLS;
+  IM_TRY(nf_reset(m, e));
   return init_weights(m, o->seed, e);
 }
 
@@ -211,10 +266,13 @@ void infer_model_free(infer_model *m) {
       cudaFree(w->ln1), cudaFree(w->ln2), cudaFree(w->wqkv), cudaFree(w->wo), cudaFree(w->w1), cudaFree(w->w2);
       if (m->kc) cudaFree(m->kc[l]);
       if (m->vc) cudaFree(m->vc[l]);
+      if (m->ks) cudaFree(m->ks[l]);
+      if (m->vs) cudaFree(m->vs[l]);
     }
-  free(m->w), free(m->kc), free(m->vc);
+  free(m->w), free(m->kc), free(m->vc), free(m->ks), free(m->vs);
+  cudaFree(m->kst), cudaFree(m->vst);
   void *bufs[] = {m->emb, m->head, m->lnf, m->x, m->xn, m->proj, m->qkv, m->qh, m->oh, m->attn, m->f, m->act,
-                  m->rstd, m->scores, m->partial, m->last, m->lastn, m->logits, m->logits_all, m->tok};
+                  m->rstd, m->scores, m->partial, m->last, m->lastn, m->logits, m->logits_all, m->tok, m->nf_calls};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
   if (m->gemm) exec_gemm_destroy(m->gemm);
   memset(m, 0, sizeof *m);
@@ -238,6 +296,10 @@ int infer_allreduce(infer_model *m, void *buf, long long rows, infer_ar_mode mod
   const void *in = buf;
   void *out = buf;
   coll_opts o = opts_of(mode, &m->codec);
+  if (o.codec == COLL_CODEC_TACO && m->nf_calls && m->nf_used < INFER_NF_CALLS) { /* a counter of its own */
+    m->nf_site[m->nf_used] = m->at;
+    o.nonfinite = m->nf_calls + m->nf_used++;
+  }
   int rc;
   if (mode == INFER_AR_PLAIN || mode == INFER_AR_TACO)
     rc = coll_allreduce(m->team, &in, &out, (size_t)(rows * m->mc.hidden), &o);
@@ -302,24 +364,34 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
     const infer_layer_w *w = &m->w[l];
     IM_TRY(rt_rmsnorm_fwd(m->x, w->ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
     IM_TRY(gemm_nn(m, T, qcl, h, m->xn, w->wqkv, m->qkv, e));
-    IM_TRY(infer_rope_scatter(m->qkv, m->qh, m->kc[l], m->vc[l], &ad, seq, pos0, st, e));
+    const infer_kv8 c8 = {m->kc[l], m->vc[l], m->ks[l], m->vs[l]};
+    if (m->kv_fp8)
+      IM_TRY(infer_rope_scatter_fp8(m->qkv, m->qh, &c8, seq > 1 ? m->kst : NULL, seq > 1 ? m->vst : NULL, &ad, seq,
+                                    pos0, st, e));
+    else
+      IM_TRY(infer_rope_scatter(m->qkv, m->qh, m->kc[l], m->vc[l], &ad, seq, pos0, st, e));
     if (seq > 1) {
-      infer_prefill_args pa = {.gemm = m->gemm, .stream = st, .q = m->qh, .k_cache = m->kc[l], .v_cache = m->vc[l],
-                               .o_heads = m->oh, .out = m->attn, .scores = m->scores, .scores_bytes = m->scores_bytes,
-                               .batch = m->batch, .hl = m->hl, .kvl = m->kvl, .head_dim = (int)d, .seq = seq,
-                               .max_seq = m->max_seq};
+      /* prefill attention in BF16: from the cache, or (FP8 cache) from the stage of this layer's prompts */
+      infer_prefill_args pa = {.gemm = m->gemm, .stream = st, .q = m->qh, .k_cache = m->kv_fp8 ? m->kst : m->kc[l],
+                               .v_cache = m->kv_fp8 ? m->vst : m->vc[l], .o_heads = m->oh, .out = m->attn,
+                               .scores = m->scores, .scores_bytes = m->scores_bytes, .batch = m->batch, .hl = m->hl,
+                               .kvl = m->kvl, .head_dim = (int)d, .seq = seq,
+                               .max_seq = m->kv_fp8 ? seq : m->max_seq};
       IM_TRY(infer_prefill_attention(&pa, e));
-    }
+    } else if (m->kv_fp8)
+      IM_TRY(infer_decode_attention2_fp8(m->qh, &c8, m->attn, m->partial, &ad, pos0 + 1, st, e));
     else
       IM_TRY((m->decode_attn == 2 ? infer_decode_attention2 : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn,
                                                                                    m->partial, &ad, pos0 + 1, st, e));
     IM_TRY(gemm_nn(m, T, h, m->hl * d, m->attn, w->wo, m->proj, e));
+    m->at = (struct infer_nf_site){pos0, l, 0};
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));
     IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
     IM_TRY(rt_rmsnorm_fwd(m->x, w->ln2, m->xn, m->rstd, T, (int)h, eps, st, e));
     IM_TRY(gemm_nn(m, T, 2LL * m->fl, h, m->xn, w->w1, m->f, e));
     IM_TRY(rt_swiglu_fwd(m->f, m->act, T, m->fl, st, e));
     IM_TRY(gemm_nn(m, T, h, m->fl, m->act, w->w2, m->proj, e));
+    m->at = (struct infer_nf_site){pos0, l, 1};
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));
     IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
   }

@@ -1,6 +1,7 @@
 /* infer_model.h — a Llama-style decoder (RMSNorm, RoPE, grouped-query
  * attention, SwiGLU, untied output head) served with tensor parallelism on
- * one GPU of a TP group: prefill of the prompts into a BF16 KV cache, then
+ * one GPU of a TP group: prefill of the prompts into a BF16 or FP8 (E4M3 with
+ * per-position scales, infer_kv8.h) KV cache, then
  * decode steps of one token per sequence, greedy sampling.
  *
  * Megatron-style split: QKV and FC1 column-parallel, attention output and FC2
@@ -29,6 +30,9 @@ typedef struct {
   void *ln1, *wqkv, *wo, *ln2, *w1, *w2;
 } infer_layer_w;
 
+/* Compressed layer all-reduces between two NaN/Inf checks that get a counter of their own. */
+#define INFER_NF_CALLS 16384
+
 typedef struct {
   model_config mc;
   int layers, tp, rank;
@@ -38,7 +42,12 @@ typedef struct {
   long long max_seq;  /* cache positions per sequence */
   infer_layer_w *w;
   void *emb, *lnf, *head;
-  void **kc, **vc;    /* per layer [batch x kvl x max_seq x d] */
+  void **kc, **vc;    /* per layer [batch x kvl x max_seq x d]: BF16, or E4M3 codes (kv_fp8) */
+  float **ks, **vs;   /* kv_fp8: per layer [batch x kvl x max_seq] scales of K and V */
+  void *kst, *vst;    /* kv_fp8 with prefill: the BF16 K and V of one layer's prompts [batch x kvl x max_prompt x d],
+                         what the prefill attention reads */
+  int kv_fp8;
+  double kv_bytes;    /* bytes of the KV cache allocated (all layers, codes and scales) */
   /* activations, sized for a prefill of batch x max_prompt tokens */
   void *x, *xn, *qkv, *qh, *oh, *attn, *proj, *f, *act;
   float *rstd;
@@ -54,6 +63,17 @@ typedef struct {
   coll_team *team;    /* NULL when tp == 1 */
   plan_codec codec;
   infer_ar_mode ar_mode[2]; /* [0] prefill layer all-reduce, [1] decode layer all-reduce */
+  /* NaN/Inf that the TACO encodes of the layer all-reduces met (they send them
+   * as zeros): one counter per call since the last infer_model_check_finite,
+   * with where it was (position, layer, which); calls past INFER_NF_CALLS
+   * count in the team's counter. */
+  taco_nonfinite *nf_calls;
+  struct infer_nf_site {
+    long long pos;
+    int layer, fc2;
+  } nf_site[INFER_NF_CALLS];
+  int nf_used;
+  struct infer_nf_site at; /* the all-reduce infer_forward is at */
 } infer_model;
 
 typedef struct {
@@ -62,6 +82,7 @@ typedef struct {
   unsigned long long seed;
   size_t scores_budget; /* bytes of prefill attention scores at once (0: 1 GiB) */
   int decode_attn;      /* 2: infer_decode_attention2 (infer_decode.h); else infer_decode_attention */
+  int kv_fp8;           /* 1: FP8 KV cache (needs decode_attn 2); 0: BF16 */
 } infer_model_opts;
 
 /* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the
@@ -98,6 +119,12 @@ typedef struct {
   long long seq, max_seq;
 } infer_prefill_args;
 int infer_prefill_attention(const infer_prefill_args *a, ts_err *e);
+
+/* After the stream's work is done: fails naming the phase ("prefill", "decode
+ * step"), the position, the layer and the all-reduce (attn_out or fc2) of the
+ * first call whose TACO encode met NaN/Inf, and the count, as a NaN loss
+ * stops training; resets the counters. */
+int infer_model_check_finite(infer_model *m, ts_err *e);
 
 /* One layer all-reduce of rows x hidden in place, the way `mode` says. */
 int infer_allreduce(infer_model *m, void *buf, long long rows, infer_ar_mode mode, ts_err *e);

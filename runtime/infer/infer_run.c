@@ -1,5 +1,6 @@
 /* infer_run.c — `tacorun execute INFER_PLAN.json`: prefill and decode of an
  * inference plan on GPUs, timed (see infer_run.h). */
+#include "ts_args.h"
 #include "infer_run.h"
 
 #include <stdio.h>
@@ -17,10 +18,13 @@ void infer_usage(FILE *out) {
   fprintf(out,
           "usage: mpirun -np TP tacorun execute INFER_PLAN.json... [--json OUT | --json-dir DIR] [--csv OUT]\n"
           "                                     [--warmup N] [--prefill-reps N] [--seed S] [--timeout S]\n"
+          "                                     [--transport auto|p2p|shm|socket]\n"
           "       mpirun -np N tacorun execute --infer-check\n"
           "\n"
           "Serves one batch of an inference plan (\"kind\": \"inference\") for real, one process per GPU\n"
-          "of the TP group: a prefill forward pass over the prompts that fills a BF16 KV cache, then\n"
+          "of the TP group: a prefill forward pass over the prompts that fills the KV cache (the plan's\n"
+          "kv_cache: bf16, or fp8 = E4M3 codes with one FP32 scale per position and KV head, quantized on\n"
+          "append, read by the FP8 variant of decode attention v2; prefill attention stays BF16), then\n"
           "generate - 1 decode steps (one token per sequence each, attending over the cache), greedy\n"
           "sampling; synthetic weights (fixed seed) and prompt tokens. Llama-style models only (RMSNorm,\n"
           "RoPE, grouped-query attention, SwiGLU, no biases, untied head); the plan's layers_override\n"
@@ -34,11 +38,13 @@ void infer_usage(FILE *out) {
           "schema (kind \"inference\", source \"measured\") that `tacosim compare` reads. Several plans\n"
           "(same TP) run one after the other in one launch; --json-dir DIR writes DIR/PLAN_NAME.json each.\n"
           "\n"
-          "--infer-check: decode attention and RoPE against the plain-C reference, TP = N against TP = 1\n"
+          "--infer-check: decode attention (v1, v2, v2 over the FP8 cache), RoPE, and the FP8 cache's\n"
+          "quantize-on-append against the plain-C reference, TP = N against TP = 1\n"
           "logits on a tiny model, prefill of S + 1 tokens against prefill of S plus a decode step, and\n"
           "the TACO / CAAT-Net / both all-reduce paths.\n"
           "\n"
-          "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8,\n"
+          "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8 with\n"
+          "--decode-attention v1,\n"
           "a TP degree other than the number of processes, non-Llama models.\n"
           "\n"
           "options, inference plans (defaults in brackets):\n"
@@ -46,6 +52,9 @@ void infer_usage(FILE *out) {
           "  --prefill-reps N  timed prefills, after one warm-up [3]\n"
           "  --seed S          weights and prompt tokens [1234]\n"
           "  --timeout S       bound on every wait, seconds [300]\n"
+          RT_TRANSPORT_USAGE
+          "  NaN/Inf that a TACO encode of a TP all-reduce meets (sent as zeros) stop the run (exit 1),\n"
+          "  naming the prefill or decode step (its position), the layer, the all-reduce and the count.\n"
           "  --json OUT        the result (kind \"inference\", source \"measured\") [not written]\n"
           "  --json-dir DIR    DIR/PLAN_NAME.json for each plan (several plans) [not written]\n"
           "  --csv OUT         the result as gnuplot columns [not written]\n"
@@ -154,6 +163,7 @@ typedef struct {
   const char *plans[INFER_MAX_PLANS];
   int n_plans;
   int warmup, prefill_reps, check, timeout_s, decode_graph, decode_attn;
+  coll_transport transport;
   unsigned long long seed;
 } infer_opts;
 
@@ -206,25 +216,16 @@ static int graph_pass(infer_model *m, const plan_infer *p, const infer_opts *o, 
   return 0;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*s == 0 || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 static int parse(int argc, char **argv, infer_opts *o) {
   *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234, .decode_attn = 2};
+  const ts_arg_flag flags[] = {{"--infer-check", &o->check}, {"--decode-graph", &o->decode_graph}};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    if (ts_arg_is_help(a)) {
       infer_usage(stdout);
       return 0;
-    } else if (!strcmp(a, "--infer-check")) {
-      o->check = 1;
-    } else if (!strcmp(a, "--decode-graph")) {
-      o->decode_graph = 1;
+    } else if (ts_arg_set_flag(a, flags, sizeof flags / sizeof *flags)) {
+      continue;
     } else if (i + 1 < argc && !strcmp(a, "--decode-attention")) {
       const char *v = argv[++i];
       if (strcmp(v, "v1") && strcmp(v, "v2")) {
@@ -235,13 +236,19 @@ static int parse(int argc, char **argv, infer_opts *o) {
     } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
       int v;
       int lo = !strcmp(a, "--warmup") ? 0 : 1;
-      if (parse_int(argv[++i], lo, 86400, &v)) {
+      if (ts_arg_int(argv[++i], lo, 86400, &v)) {
         fprintf(stderr, "tacorun execute: %s: '%s' is not a valid count\n", a, argv[i]);
         return 2;
       }
       if (!strcmp(a, "--warmup")) o->warmup = v;
       else if (!strcmp(a, "--prefill-reps")) o->prefill_reps = v;
       else o->timeout_s = v;
+    } else if (i + 1 < argc && !strcmp(a, "--transport")) {
+      ts_err te;
+      if (rt_transport_arg(argv[++i], &o->transport, &te)) {
+        fprintf(stderr, "tacorun execute: %s\n", te.msg);
+        return 2;
+      }
     } else if (i + 1 < argc && !strcmp(a, "--seed")) {
       o->seed = strtoull(argv[++i], NULL, 10);
     } else if (i + 1 < argc && !strcmp(a, "--json")) {
@@ -274,13 +281,12 @@ static int parse(int argc, char **argv, infer_opts *o) {
 }
 
 /* What the executor refuses, before any GPU is touched. */
-static int plan_runnable(const plan_infer *p, ts_err *e) {
+static int plan_runnable(const plan_infer *p, const infer_opts *o, ts_err *e) {
   if (p->pp != 1)
     return ts_fail(e, p->path, "layout.pp", "%d: pipeline stages are not run by the inference executor (pp 1 only)",
                    p->pp);
-  if (p->kv != PLAN_KV_BF16)
-    return ts_fail(e, p->path, "kv_cache", "%s is not supported by the inference executor (bf16 only)",
-                   plan_kv_precision_name(p->kv));
+  if (p->kv == PLAN_KV_FP8 && o->decode_attn != 2)
+    return ts_fail(e, p->path, "kv_cache", "fp8 is read by decode attention v2 only (--decode-attention v1 asked)");
   return infer_model_supported(&p->model, p->path, e);
 }
 
@@ -306,7 +312,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     team_ready = 1;
   }
   infer_model_opts mo = {.batch = p->batch, .max_prompt = p->prompt, .max_seq = p->prompt + p->generate,
-                         .seed = o->seed, .decode_attn = o->decode_attn};
+                         .seed = o->seed, .decode_attn = o->decode_attn, .kv_fp8 = p->kv == PLAN_KV_FP8};
   if (infer_model_init(&m, &p->model, p->model.layers, p->tp, w->ranks[0], &mo, team_ready ? &team : NULL,
                        w->streams[0], e))
     goto out;
@@ -327,11 +333,12 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   if (infer_forward(&m, prompt_tok, p->prompt, 0, e)) goto out;
   for (int j = 0; j < steps && j < 2; j++)
     if (infer_forward(&m, m.tok, 1, p->prompt + j, e)) goto out;
-  if (rt_nccl_wait(w, e)) goto out;
+  if (rt_nccl_wait(w, e) || infer_model_check_finite(&m, e)) goto out;
   /* TTFT: prefills, each timed alone */
   for (int r = 0; r < o->prefill_reps; r++) {
     if (cudaEventRecord(ev[steps + 1], m.stream) != cudaSuccess || infer_forward(&m, prompt_tok, p->prompt, 0, e) ||
-        cudaEventRecord(ev[steps + 2], m.stream) != cudaSuccess || rt_nccl_wait(w, e))
+        cudaEventRecord(ev[steps + 2], m.stream) != cudaSuccess || rt_nccl_wait(w, e) ||
+        infer_model_check_finite(&m, e))
       goto out;
     float ms;
     if (cudaEventElapsedTime(&ms, ev[steps + 1], ev[steps + 2]) != cudaSuccess) {
@@ -361,7 +368,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
       goto out;
     }
   }
-  if (rt_nccl_wait(w, e)) goto out;
+  if (rt_nccl_wait(w, e) || infer_model_check_finite(&m, e)) goto out;
   int nt = 0;
   double tpot = 0, tpot_min = 0, tpot_max = 0;
   if (step_times(ev, steps, o->warmup, tp, &tpot, &tpot_min, &tpot_max, &nt, e)) goto out;
@@ -382,7 +389,10 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   if (root) {
     printf("# %s: %s, TP %d, batch %d, prompt %d, generate %d, %d layers, codec %s\n", p->name, p->model.name, p->tp,
            p->batch, p->prompt, p->generate, p->model.layers, plan_codec_kind_name(p->codec.kind));
-    printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(),
+    printf("# KV cache %s: %.3f GB allocated per GPU (%s), plan's accounting %.3f GB\n", plan_kv_precision_name(p->kv),
+           m.kv_bytes / 1e9, p->kv == PLAN_KV_FP8 ? "E4M3 codes + an FP32 scale per position and KV head" : "BF16",
+           mem.kv_cache / 1e9);
+    printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(w),
            infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
     for (int ph = 0; ph < 2; ph++)
       if (t_ar[ph][0] > 0)
@@ -422,7 +432,8 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
              infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
     schema_result_add_note(&res, note);
-    snprintf(note, sizeof note, "--decode-attention v%d", o->decode_attn);
+    snprintf(note, sizeof note, "--decode-attention v%d; kv_cache %s, %.0f bytes allocated per GPU", o->decode_attn,
+             plan_kv_precision_name(p->kv), m.kv_bytes);
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, ttft_min, ttft_max);
     schema_result_add_note(&res, note);
@@ -432,6 +443,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
       schema_result_add_note(&res, note);
     }
     rt_note_env(&res);
+    rt_note_transport(&res, w);
     int bad = (json_out && schema_result_save_json(&res, json_out, e)) ||
               (o->csv_out && schema_result_save_csv(&res, o->csv_out, e));
     schema_result_free(&res);
@@ -447,7 +459,7 @@ out:
   if (hist) cudaFree(hist);
   infer_graph_free(&graph);
   if (model_ready) infer_model_free(&m);
-  if (team_ready) coll_team_destroy(&team);
+  if (team_ready && coll_team_destroy(&team)) fprintf(stderr, "tacorun execute: the TP team: %s\n", coll_last_error());
   return rc;
 }
 
@@ -464,7 +476,7 @@ int infer_execute(int argc, char **argv) {
       fprintf(stderr, "tacorun execute: %s\n", e.msg);
       return ts_exit_status(&e);
     }
-    if (plan_runnable(p, &e)) {
+    if (plan_runnable(p, &o, &e)) {
       fprintf(stderr, "tacorun execute: %s\n", e.msg);
       return 2;
     }
@@ -479,7 +491,7 @@ int infer_execute(int argc, char **argv) {
     return 1;
   }
   rt_nccl w;
-  int started = rt_world_start(&w, "execute", o.timeout_s);
+  int started = rt_world_start(&w, "execute", o.timeout_s, o.transport);
   if (started) return started;
   if (!o.check && plans[0].tp != w.nranks) {
     fprintf(stderr, "tacorun execute: %s: layout.tp: %d, but %d processes were started (run mpirun -np %d)\n",

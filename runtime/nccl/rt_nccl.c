@@ -2,6 +2,7 @@
  * aborts and the watchdog (see rt_nccl.h). */
 #define _GNU_SOURCE
 #include "rt_nccl.h"
+#include "rt_idmsg.h"
 
 #include "coll_direct.h"
 #include "coll_taco.h"
@@ -83,11 +84,34 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
+/* Starts the watchdog thread once (called with wd.mu held); 0, or the errno of pthread_create. */
+static int watchdog_start_locked(void) {
+  if (wd.started) return 0;
+  int err = pthread_create(&wd.thread, NULL, watchdog_main, NULL);
+  if (err) return err;
+  pthread_detach(wd.thread);
+  wd.started = 1;
+  return 0;
+}
+
+int rt_watchdog_start(ts_err *e) {
+  pthread_mutex_lock(&wd.mu);
+  int err = watchdog_start_locked();
+  pthread_mutex_unlock(&wd.mu);
+  if (err)
+    return ts_fail_sys(e, "rt_nccl: the watchdog thread cannot start (pthread_create: %s); without it a call "
+                          "blocked inside NCCL could hang the run, so it does not start",
+                       strerror(err));
+  return 0;
+}
+
 void rt_watchdog_arm(rt_nccl *w, double seconds, const char *what) {
   pthread_mutex_lock(&wd.mu);
-  if (!wd.started && pthread_create(&wd.thread, NULL, watchdog_main, NULL) == 0) {
-    pthread_detach(wd.thread);
-    wd.started = 1;
+  int err = watchdog_start_locked();
+  if (err) { /* rt_nccl_init started it; a caller without rt_nccl_init stops here rather than run unguarded */
+    fprintf(stderr, "tacorun: the watchdog thread cannot start (pthread_create: %s) before %s: stopping\n",
+            strerror(err), what);
+    exit(1);
   }
   wd.w = w;
   wd.armed = 1;
@@ -128,34 +152,21 @@ static int local_device(int rank, ts_err *e, int *dev) {
   return 0;
 }
 
-static int write_id_file(const char *path, const ncclUniqueId *id, ts_err *e) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return ts_fail_sys(e, "%s: cannot write: %s", tmp, strerror(errno));
-  size_t ok = fwrite(id, sizeof *id, 1, f);
-  if (fclose(f) != 0 || ok != 1) return ts_fail_sys(e, "%s: write failed", tmp);
-  if (rename(tmp, path) != 0) return ts_fail_sys(e, "%s: rename failed: %s", path, strerror(errno));
-  return 0;
-}
-
-static int read_id_file(const char *path, double timeout_s, ncclUniqueId *id, ts_err *e) {
-  double until = now_s() + timeout_s;
-  for (;;) {
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      size_t ok = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (ok == 1) return 0;
-    }
-    if (now_s() > until) return ts_fail_sys(e, "%s: no NCCL id from rank 0 within %.0f s", path, timeout_s);
-    sleep_us(20000);
-  }
+/* Rank 0's id, or its failure to make one, for this rank (rt_idmsg.h). */
+static void make_id(rt_id_msg *msg) {
+  ncclUniqueId id;
+  ncclResult_t r = ncclGetUniqueId(&id);
+  char why[240];
+  if (r == ncclSuccess) return rt_id_msg_ok(msg, &id);
+  snprintf(why, sizeof why, "ncclGetUniqueId: %s (%s)", ncclGetErrorString(r), ncclGetLastError(NULL));
+  rt_id_msg_fail(msg, why);
 }
 
 static int init_multi(rt_nccl *w, ts_err *e) {
   ncclUniqueId id;
+  rt_id_msg msg;
   int rank = 0, size = 1;
+  memset(&msg, 0, sizeof msg);
   if (w->boot == RT_BOOT_MPI) {
 #ifdef TACOSIM_HAVE_MPI
     int inited = 0;
@@ -163,8 +174,8 @@ static int init_multi(rt_nccl *w, ts_err *e) {
     if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS) return ts_fail_sys(e, "rt_nccl: MPI_Init failed");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (rank == 0) RT_NCCL(e, ncclGetUniqueId(&id));
-    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (rank == 0) make_id(&msg); /* a failure travels too: no rank is left in the broadcast */
+    if (MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
       return ts_fail_sys(e, "rt_nccl: MPI_Bcast of the NCCL id failed");
 #endif
   } else {
@@ -174,12 +185,14 @@ static int init_multi(rt_nccl *w, ts_err *e) {
     if (!path || rank < 0 || size < 1 || rank >= size)
       return ts_fail(e, "environment", "TACORUN_RANK/TACORUN_NRANKS/TACORUN_ID_FILE", "missing or out of range");
     if (rank == 0) {
-      RT_NCCL(e, ncclGetUniqueId(&id));
-      if (write_id_file(path, &id, e)) return -1;
-    } else if (read_id_file(path, w->timeout_s, &id, e)) {
+      make_id(&msg);
+      if (rt_id_file_write(path, &msg, e)) return -1;
+    } else if (rt_id_file_read(path, w->timeout_s, &msg, e)) {
       return -1;
     }
   }
+  if (sizeof id != RT_ID_BYTES) return ts_fail_sys(e, "rt_nccl: ncclUniqueId is %zu bytes, not %d", sizeof id, RT_ID_BYTES);
+  if (rt_id_msg_take(&msg, &id, e)) return -1;
   w->nranks = size;
   w->nlocal = 1;
   w->ranks[0] = rank;
@@ -206,26 +219,156 @@ static int init_single(rt_nccl *w, int ngpus, ts_err *e) {
   return 0;
 }
 
+/* ---- transport (kernels/coll_transport.h) ------------------------------- */
+
+/* FNV-1a of the host name and the kernel's boot id: equal on the ranks of one host. */
+static unsigned long long host_hash(void) {
+  char buf[512] = "";
+  gethostname(buf, 255);
+  buf[255] = 0;
+  size_t n = strlen(buf);
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(buf + n, (int)(sizeof buf - n), f)) buf[n] = 0;
+    fclose(f);
+  }
+  unsigned long long h = 1469598103934665603ULL;
+  for (const unsigned char *c = (const unsigned char *)buf; *c; c++) h = (h ^ *c) * 1099511628211ULL;
+  return h;
+}
+
+/* Peer access from device a to device b (and whether it goes over NVLink). */
+static int peer_of(int a, int b, int *nvlink) {
+  int can = 0, atomics = 0;
+  *nvlink = 0;
+  if (a == b) return *nvlink = 1, 1;
+  if (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess) return cudaGetLastError(), 0;
+  if (can && cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, a, b) == cudaSuccess)
+    *nvlink = atomics;
+  cudaGetLastError();
+  return can;
+}
+
+typedef struct {
+  unsigned long long host;
+  char bus[24]; /* PCI bus id of the rank's GPU */
+} rank_place;
+
+/* One process per GPU: every rank's host and GPU through NCCL; each rank
+ * judges the pairs it is part of, the maximum over ranks of "something
+ * missing" makes every rank see the same facts. */
+static int facts_multi(rt_nccl *w, coll_transport_facts *f, ts_err *e) {
+  rank_place me, *all = calloc((size_t)w->nranks, sizeof *all);
+  void *dev = NULL;
+  if (!all) return ts_fail_sys(e, "rt_nccl: out of memory");
+  memset(&me, 0, sizeof me);
+  me.host = host_hash();
+  int rc = -1;
+  if (cudaDeviceGetPCIBusId(me.bus, sizeof me.bus, w->devices[0]) != cudaSuccess) {
+    ts_fail_sys(e, "%s:%d: cudaDeviceGetPCIBusId failed", __FILE__, __LINE__);
+    goto out;
+  }
+  CUDA_CHECK_GOTO(e, cudaMalloc(&dev, (size_t)w->nranks * sizeof me), out);
+  /* in place: this rank's record at its own slot */
+  char *mine = (char *)dev + (size_t)w->ranks[0] * sizeof me;
+  CUDA_CHECK_GOTO(e, cudaMemcpy(mine, &me, sizeof me, cudaMemcpyHostToDevice), out);
+  NCCL_CHECK_GOTO(e, ncclAllGather(mine, dev, sizeof me, ncclChar, w->comms[0], w->streams[0]), out);
+  if (rt_nccl_wait(w, e)) goto out;
+  CUDA_CHECK_GOTO(e, cudaMemcpy(all, dev, (size_t)w->nranks * sizeof me, cudaMemcpyDeviceToHost), out);
+  double v[3] = {0, 0, 0}; /* another host; a pair without peer access (encoded); a pair not over NVLink */
+  for (int r = 0; r < w->nranks; r++) {
+    int d = -1, nv = 0;
+    if (all[r].host != me.host) {
+      v[0] = 1;
+      continue;
+    }
+    int can = cudaDeviceGetByPCIBusId(&d, all[r].bus) == cudaSuccess && peer_of(w->devices[0], d, &nv);
+    cudaGetLastError();
+    if (!can && v[1] == 0) v[1] = 1.0 + (double)w->ranks[0] * 65536.0 + r;
+    if (!nv) v[2] = 1;
+  }
+  if (rt_nccl_max(w, v, 3, e)) goto out;
+  f->same_host = v[0] == 0, f->peer_all = f->same_host && v[1] == 0, f->peer_nvlink = f->peer_all && v[2] == 0;
+  if (v[1] > 0) f->no_peer_a = (int)((v[1] - 1) / 65536.0), f->no_peer_b = (int)(v[1] - 1) % 65536;
+  rc = 0;
+out:
+  cudaFree(dev);
+  free(all);
+  return rc;
+}
+
+void rt_transport_local(const int *devices, int n, coll_transport_facts *f) {
+  memset(f, 0, sizeof *f);
+  f->nranks = n, f->no_peer_a = f->no_peer_b = -1;
+  f->same_host = f->peer_all = f->peer_nvlink = 1; /* one process: one host; one GPU: nothing to reach */
+  for (int a = 0; a < n; a++)
+    for (int b = 0; b < n; b++) {
+      int nv = 0;
+      if (peer_of(devices[a], devices[b], &nv)) {
+        f->peer_nvlink &= nv;
+        continue;
+      }
+      if (f->peer_all) f->no_peer_a = a, f->no_peer_b = b;
+      f->peer_all = f->peer_nvlink = 0;
+    }
+}
+
+static int transport_facts(rt_nccl *w, coll_transport_facts *f, ts_err *e) {
+  if (w->boot != RT_BOOT_SINGLE && w->nranks > 1) {
+    memset(f, 0, sizeof *f);
+    f->nranks = w->nranks, f->no_peer_a = f->no_peer_b = -1;
+    return facts_multi(w, f, e);
+  }
+  rt_transport_local(w->devices, w->nlocal, f); /* single process: ranks are the local GPUs in order */
+  return 0;
+}
+
+int rt_transport_arg(const char *s, coll_transport *t, ts_err *e) {
+  if (coll_transport_parse(s, t)) return ts_fail(e, NULL, "--transport", "'%s' is not auto, p2p, shm or socket", s ? s : "");
+  return 0;
+}
+
+const char *rt_nccl_transport(const rt_nccl *w) { return coll_transport_record(w->transport, &w->facts); }
+
+/* NCCL chooses its own transport from what it finds; an explicit shm or
+ * socket is passed on to it the only way NCCL takes one (its P2P/SHM switches,
+ * set in this process before the communicator exists). */
+static void restrict_nccl(coll_transport t) {
+  if (t == COLL_TRANSPORT_SHM || t == COLL_TRANSPORT_SOCKET) setenv("NCCL_P2P_DISABLE", "1", 1);
+  if (t == COLL_TRANSPORT_SOCKET) setenv("NCCL_SHM_DISABLE", "1", 1);
+}
+
 int rt_nccl_init(rt_nccl *w, const rt_nccl_opts *o, ts_err *e) {
   memset(w, 0, sizeof *w);
+  if (rt_watchdog_start(e)) return -1; /* before anything that can block inside NCCL */
   w->timeout_s = o->timeout_s > 0 ? o->timeout_s : 300.0;
+  w->transport_asked = o->transport;
+  if (!coll_transport_name(o->transport)) return ts_fail(e, NULL, "--transport", "value %d out of range", (int)o->transport);
   if (o->single_process) w->boot = RT_BOOT_SINGLE;
   else if (getenv("TACORUN_ID_FILE")) w->boot = RT_BOOT_FILE;
 #ifdef TACOSIM_HAVE_MPI
   else if (launched_by_mpi()) w->boot = RT_BOOT_MPI;
 #endif
   else w->boot = RT_BOOT_SINGLE;
+  restrict_nccl(o->transport);
   if (w->boot == RT_BOOT_SINGLE ? init_single(w, o->ngpus, e) : init_multi(w, e)) return -1;
-  /* The compressed collectives' direct paths use what NCCL was given: no
-   * peer access over host shared memory or sockets, no shared host memory
-   * over sockets (peer access itself is then asked of CUDA). */
-  const char *tr = rt_nccl_transport();
-  coll_set_links(strcmp(tr, "nvlink/p2p") == 0, strcmp(tr, "socket") != 0);
   for (int i = 0; i < w->nlocal; i++) {
     RT_CUDA(e, cudaSetDevice(w->devices[i]));
     RT_CUDA(e, cudaStreamCreateWithFlags(&w->streams[i], cudaStreamNonBlocking));
     RT_CUDA(e, cudaMalloc((void **)&w->dscratch[i], 64 * sizeof(double)));
   }
+  /* the transport: decided from what the ranks have (coll_transport.h) */
+  char why[256];
+  if (transport_facts(w, &w->facts, e)) return -1;
+  if (coll_transport_decide(o->transport, &w->facts, &w->transport, why, sizeof why)) {
+    rt_nccl_finalize(w, 0); /* every rank decided the same from the same facts: all leave here */
+    w->boot = RT_BOOT_SINGLE; /* MPI is finalized: a later rt_nccl_finalize must not touch it */
+    return ts_fail(e, NULL, "--transport", "%s", why);
+  }
+  /* the compressed collectives' direct paths use what the transport allows */
+  int peer = 0, host_shm = 0;
+  coll_transport_links(w->transport, &peer, &host_shm);
+  coll_set_links(peer, host_shm);
   return 0;
 }
 
@@ -378,14 +521,6 @@ void rt_nccl_finalize(rt_nccl *w, int failed) {
 
 /* ---- description --------------------------------------------------------- */
 
-const char *rt_nccl_transport(void) {
-  const char *p2p = getenv("NCCL_P2P_DISABLE"), *shm = getenv("NCCL_SHM_DISABLE");
-  int no_p2p = p2p && atoi(p2p) == 1, no_shm = shm && atoi(shm) == 1;
-  if (no_p2p && no_shm) return "socket";
-  if (no_p2p) return "shm";
-  return "nvlink/p2p";
-}
-
 void rt_nccl_describe(const rt_nccl *w, char *buf, size_t n) {
   struct cudaDeviceProp prop;
   memset(&prop, 0, sizeof prop);
@@ -413,7 +548,7 @@ void rt_nccl_describe(const rt_nccl *w, char *buf, size_t n) {
   const char *boot = w->boot == RT_BOOT_MPI ? "mpi" : w->boot == RT_BOOT_FILE ? "id-file" : "single-process";
   snprintf(buf, n,
            "# gpu: %s x %d ranks (%s)\n# driver: %s (CUDA driver API %d.%d), CUDA runtime %d.%d, NCCL %d.%d.%d\n"
-           "# transport: %s;%s\n",
+           "# transport: %s (--transport %s);%s\n",
            prop.name, w->nranks, boot, drvstr, drv / 1000, drv % 1000 / 10, rtv / 1000, rtv % 1000 / 10,
-           nccl / 10000, nccl / 100 % 100, nccl % 100, rt_nccl_transport(), env[0] ? env : " (no NCCL_*, EXEC_* variables)");
+           nccl / 10000, nccl / 100 % 100, nccl % 100, rt_nccl_transport(w), coll_transport_name(w->transport_asked), env[0] ? env : " (no NCCL_*, EXEC_* variables)");
 }

@@ -24,6 +24,7 @@
 #include <nccl.h>
 #include <stddef.h>
 
+#include "coll_transport.h"
 #include "ts_error.h"
 #include "gpu_check.h"
 
@@ -37,6 +38,7 @@ typedef struct {
   int single_process; /* force single-process mode */
   int ngpus;          /* single process: GPUs to use (0: all) */
   double timeout_s;   /* bound on init and on every wait (0: 300 s) */
+  coll_transport transport; /* --transport (0: auto); see kernels/coll_transport.h */
 } rt_nccl_opts;
 
 typedef struct {
@@ -53,6 +55,9 @@ typedef struct {
   int nsubcomms;
   double timeout_s;
   int aborted;
+  /* the transport (kernels/coll_transport.h): asked, what the ranks have, decided */
+  coll_transport transport_asked, transport;
+  coll_transport_facts facts;
 } rt_nccl;
 
 #define RT_CUDA(e, call) CUDA_CHECK(e, call)
@@ -90,11 +95,27 @@ int rt_nccl_is_root(const rt_nccl *w);
 
 /* '#' comment lines: GPU, driver, CUDA runtime, NCCL version, transport. */
 void rt_nccl_describe(const rt_nccl *w, char *buf, size_t n);
-/* "nvlink/p2p", "shm" or "socket", from the NCCL_* variables in the environment. */
-const char *rt_nccl_transport(void);
+/* The transport the run decided, as result and calibration files record it
+ * (machine.transport): "nvlink", "pcie" (GPU peer access), "shm" or "socket". */
+const char *rt_nccl_transport(const rt_nccl *w);
+/* "--transport auto|p2p|shm|socket [auto]" and what each means, for --help. */
+#define RT_TRANSPORT_USAGE                                                                                    \
+  "  --transport auto|p2p|shm|socket [auto]  how the ranks reach each other (NCCL and the compressed\n"       \
+  "                     collectives' direct paths): auto = p2p where every pair of GPUs has peer access\n"   \
+  "                     on one host (cudaDeviceCanAccessPeer), else shm where the ranks share a host,\n"    \
+  "                     else socket; an explicit choice that the GPUs or hosts cannot do is refused\n"       \
+  "                     (exit 2). Recorded as machine.transport.\n"
+/* The facts of ranks that are the GPUs `devices` of this process's host, from
+ * cudaDeviceCanAccessPeer (what rt_nccl_init uses in single-process mode). */
+void rt_transport_local(const int *devices, int n, coll_transport_facts *f);
+/* Parses the value of --transport; a bad value is a named error (exit 2). */
+int rt_transport_arg(const char *s, coll_transport *t, ts_err *e);
 
 /* Watchdog: past `seconds` without a disarm, abort the communicators and
- * exit(1) with a message naming `what`. */
+ * exit(1) with a message naming `what`. Its thread starts in rt_nccl_init
+ * (rt_watchdog_start: a named error when it cannot, and the run does not
+ * start); arming without it ends the process with a message. */
+int rt_watchdog_start(ts_err *e);
 void rt_watchdog_arm(rt_nccl *w, double seconds, const char *what);
 void rt_watchdog_disarm(void);
 

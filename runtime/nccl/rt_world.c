@@ -9,12 +9,12 @@
 #include <mpi.h>
 #endif
 
-int rt_world_start(rt_nccl *w, const char *cmd, double timeout_s) {
-  ts_err e;
-  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s};
+int rt_world_start(rt_nccl *w, const char *cmd, double timeout_s, coll_transport transport) {
+  ts_err e = {{0}, 0};
+  rt_nccl_opts no = {.single_process = 0, .ngpus = 1, .timeout_s = timeout_s, .transport = transport};
   if (rt_nccl_init(w, &no, &e)) {
     fprintf(stderr, "tacorun %s: %s\n", cmd, e.msg);
-    return 1;
+    return e.bad_input ? TS_EXIT_BAD_INPUT : TS_EXIT_FAILURE;
   }
   if (w->nlocal != 1) {
     /* single-process mode took every local GPU: these commands drive one GPU per process */
@@ -78,7 +78,15 @@ void rt_machine_of(const rt_nccl *w, schema_machine *mc) {
     }
     fclose(f);
   }
-  snprintf(mc->transport, sizeof mc->transport, "%s", rt_nccl_transport());
+  snprintf(mc->transport, sizeof mc->transport, "%s", rt_nccl_transport(w));
+}
+
+void rt_note_transport(schema_result *r, const rt_nccl *w) {
+  char note[160];
+  snprintf(note, sizeof note, "transport: asked %s, decided %s (%s; peer access between every pair: %s, one host: %s)",
+           coll_transport_name(w->transport_asked), coll_transport_name(w->transport), rt_nccl_transport(w),
+           w->facts.peer_all ? "yes" : "no", w->facts.same_host ? "yes" : "no");
+  schema_result_add_note(r, note);
 }
 
 void rt_note_env(schema_result *r) {

@@ -1156,17 +1156,35 @@ static long long part_slice_floats(int batch, long long seq, long long kv_heads,
 }
 
 /* How many CTAs share a group's query heads in flash_bwd128_kernel (its
- * `parts`; exec_flash.h): the largest divisor P of the group G whose grid
- * (seq / 128 x batch x kv_heads x P CTAs) stays within 2 CTAs an SM, at most
- * --variant flash-bwd-parts=N where N > 0, and whose partials fit in the
- * scratch after the minimum (exec_flash_bwd_scratch_floats); 1 on every other
- * backward path (v1, v4, split, fa128, seq no multiple of 128, head_dim 32). */
+ * `parts`; exec_flash.h). The kernel is causal: with n = seq / 128 key
+ * blocks, the CTA of key block k runs (n - k) x G / P steps, the longest
+ * n x G / P; all CTAs together batch x kv_heads x G x n (n + 1) / 2 steps. The
+ * rule (--variant flash-bwd-parts=0, the default): the smallest divisor P of
+ * the group G whose longest CTA is at most 5/4 of an even spread of all steps
+ * over the SMs, i.e. 8 SMs <= 5 P batch kv_heads (n + 1); G where none is.
+ * P = 1 where the grid already fills the GPU (every zoo training shape at
+ * TP 1; 8 query heads / 1 key/value head x 4096: P = 8). --variant
+ * flash-bwd-parts=N (N > 0): the largest divisor of G at most N. Either way
+ * P is cut to the largest divisor whose partials fit in the scratch after
+ * the minimum (exec_flash_bwd_scratch_floats); 1 on every other backward path
+ * (v1, v4, split, fa128, seq no multiple of 128, head_dim 32). */
 static int bwd_parts(int batch, long long S, long long H, long long KV, long long D, long long scratch_floats) {
   if (D < 64 || S % 128 || !ops_variant_is(OPS_V_FLASH_BWD, "default") || batch < 1 || KV < 1 || H % KV) return 1;
-  const long long G = H / KV, ctas = S / 128 * batch * KV, want = atoll(ops_variant(OPS_V_FLASH_BWD_PARTS));
+  const long long G = H / KV, n = S / 128, want = atoll(ops_variant(OPS_V_FLASH_BWD_PARTS));
   const long long room = (scratch_floats - exec_flash_bwd_scratch_floats(batch, S, H, D)) / part_slice_floats(batch, S, KV, D);
-  for (long long p = G; p > 1; p--)
-    if (G % p == 0 && p <= room && (want > 0 ? p <= want : ctas * p <= 2LL * sm_count())) return (int)p;
+  long long pick = G;
+  if (want > 0) {
+    for (pick = want < G ? want : G; G % pick; pick--) {
+    }
+  } else {
+    for (long long p = 1; p < G; p++)
+      if (G % p == 0 && 8LL * sm_count() <= 5 * p * batch * KV * (n + 1)) {
+        pick = p;
+        break;
+      }
+  }
+  for (long long p = pick; p > 1; p--)
+    if (G % p == 0 && p <= room) return (int)p;
   return 1;
 }
 

@@ -89,12 +89,13 @@ long long exec_flash_bwd_scratch_floats(int batch, long long seq, long long head
 long long exec_flash_bwd_gqa_scratch_floats(int batch, long long seq, long long heads, long long kv_heads,
                                            long long head_dim);
 /* P, the CTAs that share each group's query heads in exec_flash_bwd_gqa with
- * scratch_floats of scratch (16-byte aligned buffers): the largest divisor of
- * G = heads / kv_heads keeping seq / 128 x batch x kv_heads x P CTAs within 2
- * an SM of the current device, and the partials within the scratch; at most N
- * with --variant flash-bwd-parts=N (N > 0; 1: the kernel before 2026-12-03);
- * 1 on the paths other than the default 128-key kernel (head_dim 64/128, seq
- * a multiple of 128). */
+ * scratch_floats of scratch (16-byte aligned buffers): by default the
+ * smallest divisor of G = heads / kv_heads whose longest CTA (the first key
+ * block's, seq / 128 x G / P steps) is within 5/4 of all CTAs' steps spread
+ * evenly over the current device's SMs (G where none is); the largest divisor
+ * at most N with --variant flash-bwd-parts=N (N > 0; 1: one CTA a group); cut
+ * to the partials that fit in the scratch; 1 on the paths other than the
+ * default 128-key kernel (head_dim 64/128, seq a multiple of 128). */
 int exec_flash_bwd_parts(int batch, long long seq, long long heads, long long kv_heads, long long head_dim,
                          long long scratch_floats);
 

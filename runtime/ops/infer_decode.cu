@@ -1,229 +1,18 @@
-/* infer_decode.cu — weight-streaming GEMV and split-K decode attention (infer_decode.h). */
+/* infer_decode.cu — split-K decode attention (infer_decode.h). */
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "gpu_check.h"
 #include "infer_decode.h"
+#include "ops_device.cuh"
 
 typedef __nv_bfloat16 bf16;
 
 #define DEC_CUDA(e, call) CUDA_CHECK(e, call)
 #define DEC_LAUNCHED(e) DEC_CUDA(e, cudaGetLastError())
-
-static int sm_count(void) {
-  static int sms;
-  if (!sms) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-      sms = 132;
-  }
-  return sms;
-}
-
-__device__ __forceinline__ void unpack8(const uint4 &u, float *f) {
-  const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    float2 t = __bfloat1622float2(h[i]);
-    f[2 * i] = t.x, f[2 * i + 1] = t.y;
-  }
-}
-
-/* ---- GEMV, NN: W [k x n] ------------------------------------------------------
- * Thread: 8 adjacent columns (one 16-byte load per row of W); block: 128
- * threads = 1024 columns, over a chunk of kc rows of W (X's chunk in shared
- * memory); 8 rows of W loaded before they are used; the block's sums added
- * into ws in FP32. */
-
-#define GEMV_THREADS 128
-#define GEMV_KC_MAX 512
-#define GEMV_UNROLL 8
-
-template <int M>
-__global__ void __launch_bounds__(GEMV_THREADS)
-    gemv_nn_kernel(const bf16 *__restrict__ X, const bf16 *__restrict__ W, float *ws, long long n, long long k, int kc) {
-  __shared__ float xs[M][GEMV_KC_MAX];
-  const long long k0 = (long long)blockIdx.y * kc;
-  const int len = (int)(k - k0 < kc ? k - k0 : kc);
-  for (int i = threadIdx.x; i < M * len; i += GEMV_THREADS) {
-    const int r = i / len, c = i % len;
-    xs[r][c] = __bfloat162float(X[(long long)r * k + k0 + c]);
-  }
-  __syncthreads();
-  const long long col = ((long long)blockIdx.x * GEMV_THREADS + threadIdx.x) * 8;
-  if (col >= n) return;
-  float acc[M][8];
-#pragma unroll
-  for (int r = 0; r < M; r++)
-#pragma unroll
-    for (int i = 0; i < 8; i++) acc[r][i] = 0.f;
-  const bf16 *w = W + k0 * n + col;
-  int kk = 0;
-  for (; kk + GEMV_UNROLL <= len; kk += GEMV_UNROLL) {
-    uint4 u[GEMV_UNROLL];
-#pragma unroll
-    for (int j = 0; j < GEMV_UNROLL; j++) u[j] = __ldcs((const uint4 *)(w + (long long)(kk + j) * n));
-#pragma unroll
-    for (int j = 0; j < GEMV_UNROLL; j++) {
-      float f[8];
-      unpack8(u[j], f);
-#pragma unroll
-      for (int r = 0; r < M; r++) {
-        const float xv = xs[r][kk + j];
-#pragma unroll
-        for (int i = 0; i < 8; i++) acc[r][i] = fmaf(xv, f[i], acc[r][i]);
-      }
-    }
-  }
-  for (; kk < len; kk++) {
-    float f[8];
-    unpack8(__ldcs((const uint4 *)(w + (long long)kk * n)), f);
-#pragma unroll
-    for (int r = 0; r < M; r++)
-#pragma unroll
-      for (int i = 0; i < 8; i++) acc[r][i] = fmaf(xs[r][kk], f[i], acc[r][i]);
-  }
-#pragma unroll
-  for (int r = 0; r < M; r++)
-#pragma unroll
-    for (int i = 0; i < 8; i++) atomicAdd(ws + (long long)r * n + col + i, acc[r][i]);
-}
-
-/* Y = ws in BF16, and ws cleared for the next call (4 elements a thread). */
-__global__ void gemv_finish_kernel(float4 *ws, uint2 *Y, long long n4) {
-  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n4) return;
-  float4 v = ws[i];
-  ws[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
-  uint2 o;
-  o.x = *(uint32_t *)&a, o.y = *(uint32_t *)&b;
-  Y[i] = o;
-}
-
-extern "C" int infer_gemv_supported(long long m, long long n, long long k) {
-  return m >= 1 && m <= INFER_GEMV_MAX_M && n >= 8 && k >= 8 && n % 8 == 0 && k % 8 == 0;
-}
-
-extern "C" size_t infer_gemv_ws_bytes(long long m, long long n) { return (size_t)m * (size_t)n * sizeof(float); }
-
-template <int M>
-static void launch_nn(dim3 grid, cudaStream_t st, const bf16 *X, const bf16 *W, float *ws, long long n, long long k,
-                      int kc) {
-  gemv_nn_kernel<M><<<grid, GEMV_THREADS, 0, st>>>(X, W, ws, n, k, kc);
-}
-
-extern "C" int infer_gemv_nn(const void *X, const void *W, void *Y, float *ws, int m, long long n, long long k,
-                             void *stream, ts_err *e) {
-  if (!infer_gemv_supported(m, n, k))
-    return ts_fail_sys(e, "infer_gemv_nn: %d x %lld x %lld not supported (m <= %d, n and k multiples of 8)", m, n, k,
-                       INFER_GEMV_MAX_M);
-  const long long gx = (n / 8 + GEMV_THREADS - 1) / GEMV_THREADS, target = 4LL * sm_count();
-  long long splits = (target + gx - 1) / gx;
-  long long kc = (k + splits - 1) / splits;
-  kc = (kc + 7) / 8 * 8;
-  if (kc > GEMV_KC_MAX) kc = GEMV_KC_MAX;
-  splits = (k + kc - 1) / kc;
-  dim3 grid((unsigned)gx, (unsigned)splits);
-  cudaStream_t st = (cudaStream_t)stream;
-  const bf16 *x = (const bf16 *)X, *w = (const bf16 *)W;
-  switch (m) {
-  case 1: launch_nn<1>(grid, st, x, w, ws, n, k, (int)kc); break;
-  case 2: launch_nn<2>(grid, st, x, w, ws, n, k, (int)kc); break;
-  case 3: launch_nn<3>(grid, st, x, w, ws, n, k, (int)kc); break;
-  case 4: launch_nn<4>(grid, st, x, w, ws, n, k, (int)kc); break;
-  case 5: launch_nn<5>(grid, st, x, w, ws, n, k, (int)kc); break;
-  case 6: launch_nn<6>(grid, st, x, w, ws, n, k, (int)kc); break;
-  case 7: launch_nn<7>(grid, st, x, w, ws, n, k, (int)kc); break;
-  default: launch_nn<8>(grid, st, x, w, ws, n, k, (int)kc); break;
-  }
-  DEC_LAUNCHED(e);
-  const long long n4 = (long long)m * n / 4;
-  gemv_finish_kernel<<<(unsigned)((n4 + 255) / 256), 256, 0, st>>>((float4 *)ws, (uint2 *)Y, n4);
-  DEC_LAUNCHED(e);
-  return 0;
-}
-
-/* ---- GEMV, NT: W [n x k] -------------------------------------------------------
- * Warp: one output column j (row j of W), lanes over k in 16-byte pieces, four
- * pieces loaded before use; 8 warps a block. */
-
-template <int M>
-__global__ void __launch_bounds__(256)
-    gemv_nt_kernel(const bf16 *__restrict__ X, const bf16 *__restrict__ W, bf16 *Y, long long n, long long k) {
-  const int lane = threadIdx.x & 31;
-  const long long j = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
-  if (j >= n) return;
-  const bf16 *w = W + j * k;
-  float acc[M];
-#pragma unroll
-  for (int r = 0; r < M; r++) acc[r] = 0.f;
-  long long kk = (long long)lane * 8;
-  for (; kk + 3 * 256 < k; kk += 4 * 256) {
-    uint4 u[4];
-#pragma unroll
-    for (int t = 0; t < 4; t++) u[t] = __ldcs((const uint4 *)(w + kk + t * 256));
-#pragma unroll
-    for (int t = 0; t < 4; t++) {
-      float f[8];
-      unpack8(u[t], f);
-#pragma unroll
-      for (int r = 0; r < M; r++) {
-        float x[8];
-        unpack8(__ldg((const uint4 *)(X + (long long)r * k + kk + t * 256)), x);
-#pragma unroll
-        for (int i = 0; i < 8; i++) acc[r] = fmaf(x[i], f[i], acc[r]);
-      }
-    }
-  }
-  for (; kk < k; kk += 256) {
-    float f[8];
-    unpack8(__ldcs((const uint4 *)(w + kk)), f);
-#pragma unroll
-    for (int r = 0; r < M; r++) {
-      float x[8];
-      unpack8(__ldg((const uint4 *)(X + (long long)r * k + kk)), x);
-#pragma unroll
-      for (int i = 0; i < 8; i++) acc[r] = fmaf(x[i], f[i], acc[r]);
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < M; r++) {
-    float s = acc[r];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == r) Y[(long long)r * n + j] = __float2bfloat16(s);
-  }
-}
-
-template <int M>
-static void launch_nt(cudaStream_t st, const bf16 *X, const bf16 *W, bf16 *Y, long long n, long long k) {
-  gemv_nt_kernel<M><<<(unsigned)((n + 7) / 8), 256, 0, st>>>(X, W, Y, n, k);
-}
-
-extern "C" int infer_gemv_nt(const void *X, const void *W, void *Y, int m, long long n, long long k, void *stream,
-                             ts_err *e) {
-  if (!infer_gemv_supported(m, n, k))
-    return ts_fail_sys(e, "infer_gemv_nt: %d x %lld x %lld not supported (m <= %d, n and k multiples of 8)", m, n, k,
-                       INFER_GEMV_MAX_M);
-  cudaStream_t st = (cudaStream_t)stream;
-  const bf16 *x = (const bf16 *)X, *w = (const bf16 *)W;
-  bf16 *y = (bf16 *)Y;
-  switch (m) {
-  case 1: launch_nt<1>(st, x, w, y, n, k); break;
-  case 2: launch_nt<2>(st, x, w, y, n, k); break;
-  case 3: launch_nt<3>(st, x, w, y, n, k); break;
-  case 4: launch_nt<4>(st, x, w, y, n, k); break;
-  case 5: launch_nt<5>(st, x, w, y, n, k); break;
-  case 6: launch_nt<6>(st, x, w, y, n, k); break;
-  case 7: launch_nt<7>(st, x, w, y, n, k); break;
-  default: launch_nt<8>(st, x, w, y, n, k); break;
-  }
-  DEC_LAUNCHED(e);
-  return 0;
-}
 
 /* ---- split-K decode attention ---------------------------------------------------
  * Block (split, kv head j, sequence b): positions [split * chunk, +chunk) of
@@ -259,10 +48,41 @@ template <int D> __device__ __forceinline__ void load_lane(const bf16 *p, float 
   }
 }
 
-template <int D, int G>
+/* Two E4M3 codes -> two floats (exact: E4M3 values are halves). */
+__device__ __forceinline__ float2 e4m3x2_to_float2(__nv_fp8x2_storage_t v) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(v, __NV_E4M3);
+  return __half22float2(*(const __half2 *)&h);
+}
+
+template <int D> __device__ __forceinline__ void load_lane(const uint8_t *p, float *x) {
+  if (D == 128) {
+    uint32_t u = *(const uint32_t *)p;
+    float2 a = e4m3x2_to_float2((__nv_fp8x2_storage_t)(u & 0xffffu)), b = e4m3x2_to_float2((__nv_fp8x2_storage_t)(u >> 16));
+    x[0] = a.x, x[1] = a.y, x[2] = b.x, x[3] = b.y;
+  } else {
+    float2 a = e4m3x2_to_float2(*(const __nv_fp8x2_storage_t *)p);
+    x[0] = a.x, x[1] = a.y;
+  }
+}
+
+/* The cache's element type: BF16 (no scales) or E4M3 with one FP32 scale per
+ * (sequence, KV head, position) for K and one for V (infer_kv8.h). One kernel
+ * body serves both: the FP8 one loads codes, multiplies each score by its key
+ * scale and each weight by its value scale. */
+struct kv_bf16 {
+  typedef bf16 T;
+  static constexpr bool scaled = false;
+};
+struct kv_e4m3 {
+  typedef uint8_t T;
+  static constexpr bool scaled = true;
+};
+
+template <int D, int G, typename KV>
 __global__ void __launch_bounds__(DEC2_WARPS * 32)
-    decode2_partial_kernel(const bf16 *q, const bf16 *kc, const bf16 *vc, float *part, int hl, int kvl,
-                           long long max_seq, long long len, long long chunk, int nsplit, float qscale) {
+    decode2_partial_kernel(const bf16 *q, const typename KV::T *kc, const typename KV::T *vc, const float *ks,
+                           const float *vs, float *part, int hl, int kvl, long long max_seq, long long len,
+                           long long chunk, int nsplit, float qscale) {
   constexpr int E = D / 32;
   const int split = blockIdx.x, j = blockIdx.y, b = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -274,15 +94,16 @@ __global__ void __launch_bounds__(DEC2_WARPS * 32)
     for (int x = 0; x < E; x++) qf[i][x] *= qscale, acc[i][x] = 0.f;
     m[i] = -INFINITY, l[i] = 0.f;
   }
-  const long long base = ((long long)b * kvl + j) * max_seq * D + lane * E;
+  const long long srow = ((long long)b * kvl + j) * max_seq, base = srow * D + lane * E;
   const long long p0 = (long long)split * chunk, p1 = p0 + chunk < len ? p0 + chunk : len;
   for (long long g0 = p0 + (long long)warp * DEC2_U; g0 < p1; g0 += DEC2_WARPS * DEC2_U) {
-    float k[DEC2_U][E], v[DEC2_U][E];
+    float k[DEC2_U][E], v[DEC2_U][E], ksc[DEC2_U], vsc[DEC2_U];
 #pragma unroll
     for (int u = 0; u < DEC2_U; u++)
       if (g0 + u < p1) {
         load_lane<D>(kc + base + (g0 + u) * D, k[u]);
         load_lane<D>(vc + base + (g0 + u) * D, v[u]);
+        if (KV::scaled) ksc[u] = ks[srow + g0 + u], vsc[u] = vs[srow + g0 + u];
       }
 #pragma unroll
     for (int u = 0; u < DEC2_U; u++) {
@@ -294,10 +115,12 @@ __global__ void __launch_bounds__(DEC2_WARPS * 32)
         for (int x = 0; x < E; x++) s = fmaf(qf[i][x], k[u][x], s);
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (KV::scaled) s *= ksc[u];
         const float mn = fmaxf(m[i], s), c = exp2f(m[i] - mn), pe = exp2f(s - mn);
+        const float pv = KV::scaled ? pe * vsc[u] : pe;
         l[i] = l[i] * c + pe;
 #pragma unroll
-        for (int x = 0; x < E; x++) acc[i][x] = fmaf(pe, v[u][x], acc[i][x] * c);
+        for (int x = 0; x < E; x++) acc[i][x] = fmaf(pv, v[u][x], acc[i][x] * c);
         m[i] = mn;
       }
     }
@@ -341,39 +164,59 @@ __global__ void decode2_combine_kernel(const float *part, bf16 *out, int nsplit,
   }
 }
 
-template <int D, int G>
-static void launch_dec2(dim3 grid, cudaStream_t st, const bf16 *q, const bf16 *kc, const bf16 *vc, float *part,
-                        const infer_attn_dims *a, long long len, long long chunk, int nsplit, float qscale) {
-  decode2_partial_kernel<D, G><<<grid, DEC2_WARPS * 32, 0, st>>>(q, kc, vc, part, a->hl, a->kvl, a->max_seq, len,
-                                                                  chunk, nsplit, qscale);
+template <int D, int G, typename KV>
+static void launch_dec2(dim3 grid, cudaStream_t st, const bf16 *q, const void *kc, const void *vc, const float *ks,
+                        const float *vs, float *part, const infer_attn_dims *a, long long len, long long chunk,
+                        int nsplit, float qscale) {
+  decode2_partial_kernel<D, G, KV><<<grid, DEC2_WARPS * 32, 0, st>>>(
+      q, (const typename KV::T *)kc, (const typename KV::T *)vc, ks, vs, part, a->hl, a->kvl, a->max_seq, len, chunk,
+      nsplit, qscale);
 }
 
-extern "C" int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out,
-                                       void *partial, const infer_attn_dims *a, long long len, void *stream,
-                                       ts_err *e) {
+/* The split-K decode attention over a cache of element type KV (scales ks, vs:
+ * FP8 only), then the combine. */
+template <typename KV>
+static int decode2_run(const char *who, const void *q, const void *k_cache, const void *v_cache, const float *ks,
+                       const float *vs, void *out, void *partial, const infer_attn_dims *a, long long len,
+                       void *stream, ts_err *e) {
   const int D = a->head_dim;
   if (a->kvl < 1 || a->hl % a->kvl || len < 1 || len > a->max_seq)
-    return ts_fail_sys(e, "infer_decode_attention2: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)",
-                       a->hl, a->kvl, len, a->max_seq);
+    return ts_fail_sys(e, "%s: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)", who, a->hl, a->kvl, len,
+                       a->max_seq);
   const int G = a->hl / a->kvl;
   const long long chunk = decode2_chunk(a, len);
   const int nsplit = (int)((len + chunk - 1) / chunk);
   dim3 grid((unsigned)nsplit, (unsigned)a->kvl, (unsigned)a->batch);
   cudaStream_t st = (cudaStream_t)stream;
   const float qscale = (float)(1.4426950408889634 / sqrt((double)D)); /* base 2 */
-  const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k_cache, *V = (const bf16 *)v_cache;
+  const bf16 *Q = (const bf16 *)q;
   float *P = (float *)partial;
 #define DEC2_CASE(d_, g_)                                                                                    \
-  if (D == d_ && G == g_) launch_dec2<d_, g_>(grid, st, Q, K, V, P, a, len, chunk, nsplit, qscale);          \
+  if (D == d_ && G == g_) launch_dec2<d_, g_, KV>(grid, st, Q, k_cache, v_cache, ks, vs, P, a, len, chunk, nsplit, qscale); \
   else
   DEC2_CASE(128, 1) DEC2_CASE(128, 2) DEC2_CASE(128, 3) DEC2_CASE(128, 4) DEC2_CASE(128, 5) DEC2_CASE(128, 6)
   DEC2_CASE(128, 7) DEC2_CASE(128, 8)
   DEC2_CASE(64, 1) DEC2_CASE(64, 2) DEC2_CASE(64, 4) DEC2_CASE(64, 7) DEC2_CASE(64, 8) DEC2_CASE(64, 16)
-  return ts_fail_sys(e, "infer_decode_attention2: head_dim %d with %d query heads per KV head is not built "
-                        "(head_dim 64: 1, 2, 4, 7, 8 or 16 heads per KV head; 128: 1 to 8)", D, G);
+  return ts_fail_sys(e, "%s: head_dim %d with %d query heads per KV head is not built "
+                        "(head_dim 64: 1, 2, 4, 7, 8 or 16 heads per KV head; 128: 1 to 8)", who, D, G);
 #undef DEC2_CASE
   DEC_LAUNCHED(e);
   decode2_combine_kernel<<<(unsigned)((long long)a->batch * a->hl), D, 0, st>>>(P, (bf16 *)out, nsplit, D);
   DEC_LAUNCHED(e);
   return 0;
+}
+
+extern "C" int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out,
+                                       void *partial, const infer_attn_dims *a, long long len, void *stream,
+                                       ts_err *e) {
+  return decode2_run<kv_bf16>("infer_decode_attention2", q, k_cache, v_cache, NULL, NULL, out, partial, a, len, stream,
+                              e);
+}
+
+extern "C" int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                           const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
+  if (!c || !c->k || !c->v || !c->ks || !c->vs)
+    return ts_fail_sys(e, "infer_decode_attention2_fp8: the FP8 cache or its scales are missing");
+  return decode2_run<kv_e4m3>("infer_decode_attention2_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
+                              stream, e);
 }

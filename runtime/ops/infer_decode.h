@@ -1,39 +1,23 @@
-/* infer_decode.h — decode-step kernels that stream the weights and the KV
- * cache at the HBM rate (issue 24): a weight-streaming GEMV for the decode
- * projections (batch 1..8 rows) and a split-K (flash-decoding) attention over
- * the cache whose warps keep several cached positions in flight.
- * `tacorun bench-decode` (bench_decode.c) checks them against plain-C
- * references and times them beside cuBLASLt (exec_gemm) and the first
- * decode attention (infer_kernels.h).
- *
- * Layouts are the executor's (BF16, row-major):
- *   NN:  Y[m x n] = X[m x k] . W[k x n]      the layer projections (qkv, attn_out, fc1, fc2)
- *   NT:  Y[m x n] = X[m x k] . W[n x k]^T    the output layer (logits)
- * Every function launches on `stream` (a cudaStream_t) and returns 0 or -1 with e. */
+/* infer_decode.h — the decode step's split-K (flash-decoding) attention over
+ * the KV cache, whose warps keep several cached positions in flight so that
+ * it streams the cache at the HBM rate (issue 24). `tacorun bench-decode`
+ * (bench_decode.c) checks it against a plain-C reference and times it beside
+ * the first decode attention (infer_kernels.h) and cuBLASLt's decode
+ * projections. (The weight-streaming GEMV that was here lost to cuBLASLt:
+ * dev/decode_gemv/.) Every function launches on `stream` (a cudaStream_t)
+ * and returns 0 or -1 with e. */
 #ifndef INFER_DECODE_H
 #define INFER_DECODE_H
 
 #include <stddef.h>
 
 #include "infer_kernels.h"
+#include "infer_kv8.h"
 #include "ts_error.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define INFER_GEMV_MAX_M 8 /* rows (sequences) the GEMV takes; more: the tensor-core GEMM */
-
-/* Whether the GEMV runs this shape (m <= INFER_GEMV_MAX_M, n and k multiples of 8). */
-int infer_gemv_supported(long long m, long long n, long long k);
-/* NN: k is split over blocks, partial sums added in FP32 into `ws` (m x n
- * floats, all zero on entry; the kernel that writes Y leaves it zero again:
- * allocate it once with infer_gemv_ws_bytes and clear it once). */
-size_t infer_gemv_ws_bytes(long long m, long long n);
-int infer_gemv_nn(const void *X, const void *W, void *Y, float *ws, int m, long long n, long long k, void *stream,
-                  ts_err *e);
-/* NT: one warp per output column (a row of W), no workspace. */
-int infer_gemv_nt(const void *X, const void *W, void *Y, int m, long long n, long long k, void *stream, ts_err *e);
 
 /* Decode attention as infer_decode_attention (same arguments and result;
  * `partial` of infer_decode2_partial_bytes): 8 warps a block, each warp
@@ -44,6 +28,43 @@ int infer_gemv_nt(const void *X, const void *W, void *Y, int m, long long n, lon
 size_t infer_decode2_partial_bytes(const infer_attn_dims *a, long long len);
 int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out, void *partial,
                             const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+/* The same kernel over the FP8 cache c (infer_kv8.h): codes converted in
+ * registers, each score times its key's scale, each softmax weight times its
+ * value's scale; same shapes, partials (infer_decode2_partial_bytes) and output. */
+int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+
+/* One decode-attention call of a timing loop (calib_time_us's launch, used by
+ * bench-decode and calibrate-infer): call `iter` reads KV set iter % sets of
+ * the pools k and v (sets of set_bytes each, so that repeats read HBM, not
+ * L2) with `kernel`: INFER_DEC_V1 (infer_decode_attention), INFER_DEC_V2
+ * (infer_decode_attention2) or INFER_DEC_V2_FP8 (infer_decode_attention2_fp8
+ * over k8/v8, the same head vectors as E4M3 codes, and their scales ks/vs:
+ * set iter % sets starts at head vector off / (2 head_dim)). */
+enum { INFER_DEC_V1, INFER_DEC_V2, INFER_DEC_V2_FP8, INFER_DEC_KERNELS };
+typedef struct {
+  int kernel; /* INFER_DEC_* */
+  infer_attn_dims a;
+  long long len;
+  void *q, *out, *part;
+  char *k, *v;
+  char *k8, *v8; /* E4M3 codes (infer_kv8_quantize of k and v) */
+  float *ks, *vs; /* their scales, one per head vector */
+  size_t set_bytes;
+  int sets;
+} infer_decode_timing;
+static inline int infer_decode_timing_launch(void *ctx, long long iter, ts_err *e) {
+  const infer_decode_timing *c = (const infer_decode_timing *)ctx;
+  size_t off = (size_t)(iter % c->sets) * c->set_bytes;
+  if (c->kernel == INFER_DEC_V2_FP8) {
+    size_t row = off / 2 / (size_t)c->a.head_dim; /* first head vector of the set */
+    infer_kv8 k8 = {c->k8 + row * (size_t)c->a.head_dim, c->v8 + row * (size_t)c->a.head_dim, c->ks + row,
+                    c->vs + row};
+    return infer_decode_attention2_fp8(c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
+  }
+  return (c->kernel == INFER_DEC_V2 ? infer_decode_attention2 : infer_decode_attention)(
+      c->q, c->k + off, c->v + off, c->out, c->part, &c->a, c->len, NULL, e);
+}
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 
 #include "infer_kernels.h"
 #include "gpu_check.h"
+#include "infer_rope.cuh"
 
 typedef __nv_bfloat16 bf16;
 
@@ -24,13 +25,7 @@ __global__ void rope_scatter_kernel(const bf16 *qkv, bf16 *q, bf16 *kc, bf16 *vc
   for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
     const int hh = idx / half, i = idx % half;
     float x1 = __bfloat162float(row[hh * d + i]), x2 = __bfloat162float(row[hh * d + i + half]);
-    if (hh < hl + kvl && log2_theta > 0.f) {
-      /* angle = pos * theta^(-2i/d) */
-      float inv_freq = exp2f(-(2.f * i / d) * log2_theta), sn, cs;
-      sincosf((float)pos * inv_freq, &sn, &cs);
-      float y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
-      x1 = y1, x2 = y2;
-    }
+    if (hh < hl + kvl && log2_theta > 0.f) infer_rope_rotate(x1, x2, pos, i, d, log2_theta);
     bf16 *dst;
     if (hh < hl)
       dst = q + (((long long)b * hl + hh) * seq + s) * d;

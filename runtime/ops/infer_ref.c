@@ -34,6 +34,47 @@ void infer_ref_decode_attention(const float *q, const float *k_cache, const floa
   free(s);
 }
 
+float infer_ref_e4m3_to_float(unsigned char c) {
+  const int e = (c >> 3) & 15, m = c & 7;
+  if ((c & 0x7f) == 0x7f) return NAN;
+  float v = e ? ldexpf((float)(8 + m), e - 10) : ldexpf((float)m, -9);
+  return c & 0x80 ? -v : v;
+}
+
+/* Nearest of the 127 finite magnitudes (ties to the even code), saturating at
+ * 448: a definition by enumeration, independent of kernels/taco_fp8.h's
+ * bit arithmetic (tests/test_infer_ref.c compares the two). */
+unsigned char infer_ref_e4m3_from_float(float x) {
+  if (isnan(x)) return 0x7f;
+  const unsigned char sign = signbit(x) ? 0x80 : 0;
+  const float a = fabsf(x);
+  if (a >= 448.0f) return sign | 0x7e;
+  int lo = 0, hi = 0x7e; /* value(lo) <= a < value(hi) */
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    if (infer_ref_e4m3_to_float((unsigned char)mid) <= a) lo = mid;
+    else hi = mid;
+  }
+  const float dl = a - infer_ref_e4m3_to_float((unsigned char)lo), dh = infer_ref_e4m3_to_float((unsigned char)hi) - a;
+  const int c = dl < dh ? lo : dh < dl ? hi : (lo % 2 == 0 ? lo : hi);
+  return (unsigned char)(sign | c);
+}
+
+void infer_ref_kv8_quantize(const float *x, int d, unsigned char *codes, float *scale) {
+  float amax = 0.f;
+  for (int i = 0; i < d; i++) amax = fmaxf(amax, fabsf(x[i]));
+  const float inv = amax > 0.f ? 448.0f / amax : 0.f;
+  for (int i = 0; i < d; i++) {
+    const float y = x[i] * inv; /* one rounding, as __fmul_rn */
+    codes[i] = infer_ref_e4m3_from_float(y);
+  }
+  *scale = amax / 448.0f;
+}
+
+void infer_ref_kv8_dequantize(const unsigned char *codes, float scale, int d, float *out) {
+  for (int i = 0; i < d; i++) out[i] = infer_ref_e4m3_to_float(codes[i]) * scale;
+}
+
 void infer_ref_rope(float *x, int head_dim, long long pos, double theta) {
   const int half = head_dim / 2;
   for (int i = 0; i < half; i++) {

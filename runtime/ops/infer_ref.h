@@ -9,6 +9,18 @@
 void infer_ref_decode_attention(const float *q, const float *k_cache, const float *v_cache, float *out, int batch,
                                 int hl, int kvl, int head_dim, long long max_seq, long long len);
 
+/* The FP8 KV cache's quantizer (infer_kv8.h) on one head vector x[d] (BF16
+ * values): *scale = amax / 448, codes[i] = E4M3(x[i] * (448 / amax)), round to
+ * nearest even, saturating (amax 0: scale 0, codes 0). The same float
+ * operations as the kernel, so codes and scales are bit-equal. */
+void infer_ref_kv8_quantize(const float *x, int d, unsigned char *codes, float *scale);
+/* E4M3 (1-4-3, bias 7, no infinities, 0x7f/0xff NaN, largest 448): the
+ * nearest code, ties to even, saturating as cvt.rn.satfinite; and back (exact). */
+unsigned char infer_ref_e4m3_from_float(float x);
+float infer_ref_e4m3_to_float(unsigned char c);
+/* out[i] = E4M3 codes[i] as a float x scale. */
+void infer_ref_kv8_dequantize(const unsigned char *codes, float scale, int d, float *out);
+
 /* Rotary embedding of one head vector x[d] at position pos, in place (pairs (i, i + d/2)). */
 void infer_ref_rope(float *x, int head_dim, long long pos, double theta);
 

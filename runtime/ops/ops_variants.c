@@ -28,10 +28,10 @@ static const ops_variant_row rows[OPS_V_COUNT] = {
     [OPS_V_FLASH_BWD_WARPS] = {"flash-bwd-warps", {"4", "8"}, "warps of the fused backward (8: 128-key blocks)"},
     [OPS_V_FLASH_BWD_PARTS] = {"flash-bwd-parts", {NULL},
                                "CTAs that share a key/value head's query heads in the fused backward (128-key "
-                               "blocks): 1 one CTA a group (the kernel checked on the H200); 0 as many as keep the "
-                               "grid within 2 CTAs an SM; N at most N (a divisor of the group). Values other than 1: "
-                               "written and built, NOT yet run on a GPU (tests/test_exec_flash_gpu.cu checks them)",
-                               "1"},
+                               "blocks), FP32 partials summed in a fixed order: 0 the smallest divisor P of the group "
+                               "whose longest CTA is within 5/4 of an even spread over the SMs (1 where the grid fills "
+                               "the GPU); N at most N (a divisor of the group; 1: one CTA a group)",
+                               "0"},
     [OPS_V_FLASH_ORDER] = {"flash-order", {"longest", "head"},
                            "tile launch order: longest tiles of every head first, or one head's tiles together"},
     [OPS_V_CE] = {"ce", {"fused", "unfused"}, "vocabulary-parallel cross-entropy: one pass or three kernels"},

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ts_args.h"
 #include "exec_model.h"
 #include "exec_run.h"
 #include "ops_variants.h"
@@ -69,6 +70,11 @@ static void usage(FILE *out) {
           "  --out-dir DIR      DIR/loss-<codec>.csv per run and DIR/summary.csv (header and one line per\n"
           "                     run) instead of --csv/--summary\n"
           "  --timeout S [300]  bound on every wait (a dead peer aborts the run)\n"
+          RT_TRANSPORT_USAGE
+          "  --inject-nan STEP [off]  fault test: at training step STEP a NaN enters the run: with --tp-emulate\n"
+          "                     into rank 0's partial of the step's first layer all-reduce (what a compressed\n"
+          "                     all-reduce must not hide), else into a gradient. The run must stop at that\n"
+          "                     step naming it (exit 1); a demonstration, not a measurement.\n"
           "  --tp-emulate K [off]  TP = K on one GPU, in one process (no mpirun): K ranks as threads, each\n"
           "                     with its own shards, initial weights and GEMMs (the row-parallel ones are\n"
           "                     the K partial GEMMs over slices of the inner dimension); every TP all-reduce\n"
@@ -106,7 +112,8 @@ static void usage(FILE *out) {
           "reads:  the --corpus FILE\n"
           "writes: the --csv and --summary files, or DIR/loss-<codec>.csv and DIR/summary.csv of --out-dir;\n"
           "        progress and the final losses on standard output (rank 0)\n"
-          "NaN or Inf in the loss or a gradient stops the run naming the step and the tensor (exit 1).\n"
+          "NaN or Inf in the loss or a gradient stops the run naming the step and the tensor (exit 1); so does\n"
+          "NaN or Inf that a TACO encode met (the codec sends them as zeros): step, layer, tensor, count.\n"
           "The final validation loss is always over the whole held-out part.\n"
           "\n"
           "Not implemented: data parallelism and pipeline stages (TP only), gradient clipping, dropout,\n"
@@ -116,32 +123,18 @@ static void usage(FILE *out) {
 typedef struct {
   const char *corpus, *codec, *csv, *summary, *out_dir, *emu_allreduce;
   int group, steps, eval_every, eval_batches, log_every, hidden, layers, heads, ffn, seq, batch, warmup, timeout_s;
-  int tp_emulate, stats_every, dump_at, dump_rows;
+  int tp_emulate, stats_every, dump_at, dump_rows, inject_nan;
   const char *reshape_dir, *reshape_file, *group_arg;
   double p, lr, min_lr_frac, val_frac, reshape_err;
   unsigned long long seed;
   int check_codec;
+  coll_transport transport;
 } train_opts;
 
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int parse_int(const char *s, long lo, long hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*s == 0 || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-static int parse_double(const char *s, double lo, double hi, double *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (*s == 0 || *end || !(v >= lo && v <= hi)) return -1;
-  *out = v;
-  return 0;
 }
 
 /* The codec name -> the plan codec of both directions (fp8-tensor: none, the hook runs instead),
@@ -209,17 +202,28 @@ typedef struct {
   double t0;
 } trainer;
 
-/* Runs ops as one iteration (zeroed gradients and loss first); returns the loss. */
-static int run_ops(trainer *t, const plan_op *ops, int n, int step, float *loss, ts_err *e) {
+/* Runs ops as one iteration (zeroed gradients and loss first); returns the
+ * loss. inject (--inject-nan): a NaN into the step, where the emulated TP's
+ * first layer all-reduce carries it (train_emu.h), else into a gradient. The
+ * TACO encodes' NaN/Inf counts are checked before the loss and gradients. */
+static int run_ops(trainer *t, const plan_op *ops, int n, int step, int inject, float *loss, ts_err *e) {
+  train_emu *emu = t->rk->emu;
   if (exec_model_set_data(t->m, t->tok, t->lab, e) || exec_model_zero_grad(t->m, e)) return -1;
+  if (emu && t->root) train_emu_step_begin(emu, step, t->o->layers, inject);
   for (int i = 0; i < n; i++) {
     /* emulated CAAT-Net: the replicated gradients averaged as the executor does over NCCL */
     if (t->caat_emu && ops[i].kind == PLAN_OP_COMPUTE && ops[i].model_op == PLAN_MOP_OPTIMIZER &&
-        train_emu_sync_replicated(t->rk->emu, t->rk->rank, t->m, e))
+        train_emu_sync_replicated(emu, t->rk->rank, t->m, e))
       return -1;
     if (exec_model_run_op(t->m, &ops[i], e)) return -1;
   }
   if (t->rk->w && rt_nccl_wait(t->rk->w, e)) return -1;
+  if (emu && t->root && train_emu_step_check(emu, e)) return -1;
+  if (inject && !emu) { /* fault injection (--inject-nan), a demonstration, not a measurement */
+    exec_model *m = t->m;
+    float nan_f = NAN;
+    CUDA_CHECK(e, cudaMemcpyAsync(m->grad + m->tensors[m->ntensors - 3].offset, &nan_f, 4, cudaMemcpyHostToDevice, m->stream));
+  }
   return exec_model_check_finite(t->m, step, loss, e);
 }
 
@@ -232,7 +236,7 @@ static int evaluate(trainer *t, int step, int batches, double *val, ts_err *e) {
   for (int b = 0; b < nb; b++) {
     float l;
     train_data_val_batch(t->d, B, S, (size_t)b, t->tok, t->lab);
-    if (run_ops(t, t->fwd_ops, t->nfwd, step, &l, e)) return -1;
+    if (run_ops(t, t->fwd_ops, t->nfwd, step, 0, &l, e)) return -1;
     sum += l;
   }
   *val = sum / nb;
@@ -313,6 +317,8 @@ static int train_run(const train_rank *rk, const train_opts *o, ts_err *e) {
     train_data_free(&d);
     return -1;
   }
+  m.tp_comm_foreign = rk->emu != NULL;
+  if (w) m.wait_timeout_s = w->timeout_s;
   t.tok = malloc((size_t)m.tokens * sizeof *t.tok), t.lab = malloc((size_t)m.tokens * sizeof *t.lab);
   if (!t.tok || !t.lab) {
     ts_fail_sys(e, "train: out of memory");
@@ -402,7 +408,7 @@ static int train_run(const train_rank *rk, const train_opts *o, ts_err *e) {
     train_data_next_batch(&d, o->batch, o->seq, t.tok, t.lab);
     int stats_now = t.stats && (step % o->stats_every == 0 || step + 1 == o->steps || step == o->dump_at);
     if (stats_now) train_emu_stats(rk->emu, t.stats, step, o->layers);
-    int rs = run_ops(&t, t.ops, t.nops, step, &loss, e);
+    int rs = run_ops(&t, t.ops, t.nops, step, step == o->inject_nan, &loss, e);
     if (stats_now) train_emu_stats(rk->emu, NULL, -1, 0), fflush(t.stats);
     if (rk->emu && train_emu_agree(rk->emu, rank, rs) && !rs) rs = ts_fail_sys(e, "another emulated rank failed at step %d", step);
     if (rs) goto done;
@@ -533,7 +539,7 @@ static int train_emulated(train_opts *o, char **codecs, int ncodecs) {
 int cmd_train(int argc, char **argv) {
   train_opts o = {.codec = "none", .group = 128, .steps = 2000, .eval_every = 200, .log_every = 1, .hidden = 512,
                   .layers = 8, .heads = 8, .ffn = 0, .seq = 256, .batch = 16, .warmup = 100, .timeout_s = 300,
-                  .p = 0.5, .lr = 6e-4, .min_lr_frac = 0.1, .val_frac = 0.05, .seed = 1234, .dump_at = -1,
+                  .p = 0.5, .lr = 6e-4, .min_lr_frac = 0.1, .val_frac = 0.05, .seed = 1234, .dump_at = -1, .inject_nan = -1,
                   .dump_rows = 256, .reshape_err = 0.04};
   static const struct {
     const char *name;
@@ -551,6 +557,7 @@ int cmd_train(int argc, char **argv) {
       {"--tp-emulate", 2, COLL_EMU_MAX_RANKS, offsetof(train_opts, tp_emulate)},
       {"--stats-every", 0, 1000000, offsetof(train_opts, stats_every)},
       {"--dump-at", 0, 1000000, offsetof(train_opts, dump_at)},
+      {"--inject-nan", 0, 1000000, offsetof(train_opts, inject_nan)},
       {"--dump-rows", 1, 1 << 20, offsetof(train_opts, dump_rows)},
   };
   static const struct {
@@ -585,7 +592,7 @@ int cmd_train(int argc, char **argv) {
     }
     for (size_t k = 0; k < sizeof ints / sizeof *ints && !done; k++)
       if (!strcmp(a, ints[k].name)) {
-        if (i + 1 >= argc || parse_int(argv[++i], ints[k].lo, ints[k].hi, (int *)((char *)&o + ints[k].off))) {
+        if (i + 1 >= argc || ts_arg_int(argv[++i], ints[k].lo, ints[k].hi, (int *)((char *)&o + ints[k].off))) {
           fprintf(stderr, "tacorun train: %s: '%s' is not an integer in [%d, %d]\n", a, i < argc ? argv[i] : "",
                   ints[k].lo, ints[k].hi);
           return 2;
@@ -594,7 +601,7 @@ int cmd_train(int argc, char **argv) {
       }
     for (size_t k = 0; k < sizeof dbls / sizeof *dbls && !done; k++)
       if (!strcmp(a, dbls[k].name)) {
-        if (i + 1 >= argc || parse_double(argv[++i], dbls[k].lo, dbls[k].hi, (double *)((char *)&o + dbls[k].off))) {
+        if (i + 1 >= argc || ts_arg_double(argv[++i], dbls[k].lo, dbls[k].hi, (double *)((char *)&o + dbls[k].off))) {
           fprintf(stderr, "tacorun train: %s: '%s' is not a number in [%g, %g]\n", a, i < argc ? argv[i] : "",
                   dbls[k].lo, dbls[k].hi);
           return 2;
@@ -613,6 +620,12 @@ int cmd_train(int argc, char **argv) {
                                                  : NULL;
     if (str && i + 1 < argc) {
       *str = argv[++i];
+    } else if (!strcmp(a, "--transport") && i + 1 < argc) {
+      ts_err te;
+      if (rt_transport_arg(argv[++i], &o.transport, &te)) {
+        fprintf(stderr, "tacorun train: %s\n", te.msg);
+        return 2;
+      }
     } else if (!strcmp(a, "--variant") && i + 1 < argc) {
       ts_err ve;
       if (ops_variant_set(argv[++i], &ve)) {
@@ -744,7 +757,7 @@ int cmd_train(int argc, char **argv) {
   }
   if (o.tp_emulate) return train_emulated(&o, codecs, ncodecs);
   rt_nccl w;
-  int started = rt_world_start(&w, "train", o.timeout_s);
+  int started = rt_world_start(&w, "train", o.timeout_s, o.transport);
   if (started) return started;
   if (o.heads % w.nranks || o.ffn % w.nranks) {
     fprintf(stderr, "tacorun train: TP %d (the number of processes) must divide --heads %d and --ffn %d\n", w.nranks,

@@ -40,11 +40,28 @@ struct train_emu {
   const char *dump_dir;
   int dump_step, dump_rows;
   FILE *dump_index;
+  /* NaN/Inf met by the TACO encodes: one counter per layer all-reduce of the step */
+  taco_nonfinite *nf_dev;
+  int nf_calls, nf_step, nf_layers, nf_inject;
 };
+
+#define EMU_NF_CALLS 1024 /* layer all-reduces of one step with a counter of their own (4 a layer) */
 
 static train_emu *active; /* the world whose handles train_emu_nccl_allreduce recognizes */
 
 #define EMU_CUDA(call) CUDA_CHECK(e, call) /* common/gpu_check.h */
+
+/* count = 0, first_index = ULLONG_MAX in the counters of the calls made since the last reset. */
+static int nf_reset(train_emu *w) {
+  const size_t pitch = sizeof(taco_nonfinite), wd = sizeof(unsigned long long);
+  int n = w->nf_calls < EMU_NF_CALLS ? w->nf_calls : EMU_NF_CALLS;
+  w->nf_calls = 0;
+  if (n == 0) return 0;
+  if (cudaMemset2DAsync(w->nf_dev, pitch, 0, wd, (size_t)n, w->red) != cudaSuccess ||
+      cudaMemset2DAsync((char *)w->nf_dev + wd, pitch, 0xff, wd, (size_t)n, w->red) != cudaSuccess)
+    return -1;
+  return 0;
+}
 
 int train_emu_create(train_emu **out, int k, size_t max_elems, ts_err *e) {
   *out = NULL;
@@ -63,6 +80,9 @@ int train_emu_create(train_emu **out, int k, size_t max_elems, ts_err *e) {
   EMU_CUDA(cudaEventCreateWithFlags(&w->ev_out, cudaEventDisableTiming));
   EMU_CUDA(cudaMalloc(&w->scratch, coll_emu_scratch_bytes(k, max_elems, 4)));
   EMU_CUDA(cudaMalloc((void **)&w->stats_dev, 4 * sizeof(double)));
+  EMU_CUDA(cudaMalloc((void **)&w->nf_dev, EMU_NF_CALLS * sizeof(taco_nonfinite)));
+  w->nf_calls = EMU_NF_CALLS, w->nf_step = -1;
+  if (nf_reset(w)) return ts_fail_sys(e, "train: clearing the NaN/Inf counters failed");
   active = w;
   return 0;
 }
@@ -76,7 +96,7 @@ void train_emu_destroy(train_emu *w) {
   }
   if (w->ev_out) cudaEventDestroy(w->ev_out);
   if (w->red) cudaStreamDestroy(w->red);
-  cudaFree(w->scratch), cudaFree(w->stats_dev);
+  cudaFree(w->scratch), cudaFree(w->stats_dev), cudaFree(w->nf_dev);
   if (w->dump_index) fclose(w->dump_index);
   pthread_barrier_destroy(&w->bar);
   free(w);
@@ -159,6 +179,14 @@ static const char *tensor_name(int backward, int second) {
   return backward ? (second ? "qkv_dgrad" : "fc1_dgrad") : (second ? "fc2_out" : "attn_out");
 }
 
+/* The layer and tensor of a step's call-th layer all-reduce (forward: attn_out,
+ * fc2_out a layer; backward: fc1_dgrad, qkv_dgrad, last layer first). */
+static const char *call_site(int call, int L, int *layer) {
+  int bwd = call >= 2 * L, c = bwd ? call - 2 * L : call;
+  *layer = bwd ? L - 1 - c / 2 : c / 2;
+  return tensor_name(bwd, c % 2);
+}
+
 /* The first dump_rows rows of rank 0's partial as FP32 (DIR/<tensor>-l<layer>-s<step>.f32) and a
  * line of DIR/dump-index.csv. */
 static int dump_tensor(train_emu *w, const layer_arg *a, int layer, const char *tensor) {
@@ -185,9 +213,8 @@ static int dump_tensor(train_emu *w, const layer_arg *a, int layer, const char *
 
 static int stats_row(train_emu *w, const layer_arg *a) {
   const size_t n = a->rows * a->cols;
-  int call = w->stats_call++, L = w->stats_layers;
-  int bwd = call >= 2 * L, c = bwd ? call - 2 * L : call;
-  int layer = bwd ? L - 1 - c / 2 : c / 2;
+  int layer;
+  const char *tensor = call_site(w->stats_call++, w->stats_layers, &layer);
   double h[4];
   if (train_stats_bf16(w->out[0], n, w->stats_dev, w->red) ||
       cudaMemcpyAsync(h, w->stats_dev, sizeof h, cudaMemcpyDeviceToHost, w->red) != cudaSuccess ||
@@ -199,10 +226,22 @@ static int stats_row(train_emu *w, const layer_arg *a) {
   /* kurtosis about zero (the tensors are centred near zero): E x^4 / (E x^2)^2; 3 for a Gaussian */
   double kurt = m2 > 0 ? (h[2] / n) / (m2 * m2) : 0;
   (void)mean;
-  fprintf(w->stats, "%d,%d,%s,%zu,%.6g,%.6g,%.4f,%.4f\n", w->stats_step, layer, tensor_name(bwd, c % 2), n, rms, h[3],
+  fprintf(w->stats, "%d,%d,%s,%zu,%.6g,%.6g,%.4f,%.4f\n", w->stats_step, layer, tensor, n, rms, h[3],
           rms > 0 ? h[3] / rms : 0, kurt);
-  if (w->dump_dir && w->stats_step == w->dump_step && (layer == 0 || layer == L / 2 || layer == L - 1))
-    return dump_tensor(w, a, layer, tensor_name(bwd, c % 2));
+  if (w->dump_dir && w->stats_step == w->dump_step && (layer == 0 || layer == w->stats_layers / 2 || layer == w->stats_layers - 1))
+    return dump_tensor(w, a, layer, tensor);
+  return 0;
+}
+
+/* --inject-nan: a NaN into rank 0's partial of the step's first layer all-reduce. */
+static int inject_nan(train_emu *w) {
+  static const uint16_t bf16_nan = 0x7fc0;
+  w->nf_inject = 0;
+  if (cudaMemcpyAsync(w->out[0], &bf16_nan, sizeof bf16_nan, cudaMemcpyHostToDevice, w->red) != cudaSuccess ||
+      cudaStreamSynchronize(w->red) != cudaSuccess) {
+    snprintf(w->msg, sizeof w->msg, "--inject-nan: a CUDA call failed");
+    return -1;
+  }
   return 0;
 }
 
@@ -211,17 +250,21 @@ static int layer_fn(train_emu *w, const void *av) {
   const size_t n = a->rows * a->cols;
   const train_emu_codec *c = &w->codec;
   if (w->stats && stats_row(w, a)) return -1;
+  if (w->nf_inject && inject_nan(w)) return -1;
+  coll_emu_opts ar = c->ar; /* this call's NaN/Inf counter */
+  if (ar.codec == COLL_EMU_TACO && w->nf_calls < EMU_NF_CALLS) ar.nonfinite = w->nf_dev + w->nf_calls;
+  w->nf_calls++;
   int rc = 0;
   if (!c->caat) {
-    rc = coll_emu_allreduce(w->out, w->k, n, TACO_DTYPE_BF16, &c->ar, w->scratch, w->red);
+    rc = coll_emu_allreduce(w->out, w->k, n, TACO_DTYPE_BF16, &ar, w->scratch, w->red);
   } else if (!a->backward) {
-    rc = coll_emu_caat(w->out, w->k, a->rows, a->cols, c->p, TACO_DTYPE_BF16, &c->ar, w->scratch, w->red);
+    rc = coll_emu_caat(w->out, w->k, a->rows, a->cols, c->p, TACO_DTYPE_BF16, &ar, w->scratch, w->red);
   } else {
     /* as the executor: CAAT-Net's backward reduces the shared channels in FP32 */
     ts_err e;
     void *f[COLL_EMU_MAX_RANKS];
     for (int r = 0; r < w->k && !rc; r++) f[r] = w->f32[r], rc = exec_bf16_to_f32(w->out[r], w->f32[r], (long long)n, w->red, &e);
-    if (!rc) rc = coll_emu_caat(f, w->k, a->rows, a->cols, c->p, TACO_DTYPE_FP32, &c->ar, w->scratch, w->red);
+    if (!rc) rc = coll_emu_caat(f, w->k, a->rows, a->cols, c->p, TACO_DTYPE_FP32, &ar, w->scratch, w->red);
     for (int r = 0; r < w->k && !rc; r++) rc = exec_f32_to_bf16(w->f32[r], w->out[r], (long long)n, w->red, &e);
     if (rc) snprintf(w->msg, sizeof w->msg, "%s", coll_emu_last_error());
     return rc;
@@ -282,6 +325,29 @@ int train_emu_dump(train_emu *w, const char *dir, int step, int rows, ts_err *e)
   if (!w->dump_index) return ts_fail(e, path, NULL, "cannot write");
   fprintf(w->dump_index, "file,step,layer,tensor,rows,cols\n");
   w->dump_dir = dir, w->dump_step = step, w->dump_rows = rows;
+  return 0;
+}
+
+void train_emu_step_begin(train_emu *w, int step, int layers, int inject) {
+  w->nf_step = step, w->nf_layers = layers, w->nf_inject = inject;
+}
+
+int train_emu_step_check(train_emu *w, ts_err *e) {
+  static taco_nonfinite host[EMU_NF_CALLS];
+  int n = w->nf_calls < EMU_NF_CALLS ? w->nf_calls : EMU_NF_CALLS;
+  if (n > 0) {
+    EMU_CUDA(cudaMemcpyAsync(host, w->nf_dev, (size_t)n * sizeof *host, cudaMemcpyDeviceToHost, w->red));
+    EMU_CUDA(cudaStreamSynchronize(w->red));
+  }
+  if (nf_reset(w)) return ts_fail_sys(e, "train: clearing the NaN/Inf counters failed");
+  for (int i = 0; i < n; i++) {
+    if (!host[i].count) continue;
+    int layer;
+    const char *tensor = call_site(i, w->nf_layers, &layer);
+    return ts_fail_sys(e, "step %d: TP all-reduce of layer %d %s (emulated TP %d): the TACO encode met %llu NaN/Inf "
+                          "values (first at element %llu of a rank's partial; the codec sent them as zeros)",
+                       w->nf_step, layer, tensor, w->k, host[i].count, host[i].first_index);
+  }
   return 0;
 }
 

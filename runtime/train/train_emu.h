@@ -41,6 +41,15 @@ ncclComm_t train_emu_comm(train_emu *w, int rank);
 /* For exec_model.tp_allreduce_hook (ctx: train_emu_hook_ctx(w, rank)). */
 int train_emu_hook(void *ctx, void *buf, size_t rows, size_t cols, int backward, cudaStream_t stream, ts_err *e);
 void *train_emu_hook_ctx(train_emu *w, int rank);
+/* NaN/Inf in the layer all-reduces' TACO encodes (the codec sends them as
+ * zeros, so the loss may stay finite): rank 0 calls step_begin before a
+ * training or evaluation step's ops and step_check after them. With inject,
+ * rank 0's partial of the step's first layer all-reduce gets a NaN before it
+ * is reduced (tacorun train --inject-nan). step_check fails naming the step,
+ * the layer, the tensor and the count (the first call that met any); it
+ * resets the counters. */
+void train_emu_step_begin(train_emu *w, int step, int layers, int inject);
+int train_emu_step_check(train_emu *w, ts_err *e);
 /* The largest rc over the ranks (every rank calls it). */
 int train_emu_agree(train_emu *w, int rank, int rc);
 /* vals[i] = max over ranks (every rank calls it). */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "coll_emu.h"
+#include "gpu_check.h"
 #include "taco_fp8.h"
 #include "taco_ref.h"
 #include "train_emu.h"
@@ -36,14 +37,7 @@ static const emu_case cases[] = {
     {"taco+caat", COLL_EMU_TACO, TACO_FP8_E4M3, 0, 1},
 };
 
-#define CK(call)                                                                                              \
-  do {                                                                                                        \
-    cudaError_t ce_ = (call);                                                                                 \
-    if (ce_ != cudaSuccess) {                                                                                 \
-      rc = ts_fail_sys(e, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ce_));               \
-      goto out;                                                                                               \
-    }                                                                                                         \
-  } while (0)
+#define CK(call) CUDA_CHECK_RC(e, rc, call, out) /* common/gpu_check.h */
 
 /* One case: k partials of rows x cols in dt; *bad: elements differing from the reference. */
 static int run_case(const emu_case *c, int k, size_t rows, size_t cols, taco_dtype dt, long long *bad, ts_err *e) {

@@ -70,10 +70,10 @@ print("copy: clock section carried over by --compute-from:", a is not None and a
 EOF
     ;;
   nvlink) stage probe-nvlink mpi 90 probe-interleave --rounds "$ROUNDS" --reps "$REPS" >"$L/probe-nvlink.txt" 2>&1 ;;
-  shm) NCCL_P2P_DISABLE=1 stage probe-shm mpi 90 probe-interleave --rounds "$ROUNDS" --reps "$REPS" >"$L/probe-shm.txt" 2>&1 ;;
+  shm) stage probe-shm mpi 90 probe-interleave --transport shm --rounds "$ROUNDS" --reps "$REPS" >"$L/probe-shm.txt" 2>&1 ;;
   socket)
-    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo \
-      stage probe-socket mpi 120 probe-interleave --rounds 60 --reps "$REPS" >"$L/probe-socket.txt" 2>&1
+    NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo \
+      stage probe-socket mpi 120 probe-interleave --transport socket --rounds 60 --reps "$REPS" >"$L/probe-socket.txt" 2>&1
     ;;
   *) say "unknown stage $s" ;;
   esac
