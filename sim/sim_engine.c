@@ -642,6 +642,18 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   if (w->used_platform_links)
     schema_result_add_note(out, "inter-node transfers use the topology's link bandwidths and latencies (not calibrated)");
   if (w->used_tree) schema_result_add_note(out, "some cross-node all-reduces ran as trees (NCCL's alpha-beta choice)");
+  if (w->used_platform_links) {
+    long long asked, run;
+    sim_collapse_counts(&asked, &run);
+    if (w->o->collapse_off)
+      snprintf(note, sizeof note, "collapse off: every edge of a cross-node collective ran as its own flow");
+    else
+      snprintf(note, sizeof note,
+               "collapse on: the cross-node ring and tree phases ran %lld flows for %lld edges (edges alone on their "
+               "links, of one kind, as one flow; --collapse off: one flow each)",
+               run, asked);
+    schema_result_add_note(out, note);
+  }
   if (w->o->mode == SIM_MODE_REDUCED) {
     snprintf(note, sizeof note,
              "reduced mode: %d representative ranks (tp 0, dp 0 of each stage) stand for %d; ranks[] lists them", n,
@@ -654,6 +666,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
 static void free_world(sim_world *w) {
   free(w->memo.slots);
   sim_scale_free();
+  sim_collapse_free();
   sim_clock_free(w);
   for (unsigned h = 0; h < sizeof w->buckets / sizeof w->buckets[0]; h++)
     while (w->buckets[h]) {
@@ -746,6 +759,7 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
   if (o->mode == SIM_MODE_REDUCED)
     for (int r = 0; r < w->world; r++)
       if (w->ranks[r]) sim_scale_prepare(w->ranks[r]);
+  if (!o->collapse_off) sim_collapse_prepare();
   /* the clock model runs the simulation set up here several times, each in a forked child */
   rc = w->clock ? sim_clock_run(w, out, e) : sim_engine_pass(w, out, e);
 done:
