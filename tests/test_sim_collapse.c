@@ -1,7 +1,7 @@
 /* test_sim_collapse.c — `--collapse on` predicts what `--collapse off` does.
  *
- * The flows of a cross-node ring or tree phase that are alone on their links
- * run as one flow per kind (sim/sim_collapse.c): the simulation must be the
+ * The flows of a cross-node ring or tree phase that only their own class uses
+ * run as one group of flows per kind of component (sim/sim_collapse.c): the simulation must be the
  * same, not close. Each case is a real plan (zoo model, few layers, shipped
  * cluster) simulated with collapse on and off; the iteration time, the
  * breakdown and every rank's busy and communication time must be equal to the last bit. Cases:
@@ -107,16 +107,16 @@ static void test_rings_one_member_per_node(void) {
 }
 
 static void test_rings_several_members_per_node(void) {
-  /* the k rings of a node leave it through its node-up link: they share it, and stay flows of their own */
-  check("gpt-tiny", 2, "h200-1024-rail", 1, 32, 2, 1, true, 512, true, 0);
-  check("gpt3-1.3b", 4, "h200-1024-rail", 2, 64, 1, 1, true, 2048, true, 0);
+  /* the k rings of a node share its node-up link: one component a node, the same on every node */
+  check("gpt-tiny", 2, "h200-1024-rail", 1, 32, 2, 1, true, 512, true, 1);
+  check("gpt3-1.3b", 4, "h200-1024-rail", 2, 64, 1, 1, true, 2048, true, -1);
 }
 
-/* a tree's parent receives from two children on one link: its edges are not private */
-static void test_trees(void) { check("llama3-8b", 2, "h200-1024-rail", 8, 64, 1, 1, false, 2048, true, 0); }
+/* a tree's parent receives from two children on one link: components of a parent and its children */
+static void test_trees(void) { check("llama3-8b", 2, "h200-1024-rail", 8, 64, 1, 1, false, 2048, true, 1); }
 
 static void test_dp_tp_pp(void) {
-  check("gpt3-1.3b", 8, "h200-1024-rail", 8, 16, 4, 2, true, 2048, true, 1);
+  check("gpt3-1.3b", 8, "h200-1024-rail", 8, 16, 4, 2, true, 2048, false, 1);
   check("gpt3-1.3b", 8, "h200-1024-rail", 4, 16, 4, 2, true, 2048, true, -1);
   check("gpt3-1.3b", 8, "h200-1024-rail", 2, 16, 2, 1, false, 2048, true, -1);
 }
@@ -124,7 +124,7 @@ static void test_dp_tp_pp(void) {
 static void test_oversubscribed(void) {
   check("gpt3-1.3b", 4, "h200-512-fattree-2to1", 8, 32, 2, 1, true, 2048, true, -1);
   check("gpt3-1.3b", 4, "h200-512-fattree-2to1", 2, 64, 2, 1, true, 2048, true, -1);
-  check("gpt3-1.3b", 4, "h200-1024-dragonfly", 8, 32, 2, 1, true, 2048, true, -1);
+  check("gpt3-1.3b", 4, "h200-1024-dragonfly", 8, 32, 2, 1, true, 2048, false, -1);
 }
 
 static int setup(void) {
