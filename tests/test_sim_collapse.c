@@ -4,7 +4,9 @@
  * run as one group of flows per kind of component (sim/sim_collapse.c): the simulation must be the
  * same, not close. Each case is a real plan (zoo model, few layers, shipped
  * cluster) simulated with collapse on and off; the iteration time, the
- * breakdown and every rank's busy and communication time must be equal to the last bit. Cases:
+ * breakdown, every rank's busy and communication time and the start and
+ * duration of every op of every simulated rank must be equal (to the digits the
+ * result file carries, which is how the forked simulation returns them). Cases:
  * one node (nothing to collapse), rings with one member per node (TP 8) and
  * with several (TP 1, 2: NCCL's k rings through k NICs), plain DP (trees),
  * DP + TP + PP with interleaving (send/recv beside the rings on the same
@@ -58,7 +60,7 @@ static void collapse_counts(const schema_result *r, long long *run, long long *a
 static void same(plan *p, sim_mode mode, int expect_saving) {
   schema_result on, off;
   ts_err e = {0};
-  sim_options o = {.mode = mode, .cal = &cal};
+  sim_options o = {.mode = mode, .cal = &cal, .record_ops = true};
   int rc = sim_run_isolated(p, &o, &on, &e);
   if (rc) fprintf(stderr, "\n  %s on: %s\n", p->name, e.msg);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -80,6 +82,14 @@ static void same(plan *p, sim_mode mode, int expect_saving) {
   CU_ASSERT_EQUAL_FATAL(on.n_ranks, off.n_ranks);
   for (int i = 0; i < on.n_ranks; i++)
     CU_ASSERT(on.ranks[i].busy_s == off.ranks[i].busy_s && on.ranks[i].comm_s == off.ranks[i].comm_s);
+  /* every op of every simulated rank starts and lasts the same (the result's precision: 10 digits) */
+  CU_ASSERT_EQUAL_FATAL(on.n_ops, off.n_ops);
+  int ops_differ = 0;
+  for (int i = 0; i < on.n_ops; i++)
+    ops_differ += on.ops[i].rank != off.ops[i].rank || on.ops[i].start_s != off.ops[i].start_s ||
+                  on.ops[i].dur_s != off.ops[i].dur_s || strcmp(on.ops[i].name, off.ops[i].name) != 0;
+  printf("  ops %d, %d differ", on.n_ops, ops_differ);
+  CU_ASSERT(on.n_ops > 0 && ops_differ == 0);
   if (expect_saving > 0) {
     CU_ASSERT(asked > 0 && run >= 0 && run < asked);
   } else if (expect_saving == 0) {
