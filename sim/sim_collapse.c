@@ -49,6 +49,8 @@ typedef struct {
 struct sim_collapse_class {
   struct sim_collapse_class *next;
   int id, g, stream, leader, n;
+  sim_rank *rs;   /* a simulated member (its members array, its reduced-mode scale factors) */
+  bool allreduce; /* some call is an all-reduce: the tree phases may run too */
   alg_edges a[ALGS];
 };
 
@@ -65,6 +67,7 @@ typedef struct {
 static link_table links;
 static struct sim_collapse_class *classes;
 static long long flows_asked, flows_run;
+static uint8_t *flows_to, *flows_from; /* per host: a flow never collapsed away goes there / leaves from there */
 
 static size_t ptr_hash(const void *p) {
   uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
@@ -134,7 +137,7 @@ static void fill_edges(struct sim_collapse_class *c, const int *m, int a) {
   sim_edges(&sim_w->p->cluster, m, c->n, (sim_alg)a, e->src, e->dst, ne, &depth);
 }
 
-static struct sim_collapse_class *class_of(sim_rank *rs, int g, int stream, xbt_dynar_t route) {
+static struct sim_collapse_class *class_of(sim_rank *rs, int g, int stream) {
   const int *m = rs->members[g];
   int n = rs->n_members[g], leader = m[0];
   for (int k = 1; k < n; k++)
@@ -143,12 +146,8 @@ static struct sim_collapse_class *class_of(sim_rank *rs, int g, int stream, xbt_
     if (c->g == g && c->stream == stream && c->leader == leader) return c;
   struct sim_collapse_class *c = calloc(1, sizeof *c);
   if (!c) abort();
-  *c = (struct sim_collapse_class){classes, classes ? classes->id + 1 : 0, g, stream, leader, n, {{0}}};
+  *c = (struct sim_collapse_class){classes, classes ? classes->id + 1 : 0, g, stream, leader, n, rs, false, {{0}}};
   classes = c;
-  for (int a = 0; a < ALGS; a++) {
-    fill_edges(c, m, a);
-    for (int i = 0; i < c->a[a].ne; i++) use_route(c->a[a].src[i], c->a[a].dst[i], c->id, route);
-  }
   return c;
 }
 
@@ -179,6 +178,11 @@ static void dvec_push(dvec *d, double x) {
 static void components(struct sim_collapse_class *c, int a, xbt_dynar_t route) {
   alg_edges *e = &c->a[a];
   int ne = e->ne, nn = ne ? ne : 1;
+  /* reduced mode: each edge's bytes are the call's times its scale factor (sim_scale.c) */
+  double *scale = malloc(sizeof(double) * (size_t)nn);
+  if (!scale) abort();
+  for (int i = 0; i < ne; i++)
+    scale[i] = sim_w->o->mode == SIM_MODE_REDUCED ? sim_edge_scale(c->rs, c->g, a, e->src[i], e->dst[i], ne) : 1.0;
   int *off = malloc(sizeof(int) * (size_t)(nn + 1)), *parent = malloc(sizeof(int) * (size_t)nn);
   uint8_t *pub = calloc((size_t)nn, 1);
   sg_link_t *lk = NULL;
@@ -241,6 +245,7 @@ static void components(struct sim_collapse_class *c, int a, xbt_dynar_t route) {
     int nlocal = 0;
     for (int p = start[k]; p < start[k + 1]; p++) {
       int i = order[p];
+      dvec_push(&sig, scale[i]);
       dvec_push(&sig, off[i + 1] - off[i]);
       for (int q = off[i]; q < off[i + 1]; q++) {
         int id = 0;
@@ -266,11 +271,18 @@ static void components(struct sim_collapse_class *c, int a, xbt_dynar_t route) {
   }
   for (int r = 0; r < nrep; r++) free(reps[r].v);
   free(reps), free(rep_comp), free(fill), free(order), free(start), free(cpub), free(size), free(root_comp);
-  free(lk), free(pub), free(parent), free(off);
+  for (int i = 0; i < ne; i++)
+    if (e->partner[i] < 0) flows_to[e->dst[i]] = flows_from[e->src[i]] = 1;
+  free(lk), free(pub), free(parent), free(off), free(scale);
 }
+
+bool sim_collapse_flows_to(int host_rank) { return flows_to && flows_to[host_rank]; }
+bool sim_collapse_flows_from(int host_rank) { return flows_from && flows_from[host_rank]; }
 
 void sim_collapse_prepare(void) {
   xbt_dynar_t route = xbt_dynar_new(sizeof(sg_link_t), NULL);
+  flows_to = calloc((size_t)sim_w->world, 1), flows_from = calloc((size_t)sim_w->world, 1);
+  if (!flows_to || !flows_from) abort();
   for (int r = 0; r < sim_w->world; r++) {
     sim_rank *rs = sim_w->ranks[r];
     if (!rs) continue;
@@ -279,34 +291,51 @@ void sim_collapse_prepare(void) {
       if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
         if (op->peer < 0 || op->peer >= sim_w->world) continue;
         int pair[2] = {op->kind == PLAN_OP_SEND ? r : op->peer, op->kind == PLAN_OP_SEND ? op->peer : r};
-        if (!one_node(pair, 2)) use_route(pair[0], pair[1], -1, route);
+        if (!one_node(pair, 2)) {
+          use_route(pair[0], pair[1], -1, route);
+          flows_to[pair[1]] = flows_from[pair[0]] = 1;
+        }
       } else if (op->kind == PLAN_OP_COLLECTIVE) {
         int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
         int n = rs->n_members[g];
-        if (n <= 1 || rs->collapse[g][op->stream] || one_node(rs->members[g], n)) continue;
+        if (n <= 1 || one_node(rs->members[g], n)) continue;
+        if (rs->collapse[g][op->stream]) {
+          rs->collapse[g][op->stream]->allreduce |= op->coll == PLAN_COLL_ALLREDUCE;
+          continue;
+        }
         if (op->coll == PLAN_COLL_ALLTOALL) {
           int depth, ne = sim_edges(&sim_w->p->cluster, rs->members[g], n, SIM_ALG_ALLTOALL, NULL, NULL, 0, &depth);
           int *s = malloc(sizeof(int) * (size_t)ne), *d = malloc(sizeof(int) * (size_t)ne);
           if (!s || !d) abort();
           sim_edges(&sim_w->p->cluster, rs->members[g], n, SIM_ALG_ALLTOALL, s, d, ne, &depth);
-          for (int k = 0; k < ne; k++) use_route(s[k], d[k], -1, route);
+          for (int k = 0; k < ne; k++) {
+            use_route(s[k], d[k], -1, route);
+            flows_to[d[k]] = flows_from[s[k]] = 1;
+          }
           free(s);
           free(d);
           continue;
         }
-        rs->collapse[g][op->stream] = class_of(rs, g, op->stream, route);
+        rs->collapse[g][op->stream] = class_of(rs, g, op->stream);
+        rs->collapse[g][op->stream]->allreduce |= op->coll == PLAN_COLL_ALLREDUCE;
       }
     }
   }
+  /* the ring, and the trees of a class with all-reduces (NCCL's choice: either) */
   for (struct sim_collapse_class *c = classes; c; c = c->next)
-    for (int a = 0; a < ALGS; a++) components(c, a, route);
+    for (int a = 0; a < (c->allreduce ? ALGS : 1); a++) {
+      fill_edges(c, c->rs->members[c->g], a);
+      for (int i = 0; i < c->a[a].ne; i++) use_route(c->a[a].src[i], c->a[a].dst[i], c->id, route);
+    }
+  for (struct sim_collapse_class *c = classes; c; c = c->next)
+    for (int a = 0; a < (c->allreduce ? ALGS : 1); a++) components(c, a, route);
   xbt_dynar_free(&route);
 }
 
 int sim_collapse_edges(const struct sim_collapse_class *c, int alg, int *src, int *dst, double *bytes, int ne) {
   if (sim_w->o->collapse_off || !c || alg < 0 || alg >= ALGS) return ne;
   const alg_edges *e = &c->a[alg];
-  if (e->ne != ne || memcmp(e->src, src, sizeof(int) * (size_t)ne) || memcmp(e->dst, dst, sizeof(int) * (size_t)ne))
+  if (!e->comp || e->ne != ne || memcmp(e->src, src, sizeof(int) * (size_t)ne) || memcmp(e->dst, dst, sizeof(int) * (size_t)ne))
     return ne;
   /* a component stands in for another only with the same bytes, edge for edge */
   uint8_t *differs = calloc((size_t)(e->ncomp ? e->ncomp : 1), 1);
@@ -336,5 +365,7 @@ void sim_collapse_free(void) {
   }
   free(links.slots);
   links.slots = NULL, links.cap = links.n = 0;
+  free(flows_to), free(flows_from);
+  flows_to = flows_from = NULL;
   flows_asked = flows_run = 0;
 }

@@ -214,6 +214,9 @@ static void barrier(sim_rendezvous *rv, int *count, sg_sem_t *sem) {
 static double flow_phase(sim_rank *rs, sim_rendezvous *rv, const int *src, const int *dst,
                          const double *bytes, int ne) {
   double t0 = simgrid_get_clock();
+  /* --collapse on makes sinks only where a flow that is never collapsed away goes (sim_collapse.c) */
+  for (int i = 0; i < ne; i++)
+    if (!sim_w->sinks[dst[i]]) sim_sink_start(dst[i]);
   int last = rv->expected <= 1 || rv->arrived + 1 == rv->expected;
   if (last) {
     rv->transient = 0;

@@ -115,6 +115,7 @@ extern sim_world *sim_w; /* the one simulation of this process */
 void sim_run_collective(sim_rank *rs, int stream, int op_index);
 void sim_run_sendrecv(sim_rank *rs, int op_index);
 void sim_sink_main(int argc, char **argv);
+void sim_sink_start(int host_rank); /* the sink actor of a host (its mailbox in sim_w->sinks) */
 void sim_pump_main(int argc, char **argv);
 typedef struct sim_pump sim_pump;
 void sim_pump_free(sim_pump *pump); /* at the end, with the actors gone */
@@ -172,6 +173,10 @@ void sim_collapse_prepare(void);
 int sim_collapse_edges(const struct sim_collapse_class *c, int alg, int *src, int *dst, double *bytes, int ne);
 /* Flows the phases asked for and flows run, in this process's simulations so far. */
 void sim_collapse_counts(long long *asked, long long *run);
+/* Whether a flow that is never collapsed away can go to / leave from this host (its sink and pump are
+ * made before the simulations; others only if a flow needs them). */
+bool sim_collapse_flows_to(int host_rank);
+bool sim_collapse_flows_from(int host_rank);
 void sim_collapse_free(void);
 
 #endif
