@@ -47,6 +47,10 @@ typedef struct {
    * point, each simulation in a forked child; true: calibrated times as they
    * are (the same as a calibration without the section). */
   bool clock_off;
+  /* false (default): the flows of a cross-node ring or tree phase that no other flow can meet on a link
+   * run as one flow per kind (bytes, route), which ends when each of them would (sim_collapse.c; the
+   * same predictions, fewer flows); true: every edge its own flow. */
+  bool collapse_off;
 } sim_options;
 
 /* Simulates one iteration; fills *out (schema_result_free it). Call once per process. */

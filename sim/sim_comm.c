@@ -214,6 +214,9 @@ static void barrier(sim_rendezvous *rv, int *count, sg_sem_t *sem) {
 static double flow_phase(sim_rank *rs, sim_rendezvous *rv, const int *src, const int *dst,
                          const double *bytes, int ne) {
   double t0 = simgrid_get_clock();
+  /* --collapse on makes sinks only where a flow that is never collapsed away goes (sim_collapse.c) */
+  for (int i = 0; i < ne; i++)
+    if (!sim_w->sinks[dst[i]]) sim_sink_start(dst[i]);
   int last = rv->expected <= 1 || rv->arrived + 1 == rv->expected;
   if (last) {
     rv->transient = 0;
@@ -272,8 +275,9 @@ static int all_on_one_node(const int *m, int n) {
 
 /* Runs a cross-node transfer of `wire` bytes per rank over members with the
  * given collective name; returns the time spent in flows plus latency steps. */
-static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const char *coll, const int *m,
-                             int n, double wire, int *e_src, int *e_dst, double *e_bytes, int cap) {
+static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const struct sim_collapse_class *cls,
+                             const char *coll, const int *m, int n, double wire, int *e_src, int *e_dst,
+                             double *e_bytes, int cap) {
   const topo_cluster *c = &sim_w->p->cluster;
   bool reduced = sim_w->o->mode == SIM_MODE_REDUCED;
   double t = 0;
@@ -323,6 +327,7 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
          * one tree whose edges carry S/2 loads every node's links as the pair does. */
         for (int i = 0; i < ne; i++)
           e_bytes[i] = 0.5 * wire * (reduced ? sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne) : 1.0);
+        ne = sim_collapse_edges(cls, alg, e_src, e_dst, e_bytes, ne);
         t += flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
         /* a flow pays one route latency; the tree's other levels pay theirs */
         if (depth > 1) sg_actor_sleep_for((depth - 1) * rf.latency_s), t += (depth - 1) * rf.latency_s;
@@ -333,6 +338,7 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
   for (int i = 0; i < ne; i++)
     e_bytes[i] = ring_factor * wire / rings *
                  (reduced ? sim_edge_scale(rs, gkind, SIM_ALG_RING, e_src[i], e_dst[i], ne) : 1.0);
+  ne = sim_collapse_edges(cls, SIM_ALG_RING, e_src, e_dst, e_bytes, ne);
   t = flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
   /* NCCL's ring moves the message in ring_steps steps, each paying the route
    * latency; the flows above paid it once. */
@@ -345,14 +351,15 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
 
 /* Edge arrays are private to each call: the actor blocks inside, and other
  * actors run collectives of their own meanwhile. */
-static double network_transfer(sim_rank *rs, sim_rendezvous *rv, int gkind, const char *coll,
+static double network_transfer(sim_rank *rs, sim_rendezvous *rv, int gkind, int stream, const char *coll,
                                const int *m, int n, double wire) {
   size_t cap = (size_t)n * (size_t)n + 2; /* all-to-all has n(n-1) edges */
   if (cap > MAX_EDGES) cap = MAX_EDGES;
   int *e_src = malloc(sizeof(int) * cap), *e_dst = malloc(sizeof(int) * cap);
   double *e_bytes = malloc(sizeof(double) * cap);
   if (!e_src || !e_dst || !e_bytes) abort();
-  double t = transfer_edges(rs, rv, gkind, coll, m, n, wire, e_src, e_dst, e_bytes, (int)cap);
+  double t = transfer_edges(rs, rv, gkind, rs->collapse[gkind][stream], coll, m, n, wire, e_src, e_dst, e_bytes,
+                            (int)cap);
   free(e_src);
   free(e_dst);
   free(e_bytes);
@@ -555,7 +562,7 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
     sim_w->used_platform_links = 1;
     /* flow_phase starts the flows together, as NCCL collectives do */
     if (cc.pre_us > 0) sg_actor_sleep_for(cc.pre_us * 1e-6);
-    double xfer = network_transfer(rs, rv, g, sim_coll_name(op), m, n, op->wire_bytes);
+    double xfer = network_transfer(rs, rv, g, op->stream, sim_coll_name(op), m, n, op->wire_bytes);
     double rest = cc.mid_us * 1e-6 - xfer;
     if (rest > 0) sg_actor_sleep_for(rest);
     if (cc.post_us > 0) sg_actor_sleep_for(cc.post_us * 1e-6);

@@ -515,6 +515,17 @@ void sim_small_stack(sg_actor_t a) {
 #endif
 }
 
+void sim_sink_start(int r) {
+  char name[32];
+  snprintf(name, sizeof name, "sink%d", r);
+  sim_w->sinks[r] = sg_mailbox_by_name(name);
+  sg_actor_t a = sg_actor_init(name, sim_w->hosts[r]);
+  sim_small_stack(a);
+  sg_actor_set_data(a, sim_w->sinks[r]);
+  sg_actor_start(a, sim_sink_main, 0, NULL);
+  sg_actor_daemonize(a);
+}
+
 static int start_actors(sim_world *w, const unsigned char *need, ts_err *e) {
   w->hosts = calloc((size_t)w->world, sizeof *w->hosts);
   w->sinks = calloc((size_t)w->world, sizeof *w->sinks);
@@ -534,18 +545,17 @@ static int start_actors(sim_world *w, const unsigned char *need, ts_err *e) {
   for (int r = 0; r < w->world; r++)
     if (need[r] && !w->hosts[r])
       return ts_fail(e, w->p->cluster.name, "platform", "no host \"gpu%d\" for rank %d", r, r);
-  /* a sink on every host a simulated rank may send to (its groups' members, its peers) */
+  if (w->o->mode == SIM_MODE_REDUCED)
+    for (int r = 0; r < w->world; r++)
+      if (w->ranks[r]) sim_scale_prepare(w->ranks[r]);
+  if (!w->o->collapse_off) sim_collapse_prepare();
+  /* a sink on every host a simulated rank may send to (its groups' members, its peers); with --collapse on,
+   * on those a flow that is not collapsed away goes to (sim_collapse.c), the others get one when needed */
   for (int r = 0; r < w->world; r++) {
     if (!need[r]) continue;
-    char name[32];
-    snprintf(name, sizeof name, "sink%d", r);
-    w->sinks[r] = sg_mailbox_by_name(name);
-    sg_actor_t a = sg_actor_init(name, w->hosts[r]);
-    sim_small_stack(a);
-    sg_actor_set_data(a, w->sinks[r]);
-    sg_actor_start(a, sim_sink_main, 0, NULL);
-    sg_actor_daemonize(a);
-    if (!w->ranks[r]) sim_pump_prepare(r); /* reduced mode: it sends for a rank not simulated */
+    if (w->o->collapse_off || sim_collapse_flows_to(r)) sim_sink_start(r);
+    /* reduced mode: it sends for a rank not simulated */
+    if (!w->ranks[r] && (w->o->collapse_off || sim_collapse_flows_from(r))) sim_pump_prepare(r);
   }
   for (int r = 0; r < w->world; r++) {
     sim_rank *rs = w->ranks[r];
@@ -643,6 +653,18 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   if (w->used_platform_links)
     schema_result_add_note(out, "inter-node transfers use the topology's link bandwidths and latencies (not calibrated)");
   if (w->used_tree) schema_result_add_note(out, "some cross-node all-reduces ran as trees (NCCL's alpha-beta choice)");
+  if (w->used_platform_links) {
+    long long asked, run;
+    sim_collapse_counts(&asked, &run);
+    if (w->o->collapse_off)
+      snprintf(note, sizeof note, "collapse off: every edge of a cross-node collective ran as its own flow");
+    else
+      snprintf(note, sizeof note,
+               "collapse on: the cross-node ring and tree phases ran %lld flows for %lld edges (of the groups of "
+               "flows only their own collective can meet, one of each kind; --collapse off: every edge)",
+               run, asked);
+    schema_result_add_note(out, note);
+  }
   if (w->o->mode == SIM_MODE_REDUCED) {
     snprintf(note, sizeof note,
              "reduced mode: %d representative ranks (tp 0, dp 0 of each stage) stand for %d; ranks[] lists them", n,
@@ -655,6 +677,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
 static void free_world(sim_world *w) {
   free(w->memo.slots);
   sim_scale_free();
+  sim_collapse_free();
   sim_clock_free(w);
   for (unsigned h = 0; h < sizeof w->buckets / sizeof w->buckets[0]; h++)
     while (w->buckets[h]) {
@@ -744,9 +767,6 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
    * on) and returns at time 0; the simulations run later, from that state. */
   simgrid_run();
   if (start_actors(w, need, e)) goto done;
-  if (o->mode == SIM_MODE_REDUCED)
-    for (int r = 0; r < w->world; r++)
-      if (w->ranks[r]) sim_scale_prepare(w->ranks[r]);
   /* the clock model runs the simulation set up here several times, each in a forked child */
   rc = w->clock ? sim_clock_run(w, out, e) : sim_engine_pass(w, out, e);
 done:

@@ -34,6 +34,8 @@ typedef struct sim_rank_s {
   int *stream_ops[PLAN_STREAM_COUNT]; /* indices of each stream's ops, in program order */
   int n_stream_ops[PLAN_STREAM_COUNT];
   struct sim_scale_cache *scales;     /* reduced mode: this rank's edge scale factors (sim_scale.c) */
+  /* each group's collectives on each stream: the call class whose private edges collapse (sim_collapse.c) */
+  struct sim_collapse_class *collapse[PLAN_GROUP_COUNT][PLAN_STREAM_COUNT];
   int *members[PLAN_GROUP_COUNT]; /* group members in ring order */
   int n_members[PLAN_GROUP_COUNT];
   /* the worst route latency and bandwidth among each group's ring edges (sim_comm.c), once known */
@@ -113,6 +115,7 @@ extern sim_world *sim_w; /* the one simulation of this process */
 void sim_run_collective(sim_rank *rs, int stream, int op_index);
 void sim_run_sendrecv(sim_rank *rs, int op_index);
 void sim_sink_main(int argc, char **argv);
+void sim_sink_start(int host_rank); /* the sink actor of a host (its mailbox in sim_w->sinks) */
 void sim_pump_main(int argc, char **argv);
 typedef struct sim_pump sim_pump;
 void sim_pump_free(sim_pump *pump); /* at the end, with the actors gone */
@@ -160,5 +163,20 @@ double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_d
  * (so that each simulation of the clock model, a forked child, finds them). */
 void sim_scale_prepare(sim_rank *rs);
 void sim_scale_free(void);
+
+/* sim_collapse.c: the private edges of ring and tree phases run as one flow per kind (--collapse on) */
+struct sim_collapse_class;
+/* Before the simulations (platform sealed): which edges of each call class are alone on their links. */
+void sim_collapse_prepare(void);
+/* Compacts the edges of one phase of class c's algorithm alg (a sim_alg) to those that must run; returns
+ * their count (ne when nothing collapses, or with --collapse off). */
+int sim_collapse_edges(const struct sim_collapse_class *c, int alg, int *src, int *dst, double *bytes, int ne);
+/* Flows the phases asked for and flows run, in this process's simulations so far. */
+void sim_collapse_counts(long long *asked, long long *run);
+/* Whether a flow that is never collapsed away can go to / leave from this host (its sink and pump are
+ * made before the simulations; others only if a flow needs them). */
+bool sim_collapse_flows_to(int host_rank);
+bool sim_collapse_flows_from(int host_rank);
+void sim_collapse_free(void);
 
 #endif

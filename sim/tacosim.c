@@ -90,6 +90,10 @@ static const char simulate_usage[] =
     "  --clock on|off          with a calibration that has a clock section: compute runs at the clocks its\n"
     "                          duty allows (up to 4 simulations to a fixed point; default on), or at the\n"
     "                          calibrated back-to-back times (off); without the section: no effect\n"
+    "  --collapse on|off       the flows of a cross-node ring or tree phase that no other flow can meet on\n"
+    "                          a link run as one flow per kind (bytes, route), which ends when each would:\n"
+    "                          the same prediction with fewer flows (on, the default; sim/README.md), or\n"
+    "                          every edge as its own flow (off); the result's notes say which\n"
     "  --json OUT              write the result (schema/result.h, the schema tacorun execute also writes;\n"
     "                          default: not written)\n"
     "  --csv OUT               write the result as gnuplot columns (default: not written)\n"
@@ -226,7 +230,7 @@ static int cmd_simulate(int argc, char **argv) {
   const char *plan_path = NULL, *cal_path = NULL, *json = NULL, *csv = NULL, *trace = NULL, *trace_ranks = NULL;
   sim_mode mode = SIM_MODE_REDUCED;
   sim_transfer_mode transfer = SIM_TRANSFER_ROOFLINE;
-  bool ideal_overlap = false, clock_off = false;
+  bool ideal_overlap = false, clock_off = false, collapse_off = false;
   if (wants_help(argc, argv, simulate_usage)) return 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -244,6 +248,14 @@ static int cmd_simulate(int argc, char **argv) {
         clock_off = false;
       else
         return command_error("simulate", "--clock: \"%s\" is not one of on, off", v);
+    } else if (strcmp(a, "--collapse") == 0 && has_value) {
+      const char *v = argv[++i];
+      if (strcmp(v, "off") == 0)
+        collapse_off = true;
+      else if (strcmp(v, "on") == 0)
+        collapse_off = false;
+      else
+        return command_error("simulate", "--collapse: \"%s\" is not one of on, off", v);
     } else if (strcmp(a, "--overlap") == 0 && has_value) {
       const char *v = argv[++i];
       if (strcmp(v, "ideal") == 0)
@@ -301,7 +313,8 @@ static int cmd_simulate(int argc, char **argv) {
     }
   }
   sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr,
-                   .progress = isatty(STDERR_FILENO) ? stderr : NULL, .ideal_overlap = ideal_overlap, .clock_off = clock_off};
+                   .progress = isatty(STDERR_FILENO) ? stderr : NULL, .ideal_overlap = ideal_overlap, .clock_off = clock_off,
+                   .collapse_off = collapse_off};
   o.record_ranks = sel;
   schema_result r;
   int rc = sim_run(&p, &o, &r, &e);

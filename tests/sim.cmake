@@ -52,3 +52,10 @@ target_link_libraries(test_sim_trace_ranks PRIVATE ts_sim PkgConfig::CUNIT m)
 target_compile_definitions(test_sim_trace_ranks PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
                            TACOSIM_CALIBRATION_DIR="${TACOSIM_CALIBRATION_DIR}")
 add_test(NAME sim_trace_ranks COMMAND test_sim_trace_ranks)
+
+# sim_collapse.c: --collapse on predicts exactly what --collapse off does (in-node, rings, trees, DP+TP+PP)
+add_executable(test_sim_collapse ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_collapse.c)
+target_link_libraries(test_sim_collapse PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_sim_collapse PRIVATE
+  CALIBRATION_FILE="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
+add_test(NAME sim_collapse COMMAND test_sim_collapse)
