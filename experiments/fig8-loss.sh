@@ -5,6 +5,8 @@
 # experiments/loss/emu/124m/<run>/loss-<codec>.csv, 2,000 steps (seed 1234 solid, seed 4321 dashed;
 # the last point is over the whole held-out part; runs whose curve was not kept have no line, see
 # experiments/loss/README.md).
+# Middle: the same model shape with 24 heads of 32, TP 8 emulated (experiments/loss/emu/124m-tp8/):
+# baseline, TACO E4M3 and per-tensor FP8, seeds 1234 (solid) and 4321 (dashed).
 # Right: the 25.4M GPT on the King James Bible, TP 2 measured on 2 x H200 (experiments/loss/
 # loss-<codec>.csv) against the same runs emulated on one H200 (experiments/loss/emu/repro/),
 # second half of training (the last point is over the whole held-out part, hence the kink).
@@ -31,14 +33,22 @@ for f in "${big[@]}"; do
   lc=${colour[$codec]:-5}; case $run in *-gauto) lc=5 ;; esac  # TACO with the reshaping's group
   left="$left \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc $lc title \"${run#tp2-}\","
 done
+mid="plot"
+for f in $(find "$LOSS/emu/124m-tp8" -name 'loss-*.csv' 2> /dev/null | sort); do
+  run=$(basename "$(dirname "$f")")
+  codec=$(basename "$f" .csv); codec=${codec#loss-}
+  val "$f" "$work/$run.val"
+  dt=1; case $run in *s4321*) dt=2 ;; esac
+  mid="$mid \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc ${colour[$codec]:-5} title \"${run#tp8-}\","
+done
 for c in none taco-e4m3; do
   val "$LOSS/loss-$c.csv" "$work/measured-$c.val"
   val "$LOSS/emu/repro/loss-$c.csv" "$work/emulated-$c.val"
   right="$right \"$work/measured-$c.val\" using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc ${colour[$c]} title \"$c, 2 x H200\","
   right="$right \"$work/emulated-$c.val\" using 1:2 with linespoints lw 2 dt 2 pt 6 ps 0.8 lc ${colour[$c]} title \"$c, emulated on 1 H200\","
 done
-plot fig8-loss 1400 600 <<GP
-set multiplot layout 1,2
+plot fig8-loss 2100 600 <<GP
+set multiplot layout 1,3
 set grid
 set xlabel "step"
 set title "124M byte-level GPT, English corpus (KJV + kernel docs), TP 2 emulated on one H200"
@@ -48,6 +58,8 @@ set yrange [1.15:3]
 set ytics (1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2, 2.5, 3)
 set key top right
 ${left%,}
+set title "the same shape with 24 heads, TP 8 emulated on one H200"
+${mid%,}
 unset logscale y
 set autoscale y
 set ytics auto

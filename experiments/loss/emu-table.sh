@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# emu-table.sh [DIR] — the tables of experiments/loss/README.md ("124M, TP 2 emulated") from the
-# runs kept in DIR (experiments/loss/emu/124m: one folder per run, tp<TP>-s<SEED>-<codec>/ with
+# emu-table.sh [DIR] — the tables of experiments/loss/README.md ("124M, TP 2 / TP 8 emulated") from the
+# runs kept in DIR (experiments/loss/emu/124m, emu/124m-tp8: one folder per run, tp<TP>-s<SEED>-<codec>/ with
 # loss-<codec>.csv and stats-<codec>.csv written by experiments/loss/run-emu.sh big):
 #   1. validation loss (16 held-out batches) at steps 1000, 1500, 1750 where the run's curve is kept,
 #      the final validation loss over the whole held-out part (summary.csv), its difference to the
-#      baseline of the same seed, and the training steps/s; a folder with only summary.csv is a run
+#      baseline of the same TP and seed, and the training steps/s; a folder with only summary.csv is a run
 #      whose curve was not kept;
 #   1b. the seeds of the baseline, TACO E4M3 and per-tensor FP8: both, mean, spread;
 #   2. the tensors the layer all-reduces carry: per logged step, over the 18 layers, the largest
@@ -18,9 +18,9 @@ echo "| run | last step | val @1000 | val @1500 | val @1750 | final validation (
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for d in "$dir"/tp*; do
   run=$(basename "$d")
-  seed=${run#tp*-s}; seed=${seed%%-*}
+  seed=${run#tp*-s}; seed=${seed%%-*}; tp=${run%%-*}
   f=$(ls "$d"/loss-*.csv 2> /dev/null || true)
-  fv=$(final "$d" 5) bv=$(final "$dir/tp2-s$seed-none" 5) sps=$(final "$d" 8)
+  fv=$(final "$d" 5) bv=$(final "$dir/$tp-s$seed-none" 5) sps=$(final "$d" 8)
   awk -F, -v run="$run" -v fv="${fv:-}" -v bv="${bv:-}" -v sps="${sps:-}" '
     !/^#/ && $2 == "val" { v[$1] = $3 }
     !/^#/ && $2 == "train" { last = $1 }
@@ -35,9 +35,10 @@ echo "Seeds (final validation loss over the whole held-out part; spread: half th
 echo
 echo "| codec | seed 1234 | seed 4321 | mean | spread (+-) | mean vs baseline mean |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"
-b1=$(final "$dir/tp2-s1234-none" 5) b2=$(final "$dir/tp2-s4321-none" 5)
+tp=$(basename "$(ls -d "$dir"/tp*-s*-none | head -1)"); tp=${tp%%-*}  # the folder's TP (one per folder)
+b1=$(final "$dir/$tp-s1234-none" 5) b2=$(final "$dir/$tp-s4321-none" 5)
 for c in none taco-e4m3 fp8-tensor; do
-  a=$(final "$dir/tp2-s1234-$c" 5) b=$(final "$dir/tp2-s4321-$c" 5)
+  a=$(final "$dir/$tp-s1234-$c" 5) b=$(final "$dir/$tp-s4321-$c" 5)
   [ -n "$a" ] && [ -n "$b" ] || continue
   awk -v c="$c" -v a="$a" -v b="$b" -v b1="$b1" -v b2="$b2" 'BEGIN { m = (a + b) / 2; bm = (b1 + b2) / 2
     d = a - b; if (d < 0) d = -d
@@ -53,4 +54,4 @@ awk -F, '!/^#/ && NR > 2 { k = $1 SUBSEP $3; if (!(k in m) || $7 > m[k]) { m[k] 
         split("attn_out fc2_out fc1_dgrad qkv_dgrad", c, " ")
         for (i = 1; i <= n; i++) { printf "| %d |", st[i]
           for (j = 1; j <= 4; j++) { k = st[i] SUBSEP c[j]; printf " %.1f (L%d) | %.1f (L%d) |", m[k], ml[k], q[k], ql[k] }
-          printf "\n" } }' "$dir"/tp2-s1234-none/stats-none.csv
+          printf "\n" } }' "$dir/$tp"-s1234-none/stats-none.csv
