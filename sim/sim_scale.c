@@ -25,9 +25,21 @@ struct sim_scale_cache {
   struct sim_scale_cache *next;
   int gkind, alg, peer, rep_sends; /* peer, rep_sends: send/recv classes only */
   int n;
-  int *src, *dst;
+  int *src, *dst; /* the representative group's edges, sorted by (src, dst) */
   double *k;
 };
+
+/* Edges sorted by (src, dst) so that a lookup is a binary search: a DP ring
+ * of thousands of members has as many edges, each looked up per collective. */
+typedef struct {
+  int src, dst;
+} edge_key;
+
+static int cmp_edge(const void *a, const void *b) {
+  const edge_key *x = a, *y = b;
+  if (x->src != y->src) return x->src < y->src ? -1 : 1;
+  return (x->dst > y->dst) - (x->dst < y->dst);
+}
 
 /* Flows per directed link, keyed by the link's platform name and direction
  * (topo_route's links are the platform's, link for link: topologies/topo.h).
@@ -191,8 +203,12 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer,
       sc->src = malloc(sizeof(int) * (size_t)(ne ? ne : 1));
       sc->dst = malloc(sizeof(int) * (size_t)(ne ? ne : 1));
       sc->k = malloc(sizeof(double) * (size_t)(ne ? ne : 1));
-      if (!sc->src || !sc->dst || !sc->k) abort();
-      for (int i = 0; i < ne; i++) sc->src[i] = src[i], sc->dst[i] = dst[i];
+      edge_key *e = malloc(sizeof *e * (size_t)(ne ? ne : 1));
+      if (!sc->src || !sc->dst || !sc->k || !e) abort();
+      for (int i = 0; i < ne; i++) e[i] = (edge_key){src[i], dst[i]};
+      qsort(e, (size_t)ne, sizeof *e, cmp_edge);
+      for (int i = 0; i < ne; i++) sc->src[i] = e[i].src, sc->dst[i] = e[i].dst;
+      free(e);
     }
   }
   for (int i = 0; i < sc->n; i++) sc->k[i] = edge_k(sc->src[i], sc->dst[i], &links);
@@ -219,9 +235,17 @@ double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_d
     sc->next = rs->scales;
     rs->scales = sc;
   }
-  for (int i = 0; i < sc->n; i++)
-    if (sc->src[i] == edge_src && sc->dst[i] == edge_dst) return sc->k[i];
-  return 1.0;
+  /* binary search; an edge listed twice (two rings) has one k: it depends on the route alone */
+  int lo = 0, hi = sc->n;
+  edge_key want = {edge_src, edge_dst};
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (cmp_edge(&(edge_key){sc->src[mid], sc->dst[mid]}, &want) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < sc->n && sc->src[lo] == edge_src && sc->dst[lo] == edge_dst ? sc->k[lo] : 1.0;
 }
 
 static bool one_node(const int *m, int n) {
