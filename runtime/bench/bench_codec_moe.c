@@ -144,7 +144,7 @@ static int moe_parse(int argc, char **argv, moe_opts *o) {
 typedef struct {
   int t, h, k, nbuf;
   taco_params p;
-  size_t xb, wire, permb;
+  size_t xb, wire, wire_stride, permb; /* wire_stride: wire rounded up to 256 bytes (slot alignment) */
   char *x, *block, *out, *perm;
   int32_t *pos;
   float *w;
@@ -153,7 +153,7 @@ typedef struct {
 enum moe_op { OP_PE_FUSED, OP_PE_UNFUSED, OP_DC_FUSED, OP_DC_UNFUSED, OP_COUNT };
 
 static int moe_launch(const moe_pool *b, enum moe_op op, int i, cudaStream_t s) {
-  char *x = b->x + (size_t)i * b->xb, *blk = b->block + (size_t)i * b->wire, *out = b->out + (size_t)i * b->xb;
+  char *x = b->x + (size_t)i * b->xb, *blk = b->block + (size_t)i * b->wire_stride, *out = b->out + (size_t)i * b->xb;
   char *perm = b->perm + (size_t)i * b->permb;
   const size_t n = (size_t)b->t * b->k * b->h;
   switch (op) {
@@ -228,11 +228,12 @@ static int moe_pool_make(moe_pool *b, int t, int h, int E, int k, taco_params p,
   b->xb = (size_t)t * h * 2;
   b->permb = (size_t)t * k * h * 2;
   b->wire = moe_codec_wire_bytes(t, k, h, p.group);
+  b->wire_stride = (b->wire + 255) / 256 * 256;
   const size_t slot = b->xb + b->wire + b->permb;
   const size_t want = (4 * l2 + slot - 1) / slot; /* one rotation: 4x the L2 */
   b->nbuf = (int)(want < 1 ? 1 : want > 16 ? 16 : want);
   MCK(cudaMalloc((void **)&b->x, b->xb * (size_t)b->nbuf));
-  MCK(cudaMalloc((void **)&b->block, b->wire * (size_t)b->nbuf));
+  MCK(cudaMalloc((void **)&b->block, b->wire_stride * (size_t)b->nbuf));
   MCK(cudaMalloc((void **)&b->out, b->xb * (size_t)b->nbuf));
   MCK(cudaMalloc((void **)&b->perm, b->permb * (size_t)b->nbuf));
   MCK(cudaMalloc((void **)&b->pos, sizeof(int32_t) * (size_t)t * k));
