@@ -94,13 +94,14 @@ __global__ void __launch_bounds__(BLOCK)
 /* Token group (r, c): the k rows' groups decoded as taco_decode does (codes
  * times scale from 0, the transform), each rounded to BF16, combined with fmaf
  * in order j (moe_combine); the next row's codes are loaded before the current
- * one is transformed. */
-template <int G, bool E5M2, bool XPOSE>
+ * one is transformed. P elements per thread (taco_device.cuh: 64 gives the
+ * transform one cross-lane stage fewer, same bits; then shuffles, no XPOSE). */
+template <int G, bool E5M2, bool XPOSE, int P>
 __global__ void __launch_bounds__(BLOCK)
     decode_combine_kernel(const uint8_t *__restrict__ payload, const float2 *__restrict__ scales,
                           const int32_t *__restrict__ pos, const float *__restrict__ w, int k, int h, size_t ngroups,
                           uint16_t *__restrict__ out) {
-  constexpr int T = G / PER_THREAD;
+  constexpr int T = G / P, NK = P / CHUNK;
   const int t = (int)(threadIdx.x % T), gpr = h / G;
   const size_t tid = (size_t)blockIdx.x * BLOCK + threadIdx.x, group = tid / T;
   if ((tid & ~(size_t)31) / T >= ngroups) return;
@@ -109,27 +110,34 @@ __global__ void __launch_bounds__(BLOCK)
   const int c = active ? (int)(group % gpr) : 0;
   float4 *wbuf = nullptr;
   if constexpr (XPOSE) wbuf = moe_transpose_buffer();
-  float sum[PER_THREAD];
+  float sum[P];
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; i++) sum[i] = 0.0f;
-  uint2 q[NCHUNK];
+  for (int i = 0; i < P; i++) sum[i] = 0.0f;
+  uint2 q[NK];
   float2 s = make_float2(0.0f, 0.0f);
-  auto fetch = [&](int j, uint2(&qq)[NCHUNK], float2 &ss) {
-    const size_t gi = (size_t)__ldg(pos + r * k + j) * gpr + c;
+  int32_t next_row = active ? __ldg(pos + r * k) : 0;
+  auto fetch = [&](int32_t row, uint2(&qq)[NK], float2 &ss) {
+    const size_t gi = (size_t)row * gpr + c;
     ss = ld_stream<0>(scales + gi);
-    load_codes<G, 0>(payload, gi * G, t, qq);
+    load_codes<G, 0, P>(payload, gi * G, t, qq);
   };
-  if (active) fetch(0, q, s);
+  if (active) {
+    fetch(next_row, q, s);
+    if (k > 1) next_row = __ldg(pos + r * k + 1);
+  }
   for (int j = 0; j < k; j++) {
-    float acc[PER_THREAD];
+    float acc[P];
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; i++) acc[i] = 0.0f;
-    if (active) accumulate_codes<E5M2>(q, decode_multiplier<G>(s), acc);
-    if (active && j + 1 < k) fetch(j + 1, q, s);
-    fwht_variant<G, XPOSE>(acc, t, wbuf);
+    for (int i = 0; i < P; i++) acc[i] = 0.0f;
+    if (active) accumulate_codes<E5M2, P>(q, decode_multiplier<G>(s), acc);
+    if (active && j + 1 < k) {
+      fetch(next_row, q, s);
+      if (j + 2 < k) next_row = __ldg(pos + r * k + j + 2); /* the row after next: its index ahead of its data */
+    }
+    fwht_variant<G, XPOSE, P>(acc, t, wbuf);
     const float wj = w && active ? __ldg(w + r * k + j) : 0.0f;
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; i++) {
+    for (int i = 0; i < P; i++) {
       const float y = __bfloat162float(__float2bfloat16_rn(acc[i])); /* what taco_decode stores */
       sum[i] = w ? fmaf(wj, y, sum[i]) : __fadd_rn(sum[i], y);
     }
@@ -137,7 +145,7 @@ __global__ void __launch_bounds__(BLOCK)
   if (!active) return;
   uint16_t *dst = out + r * h + (size_t)c * G;
 #pragma unroll
-  for (int ch = 0; ch < NCHUNK; ch++) store_chunk(dst + chunk_offset(ch, t, T), sum + ch * CHUNK);
+  for (int ch = 0; ch < NK; ch++) store_chunk(dst + chunk_offset_p<P>(ch, t, T), sum + ch * CHUNK);
 }
 
 /* the transform variant taco_codec's AUTO default runs: the shared-memory transpose from G = 256 */
@@ -149,12 +157,27 @@ int check_device_args(const void *in, const int32_t *pos, int t, int k, int h, t
   return 0;
 }
 
-unsigned grid_for(size_t ngroups, int group) {
-  const size_t threads = ngroups * (size_t)(group / PER_THREAD);
+unsigned grid_for(size_t ngroups, int group, int per_thread = PER_THREAD) {
+  const size_t threads = ngroups * (size_t)(group / per_thread);
   return (unsigned)((threads + BLOCK - 1) / BLOCK);
 }
 
+/* moe_codec_set_per_thread: 0 (AUTO), 32 or 64; the decode+combine's elements per thread */
+int per_thread_setting = MOE_CODEC_PER_THREAD_DEFAULT;
+
+int moe_per_thread_for(int group) {
+  if (group < 64) return 32;
+  if (per_thread_setting == 0) return MOE_CODEC_PER_THREAD_AUTO;
+  return per_thread_setting;
+}
+
 } // namespace
+
+extern "C" int moe_codec_set_per_thread(int p) {
+  if (p != 0 && p != 32 && p != 64) return TACO_FAIL("moe codec: elements per thread %d: want 0 (auto), 32 or 64", p);
+  per_thread_setting = p;
+  return 0;
+}
 
 extern "C" int moe_permute_encode(const uint16_t *x, const int32_t *pos, int t, int k, int h, taco_params p,
                                   void *block, taco_nonfinite *nf, void *stream) {
@@ -180,10 +203,19 @@ extern "C" int moe_decode_combine(const void *block, const int32_t *pos, const f
   const uint8_t *payload = (const uint8_t *)block;
   const float2 *scales = (const float2 *)(payload + rows * (size_t)h);
   cudaStream_t st = (cudaStream_t)stream;
+  const int per_thread = moe_per_thread_for(p.group);
   return with_group_fp8(p, [&](auto gc, auto fc) {
     constexpr int G = decltype(gc)::value;
     constexpr bool E5M2 = decltype(fc)::value;
-    decode_combine_kernel<G, E5M2, use_xpose<G>()>
+    if constexpr (G >= 64) {
+      if (per_thread == 64) {
+        decode_combine_kernel<G, E5M2, false, 64>
+            <<<grid_for(ngroups, G, 64), BLOCK, 0, st>>>(payload, scales, pos, w, k, h, ngroups, out);
+        TACO_CUDA_CHECK(cudaGetLastError());
+        return 0;
+      }
+    }
+    decode_combine_kernel<G, E5M2, use_xpose<G>(), PER_THREAD>
         <<<grid_for(ngroups, G), BLOCK, 0, st>>>(payload, scales, pos, w, k, h, ngroups, out);
     TACO_CUDA_CHECK(cudaGetLastError());
     return 0;
