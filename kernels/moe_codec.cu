@@ -94,8 +94,9 @@ __global__ void __launch_bounds__(BLOCK)
 /* Token group (r, c): the k rows' groups decoded as taco_decode does (codes
  * times scale from 0, the transform), each rounded to BF16, combined with fmaf
  * in order j (moe_combine); the next row's codes are loaded before the current
- * one is transformed. P elements per thread (taco_device.cuh: 64 gives the
- * transform one cross-lane stage fewer, same bits; then shuffles, no XPOSE). */
+ * one is transformed. P elements per thread: the library runs 32 (64, one
+ * cross-lane stage fewer with the same bits, measured 0-12 % slower on the
+ * H200 at 26 of 28 shapes: kernels/RESULTS.md, MoE codec section). */
 template <int G, bool E5M2, bool XPOSE, int P>
 __global__ void __launch_bounds__(BLOCK)
     decode_combine_kernel(const uint8_t *__restrict__ payload, const float2 *__restrict__ scales,
@@ -157,27 +158,12 @@ int check_device_args(const void *in, const int32_t *pos, int t, int k, int h, t
   return 0;
 }
 
-unsigned grid_for(size_t ngroups, int group, int per_thread = PER_THREAD) {
-  const size_t threads = ngroups * (size_t)(group / per_thread);
+unsigned grid_for(size_t ngroups, int group) {
+  const size_t threads = ngroups * (size_t)(group / PER_THREAD);
   return (unsigned)((threads + BLOCK - 1) / BLOCK);
 }
 
-/* moe_codec_set_per_thread: 0 (AUTO), 32 or 64; the decode+combine's elements per thread */
-int per_thread_setting = MOE_CODEC_PER_THREAD_DEFAULT;
-
-int moe_per_thread_for(int group) {
-  if (group < 64) return 32;
-  if (per_thread_setting == 0) return MOE_CODEC_PER_THREAD_AUTO;
-  return per_thread_setting;
-}
-
 } // namespace
-
-extern "C" int moe_codec_set_per_thread(int p) {
-  if (p != 0 && p != 32 && p != 64) return TACO_FAIL("moe codec: elements per thread %d: want 0 (auto), 32 or 64", p);
-  per_thread_setting = p;
-  return 0;
-}
 
 extern "C" int moe_permute_encode(const uint16_t *x, const int32_t *pos, int t, int k, int h, taco_params p,
                                   void *block, taco_nonfinite *nf, void *stream) {
@@ -203,18 +189,9 @@ extern "C" int moe_decode_combine(const void *block, const int32_t *pos, const f
   const uint8_t *payload = (const uint8_t *)block;
   const float2 *scales = (const float2 *)(payload + rows * (size_t)h);
   cudaStream_t st = (cudaStream_t)stream;
-  const int per_thread = moe_per_thread_for(p.group);
   return with_group_fp8(p, [&](auto gc, auto fc) {
     constexpr int G = decltype(gc)::value;
     constexpr bool E5M2 = decltype(fc)::value;
-    if constexpr (G >= 64) {
-      if (per_thread == 64) {
-        decode_combine_kernel<G, E5M2, false, 64>
-            <<<grid_for(ngroups, G, 64), BLOCK, 0, st>>>(payload, scales, pos, w, k, h, ngroups, out);
-        TACO_CUDA_CHECK(cudaGetLastError());
-        return 0;
-      }
-    }
     decode_combine_kernel<G, E5M2, use_xpose<G>(), PER_THREAD>
         <<<grid_for(ngroups, G), BLOCK, 0, st>>>(payload, scales, pos, w, k, h, ngroups, out);
     TACO_CUDA_CHECK(cudaGetLastError());

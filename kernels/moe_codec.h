@@ -65,16 +65,6 @@ int moe_permute_encode(const uint16_t *x, const int32_t *pos, int t, int k, int 
 int moe_decode_combine(const void *block, const int32_t *pos, const float *w, int t, int k, int h, taco_params p,
                        uint16_t *out, void *stream);
 
-/* Elements per thread of the decode+combine kernel: 32, or 64 (G >= 64; G =
- * 32 runs 32): a thread then holds two neighbouring 32-element lanes and the
- * transform has one cross-lane stage fewer (taco_device.cuh); the bits are
- * the same. 0 = AUTO (MOE_CODEC_PER_THREAD_AUTO for G >= 64). Process-wide;
- * `tacorun bench-codec --moe --per-thread 32,64` times both. Returns 0, or -1
- * for another value. */
-#define MOE_CODEC_PER_THREAD_DEFAULT 0
-#define MOE_CODEC_PER_THREAD_AUTO 64
-int moe_codec_set_per_thread(int p);
-
 /* The argument checks both sides share: 0, or -1 with taco_last_error(). */
 int moe_codec_check_args(const void *in, const int32_t *pos, int t, int k, int h, taco_params p, const void *out);
 

@@ -3,8 +3,7 @@
  * (moe_permute + taco_encode; taco_decode + moe_combine), on fresh random
  * tokens and routings (seed printed; --seed N repeats a run).
  *
- * The decode + combine runs with 32 and with 64 elements per thread
- * (moe_codec_set_per_thread). Tolerance: none. Every output byte must equal the reference's (outputs are
+ * Tolerance: none. Every output byte must equal the reference's (outputs are
  * poisoned with 0xFF before each run, so an unwritten byte fails), and the
  * non-finite report must match. The one allowance: an output BF16 that is NaN
  * on both sides counts as equal (CUDA's and the reference's BF16 rounding give
@@ -141,18 +140,14 @@ static void run_shape(const shape &s, taco_rng *rng) {
 
   /* fused decode + combine, weighted and plain sums, against the reference */
   std::vector<uint16_t> out(xe);
-  for (int v = 0; v < 4; v++) { /* (weighted, sums) x (32, 64 elements per thread) */
-    const int wi = v & 1, per_thread = v < 2 ? 32 : 64;
-    CHECK_OK(moe_codec_set_per_thread(per_thread));
-    char vctx[200];
-    snprintf(vctx, sizeof vctx, "%s, %d per thread", ctx, per_thread);
+  for (int wi = 0; wi < 2; wi++) {
     CHECK_CUDA(cudaMemset(d_out, 0xFF, xe * 2));
     CHECK_OK(moe_decode_combine(d_block, d_pos, wi ? NULL : d_w, s.t, s.k, s.h, p, d_out, NULL));
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUDA(cudaMemcpy(out.data(), d_out, xe * 2, cudaMemcpyDeviceToHost));
     size_t bad = bf16_mismatches(out.data(), wi ? ref_out_sum.data() : ref_out.data(), xe);
     if (bad) printf("  %zu of %zu outputs differ (%s)\n", bad, xe, wi ? "sums" : "weighted");
-    expect(bad == 0, wi ? "decode_combine (w NULL) == reference" : "decode_combine == reference", vctx);
+    expect(bad == 0, wi ? "decode_combine (w NULL) == reference" : "decode_combine == reference", ctx);
     /* the unfused GPU sequence */
     std::vector<uint16_t> out2(xe);
     CHECK_CUDA(cudaMemset(d_out, 0xFF, xe * 2));
@@ -160,11 +155,9 @@ static void run_shape(const shape &s, taco_rng *rng) {
     CHECK_CUDA((cudaError_t)moe_combine(d_dec, d_pos, wi ? NULL : d_w, s.t, s.k, s.h, d_out, NULL));
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUDA(cudaMemcpy(out2.data(), d_out, xe * 2, cudaMemcpyDeviceToHost));
-    expect(bf16_mismatches(out.data(), out2.data(), xe) == 0, "decode_combine == taco_decode + moe_combine (GPU)", vctx);
+    expect(bf16_mismatches(out.data(), out2.data(), xe) == 0, "decode_combine == taco_decode + moe_combine (GPU)", ctx);
   }
-  CHECK_OK(moe_codec_set_per_thread(MOE_CODEC_PER_THREAD_DEFAULT));
-  /* misaligned pointers, bad shapes and settings are refused before any launch */
-  expect(moe_codec_set_per_thread(48) == -1, "per thread 48 refused", ctx);
+  /* misaligned pointers and bad shapes are refused before any launch */
   expect(moe_permute_encode(d_x + 1, d_pos, s.t, s.k, s.h, p, d_block, NULL, NULL) == -1, "misaligned x refused", ctx);
   expect(moe_decode_combine(d_block, d_pos, d_w, s.t, s.k, s.h + 8, p, d_out, NULL) == -1, "h % G != 0 refused", ctx);
 

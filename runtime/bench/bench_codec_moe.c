@@ -33,14 +33,12 @@ typedef struct {
   int nt, nh, ne, nk;
   int group, reps;
   taco_fp8 fp8;
-  long long per_thread[3]; /* decode+combine variants (moe_codec_set_per_thread) */
-  int np;
 } moe_opts;
 
 static void moe_usage(FILE *out) {
   fprintf(out,
           "usage: tacorun bench-codec --moe [--tokens LIST] [--hidden LIST] [--experts LIST] [--topk LIST]\n"
-          "                                 [--group G] [--fp8 e4m3|e5m2] [--reps N] [--per-thread LIST]\n"
+          "                                 [--group G] [--fp8 e4m3|e5m2] [--reps N]\n"
           "  the fused mixture-of-experts codec kernels (kernels/moe_codec.h) beside the unfused sequences:\n"
           "    permute+encode  moe_permute_encode  vs  moe_permute + taco_encode\n"
           "    decode+combine  moe_decode_combine  vs  taco_decode + moe_combine (weighted, FP32 fmaf)\n"
@@ -56,8 +54,6 @@ static void moe_usage(FILE *out) {
           "  --group G       TACO group size 32, 64, 128, 256 or 512 [128]\n"
           "  --fp8 e4m3|e5m2 FP8 format [e4m3]\n"
           "  --reps N        timed repetitions per point, median kept [15]\n"
-          "  --per-thread LIST  decode+combine variants, elements per thread 0 (the library's AUTO), 32, 64;\n"
-          "                  one decode+combine row each (same bits) [0]\n"
           "reads:  nothing\n"
           "writes: the table on standard output\n"
           "not done: the executor does not run these kernels yet; no multi-GPU all-to-all is timed here.\n",
@@ -83,7 +79,6 @@ static int moe_parse(int argc, char **argv, moe_opts *o) {
   o->experts[0] = 8, o->experts[1] = 64, o->experts[2] = 128, o->ne = 3;
   o->topk[0] = 2, o->topk[1] = 8, o->nk = 2;
   o->group = 128, o->reps = 15, o->fp8 = TACO_FP8_E4M3;
-  o->per_thread[0] = 0, o->np = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--moe")) continue;
@@ -96,15 +91,6 @@ static int moe_parse(int argc, char **argv, moe_opts *o) {
     else if (v && !strcmp(a, "--hidden")) bad = moe_list(a, v, 32, 65536, o->hidden, &o->nh);
     else if (v && !strcmp(a, "--experts")) bad = moe_list(a, v, 1, MOE_ROUTE_MAX_E, o->experts, &o->ne);
     else if (v && !strcmp(a, "--topk")) bad = moe_list(a, v, 1, MOE_ROUTE_MAX_K, o->topk, &o->nk);
-    else if (v && !strcmp(a, "--per-thread")) {
-      o->np = ts_arg_ll_list(v, 0, 64, o->per_thread, 3);
-      for (int q = 0; q < o->np; q++)
-        if (o->per_thread[q] != 0 && o->per_thread[q] != 32 && o->per_thread[q] != 64) o->np = -1;
-      if (o->np <= 0) {
-        fprintf(stderr, "bench-codec --moe: --per-thread: '%s' is not a list of at most 3 of 0, 32, 64\n", v);
-        return -1;
-      }
-    }
     else if (v && !strcmp(a, "--group")) {
       taco_params p = {0, TACO_FP8_E4M3};
       if (ts_arg_int(v, 32, 512, &p.group) || !taco_params_valid(p)) {
@@ -298,7 +284,7 @@ int bench_codec_moe_main(int argc, char **argv) {
          prop.multiProcessorCount, prop.l2CacheSize >> 20, o.group, o.fp8 == TACO_FP8_E4M3 ? "e4m3" : "e5m2", o.reps);
   printf("# GB/s = bytes moved once / time; %%ceil of %.0f GB/s; unfused = permute + encode, or decode + combine\n",
          MOE_CEILING_GBPS);
-  printf("# %-19s %6s %5s %4s %3s %10s %8s %6s %12s %8s %6s %8s\n", "op", "t", "h", "E", "k", "fused(us)", "GB/s",
+  printf("# %-15s %6s %5s %4s %3s %10s %8s %6s %12s %8s %6s %8s\n", "op", "t", "h", "E", "k", "fused(us)", "GB/s",
          "%ceil", "unfused(us)", "GB/s", "%ceil", "speedup");
   for (int ti = 0; ti < o.nt; ti++)
     for (int hi = 0; hi < o.nh; hi++)
@@ -308,23 +294,15 @@ int bench_codec_moe_main(int argc, char **argv) {
           if (k > E) continue;
           taco_params p = {o.group, o.fp8};
           if (moe_pool_make(&b, t, h, E, k, p, (size_t)prop.l2CacheSize, s)) goto fail;
-          double us[OP_COUNT], dc[3];
+          double us[OP_COUNT];
           for (int op = 0; op < OP_COUNT; op++)
-            if (op != OP_DC_FUSED && moe_time(&b, (enum moe_op)op, o.reps, s, e0, e1, &us[op])) goto fail;
-          for (int q = 0; q < o.np; q++) {
-            if (moe_codec_set_per_thread((int)o.per_thread[q])) goto fail_taco;
-            if (moe_time(&b, OP_DC_FUSED, o.reps, s, e0, e1, &dc[q])) goto fail;
-          }
-          moe_codec_set_per_thread(MOE_CODEC_PER_THREAD_DEFAULT);
-          for (int f = 0; f < 1 + o.np; f++) {
+            if (moe_time(&b, (enum moe_op)op, o.reps, s, e0, e1, &us[op])) goto fail;
+          for (int f = 0; f < 2; f++) {
             const enum moe_op fo = f ? OP_DC_FUSED : OP_PE_FUSED, uo = f ? OP_DC_UNFUSED : OP_PE_UNFUSED;
-            const double tf = f ? dc[f - 1] : us[fo];
-            const double gf = moe_bytes(&b, fo) / (tf * 1e3), gu = moe_bytes(&b, uo) / (us[uo] * 1e3);
-            char name[32];
-            if (f) snprintf(name, sizeof name, "decode+combine/%s", o.per_thread[f - 1] ? (o.per_thread[f - 1] == 32 ? "p32" : "p64") : "auto");
-            printf("  %-19s %6d %5d %4d %3d %10.1f %8.0f %6.1f %12.1f %8.0f %6.1f %8.2f\n",
-                   f ? name : "permute+encode", t, h, E, k, tf, gf, 100 * gf / MOE_CEILING_GBPS,
-                   us[uo], gu, 100 * gu / MOE_CEILING_GBPS, us[uo] / tf);
+            const double gf = moe_bytes(&b, fo) / (us[fo] * 1e3), gu = moe_bytes(&b, uo) / (us[uo] * 1e3);
+            printf("  %-15s %6d %5d %4d %3d %10.1f %8.0f %6.1f %12.1f %8.0f %6.1f %8.2f\n",
+                   f ? "decode+combine" : "permute+encode", t, h, E, k, us[fo], gf, 100 * gf / MOE_CEILING_GBPS,
+                   us[uo], gu, 100 * gu / MOE_CEILING_GBPS, us[uo] / us[fo]);
           }
           fflush(stdout);
           moe_pool_free(&b);
@@ -333,8 +311,6 @@ int bench_codec_moe_main(int argc, char **argv) {
   cudaEventDestroy(e1);
   cudaEventDestroy(e0);
   return 0;
-fail_taco:
-  fprintf(stderr, "bench-codec --moe: %s\n", taco_last_error());
 fail:
   moe_pool_free(&b);
   if (s) cudaStreamDestroy(s);
