@@ -40,7 +40,7 @@
  *
  * Not done here: the executor does not call these yet, and the expert-
  * parallel all-to-all across GPUs (which would carry these blocks) is not
- * written (kernels/README.md). */
+ * written (kernels/RESULTS.md, "MoE codec"). */
 #ifndef MOE_CODEC_H
 #define MOE_CODEC_H
 
