@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "ts_args.h"
 #include "taco_codec.h"
 #include "taco_internal.h"
@@ -122,6 +123,8 @@ static void usage(FILE *out) {
           "usage: tacorun bench-codec [--quality] [--sizes 1M,64M,1G] [--groups 32,128,...] [--fp8 e4m3|e5m2]\n"
           "                           [--reps N] [--fp32] [--rows R --cols C] [--variants H:L:D:P:T:O,...] [--graph]\n"
           "                           [--blocks-per-sm N]\n"
+          "       tacorun bench-codec --moe [...]   the fused MoE permute+encode and decode+combine kernels\n"
+          "                           beside the unfused sequences (tacorun bench-codec --moe --help)\n"
           "  speed (default): encode, unfused encode, decode, decode-sum and decode-sum-encode of k=2 blocks;\n"
           "    copy rows: cudaMemcpyAsync and a plain copy kernel of the same BF16 buffer (the same-size ceiling);\n"
           "    stream rows (per variant: they follow its options): streaming kernels of the same traffic,\n"
@@ -578,6 +581,8 @@ fail:
 }
 
 int bench_codec_main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--moe")) return bench_codec_moe_main(argc, argv); /* bench_codec_moe.c */
   bench_opts o;
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc > 0 ? 0 : 2;
