@@ -25,6 +25,7 @@
 #include "calibrate_time.h"
 #include "exec_core.h"
 #include "exec_gemm.h"
+#include "ops_variants.h"
 #include "rt_ops.h"
 #include "rt_ops_check.h"
 
@@ -106,7 +107,7 @@ int calib_run_attention_shapes(const calib_config *cfg, const calib_shapes *sh, 
   RT_CHECK_CUDA(e, cudaSetDevice(cfg->devices[0]));
   attn_bench b;
   memset(&b, 0, sizeof b);
-  b.a.lower_softmax = getenv("EXEC_FULL_SOFTMAX") == NULL; /* as exec_model.c chooses */
+  b.a.lower_softmax = !ops_variant_is(OPS_V_SOFTMAX, "full"); /* as exec_model.c chooses */
   b.heat = (exec_gemm_shape){.m = HEAT_N, .n = HEAT_N, .k = HEAT_N, .lda = HEAT_N, .ldb = HEAT_N, .ldc = HEAT_N};
   void *qkv = NULL, *out = NULL, *dout = NULL, *dqkv = NULL, *scores = NULL, *P = NULL, *dP = NULL, *dS = NULL;
   void **bufs[] = {&qkv, &out, &dout, &dqkv, &scores, &P, &dP, &dS, &b.ha, &b.hb, &b.hc};
