@@ -215,8 +215,7 @@ static bool crosses_nodes(const plan *p, int stride, int members) {
  * the first member to its neighbour or, across leaves, to the last member
  * (the wrap-around edge), NICs, node uplinks and leaf uplinks included
  * (topo_route.c). */
-static double ring_latency_us(const plan *p, int stride, int n) {
-  const topo_cluster *cl = &p->cluster;
+double sim_search_ring_latency_us(const topo_cluster *cl, int stride, int n) {
   long long last = (long long)stride * (n - 1), total = topo_total_gpus(cl);
   if (last >= total) last = total - 1;
   return fmax(topo_path_latency_us(cl, 0, stride < total ? stride : (int)last),
@@ -239,13 +238,13 @@ static int tree_depth(const plan *p, int stride, int n) {
 /* The latency part of one cross-node collective of the group (0 inside a node). */
 static double group_alpha_s(const plan *p, plan_coll c, int n, int stride) {
   if (n < 2 || !crosses_nodes(p, stride, n)) return 0;
-  return ts_coll_steps((ts_coll)c, n) * ring_latency_us(p, stride, n) * 1e-6;
+  return ts_coll_steps((ts_coll)c, n) * sim_search_ring_latency_us(&p->cluster, stride, n) * 1e-6;
 }
 
 static double group_coll_s(const plan *p, plan_coll c, int n, int stride, double bytes) {
   const topo_cluster *cl = &p->cluster;
   if (!crosses_nodes(p, stride, n)) return alpha_beta_s(c, n, bytes, cl->intra.gbps_per_gpu, cl->intra.latency_us);
-  double lat = ring_latency_us(p, stride, n), gbps = nic_gbps_per_gpu(cl);
+  double lat = sim_search_ring_latency_us(&p->cluster, stride, n), gbps = nic_gbps_per_gpu(cl);
   double ring = alpha_beta_s(c, n, bytes, gbps, lat);
   if (c != PLAN_COLL_ALLREDUCE || n < 2 || bytes <= 0) return ring;
   /* all-reduce: NCCL's (and the simulator's) cheaper of ring and tree, the
