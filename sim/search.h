@@ -109,6 +109,11 @@ typedef struct {
  * calibration (roofline where it has no table), TP collectives from the
  * calibration inside a node (alpha-beta from the cluster otherwise), PP and
  * DP traffic alpha-beta over the NICs, the 1F1B / interleaved bubble. */
+/* The latency (us) of one step of a cross-node ring over n members stride
+ * GPUs apart from GPU 0, as the simulator charges it: the worst route among
+ * the ring's edges (topo_route.c). */
+double sim_search_ring_latency_us(const topo_cluster *cl, int stride, int n);
+
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e);
 
 /* ---- running a search ---- */

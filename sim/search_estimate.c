@@ -210,11 +210,47 @@ static bool crosses_nodes(const plan *p, int stride, int members) {
   return (long long)stride * members > p->cluster.gpus_per_node;
 }
 
+/* The latency of one step of a cross-node ring, as the simulator charges it
+ * (sim_comm.c): the worst route among the ring's edges, i.e. the route from
+ * the first member to its neighbour or, across leaves, to the last member
+ * (the wrap-around edge), NICs, node uplinks and leaf uplinks included
+ * (topo_route.c). */
+double sim_search_ring_latency_us(const topo_cluster *cl, int stride, int n) {
+  long long last = (long long)stride * (n - 1), total = topo_total_gpus(cl);
+  if (last >= total) last = total - 1;
+  return fmax(topo_path_latency_us(cl, 0, stride < total ? stride : (int)last),
+              topo_path_latency_us(cl, 0, (int)last));
+}
+
+/* The latency steps of NCCL's tree over the group as the simulator builds it
+ * (sim_edges.c): a chain inside each node, a binary heap of node leaders. */
+static int tree_depth(const plan *p, int stride, int n) {
+  const int gpn = p->cluster.gpus_per_node;
+  int per_node = stride >= gpn ? 1 : gpn / stride;
+  if (per_node > n) per_node = n;
+  int leaders = (n + per_node - 1) / per_node, levels = 0;
+  if (leaders > 4096) leaders = 4096;
+  while ((1 << levels) < leaders + 1) levels++;
+  int depth = per_node - 1 + (levels > 1 ? levels - 1 : 0);
+  return depth < 1 ? 1 : depth;
+}
+
+/* The latency part of one cross-node collective of the group (0 inside a node). */
+static double group_alpha_s(const plan *p, plan_coll c, int n, int stride) {
+  if (n < 2 || !crosses_nodes(p, stride, n)) return 0;
+  return ts_coll_steps((ts_coll)c, n) * sim_search_ring_latency_us(&p->cluster, stride, n) * 1e-6;
+}
+
 static double group_coll_s(const plan *p, plan_coll c, int n, int stride, double bytes) {
   const topo_cluster *cl = &p->cluster;
-  if (crosses_nodes(p, stride, n))
-    return alpha_beta_s(c, n, bytes, nic_gbps_per_gpu(cl), cl->nic.latency_us + 2 * cl->fabric.latency_us);
-  return alpha_beta_s(c, n, bytes, cl->intra.gbps_per_gpu, cl->intra.latency_us);
+  if (!crosses_nodes(p, stride, n)) return alpha_beta_s(c, n, bytes, cl->intra.gbps_per_gpu, cl->intra.latency_us);
+  double lat = sim_search_ring_latency_us(&p->cluster, stride, n), gbps = nic_gbps_per_gpu(cl);
+  double ring = alpha_beta_s(c, n, bytes, gbps, lat);
+  if (c != PLAN_COLL_ALLREDUCE || n < 2 || bytes <= 0) return ring;
+  /* all-reduce: NCCL's (and the simulator's) cheaper of ring and tree, the
+   * tree two passes of the whole message over 2 x depth latency steps */
+  double tree = 2.0 * tree_depth(p, stride, n) * lat * 1e-6 + 2.0 * bytes / (gbps * 1e9);
+  return fmin(ring, tree);
 }
 
 /* ---- one layer, one micro-batch ---- */
@@ -341,10 +377,17 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, layer_cost *lc) 
  * micro-batch, prefetched beside the compute; overlap_param_gather moves
  * ZeRO-1/2's gathers beside the first forward. */
 static double dp_sharded_s(const plan *p, double params, double reduce, double gather, double per_mb_compute,
-                           double first_fwd, double overlap, int m) {
+                           double first_fwd, double overlap, int m, int units) {
   double t;
-  if (p->zero_stage == 3)
-    return m * fmax(0.0, reduce + 2.0 * gather - per_mb_compute);
+  if (p->zero_stage == 3) {
+    /* one reduce-scatter and two gathers per unit (layer, embedding, head),
+     * each paying the ring's latency steps: the whole stage's bytes, the
+     * latency units times (on 2,048 cross-leaf members, 2047 x 7.5 us each) */
+    const int shards = plan_dp_shards(p);
+    double alpha = (units - 1) * (group_alpha_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp) +
+                                  2.0 * group_alpha_s(p, PLAN_COLL_ALLGATHER, shards, p->tp));
+    return m * fmax(0.0, reduce + 2.0 * gather + alpha - per_mb_compute);
+  }
   if (p->zero_stage == 2)
     t = m * fmax(0.0, reduce - per_mb_compute);
   else
@@ -415,7 +458,7 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
     double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
     est->dp_exposed_s = dp_sharded_s(p, params, reduce, gather, L * (lc.compute + lc.recompute),
                                      L * lc.compute / 3.0 /* the forward: a third of forward + backward */,
-                                     L * lc.compute + 0.5 * est->bubble_s, m);
+                                     L * lc.compute + 0.5 * est->bubble_s, m, L + (p->pp == 1 ? 2 : 1));
   } else if (p->dp > 1) {
     double grads = 4.0 * params;
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, p->dp, p->tp, grads);

@@ -291,6 +291,25 @@ static void test_estimate_ranks_like_simulation(void) {
   schema_calibration_free(&cal);
 }
 
+/* The estimate's cross-node ring latency (issue 20): the worst route of the
+ * ring, by hand on 4 nodes of 2 GPUs (one NIC each, 2.5 us), leaves of 2
+ * nodes, a 3-level rail fat-tree with 0.5 us per switch level:
+ *   same leaf:   NIC 2.5 + node uplink 0.25, both ends         = 5.5 us
+ *   other leaf:  5.5 + leaf uplinks (levels - 1) x 0.5, both ends = 7.5 us
+ * DP over 2 members (GPUs 0, 2: nodes 0, 1) stays in leaf 0; over 4
+ * (GPUs 0, 2, 4, 6) the wrap-around edge crosses leaves. */
+static void test_ring_latency(void) {
+  topo_cluster c;
+  memset(&c, 0, sizeof c);
+  c.nodes = 4, c.gpus_per_node = 2;
+  c.nic.per_node = 2, c.nic.gbps = 50, c.nic.latency_us = 2.5;
+  c.intra.gbps_per_gpu = 450, c.intra.latency_us = 2;
+  c.fabric.kind = TOPO_FABRIC_RAIL_FAT_TREE, c.fabric.levels = 3, c.fabric.nodes_per_leaf = 2;
+  c.fabric.oversubscription = 1, c.fabric.latency_us = 0.5;
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_ring_latency_us(&c, 2, 2), 5.5, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_ring_latency_us(&c, 2, 4), 7.5, 1e-9);
+}
+
 static void test_spearman(void) {
   double a[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 30, 40, 50}, down[] = {5, 4, 3, 2, 1};
   CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, up, 5), 1.0, 1e-12);
@@ -409,6 +428,7 @@ int main(void) {
   CU_add_test(s, "memory filter", test_memory_filter);
   CU_add_test(s, "memory filter agrees with the plan loader", test_memory_filter_agrees_with_loader);
   CU_add_test(s, "spearman", test_spearman);
+  CU_add_test(s, "estimate: cross-node ring latency", test_ring_latency);
   CU_add_test(s, "codec policies", test_codec_policies);
   CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
   CU_add_test(s, "small search end to end", test_small_search);
