@@ -113,6 +113,11 @@ typedef struct {
  * GPUs apart from GPU 0, as the simulator charges it: the worst route among
  * the ring's edges (topo_route.c). */
 double sim_search_ring_latency_us(const topo_cluster *cl, int stride, int n);
+/* tp_comm_overlap in the estimate: how long after its GEMM alone a ring-exchange gather of t - 1 steps
+ * (t GEMM pieces) or a k-piece pipelined reduce-scatter ends; compressed pieces wait for the running
+ * GEMM piece's SMs (sim_comm.c). Seconds in, seconds out. */
+double sim_search_tpo_ring_exposed(int t, double gemm, double step, bool compressed);
+double sim_search_tpo_pipeline_exposed(int k, double gemm, double piece, bool compressed);
 
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e);
 

@@ -351,23 +351,81 @@ static double cp_layer(estimator *x, const model_op *ops, int n, layer_cost *lc)
   return fwd * (p->recompute != MODEL_RECOMPUTE_NONE ? 2 : 1) + (cp - 1) * fmax(0.0, 2 * step - ab) + step;
 }
 
-/* tp_comm_overlap: the SP collectives run beside the GEMM pieces they are
- * pipelined with (what outlasts the layer's GEMMs stays exposed), and the
- * GEMMs run without the userbuffer kernels' SMs (PLAN_TPO_PIPELINE_SMS of
- * the GPU's, the bulk and pipeline overlaps'; the ring exchange's 1 SM is
- * counted as 16 here: an upper bound). */
-static void tpo_layer(estimator *x, const model_op *ops, int n, layer_cost *lc) {
+/* tp_comm_overlap: the TP time a layer leaves exposed, piece by piece as
+ * the programs run it (plan_program.c, plan/README.md) and the simulator
+ * prices it (sim_comm.c): an uncompressed piece is a userbuffer kernel on
+ * SMs of its own and starts when its data is ready; a compressed one (TACO)
+ * needs the SMs of the GEMM piece running when it is ready and starts when
+ * that piece ends. The GEMMs run without the userbuffer kernels' SMs
+ * (PLAN_TPO_PIPELINE_SMS of the GPU's; the ring exchange's 1 SM counted as
+ * 16 here: an upper bound). */
+
+/* Whether the program builder compresses this TP message (tp_message). */
+static bool tpo_compressed(const plan *p, plan_traffic t, double bytes) {
+  return plan_codec_has_taco(p->codec[t].kind) && bytes >= p->codec_min_bytes;
+}
+
+/* Ring exchange: t - 1 all-gather steps of `step` seconds on the TP stream
+ * and a GEMM of `gemm` seconds as t pieces, piece s after step s. Returns
+ * how long the pieces end after the GEMM would alone. Compressed steps wait
+ * for the running piece, so steps and pieces alternate. */
+double sim_search_tpo_ring_exposed(int t, double gemm, double step, bool compressed) {
+  double q = gemm / t;
+  if (compressed) return (t - 1) * step;
+  double e = q;
+  for (int s = 1; s < t; s++) e = fmax(e, s * step) + q;
+  return e - gemm;
+}
+
+/* Pipelined reduce-scatter: the GEMM as k pieces, each followed by the
+ * reduce-scatter of its rows (`piece` seconds), the next GEMM piece not
+ * waiting. Returns how long the last reduce-scatter ends after the GEMM. A
+ * compressed piece starts when the next GEMM piece ends (the last one at
+ * once: nothing runs after it until its reduce-scatter is done). */
+double sim_search_tpo_pipeline_exposed(int k, double gemm, double piece, bool compressed) {
+  double q = gemm / k, r = 0;
+  for (int i = 0; i < k; i++) {
+    double ready = (i + 1 + (compressed && i < k - 1 ? 1 : 0)) * q;
+    r = fmax(ready, r) + piece;
+  }
+  return r - gemm;
+}
+
+static void tpo_layer(estimator *x, const model_op *ops, int n, double act, layer_cost *lc) {
   const plan *p = x->p;
   if (!p->tp_comm_overlap) return;
-  double g = 0;
-  for (int i = 0; i < n; i++)
-    if (ops[i].kind == MODEL_OP_GEMM)
-      g += gemm_s(x, ops[i].m, ops[i].n, ops[i].k) + gemm_s(x, ops[i].m, ops[i].k, ops[i].n) +
-           gemm_s(x, ops[i].k, ops[i].n, ops[i].m);
-  int sms = p->cluster.gpu.sms, k = PLAN_TPO_PIPELINE_SMS;
-  double slow = sms > k ? g * (double)k / (sms - k) : 0;
-  lc->compute += slow;
-  lc->tp_exposed = fmax(0.0, lc->tp_exposed - g);
+  const int t = p->tp, k = PLAN_TPO_PIPELINE_SPLITS, sms = p->cluster.gpu.sms, ksm = PLAN_TPO_PIPELINE_SMS;
+  const double f = sms > ksm ? (double)sms / (sms - ksm) : 1.0; /* the GEMMs beside the userbuffer kernels */
+  double g = 0, fwd = 0, bwd = 0, unused = 0;
+  const double step = act / (t - 1), piece = act / k;
+  for (int i = 0; i < n; i++) {
+    const model_op *o = &ops[i];
+    if (o->kind != MODEL_OP_GEMM) continue;
+    double gf = gemm_s(x, o->m, o->n, o->k) * f, gd = gemm_s(x, o->m, o->k, o->n) * f, gw = gemm_s(x, o->k, o->n, o->m) * f;
+    g += gf + gd + gw;
+    bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
+    if (starts_block) {
+      /* forward: the SP gather as a ring exchange beside the block's first GEMM */
+      fwd += sim_search_tpo_ring_exposed(t, gf, tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_FWD, 0, step, &unused),
+                              tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, step));
+      /* backward, bulk: the re-gather beside the dgrad, the input-gradient reduce-scatter beside the wgrad */
+      double ag = tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, act, &unused);
+      double rs = tp_msg_s(x, PLAN_COLL_REDUCESCATTER, PLAN_TRAFFIC_TP_BWD, 2, act, &unused);
+      if (tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, act))
+        bwd += ag + rs;
+      else
+        bwd += fmax(0.0, ag - gd) + fmax(0.0, rs - gw);
+    }
+    if (o->parallel == MODEL_PAR_ROW) {
+      fwd += sim_search_tpo_pipeline_exposed(k, gf, tp_msg_s(x, PLAN_COLL_REDUCESCATTER, PLAN_TRAFFIC_TP_FWD, 1, piece, &unused),
+                                  tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, piece));
+      /* backward: the output gradient's gather as a ring exchange beside the dgrad */
+      bwd += sim_search_tpo_ring_exposed(t, gd, tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, step, &unused),
+                              tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, step));
+    }
+  }
+  lc->compute += g * (1.0 - 1.0 / f);
+  lc->tp_exposed = fwd * (p->recompute == MODEL_RECOMPUTE_FULL ? 2 : 1) + bwd;
 }
 
 /* Data-parallel traffic under the sharding stages and overlaps (zero_stage
@@ -418,7 +476,7 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
 
   layer_cost lc;
   layer_costs(&x, ops, n, act, &lc);
-  tpo_layer(&x, ops, n, &lc);
+  tpo_layer(&x, ops, n, act, &lc);
   double cp_ring = cp_layer(&x, ops, n, &lc);
   double head_tp = 0;
   double head_time = head_s(&x, head, nh, act, &head_tp);

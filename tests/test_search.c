@@ -310,6 +310,21 @@ static void test_ring_latency(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_search_ring_latency_us(&c, 2, 4), 7.5, 1e-9);
 }
 
+/* tp_comm_overlap pieces, worked by hand. Ring exchange, t = 4, GEMM 8 (pieces 2):
+ *   steps of 1: piece s starts at max(end of piece s - 1, s): ends 2, 4, 6, 8 -> 0 exposed;
+ *   steps of 3: ends 2, 3+2=5, 6+2=8, 9+2=11 -> 3 exposed; compressed: 3 steps alternate -> 3 x 3 = 9.
+ * Pipeline, k = 4, GEMM 8 (pieces 2), reduce-scatter pieces of 1: ready 2, 4, 6, 8, each done 1
+ *   later -> ends 9 -> 1 exposed; pieces of 3: 2+3=5, 8, 11, 14 -> 6; compressed (start when the
+ *   next piece ends, the last at once): ready 4, 6, 8, 8 -> 4+3=7, 10, 13, 16 -> 8. */
+static void test_tpo_pieces(void) {
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_tpo_ring_exposed(4, 8, 1, false), 0, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_tpo_ring_exposed(4, 8, 3, false), 3, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_tpo_ring_exposed(4, 8, 3, true), 9, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_tpo_pipeline_exposed(4, 8, 1, false), 1, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_tpo_pipeline_exposed(4, 8, 3, false), 6, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_tpo_pipeline_exposed(4, 8, 3, true), 8, 1e-12);
+}
+
 static void test_spearman(void) {
   double a[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 30, 40, 50}, down[] = {5, 4, 3, 2, 1};
   CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, up, 5), 1.0, 1e-12);
@@ -429,6 +444,7 @@ int main(void) {
   CU_add_test(s, "memory filter agrees with the plan loader", test_memory_filter_agrees_with_loader);
   CU_add_test(s, "spearman", test_spearman);
   CU_add_test(s, "estimate: cross-node ring latency", test_ring_latency);
+  CU_add_test(s, "estimate: tp_comm_overlap pieces", test_tpo_pieces);
   CU_add_test(s, "codec policies", test_codec_policies);
   CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
   CU_add_test(s, "small search end to end", test_small_search);
