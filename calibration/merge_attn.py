@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from merge_infer import append_note, data_json
+from merge_infer import append_note, data_json, with_section
 
 
 def main():
@@ -30,13 +30,7 @@ def main():
         cal = json.load(open(path))
         if cal.get("gpu") != src.get("gpu"):
             sys.exit(f"merge_attn.py: {path} and {a.src} are not of the same GPU")
-        out = {}
-        for k, v in cal.items():  # the section after gemm_infer (the writer's order)
-            if k == "attention_shapes":
-                continue
-            if k == "kernels":
-                out["attention_shapes"] = pts
-            out[k] = v
+        out = with_section(cal, "attention_shapes", pts)  # after gemm_infer, before kernels (the writer's order)
         note = f"; attention_shapes: {a.src} ({src.get('measured_at', '?')}, calibration/merge_attn.py)"
         append_note(out, note)
         with open(path, "w") as f:

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from merge_infer import append_note, data_json
+from merge_infer import append_note, data_json, with_section
 
 KNOWN = ("fused", "flash")
 
@@ -37,15 +37,7 @@ def main():
         cal = json.load(open(path))
         if cal.get("gpu") != src.get("gpu"):
             sys.exit(f"merge_attn_backends.py: {path} and {a.src} are not of the same GPU")
-        out = {}
-        for k, v in cal.items():  # the section before "kernels", after "attention_shapes" (the writer's order)
-            if k == "attention_backends":
-                continue
-            if k == "kernels":
-                out["attention_backends"] = by
-            out[k] = v
-        if "attention_backends" not in out:
-            out["attention_backends"] = by
+        out = with_section(cal, "attention_backends", by)  # after attention_shapes, before kernels
         counts = ", ".join(f"{k} {len(v)}" for k, v in by.items())
         # short: the notes hold 511 characters and the older merges' clauses go first when full
         note = f"; attention_backends: {a.src} ({src.get('measured_at', '?')[:10]}, merge_attn_backends.py)"

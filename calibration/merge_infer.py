@@ -70,6 +70,21 @@ def main():
     print(f"{a.file}: {len(gemm)} decode GEMMs, {len(taken)} kernel tables, {len(moved)} collective tables from {a.src}")
 
 
+def with_section(cal, name, value, before="kernels"):
+    """cal with section `name` set to value, placed just before section `before`
+    (the writer's order), or last when cal has no such section."""
+    out = {}
+    for k, v in cal.items():
+        if k == name:
+            continue
+        if k == before:
+            out[name] = value
+        out[k] = v
+    if name not in out:
+        out[name] = value
+    return out
+
+
 def append_note(cal, note, limit=511):
     """Append note to cal's notes within the schema's limit. The notes are the
     measuring run's clauses, then one "; "-separated clause per merge (naming

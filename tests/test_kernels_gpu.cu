@@ -27,18 +27,8 @@
 #include "taco_fp8.h"
 #include "taco_internal.h"
 #include "taco_ref.h"
-#include "gpu_check.h"
+#include "taco_gpu_test.h"
 
-#define CHECK_CUDA(call)                                                                                     \
-  GPU_CHECK(cudaError_t, cudaSuccess, call,                                                                  \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(gpu_s_)); exit(1))
-#define CHECK_TACO(call)                                                                                     \
-  do {                                                                                                       \
-    if ((call) != 0) {                                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, taco_last_error());                      \
-      exit(1);                                                                                               \
-    }                                                                                                        \
-  } while (0)
 
 static int failures = 0, checks = 0;
 static unsigned long long total_elems = 0, total_code_diffs = 0, total_decode_diffs = 0;

@@ -20,22 +20,12 @@
 
 #include <vector>
 
-#include "gpu_check.h"
+#include "taco_gpu_test.h"
 #include "moe_codec.h"
 #include "moe_route.h"
 #include "taco_fp8.h"
 #include "taco_ref.h"
 
-#define CHECK_CUDA(call)                                                                                     \
-  GPU_CHECK(cudaError_t, cudaSuccess, call,                                                                  \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(gpu_s_)); exit(1))
-#define CHECK_OK(call)                                                                                       \
-  do {                                                                                                       \
-    if ((call) != 0) {                                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, taco_last_error());                      \
-      exit(1);                                                                                               \
-    }                                                                                                        \
-  } while (0)
 
 static int failures = 0, checks = 0;
 static unsigned long long nan_pairs = 0;
@@ -80,7 +70,7 @@ static void run_shape(const shape &s, taco_rng *rng) {
   std::vector<int32_t> idx(n), pos(n), count(s.E);
   for (auto &l : logits) l = (float)taco_rng_normal(rng);
   moe_topk_ref(logits.data(), s.t, s.E, s.k, idx.data(), w.data());
-  CHECK_OK(moe_map_ref(idx.data(), s.t, s.E, s.k, pos.data(), count.data()));
+  CHECK_TACO(moe_map_ref(idx.data(), s.t, s.E, s.k, pos.data(), count.data()));
   std::vector<uint16_t> x(xe);
   for (int r = 0; r < s.t; r++) {
     const float scale = (float)exp(3.0 * taco_rng_normal(rng));
@@ -96,9 +86,9 @@ static void run_shape(const shape &s, taco_rng *rng) {
   std::vector<uint8_t> ref_block(wire, 0xFF);
   std::vector<uint16_t> ref_out(xe, 0xFFFF), ref_out_sum(xe, 0xFFFF);
   taco_nonfinite ref_nf = {0, ~0ull};
-  CHECK_OK(moe_permute_encode_ref(x.data(), pos.data(), s.t, s.k, s.h, p, ref_block.data(), &ref_nf));
-  CHECK_OK(moe_decode_combine_ref(ref_block.data(), pos.data(), w.data(), s.t, s.k, s.h, p, ref_out.data()));
-  CHECK_OK(moe_decode_combine_ref(ref_block.data(), pos.data(), NULL, s.t, s.k, s.h, p, ref_out_sum.data()));
+  CHECK_TACO(moe_permute_encode_ref(x.data(), pos.data(), s.t, s.k, s.h, p, ref_block.data(), &ref_nf));
+  CHECK_TACO(moe_decode_combine_ref(ref_block.data(), pos.data(), w.data(), s.t, s.k, s.h, p, ref_out.data()));
+  CHECK_TACO(moe_decode_combine_ref(ref_block.data(), pos.data(), NULL, s.t, s.k, s.h, p, ref_out_sum.data()));
 
   uint16_t *d_x, *d_perm, *d_dec, *d_out;
   int32_t *d_pos;
@@ -121,8 +111,8 @@ static void run_shape(const shape &s, taco_rng *rng) {
   /* fused permute + encode against the reference */
   std::vector<uint8_t> got(wire);
   CHECK_CUDA(cudaMemset(d_block, 0xFF, wire));
-  CHECK_OK(taco_nonfinite_reset(d_nf, NULL));
-  CHECK_OK(moe_permute_encode(d_x, d_pos, s.t, s.k, s.h, p, d_block, d_nf, NULL));
+  CHECK_TACO(taco_nonfinite_reset(d_nf, NULL));
+  CHECK_TACO(moe_permute_encode(d_x, d_pos, s.t, s.k, s.h, p, d_block, d_nf, NULL));
   CHECK_CUDA(cudaDeviceSynchronize());
   CHECK_CUDA(cudaMemcpy(got.data(), d_block, wire, cudaMemcpyDeviceToHost));
   taco_nonfinite nf;
@@ -132,7 +122,7 @@ static void run_shape(const shape &s, taco_rng *rng) {
   /* ... and against the unfused GPU sequence */
   CHECK_CUDA(cudaMemset(d_block2, 0xFF, wire));
   CHECK_CUDA((cudaError_t)moe_permute(d_x, d_pos, s.t, s.k, s.h, d_perm, NULL));
-  CHECK_OK(taco_encode(d_perm, TACO_DTYPE_BF16, elems, p, d_block2, NULL, NULL));
+  CHECK_TACO(taco_encode(d_perm, TACO_DTYPE_BF16, elems, p, d_block2, NULL, NULL));
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<uint8_t> got2(wire);
   CHECK_CUDA(cudaMemcpy(got2.data(), d_block2, wire, cudaMemcpyDeviceToHost));
@@ -142,7 +132,7 @@ static void run_shape(const shape &s, taco_rng *rng) {
   std::vector<uint16_t> out(xe);
   for (int wi = 0; wi < 2; wi++) {
     CHECK_CUDA(cudaMemset(d_out, 0xFF, xe * 2));
-    CHECK_OK(moe_decode_combine(d_block, d_pos, wi ? NULL : d_w, s.t, s.k, s.h, p, d_out, NULL));
+    CHECK_TACO(moe_decode_combine(d_block, d_pos, wi ? NULL : d_w, s.t, s.k, s.h, p, d_out, NULL));
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUDA(cudaMemcpy(out.data(), d_out, xe * 2, cudaMemcpyDeviceToHost));
     size_t bad = bf16_mismatches(out.data(), wi ? ref_out_sum.data() : ref_out.data(), xe);
@@ -151,7 +141,7 @@ static void run_shape(const shape &s, taco_rng *rng) {
     /* the unfused GPU sequence */
     std::vector<uint16_t> out2(xe);
     CHECK_CUDA(cudaMemset(d_out, 0xFF, xe * 2));
-    CHECK_OK(taco_decode(d_block, elems, p, d_dec, TACO_DTYPE_BF16, NULL));
+    CHECK_TACO(taco_decode(d_block, elems, p, d_dec, TACO_DTYPE_BF16, NULL));
     CHECK_CUDA((cudaError_t)moe_combine(d_dec, d_pos, wi ? NULL : d_w, s.t, s.k, s.h, d_out, NULL));
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUDA(cudaMemcpy(out2.data(), d_out, xe * 2, cudaMemcpyDeviceToHost));
