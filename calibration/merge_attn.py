@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from merge_infer import append_note, data_json, with_section
+from merge_infer import merge_section
 
 
 def main():
@@ -26,17 +26,10 @@ def main():
     pts = src.get("attention_shapes")
     if not pts:
         sys.exit(f"merge_attn.py: {a.src} has no attention_shapes")
-    for path in a.files:
-        cal = json.load(open(path))
-        if cal.get("gpu") != src.get("gpu"):
-            sys.exit(f"merge_attn.py: {path} and {a.src} are not of the same GPU")
-        out = with_section(cal, "attention_shapes", pts)  # after gemm_infer, before kernels (the writer's order)
-        note = f"; attention_shapes: {a.src} ({src.get('measured_at', '?')}, calibration/merge_attn.py)"
-        append_note(out, note)
-        with open(path, "w") as f:
-            f.write(data_json(out) + "\n")
+    note = f"; attention_shapes: {a.src} ({src.get('measured_at', '?')}, calibration/merge_attn.py)"
+    # after gemm_infer, before kernels (the writer's order)
+    for path in merge_section("merge_attn.py", a.src, src, a.files, "attention_shapes", pts, note):
         print(f"{path}: {len(pts)} attention shapes from {a.src}")
-
 
 if __name__ == "__main__":
     main()

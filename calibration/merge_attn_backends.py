@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from merge_infer import append_note, data_json, with_section
+from merge_infer import merge_section
 
 KNOWN = ("fused", "flash")
 
@@ -33,19 +33,12 @@ def main():
             sys.exit(f"merge_attn_backends.py: {a.src}: attention_backends.{k}: unknown backend ({', '.join(KNOWN)})")
     keys = ("head_dim", "seq", "batch", "heads", "kv_heads", "causal", "fwd_us", "bwd_us")
     by = {k: [{f: p[f] for f in keys} for p in v] for k, v in sorted(by.items())}
-    for path in a.files:
-        cal = json.load(open(path))
-        if cal.get("gpu") != src.get("gpu"):
-            sys.exit(f"merge_attn_backends.py: {path} and {a.src} are not of the same GPU")
-        out = with_section(cal, "attention_backends", by)  # after attention_shapes, before kernels
-        counts = ", ".join(f"{k} {len(v)}" for k, v in by.items())
-        # short: the notes hold 511 characters and the older merges' clauses go first when full
-        note = f"; attention_backends: {a.src} ({src.get('measured_at', '?')[:10]}, merge_attn_backends.py)"
-        append_note(out, note)
-        with open(path, "w") as f:
-            f.write(data_json(out) + "\n")
+    counts = ", ".join(f"{k} {len(v)}" for k, v in by.items())
+    # short: the notes hold 511 characters and the older merges' clauses go first when full
+    note = f"; attention_backends: {a.src} ({src.get('measured_at', '?')[:10]}, merge_attn_backends.py)"
+    # after attention_shapes, before kernels (the writer's order)
+    for path in merge_section("merge_attn_backends.py", a.src, src, a.files, "attention_backends", by, note):
         print(f"{path}: attention_backends {counts} from {a.src}")
-
 
 if __name__ == "__main__":
     main()

@@ -85,6 +85,21 @@ def with_section(cal, name, value, before="kernels"):
     return out
 
 
+def merge_section(tool, src_path, src, files, name, value, note):
+    """Writes `value` as section `name` of each calibration file in `files`
+    (with_section), its notes extended by `note`; refuses a file of another GPU
+    than src's. Prints what it did per file."""
+    for path in files:
+        cal = json.load(open(path))
+        if cal.get("gpu") != src.get("gpu"):
+            sys.exit(f"{tool}: {path} and {src_path} are not of the same GPU")
+        out = with_section(cal, name, value)
+        append_note(out, note)
+        with open(path, "w") as f:
+            f.write(data_json(out) + "\n")
+        yield path
+
+
 def append_note(cal, note, limit=511):
     """Append note to cal's notes within the schema's limit. The notes are the
     measuring run's clauses, then one "; "-separated clause per merge (naming
