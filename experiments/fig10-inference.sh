@@ -24,7 +24,8 @@ fresh_dir "$WORK"
 links=""
 for t in $LINKS; do
   # the inference calibration (decode GEMMs, KV-cache attention: experiments/infer/) when present
-  cal="$EXP/infer/calibration/h200-$t.json"
+  cal="$EXP/infer/calibration/h200-$t.json"  # kept gzipped in the tree, unpacked beside it (git-ignored)
+  [ -f "$cal" ] || [ ! -f "$cal.gz" ] || gzip -cd "$cal.gz" > "$cal"
   [ -f "$cal" ] || cal="$ROOT/calibration/h200-$t.json"
   src="$PLANS/infer-llama3-8b-tp2-$t-b1-taco-caat.json"
   if [ ! -f "$cal" ] || [ "$(jq -r '.derived' "$cal")" != false ] || [ ! -f "$src" ]; then

@@ -10,40 +10,43 @@
 # Right: the 25.4M GPT on the King James Bible, TP 2 measured on 2 x H200 (experiments/loss/
 # loss-<codec>.csv) against the same runs emulated on one H200 (experiments/loss/emu/repro/),
 # second half of training (the last point is over the whole held-out part, hence the kink).
-# Log format: step,split,loss,lr,elapsed_s with '#' comments.
+# Log format: step,split,loss,lr,elapsed_s with '#' comments; the tree keeps the logs gzipped
+# (loss-<codec>.csv.gz), a fresh run's plain loss-<codec>.csv is read the same way.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 LOSS="$EXP/loss"
-mapfile -t big < <(find "$LOSS/emu/124m" -name 'loss-*.csv' 2> /dev/null | sort)
-if [ "${#big[@]}" = 0 ] || [ ! -f "$LOSS/loss-none.csv" ]; then
+log() { if [ -f "$1.gz" ]; then echo "$1.gz"; else echo "$1"; fi; }  # LOG.csv or LOG.csv.gz
+codec_of() { local c; c=$(basename "$1"); c=${c%.gz}; c=${c%.csv}; echo "${c#loss-}"; }
+mapfile -t big < <(find "$LOSS/emu/124m" -name 'loss-*.csv*' 2> /dev/null | sort)
+if [ "${#big[@]}" = 0 ] || [ ! -f "$(log "$LOSS/loss-none.csv")" ]; then
   skip fig8 "loss logs (experiments/loss/emu/124m/*/loss-*.csv from experiments/loss/run-emu.sh big, experiments/loss/loss-*.csv)"
   exit 3
 fi
 work="$DATA/fig8"
 mkdir -p "$work"
-val() { awk -F, '!/^#/ && $2 == "val" { print $1, $3 }' "$1" > "$2"; }
+val() { gzip -cdf "$1" | awk -F, '!/^#/ && $2 == "val" { print $1, $3 }' > "$2"; }
 left="plot" right="plot"
 declare -A colour=([none]=1 [taco-e4m3]=2 [fp8-tensor]=3 [fp8-group]=4 [fp8-hadamard]=6 [taco-e5m2]=7 [caat]=8 [taco+caat]=10)
 for f in "${big[@]}"; do
   run=$(basename "$(dirname "$f")")
-  codec=$(basename "$f" .csv); codec=${codec#loss-}
+  codec=$(codec_of "$f")
   val "$f" "$work/$run.val"
   dt=1; case $run in *s4321*) dt=2 ;; esac
   lc=${colour[$codec]:-5}; case $run in *-gauto) lc=5 ;; esac  # TACO with the reshaping's group
   left="$left \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc $lc title \"${run#tp2-}\","
 done
 mid="plot"
-for f in $(find "$LOSS/emu/124m-tp8" -name 'loss-*.csv' 2> /dev/null | sort); do
+for f in $(find "$LOSS/emu/124m-tp8" -name 'loss-*.csv*' 2> /dev/null | sort); do
   run=$(basename "$(dirname "$f")")
-  codec=$(basename "$f" .csv); codec=${codec#loss-}
+  codec=$(codec_of "$f")
   val "$f" "$work/$run.val"
   dt=1; case $run in *s4321*) dt=2 ;; esac
   mid="$mid \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc ${colour[$codec]:-5} title \"${run#tp8-}\","
 done
 for c in none taco-e4m3; do
-  val "$LOSS/loss-$c.csv" "$work/measured-$c.val"
-  val "$LOSS/emu/repro/loss-$c.csv" "$work/emulated-$c.val"
+  val "$(log "$LOSS/loss-$c.csv")" "$work/measured-$c.val"
+  val "$(log "$LOSS/emu/repro/loss-$c.csv")" "$work/emulated-$c.val"
   right="$right \"$work/measured-$c.val\" using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc ${colour[$c]} title \"$c, 2 x H200\","
   right="$right \"$work/emulated-$c.val\" using 1:2 with linespoints lw 2 dt 2 pt 6 ps 0.8 lc ${colour[$c]} title \"$c, emulated on 1 H200\","
 done

@@ -46,6 +46,13 @@ for script in "$EXP"/fig[1-9]-*.sh "$EXP"/fig1[012]-*.sh; do
     *) failed+=("$name (exit $rc)") ;;
   esac
 done
+# The PNGs kept in the tree are palette-quantized (pngquant, quality 90-100: the plots have few colours,
+# the file shrinks 2-3x and looks the same); without pngquant they stay as gnuplot wrote them.
+if command -v pngquant > /dev/null; then
+  for f in "$EXP"/figures/*.png; do
+    pngquant --quality=90-100 --speed 1 --skip-if-larger --force --output "$f" -- "$f" 2> /dev/null || true
+  done
+fi
 echo
 echo "drawn (${#drawn[@]}): ${drawn[*]:-none}"
 echo "skipped for missing data (${#skipped[@]}): ${skipped[*]:-none}"

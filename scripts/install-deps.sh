@@ -10,4 +10,4 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config \
   libsimgrid-dev libjansson-dev libcunit1-dev libopenmpi-dev openmpi-bin \
-  gnuplot-nox jq clang libclang-rt-14-dev bible-kjv bible-kjv-text xz-utils >/dev/null
+  gnuplot-nox pngquant jq clang libclang-rt-14-dev bible-kjv bible-kjv-text xz-utils >/dev/null

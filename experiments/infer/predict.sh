@@ -11,6 +11,9 @@ SIM=${SIM:-build/sim/tacosim}
 CAL=${CAL:-experiments/infer/calibration}
 OUTD=${OUTD:-experiments/infer/predicted}
 mkdir -p "$OUTD"
+# The tree keeps the inference calibrations gzipped (h200-<transport>.json.gz); the JSON beside it is
+# unpacked on first use (git-ignored), so the path the predictions record stays the same.
+for gz in "$CAL"/h200-*.json.gz; do [ -f "$gz" ] && [ ! -f "${gz%.gz}" ] && gzip -cd "$gz" > "${gz%.gz}"; done
 : > "$OUTD/warnings.txt"
 for f in experiments/infer/plans/infer-v-*.json; do
   n=$(basename "$f" .json)

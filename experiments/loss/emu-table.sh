@@ -2,6 +2,7 @@
 # emu-table.sh [DIR] — the tables of experiments/loss/README.md ("124M, TP 2 / TP 8 emulated") from the
 # runs kept in DIR (experiments/loss/emu/124m, emu/124m-tp8: one folder per run, tp<TP>-s<SEED>-<codec>/ with
 # loss-<codec>.csv and stats-<codec>.csv written by experiments/loss/run-emu.sh big):
+# (The tree keeps the per-step logs gzipped, *.csv.gz; plain *.csv of a fresh run read the same way.)
 #   1. validation loss (16 held-out batches) at steps 1000, 1500, 1750 where the run's curve is kept,
 #      the final validation loss over the whole held-out part (summary.csv), its difference to the
 #      baseline of the same TP and seed, and the training steps/s; a folder with only summary.csv is a run
@@ -19,7 +20,7 @@ echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for d in "$dir"/tp*; do
   run=$(basename "$d")
   seed=${run#tp*-s}; seed=${seed%%-*}; tp=${run%%-*}
-  f=$(ls "$d"/loss-*.csv 2> /dev/null || true)
+  f=$(ls "$d"/loss-*.csv* 2> /dev/null | head -1 || true)
   fv=$(final "$d" 5) bv=$(final "$dir/$tp-s$seed-none" 5) sps=$(final "$d" 8)
   awk -F, -v run="$run" -v fv="${fv:-}" -v bv="${bv:-}" -v sps="${sps:-}" '
     !/^#/ && $2 == "val" { v[$1] = $3 }
@@ -28,7 +29,7 @@ for d in "$dir"/tp*; do
     END { if (!last && fv != "") last = "2000 (curve not kept)"
           printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", run, last, cell(1000), cell(1500), cell(1750),
             fv != "" ? sprintf("%.5f", fv) : "-", (fv != "" && bv != "") ? sprintf("%+.2f%%", 100 * (fv - bv) / bv) : "-",
-            sps != "" ? sps : "-" }' ${f:-/dev/null}
+            sps != "" ? sps : "-" }' <(gzip -cdf ${f:-/dev/null})
 done
 echo
 echo "Seeds (final validation loss over the whole held-out part; spread: half the distance between the two seeds):"
@@ -54,4 +55,4 @@ awk -F, '!/^#/ && NR > 2 { k = $1 SUBSEP $3; if (!(k in m) || $7 > m[k]) { m[k] 
         split("attn_out fc2_out fc1_dgrad qkv_dgrad", c, " ")
         for (i = 1; i <= n; i++) { printf "| %d |", st[i]
           for (j = 1; j <= 4; j++) { k = st[i] SUBSEP c[j]; printf " %.1f (L%d) | %.1f (L%d) |", m[k], ml[k], q[k], ql[k] }
-          printf "\n" } }' "$dir/$tp"-s1234-none/stats-none.csv
+          printf "\n" } }' <(gzip -cdf "$(ls "$dir/$tp"-s1234-none/stats-none.csv* | head -1)")
