@@ -30,6 +30,14 @@ for a in "$@"; do
   esac
 done
 
+# The PNGs kept in the tree are palette-quantized once, as drawn (pngquant, quality 90-100: the plots
+# have few colours, the file shrinks 2-3x and looks the same); without pngquant they stay as gnuplot
+# wrote them.
+quantize() {
+  command -v pngquant > /dev/null && [ -f "$1" ] || return 0
+  pngquant --quality=90-100 --speed 1 --skip-if-larger --force --output "$1" -- "$1" 2> /dev/null || true
+}
+
 drawn=() skipped=() failed=()
 start=$(date +%s)
 for script in "$EXP"/fig[1-9]-*.sh "$EXP"/fig1[012]-*.sh; do
@@ -41,18 +49,12 @@ for script in "$EXP"/fig[1-9]-*.sh "$EXP"/fig1[012]-*.sh; do
   bash "$script"
   rc=$?
   case $rc in
-    0) drawn+=("$name ($(( $(date +%s) - t0 )) s)") ;;
+    0) drawn+=("$name ($(( $(date +%s) - t0 )) s)")
+       quantize "$EXP/figures/$name.png" ;;
     3) skipped+=("$name") ;;
     *) failed+=("$name (exit $rc)") ;;
   esac
 done
-# The PNGs kept in the tree are palette-quantized (pngquant, quality 90-100: the plots have few colours,
-# the file shrinks 2-3x and looks the same); without pngquant they stay as gnuplot wrote them.
-if command -v pngquant > /dev/null; then
-  for f in "$EXP"/figures/*.png; do
-    pngquant --quality=90-100 --speed 1 --skip-if-larger --force --output "$f" -- "$f" 2> /dev/null || true
-  done
-fi
 echo
 echo "drawn (${#drawn[@]}): ${drawn[*]:-none}"
 echo "skipped for missing data (${#skipped[@]}): ${skipped[*]:-none}"
