@@ -416,6 +416,10 @@ double plan_params_of_stage(const plan *p, int stage);
 #define PLAN_TPO_PIPELINE_SPLITS 4
 int plan_tpo_comm_sms(const plan *p, int model_op, int phase, int part);
 int plan_tpo_first_column(const plan *p, int model_op);
+/* The same two over a layer's ops already built (model_layer_ops of plan_shard(p)), for callers that
+ * ask for every op of a layer; plan_tpo_ops_sms does not look at tp_comm_overlap. */
+int plan_tpo_ops_sms(const model_op *ops, int n, int model_op, int phase, int part);
+int plan_tpo_ops_first_column(const model_op *ops, int n, int model_op);
 int plan_validate_tpo(const plan *p, ts_err *e);
 
 /* Share s of k (tp_overlap_chunks) of a split op's FLOPs or bytes: the k

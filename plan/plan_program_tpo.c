@@ -21,12 +21,8 @@
 #include "plan.h"
 #include "plan_internal.h"
 
-int plan_tpo_first_column(const plan *p, int mop) {
-  model_shard s = plan_shard(p);
-  model_op ops[MODEL_MAX_LAYER_OPS];
-  ts_err e;
-  int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
-  if (n < 0 || mop < 0 || mop >= n || ops[mop].parallel != MODEL_PAR_COLUMN) return 0;
+int plan_tpo_ops_first_column(const model_op *ops, int n, int mop) {
+  if (mop < 0 || mop >= n || ops[mop].parallel != MODEL_PAR_COLUMN) return 0;
   for (int i = mop - 1; i >= 0; i--) {
     if (ops[i].parallel == MODEL_PAR_ROW) return 1;
     if (ops[i].parallel == MODEL_PAR_COLUMN) return 0;
@@ -34,22 +30,37 @@ int plan_tpo_first_column(const plan *p, int mop) {
   return 1;
 }
 
-int plan_tpo_comm_sms(const plan *p, int mop, int phase, int part) {
-  if (!p->tp_comm_overlap || p->tp < 2 || mop < 0) return 0;
-  model_shard s = plan_shard(p);
-  model_op ops[MODEL_MAX_LAYER_OPS];
-  ts_err e;
-  int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
-  if (n < 0 || mop >= n || ops[mop].kind != MODEL_OP_GEMM) return 0;
+int plan_tpo_ops_sms(const model_op *ops, int n, int mop, int phase, int part) {
+  if (mop < 0 || mop >= n || ops[mop].kind != MODEL_OP_GEMM) return 0;
   const bool fwd = phase == PLAN_PHASE_FWD || phase == PLAN_PHASE_RECOMPUTE;
   const int par = ops[mop].parallel;
   if (par == MODEL_PAR_ROW) {
     if (fwd) return PLAN_TPO_PIPELINE_SMS;
     return part == PLAN_PART_DGRAD ? PLAN_TPO_RING_SMS : 0;
   }
-  if (par != MODEL_PAR_COLUMN || !plan_tpo_first_column(p, mop)) return 0;
+  if (par != MODEL_PAR_COLUMN || !plan_tpo_ops_first_column(ops, n, mop)) return 0;
   if (fwd) return PLAN_TPO_RING_SMS;
   return PLAN_TPO_BULK_SMS; /* dgrad beside the bulk all-gather, wgrad beside the bulk reduce-scatter */
+}
+
+/* The layer's ops as the programs build them (plan_shard), or -1. */
+static int layer_ops(const plan *p, model_op *ops) {
+  model_shard s = plan_shard(p);
+  ts_err e;
+  return model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+}
+
+int plan_tpo_first_column(const plan *p, int mop) {
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = layer_ops(p, ops);
+  return n < 0 ? 0 : plan_tpo_ops_first_column(ops, n, mop);
+}
+
+int plan_tpo_comm_sms(const plan *p, int mop, int phase, int part) {
+  if (!p->tp_comm_overlap || p->tp < 2 || mop < 0) return 0;
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = layer_ops(p, ops);
+  return n < 0 ? 0 : plan_tpo_ops_sms(ops, n, mop, phase, part);
 }
 
 int plan_validate_tpo(const plan *p, ts_err *e) {

@@ -103,7 +103,17 @@ typedef struct {
   double iteration_s, tokens_per_s, tflops_per_gpu, mfu;
   double compute_s, tp_exposed_s, pp_exposed_s, dp_exposed_s, bubble_s, codec_s, optimizer_s;
   double cp_exposed_s; /* (added) the KV ring's steps the attention waits for */
+  double clock_duty, clock_gemm_speed; /* the clock model's duty and GEMM speed (1: no clock section) */
 } sim_search_estimate;
+
+/* The estimate's clock model: the duty of a GPU as sim_clock.c measures it (the busy fraction in
+ * windows around its compute, weighted by compute time) from an iteration's mean times: `busy` (compute
+ * and the collectives that draw power), `steady_idle` (waits spread over the iteration: exposed pipeline
+ * transfers, ZeRO-3's per-layer gathers) and `bubble` (the pipeline's fill and drain). In the fill and
+ * drain each stage alternates a wait and a chunk, so the compute there is taken as much as the bubble
+ * (at most all of it) and sees the GPU busy bubble / (2 bubble) of the time; the rest sees the steady
+ * busy fraction. 1 when nothing waits. */
+double sim_search_clock_duty(double busy, double steady_idle, double bubble);
 
 /* Per-iteration time of a plan from its model ops: compute from the
  * calibration (roofline where it has no table), TP collectives from the

@@ -257,17 +257,24 @@ static double group_coll_s(const plan *p, plan_coll c, int n, int stride, double
 
 typedef struct {
   double compute, recompute, tp_exposed, codec;
+  double gemm, gemm_recompute; /* the parts of compute and recompute the clock model speeds up as GEMMs
+                                  (GEMMs and attention, as sim_costs.c's compute_us counts them) */
 } layer_cost;
+
+/* Whether an op's time is GEMM time for the clock model. */
+static bool clock_gemm(const model_op *o) { return o->kind == MODEL_OP_GEMM || o->kind == MODEL_OP_ATTENTION; }
 
 static void layer_costs(estimator *x, const model_op *ops, int n, double act_bytes, layer_cost *lc) {
   const plan *p = x->p;
   const bool sp = p->sequence_parallel && p->tp > 1, tp = p->tp > 1;
   memset(lc, 0, sizeof *lc);
-  double fwd = 0, fwd_comm = 0, fwd_codec = 0;
+  double fwd = 0, fwd_comm = 0, fwd_codec = 0, fwd_gemm = 0;
   /* forward: collectives after row-parallel GEMMs (and SP gathers before column ones) wait */
   for (int i = 0; i < n; i++) {
     const model_op *o = &ops[i];
-    fwd += o->kind == MODEL_OP_GEMM ? gemm_s(x, o->m, o->n, o->k) : other_op_s(x, o, false);
+    double t = o->kind == MODEL_OP_GEMM ? gemm_s(x, o->m, o->n, o->k) : other_op_s(x, o, false);
+    fwd += t;
+    if (clock_gemm(o)) fwd_gemm += t;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (sp && starts_block) fwd_comm += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_FWD, 0, act_bytes, &fwd_codec);
     if (tp && o->parallel == MODEL_PAR_ROW)
@@ -275,17 +282,20 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
                            &fwd_codec);
   }
   /* backward: dgrad, then the input-gradient collective overlapping wgrad */
-  double bwd = 0, bwd_exposed = 0, bwd_codec = 0;
+  double bwd = 0, bwd_exposed = 0, bwd_codec = 0, bwd_gemm = 0;
   for (int i = n - 1; i >= 0; i--) {
     const model_op *o = &ops[i];
     if (sp && o->parallel == MODEL_PAR_ROW)
       bwd_exposed += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, act_bytes, &bwd_codec);
     if (o->kind != MODEL_OP_GEMM) {
-      bwd += other_op_s(x, o, true);
+      double t = other_op_s(x, o, true);
+      bwd += t;
+      if (clock_gemm(o)) bwd_gemm += t;
       continue;
     }
     double dgrad = gemm_s(x, o->m, o->k, o->n), wgrad = gemm_s(x, o->k, o->n, o->m);
     bwd += dgrad + wgrad;
+    bwd_gemm += dgrad + wgrad;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (tp && starts_block) {
       /* Launched beside the dgrad/wgrad GEMMs, a collective waits for the
@@ -299,28 +309,32 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
     }
   }
   lc->compute = fwd + bwd;
+  lc->gemm = fwd_gemm + bwd_gemm;
   lc->tp_exposed = fwd_comm + bwd_exposed;
   lc->codec = fwd_codec + bwd_codec;
   if (p->recompute == MODEL_RECOMPUTE_FULL) {
     lc->recompute = fwd;
+    lc->gemm_recompute = fwd_gemm;
     lc->tp_exposed += fwd_comm;
     lc->codec += fwd_codec;
   } else if (p->recompute == MODEL_RECOMPUTE_SELECTIVE) {
     for (int i = 0; i < n; i++)
       if (ops[i].kind == MODEL_OP_ATTENTION) lc->recompute += other_op_s(x, &ops[i], false);
+    lc->gemm_recompute = lc->recompute;
   }
 }
 
 /* Logits, cross-entropy and final norm of the last stage, per micro-batch. */
-static double head_s(estimator *x, const model_op *head, int n, double act_bytes, double *tp_s) {
+static double head_s(estimator *x, const model_op *head, int n, double act_bytes, double *tp_s, double *gemm) {
   const plan *p = x->p;
   double t = 0, codec = 0;
   for (int i = 0; i < n; i++) {
     const model_op *o = &head[i];
-    if (o->kind == MODEL_OP_GEMM)
-      t += gemm_s(x, o->m, o->n, o->k) + gemm_s(x, o->m, o->k, o->n) + gemm_s(x, o->k, o->n, o->m);
-    else
-      t += other_op_s(x, o, false) + other_op_s(x, o, true);
+    double d = o->kind == MODEL_OP_GEMM
+                 ? gemm_s(x, o->m, o->n, o->k) + gemm_s(x, o->m, o->k, o->n) + gemm_s(x, o->k, o->n, o->m)
+                 : other_op_s(x, o, false) + other_op_s(x, o, true);
+    t += d;
+    if (clock_gemm(o)) *gemm += d;
   }
   if (p->tp > 1) {
     plan_coll c = p->sequence_parallel ? PLAN_COLL_ALLGATHER : PLAN_COLL_ALLREDUCE;
@@ -345,7 +359,8 @@ static double cp_layer(estimator *x, const model_op *ops, int n, layer_cost *lc)
   for (int i = 0; i < n; i++)
     if (ops[i].kind == MODEL_OP_ATTENTION) af += other_op_s(x, &ops[i], false), ab += other_op_s(x, &ops[i], true);
   lc->compute += (cp - 1) * (af + ab);
-  if (p->recompute != MODEL_RECOMPUTE_NONE) lc->recompute += (cp - 1) * af;
+  lc->gemm += (cp - 1) * (af + ab);
+  if (p->recompute != MODEL_RECOMPUTE_NONE) lc->recompute += (cp - 1) * af, lc->gemm_recompute += (cp - 1) * af;
   double step = group_coll_s(p, PLAN_COLL_ALLGATHER, cp, p->tp, plan_cp_kv_bytes(p) * cp / (cp - 1.0));
   double fwd = (cp - 1) * fmax(0.0, step - af);
   return fwd * (p->recompute != MODEL_RECOMPUTE_NONE ? 2 : 1) + (cp - 1) * fmax(0.0, 2 * step - ab) + step;
@@ -356,9 +371,15 @@ static double cp_layer(estimator *x, const model_op *ops, int n, layer_cost *lc)
  * prices it (sim_comm.c): an uncompressed piece is a userbuffer kernel on
  * SMs of its own and starts when its data is ready; a compressed one (TACO)
  * needs the SMs of the GEMM piece running when it is ready and starts when
- * that piece ends. The GEMMs run without the userbuffer kernels' SMs
- * (PLAN_TPO_PIPELINE_SMS of the GPU's; the ring exchange's 1 SM counted as
- * 16 here: an upper bound). */
+ * that piece ends. Each GEMM runs without the SMs its userbuffer kernel
+ * holds (plan_tpo_ops_sms: pipeline and bulk 16, ring exchange 1), as
+ * sim_costs.c prices it. */
+
+/* How much longer GEMM op mop runs in this phase and part beside its userbuffer kernel. */
+static double tpo_sm_factor(const plan *p, const model_op *ops, int n, int mop, int phase, int part) {
+  int k = plan_tpo_ops_sms(ops, n, mop, phase, part), sms = p->cluster.gpu.sms;
+  return k > 0 && sms > k ? (double)sms / (sms - k) : 1.0;
+}
 
 /* Whether the program builder compresses this TP message (tp_message). */
 static bool tpo_compressed(const plan *p, plan_traffic t, double bytes) {
@@ -394,15 +415,18 @@ double sim_search_tpo_pipeline_exposed(int k, double gemm, double piece, bool co
 static void tpo_layer(estimator *x, const model_op *ops, int n, double act, layer_cost *lc) {
   const plan *p = x->p;
   if (!p->tp_comm_overlap) return;
-  const int t = p->tp, k = PLAN_TPO_PIPELINE_SPLITS, sms = p->cluster.gpu.sms, ksm = PLAN_TPO_PIPELINE_SMS;
-  const double f = sms > ksm ? (double)sms / (sms - ksm) : 1.0; /* the GEMMs beside the userbuffer kernels */
-  double g = 0, fwd = 0, bwd = 0, unused = 0;
+  const int t = p->tp, k = PLAN_TPO_PIPELINE_SPLITS;
+  double extra = 0, extra_fwd = 0, fwd = 0, bwd = 0, unused = 0; /* extra: GEMM time lost to the kernels' SMs */
   const double step = act / (t - 1), piece = act / k;
   for (int i = 0; i < n; i++) {
     const model_op *o = &ops[i];
     if (o->kind != MODEL_OP_GEMM) continue;
-    double gf = gemm_s(x, o->m, o->n, o->k) * f, gd = gemm_s(x, o->m, o->k, o->n) * f, gw = gemm_s(x, o->k, o->n, o->m) * f;
-    g += gf + gd + gw;
+    double f0 = gemm_s(x, o->m, o->n, o->k), d0 = gemm_s(x, o->m, o->k, o->n), w0 = gemm_s(x, o->k, o->n, o->m);
+    double gf = f0 * tpo_sm_factor(p, ops, n, i, PLAN_PHASE_FWD, PLAN_PART_WHOLE);
+    double gd = d0 * tpo_sm_factor(p, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD);
+    double gw = w0 * tpo_sm_factor(p, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_WGRAD);
+    extra += (gf - f0) + (gd - d0) + (gw - w0);
+    extra_fwd += gf - f0;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (starts_block) {
       /* forward: the SP gather as a ring exchange beside the block's first GEMM */
@@ -424,7 +448,9 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
                               tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, step));
     }
   }
-  lc->compute += g * (1.0 - 1.0 / f);
+  lc->compute += extra;
+  lc->gemm += extra;
+  if (p->recompute == MODEL_RECOMPUTE_FULL) lc->recompute += extra_fwd, lc->gemm_recompute += extra_fwd;
   lc->tp_exposed = fwd * (p->recompute == MODEL_RECOMPUTE_FULL ? 2 : 1) + bwd;
 }
 
@@ -455,6 +481,111 @@ static double dp_sharded_s(const plan *p, double params, double reduce, double g
   return t;
 }
 
+/* ---- the clock model ---- */
+
+double sim_search_clock_duty(double busy, double steady_idle, double bubble) {
+  if (!(busy > 0)) return 1.0;
+  double fill = fmin(fmax(bubble, 0.0), busy), steady = busy - fill;
+  double d_steady = steady > 0 ? steady / (steady + fmax(steady_idle, 0.0)) : 1.0;
+  double d_fill = fill > 0 ? fill / (fill + bubble) : 1.0;
+  return (steady * d_steady + fill * d_fill) / busy;
+}
+
+/* The duty and busy/idle cycle of an estimated iteration (mean breakdown).
+ * Collectives inside a node over NVLink draw power (sim_comm_draws_power);
+ * a pipeline that waits does so once per chunk and micro-batch. */
+static double estimate_duty(const plan *p, const sim_search_estimate *est, double *cycle_us) {
+  topo_intra_kind k = p->cluster.intra.kind;
+  const bool nvlink = k == TOPO_INTRA_NVLINK || k == TOPO_INTRA_NVSWITCH;
+  const bool tp_draws = nvlink && !crosses_nodes(p, 1, p->tp);
+  const bool pp_draws = nvlink && p->pp > 1 && !crosses_nodes(p, p->tp * plan_cp(p) * p->dp, 2);
+  double busy = est->compute_s + (tp_draws ? est->tp_exposed_s : 0.0);
+  double steady_idle = (pp_draws ? 0.0 : est->pp_exposed_s) + est->cp_exposed_s +
+                       (p->zero_stage == 3 ? est->dp_exposed_s : 0.0);
+  double gaps = p->pp > 1 ? (double)plan_micro_batches(p) * p->vpp : 1.0;
+  *cycle_us = est->iteration_s / gaps * 1e6;
+  return sim_search_clock_duty(busy, steady_idle, est->bubble_s);
+}
+
+/* ---- one iteration from the per-layer costs ---- */
+
+typedef struct {
+  layer_cost lc;
+  double cp_ring;                   /* exposed KV ring per layer and micro-batch */
+  double head, head_gemm, head_tp;  /* the output head per micro-batch (last stage) */
+} stage_costs;
+
+/* Compute time at the clock's speeds: GEMM (and attention) time / gemm_speed, the rest / mem_speed. */
+static double at_speed(double total, double gemm, double gs, double ms) { return gemm / gs + (total - gemm) / ms; }
+
+/* The iteration at GEMM speed gs and memory-bound speed ms. The pace is the
+ * last stage's (its layers and the head); the breakdown is the mean over the
+ * pipeline's stages, as the simulator reports it: the head computes on one
+ * stage of pp, and the others wait for it (bubble). */
+static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, sim_search_estimate *est) {
+  const plan *p = x->p;
+  const layer_cost *lc = &sc->lc;
+  memset(est, 0, sizeof *est);
+  est->clock_gemm_speed = 1.0;
+  const int m = plan_micro_batches(p), L = p->layers / p->pp;
+  const double compute = at_speed(lc->compute, lc->gemm, gs, ms), recompute = at_speed(lc->recompute, lc->gemm_recompute, gs, ms);
+  const double head = at_speed(sc->head, sc->head_gemm, gs, ms);
+  /* per micro-batch on the last stage (its layers plus the output head) */
+  double per_layer = compute + recompute + lc->tp_exposed + sc->cp_ring;
+  double stage_mb = L * per_layer + head + sc->head_tp;
+  double pipeline = (m + (double)(p->pp - 1) / p->vpp) * stage_mb;
+  double last_bubble = (double)(p->pp - 1) / p->vpp * stage_mb;
+  est->compute_s = m * (L * (compute + recompute) + head / p->pp);
+  est->tp_exposed_s = m * (L * lc->tp_exposed + sc->head_tp / p->pp);
+  est->codec_s = m * L * lc->codec;
+  est->cp_exposed_s = m * L * sc->cp_ring;
+  est->bubble_s = fmax(0.0, pipeline - est->compute_s - est->tp_exposed_s - est->cp_exposed_s);
+
+  /* pipeline transfers: activation forward, gradient backward, per chunk */
+  if (p->pp > 1) {
+    model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, plan_local_seq(p)};
+    double msg = model_activation_tensor_bytes(&p->model, &sh);
+    int stride = p->tp * plan_cp(p) * p->dp; /* tp-cp-dp-pp order */
+    double t = crosses_nodes(p, stride, 2)
+            ? p->cluster.nic.latency_us * 1e-6 + msg / (nic_gbps_per_gpu(&p->cluster) * 1e9)
+            : p->cluster.intra.latency_us * 1e-6 + msg / (p->cluster.intra.gbps_per_gpu * 1e9);
+    est->pp_exposed_s = 2.0 * m * p->vpp * t;
+  }
+
+  /* data parallel: fp32 gradients of this GPU's parameters */
+  double params = 0;
+  for (int s = 0; s < p->pp; s += (p->pp > 2 ? p->pp - 1 : 1)) params = fmax(params, plan_params_of_stage(p, s));
+  if (p->pp == 2) params = fmax(plan_params_of_stage(p, 0), plan_params_of_stage(p, 1));
+  const int shards = plan_dp_shards(p); /* gradients are reduced over dp x cp */
+  double opt_params = p->zero1 ? params / shards : params;
+  est->optimizer_s = kernel_s(x, "optimizer", 30.0 * opt_params, 0, false) / ms;
+  if (shards > 1 && (p->zero_stage >= 2 || p->overlap_param_gather || p->overlap_grad_reduce_off || plan_cp(p) > 1)) {
+    double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, shards, p->tp,
+                                 4.0 * params);
+    double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
+    est->dp_exposed_s = dp_sharded_s(p, params, reduce, gather, L * (compute + recompute),
+                                     L * compute / 3.0 /* the forward: a third of forward + backward */,
+                                     L * compute + 0.5 * last_bubble, m, L + (p->pp == 1 ? 2 : 1));
+  } else if (p->dp > 1) {
+    double grads = 4.0 * params;
+    double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, p->dp, p->tp, grads);
+    /* Buckets leave as their layers' last backward ends: they overlap the
+     * last micro-batch's pass through the stage and the idle gaps of the
+     * pipeline drain (half the bubble). */
+    double overlap = L * compute + 0.5 * last_bubble;
+    est->dp_exposed_s = fmax(0.0, reduce - overlap);
+    if (p->zero1) est->dp_exposed_s += group_coll_s(p, PLAN_COLL_ALLGATHER, p->dp, p->tp, 2.0 * params);
+  }
+  if (x->failed) return -1;
+
+  est->iteration_s = pipeline + est->pp_exposed_s + est->dp_exposed_s + est->optimizer_s;
+  double tokens = (double)p->global_batch * p->seq;
+  est->tokens_per_s = tokens / est->iteration_s;
+  est->tflops_per_gpu = plan_model_flops(p) / est->iteration_s / plan_world_size(p) / 1e12;
+  est->mfu = est->tflops_per_gpu * 1e12 / (p->cluster.gpu.bf16_tflops * 1e12);
+  return 0;
+}
+
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e) {
   memset(est, 0, sizeof *est);
   estimator x = {.p = p, .e = e};
@@ -478,61 +609,23 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   layer_costs(&x, ops, n, act, &lc);
   tpo_layer(&x, ops, n, act, &lc);
   double cp_ring = cp_layer(&x, ops, n, &lc);
-  double head_tp = 0;
-  double head_time = head_s(&x, head, nh, act, &head_tp);
+  stage_costs sc = {.lc = lc, .cp_ring = cp_ring};
+  sc.head = head_s(&x, head, nh, act, &sc.head_tp, &sc.head_gemm);
   if (x.failed) return -1;
 
-  const int m = plan_micro_batches(p), L = p->layers / p->pp;
-  /* per micro-batch on the last stage (its layers plus the output head) */
-  double per_layer = lc.compute + lc.recompute + lc.tp_exposed + cp_ring;
-  double stage_mb = L * per_layer + head_time + head_tp;
-  double pipeline = (m + (double)(p->pp - 1) / p->vpp) * stage_mb;
-  est->compute_s = m * (L * (lc.compute + lc.recompute) + head_time);
-  est->tp_exposed_s = m * (L * lc.tp_exposed + head_tp);
-  est->codec_s = m * L * lc.codec;
-  est->cp_exposed_s = m * L * cp_ring;
-  est->bubble_s = (double)(p->pp - 1) / p->vpp * stage_mb;
-
-  /* pipeline transfers: activation forward, gradient backward, per chunk */
-  if (p->pp > 1) {
-    double msg = model_activation_tensor_bytes(&p->model, &sh);
-    int stride = p->tp * plan_cp(p) * p->dp; /* tp-cp-dp-pp order */
-    double t = crosses_nodes(p, stride, 2)
-            ? p->cluster.nic.latency_us * 1e-6 + msg / (nic_gbps_per_gpu(&p->cluster) * 1e9)
-            : p->cluster.intra.latency_us * 1e-6 + msg / (p->cluster.intra.gbps_per_gpu * 1e9);
-    est->pp_exposed_s = 2.0 * m * p->vpp * t;
+  /* The clock model (sim_clock.c): the GPU's duty sets its GEMM and memory
+   * speeds, the speeds the timeline and so the duty; two passes after the
+   * first, as the simulator's passes settle in two or three. */
+  if (assemble(&x, &sc, 1.0, 1.0, est)) return -1;
+  for (int pass = 0; pass < 2 && cal->n_clock > 0; pass++) {
+    double cycle_us, g, mem;
+    est->clock_duty = estimate_duty(p, est, &cycle_us);
+    schema_clock_speed(cal, est->clock_duty, cycle_us, &g, &mem);
+    if (!(g > 0) || !(mem > 0)) break;
+    double duty = est->clock_duty;
+    if (assemble(&x, &sc, g, mem, est)) return -1;
+    est->clock_duty = duty, est->clock_gemm_speed = g;
   }
-
-  /* data parallel: fp32 gradients of this GPU's parameters */
-  double params = 0;
-  for (int s = 0; s < p->pp; s += (p->pp > 2 ? p->pp - 1 : 1)) params = fmax(params, plan_params_of_stage(p, s));
-  if (p->pp == 2) params = fmax(plan_params_of_stage(p, 0), plan_params_of_stage(p, 1));
-  const int shards = plan_dp_shards(p); /* gradients are reduced over dp x cp */
-  double opt_params = p->zero1 ? params / shards : params;
-  est->optimizer_s = kernel_s(&x, "optimizer", 30.0 * opt_params, 0, false);
-  if (shards > 1 && (p->zero_stage >= 2 || p->overlap_param_gather || p->overlap_grad_reduce_off || plan_cp(p) > 1)) {
-    double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, shards, p->tp,
-                                 4.0 * params);
-    double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
-    est->dp_exposed_s = dp_sharded_s(p, params, reduce, gather, L * (lc.compute + lc.recompute),
-                                     L * lc.compute / 3.0 /* the forward: a third of forward + backward */,
-                                     L * lc.compute + 0.5 * est->bubble_s, m, L + (p->pp == 1 ? 2 : 1));
-  } else if (p->dp > 1) {
-    double grads = 4.0 * params;
-    double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, p->dp, p->tp, grads);
-    /* Buckets leave as their layers' last backward ends: they overlap the
-     * last micro-batch's pass through the stage and the idle gaps of the
-     * pipeline drain (half the bubble). */
-    double overlap = L * lc.compute + 0.5 * est->bubble_s;
-    est->dp_exposed_s = fmax(0.0, reduce - overlap);
-    if (p->zero1) est->dp_exposed_s += group_coll_s(p, PLAN_COLL_ALLGATHER, p->dp, p->tp, 2.0 * params);
-  }
-  if (x.failed) return -1;
-
-  est->iteration_s = pipeline + est->pp_exposed_s + est->dp_exposed_s + est->optimizer_s;
-  double tokens = (double)p->global_batch * p->seq;
-  est->tokens_per_s = tokens / est->iteration_s;
-  est->tflops_per_gpu = plan_model_flops(p) / est->iteration_s / plan_world_size(p) / 1e12;
-  est->mfu = est->tflops_per_gpu * 1e12 / (p->cluster.gpu.bf16_tflops * 1e12);
   return 0;
 }
+

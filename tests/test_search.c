@@ -325,6 +325,17 @@ static void test_tpo_pieces(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_search_tpo_pipeline_exposed(4, 8, 3, true), 8, 1e-12);
 }
 
+/* The estimate's clock duty, worked by hand. busy 8, steady idle 1, bubble 2:
+ * the fill's compute 2 sees 2 / (2 + 2) = 0.5, the other 6 see 6 / 7:
+ * (6 x 6/7 + 2 x 0.5) / 8 = 0.7678571...; nothing waiting: 1; a bubble
+ * larger than all compute (busy 1, bubble 3): 1 / 4. */
+static void test_clock_duty(void) {
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_clock_duty(8, 1, 2), (6.0 * 6.0 / 7.0 + 1.0) / 8.0, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_clock_duty(8, 0, 0), 1.0, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_clock_duty(1, 0, 3), 0.25, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_clock_duty(0, 1, 1), 1.0, 1e-12);
+}
+
 static void test_spearman(void) {
   double a[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 30, 40, 50}, down[] = {5, 4, 3, 2, 1};
   CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, up, 5), 1.0, 1e-12);
@@ -445,6 +456,7 @@ int main(void) {
   CU_add_test(s, "spearman", test_spearman);
   CU_add_test(s, "estimate: cross-node ring latency", test_ring_latency);
   CU_add_test(s, "estimate: tp_comm_overlap pieces", test_tpo_pieces);
+  CU_add_test(s, "estimate: clock duty", test_clock_duty);
   CU_add_test(s, "codec policies", test_codec_policies);
   CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
   CU_add_test(s, "small search end to end", test_small_search);
