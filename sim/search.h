@@ -129,6 +129,11 @@ double sim_search_ring_latency_us(const topo_cluster *cl, int stride, int n);
 double sim_search_tpo_ring_exposed(int t, double gemm, double step, bool compressed);
 double sim_search_tpo_pipeline_exposed(int k, double gemm, double piece, bool compressed);
 
+/* ZeRO-3's wait per micro-batch on a stage (search_estimate.c): the first unit's gather of each of the
+ * 2 vpp chunk steps is exposed (the programs prefetch within a step), the rest of the DP stream's work
+ * (dp_work) hides behind the compute when it fits. Seconds in, seconds out. */
+double sim_search_zero3_wait_s(int vpp, double dp_work, double unit_gather, double compute);
+
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e);
 
 /* ---- running a search ---- */

@@ -460,25 +460,39 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
  * its backward; ZeRO-3 also gathers each layer's bf16 parameters twice per
  * micro-batch, prefetched beside the compute; overlap_param_gather moves
  * ZeRO-1/2's gathers beside the first forward. */
-static double dp_sharded_s(const plan *p, double params, double reduce, double gather, double per_mb_compute,
-                           double first_fwd, double overlap, int m, int units) {
+static double dp_sharded_s(const plan *p, double reduce, double gather, double first_fwd, double overlap,
+                           double per_mb_compute, int m) {
   double t;
-  if (p->zero_stage == 3) {
-    /* one reduce-scatter and two gathers per unit (layer, embedding, head),
-     * each paying the ring's latency steps: the whole stage's bytes, the
-     * latency units times (on 2,048 cross-leaf members, 2047 x 7.5 us each) */
-    const int shards = plan_dp_shards(p);
-    double alpha = (units - 1) * (group_alpha_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp) +
-                                  2.0 * group_alpha_s(p, PLAN_COLL_ALLGATHER, shards, p->tp));
-    return m * fmax(0.0, reduce + 2.0 * gather + alpha - per_mb_compute);
-  }
   if (p->zero_stage == 2)
     t = m * fmax(0.0, reduce - per_mb_compute);
   else
     t = p->overlap_grad_reduce_off ? reduce : fmax(0.0, reduce - overlap);
   if (p->zero1) t += p->overlap_param_gather ? fmax(0.0, gather - first_fwd) : gather;
-  (void)params;
   return t;
+}
+
+/* ZeRO-3's wait per micro-batch on one stage. One reduce-scatter and two
+ * gathers per unit (layer, embedding, head), each paying the ring's latency
+ * steps: the stage's bytes, the latency units times (on 2,048 cross-leaf
+ * members, 2047 x 7.5 us each), all on the one DP stream beside the
+ * compute. The programs (plan_program.c, sharding_before_unit) prefetch
+ * within a step only: at the first unit of each chunk's forward and backward
+ * step the compute waits for that unit's whole gather (2 vpp of them per
+ * micro-batch); the rest of the DP work hides behind the compute when it
+ * fits: max(2 vpp x unit gather, DP work - compute). */
+double sim_search_zero3_wait_s(int vpp, double dp_work, double unit_gather, double compute) {
+  return fmax(2.0 * vpp * unit_gather, dp_work - compute);
+}
+
+static double zero3_wait(const plan *p, double params, double per_mb_compute, int units) {
+  const int shards = plan_dp_shards(p);
+  double reduce = group_coll_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, 4.0 * params);
+  double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
+  double a_rs = group_alpha_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp);
+  double a_ag = group_alpha_s(p, PLAN_COLL_ALLGATHER, shards, p->tp);
+  double work = reduce + 2.0 * gather + (units - 1) * (a_rs + 2.0 * a_ag);
+  double unit_gather = (gather - a_ag) / units + a_ag;
+  return sim_search_zero3_wait_s(p->vpp, work, unit_gather, per_mb_compute);
 }
 
 /* ---- the clock model ---- */
@@ -530,16 +544,26 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   const int m = plan_micro_batches(p), L = p->layers / p->pp;
   const double compute = at_speed(lc->compute, lc->gemm, gs, ms), recompute = at_speed(lc->recompute, lc->gemm_recompute, gs, ms);
   const double head = at_speed(sc->head, sc->head_gemm, gs, ms);
+  /* data parallel: fp32 gradients of this GPU's parameters (the largest stage's) */
+  double params = 0;
+  for (int s = 0; s < p->pp; s += (p->pp > 2 ? p->pp - 1 : 1)) params = fmax(params, plan_params_of_stage(p, s));
+  if (p->pp == 2) params = fmax(plan_params_of_stage(p, 0), plan_params_of_stage(p, 1));
+  const int shards = plan_dp_shards(p); /* gradients are reduced over dp x cp */
+  /* ZeRO-3's waits hold each micro-batch of the stage back: they set the pipeline's pace */
+  double z3 = p->zero_stage == 3 && shards > 1
+                ? zero3_wait(p, params, L * (compute + recompute), L + (p->pp == 1 ? 2 : 1))
+                : 0.0;
   /* per micro-batch on the last stage (its layers plus the output head) */
   double per_layer = compute + recompute + lc->tp_exposed + sc->cp_ring;
-  double stage_mb = L * per_layer + head + sc->head_tp;
+  double stage_mb = L * per_layer + head + sc->head_tp + z3;
   double pipeline = (m + (double)(p->pp - 1) / p->vpp) * stage_mb;
   double last_bubble = (double)(p->pp - 1) / p->vpp * stage_mb;
   est->compute_s = m * (L * (compute + recompute) + head / p->pp);
   est->tp_exposed_s = m * (L * lc->tp_exposed + sc->head_tp / p->pp);
   est->codec_s = m * L * lc->codec;
   est->cp_exposed_s = m * L * sc->cp_ring;
-  est->bubble_s = fmax(0.0, pipeline - est->compute_s - est->tp_exposed_s - est->cp_exposed_s);
+  est->dp_exposed_s = m * z3;
+  est->bubble_s = fmax(0.0, pipeline - est->compute_s - est->tp_exposed_s - est->cp_exposed_s - est->dp_exposed_s);
 
   /* pipeline transfers: activation forward, gradient backward, per chunk */
   if (p->pp > 1) {
@@ -552,20 +576,16 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
     est->pp_exposed_s = 2.0 * m * p->vpp * t;
   }
 
-  /* data parallel: fp32 gradients of this GPU's parameters */
-  double params = 0;
-  for (int s = 0; s < p->pp; s += (p->pp > 2 ? p->pp - 1 : 1)) params = fmax(params, plan_params_of_stage(p, s));
-  if (p->pp == 2) params = fmax(plan_params_of_stage(p, 0), plan_params_of_stage(p, 1));
-  const int shards = plan_dp_shards(p); /* gradients are reduced over dp x cp */
   double opt_params = p->zero1 ? params / shards : params;
   est->optimizer_s = kernel_s(x, "optimizer", 30.0 * opt_params, 0, false) / ms;
-  if (shards > 1 && (p->zero_stage >= 2 || p->overlap_param_gather || p->overlap_grad_reduce_off || plan_cp(p) > 1)) {
+  if (p->zero_stage == 3) {
+    /* counted in the pace above */
+  } else if (shards > 1 && (p->zero_stage >= 2 || p->overlap_param_gather || p->overlap_grad_reduce_off || plan_cp(p) > 1)) {
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, shards, p->tp,
                                  4.0 * params);
     double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
-    est->dp_exposed_s = dp_sharded_s(p, params, reduce, gather, L * (compute + recompute),
-                                     L * compute / 3.0 /* the forward: a third of forward + backward */,
-                                     L * compute + 0.5 * last_bubble, m, L + (p->pp == 1 ? 2 : 1));
+    est->dp_exposed_s = dp_sharded_s(p, reduce, gather, L * compute / 3.0 /* the forward: a third of forward + backward */,
+                                     L * compute + 0.5 * last_bubble, L * (compute + recompute), m);
   } else if (p->dp > 1) {
     double grads = 4.0 * params;
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, p->dp, p->tp, grads);
@@ -578,7 +598,7 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   }
   if (x->failed) return -1;
 
-  est->iteration_s = pipeline + est->pp_exposed_s + est->dp_exposed_s + est->optimizer_s;
+  est->iteration_s = pipeline + est->pp_exposed_s + (p->zero_stage == 3 ? 0.0 : est->dp_exposed_s) + est->optimizer_s;
   double tokens = (double)p->global_batch * p->seq;
   est->tokens_per_s = tokens / est->iteration_s;
   est->tflops_per_gpu = plan_model_flops(p) / est->iteration_s / plan_world_size(p) / 1e12;

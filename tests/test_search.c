@@ -336,6 +336,15 @@ static void test_clock_duty(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_search_clock_duty(0, 1, 1), 1.0, 1e-12);
 }
 
+/* ZeRO-3's wait per micro-batch, by hand: DP work 10, compute 5, one unit's
+ * gather 1. vpp 3: six first gathers wait, 6 > 10 - 5: 6; vpp 1: 2 < 5: 5;
+ * DP work inside the compute and one chunk: 2 x 1 = 2. */
+static void test_zero3_wait(void) {
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(3, 10, 1, 5), 6, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(1, 10, 1, 5), 5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(1, 4, 1, 5), 2, 1e-12);
+}
+
 static void test_spearman(void) {
   double a[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 30, 40, 50}, down[] = {5, 4, 3, 2, 1};
   CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, up, 5), 1.0, 1e-12);
@@ -457,6 +466,7 @@ int main(void) {
   CU_add_test(s, "estimate: cross-node ring latency", test_ring_latency);
   CU_add_test(s, "estimate: tp_comm_overlap pieces", test_tpo_pieces);
   CU_add_test(s, "estimate: clock duty", test_clock_duty);
+  CU_add_test(s, "estimate: ZeRO-3 wait", test_zero3_wait);
   CU_add_test(s, "codec policies", test_codec_policies);
   CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
   CU_add_test(s, "small search end to end", test_small_search);
