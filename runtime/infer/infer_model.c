@@ -192,8 +192,8 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   m->ks = calloc((size_t)layers, sizeof *m->ks);
   m->vs = calloc((size_t)layers, sizeof *m->vs);
   if (!m->w || !m->kc || !m->vc || !m->ks || !m->vs) return ts_fail_sys(e, "infer: out of host memory");
-  if (o->kv_fp8 && o->decode_attn != 2)
-    return ts_fail_sys(e, "infer: the FP8 KV cache is read by decode attention v2 only (--decode-attention v2)");
+  if (o->kv_fp8 && o->decode_attn < 2)
+    return ts_fail_sys(e, "infer: the FP8 KV cache is read by decode attention v2 and v3 only (--decode-attention)");
   m->kv_fp8 = o->kv_fp8;
   for (int l = 0; l < layers; l++) {
     infer_layer_w *w = &m->w[l];
@@ -243,11 +243,14 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   infer_attn_dims ad = {.batch = o->batch, .hl = m->hl, .kvl = m->kvl, .head_dim = m->d, .max_seq = o->max_seq};
   m->partial_bytes = 0;
   for (long long len = 1; len <= o->max_seq; len++) { /* the split count is not monotone in len */
-    size_t b = o->decode_attn == 2 ? infer_decode2_partial_bytes(&ad, len) : infer_decode_partial_bytes(&ad, len);
+    size_t b = o->decode_attn == 3   ? infer_decode3_partial_bytes(&ad, len)
+               : o->decode_attn == 2 ? infer_decode2_partial_bytes(&ad, len)
+                                     : infer_decode_partial_bytes(&ad, len);
     if (b > m->partial_bytes) m->partial_bytes = b;
   }
   IM_TRY(dmalloc(&m->partial, m->partial_bytes, "decode attention partials", e));
   m->decode_attn = o->decode_attn;
+  m->add_norm_separate = o->add_norm_separate;
   IM_TRY(dmalloc(&m->last, (size_t)(o->batch * h) * BF, "activations", e));
   IM_TRY(dmalloc(&m->lastn, (size_t)(o->batch * h) * BF, "activations", e));
   IM_TRY(dmalloc(&m->logits, (size_t)(o->batch * m->vl) * BF, "logits", e));
@@ -360,9 +363,11 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
   cudaStream_t st = m->stream;
   IM_TRY(rt_embedding_fwd(m->emb, tokens, m->x, T, (int)h, m->rank * m->vl, m->vl, st, e));
   IM_TRY(infer_allreduce(m, m->x, T, INFER_AR_PLAIN, e));
+  /* the residual adds fused with the next RMSNorm where the row fits (bit-equal, infer_kernels.h) */
+  const int fuse = !m->add_norm_separate && infer_add_rmsnorm_fits((int)h);
   for (int l = 0; l < m->layers; l++) {
     const infer_layer_w *w = &m->w[l];
-    IM_TRY(rt_rmsnorm_fwd(m->x, w->ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
+    if (!fuse || l == 0) IM_TRY(rt_rmsnorm_fwd(m->x, w->ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
     IM_TRY(gemm_nn(m, T, qcl, h, m->xn, w->wqkv, m->qkv, e));
     const infer_kv8 c8 = {m->kc[l], m->vc[l], m->ks[l], m->vs[l]};
     if (m->kv_fp8)
@@ -379,21 +384,31 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
                                .max_seq = m->kv_fp8 ? seq : m->max_seq};
       IM_TRY(infer_prefill_attention(&pa, e));
     } else if (m->kv_fp8)
-      IM_TRY(infer_decode_attention2_fp8(m->qh, &c8, m->attn, m->partial, &ad, pos0 + 1, st, e));
+      IM_TRY((m->decode_attn == 3 ? infer_decode_attention3_fp8 : infer_decode_attention2_fp8)(
+          m->qh, &c8, m->attn, m->partial, &ad, pos0 + 1, st, e));
     else
-      IM_TRY((m->decode_attn == 2 ? infer_decode_attention2 : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn,
-                                                                                   m->partial, &ad, pos0 + 1, st, e));
+      IM_TRY((m->decode_attn == 3   ? infer_decode_attention3
+              : m->decode_attn == 2 ? infer_decode_attention2
+                                    : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn, m->partial, &ad,
+                                                              pos0 + 1, st, e));
     IM_TRY(gemm_nn(m, T, h, m->hl * d, m->attn, w->wo, m->proj, e));
     m->at = (struct infer_nf_site){pos0, l, 0};
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));
-    IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
-    IM_TRY(rt_rmsnorm_fwd(m->x, w->ln2, m->xn, m->rstd, T, (int)h, eps, st, e));
+    if (fuse)
+      IM_TRY(infer_add_rmsnorm(m->x, m->proj, w->ln2, m->xn, m->rstd, T, (int)h, eps, st, e));
+    else {
+      IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
+      IM_TRY(rt_rmsnorm_fwd(m->x, w->ln2, m->xn, m->rstd, T, (int)h, eps, st, e));
+    }
     IM_TRY(gemm_nn(m, T, 2LL * m->fl, h, m->xn, w->w1, m->f, e));
     IM_TRY(rt_swiglu_fwd(m->f, m->act, T, m->fl, st, e));
     IM_TRY(gemm_nn(m, T, h, m->fl, m->act, w->w2, m->proj, e));
     m->at = (struct infer_nf_site){pos0, l, 1};
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));
-    IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
+    if (fuse && l + 1 < m->layers)
+      IM_TRY(infer_add_rmsnorm(m->x, m->proj, m->w[l + 1].ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
+    else
+      IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
   }
   /* the last token of each sequence: final norm, logits of this GPU's vocabulary rows, all-gather, arg max */
   IM_TRY(infer_last_rows(m->x, m->last, m->batch, seq, (int)h, st, e));

@@ -34,14 +34,31 @@ int infer_decode_attention2(const void *q, const void *k_cache, const void *v_ca
 int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                 const infer_attn_dims *a, long long len, void *stream, ts_err *e);
 
+/* Decode attention v3 (same arguments and result as infer_decode_attention2;
+ * `partial` of infer_decode3_partial_bytes): tensor-core mma over the query
+ * heads of a KV head group (S = Q K^T and P V by m16n8k16 mma, one 16-position
+ * tile at a time a warp, 4 warps a block), loaded straight from the cache
+ * without shared memory, the online softmax on the mma fragments; one split
+ * writes the output itself, more are combined as v2's. head_dim 128 with 1 to
+ * 8, 12 or 16 query heads per KV head; 64 with 1, 2, 4, 6, 7, 8 or 16. */
+size_t infer_decode3_partial_bytes(const infer_attn_dims *a, long long len);
+int infer_decode_attention3(const void *q, const void *k_cache, const void *v_cache, void *out, void *partial,
+                            const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+/* v3 over the FP8 cache c: codes to FP16 in registers (FP16 mma; q in FP16),
+ * scores times the key scales, value weights times the value scales (kept in
+ * [0, 1] by a max of their own); same partials and output. */
+int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+
 /* One decode-attention call of a timing loop (calib_time_us's launch, used by
  * bench-decode and calibrate-infer): call `iter` reads KV set iter % sets of
  * the pools k and v (sets of set_bytes each, so that repeats read HBM, not
  * L2) with `kernel`: INFER_DEC_V1 (infer_decode_attention), INFER_DEC_V2
- * (infer_decode_attention2) or INFER_DEC_V2_FP8 (infer_decode_attention2_fp8
+ * (infer_decode_attention2), INFER_DEC_V3 (infer_decode_attention3), or
+ * INFER_DEC_V2_FP8 / INFER_DEC_V3_FP8 (infer_decode_attention2_fp8 / 3_fp8
  * over k8/v8, the same head vectors as E4M3 codes, and their scales ks/vs:
  * set iter % sets starts at head vector off / (2 head_dim)). */
-enum { INFER_DEC_V1, INFER_DEC_V2, INFER_DEC_V2_FP8, INFER_DEC_KERNELS };
+enum { INFER_DEC_V1, INFER_DEC_V2, INFER_DEC_V2_FP8, INFER_DEC_V3, INFER_DEC_V3_FP8, INFER_DEC_KERNELS };
 typedef struct {
   int kernel; /* INFER_DEC_* */
   infer_attn_dims a;
@@ -56,14 +73,17 @@ typedef struct {
 static inline int infer_decode_timing_launch(void *ctx, long long iter, ts_err *e) {
   const infer_decode_timing *c = (const infer_decode_timing *)ctx;
   size_t off = (size_t)(iter % c->sets) * c->set_bytes;
-  if (c->kernel == INFER_DEC_V2_FP8) {
+  if (c->kernel == INFER_DEC_V2_FP8 || c->kernel == INFER_DEC_V3_FP8) {
     size_t row = off / 2 / (size_t)c->a.head_dim; /* first head vector of the set */
     infer_kv8 k8 = {c->k8 + row * (size_t)c->a.head_dim, c->v8 + row * (size_t)c->a.head_dim, c->ks + row,
                     c->vs + row};
-    return infer_decode_attention2_fp8(c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
+    return (c->kernel == INFER_DEC_V3_FP8 ? infer_decode_attention3_fp8 : infer_decode_attention2_fp8)(
+        c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
   }
-  return (c->kernel == INFER_DEC_V2 ? infer_decode_attention2 : infer_decode_attention)(
-      c->q, c->k + off, c->v + off, c->out, c->part, &c->a, c->len, NULL, e);
+  return (c->kernel == INFER_DEC_V3   ? infer_decode_attention3
+          : c->kernel == INFER_DEC_V2 ? infer_decode_attention2
+                                      : infer_decode_attention)(c->q, c->k + off, c->v + off, c->out, c->part, &c->a,
+                                                                c->len, NULL, e);
 }
 
 #ifdef __cplusplus
