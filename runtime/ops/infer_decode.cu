@@ -292,12 +292,21 @@ template <bool F16> __device__ __forceinline__ uint32_t pack2(float lo, float hi
   return u;
 }
 
-/* W = d / 8 words (pairs of the mma's 16-bit type) of a lane's chunk of one cached row;
- * zeros for a position past the chunk. */
-template <int W> __device__ __forceinline__ void load_chunk(const bf16 *p, bool ok, uint32_t *w) {
+/* A lane's W = d / 8 words (pairs of the mma's 16-bit type) of one cached row, zeros for a
+ * position past the chunk. Each load instruction of a quad reads 64 contiguous bytes of the
+ * row (two whole 32-byte sectors): BF16, lane c's uint4 i holds dims 32 i + 8 c .. + 7, so
+ * word w is dims word_dim(w, c), +1; E4M3, uint4 i holds dims 64 i + 16 c .. + 15. */
+template <typename T> struct chunk_map;
+template <> struct chunk_map<bf16> {
+  static __device__ __forceinline__ int word_dim(int w, int c) { return 32 * (w >> 2) + 8 * c + 2 * (w & 3); }
+};
+template <> struct chunk_map<uint8_t> {
+  static __device__ __forceinline__ int word_dim(int w, int c) { return 64 * (w >> 3) + 16 * c + 2 * (w & 7); }
+};
+template <int W> __device__ __forceinline__ void load_chunk(const bf16 *row, int c, bool ok, uint32_t *w) {
 #pragma unroll
   for (int i = 0; i < W / 4; i++) {
-    uint4 u = ok ? *(const uint4 *)(p + 8 * i) : make_uint4(0, 0, 0, 0);
+    uint4 u = ok ? *(const uint4 *)(row + 32 * i + 8 * c) : make_uint4(0, 0, 0, 0);
     w[4 * i] = u.x, w[4 * i + 1] = u.y, w[4 * i + 2] = u.z, w[4 * i + 3] = u.w;
   }
 }
@@ -305,27 +314,41 @@ __device__ __forceinline__ uint32_t e4m3x2_to_half2_bits(uint32_t two) {
   __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xffffu), __NV_E4M3);
   return (uint32_t)h.x | ((uint32_t)h.y << 16);
 }
-template <int W> __device__ __forceinline__ void load_chunk(const uint8_t *p, bool ok, uint32_t *w) {
+template <int W> __device__ __forceinline__ void load_chunk(const uint8_t *row, int c, bool ok, uint32_t *w) {
 #pragma unroll
   for (int i = 0; i < W / 8; i++) {
-    uint4 u = ok ? *(const uint4 *)(p + 16 * i) : make_uint4(0, 0, 0, 0);
+    uint4 u = ok ? *(const uint4 *)(row + 64 * i + 16 * c) : make_uint4(0, 0, 0, 0);
     const uint32_t x[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int k = 0; k < 4; k++) w[8 * i + 2 * k] = e4m3x2_to_half2_bits(x[k]), w[8 * i + 2 * k + 1] = e4m3x2_to_half2_bits(x[k] >> 16);
   }
 }
+/* The next tile's rows into L2 while this one is computed (one prefetch per 128-byte line). */
+template <int D, typename T> __device__ __forceinline__ void prefetch_row(const T *row, int c) {
+  constexpr int BYTES = D * (int)sizeof(T);
+  if (c * 128 < BYTES) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)row + c * 128));
+}
 
-template <int D, int G, typename KV>
-__global__ void __launch_bounds__(DEC3_WARPS * 32)
+template <int D, int G, typename KV, bool PF>
+__global__ void __launch_bounds__(DEC3_WARPS * 32, 3) /* 3 blocks an SM: <= 168 registers */
     decode3_kernel(const bf16 *q, const typename KV::T *kc, const typename KV::T *vc, const float *ks,
                    const float *vs, float *part, bf16 *out, int hl, int kvl, long long max_seq, long long len,
                    long long chunk, int nsplit, float qscale) {
+  typedef chunk_map<typename KV::T> map;
   constexpr int W = D / 8, KS = D / 16;
   constexpr bool TWO = G > 8; /* query heads in rows 8..15 too */
   constexpr bool F16 = KV::scaled;
   const int split = blockIdx.x, j = blockIdx.y, b = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 2, c = lane & 3;
-  /* Q's A fragments: rows r and r + 8 (heads j G + row, zero past G), this lane's words */
+  const long long srow = ((long long)b * kvl + j) * max_seq;
+  const typename KV::T *kb = kc + srow * D, *vb = vc + srow * D;
+  const long long p0 = (long long)split * chunk, p1 = p0 + chunk < len ? p0 + chunk : len;
+  if (PF) { /* the first tile's rows on their way while Q is read */
+    const long long fa = p0 + (long long)warp * DEC3_TILE + r, fb = fa + 8;
+    if (fa < p1) prefetch_row<D>(kb + fa * D, c), prefetch_row<D>(vb + fa * D, c);
+    if (fb < p1) prefetch_row<D>(kb + fb * D, c), prefetch_row<D>(vb + fb * D, c);
+  }
+  /* Q's A fragments: rows r and r + 8 (heads j G + row, zero past G), the words of K's map */
   uint32_t qa[KS][4];
   {
     uint32_t w0[W], w1[W];
@@ -333,16 +356,17 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32)
     for (int h = 0; h < 2; h++) {
       uint32_t *w = h ? w1 : w0;
       const int row = r + 8 * h;
-      const bf16 *src = q + ((long long)b * hl + j * G + row) * D + c * (D / 4);
-      load_chunk<W>(src, row < G, w);
-      if (F16)
+      const bf16 *src = q + ((long long)b * hl + j * G + row) * D;
 #pragma unroll
-        for (int i = 0; i < W; i++) {
+      for (int i = 0; i < W; i++) {
+        w[i] = row < G ? *(const uint32_t *)(src + map::word_dim(i, c)) : 0u;
+        if (F16) {
           __nv_bfloat162 x;
           memcpy(&x, &w[i], 4);
           const float2 f = __bfloat1622float2(x);
           w[i] = pack2<true>(f.x, f.y);
         }
+      }
     }
 #pragma unroll
     for (int s = 0; s < KS; s++) qa[s][0] = w0[2 * s], qa[s][2] = w0[2 * s + 1], qa[s][1] = w1[2 * s], qa[s][3] = w1[2 * s + 1];
@@ -353,16 +377,18 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32)
   /* per row (r, r + 8): running max of the scores, of the value weights' exponents, and
    * this lane's part of the sum of weights */
   float m[2] = {-INFINITY, -INFINITY}, mv[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const long long srow = ((long long)b * kvl + j) * max_seq;
-  const typename KV::T *kb = kc + srow * D + c * (D / 4), *vb = vc + srow * D + c * (D / 4);
-  const long long p0 = (long long)split * chunk, p1 = p0 + chunk < len ? p0 + chunk : len;
   for (long long t0 = p0 + (long long)warp * DEC3_TILE; t0 < p1; t0 += DEC3_WARPS * DEC3_TILE) {
     uint32_t k0[W], k1[W], v0[W], v1[W];
     const long long pa = t0 + r, pb = t0 + 8 + r;
-    load_chunk<W>(kb + pa * D, pa < p1, k0);
-    load_chunk<W>(kb + pb * D, pb < p1, k1);
-    load_chunk<W>(vb + pa * D, pa < p1, v0);
-    load_chunk<W>(vb + pb * D, pb < p1, v1);
+    load_chunk<W>(kb + pa * D, c, pa < p1, k0);
+    load_chunk<W>(kb + pb * D, c, pb < p1, k1);
+    load_chunk<W>(vb + pa * D, c, pa < p1, v0);
+    load_chunk<W>(vb + pb * D, c, pb < p1, v1);
+    if (PF) {
+      const long long na = pa + DEC3_WARPS * DEC3_TILE, nb = pb + DEC3_WARPS * DEC3_TILE;
+      if (na < p1) prefetch_row<D>(kb + na * D, c), prefetch_row<D>(vb + na * D, c);
+      if (nb < p1) prefetch_row<D>(kb + nb * D, c), prefetch_row<D>(vb + nb * D, c);
+    }
     /* this lane's scores: [n-tile][row half][2]: positions t0 + 8 n + 2c + {0, 1} */
     float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -430,8 +456,8 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32)
     if (c == 0) sm_m[warp][row] = m[h], sm_mv[warp][row] = mv[h], sm_l[warp][row] = l[h];
 #pragma unroll
     for (int t = 0; t < W; t++) {
-      sm_acc[warp][row][c * (D / 4) + 2 * t] = acc[t][2 * h];
-      sm_acc[warp][row][c * (D / 4) + 2 * t + 1] = acc[t][2 * h + 1];
+      sm_acc[warp][row][map::word_dim(t, c)] = acc[t][2 * h];
+      sm_acc[warp][row][map::word_dim(t, c) + 1] = acc[t][2 * h + 1];
     }
   }
   __syncthreads();
@@ -448,17 +474,19 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32)
     const long long bh = (long long)b * hl + j * G + i;
     if (nsplit == 1) {
       out[bh * D + dd] = __float2bfloat16(A / L);
-    } else {
-      float *pp = part + (bh * nsplit + split) * (D + 2);
-      if (dd == 0) pp[0] = M, pp[1] = L;
-      pp[2 + dd] = A;
+    } else { /* partials: outputs [b hl x nsplit x D], then (max, sum) [b hl x nsplit x 2] */
+      part[(bh * nsplit + split) * D + dd] = A;
+      if (dd == 0) {
+        float *ml = part + (long long)gridDim.z * hl * nsplit * D + (bh * nsplit + split) * 2;
+        ml[0] = M, ml[1] = L;
+      }
     }
   }
 }
 
-/* v3's combine: block (sequence, head) of D threads; the max and the sum of the
- * splits' partials by all threads, then thread dd sums dim dd over the splits with
- * 8 splits' loads in flight (v2's combine reads them one at a time). */
+/* v3's combine: block (sequence, head) of 128 threads; the max and the sum over the splits
+ * by all threads, then thread t sums 4 dims (float4) of every (128 / (D / 4))-th split,
+ * 4 splits' loads in flight, and the thread groups are added through shared memory. */
 __device__ __forceinline__ float block_reduce3(float v, bool is_max, float *red) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -473,35 +501,54 @@ __device__ __forceinline__ float block_reduce3(float v, bool is_max, float *red)
   return v;
 }
 
-__global__ void decode3_combine_kernel(const float *part, bf16 *out, int nsplit, int D) {
+#define DEC3_COMBINE_THREADS 128
+
+template <int D>
+__global__ void __launch_bounds__(DEC3_COMBINE_THREADS) decode3_combine_kernel(const float *part, bf16 *out,
+                                                                                int nsplit, long long rows) {
+  constexpr int TPR = D / 4, GROUPS = DEC3_COMBINE_THREADS / TPR; /* threads per split row, rows at once */
   __shared__ float red[32];
+  __shared__ float4 sacc[GROUPS][TPR];
   const long long bh = blockIdx.x; /* b * hl + h */
-  const float *pp = part + bh * nsplit * (D + 2);
+  const float *pa = part + bh * nsplit * D, *ml = part + rows * nsplit * D + bh * nsplit * 2;
   float M = -INFINITY, L = 0.f;
-  for (int s = threadIdx.x; s < nsplit; s += blockDim.x) M = fmaxf(M, pp[(long long)s * (D + 2)]);
+  for (int s = threadIdx.x; s < nsplit; s += blockDim.x) M = fmaxf(M, ml[2 * s]);
   M = block_reduce3(M, true, red);
-  for (int s = threadIdx.x; s < nsplit; s += blockDim.x) {
-    const float m = pp[(long long)s * (D + 2)];
-    L += m == -INFINITY ? 0.f : pp[(long long)s * (D + 2) + 1] * exp2f(m - M);
-  }
+  for (int s = threadIdx.x; s < nsplit; s += blockDim.x)
+    L += ml[2 * s] == -INFINITY ? 0.f : ml[2 * s + 1] * exp2f(ml[2 * s] - M);
   L = block_reduce3(L, false, red);
-  for (int dd = threadIdx.x; dd < D; dd += blockDim.x) {
-    float A = 0.f;
-#pragma unroll 8
-    for (int s = 0; s < nsplit; s++) {
-      const float *q = pp + (long long)s * (D + 2);
-      const float m = q[0];
-      A += m == -INFINITY ? 0.f : q[2 + dd] * exp2f(m - M);
+  const int g = threadIdx.x / TPR, x = threadIdx.x % TPR;
+  float4 A = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+  for (int s = g; s < nsplit; s += GROUPS) {
+    const float m = ml[2 * s], f = m == -INFINITY ? 0.f : exp2f(m - M);
+    const float4 v = *(const float4 *)(pa + (long long)s * D + 4 * x);
+    A.x += v.x * f, A.y += v.y * f, A.z += v.z * f, A.w += v.w * f;
+  }
+  sacc[g][x] = A;
+  __syncthreads();
+  if (g == 0) {
+    for (int k = 1; k < GROUPS; k++) {
+      const float4 v = sacc[k][x];
+      A.x += v.x, A.y += v.y, A.z += v.z, A.w += v.w;
     }
-    out[bh * D + dd] = __float2bfloat16(A / L);
+    const float inv = 1.f / L;
+    __nv_bfloat162 *o = (__nv_bfloat162 *)(out + bh * D + 4 * x);
+    o[0] = __floats2bfloat162_rn(A.x * inv, A.y * inv);
+    o[1] = __floats2bfloat162_rn(A.z * inv, A.w * inv);
   }
 }
 
 template <int D, int G, typename KV>
 static void launch_dec3(dim3 grid, cudaStream_t st, const bf16 *q, const void *kc, const void *vc, const float *ks,
                         const float *vs, float *part, bf16 *out, const infer_attn_dims *a, long long len,
-                        long long chunk, int nsplit, float qscale) {
-  decode3_kernel<D, G, KV><<<grid, DEC3_WARPS * 32, 0, st>>>(q, (const typename KV::T *)kc,
+                        long long chunk, int nsplit, float qscale, bool pf) {
+  if (pf)
+    decode3_kernel<D, G, KV, true><<<grid, DEC3_WARPS * 32, 0, st>>>(
+        q, (const typename KV::T *)kc, (const typename KV::T *)vc, ks, vs, part, out, a->hl, a->kvl, a->max_seq, len,
+        chunk, nsplit, qscale);
+  else
+  decode3_kernel<D, G, KV, false><<<grid, DEC3_WARPS * 32, 0, st>>>(q, (const typename KV::T *)kc,
                                                               (const typename KV::T *)vc, ks, vs, part, out, a->hl,
                                                               a->kvl, a->max_seq, len, chunk, nsplit, qscale);
 }
@@ -509,7 +556,7 @@ static void launch_dec3(dim3 grid, cudaStream_t st, const bf16 *q, const void *k
 template <typename KV>
 static int decode3_run(const char *who, const void *q, const void *k_cache, const void *v_cache, const float *ks,
                        const float *vs, void *out, void *partial, const infer_attn_dims *a, long long len,
-                       void *stream, ts_err *e) {
+                       void *stream, bool pf, ts_err *e) {
   const int D = a->head_dim;
   if (a->kvl < 1 || a->hl % a->kvl || len < 1 || len > a->max_seq)
     return ts_fail_sys(e, "%s: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)", who, a->hl, a->kvl, len,
@@ -525,7 +572,7 @@ static int decode3_run(const char *who, const void *q, const void *k_cache, cons
   bf16 *O = (bf16 *)out;
 #define DEC3_CASE(d_, g_)                                                                                  \
   if (D == d_ && G == g_)                                                                                  \
-    launch_dec3<d_, g_, KV>(grid, st, Q, k_cache, v_cache, ks, vs, P, O, a, len, chunk, nsplit, qscale);   \
+    launch_dec3<d_, g_, KV>(grid, st, Q, k_cache, v_cache, ks, vs, P, O, a, len, chunk, nsplit, qscale, pf); \
   else
   DEC3_CASE(128, 1) DEC3_CASE(128, 2) DEC3_CASE(128, 3) DEC3_CASE(128, 4) DEC3_CASE(128, 5) DEC3_CASE(128, 6)
   DEC3_CASE(128, 7) DEC3_CASE(128, 8) DEC3_CASE(128, 12) DEC3_CASE(128, 16)
@@ -536,7 +583,11 @@ static int decode3_run(const char *who, const void *q, const void *k_cache, cons
 #undef DEC3_CASE
   DEC_LAUNCHED(e);
   if (nsplit > 1) {
-    decode3_combine_kernel<<<(unsigned)((long long)a->batch * a->hl), D, 0, st>>>(P, O, nsplit, D);
+    const long long rows = (long long)a->batch * a->hl;
+    if (D == 128)
+      decode3_combine_kernel<128><<<(unsigned)rows, DEC3_COMBINE_THREADS, 0, st>>>(P, O, nsplit, rows);
+    else
+      decode3_combine_kernel<64><<<(unsigned)rows, DEC3_COMBINE_THREADS, 0, st>>>(P, O, nsplit, rows);
     DEC_LAUNCHED(e);
   }
   return 0;
@@ -546,7 +597,15 @@ extern "C" int infer_decode_attention3(const void *q, const void *k_cache, const
                                        void *partial, const infer_attn_dims *a, long long len, void *stream,
                                        ts_err *e) {
   return decode3_run<kv_bf16>("infer_decode_attention3", q, k_cache, v_cache, NULL, NULL, out, partial, a, len, stream,
-                              e);
+                              true, e);
+}
+
+/* (dev) v3 without the L2 prefetch of the next tile, for the timing beside it */
+extern "C" int infer_decode_attention3_nopf(const void *q, const void *k_cache, const void *v_cache, void *out,
+                                            void *partial, const infer_attn_dims *a, long long len, void *stream,
+                                            ts_err *e) {
+  return decode3_run<kv_bf16>("infer_decode_attention3", q, k_cache, v_cache, NULL, NULL, out, partial, a, len, stream,
+                              false, e);
 }
 
 extern "C" int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
@@ -554,5 +613,5 @@ extern "C" int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, vo
   if (!c || !c->k || !c->v || !c->ks || !c->vs)
     return ts_fail_sys(e, "infer_decode_attention3_fp8: the FP8 cache or its scales are missing");
   return decode3_run<kv_e4m3>("infer_decode_attention3_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
-                              stream, e);
+                              stream, true, e);
 }

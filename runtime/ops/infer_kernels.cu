@@ -63,18 +63,27 @@ extern "C" int infer_rope_scatter(const void *qkv, void *q, void *k_cache, void 
 #define ADDN_CHUNKS 8
 
 __global__ void __launch_bounds__(ADDN_THREADS)
-    add_rmsnorm_kernel(bf16 *x, const bf16 *p, const bf16 *gamma, bf16 *y, float *rstd_out, int cols, float eps) {
+    add_rmsnorm_kernel(bf16 *__restrict__ x, const bf16 *__restrict__ p, const bf16 *__restrict__ gamma,
+                       bf16 *__restrict__ y, float *__restrict__ rstd_out, int cols, float eps) {
   __shared__ float red[ADDN_THREADS / 32];
   const size_t off = (size_t)blockIdx.x * cols;
   const int chunks = cols / 8;
   float v[ADDN_CHUNKS][8];
   float s = 0.f;
+  uint4 ua[ADDN_CHUNKS], ub[ADDN_CHUNKS]; /* every load issued before the first store */
+#pragma unroll
+  for (int k = 0; k < ADDN_CHUNKS; k++) {
+    const int q = threadIdx.x + k * ADDN_THREADS;
+    ua[k] = ub[k] = make_uint4(0, 0, 0, 0);
+    if (q < chunks)
+      ua[k] = *reinterpret_cast<const uint4 *>(x + off + 8 * q), ub[k] = *reinterpret_cast<const uint4 *>(p + off + 8 * q);
+  }
 #pragma unroll
   for (int k = 0; k < ADDN_CHUNKS; k++) {
     const int q = threadIdx.x + k * ADDN_THREADS;
     if (q >= chunks) continue;
-    uint4 a = *reinterpret_cast<const uint4 *>(x + off + 8 * q), b = *reinterpret_cast<const uint4 *>(p + off + 8 * q);
-    const __nv_bfloat162 *ha = reinterpret_cast<const __nv_bfloat162 *>(&a), *hb = reinterpret_cast<const __nv_bfloat162 *>(&b);
+    const __nv_bfloat162 *ha = reinterpret_cast<const __nv_bfloat162 *>(&ua[k]),
+                         *hb = reinterpret_cast<const __nv_bfloat162 *>(&ub[k]);
     uint4 o;
     __nv_bfloat162 *ho = reinterpret_cast<__nv_bfloat162 *>(&o);
 #pragma unroll
