@@ -176,7 +176,7 @@ static int gemm_launch(void *p, long long iter, ts_err *e) {
   return exec_gemm_run(c->gemm, &c->s, 1.f, c->X, W, 0.f, c->Y, NULL, e);
 }
 
-static const char *const dec_names[INFER_DEC_KERNELS] = {"v1", "v2", "v2fp8", "v3", "v3fp8", "v3nopf"};
+static const char *const dec_names[INFER_DEC_KERNELS] = {"v1", "v2", "v2fp8", "v3", "v3fp8"};
 
 static int copy_launch(void *p, long long iter, ts_err *e) {
   (void)iter;
@@ -302,7 +302,6 @@ static int time_decode(const model_config *mc, const long long *batches, int nb,
       if ((kernels & 10) == 10) printf("  -> v3/v2 %.3f\n", us[INFER_DEC_V3] / us[INFER_DEC_V2]);
       if ((kernels & 20) == 20) printf("  -> v3fp8/v2fp8 %.3f\n", us[INFER_DEC_V3_FP8] / us[INFER_DEC_V2_FP8]);
       if ((kernels & 24) == 24) printf("  -> v3fp8/v3 %.3f\n", us[INFER_DEC_V3_FP8] / us[INFER_DEC_V3]);
-      if ((kernels & 40) == 40) printf("  -> v3nopf/v3 %.3f\n", us[INFER_DEC_V3_NOPF] / us[INFER_DEC_V3]);
     }
   rc = 0;
 out:

@@ -250,7 +250,6 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   }
   IM_TRY(dmalloc(&m->partial, m->partial_bytes, "decode attention partials", e));
   m->decode_attn = o->decode_attn;
-  m->add_norm_separate = o->add_norm_separate;
   IM_TRY(dmalloc(&m->last, (size_t)(o->batch * h) * BF, "activations", e));
   IM_TRY(dmalloc(&m->lastn, (size_t)(o->batch * h) * BF, "activations", e));
   IM_TRY(dmalloc(&m->logits, (size_t)(o->batch * m->vl) * BF, "logits", e));
@@ -363,11 +362,9 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
   cudaStream_t st = m->stream;
   IM_TRY(rt_embedding_fwd(m->emb, tokens, m->x, T, (int)h, m->rank * m->vl, m->vl, st, e));
   IM_TRY(infer_allreduce(m, m->x, T, INFER_AR_PLAIN, e));
-  /* the residual adds fused with the next RMSNorm where the row fits (bit-equal, infer_kernels.h) */
-  const int fuse = !m->add_norm_separate && infer_add_rmsnorm_fits((int)h);
   for (int l = 0; l < m->layers; l++) {
     const infer_layer_w *w = &m->w[l];
-    if (!fuse || l == 0) IM_TRY(rt_rmsnorm_fwd(m->x, w->ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
+    IM_TRY(rt_rmsnorm_fwd(m->x, w->ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
     IM_TRY(gemm_nn(m, T, qcl, h, m->xn, w->wqkv, m->qkv, e));
     const infer_kv8 c8 = {m->kc[l], m->vc[l], m->ks[l], m->vs[l]};
     if (m->kv_fp8)
@@ -394,21 +391,14 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
     IM_TRY(gemm_nn(m, T, h, m->hl * d, m->attn, w->wo, m->proj, e));
     m->at = (struct infer_nf_site){pos0, l, 0};
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));
-    if (fuse)
-      IM_TRY(infer_add_rmsnorm(m->x, m->proj, w->ln2, m->xn, m->rstd, T, (int)h, eps, st, e));
-    else {
-      IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
-      IM_TRY(rt_rmsnorm_fwd(m->x, w->ln2, m->xn, m->rstd, T, (int)h, eps, st, e));
-    }
+    IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
+    IM_TRY(rt_rmsnorm_fwd(m->x, w->ln2, m->xn, m->rstd, T, (int)h, eps, st, e));
     IM_TRY(gemm_nn(m, T, 2LL * m->fl, h, m->xn, w->w1, m->f, e));
     IM_TRY(rt_swiglu_fwd(m->f, m->act, T, m->fl, st, e));
     IM_TRY(gemm_nn(m, T, h, m->fl, m->act, w->w2, m->proj, e));
     m->at = (struct infer_nf_site){pos0, l, 1};
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));
-    if (fuse && l + 1 < m->layers)
-      IM_TRY(infer_add_rmsnorm(m->x, m->proj, m->w[l + 1].ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
-    else
-      IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
+    IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
   }
   /* the last token of each sequence: final norm, logits of this GPU's vocabulary rows, all-gather, arg max */
   IM_TRY(infer_last_rows(m->x, m->last, m->batch, seq, (int)h, st, e));

@@ -56,7 +56,6 @@ typedef struct {
   void *partial;
   size_t partial_bytes;
   int decode_attn;    /* infer_model_opts */
-  int add_norm_separate; /* infer_model_opts */
   void *last, *lastn, *logits, *logits_all;
   int32_t *tok;       /* [batch] the sampled tokens */
   exec_gemm *gemm;
@@ -85,7 +84,6 @@ typedef struct {
   int decode_attn;      /* 3: infer_decode_attention3, 2: infer_decode_attention2 (infer_decode.h); else
                            infer_decode_attention */
   int kv_fp8;           /* 1: FP8 KV cache (needs decode_attn 2 or 3: their FP8 variants); 0: BF16 */
-  int add_norm_separate; /* 1: rt_add then rt_rmsnorm_fwd; 0: infer_add_rmsnorm where the row fits (bit-equal) */
 } infer_model_opts;
 
 /* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the

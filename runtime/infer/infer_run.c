@@ -68,8 +68,6 @@ void infer_usage(FILE *out) {
           "  --decode-attention v1|v2|v3  decode attention over the KV cache: v1 infer_kernels.h, v2 and v3\n"
           "                    infer_decode.h (v2: 4 positions in flight a warp, CUDA cores; v3: tensor-core mma\n"
           "                    over the query heads of a KV head; runtime/RESULTS-decode.md) [v3]\n"
-          "  --add-norm fused|separate  each residual add with the next RMSNorm: one kernel (infer_add_rmsnorm,\n"
-          "                    bit-equal; rows of at most 4096) or rt_add then rt_rmsnorm_fwd [fused]\n"
           "reads:  INFER_PLAN.json..., the models and clusters they name\n"
           "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n");
 }
@@ -167,7 +165,7 @@ typedef struct {
   const char *plan_path, *json_out, *csv_out, *json_dir;
   const char *plans[INFER_MAX_PLANS];
   int n_plans;
-  int warmup, prefill_reps, check, timeout_s, decode_graph, decode_attn, add_norm_separate;
+  int warmup, prefill_reps, check, timeout_s, decode_graph, decode_attn;
   coll_transport transport;
   unsigned long long seed;
 } infer_opts;
@@ -242,13 +240,6 @@ static int parse(int argc, char **argv, infer_opts *o) {
         return 2;
       }
       o->decode_attn = v[1] - '0';
-    } else if (i + 1 < argc && !strcmp(a, "--add-norm")) {
-      const char *v = argv[++i];
-      if (strcmp(v, "fused") && strcmp(v, "separate")) {
-        fprintf(stderr, "tacorun execute: --add-norm: '%s' must be fused or separate\n", v);
-        return 2;
-      }
-      o->add_norm_separate = !strcmp(v, "separate");
     } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
       int v;
       int lo = !strcmp(a, "--warmup") ? 0 : 1;
@@ -329,8 +320,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     team_ready = 1;
   }
   infer_model_opts mo = {.batch = p->batch, .max_prompt = p->prompt, .max_seq = p->prompt + p->generate,
-                         .seed = o->seed, .decode_attn = o->decode_attn, .kv_fp8 = p->kv == PLAN_KV_FP8,
-                         .add_norm_separate = o->add_norm_separate};
+                         .seed = o->seed, .decode_attn = o->decode_attn, .kv_fp8 = p->kv == PLAN_KV_FP8};
   if (infer_model_init(&m, &p->model, p->model.layers, p->tp, w->ranks[0], &mo, team_ready ? &team : NULL,
                        w->streams[0], e))
     goto out;
@@ -408,7 +398,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   if (root) {
     printf("# %s: %s, TP %d, batch %d, prompt %d, generate %d, %d layers, codec %s\n", p->name, p->model.name, p->tp,
            p->batch, p->prompt, p->generate, p->model.layers, plan_codec_kind_name(p->codec.kind));
-    printf("# decode attention v%d, add+norm %s\n", o->decode_attn, o->add_norm_separate ? "separate" : "fused");
+    printf("# decode attention v%d\n", o->decode_attn);
     printf("# KV cache %s: %.3f GB allocated per GPU (%s), plan's accounting %.3f GB\n", plan_kv_precision_name(p->kv),
            m.kv_bytes / 1e9, p->kv == PLAN_KV_FP8 ? "E4M3 codes + an FP32 scale per position and KV head" : "BF16",
            mem.kv_cache / 1e9);
@@ -452,8 +442,8 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
              infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
     schema_result_add_note(&res, note);
-    snprintf(note, sizeof note, "--decode-attention v%d; --add-norm %s; kv_cache %s, %.0f bytes allocated per GPU",
-             o->decode_attn, o->add_norm_separate ? "separate" : "fused", plan_kv_precision_name(p->kv), m.kv_bytes);
+    snprintf(note, sizeof note, "--decode-attention v%d; kv_cache %s, %.0f bytes allocated per GPU", o->decode_attn,
+             plan_kv_precision_name(p->kv), m.kv_bytes);
     schema_result_add_note(&res, note);
     snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, ttft_min, ttft_max);
     schema_result_add_note(&res, note);

@@ -329,7 +329,7 @@ template <int D, typename T> __device__ __forceinline__ void prefetch_row(const 
   if (c * 128 < BYTES) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)row + c * 128));
 }
 
-template <int D, int G, typename KV, bool PF>
+template <int D, int G, typename KV>
 __global__ void __launch_bounds__(DEC3_WARPS * 32, 3) /* 3 blocks an SM: <= 168 registers */
     decode3_kernel(const bf16 *q, const typename KV::T *kc, const typename KV::T *vc, const float *ks,
                    const float *vs, float *part, bf16 *out, int hl, int kvl, long long max_seq, long long len,
@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32, 3) /* 3 blocks an SM: <= 168 
   const long long srow = ((long long)b * kvl + j) * max_seq;
   const typename KV::T *kb = kc + srow * D, *vb = vc + srow * D;
   const long long p0 = (long long)split * chunk, p1 = p0 + chunk < len ? p0 + chunk : len;
-  if (PF) { /* the first tile's rows on their way while Q is read */
+  { /* the first tile's rows on their way while Q is read */
     const long long fa = p0 + (long long)warp * DEC3_TILE + r, fb = fa + 8;
     if (fa < p1) prefetch_row<D>(kb + fa * D, c), prefetch_row<D>(vb + fa * D, c);
     if (fb < p1) prefetch_row<D>(kb + fb * D, c), prefetch_row<D>(vb + fb * D, c);
@@ -384,7 +384,7 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32, 3) /* 3 blocks an SM: <= 168 
     load_chunk<W>(kb + pb * D, c, pb < p1, k1);
     load_chunk<W>(vb + pa * D, c, pa < p1, v0);
     load_chunk<W>(vb + pb * D, c, pb < p1, v1);
-    if (PF) {
+    { /* the next tile's */
       const long long na = pa + DEC3_WARPS * DEC3_TILE, nb = pb + DEC3_WARPS * DEC3_TILE;
       if (na < p1) prefetch_row<D>(kb + na * D, c), prefetch_row<D>(vb + na * D, c);
       if (nb < p1) prefetch_row<D>(kb + nb * D, c), prefetch_row<D>(vb + nb * D, c);
@@ -542,13 +542,8 @@ __global__ void __launch_bounds__(DEC3_COMBINE_THREADS) decode3_combine_kernel(c
 template <int D, int G, typename KV>
 static void launch_dec3(dim3 grid, cudaStream_t st, const bf16 *q, const void *kc, const void *vc, const float *ks,
                         const float *vs, float *part, bf16 *out, const infer_attn_dims *a, long long len,
-                        long long chunk, int nsplit, float qscale, bool pf) {
-  if (pf)
-    decode3_kernel<D, G, KV, true><<<grid, DEC3_WARPS * 32, 0, st>>>(
-        q, (const typename KV::T *)kc, (const typename KV::T *)vc, ks, vs, part, out, a->hl, a->kvl, a->max_seq, len,
-        chunk, nsplit, qscale);
-  else
-  decode3_kernel<D, G, KV, false><<<grid, DEC3_WARPS * 32, 0, st>>>(q, (const typename KV::T *)kc,
+                        long long chunk, int nsplit, float qscale) {
+  decode3_kernel<D, G, KV><<<grid, DEC3_WARPS * 32, 0, st>>>(q, (const typename KV::T *)kc,
                                                               (const typename KV::T *)vc, ks, vs, part, out, a->hl,
                                                               a->kvl, a->max_seq, len, chunk, nsplit, qscale);
 }
@@ -556,7 +551,7 @@ static void launch_dec3(dim3 grid, cudaStream_t st, const bf16 *q, const void *k
 template <typename KV>
 static int decode3_run(const char *who, const void *q, const void *k_cache, const void *v_cache, const float *ks,
                        const float *vs, void *out, void *partial, const infer_attn_dims *a, long long len,
-                       void *stream, bool pf, ts_err *e) {
+                       void *stream, ts_err *e) {
   const int D = a->head_dim;
   if (a->kvl < 1 || a->hl % a->kvl || len < 1 || len > a->max_seq)
     return ts_fail_sys(e, "%s: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)", who, a->hl, a->kvl, len,
@@ -572,7 +567,7 @@ static int decode3_run(const char *who, const void *q, const void *k_cache, cons
   bf16 *O = (bf16 *)out;
 #define DEC3_CASE(d_, g_)                                                                                  \
   if (D == d_ && G == g_)                                                                                  \
-    launch_dec3<d_, g_, KV>(grid, st, Q, k_cache, v_cache, ks, vs, P, O, a, len, chunk, nsplit, qscale, pf); \
+    launch_dec3<d_, g_, KV>(grid, st, Q, k_cache, v_cache, ks, vs, P, O, a, len, chunk, nsplit, qscale);     \
   else
   DEC3_CASE(128, 1) DEC3_CASE(128, 2) DEC3_CASE(128, 3) DEC3_CASE(128, 4) DEC3_CASE(128, 5) DEC3_CASE(128, 6)
   DEC3_CASE(128, 7) DEC3_CASE(128, 8) DEC3_CASE(128, 12) DEC3_CASE(128, 16)
@@ -597,15 +592,7 @@ extern "C" int infer_decode_attention3(const void *q, const void *k_cache, const
                                        void *partial, const infer_attn_dims *a, long long len, void *stream,
                                        ts_err *e) {
   return decode3_run<kv_bf16>("infer_decode_attention3", q, k_cache, v_cache, NULL, NULL, out, partial, a, len, stream,
-                              true, e);
-}
-
-/* (dev) v3 without the L2 prefetch of the next tile, for the timing beside it */
-extern "C" int infer_decode_attention3_nopf(const void *q, const void *k_cache, const void *v_cache, void *out,
-                                            void *partial, const infer_attn_dims *a, long long len, void *stream,
-                                            ts_err *e) {
-  return decode3_run<kv_bf16>("infer_decode_attention3", q, k_cache, v_cache, NULL, NULL, out, partial, a, len, stream,
-                              false, e);
+                              e);
 }
 
 extern "C" int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
@@ -613,5 +600,5 @@ extern "C" int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, vo
   if (!c || !c->k || !c->v || !c->ks || !c->vs)
     return ts_fail_sys(e, "infer_decode_attention3_fp8: the FP8 cache or its scales are missing");
   return decode3_run<kv_e4m3>("infer_decode_attention3_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
-                              stream, true, e);
+                              stream, e);
 }

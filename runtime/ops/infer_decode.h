@@ -47,8 +47,6 @@ int infer_decode_attention3(const void *q, const void *k_cache, const void *v_ca
 /* v3 over the FP8 cache c: codes to FP16 in registers (FP16 mma; q in FP16),
  * scores times the key scales, value weights times the value scales (kept in
  * [0, 1] by a max of their own); same partials and output. */
-int infer_decode_attention3_nopf(const void *q, const void *k_cache, const void *v_cache, void *out, void *partial,
-                                 const infer_attn_dims *a, long long len, void *stream, ts_err *e);
 int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                 const infer_attn_dims *a, long long len, void *stream, ts_err *e);
 
@@ -60,7 +58,7 @@ int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, vo
  * INFER_DEC_V2_FP8 / INFER_DEC_V3_FP8 (infer_decode_attention2_fp8 / 3_fp8
  * over k8/v8, the same head vectors as E4M3 codes, and their scales ks/vs:
  * set iter % sets starts at head vector off / (2 head_dim)). */
-enum { INFER_DEC_V1, INFER_DEC_V2, INFER_DEC_V2_FP8, INFER_DEC_V3, INFER_DEC_V3_FP8, INFER_DEC_V3_NOPF, INFER_DEC_KERNELS };
+enum { INFER_DEC_V1, INFER_DEC_V2, INFER_DEC_V2_FP8, INFER_DEC_V3, INFER_DEC_V3_FP8, INFER_DEC_KERNELS };
 typedef struct {
   int kernel; /* INFER_DEC_* */
   infer_attn_dims a;
@@ -82,8 +80,7 @@ static inline int infer_decode_timing_launch(void *ctx, long long iter, ts_err *
     return (c->kernel == INFER_DEC_V3_FP8 ? infer_decode_attention3_fp8 : infer_decode_attention2_fp8)(
         c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
   }
-  return (c->kernel == INFER_DEC_V3_NOPF ? infer_decode_attention3_nopf
-          : c->kernel == INFER_DEC_V3   ? infer_decode_attention3
+  return (c->kernel == INFER_DEC_V3   ? infer_decode_attention3
           : c->kernel == INFER_DEC_V2 ? infer_decode_attention2
                                       : infer_decode_attention)(c->q, c->k + off, c->v + off, c->out, c->part, &c->a,
                                                                 c->len, NULL, e);

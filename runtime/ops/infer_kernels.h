@@ -36,15 +36,6 @@ typedef struct {
 int infer_rope_scatter(const void *qkv, void *q, void *k_cache, void *v_cache, const infer_attn_dims *a, int seq,
                        long long pos0, void *stream, ts_err *e);
 
-/* The residual add and the next RMSNorm in one pass over rows x cols: x = x + p
- * (BF16, in place), y = x / rms(x) * gamma, rstd[row] = 1 / rms(x) (rms with
- * eps): bit-equal to rt_add then rt_rmsnorm_fwd (rt_ops.h), one launch and one
- * read of x fewer. Columns: a multiple of 8, at most 4096
- * (infer_add_rmsnorm_fits). Plain-C reference: infer_ref_add_rmsnorm. */
-int infer_add_rmsnorm_fits(int cols);
-int infer_add_rmsnorm(void *x, const void *p, const void *gamma, void *y, float *rstd, long long rows, int cols,
-                      float eps, void *stream, ts_err *e);
-
 /* out[(b * seq + s) x hl d] = o[b][h][s][:] (head-major to token-major). */
 int infer_heads_to_tokens(const void *o, void *out, int batch, int hl, int seq, int head_dim, void *stream,
                           ts_err *e);

@@ -27,11 +27,6 @@ void infer_ref_rope(float *x, int head_dim, long long pos, double theta);
 /* Causal attention of one head over seq positions (q, k, v [seq x d], out [seq x d]). */
 void infer_ref_causal_attention(const float *q, const float *k, const float *v, float *out, int seq, int head_dim);
 
-/* Residual add + RMSNorm of rows x cols (BF16 values in floats): x = bf16(x + p)
- * in place, y = x / sqrt(mean(x^2) + eps) * gamma (double sums, y not rounded). */
-void infer_ref_add_rmsnorm(float *x, const float *p, const float *gamma, float *y, long long rows, int cols,
-                           double eps);
-
 /* float <-> bf16 (round to nearest even), as the GPU converts. */
 unsigned short infer_ref_to_bf16(float x);
 float infer_ref_from_bf16(unsigned short h);
