@@ -229,20 +229,22 @@ extern "C" int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, vo
  * on S's fragments (a head's running max is shared by the 4 lanes of a quad: 2 shuffles a
  * tile), and P V is head_dim / 8 more mma, P's fragments being S's (the C layout of two
  * n8 tiles is the A layout of one k16). Loads need no shared memory:
- *  - lane (r = lane / 4, c = lane % 4) loads dims [c d/4, (c+1) d/4) of the positions r and
- *    8 + r of the tile, for K and V: four lanes read a 2 d-byte row contiguously;
+ *  - lane (r = lane / 4, c = lane % 4) loads a quarter of the dims of the positions r and
+ *    8 + r of the tile, for K and V, 16 bytes a load, the quad's four loads side by side
+ *    (64 contiguous bytes: whole sectors; chunk_map says which dims a lane's word w holds);
  *  - Q.K^T sums over dims, so any order of the dims serves if Q and K use the same one:
  *    k-step s takes 32-bit words 2s, 2s+1 of a lane's chunk as its k slots 2c, 2c+1 and
- *    2c+8, 2c+9 (Q's A fragments load the same words of its head rows);
+ *    2c+8, 2c+9 (Q's A fragments load the same dims of its head rows);
  *  - for P V the lane needs V at 2 positions of one dim: movmatrix.trans turns the 8 x 8
- *    tile of word t of 8 positions' chunks into it; output dims come out as lane's
- *    c d/4 + 2t + {0, 1}, the same chunk it loaded.
+ *    tile of word t of 8 positions' chunks into it; output dims come out as those of the
+ *    lane's own word t.
+ * The next tile's rows (and, at the start, the first tile's) are prefetched into L2.
  * FP8 cache (E4M3, scales ks/vs per position): codes -> FP16 pairs (one cvt each), FP16
  * mma; each score times its key's scale; the value weights are 2^(s + log2 vs - mv) with a
  * running max mv of their own (in [0, 1], so FP16 keeps them), the sum of weights l keeps
- * the max m of the scores; the block turns its output back to m's scale (A 2^(mv - m)), so
- * partials are v2's (max, sum, output), merged by a combine kernel that keeps 8 splits'
- * loads in flight. With one split the block writes the output itself (no combine launch). */
+ * the max m of the scores; the block turns its output back to m's scale (A 2^(mv - m)).
+ * Partials (output; max, sum) per split are merged by decode3_combine_kernel; with one split
+ * the block writes the output itself (no combine launch). */
 
 #define DEC3_WARPS 4
 #define DEC3_TILE 16

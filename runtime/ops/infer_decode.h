@@ -1,9 +1,11 @@
 /* infer_decode.h — the decode step's split-K (flash-decoding) attention over
- * the KV cache, whose warps keep several cached positions in flight so that
- * it streams the cache at the HBM rate (issue 24). `tacorun bench-decode`
- * (bench_decode.c) checks it against a plain-C reference and times it beside
- * the first decode attention (infer_kernels.h) and cuBLASLt's decode
- * projections. (The weight-streaming GEMV that was here lost to cuBLASLt:
+ * the KV cache (issue 24): v2 (CUDA cores, several cached positions in flight
+ * a warp) and v3 (tensor-core mma over the query heads of a KV head; the
+ * executor's default, runtime/RESULTS-decode.md), each over a BF16 or an FP8
+ * cache. `tacorun bench-decode` (bench_decode.c) checks them against a
+ * plain-C reference and times them beside the first decode attention
+ * (infer_kernels.h); `tacorun execute --infer-check` checks v1, v3 and the
+ * FP8 variants. (The weight-streaming GEMV that was here lost to cuBLASLt:
  * dev/decode_gemv/.) Every function launches on `stream` (a cudaStream_t)
  * and returns 0 or -1 with e. */
 #ifndef INFER_DECODE_H
@@ -39,14 +41,15 @@ int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, vo
  * heads of a KV head group (S = Q K^T and P V by m16n8k16 mma, one 16-position
  * tile at a time a warp, 4 warps a block), loaded straight from the cache
  * without shared memory, the online softmax on the mma fragments; one split
- * writes the output itself, more are combined as v2's. head_dim 128 with 1 to
+ * writes the output itself, more are merged by a combine kernel. head_dim 128 with 1 to
  * 8, 12 or 16 query heads per KV head; 64 with 1, 2, 4, 6, 7, 8 or 16. */
 size_t infer_decode3_partial_bytes(const infer_attn_dims *a, long long len);
 int infer_decode_attention3(const void *q, const void *k_cache, const void *v_cache, void *out, void *partial,
                             const infer_attn_dims *a, long long len, void *stream, ts_err *e);
-/* v3 over the FP8 cache c: codes to FP16 in registers (FP16 mma; q in FP16),
- * scores times the key scales, value weights times the value scales (kept in
- * [0, 1] by a max of their own); same partials and output. */
+/* v3 over the FP8 cache c: codes to FP16 in registers (FP16 mma; q in FP16,
+ * so |q| must stay below 65504), scores times the key scales, value weights
+ * times the value scales (kept in [0, 1] by a max of their own); same
+ * partials and output. */
 int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                 const infer_attn_dims *a, long long len, void *stream, ts_err *e);
 
