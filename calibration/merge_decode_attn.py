@@ -3,15 +3,15 @@
 KV-cache bytes read, 2 x batch x length x KV heads x head_dim x 2 B; what
 tacorun calibrate-infer writes) from the decode attention rows of a
 `tacorun bench-decode` output (runtime/bench_decode.c: the executor's kernel
-KERNEL = v1 or v2 timed over batch x KV length, caches rotating through
-512 MiB), replacing the table in each FILE. --kernel v2fp8 (v2 over the FP8
-KV cache, runtime/ops/infer_kv8.h) writes "attention_decode_fp8" instead, by
+KERNEL = v1, v2 or v3 timed over batch x KV length, caches rotating through
+512 MiB), replacing the table in each FILE. --kernel v2fp8 or v3fp8 (v2 or v3
+over the FP8 KV cache, runtime/ops/infer_kv8.h) writes "attention_decode_fp8" instead, by
 bytes of E4M3 codes and FP32 scales read: 2 x batch x length x KV heads x
 (head_dim + 4) B. Rows of equal bytes are averaged
 (as calibrate's tables average repeated points). FILE's notes get a clause
 naming the source (older notes cut at a clause, marked ", ...").
 
-usage: merge_decode_attn.py --from BENCH.txt [--kernel v1|v2|v2fp8 (v2)] FILE...
+usage: merge_decode_attn.py --from BENCH.txt [--kernel v1|v2|v3|v2fp8|v3fp8 (v2)] FILE...
 """
 import argparse
 import json
@@ -24,7 +24,7 @@ from merge_infer import append_note, data_json
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--from", dest="src", required=True)
-    ap.add_argument("--kernel", default="v2", choices=["v1", "v2", "v2fp8"])
+    ap.add_argument("--kernel", default="v2", choices=["v1", "v2", "v3", "v2fp8", "v3fp8"])
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     text = open(a.src).read()
@@ -34,7 +34,7 @@ def main():
     hidden, heads, kv = int(m.group(2)), int(m.group(3)), int(m.group(4))
     d = hidden // heads
     pts = {}
-    fp8 = a.kernel == "v2fp8"
+    fp8 = a.kernel.endswith("fp8")
     name = "attention_decode_fp8" if fp8 else "attention_decode"
     for b, L, us in re.findall(r"^decode attention b=(\d+) kv=(\d+) %s\s+([\d.]+) us" % a.kernel, text, re.M):
         key = 2 * int(b) * int(L) * kv * (d + 4) if fp8 else 2 * int(b) * int(L) * kv * d * 2

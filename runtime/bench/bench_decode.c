@@ -11,6 +11,7 @@
  *    executor's path; the GEMV that lost to it: dev/decode_gemv); the decode attention
  *    over KV lengths at each batch, both kernels, and v2 over the FP8 KV
  *    cache (v2fp8: the same head vectors quantized by infer_kv8_quantize;
+ *    v3 and v3fp8: the tensor-core decode attention, infer_decode.h;
  *    its checks are `tacorun execute --infer-check`'s). Weights rotate through
  *    copies spanning >= 512 MiB, and KV caches through >= 512 MiB, so every
  *    launch reads from HBM, not from the 60 MB L2. Printed: us, achieved GB/s
@@ -74,11 +75,14 @@ static int to_host(uint16_t **h, const void *d, size_t elems, ts_err *e) {
 typedef int (*decode_fn)(const void *, const void *, const void *, void *, void *, const infer_attn_dims *, long long,
                          void *, ts_err *);
 
-static int check_decode(int v2, int batch, int hl, int kvl, int d, long long len, uint64_t seed, int *failed,
+/* version 1, 2 or 3: infer_decode_attention, infer_decode_attention2, infer_decode_attention3 */
+static int check_decode(int ver, int batch, int hl, int kvl, int d, long long len, uint64_t seed, int *failed,
                         ts_err *e) {
   infer_attn_dims a = {.batch = batch, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = len + 5};
   size_t nq = (size_t)batch * hl * d, nc = (size_t)batch * kvl * a.max_seq * d;
-  size_t pb = v2 ? infer_decode2_partial_bytes(&a, len) : infer_decode_partial_bytes(&a, len);
+  size_t pb = ver == 3 ? infer_decode3_partial_bytes(&a, len)
+              : ver == 2 ? infer_decode2_partial_bytes(&a, len)
+                         : infer_decode_partial_bytes(&a, len);
   void *q = NULL, *kc = NULL, *vc = NULL, *out = NULL, *part = NULL;
   uint16_t *hq = NULL, *hk = NULL, *hv = NULL, *ho = NULL;
   double *ref = NULL;
@@ -89,7 +93,9 @@ static int check_decode(int v2, int batch, int hl, int kvl, int d, long long len
     ts_fail_sys(e, "bench-decode: cudaMalloc/cudaMemset failed");
     goto out;
   }
-  if ((v2 ? infer_decode_attention2 : infer_decode_attention)(q, kc, vc, out, part, &a, len, NULL, e)) goto out;
+  if ((ver == 3 ? infer_decode_attention3 : ver == 2 ? infer_decode_attention2 : infer_decode_attention)(
+          q, kc, vc, out, part, &a, len, NULL, e))
+    goto out;
   if (cudaDeviceSynchronize() != cudaSuccess) {
     ts_fail_sys(e, "bench-decode: decode attention failed");
     goto out;
@@ -123,7 +129,8 @@ static int check_decode(int v2, int batch, int hl, int kvl, int d, long long len
   double err = rel_l2(ho, ref, nq);
   int ok = err >= 0 && err <= TOL;
   *failed += !ok;
-  printf("check decode_attention%s b=%d heads=%d/%d d=%d len=%lld: rel L2 %.2e (tol %.0e) %s\n", v2 ? "2" : "", batch,
+  printf("check decode_attention%s b=%d heads=%d/%d d=%d len=%lld: rel L2 %.2e (tol %.0e) %s\n",
+         ver == 3 ? "3" : ver == 2 ? "2" : "", batch,
          hl, kvl, d, len, err, TOL, ok ? "ok" : "FAILED");
   rc = 0;
 out:
@@ -136,12 +143,17 @@ static int run_checks(int *failed, ts_err *e) {
   uint64_t seed = 1000 + 7 * 26; /* the seeds these cases had beside the GEMV's (now dev/decode_gemv/) */
   static const struct { int b, hl, kvl, d; long long len; } a[] = {
       {1, 32, 8, 128, 4096}, {3, 8, 8, 128, 77}, {2, 16, 4, 128, 1000}, {1, 8, 2, 64, 33},
-      {2, 32, 2, 64, 517},   {4, 28, 4, 128, 130}, {1, 4, 4, 64, 1}, {2, 12, 2, 128, 300}};
+      {2, 32, 2, 64, 517},   {4, 28, 4, 128, 130}, {1, 4, 4, 64, 1}, {2, 12, 2, 128, 300},
+      /* v3's tiles of 16 positions and 4 warps: lengths around 16 and 64, one split and several */
+      {1, 32, 8, 128, 8192}, {5, 32, 8, 128, 15}, {3, 32, 8, 128, 65}, {64, 32, 8, 128, 1000},
+      {2, 64, 4, 128, 333}, {2, 14, 2, 64, 200}};
   for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
-    for (int v2 = 0; v2 < 2; v2++) {
+    for (int ver = 1; ver <= 3; ver++) {
       int g = a[i].hl / a[i].kvl;
-      if (!v2 && g != 1 && g != 2 && g != 4 && g != 8 && g != 16) continue; /* v1 is built for these only */
-      if (check_decode(v2, a[i].b, a[i].hl, a[i].kvl, a[i].d, a[i].len, seed += 7, failed, e)) return -1;
+      if (ver == 1 && g != 1 && g != 2 && g != 4 && g != 8 && g != 16) continue; /* v1 is built for these only */
+      if (ver == 2 && (a[i].d == 128 ? g > 8 : g == 3 || g == 5 || g == 6 || (g > 8 && g != 16)))
+        continue; /* v2 is built for these only (infer_decode.h) */
+      if (check_decode(ver, a[i].b, a[i].hl, a[i].kvl, a[i].d, a[i].len, seed += 7, failed, e)) return -1;
     }
   return 0;
 }
@@ -164,7 +176,7 @@ static int gemm_launch(void *p, long long iter, ts_err *e) {
   return exec_gemm_run(c->gemm, &c->s, 1.f, c->X, W, 0.f, c->Y, NULL, e);
 }
 
-static const char *const dec_names[INFER_DEC_KERNELS] = {"v1", "v2", "v2fp8"};
+static const char *const dec_names[INFER_DEC_KERNELS] = {"v1", "v2", "v2fp8", "v3", "v3fp8"};
 
 static int copy_launch(void *p, long long iter, ts_err *e) {
   (void)iter;
@@ -248,8 +260,9 @@ static int time_decode(const model_config *mc, const long long *batches, int nb,
   infer_attn_dims big = {.batch = (int)maxb, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = maxkv};
   size_t pb = 0;
   for (int i = 0; i < nkv; i++) {
-    size_t a = infer_decode_partial_bytes(&big, kv[i]), b = infer_decode2_partial_bytes(&big, kv[i]);
-    pb = a > pb ? a : pb, pb = b > pb ? b : pb;
+    size_t a = infer_decode_partial_bytes(&big, kv[i]), b = infer_decode2_partial_bytes(&big, kv[i]),
+           b3 = infer_decode3_partial_bytes(&big, kv[i]);
+    pb = a > pb ? a : pb, pb = b > pb ? b : pb, pb = b3 > pb ? b3 : pb;
   }
   if (dev_random(&c.q, (size_t)maxb * hl * d, 90, e) || dev_random((void **)&c.k, pool / 2, 91, e) ||
       dev_random((void **)&c.v, pool / 2, 92, e))
@@ -277,7 +290,8 @@ static int time_decode(const model_config *mc, const long long *batches, int nb,
       for (c.kernel = 0; c.kernel < INFER_DEC_KERNELS; c.kernel++) {
         if (!(kernels & (1 << c.kernel))) continue;
         /* bytes that must move: K and V (FP8: codes and scales), q and out */
-        double bytes = (c.kernel == INFER_DEC_V2_FP8 ? 2.0 * rows * (d + 4) : 2.0 * c.set_bytes) + 4.0 * c.a.batch * hl * d;
+        const int fp8 = c.kernel == INFER_DEC_V2_FP8 || c.kernel == INFER_DEC_V3_FP8;
+        double bytes = (fp8 ? 2.0 * rows * (d + 4) : 2.0 * c.set_bytes) + 4.0 * c.a.batch * hl * d;
         if (calib_time_us(infer_decode_timing_launch, &c, streams, dev, 1, &bud, &us[c.kernel], e)) goto out;
         char what[96];
         snprintf(what, sizeof what, "decode attention b=%d kv=%lld %s", c.a.batch, c.len, dec_names[c.kernel]);
@@ -285,6 +299,9 @@ static int time_decode(const model_config *mc, const long long *batches, int nb,
       }
       if ((kernels & 3) == 3) printf("  -> v2/v1 %.3f\n", us[INFER_DEC_V2] / us[INFER_DEC_V1]);
       if ((kernels & 6) == 6) printf("  -> v2fp8/v2 %.3f\n", us[INFER_DEC_V2_FP8] / us[INFER_DEC_V2]);
+      if ((kernels & 10) == 10) printf("  -> v3/v2 %.3f\n", us[INFER_DEC_V3] / us[INFER_DEC_V2]);
+      if ((kernels & 20) == 20) printf("  -> v3fp8/v2fp8 %.3f\n", us[INFER_DEC_V3_FP8] / us[INFER_DEC_V2_FP8]);
+      if ((kernels & 24) == 24) printf("  -> v3fp8/v3 %.3f\n", us[INFER_DEC_V3_FP8] / us[INFER_DEC_V3]);
     }
   rc = 0;
 out:
@@ -312,10 +329,10 @@ static void usage(FILE *out) {
           "usage: tacorun bench-decode [--model NAME (llama3-8b)] [--batches LIST (1,2,4,8,16,32,64)]\n"
           "                            [--kv LIST (128,1024,4096,8192)] [--peak-gbps G (4800: H200 datasheet)]\n"
           "                            [--check (checks only)] [--attention-only (no GEMM timing)]\n"
-          "                            [--attention LIST of v1,v2,v2fp8 (all three)]\n"
-          "Checks the decode attention kernels (v1, v2) against a plain-C reference, then times the\n"
-          "model's decode projections (cuBLASLt, what the executor runs) and decode attention (v1, v2, and\n"
-          "v2 over the FP8 KV cache: v2fp8, infer_kv8.h; its bytes are codes + scales; its checks are\n"
+          "                            [--attention LIST of v1,v2,v2fp8,v3,v3fp8 (all five)]\n"
+          "Checks the decode attention kernels (v1, v2, v3) against a plain-C reference, then times the\n"
+          "model's decode projections (cuBLASLt, what the executor runs) and decode attention (v1, v2, v3\n"
+          "and v2, v3 over the FP8 KV cache: v2fp8, v3fp8, infer_kv8.h; their bytes are codes + scales; their checks are\n"
           "`tacorun execute --infer-check`'s) per batch and KV length: us, GB/s, %% of the --peak-gbps\n"
           "floor and of the measured copy rate.\n"
           "(The weight-streaming GEMV that lost to cuBLASLt is timed by dev/decode_gemv.)\n"
@@ -326,14 +343,14 @@ static void usage(FILE *out) {
 int bench_decode_main(int argc, char **argv) {
   const char *model = "llama3-8b", *batches_s = "1,2,4,8,16,32,64", *kv_s = "128,1024,4096,8192";
   double peak = 4800;
-  int check_only = 0, attention_only = 0, kernels = 7;
+  int check_only = 0, attention_only = 0, kernels = (1 << INFER_DEC_KERNELS) - 1;
   for (int i = 1; i < argc; i++) {
     int has = i + 1 < argc;
     if (!strcmp(argv[i], "--check")) check_only = 1;
     else if (!strcmp(argv[i], "--attention-only")) attention_only = 1;
     else if (!strcmp(argv[i], "--attention") && has) {
       if (parse_kernels(argv[++i], &kernels)) {
-        fprintf(stderr, "tacorun bench-decode: --attention: '%s' is not a comma-separated list of v1, v2, v2fp8\n",
+        fprintf(stderr, "tacorun bench-decode: --attention: '%s' is not a comma-separated list of v1, v2, v2fp8, v3, v3fp8\n",
                 argv[i]);
         return 2;
       }

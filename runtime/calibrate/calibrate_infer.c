@@ -8,7 +8,7 @@
  *     each launch reads them from HBM as a decode step does (a layer's weights
  *     are not in L2 when its GEMM runs);
  *   - "attention_decode" (by KV-cache bytes read: 2 x batch x length x KV
- *     heads x head_dim x 2 B): infer_decode_attention2 (the executor's default), caches rotating too;
+ *     heads x head_dim x 2 B): infer_decode_attention3 (the executor's default), caches rotating too;
  *     "attention_decode_fp8" (by bytes of E4M3 codes + scales): the same kernel over the FP8 cache;
  *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
  *     flops_fwd): infer_prefill_attention at batch x prompt;
@@ -188,7 +188,7 @@ static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_confi
 static int decode_attention_table(schema_calibration *cal, const calib_budget *bud, ts_err *e) {
   static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
   static const long long lens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
-  infer_decode_timing c = {.kernel = INFER_DEC_V2, .a = {.hl = 16, .kvl = 4, .head_dim = 128}};
+  infer_decode_timing c = {.kernel = INFER_DEC_V3, .a = {.hl = 16, .kvl = 4, .head_dim = 128}};
   const size_t pool = POOL_BYTES;
   RT_CUDA(e, cudaMalloc((void **)&c.k, pool));
   RT_CUDA(e, cudaMalloc((void **)&c.v, pool));
@@ -205,7 +205,7 @@ static int decode_attention_table(schema_calibration *cal, const calib_budget *b
   for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
     for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
       infer_attn_dims a = {.batch = batches[b], .hl = 16, .kvl = 4, .head_dim = 128, .max_seq = lens[l]};
-      size_t n = infer_decode2_partial_bytes(&a, lens[l]);
+      size_t n = infer_decode3_partial_bytes(&a, lens[l]);
       if (n > part_bytes) part_bytes = n;
     }
   RT_CUDA(e, cudaMalloc((void **)&c.part, part_bytes));
@@ -223,7 +223,7 @@ static int decode_attention_table(schema_calibration *cal, const calib_budget *b
       if (c.set_bytes > pool) continue;
       c.sets = (int)(pool / c.set_bytes);
       for (int fp8 = 0; fp8 < 2; fp8++) {
-        c.kernel = fp8 ? INFER_DEC_V2_FP8 : INFER_DEC_V2;
+        c.kernel = fp8 ? INFER_DEC_V3_FP8 : INFER_DEC_V3;
         double us;
         if (calib_time_us(infer_decode_timing_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
         /* KV bytes read: BF16 2 B an element; FP8 1 B + a 4 B scale per head vector of 128 */

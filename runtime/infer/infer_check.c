@@ -60,8 +60,9 @@ static double rel_l2(const float *a, const float *ref, long long n) {
 
 /* ---- decode attention and RoPE against the plain-C reference ---- */
 
-static int check_decode_attention(check_log *L, int batch, int hl, int kvl, int d, long long max_seq, long long len,
-                                  ts_err *e) {
+/* ver 1: infer_decode_attention, 3: infer_decode_attention3 (v2: bench-decode's checks and the FP8 ones) */
+static int check_decode_attention(check_log *L, int ver, int batch, int hl, int kvl, int d, long long max_seq,
+                                  long long len, ts_err *e) {
   infer_attn_dims a = {.batch = batch, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = max_seq};
   long long nq = (long long)batch * hl * d, nc = (long long)batch * kvl * max_seq * d;
   void *q, *k, *v, *o, *part;
@@ -69,7 +70,8 @@ static int check_decode_attention(check_log *L, int batch, int hl, int kvl, int 
   RT_CUDA(e, cudaMalloc(&o, (size_t)nq * 2));
   RT_CUDA(e, cudaMalloc(&k, (size_t)nc * 2));
   RT_CUDA(e, cudaMalloc(&v, (size_t)nc * 2));
-  RT_CUDA(e, cudaMalloc(&part, infer_decode_partial_bytes(&a, len)));
+  const size_t pb = ver == 3 ? infer_decode3_partial_bytes(&a, len) : infer_decode_partial_bytes(&a, len);
+  RT_CUDA(e, cudaMalloc(&part, pb));
   float *hq = malloc((size_t)nq * 4), *ho = malloc((size_t)nq * 4), *hr = malloc((size_t)nq * 4);
   float *hk = malloc((size_t)nc * 4), *hv = malloc((size_t)nc * 4);
   if (!hq || !ho || !hr || !hk || !hv) return ts_fail_sys(e, "out of host memory");
@@ -77,7 +79,9 @@ static int check_decode_attention(check_log *L, int batch, int hl, int kvl, int 
   CK_TRY(rt_fill_random_bf16(q, nq, 11, 3.0f, NULL, e));
   CK_TRY(rt_fill_random_bf16(k, nc, 12, 1.0f, NULL, e));
   CK_TRY(rt_fill_random_bf16(v, nc, 13, 1.0f, NULL, e));
-  CK_TRY(infer_decode_attention(q, k, v, o, part, &a, len, NULL, e));
+  RT_CUDA(e, cudaMemset(o, 0xff, (size_t)nq * 2));
+  RT_CUDA(e, cudaMemset(part, 0xff, pb));
+  CK_TRY((ver == 3 ? infer_decode_attention3 : infer_decode_attention)(q, k, v, o, part, &a, len, NULL, e));
   RT_CUDA(e, cudaDeviceSynchronize());
   CK_TRY(fetch(q, nq, hq, e));
   CK_TRY(fetch(k, nc, hk, e));
@@ -85,7 +89,7 @@ static int check_decode_attention(check_log *L, int batch, int hl, int kvl, int 
   CK_TRY(fetch(o, nq, ho, e));
   infer_ref_decode_attention(hq, hk, hv, hr, batch, hl, kvl, d, max_seq, len);
   char name[128];
-  snprintf(name, sizeof name, "decode attention b%d h%d kv%d d%d len %lld vs C reference", batch, hl, kvl, d, len);
+  snprintf(name, sizeof name, "decode attention v%d b%d h%d kv%d d%d len %lld vs C", ver, batch, hl, kvl, d, len);
   report(L, name, rel_l2(ho, hr, nq), 1e-2);
   free(hq), free(ho), free(hr), free(hk), free(hv);
   cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o), cudaFree(part);
@@ -169,7 +173,7 @@ static void report_exact(check_log *L, const char *name, long long bad, long lon
 }
 
 /* Random BF16 caches (rows of random magnitudes, so that scales differ),
- * quantized on the GPU; the quantizer against the C one; decode attention v2
+ * quantized on the GPU; the quantizer against the C one; decode attention v2 and v3
  * over the FP8 cache against the reference on the dequantized codes, and (not
  * a tolerance of the kernel: the format's error) against the BF16 cache. */
 static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, long long max_seq, long long len,
@@ -186,13 +190,15 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
   RT_CUDA(e, cudaMalloc(&v8, (size_t)nc));
   RT_CUDA(e, cudaMalloc((void **)&ks, (size_t)rows * 4));
   RT_CUDA(e, cudaMalloc((void **)&vs, (size_t)rows * 4));
-  RT_CUDA(e, cudaMalloc(&part, infer_decode2_partial_bytes(&a, len)));
+  size_t pb = infer_decode2_partial_bytes(&a, len), pb3 = infer_decode3_partial_bytes(&a, len);
+  if (pb3 > pb) pb = pb3;
+  RT_CUDA(e, cudaMalloc(&part, pb));
   float *hq = malloc((size_t)nq * 4), *ho = malloc((size_t)nq * 4), *hr = malloc((size_t)nq * 4),
-        *hb = malloc((size_t)nq * 4), *hk = malloc((size_t)nc * 4), *hv = malloc((size_t)nc * 4),
+        *ho3 = malloc((size_t)nq * 4), *hb = malloc((size_t)nq * 4), *hk = malloc((size_t)nc * 4), *hv = malloc((size_t)nc * 4),
         *dk = malloc((size_t)nc * 4), *dv = malloc((size_t)nc * 4), *hks = malloc((size_t)rows * 4),
         *hvs = malloc((size_t)rows * 4);
   unsigned char *ck = malloc((size_t)nc), *cv = malloc((size_t)nc);
-  if (!hq || !ho || !hr || !hb || !hk || !hv || !dk || !dv || !hks || !hvs || !ck || !cv)
+  if (!hq || !ho || !ho3 || !hr || !hb || !hk || !hv || !dk || !dv || !hks || !hvs || !ck || !cv)
     return ts_fail_sys(e, "out of host memory");
   CK_TRY(rt_fill_random_bf16(q, nq, seed, 3.0f, NULL, e));
   CK_TRY(rt_fill_random_bf16(kb, nc, seed + 1, 1.0f, NULL, e));
@@ -219,10 +225,16 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
   RT_CUDA(e, cudaMemset(ks, 0xff, (size_t)rows * 4));
   RT_CUDA(e, cudaMemset(vs, 0xff, (size_t)rows * 4));
   RT_CUDA(e, cudaMemset(o, 0xff, (size_t)nq * 2));
-  RT_CUDA(e, cudaMemset(part, 0xff, infer_decode2_partial_bytes(&a, len)));
+  RT_CUDA(e, cudaMemset(part, 0xff, pb));
   CK_TRY(infer_kv8_quantize(kb, k8, ks, rows, d, NULL, e));
   CK_TRY(infer_kv8_quantize(vb, v8, vs, rows, d, NULL, e));
   infer_kv8 c = {k8, v8, ks, vs};
+  /* v3 first (its output kept), then v2 on freshly poisoned buffers */
+  CK_TRY(infer_decode_attention3_fp8(q, &c, o, part, &a, len, NULL, e));
+  RT_CUDA(e, cudaDeviceSynchronize());
+  CK_TRY(fetch(o, nq, ho3, e));
+  RT_CUDA(e, cudaMemset(o, 0xff, (size_t)nq * 2));
+  RT_CUDA(e, cudaMemset(part, 0xff, pb));
   CK_TRY(infer_decode_attention2_fp8(q, &c, o, part, &a, len, NULL, e));
   RT_CUDA(e, cudaDeviceSynchronize());
   CK_TRY(fetch(q, nq, hq, e));
@@ -244,11 +256,13 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
   infer_ref_decode_attention(hq, dk, dv, hr, batch, hl, kvl, d, max_seq, len);
   snprintf(name, sizeof name, "decode attention v2 FP8 b%d h%d kv%d d%d len %lld vs C", batch, hl, kvl, d, len);
   report(L, name, rel_l2(ho, hr, nq), 1e-2);
+  snprintf(name, sizeof name, "decode attention v3 FP8 b%d h%d kv%d d%d len %lld vs C", batch, hl, kvl, d, len);
+  report(L, name, rel_l2(ho3, hr, nq), 1e-2);
   infer_ref_decode_attention(hq, hk, hv, hb, batch, hl, kvl, d, max_seq, len);
   if (L->root)
     printf("     (the same output against attention over the BF16 cache: rel.L2 %.3e, the E4M3 format's error)\n",
            rel_l2(ho, hb, nq));
-  free(hq), free(ho), free(hr), free(hb), free(hk), free(hv), free(dk), free(dv), free(hks), free(hvs), free(ck),
+  free(hq), free(ho), free(ho3), free(hr), free(hb), free(hk), free(hv), free(dk), free(dv), free(hks), free(hvs), free(ck),
       free(cv);
   cudaFree(q), cudaFree(o), cudaFree(kb), cudaFree(vb), cudaFree(k8), cudaFree(v8), cudaFree(ks), cudaFree(vs),
       cudaFree(part);
@@ -495,11 +509,13 @@ static int check_model(rt_nccl *w, check_log *L, ts_err *e) {
 int infer_run_check(rt_nccl *w, ts_err *e) {
   check_log L = {.root = rt_nccl_is_root(w)};
   RT_CUDA(e, cudaSetDevice(w->devices[0]));
-  CK_TRY(check_decode_attention(&L, 3, 8, 2, 128, 1100, 1000, e));
-  CK_TRY(check_decode_attention(&L, 2, 4, 4, 64, 64, 37, e));
-  CK_TRY(check_decode_attention(&L, 1, 16, 1, 128, 8192, 8192, e));
-  CK_TRY(check_decode_attention(&L, 4, 8, 1, 64, 16, 5, e));
-  CK_TRY(check_decode_attention(&L, 64, 16, 4, 128, 300, 257, e));
+  for (int ver = 1; ver <= 3; ver += 2) {
+    CK_TRY(check_decode_attention(&L, ver, 3, 8, 2, 128, 1100, 1000, e));
+    CK_TRY(check_decode_attention(&L, ver, 2, 4, 4, 64, 64, 37, e));
+    CK_TRY(check_decode_attention(&L, ver, 1, 16, 1, 128, 8192, 8192, e));
+    CK_TRY(check_decode_attention(&L, ver, 4, 8, 1, 64, 16, 5, e));
+    CK_TRY(check_decode_attention(&L, ver, 64, 16, 4, 128, 300, 257, e));
+  }
   CK_TRY(check_rope(&L, e));
   CK_TRY(check_decode_fp8(&L, 3, 8, 2, 128, 1100, 1000, 41, e));
   CK_TRY(check_decode_fp8(&L, 2, 4, 4, 64, 64, 37, 51, e));

@@ -192,8 +192,8 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   m->ks = calloc((size_t)layers, sizeof *m->ks);
   m->vs = calloc((size_t)layers, sizeof *m->vs);
   if (!m->w || !m->kc || !m->vc || !m->ks || !m->vs) return ts_fail_sys(e, "infer: out of host memory");
-  if (o->kv_fp8 && o->decode_attn != 2)
-    return ts_fail_sys(e, "infer: the FP8 KV cache is read by decode attention v2 only (--decode-attention v2)");
+  if (o->kv_fp8 && o->decode_attn < 2)
+    return ts_fail_sys(e, "infer: the FP8 KV cache is read by decode attention v2 and v3 only (--decode-attention)");
   m->kv_fp8 = o->kv_fp8;
   for (int l = 0; l < layers; l++) {
     infer_layer_w *w = &m->w[l];
@@ -243,7 +243,9 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   infer_attn_dims ad = {.batch = o->batch, .hl = m->hl, .kvl = m->kvl, .head_dim = m->d, .max_seq = o->max_seq};
   m->partial_bytes = 0;
   for (long long len = 1; len <= o->max_seq; len++) { /* the split count is not monotone in len */
-    size_t b = o->decode_attn == 2 ? infer_decode2_partial_bytes(&ad, len) : infer_decode_partial_bytes(&ad, len);
+    size_t b = o->decode_attn == 3   ? infer_decode3_partial_bytes(&ad, len)
+               : o->decode_attn == 2 ? infer_decode2_partial_bytes(&ad, len)
+                                     : infer_decode_partial_bytes(&ad, len);
     if (b > m->partial_bytes) m->partial_bytes = b;
   }
   IM_TRY(dmalloc(&m->partial, m->partial_bytes, "decode attention partials", e));
@@ -379,10 +381,13 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
                                .max_seq = m->kv_fp8 ? seq : m->max_seq};
       IM_TRY(infer_prefill_attention(&pa, e));
     } else if (m->kv_fp8)
-      IM_TRY(infer_decode_attention2_fp8(m->qh, &c8, m->attn, m->partial, &ad, pos0 + 1, st, e));
+      IM_TRY((m->decode_attn == 3 ? infer_decode_attention3_fp8 : infer_decode_attention2_fp8)(
+          m->qh, &c8, m->attn, m->partial, &ad, pos0 + 1, st, e));
     else
-      IM_TRY((m->decode_attn == 2 ? infer_decode_attention2 : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn,
-                                                                                   m->partial, &ad, pos0 + 1, st, e));
+      IM_TRY((m->decode_attn == 3   ? infer_decode_attention3
+              : m->decode_attn == 2 ? infer_decode_attention2
+                                    : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn, m->partial, &ad,
+                                                              pos0 + 1, st, e));
     IM_TRY(gemm_nn(m, T, h, m->hl * d, m->attn, w->wo, m->proj, e));
     m->at = (struct infer_nf_site){pos0, l, 0};
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));

@@ -24,7 +24,7 @@ void infer_usage(FILE *out) {
           "Serves one batch of an inference plan (\"kind\": \"inference\") for real, one process per GPU\n"
           "of the TP group: a prefill forward pass over the prompts that fills the KV cache (the plan's\n"
           "kv_cache: bf16, or fp8 = E4M3 codes with one FP32 scale per position and KV head, quantized on\n"
-          "append, read by the FP8 variant of decode attention v2; prefill attention stays BF16), then\n"
+          "append, read by the FP8 variant of decode attention v3 (or v2); prefill attention stays BF16), then\n"
           "generate - 1 decode steps (one token per sequence each, attending over the cache), greedy\n"
           "sampling; synthetic weights (fixed seed) and prompt tokens. Llama-style models only (RMSNorm,\n"
           "RoPE, grouped-query attention, SwiGLU, no biases, untied head); the plan's layers_override\n"
@@ -38,7 +38,8 @@ void infer_usage(FILE *out) {
           "schema (kind \"inference\", source \"measured\") that `tacosim compare` reads. Several plans\n"
           "(same TP) run one after the other in one launch; --json-dir DIR writes DIR/PLAN_NAME.json each.\n"
           "\n"
-          "--infer-check: decode attention (v1, v2, v2 over the FP8 cache), RoPE, and the FP8 cache's\n"
+          "--infer-check: decode attention (v1, v3, v2 and v3 over the FP8 cache; v2 over BF16: bench-decode),\n"
+          "RoPE, and the FP8 cache's\n"
           "quantize-on-append against the plain-C reference, TP = N against TP = 1\n"
           "logits on a tiny model, prefill of S + 1 tokens against prefill of S plus a decode step, and\n"
           "the TACO / CAAT-Net / both all-reduce paths.\n"
@@ -61,10 +62,12 @@ void infer_usage(FILE *out) {
           "  --infer-check     the inference correctness checks instead of a plan [off]\n"
           "  --decode-graph    also run the decode steps as one CUDA graph launch each (TP 1; captured\n"
           "                    and updated every step, infer_graph.h), from a fresh prefill: prints both\n"
-          "                    TPOTs and whether the graph steps' tokens equal the eager ones; the result's\n"
+          "                    TPOTs and whether the graph steps' tokens equal the eager ones (with an FNV-1a\n"
+          "                    hash of the tokens, to compare runs); the result's\n"
           "                    TPOT is the graph one [off: eager launches]\n"
-          "  --decode-attention v1|v2  decode attention over the KV cache: v1 infer_kernels.h, v2\n"
-          "                    infer_decode.h (4 positions in flight a warp; runtime/RESULTS-decode.md) [v2]\n"
+          "  --decode-attention v1|v2|v3  decode attention over the KV cache: v1 infer_kernels.h, v2 and v3\n"
+          "                    infer_decode.h (v2: 4 positions in flight a warp, CUDA cores; v3: tensor-core mma\n"
+          "                    over the query heads of a KV head; runtime/RESULTS-decode.md) [v3]\n"
           "reads:  INFER_PLAN.json..., the models and clusters they name\n"
           "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n");
 }
@@ -186,10 +189,11 @@ static int step_times(cudaEvent_t *ev, int steps, int warmup, double *tp, double
 
 /* --decode-graph: the decode steps again from a fresh prefill, each one graph launch (infer_graph.h),
  * timed like the eager ones; their tokens (hist[steps..2 steps) x batch) against the eager steps'
- * (hist[0..steps)): *same = 1 when every token agrees. */
+ * (hist[0..steps)): *same = 1 when every token agrees; *hash: FNV-1a of the eager tokens (so that
+ * runs of other kernels can be compared). */
 static int graph_pass(infer_model *m, const plan_infer *p, const infer_opts *o, const int32_t *prompt_tok,
-                      cudaEvent_t *ev, double *tp, int32_t *hist, double t[3], int *nt, int *same, infer_graph *g,
-                      ts_err *e) {
+                      cudaEvent_t *ev, double *tp, int32_t *hist, double t[3], int *nt, int *same,
+                      unsigned long long *hash, infer_graph *g, ts_err *e) {
   const int steps = p->generate - 1;
   const size_t nb = (size_t)p->batch;
   if (infer_forward(m, prompt_tok, p->prompt, 0, e)) return -1;
@@ -210,14 +214,17 @@ static int graph_pass(infer_model *m, const plan_infer *p, const infer_opts *o, 
     return ts_fail_sys(e, "decode graph: token copy failed");
   }
   *same = 1;
-  for (size_t i = 0; i < (size_t)steps * nb; i++)
+  *hash = 14695981039346656037ULL;
+  for (size_t i = 0; i < (size_t)steps * nb; i++) {
     if (h[i] != h[(size_t)steps * nb + i]) *same = 0;
+    *hash = (*hash ^ (uint32_t)h[i]) * 1099511628211ULL;
+  }
   free(h);
   return 0;
 }
 
 static int parse(int argc, char **argv, infer_opts *o) {
-  *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234, .decode_attn = 2};
+  *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234, .decode_attn = 3};
   const ts_arg_flag flags[] = {{"--infer-check", &o->check}, {"--decode-graph", &o->decode_graph}};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -228,11 +235,11 @@ static int parse(int argc, char **argv, infer_opts *o) {
       continue;
     } else if (i + 1 < argc && !strcmp(a, "--decode-attention")) {
       const char *v = argv[++i];
-      if (strcmp(v, "v1") && strcmp(v, "v2")) {
-        fprintf(stderr, "tacorun execute: --decode-attention: '%s' must be v1 or v2\n", v);
+      if (strcmp(v, "v1") && strcmp(v, "v2") && strcmp(v, "v3")) {
+        fprintf(stderr, "tacorun execute: --decode-attention: '%s' must be v1, v2 or v3\n", v);
         return 2;
       }
-      o->decode_attn = !strcmp(v, "v2") ? 2 : 1;
+      o->decode_attn = v[1] - '0';
     } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
       int v;
       int lo = !strcmp(a, "--warmup") ? 0 : 1;
@@ -285,8 +292,9 @@ static int plan_runnable(const plan_infer *p, const infer_opts *o, ts_err *e) {
   if (p->pp != 1)
     return ts_fail(e, p->path, "layout.pp", "%d: pipeline stages are not run by the inference executor (pp 1 only)",
                    p->pp);
-  if (p->kv == PLAN_KV_FP8 && o->decode_attn != 2)
-    return ts_fail(e, p->path, "kv_cache", "fp8 is read by decode attention v2 only (--decode-attention v1 asked)");
+  if (p->kv == PLAN_KV_FP8 && o->decode_attn < 2)
+    return ts_fail(e, p->path, "kv_cache", "fp8 is read by decode attention v2 and v3 only (--decode-attention v1 "
+                   "asked)");
   return infer_model_supported(&p->model, p->path, e);
 }
 
@@ -374,9 +382,10 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   if (step_times(ev, steps, o->warmup, tp, &tpot, &tpot_min, &tpot_max, &nt, e)) goto out;
   double tpot_eager = tpot;
   int graph_same = -1, graph_nt = 0;
+  unsigned long long tok_hash = 0;
   if (o->decode_graph) {
     double tg[3];
-    if (graph_pass(&m, p, o, prompt_tok, ev, tp, hist, tg, &graph_nt, &graph_same, &graph, e)) goto out;
+    if (graph_pass(&m, p, o, prompt_tok, ev, tp, hist, tg, &graph_nt, &graph_same, &tok_hash, &graph, e)) goto out;
     tpot = tg[0], tpot_min = tg[1], tpot_max = tg[2], nt = graph_nt;
   }
   /* the slowest rank's figures (they wait on each other every layer, so these agree closely) */
@@ -389,6 +398,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   if (root) {
     printf("# %s: %s, TP %d, batch %d, prompt %d, generate %d, %d layers, codec %s\n", p->name, p->model.name, p->tp,
            p->batch, p->prompt, p->generate, p->model.layers, plan_codec_kind_name(p->codec.kind));
+    printf("# decode attention v%d\n", o->decode_attn);
     printf("# KV cache %s: %.3f GB allocated per GPU (%s), plan's accounting %.3f GB\n", plan_kv_precision_name(p->kv),
            m.kv_bytes / 1e9, p->kv == PLAN_KV_FP8 ? "E4M3 codes + an FP32 scale per position and KV head" : "BF16",
            mem.kv_cache / 1e9);
@@ -404,9 +414,9 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
            ttft, ttft_min, ttft_max, o->prefill_reps, tpot, tpot_min, tpot_max, nt, steps - nt, tps);
     if (o->decode_graph)
       printf("decode graph: tpot_s %.6f (one graph launch a step; %d instantiation(s), %d update(s)) against eager "
-             "tpot_s %.6f: %+.1f%%; graph tokens equal to eager: %s (%d steps x batch %d)\n",
+             "tpot_s %.6f: %+.1f%%; graph tokens equal to eager: %s (%d steps x batch %d; FNV-1a %016llx)\n",
              tpot, graph.instantiations, graph.updates, tpot_eager, 100 * (tpot / tpot_eager - 1),
-             graph_same == 1 ? "yes" : "NO", steps, p->batch);
+             graph_same == 1 ? "yes" : "NO", steps, p->batch, tok_hash);
   }
   if (o->decode_graph && graph_same != 1) {
     ts_fail(e, NULL, "--decode-graph", "the graph decode steps' tokens differ from the eager steps'");

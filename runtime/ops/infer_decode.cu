@@ -220,3 +220,387 @@ extern "C" int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, vo
   return decode2_run<kv_e4m3>("infer_decode_attention2_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
                               stream, e);
 }
+
+/* ---- decode attention v3: tensor-core mma over the query heads of a group ------------
+ * Block (split, kv head j, sequence b) of DEC3_WARPS warps; warp w takes tiles of 16
+ * consecutive positions, every DEC3_WARPS-th tile of the block's chunk. Per tile, one
+ * m16n8k16 mma a k-step computes S = Q K^T for the g <= 16 query heads (rows; rows >= g
+ * are zero) against the 16 positions (two n-tiles of 8), the online softmax (base 2) runs
+ * on S's fragments (a head's running max is shared by the 4 lanes of a quad: 2 shuffles a
+ * tile), and P V is head_dim / 8 more mma, P's fragments being S's (the C layout of two
+ * n8 tiles is the A layout of one k16). Loads need no shared memory:
+ *  - lane (r = lane / 4, c = lane % 4) loads a quarter of the dims of the positions r and
+ *    8 + r of the tile, for K and V, 16 bytes a load, the quad's four loads side by side
+ *    (64 contiguous bytes: whole sectors; chunk_map says which dims a lane's word w holds);
+ *  - Q.K^T sums over dims, so any order of the dims serves if Q and K use the same one:
+ *    k-step s takes 32-bit words 2s, 2s+1 of a lane's chunk as its k slots 2c, 2c+1 and
+ *    2c+8, 2c+9 (Q's A fragments load the same dims of its head rows);
+ *  - for P V the lane needs V at 2 positions of one dim: movmatrix.trans turns the 8 x 8
+ *    tile of word t of 8 positions' chunks into it; output dims come out as those of the
+ *    lane's own word t.
+ * The next tile's rows (and, at the start, the first tile's) are prefetched into L2.
+ * FP8 cache (E4M3, scales ks/vs per position): codes -> FP16 pairs (one cvt each), FP16
+ * mma; each score times its key's scale; the value weights are 2^(s + log2 vs - mv) with a
+ * running max mv of their own (in [0, 1], so FP16 keeps them), the sum of weights l keeps
+ * the max m of the scores; the block turns its output back to m's scale (A 2^(mv - m)).
+ * Partials (output; max, sum) per split are merged by decode3_combine_kernel; with one split
+ * the block writes the output itself (no combine launch). */
+
+#define DEC3_WARPS 4
+#define DEC3_TILE 16
+
+/* Positions per block: about 8 blocks an SM (3 fit at once: several waves, so that the last one is
+ * short), at least one tile a warp, whole rounds of the warps' tiles. */
+static long long decode3_chunk(const infer_attn_dims *a, long long len) {
+  const long long step = (long long)DEC3_WARPS * DEC3_TILE;
+  long long units = (long long)a->batch * a->kvl, want = (8LL * sm_count() + units - 1) / units;
+  long long chunk = (len + want - 1) / want;
+  chunk = (chunk + step - 1) / step * step;
+  return chunk < step ? step : chunk;
+}
+
+extern "C" size_t infer_decode3_partial_bytes(const infer_attn_dims *a, long long len) {
+  long long chunk = decode3_chunk(a, len), nsplit = (len + chunk - 1) / chunk;
+  return (size_t)a->batch * a->hl * nsplit * (a->head_dim + 2) * sizeof(float);
+}
+
+template <bool F16>
+__device__ __forceinline__ void mma16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  if (F16)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t movtrans(uint32_t x) {
+  uint32_t y;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
+template <bool F16> __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t u;
+  if (F16) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    memcpy(&u, &h, 4);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    memcpy(&u, &h, 4);
+  }
+  return u;
+}
+
+/* A lane's W = d / 8 words (pairs of the mma's 16-bit type) of one cached row, zeros for a
+ * position past the chunk. Each load instruction of a quad reads 64 contiguous bytes of the
+ * row (two whole 32-byte sectors): BF16, lane c's uint4 i holds dims 32 i + 8 c .. + 7, so
+ * word w is dims word_dim(w, c), +1; E4M3, uint4 i holds dims 64 i + 16 c .. + 15. */
+template <typename T> struct chunk_map;
+template <> struct chunk_map<bf16> {
+  static __device__ __forceinline__ int word_dim(int w, int c) { return 32 * (w >> 2) + 8 * c + 2 * (w & 3); }
+};
+template <> struct chunk_map<uint8_t> {
+  static __device__ __forceinline__ int word_dim(int w, int c) { return 64 * (w >> 3) + 16 * c + 2 * (w & 7); }
+};
+template <int W> __device__ __forceinline__ void load_chunk(const bf16 *row, int c, bool ok, uint32_t *w) {
+#pragma unroll
+  for (int i = 0; i < W / 4; i++) {
+    uint4 u = ok ? *(const uint4 *)(row + 32 * i + 8 * c) : make_uint4(0, 0, 0, 0);
+    w[4 * i] = u.x, w[4 * i + 1] = u.y, w[4 * i + 2] = u.z, w[4 * i + 3] = u.w;
+  }
+}
+__device__ __forceinline__ uint32_t e4m3x2_to_half2_bits(uint32_t two) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xffffu), __NV_E4M3);
+  return (uint32_t)h.x | ((uint32_t)h.y << 16);
+}
+template <int W> __device__ __forceinline__ void load_chunk(const uint8_t *row, int c, bool ok, uint32_t *w) {
+#pragma unroll
+  for (int i = 0; i < W / 8; i++) {
+    uint4 u = ok ? *(const uint4 *)(row + 64 * i + 16 * c) : make_uint4(0, 0, 0, 0);
+    const uint32_t x[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) w[8 * i + 2 * k] = e4m3x2_to_half2_bits(x[k]), w[8 * i + 2 * k + 1] = e4m3x2_to_half2_bits(x[k] >> 16);
+  }
+}
+/* The next tile's rows into L2 while this one is computed (one prefetch per 128-byte line). */
+template <int D, typename T> __device__ __forceinline__ void prefetch_row(const T *row, int c) {
+  constexpr int BYTES = D * (int)sizeof(T);
+  if (c * 128 < BYTES) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)row + c * 128));
+}
+
+template <int D, int G, typename KV>
+__global__ void __launch_bounds__(DEC3_WARPS * 32, 3) /* 3 blocks an SM: <= 168 registers */
+    decode3_kernel(const bf16 *q, const typename KV::T *kc, const typename KV::T *vc, const float *ks,
+                   const float *vs, float *part, bf16 *out, int hl, int kvl, long long max_seq, long long len,
+                   long long chunk, int nsplit, float qscale) {
+  typedef chunk_map<typename KV::T> map;
+  constexpr int W = D / 8, KS = D / 16;
+  constexpr bool TWO = G > 8; /* query heads in rows 8..15 too */
+  constexpr bool F16 = KV::scaled;
+  const int split = blockIdx.x, j = blockIdx.y, b = blockIdx.z;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 2, c = lane & 3;
+  const long long srow = ((long long)b * kvl + j) * max_seq;
+  const typename KV::T *kb = kc + srow * D, *vb = vc + srow * D;
+  const long long p0 = (long long)split * chunk, p1 = p0 + chunk < len ? p0 + chunk : len;
+  { /* the first tile's rows on their way while Q is read */
+    const long long fa = p0 + (long long)warp * DEC3_TILE + r, fb = fa + 8;
+    if (fa < p1) prefetch_row<D>(kb + fa * D, c), prefetch_row<D>(vb + fa * D, c);
+    if (fb < p1) prefetch_row<D>(kb + fb * D, c), prefetch_row<D>(vb + fb * D, c);
+  }
+  /* Q's A fragments: rows r and r + 8 (heads j G + row, zero past G), the words of K's map */
+  uint32_t qa[KS][4];
+  {
+    uint32_t w0[W], w1[W];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      uint32_t *w = h ? w1 : w0;
+      const int row = r + 8 * h;
+      const bf16 *src = q + ((long long)b * hl + j * G + row) * D;
+#pragma unroll
+      for (int i = 0; i < W; i++) {
+        w[i] = row < G ? *(const uint32_t *)(src + map::word_dim(i, c)) : 0u;
+        if (F16) {
+          __nv_bfloat162 x;
+          memcpy(&x, &w[i], 4);
+          const float2 f = __bfloat1622float2(x);
+          w[i] = pack2<true>(f.x, f.y);
+        }
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < KS; s++) qa[s][0] = w0[2 * s], qa[s][2] = w0[2 * s + 1], qa[s][1] = w1[2 * s], qa[s][3] = w1[2 * s + 1];
+  }
+  float acc[W][4];
+#pragma unroll
+  for (int t = 0; t < W; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+  /* per row (r, r + 8): running max of the scores, of the value weights' exponents, and
+   * this lane's part of the sum of weights */
+  float m[2] = {-INFINITY, -INFINITY}, mv[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  for (long long t0 = p0 + (long long)warp * DEC3_TILE; t0 < p1; t0 += DEC3_WARPS * DEC3_TILE) {
+    uint32_t k0[W], k1[W], v0[W], v1[W];
+    const long long pa = t0 + r, pb = t0 + 8 + r;
+    load_chunk<W>(kb + pa * D, c, pa < p1, k0);
+    load_chunk<W>(kb + pb * D, c, pb < p1, k1);
+    load_chunk<W>(vb + pa * D, c, pa < p1, v0);
+    load_chunk<W>(vb + pb * D, c, pb < p1, v1);
+    { /* the next tile's */
+      const long long na = pa + DEC3_WARPS * DEC3_TILE, nb = pb + DEC3_WARPS * DEC3_TILE;
+      if (na < p1) prefetch_row<D>(kb + na * D, c), prefetch_row<D>(vb + na * D, c);
+      if (nb < p1) prefetch_row<D>(kb + nb * D, c), prefetch_row<D>(vb + nb * D, c);
+    }
+    /* this lane's scores: [n-tile][row half][2]: positions t0 + 8 n + 2c + {0, 1} */
+    float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int s = 0; s < KS; s++) {
+      mma16816<F16>(s0, qa[s], k0[2 * s], k0[2 * s + 1]);
+      mma16816<F16>(s1, qa[s], k1[2 * s], k1[2 * s + 1]);
+    }
+    float sc[2][2][2], lv[2][2]; /* [n-tile][half][i], log2 of the value scales [n-tile][i] */
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        const long long p = t0 + 8 * n + 2 * c + i;
+        const float *sv = n ? s1 : s0;
+        float f = qscale;
+        lv[n][i] = 0.f;
+        if (KV::scaled && p < p1) f *= ks[srow + p], lv[n][i] = __log2f(vs[srow + p]);
+        sc[n][0][i] = p < p1 ? sv[i] * f : -INFINITY;
+        sc[n][1][i] = p < p1 ? sv[2 + i] * f : -INFINITY;
+      }
+    uint32_t pf[4]; /* P's A fragment: rows r, r + 8; k slots 2c.. (n-tile 0), 2c + 8.. (n-tile 1) */
+#pragma unroll
+    for (int h = 0; h < (TWO ? 2 : 1); h++) {
+      float tm = fmaxf(fmaxf(sc[0][h][0], sc[0][h][1]), fmaxf(sc[1][h][0], sc[1][h][1]));
+      float tv = KV::scaled ? fmaxf(fmaxf(sc[0][h][0] + lv[0][0], sc[0][h][1] + lv[0][1]),
+                                    fmaxf(sc[1][h][0] + lv[1][0], sc[1][h][1] + lv[1][1]))
+                            : tm;
+#pragma unroll
+      for (int o = 1; o < 4; o <<= 1) {
+        tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
+        if (KV::scaled) tv = fmaxf(tv, __shfl_xor_sync(0xffffffffu, tv, o));
+      }
+      const float mn = fmaxf(m[h], tm), mref = mn == -INFINITY ? 0.f : mn;
+      const float vn = KV::scaled ? fmaxf(mv[h], tv) : mn, vref = vn == -INFINITY ? 0.f : vn;
+      const float corr = exp2f(m[h] - mref), vcorr = KV::scaled ? exp2f(mv[h] - vref) : corr;
+      float pe[2][2], pw[2][2];
+#pragma unroll
+      for (int n = 0; n < 2; n++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+          pe[n][i] = exp2f(sc[n][h][i] - mref);
+          pw[n][i] = KV::scaled ? exp2f(sc[n][h][i] + lv[n][i] - vref) : pe[n][i];
+        }
+      l[h] = l[h] * corr + (pe[0][0] + pe[0][1]) + (pe[1][0] + pe[1][1]);
+      m[h] = mn, mv[h] = vn;
+#pragma unroll
+      for (int t = 0; t < W; t++) acc[t][2 * h] *= vcorr, acc[t][2 * h + 1] *= vcorr;
+      pf[h] = pack2<F16>(pw[0][0], pw[0][1]);
+      pf[2 + h] = pack2<F16>(pw[1][0], pw[1][1]);
+    }
+    if (!TWO) pf[1] = pf[3] = 0u;
+#pragma unroll
+    for (int t = 0; t < W; t++) mma16816<F16>(acc[t], pf, movtrans(v0[t]), movtrans(v1[t]));
+  }
+  /* the quad's sums; then the warps through shared memory */
+#pragma unroll
+  for (int h = 0; h < 2; h++)
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) l[h] += __shfl_xor_sync(0xffffffffu, l[h], o);
+  constexpr int R = TWO ? 16 : 8;
+  __shared__ float sm_m[DEC3_WARPS][R], sm_mv[DEC3_WARPS][R], sm_l[DEC3_WARPS][R], sm_acc[DEC3_WARPS][R][D];
+#pragma unroll
+  for (int h = 0; h < (TWO ? 2 : 1); h++) {
+    const int row = r + 8 * h;
+    if (c == 0) sm_m[warp][row] = m[h], sm_mv[warp][row] = mv[h], sm_l[warp][row] = l[h];
+#pragma unroll
+    for (int t = 0; t < W; t++) {
+      sm_acc[warp][row][map::word_dim(t, c)] = acc[t][2 * h];
+      sm_acc[warp][row][map::word_dim(t, c) + 1] = acc[t][2 * h + 1];
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
+    const int i = idx / D, dd = idx % D;
+    float M = -INFINITY, MV = -INFINITY;
+    for (int w = 0; w < DEC3_WARPS; w++) M = fmaxf(M, sm_m[w][i]), MV = fmaxf(MV, sm_mv[w][i]);
+    float L = 0.f, A = 0.f;
+    for (int w = 0; w < DEC3_WARPS; w++) {
+      L += sm_m[w][i] == -INFINITY ? 0.f : sm_l[w][i] * exp2f(sm_m[w][i] - M);
+      A += sm_mv[w][i] == -INFINITY ? 0.f : sm_acc[w][i][dd] * exp2f(sm_mv[w][i] - MV);
+    }
+    if (KV::scaled) A *= MV == -INFINITY ? 0.f : exp2f(MV - M); /* to the scores' max, as v2's partials */
+    const long long bh = (long long)b * hl + j * G + i;
+    if (nsplit == 1) {
+      out[bh * D + dd] = __float2bfloat16(A / L);
+    } else { /* partials: outputs [b hl x nsplit x D], then (max, sum) [b hl x nsplit x 2] */
+      part[(bh * nsplit + split) * D + dd] = A;
+      if (dd == 0) {
+        float *ml = part + (long long)gridDim.z * hl * nsplit * D + (bh * nsplit + split) * 2;
+        ml[0] = M, ml[1] = L;
+      }
+    }
+  }
+}
+
+/* v3's combine: block (sequence, head) of 128 threads; the max and the sum over the splits
+ * by all threads, then thread t sums 4 dims (float4) of every (128 / (D / 4))-th split,
+ * 4 splits' loads in flight, and the thread groups are added through shared memory. */
+__device__ __forceinline__ float block_reduce3(float v, bool is_max, float *red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, w) : v + w;
+  }
+  __syncthreads(); /* red may still be read from a previous call */
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = red[0];
+  for (int w = 1; w < (int)(blockDim.x >> 5); w++) v = is_max ? fmaxf(v, red[w]) : v + red[w];
+  return v;
+}
+
+#define DEC3_COMBINE_THREADS 128
+
+template <int D>
+__global__ void __launch_bounds__(DEC3_COMBINE_THREADS) decode3_combine_kernel(const float *part, bf16 *out,
+                                                                                int nsplit, long long rows) {
+  constexpr int TPR = D / 4, GROUPS = DEC3_COMBINE_THREADS / TPR; /* threads per split row, rows at once */
+  __shared__ float red[32];
+  __shared__ float4 sacc[GROUPS][TPR];
+  const long long bh = blockIdx.x; /* b * hl + h */
+  const float *pa = part + bh * nsplit * D, *ml = part + rows * nsplit * D + bh * nsplit * 2;
+  float M = -INFINITY, L = 0.f;
+  for (int s = threadIdx.x; s < nsplit; s += blockDim.x) M = fmaxf(M, ml[2 * s]);
+  M = block_reduce3(M, true, red);
+  for (int s = threadIdx.x; s < nsplit; s += blockDim.x)
+    L += ml[2 * s] == -INFINITY ? 0.f : ml[2 * s + 1] * exp2f(ml[2 * s] - M);
+  L = block_reduce3(L, false, red);
+  const int g = threadIdx.x / TPR, x = threadIdx.x % TPR;
+  float4 A = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+  for (int s = g; s < nsplit; s += GROUPS) {
+    const float m = ml[2 * s], f = m == -INFINITY ? 0.f : exp2f(m - M);
+    const float4 v = *(const float4 *)(pa + (long long)s * D + 4 * x);
+    A.x += v.x * f, A.y += v.y * f, A.z += v.z * f, A.w += v.w * f;
+  }
+  sacc[g][x] = A;
+  __syncthreads();
+  if (g == 0) {
+    for (int k = 1; k < GROUPS; k++) {
+      const float4 v = sacc[k][x];
+      A.x += v.x, A.y += v.y, A.z += v.z, A.w += v.w;
+    }
+    const float inv = 1.f / L;
+    __nv_bfloat162 *o = (__nv_bfloat162 *)(out + bh * D + 4 * x);
+    o[0] = __floats2bfloat162_rn(A.x * inv, A.y * inv);
+    o[1] = __floats2bfloat162_rn(A.z * inv, A.w * inv);
+  }
+}
+
+template <int D, int G, typename KV>
+static void launch_dec3(dim3 grid, cudaStream_t st, const bf16 *q, const void *kc, const void *vc, const float *ks,
+                        const float *vs, float *part, bf16 *out, const infer_attn_dims *a, long long len,
+                        long long chunk, int nsplit, float qscale) {
+  decode3_kernel<D, G, KV><<<grid, DEC3_WARPS * 32, 0, st>>>(q, (const typename KV::T *)kc,
+                                                              (const typename KV::T *)vc, ks, vs, part, out, a->hl,
+                                                              a->kvl, a->max_seq, len, chunk, nsplit, qscale);
+}
+
+template <typename KV>
+static int decode3_run(const char *who, const void *q, const void *k_cache, const void *v_cache, const float *ks,
+                       const float *vs, void *out, void *partial, const infer_attn_dims *a, long long len,
+                       void *stream, ts_err *e) {
+  const int D = a->head_dim;
+  if (a->kvl < 1 || a->hl % a->kvl || len < 1 || len > a->max_seq)
+    return ts_fail_sys(e, "%s: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)", who, a->hl, a->kvl, len,
+                       a->max_seq);
+  const int G = a->hl / a->kvl;
+  const long long chunk = decode3_chunk(a, len);
+  const int nsplit = (int)((len + chunk - 1) / chunk);
+  dim3 grid((unsigned)nsplit, (unsigned)a->kvl, (unsigned)a->batch);
+  cudaStream_t st = (cudaStream_t)stream;
+  const float qscale = (float)(1.4426950408889634 / sqrt((double)D)); /* base 2 */
+  const bf16 *Q = (const bf16 *)q;
+  float *P = (float *)partial;
+  bf16 *O = (bf16 *)out;
+#define DEC3_CASE(d_, g_)                                                                                  \
+  if (D == d_ && G == g_)                                                                                  \
+    launch_dec3<d_, g_, KV>(grid, st, Q, k_cache, v_cache, ks, vs, P, O, a, len, chunk, nsplit, qscale);     \
+  else
+  DEC3_CASE(128, 1) DEC3_CASE(128, 2) DEC3_CASE(128, 3) DEC3_CASE(128, 4) DEC3_CASE(128, 5) DEC3_CASE(128, 6)
+  DEC3_CASE(128, 7) DEC3_CASE(128, 8) DEC3_CASE(128, 12) DEC3_CASE(128, 16)
+  DEC3_CASE(64, 1) DEC3_CASE(64, 2) DEC3_CASE(64, 4) DEC3_CASE(64, 6) DEC3_CASE(64, 7) DEC3_CASE(64, 8)
+  DEC3_CASE(64, 16)
+  return ts_fail_sys(e, "%s: head_dim %d with %d query heads per KV head is not built "
+                        "(head_dim 128: 1 to 8, 12 or 16 heads per KV head; 64: 1, 2, 4, 6, 7, 8 or 16)", who, D, G);
+#undef DEC3_CASE
+  DEC_LAUNCHED(e);
+  if (nsplit > 1) {
+    const long long rows = (long long)a->batch * a->hl;
+    if (D == 128)
+      decode3_combine_kernel<128><<<(unsigned)rows, DEC3_COMBINE_THREADS, 0, st>>>(P, O, nsplit, rows);
+    else
+      decode3_combine_kernel<64><<<(unsigned)rows, DEC3_COMBINE_THREADS, 0, st>>>(P, O, nsplit, rows);
+    DEC_LAUNCHED(e);
+  }
+  return 0;
+}
+
+extern "C" int infer_decode_attention3(const void *q, const void *k_cache, const void *v_cache, void *out,
+                                       void *partial, const infer_attn_dims *a, long long len, void *stream,
+                                       ts_err *e) {
+  return decode3_run<kv_bf16>("infer_decode_attention3", q, k_cache, v_cache, NULL, NULL, out, partial, a, len, stream,
+                              e);
+}
+
+extern "C" int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                           const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
+  if (!c || !c->k || !c->v || !c->ks || !c->vs)
+    return ts_fail_sys(e, "infer_decode_attention3_fp8: the FP8 cache or its scales are missing");
+  return decode3_run<kv_e4m3>("infer_decode_attention3_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
+                              stream, e);
+}

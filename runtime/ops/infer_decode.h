@@ -1,9 +1,11 @@
 /* infer_decode.h — the decode step's split-K (flash-decoding) attention over
- * the KV cache, whose warps keep several cached positions in flight so that
- * it streams the cache at the HBM rate (issue 24). `tacorun bench-decode`
- * (bench_decode.c) checks it against a plain-C reference and times it beside
- * the first decode attention (infer_kernels.h) and cuBLASLt's decode
- * projections. (The weight-streaming GEMV that was here lost to cuBLASLt:
+ * the KV cache (issue 24): v2 (CUDA cores, several cached positions in flight
+ * a warp) and v3 (tensor-core mma over the query heads of a KV head; the
+ * executor's default, runtime/RESULTS-decode.md), each over a BF16 or an FP8
+ * cache. `tacorun bench-decode` (bench_decode.c) checks them against a
+ * plain-C reference and times them beside the first decode attention
+ * (infer_kernels.h); `tacorun execute --infer-check` checks v1, v3 and the
+ * FP8 variants. (The weight-streaming GEMV that was here lost to cuBLASLt:
  * dev/decode_gemv/.) Every function launches on `stream` (a cudaStream_t)
  * and returns 0 or -1 with e. */
 #ifndef INFER_DECODE_H
@@ -34,14 +36,32 @@ int infer_decode_attention2(const void *q, const void *k_cache, const void *v_ca
 int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                 const infer_attn_dims *a, long long len, void *stream, ts_err *e);
 
+/* Decode attention v3 (same arguments and result as infer_decode_attention2;
+ * `partial` of infer_decode3_partial_bytes): tensor-core mma over the query
+ * heads of a KV head group (S = Q K^T and P V by m16n8k16 mma, one 16-position
+ * tile at a time a warp, 4 warps a block), loaded straight from the cache
+ * without shared memory, the online softmax on the mma fragments; one split
+ * writes the output itself, more are merged by a combine kernel. head_dim 128 with 1 to
+ * 8, 12 or 16 query heads per KV head; 64 with 1, 2, 4, 6, 7, 8 or 16. */
+size_t infer_decode3_partial_bytes(const infer_attn_dims *a, long long len);
+int infer_decode_attention3(const void *q, const void *k_cache, const void *v_cache, void *out, void *partial,
+                            const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+/* v3 over the FP8 cache c: codes to FP16 in registers (FP16 mma; q in FP16,
+ * so |q| must stay below 65504), scores times the key scales, value weights
+ * times the value scales (kept in [0, 1] by a max of their own); same
+ * partials and output. */
+int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+
 /* One decode-attention call of a timing loop (calib_time_us's launch, used by
  * bench-decode and calibrate-infer): call `iter` reads KV set iter % sets of
  * the pools k and v (sets of set_bytes each, so that repeats read HBM, not
  * L2) with `kernel`: INFER_DEC_V1 (infer_decode_attention), INFER_DEC_V2
- * (infer_decode_attention2) or INFER_DEC_V2_FP8 (infer_decode_attention2_fp8
+ * (infer_decode_attention2), INFER_DEC_V3 (infer_decode_attention3), or
+ * INFER_DEC_V2_FP8 / INFER_DEC_V3_FP8 (infer_decode_attention2_fp8 / 3_fp8
  * over k8/v8, the same head vectors as E4M3 codes, and their scales ks/vs:
  * set iter % sets starts at head vector off / (2 head_dim)). */
-enum { INFER_DEC_V1, INFER_DEC_V2, INFER_DEC_V2_FP8, INFER_DEC_KERNELS };
+enum { INFER_DEC_V1, INFER_DEC_V2, INFER_DEC_V2_FP8, INFER_DEC_V3, INFER_DEC_V3_FP8, INFER_DEC_KERNELS };
 typedef struct {
   int kernel; /* INFER_DEC_* */
   infer_attn_dims a;
@@ -56,14 +76,17 @@ typedef struct {
 static inline int infer_decode_timing_launch(void *ctx, long long iter, ts_err *e) {
   const infer_decode_timing *c = (const infer_decode_timing *)ctx;
   size_t off = (size_t)(iter % c->sets) * c->set_bytes;
-  if (c->kernel == INFER_DEC_V2_FP8) {
+  if (c->kernel == INFER_DEC_V2_FP8 || c->kernel == INFER_DEC_V3_FP8) {
     size_t row = off / 2 / (size_t)c->a.head_dim; /* first head vector of the set */
     infer_kv8 k8 = {c->k8 + row * (size_t)c->a.head_dim, c->v8 + row * (size_t)c->a.head_dim, c->ks + row,
                     c->vs + row};
-    return infer_decode_attention2_fp8(c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
+    return (c->kernel == INFER_DEC_V3_FP8 ? infer_decode_attention3_fp8 : infer_decode_attention2_fp8)(
+        c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
   }
-  return (c->kernel == INFER_DEC_V2 ? infer_decode_attention2 : infer_decode_attention)(
-      c->q, c->k + off, c->v + off, c->out, c->part, &c->a, c->len, NULL, e);
+  return (c->kernel == INFER_DEC_V3   ? infer_decode_attention3
+          : c->kernel == INFER_DEC_V2 ? infer_decode_attention2
+                                      : infer_decode_attention)(c->q, c->k + off, c->v + off, c->out, c->part, &c->a,
+                                                                c->len, NULL, e);
 }
 
 #ifdef __cplusplus
