@@ -192,6 +192,11 @@ int exec_execute(int argc, char **argv) {
                     "recomputation; use --program plan\n", p.path);
     return 2;
   }
+  if (!check && !o.program_plan && p.model.experts > 0) {
+    fprintf(stderr, "tacorun execute: %s: model: --program builtin runs dense layers only; MoE layers run from the "
+                    "plan's program (--program plan)\n", p.path);
+    return 2;
+  }
   if (rt_cuda_device_count() < 1) {
     fprintf(stderr, "tacorun execute: no CUDA device\n");
     return 1;

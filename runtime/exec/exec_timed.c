@@ -33,12 +33,14 @@ static const char *phase_name(int phase) {
   }
 }
 
-/* The executor's name of layer op index i of the plan's model (rope shifts the later ones). */
-static int breakdown_has_rope; /* set once per run, before the breakdown is built */
+/* The executor's name of layer op index i of the plan's model (the ops the
+ * model has, in forward order: rope, the dense FFN's and the MoE ops shift the later ones). */
+static exec_ref_config breakdown_cfg; /* set once per run, before the breakdown is built */
 static const char *layer_op_name(int i) {
+  const exec_ref_config *c = &breakdown_cfg;
   for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
     exec_layer_op o = exec_layer_fwd_order[k];
-    if (o == EXEC_OP_ROPE && !breakdown_has_rope) continue;
+    if (!exec_layer_op_present(o, c->rope_theta > 0, c->experts > 0, c->dense_layers, c->shared_ffn > 0)) continue;
     if (next++ == i) return exec_layer_op_names[o];
   }
   return "grads";
@@ -134,7 +136,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
 
   exec_ref_config cfg;
   exec_plan_config(p, &cfg);
-  breakdown_has_rope = cfg.rope_theta > 0;
+  breakdown_cfg = cfg;
   const int micros = (int)(p->global / ((long long)p->micro * p->dp));
   exec_model m;
   plan_op *builtin_ops = NULL;
