@@ -200,7 +200,9 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   int tty = isatty(2);
   float loss = 0;
   char what[96];
+  exec_gemm_stats gemm_warm = {0}; /* the GEMM plans built before the timed iterations */
   for (int it = 0; it < total_iters; it++) {
+    if (it == o->warmup) gemm_warm = exec_gemm_get_stats(m.gemm);
     if (it == o->die_at_iter) { /* fault injection (--die-at): the killed-rank test of the bounded waits */
       fprintf(stderr, "tacorun execute: rank %d: --die-at %d: killing myself\n", rank, it);
       fflush(stderr);
@@ -410,6 +412,11 @@ walked_profile_done:;
     printf("# profiled iteration (rank 0): %.2f ms = compute %.2f + exposed TP all-reduce %.2f + DP all-reduce %.2f"
            " + pipeline wait %.2f\n",
            profiled * 1e3, compute_s * 1e3, tp_s * 1e3, dp_s * 1e3, pp_s * 1e3);
+    const exec_gemm_stats gs = exec_gemm_get_stats(m.gemm);
+    printf("# cuBLASLt GEMM plans for new shapes in the timed and profiled iterations: %lld (%lld heuristic queries, "
+           "%lld reused algorithms; --variant gemm-algo=%s), %.2f ms of host time (warm-up: %lld, %.2f ms)\n",
+           gs.plans - gemm_warm.plans, gs.heuristics - gemm_warm.heuristics, gs.reused - gemm_warm.reused,
+           ops_variant(OPS_V_GEMM_ALGO), (gs.plan_s - gemm_warm.plan_s) * 1e3, gemm_warm.plans, gemm_warm.plan_s * 1e3);
     printf("# TP stream: %d all-reduces, %.2f ms of transfers (%.2f ms of it hidden behind weight-gradient GEMMs)\n",
            n_tp, tp_stream_s * 1e3, (tp_stream_s - tp_s) * 1e3);
     printf("# %-34s %6s %10s %10s %6s\n", "op", "count", "total_ms", "mean_us", "pct");

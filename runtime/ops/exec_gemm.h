@@ -37,8 +37,17 @@ exec_gemm_shape exec_gemm_packed(exec_gemm_layout layout, long long m, long long
 /* The beta each layout runs with (1 where it accumulates). */
 float exec_gemm_packed_beta(exec_gemm_layout layout);
 
+/* Plans (descriptors and algorithm) built for new shapes since creation, the
+ * heuristic queries among them, those that reused a cached algorithm
+ * (--variant gemm-algo=bucket, ops_variants.h), and the host time spent. */
+typedef struct {
+  long long plans, heuristics, reused;
+  double plan_s;
+} exec_gemm_stats;
+
 int exec_gemm_create(exec_gemm **out, ts_err *e);
 void exec_gemm_destroy(exec_gemm *g);
+exec_gemm_stats exec_gemm_get_stats(const exec_gemm *g);
 /* stream: a cudaStream_t. */
 int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s, float alpha, const void *A, const void *B, float beta,
                   void *C, void *stream, ts_err *e);
