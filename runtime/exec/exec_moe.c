@@ -126,6 +126,13 @@ static int gemm(exec_model *m, exec_gemm_layout lay, long long M, long long N, l
   exec_gemm_shape s = exec_gemm_packed(lay, M, N, K);
   return exec_gemm_run(m->gemm, &s, 1.f, A, B, beta, C, m->stream, e);
 }
+/* An expert's GEMM: its rows follow the routing (exec_gemm.h rows_vary). */
+static int expert_gemm_run(exec_model *m, exec_gemm_layout lay, long long M, long long N, long long K, const void *A,
+                           const void *B, float beta, void *C, ts_err *e) {
+  exec_gemm_shape s = exec_gemm_packed(lay, M, N, K);
+  s.rows_vary = 1;
+  return exec_gemm_run(m->gemm, &s, 1.f, A, B, beta, C, m->stream, e);
+}
 
 static char *at(const void *base, long long elems, int esize) { return (char *)base + (size_t)elems * esize; }
 
@@ -142,15 +149,17 @@ static int expert_gemm(exec_model *m, int l, int which, int ex, long long o, lon
   const int t1 = exec_layer_tensor(m, l, EXEC_T_EXPERT_FC1), t2 = exec_layer_tensor(m, l, EXEC_T_EXPERT_FC2);
   const void *W1 = at(exec_w16_of(m, t1), ex * d.h * d.U, 2), *W2 = at(exec_w16_of(m, t2), ex * d.fe * d.h, 2);
   float *G1 = exec_grad_of(m, t1) + ex * d.h * d.U, *G2 = exec_grad_of(m, t2) + ex * d.fe * d.h;
+  /* this expert's rows of each [T k x width] buffer */
+  const void *xp = at(a->xp, o * d.h, 2), *ea = at(a->ea, o * d.fe, 2), *dy = at(s->dy, o * d.h, 2);
+  void *eu = at(a->eu, o * d.U, 2), *ey = at(a->ey, o * d.h, 2), *dea = at(s->dea, o * d.fe, 2);
+  void *deu = at(s->deu, o * d.U, 2), *dxp = at(s->dxp, o * d.h, 2);
   switch (which) {
-  case FC1_FWD: return gemm(m, EXEC_GEMM_NN, c, d.U, d.h, at(a->xp, o * d.h, 2), W1, 0.f, at(a->eu, o * d.U, 2), e);
-  case FC2_FWD: return gemm(m, EXEC_GEMM_NN, c, d.h, d.fe, at(a->ea, o * d.fe, 2), W2, 0.f, at(a->ey, o * d.h, 2), e);
-  case FC2_DGRAD:
-    return gemm(m, EXEC_GEMM_NT, c, d.fe, d.h, at(s->dy, o * d.h, 2), W2, 0.f, at(s->dea, o * d.fe, 2), e);
-  case FC2_WGRAD: return gemm(m, EXEC_GEMM_TN_ACC, d.fe, d.h, c, at(a->ea, o * d.fe, 2), at(s->dy, o * d.h, 2), 1.f, G2, e);
-  case FC1_DGRAD:
-    return gemm(m, EXEC_GEMM_NT, c, d.h, d.U, at(s->deu, o * d.U, 2), W1, 0.f, at(s->dxp, o * d.h, 2), e);
-  default: return gemm(m, EXEC_GEMM_TN_ACC, d.h, d.U, c, at(a->xp, o * d.h, 2), at(s->deu, o * d.U, 2), 1.f, G1, e);
+  case FC1_FWD: return expert_gemm_run(m, EXEC_GEMM_NN, c, d.U, d.h, xp, W1, 0.f, eu, e);
+  case FC2_FWD: return expert_gemm_run(m, EXEC_GEMM_NN, c, d.h, d.fe, ea, W2, 0.f, ey, e);
+  case FC2_DGRAD: return expert_gemm_run(m, EXEC_GEMM_NT, c, d.fe, d.h, dy, W2, 0.f, dea, e);
+  case FC2_WGRAD: return expert_gemm_run(m, EXEC_GEMM_TN_ACC, d.fe, d.h, c, ea, dy, 1.f, G2, e);
+  case FC1_DGRAD: return expert_gemm_run(m, EXEC_GEMM_NT, c, d.h, d.U, deu, W1, 0.f, dxp, e);
+  default: return expert_gemm_run(m, EXEC_GEMM_TN_ACC, d.h, d.U, c, xp, deu, 1.f, G1, e);
   }
 }
 

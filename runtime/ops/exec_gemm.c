@@ -148,10 +148,13 @@ static int pick_algo(exec_gemm *g, cached_gemm *c, ts_err *e) {
   return 0;
 }
 
-/* --variant gemm-algo=bucket: a packed shape that differs from a cached one
- * only in m, n or k within the same power of two (the MoE expert GEMMs, whose
- * rows follow the routing) reuses its algorithm when cuBLASLt accepts it for
- * the new shape (cublasLtMatmulAlgoCheck), instead of a heuristic query. */
+/* --variant gemm-algo=bucket (the default): a new packed shape marked
+ * rows_vary (the MoE expert GEMMs, whose rows follow the routing) that
+ * differs from a cached rows_vary one only within the same powers of two of
+ * m, n and k reuses its algorithm when cuBLASLt accepts it for the new shape
+ * (cublasLtMatmulAlgoCheck), instead of a heuristic query (tens to hundreds
+ * of microseconds of host time each, on the critical path after the routing's
+ * synchronisation: runtime/RESULTS-exec.md, 2026-12-04 MoE section). */
 static int is_packed(const exec_gemm_shape *s) {
   exec_gemm_layout lay = s->trans_a ? EXEC_GEMM_TN_ACC : s->trans_b ? EXEC_GEMM_NT : EXEC_GEMM_NN;
   exec_gemm_shape p = exec_gemm_packed(lay, s->m, s->n, s->k);
@@ -165,12 +168,12 @@ static int log2_of(long long x) {
 }
 static const cached_gemm *bucket_match(const exec_gemm *g, const cached_gemm *c) {
   const exec_gemm_shape *s = &c->s;
-  if (!is_packed(s)) return NULL;
+  if (!s->rows_vary || !is_packed(s)) return NULL;
   for (int i = 0; i < g->count; i++) {
     const cached_gemm *o = &g->cache[i];
     const exec_gemm_shape *t = &o->s;
-    if (is_packed(t) && t->trans_a == s->trans_a && t->trans_b == s->trans_b && t->c_fp32 == s->c_fp32 &&
-        t->sm_count == s->sm_count && log2_of(t->m) == log2_of(s->m) && log2_of(t->n) == log2_of(s->n) &&
+    if (t->rows_vary && is_packed(t) && t->trans_a == s->trans_a && t->trans_b == s->trans_b &&
+        t->c_fp32 == s->c_fp32 && t->sm_count == s->sm_count && log2_of(t->m) == log2_of(s->m) && log2_of(t->n) == log2_of(s->n) &&
         log2_of(t->k) == log2_of(s->k) && o->align_a == c->align_a && o->align_b == c->align_b &&
         o->align_c == c->align_c)
       return o;
@@ -191,7 +194,7 @@ static int same_shape(const exec_gemm_shape *a, const exec_gemm_shape *b) {
   return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->m == b->m && a->n == b->n && a->k == b->k &&
          a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch &&
          a->stride_a == b->stride_a && a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
-         a->c_fp32 == b->c_fp32 && a->sm_count == b->sm_count;
+         a->c_fp32 == b->c_fp32 && a->sm_count == b->sm_count && a->rows_vary == b->rows_vary;
 }
 
 /* Largest power of two (up to 256) dividing the address and, for batches, the stride in bytes:

@@ -22,6 +22,8 @@ typedef struct {
   int c_fp32;                                    /* C is float, else bf16 */
   int sm_count; /* > 0: cuBLASLt picks a kernel for this many SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET),
                  * leaving the others to a collective beside it; 0: the whole GPU */
+  int rows_vary; /* 1: m or k follows the data (the MoE expert GEMMs' rows follow the routing): a new shape may
+                  * reuse a cached algorithm (--variant gemm-algo, exec_gemm.c); 0: the heuristic picks it */
 } exec_gemm_shape;
 
 /* The executor's packed products, one layout per use. `tacorun calibrate`
