@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec_run.h"
 
@@ -99,7 +100,13 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
   /* The zoo folders compiled in (or TACOSIM_MODELS_DIR / TACOSIM_TOPOLOGIES_DIR), else ./models and
    * ./topologies (a copy of the tree elsewhere); the walker (exec_walk.c) loads it the same way. */
   int rc = -1;
-  if (plan_load(path, NULL, NULL, pl, e) && plan_load(path, "models", "topologies", pl, e)) goto done;
+  ts_err first;
+  if (plan_load(path, NULL, NULL, pl, &first) && plan_load(path, "models", "topologies", pl, e)) {
+    /* where the compiled-in zoo exists, its reason is the one to show (the fallback's would only say
+     * that ./models lacks the model) */
+    if (access(model_zoo_dir(), R_OK) == 0) *e = first;
+    goto done;
+  }
   if (exec_plan_refuse(pl, e)) goto done;
   snprintf(p->path, sizeof p->path, "%s", path);
   snprintf(p->name, sizeof p->name, "%s", pl->name);
