@@ -147,6 +147,22 @@ __global__ void combine_bwd_kernel(const uint4 *dout, const uint4 *y, const int3
   }
 }
 
+/* One thread per (token, expert): the chosen ones get w_j (dw_j - s), the others 0. */
+__global__ void topk_bwd_kernel(const int32_t *idx, const float *w, const float *dw, long long n, int E, int k,
+                                uint16_t *dlogits) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const long long r = i / E;
+  const int e = (int)(i % E);
+  const float *wr = w + r * k, *dr = dw + r * k;
+  float s = 0.0f, v = 0.0f;
+  for (int j = 0; j < k; j++) s = fmaf(wr[j], dr[j], s);
+  for (int j = 0; j < k; j++)
+    if (idx[r * k + j] == e) v = __fmul_rn(wr[j], __fsub_rn(dr[j], s));
+  __nv_bfloat16 b = __float2bfloat16_rn(v);
+  dlogits[i] = *reinterpret_cast<uint16_t *>(&b);
+}
+
 static int threads_for(int hv) { return hv >= 256 ? 256 : (hv >= 128 ? 128 : (hv >= 64 ? 64 : 32)); }
 
 extern "C" int moe_topk(const float *logits, int t, int E, int k, int32_t *idx, float *w, void *stream) {
@@ -190,5 +206,14 @@ extern "C" int moe_combine_bwd(const uint16_t *dout, const uint16_t *y, const in
   if ((long long)t * k == 0) return 0;
   combine_bwd_kernel<<<(unsigned)((long long)t * k), threads_for(h / VEC), 0, (cudaStream_t)stream>>>(
       (const uint4 *)dout, (const uint4 *)y, pos, w, k, h / VEC, (uint4 *)dy, dw);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int moe_topk_bwd(const int32_t *idx, const float *w, const float *dw, int t, int E, int k,
+                            uint16_t *dlogits, void *stream) {
+  if (E < 1 || E > MOE_ROUTE_MAX_E || k < 1 || k > MOE_ROUTE_MAX_K || k > E) return (int)cudaErrorInvalidValue;
+  const long long n = (long long)t * E;
+  if (n == 0) return 0;
+  topk_bwd_kernel<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(idx, w, dw, n, E, k, dlogits);
   return (int)cudaGetLastError();
 }

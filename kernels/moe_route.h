@@ -23,6 +23,11 @@
  *               and dw[i] = sum_c dout[i / k][c] * y[pos[i]][c] (FP32; the
  *               kernel's summation order is a tree, so dw matches the
  *               reference to a stated tolerance, not bit for bit).
+ *   topk_bwd:   the top-k softmax's backward: dlogits bf16 [t x E], for
+ *               token r and choice j: dlogits[r][idx_j] = bf16(w_j (dw_j - s))
+ *               with s = sum_j w_j dw_j (FP32 from 0 with fmaf, j = 0..k-1),
+ *               0 for the experts not chosen (the renormalised softmax has
+ *               no gradient towards them). Bits equal to the reference.
  *
  * moe_*_ref (moe_route_ref.c, always built) is the plain-C reference; the
  * CUDA kernels (moe_route.cu) give the same bits except expf in topk (CUDA's
@@ -46,6 +51,7 @@ void moe_permute_ref(const uint16_t *x, const int32_t *pos, int t, int k, int h,
 void moe_combine_ref(const uint16_t *y, const int32_t *pos, const float *w, int t, int k, int h, uint16_t *out);
 void moe_combine_bwd_ref(const uint16_t *dout, const uint16_t *y, const int32_t *pos, const float *w, int t, int k,
                          int h, uint16_t *dy, float *dw);
+void moe_topk_bwd_ref(const int32_t *idx, const float *w, const float *dw, int t, int E, int k, uint16_t *dlogits);
 
 /* The kernels on `stream` (a cudaStream_t; NULL: the default stream). All
  * pointers are device memory; map needs `scratch` of E + 1 int32. Return a
@@ -57,6 +63,8 @@ int moe_combine(const uint16_t *y, const int32_t *pos, const float *w, int t, in
                 void *stream);
 int moe_combine_bwd(const uint16_t *dout, const uint16_t *y, const int32_t *pos, const float *w, int t, int k, int h,
                     uint16_t *dy, float *dw, void *stream);
+int moe_topk_bwd(const int32_t *idx, const float *w, const float *dw, int t, int E, int k, uint16_t *dlogits,
+                 void *stream);
 
 #ifdef __cplusplus
 }

@@ -85,3 +85,13 @@ void moe_combine_bwd_ref(const uint16_t *dout, const uint16_t *y, const int32_t 
     dw[i] = (float)dot;
   }
 }
+
+void moe_topk_bwd_ref(const int32_t *idx, const float *w, const float *dw, int t, int E, int k, uint16_t *dlogits) {
+  memset(dlogits, 0, (size_t)t * E * sizeof *dlogits);
+  for (int r = 0; r < t; r++) {
+    const float *wr = w + (size_t)r * k, *dr = dw + (size_t)r * k;
+    float s = 0.0f;
+    for (int j = 0; j < k; j++) s = fmaf(wr[j], dr[j], s);
+    for (int j = 0; j < k; j++) dlogits[(size_t)r * E + idx[(size_t)r * k + j]] = float_to_bf16(wr[j] * (dr[j] - s));
+  }
+}

@@ -415,6 +415,38 @@ static void test_tacorun_refuses_cp(void) {
   CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "context_parallel_size"));
 }
+
+/* Mixture-of-experts plans run on one GPU at EP 1; the rest is refused before
+ * any GPU, the field named: EP > 1, TP > 1 (expert TP follows it), Qwen3's wider heads,
+ * and the built-in program (dense layers only). */
+static void write_plan(const char *name, const char *model, const char *cluster, const char *layout, int global) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", workdir, name);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "{ \"schema\": 1, \"model\": \"%s\", \"cluster\": \"%s\", \"layout\": { %s },\n"
+             "  \"batch\": { \"micro\": 1, \"global\": %d, \"seq\": 1024 }, \"schedule\": \"1f1b\",\n"
+             "  \"layers_override\": 1 }\n",
+          model, cluster, layout, global);
+  fclose(f);
+}
+static void test_tacorun_moe_refusals(void) {
+  static char out[65536];
+  write_plan("ep8.json", "mixtral-8x7b", "h200-1024-rail", "\"dp\": 8, \"tp\": 1, \"pp\": 1, \"ep\": 8", 8);
+  write_plan("tp2.json", "moe-tiny", "h200x2-nvlink", "\"dp\": 1, \"tp\": 2, \"pp\": 1, \"sequence_parallel\": true", 1);
+  write_plan("qwen3.json", "qwen3-30b-a3b", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
+  write_plan("tiny.json", "moe-tiny", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
+  CU_ASSERT_EQUAL(tacorun("execute ep8.json", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.ep"));
+  CU_ASSERT_EQUAL(tacorun("execute tp2.json", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.expert_tp")); /* expert TP defaults to TP */
+  CU_ASSERT_EQUAL(tacorun("execute qwen3.json", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "model.head_dim"));
+  CU_ASSERT_EQUAL(tacorun("execute tiny.json --program builtin", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--program plan"));
+  CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "Mixture of experts"));
+}
 #endif
 
 static void remove_workdir(void) {
@@ -437,6 +469,7 @@ int main(void) {
 #ifdef TACORUN_BIN
   CU_add_test(s, "tacorun: every command's --help without a GPU lists its options", test_tacorun_help);
   CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
+  CU_add_test(s, "tacorun execute: MoE beyond one GPU refused (exit 2, the field named)", test_tacorun_moe_refusals);
 #endif
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -28,7 +28,8 @@ static double worst_fd_error(exec_ref_config c, char *worst_name) {
   exec_ref_init(&c, 42, 0, p);
   /* Larger weights than the default init so every path carries signal, small
    * enough that the softmax stays smooth at this step. */
-  for (size_t i = 0; i < total; i++) p[i] *= 4.0;
+  for (int i = 0; i < nt; i++) /* (the router's init already spreads its logits; x4 would saturate the top-k softmax) */
+    for (size_t j = t[i].offset; j < t[i].offset + t[i].rows * t[i].cols && t[i].kind != EXEC_T_ROUTER; j++) p[j] *= 4.0;
   exec_ref_tokens(&c, 7, tok, tgt);
   ts_err e;
   double loss, lp, lm, worst = 0;
@@ -110,6 +111,54 @@ static void test_fd_families(void) {
     if (worst > 1e-6) fprintf(stderr, "\n  %s: worst tensor %s: rel L2 %.3g\n", names[f], name, worst);
     CU_ASSERT(worst < 1e-6);
   }
+}
+
+/* Mixture-of-experts layers (exec_ref_moe.c): router, top-2 of 4 experts
+ * with the softmax over the chosen logits, the experts' FFNs, the weighted
+ * sum; Qwen3/DeepSeek-like (a dense first layer, a shared FFN, SwiGLU,
+ * RMSNorm) and Mixtral-like (every layer MoE, no shared FFN; here GELU and
+ * LayerNorm). Central differences at step 1e-6 never cross a routing
+ * boundary at these weights (the logits' gaps are far larger). */
+static exec_ref_config moe(int which) {
+  exec_ref_config c = which == 0 ? tiny(EXEC_ACT_SWIGLU, EXEC_NORM_RMSNORM) : tiny(EXEC_ACT_GELU, EXEC_NORM_LAYERNORM);
+  c.experts = 4, c.top_k = 2, c.expert_ffn = 6;
+  if (which == 0) c.shared_ffn = 6, c.dense_layers = 1, c.rope_theta = 1e4, c.kv_heads = 1, c.untied = 1;
+  return c;
+}
+static void test_fd_moe(void) {
+  for (int which = 0; which < 2; which++) {
+    char name[32] = "-";
+    double worst = worst_fd_error(moe(which), name);
+    if (worst > 1e-6) fprintf(stderr, "\n  moe %d: worst tensor %s: rel L2 %.3g\n", which, name, worst);
+    CU_ASSERT(worst < 1e-6);
+  }
+}
+
+/* The MoE layout: a dense first layer keeps fc1/fc2, MoE layers have the
+ * router, the stacked experts and (when set) the shared FFN, every tensor
+ * found again by kind and layer; bad MoE fields are refused by name. */
+static void test_moe_layout(void) {
+  exec_ref_config c = moe(0);
+  exec_tensor t[EXEC_REF_MAX_TENSORS];
+  size_t total;
+  int n = exec_ref_tensors(&c, t, EXEC_REF_MAX_TENSORS, &total);
+  for (int i = 0; i < n; i++) CU_ASSERT_EQUAL(exec_ref_tensor_index(&c, t[i].layer, t[i].kind), i);
+  CU_ASSERT(exec_ref_tensor_index(&c, 0, EXEC_T_FC1) >= 0);
+  CU_ASSERT_EQUAL(exec_ref_tensor_index(&c, 0, EXEC_T_ROUTER), -1);
+  CU_ASSERT_EQUAL(exec_ref_tensor_index(&c, 1, EXEC_T_FC1), -1);
+  int fc1 = exec_ref_tensor_index(&c, 1, EXEC_T_EXPERT_FC1), fc2 = exec_ref_tensor_index(&c, 1, EXEC_T_EXPERT_FC2);
+  CU_ASSERT_FATAL(fc1 >= 0 && fc2 >= 0);
+  CU_ASSERT_EQUAL(t[fc1].rows, 4u * 8u); /* experts x hidden */
+  CU_ASSERT_EQUAL(t[fc1].cols, 12u);     /* SwiGLU: [gate | up] of 6 */
+  CU_ASSERT_EQUAL(t[fc2].rows, 4u * 6u);
+  CU_ASSERT(exec_ref_tensor_index(&c, 1, EXEC_T_SHARED_FC2) >= 0);
+  CU_ASSERT_EQUAL(exec_ref_tensor_index(&c, -1, EXEC_T_LM_HEAD), n - 1);
+  ts_err e;
+  exec_ref_config bad = c;
+  bad.top_k = 5;
+  CU_ASSERT(exec_ref_config_check(&bad, &e) != 0 && strstr(e.msg, "top_k") != NULL);
+  bad = c, bad.linear_bias = 1;
+  CU_ASSERT(exec_ref_config_check(&bad, &e) != 0 && strstr(e.msg, "linear_bias") != NULL);
 }
 
 /* Every tensor the layout lists is found again by kind and layer; the
@@ -316,6 +365,8 @@ int main(void) {
   CU_add_test(s, "finite differences, GELU + LayerNorm", test_fd_gelu_layernorm);
   CU_add_test(s, "finite differences, SwiGLU + RMSNorm", test_fd_swiglu_rmsnorm);
   CU_add_test(s, "finite differences, GELU + RMSNorm", test_fd_gelu_rmsnorm);
+  CU_add_test(s, "finite differences, mixture of experts (router, top-k, experts, shared)", test_fd_moe);
+  CU_add_test(s, "MoE tensor layout and field checks", test_moe_layout);
   CU_add_test(s, "finite differences, SwiGLU + LayerNorm", test_fd_swiglu_layernorm);
   CU_add_test(s, "finite differences, grouped-query attention (kv 2 and 1 of 4 heads)", test_fd_gqa);
   CU_add_test(s, "finite differences, llama / qwen / gpt family models", test_fd_families);

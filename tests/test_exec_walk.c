@@ -288,6 +288,40 @@ static void test_zoo_plans(void) {
   }
 }
 
+/* Mixture-of-experts plans on one GPU (experiments/exec-moe/plans/): every op
+ * is one the executor runs (router, top-k, permutation, the expert GEMMs in
+ * dgrad/wgrad halves, the combine, the shared FFN); no token collective at
+ * EP = 1; the MoE ops are found by name in the model's order, the dense FFN's
+ * only when the model has dense layers. */
+static void test_moe_plans(void) {
+  const char *names[] = {"moe-tiny-1gpu", "mixtral-8x7b-l1-1gpu", "mixtral-8x7b-l2-1gpu", "mixtral-8x22b-l1-1gpu",
+                         "mixtral-8x7b-l2-m2-1gpu"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char path[512];
+    snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/exec-moe/plans/%s.json", names[i]);
+    plan p;
+    ts_err e = {{0}, 0};
+    int rc = plan_load(path, NULL, NULL, &p, &e), colls = 0, experts = 0;
+    plan_program prog;
+    if (rc == 0 && (rc = plan_build_program(&p, 0, &prog, &e)) == 0) {
+      rc = exec_walk_check_program(&p, &prog, &e);
+      for (int j = 0; j < prog.n; j++) colls += prog.ops[j].kind == PLAN_OP_COLLECTIVE;
+      plan_program_free(&prog);
+    }
+    if (rc) fprintf(stderr, "\n  %s: %s\n", names[i], e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_EQUAL(colls, 0); /* one GPU: no TP, DP or token collectives */
+    int index[EXEC_OP_COUNT];
+    CU_ASSERT_FATAL(exec_walk_layer_op_index(&p, index, &e) == 0);
+    for (int k = EXEC_OP_ROUTER; k < EXEC_OP_COUNT; k++) experts += index[k] >= 0;
+    const int shared = p.model.shared_experts > 0;
+    CU_ASSERT_EQUAL(experts, shared ? 10 : 7);
+    CU_ASSERT_EQUAL(index[EXEC_OP_FC1] >= 0, p.model.dense_layers > 0);
+    CU_ASSERT_EQUAL(index[EXEC_OP_ROUTER], index[EXEC_OP_LN2] + 1 + (p.model.dense_layers > 0 ? 3 : 0));
+    CU_ASSERT_EQUAL(index[EXEC_OP_MLP_RESIDUAL], index[shared ? EXEC_OP_SHARED_FC2 : EXEC_OP_UNPERMUTE] + 1);
+  }
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("exec_walk", NULL, NULL);
@@ -296,6 +330,7 @@ int main(void) {
   CU_add_test(s, "TACO on SP collectives and pipeline messages maps", test_compressed_sp_pp_plans);
   CU_add_test(s, "SP, recomputation and ZeRO-1 plans run op by op", test_layout_feature_plans);
   CU_add_test(s, "layer ops by name", test_layer_op_index);
+  CU_add_test(s, "MoE plans on one GPU run op by op", test_moe_plans);
   CU_add_test(s, "zoo models as published (RoPE, biases, untied) run op by op", test_zoo_plans);
   CU_add_test(s, "tp_overlap_chunks plans run op by op, by rows", test_tp_overlap_plans);
   CU_add_test(s, "validation plans (SwiGLU/RMSNorm, PP2, DP2, TACO) run op by op", test_validation_plans);

@@ -18,8 +18,7 @@
 #include "exec_run.h"
 #include "exec_walk.h"
 
-#define CHECK_TOL_GRAD 5e-2 /* relative L2 per tensor, BF16 vs float64 and TP/DP vs TP = 1 */
-#define CHECK_TOL_LOSS 1e-2 /* relative error of the loss */
+#include "exec_check.h"
 
 static const exec_ref_config check_configs[] = {
     {.vocab = 512, .hidden = 128, .heads = 4, .ffn = 512, .layers = 2, .seq = 128, .batch = 2,
@@ -312,9 +311,9 @@ static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, f
 
 /* The tiny model as a model file, and a plan of it, so plan_build_program()
  * can build the programs the walker runs. */
-static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int micros, const char *layout_extra,
-                          const char *schedule, const char *plan_extra, char *model_path, size_t cap, char *text,
-                          size_t text_cap, ts_err *e) {
+int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int micros, const char *layout_extra,
+                         const char *schedule, const char *plan_extra, char *model_path, size_t cap, char *text,
+                         size_t text_cap, ts_err *e) {
   snprintf(model_path, cap, "/tmp/tacorun-exec-check-%d.json", (int)getpid());
   FILE *f = fopen(model_path, "w");
   if (!f) return ts_fail_sys(e, "%s: cannot write", model_path);
@@ -322,11 +321,16 @@ static int tiny_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, in
           "{ \"schema\": 1, \"name\": \"exec-check-tiny\", \"family\": \"gpt\", \"layers\": %d, \"hidden\": %d,\n"
           "  \"heads\": %d, \"kv_heads\": %d, \"ffn_hidden\": %d, \"activation\": \"%s\", \"norm\": \"%s\",\n"
           "  \"vocab\": %d, \"tied_embeddings\": %s, \"max_seq\": %d, \"position\": \"%s\", \"rope_theta\": %.17g,\n"
-          "  \"qkv_bias\": %s, \"linear_bias\": %s, \"norm_eps\": %.17g }\n",
+          "  \"qkv_bias\": %s, \"linear_bias\": %s, \"norm_eps\": %.17g",
           cfg->layers, cfg->hidden, cfg->heads, exec_ref_kv_heads(cfg), cfg->ffn, cfg->act == EXEC_ACT_GELU ? "gelu" : "swiglu",
           cfg->norm == EXEC_NORM_LAYERNORM ? "layernorm" : "rmsnorm", cfg->vocab, cfg->untied ? "false" : "true",
           cfg->seq, cfg->rope_theta > 0 ? "rope" : "learned", cfg->rope_theta, cfg->qkv_bias ? "true" : "false",
           cfg->linear_bias ? "true" : "false", cfg->norm_eps);
+  if (cfg->experts > 0) /* (the reference's shared FFN is whole shared experts of expert_ffn each) */
+    fprintf(f, ",\n  \"experts\": %d, \"top_k\": %d, \"expert_ffn_hidden\": %d, \"shared_experts\": %d, "
+               "\"dense_layers\": %d", cfg->experts, cfg->top_k, cfg->expert_ffn, cfg->shared_ffn / cfg->expert_ffn,
+            cfg->dense_layers);
+  fprintf(f, " }\n");
   if (fclose(f)) return ts_fail_sys(e, "%s: cannot write", model_path);
   snprintf(text, text_cap,
            "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\",\n"
@@ -375,7 +379,7 @@ static int check_walked(rt_nccl *w, const check_data *d, const walked_case *wc, 
                         FILE *log, ts_err *e) {
   const int rank = w->ranks[0], tp = wc->tp, dp = wc->dp;
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, tp, dp, 1, 1, wc->layout_extra, NULL, wc->plan_extra, model_path, sizeof model_path, text,
+  if (exec_check_plan_text(&d->cfg, tp, dp, 1, 1, wc->layout_extra, NULL, wc->plan_extra, model_path, sizeof model_path, text,
                      sizeof text, e))
     return -1;
   exec_model m;
@@ -450,7 +454,7 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_tabl
   memset(&wk, 0, sizeof wk);
   char model_path[256], text[1024];
   for (int z = 0; z < 2; z++) {
-    if (tiny_plan_text(&d->cfg, 1, dp, 1, 1, z ? ", \"zero1\": true" : NULL, NULL, NULL, model_path, sizeof model_path, text,
+    if (exec_check_plan_text(&d->cfg, 1, dp, 1, 1, z ? ", \"zero1\": true" : NULL, NULL, NULL, model_path, sizeof model_path, text,
                        sizeof text, e))
       goto out;
     if (exec_model_create(&m, &d->cfg, 1, 1, 0, NULL, dp, rank, w->comms[0], w->streams[0], e)) goto out;
@@ -548,7 +552,7 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, int
                           size_t *keep_n, FILE *log, ts_err *e) {
   const int rank = pp > 1 ? w->ranks[0] : 0;
   char model_path[256], text[1024];
-  if (tiny_plan_text(&d->cfg, 1, 1, pp, 2, vpp > 1 ? ", \"vpp\": 2" : NULL, schedule, plan_extra, model_path,
+  if (exec_check_plan_text(&d->cfg, 1, 1, pp, 2, vpp > 1 ? ", \"vpp\": 2" : NULL, schedule, plan_extra, model_path,
                      sizeof model_path, text, sizeof text, e))
     return -1;
   exec_ref_config cfg = d->cfg;
@@ -887,6 +891,7 @@ int exec_run_check(rt_nccl *w, const char *json_out, ts_err *e) {
   int rc = 0;
   for (size_t i = 0; i < sizeof check_configs / sizeof *check_configs && !rc; i++)
     rc = check_config(w, &check_configs[i], log, &failures, e);
+  if (!rc) rc = exec_check_moe(w, log, &failures, e); /* mixture-of-experts layers, one GPU (exec_check_moe.c) */
   if (!rc) fprintf(log, "\nexecute --check: %s (%d failure(s))\n", failures ? "FAILED" : "all passed", failures);
   fflush(log);
   if (log != stdout) fclose(log);

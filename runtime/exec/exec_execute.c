@@ -32,10 +32,22 @@ void exec_usage(FILE *out) {
           "float64 reference, sequence parallelism, full/selective recomputation and ZeRO-1 (2 ranks)\n"
           "against the float64 reference and the runs without them, the NaN stop, and 30 AdamW steps, on a\n"
           "GELU/LayerNorm, a SwiGLU/RMSNorm and a grouped-query (4 heads, 2 KV heads) model; tolerance 5%%\n"
-          "relative L2 per tensor.\n"
+          "relative L2 per tensor; then two small mixture-of-experts models (below) walked from their plan's\n"
+          "program on one GPU against the float64 reference (loss, every gradient, 30 AdamW steps), and the\n"
+          "router top-k backward kernel against its C reference.\n"
           "\n"
-          "Not executed yet: mixture-of-experts models (\"experts\" in the model file): the plan is refused\n"
-          "with exit status 2 naming the model field; tacosim plan and tacosim simulate predict them.\n"
+          "Mixture of experts (\"experts\" in the model file), on one GPU at EP 1 (expert_tp 1, tp = dp = pp\n"
+          "= 1, --program plan): router GEMM (FP32 logits), top-k with the softmax over the chosen logits\n"
+          "(Mixtral, Qwen3), permutation into expert order, each expert's FFN as cuBLASLt GEMMs in a loop\n"
+          "over the experts that received rows (what the calibration's gemm_grouped tables time; the row\n"
+          "counts are copied to the host: one synchronisation per MoE layer and micro-batch), the weighted\n"
+          "combine, the shared experts as a dense FFN, dense first layers (dense_layers), and the backward of\n"
+          "all of it; dropless. No all-to-all runs at EP 1 (so the fused permute+encode / decode+combine\n"
+          "codec kernels have nothing to compress here). Refused with exit 2, naming the field: ep or\n"
+          "expert_tp > 1 (expert parallelism and its token all-to-alls, plain or TACO, need several GPUs;\n"
+          "tacosim simulate prices them), tp, dp or pp > 1 with experts, a sigmoid router (DeepSeek-V3),\n"
+          "multi-head latent attention, head_dim other than hidden / heads (Qwen3; dense models too),\n"
+          "capacity_factor > 0, recompute other than none, linear biases with experts (NOT IMPLEMENTED).\n"
           "\n"
           "Programs: --program plan (default) walks plan_build_program()'s program for this rank (the one\n"
           "the simulator predicts), op by op, on compute/TP/PP/DP streams ordered by its deps (TP\n"
@@ -190,6 +202,11 @@ int exec_execute(int argc, char **argv) {
   if (!check && !o.program_plan && (p.sequence_parallel || p.zero1 || strcmp(p.recompute, "none"))) {
     fprintf(stderr, "tacorun execute: %s: layout: --program builtin runs neither sequence parallelism, ZeRO-1 nor "
                     "recomputation; use --program plan\n", p.path);
+    return 2;
+  }
+  if (!check && !o.program_plan && p.model.experts > 0) {
+    fprintf(stderr, "tacorun execute: %s: model: --program builtin runs dense layers only; MoE layers run from the "
+                    "plan's program (--program plan)\n", p.path);
     return 2;
   }
   if (rt_cuda_device_count() < 1) {

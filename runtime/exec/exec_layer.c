@@ -2,6 +2,7 @@
  * (cuBLASLt through exec_gemm) and their biases, RoPE, norms, attention, activations,
  * the vocabulary-parallel output layer and loss, the embedding, AdamW. */
 #include "exec_model_internal.h"
+#include "exec_moe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -171,7 +172,9 @@ int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
   case EXEC_OP_MLP_RESIDUAL:
     EX_TRY(rt_add(shard(m, a->x_mid), shard(m, m->proj), shard(m, layer_output(m, l)), m->sp_rows * h, m->stream, e));
     return add_bias(m, bias_of(m, l, EXEC_T_FC2_B), shard(m, layer_output(m, l)), m->sp_rows, (int)h, e);
-  default: return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);
+  default:
+    if (op >= EXEC_OP_ROUTER && op < EXEC_OP_COUNT) return exec_moe_fwd(m, op, l, e); /* exec_moe.c */
+    return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);
   }
 }
 
@@ -209,6 +212,7 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
   const int dgrad = part != PLAN_PART_WGRAD, wgrad = part != PLAN_PART_DGRAD;
   int t;
   const void *dq;
+  if (op >= EXEC_OP_ROUTER && op < EXEC_OP_COUNT) return exec_moe_bwd(m, op, l, part, e); /* exec_moe.c */
   if (part != PLAN_PART_WHOLE && op != EXEC_OP_FC2 && op != EXEC_OP_FC1 && op != EXEC_OP_ATTN_OUT && op != EXEC_OP_QKV)
     return ts_fail(e, NULL, "program", "layer op %s has no dgrad/wgrad halves", exec_layer_op_names[op]);
   switch (op) {

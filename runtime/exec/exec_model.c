@@ -3,6 +3,7 @@
  * gradients (see exec_model.h). The compute is in exec_layer.c, the running of
  * program ops in exec_step.c. */
 #include "exec_model_internal.h"
+#include "exec_moe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -200,7 +201,8 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   /* the model_layer_ops() order: rope (RoPE models only) between qkv and attn */
   for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
     exec_layer_op o = exec_layer_fwd_order[k];
-    m->layer_op_index[o] = o == EXEC_OP_ROPE && !(cfg->rope_theta > 0) ? -1 : next++;
+    m->layer_op_index[o] = exec_layer_op_present(o, cfg->rope_theta > 0, cfg->experts > 0, cfg->dense_layers,
+                                                 cfg->shared_ffn > 0) ? next++ : -1;
   }
   const long long T = (long long)cfg->batch * cfg->seq, h = cfg->hidden;
   m->tokens = T;
@@ -387,6 +389,7 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
     /* higher priority: the transfer's kernels get SMs ahead of the GEMM they overlap */
     EX_CUDA(cudaStreamCreateWithPriority(&m->tp_stream, cudaStreamNonBlocking, prio_hi));
   }
+  EX_TRY(exec_moe_create(m, e)); /* the MoE layers' buffers (exec_moe.c) */
   EX_CUDA(cudaStreamSynchronize(stream));
   return 0;
 }
@@ -534,6 +537,7 @@ void exec_model_destroy(exec_model *m) {
     if (m->pp_grad_out) cudaFree(m->pp_grad_out[i]);
   }
   free(m->pp_grad_in), free(m->pp_grad_out);
+  exec_moe_destroy(m);
   const exec_layer_acts *sh = &m->shared;
   const void *shared_ptrs[] = {sh->x_in, sh->n1, sh->qkv, sh->P, sh->attn, sh->x_mid, sh->n2, sh->u, sh->a,
                                sh->mean1, sh->rstd1, sh->mean2, sh->rstd2};
@@ -609,7 +613,11 @@ int exec_model_init_random(exec_model *m, unsigned long long seed, ts_err *e) {
       break;
     default: {
       /* uniform with the standard deviation of the reference's normal init */
-      float sd = (lt->kind == EXEC_T_ATTN_OUT || lt->kind == EXEC_T_FC2) ? out_std : 0.02f;
+      /* (the router too: 0.02 as Megatron-LM's init_method; the float64 check's init differs, exec_ref.h) */
+      exec_tensor_kind k = lt->kind;
+      float sd = (k == EXEC_T_ATTN_OUT || k == EXEC_T_FC2 || k == EXEC_T_EXPERT_FC2 || k == EXEC_T_SHARED_FC2)
+                     ? out_std
+                     : 0.02f;
       EX_TRY(rt_fill_random_f32(p, n, seed * 1000003ULL + (unsigned long long)t * 7919ULL + (unsigned long long)m->tp_rank,
                                 sd * sqrtf(3.0f), m->stream, e));
     }

@@ -41,9 +41,13 @@
 #define EXEC_NF_CALLS 1024
 
 
+struct exec_moe_acts;    /* exec_moe.h */
+struct exec_moe_scratch; /* exec_moe.h */
+
 typedef struct {
-  void *x_in, *n1, *qkv, *P, *attn, *x_mid, *n2, *u, *a; /* bf16 */
+  void *x_in, *n1, *qkv, *P, *attn, *x_mid, *n2, *u, *a; /* bf16 (an MoE layer's shared FFN uses u and a) */
   float *mean1, *rstd1, *mean2, *rstd2;
+  struct exec_moe_acts *moe; /* MoE layers: routing and expert activations (NULL otherwise) */
 } exec_layer_acts;
 
 typedef struct {
@@ -216,6 +220,9 @@ typedef struct {
   const plan_op *run_op; /* the op exec_model_run_op runs */
   double wait_timeout_s; /* bound on exec_stream_wait (0: 300 s); the commands set their --timeout */
   int tp_comm_foreign;   /* tp_comm is a caller's handle, not NCCL's (train_emu.h): waits do not poll it */
+  /* Mixture-of-experts layers (cfg.experts > 0; exec_moe.h): one GPU, EP = 1,
+   * TP = PP = DP = 1, no recomputation; the buffers every MoE layer shares. */
+  struct exec_moe_scratch *moe;
 } exec_model;
 
 /* A pipeline stage for exec_model_create_pp (pp = 1: the whole stack; the

@@ -1,16 +1,47 @@
 /* exec_plan.c — the executor's view of a plan (exec_run.h): plan_load() reads
  * and validates the file (the simulator's loader, every rule it checks), and
  * this file refuses with "file: field: reason" what the executor itself does
- * not run (context parallelism, mixture-of-experts layers), before any GPU is
- * touched. (CAAT-Net on pipeline or DP messages plan_load refuses itself.) */
+ * not run (context parallelism; mixture-of-experts layers beyond one GPU),
+ * before any GPU is touched. (CAAT-Net on pipeline or DP messages plan_load refuses itself.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec_run.h"
 
 static const char *recompute_name(model_recompute r) {
   return r == MODEL_RECOMPUTE_FULL ? "full" : r == MODEL_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+/* Mixture-of-experts plans run on one GPU (exec_moe.c): EP 1, expert TP 1,
+ * TP = DP = PP = 1, dropless softmax routing, no recomputation. */
+static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
+  const char *path = p->path;
+  const int etp = p->etp > 0 ? p->etp : p->tp;
+  if (p->ep > 1 || etp > 1)
+    return ts_fail(e, path, p->ep > 1 ? "layout.ep" : "layout.expert_tp",
+                   "ep %d, expert_tp %d: expert parallelism needs several GPUs (the token all-to-alls, plain or "
+                   "TACO-compressed, are priced by tacosim simulate; NOT IMPLEMENTED here): the executor runs MoE "
+                   "layers at ep 1, expert_tp 1 on one GPU", p->ep, etp);
+  if (p->tp > 1 || p->dp > 1 || p->pp > 1)
+    return ts_fail(e, path, "layout", "tp %d, dp %d, pp %d: the executor runs MoE models on one GPU only (tp, dp "
+                   "and pp 1; NOT IMPLEMENTED here)", p->tp, p->dp, p->pp);
+  if (p->model.router != MODEL_ROUTER_SOFTMAX)
+    return ts_fail(e, path, "model.router", "%s routes with a sigmoid (DeepSeek-V3): the executor runs softmax "
+                   "top-k routing only (NOT IMPLEMENTED here)", p->model.name);
+  if (p->model.attention == MODEL_ATTN_MLA)
+    return ts_fail(e, path, "model.attention", "%s has multi-head latent attention: NOT IMPLEMENTED in the "
+                   "executor", p->model.name);
+  if (p->model.linear_bias)
+    return ts_fail(e, path, "model.linear_bias", "no linear biases with experts in the executor (NOT IMPLEMENTED)");
+  if (p->capacity_factor > 0)
+    return ts_fail(e, path, "layout.capacity_factor", "%g: the executor routes dropless only (NOT IMPLEMENTED "
+                   "here)", p->capacity_factor);
+  if (p->recompute != MODEL_RECOMPUTE_NONE)
+    return ts_fail(e, path, "layout.recompute", "MoE layers are not recomputed by the executor (none only; NOT "
+                   "IMPLEMENTED here)");
+  return 0;
 }
 
 /* What the executor refuses of a valid plan (fields the simulator prices and
@@ -22,11 +53,11 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
     return ts_fail(e, path, "layout.context_parallel_size",
                    "%d: context parallelism (the KV ring beside the attention) is priced by tacosim simulate; the "
                    "executor runs cp 1 only (NOT IMPLEMENTED here)", p->cp);
-  /* Mixture-of-experts layers (routing, token all-to-alls, grouped expert GEMMs) are simulated
-   * (tacosim simulate) but not executed yet. */
-  if (model_is_moe(&p->model))
-    return ts_fail(e, path, "model", "%s is a mixture of experts (\"experts\": %d): tacorun execute does not run MoE "
-                   "layers yet; tacosim plan / simulate predict it", p->model.name, p->model.experts);
+  if (p->model.head_dim_override > 0 && p->model.head_dim_override * p->model.heads != p->model.hidden)
+    return ts_fail(e, path, "model.head_dim", "%d x %d heads != hidden %d (Qwen3's wider heads): the executor's "
+                   "attention has head_dim = hidden / heads (NOT IMPLEMENTED here)", p->model.head_dim_override,
+                   p->model.heads, p->model.hidden);
+  if (model_is_moe(&p->model) && exec_plan_refuse_moe(p, e)) return -1;
   if (p->attention_backend == PLAN_ATTENTION_UNFUSED)
     return ts_fail(e, path, "attention_backend",
                    "\"unfused\" (Megatron-LM's pre-flash attention) is priced by tacosim simulate; the executor "
@@ -69,7 +100,13 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
   /* The zoo folders compiled in (or TACOSIM_MODELS_DIR / TACOSIM_TOPOLOGIES_DIR), else ./models and
    * ./topologies (a copy of the tree elsewhere); the walker (exec_walk.c) loads it the same way. */
   int rc = -1;
-  if (plan_load(path, NULL, NULL, pl, e) && plan_load(path, "models", "topologies", pl, e)) goto done;
+  ts_err first;
+  if (plan_load(path, NULL, NULL, pl, &first) && plan_load(path, "models", "topologies", pl, e)) {
+    /* where the compiled-in zoo exists, its reason is the one to show (the fallback's would only say
+     * that ./models lacks the model) */
+    if (access(model_zoo_dir(), R_OK) == 0) *e = first;
+    goto done;
+  }
   if (exec_plan_refuse(pl, e)) goto done;
   snprintf(p->path, sizeof p->path, "%s", path);
   snprintf(p->name, sizeof p->name, "%s", pl->name);
@@ -113,4 +150,10 @@ void exec_plan_config(const exec_plan_min *p, exec_ref_config *c) {
   c->qkv_bias = p->model.qkv_bias;
   c->linear_bias = p->model.linear_bias;
   c->untied = !p->model.tied_embeddings;
+  /* mixture of experts (exec_moe.c runs them; exec_plan_refuse says where) */
+  c->experts = p->model.experts;
+  c->top_k = p->model.top_k;
+  c->expert_ffn = p->model.expert_ffn_hidden;
+  c->shared_ffn = p->model.shared_experts * p->model.expert_ffn_hidden;
+  c->dense_layers = p->model.experts > 0 ? p->model.dense_layers : 0;
 }

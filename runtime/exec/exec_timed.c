@@ -33,12 +33,14 @@ static const char *phase_name(int phase) {
   }
 }
 
-/* The executor's name of layer op index i of the plan's model (rope shifts the later ones). */
-static int breakdown_has_rope; /* set once per run, before the breakdown is built */
+/* The executor's name of layer op index i of the plan's model (the ops the
+ * model has, in forward order: rope, the dense FFN's and the MoE ops shift the later ones). */
+static exec_ref_config breakdown_cfg; /* set once per run, before the breakdown is built */
 static const char *layer_op_name(int i) {
+  const exec_ref_config *c = &breakdown_cfg;
   for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
     exec_layer_op o = exec_layer_fwd_order[k];
-    if (o == EXEC_OP_ROPE && !breakdown_has_rope) continue;
+    if (!exec_layer_op_present(o, c->rope_theta > 0, c->experts > 0, c->dense_layers, c->shared_ffn > 0)) continue;
     if (next++ == i) return exec_layer_op_names[o];
   }
   return "grads";
@@ -134,7 +136,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
 
   exec_ref_config cfg;
   exec_plan_config(p, &cfg);
-  breakdown_has_rope = cfg.rope_theta > 0;
+  breakdown_cfg = cfg;
   const int micros = (int)(p->global / ((long long)p->micro * p->dp));
   exec_model m;
   plan_op *builtin_ops = NULL;
@@ -198,7 +200,9 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
   int tty = isatty(2);
   float loss = 0;
   char what[96];
+  exec_gemm_stats gemm_warm = {0}; /* the GEMM plans built before the timed iterations */
   for (int it = 0; it < total_iters; it++) {
+    if (it == o->warmup) gemm_warm = exec_gemm_get_stats(m.gemm);
     if (it == o->die_at_iter) { /* fault injection (--die-at): the killed-rank test of the bounded waits */
       fprintf(stderr, "tacorun execute: rank %d: --die-at %d: killing myself\n", rank, it);
       fflush(stderr);
@@ -408,6 +412,11 @@ walked_profile_done:;
     printf("# profiled iteration (rank 0): %.2f ms = compute %.2f + exposed TP all-reduce %.2f + DP all-reduce %.2f"
            " + pipeline wait %.2f\n",
            profiled * 1e3, compute_s * 1e3, tp_s * 1e3, dp_s * 1e3, pp_s * 1e3);
+    const exec_gemm_stats gs = exec_gemm_get_stats(m.gemm);
+    printf("# cuBLASLt GEMM plans for new shapes in the timed and profiled iterations: %lld (%lld heuristic queries, "
+           "%lld reused algorithms; --variant gemm-algo=%s), %.2f ms of host time (warm-up: %lld, %.2f ms)\n",
+           gs.plans - gemm_warm.plans, gs.heuristics - gemm_warm.heuristics, gs.reused - gemm_warm.reused,
+           ops_variant(OPS_V_GEMM_ALGO), (gs.plan_s - gemm_warm.plan_s) * 1e3, gemm_warm.plans, gemm_warm.plan_s * 1e3);
     printf("# TP stream: %d all-reduces, %.2f ms of transfers (%.2f ms of it hidden behind weight-gradient GEMMs)\n",
            n_tp, tp_stream_s * 1e3, (tp_stream_s - tp_s) * 1e3);
     printf("# %-34s %6s %10s %10s %6s\n", "op", "count", "total_ms", "mean_us", "pct");

@@ -52,9 +52,6 @@ int exec_walk_init(exec_walk *w, const char *plan_path, int rank, exec_model *m,
   memset(w, 0, sizeof *w);
   /* compiled-in zoo folders first, then ./models and ./topologies (a copy of the tree elsewhere) */
   if (plan_load(plan_path, NULL, NULL, &w->p, e) && plan_load(plan_path, "models", "topologies", &w->p, e)) return -1;
-  if (model_is_moe(&w->p.model)) /* not executed yet (exec_plan.c says so first) */
-    return ts_fail(e, plan_path, "model", "%s is a mixture of experts: tacorun execute does not run MoE layers yet",
-                   w->p.model.name);
   return walk_setup(w, rank, m, e);
 }
 

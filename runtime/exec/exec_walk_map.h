@@ -14,14 +14,23 @@ typedef enum {
   EXEC_OP_LN1, EXEC_OP_QKV, EXEC_OP_ATTN, EXEC_OP_ATTN_OUT, EXEC_OP_ATTN_RESIDUAL,
   EXEC_OP_LN2, EXEC_OP_FC1, EXEC_OP_ACT, EXEC_OP_FC2, EXEC_OP_MLP_RESIDUAL,
   EXEC_OP_ROPE, /* RoPE models only: between qkv and attn */
+  /* mixture-of-experts layers (after ln2, in place of fc1 .. fc2; exec_moe.c), the shared FFN when the model has one */
+  EXEC_OP_ROUTER, EXEC_OP_ROUTER_TOPK, EXEC_OP_PERMUTE, EXEC_OP_EXPERT_FC1, EXEC_OP_EXPERT_ACT, EXEC_OP_EXPERT_FC2,
+  EXEC_OP_UNPERMUTE, EXEC_OP_SHARED_FC1, EXEC_OP_SHARED_ACT, EXEC_OP_SHARED_FC2,
   EXEC_OP_COUNT
 } exec_layer_op;
 extern const char *const exec_layer_op_names[EXEC_OP_COUNT]; /* "ln1", "qkv", ... as model.h names them */
 /* The layer's ops in forward order (the order of model_layer_ops()). */
 extern const exec_layer_op exec_layer_fwd_order[EXEC_OP_COUNT];
 
+/* The GEMMs among the layer ops (their backward may come as dgrad and wgrad halves). */
+int exec_layer_op_is_gemm(exec_layer_op op);
+/* Whether a model of these traits has layer op `op` (rope: RoPE models; fc1, act, fc2: dense models and MoE
+ * models with dense layers; the MoE ops: MoE models; the shared FFN's: MoE models with shared experts). */
+int exec_layer_op_present(exec_layer_op op, int rope, int moe, int dense_layers, int shared);
+
 /* index[op] = the model_op index of each executor layer op in p's shard
- * (EXEC_OP_ROPE: -1 when the model has learned positions); returns -1 (with
+ * (-1 for the ops the model does not have, exec_layer_op_present); returns -1 (with
  * e) when the plan's layer has an op the executor does not run. */
 int exec_walk_layer_op_index(const plan *p, int index[EXEC_OP_COUNT], ts_err *e);
 

@@ -11,7 +11,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
 #include "gpu_check.h"
+#include "ops_variants.h"
 
 #define EXEC_GEMM_WORKSPACE ((size_t)32 << 20)
 
@@ -28,6 +31,7 @@ struct exec_gemm {
   void *workspace;
   cached_gemm *cache;
   int count, cap;
+  exec_gemm_stats stats;
 };
 
 #define LT_CHECK(call) CUBLAS_CHECK(e, call)
@@ -91,7 +95,7 @@ static int layout(cublasLtMatrixLayout_t *l, cudaDataType_t type, long long rows
   return 0;
 }
 
-static int build(exec_gemm *g, cached_gemm *c, ts_err *e) {
+static int build(cached_gemm *c, ts_err *e) {
   const exec_gemm_shape *s = &c->s;
   cublasOperation_t op_first = s->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  /* the B buffer */
   cublasOperation_t op_second = s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N; /* the A buffer */
@@ -109,6 +113,13 @@ static int build(exec_gemm *g, cached_gemm *c, ts_err *e) {
              s->stride_a, e) ||
       layout(&c->lc, s->c_fp32 ? CUDA_R_32F : CUDA_R_16BF, s->n, s->m, s->ldc, s->batch, s->stride_c, e))
     return -1;
+  return 0;
+}
+
+/* The heuristic's first algorithm for c's descriptors. */
+static int pick_algo(exec_gemm *g, cached_gemm *c, ts_err *e) {
+  const exec_gemm_shape *s = &c->s;
+  g->stats.heuristics++;
   cublasLtMatmulPreference_t pref;
   LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = EXEC_GEMM_WORKSPACE;
@@ -137,11 +148,53 @@ static int build(exec_gemm *g, cached_gemm *c, ts_err *e) {
   return 0;
 }
 
+/* --variant gemm-algo=bucket (the default): a new packed shape marked
+ * rows_vary (the MoE expert GEMMs, whose rows follow the routing) that
+ * differs from a cached rows_vary one only within the same powers of two of
+ * m, n and k reuses its algorithm when cuBLASLt accepts it for the new shape
+ * (cublasLtMatmulAlgoCheck), instead of a heuristic query (tens to hundreds
+ * of microseconds of host time each, on the critical path after the routing's
+ * synchronisation: runtime/RESULTS-exec.md, 2026-12-04 MoE section). */
+static int is_packed(const exec_gemm_shape *s) {
+  exec_gemm_layout lay = s->trans_a ? EXEC_GEMM_TN_ACC : s->trans_b ? EXEC_GEMM_NT : EXEC_GEMM_NN;
+  exec_gemm_shape p = exec_gemm_packed(lay, s->m, s->n, s->k);
+  return s->batch <= 1 && s->lda == p.lda && s->ldb == p.ldb && s->ldc == p.ldc && s->trans_a == p.trans_a &&
+         s->trans_b == p.trans_b;
+}
+static int log2_of(long long x) {
+  int b = 0;
+  while (x > 1) x >>= 1, b++;
+  return b;
+}
+static const cached_gemm *bucket_match(const exec_gemm *g, const cached_gemm *c) {
+  const exec_gemm_shape *s = &c->s;
+  if (!s->rows_vary || !is_packed(s)) return NULL;
+  for (int i = 0; i < g->count; i++) {
+    const cached_gemm *o = &g->cache[i];
+    const exec_gemm_shape *t = &o->s;
+    if (t->rows_vary && is_packed(t) && t->trans_a == s->trans_a && t->trans_b == s->trans_b &&
+        t->c_fp32 == s->c_fp32 && t->sm_count == s->sm_count && log2_of(t->m) == log2_of(s->m) && log2_of(t->n) == log2_of(s->n) &&
+        log2_of(t->k) == log2_of(s->k) && o->align_a == c->align_a && o->align_b == c->align_b &&
+        o->align_c == c->align_c)
+      return o;
+  }
+  return NULL;
+}
+static int reuse_algo(exec_gemm *g, cached_gemm *c, const cached_gemm *from) {
+  cublasLtMatmulHeuristicResult_t r;
+  if ((int)cublasLtMatmulAlgoCheck(g->handle, c->op, c->la, c->lb, c->lc, c->lc, &from->algo, &r) != 0 ||
+      r.workspaceSize > EXEC_GEMM_WORKSPACE)
+    return -1;
+  c->algo = from->algo;
+  g->stats.reused++;
+  return 0;
+}
+
 static int same_shape(const exec_gemm_shape *a, const exec_gemm_shape *b) {
   return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->m == b->m && a->n == b->n && a->k == b->k &&
          a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch &&
          a->stride_a == b->stride_a && a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
-         a->c_fp32 == b->c_fp32 && a->sm_count == b->sm_count;
+         a->c_fp32 == b->c_fp32 && a->sm_count == b->sm_count && a->rows_vary == b->rows_vary;
 }
 
 /* Largest power of two (up to 256) dividing the address and, for batches, the stride in bytes:
@@ -178,10 +231,16 @@ int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const 
     memset(c, 0, sizeof *c);
     c->s = s;
     c->align_a = al_a, c->align_b = al_b, c->align_c = al_c;
-    if (build(g, c, e)) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const cached_gemm *from = ops_variant_is(OPS_V_GEMM_ALGO, "bucket") ? bucket_match(g, c) : NULL;
+    if (build(c, e) || ((!from || reuse_algo(g, c, from)) && pick_algo(g, c, e))) {
       cached_release(c);
       return -1;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    g->stats.plans++;
+    g->stats.plan_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     g->count++;
   }
   int st = (int)cublasLtMatmul(g->handle, c->op, &alpha, B, c->la, A, c->lb, &beta, C, c->lc, C, c->lc, &c->algo,
@@ -191,3 +250,5 @@ int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const 
                        __LINE__, s.m, s.n, s.k, s.batch, st);
   return 0;
 }
+
+exec_gemm_stats exec_gemm_get_stats(const exec_gemm *g) { return g->stats; }

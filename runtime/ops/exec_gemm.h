@@ -22,6 +22,8 @@ typedef struct {
   int c_fp32;                                    /* C is float, else bf16 */
   int sm_count; /* > 0: cuBLASLt picks a kernel for this many SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET),
                  * leaving the others to a collective beside it; 0: the whole GPU */
+  int rows_vary; /* 1: m or k follows the data (the MoE expert GEMMs' rows follow the routing): a new shape may
+                  * reuse a cached algorithm (--variant gemm-algo, exec_gemm.c); 0: the heuristic picks it */
 } exec_gemm_shape;
 
 /* The executor's packed products, one layout per use. `tacorun calibrate`
@@ -37,8 +39,17 @@ exec_gemm_shape exec_gemm_packed(exec_gemm_layout layout, long long m, long long
 /* The beta each layout runs with (1 where it accumulates). */
 float exec_gemm_packed_beta(exec_gemm_layout layout);
 
+/* Plans (descriptors and algorithm) built for new shapes since creation, the
+ * heuristic queries among them, those that reused a cached algorithm
+ * (--variant gemm-algo=bucket, ops_variants.h), and the host time spent. */
+typedef struct {
+  long long plans, heuristics, reused;
+  double plan_s;
+} exec_gemm_stats;
+
 int exec_gemm_create(exec_gemm **out, ts_err *e);
 void exec_gemm_destroy(exec_gemm *g);
+exec_gemm_stats exec_gemm_get_stats(const exec_gemm *g);
 /* stream: a cudaStream_t. */
 int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s, float alpha, const void *A, const void *B, float beta,
                   void *C, void *stream, ts_err *e);

@@ -2,6 +2,7 @@
  * Written for clarity, not speed: every loop is the textbook formula, and each
  * backward step sits right under the comment naming the forward it undoes. */
 #include "exec_ref.h"
+#include "exec_ref_internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -23,6 +24,16 @@ int exec_ref_config_check(const exec_ref_config *c, ts_err *e) {
     return ts_fail(e, NULL, "rope_theta", "must be >= 0, and RoPE needs an even head dimension");
   if (c->rope_factor > 0 && !(c->rope_orig_max > 0 && c->rope_low_freq > 0 && c->rope_high_freq > c->rope_low_freq))
     return ts_fail(e, NULL, "rope_scaling", "needs original_max_position > 0 and 0 < low_freq_factor < high_freq_factor");
+  if (c->experts == 0) return 0;
+  if (c->experts < 2 || c->experts > 1024)
+    return ts_fail(e, NULL, "experts", "must be in [2, 1024] (got %d)", c->experts);
+  if (c->top_k < 1 || c->top_k > c->experts || c->top_k > 16)
+    return ts_fail(e, NULL, "top_k", "must be in [1, min(experts, 16)] (got %d)", c->top_k);
+  if (c->expert_ffn < 1 || c->shared_ffn < 0)
+    return ts_fail(e, NULL, "expert_ffn_hidden", "must be >= 1, and the shared FFN >= 0");
+  if (c->dense_layers < 0 || c->dense_layers > c->layers)
+    return ts_fail(e, NULL, "dense_layers", "must be in [0, layers] (got %d)", c->dense_layers);
+  if (c->linear_bias) return ts_fail(e, NULL, "linear_bias", "no linear biases with experts");
   return 0;
 }
 
@@ -40,8 +51,8 @@ static int add_tensor(exec_tensor *t, int cap, int n, const char *name, exec_ten
   return n + 1;
 }
 
-/* The tensor kinds of one layer, in flat order; returns their count. */
-static int layer_kinds(const exec_ref_config *c, exec_tensor_kind *k) {
+/* The tensor kinds of layer l, in flat order; returns their count. */
+static int layer_kinds(const exec_ref_config *c, int l, exec_tensor_kind *k) {
   int n = 0, ln = c->norm == EXEC_NORM_LAYERNORM;
   k[n++] = EXEC_T_LN1_G;
   if (ln) k[n++] = EXEC_T_LN1_B;
@@ -51,6 +62,13 @@ static int layer_kinds(const exec_ref_config *c, exec_tensor_kind *k) {
   if (c->linear_bias) k[n++] = EXEC_T_ATTN_OUT_B;
   k[n++] = EXEC_T_LN2_G;
   if (ln) k[n++] = EXEC_T_LN2_B;
+  if (exec_ref_layer_is_moe(c, l)) {
+    k[n++] = EXEC_T_ROUTER;
+    k[n++] = EXEC_T_EXPERT_FC1;
+    k[n++] = EXEC_T_EXPERT_FC2;
+    if (c->shared_ffn > 0) k[n++] = EXEC_T_SHARED_FC1, k[n++] = EXEC_T_SHARED_FC2;
+    return n;
+  }
   k[n++] = EXEC_T_FC1;
   if (c->linear_bias) k[n++] = EXEC_T_FC1_B;
   k[n++] = EXEC_T_FC2;
@@ -71,14 +89,28 @@ static const char *layer_suffix(exec_tensor_kind k) {
   case EXEC_T_FC1: return "fc1";
   case EXEC_T_FC1_B: return "fc1.b";
   case EXEC_T_FC2: return "fc2";
+  case EXEC_T_ROUTER: return "router";
+  case EXEC_T_EXPERT_FC1: return "expert_fc1";
+  case EXEC_T_EXPERT_FC2: return "expert_fc2";
+  case EXEC_T_SHARED_FC1: return "shared_fc1";
+  case EXEC_T_SHARED_FC2: return "shared_fc2";
   default: return "fc2.b";
   }
 }
 
+/* Index of layer l's first tensor (l = layers: of lnf.g). */
+static int layer_base(const exec_ref_config *c, int l) {
+  exec_tensor_kind k[16];
+  int base = c->rope_theta > 0 ? 1 : 2;
+  if (c->experts == 0) return base + l * layer_kinds(c, 0, k); /* every layer alike */
+  for (int i = 0; i < l; i++) base += layer_kinds(c, i, k);
+  return base;
+}
+
 int exec_ref_tensor_index(const exec_ref_config *c, int layer, exec_tensor_kind kind) {
   exec_tensor_kind k[16];
-  int per = layer_kinds(c, k), base = c->rope_theta > 0 ? 1 : 2, ln = c->norm == EXEC_NORM_LAYERNORM;
-  int after = base + c->layers * per; /* lnf.g */
+  int ln = c->norm == EXEC_NORM_LAYERNORM;
+  int after = layer_base(c, c->layers); /* lnf.g */
   switch (kind) {
   case EXEC_T_WTE: return 0;
   case EXEC_T_WPE: return c->rope_theta > 0 ? -1 : 1;
@@ -88,8 +120,9 @@ int exec_ref_tensor_index(const exec_ref_config *c, int layer, exec_tensor_kind 
   default: break;
   }
   if (layer < 0 || layer >= c->layers) return -1;
+  int per = layer_kinds(c, layer, k), base = layer_base(c, layer);
   for (int i = 0; i < per; i++)
-    if (k[i] == kind) return base + layer * per + i;
+    if (k[i] == kind) return base + i;
   return -1;
 }
 
@@ -101,11 +134,12 @@ int exec_ref_tensors(const exec_ref_config *c, exec_tensor *t, int cap, size_t *
   int n = 0, ln = c->norm == EXEC_NORM_LAYERNORM;
   char name[32];
   exec_tensor_kind k[16];
-  int per = layer_kinds(c, k);
+  const size_t E = (size_t)c->experts, fe = (size_t)c->expert_ffn, fs = (size_t)c->shared_ffn;
+  const size_t gl = c->act == EXEC_ACT_SWIGLU ? 2 : 1; /* SwiGLU: [gate | up] */
   n = add_tensor(t, cap, n, "wte", EXEC_T_WTE, -1, &off, (size_t)c->vocab, h);
   if (!(c->rope_theta > 0)) n = add_tensor(t, cap, n, "wpe", EXEC_T_WPE, -1, &off, (size_t)c->seq, h);
   for (int l = 0; l < c->layers; l++)
-    for (int i = 0; i < per; i++) {
+    for (int i = 0, per = layer_kinds(c, l, k); i < per; i++) {
       size_t rows = 1, cols = h;
       switch (k[i]) {
       case EXEC_T_QKV: rows = h; cols = (size_t)exec_ref_qkv_cols(c); break;
@@ -114,6 +148,11 @@ int exec_ref_tensors(const exec_ref_config *c, exec_tensor *t, int cap, size_t *
       case EXEC_T_FC1: rows = h; cols = fc1_cols; break;
       case EXEC_T_FC1_B: cols = fc1_cols; break;
       case EXEC_T_FC2: rows = (size_t)c->ffn; break;
+      case EXEC_T_ROUTER: rows = h; cols = E; break;
+      case EXEC_T_EXPERT_FC1: rows = E * h; cols = gl * fe; break;
+      case EXEC_T_EXPERT_FC2: rows = E * fe; break;
+      case EXEC_T_SHARED_FC1: rows = h; cols = gl * fs; break;
+      case EXEC_T_SHARED_FC2: rows = fs; break;
       default: break; /* norm gains and biases, attn_out.b, fc2.b: 1 x h */
       }
       snprintf(name, sizeof name, "layer%d.%s", l, layer_suffix(k[i]));
@@ -196,7 +235,10 @@ void exec_ref_init(const exec_ref_config *c, unsigned long long seed, int round_
       for (size_t j = 0; j < cnt; j++) p[j] = 0.0;
       break;
     default: {
-      double sd = (t[i].kind == EXEC_T_ATTN_OUT || t[i].kind == EXEC_T_FC2) ? out_std : 0.02;
+      exec_tensor_kind k = t[i].kind;
+      double sd = (k == EXEC_T_ATTN_OUT || k == EXEC_T_FC2 || k == EXEC_T_EXPERT_FC2 || k == EXEC_T_SHARED_FC2)
+                      ? out_std
+                      : k == EXEC_T_ROUTER ? 2.0 / sqrt((double)c->hidden) : 0.02;
       for (size_t j = 0; j < cnt; j++) p[j] = sd * next_normal(&s);
     }
     }
@@ -219,7 +261,7 @@ void exec_ref_tokens(const exec_ref_config *c, unsigned long long seed, int *tok
 /* ---- dense helpers on row-major matrices ---- */
 
 /* C[m x n] (+)= A[m x k] . B[k x n] */
-static void mm_nn(int m, int n, int k, const double *A, const double *B, double *C, int accumulate) {
+void exec_ref_mm_nn(int m, int n, int k, const double *A, const double *B, double *C, int accumulate) {
   for (int i = 0; i < m; i++)
     for (int j = 0; j < n; j++) {
       double s = accumulate ? C[(size_t)i * n + j] : 0.0;
@@ -228,7 +270,7 @@ static void mm_nn(int m, int n, int k, const double *A, const double *B, double 
     }
 }
 /* C[m x n] (+)= A[m x k] . B[n x k]^T */
-static void mm_nt(int m, int n, int k, const double *A, const double *B, double *C, int accumulate) {
+void exec_ref_mm_nt(int m, int n, int k, const double *A, const double *B, double *C, int accumulate) {
   for (int i = 0; i < m; i++)
     for (int j = 0; j < n; j++) {
       double s = accumulate ? C[(size_t)i * n + j] : 0.0;
@@ -237,7 +279,7 @@ static void mm_nt(int m, int n, int k, const double *A, const double *B, double 
     }
 }
 /* C[m x n] (+)= A[k x m]^T . B[k x n] */
-static void mm_tn(int m, int n, int k, const double *A, const double *B, double *C, int accumulate) {
+void exec_ref_mm_tn(int m, int n, int k, const double *A, const double *B, double *C, int accumulate) {
   if (!accumulate) memset(C, 0, sizeof(double) * (size_t)m * n);
   for (int p = 0; p < k; p++)
     for (int i = 0; i < m; i++) {
@@ -314,8 +356,7 @@ static double gelu_grad(double u) {
 static double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 
 /* a[T x F] = act(u); u is [T x F] (GELU) or [T x 2F] = [gate | up] (SwiGLU). */
-static void act_fwd(const exec_ref_config *c, int rows, const double *u, double *a) {
-  int f = c->ffn;
+void exec_ref_act_fwd(const exec_ref_config *c, int rows, int f, const double *u, double *a) {
   for (int r = 0; r < rows; r++)
     for (int j = 0; j < f; j++) {
       if (c->act == EXEC_ACT_GELU) {
@@ -326,8 +367,7 @@ static void act_fwd(const exec_ref_config *c, int rows, const double *u, double 
       }
     }
 }
-static void act_bwd(const exec_ref_config *c, int rows, const double *u, const double *da, double *du) {
-  int f = c->ffn;
+void exec_ref_act_bwd(const exec_ref_config *c, int rows, int f, const double *u, const double *da, double *du) {
   for (int r = 0; r < rows; r++)
     for (int j = 0; j < f; j++) {
       double d = da[(size_t)r * f + j];
@@ -431,7 +471,24 @@ static void attn_bwd(const exec_ref_config *c, const double *qkv, const double *
 
 typedef struct {  /* what one layer keeps for backward */
   double *x_in, *n1, *mean1, *rstd1, *qkv, *P, *attn, *x_mid, *n2, *mean2, *rstd2, *u, *a;
+  exec_ref_moe_saved moe; /* MoE layers */
 } layer_saved;
+
+/* The MoE block's weights (or their gradients) of layer l in flat array p. */
+static void moe_weights(const exec_ref_config *c, const exec_tensor *t, int l, double *p, double *W[EXEC_REF_MOE_W]) {
+  const exec_tensor_kind k[EXEC_REF_MOE_W] = {EXEC_T_ROUTER, EXEC_T_EXPERT_FC1, EXEC_T_EXPERT_FC2, EXEC_T_SHARED_FC1,
+                                              EXEC_T_SHARED_FC2};
+  for (int i = 0; i < EXEC_REF_MOE_W; i++) {
+    int x = exec_ref_tensor_index(c, l, k[i]);
+    W[i] = x >= 0 ? p + t[x].offset : NULL;
+  }
+}
+
+static void free_saved(const exec_ref_config *c, double *arena, layer_saved *sv) {
+  for (int l = 0; l < c->layers; l++) exec_ref_moe_free(&sv[l].moe);
+  free(arena);
+  free(sv);
+}
 
 int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int *tokens, const int *targets,
                        double *loss, double *grads, ts_err *e) {
@@ -464,6 +521,11 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
     sv[l].attn = TAKE(th); sv[l].x_mid = TAKE(th); sv[l].n2 = TAKE(th); sv[l].mean2 = TAKE(T);
     sv[l].rstd2 = TAKE(T); sv[l].u = TAKE((size_t)T * U); sv[l].a = TAKE((size_t)T * F);
   }
+  for (int l = 0; l < L; l++)
+    if (exec_ref_layer_is_moe(c, l) && exec_ref_moe_alloc(c, T, &sv[l].moe, e)) {
+      free_saved(c, arena, sv);
+      return -1;
+    }
   double *x = TAKE(th), *xf = TAKE(th), *nf = TAKE(th), *meanf = TAKE(T), *rstdf = TAKE(T);
   double *logits = TAKE((size_t)T * V), *dx = TAKE(th), *dtmp = TAKE(th), *dqkv = TAKE((size_t)T * QW);
   double *du = TAKE((size_t)T * U), *da = TAKE((size_t)T * F), *dP_row = TAKE(S);
@@ -481,8 +543,7 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
   double inv_freq[512];
   if (c->rope_theta > 0) {
     if (d / 2 > 512) {
-      free(arena);
-      free(sv);
+      free_saved(c, arena, sv);
       return ts_fail(e, NULL, "heads", "head dimension %d too large for the reference's RoPE", d);
     }
     exec_ref_rope_inv_freq(c, d, inv_freq);
@@ -497,24 +558,30 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
     layer_saved *s = &sv[l];
     memcpy(s->x_in, x, sizeof(double) * th);
     norm_fwd(c, T, x, P_OF(l, EXEC_T_LN1_G), P_OF(l, EXEC_T_LN1_B), s->n1, s->mean1, s->rstd1);
-    mm_nn(T, QW, h, s->n1, P_OF(l, EXEC_T_QKV), s->qkv, 0);
+    exec_ref_mm_nn(T, QW, h, s->n1, P_OF(l, EXEC_T_QKV), s->qkv, 0);
     add_bias(T, QW, P_OF(l, EXEC_T_QKV_B), s->qkv);
     if (c->rope_theta > 0)
       for (int r = 0; r < T; r++) exec_ref_rope_row(s->qkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 0);
     attn_fwd(c, s->qkv, s->P, s->attn);
-    mm_nn(T, h, h, s->attn, P_OF(l, EXEC_T_ATTN_OUT), x, 1); /* x += attn . Wo + bo */
+    exec_ref_mm_nn(T, h, h, s->attn, P_OF(l, EXEC_T_ATTN_OUT), x, 1); /* x += attn . Wo + bo */
     add_bias(T, h, P_OF(l, EXEC_T_ATTN_OUT_B), x);
     memcpy(s->x_mid, x, sizeof(double) * th);
     norm_fwd(c, T, x, P_OF(l, EXEC_T_LN2_G), P_OF(l, EXEC_T_LN2_B), s->n2, s->mean2, s->rstd2);
-    mm_nn(T, U, h, s->n2, P_OF(l, EXEC_T_FC1), s->u, 0);
+    if (exec_ref_layer_is_moe(c, l)) { /* x += moe(n2) (exec_ref_moe.c) */
+      double *W[EXEC_REF_MOE_W];
+      moe_weights(c, t, l, (double *)params, W);
+      exec_ref_moe_fwd(c, T, s->n2, (const double *const *)W, &s->moe, x);
+      continue;
+    }
+    exec_ref_mm_nn(T, U, h, s->n2, P_OF(l, EXEC_T_FC1), s->u, 0);
     add_bias(T, U, P_OF(l, EXEC_T_FC1_B), s->u);
-    act_fwd(c, T, s->u, s->a);
-    mm_nn(T, h, F, s->a, P_OF(l, EXEC_T_FC2), x, 1); /* x += a . W2 + b2 */
+    exec_ref_act_fwd(c, T, F, s->u, s->a);
+    exec_ref_mm_nn(T, h, F, s->a, P_OF(l, EXEC_T_FC2), x, 1); /* x += a . W2 + b2 */
     add_bias(T, h, P_OF(l, EXEC_T_FC2_B), x);
   }
   memcpy(xf, x, sizeof(double) * th);
   norm_fwd(c, T, xf, lnf_g, lnf_b, nf, meanf, rstdf);
-  mm_nt(T, V, h, nf, whead, logits, 0);
+  exec_ref_mm_nt(T, V, h, nf, whead, logits, 0);
 
   /* mean cross-entropy; logits become dloss/dlogits */
   double total_loss = 0;
@@ -534,34 +601,40 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
     double *g_head = grads + t[ihead].offset;
     double *g_lnf_g = G_OF(-1, EXEC_T_LNF_G), *g_lnf_b = G_OF(-1, EXEC_T_LNF_B);
     /* logits = nf . whead^T */
-    mm_nn(T, h, V, logits, whead, dtmp, 0);
-    mm_tn(V, h, T, logits, nf, g_head, 1);
+    exec_ref_mm_nn(T, h, V, logits, whead, dtmp, 0);
+    exec_ref_mm_tn(V, h, T, logits, nf, g_head, 1);
     memset(dx, 0, sizeof(double) * th);
     norm_bwd(c, T, xf, lnf_g, meanf, rstdf, dtmp, dx, g_lnf_g, g_lnf_b);
     for (int l = L - 1; l >= 0; l--) {
       layer_saved *s = &sv[l];
-      /* x_out = x_mid + a . W2 + b2 */
-      bias_grad(T, h, dx, G_OF(l, EXEC_T_FC2_B));
-      mm_tn(F, h, T, s->a, dx, G_OF(l, EXEC_T_FC2), 1);
-      mm_nt(T, F, h, dx, P_OF(l, EXEC_T_FC2), da, 0);
-      act_bwd(c, T, s->u, da, du);
-      bias_grad(T, U, du, G_OF(l, EXEC_T_FC1_B));
-      mm_tn(h, U, T, s->n2, du, G_OF(l, EXEC_T_FC1), 1);
-      mm_nt(T, h, U, du, P_OF(l, EXEC_T_FC1), dtmp, 0);
+      if (exec_ref_layer_is_moe(c, l)) { /* x_out = x_mid + moe(n2) */
+        double *W[EXEC_REF_MOE_W], *G[EXEC_REF_MOE_W];
+        moe_weights(c, t, l, (double *)params, W);
+        moe_weights(c, t, l, grads, G);
+        exec_ref_moe_bwd(c, T, s->n2, (const double *const *)W, &s->moe, dx, dtmp, G);
+      } else { /* x_out = x_mid + a . W2 + b2 */
+        bias_grad(T, h, dx, G_OF(l, EXEC_T_FC2_B));
+        exec_ref_mm_tn(F, h, T, s->a, dx, G_OF(l, EXEC_T_FC2), 1);
+        exec_ref_mm_nt(T, F, h, dx, P_OF(l, EXEC_T_FC2), da, 0);
+        exec_ref_act_bwd(c, T, F, s->u, da, du);
+        bias_grad(T, U, du, G_OF(l, EXEC_T_FC1_B));
+        exec_ref_mm_tn(h, U, T, s->n2, du, G_OF(l, EXEC_T_FC1), 1);
+        exec_ref_mm_nt(T, h, U, du, P_OF(l, EXEC_T_FC1), dtmp, 0);
+      }
       norm_bwd(c, T, s->x_mid, P_OF(l, EXEC_T_LN2_G), s->mean2, s->rstd2, dtmp, dx, G_OF(l, EXEC_T_LN2_G),
                G_OF(l, EXEC_T_LN2_B));
       /* x_mid = x_in + attn . Wo + bo */
       bias_grad(T, h, dx, G_OF(l, EXEC_T_ATTN_OUT_B));
-      mm_tn(h, h, T, s->attn, dx, G_OF(l, EXEC_T_ATTN_OUT), 1);
-      mm_nt(T, h, h, dx, P_OF(l, EXEC_T_ATTN_OUT), dtmp, 0);
+      exec_ref_mm_tn(h, h, T, s->attn, dx, G_OF(l, EXEC_T_ATTN_OUT), 1);
+      exec_ref_mm_nt(T, h, h, dx, P_OF(l, EXEC_T_ATTN_OUT), dtmp, 0);
       memset(dqkv, 0, sizeof(double) * T * QW);
       attn_bwd(c, s->qkv, s->P, dtmp, dqkv, dP_row);
       /* qkv (rotated) = rope(n1 . Wqkv + bqkv): the rotation's transpose first */
       if (c->rope_theta > 0)
         for (int r = 0; r < T; r++) exec_ref_rope_row(dqkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 1);
       bias_grad(T, QW, dqkv, G_OF(l, EXEC_T_QKV_B));
-      mm_tn(h, QW, T, s->n1, dqkv, G_OF(l, EXEC_T_QKV), 1);
-      mm_nt(T, h, QW, dqkv, P_OF(l, EXEC_T_QKV), dtmp, 0);
+      exec_ref_mm_tn(h, QW, T, s->n1, dqkv, G_OF(l, EXEC_T_QKV), 1);
+      exec_ref_mm_nt(T, h, QW, dqkv, P_OF(l, EXEC_T_QKV), dtmp, 0);
       norm_bwd(c, T, s->x_in, P_OF(l, EXEC_T_LN1_G), s->mean1, s->rstd1, dtmp, dx, G_OF(l, EXEC_T_LN1_G),
                G_OF(l, EXEC_T_LN1_B));
     }
@@ -574,7 +647,6 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
 #undef IDX
 #undef P_OF
 #undef G_OF
-  free(arena);
-  free(sv);
+  free_saved(c, arena, sv);
   return 0;
 }

@@ -55,7 +55,23 @@ typedef struct {
   int qkv_bias;        /* a bias on the qkv GEMM */
   int linear_bias;     /* biases on attn_out, fc1 and fc2 */
   int untied;          /* an output weight lm_head [vocab x hidden] of its own */
+  /* Mixture of experts (all zero: dense). Layers l >= dense_layers replace
+   * the FFN by the MoE block (exec_ref_moe.c): router logits = n2 . router
+   * [h x experts]; each token's top_k experts (largest logits, ties to the
+   * lower index) weighted by the softmax over the chosen logits (Mixtral,
+   * Qwen3: the softmax over all experts renormalised over the top_k); the
+   * token's output is the weighted sum of its experts' FFNs (act as above,
+   * width expert_ffn), plus a shared FFN of width shared_ffn on every token
+   * (0: none). Expert e's weights are rows [e h, (e+1) h) of expert_fc1
+   * [experts h x (1 or 2) expert_ffn] and [e expert_ffn, (e+1) expert_ffn)
+   * of expert_fc2 [experts expert_ffn x h]. No linear biases with experts. */
+  int experts, top_k, expert_ffn, shared_ffn, dense_layers;
 } exec_ref_config;
+
+/* Whether layer l of c is a mixture-of-experts layer. */
+static inline int exec_ref_layer_is_moe(const exec_ref_config *c, int l) {
+  return c->experts > 0 && l >= c->dense_layers;
+}
 
 /* RoPE inverse frequencies of head dimension d (d / 2 values), scaling included. */
 void exec_ref_rope_inv_freq(const exec_ref_config *c, int d, double *inv_freq);
@@ -75,6 +91,8 @@ typedef enum {
   EXEC_T_WTE, EXEC_T_WPE, EXEC_T_LN1_G, EXEC_T_LN1_B, EXEC_T_QKV, EXEC_T_ATTN_OUT,
   EXEC_T_LN2_G, EXEC_T_LN2_B, EXEC_T_FC1, EXEC_T_FC2, EXEC_T_LNF_G, EXEC_T_LNF_B,
   EXEC_T_QKV_B, EXEC_T_ATTN_OUT_B, EXEC_T_FC1_B, EXEC_T_FC2_B, EXEC_T_LM_HEAD,
+  /* MoE layers (in place of fc1, fc2): router, the experts' stacked FFN weights, the shared FFN */
+  EXEC_T_ROUTER, EXEC_T_EXPERT_FC1, EXEC_T_EXPERT_FC2, EXEC_T_SHARED_FC1, EXEC_T_SHARED_FC2,
 } exec_tensor_kind;
 
 typedef struct {
@@ -93,7 +111,9 @@ int exec_ref_config_check(const exec_ref_config *c, ts_err *e);
  * and the total parameter count in *total. Norm biases are absent for RMSNorm,
  * wpe for RoPE models, linear biases and lm_head unless the model has them.
  * Order: wte [wpe] then per layer ln1.g [ln1.b] qkv [qkv.b] attn_out
- * [attn_out.b] ln2.g [ln2.b] fc1 [fc1.b] fc2 [fc2.b], then lnf.g [lnf.b] [lm_head]. */
+ * [attn_out.b] ln2.g [ln2.b] fc1 [fc1.b] fc2 [fc2.b] (an MoE layer: router
+ * expert_fc1 expert_fc2 [shared_fc1 shared_fc2] after ln2), then lnf.g
+ * [lnf.b] [lm_head]. */
 int exec_ref_tensors(const exec_ref_config *c, exec_tensor *t, int cap, size_t *total);
 
 /* Index in that list of a tensor (layer: its layer, -1 outside the layers),
@@ -103,7 +123,10 @@ int exec_ref_tensor_index(const exec_ref_config *c, int layer, exec_tensor_kind 
 int exec_ref_head_tensor(const exec_ref_config *c);
 
 /* Fills params with a fixed-seed initialisation (normal(0, 0.02) weights,
- * output projections scaled by 1/sqrt(2 layers), norm gains 1, norm biases 0,
+ * output projections scaled by 1/sqrt(2 layers), the router normal(0,
+ * 2/sqrt(hidden)) so that the logits of a normed row spread with std ~2 and
+ * near-ties in the top-k (where BF16 rounding could flip a routing choice
+ * between two implementations) are rare, norm gains 1, norm biases 0,
  * linear biases normal(0, 0.02) so that a missing bias add shows). When
  * round_bf16 is set every value is rounded to the nearest bfloat16, so a BF16
  * implementation starts from exactly the same weights. */

@@ -44,6 +44,11 @@ static const ops_variant_row rows[OPS_V_COUNT] = {
     [OPS_V_TP_OVERLAP_SM_MARGIN] = {"tp-overlap-sm-margin", {NULL},
                                     "SMs left free for the overlapped TP all-reduce (layout.tp_overlap_chunks; "
                                     "experimental)"},
+    [OPS_V_GEMM_ALGO] = {"gemm-algo", {"bucket", "exact"},
+                         "cuBLASLt algorithm of an MoE expert GEMM shape not seen before (their rows follow the "
+                         "routing): bucket (a shape within the same powers of two of m, n, k as a cached one reuses "
+                         "its algorithm if cuBLASLt accepts it) or exact (a heuristic query for each; other GEMMs "
+                         "always)"},
 };
 
 static char values[OPS_V_COUNT][16]; /* "" = the default */

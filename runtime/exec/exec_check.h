@@ -1,0 +1,26 @@
+/* exec_check.h — what the --check files share (exec_check.c: the dense
+ * checks; exec_check_moe.c: the mixture-of-experts checks). Internal to runtime/exec. */
+#ifndef EXEC_CHECK_H
+#define EXEC_CHECK_H
+
+#include <stdio.h>
+
+#include "exec_ref.h"
+#include "rt_nccl.h"
+#include "ts_error.h"
+
+#define CHECK_TOL_GRAD 5e-2 /* relative L2 per tensor, BF16 vs float64 and TP/DP vs TP = 1 */
+#define CHECK_TOL_LOSS 1e-2 /* relative error of the loss */
+
+/* The tiny model cfg as a model file (written to model_path, a /tmp file the
+ * caller removes) and a plan of it in text, so plan_build_program() can build
+ * the programs the walker runs. */
+int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int micros, const char *layout_extra,
+                         const char *schedule, const char *plan_extra, char *model_path, size_t cap, char *text,
+                         size_t text_cap, ts_err *e);
+
+/* The mixture-of-experts checks on one GPU per rank (exec_check_moe.c); adds
+ * the out-of-tolerance count to *failures. */
+int exec_check_moe(rt_nccl *w, FILE *log, int *failures, ts_err *e);
+
+#endif

@@ -1,0 +1,39 @@
+/* exec_moe.h — the mixture-of-experts layer ops of the executor (exec_moe.c),
+ * at EP = 1 on one GPU: router GEMM (FP32 logits), top-k with the softmax over
+ * the chosen logits, permutation into expert order, the experts' FFN GEMMs
+ * as a loop of cuBLASLt GEMMs over the experts that received rows (what the
+ * calibration's gemm_grouped tables time), un-permutation with the weighted
+ * combine, the shared FFN; and their backward. The routing kernels are
+ * kernels/moe_route.h's. Internal to runtime/exec. */
+#ifndef EXEC_MOE_H
+#define EXEC_MOE_H
+
+#include <stdint.h>
+
+#include "exec_model.h"
+
+/* What an MoE layer keeps per micro-batch slot (T tokens, k copies each). */
+struct exec_moe_acts {
+  int32_t *idx, *pos, *count; /* device: [T k] chosen experts, their rows in expert order, [E] rows per expert */
+  float *w;                   /* device [T k]: the copies' weights */
+  int32_t *hcount;            /* host copy of count (the expert GEMMs' row counts) */
+  void *xp, *eu, *ea, *ey;    /* bf16 [T k x h] permuted input, [T k x U] fc1 out, [T k x fe] act, [T k x h] out */
+};
+
+/* Working buffers shared by every MoE layer. */
+struct exec_moe_scratch {
+  float *logits, *dw;                   /* [T x E] router logits (FP32), [T k] the weights' gradient */
+  int32_t *map;                         /* moe_map's scratch, E + 1 */
+  void *dy, *dea, *deu, *dxp, *dlogits, *dn2; /* bf16 gradients: [Tk x h], [Tk x fe], [Tk x U], [Tk x h], [T x E], [T x h] */
+};
+
+/* Allocates the MoE buffers of the model's MoE layers (none for a dense model);
+ * refuses what the executor's MoE does not run (TP, PP > 1, recomputation). */
+int exec_moe_create(exec_model *m, ts_err *e);
+void exec_moe_destroy(exec_model *m);
+/* Forward and backward of MoE layer op `op` (EXEC_OP_ROUTER .. EXEC_OP_SHARED_FC2) of layer l;
+ * part: PLAN_PART_WHOLE, or the dgrad / wgrad half of a GEMM. */
+int exec_moe_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e);
+int exec_moe_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e);
+
+#endif

@@ -1,0 +1,39 @@
+/* exec_ref_internal.h — what the float64 reference's files share (exec_ref.c:
+ * the stack; exec_ref_moe.c: the mixture-of-experts block). Not for other modules. */
+#ifndef EXEC_REF_INTERNAL_H
+#define EXEC_REF_INTERNAL_H
+
+#include "exec_ref.h"
+
+/* C[m x n] (+)= A[m x k] . B[k x n];  A . B[n x k]^T;  A[k x m]^T . B[k x n] */
+void exec_ref_mm_nn(int m, int n, int k, const double *A, const double *B, double *C, int accumulate);
+void exec_ref_mm_nt(int m, int n, int k, const double *A, const double *B, double *C, int accumulate);
+void exec_ref_mm_tn(int m, int n, int k, const double *A, const double *B, double *C, int accumulate);
+/* a[rows x f] = act(u), u [rows x f] (GELU) or [rows x 2f] = [gate | up] (SwiGLU); and its backward. */
+void exec_ref_act_fwd(const exec_ref_config *c, int rows, int f, const double *u, double *a);
+void exec_ref_act_bwd(const exec_ref_config *c, int rows, int f, const double *u, const double *da, double *du);
+
+/* What an MoE block keeps for its backward (T tokens, k = top_k copies each). */
+typedef struct {
+  int *idx;      /* [T k] chosen experts, descending logits */
+  double *w;     /* [T k] their weights */
+  double *u, *a; /* [T k x (1|2) expert_ffn], [T k x expert_ffn]: each copy's expert FFN */
+  double *y;     /* [T k x h] each copy's expert output */
+  double *su, *sa; /* the shared FFN's [T x (1|2) shared_ffn], [T x shared_ffn] (NULL: none) */
+  double *scratch; /* the block's working rows (logits, backward temporaries) */
+} exec_ref_moe_saved;
+
+/* The block's weights: router, expert_fc1, expert_fc2, shared_fc1, shared_fc2 (NULL when no shared FFN). */
+enum { EXEC_REF_MOE_ROUTER, EXEC_REF_MOE_FC1, EXEC_REF_MOE_FC2, EXEC_REF_MOE_SFC1, EXEC_REF_MOE_SFC2, EXEC_REF_MOE_W };
+
+int exec_ref_moe_alloc(const exec_ref_config *c, int T, exec_ref_moe_saved *s, ts_err *e);
+void exec_ref_moe_free(exec_ref_moe_saved *s);
+/* x[T x h] += moe(n2) (exec_ref.h). */
+void exec_ref_moe_fwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],
+                      exec_ref_moe_saved *s, double *x);
+/* dx: the gradient of the block's output; dn2 (overwritten): of its input;
+ * the weight gradients G[] accumulate. */
+void exec_ref_moe_bwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],
+                      const exec_ref_moe_saved *s, const double *dx, double *dn2, double *const G[EXEC_REF_MOE_W]);
+
+#endif

@@ -1,0 +1,126 @@
+/* exec_ref_moe.c — the float64 reference's mixture-of-experts block (see
+ * exec_ref.h): router, top-k with the softmax over the chosen logits, each
+ * token copy through its expert's FFN, the weighted sum, the shared FFN; and
+ * the backward of all of it. Token by token, the textbook formulas. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_ref_internal.h"
+
+static int up_width(const exec_ref_config *c, int f) { return c->act == EXEC_ACT_SWIGLU ? 2 * f : f; }
+
+int exec_ref_moe_alloc(const exec_ref_config *c, int T, exec_ref_moe_saved *s, ts_err *e) {
+  memset(s, 0, sizeof *s);
+  const size_t tk = (size_t)T * c->top_k, fe = (size_t)c->expert_ffn, fs = (size_t)c->shared_ffn;
+  s->idx = malloc(tk * sizeof *s->idx);
+  s->w = malloc(tk * sizeof *s->w);
+  s->u = malloc(tk * (size_t)up_width(c, (int)fe) * sizeof(double));
+  s->a = malloc(tk * fe * sizeof(double));
+  s->y = malloc(tk * (size_t)c->hidden * sizeof(double));
+  if (fs > 0) {
+    s->su = malloc((size_t)T * (size_t)up_width(c, (int)fs) * sizeof(double));
+    s->sa = malloc((size_t)T * fs * sizeof(double));
+  }
+  /* the backward's scratch: one copy's dy, da, du and the token's dlogits, dw; or the shared FFN's da, du */
+  size_t one = (size_t)c->hidden + fe + (size_t)up_width(c, (int)fe) + (size_t)c->experts + (size_t)c->top_k;
+  size_t shared = (size_t)T * (fs + (size_t)up_width(c, (int)fs));
+  s->scratch = malloc((one > shared ? one : shared) * sizeof(double));
+  if (!s->idx || !s->w || !s->u || !s->a || !s->y || !s->scratch || (fs > 0 && (!s->su || !s->sa))) {
+    exec_ref_moe_free(s);
+    return ts_fail_sys(e, "exec_ref: out of memory (MoE block of %d tokens)", T);
+  }
+  return 0;
+}
+
+void exec_ref_moe_free(exec_ref_moe_saved *s) {
+  free(s->idx), free(s->w), free(s->u), free(s->a), free(s->y), free(s->su), free(s->sa), free(s->scratch);
+  memset(s, 0, sizeof *s);
+}
+
+/* One token's top-k of E logits (descending, ties to the lower index) and the
+ * softmax over the chosen ones. */
+static void topk_softmax(const double *logit, int E, int k, int *idx, double *w) {
+  for (int j = 0; j < k; j++) {
+    int best = -1;
+    for (int x = 0; x < E; x++) {
+      int taken = 0;
+      for (int i = 0; i < j; i++) taken |= idx[i] == x;
+      if (!taken && (best < 0 || logit[x] > logit[best])) best = x;
+    }
+    idx[j] = best;
+  }
+  double sum = 0;
+  for (int j = 0; j < k; j++) sum += w[j] = exp(logit[idx[j]] - logit[idx[0]]);
+  for (int j = 0; j < k; j++) w[j] /= sum;
+}
+
+void exec_ref_moe_fwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],
+                      exec_ref_moe_saved *s, double *x) {
+  const int h = c->hidden, E = c->experts, k = c->top_k, fe = c->expert_ffn, U = up_width(c, fe);
+  double *logit = s->scratch;
+  for (int r = 0; r < T; r++) {
+    const double *xr = n2 + (size_t)r * h;
+    exec_ref_mm_nn(1, E, h, xr, W[EXEC_REF_MOE_ROUTER], logit, 0);
+    topk_softmax(logit, E, k, s->idx + (size_t)r * k, s->w + (size_t)r * k);
+    for (int j = 0; j < k; j++) {
+      const size_t i = (size_t)r * k + j, ex = (size_t)s->idx[i];
+      double *u = s->u + i * U, *a = s->a + i * fe, *y = s->y + i * h;
+      exec_ref_mm_nn(1, U, h, xr, W[EXEC_REF_MOE_FC1] + ex * h * U, u, 0);
+      exec_ref_act_fwd(c, 1, fe, u, a);
+      exec_ref_mm_nn(1, h, fe, a, W[EXEC_REF_MOE_FC2] + ex * fe * h, y, 0);
+      for (int q = 0; q < h; q++) x[(size_t)r * h + q] += s->w[i] * y[q];
+    }
+  }
+  if (c->shared_ffn > 0) { /* x += act(n2 . Ws1) . Ws2 */
+    const int fs = c->shared_ffn;
+    exec_ref_mm_nn(T, up_width(c, fs), h, n2, W[EXEC_REF_MOE_SFC1], s->su, 0);
+    exec_ref_act_fwd(c, T, fs, s->su, s->sa);
+    exec_ref_mm_nn(T, h, fs, s->sa, W[EXEC_REF_MOE_SFC2], x, 1);
+  }
+}
+
+/* Copy i = (token r, choice j) backward: dy = w dx_r and dw = dx_r . y; the
+ * expert's FFN backward adds to dn2_r and to its weights' gradients. */
+static double copy_bwd(const exec_ref_config *c, const double *xr, const double *const W[EXEC_REF_MOE_W],
+                       const exec_ref_moe_saved *s, size_t i, const double *dxr, double *dn2r,
+                       double *const G[EXEC_REF_MOE_W], double *scratch) {
+  const int h = c->hidden, fe = c->expert_ffn, U = up_width(c, fe);
+  const size_t ex = (size_t)s->idx[i];
+  double *dy = scratch, *da = dy + h, *du = da + fe, dw = 0;
+  for (int q = 0; q < h; q++) dy[q] = s->w[i] * dxr[q], dw += dxr[q] * s->y[i * h + q];
+  exec_ref_mm_tn(fe, h, 1, s->a + i * fe, dy, G[EXEC_REF_MOE_FC2] + ex * fe * h, 1);
+  exec_ref_mm_nt(1, fe, h, dy, W[EXEC_REF_MOE_FC2] + ex * fe * h, da, 0);
+  exec_ref_act_bwd(c, 1, fe, s->u + i * U, da, du);
+  exec_ref_mm_tn(h, U, 1, xr, du, G[EXEC_REF_MOE_FC1] + ex * h * U, 1);
+  exec_ref_mm_nt(1, h, U, du, W[EXEC_REF_MOE_FC1] + ex * h * U, dn2r, 1);
+  return dw;
+}
+
+void exec_ref_moe_bwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],
+                      const exec_ref_moe_saved *s, const double *dx, double *dn2, double *const G[EXEC_REF_MOE_W]) {
+  const int h = c->hidden, E = c->experts, k = c->top_k, fe = c->expert_ffn;
+  memset(dn2, 0, sizeof(double) * (size_t)T * h);
+  double *scratch = s->scratch;
+  double *dl = scratch + h + fe + up_width(c, fe), *dw = dl + E;
+  for (int r = 0; r < T; r++) {
+    const double *xr = n2 + (size_t)r * h, *dxr = dx + (size_t)r * h;
+    double *dn2r = dn2 + (size_t)r * h, dot = 0;
+    for (int j = 0; j < k; j++) dw[j] = copy_bwd(c, xr, W, s, (size_t)r * k + j, dxr, dn2r, G, scratch);
+    /* w_j = softmax over the chosen logits: dl_{idx_j} = w_j (dw_j - sum_i w_i dw_i), 0 elsewhere */
+    for (int j = 0; j < k; j++) dot += s->w[(size_t)r * k + j] * dw[j];
+    memset(dl, 0, sizeof(double) * (size_t)E);
+    for (int j = 0; j < k; j++) dl[s->idx[(size_t)r * k + j]] = s->w[(size_t)r * k + j] * (dw[j] - dot);
+    exec_ref_mm_tn(h, E, 1, xr, dl, G[EXEC_REF_MOE_ROUTER], 1);
+    exec_ref_mm_nt(1, h, E, dl, W[EXEC_REF_MOE_ROUTER], dn2r, 1);
+  }
+  if (c->shared_ffn > 0) {
+    const int fs = c->shared_ffn, Us = up_width(c, fs);
+    double *da = s->scratch, *du = da + (size_t)T * fs;
+    exec_ref_mm_tn(fs, h, T, s->sa, dx, G[EXEC_REF_MOE_SFC2], 1);
+    exec_ref_mm_nt(T, fs, h, dx, W[EXEC_REF_MOE_SFC2], da, 0);
+    exec_ref_act_bwd(c, T, fs, s->su, da, du);
+    exec_ref_mm_tn(h, Us, T, n2, du, G[EXEC_REF_MOE_SFC1], 1);
+    exec_ref_mm_nt(T, h, Us, du, W[EXEC_REF_MOE_SFC1], dn2, 1);
+  }
+}
