@@ -177,6 +177,9 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
   out->codec_min_bytes = p->codec_min_bytes;
   out->dp_bucket_bytes = 1.6e8;
   out->vocab_padded = model_vocab_per_gpu(&p->model, p->tp) * p->tp;
+  /* the inference executor adds the QKV bias in a kernel of its own after the qkv GEMM
+   * (runtime/infer/infer_model.c: rt_bias_add), so the bias pass is priced (sim_costs.c, bias_us) */
+  out->bias_unfused = true;
 }
 
 int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {

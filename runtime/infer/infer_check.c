@@ -506,6 +506,51 @@ static int check_model(rt_nccl *w, check_log *L, ts_err *e) {
   return 0;
 }
 
+/* A tiny Qwen2-style model (QKV bias, theta 1e6, HEADS over KV heads of head_dim HIDDEN / HEADS; the group
+ * need not be a power of 2) on decode attention v3, TP 1: prefill S + 1 against prefill S and a decode step
+ * (the bias reaches the prefill and the decode path alike), and the FP8 cache against the BF16 one. */
+static int check_model_qwen(check_log *L, int hidden, int heads, int kv_heads, cudaStream_t st, ts_err *e) {
+  model_config mc = tiny_llama();
+  snprintf(mc.family, sizeof mc.family, "qwen2");
+  mc.hidden = hidden, mc.heads = heads, mc.kv_heads = kv_heads, mc.qkv_bias = 1, mc.rope_theta = 1e6;
+  const int B = 2, S = 64, steps = 1;
+  const long long nl = (long long)B * mc.vocab;
+  infer_model_opts mo = {.batch = B, .max_prompt = S + 1, .max_seq = S + 1 + steps, .seed = 79, .decode_attn = 3};
+  infer_model_opts m8 = mo;
+  m8.kv_fp8 = 1;
+  infer_model m1, mf;
+  CK_TRY(infer_model_init(&m1, &mc, mc.layers, 1, 0, &mo, NULL, st, e));
+  CK_TRY(infer_model_init(&mf, &mc, mc.layers, 1, 0, &m8, NULL, st, e));
+  int32_t *tok, *tok_s, *dec;
+  RT_CUDA(e, cudaMalloc((void **)&tok, (size_t)B * (S + 1) * 4));
+  RT_CUDA(e, cudaMalloc((void **)&tok_s, (size_t)B * S * 4));
+  RT_CUDA(e, cudaMalloc((void **)&dec, (size_t)B * steps * 4));
+  CK_TRY(rt_fill_labels(tok, (long long)B * (S + 1), mc.vocab, 7, st, e));
+  RT_CUDA(e, cudaMemcpy2DAsync(tok_s, (size_t)S * 4, tok, (size_t)(S + 1) * 4, (size_t)S * 4, B,
+                               cudaMemcpyDeviceToDevice, st));
+  RT_CUDA(e, cudaMemcpy2DAsync(dec, 4, tok + S, (size_t)(S + 1) * 4, 4, B, cudaMemcpyDeviceToDevice, st));
+  float *l1 = malloc((size_t)(nl * (steps + 1)) * 4), *lc = malloc((size_t)(nl * (steps + 1)) * 4),
+        *lp = malloc((size_t)nl * 4);
+  if (!l1 || !lc || !lp) return ts_fail_sys(e, "out of host memory");
+  CK_TRY(run_seq(&m1, tok_s, dec, S, steps, l1, e));
+  CK_TRY(infer_forward(&m1, tok, S + 1, 0, e));
+  CK_TRY(logits_of(&m1, lp, e));
+  char name[128];
+  snprintf(name, sizeof name, "qwen2-style %d/%d d%d QKV bias: prefill S+1 vs S + 1 step (v3)", heads, kv_heads,
+           hidden / heads);
+  report(L, name, all_finite(lp, nl) ? rel_l2(l1 + nl, lp, nl) : NAN, 3e-2);
+  CK_TRY(run_seq(&mf, tok_s, dec, S, steps, lc, e));
+  double err = 0;
+  for (int j = 0; j <= steps; j++) err = fmax(err, rel_l2(lc + j * nl, l1 + j * nl, nl));
+  snprintf(name, sizeof name, "qwen2-style %d/%d: FP8 KV cache vs BF16 (v3 logits)", heads, kv_heads);
+  report(L, name, all_finite(lc, nl * (steps + 1)) ? err : NAN, 0.1);
+  free(l1), free(lc), free(lp);
+  cudaFree(dec), cudaFree(tok_s), cudaFree(tok);
+  infer_model_free(&mf);
+  infer_model_free(&m1);
+  return 0;
+}
+
 int infer_run_check(rt_nccl *w, ts_err *e) {
   check_log L = {.root = rt_nccl_is_root(w)};
   RT_CUDA(e, cudaSetDevice(w->devices[0]));
@@ -525,6 +570,8 @@ int infer_run_check(rt_nccl *w, ts_err *e) {
   CK_TRY(check_rope_fp8(&L, 128, e));
   CK_TRY(check_rope_fp8(&L, 64, e));
   CK_TRY(check_model(w, &L, e));
+  CK_TRY(check_model_qwen(&L, 896, 14, 2, w->streams[0], e));  /* 7 query heads per KV head, d 64 */
+  CK_TRY(check_model_qwen(&L, 1280, 10, 2, w->streams[0], e)); /* 5 per KV head, d 128 */
   double f = L.failed;
   CK_TRY(rt_world_max(w, &f, 1, e));
   if (L.root) printf("infer-check: %d checks, %d failed (any rank: %s)\n", L.total, L.failed, f > 0 ? "FAIL" : "ok");

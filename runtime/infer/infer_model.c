@@ -10,6 +10,7 @@
 #include "infer_kernels.h"
 #include "rt_nccl.h"
 #include "rt_ops.h"
+#include "rt_ops_layer.h"
 
 #define IM_TRY(x)                                                                                            \
   do {                                                                                                       \
@@ -39,9 +40,9 @@ int infer_model_supported(const model_config *mc, const char *file, ts_err *e) {
   if (mc->rope_factor > 0)
     return ts_fail(e, file, "model", "%s has rope_scaling (Llama 3.1), which the inference executor does not run "
                    "(the training executor does)", mc->name);
-  if (mc->qkv_bias || mc->linear_bias)
-    return ts_fail(e, file, "model", "%s has linear biases (qkv_bias/linear_bias), which the inference executor omits",
-                   mc->name);
+  if (mc->linear_bias)
+    return ts_fail(e, file, "model", "%s has biases on every linear layer (linear_bias), which the inference executor "
+                   "omits (it runs the QKV bias only)", mc->name);
   if (mc->tied_embeddings)
     return ts_fail(e, file, "model", "%s ties its embeddings; the inference executor runs an untied output head",
                    mc->name);
@@ -49,10 +50,16 @@ int infer_model_supported(const model_config *mc, const char *file, ts_err *e) {
   if (d != 64 && d != 128)
     return ts_fail(e, file, "model", "%s has head_dim %d; decode attention is built for 64 and 128", mc->name, d);
   int g = mc->heads / mc->kv_heads;
-  if (g != 1 && g != 2 && g != 4 && g != 8 && g != 16)
-    return ts_fail(e, file, "model", "%s has %d query heads per KV head; decode attention is built for 1..16 (powers of 2)",
-                   mc->name, g);
+  if (!infer_decode_groups_built(3, d, g))
+    return ts_fail(e, file, "model", "%s has %d query heads per KV head at head_dim %d; decode attention v3 is built "
+                   "for 1 to 8, 12 or 16 (head_dim 128) and 1, 2, 4, 6, 7, 8 or 16 (head_dim 64)", mc->name, g, d);
   return 0;
+}
+
+int infer_decode_groups_built(int version, int head_dim, int g) {
+  if (version < 3) return g == 1 || g == 2 || g == 4 || g == 8 || g == 16;
+  if (head_dim == 128) return (g >= 1 && g <= 8) || g == 12 || g == 16;
+  return g == 1 || g == 2 || g == 4 || g == 6 || g == 7 || g == 8 || g == 16;
 }
 
 static int dmalloc(void **p, size_t bytes, const char *what, ts_err *e) {
@@ -105,6 +112,11 @@ static int init_weights(infer_model *m, unsigned long long seed, ts_err *e) {
     if (infer_fill_bf16(w->ln1, h, 1.0f, st, e) || infer_fill_bf16(w->ln2, h, 1.0f, st, e)) goto out;
     /* QKV [h x (H + 2 KV) d], columns Q | K | V; this GPU's heads of each */
     const long long qc = (H + 2 * KV) * d, qcl = (hl + 2 * kvl) * d;
+    if (w->bqkv && (full_tensor(tmp, qc, seed, id + 4, 0.5f, st, e) ||
+                    copy_cols(w->bqkv, qcl, 0, tmp, qc, r * hl * d, hl * d, 1, st, e) ||
+                    copy_cols(w->bqkv, qcl, hl * d, tmp, qc, H * d + r * kvl * d, kvl * d, 1, st, e) ||
+                    copy_cols(w->bqkv, qcl, (hl + kvl) * d, tmp, qc, (H + KV) * d + r * kvl * d, kvl * d, 1, st, e)))
+      goto out;
     if (full_tensor(tmp, h * qc, seed, id, sqrtf(3.0f / h), st, e) ||
         copy_cols(w->wqkv, qcl, 0, tmp, qc, r * hl * d, hl * d, h, st, e) ||
         copy_cols(w->wqkv, qcl, hl * d, tmp, qc, H * d + r * kvl * d, kvl * d, h, st, e) ||
@@ -194,12 +206,16 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   if (!m->w || !m->kc || !m->vc || !m->ks || !m->vs) return ts_fail_sys(e, "infer: out of host memory");
   if (o->kv_fp8 && o->decode_attn < 2)
     return ts_fail_sys(e, "infer: the FP8 KV cache is read by decode attention v2 and v3 only (--decode-attention)");
+  if (!infer_decode_groups_built(o->decode_attn, (int)m->d, m->hl / m->kvl))
+    return ts_fail_sys(e, "infer: decode attention v%d is not built for %d query heads per KV head (v1, v2: powers of "
+                       "2 up to 16)", o->decode_attn < 1 ? 1 : o->decode_attn, m->hl / m->kvl);
   m->kv_fp8 = o->kv_fp8;
   for (int l = 0; l < layers; l++) {
     infer_layer_w *w = &m->w[l];
     IM_TRY(dmalloc(&w->ln1, (size_t)h * BF, "weights", e));
     IM_TRY(dmalloc(&w->ln2, (size_t)h * BF, "weights", e));
     IM_TRY(dmalloc(&w->wqkv, (size_t)(h * qcl) * BF, "weights", e));
+    if (mc->qkv_bias) IM_TRY(dmalloc(&w->bqkv, (size_t)qcl * BF, "weights", e));
     IM_TRY(dmalloc(&w->wo, (size_t)(m->hl * d * h) * BF, "weights", e));
     IM_TRY(dmalloc(&w->w1, (size_t)(h * 2 * m->fl) * BF, "weights", e));
     IM_TRY(dmalloc(&w->w2, (size_t)(m->fl * h) * BF, "weights", e));
@@ -266,6 +282,7 @@ void infer_model_free(infer_model *m) {
     for (int l = 0; l < m->layers; l++) {
       infer_layer_w *w = &m->w[l];
       cudaFree(w->ln1), cudaFree(w->ln2), cudaFree(w->wqkv), cudaFree(w->wo), cudaFree(w->w1), cudaFree(w->w2);
+      cudaFree(w->bqkv);
       if (m->kc) cudaFree(m->kc[l]);
       if (m->vc) cudaFree(m->vc[l]);
       if (m->ks) cudaFree(m->ks[l]);
@@ -333,15 +350,16 @@ int infer_prefill_attention(const infer_prefill_args *a, ts_err *e) {
   for (long long p0 = 0; p0 < pairs; p0 += cp) {
     long long nb = pairs - p0 < cp ? pairs - p0 : cp;
     for (long long sub = 0; sub < g; sub += gs) {
+      const long long gn = g - sub < gs ? g - sub : gs; /* heads in this sub-group (g need not divide by gs) */
       const char *q = (const char *)a->q + (size_t)((p0 * g + sub) * S * d) * BF;
       const char *k = (const char *)a->k_cache + (size_t)(p0 * a->max_seq * d) * BF;
       const char *v = (const char *)a->v_cache + (size_t)(p0 * a->max_seq * d) * BF;
       char *o = (char *)a->o_heads + (size_t)((p0 * g + sub) * S * d) * BF;
-      exec_gemm_shape s1 = {.trans_b = 1, .m = gs * S, .n = S, .k = d, .lda = d, .ldb = d, .ldc = S,
+      exec_gemm_shape s1 = {.trans_b = 1, .m = gn * S, .n = S, .k = d, .lda = d, .ldb = d, .ldc = S,
                             .batch = nb, .stride_a = g * S * d, .stride_b = a->max_seq * d, .stride_c = gs * S * S};
       IM_TRY(exec_gemm_run(a->gemm, &s1, 1.f, q, k, 0.f, a->scores, a->stream, e));
-      IM_TRY(rt_softmax_causal_fwd(a->scores, a->scores, nb * gs, (int)S, scale, a->stream, e));
-      exec_gemm_shape s2 = {.m = gs * S, .n = d, .k = S, .lda = S, .ldb = d, .ldc = d, .batch = nb,
+      IM_TRY(rt_softmax_causal_fwd(a->scores, a->scores, nb * gn, (int)S, scale, a->stream, e));
+      exec_gemm_shape s2 = {.m = gn * S, .n = d, .k = S, .lda = S, .ldb = d, .ldc = d, .batch = nb,
                             .stride_a = gs * S * S, .stride_b = a->max_seq * d, .stride_c = g * S * d};
       IM_TRY(exec_gemm_run(a->gemm, &s2, 1.f, a->scores, v, 0.f, o, a->stream, e));
     }
@@ -366,6 +384,7 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
     const infer_layer_w *w = &m->w[l];
     IM_TRY(rt_rmsnorm_fwd(m->x, w->ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
     IM_TRY(gemm_nn(m, T, qcl, h, m->xn, w->wqkv, m->qkv, e));
+    if (w->bqkv) IM_TRY(rt_bias_add(m->qkv, w->bqkv, T, (int)qcl, (int)qcl, st, e));
     const infer_kv8 c8 = {m->kc[l], m->vc[l], m->ks[l], m->vs[l]};
     if (m->kv_fp8)
       IM_TRY(infer_rope_scatter_fp8(m->qkv, m->qh, &c8, seq > 1 ? m->kst : NULL, seq > 1 ? m->vst : NULL, &ad, seq,

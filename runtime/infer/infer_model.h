@@ -28,6 +28,7 @@ const char *infer_ar_mode_name(infer_ar_mode m);
 
 typedef struct {
   void *ln1, *wqkv, *wo, *ln2, *w1, *w2;
+  void *bqkv; /* the QKV bias of this GPU's columns (Q | K | V), or NULL (model without qkv_bias) */
 } infer_layer_w;
 
 /* Compressed layer all-reduces between two NaN/Inf checks that get a counter of their own. */
@@ -88,13 +89,15 @@ typedef struct {
 
 /* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the
  * team's stream. Checks the model is one this executor runs (RMSNorm, SwiGLU,
- * RoPE, no biases), naming the field otherwise. */
+ * RoPE, a QKV bias or none), naming the field otherwise. */
 int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp, int rank, const infer_model_opts *o,
                      coll_team *team, cudaStream_t stream, ts_err *e);
 void infer_model_free(infer_model *m);
 
 /* Whether mc can run here; fails naming the unsupported field. */
 int infer_model_supported(const model_config *mc, const char *file, ts_err *e);
+/* 1 when decode attention VERSION (1, 2, 3; 0 means 1) is built for G query heads per KV head at HEAD_DIM. */
+int infer_decode_groups_built(int version, int head_dim, int g);
 
 /* One forward pass of `seq` tokens per sequence at positions pos0.. (seq > 1:
  * prefill, needs pos0 == 0; seq == 1: a decode step attending over pos0 + 1

@@ -26,8 +26,8 @@ void infer_usage(FILE *out) {
           "kv_cache: bf16, or fp8 = E4M3 codes with one FP32 scale per position and KV head, quantized on\n"
           "append, read by the FP8 variant of decode attention v3 (or v2); prefill attention stays BF16), then\n"
           "generate - 1 decode steps (one token per sequence each, attending over the cache), greedy\n"
-          "sampling; synthetic weights (fixed seed) and prompt tokens. Llama-style models only (RMSNorm,\n"
-          "RoPE, grouped-query attention, SwiGLU, no biases, untied head); the plan's layers_override\n"
+          "sampling; synthetic weights (fixed seed) and prompt tokens. Llama- and Qwen2-style models (RMSNorm,\n"
+          "RoPE, grouped-query attention, SwiGLU, a QKV bias or none, untied head); the plan's layers_override\n"
           "runs fewer layers. TP all-reduces use the plan's codec (TACO two-shot, CAAT-Net partial, both)\n"
           "with the simulator's per-size rule (plan_infer_policy.h): with codec_auto each size (prefill,\n"
           "decode) is timed here with the codec and its fallback and travels the faster way.\n"
@@ -295,7 +295,12 @@ static int plan_runnable(const plan_infer *p, const infer_opts *o, ts_err *e) {
   if (p->kv == PLAN_KV_FP8 && o->decode_attn < 2)
     return ts_fail(e, p->path, "kv_cache", "fp8 is read by decode attention v2 and v3 only (--decode-attention v1 "
                    "asked)");
-  return infer_model_supported(&p->model, p->path, e);
+  if (infer_model_supported(&p->model, p->path, e)) return -1;
+  const int g = p->model.heads / p->model.kv_heads;
+  if (!infer_decode_groups_built(o->decode_attn, model_head_dim(&p->model), g))
+    return ts_fail(e, p->path, "model", "%s has %d query heads per KV head: decode attention v%d is built for powers "
+                   "of 2 up to 16 (v3 runs it)", p->model.name, g, o->decode_attn);
+  return 0;
 }
 
 static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_err *e) {
