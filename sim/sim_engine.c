@@ -228,6 +228,21 @@ static int compute_time(sim_rank *rs, const plan_op *op, double start, double *d
   return *d < 0 ? ts_fail_sys(e, "out of memory") : 0;
 }
 
+/* A compute op from gpu_free under the host clock: its GPU time *d (clock
+ * model) and how long the GPU waits for the host before and between its
+ * kernels (*delay, 0 when the host is ahead, as it is with the clock off). */
+static int host_op_time(sim_rank *rs, const plan_op *op, double gpu_free, double *d, double *delay, ts_err *e) {
+  const sim_host *h = &sim_w->host;
+  const bool issued = h->on && op->launches + op->gemm_launches > 0;
+  double start = issued && rs->host_t > gpu_free ? rs->host_t : gpu_free;
+  if (compute_time(rs, op, start, d, e)) return -1;
+  *delay = 0;
+  if (!issued) return 0;
+  double end = sim_host_op(h, &rs->host_t, op->launches, op->gemm_launches, op->host_sync, gpu_free, *d, NULL);
+  if (end > gpu_free + *d) *delay = end - (gpu_free + *d);
+  return 0;
+}
+
 static void stream_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -255,13 +270,13 @@ static void stream_main(int argc, char **argv) {
     double t0 = simgrid_get_clock();
     if (ops[i].kind == PLAN_OP_COMPUTE) {
       ts_err e = {0};
-      double total = 0, d;
+      double total = 0, d, delay;
       int last = i, merged = 0;
-      if (compute_time(rs, &ops[i], t0, &d, &e)) {
+      if (host_op_time(rs, &ops[i], t0, &d, &delay, &e)) {
         sim_fail(&e);
         break;
       }
-      total = d;
+      total = delay > 0 ? delay + d : d;
       double imbalance = ops[i].model_op == PLAN_MOP_MOE_IMBALANCE ? d : 0;
       rs->n_kernel_end = 0;
       if (push_kernel_end(rs, t0 + total)) break;
@@ -271,10 +286,11 @@ static void stream_main(int argc, char **argv) {
         if (y + 1 >= n_mine) break;
         int j = mine[y + 1];
         if (ops[j].kind != PLAN_OP_COMPUTE || !deps_ready(rs, s, j, last)) break;
-        if (compute_time(rs, &ops[j], t0 + total, &d, &e)) {
+        if (host_op_time(rs, &ops[j], t0 + total, &d, &delay, &e)) {
           sim_fail(&e);
           break;
         }
+        if (delay > 0) total += delay;
         total += d;
         if (ops[j].model_op == PLAN_MOP_MOE_IMBALANCE) imbalance += d;
         if (push_kernel_end(rs, t0 + total)) break;
@@ -757,6 +773,7 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
     goto done;
   }
   if (sim_costs_init(&w->costs, p, o->cal, o->warn, e) || build_ranks(w, e) || check_costs(w, e)) goto done;
+  sim_host_setup(&w->host, p, o->cal);
   w->clock = !o->clock_off && o->cal->n_clock > 0;
   if (w->clock && sim_clock_setup(w, e)) goto done;
   configure_simgrid();
