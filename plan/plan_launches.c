@@ -25,12 +25,21 @@
  *     GEMM and two kernels (cross-entropy, the loss sum), backward one GEMM
  *     per half and a memset on the input-gradient half; optimizer one
  *     (AdamW over the shard); the MoE imbalance wait none (no kernel: the
- *     busiest rank's work). */
+ *     busiest rank's work);
+ *   and every op the executor walks from the program (exec_walk.c) is framed
+ *   by two event records on its stream (ready, done: the cross-stream
+ *   dependencies and the per-op profile), queued by the host like a launch:
+ *   PLAN_WALK_EVENTS of them counted with the kernels, priced as a kernel
+ *   launch (their own host cost is not measured separately: an assumption,
+ *   sim/README.md "The host"). */
 #include <string.h>
 
 #include "plan.h"
 
+#define PLAN_WALK_EVENTS 2
+
 static void set(plan_op *op, int kernels, int gemms, int sync) {
+  kernels += PLAN_WALK_EVENTS;
   op->launches = (uint16_t)(kernels > 0x7fff ? 0x7fff : kernels);
   op->gemm_launches = (uint16_t)(gemms > 0xffff ? 0xffff : gemms);
   op->host_sync = (uint16_t)(sync != 0);
@@ -77,6 +86,8 @@ void plan_op_set_launches(const model_op *ops, int n, plan_op *op) {
     else set(op, op->part == PLAN_PART_DGRAD ? 1 : 0, op->part == PLAN_PART_WHOLE ? 2 : 1, 0);
     return;
   case PLAN_MOP_OPTIMIZER: set(op, 1, 0, 0); return;
-  default: set(op, 0, 0, 0); return; /* the MoE imbalance wait, and any op that is no kernel */
+  default: /* the MoE imbalance wait: no kernel and no op of the executor's (it runs EP 1 only) */
+    op->launches = op->gemm_launches = 0, op->host_sync = 0;
+    return;
   }
 }
