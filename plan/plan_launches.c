@@ -31,7 +31,10 @@
  *   dependencies and the per-op profile), queued by the host like a launch:
  *   PLAN_WALK_EVENTS of them counted with the kernels, priced as a kernel
  *   launch (their own host cost is not measured separately: an assumption,
- *   sim/README.md "The host"). */
+ *   sim/README.md "The host").
+ * The executor's other waits for the GPU are not in the program: after each
+ * iteration it reads the loss and the NaN/Inf counters
+ * (exec_model_check_finite), outside the timed window, and its set-up. */
 #include <string.h>
 
 #include "plan.h"

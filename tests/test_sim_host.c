@@ -212,6 +212,33 @@ static void test_plan_counts(void) {
   plan_program_free(&g);
 }
 
+/* The plan's fields: optional, > 0 when given, named in the error. */
+static void test_plan_fields(void) {
+  const char *base = "{\"schema\": 1, \"name\": \"h\", \"model\": \"moe-tiny\", \"cluster\": \"h200x2-nvlink\","
+                     " \"layout\": {\"dp\": 1, \"tp\": 1, \"pp\": 1}, \"batch\": {\"micro\": 1, \"global\": 4,"
+                     " \"seq\": 128}, \"schedule\": \"1f1b\"%s}";
+  char text[512];
+  plan p;
+  ts_err e = {0};
+  snprintf(text, sizeof text, base, "");
+  CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+  CU_ASSERT_EQUAL(p.host_launch_us, 0);
+  snprintf(text, sizeof text, base, ", \"host_launch_us\": 11.1, \"host_sync_us\": 22.8");
+  CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+  NEAR(p.host_launch_us, 11.1, 0);
+  NEAR(p.host_sync_us, 22.8, 0);
+  static const char *bad[][2] = {{", \"host_launch_us\": 0", "host_launch_us"},
+                                 {", \"host_sync_us\": -1", "host_sync_us"},
+                                 {", \"host_launch_us\": \"fast\"", "host_launch_us"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    snprintf(text, sizeof text, base, bad[i][0]);
+    CU_ASSERT_NOT_EQUAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+    if (!strstr(e.msg, bad[i][1])) fprintf(stderr, "\n  error '%s' does not name %s\n", e.msg, bad[i][1]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, bad[i][1]));
+    CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  }
+}
+
 static double simulate(const plan *p, const schema_calibration *cal) {
   sim_options o = {.mode = SIM_MODE_FULL, .cal = cal, .platform_path = platform_path, .clock_off = true};
   schema_result r;
@@ -253,6 +280,7 @@ int main(void) {
   CU_add_test(s, "GPU-bound phase: the host ahead costs nothing", test_gpu_bound_host_ahead);
   CU_add_test(s, "calibration host section", test_calibration_host_section);
   CU_add_test(s, "plan launch counts (moe-tiny)", test_plan_counts);
+  CU_add_test(s, "plan fields host_launch_us, host_sync_us", test_plan_fields);
   CU_add_test(s, "whole iteration: 12 syncs add 12 gaps", test_whole_iteration);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
