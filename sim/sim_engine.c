@@ -277,6 +277,7 @@ static void stream_main(int argc, char **argv) {
         break;
       }
       total = delay > 0 ? delay + d : d;
+      double host_wait = delay > 0 ? delay : 0;
       double imbalance = ops[i].model_op == PLAN_MOP_MOE_IMBALANCE ? d : 0;
       rs->n_kernel_end = 0;
       if (push_kernel_end(rs, t0 + total)) break;
@@ -290,7 +291,7 @@ static void stream_main(int argc, char **argv) {
           sim_fail(&e);
           break;
         }
-        if (delay > 0) total += delay;
+        if (delay > 0) total += delay, host_wait += delay;
         total += d;
         if (ops[j].model_op == PLAN_MOP_MOE_IMBALANCE) imbalance += d;
         if (push_kernel_end(rs, t0 + total)) break;
@@ -303,8 +304,10 @@ static void stream_main(int argc, char **argv) {
         sg_actor_sleep_for(total);
         rs->n_kernel_end = 0;
       }
-      rs->st.compute_s += total - imbalance; /* MoE: the wait for the busiest EP rank is not this GPU's work */
+      rs->st.compute_s += total - imbalance - host_wait; /* MoE: the wait for the busiest EP rank is not this GPU's
+                                                           * work; nor the wait for its host */
       rs->st.imbalance_s += imbalance;
+      rs->st.host_s += host_wait;
       record(rs, s, x, merged, t0, total);
       for (int k = x; k <= y; k++) finish(rs, s, mine[k]);
       x = y;
@@ -640,6 +643,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
     b->ep_exposed_s += st->ep_s;
     b->cp_exposed_s += st->cp_s;
     b->imbalance_s += st->imbalance_s;
+    b->host_wait_s += st->host_s;
     schema_rank_stat rst = {.rank = r, .busy_s = T - bubble, .compute_s = st->compute_s, .comm_s = st->comm_s};
     if (w->clock) {
       rst.clock_duty = rs->clock_rep->clock_duty;
@@ -655,7 +659,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   if (n) {
     b->compute_s /= n, b->tp_exposed_s /= n, b->pp_exposed_s /= n, b->dp_exposed_s /= n;
     b->codec_s /= n, b->bubble_s /= n;
-    b->ep_exposed_s /= n, b->imbalance_s /= n, b->cp_exposed_s /= n;
+    b->ep_exposed_s /= n, b->imbalance_s /= n, b->cp_exposed_s /= n, b->host_wait_s /= n;
   }
   char note[256];
   if (w->o->cal->derived && strncmp(w->o->cal->notes, "transferred", 11) != 0) /* a transfer says so in its own note */

@@ -16,6 +16,7 @@ typedef struct {
   double compute_s, tp_s, pp_s, dp_s, bubble_s, codec_s, comm_s;
   double cp_s; /* (context parallelism) waits on the KV ring's exchanges */
   double ep_s, imbalance_s; /* (MoE) waits on the token all-to-alls; the imbalance wait (out of compute_s) */
+  double host_s;            /* (host clock) the compute stream idle until its host issued the kernels (out of compute_s) */
   double compute_end_s, stream_end_s[PLAN_STREAM_COUNT];
 } sim_rank_stats;
 

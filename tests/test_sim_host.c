@@ -239,7 +239,7 @@ static void test_plan_fields(void) {
   }
 }
 
-static double simulate(const plan *p, const schema_calibration *cal) {
+static double simulate(const plan *p, const schema_calibration *cal, double *host_wait) {
   sim_options o = {.mode = SIM_MODE_FULL, .cal = cal, .platform_path = platform_path, .clock_off = true};
   schema_result r;
   ts_err e = {0};
@@ -247,6 +247,7 @@ static double simulate(const plan *p, const schema_calibration *cal) {
   if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
   double t = r.iteration_time_s;
+  if (host_wait) *host_wait = r.breakdown.host_wait_s;
   schema_result_free(&r);
   return t;
 }
@@ -260,16 +261,19 @@ static void test_whole_iteration(void) {
   schema_calibration none, host;
   memset(&none, 0, sizeof none);
   memset(&host, 0, sizeof host);
-  double base = simulate(&p, &none);
+  double hw;
+  double base = simulate(&p, &none, &hw);
+  CU_ASSERT_EQUAL(hw, 0);
   host.has_host = true;
   host.host_launch_us = host.host_gemm_launch_us = 1e-9;
   host.n_host_sync = 1;
   host.host_sync_wait_us[0] = 0;
   host.host_sync_gap_us[0] = 1000;
-  double with = simulate(&p, &host);
+  double with = simulate(&p, &host, &hw);
   NEAR(with - base, 12 * 1000 * US, 1e-9);
+  NEAR(hw, 12 * 1000 * US, 1e-9); /* the breakdown's host wait line: the twelve gaps */
   host.host_sync_gap_us[0] = 1e-9;
-  NEAR(simulate(&p, &host), base, 1e-12);
+  NEAR(simulate(&p, &host, NULL), base, 1e-12);
   unlink(platform_path);
 }
 
