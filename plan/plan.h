@@ -341,9 +341,10 @@ typedef struct {
   int32_t tag;      /* send/recv: equal on the matching send and recv */
   int32_t dep[PLAN_MAX_DEPS]; /* indices of earlier ops of this program that must finish first, -1 = none */
   /* (added) compute: what the host issues for this op (plan_launches.c, the executor's counts): kernel
-   * launches other than GEMMs, cuBLASLt GEMM calls; host_sync 1: the host waits for this op's end before it
-   * issues anything more (the dropless router's row counts copied to the host) */
-  uint16_t launches : 15, host_sync : 1;
+   * launches other than GEMMs, the walker's event records around it, cuBLASLt GEMM calls; host_sync 1: the
+   * host waits for this op's end before it issues anything more (the dropless router's row counts copied to
+   * the host) */
+  uint16_t launches : 13, events : 2, host_sync : 1;
   uint16_t gemm_launches;
   double flops;     /* compute: FLOPs on this GPU */
   double bytes;     /* compute: device-memory bytes; comm: payload bytes per rank before the codec */

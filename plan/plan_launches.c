@@ -29,9 +29,9 @@
  *   and every op the executor walks from the program (exec_walk.c) is framed
  *   by two event records on its stream (ready, done: the cross-stream
  *   dependencies and the per-op profile), queued by the host like a launch:
- *   PLAN_WALK_EVENTS of them counted with the kernels, priced as a kernel
- *   launch (their own host cost is not measured separately: an assumption,
- *   sim/README.md "The host").
+ *   PLAN_WALK_EVENTS of them (plan_op.events), priced by the calibration's
+ *   event_us when it has one, else as a kernel launch (sim/README.md "The
+ *   host").
  * The executor's other waits for the GPU are not in the program: after each
  * iteration it reads the loss and the NaN/Inf counters
  * (exec_model_check_finite), outside the timed window, and its set-up. */
@@ -42,8 +42,8 @@
 #define PLAN_WALK_EVENTS 2
 
 static void set(plan_op *op, int kernels, int gemms, int sync) {
-  kernels += PLAN_WALK_EVENTS;
-  op->launches = (uint16_t)(kernels > 0x7fff ? 0x7fff : kernels);
+  op->events = PLAN_WALK_EVENTS;
+  op->launches = (uint16_t)(kernels > 0x1fff ? 0x1fff : kernels);
   op->gemm_launches = (uint16_t)(gemms > 0xffff ? 0xffff : gemms);
   op->host_sync = (uint16_t)(sync != 0);
 }
@@ -90,7 +90,7 @@ void plan_op_set_launches(const model_op *ops, int n, plan_op *op) {
     return;
   case PLAN_MOP_OPTIMIZER: set(op, 1, 0, 0); return;
   default: /* the MoE imbalance wait: no kernel and no op of the executor's (it runs EP 1 only) */
-    op->launches = op->gemm_launches = 0, op->host_sync = 0;
+    op->launches = op->gemm_launches = 0, op->events = 0, op->host_sync = 0;
     return;
   }
 }

@@ -18,7 +18,7 @@
  *     "fits": { "<coll>.<nranks>": {"latency_us":..,"gbps":..} },
  *     "clock": { "window_us":.., "points": [ {"duty":..,"period_us":..,
  *                "gemm_speed":..,"mem_speed":..} ] },       (optional)
- *     "host": { "launch_us":.., "gemm_launch_us":..,
+ *     "host": { "launch_us":.., "gemm_launch_us":.., "event_us":.. (optional),
  *               "sync": [ {"wait_us":..,"gap_us":..} ] } }               (optional)
  * <coll> is allreduce, allgather, reducescatter, alltoall or sendrecv; bytes of
  * a collective are the nccl-tests "size" (the whole buffer, bf16 payload even
@@ -41,6 +41,8 @@
  * launch of a small kernel issued back to back (the rate at which a
  * host-bound phase feeds the GPU); gemm_launch_us, the same for a small
  * cuBLASLt GEMM through the executor's GEMM path (its algorithm cached);
+ * event_us (optional: files before it lack it), the same for cudaEventRecord
+ * (the executor's walker records two events around every op);
  * sync, the GPU's idle time (gap_us) from the end of a device-to-host copy
  * that the host waits for to the start of the next kernel the host then
  * launches, against how long the host waited (wait_us: the GPU work queued
@@ -159,6 +161,7 @@ typedef struct {
   /* "host" (optional): has_host false = no section; then the simulator has no host clock */
   bool has_host;
   double host_launch_us, host_gemm_launch_us;
+  double host_event_us; /* 0: not measured */
 #define SCHEMA_HOST_SYNC_POINTS 16
   int n_host_sync;
   double host_sync_wait_us[SCHEMA_HOST_SYNC_POINTS], host_sync_gap_us[SCHEMA_HOST_SYNC_POINTS];

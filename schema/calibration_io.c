@@ -571,7 +571,7 @@ static int load_host(json_t *root, const char *file, schema_calibration *c, ts_e
   json_t *obj = json_object_get(root, "host");
   if (!obj) return 0; /* optional: no host clock */
   if (!json_is_object(obj)) return ts_fail(e, file, "host", "must be an object");
-  static const char *const keys[] = {"launch_us", "gemm_launch_us", "sync", NULL};
+  static const char *const keys[] = {"launch_us", "gemm_launch_us", "sync", "event_us", NULL};
   double v[2];
   if (only_keys(obj, keys, file, "host", e)) return -1;
   for (int i = 0; i < 2; i++) {
@@ -582,6 +582,9 @@ static int load_host(json_t *root, const char *file, schema_calibration *c, ts_e
       return ts_fail(e, file, f, "must be > 0 (microseconds)");
     }
   }
+  double ev;
+  if (tsj_real_opt(obj, "event_us", 0, MAX_HOST_US, 0, &ev, file, "host", e)) return -1;
+  if (json_object_get(obj, "event_us") && !(ev > 0)) return ts_fail(e, file, "host.event_us", "must be > 0 (microseconds)");
   json_t *arr = json_object_get(obj, "sync");
   if (!arr) return ts_fail(e, file, "host.sync", "missing (an array is required)");
   if (!json_is_array(arr)) return ts_fail(e, file, "host.sync", "must be an array");
@@ -605,7 +608,7 @@ static int load_host(json_t *root, const char *file, schema_calibration *c, ts_e
   }
   c->n_host_sync = (int)n;
   c->has_host = true;
-  c->host_launch_us = v[0], c->host_gemm_launch_us = v[1];
+  c->host_launch_us = v[0], c->host_gemm_launch_us = v[1], c->host_event_us = ev;
   return 0;
 }
 
@@ -765,8 +768,11 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
     for (int i = 0; i < c->n_host_sync; i++)
       json_array_append_new(arr, json_pack("{s:o,s:o}", "wait_us", num(c->host_sync_wait_us[i]), "gap_us",
                                            num(c->host_sync_gap_us[i])));
-    json_object_set_new(root, "host", json_pack("{s:o,s:o,s:o}", "launch_us", num(c->host_launch_us), "gemm_launch_us",
-                                                num(c->host_gemm_launch_us), "sync", arr));
+    json_t *host = json_pack("{s:o,s:o}", "launch_us", num(c->host_launch_us), "gemm_launch_us",
+                             num(c->host_gemm_launch_us));
+    if (c->host_event_us > 0) json_object_set_new(host, "event_us", num(c->host_event_us));
+    json_object_set_new(host, "sync", arr);
+    json_object_set_new(root, "host", host);
   }
   /* one table point per line (common/ts_json.h) */
   int rc = tsj_dump_data(root, out, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));

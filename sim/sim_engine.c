@@ -233,12 +233,13 @@ static int compute_time(sim_rank *rs, const plan_op *op, double start, double *d
  * kernels (*delay, 0 when the host is ahead, as it is with the clock off). */
 static int host_op_time(sim_rank *rs, const plan_op *op, double gpu_free, double *d, double *delay, ts_err *e) {
   const sim_host *h = &sim_w->host;
-  const bool issued = h->on && op->launches + op->gemm_launches > 0;
+  const bool issued = h->on && op->launches + op->gemm_launches + op->events > 0;
   double start = issued && rs->host_t > gpu_free ? rs->host_t : gpu_free;
   if (compute_time(rs, op, start, d, e)) return -1;
   *delay = 0;
   if (!issued) return 0;
-  double end = sim_host_op(h, &rs->host_t, op->launches, op->gemm_launches, op->host_sync, gpu_free, *d, NULL);
+  double end =
+      sim_host_op(h, &rs->host_t, op->launches, op->gemm_launches, op->events, op->host_sync, gpu_free, *d, NULL);
   if (end > gpu_free + *d) *delay = end - (gpu_free + *d);
   return 0;
 }

@@ -8,10 +8,11 @@ void sim_host_setup(sim_host *h, const plan *p, const schema_calibration *cal) {
   h->cal = cal;
   const bool has = cal && cal->has_host;
   if (p->host_launch_us > 0) {
-    h->launch_s = h->gemm_s = p->host_launch_us * 1e-6;
+    h->launch_s = h->gemm_s = h->event_s = p->host_launch_us * 1e-6;
   } else if (has) {
     h->launch_s = cal->host_launch_us * 1e-6;
     h->gemm_s = cal->host_gemm_launch_us * 1e-6;
+    h->event_s = cal->host_event_us > 0 ? cal->host_event_us * 1e-6 : h->launch_s;
   } else {
     return; /* off */
   }
@@ -25,14 +26,15 @@ double sim_host_sync_gap_s(const sim_host *h, double wait_s) {
   return schema_host_sync_gap(h->cal, wait_s * 1e6) * 1e-6;
 }
 
-double sim_host_op(const sim_host *h, double *host_t, int kernels, int gemms, int sync, double gpu_free, double d,
-                   double *start) {
-  const int n = kernels + gemms;
+double sim_host_op(const sim_host *h, double *host_t, int kernels, int gemms, int events, int sync, double gpu_free,
+                   double d, double *start) {
+  const int n = kernels + gemms + events;
   if (!h->on || n == 0) {
     if (start) *start = gpu_free;
     return gpu_free + d;
   }
-  const double h0 = *host_t, cost = kernels * h->launch_s + gemms * h->gemm_s, c = cost / n;
+  const double h0 = *host_t, cost = kernels * h->launch_s + gemms * h->gemm_s + events * h->event_s;
+  const double c = cost / n;
   double end = fmax(gpu_free + d, fmax(h0 + d, h0 + (n - 1) * c + d / n));
   if (start) *start = fmax(gpu_free, h0);
   const double issued = h0 + cost;

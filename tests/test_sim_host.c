@@ -41,17 +41,29 @@ static sim_host hand_host(void) {
 static void test_host_bound_after_sync(void) {
   sim_host h = hand_host();
   double host = 0, start;
-  double a = sim_host_op(&h, &host, 1, 0, 1, 0, 10 * US, &start);
+  double a = sim_host_op(&h, &host, 1, 0, 0, 1, 0, 10 * US, &start);
   NEAR(a, 10 * US, 1e-12);
   NEAR(start, 0, 1e-12);
   NEAR(host, 60 * US, 1e-12);
-  double b = sim_host_op(&h, &host, 10, 0, 0, a, 20 * US, &start);
+  double b = sim_host_op(&h, &host, 10, 0, 0, 0, a, 20 * US, &start);
   NEAR(start, 60 * US, 1e-12);
   NEAR(b, 98 * US, 1e-12);
   NEAR(host, 100 * US, 1e-12);
-  double c = sim_host_op(&h, &host, 0, 1, 0, b, 100 * US, &start);
+  double c = sim_host_op(&h, &host, 0, 1, 0, 0, b, 100 * US, &start);
   NEAR(c, 200 * US, 1e-12);
   NEAR(host, 106 * US, 1e-12);
+  /* D: 1 kernel and 2 event records at 1 us each (6 us of host: 3 entries 2 us apart on average), 3 us on
+   * the GPU. Host at 106, GPU free at 200: the host is ahead, D ends at 203, host at 112. E, the same from a
+   * host at 300 (after a wait) and a GPU free at 203: the last entry is issued at 304 and runs 1 us: 305. */
+  h.event_s = 1 * US;
+  double dd = sim_host_op(&h, &host, 1, 0, 2, 0, c, 3 * US, &start);
+  NEAR(dd, 203 * US, 1e-12);
+  NEAR(host, 112 * US, 1e-12);
+  host = 300 * US;
+  double ee = sim_host_op(&h, &host, 1, 0, 2, 0, dd, 3 * US, &start);
+  NEAR(start, 300 * US, 1e-12);
+  NEAR(ee, 305 * US, 1e-12);
+  NEAR(host, 306 * US, 1e-12);
 }
 
 /* The host ahead: 2 kernels of 50 us each issued by 8 us, then a GEMM of 100 us issued at 8 to 14 while the
@@ -59,11 +71,11 @@ static void test_host_bound_after_sync(void) {
 static void test_gpu_bound_host_ahead(void) {
   sim_host h = hand_host();
   double host = 0;
-  double a = sim_host_op(&h, &host, 2, 0, 0, 0, 100 * US, NULL);
+  double a = sim_host_op(&h, &host, 2, 0, 0, 0, 0, 100 * US, NULL);
   CU_ASSERT_EQUAL(a, 0 + 100 * US);
   NEAR(host, 8 * US, 1e-12);
   double gpu_free = a, d = 100 * US;
-  double b = sim_host_op(&h, &host, 0, 1, 0, gpu_free, d, NULL);
+  double b = sim_host_op(&h, &host, 0, 1, 0, 0, gpu_free, d, NULL);
   CU_ASSERT_EQUAL(b, gpu_free + d);
   NEAR(host, 14 * US, 1e-12);
   /* off (no plan figure, no calibration section): the GPU alone */
@@ -73,13 +85,13 @@ static void test_gpu_bound_host_ahead(void) {
   sim_host_setup(&off, &p, NULL);
   CU_ASSERT_FALSE(off.on);
   host = 1; /* a host far behind changes nothing when off */
-  CU_ASSERT_EQUAL(sim_host_op(&off, &host, 5, 5, 1, 3 * US, 7 * US, NULL), 3 * US + 7 * US);
+  CU_ASSERT_EQUAL(sim_host_op(&off, &host, 5, 5, 2, 1, 3 * US, 7 * US, NULL), 3 * US + 7 * US);
   CU_ASSERT_EQUAL(host, 1);
 }
 
 static const char *HOST_CAL =
     "{\"schema\": 1, \"gpu\": \"X\", \"driver\": \"1\", \"cuda\": \"1\", \"nccl\": \"1\", \"transport\": \"nvlink\","
-    " \"measured_at\": \"now\", \"host\": {\"launch_us\": 4, \"gemm_launch_us\": 7,"
+    " \"measured_at\": \"now\", \"host\": {\"launch_us\": 4, \"gemm_launch_us\": 7, \"event_us\": 1.5,"
     " \"sync\": [{\"wait_us\": 0, \"gap_us\": 60}, {\"wait_us\": 100, \"gap_us\": 80}]}}";
 
 static void test_calibration_host_section(void) {
@@ -100,11 +112,17 @@ static void test_calibration_host_section(void) {
   CU_ASSERT(h.on);
   NEAR(h.launch_s, 4 * US, 1e-15);
   NEAR(h.gemm_s, 7 * US, 1e-15);
+  NEAR(h.event_s, 1.5 * US, 1e-15);
   NEAR(sim_host_sync_gap_s(&h, 50 * US), 70 * US, 1e-15);
+  c.host_event_us = 0; /* not measured (files before it): an event record costs a kernel launch */
+  sim_host_setup(&h, &p, &c);
+  NEAR(h.event_s, 4 * US, 1e-15);
+  c.host_event_us = 1.5;
   p.host_launch_us = 12;
   sim_host_setup(&h, &p, &c);
   NEAR(h.launch_s, 12 * US, 1e-15);
   NEAR(h.gemm_s, 12 * US, 1e-15);
+  NEAR(h.event_s, 12 * US, 1e-15);
   /* written and read back the same */
   char *buf = NULL;
   size_t len = 0;
@@ -114,6 +132,7 @@ static void test_calibration_host_section(void) {
   schema_calibration again;
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "again", &again, &e), 0);
   CU_ASSERT_EQUAL(again.n_host_sync, 2);
+  NEAR(again.host_event_us, 1.5, 0);
   NEAR(again.host_sync_gap_us[1], 80, 0);
   schema_calibration_free(&again);
   free(buf);
@@ -122,6 +141,8 @@ static void test_calibration_host_section(void) {
   static const char *bad[][2] = {
       {"\"launch_us\": 0, \"gemm_launch_us\": 7, \"sync\": [{\"wait_us\": 0, \"gap_us\": 60}]", "host.launch_us"},
       {"\"launch_us\": 4, \"gemm_launch_us\": 7", "host.sync"},
+      {"\"launch_us\": 4, \"gemm_launch_us\": 7, \"event_us\": 0, \"sync\": [{\"wait_us\": 0, \"gap_us\": 60}]",
+       "host.event_us"},
       {"\"launch_us\": 4, \"gemm_launch_us\": 7, \"sync\": [{\"wait_us\": 5, \"gap_us\": 60}, {\"wait_us\": 5, "
        "\"gap_us\": 60}]",
        "host.sync[1]"},
@@ -203,7 +224,8 @@ static void test_plan_counts(void) {
     if (op->kind == PLAN_OP_COMPUTE && op->model_op >= 0 && !strcmp(ops[op->model_op].name, "expert_fc1") &&
         op->phase == PLAN_PHASE_FWD) {
       CU_ASSERT_EQUAL(op->gemm_launches, p.model.experts);
-      CU_ASSERT_EQUAL(op->launches, 2); /* the walker's two event records */
+      CU_ASSERT_EQUAL(op->launches, 0);
+      CU_ASSERT_EQUAL(op->events, 2); /* the walker's two event records */
       expert_fwd++;
     }
   }

@@ -10,6 +10,8 @@
  *   gemm_launch_us  the same for a 64 x 64 x 64 bf16 GEMM through the
  *                   executor's cuBLASLt path (exec_gemm_run, algorithm cached
  *                   after a warm-up call);
+ *   event_us        the same for cudaEventRecord (the executor's walker
+ *                   records two events around every op, exec_walk.c);
  *   sync            the GPU's idle gap between the end of a 4-byte
  *                   device-to-host copy that the host waits for and the next
  *                   kernel it launches, against the GPU work queued ahead of
@@ -77,25 +79,31 @@ typedef struct {
   void *a, *b, *c; /* HOST_GEMM^2 bf16 each */
   exec_gemm *g;
   int *dcount, *hcount;
-  cudaEvent_t ev[2];
+  cudaEvent_t ev[2], rec; /* rec: the event recorded back to back (event_us) */
 } host_ctx;
 
-static int launch_one(host_ctx *h, int gemm, ts_err *e) {
-  if (!gemm) return rt_add(h->x, h->x, h->y, HOST_ELEMS, h->s, e);
+enum { HOST_KERNEL, HOST_GEMM_CALL, HOST_EVENT };
+
+static int launch_one(host_ctx *h, int what, ts_err *e) {
+  if (what == HOST_KERNEL) return rt_add(h->x, h->x, h->y, HOST_ELEMS, h->s, e);
+  if (what == HOST_EVENT) {
+    CUDA_CHECK(e, cudaEventRecord(h->rec, h->s));
+    return 0;
+  }
   exec_gemm_shape sh = exec_gemm_packed(EXEC_GEMM_NN, HOST_GEMM, HOST_GEMM, HOST_GEMM);
   return exec_gemm_run(h->g, &sh, 1.f, h->a, h->b, 0.f, h->c, h->s, e);
 }
 
 /* Host time per launch (us), GPU idle at the start of every repetition; *gpu_us: the GPU's span per kernel. */
-static int time_launches(host_ctx *h, int gemm, double *host_us, double *gpu_us, ts_err *e) {
+static int time_launches(host_ctx *h, int what, double *host_us, double *gpu_us, ts_err *e) {
   double th[HOST_REPS], tg[HOST_REPS];
-  if (launch_one(h, gemm, e)) return -1; /* warm-up: the GEMM's plan is built here */
+  if (launch_one(h, what, e)) return -1; /* warm-up: the GEMM's plan is built here */
   for (int r = 0; r < HOST_REPS; r++) {
     CUDA_CHECK(e, cudaStreamSynchronize(h->s));
     CUDA_CHECK(e, cudaEventRecord(h->ev[0], h->s));
     double t0 = now_s();
     for (int i = 0; i < HOST_LAUNCHES; i++)
-      if (launch_one(h, gemm, e)) return -1;
+      if (launch_one(h, what, e)) return -1;
     double t1 = now_s();
     CUDA_CHECK(e, cudaEventRecord(h->ev[1], h->s));
     CUDA_CHECK(e, cudaEventSynchronize(h->ev[1]));
@@ -119,7 +127,7 @@ static int time_sync(host_ctx *h, double wait_us, double *gap_us, ts_err *e) {
     CUDA_CHECK(e, cudaEventRecord(h->ev[0], h->s));
     if (poll_wait(h->s, e)) return -1;
     CUDA_CHECK(e, cudaEventRecord(h->ev[1], h->s));
-    if (launch_one(h, 0, e)) return -1;
+    if (launch_one(h, HOST_KERNEL, e)) return -1;
     CUDA_CHECK(e, cudaEventSynchronize(h->ev[1]));
     float ms = 0;
     CUDA_CHECK(e, cudaEventElapsedTime(&ms, h->ev[0], h->ev[1]));
@@ -130,11 +138,15 @@ static int time_sync(host_ctx *h, double wait_us, double *gap_us, ts_err *e) {
 }
 
 static int measure(host_ctx *h, schema_calibration *c, ts_err *e) {
-  double k_host, k_gpu, g_host, g_gpu;
-  if (time_launches(h, 0, &k_host, &k_gpu, e) || time_launches(h, 1, &g_host, &g_gpu, e)) return -1;
+  double k_host, k_gpu, g_host, g_gpu, ev_host, ev_gpu;
+  if (time_launches(h, HOST_KERNEL, &k_host, &k_gpu, e) || time_launches(h, HOST_GEMM_CALL, &g_host, &g_gpu, e) ||
+      time_launches(h, HOST_EVENT, &ev_host, &ev_gpu, e))
+    return -1;
   fprintf(stderr, "[%6.1fs] host: kernel launch %.2f us host (GPU span %.2f us per kernel), GEMM launch %.2f us host "
                   "(GPU %.2f us per GEMM), %d launches x %d repetitions\n",
           calib_elapsed_s(), k_host, k_gpu, g_host, g_gpu, HOST_LAUNCHES, HOST_REPS);
+  fprintf(stderr, "[%6.1fs] host: event record %.2f us host (GPU span %.2f us per record)\n", calib_elapsed_s(), ev_host,
+          ev_gpu);
   for (int i = 0; i < N_SYNC_WAITS; i++) {
     double gap = 0;
     if (time_sync(h, SYNC_WAITS_US[i], &gap, e)) return -1;
@@ -143,7 +155,7 @@ static int measure(host_ctx *h, schema_calibration *c, ts_err *e) {
     c->host_sync_wait_us[i] = SYNC_WAITS_US[i], c->host_sync_gap_us[i] = gap;
   }
   c->n_host_sync = N_SYNC_WAITS;
-  c->host_launch_us = k_host, c->host_gemm_launch_us = g_host;
+  c->host_launch_us = k_host, c->host_gemm_launch_us = g_host, c->host_event_us = ev_host;
   c->has_host = true;
   return 0;
 }
@@ -156,6 +168,7 @@ int calib_run_host(const calib_config *cfg, schema_calibration *c, ts_err *e) {
   CUDA_CHECK_RC(e, rc, cudaStreamCreateWithFlags(&h.s, cudaStreamNonBlocking), done);
   CUDA_CHECK_RC(e, rc, cudaEventCreate(&h.ev[0]), done);
   CUDA_CHECK_RC(e, rc, cudaEventCreate(&h.ev[1]), done);
+  CUDA_CHECK_RC(e, rc, cudaEventCreate(&h.rec), done); /* with timing, as the walker's */
   CUDA_CHECK_RC(e, rc, cudaMalloc(&h.x, HOST_ELEMS * 2), done);
   CUDA_CHECK_RC(e, rc, cudaMalloc(&h.y, HOST_ELEMS * 2), done);
   CUDA_CHECK_RC(e, rc, cudaMalloc(&h.a, HOST_GEMM * HOST_GEMM * 2), done);
@@ -179,6 +192,7 @@ done:
   void *bufs[] = {h.dcount, h.c, h.b, h.a, h.y, h.x};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     if (bufs[i]) cudaFree(bufs[i]);
+  if (h.rec) cudaEventDestroy(h.rec);
   if (h.ev[1]) cudaEventDestroy(h.ev[1]);
   if (h.ev[0]) cudaEventDestroy(h.ev[0]);
   if (h.s) cudaStreamDestroy(h.s);
