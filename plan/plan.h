@@ -99,6 +99,11 @@ typedef struct {
    * (SC'21): a batched GEMM Q K^T, a fused scale-mask-softmax, dropout on the
    * probabilities, a batched GEMM with V, each through device memory. */
   plan_attention_backend attention_backend;
+  /* "host_launch_us", "host_sync_us" (added; 0 = not given): the host's cost per kernel launch or GEMM call
+   * and the GPU's gap after a synchronisation, for the simulator's host clock (sim/README.md), when the
+   * framework that runs the plan is not this executor (PyTorch's eager launches cost more). Not given: the
+   * calibration's "host" section (this executor's, measured). */
+  double host_launch_us, host_sync_us;
   /* "attention_dropout" (Megatron-LM's --attention-dropout; default 0): the
    * dropout probability on the attention probabilities. Under unfused
    * attention it is a kernel of its own over the s x s scores; the fused
@@ -335,6 +340,12 @@ typedef struct {
   int32_t peer;     /* send/recv: the other rank */
   int32_t tag;      /* send/recv: equal on the matching send and recv */
   int32_t dep[PLAN_MAX_DEPS]; /* indices of earlier ops of this program that must finish first, -1 = none */
+  /* (added) compute: what the host issues for this op (plan_launches.c, the executor's counts): kernel
+   * launches other than GEMMs, the walker's event records around it, cuBLASLt GEMM calls; host_sync 1: the
+   * host waits for this op's end before it issues anything more (the dropless router's row counts copied to
+   * the host) */
+  uint16_t launches : 13, events : 2, host_sync : 1;
+  uint16_t gemm_launches;
   double flops;     /* compute: FLOPs on this GPU */
   double bytes;     /* compute: device-memory bytes; comm: payload bytes per rank before the codec */
   double wire_bytes;/* comm: payload bytes per rank after the codec (== bytes when uncompressed) */
@@ -379,6 +390,10 @@ double plan_estimate_sim_bytes(const plan *p, int ranks);
 int plan_check_program_size(const plan *p, const char *file, ts_err *e);
 int plan_check_sim_size(const plan *p, int ranks, const char *file, ts_err *e);
 void plan_program_free(plan_program *prog);
+
+/* (plan_launches.c) Sets op's launches, gemm_launches and host_sync from the model op it runs (ops[0..n-1]:
+ * model_layer_ops of the plan's shard), as the executor issues it. */
+void plan_op_set_launches(const model_op *ops, int n, plan_op *op);
 
 /* "layer3.mb5.fwd.attn_out.allreduce" — for traces and reports. */
 void plan_op_name(const plan *p, const plan_op *op, char *buf, size_t cap);

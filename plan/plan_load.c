@@ -49,7 +49,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   static const char *const top_keys[] = {"schema", "name", "description", "model", "cluster", "layout", "batch",
                                          "schedule", "layers_override", "codec", "codec_min_bytes",
                                          "dp_bucket_bytes", "attention_backend",
-                                         "attention_dropout", "bias_fusion", NULL};
+                                         "attention_dropout", "bias_fusion", "host_launch_us", "host_sync_us",
+                                         NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
                                             "recompute", "tp_overlap_chunks",
                                             "pp_scatter_gather", "grad_reduce_in_fp32",
@@ -147,6 +148,13 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
     return -1;
   p->attention_backend = (plan_attention_backend)attention;
   if (tsj_real_opt(root, "attention_dropout", 0.0, 0.99, 0.0, &p->attention_dropout, file, NULL, e)) return -1;
+  if (tsj_real_opt(root, "host_launch_us", 0.0, 1e4, 0.0, &p->host_launch_us, file, NULL, e) ||
+      tsj_real_opt(root, "host_sync_us", 0.0, 1e4, 0.0, &p->host_sync_us, file, NULL, e))
+    return -1;
+  if (json_object_get(root, "host_launch_us") && !(p->host_launch_us > 0))
+    return ts_fail(e, file, "host_launch_us", "must be > 0 (microseconds per launch; leave it out for the calibration's)");
+  if (json_object_get(root, "host_sync_us") && !(p->host_sync_us > 0))
+    return ts_fail(e, file, "host_sync_us", "must be > 0 (microseconds; leave it out for the calibration's)");
   bool bias_fusion;
   if (tsj_bool_opt(root, "bias_fusion", true, &bias_fusion, file, NULL, e)) return -1;
   p->bias_unfused = !bias_fusion;

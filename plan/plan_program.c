@@ -139,6 +139,7 @@ static int32_t compute(builder *b, plan_phase phase, int model_op, plan_part par
   op->chunk = chunk;
   op->flops = flops;
   op->bytes = bytes;
+  plan_op_set_launches(b->ops, b->n_ops, op);
   add_dep(op, b->wait_first);
   b->wait_first = -1;
   for (int s = PLAN_STREAM_COMPUTE + 1; s < PLAN_STREAM_COUNT; s++) {

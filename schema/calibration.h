@@ -17,7 +17,9 @@
  *     "collectives": { "<coll>[.taco<G>]": { "<nranks>": [ {"bytes":..,"us":..} ] } },
  *     "fits": { "<coll>.<nranks>": {"latency_us":..,"gbps":..} },
  *     "clock": { "window_us":.., "points": [ {"duty":..,"period_us":..,
- *                "gemm_speed":..,"mem_speed":..} ] } }       (optional)
+ *                "gemm_speed":..,"mem_speed":..} ] },       (optional)
+ *     "host": { "launch_us":.., "gemm_launch_us":.., "event_us":.. (optional),
+ *               "sync": [ {"wait_us":..,"gap_us":..} ] } }               (optional)
  * <coll> is allreduce, allgather, reducescatter, alltoall or sendrecv; bytes of
  * a collective are the nccl-tests "size" (the whole buffer, bf16 payload even
  * for the compressed ".taco<G>" variants). Kernel tables are keyed by bytes
@@ -32,7 +34,21 @@
  * are the back-to-back time over the time measured there (> 1: faster).
  * window_us is the time scale of the power controller: the simulator takes a
  * kernel's duty over a window of that width around it. Points are written
- * sorted by period, then duty. */
+ * sorted by period, then duty.
+ * "host" is the host side of the executor that ran the tables (tacorun
+ * calibrate --only host, runtime/calibrate/calibrate_host.c), measured with
+ * the GPU idle so that the host is the bottleneck: launch_us, host time per
+ * launch of a small kernel issued back to back (the rate at which a
+ * host-bound phase feeds the GPU); gemm_launch_us, the same for a small
+ * cuBLASLt GEMM through the executor's GEMM path (its algorithm cached);
+ * event_us (optional: files before it lack it), the same for cudaEventRecord
+ * (the executor's walker records two events around every op);
+ * sync, the GPU's idle time (gap_us) from the end of a device-to-host copy
+ * that the host waits for to the start of the next kernel the host then
+ * launches, against how long the host waited (wait_us: the GPU work queued
+ * ahead of the copy when the host began to wait; the executor's wait polls
+ * with growing naps, so the gap grows with the wait). Points sorted by wait.
+ * The simulator's host clock (sim/README.md) reads them. */
 #ifndef SCHEMA_CALIBRATION_H
 #define SCHEMA_CALIBRATION_H
 
@@ -142,6 +158,13 @@ typedef struct {
   double clock_window_us; /* 0 = no clock section */
   int n_clock;
   schema_clock_point *clock; /* sorted by (period_us, duty) */
+  /* "host" (optional): has_host false = no section; then the simulator has no host clock */
+  bool has_host;
+  double host_launch_us, host_gemm_launch_us;
+  double host_event_us; /* 0: not measured */
+#define SCHEMA_HOST_SYNC_POINTS 16
+  int n_host_sync;
+  double host_sync_wait_us[SCHEMA_HOST_SYNC_POINTS], host_sync_gap_us[SCHEMA_HOST_SYNC_POINTS];
   /* The "gemm" points ordered by log m, for the nearest-shape search of
    * schema_lookup_gemm; built by schema_calibration_sort (the loader and the
    * writer call it), owned and freed with the calibration. A lookup uses it
@@ -289,6 +312,11 @@ double schema_attn_bytes(const schema_attn_shape *q, bool bwd);
  * Without a clock section both speeds are 1. */
 void schema_clock_speed(const schema_calibration *c, double duty, double cycle_us, double *gemm_speed,
                         double *mem_speed);
+
+/* The "host" section's sync gap (us) after a wait of wait_us: linear
+ * interpolation between its points, clamped to the first and last. 0 when
+ * the calibration has no host section. */
+double schema_host_sync_gap(const schema_calibration *c, double wait_us);
 
 /* nccl-tests bus-bandwidth factor of a calibration key (common/ts_coll.h's
  * table: 2(n-1)/n all-reduce, (n-1)/n all-gather, reduce-scatter, all-to-all,

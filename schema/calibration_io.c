@@ -564,10 +564,68 @@ static int load_clock(json_t *root, const char *file, schema_calibration *c, ts_
   return 0;
 }
 
+/* Above this a "host" time is no launch: 10 ms. */
+#define MAX_HOST_US 1e4
+
+static int load_host(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
+  json_t *obj = json_object_get(root, "host");
+  if (!obj) return 0; /* optional: no host clock */
+  if (!json_is_object(obj)) return ts_fail(e, file, "host", "must be an object");
+  static const char *const keys[] = {"launch_us", "gemm_launch_us", "sync", "event_us", NULL};
+  double v[2];
+  if (only_keys(obj, keys, file, "host", e)) return -1;
+  for (int i = 0; i < 2; i++) {
+    if (tsj_real(obj, keys[i], 0, MAX_HOST_US, &v[i], file, "host", e)) return -1;
+    if (!(v[i] > 0)) {
+      char f[32];
+      snprintf(f, sizeof f, "host.%s", keys[i]);
+      return ts_fail(e, file, f, "must be > 0 (microseconds)");
+    }
+  }
+  double ev;
+  if (tsj_real_opt(obj, "event_us", 0, MAX_HOST_US, 0, &ev, file, "host", e)) return -1;
+  if (json_object_get(obj, "event_us") && !(ev > 0)) return ts_fail(e, file, "host.event_us", "must be > 0 (microseconds)");
+  json_t *arr = json_object_get(obj, "sync");
+  if (!arr) return ts_fail(e, file, "host.sync", "missing (an array is required)");
+  if (!json_is_array(arr)) return ts_fail(e, file, "host.sync", "must be an array");
+  size_t n = json_array_size(arr);
+  if (n == 0 || n > SCHEMA_HOST_SYNC_POINTS)
+    return ts_fail(e, file, "host.sync", "must hold 1 to %d points (%zu given)", SCHEMA_HOST_SYNC_POINTS, n);
+  static const char *const pkeys[] = {"wait_us", "gap_us", NULL};
+  for (size_t i = 0; i < n; i++) {
+    char p[32];
+    snprintf(p, sizeof p, "host.sync[%zu]", i);
+    json_t *pt = json_array_get(arr, i);
+    if (!json_is_object(pt)) return ts_fail(e, file, p, "must be an object");
+    double w, g;
+    if (only_keys(pt, pkeys, file, p, e) || tsj_real(pt, "wait_us", 0, MAX_HOST_US, &w, file, p, e) ||
+        tsj_real(pt, "gap_us", 0, MAX_HOST_US, &g, file, p, e))
+      return -1;
+    if (!(g > 0)) return ts_fail(e, file, p, "gap_us must be > 0");
+    if (i > 0 && !(w > c->host_sync_wait_us[i - 1]))
+      return ts_fail(e, file, p, "wait_us must grow from point to point (%g after %g)", w, c->host_sync_wait_us[i - 1]);
+    c->host_sync_wait_us[i] = w, c->host_sync_gap_us[i] = g;
+  }
+  c->n_host_sync = (int)n;
+  c->has_host = true;
+  c->host_launch_us = v[0], c->host_gemm_launch_us = v[1], c->host_event_us = ev;
+  return 0;
+}
+
+double schema_host_sync_gap(const schema_calibration *c, double wait_us) {
+  const int n = c->has_host ? c->n_host_sync : 0;
+  if (n == 0) return 0;
+  const double *w = c->host_sync_wait_us, *g = c->host_sync_gap_us;
+  if (!(wait_us > w[0])) return g[0];
+  for (int i = 1; i < n; i++)
+    if (wait_us <= w[i]) return g[i - 1] + (g[i] - g[i - 1]) * (wait_us - w[i - 1]) / (w[i] - w[i - 1]);
+  return g[n - 1];
+}
+
 static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
                                      "derived", "notes", "gemm", "gemm_infer", "attention_shapes", "attention_backends", "kernels", "collectives", "fits",
-                                     "clock", NULL};
+                                     "clock", "host", NULL};
   if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
       tsj_string(root, "driver", c->driver, sizeof c->driver, file, "", e) ||
@@ -580,15 +638,15 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
     return -1;
   if (load_gemm(root, file, false, c, e) || load_gemm(root, file, true, c, e) ||
       schema_attn_load(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
-      load_fits(root, file, c, e) || load_clock(root, file, c, e))
+      load_fits(root, file, c, e) || load_clock(root, file, c, e) || load_host(root, file, c, e))
     return -1;
   /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one */
   int n_other = 0;
   for (int b = SCHEMA_ATTN_EXECUTOR + 1; b < SCHEMA_ATTN_NBACKENDS; b++) n_other += c->attn_by[b].n;
-  if (!c->n_gemm && !c->n_attn && !n_other && !c->n_kernels && !c->n_colls && !c->n_clock)
+  if (!c->n_gemm && !c->n_attn && !n_other && !c->n_kernels && !c->n_colls && !c->n_clock && !c->has_host)
     return ts_fail(e, file, NULL,
-                   "no tables: at least one of gemm, attention_shapes, attention_backends, kernels, collectives, clock "
-                   "is required");
+                   "no tables: at least one of gemm, attention_shapes, attention_backends, kernels, collectives, clock, "
+                   "host is required");
   schema_calibration_sort(c);
   return 0;
 }
@@ -704,6 +762,17 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
                                            "gemm_speed", num(q->gemm_speed), "mem_speed", num(q->mem_speed)));
     }
     json_object_set_new(root, "clock", json_pack("{s:o,s:o}", "window_us", num(c->clock_window_us), "points", arr));
+  }
+  if (c->has_host) {
+    json_t *arr = json_array();
+    for (int i = 0; i < c->n_host_sync; i++)
+      json_array_append_new(arr, json_pack("{s:o,s:o}", "wait_us", num(c->host_sync_wait_us[i]), "gap_us",
+                                           num(c->host_sync_gap_us[i])));
+    json_t *host = json_pack("{s:o,s:o}", "launch_us", num(c->host_launch_us), "gemm_launch_us",
+                             num(c->host_gemm_launch_us));
+    if (c->host_event_us > 0) json_object_set_new(host, "event_us", num(c->host_event_us));
+    json_object_set_new(host, "sync", arr);
+    json_object_set_new(root, "host", host);
   }
   /* one table point per line (common/ts_json.h) */
   int rc = tsj_dump_data(root, out, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));

@@ -93,6 +93,8 @@ static json_t *to_json(const schema_result *r) {
     json_object_set_new(bo, "ep_exposed_s", json_real(b->ep_exposed_s));
     json_object_set_new(bo, "imbalance_s", json_real(b->imbalance_s));
   }
+  if (b->host_wait_s > 0) /* host-bound phases only */
+    json_object_set_new(json_object_get(root, "breakdown"), "host_wait_s", json_real(b->host_wait_s));
   if (b->cp_exposed_s > 0) /* context-parallel plans only */
     json_object_set_new(json_object_get(root, "breakdown"), "cp_exposed_s", json_real(b->cp_exposed_s));
   json_t *ranks = json_array();
@@ -390,7 +392,7 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
     return -1;
   static const char *const breakdown_keys[] = {"compute_s", "tp_exposed_s", "pp_exposed_s", "dp_exposed_s",
                                                "codec_s", "bubble_s", "ep_exposed_s", "imbalance_s",
-                                               "cp_exposed_s", NULL};
+                                               "cp_exposed_s", "host_wait_s", NULL};
   json_t *b = tsj_object(root, "breakdown", file, "", e);
   schema_breakdown *bd = &r->breakdown;
   if (!b || only_keys(b, breakdown_keys, file, "breakdown", e) || tsj_real(b, "compute_s", 0, BIG, &bd->compute_s, file, "breakdown", e) ||
@@ -401,7 +403,8 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
       tsj_real(b, "bubble_s", 0, BIG, &bd->bubble_s, file, "breakdown", e) ||
       tsj_real_opt(b, "ep_exposed_s", 0, BIG, 0, &bd->ep_exposed_s, file, "breakdown", e) ||
       tsj_real_opt(b, "imbalance_s", 0, BIG, 0, &bd->imbalance_s, file, "breakdown", e) ||
-      tsj_real_opt(b, "cp_exposed_s", 0, BIG, 0, &bd->cp_exposed_s, file, "breakdown", e))
+      tsj_real_opt(b, "cp_exposed_s", 0, BIG, 0, &bd->cp_exposed_s, file, "breakdown", e) ||
+      tsj_real_opt(b, "host_wait_s", 0, BIG, 0, &bd->host_wait_s, file, "breakdown", e))
     return -1;
   long long passes;
   if (tsj_int_opt(root, "clock_passes", 0, 100, 0, &passes, file, "", e)) return -1;

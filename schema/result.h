@@ -40,6 +40,8 @@ typedef struct {
   double imbalance_s;  /* ... waited for the busiest EP rank's expert GEMMs (routing imbalance) */
   /* Added (context parallelism; written only when non-zero, optional when read): */
   double cp_exposed_s; /* ... waited on the CP ring's KV / dKV exchanges */
+  /* Added (the simulator's host clock; written only when non-zero, optional when read): */
+  double host_wait_s;  /* ... waited for its host to issue the next kernels (after a sync, launch-bound ops) */
 } schema_breakdown;
 
 typedef struct {

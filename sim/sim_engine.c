@@ -228,6 +228,22 @@ static int compute_time(sim_rank *rs, const plan_op *op, double start, double *d
   return *d < 0 ? ts_fail_sys(e, "out of memory") : 0;
 }
 
+/* A compute op from gpu_free under the host clock: its GPU time *d (clock
+ * model) and how long the GPU waits for the host before and between its
+ * kernels (*delay, 0 when the host is ahead, as it is with the clock off). */
+static int host_op_time(sim_rank *rs, const plan_op *op, double gpu_free, double *d, double *delay, ts_err *e) {
+  const sim_host *h = &sim_w->host;
+  const bool issued = h->on && op->launches + op->gemm_launches + op->events > 0;
+  double start = issued && rs->host_t > gpu_free ? rs->host_t : gpu_free;
+  if (compute_time(rs, op, start, d, e)) return -1;
+  *delay = 0;
+  if (!issued) return 0;
+  double end =
+      sim_host_op(h, &rs->host_t, op->launches, op->gemm_launches, op->events, op->host_sync, gpu_free, *d, NULL);
+  if (end > gpu_free + *d) *delay = end - (gpu_free + *d);
+  return 0;
+}
+
 static void stream_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -255,13 +271,14 @@ static void stream_main(int argc, char **argv) {
     double t0 = simgrid_get_clock();
     if (ops[i].kind == PLAN_OP_COMPUTE) {
       ts_err e = {0};
-      double total = 0, d;
+      double total = 0, d, delay;
       int last = i, merged = 0;
-      if (compute_time(rs, &ops[i], t0, &d, &e)) {
+      if (host_op_time(rs, &ops[i], t0, &d, &delay, &e)) {
         sim_fail(&e);
         break;
       }
-      total = d;
+      total = delay > 0 ? delay + d : d;
+      double host_wait = delay > 0 ? delay : 0;
       double imbalance = ops[i].model_op == PLAN_MOP_MOE_IMBALANCE ? d : 0;
       rs->n_kernel_end = 0;
       if (push_kernel_end(rs, t0 + total)) break;
@@ -271,10 +288,11 @@ static void stream_main(int argc, char **argv) {
         if (y + 1 >= n_mine) break;
         int j = mine[y + 1];
         if (ops[j].kind != PLAN_OP_COMPUTE || !deps_ready(rs, s, j, last)) break;
-        if (compute_time(rs, &ops[j], t0 + total, &d, &e)) {
+        if (host_op_time(rs, &ops[j], t0 + total, &d, &delay, &e)) {
           sim_fail(&e);
           break;
         }
+        if (delay > 0) total += delay, host_wait += delay;
         total += d;
         if (ops[j].model_op == PLAN_MOP_MOE_IMBALANCE) imbalance += d;
         if (push_kernel_end(rs, t0 + total)) break;
@@ -287,8 +305,10 @@ static void stream_main(int argc, char **argv) {
         sg_actor_sleep_for(total);
         rs->n_kernel_end = 0;
       }
-      rs->st.compute_s += total - imbalance; /* MoE: the wait for the busiest EP rank is not this GPU's work */
+      rs->st.compute_s += total - imbalance - host_wait; /* MoE: the wait for the busiest EP rank is not this GPU's
+                                                           * work; nor the wait for its host */
       rs->st.imbalance_s += imbalance;
+      rs->st.host_s += host_wait;
       record(rs, s, x, merged, t0, total);
       for (int k = x; k <= y; k++) finish(rs, s, mine[k]);
       x = y;
@@ -624,6 +644,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
     b->ep_exposed_s += st->ep_s;
     b->cp_exposed_s += st->cp_s;
     b->imbalance_s += st->imbalance_s;
+    b->host_wait_s += st->host_s;
     schema_rank_stat rst = {.rank = r, .busy_s = T - bubble, .compute_s = st->compute_s, .comm_s = st->comm_s};
     if (w->clock) {
       rst.clock_duty = rs->clock_rep->clock_duty;
@@ -639,7 +660,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   if (n) {
     b->compute_s /= n, b->tp_exposed_s /= n, b->pp_exposed_s /= n, b->dp_exposed_s /= n;
     b->codec_s /= n, b->bubble_s /= n;
-    b->ep_exposed_s /= n, b->imbalance_s /= n, b->cp_exposed_s /= n;
+    b->ep_exposed_s /= n, b->imbalance_s /= n, b->cp_exposed_s /= n, b->host_wait_s /= n;
   }
   char note[256];
   if (w->o->cal->derived && strncmp(w->o->cal->notes, "transferred", 11) != 0) /* a transfer says so in its own note */
@@ -757,6 +778,7 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
     goto done;
   }
   if (sim_costs_init(&w->costs, p, o->cal, o->warn, e) || build_ranks(w, e) || check_costs(w, e)) goto done;
+  sim_host_setup(&w->host, p, o->cal);
   w->clock = !o->clock_off && o->cal->n_clock > 0;
   if (w->clock && sim_clock_setup(w, e)) goto done;
   configure_simgrid();

@@ -9,12 +9,14 @@
 #include "plan.h"
 #include "sim.h"
 #include "sim_costs.h"
+#include "sim_host.h"
 
 /* Time the compute stream spent waiting, by cause. */
 typedef struct {
   double compute_s, tp_s, pp_s, dp_s, bubble_s, codec_s, comm_s;
   double cp_s; /* (context parallelism) waits on the KV ring's exchanges */
   double ep_s, imbalance_s; /* (MoE) waits on the token all-to-alls; the imbalance wait (out of compute_s) */
+  double host_s;            /* (host clock) the compute stream idle until its host issued the kernels (out of compute_s) */
   double compute_end_s, stream_end_s[PLAN_STREAM_COUNT];
 } sim_rank_stats;
 
@@ -42,6 +44,7 @@ typedef struct sim_rank_s {
   uint8_t ring_route_known[PLAN_GROUP_COUNT];
   double ring_latency_s[PLAN_GROUP_COUNT], ring_bw[PLAN_GROUP_COUNT];
   sim_rank_stats st;
+  double host_t; /* the host clock (sim_host.h): when this rank's host issues its next launch */
   /* the compute block running now: end time of each of its ops (in order) */
   double compute_sleep_end; /* the running compute block's end (the compute stream sleeps until then) */
   double *kernel_end;
@@ -107,6 +110,7 @@ struct sim_world {
   int used_platform_links; /* some flow crossed nodes (inter-node bandwidths from the topology) */
   int used_tree;
   bool clock; /* the clock model is on: compute ops run at each rank's speeds, and are logged */
+  sim_host host; /* the host clock (off without a "host" section or a plan figure) */
 };
 
 extern sim_world *sim_w; /* the one simulation of this process */

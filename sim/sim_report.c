@@ -37,6 +37,9 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
   if (p && plan_cp(p) > 1) /* context parallelism: the KV ring's exchanges the attention waited for */
     fprintf(out, "  %-12s %10.4f s  %5.1f%%  (KV / dKV ring steps of context parallelism, cp %d)\n", "CP exposed",
             b->cp_exposed_s, T > 0 ? 100.0 * b->cp_exposed_s / T : 0, plan_cp(p));
+  if (b->host_wait_s > 0) /* the host clock: the GPU idle until its host issued the next kernels */
+    fprintf(out, "  %-12s %10.4f s  %5.1f%%  (GPU waiting for its host: launches, the MoE routing's syncs)\n",
+            "host wait", b->host_wait_s, T > 0 ? 100.0 * b->host_wait_s / T : 0);
   fprintf(out, "  %-12s %10.4f s  (codec kernels inside compressed collectives)\n", "codec", b->codec_s);
   if (r->clock_passes && r->n_ranks) {
     /* the clock model: duty and speeds over the ranks listed (they differ by pipeline stage) */

@@ -23,3 +23,9 @@ add_test(NAME moe_sim COMMAND test_moe_sim)
 add_executable(test_moe_costs ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_costs.c)
 target_link_libraries(test_moe_costs PRIVATE ts_sim ts_kernels_ref PkgConfig::CUNIT m)
 add_test(NAME moe_costs COMMAND test_moe_costs)
+
+# The host clock (sim/sim_host.h): host- and GPU-bound phases by hand, the
+# calibration's "host" section, the plan's launch counts, a whole iteration.
+add_executable(test_sim_host ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_host.c)
+target_link_libraries(test_sim_host PRIVATE ts_sim PkgConfig::CUNIT m)
+add_test(NAME sim_host COMMAND test_sim_host)

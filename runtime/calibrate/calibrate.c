@@ -34,7 +34,7 @@
 #include "rt_ops.h"
 #include "rt_nccl.h"
 
-enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_MOE = 64, PH_ALL = 127 };
+enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_MOE = 64, PH_HOST = 128, PH_ALL = 255 };
 
 typedef struct {
   const char *out, *transport, *models, *compute_from, *spread_tsv, *moe_tsv;
@@ -52,7 +52,7 @@ static void usage(FILE *f) {
           "usage: tacorun calibrate [--out FILE] [--transport auto|p2p|shm|socket] [--transport-name NAME]\n"
           "                         [--tp 1,2,4,8] [--quick]\n"
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
-          "                         [--only gemm,attention,memory,clock,codec,comm,moe] [--compute-from FILE]\n"
+          "                         [--only gemm,attention,memory,clock,codec,comm,moe,host] [--compute-from FILE]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
           "                         [--comm-passes N] [--comm-batch-us T]\n"
           "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE] [--moe-tsv FILE]\n"
@@ -70,7 +70,8 @@ static void usage(FILE *f) {
           "  --models all|LIST    zoo models whose GEMM shapes are measured [all]\n"
           "  --tokens LIST        tokens per micro-batch of the GEMM shapes [1024,1536,2048,3072,4096,6144,8192]\n"
           "  --gpus N             GPUs used by the single-process collectives [all local GPUs]\n"
-          "  --only LIST          phases among gemm,attention,memory,clock,codec,comm,moe [all of them]\n"
+          "  --only LIST          phases among gemm,attention,memory,clock,codec,comm,moe,host [all of them]\n"
+          "                       (host: the executor's launch and synchronisation costs, ~1 s; calibrate_host.c)\n"
           "  --time-limit SECONDS the run stops with an error after this long [1200]\n"
           "  --quick              fewer repetitions and group sizes (fits the 8-minute budget) [off]\n"
           "  --compute-from FILE  copy GEMM and kernel tables and the clock section from FILE; measure\n"
@@ -131,17 +132,17 @@ static int parse_list(const char *opt, const char *s, long long lo, long long hi
 }
 
 static int parse_phases(const char *s, int *out, ts_err *e) {
-  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm", "clock", "moe"};
+  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm", "clock", "moe", "host"};
   *out = 0;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", s);
   char *save = NULL;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     int found = 0;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
       if (!strcmp(t, names[i])) *out |= 1 << i, found = 1;
     if (!found)
-      return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, attention, memory, clock, codec, comm, moe)", t);
+      return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, attention, memory, clock, codec, comm, moe, host)", t);
   }
   return *out ? 0 : ts_fail(e, NULL, "--only", "no phase given");
 }
@@ -224,7 +225,7 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     if (a->phases == PH_CLOCK) return ts_fail(e, NULL, "--no-clock", "contradicts --only clock");
     a->phases &= ~PH_CLOCK;
   }
-  if (a->compute_from && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM | PH_CODEC | PH_CLOCK | PH_MOE)) && (a->phases | PH_CLOCK) != PH_ALL)
+  if (a->compute_from && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM | PH_CODEC | PH_CLOCK | PH_MOE | PH_HOST)) && (a->phases | PH_CLOCK) != PH_ALL)
     return ts_fail(e, NULL, "--compute-from", "replaces the compute phases; use --only comm or no --only");
   if (a->compute_from) a->phases = PH_COMM;
   return 0;
@@ -494,6 +495,7 @@ static int run(calib_args *a, ts_err *e) {
   if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention_shapes(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_MEM)) rc = calib_run_memops(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_MOE)) rc = calib_run_moe(&a->cfg, a->models, a->moe_tsv, &c, e);
+  if (!rc && (a->phases & PH_HOST)) rc = calib_run_host(&a->cfg, &c, e);
   /* the clock section is an addition to the compute tables: a failure there
    * is reported and recorded in the notes, the tables are kept */
   char missing[200] = "";

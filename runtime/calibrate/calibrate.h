@@ -96,6 +96,9 @@ int calib_run_moe(const calib_config *cfg, const char *models, const char *tsv_p
 int calib_moe_route_check(int t, int E, int k, int h, unsigned long long seed, ts_err *e);
 int calib_moe_route_time(const calib_config *cfg, int t, int E, int k, int h, schema_calibration *c, FILE *tsv,
                          ts_err *e);
+/* The "host" section: the executor's launch costs and its wait after a
+ * device-to-host copy, with the GPU idle (calibrate_host.c). */
+int calib_run_host(const calib_config *cfg, schema_calibration *c, ts_err *e);
 /* TACO and CAAT-Net kernels (calibrate_codec.c). */
 int calib_run_codec(const calib_config *cfg, schema_calibration *c, ts_err *e);
 /* NCCL BF16 (compressed = 0) or TACO-compressed (1) collectives for every

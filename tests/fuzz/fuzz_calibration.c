@@ -41,6 +41,9 @@ static void exercise(const schema_calibration *c) {
     for (int k = 0; k < c->n_kernels; k++)
       require_time(schema_lookup_kernel(&l, c->kernels[k].name, sizes[i], 128, &us, &e), us);
   }
+  if (c->has_host && !(c->host_launch_us > 0 && c->host_gemm_launch_us > 0)) __builtin_trap();
+  for (int i = 0; i < 5; i++)
+    if (c->has_host && !(schema_host_sync_gap(c, sizes[i]) > 0)) __builtin_trap();
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);

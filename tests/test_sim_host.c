@@ -1,0 +1,316 @@
+/* test_sim_host.c — the host clock (sim/sim_host.h), by hand: a host-bound
+ * phase after a synchronisation, a GPU-bound phase where the host runs ahead
+ * and costs nothing, the calibration's "host" section (loader, writer, sync
+ * gap interpolation), the plan's launch counts, and one whole simulation
+ * (moe-tiny on one GPU: each dropless routing sync adds its gap). */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim.h"
+#include "sim_host.h"
+
+#define US 1e-6
+#define NEAR(a, b, tol)                                                                                        \
+  do {                                                                                                         \
+    double a_ = (a), b_ = (b);                                                                                 \
+    if (!(fabs(a_ - b_) <= (tol))) fprintf(stderr, "\n  %s = %.12g, expected %.12g\n", #a, a_, b_);           \
+    CU_ASSERT(fabs(a_ - b_) <= (tol));                                                                         \
+  } while (0)
+
+/* launch 4 us, GEMM 6 us, a fixed 50 us gap after a sync (the plan's figures) */
+static sim_host hand_host(void) {
+  plan p;
+  memset(&p, 0, sizeof p);
+  p.host_launch_us = 4, p.host_sync_us = 50;
+  sim_host h;
+  sim_host_setup(&h, &p, NULL);
+  h.gemm_s = 6 * US; /* the plan's figure covers both; a calibration has its own GEMM cost */
+  return h;
+}
+
+/* A sync op, then ten 2 us kernels and a GEMM:
+ *   A: 1 kernel of 10 us, sync; host 0, GPU free 0: ends at 10, the host issued it by 4, waits 6, then the
+ *      50 us gap: the host resumes at 60;
+ *   B: 10 kernels, 20 us in all: the first starts at 60, the last is issued at 60 + 9 x 4 = 96 and runs
+ *      2 us: ends at 98 (the GPU idle 50 us before it and 2 us between its kernels), host at 100;
+ *   C: 1 GEMM of 100 us, GPU free 98, issued at 100: ends at 200, host at 106. */
+static void test_host_bound_after_sync(void) {
+  sim_host h = hand_host();
+  double host = 0, start;
+  double a = sim_host_op(&h, &host, 1, 0, 0, 1, 0, 10 * US, &start);
+  NEAR(a, 10 * US, 1e-12);
+  NEAR(start, 0, 1e-12);
+  NEAR(host, 60 * US, 1e-12);
+  double b = sim_host_op(&h, &host, 10, 0, 0, 0, a, 20 * US, &start);
+  NEAR(start, 60 * US, 1e-12);
+  NEAR(b, 98 * US, 1e-12);
+  NEAR(host, 100 * US, 1e-12);
+  double c = sim_host_op(&h, &host, 0, 1, 0, 0, b, 100 * US, &start);
+  NEAR(c, 200 * US, 1e-12);
+  NEAR(host, 106 * US, 1e-12);
+  /* D: 1 kernel and 2 event records at 1 us each (6 us of host: 3 entries 2 us apart on average), 3 us on
+   * the GPU. Host at 106, GPU free at 200: the host is ahead, D ends at 203, host at 112. E, the same from a
+   * host at 300 (after a wait) and a GPU free at 203: the last entry is issued at 304 and runs 1 us: 305. */
+  h.event_s = 1 * US;
+  double dd = sim_host_op(&h, &host, 1, 0, 2, 0, c, 3 * US, &start);
+  NEAR(dd, 203 * US, 1e-12);
+  NEAR(host, 112 * US, 1e-12);
+  host = 300 * US;
+  double ee = sim_host_op(&h, &host, 1, 0, 2, 0, dd, 3 * US, &start);
+  NEAR(start, 300 * US, 1e-12);
+  NEAR(ee, 305 * US, 1e-12);
+  NEAR(host, 306 * US, 1e-12);
+}
+
+/* The host ahead: 2 kernels of 50 us each issued by 8 us, then a GEMM of 100 us issued at 8 to 14 while the
+ * GPU is busy until 100: every op ends when the GPU alone would end it, to the bit. */
+static void test_gpu_bound_host_ahead(void) {
+  sim_host h = hand_host();
+  double host = 0;
+  double a = sim_host_op(&h, &host, 2, 0, 0, 0, 0, 100 * US, NULL);
+  CU_ASSERT_EQUAL(a, 0 + 100 * US);
+  NEAR(host, 8 * US, 1e-12);
+  double gpu_free = a, d = 100 * US;
+  double b = sim_host_op(&h, &host, 0, 1, 0, 0, gpu_free, d, NULL);
+  CU_ASSERT_EQUAL(b, gpu_free + d);
+  NEAR(host, 14 * US, 1e-12);
+  /* off (no plan figure, no calibration section): the GPU alone */
+  plan p;
+  memset(&p, 0, sizeof p);
+  sim_host off;
+  sim_host_setup(&off, &p, NULL);
+  CU_ASSERT_FALSE(off.on);
+  host = 1; /* a host far behind changes nothing when off */
+  CU_ASSERT_EQUAL(sim_host_op(&off, &host, 5, 5, 2, 1, 3 * US, 7 * US, NULL), 3 * US + 7 * US);
+  CU_ASSERT_EQUAL(host, 1);
+}
+
+static const char *HOST_CAL =
+    "{\"schema\": 1, \"gpu\": \"X\", \"driver\": \"1\", \"cuda\": \"1\", \"nccl\": \"1\", \"transport\": \"nvlink\","
+    " \"measured_at\": \"now\", \"host\": {\"launch_us\": 4, \"gemm_launch_us\": 7, \"event_us\": 1.5,"
+    " \"sync\": [{\"wait_us\": 0, \"gap_us\": 60}, {\"wait_us\": 100, \"gap_us\": 80}]}}";
+
+static void test_calibration_host_section(void) {
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(HOST_CAL, strlen(HOST_CAL), "h.json", &c, &e), 0);
+  CU_ASSERT(c.has_host);
+  NEAR(c.host_launch_us, 4, 0);
+  NEAR(c.host_gemm_launch_us, 7, 0);
+  NEAR(schema_host_sync_gap(&c, 50), 70, 1e-12);  /* halfway between the points */
+  NEAR(schema_host_sync_gap(&c, 1000), 80, 0);    /* clamped to the last */
+  NEAR(schema_host_sync_gap(&c, 0), 60, 0);
+  /* the simulator's setup takes the calibration's figures unless the plan gives its own */
+  plan p;
+  memset(&p, 0, sizeof p);
+  sim_host h;
+  sim_host_setup(&h, &p, &c);
+  CU_ASSERT(h.on);
+  NEAR(h.launch_s, 4 * US, 1e-15);
+  NEAR(h.gemm_s, 7 * US, 1e-15);
+  NEAR(h.event_s, 1.5 * US, 1e-15);
+  NEAR(sim_host_sync_gap_s(&h, 50 * US), 70 * US, 1e-15);
+  c.host_event_us = 0; /* not measured (files before it): an event record costs a kernel launch */
+  sim_host_setup(&h, &p, &c);
+  NEAR(h.event_s, 4 * US, 1e-15);
+  c.host_event_us = 1.5;
+  p.host_launch_us = 12;
+  sim_host_setup(&h, &p, &c);
+  NEAR(h.launch_s, 12 * US, 1e-15);
+  NEAR(h.gemm_s, 12 * US, 1e-15);
+  NEAR(h.event_s, 12 * US, 1e-15);
+  /* written and read back the same */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(schema_calibration_write(&c, f, &e), 0);
+  fclose(f);
+  schema_calibration again;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "again", &again, &e), 0);
+  CU_ASSERT_EQUAL(again.n_host_sync, 2);
+  NEAR(again.host_event_us, 1.5, 0);
+  NEAR(again.host_sync_gap_us[1], 80, 0);
+  schema_calibration_free(&again);
+  free(buf);
+  schema_calibration_free(&c);
+  /* bad input names the field */
+  static const char *bad[][2] = {
+      {"\"launch_us\": 0, \"gemm_launch_us\": 7, \"sync\": [{\"wait_us\": 0, \"gap_us\": 60}]", "host.launch_us"},
+      {"\"launch_us\": 4, \"gemm_launch_us\": 7", "host.sync"},
+      {"\"launch_us\": 4, \"gemm_launch_us\": 7, \"event_us\": 0, \"sync\": [{\"wait_us\": 0, \"gap_us\": 60}]",
+       "host.event_us"},
+      {"\"launch_us\": 4, \"gemm_launch_us\": 7, \"sync\": [{\"wait_us\": 5, \"gap_us\": 60}, {\"wait_us\": 5, "
+       "\"gap_us\": 60}]",
+       "host.sync[1]"},
+      {"\"launch_us\": 4, \"gemm_launch_us\": 7, \"sync\": [{\"wait_us\": 0, \"gap_us\": 60}], \"x\": 1", "x"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"schema\": 1, \"gpu\": \"X\", \"driver\": \"1\", \"cuda\": \"1\", \"nccl\": \"1\", \"transport\": "
+             "\"nvlink\", \"measured_at\": \"now\", \"host\": {%s}}",
+             bad[i][0]);
+    CU_ASSERT_NOT_EQUAL(schema_calibration_from_json_text(text, strlen(text), "bad.json", &c, &e), 0);
+    if (!strstr(e.msg, bad[i][1])) fprintf(stderr, "\n  error '%s' does not name %s\n", e.msg, bad[i][1]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, bad[i][1]));
+  }
+}
+
+/* ---- the plan's counts and a whole simulation ---- */
+
+static char platform_path[64];
+
+/* moe-tiny (1 dense + 3 MoE layers of 8 experts) on one GPU, 4 micro-batches of 1 x 128 tokens. */
+static void make_plan(plan *p) {
+  memset(p, 0, sizeof *p);
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(model_load("moe-tiny", NULL, &p->model, &e), 0);
+  snprintf(p->path, sizeof p->path, "hand-host");
+  snprintf(p->name, sizeof p->name, "hand-host");
+  topo_cluster *c = &p->cluster;
+  snprintf(c->name, sizeof c->name, "hand");
+  snprintf(c->gpu.name, sizeof c->gpu.name, "X");
+  c->gpu.bf16_tflops = 1000;
+  c->gpu.hbm_gib = 80;
+  c->gpu.hbm_gbps = 4000;
+  c->nodes = 1;
+  c->gpus_per_node = 1;
+  c->intra.kind = TOPO_INTRA_NVSWITCH;
+  c->intra.gbps_per_gpu = 10;
+  c->intra.latency_us = 1;
+  c->nic.per_node = 1;
+  c->nic.gbps = 10;
+  c->fabric.kind = TOPO_FABRIC_SINGLE_SWITCH;
+  p->dp = 1, p->tp = 1, p->pp = 1, p->vpp = 1, p->ep = 1, p->moe_imbalance = 1.0;
+  p->order = PLAN_ORDER_TP_DP_PP;
+  p->micro_batch = 1;
+  p->seq = 128;
+  p->global_batch = 4;
+  p->layers = p->model.layers;
+  p->schedule = PLAN_SCHED_1F1B;
+  snprintf(platform_path, sizeof platform_path, "/tmp/test-host-platform-%d.xml", (int)getpid());
+  FILE *f = fopen(platform_path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+             "<platform version=\"4.1\">\n<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-0\" speed=\"1Pf\" "
+             "bw=\"10GBps\" lat=\"1us\" sharing_policy=\"SPLITDUPLEX\"/>\n</platform>\n");
+  fclose(f);
+}
+
+/* The executor's counts on moe-tiny: one sync per MoE layer and micro-batch (the permute forward), the
+ * expert GEMM ops one call per expert (and the walker's two event records). */
+static void test_plan_counts(void) {
+  plan p;
+  make_plan(&p);
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  model_shard s = {.tp = 1, .micro_batch = 1, .seq = 128, .ep = 1};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&p.model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_FATAL(n > 0);
+  int syncs = 0, expert_fwd = 0;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    syncs += op->host_sync;
+    if (op->host_sync) {
+      CU_ASSERT_STRING_EQUAL(ops[op->model_op].name, "permute");
+      CU_ASSERT_EQUAL(op->phase, PLAN_PHASE_FWD);
+    }
+    if (op->kind == PLAN_OP_COMPUTE && op->model_op >= 0 && !strcmp(ops[op->model_op].name, "expert_fc1") &&
+        op->phase == PLAN_PHASE_FWD) {
+      CU_ASSERT_EQUAL(op->gemm_launches, p.model.experts);
+      CU_ASSERT_EQUAL(op->launches, 0);
+      CU_ASSERT_EQUAL(op->events, 2); /* the walker's two event records */
+      expert_fwd++;
+    }
+  }
+  CU_ASSERT_EQUAL(syncs, 4 * 3); /* 4 micro-batches x 3 MoE layers */
+  CU_ASSERT_EQUAL(expert_fwd, 4 * 3);
+  plan_program_free(&g);
+}
+
+/* The plan's fields: optional, > 0 when given, named in the error. */
+static void test_plan_fields(void) {
+  const char *base = "{\"schema\": 1, \"name\": \"h\", \"model\": \"moe-tiny\", \"cluster\": \"h200x2-nvlink\","
+                     " \"layout\": {\"dp\": 1, \"tp\": 1, \"pp\": 1}, \"batch\": {\"micro\": 1, \"global\": 4,"
+                     " \"seq\": 128}, \"schedule\": \"1f1b\"%s}";
+  char text[512];
+  plan p;
+  ts_err e = {0};
+  snprintf(text, sizeof text, base, "");
+  CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+  CU_ASSERT_EQUAL(p.host_launch_us, 0);
+  snprintf(text, sizeof text, base, ", \"host_launch_us\": 11.1, \"host_sync_us\": 22.8");
+  CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+  NEAR(p.host_launch_us, 11.1, 0);
+  NEAR(p.host_sync_us, 22.8, 0);
+  static const char *bad[][2] = {{", \"host_launch_us\": 0", "host_launch_us"},
+                                 {", \"host_sync_us\": -1", "host_sync_us"},
+                                 {", \"host_launch_us\": \"fast\"", "host_launch_us"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    snprintf(text, sizeof text, base, bad[i][0]);
+    CU_ASSERT_NOT_EQUAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+    if (!strstr(e.msg, bad[i][1])) fprintf(stderr, "\n  error '%s' does not name %s\n", e.msg, bad[i][1]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, bad[i][1]));
+    CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  }
+}
+
+static double simulate(const plan *p, const schema_calibration *cal, double *host_wait) {
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = cal, .platform_path = platform_path, .clock_off = true};
+  schema_result r;
+  ts_err e = {0};
+  int rc = sim_run_isolated(p, &o, &r, &e);
+  if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  double t = r.iteration_time_s;
+  if (host_wait) *host_wait = r.breakdown.host_wait_s;
+  schema_result_free(&r);
+  return t;
+}
+
+/* One GPU, one stream: after each routing sync the GPU idles from the copy's end until the host, back after
+ * the gap G, issues what follows; with launches of ~0 cost the iteration grows by 12 x G exactly. A host
+ * section with the same ~0 launch cost and a gap of ~0 leaves the iteration as without one. */
+static void test_whole_iteration(void) {
+  plan p;
+  make_plan(&p);
+  schema_calibration none, host;
+  memset(&none, 0, sizeof none);
+  memset(&host, 0, sizeof host);
+  double hw;
+  double base = simulate(&p, &none, &hw);
+  CU_ASSERT_EQUAL(hw, 0);
+  host.has_host = true;
+  host.host_launch_us = host.host_gemm_launch_us = 1e-9;
+  host.n_host_sync = 1;
+  host.host_sync_wait_us[0] = 0;
+  host.host_sync_gap_us[0] = 1000;
+  double with = simulate(&p, &host, &hw);
+  NEAR(with - base, 12 * 1000 * US, 1e-9);
+  NEAR(hw, 12 * 1000 * US, 1e-9); /* the breakdown's host wait line: the twelve gaps */
+  host.host_sync_gap_us[0] = 1e-9;
+  NEAR(simulate(&p, &host, NULL), base, 1e-12);
+  unlink(platform_path);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("sim_host", NULL, NULL);
+  CU_add_test(s, "host-bound phase after a sync", test_host_bound_after_sync);
+  CU_add_test(s, "GPU-bound phase: the host ahead costs nothing", test_gpu_bound_host_ahead);
+  CU_add_test(s, "calibration host section", test_calibration_host_section);
+  CU_add_test(s, "plan launch counts (moe-tiny)", test_plan_counts);
+  CU_add_test(s, "plan fields host_launch_us, host_sync_us", test_plan_fields);
+  CU_add_test(s, "whole iteration: 12 syncs add 12 gaps", test_whole_iteration);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
