@@ -329,11 +329,9 @@ static int model_alloc_pipeline(exec_model *m, size_t *allocated, ts_err *e) {
 }
 
 /* The head's activations (one set per slot on the last stage) and RoPE's frequencies. */
-static int model_alloc_head(exec_model *m, size_t *allocated, ts_err *e) {
-  const exec_ref_config *cfg = &m->cfg;
+static int model_alloc_head(exec_model *m, const exec_ref_config *cfg, size_t *allocated, ts_err *e) {
   const long long T = m->tokens, h = cfg->hidden;
   const size_t bf = 2;
-  cudaStream_t stream = m->stream;
   ALLOC(m->x_final, T * h * bf);
   ALLOC(m->nf, T * h * bf);
   ALLOC(m->proj, T * h * bf);
@@ -348,8 +346,8 @@ static int model_alloc_head(exec_model *m, size_t *allocated, ts_err *e) {
     exec_ref_rope_inv_freq(cfg, m->head_dim, f64);
     for (int i = 0; i < half; i++) f32[i] = (float)f64[i];
     ALLOC(m->rope_inv_freq, (size_t)half * 4);
-    EX_CUDA(cudaMemcpyAsync(m->rope_inv_freq, f32, (size_t)half * 4, cudaMemcpyHostToDevice, stream));
-    EX_CUDA(cudaStreamSynchronize(stream));
+    EX_CUDA(cudaMemcpyAsync(m->rope_inv_freq, f32, (size_t)half * 4, cudaMemcpyHostToDevice, m->stream));
+    EX_CUDA(cudaStreamSynchronize(m->stream));
   }
   if (m->pp_rank == m->pp - 1 && m->nslots > 1) { /* the last virtual stage is on the last stage */
     m->heads = calloc((size_t)m->nslots, sizeof *m->heads);
@@ -446,7 +444,7 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   EX_TRY(model_alloc_params(m, &allocated, e));
   EX_TRY(model_alloc_layers(m, &allocated, e));
   EX_TRY(model_alloc_pipeline(m, &allocated, e));
-  EX_TRY(model_alloc_head(m, &allocated, e));
+  EX_TRY(model_alloc_head(m, cfg, &allocated, e));
   EX_TRY(model_alloc_backward(m, micros, &allocated, e));
   return 0;
 }
