@@ -42,7 +42,7 @@
  *   all-reduce, two-shot pipelined (coll_opts.direct_ar pipe, not the default): the
  *                    message cut into 2..4 pieces, each a two-shot as above with
  *                    its own sequence numbers, so that piece k's decode-sum-encode
- *                    overlaps piece k + 1's encodes (coll_direct.c says which calls);
+ *                    overlaps piece k + 1's encodes (coll_direct_pipe.c says which calls);
  *                    direct_ar copy: one piece, the reduced own segment
  *                    encoded locally and pushed to the peers by the copy engine
  *                    (the default from COLL_DIRECT_AR_COPY_MIN_BYTES: auto).
@@ -74,7 +74,7 @@ extern "C" {
 
 /* From this size (bytes of a bf16 message) the two-shot all-reduce over
  * NVLink pushes its reduced own segment with the copy engine
- * (coll_opts.direct_ar auto, coll_direct.c): measured on 2 x H200 (runtime/
+ * (coll_opts.direct_ar auto, coll_direct_pipe.c): measured on 2 x H200 (runtime/
  * RESULTS-comm.md round 6b) it wins at 64 and 256 MiB, loses at 16 MiB. */
 #define COLL_DIRECT_AR_COPY_MIN_BYTES ((size_t)64 << 20)
 
@@ -99,7 +99,7 @@ typedef struct {
 int coll_direct_flags_launch(const coll_direct_flag_args *a, cudaStream_t stream);
 
 /* Calls of a team's direct path that ran the pipelined two-shot all-reduce
- * (coll_opts.direct_ar pipe or copy, coll_direct.c), so a test can tell that the variant
+ * (coll_opts.direct_ar pipe or copy, coll_direct_pipe.c), so a test can tell that the variant
  * ran and did not fall back; 0 for NULL (a team never set up). */
 struct coll_direct;
 unsigned long long coll_direct_pipe_calls(const struct coll_direct *d);

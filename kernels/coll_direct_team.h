@@ -1,4 +1,4 @@
-/* coll_direct_team.h — what coll_taco.c and coll_direct.c share (internal). */
+/* coll_direct_team.h — what coll_taco.c and the direct path (coll_direct*.c) share (internal). */
 #ifndef COLL_DIRECT_TEAM_H
 #define COLL_DIRECT_TEAM_H
 

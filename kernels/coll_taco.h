@@ -89,9 +89,9 @@ typedef enum { COLL_DIRECT_AUTO = 0, COLL_DIRECT_OFF, COLL_DIRECT_ON } coll_dire
 #define COLL_DIRECT_DEFAULT_CHUNK_BYTES ((size_t)64 << 20)
 #define COLL_HOST_DEFAULT_CHUNK_BYTES ((size_t)16 << 20)
 #define COLL_HOST_PUSH_COPY_DEFAULT 1 /* host flavour: blocks reach the peers' host staging by cudaMemcpyAsync */
-#define COLL_DIRECT_PUSH_COPY_DEFAULT 0 /* 1: blocks reach the peers by cudaMemcpyAsync (coll_direct.c) */
+#define COLL_DIRECT_PUSH_COPY_DEFAULT 0 /* 1: blocks reach the peers by cudaMemcpyAsync (coll_direct_steps.c) */
 
-/* The direct path's two-shot all-reduce (coll_direct.c says how each runs and
+/* The direct path's two-shot all-reduce (coll_direct_pipe.c says how each runs and
  * what it measured): AUTO copy from COLL_DIRECT_AR_COPY_MIN_BYTES (bf16), else
  * WHOLE; PIPE: the message in direct_ar_pieces pieces whose decode-sum-encode
  * overlaps the next piece's transfer. */
@@ -148,7 +148,7 @@ typedef struct {
   taco_nonfinite *nonfinite;  /* device memory, filled by encodes */
 } coll_rank;
 
-struct coll_direct; /* coll_direct.c: peer mappings, flags, staging */
+struct coll_direct; /* coll_direct_internal.h: peer mappings, flags, staging */
 
 typedef struct {
   int nlocal, nranks;

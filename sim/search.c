@@ -111,57 +111,41 @@ static int resolve(const sim_search_options *o, const plan *base, sim_search_res
   return 0;
 }
 
-int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e) {
-  memset(r, 0, sizeof *r);
-  double t0 = now_s();
-  static plan base;
-  if (sim_search_base_plan(o->model, o->cluster, &base, e) || resolve(o, &base, r, e)) return -1;
-  schema_calibration cal = {0};
-  sim_cost_source src;
-  if (!o->memory_only) {
-    const char *cal_path = o->calibration ? o->calibration : sim_default_calibration(&base.cluster);
-    snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
-    if (sim_load_costs(cal_path, &base.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, e)) return -1;
-  }
+/* What the passes of one search share. */
+typedef struct {
+  const sim_search_options *o;
+  sim_search_result *r;
+  const plan *base;
+  const schema_calibration *cal;
+  layout_list ll;              /* pass 1: every layout */
+  sim_search_candidate *cands; /* passes 2, 3: the layouts that fit, under each policy, best estimate first */
+  long n_cands;
+  plan *plans; /* pass 4: the plans simulated, in the order of r->cands */
+} search_state;
 
-  int rc = -1;
-  layout_list ll = {0};
-  sim_search_candidate *cands = NULL;
-  plan *plans = NULL;
-
-  sim_search_space space = {.model = &base.model, .cluster = &base.cluster, .gpus = r->gpus, .seq = r->seq,
-                            .global_batch = r->global_batch, .max_micro = o->max_micro > 0 ? o->max_micro : 16};
-  r->enumerated = sim_search_enumerate(&space, push_layout, &ll);
-  if (ll.oom) {
-    ts_fail_sys(e, "search: out of memory listing %ld layouts", r->enumerated);
-    goto out;
-  }
-  r->enumerate_s = now_s() - t0;
-
-  /* passes 2 and 3: memory, then the estimate of every codec policy */
-  double t1 = now_s();
-  size_t cap = (size_t)(ll.n ? ll.n : 1) * SIM_SEARCH_CODEC_COUNT;
-  cands = calloc(cap, sizeof *cands);
-  if (!cands) {
-    ts_fail_sys(e, "search: out of memory");
-    goto out;
-  }
-  long n_cands = 0;
+/* Passes 2 and 3: memory, then the estimate of every codec policy. */
+static int search_estimate(search_state *s, ts_err *e) {
+  const sim_search_options *o = s->o;
+  sim_search_result *r = s->r;
+  const layout_list *ll = &s->ll;
+  size_t cap = (size_t)(ll->n ? ll->n : 1) * SIM_SEARCH_CODEC_COUNT;
+  s->cands = calloc(cap, sizeof *s->cands);
+  if (!s->cands) return ts_fail_sys(e, "search: out of memory");
   static plan p;
   bool below_fits = false; /* the layout just before (the same but one sharding stage lower) fit */
-  for (long i = 0; i < ll.n; i++) {
+  for (long i = 0; i < ll->n; i++) {
     ts_err sub;
     /* ZeRO-2 and ZeRO-3 add communication to ZeRO-1's programs and save only memory: tried only where the
      * stage below does not fit (the enumeration lists a layout's stages consecutively, lowest first) */
-    const sim_search_layout *lv = &ll.v[i];
-    bool skip = lv->zero_stage >= 2 && i > 0 && below_fits && ll.v[i - 1].zero_stage == lv->zero_stage - 1;
+    const sim_search_layout *lv = &ll->v[i];
+    bool skip = lv->zero_stage >= 2 && i > 0 && below_fits && ll->v[i - 1].zero_stage == lv->zero_stage - 1;
     below_fits = false;
     if (skip) {
       below_fits = true;
       r->dominated++;
       continue;
     }
-    if (sim_search_make_plan(&base, &ll.v[i], r->seq, r->global_batch, &p, e)) goto out;
+    if (sim_search_make_plan(s->base, &ll->v[i], r->seq, r->global_batch, &p, e)) return -1;
     double mem;
     double reserve = (o->headroom_gib + o->headroom_fraction * p.cluster.gpu.hbm_gib) * 1073741824.0;
     if (!sim_search_fits_memory_reserve(&p, reserve, &mem)) {
@@ -176,47 +160,36 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
     below_fits = true;
     if (o->memory_only) continue;
     for (int c = 0; c < SIM_SEARCH_CODEC_COUNT; c++) {
-      if (!(o->codecs & (1u << c)) || !codec_applies(&ll.v[i], (sim_search_codec)c)) continue;
+      if (!(o->codecs & (1u << c)) || !codec_applies(&ll->v[i], (sim_search_codec)c)) continue;
       sim_search_apply_codec(&p, (sim_search_codec)c);
-      sim_search_candidate *k = &cands[n_cands];
+      sim_search_candidate *k = &s->cands[s->n_cands];
       memset(k, 0, sizeof *k);
-      k->layout = ll.v[i];
+      k->layout = ll->v[i];
       k->codec = (sim_search_codec)c;
       k->memory_bytes = mem;
-      if (plan_validate(&p, &sub) || sim_search_estimate_plan(&p, &cal, &k->est, &sub)) {
+      if (plan_validate(&p, &sub) || sim_search_estimate_plan(&p, s->cal, &k->est, &sub)) {
         r->invalid++;
         continue;
       }
-      n_cands++;
+      s->n_cands++;
     }
   }
-  r->estimated = n_cands;
-  qsort(cands, (size_t)n_cands, sizeof *cands, by_estimate);
-  r->estimate_s = now_s() - t1;
-  if (o->memory_only) {
-    rc = 0;
-    goto out;
-  }
-  if (o->estimate_only) goto keep_estimates;
+  r->estimated = s->n_cands;
+  qsort(s->cands, (size_t)s->n_cands, sizeof *s->cands, by_estimate);
+  return 0;
+}
 
-  /* pass 4: the best layouts by their best policy, each under every policy */
-  double t2 = now_s();
-  int want = o->simulate > 0 ? o->simulate : 8;
-  sim_search_layout *chosen = calloc((size_t)want, sizeof *chosen);
-  if (!chosen) {
-    ts_fail_sys(e, "search: out of memory");
-    goto out;
-  }
-  /* Round robin over the policies, each taking its best layout not chosen
-   * yet: the best layout for CAAT-Net (no SP) is simulated even when SP
-   * layouts lead the other policies. */
+/* Round robin over the policies, each taking its best layout not chosen
+ * yet: the best layout for CAAT-Net (no SP) is simulated even when SP
+ * layouts lead the other policies. Returns how many were chosen (<= want). */
+static int choose_layouts(const search_state *s, int want, sim_search_layout *chosen) {
   int n_chosen = 0;
   long cursor[SIM_SEARCH_CODEC_COUNT] = {0};
   for (bool progressed = true; progressed && n_chosen < want;) {
     progressed = false;
     for (int c = 0; c < SIM_SEARCH_CODEC_COUNT && n_chosen < want; c++) {
-      for (long *i = &cursor[c]; *i < n_cands; (*i)++) {
-        const sim_search_candidate *k = &cands[*i];
+      for (long *i = &cursor[c]; *i < s->n_cands; (*i)++) {
+        const sim_search_candidate *k = &s->cands[*i];
         if (k->codec != (sim_search_codec)c) continue;
         bool seen = false;
         for (int j = 0; j < n_chosen; j++) seen |= sim_search_same_layout(&chosen[j], &k->layout);
@@ -227,40 +200,58 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
       }
     }
   }
+  return n_chosen;
+}
+
+/* Candidate i of the estimate ranking as simulation n_sim (its plan built). */
+static int add_simulation(search_state *s, long i, int n_sim, ts_err *e) {
+  sim_search_result *r = s->r;
+  r->cands[n_sim] = s->cands[i];
+  if (sim_search_make_plan(s->base, &s->cands[i].layout, r->seq, r->global_batch, &s->plans[n_sim], e)) return -1;
+  sim_search_apply_codec(&s->plans[n_sim], s->cands[i].codec);
+  return 0;
+}
+
+/* The simulations of pass 4: the chosen layouts under every policy, then
+ * --sample candidates evenly spread over the ranking; longest first. */
+static int prepare_simulations(search_state *s, ts_err *e) {
+  const sim_search_options *o = s->o;
+  sim_search_result *r = s->r;
+  const long n_cands = s->n_cands;
+  int want = o->simulate > 0 ? o->simulate : 8;
+  sim_search_layout *chosen = calloc((size_t)want, sizeof *chosen);
+  if (!chosen) return ts_fail_sys(e, "search: out of memory");
+  int n_chosen = choose_layouts(s, want, chosen);
   int n_sim = 0;
   int n_sample = o->sample > 0 ? (int)(o->sample < n_cands ? o->sample : n_cands) : 0;
   size_t sim_cap = (size_t)(n_chosen ? n_chosen : 1) * SIM_SEARCH_CODEC_COUNT + (size_t)n_sample;
   r->cands = calloc(sim_cap, sizeof *r->cands);
-  plans = calloc(sim_cap, sizeof *plans);
-  if (!r->cands || !plans) {
+  s->plans = calloc(sim_cap, sizeof *s->plans);
+  if (!r->cands || !s->plans) {
     free(chosen);
-    ts_fail_sys(e, "search: out of memory");
-    goto out;
+    return ts_fail_sys(e, "search: out of memory");
   }
   for (long i = 0; i < n_cands; i++) {
     for (int j = 0; j < n_chosen; j++)
-      if (sim_search_same_layout(&chosen[j], &cands[i].layout)) {
-        r->cands[n_sim] = cands[i];
-        if (sim_search_make_plan(&base, &cands[i].layout, r->seq, r->global_batch, &plans[n_sim], e)) {
+      if (sim_search_same_layout(&chosen[j], &s->cands[i].layout)) {
+        if (add_simulation(s, i, n_sim, e)) {
           free(chosen);
-          goto out;
+          return -1;
         }
-        sim_search_apply_codec(&plans[n_sim], cands[i].codec);
         n_sim++;
       }
   }
   free(chosen);
   for (int k = 0; k < n_sample; k++) { /* evenly spread over the ranking, best and worst included */
     long i = n_sample > 1 ? (long)((double)k * (double)(n_cands - 1) / (n_sample - 1) + 0.5) : 0;
-    r->cands[n_sim] = cands[i];
+    if (add_simulation(s, i, n_sim, e)) return -1;
     r->cands[n_sim].sample = true;
-    if (sim_search_make_plan(&base, &cands[i].layout, r->seq, r->global_batch, &plans[n_sim], e)) goto out;
-    sim_search_apply_codec(&plans[n_sim], cands[i].codec);
     n_sim++;
   }
   r->samples = n_sample;
   /* Longest first, so no slow simulation starts last on an otherwise idle
    * machine: a simulation walks every micro-batch of every layer. */
+  plan *plans = s->plans;
   for (int i = 1; i < n_sim; i++)
     for (int j = i; j > 0 && sim_cost(&plans[j]) > sim_cost(&plans[j - 1]); j--) {
       plan tp = plans[j];
@@ -272,8 +263,19 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
     }
   r->layouts_simulated = n_chosen;
   r->candidates = n_sim;
+  return 0;
+}
+
+/* Pass 4: the simulations, then each one's speedup over the same layout
+ * uncompressed; r->cands best simulated first. */
+static int search_simulate(search_state *s, ts_err *e) {
+  const sim_search_options *o = s->o;
+  sim_search_result *r = s->r;
+  double t2 = now_s();
+  if (prepare_simulations(s, e)) return -1;
+  const int n_sim = r->candidates;
   progress_state ps = {.on = o->progress && sim_search_mpi_rank() == 0, .t0 = t2};
-  if (sim_search_run_candidates(plans, r->cands, n_sim, &cal, o, r, progress_bar, &ps, e)) goto out;
+  if (sim_search_run_candidates(s->plans, r->cands, n_sim, s->cal, o, r, progress_bar, &ps, e)) return -1;
   for (int i = 0; i < n_sim; i++) r->failures += r->cands[i].sim_failed;
   for (int i = 0; i < n_sim; i++) { /* speedup over the same layout uncompressed */
     sim_search_candidate *k = &r->cands[i];
@@ -287,22 +289,60 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   qsort(r->cands, (size_t)n_sim, sizeof *r->cands, by_simulation);
   r->n = n_sim;
   r->simulate_s = now_s() - t2;
+  return 0;
+}
 
-keep_estimates:
-  /* keep the head of the estimate ranking for the report */
-  r->n_best_est = n_cands < 48 ? (int)n_cands : 48;
+/* Keeps the head of the estimate ranking for the report. */
+static int keep_best_estimates(search_state *s, ts_err *e) {
+  sim_search_result *r = s->r;
+  r->n_best_est = s->n_cands < 48 ? (int)s->n_cands : 48;
   r->best_est = calloc((size_t)(r->n_best_est ? r->n_best_est : 1), sizeof *r->best_est);
-  if (!r->best_est) {
-    ts_fail_sys(e, "search: out of memory");
+  if (!r->best_est) return ts_fail_sys(e, "search: out of memory");
+  memcpy(r->best_est, s->cands, (size_t)r->n_best_est * sizeof *s->cands);
+  return 0;
+}
+
+int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e) {
+  memset(r, 0, sizeof *r);
+  double t0 = now_s();
+  static plan base;
+  if (sim_search_base_plan(o->model, o->cluster, &base, e) || resolve(o, &base, r, e)) return -1;
+  schema_calibration cal = {0};
+  sim_cost_source src;
+  if (!o->memory_only) {
+    const char *cal_path = o->calibration ? o->calibration : sim_default_calibration(&base.cluster);
+    snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
+    if (sim_load_costs(cal_path, &base.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, e)) return -1;
+  }
+
+  int rc = -1;
+  search_state s = {.o = o, .r = r, .base = &base, .cal = &cal};
+
+  /* pass 1: enumeration */
+  sim_search_space space = {.model = &base.model, .cluster = &base.cluster, .gpus = r->gpus, .seq = r->seq,
+                            .global_batch = r->global_batch, .max_micro = o->max_micro > 0 ? o->max_micro : 16};
+  r->enumerated = sim_search_enumerate(&space, push_layout, &s.ll);
+  if (s.ll.oom) {
+    ts_fail_sys(e, "search: out of memory listing %ld layouts", r->enumerated);
     goto out;
   }
-  memcpy(r->best_est, cands, (size_t)r->n_best_est * sizeof *cands);
+  r->enumerate_s = now_s() - t0;
+
+  double t1 = now_s();
+  if (search_estimate(&s, e)) goto out;
+  r->estimate_s = now_s() - t1;
+  if (o->memory_only) {
+    rc = 0;
+    goto out;
+  }
+  if (!o->estimate_only && search_simulate(&s, e)) goto out;
+  if (keep_best_estimates(&s, e)) goto out;
   rc = 0;
 out:
   r->total_s = now_s() - t0;
-  free(ll.v);
-  free(cands);
-  free(plans);
+  free(s.ll.v);
+  free(s.cands);
+  free(s.plans);
   schema_calibration_free(&cal);
   if (rc) sim_search_result_free(r);
   return rc;

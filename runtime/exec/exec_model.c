@@ -86,7 +86,8 @@ static int dev_alloc(void **p, size_t bytes, size_t *total, ts_err *e) {
   *total += bytes;
   return 0;
 }
-#define ALLOC(ptr, bytes) EX_TRY(dev_alloc((void **)&(ptr), (size_t)(bytes), &allocated, e))
+/* In the creation's steps: allocated, the bytes allocated so far (named in a failure). */
+#define ALLOC(ptr, bytes) EX_TRY(dev_alloc((void **)&(ptr), (size_t)(bytes), allocated, e))
 
 int exec_model_group_of_tensor(const exec_model *m, int t) {
   const exec_tensor *lt = &m->tensors[t];
@@ -167,45 +168,15 @@ int exec_model_create(exec_model *m, const exec_ref_config *cfg, int micros, int
   return exec_model_create_pp(m, cfg, micros, tp, tp_rank, tp_comm, dp, dp_rank, dp_comm, NULL, stream, e);
 }
 
-int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, int tp, int tp_rank,
-                         ncclComm_t tp_comm, int dp, int dp_rank, ncclComm_t dp_comm, const exec_pipeline *pipe,
-                         cudaStream_t stream, ts_err *e) {
-  memset(m, 0, sizeof *m);
-  m->pp = pipe ? pipe->pp : 1;
-  m->pp_rank = pipe ? pipe->pp_rank : 0;
-  m->vpp = m->pp > 1 && cfg->vpp > 1 ? cfg->vpp : 1;
-  if (m->pp < 1 || cfg->layers % (m->pp * m->vpp) || m->pp_rank < 0 || m->pp_rank >= m->pp)
-    return ts_fail(e, NULL, "layout.pp", "%d stages x %d chunks must divide the %d layers", m->pp, m->vpp, cfg->layers);
-  m->lpc = cfg->layers / (m->pp * m->vpp);
-  if (m->pp > 1 && (!pipe->pp_comm || !pipe->emb_comm))
-    return ts_fail_sys(e, "exec_model_create_pp: PP %d without its communicators", m->pp);
-  m->pp_comm = m->pp > 1 ? pipe->pp_comm : NULL;
-  m->emb_comm = m->pp > 1 ? pipe->emb_comm : NULL;
-  m->layer_lo = cfg->layers / m->pp * m->pp_rank;
-  m->layer_hi = m->layer_lo + cfg->layers / m->pp;
-  /* every micro-batch in flight keeps its activations (1F1B, GPipe, interleaved; GPipe at PP = 1 too) */
-  m->nslots = m->pp > 1 || (pipe && pipe->all_micros) ? micros : 1;
-  EX_TRY(exec_ref_config_check(cfg, e));
-  if (cfg->heads % tp || cfg->ffn % tp || exec_ref_kv_heads(cfg) % tp)
-    return ts_fail(e, NULL, "layout.tp", "%d must divide heads %d, kv_heads %d and ffn %d", tp, cfg->heads,
-                   exec_ref_kv_heads(cfg), cfg->ffn);
-  m->cfg = *cfg;
-  m->micros = micros;
-  m->tp = tp, m->tp_rank = tp_rank, m->tp_comm = tp > 1 ? tp_comm : NULL;
-  m->dp = dp, m->dp_rank = dp_rank, m->dp_comm = dp > 1 ? dp_comm : NULL;
-  m->stream = stream;
-  m->lr = 1e-4f;
-  m->sp_rows = (long long)cfg->batch * cfg->seq;
-  m->overlap_wgrad = !ops_variant_is(OPS_V_WGRAD_OVERLAP, "off");
-  m->lower_softmax = !ops_variant_is(OPS_V_SOFTMAX, "full");
+/* The derived sizes: the layer ops' order, this rank's heads, widths and vocabulary slice. */
+static int model_dims(exec_model *m, const exec_ref_config *cfg, int tp, int tp_rank, ts_err *e) {
   /* the model_layer_ops() order: rope (RoPE models only) between qkv and attn */
   for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
     exec_layer_op o = exec_layer_fwd_order[k];
     m->layer_op_index[o] = exec_layer_op_present(o, cfg->rope_theta > 0, cfg->experts > 0, cfg->dense_layers,
                                                  cfg->shared_ffn > 0) ? next++ : -1;
   }
-  const long long T = (long long)cfg->batch * cfg->seq, h = cfg->hidden;
-  m->tokens = T;
+  m->tokens = (long long)cfg->batch * cfg->seq;
   m->head_dim = cfg->hidden / cfg->heads;
   m->heads_local = cfg->heads / tp;
   m->hidden_local = m->heads_local * m->head_dim;
@@ -225,8 +196,12 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->vocab_padded = (cfg->vocab + mult - 1) / mult * mult;
   m->vocab_local = m->vocab_padded / tp;
   m->vocab_start = m->vocab_local * tp_rank;
+  return 0;
+}
 
-  /* local tensors: the reference's list with each shape cut to this rank */
+/* The local tensors: the reference's list with each shape cut to this rank,
+ * in gradient groups (layers, embedding, head) aligned for ZeRO-1. */
+static int model_tensors(exec_model *m, const exec_ref_config *cfg, int dp, ts_err *e) {
   size_t total;
   m->ntensors = exec_ref_tensors(cfg, m->tensors, EXEC_REF_MAX_TENSORS, &total);
   if (m->ntensors > EXEC_REF_MAX_TENSORS) return ts_fail(e, NULL, "layers", "too many layers for the executor");
@@ -261,9 +236,13 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   /* groups in memory order: embedding, layers 0 .. L-1, final norm (the head) */
   for (int l = 0; l <= cfg->layers; l++) m->group_hi[l == 0 ? cfg->layers + 1 : l - 1] = m->group_lo[l];
   m->group_hi[cfg->layers] = m->nparams;
+  return 0;
+}
 
-  size_t allocated = 0;
+/* Weights (BF16 and FP32 master), gradients and the AdamW moments, zeroed. */
+static int model_alloc_params(exec_model *m, size_t *allocated, ts_err *e) {
   const size_t P = m->nparams, bf = 2;
+  cudaStream_t stream = m->stream;
   ALLOC(m->w16, P * bf);
   ALLOC(m->master, P * 4);
   ALLOC(m->grad, P * 4);
@@ -276,7 +255,15 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   EX_CUDA(cudaMemsetAsync(m->adam_m, 0, P * 4, stream));
   EX_CUDA(cudaMemsetAsync(m->adam_v, 0, P * 4, stream));
   EX_CUDA(cudaMemsetAsync(m->grad, 0, P * 4, stream));
+  return 0;
+}
 
+/* Each held layer's activations for every slot (recomputed ones shared). */
+static int model_alloc_layers(exec_model *m, size_t *allocated, ts_err *e) {
+  const exec_ref_config *cfg = &m->cfg;
+  const long long T = m->tokens, h = cfg->hidden;
+  const size_t bf = 2;
+  cudaStream_t stream = m->stream;
   const long long S = cfg->seq, hl = m->hidden_local, fl = m->ffn_local, ul = m->fc1_local;
   const long long scores = (long long)cfg->batch * m->heads_local * S * S;
   const int L = cfg->layers;
@@ -317,6 +304,14 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
     }
     a->P = kp->P;
   }
+  return 0;
+}
+
+/* Pipeline stages: the gradients sent and received per slot and chunk, and the PP stream. */
+static int model_alloc_pipeline(exec_model *m, size_t *allocated, ts_err *e) {
+  const long long T = m->tokens, h = m->cfg.hidden;
+  const size_t bf = 2;
+  const int L = m->cfg.layers;
   if (m->pp > 1) {
     const size_t cells = (size_t)m->nslots * m->vpp;
     m->pp_grad_in = calloc(cells, sizeof *m->pp_grad_in);
@@ -330,6 +325,13 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
       }
     EX_CUDA(cudaStreamCreateWithFlags(&m->pp_stream, cudaStreamNonBlocking));
   }
+  return 0;
+}
+
+/* The head's activations (one set per slot on the last stage) and RoPE's frequencies. */
+static int model_alloc_head(exec_model *m, const exec_ref_config *cfg, size_t *allocated, ts_err *e) {
+  const long long T = m->tokens, h = cfg->hidden;
+  const size_t bf = 2;
   ALLOC(m->x_final, T * h * bf);
   ALLOC(m->nf, T * h * bf);
   ALLOC(m->proj, T * h * bf);
@@ -344,8 +346,8 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
     exec_ref_rope_inv_freq(cfg, m->head_dim, f64);
     for (int i = 0; i < half; i++) f32[i] = (float)f64[i];
     ALLOC(m->rope_inv_freq, (size_t)half * 4);
-    EX_CUDA(cudaMemcpyAsync(m->rope_inv_freq, f32, (size_t)half * 4, cudaMemcpyHostToDevice, stream));
-    EX_CUDA(cudaStreamSynchronize(stream));
+    EX_CUDA(cudaMemcpyAsync(m->rope_inv_freq, f32, (size_t)half * 4, cudaMemcpyHostToDevice, m->stream));
+    EX_CUDA(cudaStreamSynchronize(m->stream));
   }
   if (m->pp_rank == m->pp - 1 && m->nslots > 1) { /* the last virtual stage is on the last stage */
     m->heads = calloc((size_t)m->nslots, sizeof *m->heads);
@@ -360,6 +362,17 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
       ALLOC(hd->rstdf, T * 4);
     }
   }
+  return 0;
+}
+
+/* The backward's buffers, the tokens, the loss and NaN/Inf counters, the GEMM
+ * plans, events, the TP stream and the MoE layers' buffers. */
+static int model_alloc_backward(exec_model *m, int micros, size_t *allocated, ts_err *e) {
+  const long long T = m->tokens, h = m->cfg.hidden;
+  const long long hl = m->hidden_local, fl = m->ffn_local, ul = m->fc1_local;
+  const long long scores = (long long)m->cfg.batch * m->heads_local * m->cfg.seq * m->cfg.seq;
+  const size_t bf = 2;
+  cudaStream_t stream = m->stream;
   ALLOC(m->ce_rowmax, T * 4);
   ALLOC(m->ce_sums, 3 * T * 4); /* sums, label logits, this rank's maxima (exec_ce_stats) */
   ALLOC(m->dx, T * h * bf);
@@ -391,6 +404,48 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   }
   EX_TRY(exec_moe_create(m, e)); /* the MoE layers' buffers (exec_moe.c) */
   EX_CUDA(cudaStreamSynchronize(stream));
+  return 0;
+}
+
+int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, int tp, int tp_rank,
+                         ncclComm_t tp_comm, int dp, int dp_rank, ncclComm_t dp_comm, const exec_pipeline *pipe,
+                         cudaStream_t stream, ts_err *e) {
+  memset(m, 0, sizeof *m);
+  m->pp = pipe ? pipe->pp : 1;
+  m->pp_rank = pipe ? pipe->pp_rank : 0;
+  m->vpp = m->pp > 1 && cfg->vpp > 1 ? cfg->vpp : 1;
+  if (m->pp < 1 || cfg->layers % (m->pp * m->vpp) || m->pp_rank < 0 || m->pp_rank >= m->pp)
+    return ts_fail(e, NULL, "layout.pp", "%d stages x %d chunks must divide the %d layers", m->pp, m->vpp, cfg->layers);
+  m->lpc = cfg->layers / (m->pp * m->vpp);
+  if (m->pp > 1 && (!pipe->pp_comm || !pipe->emb_comm))
+    return ts_fail_sys(e, "exec_model_create_pp: PP %d without its communicators", m->pp);
+  m->pp_comm = m->pp > 1 ? pipe->pp_comm : NULL;
+  m->emb_comm = m->pp > 1 ? pipe->emb_comm : NULL;
+  m->layer_lo = cfg->layers / m->pp * m->pp_rank;
+  m->layer_hi = m->layer_lo + cfg->layers / m->pp;
+  /* every micro-batch in flight keeps its activations (1F1B, GPipe, interleaved; GPipe at PP = 1 too) */
+  m->nslots = m->pp > 1 || (pipe && pipe->all_micros) ? micros : 1;
+  EX_TRY(exec_ref_config_check(cfg, e));
+  if (cfg->heads % tp || cfg->ffn % tp || exec_ref_kv_heads(cfg) % tp)
+    return ts_fail(e, NULL, "layout.tp", "%d must divide heads %d, kv_heads %d and ffn %d", tp, cfg->heads,
+                   exec_ref_kv_heads(cfg), cfg->ffn);
+  m->cfg = *cfg;
+  m->micros = micros;
+  m->tp = tp, m->tp_rank = tp_rank, m->tp_comm = tp > 1 ? tp_comm : NULL;
+  m->dp = dp, m->dp_rank = dp_rank, m->dp_comm = dp > 1 ? dp_comm : NULL;
+  m->stream = stream;
+  m->lr = 1e-4f;
+  m->sp_rows = (long long)cfg->batch * cfg->seq;
+  m->overlap_wgrad = !ops_variant_is(OPS_V_WGRAD_OVERLAP, "off");
+  m->lower_softmax = !ops_variant_is(OPS_V_SOFTMAX, "full");
+  EX_TRY(model_dims(m, cfg, tp, tp_rank, e));
+  EX_TRY(model_tensors(m, cfg, dp, e));
+  size_t allocated = 0;
+  EX_TRY(model_alloc_params(m, &allocated, e));
+  EX_TRY(model_alloc_layers(m, &allocated, e));
+  EX_TRY(model_alloc_pipeline(m, &allocated, e));
+  EX_TRY(model_alloc_head(m, cfg, &allocated, e));
+  EX_TRY(model_alloc_backward(m, micros, &allocated, e));
   return 0;
 }
 

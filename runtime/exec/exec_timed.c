@@ -97,432 +97,556 @@ static int bucket_cmp(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
-int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o, ts_err *e) {
-  const int rank = w->ranks[0], world = w->nranks, root = rank == 0;
-  if (w->nlocal != 1) return ts_fail(e, p->path, "layout", "run one process per GPU (mpirun -np %d)", p->tp * p->dp);
-  if (world != p->tp * p->dp * p->pp)
+/* What the steps of one timed run share: the layout, the model and its
+ * program, the iteration times, the profiled iteration and its breakdown. */
+typedef struct {
+  rt_nccl *w;
+  const exec_plan_min *p;
+  const exec_timed_opts *o;
+  int rank, world, root, micros, total_iters;
+  int tp_rank, dp_rank, pp_rank;
+  ncclComm_t tp_comm, dp_comm, pp_comm, emb_comm;
+  exec_ref_config cfg;
+  exec_model m;
+  int model_made;
+  exec_walk wk;
+  plan_op *builtin_ops;
+  const plan_op *ops;
+  int nops;
+  int32_t *tok, *lab;
+  cudaEvent_t *ev, *prof;
+  double *times, *op_s, *wg_s, *tpx_s, *tpx_start;
+  float loss;
+  exec_gemm_stats gemm_warm; /* the GEMM plans built before the timed iterations */
+  double profiled, stats[3]; /* profiled iteration; min, median, max of the timed ones (slowest rank) */
+  op_bucket *buckets;
+  int nbuckets;
+  /* compute-stream time of the profiled iteration and its exposed waits */
+  double compute_s, tp_s, dp_s, pp_s, tp_stream_s;
+  int n_tp;
+  double *rank_stats; /* [busy, compute, comm] per rank */
+  double flops_megatron, flops_model, tflops; /* per iteration; TFLOP/s per GPU at the median */
+  size_t free_b, total_b;                     /* GPU memory */
+  schema_result res;
+} timed_run;
+
+/* The layout's checks and this rank's place in it, as the plan numbers ranks (its order field). */
+static int timed_place(timed_run *t, ts_err *e) {
+  const exec_plan_min *p = t->p;
+  if (t->w->nlocal != 1) return ts_fail(e, p->path, "layout", "run one process per GPU (mpirun -np %d)", p->tp * p->dp);
+  if (t->world != p->tp * p->dp * p->pp)
     return ts_fail(e, p->path, "layout", "dp x tp x pp = %d, but %d processes were started", p->tp * p->dp * p->pp,
-                   world);
-  if (p->pp > 1 && !o->program_plan)
+                   t->world);
+  if (p->pp > 1 && !t->o->program_plan)
     return ts_fail(e, p->path, "layout.pp", "the built-in program is PP = 1 only (use --program plan)");
-  /* This rank's place in the layout, as the plan numbers ranks (its order field). */
-  plan_coord at = {.dp = rank / p->tp, .tp = rank % p->tp, .pp = 0};
+  plan_coord at = {.dp = t->rank / p->tp, .tp = t->rank % p->tp, .pp = 0};
   if (p->pp > 1) {
     plan *full = malloc(sizeof *full);
     if (!full) return ts_fail_sys(e, "exec: out of memory");
     int bad = plan_load(p->path, NULL, NULL, full, e) && plan_load(p->path, "models", "topologies", full, e);
-    if (!bad) at = plan_coord_of(full, rank);
+    if (!bad) at = plan_coord_of(full, t->rank);
     free(full);
     if (bad) return -1;
   }
-  const int tp_rank = at.tp, dp_rank = at.dp, pp_rank = at.pp;
-  /* Sub-communicators: every rank makes every split in the same order (NCCL
-   * splits are collective over the world); each is registered with w, so a
-   * failure anywhere aborts all of them. */
-  ncclComm_t tp_comm = NULL, dp_comm = NULL, pp_comm = NULL, emb_comm = NULL;
-  if (p->tp > 1 && p->tp == world) tp_comm = w->comms[0];
-  else if (p->tp > 1 && rt_world_split(w, dp_rank * p->pp + pp_rank, tp_rank, &tp_comm, e)) return -1;
-  if (p->dp > 1 && p->dp == world) dp_comm = w->comms[0];
-  else if (p->dp > 1 && rt_world_split(w, tp_rank * p->pp + pp_rank, dp_rank, &dp_comm, e)) return -1;
+  t->tp_rank = at.tp, t->dp_rank = at.dp, t->pp_rank = at.pp;
+  return 0;
+}
+
+/* Sub-communicators: every rank makes every split in the same order (NCCL
+ * splits are collective over the world); each is registered with w, so a
+ * failure anywhere aborts all of them. */
+static int timed_comms(timed_run *t, ts_err *e) {
+  const exec_plan_min *p = t->p;
+  rt_nccl *w = t->w;
+  const int tp_rank = t->tp_rank, dp_rank = t->dp_rank, pp_rank = t->pp_rank;
+  if (p->tp > 1 && p->tp == t->world) t->tp_comm = w->comms[0];
+  else if (p->tp > 1 && rt_world_split(w, dp_rank * p->pp + pp_rank, tp_rank, &t->tp_comm, e)) return -1;
+  if (p->dp > 1 && p->dp == t->world) t->dp_comm = w->comms[0];
+  else if (p->dp > 1 && rt_world_split(w, tp_rank * p->pp + pp_rank, dp_rank, &t->dp_comm, e)) return -1;
   if (p->pp > 1) {
-    if (rt_world_split(w, dp_rank * p->tp + tp_rank, pp_rank, &pp_comm, e)) return -1;
+    if (rt_world_split(w, dp_rank * p->tp + tp_rank, pp_rank, &t->pp_comm, e)) return -1;
     /* the tied embedding's first/last-stage group gets its own communicator
      * (it runs on the DP stream while sends may still run on the PP stream) */
     int ends = pp_rank == 0 || pp_rank == p->pp - 1;
-    if (rt_world_split(w, ends ? dp_rank * p->tp + tp_rank : NCCL_SPLIT_NOCOLOR, pp_rank, &emb_comm, e)) return -1;
+    if (rt_world_split(w, ends ? dp_rank * p->tp + tp_rank : NCCL_SPLIT_NOCOLOR, pp_rank, &t->emb_comm, e)) return -1;
   }
-  exec_pipeline pipe = {.pp = p->pp, .pp_rank = pp_rank, .pp_comm = pp_comm, .emb_comm = emb_comm,
-                        .all_micros = p->pp == 1 && p->gpipe};
+  return 0;
+}
 
-  exec_ref_config cfg;
-  exec_plan_config(p, &cfg);
-  breakdown_cfg = cfg;
-  const int micros = (int)(p->global / ((long long)p->micro * p->dp));
-  exec_model m;
-  plan_op *builtin_ops = NULL;
-  const plan_op *ops = NULL;
-  exec_walk wk;
-  memset(&wk, 0, sizeof wk);
-  int nops = 0, rc = -1, total_iters = o->warmup + o->iters;
-  double *times = calloc((size_t)total_iters, sizeof *times), *op_s = NULL;
-  int32_t *tok = NULL, *lab = NULL;
-  cudaEvent_t *ev = NULL;
-  op_bucket *buckets = NULL;
-  cudaEvent_t *prof = NULL;
-  double *wg_s = NULL, *tpx_s = NULL, *tpx_start = NULL;
-  int nbuckets = 0;
-  schema_result res;
-  schema_result_init(&res, SCHEMA_SOURCE_MEASURED);
-  if (!times) return ts_fail_sys(e, "exec: out of memory");
-  if (exec_model_create_pp(&m, &cfg, micros, p->tp, tp_rank, tp_comm, p->dp, dp_rank, dp_comm, &pipe, w->streams[0],
-                           e)) {
-    free(times);
-    return -1;
-  }
-  m.wait_timeout_s = w->timeout_s;
-  if (exec_model_init_random(&m, o->seed, e) || exec_model_set_codecs(&m, p->codec_tp_fwd, p->codec_tp_bwd, e))
-    goto done;
-  /* Synthetic tokens: a fixed seed per data-parallel rank and micro-batch, the same on every TP rank. */
-  size_t T = (size_t)m.tokens;
-  tok = malloc((size_t)micros * T * sizeof *tok), lab = malloc((size_t)micros * T * sizeof *lab);
+/* Synthetic tokens: a fixed seed per data-parallel rank and micro-batch, the same on every TP rank. */
+static int timed_tokens(timed_run *t, ts_err *e) {
+  const int micros = t->micros;
+  size_t T = (size_t)t->m.tokens;
+  t->tok = malloc((size_t)micros * T * sizeof *t->tok), t->lab = malloc((size_t)micros * T * sizeof *t->lab);
   int *ti = malloc(T * sizeof *ti), *li = malloc(T * sizeof *li);
-  if (!tok || !lab || !ti || !li) {
+  if (!t->tok || !t->lab || !ti || !li) {
     free(ti), free(li);
-    ts_fail_sys(e, "exec: out of memory");
-    goto done;
+    return ts_fail_sys(e, "exec: out of memory");
   }
   for (int mb = 0; mb < micros; mb++) {
-    exec_ref_tokens(&cfg, o->seed * 1000003ULL + (unsigned long long)(dp_rank * micros + mb), ti, li);
-    for (size_t j = 0; j < T; j++) tok[mb * T + j] = ti[j], lab[mb * T + j] = li[j];
+    exec_ref_tokens(&t->cfg, t->o->seed * 1000003ULL + (unsigned long long)(t->dp_rank * micros + mb), ti, li);
+    for (size_t j = 0; j < T; j++) t->tok[mb * T + j] = ti[j], t->lab[mb * T + j] = li[j];
   }
   free(ti), free(li);
-  if (exec_model_set_data(&m, tok, lab, e)) goto done;
-  if (o->program_plan) {
-    if (exec_walk_init(&wk, p->path, rank, &m, e)) goto done;
-    ops = wk.prog.ops, nops = wk.prog.n;
-  } else {
-    if (exec_program_build_single_stage(&m, &builtin_ops, &nops, e)) goto done;
-    ops = builtin_ops;
-  }
+  return exec_model_set_data(&t->m, t->tok, t->lab, e);
+}
 
-  ev = calloc((size_t)nops + 1, sizeof *ev);
-  op_s = calloc((size_t)nops, sizeof *op_s);
-  if (!ev || !op_s) {
-    ts_fail_sys(e, "exec: out of memory");
-    goto done;
+/* The model with random weights, its data and the program it runs: the
+ * plan's (walked) or the built-in single-stage one. */
+static int timed_model(timed_run *t, ts_err *e) {
+  const exec_plan_min *p = t->p;
+  exec_pipeline pipe = {.pp = p->pp, .pp_rank = t->pp_rank, .pp_comm = t->pp_comm, .emb_comm = t->emb_comm,
+                        .all_micros = p->pp == 1 && p->gpipe};
+  if (exec_model_create_pp(&t->m, &t->cfg, t->micros, p->tp, t->tp_rank, t->tp_comm, p->dp, t->dp_rank, t->dp_comm,
+                           &pipe, t->w->streams[0], e))
+    return -1;
+  t->model_made = 1;
+  t->m.wait_timeout_s = t->w->timeout_s;
+  if (exec_model_init_random(&t->m, t->o->seed, e) ||
+      exec_model_set_codecs(&t->m, p->codec_tp_fwd, p->codec_tp_bwd, e))
+    return -1;
+  if (timed_tokens(t, e)) return -1;
+  if (t->o->program_plan) {
+    if (exec_walk_init(&t->wk, p->path, t->rank, &t->m, e)) return -1;
+    t->ops = t->wk.prog.ops, t->nops = t->wk.prog.n;
+  } else {
+    if (exec_program_build_single_stage(&t->m, &t->builtin_ops, &t->nops, e)) return -1;
+    t->ops = t->builtin_ops;
   }
-  for (int i = 0; i <= nops; i++) RT_CUDA(e, cudaEventCreate(&ev[i]));
-  if (root)
+  return 0;
+}
+
+static int cuda_failed(ts_err *e) {
+  return ts_fail_sys(e, "exec: CUDA call failed: %s", cudaGetErrorString(cudaGetLastError()));
+}
+
+/* Iteration it (warm-up or timed), CUDA events around the whole of it; *ms its time. */
+static int timed_iteration(timed_run *t, int it, float *ms, ts_err *e) {
+  const exec_timed_opts *o = t->o;
+  exec_model *m = &t->m;
+  rt_nccl *w = t->w;
+  if (it == o->warmup) t->gemm_warm = exec_gemm_get_stats(m->gemm);
+  if (it == o->die_at_iter) { /* fault injection (--die-at): the killed-rank test of the bounded waits */
+    fprintf(stderr, "tacorun execute: rank %d: --die-at %d: killing myself\n", t->rank, it);
+    fflush(stderr);
+    raise(SIGKILL);
+  }
+  /* Enqueueing can block inside CUDA/NCCL once a peer is dead (full launch
+   * queue); the watchdog bounds it, rt_nccl_wait bounds the wait itself. */
+  char what[96];
+  snprintf(what, sizeof what, "rank %d iteration %d", t->rank, it);
+  rt_watchdog_arm(w, w->timeout_s + 10, what);
+  if (cudaEventRecord(t->ev[0], m->stream) != cudaSuccess) return cuda_failed(e);
+  if (o->program_plan) {
+    if (exec_walk_iteration(m, &t->wk, 0, e)) return -1;
+  } else {
+    if (exec_model_zero_grad(m, e)) return -1;
+    for (int i = 0; i < t->nops; i++)
+      if (exec_model_run_op(m, &t->ops[i], e)) return -1;
+  }
+  if (cudaEventRecord(t->ev[1], m->stream) != cudaSuccess) return cuda_failed(e);
+  if (it == o->inject_nan_step) { /* fault injection for the NaN stop (a demonstration, not a measurement) */
+    float nan_f = NAN;
+    if (cudaMemcpyAsync(m->grad + m->tensors[m->ntensors - 3].offset, &nan_f, 4, cudaMemcpyHostToDevice, m->stream) !=
+        cudaSuccess)
+      return cuda_failed(e);
+  }
+  if (rt_nccl_wait(w, e) || exec_model_check_finite(m, it, &t->loss, e)) return -1;
+  rt_watchdog_disarm();
+  if (cudaEventElapsedTime(ms, t->ev[0], t->ev[1]) != cudaSuccess) return cuda_failed(e);
+  t->times[it] = *ms * 1e-3;
+  return 0;
+}
+
+/* Warm-up and timed iterations (events ev[0], ev[1] around each). */
+static int timed_iterations(timed_run *t, ts_err *e) {
+  const exec_timed_opts *o = t->o;
+  const exec_plan_min *p = t->p;
+  const int nops = t->nops;
+  t->ev = calloc((size_t)nops + 1, sizeof *t->ev);
+  t->op_s = calloc((size_t)nops, sizeof *t->op_s);
+  if (!t->ev || !t->op_s) return ts_fail_sys(e, "exec: out of memory");
+  for (int i = 0; i <= nops; i++) RT_CUDA(e, cudaEventCreate(&t->ev[i]));
+  if (t->root)
     fprintf(stderr, "execute %s: %d rank(s) (TP %d, DP %d, PP %d), %d layers, %d micro-batches of %d x %d tokens, %d ops/iteration"
                     " (%s program)\n",
-            p->name, world, p->tp, p->dp, p->pp, cfg.layers, micros, cfg.batch, cfg.seq, nops,
+            p->name, t->world, p->tp, p->dp, p->pp, t->cfg.layers, t->micros, t->cfg.batch, t->cfg.seq, nops,
             o->program_plan ? "plan_build_program" : "built-in");
   int tty = isatty(2);
-  float loss = 0;
-  char what[96];
-  exec_gemm_stats gemm_warm = {0}; /* the GEMM plans built before the timed iterations */
-  for (int it = 0; it < total_iters; it++) {
-    if (it == o->warmup) gemm_warm = exec_gemm_get_stats(m.gemm);
-    if (it == o->die_at_iter) { /* fault injection (--die-at): the killed-rank test of the bounded waits */
-      fprintf(stderr, "tacorun execute: rank %d: --die-at %d: killing myself\n", rank, it);
-      fflush(stderr);
-      raise(SIGKILL);
-    }
-    /* Enqueueing can block inside CUDA/NCCL once a peer is dead (full launch
-     * queue); the watchdog bounds it, rt_nccl_wait bounds the wait itself. */
-    snprintf(what, sizeof what, "rank %d iteration %d", rank, it);
-    rt_watchdog_arm(w, w->timeout_s + 10, what);
-    if (cudaEventRecord(ev[0], m.stream) != cudaSuccess) goto cuda_fail;
-    if (o->program_plan) {
-      if (exec_walk_iteration(&m, &wk, 0, e)) goto done;
-    } else {
-      if (exec_model_zero_grad(&m, e)) goto done;
-      for (int i = 0; i < nops; i++)
-        if (exec_model_run_op(&m, &ops[i], e)) goto done;
-    }
-    if (cudaEventRecord(ev[1], m.stream) != cudaSuccess) goto cuda_fail;
-    if (it == o->inject_nan_step) { /* fault injection for the NaN stop (a demonstration, not a measurement) */
-      float nan_f = NAN;
-      if (cudaMemcpyAsync(m.grad + m.tensors[m.ntensors - 3].offset, &nan_f, 4, cudaMemcpyHostToDevice, m.stream) !=
-          cudaSuccess)
-        goto cuda_fail;
-    }
-    if (rt_nccl_wait(w, e) || exec_model_check_finite(&m, it, &loss, e)) goto done;
-    rt_watchdog_disarm();
+  for (int it = 0; it < t->total_iters; it++) {
     float ms = 0;
-    if (cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess) goto cuda_fail;
-    times[it] = ms * 1e-3;
-    if (root && tty)
-      fprintf(stderr, "\r  iteration %d/%d (%s): %.1f ms, loss %.4f   ", it + 1, total_iters,
-              it < o->warmup ? "warm-up" : "timed", ms, loss);
+    if (timed_iteration(t, it, &ms, e)) return -1;
+    if (t->root && tty)
+      fprintf(stderr, "\r  iteration %d/%d (%s): %.1f ms, loss %.4f   ", it + 1, t->total_iters,
+              it < o->warmup ? "warm-up" : "timed", ms, t->loss);
   }
-  if (root && tty) fprintf(stderr, "\n");
+  if (t->root && tty) fprintf(stderr, "\n");
+  return 0;
+}
 
-  /* profiled iteration: one event between every two ops on the compute
-   * stream, plus, for each TP all-reduce, events around the transfer on the TP
-   * stream and after the weight-gradient GEMM it overlaps */
-  prof = calloc((size_t)nops * 3, sizeof *prof);
-  wg_s = calloc((size_t)nops, sizeof *wg_s), tpx_s = calloc((size_t)nops, sizeof *tpx_s);
-  tpx_start = calloc((size_t)nops, sizeof *tpx_start);
-  if (!prof || !wg_s || !tpx_s || !tpx_start) {
-    ts_fail_sys(e, "exec: out of memory");
-    goto done;
-  }
-  double profiled = 0;
-  rt_watchdog_arm(w, w->timeout_s + 10, "profiled iteration");
-  if (o->program_plan) {
-    /* walked program: per op, its time on its own stream and the part of it spent waiting for other streams */
-    double *start_s = tpx_start;
-    RT_CUDA(e, cudaEventRecord(ev[0], m.stream));
-    if (exec_walk_iteration(&m, &wk, 0, e)) goto done;
-    RT_CUDA(e, cudaEventRecord(ev[1], m.stream));
-    if (rt_nccl_wait(w, e) || exec_model_check_finite(&m, total_iters, &loss, e)) goto done;
-    if (exec_walk_times(&m, &wk, op_s, wg_s, start_s, e)) goto done;
-    float ms = 0;
-    RT_CUDA(e, cudaEventElapsedTime(&ms, ev[0], ev[1]));
-    profiled = ms * 1e-3;
-    goto walked_profile_done;
-  }
+/* Walked program: per op, its time on its own stream and the part of it spent waiting for other streams. */
+static int profile_walked(timed_run *t, ts_err *e) {
+  exec_model *m = &t->m;
+  double *start_s = t->tpx_start;
+  RT_CUDA(e, cudaEventRecord(t->ev[0], m->stream));
+  if (exec_walk_iteration(m, &t->wk, 0, e)) return -1;
+  RT_CUDA(e, cudaEventRecord(t->ev[1], m->stream));
+  if (rt_nccl_wait(t->w, e) || exec_model_check_finite(m, t->total_iters, &t->loss, e)) return -1;
+  if (exec_walk_times(m, &t->wk, t->op_s, t->wg_s, start_s, e)) return -1;
+  float ms = 0;
+  RT_CUDA(e, cudaEventElapsedTime(&ms, t->ev[0], t->ev[1]));
+  t->profiled = ms * 1e-3;
+  return 0;
+}
+
+/* Built-in program: one event between every two ops on the compute stream,
+ * plus, for each TP all-reduce, events around the transfer on the TP stream
+ * and after the weight-gradient GEMM it overlaps. */
+static int profile_builtin(timed_run *t, ts_err *e) {
+  exec_model *m = &t->m;
+  const int nops = t->nops;
+  const plan_op *ops = t->ops;
+  cudaEvent_t *ev = t->ev, *prof = t->prof;
   for (int i = 0; i < 3 * nops; i++) RT_CUDA(e, cudaEventCreate(&prof[i]));
-  m.prof_wgrad_done = prof, m.prof_tp_start = prof + nops, m.prof_tp_end = prof + 2 * nops;
-  RT_CUDA(e, cudaEventRecord(ev[0], m.stream));
-  if (exec_model_zero_grad(&m, e)) goto done;
+  m->prof_wgrad_done = prof, m->prof_tp_start = prof + nops, m->prof_tp_end = prof + 2 * nops;
+  RT_CUDA(e, cudaEventRecord(ev[0], m->stream));
+  if (exec_model_zero_grad(m, e)) return -1;
   for (int i = 0; i < nops; i++) {
-    m.cur_op = i;
-    if (exec_model_run_op(&m, &ops[i], e)) goto done;
-    RT_CUDA(e, cudaEventRecord(ev[i + 1], m.stream));
+    m->cur_op = i;
+    if (exec_model_run_op(m, &ops[i], e)) return -1;
+    RT_CUDA(e, cudaEventRecord(ev[i + 1], m->stream));
   }
-  if (rt_nccl_wait(w, e) || exec_model_check_finite(&m, total_iters, &loss, e)) goto done;
-  m.prof_wgrad_done = m.prof_tp_start = m.prof_tp_end = NULL;
+  if (rt_nccl_wait(t->w, e) || exec_model_check_finite(m, t->total_iters, &t->loss, e)) return -1;
+  m->prof_wgrad_done = m->prof_tp_start = m->prof_tp_end = NULL;
   for (int i = 0; i < nops; i++) {
     float ms = 0;
     RT_CUDA(e, cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
-    op_s[i] = ms * 1e-3;
-    profiled += op_s[i];
-    if (ops[i].kind == PLAN_OP_COLLECTIVE && ops[i].group == PLAN_GROUP_TP && m.tp_comm) {
+    t->op_s[i] = ms * 1e-3;
+    t->profiled += t->op_s[i];
+    if (ops[i].kind == PLAN_OP_COLLECTIVE && ops[i].group == PLAN_GROUP_TP && m->tp_comm) {
       RT_CUDA(e, cudaEventElapsedTime(&ms, ev[i], prof[i]));
-      wg_s[i] = ms * 1e-3;
+      t->wg_s[i] = ms * 1e-3;
       RT_CUDA(e, cudaEventElapsedTime(&ms, prof[nops + i], prof[2 * nops + i]));
-      tpx_s[i] = ms * 1e-3;
+      t->tpx_s[i] = ms * 1e-3;
       RT_CUDA(e, cudaEventElapsedTime(&ms, ev[0], prof[nops + i]));
-      tpx_start[i] = ms * 1e-3;
+      t->tpx_start[i] = ms * 1e-3;
     }
   }
+  return 0;
+}
 
-walked_profile_done:;
+/* The profiled iteration after the timed ones, under the watchdog. */
+static int timed_profile(timed_run *t, ts_err *e) {
+  const int nops = t->nops;
+  t->prof = calloc((size_t)nops * 3, sizeof *t->prof);
+  t->wg_s = calloc((size_t)nops, sizeof *t->wg_s), t->tpx_s = calloc((size_t)nops, sizeof *t->tpx_s);
+  t->tpx_start = calloc((size_t)nops, sizeof *t->tpx_start);
+  if (!t->prof || !t->wg_s || !t->tpx_s || !t->tpx_start) return ts_fail_sys(e, "exec: out of memory");
+  t->profiled = 0;
+  rt_watchdog_arm(t->w, t->w->timeout_s + 10, "profiled iteration");
+  if (t->o->program_plan ? profile_walked(t, e) : profile_builtin(t, e)) return -1;
   rt_watchdog_disarm();
-  /* statistics over the timed iterations; the slowest rank sets the figure */
-  double *timed = times + o->warmup, stats[3];
-  if (root) { /* in the order they ran: a transport that drifts shows as a trend, not as spread */
-    printf("# timed iterations in order (rank 0, ms):");
-    for (int i = 0; i < o->iters; i++) printf(" %.1f", timed[i] * 1e3);
-    printf("; profiled after them %.1f\n", profiled * 1e3);
-  }
-  qsort(timed, (size_t)o->iters, sizeof *timed, cmp_double);
-  stats[0] = timed[0], stats[1] = timed[o->iters / 2], stats[2] = timed[o->iters - 1];
-  if (o->iters % 2 == 0) stats[1] = 0.5 * (timed[o->iters / 2 - 1] + timed[o->iters / 2]);
-  if (rt_world_max(w, stats, 3, e)) goto done;
+  return 0;
+}
 
-  /* breakdown by op kind */
-  buckets = calloc((size_t)nops, sizeof *buckets);
-  if (!buckets) {
-    ts_fail_sys(e, "exec: out of memory");
-    goto done;
+/* Statistics over the timed iterations; the slowest rank sets the figure. */
+static int timed_stats(timed_run *t, ts_err *e) {
+  const int iters = t->o->iters;
+  double *timed = t->times + t->o->warmup, *stats = t->stats;
+  if (t->root) { /* in the order they ran: a transport that drifts shows as a trend, not as spread */
+    printf("# timed iterations in order (rank 0, ms):");
+    for (int i = 0; i < iters; i++) printf(" %.1f", timed[i] * 1e3);
+    printf("; profiled after them %.1f\n", t->profiled * 1e3);
   }
-  /* Compute-stream time: a TP all-reduce's segment holds the overlapped
-   * weight-gradient GEMM (counted with the op it belongs to, the one before)
-   * and then the exposed wait for the transfer. */
-  double compute_s = 0, tp_s = 0, dp_s = 0, pp_s = 0, tp_stream_s = 0;
-  int n_tp = 0;
-  for (int i = 0; i < nops && o->program_plan; i++) {
-    /* walked: compute ops' own time; their waits count as exposed time of the collective they waited for */
+  qsort(timed, (size_t)iters, sizeof *timed, cmp_double);
+  stats[0] = timed[0], stats[1] = timed[iters / 2], stats[2] = timed[iters - 1];
+  if (iters % 2 == 0) stats[1] = 0.5 * (timed[iters / 2 - 1] + timed[iters / 2]);
+  return rt_world_max(t->w, stats, 3, e);
+}
+
+/* Walked: compute ops' own time; their waits count as exposed time of the collective they waited for. */
+static void breakdown_walked(timed_run *t) {
+  const plan_op *ops = t->ops;
+  const double *op_s = t->op_s, *wg_s = t->wg_s;
+  for (int i = 0; i < t->nops; i++) {
     char key[64];
     const plan_op *op = &ops[i];
     if (op->kind == PLAN_OP_COLLECTIVE) {
-      if (op->group == PLAN_GROUP_TP) tp_stream_s += op_s[i] - wg_s[i], n_tp++;
+      if (op->group == PLAN_GROUP_TP) t->tp_stream_s += op_s[i] - wg_s[i], t->n_tp++;
       if (op->row_chunks > 1) {
         /* tp_overlap_chunks: a chunk's all-reduce from its GEMM's end (or the previous
          * transfer's) to its own end, on the TP stream: what runs beside the next chunk */
         op_kind_name(op, key, sizeof key);
         char tkey[80];
         snprintf(tkey, sizeof tkey, "tpstream.%.40s.rows%dof%d", key, op->row_chunk + 1, op->row_chunks);
-        nbuckets = add_bucket(buckets, nbuckets, tkey, op_s[i] - wg_s[i], 1);
+        t->nbuckets = add_bucket(t->buckets, t->nbuckets, tkey, op_s[i] - wg_s[i], 1);
       }
       continue;
     }
     if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) continue; /* PP stream: its waits are counted below */
     double own = op_s[i] - wg_s[i];
     op_kind_name(op, key, sizeof key);
-    nbuckets = add_bucket(buckets, nbuckets, key, own, 1);
-    compute_s += own;
+    t->nbuckets = add_bucket(t->buckets, t->nbuckets, key, own, 1);
+    t->compute_s += own;
     if (wg_s[i] > 0) {
       int waited_for = -1;
       for (int d = 0; d < PLAN_MAX_DEPS && waited_for < 0; d++)
         if (op->dep[d] >= 0 && ops[op->dep[d]].kind != PLAN_OP_COMPUTE) waited_for = op->dep[d];
       if (waited_for >= 0 && ops[waited_for].kind != PLAN_OP_COLLECTIVE) {
         /* waiting for a pipeline message: the bubble and the transfer */
-        nbuckets = add_bucket(buckets, nbuckets, "pp.wait", wg_s[i], 1);
-        pp_s += wg_s[i];
+        t->nbuckets = add_bucket(t->buckets, t->nbuckets, "pp.wait", wg_s[i], 1);
+        t->pp_s += wg_s[i];
       } else if (waited_for >= 0) {
         op_kind_name(&ops[waited_for], key, sizeof key);
-        nbuckets = add_bucket(buckets, nbuckets, key, wg_s[i], 1);
-        if (ops[waited_for].group == PLAN_GROUP_DP) dp_s += wg_s[i];
-        else tp_s += wg_s[i];
+        t->nbuckets = add_bucket(t->buckets, t->nbuckets, key, wg_s[i], 1);
+        if (ops[waited_for].group == PLAN_GROUP_DP) t->dp_s += wg_s[i];
+        else t->tp_s += wg_s[i];
       } else {
-        compute_s += wg_s[i];
+        t->compute_s += wg_s[i];
       }
     }
   }
-  for (int i = 0; i < nops && !o->program_plan; i++) {
+}
+
+/* Built-in: a TP all-reduce's segment holds the overlapped weight-gradient
+ * GEMM (counted with the op it belongs to, the one before) and then the
+ * exposed wait for the transfer. */
+static void breakdown_builtin(timed_run *t) {
+  const plan_op *ops = t->ops;
+  const double *wg_s = t->wg_s;
+  for (int i = 0; i < t->nops; i++) {
     char key[64];
-    double secs = op_s[i];
+    double secs = t->op_s[i];
     if (ops[i].kind == PLAN_OP_COLLECTIVE && ops[i].group == PLAN_GROUP_TP && wg_s[i] > 0 && i > 0) {
       op_kind_name(&ops[i - 1], key, sizeof key);
-      nbuckets = add_bucket(buckets, nbuckets, key, wg_s[i], 0);
-      compute_s += wg_s[i];
+      t->nbuckets = add_bucket(t->buckets, t->nbuckets, key, wg_s[i], 0);
+      t->compute_s += wg_s[i];
       secs -= wg_s[i];
     }
-    if (ops[i].kind == PLAN_OP_COLLECTIVE && ops[i].group == PLAN_GROUP_TP) tp_stream_s += tpx_s[i], n_tp++;
+    if (ops[i].kind == PLAN_OP_COLLECTIVE && ops[i].group == PLAN_GROUP_TP) t->tp_stream_s += t->tpx_s[i], t->n_tp++;
     op_kind_name(&ops[i], key, sizeof key);
-    nbuckets = add_bucket(buckets, nbuckets, key, secs, 1);
-    if (ops[i].kind != PLAN_OP_COLLECTIVE) compute_s += secs;
-    else if (ops[i].group == PLAN_GROUP_DP) dp_s += secs;
-    else tp_s += secs;
+    t->nbuckets = add_bucket(t->buckets, t->nbuckets, key, secs, 1);
+    if (ops[i].kind != PLAN_OP_COLLECTIVE) t->compute_s += secs;
+    else if (ops[i].group == PLAN_GROUP_DP) t->dp_s += secs;
+    else t->tp_s += secs;
   }
-  qsort(buckets, (size_t)nbuckets, sizeof *buckets, bucket_cmp);
+}
 
-  /* per-rank figures, gathered: [busy, compute, comm] per rank */
-  double *rank_stats = calloc((size_t)world * 3, sizeof *rank_stats);
-  if (!rank_stats) {
+/* The profiled iteration's breakdown by op kind, and the per-rank figures
+ * [busy, compute, comm], gathered. */
+static int timed_breakdown(timed_run *t, ts_err *e) {
+  t->buckets = calloc((size_t)t->nops, sizeof *t->buckets);
+  if (!t->buckets) return ts_fail_sys(e, "exec: out of memory");
+  t->compute_s = t->tp_s = t->dp_s = t->pp_s = t->tp_stream_s = 0;
+  t->n_tp = 0;
+  if (t->o->program_plan) breakdown_walked(t);
+  else breakdown_builtin(t);
+  qsort(t->buckets, (size_t)t->nbuckets, sizeof *t->buckets, bucket_cmp);
+  t->rank_stats = calloc((size_t)t->world * 3, sizeof *t->rank_stats);
+  if (!t->rank_stats) return ts_fail_sys(e, "exec: out of memory");
+  double *rs = t->rank_stats + t->rank * 3;
+  rs[0] = t->profiled, rs[1] = t->compute_s, rs[2] = t->tp_s + t->dp_s + t->pp_s;
+  return rt_world_sum(t->w, t->rank_stats, t->world * 3, e);
+}
+
+/* The model's FLOPs and the GPU memory in use (every rank). */
+static void timed_figures(timed_run *t) {
+  model_config mc = t->p->model;
+  mc.layers = t->cfg.layers;
+  t->flops_megatron = model_flops_megatron_lm(&mc, t->p->global, t->p->seq, t->p->tp);
+  t->flops_model = model_flops_per_iteration(&mc, t->p->global, t->p->seq, false);
+  t->tflops = t->flops_megatron / t->world / t->stats[1] / 1e12;
+  t->free_b = 0, t->total_b = 0;
+  cudaMemGetInfo(&t->free_b, &t->total_b);
+}
+
+/* Rank 0's summary and breakdown table on stdout. */
+static void timed_print(const timed_run *t) {
+  const exec_plan_min *p = t->p;
+  const exec_timed_opts *o = t->o;
+  const exec_ref_config cfg = t->cfg;
+  const double *stats = t->stats, profiled = t->profiled;
+  const op_bucket *buckets = t->buckets;
+  printf("\n# execute %s: TP %d, DP %d, PP %d, %d layers, micro %d x seq %d, global %lld, %d micro-batches/rank\n",
+         p->name, p->tp, p->dp, p->pp, cfg.layers, p->micro, p->seq, p->global, t->micros);
+  printf("# attention: %s\n", exec_flash_selected(p->seq, p->model.hidden / p->model.heads)
+                                   ? "fused (runtime/ops/exec_flash.cu)"
+                                   : "unfused (batched GEMMs around a causal softmax)");
+  printf("# layers as published: %s, %s%s, %s output weight, norm eps %g\n",
+         cfg.rope_theta > 0 ? "RoPE" : "learned positions", cfg.qkv_bias ? "QKV bias" : "no QKV bias",
+         cfg.linear_bias ? ", linear biases" : "", cfg.untied ? "untied" : "tied", cfg.norm_eps);
+  if (cfg.rope_theta > 0) printf("# rope theta %g\n", cfg.rope_theta);
+  printf("# iteration time over %d timed iterations after %d warm-up: median %.2f ms, min %.2f, max %.2f\n",
+         o->iters, o->warmup, stats[1] * 1e3, stats[0] * 1e3, stats[2] * 1e3);
+  printf("# model FLOPs per iteration (Megatron-LM count): %.4g -> %.1f TFLOP/s per GPU, MFU %.1f%% of %.0f\n",
+         t->flops_megatron, t->tflops, 100 * t->tflops / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
+  printf("# (models/ full-attention count %.4g -> %.1f TFLOP/s per GPU)\n", t->flops_model,
+         t->flops_model / t->world / stats[1] / 1e12);
+  printf("# tokens/s %.0f, loss %.4f, GPU memory in use %.1f GiB\n", (double)p->global * p->seq / stats[1], t->loss,
+         (double)(t->total_b - t->free_b) / (1 << 30));
+  printf("# profiled iteration (rank 0): %.2f ms = compute %.2f + exposed TP all-reduce %.2f + DP all-reduce %.2f"
+         " + pipeline wait %.2f\n",
+         profiled * 1e3, t->compute_s * 1e3, t->tp_s * 1e3, t->dp_s * 1e3, t->pp_s * 1e3);
+  const exec_gemm_stats gs = exec_gemm_get_stats(t->m.gemm), gemm_warm = t->gemm_warm;
+  printf("# cuBLASLt GEMM plans for new shapes in the timed and profiled iterations: %lld (%lld heuristic queries, "
+         "%lld reused algorithms; --variant gemm-algo=%s), %.2f ms of host time (warm-up: %lld, %.2f ms)\n",
+         gs.plans - gemm_warm.plans, gs.heuristics - gemm_warm.heuristics, gs.reused - gemm_warm.reused,
+         ops_variant(OPS_V_GEMM_ALGO), (gs.plan_s - gemm_warm.plan_s) * 1e3, gemm_warm.plans, gemm_warm.plan_s * 1e3);
+  printf("# TP stream: %d all-reduces, %.2f ms of transfers (%.2f ms of it hidden behind weight-gradient GEMMs)\n",
+         t->n_tp, t->tp_stream_s * 1e3, (t->tp_stream_s - t->tp_s) * 1e3);
+  printf("# %-34s %6s %10s %10s %6s\n", "op", "count", "total_ms", "mean_us", "pct");
+  for (int b = 0; b < t->nbuckets; b++)
+    printf("  %-34s %6d %10.3f %10.1f %6.2f\n", buckets[b].name, buckets[b].count, buckets[b].seconds * 1e3,
+           buckets[b].seconds / (buckets[b].count ? buckets[b].count : 1) * 1e6, 100 * buckets[b].seconds / profiled);
+  fflush(stdout);
+}
+
+/* The breakdown table as a file (--ops-csv). */
+static int timed_ops_csv(const timed_run *t, ts_err *e) {
+  const op_bucket *buckets = t->buckets;
+  FILE *f = fopen(t->o->ops_csv_out, "w");
+  if (!f) return ts_fail(e, t->o->ops_csv_out, NULL, "cannot open for writing");
+  fprintf(f, "# op count total_ms mean_us pct (rank 0, profiled iteration of %s)\n", t->p->name);
+  for (int b = 0; b < t->nbuckets; b++)
+    fprintf(f, "%s %d %.4f %.2f %.3f\n", buckets[b].name, buckets[b].count, buckets[b].seconds * 1e3,
+            buckets[b].seconds / (buckets[b].count ? buckets[b].count : 1) * 1e6,
+            100 * buckets[b].seconds / t->profiled);
+  fclose(f);
+  return 0;
+}
+
+/* The result's ops: compute ops and exposed waits on the compute stream; TP transfers on the TP stream. */
+static void timed_result_ops(timed_run *t) {
+  const plan_op *ops = t->ops;
+  const int walked = t->o->program_plan;
+  double t0 = 0;
+  for (int i = 0; i < t->nops; i++) {
+    schema_op_record rec = {.rank = 0, .start_s = t0, .dur_s = t->op_s[i]};
+    op_full_name(&ops[i], rec.name, sizeof rec.name);
+    int tp_coll = ops[i].kind == PLAN_OP_COLLECTIVE && ops[i].group == PLAN_GROUP_TP;
+    snprintf(rec.stream, sizeof rec.stream, "%s",
+             (ops[i].kind == PLAN_OP_SEND || ops[i].kind == PLAN_OP_RECV) ? "pp"
+             : ops[i].kind != PLAN_OP_COLLECTIVE                          ? "compute"
+             : ops[i].group == PLAN_GROUP_TP                              ? "tp"
+                                                                          : "dp");
+    if (tp_coll && !walked) rec.start_s = t->tpx_start[i], rec.dur_s = t->tpx_s[i];
+    if (walked) rec.start_s = t->tpx_start[i], rec.dur_s = t->op_s[i] - t->wg_s[i];
+    schema_result_add_op(&t->res, &rec);
+    t0 += t->op_s[i];
+  }
+}
+
+/* The result's notes: what ran, the FLOP count, how the ops were timed, the environment and transport. */
+static void timed_result_notes(timed_run *t) {
+  const exec_plan_min *p = t->p;
+  const exec_ref_config *cfg = &t->cfg;
+  schema_result *res = &t->res;
+  char note[256];
+  snprintf(note, sizeof note,
+           "executor: compute stream + TP stream; backward TP all-reduces overlap the weight-gradient GEMM; %s "
+           "attention; %s; %s; %s output weight; program built in-process",
+           exec_flash_selected(p->seq, p->model.hidden / p->model.heads) ? "fused (flash)" : "unfused",
+           cfg->rope_theta > 0 ? "RoPE" : "learned positions",
+           cfg->qkv_bias || cfg->linear_bias ? (cfg->linear_bias ? "QKV and linear biases" : "QKV bias") : "no biases",
+           cfg->untied ? "untied" : "tied");
+  schema_result_add_note(res, note);
+  snprintf(note, sizeof note, "model FLOPs: Megatron-LM count %.6g per iteration; MFU against %.0f TFLOP/s BF16",
+           t->flops_megatron, H200_BF16_PEAK_TFLOPS);
+  schema_result_add_note(res, note);
+  snprintf(note, sizeof note, "ops: rank 0, profiled iteration (an event between every two ops), not scaled");
+  schema_result_add_note(res, note);
+  rt_note_env(res);
+  rt_note_transport(res, t->w);
+  char variants[256];
+  ops_variant_note(variants, sizeof variants);
+  schema_result_add_note(res, variants);
+}
+
+/* Rank 0's result in the simulator's schema, saved where asked (--json, --csv). */
+static int timed_result(timed_run *t, ts_err *e) {
+  const exec_plan_min *p = t->p;
+  const exec_timed_opts *o = t->o;
+  const double *stats = t->stats;
+  schema_result *res = &t->res;
+  snprintf(res->plan, sizeof res->plan, "%s", p->path);
+  snprintf(res->attention_backend, sizeof res->attention_backend, "executor"); /* what ran, whatever the plan named */
+  res->iteration_time_s = stats[1];
+  res->tokens_per_s = (double)p->global * p->seq / stats[1];
+  res->tflops_per_gpu = t->tflops;
+  res->mfu = t->tflops / H200_BF16_PEAK_TFLOPS;
+  res->memory_per_gpu_bytes = (double)(t->total_b - t->free_b);
+  /* The profiled iteration's parts, scaled to the median (events add a little time). */
+  double scale = stats[1] / t->profiled;
+  res->breakdown.compute_s = t->compute_s * scale;
+  res->breakdown.tp_exposed_s = t->tp_s * scale;
+  res->breakdown.dp_exposed_s = t->dp_s * scale;
+  res->breakdown.bubble_s = t->pp_s * scale; /* rank 0's waits for pipeline messages: bubble and transfers */
+  res->iterations = o->iters, res->warmup = o->warmup;
+  res->min_s = stats[0], res->median_s = stats[1], res->max_s = stats[2];
+  rt_machine_of(t->w, &res->machine);
+  for (int r = 0; r < t->world; r++) {
+    schema_rank_stat s = {.rank = r, .busy_s = t->rank_stats[r * 3], .compute_s = t->rank_stats[r * 3 + 1],
+                          .comm_s = t->rank_stats[r * 3 + 2]};
+    schema_result_add_rank(res, &s);
+  }
+  timed_result_ops(t);
+  timed_result_notes(t);
+  if (o->json_out && schema_result_save_json(res, o->json_out, e)) return -1;
+  if (o->csv_out && schema_result_save_csv(res, o->csv_out, e)) return -1;
+  return 0;
+}
+
+/* Frees what the run holds, in reverse order of making it. After a failure
+ * the communicators stay registered: rt_nccl_finalize aborts them all. */
+static void timed_free(timed_run *t, int rc) {
+  rt_nccl *w = t->w;
+  free(t->rank_stats);
+  if (t->ev)
+    for (int i = 0; i <= t->nops; i++)
+      if (t->ev[i]) cudaEventDestroy(t->ev[i]);
+  if (t->prof)
+    for (int i = 0; i < 3 * t->nops; i++)
+      if (t->prof[i]) cudaEventDestroy(t->prof[i]);
+  free(t->prof), free(t->wg_s), free(t->tpx_s), free(t->tpx_start);
+  free(t->ev), free(t->op_s), free(t->builtin_ops), free(t->times), free(t->tok), free(t->lab), free(t->buckets);
+  exec_walk_destroy(&t->wk);
+  schema_result_free(&t->res);
+  if (t->model_made) exec_model_destroy(&t->m);
+  if (t->tp_comm && t->tp_comm != w->comms[0] && rc == 0) rt_nccl_comm_destroy(w, t->tp_comm);
+  if (t->dp_comm && t->dp_comm != w->comms[0] && rc == 0) rt_nccl_comm_destroy(w, t->dp_comm);
+  if (t->pp_comm && rc == 0) rt_nccl_comm_destroy(w, t->pp_comm);
+  if (t->emb_comm && rc == 0) rt_nccl_comm_destroy(w, t->emb_comm);
+}
+
+int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o, ts_err *e) {
+  timed_run *t = calloc(1, sizeof *t);
+  if (!t) return ts_fail_sys(e, "exec: out of memory");
+  int rc = -1;
+  t->w = w, t->p = p, t->o = o;
+  t->rank = w->ranks[0], t->world = w->nranks, t->root = t->rank == 0;
+  schema_result_init(&t->res, SCHEMA_SOURCE_MEASURED);
+  if (timed_place(t, e) || timed_comms(t, e)) goto fail;
+  exec_plan_config(p, &t->cfg);
+  breakdown_cfg = t->cfg;
+  t->micros = (int)(p->global / ((long long)p->micro * p->dp));
+  t->total_iters = o->warmup + o->iters;
+  t->times = calloc((size_t)t->total_iters, sizeof *t->times);
+  if (!t->times) {
     ts_fail_sys(e, "exec: out of memory");
-    goto done;
+    goto fail;
   }
-  rank_stats[rank * 3 + 0] = profiled, rank_stats[rank * 3 + 1] = compute_s, rank_stats[rank * 3 + 2] = tp_s + dp_s + pp_s;
-  if (rt_world_sum(w, rank_stats, world * 3, e)) {
-    free(rank_stats);
-    goto done;
+  if (timed_model(t, e) || timed_iterations(t, e) || timed_profile(t, e) || timed_stats(t, e) ||
+      timed_breakdown(t, e))
+    goto fail;
+  timed_figures(t);
+  if (t->root) {
+    timed_print(t);
+    if (o->ops_csv_out && timed_ops_csv(t, e)) goto fail;
+    if (timed_result(t, e)) goto fail;
   }
-
-  model_config mc = p->model;
-  mc.layers = cfg.layers;
-  double flops_megatron = model_flops_megatron_lm(&mc, p->global, p->seq, p->tp);
-  double flops_model = model_flops_per_iteration(&mc, p->global, p->seq, false);
-  double tflops = flops_megatron / world / stats[1] / 1e12;
-  size_t free_b = 0, total_b = 0;
-  cudaMemGetInfo(&free_b, &total_b);
-
-  if (root) {
-    printf("\n# execute %s: TP %d, DP %d, PP %d, %d layers, micro %d x seq %d, global %lld, %d micro-batches/rank\n",
-           p->name, p->tp, p->dp, p->pp, cfg.layers, p->micro, p->seq, p->global, micros);
-    printf("# attention: %s\n", exec_flash_selected(p->seq, p->model.hidden / p->model.heads)
-                                     ? "fused (runtime/ops/exec_flash.cu)"
-                                     : "unfused (batched GEMMs around a causal softmax)");
-    printf("# layers as published: %s, %s%s, %s output weight, norm eps %g\n",
-           cfg.rope_theta > 0 ? "RoPE" : "learned positions", cfg.qkv_bias ? "QKV bias" : "no QKV bias",
-           cfg.linear_bias ? ", linear biases" : "", cfg.untied ? "untied" : "tied", cfg.norm_eps);
-    if (cfg.rope_theta > 0) printf("# rope theta %g\n", cfg.rope_theta);
-    printf("# iteration time over %d timed iterations after %d warm-up: median %.2f ms, min %.2f, max %.2f\n",
-           o->iters, o->warmup, stats[1] * 1e3, stats[0] * 1e3, stats[2] * 1e3);
-    printf("# model FLOPs per iteration (Megatron-LM count): %.4g -> %.1f TFLOP/s per GPU, MFU %.1f%% of %.0f\n",
-           flops_megatron, tflops, 100 * tflops / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
-    printf("# (models/ full-attention count %.4g -> %.1f TFLOP/s per GPU)\n", flops_model,
-           flops_model / world / stats[1] / 1e12);
-    printf("# tokens/s %.0f, loss %.4f, GPU memory in use %.1f GiB\n", (double)p->global * p->seq / stats[1], loss,
-           (double)(total_b - free_b) / (1 << 30));
-    printf("# profiled iteration (rank 0): %.2f ms = compute %.2f + exposed TP all-reduce %.2f + DP all-reduce %.2f"
-           " + pipeline wait %.2f\n",
-           profiled * 1e3, compute_s * 1e3, tp_s * 1e3, dp_s * 1e3, pp_s * 1e3);
-    const exec_gemm_stats gs = exec_gemm_get_stats(m.gemm);
-    printf("# cuBLASLt GEMM plans for new shapes in the timed and profiled iterations: %lld (%lld heuristic queries, "
-           "%lld reused algorithms; --variant gemm-algo=%s), %.2f ms of host time (warm-up: %lld, %.2f ms)\n",
-           gs.plans - gemm_warm.plans, gs.heuristics - gemm_warm.heuristics, gs.reused - gemm_warm.reused,
-           ops_variant(OPS_V_GEMM_ALGO), (gs.plan_s - gemm_warm.plan_s) * 1e3, gemm_warm.plans, gemm_warm.plan_s * 1e3);
-    printf("# TP stream: %d all-reduces, %.2f ms of transfers (%.2f ms of it hidden behind weight-gradient GEMMs)\n",
-           n_tp, tp_stream_s * 1e3, (tp_stream_s - tp_s) * 1e3);
-    printf("# %-34s %6s %10s %10s %6s\n", "op", "count", "total_ms", "mean_us", "pct");
-    for (int b = 0; b < nbuckets; b++)
-      printf("  %-34s %6d %10.3f %10.1f %6.2f\n", buckets[b].name, buckets[b].count, buckets[b].seconds * 1e3,
-             buckets[b].seconds / (buckets[b].count ? buckets[b].count : 1) * 1e6, 100 * buckets[b].seconds / profiled);
-    fflush(stdout);
-    if (o->ops_csv_out) {
-      FILE *f = fopen(o->ops_csv_out, "w");
-      if (!f) {
-        free(rank_stats);
-        ts_fail(e, o->ops_csv_out, NULL, "cannot open for writing");
-        goto done;
-      }
-      fprintf(f, "# op count total_ms mean_us pct (rank 0, profiled iteration of %s)\n", p->name);
-      for (int b = 0; b < nbuckets; b++)
-        fprintf(f, "%s %d %.4f %.2f %.3f\n", buckets[b].name, buckets[b].count, buckets[b].seconds * 1e3,
-                buckets[b].seconds / (buckets[b].count ? buckets[b].count : 1) * 1e6, 100 * buckets[b].seconds / profiled);
-      fclose(f);
-    }
-    snprintf(res.plan, sizeof res.plan, "%s", p->path);
-    snprintf(res.attention_backend, sizeof res.attention_backend, "executor"); /* what ran, whatever the plan named */
-    res.iteration_time_s = stats[1];
-    res.tokens_per_s = (double)p->global * p->seq / stats[1];
-    res.tflops_per_gpu = tflops;
-    res.mfu = tflops / H200_BF16_PEAK_TFLOPS;
-    res.memory_per_gpu_bytes = (double)(total_b - free_b);
-    /* The profiled iteration's parts, scaled to the median (events add a little time). */
-    double scale = stats[1] / profiled;
-    res.breakdown.compute_s = compute_s * scale;
-    res.breakdown.tp_exposed_s = tp_s * scale;
-    res.breakdown.dp_exposed_s = dp_s * scale;
-    res.breakdown.bubble_s = pp_s * scale; /* rank 0's waits for pipeline messages: bubble and transfers */
-    res.iterations = o->iters, res.warmup = o->warmup;
-    res.min_s = stats[0], res.median_s = stats[1], res.max_s = stats[2];
-    rt_machine_of(w, &res.machine);
-    for (int r = 0; r < world; r++) {
-      schema_rank_stat s = {.rank = r, .busy_s = rank_stats[r * 3], .compute_s = rank_stats[r * 3 + 1],
-                            .comm_s = rank_stats[r * 3 + 2]};
-      schema_result_add_rank(&res, &s);
-    }
-    double t0 = 0;
-    for (int i = 0; i < nops; i++) {
-      /* compute ops and exposed waits on the compute stream; TP transfers on the TP stream */
-      schema_op_record rec = {.rank = 0, .start_s = t0, .dur_s = op_s[i]};
-      op_full_name(&ops[i], rec.name, sizeof rec.name);
-      int tp_coll = ops[i].kind == PLAN_OP_COLLECTIVE && ops[i].group == PLAN_GROUP_TP;
-      snprintf(rec.stream, sizeof rec.stream, "%s",
-               (ops[i].kind == PLAN_OP_SEND || ops[i].kind == PLAN_OP_RECV) ? "pp"
-               : ops[i].kind != PLAN_OP_COLLECTIVE                          ? "compute"
-               : ops[i].group == PLAN_GROUP_TP                              ? "tp"
-                                                                            : "dp");
-      if (tp_coll && !o->program_plan) rec.start_s = tpx_start[i], rec.dur_s = tpx_s[i];
-      if (o->program_plan) rec.start_s = tpx_start[i], rec.dur_s = op_s[i] - wg_s[i];
-      schema_result_add_op(&res, &rec);
-      t0 += op_s[i];
-    }
-    char note[256];
-    snprintf(note, sizeof note,
-             "executor: compute stream + TP stream; backward TP all-reduces overlap the weight-gradient GEMM; %s "
-             "attention; %s; %s; %s output weight; program built in-process",
-             exec_flash_selected(p->seq, p->model.hidden / p->model.heads) ? "fused (flash)" : "unfused",
-             cfg.rope_theta > 0 ? "RoPE" : "learned positions",
-             cfg.qkv_bias || cfg.linear_bias ? (cfg.linear_bias ? "QKV and linear biases" : "QKV bias") : "no biases",
-             cfg.untied ? "untied" : "tied");
-    schema_result_add_note(&res, note);
-    snprintf(note, sizeof note, "model FLOPs: Megatron-LM count %.6g per iteration; MFU against %.0f TFLOP/s BF16",
-             flops_megatron, H200_BF16_PEAK_TFLOPS);
-    schema_result_add_note(&res, note);
-    snprintf(note, sizeof note, "ops: rank 0, profiled iteration (an event between every two ops), not scaled");
-    schema_result_add_note(&res, note);
-    rt_note_env(&res);
-    rt_note_transport(&res, w);
-    char variants[256];
-    ops_variant_note(variants, sizeof variants);
-    schema_result_add_note(&res, variants);
-    if (o->json_out && schema_result_save_json(&res, o->json_out, e)) {
-      free(rank_stats);
-      goto done;
-    }
-    if (o->csv_out && schema_result_save_csv(&res, o->csv_out, e)) {
-      free(rank_stats);
-      goto done;
-    }
-  }
-  free(rank_stats);
   rc = 0;
-  goto done;
-cuda_fail:
-  ts_fail_sys(e, "exec: CUDA call failed: %s", cudaGetErrorString(cudaGetLastError()));
-done:
-  if (ev)
-    for (int i = 0; i <= nops; i++)
-      if (ev[i]) cudaEventDestroy(ev[i]);
-  if (prof)
-    for (int i = 0; i < 3 * nops; i++)
-      if (prof[i]) cudaEventDestroy(prof[i]);
-  free(prof), free(wg_s), free(tpx_s), free(tpx_start);
-  free(ev), free(op_s), free(builtin_ops), free(times), free(tok), free(lab), free(buckets);
-  exec_walk_destroy(&wk);
-  schema_result_free(&res);
-  exec_model_destroy(&m);
-  /* after a failure the communicators stay registered: rt_nccl_finalize aborts them all */
-  if (tp_comm && tp_comm != w->comms[0] && rc == 0) rt_nccl_comm_destroy(w, tp_comm);
-  if (dp_comm && dp_comm != w->comms[0] && rc == 0) rt_nccl_comm_destroy(w, dp_comm);
-  if (pp_comm && rc == 0) rt_nccl_comm_destroy(w, pp_comm);
-  if (emb_comm && rc == 0) rt_nccl_comm_destroy(w, emb_comm);
+fail:
+  timed_free(t, rc);
+  free(t);
   return rc;
 }

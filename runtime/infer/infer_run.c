@@ -303,178 +303,228 @@ static int plan_runnable(const plan_infer *p, const infer_opts *o, ts_err *e) {
   return 0;
 }
 
-static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_err *e) {
-  const int root = rt_nccl_is_root(w);
+/* What the steps of one timed plan share: the TP team, the model, the
+ * events and times, and the figures measured. */
+typedef struct {
+  rt_nccl *w;
+  const plan_infer *p;
+  const infer_opts *o;
+  int root, steps; /* steps: decode steps (generate - 1) */
   coll_team team;
-  int team_ready = 0, model_ready = 0, rc = -1;
+  int team_ready, model_ready;
   infer_model m;
-  int32_t *prompt_tok = NULL, *hist = NULL;
-  infer_graph graph = {0};
-  const int steps = p->generate - 1;
-  cudaEvent_t *ev = calloc((size_t)(steps + 1) + 2, sizeof *ev);
-  double *tp = calloc((size_t)(steps + 1) + (size_t)o->prefill_reps, sizeof *tp);
-  if (!ev || !tp) {
-    ts_fail_sys(e, "out of host memory");
-    goto out;
-  }
+  int32_t *prompt_tok, *hist; /* hist: --decode-graph's token history */
+  infer_graph graph;
+  cudaEvent_t *ev; /* [0..steps]: around the decode steps; [steps + 1], [steps + 2]: around a prefill */
+  double *tp;      /* times of the prefills or of the decode steps */
+  double t_ar[2][2];
+  double ttft, ttft_min, ttft_max, tpot, tpot_min, tpot_max, tpot_eager;
+  int nt; /* decode steps timed */
+  int graph_same;
+  unsigned long long tok_hash;
+  double total, tps;
+  plan_infer_memory mem;
+} infer_timed;
+
+/* The TP team, the model with its all-reduce modes, the prompt tokens and the events. */
+static int timed_setup(infer_timed *t, ts_err *e) {
+  rt_nccl *w = t->w;
+  const plan_infer *p = t->p;
+  const infer_opts *o = t->o;
+  const int steps = t->steps;
+  t->ev = calloc((size_t)(steps + 1) + 2, sizeof *t->ev);
+  t->tp = calloc((size_t)(steps + 1) + (size_t)o->prefill_reps, sizeof *t->tp);
+  if (!t->ev || !t->tp) return ts_fail_sys(e, "out of host memory");
   if (p->tp > 1) {
-    if (coll_team_init(&team, 1, &w->comms[0], &w->devices[0], &w->streams[0])) {
-      ts_fail_sys(e, "coll_team_init: %s", coll_last_error());
-      goto out;
-    }
-    team_ready = 1;
+    if (coll_team_init(&t->team, 1, &w->comms[0], &w->devices[0], &w->streams[0]))
+      return ts_fail_sys(e, "coll_team_init: %s", coll_last_error());
+    t->team_ready = 1;
   }
   infer_model_opts mo = {.batch = p->batch, .max_prompt = p->prompt, .max_seq = p->prompt + p->generate,
                          .seed = o->seed, .decode_attn = o->decode_attn, .kv_fp8 = p->kv == PLAN_KV_FP8};
-  if (infer_model_init(&m, &p->model, p->model.layers, p->tp, w->ranks[0], &mo, team_ready ? &team : NULL,
+  if (infer_model_init(&t->m, &p->model, p->model.layers, p->tp, w->ranks[0], &mo, t->team_ready ? &t->team : NULL,
                        w->streams[0], e))
-    goto out;
-  model_ready = 1;
-  double t_ar[2][2];
-  if (infer_choose_modes(w, &m, &p->codec, p->codec_auto, p->codec_min_bytes, p->prompt, t_ar, e)) goto out;
-  if (cudaMalloc((void **)&prompt_tok, (size_t)p->batch * p->prompt * sizeof(int32_t)) != cudaSuccess) {
-    ts_fail_sys(e, "cannot allocate the prompt tokens");
-    goto out;
-  }
-  if (rt_fill_labels(prompt_tok, (long long)p->batch * p->prompt, p->model.vocab, o->seed + 7, m.stream, e)) goto out;
+    return -1;
+  t->model_ready = 1;
+  if (infer_choose_modes(w, &t->m, &p->codec, p->codec_auto, p->codec_min_bytes, p->prompt, t->t_ar, e)) return -1;
+  if (cudaMalloc((void **)&t->prompt_tok, (size_t)p->batch * p->prompt * sizeof(int32_t)) != cudaSuccess)
+    return ts_fail_sys(e, "cannot allocate the prompt tokens");
+  if (rt_fill_labels(t->prompt_tok, (long long)p->batch * p->prompt, p->model.vocab, o->seed + 7, t->m.stream, e))
+    return -1;
   for (int i = 0; i < steps + 3; i++)
-    if (cudaEventCreate(&ev[i]) != cudaSuccess) {
-      ts_fail_sys(e, "cudaEventCreate failed");
-      goto out;
-    }
-  /* warm-up: one prefill and up to two decode steps (cuBLASLt heuristics, NCCL buffers) */
-  if (infer_forward(&m, prompt_tok, p->prompt, 0, e)) goto out;
+    if (cudaEventCreate(&t->ev[i]) != cudaSuccess) return ts_fail_sys(e, "cudaEventCreate failed");
+  return 0;
+}
+
+/* Warm-up (one prefill and up to two decode steps: cuBLASLt heuristics,
+ * NCCL buffers), then TTFT: prefills, each timed alone. */
+static int timed_ttft(infer_timed *t, ts_err *e) {
+  rt_nccl *w = t->w;
+  const plan_infer *p = t->p;
+  const infer_opts *o = t->o;
+  infer_model *m = &t->m;
+  const int steps = t->steps;
+  if (infer_forward(m, t->prompt_tok, p->prompt, 0, e)) return -1;
   for (int j = 0; j < steps && j < 2; j++)
-    if (infer_forward(&m, m.tok, 1, p->prompt + j, e)) goto out;
-  if (rt_nccl_wait(w, e) || infer_model_check_finite(&m, e)) goto out;
-  /* TTFT: prefills, each timed alone */
+    if (infer_forward(m, m->tok, 1, p->prompt + j, e)) return -1;
+  if (rt_nccl_wait(w, e) || infer_model_check_finite(m, e)) return -1;
   for (int r = 0; r < o->prefill_reps; r++) {
-    if (cudaEventRecord(ev[steps + 1], m.stream) != cudaSuccess || infer_forward(&m, prompt_tok, p->prompt, 0, e) ||
-        cudaEventRecord(ev[steps + 2], m.stream) != cudaSuccess || rt_nccl_wait(w, e) ||
-        infer_model_check_finite(&m, e))
-      goto out;
+    if (cudaEventRecord(t->ev[steps + 1], m->stream) != cudaSuccess ||
+        infer_forward(m, t->prompt_tok, p->prompt, 0, e) || cudaEventRecord(t->ev[steps + 2], m->stream) != cudaSuccess ||
+        rt_nccl_wait(w, e) || infer_model_check_finite(m, e))
+      return -1;
     float ms;
-    if (cudaEventElapsedTime(&ms, ev[steps + 1], ev[steps + 2]) != cudaSuccess) {
-      ts_fail_sys(e, "cudaEventElapsedTime failed");
-      goto out;
-    }
-    tp[r] = ms * 1e-3;
+    if (cudaEventElapsedTime(&ms, t->ev[steps + 1], t->ev[steps + 2]) != cudaSuccess)
+      return ts_fail_sys(e, "cudaEventElapsedTime failed");
+    t->tp[r] = ms * 1e-3;
   }
-  double ttft = median(tp, o->prefill_reps), ttft_min = tp[0], ttft_max = tp[o->prefill_reps - 1];
-  /* TPOT: the decode steps back to back, one event between consecutive steps */
+  t->ttft = median(t->tp, o->prefill_reps), t->ttft_min = t->tp[0], t->ttft_max = t->tp[o->prefill_reps - 1];
+  return 0;
+}
+
+/* TPOT: the decode steps back to back, one event between consecutive steps;
+ * with --decode-graph again as graph launches (their TPOT is the one reported). */
+static int timed_tpot(infer_timed *t, ts_err *e) {
+  const plan_infer *p = t->p;
+  const infer_opts *o = t->o;
+  infer_model *m = &t->m;
+  const int steps = t->steps;
   if (o->decode_graph) {
-    if (p->tp != 1) {
-      ts_fail(e, NULL, "--decode-graph", "runs at TP 1 only (plan TP %d)", p->tp);
-      goto out;
-    }
-    if (steps < 1 || cudaMalloc((void **)&hist, 2 * (size_t)steps * p->batch * sizeof *hist) != cudaSuccess) {
-      ts_fail_sys(e, "--decode-graph: no decode steps, or cannot allocate the token history");
-      goto out;
-    }
+    if (p->tp != 1) return ts_fail(e, NULL, "--decode-graph", "runs at TP 1 only (plan TP %d)", p->tp);
+    if (steps < 1 || cudaMalloc((void **)&t->hist, 2 * (size_t)steps * p->batch * sizeof *t->hist) != cudaSuccess)
+      return ts_fail_sys(e, "--decode-graph: no decode steps, or cannot allocate the token history");
   }
-  if (cudaEventRecord(ev[0], m.stream) != cudaSuccess) goto out;
+  if (cudaEventRecord(t->ev[0], m->stream) != cudaSuccess) return -1;
   for (int j = 0; j < steps; j++) {
-    if (infer_forward(&m, m.tok, 1, p->prompt + j, e) || cudaEventRecord(ev[j + 1], m.stream) != cudaSuccess) goto out;
-    if (hist && cudaMemcpyAsync(hist + (size_t)j * p->batch, m.tok, (size_t)p->batch * sizeof *hist,
-                                cudaMemcpyDeviceToDevice, m.stream) != cudaSuccess) {
-      ts_fail_sys(e, "--decode-graph: token copy failed");
-      goto out;
-    }
+    if (infer_forward(m, m->tok, 1, p->prompt + j, e) || cudaEventRecord(t->ev[j + 1], m->stream) != cudaSuccess)
+      return -1;
+    if (t->hist && cudaMemcpyAsync(t->hist + (size_t)j * p->batch, m->tok, (size_t)p->batch * sizeof *t->hist,
+                                   cudaMemcpyDeviceToDevice, m->stream) != cudaSuccess)
+      return ts_fail_sys(e, "--decode-graph: token copy failed");
   }
-  if (rt_nccl_wait(w, e) || infer_model_check_finite(&m, e)) goto out;
-  int nt = 0;
-  double tpot = 0, tpot_min = 0, tpot_max = 0;
-  if (step_times(ev, steps, o->warmup, tp, &tpot, &tpot_min, &tpot_max, &nt, e)) goto out;
-  double tpot_eager = tpot;
-  int graph_same = -1, graph_nt = 0;
-  unsigned long long tok_hash = 0;
+  if (rt_nccl_wait(t->w, e) || infer_model_check_finite(m, e)) return -1;
+  t->nt = 0;
+  t->tpot = 0, t->tpot_min = 0, t->tpot_max = 0;
+  if (step_times(t->ev, steps, o->warmup, t->tp, &t->tpot, &t->tpot_min, &t->tpot_max, &t->nt, e)) return -1;
+  t->tpot_eager = t->tpot;
+  t->graph_same = -1;
+  t->tok_hash = 0;
   if (o->decode_graph) {
     double tg[3];
-    if (graph_pass(&m, p, o, prompt_tok, ev, tp, hist, tg, &graph_nt, &graph_same, &tok_hash, &graph, e)) goto out;
-    tpot = tg[0], tpot_min = tg[1], tpot_max = tg[2], nt = graph_nt;
+    int graph_nt = 0;
+    if (graph_pass(m, p, o, t->prompt_tok, t->ev, t->tp, t->hist, tg, &graph_nt, &t->graph_same, &t->tok_hash,
+                   &t->graph, e))
+      return -1;
+    t->tpot = tg[0], t->tpot_min = tg[1], t->tpot_max = tg[2], t->nt = graph_nt;
   }
+  return 0;
+}
+
+/* Rank 0's figures on stdout. */
+static void timed_print(const infer_timed *t) {
+  rt_nccl *w = t->w;
+  const plan_infer *p = t->p;
+  const infer_opts *o = t->o;
+  const infer_model *m = &t->m;
+  const int steps = t->steps;
+  printf("# %s: %s, TP %d, batch %d, prompt %d, generate %d, %d layers, codec %s\n", p->name, p->model.name, p->tp,
+         p->batch, p->prompt, p->generate, p->model.layers, plan_codec_kind_name(p->codec.kind));
+  printf("# decode attention v%d\n", o->decode_attn);
+  printf("# KV cache %s: %.3f GB allocated per GPU (%s), plan's accounting %.3f GB\n", plan_kv_precision_name(p->kv),
+         m->kv_bytes / 1e9, p->kv == PLAN_KV_FP8 ? "E4M3 codes + an FP32 scale per position and KV head" : "BF16",
+         t->mem.kv_cache / 1e9);
+  printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(w),
+         infer_ar_mode_name(m->ar_mode[0]), infer_ar_mode_name(m->ar_mode[1]));
+  for (int ph = 0; ph < 2; ph++)
+    if (t->t_ar[ph][0] > 0)
+      printf("; %s codec %.1f us vs fallback %.1f us", ph ? "decode" : "prefill", t->t_ar[ph][0] * 1e6,
+             t->t_ar[ph][1] * 1e6);
+  printf("\n");
+  printf("ttft_s %.6f (min %.6f max %.6f over %d)  tpot_s %.6f (min %.6f max %.6f over %d steps after %d)  "
+         "tokens_per_s %.1f\n",
+         t->ttft, t->ttft_min, t->ttft_max, o->prefill_reps, t->tpot, t->tpot_min, t->tpot_max, t->nt, steps - t->nt,
+         t->tps);
+  if (o->decode_graph)
+    printf("decode graph: tpot_s %.6f (one graph launch a step; %d instantiation(s), %d update(s)) against eager "
+           "tpot_s %.6f: %+.1f%%; graph tokens equal to eager: %s (%d steps x batch %d; FNV-1a %016llx)\n",
+           t->tpot, t->graph.instantiations, t->graph.updates, t->tpot_eager, 100 * (t->tpot / t->tpot_eager - 1),
+           t->graph_same == 1 ? "yes" : "NO", steps, p->batch, t->tok_hash);
+}
+
+/* Rank 0's result (kind "inference", source "measured"), saved where asked. */
+static int timed_save(const infer_timed *t, const char *json_out, ts_err *e) {
+  const plan_infer *p = t->p;
+  const infer_opts *o = t->o;
+  const int steps = t->steps, nt = t->nt;
+  schema_result res;
+  schema_result_init(&res, SCHEMA_SOURCE_MEASURED);
+  snprintf(res.plan, sizeof res.plan, "%s", p->name);
+  snprintf(res.kind, sizeof res.kind, "inference");
+  res.ttft_s = t->ttft, res.tpot_s = t->tpot;
+  res.iteration_time_s = t->total, res.tokens_per_s = t->tps;
+  res.memory_per_gpu_bytes = t->mem.total;
+  res.iterations = nt > 0 ? nt : 1, res.warmup = steps - nt;
+  res.min_s = nt ? t->tpot_min : 0, res.median_s = t->tpot, res.max_s = nt ? t->tpot_max : 0;
+  if (res.median_s < res.min_s) res.min_s = res.median_s;
+  if (res.max_s < res.median_s) res.max_s = res.median_s;
+  rt_machine_of(t->w, &res.machine);
+  char note[256];
+  snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
+           infer_ar_mode_name(t->m.ar_mode[0]), infer_ar_mode_name(t->m.ar_mode[1]));
+  schema_result_add_note(&res, note);
+  snprintf(note, sizeof note, "--decode-attention v%d; kv_cache %s, %.0f bytes allocated per GPU", o->decode_attn,
+           plan_kv_precision_name(p->kv), t->m.kv_bytes);
+  schema_result_add_note(&res, note);
+  snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, t->ttft_min,
+           t->ttft_max);
+  schema_result_add_note(&res, note);
+  if (o->decode_graph) {
+    snprintf(note, sizeof note, "--decode-graph: TPOT of one graph launch a step; eager TPOT %.6f s; tokens equal",
+             t->tpot_eager);
+    schema_result_add_note(&res, note);
+  }
+  rt_note_env(&res);
+  rt_note_transport(&res, t->w);
+  int bad = (json_out && schema_result_save_json(&res, json_out, e)) ||
+            (o->csv_out && schema_result_save_csv(&res, o->csv_out, e));
+  schema_result_free(&res);
+  return bad ? -1 : 0;
+}
+
+static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_err *e) {
+  infer_timed t;
+  memset(&t, 0, sizeof t);
+  t.w = w, t.p = p, t.o = o;
+  t.root = rt_nccl_is_root(w);
+  t.steps = p->generate - 1;
+  int rc = -1;
+  if (timed_setup(&t, e) || timed_ttft(&t, e) || timed_tpot(&t, e)) goto fail;
   /* the slowest rank's figures (they wait on each other every layer, so these agree closely) */
-  double v[2] = {ttft, tpot};
-  if (rt_world_max(w, v, 2, e)) goto out;
-  ttft = v[0], tpot = v[1];
-  double total = ttft + steps * tpot, tps = (double)p->batch * p->generate / total;
-  plan_infer_memory mem;
-  if (plan_infer_memory_per_gpu(p, &mem)) memset(&mem, 0, sizeof mem);
-  if (root) {
-    printf("# %s: %s, TP %d, batch %d, prompt %d, generate %d, %d layers, codec %s\n", p->name, p->model.name, p->tp,
-           p->batch, p->prompt, p->generate, p->model.layers, plan_codec_kind_name(p->codec.kind));
-    printf("# decode attention v%d\n", o->decode_attn);
-    printf("# KV cache %s: %.3f GB allocated per GPU (%s), plan's accounting %.3f GB\n", plan_kv_precision_name(p->kv),
-           m.kv_bytes / 1e9, p->kv == PLAN_KV_FP8 ? "E4M3 codes + an FP32 scale per position and KV head" : "BF16",
-           mem.kv_cache / 1e9);
-    printf("# transport %s; all-reduce modes: prefill %s, decode %s", rt_nccl_transport(w),
-           infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
-    for (int ph = 0; ph < 2; ph++)
-      if (t_ar[ph][0] > 0)
-        printf("; %s codec %.1f us vs fallback %.1f us", ph ? "decode" : "prefill", t_ar[ph][0] * 1e6,
-               t_ar[ph][1] * 1e6);
-    printf("\n");
-    printf("ttft_s %.6f (min %.6f max %.6f over %d)  tpot_s %.6f (min %.6f max %.6f over %d steps after %d)  "
-           "tokens_per_s %.1f\n",
-           ttft, ttft_min, ttft_max, o->prefill_reps, tpot, tpot_min, tpot_max, nt, steps - nt, tps);
-    if (o->decode_graph)
-      printf("decode graph: tpot_s %.6f (one graph launch a step; %d instantiation(s), %d update(s)) against eager "
-             "tpot_s %.6f: %+.1f%%; graph tokens equal to eager: %s (%d steps x batch %d; FNV-1a %016llx)\n",
-             tpot, graph.instantiations, graph.updates, tpot_eager, 100 * (tpot / tpot_eager - 1),
-             graph_same == 1 ? "yes" : "NO", steps, p->batch, tok_hash);
-  }
-  if (o->decode_graph && graph_same != 1) {
+  double v[2] = {t.ttft, t.tpot};
+  if (rt_world_max(w, v, 2, e)) goto fail;
+  t.ttft = v[0], t.tpot = v[1];
+  t.total = t.ttft + t.steps * t.tpot, t.tps = (double)p->batch * p->generate / t.total;
+  if (plan_infer_memory_per_gpu(p, &t.mem)) memset(&t.mem, 0, sizeof t.mem);
+  if (t.root) timed_print(&t);
+  if (o->decode_graph && t.graph_same != 1) {
     ts_fail(e, NULL, "--decode-graph", "the graph decode steps' tokens differ from the eager steps'");
-    goto out;
+    goto fail;
   }
   char dir_json[1024] = "";
   if (o->json_dir) snprintf(dir_json, sizeof dir_json, "%s/%s.json", o->json_dir, p->name);
   const char *json_out = o->json_dir ? dir_json : o->json_out;
-  if (root && (json_out || o->csv_out)) {
-    schema_result res;
-    schema_result_init(&res, SCHEMA_SOURCE_MEASURED);
-    snprintf(res.plan, sizeof res.plan, "%s", p->name);
-    snprintf(res.kind, sizeof res.kind, "inference");
-    res.ttft_s = ttft, res.tpot_s = tpot;
-    res.iteration_time_s = total, res.tokens_per_s = tps;
-    res.memory_per_gpu_bytes = mem.total;
-    res.iterations = nt > 0 ? nt : 1, res.warmup = steps - nt;
-    res.min_s = nt ? tpot_min : 0, res.median_s = tpot, res.max_s = nt ? tpot_max : 0;
-    if (res.median_s < res.min_s) res.min_s = res.median_s;
-    if (res.max_s < res.median_s) res.max_s = res.median_s;
-    rt_machine_of(w, &res.machine);
-    char note[256];
-    snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
-             infer_ar_mode_name(m.ar_mode[0]), infer_ar_mode_name(m.ar_mode[1]));
-    schema_result_add_note(&res, note);
-    snprintf(note, sizeof note, "--decode-attention v%d; kv_cache %s, %.0f bytes allocated per GPU", o->decode_attn,
-             plan_kv_precision_name(p->kv), m.kv_bytes);
-    schema_result_add_note(&res, note);
-    snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, ttft_min, ttft_max);
-    schema_result_add_note(&res, note);
-    if (o->decode_graph) {
-      snprintf(note, sizeof note, "--decode-graph: TPOT of one graph launch a step; eager TPOT %.6f s; tokens equal",
-               tpot_eager);
-      schema_result_add_note(&res, note);
-    }
-    rt_note_env(&res);
-    rt_note_transport(&res, w);
-    int bad = (json_out && schema_result_save_json(&res, json_out, e)) ||
-              (o->csv_out && schema_result_save_csv(&res, o->csv_out, e));
-    schema_result_free(&res);
-    if (bad) goto out;
-  }
+  if (t.root && (json_out || o->csv_out) && timed_save(&t, json_out, e)) goto fail;
   rc = 0;
-out:
-  if (ev)
-    for (int i = 0; i < steps + 3; i++)
-      if (ev[i]) cudaEventDestroy(ev[i]);
-  free(ev), free(tp);
-  if (prompt_tok) cudaFree(prompt_tok);
-  if (hist) cudaFree(hist);
-  infer_graph_free(&graph);
-  if (model_ready) infer_model_free(&m);
-  if (team_ready && coll_team_destroy(&team)) fprintf(stderr, "tacorun execute: the TP team: %s\n", coll_last_error());
+fail:
+  if (t.ev)
+    for (int i = 0; i < t.steps + 3; i++)
+      if (t.ev[i]) cudaEventDestroy(t.ev[i]);
+  free(t.ev), free(t.tp);
+  if (t.prompt_tok) cudaFree(t.prompt_tok);
+  if (t.hist) cudaFree(t.hist);
+  infer_graph_free(&t.graph);
+  if (t.model_ready) infer_model_free(&t.m);
+  if (t.team_ready && coll_team_destroy(&t.team)) fprintf(stderr, "tacorun execute: the TP team: %s\n", coll_last_error());
   return rc;
 }
 

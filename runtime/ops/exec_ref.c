@@ -490,6 +490,145 @@ static void free_saved(const exec_ref_config *c, double *arena, layer_saved *sv)
   free(sv);
 }
 
+/* What the passes of the reference share: the model, its tensors, the sizes,
+ * RoPE's frequencies, what each layer keeps and the scratch buffers. */
+typedef struct {
+  const exec_ref_config *c;
+  const exec_tensor *t;
+  const double *params;
+  double *grads;
+  int T, h, V, S, F, L, QW, U; /* QW: qkv width; U: FC1 width (2 F for SwiGLU) */
+  int d, rope_heads;           /* head dimension; q and k heads, side by side */
+  double inv_freq[512];
+  layer_saved *sv;
+  double *x, *xf, *nf, *meanf, *rstdf, *logits, *dx, *dtmp, *dqkv, *du, *da, *dP_row;
+} ref_pass;
+
+/* a layer tensor by kind (NULL when the model has none) */
+#define IDX(l, k) exec_ref_tensor_index(c, (l), (k))
+#define P_OF(l, k) (IDX(l, k) >= 0 ? params + t[IDX(l, k)].offset : NULL)
+#define G_OF(l, k) (IDX(l, k) >= 0 ? grads + t[IDX(l, k)].offset : NULL)
+
+/* Layer l forward on p->x (the residual stream), keeping what backward needs in p->sv[l]. */
+static void ref_layer_fwd(ref_pass *p, int l) {
+  const exec_ref_config *c = p->c;
+  const exec_tensor *t = p->t;
+  const double *params = p->params;
+  const int T = p->T, h = p->h, S = p->S, F = p->F, QW = p->QW, U = p->U, d = p->d, rope_heads = p->rope_heads;
+  const size_t th = (size_t)T * h;
+  const double *inv_freq = p->inv_freq;
+  double *x = p->x;
+  layer_saved *s = &p->sv[l];
+  memcpy(s->x_in, x, sizeof(double) * th);
+  norm_fwd(c, T, x, P_OF(l, EXEC_T_LN1_G), P_OF(l, EXEC_T_LN1_B), s->n1, s->mean1, s->rstd1);
+  exec_ref_mm_nn(T, QW, h, s->n1, P_OF(l, EXEC_T_QKV), s->qkv, 0);
+  add_bias(T, QW, P_OF(l, EXEC_T_QKV_B), s->qkv);
+  if (c->rope_theta > 0)
+    for (int r = 0; r < T; r++) exec_ref_rope_row(s->qkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 0);
+  attn_fwd(c, s->qkv, s->P, s->attn);
+  exec_ref_mm_nn(T, h, h, s->attn, P_OF(l, EXEC_T_ATTN_OUT), x, 1); /* x += attn . Wo + bo */
+  add_bias(T, h, P_OF(l, EXEC_T_ATTN_OUT_B), x);
+  memcpy(s->x_mid, x, sizeof(double) * th);
+  norm_fwd(c, T, x, P_OF(l, EXEC_T_LN2_G), P_OF(l, EXEC_T_LN2_B), s->n2, s->mean2, s->rstd2);
+  if (exec_ref_layer_is_moe(c, l)) { /* x += moe(n2) (exec_ref_moe.c) */
+    double *W[EXEC_REF_MOE_W];
+    moe_weights(c, t, l, (double *)params, W);
+    exec_ref_moe_fwd(c, T, s->n2, (const double *const *)W, &s->moe, x);
+    return;
+  }
+  exec_ref_mm_nn(T, U, h, s->n2, P_OF(l, EXEC_T_FC1), s->u, 0);
+  add_bias(T, U, P_OF(l, EXEC_T_FC1_B), s->u);
+  exec_ref_act_fwd(c, T, F, s->u, s->a);
+  exec_ref_mm_nn(T, h, F, s->a, P_OF(l, EXEC_T_FC2), x, 1); /* x += a . W2 + b2 */
+  add_bias(T, h, P_OF(l, EXEC_T_FC2_B), x);
+}
+
+/* Mean cross-entropy of p->logits against targets; the logits become dloss/dlogits. */
+static double ref_cross_entropy(ref_pass *p, const int *targets) {
+  const int T = p->T, V = p->V;
+  double *logits = p->logits;
+  double total_loss = 0;
+  for (int r = 0; r < T; r++) {
+    double *z = logits + (size_t)r * V, mx = -INFINITY, sum = 0;
+    for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+    for (int v = 0; v < V; v++) sum += exp(z[v] - mx);
+    total_loss += mx + log(sum) - z[targets[r]];
+    for (int v = 0; v < V; v++) z[v] = exp(z[v] - mx) / sum / T;
+    z[targets[r]] -= 1.0 / T;
+  }
+  return total_loss / T;
+}
+
+/* Layer l backward: p->dx (the gradient of its output) becomes that of its input; its weights' gradients added. */
+static void ref_layer_bwd(ref_pass *p, int l) {
+  const exec_ref_config *c = p->c;
+  const exec_tensor *t = p->t;
+  const double *params = p->params;
+  double *grads = p->grads;
+  const int T = p->T, h = p->h, S = p->S, F = p->F, QW = p->QW, U = p->U, d = p->d, rope_heads = p->rope_heads;
+  const double *inv_freq = p->inv_freq;
+  double *dx = p->dx, *dtmp = p->dtmp, *dqkv = p->dqkv, *du = p->du, *da = p->da, *dP_row = p->dP_row;
+  layer_saved *s = &p->sv[l];
+  if (exec_ref_layer_is_moe(c, l)) { /* x_out = x_mid + moe(n2) */
+    double *W[EXEC_REF_MOE_W], *G[EXEC_REF_MOE_W];
+    moe_weights(c, t, l, (double *)params, W);
+    moe_weights(c, t, l, grads, G);
+    exec_ref_moe_bwd(c, T, s->n2, (const double *const *)W, &s->moe, dx, dtmp, G);
+  } else { /* x_out = x_mid + a . W2 + b2 */
+    bias_grad(T, h, dx, G_OF(l, EXEC_T_FC2_B));
+    exec_ref_mm_tn(F, h, T, s->a, dx, G_OF(l, EXEC_T_FC2), 1);
+    exec_ref_mm_nt(T, F, h, dx, P_OF(l, EXEC_T_FC2), da, 0);
+    exec_ref_act_bwd(c, T, F, s->u, da, du);
+    bias_grad(T, U, du, G_OF(l, EXEC_T_FC1_B));
+    exec_ref_mm_tn(h, U, T, s->n2, du, G_OF(l, EXEC_T_FC1), 1);
+    exec_ref_mm_nt(T, h, U, du, P_OF(l, EXEC_T_FC1), dtmp, 0);
+  }
+  norm_bwd(c, T, s->x_mid, P_OF(l, EXEC_T_LN2_G), s->mean2, s->rstd2, dtmp, dx, G_OF(l, EXEC_T_LN2_G),
+           G_OF(l, EXEC_T_LN2_B));
+  /* x_mid = x_in + attn . Wo + bo */
+  bias_grad(T, h, dx, G_OF(l, EXEC_T_ATTN_OUT_B));
+  exec_ref_mm_tn(h, h, T, s->attn, dx, G_OF(l, EXEC_T_ATTN_OUT), 1);
+  exec_ref_mm_nt(T, h, h, dx, P_OF(l, EXEC_T_ATTN_OUT), dtmp, 0);
+  memset(dqkv, 0, sizeof(double) * T * QW);
+  attn_bwd(c, s->qkv, s->P, dtmp, dqkv, dP_row);
+  /* qkv (rotated) = rope(n1 . Wqkv + bqkv): the rotation's transpose first */
+  if (c->rope_theta > 0)
+    for (int r = 0; r < T; r++) exec_ref_rope_row(dqkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 1);
+  bias_grad(T, QW, dqkv, G_OF(l, EXEC_T_QKV_B));
+  exec_ref_mm_tn(h, QW, T, s->n1, dqkv, G_OF(l, EXEC_T_QKV), 1);
+  exec_ref_mm_nt(T, h, QW, dqkv, P_OF(l, EXEC_T_QKV), dtmp, 0);
+  norm_bwd(c, T, s->x_in, P_OF(l, EXEC_T_LN1_G), s->mean1, s->rstd1, dtmp, dx, G_OF(l, EXEC_T_LN1_G),
+           G_OF(l, EXEC_T_LN1_B));
+}
+
+/* Every gradient, from dloss/dlogits in p->logits back to the embedding (tokens: the inputs). */
+static void ref_backward(ref_pass *p, const int *tokens, size_t total) {
+  const exec_ref_config *c = p->c;
+  const exec_tensor *t = p->t;
+  const double *params = p->params;
+  double *grads = p->grads;
+  const int T = p->T, h = p->h, V = p->V, S = p->S, L = p->L;
+  const size_t th = (size_t)T * h;
+  const int iwpe = exec_ref_tensor_index(c, -1, EXEC_T_WPE), ihead = exec_ref_head_tensor(c);
+  const double *whead = params + t[ihead].offset, *lnf_g = P_OF(-1, EXEC_T_LNF_G);
+  double *logits = p->logits, *dx = p->dx, *dtmp = p->dtmp;
+  memset(grads, 0, sizeof(double) * total);
+  double *g_wte = grads + t[0].offset, *g_wpe = iwpe >= 0 ? grads + t[iwpe].offset : NULL;
+  double *g_head = grads + t[ihead].offset;
+  double *g_lnf_g = G_OF(-1, EXEC_T_LNF_G), *g_lnf_b = G_OF(-1, EXEC_T_LNF_B);
+  /* logits = nf . whead^T */
+  exec_ref_mm_nn(T, h, V, logits, whead, dtmp, 0);
+  exec_ref_mm_tn(V, h, T, logits, p->nf, g_head, 1);
+  memset(dx, 0, sizeof(double) * th);
+  norm_bwd(c, T, p->xf, lnf_g, p->meanf, p->rstdf, dtmp, dx, g_lnf_g, g_lnf_b);
+  for (int l = L - 1; l >= 0; l--) ref_layer_bwd(p, l);
+  for (int r = 0; r < T; r++)
+    for (int j = 0; j < h; j++) {
+      g_wte[(size_t)tokens[r] * h + j] += dx[(size_t)r * h + j];
+      if (g_wpe) g_wpe[(size_t)(r % S) * h + j] += dx[(size_t)r * h + j];
+    }
+}
+
 int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int *tokens, const int *targets,
                        double *loss, double *grads, ts_err *e) {
   if (exec_ref_config_check(c, e)) return -1;
@@ -526,127 +665,41 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
       free_saved(c, arena, sv);
       return -1;
     }
-  double *x = TAKE(th), *xf = TAKE(th), *nf = TAKE(th), *meanf = TAKE(T), *rstdf = TAKE(T);
-  double *logits = TAKE((size_t)T * V), *dx = TAKE(th), *dtmp = TAKE(th), *dqkv = TAKE((size_t)T * QW);
-  double *du = TAKE((size_t)T * U), *da = TAKE((size_t)T * F), *dP_row = TAKE(S);
+  ref_pass pass = {.c = c, .t = t, .params = params, .grads = grads, .T = T, .h = h, .V = V, .S = S, .F = F, .L = L,
+                   .QW = QW, .U = U, .sv = sv};
+  ref_pass *p = &pass;
+  p->x = TAKE(th), p->xf = TAKE(th), p->nf = TAKE(th), p->meanf = TAKE(T), p->rstdf = TAKE(T);
+  p->logits = TAKE((size_t)T * V), p->dx = TAKE(th), p->dtmp = TAKE(th), p->dqkv = TAKE((size_t)T * QW);
+  p->du = TAKE((size_t)T * U), p->da = TAKE((size_t)T * F), p->dP_row = TAKE(S);
 #undef TAKE
 
-  const int iwpe = exec_ref_tensor_index(c, -1, EXEC_T_WPE), ihead = exec_ref_head_tensor(c);
+  const int iwpe = exec_ref_tensor_index(c, -1, EXEC_T_WPE);
   const double *wte = params + t[0].offset, *wpe = iwpe >= 0 ? params + t[iwpe].offset : NULL;
-  const double *whead = params + t[ihead].offset;
-  /* a layer tensor by kind (NULL when the model has none) */
-#define IDX(l, k) exec_ref_tensor_index(c, (l), (k))
-#define P_OF(l, k) (IDX(l, k) >= 0 ? params + t[IDX(l, k)].offset : NULL)
-#define G_OF(l, k) (IDX(l, k) >= 0 ? grads + t[IDX(l, k)].offset : NULL)
   const double *lnf_g = P_OF(-1, EXEC_T_LNF_G), *lnf_b = P_OF(-1, EXEC_T_LNF_B);
-  const int d = h / c->heads, rope_heads = c->heads + exec_ref_kv_heads(c); /* q and k heads, side by side */
-  double inv_freq[512];
+  const int d = h / c->heads;
+  p->d = d, p->rope_heads = c->heads + exec_ref_kv_heads(c);
   if (c->rope_theta > 0) {
     if (d / 2 > 512) {
       free_saved(c, arena, sv);
       return ts_fail(e, NULL, "heads", "head dimension %d too large for the reference's RoPE", d);
     }
-    exec_ref_rope_inv_freq(c, d, inv_freq);
+    exec_ref_rope_inv_freq(c, d, p->inv_freq);
   }
 
   /* embedding: x = wte[token] (+ wpe[position]) */
+  double *x = p->x;
   for (int r = 0; r < T; r++)
     for (int j = 0; j < h; j++)
       x[(size_t)r * h + j] = wte[(size_t)tokens[r] * h + j] + (wpe ? wpe[(size_t)(r % S) * h + j] : 0.0);
-
-  for (int l = 0; l < L; l++) {
-    layer_saved *s = &sv[l];
-    memcpy(s->x_in, x, sizeof(double) * th);
-    norm_fwd(c, T, x, P_OF(l, EXEC_T_LN1_G), P_OF(l, EXEC_T_LN1_B), s->n1, s->mean1, s->rstd1);
-    exec_ref_mm_nn(T, QW, h, s->n1, P_OF(l, EXEC_T_QKV), s->qkv, 0);
-    add_bias(T, QW, P_OF(l, EXEC_T_QKV_B), s->qkv);
-    if (c->rope_theta > 0)
-      for (int r = 0; r < T; r++) exec_ref_rope_row(s->qkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 0);
-    attn_fwd(c, s->qkv, s->P, s->attn);
-    exec_ref_mm_nn(T, h, h, s->attn, P_OF(l, EXEC_T_ATTN_OUT), x, 1); /* x += attn . Wo + bo */
-    add_bias(T, h, P_OF(l, EXEC_T_ATTN_OUT_B), x);
-    memcpy(s->x_mid, x, sizeof(double) * th);
-    norm_fwd(c, T, x, P_OF(l, EXEC_T_LN2_G), P_OF(l, EXEC_T_LN2_B), s->n2, s->mean2, s->rstd2);
-    if (exec_ref_layer_is_moe(c, l)) { /* x += moe(n2) (exec_ref_moe.c) */
-      double *W[EXEC_REF_MOE_W];
-      moe_weights(c, t, l, (double *)params, W);
-      exec_ref_moe_fwd(c, T, s->n2, (const double *const *)W, &s->moe, x);
-      continue;
-    }
-    exec_ref_mm_nn(T, U, h, s->n2, P_OF(l, EXEC_T_FC1), s->u, 0);
-    add_bias(T, U, P_OF(l, EXEC_T_FC1_B), s->u);
-    exec_ref_act_fwd(c, T, F, s->u, s->a);
-    exec_ref_mm_nn(T, h, F, s->a, P_OF(l, EXEC_T_FC2), x, 1); /* x += a . W2 + b2 */
-    add_bias(T, h, P_OF(l, EXEC_T_FC2_B), x);
-  }
-  memcpy(xf, x, sizeof(double) * th);
-  norm_fwd(c, T, xf, lnf_g, lnf_b, nf, meanf, rstdf);
-  exec_ref_mm_nt(T, V, h, nf, whead, logits, 0);
-
-  /* mean cross-entropy; logits become dloss/dlogits */
-  double total_loss = 0;
-  for (int r = 0; r < T; r++) {
-    double *z = logits + (size_t)r * V, mx = -INFINITY, sum = 0;
-    for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
-    for (int v = 0; v < V; v++) sum += exp(z[v] - mx);
-    total_loss += mx + log(sum) - z[targets[r]];
-    for (int v = 0; v < V; v++) z[v] = exp(z[v] - mx) / sum / T;
-    z[targets[r]] -= 1.0 / T;
-  }
-  *loss = total_loss / T;
-
-  if (grads) {
-    memset(grads, 0, sizeof(double) * total);
-    double *g_wte = grads + t[0].offset, *g_wpe = iwpe >= 0 ? grads + t[iwpe].offset : NULL;
-    double *g_head = grads + t[ihead].offset;
-    double *g_lnf_g = G_OF(-1, EXEC_T_LNF_G), *g_lnf_b = G_OF(-1, EXEC_T_LNF_B);
-    /* logits = nf . whead^T */
-    exec_ref_mm_nn(T, h, V, logits, whead, dtmp, 0);
-    exec_ref_mm_tn(V, h, T, logits, nf, g_head, 1);
-    memset(dx, 0, sizeof(double) * th);
-    norm_bwd(c, T, xf, lnf_g, meanf, rstdf, dtmp, dx, g_lnf_g, g_lnf_b);
-    for (int l = L - 1; l >= 0; l--) {
-      layer_saved *s = &sv[l];
-      if (exec_ref_layer_is_moe(c, l)) { /* x_out = x_mid + moe(n2) */
-        double *W[EXEC_REF_MOE_W], *G[EXEC_REF_MOE_W];
-        moe_weights(c, t, l, (double *)params, W);
-        moe_weights(c, t, l, grads, G);
-        exec_ref_moe_bwd(c, T, s->n2, (const double *const *)W, &s->moe, dx, dtmp, G);
-      } else { /* x_out = x_mid + a . W2 + b2 */
-        bias_grad(T, h, dx, G_OF(l, EXEC_T_FC2_B));
-        exec_ref_mm_tn(F, h, T, s->a, dx, G_OF(l, EXEC_T_FC2), 1);
-        exec_ref_mm_nt(T, F, h, dx, P_OF(l, EXEC_T_FC2), da, 0);
-        exec_ref_act_bwd(c, T, F, s->u, da, du);
-        bias_grad(T, U, du, G_OF(l, EXEC_T_FC1_B));
-        exec_ref_mm_tn(h, U, T, s->n2, du, G_OF(l, EXEC_T_FC1), 1);
-        exec_ref_mm_nt(T, h, U, du, P_OF(l, EXEC_T_FC1), dtmp, 0);
-      }
-      norm_bwd(c, T, s->x_mid, P_OF(l, EXEC_T_LN2_G), s->mean2, s->rstd2, dtmp, dx, G_OF(l, EXEC_T_LN2_G),
-               G_OF(l, EXEC_T_LN2_B));
-      /* x_mid = x_in + attn . Wo + bo */
-      bias_grad(T, h, dx, G_OF(l, EXEC_T_ATTN_OUT_B));
-      exec_ref_mm_tn(h, h, T, s->attn, dx, G_OF(l, EXEC_T_ATTN_OUT), 1);
-      exec_ref_mm_nt(T, h, h, dx, P_OF(l, EXEC_T_ATTN_OUT), dtmp, 0);
-      memset(dqkv, 0, sizeof(double) * T * QW);
-      attn_bwd(c, s->qkv, s->P, dtmp, dqkv, dP_row);
-      /* qkv (rotated) = rope(n1 . Wqkv + bqkv): the rotation's transpose first */
-      if (c->rope_theta > 0)
-        for (int r = 0; r < T; r++) exec_ref_rope_row(dqkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 1);
-      bias_grad(T, QW, dqkv, G_OF(l, EXEC_T_QKV_B));
-      exec_ref_mm_tn(h, QW, T, s->n1, dqkv, G_OF(l, EXEC_T_QKV), 1);
-      exec_ref_mm_nt(T, h, QW, dqkv, P_OF(l, EXEC_T_QKV), dtmp, 0);
-      norm_bwd(c, T, s->x_in, P_OF(l, EXEC_T_LN1_G), s->mean1, s->rstd1, dtmp, dx, G_OF(l, EXEC_T_LN1_G),
-               G_OF(l, EXEC_T_LN1_B));
-    }
-    for (int r = 0; r < T; r++)
-      for (int j = 0; j < h; j++) {
-        g_wte[(size_t)tokens[r] * h + j] += dx[(size_t)r * h + j];
-        if (g_wpe) g_wpe[(size_t)(r % S) * h + j] += dx[(size_t)r * h + j];
-      }
-  }
-#undef IDX
-#undef P_OF
-#undef G_OF
+  for (int l = 0; l < L; l++) ref_layer_fwd(p, l);
+  memcpy(p->xf, x, sizeof(double) * th);
+  norm_fwd(c, T, p->xf, lnf_g, lnf_b, p->nf, p->meanf, p->rstdf);
+  exec_ref_mm_nt(T, V, h, p->nf, params + t[exec_ref_head_tensor(c)].offset, p->logits, 0);
+  *loss = ref_cross_entropy(p, targets);
+  if (grads) ref_backward(p, tokens, total);
   free_saved(c, arena, sv);
   return 0;
 }
+#undef IDX
+#undef P_OF
+#undef G_OF

@@ -200,6 +200,14 @@ typedef struct {
   char *dump_dir;
   int root, caat_emu;
   double t0;
+  exec_ref_config cfg;
+  plan_codec codec;         /* the executor's codec of both directions */
+  train_emu_codec ecodec;   /* the emulation's (--tp-emulate) */
+  int fp8_tensor;           /* fp8-tensor: the hook (train_fp8.h) instead of the executor's codec */
+  train_fp8 f8;
+  size_t params;            /* the model's parameters, counted once */
+  float loss;               /* the last training step's */
+  double val, eval_s;       /* the last validation loss; seconds spent validating */
 } trainer;
 
 /* Runs ops as one iteration (zeroed gradients and loss first); returns the
@@ -295,165 +303,178 @@ static void log_row(trainer *t, int step, const char *split, double loss, double
   }
 }
 
-static int train_run(const train_rank *rk, const train_opts *o, ts_err *e) {
-  const int tp = rk->tp, rank = rk->rank, root = rank == 0;
-  rt_nccl *w = rk->w;
-  plan_codec codec;
-  train_emu_codec ecodec;
-  int fp8_tensor, emu_only;
-  codec_of(o, o->codec, &codec, &fp8_tensor, &ecodec, &emu_only);
-  exec_ref_config cfg = {.vocab = 256, .hidden = o->hidden, .heads = o->heads, .ffn = o->ffn, .layers = o->layers,
-                         .seq = o->seq, .batch = o->batch, .act = EXEC_ACT_GELU, .norm = EXEC_NORM_LAYERNORM,
-                         .norm_eps = 1e-5};
-  train_data d;
-  if (train_data_load(&d, o->corpus, o->val_frac, o->seq, o->seed * 0x9E3779B97F4A7C15ULL + 17, e)) return -1;
-  exec_model m;
-  train_fp8 f8;
-  memset(&f8, 0, sizeof f8);
-  trainer t = {.rk = rk, .m = &m, .d = &d, .o = o, .root = root};
-  int rc = -1;
-  if (exec_model_create(&m, &cfg, 1, tp, rank, tp > 1 ? rk->comm : NULL, 1, 0, NULL, rk->stream, e)) {
-    exec_model_destroy(&m); /* what was allocated before the failure */
-    train_data_free(&d);
-    return -1;
-  }
-  m.tp_comm_foreign = rk->emu != NULL;
-  if (w) m.wait_timeout_s = w->timeout_s;
-  t.tok = malloc((size_t)m.tokens * sizeof *t.tok), t.lab = malloc((size_t)m.tokens * sizeof *t.lab);
-  if (!t.tok || !t.lab) {
-    ts_fail_sys(e, "train: out of memory");
-    goto done;
-  }
+/* The model of the run (random weights, the run's codec: through the
+ * emulation, or the executor's own with the fp8-tensor hook), its program and
+ * the forward ops of that program for validation. */
+static int trainer_model(trainer *t, ts_err *e) {
+  const train_rank *rk = t->rk;
+  const train_opts *o = t->o;
+  exec_model *m = t->m;
+  if (exec_model_create(m, &t->cfg, 1, rk->tp, rk->rank, rk->tp > 1 ? rk->comm : NULL, 1, 0, NULL, rk->stream, e))
+    return -1; /* exec_model_destroy frees what was allocated before the failure */
+  m->tp_comm_foreign = rk->emu != NULL;
+  if (rk->w) m->wait_timeout_s = rk->w->timeout_s;
+  t->tok = malloc((size_t)m->tokens * sizeof *t->tok), t->lab = malloc((size_t)m->tokens * sizeof *t->lab);
+  if (!t->tok || !t->lab) return ts_fail_sys(e, "train: out of memory");
   if (rk->emu) {
     /* every layer all-reduce through the emulation, with the run's codec */
     plan_codec none = {.kind = PLAN_CODEC_NONE};
-    if (exec_model_init_random(&m, o->seed, e) || exec_model_set_codecs(&m, none, none, e)) goto done;
-    if (train_emu_agree(rk->emu, rank, 0)) goto done;
-    if (root) train_emu_set_codec(rk->emu, &ecodec);
-    if (train_emu_agree(rk->emu, rank, 0)) goto done;
-    m.tp_allreduce_hook = train_emu_hook;
-    m.tp_allreduce_hook_ctx = train_emu_hook_ctx(rk->emu, rank);
-    t.caat_emu = ecodec.caat;
+    if (exec_model_init_random(m, o->seed, e) || exec_model_set_codecs(m, none, none, e)) return -1;
+    if (train_emu_agree(rk->emu, rk->rank, 0)) return -1;
+    if (t->root) train_emu_set_codec(rk->emu, &t->ecodec);
+    if (train_emu_agree(rk->emu, rk->rank, 0)) return -1;
+    m->tp_allreduce_hook = train_emu_hook;
+    m->tp_allreduce_hook_ctx = train_emu_hook_ctx(rk->emu, rk->rank);
+    t->caat_emu = t->ecodec.caat;
   } else {
-    if (exec_model_init_random(&m, o->seed, e) || exec_model_set_codecs(&m, codec, codec, e)) goto done;
-    if (fp8_tensor && train_fp8_attach(&f8, &m, e)) goto done;
+    if (exec_model_init_random(m, o->seed, e) || exec_model_set_codecs(m, t->codec, t->codec, e)) return -1;
+    if (t->fp8_tensor && train_fp8_attach(&t->f8, m, e)) return -1;
   }
-  if (exec_program_build_single_stage(&m, &t.ops, &t.nops, e)) goto done;
+  if (exec_program_build_single_stage(m, &t->ops, &t->nops, e)) return -1;
   /* validation: the forward ops of the same program (no backward, no optimizer) */
-  t.fwd_ops = malloc((size_t)t.nops * sizeof *t.fwd_ops);
-  if (!t.fwd_ops) {
-    ts_fail_sys(e, "train: out of memory");
-    goto done;
-  }
-  for (int i = 0; i < t.nops; i++)
-    if (t.ops[i].phase == PLAN_PHASE_FWD) t.fwd_ops[t.nfwd++] = t.ops[i];
+  t->fwd_ops = malloc((size_t)t->nops * sizeof *t->fwd_ops);
+  if (!t->fwd_ops) return ts_fail_sys(e, "train: out of memory");
+  for (int i = 0; i < t->nops; i++)
+    if (t->ops[i].phase == PLAN_PHASE_FWD) t->fwd_ops[t->nfwd++] = t->ops[i];
+  return 0;
+}
 
-  /* every tensor is sharded or replicated; count the model's parameters once */
-  size_t params = 0;
-  {
-    exec_tensor full[EXEC_REF_MAX_TENSORS];
-    exec_ref_tensors(&cfg, full, EXEC_REF_MAX_TENSORS, &params);
-  }
-  if (o->csv && root) {
-    t.csv = fopen(o->csv, "w");
-    if (!t.csv) {
-      ts_fail(e, o->csv, NULL, "cannot write");
-      goto done;
-    }
-    fprintf(t.csv, "# tacorun train: codec %s, TP %d%s, %zu parameters (h %d, %d layers, %d heads, ffn %d), seq %d, "
-                   "batch %d, %d steps, lr %g, warmup %d, seed %llu, corpus %s (%zu bytes, %zu held out), group %d%s%s%s\n",
-            o->codec, tp, rk->emu ? (ecodec.ar.one_shot ? " (emulated on one GPU, one-shot)" : " (emulated on one GPU, two-shot)") : "", params, o->hidden, o->layers, o->heads, o->ffn, o->seq, o->batch, o->steps, o->lr, o->warmup,
-            o->seed, o->corpus, d.n, d.n - d.train_n, o->group, o->group_arg ? " (auto, from " : "",
+/* Rank 0's files: the loss CSV (--csv), and with the emulation the tensor
+ * statistics and dumps (--stats-every, --dump-at, under --out-dir). */
+static int trainer_open_logs(trainer *t, ts_err *e) {
+  const train_rank *rk = t->rk;
+  const train_opts *o = t->o;
+  const train_data *d = t->d;
+  if (o->csv && t->root) {
+    t->csv = fopen(o->csv, "w");
+    if (!t->csv) return ts_fail(e, o->csv, NULL, "cannot write");
+    fprintf(t->csv, "# tacorun train: codec %s, TP %d%s, %zu parameters (h %d, %d layers, %d heads, ffn %d), seq %d, "
+                    "batch %d, %d steps, lr %g, warmup %d, seed %llu, corpus %s (%zu bytes, %zu held out), group %d%s%s%s\n",
+            o->codec, rk->tp, rk->emu ? (t->ecodec.ar.one_shot ? " (emulated on one GPU, one-shot)" : " (emulated on one GPU, two-shot)") : "", t->params, o->hidden, o->layers, o->heads, o->ffn, o->seq, o->batch, o->steps, o->lr, o->warmup,
+            o->seed, o->corpus, d->n, d->n - d->train_n, o->group, o->group_arg ? " (auto, from " : "",
             o->group_arg ? o->reshape_file : "", o->group_arg ? ")" : "");
-    fprintf(t.csv, "step,split,loss,lr,elapsed_s\n");
+    fprintf(t->csv, "step,split,loss,lr,elapsed_s\n");
   }
-  if (root && rk->emu && o->stats_every && o->out_dir) {
+  if (t->root && rk->emu && o->stats_every && o->out_dir) {
     char sp[1100];
     snprintf(sp, sizeof sp, "%s/stats-%s.csv", o->out_dir, o->codec);
-    t.stats = fopen(sp, "w");
-    if (!t.stats) {
-      ts_fail(e, sp, NULL, "cannot write");
-      goto done;
-    }
-    fprintf(t.stats, "# tensors of the layer TP all-reduces (rank 0's partial, before the codec), codec %s\n", o->codec);
-    fprintf(t.stats, "step,layer,tensor,elements,rms,max_abs,max_over_rms,kurtosis\n");
+    t->stats = fopen(sp, "w");
+    if (!t->stats) return ts_fail(e, sp, NULL, "cannot write");
+    fprintf(t->stats, "# tensors of the layer TP all-reduces (rank 0's partial, before the codec), codec %s\n", o->codec);
+    fprintf(t->stats, "step,layer,tensor,elements,rms,max_abs,max_over_rms,kurtosis\n");
     if (o->dump_at >= 0) {
       char dd[1100];
       snprintf(dd, sizeof dd, "%s/dump-%s", o->out_dir, o->codec);
-      if (mkdir(dd, 0755) && errno != EEXIST) {
-        ts_fail(e, dd, NULL, "cannot create");
-        goto done;
-      }
-      t.dump_dir = strdup(dd);
-      if (!t.dump_dir || train_emu_dump(rk->emu, t.dump_dir, o->dump_at, o->dump_rows, e)) goto done;
+      if (mkdir(dd, 0755) && errno != EEXIST) return ts_fail(e, dd, NULL, "cannot create");
+      t->dump_dir = strdup(dd);
+      if (!t->dump_dir || train_emu_dump(rk->emu, t->dump_dir, o->dump_at, o->dump_rows, e)) return -1;
     }
   }
-  if (root)
-    fprintf(stderr, "train: codec %s, TP %d, %.1fM parameters, %d steps of %d x %d bytes, corpus %zu bytes "
-                    "(%zu validation windows)\n",
-            o->codec, tp, params / 1e6, o->steps, o->batch, o->seq, d.n, train_data_val_windows(&d, o->seq));
+  return 0;
+}
 
-  double val = 0, eval_s = 0, te;
-  float loss = 0;
+/* One training step (under the watchdog), its log row and, every
+ * --eval-every steps, a validation. */
+static int trainer_step(trainer *t, int step, ts_err *e) {
+  const train_rank *rk = t->rk;
+  const train_opts *o = t->o;
+  rt_nccl *w = rk->w;
   char what[64];
-  t.t0 = now_s();
-  te = now_s();
-  if (evaluate(&t, 0, o->eval_batches, &val, e)) goto done;
-  eval_s += now_s() - te;
-  log_row(&t, 0, "val", val, 0);
-  for (int step = 0; step < o->steps; step++) {
-    snprintf(what, sizeof what, "train step %d", step);
-    if (w) rt_watchdog_arm(w, w->timeout_s + 10, what);
-    m.lr = (float)lr_at(o, step);
-    train_data_next_batch(&d, o->batch, o->seq, t.tok, t.lab);
-    int stats_now = t.stats && (step % o->stats_every == 0 || step + 1 == o->steps || step == o->dump_at);
-    if (stats_now) train_emu_stats(rk->emu, t.stats, step, o->layers);
-    int rs = run_ops(&t, t.ops, t.nops, step, step == o->inject_nan, &loss, e);
-    if (stats_now) train_emu_stats(rk->emu, NULL, -1, 0), fflush(t.stats);
-    if (rk->emu && train_emu_agree(rk->emu, rank, rs) && !rs) rs = ts_fail_sys(e, "another emulated rank failed at step %d", step);
-    if (rs) goto done;
-    if ((step + 1) % o->log_every == 0 || step + 1 == o->steps) log_row(&t, step + 1, "train", loss, m.lr);
-    if ((step + 1) % o->eval_every == 0 && step + 1 < o->steps) {
-      te = now_s();
-      if (evaluate(&t, step + 1, o->eval_batches, &val, e)) goto done;
-      eval_s += now_s() - te;
-      log_row(&t, step + 1, "val", val, m.lr);
-      if (root)
-        fprintf(stderr, "  step %d: train loss %.4f, validation loss %.4f, %.1f s\n", step + 1, loss, val,
-                now_s() - t.t0);
-    }
-    rt_watchdog_disarm();
+  snprintf(what, sizeof what, "train step %d", step);
+  if (w) rt_watchdog_arm(w, w->timeout_s + 10, what);
+  t->m->lr = (float)lr_at(o, step);
+  train_data_next_batch(t->d, o->batch, o->seq, t->tok, t->lab);
+  int stats_now = t->stats && (step % o->stats_every == 0 || step + 1 == o->steps || step == o->dump_at);
+  if (stats_now) train_emu_stats(rk->emu, t->stats, step, o->layers);
+  int rs = run_ops(t, t->ops, t->nops, step, step == o->inject_nan, &t->loss, e);
+  if (stats_now) train_emu_stats(rk->emu, NULL, -1, 0), fflush(t->stats);
+  if (rk->emu && train_emu_agree(rk->emu, rk->rank, rs) && !rs) rs = ts_fail_sys(e, "another emulated rank failed at step %d", step);
+  if (rs) return -1;
+  if ((step + 1) % o->log_every == 0 || step + 1 == o->steps) log_row(t, step + 1, "train", t->loss, t->m->lr);
+  if ((step + 1) % o->eval_every == 0 && step + 1 < o->steps) {
+    double te = now_s();
+    if (evaluate(t, step + 1, o->eval_batches, &t->val, e)) return -1;
+    t->eval_s += now_s() - te;
+    log_row(t, step + 1, "val", t->val, t->m->lr);
+    if (t->root)
+      fprintf(stderr, "  step %d: train loss %.4f, validation loss %.4f, %.1f s\n", step + 1, t->loss, t->val,
+              now_s() - t->t0);
   }
+  rt_watchdog_disarm();
+  return 0;
+}
+
+/* Validation before the first step, the steps, and the final validation over the whole held-out part. */
+static int trainer_train(trainer *t, ts_err *e) {
+  const train_opts *o = t->o;
+  rt_nccl *w = t->rk->w;
+  double te;
+  t->val = 0, t->eval_s = 0, t->loss = 0;
+  t->t0 = now_s();
+  te = now_s();
+  if (evaluate(t, 0, o->eval_batches, &t->val, e)) return -1;
+  t->eval_s += now_s() - te;
+  log_row(t, 0, "val", t->val, 0);
+  for (int step = 0; step < o->steps; step++)
+    if (trainer_step(t, step, e)) return -1;
   te = now_s();
   if (w) rt_watchdog_arm(w, w->timeout_s + 10, "final validation");
-  if (evaluate(&t, o->steps, 0, &val, e)) goto done;
+  if (evaluate(t, o->steps, 0, &t->val, e)) return -1;
   rt_watchdog_disarm();
-  eval_s += now_s() - te;
-  log_row(&t, o->steps, "val", val, m.lr);
-  double wall = now_s() - t.t0, train_s = wall - eval_s, spread;
-  if (replica_spread(&t, &spread, e)) goto done;
-  if (root) {
-    printf("codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s,replica_spread\n");
-    printf("%s,%zu,%d,%.5f,%.5f,%.2f,%.2f,%.2f,%.3g\n", o->codec, params, o->steps, loss, val, wall, train_s,
-           o->steps / train_s, spread);
-    if (o->summary) {
-      FILE *s = fopen(o->summary, o->out_dir ? "a" : "w");
-      if (!s) {
-        ts_fail(e, o->summary, NULL, "cannot write");
-        goto done;
-      }
-      fprintf(s, "%s,%zu,%d,%.5f,%.5f,%.2f,%.2f,%.2f,%.3g\n", o->codec, params, o->steps, loss, val, wall, train_s,
-              o->steps / train_s, spread);
-      fclose(s);
-    }
+  t->eval_s += now_s() - te;
+  log_row(t, o->steps, "val", t->val, t->m->lr);
+  return 0;
+}
+
+/* The run's summary row: on stdout (rank 0) and appended to --summary. */
+static int trainer_summary(trainer *t, ts_err *e) {
+  const train_opts *o = t->o;
+  double wall = now_s() - t->t0, train_s = wall - t->eval_s, spread;
+  if (replica_spread(t, &spread, e)) return -1;
+  if (!t->root) return 0;
+  printf("codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s,replica_spread\n");
+  printf("%s,%zu,%d,%.5f,%.5f,%.2f,%.2f,%.2f,%.3g\n", o->codec, t->params, o->steps, t->loss, t->val, wall, train_s,
+         o->steps / train_s, spread);
+  if (o->summary) {
+    FILE *s = fopen(o->summary, o->out_dir ? "a" : "w");
+    if (!s) return ts_fail(e, o->summary, NULL, "cannot write");
+    fprintf(s, "%s,%zu,%d,%.5f,%.5f,%.2f,%.2f,%.2f,%.3g\n", o->codec, t->params, o->steps, t->loss, t->val, wall,
+            train_s, o->steps / train_s, spread);
+    fclose(s);
   }
+  return 0;
+}
+
+static int train_run(const train_rank *rk, const train_opts *o, ts_err *e) {
+  train_data d;
+  exec_model m;
+  trainer t = {.rk = rk, .m = &m, .d = &d, .o = o, .root = rk->rank == 0};
+  int emu_only;
+  codec_of(o, o->codec, &t.codec, &t.fp8_tensor, &t.ecodec, &emu_only);
+  t.cfg = (exec_ref_config){.vocab = 256, .hidden = o->hidden, .heads = o->heads, .ffn = o->ffn, .layers = o->layers,
+                            .seq = o->seq, .batch = o->batch, .act = EXEC_ACT_GELU, .norm = EXEC_NORM_LAYERNORM,
+                            .norm_eps = 1e-5};
+  if (train_data_load(&d, o->corpus, o->val_frac, o->seq, o->seed * 0x9E3779B97F4A7C15ULL + 17, e)) return -1;
+  int rc = -1;
+  if (trainer_model(&t, e)) goto fail;
+  /* every tensor is sharded or replicated; count the model's parameters once */
+  {
+    exec_tensor full[EXEC_REF_MAX_TENSORS];
+    exec_ref_tensors(&t.cfg, full, EXEC_REF_MAX_TENSORS, &t.params);
+  }
+  if (trainer_open_logs(&t, e)) goto fail;
+  if (t.root)
+    fprintf(stderr, "train: codec %s, TP %d, %.1fM parameters, %d steps of %d x %d bytes, corpus %zu bytes "
+                    "(%zu validation windows)\n",
+            o->codec, rk->tp, t.params / 1e6, o->steps, o->batch, o->seq, d.n, train_data_val_windows(&d, o->seq));
+  if (trainer_train(&t, e) || trainer_summary(&t, e)) goto fail;
   rc = 0;
-done:
+fail:
   if (t.csv) fclose(t.csv);
   if (t.stats) fclose(t.stats);
   free(t.dump_dir);
   free(t.tok), free(t.lab), free(t.ops), free(t.fwd_ops);
-  train_fp8_free(&f8);
+  train_fp8_free(&t.f8);
   exec_model_destroy(&m);
   train_data_free(&d);
   return rc;
@@ -536,253 +557,287 @@ static int train_emulated(train_opts *o, char **codecs, int ncodecs) {
   return rc;
 }
 
-int cmd_train(int argc, char **argv) {
-  train_opts o = {.codec = "none", .group = 128, .steps = 2000, .eval_every = 200, .log_every = 1, .hidden = 512,
-                  .layers = 8, .heads = 8, .ffn = 0, .seq = 256, .batch = 16, .warmup = 100, .timeout_s = 300,
-                  .p = 0.5, .lr = 6e-4, .min_lr_frac = 0.1, .val_frac = 0.05, .seed = 1234, .dump_at = -1, .inject_nan = -1,
-                  .dump_rows = 256, .reshape_err = 0.04};
-  static const struct {
-    const char *name;
-    int lo, hi;
-    size_t off;
-  } ints[] = {
-      {"--group", 32, 512, offsetof(train_opts, group)},        {"--steps", 1, 1000000, offsetof(train_opts, steps)},
-      {"--eval-every", 1, 1000000, offsetof(train_opts, eval_every)},
-      {"--eval-batches", 0, 1000000, offsetof(train_opts, eval_batches)},
-      {"--log-every", 1, 1000000, offsetof(train_opts, log_every)},
-      {"--hidden", 8, 16384, offsetof(train_opts, hidden)},     {"--layers", 1, 128, offsetof(train_opts, layers)},
-      {"--heads", 1, 256, offsetof(train_opts, heads)},         {"--ffn", 8, 65536, offsetof(train_opts, ffn)},
-      {"--seq", 2, 8192, offsetof(train_opts, seq)},            {"--batch", 1, 4096, offsetof(train_opts, batch)},
-      {"--warmup", 1, 1000000, offsetof(train_opts, warmup)},   {"--timeout", 1, 86400, offsetof(train_opts, timeout_s)},
-      {"--tp-emulate", 2, COLL_EMU_MAX_RANKS, offsetof(train_opts, tp_emulate)},
-      {"--stats-every", 0, 1000000, offsetof(train_opts, stats_every)},
-      {"--dump-at", 0, 1000000, offsetof(train_opts, dump_at)},
-      {"--inject-nan", 0, 1000000, offsetof(train_opts, inject_nan)},
-      {"--dump-rows", 1, 1 << 20, offsetof(train_opts, dump_rows)},
-  };
-  static const struct {
-    const char *name;
-    double lo, hi;
-    size_t off;
-  } dbls[] = {
-      {"--p", 1e-6, 1.0, offsetof(train_opts, p)},
-      {"--lr", 1e-9, 1.0, offsetof(train_opts, lr)},
-      {"--min-lr-frac", 0.0, 1.0, offsetof(train_opts, min_lr_frac)},
-      {"--val-frac", 1e-6, 0.999999, offsetof(train_opts, val_frac)},
-      {"--reshape-max-err", 1e-6, 1.0, offsetof(train_opts, reshape_err)},
-  };
+static const struct {
+  const char *name;
+  int lo, hi;
+  size_t off;
+} train_int_opts[] = {
+    {"--group", 32, 512, offsetof(train_opts, group)},        {"--steps", 1, 1000000, offsetof(train_opts, steps)},
+    {"--eval-every", 1, 1000000, offsetof(train_opts, eval_every)},
+    {"--eval-batches", 0, 1000000, offsetof(train_opts, eval_batches)},
+    {"--log-every", 1, 1000000, offsetof(train_opts, log_every)},
+    {"--hidden", 8, 16384, offsetof(train_opts, hidden)},     {"--layers", 1, 128, offsetof(train_opts, layers)},
+    {"--heads", 1, 256, offsetof(train_opts, heads)},         {"--ffn", 8, 65536, offsetof(train_opts, ffn)},
+    {"--seq", 2, 8192, offsetof(train_opts, seq)},            {"--batch", 1, 4096, offsetof(train_opts, batch)},
+    {"--warmup", 1, 1000000, offsetof(train_opts, warmup)},   {"--timeout", 1, 86400, offsetof(train_opts, timeout_s)},
+    {"--tp-emulate", 2, COLL_EMU_MAX_RANKS, offsetof(train_opts, tp_emulate)},
+    {"--stats-every", 0, 1000000, offsetof(train_opts, stats_every)},
+    {"--dump-at", 0, 1000000, offsetof(train_opts, dump_at)},
+    {"--inject-nan", 0, 1000000, offsetof(train_opts, inject_nan)},
+    {"--dump-rows", 1, 1 << 20, offsetof(train_opts, dump_rows)},
+};
+
+static const struct {
+  const char *name;
+  double lo, hi;
+  size_t off;
+} train_dbl_opts[] = {
+    {"--p", 1e-6, 1.0, offsetof(train_opts, p)},
+    {"--lr", 1e-9, 1.0, offsetof(train_opts, lr)},
+    {"--min-lr-frac", 0.0, 1.0, offsetof(train_opts, min_lr_frac)},
+    {"--val-frac", 1e-6, 0.999999, offsetof(train_opts, val_frac)},
+    {"--reshape-max-err", 1e-6, 1.0, offsetof(train_opts, reshape_err)},
+};
+
+/* A numeric option at argv[*i] (its value after it): 1 taken, 0 not a
+ * numeric option, 2 a bad value (said on stderr). */
+static int parse_number(int argc, char **argv, int *i, train_opts *o) {
+  const char *a = argv[*i];
+  for (size_t k = 0; k < sizeof train_int_opts / sizeof *train_int_opts; k++)
+    if (!strcmp(a, train_int_opts[k].name)) {
+      if (*i + 1 >= argc ||
+          ts_arg_int(argv[++*i], train_int_opts[k].lo, train_int_opts[k].hi, (int *)((char *)o + train_int_opts[k].off))) {
+        fprintf(stderr, "tacorun train: %s: '%s' is not an integer in [%d, %d]\n", a, *i < argc ? argv[*i] : "",
+                train_int_opts[k].lo, train_int_opts[k].hi);
+        return 2;
+      }
+      return 1;
+    }
+  for (size_t k = 0; k < sizeof train_dbl_opts / sizeof *train_dbl_opts; k++)
+    if (!strcmp(a, train_dbl_opts[k].name)) {
+      if (*i + 1 >= argc || ts_arg_double(argv[++*i], train_dbl_opts[k].lo, train_dbl_opts[k].hi,
+                                          (double *)((char *)o + train_dbl_opts[k].off))) {
+        fprintf(stderr, "tacorun train: %s: '%s' is not a number in [%g, %g]\n", a, *i < argc ? argv[*i] : "",
+                train_dbl_opts[k].lo, train_dbl_opts[k].hi);
+        return 2;
+      }
+      return 1;
+    }
+  return 0;
+}
+
+/* Any other option with a value at argv[*i]: 0 taken, 2 bad or unknown (said on stderr). */
+static int parse_other(int argc, char **argv, int *i, train_opts *o) {
+  const char *a = argv[*i];
+  const char **str = !strcmp(a, "--corpus")  ? &o->corpus
+                     : !strcmp(a, "--reshape-file") ? &o->reshape_file
+                     : !strcmp(a, "--codec") ? &o->codec
+                     : !strcmp(a, "--csv")   ? &o->csv
+                     : !strcmp(a, "--summary") ? &o->summary
+                  : !strcmp(a, "--out-dir") ? &o->out_dir
+                  : !strcmp(a, "--tp-emulate-allreduce") ? &o->emu_allreduce
+                  : !strcmp(a, "--reshape") ? &o->reshape_dir
+                                               : NULL;
+  if (str && *i + 1 < argc) {
+    *str = argv[++*i];
+  } else if (!strcmp(a, "--transport") && *i + 1 < argc) {
+    ts_err te;
+    if (rt_transport_arg(argv[++*i], &o->transport, &te)) {
+      fprintf(stderr, "tacorun train: %s\n", te.msg);
+      return 2;
+    }
+  } else if (!strcmp(a, "--variant") && *i + 1 < argc) {
+    ts_err ve;
+    if (ops_variant_set(argv[++*i], &ve)) {
+      fprintf(stderr, "tacorun train: %s\n", ve.msg);
+      return 2;
+    }
+  } else if (!strcmp(a, "--seed") && *i + 1 < argc) {
+    char *end;
+    o->seed = strtoull(argv[++*i], &end, 10);
+    if (!*argv[*i] || *end) {
+      fprintf(stderr, "tacorun train: --seed: '%s' is not a non-negative integer\n", argv[*i]);
+      return 2;
+    }
+  } else {
+    fprintf(stderr, "tacorun train: unknown option or missing value: '%s'\n", a);
+    usage(stderr);
+    return 2;
+  }
+  return 0;
+}
+
+/* The command line into o: -1 to go on, else the exit status (--help: 0, a bad option: 2). */
+static int parse_args(int argc, char **argv, train_opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    int done = 0;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       return 0;
     }
     if (!strcmp(a, "--check-codec")) {
-      o.check_codec = 1;
+      o->check_codec = 1;
       continue;
     }
     if (!strcmp(a, "--check-emu")) {
-      o.check_codec = 2;
+      o->check_codec = 2;
       continue;
     }
     if (!strcmp(a, "--group") && i + 1 < argc && !strcmp(argv[i + 1], "auto")) {
-      o.group_arg = argv[++i];
+      o->group_arg = argv[++i];
       continue;
     }
-    for (size_t k = 0; k < sizeof ints / sizeof *ints && !done; k++)
-      if (!strcmp(a, ints[k].name)) {
-        if (i + 1 >= argc || ts_arg_int(argv[++i], ints[k].lo, ints[k].hi, (int *)((char *)&o + ints[k].off))) {
-          fprintf(stderr, "tacorun train: %s: '%s' is not an integer in [%d, %d]\n", a, i < argc ? argv[i] : "",
-                  ints[k].lo, ints[k].hi);
-          return 2;
-        }
-        done = 1;
-      }
-    for (size_t k = 0; k < sizeof dbls / sizeof *dbls && !done; k++)
-      if (!strcmp(a, dbls[k].name)) {
-        if (i + 1 >= argc || ts_arg_double(argv[++i], dbls[k].lo, dbls[k].hi, (double *)((char *)&o + dbls[k].off))) {
-          fprintf(stderr, "tacorun train: %s: '%s' is not a number in [%g, %g]\n", a, i < argc ? argv[i] : "",
-                  dbls[k].lo, dbls[k].hi);
-          return 2;
-        }
-        done = 1;
-      }
-    if (done) continue;
-    const char **str = !strcmp(a, "--corpus")  ? &o.corpus
-                       : !strcmp(a, "--reshape-file") ? &o.reshape_file
-                       : !strcmp(a, "--codec") ? &o.codec
-                       : !strcmp(a, "--csv")   ? &o.csv
-                       : !strcmp(a, "--summary") ? &o.summary
-                    : !strcmp(a, "--out-dir") ? &o.out_dir
-                    : !strcmp(a, "--tp-emulate-allreduce") ? &o.emu_allreduce
-                    : !strcmp(a, "--reshape") ? &o.reshape_dir
-                                                 : NULL;
-    if (str && i + 1 < argc) {
-      *str = argv[++i];
-    } else if (!strcmp(a, "--transport") && i + 1 < argc) {
-      ts_err te;
-      if (rt_transport_arg(argv[++i], &o.transport, &te)) {
-        fprintf(stderr, "tacorun train: %s\n", te.msg);
-        return 2;
-      }
-    } else if (!strcmp(a, "--variant") && i + 1 < argc) {
-      ts_err ve;
-      if (ops_variant_set(argv[++i], &ve)) {
-        fprintf(stderr, "tacorun train: %s\n", ve.msg);
-        return 2;
-      }
-    } else if (!strcmp(a, "--seed") && i + 1 < argc) {
-      char *end;
-      o.seed = strtoull(argv[++i], &end, 10);
-      if (!*argv[i] || *end) {
-        fprintf(stderr, "tacorun train: --seed: '%s' is not a non-negative integer\n", argv[i]);
-        return 2;
-      }
-    } else {
-      fprintf(stderr, "tacorun train: unknown option or missing value: '%s'\n", a);
-      usage(stderr);
-      return 2;
-    }
+    int num = parse_number(argc, argv, &i, o);
+    if (num == 2) return 2;
+    if (num == 1) continue;
+    if (parse_other(argc, argv, &i, o)) return 2;
   }
-  if (o.reshape_dir) { /* CPU only */
+  return -1;
+}
+
+/* The commands that train nothing: --reshape (CPU only), --check-codec and
+ * --check-emu. -1 when none was asked, else the exit status. */
+static int run_report_or_check(const train_opts *o) {
+  if (o->reshape_dir) { /* CPU only */
     ts_err e;
-    if (train_reshape_report(o.reshape_dir, o.reshape_err, 450.0, &e)) {
+    if (train_reshape_report(o->reshape_dir, o->reshape_err, 450.0, &e)) {
       fprintf(stderr, "tacorun train: %s\n", e.msg);
       return ts_exit_status(&e);
     }
     return 0;
   }
-  if (o.check_codec) {
+  if (o->check_codec) {
     if (rt_cuda_device_count() < 1) {
       printf("SKIP: no CUDA device\n");
       return 77;
     }
     ts_err e;
-    if (o.check_codec == 2 ? train_emu_check(&e) : train_fp8_check(&e)) {
+    if (o->check_codec == 2 ? train_emu_check(&e) : train_fp8_check(&e)) {
       fprintf(stderr, "tacorun train: %s\n", e.msg);
       return 1;
     }
     return 0;
   }
-  /* check everything before touching a GPU: bad input fails fast with status 2 */
-  if (o.group_arg && !o.reshape_file) {
+  return -1;
+}
+
+/* --group auto: the group size from --reshape-file. 0, or 2 on bad input (said on stderr). */
+static int group_auto(train_opts *o) {
+  if (o->group_arg && !o->reshape_file) {
     fprintf(stderr, "tacorun train: --group auto needs --reshape-file FILE (the output of tacorun train --reshape)\n");
     return 2;
   }
-  if (o.reshape_file && !o.group_arg) {
+  if (o->reshape_file && !o->group_arg) {
     fprintf(stderr, "tacorun train: --reshape-file only applies with --group auto\n");
     return 2;
   }
-  if (o.group_arg) {
+  if (o->group_arg) {
     ts_err re;
     plan_reshape_choice ch;
-    if (plan_reshape_read(o.reshape_file, &ch, &re)) {
+    if (plan_reshape_read(o->reshape_file, &ch, &re)) {
       fprintf(stderr, "tacorun train: --reshape-file: %s\n", re.msg);
       return 2;
     }
-    o.group = ch.group;
+    o->group = ch.group;
     fprintf(stderr, "train: --group auto: group %d along hidden, the reshaping's choice for %d tensor classes (%s)\n",
-            ch.group, ch.classes, o.reshape_file);
+            ch.group, ch.classes, o->reshape_file);
   }
-  char codec_list[512], *codecs[TRAIN_MAX_CODECS];
-  snprintf(codec_list, sizeof codec_list, "%s", o.codec);
-  int ncodecs = split_codecs(codec_list, codecs);
+  return 0;
+}
+
+/* The codecs of the list and the options that go with them: 0, or 2 on bad
+ * input (said on stderr); *any_taco: some codec needs --group to divide --hidden. */
+static int check_codecs(const train_opts *o, char **codecs, int ncodecs, int *any_taco) {
   if (ncodecs < 0) {
-    fprintf(stderr, "tacorun train: --codec: '%s' is not a list of 1 to %d codecs\n", o.codec, TRAIN_MAX_CODECS);
+    fprintf(stderr, "tacorun train: --codec: '%s' is not a list of 1 to %d codecs\n", o->codec, TRAIN_MAX_CODECS);
     return 2;
   }
-  if (o.emu_allreduce && strcmp(o.emu_allreduce, "two-shot") && strcmp(o.emu_allreduce, "one-shot")) {
-    fprintf(stderr, "tacorun train: --tp-emulate-allreduce: '%s' is not two-shot or one-shot\n", o.emu_allreduce);
+  if (o->emu_allreduce && strcmp(o->emu_allreduce, "two-shot") && strcmp(o->emu_allreduce, "one-shot")) {
+    fprintf(stderr, "tacorun train: --tp-emulate-allreduce: '%s' is not two-shot or one-shot\n", o->emu_allreduce);
     return 2;
   }
-  if (o.dump_at >= 0 && (!o.stats_every || !o.out_dir)) {
+  if (o->dump_at >= 0 && (!o->stats_every || !o->out_dir)) {
     fprintf(stderr, "tacorun train: --dump-at needs --stats-every N and --out-dir DIR\n");
     return 2;
   }
-  if ((o.emu_allreduce || o.stats_every || o.dump_at >= 0) && !o.tp_emulate) {
+  if ((o->emu_allreduce || o->stats_every || o->dump_at >= 0) && !o->tp_emulate) {
     fprintf(stderr, "tacorun train: --tp-emulate-allreduce and --stats-every need --tp-emulate K\n");
     return 2;
   }
-  int any_taco = 0;
+  *any_taco = 0;
   for (int k = 0; k < ncodecs; k++) {
     plan_codec c;
     train_emu_codec ec;
     int f8, emu_only;
-    if (codec_of(&o, codecs[k], &c, &f8, &ec, &emu_only)) {
+    if (codec_of(o, codecs[k], &c, &f8, &ec, &emu_only)) {
       fprintf(stderr, "tacorun train: --codec: '%s' is not none, taco-e4m3, taco-e5m2, fp8-tensor, fp8-group, "
                       "fp8-hadamard, caat or taco+caat\n", codecs[k]);
       return 2;
     }
-    if (emu_only && !o.tp_emulate) {
+    if (emu_only && !o->tp_emulate) {
       fprintf(stderr, "tacorun train: --codec: '%s' runs only in the emulation (--tp-emulate K)\n", codecs[k]);
       return 2;
     }
-    any_taco |= ec.ar.codec != COLL_EMU_PLAIN && ec.ar.codec != COLL_EMU_FP8_TENSOR;
+    *any_taco |= ec.ar.codec != COLL_EMU_PLAIN && ec.ar.codec != COLL_EMU_FP8_TENSOR;
   }
-  if (ncodecs > 1 && !o.out_dir && (o.csv || o.summary)) {
+  if (ncodecs > 1 && !o->out_dir && (o->csv || o->summary)) {
     fprintf(stderr, "tacorun train: several codecs: use --out-dir DIR instead of --csv/--summary\n");
     return 2;
   }
-  if (o.group & (o.group - 1)) {
-    fprintf(stderr, "tacorun train: --group: %d is not a power of two in [32, 512]\n", o.group);
+  return 0;
+}
+
+/* The model's shape (--ffn defaults to 4 x --hidden) and the corpus, read
+ * and checked before any GPU work: 0, or 2 on bad input (said on stderr). */
+static int check_model(train_opts *o, int any_taco) {
+  if (o->group & (o->group - 1)) {
+    fprintf(stderr, "tacorun train: --group: %d is not a power of two in [32, 512]\n", o->group);
     return 2;
   }
-  if (!o.ffn) o.ffn = 4 * o.hidden;
-  if (o.hidden % o.heads) {
-    fprintf(stderr, "tacorun train: --heads: %d does not divide --hidden %d\n", o.heads, o.hidden);
+  if (!o->ffn) o->ffn = 4 * o->hidden;
+  if (o->hidden % o->heads) {
+    fprintf(stderr, "tacorun train: --heads: %d does not divide --hidden %d\n", o->heads, o->hidden);
     return 2;
   }
-  if (any_taco && o.hidden % o.group) {
-    fprintf(stderr, "tacorun train: --group: %d does not divide --hidden %d\n", o.group, o.hidden);
+  if (any_taco && o->hidden % o->group) {
+    fprintf(stderr, "tacorun train: --group: %d does not divide --hidden %d\n", o->group, o->hidden);
     return 2;
   }
-  if (!o.corpus) {
+  if (!o->corpus) {
     fprintf(stderr, "tacorun train: --corpus FILE is required\n");
     usage(stderr);
     return 2;
   }
   ts_err e;
-  {
-    train_data d; /* the corpus is read (and checked) before any GPU work */
-    if (train_data_load(&d, o.corpus, o.val_frac, o.seq, 0, &e)) {
-      fprintf(stderr, "tacorun train: %s\n", e.msg);
-      return 2;
-    }
-    train_data_free(&d);
+  train_data d; /* the corpus is read (and checked) before any GPU work */
+  if (train_data_load(&d, o->corpus, o->val_frac, o->seq, 0, &e)) {
+    fprintf(stderr, "tacorun train: %s\n", e.msg);
+    return 2;
   }
-  if (rt_cuda_device_count() < 1) {
-    fprintf(stderr, "tacorun train: no CUDA device\n");
-    return 1;
-  }
-  if (o.tp_emulate) return train_emulated(&o, codecs, ncodecs);
+  train_data_free(&d);
+  return 0;
+}
+
+/* One process per TP rank (mpirun, or alone for TP 1): every codec in turn. */
+static int train_world(train_opts *o, char **codecs, int ncodecs) {
+  ts_err e;
   rt_nccl w;
-  int started = rt_world_start(&w, "train", o.timeout_s, o.transport);
+  int started = rt_world_start(&w, "train", o->timeout_s, o->transport);
   if (started) return started;
-  if (o.heads % w.nranks || o.ffn % w.nranks) {
+  if (o->heads % w.nranks || o->ffn % w.nranks) {
     fprintf(stderr, "tacorun train: TP %d (the number of processes) must divide --heads %d and --ffn %d\n", w.nranks,
-            o.heads, o.ffn);
+            o->heads, o->ffn);
     rt_nccl_finalize(&w, 0);
     return 2;
   }
   int rc = 0;
   char csv_path[1024], summary_path[1024];
-  if (o.out_dir) {
-    snprintf(summary_path, sizeof summary_path, "%s/summary.csv", o.out_dir);
+  if (o->out_dir) {
+    snprintf(summary_path, sizeof summary_path, "%s/summary.csv", o->out_dir);
     FILE *s = w.ranks[0] == 0 ? fopen(summary_path, "w") : NULL;
     if (w.ranks[0] == 0 && !s) rc = ts_fail(&e, summary_path, NULL, "cannot write");
     if (s) {
       fprintf(s, "codec,params,steps,final_train,final_val,wall_s,train_s,steps_per_s,replica_spread\n");
       fclose(s);
     }
-    o.summary = summary_path;
+    o->summary = summary_path;
   }
   train_rank rk = {.tp = w.nranks, .rank = w.ranks[0], .comm = w.comms[0], .stream = w.streams[0], .w = &w};
   for (int k = 0; k < ncodecs && !rc; k++) {
-    train_opts one = o;
+    train_opts one = *o;
     one.codec = codecs[k];
-    if (o.out_dir) {
-      snprintf(csv_path, sizeof csv_path, "%s/loss-%s.csv", o.out_dir, codecs[k]);
+    if (o->out_dir) {
+      snprintf(csv_path, sizeof csv_path, "%s/loss-%s.csv", o->out_dir, codecs[k]);
       one.csv = csv_path;
     }
     rc = train_run(&rk, &one, &e);
@@ -790,4 +845,26 @@ int cmd_train(int argc, char **argv) {
   if (rc) fprintf(stderr, "tacorun train: rank %d: %s\n", w.ranks[0], e.msg);
   rt_nccl_finalize(&w, rc != 0);
   return rc ? ts_exit_status(&e) : 0;
+}
+
+int cmd_train(int argc, char **argv) {
+  train_opts o = {.codec = "none", .group = 128, .steps = 2000, .eval_every = 200, .log_every = 1, .hidden = 512,
+                  .layers = 8, .heads = 8, .ffn = 0, .seq = 256, .batch = 16, .warmup = 100, .timeout_s = 300,
+                  .p = 0.5, .lr = 6e-4, .min_lr_frac = 0.1, .val_frac = 0.05, .seed = 1234, .dump_at = -1, .inject_nan = -1,
+                  .dump_rows = 256, .reshape_err = 0.04};
+  int st = parse_args(argc, argv, &o);
+  if (st < 0) st = run_report_or_check(&o);
+  if (st >= 0) return st;
+  /* check everything before touching a GPU: bad input fails fast with status 2 */
+  if (group_auto(&o)) return 2;
+  char codec_list[512], *codecs[TRAIN_MAX_CODECS];
+  snprintf(codec_list, sizeof codec_list, "%s", o.codec);
+  int ncodecs = split_codecs(codec_list, codecs), any_taco = 0;
+  if (check_codecs(&o, codecs, ncodecs, &any_taco) || check_model(&o, any_taco)) return 2;
+  if (rt_cuda_device_count() < 1) {
+    fprintf(stderr, "tacorun train: no CUDA device\n");
+    return 1;
+  }
+  if (o.tp_emulate) return train_emulated(&o, codecs, ncodecs);
+  return train_world(&o, codecs, ncodecs);
 }
