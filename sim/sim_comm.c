@@ -489,7 +489,7 @@ static void delay_beside_running_kernel(sim_rank *rs, int stream, const int *m, 
 bool sim_comm_draws_power(const sim_rank *rs, const plan_op *op) {
   int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
   if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
-    int pair[2] = {rs->rank, op->peer};
+    int pair[2] = {rs->rank, sim_op_peer(rs, op)};
     if (!all_on_one_node(pair, 2)) return false;
   } else if (!all_on_one_node(rs->members[g], rs->n_members[g]))
     return false;
@@ -577,10 +577,11 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
 void sim_run_sendrecv(sim_rank *rs, int i) {
   const plan_op *op = &rs->prog->ops[i];
   bool is_send = op->kind == PLAN_OP_SEND;
-  int src = is_send ? rs->rank : op->peer, dst = is_send ? op->peer : rs->rank;
+  int peer = sim_op_peer(rs, op);
+  int src = is_send ? rs->rank : peer, dst = is_send ? peer : rs->rank;
   if (src < 0 || dst < 0 || src >= sim_w->world || dst >= sim_w->world) {
     ts_err e;
-    ts_fail(&e, sim_w->p->path, "program", "rank %d: op %d: peer %d out of range", rs->rank, i, op->peer);
+    ts_fail(&e, sim_w->p->path, "program", "rank %d: op %d: peer %d out of range", rs->rank, i, peer);
     sim_fail(&e);
     return;
   }
