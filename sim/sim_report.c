@@ -259,7 +259,7 @@ int sim_fork_result(int (*fn)(void *arg, schema_result *out, ts_err *e), void *a
           fwrite(&len, sizeof len, 1, w);
           fwrite(json, 1, json_len, w);
           fwrite(&n_ops, sizeof n_ops, 1, w);
-          fwrite(ops, sizeof *ops, (size_t)n_ops, w);
+          if (n_ops > 0) fwrite(ops, sizeof *ops, (size_t)n_ops, w);
         } else {
           fprintf(w, "E%d%s", ce.bad_input, ce.msg);
         }
