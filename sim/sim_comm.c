@@ -207,6 +207,32 @@ static void barrier(sim_rendezvous *rv, int *count, sg_sem_t *sem) {
   }
 }
 
+/* The members meet, then each is busy for t (a collective inside a node at
+ * its calibrated time). When every member asks for the same t, the last to
+ * arrive sleeps it and then wakes the others, who leave at the same instant
+ * as if each had slept t itself: one timed wait per call instead of one per
+ * member (n - 1 fewer SimGrid activities). */
+static void timed_meeting(sim_rendezvous *rv, double t) {
+  if (rv->expected <= 1) {
+    sg_actor_sleep_for(t);
+    return;
+  }
+  if (rv->arrived == 0) rv->timed_s = t, rv->timed_same = 1, rv->timed_slept = 0;
+  else if (t != rv->timed_s) rv->timed_same = -1;
+  if (++rv->arrived < rv->expected) {
+    sg_sem_acquire(lazy_sem(&rv->start_sem));
+    if (!rv->timed_slept) sg_actor_sleep_for(t);
+    return;
+  }
+  rv->arrived = 0;
+  if (rv->timed_same == 1) {
+    sg_actor_sleep_for(t);
+    rv->timed_slept = 1;
+  }
+  for (int i = 0; i < rv->expected - 1; i++) sg_sem_release(lazy_sem(&rv->start_sem));
+  if (!rv->timed_slept) sg_actor_sleep_for(t);
+}
+
 /* One phase of flows (all edges concurrently): every simulated member sends
  * its own out-edges; the last to arrive starts, through helper actors, the
  * edges whose source is not simulated (reduced mode); everyone leaves when
@@ -556,8 +582,7 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
     } else if (codec_included) {
       t += cc.caat_us * 1e-6; /* a measured TACO collective does not pack CAAT-Net channels */
     }
-    barrier(rv, &rv->arrived, &rv->start_sem);
-    sg_actor_sleep_for(t);
+    timed_meeting(rv, t);
   } else {
     sim_w->used_platform_links = 1;
     /* flow_phase starts the flows together, as NCCL collectives do */

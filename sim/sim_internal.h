@@ -98,6 +98,10 @@ typedef struct sim_rendezvous {
   int transient; /* flows launched by helper actors for members not simulated */
   double start_s;
   double xfer_start_s;
+  /* a collective inside a node (sim_comm.c's timed_meeting): the time the members asked for so far, whether
+   * they all asked for the same (1) or not (-1), and whether the last one slept it for everyone */
+  double timed_s;
+  int timed_same, timed_slept;
 } sim_rendezvous;
 
 struct sim_world {
