@@ -121,11 +121,25 @@ static void account_wait(sim_rank *rs, int d, double t0, double t1) {
   }
 }
 
+/* The streams the compute stream finished ops for are woken when it blocks
+ * next (launching its next block, or waiting): a stream woken at once ran
+ * before the compute stream had launched that block and yielded to it to see
+ * the kernel it must wait for (sim_comm.c's running_kernel_left); now it
+ * finds the block launched. Same instant, one SimGrid call fewer. */
+static void wake_pending(sim_rank *rs) {
+  for (int t = 0; rs->wake_pending; t++)
+    if (rs->wake_pending & 1u << t) {
+      rs->wake_pending &= (uint8_t) ~(1u << t);
+      sg_sem_release(rs->wake[t]);
+    }
+}
+
 static void wait_for(sim_rank *rs, int s, int d) {
   if (rs->done[d]) return;
   double t0 = simgrid_get_clock();
   while (!rs->done[d]) {
     rs->waiting[s] = d;
+    wake_pending(rs);
     sg_sem_acquire(rs->wake[s]);
   }
   rs->waiting[s] = -1;
@@ -137,7 +151,10 @@ static void finish(sim_rank *rs, int s, int i) {
   for (int t = 0; t < PLAN_STREAM_COUNT; t++)
     if (t != s && rs->waiting[t] == i) {
       rs->waiting[t] = -1;
-      sg_sem_release(rs->wake[t]);
+      if (s == PLAN_STREAM_COMPUTE)
+        rs->wake_pending |= (uint8_t)(1u << t);
+      else
+        sg_sem_release(rs->wake[t]);
     }
 }
 
@@ -289,8 +306,9 @@ static void stream_main(int argc, char **argv) {
         y++;
         merged++;
       }
+      if (total > 0) rs->compute_sleep_end = t0 + total;
+      wake_pending(rs);
       if (total > 0) {
-        rs->compute_sleep_end = t0 + total;
         sg_actor_sleep_for(total);
         rs->n_kernel_end = 0;
       }
@@ -301,6 +319,7 @@ static void stream_main(int argc, char **argv) {
       x = y;
       continue;
     }
+    wake_pending(rs);
     if (ops[i].kind == PLAN_OP_COLLECTIVE)
       sim_run_collective(rs, s, i);
     else
@@ -314,6 +333,7 @@ static void stream_main(int argc, char **argv) {
     }
     finish(rs, s, i);
   }
+  wake_pending(rs);
   if (prog) fprintf(prog, "\r%60s\r", "");
   double now = simgrid_get_clock();
   rs->st.stream_end_s[s] = now;

@@ -32,6 +32,7 @@ typedef struct sim_rank_s {
   uint8_t *cross; /* per op: an op of another stream depends on it */
   int32_t waiting[PLAN_STREAM_COUNT];
   sg_sem_t wake[PLAN_STREAM_COUNT];
+  uint8_t wake_pending; /* streams the compute stream woke, released when it next blocks (sim_engine.c) */
   int coll_seq[PLAN_GROUP_COUNT][PLAN_STREAM_COUNT];
   /* when the transfers of the latest receives started (bubble vs. exposed transfer) */
 #define SIM_XFER_SLOTS 8
