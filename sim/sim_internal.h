@@ -46,6 +46,10 @@ typedef struct sim_rank_s {
   struct sim_collapse_class *collapse[PLAN_GROUP_COUNT][PLAN_STREAM_COUNT];
   int *members[PLAN_GROUP_COUNT]; /* group members in ring order */
   int n_members[PLAN_GROUP_COUNT];
+  /* each group's lowest member, how many members are simulated, whether all sit on one node (sim_comm.c,
+   * on the group's first collective) */
+  uint8_t group_known[PLAN_GROUP_COUNT], group_one_node[PLAN_GROUP_COUNT];
+  int group_leader[PLAN_GROUP_COUNT], group_simulated[PLAN_GROUP_COUNT];
   /* the worst route latency and bandwidth among each group's ring edges (sim_comm.c), once known */
   uint8_t ring_route_known[PLAN_GROUP_COUNT];
   double ring_latency_s[PLAN_GROUP_COUNT], ring_bw[PLAN_GROUP_COUNT];
@@ -163,7 +167,7 @@ int sim_clock_comm(sim_rank *rs, double start, double d);
 /* sim_comm.c: whether the op moves its data with SM or copy-engine kernels
  * at NVLink speed inside one node (its kernels draw power like compute),
  * not through host memory or a network. */
-bool sim_comm_draws_power(const sim_rank *rs, const plan_op *op);
+bool sim_comm_draws_power(sim_rank *rs, const plan_op *op);
 /* Each logged rank's duty (after the run), for fill_result. */
 void sim_clock_duties(sim_world *w);
 /* Passes until the iteration time settles, each in a forked child. */
