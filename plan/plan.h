@@ -390,6 +390,12 @@ double plan_estimate_sim_bytes(const plan *p, int ranks);
 int plan_check_program_size(const plan *p, const char *file, ts_err *e);
 int plan_check_sim_size(const plan *p, int ranks, const char *file, ts_err *e);
 void plan_program_free(plan_program *prog);
+/* (plan_program_share.c) Whether b is a's program run by rank b->rank: every op
+ * equal, except that each send's or receive's peer is moved by b->rank -
+ * a->rank (ranks of one pipeline stage, whose messages go to the same
+ * position of the neighbouring stage). A consumer may then keep a alone, and
+ * read b's peers as a's plus that shift. */
+bool plan_program_same_shifted(const plan_program *a, const plan_program *b);
 
 /* (plan_launches.c) Sets op's launches, gemm_launches and host_sync from the model op it runs (ops[0..n-1]:
  * model_layer_ops of the plan's shard), as the executor issues it. */

@@ -91,6 +91,7 @@ done
 mkdir -p "$TMP/models" "$TMP/topologies"
 cp "$ROOT"/models/*.json "$TMP/models/"
 cp "$ROOT"/topologies/*.json "$TMP/topologies/"
+cp -r "$ROOT"/topologies/gpus "$TMP/topologies/" # the GPU catalogue the clusters name
 cat >"$TMP/models/gpt-1t.json" <<'EOF'
 { "schema": 1, "name": "gpt-1t", "family": "gpt", "layers": 128, "hidden": 25600, "heads": 160, "kv_heads": 160,
   "ffn_hidden": 102400, "activation": "gelu", "norm": "layernorm", "vocab": 51200, "tied_embeddings": true,

@@ -289,8 +289,9 @@ void sim_collapse_prepare(void) {
     for (int i = 0; i < rs->prog->n; i++) {
       const plan_op *op = &rs->prog->ops[i];
       if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
-        if (op->peer < 0 || op->peer >= sim_w->world) continue;
-        int pair[2] = {op->kind == PLAN_OP_SEND ? r : op->peer, op->kind == PLAN_OP_SEND ? op->peer : r};
+        int peer = sim_op_peer(rs, op);
+        if (peer < 0 || peer >= sim_w->world) continue;
+        int pair[2] = {op->kind == PLAN_OP_SEND ? r : peer, op->kind == PLAN_OP_SEND ? peer : r};
         if (!one_node(pair, 2)) {
           use_route(pair[0], pair[1], -1, route);
           flows_to[pair[1]] = flows_from[pair[0]] = 1;

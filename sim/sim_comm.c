@@ -207,6 +207,32 @@ static void barrier(sim_rendezvous *rv, int *count, sg_sem_t *sem) {
   }
 }
 
+/* The members meet, then each is busy for t (a collective inside a node at
+ * its calibrated time). When every member asks for the same t, the last to
+ * arrive sleeps it and then wakes the others, who leave at the same instant
+ * as if each had slept t itself: one timed wait per call instead of one per
+ * member (n - 1 fewer SimGrid activities). */
+static void timed_meeting(sim_rendezvous *rv, double t) {
+  if (rv->expected <= 1) {
+    sg_actor_sleep_for(t);
+    return;
+  }
+  if (rv->arrived == 0) rv->timed_s = t, rv->timed_same = 1, rv->timed_slept = 0;
+  else if (t != rv->timed_s) rv->timed_same = -1;
+  if (++rv->arrived < rv->expected) {
+    sg_sem_acquire(lazy_sem(&rv->start_sem));
+    if (!rv->timed_slept) sg_actor_sleep_for(t);
+    return;
+  }
+  rv->arrived = 0;
+  if (rv->timed_same == 1) {
+    sg_actor_sleep_for(t);
+    rv->timed_slept = 1;
+  }
+  for (int i = 0; i < rv->expected - 1; i++) sg_sem_release(lazy_sem(&rv->start_sem));
+  if (!rv->timed_slept) sg_actor_sleep_for(t);
+}
+
 /* One phase of flows (all edges concurrently): every simulated member sends
  * its own out-edges; the last to arrive starts, through helper actors, the
  * edges whose source is not simulated (reduced mode); everyone leaves when
@@ -391,8 +417,8 @@ static void note_comm(sim_rank *rs, double dur, double codec) {
  *   sockets no hidden time above the run-to-run spread of the 12 ms transfer.
  * Taken as the means: 25 us (NVLink, and PCIe, whose NCCL kernels also copy
  * with SMs), 32 us (shm), 0 (sockets; and across nodes, never measured). */
-static double head_start_s(const plan_op *op, const int *m, int n) {
-  if (!all_on_one_node(m, n)) return 0;
+static double head_start_s(const plan_op *op, bool one_node) {
+  if (!one_node) return 0;
   /* tp_overlap_chunks: the forward row chunk's all-reduce ends as long after
    * the next chunk's GEMM as it takes alone (measured 2026-11-30 07:32, GPT
    * h4096 TP2 NVLink, k = 2, 3 profiles: 81 / 87 us after fc2 / attn_out's
@@ -436,7 +462,7 @@ static double running_kernel_left(sim_rank *rs, int stream) {
   return 0;
 }
 
-static void wait_for_sms(sim_rank *rs, int stream, const plan_op *op, const int *m, int n) {
+static void wait_for_sms(sim_rank *rs, int stream, const plan_op *op, bool one_node) {
   if (sim_w->o->ideal_overlap) return;
   /* tp_comm_overlap: a layer's uncompressed TP collective runs as a userbuffer kernel on SMs of its own (the
    * GEMM beside it is priced without them, sim_costs.c; plan_program_tpo.c) */
@@ -447,7 +473,7 @@ static void wait_for_sms(sim_rank *rs, int stream, const plan_op *op, const int 
    * overlaps (plan_program_cp.c), so its few NCCL blocks hold SMs first; the piece is not priced without them
    * (assumption: a p2p kernel's channels are few of the 132 SMs). A compressed step's codec kernels wait. */
   if (op->stream == PLAN_STREAM_CP && op->codec.kind == PLAN_CODEC_NONE) return;
-  double wait = running_kernel_left(rs, stream) - head_start_s(op, m, n);
+  double wait = running_kernel_left(rs, stream) - head_start_s(op, one_node);
   if (wait > 0) sg_actor_sleep_for(wait);
 }
 
@@ -459,8 +485,8 @@ static void wait_for_sms(sim_rank *rs, int stream, const plan_op *op, const int 
  * sequence parallelism, where the backward re-gather runs beside the
  * input-gradient GEMM on the GPUs. A codec's kernels (TACO, CAAT-Net) need
  * SMs like any kernel, so a compressed collective still waits. */
-static bool runs_beside_compute(const plan_op *op, const int *m, int n) {
-  if (!all_on_one_node(m, n) || op->codec.kind != PLAN_CODEC_NONE) return false;
+static bool runs_beside_compute(const plan_op *op, bool one_node) {
+  if (!one_node || op->codec.kind != PLAN_CODEC_NONE) return false;
   topo_intra_kind k = sim_w->p->cluster.intra.kind;
   return k == TOPO_INTRA_SHM || k == TOPO_INTRA_SOCKET;
 }
@@ -479,19 +505,37 @@ static bool runs_beside_compute(const plan_op *op, const int *m, int n) {
  * Over sockets the same probe moved +715 us in one call and -100 us in
  * the next on a ~10 ms all-reduce: no delay is modelled there. */
 #define SHM_BESIDE_HEAD_START_S 125e-6
-static void delay_beside_running_kernel(sim_rank *rs, int stream, const int *m, int n) {
-  if (sim_w->o->ideal_overlap || !all_on_one_node(m, n) || sim_w->p->cluster.intra.kind != TOPO_INTRA_SHM) return;
+static void delay_beside_running_kernel(sim_rank *rs, int stream, bool one_node) {
+  if (sim_w->o->ideal_overlap || !one_node || sim_w->p->cluster.intra.kind != TOPO_INTRA_SHM) return;
   double left = running_kernel_left(rs, stream), delay = left - SHM_BESIDE_HEAD_START_S;
   if (delay < left / 3) delay = left / 3;
   if (delay > 0) sg_actor_sleep_for(delay);
 }
 
-bool sim_comm_draws_power(const sim_rank *rs, const plan_op *op) {
+/* what sim_run_collective asks of a group on every call, found once */
+static void know_group(sim_rank *rs, int g) {
+  const int *m = rs->members[g];
+  int n = rs->n_members[g];
+  int leader = n > 0 ? m[0] : -1;
+  for (int k = 1; k < n; k++)
+    if (m[k] < leader) leader = m[k];
+  rs->group_leader[g] = leader;
+  rs->group_simulated[g] = count_simulated(m, n);
+  rs->group_one_node[g] = (uint8_t)all_on_one_node(m, n);
+  rs->group_known[g] = 1;
+}
+
+static bool group_on_one_node(sim_rank *rs, int g) {
+  if (!rs->group_known[g]) know_group(rs, g);
+  return rs->group_one_node[g];
+}
+
+bool sim_comm_draws_power(sim_rank *rs, const plan_op *op) {
   int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
   if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
-    int pair[2] = {rs->rank, op->peer};
+    int pair[2] = {rs->rank, sim_op_peer(rs, op)};
     if (!all_on_one_node(pair, 2)) return false;
-  } else if (!all_on_one_node(rs->members[g], rs->n_members[g]))
+  } else if (!group_on_one_node(rs, g))
     return false;
   topo_intra_kind k = sim_w->p->cluster.intra.kind;
   return k == TOPO_INTRA_NVLINK || k == TOPO_INTRA_NVSWITCH;
@@ -527,22 +571,20 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
   const int *m = rs->members[g];
   int n = rs->n_members[g];
   if (n <= 1) return;
+  bool one_node = group_on_one_node(rs, g);
   if (waits_for_idle_compute(op)) wait_for_idle_compute(rs);
-  else if (!runs_beside_compute(op, m, n)) wait_for_sms(rs, stream, op, m, n);
-  else delay_beside_running_kernel(rs, stream, m, n);
+  else if (!runs_beside_compute(op, one_node)) wait_for_sms(rs, stream, op, one_node);
+  else delay_beside_running_kernel(rs, stream, one_node);
   ts_err e = {0};
   sim_codec_cost cc;
   if (sim_codec_cost_of(&sim_w->costs, op, n, &cc, &e)) {
     sim_fail(&e);
     return;
   }
-  int leader = m[0];
-  for (int k = 1; k < n; k++)
-    if (m[k] < leader) leader = m[k];
-  sim_rendezvous *rv = sim_rendezvous_get(1, (long long)g << 8 | stream, leader, rs->coll_seq[g][stream]++,
-                                          count_simulated(m, n));
+  sim_rendezvous *rv = sim_rendezvous_get(1, (long long)g << 8 | stream, rs->group_leader[g],
+                                          rs->coll_seq[g][stream]++, rs->group_simulated[g]);
   double t0 = simgrid_get_clock();
-  if (all_on_one_node(m, n)) {
+  if (one_node) {
     double t;
     int codec_included;
     if (sim_coll_calibrated_s(&sim_w->costs, op, n, &t, &codec_included, &e)) {
@@ -556,8 +598,7 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
     } else if (codec_included) {
       t += cc.caat_us * 1e-6; /* a measured TACO collective does not pack CAAT-Net channels */
     }
-    barrier(rv, &rv->arrived, &rv->start_sem);
-    sg_actor_sleep_for(t);
+    timed_meeting(rv, t);
   } else {
     sim_w->used_platform_links = 1;
     /* flow_phase starts the flows together, as NCCL collectives do */
@@ -577,10 +618,11 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
 void sim_run_sendrecv(sim_rank *rs, int i) {
   const plan_op *op = &rs->prog->ops[i];
   bool is_send = op->kind == PLAN_OP_SEND;
-  int src = is_send ? rs->rank : op->peer, dst = is_send ? op->peer : rs->rank;
+  int peer = sim_op_peer(rs, op);
+  int src = is_send ? rs->rank : peer, dst = is_send ? peer : rs->rank;
   if (src < 0 || dst < 0 || src >= sim_w->world || dst >= sim_w->world) {
     ts_err e;
-    ts_fail(&e, sim_w->p->path, "program", "rank %d: op %d: peer %d out of range", rs->rank, i, op->peer);
+    ts_fail(&e, sim_w->p->path, "program", "rank %d: op %d: peer %d out of range", rs->rank, i, peer);
     sim_fail(&e);
     return;
   }

@@ -39,8 +39,8 @@ static long long flow_id(long long a, long long b, long long c, long long d) {
 /* The flow an op's record carries: a send and its receive share (src, dst, tag); the members of one
  * collective call share (group, stream, leader, call number) as the rendezvous of sim_comm.c does. */
 static long long op_flow(const sim_rank *rs, int stream, const plan_op *op) {
-  if (op->kind == PLAN_OP_SEND) return flow_id(1, rs->rank, op->peer, op->tag);
-  if (op->kind == PLAN_OP_RECV) return flow_id(1, op->peer, rs->rank, op->tag);
+  if (op->kind == PLAN_OP_SEND) return flow_id(1, rs->rank, sim_op_peer(rs, op), op->tag);
+  if (op->kind == PLAN_OP_RECV) return flow_id(1, sim_op_peer(rs, op), rs->rank, op->tag);
   if (op->kind != PLAN_OP_COLLECTIVE) return 0;
   int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
   if (rs->n_members[g] <= 1) return 0; /* nothing ran */
@@ -49,6 +49,13 @@ static long long op_flow(const sim_rank *rs, int stream, const plan_op *op) {
     if (rs->members[g][k] < leader) leader = rs->members[g][k];
   /* recorded after the call, which counted itself */
   return flow_id(2 + g, stream, leader, rs->coll_seq[g][stream] - 1);
+}
+
+/* An op's name as rs runs it (the name of a send or receive says its peer). */
+static void op_name(const sim_rank *rs, const plan_op *op, char *buf, size_t cap) {
+  plan_op shifted = *op;
+  shifted.peer = sim_op_peer(rs, op);
+  plan_op_name(sim_w->p, &shifted, buf, cap);
 }
 
 static void record(sim_rank *rs, int stream, int pos, int merged, double start, double dur) {
@@ -63,7 +70,7 @@ static void record(sim_rank *rs, int stream, int pos, int merged, double start, 
   }
   schema_op_record *r = &rs->recs[rs->n_recs++];
   char name[96];
-  plan_op_name(sim_w->p, &rs->prog->ops[op_index], name, sizeof name);
+  op_name(rs, &rs->prog->ops[op_index], name, sizeof name);
   if (merged > 0)
     snprintf(r->name, sizeof r->name, "%.80s +%d", name, merged);
   else
@@ -114,11 +121,25 @@ static void account_wait(sim_rank *rs, int d, double t0, double t1) {
   }
 }
 
+/* The streams the compute stream finished ops for are woken when it blocks
+ * next (launching its next block, or waiting): a stream woken at once ran
+ * before the compute stream had launched that block and yielded to it to see
+ * the kernel it must wait for (sim_comm.c's running_kernel_left); now it
+ * finds the block launched. Same instant, one SimGrid call fewer. */
+static void wake_pending(sim_rank *rs) {
+  for (int t = 0; rs->wake_pending; t++)
+    if (rs->wake_pending & 1u << t) {
+      rs->wake_pending &= (uint8_t) ~(1u << t);
+      sg_sem_release(rs->wake[t]);
+    }
+}
+
 static void wait_for(sim_rank *rs, int s, int d) {
   if (rs->done[d]) return;
   double t0 = simgrid_get_clock();
   while (!rs->done[d]) {
     rs->waiting[s] = d;
+    wake_pending(rs);
     sg_sem_acquire(rs->wake[s]);
   }
   rs->waiting[s] = -1;
@@ -130,7 +151,10 @@ static void finish(sim_rank *rs, int s, int i) {
   for (int t = 0; t < PLAN_STREAM_COUNT; t++)
     if (t != s && rs->waiting[t] == i) {
       rs->waiting[t] = -1;
-      sg_sem_release(rs->wake[t]);
+      if (s == PLAN_STREAM_COMPUTE)
+        rs->wake_pending |= (uint8_t)(1u << t);
+      else
+        sg_sem_release(rs->wake[t]);
     }
 }
 
@@ -300,8 +324,9 @@ static void stream_main(int argc, char **argv) {
         y++;
         merged++;
       }
+      if (total > 0) rs->compute_sleep_end = t0 + total;
+      wake_pending(rs);
       if (total > 0) {
-        rs->compute_sleep_end = t0 + total;
         sg_actor_sleep_for(total);
         rs->n_kernel_end = 0;
       }
@@ -314,6 +339,7 @@ static void stream_main(int argc, char **argv) {
       x = y;
       continue;
     }
+    wake_pending(rs);
     if (ops[i].kind == PLAN_OP_COLLECTIVE)
       sim_run_collective(rs, s, i);
     else
@@ -327,6 +353,7 @@ static void stream_main(int argc, char **argv) {
     }
     finish(rs, s, i);
   }
+  wake_pending(rs);
   if (prog) fprintf(prog, "\r%60s\r", "");
   double now = simgrid_get_clock();
   rs->st.stream_end_s[s] = now;
@@ -337,65 +364,134 @@ static void stream_main(int argc, char **argv) {
 
 /* ---- setup ---- */
 
+/* rs's own program: checked, and what the actors derive from it (which ops
+ * another stream waits on, each stream's op list) */
+static int own_program(sim_world *w, sim_rank *rs, ts_err *e) {
+  const plan *p = w->p;
+  int r = rs->rank, n = rs->prog->n;
+  rs->shape = rs;
+  rs->cross = calloc((size_t)(n ? n : 1), 1);
+  if (!rs->cross) return ts_fail_sys(e, "out of memory");
+  for (int i = 0; i < n; i++) {
+    const plan_op *op = &rs->prog->ops[i];
+    if (op->stream >= PLAN_STREAM_COUNT)
+      return ts_fail(e, p->path, "program", "rank %d: op %d: stream %d out of range", r, i, op->stream);
+    for (int k = 0; k < PLAN_MAX_DEPS; k++) {
+      int d = op->dep[k];
+      if (d >= i || d < -1)
+        return ts_fail(e, p->path, "program", "rank %d: op %d: dependency %d is not an earlier op", r, i, d);
+      if (d >= 0 && rs->prog->ops[d].stream != op->stream) rs->cross[d] = 1;
+    }
+  }
+  for (int i = 0; i < n; i++) rs->n_stream_ops[rs->prog->ops[i].stream]++;
+  for (int t = 0; t < PLAN_STREAM_COUNT; t++) {
+    rs->stream_ops[t] = malloc(sizeof(int) * (size_t)(rs->n_stream_ops[t] ? rs->n_stream_ops[t] : 1));
+    if (!rs->stream_ops[t]) return ts_fail_sys(e, "out of memory");
+    rs->n_stream_ops[t] = 0;
+  }
+  for (int i = 0; i < n; i++) {
+    int t = rs->prog->ops[i].stream;
+    rs->stream_ops[t][rs->n_stream_ops[t]++] = i;
+  }
+  return 0;
+}
+
+/* rs runs shape's program, its peers shifted (plan_program_same_shifted) */
+static void share_program(sim_rank *rs, sim_rank *shape) {
+  rs->shape = shape;
+  rs->prog = shape->prog;
+  rs->peer_shift = rs->rank - shape->rank;
+  rs->cross = shape->cross;
+  for (int t = 0; t < PLAN_STREAM_COUNT; t++) {
+    rs->stream_ops[t] = shape->stream_ops[t];
+    rs->n_stream_ops[t] = shape->n_stream_ops[t];
+  }
+}
+
+/* Programs differing beyond their peers that a stage keeps for its ranks to share (more: each keeps its own). */
+#define SIM_SHAPES_PER_STAGE 4
+
+/* rs's program, built here: one already kept for its stage when the same up to the peers, else its own */
+static int program_of(sim_world *w, sim_rank *rs, sim_rank **shapes, ts_err *e) {
+  plan_program built;
+  if (plan_build_program(w->p, rs->rank, &built, e)) return -1;
+  int k = 0;
+  for (; k < SIM_SHAPES_PER_STAGE && shapes[k]; k++)
+    if (plan_program_same_shifted(shapes[k]->prog, &built)) {
+      plan_program_free(&built);
+      share_program(rs, shapes[k]);
+      return 0;
+    }
+  rs->prog = malloc(sizeof *rs->prog);
+  if (!rs->prog) {
+    plan_program_free(&built);
+    return ts_fail_sys(e, "out of memory");
+  }
+  *rs->prog = built;
+  if (own_program(w, rs, e)) return -1;
+  if (k < SIM_SHAPES_PER_STAGE) shapes[k] = rs;
+  return 0;
+}
+
 static int build_ranks(sim_world *w, ts_err *e) {
   const plan *p = w->p;
   /* refused before building (exit 2), not out of memory minutes later */
   if (!w->o->programs && plan_check_sim_size(p, w->o->mode == SIM_MODE_FULL ? w->world : p->pp, p->path, e)) return -1;
   w->ranks = calloc((size_t)w->world, sizeof *w->ranks);
-  if (!w->ranks) return ts_fail_sys(e, "out of memory");
+  sim_rank **shapes = calloc((size_t)p->pp * SIM_SHAPES_PER_STAGE, sizeof *shapes);
+  if (!w->ranks || !shapes) {
+    free(shapes);
+    return ts_fail_sys(e, "out of memory");
+  }
+  int rc = -1;
   for (int r = 0; r < w->world; r++) {
     plan_coord c = plan_coord_of(p, r);
     if (w->o->mode == SIM_MODE_REDUCED && (c.tp != 0 || c.dp != 0 || c.cp != 0)) continue;
     sim_rank *rs = calloc(1, sizeof *rs);
-    if (!rs) return ts_fail_sys(e, "out of memory");
+    if (!rs) {
+      ts_fail_sys(e, "out of memory");
+      goto done;
+    }
     w->ranks[r] = rs;
     if (!w->first) w->first = rs;
     w->n_simulated++;
     rs->rank = r;
     if (w->o->programs) {
       rs->prog = &w->o->programs[r];
-    } else {
-      rs->prog = calloc(1, sizeof *rs->prog);
-      if (!rs->prog || plan_build_program(p, r, rs->prog, e)) return rs->prog ? -1 : ts_fail_sys(e, "out of memory");
+      if (own_program(w, rs, e)) goto done;
+    } else if (c.pp < 0 || c.pp >= p->pp) {
+      ts_fail(e, p->path, "layout", "rank %d: stage %d out of range", r, c.pp);
+      goto done;
+    } else if (program_of(w, rs, &shapes[(size_t)c.pp * SIM_SHAPES_PER_STAGE], e)) {
+      goto done;
     }
     int n = rs->prog->n;
     rs->done = calloc((size_t)(n ? n : 1), 1);
-    rs->cross = calloc((size_t)(n ? n : 1), 1);
-    if (!rs->done || !rs->cross) return ts_fail_sys(e, "out of memory");
-    for (int i = 0; i < n; i++) {
-      const plan_op *op = &rs->prog->ops[i];
-      if (op->stream >= PLAN_STREAM_COUNT)
-        return ts_fail(e, p->path, "program", "rank %d: op %d: stream %d out of range", r, i, op->stream);
-      for (int k = 0; k < PLAN_MAX_DEPS; k++) {
-        int d = op->dep[k];
-        if (d >= i || d < -1)
-          return ts_fail(e, p->path, "program", "rank %d: op %d: dependency %d is not an earlier op", r, i, d);
-        if (d >= 0 && rs->prog->ops[d].stream != op->stream) rs->cross[d] = 1;
-      }
+    if (!rs->done) {
+      ts_fail_sys(e, "out of memory");
+      goto done;
     }
     for (int g = 0; g < PLAN_GROUP_COUNT; g++) {
       int cap = w->world;
       rs->members[g] = malloc(sizeof(int) * (size_t)cap);
-      if (!rs->members[g]) return ts_fail_sys(e, "out of memory");
+      if (!rs->members[g]) {
+        ts_fail_sys(e, "out of memory");
+        goto done;
+      }
       rs->n_members[g] = plan_group_members(p, r, (plan_group_kind)g, rs->members[g], cap);
       for (int k = 0; k < rs->n_members[g]; k++)
-        if (rs->members[g][k] < 0 || rs->members[g][k] >= w->world)
-          return ts_fail(e, p->path, "layout", "rank %d: group member %d out of range", r, rs->members[g][k]);
-    }
-    for (int i = 0; i < n; i++) rs->n_stream_ops[rs->prog->ops[i].stream]++;
-    for (int t = 0; t < PLAN_STREAM_COUNT; t++) {
-      rs->stream_ops[t] = malloc(sizeof(int) * (size_t)(rs->n_stream_ops[t] ? rs->n_stream_ops[t] : 1));
-      if (!rs->stream_ops[t]) return ts_fail_sys(e, "out of memory");
-      rs->n_stream_ops[t] = 0;
-    }
-    for (int i = 0; i < n; i++) {
-      int t = rs->prog->ops[i].stream;
-      rs->stream_ops[t][rs->n_stream_ops[t]++] = i;
+        if (rs->members[g][k] < 0 || rs->members[g][k] >= w->world) {
+          ts_fail(e, p->path, "layout", "rank %d: group member %d out of range", r, rs->members[g][k]);
+          goto done;
+        }
     }
     for (int k = 0; k < SIM_XFER_SLOTS; k++) rs->xfer_op[k] = -1;
     for (int s = 0; s < PLAN_STREAM_COUNT; s++) rs->waiting[s] = -1;
   }
-  return 0;
+  rc = 0;
+done:
+  free(shapes);
+  return rc;
 }
 
 /* Every cost is looked up once before the run, so a missing or broken table
@@ -425,7 +521,8 @@ static int check_costs(sim_world *w, ts_err *e) {
           for (int k = 1; k < n; k++)
             one_node &= topo_node_of(cl, rs->members[g][k]) == topo_node_of(cl, rs->members[g][0]);
         } else {
-          one_node = op->peer >= 0 && topo_node_of(cl, op->peer) == topo_node_of(cl, r);
+          int peer = sim_op_peer(rs, op);
+          one_node = peer >= 0 && topo_node_of(cl, peer) == topo_node_of(cl, r);
         }
         if (n > 1 && (sim_codec_cost_of(&w->costs, op, n, &cc, e) ||
                       (one_node && sim_coll_calibrated_s(&w->costs, op, n, &t, &inc, e))))
@@ -479,7 +576,7 @@ static unsigned char *needed_hosts(sim_world *w, bool *all, ts_err *e) {
       for (int k = 0; k < rs->n_members[g]; k++) need[rs->members[g][k]] = 1;
     for (int i = 0; i < rs->prog->n; i++)
       if (rs->prog->ops[i].kind == PLAN_OP_SEND || rs->prog->ops[i].kind == PLAN_OP_RECV) {
-        int peer = rs->prog->ops[i].peer;
+        int peer = sim_op_peer(rs, &rs->prog->ops[i]);
         if (peer < 0 || peer >= w->world) {
           free(need);
           return ts_fail(e, w->p->path, "program", "rank %d: op %d: peer %d out of range", r, i, peer), NULL;
@@ -709,7 +806,8 @@ static void free_world(sim_world *w) {
   for (int r = 0; w->ranks && r < w->world; r++) {
     sim_rank *rs = w->ranks[r];
     if (!rs) continue;
-    if (!w->o->programs && rs->prog) {
+    bool owns = rs->shape == rs || !rs->shape; /* (a rank that failed before its program was set owns nothing) */
+    if (!w->o->programs && rs->prog && owns) {
       plan_program_free(rs->prog);
       free(rs->prog);
     }
@@ -717,11 +815,13 @@ static void free_world(sim_world *w) {
     for (int s = 0; s < PLAN_STREAM_COUNT; s++)
       if (rs->wake[s]) sg_sem_destroy(rs->wake[s]);
     free(rs->done);
-    free(rs->cross);
     free(rs->recs);
     free(rs->kernel_end);
     for (int g = 0; g < PLAN_GROUP_COUNT; g++) free(rs->members[g]);
-    for (int t = 0; t < PLAN_STREAM_COUNT; t++) free(rs->stream_ops[t]);
+    if (owns) {
+      free(rs->cross);
+      for (int t = 0; t < PLAN_STREAM_COUNT; t++) free(rs->stream_ops[t]);
+    }
     free(rs);
   }
   free(w->ranks);
@@ -746,7 +846,7 @@ int sim_engine_pass(sim_world *w, schema_result *out, ts_err *e) {
       for (int i = 0; i < w->ranks[r]->prog->n; i++)
         if (!w->ranks[r]->done[i]) {
           char name[96];
-          plan_op_name(p, &w->ranks[r]->prog->ops[i], name, sizeof name);
+          op_name(w->ranks[r], &w->ranks[r]->prog->ops[i], name, sizeof name);
           return ts_fail_sim(e, "%s: rank %d never finished op %d (%s): the simulated ranks deadlock (%s)", p->path,
                              r, i, name,
                              w->o->programs ? "the programs given do not match"

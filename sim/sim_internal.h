@@ -22,11 +22,19 @@ typedef struct {
 
 typedef struct sim_rank_s {
   int rank;
+  /* Its program, and what is derived from it (cross, stream_ops): its own, or
+   * in full mode those of `shape`, a rank of its stage whose program is the
+   * same up to the peers of sends and receives, which are this rank's at
+   * peer_shift from shape's (plan_program_same_shifted; read them with
+   * sim_op_peer). 1,024 ranks x 33k ops of 104 bytes were 3.5 GB. */
   plan_program *prog;
+  struct sim_rank_s *shape; /* whose program this is: itself when it owns it */
+  int peer_shift;
   uint8_t *done;  /* per op: finished */
   uint8_t *cross; /* per op: an op of another stream depends on it */
   int32_t waiting[PLAN_STREAM_COUNT];
   sg_sem_t wake[PLAN_STREAM_COUNT];
+  uint8_t wake_pending; /* streams the compute stream woke, released when it next blocks (sim_engine.c) */
   int coll_seq[PLAN_GROUP_COUNT][PLAN_STREAM_COUNT];
   /* when the transfers of the latest receives started (bubble vs. exposed transfer) */
 #define SIM_XFER_SLOTS 8
@@ -40,6 +48,10 @@ typedef struct sim_rank_s {
   struct sim_collapse_class *collapse[PLAN_GROUP_COUNT][PLAN_STREAM_COUNT];
   int *members[PLAN_GROUP_COUNT]; /* group members in ring order */
   int n_members[PLAN_GROUP_COUNT];
+  /* each group's lowest member, how many members are simulated, whether all sit on one node (sim_comm.c,
+   * on the group's first collective) */
+  uint8_t group_known[PLAN_GROUP_COUNT], group_one_node[PLAN_GROUP_COUNT];
+  int group_leader[PLAN_GROUP_COUNT], group_simulated[PLAN_GROUP_COUNT];
   /* the worst route latency and bandwidth among each group's ring edges (sim_comm.c), once known */
   uint8_t ring_route_known[PLAN_GROUP_COUNT];
   double ring_latency_s[PLAN_GROUP_COUNT], ring_bw[PLAN_GROUP_COUNT];
@@ -62,6 +74,11 @@ typedef struct sim_rank_s {
   double clock_duty;             /* its GPU's duty, from clock_log and clock_comm_log */
   double clock_cycle_us;         /* its busy/idle alternation: iteration / idle gaps */
 } sim_rank;
+
+/* The rank a send or receive of rs's program goes to (-1: none). */
+static inline int sim_op_peer(const sim_rank *rs, const plan_op *op) {
+  return op->peer < 0 ? op->peer : op->peer + rs->peer_shift;
+}
 
 typedef struct sim_world sim_world;
 
@@ -89,6 +106,10 @@ typedef struct sim_rendezvous {
   int transient; /* flows launched by helper actors for members not simulated */
   double start_s;
   double xfer_start_s;
+  /* a collective inside a node (sim_comm.c's timed_meeting): the time the members asked for so far, whether
+   * they all asked for the same (1) or not (-1), and whether the last one slept it for everyone */
+  double timed_s;
+  int timed_same, timed_slept;
 } sim_rendezvous;
 
 struct sim_world {
@@ -150,7 +171,7 @@ int sim_clock_comm(sim_rank *rs, double start, double d);
 /* sim_comm.c: whether the op moves its data with SM or copy-engine kernels
  * at NVLink speed inside one node (its kernels draw power like compute),
  * not through host memory or a network. */
-bool sim_comm_draws_power(const sim_rank *rs, const plan_op *op);
+bool sim_comm_draws_power(sim_rank *rs, const plan_op *op);
 /* Each logged rank's duty (after the run), for fill_result. */
 void sim_clock_duties(sim_world *w);
 /* Passes until the iteration time settles, each in a forked child. */

@@ -1,6 +1,8 @@
 /* sim_report.c — printed table, Chrome trace, and running a simulation in a
  * child process (SimGrid initialises once per process). */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -164,7 +166,10 @@ int sim_write_trace(const schema_result *r, const char *path, ts_err *e) {
   return 0;
 }
 
-/* The child writes 'O' + result JSON, or 'E' + bad-input flag + message. */
+/* The child writes 'O', the length of the result's JSON (uint64), the JSON
+ * without the op records, their count (int32) and the records as raw bytes
+ * (parent and child are one binary); or 'E' + bad-input flag + message. The
+ * records of a full-mode trace (100k) through JSON cost 2 s a simulation. */
 typedef struct {
   const plan *p;
   const sim_options *o;
@@ -178,6 +183,49 @@ static int run_isolated_child(void *arg, schema_result *out, ts_err *e) {
 int sim_run_isolated(const plan *p, const sim_options *o, schema_result *out, ts_err *e) {
   isolated_args a = {p, o};
   return sim_fork_result(run_isolated_child, &a, out, e);
+}
+
+/* x as the result JSON keeps it (10 significant digits, schema/result.c): a
+ * record read raw holds what it held when records came through the JSON. */
+static double as_json_keeps(double x) {
+  char text[40];
+  snprintf(text, sizeof text, "%.10g", x);
+  return strtod(text, NULL);
+}
+
+/* A child's result: the JSON, then the records (the layout sim_fork_result's child writes). */
+static int read_child_result(const char *buf, size_t len, schema_result *out, ts_err *e) {
+  uint64_t json_len;
+  int32_t n_ops;
+  if (len < sizeof json_len) return ts_fail_sys(e, "the simulation process sent a truncated result");
+  memcpy(&json_len, buf, sizeof json_len);
+  buf += sizeof json_len, len -= sizeof json_len;
+  if (json_len > len || len - json_len < sizeof n_ops)
+    return ts_fail_sys(e, "the simulation process sent a truncated result");
+  if (schema_result_from_json_text(buf, (size_t)json_len, "simulation result", out, e)) return -1;
+  buf += json_len, len -= json_len;
+  memcpy(&n_ops, buf, sizeof n_ops);
+  buf += sizeof n_ops, len -= sizeof n_ops;
+  if (n_ops < 0 || len != (size_t)n_ops * sizeof(schema_op_record)) {
+    schema_result_free(out);
+    return ts_fail_sys(e, "the simulation process sent %d records in %zu bytes", n_ops, len);
+  }
+  for (int32_t i = 0; i < n_ops; i++) {
+    schema_op_record op;
+    memcpy(&op, buf + (size_t)i * sizeof op, sizeof op);
+    /* what the JSON writes only where set reads back as 0 */
+    op.start_s = as_json_keeps(op.start_s), op.dur_s = as_json_keeps(op.dur_s);
+    op.flops = op.flops > 0 ? as_json_keeps(op.flops) : 0;
+    op.bytes = op.bytes > 0 ? as_json_keeps(op.bytes) : 0;
+    op.wire_bytes = op.wire_bytes > 0 ? as_json_keeps(op.wire_bytes) : 0;
+    if (op.merged < 0) op.merged = 0;
+    if (op.flow < 0) op.flow = 0;
+    if (schema_result_add_op(out, &op)) {
+      schema_result_free(out);
+      return ts_fail_sys(e, "out of memory");
+    }
+  }
+  return 0;
 }
 
 int sim_fork_result(int (*fn)(void *arg, schema_result *out, ts_err *e), void *arg, schema_result *out,
@@ -200,8 +248,25 @@ int sim_fork_result(int (*fn)(void *arg, schema_result *out, ts_err *e), void *a
     int rc = fn(arg, &r, &ce);
     if (w) {
       if (rc == 0) {
-        fputc('O', w);
-        rc = schema_result_write_json(&r, w, &ce);
+        int32_t n_ops = r.n_ops;
+        const schema_op_record *ops = r.ops;
+        r.n_ops = 0;
+        char *json = NULL;
+        size_t json_len = 0;
+        FILE *m = open_memstream(&json, &json_len);
+        rc = m ? schema_result_write_json(&r, m, &ce) : ts_fail_sys(&ce, "out of memory");
+        if (m && fclose(m) && rc == 0) rc = ts_fail_sys(&ce, "out of memory");
+        if (rc == 0) {
+          uint64_t len = json_len;
+          fputc('O', w);
+          fwrite(&len, sizeof len, 1, w);
+          fwrite(json, 1, json_len, w);
+          fwrite(&n_ops, sizeof n_ops, 1, w);
+          if (n_ops > 0) fwrite(ops, sizeof *ops, (size_t)n_ops, w);
+        } else {
+          fprintf(w, "E%d%s", ce.bad_input, ce.msg);
+        }
+        free(json);
       } else {
         fprintf(w, "E%d%s", ce.bad_input, ce.msg);
       }
@@ -239,7 +304,7 @@ int sim_fork_result(int (*fn)(void *arg, schema_result *out, ts_err *e), void *a
   waitpid(pid, &status, 0);
   int rc;
   if (len > 0 && buf[0] == 'O') {
-    rc = schema_result_from_json_text(buf + 1, len - 1, "simulation result", out, e);
+    rc = read_child_result(buf + 1, len - 1, out, e);
   } else if (len > 1 && buf[0] == 'E') {
     snprintf(e->msg, sizeof e->msg, "%s", buf + 2);
     e->bad_input = buf[1] == '1';

@@ -261,8 +261,9 @@ void sim_scale_prepare(sim_rank *rs) {
     if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
       /* the side that moves the data asks (sim_comm.c): the sender, or the receiver of a sender not simulated */
       bool send = op->kind == PLAN_OP_SEND;
-      if (op->peer < 0 || op->peer >= sim_w->world || (!send && sim_w->ranks[op->peer])) continue;
-      int pair[2] = {send ? rs->rank : op->peer, send ? op->peer : rs->rank};
+      int peer = sim_op_peer(rs, op);
+      if (peer < 0 || peer >= sim_w->world || (!send && sim_w->ranks[peer])) continue;
+      int pair[2] = {send ? rs->rank : peer, send ? peer : rs->rank};
       if (!one_node(pair, 2)) sim_edge_scale(rs, PLAN_GROUP_PP, SIM_ALG_SENDRECV, pair[0], pair[1], 1);
     } else if (op->kind == PLAN_OP_COLLECTIVE) {
       int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;

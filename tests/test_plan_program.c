@@ -675,6 +675,16 @@ static void check_well_formed(const plan *p) {
     }
     CU_ASSERT_EQUAL(sends, recvs); /* each stage sends as many messages as it receives */
   }
+  /* the ranks of a stage run one program up to their peers (plan_program_same_shifted: what the simulator keeps
+   * once per stage); another stage's differs */
+  for (int r = 0; r < world; r++) {
+    plan_coord c = plan_coord_of(p, r);
+    c.dp = c.tp = c.cp = 0;
+    int rep = plan_rank_of(p, c);
+    CU_ASSERT(plan_program_same_shifted(&g[rep], &g[r]));
+    c.pp = (c.pp + 1) % p->pp;
+    if (p->pp > 1) CU_ASSERT(!plan_program_same_shifted(&g[plan_rank_of(p, c)], &g[r]));
+  }
   eval_result res = evaluate(p, g);
   if (!res.completed) printf("\n  %s: the programs deadlock\n", p->name);
   CU_ASSERT(res.completed);
@@ -718,6 +728,35 @@ static void test_program_variants(void) {
     plan p = load(&variants[k]);
     check_well_formed(&p);
   }
+}
+
+/* plan_program_same_shifted: equal up to the peers moved by the ranks' distance, and nothing else. */
+static void test_same_shifted(void) {
+  spec s = base();
+  s.dp = 2, s.tp = 2, s.pp = 2, s.global = 8, s.layers = 4;
+  plan p = load(&s);
+  plan_program *g = build_all(&p);
+  plan_coord c = {.dp = 1, .tp = 1, .pp = 1};
+  int a = plan_rank_of(&p, (plan_coord){.pp = 1}), b = plan_rank_of(&p, c);
+  CU_ASSERT(plan_program_same_shifted(&g[a], &g[b]));
+  CU_ASSERT(plan_program_same_shifted(&g[b], &g[a]));
+  int send = -1, comp = -1;
+  for (int i = 0; i < g[b].n; i++) {
+    if (send < 0 && g[b].ops[i].kind == PLAN_OP_SEND) send = i;
+    if (comp < 0 && g[b].ops[i].kind == PLAN_OP_COMPUTE) comp = i;
+  }
+  CU_ASSERT_FATAL(send >= 0 && comp >= 0);
+  g[b].ops[send].peer++; /* a peer off by one */
+  CU_ASSERT(!plan_program_same_shifted(&g[a], &g[b]));
+  g[b].ops[send].peer--;
+  g[b].ops[comp].bytes *= 1.5; /* another op's size */
+  CU_ASSERT(!plan_program_same_shifted(&g[a], &g[b]));
+  g[b].ops[comp].bytes /= 1.5;
+  CU_ASSERT(plan_program_same_shifted(&g[a], &g[b]));
+  g[b].n--; /* a shorter program */
+  CU_ASSERT(!plan_program_same_shifted(&g[a], &g[b]));
+  g[b].n++;
+  free_all(&p, g);
 }
 
 /* tp_overlap_chunks: 1 builds today's program bit for bit; k > 1 splits each
@@ -1193,6 +1232,7 @@ int main(void) {
   CU_add_test(sched, "interleaved idle = (p-1)/(vm+p-1)", test_idle_interleaved);
   CU_pSuite prog = CU_add_suite("plan.program", NULL, NULL);
   CU_add_test(prog, "well formed across variants", test_program_variants);
+  CU_add_test(prog, "same program up to shifted peers", test_same_shifted);
   CU_add_test(prog, "TACO wire bytes", test_taco_wire_bytes);
   CU_add_test(prog, "CAAT-Net halves forward TP bytes", test_caat_halves_forward_allreduce);
   CU_add_test(prog, "codec_min_bytes", test_codec_min_bytes);

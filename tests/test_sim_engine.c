@@ -641,6 +641,44 @@ static void test_full_vs_reduced(void) {
   schema_calibration_free(&c);
 }
 
+/* Full mode keeps one program per stage, shared by its ranks with their peers shifted
+ * (plan_program_same_shifted): the prediction and every rank's records (names, times,
+ * flows: a send names its own peer) are those of each rank running its own program. */
+static void test_full_shared_programs(void) {
+  static plan p;
+  schema_calibration c;
+  CU_ASSERT_EQUAL_FATAL(load_real("gpt3-13b-64.json", &p, &c), 0);
+  int world = plan_world_size(&p);
+  plan_program *own = calloc((size_t)world, sizeof *own);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(own);
+  ts_err e = {0};
+  for (int r = 0; r < world; r++) CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, r, &own[r], &e), 0);
+  /* (the clock model's representatives differ with programs given: off here) */
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &c, .record_ops = true, .clock_off = true};
+  schema_result shared, mine;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &shared, &e), 0);
+  o.programs = own;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &mine, &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(shared.iteration_time_s, mine.iteration_time_s, 0);
+  CU_ASSERT_DOUBLE_EQUAL(shared.breakdown.bubble_s, mine.breakdown.bubble_s, 0);
+  CU_ASSERT_EQUAL_FATAL(shared.n_ops, mine.n_ops);
+  int sends = 0, differ = 0;
+  for (int i = 0; i < shared.n_ops; i++) {
+    const schema_op_record *a = &shared.ops[i], *b = &mine.ops[i];
+    differ += strcmp(a->name, b->name) || a->rank != b->rank || a->start_s != b->start_s || a->dur_s != b->dur_s ||
+              a->flow != b->flow || a->bytes != b->bytes || a->merged != b->merged;
+    sends += strcmp(a->kind, "send") == 0;
+  }
+  CU_ASSERT_EQUAL(differ, 0);
+  CU_ASSERT_TRUE(sends > 0);
+  printf("\n  gpt3-13b-64 full mode: %d records, %d sends, %.9f s shared and own\n", shared.n_ops, sends,
+         shared.iteration_time_s);
+  schema_result_free(&shared);
+  schema_result_free(&mine);
+  for (int r = 0; r < world; r++) plan_program_free(&own[r]);
+  free(own);
+  schema_calibration_free(&c);
+}
 
 /* ---- the clock model (sim_clock.c) ---- */
 
@@ -968,6 +1006,7 @@ int main(void) {
   CU_add_test(s, "tp_overlap_chunks: row chunks priced at their rows", test_row_chunks_priced_at_their_rows);
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
+  CU_add_test(s, "full mode: a stage's shared program predicts what each rank's own does", test_full_shared_programs);
   CU_add_test(s, "clock model: fine-grained compute/idle alternation runs faster", test_clock_fine_grained_faster);
   CU_add_test(s, "clock model: one long compute stretch keeps its calibrated time", test_clock_long_stretch_unchanged);
   CU_add_test(s, "clock model: collectives over NVLink count as busy, through shm not",
