@@ -22,7 +22,14 @@ add, SwiGLU and embedding tables, and its prefill GEMMs (the 72 measured
 inference plans were predicted worse with them: experiments/infer/README.md).
 A note naming SRC is appended to FILE's notes (cut to 511 characters).
 
-usage: merge_infer.py --from SRC FILE
+Options:
+  --take LIST     which of decode-gemm, attention-decode, attention-prefill,
+                  collectives to take [all four]
+  --replace-gemm  SRC's decode GEMMs (m <= 64, shapes not in FILE's training
+                  "gemm") replace FILE's "gemm_infer" points of the same shape
+                  (for shapes re-timed on purpose) [off: only shapes FILE lacks]
+
+usage: merge_infer.py --from SRC [--take LIST] [--replace-gemm] FILE
 """
 import argparse
 import json
@@ -33,17 +40,37 @@ import sys
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--from", dest="src", required=True)
+    ap.add_argument("--take", default="decode-gemm,attention-decode,attention-prefill,collectives")
+    ap.add_argument("--replace-gemm", action="store_true")
     ap.add_argument("file")
     a = ap.parse_args()
+    take = set(a.take.split(","))
+    bad = take - {"decode-gemm", "attention-decode", "attention-prefill", "collectives"}
+    if bad:
+        print(f"merge_infer.py: --take: unknown {', '.join(sorted(bad))} (want decode-gemm, attention-decode, "
+              "attention-prefill, collectives)", file=sys.stderr)
+        sys.exit(2)
     src = json.load(open(a.src))
     cal = json.load(open(a.file))
     if cal.get("gpu") != src.get("gpu"):
         sys.exit(f"merge_infer.py: {a.file} and {a.src} are not of the same GPU")
-    have = {(g["m"], g["n"], g["k"]) for g in cal["gemm"] + cal.get("gemm_infer", [])}
-    gemm = [g for g in src["gemm"] if g["m"] <= 64 and (g["m"], g["n"], g["k"]) not in have]
-    cal["gemm_infer"] = sorted(cal.get("gemm_infer", []) + gemm, key=lambda g: (g["m"], g["n"], g["k"]))
+    key = lambda g: (g["m"], g["n"], g["k"])
+    train = {key(g) for g in cal["gemm"]}
+    infer = cal.get("gemm_infer", [])
+    have = train | {key(g) for g in infer}
+    gemm, replaced = [], 0
+    if "decode-gemm" in take:
+        if a.replace_gemm:
+            gemm = [g for g in src["gemm"] if g["m"] <= 64 and key(g) not in train]
+            new = {key(g) for g in gemm}
+            replaced = sum(1 for g in infer if key(g) in new)
+            infer = [g for g in infer if key(g) not in new]
+        else:
+            gemm = [g for g in src["gemm"] if g["m"] <= 64 and key(g) not in have]
+    cal["gemm_infer"] = sorted(infer + gemm, key=key)
     kernels = dict(cal["kernels"])
-    taken = [k for k in src["kernels"] if k == "attention_decode" or re.fullmatch(r"attention_prefill\.d\d+\.s\d+", k)]
+    taken = [k for k in src["kernels"] if (k == "attention_decode" and "attention-decode" in take) or
+             (re.fullmatch(r"attention_prefill\.d\d+\.s\d+", k) and "attention-prefill" in take)]
     for k in taken:
         kernels[k] = src["kernels"][k]
     cal["kernels"] = {k: kernels[k] for k in sorted(kernels)}
@@ -51,23 +78,36 @@ def main():
     m = re.search(r"(allreduce(?: and allreduce\.taco\d+)?) \((\d+) ranks\) replaced by tacorun calibrate-infer --collectives",
                   src.get("notes", ""))
     moved = []
-    if m:
+    if m and "collectives" in take:
         ranks = m.group(2)
         for name in m.group(1).split(" and "):
             if name in src["collectives"] and ranks in src["collectives"][name]:
                 colls[name + ".infer"] = {ranks: src["collectives"][name][ranks]}
                 moved.append(f"{name}.infer ({ranks} ranks)")
     for name, per_n in src["collectives"].items():  # files calibrate-infer wrote with ".infer" tables
-        if name.endswith(".infer"):
+        if name.endswith(".infer") and "collectives" in take:
             colls[name] = per_n
             moved.append(name)
     cal["collectives"] = {k: colls[k] for k in sorted(colls)}
-    note = (f"; inference tables from {a.src} (calibrate-infer, {src.get('measured_at', '?')}): {len(gemm)} decode GEMMs, "
-            f"{', '.join(taken)}{', ' if moved else ''}{', '.join(moved)} (calibration/merge_infer.py)")
+    note = (f"; inference tables from {a.src} (calibrate-infer, {src.get('measured_at', '?')}): {len(gemm)} decode GEMMs"
+            f"{f' ({replaced} re-timed)' if replaced else ''}, "
+            f"{', '.join(short_names(taken))}{', ' if moved else ''}{', '.join(moved)} (calibration/merge_infer.py)")
     append_note(cal, note)
     with open(a.file, "w") as f:
         f.write(data_json(cal) + "\n")
-    print(f"{a.file}: {len(gemm)} decode GEMMs, {len(taken)} kernel tables, {len(moved)} collective tables from {a.src}")
+    print(f"{a.file}: {len(gemm)} decode GEMMs ({replaced} replaced), {len(taken)} kernel tables, {len(moved)} collective tables from {a.src}")
+
+
+def short_names(tables):
+    """Table names for a note: the keyed prefill attention tables as one
+    "attention_prefill.d<D>.s<S> (N tables, d.., s..)" entry, the others as they are."""
+    keyed = [t for t in tables if t.startswith("attention_prefill.d")]
+    rest = [t for t in tables if t not in keyed]
+    if len(keyed) < 2:
+        return tables
+    ds = sorted({int(re.search(r"\.d(\d+)", t).group(1)) for t in keyed})
+    ss = sorted({int(re.search(r"\.s(\d+)", t).group(1)) for t in keyed})
+    return rest + [f"attention_prefill.d<D>.s<S> ({len(keyed)} tables, d {'/'.join(map(str, ds))}, s {ss[0]}..{ss[-1]})"]
 
 
 def with_section(cal, name, value, before="kernels"):

@@ -249,47 +249,71 @@ static int pre_launch(void *ctx, long long iter, ts_err *e) {
   return infer_prefill_attention(&((pre_ctx *)ctx)->a, e);
 }
 
-/* Llama-3 8B at TP2 over batch x prompt (batch x prompt <= 64 Ki tokens). */
-static int prefill_attention_table(schema_calibration *cal, exec_gemm *g, const model_config *llama,
-                                   const calib_budget *bud, ts_err *e) {
+/* One head layout of the prefill attention table: a zoo model at a TP degree. */
+typedef struct {
+  const model_config *mc;
+  int tp;
+} pre_layout;
+
+/* Prefill attention over batch x prompt (batch x prompt <= max_tokens) for each layout
+ * (default: Llama-3 8B at TP2). Every point goes into the FLOP-keyed "attention_prefill" and
+ * into "attention_prefill.d<D>.s<S>" of its head dimension and prompt, at the FLOPs
+ * model_layer_ops gives that layout (what the simulator looks up). */
+static int prefill_attention_table(schema_calibration *cal, exec_gemm *g, const pre_layout *lay, int nl,
+                                   const int *prompts, int np, long long max_tokens, const calib_budget *bud,
+                                   ts_err *e) {
   static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
-  static const int prompts[] = {128, 256, 512, 1024, 2048, 4096, 8192};
-  const long long max_tokens = 65536;
-  const int hl = 16, kvl = 4, d = 128;
-  pre_ctx c = {.a = {.gemm = g, .hl = hl, .kvl = kvl, .head_dim = d, .scores_bytes = (size_t)1 << 30}};
-  RT_CUDA(e, cudaMalloc((void **)&c.a.q, (size_t)max_tokens * hl * d * 2));
-  RT_CUDA(e, cudaMalloc((void **)&c.a.o_heads, (size_t)max_tokens * hl * d * 2));
-  RT_CUDA(e, cudaMalloc((void **)&c.a.out, (size_t)max_tokens * hl * d * 2));
-  RT_CUDA(e, cudaMalloc((void **)&c.a.k_cache, (size_t)max_tokens * kvl * d * 2));
-  RT_CUDA(e, cudaMalloc((void **)&c.a.v_cache, (size_t)max_tokens * kvl * d * 2));
+  int max_hl = 0, max_kvl = 0, max_d = 0;
+  for (int i = 0; i < nl; i++) {
+    int hl = lay[i].mc->heads / lay[i].tp, kvl = lay[i].mc->kv_heads / lay[i].tp, d = model_head_dim(lay[i].mc);
+    if (hl > max_hl) max_hl = hl;
+    if (kvl > max_kvl) max_kvl = kvl;
+    if (d > max_d) max_d = d;
+  }
+  pre_ctx c = {.a = {.gemm = g, .scores_bytes = (size_t)1 << 30}};
+  const size_t qb = (size_t)max_tokens * max_hl * max_d * 2, kb = (size_t)max_tokens * max_kvl * max_d * 2;
+  RT_CUDA(e, cudaMalloc((void **)&c.a.q, qb));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.o_heads, qb));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.out, qb));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.k_cache, kb));
+  RT_CUDA(e, cudaMalloc((void **)&c.a.v_cache, kb));
   RT_CUDA(e, cudaMalloc(&c.a.scores, c.a.scores_bytes));
-  if (rt_fill_random_bf16((void *)c.a.q, max_tokens * hl * d, 6, 1.0f, NULL, e) ||
-      rt_fill_random_bf16((void *)c.a.k_cache, max_tokens * kvl * d, 7, 1.0f, NULL, e) ||
-      rt_fill_random_bf16((void *)c.a.v_cache, max_tokens * kvl * d, 8, 1.0f, NULL, e))
+  if (rt_fill_random_bf16((void *)c.a.q, (long long)(qb / 2), 6, 1.0f, NULL, e) ||
+      rt_fill_random_bf16((void *)c.a.k_cache, (long long)(kb / 2), 7, 1.0f, NULL, e) ||
+      rt_fill_random_bf16((void *)c.a.v_cache, (long long)(kb / 2), 8, 1.0f, NULL, e))
     return -1;
   int dev = 0, n = 0;
   void *stream = NULL;
   RT_CUDA(e, cudaGetDevice(&dev));
-  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
-    for (size_t p = 0; p < sizeof prompts / sizeof *prompts; p++) {
-      if ((long long)batches[b] * prompts[p] > max_tokens) continue;
-      c.a.batch = batches[b], c.a.seq = prompts[p], c.a.max_seq = prompts[p];
-      model_shard sh = {2, false, batches[b], prompts[p]};
-      model_op ops[MODEL_MAX_LAYER_OPS];
-      int nops = model_layer_ops(llama, &sh, ops, MODEL_MAX_LAYER_OPS, e);
-      if (nops < 0) return -1;
-      double flops = 0;
-      for (int o = 0; o < nops; o++)
-        if (ops[o].kind == MODEL_OP_ATTENTION) flops = ops[o].flops_fwd;
-      double us;
-      if (calib_time_us(pre_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
-      char keyed[64]; /* and keyed by head dimension and prompt length (batch varies along FLOPs) */
-      snprintf(keyed, sizeof keyed, "attention_prefill.d%d.s%d", d, prompts[p]);
-      if (schema_calibration_add_kernel(cal, "attention_prefill", true, flops, 0, us) ||
-          schema_calibration_add_kernel(cal, keyed, true, flops, 0, us))
-        return ts_fail_sys(e, "out of memory");
-      n++;
-    }
+  for (int l = 0; l < nl; l++) {
+    const model_config *mc = lay[l].mc;
+    const int tp = lay[l].tp, d = model_head_dim(mc);
+    c.a.hl = mc->heads / tp, c.a.kvl = mc->kv_heads / tp, c.a.head_dim = d;
+    for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+      for (int p = 0; p < np; p++) {
+        if ((long long)batches[b] * prompts[p] > max_tokens) continue;
+        /* one head's S x S scores must fit the 1 GiB workspace, as in the executor */
+        if ((size_t)prompts[p] * prompts[p] * 2 > c.a.scores_bytes) continue;
+        c.a.batch = batches[b], c.a.seq = prompts[p], c.a.max_seq = prompts[p];
+        model_shard sh = {tp, false, batches[b], prompts[p]};
+        model_op ops[MODEL_MAX_LAYER_OPS];
+        int nops = model_layer_ops(mc, &sh, ops, MODEL_MAX_LAYER_OPS, e);
+        if (nops < 0) return -1;
+        double flops = 0;
+        for (int o = 0; o < nops; o++)
+          if (ops[o].kind == MODEL_OP_ATTENTION) flops = ops[o].flops_fwd;
+        double us;
+        if (calib_time_us(pre_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+        char keyed[64]; /* and keyed by head dimension and prompt length (batch and heads vary along FLOPs) */
+        snprintf(keyed, sizeof keyed, "attention_prefill.d%d.s%d", d, prompts[p]);
+        if (schema_calibration_add_kernel(cal, "attention_prefill", true, flops, 0, us) ||
+            schema_calibration_add_kernel(cal, keyed, true, flops, 0, us))
+          return ts_fail_sys(e, "out of memory");
+        fprintf(stderr, "calibrate-infer: attention_prefill %s tp%d (%d/%d heads of %d) b%d s%d: %.1f us\n",
+                mc->name, tp, c.a.hl, c.a.kvl, d, batches[b], prompts[p], us);
+        n++;
+      }
+  }
   fprintf(stderr, "calibrate-infer: attention_prefill, %d points\n", n);
   cudaFree((void *)c.a.q), cudaFree(c.a.o_heads), cudaFree(c.a.out), cudaFree((void *)c.a.k_cache);
   cudaFree((void *)c.a.v_cache), cudaFree(c.a.scores);
@@ -481,13 +505,15 @@ done:
 
 static void usage(FILE *out) {
   fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json... [--out-dir DIR] [--models DIR] [--quick]\n"
+               "                                  [--prefill-layouts MODEL:TP,...] [--prefill-prompts S,...]\n"
+               "                                  [--prefill-max-tokens N]\n"
                "       mpirun -np 2 tacorun calibrate-infer CALIBRATION.json... --collectives [--out-dir DIR]\n"
                "                                              [--transport auto|p2p|shm|socket]\n"
                "Adds the decode-sized tables of inference plans to calibration files (in place, or to\n"
                "DIR/<same name> with --out-dir), timed once on GPU 0 (the tables do not depend on the\n"
                "transport): GEMMs with m = batch 1..64 of every zoo model at TP 1/2/4/8 (QKV, attention\n"
                "output, FC1, FC2, logits), \"attention_decode\" (and \"attention_decode_fp8\", the FP8 KV cache) by KV-cache bytes and \"attention_prefill\"\n"
-               "by FLOPs (Llama-3 8B TP2 head layout, batch 1..64, length 128..8192). GEMM shapes already\n"
+               "by FLOPs and keyed by (head dim, prompt) (the --prefill-layouts, batch 1..64). GEMM shapes already\n"
                "in a file are kept; the two attention tables are replaced.\n"
                "--collectives: the \"allreduce.infer\" and \"allreduce.taco128.infer\" tables (1 KiB .. 128 MiB; only\n"
                "inference predictions read them, in place of \"allreduce\" and \"allreduce.taco128\") timed as the\n"
@@ -497,6 +523,10 @@ static void usage(FILE *out) {
                "  --out-dir DIR   write DIR/<name of each input> [the inputs are rewritten in place]\n"
                "  --models DIR    the model zoo whose GEMM shapes are timed [%s]\n"
                "  --quick         fewer repetitions [off]\n"
+               "  --prefill-layouts MODEL:TP,...  head layouts of the prefill attention tables: zoo models at a\n"
+               "                  TP degree (heads / TP, KV heads / TP, head dim) [llama3-8b:2]\n"
+               "  --prefill-prompts S,...  prompt lengths of the prefill attention tables [128,256,512,1024,2048,4096,8192]\n"
+               "  --prefill-max-tokens N  largest batch x prompt timed there (batch 1..64) [65536]\n"
                "  --collectives   time the two all-reduce tables instead of the GEMMs and attention [off]\n"
                RT_TRANSPORT_USAGE
                "reads:  the CALIBRATION.json files, the model zoo\n"
@@ -548,9 +578,48 @@ static int merge(schema_calibration *cal, const schema_calibration *meas, const 
   return 0;
 }
 
+/* "128,256,..." into out (1..cap values, each 2..65536); -1 when malformed. */
+static int parse_ints(const char *arg, int *out, int cap, int *n) {
+  *n = 0;
+  const char *p = arg;
+  while (*p) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 2 || v > 65536 || *n == cap || (*end && *end != ',')) return -1;
+    out[(*n)++] = (int)v;
+    p = *end ? end + 1 : end;
+  }
+  return *n ? 0 : -1;
+}
+
+/* "MODEL:TP,..." against the zoo: each model by name, TP dividing its heads and KV heads. */
+static int prefill_layouts(const char *arg, const model_config *models, int nm, pre_layout *out, int cap, int *n,
+                           ts_err *e) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", arg);
+  *n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *colon = strrchr(tok, ':');
+    if (!colon || *n == cap) return ts_fail(e, arg, NULL, "want MODEL:TP[,MODEL:TP...] (at most 16)");
+    *colon = '\0';
+    char *end;
+    long tp = strtol(colon + 1, &end, 10);
+    const model_config *mc = NULL;
+    for (int i = 0; i < nm; i++)
+      if (!strcmp(models[i].name, tok)) mc = &models[i];
+    if (!mc) return ts_fail(e, arg, tok, "no such model in the zoo");
+    if (*end || tp < 1 || mc->heads % tp || mc->kv_heads % tp)
+      return ts_fail(e, arg, tok, "TP must be a positive divisor of the model's heads and KV heads");
+    out[(*n)++] = (pre_layout){mc, (int)tp};
+  }
+  return *n ? 0 : ts_fail(e, arg, NULL, "no layout given");
+}
+
 int cmd_calibrate_infer(int argc, char **argv) {
-  const char *ins[16], *out_dir = NULL, *models_dir = NULL;
+  const char *ins[16], *out_dir = NULL, *models_dir = NULL, *layouts_arg = "llama3-8b:2";
   int nin = 0, quick = 0, collectives = 0;
+  int prompts[32] = {128, 256, 512, 1024, 2048, 4096, 8192}, np = 7;
+  long long max_tokens = 65536;
   coll_transport transport = COLL_TRANSPORT_AUTO;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -560,6 +629,21 @@ int cmd_calibrate_infer(int argc, char **argv) {
       out_dir = argv[++i];
     } else if (!strcmp(argv[i], "--models") && i + 1 < argc) {
       models_dir = argv[++i];
+    } else if (!strcmp(argv[i], "--prefill-layouts") && i + 1 < argc) {
+      layouts_arg = argv[++i];
+    } else if (!strcmp(argv[i], "--prefill-prompts") && i + 1 < argc) {
+      if (parse_ints(argv[++i], prompts, 32, &np)) {
+        fprintf(stderr, "tacorun calibrate-infer: --prefill-prompts '%s': want 1..32 lengths 2..65536, comma-separated\n",
+                argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--prefill-max-tokens") && i + 1 < argc) {
+      char *end;
+      max_tokens = strtoll(argv[++i], &end, 10);
+      if (*end || max_tokens < 2 || max_tokens > 1048576) {
+        fprintf(stderr, "tacorun calibrate-infer: --prefill-max-tokens '%s': want 2..1048576\n", argv[i]);
+        return 2;
+      }
     } else if (!strcmp(argv[i], "--quick")) {
       quick = 1;
     } else if (!strcmp(argv[i], "--collectives")) {
@@ -626,6 +710,13 @@ int cmd_calibrate_infer(int argc, char **argv) {
     schema_calibration_free(&first);
     return 2;
   }
+  pre_layout lay[16];
+  int nl = 0;
+  if (prefill_layouts(layouts_arg, models, nm, lay, 16, &nl, &e)) {
+    fprintf(stderr, "tacorun calibrate-infer: --prefill-layouts: %s\n", e.msg);
+    schema_calibration_free(&first);
+    return 2;
+  }
   if (rt_cuda_device_count() < 1) {
     fprintf(stderr, "tacorun calibrate-infer: no CUDA device\n");
     schema_calibration_free(&first);
@@ -642,7 +733,7 @@ int cmd_calibrate_infer(int argc, char **argv) {
   if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
       decode_gemms(&meas, g, models, nm, NULL, &bud, &added, &e) ||
       decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, &bud, &e) ||
-      prefill_attention_table(&meas, g, llama, &bud, &e) || small_memops(&meas, &bud, &e)) {
+      prefill_attention_table(&meas, g, lay, nl, prompts, np, max_tokens, &bud, &e) || small_memops(&meas, &bud, &e)) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
     goto done;
   }
