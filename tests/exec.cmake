@@ -40,10 +40,7 @@ add_test(NAME cp_attention_ref COMMAND test_cp_attention_ref)
 # own per-row arithmetic on the CPU (--host), so the mask and the combine are checked on every machine
 # that builds the CUDA half.
 if(TACOSIM_HAVE_GPU)
-  add_executable(test_cp_attention_gpu ${CMAKE_SOURCE_DIR}/tests/test_cp_attention_gpu.c)
-  target_link_libraries(test_cp_attention_gpu PRIVATE ts_ops ts_ops_ref ts_common CUDA::cudart m)
-  add_test(NAME cp_attention_gpu COMMAND test_cp_attention_gpu)
-  set_tests_properties(cp_attention_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
+  exec_gpu_test(cp_attention_gpu)
   add_test(NAME cp_attention_host COMMAND test_cp_attention_gpu --host --max-seq 512)
   set_tests_properties(cp_attention_host PROPERTIES LABELS "nosan")
 endif()

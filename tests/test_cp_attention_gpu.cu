@@ -1,4 +1,4 @@
-/* test_cp_attention_gpu.c — context parallelism's attention math on one GPU
+/* test_cp_attention_gpu.cu — context parallelism's attention math on one GPU
  * (runtime/ops/cp_attention.cu): every CP rank's share of a causal attention,
  * computed ring step by ring step (its query rows against the KV block of
  * rank (r - s) mod cp, the causal mask of the global positions of the 2 cp
@@ -32,52 +32,14 @@
  * GPU. --max-seq N leaves out the cases of longer sequences (default 2048).
  * No CUDA device (and no --host): prints SKIP, exit 77. Exit 1 on a failed
  * case or CUDA call, 2 on bad options. */
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "cp_attention.h"
 #include "cp_attention_ref.h"
 #include "exec_flash.h"
-#include "gpu_check.h"
-
-/* A failed CUDA call ends the test naming the call. */
-#define CK(x)                                                                                                   \
-  GPU_CHECK(cudaError_t, cudaSuccess, x,                                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(gpu_s_));             \
-            exit(1))
-/* A failed kernel-library call (ts_err e in scope) ends the test with its message. */
-#define TRY(x)                                                                                                  \
-  do {                                                                                                          \
-    if ((x) != 0) {                                                                                             \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, e.msg);                                               \
-      exit(1);                                                                                                  \
-    }                                                                                                           \
-  } while (0)
+#include "exec_gpu_test.h" /* CK, TRY, test_seed, urand, to_bf16, from_bf16 */
 
 static const double TOL_FP32 = 1e-3, TOL_BF16 = 1e-2, TOL_FLASH = 2e-2;
 
 static int host_mode; /* --host: the CPU versions of the kernels, host buffers */
-
-static uint64_t rng;
-static double urand(void) { /* xorshift64*, uniform in [0, 1) */
-  rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-  return (double)((rng * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
-}
-static uint16_t to_bf16(float f) { /* round to nearest even (inputs are finite) */
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-static double from_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 
 /* Buffers: on the GPU, or on the host with --host. */
 static void *buf_alloc(size_t bytes) {
@@ -137,12 +99,12 @@ static void gpu_rank(const cp_case *c, int r, const uint16_t *q, const uint16_t 
                      uint16_t *out16, cp_result *res) {
   const int n = c->seq / c->cp, hl = c->heads * c->d;
   const size_t rows16 = sizeof(uint16_t) * n * hl, rows32 = sizeof(float) * n * hl, lse32 = sizeof(float) * n * c->heads;
-  uint16_t *h_q = malloc(rows16), *h_k = malloc(rows16), *h_v = malloc(rows16);
-  float *h_blk = malloc(rows32), *h_lse = malloc(lse32);
+  uint16_t *h_q = (uint16_t *)malloc(rows16), *h_k = (uint16_t *)malloc(rows16), *h_v = (uint16_t *)malloc(rows16);
+  float *h_blk = (float *)malloc(rows32), *h_lse = (float *)malloc(lse32);
   if (!h_q || !h_k || !h_v || !h_blk || !h_lse) fprintf(stderr, "out of memory\n"), exit(1);
   void *d_q = buf_alloc(rows16), *d_k = buf_alloc(rows16), *d_v = buf_alloc(rows16), *d_out16 = buf_alloc(rows16);
-  float *d_blk = buf_alloc(rows32), *d_blk_lse = buf_alloc(lse32), *d_acc = buf_alloc(rows32),
-        *d_acc_lse = buf_alloc(lse32);
+  float *d_blk = (float *)buf_alloc(rows32), *d_blk_lse = (float *)buf_alloc(lse32), *d_acc = (float *)buf_alloc(rows32),
+        *d_acc_lse = (float *)buf_alloc(lse32);
   ts_err e;
   gather(q, h_q, c->seq, c->cp, r, hl);
   buf_put(d_q, h_q, rows16);
@@ -191,7 +153,7 @@ static void gpu_rank(const cp_case *c, int r, const uint16_t *q, const uint16_t 
 static void flash_full(const cp_case *c, const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *out) {
   const int hl = c->heads * c->d;
   const size_t qkv_bytes = sizeof(uint16_t) * c->seq * 3 * hl, out_bytes = sizeof(uint16_t) * c->seq * hl;
-  uint16_t *h_qkv = malloc(qkv_bytes);
+  uint16_t *h_qkv = (uint16_t *)malloc(qkv_bytes);
   if (!h_qkv) fprintf(stderr, "out of memory\n"), exit(1);
   for (int i = 0; i < c->seq; i++) {
     memcpy(h_qkv + (size_t)i * 3 * hl, q + (size_t)i * hl, sizeof(uint16_t) * hl);
@@ -217,15 +179,15 @@ static void flash_full(const cp_case *c, const uint16_t *q, const uint16_t *k, c
 
 static int run_case(const cp_case *c) {
   const int seq = c->seq, cp = c->cp, d = c->d, H = c->heads, hl = H * d, n = seq / cp;
-  uint16_t *q = malloc(sizeof(uint16_t) * seq * hl), *k = malloc(sizeof(uint16_t) * seq * hl),
-           *v = malloc(sizeof(uint16_t) * seq * hl), *flash = malloc(sizeof(uint16_t) * seq * hl),
-           *out16 = malloc(sizeof(uint16_t) * n * hl);
-  float *acc32 = malloc(sizeof(float) * n * hl);
-  double *kd = malloc(sizeof(double) * seq * d), *vd = malloc(sizeof(double) * seq * d),
-         *ql = malloc(sizeof(double) * n * d), *ref = malloc(sizeof(double) * (size_t)cp * H * n * d);
+  uint16_t *q = (uint16_t *)malloc(sizeof(uint16_t) * seq * hl), *k = (uint16_t *)malloc(sizeof(uint16_t) * seq * hl),
+           *v = (uint16_t *)malloc(sizeof(uint16_t) * seq * hl), *flash = (uint16_t *)malloc(sizeof(uint16_t) * seq * hl),
+           *out16 = (uint16_t *)malloc(sizeof(uint16_t) * n * hl);
+  float *acc32 = (float *)malloc(sizeof(float) * n * hl);
+  double *kd = (double *)malloc(sizeof(double) * seq * d), *vd = (double *)malloc(sizeof(double) * seq * d),
+         *ql = (double *)malloc(sizeof(double) * n * d), *ref = (double *)malloc(sizeof(double) * (size_t)cp * H * n * d);
   if (!q || !k || !v || !flash || !out16 || !acc32 || !kd || !vd || !ql || !ref)
     fprintf(stderr, "out of memory\n"), exit(1);
-  rng = c->seed;
+  test_seed(c->seed);
   for (int i = 0; i < seq * hl; i++) {
     q[i] = to_bf16((float)(4 * urand() - 2));
     k[i] = to_bf16((float)(4 * urand() - 2));
@@ -234,7 +196,7 @@ static int run_case(const cp_case *c) {
   if (!host_mode) flash_full(c, q, k, v, flash);
 
   /* (a) the float64 shares, ref[r][h][t][x], on the BF16 values */
-  cp_result res = {0};
+  cp_result res = {};
   for (int h = 0; h < H; h++) {
     for (int i = 0; i < seq; i++)
       for (int x = 0; x < d; x++)
