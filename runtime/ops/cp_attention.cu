@@ -12,7 +12,7 @@
 
 #include "gpu_check.h"
 
-#define CP_ATTN_MAX_D 256 /* the per-thread accumulator's length */
+#define CP_ATTN_MAX_D 128 /* the per-thread accumulator's length (512 bytes of local memory, within the default 1 KiB stack) */
 #define CP_ATTN_THREADS 128
 
 /* Global position of local token t of CP rank r: cp_attention_ref.c's cp_ref_position. */

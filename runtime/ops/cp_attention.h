@@ -13,7 +13,7 @@
  * [heads x n] FP32, natural log of the scaled scores (scale 1/sqrt(d)).
  *
  * Every function launches on `stream` and returns 0, or -1 with e
- * (bad shape: seq not divisible by 2 cp, r or src outside 0..cp-1, d < 1). */
+ * (bad shape: seq not divisible by 2 cp, r or src outside 0..cp-1, d outside 1..128). */
 #ifndef CP_ATTENTION_H
 #define CP_ATTENTION_H
 
