@@ -26,6 +26,8 @@
  * Also checked at every step: no non-finite value in the block's output and
  * exactly the rows whose global position precedes every key of the block
  * marked "no visible key" (lse = -inf) — the rows the combine skips.
+ * And bad shapes (seq not a multiple of 2 cp, rank or source outside the ring,
+ * no heads, head_dim over 128, an empty combine) are refused with a message.
  *
  * --host runs the kernels' own per-row arithmetic on the CPU
  * (cp_attn_*_host) instead of the GPU, without (b): for a machine without a
@@ -246,6 +248,29 @@ static int run_case(const cp_case *c) {
   return ok;
 }
 
+/* Bad shapes are refused with a message (checked before any launch, so the CPU entry points show it). */
+static int refusals_ok(void) {
+  uint16_t x[4] = {0};
+  float o[4], l[4];
+  ts_err e;
+  const struct {
+    int seq, cp, r, src, heads, d;
+  } bad[] = {{12, 4, 0, 0, 1, 1}, {16, 2, 2, 0, 1, 1}, {16, 2, 0, -1, 1, 1}, {16, 2, 0, 0, 0, 1}, {16, 2, 0, 0, 1, 129}};
+  int ok = 1;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    e.msg[0] = 0;
+    const int rc = cp_attn_block_host(x, x, x, o, l, bad[i].seq, bad[i].cp, bad[i].r, bad[i].src, bad[i].heads,
+                                      bad[i].d, &e);
+    if (rc != -1 || !e.msg[0]) ok = 0;
+    printf("  refused? seq %d cp %d rank %d src %d heads %d d %d: %s (%s)\n", bad[i].seq, bad[i].cp, bad[i].r,
+           bad[i].src, bad[i].heads, bad[i].d, rc == -1 ? "yes" : "NO", e.msg);
+  }
+  e.msg[0] = 0;
+  if (cp_attn_combine_host(o, l, o, l, 1, 0, 1, 1, &e) != -1 || !e.msg[0]) ok = 0;
+  printf("  refused? combine of 0 rows: %s\n", e.msg[0] ? e.msg : "NO");
+  return ok;
+}
+
 int main(int argc, char **argv) {
   int max_seq = 2048;
   for (int i = 1; i < argc; i++) {
@@ -291,6 +316,8 @@ int main(int argc, char **argv) {
         cases++;
         fflush(stdout);
       }
-  printf("%s: %d of %d cases within tolerance\n", passed == cases ? "PASS" : "FAIL", passed, cases);
-  return passed == cases ? 0 : 1;
+  const int refused = refusals_ok();
+  printf("%s: %d of %d cases within tolerance; bad shapes %s\n", passed == cases && refused ? "PASS" : "FAIL",
+         passed, cases, refused ? "refused" : "NOT all refused");
+  return passed == cases && refused ? 0 : 1;
 }
