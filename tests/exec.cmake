@@ -35,6 +35,16 @@ add_executable(test_cp_attention_ref ${CMAKE_SOURCE_DIR}/tests/test_cp_attention
 target_link_libraries(test_cp_attention_ref PRIVATE ts_ops_ref PkgConfig::CUNIT m)
 add_test(NAME cp_attention_ref COMMAND test_cp_attention_ref)
 
+# ... and on the GPU (runtime/ops/cp_attention.cu): each rank's ring steps combined, against the float64
+# reference and exec_flash_fwd (no CUnit; exit 77 without a GPU). cp_attention_host runs the kernels'
+# own per-row arithmetic on the CPU (--host), so the mask and the combine are checked on every machine
+# that builds the CUDA half.
+if(TACOSIM_HAVE_GPU)
+  exec_gpu_test(cp_attention_gpu)
+  add_test(NAME cp_attention_host COMMAND test_cp_attention_gpu --host --max-seq 512)
+  set_tests_properties(cp_attention_host PROPERTIES LABELS "nosan")
+endif()
+
 # The executor's kernel and schedule variants as options (runtime/ops/ops_variants.c, plain C).
 add_executable(test_ops_variants ${CMAKE_SOURCE_DIR}/tests/test_ops_variants.c)
 target_link_libraries(test_ops_variants PRIVATE ts_ops_ref ts_common PkgConfig::CUNIT m)

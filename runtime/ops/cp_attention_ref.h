@@ -9,6 +9,10 @@
 #ifndef CP_ATTENTION_REF_H
 #define CP_ATTENTION_REF_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Global position of local token t (0 .. 2c - 1, c = seq / (2 cp)) of CP rank r. */
 int cp_ref_position(int seq, int cp, int r, int t);
 
@@ -27,4 +31,7 @@ void cp_ref_full_attention(int seq, int d, double scale, const double *q, const 
 int cp_ref_rank_attention(int seq, int d, int cp, int r, double scale, const double *q_loc, const double *k,
                           const double *v, double *out_loc, long long *pairs);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
