@@ -7,7 +7,7 @@ several sources (runs of the same binary on the same GPU) each value is their
 mean, point by point (the sync points must have the same waits). FILE's notes
 get "; host: SRC... (measured_at, merge_host.py)" appended.
 
-usage: merge_host.py --from SRC [--from SRC2 ...] FILE...
+usage: merge_host.py --from SRC [--from SRC2 ...] [--event-from SRC] FILE...
 """
 import argparse
 import json
@@ -19,6 +19,9 @@ from merge_infer import merge_section
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--from", dest="src", action="append", required=True)
+    ap.add_argument("--event-from", dest="event_src",
+                    help="take event_us (the cudaEventRecord cost) from this run only (a run whose other values "
+                         "are not to be averaged in, e.g. one timed beside other work)")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     srcs = [json.load(open(p)) for p in a.src]
@@ -40,6 +43,14 @@ def main():
         "gemm_launch_us": mean([h["gemm_launch_us"] for h in hosts]),
         "sync": [{"wait_us": w, "gap_us": mean([h["sync"][i]["gap_us"] for h in hosts])} for i, w in enumerate(waits)],
     }
+    events = [h["event_us"] for h in hosts if "event_us" in h]
+    if a.event_src:
+        ev = json.load(open(a.event_src)).get("host", {})
+        if "event_us" not in ev:
+            sys.exit(f"merge_host.py: {a.event_src} has no host.event_us")
+        events = [ev["event_us"]]
+    if events:
+        host["event_us"] = round(sum(events) / len(events), 4)
     # short: the notes hold 511 characters and the older merges' clauses go first when full
     note = f"; host: {a.src[0]} +{n - 1} ({srcs[0].get('measured_at', '?')[:10]}, merge_host.py)"
     for path in merge_section("merge_host.py", a.src[0], srcs[0], a.files, "host", host, note):
