@@ -1,15 +1,18 @@
 #!/bin/bash
-# Predicts the FP8 KV cache validation plans (plans/*.json) with tacosim simulate on the shipped
-# default calibration (no --calibration flag: calibration/h200-nvlink.json for the h200x2-nvlink
-# cluster). Run before the measured run and commit.
-# usage: experiments/infer/fp8/predict.sh [OUTD (experiments/infer/fp8/predicted)]   (SIM= tacosim, default build/sim/tacosim)
+# Predicts a folder of one-GPU inference validation plans (PLANS/*.json; default: the FP8 KV cache
+# plans, experiments/infer/fp8/plans) with tacosim simulate on the shipped default calibration (no
+# --calibration flag: calibration/h200-nvlink.json for the h200x2-nvlink cluster). Run before the
+# measured run and commit. experiments/infer/v3/predict.sh runs it on the v3 set.
+# usage: experiments/infer/fp8/predict.sh [OUTD (experiments/infer/fp8/predicted)] [PLANS (experiments/infer/fp8/plans)]
+#        (SIM= tacosim, default build/sim/tacosim)
 set -eu
 cd "$(dirname "$0")/../../.."
 SIM=${SIM:-build/sim/tacosim}
 OUTD=${1:-experiments/infer/fp8/predicted}
+PLANS=${2:-experiments/infer/fp8/plans}
 mkdir -p "$OUTD"
 : > "$OUTD/warnings.txt"
-for f in experiments/infer/fp8/plans/*.json; do
+for f in "$PLANS"/*.json; do
   n=$(basename "$f" .json)
   "$SIM" simulate "$f" --json "$OUTD/$n.json" > "$OUTD/$n.txt" 2>> "$OUTD/warnings.txt"
 done
