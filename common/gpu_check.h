@@ -13,6 +13,7 @@
  *   CUDA_CHECK_GOTO(e, call, label)     fill e and goto label
  *   CUDA_CHECK_RC(e, rc, call, label)   fill e, rc = -1, goto label (a function returning rc)
  *   CUDA_CHECK_LAUNCH(e)                after a kernel launch (cudaGetLastError)
+ *   CUDA_CHECK_EXIT(call)               a test program: print and exit(1)
  *   CUBLAS_CHECK(e, call), CUBLAS_CHECK_GOTO(e, call, label)
  *   NCCL_CHECK(e, call), NCCL_CHECK_GOTO(e, call, label)
  *
@@ -45,6 +46,10 @@
 #define CUDA_CHECK_RC(e, rc, call, label)                                                                      \
   GPU_CHECK(cudaError_t, cudaSuccess, call, (rc) = GPU_FAIL_CUDA_(e, call); goto label)
 #define CUDA_CHECK_LAUNCH(e) CUDA_CHECK(e, cudaGetLastError())
+/* A test program's sink: print "FILE:LINE: CALL: why" and exit(1) (stdio.h, stdlib.h included by the caller). */
+#define CUDA_CHECK_EXIT(call)                                                                                  \
+  GPU_CHECK(cudaError_t, cudaSuccess, call,                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(gpu_s_)); exit(1))
 
 #define CUBLAS_CHECK(e, call) GPU_CHECK(int, 0, call, return GPU_FAIL_CUBLAS_(e, call))
 #define CUBLAS_CHECK_GOTO(e, call, label) GPU_CHECK(int, 0, call, GPU_FAIL_CUBLAS_(e, call); goto label)

@@ -14,9 +14,7 @@
 #include "gpu_check.h"
 
 /* A failed CUDA call ends the test naming the call. */
-#define CK(x)                                                                                                \
-  GPU_CHECK(cudaError_t, cudaSuccess, x,                                                                     \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(gpu_s_)); exit(1))
+#define CK(x) CUDA_CHECK_EXIT(x)
 /* A failed executor call (ts_err e in scope) ends the test with its message. */
 #define TRY(x)                                                                                               \
   do {                                                                                                       \

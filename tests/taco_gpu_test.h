@@ -10,9 +10,7 @@
 #include "gpu_check.h"
 #include "taco_codec.h"
 
-#define CHECK_CUDA(call)                                                                                     \
-  GPU_CHECK(cudaError_t, cudaSuccess, call,                                                                  \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(gpu_s_)); exit(1))
+#define CHECK_CUDA(call) CUDA_CHECK_EXIT(call)
 #define CHECK_TACO(call)                                                                                     \
   do {                                                                                                       \
     if ((call) != 0) {                                                                                       \

@@ -206,6 +206,9 @@ static int decode2_run(const char *who, const void *q, const void *k_cache, cons
   return 0;
 }
 
+/* Whether an FP8 cache lacks its codes or scales (the v2 and v3 entry points refuse it). */
+static bool kv8_missing(const infer_kv8 *c) { return !c || !c->k || !c->v || !c->ks || !c->vs; }
+
 extern "C" int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out,
                                        void *partial, const infer_attn_dims *a, long long len, void *stream,
                                        ts_err *e) {
@@ -215,8 +218,7 @@ extern "C" int infer_decode_attention2(const void *q, const void *k_cache, const
 
 extern "C" int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                            const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
-  if (!c || !c->k || !c->v || !c->ks || !c->vs)
-    return ts_fail_sys(e, "infer_decode_attention2_fp8: the FP8 cache or its scales are missing");
+  if (kv8_missing(c)) return ts_fail_sys(e, "infer_decode_attention2_fp8: the FP8 cache or its scales are missing");
   return decode2_run<kv_e4m3>("infer_decode_attention2_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
                               stream, e);
 }
@@ -599,8 +601,7 @@ extern "C" int infer_decode_attention3(const void *q, const void *k_cache, const
 
 extern "C" int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                            const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
-  if (!c || !c->k || !c->v || !c->ks || !c->vs)
-    return ts_fail_sys(e, "infer_decode_attention3_fp8: the FP8 cache or its scales are missing");
+  if (kv8_missing(c)) return ts_fail_sys(e, "infer_decode_attention3_fp8: the FP8 cache or its scales are missing");
   return decode3_run<kv_e4m3>("infer_decode_attention3_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
                               stream, e);
 }
