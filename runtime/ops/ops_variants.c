@@ -49,6 +49,11 @@ static const ops_variant_row rows[OPS_V_COUNT] = {
                          "routing): bucket (a shape within the same powers of two of m, n, k as a cached one reuses "
                          "its algorithm if cuBLASLt accepts it) or exact (a heuristic query for each; other GEMMs "
                          "always)"},
+    [OPS_V_REDUCE] = {"reduce", {"atomic", "ordered"},
+                      "sums over rows and tokens (the loss, norm and bias weight gradients, the embedding gradients, "
+                      "attention's dQ): atomic adds, whose order and so last bits vary from run to run, or a fixed "
+                      "order (a run repeats bit for bit; the three-kernel norm backward and the two-pass attention "
+                      "backward)"},
 };
 
 static char values[OPS_V_COUNT][16]; /* "" = the default */
