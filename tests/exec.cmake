@@ -27,6 +27,7 @@ if(TACOSIM_HAVE_GPU)
   exec_gpu_test(exec_flash_gpu) # the fused causal attention (exec_flash.cu)
   exec_gpu_test(exec_norm_gpu)  # the one-kernel norm backward (exec_kernels.cu)
   exec_gpu_test(exec_ce_gpu)    # vocabulary-parallel cross-entropy, TP 2 on one GPU (exec_kernels.cu)
+  exec_gpu_test(reduce_ordered_gpu) # sums over rows/tokens in a fixed order (--variant reduce=ordered)
   exec_gpu_test(rt_ops_gpu)     # norms, element-wise, softmax, AdamW vs C (rt_ops*.cu, rt_ops_selfcheck.c)
 endif()
 

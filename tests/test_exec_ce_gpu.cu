@@ -7,6 +7,7 @@
  * (exec_ce_rowmax, exec_ce_sums, exec_ce_finish). The last slice has padding
  * columns (valid < vocab, not a multiple of 8), labels fall in both slices.
  * Outputs (the rowmax/sums buffers) are poisoned with NaN before each run.
+ * Both sums of the loss over rows: atomic adds and --variant reduce=ordered.
  * Tolerance: loss relative error <= 1e-4 (FP32 sums of exp), gradient relative
  * L2 <= 1e-2 (one BF16 rounding), padding gradients exactly zero.
  * `--bench`: both paths at 4096 x 25,152 (GPT h4096 TP2's slice). No CUDA
@@ -15,6 +16,7 @@ extern "C" {
 #include "ts_error.h"
 }
 #include "exec_kernels.h"
+#include "ops_variants.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -192,9 +194,17 @@ int main(int argc, char **argv) {
     int vocab, valid1;
     double scale;
   } cases[] = {{7, 64, 61, 3.0}, {33, 1000, 997, 8.0}, {128, 4096, 4096, 1.0}, {64, 25152, 25105, 20.0}};
-  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
-    for (int fused = 0; fused < 2; fused++)
-      failures += run_case(cases[c].rows, cases[c].vocab, cases[c].valid1, fused, cases[c].scale);
+  for (int ordered = 0; ordered < 2; ordered++) { /* the loss's sum over rows: atomic, then --variant reduce=ordered */
+    ts_err e = {};
+    if (ops_variant_set(ordered ? "reduce=ordered" : "reduce=atomic", &e)) {
+      fprintf(stderr, "%s\n", e.msg);
+      return 1;
+    }
+    printf("reduce=%s:\n", ordered ? "ordered" : "atomic");
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+      for (int fused = 0; fused < 2; fused++)
+        failures += run_case(cases[c].rows, cases[c].vocab, cases[c].valid1, fused, cases[c].scale);
+  }
   if (argc > 1 && !strcmp(argv[1], "--bench")) bench();
   printf("test_exec_ce_gpu: %s (%d failure(s))\n", failures ? "FAILED" : "passed", failures);
   return failures ? 1 : 0;

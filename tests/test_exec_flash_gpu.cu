@@ -46,7 +46,8 @@ extern "C" {
  * "fa128-lpt" those kernels in the new launch order and "new-head" the new
  * kernels in the old one (to tell the two changes apart); "v1" the 64-row
  * kernels, "v1-8w" with the 8-warp backward, "split" the two-pass backward,
- * "w8v4" the 8-warp forward with float4 dQ atomics. Each is "NAME VARIANT=VALUE..." (ops_variants.h). */
+ * "w8v4" the 8-warp forward with float4 dQ atomics, "ordered" --variant
+ * reduce=ordered (the two-pass backward: no atomics). Each is "NAME VARIANT=VALUE..." (ops_variants.h). */
 static const char *modes[][4] = {
     {"default", NULL},
     {"fa128", "flash-fwd=fa128", "flash-bwd=fa128", "flash-order=head"},
@@ -56,6 +57,7 @@ static const char *modes[][4] = {
     {"v1-8w", "flash-fwd=v1", "flash-bwd=v1", "flash-bwd-warps=8"},
     {"split", "flash-bwd=split", NULL},
     {"w8v4", "flash-fwd=w8", "flash-bwd=v4", NULL},
+    {"ordered", "reduce=ordered", NULL},
 };
 static const int n_modes = (int)(sizeof modes / sizeof modes[0]);
 static int cur_mode;

@@ -331,7 +331,7 @@ static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s
   char spread[120] = "";
   if (a->cfg.spread && a->cfg.spread->n) calib_spread_summary(a->cfg.spread, spread, sizeof spread);
   char all[1536]; /* then cut to the schema's notes (a long note is truncated, never an error) */
-  char variants[256];
+  char variants[320];
   ops_variant_note(variants, sizeof variants);
   snprintf(all, sizeof all, "%stacorun calibrate%s --transport %s on %d GPU(s), %.0f s; %s; %s; %s%s%s; env:%s", prefix,
            a->cfg.quick ? " --quick" : "", coll_transport_name((coll_transport)a->cfg.transport),

@@ -562,7 +562,7 @@ static void timed_result_notes(timed_run *t) {
   schema_result_add_note(res, note);
   rt_note_env(res);
   rt_note_transport(res, t->w);
-  char variants[256];
+  char variants[320];
   ops_variant_note(variants, sizeof variants);
   schema_result_add_note(res, variants);
 }

@@ -107,7 +107,9 @@ int exec_attention_bwd(const exec_attention_args *a, ts_err *e) {
 int exec_norm_bwd(const void *dy, const void *x, const void *gamma, const float *mean, const float *rstd,
                   float *dgamma, float *dbeta, void *dx_tmp, void *dx, long long rows, int cols, void *stream,
                   ts_err *e) {
-  if (exec_norm_bwd_fused_supported(cols) && !ops_variant_is(OPS_V_NORM_BWD, "unfused"))
+  /* the fused kernel adds its blocks' weight-gradient partials atomically */
+  if (exec_norm_bwd_fused_supported(cols) && !ops_variant_is(OPS_V_NORM_BWD, "unfused") &&
+      !ops_variant_is(OPS_V_REDUCE, "ordered"))
     return exec_norm_bwd_fused(dy, x, gamma, mean, rstd, dgamma, dbeta, dx, rows, cols, stream, e);
   CORE_TRY(exec_norm_wgrad(dy, x, mean, rstd, dgamma, dbeta, rows, cols, stream, e));
   if (mean)

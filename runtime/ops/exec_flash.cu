@@ -1233,7 +1233,8 @@ static int flash_bwd_t(const bf16 *qkv, const bf16 *out, const bf16 *dout, const
     return ts_fail(e, NULL, "flash attention backward", "scratch of %lld floats, needs %lld", scratch_floats,
                    exec_flash_bwd_scratch_floats(batch, S, H, D));
   float *dsum = scratch, *dq_acc = scratch + ((rows + 3) / 4) * 4; /* 16-byte aligned */
-  const bool split = ops_variant_is(OPS_V_FLASH_BWD, "split");
+  /* the two passes add no atomics: also the fixed-order choice (--variant reduce=ordered) */
+  const bool split = ops_variant_is(OPS_V_FLASH_BWD, "split") || ops_variant_is(OPS_V_REDUCE, "ordered");
   /* 16-byte row sums that also clear dq_acc, 4-wide dQ store (default); the
    * 4-byte row sums, a memset and the 2-wide store with --variant flash-bwd=fa128
    * (the default until 2026-11-30 05:15 UTC) or pointers not aligned for them */

@@ -89,12 +89,84 @@ __global__ void embed_bwd_kernel(const int32_t *tokens, const bf16 *dx, float *d
   }
 }
 
+/* --variant reduce=ordered: one block per local vocabulary row scans the
+ * tokens in position order (EMBED_SCAN at a time), lists the positions that
+ * hold its word in order, and adds their dx rows in that order; each thread
+ * owns columns j = threadIdx.x + k blockDim.x, so dwte[row] has one writer. */
+#define EMBED_SCAN 256
+#define EMBED_COLS_PER_THREAD 32 /* hidden <= 256 x 32 = 8192 */
+__global__ void __launch_bounds__(EMBED_SCAN) embed_bwd_ordered_kernel(const int32_t *tokens, const bf16 *dx,
+                                                                       float *dwte, long long vocab_start,
+                                                                       long long tokens_n, int hidden) {
+  __shared__ int hits[EMBED_SCAN];
+  __shared__ int warp_n[EMBED_SCAN / 32];
+  const long long word = vocab_start + blockIdx.x;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float acc[EMBED_COLS_PER_THREAD];
+#pragma unroll
+  for (int k = 0; k < EMBED_COLS_PER_THREAD; k++) acc[k] = 0.f;
+  for (long long t0 = 0; t0 < tokens_n; t0 += EMBED_SCAN) {
+    const long long t = t0 + threadIdx.x;
+    const bool hit = t < tokens_n && tokens[t] == word;
+    const unsigned ballot = __ballot_sync(0xffffffffu, hit);
+    if (lane == 0) warp_n[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < EMBED_SCAN / 32; w++) {
+      before += w < warp ? warp_n[w] : 0;
+      total += warp_n[w];
+    }
+    if (hit) hits[before + __popc(ballot & ((1u << lane) - 1))] = (int)threadIdx.x;
+    __syncthreads();
+    for (int i = 0; i < total; i++) { /* in position order */
+      const bf16 *row = dx + (t0 + hits[i]) * (long long)hidden;
+#pragma unroll
+      for (int k = 0; k < EMBED_COLS_PER_THREAD; k++) {
+        const int j = threadIdx.x + k * EMBED_SCAN;
+        if (j < hidden) acc[k] += __bfloat162float(row[j]);
+      }
+    }
+    __syncthreads(); /* hits and warp_n are refilled */
+  }
+  float *out = dwte + (long long)blockIdx.x * hidden;
+#pragma unroll
+  for (int k = 0; k < EMBED_COLS_PER_THREAD; k++) {
+    const int j = threadIdx.x + k * EMBED_SCAN;
+    if (j < hidden) out[j] += acc[k];
+  }
+}
+/* dwpe[p] += dx rows of position p of each sequence, in sequence order. */
+__global__ void embed_pos_bwd_ordered_kernel(const bf16 *dx, float *dwpe, long long tokens_n, int seq, int hidden) {
+  const long long p = blockIdx.x;
+  for (int j = threadIdx.x; j < hidden; j += blockDim.x) {
+    float s = 0.f;
+    for (long long t = p; t < tokens_n; t += seq) s += __bfloat162float(dx[t * hidden + j]);
+    dwpe[p * hidden + j] += s;
+  }
+}
+
 extern "C" int exec_embed_bwd(const int32_t *tokens, const void *dx, float *dwte, long long vocab_start,
                               long long vocab_local, float *dwpe, long long tokens_n, int seq, int hidden,
                               void *stream, ts_err *e) {
-  embed_bwd_kernel<<<(unsigned)tokens_n, 256, 0, (cudaStream_t)stream>>>(tokens, (const bf16 *)dx, dwte, vocab_start,
-                                                                         vocab_local, dwpe, seq, hidden);
-  CHECK_LAUNCH("embed_bwd");
+  if (!ops_variant_is(OPS_V_REDUCE, "ordered")) {
+    embed_bwd_kernel<<<(unsigned)tokens_n, 256, 0, (cudaStream_t)stream>>>(tokens, (const bf16 *)dx, dwte, vocab_start,
+                                                                           vocab_local, dwpe, seq, hidden);
+    CHECK_LAUNCH("embed_bwd");
+    return 0;
+  }
+  if (hidden > EMBED_SCAN * EMBED_COLS_PER_THREAD || vocab_local > 0x7fffffffLL)
+    return ts_fail_sys(e, "exec_embed_bwd: --variant reduce=ordered takes hidden <= %d (got %d)",
+                       EMBED_SCAN * EMBED_COLS_PER_THREAD, hidden);
+  if (vocab_local > 0) {
+    embed_bwd_ordered_kernel<<<(unsigned)vocab_local, EMBED_SCAN, 0, (cudaStream_t)stream>>>(
+        tokens, (const bf16 *)dx, dwte, vocab_start, tokens_n, hidden);
+    CHECK_LAUNCH("embed_bwd (ordered)");
+  }
+  if (dwpe) {
+    embed_pos_bwd_ordered_kernel<<<(unsigned)seq, 256, 0, (cudaStream_t)stream>>>((const bf16 *)dx, dwpe, tokens_n,
+                                                                                  seq, hidden);
+    CHECK_LAUNCH("embed_bwd positions (ordered)");
+  }
   return 0;
 }
 
@@ -109,6 +181,7 @@ __global__ void norm_wgrad_kernel(const bf16 *dy, const bf16 *x, const float *me
   long long r0 = (long long)blockIdx.y * WGRAD_ROWS_PER_BLOCK;
   long long r1 = r0 + WGRAD_ROWS_PER_BLOCK < rows ? r0 + WGRAD_ROWS_PER_BLOCK : rows;
   float g = 0.f, b = 0.f;
+  if (gridDim.y == 1) r1 = rows; /* one block row: every row */
   if (c < cols)
     for (long long r = r0 + threadIdx.y; r < r1; r += 8) {
       float d = __bfloat162float(dy[r * cols + c]);
@@ -124,8 +197,13 @@ __global__ void norm_wgrad_kernel(const bf16 *dy, const bf16 *x, const float *me
       g += sg[i][threadIdx.x];
       b += sb[i][threadIdx.x];
     }
-    atomicAdd(&dgamma[c], g);
-    if (dbeta) atomicAdd(&dbeta[c], b);
+    if (gridDim.y == 1) { /* the block owns its columns: a fixed order (--variant reduce=ordered) */
+      dgamma[c] += g;
+      if (dbeta) dbeta[c] += b;
+    } else {
+      atomicAdd(&dgamma[c], g);
+      if (dbeta) atomicAdd(&dbeta[c], b);
+    }
   }
 }
 
@@ -166,6 +244,12 @@ __global__ void norm_wgrad2_kernel(const bf16 *dy, const bf16 *x, const float *m
 
 extern "C" int exec_norm_wgrad(const void *dy, const void *x, const float *mean, const float *rstd, float *dgamma,
                                float *dbeta, long long rows, int cols, void *stream, ts_err *e) {
+  if (ops_variant_is(OPS_V_REDUCE, "ordered")) { /* each block all rows of its 32 columns: no atomics */
+    norm_wgrad_kernel<<<dim3((unsigned)((cols + 31) / 32), 1), dim3(32, 8), 0, (cudaStream_t)stream>>>(
+        (const bf16 *)dy, (const bf16 *)x, mean, rstd, dgamma, dbeta, rows, cols);
+    CHECK_LAUNCH("norm_wgrad (ordered)");
+    return 0;
+  }
   if (cols % 2 == 0) {
     dim3 grid2((unsigned)((cols + 63) / 64), (unsigned)((rows + WGRAD_ROWS_PER_BLOCK - 1) / WGRAD_ROWS_PER_BLOCK));
     norm_wgrad2_kernel<<<grid2, dim3(32, 8), 0, (cudaStream_t)stream>>>((const bf16 *)dy, (const bf16 *)x, mean, rstd,
@@ -435,7 +519,7 @@ __global__ void ce_sums_kernel(const bf16 *logits, const int32_t *labels, long l
 }
 
 __global__ void ce_finish_kernel(bf16 *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
-                                 const float *sums, float *loss_sum, float loss_scale, float grad_scale,
+                                 float *sums, float *loss_sum, float loss_scale, float grad_scale,
                                  long long rows, int vocab, int valid) {
   long long r = blockIdx.x;
   bf16 *z = logits + r * vocab;
@@ -445,7 +529,28 @@ __global__ void ce_finish_kernel(bf16 *logits, const int32_t *labels, long long 
     float p = j < valid ? __expf(__bfloat162float(z[j]) - m) * inv : 0.f;
     z[j] = __float2bfloat16(grad_scale * (p - (j == lab ? 1.f : 0.f)));
   }
-  if (threadIdx.x == 0) atomicAdd(loss_sum, loss_scale * (logf(sums[r]) + m - sums[rows + r]));
+  if (threadIdx.x == 0) {
+    const float term = loss_scale * (logf(sums[r]) + m - sums[rows + r]);
+    if (loss_sum) atomicAdd(loss_sum, term);
+    else sums[rows + r] = term; /* --variant reduce=ordered: ce_loss_sum_kernel adds them */
+  }
+}
+
+/* loss_sum += the rows' terms in a fixed order (one block: strided sums per
+ * thread, then the block's shuffle tree). */
+#define CE_SUM_THREADS 1024
+__global__ void __launch_bounds__(CE_SUM_THREADS) ce_loss_sum_kernel(const float *terms, long long rows,
+                                                                     float *loss_sum) {
+  __shared__ float red[32];
+  float s = 0.f;
+  for (long long r = threadIdx.x; r < rows; r += blockDim.x) s += terms[r];
+  s = block_sum(s, red);
+  if (threadIdx.x == 0) *loss_sum += s;
+}
+static int ce_loss_ordered(const float *sums, float *loss_sum, long long rows, cudaStream_t st, ts_err *e) {
+  ce_loss_sum_kernel<<<1, CE_SUM_THREADS, 0, st>>>(sums + rows, rows, loss_sum);
+  CHECK_LAUNCH("ce_loss_sum");
+  return 0;
 }
 
 extern "C" int exec_ce_rowmax(const void *logits, float *rowmax, long long rows, int vocab_local, int vocab_valid,
@@ -463,13 +568,14 @@ extern "C" int exec_ce_sums(const void *logits, const int32_t *labels, long long
   return 0;
 }
 extern "C" int exec_ce_finish(void *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
-                              const float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
+                              float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
                               int vocab_local, int vocab_valid, void *stream, ts_err *e) {
+  const int ordered = ops_variant_is(OPS_V_REDUCE, "ordered");
   ce_finish_kernel<<<(unsigned)rows, CE_THREADS, 0, (cudaStream_t)stream>>>(
-      (bf16 *)logits, labels, vocab_start, rowmax, sums, loss_sum, loss_scale, grad_scale, rows, vocab_local,
-      vocab_valid);
+      (bf16 *)logits, labels, vocab_start, rowmax, sums, ordered ? NULL : loss_sum, loss_scale, grad_scale, rows,
+      vocab_local, vocab_valid);
   CHECK_LAUNCH("ce_finish");
-  return 0;
+  return ordered ? ce_loss_ordered(sums, loss_sum, rows, (cudaStream_t)stream, e) : 0;
 }
 
 /* ---- cross-entropy in one pass over the logits (the default) ----
@@ -543,7 +649,7 @@ __global__ void ce_rescale_kernel(const float *rowmax, float *sums, long long ro
 
 __global__ void __launch_bounds__(CE_THREADS) ce_finish8_kernel(bf16 *logits, const int32_t *labels,
                                                                 long long vocab_start, const float *rowmax,
-                                                                const float *sums, float *loss_sum, float loss_scale,
+                                                                float *sums, float *loss_sum, float loss_scale,
                                                                 float grad_scale, long long rows, int vocab,
                                                                 int valid) {
   const long long r = blockIdx.x;
@@ -563,7 +669,11 @@ __global__ void __launch_bounds__(CE_THREADS) ce_finish8_kernel(bf16 *logits, co
     }
     *(uint4 *)(z + 8 * (long long)c) = *(const uint4 *)out;
   }
-  if (threadIdx.x == 0) atomicAdd(loss_sum, loss_scale * (logf(sums[r]) + m - sums[rows + r]));
+  if (threadIdx.x == 0) {
+    const float term = loss_scale * (logf(sums[r]) + m - sums[rows + r]);
+    if (loss_sum) atomicAdd(loss_sum, term);
+    else sums[rows + r] = term; /* --variant reduce=ordered: ce_loss_sum_kernel adds them */
+  }
 }
 
 extern "C" int exec_ce_fused_selected(int vocab_local) {
@@ -584,14 +694,15 @@ extern "C" int exec_ce_rescale(const float *rowmax, float *sums, long long rows,
   return 0;
 }
 extern "C" int exec_ce_finish8(void *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
-                               const float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
+                               float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
                                int vocab_local, int vocab_valid, void *stream, ts_err *e) {
   if (vocab_local % 8) return ts_fail_sys(e, "exec_ce_finish8: vocab_local %d is not a multiple of 8", vocab_local);
+  const int ordered = ops_variant_is(OPS_V_REDUCE, "ordered");
   ce_finish8_kernel<<<(unsigned)rows, CE_THREADS, 0, (cudaStream_t)stream>>>(
-      (bf16 *)logits, labels, vocab_start, rowmax, sums, loss_sum, loss_scale, grad_scale, rows, vocab_local,
-      vocab_valid);
+      (bf16 *)logits, labels, vocab_start, rowmax, sums, ordered ? NULL : loss_sum, loss_scale, grad_scale, rows,
+      vocab_local, vocab_valid);
   CHECK_LAUNCH("ce_finish8");
-  return 0;
+  return ordered ? ce_loss_ordered(sums, loss_sum, rows, (cudaStream_t)stream, e) : 0;
 }
 
 /* ---- causal softmax on the lower triangle ---- */

@@ -19,12 +19,16 @@ extern "C" {
 int exec_embed_fwd(const int32_t *tokens, const void *wte, long long vocab_start, long long vocab_local,
                    const void *wpe, int add_position, void *out, long long tokens_n, int seq, int hidden,
                    void *stream, ts_err *e);
-/* dwte[tok - vocab_start] += dx[t] for local tokens; dwpe[t % seq] += dx[t] (FP32 accumulators; dwpe NULL: none). */
+/* dwte[tok - vocab_start] += dx[t] for local tokens; dwpe[t % seq] += dx[t] (FP32 accumulators; dwpe NULL: none).
+ * Atomic adds, or with --variant reduce=ordered each row of dwte and dwpe summed
+ * by one block in position order (hidden <= 8192; one block per local word). */
 int exec_embed_bwd(const int32_t *tokens, const void *dx, float *dwte, long long vocab_start, long long vocab_local,
                    float *dwpe, long long tokens_n, int seq, int hidden, void *stream, ts_err *e);
 
 /* Norm weight gradients: dgamma[j] += sum_r dy[r][j] * xhat[r][j], dbeta[j] += sum_r dy[r][j]
- * with xhat = (x - mean) * rstd (mean NULL: RMSNorm; dbeta NULL: no bias). */
+ * with xhat = (x - mean) * rstd (mean NULL: RMSNorm; dbeta NULL: no bias). Blocks
+ * of 256 rows added atomically, or with --variant reduce=ordered one block per 32
+ * columns over every row (a fixed order, fewer blocks). */
 int exec_norm_wgrad(const void *dy, const void *x, const float *mean, const float *rstd, float *dgamma, float *dbeta,
                     long long rows, int cols, void *stream, ts_err *e);
 /* The whole norm backward in one kernel: the weight gradients as exec_norm_wgrad,
@@ -40,7 +44,9 @@ int exec_norm_bwd_fused(const void *dy, const void *x, const void *gamma, const 
  *   2. sums[r] = sum exp(z - rowmax), sums[rows + r] = logit of the label
  *      when this rank holds it, else 0                   -> all-reduce SUM
  *   3. loss_sum += loss_scale * sum_r (log sums[r] + rowmax[r] - sums[rows + r]);
- *      logits become grad_scale * (softmax - onehot), in place. */
+ *      logits become grad_scale * (softmax - onehot), in place. The sum over
+ *      the rows: atomic adds, or with --variant reduce=ordered each row's term
+ *      written over sums[rows + r] and added in row order by one more kernel. */
 /* Only the first `vocab_valid` columns are real words: the padding columns
  * (Megatron-LM pads the vocabulary) take no probability and get zero gradient. */
 int exec_ce_rowmax(const void *logits, float *rowmax, long long rows, int vocab_local, int vocab_valid, void *stream,
@@ -48,7 +54,7 @@ int exec_ce_rowmax(const void *logits, float *rowmax, long long rows, int vocab_
 int exec_ce_sums(const void *logits, const int32_t *labels, long long vocab_start, const float *rowmax, float *sums,
                  long long rows, int vocab_local, int vocab_valid, void *stream, ts_err *e);
 int exec_ce_finish(void *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
-                   const float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
+                   float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
                    int vocab_local, int vocab_valid, void *stream, ts_err *e);
 /* The same loss in one read of the logits plus the in-place gradient pass
  * (the default where vocab_local % 8 == 0 and not --variant ce=unfused):
@@ -63,7 +69,7 @@ int exec_ce_stats(const void *logits, const int32_t *labels, long long vocab_sta
                   long long rows, int vocab_local, int vocab_valid, void *stream, ts_err *e);
 int exec_ce_rescale(const float *rowmax, float *sums, long long rows, void *stream, ts_err *e);
 int exec_ce_finish8(void *logits, const int32_t *labels, long long vocab_start, const float *rowmax,
-                    const float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
+                    float *sums, float *loss_sum, float loss_scale, float grad_scale, long long rows,
                     int vocab_local, int vocab_valid, void *stream, ts_err *e);
 
 /* Causal softmax that touches only the lower triangle: rows of `batch` seq x seq

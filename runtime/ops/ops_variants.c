@@ -52,6 +52,11 @@ static const ops_variant_row rows[OPS_V_COUNT] = {
     [OPS_V_GEMM_CACHE] = {"gemm-cache", {"hash", "scan"},
                           "lookup of a GEMM's cached plan: hash of the shape, or scan (every cached shape in turn, "
                           "the lookup before 2026-12-04)"},
+    [OPS_V_REDUCE] = {"reduce", {"atomic", "ordered"},
+                      "sums over rows and tokens (the loss, norm and bias weight gradients, the embedding gradients, "
+                      "attention's dQ): atomic adds, whose order and so last bits vary from run to run, or a fixed "
+                      "order (a run repeats bit for bit; the three-kernel norm backward and the two-pass attention "
+                      "backward)"},
 };
 
 static char values[OPS_V_COUNT][16]; /* "" = the default */

@@ -8,6 +8,7 @@ extern "C" { /* ts_error.h has no C++ guards of its own */
 }
 #include "rt_ops_check.h"
 #include "rt_ops_layer.h"
+#include "ops_variants.h"
 
 typedef __nv_bfloat16 bf16;
 
@@ -60,13 +61,14 @@ extern "C" int rt_bias_add(void *y, const void *b, long long rows, int cols, int
   return 0;
 }
 
-/* 32 columns x 8 row lanes per block, BIAS_ROWS rows per block (blockIdx.y), one atomic per column and block. */
+/* 32 columns x 8 row lanes per block, BIAS_ROWS rows per block (blockIdx.y), one atomic per column and block;
+ * with --variant reduce=ordered one block row over all rows and no atomics (a fixed order). */
 #define BIAS_ROWS 256
 __global__ void bias_grad_kernel(const bf16 *dy, float *db, long long rows, int cols, int ld) {
   __shared__ float part[8][33];
   const int c = blockIdx.x * 32 + threadIdx.x;
   const long long r0 = (long long)blockIdx.y * BIAS_ROWS;
-  const long long r1 = r0 + BIAS_ROWS < rows ? r0 + BIAS_ROWS : rows;
+  const long long r1 = gridDim.y == 1 ? rows : r0 + BIAS_ROWS < rows ? r0 + BIAS_ROWS : rows; /* one block row: all */
   float s = 0.f;
   if (c < cols)
     for (long long r = r0 + threadIdx.y; r < r1; r += 8) s += __bfloat162float(dy[r * ld + c]);
@@ -75,14 +77,15 @@ __global__ void bias_grad_kernel(const bf16 *dy, float *db, long long rows, int 
   if (threadIdx.y == 0 && c < cols) {
     float t = 0.f;
     for (int k = 0; k < 8; k++) t += part[k][threadIdx.x];
-    atomicAdd(&db[c], t);
+    if (gridDim.y == 1) db[c] += t; /* the block owns its columns (--variant reduce=ordered) */
+    else atomicAdd(&db[c], t);
   }
 }
 
 extern "C" int rt_bias_grad(const void *dy, float *db, long long rows, int cols, int ld, void *stream, ts_err *e) {
   if (rows < 0 || cols < 1 || ld < cols) return ts_fail_sys(e, "rt_bias_grad: bad shape (%lld x %d, ld %d)", rows, cols, ld);
   if (rows == 0) return 0;
-  const long long yb = (rows + BIAS_ROWS - 1) / BIAS_ROWS;
+  const long long yb = ops_variant_is(OPS_V_REDUCE, "ordered") ? 1 : (rows + BIAS_ROWS - 1) / BIAS_ROWS;
   if (yb > 65535) return ts_fail_sys(e, "rt_bias_grad: %lld rows are too many", rows);
   dim3 grid((unsigned)((cols + 31) / 32), (unsigned)yb), block(32, 8);
   bias_grad_kernel<<<grid, block, 0, (cudaStream_t)stream>>>((const bf16 *)dy, db, rows, cols, ld);

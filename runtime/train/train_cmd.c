@@ -348,11 +348,13 @@ static int trainer_open_logs(trainer *t, ts_err *e) {
   if (o->csv && t->root) {
     t->csv = fopen(o->csv, "w");
     if (!t->csv) return ts_fail(e, o->csv, NULL, "cannot write");
+    char variants[320];
+    ops_variant_note(variants, sizeof variants);
     fprintf(t->csv, "# tacorun train: codec %s, TP %d%s, %zu parameters (h %d, %d layers, %d heads, ffn %d), seq %d, "
-                    "batch %d, %d steps, lr %g, warmup %d, seed %llu, corpus %s (%zu bytes, %zu held out), group %d%s%s%s\n",
+                    "batch %d, %d steps, lr %g, warmup %d, seed %llu, corpus %s (%zu bytes, %zu held out), group %d%s%s%s; %s\n",
             o->codec, rk->tp, rk->emu ? (t->ecodec.ar.one_shot ? " (emulated on one GPU, one-shot)" : " (emulated on one GPU, two-shot)") : "", t->params, o->hidden, o->layers, o->heads, o->ffn, o->seq, o->batch, o->steps, o->lr, o->warmup,
             o->seed, o->corpus, d->n, d->n - d->train_n, o->group, o->group_arg ? " (auto, from " : "",
-            o->group_arg ? o->reshape_file : "", o->group_arg ? ")" : "");
+            o->group_arg ? o->reshape_file : "", o->group_arg ? ")" : "", variants);
     fprintf(t->csv, "step,split,loss,lr,elapsed_s\n");
   }
   if (t->root && rk->emu && o->stats_every && o->out_dir) {
