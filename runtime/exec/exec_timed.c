@@ -492,6 +492,11 @@ static void timed_print(const timed_run *t) {
          "%lld reused algorithms; --variant gemm-algo=%s), %.2f ms of host time (warm-up: %lld, %.2f ms)\n",
          gs.plans - gemm_warm.plans, gs.heuristics - gemm_warm.heuristics, gs.reused - gemm_warm.reused,
          ops_variant(OPS_V_GEMM_ALGO), (gs.plan_s - gemm_warm.plan_s) * 1e3, gemm_warm.plans, gemm_warm.plan_s * 1e3);
+  if (gs.calls > gemm_warm.calls)
+    printf("# GEMM calls in the timed and profiled iterations: %lld, host time %.2f us a call (cache lookup, plans of "
+           "new shapes, enqueue; --variant gemm-cache=%s), %lld plans cached at the end\n",
+           gs.calls - gemm_warm.calls, (gs.call_s - gemm_warm.call_s) * 1e6 / (double)(gs.calls - gemm_warm.calls),
+           ops_variant(OPS_V_GEMM_CACHE), gs.plans);
   printf("# TP stream: %d all-reduces, %.2f ms of transfers (%.2f ms of it hidden behind weight-gradient GEMMs)\n",
          t->n_tp, t->tp_stream_s * 1e3, (t->tp_stream_s - t->tp_s) * 1e3);
   printf("# %-34s %6s %10s %10s %6s\n", "op", "count", "total_ms", "mean_us", "pct");

@@ -3,7 +3,10 @@
  * cuBLASLt is column-major: a row-major C[m x n] is a column-major C^T, and
  * C^T = op(B)^T . op(A)^T, so the B buffer goes first and the A buffer second,
  * each keeping its own transpose flag. Descriptors and the heuristic's choice
- * are cached per shape, so the timed iterations never query the heuristic. */
+ * are cached per shape, so the timed iterations never query the heuristic;
+ * the cache is found through a hash of the shape (--variant gemm-cache=scan:
+ * the linear scan before 2026-12-04, whose cost grew with the MoE expert
+ * GEMMs' thousands of row counts: runtime/RESULTS-exec.md). */
 #include "exec_gemm.h"
 
 #include <cublasLt.h>
@@ -31,6 +34,8 @@ struct exec_gemm {
   void *workspace;
   cached_gemm *cache;
   int count, cap;
+  int *index;     /* open addressing over cache[]: entry + 1, 0 empty; index_cap a power of two */
+  int index_cap;
   exec_gemm_stats stats;
 };
 
@@ -78,6 +83,7 @@ void exec_gemm_destroy(exec_gemm *g) {
   if (!g) return;
   for (int i = 0; i < g->count; i++) cached_release(&g->cache[i]);
   free(g->cache);
+  free(g->index);
   cudaFree(g->workspace);
   cublasLtDestroy(g->handle);
   free(g);
@@ -197,6 +203,52 @@ static int same_shape(const exec_gemm_shape *a, const exec_gemm_shape *b) {
          a->c_fp32 == b->c_fp32 && a->sm_count == b->sm_count && a->rows_vary == b->rows_vary;
 }
 
+/* ---- the cache's index: a hash of every field same_shape compares and the alignments ---- */
+static unsigned long long mix(unsigned long long h, long long v) {
+  h ^= (unsigned long long)v;
+  return h * 0x100000001b3ULL; /* FNV-1a's prime, a word at a time */
+}
+static unsigned long long key_hash(const exec_gemm_shape *s, int al_a, int al_b, int al_c) {
+  const long long v[] = {s->trans_a, s->trans_b, s->m, s->n, s->k, s->lda, s->ldb, s->ldc, s->batch, s->stride_a,
+                         s->stride_b, s->stride_c, s->c_fp32, s->sm_count, s->rows_vary, al_a, al_b, al_c};
+  unsigned long long h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++) h = mix(h, v[i]);
+  return h ^ (h >> 29);
+}
+static int is_key(const cached_gemm *c, const exec_gemm_shape *s, int al_a, int al_b, int al_c) {
+  return same_shape(&c->s, s) && c->align_a == al_a && c->align_b == al_b && c->align_c == al_c;
+}
+static void index_put(int *index, int cap, const cached_gemm *c, int i) {
+  unsigned long long at = key_hash(&c->s, c->align_a, c->align_b, c->align_c) & (unsigned long long)(cap - 1);
+  while (index[at]) at = (at + 1) & (unsigned long long)(cap - 1);
+  index[at] = i + 1;
+}
+/* Adds cache[i] (kept at most half full: rebuilt at twice the size). -1: out of memory. */
+static int index_add(exec_gemm *g, int i) {
+  if (2 * g->count > g->index_cap) {
+    int cap = g->index_cap ? 2 * g->index_cap : 256;
+    int *ix = calloc((size_t)cap, sizeof *ix);
+    if (!ix) return -1;
+    for (int j = 0; j < i; j++) index_put(ix, cap, &g->cache[j], j);
+    free(g->index);
+    g->index = ix, g->index_cap = cap;
+  }
+  index_put(g->index, g->index_cap, &g->cache[i], i);
+  return 0;
+}
+static cached_gemm *find(exec_gemm *g, const exec_gemm_shape *s, int al_a, int al_b, int al_c) {
+  if (ops_variant_is(OPS_V_GEMM_CACHE, "scan")) {
+    for (int i = 0; i < g->count; i++)
+      if (is_key(&g->cache[i], s, al_a, al_b, al_c)) return &g->cache[i];
+    return NULL;
+  }
+  if (!g->index_cap) return NULL;
+  const unsigned long long mask = (unsigned long long)(g->index_cap - 1);
+  for (unsigned long long at = key_hash(s, al_a, al_b, al_c) & mask; g->index[at]; at = (at + 1) & mask)
+    if (is_key(&g->cache[g->index[at] - 1], s, al_a, al_b, al_c)) return &g->cache[g->index[at] - 1];
+  return NULL;
+}
+
 /* Largest power of two (up to 256) dividing the address and, for batches, the stride in bytes:
  * the heuristic must not pick a kernel that needs more alignment than the buffers have. */
 static int alignment_of(const void *p, long long stride, long long batch, int esize) {
@@ -205,8 +257,8 @@ static int alignment_of(const void *p, long long stride, long long batch, int es
   return (int)(bits & (~bits + 1ULL));
 }
 
-int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const void *A, const void *B, float beta,
-                  void *C, void *stream, ts_err *e) {
+static int run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const void *A, const void *B, float beta,
+               void *C, void *stream, ts_err *e) {
   exec_gemm_shape s = *s_in;
   if (s.batch < 1) s.batch = 1;
   if (s.batch == 1) s.stride_a = s.stride_b = s.stride_c = 0;
@@ -214,11 +266,7 @@ int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const 
     return ts_fail_sys(e, "exec_gemm: bad shape m=%lld n=%lld k=%lld", s.m, s.n, s.k);
   int al_a = alignment_of(A, s.stride_a, s.batch, 2), al_b = alignment_of(B, s.stride_b, s.batch, 2);
   int al_c = alignment_of(C, s.stride_c, s.batch, s.c_fp32 ? 4 : 2);
-  cached_gemm *c = NULL;
-  for (int i = 0; i < g->count && !c; i++)
-    if (same_shape(&g->cache[i].s, &s) && g->cache[i].align_a == al_a && g->cache[i].align_b == al_b &&
-        g->cache[i].align_c == al_c)
-      c = &g->cache[i];
+  cached_gemm *c = find(g, &s, al_a, al_b, al_c);
   if (!c) {
     if (g->count == g->cap) {
       int cap = g->cap ? 2 * g->cap : 64;
@@ -242,6 +290,7 @@ int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const 
     g->stats.plans++;
     g->stats.plan_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     g->count++;
+    if (index_add(g, g->count - 1)) return ts_fail_sys(e, "exec_gemm: out of memory");
   }
   int st = (int)cublasLtMatmul(g->handle, c->op, &alpha, B, c->la, A, c->lb, &beta, C, c->lc, C, c->lc, &c->algo,
                                g->workspace, EXEC_GEMM_WORKSPACE, (cudaStream_t)stream);
@@ -249,6 +298,19 @@ int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s_in, float alpha, const 
     return ts_fail_sys(e, "%s:%d: cublasLtMatmul(m=%lld n=%lld k=%lld batch=%lld): cuBLAS status %d", __FILE__,
                        __LINE__, s.m, s.n, s.k, s.batch, st);
   return 0;
+}
+
+/* Every call's host time (the lookup, a new shape's plan, the cublasLtMatmul enqueue): the executor's
+ * counterpart of the host calibration's gemm_launch_us, which times one cached shape. */
+int exec_gemm_run(exec_gemm *g, const exec_gemm_shape *s, float alpha, const void *A, const void *B, float beta,
+                  void *C, void *stream, ts_err *e) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = run(g, s, alpha, A, B, beta, C, stream, e);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  g->stats.calls++;
+  g->stats.call_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  return rc;
 }
 
 exec_gemm_stats exec_gemm_get_stats(const exec_gemm *g) { return g->stats; }

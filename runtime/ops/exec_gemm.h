@@ -41,10 +41,13 @@ float exec_gemm_packed_beta(exec_gemm_layout layout);
 
 /* Plans (descriptors and algorithm) built for new shapes since creation, the
  * heuristic queries among them, those that reused a cached algorithm
- * (--variant gemm-algo=bucket, ops_variants.h), and the host time spent. */
+ * (--variant gemm-algo=bucket, ops_variants.h), and the host time spent;
+ * every call and its host time (the cache lookup, a plan, the enqueue). */
 typedef struct {
   long long plans, heuristics, reused;
   double plan_s;
+  long long calls;
+  double call_s;
 } exec_gemm_stats;
 
 int exec_gemm_create(exec_gemm **out, ts_err *e);

@@ -49,6 +49,9 @@ static const ops_variant_row rows[OPS_V_COUNT] = {
                          "routing): bucket (a shape within the same powers of two of m, n, k as a cached one reuses "
                          "its algorithm if cuBLASLt accepts it) or exact (a heuristic query for each; other GEMMs "
                          "always)"},
+    [OPS_V_GEMM_CACHE] = {"gemm-cache", {"hash", "scan"},
+                          "lookup of a GEMM's cached plan: hash of the shape, or scan (every cached shape in turn, "
+                          "the lookup before 2026-12-04)"},
     [OPS_V_REDUCE] = {"reduce", {"atomic", "ordered"},
                       "sums over rows and tokens (the loss, norm and bias weight gradients, the embedding gradients, "
                       "attention's dQ): atomic adds, whose order and so last bits vary from run to run, or a fixed "

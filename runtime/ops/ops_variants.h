@@ -34,6 +34,7 @@ typedef enum {
   OPS_V_CAAT_BWD,             /* CAAT-Net backward accumulation: fp32 | bf16 */
   OPS_V_TP_OVERLAP_SM_MARGIN, /* SMs left free for the overlapped TP all-reduce (a number) */
   OPS_V_GEMM_ALGO,            /* an MoE expert GEMM's new shape: bucket (reuse a cached algorithm, checked) | exact */
+  OPS_V_GEMM_CACHE,           /* the GEMM plan cache's lookup: hash | scan (linear, before 2026-12-04) */
   OPS_V_REDUCE,               /* sums over rows and tokens: atomic adds | a fixed order (bit-reproducible) */
   OPS_V_COUNT
 } ops_variant_id;
