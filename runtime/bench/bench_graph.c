@@ -248,14 +248,16 @@ int bench_graph_main(int argc, char **argv) {
   double spin_us = 4000, ref_us = 20;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help")) {
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       printf("usage: tacorun bench-graph [--model NAME|FILE (llama3-8b)] [--models DIR] [--batch LIST (1,16,64)]\n"
              "         [--len LIST (4096,1024,2048: one KV length per batch)] [--layers N (32)] [--reps N (5)]\n"
              "         [--spin-us US (4000)] [--ref-us US (20)]\n"
              "Times each kernel of the inference executor's decode layer (TP 1, no bias, decode attention v3)\n"
              "alone (the calibration's timing), queued behind a spin kernel (the GPU's time in a stream the\n"
              "host is ahead of: the eager steps) and in one CUDA graph (the --decode-graph steps), and the\n"
-             "layers as one sequence both ways; a spin kernel of --ref-us is the reference. Timing only.\n");
+             "layers as one sequence both ways; a spin kernel of --ref-us is the reference. Timing only.\n"
+             "reads:  the model zoo (the --model's shapes)\n"
+             "writes: one table per batch on standard output (experiments/infer/v3/graph/bench-graph.txt keeps one run)\n");
       return 0;
     }
     if (!v) {
