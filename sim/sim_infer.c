@@ -404,7 +404,7 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
                      "PP 1 only (plan: TP %d, PP %d)", p->tp, p->pp);
     if (!(cal->has_host && cal->host_graph_gap_us > 0))
       return ts_fail(e, cal->path[0] ? cal->path : "calibration", "host.graph_gap_us",
-                     "missing: --decode graph needs it (tacorun bench-graph; calibration/merge_host.py --graph-gap-from)");
+                     "missing: --decode graph needs it (tacorun bench-graph, then calibration/merge_graph_gap.py)");
     gap_s = cal->host_graph_gap_us * 1e-6;
     r->decode_graph = true, r->graph_gap_us = cal->host_graph_gap_us;
   }
