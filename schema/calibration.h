@@ -19,6 +19,7 @@
  *     "clock": { "window_us":.., "points": [ {"duty":..,"period_us":..,
  *                "gemm_speed":..,"mem_speed":..} ] },       (optional)
  *     "host": { "launch_us":.., "gemm_launch_us":.., "event_us":.. (optional),
+ *               "graph_gap_us":.. (optional),
  *               "sync": [ {"wait_us":..,"gap_us":..} ] } }               (optional)
  * <coll> is allreduce, allgather, reducescatter, alltoall or sendrecv; bytes of
  * a collective are the nccl-tests "size" (the whole buffer, bf16 payload even
@@ -43,6 +44,12 @@
  * cuBLASLt GEMM through the executor's GEMM path (its algorithm cached);
  * event_us (optional: files before it lack it), the same for cudaEventRecord
  * (the executor's walker records two events around every op);
+ * graph_gap_us (optional), the GPU time a kernel of the tables (a GEMM, a
+ * decode-attention kernel) takes more in a stream the host keeps ahead of
+ * (how the tables were timed) than inside a CUDA graph, per launch
+ * (`tacorun bench-graph`, runtime/bench/bench_graph.c: the median of its
+ * queued - graph over those launches; the inference simulator's
+ * `--decode graph` takes it off each such launch of a decode step);
  * sync, the GPU's idle time (gap_us) from the end of a device-to-host copy
  * that the host waits for to the start of the next kernel the host then
  * launches, against how long the host waited (wait_us: the GPU work queued
@@ -162,6 +169,7 @@ typedef struct {
   bool has_host;
   double host_launch_us, host_gemm_launch_us;
   double host_event_us; /* 0: not measured */
+  double host_graph_gap_us; /* 0: not measured (see "host" above) */
 #define SCHEMA_HOST_SYNC_POINTS 16
   int n_host_sync;
   double host_sync_wait_us[SCHEMA_HOST_SYNC_POINTS], host_sync_gap_us[SCHEMA_HOST_SYNC_POINTS];

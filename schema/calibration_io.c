@@ -571,7 +571,7 @@ static int load_host(json_t *root, const char *file, schema_calibration *c, ts_e
   json_t *obj = json_object_get(root, "host");
   if (!obj) return 0; /* optional: no host clock */
   if (!json_is_object(obj)) return ts_fail(e, file, "host", "must be an object");
-  static const char *const keys[] = {"launch_us", "gemm_launch_us", "sync", "event_us", NULL};
+  static const char *const keys[] = {"launch_us", "gemm_launch_us", "sync", "event_us", "graph_gap_us", NULL};
   double v[2];
   if (only_keys(obj, keys, file, "host", e)) return -1;
   for (int i = 0; i < 2; i++) {
@@ -585,6 +585,10 @@ static int load_host(json_t *root, const char *file, schema_calibration *c, ts_e
   double ev;
   if (tsj_real_opt(obj, "event_us", 0, MAX_HOST_US, 0, &ev, file, "host", e)) return -1;
   if (json_object_get(obj, "event_us") && !(ev > 0)) return ts_fail(e, file, "host.event_us", "must be > 0 (microseconds)");
+  double gg;
+  if (tsj_real_opt(obj, "graph_gap_us", 0, MAX_HOST_US, 0, &gg, file, "host", e)) return -1;
+  if (json_object_get(obj, "graph_gap_us") && !(gg > 0))
+    return ts_fail(e, file, "host.graph_gap_us", "must be > 0 (microseconds)");
   json_t *arr = json_object_get(obj, "sync");
   if (!arr) return ts_fail(e, file, "host.sync", "missing (an array is required)");
   if (!json_is_array(arr)) return ts_fail(e, file, "host.sync", "must be an array");
@@ -608,7 +612,7 @@ static int load_host(json_t *root, const char *file, schema_calibration *c, ts_e
   }
   c->n_host_sync = (int)n;
   c->has_host = true;
-  c->host_launch_us = v[0], c->host_gemm_launch_us = v[1], c->host_event_us = ev;
+  c->host_launch_us = v[0], c->host_gemm_launch_us = v[1], c->host_event_us = ev, c->host_graph_gap_us = gg;
   return 0;
 }
 
@@ -771,6 +775,7 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
     json_t *host = json_pack("{s:o,s:o}", "launch_us", num(c->host_launch_us), "gemm_launch_us",
                              num(c->host_gemm_launch_us));
     if (c->host_event_us > 0) json_object_set_new(host, "event_us", num(c->host_event_us));
+    if (c->host_graph_gap_us > 0) json_object_set_new(host, "graph_gap_us", num(c->host_graph_gap_us));
     json_object_set_new(host, "sync", arr);
     json_object_set_new(root, "host", host);
   }

@@ -63,13 +63,36 @@ static int check_ceiling(const sim_costs *c, const char *what, double flops, dou
                      floor_s * 1e6, flops, c->lk.roof.peak_flops / 1e12, bytes, c->lk.roof.hbm_bytes_per_s / 1e9);
 }
 
-/* One layer's compute ops other than attention. */
-static int layer_rest_s(sim_costs *c, double *s, ts_err *e) {
+/* A decode step run as one CUDA graph (sim_infer_opts): each launch of a
+ * kernel whose time comes from a table timed in a stream (a GEMM, the decode
+ * attention's split and combine kernels) takes gap_s (the calibration's
+ * host.graph_gap_us, measured by `tacorun bench-graph`) less, never less than
+ * the GPU's ceiling for its FLOPs and bytes. The norms, element-wise ops and
+ * the embedding of a decode step have no table at their sizes (the roofline
+ * anchored at the training sizes prices them: no stream timing to convert)
+ * and keep their price. */
+static double in_graph_s(const sim_costs *c, double s, int launches, double gap_s, double flops, double bytes) {
+  if (gap_s <= 0 || launches < 1) return s;
+  double tf = flops / c->lk.roof.peak_flops, tb = bytes / c->lk.roof.hbm_bytes_per_s, floor_s = tf > tb ? tf : tb;
+  double t = s - launches * gap_s;
+  return t > floor_s ? t : floor_s;
+}
+
+/* One layer's compute ops other than attention; gap_s > 0: in a CUDA graph
+ * (in_graph_s: one launch a GEMM op), *launches counts the launches it took
+ * the gap off. */
+static int layer_rest_s(sim_costs *c, double gap_s, double *s, int *launches, ts_err *e) {
   *s = 0;
+  *launches = 0;
   for (int i = 0; i < c->n_mops; i++) {
-    if (c->mops[i].kind == MODEL_OP_ATTENTION) continue;
+    const model_op *m = &c->mops[i];
+    if (m->kind == MODEL_OP_ATTENTION) continue;
     double t;
-    if (compute_op_s(c, i, c->mops[i].flops_fwd, c->mops[i].bytes_fwd, &t, e)) return -1;
+    if (compute_op_s(c, i, m->flops_fwd, m->bytes_fwd, &t, e)) return -1;
+    if (gap_s > 0 && m->kind == MODEL_OP_GEMM) {
+      t = in_graph_s(c, t, 1, gap_s, m->flops_fwd, m->bytes_fwd);
+      (*launches)++;
+    }
     *s += t;
   }
   return 0;
@@ -192,9 +215,10 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
 /* Embedding (first stage) and head (last stage) of one pass of `tokens`
  * tokens: the vocabulary-parallel lookup and its all-reduce; the final norm
  * and the logits GEMM of the last token of each sequence, and the all-gather
- * of the logits (bf16) for sampling. */
-static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, double tokens, sim_infer_phase *ph,
-                  ts_err *e) {
+ * of the logits (bf16) for sampling. gap_s > 0: a decode step in a CUDA graph
+ * (in_graph_s on the logits GEMM). */
+static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, double tokens, double gap_s,
+                  sim_infer_phase *ph, ts_err *e) {
   const model_config *m = &p->model;
   model_shard sh = {p->tp, false, p->batch, (int)(tokens / p->batch)};
   model_op ops[8];
@@ -224,7 +248,8 @@ static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, doub
                     2.0 * ((double)p->batch * m->hidden + (double)vocab * m->hidden + (double)p->batch * vocab),
                     us * 1e-6, e))
     return -1;
-  ph->compute_s += us * 1e-6;
+  ph->compute_s += in_graph_s(last_token, us * 1e-6, 1, gap_s, 2.0 * p->batch * (double)vocab * m->hidden,
+                              2.0 * (double)vocab * m->hidden);
   if (tp_coll_s(last_token, p, PLAN_COLL_ALLGATHER, NULL, 2.0 * p->batch * (double)vocab * p->tp, &t, &codec, &wire,
                 e))
     return -1;
@@ -296,7 +321,7 @@ static int prefill_attention_s(sim_costs *c, const plan_infer *p, const model_op
 
 static void finish_phase(sim_infer_phase *ph) { ph->total_s = ph->compute_s + ph->tp_s + ph->pp_s; }
 
-static int predict(const plan_infer *p, const schema_calibration *cal, FILE *warn, bool use_codec,
+static int predict(const plan_infer *p, const schema_calibration *cal, double gap_s, FILE *warn, bool use_codec,
                    sim_infer_result *r, ts_err *e) {
   int rc = -1;
   shape_costs *pre = shape_costs_new(p, p->prompt, cal, warn, e);
@@ -315,34 +340,43 @@ static int predict(const plan_infer *p, const schema_calibration *cal, FILE *war
   /* prefill: one forward of batch x prompt tokens */
   sim_infer_phase *ph = &r->prefill;
   double rest, attn, ar, codec;
-  if (layer_rest_s(&pre->costs, &rest, e)) goto out;
+  int launches, step_launches = 0;
+  if (layer_rest_s(&pre->costs, 0, &rest, &launches, e)) goto out;
   const model_op *a = &pre->costs.mops[attn_pre];
   if (prefill_attention_s(&pre->costs, p, a, warn, &attn, e)) goto out;
   if (layer_allreduce(&pre->costs, p, use_codec, ar_bytes_pre, "prefill layer", r, &ar, &codec, e)) goto out;
   ph->compute_s = layers * (rest + attn);
   ph->tp_s = layers * 2.0 * ar;
   ph->codec_s = layers * 2.0 * codec;
-  if (ends_s(&pre->costs, &dec->costs, p, (double)p->batch * p->prompt, ph, e)) goto out;
+  if (ends_s(&pre->costs, &dec->costs, p, (double)p->batch * p->prompt, 0, ph, e)) goto out;
   if (pp_hops_s(&pre->costs, p, (double)p->batch * p->prompt, &ph->pp_s, e)) goto out;
   finish_phase(ph);
   r->ttft_s = ph->total_s;
 
   /* decode: generate - 1 steps of batch tokens; step j attends over prompt + j keys */
   sim_infer_phase step = {0};
-  if (layer_rest_s(&dec->costs, &rest, e)) goto out;
+  if (layer_rest_s(&dec->costs, gap_s, &rest, &launches, e)) goto out;
+  step_launches = (int)layers * launches + (gap_s > 0 ? 1 : 0); /* + the logits GEMM */
   if (layer_allreduce(&dec->costs, p, use_codec, ar_bytes_dec, "decode layer", r, &ar, &codec, e)) goto out;
   step.compute_s = layers * rest;
   step.tp_s = layers * 2.0 * ar;
   step.codec_s = layers * 2.0 * codec;
-  if (ends_s(&dec->costs, &dec->costs, p, p->batch, &step, e)) goto out;
+  if (ends_s(&dec->costs, &dec->costs, p, p->batch, gap_s, &step, e)) goto out;
   if (pp_hops_s(&dec->costs, p, p->batch, &step.pp_s, e)) goto out;
   int steps = p->generate - 1;
   double attn_sum = 0;
   bool warned = false;
   for (int j = 1; j <= steps; j++) {
     if (decode_attention_s(&dec->costs, p, attn_dec, (long long)p->prompt + j, warn, &warned, &attn, e)) goto out;
+    if (gap_s > 0) { /* the split and the combine kernel */
+      const model_config *m = &p->model;
+      double kv_len = (double)p->prompt + j, q_width = (double)(m->heads / p->tp) * model_head_dim(m);
+      attn = in_graph_s(&dec->costs, attn, 2, gap_s, 4.0 * p->batch * kv_len * q_width,
+                        plan_infer_kv_bytes(p, (long long)kv_len) / ((double)m->layers / p->pp));
+    }
     attn_sum += attn;
   }
+  if (gap_s > 0) step_launches += (int)layers * 2;
   ph = &r->decode;
   if (steps > 0) {
     *ph = step;
@@ -350,6 +384,7 @@ static int predict(const plan_infer *p, const schema_calibration *cal, FILE *war
     finish_phase(ph);
   }
   r->tpot_s = ph->total_s;
+  if (gap_s > 0) r->graph_launches = step_launches;
   r->total_s = r->ttft_s + steps * r->tpot_s;
   r->tokens_per_s = (double)p->batch * p->generate / r->total_s;
   rc = 0;
@@ -359,9 +394,20 @@ out:
   return rc;
 }
 
-int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, FILE *warn, sim_infer_result *r,
-                      ts_err *e) {
+int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const sim_infer_opts *o, FILE *warn,
+                      sim_infer_result *r, ts_err *e) {
   memset(r, 0, sizeof *r);
+  double gap_s = 0;
+  if (o && o->decode_graph) {
+    if (p->tp != 1 || p->pp != 1)
+      return ts_fail(e, p->path, "layout", "--decode graph: the executor runs decode steps as CUDA graphs at TP 1 and "
+                     "PP 1 only (plan: TP %d, PP %d)", p->tp, p->pp);
+    if (!(cal->has_host && cal->host_graph_gap_us > 0))
+      return ts_fail(e, cal->path[0] ? cal->path : "calibration", "host.graph_gap_us",
+                     "missing: --decode graph needs it (tacorun bench-graph, then calibration/merge_graph_gap.py)");
+    gap_s = cal->host_graph_gap_us * 1e-6;
+    r->decode_graph = true, r->graph_gap_us = cal->host_graph_gap_us;
+  }
   snprintf(r->calibration, sizeof r->calibration, "%s", cal->path);
   r->derived_calibration = cal->derived;
   if (plan_infer_memory_per_gpu(p, &r->memory)) return ts_fail(e, p->path, "layout", "memory cannot be computed");
@@ -369,7 +415,7 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, FILE *
   memset(&plain, 0, sizeof plain);
   schema_calibration view; /* the ".infer" tables in place of the training ones */
   if (sim_infer_calibration_view(cal, &view, e)) return -1;
-  int rc = predict(p, &view, warn, true, r, e) || predict(p, &view, NULL, false, &plain, e) ? -1 : 0;
+  int rc = predict(p, &view, gap_s, warn, true, r, e) || predict(p, &view, gap_s, NULL, false, &plain, e) ? -1 : 0;
   sim_infer_calibration_view_free(&view);
   if (rc) return -1;
   r->plain_ttft_s = plain.ttft_s, r->plain_tpot_s = plain.tpot_s, r->plain_tokens_per_s = plain.tokens_per_s;
@@ -396,6 +442,12 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, FILE *
                ch->compressed ? "" : fb);
       add_note(r, note);
     }
+  }
+  if (r->decode_graph) {
+    snprintf(note, sizeof note,
+             "--decode graph: each decode step one CUDA graph; its %d GEMM and decode-attention launches priced "
+             "%.2f us each below their stream-timed tables (host.graph_gap_us)", r->graph_launches, r->graph_gap_us);
+    add_note(r, note);
   }
   if (p->generate < 2) add_note(r, "generate is 1: no decode step, TPOT is 0");
   return 0;

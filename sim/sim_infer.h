@@ -41,6 +41,13 @@ typedef struct {
 
 #define SIM_INFER_MAX_NOTES 8
 
+/* How the decode steps run (tacosim simulate --decode): eager, kernel by
+ * kernel from the host (the executor's default), or graph, each step one
+ * CUDA graph launch (`tacorun execute --decode-graph`, TP 1 only). */
+typedef struct {
+  bool decode_graph;
+} sim_infer_opts;
+
 typedef struct {
   double ttft_s;       /* prefill of the batch: the first token of every sequence */
   double tpot_s;       /* mean time of one decode step (generate - 1 steps; 0 when generate is 1) */
@@ -55,6 +62,9 @@ typedef struct {
   char calibration[512];
   bool derived_calibration;
   bool intra_calibrated; /* the calibration measured the cluster's intra-node fabric */
+  bool decode_graph;     /* the decode step was priced as one CUDA graph (sim_infer_opts) */
+  double graph_gap_us;   /* then: the calibration's host.graph_gap_us taken off each table-timed launch */
+  int graph_launches;    /* those launches a step */
   int n_notes;
   char notes[SIM_INFER_MAX_NOTES][256];
 } sim_infer_result;
@@ -66,10 +76,11 @@ typedef struct {
 int sim_infer_calibration_view(const schema_calibration *cal, schema_calibration *view, ts_err *e);
 void sim_infer_calibration_view_free(schema_calibration *view);
 
-/* Predicts p on calibration cal (through its inference view); warnings (roofline fallbacks, naming the
- * op) go to warn (NULL: silent). */
-int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, FILE *warn, sim_infer_result *r,
-                      ts_err *e);
+/* Predicts p on calibration cal (through its inference view); o NULL: eager decode; warnings
+ * (roofline fallbacks, naming the op) go to warn (NULL: silent). A graph decode needs tp 1 and the
+ * calibration's host.graph_gap_us (exit 2 naming them otherwise). */
+int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const sim_infer_opts *o, FILE *warn,
+                      sim_infer_result *r, ts_err *e);
 
 /* ---- report (sim_infer_report.c) ---- */
 void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out);

@@ -94,6 +94,11 @@ static const char simulate_usage[] =
     "                          a link run as one flow per kind (bytes, route), which ends when each would:\n"
     "                          the same prediction with fewer flows (on, the default; sim/README.md), or\n"
     "                          every edge as its own flow (off); the result's notes say which\n"
+    "  --decode eager|graph    inference plans: the decode steps launched kernel by kernel (eager, the\n"
+    "                          default, as tacorun execute runs them), or each step one CUDA graph launch\n"
+    "                          (graph, as tacorun execute --decode-graph; TP 1, PP 1; needs the calibration's\n"
+    "                          host.graph_gap_us: each GEMM and decode-attention launch priced that much\n"
+    "                          below its stream-timed table, sim/INFERENCE.md)\n"
     "  --json OUT              write the result (schema/result.h, the schema tacorun execute also writes;\n"
     "                          default: not written)\n"
     "  --csv OUT               write the result as gnuplot columns (default: not written)\n"
@@ -207,7 +212,7 @@ static int cmd_plan(int argc, char **argv) {
 
 /* An inference plan: the analytic prefill/decode walk of sim_infer.c. */
 static int simulate_inference(const char *plan_path, const char *cal_path, sim_transfer_mode transfer,
-                              const char *json, const char *csv) {
+                              const sim_infer_opts *o, const char *json, const char *csv) {
   static plan_infer p;
   static plan fwd;
   schema_calibration cal;
@@ -217,7 +222,7 @@ static int simulate_inference(const char *plan_path, const char *cal_path, sim_t
   sim_cost_source src;
   if (sim_load_costs(cal_path, &fwd.cluster, transfer, &cal, &src, &e)) return fail(&e);
   sim_infer_result r;
-  int rc = sim_infer_predict(&p, &cal, stderr, &r, &e);
+  int rc = sim_infer_predict(&p, &cal, o, stderr, &r, &e);
   if (rc == 0) {
     sim_infer_print(&p, &r, stdout);
     if ((json && sim_infer_save_json(&p, &r, json, &e)) || (csv && sim_infer_save_csv(&p, &r, csv, &e))) rc = -1;
@@ -230,7 +235,8 @@ static int cmd_simulate(int argc, char **argv) {
   const char *plan_path = NULL, *cal_path = NULL, *json = NULL, *csv = NULL, *trace = NULL, *trace_ranks = NULL;
   sim_mode mode = SIM_MODE_REDUCED;
   sim_transfer_mode transfer = SIM_TRANSFER_ROOFLINE;
-  bool ideal_overlap = false, clock_off = false, collapse_off = false;
+  bool ideal_overlap = false, clock_off = false, collapse_off = false, decode_set = false;
+  sim_infer_opts io = {.decode_graph = false};
   if (wants_help(argc, argv, simulate_usage)) return 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -256,6 +262,15 @@ static int cmd_simulate(int argc, char **argv) {
         collapse_off = false;
       else
         return command_error("simulate", "--collapse: \"%s\" is not one of on, off", v);
+    } else if (strcmp(a, "--decode") == 0 && has_value) {
+      const char *v = argv[++i];
+      if (strcmp(v, "graph") == 0)
+        io.decode_graph = true;
+      else if (strcmp(v, "eager") == 0)
+        io.decode_graph = false;
+      else
+        return command_error("simulate", "--decode: \"%s\" is not one of eager, graph", v);
+      decode_set = true;
     } else if (strcmp(a, "--overlap") == 0 && has_value) {
       const char *v = argv[++i];
       if (strcmp(v, "ideal") == 0)
@@ -296,8 +311,9 @@ static int cmd_simulate(int argc, char **argv) {
   if (plan_file_is_inference(plan_path, &inference, &e)) return fail(&e);
   if (inference) {
     if (trace) return command_error("simulate", "--trace: an inference plan is predicted analytically, without a trace%s", "");
-    return simulate_inference(plan_path, cal_path, transfer, json, csv);
+    return simulate_inference(plan_path, cal_path, transfer, &io, json, csv);
   }
+  if (decode_set) return command_error("simulate", "--decode: applies to inference plans only%s", "");
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
   sim_cost_source src;
   if (sim_load_costs(cal_path, &p.cluster, transfer, &cal, &src, &e)) return fail(&e);

@@ -349,6 +349,7 @@ static const struct {
     {"bench-codec", {"runtime/bench/bench_codec.c"}},
     {"bench-comm", {"runtime/bench/bench_comm.c"}},
     {"bench-decode", {"runtime/bench/bench_decode.c"}},
+    {"bench-graph", {"runtime/bench/bench_graph.c"}},
     {"calibrate", {"runtime/calibrate/calibrate.c"}},
     {"calibrate-infer", {"runtime/calibrate/calibrate_infer.c"}},
     {"execute", {"runtime/exec/exec_execute.c", "runtime/infer/infer_run.c"}},

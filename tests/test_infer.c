@@ -220,7 +220,7 @@ static void test_hand_computed_prediction(void) {
   constant_calibration(&cal, 20.0);
   sim_infer_result r;
   ts_err e = {0};
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r, &e), 0);
   double fwd = hand_forward_s(&g_plan, ALLREDUCE_US);
   /* no prefill attention table: the executor's unfused program, Q K^T and P V GEMMs and the softmax kernel */
   NEAR(r.ttft_s, fwd + hand_prefill_attention_extra_s(&g_plan), 1e-9);
@@ -242,12 +242,12 @@ static void test_prefill_keyed_and_ceiling(void) {
   constant_calibration(&cal, 20.0);
   sim_infer_result base, keyed;
   ts_err e = {0};
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &base, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &base, &e), 0);
   char name[64];
   snprintf(name, sizeof name, "attention_prefill.d%d.s64", model_head_dim(&g_plan.model));
   CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1, 0, 123.0), 0);
   CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1e18, 0, 123.0), 0);
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &keyed, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &keyed, &e), 0);
   NEAR(keyed.ttft_s - base.ttft_s, g_plan.model.layers * (123.0 - 2 * GEMM_US - KERNEL_US) * 1e-6, 1e-9);
   NEAR(keyed.tpot_s, base.tpot_s, 1e-12);
   schema_calibration_free(&cal);
@@ -256,13 +256,47 @@ static void test_prefill_keyed_and_ceiling(void) {
   plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":8,\"prompt\":2048,\"generate\":4}", "");
   CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
   CU_ASSERT_EQUAL_FATAL(schema_calibration_load(CALIBRATION_DIR "/h200-nvlink.json", &cal, &e), 0);
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &base, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &base, &e), 0);
   for (int i = 0; i < cal.n_kernels; i++)
     if (!strcmp(cal.kernels[i].name, "attention_decode"))
       for (int k = 0; k < cal.kernels[i].n; k++) cal.kernels[i].pts[k].us = cal.kernels[i].pts[k].x / 1e18 * 1e6;
-  CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, NULL, &base, &e), -1);
+  CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &base, &e), -1);
   CU_ASSERT(strncmp(e.msg, TS_SIM_FAILURE_PREFIX, strlen(TS_SIM_FAILURE_PREFIX)) == 0);
   CU_ASSERT(strstr(e.msg, "decode attention") != NULL);
+  schema_calibration_free(&cal);
+}
+
+/* --decode graph (each decode step one CUDA graph): every GEMM launch and the
+ * decode attention's two launches of a step priced host.graph_gap_us below
+ * their tables, the rest and the prefill as eager; refused without the field
+ * or at TP > 1, naming them. */
+static void test_decode_graph(void) {
+  char t[1024];
+  plan_text(t, sizeof t, "{\"tp\":1}", "{\"size\":2,\"prompt\":64,\"generate\":9}", "\"codec\":{\"kind\":\"none\"}");
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  lift_ceilings();
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "attention_decode", true, 1, 0, 50.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "attention_decode", true, 1e18, 0, 50.0), 0);
+  sim_infer_result eager, graph;
+  sim_infer_opts o = {.decode_graph = true};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &eager, &e), 0);
+  CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &graph, &e), -1); /* no host section */
+  CU_ASSERT(strstr(e.msg, "host.graph_gap_us") != NULL);
+  cal.has_host = true, cal.host_graph_gap_us = 2.0;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &graph, &e), 0);
+  const int launches = g_plan.model.layers * (4 + 2) + 1; /* qkv, attn_out, fc1, fc2, attention x 2; logits */
+  CU_ASSERT_EQUAL(graph.graph_launches, launches);
+  NEAR(eager.tpot_s - graph.tpot_s, launches * 2.0e-6, 1e-9);
+  NEAR(graph.ttft_s, eager.ttft_s, 1e-12);
+  CU_ASSERT(graph.decode_graph && !eager.decode_graph);
+  plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":2,\"prompt\":64,\"generate\":9}", "\"codec\":{\"kind\":\"none\"}");
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  lift_ceilings();
+  CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &graph, &e), -1);
+  CU_ASSERT(strstr(e.msg, "layout") != NULL && strstr(e.msg, "TP 2") != NULL);
   schema_calibration_free(&cal);
 }
 
@@ -277,13 +311,13 @@ static void test_fp8_kv_decode_table(void) {
   CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "attention_decode", true, 1e18, 0, 50.0), 0);
   sim_infer_result r16, r8, r8t;
   ts_err e = {0};
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r16, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r16, &e), 0);
   g_plan.kv = PLAN_KV_FP8;
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r8, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r8, &e), 0);
   NEAR(r8.tpot_s, r16.tpot_s, 1e-12); /* the BF16 table (constant here) */
   CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "attention_decode_fp8", true, 1, 0, 30.0), 0);
   CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "attention_decode_fp8", true, 1e18, 0, 30.0), 0);
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r8t, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r8t, &e), 0);
   NEAR(r16.tpot_s - r8t.tpot_s, g_plan.model.layers * (50.0 - 30.0) * 1e-6, 1e-9);
   NEAR(r8t.ttft_s, r16.ttft_s, 1e-12);
   double d = model_head_dim(&g_plan.model);
@@ -350,7 +384,7 @@ static void test_pipeline_across_nodes(void) {
   schema_calibration cal;
   constant_calibration(&cal, 20.0);
   sim_infer_result r;
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r, &e), 0);
   const topo_cluster *cl = &g_plan.cluster;
   double share = (double)cl->nic.per_node / 8;
   double bw = cl->nic.gbps * 1e9 * (share < 1 ? share : 1);
@@ -370,7 +404,7 @@ static void test_codec_policy(void) {
   sim_infer_result r;
   /* faster: every layer all-reduce is compressed (the embedding's stays plain) */
   constant_calibration(&cal, 20.0);
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r, &e), 0);
   double layers = g_plan.model.layers;
   NEAR(r.ttft_s, hand_forward_s(&g_plan, 20.0) + hand_prefill_attention_extra_s(&g_plan), 1e-9);
   NEAR(r.plain_ttft_s - r.ttft_s, layers * 2 * (ALLREDUCE_US - 20.0) * 1e-6, 1e-6);
@@ -380,7 +414,7 @@ static void test_codec_policy(void) {
   schema_calibration_free(&cal);
   /* slower: plain NCCL everywhere, and a note says where the codec lost */
   constant_calibration(&cal, 80.0);
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r, &e), 0);
   NEAR(r.ttft_s, r.plain_ttft_s, 1e-12);
   NEAR(r.tpot_s, r.plain_tpot_s, 1e-12);
   CU_ASSERT_FALSE(r.choices[0].compressed || r.choices[1].compressed);
@@ -389,7 +423,7 @@ static void test_codec_policy(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(r.notes[r.n_notes - 1], "plain"));
   /* forced (codec_auto false): compressed, and slower */
   g_plan.codec_auto = false;
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r, &e), 0);
   CU_ASSERT_TRUE(r.choices[1].compressed);
   NEAR(r.tpot_s, hand_forward_s(&g_plan, 80.0), 1e-9);
   CU_ASSERT(r.tpot_s > r.plain_tpot_s);
@@ -405,10 +439,10 @@ static void test_caat_fallback_keeps_the_model(void) {
   sim_infer_result both, caat;
   constant_calibration(&cal, 80.0); /* the compressed all-reduce loses to plain NCCL (50 us) */
   load_small_plan("{\"kind\":\"caat\",\"p\":0.5}");
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &caat, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &caat, &e), 0);
   CU_ASSERT_TRUE(caat.choices[0].compressed && caat.choices[1].compressed);
   load_small_plan("{\"kind\":\"taco+caat\",\"group\":128,\"fp8\":\"e4m3\",\"p\":0.5}");
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &both, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &both, &e), 0);
   CU_ASSERT_EQUAL_FATAL(both.n_choices, 2);
   for (int i = 0; i < 2; i++) {
     CU_ASSERT_FALSE(both.choices[i].compressed);
@@ -436,7 +470,7 @@ static void test_decode_attention_grows(void) {
     plan_text(t, sizeof t, "{\"tp\":2}", batch, "");
     CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
     sim_infer_result r;
-    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r, &e), 0);
     tpot[i] = r.tpot_s;
     CU_ASSERT(r.ttft_s > r.tpot_s);
   }
@@ -466,7 +500,7 @@ static void test_shipped_plans(void) {
       continue;
     }
     sim_infer_result r;
-    CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, NULL, &r, &e), 0);
+    CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r, &e), 0);
     CU_ASSERT(r.ttft_s > 0 && r.tpot_s > 0 && r.tokens_per_s > 0);
     /* auto never loses to its fallback: plain NCCL for TACO, CAAT-Net in BF16 for CAAT-Net
        plans (CAAT-Net is the model, so those may lose to plain NCCL) */
@@ -533,6 +567,7 @@ int main(void) {
   CU_add_test(s, "KV cache formula", test_kv_cache_formula);
   CU_add_test(s, "FP8 KV cache: decode table and memory", test_fp8_kv_decode_table);
   CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
+  CU_add_test(s, "decode steps as CUDA graphs (--decode graph)", test_decode_graph);
   CU_add_test(s, "hand-computed TTFT and TPOT", test_hand_computed_prediction);
   CU_add_test(s, "codec policy", test_codec_policy);
   CU_add_test(s, "prefill attention keyed by (head dim, prompt); ceiling is a failure", test_prefill_keyed_and_ceiling);

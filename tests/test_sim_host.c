@@ -123,6 +123,8 @@ static void test_calibration_host_section(void) {
   NEAR(h.launch_s, 12 * US, 1e-15);
   NEAR(h.gemm_s, 12 * US, 1e-15);
   NEAR(h.event_s, 12 * US, 1e-15);
+  CU_ASSERT(c.host_graph_gap_us == 0); /* optional: absent here */
+  c.host_graph_gap_us = 1.25;
   /* written and read back the same */
   char *buf = NULL;
   size_t len = 0;
@@ -133,6 +135,7 @@ static void test_calibration_host_section(void) {
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "again", &again, &e), 0);
   CU_ASSERT_EQUAL(again.n_host_sync, 2);
   NEAR(again.host_event_us, 1.5, 0);
+  NEAR(again.host_graph_gap_us, 1.25, 0);
   NEAR(again.host_sync_gap_us[1], 80, 0);
   schema_calibration_free(&again);
   free(buf);
@@ -143,6 +146,8 @@ static void test_calibration_host_section(void) {
       {"\"launch_us\": 4, \"gemm_launch_us\": 7", "host.sync"},
       {"\"launch_us\": 4, \"gemm_launch_us\": 7, \"event_us\": 0, \"sync\": [{\"wait_us\": 0, \"gap_us\": 60}]",
        "host.event_us"},
+      {"\"launch_us\": 4, \"gemm_launch_us\": 7, \"graph_gap_us\": -1, \"sync\": [{\"wait_us\": 0, \"gap_us\": 60}]",
+       "host"},
       {"\"launch_us\": 4, \"gemm_launch_us\": 7, \"sync\": [{\"wait_us\": 5, \"gap_us\": 60}, {\"wait_us\": 5, "
        "\"gap_us\": 60}]",
        "host.sync[1]"},
