@@ -94,7 +94,32 @@ double plan_head_params(const plan *p) {
 
 /* Buckets close as plan_program.c's bucket_add closes them: walking the units
  * backward, a bucket closes once grad_bytes x its parameters reach
- * dp_bucket_bytes, and the chunk's last one closes at the end. */
+ * dp_bucket_bytes, and the chunk's last one closes at the end. One unit of
+ * the walk: adds its parameters to the open bucket; returns 1 when that
+ * closes it. */
+static int bucket_walk(const plan *p, double params, double *open) {
+  *open += params;
+  if (plan_grad_bytes(p) * *open < p->dp_bucket_bytes) return 0;
+  *open = 0;
+  return 1;
+}
+
+int plan_zero_stage_buckets(const plan *p, int stage) {
+  double layer = plan_layer_params(p), emb = plan_embedding_params(p), head = plan_head_params(p);
+  if (layer < 0 || emb < 0 || head < 0) return -1;
+  const int V = p->pp * p->vpp, layers = plan_chunk_layers(p, stage);
+  int buckets = 0;
+  for (int chunk = 0; chunk < p->vpp; chunk++) {
+    const int v = plan_virtual_stage(p, stage, chunk);
+    double open = 0;
+    if (v == V - 1) buckets += bucket_walk(p, head, &open);
+    for (int l = 0; l < layers; l++) buckets += bucket_walk(p, layer, &open);
+    if (v == 0) buckets += bucket_walk(p, emb, &open);
+    if (open > 0) buckets++;
+  }
+  return buckets;
+}
+
 int plan_zero_chunk_units(const plan *p, int stage, int chunk, plan_zero_chunk *z, ts_err *e) {
   memset(z, 0, sizeof *z);
   const int v = plan_virtual_stage(p, stage, chunk), V = p->pp * p->vpp, layers = plan_chunk_layers(p, stage);
@@ -111,13 +136,11 @@ int plan_zero_chunk_units(const plan *p, int stage, int chunk, plan_zero_chunk *
   if (z->emb) z->params[0] = emb;
   if (z->head) z->params[z->n - 1] = head;
   /* backward order: bucket k (0 = first closed) */
-  const int gb = plan_grad_bytes(p);
   double open = 0;
   int k = 0;
   for (int u = z->n - 1; u >= 0; u--) {
-    open += z->params[u];
     z->bucket[u] = k;
-    if (gb * open >= p->dp_bucket_bytes) k++, open = 0;
+    k += bucket_walk(p, z->params[u], &open);
   }
   z->buckets = open > 0 ? k + 1 : k;
   for (int u = 0; u < z->n; u++) z->bucket[u] = z->buckets - 1 - z->bucket[u];

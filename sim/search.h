@@ -133,6 +133,10 @@ double sim_search_tpo_pipeline_exposed(int k, double gemm, double piece, bool co
  * 2 vpp chunk steps is exposed (the programs prefetch within a step), the rest of the DP stream's work
  * (dp_work) hides behind the compute when it fits. Seconds in, seconds out. */
 double sim_search_zero3_wait_s(int vpp, double dp_work, double unit_gather, double compute);
+/* ZeRO-2's reduce-scatters left on the DP stream after the compute ends (search_estimate.c): `run`
+ * backward steps of b seconds at the end (with `idle` seconds of pipeline drain among them) and `pairs`
+ * forward (f) + backward pairs before them, each backward closing k buckets of DP work r in all. */
+double sim_search_zero2_tail_s(int run, int pairs, double f, double b, double r, double k, double idle);
 
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e);
 

@@ -259,6 +259,9 @@ typedef struct {
   double compute, recompute, tp_exposed, codec;
   double gemm, gemm_recompute; /* the parts of compute and recompute the clock model speeds up as GEMMs
                                   (GEMMs and attention, as sim_costs.c's compute_us counts them) */
+  double fwd, fwd_gemm;        /* the forward's part of compute and of gemm */
+  double tp_fwd, cp_fwd;       /* the forward's part of tp_exposed and of the CP ring (a recomputed forward's
+                                  collectives belong to the backward) */
 } layer_cost;
 
 /* Whether an op's time is GEMM time for the clock model. */
@@ -311,6 +314,7 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
   lc->compute = fwd + bwd;
   lc->gemm = fwd_gemm + bwd_gemm;
   lc->tp_exposed = fwd_comm + bwd_exposed;
+  lc->fwd = fwd, lc->fwd_gemm = fwd_gemm, lc->tp_fwd = fwd_comm;
   lc->codec = fwd_codec + bwd_codec;
   if (p->recompute == MODEL_RECOMPUTE_FULL) {
     lc->recompute = fwd;
@@ -360,9 +364,11 @@ static double cp_layer(estimator *x, const model_op *ops, int n, layer_cost *lc)
     if (ops[i].kind == MODEL_OP_ATTENTION) af += other_op_s(x, &ops[i], false), ab += other_op_s(x, &ops[i], true);
   lc->compute += (cp - 1) * (af + ab);
   lc->gemm += (cp - 1) * (af + ab);
+  lc->fwd += (cp - 1) * af, lc->fwd_gemm += (cp - 1) * af;
   if (p->recompute != MODEL_RECOMPUTE_NONE) lc->recompute += (cp - 1) * af, lc->gemm_recompute += (cp - 1) * af;
   double step = group_coll_s(p, PLAN_COLL_ALLGATHER, cp, p->tp, plan_cp_kv_bytes(p) * cp / (cp - 1.0));
   double fwd = (cp - 1) * fmax(0.0, step - af);
+  lc->cp_fwd = fwd;
   return fwd * (p->recompute != MODEL_RECOMPUTE_NONE ? 2 : 1) + (cp - 1) * fmax(0.0, 2 * step - ab) + step;
 }
 
@@ -450,21 +456,42 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
   }
   lc->compute += extra;
   lc->gemm += extra;
+  lc->fwd += extra_fwd, lc->fwd_gemm += extra_fwd, lc->tp_fwd = fwd;
   if (p->recompute == MODEL_RECOMPUTE_FULL) lc->recompute += extra_fwd, lc->gemm_recompute += extra_fwd;
   lc->tp_exposed = fwd * (p->recompute == MODEL_RECOMPUTE_FULL ? 2 : 1) + bwd;
+}
+
+/* ZeRO-2's reduce-scatters left after the compute (search_estimate.c).
+ * Every backward step closes k buckets of DP work r in all (one
+ * reduce-scatter each, on the one DP stream, in order), spaced evenly over
+ * its b seconds; a forward step (f) closes none. The stage's last backward
+ * steps run back to back (`run` of them: the cool-down's and the last
+ * 1F1B pair's), `pairs` forward-backward pairs before them, and the compute
+ * idles `idle` seconds within the run (the pipeline's drain). The stream
+ * ends at the latest of: the last bucket alone (r / k); the run's work from
+ * its first bucket on, less the time left after that bucket (run (r - b) +
+ * b / k - idle); and all the pairs' work with it (each pair adds
+ * r - f - b). When r exceeds b the run falls behind by r - b per step: the
+ * cool-down has no forwards to hide the reduce-scatters behind. */
+double sim_search_zero2_tail_s(int run, int pairs, double f, double b, double r, double k, double idle) {
+  if (!(r > 0) || run < 1) return 0;
+  if (k < 1) k = 1;
+  double from_run = run * (r - b) + b / k - idle;
+  return fmax(r / k, fmax(from_run, from_run + pairs * (r - f - b)));
 }
 
 /* Data-parallel traffic under the sharding stages and overlaps (zero_stage
  * >= 2, overlap_param_gather, overlap_grad_reduce false; today's path
  * otherwise): ZeRO-2 reduce-scatters every micro-batch's gradients beside
- * its backward; ZeRO-3 also gathers each layer's bf16 parameters twice per
- * micro-batch, prefetched beside the compute; overlap_param_gather moves
- * ZeRO-1/2's gathers beside the first forward. */
+ * its backward (the tail left after the compute: zero2_tail); ZeRO-3 also
+ * gathers each layer's bf16 parameters twice per micro-batch, prefetched
+ * beside the compute; overlap_param_gather moves ZeRO-1/2's gathers beside
+ * the first forward. */
 static double dp_sharded_s(const plan *p, double reduce, double gather, double first_fwd, double overlap,
-                           double per_mb_compute, int m) {
+                           double zero2_tail) {
   double t;
   if (p->zero_stage == 2)
-    t = m * fmax(0.0, reduce - per_mb_compute);
+    t = zero2_tail;
   else
     t = p->overlap_grad_reduce_off ? reduce : fmax(0.0, reduce - overlap);
   if (p->zero1) t += p->overlap_param_gather ? fmax(0.0, gather - first_fwd) : gather;
@@ -527,7 +554,28 @@ typedef struct {
   layer_cost lc;
   double cp_ring;                   /* exposed KV ring per layer and micro-batch */
   double head, head_gemm, head_tp;  /* the output head per micro-batch (last stage) */
+  int dp_buckets;                   /* ZeRO-2: the buckets one micro-batch's backward closes on stage 0 */
 } stage_costs;
+
+/* ZeRO-2 on stage 0, which ends the iteration (its last backward is the
+ * pipeline's last): its steps' forward and backward times (per_layer: a
+ * layer's compute, recompute and exposed TP and CP per micro-batch, f_layer:
+ * the forward's part; the head with its layers when pp is 1: its forward a
+ * third of its GEMMs), the schedule's warm-up (plan_warmup_steps) and each
+ * bucket's reduce-scatter paying the ring's latency steps (as ZeRO-3's units
+ * do). */
+static double zero2_tail(const plan *p, const stage_costs *sc, double per_layer, double f_layer, double head,
+                         double drain_idle) {
+  const int m = plan_micro_batches(p), steps = m * p->vpp, warm = plan_warmup_steps(p, 0), shards = plan_dp_shards(p);
+  const int run = steps - warm >= 1 ? warm + 1 : steps, pairs = steps - warm >= 1 ? steps - warm - 1 : 0;
+  const double lpc = plan_chunk_layers(p, 0);
+  double f = lpc * f_layer, b = lpc * (per_layer - f_layer);
+  if (p->pp == 1) f += head / 3.0, b += 2.0 * head / 3.0 + sc->head_tp;
+  double bytes = plan_grad_bytes(p) * plan_params_of_stage(p, 0);
+  double alpha = group_alpha_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp);
+  double work = group_coll_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, bytes) + (sc->dp_buckets - 1) * alpha;
+  return sim_search_zero2_tail_s(run, pairs, f, b, work / p->vpp, (double)sc->dp_buckets / p->vpp, drain_idle);
+}
 
 /* Compute time at the clock's speeds: GEMM (and attention) time / gemm_speed, the rest / mem_speed. */
 static double at_speed(double total, double gemm, double gs, double ms) { return gemm / gs + (total - gemm) / ms; }
@@ -544,6 +592,7 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   const int m = plan_micro_batches(p), L = p->layers / p->pp;
   const double compute = at_speed(lc->compute, lc->gemm, gs, ms), recompute = at_speed(lc->recompute, lc->gemm_recompute, gs, ms);
   const double head = at_speed(sc->head, sc->head_gemm, gs, ms);
+  const double f_layer = at_speed(lc->fwd, lc->fwd_gemm, gs, ms) + lc->tp_fwd + lc->cp_fwd;
   /* data parallel: fp32 gradients of this GPU's parameters (the largest stage's) */
   double params = 0;
   for (int s = 0; s < p->pp; s += (p->pp > 2 ? p->pp - 1 : 1)) params = fmax(params, plan_params_of_stage(p, s));
@@ -584,8 +633,9 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, shards, p->tp,
                                  4.0 * params);
     double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
+    double z2 = p->zero_stage == 2 ? zero2_tail(p, sc, per_layer, f_layer, head, 0.5 * last_bubble) : 0.0;
     est->dp_exposed_s = dp_sharded_s(p, reduce, gather, L * compute / 3.0 /* the forward: a third of forward + backward */,
-                                     L * compute + 0.5 * last_bubble, L * (compute + recompute), m);
+                                     L * compute + 0.5 * last_bubble, z2);
   } else if (p->dp > 1) {
     double grads = 4.0 * params;
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, p->dp, p->tp, grads);
@@ -630,6 +680,8 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   tpo_layer(&x, ops, n, act, &lc);
   double cp_ring = cp_layer(&x, ops, n, &lc);
   stage_costs sc = {.lc = lc, .cp_ring = cp_ring};
+  if (p->zero_stage == 2 && plan_dp_shards(p) > 1 && (sc.dp_buckets = plan_zero_stage_buckets(p, 0)) < 1)
+    return ts_fail_sys(e, "estimate: the model's ops cannot be listed for the DP buckets");
   sc.head = head_s(&x, head, nh, act, &sc.head_tp, &sc.head_gemm);
   if (x.failed) return -1;
 

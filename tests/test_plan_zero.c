@@ -227,6 +227,9 @@ static void test_grad_reduce_and_zero2(void) {
   CU_ASSERT_EQUAL(cc.rs, 2 * ca.rs);
   CU_ASSERT_DOUBLE_EQUAL(cc.rs_bytes, 2 * ca.rs_bytes, 1e-6 * ca.rs_bytes);
   CU_ASSERT_EQUAL(cc.gathers_after_opt, ca.gathers_after_opt);
+  /* the estimate's count of the buckets one micro-batch closes (plan_zero_stage_buckets) is the program's */
+  CU_ASSERT_EQUAL(plan_zero_stage_buckets(&z2, 0), cc.rs / 2);
+  CU_ASSERT_EQUAL(plan_zero_stage_buckets(&on, 0), ca.rs);
   plan_program_free(&a);
   plan_program_free(&b);
   plan_program_free(&c);

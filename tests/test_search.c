@@ -345,6 +345,22 @@ static void test_zero3_wait(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(1, 4, 1, 5), 2, 1e-12);
 }
 
+/* ZeRO-2's tail, worked by hand as a queue. Steps F (f = 1 s), B (b = 2 s), each B closing k = 2
+ * buckets at its middle and end. run 3, pairs 2, idle 0.5 (before the run's second B):
+ * F 0-1, B 1-3, F 3-4, B 4-6, F 6-7, B 7-9, idle, B 9.5-11.5, B 11.5-13.5; buckets at 2, 3, 5, 6, 8,
+ * 9, 10.5, 11.5, 12.5, 13.5. With r = 4 (2 s a bucket) the stream is busy from 2 on: 2 + 10 x 2 = 22,
+ * 8.5 s after the compute ends at 13.5. With r = 3 (1.5 s a bucket) it keeps up through the pairs
+ * and ends at 17: 3.5 s after. With r = 1 only the last bucket (0.5 s) is left. pp = 1 (run 1,
+ * pairs 1, k = 3, r = 3): F 0-1, B 1-3, F 3-4, B 4-6, buckets of 1 s at 5/3, 7/3, 3, 14/3, 16/3, 6:
+ * the stream ends at 23/3, 5/3 s after the compute. */
+static void test_zero2_tail(void) {
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(3, 2, 1, 2, 4, 2, 0.5), 8.5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(3, 2, 1, 2, 3, 2, 0.5), 3.5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(3, 2, 1, 2, 1, 2, 0.5), 0.5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(1, 1, 1, 2, 3, 3, 0), 5.0 / 3.0, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(3, 2, 1, 2, 0, 2, 0.5), 0, 1e-12); /* no DP work */
+}
+
 static void test_spearman(void) {
   double a[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 30, 40, 50}, down[] = {5, 4, 3, 2, 1};
   CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, up, 5), 1.0, 1e-12);
@@ -467,6 +483,7 @@ int main(void) {
   CU_add_test(s, "estimate: tp_comm_overlap pieces", test_tpo_pieces);
   CU_add_test(s, "estimate: clock duty", test_clock_duty);
   CU_add_test(s, "estimate: ZeRO-3 wait", test_zero3_wait);
+  CU_add_test(s, "estimate: ZeRO-2 tail", test_zero2_tail);
   CU_add_test(s, "codec policies", test_codec_policies);
   CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
   CU_add_test(s, "small search end to end", test_small_search);
