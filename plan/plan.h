@@ -273,6 +273,15 @@ int plan_warmup_steps(const plan *p, int stage);
  * gradient bytes of its parameters reach dp_bucket_bytes, and at the chunk's end); -1 when the
  * model's ops cannot be listed. */
 int plan_zero_stage_buckets(const plan *p, int stage);
+/* The same buckets in forward order over the stage's chunks (chunk 0 first): each one's parameters, its
+ * layers (the embedding and the head are not layers) and whether it is its chunk's last. Returns the
+ * count, the first cap of them stored in out, or -1. */
+typedef struct {
+  double params;
+  int layers;
+  bool chunk_last;
+} plan_zero_bucket;
+int plan_zero_stage_bucket_list(const plan *p, int stage, plan_zero_bucket *out, int cap);
 
 /* ---- programs ---- */
 typedef enum { PLAN_OP_COMPUTE, PLAN_OP_COLLECTIVE, PLAN_OP_SEND, PLAN_OP_RECV } plan_op_kind;

@@ -104,21 +104,39 @@ static int bucket_walk(const plan *p, double params, double *open) {
   return 1;
 }
 
-int plan_zero_stage_buckets(const plan *p, int stage) {
+/* One bucket closed by the walk: stored at out[n] when it fits. */
+static void bucket_store(plan_zero_bucket *out, int cap, int n, double params, int layers) {
+  if (out && n < cap) out[n] = (plan_zero_bucket){.params = params, .layers = layers};
+}
+
+int plan_zero_stage_bucket_list(const plan *p, int stage, plan_zero_bucket *out, int cap) {
   double layer = plan_layer_params(p), emb = plan_embedding_params(p), head = plan_head_params(p);
   if (layer < 0 || emb < 0 || head < 0) return -1;
   const int V = p->pp * p->vpp, layers = plan_chunk_layers(p, stage);
-  int buckets = 0;
+  int n = 0;
   for (int chunk = 0; chunk < p->vpp; chunk++) {
-    const int v = plan_virtual_stage(p, stage, chunk);
-    double open = 0;
-    if (v == V - 1) buckets += bucket_walk(p, head, &open);
-    for (int l = 0; l < layers; l++) buckets += bucket_walk(p, layer, &open);
-    if (v == 0) buckets += bucket_walk(p, emb, &open);
-    if (open > 0) buckets++;
+    const int v = plan_virtual_stage(p, stage, chunk), first = n, units = (v == V - 1) + layers + (v == 0);
+    double open = 0, sum = 0;
+    int in = 0; /* layers in the open bucket */
+    for (int k = 0; k < units; k++) { /* backward: the head, the layers, the embedding */
+      const bool is_head = v == V - 1 && k == 0, is_emb = v == 0 && k == units - 1;
+      const double params = is_head ? head : is_emb ? emb : layer;
+      sum += params;
+      in += !is_head && !is_emb;
+      if (bucket_walk(p, params, &open)) bucket_store(out, cap, n++, sum, in), sum = 0, in = 0;
+    }
+    if (open > 0) bucket_store(out, cap, n++, sum, in);
+    if (!out || n > cap) continue;
+    for (int x = first, y = n - 1; x < y; x++, y--) { /* forward order */
+      plan_zero_bucket t = out[x];
+      out[x] = out[y], out[y] = t;
+    }
+    if (n > first) out[n - 1].chunk_last = true;
   }
-  return buckets;
+  return n;
 }
+
+int plan_zero_stage_buckets(const plan *p, int stage) { return plan_zero_stage_bucket_list(p, stage, NULL, 0); }
 
 int plan_zero_chunk_units(const plan *p, int stage, int chunk, plan_zero_chunk *z, ts_err *e) {
   memset(z, 0, sizeof *z);

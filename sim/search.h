@@ -137,6 +137,9 @@ double sim_search_zero3_wait_s(int vpp, double dp_work, double unit_gather, doub
  * backward steps of b seconds at the end (with `idle` seconds of pipeline drain among them) and `pairs`
  * forward (f) + backward pairs before them, each backward closing k buckets of DP work r in all. */
 double sim_search_zero2_tail_s(int run, int pairs, double f, double b, double r, double k, double idle);
+/* overlap_param_gather's wait at the start (search_estimate.c): n bucket gathers g (forward order), h[j]
+ * the compute between bucket j's first use and bucket j + 1's; the first gather waited for in full. */
+double sim_search_param_gather_wait_s(const double *g, const double *h, int n);
 
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e);
 

@@ -23,6 +23,9 @@
 #include "sim.h"
 #include "sim_costs.h"
 
+/* DP buckets of a stage the estimate lists one by one (more: ZeRO-1/2's gathers priced as one) */
+#define SEARCH_MAX_BUCKETS 1024
+
 typedef struct {
   const plan *p;
   schema_lookup lk;
@@ -480,6 +483,20 @@ double sim_search_zero2_tail_s(int run, int pairs, double f, double b, double r,
   return fmax(r / k, fmax(from_run, from_run + pairs * (r - f - b)));
 }
 
+/* overlap_param_gather's wait (search_estimate.c). The programs
+ * (plan_program.c, sharding_before_unit) dispatch the first two buckets'
+ * gathers at the start and each next one when the compute reaches the
+ * first use of the bucket before it, on the one DP stream; the compute
+ * waits at each bucket's first use for its gather. So bucket j starts at
+ * s_j = s_{j-1} + max(h_{j-1}, g_j), h_{j-1} the compute between the two
+ * first uses, s_0 = g_0: the compute waits g_0 plus each next gather's
+ * excess over the compute before it. */
+double sim_search_param_gather_wait_s(const double *g, const double *h, int n) {
+  double t = n > 0 ? g[0] : 0;
+  for (int j = 1; j < n; j++) t += fmax(0.0, g[j] - h[j - 1]);
+  return t;
+}
+
 /* Data-parallel traffic under the sharding stages and overlaps (zero_stage
  * >= 2, overlap_param_gather, overlap_grad_reduce false; today's path
  * otherwise): ZeRO-2 reduce-scatters every micro-batch's gradients beside
@@ -487,14 +504,14 @@ double sim_search_zero2_tail_s(int run, int pairs, double f, double b, double r,
  * gathers each layer's bf16 parameters twice per micro-batch, prefetched
  * beside the compute; overlap_param_gather moves ZeRO-1/2's gathers beside
  * the first forward. */
-static double dp_sharded_s(const plan *p, double reduce, double gather, double first_fwd, double overlap,
+static double dp_sharded_s(const plan *p, double reduce, double gather, double gather_wait, double overlap,
                            double zero2_tail) {
   double t;
   if (p->zero_stage == 2)
     t = zero2_tail;
   else
     t = p->overlap_grad_reduce_off ? reduce : fmax(0.0, reduce - overlap);
-  if (p->zero1) t += p->overlap_param_gather ? fmax(0.0, gather - first_fwd) : gather;
+  if (p->zero1) t += p->overlap_param_gather ? gather_wait : gather;
   return t;
 }
 
@@ -554,8 +571,26 @@ typedef struct {
   layer_cost lc;
   double cp_ring;                   /* exposed KV ring per layer and micro-batch */
   double head, head_gemm, head_tp;  /* the output head per micro-batch (last stage) */
-  int dp_buckets;                   /* ZeRO-2: the buckets one micro-batch's backward closes on stage 0 */
+  int dp_buckets;                   /* ZeRO-1/2: the buckets one micro-batch's backward closes on stage 0 */
+  plan_zero_bucket bucket[SEARCH_MAX_BUCKETS]; /* and each one (when they fit) */
+  double bucket_gather[SEARCH_MAX_BUCKETS];    /* its parameters' all-gather */
 } stage_costs;
+
+/* overlap_param_gather on stage 0 (whose wait delays every stage): the
+ * compute between two buckets' first uses is the forward of the first
+ * one's layers, and, at the end of a chunk, the forward of that chunk for
+ * the other micro-batches of its group (interleaved: pp of them run each
+ * chunk in turn). Without the bucket list (more buckets than it holds):
+ * the gathers beside one micro-batch's forward. */
+static double param_gather_wait(const plan *p, const stage_costs *sc, double f_layer, double gather, double first_fwd) {
+  if (sc->dp_buckets < 1 || sc->dp_buckets > SEARCH_MAX_BUCKETS) return fmax(0.0, gather - first_fwd);
+  const int m = plan_micro_batches(p), others = (p->vpp > 1 ? (m < p->pp ? m : p->pp) : 1) - 1;
+  const double f_chunk = plan_chunk_layers(p, 0) * f_layer;
+  double h[SEARCH_MAX_BUCKETS];
+  for (int j = 0; j < sc->dp_buckets; j++)
+    h[j] = sc->bucket[j].layers * f_layer + (sc->bucket[j].chunk_last ? others * f_chunk : 0.0);
+  return sim_search_param_gather_wait_s(sc->bucket_gather, h, sc->dp_buckets);
+}
 
 /* ZeRO-2 on stage 0, which ends the iteration (its last backward is the
  * pipeline's last): its steps' forward and backward times (per_layer: a
@@ -634,8 +669,10 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
                                  4.0 * params);
     double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
     double z2 = p->zero_stage == 2 ? zero2_tail(p, sc, per_layer, f_layer, head, 0.5 * last_bubble) : 0.0;
-    est->dp_exposed_s = dp_sharded_s(p, reduce, gather, L * compute / 3.0 /* the forward: a third of forward + backward */,
-                                     L * compute + 0.5 * last_bubble, z2);
+    double pg = p->zero1 && p->overlap_param_gather
+                  ? param_gather_wait(p, sc, f_layer, gather, L * compute / 3.0 /* a third of forward + backward */)
+                  : 0.0;
+    est->dp_exposed_s = dp_sharded_s(p, reduce, gather, pg, L * compute + 0.5 * last_bubble, z2);
   } else if (p->dp > 1) {
     double grads = 4.0 * params;
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, p->dp, p->tp, grads);
@@ -680,8 +717,12 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   tpo_layer(&x, ops, n, act, &lc);
   double cp_ring = cp_layer(&x, ops, n, &lc);
   stage_costs sc = {.lc = lc, .cp_ring = cp_ring};
-  if (p->zero_stage == 2 && plan_dp_shards(p) > 1 && (sc.dp_buckets = plan_zero_stage_buckets(p, 0)) < 1)
-    return ts_fail_sys(e, "estimate: the model's ops cannot be listed for the DP buckets");
+  if (plan_dp_shards(p) > 1 && (p->zero_stage == 2 || (p->zero1 && p->overlap_param_gather))) {
+    if ((sc.dp_buckets = plan_zero_stage_bucket_list(p, 0, sc.bucket, SEARCH_MAX_BUCKETS)) < 1)
+      return ts_fail_sys(e, "estimate: the model's ops cannot be listed for the DP buckets");
+    for (int j = 0; j < sc.dp_buckets && j < SEARCH_MAX_BUCKETS; j++)
+      sc.bucket_gather[j] = group_coll_s(p, PLAN_COLL_ALLGATHER, plan_dp_shards(p), p->tp, 2.0 * sc.bucket[j].params);
+  }
   sc.head = head_s(&x, head, nh, act, &sc.head_tp, &sc.head_gemm);
   if (x.failed) return -1;
 

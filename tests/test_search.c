@@ -361,6 +361,18 @@ static void test_zero2_tail(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(3, 2, 1, 2, 0, 2, 0.5), 0, 1e-12); /* no DP work */
 }
 
+/* overlap_param_gather's chain, worked by hand: gathers g = 1, 3, 2, 4 s, compute between first uses
+ * h = 2, 1, 5 s. Gathers 0 and 1 leave at 0 (ending 1 and 4); the compute starts at 1, reaches bucket
+ * 1 at 3 and waits to 4 (gather 2 dispatched at 3, behind gather 1: ends 6), reaches bucket 2 at 5 and
+ * waits to 6 (gather 3 dispatched at 5, ends 10), reaches bucket 3 at 11: 11 - 8 of compute = 3 s
+ * waited. */
+static void test_param_gather_wait(void) {
+  const double g[] = {1, 3, 2, 4}, h[] = {2, 1, 5, 0};
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_param_gather_wait_s(g, h, 4), 3, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_param_gather_wait_s(g, h, 1), 1, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_param_gather_wait_s(g, h, 0), 0, 1e-12);
+}
+
 static void test_spearman(void) {
   double a[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 30, 40, 50}, down[] = {5, 4, 3, 2, 1};
   CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, up, 5), 1.0, 1e-12);
@@ -484,6 +496,7 @@ int main(void) {
   CU_add_test(s, "estimate: clock duty", test_clock_duty);
   CU_add_test(s, "estimate: ZeRO-3 wait", test_zero3_wait);
   CU_add_test(s, "estimate: ZeRO-2 tail", test_zero2_tail);
+  CU_add_test(s, "estimate: overlap_param_gather chain", test_param_gather_wait);
   CU_add_test(s, "codec policies", test_codec_policies);
   CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
   CU_add_test(s, "small search end to end", test_small_search);
