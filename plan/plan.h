@@ -274,14 +274,18 @@ int plan_warmup_steps(const plan *p, int stage);
  * model's ops cannot be listed. */
 int plan_zero_stage_buckets(const plan *p, int stage);
 /* The same buckets in forward order over the stage's chunks (chunk 0 first): each one's parameters, its
- * layers (the embedding and the head are not layers) and whether it is its chunk's last. Returns the
+ * layers (the embedding and the head are not layers), its chunk and whether it is its chunk's last. Returns the
  * count, the first cap of them stored in out, or -1. */
 typedef struct {
   double params;
-  int layers;
+  int layers, chunk;
   bool chunk_last;
 } plan_zero_bucket;
 int plan_zero_stage_bucket_list(const plan *p, int stage, plan_zero_bucket *out, int cap);
+/* The same with the units' parameters given (one layer, the embedding, the head as plan_program_zero.c
+ * counts them: plan_layer_params, plan_embedding_params, plan_head_params), for callers that have them. */
+int plan_zero_bucket_list_of(const plan *p, int stage, double layer, double emb, double head, plan_zero_bucket *out,
+                             int cap);
 
 /* ---- programs ---- */
 typedef enum { PLAN_OP_COMPUTE, PLAN_OP_COLLECTIVE, PLAN_OP_SEND, PLAN_OP_RECV } plan_op_kind;

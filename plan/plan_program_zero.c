@@ -105,13 +105,18 @@ static int bucket_walk(const plan *p, double params, double *open) {
 }
 
 /* One bucket closed by the walk: stored at out[n] when it fits. */
-static void bucket_store(plan_zero_bucket *out, int cap, int n, double params, int layers) {
-  if (out && n < cap) out[n] = (plan_zero_bucket){.params = params, .layers = layers};
+static void bucket_store(plan_zero_bucket *out, int cap, int n, double params, int layers, int chunk) {
+  if (out && n < cap) out[n] = (plan_zero_bucket){.params = params, .layers = layers, .chunk = chunk};
 }
 
 int plan_zero_stage_bucket_list(const plan *p, int stage, plan_zero_bucket *out, int cap) {
   double layer = plan_layer_params(p), emb = plan_embedding_params(p), head = plan_head_params(p);
   if (layer < 0 || emb < 0 || head < 0) return -1;
+  return plan_zero_bucket_list_of(p, stage, layer, emb, head, out, cap);
+}
+
+int plan_zero_bucket_list_of(const plan *p, int stage, double layer, double emb, double head, plan_zero_bucket *out,
+                             int cap) {
   const int V = p->pp * p->vpp, layers = plan_chunk_layers(p, stage);
   int n = 0;
   for (int chunk = 0; chunk < p->vpp; chunk++) {
@@ -123,9 +128,9 @@ int plan_zero_stage_bucket_list(const plan *p, int stage, plan_zero_bucket *out,
       const double params = is_head ? head : is_emb ? emb : layer;
       sum += params;
       in += !is_head && !is_emb;
-      if (bucket_walk(p, params, &open)) bucket_store(out, cap, n++, sum, in), sum = 0, in = 0;
+      if (bucket_walk(p, params, &open)) bucket_store(out, cap, n++, sum, in, chunk), sum = 0, in = 0;
     }
-    if (open > 0) bucket_store(out, cap, n++, sum, in);
+    if (open > 0) bucket_store(out, cap, n++, sum, in, chunk);
     if (!out || n > cap) continue;
     for (int x = first, y = n - 1; x < y; x++, y--) { /* forward order */
       plan_zero_bucket t = out[x];

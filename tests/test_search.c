@@ -373,6 +373,26 @@ static void test_param_gather_wait(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_search_param_gather_wait_s(g, h, 0), 0, 1e-12);
 }
 
+/* ZeRO-1's buckets after the last backward, worked by hand: 3 chunks, chunk 0's step last (b = 1.5 s,
+ * buckets of 1 s at 9, 9.5, 10, the compute ending at 10), chunk 1's one bucket of 2 s at 5.5
+ * (gap 4 + the drain's idle 0.5 before chunk 0's step end), chunk 2's two of 1 s at 0.75 and 1.5:
+ * the stream runs 0.75-2.75, 5.5-7.5, 9-12: 2 s after the compute. */
+static void test_last_backward_tail(void) {
+  const double r[] = {3, 2, 2};
+  const int k[] = {3, 1, 2};
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_last_backward_tail_s(r, k, 3, 1.5, 4, 0.5), 2, 1e-12);
+  /* one chunk (vpp 1): the work beyond the step from its first bucket on, or the last bucket alone */
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_last_backward_tail_s(r, k, 1, 1.5, 4, 0.5), 2, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_last_backward_tail_s(r, k, 1, 6, 4, 0.5), 1, 1e-12);
+  /* the simulator's rings (sim_edges.c): k members of the group on each node, on at least two nodes */
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 4, 32), 2);
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 1, 16), 8);
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 8, 16), 1);
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 2, 4), 1); /* one node */
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 3, 16), 1);
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 2, 6), 1); /* 4 on the first node, 2 on the next */
+}
+
 static void test_spearman(void) {
   double a[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 30, 40, 50}, down[] = {5, 4, 3, 2, 1};
   CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, up, 5), 1.0, 1e-12);
@@ -497,6 +517,7 @@ int main(void) {
   CU_add_test(s, "estimate: ZeRO-3 wait", test_zero3_wait);
   CU_add_test(s, "estimate: ZeRO-2 tail", test_zero2_tail);
   CU_add_test(s, "estimate: overlap_param_gather chain", test_param_gather_wait);
+  CU_add_test(s, "estimate: ZeRO-1 buckets after the last backward, DP rings", test_last_backward_tail);
   CU_add_test(s, "codec policies", test_codec_policies);
   CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
   CU_add_test(s, "small search end to end", test_small_search);
