@@ -9,9 +9,12 @@
  * The slowest stage (the last, which also computes the logits) sets the
  * pace; 1F1B adds (pp - 1) / vpp of those per-micro-batch times of fill and
  * drain; every pipeline activation and its gradient is one exposed
- * transfer; the data-parallel gradient reduction overlaps the last
- * micro-batch's pass and the drain's idle gaps, and ZeRO-1's parameter
- * all-gather follows the optimizer. Op times come from the calibration exactly as the simulator
+ * transfer; the data-parallel buckets queue on the one DP stream as the
+ * schedule releases them (the last micro-batch's backward of each chunk, or
+ * every backward under ZeRO-2: sim_search_last_backward_tail_s,
+ * sim_search_zero2_tail_s), overlap_param_gather's gathers chain bucket by
+ * bucket (sim_search_param_gather_wait_s), and ZeRO-1's parameter all-gather
+ * otherwise follows the optimizer. Op times come from the calibration exactly as the simulator
  * finds them (schema lookups), inter-node traffic from the cluster's alpha and
  * beta, so the estimate and the simulation differ only in contention and in
  * the finer overlap the simulator resolves. */
