@@ -264,6 +264,28 @@ static inline int plan_virtual_stage(const plan *p, int stage, int chunk) { retu
 /* Micro-batches (or chunk-micro-batch steps, interleaved) whose activations
  * stage keeps at once: the schedule's in-flight peak. */
 int plan_inflight_peak(const plan *p, int stage);
+/* The forward steps stage runs before its first backward (all of them under GPipe, or when the
+ * interleaved schedule's micro-batches equal pp): after them it alternates a forward and a backward,
+ * and it ends with as many backwards as it had warm-up forwards (plan_pipeline_schedule). */
+int plan_warmup_steps(const plan *p, int stage);
+/* Data-parallel sharding: the gradient buckets one micro-batch's backward closes on stage, over all
+ * its chunks (plan_program.c's rule: walking each chunk's units backward, a bucket closes once the
+ * gradient bytes of its parameters reach dp_bucket_bytes, and at the chunk's end); -1 when the
+ * model's ops cannot be listed. */
+int plan_zero_stage_buckets(const plan *p, int stage);
+/* The same buckets in forward order over the stage's chunks (chunk 0 first): each one's parameters, its
+ * layers (the embedding and the head are not layers), its chunk and whether it is its chunk's last. Returns the
+ * count, the first cap of them stored in out, or -1. */
+typedef struct {
+  double params;
+  int layers, chunk;
+  bool chunk_last;
+} plan_zero_bucket;
+int plan_zero_stage_bucket_list(const plan *p, int stage, plan_zero_bucket *out, int cap);
+/* The same with the units' parameters given (one layer, the embedding, the head as plan_program_zero.c
+ * counts them: plan_layer_params, plan_embedding_params, plan_head_params), for callers that have them. */
+int plan_zero_bucket_list_of(const plan *p, int stage, double layer, double emb, double head, plan_zero_bucket *out,
+                             int cap);
 
 /* ---- programs ---- */
 typedef enum { PLAN_OP_COMPUTE, PLAN_OP_COLLECTIVE, PLAN_OP_SEND, PLAN_OP_RECV } plan_op_kind;

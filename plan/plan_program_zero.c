@@ -94,7 +94,55 @@ double plan_head_params(const plan *p) {
 
 /* Buckets close as plan_program.c's bucket_add closes them: walking the units
  * backward, a bucket closes once grad_bytes x its parameters reach
- * dp_bucket_bytes, and the chunk's last one closes at the end. */
+ * dp_bucket_bytes, and the chunk's last one closes at the end. One unit of
+ * the walk: adds its parameters to the open bucket; returns 1 when that
+ * closes it. */
+static int bucket_walk(const plan *p, double params, double *open) {
+  *open += params;
+  if (plan_grad_bytes(p) * *open < p->dp_bucket_bytes) return 0;
+  *open = 0;
+  return 1;
+}
+
+/* One bucket closed by the walk: stored at out[n] when it fits. */
+static void bucket_store(plan_zero_bucket *out, int cap, int n, double params, int layers, int chunk) {
+  if (out && n < cap) out[n] = (plan_zero_bucket){.params = params, .layers = layers, .chunk = chunk};
+}
+
+int plan_zero_stage_bucket_list(const plan *p, int stage, plan_zero_bucket *out, int cap) {
+  double layer = plan_layer_params(p), emb = plan_embedding_params(p), head = plan_head_params(p);
+  if (layer < 0 || emb < 0 || head < 0) return -1;
+  return plan_zero_bucket_list_of(p, stage, layer, emb, head, out, cap);
+}
+
+int plan_zero_bucket_list_of(const plan *p, int stage, double layer, double emb, double head, plan_zero_bucket *out,
+                             int cap) {
+  const int V = p->pp * p->vpp, layers = plan_chunk_layers(p, stage);
+  int n = 0;
+  for (int chunk = 0; chunk < p->vpp; chunk++) {
+    const int v = plan_virtual_stage(p, stage, chunk), first = n, units = (v == V - 1) + layers + (v == 0);
+    double open = 0, sum = 0;
+    int in = 0; /* layers in the open bucket */
+    for (int k = 0; k < units; k++) { /* backward: the head, the layers, the embedding */
+      const bool is_head = v == V - 1 && k == 0, is_emb = v == 0 && k == units - 1;
+      const double params = is_head ? head : is_emb ? emb : layer;
+      sum += params;
+      in += !is_head && !is_emb;
+      if (bucket_walk(p, params, &open)) bucket_store(out, cap, n++, sum, in, chunk), sum = 0, in = 0;
+    }
+    if (open > 0) bucket_store(out, cap, n++, sum, in, chunk);
+    if (!out || n > cap) continue;
+    for (int x = first, y = n - 1; x < y; x++, y--) { /* forward order */
+      plan_zero_bucket t = out[x];
+      out[x] = out[y], out[y] = t;
+    }
+    if (n > first) out[n - 1].chunk_last = true;
+  }
+  return n;
+}
+
+int plan_zero_stage_buckets(const plan *p, int stage) { return plan_zero_stage_bucket_list(p, stage, NULL, 0); }
+
 int plan_zero_chunk_units(const plan *p, int stage, int chunk, plan_zero_chunk *z, ts_err *e) {
   memset(z, 0, sizeof *z);
   const int v = plan_virtual_stage(p, stage, chunk), V = p->pp * p->vpp, layers = plan_chunk_layers(p, stage);
@@ -111,13 +159,11 @@ int plan_zero_chunk_units(const plan *p, int stage, int chunk, plan_zero_chunk *
   if (z->emb) z->params[0] = emb;
   if (z->head) z->params[z->n - 1] = head;
   /* backward order: bucket k (0 = first closed) */
-  const int gb = plan_grad_bytes(p);
   double open = 0;
   int k = 0;
   for (int u = z->n - 1; u >= 0; u--) {
-    open += z->params[u];
     z->bucket[u] = k;
-    if (gb * open >= p->dp_bucket_bytes) k++, open = 0;
+    k += bucket_walk(p, z->params[u], &open);
   }
   z->buckets = open > 0 ? k + 1 : k;
   for (int u = 0; u < z->n; u++) z->bucket[u] = z->buckets - 1 - z->bucket[u];

@@ -28,7 +28,7 @@ static plan_step interleaved_step(const plan *p, int k, int backward) {
   return s;
 }
 
-static int warmup_steps(const plan *p, int stage) {
+int plan_warmup_steps(const plan *p, int stage) {
   int m = plan_micro_batches(p);
   int total = m * p->vpp;
   int w;
@@ -46,7 +46,7 @@ static int warmup_steps(const plan *p, int stage) {
 int plan_pipeline_schedule(const plan *p, int stage, plan_step *steps, int cap) {
   int n = plan_schedule_length(p);
   if (stage < 0 || stage >= p->pp || cap < n || n <= 0) return -1;
-  int total = n / 2, warm = warmup_steps(p, stage), k = 0;
+  int total = n / 2, warm = plan_warmup_steps(p, stage), k = 0;
   bool interleaved = p->schedule == PLAN_SCHED_INTERLEAVED_1F1B;
   int next_f = 0, next_b = 0;
 #define PUSH(KIND)                                                                               \
@@ -68,7 +68,7 @@ int plan_pipeline_schedule(const plan *p, int stage, plan_step *steps, int cap) 
 int plan_inflight_peak(const plan *p, int stage) {
   int total = plan_micro_batches(p) * p->vpp;
   if (p->schedule == PLAN_SCHED_GPIPE) return total;
-  int w = warmup_steps(p, stage);
+  int w = plan_warmup_steps(p, stage);
   return w + 1 < total ? w + 1 : total;
 }
 

@@ -123,6 +123,9 @@ double sim_search_clock_duty(double busy, double steady_idle, double bubble);
  * GPUs apart from GPU 0, as the simulator charges it: the worst route among
  * the ring's edges (topo_route.c). */
 double sim_search_ring_latency_us(const topo_cluster *cl, int stride, int n);
+/* Members of a cross-node group on each node (k >= 2 when every node holds k of them, else 1): the
+ * simulator's k rings carry its inter-node traffic through k NIC shares (sim_edges.c). */
+int sim_search_ring_members_per_node(int gpus_per_node, int stride, int n);
 /* tp_comm_overlap in the estimate: how long after its GEMM alone a ring-exchange gather of t - 1 steps
  * (t GEMM pieces) or a k-piece pipelined reduce-scatter ends; compressed pieces wait for the running
  * GEMM piece's SMs (sim_comm.c). Seconds in, seconds out. */
@@ -133,6 +136,17 @@ double sim_search_tpo_pipeline_exposed(int k, double gemm, double piece, bool co
  * 2 vpp chunk steps is exposed (the programs prefetch within a step), the rest of the DP stream's work
  * (dp_work) hides behind the compute when it fits. Seconds in, seconds out. */
 double sim_search_zero3_wait_s(int vpp, double dp_work, double unit_gather, double compute);
+/* ZeRO-2's reduce-scatters left on the DP stream after the compute ends (search_estimate.c): `run`
+ * backward steps of b seconds at the end (with `idle` seconds of pipeline drain among them) and `pairs`
+ * forward (f) + backward pairs before them, each backward closing k buckets of DP work r in all. */
+double sim_search_zero2_tail_s(int run, int pairs, double f, double b, double r, double k, double idle);
+/* overlap_param_gather's wait at the start (search_estimate.c): n bucket gathers g (forward order), h[j]
+ * the compute between bucket j's first use and bucket j + 1's; the first gather waited for in full. */
+double sim_search_param_gather_wait_s(const double *g, const double *h, int n);
+/* ZeRO-1's and plain DP's buckets left after the compute (search_estimate.c): n chunks, chunk c's work
+ * r[c] in k[c] buckets closing during its last backward step of b seconds, chunk 0's last, each next
+ * one `gap` earlier, `idle` seconds of drain among them. */
+double sim_search_last_backward_tail_s(const double *r, const int *k, int n, double b, double gap, double idle);
 
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e);
 

@@ -9,9 +9,12 @@
  * The slowest stage (the last, which also computes the logits) sets the
  * pace; 1F1B adds (pp - 1) / vpp of those per-micro-batch times of fill and
  * drain; every pipeline activation and its gradient is one exposed
- * transfer; the data-parallel gradient reduction overlaps the last
- * micro-batch's pass and the drain's idle gaps, and ZeRO-1's parameter
- * all-gather follows the optimizer. Op times come from the calibration exactly as the simulator
+ * transfer; the data-parallel buckets queue on the one DP stream as the
+ * schedule releases them (the last micro-batch's backward of each chunk, or
+ * every backward under ZeRO-2: sim_search_last_backward_tail_s,
+ * sim_search_zero2_tail_s), overlap_param_gather's gathers chain bucket by
+ * bucket (sim_search_param_gather_wait_s), and ZeRO-1's parameter all-gather
+ * otherwise follows the optimizer. Op times come from the calibration exactly as the simulator
  * finds them (schema lookups), inter-node traffic from the cluster's alpha and
  * beta, so the estimate and the simulation differ only in contention and in
  * the finer overlap the simulator resolves. */
@@ -22,6 +25,9 @@
 #include "search.h"
 #include "sim.h"
 #include "sim_costs.h"
+
+/* DP buckets of a stage the estimate lists one by one (more: ZeRO-1/2's gathers priced as one) */
+#define SEARCH_MAX_BUCKETS 1024
 
 typedef struct {
   const plan *p;
@@ -241,16 +247,56 @@ static double group_alpha_s(const plan *p, plan_coll c, int n, int stride) {
   return ts_coll_steps((ts_coll)c, n) * sim_search_ring_latency_us(&p->cluster, stride, n) * 1e-6;
 }
 
-static double group_coll_s(const plan *p, plan_coll c, int n, int stride, double bytes) {
+/* Members of a cross-node group (n members, stride GPUs apart) on each node
+ * when every node holds the same number k >= 2 of them; else 1. The
+ * simulator then runs k rings (NCCL's channels, sim_edges.c), each leaving
+ * a node through a different member's NIC, so the group's inter-node ring
+ * traffic uses k of the node's NIC shares (its intra-node steps then bound
+ * it). */
+int sim_search_ring_members_per_node(int gpus_per_node, int stride, int n) {
+  if (stride >= gpus_per_node || gpus_per_node % stride) return 1;
+  int k = gpus_per_node / stride;
+  return k >= 2 && k < n && n % k == 0 ? k : 1;
+}
+
+/* lat: the ring's step latency across nodes (sim_search_ring_latency_us), found once by callers that
+ * price many collectives of one group */
+static double group_coll_lat_s(const plan *p, plan_coll c, int n, int stride, double bytes, double lat) {
   const topo_cluster *cl = &p->cluster;
   if (!crosses_nodes(p, stride, n)) return alpha_beta_s(c, n, bytes, cl->intra.gbps_per_gpu, cl->intra.latency_us);
-  double lat = sim_search_ring_latency_us(&p->cluster, stride, n), gbps = nic_gbps_per_gpu(cl);
-  double ring = alpha_beta_s(c, n, bytes, gbps, lat);
+  double gbps = nic_gbps_per_gpu(cl);
+  int k = sim_search_ring_members_per_node(cl->gpus_per_node, stride, n);
+  double ring = alpha_beta_s(c, n, bytes, fmin(k * gbps, k > 1 ? cl->intra.gbps_per_gpu : gbps), lat);
   if (c != PLAN_COLL_ALLREDUCE || n < 2 || bytes <= 0) return ring;
   /* all-reduce: NCCL's (and the simulator's) cheaper of ring and tree, the
    * tree two passes of the whole message over 2 x depth latency steps */
   double tree = 2.0 * tree_depth(p, stride, n) * lat * 1e-6 + 2.0 * bytes / (gbps * 1e9);
   return fmin(ring, tree);
+}
+
+static double group_coll_s(const plan *p, plan_coll c, int n, int stride, double bytes) {
+  double lat = crosses_nodes(p, stride, n) ? sim_search_ring_latency_us(&p->cluster, stride, n) : 0;
+  return group_coll_lat_s(p, c, n, stride, bytes, lat);
+}
+
+/* The embedding's parameters on a GPU (this shard's model_embedding_ops, as plan_program_zero.c counts
+ * them; listing the ops formats their names, which thousands of candidates of one model would repeat):
+ * the last model and TP asked remembered. -1 when the ops cannot be listed. */
+static double embedding_params(const plan *p, const model_shard *sh) {
+  static char model[sizeof p->model.name];
+  static int tp, vocab, hidden;
+  static double params = -1;
+  if (params < 0 || strcmp(model, p->model.name) || tp != p->tp || vocab != p->model.vocab || hidden != p->model.hidden) {
+    model_op ops[MODEL_MAX_LAYER_OPS];
+    ts_err e;
+    int n = model_embedding_ops(&p->model, sh, ops, MODEL_MAX_LAYER_OPS, &e);
+    if (n < 0) return -1;
+    params = 0;
+    for (int i = 0; i < n; i++) params += ops[i].params;
+    snprintf(model, sizeof model, "%s", p->model.name);
+    tp = p->tp, vocab = p->model.vocab, hidden = p->model.hidden;
+  }
+  return params;
 }
 
 /* ---- one layer, one micro-batch ---- */
@@ -259,6 +305,9 @@ typedef struct {
   double compute, recompute, tp_exposed, codec;
   double gemm, gemm_recompute; /* the parts of compute and recompute the clock model speeds up as GEMMs
                                   (GEMMs and attention, as sim_costs.c's compute_us counts them) */
+  double fwd, fwd_gemm;        /* the forward's part of compute and of gemm */
+  double tp_fwd, cp_fwd;       /* the forward's part of tp_exposed and of the CP ring (a recomputed forward's
+                                  collectives belong to the backward) */
 } layer_cost;
 
 /* Whether an op's time is GEMM time for the clock model. */
@@ -311,6 +360,7 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
   lc->compute = fwd + bwd;
   lc->gemm = fwd_gemm + bwd_gemm;
   lc->tp_exposed = fwd_comm + bwd_exposed;
+  lc->fwd = fwd, lc->fwd_gemm = fwd_gemm, lc->tp_fwd = fwd_comm;
   lc->codec = fwd_codec + bwd_codec;
   if (p->recompute == MODEL_RECOMPUTE_FULL) {
     lc->recompute = fwd;
@@ -360,9 +410,11 @@ static double cp_layer(estimator *x, const model_op *ops, int n, layer_cost *lc)
     if (ops[i].kind == MODEL_OP_ATTENTION) af += other_op_s(x, &ops[i], false), ab += other_op_s(x, &ops[i], true);
   lc->compute += (cp - 1) * (af + ab);
   lc->gemm += (cp - 1) * (af + ab);
+  lc->fwd += (cp - 1) * af, lc->fwd_gemm += (cp - 1) * af;
   if (p->recompute != MODEL_RECOMPUTE_NONE) lc->recompute += (cp - 1) * af, lc->gemm_recompute += (cp - 1) * af;
   double step = group_coll_s(p, PLAN_COLL_ALLGATHER, cp, p->tp, plan_cp_kv_bytes(p) * cp / (cp - 1.0));
   double fwd = (cp - 1) * fmax(0.0, step - af);
+  lc->cp_fwd = fwd;
   return fwd * (p->recompute != MODEL_RECOMPUTE_NONE ? 2 : 1) + (cp - 1) * fmax(0.0, 2 * step - ab) + step;
 }
 
@@ -450,24 +502,78 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
   }
   lc->compute += extra;
   lc->gemm += extra;
+  lc->fwd += extra_fwd, lc->fwd_gemm += extra_fwd, lc->tp_fwd = fwd;
   if (p->recompute == MODEL_RECOMPUTE_FULL) lc->recompute += extra_fwd, lc->gemm_recompute += extra_fwd;
   lc->tp_exposed = fwd * (p->recompute == MODEL_RECOMPUTE_FULL ? 2 : 1) + bwd;
+}
+
+/* ZeRO-2's reduce-scatters left after the compute (search_estimate.c).
+ * Every backward step closes k buckets of DP work r in all (one
+ * reduce-scatter each, on the one DP stream, in order), spaced evenly over
+ * its b seconds; a forward step (f) closes none. The stage's last backward
+ * steps run back to back (`run` of them: the cool-down's and the last
+ * 1F1B pair's), `pairs` forward-backward pairs before them, and the compute
+ * idles `idle` seconds within the run (the pipeline's drain). The stream
+ * ends at the latest of: the last bucket alone (r / k); the run's work from
+ * its first bucket on, less the time left after that bucket (run (r - b) +
+ * b / k - idle); and all the pairs' work with it (each pair adds
+ * r - f - b). When r exceeds b the run falls behind by r - b per step: the
+ * cool-down has no forwards to hide the reduce-scatters behind. */
+double sim_search_zero2_tail_s(int run, int pairs, double f, double b, double r, double k, double idle) {
+  if (!(r > 0) || run < 1) return 0;
+  if (k < 1) k = 1;
+  double from_run = run * (r - b) + b / k - idle;
+  return fmax(r / k, fmax(from_run, from_run + pairs * (r - f - b)));
+}
+
+/* overlap_param_gather's wait (search_estimate.c). The programs
+ * (plan_program.c, sharding_before_unit) dispatch the first two buckets'
+ * gathers at the start and each next one when the compute reaches the
+ * first use of the bucket before it, on the one DP stream; the compute
+ * waits at each bucket's first use for its gather. So bucket j starts at
+ * s_j = s_{j-1} + max(h_{j-1}, g_j), h_{j-1} the compute between the two
+ * first uses, s_0 = g_0: the compute waits g_0 plus each next gather's
+ * excess over the compute before it. */
+double sim_search_param_gather_wait_s(const double *g, const double *h, int n) {
+  double t = n > 0 ? g[0] : 0;
+  for (int j = 1; j < n; j++) t += fmax(0.0, g[j] - h[j - 1]);
+  return t;
+}
+
+/* The buckets reduced after the last micro-batch's backward only (ZeRO-1,
+ * plain DP; search_estimate.c). Chunk c's k[c] buckets (work r[c]) close
+ * during its last backward step (b seconds), chunk 0's the stage's last step,
+ * chunk c's `gap` seconds before chunk c - 1's (interleaved: pp backward
+ * steps, chunk c's last micro-batch is c x pp steps from the end); idle: the
+ * compute's idle in the drain. As for ZeRO-2, the DP stream (in order) ends
+ * at the latest of: the last bucket alone, and each chunk's work with the
+ * later chunks' from its first bucket on, less the time from that bucket to
+ * the compute's end. */
+double sim_search_last_backward_tail_s(const double *r, const int *k, int n, double b, double gap, double idle) {
+  if (n < 1 || !(r[0] > 0)) return 0;
+  double t = r[0] / (k[0] > 0 ? k[0] : 1), work = 0;
+  for (int c = 0; c < n; c++) {
+    work += r[c];
+    t = fmax(t, work - c * gap - (c > 0 ? idle : 0.0) - (b - b / (k[c] > 0 ? k[c] : 1)));
+  }
+  return t;
 }
 
 /* Data-parallel traffic under the sharding stages and overlaps (zero_stage
  * >= 2, overlap_param_gather, overlap_grad_reduce false; today's path
  * otherwise): ZeRO-2 reduce-scatters every micro-batch's gradients beside
- * its backward; ZeRO-3 also gathers each layer's bf16 parameters twice per
- * micro-batch, prefetched beside the compute; overlap_param_gather moves
- * ZeRO-1/2's gathers beside the first forward. */
-static double dp_sharded_s(const plan *p, double reduce, double gather, double first_fwd, double overlap,
-                           double per_mb_compute, int m) {
+ * its backward (the tail left after the compute: zero2_tail); ZeRO-3 also
+ * gathers each layer's bf16 parameters twice per micro-batch, prefetched
+ * beside the compute; overlap_param_gather moves ZeRO-1/2's gathers beside
+ * the first forward. */
+static double dp_sharded_s(const plan *p, double reduce, double gather, double gather_wait, double reduce_tail,
+                           double zero2_tail) {
   double t;
   if (p->zero_stage == 2)
-    t = m * fmax(0.0, reduce - per_mb_compute);
+    t = zero2_tail;
   else
-    t = p->overlap_grad_reduce_off ? reduce : fmax(0.0, reduce - overlap);
-  if (p->zero1) t += p->overlap_param_gather ? fmax(0.0, gather - first_fwd) : gather;
+    t = p->overlap_grad_reduce_off ? reduce : reduce_tail;
+  if (p->zero1) t += p->overlap_param_gather ? gather_wait : gather;
   return t;
 }
 
@@ -527,7 +633,76 @@ typedef struct {
   layer_cost lc;
   double cp_ring;                   /* exposed KV ring per layer and micro-batch */
   double head, head_gemm, head_tp;  /* the output head per micro-batch (last stage) */
+  int dp_buckets;                   /* ZeRO-1/2: the buckets one micro-batch's backward closes on stage 0 */
+  plan_zero_bucket bucket[SEARCH_MAX_BUCKETS]; /* and each one (when they fit) */
+  double bucket_gather[SEARCH_MAX_BUCKETS];    /* its parameters' all-gather */
+  double bucket_reduce[SEARCH_MAX_BUCKETS];    /* its gradients' reduce-scatter (ZeRO-1/2) or all-reduce */
 } stage_costs;
+
+/* A chunk step of stage 0 (which ends the iteration: its last backward is the pipeline's last):
+ * forward f and backward b (per_layer: a layer's compute, recompute and exposed TP and CP per
+ * micro-batch, f_layer: the forward's part; the head with the layers when pp is 1, its forward a
+ * third of its GEMMs). */
+static void stage0_steps(const plan *p, const stage_costs *sc, double per_layer, double f_layer, double head,
+                         double *f, double *b) {
+  const double lpc = plan_chunk_layers(p, 0);
+  *f = lpc * f_layer, *b = lpc * (per_layer - f_layer);
+  if (p->pp == 1) *f += head / 3.0, *b += 2.0 * head / 3.0 + sc->head_tp;
+}
+
+/* ZeRO-1's and plain DP's buckets (after the last micro-batch's backward)
+ * on stage 0: each bucket's collective with its ring latency, the chunks'
+ * last backward steps pp steps apart under interleaving. -1 without the
+ * bucket list (the caller then keeps the old overlap: the last pass and
+ * half the drain). */
+static double last_backward_tail(const plan *p, const stage_costs *sc, double per_layer, double f_layer,
+                                 double head, double drain_idle) {
+  if (sc->dp_buckets < 1 || sc->dp_buckets > SEARCH_MAX_BUCKETS || p->vpp > SEARCH_MAX_BUCKETS) return -1;
+  double r[SEARCH_MAX_BUCKETS] = {0}, f, b;
+  int k[SEARCH_MAX_BUCKETS] = {0};
+  for (int j = 0; j < sc->dp_buckets; j++) {
+    r[sc->bucket[j].chunk] += sc->bucket_reduce[j];
+    k[sc->bucket[j].chunk]++;
+  }
+  stage0_steps(p, sc, per_layer, f_layer, head, &f, &b);
+  return sim_search_last_backward_tail_s(r, k, p->vpp, b, p->pp * b, drain_idle);
+}
+
+/* overlap_param_gather on stage 0 (whose wait delays every stage): the
+ * compute between two buckets' first uses is the forward of the first
+ * one's layers, and, at the end of a chunk, the forward of that chunk for
+ * the other micro-batches of its group (interleaved: pp of them run each
+ * chunk in turn). Without the bucket list (more buckets than it holds):
+ * the gathers beside one micro-batch's forward. */
+static double param_gather_wait(const plan *p, const stage_costs *sc, double f_layer, double gather, double first_fwd) {
+  if (sc->dp_buckets < 1 || sc->dp_buckets > SEARCH_MAX_BUCKETS) return fmax(0.0, gather - first_fwd);
+  const int m = plan_micro_batches(p), others = (p->vpp > 1 ? (m < p->pp ? m : p->pp) : 1) - 1;
+  const double f_chunk = plan_chunk_layers(p, 0) * f_layer;
+  double h[SEARCH_MAX_BUCKETS];
+  for (int j = 0; j < sc->dp_buckets; j++)
+    h[j] = sc->bucket[j].layers * f_layer + (sc->bucket[j].chunk_last ? others * f_chunk : 0.0);
+  return sim_search_param_gather_wait_s(sc->bucket_gather, h, sc->dp_buckets);
+}
+
+/* ZeRO-2 on stage 0: its steps (stage0_steps), the schedule's warm-up
+ * (plan_warmup_steps) and each bucket's reduce-scatter paying the ring's
+ * latency steps (as ZeRO-3's units do). */
+static double zero2_tail(const plan *p, const stage_costs *sc, double per_layer, double f_layer, double head,
+                         double drain_idle) {
+  const int m = plan_micro_batches(p), steps = m * p->vpp, warm = plan_warmup_steps(p, 0), shards = plan_dp_shards(p);
+  const int run = steps - warm >= 1 ? warm + 1 : steps, pairs = steps - warm >= 1 ? steps - warm - 1 : 0;
+  double f, b;
+  stage0_steps(p, sc, per_layer, f_layer, head, &f, &b);
+  double work = 0;
+  if (sc->dp_buckets <= SEARCH_MAX_BUCKETS) {
+    for (int j = 0; j < sc->dp_buckets; j++) work += sc->bucket_reduce[j];
+  } else { /* the stage's bytes, each bucket paying the ring's latency steps */
+    double bytes = plan_grad_bytes(p) * plan_params_of_stage(p, 0);
+    double alpha = group_alpha_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp);
+    work = group_coll_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, bytes) + (sc->dp_buckets - 1) * alpha;
+  }
+  return sim_search_zero2_tail_s(run, pairs, f, b, work / p->vpp, (double)sc->dp_buckets / p->vpp, drain_idle);
+}
 
 /* Compute time at the clock's speeds: GEMM (and attention) time / gemm_speed, the rest / mem_speed. */
 static double at_speed(double total, double gemm, double gs, double ms) { return gemm / gs + (total - gemm) / ms; }
@@ -544,6 +719,7 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   const int m = plan_micro_batches(p), L = p->layers / p->pp;
   const double compute = at_speed(lc->compute, lc->gemm, gs, ms), recompute = at_speed(lc->recompute, lc->gemm_recompute, gs, ms);
   const double head = at_speed(sc->head, sc->head_gemm, gs, ms);
+  const double f_layer = at_speed(lc->fwd, lc->fwd_gemm, gs, ms) + lc->tp_fwd + lc->cp_fwd;
   /* data parallel: fp32 gradients of this GPU's parameters (the largest stage's) */
   double params = 0;
   for (int s = 0; s < p->pp; s += (p->pp > 2 ? p->pp - 1 : 1)) params = fmax(params, plan_params_of_stage(p, s));
@@ -584,16 +760,23 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, shards, p->tp,
                                  4.0 * params);
     double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
-    est->dp_exposed_s = dp_sharded_s(p, reduce, gather, L * compute / 3.0 /* the forward: a third of forward + backward */,
-                                     L * compute + 0.5 * last_bubble, L * (compute + recompute), m);
+    double z2 = p->zero_stage == 2 ? zero2_tail(p, sc, per_layer, f_layer, head, 0.5 * last_bubble) : 0.0;
+    double pg = p->zero1 && p->overlap_param_gather
+                  ? param_gather_wait(p, sc, f_layer, gather, L * compute / 3.0 /* a third of forward + backward */)
+                  : 0.0;
+    double tail = p->zero_stage < 2 ? last_backward_tail(p, sc, per_layer, f_layer, head, 0.5 * last_bubble) : 0.0;
+    if (tail < 0) tail = fmax(0.0, reduce - (L * compute + 0.5 * last_bubble));
+    est->dp_exposed_s = dp_sharded_s(p, reduce, gather, pg, tail, z2);
   } else if (p->dp > 1) {
     double grads = 4.0 * params;
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, p->dp, p->tp, grads);
-    /* Buckets leave as their layers' last backward ends: they overlap the
-     * last micro-batch's pass through the stage and the idle gaps of the
-     * pipeline drain (half the bubble). */
+    /* Buckets leave as their layers' last backward ends (last_backward_tail;
+     * without the bucket list: they overlap the last micro-batch's pass
+     * through the stage and the idle gaps of the pipeline drain, half the
+     * bubble). */
     double overlap = L * compute + 0.5 * last_bubble;
-    est->dp_exposed_s = fmax(0.0, reduce - overlap);
+    double tail = last_backward_tail(p, sc, per_layer, f_layer, head, 0.5 * last_bubble);
+    est->dp_exposed_s = tail >= 0 ? tail : fmax(0.0, reduce - overlap);
     if (p->zero1) est->dp_exposed_s += group_coll_s(p, PLAN_COLL_ALLGATHER, p->dp, p->tp, 2.0 * params);
   }
   if (x->failed) return -1;
@@ -630,6 +813,23 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   tpo_layer(&x, ops, n, act, &lc);
   double cp_ring = cp_layer(&x, ops, n, &lc);
   stage_costs sc = {.lc = lc, .cp_ring = cp_ring};
+  if (plan_dp_shards(p) > 1 && p->zero_stage < 3) {
+    double layer = 0, head_params = 0, emb = embedding_params(p, &sh);
+    for (int i = 0; i < n; i++) layer += ops[i].params;
+    for (int i = 0; i < nh; i++) head_params += head[i].params;
+    if (p->model.tied_embeddings && p->pp > 1) /* the head's tied copy (plan_head_params) */
+      head_params += (double)model_vocab_per_gpu(&p->model, p->tp) * p->model.hidden;
+    if (emb < 0 ||
+        (sc.dp_buckets = plan_zero_bucket_list_of(p, 0, layer, emb, head_params, sc.bucket, SEARCH_MAX_BUCKETS)) < 1)
+      return ts_fail_sys(e, "estimate: the model's ops cannot be listed for the DP buckets");
+    const int shards = plan_dp_shards(p);
+    const plan_coll reduce = p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE;
+    const double lat = crosses_nodes(p, p->tp, shards) ? sim_search_ring_latency_us(&p->cluster, p->tp, shards) : 0;
+    for (int j = 0; j < sc.dp_buckets && j < SEARCH_MAX_BUCKETS; j++) {
+      sc.bucket_gather[j] = group_coll_lat_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * sc.bucket[j].params, lat);
+      sc.bucket_reduce[j] = group_coll_lat_s(p, reduce, shards, p->tp, plan_grad_bytes(p) * sc.bucket[j].params, lat);
+    }
+  }
   sc.head = head_s(&x, head, nh, act, &sc.head_tp, &sc.head_gemm);
   if (x.failed) return -1;
 

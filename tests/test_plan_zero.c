@@ -190,6 +190,18 @@ static void test_overlap_param_gather(void) {
     }
     last = i;
   }
+  /* the estimate's list of the buckets (plan_zero_stage_bucket_list): the gathers' order and sizes */
+  plan_zero_bucket zb[16];
+  int nb = plan_zero_stage_bucket_list(&on, 0, zb, 16), g = 0, layers = 0;
+  CU_ASSERT_EQUAL(nb, cb.ag_fwd);
+  for (int i = 0; i < b.n && nb > 0 && nb <= 16; i++) {
+    const plan_op *op = &b.ops[i];
+    if (op->stream != PLAN_STREAM_DP || op->coll != PLAN_COLL_ALLGATHER || g >= nb) continue;
+    CU_ASSERT_DOUBLE_EQUAL(op->bytes, 2.0 * zb[g].params, 1e-6 * op->bytes);
+    CU_ASSERT_EQUAL(zb[g].chunk_last, g == nb - 1); /* one chunk */
+    layers += zb[g++].layers;
+  }
+  CU_ASSERT_EQUAL(layers, 4);
   plan_program_free(&a);
   plan_program_free(&b);
 }
@@ -227,6 +239,9 @@ static void test_grad_reduce_and_zero2(void) {
   CU_ASSERT_EQUAL(cc.rs, 2 * ca.rs);
   CU_ASSERT_DOUBLE_EQUAL(cc.rs_bytes, 2 * ca.rs_bytes, 1e-6 * ca.rs_bytes);
   CU_ASSERT_EQUAL(cc.gathers_after_opt, ca.gathers_after_opt);
+  /* the estimate's count of the buckets one micro-batch closes (plan_zero_stage_buckets) is the program's */
+  CU_ASSERT_EQUAL(plan_zero_stage_buckets(&z2, 0), cc.rs / 2);
+  CU_ASSERT_EQUAL(plan_zero_stage_buckets(&on, 0), ca.rs);
   plan_program_free(&a);
   plan_program_free(&b);
   plan_program_free(&c);

@@ -345,6 +345,54 @@ static void test_zero3_wait(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(1, 4, 1, 5), 2, 1e-12);
 }
 
+/* ZeRO-2's tail, worked by hand as a queue. Steps F (f = 1 s), B (b = 2 s), each B closing k = 2
+ * buckets at its middle and end. run 3, pairs 2, idle 0.5 (before the run's second B):
+ * F 0-1, B 1-3, F 3-4, B 4-6, F 6-7, B 7-9, idle, B 9.5-11.5, B 11.5-13.5; buckets at 2, 3, 5, 6, 8,
+ * 9, 10.5, 11.5, 12.5, 13.5. With r = 4 (2 s a bucket) the stream is busy from 2 on: 2 + 10 x 2 = 22,
+ * 8.5 s after the compute ends at 13.5. With r = 3 (1.5 s a bucket) it keeps up through the pairs
+ * and ends at 17: 3.5 s after. With r = 1 only the last bucket (0.5 s) is left. pp = 1 (run 1,
+ * pairs 1, k = 3, r = 3): F 0-1, B 1-3, F 3-4, B 4-6, buckets of 1 s at 5/3, 7/3, 3, 14/3, 16/3, 6:
+ * the stream ends at 23/3, 5/3 s after the compute. */
+static void test_zero2_tail(void) {
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(3, 2, 1, 2, 4, 2, 0.5), 8.5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(3, 2, 1, 2, 3, 2, 0.5), 3.5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(3, 2, 1, 2, 1, 2, 0.5), 0.5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(1, 1, 1, 2, 3, 3, 0), 5.0 / 3.0, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero2_tail_s(3, 2, 1, 2, 0, 2, 0.5), 0, 1e-12); /* no DP work */
+}
+
+/* overlap_param_gather's chain, worked by hand: gathers g = 1, 3, 2, 4 s, compute between first uses
+ * h = 2, 1, 5 s. Gathers 0 and 1 leave at 0 (ending 1 and 4); the compute starts at 1, reaches bucket
+ * 1 at 3 and waits to 4 (gather 2 dispatched at 3, behind gather 1: ends 6), reaches bucket 2 at 5 and
+ * waits to 6 (gather 3 dispatched at 5, ends 10), reaches bucket 3 at 11: 11 - 8 of compute = 3 s
+ * waited. */
+static void test_param_gather_wait(void) {
+  const double g[] = {1, 3, 2, 4}, h[] = {2, 1, 5, 0};
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_param_gather_wait_s(g, h, 4), 3, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_param_gather_wait_s(g, h, 1), 1, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_param_gather_wait_s(g, h, 0), 0, 1e-12);
+}
+
+/* ZeRO-1's buckets after the last backward, worked by hand: 3 chunks, chunk 0's step last (b = 1.5 s,
+ * buckets of 1 s at 9, 9.5, 10, the compute ending at 10), chunk 1's one bucket of 2 s at 5.5
+ * (gap 4 + the drain's idle 0.5 before chunk 0's step end), chunk 2's two of 1 s at 0.75 and 1.5:
+ * the stream runs 0.75-2.75, 5.5-7.5, 9-12: 2 s after the compute. */
+static void test_last_backward_tail(void) {
+  const double r[] = {3, 2, 2};
+  const int k[] = {3, 1, 2};
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_last_backward_tail_s(r, k, 3, 1.5, 4, 0.5), 2, 1e-12);
+  /* one chunk (vpp 1): the work beyond the step from its first bucket on, or the last bucket alone */
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_last_backward_tail_s(r, k, 1, 1.5, 4, 0.5), 2, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_last_backward_tail_s(r, k, 1, 6, 4, 0.5), 1, 1e-12);
+  /* the simulator's rings (sim_edges.c): k members of the group on each node, on at least two nodes */
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 4, 32), 2);
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 1, 16), 8);
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 8, 16), 1);
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 2, 4), 1); /* one node */
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 3, 16), 1);
+  CU_ASSERT_EQUAL(sim_search_ring_members_per_node(8, 2, 6), 1); /* 4 on the first node, 2 on the next */
+}
+
 static void test_spearman(void) {
   double a[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 30, 40, 50}, down[] = {5, 4, 3, 2, 1};
   CU_ASSERT_DOUBLE_EQUAL(sim_search_spearman(a, up, 5), 1.0, 1e-12);
@@ -467,6 +515,9 @@ int main(void) {
   CU_add_test(s, "estimate: tp_comm_overlap pieces", test_tpo_pieces);
   CU_add_test(s, "estimate: clock duty", test_clock_duty);
   CU_add_test(s, "estimate: ZeRO-3 wait", test_zero3_wait);
+  CU_add_test(s, "estimate: ZeRO-2 tail", test_zero2_tail);
+  CU_add_test(s, "estimate: overlap_param_gather chain", test_param_gather_wait);
+  CU_add_test(s, "estimate: ZeRO-1 buckets after the last backward, DP rings", test_last_backward_tail);
   CU_add_test(s, "codec policies", test_codec_policies);
   CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
   CU_add_test(s, "small search end to end", test_small_search);
