@@ -452,12 +452,16 @@ static int loss_forward(builder *b, int micro, int chunk) {
                       h[1].bytes_fwd + (n_ce ? plan_ce_unfused_bytes(p, PLAN_PHASE_FWD) : h[2].bytes_fwd));
   CHECK(c);
   if (n_ce) at(b, c)->launches = (uint16_t)n_ce;
-  if (p->tp > 1) { /* max, target logit and sum of exponentials per token, fp32 */
+  /* max, target logit and sum of exponentials per token, fp32: one all-reduce of the three, or
+   * three of one each as the unfused path runs them (plan_loss.c), one after the other */
+  int n_ar = n_ce ? 3 : 1;
+  for (int i = 0; p->tp > 1 && i < n_ar; i++) {
     int32_t r = plain_coll(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_FWD,
-                           PLAN_PHASE_FWD, PLAN_MOP_LOSS, chunk, 3.0 * 4.0 * b->tokens, c);
+                           PLAN_PHASE_FWD, PLAN_MOP_LOSS, chunk, 3.0 * 4.0 * b->tokens / n_ar, c);
     CHECK(r);
     at(b, r)->micro = micro;
     wait_for(b, r);
+    c = r;
   }
   return 0;
 }
