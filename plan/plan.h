@@ -130,6 +130,15 @@ typedef struct {
    * false prices each bias add and bias gradient as a pass of its own, as
    * tacorun execute runs them (runtime/exec/exec_layer.c). */
   bool bias_unfused;
+  /* "cross_entropy_loss_fusion" (added; default true, stored inverted so that a
+   * zeroed plan keeps tacosim's one-pass loss kernel): false runs the
+   * cross-entropy as Megatron's default (--cross-entropy-loss-fusion not
+   * given) does, unfused in fp32: a cast of the logits, max, subtract, exp,
+   * sum, divide forward, an index update, a multiply and the cast back
+   * backward, each a memory-bound kernel (plan_loss.c lists them and their
+   * bytes); it also holds the 16-bit logits beside their fp32 copy during
+   * the loss (plan_memory.c). */
+  bool ce_unfused;
   /* layout.decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers
    * (added; Megatron-LM's --decoder-first-pipeline-num-layers /
    * --decoder-last-pipeline-num-layers; 0 = unset): the first / last pipeline
@@ -418,6 +427,20 @@ void plan_program_free(plan_program *prog);
  * position of the neighbouring stage). A consumer may then keep a alone, and
  * read b's peers as a's plus that shift. */
 bool plan_program_same_shifted(const plan_program *a, const plan_program *b);
+
+/* (plan_loss.c) The unfused cross-entropy (ce_unfused): the kernels Megatron
+ * runs over this rank's tokens x vocab/tp logits in a phase, each with its
+ * bytes per logit and per token. plan_ce_kernels returns their count (0 and
+ * *k NULL for the fused loss); plan_ce_unfused_bytes their bytes summed. */
+typedef struct {
+  const char *name;
+  double per_logit, per_token;
+} plan_ce_kernel;
+int plan_ce_kernels(const plan *p, int phase, const plan_ce_kernel **k);
+double plan_ce_tokens(const plan *p); /* micro x seq (this CP rank's) */
+double plan_ce_logits(const plan *p); /* tokens x vocab / tp */
+double plan_ce_kernel_bytes(const plan *p, const plan_ce_kernel *k);
+double plan_ce_unfused_bytes(const plan *p, int phase);
 
 /* (plan_launches.c) Sets op's launches, gemm_launches and host_sync from the model op it runs (ops[0..n-1]:
  * model_layer_ops of the plan's shard), as the executor issues it. */

@@ -49,7 +49,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   static const char *const top_keys[] = {"schema", "name", "description", "model", "cluster", "layout", "batch",
                                          "schedule", "layers_override", "codec", "codec_min_bytes",
                                          "dp_bucket_bytes", "attention_backend",
-                                         "attention_dropout", "bias_fusion", "host_launch_us", "host_sync_us",
+                                         "attention_dropout", "bias_fusion", "cross_entropy_loss_fusion",
+                                         "host_launch_us", "host_sync_us",
                                          NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
                                             "recompute", "tp_overlap_chunks",
@@ -158,6 +159,9 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   bool bias_fusion;
   if (tsj_bool_opt(root, "bias_fusion", true, &bias_fusion, file, NULL, e)) return -1;
   p->bias_unfused = !bias_fusion;
+  bool ce_fusion; /* default true: tacosim's one-pass loss kernel (Megatron's own default is false) */
+  if (tsj_bool_opt(root, "cross_entropy_loss_fusion", true, &ce_fusion, file, NULL, e)) return -1;
+  p->ce_unfused = !ce_fusion;
 
   /* The model and the cluster: their own loaders check their files. */
   ts_err sub;

@@ -120,6 +120,12 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   if (stage == p->pp - 1) {
     double tokens = (double)p->micro_batch * plan_local_seq(p);
     mem->activations += 4.0 * tokens * (double)model_vocab_per_gpu(&p->model, p->tp) * logits_inflight(p);
+    /* the unfused cross-entropy (cross_entropy_loss_fusion false) casts the
+     * 16-bit logits to an fp32 copy (the 4 bytes above, kept as the softmax
+     * for the backward) while the 16-bit ones are still held, and makes a
+     * 16-bit gradient from the fp32 one in the backward: 2 more bytes per
+     * logit of the micro-batch in its loss */
+    if (p->ce_unfused) mem->activations += 2.0 * plan_ce_logits(p);
   }
   mem->overhead = overhead_bytes(p);
   mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->overhead;

@@ -444,15 +444,24 @@ static int loss_forward(builder *b, int micro, int chunk) {
     CHECK(ag);
     wait_for(b, ag);
   }
+  /* cross_entropy_loss_fusion false: Megatron's unfused fp32 kernels (plan_loss.c), launched one by one */
+  const plan_ce_kernel *ce;
+  int n_ce = plan_ce_kernels(p, PLAN_PHASE_FWD, &ce);
   int32_t c = compute(b, PLAN_PHASE_FWD, PLAN_MOP_LOSS, PLAN_PART_WHOLE, -1, micro, chunk,
-                      h[1].flops_fwd + h[2].flops_fwd, h[1].bytes_fwd + h[2].bytes_fwd);
+                      h[1].flops_fwd + h[2].flops_fwd,
+                      h[1].bytes_fwd + (n_ce ? plan_ce_unfused_bytes(p, PLAN_PHASE_FWD) : h[2].bytes_fwd));
   CHECK(c);
-  if (p->tp > 1) { /* max, target logit and sum of exponentials per token, fp32 */
+  if (n_ce) at(b, c)->launches = (uint16_t)n_ce;
+  /* max, target logit and sum of exponentials per token, fp32: one all-reduce of the three, or
+   * three of one each as the unfused path runs them (plan_loss.c), one after the other */
+  int n_ar = n_ce ? 3 : 1;
+  for (int i = 0; p->tp > 1 && i < n_ar; i++) {
     int32_t r = plain_coll(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_FWD,
-                           PLAN_PHASE_FWD, PLAN_MOP_LOSS, chunk, 3.0 * 4.0 * b->tokens, c);
+                           PLAN_PHASE_FWD, PLAN_MOP_LOSS, chunk, 3.0 * 4.0 * b->tokens / n_ar, c);
     CHECK(r);
     at(b, r)->micro = micro;
     wait_for(b, r);
+    c = r;
   }
   return 0;
 }
@@ -460,9 +469,13 @@ static int loss_forward(builder *b, int micro, int chunk) {
 static int loss_backward(builder *b, int micro, int chunk) {
   const plan *p = b->p;
   const model_op *h = b->head;
+  const plan_ce_kernel *ce;
+  int n_ce = plan_ce_kernels(p, PLAN_PHASE_BWD, &ce);
   int32_t d = compute(b, PLAN_PHASE_BWD, PLAN_MOP_LOSS, PLAN_PART_DGRAD, -1, micro, chunk,
-                      h[2].flops_bwd + h[1].flops_bwd / 2, h[2].bytes_bwd + h[1].bytes_bwd / 2);
+                      h[2].flops_bwd + h[1].flops_bwd / 2,
+                      (n_ce ? plan_ce_unfused_bytes(p, PLAN_PHASE_BWD) : h[2].bytes_bwd) + h[1].bytes_bwd / 2);
   CHECK(d);
+  if (n_ce) at(b, d)->launches = (uint16_t)n_ce;
   int32_t reduce = -1;
   if (p->tp > 1)
     CHECK(reduce = tp_coll(b, p->sequence_parallel ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_PHASE_BWD,

@@ -73,6 +73,8 @@ static json_t *to_json(const schema_result *r) {
   if (r->calibration[0]) json_object_set_new(root, "calibration", json_string(r->calibration));
   if (r->mode[0]) json_object_set_new(root, "mode", json_string(r->mode));
   if (r->attention_backend[0]) json_object_set_new(root, "attention_backend", json_string(r->attention_backend));
+  if (r->cross_entropy_loss_fusion)
+    json_object_set_new(root, "cross_entropy_loss_fusion", json_boolean(r->cross_entropy_loss_fusion > 0));
   if (r->kind[0]) {
     json_object_set_new(root, "kind", json_string(r->kind));
     json_object_set_new(root, "ttft_s", json_real(r->ttft_s));
@@ -210,8 +212,18 @@ static int only_keys(json_t *obj, const char *const *allowed, const char *file, 
   return known_keys(obj, &allowed, 1, file, path, e);
 }
 
+/* "cross_entropy_loss_fusion" (optional): 1 true, -1 false, 0 absent. */
+static int read_ce_fusion(json_t *root, const char *file, schema_result *r, ts_err *e) {
+  if (!json_object_get(root, "cross_entropy_loss_fusion")) return 0;
+  bool v;
+  if (tsj_bool(root, "cross_entropy_loss_fusion", &v, file, "", e)) return -1;
+  r->cross_entropy_loss_fusion = v ? 1 : -1;
+  return 0;
+}
+
 /* Every result's top level (to_json). */
-static const char *const top_keys[] = {"schema", "source", "plan", "calibration", "mode", "attention_backend", "iteration_time_s",
+static const char *const top_keys[] = {"schema", "source", "plan", "calibration", "mode", "attention_backend",
+                                       "cross_entropy_loss_fusion", "iteration_time_s",
                                        "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
                                        "breakdown", "ranks", "clock_passes", "ops", "notes", NULL};
 /* A measured result's spread and machine ("source": "measured"). */
@@ -377,6 +389,7 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
       tsj_string_opt(root, "mode", "", r->mode, sizeof r->mode, file, "", e) ||
       tsj_string_opt(root, "attention_backend", "", r->attention_backend, sizeof r->attention_backend, file, "", e) ||
       tsj_string_opt(root, "kind", "", r->kind, sizeof r->kind, file, "", e) ||
+      read_ce_fusion(root, file, r, e) ||
       tsj_real(root, "iteration_time_s", 1e-12, BIG, &r->iteration_time_s, file, "", e) ||
       tsj_real(root, "tokens_per_s", 0, BIG, &r->tokens_per_s, file, "", e) ||
       tsj_real(root, "tflops_per_gpu", 0, BIG, &r->tflops_per_gpu, file, "", e) ||

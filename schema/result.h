@@ -5,6 +5,7 @@
  * JSON: { "schema": 1, "source": "simulated"|"measured", "plan": "...",
  *   "calibration": "...", "mode": "full"|"reduced"|"",   (mode: simulated only)
  *   "attention_backend": "fused"|"flash"|"executor"|"unfused",   (optional: the plan's)
+ *   "cross_entropy_loss_fusion": true|false,   (optional: the plan's)
  *   "iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
  *   "breakdown": { compute_s, tp_exposed_s, pp_exposed_s, dp_exposed_s, codec_s, bubble_s },
  *   "ranks": [ {rank, busy_s, compute_s, comm_s,
@@ -86,6 +87,7 @@ typedef struct {
   char calibration[512];
   char mode[16];
   char attention_backend[16]; /* the plan's attention implementation ("" in older files) */
+  int cross_entropy_loss_fusion; /* the plan's: 1 true, -1 false, 0 not recorded (older files, measured results) */
   /* "" for a training iteration; "inference" for serving one batch (tacosim
    * simulate / tacorun execute on an inference plan): then ttft_s and tpot_s
    * hold the time to first token and per output token, iteration_time_s the

@@ -128,7 +128,16 @@ static double other_op_s(estimator *x, const model_op *o, bool bwd) {
   case MODEL_OP_ATTENTION: return attention_s(x, flops, bwd);
   case MODEL_OP_NORM: return kernel_s(x, "norm", bytes, 0, false);
   case MODEL_OP_EMBEDDING: return kernel_s(x, "embedding", bytes, 0, false);
-  case MODEL_OP_LOGITS_LOSS: return kernel_s(x, "loss", bytes, 0, false);
+  case MODEL_OP_LOGITS_LOSS: {
+    const plan_ce_kernel *k; /* unfused (cross_entropy_loss_fusion false): Megatron's kernels, as sim_costs.c */
+    int nk = plan_ce_kernels(x->p, bwd ? PLAN_PHASE_BWD : PLAN_PHASE_FWD, &k);
+    if (nk == 0) return kernel_s(x, "loss", bytes, 0, false);
+    double t = 0;
+    for (int i = 0; i < nk; i++)
+      t += kernel_s(x, bwd && schema_has_kernel(x->lk.cal, "elementwise_bwd") ? "elementwise_bwd" : "elementwise",
+                    plan_ce_kernel_bytes(x->p, &k[i]), 0, false);
+    return t;
+  }
   default: return kernel_s(x, "elementwise", bytes, 0, false);
   }
 }

@@ -142,6 +142,24 @@ static int attention_us(sim_costs *c, double flops, int phase, double *us, ts_er
   return kernel_phase_us(c, "attention", flops, phase, true, us, e);
 }
 
+/* The unfused cross-entropy (plan cross_entropy_loss_fusion false): each of
+ * Megatron's kernels of this phase (plan_loss.c) priced on its own from its
+ * bytes through the memory-bound "elementwise" table of the phase
+ * ("elementwise_bwd" backward when measured), as the unfused attention's
+ * softmax and dropout are; a transferred calibration carries the table to
+ * the plan's GPU. */
+static int unfused_ce_us(sim_costs *c, int phase, double *us, ts_err *e) {
+  const plan_ce_kernel *k;
+  int n = plan_ce_kernels(c->p, phase, &k);
+  *us = 0;
+  for (int i = 0; i < n; i++) {
+    double t;
+    if (kernel_phase_us(c, "elementwise", plan_ce_kernel_bytes(c->p, &k[i]), phase, false, &t, e)) return -1;
+    *us += t;
+  }
+  return 0;
+}
+
 /* The calibration's generic tables ("norm", "elementwise") average every
  * kernel that moves the same bytes (layernorm with rmsnorm, gelu with swiglu
  * with add). The kernel the model runs has its own table ("layernorm_fwd",
@@ -420,12 +438,18 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
      * gradient in one pass in the forward (as the executor runs it, and the
      * calibration's "loss" table measures it), so the backward is the two
      * GEMM halves only. The kernel's x is its own traffic, not the op's
-     * (which includes the GEMM's). */
+     * (which includes the GEMM's). Unfused (cross_entropy_loss_fusion
+     * false): Megatron's fp32 kernels, the forward's after the GEMM, the
+     * backward's with the dgrad half (unfused_ce_us). */
     long long tokens = (long long)p->micro_batch * plan_local_seq(p);
     long long vocab = model_vocab_per_gpu(&p->model, p->tp);
     double g, l = 0;
     if (gemm_phase_us(c, tokens, vocab, p->model.hidden, phase, op->part, &g, e)) return -1;
-    if (phase != PLAN_PHASE_BWD && kernel_us(c, "loss", c->loss_kernel_bytes, 0, false, &l, e)) return -1;
+    if (p->ce_unfused) {
+      if (op->part != PLAN_PART_WGRAD && unfused_ce_us(c, phase, &l, e)) return -1;
+    } else if (phase != PLAN_PHASE_BWD && kernel_us(c, "loss", c->loss_kernel_bytes, 0, false, &l, e)) {
+      return -1;
+    }
     *us = g + l;
     *gemm_us = g;
     return 0;
@@ -444,8 +468,9 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
 #define CEILING_SLACK 0.98 /* rounding of the op's FLOP and byte counts */
 static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_err *e) {
   /* the loss backward's op counts the fused cross-entropy's gradient, which
-   * its forward kernel computed (compute_us prices only the GEMM halves) */
-  if (op->model_op == PLAN_MOP_LOSS && op->phase == PLAN_PHASE_BWD) return 0;
+   * its forward kernel computed (compute_us prices only the GEMM halves);
+   * the unfused one's backward kernels are priced there */
+  if (op->model_op == PLAN_MOP_LOSS && op->phase == PLAN_PHASE_BWD && !c->p->ce_unfused) return 0;
   double tf = op->flops / c->lk.roof.peak_flops * 1e6, tb = op->bytes / c->lk.roof.hbm_bytes_per_s * 1e6;
   double floor_us = tf > tb ? tf : tb;
   if (us >= CEILING_SLACK * floor_us) return 0;

@@ -466,6 +466,20 @@ static void test_result_round_trip(void) {
   CU_ASSERT_PTR_NULL(strstr(buf, "clock"));
   CU_ASSERT_EQUAL(b.clock_passes, 0);
   CU_ASSERT_EQUAL(b.ranks[0].clock_gemm_speed, 0);
+  /* cross_entropy_loss_fusion: not recorded here (0), so not written */
+  CU_ASSERT_PTR_NULL(strstr(buf, "cross_entropy"));
+  CU_ASSERT_EQUAL(b.cross_entropy_loss_fusion, 0);
+  schema_result_free(&b);
+  free(buf);
+  /* recorded false (a plan's unfused cross-entropy): written and read back */
+  r.cross_entropy_loss_fusion = -1;
+  buf = NULL, len = 0;
+  f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(schema_result_write_json(&r, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"cross_entropy_loss_fusion\": false"));
+  CU_ASSERT_EQUAL_FATAL(schema_result_from_json_text(buf, len, "r.json", &b, &e), 0);
+  CU_ASSERT_EQUAL(b.cross_entropy_loss_fusion, -1);
   schema_result_free(&b);
   free(buf);
   /* the clock model's fields round-trip */

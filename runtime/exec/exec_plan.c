@@ -62,6 +62,10 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
     return ts_fail(e, path, "attention_backend",
                    "\"unfused\" (Megatron-LM's pre-flash attention) is priced by tacosim simulate; the executor "
                    "runs the fused kernel only (NOT IMPLEMENTED here)");
+  if (p->ce_unfused)
+    return ts_fail(e, path, "cross_entropy_loss_fusion",
+                   "false (Megatron's unfused fp32 cross-entropy) is priced by tacosim simulate; the executor runs "
+                   "its fused loss kernel only (NOT IMPLEMENTED here)");
   if (p->attention_dropout > 0)
     return ts_fail(e, path, "attention_dropout",
                    "%g: the executor runs no dropout (NOT IMPLEMENTED here); 0 only", p->attention_dropout);

@@ -1,0 +1,150 @@
+/* test_sim_loss.c — cross_entropy_loss_fusion false: the loss op is priced as
+ * Megatron's unfused fp32 cross-entropy, kernel by kernel, each from its
+ * bytes through the "elementwise" table (plan/plan_loss.c lists them); the
+ * field is read strictly, and the memory model holds the 16-bit logits
+ * beside their fp32 copy. */
+#define _POSIX_C_SOURCE 200809L
+#include <CUnit/Basic.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibration.h"
+#include "sim.h"
+#include "sim_costs.h"
+
+#define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b))
+
+/* gpt-h4096-1gpu (micro 2, seq 2048, vocabulary 50,257 padded to 50,304, TP 1)
+ * with the field set to `value` (a JSON text; NULL: left out). */
+static int load_plan(plan *p, const char *value, ts_err *e) {
+  json_error_t je;
+  json_t *root = json_load_file(PLANS_DIR "/gpt-h4096-1gpu.json", 0, &je);
+  if (!root) return -1;
+  if (value) json_object_set_new(root, "cross_entropy_loss_fusion", json_loads(value, JSON_DECODE_ANY, &je));
+  char *text = json_dumps(root, 0);
+  json_decref(root);
+  int rc = plan_from_json_text(text, strlen(text), "loss.json", NULL, NULL, p, e);
+  free(text);
+  return rc;
+}
+
+/* A calibration with one "elementwise" table whose time is hand-computable:
+ * 5 us flat up to 1 MB (log interpolation between equal times), then
+ * 5 us x bytes / 1 MB (a slope-1 line in log-log: 200 GB/s) up to 10 TB. No
+ * GEMM or "loss" table: those fall back to the cluster's roofline. */
+static void hand_calibration(schema_calibration *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->path, sizeof c->path, "hand.json");
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1.0, 0, 5.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1e6, 0, 5.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1e13, 0, 5e7), 0);
+}
+
+/* The loss ops of micro-batch 0: forward, backward dgrad half, wgrad half (us). */
+static void loss_us(const plan *p, const schema_calibration *cal, double us[3], double bytes[3]) {
+  static sim_costs c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, p, cal, NULL, &e), 0);
+  plan_program prog;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(p, 0, &prog, &e), 0);
+  for (int i = 0; i < 3; i++) us[i] = bytes[i] = -1;
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op != PLAN_MOP_LOSS || op->micro != 0) continue;
+    int w = op->phase == PLAN_PHASE_FWD ? 0 : op->part == PLAN_PART_DGRAD ? 1 : 2;
+    double s;
+    CU_ASSERT_EQUAL(sim_compute_s(&c, op, &s, &e), 0);
+    us[w] = s * 1e6;
+    bytes[w] = op->bytes;
+  }
+  plan_program_free(&prog);
+}
+
+/* Worked by hand. N = 2 x 2048 = 4,096 tokens, V = 50,304 logits per token,
+ * L = N V = 206,045,184 logits. Forward (plan_loss.c): the six kernels over
+ * the logits move 6 + 4 + 8 + 8 + 4 + 8 = 38 bytes per logit, and of them
+ * max, subtract, sum and divide also 12 + 4 + 4 + 4 = 24 bytes per token:
+ * each over 1 MB, so 5e-6 us per byte: 5e-6 x (38 L + 24 N) =
+ * 5e-6 x 7,829,815,296 = 39,149.07648 us; the other twelve kernels touch
+ * per-token values only (at most 24 x 4,096 bytes), 5 us each: 60 us.
+ * Backward (with the dgrad half): multiply 8 bytes per logit + 4 per token,
+ * cast back 6 per logit: 5e-6 x (14 L + 4 N) = 5e-6 x 2,884,648,960 =
+ * 14,423.2448 us, and six per-token kernels: 30 us. The GEMMs are the
+ * roofline's 3 us + 2 m n k / peak, as the fused op's. */
+static void test_unfused_by_hand(void) {
+  static plan fused, unfused;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&fused, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&unfused, "false", &e), 0);
+  CU_ASSERT_FALSE(fused.ce_unfused);
+  CU_ASSERT_TRUE(unfused.ce_unfused);
+  const double N = 4096, V = 50304, L = N * V, H = 4096;
+  NEAR(plan_ce_logits(&unfused), L, 0);
+  const plan_ce_kernel *k;
+  CU_ASSERT_EQUAL(plan_ce_kernels(&unfused, PLAN_PHASE_FWD, &k), 18);
+  CU_ASSERT_EQUAL(plan_ce_kernels(&unfused, PLAN_PHASE_BWD, &k), 8);
+  CU_ASSERT_EQUAL(plan_ce_kernels(&fused, PLAN_PHASE_FWD, &k), 0);
+  NEAR(plan_ce_unfused_bytes(&unfused, PLAN_PHASE_FWD), 38 * L + 163 * N, 1e-15);
+  NEAR(plan_ce_unfused_bytes(&unfused, PLAN_PHASE_BWD), 14 * L + 85 * N, 1e-15);
+
+  schema_calibration cal;
+  hand_calibration(&cal);
+  double f[3], u[3], fb[3], ub[3];
+  loss_us(&fused, &cal, f, fb);
+  loss_us(&unfused, &cal, u, ub);
+  const double peak = fused.cluster.gpu.bf16_tflops * 1e12, gemm = 3.0 + 2.0 * N * V * H / peak * 1e6;
+  NEAR(u[0], gemm + 39149.07648 + 60.0, 1e-9);
+  NEAR(u[1], gemm + 14423.2448 + 30.0, 1e-9);
+  NEAR(u[2], gemm, 1e-9);
+  /* the fused op: the same GEMMs, one "loss" pass forward, nothing backward */
+  NEAR(f[1], gemm, 1e-9);
+  NEAR(f[2], gemm, 1e-9);
+  CU_ASSERT(f[0] > gemm && f[0] < u[0]);
+  /* the ops carry the unfused bytes: 38 L + 163 N forward, 14 L + 85 N with the dgrad half */
+  NEAR(ub[0] - fb[0], 38 * L + 163 * N - 4 * L, 1e-12);
+  NEAR(ub[1] - fb[1], 14 * L + 85 * N - 4 * L, 1e-12);
+  NEAR(ub[2], fb[2], 0);
+  schema_calibration_free(&cal);
+}
+
+/* The memory model: 2 more bytes per logit of one micro-batch (the 16-bit
+ * logits beside the fp32 copy), on the last stage only. */
+static void test_unfused_memory(void) {
+  static plan fused, unfused;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&fused, "true", &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&unfused, "false", &e), 0);
+  plan_memory a, b;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&fused, 0, &a), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&unfused, 0, &b), 0);
+  NEAR(b.activations - a.activations, 2.0 * 4096 * 50304, 1e-12);
+  NEAR(b.total - a.total, 2.0 * 4096 * 50304, 1e-12);
+}
+
+/* Anything but a boolean is refused, naming the file and the field. */
+static void test_field_refused(void) {
+  static plan p;
+  const char *bad[] = {"\"false\"", "0", "1", "\"unfused\""}; /* (null: left out, as for every field) */
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    ts_err e = {0};
+    CU_ASSERT_NOT_EQUAL(load_plan(&p, bad[i], &e), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "loss.json"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "cross_entropy_loss_fusion"));
+  }
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("sim_loss", NULL, NULL);
+  CU_add_test(s, "unfused cross-entropy priced kernel by kernel, by hand", test_unfused_by_hand);
+  CU_add_test(s, "unfused cross-entropy holds the 16-bit logits beside the fp32 copy", test_unfused_memory);
+  CU_add_test(s, "cross_entropy_loss_fusion must be a boolean", test_field_refused);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
