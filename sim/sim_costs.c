@@ -437,25 +437,45 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
   return 0;
 }
 
-/* No op may run faster than the GPU allows: its FLOPs at the dense BF16 peak
- * or its bytes at the HBM bandwidth, whichever takes longer. A cost below
- * that is a bug (a table of another GPU, a unit mistake, a transfer gone
- * wrong), not a prediction: the simulation stops and names the op. */
+/* The FLOPs the attention kernel of the plan's backend does for an
+ * attention op. The op counts the full s x s square (models/model_layer.c,
+ * the convention of the model-FLOP figures: forward 4 b s^2 h d, backward 2.5x
+ * that). The causal kernels do less: fused (cuDNN) and flash attention, and
+ * the executor (its flash path; its unfused path does more), skip the tiles
+ * above the diagonal, half the square, and recompute Q K^T in the backward:
+ * half the op's count in both directions (flash-attention's own benchmark
+ * count, benchmarks/benchmark_flash_attention.py; schema_attn_flops). The
+ * unfused program multiplies the full square (the mask comes after the GEMM)
+ * and keeps P: forward the op's count, backward 4 GEMMs of 2 b h s^2 d, 0.8
+ * of the op's 2.5x. A CP piece's op counts its local square the same way. */
+double sim_attention_kernel_flops(const plan *p, const plan_op *op) {
+  if (p->attention_backend != PLAN_ATTENTION_UNFUSED) return 0.5 * op->flops;
+  return op->phase == PLAN_PHASE_BWD ? 0.8 * op->flops : op->flops;
+}
+
+/* No op may run faster than the GPU allows: the FLOPs its kernel does at the
+ * dense BF16 peak or its bytes at the HBM bandwidth, whichever takes longer.
+ * A cost below that is a bug (a table of another GPU, a unit mistake, a
+ * transfer gone wrong), not a prediction: the simulation stops and names the
+ * op. */
 #define CEILING_SLACK 0.98 /* rounding of the op's FLOP and byte counts */
 static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_err *e) {
   /* the loss backward's op counts the fused cross-entropy's gradient, which
    * its forward kernel computed (compute_us prices only the GEMM halves) */
   if (op->model_op == PLAN_MOP_LOSS && op->phase == PLAN_PHASE_BWD) return 0;
-  double tf = op->flops / c->lk.roof.peak_flops * 1e6, tb = op->bytes / c->lk.roof.hbm_bytes_per_s * 1e6;
+  bool attn = op->model_op >= 0 && op->model_op < c->n_mops && c->mops[op->model_op].kind == MODEL_OP_ATTENTION;
+  double flops = attn ? sim_attention_kernel_flops(c->p, op) : op->flops;
+  double tf = flops / c->lk.roof.peak_flops * 1e6, tb = op->bytes / c->lk.roof.hbm_bytes_per_s * 1e6;
   double floor_us = tf > tb ? tf : tb;
   if (us >= CEILING_SLACK * floor_us) return 0;
   char name[96];
   plan_op_name(c->p, op, name, sizeof name);
   return ts_fail_sim(e,
-                     "%s: op %s priced at %.3g us, faster than the %s's ceiling (%.3g us: %.3g FLOP at %.0f TFLOP/s, "
-                     "%.3g bytes at %.0f GB/s); the costs do not belong to this GPU",
+                     "%s: op %s priced at %.3g us, faster than the %s's ceiling (%.3g us: %.3g FLOP%s at %.0f "
+                     "TFLOP/s, %.3g bytes at %.0f GB/s); the costs do not belong to this GPU",
                      c->lk.cal->path[0] ? c->lk.cal->path : "calibration", name, us, c->p->cluster.gpu.name, floor_us,
-                     op->flops, c->lk.roof.peak_flops / 1e12, op->bytes, c->lk.roof.hbm_bytes_per_s / 1e9);
+                     flops, attn ? " (the attention kernel's)" : "", c->lk.roof.peak_flops / 1e12, op->bytes,
+                     c->lk.roof.hbm_bytes_per_s / 1e9);
 }
 
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e) {

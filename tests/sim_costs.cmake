@@ -30,3 +30,9 @@ target_include_directories(test_sim_cp PRIVATE ${CMAKE_SOURCE_DIR}/plan)
 target_compile_definitions(test_sim_cp PRIVATE
   MEASURED_CALIBRATION="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
 add_test(NAME sim_cp COMMAND test_sim_cp)
+
+# Attention priced at or above the GPU's ceilings on every shipped cluster x zoo model (issue 20's PCIe search).
+add_executable(test_sim_attn_ceiling ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_attn_ceiling.c)
+target_link_libraries(test_sim_attn_ceiling PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_sim_attn_ceiling PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+add_test(NAME sim_attn_ceiling COMMAND test_sim_attn_ceiling)
