@@ -110,7 +110,7 @@ static double gemm_s(estimator *x, long long m, long long n, long long k) {
  * model's head dimension and the plan's sequence when the calibration has it,
  * else the FLOP-keyed one (backward: "attention_bwd" when present). The memo
  * keys on the calibration's own copy of the table name (a stable address). */
-static double attention_s(estimator *x, double flops, bool bwd) {
+static double attention_table_s(estimator *x, double flops, bool bwd) {
   const schema_calibration *cal = x->lk.cal;
   char want[48];
   snprintf(want, sizeof want, "attention%s.d%d.s%d", bwd ? "_bwd" : "", model_head_dim(&x->p->model),
@@ -121,11 +121,19 @@ static double attention_s(estimator *x, double flops, bool bwd) {
   return kernel_s(x, "attention", flops, 0, true);
 }
 
+/* ... and at least the op's own roofline on the cluster's GPU, as
+ * sim_costs.c's attention_us (those tables know no bytes). */
+static double attention_s(estimator *x, double flops, double bytes, bool bwd) {
+  double t = attention_table_s(x, flops, bwd);
+  double roof = sim_attention_roof_us(&x->lk.roof, x->p->attention_backend, bwd, flops, bytes) * 1e-6;
+  return t > roof ? t : roof;
+}
+
 /* A non-GEMM op's time in one direction. */
 static double other_op_s(estimator *x, const model_op *o, bool bwd) {
   double flops = bwd ? o->flops_bwd : o->flops_fwd, bytes = bwd ? o->bytes_bwd : o->bytes_fwd;
   switch (o->kind) {
-  case MODEL_OP_ATTENTION: return attention_s(x, flops, bwd);
+  case MODEL_OP_ATTENTION: return attention_s(x, flops, bytes, bwd);
   case MODEL_OP_NORM: return kernel_s(x, "norm", bytes, 0, false);
   case MODEL_OP_EMBEDDING: return kernel_s(x, "embedding", bytes, 0, false);
   case MODEL_OP_LOGITS_LOSS: {

@@ -130,16 +130,34 @@ static int attention_shape_us(sim_costs *c, int phase, double *us) {
   return schema_lookup_attn_backend(&c->lk, be, &q, phase == PLAN_PHASE_BWD, us);
 }
 
-static int attention_us(sim_costs *c, double flops, int phase, double *us, ts_err *e) {
+/* The FLOP-keyed tables below know no shape: neither the transfer to another
+ * GPU (sim_transfer.c) nor their lookup can tell that a point moves more
+ * bytes than the target's HBM carries in its time. A short attention (a CP
+ * piece of seq / cp tokens, an MLA layer) can be memory-bound on a GPU of
+ * less bandwidth per FLOP although it was not on the H200 (L40S: 419 FLOP
+ * per byte at its ridge, the H200 206; causal attention does s/2 to s FLOPs
+ * per byte of Q, K, V, O). So the price is at least the op's own roofline
+ * on the cluster's GPU (its kernel's FLOPs at the peak, its bytes at the HBM
+ * rate, one launch), as decode attention without its table (sim_infer.c). */
+static int attention_us(sim_costs *c, const plan_op *op, int phase, double *us, ts_err *e) {
   if (attention_shape_us(c, phase, us) == 0) return 0;
   char table[48], instead[64];
   snprintf(table, sizeof table, "attention%s.d%d.s%d", phase == PLAN_PHASE_BWD ? "_bwd" : "",
            model_head_dim(&c->p->model), plan_local_seq(c->p)); /* CP: each piece is a (seq / cp)-long block */
-  if (schema_has_kernel(c->lk.cal, table)) return kernel_us(c, table, flops, 0, true, us, e);
-  snprintf(instead, sizeof instead, "the FLOP-keyed \"attention%s\" table",
-           phase == PLAN_PHASE_BWD && schema_has_kernel(c->lk.cal, "attention_bwd") ? "_bwd" : "");
-  warn_fallback(c, table, instead);
-  return kernel_phase_us(c, "attention", flops, phase, true, us, e);
+  int rc;
+  if (schema_has_kernel(c->lk.cal, table)) {
+    rc = kernel_us(c, table, op->flops, 0, true, us, e);
+  } else {
+    snprintf(instead, sizeof instead, "the FLOP-keyed \"attention%s\" table",
+             phase == PLAN_PHASE_BWD && schema_has_kernel(c->lk.cal, "attention_bwd") ? "_bwd" : "");
+    warn_fallback(c, table, instead);
+    rc = kernel_phase_us(c, "attention", op->flops, phase, true, us, e);
+  }
+  if (rc) return -1;
+  double roof = sim_attention_roof_us(&c->lk.roof, c->p->attention_backend, phase == PLAN_PHASE_BWD, op->flops,
+                                      op->bytes);
+  if (*us < roof) *us = roof;
+  return 0;
 }
 
 /* The unfused cross-entropy (plan cross_entropy_loss_fusion false): each of
@@ -400,7 +418,7 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
       return 0;
     case MODEL_OP_ATTENTION:
       if (p->attention_backend == PLAN_ATTENTION_UNFUSED) return unfused_attention_us(c, phase, us, gemm_us, e);
-      if (attention_us(c, op->flops, phase, us, e)) return -1;
+      if (attention_us(c, op, phase, us, e)) return -1;
       *gemm_us = *us;
       return 0;
     case MODEL_OP_NORM:
@@ -461,26 +479,55 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
   return 0;
 }
 
-/* No op may run faster than the GPU allows: its FLOPs at the dense BF16 peak
- * or its bytes at the HBM bandwidth, whichever takes longer. A cost below
- * that is a bug (a table of another GPU, a unit mistake, a transfer gone
- * wrong), not a prediction: the simulation stops and names the op. */
+/* The FLOPs the attention kernel of the plan's backend does for an
+ * attention op. The op counts the full s x s square (models/model_layer.c,
+ * the convention of the model-FLOP figures: forward 4 b s^2 h d, backward 2.5x
+ * that). The causal kernels do less: fused (cuDNN) and flash attention, and
+ * the executor (its flash path; its unfused path does more), skip the tiles
+ * above the diagonal, half the square, and recompute Q K^T in the backward:
+ * half the op's count in both directions (flash-attention's own benchmark
+ * count, benchmarks/benchmark_flash_attention.py; schema_attn_flops). The
+ * unfused program multiplies the full square (the mask comes after the GEMM)
+ * and keeps P: forward the op's count, backward 4 GEMMs of 2 b h s^2 d, 0.8
+ * of the op's 2.5x. A CP piece's op counts its local square the same way. */
+double sim_attention_kernel_flops_of(int backend, bool bwd, double op_flops) {
+  if (backend != PLAN_ATTENTION_UNFUSED) return 0.5 * op_flops;
+  return bwd ? 0.8 * op_flops : op_flops;
+}
+
+double sim_attention_kernel_flops(const plan *p, const plan_op *op) {
+  return sim_attention_kernel_flops_of(p->attention_backend, op->phase == PLAN_PHASE_BWD, op->flops);
+}
+
+double sim_attention_roof_us(const schema_roofline *r, int backend, bool bwd, double op_flops, double bytes) {
+  double tf = sim_attention_kernel_flops_of(backend, bwd, op_flops) / r->peak_flops, tb = bytes / r->hbm_bytes_per_s;
+  return r->launch_us + (tf > tb ? tf : tb) * 1e6;
+}
+
+/* No op may run faster than the GPU allows: the FLOPs its kernel does at the
+ * dense BF16 peak or its bytes at the HBM bandwidth, whichever takes longer.
+ * A cost below that is a bug (a table of another GPU, a unit mistake, a
+ * transfer gone wrong), not a prediction: the simulation stops and names the
+ * op. */
 #define CEILING_SLACK 0.98 /* rounding of the op's FLOP and byte counts */
 static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_err *e) {
   /* the loss backward's op counts the fused cross-entropy's gradient, which
    * its forward kernel computed (compute_us prices only the GEMM halves);
    * the unfused one's backward kernels are priced there */
   if (op->model_op == PLAN_MOP_LOSS && op->phase == PLAN_PHASE_BWD && !c->p->ce_unfused) return 0;
-  double tf = op->flops / c->lk.roof.peak_flops * 1e6, tb = op->bytes / c->lk.roof.hbm_bytes_per_s * 1e6;
+  bool attn = op->model_op >= 0 && op->model_op < c->n_mops && c->mops[op->model_op].kind == MODEL_OP_ATTENTION;
+  double flops = attn ? sim_attention_kernel_flops(c->p, op) : op->flops;
+  double tf = flops / c->lk.roof.peak_flops * 1e6, tb = op->bytes / c->lk.roof.hbm_bytes_per_s * 1e6;
   double floor_us = tf > tb ? tf : tb;
   if (us >= CEILING_SLACK * floor_us) return 0;
   char name[96];
   plan_op_name(c->p, op, name, sizeof name);
   return ts_fail_sim(e,
-                     "%s: op %s priced at %.3g us, faster than the %s's ceiling (%.3g us: %.3g FLOP at %.0f TFLOP/s, "
-                     "%.3g bytes at %.0f GB/s); the costs do not belong to this GPU",
+                     "%s: op %s priced at %.3g us, faster than the %s's ceiling (%.3g us: %.3g FLOP%s at %.0f "
+                     "TFLOP/s, %.3g bytes at %.0f GB/s); the costs do not belong to this GPU",
                      c->lk.cal->path[0] ? c->lk.cal->path : "calibration", name, us, c->p->cluster.gpu.name, floor_us,
-                     op->flops, c->lk.roof.peak_flops / 1e12, op->bytes, c->lk.roof.hbm_bytes_per_s / 1e9);
+                     flops, attn ? " (the attention kernel's)" : "", c->lk.roof.peak_flops / 1e12, op->bytes,
+                     c->lk.roof.hbm_bytes_per_s / 1e9);
 }
 
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e) {

@@ -50,6 +50,16 @@ int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm
  * the stacked query rows around a causal softmax over full s x s scores, the
  * way the inference executor's prefill runs it), in seconds. */
 int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e);
+/* The FLOPs the plan's attention kernel does for an attention op (the op
+ * counts the full s x s square; causal kernels do half of it): what the
+ * ceiling check holds its price against. */
+double sim_attention_kernel_flops(const plan *p, const plan_op *op);
+/* The same for a backend (plan_attention_backend), a direction and the op's count. */
+double sim_attention_kernel_flops_of(int backend, bool bwd, double op_flops);
+/* An attention's roofline time (us) on r's GPU: one launch + the larger of
+ * its kernel's FLOPs at the peak and its bytes at the HBM rate. The floor of
+ * a price from the FLOP-keyed attention tables, which know no bytes. */
+double sim_attention_roof_us(const schema_roofline *r, int backend, bool bwd, double op_flops, double bytes);
 /* Pipeline chunks of a compressed message of `in_bytes` codec input bytes:
  * cut as the executor's compressed collectives cut it (TS_CODEC_CHUNK_BYTES,
  * common/ts_coll.h), at least one. */

@@ -36,3 +36,9 @@ add_executable(test_sim_loss ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_loss.c)
 target_link_libraries(test_sim_loss PRIVATE ts_sim PkgConfig::CUNIT m)
 target_compile_definitions(test_sim_loss PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
 add_test(NAME sim_loss COMMAND test_sim_loss)
+
+# Attention priced at or above the GPU's ceilings on every shipped cluster x zoo model (issue 20's PCIe search).
+add_executable(test_sim_attn_ceiling ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_attn_ceiling.c)
+target_link_libraries(test_sim_attn_ceiling PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_sim_attn_ceiling PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+add_test(NAME sim_attn_ceiling COMMAND test_sim_attn_ceiling)

@@ -212,6 +212,60 @@ static void test_ceiling_refused(void) {
   schema_calibration_free(&cal);
 }
 
+/* The attention's ceiling is the FLOPs its causal kernel does (half the s x s
+ * square the op counts; sim_attention_kernel_flops): a fused point priced at
+ * 0.9x that ceiling is refused, one at 1.2x it (0.6x the full square's time:
+ * the cuDNN kernel at 54 % of the H200's peak, as measured for Llama-3 405B
+ * at TP 1 and seq 8,192) is not. */
+static int fused_attention_priced(double fraction_of_causal_roof, double *us, ts_err *e) {
+  static plan p;
+  if (plan_load(PLANS_DIR "/gpt-h4096-1gpu.json", NULL, NULL, &p, e)) return -1;
+  schema_attn_shape q = {.head_dim = model_head_dim(&p.model), .seq = plan_local_seq(&p), .batch = p.micro_batch,
+                         .heads = p.model.heads / p.tp, .kv_heads = p.model.kv_heads / p.tp, .causal = true};
+  double roof_s = schema_attn_flops(&q, false) / (p.cluster.gpu.bf16_tflops * 1e12);
+  char text[1024];
+  snprintf(text, sizeof text,
+           "{\"schema\":1,\"gpu\":\"NVIDIA H200\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2.28\","
+           "\"transport\":\"nvlink\",\"measured_at\":\"now\",\"gemm\":[{\"m\":1024,\"n\":1024,\"k\":1024,"
+           "\"us\":10}],\"attention_backends\":{\"fused\":[{\"head_dim\":%d,\"seq\":%d,\"batch\":%d,\"heads\":%d,"
+           "\"kv_heads\":%d,\"causal\":true,\"fwd_us\":%.6f,\"bwd_us\":%.6f}]}}",
+           q.head_dim, q.seq, q.batch, q.heads, q.kv_heads, fraction_of_causal_roof * roof_s * 1e6,
+           fraction_of_causal_roof * 2.5 * roof_s * 1e6);
+  schema_calibration cal;
+  if (schema_calibration_from_json_text(text, strlen(text), "attn.json", &cal, e)) return -1;
+  static sim_costs c;
+  int rc = sim_costs_init(&c, &p, &cal, NULL, e);
+  plan_program prog;
+  if (!rc) rc = plan_build_program(&p, 0, &prog, e);
+  if (rc) {
+    schema_calibration_free(&cal);
+    return -1;
+  }
+  *us = -1;
+  for (int i = 0; i < prog.n && !rc && *us < 0; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || c.mops[op->model_op].kind != MODEL_OP_ATTENTION) continue;
+    double s;
+    rc = sim_compute_s(&c, op, &s, e);
+    if (!rc) *us = s * 1e6;
+  }
+  plan_program_free(&prog);
+  schema_calibration_free(&cal);
+  return rc;
+}
+
+static void test_attention_ceiling_is_the_kernels(void) {
+  ts_err e = {0};
+  double us;
+  CU_ASSERT_NOT_EQUAL(fused_attention_priced(0.9, &us, &e), 0);
+  CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_SIM_FAILURE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "attn"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "the attention kernel's"));
+  memset(&e, 0, sizeof e);
+  CU_ASSERT_EQUAL(fused_attention_priced(1.2, &us, &e), 0);
+  CU_ASSERT(us > 0);
+}
+
 /* The shipped measured calibration prices every op of the shipped H200 plans
  * at or above the ceiling (the refusal does not fire on honest costs). */
 static void test_shipped_costs_within_ceiling(void) {
@@ -310,6 +364,7 @@ int main(void) {
   CU_add_test(s, "same GPU: name and figures", test_same_gpu);
   CU_add_test(s, "measured, transferred or refused: the cluster's GPU against the calibration's", test_cost_source);
   CU_add_test(s, "an op faster than the GPU's ceiling is refused", test_ceiling_refused);
+  CU_add_test(s, "attention: the ceiling is its causal kernel's FLOPs", test_attention_ceiling_is_the_kernels);
   CU_add_test(s, "the shipped costs respect the H200's ceilings", test_shipped_costs_within_ceiling);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
