@@ -530,6 +530,10 @@ static bool group_on_one_node(sim_rank *rs, int g) {
   return rs->group_one_node[g];
 }
 
+bool sim_comm_in_node(sim_rank *rs, const plan_op *op) {
+  return op->kind == PLAN_OP_COLLECTIVE && group_on_one_node(rs, op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP);
+}
+
 bool sim_comm_draws_power(sim_rank *rs, const plan_op *op) {
   int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
   if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
