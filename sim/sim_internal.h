@@ -106,6 +106,7 @@ typedef struct sim_rendezvous {
   struct sim_rendezvous *next;
   int expected, arrived, left, ended;
   sg_sem_t start_sem, end_sem, flow_sem;
+  sg_bar_t meet; /* timed_meeting's barrier (sim_comm.c) */
   int transient; /* flows launched by helper actors for members not simulated */
   double start_s;
   double xfer_start_s;
