@@ -9,6 +9,7 @@
  * flow starts at once and completes when its bytes are delivered. */
 #include <math.h>
 #include <simgrid/actor.h>
+#include <simgrid/barrier.h>
 #include <simgrid/comm.h>
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
@@ -65,6 +66,7 @@ void sim_rendezvous_leave(sim_rendezvous *rv) {
   if (rv->start_sem) sg_sem_destroy(rv->start_sem);
   if (rv->end_sem) sg_sem_destroy(rv->end_sem);
   if (rv->flow_sem) sg_sem_destroy(rv->flow_sem);
+  if (rv->meet) sg_barrier_destroy(rv->meet);
   free(rv);
 }
 
@@ -219,8 +221,10 @@ static void timed_meeting(sim_rendezvous *rv, double t) {
   }
   if (rv->arrived == 0) rv->timed_s = t, rv->timed_same = 1, rv->timed_slept = 0;
   else if (t != rv->timed_s) rv->timed_same = -1;
+  /* a SimGrid barrier: the last member's wait releases the others in one call (a semaphore took one per member) */
+  if (!rv->meet) rv->meet = sg_barrier_init((unsigned)rv->expected);
   if (++rv->arrived < rv->expected) {
-    sg_sem_acquire(lazy_sem(&rv->start_sem));
+    sg_barrier_wait(rv->meet);
     if (!rv->timed_slept) sg_actor_sleep_for(t);
     return;
   }
@@ -229,7 +233,7 @@ static void timed_meeting(sim_rendezvous *rv, double t) {
     sg_actor_sleep_for(t);
     rv->timed_slept = 1;
   }
-  for (int i = 0; i < rv->expected - 1; i++) sg_sem_release(lazy_sem(&rv->start_sem));
+  sg_barrier_wait(rv->meet);
   if (!rv->timed_slept) sg_actor_sleep_for(t);
 }
 
@@ -528,6 +532,10 @@ static void know_group(sim_rank *rs, int g) {
 static bool group_on_one_node(sim_rank *rs, int g) {
   if (!rs->group_known[g]) know_group(rs, g);
   return rs->group_one_node[g];
+}
+
+bool sim_comm_in_node(sim_rank *rs, const plan_op *op) {
+  return op->kind == PLAN_OP_COLLECTIVE && group_on_one_node(rs, op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP);
 }
 
 bool sim_comm_draws_power(sim_rank *rs, const plan_op *op) {

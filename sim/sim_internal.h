@@ -35,6 +35,9 @@ typedef struct sim_rank_s {
   int32_t waiting[PLAN_STREAM_COUNT];
   sg_sem_t wake[PLAN_STREAM_COUNT];
   uint8_t wake_pending; /* streams the compute stream woke, released when it next blocks (sim_engine.c) */
+  /* each stream's next op (position in stream_ops): the compute stream may run another stream's in-node
+   * collective itself when that stream sits waiting for it (sim_engine.c's run_for_idle_stream) */
+  int next_pos[PLAN_STREAM_COUNT];
   int coll_seq[PLAN_GROUP_COUNT][PLAN_STREAM_COUNT];
   /* when the transfers of the latest receives started (bubble vs. exposed transfer) */
 #define SIM_XFER_SLOTS 8
@@ -103,6 +106,7 @@ typedef struct sim_rendezvous {
   struct sim_rendezvous *next;
   int expected, arrived, left, ended;
   sg_sem_t start_sem, end_sem, flow_sem;
+  sg_bar_t meet; /* timed_meeting's barrier (sim_comm.c) */
   int transient; /* flows launched by helper actors for members not simulated */
   double start_s;
   double xfer_start_s;
@@ -172,6 +176,8 @@ int sim_clock_comm(sim_rank *rs, double start, double d);
  * at NVLink speed inside one node (its kernels draw power like compute),
  * not through host memory or a network. */
 bool sim_comm_draws_power(sim_rank *rs, const plan_op *op);
+/* sim_comm.c: whether the op is a collective whose group sits on one node (a calibrated time, no flows) */
+bool sim_comm_in_node(sim_rank *rs, const plan_op *op);
 /* Each logged rank's duty (after the run), for fill_result. */
 void sim_clock_duties(sim_world *w);
 /* Passes until the iteration time settles, each in a forked child. */
