@@ -132,6 +132,10 @@ int sim_search_ring_members_per_node(int gpus_per_node, int stride, int n);
 double sim_search_tpo_ring_exposed(int t, double gemm, double step, bool compressed);
 double sim_search_tpo_pipeline_exposed(int k, double gemm, double piece, bool compressed);
 
+/* Time added to n pipeline transfers (t_bw seconds of bandwidth each) that share their NIC with DP
+ * collectives (search_estimate.c): a share busy of them meets one, running dp_s seconds from the
+ * transfer's start (0: longer than it); beside it a transfer gets half the NIC. */
+double sim_search_pp_dp_shared_s(int n, double t_bw, double busy, double dp_s);
 /* ZeRO-3's wait per micro-batch on a stage (search_estimate.c): the waits at the starts of its 2 vpp
  * chunk steps (step_waits: sim_search_zero3_step_wait_s of each; the programs prefetch within a step),
  * or the DP stream's work (dp_work) beyond the compute when that is more. Seconds in, seconds out. */

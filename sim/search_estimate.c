@@ -577,6 +577,20 @@ static double dp_sharded_s(const plan *p, double reduce, double gather, double g
   return t;
 }
 
+/* Pipeline transfers slowed by DP collectives on the same NIC (search_estimate.c):
+ * n transfers, each t_bw seconds of bandwidth alone; beside a DP flow a
+ * transfer gets half the NIC (SimGrid's fair share of the link, as a real
+ * NIC's queues share it). busy: the fraction of the transfers that meet a DP
+ * collective; dp_s: how long that collective runs from the transfer's start
+ * (0: longer than the transfer). A transfer that meets one for d seconds
+ * moves d / 2 of its bytes' time in them and the rest alone: it takes
+ * t_bw + min(t_bw, d / 2). Returns the time added to the n transfers. */
+double sim_search_pp_dp_shared_s(int n, double t_bw, double busy, double dp_s) {
+  if (n < 1 || !(t_bw > 0) || !(busy > 0)) return 0;
+  double extra = dp_s > 0 ? fmin(t_bw, dp_s / 2.0) : t_bw;
+  return n * fmin(busy, 1.0) * extra;
+}
+
 /* ZeRO-3's wait per micro-batch on one stage. One reduce-scatter and two
  * gathers per unit (layer, embedding, head), each paying the ring's latency
  * steps: the stage's bytes, the latency units times (on 2,048 cross-leaf
@@ -621,13 +635,14 @@ typedef struct {
 } zero3_units;
 
 static double zero3_wait(const plan *p, const zero3_units *u, double params, double per_mb_compute,
-                         double layer_fwd, double layer_bwd, int units) {
+                         double layer_fwd, double layer_bwd, int units, double *dp_work) {
   const int shards = plan_dp_shards(p);
   double reduce = group_coll_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, plan_grad_bytes(p) * params);
   double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
   double a_rs = group_alpha_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp);
   double a_ag = group_alpha_s(p, PLAN_COLL_ALLGATHER, shards, p->tp);
   double work = reduce + 2.0 * gather + (units - 1) * (a_rs + 2.0 * a_ag);
+  *dp_work = work;
   /* the 2 vpp steps of a micro-batch: a layer first, except stage 0's first forward (the embedding)
    * and the last stage's last backward (the head); with pp > 1 these are on different stages: the
    * one that waits more sets the pace */
@@ -768,11 +783,12 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   /* ZeRO-3's waits hold each micro-batch of the stage back: they set the pipeline's pace */
   /* per micro-batch on the last stage (its layers plus the output head) */
   double per_layer = compute + recompute + lc->tp_exposed + sc->cp_ring;
-  double z3 = 0, z3_tail = 0;
+  double z3 = 0, z3_tail = 0, z3_work = 0;
   if (p->zero_stage == 3 && shards > 1) {
     zero3_units u = sc->z3;
     u.emb_fwd /= ms, u.emb_bwd /= ms, u.head_bwd = 2.0 * head / 3.0; /* at the clock's speeds */
-    z3 = zero3_wait(p, &u, params, L * (compute + recompute), f_layer, per_layer - f_layer, L + (p->pp == 1 ? 2 : 1));
+    z3 = zero3_wait(p, &u, params, L * (compute + recompute), f_layer, per_layer - f_layer, L + (p->pp == 1 ? 2 : 1),
+                    &z3_work);
     z3_tail = sim_search_zero3_tail_s(u.rs_layer, u.rs_emb, u.emb_bwd);
   }
   double stage_mb = L * per_layer + head + sc->head_tp + z3;
@@ -794,6 +810,25 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
             ? p->cluster.nic.latency_us * 1e-6 + msg / (nic_gbps_per_gpu(&p->cluster) * 1e9)
             : p->cluster.intra.latency_us * 1e-6 + msg / (p->cluster.intra.gbps_per_gpu * 1e9);
     est->pp_exposed_s = 2.0 * m * p->vpp * t;
+    /* Beside DP collectives that leave through the same NIC (both groups cross nodes), a transfer gets
+     * half of it: ZeRO-1 and plain DP reduce each chunk's buckets after its last micro-batch's backward,
+     * while that micro-batch's gradient crosses the pp stages (the group's chain, no slack); ZeRO-2 and
+     * ZeRO-3 keep the DP stream busy beside every step. */
+    if (crosses_nodes(p, stride, 2) && shards > 1 && crosses_nodes(p, p->tp, shards)) {
+      const double t_bw = msg / (nic_gbps_per_gpu(&p->cluster) * 1e9);
+      const double grads = plan_grad_bytes(p) * params;
+      double f, b;
+      stage0_steps(p, sc, per_layer, f_layer, head, &f, &b);
+      if (p->zero_stage == 3) {
+        est->pp_exposed_s += sim_search_pp_dp_shared_s(2 * m * p->vpp, t_bw, fmin(1.0, z3_work / (L * (compute + recompute))), 0);
+      } else if (p->zero_stage == 2) {
+        double r = group_coll_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, grads) / p->vpp;
+        est->pp_exposed_s += sim_search_pp_dp_shared_s(2 * m * p->vpp, t_bw, fmin(1.0, r / (f + b)), 0);
+      } else if (!p->overlap_grad_reduce_off) {
+        double r = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, shards, p->tp, grads) / p->vpp;
+        est->pp_exposed_s += sim_search_pp_dp_shared_s(p->vpp * p->pp, t_bw, 1.0, r);
+      }
+    }
   }
 
   double opt_params = p->zero1 ? params / shards : params;
