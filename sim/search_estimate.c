@@ -9,7 +9,10 @@
  * The slowest stage (the last, which also computes the logits) sets the
  * pace; 1F1B adds (pp - 1) / vpp of those per-micro-batch times of fill and
  * drain; every pipeline activation and its gradient is one exposed
- * transfer; the data-parallel buckets queue on the one DP stream as the
+ * transfer, slowed where DP collectives share its NIC
+ * (sim_search_pp_dp_shared_s); ZeRO-3 waits at each step's start and
+ * leaves its last reduce-scatters after the compute
+ * (sim_search_zero3_step_wait_s, sim_search_zero3_tail_s); the data-parallel buckets queue on the one DP stream as the
  * schedule releases them (the last micro-batch's backward of each chunk, or
  * every backward under ZeRO-2: sim_search_last_backward_tail_s,
  * sim_search_zero2_tail_s), overlap_param_gather's gathers chain bucket by
