@@ -143,6 +143,9 @@ double sim_search_zero3_wait_s(double step_waits, double dp_work, double compute
 /* ZeRO-3's wait at the start of one chunk step: the first unit's gather g_first in full, then the
  * second unit's g_second (queued behind it on the DP stream) beyond the first unit's compute c_first. */
 double sim_search_zero3_step_wait_s(double g_first, double g_second, double c_first);
+/* ZeRO-3: the time the steps that follow a backward step wait behind its last reduce-scatter (rs_last)
+ * on the DP stream, over a stage's backward_steps backward steps (the last one has the tail instead). */
+double sim_search_zero3_after_backward_s(int backward_steps, double rs_last);
 /* ZeRO-3's reduce-scatters left after the iteration's last backward (stage 0's): the second-to-last
  * unit's (rs_prev, from the end of its backward) and the last unit's (rs_last, queued behind it) beyond
  * the last unit's backward (c_last). */

@@ -618,6 +618,16 @@ double sim_search_zero3_step_wait_s(double g_first, double g_second, double c_fi
   return g_first + fmax(0.0, g_second - c_first);
 }
 
+/* A backward step's units reduce-scatter as they end; the last one's (the
+ * chunk's first layer, rs_last) starts when the step's compute ends, and
+ * the next step's gathers, issued at its start, queue behind it on the
+ * in-order DP stream: each of the steps that follow one of the stage's
+ * `backward_steps` backward steps (all but the last, which the tail
+ * counts) waits rs_last more before its first unit. */
+double sim_search_zero3_after_backward_s(int backward_steps, double rs_last) {
+  return backward_steps > 1 ? (backward_steps - 1) * rs_last : 0.0;
+}
+
 /* The last backward of the iteration (stage 0's chunk 0) ends with its first
  * layer and then the embedding: the first layer's reduce-scatter leaves when
  * that layer's backward ends, the embedding's waits behind it on the DP
@@ -655,6 +665,10 @@ static double zero3_wait(const plan *p, const zero3_units *u, double params, dou
   double head_b = sim_search_zero3_step_wait_s(u->g_head, u->g_layer, u->head_bwd);
   double steps = (p->vpp - 1) * (layer_f + layer_b);
   steps += p->pp == 1 ? emb_f + head_b : fmax(emb_f + layer_b, layer_f + head_b);
+  /* a backward step ends with its first layer's reduce-scatter on the DP stream: the step after it
+   * (m vpp - 1 of them on a stage) finds its first gather queued behind it */
+  const int m = plan_micro_batches(p);
+  steps += sim_search_zero3_after_backward_s(m * p->vpp, u->rs_layer) / m;
   return sim_search_zero3_wait_s(steps, work, per_mb_compute);
 }
 

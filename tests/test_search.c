@@ -379,6 +379,18 @@ static void test_pp_dp_shared(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_search_pp_dp_shared_s(16, 3, 0, 0), 0, 1e-12);
 }
 
+/* After a backward step, by hand: a stage with 14 backward steps (2
+ * micro-batches x vpp 7), each ending with its first layer's 63.4 ms
+ * reduce-scatter; the 13 steps that follow them find their first gather
+ * queued behind it: 13 x 63.4 = 824.2 ms (Llama-3 405B TP2 PP2 vpp7 CP2
+ * ZeRO-3, traced: every backward step of the cool-down waited 114.6 ms, the
+ * 63 ms reduce-scatter and a layer's 47-52 ms gather). One backward step:
+ * nothing (the tail counts it). */
+static void test_zero3_after_backward(void) {
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_after_backward_s(14, 63.4), 824.2, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_after_backward_s(1, 63.4), 0, 1e-12);
+}
+
 static void test_zero3_tail(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_tail_s(3, 2, 1), 4, 1e-12);
   CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_tail_s(3, 2, 6), 2, 1e-12);
@@ -556,6 +568,7 @@ int main(void) {
   CU_add_test(s, "estimate: clock duty", test_clock_duty);
   CU_add_test(s, "estimate: ZeRO-3 wait", test_zero3_wait);
   CU_add_test(s, "estimate: ZeRO-3 tail", test_zero3_tail);
+  CU_add_test(s, "estimate: ZeRO-3 after a backward step", test_zero3_after_backward);
   CU_add_test(s, "estimate: pipeline transfers beside DP collectives", test_pp_dp_shared);
   CU_add_test(s, "estimate: ZeRO-2 tail", test_zero2_tail);
   CU_add_test(s, "estimate: overlap_param_gather chain", test_param_gather_wait);
