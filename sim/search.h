@@ -132,10 +132,24 @@ int sim_search_ring_members_per_node(int gpus_per_node, int stride, int n);
 double sim_search_tpo_ring_exposed(int t, double gemm, double step, bool compressed);
 double sim_search_tpo_pipeline_exposed(int k, double gemm, double piece, bool compressed);
 
-/* ZeRO-3's wait per micro-batch on a stage (search_estimate.c): the first unit's gather of each of the
- * 2 vpp chunk steps is exposed (the programs prefetch within a step), the rest of the DP stream's work
- * (dp_work) hides behind the compute when it fits. Seconds in, seconds out. */
-double sim_search_zero3_wait_s(int vpp, double dp_work, double unit_gather, double compute);
+/* Time added to n pipeline transfers (t_bw seconds of bandwidth each) that share their NIC with DP
+ * collectives (search_estimate.c): a share busy of them meets one, running dp_s seconds from the
+ * transfer's start (0: longer than it); beside it a transfer gets half the NIC. */
+double sim_search_pp_dp_shared_s(int n, double t_bw, double busy, double dp_s);
+/* ZeRO-3's wait per micro-batch on a stage (search_estimate.c): the waits at the starts of its 2 vpp
+ * chunk steps (step_waits: sim_search_zero3_step_wait_s of each; the programs prefetch within a step),
+ * or the DP stream's work (dp_work) beyond the compute when that is more. Seconds in, seconds out. */
+double sim_search_zero3_wait_s(double step_waits, double dp_work, double compute);
+/* ZeRO-3's wait at the start of one chunk step: the first unit's gather g_first in full, then the
+ * second unit's g_second (queued behind it on the DP stream) beyond the first unit's compute c_first. */
+double sim_search_zero3_step_wait_s(double g_first, double g_second, double c_first);
+/* ZeRO-3: the time the steps that follow a backward step wait behind its last reduce-scatter (rs_last)
+ * on the DP stream, over a stage's backward_steps backward steps (the last one has the tail instead). */
+double sim_search_zero3_after_backward_s(int backward_steps, double rs_last);
+/* ZeRO-3's reduce-scatters left after the iteration's last backward (stage 0's): the second-to-last
+ * unit's (rs_prev, from the end of its backward) and the last unit's (rs_last, queued behind it) beyond
+ * the last unit's backward (c_last). */
+double sim_search_zero3_tail_s(double rs_prev, double rs_last, double c_last);
 /* ZeRO-2's reduce-scatters left on the DP stream after the compute ends (search_estimate.c): `run`
  * backward steps of b seconds at the end (with `idle` seconds of pipeline drain among them) and `pairs`
  * forward (f) + backward pairs before them, each backward closing k buckets of DP work r in all. */

@@ -9,7 +9,10 @@
  * The slowest stage (the last, which also computes the logits) sets the
  * pace; 1F1B adds (pp - 1) / vpp of those per-micro-batch times of fill and
  * drain; every pipeline activation and its gradient is one exposed
- * transfer; the data-parallel buckets queue on the one DP stream as the
+ * transfer, slowed where DP collectives share its NIC
+ * (sim_search_pp_dp_shared_s); ZeRO-3 waits at each step's start and
+ * leaves its last reduce-scatters after the compute
+ * (sim_search_zero3_step_wait_s, sim_search_zero3_tail_s); the data-parallel buckets queue on the one DP stream as the
  * schedule releases them (the last micro-batch's backward of each chunk, or
  * every backward under ZeRO-2: sim_search_last_backward_tail_s,
  * sim_search_zero2_tail_s), overlap_param_gather's gathers chain bucket by
@@ -594,28 +597,96 @@ static double dp_sharded_s(const plan *p, double reduce, double gather, double g
   return t;
 }
 
+/* Pipeline transfers slowed by DP collectives on the same NIC (search_estimate.c):
+ * n transfers, each t_bw seconds of bandwidth alone; beside a DP flow a
+ * transfer gets half the NIC (SimGrid's fair share of the link, as a real
+ * NIC's queues share it). busy: the fraction of the transfers that meet a DP
+ * collective; dp_s: how long that collective runs from the transfer's start
+ * (0: longer than the transfer). A transfer that meets one for d seconds
+ * moves d / 2 of its bytes' time in them and the rest alone: it takes
+ * t_bw + min(t_bw, d / 2). Returns the time added to the n transfers. */
+double sim_search_pp_dp_shared_s(int n, double t_bw, double busy, double dp_s) {
+  if (n < 1 || !(t_bw > 0) || !(busy > 0)) return 0;
+  double extra = dp_s > 0 ? fmin(t_bw, dp_s / 2.0) : t_bw;
+  return n * fmin(busy, 1.0) * extra;
+}
+
 /* ZeRO-3's wait per micro-batch on one stage. One reduce-scatter and two
  * gathers per unit (layer, embedding, head), each paying the ring's latency
  * steps: the stage's bytes, the latency units times (on 2,048 cross-leaf
  * members, 2047 x 7.5 us each), all on the one DP stream beside the
  * compute. The programs (plan_program.c, sharding_before_unit) prefetch
- * within a step only: at the first unit of each chunk's forward and backward
- * step the compute waits for that unit's whole gather (2 vpp of them per
- * micro-batch); the rest of the DP work hides behind the compute when it
- * fits: max(2 vpp x unit gather, DP work - compute). */
-double sim_search_zero3_wait_s(int vpp, double dp_work, double unit_gather, double compute) {
-  return fmax(2.0 * vpp * unit_gather, dp_work - compute);
+ * within a step only: at the start of each chunk's forward and backward
+ * step the compute waits for its first unit's whole gather and for the
+ * second unit's beyond the first unit's compute (sim_search_zero3_step_wait_s:
+ * the embedding's forward and the head's backward are short, a layer's are
+ * not); the rest of the DP work hides behind the compute when it fits:
+ * max(the 2 vpp step waits, DP work - compute). */
+double sim_search_zero3_wait_s(double step_waits, double dp_work, double compute) {
+  return fmax(step_waits, dp_work - compute);
 }
 
-static double zero3_wait(const plan *p, double params, double per_mb_compute, int units) {
+/* At a step's start the program issues the gathers of the first unit and
+ * the next (prefetch >= 1) on the in-order DP stream: the first unit's
+ * compute starts when its gather ends (g_first), the second's when its own
+ * gather, queued behind, ends (g_first + g_second) or when the first unit's
+ * compute ends (g_first + c_first), whichever is later. */
+double sim_search_zero3_step_wait_s(double g_first, double g_second, double c_first) {
+  return g_first + fmax(0.0, g_second - c_first);
+}
+
+/* A backward step's units reduce-scatter as they end; the last one's (the
+ * chunk's first layer, rs_last) starts when the step's compute ends, and
+ * the next step's gathers, issued at its start, queue behind it on the
+ * in-order DP stream: each of the steps that follow one of the stage's
+ * `backward_steps` backward steps (all but the last, which the tail
+ * counts) waits rs_last more before its first unit. */
+double sim_search_zero3_after_backward_s(int backward_steps, double rs_last) {
+  return backward_steps > 1 ? (backward_steps - 1) * rs_last : 0.0;
+}
+
+/* The last backward of the iteration (stage 0's chunk 0) ends with its first
+ * layer and then the embedding: the first layer's reduce-scatter leaves when
+ * that layer's backward ends, the embedding's waits behind it on the DP
+ * stream, and the optimizer waits for both (plan_program.c,
+ * sharding_after_unit). The stream ends rs_prev + rs_last after the layer,
+ * c_last of it hidden by the embedding's backward; at least the last
+ * reduce-scatter is left. */
+double sim_search_zero3_tail_s(double rs_prev, double rs_last, double c_last) {
+  return fmax(rs_last, rs_prev + rs_last - c_last);
+}
+
+/* ZeRO-3's per-unit figures on a stage (sim_search_estimate_plan): gathers
+ * and reduce-scatters of a layer, the embedding and the head, each with
+ * its ring latency, and the compute the step-start waits hide behind. */
+typedef struct {
+  double g_layer, g_emb, g_head, rs_layer, rs_emb;
+  double emb_fwd, emb_bwd, head_bwd; /* compute of the embedding's forward / backward, the head's backward */
+} zero3_units;
+
+static double zero3_wait(const plan *p, const zero3_units *u, double params, double per_mb_compute,
+                         double layer_fwd, double layer_bwd, int units, double *dp_work) {
   const int shards = plan_dp_shards(p);
-  double reduce = group_coll_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, 4.0 * params);
+  double reduce = group_coll_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, plan_grad_bytes(p) * params);
   double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
   double a_rs = group_alpha_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp);
   double a_ag = group_alpha_s(p, PLAN_COLL_ALLGATHER, shards, p->tp);
   double work = reduce + 2.0 * gather + (units - 1) * (a_rs + 2.0 * a_ag);
-  double unit_gather = (gather - a_ag) / units + a_ag;
-  return sim_search_zero3_wait_s(p->vpp, work, unit_gather, per_mb_compute);
+  *dp_work = work;
+  /* the 2 vpp steps of a micro-batch: a layer first, except stage 0's first forward (the embedding)
+   * and the last stage's last backward (the head); with pp > 1 these are on different stages: the
+   * one that waits more sets the pace */
+  double layer_f = sim_search_zero3_step_wait_s(u->g_layer, u->g_layer, layer_fwd);
+  double layer_b = sim_search_zero3_step_wait_s(u->g_layer, u->g_layer, layer_bwd);
+  double emb_f = sim_search_zero3_step_wait_s(u->g_emb, u->g_layer, u->emb_fwd);
+  double head_b = sim_search_zero3_step_wait_s(u->g_head, u->g_layer, u->head_bwd);
+  double steps = (p->vpp - 1) * (layer_f + layer_b);
+  steps += p->pp == 1 ? emb_f + head_b : fmax(emb_f + layer_b, layer_f + head_b);
+  /* a backward step ends with its first layer's reduce-scatter on the DP stream: the step after it
+   * (m vpp - 1 of them on a stage) finds its first gather queued behind it */
+  const int m = plan_micro_batches(p);
+  steps += sim_search_zero3_after_backward_s(m * p->vpp, u->rs_layer) / m;
+  return sim_search_zero3_wait_s(steps, work, per_mb_compute);
 }
 
 /* ---- the clock model ---- */
@@ -650,6 +721,7 @@ typedef struct {
   layer_cost lc;
   double cp_ring;                   /* exposed KV ring per layer and micro-batch */
   double head, head_gemm, head_tp;  /* the output head per micro-batch (last stage) */
+  zero3_units z3;                   /* ZeRO-3: the units' gathers and reduce-scatters (at speed 1) */
   int dp_buckets;                   /* ZeRO-1/2: the buckets one micro-batch's backward closes on stage 0 */
   plan_zero_bucket bucket[SEARCH_MAX_BUCKETS]; /* and each one (when they fit) */
   double bucket_gather[SEARCH_MAX_BUCKETS];    /* its parameters' all-gather */
@@ -743,11 +815,16 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   if (p->pp == 2) params = fmax(plan_params_of_stage(p, 0), plan_params_of_stage(p, 1));
   const int shards = plan_dp_shards(p); /* gradients are reduced over dp x cp */
   /* ZeRO-3's waits hold each micro-batch of the stage back: they set the pipeline's pace */
-  double z3 = p->zero_stage == 3 && shards > 1
-                ? zero3_wait(p, params, L * (compute + recompute), L + (p->pp == 1 ? 2 : 1))
-                : 0.0;
   /* per micro-batch on the last stage (its layers plus the output head) */
   double per_layer = compute + recompute + lc->tp_exposed + sc->cp_ring;
+  double z3 = 0, z3_tail = 0, z3_work = 0;
+  if (p->zero_stage == 3 && shards > 1) {
+    zero3_units u = sc->z3;
+    u.emb_fwd /= ms, u.emb_bwd /= ms, u.head_bwd = 2.0 * head / 3.0; /* at the clock's speeds */
+    z3 = zero3_wait(p, &u, params, L * (compute + recompute), f_layer, per_layer - f_layer, L + (p->pp == 1 ? 2 : 1),
+                    &z3_work);
+    z3_tail = sim_search_zero3_tail_s(u.rs_layer, u.rs_emb, u.emb_bwd);
+  }
   double stage_mb = L * per_layer + head + sc->head_tp + z3;
   double pipeline = (m + (double)(p->pp - 1) / p->vpp) * stage_mb;
   double last_bubble = (double)(p->pp - 1) / p->vpp * stage_mb;
@@ -755,8 +832,8 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   est->tp_exposed_s = m * (L * lc->tp_exposed + sc->head_tp / p->pp);
   est->codec_s = m * L * lc->codec;
   est->cp_exposed_s = m * L * sc->cp_ring;
-  est->dp_exposed_s = m * z3;
-  est->bubble_s = fmax(0.0, pipeline - est->compute_s - est->tp_exposed_s - est->cp_exposed_s - est->dp_exposed_s);
+  est->dp_exposed_s = m * z3 + z3_tail;
+  est->bubble_s = fmax(0.0, pipeline - est->compute_s - est->tp_exposed_s - est->cp_exposed_s - m * z3);
 
   /* pipeline transfers: activation forward, gradient backward, per chunk */
   if (p->pp > 1) {
@@ -767,6 +844,25 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
             ? p->cluster.nic.latency_us * 1e-6 + msg / (nic_gbps_per_gpu(&p->cluster) * 1e9)
             : p->cluster.intra.latency_us * 1e-6 + msg / (p->cluster.intra.gbps_per_gpu * 1e9);
     est->pp_exposed_s = 2.0 * m * p->vpp * t;
+    /* Beside DP collectives that leave through the same NIC (both groups cross nodes), a transfer gets
+     * half of it: ZeRO-1 and plain DP reduce each chunk's buckets after its last micro-batch's backward,
+     * while that micro-batch's gradient crosses the pp stages (the group's chain, no slack); ZeRO-2 and
+     * ZeRO-3 keep the DP stream busy beside every step. */
+    if (crosses_nodes(p, stride, 2) && shards > 1 && crosses_nodes(p, p->tp, shards)) {
+      const double t_bw = msg / (nic_gbps_per_gpu(&p->cluster) * 1e9);
+      const double grads = plan_grad_bytes(p) * params;
+      double f, b;
+      stage0_steps(p, sc, per_layer, f_layer, head, &f, &b);
+      if (p->zero_stage == 3) {
+        est->pp_exposed_s += sim_search_pp_dp_shared_s(2 * m * p->vpp, t_bw, fmin(1.0, z3_work / (L * (compute + recompute))), 0);
+      } else if (p->zero_stage == 2) {
+        double r = group_coll_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, grads) / p->vpp;
+        est->pp_exposed_s += sim_search_pp_dp_shared_s(2 * m * p->vpp, t_bw, fmin(1.0, r / (f + b)), 0);
+      } else if (!p->overlap_grad_reduce_off) {
+        double r = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, shards, p->tp, grads) / p->vpp;
+        est->pp_exposed_s += sim_search_pp_dp_shared_s(p->vpp * p->pp, t_bw, 1.0, r);
+      }
+    }
   }
 
   double opt_params = p->zero1 ? params / shards : params;
@@ -798,12 +894,43 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   }
   if (x->failed) return -1;
 
-  est->iteration_s = pipeline + est->pp_exposed_s + (p->zero_stage == 3 ? 0.0 : est->dp_exposed_s) + est->optimizer_s;
+  est->iteration_s = pipeline + est->pp_exposed_s + (p->zero_stage == 3 ? z3_tail : est->dp_exposed_s) + est->optimizer_s;
   double tokens = (double)p->global_batch * p->seq;
   est->tokens_per_s = tokens / est->iteration_s;
   est->tflops_per_gpu = plan_model_flops(p) / est->iteration_s / plan_world_size(p) / 1e12;
   est->mfu = est->tflops_per_gpu * 1e12 / (p->cluster.gpu.bf16_tflops * 1e12);
   return 0;
+}
+
+/* ZeRO-3's units on a stage: a layer's, the embedding's and the head's
+ * parameters gathered (bf16) and reduce-scattered (the gradient bytes), as
+ * plan_program.c issues them, and the embedding's compute. */
+static int zero3_units_of(estimator *x, const model_shard *sh, const model_op *ops, int n, const model_op *head,
+                          int nh, zero3_units *u) {
+  const plan *p = x->p;
+  const int shards = plan_dp_shards(p), gb = plan_grad_bytes(p);
+  model_op emb[MODEL_MAX_LAYER_OPS];
+  int ne = model_embedding_ops(&p->model, sh, emb, MODEL_MAX_LAYER_OPS, x->e);
+  if (ne < 0) return -1;
+  double layer = 0, e = 0, h = 0;
+  for (int i = 0; i < n; i++) layer += ops[i].params;
+  for (int i = 0; i < nh; i++) h += head[i].params;
+  if (p->model.tied_embeddings && p->pp > 1) /* the head's tied copy (plan_head_params) */
+    h += (double)model_vocab_per_gpu(&p->model, p->tp) * p->model.hidden;
+  memset(u, 0, sizeof *u);
+  for (int i = 0; i < ne; i++) {
+    e += emb[i].params;
+    u->emb_fwd += emb[i].kind == MODEL_OP_GEMM ? gemm_s(x, emb[i].m, emb[i].n, emb[i].k) : other_op_s(x, &emb[i], false);
+    u->emb_bwd += emb[i].kind == MODEL_OP_GEMM ? gemm_s(x, emb[i].m, emb[i].k, emb[i].n) + gemm_s(x, emb[i].k, emb[i].n, emb[i].m)
+                                               : other_op_s(x, &emb[i], true);
+  }
+  const double lat = crosses_nodes(p, p->tp, shards) ? sim_search_ring_latency_us(&p->cluster, p->tp, shards) : 0;
+  u->g_layer = group_coll_lat_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * layer, lat);
+  u->g_emb = group_coll_lat_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * e, lat);
+  u->g_head = group_coll_lat_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * h, lat);
+  u->rs_layer = group_coll_lat_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, gb * layer, lat);
+  u->rs_emb = group_coll_lat_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, gb * e, lat);
+  return x->failed ? -1 : 0;
 }
 
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e) {
@@ -847,6 +974,7 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
       sc.bucket_reduce[j] = group_coll_lat_s(p, reduce, shards, p->tp, plan_grad_bytes(p) * sc.bucket[j].params, lat);
     }
   }
+  if (plan_dp_shards(p) > 1 && p->zero_stage == 3 && zero3_units_of(&x, &sh, ops, n, head, nh, &sc.z3)) return -1;
   sc.head = head_s(&x, head, nh, act, &sc.head_tp, &sc.head_gemm);
   if (x.failed) return -1;
 

@@ -336,13 +336,65 @@ static void test_clock_duty(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_search_clock_duty(0, 1, 1), 1.0, 1e-12);
 }
 
-/* ZeRO-3's wait per micro-batch, by hand: DP work 10, compute 5, one unit's
- * gather 1. vpp 3: six first gathers wait, 6 > 10 - 5: 6; vpp 1: 2 < 5: 5;
- * DP work inside the compute and one chunk: 2 x 1 = 2. */
+/* ZeRO-3's wait per micro-batch, by hand: DP work 10, compute 5. Step
+ * waits 6 > 10 - 5: 6; step waits 2 < 5: 5; DP work inside the compute: the
+ * step waits, 2.
+ * A step's start, on the in-order DP stream (prefetch 1): the first unit's
+ * gather (2 s) and the second's (3 s) leave at 0 and end at 2 and 5; the
+ * first unit computes 2-3 (c_first 1), the second waits to 5: 4 s waited in
+ * all (2 + 3 - 1). With c_first 4 the second's gather is done when the first
+ * unit ends (at 6): only the first gather, 2 s. The embedding before a layer
+ * (Llama-3 405B TP4 PP1 DP4096, as simulated: 41.2 ms, 47.2 ms gathers, a
+ * 0.9 ms forward): 87.5 ms, the simulation's 87.9 ms wait at the forward's
+ * start.
+ * The tail: the first layer's reduce-scatter (3 s) leaves when its backward
+ * ends (0), the embedding's (2 s) queues behind it (3-5); the embedding's
+ * backward takes 1 s: the stream ends 4 s after the compute. With a backward
+ * longer than both (6 s): the last reduce-scatter alone is left, 2 s (it
+ * leaves when its backward ends). The 405B case: 63.4 + 51.8 - 0.8 = 114.4 ms
+ * (simulated: 114.3 ms from the embedding's backward to the optimizer). */
 static void test_zero3_wait(void) {
-  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(3, 10, 1, 5), 6, 1e-12);
-  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(1, 10, 1, 5), 5, 1e-12);
-  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(1, 4, 1, 5), 2, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(6, 10, 5), 6, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(2, 10, 5), 5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_wait_s(2, 4, 5), 2, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_step_wait_s(2, 3, 1), 4, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_step_wait_s(2, 3, 4), 2, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_step_wait_s(41.2, 47.2, 0.9), 87.5, 1e-9);
+}
+
+/* Pipeline transfers beside DP collectives on their NIC, by hand: 16
+ * transfers of 3 ms alone. Beside a 19 ms reduce-scatter each gets half the
+ * NIC: 6 ms, 48 ms added. Beside one that ends 4 ms after a transfer starts:
+ * 2 ms of its bytes in those 4 ms, the last 1 ms alone: 5 ms, 2 ms added
+ * each, 32 in all. With the DP stream busy half the time (ZeRO-2/3, a long
+ * collective whenever it is): 8 of them meet one, 24 ms. Nothing when no
+ * transfer meets one. (The nocp case of RESULTS-search.md: the simulated
+ * hop of the last micro-batch's backward is 5.95 ms against 3.0 ms
+ * alone.) */
+static void test_pp_dp_shared(void) {
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_pp_dp_shared_s(16, 3, 1, 19), 48, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_pp_dp_shared_s(16, 3, 1, 0), 48, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_pp_dp_shared_s(16, 3, 1, 4), 32, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_pp_dp_shared_s(16, 3, 0.5, 0), 24, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_pp_dp_shared_s(16, 3, 0, 0), 0, 1e-12);
+}
+
+/* After a backward step, by hand: a stage with 14 backward steps (2
+ * micro-batches x vpp 7), each ending with its first layer's 63.4 ms
+ * reduce-scatter; the 13 steps that follow them find their first gather
+ * queued behind it: 13 x 63.4 = 824.2 ms (Llama-3 405B TP2 PP2 vpp7 CP2
+ * ZeRO-3, traced: every backward step of the cool-down waited 114.6 ms, the
+ * 63 ms reduce-scatter and a layer's 47-52 ms gather). One backward step:
+ * nothing (the tail counts it). */
+static void test_zero3_after_backward(void) {
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_after_backward_s(14, 63.4), 824.2, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_after_backward_s(1, 63.4), 0, 1e-12);
+}
+
+static void test_zero3_tail(void) {
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_tail_s(3, 2, 1), 4, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_tail_s(3, 2, 6), 2, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(sim_search_zero3_tail_s(63.4, 51.8, 0.8), 114.4, 1e-9);
 }
 
 /* ZeRO-2's tail, worked by hand as a queue. Steps F (f = 1 s), B (b = 2 s), each B closing k = 2
@@ -515,6 +567,9 @@ int main(void) {
   CU_add_test(s, "estimate: tp_comm_overlap pieces", test_tpo_pieces);
   CU_add_test(s, "estimate: clock duty", test_clock_duty);
   CU_add_test(s, "estimate: ZeRO-3 wait", test_zero3_wait);
+  CU_add_test(s, "estimate: ZeRO-3 tail", test_zero3_tail);
+  CU_add_test(s, "estimate: ZeRO-3 after a backward step", test_zero3_after_backward);
+  CU_add_test(s, "estimate: pipeline transfers beside DP collectives", test_pp_dp_shared);
   CU_add_test(s, "estimate: ZeRO-2 tail", test_zero2_tail);
   CU_add_test(s, "estimate: overlap_param_gather chain", test_param_gather_wait);
   CU_add_test(s, "estimate: ZeRO-1 buckets after the last backward, DP rings", test_last_backward_tail);
