@@ -163,6 +163,9 @@ double sim_search_param_gather_wait_s(const double *g, const double *h, int n);
 double sim_search_last_backward_tail_s(const double *r, const int *k, int n, double b, double gap, double idle);
 
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e);
+/* The estimate's time (s) of one layer's attention op of p's shard (bwd: its backward): what the tests hold
+ * against the simulator's price of the same op. */
+int sim_search_estimate_attention_s(const plan *p, const schema_calibration *cal, bool bwd, double *s, ts_err *e);
 
 /* ---- running a search ---- */
 typedef struct {

@@ -124,10 +124,36 @@ static double attention_table_s(estimator *x, double flops, bool bwd) {
   return kernel_s(x, "attention", flops, 0, true);
 }
 
-/* ... and at least the op's own roofline on the cluster's GPU, as
- * sim_costs.c's attention_us (those tables know no bytes). */
+/* The plan's attention from the calibration's per-shape points, as the
+ * simulator's attention_us prices it (sim_attention_shape_of picks the
+ * backend and shape, schema_lookup_attn_backend the time): 0 and *s when
+ * priced, 1 when the FLOP-keyed tables are to be used. Memo key: the shape
+ * (whole numbers, exact in a double) and backend, direction. */
+static int attention_shape_s(estimator *x, bool bwd, double *s) {
+  static const char key[] = "attention_shape"; /* compared by address */
+  schema_attn_backend be;
+  schema_attn_shape q;
+  int fell_back;
+  if (sim_attention_shape_of(x->lk.cal, x->p, &be, &q, &fell_back)) return 1;
+  double a = (double)q.seq * 65536.0 + q.head_dim, b = (double)q.batch * 16777216.0 + q.heads * 4096.0 + q.kv_heads,
+         c = (double)be * 2 + bwd;
+  bool hit;
+  memo_entry *me = memo_slot(x->lk.cal, key, a, b, c, &hit);
+  if (!hit) {
+    double us;
+    if (schema_lookup_attn_backend(&x->lk, be, &q, bwd, &us)) return 1;
+    *me = (memo_entry){x->lk.cal, key, a, b, c, us};
+  }
+  *s = me->us * 1e-6;
+  return 0;
+}
+
+/* Else the FLOP-keyed tables and at least the op's own roofline on the
+ * cluster's GPU, as sim_costs.c's attention_us (those tables know no bytes). */
 static double attention_s(estimator *x, double flops, double bytes, bool bwd) {
-  double t = attention_table_s(x, flops, bwd);
+  double t;
+  if (flops > 0 && x->p->attention_backend != PLAN_ATTENTION_UNFUSED && attention_shape_s(x, bwd, &t) == 0) return t;
+  t = attention_table_s(x, flops, bwd);
   double roof = sim_attention_roof_us(&x->lk.roof, x->p->attention_backend, bwd, flops, bytes) * 1e-6;
   return t > roof ? t : roof;
 }
@@ -931,6 +957,24 @@ static int zero3_units_of(estimator *x, const model_shard *sh, const model_op *o
   u->rs_layer = group_coll_lat_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, gb * layer, lat);
   u->rs_emb = group_coll_lat_s(p, PLAN_COLL_REDUCESCATTER, shards, p->tp, gb * e, lat);
   return x->failed ? -1 : 0;
+}
+
+int sim_search_estimate_attention_s(const plan *p, const schema_calibration *cal, bool bwd, double *s, ts_err *e) {
+  estimator x = {.p = p, .e = e};
+  schema_roofline roof;
+  sim_roofline_of(&p->cluster, &roof);
+  schema_lookup_init(&x.lk, cal, &roof, NULL);
+  memo_use(cal);
+  model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, plan_local_seq(p)};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&p->model, &sh, ops, MODEL_MAX_LAYER_OPS, e);
+  if (n < 0) return -1;
+  for (int i = 0; i < n; i++)
+    if (ops[i].kind == MODEL_OP_ATTENTION) {
+      *s = other_op_s(&x, &ops[i], bwd);
+      return x.failed ? -1 : 0;
+    }
+  return ts_fail(e, p->model.name, "attention", "the model has no attention op");
 }
 
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e) {

@@ -103,30 +103,43 @@ static int kernel_phase_us(sim_costs *c, const char *name, double x, int phase, 
  * without the plan's backend, a CP piece or MLA: the executor's tables, and
  * the fallback is named once (the prediction is then the executor's kernel,
  * slower than cuDNN's on the H200: calibration/README.md). */
-static int attention_shape_us(sim_costs *c, int phase, double *us) {
-  const plan *p = c->p;
+int sim_attention_shape_of(const schema_calibration *cal, const plan *p, schema_attn_backend *be,
+                           schema_attn_shape *q, int *fell_back) {
   const model_config *m = &p->model;
-  schema_attn_backend be = p->attention_backend == PLAN_ATTENTION_FLASH  ? SCHEMA_ATTN_FLASH
-                           : p->attention_backend == PLAN_ATTENTION_FUSED ? SCHEMA_ATTN_FUSED
-                                                                          : SCHEMA_ATTN_EXECUTOR;
+  *be = p->attention_backend == PLAN_ATTENTION_FLASH   ? SCHEMA_ATTN_FLASH
+        : p->attention_backend == PLAN_ATTENTION_FUSED ? SCHEMA_ATTN_FUSED
+                                                       : SCHEMA_ATTN_EXECUTOR;
+  *fell_back = 0;
   int n = 0;
-  if (be != SCHEMA_ATTN_EXECUTOR) {
-    schema_attn_points(c->lk.cal, be, &n);
-    bool shaped = p->cp == 1 && m->attention == MODEL_ATTN_GQA;
+  bool shaped = p->cp == 1 && m->attention == MODEL_ATTN_GQA;
+  if (*be != SCHEMA_ATTN_EXECUTOR) {
+    schema_attn_points(cal, *be, &n);
     if (n == 0 || !shaped) {
-      char what[64], instead[160];
-      snprintf(what, sizeof what, "attention_backends.%s", schema_attn_backend_name(be));
-      snprintf(instead, sizeof instead, "the executor's attention tables (%s)",
-               n == 0 ? "the calibration has no points of this backend" : "CP pieces and MLA have no such points");
-      warn_fallback(c, what, instead);
-      be = SCHEMA_ATTN_EXECUTOR;
+      *fell_back = n == 0 ? 1 : 2;
+      *be = SCHEMA_ATTN_EXECUTOR;
     }
   }
-  schema_attn_points(c->lk.cal, be, &n);
-  if (!n || p->cp > 1 || m->attention != MODEL_ATTN_GQA) return 1;
-  schema_attn_shape q = {.head_dim = model_head_dim(m), .seq = plan_local_seq(p), .batch = p->micro_batch,
-                         .heads = m->heads / p->tp, .kv_heads = m->kv_heads / p->tp, .causal = true};
-  if (q.heads < 1 || q.kv_heads < 1) return 1;
+  schema_attn_points(cal, *be, &n);
+  if (!n || !shaped) return 1;
+  *q = (schema_attn_shape){.head_dim = model_head_dim(m), .seq = plan_local_seq(p), .batch = p->micro_batch,
+                           .heads = m->heads / p->tp, .kv_heads = m->kv_heads / p->tp, .causal = true};
+  return q->heads < 1 || q->kv_heads < 1;
+}
+
+static int attention_shape_us(sim_costs *c, int phase, double *us) {
+  schema_attn_backend be;
+  schema_attn_shape q;
+  int fell_back;
+  int rc = sim_attention_shape_of(c->lk.cal, c->p, &be, &q, &fell_back);
+  if (fell_back) {
+    char what[64], instead[160];
+    schema_attn_backend want = c->p->attention_backend == PLAN_ATTENTION_FLASH ? SCHEMA_ATTN_FLASH : SCHEMA_ATTN_FUSED;
+    snprintf(what, sizeof what, "attention_backends.%s", schema_attn_backend_name(want));
+    snprintf(instead, sizeof instead, "the executor's attention tables (%s)",
+             fell_back == 1 ? "the calibration has no points of this backend" : "CP pieces and MLA have no such points");
+    warn_fallback(c, what, instead);
+  }
+  if (rc) return 1;
   return schema_lookup_attn_backend(&c->lk, be, &q, phase == PLAN_PHASE_BWD, us);
 }
 

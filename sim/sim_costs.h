@@ -56,6 +56,14 @@ int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e);
 double sim_attention_kernel_flops(const plan *p, const plan_op *op);
 /* The same for a backend (plan_attention_backend), a direction and the op's count. */
 double sim_attention_kernel_flops_of(int backend, bool bwd, double op_flops);
+/* The attention shape and backend whose points price the plan's attention
+ * (schema_lookup_attn_backend, sim_costs.c's attention_us): the plan's
+ * attention_backend, else the executor's "attention_shapes" when the
+ * calibration has no points of that backend (*fell_back 1) or the op is a CP
+ * piece or MLA (*fell_back 2; else 0). Returns 1 when no points price it
+ * (the caller then uses the FLOP-keyed tables and the roofline floor). */
+int sim_attention_shape_of(const schema_calibration *cal, const plan *p, schema_attn_backend *be,
+                           schema_attn_shape *q, int *fell_back);
 /* An attention's roofline time (us) on r's GPU: one launch + the larger of
  * its kernel's FLOPs at the peak and its bytes at the HBM rate. The floor of
  * a price from the FLOP-keyed attention tables, which know no bytes. */

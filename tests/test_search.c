@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "search.h"
+#include "sim_costs.h"
 
 #ifndef SEARCH_CLI
 #define SEARCH_CLI "search_cli"
@@ -298,6 +299,61 @@ static void test_estimate_ranks_like_simulation(void) {
  *   other leaf:  5.5 + leaf uplinks (levels - 1) x 0.5, both ends = 7.5 us
  * DP over 2 members (GPUs 0, 2: nodes 0, 1) stays in leaf 0; over 4
  * (GPUs 0, 2, 4, 6) the wrap-around edge crosses leaves. */
+/* The estimate prices a layer's attention as the simulator does (sim_costs.c's attention_us): the plan's
+ * backend's measured shapes ("attention_backends"), the executor's ("attention_shapes"), and with CP the
+ * FLOP-keyed tables under the roofline floor. Held equal to the simulator's own price of the same op. */
+static void test_estimate_attention_as_simulator(void) {
+  CU_ASSERT_EQUAL_FATAL(load_base("gpt3-1.3b", "h200x8-nvswitch"), 0);
+  schema_calibration cal;
+  ts_err e = {0};
+  char cal_path[600];
+  snprintf(cal_path, sizeof cal_path, "%s/h200-nvlink.json", TACOSIM_CALIBRATION_DIR);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(cal_path, &cal, &e), 0);
+  struct {
+    sim_search_layout l;
+    int seq;
+    plan_attention_backend be;
+  } cases[] = {
+      {{1, 1, 1, 8, 2, false, true, MODEL_RECOMPUTE_NONE}, 2048, PLAN_ATTENTION_FUSED},
+      {{2, 1, 1, 4, 1, false, true, MODEL_RECOMPUTE_NONE}, 1024, PLAN_ATTENTION_FUSED},
+      {{4, 1, 1, 2, 4, true, true, MODEL_RECOMPUTE_NONE}, 2048, PLAN_ATTENTION_FLASH},
+      {{1, 1, 1, 8, 2, false, true, MODEL_RECOMPUTE_NONE}, 2048, PLAN_ATTENTION_EXECUTOR},
+      {{1, 1, 1, 4, 1, false, true, MODEL_RECOMPUTE_NONE, .cp = 2}, 2048, PLAN_ATTENTION_FUSED},
+  };
+  double fused_fwd = 0, exec_fwd = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    static plan p;
+    CU_ASSERT_EQUAL_FATAL(sim_search_make_plan(&base, &cases[i].l, cases[i].seq, 16, &p, &e), 0);
+    p.attention_backend = cases[i].be;
+    if (plan_validate(&p, &e)) fprintf(stderr, "\n  case %zu: %s\n", i, e.msg);
+    CU_ASSERT_EQUAL_FATAL(plan_validate(&p, &e), 0);
+    sim_costs c;
+    CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &p, &cal, NULL, &e), 0);
+    int a = -1;
+    for (int j = 0; j < c.n_mops; j++)
+      if (c.mops[j].kind == MODEL_OP_ATTENTION) a = j;
+    CU_ASSERT_FATAL(a >= 0);
+    for (int bwd = 0; bwd < 2; bwd++) {
+      plan_op op = {.kind = PLAN_OP_COMPUTE, .phase = (uint8_t)(bwd ? PLAN_PHASE_BWD : PLAN_PHASE_FWD),
+                    .part = PLAN_PART_WHOLE, .model_op = (int16_t)a,
+                    .flops = bwd ? c.mops[a].flops_bwd : c.mops[a].flops_fwd,
+                    .bytes = bwd ? c.mops[a].bytes_bwd : c.mops[a].bytes_fwd};
+      double sim_s = 0, est_s = 0;
+      CU_ASSERT_EQUAL_FATAL(sim_compute_s(&c, &op, &sim_s, &e), 0);
+      CU_ASSERT_EQUAL_FATAL(sim_search_estimate_attention_s(&p, &cal, bwd, &est_s, &e), 0);
+      CU_ASSERT_TRUE(sim_s > 0);
+      if (fabs(est_s - sim_s) > 1e-12 * sim_s)
+        fprintf(stderr, "\n  case %zu %s: estimate %.6g s, simulator %.6g s\n", i, bwd ? "bwd" : "fwd", est_s, sim_s);
+      CU_ASSERT_DOUBLE_EQUAL(est_s, sim_s, 1e-12 * sim_s);
+      if (i == 0 && !bwd) fused_fwd = sim_s;
+      if (i == 3 && !bwd) exec_fwd = sim_s;
+    }
+  }
+  /* the cases differ: cuDNN's points are not the executor's (calibration/README.md: cuDNN is faster) */
+  CU_ASSERT_TRUE(fused_fwd > 0 && fused_fwd < exec_fwd);
+  schema_calibration_free(&cal);
+}
+
 static void test_ring_latency(void) {
   topo_cluster c;
   memset(&c, 0, sizeof c);
@@ -563,6 +619,7 @@ int main(void) {
   CU_add_test(s, "memory filter", test_memory_filter);
   CU_add_test(s, "memory filter agrees with the plan loader", test_memory_filter_agrees_with_loader);
   CU_add_test(s, "spearman", test_spearman);
+  CU_add_test(s, "estimate: attention priced as the simulator prices it", test_estimate_attention_as_simulator);
   CU_add_test(s, "estimate: cross-node ring latency", test_ring_latency);
   CU_add_test(s, "estimate: tp_comm_overlap pieces", test_tpo_pieces);
   CU_add_test(s, "estimate: clock duty", test_clock_duty);
