@@ -221,15 +221,20 @@ static void test_memory_filter_agrees_with_loader(void) {
   CU_ASSERT_EQUAL(g.fit + g.over, n);
 }
 
+/* A shipped calibration file (calibration/NAME) into cal. */
+static int load_shipped_calibration(const char *name, schema_calibration *cal, ts_err *e) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s", TACOSIM_CALIBRATION_DIR, name);
+  return schema_calibration_load(path, cal, e);
+}
+
 /* ---- the estimate against simulation ---- */
 
 static void test_estimate_ranks_like_simulation(void) {
   CU_ASSERT_EQUAL_FATAL(load_base("gpt3-1.3b", "h200x8-nvswitch"), 0);
   schema_calibration cal;
   ts_err e = {0};
-  char cal_path[600];
-  snprintf(cal_path, sizeof cal_path, "%s/h200-derived.json", TACOSIM_CALIBRATION_DIR);
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(cal_path, &cal, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_shipped_calibration("h200-derived.json", &cal, &e), 0);
   /* layouts that differ in what the estimate must weigh: TP traffic, bubble,
    * micro-batch efficiency, recomputation, SP and the codecs */
   struct {
@@ -274,7 +279,7 @@ static void test_estimate_ranks_like_simulation(void) {
   }
   /* the estimate's lookup memo never answers for another calibration */
   schema_calibration slow;
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(cal_path, &slow, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_shipped_calibration("h200-derived.json", &slow, &e), 0);
   for (int i = 0; i < slow.n_gemm; i++) slow.gemm[i].us *= 2;
   sim_search_estimate a, b, c;
   CU_ASSERT_EQUAL(sim_search_estimate_plan(&plans[1], &cal, &a, &e), 0);
@@ -306,9 +311,7 @@ static void test_estimate_attention_as_simulator(void) {
   CU_ASSERT_EQUAL_FATAL(load_base("gpt3-1.3b", "h200x8-nvswitch"), 0);
   schema_calibration cal;
   ts_err e = {0};
-  char cal_path[600];
-  snprintf(cal_path, sizeof cal_path, "%s/h200-nvlink.json", TACOSIM_CALIBRATION_DIR);
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(cal_path, &cal, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_shipped_calibration("h200-nvlink.json", &cal, &e), 0);
   struct {
     sim_search_layout l;
     int seq;

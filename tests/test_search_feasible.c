@@ -14,26 +14,12 @@
 #include <unistd.h>
 
 #include "search.h"
+#include "test_zoo_names.h"
 
 #ifndef TACOSIM_BIN
 #define TACOSIM_BIN "tacosim"
 #endif
 
-/* The zoo's names (NAME.json in dir), sorted. */
-static int zoo_names(const char *dir, char names[][128], int cap) {
-  DIR *d = opendir(dir);
-  int n = 0;
-  if (!d) return 0;
-  for (struct dirent *de; (de = readdir(d)) && n < cap;) {
-    size_t len = strlen(de->d_name);
-    if (len <= 5 || de->d_name[0] == '.' || strcmp(de->d_name + len - 5, ".json")) continue;
-    snprintf(names[n], 128, "%.*s", (int)(len - 5), de->d_name);
-    n++;
-  }
-  closedir(d);
-  qsort(names, (size_t)n, 128, (int (*)(const void *, const void *))strcmp);
-  return n;
-}
 
 /* The direct check, through the plan loader as a hand-written plan goes: for
  * every TP (dividing the node, heads, KV heads, FFN and the GPUs) and PP
@@ -83,7 +69,7 @@ static int direct_fits(const model_config *m, const topo_cluster *c, const char 
 
 static void test_feasible_every_cluster_and_model(void) {
   static char models[64][128], clusters[64][128];
-  int nm = zoo_names(model_zoo_dir(), models, 64), nc = zoo_names(topo_zoo_dir(), clusters, 64);
+  int nm = test_zoo_names(model_zoo_dir(), models, 64), nc = test_zoo_names(topo_zoo_dir(), clusters, 64);
   CU_ASSERT_TRUE_FATAL(nm >= 10 && nc >= 10);
   int pairs = 0, feasible = 0, disagree = 0;
   for (int i = 0; i < nc; i++)

@@ -24,23 +24,10 @@
 #include "calibration.h"
 #include "sim.h"
 #include "sim_costs.h"
+#include "test_zoo_names.h"
 
 #define MAX_NAMES 64
 
-static int names_in(const char *dir, char names[][128], int cap) {
-  DIR *d = opendir(dir);
-  int n = 0;
-  if (!d) return 0;
-  for (struct dirent *de; (de = readdir(d)) && n < cap;) {
-    size_t len = strlen(de->d_name);
-    if (len <= 5 || de->d_name[0] == '.' || strcmp(de->d_name + len - 5, ".json")) continue;
-    snprintf(names[n], 128, "%.*s", (int)(len - 5), de->d_name);
-    n++;
-  }
-  closedir(d);
-  qsort(names, (size_t)n, 128, (int (*)(const void *, const void *))strcmp);
-  return n;
-}
 
 /* The FLOPs of one attention of this shard: forward Q K^T and P V over the
  * scores the kernel computes (causal: half the square; unfused: all of it),
@@ -105,7 +92,7 @@ static void check_shape(sim_costs *c, const plan *p, const char *cluster, const 
 
 static void test_every_cluster_model(void) {
   static char clusters[MAX_NAMES][128], models[MAX_NAMES][128];
-  int nc = names_in(topo_zoo_dir(), clusters, MAX_NAMES), nm = names_in(model_zoo_dir(), models, MAX_NAMES);
+  int nc = test_zoo_names(topo_zoo_dir(), clusters, MAX_NAMES), nm = test_zoo_names(model_zoo_dir(), models, MAX_NAMES);
   CU_ASSERT_TRUE_FATAL(nc >= 10 && nm >= 10);
   static plan base;
   ts_err e = {0};
