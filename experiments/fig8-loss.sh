@@ -6,7 +6,7 @@
 # the last point is over the whole held-out part; runs whose curve was not kept have no line, see
 # experiments/loss/README.md).
 # Middle: the same model shape with 24 heads of 32, TP 8 emulated (experiments/loss/emu/124m-tp8/):
-# baseline, TACO E4M3 and per-tensor FP8, seeds 1234 (solid) and 4321 (dashed).
+# every codec run kept (seed 1234 solid, 4321 dashed; fp8-group and fp8-hadamard stopped before step 2,000).
 # Right: the 25.4M GPT on the King James Bible, TP 2 measured on 2 x H200 (experiments/loss/
 # loss-<codec>.csv) against the same runs emulated on one H200 (experiments/loss/emu/repro/),
 # second half of training (the last point is over the whole held-out part, hence the kink).
@@ -42,7 +42,8 @@ for f in $(find "$LOSS/emu/124m-tp8" -name 'loss-*.csv*' 2> /dev/null | sort); d
   codec=$(codec_of "$f")
   val "$f" "$work/$run.val"
   dt=1; case $run in *s4321*) dt=2 ;; esac
-  mid="$mid \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc ${colour[$codec]:-5} title \"${run#tp8-}\","
+  lc=${colour[$codec]:-5}; case $run in *-gauto) lc=5 ;; esac  # TACO with the reshaping's group
+  mid="$mid \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc $lc title \"${run#tp8-}\","
 done
 for c in none taco-e4m3; do
   val "$(log "$LOSS/loss-$c.csv")" "$work/measured-$c.val"
