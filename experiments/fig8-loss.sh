@@ -26,25 +26,25 @@ fi
 work="$DATA/fig8"
 mkdir -p "$work"
 val() { gzip -cdf "$1" | awk -F, '!/^#/ && $2 == "val" { print $1, $3 }' > "$2"; }
-left="plot" right="plot"
+right="plot"
 declare -A colour=([none]=1 [taco-e4m3]=2 [fp8-tensor]=3 [fp8-group]=4 [fp8-hadamard]=6 [taco-e5m2]=7 [caat]=8 [taco+caat]=10)
-for f in "${big[@]}"; do
-  run=$(basename "$(dirname "$f")")
-  codec=$(codec_of "$f")
-  val "$f" "$work/$run.val"
-  dt=1; case $run in *s4321*) dt=2 ;; esac
-  lc=${colour[$codec]:-5}; case $run in *-gauto) lc=5 ;; esac  # TACO with the reshaping's group
-  left="$left \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc $lc title \"${run#tp2-}\","
-done
-mid="plot"
-for f in $(find "$LOSS/emu/124m-tp8" -name 'loss-*.csv*' 2> /dev/null | sort); do
-  run=$(basename "$(dirname "$f")")
-  codec=$(codec_of "$f")
-  val "$f" "$work/$run.val"
-  dt=1; case $run in *s4321*) dt=2 ;; esac
-  lc=${colour[$codec]:-5}; case $run in *-gauto) lc=5 ;; esac  # TACO with the reshaping's group
-  mid="$mid \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc $lc title \"${run#tp8-}\","
-done
+# series LOG...: the gnuplot plot clauses of the kept runs' validation curves (seed 4321 dashed,
+# TACO with the reshaping's group in its own colour), titled by the run folder without its tp<N>- prefix.
+series() {
+  local f run codec dt lc out="plot"
+  for f in "$@"; do
+    run=$(basename "$(dirname "$f")")
+    codec=$(codec_of "$f")
+    val "$f" "$work/$run.val"
+    dt=1; case $run in *s4321*) dt=2 ;; esac
+    lc=${colour[$codec]:-5}; case $run in *-gauto) lc=5 ;; esac
+    out="$out \"$work/$run.val\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.5 lc $lc title \"${run#tp*-}\","
+  done
+  echo "$out"
+}
+left=$(series "${big[@]}")
+mapfile -t tp8 < <(find "$LOSS/emu/124m-tp8" -name 'loss-*.csv*' 2> /dev/null | sort)
+mid=$(series "${tp8[@]}")
 for c in none taco-e4m3; do
   val "$(log "$LOSS/loss-$c.csv")" "$work/measured-$c.val"
   val "$(log "$LOSS/emu/repro/loss-$c.csv")" "$work/emulated-$c.val"

@@ -13,12 +13,7 @@
 #include "ts_error.h"
 #include "ts_file.h"
 #include "ts_json.h"
-
-#define ASSERT_MSG(e, text)                                                            \
-  do {                                                                                 \
-    if (!strstr((e).msg, (text))) printf("\n  message \"%s\" lacks \"%s\"\n", (e).msg, (text)); \
-    CU_ASSERT_PTR_NOT_NULL(strstr((e).msg, (text)));                                   \
-  } while (0)
+#include "test_check.h"
 
 static json_t *parse(const char *text) {
   ts_err e;

@@ -14,12 +14,7 @@
 #include <unistd.h>
 
 #include "topo.h"
-
-#define ASSERT_MSG(e, text)                                                                      \
-  do {                                                                                           \
-    if (!strstr((e).msg, (text))) printf("\n  message \"%s\" lacks \"%s\"\n", (e).msg, (text)); \
-    CU_ASSERT_PTR_NOT_NULL(strstr((e).msg, (text)));                                             \
-  } while (0)
+#include "test_check.h"
 
 static const char *const catalogue[] = {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM", "H100-PCIe", "H200-SXM",
                                         "H20",            "B200",           "GB200",    "L40S"};
@@ -383,29 +378,7 @@ static char *base_entry_text(void) {
   return buf;
 }
 
-static char *mutate(const mutation *m) {
-  json_error_t je;
-  json_t *root = json_loads(base_entry_text(), 0, &je);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
-  char parent_path[128];
-  snprintf(parent_path, sizeof parent_path, "%s", m->path);
-  char *dot = strchr(parent_path, '.');
-  json_t *parent = root;
-  const char *key = parent_path;
-  if (dot) {
-    *dot = '\0';
-    parent = json_object_get(root, parent_path);
-    key = dot + 1;
-  }
-  CU_ASSERT_PTR_NOT_NULL_FATAL(parent);
-  if (m->value)
-    json_object_set_new(parent, key, json_loads(m->value, JSON_DECODE_ANY, &je));
-  else
-    json_object_del(parent, key);
-  char *text = json_dumps(root, 0);
-  json_decref(root);
-  return text;
-}
+static char *mutate(const mutation *m) { return test_json_mutate(base_entry_text(), m->path, m->value); }
 
 static void test_base_entry_is_valid(void) {
   const char *text = base_entry_text();

@@ -15,8 +15,7 @@
 
 #include "plan_infer.h"
 #include "sim_infer.h"
-
-#define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b) + 1e-15)
+#include "test_check.h"
 
 static plan_infer g_plan;
 

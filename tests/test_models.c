@@ -10,12 +10,7 @@
 
 #include "model.h"
 #include "ts_json.h"
-
-#define ASSERT_MSG(e, text)                                                                          \
-  do {                                                                                               \
-    if (!strstr((e).msg, (text))) printf("\n  message \"%s\" lacks \"%s\"\n", (e).msg, (text));    \
-    CU_ASSERT_PTR_NOT_NULL(strstr((e).msg, (text)));                                                 \
-  } while (0)
+#include "test_check.h"
 
 static model_config load(const char *name) {
   model_config m;
@@ -346,19 +341,7 @@ static const char valid_model[] =
     " \"vocab\": 1000, \"tied_embeddings\": true, \"max_seq\": 512, \"position\": \"learned\"}";
 
 /* The valid model with one member replaced (value: JSON text) or removed (NULL). */
-static char *mutate(const char *key, const char *value) {
-  json_t *root = json_loads(valid_model, 0, NULL);
-  if (value) {
-    json_t *v = json_loads(value, JSON_DECODE_ANY, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
-    json_object_set_new(root, key, v);
-  } else {
-    json_object_del(root, key);
-  }
-  char *text = json_dumps(root, 0);
-  json_decref(root);
-  return text;
-}
+static char *mutate(const char *key, const char *value) { return test_json_mutate(valid_model, key, value); }
 
 static void test_valid_model_text_loads(void) {
   model_config m;

@@ -8,12 +8,7 @@
 #include <string.h>
 
 #include "plan.h"
-
-#define ASSERT_MSG(e, text)                                                                          \
-  do {                                                                                               \
-    if (!strstr((e).msg, (text))) printf("\n  message \"%s\" lacks \"%s\"\n", (e).msg, (text));    \
-    CU_ASSERT_PTR_NOT_NULL(strstr((e).msg, (text)));                                                 \
-  } while (0)
+#include "test_check.h"
 
 static model_config load(const char *name) {
   model_config m;

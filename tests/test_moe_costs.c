@@ -14,8 +14,7 @@
 #include "sim.h"
 #include "sim_costs.h"
 #include "sim_transfer.h"
-
-#define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b))
+#include "test_check.h"
 
 static uint16_t bf(float f) { /* exact for the small values used here */
   uint32_t u;

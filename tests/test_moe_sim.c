@@ -9,17 +9,11 @@
 #include <unistd.h>
 
 #include "sim.h"
+#include "test_check.h"
 
 #define BW 10e9   /* bytes/s per link direction */
 #define LAT 5e-6  /* s per link */
 #define PEAK 1e15 /* FLOP/s of the hand cluster */
-
-#define NEAR(a, b, rel)                                                                                        \
-  do {                                                                                                         \
-    double a_ = (a), b_ = (b);                                                                                 \
-    if (!(fabs(a_ - b_) <= (rel) * fabs(b_))) fprintf(stderr, "\n  %s = %.9g, expected %.9g\n", #a, a_, b_);  \
-    CU_ASSERT(fabs(a_ - b_) <= (rel) * fabs(b_));                                                             \
-  } while (0)
 
 static char platform_path[64];
 static schema_calibration cal; /* empty: every cost from the hand cluster's roofline */

@@ -12,18 +12,13 @@
 #include <unistd.h>
 
 #include "plan.h"
+#include "test_check.h"
 
 #ifndef PLANS_DIR
 #error "PLANS_DIR must point at experiments/plans"
 #endif
 
 static char tmpdir[256];
-
-#define ASSERT_MSG(e, text)                                                                          \
-  do {                                                                                               \
-    if (!strstr((e).msg, (text))) printf("\n  message \"%s\" lacks \"%s\"\n", (e).msg, (text));    \
-    CU_ASSERT_PTR_NOT_NULL(strstr((e).msg, (text)));                                                 \
-  } while (0)
 
 /* A plan's settings; text() turns them into a plan file. */
 typedef struct {

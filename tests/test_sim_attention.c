@@ -13,8 +13,7 @@
 #include "calibration.h"
 #include "sim.h"
 #include "sim_costs.h"
-
-#define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b))
+#include "test_check.h"
 
 /* gpt-h4096-1gpu with the attention fields set. */
 static int load_plan(plan *p, const char *backend, double dropout, ts_err *e) {

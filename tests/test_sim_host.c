@@ -12,14 +12,9 @@
 
 #include "sim.h"
 #include "sim_host.h"
+#include "test_check.h"
 
 #define US 1e-6
-#define NEAR(a, b, tol)                                                                                        \
-  do {                                                                                                         \
-    double a_ = (a), b_ = (b);                                                                                 \
-    if (!(fabs(a_ - b_) <= (tol))) fprintf(stderr, "\n  %s = %.12g, expected %.12g\n", #a, a_, b_);           \
-    CU_ASSERT(fabs(a_ - b_) <= (tol));                                                                         \
-  } while (0)
 
 /* launch 4 us, GEMM 6 us, a fixed 50 us gap after a sync (the plan's figures) */
 static sim_host hand_host(void) {
@@ -42,28 +37,28 @@ static void test_host_bound_after_sync(void) {
   sim_host h = hand_host();
   double host = 0, start;
   double a = sim_host_op(&h, &host, 1, 0, 0, 1, 0, 10 * US, &start);
-  NEAR(a, 10 * US, 1e-12);
-  NEAR(start, 0, 1e-12);
-  NEAR(host, 60 * US, 1e-12);
+  NEAR_ABS(a, 10 * US, 1e-12);
+  NEAR_ABS(start, 0, 1e-12);
+  NEAR_ABS(host, 60 * US, 1e-12);
   double b = sim_host_op(&h, &host, 10, 0, 0, 0, a, 20 * US, &start);
-  NEAR(start, 60 * US, 1e-12);
-  NEAR(b, 98 * US, 1e-12);
-  NEAR(host, 100 * US, 1e-12);
+  NEAR_ABS(start, 60 * US, 1e-12);
+  NEAR_ABS(b, 98 * US, 1e-12);
+  NEAR_ABS(host, 100 * US, 1e-12);
   double c = sim_host_op(&h, &host, 0, 1, 0, 0, b, 100 * US, &start);
-  NEAR(c, 200 * US, 1e-12);
-  NEAR(host, 106 * US, 1e-12);
+  NEAR_ABS(c, 200 * US, 1e-12);
+  NEAR_ABS(host, 106 * US, 1e-12);
   /* D: 1 kernel and 2 event records at 1 us each (6 us of host: 3 entries 2 us apart on average), 3 us on
    * the GPU. Host at 106, GPU free at 200: the host is ahead, D ends at 203, host at 112. E, the same from a
    * host at 300 (after a wait) and a GPU free at 203: the last entry is issued at 304 and runs 1 us: 305. */
   h.event_s = 1 * US;
   double dd = sim_host_op(&h, &host, 1, 0, 2, 0, c, 3 * US, &start);
-  NEAR(dd, 203 * US, 1e-12);
-  NEAR(host, 112 * US, 1e-12);
+  NEAR_ABS(dd, 203 * US, 1e-12);
+  NEAR_ABS(host, 112 * US, 1e-12);
   host = 300 * US;
   double ee = sim_host_op(&h, &host, 1, 0, 2, 0, dd, 3 * US, &start);
-  NEAR(start, 300 * US, 1e-12);
-  NEAR(ee, 305 * US, 1e-12);
-  NEAR(host, 306 * US, 1e-12);
+  NEAR_ABS(start, 300 * US, 1e-12);
+  NEAR_ABS(ee, 305 * US, 1e-12);
+  NEAR_ABS(host, 306 * US, 1e-12);
 }
 
 /* The host ahead: 2 kernels of 50 us each issued by 8 us, then a GEMM of 100 us issued at 8 to 14 while the
@@ -73,11 +68,11 @@ static void test_gpu_bound_host_ahead(void) {
   double host = 0;
   double a = sim_host_op(&h, &host, 2, 0, 0, 0, 0, 100 * US, NULL);
   CU_ASSERT_EQUAL(a, 0 + 100 * US);
-  NEAR(host, 8 * US, 1e-12);
+  NEAR_ABS(host, 8 * US, 1e-12);
   double gpu_free = a, d = 100 * US;
   double b = sim_host_op(&h, &host, 0, 1, 0, 0, gpu_free, d, NULL);
   CU_ASSERT_EQUAL(b, gpu_free + d);
-  NEAR(host, 14 * US, 1e-12);
+  NEAR_ABS(host, 14 * US, 1e-12);
   /* off (no plan figure, no calibration section): the GPU alone */
   plan p;
   memset(&p, 0, sizeof p);
@@ -99,30 +94,30 @@ static void test_calibration_host_section(void) {
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(HOST_CAL, strlen(HOST_CAL), "h.json", &c, &e), 0);
   CU_ASSERT(c.has_host);
-  NEAR(c.host_launch_us, 4, 0);
-  NEAR(c.host_gemm_launch_us, 7, 0);
-  NEAR(schema_host_sync_gap(&c, 50), 70, 1e-12);  /* halfway between the points */
-  NEAR(schema_host_sync_gap(&c, 1000), 80, 0);    /* clamped to the last */
-  NEAR(schema_host_sync_gap(&c, 0), 60, 0);
+  NEAR_ABS(c.host_launch_us, 4, 0);
+  NEAR_ABS(c.host_gemm_launch_us, 7, 0);
+  NEAR_ABS(schema_host_sync_gap(&c, 50), 70, 1e-12);  /* halfway between the points */
+  NEAR_ABS(schema_host_sync_gap(&c, 1000), 80, 0);    /* clamped to the last */
+  NEAR_ABS(schema_host_sync_gap(&c, 0), 60, 0);
   /* the simulator's setup takes the calibration's figures unless the plan gives its own */
   plan p;
   memset(&p, 0, sizeof p);
   sim_host h;
   sim_host_setup(&h, &p, &c);
   CU_ASSERT(h.on);
-  NEAR(h.launch_s, 4 * US, 1e-15);
-  NEAR(h.gemm_s, 7 * US, 1e-15);
-  NEAR(h.event_s, 1.5 * US, 1e-15);
-  NEAR(sim_host_sync_gap_s(&h, 50 * US), 70 * US, 1e-15);
+  NEAR_ABS(h.launch_s, 4 * US, 1e-15);
+  NEAR_ABS(h.gemm_s, 7 * US, 1e-15);
+  NEAR_ABS(h.event_s, 1.5 * US, 1e-15);
+  NEAR_ABS(sim_host_sync_gap_s(&h, 50 * US), 70 * US, 1e-15);
   c.host_event_us = 0; /* not measured (files before it): an event record costs a kernel launch */
   sim_host_setup(&h, &p, &c);
-  NEAR(h.event_s, 4 * US, 1e-15);
+  NEAR_ABS(h.event_s, 4 * US, 1e-15);
   c.host_event_us = 1.5;
   p.host_launch_us = 12;
   sim_host_setup(&h, &p, &c);
-  NEAR(h.launch_s, 12 * US, 1e-15);
-  NEAR(h.gemm_s, 12 * US, 1e-15);
-  NEAR(h.event_s, 12 * US, 1e-15);
+  NEAR_ABS(h.launch_s, 12 * US, 1e-15);
+  NEAR_ABS(h.gemm_s, 12 * US, 1e-15);
+  NEAR_ABS(h.event_s, 12 * US, 1e-15);
   CU_ASSERT(c.host_graph_gap_us == 0); /* optional: absent here */
   c.host_graph_gap_us = 1.25;
   /* written and read back the same */
@@ -134,9 +129,9 @@ static void test_calibration_host_section(void) {
   schema_calibration again;
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "again", &again, &e), 0);
   CU_ASSERT_EQUAL(again.n_host_sync, 2);
-  NEAR(again.host_event_us, 1.5, 0);
-  NEAR(again.host_graph_gap_us, 1.25, 0);
-  NEAR(again.host_sync_gap_us[1], 80, 0);
+  NEAR_ABS(again.host_event_us, 1.5, 0);
+  NEAR_ABS(again.host_graph_gap_us, 1.25, 0);
+  NEAR_ABS(again.host_sync_gap_us[1], 80, 0);
   schema_calibration_free(&again);
   free(buf);
   schema_calibration_free(&c);
@@ -252,8 +247,8 @@ static void test_plan_fields(void) {
   CU_ASSERT_EQUAL(p.host_launch_us, 0);
   snprintf(text, sizeof text, base, ", \"host_launch_us\": 11.1, \"host_sync_us\": 22.8");
   CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
-  NEAR(p.host_launch_us, 11.1, 0);
-  NEAR(p.host_sync_us, 22.8, 0);
+  NEAR_ABS(p.host_launch_us, 11.1, 0);
+  NEAR_ABS(p.host_sync_us, 22.8, 0);
   static const char *bad[][2] = {{", \"host_launch_us\": 0", "host_launch_us"},
                                  {", \"host_sync_us\": -1", "host_sync_us"},
                                  {", \"host_launch_us\": \"fast\"", "host_launch_us"}};
@@ -297,10 +292,10 @@ static void test_whole_iteration(void) {
   host.host_sync_wait_us[0] = 0;
   host.host_sync_gap_us[0] = 1000;
   double with = simulate(&p, &host, &hw);
-  NEAR(with - base, 12 * 1000 * US, 1e-9);
-  NEAR(hw, 12 * 1000 * US, 1e-9); /* the breakdown's host wait line: the twelve gaps */
+  NEAR_ABS(with - base, 12 * 1000 * US, 1e-9);
+  NEAR_ABS(hw, 12 * 1000 * US, 1e-9); /* the breakdown's host wait line: the twelve gaps */
   host.host_sync_gap_us[0] = 1e-9;
-  NEAR(simulate(&p, &host, NULL), base, 1e-12);
+  NEAR_ABS(simulate(&p, &host, NULL), base, 1e-12);
   unlink(platform_path);
 }
 

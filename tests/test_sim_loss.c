@@ -14,8 +14,7 @@
 #include "calibration.h"
 #include "sim.h"
 #include "sim_costs.h"
-
-#define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b))
+#include "test_check.h"
 
 /* gpt-h4096-1gpu (micro 2, seq 2048, vocabulary 50,257 padded to 50,304, TP 1)
  * with the field set to `value` (a JSON text; NULL: left out). */

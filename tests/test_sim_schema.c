@@ -13,8 +13,7 @@
 #include "result.h"
 #include "sim.h"
 #include "sim_costs.h"
-
-#define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b))
+#include "test_check.h"
 
 static const char *valid =
     "{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2.28\",\"transport\":\"nvlink\","

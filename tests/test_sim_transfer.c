@@ -15,8 +15,7 @@
 #include "sim.h"
 #include "sim_costs.h"
 #include "sim_transfer.h"
-
-#define NEAR(a, b, rel) CU_ASSERT(fabs((a) - (b)) <= (rel) * fabs(b))
+#include "test_check.h"
 
 static topo_gpu gpu(const char *name, double tflops, double hbm, double nvlink) {
   topo_gpu g;
@@ -177,7 +176,6 @@ static void test_same_gpu(void) {
   snprintf(b.name, sizeof b.name, "A100-SXM4-80GB");
   CU_ASSERT_FALSE(sim_same_gpu(&a, &b));
 }
-
 
 /* An op priced below the GPU's ceiling is refused, naming the op: a GEMM
  * table 1000x faster than the H200 can run (measured on "the same GPU"). */

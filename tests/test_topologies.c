@@ -14,12 +14,7 @@
 #include <string.h>
 
 #include "topo.h"
-
-#define ASSERT_MSG(e, text)                                                                      \
-  do {                                                                                           \
-    if (!strstr((e).msg, (text))) printf("\n  message \"%s\" lacks \"%s\"\n", (e).msg, (text)); \
-    CU_ASSERT_PTR_NOT_NULL(strstr((e).msg, (text)));                                             \
-  } while (0)
+#include "test_check.h"
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)); }
 
@@ -363,29 +358,7 @@ static const char *const raw_cases[][2] = {
 };
 
 /* Applies one mutation to a fresh copy of the base; returns the new text. */
-static char *mutate(const mutation *m) {
-  json_error_t je;
-  json_t *root = json_loads(base_cluster, 0, &je);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
-  char parent_path[128];
-  snprintf(parent_path, sizeof parent_path, "%s", m->path);
-  char *dot = strchr(parent_path, '.');
-  json_t *parent = root;
-  const char *key = parent_path;
-  if (dot) {
-    *dot = '\0';
-    parent = json_object_get(root, parent_path);
-    key = dot + 1;
-  }
-  CU_ASSERT_PTR_NOT_NULL_FATAL(parent);
-  if (m->value)
-    json_object_set_new(parent, key, json_loads(m->value, JSON_DECODE_ANY, &je));
-  else
-    json_object_del(parent, key);
-  char *text = json_dumps(root, 0);
-  json_decref(root);
-  return text;
-}
+static char *mutate(const mutation *m) { return test_json_mutate(base_cluster, m->path, m->value); }
 
 static void test_base_cluster_is_valid(void) {
   topo_cluster c;
