@@ -190,7 +190,30 @@ typedef struct {
    * modelled). Ranks: tp, then cp, then dp / pp as `order` says
    * (Megatron-Core's tp-cp-ep-dp-pp); gradients are reduced over dp x cp. */
   int cp;
+  /* layout.recompute_modules (added; Megatron-LM's --recompute-modules under
+   * --recompute-granularity selective; plan_recompute.c): PLAN_RECOMPUTE_* bits.
+   * recompute "selective" without the field: core_attn alone (tacosim's
+   * selective before the field existed); 0 unless recompute is selective. */
+  unsigned recompute_modules;
 } plan;
+
+enum {
+  PLAN_RECOMPUTE_CORE_ATTN = 1u, /* the attention core (Korthikanti et al.'s selective recomputation) */
+  PLAN_RECOMPUTE_LAYERNORM = 2u, /* the two norms of a layer: their outputs are not kept */
+  PLAN_RECOMPUTE_MOE_ACT = 4u,   /* the routed experts' activation: FC2's input is not kept */
+  PLAN_RECOMPUTE_MOE = 8u,       /* the whole MoE block (router to un-permute, its all-to-alls too) */
+};
+
+/* The modules a plan recomputes: under selective, the field's, or core_attn
+ * alone where none were set (a plan whose recompute is set in code, as the
+ * layout search's candidates); 0 otherwise. */
+static inline unsigned plan_recompute_set(const plan *p) {
+  if (p->recompute != MODEL_RECOMPUTE_SELECTIVE) return 0;
+  return p->recompute_modules ? p->recompute_modules : PLAN_RECOMPUTE_CORE_ATTN;
+}
+
+/* Whether the plan recomputes `module` (a PLAN_RECOMPUTE_* bit) before its backward. */
+static inline bool plan_recomputes(const plan *p, unsigned module) { return (plan_recompute_set(p) & module) != 0; }
 /* Note: after loading, p->model.layers == p->layers (layers_override applied),
  * so every model_* function called on p->model sees the layers actually run. */
 

@@ -295,41 +295,47 @@ static int ring_gathered_gemm(builder *b, int i, int layer, int micro, int chunk
   return 0;
 }
 
-static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase phase) {
+/* One op of a layer's forward (or of its recomputation: phase), with the TP
+ * collectives around it. */
+static int op_forward(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
   const bool sp = b->p->sequence_parallel, tp = b->p->tp > 1;
-  for (int i = 0; i < b->n_ops; i++) {
-    const model_op *o = &b->ops[i];
-    if (!model_op_in_layer(&b->p->model, o, layer)) continue; /* MoE models: dense or MoE layer */
-    if (o->parallel == MODEL_PAR_EXPERT) {
-      CHECK(plan_moe_forward_op(b, i, layer, micro, chunk, phase));
-      continue;
-    }
-    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap) {
-      CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd));
-      continue;
-    }
-    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
-      int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, b->full_bytes, b->last_op);
-      CHECK(ag);
-      wait_for(b, ag);
-    }
-    if (o->kind == MODEL_OP_ATTENTION && plan_cp(b->p) > 1) {
-      CHECK(plan_cp_attention_forward(b, i, layer, micro, chunk, phase));
-      continue;
-    }
-    if (o->parallel == MODEL_PAR_ROW && tp && (b->p->tp_overlap_chunks > 1 || b->p->tp_comm_overlap)) {
-      CHECK(row_parallel_chunked(b, i, layer, micro, chunk, phase));
-      continue;
-    }
-    int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd);
-    CHECK(c);
-    if (o->parallel == MODEL_PAR_ROW && tp) {
-      int32_t r = tp_coll(b, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk,
-                          b->full_bytes, c);
-      CHECK(r);
-      wait_for(b, r);
-    }
+  const model_op *o = &b->ops[i];
+  if (o->parallel == MODEL_PAR_EXPERT) return plan_moe_forward_op(b, i, layer, micro, chunk, phase);
+  if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap)
+    return ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd);
+  if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
+    int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, b->full_bytes, b->last_op);
+    CHECK(ag);
+    wait_for(b, ag);
   }
+  if (o->kind == MODEL_OP_ATTENTION && plan_cp(b->p) > 1) return plan_cp_attention_forward(b, i, layer, micro, chunk, phase);
+  if (o->parallel == MODEL_PAR_ROW && tp && (b->p->tp_overlap_chunks > 1 || b->p->tp_comm_overlap))
+    return row_parallel_chunked(b, i, layer, micro, chunk, phase);
+  int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd);
+  CHECK(c);
+  if (o->parallel == MODEL_PAR_ROW && tp) {
+    int32_t r = tp_coll(b, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk,
+                        b->full_bytes, c);
+    CHECK(r);
+    wait_for(b, r);
+  }
+  return 0;
+}
+
+static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase phase) {
+  for (int i = 0; i < b->n_ops; i++)
+    if (model_op_in_layer(&b->p->model, &b->ops[i], layer)) /* MoE models: dense or MoE layer */
+      CHECK(op_forward(b, i, layer, micro, chunk, phase));
+  return 0;
+}
+
+/* layout.recompute_modules "moe": before the backward reaches the MoE block
+ * (its last op, i), the block's forward again, all-to-alls included, as
+ * Megatron-Core's checkpointed MoE layer reruns it from its kept input. */
+static int moe_block_recompute(builder *b, int i, int layer, int micro, int chunk) {
+  int first = i;
+  while (first > 0 && b->ops[first - 1].layers_kind == MODEL_LAYERS_MOE) first--;
+  for (int j = first; j <= i; j++) CHECK(op_forward(b, j, layer, micro, chunk, PLAN_PHASE_RECOMPUTE));
   return 0;
 }
 
@@ -341,6 +347,11 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
   for (int i = b->n_ops - 1; i >= 0; i--) {
     const model_op *o = &b->ops[i];
     if (!model_op_in_layer(&p->model, o, layer)) continue; /* MoE models: dense or MoE layer */
+    if (o->layers_kind == MODEL_LAYERS_MOE && plan_recomputes(p, PLAN_RECOMPUTE_MOE) &&
+        (i + 1 == b->n_ops || b->ops[i + 1].layers_kind != MODEL_LAYERS_MOE))
+      CHECK(moe_block_recompute(b, i, layer, micro, chunk));
+    if (o->kind == MODEL_OP_NORM && plan_recomputes(p, PLAN_RECOMPUTE_LAYERNORM))
+      CHECK(compute(b, PLAN_PHASE_RECOMPUTE, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd));
     if (o->parallel == MODEL_PAR_EXPERT) {
       CHECK(plan_moe_backward_op(b, i, layer, micro, chunk));
       continue;
@@ -363,12 +374,12 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       CHECK(regather);
     }
     if (o->kind == MODEL_OP_ATTENTION && plan_cp(p) > 1) { /* the KV ring again (plan_program_cp.c) */
-      if (p->recompute == MODEL_RECOMPUTE_SELECTIVE)
+      if (plan_recomputes(p, PLAN_RECOMPUTE_CORE_ATTN))
         CHECK(plan_cp_attention_forward(b, i, layer, micro, chunk, PLAN_PHASE_RECOMPUTE));
       CHECK(plan_cp_attention_backward(b, i, layer, micro, chunk));
       continue;
     }
-    if (o->kind == MODEL_OP_ATTENTION && p->recompute == MODEL_RECOMPUTE_SELECTIVE)
+    if (o->kind == MODEL_OP_ATTENTION && plan_recomputes(p, PLAN_RECOMPUTE_CORE_ATTN))
       CHECK(compute(b, PLAN_PHASE_RECOMPUTE, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd));
     if (o->kind != MODEL_OP_GEMM) {
       CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_bwd, o->bytes_bwd));

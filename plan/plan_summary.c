@@ -47,11 +47,17 @@ static void print_header(const plan *p, FILE *out) {
     fprintf(out, "context   cp %d (ring of send/recv, p2p): %d tokens per rank in 2 chunks of %d; KV block %.1f MB per "
             "step; gradients reduced over dp x cp = %d ranks\n", plan_cp(p), plan_local_seq(p), p->seq / (2 * plan_cp(p)),
             plan_cp_kv_bytes(p) / 1e6, plan_dp_shards(p));
+  char modules[64] = "";
+  if (p->recompute == MODEL_RECOMPUTE_SELECTIVE) {
+    char names[48];
+    plan_recompute_modules_name(p, names, sizeof names);
+    snprintf(modules, sizeof modules, " (%s)", names);
+  }
   fprintf(out, "layout    dp %d x tp %d x pp %d (vpp %d) = %d of %d GPUs, order %s, sequence parallel %s, ZeRO-1 %s, "
-          "recompute %s\n",
+          "recompute %s%s\n",
           p->dp, p->tp, p->pp, p->vpp, plan_world_size(p), topo_total_gpus(c),
           p->order == PLAN_ORDER_TP_DP_PP ? "tp-dp-pp" : "tp-pp-dp", p->sequence_parallel ? "on" : "off",
-          p->zero1 ? "on" : "off", recompute_name(p->recompute));
+          p->zero1 ? "on" : "off", recompute_name(p->recompute), modules);
   if (p->pp > 1)
     fprintf(out, "pipeline  messages %s\n",
             p->pp_scatter_gather ? "scatter/gather: each TP rank sends its 1/tp slice, the receiver all-gathers it "
