@@ -145,6 +145,12 @@ typedef struct {
    * stage holds this many layers, the other stages share the rest evenly
    * (plan_stages.c). Both 0: layers / pp per stage, as before. */
   int first_stage_layers, last_stage_layers;
+  /* layout.account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split
+   * (added; Megatron-LM's flags of those names): the embedding / the loss
+   * takes one layer's place in the split, so the layers + the accounted
+   * units split evenly into the pp x vpp virtual stages and the first / the
+   * last virtual stage holds one layer fewer (plan_stages.c). */
+  bool account_embedding, account_loss;
   /* Data-parallel sharding and its overlaps (added; plan_program_zero.c):
    * layout.data_parallel_sharding_strategy (Megatron-LM's
    * --data-parallel-sharding-strategy): 0 no_shard, 1 optim (ZeRO-1, the
@@ -289,6 +295,9 @@ static inline int plan_layers_per_chunk(const plan *p) { return p->layers / (p->
 bool plan_uneven_stages(const plan *p);
 int plan_stage_layers(const plan *p, int stage);
 int plan_chunk_layers(const plan *p, int stage);
+/* Layers of one model chunk (virtual stage) of a stage: plan_chunk_layers
+ * except where the embedding or the loss is accounted as a layer (0 allowed). */
+int plan_vchunk_layers(const plan *p, int stage, int chunk);
 int plan_chunk_first_layer(const plan *p, int stage, int chunk);
 int plan_max_stage_layers(const plan *p);
 int plan_validate_stages(const plan *p, ts_err *e);

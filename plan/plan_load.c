@@ -57,6 +57,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "pp_scatter_gather", "grad_reduce_in_fp32",
                                             "decoder_first_pipeline_num_layers",
                                             "decoder_last_pipeline_num_layers",
+                                            "account_for_embedding_in_pipeline_split",
+                                            "account_for_loss_in_pipeline_split",
                                             "data_parallel_sharding_strategy", "overlap_grad_reduce",
                                             "overlap_param_gather", "zero3_prefetch_layers",
                                             "tp_comm_overlap", "context_parallel_size", "cp_comm_type",
@@ -109,6 +111,10 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   p->first_stage_layers = (int)v;
   if (tsj_int_opt(layout, "decoder_last_pipeline_num_layers", 1, 1 << 16, 0, &v, file, "layout", e)) return -1;
   p->last_stage_layers = (int)v;
+  if (tsj_bool_opt(layout, "account_for_embedding_in_pipeline_split", false, &p->account_embedding, file, "layout",
+                   e) ||
+      tsj_bool_opt(layout, "account_for_loss_in_pipeline_split", false, &p->account_loss, file, "layout", e))
+    return -1;
   if (plan_load_zero_fields(layout, file, p, e)) return -1;
   if (tsj_bool_opt(layout, "tp_comm_overlap", false, &p->tp_comm_overlap, file, "layout", e)) return -1;
   if (plan_load_cp_fields(layout, file, p, e)) return -1;

@@ -783,8 +783,8 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
   size_t c = (size_t)micro * b->V + v;
   int64_t finish = st.backward ? b->ideal.bwd_finish[c] : b->ideal.fwd_finish[c];
   CHECK(flush_messages(b, finish - plan_ideal_step_cost(st.backward)));
-  int first_layer = plan_chunk_first_layer(p, b->stage, chunk);
-  const int emb = v == 0, nu = emb + b->lpc + (v == b->V - 1); /* units (plan_zero_chunk) */
+  int first_layer = plan_chunk_first_layer(p, b->stage, chunk), lpc = plan_vchunk_layers(p, b->stage, chunk);
+  const int emb = v == 0, nu = emb + lpc + (v == b->V - 1); /* units (plan_zero_chunk) */
   /* buckets reduced in this backward: the last micro-batch's; every one's under ZeRO-2; none under ZeRO-3 */
   const bool reduce = p->zero_stage == 3 ? false : last_backward_of_chunk || p->zero_stage == 2;
   b->record = last_backward_of_chunk;
@@ -792,7 +792,7 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
     if (v > 0) CHECK(wait_for_message(b, micro, v, 0, chunk));
     if (v == 0) CHECK(sharding_before_unit(b, chunk, 0, micro, 0));
     if (v == 0) CHECK(embedding_forward(b, micro));
-    for (int l = 0; l < b->lpc; l++) {
+    for (int l = 0; l < lpc; l++) {
       CHECK(sharding_before_unit(b, chunk, emb + l, micro, 0));
       CHECK(layer_forward(b, first_layer + l, micro, chunk, PLAN_PHASE_FWD));
     }
@@ -812,7 +812,7 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
         CHECK(bucket_add(b, head, -1, chunk));
       }
     }
-    for (int l = b->lpc - 1; l >= 0; l--) {
+    for (int l = lpc - 1; l >= 0; l--) {
       CHECK(sharding_before_unit(b, chunk, emb + l, micro, 1));
       CHECK(layer_backward(b, first_layer + l, micro, chunk));
       CHECK(sharding_after_unit(b, chunk, emb + l, micro));
@@ -857,7 +857,7 @@ static int finish_iteration(builder *b) {
   bool caat = plan_codec_has_caat(p->codec[PLAN_TRAFFIC_TP_FWD].kind);
   if (p->tp > 1 && (p->sequence_parallel || caat)) {
     for (int chunk = p->vpp - 1; chunk >= 0; chunk--) {
-      double norms = plan_norm_params_per_layer(p) * b->lpc;
+      double norms = plan_norm_params_per_layer(p) * plan_vchunk_layers(p, b->stage, chunk);
       if (plan_virtual_stage(p, b->stage, chunk) == b->V - 1) norms += plan_norm_params_per_layer(p) / 2;
       CHECK(last_tp = plain_coll(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_BWD,
                                  PLAN_PHASE_BWD, PLAN_MOP_NORM_GRADS, chunk, plan_grad_bytes(p) * norms,

@@ -194,7 +194,7 @@ int plan_moe_after_optimizer(plan_builder *b, int32_t opt) {
   if (!p->zero1 || plan_edp(p) < 2) return 0;
   const int stage = plan_b_stage(b);
   for (int c = 0; c < p->vpp; c++) {
-    int first = plan_chunk_first_layer(p, stage, c), lpc = plan_chunk_layers(p, stage);
+    int first = plan_chunk_first_layer(p, stage, c), lpc = plan_vchunk_layers(p, stage, c);
     for (int l = first; l < first + lpc; l++) {
       double experts = layer_params(b, l, true);
       if (experts <= 0) continue;

@@ -68,6 +68,12 @@ static void print_header(const plan *p, FILE *out) {
     for (int st = 0; st < p->pp; st++) fprintf(out, " %d", plan_stage_layers(p, st));
     fprintf(out, "\n");
   }
+  if (p->account_embedding || p->account_loss) {
+    fprintf(out, "stages    %s%s%s accounted as a layer: layers per stage", p->account_embedding ? "embedding" : "",
+            p->account_embedding && p->account_loss ? " and " : "", p->account_loss ? "loss" : "");
+    for (int st = 0; st < p->pp; st++) fprintf(out, " %d", plan_stage_layers(p, st));
+    fprintf(out, " (model chunks of %d layer slots)\n", plan_chunk_layers(p, 0));
+  }
   if (p->zero_stage >= 2 || p->overlap_param_gather || p->overlap_grad_reduce_off || p->tp_comm_overlap) {
     static const char *const zs[] = {"no_shard", "optim (ZeRO-1)", "optim_grads (ZeRO-2)", "optim_grads_params (ZeRO-3)"};
     fprintf(out, "overlaps  sharding %s%s; grad reduce %s; param gather %s; TP comm overlap %s\n",

@@ -73,6 +73,11 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
   if (p->attention_dropout > 0)
     return ts_fail(e, path, "attention_dropout",
                    "%g: the executor runs no dropout (NOT IMPLEMENTED here); 0 only", p->attention_dropout);
+  if (p->account_embedding || p->account_loss)
+    return ts_fail(e, path, p->account_embedding ? "layout.account_for_embedding_in_pipeline_split"
+                                                 : "layout.account_for_loss_in_pipeline_split",
+                   "uneven model chunks are priced by tacosim simulate; the executor runs even chunks only (NOT "
+                   "IMPLEMENTED here)");
   if (p->first_stage_layers > 0)
     return ts_fail(e, path, "layout.decoder_first_pipeline_num_layers",
                    "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
