@@ -145,6 +145,12 @@ typedef struct {
    * stage holds this many layers, the other stages share the rest evenly
    * (plan_stages.c). Both 0: layers / pp per stage, as before. */
   int first_stage_layers, last_stage_layers;
+  /* layout.account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split
+   * (added; Megatron-LM's flags of those names): the embedding / the loss
+   * takes one layer's place in the split, so the layers + the accounted
+   * units split evenly into the pp x vpp virtual stages and the first / the
+   * last virtual stage holds one layer fewer (plan_stages.c). */
+  bool account_embedding, account_loss;
   /* Data-parallel sharding and its overlaps (added; plan_program_zero.c):
    * layout.data_parallel_sharding_strategy (Megatron-LM's
    * --data-parallel-sharding-strategy): 0 no_shard, 1 optim (ZeRO-1, the
@@ -190,7 +196,30 @@ typedef struct {
    * modelled). Ranks: tp, then cp, then dp / pp as `order` says
    * (Megatron-Core's tp-cp-ep-dp-pp); gradients are reduced over dp x cp. */
   int cp;
+  /* layout.recompute_modules (added; Megatron-LM's --recompute-modules under
+   * --recompute-granularity selective; plan_recompute.c): PLAN_RECOMPUTE_* bits.
+   * recompute "selective" without the field: core_attn alone (tacosim's
+   * selective before the field existed); 0 unless recompute is selective. */
+  unsigned recompute_modules;
 } plan;
+
+enum {
+  PLAN_RECOMPUTE_CORE_ATTN = 1u, /* the attention core (Korthikanti et al.'s selective recomputation) */
+  PLAN_RECOMPUTE_LAYERNORM = 2u, /* the two norms of a layer: their outputs are not kept */
+  PLAN_RECOMPUTE_MOE_ACT = 4u,   /* the routed experts' activation: FC2's input is not kept */
+  PLAN_RECOMPUTE_MOE = 8u,       /* the whole MoE block (router to un-permute, its all-to-alls too) */
+};
+
+/* The modules a plan recomputes: under selective, the field's, or core_attn
+ * alone where none were set (a plan whose recompute is set in code, as the
+ * layout search's candidates); 0 otherwise. */
+static inline unsigned plan_recompute_set(const plan *p) {
+  if (p->recompute != MODEL_RECOMPUTE_SELECTIVE) return 0;
+  return p->recompute_modules ? p->recompute_modules : PLAN_RECOMPUTE_CORE_ATTN;
+}
+
+/* Whether the plan recomputes `module` (a PLAN_RECOMPUTE_* bit) before its backward. */
+static inline bool plan_recomputes(const plan *p, unsigned module) { return (plan_recompute_set(p) & module) != 0; }
 /* Note: after loading, p->model.layers == p->layers (layers_override applied),
  * so every model_* function called on p->model sees the layers actually run. */
 
@@ -266,6 +295,9 @@ static inline int plan_layers_per_chunk(const plan *p) { return p->layers / (p->
 bool plan_uneven_stages(const plan *p);
 int plan_stage_layers(const plan *p, int stage);
 int plan_chunk_layers(const plan *p, int stage);
+/* Layers of one model chunk (virtual stage) of a stage: plan_chunk_layers
+ * except where the embedding or the loss is accounted as a layer (0 allowed). */
+int plan_vchunk_layers(const plan *p, int stage, int chunk);
 int plan_chunk_first_layer(const plan *p, int stage, int chunk);
 int plan_max_stage_layers(const plan *p);
 int plan_validate_stages(const plan *p, ts_err *e);

@@ -72,6 +72,16 @@ int plan_validate_cp(const plan *p, ts_err *e);
 
 int plan_validate_zero(const plan *p, ts_err *e);
 
+/* layout.recompute_modules (plan_recompute.c): reads the field (after
+ * layout.recompute), its rules once the model is known, the activation bytes
+ * per layer the modules do not keep, what the one block being recomputed
+ * holds meanwhile, and the modules as "a+b" for reports. */
+int plan_load_recompute_modules(json_t *layout, const char *file, plan *p, ts_err *e);
+int plan_validate_recompute(const plan *p, ts_err *e);
+double plan_recompute_saved_bytes(const plan *p, const model_shard *s);
+double plan_recompute_transient_bytes(const plan *p, const model_shard *s);
+void plan_recompute_modules_name(const plan *p, char *buf, size_t cap);
+
 /* What a model chunk's forward runs, in order ("units": the embedding on the
  * first virtual stage, the layers, the output head on the last), with the
  * parameters of each on this GPU, and the DP bucket (forward order, 0 =

@@ -53,10 +53,12 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                          "host_launch_us", "host_sync_us",
                                          NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
-                                            "recompute", "tp_overlap_chunks",
+                                            "recompute", "recompute_modules", "tp_overlap_chunks",
                                             "pp_scatter_gather", "grad_reduce_in_fp32",
                                             "decoder_first_pipeline_num_layers",
                                             "decoder_last_pipeline_num_layers",
+                                            "account_for_embedding_in_pipeline_split",
+                                            "account_for_loss_in_pipeline_split",
                                             "data_parallel_sharding_strategy", "overlap_grad_reduce",
                                             "overlap_param_gather", "zero3_prefetch_layers",
                                             "tp_comm_overlap", "context_parallel_size", "cp_comm_type",
@@ -98,6 +100,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_enum_opt(layout, "recompute", recompute_names, MODEL_RECOMPUTE_NONE, &recompute, file, "layout", e))
     return -1;
   p->recompute = (model_recompute)recompute;
+  if (plan_load_recompute_modules(layout, file, p, e)) return -1;
   if (tsj_int_opt(layout, "tp_overlap_chunks", 1, 16, 1, &v, file, "layout", e)) return -1;
   p->tp_overlap_chunks = (int)v;
   if (tsj_bool_opt(layout, "pp_scatter_gather", false, &p->pp_scatter_gather, file, "layout", e)) return -1;
@@ -108,6 +111,10 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   p->first_stage_layers = (int)v;
   if (tsj_int_opt(layout, "decoder_last_pipeline_num_layers", 1, 1 << 16, 0, &v, file, "layout", e)) return -1;
   p->last_stage_layers = (int)v;
+  if (tsj_bool_opt(layout, "account_for_embedding_in_pipeline_split", false, &p->account_embedding, file, "layout",
+                   e) ||
+      tsj_bool_opt(layout, "account_for_loss_in_pipeline_split", false, &p->account_loss, file, "layout", e))
+    return -1;
   if (plan_load_zero_fields(layout, file, p, e)) return -1;
   if (tsj_bool_opt(layout, "tp_comm_overlap", false, &p->tp_comm_overlap, file, "layout", e)) return -1;
   if (plan_load_cp_fields(layout, file, p, e)) return -1;
@@ -322,6 +329,7 @@ int plan_validate(const plan *p, ts_err *e) {
   if (plan_validate_cp(p, e)) return -1;
   if (plan_check_program_size(p, f, e)) return -1;
   if (plan_moe_validate(p, e)) return -1;
+  if (plan_validate_recompute(p, e)) return -1;
   if (validate_codecs(p, e)) return -1;
   if (validate_tp_overlap(p, e)) return -1;
   if (validate_pp_scatter_gather(p, e)) return -1;

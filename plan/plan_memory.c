@@ -75,11 +75,19 @@ static double logits_inflight(const plan *p) {
  * Megatron-LM's count). Selective recomputation of fused attention recomputes
  * the log-sum-exp too. */
 static double layer_activations(const plan *p, const model_shard *s, model_recompute r) {
-  if (p->attention_backend == PLAN_ATTENTION_UNFUSED || r != MODEL_RECOMPUTE_NONE)
-    return model_activation_bytes_per_layer(&p->model, s, r);
-  double kept = model_activation_bytes_per_layer(&p->model, s, MODEL_RECOMPUTE_SELECTIVE);
-  if (kept < 0) return -1.0;
-  return kept + 4.0 * (double)s->micro_batch * s->seq * p->model.heads / s->tp;
+  /* selective recomputation without core_attn keeps the attention as none does */
+  const bool selective = r == MODEL_RECOMPUTE_SELECTIVE;
+  model_recompute attn = selective && !plan_recomputes(p, PLAN_RECOMPUTE_CORE_ATTN) ? MODEL_RECOMPUTE_NONE : r;
+  double b;
+  if (p->attention_backend == PLAN_ATTENTION_UNFUSED || attn != MODEL_RECOMPUTE_NONE) {
+    b = model_activation_bytes_per_layer(&p->model, s, attn);
+  } else {
+    b = model_activation_bytes_per_layer(&p->model, s, MODEL_RECOMPUTE_SELECTIVE);
+    if (b >= 0) b += 4.0 * (double)s->micro_batch * s->seq * p->model.heads / s->tp;
+  }
+  if (b < 0) return -1.0;
+  /* the other modules (layout.recompute_modules, plan_recompute.c) */
+  return selective ? b - plan_recompute_saved_bytes(p, s) : b;
 }
 
 /* Beyond the tensors: the runtime (RUNTIME_BYTES), one NCCL communicator per
@@ -117,6 +125,7 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   mem->activations = per_layer * plan_chunk_layers(p, stage) * plan_inflight_peak(p, stage);
   if (p->recompute == MODEL_RECOMPUTE_FULL) /* the one layer being recomputed holds everything */
     mem->activations += layer_activations(p, &s, MODEL_RECOMPUTE_NONE);
+  mem->activations += plan_recompute_transient_bytes(p, &s);
   if (stage == p->pp - 1) {
     double tokens = (double)p->micro_batch * plan_local_seq(p);
     mem->activations += 4.0 * tokens * (double)model_vocab_per_gpu(&p->model, p->tp) * logits_inflight(p);

@@ -59,7 +59,7 @@ double plan_moe_max_load(const plan *p) {
 double plan_moe_layer_params_of_stage(const plan *p, int stage, const model_op *ops, int n, bool experts_only) {
   double total = 0.0;
   for (int c = 0; c < p->vpp; c++) {
-    int first = plan_chunk_first_layer(p, stage, c), lpc = plan_chunk_layers(p, stage);
+    int first = plan_chunk_first_layer(p, stage, c), lpc = plan_vchunk_layers(p, stage, c);
     for (int l = first; l < first + lpc; l++)
       for (int i = 0; i < n; i++)
         if (model_op_in_layer(&p->model, &ops[i], l) && (!experts_only || ops[i].expert)) total += ops[i].params;

@@ -295,41 +295,47 @@ static int ring_gathered_gemm(builder *b, int i, int layer, int micro, int chunk
   return 0;
 }
 
-static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase phase) {
+/* One op of a layer's forward (or of its recomputation: phase), with the TP
+ * collectives around it. */
+static int op_forward(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
   const bool sp = b->p->sequence_parallel, tp = b->p->tp > 1;
-  for (int i = 0; i < b->n_ops; i++) {
-    const model_op *o = &b->ops[i];
-    if (!model_op_in_layer(&b->p->model, o, layer)) continue; /* MoE models: dense or MoE layer */
-    if (o->parallel == MODEL_PAR_EXPERT) {
-      CHECK(plan_moe_forward_op(b, i, layer, micro, chunk, phase));
-      continue;
-    }
-    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap) {
-      CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd));
-      continue;
-    }
-    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
-      int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, b->full_bytes, b->last_op);
-      CHECK(ag);
-      wait_for(b, ag);
-    }
-    if (o->kind == MODEL_OP_ATTENTION && plan_cp(b->p) > 1) {
-      CHECK(plan_cp_attention_forward(b, i, layer, micro, chunk, phase));
-      continue;
-    }
-    if (o->parallel == MODEL_PAR_ROW && tp && (b->p->tp_overlap_chunks > 1 || b->p->tp_comm_overlap)) {
-      CHECK(row_parallel_chunked(b, i, layer, micro, chunk, phase));
-      continue;
-    }
-    int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd);
-    CHECK(c);
-    if (o->parallel == MODEL_PAR_ROW && tp) {
-      int32_t r = tp_coll(b, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk,
-                          b->full_bytes, c);
-      CHECK(r);
-      wait_for(b, r);
-    }
+  const model_op *o = &b->ops[i];
+  if (o->parallel == MODEL_PAR_EXPERT) return plan_moe_forward_op(b, i, layer, micro, chunk, phase);
+  if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap)
+    return ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd);
+  if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
+    int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, b->full_bytes, b->last_op);
+    CHECK(ag);
+    wait_for(b, ag);
   }
+  if (o->kind == MODEL_OP_ATTENTION && plan_cp(b->p) > 1) return plan_cp_attention_forward(b, i, layer, micro, chunk, phase);
+  if (o->parallel == MODEL_PAR_ROW && tp && (b->p->tp_overlap_chunks > 1 || b->p->tp_comm_overlap))
+    return row_parallel_chunked(b, i, layer, micro, chunk, phase);
+  int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd);
+  CHECK(c);
+  if (o->parallel == MODEL_PAR_ROW && tp) {
+    int32_t r = tp_coll(b, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk,
+                        b->full_bytes, c);
+    CHECK(r);
+    wait_for(b, r);
+  }
+  return 0;
+}
+
+static int layer_forward(builder *b, int layer, int micro, int chunk, plan_phase phase) {
+  for (int i = 0; i < b->n_ops; i++)
+    if (model_op_in_layer(&b->p->model, &b->ops[i], layer)) /* MoE models: dense or MoE layer */
+      CHECK(op_forward(b, i, layer, micro, chunk, phase));
+  return 0;
+}
+
+/* layout.recompute_modules "moe": before the backward reaches the MoE block
+ * (its last op, i), the block's forward again, all-to-alls included, as
+ * Megatron-Core's checkpointed MoE layer reruns it from its kept input. */
+static int moe_block_recompute(builder *b, int i, int layer, int micro, int chunk) {
+  int first = i;
+  while (first > 0 && b->ops[first - 1].layers_kind == MODEL_LAYERS_MOE) first--;
+  for (int j = first; j <= i; j++) CHECK(op_forward(b, j, layer, micro, chunk, PLAN_PHASE_RECOMPUTE));
   return 0;
 }
 
@@ -341,6 +347,11 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
   for (int i = b->n_ops - 1; i >= 0; i--) {
     const model_op *o = &b->ops[i];
     if (!model_op_in_layer(&p->model, o, layer)) continue; /* MoE models: dense or MoE layer */
+    if (o->layers_kind == MODEL_LAYERS_MOE && plan_recomputes(p, PLAN_RECOMPUTE_MOE) &&
+        (i + 1 == b->n_ops || b->ops[i + 1].layers_kind != MODEL_LAYERS_MOE))
+      CHECK(moe_block_recompute(b, i, layer, micro, chunk));
+    if (o->kind == MODEL_OP_NORM && plan_recomputes(p, PLAN_RECOMPUTE_LAYERNORM))
+      CHECK(compute(b, PLAN_PHASE_RECOMPUTE, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd));
     if (o->parallel == MODEL_PAR_EXPERT) {
       CHECK(plan_moe_backward_op(b, i, layer, micro, chunk));
       continue;
@@ -363,12 +374,12 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       CHECK(regather);
     }
     if (o->kind == MODEL_OP_ATTENTION && plan_cp(p) > 1) { /* the KV ring again (plan_program_cp.c) */
-      if (p->recompute == MODEL_RECOMPUTE_SELECTIVE)
+      if (plan_recomputes(p, PLAN_RECOMPUTE_CORE_ATTN))
         CHECK(plan_cp_attention_forward(b, i, layer, micro, chunk, PLAN_PHASE_RECOMPUTE));
       CHECK(plan_cp_attention_backward(b, i, layer, micro, chunk));
       continue;
     }
-    if (o->kind == MODEL_OP_ATTENTION && p->recompute == MODEL_RECOMPUTE_SELECTIVE)
+    if (o->kind == MODEL_OP_ATTENTION && plan_recomputes(p, PLAN_RECOMPUTE_CORE_ATTN))
       CHECK(compute(b, PLAN_PHASE_RECOMPUTE, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd));
     if (o->kind != MODEL_OP_GEMM) {
       CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_bwd, o->bytes_bwd));
@@ -772,8 +783,8 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
   size_t c = (size_t)micro * b->V + v;
   int64_t finish = st.backward ? b->ideal.bwd_finish[c] : b->ideal.fwd_finish[c];
   CHECK(flush_messages(b, finish - plan_ideal_step_cost(st.backward)));
-  int first_layer = plan_chunk_first_layer(p, b->stage, chunk);
-  const int emb = v == 0, nu = emb + b->lpc + (v == b->V - 1); /* units (plan_zero_chunk) */
+  int first_layer = plan_chunk_first_layer(p, b->stage, chunk), lpc = plan_vchunk_layers(p, b->stage, chunk);
+  const int emb = v == 0, nu = emb + lpc + (v == b->V - 1); /* units (plan_zero_chunk) */
   /* buckets reduced in this backward: the last micro-batch's; every one's under ZeRO-2; none under ZeRO-3 */
   const bool reduce = p->zero_stage == 3 ? false : last_backward_of_chunk || p->zero_stage == 2;
   b->record = last_backward_of_chunk;
@@ -781,7 +792,7 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
     if (v > 0) CHECK(wait_for_message(b, micro, v, 0, chunk));
     if (v == 0) CHECK(sharding_before_unit(b, chunk, 0, micro, 0));
     if (v == 0) CHECK(embedding_forward(b, micro));
-    for (int l = 0; l < b->lpc; l++) {
+    for (int l = 0; l < lpc; l++) {
       CHECK(sharding_before_unit(b, chunk, emb + l, micro, 0));
       CHECK(layer_forward(b, first_layer + l, micro, chunk, PLAN_PHASE_FWD));
     }
@@ -801,7 +812,7 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
         CHECK(bucket_add(b, head, -1, chunk));
       }
     }
-    for (int l = b->lpc - 1; l >= 0; l--) {
+    for (int l = lpc - 1; l >= 0; l--) {
       CHECK(sharding_before_unit(b, chunk, emb + l, micro, 1));
       CHECK(layer_backward(b, first_layer + l, micro, chunk));
       CHECK(sharding_after_unit(b, chunk, emb + l, micro));
@@ -846,7 +857,7 @@ static int finish_iteration(builder *b) {
   bool caat = plan_codec_has_caat(p->codec[PLAN_TRAFFIC_TP_FWD].kind);
   if (p->tp > 1 && (p->sequence_parallel || caat)) {
     for (int chunk = p->vpp - 1; chunk >= 0; chunk--) {
-      double norms = plan_norm_params_per_layer(p) * b->lpc;
+      double norms = plan_norm_params_per_layer(p) * plan_vchunk_layers(p, b->stage, chunk);
       if (plan_virtual_stage(p, b->stage, chunk) == b->V - 1) norms += plan_norm_params_per_layer(p) / 2;
       CHECK(last_tp = plain_coll(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_BWD,
                                  PLAN_PHASE_BWD, PLAN_MOP_NORM_GRADS, chunk, plan_grad_bytes(p) * norms,

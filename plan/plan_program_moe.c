@@ -124,6 +124,12 @@ int plan_moe_backward_op(plan_builder *b, int i, int layer, int micro, int chunk
   if (!is_expert(ops, n, i + 1)) CHECK(dispatch(b, PLAN_PHASE_BWD, layer, micro, chunk));
   bool first = !is_expert(ops, n, i - 1);
   if (o->kind != MODEL_OP_GEMM) {
+    /* moe_act: the activation again from its kept input (the whole block's
+     * recomputation, "moe", has rerun it already) */
+    const plan *p = plan_b_plan(b);
+    if (plan_recomputes(p, PLAN_RECOMPUTE_MOE_ACT) && !plan_recomputes(p, PLAN_RECOMPUTE_MOE))
+      CHECK(plan_b_compute(b, PLAN_PHASE_RECOMPUTE, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd,
+                           o->bytes_fwd));
     CHECK(plan_b_compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_bwd, o->bytes_bwd));
   } else {
     CHECK(plan_b_compute(b, PLAN_PHASE_BWD, i, PLAN_PART_DGRAD, layer, micro, chunk, o->flops_bwd / 2,
@@ -188,7 +194,7 @@ int plan_moe_after_optimizer(plan_builder *b, int32_t opt) {
   if (!p->zero1 || plan_edp(p) < 2) return 0;
   const int stage = plan_b_stage(b);
   for (int c = 0; c < p->vpp; c++) {
-    int first = plan_chunk_first_layer(p, stage, c), lpc = plan_chunk_layers(p, stage);
+    int first = plan_chunk_first_layer(p, stage, c), lpc = plan_vchunk_layers(p, stage, c);
     for (int l = first; l < first + lpc; l++) {
       double experts = layer_params(b, l, true);
       if (experts <= 0) continue;

@@ -47,11 +47,17 @@ static void print_header(const plan *p, FILE *out) {
     fprintf(out, "context   cp %d (ring of send/recv, p2p): %d tokens per rank in 2 chunks of %d; KV block %.1f MB per "
             "step; gradients reduced over dp x cp = %d ranks\n", plan_cp(p), plan_local_seq(p), p->seq / (2 * plan_cp(p)),
             plan_cp_kv_bytes(p) / 1e6, plan_dp_shards(p));
+  char modules[64] = "";
+  if (p->recompute == MODEL_RECOMPUTE_SELECTIVE) {
+    char names[48];
+    plan_recompute_modules_name(p, names, sizeof names);
+    snprintf(modules, sizeof modules, " (%s)", names);
+  }
   fprintf(out, "layout    dp %d x tp %d x pp %d (vpp %d) = %d of %d GPUs, order %s, sequence parallel %s, ZeRO-1 %s, "
-          "recompute %s\n",
+          "recompute %s%s\n",
           p->dp, p->tp, p->pp, p->vpp, plan_world_size(p), topo_total_gpus(c),
           p->order == PLAN_ORDER_TP_DP_PP ? "tp-dp-pp" : "tp-pp-dp", p->sequence_parallel ? "on" : "off",
-          p->zero1 ? "on" : "off", recompute_name(p->recompute));
+          p->zero1 ? "on" : "off", recompute_name(p->recompute), modules);
   if (p->pp > 1)
     fprintf(out, "pipeline  messages %s\n",
             p->pp_scatter_gather ? "scatter/gather: each TP rank sends its 1/tp slice, the receiver all-gathers it "
@@ -61,6 +67,12 @@ static void print_header(const plan *p, FILE *out) {
     fprintf(out, "stages    uneven (decoder_first/last_pipeline_num_layers): layers per stage");
     for (int st = 0; st < p->pp; st++) fprintf(out, " %d", plan_stage_layers(p, st));
     fprintf(out, "\n");
+  }
+  if (p->account_embedding || p->account_loss) {
+    fprintf(out, "stages    %s%s%s accounted as a layer: layers per stage", p->account_embedding ? "embedding" : "",
+            p->account_embedding && p->account_loss ? " and " : "", p->account_loss ? "loss" : "");
+    for (int st = 0; st < p->pp; st++) fprintf(out, " %d", plan_stage_layers(p, st));
+    fprintf(out, " (model chunks of %d layer slots)\n", plan_chunk_layers(p, 0));
   }
   if (p->zero_stage >= 2 || p->overlap_param_gather || p->overlap_grad_reduce_off || p->tp_comm_overlap) {
     static const char *const zs[] = {"no_shard", "optim (ZeRO-1)", "optim_grads (ZeRO-2)", "optim_grads_params (ZeRO-3)"};

@@ -29,3 +29,8 @@ add_test(NAME moe_costs COMMAND test_moe_costs)
 add_executable(test_sim_host ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_host.c)
 target_link_libraries(test_sim_host PRIVATE ts_sim PkgConfig::CUNIT m)
 add_test(NAME sim_host COMMAND test_sim_host)
+
+# layout.recompute_modules (plan/plan_recompute.c): rules, bytes by hand, recompute ops.
+add_executable(test_recompute_modules ${CMAKE_CURRENT_SOURCE_DIR}/test_recompute_modules.c)
+target_link_libraries(test_recompute_modules PRIVATE ts_plan PkgConfig::CUNIT m)
+add_test(NAME recompute_modules COMMAND test_recompute_modules)

@@ -271,7 +271,9 @@ static void test_shipped_plans(void) {
   const char *plans[] = {"experiments/plans/moe/mixtral-8x7b-64-ep8.json",
                          "experiments/plans/moe/qwen3-30b-a3b-32-ep16.json",
                          "experiments/plans/moe/qwen3-30b-a3b-32-ep16-taco.json",
-                         "experiments/published/moe/qwen3-235b-a22b-256-h100-tp4ep8.json"};
+                         "experiments/published/moe/qwen3-235b-a22b-256-h100-tp4ep8.json",
+                         "experiments/published/moe/qwen3-235b-a22b-256-h100-tp4ep8-16k.json",
+                         "experiments/published/moe/qwen3-235b-a22b-256-h100-tp2ep8-a2a.json"};
   for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", SOURCE_DIR, plans[i]);

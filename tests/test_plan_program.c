@@ -515,6 +515,79 @@ static void test_uneven_interleaved(void) {
   free_all(&p, g);
 }
 
+/* Megatron-LM's account_for_embedding/loss_in_pipeline_split: layers + 2
+ * slots split evenly over the pp x vpp virtual stages, the first and the
+ * last holding one layer fewer (0 allowed: the embedding or the loss alone). */
+static void test_accounted_split(void) {
+  const char *both = ", \"account_for_embedding_in_pipeline_split\": true, \"account_for_loss_in_pipeline_split\": true";
+  struct {
+    int layers, first[4], count[4];
+  } cases[] = {
+      {6, {0, 1, 3, 5}, {1, 2, 2, 1}}, /* 8 slots: virtual stages hold {0}, {1,2}, {3,4}, {5} */
+      {2, {0, 0, 1, 2}, {0, 1, 1, 0}}, /* 4 slots: the embedding alone, {0}, {1}, the loss alone */
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    spec s = base();
+    s.pp = 2, s.vpp = 2, s.layers = cases[k].layers, s.global = 4, s.schedule = "interleaved-1f1b";
+    s.layout_extra = both;
+    plan p = load(&s);
+    for (int v = 0; v < 4; v++) {
+      int st = v % 2, c = v / 2;
+      CU_ASSERT_EQUAL(plan_chunk_first_layer(&p, st, c), cases[k].first[v]);
+      CU_ASSERT_EQUAL(plan_vchunk_layers(&p, st, c), cases[k].count[v]);
+    }
+    CU_ASSERT_EQUAL(plan_stage_layers(&p, 0) + plan_stage_layers(&p, 1), cases[k].layers);
+    /* every layer's forward once per micro-batch, on the stage that holds it; the embedding on stage 0, the loss on stage 1 */
+    plan_program *g = build_all(&p);
+    int m = plan_micro_batches(&p);
+    for (int st = 0; st < 2; st++) {
+      int fwd_layers = 0, emb = 0, loss = 0;
+      for (int i = 0; i < g[st].n; i++) {
+        const plan_op *o = &g[st].ops[i];
+        if (o->kind != PLAN_OP_COMPUTE || o->phase != PLAN_PHASE_FWD) continue;
+        emb += o->model_op == PLAN_MOP_EMBEDDING;
+        loss += o->model_op == PLAN_MOP_LOSS;
+        if (o->layer >= 0 && o->model_op == 0) { /* the layer's first op */
+          int c = o->layer >= plan_chunk_first_layer(&p, st, 1) ? 1 : 0;
+          CU_ASSERT(o->layer >= plan_chunk_first_layer(&p, st, c) &&
+                    o->layer < plan_chunk_first_layer(&p, st, c) + plan_vchunk_layers(&p, st, c));
+          fwd_layers++;
+        }
+      }
+      CU_ASSERT_EQUAL(fwd_layers, plan_stage_layers(&p, st) * m);
+      CU_ASSERT_EQUAL(emb, st == 0 ? m : 0);
+      CU_ASSERT_EQUAL(loss, st == 1 ? m : 0);
+    }
+    eval_result res = evaluate(&p, g);
+    CU_ASSERT(res.completed);
+    free(res.busy);
+    free_all(&p, g);
+  }
+  /* the rules: the slots must split evenly; not with decoder_first/last_pipeline_num_layers */
+  struct {
+    int layers;
+    const char *extra, *field;
+  } bad[] = {
+      {5, ", \"account_for_embedding_in_pipeline_split\": true, \"account_for_loss_in_pipeline_split\": true",
+       "layout.account_for_embedding_in_pipeline_split"},
+      {7, ", \"account_for_loss_in_pipeline_split\": true, \"decoder_first_pipeline_num_layers\": 2",
+       "layout.account_for_loss_in_pipeline_split"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{\"schema\":1,\"model\":\"gpt-tiny\",\"cluster\":\"h200x8-nvswitch\",\"layout\":{\"dp\":1,\"tp\":1,"
+             "\"pp\":2,\"vpp\":2%s},\"batch\":{\"micro\":1,\"global\":4,\"seq\":256},"
+             "\"schedule\":\"interleaved-1f1b\",\"layers_override\":%d}",
+             bad[k].extra, bad[k].layers);
+    plan p;
+    ts_err e = {0};
+    CU_ASSERT_EQUAL(plan_from_json_text(buf, strlen(buf), "t.json", NULL, NULL, &p, &e), -1);
+    if (!strstr(e.msg, bad[k].field)) printf("\n  %s lacks %s\n", e.msg, bad[k].field);
+    CU_ASSERT(strstr(e.msg, bad[k].field) != NULL);
+  }
+}
+
 /* Memory follows the stage's layers: weights of stage s = its layers' params
  * (+ embedding / head), activations = its chunk's layers x in-flight peak. */
 static void test_uneven_memory(void) {
@@ -1240,6 +1313,7 @@ int main(void) {
   CU_add_test(prog, "DP buckets and ZeRO-1", test_dp_buckets_and_zero1);
   CU_add_test(prog, "uneven stages: makespan and busy time hand-worked", test_uneven_stages);
   CU_add_test(prog, "uneven stages with interleaving: chunk layers", test_uneven_interleaved);
+  CU_add_test(prog, "embedding and loss accounted as layers (virtual stages)", test_accounted_split);
   CU_add_test(prog, "uneven stages: memory per stage", test_uneven_memory);
   CU_add_test(prog, "uneven stages: Llama-3 405B on PP 8/16, rules", test_uneven_rules);
   CU_add_test(prog, "recompute", test_recompute);

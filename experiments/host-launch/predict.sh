@@ -35,7 +35,7 @@ iter() {
 } | tee "$OUT/exec-moe.txt"
 q="$ROOT/experiments/published/moe/qwen3-235b-a22b-256-h100-tp4ep8.json"
 {
-  echo "# Qwen3-235B-A22B 256 H100 (96 layers; scale by 94/96), predicted_s"
+  echo "# Qwen3-235B-A22B 256 H100 (94 layers, embedding and loss accounted as layers), predicted_s"
   echo "calibration $(iter "$q")"
   echo "pytorch host_launch_us=11.11 host_sync_us=22.75 $(iter "$(with "$q" host_launch_us=11.11 host_sync_us=22.75)")"
   for L in 20 30 40 60; do echo "host_launch_us=$L $(iter "$(with "$q" host_launch_us=$L)")"; done

@@ -58,6 +58,10 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
                    "attention has head_dim = hidden / heads (NOT IMPLEMENTED here)", p->model.head_dim_override,
                    p->model.heads, p->model.hidden);
   if (model_is_moe(&p->model) && exec_plan_refuse_moe(p, e)) return -1;
+  if (p->recompute == MODEL_RECOMPUTE_SELECTIVE && plan_recompute_set(p) != PLAN_RECOMPUTE_CORE_ATTN)
+    return ts_fail(e, path, "layout.recompute_modules",
+                   "modules other than core_attn alone are priced by tacosim simulate; the executor's selective "
+                   "recomputation is the attention core (NOT IMPLEMENTED here)");
   if (p->attention_backend == PLAN_ATTENTION_UNFUSED)
     return ts_fail(e, path, "attention_backend",
                    "\"unfused\" (Megatron-LM's pre-flash attention) is priced by tacosim simulate; the executor "
@@ -69,6 +73,11 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
   if (p->attention_dropout > 0)
     return ts_fail(e, path, "attention_dropout",
                    "%g: the executor runs no dropout (NOT IMPLEMENTED here); 0 only", p->attention_dropout);
+  if (p->account_embedding || p->account_loss)
+    return ts_fail(e, path, p->account_embedding ? "layout.account_for_embedding_in_pipeline_split"
+                                                 : "layout.account_for_loss_in_pipeline_split",
+                   "uneven model chunks are priced by tacosim simulate; the executor runs even chunks only (NOT "
+                   "IMPLEMENTED here)");
   if (p->first_stage_layers > 0)
     return ts_fail(e, path, "layout.decoder_first_pipeline_num_layers",
                    "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
