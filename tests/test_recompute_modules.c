@@ -6,12 +6,7 @@
 #include <string.h>
 
 #include "plan.h"
-
-#define ASSERT_MSG(e, s)                                                                                     \
-  do {                                                                                                       \
-    if (!strstr((e).msg, (s))) printf("\n  message \"%s\" lacks \"%s\"\n", (e).msg, (s));                     \
-    CU_ASSERT(strstr((e).msg, (s)) != NULL);                                                                 \
-  } while (0)
+#include "test_check.h"
 
 /* dp 8, tp 1, pp 1, seq 256, micro 1, 2 micro-batches; layout: the rest of the layout object */
 static int plan_text(const char *model, const char *layout, plan *p, ts_err *e) {
