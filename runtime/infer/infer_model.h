@@ -18,6 +18,7 @@
 
 #include "coll_taco.h"
 #include "exec_gemm.h"
+#include "infer_gemv.h"
 #include "model.h"
 #include "plan.h"
 #include "ts_error.h"
@@ -60,6 +61,8 @@ typedef struct {
   void *last, *lastn, *logits, *logits_all;
   int32_t *tok;       /* [batch] the sampled tokens */
   exec_gemm *gemm;
+  infer_gemv *gemv;   /* the decode GEMM (NULL: cuBLASLt only, --decode-gemm cublaslt) */
+  infer_gemm_path lin; /* the linear layers' products: the GEMV at <= INFER_GEMV_MAX_M rows, else cuBLASLt */
   cudaStream_t stream;
   coll_team *team;    /* NULL when tp == 1 */
   plan_codec codec;
@@ -85,7 +88,13 @@ typedef struct {
   int decode_attn;      /* 3: infer_decode_attention3, 2: infer_decode_attention2 (infer_decode.h); else
                            infer_decode_attention */
   int kv_fp8;           /* 1: FP8 KV cache (needs decode_attn 2 or 3: their FP8 variants); 0: BF16 */
+  int decode_gemm;      /* INFER_DECODE_GEMM_*: the linear layers' products at <= 16 rows (a decode step of
+                           batch <= 16) */
 } infer_model_opts;
+
+enum { INFER_DECODE_GEMM_GEMV, INFER_DECODE_GEMM_CUBLASLT };
+/* "gemv", "cublaslt" */
+const char *infer_decode_gemm_name(int decode_gemm);
 
 /* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the
  * team's stream. Checks the model is one this executor runs (RMSNorm, SwiGLU,
