@@ -4,7 +4,7 @@
  * 1. Checks (fresh random inputs per case, outputs poisoned with NaN before
  *    every run, plain-C float64 references, tolerance: relative L2 error
  *    <= 1e-2, every output finite): the decode GEMM (infer_gemv.h, both
- *    configurations; a second run must give the same bits), the decode attentions
+ *    variants; a second run must give the same bits), the decode attentions
  *    infer_decode_attention (infer_kernels.h) and infer_decode_attention2
  *    (infer_decode.h).
  * 2. Timing, per point: the model's decode projections (qkv, attn_out, fc1,
@@ -143,11 +143,12 @@ out:
   return rc;
 }
 
-/* The decode GEMM y = x . W (infer_gemv.h; wide: its second configuration): fresh random x
+/* The decode GEMM y = x . W (infer_gemv.h; variant INFER_GEMV_*, launched with programmatic
+ * stream serialization when pdl): fresh random x
  * [m x k] and W [k x n], y poisoned with NaN, against infer_ref_gemm_nn; then run again over a
  * fresh poison, which must give the same bits (the split-K counters were reset, the sums'
  * order is fixed). */
-static int check_gemv(infer_gemv *gv, int wide, int m, long long n, long long k, uint64_t seed, int *failed,
+static int check_gemv(infer_gemv *gv, int variant, int pdl, int m, long long n, long long k, uint64_t seed, int *failed,
                       ts_err *e) {
   void *x = NULL, *w = NULL, *y = NULL;
   uint16_t *hx = NULL, *hw = NULL, *hy = NULL, *hy2 = NULL;
@@ -165,7 +166,7 @@ static int check_gemv(infer_gemv *gv, int wide, int m, long long n, long long k,
       ts_fail_sys(e, "bench-decode: cudaMemset failed");
       goto out;
     }
-    if ((wide ? infer_gemv_nn_wide : infer_gemv_nn)(gv, x, w, y, m, n, k, NULL, e)) goto out;
+    if (infer_gemv_run(gv, variant, pdl, x, w, y, m, n, k, NULL, e)) goto out;
     if (cudaDeviceSynchronize() != cudaSuccess) {
       ts_fail_sys(e, "bench-decode: the GEMV failed");
       goto out;
@@ -185,7 +186,8 @@ static int check_gemv(infer_gemv *gv, int wide, int m, long long n, long long k,
   int same = !memcmp(hy, hy2, ny * 2);
   int ok = err >= 0 && err <= TOL && same;
   *failed += !ok;
-  printf("check gemv%s m=%d n=%lld k=%lld (%d splits): rel L2 %.2e (tol %.0e), second run %s %s\n", wide ? "-wide" : "",
+  printf("check gemv%s%s m=%d n=%lld k=%lld (%d splits): rel L2 %.2e (tol %.0e), second run %s %s\n",
+         variant == INFER_GEMV_MOV ? "-mov" : "", pdl ? "-pdl" : "",
          m, n, k, infer_gemv_splits(gv, m, n, k), err, TOL, same ? "bit-equal" : "DIFFERS", ok ? "ok" : "FAILED");
   rc = 0;
 out:
@@ -205,8 +207,9 @@ static int run_gemv_checks(int *failed, ts_err *e) {
   if (infer_gemv_create(&gv, 0, e)) return -1;
   uint64_t seed = 5000;
   for (size_t i = 0; i < sizeof c / sizeof *c; i++)
-    for (int wide = 0; wide < 2; wide++)
-      if (check_gemv(gv, wide, c[i].m, c[i].n, c[i].k, seed += 3, failed, e)) {
+    for (int v = 0; v < 3; v++) /* the shipped kernel, with and without its launch attribute, and the first */
+      if (check_gemv(gv, v == 2 ? INFER_GEMV_MOV : INFER_GEMV_PRMT, v == 1, c[i].m, c[i].n, c[i].k, seed += 3, failed,
+                     e)) {
         infer_gemv_destroy(gv);
         return -1;
       }
@@ -236,8 +239,8 @@ static int run_checks(int *failed, ts_err *e) {
 
 /* ---- timing ---- */
 
-enum { GK_CUBLASLT, GK_GEMV, GK_GEMV_WIDE, GK_KINDS };
-static const char *const gk_names[GK_KINDS] = {"cublaslt", "gemv", "gemv-wide"};
+enum { GK_CUBLASLT, GK_GEMV, GK_GEMV_PDL, GK_GEMV_MOV, GK_KINDS };
+static const char *const gk_names[GK_KINDS] = {"cublaslt", "gemv", "gemv-pdl", "gemv-mov"};
 
 typedef struct {
   exec_gemm *gemm;
@@ -254,8 +257,9 @@ typedef struct {
 static int gemm_launch(void *p, long long iter, ts_err *e) {
   gemm_ctx *c = p;
   const char *W = (const char *)c->pool + (size_t)(iter % c->copies) * c->wbytes;
-  if (c->kind == GK_GEMV) return infer_gemv_nn(c->gv, c->X, W, c->Y, c->m, c->n, c->k, NULL, e);
-  if (c->kind == GK_GEMV_WIDE) return infer_gemv_nn_wide(c->gv, c->X, W, c->Y, c->m, c->n, c->k, NULL, e);
+  if (c->kind != GK_CUBLASLT)
+    return infer_gemv_run(c->gv, c->kind == GK_GEMV_MOV ? INFER_GEMV_MOV : INFER_GEMV_PRMT, c->kind == GK_GEMV_PDL,
+                          c->X, W, c->Y, c->m, c->n, c->k, NULL, e);
   return exec_gemm_run(c->gemm, &c->s, 1.f, c->X, W, 0.f, c->Y, NULL, e);
 }
 
@@ -301,7 +305,7 @@ static int time_gemms(const model_config *mc, const long long *batches, int nb, 
     goto out;
   }
   double step[GK_KINDS][16] = {{0}}; /* the sum over one layer's projections and the logits, per batch:
-                                        cuBLASLt; the GEMV (or its wide configuration) where it runs, else cuBLASLt */
+                                        cuBLASLt; a GEMV kind where it runs, else cuBLASLt */
   for (int p = 0; p < 5; p++)
     for (int bi = 0; bi < nb; bi++) {
       c.nt = proj[p].nt, c.m = (int)batches[bi], c.n = proj[p].n, c.k = proj[p].k;
@@ -321,9 +325,9 @@ static int time_gemms(const model_config *mc, const long long *batches, int nb, 
         if (bi < 16) step[c.kind][bi] += wgt * (runs ? us[c.kind] : us[GK_CUBLASLT]);
       }
       if (us[GK_GEMV] > 0)
-        printf("  -> %s m=%d: gemv/cublaslt %.3f, gemv-wide/cublaslt %.3f (splits %d)\n", proj[p].name, c.m,
-               us[GK_GEMV] / us[GK_CUBLASLT], us[GK_GEMV_WIDE] / us[GK_CUBLASLT],
-               infer_gemv_splits(c.gv, c.m, c.n, c.k));
+        printf("  -> %s m=%d: gemv/cublaslt %.3f, gemv-pdl/cublaslt %.3f, gemv-mov/cublaslt %.3f (splits %d)\n",
+               proj[p].name, c.m, us[GK_GEMV] / us[GK_CUBLASLT], us[GK_GEMV_PDL] / us[GK_CUBLASLT],
+               us[GK_GEMV_MOV] / us[GK_CUBLASLT], infer_gemv_splits(c.gv, c.m, c.n, c.k));
     }
   for (int bi = 0; bi < nb && bi < 16; bi++) {
     double wb = 0;
@@ -427,10 +431,11 @@ static void usage(FILE *out) {
           "                            [--check (checks only)] [--attention-only (no GEMM timing)]\n"
           "                            [--gemm-only (no attention timing)]\n"
           "                            [--attention LIST of v1,v2,v2fp8,v3,v3fp8 (all five)]\n"
-          "Checks the decode GEMM (infer_gemv.h, both configurations) and the decode attention kernels\n"
+          "Checks the decode GEMM (infer_gemv.h, both variants) and the decode attention kernels\n"
           "(v1, v2, v3) against plain-C references, then times the model's decode projections by\n"
           "cuBLASLt and, where it runs (linear layers, batch <= 16), by the GEMV (gemv: the shipped\n"
-          "configuration, what `tacorun execute --decode-gemm gemv` runs; gemv-wide: 128 columns a block),\n"
+          "kernel; gemv-pdl: the same launched with programmatic stream serialization, consecutive launches\n"
+          "overlapping as in `tacorun execute --decode-gemm gemv-pdl`; gemv-mov: the first version),\n"
           "side by side, and decode attention (v1, v2, v3\n"
           "and v2, v3 over the FP8 KV cache: v2fp8, v3fp8, infer_kv8.h; their bytes are codes + scales; their checks are\n"
           "`tacorun execute --infer-check`'s) per batch and KV length: us, GB/s, %% of the --peak-gbps\n"

@@ -528,8 +528,9 @@ static void usage(FILE *out) {
                "  --out-dir DIR   write DIR/<name of each input> [the inputs are rewritten in place]\n"
                "  --models DIR    the model zoo whose GEMM shapes are timed [%s]\n"
                "  --quick         fewer repetitions [off]\n"
-               "  --decode-gemm gemv|cublaslt  the linear layers' products at <= 16 rows as `tacorun execute\n"
-               "                  --decode-gemm` runs them: the GEMV of infer_gemv.h or cuBLASLt [gemv]\n"
+               "  --decode-gemm gemv|gemv-pdl|cublaslt  the linear layers' products at <= 16 rows as `tacorun\n"
+               "                  execute --decode-gemm` runs them (the GEMV of infer_gemv.h, launched with\n"
+               "                  programmatic stream serialization or not, or cuBLASLt) [gemv]\n"
                "  --decode-gemms-only  time the decode GEMMs only (no prefill GEMMs, attention or small\n"
                "                  kernels; the files' attention tables are left as they are) [off]\n"
                "  --prefill-layouts MODEL:TP,...  head layouts of the prefill attention tables: zoo models at a\n"
@@ -658,10 +659,8 @@ int cmd_calibrate_infer(int argc, char **argv) {
       gemms_only = 1;
     } else if (!strcmp(argv[i], "--decode-gemm") && i + 1 < argc) {
       const char *v = argv[++i];
-      if (!strcmp(v, "gemv")) decode_gemm = INFER_DECODE_GEMM_GEMV;
-      else if (!strcmp(v, "cublaslt")) decode_gemm = INFER_DECODE_GEMM_CUBLASLT;
-      else {
-        fprintf(stderr, "tacorun calibrate-infer: --decode-gemm: '%s' must be gemv or cublaslt\n", v);
+      if ((decode_gemm = infer_decode_gemm_parse(v)) < 0) {
+        fprintf(stderr, "tacorun calibrate-infer: --decode-gemm: '%s' must be gemv, gemv-pdl or cublaslt\n", v);
         return 2;
       }
     } else if (!strcmp(argv[i], "--quick")) {
@@ -753,9 +752,8 @@ int cmd_calibrate_infer(int argc, char **argv) {
   int pre_timed = 0;
   infer_gemm_path path = {0};
   if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
-      (decode_gemm == INFER_DECODE_GEMM_GEMV && infer_gemv_create(&gv, 0, &e)) ||
-      (path = (infer_gemm_path){.lt = g, .gemv = gv, .gemv_max_m = gv ? INFER_GEMV_MAX_M : 0},
-       decode_gemms(&meas, &path, models, nm, NULL, &bud, &added, &e)) ||
+      infer_decode_gemm_path(decode_gemm, g, &gv, &path, &e) ||
+      decode_gemms(&meas, &path, models, nm, NULL, &bud, &added, &e) ||
       (!gemms_only &&
        (decode_gemms(&pre, &path, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, &bud, &e) ||
         prefill_attention_table(&meas, g, lay, nl, prompts, np, max_tokens, &bud, &e) ||

@@ -198,8 +198,7 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   const long long h = mc->hidden, d = m->d, T = (long long)o->batch * o->max_prompt;
   const long long qcl = (m->hl + 2LL * m->kvl) * d;
   if (exec_gemm_create(&m->gemm, e)) return -1;
-  if (o->decode_gemm == INFER_DECODE_GEMM_GEMV && infer_gemv_create(&m->gemv, 0, e)) return -1;
-  m->lin = (infer_gemm_path){.lt = m->gemm, .gemv = m->gemv, .gemv_max_m = m->gemv ? INFER_GEMV_MAX_M : 0};
+  if (infer_decode_gemm_path(o->decode_gemm, m->gemm, &m->gemv, &m->lin, e)) return -1;
   m->w = calloc((size_t)layers, sizeof *m->w);
   m->kc = calloc((size_t)layers, sizeof *m->kc);
   m->vc = calloc((size_t)layers, sizeof *m->vc);
@@ -332,8 +331,24 @@ int infer_allreduce(infer_model *m, void *buf, long long rows, infer_ar_mode mod
   return 0;
 }
 
+static const char *const decode_gemm_names[] = {"gemv", "gemv-pdl", "cublaslt"};
+
 const char *infer_decode_gemm_name(int decode_gemm) {
-  return decode_gemm == INFER_DECODE_GEMM_GEMV ? "gemv" : "cublaslt";
+  return decode_gemm >= 0 && decode_gemm <= INFER_DECODE_GEMM_CUBLASLT ? decode_gemm_names[decode_gemm] : "?";
+}
+
+int infer_decode_gemm_parse(const char *name) {
+  for (int i = 0; i <= INFER_DECODE_GEMM_CUBLASLT; i++)
+    if (!strcmp(name, decode_gemm_names[i])) return i;
+  return -1;
+}
+
+int infer_decode_gemm_path(int decode_gemm, exec_gemm *lt, infer_gemv **gv, infer_gemm_path *out, ts_err *e) {
+  *gv = NULL;
+  if (decode_gemm != INFER_DECODE_GEMM_CUBLASLT && infer_gemv_create(gv, 0, e)) return -1;
+  *out = (infer_gemm_path){.lt = lt, .gemv = *gv, .gemv_max_m = *gv ? INFER_GEMV_MAX_M : 0,
+                           .pdl = decode_gemm == INFER_DECODE_GEMM_GEMV_PDL};
+  return 0;
 }
 
 /* A linear layer's product: the GEMV at <= 16 rows (a decode step), else cuBLASLt (infer_gemv.h). */

@@ -92,9 +92,14 @@ typedef struct {
                            batch <= 16) */
 } infer_model_opts;
 
-enum { INFER_DECODE_GEMM_GEMV, INFER_DECODE_GEMM_CUBLASLT };
-/* "gemv", "cublaslt" */
+/* gemv: infer_gemv.h's kernel; gemv-pdl: the same launched with programmatic stream serialization
+ * (its weight loads start while the previous kernel ends); cublaslt: exec_gemm. */
+enum { INFER_DECODE_GEMM_GEMV, INFER_DECODE_GEMM_GEMV_PDL, INFER_DECODE_GEMM_CUBLASLT };
+/* "gemv", "gemv-pdl", "cublaslt"; parse: -1 for another name */
 const char *infer_decode_gemm_name(int decode_gemm);
+int infer_decode_gemm_parse(const char *name);
+/* The decode GEMM path of decode_gemm (INFER_DECODE_GEMM_*): *gv created for the GEMV kinds. */
+int infer_decode_gemm_path(int decode_gemm, exec_gemm *lt, infer_gemv **gv, infer_gemm_path *out, ts_err *e);
 
 /* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the
  * team's stream. Checks the model is one this executor runs (RMSNorm, SwiGLU,

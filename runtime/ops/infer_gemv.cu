@@ -22,22 +22,36 @@ struct infer_gemv {
   int sms, slots[2]; /* SMs; blocks resident at once per variant */
 };
 
-/* ---- the kernel ------------------------------------------------------------------------
- * Block (bx, s): columns [bx NW, +NW) (NW = 32 U), k chunks [s cps, (s + 1) cps) of CH = 16 KU
- * rows. Warp w takes chunks w, w + 4, ...; in a chunk, k-step kk (16 rows k0..k0+15):
- *  - lane (g = lane / 4, t = lane % 4) loads 16 bytes of rows k0 + g (h = 0) and k0 + 8 + g
- *    (h = 1) at columns c_u = bx NW + 32 u + 8 t, u < U: per row a warp reads 64 U contiguous
- *    bytes, 2 U KU loads of 16 bytes a lane in flight;
- *  - word j of a load holds columns c_u + 2j, +1 of its row; movmatrix.trans of word j of
- *    the 8 rows gives lane (g, t) rows 2t, 2t+1 of column c_u(g / 2) + 2j + (g & 1) — the
- *    B fragment (k x n8) of an mma whose n index g stands for that column; h = 0 gives
- *    b0 b1 (k 2t, 2t+1), h = 1 b2 b3 (k 2t + 8, 2t + 9);
- *  - A is x (m16 x k16, rows past m zero), 32-bit words from global memory (L1);
- *  - C's c0, c1 of (u, j) are then y[g][c_u(t) + 2j, +1] (and c2, c3 row g + 8): a lane
- *    ends with the outputs of the 8 columns it loaded.
- * The 4 warps' sums meet in shared memory; with one split the block writes y, else its
- * FP32 partial, and the last block of the column range to arrive sums the partials in
- * split order and writes y. */
+/* ---- the kernels -----------------------------------------------------------------------
+ * Both: a block of 4 warps takes NW = 64 columns [bx NW, +NW) and k chunks [s cps, (s + 1) cps)
+ * of CH = 64 rows; warp w takes chunks w, w + 4, ...; x is A of m16n8k16 mma (batch rows, rows
+ * past m zero), W gives B; the 4 warps' sums meet in shared memory; with one split the block
+ * writes y, else its FP32 partial, and the last block of the column range to arrive sums the
+ * partials in split order and writes y.
+ *
+ * gemv_prmt_kernel (shipped): lane (g = lane / 4, t = lane % 4) loads 16 bytes (columns
+ * c_g = bx NW + 8 g .. + 7) of the chunk's rows kb + 16 t + 4 kk + r, kk, r < 4: one load
+ * instruction reads 4 rows x 128 contiguous bytes, 16 loads of 16 bytes a lane in flight.
+ * The k order of a 16-row step kk is free if x follows it: k slots 2t, 2t+1, 2t+8, 2t+9 of the
+ * mma stand for rows kb + 16 t + 4 kk + 0, 1, 2, 3. Then B's b0 (slots 2t, 2t+1) of column
+ * c_g + j is two halves of the lane's own words (rows r = 0, 1), b1 rows 2, 3: one byte
+ * permute each, no exchange between lanes; n index g of mma j stands for column c_g + j, so
+ * C's c0, c1 of mma j are y[g][bx NW + 16 t + j] and [.. + 8 + j] (c2, c3 row g + 8): a lane
+ * ends with 16 contiguous columns. x: lane (g, t) needs x[g][kb + 16 t .. + 15] for the
+ * whole chunk, two 16-byte loads (and two of row g + 8 for m > 8).
+ *
+ * gemv_mov_kernel (the first version, bench-decode's comparison): lane (g, t) loads 16 bytes
+ * of rows kb + 16 kk + 8 h + g at columns bx NW + 8 t + 32 u (u < 2): a load instruction reads
+ * 8 rows x 64 bytes; movmatrix.trans of word j of the 8 rows gives lane (g, t) rows 2t, 2t+1
+ * of one column (the B fragment); x is loaded 4 bytes at a time (k slots in natural order).
+ *
+ * The weights do not depend on the previous kernel: the first chunk's loads are issued
+ * before griddepcontrol.wait, which (launched with programmatic stream serialization,
+ * infer_gemv_nn's pdl) lets them overlap the previous kernel's end; x is read and
+ * anything written only after the wait (without that launch attribute the wait returns at once). */
+
+#define GEMV_NW 64
+#define GEMV_CH 64
 
 __device__ __forceinline__ uint4 ld_stream(const void *p) {
   uint4 v;
@@ -46,6 +60,8 @@ __device__ __forceinline__ uint4 ld_stream(const void *p) {
                : "l"(p));
   return v;
 }
+
+__device__ __forceinline__ void griddep_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 __device__ __forceinline__ uint32_t movtrans(uint32_t x) {
   uint32_t y;
@@ -63,68 +79,15 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int j) {
   return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
 }
 
-template <int U, int KU, bool M16>
-__global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS)
-    gemv_nn_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
-                   float *__restrict__ part, int *__restrict__ cnt, int m, int n, int k, int cps, int splits) {
-  constexpr int NW = 32 * U, CH = 16 * KU;
-  __shared__ float red[GEMV_WARPS][M16 ? 16 : 8][NW];
+/* The block's end: the warps' sums red[warp][row][col] into y or the partials (see above). */
+template <int ROWS>
+__device__ __forceinline__ void finish(float (*red)[ROWS][GEMV_NW], bf16 *__restrict__ y, float *__restrict__ part,
+                                       int *__restrict__ cnt, int m, int n, int splits) {
   __shared__ int last;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int bx = blockIdx.x, s = blockIdx.y;
-  const int nch = (k + CH - 1) / CH, c1 = min((s + 1) * cps, nch);
-  const int col0 = bx * NW + 8 * t;
-  float acc[U][4][4];
-#pragma unroll
-  for (int u = 0; u < U; u++)
-#pragma unroll
-    for (int j = 0; j < 4; j++) acc[u][j][0] = acc[u][j][1] = acc[u][j][2] = acc[u][j][3] = 0.f;
-  const bf16 *xg = x + (size_t)g * k + 2 * t, *xg8 = x + (size_t)(g + 8) * k + 2 * t;
-  const bool rg = g < m, rg8 = M16 && g + 8 < m;
-  for (int c = s * cps + warp; c < c1; c += GEMV_WARPS) {
-    uint4 wv[KU][2][U];
-    uint32_t a[KU][4];
-#pragma unroll
-    for (int kk = 0; kk < KU; kk++) {
-      const int k0 = c * CH + kk * 16;
-      const bool kin = k0 < k;
-#pragma unroll
-      for (int h = 0; h < 2; h++)
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-          const int col = col0 + 32 * u;
-          wv[kk][h][u] = kin && col < n ? ld_stream(w + (size_t)(k0 + 8 * h + g) * n + col) : make_uint4(0, 0, 0, 0);
-        }
-    }
-#pragma unroll
-    for (int kk = 0; kk < KU; kk++) {
-      const int k0 = c * CH + kk * 16;
-      const bool kin = k0 < k;
-      a[kk][0] = kin && rg ? *(const uint32_t *)(xg + k0) : 0u;
-      a[kk][2] = kin && rg ? *(const uint32_t *)(xg + k0 + 8) : 0u;
-      a[kk][1] = kin && rg8 ? *(const uint32_t *)(xg8 + k0) : 0u;
-      a[kk][3] = kin && rg8 ? *(const uint32_t *)(xg8 + k0 + 8) : 0u;
-    }
-#pragma unroll
-    for (int kk = 0; kk < KU; kk++)
-#pragma unroll
-      for (int u = 0; u < U; u++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-          mma_bf16(acc[u][j], a[kk], movtrans(word(wv[kk][0][u], j)), movtrans(word(wv[kk][1][u], j)));
-  }
-#pragma unroll
-  for (int u = 0; u < U; u++)
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const int cc = 32 * u + 8 * t + 2 * j;
-      *(float2 *)&red[warp][g][cc] = make_float2(acc[u][j][0], acc[u][j][1]);
-      if (M16) *(float2 *)&red[warp][(g + 8) & 15][cc] = make_float2(acc[u][j][2], acc[u][j][3]);
-    }
   __syncthreads();
-  const int nb = bx * NW;
-  for (int i = threadIdx.x; i < m * NW; i += GEMV_THREADS) {
-    const int r = i / NW, cc = i % NW, col = nb + cc;
+  const int bx = blockIdx.x, s = blockIdx.y, nb = bx * GEMV_NW;
+  for (int i = threadIdx.x; i < m * GEMV_NW; i += GEMV_THREADS) {
+    const int r = i / GEMV_NW, cc = i % GEMV_NW, col = nb + cc;
     if (col >= n) continue;
     float v = 0.f;
 #pragma unroll
@@ -139,8 +102,8 @@ __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS)
   __syncthreads();
   if (!last) return;
   __threadfence();
-  for (int i = threadIdx.x; i < m * NW; i += GEMV_THREADS) {
-    const int r = i / NW, col = nb + i % NW;
+  for (int i = threadIdx.x; i < m * GEMV_NW; i += GEMV_THREADS) {
+    const int r = i / GEMV_NW, col = nb + i % GEMV_NW;
     if (col >= n) continue;
     float v = 0.f;
     for (int q = 0; q < splits; q++) v += __ldcg(part + ((size_t)q * m + r) * n + col);
@@ -149,16 +112,141 @@ __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS)
   if (threadIdx.x == 0) cnt[bx] = 0;
 }
 
+template <bool M16>
+__global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS)
+    gemv_prmt_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
+                     float *__restrict__ part, int *__restrict__ cnt, int m, int n, int k, int cps, int splits) {
+  __shared__ float red[GEMV_WARPS][M16 ? 16 : 8][GEMV_NW];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int s = blockIdx.y;
+  const int nch = (k + GEMV_CH - 1) / GEMV_CH, c1 = min((s + 1) * cps, nch);
+  const int col = blockIdx.x * GEMV_NW + 8 * g;
+  const bool cin = col < n, rg = g < m, rg8 = M16 && g + 8 < m;
+  float acc[8][4];
+#pragma unroll
+  for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  bool first = true;
+  for (int c = s * cps + warp; c < c1; c += GEMV_WARPS) {
+    const int kb = c * GEMV_CH + 16 * t; /* this lane's 16 rows of the chunk */
+    const bool kin = kb < k;             /* k % 16 == 0: all 16 or none */
+    uint4 wv[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int r = 0; r < 4; r++)
+        wv[kk][r] = kin && cin ? ld_stream(w + (size_t)(kb + 4 * kk + r) * n + col) : make_uint4(0, 0, 0, 0);
+    if (first) griddep_wait(), first = false;
+    uint4 xa[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)}, xb[2] = {xa[0], xa[1]};
+    if (kin && rg) {
+      const uint4 *p = (const uint4 *)(x + (size_t)g * k + kb);
+      xa[0] = p[0], xa[1] = p[1];
+    }
+    if (kin && rg8) {
+      const uint4 *p = (const uint4 *)(x + (size_t)(g + 8) * k + kb);
+      xb[0] = p[0], xb[1] = p[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+      /* rows kb + 4 kk + 0, 1 are k slots 2t, 2t+1; + 2, 3 slots 2t+8, 2t+9 */
+      const uint32_t a[4] = {word(xa[kk >> 1], 2 * (kk & 1)), word(xb[kk >> 1], 2 * (kk & 1)),
+                             word(xa[kk >> 1], 2 * (kk & 1) + 1), word(xb[kk >> 1], 2 * (kk & 1) + 1)};
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        const uint32_t sel = j & 1 ? 0x7632u : 0x5410u;
+        const uint32_t b0 = __byte_perm(word(wv[kk][0], j >> 1), word(wv[kk][1], j >> 1), sel);
+        const uint32_t b1 = __byte_perm(word(wv[kk][2], j >> 1), word(wv[kk][3], j >> 1), sel);
+        mma_bf16(acc[j], a, b0, b1);
+      }
+    }
+  }
+  if (first) griddep_wait(); /* nothing is written before the previous kernel is done */
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    red[warp][g][16 * t + j] = acc[j][0];
+    red[warp][g][16 * t + 8 + j] = acc[j][1];
+    if (M16) {
+      red[warp][(g + 8) & 15][16 * t + j] = acc[j][2];
+      red[warp][(g + 8) & 15][16 * t + 8 + j] = acc[j][3];
+    }
+  }
+  finish<M16 ? 16 : 8>(red, y, part, cnt, m, n, splits);
+}
+
+template <bool M16>
+__global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS)
+    gemv_mov_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
+                    float *__restrict__ part, int *__restrict__ cnt, int m, int n, int k, int cps, int splits) {
+  constexpr int U = 2, KU = 4;
+  __shared__ float red[GEMV_WARPS][M16 ? 16 : 8][GEMV_NW];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int s = blockIdx.y;
+  const int nch = (k + GEMV_CH - 1) / GEMV_CH, c1 = min((s + 1) * cps, nch);
+  const int col0 = blockIdx.x * GEMV_NW + 8 * t;
+  float acc[U][4][4];
+#pragma unroll
+  for (int u = 0; u < U; u++)
+#pragma unroll
+    for (int j = 0; j < 4; j++) acc[u][j][0] = acc[u][j][1] = acc[u][j][2] = acc[u][j][3] = 0.f;
+  const bf16 *xg = x + (size_t)g * k + 2 * t, *xg8 = x + (size_t)(g + 8) * k + 2 * t;
+  const bool rg = g < m, rg8 = M16 && g + 8 < m;
+  bool first = true;
+  for (int c = s * cps + warp; c < c1; c += GEMV_WARPS) {
+    uint4 wv[KU][2][U];
+    uint32_t a[KU][4];
+#pragma unroll
+    for (int kk = 0; kk < KU; kk++) {
+      const int k0 = c * GEMV_CH + kk * 16;
+      const bool kin = k0 < k;
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          const int col = col0 + 32 * u;
+          wv[kk][h][u] = kin && col < n ? ld_stream(w + (size_t)(k0 + 8 * h + g) * n + col) : make_uint4(0, 0, 0, 0);
+        }
+    }
+    if (first) griddep_wait(), first = false;
+#pragma unroll
+    for (int kk = 0; kk < KU; kk++) {
+      const int k0 = c * GEMV_CH + kk * 16;
+      const bool kin = k0 < k;
+      a[kk][0] = kin && rg ? *(const uint32_t *)(xg + k0) : 0u;
+      a[kk][2] = kin && rg ? *(const uint32_t *)(xg + k0 + 8) : 0u;
+      a[kk][1] = kin && rg8 ? *(const uint32_t *)(xg8 + k0) : 0u;
+      a[kk][3] = kin && rg8 ? *(const uint32_t *)(xg8 + k0 + 8) : 0u;
+    }
+#pragma unroll
+    for (int kk = 0; kk < KU; kk++)
+#pragma unroll
+      for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+          mma_bf16(acc[u][j], a[kk], movtrans(word(wv[kk][0][u], j)), movtrans(word(wv[kk][1][u], j)));
+  }
+  if (first) griddep_wait();
+#pragma unroll
+  for (int u = 0; u < U; u++)
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const int cc = 32 * u + 8 * t + 2 * j;
+      red[warp][g][cc] = acc[u][j][0], red[warp][g][cc + 1] = acc[u][j][1];
+      if (M16) red[warp][(g + 8) & 15][cc] = acc[u][j][2], red[warp][(g + 8) & 15][cc + 1] = acc[u][j][3];
+    }
+  finish<M16 ? 16 : 8>(red, y, part, cnt, m, n, splits);
+}
+
 /* ---- host ----------------------------------------------------------------------------- */
 
-/* The shipped configuration (U, KU): 64 columns a block, 4 k-steps in flight a warp. */
-#define GEMV_U 2
-#define GEMV_KU 4
+typedef void (*gemv_kernel_t)(const bf16 *, const bf16 *, bf16 *, float *, int *, int, int, int, int, int);
+static gemv_kernel_t kernel_of(int variant, bool m16) {
+  if (variant == INFER_GEMV_MOV) return m16 ? gemv_mov_kernel<true> : gemv_mov_kernel<false>;
+  return m16 ? gemv_prmt_kernel<true> : gemv_prmt_kernel<false>;
+}
 
-template <int U, int KU> static int variant_slots(int sms) {
+static int variant_slots(int variant, int sms) {
   int a = 0, b = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, gemv_nn_kernel<U, KU, false>, GEMV_THREADS, 0) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gemv_nn_kernel<U, KU, true>, GEMV_THREADS, 0) != cudaSuccess)
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, kernel_of(variant, false), GEMV_THREADS, 0) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel_of(variant, true), GEMV_THREADS, 0) != cudaSuccess)
     return -1;
   return sms * (a < b ? a : b);
 }
@@ -170,8 +258,7 @@ extern "C" int infer_gemv_create(infer_gemv **out, size_t ws_bytes, ts_err *e) {
   g->part_bytes = ws_bytes ? ws_bytes : (size_t)32 << 20;
   g->cnt_len = 1 << 16;
   g->sms = sm_count();
-  g->slots[0] = variant_slots<GEMV_U, GEMV_KU>(g->sms);
-  g->slots[1] = variant_slots<4, 2>(g->sms);
+  for (int v = 0; v < 2; v++) g->slots[v] = variant_slots(v, g->sms);
   if (g->slots[0] < 1 || g->slots[1] < 1) {
     free(g);
     return ts_fail_sys(e, "infer_gemv: cudaOccupancyMaxActiveBlocksPerMultiprocessor failed or no block fits");
@@ -198,65 +285,64 @@ extern "C" int infer_gemv_fits(long long m, long long n, long long k) {
          k < (1LL << 30) && n * k < (1LL << 40);
 }
 
-/* Splits of k for a grid of nblk column ranges x nch chunks: the fewest whole waves of
- * `slots` blocks times the chunks a block takes (ties: fewer splits); at least one chunk a
- * warp; the partials must fit the workspace. */
+/* Splits of k for nblk column ranges x nch chunks, each split's chunks a multiple of the 4
+ * warps: the fewest (waves of `slots` blocks) x (chunks a warp + 1, the block's start and end),
+ * ties to fewer splits; the partials must fit the workspace. */
+static int cps_of(int sp, long long nch);
 static int choose_splits(const infer_gemv *g, int slots, long long m, long long n, long long nblk, long long nch) {
-  long long best = 1, best_cost = -1;
-  for (long long sp = 1; sp <= nch / GEMV_WARPS || sp == 1; sp++) {
-    const long long cps = (nch + sp - 1) / sp, real = (nch + cps - 1) / cps;
+  int best = 1;
+  long long best_cost = -1;
+  if (nblk > g->cnt_len) return 1;
+  for (int sp = 1; sp <= nch; sp++) {
+    const long long cps = cps_of(sp, nch), real = (nch + cps - 1) / cps;
     if (real != sp) continue; /* the same as a smaller count */
     if (sp > 1 && (size_t)(sp * m * n) * sizeof(float) > g->part_bytes) break;
-    if (sp > 1 && nblk > g->cnt_len) break;
-    const long long waves = (nblk * sp + slots - 1) / slots, cost = waves * cps;
+    const long long waves = (nblk * sp + slots - 1) / slots, cost = waves * (cps / GEMV_WARPS + 1);
     if (best_cost < 0 || cost < best_cost) best = sp, best_cost = cost;
   }
-  return (int)best;
+  return best;
 }
 
-template <int U, int KU>
-static int launch(infer_gemv *g, int slots, const void *x, const void *w, void *y, long long m, long long n,
-                  long long k, cudaStream_t st, ts_err *e) {
-  constexpr int NW = 32 * U, CH = 16 * KU;
-  const long long nblk = (n + NW - 1) / NW, nch = (k + CH - 1) / CH;
-  const int sp = choose_splits(g, slots, m, n, nblk, nch);
-  const int cps = (int)((nch + sp - 1) / sp);
-  dim3 grid((unsigned)nblk, (unsigned)sp);
-  if (m > 8)
-    gemv_nn_kernel<U, KU, true><<<grid, GEMV_THREADS, 0, st>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, g->part,
-                                                              g->cnt, (int)m, (int)n, (int)k, cps, sp);
-  else
-    gemv_nn_kernel<U, KU, false><<<grid, GEMV_THREADS, 0, st>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, g->part,
-                                                               g->cnt, (int)m, (int)n, (int)k, cps, sp);
-  CUDA_CHECK(e, cudaGetLastError());
-  return 0;
+static int cps_of(int sp, long long nch) {
+  long long cps = (nch + sp - 1) / sp;
+  return (int)((cps + GEMV_WARPS - 1) / GEMV_WARPS * GEMV_WARPS);
 }
 
 extern "C" int infer_gemv_splits(const infer_gemv *g, long long m, long long n, long long k) {
-  const int NW = 32 * GEMV_U, CH = 16 * GEMV_KU;
-  return choose_splits(g, g->slots[0], m, n, (n + NW - 1) / NW, (k + CH - 1) / CH);
+  const long long nblk = (n + GEMV_NW - 1) / GEMV_NW, nch = (k + GEMV_CH - 1) / GEMV_CH;
+  const int sp = choose_splits(g, g->slots[0], m, n, nblk, nch);
+  return (int)((nch + cps_of(sp, nch) - 1) / cps_of(sp, nch));
 }
 
-static int check_args(const void *x, const void *w, void *y, long long m, long long n, long long k, ts_err *e) {
+extern "C" int infer_gemv_run(infer_gemv *g, int variant, int pdl, const void *x, const void *w, void *y, long long m,
+                              long long n, long long k, void *stream, ts_err *e) {
   if (!infer_gemv_fits(m, n, k))
     return ts_fail_sys(e, "infer_gemv: shape m %lld n %lld k %lld not run (want m 1..%d, n %% 8 == 0, k %% 16 == 0)",
                        m, n, k, INFER_GEMV_MAX_M);
-  if (((uintptr_t)w & 15) || ((uintptr_t)x & 3) || ((uintptr_t)y & 1))
-    return ts_fail_sys(e, "infer_gemv: W must be 16-byte aligned, x 4-byte aligned");
+  if (((uintptr_t)w & 15) || ((uintptr_t)x & 15) || ((uintptr_t)y & 1))
+    return ts_fail_sys(e, "infer_gemv: W and x must be 16-byte aligned");
+  if (variant != INFER_GEMV_PRMT && variant != INFER_GEMV_MOV) return ts_fail_sys(e, "infer_gemv: no variant %d", variant);
+  const long long nblk = (n + GEMV_NW - 1) / GEMV_NW, nch = (k + GEMV_CH - 1) / GEMV_CH;
+  const int sp0 = choose_splits(g, g->slots[variant], m, n, nblk, nch), cps = cps_of(sp0, nch);
+  const int sp = (int)((nch + cps - 1) / cps);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)nblk, (unsigned)sp);
+  cfg.blockDim = dim3(GEMV_THREADS);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = (cudaStream_t)stream;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CUDA_CHECK(e, cudaLaunchKernelEx(&cfg, kernel_of(variant, m > 8), (const bf16 *)x, (const bf16 *)w, (bf16 *)y,
+                                   g->part, g->cnt, (int)m, (int)n, (int)k, cps, sp));
   return 0;
 }
 
 extern "C" int infer_gemv_nn(infer_gemv *g, const void *x, const void *w, void *y, long long m, long long n,
                              long long k, void *stream, ts_err *e) {
-  if (check_args(x, w, y, m, n, k, e)) return -1;
-  return launch<GEMV_U, GEMV_KU>(g, g->slots[0], x, w, y, m, n, k, (cudaStream_t)stream, e);
-}
-
-/* bench-decode's second configuration (128 columns a block, 2 k-steps in flight a warp). */
-extern "C" int infer_gemv_nn_wide(infer_gemv *g, const void *x, const void *w, void *y, long long m, long long n,
-                                  long long k, void *stream, ts_err *e) {
-  if (check_args(x, w, y, m, n, k, e)) return -1;
-  return launch<4, 2>(g, g->slots[1], x, w, y, m, n, k, (cudaStream_t)stream, e);
+  return infer_gemv_run(g, INFER_GEMV_PRMT, 0, x, w, y, m, n, k, stream, e);
 }
 
 extern "C" int infer_gemm_uses_gemv(const infer_gemm_path *p, long long m, long long n, long long k) {
@@ -265,8 +351,8 @@ extern "C" int infer_gemm_uses_gemv(const infer_gemm_path *p, long long m, long 
 
 extern "C" int infer_gemm_nn(const infer_gemm_path *p, long long m, long long n, long long k, const void *A,
                              const void *B, void *C, void *stream, ts_err *e) {
-  if (infer_gemm_uses_gemv(p, m, n, k) && !((uintptr_t)B & 15) && !((uintptr_t)A & 3))
-    return infer_gemv_nn(p->gemv, A, B, C, m, n, k, stream, e);
+  if (infer_gemm_uses_gemv(p, m, n, k) && !((uintptr_t)B & 15) && !((uintptr_t)A & 15))
+    return infer_gemv_run(p->gemv, INFER_GEMV_PRMT, p->pdl, A, B, C, m, n, k, stream, e);
   exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NN, m, n, k);
   return exec_gemm_run(p->lt, &s, 1.f, A, B, 0.f, C, stream, e);
 }

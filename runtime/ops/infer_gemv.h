@@ -4,15 +4,15 @@
  * executor stores a linear layer's weight (infer_model.h: EXEC_GEMM_NN).
  *
  * Tensor-core mma (m16n8k16) with the batch as the 16 rows of A: a lane loads 16
- * bytes (8 outputs' weights) of one k row at a time, the 8 rows of a warp side by
- * side (whole 128-byte lines a row), movmatrix.trans turns 8 rows' words into B
- * fragments, and a lane's C fragment holds the outputs of the 8 columns it loaded.
- * A block of 4 warps takes INFER_GEMV_NW columns and a range of k (the warps
- * interleave over 64-row chunks and are summed through shared memory); the k
- * ranges (split-K) are chosen per shape so that the blocks fill the GPU in whole
- * waves, their FP32 partials summed by the last block of each column range to
- * arrive (a counter per range, reset by that block: no second launch, the same
- * order of sums every run). `tacorun bench-decode` checks it against
+ * bytes (8 outputs' weights) of 16 k rows, 8 lanes side by side on a row (128
+ * contiguous bytes), and forms B fragments from halves of its own words (the k order
+ * within a chunk is permuted so that this works; x follows the same order, 32 bytes a
+ * lane a chunk). A block of 4 warps takes 64 columns and a range of k (the warps
+ * interleave over 64-row chunks and are summed through shared memory); the k ranges
+ * (split-K) are chosen per shape so that all blocks run at once, their FP32 partials
+ * summed by the last block of each column range to arrive (a counter per range, reset
+ * by that block: no second launch, the same order of sums every run). Details:
+ * infer_gemv.cu. `tacorun bench-decode` checks it against
  * infer_ref_gemm_nn (infer_ref.h) and times it beside cuBLASLt; the executor's
  * decode GEMMs go through infer_gemm_nn below (`tacorun execute --decode-gemm`). */
 #ifndef INFER_GEMV_H
@@ -37,8 +37,8 @@ typedef struct infer_gemv infer_gemv;
 int infer_gemv_create(infer_gemv **out, size_t ws_bytes, ts_err *e);
 void infer_gemv_destroy(infer_gemv *g);
 
-/* 1 when the kernel runs this shape: 1 <= m <= 16, n % 8 == 0, k % 16 == 0, and
- * the pointers 16-byte aligned (checked by infer_gemv_nn). */
+/* 1 when the kernel runs this shape: 1 <= m <= 16, n % 8 == 0, k % 16 == 0 (and W and
+ * x must be 16-byte aligned: checked by infer_gemv_nn). */
 int infer_gemv_fits(long long m, long long n, long long k);
 /* The split-K count it uses for a shape (deterministic: the same shape splits the same way). */
 int infer_gemv_splits(const infer_gemv *g, long long m, long long n, long long k);
@@ -47,10 +47,14 @@ int infer_gemv_splits(const infer_gemv *g, long long m, long long n, long long k
  * infer_gemv_fits refuses or unaligned pointers. */
 int infer_gemv_nn(infer_gemv *g, const void *x, const void *w, void *y, long long m, long long n, long long k,
                   void *stream, ts_err *e);
-/* The same product by the kernel's second configuration (128 columns a block, 2 k-steps in
- * flight a warp, against the shipped 64 and 4), for bench-decode's side-by-side timing. */
-int infer_gemv_nn_wide(infer_gemv *g, const void *x, const void *w, void *y, long long m, long long n, long long k,
-                       void *stream, ts_err *e);
+/* The same product by one variant: INFER_GEMV_PRMT (shipped, infer_gemv_nn's) or INFER_GEMV_MOV
+ * (the first version: a load reads 8 rows x 64 bytes, movmatrix.trans builds B, x loaded 4 bytes
+ * at a time; bench-decode's comparison), launched with programmatic stream serialization when
+ * pdl is set (its weight loads may then start while the previous kernel on the stream ends;
+ * x is read after that kernel is done). */
+enum { INFER_GEMV_PRMT, INFER_GEMV_MOV };
+int infer_gemv_run(infer_gemv *g, int variant, int pdl, const void *x, const void *w, void *y, long long m,
+                   long long n, long long k, void *stream, ts_err *e);
 
 /* The decode GEMM path the executor and `tacorun calibrate-infer` share: a linear
  * layer's product C[m x n] = A[m x k] . B[k x n] (EXEC_GEMM_NN) by the GEMV when
@@ -59,6 +63,7 @@ typedef struct {
   exec_gemm *lt;
   infer_gemv *gemv; /* NULL: cuBLASLt only */
   int gemv_max_m;   /* largest m run by the GEMV (0: none) */
+  int pdl;          /* launch the GEMV with programmatic stream serialization (infer_gemv_run) */
 } infer_gemm_path;
 int infer_gemm_nn(const infer_gemm_path *p, long long m, long long n, long long k, const void *A, const void *B,
                   void *C, void *stream, ts_err *e);
