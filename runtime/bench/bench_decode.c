@@ -3,8 +3,8 @@
  *
  * 1. Checks (fresh random inputs per case, outputs poisoned with NaN before
  *    every run, plain-C float64 references, tolerance: relative L2 error
- *    <= 1e-2, every output finite): the decode GEMM (infer_gemv.h, both
- *    variants; a second run must give the same bits), the decode attentions
+ *    <= 1e-2, every output finite): the decode GEMM (infer_gemv.h, with and
+ *    without its launch attribute; a second run must give the same bits), the decode attentions
  *    infer_decode_attention (infer_kernels.h) and infer_decode_attention2
  *    (infer_decode.h).
  * 2. Timing, per point: the model's decode projections (qkv, attn_out, fc1,
@@ -143,12 +143,12 @@ out:
   return rc;
 }
 
-/* The decode GEMM y = x . W (infer_gemv.h; variant INFER_GEMV_*, launched with programmatic
- * stream serialization when pdl): fresh random x
+/* The decode GEMM y = x . W (infer_gemv.h, launched with programmatic stream serialization
+ * when pdl): fresh random x
  * [m x k] and W [k x n], y poisoned with NaN, against infer_ref_gemm_nn; then run again over a
  * fresh poison, which must give the same bits (the split-K counters were reset, the sums'
  * order is fixed). */
-static int check_gemv(infer_gemv *gv, int variant, int pdl, int m, long long n, long long k, uint64_t seed, int *failed,
+static int check_gemv(infer_gemv *gv, int pdl, int m, long long n, long long k, uint64_t seed, int *failed,
                       ts_err *e) {
   void *x = NULL, *w = NULL, *y = NULL;
   uint16_t *hx = NULL, *hw = NULL, *hy = NULL, *hy2 = NULL;
@@ -166,7 +166,7 @@ static int check_gemv(infer_gemv *gv, int variant, int pdl, int m, long long n, 
       ts_fail_sys(e, "bench-decode: cudaMemset failed");
       goto out;
     }
-    if (infer_gemv_run(gv, variant, pdl, x, w, y, m, n, k, NULL, e)) goto out;
+    if (infer_gemv_run(gv, pdl, x, w, y, m, n, k, NULL, e)) goto out;
     if (cudaDeviceSynchronize() != cudaSuccess) {
       ts_fail_sys(e, "bench-decode: the GEMV failed");
       goto out;
@@ -186,8 +186,8 @@ static int check_gemv(infer_gemv *gv, int variant, int pdl, int m, long long n, 
   int same = !memcmp(hy, hy2, ny * 2);
   int ok = err >= 0 && err <= TOL && same;
   *failed += !ok;
-  printf("check gemv%s%s m=%d n=%lld k=%lld (%d splits): rel L2 %.2e (tol %.0e), second run %s %s\n",
-         variant == INFER_GEMV_MOV ? "-mov" : "", pdl ? "-pdl" : "",
+  printf("check gemv%s m=%d n=%lld k=%lld (%d splits): rel L2 %.2e (tol %.0e), second run %s %s\n",
+         pdl ? "-pdl" : "",
          m, n, k, infer_gemv_splits(gv, m, n, k), err, TOL, same ? "bit-equal" : "DIFFERS", ok ? "ok" : "FAILED");
   rc = 0;
 out:
@@ -207,9 +207,8 @@ static int run_gemv_checks(int *failed, ts_err *e) {
   if (infer_gemv_create(&gv, 0, e)) return -1;
   uint64_t seed = 5000;
   for (size_t i = 0; i < sizeof c / sizeof *c; i++)
-    for (int v = 0; v < 3; v++) /* the shipped kernel, with and without its launch attribute, and the first */
-      if (check_gemv(gv, v == 2 ? INFER_GEMV_MOV : INFER_GEMV_PRMT, v == 1, c[i].m, c[i].n, c[i].k, seed += 3, failed,
-                     e)) {
+    for (int pdl = 0; pdl < 2; pdl++) /* with and without its launch attribute */
+      if (check_gemv(gv, pdl, c[i].m, c[i].n, c[i].k, seed += 3, failed, e)) {
         infer_gemv_destroy(gv);
         return -1;
       }
@@ -239,8 +238,8 @@ static int run_checks(int *failed, ts_err *e) {
 
 /* ---- timing ---- */
 
-enum { GK_CUBLASLT, GK_GEMV, GK_GEMV_PDL, GK_GEMV_MOV, GK_KINDS };
-static const char *const gk_names[GK_KINDS] = {"cublaslt", "gemv", "gemv-pdl", "gemv-mov"};
+enum { GK_CUBLASLT, GK_GEMV, GK_GEMV_PDL, GK_KINDS };
+static const char *const gk_names[GK_KINDS] = {"cublaslt", "gemv", "gemv-pdl"};
 
 typedef struct {
   exec_gemm *gemm;
@@ -258,8 +257,7 @@ static int gemm_launch(void *p, long long iter, ts_err *e) {
   gemm_ctx *c = p;
   const char *W = (const char *)c->pool + (size_t)(iter % c->copies) * c->wbytes;
   if (c->kind != GK_CUBLASLT)
-    return infer_gemv_run(c->gv, c->kind == GK_GEMV_MOV ? INFER_GEMV_MOV : INFER_GEMV_PRMT, c->kind == GK_GEMV_PDL,
-                          c->X, W, c->Y, c->m, c->n, c->k, NULL, e);
+    return infer_gemv_run(c->gv, c->kind == GK_GEMV_PDL, c->X, W, c->Y, c->m, c->n, c->k, NULL, e);
   return exec_gemm_run(c->gemm, &c->s, 1.f, c->X, W, 0.f, c->Y, NULL, e);
 }
 
@@ -325,9 +323,8 @@ static int time_gemms(const model_config *mc, const long long *batches, int nb, 
         if (bi < 16) step[c.kind][bi] += wgt * (runs ? us[c.kind] : us[GK_CUBLASLT]);
       }
       if (us[GK_GEMV] > 0)
-        printf("  -> %s m=%d: gemv/cublaslt %.3f, gemv-pdl/cublaslt %.3f, gemv-mov/cublaslt %.3f (splits %d)\n",
-               proj[p].name, c.m, us[GK_GEMV] / us[GK_CUBLASLT], us[GK_GEMV_PDL] / us[GK_CUBLASLT],
-               us[GK_GEMV_MOV] / us[GK_CUBLASLT], infer_gemv_splits(c.gv, c.m, c.n, c.k));
+        printf("  -> %s m=%d: gemv/cublaslt %.3f, gemv-pdl/cublaslt %.3f (splits %d)\n", proj[p].name, c.m,
+               us[GK_GEMV] / us[GK_CUBLASLT], us[GK_GEMV_PDL] / us[GK_CUBLASLT], infer_gemv_splits(c.gv, c.m, c.n, c.k));
     }
   for (int bi = 0; bi < nb && bi < 16; bi++) {
     double wb = 0;
@@ -431,11 +428,12 @@ static void usage(FILE *out) {
           "                            [--check (checks only)] [--attention-only (no GEMM timing)]\n"
           "                            [--gemm-only (no attention timing)]\n"
           "                            [--attention LIST of v1,v2,v2fp8,v3,v3fp8 (all five)]\n"
-          "Checks the decode GEMM (infer_gemv.h, both variants) and the decode attention kernels\n"
+          "Checks the decode GEMM (infer_gemv.h, with and without its launch attribute) and the decode\n"
+          "attention kernels\n"
           "(v1, v2, v3) against plain-C references, then times the model's decode projections by\n"
-          "cuBLASLt and, where it runs (linear layers, batch <= 16), by the GEMV (gemv: the shipped\n"
-          "kernel; gemv-pdl: the same launched with programmatic stream serialization, consecutive launches\n"
-          "overlapping as in `tacorun execute --decode-gemm gemv-pdl`; gemv-mov: the first version),\n"
+          "cuBLASLt (what the executor runs by default) and, where it runs (linear layers, batch <= 16),\n"
+          "by the GEMV (gemv; gemv-pdl: the same launched with programmatic stream serialization,\n"
+          "consecutive launches overlapping as in `tacorun execute --decode-gemm gemv-pdl`),\n"
           "side by side, and decode attention (v1, v2, v3\n"
           "and v2, v3 over the FP8 KV cache: v2fp8, v3fp8, infer_kv8.h; their bytes are codes + scales; their checks are\n"
           "`tacorun execute --infer-check`'s) per batch and KV length: us, GB/s, %% of the --peak-gbps\n"

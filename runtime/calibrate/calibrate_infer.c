@@ -528,9 +528,9 @@ static void usage(FILE *out) {
                "  --out-dir DIR   write DIR/<name of each input> [the inputs are rewritten in place]\n"
                "  --models DIR    the model zoo whose GEMM shapes are timed [%s]\n"
                "  --quick         fewer repetitions [off]\n"
-               "  --decode-gemm gemv|gemv-pdl|cublaslt  the linear layers' products at <= 16 rows as `tacorun\n"
-               "                  execute --decode-gemm` runs them (the GEMV of infer_gemv.h, launched with\n"
-               "                  programmatic stream serialization or not, or cuBLASLt) [gemv]\n"
+               "  --decode-gemm cublaslt|gemv|gemv-pdl  the linear layers' products at <= 16 rows as `tacorun\n"
+               "                  execute --decode-gemm` runs them (cuBLASLt, or the GEMV of infer_gemv.h,\n"
+               "                  launched with programmatic stream serialization or not) [cublaslt]\n"
                "  --decode-gemms-only  time the decode GEMMs only (no prefill GEMMs, attention or small\n"
                "                  kernels; the files' attention tables are left as they are) [off]\n"
                "  --prefill-layouts MODEL:TP,...  head layouts of the prefill attention tables: zoo models at a\n"
@@ -628,7 +628,7 @@ static int prefill_layouts(const char *arg, const model_config *models, int nm, 
 
 int cmd_calibrate_infer(int argc, char **argv) {
   const char *ins[16], *out_dir = NULL, *models_dir = NULL, *layouts_arg = "llama3-8b:2";
-  int nin = 0, quick = 0, collectives = 0, gemms_only = 0, decode_gemm = INFER_DECODE_GEMM_GEMV;
+  int nin = 0, quick = 0, collectives = 0, gemms_only = 0, decode_gemm = INFER_DECODE_GEMM_CUBLASLT;
   int prompts[32] = {128, 256, 512, 1024, 2048, 4096, 8192}, np = 7;
   long long max_tokens = 65536;
   coll_transport transport = COLL_TRANSPORT_AUTO;
@@ -660,7 +660,7 @@ int cmd_calibrate_infer(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--decode-gemm") && i + 1 < argc) {
       const char *v = argv[++i];
       if ((decode_gemm = infer_decode_gemm_parse(v)) < 0) {
-        fprintf(stderr, "tacorun calibrate-infer: --decode-gemm: '%s' must be gemv, gemv-pdl or cublaslt\n", v);
+        fprintf(stderr, "tacorun calibrate-infer: --decode-gemm: '%s' must be cublaslt, gemv or gemv-pdl\n", v);
         return 2;
       }
     } else if (!strcmp(argv[i], "--quick")) {

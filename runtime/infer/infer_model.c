@@ -331,14 +331,14 @@ int infer_allreduce(infer_model *m, void *buf, long long rows, infer_ar_mode mod
   return 0;
 }
 
-static const char *const decode_gemm_names[] = {"gemv", "gemv-pdl", "cublaslt"};
+static const char *const decode_gemm_names[INFER_DECODE_GEMM_KINDS] = {"cublaslt", "gemv", "gemv-pdl"};
 
 const char *infer_decode_gemm_name(int decode_gemm) {
-  return decode_gemm >= 0 && decode_gemm <= INFER_DECODE_GEMM_CUBLASLT ? decode_gemm_names[decode_gemm] : "?";
+  return decode_gemm >= 0 && decode_gemm < INFER_DECODE_GEMM_KINDS ? decode_gemm_names[decode_gemm] : "?";
 }
 
 int infer_decode_gemm_parse(const char *name) {
-  for (int i = 0; i <= INFER_DECODE_GEMM_CUBLASLT; i++)
+  for (int i = 0; i < INFER_DECODE_GEMM_KINDS; i++)
     if (!strcmp(name, decode_gemm_names[i])) return i;
   return -1;
 }
@@ -351,7 +351,7 @@ int infer_decode_gemm_path(int decode_gemm, exec_gemm *lt, infer_gemv **gv, infe
   return 0;
 }
 
-/* A linear layer's product: the GEMV at <= 16 rows (a decode step), else cuBLASLt (infer_gemv.h). */
+/* A linear layer's product: cuBLASLt, or with --decode-gemm gemv the GEMV at <= 16 rows (infer_gemv.h). */
 static int gemm_nn(infer_model *m, long long M, long long N, long long K, const void *A, const void *B, void *C,
                    ts_err *e) {
   return infer_gemm_nn(&m->lin, M, N, K, A, B, C, m->stream, e);

@@ -61,8 +61,8 @@ typedef struct {
   void *last, *lastn, *logits, *logits_all;
   int32_t *tok;       /* [batch] the sampled tokens */
   exec_gemm *gemm;
-  infer_gemv *gemv;   /* the decode GEMM (NULL: cuBLASLt only, --decode-gemm cublaslt) */
-  infer_gemm_path lin; /* the linear layers' products: the GEMV at <= INFER_GEMV_MAX_M rows, else cuBLASLt */
+  infer_gemv *gemv;   /* the decode GEMM of --decode-gemm gemv / gemv-pdl (NULL: cuBLASLt only, the default) */
+  infer_gemm_path lin; /* the linear layers' products: with gemv, the GEMV at <= INFER_GEMV_MAX_M rows */
   cudaStream_t stream;
   coll_team *team;    /* NULL when tp == 1 */
   plan_codec codec;
@@ -89,13 +89,14 @@ typedef struct {
                            infer_decode_attention */
   int kv_fp8;           /* 1: FP8 KV cache (needs decode_attn 2 or 3: their FP8 variants); 0: BF16 */
   int decode_gemm;      /* INFER_DECODE_GEMM_*: the linear layers' products at <= 16 rows (a decode step of
-                           batch <= 16) */
+                           batch <= 16); 0 is cuBLASLt, the default */
 } infer_model_opts;
 
-/* gemv: infer_gemv.h's kernel; gemv-pdl: the same launched with programmatic stream serialization
- * (its weight loads start while the previous kernel ends); cublaslt: exec_gemm. */
-enum { INFER_DECODE_GEMM_GEMV, INFER_DECODE_GEMM_GEMV_PDL, INFER_DECODE_GEMM_CUBLASLT };
-/* "gemv", "gemv-pdl", "cublaslt"; parse: -1 for another name */
+/* cublaslt: exec_gemm (the default: it won, runtime/RESULTS-decode.md); gemv: infer_gemv.h's kernel;
+ * gemv-pdl: the same launched with programmatic stream serialization (its weight loads start while the
+ * previous kernel ends). */
+enum { INFER_DECODE_GEMM_CUBLASLT, INFER_DECODE_GEMM_GEMV, INFER_DECODE_GEMM_GEMV_PDL, INFER_DECODE_GEMM_KINDS };
+/* "cublaslt", "gemv", "gemv-pdl"; parse: -1 for another name */
 const char *infer_decode_gemm_name(int decode_gemm);
 int infer_decode_gemm_parse(const char *name);
 /* The decode GEMM path of decode_gemm (INFER_DECODE_GEMM_*): *gv created for the GEMV kinds. */

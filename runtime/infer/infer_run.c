@@ -68,11 +68,12 @@ void infer_usage(FILE *out) {
           "  --decode-attention v1|v2|v3  decode attention over the KV cache: v1 infer_kernels.h, v2 and v3\n"
           "                    infer_decode.h (v2: 4 positions in flight a warp, CUDA cores; v3: tensor-core mma\n"
           "                    over the query heads of a KV head; runtime/RESULTS-decode.md) [v3]\n"
-          "  --decode-gemm gemv|gemv-pdl|cublaslt  the linear layers' products at <= 16 rows (decode steps of\n"
-          "                    batch <= 16): gemv, the weight-streaming tensor-core kernel of infer_gemv.h;\n"
-          "                    gemv-pdl, the same launched with programmatic stream serialization (its weight\n"
-          "                    loads start while the previous kernel ends); or cuBLASLt; larger products\n"
-          "                    always run by cuBLASLt (runtime/RESULTS-decode.md) [gemv]\n"
+          "  --decode-gemm cublaslt|gemv|gemv-pdl  the linear layers' products at <= 16 rows (decode steps of\n"
+          "                    batch <= 16): cuBLASLt; gemv, the weight-streaming tensor-core kernel of\n"
+          "                    infer_gemv.h; gemv-pdl, the same launched with programmatic stream serialization\n"
+          "                    (its weight loads start while the previous kernel ends). gemv lost to cuBLASLt\n"
+          "                    at every measured batch (TPOT +4 %%, runtime/RESULTS-decode.md); larger products\n"
+          "                    always run by cuBLASLt [cublaslt]\n"
           "reads:  INFER_PLAN.json..., the models and clusters they name\n"
           "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n");
 }
@@ -248,7 +249,7 @@ static int parse(int argc, char **argv, infer_opts *o) {
     } else if (i + 1 < argc && !strcmp(a, "--decode-gemm")) {
       const char *v = argv[++i];
       if ((o->decode_gemm = infer_decode_gemm_parse(v)) < 0) {
-        fprintf(stderr, "tacorun execute: --decode-gemm: '%s' must be gemv, gemv-pdl or cublaslt\n", v);
+        fprintf(stderr, "tacorun execute: --decode-gemm: '%s' must be cublaslt, gemv or gemv-pdl\n", v);
         return 2;
       }
     } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {

@@ -19,17 +19,17 @@ struct infer_gemv {
   int *cnt;     /* one counter per column range, 0 between calls */
   size_t part_bytes;
   int cnt_len;
-  int sms, slots[2]; /* SMs; blocks resident at once per variant */
+  int sms, slots; /* SMs; blocks resident at once */
 };
 
 /* ---- the kernels -----------------------------------------------------------------------
- * Both: a block of 4 warps takes NW = 64 columns [bx NW, +NW) and k chunks [s cps, (s + 1) cps)
+ * A block of 4 warps takes NW = 64 columns [bx NW, +NW) and k chunks [s cps, (s + 1) cps)
  * of CH = 64 rows; warp w takes chunks w, w + 4, ...; x is A of m16n8k16 mma (batch rows, rows
  * past m zero), W gives B; the 4 warps' sums meet in shared memory; with one split the block
  * writes y, else its FP32 partial, and the last block of the column range to arrive sums the
  * partials in split order and writes y.
  *
- * gemv_prmt_kernel (shipped): lane (g = lane / 4, t = lane % 4) loads 16 bytes (columns
+ * gemv_prmt_kernel: lane (g = lane / 4, t = lane % 4) loads 16 bytes (columns
  * c_g = bx NW + 8 g .. + 7) of the chunk's rows kb + 16 t + 4 kk + r, kk, r < 4: one load
  * instruction reads 4 rows x 128 contiguous bytes, 16 loads of 16 bytes a lane in flight.
  * The k order of a 16-row step kk is free if x follows it: k slots 2t, 2t+1, 2t+8, 2t+9 of the
@@ -40,14 +40,9 @@ struct infer_gemv {
  * ends with 16 contiguous columns. x: lane (g, t) needs x[g][kb + 16 t .. + 15] for the
  * whole chunk, two 16-byte loads (and two of row g + 8 for m > 8).
  *
- * gemv_mov_kernel (the first version, bench-decode's comparison): lane (g, t) loads 16 bytes
- * of rows kb + 16 kk + 8 h + g at columns bx NW + 8 t + 32 u (u < 2): a load instruction reads
- * 8 rows x 64 bytes; movmatrix.trans of word j of the 8 rows gives lane (g, t) rows 2t, 2t+1
- * of one column (the B fragment); x is loaded 4 bytes at a time (k slots in natural order).
- *
  * The weights do not depend on the previous kernel: the first chunk's loads are issued
  * before griddepcontrol.wait, which (launched with programmatic stream serialization,
- * infer_gemv_nn's pdl) lets them overlap the previous kernel's end; x is read and
+ * infer_gemv_run's pdl) lets them overlap the previous kernel's end; x is read and
  * anything written only after the wait (without that launch attribute the wait returns at once). */
 
 #define GEMV_NW 64
@@ -62,12 +57,6 @@ __device__ __forceinline__ uint4 ld_stream(const void *p) {
 }
 
 __device__ __forceinline__ void griddep_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
-__device__ __forceinline__ uint32_t movtrans(uint32_t x) {
-  uint32_t y;
-  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
-  return y;
-}
 
 __device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -172,81 +161,16 @@ __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS)
   finish<M16 ? 16 : 8>(red, y, part, cnt, m, n, splits);
 }
 
-template <bool M16>
-__global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS)
-    gemv_mov_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
-                    float *__restrict__ part, int *__restrict__ cnt, int m, int n, int k, int cps, int splits) {
-  constexpr int U = 2, KU = 4;
-  __shared__ float red[GEMV_WARPS][M16 ? 16 : 8][GEMV_NW];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int s = blockIdx.y;
-  const int nch = (k + GEMV_CH - 1) / GEMV_CH, c1 = min((s + 1) * cps, nch);
-  const int col0 = blockIdx.x * GEMV_NW + 8 * t;
-  float acc[U][4][4];
-#pragma unroll
-  for (int u = 0; u < U; u++)
-#pragma unroll
-    for (int j = 0; j < 4; j++) acc[u][j][0] = acc[u][j][1] = acc[u][j][2] = acc[u][j][3] = 0.f;
-  const bf16 *xg = x + (size_t)g * k + 2 * t, *xg8 = x + (size_t)(g + 8) * k + 2 * t;
-  const bool rg = g < m, rg8 = M16 && g + 8 < m;
-  bool first = true;
-  for (int c = s * cps + warp; c < c1; c += GEMV_WARPS) {
-    uint4 wv[KU][2][U];
-    uint32_t a[KU][4];
-#pragma unroll
-    for (int kk = 0; kk < KU; kk++) {
-      const int k0 = c * GEMV_CH + kk * 16;
-      const bool kin = k0 < k;
-#pragma unroll
-      for (int h = 0; h < 2; h++)
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-          const int col = col0 + 32 * u;
-          wv[kk][h][u] = kin && col < n ? ld_stream(w + (size_t)(k0 + 8 * h + g) * n + col) : make_uint4(0, 0, 0, 0);
-        }
-    }
-    if (first) griddep_wait(), first = false;
-#pragma unroll
-    for (int kk = 0; kk < KU; kk++) {
-      const int k0 = c * GEMV_CH + kk * 16;
-      const bool kin = k0 < k;
-      a[kk][0] = kin && rg ? *(const uint32_t *)(xg + k0) : 0u;
-      a[kk][2] = kin && rg ? *(const uint32_t *)(xg + k0 + 8) : 0u;
-      a[kk][1] = kin && rg8 ? *(const uint32_t *)(xg8 + k0) : 0u;
-      a[kk][3] = kin && rg8 ? *(const uint32_t *)(xg8 + k0 + 8) : 0u;
-    }
-#pragma unroll
-    for (int kk = 0; kk < KU; kk++)
-#pragma unroll
-      for (int u = 0; u < U; u++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-          mma_bf16(acc[u][j], a[kk], movtrans(word(wv[kk][0][u], j)), movtrans(word(wv[kk][1][u], j)));
-  }
-  if (first) griddep_wait();
-#pragma unroll
-  for (int u = 0; u < U; u++)
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const int cc = 32 * u + 8 * t + 2 * j;
-      red[warp][g][cc] = acc[u][j][0], red[warp][g][cc + 1] = acc[u][j][1];
-      if (M16) red[warp][(g + 8) & 15][cc] = acc[u][j][2], red[warp][(g + 8) & 15][cc + 1] = acc[u][j][3];
-    }
-  finish<M16 ? 16 : 8>(red, y, part, cnt, m, n, splits);
-}
-
 /* ---- host ----------------------------------------------------------------------------- */
 
 typedef void (*gemv_kernel_t)(const bf16 *, const bf16 *, bf16 *, float *, int *, int, int, int, int, int);
-static gemv_kernel_t kernel_of(int variant, bool m16) {
-  if (variant == INFER_GEMV_MOV) return m16 ? gemv_mov_kernel<true> : gemv_mov_kernel<false>;
-  return m16 ? gemv_prmt_kernel<true> : gemv_prmt_kernel<false>;
-}
+static gemv_kernel_t kernel_of(bool m16) { return m16 ? gemv_prmt_kernel<true> : gemv_prmt_kernel<false>; }
 
-static int variant_slots(int variant, int sms) {
+/* Blocks resident at once on the GPU (the smaller of the two instantiations'). */
+static int gemv_slots(int sms) {
   int a = 0, b = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, kernel_of(variant, false), GEMV_THREADS, 0) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel_of(variant, true), GEMV_THREADS, 0) != cudaSuccess)
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, kernel_of(false), GEMV_THREADS, 0) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel_of(true), GEMV_THREADS, 0) != cudaSuccess)
     return -1;
   return sms * (a < b ? a : b);
 }
@@ -258,8 +182,8 @@ extern "C" int infer_gemv_create(infer_gemv **out, size_t ws_bytes, ts_err *e) {
   g->part_bytes = ws_bytes ? ws_bytes : (size_t)32 << 20;
   g->cnt_len = 1 << 16;
   g->sms = sm_count();
-  for (int v = 0; v < 2; v++) g->slots[v] = variant_slots(v, g->sms);
-  if (g->slots[0] < 1 || g->slots[1] < 1) {
+  g->slots = gemv_slots(g->sms);
+  if (g->slots < 1) {
     free(g);
     return ts_fail_sys(e, "infer_gemv: cudaOccupancyMaxActiveBlocksPerMultiprocessor failed or no block fits");
   }
@@ -310,20 +234,19 @@ static int cps_of(int sp, long long nch) {
 
 extern "C" int infer_gemv_splits(const infer_gemv *g, long long m, long long n, long long k) {
   const long long nblk = (n + GEMV_NW - 1) / GEMV_NW, nch = (k + GEMV_CH - 1) / GEMV_CH;
-  const int sp = choose_splits(g, g->slots[0], m, n, nblk, nch);
+  const int sp = choose_splits(g, g->slots, m, n, nblk, nch);
   return (int)((nch + cps_of(sp, nch) - 1) / cps_of(sp, nch));
 }
 
-extern "C" int infer_gemv_run(infer_gemv *g, int variant, int pdl, const void *x, const void *w, void *y, long long m,
+extern "C" int infer_gemv_run(infer_gemv *g, int pdl, const void *x, const void *w, void *y, long long m,
                               long long n, long long k, void *stream, ts_err *e) {
   if (!infer_gemv_fits(m, n, k))
     return ts_fail_sys(e, "infer_gemv: shape m %lld n %lld k %lld not run (want m 1..%d, n %% 8 == 0, k %% 16 == 0)",
                        m, n, k, INFER_GEMV_MAX_M);
   if (((uintptr_t)w & 15) || ((uintptr_t)x & 15) || ((uintptr_t)y & 1))
     return ts_fail_sys(e, "infer_gemv: W and x must be 16-byte aligned");
-  if (variant != INFER_GEMV_PRMT && variant != INFER_GEMV_MOV) return ts_fail_sys(e, "infer_gemv: no variant %d", variant);
   const long long nblk = (n + GEMV_NW - 1) / GEMV_NW, nch = (k + GEMV_CH - 1) / GEMV_CH;
-  const int sp0 = choose_splits(g, g->slots[variant], m, n, nblk, nch), cps = cps_of(sp0, nch);
+  const int sp0 = choose_splits(g, g->slots, m, n, nblk, nch), cps = cps_of(sp0, nch);
   const int sp = (int)((nch + cps - 1) / cps);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)nblk, (unsigned)sp);
@@ -335,14 +258,14 @@ extern "C" int infer_gemv_run(infer_gemv *g, int variant, int pdl, const void *x
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
   cfg.numAttrs = pdl ? 1 : 0;
-  CUDA_CHECK(e, cudaLaunchKernelEx(&cfg, kernel_of(variant, m > 8), (const bf16 *)x, (const bf16 *)w, (bf16 *)y,
+  CUDA_CHECK(e, cudaLaunchKernelEx(&cfg, kernel_of(m > 8), (const bf16 *)x, (const bf16 *)w, (bf16 *)y,
                                    g->part, g->cnt, (int)m, (int)n, (int)k, cps, sp));
   return 0;
 }
 
 extern "C" int infer_gemv_nn(infer_gemv *g, const void *x, const void *w, void *y, long long m, long long n,
                              long long k, void *stream, ts_err *e) {
-  return infer_gemv_run(g, INFER_GEMV_PRMT, 0, x, w, y, m, n, k, stream, e);
+  return infer_gemv_run(g, 0, x, w, y, m, n, k, stream, e);
 }
 
 extern "C" int infer_gemm_uses_gemv(const infer_gemm_path *p, long long m, long long n, long long k) {
@@ -352,7 +275,7 @@ extern "C" int infer_gemm_uses_gemv(const infer_gemm_path *p, long long m, long 
 extern "C" int infer_gemm_nn(const infer_gemm_path *p, long long m, long long n, long long k, const void *A,
                              const void *B, void *C, void *stream, ts_err *e) {
   if (infer_gemm_uses_gemv(p, m, n, k) && !((uintptr_t)B & 15) && !((uintptr_t)A & 15))
-    return infer_gemv_run(p->gemv, INFER_GEMV_PRMT, p->pdl, A, B, C, m, n, k, stream, e);
+    return infer_gemv_run(p->gemv, p->pdl, A, B, C, m, n, k, stream, e);
   exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NN, m, n, k);
   return exec_gemm_run(p->lt, &s, 1.f, A, B, 0.f, C, stream, e);
 }

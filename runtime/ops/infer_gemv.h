@@ -47,18 +47,16 @@ int infer_gemv_splits(const infer_gemv *g, long long m, long long n, long long k
  * infer_gemv_fits refuses or unaligned pointers. */
 int infer_gemv_nn(infer_gemv *g, const void *x, const void *w, void *y, long long m, long long n, long long k,
                   void *stream, ts_err *e);
-/* The same product by one variant: INFER_GEMV_PRMT (shipped, infer_gemv_nn's) or INFER_GEMV_MOV
- * (the first version: a load reads 8 rows x 64 bytes, movmatrix.trans builds B, x loaded 4 bytes
- * at a time; bench-decode's comparison), launched with programmatic stream serialization when
- * pdl is set (its weight loads may then start while the previous kernel on the stream ends;
- * x is read after that kernel is done). */
-enum { INFER_GEMV_PRMT, INFER_GEMV_MOV };
-int infer_gemv_run(infer_gemv *g, int variant, int pdl, const void *x, const void *w, void *y, long long m,
-                   long long n, long long k, void *stream, ts_err *e);
+/* The same product, launched with programmatic stream serialization when pdl is set (its
+ * weight loads may then start while the previous kernel on the stream ends; x is read, and
+ * anything written, after that kernel is done). */
+int infer_gemv_run(infer_gemv *g, int pdl, const void *x, const void *w, void *y, long long m, long long n,
+                   long long k, void *stream, ts_err *e);
 
-/* The decode GEMM path the executor and `tacorun calibrate-infer` share: a linear
- * layer's product C[m x n] = A[m x k] . B[k x n] (EXEC_GEMM_NN) by the GEMV when
- * gemv is set, m <= gemv_max_m and infer_gemv_fits, else by cuBLASLt (exec_gemm). */
+/* The decode GEMM path the executor and `tacorun calibrate-infer` share (--decode-gemm): a
+ * linear layer's product C[m x n] = A[m x k] . B[k x n] (EXEC_GEMM_NN) by the GEMV when gemv
+ * is set, m <= gemv_max_m and infer_gemv_fits, else by cuBLASLt (exec_gemm). The default is
+ * cuBLASLt only: the GEMV lost to it (runtime/RESULTS-decode.md, 2026-12-04 GEMV section). */
 typedef struct {
   exec_gemm *lt;
   infer_gemv *gemv; /* NULL: cuBLASLt only */
