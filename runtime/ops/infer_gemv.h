@@ -9,12 +9,12 @@
  * within a chunk is permuted so that this works; x follows the same order, 32 bytes a
  * lane a chunk). A block of 4 warps takes 64 columns and a range of k (the warps
  * interleave over 64-row chunks and are summed through shared memory); the k ranges
- * (split-K) are chosen per shape so that all blocks run at once, their FP32 partials
- * summed by the last block of each column range to arrive (a counter per range, reset
- * by that block: no second launch, the same order of sums every run). Details:
- * infer_gemv.cu. `tacorun bench-decode` checks it against
- * infer_ref_gemm_nn (infer_ref.h) and times it beside cuBLASLt; the executor's
- * decode GEMMs go through infer_gemm_nn below (`tacorun execute --decode-gemm`). */
+ * (split-K) are chosen per shape (fewest waves of resident blocks x (chunks a warp + 1)),
+ * their FP32 partials summed by the last block of each column range to arrive (a counter
+ * per range, reset by that block: no second launch, the same order of sums every run).
+ * Details: infer_gemv.cu. `tacorun bench-decode` checks it against infer_ref_gemm_nn
+ * (infer_ref.h) and times it beside cuBLASLt; the executor's decode GEMMs go through
+ * infer_gemm_nn below (`tacorun execute --decode-gemm`, default cuBLASLt: the GEMV lost). */
 #ifndef INFER_GEMV_H
 #define INFER_GEMV_H
 
@@ -38,7 +38,7 @@ int infer_gemv_create(infer_gemv **out, size_t ws_bytes, ts_err *e);
 void infer_gemv_destroy(infer_gemv *g);
 
 /* 1 when the kernel runs this shape: 1 <= m <= 16, n % 8 == 0, k % 16 == 0 (and W and
- * x must be 16-byte aligned: checked by infer_gemv_nn). */
+ * x must be 16-byte aligned: checked by infer_gemv_nn / _run). */
 int infer_gemv_fits(long long m, long long n, long long k);
 /* The split-K count it uses for a shape (deterministic: the same shape splits the same way). */
 int infer_gemv_splits(const infer_gemv *g, long long m, long long n, long long k);
