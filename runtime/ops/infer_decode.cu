@@ -164,65 +164,6 @@ __global__ void decode2_combine_kernel(const float *part, bf16 *out, int nsplit,
   }
 }
 
-template <int D, int G, typename KV>
-static void launch_dec2(dim3 grid, cudaStream_t st, const bf16 *q, const void *kc, const void *vc, const float *ks,
-                        const float *vs, float *part, const infer_attn_dims *a, long long len, long long chunk,
-                        int nsplit, float qscale) {
-  decode2_partial_kernel<D, G, KV><<<grid, DEC2_WARPS * 32, 0, st>>>(
-      q, (const typename KV::T *)kc, (const typename KV::T *)vc, ks, vs, part, a->hl, a->kvl, a->max_seq, len, chunk,
-      nsplit, qscale);
-}
-
-/* The split-K decode attention over a cache of element type KV (scales ks, vs:
- * FP8 only), then the combine. */
-template <typename KV>
-static int decode2_run(const char *who, const void *q, const void *k_cache, const void *v_cache, const float *ks,
-                       const float *vs, void *out, void *partial, const infer_attn_dims *a, long long len,
-                       void *stream, ts_err *e) {
-  const int D = a->head_dim;
-  if (a->kvl < 1 || a->hl % a->kvl || len < 1 || len > a->max_seq)
-    return ts_fail_sys(e, "%s: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)", who, a->hl, a->kvl, len,
-                       a->max_seq);
-  const int G = a->hl / a->kvl;
-  const long long chunk = decode2_chunk(a, len);
-  const int nsplit = (int)((len + chunk - 1) / chunk);
-  dim3 grid((unsigned)nsplit, (unsigned)a->kvl, (unsigned)a->batch);
-  cudaStream_t st = (cudaStream_t)stream;
-  const float qscale = (float)(1.4426950408889634 / sqrt((double)D)); /* base 2 */
-  const bf16 *Q = (const bf16 *)q;
-  float *P = (float *)partial;
-#define DEC2_CASE(d_, g_)                                                                                    \
-  if (D == d_ && G == g_) launch_dec2<d_, g_, KV>(grid, st, Q, k_cache, v_cache, ks, vs, P, a, len, chunk, nsplit, qscale); \
-  else
-  DEC2_CASE(128, 1) DEC2_CASE(128, 2) DEC2_CASE(128, 3) DEC2_CASE(128, 4) DEC2_CASE(128, 5) DEC2_CASE(128, 6)
-  DEC2_CASE(128, 7) DEC2_CASE(128, 8)
-  DEC2_CASE(64, 1) DEC2_CASE(64, 2) DEC2_CASE(64, 4) DEC2_CASE(64, 7) DEC2_CASE(64, 8) DEC2_CASE(64, 16)
-  return ts_fail_sys(e, "%s: head_dim %d with %d query heads per KV head is not built "
-                        "(head_dim 64: 1, 2, 4, 7, 8 or 16 heads per KV head; 128: 1 to 8)", who, D, G);
-#undef DEC2_CASE
-  DEC_LAUNCHED(e);
-  decode2_combine_kernel<<<(unsigned)((long long)a->batch * a->hl), D, 0, st>>>(P, (bf16 *)out, nsplit, D);
-  DEC_LAUNCHED(e);
-  return 0;
-}
-
-/* Whether an FP8 cache lacks its codes or scales (the v2 and v3 entry points refuse it). */
-static bool kv8_missing(const infer_kv8 *c) { return !c || !c->k || !c->v || !c->ks || !c->vs; }
-
-extern "C" int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out,
-                                       void *partial, const infer_attn_dims *a, long long len, void *stream,
-                                       ts_err *e) {
-  return decode2_run<kv_bf16>("infer_decode_attention2", q, k_cache, v_cache, NULL, NULL, out, partial, a, len, stream,
-                              e);
-}
-
-extern "C" int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
-                                           const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
-  if (kv8_missing(c)) return ts_fail_sys(e, "infer_decode_attention2_fp8: the FP8 cache or its scales are missing");
-  return decode2_run<kv_e4m3>("infer_decode_attention2_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
-                              stream, e);
-}
-
 /* ---- decode attention v3: tensor-core mma over the query heads of a group ------------
  * Block (split, kv head j, sequence b) of DEC3_WARPS warps; warp w takes tiles of 16
  * consecutive positions, every DEC3_WARPS-th tile of the block's chunk. Per tile, one
@@ -543,65 +484,114 @@ __global__ void __launch_bounds__(DEC3_COMBINE_THREADS) decode3_combine_kernel(c
   }
 }
 
-template <int D, int G, typename KV>
-static void launch_dec3(dim3 grid, cudaStream_t st, const bf16 *q, const void *kc, const void *vc, const float *ks,
-                        const float *vs, float *part, bf16 *out, const infer_attn_dims *a, long long len,
-                        long long chunk, int nsplit, float qscale) {
-  decode3_kernel<D, G, KV><<<grid, DEC3_WARPS * 32, 0, st>>>(q, (const typename KV::T *)kc,
-                                                              (const typename KV::T *)vc, ks, vs, part, out, a->hl,
-                                                              a->kvl, a->max_seq, len, chunk, nsplit, qscale);
+/* ---- the launcher of v2 and v3 -------------------------------------------------------- */
+
+/* (head_dim, query heads per KV head) that version V's kernels are built for. */
+template <int V, int D, int G> struct dec_built {
+  static constexpr bool value =
+      V == 2 ? (D == 128 ? G >= 1 && G <= 8 : G == 1 || G == 2 || G == 4 || G == 7 || G == 8 || G == 16)
+             : (D == 128 ? (G >= 1 && G <= 8) || G == 12 || G == 16
+                         : G == 1 || G == 2 || G == 4 || G == 6 || G == 7 || G == 8 || G == 16);
+};
+
+struct dec_launch {
+  dim3 grid;
+  cudaStream_t st;
+  const bf16 *q;
+  const void *kc, *vc;
+  const float *ks, *vs;
+  float *part;
+  bf16 *out;
+  const infer_attn_dims *a;
+  long long len, chunk;
+  int nsplit;
+  float qscale;
+};
+
+/* The partial kernel of version V (v3's also writes the output when it is the only split). */
+template <int V, int D, int G, typename KV> static void launch_partial(const dec_launch &l) {
+  typedef typename KV::T T;
+  if constexpr (!dec_built<V, D, G>::value) return;
+  else if constexpr (V == 2)
+    decode2_partial_kernel<D, G, KV><<<l.grid, DEC2_WARPS * 32, 0, l.st>>>(
+        l.q, (const T *)l.kc, (const T *)l.vc, l.ks, l.vs, l.part, l.a->hl, l.a->kvl, l.a->max_seq, l.len, l.chunk,
+        l.nsplit, l.qscale);
+  else
+    decode3_kernel<D, G, KV><<<l.grid, DEC3_WARPS * 32, 0, l.st>>>(l.q, (const T *)l.kc, (const T *)l.vc, l.ks, l.vs,
+                                                                    l.part, l.out, l.a->hl, l.a->kvl, l.a->max_seq,
+                                                                    l.len, l.chunk, l.nsplit, l.qscale);
 }
 
-template <typename KV>
-static int decode3_run(const char *who, const void *q, const void *k_cache, const void *v_cache, const float *ks,
-                       const float *vs, void *out, void *partial, const infer_attn_dims *a, long long len,
-                       void *stream, ts_err *e) {
+/* The split-K decode attention of version V (2 or 3) over a cache of element type KV
+ * (scales ks, vs: FP8 only), then the combine (v3: only with more than one split). */
+template <int V, typename KV>
+static int decode_run(const char *who, const void *q, const void *k_cache, const void *v_cache, const float *ks,
+                      const float *vs, void *out, void *partial, const infer_attn_dims *a, long long len,
+                      void *stream, ts_err *e) {
   const int D = a->head_dim;
   if (a->kvl < 1 || a->hl % a->kvl || len < 1 || len > a->max_seq)
     return ts_fail_sys(e, "%s: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)", who, a->hl, a->kvl, len,
                        a->max_seq);
   const int G = a->hl / a->kvl;
-  const long long chunk = decode3_chunk(a, len);
-  const int nsplit = (int)((len + chunk - 1) / chunk);
-  dim3 grid((unsigned)nsplit, (unsigned)a->kvl, (unsigned)a->batch);
-  cudaStream_t st = (cudaStream_t)stream;
-  const float qscale = (float)(1.4426950408889634 / sqrt((double)D)); /* base 2 */
-  const bf16 *Q = (const bf16 *)q;
-  float *P = (float *)partial;
-  bf16 *O = (bf16 *)out;
-#define DEC3_CASE(d_, g_)                                                                                  \
-  if (D == d_ && G == g_)                                                                                  \
-    launch_dec3<d_, g_, KV>(grid, st, Q, k_cache, v_cache, ks, vs, P, O, a, len, chunk, nsplit, qscale);     \
+  dec_launch l;
+  l.chunk = V == 2 ? decode2_chunk(a, len) : decode3_chunk(a, len);
+  l.nsplit = (int)((len + l.chunk - 1) / l.chunk);
+  l.grid = dim3((unsigned)l.nsplit, (unsigned)a->kvl, (unsigned)a->batch);
+  l.st = (cudaStream_t)stream;
+  l.qscale = (float)(1.4426950408889634 / sqrt((double)D)); /* base 2 */
+  l.q = (const bf16 *)q, l.kc = k_cache, l.vc = v_cache, l.ks = ks, l.vs = vs;
+  l.part = (float *)partial, l.out = (bf16 *)out, l.a = a, l.len = len;
+#define DEC_CASE(d_, g_)                                                                                   \
+  if (D == d_ && G == g_ && dec_built<V, d_, g_>::value) launch_partial<V, d_, g_, KV>(l);                  \
   else
-  DEC3_CASE(128, 1) DEC3_CASE(128, 2) DEC3_CASE(128, 3) DEC3_CASE(128, 4) DEC3_CASE(128, 5) DEC3_CASE(128, 6)
-  DEC3_CASE(128, 7) DEC3_CASE(128, 8) DEC3_CASE(128, 12) DEC3_CASE(128, 16)
-  DEC3_CASE(64, 1) DEC3_CASE(64, 2) DEC3_CASE(64, 4) DEC3_CASE(64, 6) DEC3_CASE(64, 7) DEC3_CASE(64, 8)
-  DEC3_CASE(64, 16)
-  return ts_fail_sys(e, "%s: head_dim %d with %d query heads per KV head is not built "
-                        "(head_dim 128: 1 to 8, 12 or 16 heads per KV head; 64: 1, 2, 4, 6, 7, 8 or 16)", who, D, G);
-#undef DEC3_CASE
+  DEC_CASE(128, 1) DEC_CASE(128, 2) DEC_CASE(128, 3) DEC_CASE(128, 4) DEC_CASE(128, 5) DEC_CASE(128, 6)
+  DEC_CASE(128, 7) DEC_CASE(128, 8) DEC_CASE(128, 12) DEC_CASE(128, 16)
+  DEC_CASE(64, 1) DEC_CASE(64, 2) DEC_CASE(64, 4) DEC_CASE(64, 6) DEC_CASE(64, 7) DEC_CASE(64, 8) DEC_CASE(64, 16)
+  return ts_fail_sys(e, "%s: head_dim %d with %d query heads per KV head is not built (%s)", who, D, G,
+                     V == 2 ? "head_dim 64: 1, 2, 4, 7, 8 or 16 heads per KV head; 128: 1 to 8"
+                            : "head_dim 128: 1 to 8, 12 or 16 heads per KV head; 64: 1, 2, 4, 6, 7, 8 or 16");
+#undef DEC_CASE
   DEC_LAUNCHED(e);
-  if (nsplit > 1) {
-    const long long rows = (long long)a->batch * a->hl;
-    if (D == 128)
-      decode3_combine_kernel<128><<<(unsigned)rows, DEC3_COMBINE_THREADS, 0, st>>>(P, O, nsplit, rows);
-    else
-      decode3_combine_kernel<64><<<(unsigned)rows, DEC3_COMBINE_THREADS, 0, st>>>(P, O, nsplit, rows);
-    DEC_LAUNCHED(e);
-  }
+  const long long rows = (long long)a->batch * a->hl;
+  if (V == 2)
+    decode2_combine_kernel<<<(unsigned)rows, D, 0, l.st>>>(l.part, l.out, l.nsplit, D);
+  else if (l.nsplit > 1 && D == 128)
+    decode3_combine_kernel<128><<<(unsigned)rows, DEC3_COMBINE_THREADS, 0, l.st>>>(l.part, l.out, l.nsplit, rows);
+  else if (l.nsplit > 1)
+    decode3_combine_kernel<64><<<(unsigned)rows, DEC3_COMBINE_THREADS, 0, l.st>>>(l.part, l.out, l.nsplit, rows);
+  else
+    return 0;
+  DEC_LAUNCHED(e);
   return 0;
+}
+
+/* Whether an FP8 cache lacks its codes or scales (the v2 and v3 entry points refuse it). */
+static bool kv8_missing(const infer_kv8 *c) { return !c || !c->k || !c->v || !c->ks || !c->vs; }
+
+extern "C" int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out,
+                                       void *partial, const infer_attn_dims *a, long long len, void *stream,
+                                       ts_err *e) {
+  return decode_run<2, kv_bf16>("infer_decode_attention2", q, k_cache, v_cache, NULL, NULL, out, partial, a, len,
+                                stream, e);
+}
+
+extern "C" int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                           const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
+  if (kv8_missing(c)) return ts_fail_sys(e, "infer_decode_attention2_fp8: the FP8 cache or its scales are missing");
+  return decode_run<2, kv_e4m3>("infer_decode_attention2_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
+                                stream, e);
 }
 
 extern "C" int infer_decode_attention3(const void *q, const void *k_cache, const void *v_cache, void *out,
                                        void *partial, const infer_attn_dims *a, long long len, void *stream,
                                        ts_err *e) {
-  return decode3_run<kv_bf16>("infer_decode_attention3", q, k_cache, v_cache, NULL, NULL, out, partial, a, len, stream,
-                              e);
+  return decode_run<3, kv_bf16>("infer_decode_attention3", q, k_cache, v_cache, NULL, NULL, out, partial, a, len,
+                                stream, e);
 }
 
 extern "C" int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                            const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
   if (kv8_missing(c)) return ts_fail_sys(e, "infer_decode_attention3_fp8: the FP8 cache or its scales are missing");
-  return decode3_run<kv_e4m3>("infer_decode_attention3_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
-                              stream, e);
+  return decode_run<3, kv_e4m3>("infer_decode_attention3_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
+                                stream, e);
 }
