@@ -81,17 +81,6 @@ static void test_rope(void) {
   CU_ASSERT_DOUBLE_EQUAL(w[4], sin(3.0), 1e-6);
 }
 
-/* y = x . w with w stored [k x n]: a 2 x 3 times 3 x 2 product worked by hand */
-static void test_gemm_nn(void) {
-  const float x[6] = {1, 2, 3, -1, 0, 4}, w[6] = {1, 0, 0, 1, 2, -1};
-  double y[4];
-  infer_ref_gemm_nn(x, w, y, 2, 2, 3);
-  CU_ASSERT_DOUBLE_EQUAL(y[0], 1 + 0 + 6, 1e-12);   /* row 0 . column 0: 1*1 + 2*0 + 3*2 */
-  CU_ASSERT_DOUBLE_EQUAL(y[1], 0 + 2 - 3, 1e-12);   /* row 0 . column 1: 1*0 + 2*1 + 3*(-1) */
-  CU_ASSERT_DOUBLE_EQUAL(y[2], -1 + 0 + 8, 1e-12);  /* row 1 . column 0 */
-  CU_ASSERT_DOUBLE_EQUAL(y[3], 0 + 0 - 4, 1e-12);   /* row 1 . column 1 */
-}
-
 static void test_bf16(void) {
   CU_ASSERT_EQUAL(infer_ref_to_bf16(1.0f), 0x3f80);
   CU_ASSERT_EQUAL(infer_ref_from_bf16(0x3f80), 1.0f);
@@ -206,7 +195,6 @@ int main(void) {
   CU_add_test(s, "decode attention: equal keys give the mean", test_decode_equal_keys_mean);
   CU_add_test(s, "causal attention's last row is decode attention", test_causal_last_row_is_decode);
   CU_add_test(s, "RoPE", test_rope);
-  CU_add_test(s, "decode GEMM reference (x . W, W [k x n])", test_gemm_nn);
   CU_add_test(s, "bf16 rounding", test_bf16);
   CU_add_test(s, "FP8 KV cache quantizer", test_kv8_quantize);
   CU_add_test(s, "E4M3: enumeration vs taco_fp8.h", test_e4m3_two_ways);

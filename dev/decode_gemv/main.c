@@ -17,13 +17,13 @@
 #include <string.h>
 
 #include "calibrate_time.h"
+#include "dev_proj_opts.h"
 #include "exec_gemm.h"
 #include "gemv.h"
 #include "gpu_check.h"
 #include "model.h"
 #include "rt_ops.h"
 #include "rt_ops_ref.h"
-#include "ts_args.h"
 
 #define TOL 1e-2
 #define ROTATE_BYTES ((size_t)512 << 20)
@@ -156,34 +156,12 @@ fail:
 }
 
 int main(int argc, char **argv) {
-  const char *model = "llama3-8b", *batches_s = "1,2,4,8";
-  int check_only = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--check")) check_only = 1;
-    else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-    else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches_s = argv[++i];
-    else {
-      int help = ts_arg_is_help(argv[i]);
-      fprintf(help ? stdout : stderr,
-              "usage: dev_decode_gemv [--model NAME (llama3-8b)] [--batches LIST (1,2,4,8; at most %d)] [--check]\n",
-              DEV_GEMV_MAX_M);
-      return help ? 0 : 2;
-    }
-  }
-  long long batches[DEV_GEMV_MAX_M];
-  const int nb = ts_arg_ll_list(batches_s, 1, DEV_GEMV_MAX_M, batches, DEV_GEMV_MAX_M);
-  if (nb < 1) {
-    fprintf(stderr, "dev_decode_gemv: --batches: comma-separated integers in [1, %d]\n", DEV_GEMV_MAX_M);
-    return 2;
-  }
+  dev_proj_opts o;
+  const int st = dev_proj_opts_parse(argc, argv, "dev_decode_gemv", "1,2,4,8", DEV_GEMV_MAX_M, &o);
+  if (st >= 0) return st;
   ts_err e = {{0}, 0};
-  model_config mc;
-  if (model_load(model, NULL, &mc, &e)) {
-    fprintf(stderr, "dev_decode_gemv: %s\n", e.msg);
-    return ts_exit_status(&e);
-  }
   int bad = 0;
-  if (run_checks(&bad, &e) || (!check_only && time_projections(&mc, batches, nb, &e))) {
+  if (run_checks(&bad, &e) || (!o.check_only && time_projections(&o.mc, o.batches, o.nb, &e))) {
     fprintf(stderr, "dev_decode_gemv: %s\n", e.msg);
     return 1;
   }

@@ -3,14 +3,13 @@
  *
  * 1. Checks (fresh random inputs per case, outputs poisoned with NaN before
  *    every run, plain-C float64 references, tolerance: relative L2 error
- *    <= 1e-2, every output finite): the decode GEMM (infer_gemv.h, with and
- *    without its launch attribute; a second run must give the same bits), the decode attentions
+ *    <= 1e-2, every output finite): the decode attentions
  *    infer_decode_attention (infer_kernels.h) and infer_decode_attention2
  *    (infer_decode.h).
  * 2. Timing, per point: the model's decode projections (qkv, attn_out, fc1,
- *    fc2, logits) at each batch by cuBLASLt through exec_gemm and, for the
- *    linear layers at batch <= 16, by the GEMV (infer_gemv.h; the first GEMV,
- *    which lost to cuBLASLt: dev/decode_gemv); the decode attention
+ *    fc2, logits) at each batch by cuBLASLt through exec_gemm (the
+ *    executor's path; the GEMVs that lost to it: dev/decode_gemv,
+ *    dev/decode_gemv_tc); the decode attention
  *    over KV lengths at each batch, both kernels, and v2 over the FP8 KV
  *    cache (v2fp8: the same head vectors quantized by infer_kv8_quantize;
  *    v3 and v3fp8: the tensor-core decode attention, infer_decode.h;
@@ -32,10 +31,8 @@
 #include "calibrate_time.h"
 #include "exec_gemm.h"
 #include "infer_decode.h"
-#include "infer_gemv.h"
 #include "infer_kernels.h"
 #include "infer_kv8.h"
-#include "infer_ref.h"
 #include "model.h"
 #include "rt_ops.h"
 #include "rt_ops_check.h"
@@ -143,82 +140,8 @@ out:
   return rc;
 }
 
-/* The decode GEMM y = x . W (infer_gemv.h, launched with programmatic stream serialization
- * when pdl): fresh random x
- * [m x k] and W [k x n], y poisoned with NaN, against infer_ref_gemm_nn; then run again over a
- * fresh poison, which must give the same bits (the split-K counters were reset, the sums'
- * order is fixed). */
-static int check_gemv(infer_gemv *gv, int pdl, int m, long long n, long long k, uint64_t seed, int *failed,
-                      ts_err *e) {
-  void *x = NULL, *w = NULL, *y = NULL;
-  uint16_t *hx = NULL, *hw = NULL, *hy = NULL, *hy2 = NULL;
-  float *fx = NULL, *fw = NULL;
-  double *ref = NULL;
-  int rc = -1;
-  const size_t nx = (size_t)m * k, nw = (size_t)k * n, ny = (size_t)m * n;
-  if (dev_random(&x, nx, seed, e) || dev_random(&w, nw, seed + 1, e)) goto out;
-  if (cudaMalloc(&y, ny * 2) != cudaSuccess) {
-    ts_fail_sys(e, "bench-decode: cudaMalloc failed");
-    goto out;
-  }
-  for (int rep = 0; rep < 2; rep++) {
-    if (cudaMemset(y, 0xff, ny * 2) != cudaSuccess) {
-      ts_fail_sys(e, "bench-decode: cudaMemset failed");
-      goto out;
-    }
-    if (infer_gemv_run(gv, pdl, x, w, y, m, n, k, NULL, e)) goto out;
-    if (cudaDeviceSynchronize() != cudaSuccess) {
-      ts_fail_sys(e, "bench-decode: the GEMV failed");
-      goto out;
-    }
-    if (to_host(rep ? &hy2 : &hy, y, ny, e)) goto out;
-  }
-  if (to_host(&hx, x, nx, e) || to_host(&hw, w, nw, e)) goto out;
-  fx = malloc(nx * sizeof *fx), fw = malloc(nw * sizeof *fw), ref = malloc(ny * sizeof *ref);
-  if (!fx || !fw || !ref) {
-    ts_fail_sys(e, "bench-decode: out of memory");
-    goto out;
-  }
-  for (size_t i = 0; i < nx; i++) fx[i] = bf16_to_float(hx[i]);
-  for (size_t i = 0; i < nw; i++) fw[i] = bf16_to_float(hw[i]);
-  infer_ref_gemm_nn(fx, fw, ref, m, n, k);
-  double err = rel_l2(hy, ref, ny);
-  int same = !memcmp(hy, hy2, ny * 2);
-  int ok = err >= 0 && err <= TOL && same;
-  *failed += !ok;
-  printf("check gemv%s m=%d n=%lld k=%lld (%d splits): rel L2 %.2e (tol %.0e), second run %s %s\n",
-         pdl ? "-pdl" : "",
-         m, n, k, infer_gemv_splits(gv, m, n, k), err, TOL, same ? "bit-equal" : "DIFFERS", ok ? "ok" : "FAILED");
-  rc = 0;
-out:
-  cudaFree(x), cudaFree(w), cudaFree(y);
-  free(hx), free(hw), free(hy), free(hy2), free(fx), free(fw), free(ref);
-  return rc;
-}
-
-static int run_gemv_checks(int *failed, ts_err *e) {
-  /* odd column ranges (n not a multiple of the block's 64 or 128), k not a multiple of the
-   * 64-row chunks, one split and many, every m of the batch groups 1..8 and 9..16 */
-  static const struct { int m; long long n, k; } c[] = {
-      {1, 8, 16},      {3, 72, 48},      {8, 136, 1040},  {9, 200, 272},    {16, 4104, 4112},
-      {1, 4096, 4096}, {2, 6144, 4096},  {5, 4096, 4096}, {13, 1024, 14336}, {16, 4096, 14336},
-      {4, 28672, 512}, {7, 4608, 3584},  {12, 520, 18944}, {16, 64, 16}};
-  infer_gemv *gv = NULL;
-  if (infer_gemv_create(&gv, 0, e)) return -1;
-  uint64_t seed = 5000;
-  for (size_t i = 0; i < sizeof c / sizeof *c; i++)
-    for (int pdl = 0; pdl < 2; pdl++) /* with and without its launch attribute */
-      if (check_gemv(gv, pdl, c[i].m, c[i].n, c[i].k, seed += 3, failed, e)) {
-        infer_gemv_destroy(gv);
-        return -1;
-      }
-  infer_gemv_destroy(gv);
-  return 0;
-}
-
 static int run_checks(int *failed, ts_err *e) {
-  if (run_gemv_checks(failed, e)) return -1;
-  uint64_t seed = 1000 + 7 * 26; /* the seeds these cases had beside the GEMV's (now dev/decode_gemv/) */
+  uint64_t seed = 1000 + 7 * 26; /* the seeds these cases had beside the first GEMV's (now dev/decode_gemv/) */
   static const struct { int b, hl, kvl, d; long long len; } a[] = {
       {1, 32, 8, 128, 4096}, {3, 8, 8, 128, 77}, {2, 16, 4, 128, 1000}, {1, 8, 2, 64, 33},
       {2, 32, 2, 64, 517},   {4, 28, 4, 128, 130}, {1, 4, 4, 64, 1}, {2, 12, 2, 128, 300},
@@ -238,13 +161,8 @@ static int run_checks(int *failed, ts_err *e) {
 
 /* ---- timing ---- */
 
-enum { GK_CUBLASLT, GK_GEMV, GK_GEMV_PDL, GK_KINDS };
-static const char *const gk_names[GK_KINDS] = {"cublaslt", "gemv", "gemv-pdl"};
-
 typedef struct {
   exec_gemm *gemm;
-  infer_gemv *gv;
-  int kind; /* GK_* */
   exec_gemm_shape s;
   int nt, m;
   long long n, k;
@@ -256,8 +174,6 @@ typedef struct {
 static int gemm_launch(void *p, long long iter, ts_err *e) {
   gemm_ctx *c = p;
   const char *W = (const char *)c->pool + (size_t)(iter % c->copies) * c->wbytes;
-  if (c->kind != GK_CUBLASLT)
-    return infer_gemv_run(c->gv, c->kind == GK_GEMV_PDL, c->X, W, c->Y, c->m, c->n, c->k, NULL, e);
   return exec_gemm_run(c->gemm, &c->s, 1.f, c->X, W, 0.f, c->Y, NULL, e);
 }
 
@@ -295,49 +211,37 @@ static int time_gemms(const model_config *mc, const long long *batches, int nb, 
     wmax = w > wmax ? w : wmax;
   }
   size_t pool = wmax > POOL_BYTES ? 2 * wmax : POOL_BYTES + wmax;
-  if (exec_gemm_create(&c.gemm, e) || infer_gemv_create(&c.gv, 0, e) || dev_random(&c.pool, pool / 2, 77, e) ||
+  if (exec_gemm_create(&c.gemm, e) || dev_random(&c.pool, pool / 2, 77, e) ||
       dev_random(&c.X, (size_t)maxm * 2 * mc->ffn_hidden, 78, e))
     goto out;
   if (cudaMalloc(&c.Y, (size_t)maxm * mc->vocab * 2 + (size_t)maxm * 2 * mc->ffn_hidden * 2) != cudaSuccess) {
     ts_fail_sys(e, "bench-decode: cudaMalloc failed");
     goto out;
   }
-  double step[GK_KINDS][16] = {{0}}; /* the sum over one layer's projections and the logits, per batch:
-                                        cuBLASLt; a GEMV kind where it runs, else cuBLASLt */
+  double step[16] = {0}; /* the sum over one layer's projections and the logits, per batch */
   for (int p = 0; p < 5; p++)
     for (int bi = 0; bi < nb; bi++) {
       c.nt = proj[p].nt, c.m = (int)batches[bi], c.n = proj[p].n, c.k = proj[p].k;
       c.wbytes = (size_t)c.n * c.k * 2;
       c.copies = (int)(pool / c.wbytes);
       c.s = exec_gemm_packed(c.nt ? EXEC_GEMM_NT : EXEC_GEMM_NN, c.m, c.n, c.k);
-      double bytes = (double)c.wbytes + 2.0 * c.m * (c.n + c.k), us[GK_KINDS] = {0};
-      const double wgt = p == 4 ? 1.0 / mc->layers : 1.0; /* logits once per step: per layer share */
-      for (c.kind = 0; c.kind < GK_KINDS; c.kind++) {
-        const int runs = c.kind == GK_CUBLASLT || (!c.nt && infer_gemv_fits(c.m, c.n, c.k));
-        if (runs) {
-          if (calib_time_us(gemm_launch, &c, streams, dev, 1, &bud, &us[c.kind], e)) goto out;
-          char what[96];
-          snprintf(what, sizeof what, "%s m=%d n=%lld k=%lld %s", proj[p].name, c.m, c.n, c.k, gk_names[c.kind]);
-          print_point(what, bytes, us[c.kind], peak, copy);
-        }
-        if (bi < 16) step[c.kind][bi] += wgt * (runs ? us[c.kind] : us[GK_CUBLASLT]);
-      }
-      if (us[GK_GEMV] > 0)
-        printf("  -> %s m=%d: gemv/cublaslt %.3f, gemv-pdl/cublaslt %.3f (splits %d)\n", proj[p].name, c.m,
-               us[GK_GEMV] / us[GK_CUBLASLT], us[GK_GEMV_PDL] / us[GK_CUBLASLT], infer_gemv_splits(c.gv, c.m, c.n, c.k));
+      double bytes = (double)c.wbytes + 2.0 * c.m * (c.n + c.k), us = 0;
+      if (calib_time_us(gemm_launch, &c, streams, dev, 1, &bud, &us, e)) goto out;
+      char what[96];
+      snprintf(what, sizeof what, "%s m=%d n=%lld k=%lld cublaslt", proj[p].name, c.m, c.n, c.k);
+      print_point(what, bytes, us, peak, copy);
+      double wgt = p == 4 ? 1.0 / mc->layers : 1.0; /* logits once per step: per layer share */
+      if (bi < 16) step[bi] += wgt * us;
     }
   for (int bi = 0; bi < nb && bi < 16; bi++) {
     double wb = 0;
     for (int p = 0; p < 5; p++) wb += (double)proj[p].n * proj[p].k * 2 * (p == 4 ? 1.0 / mc->layers : 1.0);
-    printf("layer projections + logits/layers, batch %lld:", batches[bi]);
-    for (int kd = 0; kd < GK_KINDS; kd++)
-      printf(" %s %.1f us (%.1f %% of %.0f)", gk_names[kd], step[kd][bi], 100 * wb / step[kd][bi] * 1e-3 / peak, peak);
-    printf("\n");
+    printf("layer projections + logits/layers, batch %lld: cublaslt %.1f us (%.1f %% of %.0f)\n", batches[bi], step[bi],
+           100 * wb / step[bi] * 1e-3 / peak, peak);
   }
   rc = 0;
 out:
   cudaFree(c.pool), cudaFree(c.X), cudaFree(c.Y);
-  infer_gemv_destroy(c.gv);
   exec_gemm_destroy(c.gemm);
   return rc;
 }
@@ -428,15 +332,13 @@ static void usage(FILE *out) {
           "                            [--check (checks only)] [--attention-only (no GEMM timing)]\n"
           "                            [--gemm-only (no attention timing)]\n"
           "                            [--attention LIST of v1,v2,v2fp8,v3,v3fp8 (all five)]\n"
-          "Checks the decode GEMM (infer_gemv.h, with and without its launch attribute) and the decode\n"
-          "attention kernels (v1, v2, v3) against plain-C references, then times the model's decode\n"
-          "projections by cuBLASLt (what the executor runs by default) and, where it runs (linear layers,\n"
-          "batch <= 16), by the GEMV (gemv; gemv-pdl: the same launched with programmatic stream\n"
-          "serialization, consecutive launches overlapping as in `tacorun execute --decode-gemm gemv-pdl`),\n"
-          "side by side, and decode attention (v1, v2, v3 and v2, v3 over the FP8 KV cache: v2fp8, v3fp8, infer_kv8.h; their bytes are codes + scales; their checks are\n"
-          "`tacorun execute --infer-check`'s) per batch and KV length: us, GB/s, %% of the --peak-gbps\n"
-          "floor and of the measured copy rate.\n"
-          "(The first weight-streaming GEMV, CUDA cores, that lost to cuBLASLt: dev/decode_gemv.)\n"
+          "Checks the decode attention kernels (v1, v2, v3) against a plain-C reference, then times the\n"
+          "model's decode projections (cuBLASLt, what the executor runs) and decode attention (v1, v2, v3\n"
+          "and v2, v3 over the FP8 KV cache: v2fp8, v3fp8, infer_kv8.h; their bytes are codes + scales;\n"
+          "their checks are `tacorun execute --infer-check`'s) per batch and KV length: us, GB/s, %% of\n"
+          "the --peak-gbps floor and of the measured copy rate.\n"
+          "(The weight-streaming GEMVs that lost to cuBLASLt are timed by dev/decode_gemv (CUDA cores)\n"
+          "and dev/decode_gemv_tc (tensor cores).)\n"
           "reads:  the model zoo (the --model's shapes)\n"
           "writes: the checks and the table on standard output (runtime/RESULTS-decode.md keeps one run)\n");
 }

@@ -43,9 +43,6 @@
 typedef struct {
   exec_gemm *g;
   exec_gemm_shape s;
-  infer_gemm_path path; /* the linear layers' products as the executor runs them (--decode-gemm) */
-  int nt;
-  long long m, n, k;
   char *a, *b, *c;
   size_t b_bytes;
   int sets;
@@ -64,7 +61,6 @@ static void output_path(char *out, size_t cap, const char *in, const char *out_d
 static int gemm_launch(void *ctx, long long iter, ts_err *e) {
   gemm_ctx *c = ctx;
   const char *b = c->b + (size_t)(iter % c->sets) * c->b_bytes;
-  if (!c->nt) return infer_gemm_nn(&c->path, c->m, c->n, c->k, c->a, b, c->c, NULL, e);
   return exec_gemm_run(c->g, &c->s, 1.f, c->a, b, 0.f, c->c, NULL, e);
 }
 
@@ -115,7 +111,7 @@ static int zoo_models(const char *dir, model_config *out, int *n, ts_err *e) {
 /* prefill NULL: decode GEMMs (m = batch) of every model, shapes `cal` has are skipped.
  * prefill = a model: its prefill GEMMs (m = batch x prompt tokens, 128 .. 65,536 and 8,176),
  * every shape timed (the executor's pattern: weights from HBM, activations fixed). */
-static int decode_gemms(schema_calibration *cal, const infer_gemm_path *path, const model_config *models, int nm,
+static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_config *models, int nm,
                         const model_config *prefill, const calib_budget *bud, int *added, ts_err *e) {
   static const int tps[] = {1, 2, 4, 8}, batches[] = {1, 2, 4, 8, 16, 32, 64};
   static const int tokens[] = {128, 256, 512, 1024, 2048, 4096, 8176, 8192, 16384, 32768, 65536};
@@ -156,7 +152,7 @@ static int decode_gemms(schema_calibration *cal, const infer_gemm_path *path, co
     if (c > max_c) max_c = c;
   }
   size_t pool = max_b > POOL_BYTES ? max_b : POOL_BYTES;
-  gemm_ctx c = {.g = path->lt, .path = *path};
+  gemm_ctx c = {.g = g};
   RT_CUDA(e, cudaMalloc((void **)&c.a, max_a));
   RT_CUDA(e, cudaMalloc((void **)&c.b, pool));
   RT_CUDA(e, cudaMalloc((void **)&c.c, max_c));
@@ -172,7 +168,6 @@ static int decode_gemms(schema_calibration *cal, const infer_gemm_path *path, co
     const gemm_key *k = &keys[i];
     if (!prefill && have_gemm(cal, k->m, k->n, k->k)) continue;
     c.s = exec_gemm_packed(k->nt ? EXEC_GEMM_NT : EXEC_GEMM_NN, k->m, k->n, k->k);
-    c.nt = k->nt, c.m = k->m, c.n = k->n, c.k = k->k;
     c.b_bytes = (size_t)(k->k * k->n) * 2;
     c.b_bytes = (c.b_bytes + 255) & ~(size_t)255;
     c.sets = (int)(pool / c.b_bytes);
@@ -528,9 +523,6 @@ static void usage(FILE *out) {
                "  --out-dir DIR   write DIR/<name of each input> [the inputs are rewritten in place]\n"
                "  --models DIR    the model zoo whose GEMM shapes are timed [%s]\n"
                "  --quick         fewer repetitions [off]\n"
-               "  --decode-gemm cublaslt|gemv|gemv-pdl  the linear layers' products at <= 16 rows as `tacorun\n"
-               "                  execute --decode-gemm` runs them (cuBLASLt, or the GEMV of infer_gemv.h,\n"
-               "                  launched with programmatic stream serialization or not) [cublaslt]\n"
                "  --decode-gemms-only  time the decode GEMMs only (no prefill GEMMs, attention or small\n"
                "                  kernels; the files' attention tables are left as they are) [off]\n"
                "  --prefill-layouts MODEL:TP,...  head layouts of the prefill attention tables: zoo models at a\n"
@@ -628,7 +620,7 @@ static int prefill_layouts(const char *arg, const model_config *models, int nm, 
 
 int cmd_calibrate_infer(int argc, char **argv) {
   const char *ins[16], *out_dir = NULL, *models_dir = NULL, *layouts_arg = "llama3-8b:2";
-  int nin = 0, quick = 0, collectives = 0, gemms_only = 0, decode_gemm = INFER_DECODE_GEMM_CUBLASLT;
+  int nin = 0, quick = 0, collectives = 0, gemms_only = 0;
   int prompts[32] = {128, 256, 512, 1024, 2048, 4096, 8192}, np = 7;
   long long max_tokens = 65536;
   coll_transport transport = COLL_TRANSPORT_AUTO;
@@ -657,12 +649,6 @@ int cmd_calibrate_infer(int argc, char **argv) {
       }
     } else if (!strcmp(argv[i], "--decode-gemms-only")) {
       gemms_only = 1;
-    } else if (!strcmp(argv[i], "--decode-gemm") && i + 1 < argc) {
-      const char *v = argv[++i];
-      if ((decode_gemm = infer_decode_gemm_parse(v)) < 0) {
-        fprintf(stderr, "tacorun calibrate-infer: --decode-gemm: '%s' must be cublaslt, gemv or gemv-pdl\n", v);
-        return 2;
-      }
     } else if (!strcmp(argv[i], "--quick")) {
       quick = 1;
     } else if (!strcmp(argv[i], "--collectives")) {
@@ -743,19 +729,16 @@ int cmd_calibrate_infer(int argc, char **argv) {
   }
   calib_budget bud = calib_budget_default(quick);
   exec_gemm *g = NULL;
-  infer_gemv *gv = NULL;
   int added = 0;
   /* GEMM shapes the first file already has are not timed again */
   for (int i = 0; i < first.n_gemm; i++)
     if (schema_calibration_add_gemm(&meas, first.gemm[i].m, first.gemm[i].n, first.gemm[i].k, -1.0)) goto done;
   int known = meas.n_gemm;
   int pre_timed = 0;
-  infer_gemm_path path = {0};
   if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
-      infer_decode_gemm_path(decode_gemm, g, &gv, &path, &e) ||
-      decode_gemms(&meas, &path, models, nm, NULL, &bud, &added, &e) ||
+      decode_gemms(&meas, g, models, nm, NULL, &bud, &added, &e) ||
       (!gemms_only &&
-       (decode_gemms(&pre, &path, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, &bud, &e) ||
+       (decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, &bud, &e) ||
         prefill_attention_table(&meas, g, lay, nl, prompts, np, max_tokens, &bud, &e) ||
         small_memops(&meas, &bud, &e)))) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
@@ -783,7 +766,6 @@ int cmd_calibrate_infer(int argc, char **argv) {
   fprintf(stderr, "calibrate-infer: %d models, %d GEMM shapes timed\n", nm, added);
   rc = 0;
 done:
-  infer_gemv_destroy(gv);
   if (g) exec_gemm_destroy(g);
   schema_calibration_free(&first);
   schema_calibration_free(&meas);

@@ -198,7 +198,6 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   const long long h = mc->hidden, d = m->d, T = (long long)o->batch * o->max_prompt;
   const long long qcl = (m->hl + 2LL * m->kvl) * d;
   if (exec_gemm_create(&m->gemm, e)) return -1;
-  if (infer_decode_gemm_path(o->decode_gemm, m->gemm, &m->gemv, &m->lin, e)) return -1;
   m->w = calloc((size_t)layers, sizeof *m->w);
   m->kc = calloc((size_t)layers, sizeof *m->kc);
   m->vc = calloc((size_t)layers, sizeof *m->vc);
@@ -294,7 +293,6 @@ void infer_model_free(infer_model *m) {
   void *bufs[] = {m->emb, m->head, m->lnf, m->x, m->xn, m->proj, m->qkv, m->qh, m->oh, m->attn, m->f, m->act,
                   m->rstd, m->scores, m->partial, m->last, m->lastn, m->logits, m->logits_all, m->tok, m->nf_calls};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
-  infer_gemv_destroy(m->gemv);
   if (m->gemm) exec_gemm_destroy(m->gemm);
   memset(m, 0, sizeof *m);
 }
@@ -331,30 +329,10 @@ int infer_allreduce(infer_model *m, void *buf, long long rows, infer_ar_mode mod
   return 0;
 }
 
-static const char *const decode_gemm_names[INFER_DECODE_GEMM_KINDS] = {"cublaslt", "gemv", "gemv-pdl"};
-
-const char *infer_decode_gemm_name(int decode_gemm) {
-  return decode_gemm >= 0 && decode_gemm < INFER_DECODE_GEMM_KINDS ? decode_gemm_names[decode_gemm] : "?";
-}
-
-int infer_decode_gemm_parse(const char *name) {
-  for (int i = 0; i < INFER_DECODE_GEMM_KINDS; i++)
-    if (!strcmp(name, decode_gemm_names[i])) return i;
-  return -1;
-}
-
-int infer_decode_gemm_path(int decode_gemm, exec_gemm *lt, infer_gemv **gv, infer_gemm_path *out, ts_err *e) {
-  *gv = NULL;
-  if (decode_gemm != INFER_DECODE_GEMM_CUBLASLT && infer_gemv_create(gv, 0, e)) return -1;
-  *out = (infer_gemm_path){.lt = lt, .gemv = *gv, .gemv_max_m = *gv ? INFER_GEMV_MAX_M : 0,
-                           .pdl = decode_gemm == INFER_DECODE_GEMM_GEMV_PDL};
-  return 0;
-}
-
-/* A linear layer's product: cuBLASLt, or with --decode-gemm gemv the GEMV at <= 16 rows (infer_gemv.h). */
 static int gemm_nn(infer_model *m, long long M, long long N, long long K, const void *A, const void *B, void *C,
                    ts_err *e) {
-  return infer_gemm_nn(&m->lin, M, N, K, A, B, C, m->stream, e);
+  exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NN, M, N, K);
+  return exec_gemm_run(m->gemm, &s, 1.f, A, B, 0.f, C, m->stream, e);
 }
 
 int infer_prefill_attention(const infer_prefill_args *a, ts_err *e) {

@@ -18,7 +18,6 @@
 
 #include "coll_taco.h"
 #include "exec_gemm.h"
-#include "infer_gemv.h"
 #include "model.h"
 #include "plan.h"
 #include "ts_error.h"
@@ -61,8 +60,6 @@ typedef struct {
   void *last, *lastn, *logits, *logits_all;
   int32_t *tok;       /* [batch] the sampled tokens */
   exec_gemm *gemm;
-  infer_gemv *gemv;   /* the decode GEMM of --decode-gemm gemv / gemv-pdl (NULL: cuBLASLt only, the default) */
-  infer_gemm_path lin; /* the linear layers' products: with gemv, the GEMV at <= INFER_GEMV_MAX_M rows */
   cudaStream_t stream;
   coll_team *team;    /* NULL when tp == 1 */
   plan_codec codec;
@@ -88,19 +85,7 @@ typedef struct {
   int decode_attn;      /* 3: infer_decode_attention3, 2: infer_decode_attention2 (infer_decode.h); else
                            infer_decode_attention */
   int kv_fp8;           /* 1: FP8 KV cache (needs decode_attn 2 or 3: their FP8 variants); 0: BF16 */
-  int decode_gemm;      /* INFER_DECODE_GEMM_*: the linear layers' products at <= 16 rows (a decode step of
-                           batch <= 16); 0 is cuBLASLt, the default */
 } infer_model_opts;
-
-/* cublaslt: exec_gemm (the default: it won, runtime/RESULTS-decode.md); gemv: infer_gemv.h's kernel;
- * gemv-pdl: the same launched with programmatic stream serialization (its weight loads start while the
- * previous kernel ends). */
-enum { INFER_DECODE_GEMM_CUBLASLT, INFER_DECODE_GEMM_GEMV, INFER_DECODE_GEMM_GEMV_PDL, INFER_DECODE_GEMM_KINDS };
-/* "cublaslt", "gemv", "gemv-pdl"; parse: -1 for another name */
-const char *infer_decode_gemm_name(int decode_gemm);
-int infer_decode_gemm_parse(const char *name);
-/* The decode GEMM path of decode_gemm (INFER_DECODE_GEMM_*): *gv created for the GEMV kinds. */
-int infer_decode_gemm_path(int decode_gemm, exec_gemm *lt, infer_gemv **gv, infer_gemm_path *out, ts_err *e);
 
 /* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the
  * team's stream. Checks the model is one this executor runs (RMSNorm, SwiGLU,

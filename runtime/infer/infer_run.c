@@ -68,12 +68,6 @@ void infer_usage(FILE *out) {
           "  --decode-attention v1|v2|v3  decode attention over the KV cache: v1 infer_kernels.h, v2 and v3\n"
           "                    infer_decode.h (v2: 4 positions in flight a warp, CUDA cores; v3: tensor-core mma\n"
           "                    over the query heads of a KV head; runtime/RESULTS-decode.md) [v3]\n"
-          "  --decode-gemm cublaslt|gemv|gemv-pdl  the linear layers' products at <= 16 rows (decode steps of\n"
-          "                    batch <= 16): cuBLASLt; gemv, the weight-streaming tensor-core kernel of\n"
-          "                    infer_gemv.h; gemv-pdl, the same launched with programmatic stream serialization\n"
-          "                    (its weight loads start while the previous kernel ends). gemv lost to cuBLASLt\n"
-          "                    at every measured batch (TPOT +4 %%, runtime/RESULTS-decode.md); larger products\n"
-          "                    always run by cuBLASLt [cublaslt]\n"
           "reads:  INFER_PLAN.json..., the models and clusters they name\n"
           "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n");
 }
@@ -171,7 +165,7 @@ typedef struct {
   const char *plan_path, *json_out, *csv_out, *json_dir;
   const char *plans[INFER_MAX_PLANS];
   int n_plans;
-  int warmup, prefill_reps, check, timeout_s, decode_graph, decode_attn, decode_gemm;
+  int warmup, prefill_reps, check, timeout_s, decode_graph, decode_attn;
   coll_transport transport;
   unsigned long long seed;
 } infer_opts;
@@ -246,12 +240,6 @@ static int parse(int argc, char **argv, infer_opts *o) {
         return 2;
       }
       o->decode_attn = v[1] - '0';
-    } else if (i + 1 < argc && !strcmp(a, "--decode-gemm")) {
-      const char *v = argv[++i];
-      if ((o->decode_gemm = infer_decode_gemm_parse(v)) < 0) {
-        fprintf(stderr, "tacorun execute: --decode-gemm: '%s' must be cublaslt, gemv or gemv-pdl\n", v);
-        return 2;
-      }
     } else if (i + 1 < argc && (!strcmp(a, "--warmup") || !strcmp(a, "--prefill-reps") || !strcmp(a, "--timeout"))) {
       int v;
       int lo = !strcmp(a, "--warmup") ? 0 : 1;
@@ -353,8 +341,7 @@ static int timed_setup(infer_timed *t, ts_err *e) {
     t->team_ready = 1;
   }
   infer_model_opts mo = {.batch = p->batch, .max_prompt = p->prompt, .max_seq = p->prompt + p->generate,
-                         .seed = o->seed, .decode_attn = o->decode_attn, .kv_fp8 = p->kv == PLAN_KV_FP8,
-                         .decode_gemm = o->decode_gemm};
+                         .seed = o->seed, .decode_attn = o->decode_attn, .kv_fp8 = p->kv == PLAN_KV_FP8};
   if (infer_model_init(&t->m, &p->model, p->model.layers, p->tp, w->ranks[0], &mo, t->team_ready ? &t->team : NULL,
                        w->streams[0], e))
     return -1;
@@ -442,8 +429,7 @@ static void timed_print(const infer_timed *t) {
   const int steps = t->steps;
   printf("# %s: %s, TP %d, batch %d, prompt %d, generate %d, %d layers, codec %s\n", p->name, p->model.name, p->tp,
          p->batch, p->prompt, p->generate, p->model.layers, plan_codec_kind_name(p->codec.kind));
-  printf("# decode attention v%d; decode GEMMs (batch <= %d) %s\n", o->decode_attn, INFER_GEMV_MAX_M,
-         infer_decode_gemm_name(o->decode_gemm));
+  printf("# decode attention v%d\n", o->decode_attn);
   printf("# KV cache %s: %.3f GB allocated per GPU (%s), plan's accounting %.3f GB\n", plan_kv_precision_name(p->kv),
          m->kv_bytes / 1e9, p->kv == PLAN_KV_FP8 ? "E4M3 codes + an FP32 scale per position and KV head" : "BF16",
          t->mem.kv_cache / 1e9);
@@ -486,8 +472,8 @@ static int timed_save(const infer_timed *t, const char *json_out, ts_err *e) {
   snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
            infer_ar_mode_name(t->m.ar_mode[0]), infer_ar_mode_name(t->m.ar_mode[1]));
   schema_result_add_note(&res, note);
-  snprintf(note, sizeof note, "--decode-attention v%d; --decode-gemm %s; kv_cache %s, %.0f bytes allocated per GPU",
-           o->decode_attn, infer_decode_gemm_name(o->decode_gemm), plan_kv_precision_name(p->kv), t->m.kv_bytes);
+  snprintf(note, sizeof note, "--decode-attention v%d; kv_cache %s, %.0f bytes allocated per GPU", o->decode_attn,
+           plan_kv_precision_name(p->kv), t->m.kv_bytes);
   schema_result_add_note(&res, note);
   snprintf(note, sizeof note, "ttft over %d prefills: min %.6f s, max %.6f s", o->prefill_reps, t->ttft_min,
            t->ttft_max);

@@ -85,18 +85,6 @@ void infer_ref_rope(float *x, int head_dim, long long pos, double theta) {
   }
 }
 
-void infer_ref_gemm_nn(const float *x, const float *w, double *y, int m, long long n, long long k) {
-  for (int r = 0; r < m; r++) {
-    double *yr = y + (size_t)r * n;
-    for (long long c = 0; c < n; c++) yr[c] = 0;
-    for (long long i = 0; i < k; i++) {
-      const double xv = x[(size_t)r * k + i];
-      const float *wr = w + (size_t)i * n;
-      for (long long c = 0; c < n; c++) yr[c] += xv * wr[c];
-    }
-  }
-}
-
 void infer_ref_causal_attention(const float *q, const float *k, const float *v, float *out, int seq, int head_dim) {
   const int d = head_dim;
   const double scale = 1.0 / sqrt((double)d);

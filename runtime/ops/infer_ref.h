@@ -27,10 +27,6 @@ void infer_ref_rope(float *x, int head_dim, long long pos, double theta);
 /* Causal attention of one head over seq positions (q, k, v [seq x d], out [seq x d]). */
 void infer_ref_causal_attention(const float *q, const float *k, const float *v, float *out, int seq, int head_dim);
 
-/* A linear layer's product as the decode GEMM runs it (infer_gemv.h): y[m x n] = x[m x k] . w[k x n],
- * all row-major, sums in double. */
-void infer_ref_gemm_nn(const float *x, const float *w, double *y, int m, long long n, long long k);
-
 /* float <-> bf16 (round to nearest even), as the GPU converts. */
 unsigned short infer_ref_to_bf16(float x);
 float infer_ref_from_bf16(unsigned short h);

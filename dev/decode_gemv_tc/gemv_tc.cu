@@ -1,11 +1,11 @@
-/* infer_gemv.cu — the decode step's weight-streaming skinny GEMM (infer_gemv.h). */
+/* gemv_tc.cu — the decode step's weight-streaming tensor-core skinny GEMM (gemv_tc.h). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "gpu_check.h"
-#include "infer_gemv.h"
+#include "gemv_tc.h"
 #include "ops_device.cuh"
 
 typedef __nv_bfloat16 bf16;
@@ -14,7 +14,7 @@ typedef __nv_bfloat16 bf16;
 #define GEMV_THREADS (GEMV_WARPS * 32)
 #define GEMV_MIN_BLOCKS 4 /* blocks an SM the register budget allows (__launch_bounds__) */
 
-struct infer_gemv {
+struct dev_gemv_tc {
   float *part;  /* [splits x m x n] FP32 partials */
   int *cnt;     /* one counter per column range, 0 between calls */
   size_t part_bytes;
@@ -42,7 +42,7 @@ struct infer_gemv {
  *
  * The weights do not depend on the previous kernel: the first chunk's loads are issued
  * before griddepcontrol.wait, which (launched with programmatic stream serialization,
- * infer_gemv_run's pdl) lets them overlap the previous kernel's end; x is read and
+ * dev_gemv_tc_run's pdl) lets them overlap the previous kernel's end; x is read and
  * anything written only after the wait (without that launch attribute the wait returns at once). */
 
 #define GEMV_NW 64
@@ -175,17 +175,17 @@ static int gemv_slots(int sms) {
   return sms * (a < b ? a : b);
 }
 
-extern "C" int infer_gemv_create(infer_gemv **out, size_t ws_bytes, ts_err *e) {
+extern "C" int dev_gemv_tc_create(dev_gemv_tc **out, size_t ws_bytes, ts_err *e) {
   *out = NULL;
-  infer_gemv *g = (infer_gemv *)calloc(1, sizeof *g);
-  if (!g) return ts_fail_sys(e, "infer_gemv: out of host memory");
+  dev_gemv_tc *g = (dev_gemv_tc *)calloc(1, sizeof *g);
+  if (!g) return ts_fail_sys(e, "dev_gemv_tc: out of host memory");
   g->part_bytes = ws_bytes ? ws_bytes : (size_t)32 << 20;
   g->cnt_len = 1 << 16;
   g->sms = sm_count();
   g->slots = gemv_slots(g->sms);
   if (g->slots < 1) {
     free(g);
-    return ts_fail_sys(e, "infer_gemv: cudaOccupancyMaxActiveBlocksPerMultiprocessor failed or no block fits");
+    return ts_fail_sys(e, "dev_gemv_tc: cudaOccupancyMaxActiveBlocksPerMultiprocessor failed or no block fits");
   }
   CUDA_CHECK_GOTO(e, cudaMalloc((void **)&g->part, g->part_bytes), fail);
   CUDA_CHECK_GOTO(e, cudaMalloc((void **)&g->cnt, (size_t)g->cnt_len * sizeof(int)), fail);
@@ -193,19 +193,19 @@ extern "C" int infer_gemv_create(infer_gemv **out, size_t ws_bytes, ts_err *e) {
   *out = g;
   return 0;
 fail:
-  infer_gemv_destroy(g);
+  dev_gemv_tc_destroy(g);
   return -1;
 }
 
-extern "C" void infer_gemv_destroy(infer_gemv *g) {
+extern "C" void dev_gemv_tc_destroy(dev_gemv_tc *g) {
   if (!g) return;
   cudaFree(g->cnt);
   cudaFree(g->part);
   free(g);
 }
 
-extern "C" int infer_gemv_fits(long long m, long long n, long long k) {
-  return m >= 1 && m <= INFER_GEMV_MAX_M && n >= 8 && n % 8 == 0 && k >= 16 && k % 16 == 0 && n < (1LL << 30) &&
+extern "C" int dev_gemv_tc_fits(long long m, long long n, long long k) {
+  return m >= 1 && m <= DEV_GEMV_TC_MAX_M && n >= 8 && n % 8 == 0 && k >= 16 && k % 16 == 0 && n < (1LL << 30) &&
          k < (1LL << 30) && n * k < (1LL << 40);
 }
 
@@ -213,7 +213,7 @@ extern "C" int infer_gemv_fits(long long m, long long n, long long k) {
  * warps: the fewest (waves of `slots` blocks) x (chunks a warp + 1, the block's start and end),
  * ties to fewer splits; the partials must fit the workspace. */
 static int cps_of(int sp, long long nch);
-static int choose_splits(const infer_gemv *g, int slots, long long m, long long n, long long nblk, long long nch) {
+static int choose_splits(const dev_gemv_tc *g, int slots, long long m, long long n, long long nblk, long long nch) {
   int best = 1;
   long long best_cost = -1;
   if (nblk > g->cnt_len) return 1;
@@ -232,19 +232,19 @@ static int cps_of(int sp, long long nch) {
   return (int)((cps + GEMV_WARPS - 1) / GEMV_WARPS * GEMV_WARPS);
 }
 
-extern "C" int infer_gemv_splits(const infer_gemv *g, long long m, long long n, long long k) {
+extern "C" int dev_gemv_tc_splits(const dev_gemv_tc *g, long long m, long long n, long long k) {
   const long long nblk = (n + GEMV_NW - 1) / GEMV_NW, nch = (k + GEMV_CH - 1) / GEMV_CH;
   const int sp = choose_splits(g, g->slots, m, n, nblk, nch);
   return (int)((nch + cps_of(sp, nch) - 1) / cps_of(sp, nch));
 }
 
-extern "C" int infer_gemv_run(infer_gemv *g, int pdl, const void *x, const void *w, void *y, long long m,
+extern "C" int dev_gemv_tc_run(dev_gemv_tc *g, int pdl, const void *x, const void *w, void *y, long long m,
                               long long n, long long k, void *stream, ts_err *e) {
-  if (!infer_gemv_fits(m, n, k))
-    return ts_fail_sys(e, "infer_gemv: shape m %lld n %lld k %lld not run (want m 1..%d, n %% 8 == 0, k %% 16 == 0)",
-                       m, n, k, INFER_GEMV_MAX_M);
+  if (!dev_gemv_tc_fits(m, n, k))
+    return ts_fail_sys(e, "dev_gemv_tc: shape m %lld n %lld k %lld not run (want m 1..%d, n %% 8 == 0, k %% 16 == 0)",
+                       m, n, k, DEV_GEMV_TC_MAX_M);
   if (((uintptr_t)w & 15) || ((uintptr_t)x & 15) || ((uintptr_t)y & 1))
-    return ts_fail_sys(e, "infer_gemv: W and x must be 16-byte aligned");
+    return ts_fail_sys(e, "dev_gemv_tc: W and x must be 16-byte aligned");
   const long long nblk = (n + GEMV_NW - 1) / GEMV_NW, nch = (k + GEMV_CH - 1) / GEMV_CH;
   const int sp0 = choose_splits(g, g->slots, m, n, nblk, nch), cps = cps_of(sp0, nch);
   const int sp = (int)((nch + cps - 1) / cps);
@@ -261,21 +261,4 @@ extern "C" int infer_gemv_run(infer_gemv *g, int pdl, const void *x, const void 
   CUDA_CHECK(e, cudaLaunchKernelEx(&cfg, kernel_of(m > 8), (const bf16 *)x, (const bf16 *)w, (bf16 *)y,
                                    g->part, g->cnt, (int)m, (int)n, (int)k, cps, sp));
   return 0;
-}
-
-extern "C" int infer_gemv_nn(infer_gemv *g, const void *x, const void *w, void *y, long long m, long long n,
-                             long long k, void *stream, ts_err *e) {
-  return infer_gemv_run(g, 0, x, w, y, m, n, k, stream, e);
-}
-
-extern "C" int infer_gemm_uses_gemv(const infer_gemm_path *p, long long m, long long n, long long k) {
-  return p->gemv && m <= p->gemv_max_m && infer_gemv_fits(m, n, k);
-}
-
-extern "C" int infer_gemm_nn(const infer_gemm_path *p, long long m, long long n, long long k, const void *A,
-                             const void *B, void *C, void *stream, ts_err *e) {
-  if (infer_gemm_uses_gemv(p, m, n, k) && !((uintptr_t)B & 15) && !((uintptr_t)A & 15))
-    return infer_gemv_run(p->gemv, p->pdl, A, B, C, m, n, k, stream, e);
-  exec_gemm_shape s = exec_gemm_packed(EXEC_GEMM_NN, m, n, k);
-  return exec_gemm_run(p->lt, &s, 1.f, A, B, 0.f, C, stream, e);
 }
