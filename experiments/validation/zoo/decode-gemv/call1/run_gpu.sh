@@ -1,4 +1,6 @@
 #!/bin/bash
+# A record of the run: its --decode-gemm options and bench-decode's GEMV columns are gone; the kernel
+# it timed (the first version) is not kept (commit b6fcf31), its successor is in dev/decode_gemv_tc/.
 # call 1 (issue 24, decode GEMM): checks (bench-decode --check: GEMV + attention; execute --infer-check),
 # GEMV vs cuBLASLt on Llama-3 8B / Qwen2.5 7B / 14B projections (batch 1..16), TPOT of the batch <= 16
 # BF16 plans with --decode-gemm gemv and cublaslt, then calibrate-infer --decode-gemms-only (GEMV as run).

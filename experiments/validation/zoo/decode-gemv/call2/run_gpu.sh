@@ -1,4 +1,6 @@
 #!/bin/bash
+# A record of the run: its --decode-gemm options and bench-decode's GEMV columns are gone since the
+# kernel moved to dev/decode_gemv_tc/ (dev/README.md); dev_decode_gemv_tc checks and times it now.
 # call 2 (issue 24, decode GEMM, second kernel): checks (bench-decode --check: GEMV prmt/prmt-pdl/mov +
 # attention through the merged launcher; execute --infer-check), GEMV kinds vs cuBLASLt on Llama-3 8B /
 # Qwen2.5 7B / 14B projections, TPOT of the batch <= 16 BF16 plans with --decode-gemm gemv-pdl and cublaslt
