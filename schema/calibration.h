@@ -47,7 +47,8 @@
  * graph_gap_us (optional), the GPU time a kernel of the tables (a GEMM, a
  * decode-attention kernel) takes more in a stream the host keeps ahead of
  * (how the tables were timed) than inside a CUDA graph, per launch
- * (`tacorun bench-graph`, runtime/bench/bench_graph.c: the median of its
+ * (`tacorun calibrate`'s host section and `tacorun bench-graph` by the same
+ * code, runtime/calibrate/calibrate_graph.c: the median of its
  * queued - graph over those launches; the inference simulator's
  * `--decode graph` takes it off each such launch of a decode step);
  * sync, the GPU's idle time (gap_us) from the end of a device-to-host copy
