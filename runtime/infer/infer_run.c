@@ -319,6 +319,7 @@ typedef struct {
   double *tp;      /* times of the prefills or of the decode steps */
   double t_ar[2][2];
   double ttft, ttft_min, ttft_max, tpot, tpot_min, tpot_max, tpot_eager;
+  char prefill_order[400]; /* the timed prefills in the order they ran, ms (printed: a clock drift shows there) */
   int nt; /* decode steps timed */
   int graph_same;
   unsigned long long tok_hash;
@@ -378,6 +379,10 @@ static int timed_ttft(infer_timed *t, ts_err *e) {
       return ts_fail_sys(e, "cudaEventElapsedTime failed");
     t->tp[r] = ms * 1e-3;
   }
+  size_t at = 0;
+  t->prefill_order[0] = 0;
+  for (int r = 0; r < o->prefill_reps && at + 16 < sizeof t->prefill_order; r++)
+    at += (size_t)snprintf(t->prefill_order + at, sizeof t->prefill_order - at, "%s%.3f", r ? " " : "", t->tp[r] * 1e3);
   t->ttft = median(t->tp, o->prefill_reps), t->ttft_min = t->tp[0], t->ttft_max = t->tp[o->prefill_reps - 1];
   return 0;
 }
@@ -444,6 +449,7 @@ static void timed_print(const infer_timed *t) {
          "tokens_per_s %.1f\n",
          t->ttft, t->ttft_min, t->ttft_max, o->prefill_reps, t->tpot, t->tpot_min, t->tpot_max, t->nt, steps - t->nt,
          t->tps);
+  printf("prefill times in order (ms): %s\n", t->prefill_order);
   if (o->decode_graph)
     printf("decode graph: tpot_s %.6f (one graph launch a step; %d instantiation(s), %d update(s)) against eager "
            "tpot_s %.6f: %+.1f%%; graph tokens equal to eager: %s (%d steps x batch %d; FNV-1a %016llx)\n",
