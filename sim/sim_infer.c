@@ -78,11 +78,11 @@ static double in_graph_s(const sim_costs *c, double s, int launches, double gap_
   return t > floor_s ? t : floor_s;
 }
 
-/* One layer's compute ops other than attention; gap_s > 0: in a CUDA graph
- * (in_graph_s: one launch a GEMM op), *launches counts the launches it took
- * the gap off. */
-static int layer_rest_s(sim_costs *c, double gap_s, double *s, int *launches, ts_err *e) {
-  *s = 0;
+/* One layer's compute ops other than attention (*gemm_s: of them the
+ * GEMMs); gap_s > 0: in a CUDA graph (in_graph_s: one launch a GEMM op),
+ * *launches counts the launches it took the gap off. */
+static int layer_rest_s(sim_costs *c, double gap_s, double *s, double *gemm_s, int *launches, ts_err *e) {
+  *s = 0, *gemm_s = 0;
   *launches = 0;
   for (int i = 0; i < c->n_mops; i++) {
     const model_op *m = &c->mops[i];
@@ -94,6 +94,7 @@ static int layer_rest_s(sim_costs *c, double gap_s, double *s, int *launches, ts
       (*launches)++;
     }
     *s += t;
+    if (m->kind == MODEL_OP_GEMM) *gemm_s += t;
   }
   return 0;
 }
@@ -248,8 +249,10 @@ static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, doub
                     2.0 * ((double)p->batch * m->hidden + (double)vocab * m->hidden + (double)p->batch * vocab),
                     us * 1e-6, e))
     return -1;
-  ph->compute_s += in_graph_s(last_token, us * 1e-6, 1, gap_s, 2.0 * p->batch * (double)vocab * m->hidden,
-                              2.0 * (double)vocab * m->hidden);
+  double logits = in_graph_s(last_token, us * 1e-6, 1, gap_s, 2.0 * p->batch * (double)vocab * m->hidden,
+                             2.0 * (double)vocab * m->hidden);
+  ph->compute_s += logits;
+  ph->gemm_s += logits;
   if (tp_coll_s(last_token, p, PLAN_COLL_ALLGATHER, NULL, 2.0 * p->batch * (double)vocab * p->tp, &t, &codec, &wire,
                 e))
     return -1;
@@ -339,13 +342,14 @@ static int predict(const plan_infer *p, const schema_calibration *cal, double ga
 
   /* prefill: one forward of batch x prompt tokens */
   sim_infer_phase *ph = &r->prefill;
-  double rest, attn, ar, codec;
+  double rest, rest_gemm, attn, ar, codec;
   int launches, step_launches = 0;
-  if (layer_rest_s(&pre->costs, 0, &rest, &launches, e)) goto out;
+  if (layer_rest_s(&pre->costs, 0, &rest, &rest_gemm, &launches, e)) goto out;
   const model_op *a = &pre->costs.mops[attn_pre];
   if (prefill_attention_s(&pre->costs, p, a, warn, &attn, e)) goto out;
   if (layer_allreduce(&pre->costs, p, use_codec, ar_bytes_pre, "prefill layer", r, &ar, &codec, e)) goto out;
   ph->compute_s = layers * (rest + attn);
+  ph->gemm_s = layers * rest_gemm, ph->attention_s = layers * attn;
   ph->tp_s = layers * 2.0 * ar;
   ph->codec_s = layers * 2.0 * codec;
   if (ends_s(&pre->costs, &dec->costs, p, (double)p->batch * p->prompt, 0, ph, e)) goto out;
@@ -355,10 +359,11 @@ static int predict(const plan_infer *p, const schema_calibration *cal, double ga
 
   /* decode: generate - 1 steps of batch tokens; step j attends over prompt + j keys */
   sim_infer_phase step = {0};
-  if (layer_rest_s(&dec->costs, gap_s, &rest, &launches, e)) goto out;
+  if (layer_rest_s(&dec->costs, gap_s, &rest, &rest_gemm, &launches, e)) goto out;
   step_launches = (int)layers * launches + (gap_s > 0 ? 1 : 0); /* + the logits GEMM */
   if (layer_allreduce(&dec->costs, p, use_codec, ar_bytes_dec, "decode layer", r, &ar, &codec, e)) goto out;
   step.compute_s = layers * rest;
+  step.gemm_s = layers * rest_gemm;
   step.tp_s = layers * 2.0 * ar;
   step.codec_s = layers * 2.0 * codec;
   if (ends_s(&dec->costs, &dec->costs, p, p->batch, gap_s, &step, e)) goto out;
@@ -381,6 +386,7 @@ static int predict(const plan_infer *p, const schema_calibration *cal, double ga
   if (steps > 0) {
     *ph = step;
     ph->compute_s += layers * attn_sum / steps;
+    ph->attention_s = layers * attn_sum / steps;
     finish_phase(ph);
   }
   r->tpot_s = ph->total_s;

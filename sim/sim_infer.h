@@ -24,6 +24,7 @@ typedef struct {
   double codec_s;   /* of tp_s: codec kernel time (TACO encode/decode, CAAT-Net pack/unpack) */
   double pp_s;      /* activation sends between pipeline stages */
   double total_s;
+  double gemm_s, attention_s; /* of compute_s: the layers' GEMMs (and the logits GEMM), attention; printed only */
 } sim_infer_phase;
 
 /* What the codec policy decided for one all-reduce size. */
