@@ -356,6 +356,8 @@ static int copy_compute_tables(const char *path, schema_calibration *c, ts_err *
     rc = schema_calibration_add_clock(c, src.clock[i].duty, src.clock[i].period_us, src.clock[i].gemm_speed,
                                       src.clock[i].mem_speed);
   if (src.n_clock) c->clock_window_us = src.clock_window_us;
+  c->n_burst = src.n_burst; /* its burst profile too (merge_burst.py) */
+  memcpy(c->burst, src.burst, sizeof c->burst);
   schema_calibration_free(&src);
   return rc ? ts_fail_sys(e, "calibrate: out of memory") : 0;
 }

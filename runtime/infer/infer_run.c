@@ -224,7 +224,8 @@ static int graph_pass(infer_model *m, const plan_infer *p, const infer_opts *o, 
 }
 
 static int parse(int argc, char **argv, infer_opts *o) {
-  *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234, .decode_attn = 3};
+  *o = (infer_opts){.warmup = 2, .prefill_reps = PLAN_INFER_PREFILL_REPS, .timeout_s = 300, .seed = 1234,
+                    .decode_attn = 3};
   const ts_arg_flag flags[] = {{"--infer-check", &o->check}, {"--decode-graph", &o->decode_graph}};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -366,7 +367,7 @@ static int timed_ttft(infer_timed *t, ts_err *e) {
   infer_model *m = &t->m;
   const int steps = t->steps;
   if (infer_forward(m, t->prompt_tok, p->prompt, 0, e)) return -1;
-  for (int j = 0; j < steps && j < 2; j++)
+  for (int j = 0; j < steps && j < PLAN_INFER_WARMUP_DECODE; j++)
     if (infer_forward(m, m->tok, 1, p->prompt + j, e)) return -1;
   if (rt_nccl_wait(w, e) || infer_model_check_finite(m, e)) return -1;
   for (int r = 0; r < o->prefill_reps; r++) {
