@@ -161,8 +161,9 @@ int bench_burst_main(int argc, char **argv) {
   int launches = (int)(ms / (wms / 20));
   if (launches > MAX_LAUNCHES) launches = MAX_LAUNCHES;
   if (launches < 8) launches = 8;
-  printf("GEMM %lld x %lld x %lld bf16 (exec_gemm NN, %d operand sets), %d launches a burst (~%.0f ms), after "
-         "%.0f ms idle, %d repetitions\n", m, n, k, b.sets, launches, ms, idle_ms, reps);
+  printf("GEMM %lld x %lld x %lld bf16 (exec_gemm NN, %d operand sets), %d launches a burst (~%.0f ms at the warm "
+         "launches' %.1f us%s), after %.0f ms idle, %d repetitions\n", m, n, k, b.sets, launches, launches * wms / 20,
+         1e3 * wms / 20, launches == MAX_LAUNCHES ? "; capped" : "", idle_ms, reps);
   for (int r = 0; r < reps; r++)
     if (one_burst(&b, launches, idle_ms, bins[r], &ref[r], &e)) goto fail;
   printf("| since the burst began (ms) |");
