@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "plan_infer.h"
 #include "plan_infer_policy.h"
@@ -321,6 +322,7 @@ typedef struct {
   double t_ar[2][2];
   double ttft, ttft_min, ttft_max, tpot, tpot_min, tpot_max, tpot_eager;
   char prefill_order[400]; /* the timed prefills in the order they ran, ms (printed: a clock drift shows there) */
+  double prefill_t0;       /* wall clock (Unix s) when the first timed prefill was issued: to align a clock log */
   int nt; /* decode steps timed */
   int graph_same;
   unsigned long long tok_hash;
@@ -370,6 +372,9 @@ static int timed_ttft(infer_timed *t, ts_err *e) {
   for (int j = 0; j < steps && j < PLAN_INFER_WARMUP_DECODE; j++)
     if (infer_forward(m, m->tok, 1, p->prompt + j, e)) return -1;
   if (rt_nccl_wait(w, e) || infer_model_check_finite(m, e)) return -1;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  t->prefill_t0 = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
   for (int r = 0; r < o->prefill_reps; r++) {
     if (cudaEventRecord(t->ev[steps + 1], m->stream) != cudaSuccess ||
         infer_forward(m, t->prompt_tok, p->prompt, 0, e) || cudaEventRecord(t->ev[steps + 2], m->stream) != cudaSuccess ||
@@ -450,7 +455,7 @@ static void timed_print(const infer_timed *t) {
          "tokens_per_s %.1f\n",
          t->ttft, t->ttft_min, t->ttft_max, o->prefill_reps, t->tpot, t->tpot_min, t->tpot_max, t->nt, steps - t->nt,
          t->tps);
-  printf("prefill times in order (ms): %s\n", t->prefill_order);
+  printf("prefill times in order (ms; the first issued at Unix time %.3f s): %s\n", t->prefill_t0, t->prefill_order);
   if (o->decode_graph)
     printf("decode graph: tpot_s %.6f (one graph launch a step; %d instantiation(s), %d update(s)) against eager "
            "tpot_s %.6f: %+.1f%%; graph tokens equal to eager: %s (%d steps x batch %d; FNV-1a %016llx)\n",

@@ -21,7 +21,8 @@ nvidia-smi --query-gpu=$Q --format=csv,noheader -i 0 >/dev/null 2>&1 || Q=timest
 echo "smi fields: $Q" >> $W/gpu.txt
 nvidia-smi --query-gpu=$Q --format=csv,noheader -i 0 -lms 20 > $W/smi.csv 2>&1 &
 SMI=$!
-stage() { echo "$(date -u '+%Y/%m/%d %H:%M:%S.%N' | cut -c1-23) $(el) s: $*" >> $W/stages.txt; }
+# stages in nvidia-smi's timestamp format (local time) and Unix seconds, to align the logs
+stage() { echo "$(date '+%Y/%m/%d %H:%M:%S.%N|%s.%N' | sed 's/\.\([0-9]\{3\}\)[0-9]*|/.\1|/') $(el) s: $*" >> $W/stages.txt; }
 
 stage host; timeout $(lim 25) $T calibrate --only host --transport-name nvlink --out $W/host.json > $W/host.log 2>&1; echo "host rc=$? $(el) s" >> $W/gpu.txt
 stage bench-graph; timeout $(lim 20) $T bench-graph > $W/bench-graph.txt 2>&1; echo "bench-graph rc=$? $(el) s" >> $W/gpu.txt
