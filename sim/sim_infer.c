@@ -355,7 +355,10 @@ static int burst_ttft(sim_costs *c, const schema_calibration *cal, int attn_inde
     const model_op *m = &c->mops[i];
     if (i == attn_index) L.s[L.n] = attn_s;
     else if (compute_op_s(c, i, m->flops_fwd, m->bytes_fwd, &L.s[L.n], e)) return -1;
-    L.clocked[L.n++] = i == attn_index || m->kind == MODEL_OP_GEMM;
+    /* the clock's: tensor-core work that is compute-bound by the roofline; a memory-bound GEMM (few
+     * tokens) runs at the HBM's pace, as the clock section's memory-bound kernel (mem_speed ~1) */
+    const bool compute_bound = m->flops_fwd / c->lk.roof.peak_flops > m->bytes_fwd / c->lk.roof.hbm_bytes_per_s;
+    L.clocked[L.n++] = (i == attn_index || m->kind == MODEL_OP_GEMM) && compute_bound;
   }
   L.s[L.n] = 2.0 * ar_s, L.clocked[L.n++] = false;
   double t = burst_pass(cal, &L, layers, tail_s, 0.0) + PLAN_INFER_WARMUP_DECODE * step_s, d[PLAN_INFER_PREFILL_REPS];

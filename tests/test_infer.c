@@ -268,9 +268,10 @@ static void test_prefill_keyed_and_ceiling(void) {
 
 /* The prefill clock: schema_burst_advance by hand over two bins with a gap;
  * a profile of speed 2 everywhere halves the prefill's GEMMs and attention
- * (the memory-bound kernels and the all-reduces keep their price) in every
- * timed prefill; one that ends before the warm-up does changes nothing; so
- * does --prefill-clock off; TPOT never moves. */
+ * (compute-bound by the roofline; the memory-bound kernels and the
+ * all-reduces keep their price) in every timed prefill; one that ends before
+ * the warm-up does changes nothing; so do --prefill-clock off and a roofline
+ * under which every op is memory-bound; TPOT never moves. */
 static void test_prefill_clock(void) {
   schema_calibration cal;
   constant_calibration(&cal, 20.0);
@@ -286,6 +287,7 @@ static void test_prefill_clock(void) {
   NEAR(schema_burst_advance(&cal, 1.0, 2.0), 3.0, 1e-12);
 
   load_small_plan("{\"kind\":\"none\"}");
+  g_plan.cluster.gpu.hbm_gbps = 1e18; /* ridge 1 FLOP/B: every GEMM and the attention compute-bound, clocked */
   char name[64];
   snprintf(name, sizeof name, "attention_prefill.d%d.s64", model_head_dim(&g_plan.model));
   CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1, 0, 123.0), 0);
@@ -315,6 +317,13 @@ static void test_prefill_clock(void) {
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &off, &e), 0);
   NEAR(off.ttft_s, base.ttft_s, 1e-12);
   CU_ASSERT(!off.prefill_clock);
+  /* ridge 1e9 FLOP/B: every op memory-bound by the roofline, none clocked (as the clock section's add) */
+  g_plan.cluster.gpu.bf16_tflops = 1e15, g_plan.cluster.gpu.hbm_gbps = 1e6;
+  sim_infer_result membound, membound_base;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &membound_base, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &membound, &e), 0);
+  CU_ASSERT(membound.prefill_clock);
+  NEAR(membound.ttft_s, membound_base.ttft_s, 1e-12);
   schema_calibration_free(&cal);
 }
 
