@@ -80,7 +80,7 @@ def bursts(d):
         print("".join(rows), end="")
         verdict = max(late) if late else float("nan")
         print(f"\nrule (1): largest median speed from 100 ms on: {verdict:.3f} -> "
-              f"{'merge it (merge_burst.py) and re-predict' if verdict > 1.02 else 'the burst hypothesis is closed'}\n")
+              f"{'above 1.02: the 26 one-GPU plans move with it' if verdict > 1.02 else 'the burst cannot touch the 26 one-GPU plans'}; merge it in any case (merge_burst.py --from) and re-predict\n")
 
 
 def plans(d, smi):
