@@ -331,11 +331,12 @@ static void finish_phase(sim_infer_phase *ph) { ph->total_s = ph->compute_s + ph
  * executor times the TTFT after one warm-up prefill and two decode steps, as
  * the median of three prefills back to back (PLAN_INFER_*, plan_infer.h);
  * the GPU is taken to be idle before the warm-up (the plan's set-up). One
- * prefill is the layers' ops in order, the GEMMs and attention (tensor-core
- * work: the clock's) at the profile's speed at their start, the other ops
- * (memory-bound) and the layer's two TP all-reduces at their price, then the
- * rest of the pass (embedding, head, pp sends: tail_s); a decode step takes
- * step_s. *ttft: the median of the timed prefills. */
+ * prefill is the layers' ops in order, the GEMMs and attention that are
+ * compute-bound by the roofline (tensor-core work: the clock's) at the
+ * profile's speed at their start, the other ops (memory-bound) and the
+ * layer's two TP all-reduces at their price, then the rest of the pass
+ * (embedding, head, pp sends: tail_s); a decode step takes step_s. *ttft:
+ * the median of the timed prefills. */
 typedef struct {
   double s[MODEL_MAX_LAYER_OPS + 1];
   bool clocked[MODEL_MAX_LAYER_OPS + 1];
