@@ -2,7 +2,7 @@
 """merge_burst.py — the clock section's burst profile ("clock"."burst") from a
 `tacorun bench-burst` output (runtime/bench/bench_burst.c) into calibration
 files of the same GPU, changing nothing else. FILE's notes get
-"; burst: SRC (merge_burst.py)" appended.
+"; burst: SRC (merge_burst.py)" appended, in place of an earlier "burst: " clause.
 
 bench-burst runs one GEMM back to back after a long idle and prints, per bin
 of time since the burst began ("| 0-5 | ... | median |", ms), the mean speed
@@ -84,6 +84,8 @@ def main():
         else:
             note = f"; burst: {a.src} (merge_burst.py)"
         cal["clock"]["burst"] = [{"from_us": f, "to_us": t, "gemm_speed": round(v, 4)} for f, t, v in bins]
+        # the profile replaces the one before: so does its note clause
+        cal["notes"] = "; ".join(c for c in cal.get("notes", "").split("; ") if not c.startswith("burst: "))
         append_note(cal, note)
         with open(path, "w") as f:
             f.write(data_json(cal) + "\n")
