@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """merge_graph_gap.py — host.graph_gap_us from a `tacorun bench-graph` output
-(runtime/bench/bench_graph.c) into calibration files of the same GPU, changing
+(runtime/calibrate/bench_graph.c) into calibration files of the same GPU, changing
 nothing else of their host section or any table. FILE's notes get
 "; graph gap: SRC (merge_graph_gap.py)" appended.
 

@@ -65,6 +65,14 @@ int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m);
  * plan_params_of_stage) apply to one forward pass of the inference plan. */
 void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out);
 
+/* How `tacorun execute` times the TTFT of an inference plan
+ * (runtime/infer/infer_run.c, timed_ttft), which the simulator's prefill
+ * clock follows (sim/sim_infer.c): one warm-up prefill and
+ * PLAN_INFER_WARMUP_DECODE decode steps, then PLAN_INFER_PREFILL_REPS
+ * (--prefill-reps' default) prefills back to back; the TTFT is their median. */
+#define PLAN_INFER_WARMUP_DECODE 2
+#define PLAN_INFER_PREFILL_REPS 3
+
 /* Bytes on the wire of a forward TP all-reduce of `bytes` bf16 under codec c
  * (CAAT-Net: floor(p*h)/h of the channels; TACO: fp8 + scales, when the
  * message after CAAT-Net is at least min_bytes). */

@@ -6,6 +6,7 @@
 
 #include "bench.h"
 #include "calibrate.h"
+#include "calibrate_graph.h"
 #include "exec_run.h"
 #include "infer_run.h"
 #include "train.h"
@@ -27,6 +28,8 @@ static const struct {
   int (*fn)(int argc, char **argv); /* argv[0] is the command's name; returns the exit status */
   const char *help;
 } commands[] = {
+    {"bench-burst", bench_burst_main,
+     "one GEMM back to back after a long idle: its speed by time since the burst began (clock profile)"},
     {"bench-codec", bench_codec_main, "speed (GB/s, fused vs unfused) and error of the TACO codec"},
     {"bench-comm", bench_comm_main, "NCCL BF16 vs TACO/CAAT-Net compressed collectives (nccl-tests columns)"},
     {"bench-decode", bench_decode_main, "decode GEMV and attention kernels: checks, GB/s and % of the read floor"},

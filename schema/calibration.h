@@ -17,7 +17,8 @@
  *     "collectives": { "<coll>[.taco<G>]": { "<nranks>": [ {"bytes":..,"us":..} ] } },
  *     "fits": { "<coll>.<nranks>": {"latency_us":..,"gbps":..} },
  *     "clock": { "window_us":.., "points": [ {"duty":..,"period_us":..,
- *                "gemm_speed":..,"mem_speed":..} ] },       (optional)
+ *                "gemm_speed":..,"mem_speed":..} ],
+ *                "burst": [ {"from_us":..,"to_us":..,"gemm_speed":..} ] (optional) },   (optional)
  *     "host": { "launch_us":.., "gemm_launch_us":.., "event_us":.. (optional),
  *               "graph_gap_us":.. (optional),
  *               "sync": [ {"wait_us":..,"gap_us":..} ] } }               (optional)
@@ -35,7 +36,13 @@
  * are the back-to-back time over the time measured there (> 1: faster).
  * window_us is the time scale of the power controller: the simulator takes a
  * kernel's duty over a window of that width around it. Points are written
- * sorted by period, then duty.
+ * sorted by period, then duty. "burst" (optional) is one burst of GEMMs from
+ * a long idle, launch by launch (`tacorun bench-burst`, then
+ * calibration/merge_burst.py): the mean speed of the launches that started
+ * from_us .. to_us after the burst began, against the burst's sustained end
+ * (the state the back-to-back tables are timed in); bins sorted, not
+ * overlapping, the first from 0; after the last the speed is 1. Only the
+ * inference prefill reads it (sim/INFERENCE.md, "The prefill clock").
  * "host" is the host side of the executor that ran the tables (tacorun
  * calibrate --only host, runtime/calibrate/calibrate_host.c), measured with
  * the GPU idle so that the host is the bottleneck: launch_us, host time per
@@ -47,7 +54,8 @@
  * graph_gap_us (optional), the GPU time a kernel of the tables (a GEMM, a
  * decode-attention kernel) takes more in a stream the host keeps ahead of
  * (how the tables were timed) than inside a CUDA graph, per launch
- * (`tacorun bench-graph`, runtime/bench/bench_graph.c: the median of its
+ * (`tacorun calibrate`'s host section and `tacorun bench-graph` by the same
+ * code, runtime/calibrate/calibrate_graph.c: the median of its
  * queued - graph over those launches; the inference simulator's
  * `--decode graph` takes it off each such launch of a decode step);
  * sync, the GPU's idle time (gap_us) from the end of a device-to-host copy
@@ -137,6 +145,13 @@ typedef struct {
   double mem_speed;  /* the same for a memory-bound kernel (> 0) */
 } schema_clock_point;
 
+/* One bin of the clock section's "burst" profile. */
+typedef struct {
+  double from_us, to_us; /* since the burst from idle began */
+  double gemm_speed;     /* sustained launch time / mean launch time of the bin (> 1: faster) */
+} schema_burst_bin;
+#define SCHEMA_BURST_MAX 32
+
 typedef struct {
   char path[512]; /* where it was loaded from ("" when built in memory) */
   char gpu[64], driver[32], cuda[16], nccl[16], transport[32], measured_at[40];
@@ -165,6 +180,8 @@ typedef struct {
   double clock_window_us; /* 0 = no clock section */
   int n_clock;
   schema_clock_point *clock; /* sorted by (period_us, duty) */
+  int n_burst;               /* "clock"."burst" bins (0: none; only with a clock section) */
+  schema_burst_bin burst[SCHEMA_BURST_MAX];
   /* "host" (optional): has_host false = no section; then the simulator has no host clock */
   bool has_host;
   double host_launch_us, host_gemm_launch_us;
@@ -320,6 +337,12 @@ double schema_attn_bytes(const schema_attn_shape *q, bool bwd);
  * Without a clock section both speeds are 1. */
 void schema_clock_speed(const schema_calibration *c, double duty, double cycle_us, double *gemm_speed,
                         double *mem_speed);
+
+/* The end (s since the burst began) of work_s seconds of GEMM work, timed
+ * at the sustained speed, that starts at t_s seconds into a burst from idle:
+ * inside a bin of the "burst" profile the work runs gemm_speed times faster,
+ * outside every bin at speed 1. Without bins: t_s + work_s. */
+double schema_burst_advance(const schema_calibration *c, double t_s, double work_s);
 
 /* The "host" section's sync gap (us) after a wait of wait_us: linear
  * interpolation between its points, clamped to the first and last. 0 when

@@ -512,11 +512,42 @@ static int load_fits(json_t *root, const char *file, schema_calibration *c, ts_e
 #define MIN_SPEED 1e-3
 #define MAX_SPEED 1e3
 
+/* "clock"."burst" (optional): bins sorted, contiguous or with gaps, never
+ * overlapping, the first from 0, each from_us < to_us. */
+static int load_burst(json_t *clock, const char *file, schema_calibration *c, ts_err *e) {
+  json_t *arr = json_object_get(clock, "burst");
+  if (!arr) return 0;
+  if (!json_is_array(arr)) return ts_fail(e, file, "clock.burst", "must be an array");
+  size_t n = json_array_size(arr);
+  if (n == 0 || n > SCHEMA_BURST_MAX)
+    return ts_fail(e, file, "clock.burst", "must have 1 to %d bins (has %zu)", SCHEMA_BURST_MAX, n);
+  static const char *const bkeys[] = {"from_us", "to_us", "gemm_speed", NULL};
+  size_t i;
+  json_t *b;
+  json_array_foreach(arr, i, b) {
+    char p[64];
+    snprintf(p, sizeof p, "clock.burst[%zu]", i);
+    schema_burst_bin *x = &c->burst[i];
+    if (!json_is_object(b)) return ts_fail(e, file, p, "must be an object");
+    if (only_keys(b, bkeys, file, p, e) || tsj_real(b, "from_us", 0, MAX_US, &x->from_us, file, p, e) ||
+        tsj_real(b, "to_us", 0, MAX_US, &x->to_us, file, p, e) ||
+        tsj_real(b, "gemm_speed", MIN_SPEED, MAX_SPEED, &x->gemm_speed, file, p, e))
+      return -1;
+    if (!(x->to_us > x->from_us)) return ts_fail(e, file, p, "to_us (%g) must be above from_us (%g)", x->to_us, x->from_us);
+    if (i == 0 && x->from_us != 0) return ts_fail(e, file, p, "the first bin must start at from_us 0 (the burst's start)");
+    if (i > 0 && x->from_us < c->burst[i - 1].to_us)
+      return ts_fail(e, file, p, "from_us (%g) is before the previous bin's to_us (%g): bins sorted, not overlapping",
+                     x->from_us, c->burst[i - 1].to_us);
+  }
+  c->n_burst = (int)n;
+  return 0;
+}
+
 static int load_clock(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   json_t *obj = json_object_get(root, "clock");
   if (!obj) return 0; /* optional: no clock model */
   if (!json_is_object(obj)) return ts_fail(e, file, "clock", "must be an object");
-  static const char *const keys[] = {"window_us", "points", NULL};
+  static const char *const keys[] = {"window_us", "points", "burst", NULL};
   double window;
   if (only_keys(obj, keys, file, "clock", e) || tsj_real(obj, "window_us", 0, MAX_US, &window, file, "clock", e))
     return -1;
@@ -561,7 +592,7 @@ static int load_clock(json_t *root, const char *file, schema_calibration *c, ts_
   keys_free(&seen);
   if (rc) return -1;
   c->clock_window_us = window;
-  return 0;
+  return load_burst(obj, file, c, e);
 }
 
 /* Above this a "host" time is no launch: 10 ms. */
@@ -765,7 +796,15 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
       json_array_append_new(arr, json_pack("{s:o,s:o,s:o,s:o}", "duty", num(q->duty), "period_us", num(q->period_us),
                                            "gemm_speed", num(q->gemm_speed), "mem_speed", num(q->mem_speed)));
     }
-    json_object_set_new(root, "clock", json_pack("{s:o,s:o}", "window_us", num(c->clock_window_us), "points", arr));
+    json_t *clock = json_pack("{s:o,s:o}", "window_us", num(c->clock_window_us), "points", arr);
+    if (c->n_burst) {
+      json_t *bins = json_array();
+      for (int i = 0; i < c->n_burst; i++)
+        json_array_append_new(bins, json_pack("{s:o,s:o,s:o}", "from_us", num(c->burst[i].from_us), "to_us",
+                                              num(c->burst[i].to_us), "gemm_speed", num(c->burst[i].gemm_speed)));
+      json_object_set_new(clock, "burst", bins);
+    }
+    json_object_set_new(root, "clock", clock);
   }
   if (c->has_host) {
     json_t *arr = json_array();

@@ -512,3 +512,22 @@ void schema_clock_speed(const schema_calibration *c, double duty, double cycle_u
   *gemm_speed = lo->gemm_speed + f * (hi->gemm_speed - lo->gemm_speed);
   *mem_speed = lo->mem_speed + f * (hi->mem_speed - lo->mem_speed);
 }
+
+double schema_burst_advance(const schema_calibration *c, double t_s, double work_s) {
+  double t = t_s, left = work_s;
+  for (int i = 0; i < c->n_burst && left > 0; i++) {
+    const schema_burst_bin *b = &c->burst[i];
+    double from = b->from_us * 1e-6, to = b->to_us * 1e-6;
+    if (t >= to) continue;
+    if (t < from) { /* a gap between bins, or before the first: speed 1 */
+      if (t + left <= from) return t + left;
+      left -= from - t;
+      t = from;
+    }
+    double can = (to - t) * b->gemm_speed; /* sustained-speed work this bin's rest holds */
+    if (left <= can) return t + left / b->gemm_speed;
+    left -= can;
+    t = to;
+  }
+  return t + left;
+}

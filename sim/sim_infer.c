@@ -78,11 +78,11 @@ static double in_graph_s(const sim_costs *c, double s, int launches, double gap_
   return t > floor_s ? t : floor_s;
 }
 
-/* One layer's compute ops other than attention; gap_s > 0: in a CUDA graph
- * (in_graph_s: one launch a GEMM op), *launches counts the launches it took
- * the gap off. */
-static int layer_rest_s(sim_costs *c, double gap_s, double *s, int *launches, ts_err *e) {
-  *s = 0;
+/* One layer's compute ops other than attention (*gemm_s: of them the
+ * GEMMs); gap_s > 0: in a CUDA graph (in_graph_s: one launch a GEMM op),
+ * *launches counts the launches it took the gap off. */
+static int layer_rest_s(sim_costs *c, double gap_s, double *s, double *gemm_s, int *launches, ts_err *e) {
+  *s = 0, *gemm_s = 0;
   *launches = 0;
   for (int i = 0; i < c->n_mops; i++) {
     const model_op *m = &c->mops[i];
@@ -94,6 +94,7 @@ static int layer_rest_s(sim_costs *c, double gap_s, double *s, int *launches, ts
       (*launches)++;
     }
     *s += t;
+    if (m->kind == MODEL_OP_GEMM) *gemm_s += t;
   }
   return 0;
 }
@@ -248,8 +249,10 @@ static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, doub
                     2.0 * ((double)p->batch * m->hidden + (double)vocab * m->hidden + (double)p->batch * vocab),
                     us * 1e-6, e))
     return -1;
-  ph->compute_s += in_graph_s(last_token, us * 1e-6, 1, gap_s, 2.0 * p->batch * (double)vocab * m->hidden,
-                              2.0 * (double)vocab * m->hidden);
+  double logits = in_graph_s(last_token, us * 1e-6, 1, gap_s, 2.0 * p->batch * (double)vocab * m->hidden,
+                             2.0 * (double)vocab * m->hidden);
+  ph->compute_s += logits;
+  ph->gemm_s += logits;
   if (tp_coll_s(last_token, p, PLAN_COLL_ALLGATHER, NULL, 2.0 * p->batch * (double)vocab * p->tp, &t, &codec, &wire,
                 e))
     return -1;
@@ -321,8 +324,60 @@ static int prefill_attention_s(sim_costs *c, const plan_infer *p, const model_op
 
 static void finish_phase(sim_infer_phase *ph) { ph->total_s = ph->compute_s + ph->tp_s + ph->pp_s; }
 
-static int predict(const plan_infer *p, const schema_calibration *cal, double gap_s, FILE *warn, bool use_codec,
-                   sim_infer_result *r, ts_err *e) {
+/* The prefill clock (sim/INFERENCE.md): the tables are timed at the GPU's
+ * sustained clock (back to back, at the power cap); a GPU that starts a
+ * burst of GEMMs from idle runs them faster for a while, as the
+ * calibration's burst profile says (clock.burst, schema_burst_advance). The
+ * executor times the TTFT after one warm-up prefill and two decode steps, as
+ * the median of three prefills back to back (PLAN_INFER_*, plan_infer.h);
+ * the GPU is taken to be idle before the warm-up (the plan's set-up). One
+ * prefill is the layers' ops in order, the GEMMs and attention that are
+ * compute-bound by the roofline (tensor-core work: the clock's) at the
+ * profile's speed at their start, the other ops (memory-bound) and the
+ * layer's two TP all-reduces at their price, then the rest of the pass
+ * (embedding, head, pp sends: tail_s); a decode step takes step_s. *ttft:
+ * the median of the timed prefills. */
+typedef struct {
+  double s[MODEL_MAX_LAYER_OPS + 1];
+  bool clocked[MODEL_MAX_LAYER_OPS + 1];
+  int n;
+} layer_seq;
+
+static double burst_pass(const schema_calibration *cal, const layer_seq *L, int layers, double tail_s, double t) {
+  for (int l = 0; l < layers; l++)
+    for (int i = 0; i < L->n; i++) t = L->clocked[i] ? schema_burst_advance(cal, t, L->s[i]) : t + L->s[i];
+  return t + tail_s;
+}
+
+static int burst_ttft(sim_costs *c, const schema_calibration *cal, int attn_index, double attn_s, double ar_s,
+                      int layers, double tail_s, double step_s, double *ttft, ts_err *e) {
+  layer_seq L = {.n = 0};
+  for (int i = 0; i < c->n_mops && L.n < MODEL_MAX_LAYER_OPS; i++) {
+    const model_op *m = &c->mops[i];
+    if (i == attn_index) L.s[L.n] = attn_s;
+    else if (compute_op_s(c, i, m->flops_fwd, m->bytes_fwd, &L.s[L.n], e)) return -1;
+    /* the clock's: tensor-core work that is compute-bound by the roofline; a memory-bound GEMM (few
+     * tokens) runs at the HBM's pace, as the clock section's memory-bound kernel (mem_speed ~1) */
+    const bool compute_bound = m->flops_fwd / c->lk.roof.peak_flops > m->bytes_fwd / c->lk.roof.hbm_bytes_per_s;
+    L.clocked[L.n++] = (i == attn_index || m->kind == MODEL_OP_GEMM) && compute_bound;
+  }
+  L.s[L.n] = 2.0 * ar_s, L.clocked[L.n++] = false;
+  double t = burst_pass(cal, &L, layers, tail_s, 0.0) + PLAN_INFER_WARMUP_DECODE * step_s, d[PLAN_INFER_PREFILL_REPS];
+  for (int r = 0; r < PLAN_INFER_PREFILL_REPS; r++) {
+    double t1 = burst_pass(cal, &L, layers, tail_s, t);
+    d[r] = t1 - t, t = t1;
+  }
+  for (int i = 1; i < PLAN_INFER_PREFILL_REPS; i++) /* sort: the median */
+    for (int j = i; j > 0 && d[j] < d[j - 1]; j--) {
+      double x = d[j];
+      d[j] = d[j - 1], d[j - 1] = x;
+    }
+  *ttft = d[PLAN_INFER_PREFILL_REPS / 2];
+  return 0;
+}
+
+static int predict(const plan_infer *p, const schema_calibration *cal, double gap_s, bool prefill_clock, FILE *warn,
+                   bool use_codec, sim_infer_result *r, ts_err *e) {
   int rc = -1;
   shape_costs *pre = shape_costs_new(p, p->prompt, cal, warn, e);
   shape_costs *dec = pre ? shape_costs_new(p, 1, cal, warn, e) : NULL;
@@ -339,13 +394,15 @@ static int predict(const plan_infer *p, const schema_calibration *cal, double ga
 
   /* prefill: one forward of batch x prompt tokens */
   sim_infer_phase *ph = &r->prefill;
-  double rest, attn, ar, codec;
+  double rest, rest_gemm, attn, ar, codec;
   int launches, step_launches = 0;
-  if (layer_rest_s(&pre->costs, 0, &rest, &launches, e)) goto out;
+  if (layer_rest_s(&pre->costs, 0, &rest, &rest_gemm, &launches, e)) goto out;
   const model_op *a = &pre->costs.mops[attn_pre];
   if (prefill_attention_s(&pre->costs, p, a, warn, &attn, e)) goto out;
   if (layer_allreduce(&pre->costs, p, use_codec, ar_bytes_pre, "prefill layer", r, &ar, &codec, e)) goto out;
   ph->compute_s = layers * (rest + attn);
+  ph->gemm_s = layers * rest_gemm, ph->attention_s = layers * attn;
+  const double rest_pre = rest, rest_pre_gemm = rest_gemm, attn_pre_s = attn, ar_pre = ar; /* the prefill clock's */
   ph->tp_s = layers * 2.0 * ar;
   ph->codec_s = layers * 2.0 * codec;
   if (ends_s(&pre->costs, &dec->costs, p, (double)p->batch * p->prompt, 0, ph, e)) goto out;
@@ -355,10 +412,11 @@ static int predict(const plan_infer *p, const schema_calibration *cal, double ga
 
   /* decode: generate - 1 steps of batch tokens; step j attends over prompt + j keys */
   sim_infer_phase step = {0};
-  if (layer_rest_s(&dec->costs, gap_s, &rest, &launches, e)) goto out;
+  if (layer_rest_s(&dec->costs, gap_s, &rest, &rest_gemm, &launches, e)) goto out;
   step_launches = (int)layers * launches + (gap_s > 0 ? 1 : 0); /* + the logits GEMM */
   if (layer_allreduce(&dec->costs, p, use_codec, ar_bytes_dec, "decode layer", r, &ar, &codec, e)) goto out;
   step.compute_s = layers * rest;
+  step.gemm_s = layers * rest_gemm;
   step.tp_s = layers * 2.0 * ar;
   step.codec_s = layers * 2.0 * codec;
   if (ends_s(&dec->costs, &dec->costs, p, p->batch, gap_s, &step, e)) goto out;
@@ -381,10 +439,23 @@ static int predict(const plan_infer *p, const schema_calibration *cal, double ga
   if (steps > 0) {
     *ph = step;
     ph->compute_s += layers * attn_sum / steps;
+    ph->attention_s = layers * attn_sum / steps;
     finish_phase(ph);
   }
   r->tpot_s = ph->total_s;
   if (gap_s > 0) r->graph_launches = step_launches;
+  if (prefill_clock) {
+    ph = &r->prefill;
+    double sustained = ph->total_s, clocked = layers * (rest_pre_gemm + attn_pre_s), ttft;
+    double tail = ph->total_s - layers * (rest_pre + attn_pre_s + 2.0 * ar_pre);
+    if (burst_ttft(&pre->costs, cal, attn_pre, attn_pre_s, ar_pre, (int)layers, tail, r->tpot_s, &ttft, e)) goto out;
+    double k = clocked > 0 ? 1.0 - (sustained - ttft) / clocked : 1.0; /* the clocked part's share of the change */
+    ph->compute_s -= sustained - ttft;
+    ph->gemm_s *= k, ph->attention_s *= k;
+    finish_phase(ph);
+    r->ttft_s = ph->total_s;
+    r->prefill_clock = true, r->prefill_sustained_s = sustained;
+  }
   r->total_s = r->ttft_s + steps * r->tpot_s;
   r->tokens_per_s = (double)p->batch * p->generate / r->total_s;
   rc = 0;
@@ -415,7 +486,10 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   memset(&plain, 0, sizeof plain);
   schema_calibration view; /* the ".infer" tables in place of the training ones */
   if (sim_infer_calibration_view(cal, &view, e)) return -1;
-  int rc = predict(p, &view, gap_s, warn, true, r, e) || predict(p, &view, gap_s, NULL, false, &plain, e) ? -1 : 0;
+  const bool clock = view.n_burst > 0 && !(o && o->prefill_clock_off);
+  int rc = predict(p, &view, gap_s, clock, warn, true, r, e) || predict(p, &view, gap_s, clock, NULL, false, &plain, e)
+               ? -1
+               : 0;
   sim_infer_calibration_view_free(&view);
   if (rc) return -1;
   r->plain_ttft_s = plain.ttft_s, r->plain_tpot_s = plain.tpot_s, r->plain_tokens_per_s = plain.tokens_per_s;
@@ -447,6 +521,14 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
     snprintf(note, sizeof note,
              "--decode graph: each decode step one CUDA graph; its %d GEMM and decode-attention launches priced "
              "%.2f us each below their stream-timed tables (host.graph_gap_us)", r->graph_launches, r->graph_gap_us);
+    add_note(r, note);
+  }
+  if (r->prefill_clock) {
+    snprintf(note, sizeof note,
+             "prefill clock: TTFT %.3f ms as tacorun execute times it (median of %d prefills after a warm-up prefill "
+             "and %d decode steps, from idle) under the calibration's burst profile; %.3f ms at the tables' "
+             "sustained speed", r->ttft_s * 1e3, PLAN_INFER_PREFILL_REPS, PLAN_INFER_WARMUP_DECODE,
+             r->prefill_sustained_s * 1e3);
     add_note(r, note);
   }
   if (p->generate < 2) add_note(r, "generate is 1: no decode step, TPOT is 0");

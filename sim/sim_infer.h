@@ -24,6 +24,7 @@ typedef struct {
   double codec_s;   /* of tp_s: codec kernel time (TACO encode/decode, CAAT-Net pack/unpack) */
   double pp_s;      /* activation sends between pipeline stages */
   double total_s;
+  double gemm_s, attention_s; /* of compute_s: the layers' GEMMs (and the logits GEMM), attention; printed only */
 } sim_infer_phase;
 
 /* What the codec policy decided for one all-reduce size. */
@@ -46,6 +47,8 @@ typedef struct {
  * CUDA graph launch (`tacorun execute --decode-graph`, TP 1 only). */
 typedef struct {
   bool decode_graph;
+  bool prefill_clock_off; /* --prefill-clock off: the prefill at the tables' sustained speed even when the
+                             calibration has a burst profile (clock.burst) */
 } sim_infer_opts;
 
 typedef struct {
@@ -65,6 +68,8 @@ typedef struct {
   bool decode_graph;     /* the decode step was priced as one CUDA graph (sim_infer_opts) */
   double graph_gap_us;   /* then: the calibration's host.graph_gap_us taken off each table-timed launch */
   int graph_launches;    /* those launches a step */
+  bool prefill_clock;    /* the TTFT is the executor's, under the calibration's burst profile (sim/INFERENCE.md) */
+  double prefill_sustained_s; /* then: the TTFT at the tables' sustained speed (what it is without the profile) */
   int n_notes;
   char notes[SIM_INFER_MAX_NOTES][256];
 } sim_infer_result;

@@ -10,6 +10,8 @@ static double speedup(double plain, double with) { return with > 0 ? plain / wit
 static void print_phase(FILE *out, const char *name, const sim_infer_phase *ph) {
   fprintf(out, "  %-22s %10.3f ms  compute %9.3f  tp %9.3f  (codec %7.3f)  pp %7.3f\n", name, ph->total_s * 1e3,
           ph->compute_s * 1e3, ph->tp_s * 1e3, ph->codec_s * 1e3, ph->pp_s * 1e3);
+  fprintf(out, "  %-22s               of compute: GEMMs %9.3f, attention %9.3f, other %9.3f\n", "", ph->gemm_s * 1e3,
+          ph->attention_s * 1e3, (ph->compute_s - ph->gemm_s - ph->attention_s) * 1e3);
 }
 
 void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) {

@@ -99,6 +99,10 @@ static const char simulate_usage[] =
     "                          (graph, as tacorun execute --decode-graph; TP 1, PP 1; needs the calibration's\n"
     "                          host.graph_gap_us: each GEMM and decode-attention launch priced that much\n"
     "                          below its stream-timed table, sim/INFERENCE.md)\n"
+    "  --prefill-clock on|off  inference plans whose calibration has a burst profile (clock.burst): the TTFT\n"
+    "                          as tacorun execute times it, its prefills' GEMMs and attention at the\n"
+    "                          profile's speed since the GPU left idle (on, the default), or every prefill\n"
+    "                          at the tables' sustained speed (off); without the profile: no effect\n"
     "  --json OUT              write the result (schema/result.h, the schema tacorun execute also writes;\n"
     "                          default: not written)\n"
     "  --csv OUT               write the result as gnuplot columns (default: not written)\n"
@@ -271,6 +275,15 @@ static int cmd_simulate(int argc, char **argv) {
       else
         return command_error("simulate", "--decode: \"%s\" is not one of eager, graph", v);
       decode_set = true;
+    } else if (strcmp(a, "--prefill-clock") == 0 && has_value) {
+      const char *v = argv[++i];
+      if (strcmp(v, "off") == 0)
+        io.prefill_clock_off = true;
+      else if (strcmp(v, "on") == 0)
+        io.prefill_clock_off = false;
+      else
+        return command_error("simulate", "--prefill-clock: \"%s\" is not one of on, off", v);
+      decode_set = true;
     } else if (strcmp(a, "--overlap") == 0 && has_value) {
       const char *v = argv[++i];
       if (strcmp(v, "ideal") == 0)
@@ -313,7 +326,7 @@ static int cmd_simulate(int argc, char **argv) {
     if (trace) return command_error("simulate", "--trace: an inference plan is predicted analytically, without a trace%s", "");
     return simulate_inference(plan_path, cal_path, transfer, &io, json, csv);
   }
-  if (decode_set) return command_error("simulate", "--decode: applies to inference plans only%s", "");
+  if (decode_set) return command_error("simulate", "--decode, --prefill-clock: apply to inference plans only%s", "");
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
   sim_cost_source src;
   if (sim_load_costs(cal_path, &p.cluster, transfer, &cal, &src, &e)) return fail(&e);

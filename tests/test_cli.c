@@ -346,10 +346,11 @@ static void test_written_results_load(void) {
 static const struct {
   const char *name, *files[3];
 } tacorun_commands[] = {
+    {"bench-burst", {"runtime/bench/bench_burst.c"}},
     {"bench-codec", {"runtime/bench/bench_codec.c"}},
     {"bench-comm", {"runtime/bench/bench_comm.c"}},
     {"bench-decode", {"runtime/bench/bench_decode.c"}},
-    {"bench-graph", {"runtime/bench/bench_graph.c"}},
+    {"bench-graph", {"runtime/calibrate/bench_graph.c"}},
     {"calibrate", {"runtime/calibrate/calibrate.c"}},
     {"calibrate-infer", {"runtime/calibrate/calibrate_infer.c"}},
     {"execute", {"runtime/exec/exec_execute.c", "runtime/infer/infer_run.c"}},

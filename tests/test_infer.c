@@ -265,6 +265,120 @@ static void test_prefill_keyed_and_ceiling(void) {
   schema_calibration_free(&cal);
 }
 
+/* The prefill clock: schema_burst_advance by hand over two bins with a gap;
+ * a profile of speed 2 everywhere halves the prefill's GEMMs and attention
+ * (compute-bound by the roofline; the memory-bound kernels and the
+ * all-reduces keep their price) in every timed prefill; one that ends before
+ * the warm-up does changes nothing; so do --prefill-clock off and a roofline
+ * under which every op is memory-bound; TPOT never moves. */
+static void test_prefill_clock(void) {
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  cal.n_burst = 2;
+  cal.burst[0] = (schema_burst_bin){0, 10000, 2.0};
+  cal.burst[1] = (schema_burst_bin){20000, 30000, 1.5};
+  NEAR(schema_burst_advance(&cal, 0, 4e-3), 2e-3, 1e-12);
+  NEAR(schema_burst_advance(&cal, 8e-3, 6e-3), 12e-3, 1e-12);         /* 4 ms of work by 10 ms, 2 ms at 1 */
+  NEAR(schema_burst_advance(&cal, 15e-3, 10e-3), 20e-3 + 5e-3 / 1.5, 1e-12); /* the gap at 1, then 1.5 */
+  NEAR(schema_burst_advance(&cal, 25e-3, 20e-3), 30e-3 + 12.5e-3, 1e-12);   /* 7.5 ms in the bin, the rest at 1 */
+  NEAR(schema_burst_advance(&cal, 40e-3, 1e-3), 41e-3, 1e-12);
+  cal.n_burst = 0;
+  NEAR(schema_burst_advance(&cal, 1.0, 2.0), 3.0, 1e-12);
+
+  load_small_plan("{\"kind\":\"none\"}");
+  g_plan.cluster.gpu.hbm_gbps = 1e18; /* ridge 1 FLOP/B: every GEMM and the attention compute-bound, clocked */
+  char name[64];
+  snprintf(name, sizeof name, "attention_prefill.d%d.s64", model_head_dim(&g_plan.model));
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1, 0, 123.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1e18, 0, 123.0), 0);
+  sim_infer_result base, fast, early, off;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &base, &e), 0);
+  CU_ASSERT(!base.prefill_clock);
+  model_shard sh = {g_plan.tp, false, g_plan.batch, g_plan.prompt};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&g_plan.model, &sh, ops, MODEL_MAX_LAYER_OPS, &e), gemms = 0;
+  for (int i = 0; i < n; i++) gemms += ops[i].kind == MODEL_OP_GEMM;
+  const double clocked_s = g_plan.model.layers * (gemms * GEMM_US + 123.0) * 1e-6;
+  cal.n_burst = 1;
+  cal.burst[0] = (schema_burst_bin){0, 1e9, 2.0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &fast, &e), 0);
+  CU_ASSERT(fast.prefill_clock);
+  NEAR(fast.ttft_s, base.ttft_s - clocked_s / 2, 1e-9);
+  NEAR(fast.prefill_sustained_s, base.ttft_s, 1e-12);
+  NEAR(fast.tpot_s, base.tpot_s, 1e-12);
+  NEAR(fast.prefill.compute_s + fast.prefill.tp_s + fast.prefill.pp_s, fast.ttft_s, 1e-12);
+  cal.burst[0] = (schema_burst_bin){0, 1.0, 2.0}; /* 1 us: inside the warm-up prefill */
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &early, &e), 0);
+  NEAR(early.ttft_s, base.ttft_s, 1e-12);
+  cal.burst[0] = (schema_burst_bin){0, 1e9, 2.0};
+  sim_infer_opts o = {.prefill_clock_off = true};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &off, &e), 0);
+  NEAR(off.ttft_s, base.ttft_s, 1e-12);
+  CU_ASSERT(!off.prefill_clock);
+  /* ridge 1e9 FLOP/B: every op memory-bound by the roofline, none clocked (as the clock section's add) */
+  g_plan.cluster.gpu.bf16_tflops = 1e15, g_plan.cluster.gpu.hbm_gbps = 1e6;
+  sim_infer_result membound, membound_base;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &membound_base, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &membound, &e), 0);
+  CU_ASSERT(membound.prefill_clock);
+  NEAR(membound.ttft_s, membound_base.ttft_s, 1e-12);
+  schema_calibration_free(&cal);
+}
+
+/* clock.burst in a calibration file: saved and loaded back; bins that
+ * overlap, do not start at 0, have no width, a speed out of range or an
+ * unknown key are refused naming the bin. */
+static void test_burst_file(void) {
+  char path[] = "/tmp/test_infer_burstXXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  schema_calibration cal, back;
+  constant_calibration(&cal, 20.0);
+  CU_ASSERT_EQUAL(schema_calibration_add_clock(&cal, 0.5, 4000, 1.15, 1.0), 0);
+  cal.clock_window_us = 100000;
+  snprintf(cal.driver, sizeof cal.driver, "1"), snprintf(cal.cuda, sizeof cal.cuda, "1");
+  snprintf(cal.nccl, sizeof cal.nccl, "1"), snprintf(cal.measured_at, sizeof cal.measured_at, "2026-12-04T12:00:00Z");
+  cal.n_burst = 2;
+  cal.burst[0] = (schema_burst_bin){0, 5000, 1.2};
+  cal.burst[1] = (schema_burst_bin){5000, 20000, 1.05};
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_save(&cal, path, &e), 0);
+  int loaded = schema_calibration_load(path, &back, &e);
+  if (loaded) fprintf(stderr, "burst file: %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(loaded, 0);
+  CU_ASSERT_EQUAL(back.n_burst, 2);
+  NEAR(back.burst[1].from_us, 5000.0, 1e-9);
+  NEAR(back.burst[1].to_us, 20000.0, 1e-9);
+  NEAR(back.burst[1].gemm_speed, 1.05, 1e-12);
+  schema_calibration_free(&back);
+  schema_calibration_free(&cal);
+  json_t *good = json_load_file(path, 0, NULL);
+  CU_ASSERT_FATAL(good != NULL);
+  static const struct {
+    const char *bins, *field;
+  } bad[] = {
+      {"[{\"from_us\":0,\"to_us\":10,\"gemm_speed\":1.1},{\"from_us\":5,\"to_us\":20,\"gemm_speed\":1}]", "clock.burst[1]"},
+      {"[{\"from_us\":1,\"to_us\":10,\"gemm_speed\":1.1}]", "clock.burst[0]"},
+      {"[{\"from_us\":0,\"to_us\":0,\"gemm_speed\":1.1}]", "clock.burst[0]"},
+      {"[{\"from_us\":0,\"to_us\":10,\"gemm_speed\":0}]", "clock.burst[0]"},
+      {"[{\"from_us\":0,\"to_us\":10,\"speed\":1.1}]", "clock.burst[0]"},
+      {"[]", "clock.burst"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    json_t *bins = json_loads(bad[i].bins, 0, NULL);
+    CU_ASSERT_FATAL(bins != NULL);
+    json_object_set_new(json_object_get(good, "clock"), "burst", bins);
+    CU_ASSERT_EQUAL_FATAL(json_dump_file(good, path, 0), 0);
+    CU_ASSERT_EQUAL(schema_calibration_load(path, &back, &e), -1);
+    CU_ASSERT(strstr(e.msg, bad[i].field) != NULL);
+    if (!strstr(e.msg, bad[i].field)) fprintf(stderr, "bad burst %zu: %s\n", i, e.msg);
+  }
+  json_decref(good);
+  unlink(path);
+}
+
 /* --decode graph (each decode step one CUDA graph): every GEMM launch and the
  * decode attention's two launches of a step priced host.graph_gap_us below
  * their tables, the rest and the prefill as eager; refused without the field
@@ -567,6 +681,8 @@ int main(void) {
   CU_add_test(s, "FP8 KV cache: decode table and memory", test_fp8_kv_decode_table);
   CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
   CU_add_test(s, "decode steps as CUDA graphs (--decode graph)", test_decode_graph);
+  CU_add_test(s, "the prefill clock (clock.burst): by hand, off, early profile", test_prefill_clock);
+  CU_add_test(s, "clock.burst in a calibration file: saved, loaded, bad bins refused", test_burst_file);
   CU_add_test(s, "hand-computed TTFT and TPOT", test_hand_computed_prediction);
   CU_add_test(s, "codec policy", test_codec_policy);
   CU_add_test(s, "prefill attention keyed by (head dim, prompt); ceiling is a failure", test_prefill_keyed_and_ceiling);

@@ -71,7 +71,8 @@ static void usage(FILE *f) {
           "  --tokens LIST        tokens per micro-batch of the GEMM shapes [1024,1536,2048,3072,4096,6144,8192]\n"
           "  --gpus N             GPUs used by the single-process collectives [all local GPUs]\n"
           "  --only LIST          phases among gemm,attention,memory,clock,codec,comm,moe,host [all of them]\n"
-          "                       (host: the executor's launch and synchronisation costs, ~1 s; calibrate_host.c)\n"
+          "                       (host: the executor's launch and synchronisation costs, ~1 s, and graph_gap_us,\n"
+          "                       bench-graph's decode-layer timing of Llama-3 8B from the zoo, ~5 s; calibrate_host.c)\n"
           "  --time-limit SECONDS the run stops with an error after this long [1200]\n"
           "  --quick              fewer repetitions and group sizes (fits the 8-minute budget) [off]\n"
           "  --compute-from FILE  copy GEMM and kernel tables and the clock section from FILE; measure\n"
@@ -355,6 +356,8 @@ static int copy_compute_tables(const char *path, schema_calibration *c, ts_err *
     rc = schema_calibration_add_clock(c, src.clock[i].duty, src.clock[i].period_us, src.clock[i].gemm_speed,
                                       src.clock[i].mem_speed);
   if (src.n_clock) c->clock_window_us = src.clock_window_us;
+  c->n_burst = src.n_burst; /* its burst profile too (merge_burst.py) */
+  memcpy(c->burst, src.burst, sizeof c->burst);
   schema_calibration_free(&src);
   return rc ? ts_fail_sys(e, "calibrate: out of memory") : 0;
 }

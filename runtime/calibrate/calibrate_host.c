@@ -23,6 +23,16 @@
  *                   is timed on the GPU: an event after the copy, an event
  *                   recorded by the host once the wait returns, then the
  *                   kernel. Median of HOST_REPS.
+ *   graph_gap_us    what a launch of a table-timed decode kernel (a GEMM,
+ *                   either decode-attention kernel) costs the GPU more in a
+ *                   stream the host keeps ahead of than inside a CUDA graph:
+ *                   `tacorun bench-graph`'s measurement and rule
+ *                   (calibrate_graph.h) at its defaults, Llama-3 8B's decode
+ *                   layer from the model zoo (fewer layers when 32 do not fit
+ *                   in 80 % of the free memory; named on stderr), batch 1 x
+ *                   4,096, 16 x 1,024, 64 x 2,048: the median of "queued -
+ *                   graph" over the 24 launches (16 GEMMs, 4 x 2 attention
+ *                   kernels). Only `tacosim simulate --decode graph` reads it.
  * Every point is printed to stderr. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -31,8 +41,10 @@
 #include <time.h>
 
 #include "calibrate.h"
+#include "calibrate_graph.h"
 #include "exec_gemm.h"
 #include "gpu_check.h"
+#include "model.h"
 #include "rt_ops.h"
 
 int calib_clock_spin(double us, void *stream, ts_err *e); /* calibrate_clock_spin.cu */
@@ -41,6 +53,7 @@ int calib_clock_spin(double us, void *stream, ts_err *e); /* calibrate_clock_spi
 #define HOST_REPS 21
 #define HOST_ELEMS 256
 #define HOST_GEMM 64
+#define GRAPH_MODEL "llama3-8b" /* the decode layer of the graph gap (bench-graph's default) */
 static const double SYNC_WAITS_US[] = {0, 25, 50, 100, 200, 400, 800, 1600};
 #define N_SYNC_WAITS ((int)(sizeof SYNC_WAITS_US / sizeof *SYNC_WAITS_US))
 
@@ -137,6 +150,26 @@ static int time_sync(host_ctx *h, double wait_us, double *gap_us, ts_err *e) {
   return 0;
 }
 
+/* host.graph_gap_us by bench-graph's method (calibrate_graph.h) on Llama-3 8B's decode layer. */
+static int graph_gap(double *gap_us, ts_err *e) {
+  model_config mc;
+  if (model_load(GRAPH_MODEL, NULL, &mc, e)) return -1;
+  calib_graph_opts o = calib_graph_defaults();
+  o.mc = &mc;
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(e, cudaMemGetInfo(&free_b, &total_b));
+  while (o.layers > 1 && calib_graph_bytes(&o) > 0.8 * (double)free_b) o.layers /= 2;
+  if (calib_graph_bytes(&o) > 0.8 * (double)free_b)
+    return ts_fail_sys(e, "calibrate host: graph gap: one layer of %s needs %.1f GB, %.1f GB free", GRAPH_MODEL,
+                       calib_graph_bytes(&o) * 1e-9, free_b * 1e-9);
+  int n = 0;
+  if (calib_graph_run(&o, NULL, gap_us, &n, e)) return -1;
+  fprintf(stderr, "[%6.1fs] host: graph gap %.3f us (median of queued - graph over %d GEMM and decode-attention "
+                  "launches; %s, %d layers, batch 1 x 4096, 16 x 1024, 64 x 2048)\n",
+          calib_elapsed_s(), *gap_us, n, GRAPH_MODEL, o.layers);
+  return 0;
+}
+
 static int measure(host_ctx *h, schema_calibration *c, ts_err *e) {
   double k_host, k_gpu, g_host, g_gpu, ev_host, ev_gpu;
   if (time_launches(h, HOST_KERNEL, &k_host, &k_gpu, e) || time_launches(h, HOST_GEMM_CALL, &g_host, &g_gpu, e) ||
@@ -155,6 +188,10 @@ static int measure(host_ctx *h, schema_calibration *c, ts_err *e) {
     c->host_sync_wait_us[i] = SYNC_WAITS_US[i], c->host_sync_gap_us[i] = gap;
   }
   c->n_host_sync = N_SYNC_WAITS;
+  double gap = 0;
+  if (graph_gap(&gap, e)) return -1;
+  if (gap > 0) c->host_graph_gap_us = gap; /* the file's field must be > 0: else left out, said on stderr */
+  else fprintf(stderr, "[%6.1fs] host: graph gap %.3f us is not > 0: graph_gap_us not written\n", calib_elapsed_s(), gap);
   c->host_launch_us = k_host, c->host_gemm_launch_us = g_host, c->host_event_us = ev_host;
   c->has_host = true;
   return 0;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "plan_infer.h"
 #include "plan_infer_policy.h"
@@ -224,7 +225,8 @@ static int graph_pass(infer_model *m, const plan_infer *p, const infer_opts *o, 
 }
 
 static int parse(int argc, char **argv, infer_opts *o) {
-  *o = (infer_opts){.warmup = 2, .prefill_reps = 3, .timeout_s = 300, .seed = 1234, .decode_attn = 3};
+  *o = (infer_opts){.warmup = 2, .prefill_reps = PLAN_INFER_PREFILL_REPS, .timeout_s = 300, .seed = 1234,
+                    .decode_attn = 3};
   const ts_arg_flag flags[] = {{"--infer-check", &o->check}, {"--decode-graph", &o->decode_graph}};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -319,6 +321,8 @@ typedef struct {
   double *tp;      /* times of the prefills or of the decode steps */
   double t_ar[2][2];
   double ttft, ttft_min, ttft_max, tpot, tpot_min, tpot_max, tpot_eager;
+  char prefill_order[400]; /* the timed prefills in the order they ran, ms (printed: a clock drift shows there) */
+  double prefill_t0;       /* wall clock (Unix s) when the first timed prefill was issued: to align a clock log */
   int nt; /* decode steps timed */
   int graph_same;
   unsigned long long tok_hash;
@@ -365,9 +369,12 @@ static int timed_ttft(infer_timed *t, ts_err *e) {
   infer_model *m = &t->m;
   const int steps = t->steps;
   if (infer_forward(m, t->prompt_tok, p->prompt, 0, e)) return -1;
-  for (int j = 0; j < steps && j < 2; j++)
+  for (int j = 0; j < steps && j < PLAN_INFER_WARMUP_DECODE; j++)
     if (infer_forward(m, m->tok, 1, p->prompt + j, e)) return -1;
   if (rt_nccl_wait(w, e) || infer_model_check_finite(m, e)) return -1;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  t->prefill_t0 = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
   for (int r = 0; r < o->prefill_reps; r++) {
     if (cudaEventRecord(t->ev[steps + 1], m->stream) != cudaSuccess ||
         infer_forward(m, t->prompt_tok, p->prompt, 0, e) || cudaEventRecord(t->ev[steps + 2], m->stream) != cudaSuccess ||
@@ -378,6 +385,10 @@ static int timed_ttft(infer_timed *t, ts_err *e) {
       return ts_fail_sys(e, "cudaEventElapsedTime failed");
     t->tp[r] = ms * 1e-3;
   }
+  size_t at = 0;
+  t->prefill_order[0] = 0;
+  for (int r = 0; r < o->prefill_reps && at + 16 < sizeof t->prefill_order; r++)
+    at += (size_t)snprintf(t->prefill_order + at, sizeof t->prefill_order - at, "%s%.3f", r ? " " : "", t->tp[r] * 1e3);
   t->ttft = median(t->tp, o->prefill_reps), t->ttft_min = t->tp[0], t->ttft_max = t->tp[o->prefill_reps - 1];
   return 0;
 }
@@ -444,6 +455,7 @@ static void timed_print(const infer_timed *t) {
          "tokens_per_s %.1f\n",
          t->ttft, t->ttft_min, t->ttft_max, o->prefill_reps, t->tpot, t->tpot_min, t->tpot_max, t->nt, steps - t->nt,
          t->tps);
+  printf("prefill times in order (ms; the first issued at Unix time %.3f s): %s\n", t->prefill_t0, t->prefill_order);
   if (o->decode_graph)
     printf("decode graph: tpot_s %.6f (one graph launch a step; %d instantiation(s), %d update(s)) against eager "
            "tpot_s %.6f: %+.1f%%; graph tokens equal to eager: %s (%d steps x batch %d; FNV-1a %016llx)\n",

@@ -1,47 +1,23 @@
-/* bench_graph.c — `tacorun bench-graph`: what each kernel of the inference
- * executor's decode step costs on the GPU when it is timed alone (as the
- * calibration times it), when it runs in a stream the host keeps ahead of (as
- * the executor's eager steps run), and inside a CUDA graph (as
- * `tacorun execute --decode-graph` runs the step: infer_graph.c), and what the
- * whole step costs in the last two.
- *
- * The step is infer_forward's decode layer at TP 1 without bias (Llama-style):
- * RMSNorm, qkv GEMM, RoPE + KV scatter, decode attention v3 (split + combine
- * kernels), attention-output GEMM, residual add, RMSNorm, FC1 GEMM, SwiGLU,
- * FC2 GEMM, residual add; every layer has its own weights and KV cache, so a
- * GEMM reads its weights from HBM as in the executor. Per op, N = layers
- * launches (launch i on layer i's buffers):
- *   alone   calib_time_us (the calibration's timing: batches of back-to-back
- *           launches from the host, median per launch);
- *   queued  a spin kernel of --spin-us first, then the N launches, timed
- *           between events around them: the host has queued them all before
- *           the GPU reaches them, so the time is the GPU's (kernel plus the
- *           stream's gap between dependent kernels);
- *   graph   the N launches captured into one CUDA graph, launched behind the
- *           same spin kernel, timed between events around the launch.
- * The spin kernel alone (--ref-us) gives the gaps of a kernel of known length.
- * Medians of --reps repetitions. Timing only: the kernels' results are checked
- * by `tacorun execute --infer-check` and `bench-decode`. */
+/* calibrate_graph.c — the decode layer alone, queued and in a CUDA graph
+ * (calibrate_graph.h): `tacorun bench-graph` and the host section's
+ * graph_gap_us. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "calibrate_graph.h"
 #include "calibrate_time.h"
 #include "exec_gemm.h"
 #include "gpu_check.h"
 #include "infer_decode.h"
 #include "infer_kernels.h"
-#include "model.h"
 #include "rt_ops.h"
-#include "ts_args.h"
 
-int calib_clock_spin(double us, void *stream, ts_err *e); /* runtime/calibrate/calibrate_clock_spin.cu */
+int calib_clock_spin(double us, void *stream, ts_err *e); /* calibrate_clock_spin.cu */
 
-#define MAX_LAYERS 128
-#define MAX_REPS 15
 #define N_OPS 12 /* the 11 ops of a layer and the spin reference */
+enum { OP_QKV = 1, OP_ATTENTION = 3, OP_ATTN_OUT = 4, OP_FC1 = 7, OP_FC2 = 9 };
 
 typedef struct {
   void *wqkv, *wo, *w1, *w2, *ln1, *ln2, *kc, *vc;
@@ -51,7 +27,7 @@ typedef struct {
   model_config mc;
   int layers, batch, hl, kvl, d, f;
   long long len, qcl;
-  layer_buf L[MAX_LAYERS];
+  layer_buf L[CALIB_GRAPH_MAX_LAYERS];
   void *x, *xn, *qkv, *qh, *attn, *proj, *fbuf, *act, *partial;
   float *rstd;
   exec_gemm *g;
@@ -113,7 +89,7 @@ static int time_span(bench *b, int op0, int op1, int graph, double spin_us, int 
   cudaEvent_t ev[2] = {NULL, NULL};
   cudaGraph_t gr = NULL;
   cudaGraphExec_t gx = NULL;
-  double t[MAX_REPS];
+  double t[CALIB_GRAPH_MAX_REPS];
   int rc = -1;
   CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[0]), out);
   CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[1]), out);
@@ -212,15 +188,20 @@ static int alloc_caches(bench *b, int batch, long long len, ts_err *e) {
   return dmalloc(&b->partial, pb ? pb : 16, e);
 }
 
-static int one_point(bench *b, const calib_budget *bud, double spin_us, int reps, ts_err *e) {
+/* One (batch, length) point: its table to out (NULL: none); the per-launch
+ * queued - graph values of the table-timed kernels appended to gap[*n]. */
+static int one_point(bench *b, const calib_budget *bud, double spin_us, int reps, FILE *out, double *gap, int *n,
+                     ts_err *e) {
   int dev = 0;
   void *streams[1] = {b->st};
   CUDA_CHECK(e, cudaGetDevice(&dev));
   double sum[3] = {0, 0, 0};
-  printf("batch %d, KV length %lld, %d layers (%s: %d/%d heads of %d, FFN %d)\n", b->batch, b->len, b->layers,
-         b->mc.name, b->hl, b->kvl, b->d, b->f);
-  printf("| op | alone us | queued us | graph us | alone - graph | queued - graph |\n");
-  printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+  if (out) {
+    fprintf(out, "batch %d, KV length %lld, %d layers (%s: %d/%d heads of %d, FFN %d)\n", b->batch, b->len, b->layers,
+            b->mc.name, b->hl, b->kvl, b->d, b->f);
+    fprintf(out, "| op | alone us | queued us | graph us | alone - graph | queued - graph |\n");
+    fprintf(out, "| --- | ---: | ---: | ---: | ---: | ---: |\n");
+  }
   for (int op = 0; op < N_OPS; op++) {
     double a, q, g;
     b->op = op;
@@ -229,86 +210,81 @@ static int one_point(bench *b, const calib_budget *bud, double spin_us, int reps
     if (time_span(b, o0, o1, 0, spin_us, reps, &q, e) || time_span(b, o0, o1, 1, spin_us, reps, &g, e)) return -1;
     q /= b->layers, g /= b->layers;
     if (op < N_OPS - 1) sum[0] += a, sum[1] += q, sum[2] += g;
-    printf("| %s | %.2f | %.2f | %.2f | %+.2f | %+.2f |\n", op_name[op], a, q, g, a - g, q - g);
+    if (op == OP_QKV || op == OP_ATTN_OUT || op == OP_FC1 || op == OP_FC2) gap[(*n)++] = q - g;
+    if (op == OP_ATTENTION) gap[(*n)++] = (q - g) / 2, gap[(*n)++] = (q - g) / 2;
+    if (out) fprintf(out, "| %s | %.2f | %.2f | %.2f | %+.2f | %+.2f |\n", op_name[op], a, q, g, a - g, q - g);
   }
   double sq, sg;
   if (time_span(b, 0, N_OPS - 1, 0, spin_us, reps, &sq, e) || time_span(b, 0, N_OPS - 1, 1, spin_us, reps, &sg, e))
     return -1;
-  printf("| **a layer (sum of the ops)** | %.2f | %.2f | %.2f | %+.2f | %+.2f |\n", sum[0], sum[1], sum[2],
-         sum[0] - sum[2], sum[1] - sum[2]);
-  printf("| **a layer (the %d layers run as one sequence)** | | %.2f | %.2f | | %+.2f |\n\n", b->layers,
-         sq / b->layers, sg / b->layers, (sq - sg) / b->layers);
-  fflush(stdout);
+  if (out) {
+    fprintf(out, "| **a layer (sum of the ops)** | %.2f | %.2f | %.2f | %+.2f | %+.2f |\n", sum[0], sum[1], sum[2],
+            sum[0] - sum[2], sum[1] - sum[2]);
+    fprintf(out, "| **a layer (the %d layers run as one sequence)** | | %.2f | %.2f | | %+.2f |\n\n", b->layers,
+            sq / b->layers, sg / b->layers, (sq - sg) / b->layers);
+    fflush(out);
+  }
   return 0;
 }
 
-int bench_graph_main(int argc, char **argv) {
-  const char *model = "llama3-8b", *models_dir = NULL, *batch_s = "1,16,64", *len_s = "4096,1024,2048";
-  int layers = 32, reps = 5;
-  double spin_us = 4000, ref_us = 20;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      printf("usage: tacorun bench-graph [--model NAME|FILE (llama3-8b)] [--models DIR] [--batch LIST (1,16,64)]\n"
-             "         [--len LIST (4096,1024,2048: one KV length per batch)] [--layers N (32)] [--reps N (5)]\n"
-             "         [--spin-us US (4000)] [--ref-us US (20)]\n"
-             "Times each kernel of the inference executor's decode layer (TP 1, no bias, decode attention v3)\n"
-             "alone (the calibration's timing), queued behind a spin kernel (the GPU's time in a stream the\n"
-             "host is ahead of: the eager steps) and in one CUDA graph (the --decode-graph steps), and the\n"
-             "layers as one sequence both ways; a spin kernel of --ref-us is the reference. Timing only.\n"
-             "reads:  the model zoo (the --model's shapes)\n"
-             "writes: one table per batch on standard output (experiments/infer/v3/graph/bench-graph.txt keeps one run)\n");
-      return 0;
-    }
-    if (!v) {
-      fprintf(stderr, "bench-graph: %s: missing value or unknown option (--help)\n", a);
-      return 2;
-    }
-    if (!strcmp(a, "--model")) model = v;
-    else if (!strcmp(a, "--models")) models_dir = v;
-    else if (!strcmp(a, "--batch")) batch_s = v;
-    else if (!strcmp(a, "--len")) len_s = v;
-    else if (!strcmp(a, "--layers")) layers = atoi(v);
-    else if (!strcmp(a, "--reps")) reps = atoi(v);
-    else if (!strcmp(a, "--spin-us")) spin_us = atof(v);
-    else if (!strcmp(a, "--ref-us")) ref_us = atof(v);
-    else {
-      fprintf(stderr, "bench-graph: unknown option %s (--help)\n", a);
-      return 2;
-    }
-    i++;
-  }
-  long long batches[8], lens[8];
-  const int nb = ts_arg_ll_list(batch_s, 1, 1024, batches, 8), nl = ts_arg_ll_list(len_s, 2, 1 << 20, lens, 8);
-  if (nb < 1 || nl != nb || layers < 1 || layers > MAX_LAYERS || reps < 1 || reps > MAX_REPS || spin_us <= 0 ||
-      ref_us <= 0) {
-    fprintf(stderr, "bench-graph: --batch and --len: lists of equal length (batch 1..1024, length >= 2); "
-                    "--layers 1..%d; --reps 1..%d; --spin-us, --ref-us > 0\n", MAX_LAYERS, MAX_REPS);
-    return 2;
-  }
-  static bench b;
+calib_graph_opts calib_graph_defaults(void) {
+  return (calib_graph_opts){.layers = 32, .n_points = 3, .batch = {1, 16, 64}, .len = {4096, 1024, 2048},
+                            .reps = 5, .spin_us = 4000, .ref_us = 20};
+}
+
+static void shape_of(bench *b, const calib_graph_opts *o) {
+  b->mc = *o->mc;
+  b->layers = o->layers, b->ref_us = o->ref_us;
+  b->hl = b->mc.heads, b->kvl = b->mc.kv_heads, b->d = model_head_dim(&b->mc), b->f = (int)b->mc.ffn_hidden;
+  b->qcl = (long long)(b->hl + 2 * b->kvl) * b->d;
+}
+
+double calib_graph_bytes(const calib_graph_opts *o) {
+  bench b;
   memset(&b, 0, sizeof b);
-  ts_err e = {{0}, 0};
-  if (model_load(model, models_dir, &b.mc, &e)) {
-    fprintf(stderr, "bench-graph: %s\n", e.msg);
-    return 2;
+  shape_of(&b, o);
+  const double h = (double)b.mc.hidden;
+  double w = 2.0 * (h * (double)b.qcl + (double)b.hl * b.d * h + h * 2.0 * b.f + (double)b.f * h + 2 * h);
+  double kv = 0;
+  for (int i = 0; i < o->n_points; i++) {
+    double k = 2.0 * 2.0 * (double)o->batch[i] * (double)o->len[i] * b.kvl * b.d;
+    if (k > kv) kv = k;
   }
-  b.layers = layers, b.ref_us = ref_us;
-  b.hl = b.mc.heads, b.kvl = b.mc.kv_heads, b.d = model_head_dim(&b.mc), b.f = (int)b.mc.ffn_hidden;
-  b.qcl = (long long)(b.hl + 2 * b.kvl) * b.d;
+  return (double)b.layers * (w + kv);
+}
+
+static int cmp_gap(const void *a, const void *c) {
+  double x = *(const double *)a, y = *(const double *)c;
+  return (x > y) - (x < y);
+}
+
+int calib_graph_run(const calib_graph_opts *o, FILE *out, double *gap_us, int *n_launches, ts_err *e) {
+  if (!o->mc || o->layers < 1 || o->layers > CALIB_GRAPH_MAX_LAYERS || o->n_points < 1 ||
+      o->n_points > CALIB_GRAPH_MAX_POINTS || o->reps < 1 || o->reps > CALIB_GRAPH_MAX_REPS || o->spin_us <= 0 ||
+      o->ref_us <= 0)
+    return ts_fail_sys(e, "graph timing: bad options (layers 1..%d, points 1..%d, reps 1..%d, spins > 0)",
+                       CALIB_GRAPH_MAX_LAYERS, CALIB_GRAPH_MAX_POINTS, CALIB_GRAPH_MAX_REPS);
+  static bench b; /* its layer table is large */
+  memset(&b, 0, sizeof b);
+  shape_of(&b, o);
   int max_batch = 1;
-  for (int i = 0; i < nb; i++)
-    if (batches[i] > max_batch) max_batch = (int)batches[i];
+  for (int i = 0; i < o->n_points; i++)
+    if (o->batch[i] > max_batch) max_batch = (int)o->batch[i];
+  double gap[CALIB_GRAPH_MAX_POINTS * 6];
+  int n = 0, rc = -1;
   calib_budget bud = calib_budget_default(0);
-  int rc = 1;
-  if (alloc_model(&b, max_batch, &e)) goto fail;
-  for (int i = 0; i < nb; i++) {
-    if (alloc_caches(&b, (int)batches[i], lens[i], &e) || one_point(&b, &bud, spin_us, reps, &e)) goto fail;
+  if (alloc_model(&b, max_batch, e)) goto fail;
+  for (int i = 0; i < o->n_points; i++) {
+    if (alloc_caches(&b, (int)o->batch[i], o->len[i], e) ||
+        one_point(&b, &bud, o->spin_us, o->reps, out, gap, &n, e))
+      goto fail;
     free_caches(&b);
   }
+  qsort(gap, (size_t)n, sizeof *gap, cmp_gap);
+  if (gap_us) *gap_us = n % 2 ? gap[n / 2] : 0.5 * (gap[n / 2 - 1] + gap[n / 2]);
+  if (n_launches) *n_launches = n;
   rc = 0;
 fail:
-  if (rc) fprintf(stderr, "bench-graph: %s\n", e.msg);
   free_all(&b);
   return rc;
 }
