@@ -152,7 +152,7 @@ for s in $sets; do
     echo "# dividing global/dp and (PP > 1) every vpp v dividing layers/pp, other fields as shipped; refused by"
     echo "# tacosim plan (memory: GiB per GPU needed, of the GPU's HBM) or simulated (predicted iteration, s)."
     echo "# The choice (*) is the fastest prediction; ties: smaller m, then smaller v. No published figure is read."
-    echo "# $(date -u +%Y-%m-%d) $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2> /dev/null || echo '+changes'); simulator $TACOSIM${cal:+; calibration $cal}"
+    echo "# $(date -u +%Y-%m-%d) $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2> /dev/null || echo '+changes'); simulator ${TACOSIM#"$ROOT"/}${cal:+; calibration ${cal#"$ROOT"/}}"
     printf "# %-12s %5s %4s  %-10s %-30s %10s\n" plan micro vpp status memory/reason iter_s
   } > "$table"
   for sp in $plans; do
@@ -160,7 +160,10 @@ for s in $sets; do
     p=${sp#*/}
     f="$PUB/$s/plans/$p.json"
     best=$(cat "$work/$p".m*.line | awk '$3 == "ok"' | sort -k5,5g -k1,1n -k2,2n | head -n 1)
-    [ -n "$best" ] || { echo "tune.sh: $p: no candidate fits or simulates" >&2; exit 1; }
+    if [ -z "$best" ]; then
+      echo "tune.sh: $p: no candidate fits or simulates; the first's reason: $(sort -k1,1n -k2,2n "$work/$p".m*.line | head -n 1 | cut -d' ' -f3- | tr _ ' ')" >&2
+      exit 1
+    fi
     read -r bm bv _ _ bt <<< "$best"
     bt=$(printf "%.4f" "$bt")
     cat "$work/$p".m*.line | sort -k1,1n -k2,2n | while read -r m v st info t; do
