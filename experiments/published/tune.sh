@@ -9,11 +9,11 @@
 # virtual pipeline stages (nothing else). For each plan of the set, with every
 # other field as shipped (TP, PP, DP, global batch, recomputation, flags):
 #   micro-batch m: every divisor of global batch / dp;
-#   virtual stages v: 1, and where PP > 1 every divisor v > 1 of layers / pp
-#     (Megatron-LM core_v0.8.0, megatron/training/arguments.py: the layers per
-#     virtual stage divide the layers per stage; interleaving with PP 2 is
-#     allowed there since --overlap-p2p-communication is on by default), run
-#     as "interleaved-1f1b".
+#   virtual stages v: 1, and where PP >= the set's interleave_min_pp (set.conf;
+#     2 if unset) every divisor v > 1 of layers / pp (Megatron-LM's rule: the
+#     layers per virtual stage divide the layers per stage; core_v0.8.0 allows
+#     PP 2 since --overlap-p2p-communication is on by default, the 2021 code
+#     wants PP > 2), run as "interleaved-1f1b".
 # Each candidate goes through `tacosim plan` (the loader's rules, among them
 # "micro-batches a multiple of pp" for interleaving, which Megatron-LM's
 # interleaved schedule also requires, and the memory check against the GPU's
@@ -22,11 +22,10 @@
 # default or --calibration file). The chosen candidate is the one with the
 # shortest predicted iteration; ties go to the smaller micro-batch, then the
 # fewer virtual stages. No published throughput is read: published.csv is not
-# opened. Candidates with micro-batches over 1,024 per iteration per rank are
-# not generated (none of these sets has one).
+# opened. Micro-batch sizes over 1,024 are not generated (no row here has one).
 #
-# Writes SET/tune.txt: every candidate (m, v, fits/refused and why, predicted
-# iteration s) and the choice per plan. With --write, rewrites each plan's
+# Writes SET/tune.txt (with --only: WORK/SET.tune.txt): every candidate (m, v,
+# fits/refused and why, predicted iteration s) and the choice per plan. With --write, rewrites each plan's
 # "micro", "vpp" and "schedule" to the choice and its description's
 # "micro-batch M, vpp V (tune.sh)" to say so; without it, says which plans
 # differ from the choice and exits 1 if any does.
@@ -55,7 +54,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --write) write=1; shift ;;
-    -h | --help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tune.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -127,8 +126,13 @@ for sp in $plans; do
   [ -n "$layers" ] || layers=$(cd "$ROOT" && jq -er '.layers' "$model")
   [ $((global % dp)) = 0 ] || { echo "tune.sh: $f: batch.global $global is not divisible by dp $dp" >&2; exit 2; }
   rm -f "$work/$p".m*.line
+  interleave_min_pp=2
+  # shellcheck source=/dev/null
+  [ ! -f "$PUB/$s/set.conf" ] || source "$PUB/$s/set.conf"
   vs=1
-  [ "$pp" -gt 1 ] && [ $((layers % pp)) = 0 ] && vs=$(divisors $((layers / pp)) | paste -sd' ' -)
+  if [ "$pp" -gt 1 ] && [ "$pp" -ge "$interleave_min_pp" ] && [ $((layers % pp)) = 0 ]; then
+    vs=$(divisors $((layers / pp)) | paste -sd' ' -)
+  fi
   for m in $(divisors $((global / dp))); do
     for v in $vs; do
       candidate "$f" "$m" "$v" "$work/$p.m$m.v$v.json"
@@ -146,10 +150,14 @@ wait
 # The table and the choice per plan.
 out_status=0
 for s in $sets; do
+  interleave_min_pp=2
+  # shellcheck source=/dev/null
+  [ ! -f "$PUB/$s/set.conf" ] || source "$PUB/$s/set.conf"
   table="$PUB/$s/tune.txt"
+  [ -z "$only" ] || table="$work/$s.tune.txt" # a part of a set does not replace the set's table
   {
     echo "# Unpublished settings chosen by experiments/published/tune.sh: for each plan, every micro-batch m"
-    echo "# dividing global/dp and (PP > 1) every vpp v dividing layers/pp, other fields as shipped; refused by"
+    echo "# dividing global/dp and (PP >= $interleave_min_pp) every vpp v dividing layers/pp, other fields as shipped; refused by"
     echo "# tacosim plan (memory: GiB per GPU needed, of the GPU's HBM) or simulated (predicted iteration, s)."
     echo "# The choice (*) is the fastest prediction; ties: smaller m, then smaller v. No published figure is read."
     echo "# $(date -u +%Y-%m-%d) $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2> /dev/null || echo '+changes'); simulator ${TACOSIM#"$ROOT"/}${cal:+; calibration ${cal#"$ROOT"/}}"
