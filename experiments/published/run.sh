@@ -188,7 +188,7 @@ while read -r s name p; do
   source "$PUB/$s/set.conf"
   read -r _ gpus hidden layers batch tf_pub params_pub < <(rows "$s" | awk -v n="$name" '$1 == n')
   plan="$PUB/$s/plans/$p.json"
-  layout=$(jq -r '.layout | "tp\(.tp) pp\(.pp) dp\(.dp) v\(.vpp // 1)"' "$plan" | tr ' ' '/')
+  layout=$(jq -r '"tp\(.layout.tp) pp\(.layout.pp) dp\(.layout.dp) v\(.layout.vpp // 1) m\(.batch.micro)"' "$plan" | tr ' ' '/')
   t_pred=$(jq -r '.iteration_time_s' "$work/$p.json")
   mfu=$(jq -r '.mfu * 100' "$work/$p.json")
   awk -v kind="$flops" -v B="$batch" -v s="$seq" -v l="$layers" -v h="$hidden" -v V="$vocab" \
