@@ -111,8 +111,9 @@ typedef struct sim_rendezvous {
   double start_s;
   double xfer_start_s;
   /* a collective inside a node (sim_comm.c's timed_meeting): the time the members asked for so far, whether
-   * they all asked for the same (1) or not (-1), and whether the last one slept it for everyone */
-  double timed_s;
+   * they all asked for the same (1) or not (-1), whether the last one slept it for everyone, and the latest
+   * arrival so far (a member may join before it arrives: its wait for the SMs is slept by the meeting) */
+  double timed_s, meet_start;
   int timed_same, timed_slept;
 } sim_rendezvous;
 
