@@ -606,7 +606,12 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
   if (n <= 1) return;
   bool one_node = group_on_one_node(rs, g);
   double wait = 0; /* for the SMs of the running kernel (wait_for_sms): slept below, or by the meeting */
-  if (waits_for_idle_compute(op)) wait_for_idle_compute(rs);
+  if (rs->pending_s > 0) {
+    /* the compute stream's block is not slept yet (sim_engine.c, block_into_meeting): this collective arrives at
+     * its end, when no kernel runs (nothing to wait for) */
+    wait = rs->pending_s;
+    rs->pending_s = 0;
+  } else if (waits_for_idle_compute(op)) wait_for_idle_compute(rs);
   else if (!runs_beside_compute(op, one_node)) wait = sim_w->o->ideal_overlap ? 0 : sms_wait_s(rs, stream, op, one_node);
   else delay_beside_running_kernel(rs, stream, one_node);
   ts_err e = {0};

@@ -414,6 +414,46 @@ static void test_meeting_absorbs_sm_waits(void) {
   CU_ASSERT_DOUBLE_EQUAL(early_after - early_beside, 25e-6, 1e-9);
 }
 
+/* Two GPUs of one NVSwitch node (tp 2), each: a compute op P of `first_s` (a small DP all-reduce depends on it,
+ * so the next op starts a block of its own), an op A of b[r] seconds, a TP all-reduce of 1 MB that depends on
+ * A, and a 10 ms op Z that depends on the all-reduce. The compute stream runs the all-reduce for the TP stream
+ * (sim_engine.c, run_for_idle_stream). Returns the iteration time. */
+static double block_then_allreduce(double first_s, const double b[2]) {
+  plan p;
+  make_plan(&p, 1, 2, 1, 1, 2);
+  plan_program *pr = new_programs(2, 8);
+  for (int r = 0; r < 2; r++) {
+    add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = first_s * PEAK; /* 0: P */
+    plan_op *g = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);               /* 1: after P */
+    g->coll = PLAN_COLL_ALLREDUCE, g->group = PLAN_GROUP_TP, g->traffic = PLAN_TRAFFIC_DP;
+    g->bytes = g->wire_bytes = 1e3;
+    g->dep[0] = 0;
+    add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = b[r] * PEAK; /* 2: A */
+    plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_TP);           /* 3: after A */
+    c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_TP, c->traffic = PLAN_TRAFFIC_TP_FWD;
+    c->bytes = c->wire_bytes = 1e6;
+    c->dep[0] = 2;
+    plan_op *z = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE); /* 4: Z, after the all-reduce */
+    z->flops = 10e-3 * PEAK;
+    z->dep[0] = 3;
+  }
+  return iteration_of(&p, pr, 2);
+}
+
+/* The compute stream's block before an in-node collective it runs itself is slept by the collective's meeting
+ * (sim_engine.c, block_into_meeting) 100 ms in, and by the compute stream itself 1 ms in (joins_early's bound);
+ * both must give the same instants: with L the 3 us launch cost of each op and T the all-reduce, Z ends at
+ * first + 20 ms (the later A, rank 1's) + 2L + T + 10 ms + L, so the two differ by 99 ms; swapping the ranks'
+ * A changes nothing. */
+static void test_meeting_absorbs_compute_block(void) {
+  const double b[2] = {10e-3, 20e-3}, swapped[2] = {20e-3, 10e-3};
+  double late = block_then_allreduce(100e-3, b), early = block_then_allreduce(1e-3, b);
+  double T = early - (1e-3 + 20e-3 + 3 * 3e-6 + 10e-3);
+  CU_ASSERT_TRUE(T > 0 && T < 5e-3);
+  CU_ASSERT_DOUBLE_EQUAL(late - early, 99e-3, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(block_then_allreduce(100e-3, swapped), late, 1e-12);
+}
+
 /* Through host memory (NCCL's shm and socket transports) a plain collective's
  * kernel copies at host-memory speed with a few blocks: it does not wait for
  * the GEMM's SMs (sim_comm.c, runs_beside_compute). Over sockets it hides
@@ -1041,6 +1081,8 @@ int main(void) {
   CU_add_test(s, "inside a node a collective gets a head start of the kernel's last waves", test_collective_head_start);
   CU_add_test(s, "an in-node meeting sleeps its members' waits for the SMs: the same instants",
               test_meeting_absorbs_sm_waits);
+  CU_add_test(s, "an in-node meeting sleeps the compute block before it: the same instants",
+              test_meeting_absorbs_compute_block);
   CU_add_test(s, "norms, activations, adds use their kernel's own table", test_specific_kernel_tables);
   CU_add_test(s, "a compressed collective off the TP stream waits for the compute stream to run dry",
               test_compressed_waits_for_idle_compute);
