@@ -213,14 +213,27 @@ static void barrier(sim_rendezvous *rv, int *count, sg_sem_t *sem) {
  * its calibrated time). When every member asks for the same t, the last to
  * arrive sleeps it and then wakes the others, who leave at the same instant
  * as if each had slept t itself: one timed wait per call instead of one per
- * member (n - 1 fewer SimGrid activities). */
-static void timed_meeting(sim_rendezvous *rv, double t) {
+ * member (n - 1 fewer SimGrid activities).
+ *
+ * A member may join before it arrives: `arrive` is when it would have
+ * arrived (now + the wait for the SMs it did not sleep, sim_run_collective);
+ * the meeting starts at the latest arrival, and the last member to join
+ * sleeps from its `now` to that start + t in one sleep, so the member's own
+ * wait costs no SimGrid activity. SimGrid ends a sleep of d begun at now at
+ * now + d, to the bit (every sleep of the 1,024-GPU benchmark, sim/RESULTS.md,
+ * seventh part), and a member joins early only when now >= 2 (wait + t)
+ * (joins_early), which makes start + t - now exact (Sterbenz): the same
+ * instants as when each member slept its wait itself. */
+static void timed_meeting(sim_rendezvous *rv, double now, double arrive, double t) {
   if (rv->expected <= 1) {
     sg_actor_sleep_for(t);
     return;
   }
-  if (rv->arrived == 0) rv->timed_s = t, rv->timed_same = 1, rv->timed_slept = 0;
-  else if (t != rv->timed_s) rv->timed_same = -1;
+  if (rv->arrived == 0) rv->timed_s = t, rv->timed_same = 1, rv->timed_slept = 0, rv->meet_start = arrive;
+  else {
+    if (t != rv->timed_s) rv->timed_same = -1;
+    if (arrive > rv->meet_start) rv->meet_start = arrive;
+  }
   /* a SimGrid barrier: the last member's wait releases the others in one call (a semaphore took one per member) */
   if (!rv->meet) rv->meet = sg_barrier_init((unsigned)rv->expected);
   if (++rv->arrived < rv->expected) {
@@ -229,9 +242,13 @@ static void timed_meeting(sim_rendezvous *rv, double t) {
     return;
   }
   rv->arrived = 0;
+  double start = rv->meet_start;
   if (rv->timed_same == 1) {
-    sg_actor_sleep_for(t);
+    /* (start == now: the sleep of t the meeting always slept) */
+    sg_actor_sleep_for(start > now ? start + t - now : t);
     rv->timed_slept = 1;
+  } else if (start > now) {
+    sg_actor_sleep_for(start - now);
   }
   sg_barrier_wait(rv->meet);
   if (!rv->timed_slept) sg_actor_sleep_for(t);
@@ -466,19 +483,27 @@ static double running_kernel_left(sim_rank *rs, int stream) {
   return 0;
 }
 
-static void wait_for_sms(sim_rank *rs, int stream, const plan_op *op, bool one_node) {
-  if (sim_w->o->ideal_overlap) return;
+/* How long the collective waits for the SMs of the running compute kernel (<= 0: none); not slept here. */
+static double sms_wait_s(sim_rank *rs, int stream, const plan_op *op, bool one_node) {
+  if (sim_w->o->ideal_overlap) return 0;
   /* tp_comm_overlap: a layer's uncompressed TP collective runs as a userbuffer kernel on SMs of its own (the
    * GEMM beside it is priced without them, sim_costs.c; plan_program_tpo.c) */
   if (sim_w->p->tp_comm_overlap && op->stream == PLAN_STREAM_TP && op->model_op >= 0 &&
       op->codec.kind == PLAN_CODEC_NONE)
-    return;
+    return 0;
   /* context parallelism: Transformer Engine launches each ring step's send/recv before the attention piece it
    * overlaps (plan_program_cp.c), so its few NCCL blocks hold SMs first; the piece is not priced without them
    * (assumption: a p2p kernel's channels are few of the 132 SMs). A compressed step's codec kernels wait. */
-  if (op->stream == PLAN_STREAM_CP && op->codec.kind == PLAN_CODEC_NONE) return;
-  double wait = running_kernel_left(rs, stream) - head_start_s(op, one_node);
-  if (wait > 0) sg_actor_sleep_for(wait);
+  if (op->stream == PLAN_STREAM_CP && op->codec.kind == PLAN_CODEC_NONE) return 0;
+  return running_kernel_left(rs, stream) - head_start_s(op, one_node);
+}
+
+/* Whether a member that must wait `wait` for the SMs at `now` may join the meeting of a collective of t seconds
+ * at once, its wait absorbed by the meeting (timed_meeting): when the sleep that ends the meeting, start + t -
+ * now for the last member to join (now >= this member's now, start <= its arrival), is exactly representable.
+ * now >= 2 (wait + t) makes start + t <= 1.5 now, within a factor 2 of now: the subtraction is exact. */
+static bool joins_early(double now, double wait, double t) {
+  return now >= 2 * (wait + t);
 }
 
 /* Over host memory (NCCL's shm and socket transports inside a node) a plain
@@ -580,8 +605,14 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
   int n = rs->n_members[g];
   if (n <= 1) return;
   bool one_node = group_on_one_node(rs, g);
-  if (waits_for_idle_compute(op)) wait_for_idle_compute(rs);
-  else if (!runs_beside_compute(op, one_node)) wait_for_sms(rs, stream, op, one_node);
+  double wait = 0; /* for the SMs of the running kernel (wait_for_sms): slept below, or by the meeting */
+  if (rs->pending_s > 0) {
+    /* the compute stream's block is not slept yet (sim_engine.c, block_into_meeting): this collective arrives at
+     * its end, when no kernel runs (nothing to wait for) */
+    wait = rs->pending_s;
+    rs->pending_s = 0;
+  } else if (waits_for_idle_compute(op)) wait_for_idle_compute(rs);
+  else if (!runs_beside_compute(op, one_node)) wait = sim_w->o->ideal_overlap ? 0 : sms_wait_s(rs, stream, op, one_node);
   else delay_beside_running_kernel(rs, stream, one_node);
   ts_err e = {0};
   sim_codec_cost cc;
@@ -591,7 +622,7 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
   }
   sim_rendezvous *rv = sim_rendezvous_get(1, (long long)g << 8 | stream, rs->group_leader[g],
                                           rs->coll_seq[g][stream]++, rs->group_simulated[g]);
-  double t0 = simgrid_get_clock();
+  double t0;
   if (one_node) {
     double t;
     int codec_included;
@@ -606,8 +637,20 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
     } else if (codec_included) {
       t += cc.caat_us * 1e-6; /* a measured TACO collective does not pack CAAT-Net channels */
     }
-    timed_meeting(rv, t);
+    double now = simgrid_get_clock();
+    t0 = now;
+    if (wait > 0) {
+      if (rv->expected > 1 && joins_early(now, wait, t)) {
+        t0 = now + wait; /* where the sleep would have ended (SimGrid ends a sleep of d at now + d) */
+      } else {
+        sg_actor_sleep_for(wait);
+        now = t0 = simgrid_get_clock();
+      }
+    }
+    timed_meeting(rv, now, t0, t);
   } else {
+    if (wait > 0) sg_actor_sleep_for(wait);
+    t0 = simgrid_get_clock();
     sim_w->used_platform_links = 1;
     /* flow_phase starts the flows together, as NCCL collectives do */
     if (cc.pre_us > 0) sg_actor_sleep_for(cc.pre_us * 1e-6);

@@ -161,7 +161,7 @@ static int first_undone_dep(const sim_rank *rs, int i) {
 static int run_comm_op(sim_rank *rs, int s, int x) {
   int i = rs->stream_ops[s][x];
   const plan_op *op = &rs->prog->ops[i];
-  double t0 = simgrid_get_clock();
+  double t0 = rs->pending_s > 0 ? rs->pending_end : simgrid_get_clock(); /* (block_into_meeting) */
   if (op->kind == PLAN_OP_COLLECTIVE)
     sim_run_collective(rs, s, i);
   else
@@ -205,7 +205,7 @@ static bool run_for_idle_stream(sim_rank *rs, int d) {
 
 static void wait_for(sim_rank *rs, int s, int d) {
   if (rs->done[d]) return;
-  double t0 = simgrid_get_clock();
+  double t0 = s == PLAN_STREAM_COMPUTE && rs->pending_s > 0 ? rs->pending_end : simgrid_get_clock();
   while (!rs->done[d]) {
     rs->waiting[s] = d;
     if (s == PLAN_STREAM_COMPUTE && run_for_idle_stream(rs, d)) continue;
@@ -326,6 +326,45 @@ static int host_op_time(sim_rank *rs, const plan_op *op, double gpu_free, double
   return 0;
 }
 
+/* Whether the compute block x..y of the compute stream list, launched now, can leave its sleep to the
+ * in-node collective the compute stream will run for another stream when it ends (run_for_idle_stream):
+ * the block's last op is waited on by that collective alone, whose stream sits blocked on it; the next compute
+ * op's first dependency not done by the block's end is that collective; the collective's other dependencies
+ * are done. Then nothing can observe the compute stream between the block's end and the collective: the
+ * block's bookkeeping is done now, the collective joins its meeting at the block's end (sim_comm.c,
+ * timed_meeting), and its meeting sleeps the block (one SimGrid sleep fewer per forward TP all-reduce and
+ * member; the same instants, joins_early's bound, else the block is slept there). Not on ranks whose ops are
+ * recorded: their records would be made in another order. */
+static bool block_into_meeting(sim_rank *rs, int x, int y) {
+  const sim_options *o = sim_w->o;
+  if (o->record_ops && (!o->record_ranks || o->record_ranks[rs->rank])) return false;
+  const int *mine = rs->stream_ops[PLAN_STREAM_COMPUTE];
+  if (y + 1 >= rs->n_stream_ops[PLAN_STREAM_COMPUTE]) return false;
+  const plan_op *ops = rs->prog->ops;
+  int first = mine[x], last = mine[y], next = mine[y + 1], d = rs->dependent[last];
+  if (d < 0) return false;
+  const plan_op *c = &ops[d];
+  int t = c->stream;
+  if (t == PLAN_STREAM_COMPUTE || c->kind != PLAN_OP_COLLECTIVE || rs->waiting[t] != last) return false;
+  if (c->codec.kind != PLAN_CODEC_NONE && t != PLAN_STREAM_TP) return false; /* (waits for idle compute) */
+  int xt = rs->next_pos[t];
+  if (xt >= rs->n_stream_ops[t] || rs->stream_ops[t][xt] != d || !sim_comm_in_node(rs, c)) return false;
+  if (rs->n_members[c->group < PLAN_GROUP_COUNT ? c->group : PLAN_GROUP_TP] <= 1) return false; /* (nothing runs) */
+  /* done by the block's end: done now, or an op of the block */
+  for (int k = 0; k < PLAN_MAX_DEPS; k++) {
+    int e = c->dep[k];
+    if (e >= 0 && e < d && !rs->done[e] && !(ops[e].stream == PLAN_STREAM_COMPUTE && e >= first && e <= last))
+      return false;
+  }
+  for (int k = 0; k < PLAN_MAX_DEPS; k++) {
+    int e = ops[next].dep[k];
+    if (e < 0 || e >= next) continue;
+    if (e == d) return !rs->done[d];
+    if (!rs->done[e] && !(ops[e].stream == PLAN_STREAM_COMPUTE && e >= first && e <= last)) return false;
+  }
+  return false;
+}
+
 static void stream_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -398,7 +437,9 @@ static void stream_main(int argc, char **argv) {
       }
       if (total > 0) rs->compute_sleep_end = t0 + total;
       wake_pending(rs);
-      if (total > 0) {
+      if (total > 0 && block_into_meeting(rs, x, y)) {
+        rs->pending_s = total, rs->pending_end = t0 + total; /* (kernel_end stays: all of it is past by then) */
+      } else if (total > 0) {
         sg_actor_sleep_for(total);
         rs->n_kernel_end = 0;
       }
@@ -433,7 +474,9 @@ static int own_program(sim_world *w, sim_rank *rs, ts_err *e) {
   int r = rs->rank, n = rs->prog->n;
   rs->shape = rs;
   rs->cross = calloc((size_t)(n ? n : 1), 1);
-  if (!rs->cross) return ts_fail_sys(e, "out of memory");
+  rs->dependent = malloc(sizeof *rs->dependent * (size_t)(n ? n : 1));
+  if (!rs->cross || !rs->dependent) return ts_fail_sys(e, "out of memory");
+  for (int i = 0; i < n; i++) rs->dependent[i] = -1;
   for (int i = 0; i < n; i++) {
     const plan_op *op = &rs->prog->ops[i];
     if (op->stream >= PLAN_STREAM_COUNT)
@@ -442,7 +485,10 @@ static int own_program(sim_world *w, sim_rank *rs, ts_err *e) {
       int d = op->dep[k];
       if (d >= i || d < -1)
         return ts_fail(e, p->path, "program", "rank %d: op %d: dependency %d is not an earlier op", r, i, d);
-      if (d >= 0 && rs->prog->ops[d].stream != op->stream) rs->cross[d] = 1;
+      if (d >= 0 && rs->prog->ops[d].stream != op->stream) {
+        rs->cross[d] = 1;
+        rs->dependent[d] = rs->dependent[d] == -1 || rs->dependent[d] == i ? i : -2;
+      }
     }
   }
   for (int i = 0; i < n; i++) rs->n_stream_ops[rs->prog->ops[i].stream]++;
@@ -464,6 +510,7 @@ static void share_program(sim_rank *rs, sim_rank *shape) {
   rs->prog = shape->prog;
   rs->peer_shift = rs->rank - shape->rank;
   rs->cross = shape->cross;
+  rs->dependent = shape->dependent;
   for (int t = 0; t < PLAN_STREAM_COUNT; t++) {
     rs->stream_ops[t] = shape->stream_ops[t];
     rs->n_stream_ops[t] = shape->n_stream_ops[t];
@@ -883,6 +930,7 @@ static void free_world(sim_world *w) {
     for (int g = 0; g < PLAN_GROUP_COUNT; g++) free(rs->members[g]);
     if (owns) {
       free(rs->cross);
+      free(rs->dependent);
       for (int t = 0; t < PLAN_STREAM_COUNT; t++) free(rs->stream_ops[t]);
     }
     free(rs);

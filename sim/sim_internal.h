@@ -32,6 +32,7 @@ typedef struct sim_rank_s {
   int peer_shift;
   uint8_t *done;  /* per op: finished */
   uint8_t *cross; /* per op: an op of another stream depends on it */
+  int32_t *dependent; /* per op: the one op of another stream that depends on it (-1: none, -2: several) */
   int32_t waiting[PLAN_STREAM_COUNT];
   sg_sem_t wake[PLAN_STREAM_COUNT];
   uint8_t wake_pending; /* streams the compute stream woke, released when it next blocks (sim_engine.c) */
@@ -62,6 +63,9 @@ typedef struct sim_rank_s {
   double host_t; /* the host clock (sim_host.h): when this rank's host issues its next launch */
   /* the compute block running now: end time of each of its ops (in order) */
   double compute_sleep_end; /* the running compute block's end (the compute stream sleeps until then) */
+  /* a compute block's sleep not slept (sim_engine.c's block_into_meeting): the in-node collective the compute
+   * stream runs next joins its meeting at pending_end = launch + pending_s, and the meeting sleeps it */
+  double pending_s, pending_end;
   double *kernel_end;
   int n_kernel_end, cap_kernel_end;
   schema_op_record *recs; /* trace records when asked */
@@ -111,8 +115,9 @@ typedef struct sim_rendezvous {
   double start_s;
   double xfer_start_s;
   /* a collective inside a node (sim_comm.c's timed_meeting): the time the members asked for so far, whether
-   * they all asked for the same (1) or not (-1), and whether the last one slept it for everyone */
-  double timed_s;
+   * they all asked for the same (1) or not (-1), whether the last one slept it for everyone, and the latest
+   * arrival so far (a member may join before it arrives: its wait for the SMs is slept by the meeting) */
+  double timed_s, meet_start;
   int timed_same, timed_slept;
 } sim_rendezvous;
 

@@ -368,6 +368,86 @@ static void test_collective_head_start(void) {
   CU_ASSERT_DOUBLE_EQUAL(t[1] - t[0], 25e-6, 1e-6);
 }
 
+/* Two GPUs of one NVSwitch node, each: a `first_s` kernel, then a kernel of b[r] seconds, and a DP all-reduce
+ * of 1 MB that depends on the first kernel (dep 0: it reaches the GPU while the second runs and waits for its
+ * SMs, less the 25 us head start) or on the second (dep 1: it starts after it). Returns the iteration time. */
+static double two_kernels_then_allreduce(double first_s, const double b[2], int dep) {
+  plan p;
+  make_plan(&p, 2, 1, 1, 1, 2);
+  plan_program *pr = new_programs(2, 4);
+  for (int r = 0; r < 2; r++) {
+    add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = first_s * PEAK;
+    add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = b[r] * PEAK;
+    plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
+    c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_DP, c->traffic = PLAN_TRAFFIC_DP;
+    c->bytes = c->wire_bytes = 1e6;
+    c->dep[0] = dep;
+  }
+  return iteration_of(&p, pr, 2);
+}
+
+/* The members of an in-node collective that wait for different kernels' SMs meet at the later arrival. Rank 0
+ * waits for a 10 ms kernel, rank 1 for a 20 ms one, from 100 ms on: each joins the meeting at once and the
+ * meeting sleeps the waits (sim_comm.c, joins_early: 100 ms >= 2 (20 ms + the collective)), which must give
+ * the instants of each member sleeping its own wait. With L the 3 us launch cost of each op and T the
+ * collective alone: issued after the kernels (dep 1) it starts at 120 ms + 2L (rank 1's second kernel ends),
+ * ends at 120 ms + 2L + T; issued beside them (dep 0) rank 1 arrives 25 us earlier (the head start), rank 0
+ * at 110 ms + 2L - 25 us, so it ends 25 us sooner, whichever member joins last (b swapped). */
+static void test_meeting_absorbs_sm_waits(void) {
+  const double launch = 3e-6, b[2] = {10e-3, 20e-3}, swapped[2] = {20e-3, 10e-3};
+  double after = two_kernels_then_allreduce(100e-3, b, 1);
+  double beside = two_kernels_then_allreduce(100e-3, b, 0);
+  double beside_swapped = two_kernels_then_allreduce(100e-3, swapped, 0);
+  double T = after - (120e-3 + 2 * launch);
+  CU_ASSERT_TRUE(T > 25e-6 && T < 10e-3); /* it outlasts the head start (else the kernel's end would count) */
+  CU_ASSERT_DOUBLE_EQUAL(after - beside, 25e-6, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(beside_swapped, beside, 1e-12);
+  /* the same instants when nobody joins early (1 ms in: the wait is slept by the member itself) */
+  double early_after = two_kernels_then_allreduce(1e-3, b, 1), early_beside = two_kernels_then_allreduce(1e-3, b, 0);
+  CU_ASSERT_DOUBLE_EQUAL(early_after - (21e-3 + 2 * launch), T, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(early_after - early_beside, 25e-6, 1e-9);
+}
+
+/* Two GPUs of one NVSwitch node (tp 2), each: a compute op P of `first_s` (a small DP all-reduce depends on it,
+ * so the next op starts a block of its own), an op A of b[r] seconds, a TP all-reduce of 1 MB that depends on
+ * A, and a 10 ms op Z that depends on the all-reduce. The compute stream runs the all-reduce for the TP stream
+ * (sim_engine.c, run_for_idle_stream). Returns the iteration time. */
+static double block_then_allreduce(double first_s, const double b[2]) {
+  plan p;
+  make_plan(&p, 1, 2, 1, 1, 2);
+  plan_program *pr = new_programs(2, 8);
+  for (int r = 0; r < 2; r++) {
+    add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = first_s * PEAK; /* 0: P */
+    plan_op *g = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);               /* 1: after P */
+    g->coll = PLAN_COLL_ALLREDUCE, g->group = PLAN_GROUP_TP, g->traffic = PLAN_TRAFFIC_DP;
+    g->bytes = g->wire_bytes = 1e3;
+    g->dep[0] = 0;
+    add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = b[r] * PEAK; /* 2: A */
+    plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_TP);           /* 3: after A */
+    c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_TP, c->traffic = PLAN_TRAFFIC_TP_FWD;
+    c->bytes = c->wire_bytes = 1e6;
+    c->dep[0] = 2;
+    plan_op *z = add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE); /* 4: Z, after the all-reduce */
+    z->flops = 10e-3 * PEAK;
+    z->dep[0] = 3;
+  }
+  return iteration_of(&p, pr, 2);
+}
+
+/* The compute stream's block before an in-node collective it runs itself is slept by the collective's meeting
+ * (sim_engine.c, block_into_meeting) 100 ms in, and by the compute stream itself 1 ms in (joins_early's bound);
+ * both must give the same instants: with L the 3 us launch cost of each op and T the all-reduce, Z ends at
+ * first + 20 ms (the later A, rank 1's) + 2L + T + 10 ms + L, so the two differ by 99 ms; swapping the ranks'
+ * A changes nothing. */
+static void test_meeting_absorbs_compute_block(void) {
+  const double b[2] = {10e-3, 20e-3}, swapped[2] = {20e-3, 10e-3};
+  double late = block_then_allreduce(100e-3, b), early = block_then_allreduce(1e-3, b);
+  double T = early - (1e-3 + 20e-3 + 3 * 3e-6 + 10e-3);
+  CU_ASSERT_TRUE(T > 0 && T < 5e-3);
+  CU_ASSERT_DOUBLE_EQUAL(late - early, 99e-3, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(block_then_allreduce(100e-3, swapped), late, 1e-12);
+}
+
 /* Through host memory (NCCL's shm and socket transports) a plain collective's
  * kernel copies at host-memory speed with a few blocks: it does not wait for
  * the GEMM's SMs (sim_comm.c, runs_beside_compute). Over sockets it hides
@@ -993,6 +1073,10 @@ int main(void) {
   CU_add_test(s, "a collective waits for the SMs of the running kernel (or overlaps: ideal)",
               test_collective_waits_for_sms);
   CU_add_test(s, "inside a node a collective gets a head start of the kernel's last waves", test_collective_head_start);
+  CU_add_test(s, "an in-node meeting sleeps its members' waits for the SMs: the same instants",
+              test_meeting_absorbs_sm_waits);
+  CU_add_test(s, "an in-node meeting sleeps the compute block before it: the same instants",
+              test_meeting_absorbs_compute_block);
   CU_add_test(s, "norms, activations, adds use their kernel's own table", test_specific_kernel_tables);
   CU_add_test(s, "a compressed collective off the TP stream waits for the compute stream to run dry",
               test_compressed_waits_for_idle_compute);
