@@ -38,6 +38,18 @@ need_tacosim() {
   fi
 }
 
+# check_run_args PROG: the checks that experiments/published/run.sh and tune.sh make on their options
+# (the globals TACOSIM, cal, jobs); exits 2 naming PROG; makes TACOSIM and cal absolute paths.
+check_run_args() {
+  local prog=$1
+  [ -n "$TACOSIM" ] && [ -x "$TACOSIM" ] || { echo "$prog: no tacosim binary (build it, or --tacosim PATH)" >&2; exit 2; }
+  TACOSIM="$(cd "$(dirname "$TACOSIM")" && pwd)/$(basename "$TACOSIM")"
+  command -v jq > /dev/null || { echo "$prog: jq is needed (apt-get install jq)" >&2; exit 2; }
+  [ -z "$cal" ] || [ -f "$cal" ] || { echo "$prog: --calibration $cal: no such file" >&2; exit 2; }
+  [ -z "$cal" ] || cal="$(cd "$(dirname "$cal")" && pwd)/$(basename "$cal")"
+  case $jobs in '' | *[!0-9]* | 0) echo "$prog: --jobs wants a positive integer" >&2; exit 2 ;; esac
+}
+
 # The calibration `tacosim simulate` would choose for the measured 2xH200 NVLink machine.
 nvlink_calibration() {
   if [ -f "$ROOT/calibration/h200-nvlink.json" ]; then echo "$ROOT/calibration/h200-nvlink.json"

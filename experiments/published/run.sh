@@ -58,17 +58,12 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
-[ -n "$TACOSIM" ] && [ -x "$TACOSIM" ] || { echo "run.sh: no tacosim binary (build it, or --tacosim PATH)" >&2; exit 2; }
-TACOSIM="$(cd "$(dirname "$TACOSIM")" && pwd)/$(basename "$TACOSIM")"
-command -v jq > /dev/null || { echo "run.sh: jq is needed (apt-get install jq)" >&2; exit 2; }
-[ -z "$cal" ] || [ -f "$cal" ] || { echo "run.sh: --calibration $cal: no such file" >&2; exit 2; }
-[ -z "$cal" ] || cal="$(cd "$(dirname "$cal")" && pwd)/$(basename "$cal")"
+check_run_args run.sh
 [ -z "$topo" ] || [ -d "$topo" ] || { echo "run.sh: --topologies $topo: no such folder" >&2; exit 2; }
 if [ -n "$topo" ]; then
   TACOSIM_TOPOLOGIES_DIR="$(cd "$topo" && pwd)"
   export TACOSIM_TOPOLOGIES_DIR
 fi
-case $jobs in '' | *[!0-9]* | 0) echo "run.sh: --jobs wants a positive integer" >&2; exit 2 ;; esac
 if [ -z "$sets" ]; then
   for d in "$PUB"/*/; do [ -f "$d/set.conf" ] && sets="$sets $(basename "$d")"; done
 fi

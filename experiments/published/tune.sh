@@ -58,12 +58,7 @@ while [ $# -gt 0 ]; do
     *) echo "tune.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
-[ -n "$TACOSIM" ] && [ -x "$TACOSIM" ] || { echo "tune.sh: no tacosim binary (build it, or --tacosim PATH)" >&2; exit 2; }
-TACOSIM="$(cd "$(dirname "$TACOSIM")" && pwd)/$(basename "$TACOSIM")"
-command -v jq > /dev/null || { echo "tune.sh: jq is needed (apt-get install jq)" >&2; exit 2; }
-[ -z "$cal" ] || [ -f "$cal" ] || { echo "tune.sh: --calibration $cal: no such file" >&2; exit 2; }
-[ -z "$cal" ] || cal="$(cd "$(dirname "$cal")" && pwd)/$(basename "$cal")"
-case $jobs in '' | *[!0-9]* | 0) echo "tune.sh: --jobs wants a positive integer" >&2; exit 2 ;; esac
+check_run_args tune.sh
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
 
