@@ -110,8 +110,8 @@ done
 [ -n "$plans" ] || { echo "tune.sh: nothing to tune (sets: $sets; only: ${only:-all})" >&2; exit 2; }
 
 # Every candidate of every plan, then the simulations, $jobs at a time.
-todo="$work/todo"
-: > "$todo"
+queue="$work/queue"
+: > "$queue"
 for sp in $plans; do
   s=${sp%%/*} p=${sp#*/}
   f="$PUB/$s/plans/$p.json"
@@ -131,15 +131,15 @@ for sp in $plans; do
   for m in $(divisors $((global / dp))); do
     for v in $vs; do
       candidate "$f" "$m" "$v" "$work/$p.m$m.v$v.json"
-      echo "$p $m $v" >> "$todo"
+      echo "$p $m $v" >> "$queue"
     done
   done
 done
-echo "tune.sh: $(wc -l < "$todo") candidates of$(echo "$plans" | wc -w | sed 's/^/ /') plans, $jobs at a time, with $TACOSIM${cal:+ --calibration $cal}" >&2
+echo "tune.sh: $(wc -l < "$queue") candidates of$(echo "$plans" | wc -w | sed 's/^/ /') plans, $jobs at a time, with $TACOSIM${cal:+ --calibration $cal}" >&2
 while read -r p m v; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
   evaluate "$p" "$m" "$v" &
-done < "$todo"
+done < "$queue"
 wait
 
 # The table and the choice per plan.

@@ -39,17 +39,7 @@ def split_rows():
 
 def runs(d):
     """[(file, plan, t0, [ms...])] in the order they ran."""
-    out = []
-    for f in ("execute-seq.txt", "execute-alone.txt", "execute-alone-qwen7b.txt"):
-        name = None
-        for line in open(os.path.join(d, f)):
-            m = re.match(r"# (\S+): ", line)
-            if m:
-                name = m.group(1)
-            m = re.match(r"prefill times in order \(ms; the first issued at Unix time ([\d.]+) s\): (.*)", line)
-            if m and name:
-                out.append((f, name, float(m.group(1)), [float(x) for x in m.group(2).split()]))
-    return out
+    return read_gpu.prefill_runs(d, ("execute-seq.txt", "execute-alone.txt", "execute-alone-qwen7b.txt"))
 
 
 def clock(smi, t0, t1):

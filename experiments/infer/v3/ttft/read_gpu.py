@@ -83,19 +83,31 @@ def bursts(d):
               f"{'above 1.02: the 26 one-GPU plans move with it' if verdict > 1.02 else 'the burst cannot touch the 26 one-GPU plans'}; merge it in any case (merge_burst.py --from) and re-predict\n")
 
 
-def plans(d, smi):
-    print("## The executor's timed prefills: SM clock while they ran, and in order\n")
-    print(f"(the GEMM table's median clock: {TABLE_MHZ} MHz)\n")
-    for f in sorted(x for x in os.listdir(d) if x.startswith("execute-")):
+PREFILL_LINE = re.compile(r"prefill times in order \(ms; the first issued at Unix time ([\d.]+) s\): (.*)")
+
+
+def prefill_runs(d, files):
+    """[(file, plan, t0, [ms...])]: the timed prefills tacorun execute printed, file by file in the order given."""
+    out = []
+    for f in files:
         name = None
         for line in open(os.path.join(d, f)):
             m = re.match(r"# (\S+): ", line)
             if m:
                 name = m.group(1)
-            m = re.match(r"prefill times in order \(ms; the first issued at Unix time ([\d.]+) s\): (.*)", line)
+            m = PREFILL_LINE.match(line)
             if m and name:
-                t0, times = float(m.group(1)), [float(x) for x in m.group(2).split()]
-                print(f"- {f} {name}: {window(smi, t0, t0 + sum(times) / 1e3)}; in order (ms): {m.group(2)}")
+                out.append((f, name, float(m.group(1)), [float(x) for x in m.group(2).split()]))
+    return out
+
+
+def plans(d, smi):
+    print("## The executor's timed prefills: SM clock while they ran, and in order\n")
+    print(f"(the GEMM table's median clock: {TABLE_MHZ} MHz)\n")
+    files = sorted(x for x in os.listdir(d) if x.startswith("execute-"))
+    for f, name, t0, times in prefill_runs(d, files):
+        print(f"- {f} {name}: {window(smi, t0, t0 + sum(times) / 1e3)}; in order (ms): "
+              + " ".join(f"{x:.3f}" for x in times))
     print()
 
 
