@@ -401,6 +401,16 @@ static void test_tacorun_help(void) {
   }
 }
 
+/* A dump at a step the run never reaches is refused before any GPU (steps count from 0). */
+static void test_tacorun_train_dump_past_end(void) {
+  static char out[65536];
+  int rc = tacorun("train --corpus /dev/null --tp-emulate 2 --steps 300 --stats-every 100 --dump-at 300 --out-dir .",
+                   out, sizeof out);
+  CU_ASSERT_EQUAL(rc, 2);
+  if (!strstr(out, "--dump-at 300: the run's training steps are 0 to 299")) fprintf(stderr, "\n  %.300s\n", out);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--dump-at 300: the run's training steps are 0 to 299"));
+}
+
 /* Context parallelism is simulated, not executed: refused before any GPU or communicator, the field named. */
 static void test_tacorun_refuses_cp(void) {
   static char out[65536];
@@ -470,6 +480,7 @@ int main(void) {
   CU_add_test(s, "what tacosim simulate --json writes, tacosim compare reads", test_written_results_load);
 #ifdef TACORUN_BIN
   CU_add_test(s, "tacorun: every command's --help without a GPU lists its options", test_tacorun_help);
+  CU_add_test(s, "tacorun train refuses --dump-at past the last step (exit 2)", test_tacorun_train_dump_past_end);
   CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
   CU_add_test(s, "tacorun execute: MoE beyond one GPU refused (exit 2, the field named)", test_tacorun_moe_refusals);
 #endif

@@ -752,6 +752,11 @@ static int check_codecs(const train_opts *o, char **codecs, int ncodecs, int *an
     fprintf(stderr, "tacorun train: --dump-at needs --stats-every N and --out-dir DIR\n");
     return 2;
   }
+  if (o->dump_at >= o->steps) { /* steps count from 0: a dump past the last one would write nothing */
+    fprintf(stderr, "tacorun train: --dump-at %d: the run's training steps are 0 to %d (--steps %d)\n", o->dump_at,
+            o->steps - 1, o->steps);
+    return 2;
+  }
   if ((o->emu_allreduce || o->stats_every || o->dump_at >= 0) && !o->tp_emulate) {
     fprintf(stderr, "tacorun train: --tp-emulate-allreduce and --stats-every need --tp-emulate K\n");
     return 2;
