@@ -40,7 +40,7 @@ bool plan_json_is_inference(json_t *root) {
 }
 
 /* "group": "auto": the reshaping's choice from the file "reshape" names (relative to the plan's
- * folder); "axis" ("auto" or "hidden", the only axis the kernels group along) checked. */
+ * folder), of the tensor classes the codec's all-reduces carry (plan_reshape.h); "axis" ("auto" or "hidden", the only axis the kernels group along) checked. */
 static int codec_group_auto(json_t *o, const char *file, const char *path, plan_codec *c, ts_err *e) {
   char field[96], rpath[1024];
   json_t *r = json_object_get(o, "reshape");
@@ -50,8 +50,12 @@ static int codec_group_auto(json_t *o, const char *file, const char *path, plan_
   const char *rv = json_string_value(r), *slash = strrchr(file, '/');
   if (rv[0] == '/' || !slash) snprintf(rpath, sizeof rpath, "%s", rv);
   else snprintf(rpath, sizeof rpath, "%.*s/%s", (int)(slash - file), file, rv);
+  const char *key = strrchr(path, '.') ? strrchr(path, '.') + 1 : path;
+  const char *const *classes = !strcmp(key, "tp_fwd")   ? plan_reshape_fwd_classes
+                               : !strcmp(key, "tp_bwd") ? plan_reshape_bwd_classes
+                                                        : NULL; /* another traffic class: every tensor class */
   plan_reshape_choice ch;
-  if (plan_reshape_read(rpath, &ch, e)) return -1;
+  if (plan_reshape_read_classes(rpath, classes, &ch, e)) return -1;
   c->group = ch.group, c->group_auto = true;
   return 0;
 }

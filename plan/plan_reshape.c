@@ -10,6 +10,23 @@
 
 #define RESHAPE_HEADER "tensor,samples,rows,cols,group,axis,rel_err,cost_us,chosen,runnable,chosen_runnable"
 
+const char *const plan_reshape_fwd_classes[] = {"attn_out", "fc2_out", NULL};
+const char *const plan_reshape_bwd_classes[] = {"qkv_dgrad", "fc1_dgrad", NULL};
+
+static int listed(const char *const *classes, const char *name) {
+  if (!classes) return 1;
+  for (; *classes; classes++)
+    if (!strcmp(*classes, name)) return 1;
+  return 0;
+}
+
+/* The classes as "a, b" for a message. */
+static void class_list(const char *const *classes, char *out, size_t cap) {
+  out[0] = 0;
+  for (size_t n = 0; classes && *classes && n < cap; classes++)
+    n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? ", " : "", *classes);
+}
+
 /* Splits line at commas in place into at most cap fields; returns the count. */
 static int split_fields(char *line, char **f, int cap) {
   int n = 0;
@@ -24,6 +41,10 @@ static int split_fields(char *line, char **f, int cap) {
 }
 
 int plan_reshape_read(const char *path, plan_reshape_choice *c, ts_err *e) {
+  return plan_reshape_read_classes(path, NULL, c, e);
+}
+
+int plan_reshape_read_classes(const char *path, const char *const *classes, plan_reshape_choice *c, ts_err *e) {
   size_t len;
   char *text = ts_read_file(path, 1u << 20, &len, e);
   if (!text) return -1;
@@ -47,7 +68,7 @@ int plan_reshape_read(const char *path, plan_reshape_choice *c, ts_err *e) {
       rc = ts_fail(e, path, where, "not 11 comma-separated fields as the header");
       break;
     }
-    if (strcmp(f[10], "yes")) continue; /* not a tensor class's runnable choice */
+    if (strcmp(f[10], "yes") || !listed(classes, f[0])) continue; /* not a runnable choice of a class asked */
     char *gend, *cend;
     long g = strtol(f[4], &gend, 10), cols = strtol(f[3], &cend, 10);
     if (*gend || (g != 32 && g != 64 && g != 128 && g != 256 && g != 512)) {
@@ -73,7 +94,12 @@ int plan_reshape_read(const char *path, plan_reshape_choice *c, ts_err *e) {
     c->group = (int)g, c->cols = (int)cols, c->axis = PLAN_AXIS_HIDDEN, c->classes++;
   }
   if (!rc && line_no == 0) rc = ts_fail(e, path, NULL, "empty (expected the output of `tacorun train --reshape`)");
-  else if (!rc && !c->classes) rc = ts_fail(e, path, NULL, "no row chosen_runnable = yes: no tensor class has a choice");
+  else if (!rc && !c->classes && classes) {
+    char names[128];
+    class_list(classes, names, sizeof names);
+    rc = ts_fail(e, path, NULL, "no row chosen_runnable = yes for %s: none of these tensor classes has a choice", names);
+  } else if (!rc && !c->classes)
+    rc = ts_fail(e, path, NULL, "no row chosen_runnable = yes: no tensor class has a choice");
   free(text);
   return rc;
 }

@@ -3,11 +3,15 @@
  * (CSV: tensor,samples,rows,cols,group,axis,rel_err,cost_us,chosen,runnable,
  * chosen_runnable; one row per tensor class and candidate).
  *
- * The codec takes the `chosen_runnable` row of every tensor class (the
- * cheapest setting within the error bound among those the executor runs:
- * groups along hidden that divide it). A codec has one group for every TP
- * all-reduce, so the classes must agree; when they do not, the file is
- * rejected naming two that differ (set the group by hand). */
+ * The codec takes the `chosen_runnable` row of each tensor class it carries
+ * (the cheapest setting within the error bound among those the executor runs:
+ * groups along hidden that divide it): the forward TP all-reduces carry the
+ * row-parallel outputs (attn_out, fc2_out), the backward ones the input
+ * gradients of the column-parallel GEMMs (qkv_dgrad, fc1_dgrad); any other
+ * codec, and `tacorun train --group auto` (one group for every all-reduce),
+ * takes every class. A codec has one group for all its all-reduces, so its
+ * classes must agree; when they do not, the file is rejected naming two that
+ * differ (set the group by hand). */
 #ifndef PLAN_RESHAPE_H
 #define PLAN_RESHAPE_H
 
@@ -26,7 +30,15 @@ typedef struct {
   int cols;       /* the hidden size the samples had */
 } plan_reshape_choice;
 
-/* Reads the reshaping file at path; 0, or -1 with "PATH: line N: reason" / "PATH: reason" (bad input). */
+/* The tensor classes of the forward and of the backward TP all-reduces (NULL-terminated). */
+extern const char *const plan_reshape_fwd_classes[];
+extern const char *const plan_reshape_bwd_classes[];
+
+/* Reads the reshaping file at path, the rows of the classes listed (NULL: every class);
+ * 0, or -1 with "PATH: line N: reason" / "PATH: reason" (bad input). */
+int plan_reshape_read_classes(const char *path, const char *const *classes, plan_reshape_choice *c, ts_err *e);
+
+/* plan_reshape_read_classes over every class. */
 int plan_reshape_read(const char *path, plan_reshape_choice *c, ts_err *e);
 
 #ifdef __cplusplus

@@ -50,5 +50,6 @@ add_executable(test_plan_reshape ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_reshape.c
 target_link_libraries(test_plan_reshape PRIVATE ts_plan PkgConfig::CUNIT m)
 target_compile_definitions(test_plan_reshape PRIVATE
   RESHAPE_CSV="${CMAKE_SOURCE_DIR}/experiments/loss/emu/reshape-124m-step1000.csv"
-  EXAMPLE_PLAN="${CMAKE_SOURCE_DIR}/experiments/loss/gpt-h4096-tp2-taco-auto.json")
+  EXAMPLE_PLAN="${CMAKE_SOURCE_DIR}/experiments/loss/gpt-h4096-tp2-taco-auto.json"
+  EXAMPLE_RESHAPE="${CMAKE_SOURCE_DIR}/experiments/loss/emu/reshape-h4096-step299.csv")
 add_test(NAME plan_reshape COMMAND test_plan_reshape)

@@ -42,6 +42,17 @@ static void reshape_text(char *buf, size_t cap, int g, const char *odd, int g_od
     }
 }
 
+/* Rows of the four tensor classes: the forward ones (attn_out, fc2_out) choose gf, the backward
+ * ones (fc1_dgrad, qkv_dgrad) gb. */
+static void reshape_split(char *buf, size_t cap, int gf, int gb) {
+  static const char *classes[] = {"attn_out", "fc2_out", "fc1_dgrad", "qkv_dgrad"};
+  size_t n = (size_t)snprintf(buf, cap, HEADER);
+  for (int c = 0; c < 4; c++)
+    for (int G = 32; G <= 512; G *= 2)
+      n += (size_t)snprintf(buf + n, cap - n, "%s,3,256,1024,%d,hidden,0.02,0.7,,yes,%s\n", classes[c], G,
+                            G == (c < 2 ? gf : gb) ? "yes" : "");
+}
+
 /* A plan whose tp_fwd codec is `codec`, written to tmpdir/plan.json and loaded. */
 static int load_codec(const char *codec, plan *p, ts_err *e) {
   char buf[2048], path[512];
@@ -110,15 +121,60 @@ static void test_auto_is_the_written_group(void) {
   }
 }
 
-/* The example plan of experiments/loss/ (its reshaping file named relative to its folder). */
+/* Each TP direction takes the choice of the tensors its all-reduces carry: the forward ones the
+ * row-parallel outputs (attn_out, fc2_out), the backward ones the column-parallel input gradients
+ * (qkv_dgrad, fc1_dgrad); a codec of another traffic class, and the whole file, need them all to agree. */
+static void test_directions(void) {
+  char buf[8192], planbuf[2048], path[512];
+  reshape_split(buf, sizeof buf, 64, 512);
+  write_file("split.csv", buf);
+  snprintf(path, sizeof path, "%s/split.csv", tmpdir);
+  plan_reshape_choice c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(plan_reshape_read_classes(path, plan_reshape_fwd_classes, &c, &e), 0);
+  CU_ASSERT_EQUAL(c.group, 64);
+  CU_ASSERT_EQUAL(c.classes, 2);
+  CU_ASSERT_EQUAL(plan_reshape_read_classes(path, plan_reshape_bwd_classes, &c, &e), 0);
+  CU_ASSERT_EQUAL(c.group, 512);
+  CU_ASSERT_EQUAL(c.classes, 2);
+  CU_ASSERT_EQUAL(plan_reshape_read(path, &c, &e), -1); /* one group for every all-reduce: they differ */
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "a codec has one group for every all-reduce"));
+  const char *aut = "{\"kind\": \"taco\", \"group\": \"auto\", \"fp8\": \"e4m3\", \"reshape\": \"split.csv\"}";
+  snprintf(planbuf, sizeof planbuf,
+           "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x8-nvswitch\",\n"
+           "  \"layout\": { \"dp\": 2, \"tp\": 2, \"pp\": 2 },\n"
+           "  \"batch\": { \"micro\": 1, \"global\": 8, \"seq\": 256 }, \"schedule\": \"1f1b\",\n"
+           "  \"codec\": { \"tp_fwd\": %s, \"tp_bwd\": %s } }\n",
+           aut, aut);
+  write_file("split.json", planbuf);
+  snprintf(path, sizeof path, "%s/split.json", tmpdir);
+  plan p;
+  int rc = plan_load(path, NULL, NULL, &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL(p.codec[PLAN_TRAFFIC_TP_FWD].group, 64);
+  CU_ASSERT_EQUAL(p.codec[PLAN_TRAFFIC_TP_BWD].group, 512);
+  /* a file without the backward classes leaves tp_bwd with no choice: refused naming them */
+  write_file("r.csv", HEADER "attn_out,3,256,768,128,hidden,0.02,0.7,yes,yes,yes\n");
+  snprintf(planbuf, sizeof planbuf, "%s/r.csv", tmpdir);
+  CU_ASSERT_EQUAL(plan_reshape_read_classes(planbuf, plan_reshape_fwd_classes, &c, &e), 0);
+  CU_ASSERT_EQUAL(plan_reshape_read_classes(planbuf, plan_reshape_bwd_classes, &c, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "for qkv_dgrad, fc1_dgrad"));
+}
+
+/* The example plan of experiments/loss/ (its reshaping file named relative to its folder): each
+ * direction's group is what the file chose for the classes it carries. */
 static void test_example_plan(void) {
   plan p;
   ts_err e = {0};
   int rc = plan_load(EXAMPLE_PLAN, NULL, NULL, &p, &e);
   if (rc) printf("\n  %s\n", e.msg);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
+  const char *const *classes[] = {plan_reshape_fwd_classes, plan_reshape_bwd_classes};
   for (int t = PLAN_TRAFFIC_TP_FWD; t <= PLAN_TRAFFIC_TP_BWD; t++) {
-    CU_ASSERT_EQUAL(p.codec[t].group, 256);
+    plan_reshape_choice c;
+    CU_ASSERT_EQUAL_FATAL(plan_reshape_read_classes(EXAMPLE_RESHAPE, classes[t - PLAN_TRAFFIC_TP_FWD], &c, &e), 0);
+    CU_ASSERT_EQUAL(p.codec[t].group, c.group);
     CU_ASSERT(p.codec[t].group_auto);
   }
 }
@@ -126,9 +182,9 @@ static void test_example_plan(void) {
 static void test_rejects(void) {
   char buf[8192];
   const char *aut = "{\"kind\": \"taco\", \"group\": \"auto\", \"fp8\": \"e4m3\", \"reshape\": \"r.csv\"}";
-  reshape_text(buf, sizeof buf, 256, "qkv_dgrad", 128);
+  reshape_text(buf, sizeof buf, 256, "fc2_out", 128);
   write_file("r.csv", buf);
-  expect_reject(aut, "r.csv: line", "qkv_dgrad chose group 128");
+  expect_reject(aut, "r.csv: line", "fc2_out chose group 128");
   write_file("r.csv", "tensor,group\nattn_out,128\n");
   expect_reject(aut, "r.csv: line 1", "not the header");
   write_file("r.csv", HEADER "attn_out,3,256,768,100,hidden,0.02,0.7,yes,yes,yes\n");
@@ -167,6 +223,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("plan_reshape", NULL, NULL);
   CU_add_test(s, "the shipped reshaping file", test_shipped_file);
   CU_add_test(s, "auto is the written group", test_auto_is_the_written_group);
+  CU_add_test(s, "each TP direction takes its own tensor classes' choice", test_directions);
   CU_add_test(s, "the example plan", test_example_plan);
   CU_add_test(s, "bad files and fields rejected", test_rejects);
   CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -7,7 +7,8 @@
 #      the final validation loss over the whole held-out part (summary.csv), its difference to the
 #      baseline of the same TP and seed, and the training steps/s; a folder with only summary.csv is a run
 #      whose curve was not kept;
-#   1b. the seeds of the baseline, TACO E4M3 and per-tensor FP8: both, mean, spread;
+#   1b. the seeds of the baseline, TACO E4M3, per-tensor FP8, the reshaping's choice and CAAT-Net: every
+#       seed kept, mean, standard deviation, and the difference to the baseline paired by seed;
 #   2. the tensors the layer all-reduces carry: per logged step, over the 18 layers, the largest
 #      max/RMS and kurtosis of each tensor class (baseline, seed 1234).
 set -euo pipefail
@@ -32,19 +33,42 @@ for d in "$dir"/tp*; do
             sps != "" ? sps : "-" }' <(gzip -cdf ${f:-/dev/null})
 done
 echo
-echo "Seeds (final validation loss over the whole held-out part; spread: half the distance between the two seeds):"
+echo "Seeds (final validation loss over the whole held-out part; s.d.: the sample standard deviation over the"
+echo "seeds; paired: the relative difference to the baseline of the same seed, its mean over the seeds both ran"
+echo "and the standard error of that mean, s.d. / sqrt(n)):"
 echo
-echo "| codec | seed 1234 | seed 4321 | mean | spread (+-) | mean vs baseline mean |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+echo "| codec | seeds | final validation, by seed | mean | s.d. | vs baseline, paired: mean +- s.e. (n) |"
+echo "| --- | --- | --- | ---: | ---: | ---: |"
 tp=$(basename "$(ls -d "$dir"/tp*-s*-none | head -1)"); tp=${tp%%-*}  # the folder's TP (one per folder)
-b1=$(final "$dir/$tp-s1234-none" 5) b2=$(final "$dir/$tp-s4321-none" 5)
-for c in none taco-e4m3 fp8-tensor; do
-  a=$(final "$dir/$tp-s1234-$c" 5) b=$(final "$dir/$tp-s4321-$c" 5)
-  [ -n "$a" ] && [ -n "$b" ] || continue
-  awk -v c="$c" -v a="$a" -v b="$b" -v b1="$b1" -v b2="$b2" 'BEGIN { m = (a + b) / 2; bm = (b1 + b2) / 2
-    d = a - b; if (d < 0) d = -d
-    printf "| %s | %.5f | %.5f | %.5f | %.5f (%.2f%%) | %+.2f%% |\n", c, a, b, m, d / 2, 100 * d / 2 / m, 100 * (m - bm) / bm }'
-done
+runs() {  # "seed value" lines of codec $1's runs in the folder, by seed
+  for d in "$dir/$tp"-s*-"$1"; do
+    [ -d "$d" ] || continue
+    s=$(basename "$d"); s=${s#"$tp"-s}; s=${s%%-*}
+    [ "$(basename "$d")" = "$tp-s$s-$1" ] || continue
+    v=$(final "$d" 5); [ -n "$v" ] && echo "$s $v"
+  done | sort -n
+}
+paired() {  # the table row of codec $1 against codec $2 (default: the baseline)
+  awk -v c="$1" '
+    NR == FNR { base[$1] = $2; next }
+    { seed[++n] = $1; val[n] = $2 }
+    END { if (n < 1) exit
+          for (i = 1; i <= n; i++) { m += val[i]; list = list (i > 1 ? ", " : "") sprintf("%.5f (%s)", val[i], seed[i]) }
+          m /= n; for (i = 1; i <= n; i++) ss += (val[i] - m) ^ 2
+          sd = n > 1 ? sqrt(ss / (n - 1)) : 0
+          for (i = 1; i <= n; i++) if (seed[i] in base) { d[++k] = 100 * (val[i] - base[seed[i]]) / base[seed[i]]; dm += d[k] }
+          if (k) { dm /= k; for (i = 1; i <= k; i++) ds += (d[i] - dm) ^ 2 }
+          pr = k > 1 ? sprintf("%+.2f%% +- %.2f (%d)", dm, sqrt(ds / (k - 1)) / sqrt(k), k) : (k ? sprintf("%+.2f%% (1)", dm) : "-")
+          printf "| %s | %d | %s | %.5f | %.5f (%.2f%%) | %s |\n", c, n, list, m, sd, 100 * sd / m, pr }' \
+    <(runs "${2:-none}") <(runs "$1")
+}
+for c in none taco-e4m3 fp8-tensor taco-e4m3-gauto caat; do paired "$c"; done
+echo
+echo "TACO E4M3 against per-tensor FP8, same seed:"
+echo
+echo "| codec | seeds | final validation, by seed | mean | s.d. | vs fp8-tensor, paired: mean +- s.e. (n) |"
+echo "| --- | --- | --- | ---: | ---: | ---: |"
+paired taco-e4m3 fp8-tensor
 echo
 echo "| step | attn_out max/RMS | attn_out kurtosis | fc2_out max/RMS | fc2_out kurtosis | fc1_dgrad max/RMS | fc1_dgrad kurtosis | qkv_dgrad max/RMS | qkv_dgrad kurtosis |"
 echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
