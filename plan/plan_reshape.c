@@ -48,6 +48,21 @@ int plan_reshape_read_classes(const char *path, const char *const *classes, plan
   size_t len;
   char *text = ts_read_file(path, 1u << 20, &len, e);
   if (!text) return -1;
+  int rc = plan_reshape_from_text(text, len, path, classes, c, e);
+  free(text);
+  return rc;
+}
+
+int plan_reshape_from_text(const char *in, unsigned long len, const char *path, const char *const *classes,
+                           plan_reshape_choice *c, ts_err *e) {
+  char *text = malloc(len + 1);
+  if (!text) return ts_fail(e, path, NULL, "out of memory");
+  memcpy(text, in, len);
+  text[len] = 0;
+  if (strlen(text) != len) {
+    free(text);
+    return ts_fail(e, path, NULL, "holds a NUL byte: not the text `tacorun train --reshape` writes");
+  }
   memset(c, 0, sizeof *c);
   int rc = 0, line_no = 0;
   char first_class[64] = "";

@@ -38,6 +38,10 @@ extern const char *const plan_reshape_bwd_classes[];
  * 0, or -1 with "PATH: line N: reason" / "PATH: reason" (bad input). */
 int plan_reshape_read_classes(const char *path, const char *const *classes, plan_reshape_choice *c, ts_err *e);
 
+/* The same on the file's text (len bytes, NUL-terminated or not), path naming it in errors. */
+int plan_reshape_from_text(const char *text, unsigned long len, const char *path, const char *const *classes,
+                           plan_reshape_choice *c, ts_err *e);
+
 /* plan_reshape_read_classes over every class. */
 int plan_reshape_read(const char *path, plan_reshape_choice *c, ts_err *e);
 

@@ -23,6 +23,7 @@ if(TACOSIM_FUZZ)
   include(${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz.cmake)
   tacosim_add_fuzzer(fuzz_plan fuzz/fuzz_plan.c ts_plan)
   tacosim_add_fuzzer(fuzz_plan_infer fuzz/fuzz_plan_infer.c ts_plan)
+  tacosim_add_fuzzer(fuzz_reshape fuzz/fuzz_reshape.c ts_plan)
 endif()
 
 # Data-parallel sharding (ZeRO-1/2/3) and the distributed optimizer's overlaps (plan/plan_program_zero.c).
