@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """merge_attn_backends.py — put the "attention_backends" section of an
 attn_cudnn.py file (other implementations' attention timed per shape: cuDNN
-"fused", FlashAttention-2 "flash") into calibration files, replacing that
-section if they have one and changing no other table ("attention_shapes", the
+"fused", FlashAttention-2 "flash", and the same with attention dropout,
+"fused_dropout" / "flash_dropout", from attn_cudnn.py --dropout) into
+calibration files, replacing the backends the file brings and keeping the
+others, changing no other table ("attention_shapes", the
 executor's own, is merge_attn.py's and stays as it is). The simulator prices a
 plan's attention from the section of its "attention_backend"
 (schema_lookup_attn_backend). FILE's notes get "; attention_backends: SRC
@@ -16,7 +18,7 @@ import sys
 
 from merge_infer import merge_section
 
-KNOWN = ("fused", "flash")
+KNOWN = ("fused", "flash", "fused_dropout", "flash_dropout")
 
 
 def main():
@@ -36,9 +38,14 @@ def main():
     counts = ", ".join(f"{k} {len(v)}" for k, v in by.items())
     # short: the notes hold 511 characters and the older merges' clauses go first when full
     note = f"; attention_backends: {a.src} ({src.get('measured_at', '?')[:10]}, merge_attn_backends.py)"
-    # after attention_shapes, before kernels (the writer's order)
-    for path in merge_section("merge_attn_backends.py", a.src, src, a.files, "attention_backends", by, note):
-        print(f"{path}: attention_backends {counts} from {a.src}")
+    if src.get("dropout"):
+        note = f"; {', '.join(by)} (p {src['dropout']}): {a.src} (merge_attn_backends.py)"
+    for path in a.files:  # each file keeps the backends the source does not bring
+        kept = json.load(open(path)).get("attention_backends", {})
+        merged = dict(sorted({**kept, **by}.items()))
+        # after attention_shapes, before kernels (the writer's order)
+        for done in merge_section("merge_attn_backends.py", a.src, src, [path], "attention_backends", merged, note):
+            print(f"{done}: attention_backends {counts} from {a.src}; kept {', '.join(k for k in kept if k not in by) or 'none'}")
 
 if __name__ == "__main__":
     main()

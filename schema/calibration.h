@@ -92,16 +92,20 @@ typedef struct {
 /* Which implementation of attention a time is of: the executor's own kernel
  * ("attention_shapes") or one of Megatron-LM's --attention-backend choices
  * ("attention_backends"): fused = Transformer Engine's FusedAttention (cuDNN),
- * flash = FlashAttention-2. (Unfused attention is priced from GEMMs and the
- * softmax, not from a table.) */
+ * flash = FlashAttention-2; fused_dropout / flash_dropout the same kernels with
+ * attention dropout (the mask drawn inside the kernel; calibration/attn_cudnn.py
+ * --dropout). (Unfused attention is priced from GEMMs and the softmax, not
+ * from a table.) */
 typedef enum {
   SCHEMA_ATTN_EXECUTOR,
   SCHEMA_ATTN_FUSED,
   SCHEMA_ATTN_FLASH,
+  SCHEMA_ATTN_FUSED_DROPOUT,
+  SCHEMA_ATTN_FLASH_DROPOUT,
   SCHEMA_ATTN_NBACKENDS
 } schema_attn_backend;
 const char *schema_attn_backend_name(schema_attn_backend b);
-/* 0 and *b set when name is one of executor, fused, flash; else -1. */
+/* 0 and *b set when name is one of executor, fused, flash, fused_dropout, flash_dropout; else -1. */
 int schema_attn_backend_parse(const char *name, schema_attn_backend *b);
 
 typedef struct {

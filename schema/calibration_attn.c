@@ -14,7 +14,8 @@
 
 #define ATTN_MAX_US 1e9 /* as the other tables: no single op takes 1000 s */
 
-static const char *const backend_names[SCHEMA_ATTN_NBACKENDS] = {"executor", "fused", "flash"};
+static const char *const backend_names[SCHEMA_ATTN_NBACKENDS] = {"executor", "fused", "flash", "fused_dropout",
+                                                                  "flash_dropout"};
 
 const char *schema_attn_backend_name(schema_attn_backend b) {
   return b >= 0 && b < SCHEMA_ATTN_NBACKENDS ? backend_names[b] : "?";
@@ -186,8 +187,8 @@ int schema_attn_load(json_t *root, const char *file, schema_calibration *c, ts_e
     snprintf(section, sizeof section, "attention_backends.%.60s", key);
     schema_attn_backend be;
     if (schema_attn_backend_parse(key, &be) || be == SCHEMA_ATTN_EXECUTOR)
-      return ts_fail(e, file, section, "unknown backend (fused or flash; the executor's points are "
-                                       "\"attention_shapes\")");
+      return ts_fail(e, file, section, "unknown backend (fused, flash, fused_dropout or flash_dropout; the "
+                                       "executor's points are \"attention_shapes\")");
     if (load_array(v, file, section, c, be, e)) return -1;
   }
   return 0;

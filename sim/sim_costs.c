@@ -112,6 +112,12 @@ int sim_attention_shape_of(const schema_calibration *cal, const plan *p, schema_
   *fell_back = 0;
   int n = 0;
   bool shaped = p->cp == 1 && m->attention == MODEL_ATTN_GQA;
+  if (*be != SCHEMA_ATTN_EXECUTOR && p->attention_dropout > 0) { /* the same kernel drawing its mask */
+    schema_attn_backend d = *be == SCHEMA_ATTN_FLASH ? SCHEMA_ATTN_FLASH_DROPOUT : SCHEMA_ATTN_FUSED_DROPOUT;
+    schema_attn_points(cal, d, &n);
+    if (n > 0) *be = d;
+    else *fell_back = 3;
+  }
   if (*be != SCHEMA_ATTN_EXECUTOR) {
     schema_attn_points(cal, *be, &n);
     if (n == 0 || !shaped) {
@@ -131,7 +137,13 @@ static int attention_shape_us(sim_costs *c, int phase, double *us) {
   schema_attn_shape q;
   int fell_back;
   int rc = sim_attention_shape_of(c->lk.cal, c->p, &be, &q, &fell_back);
-  if (fell_back) {
+  if (fell_back == 3) {
+    schema_attn_backend want =
+        c->p->attention_backend == PLAN_ATTENTION_FLASH ? SCHEMA_ATTN_FLASH_DROPOUT : SCHEMA_ATTN_FUSED_DROPOUT;
+    char what[64];
+    snprintf(what, sizeof what, "attention_backends.%s", schema_attn_backend_name(want));
+    warn_fallback(c, what, "the same backend without dropout: attention_dropout priced at no cost");
+  } else if (fell_back) {
     char what[64], instead[160];
     schema_attn_backend want = c->p->attention_backend == PLAN_ATTENTION_FLASH ? SCHEMA_ATTN_FLASH : SCHEMA_ATTN_FUSED;
     snprintf(what, sizeof what, "attention_backends.%s", schema_attn_backend_name(want));

@@ -60,8 +60,11 @@ double sim_attention_kernel_flops_of(int backend, bool bwd, double op_flops);
  * (schema_lookup_attn_backend, sim_costs.c's attention_us): the plan's
  * attention_backend, else the executor's "attention_shapes" when the
  * calibration has no points of that backend (*fell_back 1) or the op is a CP
- * piece or MLA (*fell_back 2; else 0). Returns 1 when no points price it
- * (the caller then uses the FLOP-keyed tables and the roofline floor). */
+ * piece or MLA (*fell_back 2; else 0). A plan with attention_dropout > 0
+ * takes the backend's "<backend>_dropout" points, or the backend's own when
+ * the calibration has none (*fell_back 3: the dropout priced at no cost).
+ * Returns 1 when no points price it (the caller then uses the FLOP-keyed
+ * tables and the roofline floor). */
 int sim_attention_shape_of(const schema_calibration *cal, const plan *p, schema_attn_backend *be,
                            schema_attn_shape *q, int *fell_back);
 /* An attention's roofline time (us) on r's GPU: one launch + the larger of

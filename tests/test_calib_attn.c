@@ -248,6 +248,7 @@ static void test_backends_load_and_reject(void) {
   } cases[] = {
       {"[]", "attention_backends: must be an object"},
       {"{\"cudnn\":[]}", "attention_backends.cudnn: unknown backend"},
+      {"{\"fused_dropout\":{}}", "attention_backends.fused_dropout: must be an array"},
       {"{\"executor\":[]}", "attention_backends.executor: unknown backend"},
       {"{\"fused\":{}}", "attention_backends.fused: must be an array"},
       {"{\"fused\":[{\"head_dim\":128,\"seq\":64,\"batch\":1,\"heads\":8,\"kv_heads\":8,\"causal\":true,"
@@ -270,7 +271,9 @@ static void test_backends_load_and_reject(void) {
 }
 
 /* The plan's attention_backend picks the points: fused its own, executor
- * "attention_shapes", flash (no points here) falls back to the executor's. */
+ * "attention_shapes", flash (no points here) falls back to the executor's;
+ * with attention_dropout > 0 fused takes "fused_dropout", and flash (no
+ * dropout points either) still the executor's. */
 static void test_sim_prices_the_plans_backend(void) {
   static plan p;
   static sim_costs costs;
@@ -283,16 +286,20 @@ static void test_sim_prices_the_plans_backend(void) {
            model_head_dim(&p.model), p.seq, p.micro_batch, p.model.heads / p.tp, p.model.kv_heads / p.tp);
   snprintf(text, sizeof text,
            HEAD ",\"attention_shapes\":[%s\"fwd_us\":123,\"bwd_us\":456}],"
-                "\"attention_backends\":{\"fused\":[%s\"fwd_us\":100,\"bwd_us\":300}]}}",
-           pt, pt);
+                "\"attention_backends\":{\"fused\":[%s\"fwd_us\":100,\"bwd_us\":300}],"
+                "\"fused_dropout\":[%s\"fwd_us\":210,\"bwd_us\":360}]}}",
+           pt, pt, pt);
   schema_calibration c;
   CU_ASSERT_EQUAL_FATAL(load(text, &c, &e), 0);
   const struct {
     plan_attention_backend be;
-    double fwd, bwd;
-  } want[] = {{PLAN_ATTENTION_FUSED, 100, 300}, {PLAN_ATTENTION_EXECUTOR, 123, 456}, {PLAN_ATTENTION_FLASH, 123, 456}};
-  for (int w = 0; w < 3; w++) {
+    double dropout, fwd, bwd;
+  } want[] = {{PLAN_ATTENTION_FUSED, 0, 100, 300},   {PLAN_ATTENTION_EXECUTOR, 0, 123, 456},
+              {PLAN_ATTENTION_FLASH, 0, 123, 456},   {PLAN_ATTENTION_FUSED, 0.1, 210, 360},
+              {PLAN_ATTENTION_FLASH, 0.1, 123, 456}};
+  for (int w = 0; w < 5; w++) {
     p.attention_backend = want[w].be;
+    p.attention_dropout = want[w].dropout;
     CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
     plan_program prog = {0};
     CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
