@@ -82,6 +82,11 @@ typedef struct {
    * SP), are dispatched over ep ranks and gathered over etp ranks, so an
    * expert GEMM sees micro x seq / tp x top_k x etp rows on average. */
   int ep, etp;
+  /* Added: no hidden dropout (stored inverted so that a zeroed shard keeps
+   * Megatron-LM's default 0.1): true drops the byte mask of the two residual
+   * ops (bytes forward and backward) and of the activations held; a plan's
+   * "hidden_dropout" 0, the executor's plans, inference. */
+  bool no_hidden_dropout;
 } model_shard;
 
 typedef enum {

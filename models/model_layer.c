@@ -103,13 +103,16 @@ static void norm(const model_config *m, model_op *op, double tokens) {
 }
 
 /* Bias add (when the model has biases), dropout and residual add after a
- * row-parallel GEMM, fused the way Megatron-LM fuses them. */
-static void residual(const model_config *m, model_op *op, double tokens) {
+ * row-parallel GEMM, fused the way Megatron-LM fuses them. The dropout's byte
+ * mask (written forward, read backward) only with hidden dropout on; its
+ * cost does not depend on the rate. */
+static void residual(const model_config *m, const model_shard *s, model_op *op, double tokens) {
   double elems = tokens * m->hidden;
+  double mask = s->no_hidden_dropout ? 0.0 : 1.0; /* bytes per element */
   op->flops_fwd = (m->linear_bias ? 3.0 : 2.0) * elems;
   op->flops_bwd = 1.0 * elems;
-  op->bytes_fwd = (3.0 * BF16 + 1.0) * elems; /* read out and residual, write sum and the mask */
-  op->bytes_bwd = (2.0 * BF16 + 1.0) * elems; /* read dy and the mask, write dx */
+  op->bytes_fwd = (3.0 * BF16 + mask) * elems; /* read out and residual, write sum (and the mask) */
+  op->bytes_bwd = (2.0 * BF16 + mask) * elems; /* read dy (and the mask), write dx */
 }
 
 static void activation(const model_config *m, model_op *op, double tokens, double width) {
@@ -277,7 +280,7 @@ static int build_layer(const model_config *m, const model_shard *s, model_op *op
   }
 
   if (!(op = next_op(ops, cap, &n, "attn_residual", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
-  residual(m, op, norm_tokens);
+  residual(m, s, op, norm_tokens);
 
   if (!(op = next_op(ops, cap, &n, "ln2", MODEL_OP_NORM, MODEL_PAR_NONE))) return -1;
   norm(m, op, norm_tokens);
@@ -300,7 +303,7 @@ static int build_layer(const model_config *m, const model_shard *s, model_op *op
   if (model_is_moe(m) && (n = moe_block(m, s, ops, cap, n, tokens, norm_tokens)) < 0) return -1;
 
   if (!(op = next_op(ops, cap, &n, "mlp_residual", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;
-  residual(m, op, norm_tokens);
+  residual(m, s, op, norm_tokens);
   return n;
 }
 

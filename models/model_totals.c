@@ -145,9 +145,10 @@ double model_activation_bytes_per_layer(const model_config *m, const model_shard
   /* Outside the TP region each rank holds the whole tensor unless SP splits it. */
   const double whole_split = s->sequence_parallel ? t : 1.0;
   if (r == MODEL_RECOMPUTE_FULL) return 2.0 * sb * h / whole_split;
-  /* Per token, in bytes: the inputs of ln1, QKV, ln2 and FC1 (2h each) and
-   * the two dropout masks (h each) sit outside the TP region: 10h for GPT. */
-  const double outside = 10.0 * h;
+  /* Per token, in bytes: the inputs of ln1, QKV, ln2 and FC1 (2h each) and,
+   * with hidden dropout, its two masks (h each) sit outside the TP region:
+   * 10h for GPT (8h without hidden dropout). */
+  const double outside = (s->no_hidden_dropout ? 8.0 : 10.0) * h;
   /* Inside it: Q and K for QK^T, V for AV, the input of the output
    * projection, the activation's input(s) and FC2's input: 24h for GPT. */
   const double act_inputs = m->activation == MODEL_ACT_SWIGLU ? 2.0 : 1.0;

@@ -109,6 +109,13 @@ typedef struct {
    * attention it is a kernel of its own over the s x s scores; the fused
    * kernel applies it in registers (no cost of its own). */
   double attention_dropout;
+  /* "hidden_dropout" (Megatron-LM's --hidden-dropout; default 0.1 as there,
+   * megatron/training/arguments.py): the dropout probability after the
+   * attention and MLP blocks (Megatron-LM's bias-dropout-add). > 0: the two
+   * residual ops write a byte mask per element forward and read it backward,
+   * and the masks are held as activations; the cost does not depend on the
+   * rate. 0: no mask (tacorun execute runs no dropout; its plans say 0). */
+  double hidden_dropout;
   /* layout.pp_scatter_gather (added; false = off): Megatron-LM's scatter/gather
    * of pipeline messages (Narayanan et al., SC'21, section 4.1). Without SP
    * every TP rank of a stage holds the whole activation; with it each TP rank

@@ -49,7 +49,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   static const char *const top_keys[] = {"schema", "name", "description", "model", "cluster", "layout", "batch",
                                          "schedule", "layers_override", "codec", "codec_min_bytes",
                                          "dp_bucket_bytes", "attention_backend",
-                                         "attention_dropout", "bias_fusion", "cross_entropy_loss_fusion",
+                                         "attention_dropout", "hidden_dropout", "bias_fusion", "cross_entropy_loss_fusion",
                                          "host_launch_us", "host_sync_us",
                                          NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
@@ -156,6 +156,9 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
     return -1;
   p->attention_backend = (plan_attention_backend)attention;
   if (tsj_real_opt(root, "attention_dropout", 0.0, 0.99, 0.0, &p->attention_dropout, file, NULL, e)) return -1;
+  if (tsj_real_opt(root, "hidden_dropout", -1e300, 1e300, 0.1, &p->hidden_dropout, file, NULL, e)) return -1;
+  if (p->hidden_dropout < 0.0 || p->hidden_dropout >= 1.0)
+    return ts_fail(e, file, "hidden_dropout", "%g is out of range [0, 1) (a dropout probability)", p->hidden_dropout);
   if (tsj_real_opt(root, "host_launch_us", 0.0, 1e4, 0.0, &p->host_launch_us, file, NULL, e) ||
       tsj_real_opt(root, "host_sync_us", 0.0, 1e4, 0.0, &p->host_sync_us, file, NULL, e))
     return -1;

@@ -20,7 +20,8 @@
 
 model_shard plan_shard(const plan *p) {
   model_shard s = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
-                   .seq = plan_local_seq(p), .ep = p->ep, .etp = p->etp}; /* context parallelism: seq / cp */
+                   .seq = plan_local_seq(p), .ep = p->ep, .etp = p->etp, /* context parallelism: seq / cp */
+                   .no_hidden_dropout = !(p->hidden_dropout > 0)};
   return s;
 }
 

@@ -59,7 +59,7 @@ void plan_op_name(const plan *p, const plan_op *op, char *buf, size_t cap) {
   char what[32];
   if (op->model_op >= 0) {
     model_shard s = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
-                     .seq = p->seq};
+                     .seq = p->seq, .no_hidden_dropout = !(p->hidden_dropout > 0)};
     model_op ops[MODEL_MAX_LAYER_OPS];
     ts_err e;
     int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);

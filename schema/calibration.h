@@ -238,6 +238,10 @@ int schema_calibration_add_fit(schema_calibration *c, const char *name, double l
  * writer refuses the section. */
 int schema_calibration_add_clock(schema_calibration *c, double duty, double period_us, double gemm_speed,
                                  double mem_speed);
+/* The "host" section of `src` into `dst` (launch, GEMM launch, event, sync gaps, graph_gap_us), replacing
+ * dst's; nothing when src has none. The host's costs belong to the machine, not to the transport:
+ * `tacorun calibrate --compute-from` carries them into the other transports' files. */
+void schema_calibration_copy_host(schema_calibration *dst, const schema_calibration *src);
 /* Sorts every table and rebuilds the GEMM index (the loader and writer call it). */
 void schema_calibration_sort(schema_calibration *c);
 /* (Re)builds c->gemm_index over c->gemm; -1 on OOM (no index: lookups scan). */

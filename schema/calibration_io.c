@@ -114,6 +114,16 @@ int schema_calibration_add_clock(schema_calibration *c, double duty, double peri
   return 0;
 }
 
+void schema_calibration_copy_host(schema_calibration *dst, const schema_calibration *src) {
+  if (!src->has_host) return;
+  dst->has_host = true;
+  dst->host_launch_us = src->host_launch_us, dst->host_gemm_launch_us = src->host_gemm_launch_us;
+  dst->host_event_us = src->host_event_us, dst->host_graph_gap_us = src->host_graph_gap_us;
+  dst->n_host_sync = src->n_host_sync;
+  memcpy(dst->host_sync_wait_us, src->host_sync_wait_us, sizeof dst->host_sync_wait_us);
+  memcpy(dst->host_sync_gap_us, src->host_sync_gap_us, sizeof dst->host_sync_gap_us);
+}
+
 void schema_calibration_free(schema_calibration *c) {
   for (int i = 0; i < c->n_kernels; i++) free(c->kernels[i].pts);
   for (int i = 0; i < c->n_colls; i++) free(c->colls[i].pts);

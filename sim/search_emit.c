@@ -73,6 +73,7 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
   json_object_set_new(root, "attention_backend",
                       json_string(plan_attention_backend_name(p->attention_backend)));
   json_object_set_new(root, "attention_dropout", json_real(p->attention_dropout));
+  json_object_set_new(root, "hidden_dropout", json_real(p->hidden_dropout));
   json_object_set_new(root, "bias_fusion", json_boolean(!p->bias_unfused));
   json_object_set_new(root, "cross_entropy_loss_fusion", json_boolean(!p->ce_unfused));
   return root;

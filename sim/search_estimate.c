@@ -863,7 +863,8 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
 
   /* pipeline transfers: activation forward, gradient backward, per chunk */
   if (p->pp > 1) {
-    model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, plan_local_seq(p)};
+    model_shard sh = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
+                      .seq = plan_local_seq(p), .no_hidden_dropout = !(p->hidden_dropout > 0)};
     double msg = model_activation_tensor_bytes(&p->model, &sh);
     int stride = p->tp * plan_cp(p) * p->dp; /* tp-cp-dp-pp order */
     double t = crosses_nodes(p, stride, 2)
@@ -965,7 +966,8 @@ int sim_search_estimate_attention_s(const plan *p, const schema_calibration *cal
   sim_roofline_of(&p->cluster, &roof);
   schema_lookup_init(&x.lk, cal, &roof, NULL);
   memo_use(cal);
-  model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, plan_local_seq(p)};
+  model_shard sh = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
+                    .seq = plan_local_seq(p), .no_hidden_dropout = !(p->hidden_dropout > 0)};
   model_op ops[MODEL_MAX_LAYER_OPS];
   int n = model_layer_ops(&p->model, &sh, ops, MODEL_MAX_LAYER_OPS, e);
   if (n < 0) return -1;
@@ -985,7 +987,8 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   schema_lookup_init(&x.lk, cal, &roof, NULL);
   memo_use(cal);
   x.intra_calibrated = sim_transport_matches(cal->transport, p->cluster.intra.kind);
-  model_shard sh = {p->tp, p->sequence_parallel, p->micro_batch, plan_local_seq(p)}; /* this CP rank's tokens */
+  model_shard sh = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
+                    .seq = plan_local_seq(p), .no_hidden_dropout = !(p->hidden_dropout > 0)}; /* this CP rank's tokens */
   model_op ops[MODEL_MAX_LAYER_OPS], head[MODEL_MAX_LAYER_OPS];
   int n = model_layer_ops(&p->model, &sh, ops, MODEL_MAX_LAYER_OPS, e);
   if (n < 0) return -1;

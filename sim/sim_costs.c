@@ -39,8 +39,9 @@ int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, F
   sim_roofline_of(&p->cluster, &roof);
   schema_lookup_init(&c->lk, cal, &roof, warn);
   model_shard sh = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
-                    .seq = plan_local_seq(p), .ep = p->ep, .etp = p->etp}; /* ep, etp: MoE expert rows and widths;
-                                                                              * seq: this CP rank's tokens */
+                    .seq = plan_local_seq(p), .ep = p->ep, .etp = p->etp, /* ep, etp: MoE expert rows and widths;
+                                                                            * seq: this CP rank's tokens */
+                    .no_hidden_dropout = !(p->hidden_dropout > 0)}; /* inference: 0 (plan_infer_forward_plan) */
   c->n_mops = model_layer_ops(&p->model, &sh, c->mops, MODEL_MAX_LAYER_OPS, e);
   if (c->n_mops < 0) return -1;
   model_op head[4];

@@ -815,6 +815,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   snprintf(out->mode, sizeof out->mode, "%s", w->o->mode == SIM_MODE_FULL ? "full" : "reduced");
   snprintf(out->attention_backend, sizeof out->attention_backend, "%s", plan_attention_backend_name(p->attention_backend));
   out->cross_entropy_loss_fusion = p->ce_unfused ? -1 : 1;
+  out->hidden_dropout = p->hidden_dropout;
   double T = w->end_s;
   out->iteration_time_s = T;
   if (T > 0) {

@@ -21,6 +21,7 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
   fprintf(out, "mode          %s\n", r->mode[0] ? r->mode : "-");
   if (r->attention_backend[0]) fprintf(out, "attention     %s\n", r->attention_backend);
   if (r->cross_entropy_loss_fusion < 0) fprintf(out, "cross-entropy unfused (Megatron's fp32 kernels)\n");
+  if (r->hidden_dropout >= 0) fprintf(out, "hidden dropout %g%s\n", r->hidden_dropout, r->hidden_dropout > 0 ? " (mask bytes priced)" : " (no mask)");
   fprintf(out, "iteration     %.4f s\n", T);
   fprintf(out, "tokens/s      %.0f\n", r->tokens_per_s);
   fprintf(out, "TFLOP/s/GPU   %.1f   (MFU %.1f%%)\n", r->tflops_per_gpu, 100.0 * r->mfu);

@@ -420,7 +420,8 @@ static void test_tacorun_refuses_cp(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\",\n"
              "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2 },\n"
-             "  \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, \"schedule\": \"1f1b\" }\n");
+             "  \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, \"schedule\": \"1f1b\",\n"
+             "  \"hidden_dropout\": 0 }\n");
   fclose(f);
   CU_ASSERT_EQUAL(tacorun("execute cp.json", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.context_parallel_size"));
@@ -438,7 +439,7 @@ static void write_plan(const char *name, const char *model, const char *cluster,
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   fprintf(f, "{ \"schema\": 1, \"model\": \"%s\", \"cluster\": \"%s\", \"layout\": { %s },\n"
              "  \"batch\": { \"micro\": 1, \"global\": %d, \"seq\": 1024 }, \"schedule\": \"1f1b\",\n"
-             "  \"layers_override\": 1 }\n",
+             "  \"layers_override\": 1, \"hidden_dropout\": 0 }\n",
           model, cluster, layout, global);
   fclose(f);
 }
@@ -458,6 +459,33 @@ static void test_tacorun_moe_refusals(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--program plan"));
   CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "Mixture of experts"));
+}
+
+/* The executor runs no dropout: a plan that leaves hidden_dropout at Megatron-LM's 0.1, or sets it > 0, is
+ * refused before any GPU, the field named; 0 is what its plans say. */
+static void test_tacorun_refuses_hidden_dropout(void) {
+  static char out[65536];
+  char path[512];
+  const char *value[] = {"", ", \"hidden_dropout\": 0.1"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/hd%d.json", workdir, i);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\",\n"
+               "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": 1 },\n"
+               "  \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, \"schedule\": \"1f1b\"%s }\n",
+            value[i]);
+    fclose(f);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "execute hd%d.json", i);
+    CU_ASSERT_EQUAL(tacorun(cmd, out, sizeof out), 2);
+    if (!strstr(out, "hd0.json: hidden_dropout: 0.1") && !strstr(out, "hd1.json: hidden_dropout: 0.1"))
+      fprintf(stderr, "\n  %.300s\n", out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, i ? "hd1.json: hidden_dropout: 0.1" : "hd0.json: hidden_dropout: 0.1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "NOT IMPLEMENTED"));
+  }
+  CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "hidden_dropout > 0"));
 }
 #endif
 
@@ -483,6 +511,8 @@ int main(void) {
   CU_add_test(s, "tacorun train refuses --dump-at past the last step (exit 2)", test_tacorun_train_dump_past_end);
   CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
   CU_add_test(s, "tacorun execute: MoE beyond one GPU refused (exit 2, the field named)", test_tacorun_moe_refusals);
+  CU_add_test(s, "tacorun execute refuses hidden_dropout > 0 (exit 2, the field named)",
+              test_tacorun_refuses_hidden_dropout);
 #endif
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -333,6 +333,43 @@ static void test_activation_tensor_bytes(void) {
   CU_ASSERT_EQUAL(model_activation_tensor_bytes(&m, &s), 2.0 * 2 * 2048 * 4096 / 2);
 }
 
+/* Hidden dropout off (a plan's "hidden_dropout": 0): each residual op moves
+ * exactly its byte mask less, tokens x hidden bytes forward (written) and
+ * backward (read), and a layer holds the two masks less, 2 x tokens x hidden
+ * bytes (over tp under SP); nothing else changes. gpt-h4096 (h 4096), micro
+ * 2 x seq 2048: 16,777,216 bytes a mask; TP 2 with SP: half. */
+static void test_hidden_dropout_mask(void) {
+  model_config m = load("gpt-h4096");
+  for (int sp = 0; sp < 2; sp++) {
+    model_shard on = {2, sp, 2, 2048}, off = on;
+    off.no_hidden_dropout = true;
+    model_op a[MODEL_MAX_LAYER_OPS], b[MODEL_MAX_LAYER_OPS];
+    ts_err e;
+    int na = model_layer_ops(&m, &on, a, MODEL_MAX_LAYER_OPS, &e), nb = model_layer_ops(&m, &off, b, MODEL_MAX_LAYER_OPS, &e);
+    CU_ASSERT_FATAL(na > 0 && na == nb);
+    const double mask = 2.0 * 2048 * 4096 / (sp ? 2 : 1); /* 1 byte per element of the residual */
+    int residuals = 0;
+    for (int i = 0; i < na; i++) {
+      CU_ASSERT_STRING_EQUAL(a[i].name, b[i].name);
+      bool res = strstr(a[i].name, "_residual") != NULL;
+      residuals += res;
+      CU_ASSERT_EQUAL(a[i].bytes_fwd - b[i].bytes_fwd, res ? mask : 0.0);
+      CU_ASSERT_EQUAL(a[i].bytes_bwd - b[i].bytes_bwd, res ? mask : 0.0);
+      CU_ASSERT_EQUAL(a[i].flops_fwd, b[i].flops_fwd);
+      CU_ASSERT_EQUAL(a[i].params, b[i].params);
+    }
+    CU_ASSERT_EQUAL(residuals, 2);
+    CU_ASSERT_EQUAL(b[0].bytes_fwd, a[0].bytes_fwd);
+    for (int r = 0; r < 2; r++) { /* none and selective keep the masks; full recomputation keeps no mask */
+      model_recompute rc = r ? MODEL_RECOMPUTE_SELECTIVE : MODEL_RECOMPUTE_NONE;
+      CU_ASSERT_EQUAL(model_activation_bytes_per_layer(&m, &on, rc) - model_activation_bytes_per_layer(&m, &off, rc),
+                      2.0 * mask);
+    }
+    CU_ASSERT_EQUAL(model_activation_bytes_per_layer(&m, &on, MODEL_RECOMPUTE_FULL),
+                    model_activation_bytes_per_layer(&m, &off, MODEL_RECOMPUTE_FULL));
+  }
+}
+
 /* ---- bad input ---- */
 
 static const char valid_model[] =
@@ -544,6 +581,7 @@ int main(void) {
   CU_add_test(ops, "embedding and output ops", test_embedding_and_output_ops);
   CU_add_test(ops, "activation memory (Korthikanti)", test_activation_memory_korthikanti);
   CU_add_test(ops, "activation tensor bytes", test_activation_tensor_bytes);
+  CU_add_test(ops, "hidden dropout's mask: bytes and memory", test_hidden_dropout_mask);
   CU_pSuite bad = CU_add_suite("models.bad_input", NULL, NULL);
   CU_add_test(bad, "valid text loads", test_valid_model_text_loads);
   CU_add_test(bad, "malformed members are named", test_malformed_members_are_named);

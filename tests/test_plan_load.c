@@ -153,6 +153,33 @@ static void test_defaults(void) {
   CU_ASSERT_FALSE(p.grad_reduce_bf16);
   CU_ASSERT_EQUAL(plan_grad_bytes(&p), 4);
   CU_ASSERT_DOUBLE_EQUAL(p.dp_bucket_bytes, 4.0 * 40e6, 0);
+  CU_ASSERT_EQUAL(p.hidden_dropout, 0.1); /* Megatron-LM's --hidden-dropout default */
+}
+
+static void mutate(const char *from, const char *to, const char *field);
+
+/* "hidden_dropout": a number in [0, 1); anything else is refused naming it. */
+static void test_hidden_dropout(void) {
+  const char *ok[] = {"0", "0.0", "0.1", "0.5", "0.999"};
+  const double want[] = {0, 0, 0.1, 0.5, 0.999};
+  for (int i = 0; i < 5; i++) {
+    spec s = base();
+    char extra[64];
+    snprintf(extra, sizeof extra, ", \"hidden_dropout\": %s", ok[i]);
+    s.extra = extra;
+    plan p;
+    ts_err e = {0};
+    int rc = load_spec(&s, &p, &e);
+    if (rc) printf("\n  %s: %s\n", ok[i], e.msg);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc == 0) CU_ASSERT_EQUAL(p.hidden_dropout, want[i]);
+  }
+  const char *bad[] = {"-0.1", "1", "1.5", "1e300", "\"0.1\"", "true", "[0]"}; /* null: the default, as elsewhere */
+  for (int i = 0; i < 7; i++) {
+    char to[64];
+    snprintf(to, sizeof to, "\"codec\": {}, \"hidden_dropout\": %s", bad[i]);
+    mutate("\"codec\": {}", to, "hidden_dropout");
+  }
 }
 
 /* The base spec with `fields` added to its layout object. */
@@ -555,6 +582,7 @@ int main(void) {
   CU_add_test(ok, "shipped plans load", test_shipped_plans_load);
   CU_add_test(ok, "reference plan fields", test_reference_plan_fields);
   CU_add_test(ok, "defaults", test_defaults);
+  CU_add_test(ok, "hidden_dropout", test_hidden_dropout);
   CU_add_test(ok, "layers_override", test_layers_override);
   CU_pSuite rules = CU_add_suite("plan.rules", setup, cleanup);
   CU_add_test(rules, "inference plan named as such", test_inference_plan_named);

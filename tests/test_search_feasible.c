@@ -199,6 +199,15 @@ static void test_emitted_plans_predict_the_search(void) {
     CU_ASSERT_EQUAL(p.tp, k->layout.tp);
     CU_ASSERT_EQUAL(p.dp, k->layout.dp);
     CU_ASSERT_EQUAL(p.micro_batch, k->layout.micro);
+    CU_ASSERT_EQUAL(p.hidden_dropout, 0.1); /* written (the search's plans: Megatron-LM's default) */
+    FILE *pf = fopen(path, "r");
+    char text[8192] = "";
+    if (pf) {
+      size_t got = fread(text, 1, sizeof text - 1, pf);
+      text[got] = '\0';
+      fclose(pf);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"hidden_dropout\": 0.1"));
     double t = simulated_tokens(path, r.calibration);
     printf("\n  %s: search %.1f, tacosim simulate %.1f tokens/s ", path, k->sim_tokens_per_s, t);
     CU_ASSERT_DOUBLE_EQUAL(t, k->sim_tokens_per_s, 1e-6 * k->sim_tokens_per_s);

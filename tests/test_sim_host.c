@@ -132,6 +132,38 @@ static void test_calibration_host_section(void) {
   NEAR_ABS(again.host_event_us, 1.5, 0);
   NEAR_ABS(again.host_graph_gap_us, 1.25, 0);
   NEAR_ABS(again.host_sync_gap_us[1], 80, 0);
+  /* carried into another transport's file (tacorun calibrate --compute-from): the whole section, graph gap
+   * too, written and read back; a source without the section leaves the destination's as it was */
+  schema_calibration other;
+  memset(&other, 0, sizeof other); /* a collectives-only file of another transport: its metadata, no host */
+  snprintf(other.gpu, sizeof other.gpu, "X"), snprintf(other.driver, sizeof other.driver, "1");
+  snprintf(other.cuda, sizeof other.cuda, "1"), snprintf(other.nccl, sizeof other.nccl, "1");
+  snprintf(other.transport, sizeof other.transport, "shm"), snprintf(other.measured_at, sizeof other.measured_at, "now");
+  schema_calibration_copy_host(&other, &again);
+  CU_ASSERT(other.has_host);
+  free(buf);
+  buf = NULL, len = 0;
+  f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(schema_calibration_write(&other, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"graph_gap_us\": 1.25"));
+  schema_calibration copied;
+  int copied_rc = schema_calibration_from_json_text(buf, len, "copied", &copied, &e);
+  if (copied_rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(copied_rc, 0);
+  NEAR_ABS(copied.host_launch_us, 4, 0);
+  NEAR_ABS(copied.host_gemm_launch_us, 7, 0);
+  NEAR_ABS(copied.host_event_us, 1.5, 0);
+  NEAR_ABS(copied.host_graph_gap_us, 1.25, 0);
+  CU_ASSERT_EQUAL(copied.n_host_sync, 2);
+  NEAR_ABS(copied.host_sync_wait_us[1], 100, 0);
+  NEAR_ABS(copied.host_sync_gap_us[1], 80, 0);
+  schema_calibration none;
+  memset(&none, 0, sizeof none);
+  schema_calibration_copy_host(&copied, &none);
+  NEAR_ABS(copied.host_graph_gap_us, 1.25, 0);
+  schema_calibration_free(&copied);
+  schema_calibration_free(&other);
   schema_calibration_free(&again);
   free(buf);
   schema_calibration_free(&c);

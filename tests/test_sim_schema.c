@@ -468,8 +468,26 @@ static void test_result_round_trip(void) {
   /* cross_entropy_loss_fusion: not recorded here (0), so not written */
   CU_ASSERT_PTR_NULL(strstr(buf, "cross_entropy"));
   CU_ASSERT_EQUAL(b.cross_entropy_loss_fusion, 0);
+  /* hidden_dropout: not recorded (schema_result_init's -1), so not written, read back as not recorded */
+  CU_ASSERT_PTR_NULL(strstr(buf, "hidden_dropout"));
+  CU_ASSERT(b.hidden_dropout < 0);
   schema_result_free(&b);
   free(buf);
+  /* recorded: 0 (what tacorun execute ran) and Megatron-LM's 0.1, written and read back */
+  const double rates[] = {0.0, 0.1};
+  for (int i = 0; i < 2; i++) {
+    r.hidden_dropout = rates[i];
+    buf = NULL, len = 0;
+    f = open_memstream(&buf, &len);
+    CU_ASSERT_EQUAL(schema_result_write_json(&r, f, &e), 0);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"hidden_dropout\": "));
+    CU_ASSERT_EQUAL_FATAL(schema_result_from_json_text(buf, len, "r.json", &b, &e), 0);
+    CU_ASSERT_EQUAL(b.hidden_dropout, rates[i]);
+    schema_result_free(&b);
+    free(buf);
+  }
+  r.hidden_dropout = -1.0;
   /* recorded false (a plan's unfused cross-entropy): written and read back */
   r.cross_entropy_loss_fusion = -1;
   buf = NULL, len = 0;

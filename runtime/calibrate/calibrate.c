@@ -6,9 +6,9 @@
  * every shape of the model zoo, attention, memory-bound kernels, the clock
  * section (speeds at compute duty cycles below 1), the TACO and CAAT-Net
  * kernels, then NCCL and compressed collectives, and the latency + bandwidth
- * fits. --compute-from copies the compute tables and the clock section of an
- * earlier file (same GPUs) so another transport needs only its collectives
- * measured.
+ * fits. --compute-from copies the compute tables, the clock section and the
+ * host section of an earlier file (same GPUs and host) so another transport
+ * needs only its collectives measured.
  *
  * Under mpirun (one process per GPU, as the executor runs) rank 0 measures
  * the compute phases on its GPU while the other ranks wait for the
@@ -75,8 +75,8 @@ static void usage(FILE *f) {
           "                       bench-graph's decode-layer timing of Llama-3 8B from the zoo, ~5 s; calibrate_host.c)\n"
           "  --time-limit SECONDS the run stops with an error after this long [1200]\n"
           "  --quick              fewer repetitions and group sizes (fits the 8-minute budget) [off]\n"
-          "  --compute-from FILE  copy GEMM and kernel tables and the clock section from FILE; measure\n"
-          "                       only collectives\n"
+          "  --compute-from FILE  copy GEMM and kernel tables, the clock and the host section (graph_gap_us\n"
+          "                       among it) from FILE; measure only collectives\n"
           "  --check              run the kernel self-check only [off]\n"
           "  --max-bytes B        largest collective size (default 1073741824)\n"
           "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"
@@ -358,6 +358,7 @@ static int copy_compute_tables(const char *path, schema_calibration *c, ts_err *
   if (src.n_clock) c->clock_window_us = src.clock_window_us;
   c->n_burst = src.n_burst; /* its burst profile too (merge_burst.py) */
   memcpy(c->burst, src.burst, sizeof c->burst);
+  schema_calibration_copy_host(c, &src); /* and the host's costs, graph_gap_us among them (same machine) */
   schema_calibration_free(&src);
   return rc ? ts_fail_sys(e, "calibrate: out of memory") : 0;
 }

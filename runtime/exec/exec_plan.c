@@ -73,6 +73,11 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
   if (p->attention_dropout > 0)
     return ts_fail(e, path, "attention_dropout",
                    "%g: the executor runs no dropout (NOT IMPLEMENTED here); 0 only", p->attention_dropout);
+  if (p->hidden_dropout > 0)
+    return ts_fail(e, path, "hidden_dropout",
+                   "%g (the default is Megatron-LM's 0.1): the executor runs no dropout (NOT IMPLEMENTED here); set "
+                   "\"hidden_dropout\": 0 in the plan (its prediction then charges no dropout mask either)",
+                   p->hidden_dropout);
   if (p->account_embedding || p->account_loss)
     return ts_fail(e, path, p->account_embedding ? "layout.account_for_embedding_in_pipeline_split"
                                                  : "layout.account_for_loss_in_pipeline_split",

@@ -32,7 +32,7 @@ int exec_layer_op_present(exec_layer_op op, int rope, int moe, int dense_layers,
 
 int exec_walk_layer_op_index(const plan *p, int index[EXEC_OP_COUNT], ts_err *e) {
   model_shard shard = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
-                       .seq = p->seq};
+                       .seq = p->seq, .no_hidden_dropout = !(p->hidden_dropout > 0)};
   model_op ops[MODEL_MAX_LAYER_OPS];
   int n = model_layer_ops(&p->model, &shard, ops, MODEL_MAX_LAYER_OPS, e);
   if (n < 0) return -1;
