@@ -44,20 +44,25 @@ typedef struct sim_local_stream {
   double t0, wait, arrive, t, codec_s;
   sim_rendezvous *rv;
   bool yielded;
+  bool chain; /* its event also ends the members after it in next_member (one meeting, one event) */
   struct sim_local_stream *next_member; /* in rv->local_members */
 } sim_local_stream;
 
+/* (time, class, sequence) as one unsigned 128-bit key: a time >= 0's bits order as the time does */
+typedef unsigned __int128 sim_event_key;
 typedef struct {
-  double time;
-  uint64_t key; /* class << 62 | sequence */
+  sim_event_key key;
   sim_local_stream *ls;
 } sim_event;
 
 static struct {
   sim_local_stream *streams;
   int n_streams, live;
-  sim_event *heap;
+  sim_event *heap;                /* the events after the instant running */
   int n_heap, cap_heap;
+  /* the events queued at the instant running, by class, in order (what the heap would give them) */
+  sim_local_stream **fifo[2]; /* rings of n_streams (a stream has one event at most) */
+  int fifo_head[2], fifo_n[2];
   uint64_t seq;
   sg_sem_t sem;                   /* the driver waits on it; a SimGrid actor that queues a stream releases it */
   bool sleeping, signalled, in_batch;
@@ -65,23 +70,44 @@ static struct {
   sg_sem_t *deferred;             /* releases asked for during an instant's events */
   int n_deferred, cap_deferred;
   long long off_clock;            /* waits that ended off the next event's time (none measured; see driver_main) */
+#ifdef SIM_LOCAL_STATS
+  long long n_waits, n_events, n_releases, n_now;
+#endif
 } L;
 
 /* ---- the heap ---- */
 
-static bool before(const sim_event *a, const sim_event *b) {
-  return a->time < b->time || (a->time == b->time && a->key < b->key);
+static bool before(const sim_event *a, const sim_event *b) { return a->key < b->key; }
+
+static double time_of(const sim_event *ev) {
+  uint64_t bits = (uint64_t)(ev->key >> 64);
+  double t;
+  memcpy(&t, &bits, sizeof t);
+  return t;
 }
 
+static int class_of(const sim_event *ev) { return (int)((uint64_t)ev->key >> 62); }
+
 static void push(sim_local_stream *ls, double t) {
+  int cls = ls->s == PLAN_STREAM_COMPUTE ? 0 : 1;
+  if (L.in_batch && t == L.now) { /* after the heap's events of this instant and class, before later ones */
+#ifdef SIM_LOCAL_STATS
+    L.n_now++;
+#endif
+    L.fifo[cls][(L.fifo_head[cls] + L.fifo_n[cls]++) % L.n_streams] = ls;
+    return;
+  }
+  if (!(t >= 0)) abort(); /* (times start at 0 and grow) */
+  t += 0.0;               /* (no -0.0) */
+  uint64_t bits;
+  memcpy(&bits, &t, sizeof bits);
   if (L.n_heap == L.cap_heap) {
     int cap = L.cap_heap ? 2 * L.cap_heap : 256;
     sim_event *bigger = realloc(L.heap, sizeof *bigger * (size_t)cap);
     if (!bigger) abort(); /* out of memory inside the simulation */
     L.heap = bigger, L.cap_heap = cap;
   }
-  uint64_t cls = ls->s == PLAN_STREAM_COMPUTE ? 0 : 1;
-  sim_event ev = {t, cls << 62 | L.seq++, ls};
+  sim_event ev = {(sim_event_key)bits << 64 | ((uint64_t)cls << 62 | L.seq++), ls};
   int k = L.n_heap++;
   while (k > 0 && before(&ev, &L.heap[(k - 1) / 2])) {
     L.heap[k] = L.heap[(k - 1) / 2];
@@ -278,10 +304,17 @@ static void meet(sim_local_stream *ls, double join) {
   double start = rv->meet_start;
   sim_local_stream *m = rv->local_members;
   rv->local_members = NULL;
-  if (rv->timed_same == 1) {
+  if (rv->timed_same == 1) { /* one event: the members in joining order, then this one */
     double end = start > join ? join + (start + t - join) : join + t;
-    for (; m; m = m->next_member) push(m, end);
-    push(ls, end);
+    ls->next_member = NULL;
+    if (m) {
+      sim_local_stream *tail = m;
+      while (tail->next_member) tail = tail->next_member;
+      tail->next_member = ls;
+    } else
+      m = ls;
+    m->chain = true;
+    push(m, end);
   } else {
     double s0 = start > join ? join + (start - join) : join;
     for (; m; m = m->next_member) push(m, s0 + m->t);
@@ -385,6 +418,9 @@ static void coll_step(sim_local_stream *ls, double now) {
 /* ---- the driver ---- */
 
 static void flush_releases(void) {
+#ifdef SIM_LOCAL_STATS
+  L.n_releases += L.n_deferred;
+#endif
   for (int k = 0; k < L.n_deferred; k++) sg_sem_release(L.deferred[k]);
   L.n_deferred = 0;
 }
@@ -396,7 +432,7 @@ static void wait_next(double *now) {
     sg_sem_acquire(L.sem);
     *now = simgrid_get_clock();
   } else {
-    double next = L.heap[0].time, clock = simgrid_get_clock();
+    double next = time_of(&L.heap[0]), clock = simgrid_get_clock();
     if (sg_sem_acquire_timeout(L.sem, next - clock) == 0) {
       *now = simgrid_get_clock();
     } else {
@@ -409,6 +445,44 @@ static void wait_next(double *now) {
     }
   }
   L.sleeping = false;
+#ifdef SIM_LOCAL_STATS
+  L.n_waits++;
+#endif
+}
+
+static void run(sim_local_stream *ls, double now) {
+#ifdef SIM_LOCAL_STATS
+  L.n_events++;
+#endif
+  if (ls->s == PLAN_STREAM_COMPUTE) {
+    compute_step(ls, now);
+    return;
+  }
+  if (!ls->chain) {
+    coll_step(ls, now);
+    return;
+  }
+  ls->chain = false;
+  while (ls) { /* a meeting's members (each may join another meeting, which sets its next_member) */
+    sim_local_stream *next = ls->next_member;
+    coll_step(ls, now);
+    ls = next;
+  }
+}
+
+/* The next stream to run at `now`, in (time, class, sequence) order; NULL when none. */
+static sim_local_stream *next_at(double now) {
+  bool heap_now = L.n_heap && time_of(&L.heap[0]) <= now;
+  for (int cls = 0; cls < 2; cls++) {
+    if (heap_now && class_of(&L.heap[0]) == cls) return pop().ls;
+    if (L.fifo_n[cls]) {
+      L.fifo_n[cls]--;
+      sim_local_stream *ls = L.fifo[cls][L.fifo_head[cls]];
+      L.fifo_head[cls] = (L.fifo_head[cls] + 1) % L.n_streams;
+      return ls;
+    }
+  }
+  return NULL;
 }
 
 static void driver_main(int argc, char **argv) {
@@ -418,20 +492,18 @@ static void driver_main(int argc, char **argv) {
   double now = 0;
   while (!sim_w->failed) {
     L.in_batch = true;
-    while (L.n_heap && L.heap[0].time <= now && !sim_w->failed) {
-      sim_event ev = pop();
-      L.now = ev.time;
-      if (ev.ls->s == PLAN_STREAM_COMPUTE)
-        compute_step(ev.ls, ev.time);
-      else
-        coll_step(ev.ls, ev.time);
-    }
+    L.now = now;
+    for (sim_local_stream *ls; !sim_w->failed && (ls = next_at(now));) run(ls, now);
     L.in_batch = false;
     flush_releases(); /* (SimGrid actors run meanwhile and may queue streams at this instant) */
-    if (L.n_heap && L.heap[0].time <= now) continue;
+    if (L.n_heap && time_of(&L.heap[0]) <= now) continue;
     if (!L.live) break;
     wait_next(&now);
   }
+#ifdef SIM_LOCAL_STATS
+  fprintf(stderr, "local: %lld events (%lld pushed at the instant running), %lld waits, %lld releases, %lld off clock\n",
+          L.n_events, L.n_now, L.n_waits, L.n_releases, L.off_clock);
+#endif
 }
 
 /* ---- setup ---- */
@@ -468,7 +540,9 @@ int sim_local_setup(sim_world *w, ts_err *e) {
   for (int r = 0; r < w->world; r++)
     for (int s = 0; w->ranks[r] && s < PLAN_STREAM_COUNT; s++) n += ok >> s & 1 && w->ranks[r]->n_stream_ops[s] > 0;
   L.streams = calloc((size_t)(n ? n : 1), sizeof *L.streams);
-  if (!L.streams) return ts_fail_sys(e, "out of memory");
+  L.fifo[0] = malloc(sizeof *L.fifo[0] * (size_t)(n ? n : 1));
+  L.fifo[1] = malloc(sizeof *L.fifo[1] * (size_t)(n ? n : 1));
+  if (!L.streams || !L.fifo[0] || !L.fifo[1]) return ts_fail_sys(e, "out of memory");
   for (int r = 0; r < w->world; r++)
     for (int s = 0; w->ranks[r] && s < PLAN_STREAM_COUNT; s++) {
       sim_rank *rs = w->ranks[r];
@@ -487,6 +561,8 @@ int sim_local_setup(sim_world *w, ts_err *e) {
 
 void sim_local_free(void) {
   free(L.streams);
+  free(L.fifo[0]);
+  free(L.fifo[1]);
   free(L.heap);
   free(L.deferred);
   if (L.sem) sg_sem_destroy(L.sem);
