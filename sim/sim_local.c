@@ -71,7 +71,7 @@ static struct {
   int n_deferred, cap_deferred;
   long long off_clock;            /* waits that ended off the next event's time (none measured; see driver_main) */
 #ifdef SIM_LOCAL_STATS
-  long long n_waits, n_events, n_releases, n_now;
+  long long n_waits, n_timeouts, n_events, n_releases, n_now, n_chained;
 #endif
 } L;
 
@@ -441,6 +441,9 @@ static void wait_next(double *now) {
       clock = simgrid_get_clock();
       if (clock < next) sg_actor_sleep_for(next - clock);
       if (simgrid_get_clock() != next) L.off_clock++;
+#ifdef SIM_LOCAL_STATS
+      L.n_timeouts++;
+#endif
       *now = next;
     }
   }
@@ -465,6 +468,9 @@ static void run(sim_local_stream *ls, double now) {
   ls->chain = false;
   while (ls) { /* a meeting's members (each may join another meeting, which sets its next_member) */
     sim_local_stream *next = ls->next_member;
+#ifdef SIM_LOCAL_STATS
+    L.n_chained += next != NULL;
+#endif
     coll_step(ls, now);
     ls = next;
   }
@@ -501,8 +507,10 @@ static void driver_main(int argc, char **argv) {
     wait_next(&now);
   }
 #ifdef SIM_LOCAL_STATS
-  fprintf(stderr, "local: %lld events (%lld pushed at the instant running), %lld waits, %lld releases, %lld off clock\n",
-          L.n_events, L.n_now, L.n_waits, L.n_releases, L.off_clock);
+  fprintf(stderr,
+          "local: %lld events (%lld queued at the instant running), %lld meeting members ended by another's event, "
+          "%lld waits (%lld to the next event; %lld off its time), %lld deferred releases\n",
+          L.n_events, L.n_now, L.n_chained, L.n_waits, L.n_timeouts, L.off_clock, L.n_releases);
 #endif
 }
 
