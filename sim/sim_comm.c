@@ -697,7 +697,10 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
 /* Send/recv: the sender starts its flow when it reaches the send (NCCL's
  * grouped isend/irecv of Megatron's pipeline never blocks on the peer); the
  * receive completes when the bytes have arrived. */
-void sim_run_sendrecv(sim_rank *rs, int i) {
+
+/* The rendezvous of op i (a send or receive) of rs, and whether rs moves the data (the sender, or the receiver
+ * when the sender is not simulated); NULL when the peer is out of range (the simulation failed). */
+sim_rendezvous *sim_comm_sendrecv_rv(sim_rank *rs, int i, bool *mover) {
   const plan_op *op = &rs->prog->ops[i];
   bool is_send = op->kind == PLAN_OP_SEND;
   int peer = sim_op_peer(rs, op);
@@ -706,13 +709,73 @@ void sim_run_sendrecv(sim_rank *rs, int i) {
     ts_err e;
     ts_fail(&e, sim_w->p->path, "program", "rank %d: op %d: peer %d out of range", rs->rank, i, peer);
     sim_fail(&e);
-    return;
+    return NULL;
   }
   int pair[2] = {src, dst};
-  int expected = count_simulated(pair, 2);
-  sim_rendezvous *rv = sim_rendezvous_get(2, src, dst, op->tag, expected);
-  /* the side that moves the data: the sender, or the receiver when the sender is not simulated */
-  bool mover = is_send || !sim_w->ranks[src];
+  *mover = is_send || !sim_w->ranks[src];
+  return sim_rendezvous_get(2, src, dst, op->tag, count_simulated(pair, 2));
+}
+
+/* When an in-node send/recv moved from t0 ends: its codec's first part, the calibrated transfer, the codec's
+ * rest beyond it and its last part, one after the other (the sleeps of sim_run_sendrecv); *codec_s: the
+ * codec's time. */
+double sim_comm_sendrecv_in_node_end(sim_rank *rs, const plan_op *op, sim_rendezvous *rv, double t0,
+                                     double *codec_s) {
+  (void)rs;
+  ts_err e = {0};
+  sim_codec_cost cc;
+  *codec_s = 0;
+  if (sim_codec_cost_of(&sim_w->costs, op, 2, &cc, &e)) {
+    sim_fail(&e);
+    return t0;
+  }
+  rv->xfer_start_s = t0;
+  double t = t0, xfer;
+  if (cc.pre_us > 0) t = t + cc.pre_us * 1e-6;
+  int codec_included;
+  if (sim_coll_calibrated_s(&sim_w->costs, op, 2, &xfer, &codec_included, &e)) {
+    sim_fail(&e);
+    xfer = 0;
+  }
+  t = t + xfer;
+  double rest = cc.mid_us * 1e-6 - xfer;
+  if (rest > 0) t = t + rest;
+  if (cc.post_us > 0) t = t + cc.post_us * 1e-6;
+  *codec_s = cc.total_us * 1e-6;
+  return t;
+}
+
+/* The mover is done after dur: the other side, if it waits, goes on (a stream of the event queue is queued). */
+void sim_comm_sendrecv_moved(sim_rank *rs, sim_rendezvous *rv, double dur, double codec_s) {
+  sim_comm_note(rs, dur, codec_s);
+  rv->ended = 1;
+  if (!rv->arrived) return; /* the receiver is not waiting */
+  if (rv->local_members) {
+    sim_local_wake_stream(rv->local_members);
+    rv->local_members = NULL;
+  } else
+    sim_local_release(lazy_sem(&rv->end_sem));
+}
+
+/* Op i's end (after its note): a receive remembers when its transfer started (bubble vs. exposed). */
+void sim_comm_sendrecv_leave(sim_rank *rs, int i, sim_rendezvous *rv) {
+  if (rs->prog->ops[i].kind != PLAN_OP_SEND) {
+    int slot = rs->n_xfer++ % SIM_XFER_SLOTS;
+    rs->xfer_op[slot] = i;
+    rs->xfer_start[slot] = rv->xfer_start_s;
+  }
+  sim_rendezvous_leave(rv);
+}
+
+void sim_run_sendrecv(sim_rank *rs, int i) {
+  const plan_op *op = &rs->prog->ops[i];
+  bool mover;
+  sim_rendezvous *rv = sim_comm_sendrecv_rv(rs, i, &mover);
+  if (!rv) return;
+  bool is_send = op->kind == PLAN_OP_SEND;
+  int peer = sim_op_peer(rs, op);
+  int src = is_send ? rs->rank : peer, dst = is_send ? peer : rs->rank;
+  int pair[2] = {src, dst};
   double t0 = simgrid_get_clock();
   if (mover) {
     ts_err e = {0};
@@ -746,9 +809,7 @@ void sim_run_sendrecv(sim_rank *rs, int i) {
     double rest = cc.mid_us * 1e-6 - xfer;
     if (rest > 0) sg_actor_sleep_for(rest);
     if (cc.post_us > 0) sg_actor_sleep_for(cc.post_us * 1e-6);
-    sim_comm_note(rs, simgrid_get_clock() - t0, cc.total_us * 1e-6);
-    rv->ended = 1;
-    if (rv->arrived) sg_sem_release(lazy_sem(&rv->end_sem)); /* the receiver is waiting */
+    sim_comm_sendrecv_moved(rs, rv, simgrid_get_clock() - t0, cc.total_us * 1e-6);
   } else {
     if (!rv->ended) {
       rv->arrived = 1;
@@ -756,10 +817,5 @@ void sim_run_sendrecv(sim_rank *rs, int i) {
     }
     sim_comm_note(rs, simgrid_get_clock() - t0, 0);
   }
-  if (!is_send) {
-    int slot = rs->n_xfer++ % SIM_XFER_SLOTS;
-    rs->xfer_op[slot] = i;
-    rs->xfer_start[slot] = rv->xfer_start_s;
-  }
-  sim_rendezvous_leave(rv);
+  sim_comm_sendrecv_leave(rs, i, rv);
 }

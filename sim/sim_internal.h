@@ -122,7 +122,8 @@ typedef struct sim_rendezvous {
    * arrival so far (a member may join before it arrives: its wait for the SMs is slept by the meeting) */
   double timed_s, meet_start;
   int timed_same, timed_slept;
-  struct sim_local_stream *local_members; /* the local streams waiting in the meeting, in joining order (sim_local.c) */
+  struct sim_local_stream *local_members; /* the local streams waiting in the meeting, in joining order, or the
+                                           * local receive waiting for its send (sim_local.c) */
 } sim_rendezvous;
 
 struct sim_world {
@@ -182,6 +183,13 @@ bool sim_comm_group_on_one_node(sim_rank *rs, int g);
 /* an in-node collective's calibrated time with its codec kernels (cc from sim_codec_cost_of) */
 int sim_comm_in_node_s(const plan_op *op, int n, const sim_codec_cost *cc, double *t, ts_err *e);
 void sim_comm_note(sim_rank *rs, double dur, double codec);
+/* send/recv, shared by sim_run_sendrecv and sim_local.c: the rendezvous (NULL: failed), an in-node move's end,
+ * the mover's end (wakes a waiting receiver), the op's end (a receive's transfer start; leaves) */
+sim_rendezvous *sim_comm_sendrecv_rv(sim_rank *rs, int i, bool *mover);
+double sim_comm_sendrecv_in_node_end(sim_rank *rs, const plan_op *op, sim_rendezvous *rv, double t0,
+                                     double *codec_s);
+void sim_comm_sendrecv_moved(sim_rank *rs, sim_rendezvous *rv, double dur, double codec_s);
+void sim_comm_sendrecv_leave(sim_rank *rs, int i, sim_rendezvous *rv);
 
 /* sim_engine.c: what a stream does, shared by its SimGrid actor (stream_main) and sim_local.c */
 /* A compute block launched at t0: from position x of the compute stream to y (merged ops after x). */
@@ -208,6 +216,7 @@ int sim_local_setup(sim_world *w, ts_err *e);
 bool sim_local_runs(const sim_rank *rs, int s);
 /* Stream s of rs (a local one) may go on: its dependency is done (at the driver's time, or SimGrid's). */
 void sim_local_wake(sim_rank *rs, int s);
+void sim_local_wake_stream(struct sim_local_stream *ls); /* (a receive waiting in a rendezvous's local_members) */
 /* A SimGrid semaphore release: deferred while the driver runs an instant's events (no SimGrid call inside). */
 void sim_local_release(sg_sem_t sem);
 void sim_local_free(void);

@@ -31,6 +31,8 @@ enum {
   PH_JOIN,       /* the collective's rendezvous and time; it joins the meeting (or sleeps its wait first) */
   PH_MEET_JOIN,  /* its wait slept: it joins the meeting */
   PH_END_OP,     /* in the meeting, or the collective ends at the event */
+  PH_SR_MOVED,   /* a send (or a receive whose sender is not simulated) has moved its data at the event */
+  PH_SR_WAIT,    /* a receive waits for its send (rv->local_members) */
   PH_DONE
 };
 
@@ -40,7 +42,8 @@ typedef struct sim_local_stream {
   int wait_dep; /* compute: the op waited on, since wait_t0 */
   double wait_t0;
   sim_block blk;
-  /* the collective at x: reached at t0, its wait for the SMs, arrival at the meeting, time, codec time */
+  /* the collective or send/recv at x: reached at t0, its wait for the SMs, arrival at the meeting, time,
+   * codec time */
   double t0, wait, arrive, t, codec_s;
   sim_rendezvous *rv;
   bool yielded;
@@ -135,8 +138,10 @@ static sim_event pop(void) {
 
 bool sim_local_runs(const sim_rank *rs, int s) { return rs->local & 1u << s; }
 
-void sim_local_wake(sim_rank *rs, int s) {
-  push(rs->lstream[s], L.in_batch ? L.now : simgrid_get_clock());
+void sim_local_wake(sim_rank *rs, int s) { sim_local_wake_stream(rs->lstream[s]); }
+
+void sim_local_wake_stream(sim_local_stream *ls) {
+  push(ls, L.in_batch ? L.now : simgrid_get_clock());
   if (!L.in_batch && L.sleeping && !L.signalled) {
     L.signalled = true;
     sg_sem_release(L.sem);
@@ -356,6 +361,41 @@ static bool coll_join(sim_local_stream *ls, double now) {
   return true;
 }
 
+/* A send or receive inside a node (sim_run_sendrecv's in-node path): the mover's sleeps added up to one
+ * event; the other side waits for it unless it already ended. */
+static void sendrecv_start(sim_local_stream *ls, double now) {
+  int i = ls->rs->stream_ops[ls->s][ls->x];
+  bool mover;
+  ls->rv = sim_comm_sendrecv_rv(ls->rs, i, &mover);
+  if (!ls->rv) {
+    ls->phase = PH_NEXT; /* (failed: the stream ends) */
+    return;
+  }
+  if (mover) {
+    ls->phase = PH_SR_MOVED;
+    push(ls, sim_comm_sendrecv_in_node_end(ls->rs, &ls->rs->prog->ops[i], ls->rv, now, &ls->codec_s));
+  } else if (!ls->rv->ended) {
+    ls->rv->arrived = 1;
+    ls->rv->local_members = ls;
+    ls->phase = PH_SR_WAIT;
+  } else {
+    sim_comm_note(ls->rs, now - ls->t0, 0);
+    sim_comm_sendrecv_leave(ls->rs, i, ls->rv);
+    op_done(ls, now);
+  }
+}
+
+static void sendrecv_end(sim_local_stream *ls, double now) {
+  int i = ls->rs->stream_ops[ls->s][ls->x];
+  if (ls->phase == PH_SR_MOVED)
+    sim_comm_sendrecv_moved(ls->rs, ls->rv, now - ls->t0, ls->codec_s);
+  else
+    sim_comm_note(ls->rs, now - ls->t0, 0);
+  sim_comm_sendrecv_leave(ls->rs, i, ls->rv);
+  ls->rv = NULL;
+  op_done(ls, now);
+}
+
 static void coll_end(sim_local_stream *ls, double now) {
   sim_comm_note(ls->rs, now - ls->arrive, ls->codec_s);
   sim_rendezvous_leave(ls->rv);
@@ -363,7 +403,8 @@ static void coll_end(sim_local_stream *ls, double now) {
   op_done(ls, now);
 }
 
-/* A stream of in-node collectives: stream_main's other path (sim_engine.c) and sim_run_collective's. */
+/* A stream of in-node collectives and sends/receives: stream_main's other path (sim_engine.c), and
+ * sim_run_collective's and sim_run_sendrecv's. */
 static void coll_step(sim_local_stream *ls, double now) {
   sim_rank *rs = ls->rs;
   int s = ls->s;
@@ -391,7 +432,11 @@ static void coll_step(sim_local_stream *ls, double now) {
       break;
     }
     case PH_PRE:
-      if (coll_pre(ls, now)) return;
+      if (op_at(ls)->kind != PLAN_OP_COLLECTIVE) {
+        sendrecv_start(ls, now);
+        if (ls->phase != PH_NEXT) return;
+      } else if (coll_pre(ls, now))
+        return;
       break;
     case PH_IDLE_CHECK:
       if (idle_check(ls, now)) return;
@@ -409,6 +454,10 @@ static void coll_step(sim_local_stream *ls, double now) {
       return;
     case PH_END_OP:
       coll_end(ls, now);
+      break;
+    case PH_SR_MOVED:
+    case PH_SR_WAIT:
+      sendrecv_end(ls, now);
       break;
     default: return;
     }
@@ -516,15 +565,25 @@ static void driver_main(int argc, char **argv) {
 
 /* ---- setup ---- */
 
+/* Whether a send or receive of rs goes to a rank on its node. */
+static bool peer_in_node(const sim_rank *rs, const plan_op *op) {
+  int peer = sim_op_peer(rs, op);
+  const topo_cluster *c = &sim_w->p->cluster;
+  return peer >= 0 && peer < sim_w->world && topo_node_of(c, peer) == topo_node_of(c, rs->rank);
+}
+
 /* Which streams of rs's program could run here: the compute stream when it holds only compute ops, another
- * when it holds only collectives of groups that sit on one node for rs. */
+ * when it holds only collectives of groups that sit on one node for rs and sends and receives to its node. */
 static uint8_t eligible(sim_rank *rs) {
   const plan_op *ops = rs->prog->ops;
   unsigned groups[PLAN_STREAM_COUNT] = {0};
   uint8_t ok = (uint8_t)((1u << PLAN_STREAM_COUNT) - 1);
   for (int i = 0; i < rs->prog->n; i++) {
     const plan_op *op = &ops[i];
-    if (op->stream == PLAN_STREAM_COMPUTE ? op->kind != PLAN_OP_COMPUTE : op->kind != PLAN_OP_COLLECTIVE)
+    bool fits = op->stream == PLAN_STREAM_COMPUTE ? op->kind == PLAN_OP_COMPUTE
+                : op->kind == PLAN_OP_COLLECTIVE  ? true
+                                                  : op->kind != PLAN_OP_COMPUTE && peer_in_node(rs, op);
+    if (!fits)
       ok &= (uint8_t) ~(1u << op->stream);
     else if (op->kind == PLAN_OP_COLLECTIVE)
       groups[op->stream] |= 1u << group_of(op);
@@ -543,6 +602,9 @@ int sim_local_setup(sim_world *w, ts_err *e) {
   uint8_t ok = (uint8_t)((1u << PLAN_STREAM_COUNT) - 1);
   for (int r = 0; r < w->world && ok & 1; r++)
     if (w->ranks[r]) ok &= eligible(w->ranks[r]);
+#ifdef SIM_LOCAL_STATS
+  fprintf(stderr, "local: streams on the queue: mask 0x%x\n", ok & 1 ? ok : 0);
+#endif
   if (!(ok & 1)) return 0;
   int n = 0;
   for (int r = 0; r < w->world; r++)

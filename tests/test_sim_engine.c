@@ -266,11 +266,9 @@ static void test_fast_link_uncapped(void) {
 
 /* GPipe on p stages, m micro-batches, free communication: the iteration is
  * (m + p - 1)(tf + tb) and each stage idles (p - 1)/(m + p - 1) of it. */
-static void test_pipeline_bubble(void) {
-  const int P = 4, M = 8;
-  const double tf = 0.010, tb = 0.020;
-  plan p;
-  make_plan(&p, 1, 1, P, 1, P);
+/* GPipe's programs on P stages of one node: M micro-batches, forward tf, backward tb, sends and receives
+ * between neighbour stages. */
+static plan_program *bubble_programs(int P, int M, double tf, double tb) {
   plan_program *pr = new_programs(P, 8 * M + 8);
   for (int s = 0; s < P; s++) {
     plan_program *g = &pr[s];
@@ -296,6 +294,15 @@ static void test_pipeline_bubble(void) {
         }
       }
   }
+  return pr;
+}
+
+static void test_pipeline_bubble(void) {
+  const int P = 4, M = 8;
+  const double tf = 0.010, tb = 0.020;
+  plan p;
+  make_plan(&p, 1, 1, P, 1, P);
+  plan_program *pr = bubble_programs(P, M, tf, tb);
   schema_result r;
   CU_ASSERT_EQUAL_FATAL(run(&p, pr, SIM_MODE_FULL, &r), 0);
   /* each compute op also pays the roofline's 3 us launch: well under 0.5% */
@@ -862,6 +869,25 @@ static void test_local_compute_first_at_an_instant(void) {
   schema_result_free(&off);
 }
 
+/* Sends and receives inside a node run on the event queue too (every stream of the pipeline's programs on one
+ * node): the same records as the actors, and the receives' waits split into bubble and exposed transfer alike. */
+static void test_local_sendrecv_in_node(void) {
+  const int P = 4, M = 8;
+  plan p;
+  make_plan(&p, 1, 1, P, 1, P);
+  plan_program *pr = bubble_programs(P, M, 0.010, 0.020);
+  for (int r = 0; r < P; r++) /* activations of 100 MB (priced inside the node: an exposed transfer) */
+    for (int i = 0; i < pr[r].n; i++)
+      if (pr[r].ops[i].kind != PLAN_OP_COMPUTE) pr[r].ops[i].bytes = pr[r].ops[i].wire_bytes = 1e8;
+  schema_result on, off;
+  run_both(&p, pr, P, &on, &off);
+  CU_ASSERT_EQUAL(results_differ(&on, &off), 0);
+  CU_ASSERT_TRUE(on.breakdown.bubble_s > 0 && on.breakdown.pp_exposed_s > 0);
+  CU_ASSERT_TRUE(find_record(&on, 1, "recv") != NULL && find_record(&on, 1, "send") != NULL);
+  schema_result_free(&on);
+  schema_result_free(&off);
+}
+
 /* A shipped plan in full mode with the clock model (three simulations), every op recorded: on the event queue
  * and with every stream a SimGrid actor, the same prediction, rank figures and records to the bit. */
 static void test_local_same_as_actors(void) {
@@ -1216,6 +1242,7 @@ int main(void) {
   CU_add_test(s, "event queue: a local stream waits for a SimGrid-side receive", test_local_waits_for_simgrid_recv);
   CU_add_test(s, "event queue: at one instant the compute stream launches before a collective looks",
               test_local_compute_first_at_an_instant);
+  CU_add_test(s, "event queue: sends and receives inside a node", test_local_sendrecv_in_node);
   CU_add_test(s, "event queue: a shipped plan predicts and records what the actors do", test_local_same_as_actors);
   CU_add_test(s, "clock model: fine-grained compute/idle alternation runs faster", test_clock_fine_grained_faster);
   CU_add_test(s, "clock model: one long compute stretch keeps its calibrated time", test_clock_long_stretch_unchanged);
