@@ -138,6 +138,7 @@ void sim_wake_pending(sim_rank *rs) {
  * events of an instant before the others' (its next block is launched before a collective looks for it). */
 void sim_finish(sim_rank *rs, int s, int i) {
   rs->done[i] = 1;
+  if (!rs->cross[i]) return; /* no op of another stream depends on it: none waits on it */
   for (int t = 0; t < PLAN_STREAM_COUNT; t++)
     if (t != s && rs->waiting[t] == i) {
       rs->waiting[t] = -1;
