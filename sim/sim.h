@@ -51,6 +51,10 @@ typedef struct {
    * run as one flow per kind (bytes, route), which ends when each of them would (sim_collapse.c; the
    * same predictions, fewer flows); true: every edge its own flow. */
   bool collapse_off;
+  /* false (default): the compute stream, and each stream whose ops all stay inside a node, run on the
+   * simulator's own event queue (sim_local.c; the same instants, far fewer SimGrid calls); true: every
+   * stream is a SimGrid actor */
+  bool local_off;
 } sim_options;
 
 /* Simulates one iteration; fills *out (schema_result_free it). Call once per process. */

@@ -419,7 +419,7 @@ static int count_simulated(const int *m, int n) {
   return k;
 }
 
-static void note_comm(sim_rank *rs, double dur, double codec) {
+void sim_comm_note(sim_rank *rs, double dur, double codec) {
   rs->st.comm_s += dur;
   rs->st.codec_s += codec;
 }
@@ -438,7 +438,7 @@ static void note_comm(sim_rank *rs, double dur, double codec) {
  *   sockets no hidden time above the run-to-run spread of the 12 ms transfer.
  * Taken as the means: 25 us (NVLink, and PCIe, whose NCCL kernels also copy
  * with SMs), 32 us (shm), 0 (sockets; and across nodes, never measured). */
-static double head_start_s(const plan_op *op, bool one_node) {
+double sim_comm_head_start_s(const plan_op *op, bool one_node) {
   if (!one_node) return 0;
   /* tp_overlap_chunks: the forward row chunk's all-reduce ends as long after
    * the next chunk's GEMM as it takes alone (measured 2026-11-30 07:32, GPT
@@ -463,7 +463,7 @@ static double head_start_s(const plan_op *op, bool one_node) {
 /* What the compute kernel running on this rank has left (0 when none runs).
  * This rank's compute stream, woken at the same instant, launches its next
  * kernel first (its stream needs no cross-stream event): yield to it. */
-static bool compute_cannot_launch_now(const sim_rank *rs, int stream, double now) {
+bool sim_comm_compute_cannot_launch(const sim_rank *rs, int stream, double now) {
   /* asleep in a block that ends later: its kernels are all in kernel_end */
   if (rs->compute_sleep_end > now) return true;
   /* blocked on an op of the calling stream, which only the caller finishes */
@@ -471,38 +471,48 @@ static bool compute_cannot_launch_now(const sim_rank *rs, int stream, double now
   return d >= 0 && !rs->done[d] && rs->prog->ops[d].stream == stream;
 }
 
-static double running_kernel_left(sim_rank *rs, int stream) {
-  double now = simgrid_get_clock();
-  /* (the yield is a simcall; skipped when the compute stream cannot launch anything at this instant) */
-  if (!compute_cannot_launch_now(rs, stream, now)) {
-    sg_actor_yield();
-    now = simgrid_get_clock();
-  }
+double sim_comm_kernel_left(const sim_rank *rs, double now) {
   for (int k = 0; k < rs->n_kernel_end; k++)
     if (rs->kernel_end[k] > now) return rs->kernel_end[k] - now;
   return 0;
 }
 
-/* How long the collective waits for the SMs of the running compute kernel (<= 0: none); not slept here. */
-static double sms_wait_s(sim_rank *rs, int stream, const plan_op *op, bool one_node) {
-  if (sim_w->o->ideal_overlap) return 0;
+static double running_kernel_left(sim_rank *rs, int stream) {
+  double now = simgrid_get_clock();
+  /* (the yield is a simcall; skipped when the compute stream cannot launch anything at this instant) */
+  if (!sim_comm_compute_cannot_launch(rs, stream, now)) {
+    sg_actor_yield();
+    now = simgrid_get_clock();
+  }
+  return sim_comm_kernel_left(rs, now);
+}
+
+/* Whether the collective waits for the SMs of the running compute kernel at all. */
+static bool waits_for_sms(const plan_op *op) {
+  if (sim_w->o->ideal_overlap) return false;
   /* tp_comm_overlap: a layer's uncompressed TP collective runs as a userbuffer kernel on SMs of its own (the
    * GEMM beside it is priced without them, sim_costs.c; plan_program_tpo.c) */
   if (sim_w->p->tp_comm_overlap && op->stream == PLAN_STREAM_TP && op->model_op >= 0 &&
       op->codec.kind == PLAN_CODEC_NONE)
-    return 0;
+    return false;
   /* context parallelism: Transformer Engine launches each ring step's send/recv before the attention piece it
    * overlaps (plan_program_cp.c), so its few NCCL blocks hold SMs first; the piece is not priced without them
    * (assumption: a p2p kernel's channels are few of the 132 SMs). A compressed step's codec kernels wait. */
-  if (op->stream == PLAN_STREAM_CP && op->codec.kind == PLAN_CODEC_NONE) return 0;
-  return running_kernel_left(rs, stream) - head_start_s(op, one_node);
+  if (op->stream == PLAN_STREAM_CP && op->codec.kind == PLAN_CODEC_NONE) return false;
+  return true;
+}
+
+/* How long the collective waits for the SMs of the running compute kernel (<= 0: none); not slept here. */
+static double sms_wait_s(sim_rank *rs, int stream, const plan_op *op, bool one_node) {
+  if (!waits_for_sms(op)) return 0;
+  return running_kernel_left(rs, stream) - sim_comm_head_start_s(op, one_node);
 }
 
 /* Whether a member that must wait `wait` for the SMs at `now` may join the meeting of a collective of t seconds
  * at once, its wait absorbed by the meeting (timed_meeting): when the sleep that ends the meeting, start + t -
  * now for the last member to join (now >= this member's now, start <= its arrival), is exactly representable.
  * now >= 2 (wait + t) makes start + t <= 1.5 now, within a factor 2 of now: the subtraction is exact. */
-static bool joins_early(double now, double wait, double t) {
+bool sim_comm_joins_early(double now, double wait, double t) {
   return now >= 2 * (wait + t);
 }
 
@@ -534,10 +544,19 @@ static bool runs_beside_compute(const plan_op *op, bool one_node) {
  * Over sockets the same probe moved +715 us in one call and -100 us in
  * the next on a ~10 ms all-reduce: no delay is modelled there. */
 #define SHM_BESIDE_HEAD_START_S 125e-6
-static void delay_beside_running_kernel(sim_rank *rs, int stream, bool one_node) {
-  if (sim_w->o->ideal_overlap || !one_node || sim_w->p->cluster.intra.kind != TOPO_INTRA_SHM) return;
-  double left = running_kernel_left(rs, stream), delay = left - SHM_BESIDE_HEAD_START_S;
+static bool delays_beside(bool one_node) {
+  return !sim_w->o->ideal_overlap && one_node && sim_w->p->cluster.intra.kind == TOPO_INTRA_SHM;
+}
+
+double sim_comm_beside_delay_s(double left) {
+  double delay = left - SHM_BESIDE_HEAD_START_S;
   if (delay < left / 3) delay = left / 3;
+  return delay;
+}
+
+static void delay_beside_running_kernel(sim_rank *rs, int stream, bool one_node) {
+  if (!delays_beside(one_node)) return;
+  double delay = sim_comm_beside_delay_s(running_kernel_left(rs, stream));
   if (delay > 0) sg_actor_sleep_for(delay);
 }
 
@@ -554,13 +573,13 @@ static void know_group(sim_rank *rs, int g) {
   rs->group_known[g] = 1;
 }
 
-static bool group_on_one_node(sim_rank *rs, int g) {
+bool sim_comm_group_on_one_node(sim_rank *rs, int g) {
   if (!rs->group_known[g]) know_group(rs, g);
   return rs->group_one_node[g];
 }
 
 bool sim_comm_in_node(sim_rank *rs, const plan_op *op) {
-  return op->kind == PLAN_OP_COLLECTIVE && group_on_one_node(rs, op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP);
+  return op->kind == PLAN_OP_COLLECTIVE && sim_comm_group_on_one_node(rs, op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP);
 }
 
 bool sim_comm_draws_power(sim_rank *rs, const plan_op *op) {
@@ -568,7 +587,7 @@ bool sim_comm_draws_power(sim_rank *rs, const plan_op *op) {
   if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
     int pair[2] = {rs->rank, sim_op_peer(rs, op)};
     if (!all_on_one_node(pair, 2)) return false;
-  } else if (!group_on_one_node(rs, g))
+  } else if (!sim_comm_group_on_one_node(rs, g))
     return false;
   topo_intra_kind k = sim_w->p->cluster.intra.kind;
   return k == TOPO_INTRA_NVLINK || k == TOPO_INTRA_NVSWITCH;
@@ -585,6 +604,13 @@ static bool waits_for_idle_compute(const plan_op *op) {
   return op->codec.kind != PLAN_CODEC_NONE && op->stream != PLAN_STREAM_TP;
 }
 
+sim_coll_pre sim_comm_pre(sim_rank *rs, const plan_op *op) {
+  bool one_node = sim_comm_in_node(rs, op);
+  if (waits_for_idle_compute(op)) return SIM_PRE_IDLE_COMPUTE;
+  if (!runs_beside_compute(op, one_node)) return waits_for_sms(op) ? SIM_PRE_SMS : SIM_PRE_NONE;
+  return delays_beside(one_node) ? SIM_PRE_BESIDE : SIM_PRE_NONE;
+}
+
 /* Until the compute stream has no kernel running: after each of its blocks
  * ends, the next one may start at the same instant (yield, look again). */
 static void wait_for_idle_compute(sim_rank *rs) {
@@ -598,13 +624,25 @@ static void wait_for_idle_compute(sim_rank *rs) {
   }
 }
 
+int sim_comm_in_node_s(const plan_op *op, int n, const sim_codec_cost *cc, double *t, ts_err *e) {
+  int codec_included;
+  if (sim_coll_calibrated_s(&sim_w->costs, op, n, t, &codec_included, e)) return -1;
+  if (!codec_included && cc->total_us > 0) {
+    double mid = cc->mid_us * 1e-6;
+    *t = cc->pre_us * 1e-6 + (*t > mid ? *t : mid) + cc->post_us * 1e-6;
+  } else if (codec_included) {
+    *t += cc->caat_us * 1e-6; /* a measured TACO collective does not pack CAAT-Net channels */
+  }
+  return 0;
+}
+
 void sim_run_collective(sim_rank *rs, int stream, int i) {
   const plan_op *op = &rs->prog->ops[i];
   int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
   const int *m = rs->members[g];
   int n = rs->n_members[g];
   if (n <= 1) return;
-  bool one_node = group_on_one_node(rs, g);
+  bool one_node = sim_comm_group_on_one_node(rs, g);
   double wait = 0; /* for the SMs of the running kernel (wait_for_sms): slept below, or by the meeting */
   if (rs->pending_s > 0) {
     /* the compute stream's block is not slept yet (sim_engine.c, block_into_meeting): this collective arrives at
@@ -625,22 +663,15 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
   double t0;
   if (one_node) {
     double t;
-    int codec_included;
-    if (sim_coll_calibrated_s(&sim_w->costs, op, n, &t, &codec_included, &e)) {
+    if (sim_comm_in_node_s(op, n, &cc, &t, &e)) {
       sim_fail(&e);
       sim_rendezvous_leave(rv);
       return;
     }
-    if (!codec_included && cc.total_us > 0) {
-      double mid = cc.mid_us * 1e-6;
-      t = cc.pre_us * 1e-6 + (t > mid ? t : mid) + cc.post_us * 1e-6;
-    } else if (codec_included) {
-      t += cc.caat_us * 1e-6; /* a measured TACO collective does not pack CAAT-Net channels */
-    }
     double now = simgrid_get_clock();
     t0 = now;
     if (wait > 0) {
-      if (rv->expected > 1 && joins_early(now, wait, t)) {
+      if (rv->expected > 1 && sim_comm_joins_early(now, wait, t)) {
         t0 = now + wait; /* where the sleep would have ended (SimGrid ends a sleep of d at now + d) */
       } else {
         sg_actor_sleep_for(wait);
@@ -659,14 +690,17 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
     if (rest > 0) sg_actor_sleep_for(rest);
     if (cc.post_us > 0) sg_actor_sleep_for(cc.post_us * 1e-6);
   }
-  note_comm(rs, simgrid_get_clock() - t0, cc.total_us * 1e-6);
+  sim_comm_note(rs, simgrid_get_clock() - t0, cc.total_us * 1e-6);
   sim_rendezvous_leave(rv);
 }
 
 /* Send/recv: the sender starts its flow when it reaches the send (NCCL's
  * grouped isend/irecv of Megatron's pipeline never blocks on the peer); the
  * receive completes when the bytes have arrived. */
-void sim_run_sendrecv(sim_rank *rs, int i) {
+
+/* The rendezvous of op i (a send or receive) of rs, and whether rs moves the data (the sender, or the receiver
+ * when the sender is not simulated); NULL when the peer is out of range (the simulation failed). */
+sim_rendezvous *sim_comm_sendrecv_rv(sim_rank *rs, int i, bool *mover) {
   const plan_op *op = &rs->prog->ops[i];
   bool is_send = op->kind == PLAN_OP_SEND;
   int peer = sim_op_peer(rs, op);
@@ -675,13 +709,73 @@ void sim_run_sendrecv(sim_rank *rs, int i) {
     ts_err e;
     ts_fail(&e, sim_w->p->path, "program", "rank %d: op %d: peer %d out of range", rs->rank, i, peer);
     sim_fail(&e);
-    return;
+    return NULL;
   }
   int pair[2] = {src, dst};
-  int expected = count_simulated(pair, 2);
-  sim_rendezvous *rv = sim_rendezvous_get(2, src, dst, op->tag, expected);
-  /* the side that moves the data: the sender, or the receiver when the sender is not simulated */
-  bool mover = is_send || !sim_w->ranks[src];
+  *mover = is_send || !sim_w->ranks[src];
+  return sim_rendezvous_get(2, src, dst, op->tag, count_simulated(pair, 2));
+}
+
+/* When an in-node send/recv moved from t0 ends: its codec's first part, the calibrated transfer, the codec's
+ * rest beyond it and its last part, one after the other (the sleeps of sim_run_sendrecv); *codec_s: the
+ * codec's time. */
+double sim_comm_sendrecv_in_node_end(sim_rank *rs, const plan_op *op, sim_rendezvous *rv, double t0,
+                                     double *codec_s) {
+  (void)rs;
+  ts_err e = {0};
+  sim_codec_cost cc;
+  *codec_s = 0;
+  if (sim_codec_cost_of(&sim_w->costs, op, 2, &cc, &e)) {
+    sim_fail(&e);
+    return t0;
+  }
+  rv->xfer_start_s = t0;
+  double t = t0, xfer;
+  if (cc.pre_us > 0) t = t + cc.pre_us * 1e-6;
+  int codec_included;
+  if (sim_coll_calibrated_s(&sim_w->costs, op, 2, &xfer, &codec_included, &e)) {
+    sim_fail(&e);
+    xfer = 0;
+  }
+  t = t + xfer;
+  double rest = cc.mid_us * 1e-6 - xfer;
+  if (rest > 0) t = t + rest;
+  if (cc.post_us > 0) t = t + cc.post_us * 1e-6;
+  *codec_s = cc.total_us * 1e-6;
+  return t;
+}
+
+/* The mover is done after dur: the other side, if it waits, goes on (a stream of the event queue is queued). */
+void sim_comm_sendrecv_moved(sim_rank *rs, sim_rendezvous *rv, double dur, double codec_s) {
+  sim_comm_note(rs, dur, codec_s);
+  rv->ended = 1;
+  if (!rv->arrived) return; /* the receiver is not waiting */
+  if (rv->local_members) {
+    sim_local_wake_stream(rv->local_members);
+    rv->local_members = NULL;
+  } else
+    sim_local_release(lazy_sem(&rv->end_sem));
+}
+
+/* Op i's end (after its note): a receive remembers when its transfer started (bubble vs. exposed). */
+void sim_comm_sendrecv_leave(sim_rank *rs, int i, sim_rendezvous *rv) {
+  if (rs->prog->ops[i].kind != PLAN_OP_SEND) {
+    int slot = rs->n_xfer++ % SIM_XFER_SLOTS;
+    rs->xfer_op[slot] = i;
+    rs->xfer_start[slot] = rv->xfer_start_s;
+  }
+  sim_rendezvous_leave(rv);
+}
+
+void sim_run_sendrecv(sim_rank *rs, int i) {
+  const plan_op *op = &rs->prog->ops[i];
+  bool mover;
+  sim_rendezvous *rv = sim_comm_sendrecv_rv(rs, i, &mover);
+  if (!rv) return;
+  bool is_send = op->kind == PLAN_OP_SEND;
+  int peer = sim_op_peer(rs, op);
+  int src = is_send ? rs->rank : peer, dst = is_send ? peer : rs->rank;
+  int pair[2] = {src, dst};
   double t0 = simgrid_get_clock();
   if (mover) {
     ts_err e = {0};
@@ -715,20 +809,13 @@ void sim_run_sendrecv(sim_rank *rs, int i) {
     double rest = cc.mid_us * 1e-6 - xfer;
     if (rest > 0) sg_actor_sleep_for(rest);
     if (cc.post_us > 0) sg_actor_sleep_for(cc.post_us * 1e-6);
-    note_comm(rs, simgrid_get_clock() - t0, cc.total_us * 1e-6);
-    rv->ended = 1;
-    if (rv->arrived) sg_sem_release(lazy_sem(&rv->end_sem)); /* the receiver is waiting */
+    sim_comm_sendrecv_moved(rs, rv, simgrid_get_clock() - t0, cc.total_us * 1e-6);
   } else {
     if (!rv->ended) {
       rv->arrived = 1;
       sg_sem_acquire(lazy_sem(&rv->end_sem));
     }
-    note_comm(rs, simgrid_get_clock() - t0, 0);
+    sim_comm_note(rs, simgrid_get_clock() - t0, 0);
   }
-  if (!is_send) {
-    int slot = rs->n_xfer++ % SIM_XFER_SLOTS;
-    rs->xfer_op[slot] = i;
-    rs->xfer_start[slot] = rv->xfer_start_s;
-  }
-  sim_rendezvous_leave(rv);
+  sim_comm_sendrecv_leave(rs, i, rv);
 }

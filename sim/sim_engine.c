@@ -94,7 +94,7 @@ static void record(sim_rank *rs, int stream, int pos, int merged, double start, 
 }
 
 /* Attributes a wait of the compute stream on op d to its cause. */
-static void account_wait(sim_rank *rs, int d, double t0, double t1) {
+void sim_account_wait(sim_rank *rs, int d, double t0, double t1) {
   const plan_op *op = &rs->prog->ops[d];
   double w = t1 - t0;
   if (w <= 0) return;
@@ -126,28 +126,33 @@ static void account_wait(sim_rank *rs, int d, double t0, double t1) {
  * before the compute stream had launched that block and yielded to it to see
  * the kernel it must wait for (sim_comm.c's running_kernel_left); now it
  * finds the block launched. Same instant, one SimGrid call fewer. */
-static void wake_pending(sim_rank *rs) {
+void sim_wake_pending(sim_rank *rs) {
   for (int t = 0; rs->wake_pending; t++)
     if (rs->wake_pending & 1u << t) {
       rs->wake_pending &= (uint8_t) ~(1u << t);
-      sg_sem_release(rs->wake[t]);
+      sim_local_release(rs->wake[t]);
     }
 }
 
-static void finish(sim_rank *rs, int s, int i) {
+/* A stream run by the event queue (sim_local.c) is queued at once: the queue runs the compute stream's
+ * events of an instant before the others' (its next block is launched before a collective looks for it). */
+void sim_finish(sim_rank *rs, int s, int i) {
   rs->done[i] = 1;
+  if (!rs->cross[i]) return; /* no op of another stream depends on it: none waits on it */
   for (int t = 0; t < PLAN_STREAM_COUNT; t++)
     if (t != s && rs->waiting[t] == i) {
       rs->waiting[t] = -1;
-      if (s == PLAN_STREAM_COMPUTE)
+      if (rs->local & 1u << t)
+        sim_local_wake(rs, t);
+      else if (s == PLAN_STREAM_COMPUTE)
         rs->wake_pending |= (uint8_t)(1u << t);
       else
-        sg_sem_release(rs->wake[t]);
+        sim_local_release(rs->wake[t]);
     }
 }
 
 /* The first dependency of op i that is not done yet (-1: none), in the order the streams wait for them. */
-static int first_undone_dep(const sim_rank *rs, int i) {
+int sim_first_undone_dep(const sim_rank *rs, int i) {
   const plan_op *op = &rs->prog->ops[i];
   for (int k = 0; k < PLAN_MAX_DEPS; k++) {
     int d = op->dep[k];
@@ -158,6 +163,18 @@ static int first_undone_dep(const sim_rank *rs, int i) {
 
 /* A stream's communication op at position x of its list, run by the calling actor (the stream's own, or the
  * compute stream's for it, run_for_idle_stream); returns -1 when the simulation failed. */
+int sim_comm_op_done(sim_rank *rs, int s, int x, double t0, double end) {
+  const plan_op *op = &rs->prog->ops[rs->stream_ops[s][x]];
+  record(rs, s, x, 0, t0, end - t0);
+  if (sim_w->clock && sim_comm_draws_power(rs, op) && sim_clock_comm(rs, t0, end - t0)) {
+    ts_err e = {0};
+    ts_fail_sys(&e, "out of memory");
+    sim_fail(&e);
+    return -1;
+  }
+  return 0;
+}
+
 static int run_comm_op(sim_rank *rs, int s, int x) {
   int i = rs->stream_ops[s][x];
   const plan_op *op = &rs->prog->ops[i];
@@ -166,14 +183,7 @@ static int run_comm_op(sim_rank *rs, int s, int x) {
     sim_run_collective(rs, s, i);
   else
     sim_run_sendrecv(rs, i);
-  record(rs, s, x, 0, t0, simgrid_get_clock() - t0);
-  if (sim_w->clock && sim_comm_draws_power(rs, op) && sim_clock_comm(rs, t0, simgrid_get_clock() - t0)) {
-    ts_err e = {0};
-    ts_fail_sys(&e, "out of memory");
-    sim_fail(&e);
-    return -1;
-  }
-  return 0;
+  return sim_comm_op_done(rs, s, x, t0, simgrid_get_clock());
 }
 
 /* The compute stream is about to block on op d of another stream that sits waiting, woken by the compute
@@ -188,14 +198,14 @@ static bool run_for_idle_stream(sim_rank *rs, int d) {
   if (t == PLAN_STREAM_COMPUTE || !(rs->wake_pending & 1u << t)) return false;
   int x = rs->next_pos[t];
   if (x >= rs->n_stream_ops[t] || rs->stream_ops[t][x] != d) return false;
-  if (first_undone_dep(rs, d) >= 0 || !sim_comm_in_node(rs, op)) return false;
+  if (sim_first_undone_dep(rs, d) >= 0 || !sim_comm_in_node(rs, op)) return false;
   rs->next_pos[t] = x + 1;
   rs->wake_pending &= (uint8_t) ~(1u << t);
-  wake_pending(rs); /* the other streams, as the wait would have */
+  sim_wake_pending(rs); /* the other streams, as the wait would have */
   if (run_comm_op(rs, t, x)) return true;
   rs->waiting[PLAN_STREAM_COMPUTE] = -1; /* not woken by finish: this actor ran it */
-  finish(rs, t, d);
-  int next = x + 1 < rs->n_stream_ops[t] ? first_undone_dep(rs, rs->stream_ops[t][x + 1]) : -1;
+  sim_finish(rs, t, d);
+  int next = x + 1 < rs->n_stream_ops[t] ? sim_first_undone_dep(rs, rs->stream_ops[t][x + 1]) : -1;
   if (next >= 0)
     rs->waiting[t] = next;
   else
@@ -209,11 +219,11 @@ static void wait_for(sim_rank *rs, int s, int d) {
   while (!rs->done[d]) {
     rs->waiting[s] = d;
     if (s == PLAN_STREAM_COMPUTE && run_for_idle_stream(rs, d)) continue;
-    wake_pending(rs);
+    sim_wake_pending(rs);
     sg_sem_acquire(rs->wake[s]);
   }
   rs->waiting[s] = -1;
-  if (s == PLAN_STREAM_COMPUTE) account_wait(rs, d, t0, simgrid_get_clock());
+  if (s == PLAN_STREAM_COMPUTE) sim_account_wait(rs, d, t0, simgrid_get_clock());
 }
 
 static int deps_ready(const sim_rank *rs, int s, int i, int block_end) {
@@ -365,6 +375,70 @@ static bool block_into_meeting(sim_rank *rs, int x, int y) {
   return false;
 }
 
+int sim_block_launch(sim_rank *rs, int x, double t0, sim_block *b) {
+  const int s = PLAN_STREAM_COMPUTE;
+  const plan_op *ops = rs->prog->ops;
+  const int *mine = rs->stream_ops[s];
+  int n_mine = rs->n_stream_ops[s], i = mine[x];
+  ts_err e = {0};
+  double total = 0, d, delay;
+  int last = i, merged = 0;
+  if (host_op_time(rs, &ops[i], t0, &d, &delay, &e)) {
+    sim_fail(&e);
+    return -1;
+  }
+  total = delay > 0 ? delay + d : d;
+  double host_wait = delay > 0 ? delay : 0;
+  double imbalance = ops[i].model_op == PLAN_MOP_MOE_IMBALANCE ? d : 0;
+  rs->n_kernel_end = 0;
+  if (push_kernel_end(rs, t0 + total)) return -1;
+  /* merge the following compute ops of this stream while nobody else waits on the block */
+  int y = x;
+  while (!rs->cross[last]) {
+    if (y + 1 >= n_mine) break;
+    int j = mine[y + 1];
+    if (ops[j].kind != PLAN_OP_COMPUTE || !deps_ready(rs, s, j, last)) break;
+    if (host_op_time(rs, &ops[j], t0 + total, &d, &delay, &e)) {
+      sim_fail(&e);
+      return -1;
+    }
+    if (delay > 0) total += delay, host_wait += delay;
+    total += d;
+    if (ops[j].model_op == PLAN_MOP_MOE_IMBALANCE) imbalance += d;
+    if (push_kernel_end(rs, t0 + total)) return -1;
+    last = j;
+    y++;
+    merged++;
+  }
+  *b = (sim_block){.t0 = t0, .total = total, .imbalance = imbalance, .host_wait = host_wait, .x = x, .y = y,
+                   .merged = merged};
+  return 0;
+}
+
+void sim_block_end(sim_rank *rs, const sim_block *b) {
+  const int s = PLAN_STREAM_COMPUTE;
+  rs->st.compute_s += b->total - b->imbalance - b->host_wait; /* MoE: the wait for the busiest EP rank is not this
+                                                              * GPU's work; nor the wait for its host */
+  rs->st.imbalance_s += b->imbalance;
+  rs->st.host_s += b->host_wait;
+  record(rs, s, b->x, b->merged, b->t0, b->total);
+  for (int k = b->x; k <= b->y; k++) sim_finish(rs, s, rs->stream_ops[s][k]);
+}
+
+void sim_progress(sim_rank *rs, int i) {
+  static int shown = -1;
+  FILE *prog = rs == sim_w->first ? sim_w->o->progress : NULL;
+  if (!prog) return;
+  if (i < 0) {
+    fprintf(prog, "\r%60s\r", "");
+    shown = -1;
+  } else if (i * 20 / rs->prog->n != shown) {
+    shown = i * 20 / rs->prog->n;
+    fprintf(prog, "\rtacosim: simulating %d ranks: %3d%%", sim_w->n_simulated, shown * 5);
+    fflush(prog);
+  }
+}
+
 static void stream_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -372,10 +446,8 @@ static void stream_main(int argc, char **argv) {
   sim_rank *rs = ctx->rs;
   int s = ctx->stream;
   const plan_op *ops = rs->prog->ops;
-  int n = rs->prog->n;
   /* the first rank's compute stream reports progress (its ops span the iteration) */
-  FILE *prog = rs == sim_w->first && s == PLAN_STREAM_COMPUTE ? sim_w->o->progress : NULL;
-  int shown = -1;
+  bool prog = s == PLAN_STREAM_COMPUTE;
   const int *mine = rs->stream_ops[s];
   int n_mine = rs->n_stream_ops[s];
   for (int x = 0; !sim_w->failed; x++) {
@@ -385,16 +457,12 @@ static void stream_main(int argc, char **argv) {
     int i = mine[x];
     /* the programs of all simulated ranks exceed the caches: fetch the ops ahead */
     if (x + 4 < n_mine) __builtin_prefetch(&ops[mine[x + 4]]);
-    if (prog && i * 20 / n != shown) {
-      shown = i * 20 / n;
-      fprintf(prog, "\rtacosim: simulating %d ranks: %3d%%", sim_w->n_simulated, shown * 5);
-      fflush(prog);
-    }
+    if (prog) sim_progress(rs, i);
     if (s != PLAN_STREAM_COMPUTE) {
-      int d = first_undone_dep(rs, i);
+      int d = sim_first_undone_dep(rs, i);
       if (d >= 0) { /* wait, then look again where this stream stands */
         rs->waiting[s] = d;
-        wake_pending(rs);
+        sim_wake_pending(rs);
         sg_sem_acquire(rs->wake[s]);
         rs->waiting[s] = -1;
         continue;
@@ -405,59 +473,26 @@ static void stream_main(int argc, char **argv) {
         if (ops[i].dep[k] >= 0 && ops[i].dep[k] < i) wait_for(rs, s, ops[i].dep[k]);
     double t0 = simgrid_get_clock();
     if (ops[i].kind == PLAN_OP_COMPUTE) {
-      ts_err e = {0};
-      double total = 0, d, delay;
-      int last = i, merged = 0;
-      if (host_op_time(rs, &ops[i], t0, &d, &delay, &e)) {
-        sim_fail(&e);
-        break;
-      }
-      total = delay > 0 ? delay + d : d;
-      double host_wait = delay > 0 ? delay : 0;
-      double imbalance = ops[i].model_op == PLAN_MOP_MOE_IMBALANCE ? d : 0;
-      rs->n_kernel_end = 0;
-      if (push_kernel_end(rs, t0 + total)) break;
-      /* merge the following compute ops of this stream while nobody else waits on the block */
-      int y = x;
-      while (!rs->cross[last]) {
-        if (y + 1 >= n_mine) break;
-        int j = mine[y + 1];
-        if (ops[j].kind != PLAN_OP_COMPUTE || !deps_ready(rs, s, j, last)) break;
-        if (host_op_time(rs, &ops[j], t0 + total, &d, &delay, &e)) {
-          sim_fail(&e);
-          break;
-        }
-        if (delay > 0) total += delay, host_wait += delay;
-        total += d;
-        if (ops[j].model_op == PLAN_MOP_MOE_IMBALANCE) imbalance += d;
-        if (push_kernel_end(rs, t0 + total)) break;
-        last = j;
-        y++;
-        merged++;
-      }
-      if (total > 0) rs->compute_sleep_end = t0 + total;
-      wake_pending(rs);
-      if (total > 0 && block_into_meeting(rs, x, y)) {
-        rs->pending_s = total, rs->pending_end = t0 + total; /* (kernel_end stays: all of it is past by then) */
-      } else if (total > 0) {
-        sg_actor_sleep_for(total);
+      sim_block b;
+      if (sim_block_launch(rs, x, t0, &b)) break;
+      if (b.total > 0) rs->compute_sleep_end = t0 + b.total;
+      sim_wake_pending(rs);
+      if (b.total > 0 && block_into_meeting(rs, x, b.y)) {
+        rs->pending_s = b.total, rs->pending_end = t0 + b.total; /* (kernel_end stays: all of it is past by then) */
+      } else if (b.total > 0) {
+        sg_actor_sleep_for(b.total);
         rs->n_kernel_end = 0;
       }
-      rs->st.compute_s += total - imbalance - host_wait; /* MoE: the wait for the busiest EP rank is not this GPU's
-                                                           * work; nor the wait for its host */
-      rs->st.imbalance_s += imbalance;
-      rs->st.host_s += host_wait;
-      record(rs, s, x, merged, t0, total);
-      for (int k = x; k <= y; k++) finish(rs, s, mine[k]);
-      x = y;
+      sim_block_end(rs, &b);
+      x = b.y;
       continue;
     }
-    wake_pending(rs);
+    sim_wake_pending(rs);
     if (run_comm_op(rs, s, x)) break;
-    finish(rs, s, i);
+    sim_finish(rs, s, i);
   }
-  wake_pending(rs);
-  if (prog) fprintf(prog, "\r%60s\r", "");
+  sim_wake_pending(rs);
+  if (prog) sim_progress(rs, -1);
   double now = simgrid_get_clock();
   rs->st.stream_end_s[s] = now;
   if (s == PLAN_STREAM_COMPUTE) rs->st.compute_end_s = now;
@@ -783,14 +818,16 @@ static int start_actors(sim_world *w, const unsigned char *need, ts_err *e) {
     /* reduced mode: it sends for a rank not simulated */
     if (!w->ranks[r] && (w->o->collapse_off || sim_collapse_flows_from(r))) sim_pump_prepare(r);
   }
+  /* the streams the simulator's own event queue runs (sim_local.c) get no actor */
+  if (sim_local_setup(w, e)) return -1;
   for (int r = 0; r < w->world; r++) {
     sim_rank *rs = w->ranks[r];
     if (!rs) continue;
     int has[PLAN_STREAM_COUNT] = {0};
-    for (int i = 0; i < rs->prog->n; i++) has[rs->prog->ops[i].stream] = 1;
+    for (int s = 0; s < PLAN_STREAM_COUNT; s++) has[s] = rs->n_stream_ops[s] > 0;
     for (int s = 0; s < PLAN_STREAM_COUNT; s++) {
       rs->wake[s] = sg_sem_init(0);
-      if (!has[s]) continue;
+      if (!has[s] || rs->local & 1u << s) continue;
       stream_ctx *ctx = malloc(sizeof *ctx);
       if (!ctx) return ts_fail_sys(e, "out of memory");
       ctx->rs = rs;
@@ -905,6 +942,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
 
 static void free_world(sim_world *w) {
   free(w->memo.slots);
+  sim_local_free();
   sim_scale_free();
   sim_collapse_free();
   sim_clock_free(w);

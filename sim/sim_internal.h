@@ -35,6 +35,9 @@ typedef struct sim_rank_s {
   int32_t *dependent; /* per op: the one op of another stream that depends on it (-1: none, -2: several) */
   int32_t waiting[PLAN_STREAM_COUNT];
   sg_sem_t wake[PLAN_STREAM_COUNT];
+  /* streams run by the simulator's own event queue instead of a SimGrid actor (sim_local.c), and their state */
+  uint8_t local;
+  struct sim_local_stream *lstream[PLAN_STREAM_COUNT];
   uint8_t wake_pending; /* streams the compute stream woke, released when it next blocks (sim_engine.c) */
   /* each stream's next op (position in stream_ops): the compute stream may run another stream's in-node
    * collective itself when that stream sits waiting for it (sim_engine.c's run_for_idle_stream) */
@@ -119,6 +122,8 @@ typedef struct sim_rendezvous {
    * arrival so far (a member may join before it arrives: its wait for the SMs is slept by the meeting) */
   double timed_s, meet_start;
   int timed_same, timed_slept;
+  struct sim_local_stream *local_members; /* the local streams waiting in the meeting, in joining order, or the
+                                           * local receive waiting for its send (sim_local.c) */
 } sim_rendezvous;
 
 struct sim_world {
@@ -162,6 +167,59 @@ void sim_small_stack(sg_actor_t a);
 sim_rendezvous *sim_rendezvous_get(long long a, long long b, long long c, long long d, int expected);
 void sim_rendezvous_leave(sim_rendezvous *rv);
 void sim_fail(const ts_err *e);
+
+/* sim_comm.c: the pieces of an in-node collective that sim_local.c shares with sim_run_collective */
+typedef enum { SIM_PRE_NONE, SIM_PRE_SMS, SIM_PRE_IDLE_COMPUTE, SIM_PRE_BESIDE } sim_coll_pre;
+/* what the collective op waits for before it meets: nothing, the running kernel's SMs, the compute stream
+ * running dry, or (shm) a delay beside the running kernel */
+sim_coll_pre sim_comm_pre(sim_rank *rs, const plan_op *op);
+/* whether the compute stream cannot launch a kernel at `now` (a stream at a collective need not let it first) */
+bool sim_comm_compute_cannot_launch(const sim_rank *rs, int stream, double now);
+double sim_comm_kernel_left(const sim_rank *rs, double now); /* what the running compute kernel has left */
+double sim_comm_head_start_s(const plan_op *op, bool one_node);
+double sim_comm_beside_delay_s(double left); /* SIM_PRE_BESIDE's delay (slept when > 0) */
+bool sim_comm_joins_early(double now, double wait, double t);
+bool sim_comm_group_on_one_node(sim_rank *rs, int g);
+/* an in-node collective's calibrated time with its codec kernels (cc from sim_codec_cost_of) */
+int sim_comm_in_node_s(const plan_op *op, int n, const sim_codec_cost *cc, double *t, ts_err *e);
+void sim_comm_note(sim_rank *rs, double dur, double codec);
+/* send/recv, shared by sim_run_sendrecv and sim_local.c: the rendezvous (NULL: failed), an in-node move's end,
+ * the mover's end (wakes a waiting receiver), the op's end (a receive's transfer start; leaves) */
+sim_rendezvous *sim_comm_sendrecv_rv(sim_rank *rs, int i, bool *mover);
+double sim_comm_sendrecv_in_node_end(sim_rank *rs, const plan_op *op, sim_rendezvous *rv, double t0,
+                                     double *codec_s);
+void sim_comm_sendrecv_moved(sim_rank *rs, sim_rendezvous *rv, double dur, double codec_s);
+void sim_comm_sendrecv_leave(sim_rank *rs, int i, sim_rendezvous *rv);
+
+/* sim_engine.c: what a stream does, shared by its SimGrid actor (stream_main) and sim_local.c */
+/* A compute block launched at t0: from position x of the compute stream to y (merged ops after x). */
+typedef struct {
+  double t0, total, imbalance, host_wait;
+  int x, y, merged;
+} sim_block;
+/* Merges the compute ops from position x that nobody else waits on, prices them (host clock, clock model)
+ * and notes their kernels' ends; -1 when the simulation failed. */
+int sim_block_launch(sim_rank *rs, int x, double t0, sim_block *b);
+/* The block's end: its times in the rank's stats, its record, its ops finished. */
+void sim_block_end(sim_rank *rs, const sim_block *b);
+void sim_finish(sim_rank *rs, int s, int i); /* op i of stream s is done: wakes the stream waiting on it */
+void sim_wake_pending(sim_rank *rs);          /* wakes the SimGrid streams the compute stream finished ops for */
+int sim_first_undone_dep(const sim_rank *rs, int i);
+void sim_account_wait(sim_rank *rs, int d, double t0, double t1);
+/* a communication op's record and clock log once it ended, t0 when the stream reached it; -1 when failed */
+int sim_comm_op_done(sim_rank *rs, int s, int x, double t0, double end);
+void sim_progress(sim_rank *rs, int i); /* the first rank's compute stream reports progress */
+
+/* sim_local.c: the simulator's own event queue for in-node work (sim/README.md, "Speed") */
+/* Chooses the streams it runs (after the platform is loaded) and starts its driver actor; false when none. */
+int sim_local_setup(sim_world *w, ts_err *e);
+bool sim_local_runs(const sim_rank *rs, int s);
+/* Stream s of rs (a local one) may go on: its dependency is done (at the driver's time, or SimGrid's). */
+void sim_local_wake(sim_rank *rs, int s);
+void sim_local_wake_stream(struct sim_local_stream *ls); /* (a receive waiting in a rendezvous's local_members) */
+/* A SimGrid semaphore release: deferred while the driver runs an instant's events (no SimGrid call inside). */
+void sim_local_release(sg_sem_t sem);
+void sim_local_free(void);
 
 /* sim_engine.c: a compute op's calibrated time and its GEMM part (memoised) */
 int sim_op_compute_s(sim_world *w, const plan_op *op, double *s, double *gemm_s, ts_err *e);

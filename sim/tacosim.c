@@ -94,6 +94,10 @@ static const char simulate_usage[] =
     "                          a link run as one flow per kind (bytes, route), which ends when each would:\n"
     "                          the same prediction with fewer flows (on, the default; sim/README.md), or\n"
     "                          every edge as its own flow (off); the result's notes say which\n"
+    "  --local-queue on|off    the compute streams, and the streams whose ops all stay inside a node, run on\n"
+    "                          the simulator's own event queue (on, the default: the same prediction with far\n"
+    "                          fewer SimGrid calls; sim/README.md \"Speed\"), or each stream as a SimGrid\n"
+    "                          actor (off)\n"
     "  --decode eager|graph    inference plans: the decode steps launched kernel by kernel (eager, the\n"
     "                          default, as tacorun execute runs them), or each step one CUDA graph launch\n"
     "                          (graph, as tacorun execute --decode-graph; TP 1, PP 1; needs the calibration's\n"
@@ -242,7 +246,7 @@ static int cmd_simulate(int argc, char **argv) {
   const char *plan_path = NULL, *cal_path = NULL, *json = NULL, *csv = NULL, *trace = NULL, *trace_ranks = NULL;
   sim_mode mode = SIM_MODE_REDUCED;
   sim_transfer_mode transfer = SIM_TRANSFER_ROOFLINE;
-  bool ideal_overlap = false, clock_off = false, collapse_off = false, decode_set = false;
+  bool ideal_overlap = false, clock_off = false, collapse_off = false, local_off = false, decode_set = false;
   sim_infer_opts io = {.decode_graph = false};
   if (wants_help(argc, argv, simulate_usage)) return 0;
   for (int i = 1; i < argc; i++) {
@@ -269,6 +273,14 @@ static int cmd_simulate(int argc, char **argv) {
         collapse_off = false;
       else
         return command_error("simulate", "--collapse: \"%s\" is not one of on, off", v);
+    } else if (strcmp(a, "--local-queue") == 0 && has_value) {
+      const char *v = argv[++i];
+      if (strcmp(v, "off") == 0)
+        local_off = true;
+      else if (strcmp(v, "on") == 0)
+        local_off = false;
+      else
+        return command_error("simulate", "--local-queue: \"%s\" is not one of on, off", v);
     } else if (strcmp(a, "--decode") == 0 && has_value) {
       const char *v = argv[++i];
       if (strcmp(v, "graph") == 0)
@@ -346,7 +358,7 @@ static int cmd_simulate(int argc, char **argv) {
   }
   sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr,
                    .progress = isatty(STDERR_FILENO) ? stderr : NULL, .ideal_overlap = ideal_overlap, .clock_off = clock_off,
-                   .collapse_off = collapse_off};
+                   .collapse_off = collapse_off, .local_off = local_off};
   o.record_ranks = sel;
   schema_result r;
   int rc = sim_run(&p, &o, &r, &e);

@@ -101,10 +101,13 @@ static plan_op *add_op(plan_program *pr, plan_op_kind kind, plan_stream stream) 
 
 static bool run_ideal_overlap; /* sim_options.ideal_overlap of run() */
 static bool run_clock_off;     /* sim_options.clock_off of run() */
+static bool run_local_off;     /* sim_options.local_off of run() */
+static bool run_record;        /* sim_options.record_ops of run() */
 
 static int run(const plan *p, plan_program *progs, sim_mode mode, schema_result *r) {
   sim_options o = {.mode = mode, .cal = &cal, .platform_path = platform_path, .programs = progs,
-                   .ideal_overlap = run_ideal_overlap, .clock_off = run_clock_off};
+                   .ideal_overlap = run_ideal_overlap, .clock_off = run_clock_off, .local_off = run_local_off,
+                   .record_ops = run_record};
   ts_err e = {0};
   int rc = sim_run_isolated(p, &o, r, &e);
   if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
@@ -263,11 +266,9 @@ static void test_fast_link_uncapped(void) {
 
 /* GPipe on p stages, m micro-batches, free communication: the iteration is
  * (m + p - 1)(tf + tb) and each stage idles (p - 1)/(m + p - 1) of it. */
-static void test_pipeline_bubble(void) {
-  const int P = 4, M = 8;
-  const double tf = 0.010, tb = 0.020;
-  plan p;
-  make_plan(&p, 1, 1, P, 1, P);
+/* GPipe's programs on P stages of one node: M micro-batches, forward tf, backward tb, sends and receives
+ * between neighbour stages. */
+static plan_program *bubble_programs(int P, int M, double tf, double tb) {
   plan_program *pr = new_programs(P, 8 * M + 8);
   for (int s = 0; s < P; s++) {
     plan_program *g = &pr[s];
@@ -293,6 +294,15 @@ static void test_pipeline_bubble(void) {
         }
       }
   }
+  return pr;
+}
+
+static void test_pipeline_bubble(void) {
+  const int P = 4, M = 8;
+  const double tf = 0.010, tb = 0.020;
+  plan p;
+  make_plan(&p, 1, 1, P, 1, P);
+  plan_program *pr = bubble_programs(P, M, tf, tb);
   schema_result r;
   CU_ASSERT_EQUAL_FATAL(run(&p, pr, SIM_MODE_FULL, &r), 0);
   /* each compute op also pays the roofline's 3 us launch: well under 0.5% */
@@ -754,6 +764,150 @@ static void test_full_shared_programs(void) {
   schema_calibration_free(&c);
 }
 
+/* ---- the simulator's own event queue (sim_local.c) ---- */
+
+/* Whether two results agree to the bit: iteration, breakdown, every rank's figures, every record in order. */
+static int results_differ(const schema_result *a, const schema_result *b) {
+  int differ = a->iteration_time_s != b->iteration_time_s || a->n_ranks != b->n_ranks || a->n_ops != b->n_ops ||
+               memcmp(&a->breakdown, &b->breakdown, sizeof a->breakdown) != 0;
+  for (int k = 0; !differ && k < a->n_ranks; k++) {
+    const schema_rank_stat *x = &a->ranks[k], *y = &b->ranks[k];
+    differ += x->rank != y->rank || x->busy_s != y->busy_s || x->compute_s != y->compute_s || x->comm_s != y->comm_s ||
+              x->clock_duty != y->clock_duty || x->clock_gemm_speed != y->clock_gemm_speed ||
+              x->clock_mem_speed != y->clock_mem_speed || x->clock_cycle_us != y->clock_cycle_us;
+  }
+  for (int i = 0; !differ && i < a->n_ops; i++) {
+    const schema_op_record *x = &a->ops[i], *y = &b->ops[i];
+    differ += strcmp(x->name, y->name) || strcmp(x->stream, y->stream) || x->rank != y->rank ||
+              x->start_s != y->start_s || x->dur_s != y->dur_s || x->flow != y->flow || x->merged != y->merged;
+  }
+  return differ;
+}
+
+/* Hand programs run twice, on the event queue and as SimGrid actors (--local-queue off), recorded: both
+ * results in *on and *off; the programs are freed. */
+static void run_both(const plan *p, plan_program *pr, int world, schema_result *on, schema_result *off) {
+  run_record = true;
+  CU_ASSERT_EQUAL_FATAL(run(p, pr, SIM_MODE_FULL, on), 0);
+  run_local_off = true;
+  CU_ASSERT_EQUAL_FATAL(run(p, pr, SIM_MODE_FULL, off), 0);
+  run_local_off = run_record = false;
+  free_programs(pr, world);
+}
+
+static const schema_op_record *find_record(const schema_result *r, int rank, const char *kind) {
+  for (int i = 0; i < r->n_ops; i++)
+    if (r->ops[i].rank == rank && strcmp(r->ops[i].kind, kind) == 0) return &r->ops[i];
+  return NULL;
+}
+
+/* A stream of the event queue waits for a SimGrid-side receive: two nodes of one GPU (pp 2); rank 0 computes
+ * A (10 ms) and sends S bytes (a flow across nodes, a SimGrid actor's), rank 1 receives them and computes B
+ * (5 ms) once they arrived. B starts at the receive's end to the bit, the iteration is A + L + the flow
+ * (S / B + 2 latencies) + B + L (L: the 3 us launch cost of each op), and the actors give the same records. */
+static void test_local_waits_for_simgrid_recv(void) {
+  const double S = 1e8, launch = 3e-6;
+  plan p;
+  make_plan(&p, 1, 1, 2, 2, 1);
+  plan_program *pr = new_programs(2, 4);
+  add_op(&pr[0], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = 10e-3 * PEAK;
+  plan_op *sd = add_op(&pr[0], PLAN_OP_SEND, PLAN_STREAM_PP);
+  sd->peer = 1, sd->tag = 3, sd->traffic = PLAN_TRAFFIC_PP, sd->bytes = sd->wire_bytes = S, sd->dep[0] = 0;
+  plan_op *rv = add_op(&pr[1], PLAN_OP_RECV, PLAN_STREAM_PP);
+  rv->peer = 0, rv->tag = 3, rv->traffic = PLAN_TRAFFIC_PP, rv->bytes = rv->wire_bytes = S;
+  plan_op *b = add_op(&pr[1], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+  b->flops = 5e-3 * PEAK, b->dep[0] = 0;
+  schema_result on, off;
+  run_both(&p, pr, 2, &on, &off);
+  const schema_op_record *recv = find_record(&on, 1, "recv"), *comp = find_record(&on, 1, "compute");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(recv);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(comp);
+  CU_ASSERT_EQUAL(comp->start_s, recv->start_s + recv->dur_s);
+  NEAR(on.iteration_time_s, 10e-3 + launch + S / BW + 2 * LAT + 5e-3 + launch, 1e-6);
+  CU_ASSERT_TRUE(on.breakdown.pp_exposed_s > 0);
+  CU_ASSERT_EQUAL(results_differ(&on, &off), 0);
+  schema_result_free(&on);
+  schema_result_free(&off);
+}
+
+/* At one instant the compute stream runs before the other streams (class 0 before 1): a DP all-reduce inside a
+ * node becomes ready when compute op A (1 ms) ends, at the instant the compute stream launches B (10 ms); it
+ * must see B running and wait for its SMs, less the 25 us head start: the all-reduce ends 25 us before the same
+ * one issued after B (test_collective_head_start's instants), and the actors give the same records. */
+static void test_local_compute_first_at_an_instant(void) {
+  double t[2];
+  for (int off = 0; off < 2; off++) {
+    run_local_off = off;
+    t[off] = kernel_then_allreduce(1, 2, 0, 5e7); /* one node of two GPUs: all streams on the queue */
+  }
+  run_local_off = false;
+  double after = kernel_then_allreduce(1, 2, 1, 5e7);
+  CU_ASSERT_EQUAL(t[0], t[1]);
+  CU_ASSERT_DOUBLE_EQUAL(after - t[0], 25e-6, 1e-9);
+  /* the same in the records of both */
+  plan p;
+  make_plan(&p, 2, 1, 1, 1, 2);
+  plan_program *pr = new_programs(2, 4);
+  for (int r = 0; r < 2; r++) {
+    add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = 1e-3 * PEAK;
+    add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = 10e-3 * PEAK;
+    plan_op *c = add_op(&pr[r], PLAN_OP_COLLECTIVE, PLAN_STREAM_DP);
+    c->coll = PLAN_COLL_ALLREDUCE, c->group = PLAN_GROUP_DP, c->traffic = PLAN_TRAFFIC_DP;
+    c->bytes = c->wire_bytes = 5e7;
+    c->dep[0] = 0;
+  }
+  schema_result on, off;
+  run_both(&p, pr, 2, &on, &off);
+  CU_ASSERT_EQUAL(results_differ(&on, &off), 0);
+  const schema_op_record *ar = find_record(&on, 0, "collective");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ar);
+
+  /* reached when A ended (records come back rounded to 10 digits); its record holds the wait for the SMs */
+  CU_ASSERT_DOUBLE_EQUAL(ar->start_s, 1e-3 + 3e-6, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(ar->start_s + ar->dur_s, t[0], 1e-12);
+  schema_result_free(&on);
+  schema_result_free(&off);
+}
+
+/* Sends and receives inside a node run on the event queue too (every stream of the pipeline's programs on one
+ * node): the same records as the actors, and the receives' waits split into bubble and exposed transfer alike. */
+static void test_local_sendrecv_in_node(void) {
+  const int P = 4, M = 8;
+  plan p;
+  make_plan(&p, 1, 1, P, 1, P);
+  plan_program *pr = bubble_programs(P, M, 0.010, 0.020);
+  for (int r = 0; r < P; r++) /* activations of 100 MB (priced inside the node: an exposed transfer) */
+    for (int i = 0; i < pr[r].n; i++)
+      if (pr[r].ops[i].kind != PLAN_OP_COMPUTE) pr[r].ops[i].bytes = pr[r].ops[i].wire_bytes = 1e8;
+  schema_result on, off;
+  run_both(&p, pr, P, &on, &off);
+  CU_ASSERT_EQUAL(results_differ(&on, &off), 0);
+  CU_ASSERT_TRUE(on.breakdown.bubble_s > 0 && on.breakdown.pp_exposed_s > 0);
+  CU_ASSERT_TRUE(find_record(&on, 1, "recv") != NULL && find_record(&on, 1, "send") != NULL);
+  schema_result_free(&on);
+  schema_result_free(&off);
+}
+
+/* A shipped plan in full mode with the clock model (three simulations), every op recorded: on the event queue
+ * and with every stream a SimGrid actor, the same prediction, rank figures and records to the bit. */
+static void test_local_same_as_actors(void) {
+  static plan p;
+  schema_calibration c;
+  CU_ASSERT_EQUAL_FATAL(load_real("gpt3-13b-64.json", &p, &c), 0);
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &c, .record_ops = true};
+  schema_result on, off;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &on, &e), 0);
+  o.local_off = true;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &off, &e), 0);
+  CU_ASSERT_TRUE(on.n_ops > 100000);
+  CU_ASSERT_EQUAL(results_differ(&on, &off), 0);
+  printf("\n  gpt3-13b-64 full mode: %d records, %.9f s on the queue and as actors\n", on.n_ops, on.iteration_time_s);
+  schema_result_free(&on);
+  schema_result_free(&off);
+  schema_calibration_free(&c);
+}
+
 /* ---- the clock model (sim_clock.c) ---- */
 
 /* The clock section of the hand calibration: speeds 1.25 (GEMM) and 1.1
@@ -1085,6 +1239,11 @@ int main(void) {
   CU_add_test(s, "deterministic", test_deterministic);
   CU_add_test(s, "full and reduced modes agree within 1% (64 GPUs)", test_full_vs_reduced);
   CU_add_test(s, "full mode: a stage's shared program predicts what each rank's own does", test_full_shared_programs);
+  CU_add_test(s, "event queue: a local stream waits for a SimGrid-side receive", test_local_waits_for_simgrid_recv);
+  CU_add_test(s, "event queue: at one instant the compute stream launches before a collective looks",
+              test_local_compute_first_at_an_instant);
+  CU_add_test(s, "event queue: sends and receives inside a node", test_local_sendrecv_in_node);
+  CU_add_test(s, "event queue: a shipped plan predicts and records what the actors do", test_local_same_as_actors);
   CU_add_test(s, "clock model: fine-grained compute/idle alternation runs faster", test_clock_fine_grained_faster);
   CU_add_test(s, "clock model: one long compute stretch keeps its calibrated time", test_clock_long_stretch_unchanged);
   CU_add_test(s, "clock model: collectives over NVLink count as busy, through shm not",
