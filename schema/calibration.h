@@ -242,6 +242,10 @@ int schema_calibration_add_clock(schema_calibration *c, double duty, double peri
  * dst's; nothing when src has none. The host's costs belong to the machine, not to the transport:
  * `tacorun calibrate --compute-from` carries them into the other transports' files. */
 void schema_calibration_copy_host(schema_calibration *dst, const schema_calibration *src);
+/* Adds src's compute side to dst (tacorun calibrate --compute-from): GEMM, decode-GEMM and kernel
+ * tables, attention per shape of every backend, the clock section and burst profile, the host
+ * section; not the collectives or fits. 0, or -1 when out of memory. */
+int schema_calibration_copy_compute(schema_calibration *dst, const schema_calibration *src);
 /* Sorts every table and rebuilds the GEMM index (the loader and writer call it). */
 void schema_calibration_sort(schema_calibration *c);
 /* (Re)builds c->gemm_index over c->gemm; -1 on OOM (no index: lookups scan). */

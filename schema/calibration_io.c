@@ -124,6 +124,34 @@ void schema_calibration_copy_host(schema_calibration *dst, const schema_calibrat
   memcpy(dst->host_sync_gap_us, src->host_sync_gap_us, sizeof dst->host_sync_gap_us);
 }
 
+int schema_calibration_copy_compute(schema_calibration *c, const schema_calibration *src) {
+  int rc = 0;
+  for (int i = 0; i < src->n_gemm && !rc; i++)
+    rc = schema_calibration_add_gemm(c, src->gemm[i].m, src->gemm[i].n, src->gemm[i].k, src->gemm[i].us);
+  for (int i = 0; i < src->n_gemm_infer && !rc; i++)
+    rc = schema_calibration_add_gemm_infer(c, src->gemm_infer[i].m, src->gemm_infer[i].n, src->gemm_infer[i].k,
+                                           src->gemm_infer[i].us);
+  for (int t = 0; t < src->n_kernels && !rc; t++)
+    for (int i = 0; i < src->kernels[t].n && !rc; i++)
+      rc = schema_calibration_add_kernel(c, src->kernels[t].name, src->kernels[t].by_flops, src->kernels[t].pts[i].x,
+                                         src->kernels[t].pts[i].group, src->kernels[t].pts[i].us);
+  for (int b = 0; b < SCHEMA_ATTN_NBACKENDS && !rc; b++) { /* attention per shape, every backend */
+    int n;
+    const schema_attn_point *pt = schema_attn_points(src, (schema_attn_backend)b, &n);
+    for (int i = 0; i < n && !rc; i++)
+      rc = schema_calibration_add_attn_backend(c, (schema_attn_backend)b, &pt[i].s, pt[i].fwd_us, pt[i].bwd_us);
+  }
+  /* the clock section belongs to the GPUs, like the compute tables */
+  for (int i = 0; i < src->n_clock && !rc; i++)
+    rc = schema_calibration_add_clock(c, src->clock[i].duty, src->clock[i].period_us, src->clock[i].gemm_speed,
+                                      src->clock[i].mem_speed);
+  if (src->n_clock) c->clock_window_us = src->clock_window_us;
+  c->n_burst = src->n_burst; /* its burst profile too (merge_burst.py) */
+  memcpy(c->burst, src->burst, sizeof c->burst);
+  schema_calibration_copy_host(c, src); /* and the host's costs, graph_gap_us among them (same machine) */
+  return rc ? -1 : 0;
+}
+
 void schema_calibration_free(schema_calibration *c) {
   for (int i = 0; i < c->n_kernels; i++) free(c->kernels[i].pts);
   for (int i = 0; i < c->n_colls; i++) free(c->colls[i].pts);

@@ -321,6 +321,38 @@ static void test_sim_prices_the_plans_backend(void) {
   schema_calibration_free(&c);
 }
 
+/* tacorun calibrate --compute-from: another transport's file gets the shipped file's compute side
+ * whole (GEMMs, decode GEMMs, kernels, attention of every backend, clock, burst, host) and none of
+ * its collectives. */
+static void test_copy_compute(void) {
+  char path[4096];
+  repo_path(path, sizeof path, "calibration/h200-nvlink.json");
+  schema_calibration src, dst;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(path, &src, &e), 0);
+  memset(&dst, 0, sizeof dst);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_copy_compute(&dst, &src), 0);
+  CU_ASSERT_EQUAL(dst.n_gemm, src.n_gemm);
+  CU_ASSERT(src.n_gemm_infer > 0);
+  CU_ASSERT_EQUAL(dst.n_gemm_infer, src.n_gemm_infer);
+  CU_ASSERT_EQUAL(dst.n_kernels, src.n_kernels);
+  for (int b = 0; b < SCHEMA_ATTN_NBACKENDS; b++) {
+    int ns, nd;
+    const schema_attn_point *ps = schema_attn_points(&src, (schema_attn_backend)b, &ns);
+    const schema_attn_point *pd = schema_attn_points(&dst, (schema_attn_backend)b, &nd);
+    CU_ASSERT(ns > 0); /* the shipped file has every backend */
+    CU_ASSERT_EQUAL(nd, ns);
+    if (nd == ns && ns > 0) CU_ASSERT_EQUAL(pd[ns - 1].bwd_us, ps[ns - 1].bwd_us);
+  }
+  CU_ASSERT_EQUAL(dst.n_clock, src.n_clock);
+  CU_ASSERT_EQUAL(dst.n_burst, src.n_burst);
+  CU_ASSERT(dst.has_host);
+  CU_ASSERT_EQUAL(dst.host_graph_gap_us, src.host_graph_gap_us);
+  CU_ASSERT_EQUAL(dst.n_colls, 0);
+  schema_calibration_free(&dst);
+  schema_calibration_free(&src);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("calib_attn", NULL, NULL);
@@ -331,6 +363,7 @@ int main(void) {
   CU_add_test(s, "the simulator prices attention ops by their shape", test_sim_prices_attention_by_shape);
   CU_add_test(s, "attention_backends load, write back, and are refused naming the field", test_backends_load_and_reject);
   CU_add_test(s, "the plan's attention_backend picks the calibration's points", test_sim_prices_the_plans_backend);
+  CU_add_test(s, "--compute-from's copy: the whole compute side, no collectives", test_copy_compute);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

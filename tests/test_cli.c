@@ -432,16 +432,19 @@ static void test_tacorun_refuses_cp(void) {
 /* Mixture-of-experts plans run on one GPU at EP 1; the rest is refused before
  * any GPU, the field named: EP > 1, TP > 1 (expert TP follows it), Qwen3's wider heads,
  * and the built-in program (dense layers only). */
-static void write_plan(const char *name, const char *model, const char *cluster, const char *layout, int global) {
+static void write_plan_with(const char *name, const char *model, const char *cluster, const char *layout, int global,
+                            int seq, const char *tail) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", workdir, name);
   FILE *f = fopen(path, "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   fprintf(f, "{ \"schema\": 1, \"model\": \"%s\", \"cluster\": \"%s\", \"layout\": { %s },\n"
-             "  \"batch\": { \"micro\": 1, \"global\": %d, \"seq\": 1024 }, \"schedule\": \"1f1b\",\n"
-             "  \"layers_override\": 1, \"hidden_dropout\": 0 }\n",
-          model, cluster, layout, global);
+             "  \"batch\": { \"micro\": 1, \"global\": %d, \"seq\": %d }, \"schedule\": \"1f1b\"%s }\n",
+          model, cluster, layout, global, seq, tail);
   fclose(f);
+}
+static void write_plan(const char *name, const char *model, const char *cluster, const char *layout, int global) {
+  write_plan_with(name, model, cluster, layout, global, 1024, ",\n  \"layers_override\": 1, \"hidden_dropout\": 0");
 }
 static void test_tacorun_moe_refusals(void) {
   static char out[65536];
@@ -465,17 +468,11 @@ static void test_tacorun_moe_refusals(void) {
  * refused before any GPU, the field named; 0 is what its plans say. */
 static void test_tacorun_refuses_hidden_dropout(void) {
   static char out[65536];
-  char path[512];
   const char *value[] = {"", ", \"hidden_dropout\": 0.1"};
   for (int i = 0; i < 2; i++) {
-    snprintf(path, sizeof path, "%s/hd%d.json", workdir, i);
-    FILE *f = fopen(path, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\",\n"
-               "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": 1 },\n"
-               "  \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, \"schedule\": \"1f1b\"%s }\n",
-            value[i]);
-    fclose(f);
+    char name[32];
+    snprintf(name, sizeof name, "hd%d.json", i);
+    write_plan_with(name, "gpt-tiny", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1, 256, value[i]);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "execute hd%d.json", i);
     CU_ASSERT_EQUAL(tacorun(cmd, out, sizeof out), 2);

@@ -6,7 +6,8 @@
  * every shape of the model zoo, attention, memory-bound kernels, the clock
  * section (speeds at compute duty cycles below 1), the TACO and CAAT-Net
  * kernels, then NCCL and compressed collectives, and the latency + bandwidth
- * fits. --compute-from copies the compute tables, the clock section and the
+ * fits. --compute-from copies the compute tables (decode GEMMs and attention
+ * per shape of every backend among them), the clock section and the
  * host section of an earlier file (same GPUs and host) so another transport
  * needs only its collectives measured.
  *
@@ -75,8 +76,9 @@ static void usage(FILE *f) {
           "                       bench-graph's decode-layer timing of Llama-3 8B from the zoo, ~5 s; calibrate_host.c)\n"
           "  --time-limit SECONDS the run stops with an error after this long [1200]\n"
           "  --quick              fewer repetitions and group sizes (fits the 8-minute budget) [off]\n"
-          "  --compute-from FILE  copy GEMM and kernel tables, the clock and the host section (graph_gap_us\n"
-          "                       among it) from FILE; measure only collectives\n"
+          "  --compute-from FILE  copy GEMM and kernel tables, decode GEMMs, attention per shape (every\n"
+          "                       backend), the clock and the host section (graph_gap_us among it) from\n"
+          "                       FILE; measure only collectives\n"
           "  --check              run the kernel self-check only [off]\n"
           "  --max-bytes B        largest collective size (default 1073741824)\n"
           "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"
@@ -344,21 +346,7 @@ static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s
 static int copy_compute_tables(const char *path, schema_calibration *c, ts_err *e) {
   schema_calibration src;
   if (schema_calibration_load(path, &src, e)) return -1;
-  int rc = 0;
-  for (int i = 0; i < src.n_gemm && !rc; i++)
-    rc = schema_calibration_add_gemm(c, src.gemm[i].m, src.gemm[i].n, src.gemm[i].k, src.gemm[i].us);
-  for (int t = 0; t < src.n_kernels && !rc; t++)
-    for (int i = 0; i < src.kernels[t].n && !rc; i++)
-      rc = schema_calibration_add_kernel(c, src.kernels[t].name, src.kernels[t].by_flops, src.kernels[t].pts[i].x,
-                                         src.kernels[t].pts[i].group, src.kernels[t].pts[i].us);
-  /* the clock section belongs to the GPUs, like the compute tables */
-  for (int i = 0; i < src.n_clock && !rc; i++)
-    rc = schema_calibration_add_clock(c, src.clock[i].duty, src.clock[i].period_us, src.clock[i].gemm_speed,
-                                      src.clock[i].mem_speed);
-  if (src.n_clock) c->clock_window_us = src.clock_window_us;
-  c->n_burst = src.n_burst; /* its burst profile too (merge_burst.py) */
-  memcpy(c->burst, src.burst, sizeof c->burst);
-  schema_calibration_copy_host(c, &src); /* and the host's costs, graph_gap_us among them (same machine) */
+  int rc = schema_calibration_copy_compute(c, &src);
   schema_calibration_free(&src);
   return rc ? ts_fail_sys(e, "calibrate: out of memory") : 0;
 }
