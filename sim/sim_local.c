@@ -93,7 +93,7 @@ static int class_of(const sim_event *ev) { return (int)((uint64_t)ev->key >> 62)
 
 static void push(sim_local_stream *ls, double t) {
   int cls = ls->s == PLAN_STREAM_COMPUTE ? 0 : 1;
-  if (L.in_batch && t == L.now) { /* after the heap's events of this instant and class, before later ones */
+  if (L.in_batch && t == L.now) { /* after the heap's events of this instant and class, before the next instant's */
 #ifdef SIM_LOCAL_STATS
     L.n_now++;
 #endif
