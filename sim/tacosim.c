@@ -36,6 +36,17 @@ static int command_error(const char *cmd, const char *fmt, const char *arg) {
 
 static int is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
 
+/* An on|off option's value into *off: 0, or the bad-input status with the option named. */
+static int parse_on_off(const char *cmd, const char *opt, const char *v, bool *off) {
+  if (strcmp(v, "off") == 0 || strcmp(v, "on") == 0) {
+    *off = strcmp(v, "off") == 0;
+    return 0;
+  }
+  fprintf(stderr, "tacosim: %s: %s: \"%s\" is not one of on, off\n(tacosim %s --help lists its options)\n", cmd, opt,
+          v, cmd);
+  return TS_EXIT_BAD_INPUT;
+}
+
 /* Folders the names in plans are looked up in, and the calibration folder, as this build has them. */
 static void print_folders(FILE *out) {
   fprintf(out,
@@ -258,29 +269,14 @@ static int cmd_simulate(int argc, char **argv) {
       if (parse_transfer(argv[++i], &transfer))
         return command_error("simulate", "--transfer: \"%s\" is not one of roofline, off", argv[i]);
     } else if (strcmp(a, "--clock") == 0 && has_value) {
-      const char *v = argv[++i];
-      if (strcmp(v, "off") == 0)
-        clock_off = true;
-      else if (strcmp(v, "on") == 0)
-        clock_off = false;
-      else
-        return command_error("simulate", "--clock: \"%s\" is not one of on, off", v);
+      int rc = parse_on_off("simulate", "--clock", argv[++i], &clock_off);
+      if (rc) return rc;
     } else if (strcmp(a, "--collapse") == 0 && has_value) {
-      const char *v = argv[++i];
-      if (strcmp(v, "off") == 0)
-        collapse_off = true;
-      else if (strcmp(v, "on") == 0)
-        collapse_off = false;
-      else
-        return command_error("simulate", "--collapse: \"%s\" is not one of on, off", v);
+      int rc = parse_on_off("simulate", "--collapse", argv[++i], &collapse_off);
+      if (rc) return rc;
     } else if (strcmp(a, "--local-queue") == 0 && has_value) {
-      const char *v = argv[++i];
-      if (strcmp(v, "off") == 0)
-        local_off = true;
-      else if (strcmp(v, "on") == 0)
-        local_off = false;
-      else
-        return command_error("simulate", "--local-queue: \"%s\" is not one of on, off", v);
+      int rc = parse_on_off("simulate", "--local-queue", argv[++i], &local_off);
+      if (rc) return rc;
     } else if (strcmp(a, "--decode") == 0 && has_value) {
       const char *v = argv[++i];
       if (strcmp(v, "graph") == 0)
@@ -291,13 +287,8 @@ static int cmd_simulate(int argc, char **argv) {
         return command_error("simulate", "--decode: \"%s\" is not one of eager, graph", v);
       decode_set = true;
     } else if (strcmp(a, "--prefill-clock") == 0 && has_value) {
-      const char *v = argv[++i];
-      if (strcmp(v, "off") == 0)
-        io.prefill_clock_off = true;
-      else if (strcmp(v, "on") == 0)
-        io.prefill_clock_off = false;
-      else
-        return command_error("simulate", "--prefill-clock: \"%s\" is not one of on, off", v);
+      int rc = parse_on_off("simulate", "--prefill-clock", argv[++i], &io.prefill_clock_off);
+      if (rc) return rc;
       decode_set = true;
     } else if (strcmp(a, "--overlap") == 0 && has_value) {
       const char *v = argv[++i];
