@@ -426,6 +426,21 @@ static void test_derived_matches_design_figures(void) {
   schema_calibration_free(&c);
 }
 
+/* r written as JSON and read back into *b; the text is returned (the caller frees it). */
+static char *result_json_round_trip(const schema_result *r, schema_result *b) {
+  char *buf = NULL;
+  size_t len = 0;
+  ts_err e = {0};
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(schema_result_write_json(r, f, &e), 0);
+  fclose(f);
+  int rc = schema_result_from_json_text(buf, len, "r.json", b, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  return buf;
+}
+
 static void test_result_round_trip(void) {
   schema_result r, b;
   schema_result_init(&r, SCHEMA_SOURCE_MEASURED);
@@ -445,13 +460,10 @@ static void test_result_round_trip(void) {
   CU_ASSERT_EQUAL(schema_result_add_rank(&r, &rs), 0);
   CU_ASSERT_EQUAL(schema_result_add_op(&r, &op), 0);
   CU_ASSERT_EQUAL(schema_result_add_note(&r, "a note"), 0);
-  char *buf = NULL;
+  char *buf = result_json_round_trip(&r, &b);
   size_t len = 0;
   ts_err e = {0};
-  FILE *f = open_memstream(&buf, &len);
-  CU_ASSERT_EQUAL(schema_result_write_json(&r, f, &e), 0);
-  fclose(f);
-  CU_ASSERT_EQUAL_FATAL(schema_result_from_json_text(buf, len, "r.json", &b, &e), 0);
+  FILE *f;
   CU_ASSERT_EQUAL(b.source, SCHEMA_SOURCE_MEASURED);
   NEAR(b.iteration_time_s, 0.5, 1e-12);
   NEAR(b.breakdown.bubble_s, 0.1, 1e-12);
@@ -477,12 +489,8 @@ static void test_result_round_trip(void) {
   const double rates[] = {0.0, 0.1};
   for (int i = 0; i < 2; i++) {
     r.hidden_dropout = rates[i];
-    buf = NULL, len = 0;
-    f = open_memstream(&buf, &len);
-    CU_ASSERT_EQUAL(schema_result_write_json(&r, f, &e), 0);
-    fclose(f);
+    buf = result_json_round_trip(&r, &b);
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"hidden_dropout\": "));
-    CU_ASSERT_EQUAL_FATAL(schema_result_from_json_text(buf, len, "r.json", &b, &e), 0);
     CU_ASSERT_EQUAL(b.hidden_dropout, rates[i]);
     schema_result_free(&b);
     free(buf);
@@ -490,12 +498,8 @@ static void test_result_round_trip(void) {
   r.hidden_dropout = -1.0;
   /* recorded false (a plan's unfused cross-entropy): written and read back */
   r.cross_entropy_loss_fusion = -1;
-  buf = NULL, len = 0;
-  f = open_memstream(&buf, &len);
-  CU_ASSERT_EQUAL(schema_result_write_json(&r, f, &e), 0);
-  fclose(f);
+  buf = result_json_round_trip(&r, &b);
   CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"cross_entropy_loss_fusion\": false"));
-  CU_ASSERT_EQUAL_FATAL(schema_result_from_json_text(buf, len, "r.json", &b, &e), 0);
   CU_ASSERT_EQUAL(b.cross_entropy_loss_fusion, -1);
   schema_result_free(&b);
   free(buf);
@@ -508,11 +512,7 @@ static void test_result_round_trip(void) {
   schema_rank_stat cs = {.rank = 0, .busy_s = 0.4, .compute_s = 0.3, .comm_s = 0.1, .clock_duty = 0.625,
                          .clock_gemm_speed = 1.25, .clock_mem_speed = 1.0625};
   CU_ASSERT_EQUAL(schema_result_add_rank(&c, &cs), 0);
-  buf = NULL;
-  f = open_memstream(&buf, &len);
-  CU_ASSERT_EQUAL(schema_result_write_json(&c, f, &e), 0);
-  fclose(f);
-  CU_ASSERT_EQUAL_FATAL(schema_result_from_json_text(buf, len, "c.json", &b, &e), 0);
+  buf = result_json_round_trip(&c, &b);
   CU_ASSERT_EQUAL(b.clock_passes, 3);
   CU_ASSERT_EQUAL_FATAL(b.n_ranks, 1);
   CU_ASSERT_EQUAL(b.ranks[0].clock_duty, 0.625);
