@@ -23,11 +23,10 @@ the speed is 1.
 usage: merge_burst.py (--from BENCH_BURST.txt | --from-clock) [--gpu NAME] FILE...
 """
 import argparse
-import json
 import re
 import sys
 
-from merge_infer import append_note, data_json
+from merge_infer import append_note, load_bench_target, write_calibration
 
 
 def burst_bins(path):
@@ -73,11 +72,7 @@ def main():
     a = ap.parse_args()
     bins = burst_bins(a.src) if a.src else None
     for path in a.files:
-        cal = json.load(open(path))
-        if cal.get("gpu") != a.gpu:
-            sys.exit(f"merge_burst.py: {path} is of {cal.get('gpu')}, the bench of {a.gpu}")
-        if "clock" not in cal:
-            sys.exit(f"merge_burst.py: {path} has no clock section (the burst profile belongs to it)")
+        cal = load_bench_target("merge_burst.py", path, a.gpu, "clock", "the burst profile belongs to it")
         if a.from_clock:
             bins, period = clock_bins(cal["clock"])
             note = f"; burst: the clock section's {period / 1000:.0f}-ms row, duty <= 0.5 (merge_burst.py --from-clock)"
@@ -87,8 +82,7 @@ def main():
         # the profile replaces the one before: so does its note clause
         cal["notes"] = "; ".join(c for c in cal.get("notes", "").split("; ") if not c.startswith("burst: "))
         append_note(cal, note)
-        with open(path, "w") as f:
-            f.write(data_json(cal) + "\n")
+        write_calibration(path, cal)
         print(f"{path}: clock.burst, {len(bins)} bins, speed {bins[0][2]:.3f} at 0-{bins[0][1] / 1000:.0f} ms, "
               f"{bins[-1][2]:.3f} at {bins[-1][0] / 1000:.0f}-{bins[-1][1] / 1000:.0f} ms")
 

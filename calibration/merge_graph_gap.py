@@ -15,12 +15,11 @@ decode step under `tacosim simulate --decode graph` (sim/INFERENCE.md).
 usage: merge_graph_gap.py --from BENCH_GRAPH.txt [--gpu NAME] FILE...
 """
 import argparse
-import json
 import re
 import statistics
 import sys
 
-from merge_infer import append_note, data_json
+from merge_infer import append_note, load_bench_target, write_calibration
 
 GEMMS = ("qkv", "attn_out", "fc1", "fc2")
 
@@ -50,15 +49,10 @@ def main():
     a = ap.parse_args()
     gap, n = graph_gap(a.src)
     for path in a.files:
-        cal = json.load(open(path))
-        if cal.get("gpu") != a.gpu:
-            sys.exit(f"merge_graph_gap.py: {path} is of {cal.get('gpu')}, the bench of {a.gpu}")
-        if "host" not in cal:
-            sys.exit(f"merge_graph_gap.py: {path} has no host section (merge_host.py first)")
+        cal = load_bench_target("merge_graph_gap.py", path, a.gpu, "host", "merge_host.py first")
         cal["host"]["graph_gap_us"] = round(gap, 4)
         append_note(cal, f"; graph gap: {a.src} (merge_graph_gap.py)")
-        with open(path, "w") as f:
-            f.write(data_json(cal) + "\n")
+        write_calibration(path, cal)
         print(f"{path}: host.graph_gap_us {gap:.4f} us (median of {n} launches)")
 
 

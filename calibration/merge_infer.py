@@ -140,6 +140,23 @@ def merge_section(tool, src_path, src, files, name, value, note):
         yield path
 
 
+def load_bench_target(tool, path, gpu, section, hint):
+    """A calibration file a bench's figure goes into: refused (exit naming the tool and the file) when
+    it is of another GPU than the bench's or lacks the section the figure belongs to (hint: what to do)."""
+    cal = json.load(open(path))
+    if cal.get("gpu") != gpu:
+        sys.exit(f"{tool}: {path} is of {cal.get('gpu')}, the bench of {gpu}")
+    if section not in cal:
+        sys.exit(f"{tool}: {path} has no {section} section ({hint})")
+    return cal
+
+
+def write_calibration(path, cal):
+    """Writes a calibration file as the merge scripts do (data_json, one trailing newline)."""
+    with open(path, "w") as f:
+        f.write(data_json(cal) + "\n")
+
+
 def append_note(cal, note, limit=511):
     """Append note to cal's notes within the schema's limit. The notes are the
     measuring run's clauses, then one "; "-separated clause per merge (naming
