@@ -9,21 +9,34 @@ GEMM table. This times both forms on this GPU at each Megatron-Core H100 row's p
 (tokens = micro-batch x 4,096 as the inner dimension; QKV, attention projection, FC1, FC2 sharded by TP):
   bf16   torch.mm(x^T, dy)                                  (bf16 out)
   fp32   torch.addmm(main_grad, x^T, dy, out_dtype=float32)  (fp32 out, beta = 1: the fused accumulation)
-each the median of --reps after 3 warm-ups, back to back, after 2 s of 8192^3 GEMMs (clocks settled).
+(hidden and layers from ../published.csv, TP, PP and micro-batch from ../plans/), each the median of --reps after 3 warm-ups, back to back, after 2 s of 8192^3 GEMMs (clocks settled).
 Check: fp32 result of one accumulation equals main_grad + the fp32 product within bf16 GEMM tolerance.
 usage: wgrad_fp32.py [--reps 15] [--out OUT.json]
 """
 import argparse
+import csv
 import json
+import os
 import statistics
 import sys
 
 import torch
 
-# row: hidden, tp, micro-batch (mcore-h100/plans/*.json: tune.sh's choice), layers per stage (layers / pp)
-ROWS = {"1.7B": (2048, 1, 2, 24), "7.1B": (4096, 2, 4, 30), "16B": (6144, 4, 4, 32), "32B": (7168, 8, 4, 48),
-        "70B": (8192, 8, 4, 42), "119B": (10240, 8, 2, 23), "177B": (12288, 8, 2, 16),
-        "314B": (16384, 8, 1, 12), "462B": (18432, 8, 1, 7)}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def rows():
+    """row name -> (hidden, tp, micro-batch, layers per stage): hidden and layers from ../published.csv,
+    tp, pp and the micro-batch from ../plans/mcore-<name>.json (tune.sh's choice)."""
+    out = {}
+    with open(os.path.join(HERE, "..", "published.csv")) as f:
+        for r in csv.DictReader(line for line in f if not line.startswith("#")):
+            plan = json.load(open(os.path.join(HERE, "..", "plans", f"mcore-{r['name'].lower()}.json")))
+            lay = plan["layout"]
+            out[r["name"]] = (int(r["hidden"]), lay["tp"], plan["batch"]["micro"], int(r["layers"]) // lay["pp"])
+    return out
+
+
 SEQ = 4096
 
 
@@ -72,7 +85,7 @@ def main():
     res = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "heater_tflops": 2 * 8192 ** 3 / heat_ms / 1e9,
            "reps": a.reps, "check_rel_err": err, "rows": {}}
     print("row    gemm    m x n (weight)      k (tokens)  bf16 us   fp32-acc us  ratio")
-    for row, (h, tp, mb, lps) in ROWS.items():
+    for row, (h, tp, mb, lps) in rows().items():
         k = mb * SEQ
         shapes = {"qkv": (h, 3 * h // tp), "proj": (h // tp, h), "fc1": (h, 4 * h // tp), "fc2": (4 * h // tp, h)}
         out = {}
