@@ -13,11 +13,34 @@ elapsed() { echo $(($(date +%s) - START)); }
 variant_args() {
   case $1 in execute | calibrate | train) for v in ${VARIANTS:-}; do printf '%s\n' --variant "$v"; done ;; esac
 }
-mpi() { # mpi NP LIMIT CMD ARGS...: mpirun forwarding the NCCL_* variables that are set, VARIANTS as options; bounded
+# mpi NP LIMIT CMD ARGS...: NP processes of $BIN, one per GPU, bounded by LIMIT seconds; NCCL_* variables
+# forwarded, VARIANTS as options. Through mpirun where the machine has one; otherwise through tacorun's
+# id-file bootstrap (TACORUN_ID_FILE / TACORUN_NRANKS / TACORUN_RANK): ranks 1.. in the background with
+# their output in $OUT/rankN.log, rank 0's on stdout; the status is the first non-zero one, rank 0 first.
+mpi() {
   local np=$1 limit=$2; shift 2
-  local fwd=(-x LD_LIBRARY_PATH)
-  for v in $(env | grep -o '^NCCL_[A-Z_]*'); do fwd+=(-x "$v"); done
   local cmd=$1; shift
   mapfile -t va < <(variant_args "$cmd")
-  timeout "$limit" mpirun --allow-run-as-root -np "$np" --bind-to none "${fwd[@]}" "$BIN" "$cmd" "${va[@]}" "$@"
+  if command -v mpirun >/dev/null 2>&1; then
+    local fwd=(-x LD_LIBRARY_PATH)
+    for v in $(env | grep -o '^NCCL_[A-Z_]*'); do fwd+=(-x "$v"); done
+    timeout "$limit" mpirun --allow-run-as-root -np "$np" --bind-to none "${fwd[@]}" "$BIN" "$cmd" "${va[@]}" "$@"
+    return
+  fi
+  local idf r rc=0 rcr pids=()
+  idf=$(mktemp -u /tmp/tacorun-id.XXXXXX)
+  for ((r = 1; r < np; r++)); do
+    TACORUN_ID_FILE=$idf TACORUN_NRANKS=$np TACORUN_RANK=$r TACORUN_LOCAL_RANK=$r \
+      timeout "$limit" "$BIN" "$cmd" "${va[@]}" "$@" >"$OUT/rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  TACORUN_ID_FILE=$idf TACORUN_NRANKS=$np TACORUN_RANK=0 TACORUN_LOCAL_RANK=0 \
+    timeout "$limit" "$BIN" "$cmd" "${va[@]}" "$@"
+  rc=$?
+  for r in "${pids[@]}"; do
+    wait "$r"; rcr=$?
+    [ "$rc" -ne 0 ] || rc=$rcr
+  done
+  rm -f "$idf" "$idf".*
+  return "$rc"
 }
