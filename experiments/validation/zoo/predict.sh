@@ -2,11 +2,11 @@
 # predict.sh — `tacosim simulate` of every zoo plan (plans/*.json) with the
 # shipped default calibration, BEFORE the plans are measured: writes
 # predicted/<name>.json, .txt and predicted/README (commit, calibration, when).
-# Runs from the repository root. usage: experiments/validation/zoo/predict.sh [TACOSIM]
+# Runs from the repository root. usage: [ZOO_DIR=FOLDER] experiments/validation/zoo/predict.sh [TACOSIM]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 SIM=${1:-build/sim/tacosim}
-Z=experiments/validation/zoo
+Z=${ZOO_DIR:-experiments/validation/zoo} # ZOO_DIR: another folder of plans/ (experiments/validation/zoo2)
 mkdir -p $Z/predicted
 echo "# predicted $(date -u +%FT%TZ) by $SIM at commit $(git rev-parse --short HEAD), ${WHEN:-before the GPU run}; default calibration" >$Z/predicted/README
 for plan in $Z/plans/*.json; do
