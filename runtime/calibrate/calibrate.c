@@ -45,6 +45,7 @@ typedef struct {
   calib_config cfg;
   long long max_bytes; /* 0: default (1 GiB) */
   int comm_reps;       /* 0: default */
+  int coll_groups[8], n_coll_groups; /* --coll-groups: TACO group sizes of the compressed collectives (0: default) */
   long long comm_batch_us; /* 0: default */
 } calib_args;
 
@@ -55,7 +56,7 @@ static void usage(FILE *f) {
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
           "                         [--only gemm,attention,memory,clock,codec,comm,moe,host] [--compute-from FILE]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
-          "                         [--comm-passes N] [--comm-batch-us T]\n"
+          "                         [--comm-passes N] [--comm-batch-us T] [--coll-groups G,...]\n"
           "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE] [--moe-tsv FILE]\n"
           "                         [--no-clock] [--clock-tsv FILE] [--attn-context step|alone] [--attn-tsv FILE]\n"
           "       mpirun -np N tacorun calibrate ...   (one process per GPU for the collectives)\n\n"
@@ -82,6 +83,8 @@ static void usage(FILE *f) {
           "  --check              run the kernel self-check only [off]\n"
           "  --max-bytes B        largest collective size (default 1073741824)\n"
           "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"
+          "  --coll-groups LIST   TACO group sizes of the compressed collectives, powers of two in 32..512\n"
+          "                       (default 128,256; --quick 128); each is the table <op>.taco<G>\n"
           "  --comm-passes N      sweep every collective size N times (1-8, default 1), median of the\n"
           "                       passes kept: a transport that wanders over seconds (loopback sockets)\n"
           "                       is then sampled across the whole run, not in one second per size\n"
@@ -200,6 +203,12 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     } else if (!strcmp(o, "--comm-reps")) {
       if (parse_list(o, argv[++i], 3, 15, v, 1, &n, e)) return -1;
       a->comm_reps = (int)v[0];
+    } else if (!strcmp(o, "--coll-groups")) {
+      if (parse_list(o, argv[++i], 32, 512, v, 8, &n, e)) return -1;
+      for (int j = 0; j < n; j++)
+        if (v[j] & (v[j] - 1)) return ts_fail(e, NULL, o, "%lld is not a power of two (TACO groups are 32..512)", v[j]);
+      a->n_coll_groups = n;
+      for (int j = 0; j < n; j++) a->coll_groups[j] = (int)v[j];
     } else if (!strcmp(o, "--gemm-passes")) {
       if (parse_list(o, argv[++i], 1, CALIB_MAX_GEMM_PASSES, v, 1, &n, e)) return -1;
       a->cfg.gemm_passes = (int)v[0];
@@ -252,6 +261,10 @@ static void config_budgets(calib_config *cfg, const calib_args *a) {
   cfg->n_coll_groups = cfg->quick ? 1 : 2;
   cfg->coll_groups[0] = 128;
   cfg->coll_groups[1] = 256;
+  if (a->n_coll_groups) { /* --coll-groups */
+    cfg->n_coll_groups = a->n_coll_groups;
+    for (int i = 0; i < a->n_coll_groups; i++) cfg->coll_groups[i] = a->coll_groups[i];
+  }
 }
 
 /* ---- what the file records about the machine ---- */
