@@ -411,6 +411,16 @@ static void test_tacorun_train_dump_past_end(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--dump-at 300: the run's training steps are 0 to 299"));
 }
 
+/* calibrate --coll-groups: TACO group sizes of the compressed collectives, refused before any GPU when not a
+ * power of two in 32..512. */
+static void test_tacorun_calibrate_coll_groups(void) {
+  static char out[65536];
+  CU_ASSERT_EQUAL(tacorun("calibrate --only comm --coll-groups 32,48", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--coll-groups: 48 is not a power of two"));
+  CU_ASSERT_EQUAL(tacorun("calibrate --only comm --coll-groups 1024", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--coll-groups"));
+}
+
 /* Context parallelism is simulated, not executed: refused before any GPU or communicator, the field named. */
 static void test_tacorun_refuses_cp(void) {
   static char out[65536];
@@ -506,6 +516,8 @@ int main(void) {
 #ifdef TACORUN_BIN
   CU_add_test(s, "tacorun: every command's --help without a GPU lists its options", test_tacorun_help);
   CU_add_test(s, "tacorun train refuses --dump-at past the last step (exit 2)", test_tacorun_train_dump_past_end);
+  CU_add_test(s, "tacorun calibrate refuses --coll-groups outside powers of two in 32..512 (exit 2)",
+              test_tacorun_calibrate_coll_groups);
   CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
   CU_add_test(s, "tacorun execute: MoE beyond one GPU refused (exit 2, the field named)", test_tacorun_moe_refusals);
   CU_add_test(s, "tacorun execute refuses hidden_dropout > 0 (exit 2, the field named)",
