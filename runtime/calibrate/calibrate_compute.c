@@ -19,6 +19,7 @@
 #include "ops_variants.h"
 #include "rt_ops.h"
 #include "rt_ops_check.h"
+#include "rt_ops_layer.h"
 
 #define ROTATE_BYTES ((size_t)256 << 20) /* > 4x the H200's 50 MB L2 */
 #define MAX_SETS 16
@@ -337,6 +338,7 @@ static void mem_sizes(const mem_ctx *m, size_t bf[4], size_t fp[2]) {
   case CALIB_MEM_SWIGLU: bf[0] = 2 * n, bf[1] = n, bf[2] = 2 * n; break; /* x, y|dy, dx */
   case CALIB_MEM_LOSS: bf[0] = n, fp[0] = (size_t)m->rows, fp[1] = 3 * (size_t)m->rows; break; /* logits, rowmax, sums */
   case CALIB_MEM_EMBEDDING: bf[0] = n, bf[1] = n; break; /* table (as many rows as tokens), y */
+  case CALIB_MEM_BIAS: bf[0] = n, bf[1] = (size_t)m->cols, fp[0] = (size_t)m->cols; break; /* y|dy, bias, gradient */
   default: break;
   }
 }
@@ -352,6 +354,7 @@ static double mem_traffic(const mem_ctx *m) {
   case CALIB_MEM_ADD: return 3 * 2.0 * n;
   case CALIB_MEM_LOSS:
   case CALIB_MEM_EMBEDDING: return 2 * 2.0 * n;
+  case CALIB_MEM_BIAS: return (m->dir == MEM_FWD ? 2 : 1) * 2.0 * n; /* y read and written | dy read */
   default: return n;
   }
 }
@@ -394,6 +397,11 @@ static int mem_launch(void *p, long long iter, ts_err *e) {
   case CALIB_MEM_EMBEDDING: /* every token in this rank's slice of the vocabulary, no position table */
     return exec_embed_fwd(m->ids, t[0], 0, m->rows, NULL, 0, t[1], m->rows, (int)(m->rows < (1 << 30) ? m->rows : 1),
                           m->cols, NULL, e);
+  /* the executor's unfused bias passes (exec_layer.c): the add over a GEMM's output, and the
+   * gradient's column sums into an FP32 accumulator */
+  case CALIB_MEM_BIAS:
+    return m->dir == MEM_FWD ? rt_bias_add(t[0], t[1], m->rows, m->cols, m->cols, NULL, e)
+                             : rt_bias_grad(t[0], f[0], m->rows, m->cols, m->cols, NULL, e);
   default: return ts_fail_sys(e, "calibrate: unknown memory-bound kernel %d", (int)m->kind);
   }
 }
@@ -436,8 +444,12 @@ static int mem_alloc(mem_ctx *m, ts_err *e) {
   return rt_fill_labels(m->ids, m->rows, m->kind == CALIB_MEM_LOSS ? m->cols : (int)m->rows, 33, NULL, e);
 }
 
+/* The generic table a kernel's points also go to (the simulator's fallback when the specific one is
+ * missing), or NULL: the bias passes have only their own (sim_costs.c's bias_us falls back on
+ * "elementwise" where a file lacks them, but their points would distort that table). */
 static const char *generic_table(calib_mem_kind k, mem_dir d) {
   switch (k) {
+  case CALIB_MEM_BIAS: return NULL;
   case CALIB_MEM_LAYERNORM:
   case CALIB_MEM_RMSNORM: return d == MEM_FWD ? "norm" : "norm_bwd";
   case CALIB_MEM_GELU:
@@ -450,7 +462,8 @@ static const char *generic_table(calib_mem_kind k, mem_dir d) {
 }
 
 static int has_bwd(calib_mem_kind k) {
-  return k == CALIB_MEM_LAYERNORM || k == CALIB_MEM_RMSNORM || k == CALIB_MEM_GELU || k == CALIB_MEM_SWIGLU;
+  return k == CALIB_MEM_LAYERNORM || k == CALIB_MEM_RMSNORM || k == CALIB_MEM_GELU || k == CALIB_MEM_SWIGLU ||
+         k == CALIB_MEM_BIAS;
 }
 
 /* AdamW over n parameters: FP32 master, grad, m, v and the BF16 copy. */
@@ -533,8 +546,9 @@ int calib_run_memops(const calib_config *cfg, const calib_shapes *sh, schema_cal
       double bytes = mem_traffic(&m);
       char name[48];
       snprintf(name, sizeof name, "%s_%s", calib_mem_kind_name(m.kind), d == MEM_FWD ? "fwd" : "bwd");
+      const char *generic = generic_table(m.kind, m.dir);
       if (calib_add_kernel(c, name, false, bytes, 0, us) ||
-          calib_add_kernel(c, generic_table(m.kind, m.dir), false, bytes, 0, us)) {
+          (generic && calib_add_kernel(c, generic, false, bytes, 0, us))) {
         mem_free(&m);
         return ts_fail_sys(e, "calibrate: out of memory");
       }

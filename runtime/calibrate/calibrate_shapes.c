@@ -23,7 +23,7 @@ void calib_sweep_default(calib_sweep *s) {
 }
 
 const char *calib_mem_kind_name(calib_mem_kind k) {
-  static const char *names[CALIB_MEM_KINDS] = {"layernorm", "rmsnorm", "gelu", "swiglu", "add", "loss", "embedding"};
+  static const char *names[CALIB_MEM_KINDS] = {"layernorm", "rmsnorm", "gelu", "swiglu", "add", "loss", "embedding", "bias"};
   return k >= 0 && k < CALIB_MEM_KINDS ? names[k] : "?";
 }
 
@@ -113,7 +113,13 @@ int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib
         const model_op *op = &ops[i];
         if (op->kind != MODEL_OP_GEMM) continue;
         if ((i < n ? add_linear : add_logits)(sh, op->m, op->n, op->k, e)) return -1;
+        /* the executor's bias passes (exec_layer.c): over the qkv and fc1 outputs, and over the
+         * rows of the residual ops (attn_out's and fc2's biases) */
+        if (i < n && ((m.qkv_bias && !strcmp(op->name, "qkv")) || (m.linear_bias && !strcmp(op->name, "fc1"))) &&
+            add_mem(sh, CALIB_MEM_BIAS, op->m, op->n, e))
+          return -1;
       }
+      if (m.linear_bias && add_mem(sh, CALIB_MEM_BIAS, tokens, m.hidden, e)) return -1;
       calib_mem_kind norm = m.norm == MODEL_NORM_LAYERNORM ? CALIB_MEM_LAYERNORM : CALIB_MEM_RMSNORM;
       calib_mem_kind act = m.activation == MODEL_ACT_SWIGLU ? CALIB_MEM_SWIGLU : CALIB_MEM_GELU;
       if (add_mem(sh, norm, tokens, m.hidden, e) || add_mem(sh, CALIB_MEM_ADD, tokens, m.hidden, e) ||

@@ -40,6 +40,7 @@ typedef enum {
   CALIB_MEM_ADD,       /* rows = tokens, cols = hidden */
   CALIB_MEM_LOSS,      /* rows = tokens, cols = vocab / tp */
   CALIB_MEM_EMBEDDING, /* rows = tokens, cols = hidden (gather from vocab / tp rows) */
+  CALIB_MEM_BIAS,      /* rows = tokens, cols = the biased GEMM's output columns (models with biases) */
   CALIB_MEM_KINDS
 } calib_mem_kind;
 
