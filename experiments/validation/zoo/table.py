@@ -2,17 +2,32 @@
 """table.py — predicted (predicted/, written before the run) against measured
 (measured/, tacorun execute on one H200) iteration times of the zoo plans, and
 TTFT/TPOT of the inference plans (predicted-infer/). Markdown on stdout.
-usage: experiments/validation/zoo/table.py   (from anywhere)"""
-import json, os, statistics, glob
+usage: experiments/validation/zoo/table.py [PREDICTED_DIR MEASURED_DIR]   (from anywhere; default
+predicted/ and measured/; a run folder's NAME.json.gz are read too, e.g. run7/predicted run7)"""
+import glob, gzip, json, os, statistics, sys
 Z = os.path.dirname(os.path.abspath(__file__))
+PRED = os.path.abspath(sys.argv[1]) if len(sys.argv) > 2 else os.path.join(Z, "predicted")
+MEAS = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else os.path.join(Z, "measured")
+
+
+def load(path):
+    """A result file, plain or gzipped (NAME.json or NAME.json.gz); None when neither exists."""
+    if os.path.exists(path):
+        return json.load(open(path))
+    if os.path.exists(path + ".gz"):
+        return json.load(gzip.open(path + ".gz"))
+    return None
+
+
 rows, errs = [], []
-for p in sorted(glob.glob(os.path.join(Z, "plans", "*.json"))):
-    n = os.path.basename(p)[:-5]
-    pr, me = os.path.join(Z, "predicted", n + ".json"), os.path.join(Z, "measured", n + ".json")
-    if not (os.path.exists(pr) and os.path.exists(me)):
+names = sorted({os.path.basename(p)[:-5] for p in glob.glob(os.path.join(Z, "plans", "*.json"))} |
+               {os.path.basename(p)[:-5] for p in glob.glob(os.path.join(PRED, "*.json"))})
+for n in names:
+    pr, me = load(os.path.join(PRED, n + ".json")), load(os.path.join(MEAS, n + ".json"))
+    if not (pr and me):
         rows.append(f"| {n} | - | - | not measured |")
         continue
-    a, b = json.load(open(pr))["iteration_time_s"], json.load(open(me))["iteration_time_s"]
+    a, b = pr["iteration_time_s"], me["iteration_time_s"]
     err = 100 * (a - b) / b
     errs.append(abs(err))
     rows.append(f"| {n} | {a * 1e3:.1f} | {b * 1e3:.1f} | {err:+.2f}% |")
