@@ -14,17 +14,20 @@ extern "C" { /* ts_error.h has no C++ guards of its own */
 
 typedef __nv_bfloat16 bf16;
 
-/* One block per row; threads over the heads x d/2 pairs. */
-__global__ void rope_kernel(bf16 *x, int ld, int heads, int d, int seq, const float *inv_freq, float sign) {
-  const long long r = blockIdx.x;
-  const int half = d / 2, pairs = heads * half;
+/* Threads (i, row): threadIdx.x is the pair index i < d/2, threadIdx.y the row within the block.
+ * The angle's sine and cosine depend on (row, i) only: computed once, applied to every head of the
+ * row (the same FP32 arithmetic per element as computing it per head). */
+__global__ void rope_kernel(bf16 *x, long long rows, int ld, int heads, int d, int seq, const float *inv_freq,
+                            float sign) {
+  const long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y;
+  const int half = d / 2, i = threadIdx.x;
+  if (r >= rows || i >= half) return;
   const float pos = (float)(r % seq);
+  float sn, cs;
+  sincosf(pos * inv_freq[i], &sn, &cs);
+  sn *= sign;
   bf16 *row = x + r * ld;
-  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
-    const int hd = p / half, i = p % half;
-    float sn, cs;
-    sincosf(pos * inv_freq[i], &sn, &cs);
-    sn *= sign;
+  for (int hd = 0; hd < heads; hd++) {
     bf16 *v = row + hd * d;
     const float x1 = __bfloat162float(v[i]), x2 = __bfloat162float(v[i + half]);
     v[i] = __float2bfloat16(x1 * cs - x2 * sn);
@@ -34,11 +37,14 @@ __global__ void rope_kernel(bf16 *x, int ld, int heads, int d, int seq, const fl
 
 extern "C" int rt_rope(void *x, long long rows, int ld, int heads, int d, int seq, const float *inv_freq,
                        int inverse, void *stream, ts_err *e) {
-  if (rows < 0 || rows > 2147483647LL || heads < 1 || d < 2 || d % 2 || seq < 1 || ld < heads * d || !inv_freq)
+  if (rows < 0 || rows > 2147483647LL || heads < 1 || d < 2 || d % 2 || d > 2048 || seq < 1 || ld < heads * d ||
+      !inv_freq)
     return ts_fail_sys(e, "rt_rope: bad shape (rows %lld, ld %d, heads %d, d %d, seq %d)", rows, ld, heads, d, seq);
   if (rows == 0) return 0;
-  rope_kernel<<<(unsigned)rows, 256, 0, (cudaStream_t)stream>>>((bf16 *)x, ld, heads, d, seq, inv_freq,
-                                                                inverse ? -1.f : 1.f);
+  const int half = d / 2, ty = half >= 256 ? 1 : 256 / half;
+  const long long blocks = (rows + ty - 1) / ty;
+  rope_kernel<<<(unsigned)blocks, dim3((unsigned)half, (unsigned)ty), 0, (cudaStream_t)stream>>>(
+      (bf16 *)x, rows, ld, heads, d, seq, inv_freq, inverse ? -1.f : 1.f);
   RT_CHECK_LAUNCH(e);
   return 0;
 }
