@@ -335,7 +335,8 @@ int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int
   snprintf(text, text_cap,
            "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\",\n"
            "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d%s },\n"
-           "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"%s\"%s }\n",
+           "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"%s\",\n"
+           "  \"hidden_dropout\": 0%s }\n", /* the executor runs no dropout (exec_plan_refuse) */
            model_path, dp, tp, pp, layout_extra ? layout_extra : "", cfg->batch, cfg->batch * dp * micros,
            cfg->seq, schedule ? schedule : "1f1b", plan_extra ? plan_extra : "");
   return 0;
