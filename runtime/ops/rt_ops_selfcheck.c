@@ -336,7 +336,8 @@ out:
  * (FP32 sums, accumulated onto a non-zero start) on rows of ld columns of
  * which the first heads x d (RoPE) or cols (biases) are used; the rest must
  * stay as it was. theta 1e4, positions up to seq - 1. The bias add takes its 16-byte path where
- * cols and ld are multiples of 8, its element path otherwise. */
+ * cols and ld are multiples of 8, its element path otherwise; RoPE its 16-byte path where d / 2 and
+ * ld are multiples of 8 (d 16 and 128 here), its element path otherwise (d 12). */
 static int check_layer(int rows, int ld, int heads, int d, int seq, int cols, FILE *log, ts_err *e) {
   const long long n = (long long)rows * ld;
   tensor x, b;
@@ -412,6 +413,7 @@ int rt_ops_selfcheck(void *log_file, ts_err *e) {
   RT_TRY(check_adamw(4099, 0, 1, log, e));
   RT_TRY(check_layer(300, 96, 5, 16, 128, 77, log, e));   /* rows past one sequence; ld wider than the heads */
   RT_TRY(check_layer(300, 96, 5, 16, 128, 80, log, e));   /* the biases' 16-byte path, ld wider than cols */
+  RT_TRY(check_layer(300, 96, 5, 12, 128, 80, log, e));   /* RoPE's element path (d / 2 = 6) */
   RT_TRY(check_layer(517, 640, 5, 128, 512, 637, log, e)); /* head dim 128, 517 rows: three bias-gradient row blocks */
   RT_TRY(check_layer(517, 640, 5, 128, 512, 640, log, e)); /* the 16-byte path over every column */
   return 0;
