@@ -218,6 +218,7 @@ static void test_ceiling_refused(void) {
 static int fused_attention_priced(double fraction_of_causal_roof, double *us, ts_err *e) {
   static plan p;
   if (plan_load(PLANS_DIR "/gpt-h4096-1gpu.json", NULL, NULL, &p, e)) return -1;
+  p.attention_backend = PLAN_ATTENTION_FUSED; /* the plan says the executor's kernel; this prices cuDNN's */
   schema_attn_shape q = {.head_dim = model_head_dim(&p.model), .seq = plan_local_seq(&p), .batch = p.micro_batch,
                          .heads = p.model.heads / p.tp, .kv_heads = p.model.kv_heads / p.tp, .causal = true};
   double roof_s = schema_attn_flops(&q, false) / (p.cluster.gpu.bf16_tflops * 1e12);
