@@ -317,6 +317,8 @@ typedef struct {
   mem_dir dir;
   long long rows;
   int cols;
+  int head_dim;    /* CALIB_MEM_ROPE */
+  float *inv_freq; /* CALIB_MEM_ROPE: theta 1e4's frequencies, head_dim / 2 of them */
   int sets;
   void *t[MAX_SETS][4];
   float *f[MAX_SETS][2];
@@ -339,6 +341,7 @@ static void mem_sizes(const mem_ctx *m, size_t bf[4], size_t fp[2]) {
   case CALIB_MEM_LOSS: bf[0] = n, fp[0] = (size_t)m->rows, fp[1] = 3 * (size_t)m->rows; break; /* logits, rowmax, sums */
   case CALIB_MEM_EMBEDDING: bf[0] = n, bf[1] = n; break; /* table (as many rows as tokens), y */
   case CALIB_MEM_BIAS: bf[0] = n, bf[1] = (size_t)m->cols, fp[0] = (size_t)m->cols; break; /* y|dy, bias, gradient */
+  case CALIB_MEM_ROPE: bf[0] = n; break; /* the query and key heads, rotated in place */
   default: break;
   }
 }
@@ -355,6 +358,7 @@ static double mem_traffic(const mem_ctx *m) {
   case CALIB_MEM_LOSS:
   case CALIB_MEM_EMBEDDING: return 2 * 2.0 * n;
   case CALIB_MEM_BIAS: return (m->dir == MEM_FWD ? 2 : 1) * 2.0 * n; /* y read and written | dy read */
+  case CALIB_MEM_ROPE: return 2 * 2.0 * n; /* read and written, both ways (models/model_layer.c's bytes) */
   default: return n;
   }
 }
@@ -402,6 +406,10 @@ static int mem_launch(void *p, long long iter, ts_err *e) {
   case CALIB_MEM_BIAS:
     return m->dir == MEM_FWD ? rt_bias_add(t[0], t[1], m->rows, m->cols, m->cols, NULL, e)
                              : rt_bias_grad(t[0], f[0], m->rows, m->cols, m->cols, NULL, e);
+  /* RoPE (rt_rope) on the query and key heads in place; the backward is the inverse rotation */
+  case CALIB_MEM_ROPE:
+    return rt_rope(t[0], m->rows, m->cols, m->cols / m->head_dim, m->head_dim, (int)(m->rows < 8192 ? m->rows : 8192),
+                   m->inv_freq, m->dir == MEM_BWD, NULL, e);
   default: return ts_fail_sys(e, "calibrate: unknown memory-bound kernel %d", (int)m->kind);
   }
 }
@@ -412,6 +420,8 @@ static void mem_free(mem_ctx *m) {
     for (int i = 0; i < 2; i++) cudaFree(m->f[s][i]);
   }
   cudaFree(m->ids), cudaFree(m->gamma), cudaFree(m->beta), cudaFree(m->dgamma), cudaFree(m->dbeta);
+  cudaFree(m->inv_freq);
+  m->inv_freq = NULL;
   memset(m->t, 0, sizeof m->t), memset(m->f, 0, sizeof m->f);
   m->ids = NULL, m->gamma = m->beta = NULL, m->dgamma = m->dbeta = NULL;
 }
@@ -440,16 +450,25 @@ static int mem_alloc(mem_ctx *m, ts_err *e) {
   RT_CHECK_CUDA(e, cudaMalloc((void **)&m->dbeta, (size_t)m->cols * 4));
   RT_CHECK_CUDA(e, cudaMemset(m->dgamma, 0, (size_t)m->cols * 4));
   RT_CHECK_CUDA(e, cudaMemset(m->dbeta, 0, (size_t)m->cols * 4));
+  if (m->kind == CALIB_MEM_ROPE) {
+    float f[1024];
+    const int half = m->head_dim / 2;
+    if (half < 1 || half > 1024) return ts_fail_sys(e, "calibrate: RoPE head dim %d out of range", m->head_dim);
+    for (int i = 0; i < half; i++) f[i] = (float)pow(1e4, -2.0 * i / m->head_dim);
+    RT_CHECK_CUDA(e, cudaMalloc((void **)&m->inv_freq, (size_t)half * sizeof *f));
+    RT_CHECK_CUDA(e, cudaMemcpy(m->inv_freq, f, (size_t)half * sizeof *f, cudaMemcpyHostToDevice));
+  }
   RT_CHECK_CUDA(e, cudaMalloc((void **)&m->ids, (size_t)m->rows * 4));
   return rt_fill_labels(m->ids, m->rows, m->kind == CALIB_MEM_LOSS ? m->cols : (int)m->rows, 33, NULL, e);
 }
 
 /* The generic table a kernel's points also go to (the simulator's fallback when the specific one is
- * missing), or NULL: the bias passes have only their own (sim_costs.c's bias_us falls back on
+ * missing), or NULL: the bias passes and RoPE have only their own (sim_costs.c falls back on
  * "elementwise" where a file lacks them, but their points would distort that table). */
 static const char *generic_table(calib_mem_kind k, mem_dir d) {
   switch (k) {
-  case CALIB_MEM_BIAS: return NULL;
+  case CALIB_MEM_BIAS:
+  case CALIB_MEM_ROPE: return NULL;
   case CALIB_MEM_LAYERNORM:
   case CALIB_MEM_RMSNORM: return d == MEM_FWD ? "norm" : "norm_bwd";
   case CALIB_MEM_GELU:
@@ -463,7 +482,7 @@ static const char *generic_table(calib_mem_kind k, mem_dir d) {
 
 static int has_bwd(calib_mem_kind k) {
   return k == CALIB_MEM_LAYERNORM || k == CALIB_MEM_RMSNORM || k == CALIB_MEM_GELU || k == CALIB_MEM_SWIGLU ||
-         k == CALIB_MEM_BIAS;
+         k == CALIB_MEM_BIAS || k == CALIB_MEM_ROPE;
 }
 
 /* AdamW over n parameters: FP32 master, grad, m, v and the BF16 copy. */
@@ -531,7 +550,7 @@ int calib_run_memops(const calib_config *cfg, const calib_shapes *sh, schema_cal
   for (int i = 0; i < sh->n_mem; i++) {
     mem_ctx m;
     memset(&m, 0, sizeof m);
-    m.kind = sh->mem[i].kind, m.rows = sh->mem[i].rows, m.cols = sh->mem[i].cols;
+    m.kind = sh->mem[i].kind, m.rows = sh->mem[i].rows, m.cols = sh->mem[i].cols, m.head_dim = sh->mem[i].head_dim;
     if (mem_alloc(&m, e)) {
       mem_free(&m);
       return -1;

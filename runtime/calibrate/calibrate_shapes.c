@@ -23,7 +23,8 @@ void calib_sweep_default(calib_sweep *s) {
 }
 
 const char *calib_mem_kind_name(calib_mem_kind k) {
-  static const char *names[CALIB_MEM_KINDS] = {"layernorm", "rmsnorm", "gelu", "swiglu", "add", "loss", "embedding", "bias"};
+  static const char *names[CALIB_MEM_KINDS] = {"layernorm", "rmsnorm", "gelu", "swiglu", "add", "loss", "embedding", "bias",
+                                                     "rope"};
   return k >= 0 && k < CALIB_MEM_KINDS ? names[k] : "?";
 }
 
@@ -74,12 +75,19 @@ static int add_attn(calib_shapes *sh, int batch, int heads, int kv_heads, int se
   return 0;
 }
 
-static int add_mem(calib_shapes *sh, calib_mem_kind kind, long long rows, long long cols, ts_err *e) {
+static int add_mem_d(calib_shapes *sh, calib_mem_kind kind, long long rows, long long cols, int head_dim,
+                     ts_err *e) {
   for (int i = 0; i < sh->n_mem; i++)
-    if (sh->mem[i].kind == kind && sh->mem[i].rows == rows && sh->mem[i].cols == cols) return 0;
+    if (sh->mem[i].kind == kind && sh->mem[i].rows == rows && sh->mem[i].cols == cols &&
+        sh->mem[i].head_dim == head_dim)
+      return 0;
   if (grow((void **)&sh->mem, &sh->cap_mem, sh->n_mem + 1, sizeof *sh->mem, e)) return -1;
-  sh->mem[sh->n_mem++] = (calib_mem_shape){kind, rows, (int)cols};
+  sh->mem[sh->n_mem++] = (calib_mem_shape){kind, rows, (int)cols, head_dim};
   return 0;
+}
+
+static int add_mem(calib_shapes *sh, calib_mem_kind kind, long long rows, long long cols, ts_err *e) {
+  return add_mem_d(sh, kind, rows, cols, 0, e);
 }
 
 static long long gcd(long long a, long long b) {
@@ -120,6 +128,11 @@ int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib
           return -1;
       }
       if (m.linear_bias && add_mem(sh, CALIB_MEM_BIAS, tokens, m.hidden, e)) return -1;
+      /* RoPE as the executor runs it (rt_rope): the query and key heads of this TP shard, in place */
+      if (m.position == MODEL_POS_ROPE && m.attention != MODEL_ATTN_MLA &&
+          add_mem_d(sh, CALIB_MEM_ROPE, tokens, (long long)(m.heads + m.kv_heads) / s.tp * model_head_dim(&m),
+                    model_head_dim(&m), e))
+        return -1;
       calib_mem_kind norm = m.norm == MODEL_NORM_LAYERNORM ? CALIB_MEM_LAYERNORM : CALIB_MEM_RMSNORM;
       calib_mem_kind act = m.activation == MODEL_ACT_SWIGLU ? CALIB_MEM_SWIGLU : CALIB_MEM_GELU;
       if (add_mem(sh, norm, tokens, m.hidden, e) || add_mem(sh, CALIB_MEM_ADD, tokens, m.hidden, e) ||

@@ -41,6 +41,7 @@ typedef enum {
   CALIB_MEM_LOSS,      /* rows = tokens, cols = vocab / tp */
   CALIB_MEM_EMBEDDING, /* rows = tokens, cols = hidden (gather from vocab / tp rows) */
   CALIB_MEM_BIAS,      /* rows = tokens, cols = the biased GEMM's output columns (models with biases) */
+  CALIB_MEM_ROPE,      /* rows = tokens, cols = (heads + kv_heads) / tp x head_dim (RoPE models) */
   CALIB_MEM_KINDS
 } calib_mem_kind;
 
@@ -48,6 +49,7 @@ typedef struct {
   calib_mem_kind kind;
   long long rows;
   int cols;
+  int head_dim; /* CALIB_MEM_ROPE: the rotated heads' dimension; 0 for the other kinds */
 } calib_mem_shape;
 
 typedef struct {
