@@ -213,7 +213,10 @@ static const char *specific_kernel(const sim_costs *c, const char *op_name, mode
   if (kind == MODEL_OP_NORM) return m->norm == MODEL_NORM_LAYERNORM ? "layernorm" : "rmsnorm";
   if (kind != MODEL_OP_ELEMENTWISE) return NULL;
   if (strcmp(op_name, "act") == 0) return m->activation == MODEL_ACT_SWIGLU ? "swiglu" : "gelu";
-  if (strcmp(op_name, "rope") == 0) return "rope"; /* rope_fwd / rope_bwd when calibrated, else "elementwise" */
+  /* rope_fwd / rope_bwd (rt_rope, the training executor's kernel) when calibrated, else "elementwise";
+   * inference runs a RoPE fused with the KV-cache scatter (infer_rope_scatter), which has no table of
+   * its own: "rope_scatter_fwd" when a file has one, else "elementwise" */
+  if (strcmp(op_name, "rope") == 0) return c->inference ? "rope_scatter" : "rope";
   size_t n = strlen(op_name);
   if (n >= 9 && strcmp(op_name + n - 9, "_residual") == 0) return "add";
   return NULL;

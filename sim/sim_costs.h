@@ -21,6 +21,8 @@ typedef struct {
   int n_mops;
   double loss_kernel_bytes; /* the fused cross-entropy's own traffic (model_output_ops "loss") */
   bool intra_calibrated; /* the calibration measured this cluster's intra-node fabric */
+  bool inference;        /* the inference walk's costs (sim_infer.c): RoPE is the executor's fused
+                          * rope-and-cache-scatter kernel, not the training RoPE of "rope_fwd" */
   char missing[16][48];  /* tables warned about */
   int n_missing;
   /* small cache of compute-op times keyed by (model_op, phase, flops, bytes) */

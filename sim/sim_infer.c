@@ -37,6 +37,7 @@ static shape_costs *shape_costs_new(const plan_infer *p, int seq, const schema_c
     free(s);
     return NULL;
   }
+  s->costs.inference = true;
   return s;
 }
 
