@@ -130,6 +130,11 @@ static double key_bytes(const small_shape *s) {
   }
 }
 
+/* The group of a point other than TACO's: the row width whose time the kernel's
+ * rows take (one block a row: equal bytes of other widths take other times),
+ * the hidden size (norm, add, embedding), ffn / tp (SwiGLU), (hl + kvl) x d (RoPE). */
+static int width(const small_shape *s) { return s->kind == K_ROPE ? (s->hl + s->kvl) * s->d : s->cols; }
+
 static int add_shape(small_shape *sh, int *n, small_shape s) {
   for (int i = 0; i < *n; i++)
     if (sh[i].kind == s.kind && sh[i].rows == s.rows && sh[i].cols == s.cols && sh[i].hl == s.hl &&
@@ -289,7 +294,7 @@ int calib_small_kernels(schema_calibration *cal, const model_config *models, int
     char eager[64], graph[64];
     snprintf(eager, sizeof eager, "%s.eager", k_table[sh[i].kind]);
     snprintf(graph, sizeof graph, "%s.graph", k_table[sh[i].kind]);
-    int group = sh[i].kind >= K_TACO_ENC ? sh[i].group : 0;
+    int group = sh[i].kind >= K_TACO_ENC ? sh[i].group : width(&sh[i]);
     double x = key_bytes(&sh[i]);
     if (schema_calibration_add_kernel(cal, eager, false, x, group, q_us) ||
         schema_calibration_add_kernel(cal, graph, false, x, group, g_us)) {

@@ -8,9 +8,10 @@
  *                    step runs them;
  *   "<table>.graph"  the 100 launches captured in one CUDA graph, replayed.
  * Tables rmsnorm_fwd, add_fwd, swiglu_fwd, embedding_fwd, rope_fwd (keyed by
- * the bytes the simulator's model op moves: models/model_layer.c) and
- * taco_encode, taco_decode, taco_decode_sum_encode (the BF16 bytes of one
- * block, group G). Shapes: batch 1..64 x every GQA zoo model's hidden,
+ * the bytes the simulator's model op moves: models/model_layer.c; group: the
+ * row width, hidden, ffn / tp or (heads + kv heads) / tp x head_dim, since a
+ * row's time depends on it) and taco_encode, taco_decode,
+ * taco_decode_sum_encode (the BF16 bytes of one block, group G). Shapes: batch 1..64 x every GQA zoo model's hidden,
  * ffn / tp and heads / tp at TP 1/2/4/8. Only the inference simulator's decode
  * step reads them (sim/sim_infer_cal.c). Prints one "small" line per point on
  * standard output. */
