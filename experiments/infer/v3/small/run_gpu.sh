@@ -7,7 +7,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu 
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 200 > $O/smi-log.csv 2>&1 &
 SMI=$!
 date -u > $O/when.txt
-timeout 150 $R/tacorun calibrate-infer calibration/h200-nvlink.json --small-only --models $PWD/models --out-dir $O/cal > $O/small.tsv 2> $O/small.err
+timeout 120 $R/tacorun calibrate-infer calibration/h200-nvlink.json --small-only --models $PWD/models --out-dir $O/cal > $O/small.tsv 2> $O/small.err
 echo "rc $?" >> $O/small.err
 date -u >> $O/when.txt
 kill $SMI 2>/dev/null
