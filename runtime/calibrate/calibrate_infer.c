@@ -12,7 +12,9 @@
  *     "attention_decode_fp8" (by bytes of E4M3 codes + scales): the same kernel over the FP8 cache;
  *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
  *     flops_fwd): infer_prefill_attention at batch x prompt;
- *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes.
+ *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes;
+ *   - with --small-only, nothing of the above but the small kernels of a decode
+ *     step queued and in a CUDA graph (calibrate_small.h).
  * A separate command rather than a `tacorun calibrate` stage, so a training
  * calibration is not slowed; the small-message collectives are already in the
  * calibrate sweep (from 1 KiB; a decode all-reduce of batch 1 x hidden 4096
