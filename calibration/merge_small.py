@@ -3,7 +3,8 @@
 --small-only` (runtime/calibrate/calibrate_small.h) into calibration files of
 the same GPU. SRC is the command's standard output, one line a point:
   small TABLE BYTES GROUP ROWS COLS HL KVL D QUEUED_US GRAPH_US
-(tab-separated; GROUP is TACO's G, 0 for the others). Each point goes into
+(tab-separated; GROUP is TACO's G or the row width; 0, as the first run of
+2026-12-04 18:55 printed it, means the row width derived from COLS, HL, KVL, D). Each point goes into
 "<TABLE>.eager" (QUEUED_US: queued in a stream, as an eager decode step and
 the prefill run them) and "<TABLE>.graph" (GRAPH_US: inside a CUDA graph, as
 a graph decode step runs them), keyed by BYTES and, as group, TACO's G or the
