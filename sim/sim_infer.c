@@ -68,10 +68,11 @@ static int check_ceiling(const sim_costs *c, const char *what, double flops, dou
  * kernel whose time comes from a table timed in a stream (a GEMM, the decode
  * attention's split and combine kernels) takes gap_s (the calibration's
  * host.graph_gap_us, measured by `tacorun bench-graph`) less, never less than
- * the GPU's ceiling for its FLOPs and bytes. The norms, element-wise ops and
- * the embedding of a decode step have no table at their sizes (the roofline
- * anchored at the training sizes prices them: no stream timing to convert)
- * and keep their price. */
+ * the GPU's ceiling for its FLOPs and bytes. The norms, element-wise ops,
+ * RoPE scatter, embedding and TACO codec kernels of a decode step are priced
+ * from their ".graph" tables (timed inside a CUDA graph: sim_infer_phase_view)
+ * where the calibration has them, else from the anchored roofline, and keep
+ * that price: nothing is subtracted from them. */
 static double in_graph_s(const sim_costs *c, double s, int launches, double gap_s, double flops, double bytes) {
   if (gap_s <= 0 || launches < 1) return s;
   double tf = flops / c->lk.roof.peak_flops, tb = bytes / c->lk.roof.hbm_bytes_per_s, floor_s = tf > tb ? tf : tb;
@@ -377,11 +378,12 @@ static int burst_ttft(sim_costs *c, const schema_calibration *cal, int attn_inde
   return 0;
 }
 
-static int predict(const plan_infer *p, const schema_calibration *cal, double gap_s, bool prefill_clock, FILE *warn,
-                   bool use_codec, sim_infer_result *r, ts_err *e) {
+/* cal: the prefill's view, dcal: the decode step's (sim_infer_phase_view). */
+static int predict(const plan_infer *p, const schema_calibration *cal, const schema_calibration *dcal, double gap_s,
+                   bool prefill_clock, FILE *warn, bool use_codec, sim_infer_result *r, ts_err *e) {
   int rc = -1;
   shape_costs *pre = shape_costs_new(p, p->prompt, cal, warn, e);
-  shape_costs *dec = pre ? shape_costs_new(p, 1, cal, warn, e) : NULL;
+  shape_costs *dec = pre ? shape_costs_new(p, 1, dcal, warn, e) : NULL;
   if (!dec) goto out;
   r->intra_calibrated = pre->costs.intra_calibrated;
   double layers = (double)p->model.layers; /* all stages, one after the other */
@@ -488,9 +490,31 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   schema_calibration view; /* the ".infer" tables in place of the training ones */
   if (sim_infer_calibration_view(cal, &view, e)) return -1;
   const bool clock = view.n_burst > 0 && !(o && o->prefill_clock_off);
-  int rc = predict(p, &view, gap_s, clock, warn, true, r, e) || predict(p, &view, gap_s, clock, NULL, false, &plain, e)
+  /* the small kernels as each phase runs them: the prefill and an eager decode step queued in a
+   * stream (".eager"), a graph decode step in its CUDA graph (".graph") */
+  const model_config *m = &p->model;
+  const int hd = model_head_dim(m), kvl = (m->kv_heads + p->tp - 1) / p->tp;
+  const sim_infer_width w[] = {{"rmsnorm_fwd", m->hidden},   {"layernorm_fwd", m->hidden},
+                               {"add_fwd", m->hidden},       {"embedding", m->hidden},
+                               {"embedding_fwd", m->hidden}, {"swiglu_fwd", m->ffn_hidden / p->tp},
+                               {"rope_fwd", (m->heads / p->tp + kvl) * hd}};
+  const int nw = (int)(sizeof w / sizeof *w);
+  schema_calibration pre_view, dec_view;
+  if (sim_infer_phase_view(&view, ".eager", false, w, nw, &pre_view, e)) {
+    sim_infer_calibration_view_free(&view);
+    return -1;
+  }
+  if (sim_infer_phase_view(&view, gap_s > 0 ? ".graph" : ".eager", true, w, nw, &dec_view, e)) {
+    sim_infer_phase_view_free(&pre_view);
+    sim_infer_calibration_view_free(&view);
+    return -1;
+  }
+  int rc = predict(p, &pre_view, &dec_view, gap_s, clock, warn, true, r, e) ||
+                   predict(p, &pre_view, &dec_view, gap_s, clock, NULL, false, &plain, e)
                ? -1
                : 0;
+  sim_infer_phase_view_free(&dec_view);
+  sim_infer_phase_view_free(&pre_view);
   sim_infer_calibration_view_free(&view);
   if (rc) return -1;
   r->plain_ttft_s = plain.ttft_s, r->plain_tpot_s = plain.tpot_s, r->plain_tokens_per_s = plain.tokens_per_s;

@@ -81,6 +81,26 @@ typedef struct {
 int sim_infer_calibration_view(const schema_calibration *cal, schema_calibration *view, ts_err *e);
 void sim_infer_calibration_view_free(schema_calibration *view);
 
+/* The view of one phase: each kernel table "<name>" of view joined with its
+ * "<name><suffix>" twin (suffix ".eager": the small kernels of a decode step
+ * timed queued in a stream, ".graph": inside a CUDA graph; calibrate-infer
+ * --small-only): the twin's points, then the table's points above the twin's
+ * largest (per group); lone_twins: a twin without a "<name>" table becomes
+ * "<name>" (the decode step: "rope_fwd", whose sizes the twin covers; the
+ * prefill keeps the generic table there, its sizes far above the twin's).
+ * A twin keyed by row width (group: calibrate_small.h) of a table in widths
+ * gives the points of its width nearest to the plan's (widths: the plan's
+ * hidden, ffn / tp, (heads + kv heads) / tp x head_dim), as group 0.
+ * Tables of the other suffix are left out. Shares the GEMMs, collectives and
+ * the rest with view; its kernel tables are its own (free it before view). */
+typedef struct {
+  const char *table; /* "rmsnorm_fwd", ... */
+  int width;         /* the plan's row width of that kernel */
+} sim_infer_width;
+int sim_infer_phase_view(const schema_calibration *view, const char *suffix, bool lone_twins,
+                         const sim_infer_width *widths, int n_widths, schema_calibration *out, ts_err *e);
+void sim_infer_phase_view_free(schema_calibration *out);
+
 /* Predicts p on calibration cal (through its inference view); o NULL: eager decode; warnings
  * (roofline fallbacks, naming the op) go to warn (NULL: silent). A graph decode needs tp 1 and the
  * calibration's host.graph_gap_us (exit 2 naming them otherwise). */

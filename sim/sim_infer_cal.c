@@ -6,6 +6,7 @@
  * Likewise the decode GEMMs of "gemm_infer" join the "gemm" list here only.
  * The view shares the file's table points; the table lists, the joined
  * GEMM list and its index are its own. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,4 +87,124 @@ void sim_infer_calibration_view_free(schema_calibration *view) {
   free(view->colls);
   view->kernels = NULL, view->colls = NULL;
   view->n_kernels = view->n_colls = 0;
+}
+
+/* ---- the phase views: the small kernels timed as a decode step runs them ---- */
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* "<name>.eager" / "<name>.graph" (calibrate-infer --small-only) */
+static bool is_mode_table(const char *name) { return ends_with(name, ".eager") || ends_with(name, ".graph"); }
+
+static const schema_kernel_table *twin_of(const schema_calibration *cal, const char *base, const char *suffix) {
+  char want[64];
+  snprintf(want, sizeof want, "%s%s", base, suffix);
+  for (int i = 0; i < cal->n_kernels; i++)
+    if (strcmp(cal->kernels[i].name, want) == 0) return &cal->kernels[i];
+  return NULL;
+}
+
+static int cmp_point(const void *a, const void *b) {
+  const schema_kernel_point *x = a, *y = b;
+  if (x->group != y->group) return x->group < y->group ? -1 : 1;
+  return (x->x > y->x) - (x->x < y->x);
+}
+
+/* The twin's group nearest to width (by ratio; the larger on a tie). */
+static int nearest_group(const schema_kernel_table *twin, int width) {
+  int best = -1;
+  double bd = 0;
+  for (int i = 0; i < twin->n; i++) {
+    int g = twin->pts[i].group;
+    if (g <= 0) continue;
+    double d = fabs(log((double)g / width));
+    if (best < 0 || d < bd - 1e-12 || (fabs(d - bd) <= 1e-12 && g > best)) best = g, bd = d;
+  }
+  return best;
+}
+
+/* The twin's points, then base's points of each group above the twin's
+ * largest point of that group (all of base's points of groups the twin lacks).
+ * width > 0 (a width-keyed twin of a bytes-keyed table): only the twin's points
+ * of the group nearest to width, as group 0. */
+static int merge_twin(const schema_kernel_table *base, const schema_kernel_table *twin, int width,
+                      schema_kernel_table *out) {
+  int n = twin->n + (base ? base->n : 0);
+  out->pts = malloc((size_t)(n ? n : 1) * sizeof *out->pts);
+  if (!out->pts) return -1;
+  out->n = 0;
+  int g = width > 0 ? nearest_group(twin, width) : -1;
+  for (int i = 0; i < twin->n; i++)
+    if (g < 0 || twin->pts[i].group == g) {
+      out->pts[out->n] = twin->pts[i];
+      if (g >= 0) out->pts[out->n].group = 0;
+      out->n++;
+    }
+  const schema_kernel_table own = {.n = out->n, .pts = out->pts};
+  twin = &own; /* the points kept, for the comparison below (out->pts only grows past them) */
+  for (int i = 0; base && i < base->n; i++) {
+    const schema_kernel_point *p = &base->pts[i];
+    bool above = true;
+    for (int j = 0; j < twin->n; j++)
+      if (twin->pts[j].group == p->group && twin->pts[j].x >= p->x) above = false;
+    if (above) out->pts[out->n++] = *p;
+  }
+  qsort(out->pts, (size_t)out->n, sizeof *out->pts, cmp_point);
+  return 0;
+}
+
+/* Each table of out owns a copy of its points (a few thousand: cheap beside a prediction). */
+static int width_of(const sim_infer_width *w, int n, const char *table) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(w[i].table, table) == 0) return w[i].width;
+  return 0;
+}
+
+int sim_infer_phase_view(const schema_calibration *view, const char *suffix, bool lone_twins,
+                         const sim_infer_width *widths, int n_widths, schema_calibration *out, ts_err *e) {
+  *out = *view;
+  out->kernels = calloc((size_t)(view->n_kernels ? view->n_kernels : 1), sizeof *out->kernels);
+  out->n_kernels = 0;
+  if (!out->kernels) return ts_fail_sys(e, "out of memory");
+  for (int pass = 0; pass < (lone_twins ? 2 : 1); pass++) /* 0: the file's tables; 1: twins with no table of their base name */
+    for (int i = 0; i < view->n_kernels; i++) {
+      const schema_kernel_table *t = &view->kernels[i], *base = t, *twin;
+      char name[48];
+      if (pass == 0) {
+        if (is_mode_table(t->name)) continue;
+        twin = twin_of(view, t->name, suffix);
+        snprintf(name, sizeof name, "%s", t->name);
+      } else {
+        if (!ends_with(t->name, suffix)) continue;
+        snprintf(name, sizeof name, "%.*s", (int)(strlen(t->name) - strlen(suffix)), t->name);
+        if (schema_has_kernel(view, name)) continue;
+        base = NULL, twin = t;
+      }
+      schema_kernel_table *o = &out->kernels[out->n_kernels];
+      *o = *t;
+      snprintf(o->name, sizeof o->name, "%s", name);
+      o->pts = NULL, o->n = 0;
+      int rc;
+      if (twin) {
+        rc = merge_twin(base, twin, width_of(widths, n_widths, name), o);
+      } else {
+        o->pts = malloc((size_t)(t->n ? t->n : 1) * sizeof *o->pts);
+        if ((rc = o->pts ? 0 : -1) == 0) memcpy(o->pts, t->pts, (size_t)t->n * sizeof *t->pts), o->n = t->n;
+      }
+      out->n_kernels++;
+      if (rc) {
+        sim_infer_phase_view_free(out);
+        return ts_fail_sys(e, "out of memory");
+      }
+    }
+  return 0;
+}
+
+void sim_infer_phase_view_free(schema_calibration *out) {
+  for (int i = 0; out->kernels && i < out->n_kernels; i++) free(out->kernels[i].pts);
+  free(out->kernels);
+  out->kernels = NULL, out->n_kernels = 0;
 }

@@ -486,6 +486,57 @@ static void test_infer_view(void) {
   CU_ASSERT(strstr(e.msg, "allreduce.inferx") != NULL);
 }
 
+/* The phase views (sim_infer_phase_view): a ".graph" / ".eager" twin joins
+ * below its table (the twin's points, then the table's above them), at the
+ * width nearest the plan's when keyed by width; TACO's groups each on their
+ * own; a lone twin becomes a table only with lone_twins; the other mode's
+ * tables never show. Hand-checked points. */
+static void test_phase_view(void) {
+  const char *text =
+      "{\"schema\":1,\"gpu\":\"test\",\"driver\":\"1\",\"cuda\":\"1\",\"nccl\":\"1\",\"transport\":\"nvlink\","
+      "\"measured_at\":\"2026-12-02T00:00:00Z\",\"kernels\":{"
+      "\"rmsnorm_fwd\":[{\"bytes\":1000,\"us\":9},{\"bytes\":4000,\"us\":20}],"
+      "\"rmsnorm_fwd.graph\":[{\"bytes\":10,\"group\":1024,\"us\":2},{\"bytes\":2000,\"group\":1024,\"us\":2.5},"
+      "{\"bytes\":10,\"group\":4096,\"us\":3},{\"bytes\":20,\"group\":4096,\"us\":3.1}],"
+      "\"rmsnorm_fwd.eager\":[{\"bytes\":10,\"group\":4096,\"us\":4}],"
+      "\"rope_fwd.graph\":[{\"bytes\":10,\"group\":5120,\"us\":7.7}],"
+      "\"taco_encode\":[{\"bytes\":65536,\"group\":32,\"us\":3.6},{\"bytes\":65536,\"group\":64,\"us\":3.7}],"
+      "\"taco_encode.graph\":[{\"bytes\":4096,\"group\":32,\"us\":1.7}]}}";
+  schema_calibration cal, v;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "phase.json", &cal, &e), 0);
+  const sim_infer_width w[] = {{"rmsnorm_fwd", 3584}, {"rope_fwd", 5120}};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_phase_view(&cal, ".graph", true, w, 2, &v, &e), 0);
+  CU_ASSERT_EQUAL(v.n_kernels, 3); /* rmsnorm_fwd, rope_fwd, taco_encode */
+  for (int i = 0; i < v.n_kernels; i++) {
+    const schema_kernel_table *t = &v.kernels[i];
+    CU_ASSERT(strchr(t->name, '.') == NULL);
+    if (!strcmp(t->name, "rmsnorm_fwd")) { /* width 4096 is nearest 3584; then the table's points */
+      CU_ASSERT_EQUAL_FATAL(t->n, 4);
+      CU_ASSERT(t->pts[0].x == 10 && t->pts[0].us == 3 && t->pts[0].group == 0);
+      CU_ASSERT(t->pts[1].x == 20 && t->pts[1].us == 3.1);
+      CU_ASSERT(t->pts[2].x == 1000 && t->pts[2].us == 9); /* above the twin's 20 bytes */
+      CU_ASSERT(t->pts[3].x == 4000 && t->pts[3].us == 20);
+    } else if (!strcmp(t->name, "rope_fwd")) {
+      CU_ASSERT(t->n == 1 && t->pts[0].us == 7.7);
+    } else if (!strcmp(t->name, "taco_encode")) { /* G 32: the twin's 4 KiB, then 64 KiB; G 64 as it was */
+      CU_ASSERT_EQUAL_FATAL(t->n, 3);
+      CU_ASSERT(t->pts[0].group == 32 && t->pts[0].x == 4096 && t->pts[0].us == 1.7);
+      CU_ASSERT(t->pts[1].group == 32 && t->pts[1].x == 65536);
+      CU_ASSERT(t->pts[2].group == 64 && t->pts[2].us == 3.7);
+    }
+  }
+  sim_infer_phase_view_free(&v);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_phase_view(&cal, ".eager", false, w, 2, &v, &e), 0);
+  CU_ASSERT_EQUAL(v.n_kernels, 2); /* no lone rope_fwd */
+  for (int i = 0; i < v.n_kernels; i++)
+    if (!strcmp(v.kernels[i].name, "rmsnorm_fwd"))
+      CU_ASSERT(v.kernels[i].n == 3 && v.kernels[i].pts[0].us == 4 && v.kernels[i].pts[1].us == 9);
+  sim_infer_phase_view_free(&v);
+  CU_ASSERT_EQUAL(cal.n_kernels, 6); /* the file's tables untouched */
+  schema_calibration_free(&cal);
+}
+
 /* Two stages on two nodes: the prefill adds one activation send across the
  * fabric, alpha-beta from the topology (NIC bandwidth shared by the TP ranks). */
 static void test_pipeline_across_nodes(void) {
@@ -687,6 +738,7 @@ int main(void) {
   CU_add_test(s, "codec policy", test_codec_policy);
   CU_add_test(s, "prefill attention keyed by (head dim, prompt); ceiling is a failure", test_prefill_keyed_and_ceiling);
   CU_add_test(s, "inference view: .infer tables stand in for the training ones", test_infer_view);
+  CU_add_test(s, "phase views: .graph / .eager small-kernel tables", test_phase_view);
   CU_add_test(s, "CAAT-Net fallback keeps the model", test_caat_fallback_keeps_the_model);
   CU_add_test(s, "pipeline across nodes", test_pipeline_across_nodes);
   CU_add_test(s, "decode attention grows with the cache", test_decode_attention_grows);

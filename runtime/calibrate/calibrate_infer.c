@@ -12,7 +12,9 @@
  *     "attention_decode_fp8" (by bytes of E4M3 codes + scales): the same kernel over the FP8 cache;
  *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
  *     flops_fwd): infer_prefill_attention at batch x prompt;
- *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes.
+ *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes;
+ *   - with --small-only, nothing of the above but the small kernels of a decode
+ *     step queued and in a CUDA graph (calibrate_small.h).
  * A separate command rather than a `tacorun calibrate` stage, so a training
  * calibration is not slowed; the small-message collectives are already in the
  * calibrate sweep (from 1 KiB; a decode all-reduce of batch 1 x hidden 4096
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calibrate_small.h"
 #include "calibrate_time.h"
 #include "coll_taco.h"
 #include "rt_world.h"
@@ -523,6 +526,9 @@ static void usage(FILE *out) {
                "  --out-dir DIR   write DIR/<name of each input> [the inputs are rewritten in place]\n"
                "  --models DIR    the model zoo whose GEMM shapes are timed [%s]\n"
                "  --quick         fewer repetitions [off]\n"
+               "  --small-only    time only the small kernels of a decode step (norm, add, SwiGLU, embedding,\n"
+               "                  RoPE + KV scatter, TACO codec 4..128 KiB) queued in a stream and in a CUDA\n"
+               "                  graph: tables \"<name>.eager\" and \"<name>.graph\" (calibrate_small.h) [off]\n"
                "  --decode-gemms-only  time the decode GEMMs only (no prefill GEMMs, attention or small\n"
                "                  kernels; the files' attention tables are left as they are) [off]\n"
                "  --prefill-layouts MODEL:TP,...  head layouts of the prefill attention tables: zoo models at a\n"
@@ -540,7 +546,13 @@ static void usage(FILE *out) {
  * the prefill GEMMs of `pre` replace the file's points of the same shape. Points of one key
  * within a table are averaged (several shapes of the attention tables share a key). */
 static int merge(schema_calibration *cal, const schema_calibration *meas, const schema_calibration *pre,
-                 int gemms_only) {
+                 int gemms_only, int small_only) {
+  /* --small-only: its ".eager" / ".graph" tables replace the file's */
+  for (int i = 0; small_only && i < cal->n_kernels; i++) {
+    size_t l = strlen(cal->kernels[i].name);
+    if (l > 6 && (!strcmp(cal->kernels[i].name + l - 6, ".eager") || !strcmp(cal->kernels[i].name + l - 6, ".graph")))
+      cal->kernels[i].n = 0;
+  }
   for (int i = 0; i < pre->n_gemm; i++) {
     const schema_gemm_point *g = &pre->gemm[i];
     int found = 0;
@@ -620,7 +632,7 @@ static int prefill_layouts(const char *arg, const model_config *models, int nm, 
 
 int cmd_calibrate_infer(int argc, char **argv) {
   const char *ins[16], *out_dir = NULL, *models_dir = NULL, *layouts_arg = "llama3-8b:2";
-  int nin = 0, quick = 0, collectives = 0, gemms_only = 0;
+  int nin = 0, quick = 0, collectives = 0, gemms_only = 0, small_only = 0;
   int prompts[32] = {128, 256, 512, 1024, 2048, 4096, 8192}, np = 7;
   long long max_tokens = 65536;
   coll_transport transport = COLL_TRANSPORT_AUTO;
@@ -649,6 +661,8 @@ int cmd_calibrate_infer(int argc, char **argv) {
       }
     } else if (!strcmp(argv[i], "--decode-gemms-only")) {
       gemms_only = 1;
+    } else if (!strcmp(argv[i], "--small-only")) {
+      small_only = 1;
     } else if (!strcmp(argv[i], "--quick")) {
       quick = 1;
     } else if (!strcmp(argv[i], "--collectives")) {
@@ -735,7 +749,13 @@ int cmd_calibrate_infer(int argc, char **argv) {
     if (schema_calibration_add_gemm(&meas, first.gemm[i].m, first.gemm[i].n, first.gemm[i].k, -1.0)) goto done;
   int known = meas.n_gemm;
   int pre_timed = 0;
-  if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
+  if (small_only) {
+    if (cudaSetDevice(0) != cudaSuccess || calib_small_kernels(&meas, models, nm, &e)) {
+      fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+      goto done;
+    }
+    gemms_only = 1; /* the merge keeps the file's attention tables */
+  } else if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
       decode_gemms(&meas, g, models, nm, NULL, &bud, &added, &e) ||
       (!gemms_only &&
        (decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, &bud, &e) ||
@@ -755,7 +775,7 @@ int cmd_calibrate_infer(int argc, char **argv) {
       fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
       goto done;
     }
-    int bad = merge(&cal, &meas, &pre, gemms_only) || schema_calibration_save(&cal, out, &e);
+    int bad = merge(&cal, &meas, &pre, gemms_only, small_only) || schema_calibration_save(&cal, out, &e);
     schema_calibration_free(&cal);
     if (bad) {
       fprintf(stderr, "tacorun calibrate-infer: %s: %s\n", out, e.msg);
