@@ -11,7 +11,8 @@ a graph decode step runs them), keyed by BYTES and, as group, TACO's G or the
 row width the kernel's rows take (COLS; RoPE: (HL + KVL) x D), since equal
 bytes of another width take another time (calibrate_small.h); points of one
 (bytes, group) are averaged. These tables replace FILE's tables of the same
-names; nothing else changes. "embedding_fwd.<mode>" is also written as
+names; nothing else changes. The RoPE of a decode step is inference's RoPE fused with the KV-cache
+scatter: "rope_scatter_fwd.<mode>" (the first runs printed it as rope_fwd, the training kernel's table). "embedding_fwd.<mode>" is also written as
 "embedding.<mode>", the table the simulator reads for the embedding (as
 `tacorun calibrate` writes one measurement as "embedding_fwd" and
 "embedding"). Only the inference simulator reads them (sim/sim_infer_cal.c,
@@ -38,8 +39,10 @@ def tables_of(path):
             sys.exit(f"merge_small.py: {path}:{n}: want 11 tab-separated fields, got {len(f)}")
         table, x, group, cols, hl, kvl, d = f[1], float(f[2]), int(f[3]), int(f[5]), int(f[6]), int(f[7]), int(f[8])
         queued, graph = float(f[9]), float(f[10])
+        if table == "rope_fwd":  # the runs of 2026-12-04 18:55 named the RoPE + KV-scatter kernel so
+            table = "rope_scatter_fwd"
         if group == 0:
-            group = (hl + kvl) * d if table == "rope_fwd" else cols
+            group = (hl + kvl) * d if table == "rope_scatter_fwd" else cols
         names = [table] + (["embedding"] if table == "embedding_fwd" else [])
         for name in names:
             for mode, us in ((".eager", queued), (".graph", graph)):

@@ -497,7 +497,7 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   const sim_infer_width w[] = {{"rmsnorm_fwd", m->hidden},   {"layernorm_fwd", m->hidden},
                                {"add_fwd", m->hidden},       {"embedding", m->hidden},
                                {"embedding_fwd", m->hidden}, {"swiglu_fwd", m->ffn_hidden / p->tp},
-                               {"rope_fwd", (m->heads / p->tp + kvl) * hd}};
+                               {"rope_scatter_fwd", (m->heads / p->tp + kvl) * hd}};
   const int nw = (int)(sizeof w / sizeof *w);
   schema_calibration pre_view, dec_view;
   if (sim_infer_phase_view(&view, ".eager", false, w, nw, &pre_view, e)) {

@@ -499,15 +499,15 @@ static void test_phase_view(void) {
       "\"rmsnorm_fwd.graph\":[{\"bytes\":10,\"group\":1024,\"us\":2},{\"bytes\":2000,\"group\":1024,\"us\":2.5},"
       "{\"bytes\":10,\"group\":4096,\"us\":3},{\"bytes\":20,\"group\":4096,\"us\":3.1}],"
       "\"rmsnorm_fwd.eager\":[{\"bytes\":10,\"group\":4096,\"us\":4}],"
-      "\"rope_fwd.graph\":[{\"bytes\":10,\"group\":5120,\"us\":7.7}],"
+      "\"rope_scatter_fwd.graph\":[{\"bytes\":10,\"group\":5120,\"us\":7.7}],"
       "\"taco_encode\":[{\"bytes\":65536,\"group\":32,\"us\":3.6},{\"bytes\":65536,\"group\":64,\"us\":3.7}],"
       "\"taco_encode.graph\":[{\"bytes\":4096,\"group\":32,\"us\":1.7}]}}";
   schema_calibration cal, v;
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "phase.json", &cal, &e), 0);
-  const sim_infer_width w[] = {{"rmsnorm_fwd", 3584}, {"rope_fwd", 5120}};
+  const sim_infer_width w[] = {{"rmsnorm_fwd", 3584}, {"rope_scatter_fwd", 5120}};
   CU_ASSERT_EQUAL_FATAL(sim_infer_phase_view(&cal, ".graph", true, w, 2, &v, &e), 0);
-  CU_ASSERT_EQUAL(v.n_kernels, 3); /* rmsnorm_fwd, rope_fwd, taco_encode */
+  CU_ASSERT_EQUAL(v.n_kernels, 3); /* rmsnorm_fwd, rope_scatter_fwd, taco_encode */
   for (int i = 0; i < v.n_kernels; i++) {
     const schema_kernel_table *t = &v.kernels[i];
     CU_ASSERT(strchr(t->name, '.') == NULL);
@@ -517,7 +517,7 @@ static void test_phase_view(void) {
       CU_ASSERT(t->pts[1].x == 20 && t->pts[1].us == 3.1);
       CU_ASSERT(t->pts[2].x == 1000 && t->pts[2].us == 9); /* above the twin's 20 bytes */
       CU_ASSERT(t->pts[3].x == 4000 && t->pts[3].us == 20);
-    } else if (!strcmp(t->name, "rope_fwd")) {
+    } else if (!strcmp(t->name, "rope_scatter_fwd")) {
       CU_ASSERT(t->n == 1 && t->pts[0].us == 7.7);
     } else if (!strcmp(t->name, "taco_encode")) { /* G 32: the twin's 4 KiB, then 64 KiB; G 64 as it was */
       CU_ASSERT_EQUAL_FATAL(t->n, 3);
@@ -528,7 +528,7 @@ static void test_phase_view(void) {
   }
   sim_infer_phase_view_free(&v);
   CU_ASSERT_EQUAL_FATAL(sim_infer_phase_view(&cal, ".eager", false, w, 2, &v, &e), 0);
-  CU_ASSERT_EQUAL(v.n_kernels, 2); /* no lone rope_fwd */
+  CU_ASSERT_EQUAL(v.n_kernels, 2); /* no lone rope_scatter_fwd */
   for (int i = 0; i < v.n_kernels; i++)
     if (!strcmp(v.kernels[i].name, "rmsnorm_fwd"))
       CU_ASSERT(v.kernels[i].n == 3 && v.kernels[i].pts[0].us == 4 && v.kernels[i].pts[1].us == 9);

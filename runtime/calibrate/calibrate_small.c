@@ -24,8 +24,10 @@ int calib_clock_spin(double us, void *stream, ts_err *e); /* calibrate_clock_spi
 #define MAX_SHAPES 1024
 
 enum { K_NORM, K_ADD, K_SWIGLU, K_EMB, K_ROPE, K_TACO_ENC, K_TACO_DEC, K_TACO_DSE, K_COUNT };
-static const char *k_table[K_COUNT] = {"rmsnorm_fwd", "add_fwd",     "swiglu_fwd",  "embedding_fwd",
-                                       "rope_fwd",    "taco_encode", "taco_decode", "taco_decode_sum_encode"};
+/* rope_scatter_fwd: inference's RoPE fused with the KV-cache scatter (infer_rope_scatter), not the training
+ * RoPE that `tacorun calibrate` times as rope_fwd */
+static const char *k_table[K_COUNT] = {"rmsnorm_fwd",      "add_fwd",     "swiglu_fwd",  "embedding_fwd",
+                                       "rope_scatter_fwd", "taco_encode", "taco_decode", "taco_decode_sum_encode"};
 
 typedef struct {
   int kind;

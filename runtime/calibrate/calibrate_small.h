@@ -7,7 +7,7 @@
  *   "<table>.eager"  queued back to back on a stream, as an eager decode
  *                    step runs them;
  *   "<table>.graph"  the 100 launches captured in one CUDA graph, replayed.
- * Tables rmsnorm_fwd, add_fwd, swiglu_fwd, embedding_fwd, rope_fwd (keyed by
+ * Tables rmsnorm_fwd, add_fwd, swiglu_fwd, embedding_fwd, rope_scatter_fwd (keyed by
  * the bytes the simulator's model op moves: models/model_layer.c; group: the
  * row width, hidden, ffn / tp or (heads + kv heads) / tp x head_dim, since a
  * row's time depends on it) and taco_encode, taco_decode,
