@@ -176,6 +176,17 @@ typedef struct {
    * (ranks = stages); emb_comm joins the first and last stage for the tied
    * embedding's gradient. */
   int pp, pp_rank, layer_lo, layer_hi, nslots, slot;
+  /* slot_of[micro]: the slot a walked program gives each micro-batch
+   * (exec_walk_slots; set by exec_walk_init, owned by the walk); NULL: micro
+   * % nslots. act_bytes: what the slots hold (activations, boundary
+   * gradients, the head's per-slot state), counted when allocated. */
+  const int *slot_of;
+  size_t act_bytes;
+  /* This stage's chunks: chunk c holds layers [chunk_lo[c], chunk_hi[c])
+   * (even: virtual stage v = c pp + pp_rank holds [v lpc, (v+1) lpc); uneven
+   * stages, vpp 1: the plan's bounds, exec_pipeline.layer_lo/hi). */
+#define EXEC_MAX_CHUNKS 64
+  int chunk_lo[EXEC_MAX_CHUNKS], chunk_hi[EXEC_MAX_CHUNKS];
   /* Interleaved 1F1B (cfg.vpp > 1): the stage holds vpp chunks of lpc layers,
    * chunk c being virtual stage c * pp + pp_rank (layers [v lpc, (v+1) lpc));
    * boundary gradients are per (slot, chunk): pp_grad_*[slot * vpp + c].
@@ -232,6 +243,9 @@ typedef struct {
   ncclComm_t pp_comm, emb_comm; /* NULL when pp == 1 */
   int all_micros; /* pp == 1 under GPipe: every forward runs before any backward, so each micro-batch keeps its
                      activations (a slot of its own), as on a pipeline stage */
+  int slots; /* > 0: activation slots (exec_walk_program_shape: the most micro-batches the rank's program holds at
+                once); 0: one per micro-batch when pp > 1 or all_micros, else 1 */
+  int layer_lo, layer_hi; /* hi > 0: this stage's layers [lo, hi) (uneven stages, vpp 1); 0: layers / pp each */
 } exec_pipeline;
 
 /* Allocates everything for cfg cut over (tp, dp, pp) with `micros` micro-batches. */

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec_run.h"
+#include <stdio.h>
 #include "gpu_check.h"
+#include "ops_variants.h"
 
 #define WK_CUDA(call) CUDA_CHECK(e, call)
 
@@ -37,6 +39,17 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   if (m->cfg.recompute > plan_rc)
     return ts_fail(e, w->p.path, "layout.recompute", "the model keeps activations for recomputation level %d, the "
                    "program recomputes at level %d", m->cfg.recompute, plan_rc);
+  /* activation slots: the model holds m->nslots; this program's order needs slots_needed */
+  const int M = m->micros;
+  w->slot_of = malloc((size_t)M * sizeof *w->slot_of), w->prev_of = malloc((size_t)M * sizeof *w->prev_of);
+  w->last_on = malloc((size_t)M * 4 * sizeof *w->last_on), w->began = malloc((size_t)M);
+  if (!w->slot_of || !w->prev_of || !w->last_on || !w->began) return ts_fail_sys(e, "exec walk: out of memory");
+  const int slots_needed = exec_walk_slots(&w->prog, M, w->slot_of, w->prev_of, e);
+  if (slots_needed < 0) return -1;
+  if (slots_needed > m->nslots)
+    return ts_fail(e, w->p.path, "layout", "rank %d's program holds %d micro-batches at once; the model has %d "
+                   "activation slots (make it with exec_walk_program_shape)", rank, slots_needed, m->nslots);
+  m->slot_of = w->slot_of;
   w->done = calloc((size_t)w->prog.n, sizeof *w->done);
   w->ready = calloc((size_t)w->prog.n, sizeof *w->ready);
   if (!w->done || !w->ready) return ts_fail_sys(e, "exec walk: out of memory");
@@ -71,12 +84,68 @@ void exec_walk_destroy(exec_walk *w) {
     }
   if (w->start) cudaEventDestroy(w->start);
   free(w->done), free(w->ready);
+  free(w->slot_of), free(w->prev_of), free(w->last_on), free(w->began);
   if (w->loaded) plan_program_free(&w->prog);
   memset(w, 0, sizeof *w);
 }
 
+static int stream_index(const exec_model *m, cudaStream_t s) {
+  return s == m->stream ? 0 : s == m->tp_stream ? 1 : s == m->dp_stream ? 2 : 3;
+}
+
+/* A micro-batch that reuses an activation slot: its first op on each stream waits for the last ops of
+ * the slot's previous micro-batch on the other streams (the same stream keeps its order itself). */
+static int slot_wait(exec_model *m, exec_walk *w, int i, cudaStream_t s, ts_err *e) {
+  const int k = w->prog.ops[i].micro, q = stream_index(m, s);
+  if (k < 0) return 0;
+  if (!(w->began[k] & (1u << q)) && w->prev_of[k] >= 0) {
+    const int *prev = &w->last_on[w->prev_of[k] * 4];
+    for (int t = 0; t < 4; t++)
+      if (t != q && prev[t] >= 0) WK_CUDA(cudaStreamWaitEvent(s, w->done[prev[t]], 0));
+  }
+  w->began[k] |= (unsigned char)(1u << q);
+  w->last_on[k * 4 + q] = i;
+  return 0;
+}
+
+int exec_walk_program_shape(const char *path, const char *text, int rank, exec_pipeline *pipe, ts_err *e) {
+  plan *p = malloc(sizeof *p);
+  plan_program prog;
+  int built = 0, rc = -1, *slot_of = NULL, *prev_of = NULL;
+  if (!p) return ts_fail_sys(e, "exec walk: out of memory");
+  if (path ? plan_load(path, NULL, NULL, p, e) && plan_load(path, "models", "topologies", p, e)
+           : plan_from_json_text(text, strlen(text), "exec plan", NULL, NULL, p, e) &&
+                 plan_from_json_text(text, strlen(text), "exec plan", "models", "topologies", p, e))
+    goto out;
+  if (plan_build_program(p, rank, &prog, e)) goto out;
+  built = 1;
+  const int M = plan_micro_batches(p);
+  slot_of = malloc((size_t)M * sizeof *slot_of), prev_of = malloc((size_t)M * sizeof *prev_of);
+  if (!slot_of || !prev_of) {
+    ts_fail_sys(e, "exec walk: out of memory");
+    goto out;
+  }
+  const int slots = exec_walk_slots(&prog, M, slot_of, prev_of, e);
+  if (slots < 0) goto out;
+  pipe->slots = ops_variant_is(OPS_V_PP_SLOTS, "per-micro") ? 0 : slots; /* 0: one per micro-batch */
+  const int stage = plan_coord_of(p, rank).pp;
+  if (p->pp > 1 && p->vpp == 1 && (plan_uneven_stages(p) || p->account_embedding || p->account_loss)) {
+    pipe->layer_lo = plan_chunk_first_layer(p, stage, 0);
+    pipe->layer_hi = pipe->layer_lo + plan_vchunk_layers(p, stage, 0);
+  }
+  rc = 0;
+out:
+  if (built) plan_program_free(&prog);
+  free(slot_of), free(prev_of), free(p);
+  return rc;
+}
+
 int exec_walk_iteration(exec_model *m, exec_walk *w, int skip_optimizer, ts_err *e) {
   if (exec_model_zero_grad(m, e)) return -1;
+  for (int k = 0; k < m->micros; k++) {
+    w->began[k] = 0;
+    for (int q = 0; q < 4; q++) w->last_on[k * 4 + q] = -1;
+  }
   WK_CUDA(cudaEventRecord(w->start, m->stream));
   cudaStream_t side[3] = {m->tp_stream, m->dp_stream, m->pp_stream};
   for (int s = 0; s < 3; s++)
@@ -92,6 +161,7 @@ int exec_walk_iteration(exec_model *m, exec_walk *w, int skip_optimizer, ts_err 
       int dep = op->dep[d];
       if (dep >= 0 && exec_model_op_stream(m, &w->prog.ops[dep]) != s) WK_CUDA(cudaStreamWaitEvent(s, w->done[dep], 0));
     }
+    if (slot_wait(m, w, i, s, e)) return -1;
     WK_CUDA(cudaEventRecord(w->ready[i], s));
     m->cur_op = i;
     if (exec_model_run_op(m, op, e)) return -1;
