@@ -603,16 +603,16 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, int
   }
   int sends = 0;
   for (int i = 0; i < wk.prog.n; i++) sends += wk.prog.ops[i].kind == PLAN_OP_SEND;
-  double shape[4] = {0, 0, 0, 0}; /* per stage: activation slots, layers */
+  double shape[6] = {0, 0, 0, 0, 0, 0}; /* per stage: activation slots, layers, boundary buffers */
   if (pp > 1) {
-    shape[rank] = m.nslots, shape[2 + rank] = m.layer_hi - m.layer_lo;
-    if (rt_world_sum(w, shape, 4, e)) goto out;
+    shape[rank] = m.nslots, shape[2 + rank] = m.layer_hi - m.layer_lo, shape[4 + rank] = m.nbslots;
+    if (rt_world_sum(w, shape, 6, e)) goto out;
   }
   if (pp > 1)
     fprintf(log, "  plan program (pp 2, %s, vpp %d, %d layers%s, 2 micro-batches): %d ops on rank 0 (%d sends), stages on "
-                 "ranks 0/1 with %d/%d layers, %d/%d activation slots\n", schedule, vpp, cfg.layers,
-            layout_extra ? layout_extra : "", wk.prog.n, sends, (int)shape[2], (int)shape[3], (int)shape[0],
-            (int)shape[1]);
+                 "ranks 0/1 with %d/%d layers, %d/%d activation slots, %d/%d boundary buffers\n", schedule, vpp,
+            cfg.layers, layout_extra ? layout_extra : "", wk.prog.n, sends, (int)shape[2], (int)shape[3],
+            (int)shape[0], (int)shape[1], (int)shape[4], (int)shape[5]);
   else
     fprintf(log, "  plan program (pp 1, %s, 2 micro-batches): %d ops, %d activation slots\n", schedule, wk.prog.n,
             m.nslots);

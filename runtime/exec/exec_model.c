@@ -279,7 +279,9 @@ static int model_alloc_layers(exec_model *m, size_t *allocated, ts_err *e) {
     exec_layer_acts *a = &m->acts[(size_t)slot * (L + 1) + l];
     const int held = exec_model_holds_layer(m, l), sent = !held && l > 0 && exec_model_holds_layer(m, l - 1);
     if (!held && !sent) continue;
-    ALLOC(a->x_in, T * h * bf);
+    const int c = held ? exec_model_chunk_of_layer(m, l) : -1;
+    if (m->bnd_x && c >= 0 && l == m->chunk_lo[c] && l > 0) { /* received: in a boundary buffer (run_op points at it) */
+    } else ALLOC(a->x_in, T * h * bf);
     if (sent) continue; /* the next stage's input: only sent from here */
     /* recomputed activations: one set for every layer and slot (allocated once) */
     const int first = !m->shared.P;
@@ -329,6 +331,10 @@ static int model_alloc_pipeline(exec_model *m, size_t *allocated, ts_err *e) {
         if (m->chunk_hi[c] < L) ALLOC(m->pp_grad_in[slot * m->vpp + c], T * h * bf);
         if (m->chunk_lo[c] > 0) ALLOC(m->pp_grad_out[slot * m->vpp + c], T * h * bf);
       }
+    if (m->bnd_x) /* received activations */
+      for (int b = 0; b < m->nbslots; b++)
+        for (int c = 0; c < m->vpp; c++)
+          if (m->chunk_lo[c] > 0) ALLOC(m->bnd_x[b * m->vpp + c], T * h * bf);
     EX_CUDA(cudaStreamCreateWithFlags(&m->pp_stream, cudaStreamNonBlocking));
   }
   m->act_bytes += *allocated - before;
@@ -447,6 +453,11 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
    * program: exec_walk_program_shape); else every micro-batch keeps its own (GPipe at PP = 1 too). */
   m->nslots = pipe && pipe->slots > 0 ? (pipe->slots < micros ? pipe->slots : micros)
               : m->pp > 1 || (pipe && pipe->all_micros) ? micros : 1;
+  if (m->pp > 1 && pipe->slots > 0 && pipe->bslots > 0) { /* boundary buffers for received activations */
+    m->nbslots = pipe->bslots < micros ? pipe->bslots : micros;
+    m->bnd_x = calloc((size_t)m->nbslots * m->vpp, sizeof *m->bnd_x);
+    if (!m->bnd_x) return ts_fail_sys(e, "exec_model_create: out of memory");
+  }
   EX_TRY(exec_ref_config_check(cfg, e));
   if (cfg->heads % tp || cfg->ffn % tp || exec_ref_kv_heads(cfg) % tp)
     return ts_fail(e, NULL, "layout.tp", "%d must divide heads %d, kv_heads %d and ffn %d", tp, cfg->heads,
@@ -614,6 +625,13 @@ void exec_model_destroy(exec_model *m) {
     if (m->pp_grad_out) cudaFree(m->pp_grad_out[i]);
   }
   free(m->pp_grad_in), free(m->pp_grad_out);
+  if (m->bnd_x) { /* the received activations: the layers' x_in point at them, not at buffers of their own */
+    for (int slot = 0; m->acts && slot < m->nslots; slot++)
+      for (int c = 0; c < m->vpp; c++)
+        if (m->chunk_lo[c] > 0) m->acts[(size_t)slot * (m->cfg.layers + 1) + m->chunk_lo[c]].x_in = NULL;
+    for (int i = 0; i < m->nbslots * m->vpp; i++) cudaFree(m->bnd_x[i]);
+    free(m->bnd_x);
+  }
   exec_moe_destroy(m);
   const exec_layer_acts *sh = &m->shared;
   const void *shared_ptrs[] = {sh->x_in, sh->n1, sh->qkv, sh->P, sh->attn, sh->x_mid, sh->n2, sh->u, sh->a,

@@ -182,6 +182,15 @@ typedef struct {
    * gradients, the head's per-slot state), counted when allocated. */
   const int *slot_of;
   size_t act_bytes;
+  /* Boundary buffers (pipe->bslots > 0, PP > 1): the forward activation a
+   * chunk receives (layer chunk_lo[c] > 0's x_in) lands in bnd_x[bslot * vpp
+   * + c], nbslots of them per chunk, held from the receive on (the program
+   * posts it before the backward in hand), so the other activations need
+   * slots only from the micro-batch's first compute on; exec_model_run_op
+   * points that layer's x_in at its buffer. NULL: x_in lives in the slot. */
+  int nbslots, bslot;
+  const int *bslot_of;
+  void **bnd_x;
   /* This stage's chunks: chunk c holds layers [chunk_lo[c], chunk_hi[c])
    * (even: virtual stage v = c pp + pp_rank holds [v lpc, (v+1) lpc); uneven
    * stages, vpp 1: the plan's bounds, exec_pipeline.layer_lo/hi). */
@@ -245,6 +254,7 @@ typedef struct {
                      activations (a slot of its own), as on a pipeline stage */
   int slots; /* > 0: activation slots (exec_walk_program_shape: the most micro-batches the rank's program holds at
                 once); 0: one per micro-batch when pp > 1 or all_micros, else 1 */
+  int bslots; /* > 0 (with slots): boundary buffers per chunk for received activations (exec_model.h's bnd_x) */
   int layer_lo, layer_hi; /* hi > 0: this stage's layers [lo, hi) (uneven stages, vpp 1); 0: layers / pp each */
 } exec_pipeline;
 

@@ -136,7 +136,8 @@ static int run_send_recv(exec_model *m, const plan_op *op, ts_err *e) {
   if ((fwd == send && hi >= m->cfg.layers) || (fwd != send && lo == 0))
     return ts_fail(e, NULL, "program", "a pipeline message past the first/last virtual stage");
   void *buf;
-  if (fwd) buf = exec_acts(m, send ? hi : lo)->x_in;
+  if (fwd && !send && m->bnd_x) buf = m->bnd_x[m->bslot * m->vpp + op->chunk]; /* (the slot may be another's still) */
+  else if (fwd) buf = exec_acts(m, send ? hi : lo)->x_in;
   else buf = send ? m->pp_grad_out[m->slot * m->vpp + op->chunk] : m->pp_grad_in[m->slot * m->vpp + op->chunk];
   if (!buf) return ts_fail_sys(e, "exec: no pipeline buffer for this message (internal error)");
   /* under SP a stage boundary carries this rank's rows only (the residual stream is sharded) */
@@ -439,6 +440,12 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
   int micro = op->micro < 0 ? 0 : op->micro;
   if (micro >= m->micros) return ts_fail(e, NULL, "program", "micro-batch %d out of range", micro);
   m->slot = m->slot_of ? m->slot_of[micro] : micro % m->nslots;
+  if (m->bnd_x) { /* this micro-batch's received activations: the chunks' first layers read them */
+    m->bslot = m->bslot_of ? m->bslot_of[micro] : micro % m->nbslots;
+    for (int c = 0; c < m->vpp; c++)
+      if (m->chunk_lo[c] > 0)
+        m->acts[(size_t)m->slot * (m->cfg.layers + 1) + m->chunk_lo[c]].x_in = m->bnd_x[m->bslot * m->vpp + c];
+  }
   if (m->heads) { /* the output layer's state of this micro-batch (GPipe, interleaved) */
     const struct exec_head_acts *hd = &m->heads[m->slot];
     m->x_final = hd->x_final, m->nf = hd->nf, m->logits = hd->logits, m->meanf = hd->meanf, m->rstdf = hd->rstdf;

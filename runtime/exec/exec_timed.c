@@ -125,7 +125,7 @@ typedef struct {
   double compute_s, tp_s, dp_s, pp_s, tp_stream_s;
   int n_tp;
   double *rank_stats; /* [busy, compute, comm] per rank */
-  double *rank_mem;   /* [stage, activation slots, activation bytes, GPU memory in use] per rank */
+  double *rank_mem;   /* [stage, activation slots, activation bytes, GPU memory in use, boundary buffers] per rank */
   double flops_megatron, flops_model, tflops; /* per iteration; TFLOP/s per GPU at the median */
   size_t free_b, total_b;                     /* GPU memory */
   schema_result res;
@@ -466,11 +466,12 @@ static void timed_figures(timed_run *t) {
 /* Every rank's stage, activation slots, activation bytes and GPU memory in use (cudaMemGetInfo), summed
  * into rank_mem so rank 0 prints them all. */
 static int timed_memory(timed_run *t, ts_err *e) {
-  t->rank_mem = calloc((size_t)t->world * 4, sizeof *t->rank_mem);
+  t->rank_mem = calloc((size_t)t->world * 5, sizeof *t->rank_mem);
   if (!t->rank_mem) return ts_fail_sys(e, "exec: out of memory");
-  double *r = t->rank_mem + t->rank * 4;
+  double *r = t->rank_mem + t->rank * 5;
   r[0] = t->pp_rank, r[1] = t->m.nslots, r[2] = (double)t->m.act_bytes, r[3] = (double)(t->total_b - t->free_b);
-  return rt_world_sum(t->w, t->rank_mem, t->world * 4, e);
+  r[4] = t->m.nbslots;
+  return rt_world_sum(t->w, t->rank_mem, t->world * 5, e);
 }
 
 /* Rank 0's summary and breakdown table on stdout. */
@@ -498,10 +499,10 @@ static void timed_print(const timed_run *t) {
   printf("# tokens/s %.0f, loss %.4f, GPU memory in use %.1f GiB\n", (double)p->global * p->seq / stats[1], t->loss,
          (double)(t->total_b - t->free_b) / (1 << 30));
   for (int r = 0; r < t->world; r++) {
-    const double *rm = t->rank_mem + r * 4;
-    printf("# memory rank %d (stage %d): %d activation slots of %d micro-batches, activations %.2f GiB, GPU memory "
-           "in use %.2f GiB (cudaMemGetInfo)\n", r, (int)rm[0], (int)rm[1], t->micros, rm[2] / (1 << 30),
-           rm[3] / (1 << 30));
+    const double *rm = t->rank_mem + r * 5;
+    printf("# memory rank %d (stage %d): %d activation slots of %d micro-batches (+%d received-activation buffers), "
+           "activations %.2f GiB, GPU memory in use %.2f GiB (cudaMemGetInfo)\n", r, (int)rm[0], (int)rm[1],
+           t->micros, (int)rm[4], rm[2] / (1 << 30), rm[3] / (1 << 30));
   }
   printf("# profiled iteration (rank 0): %.2f ms = compute %.2f + exposed TP all-reduce %.2f + DP all-reduce %.2f"
          " + pipeline wait %.2f\n",
@@ -585,10 +586,10 @@ static void timed_result_notes(timed_run *t) {
   ops_variant_note(variants, sizeof variants);
   schema_result_add_note(res, variants);
   for (int r = 0; r < t->world; r++) {
-    const double *rm = t->rank_mem + r * 4;
-    snprintf(note, sizeof note, "memory rank %d (stage %d): %d activation slots of %d micro-batches, activations "
-             "%.0f bytes, GPU memory in use %.0f bytes (cudaMemGetInfo)", r, (int)rm[0], (int)rm[1], t->micros,
-             rm[2], rm[3]);
+    const double *rm = t->rank_mem + r * 5;
+    snprintf(note, sizeof note, "memory rank %d (stage %d): %d activation slots of %d micro-batches (+%d "
+             "received-activation buffers), activations %.0f bytes, GPU memory in use %.0f bytes (cudaMemGetInfo)",
+             r, (int)rm[0], (int)rm[1], t->micros, (int)rm[4], rm[2], rm[3]);
     schema_result_add_note(res, note);
   }
 }

@@ -42,14 +42,20 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   /* activation slots: the model holds m->nslots; this program's order needs slots_needed */
   const int M = m->micros;
   w->slot_of = malloc((size_t)M * sizeof *w->slot_of), w->prev_of = malloc((size_t)M * sizeof *w->prev_of);
+  w->bslot_of = malloc((size_t)M * sizeof *w->bslot_of), w->bprev_of = malloc((size_t)M * sizeof *w->bprev_of);
   w->last_on = malloc((size_t)M * 4 * sizeof *w->last_on), w->began = malloc((size_t)M);
-  if (!w->slot_of || !w->prev_of || !w->last_on || !w->began) return ts_fail_sys(e, "exec walk: out of memory");
-  const int slots_needed = exec_walk_slots(&w->prog, M, w->slot_of, w->prev_of, e);
-  if (slots_needed < 0) return -1;
-  if (slots_needed > m->nslots)
-    return ts_fail(e, w->p.path, "layout", "rank %d's program holds %d micro-batches at once; the model has %d "
-                   "activation slots (make it with exec_walk_program_shape)", rank, slots_needed, m->nslots);
+  if (!w->slot_of || !w->prev_of || !w->bslot_of || !w->bprev_of || !w->last_on || !w->began)
+    return ts_fail_sys(e, "exec walk: out of memory");
+  /* with boundary buffers a micro-batch holds its slot from its first op that is not a forward receive */
+  const int slots_needed = exec_walk_slots(&w->prog, M, m->bnd_x != NULL, w->slot_of, w->prev_of, e);
+  const int bslots_needed = exec_walk_slots(&w->prog, M, 0, w->bslot_of, w->bprev_of, e);
+  if (slots_needed < 0 || bslots_needed < 0) return -1;
+  if (slots_needed > m->nslots || (m->bnd_x && bslots_needed > m->nbslots))
+    return ts_fail(e, w->p.path, "layout", "rank %d's program holds %d micro-batches at once (%d with the "
+                   "received ones); the model has %d activation slots and %d boundary buffers (make it with "
+                   "exec_walk_program_shape)", rank, slots_needed, bslots_needed, m->nslots, m->nbslots);
   m->slot_of = w->slot_of;
+  if (m->bnd_x) m->bslot_of = w->bslot_of;
   w->done = calloc((size_t)w->prog.n, sizeof *w->done);
   w->ready = calloc((size_t)w->prog.n, sizeof *w->ready);
   if (!w->done || !w->ready) return ts_fail_sys(e, "exec walk: out of memory");
@@ -84,7 +90,7 @@ void exec_walk_destroy(exec_walk *w) {
     }
   if (w->start) cudaEventDestroy(w->start);
   free(w->done), free(w->ready);
-  free(w->slot_of), free(w->prev_of), free(w->last_on), free(w->began);
+  free(w->slot_of), free(w->prev_of), free(w->bslot_of), free(w->bprev_of), free(w->last_on), free(w->began);
   if (w->loaded) plan_program_free(&w->prog);
   memset(w, 0, sizeof *w);
 }
@@ -93,17 +99,29 @@ static int stream_index(const exec_model *m, cudaStream_t s) {
   return s == m->stream ? 0 : s == m->tp_stream ? 1 : s == m->dp_stream ? 2 : 3;
 }
 
-/* A micro-batch that reuses an activation slot: its first op on each stream waits for the last ops of
- * the slot's previous micro-batch on the other streams (the same stream keeps its order itself). */
+/* Stream s waits for micro-batch j's last ops on the other streams (q: s's index). */
+static int wait_for_micro(const exec_walk *w, int j, int q, cudaStream_t s, ts_err *e) {
+  const int *last = &w->last_on[j * 4];
+  for (int t = 0; t < 4; t++)
+    if (t != q && last[t] >= 0) WK_CUDA(cudaStreamWaitEvent(s, w->done[last[t]], 0));
+  return 0;
+}
+
+/* A micro-batch that reuses an activation slot (or boundary buffer): its first op on each stream that
+ * uses it waits for the last ops of its previous holder on the other streams (the same stream keeps its
+ * order itself; the previous holder's ops all come earlier in the program). */
 static int slot_wait(exec_model *m, exec_walk *w, int i, cudaStream_t s, ts_err *e) {
-  const int k = w->prog.ops[i].micro, q = stream_index(m, s);
+  const plan_op *op = &w->prog.ops[i];
+  const int k = op->micro, q = stream_index(m, s);
   if (k < 0) return 0;
-  if (!(w->began[k] & (1u << q)) && w->prev_of[k] >= 0) {
-    const int *prev = &w->last_on[w->prev_of[k] * 4];
-    for (int t = 0; t < 4; t++)
-      if (t != q && prev[t] >= 0) WK_CUDA(cudaStreamWaitEvent(s, w->done[prev[t]], 0));
-  }
+  if (m->bnd_x && !(w->began[k] & (1u << q)) && w->bprev_of[k] >= 0 && wait_for_micro(w, w->bprev_of[k], q, s, e))
+    return -1;
   w->began[k] |= (unsigned char)(1u << q);
+  const int uses_slot = !(m->bnd_x && exec_walk_is_fwd_recv(op)); /* a received activation lands in its buffer */
+  if (uses_slot && !(w->began[k] & (16u << q))) {
+    if (w->prev_of[k] >= 0 && wait_for_micro(w, w->prev_of[k], q, s, e)) return -1;
+    w->began[k] |= (unsigned char)(16u << q);
+  }
   w->last_on[k * 4 + q] = i;
   return 0;
 }
@@ -125,9 +143,13 @@ int exec_walk_program_shape(const char *path, const char *text, int rank, exec_p
     ts_fail_sys(e, "exec walk: out of memory");
     goto out;
   }
-  const int slots = exec_walk_slots(&prog, M, slot_of, prev_of, e);
-  if (slots < 0) goto out;
-  pipe->slots = ops_variant_is(OPS_V_PP_SLOTS, "per-micro") ? 0 : slots; /* 0: one per micro-batch */
+  /* PP > 1: slots from the first op that is not a forward receive, boundary buffers counting those */
+  const int slots = exec_walk_slots(&prog, M, p->pp > 1, slot_of, prev_of, e);
+  const int bslots = exec_walk_slots(&prog, M, 0, slot_of, prev_of, e);
+  if (slots < 0 || bslots < 0) goto out;
+  const int per_micro = ops_variant_is(OPS_V_PP_SLOTS, "per-micro");
+  pipe->slots = per_micro ? 0 : slots; /* 0: one per micro-batch */
+  pipe->bslots = per_micro || p->pp == 1 ? 0 : bslots;
   const int stage = plan_coord_of(p, rank).pp;
   if (p->pp > 1 && p->vpp == 1 && (plan_uneven_stages(p) || p->account_embedding || p->account_loss)) {
     pipe->layer_lo = plan_chunk_first_layer(p, stage, 0);

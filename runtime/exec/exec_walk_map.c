@@ -162,7 +162,7 @@ int exec_walk_pp_peer_stage(int stage, int pp, const plan_op *op) {
   return (stage + (send == fwd ? 1 : -1) + pp) % pp;
 }
 
-int exec_walk_slots(const plan_program *prog, int micros, int *slot_of, int *prev_of, ts_err *e) {
+int exec_walk_slots(const plan_program *prog, int micros, int skip_fwd_recv, int *slot_of, int *prev_of, ts_err *e) {
   if (micros < 1) return ts_fail_sys(e, "exec_walk_slots: %d micro-batches", micros);
   int *last = malloc((size_t)micros * sizeof *last), *holder = malloc((size_t)micros * sizeof *holder);
   int *before = malloc((size_t)micros * sizeof *before); /* per slot: its last holder */
@@ -182,7 +182,7 @@ int exec_walk_slots(const plan_program *prog, int micros, int *slot_of, int *pre
   }
   for (int i = 0; i < prog->n; i++) {
     const int k = prog->ops[i].micro;
-    if (k < 0) continue;
+    if (k < 0 || (skip_fwd_recv && exec_walk_is_fwd_recv(&prog->ops[i]))) continue;
     if (slot_of[k] < 0) { /* its first op: the lowest free slot */
       int s = 0;
       while (holder[s] >= 0) s++; /* at most micros slots are ever held */
