@@ -168,9 +168,12 @@ typedef struct {
 
   /* Pipeline stage (PP > 1, 1F1B): this rank runs layers [layer_lo, layer_hi)
    * and holds every tensor but updates only its own (exec_model_holds_tensor).
-   * Activations are kept per micro-batch slot (nslots = micro-batches when
-   * PP > 1, or under GPipe at PP = 1; so a recv or a later forward never overwrites what a pending
-   * backward needs); the stage boundary activation is acts[slot][layer_hi].x_in
+   * Activations are kept per micro-batch slot (nslots: the most micro-batches
+   * the rank's walked program holds at once, exec_walk_program_shape; else one
+   * per micro-batch when PP > 1 or under GPipe at PP = 1; a micro-batch reuses
+   * a slot only after its previous holder's last op, so a recv or a later
+   * forward never overwrites what a pending backward needs); the stage
+   * boundary activation is acts[slot][layer_hi].x_in
    * (sent) or acts[slot][layer_lo].x_in (received); gradients travel through
    * pp_grad_in/pp_grad_out[slot]. Send/recv run on pp_stream through pp_comm
    * (ranks = stages); emb_comm joins the first and last stage for the tied

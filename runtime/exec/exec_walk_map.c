@@ -143,7 +143,7 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
 int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e) {
   int index[EXEC_OP_COUNT];
   if (exec_walk_layer_op_index(p, index, e)) return -1;
-  /* GPipe, 1F1B and interleaved 1F1B: every micro-batch in flight in its own activation slot */
+  /* GPipe, 1F1B and interleaved 1F1B: every micro-batch in flight in an activation slot (exec_walk_slots) */
   if (p->pp > 1 && !p->model.tied_embeddings)
     return ts_fail(e, p->path, "model", "the executor's pipeline needs tied embeddings");
   for (int i = 0; i < prog->n; i++) {
