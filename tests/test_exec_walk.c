@@ -236,6 +236,86 @@ static void test_pipeline_messages(void) {
   pipeline_messages(PLANS "gpt-h4096-pp2-interleaved.json"); /* wraps: stage 1's chunk 0 sends to stage 0's chunk 1 */
 }
 
+/* Activation slots (exec_walk_slots): two micro-batches held at once never
+ * share a slot, the count is the program's in-flight peak (forwards begun
+ * minus backwards done, counted here from each micro-batch's first and last
+ * op), pp - stage (+1, below) under 1F1B and every micro-batch under GPipe; a slot's previous holder
+ * ended before its next one begins. */
+static void slots_of_skip(const char *path, int gpipe, int skip) {
+  plan p;
+  ts_err e;
+  CU_ASSERT_FATAL(plan_load(path, NULL, NULL, &p, &e) == 0);
+  const int M = plan_micro_batches(&p);
+  for (int r = 0; r < plan_world_size(&p); r++) {
+    plan_program prog;
+    CU_ASSERT_FATAL(plan_build_program(&p, r, &prog, &e) == 0);
+    int slot_of[64], prev_of[64], first[64], last[64];
+    CU_ASSERT_FATAL(M <= 64);
+    const int n = exec_walk_slots(&prog, M, skip, slot_of, prev_of, &e);
+    for (int k = 0; k < M; k++) first[k] = last[k] = -1;
+    for (int i = 0; i < prog.n; i++) {
+      int k = prog.ops[i].micro;
+      if (k < 0) continue;
+      if (first[k] < 0 && !(skip && prog.ops[i].kind == PLAN_OP_RECV && prog.ops[i].phase == PLAN_PHASE_FWD))
+        first[k] = i;
+      last[k] = i;
+    }
+    int held = 0, peak = 0; /* micro-batches begun and not yet ended, walking the ops */
+    for (int i = 0; i < prog.n; i++)
+      for (int k = 0; k < M; k++) {
+        if (first[k] == i) held++, peak = held > peak ? held : peak;
+        if (last[k] == i) held--;
+      }
+    CU_ASSERT_EQUAL(n, peak);
+    const int stage = plan_coord_of(&p, r).pp;
+    /* 1F1B: pp - stage from the first op that is not a forward receive; counting those, one more where the
+     * program posts the next forward's receive before the backward in hand (plan_build_program does on the
+     * last stage; the executor lands it in a boundary buffer) */
+    if (p.vpp == 1 && gpipe) CU_ASSERT_EQUAL(n, M);
+    if (p.vpp == 1 && !gpipe && skip) CU_ASSERT_EQUAL(n, p.pp - stage < M ? p.pp - stage : M);
+    if (p.vpp == 1 && !gpipe && !skip) CU_ASSERT(n >= p.pp - stage && n <= p.pp - stage + 1 && n <= M);
+    for (int a = 0; a < M; a++) {
+      CU_ASSERT(slot_of[a] >= 0 && slot_of[a] < n);
+      if (prev_of[a] >= 0) {
+        CU_ASSERT_EQUAL(slot_of[prev_of[a]], slot_of[a]);
+        CU_ASSERT(last[prev_of[a]] < first[a]);
+      }
+      for (int b = a + 1; b < M; b++) /* lifetimes that overlap hold different slots */
+        if (first[a] <= last[b] && first[b] <= last[a]) CU_ASSERT_NOT_EQUAL(slot_of[a], slot_of[b]);
+    }
+    plan_program_free(&prog);
+  }
+}
+static void slots_of(const char *path, int gpipe) {
+  slots_of_skip(path, gpipe, 0);
+  slots_of_skip(path, gpipe, 1);
+}
+static void test_activation_slots(void) {
+  slots_of(PLANS "gpt-h4096-pp2.json", 0);
+  slots_of(TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-pp2-gpipe.json", 1);
+  slots_of(PLANS "gpt-h4096-pp2-interleaved.json", 0);
+  slots_of(TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/gpt-h4096-pp2-last3.json", 0);
+  slots_of(PLANS "gpt-h4096-tp2-none.json", 0); /* PP = 1, 1F1B: one slot */
+}
+
+/* Uneven stages: every rank's program maps onto the executor, and its stage holds the plan's layers. */
+static void test_uneven_plans(void) {
+  const char *names[] = {"gpt-h4096-pp2-last3", "gpt-h4096-pp2-first3", "gpt-h4096-l9-pp2-acct-loss"};
+  const int stage0[] = {5, 3, 5};
+  for (int i = 0; i < 3; i++) {
+    char path[512];
+    snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/exec-feat/plans/%s.json", names[i]);
+    plan p;
+    ts_err e;
+    CU_ASSERT_FATAL(plan_load(path, NULL, NULL, &p, &e) == 0);
+    CU_ASSERT_EQUAL(exec_walk_check_program_all(&p, &e), 0);
+    CU_ASSERT_EQUAL(plan_chunk_first_layer(&p, 0, 0), 0);
+    CU_ASSERT_EQUAL(plan_vchunk_layers(&p, 0, 0), stage0[i]);
+    CU_ASSERT_EQUAL(plan_chunk_first_layer(&p, 1, 0), stage0[i]);
+    CU_ASSERT_EQUAL(plan_vchunk_layers(&p, 1, 0) + stage0[i], p.layers);
+  }
+}
+
 /* The layer ops are found by name: GPT's learned positions give the identity. */
 static void test_layer_op_index(void) {
   plan p;
@@ -335,6 +415,8 @@ int main(void) {
   CU_add_test(s, "tp_overlap_chunks plans run op by op, by rows", test_tp_overlap_plans);
   CU_add_test(s, "validation plans (SwiGLU/RMSNorm, PP2, DP2, TACO) run op by op", test_validation_plans);
   CU_add_test(s, "PP = 2 messages (1F1B, GPipe, interleaved) pair up with the executor's peers", test_pipeline_messages);
+  CU_add_test(s, "activation slots: the program's in-flight peak (1F1B pp - stage, GPipe all)", test_activation_slots);
+  CU_add_test(s, "uneven PP = 2 stages run op by op with the plan's layers", test_uneven_plans);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();

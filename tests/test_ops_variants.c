@@ -50,13 +50,13 @@ static void test_bad_input(void) {
 
 static void test_note_and_usage(void) {
   ts_err e;
-  char note[256];
+  char note[320];
   ops_variant_reset();
   CU_ASSERT_EQUAL(ops_variant_set("ce=unfused", &e), 0);
   ops_variant_note(note, sizeof note);
   CU_ASSERT_STRING_EQUAL(note, "variants: attn=fused flash-fwd=default flash-bwd=default flash-bwd-warps=4 "
                                "flash-bwd-parts=0 flash-order=longest ce=unfused norm-bwd=fused softmax=causal wgrad-overlap=on "
-                               "caat-bwd=fp32 tp-overlap-sm-margin=0 gemm-algo=bucket gemm-cache=hash reduce=atomic");
+                               "caat-bwd=fp32 tp-overlap-sm-margin=0 gemm-algo=bucket gemm-cache=hash reduce=atomic pp-slots=program");
   char buf[8192] = "";
   FILE *f = fmemopen(buf, sizeof buf - 1, "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);

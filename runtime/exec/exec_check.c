@@ -549,11 +549,12 @@ out:
  * micro-batch keeps its own activations (a rank's sums count every tensor
  * once per rank in numerator and denominator: the ratio is one rank's). */
 static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, int pp, const char *schedule, int vpp,
-                          const char *plan_extra, int cmp_ref, int cmp_pp1, error_table *tab, float **keep,
+                          const char *layout_extra, const char *plan_extra, int cmp_ref, int cmp_pp1, error_table *tab, float **keep,
                           size_t *keep_n, FILE *log, ts_err *e) {
   const int rank = pp > 1 ? w->ranks[0] : 0;
   char model_path[256], text[1024];
-  if (exec_check_plan_text(&d->cfg, 1, 1, pp, 2, vpp > 1 ? ", \"vpp\": 2" : NULL, schedule, plan_extra, model_path,
+  if (exec_check_plan_text(&d->cfg, 1, 1, pp, 2, layout_extra ? layout_extra : vpp > 1 ? ", \"vpp\": 2" : NULL, schedule,
+                           plan_extra, model_path,
                      sizeof model_path, text, sizeof text, e))
     return -1;
   exec_ref_config cfg = d->cfg;
@@ -580,6 +581,8 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, int
   if (pp > 1 && rt_world_split(w, 0, rank, &emb, e)) goto out;
   exec_pipeline pipe = {.pp = pp, .pp_rank = rank, .pp_comm = pp > 1 ? w->comms[0] : NULL, .emb_comm = emb,
                         .all_micros = pp == 1};
+  /* the activation slots the program holds at once and (uneven stages) this stage's layers */
+  if (exec_walk_program_shape(NULL, text, rank, &pipe, e)) goto out;
   if (exec_model_create_pp(&m, &cfg, 2, 1, 0, NULL, 1, 0, NULL, &pipe, w->streams[0], e)) goto out;
   created = 1;
   if (exec_model_load_ref(&m, d->params, e) || exec_model_set_data(&m, tok, lab, e)) goto out;
@@ -601,9 +604,16 @@ static int check_pipeline(rt_nccl *w, const check_data *d, const float *pp1, int
   }
   int sends = 0;
   for (int i = 0; i < wk.prog.n; i++) sends += wk.prog.ops[i].kind == PLAN_OP_SEND;
+  double shape[6] = {0, 0, 0, 0, 0, 0}; /* per stage: activation slots, layers, boundary buffers */
+  if (pp > 1) {
+    shape[rank] = m.nslots, shape[2 + rank] = m.layer_hi - m.layer_lo, shape[4 + rank] = m.nbslots;
+    if (rt_world_sum(w, shape, 6, e)) goto out;
+  }
   if (pp > 1)
-    fprintf(log, "  plan program (pp 2, %s, vpp %d, %d layers, 2 micro-batches): %d ops on rank 0 (%d sends), stages on "
-                 "ranks 0/1\n", schedule, vpp, cfg.layers, wk.prog.n, sends);
+    fprintf(log, "  plan program (pp 2, %s, vpp %d, %d layers%s, 2 micro-batches): %d ops on rank 0 (%d sends), stages on "
+                 "ranks 0/1 with %d/%d layers, %d/%d activation slots, %d/%d boundary buffers\n", schedule, vpp,
+            cfg.layers, layout_extra ? layout_extra : "", wk.prog.n, sends, (int)shape[2], (int)shape[3],
+            (int)shape[0], (int)shape[1], (int)shape[4], (int)shape[5]);
   else
     fprintf(log, "  plan program (pp 1, %s, 2 micro-batches): %d ops, %d activation slots\n", schedule, wk.prog.n,
             m.nslots);
@@ -634,19 +644,24 @@ static int check_interleaved(rt_nccl *w, const exec_ref_config *cfg, FILE *log, 
   int bad = -1;
   if (!tab) return ts_fail_sys(e, "exec check: out of memory");
   if (check_data_make(&d4, &c4, w->ranks[0], 2, e)) goto out;
-  if (check_pipeline(w, &d4, NULL, 2, "1f1b", 1, NULL, 0, -1, tab, NULL, NULL, log, e) ||
-      check_pipeline(w, &d4, NULL, 2, "interleaved-1f1b", 2, NULL, 1, -1, tab, NULL, NULL, log, e))
+  /* uneven stages (1F1B): 1 + 3 and 3 + 1 layers */
+  if (check_pipeline(w, &d4, NULL, 2, "1f1b", 1, NULL, NULL, 0, -1, tab, NULL, NULL, log, e) ||
+      check_pipeline(w, &d4, NULL, 2, "interleaved-1f1b", 2, NULL, NULL, 1, -1, tab, NULL, NULL, log, e) ||
+      check_pipeline(w, &d4, NULL, 2, "1f1b", 1, ", \"decoder_first_pipeline_num_layers\": 1", NULL, 2, -1, tab, NULL,
+                     NULL, log, e) ||
+      check_pipeline(w, &d4, NULL, 2, "1f1b", 1, ", \"decoder_last_pipeline_num_layers\": 1", NULL, 3, -1, tab, NULL,
+                     NULL, log, e))
     goto out;
-  if (rt_world_sum(w, &tab->num[0][0], 2 * EXEC_REF_MAX_TENSORS, e) ||
-      rt_world_sum(w, &tab->den[0][0], 2 * EXEC_REF_MAX_TENSORS, e))
+  if (rt_world_sum(w, &tab->num[0][0], 4 * EXEC_REF_MAX_TENSORS, e) ||
+      rt_world_sum(w, &tab->den[0][0], 4 * EXEC_REF_MAX_TENSORS, e))
     goto out;
   exec_tensor t[EXEC_REF_MAX_TENSORS];
   size_t total;
   int nt = exec_ref_tensors(&c4, t, EXEC_REF_MAX_TENSORS, &total);
-  double worst[2] = {0, 0};
-  int worst_t[2] = {0, 0};
+  double worst[4] = {0, 0, 0, 0};
+  int worst_t[4] = {0, 0, 0, 0};
   bad = 0;
-  for (int c = 0; c < 2; c++)
+  for (int c = 0; c < 4; c++)
     for (int i = 0; i < nt; i++) {
       double rel = tab->den[c][i] > 0 ? sqrt(tab->num[c][i] / tab->den[c][i]) : sqrt(tab->num[c][i]);
       if (!(rel <= CHECK_TOL_GRAD)) bad++;
@@ -654,6 +669,9 @@ static int check_interleaved(rt_nccl *w, const exec_ref_config *cfg, FILE *log, 
     }
   fprintf(log, "  4 layers, pp 2, worst tensor vs float64: 1F1B %.2e (%s), interleaved 1F1B (vpp 2) %.2e (%s)%s\n",
           worst[0], t[worst_t[0]].name, worst[1], t[worst_t[1]].name, bad ? "  FAILED" : "");
+  fprintf(log, "  4 layers, pp 2 1F1B, uneven stages vs float64: first stage 1 layer %.2e (%s), last stage 1 layer "
+          "%.2e (%s)%s\n", worst[2], t[worst_t[2]].name, worst[3], t[worst_t[3]].name,
+          worst[2] <= CHECK_TOL_GRAD && worst[3] <= CHECK_TOL_GRAD ? "" : "  FAILED");
 out:
   check_data_free(&d4);
   free(tab);
@@ -694,8 +712,8 @@ static int check_codec_layouts(rt_nccl *w, const check_data *d, FILE *log, int *
   error_table *tab = NULL;
   if (check_walked(w, d, &sp, NULL, NULL, -1, NULL, 0, &g[0], &n[0], log, e) ||
       check_walked(w, d, &sp_taco, NULL, NULL, -1, NULL, 0, &g[1], &n[1], log, e) ||
-      check_pipeline(w, d, NULL, 2, "1f1b", 1, NULL, -1, -1, NULL, &g[2], &n[2], log, e) ||
-      check_pipeline(w, d, NULL, 2, "1f1b", 1, taco_pp, -1, -1, NULL, &g[3], &n[3], log, e))
+      check_pipeline(w, d, NULL, 2, "1f1b", 1, NULL, NULL, -1, -1, NULL, &g[2], &n[2], log, e) ||
+      check_pipeline(w, d, NULL, 2, "1f1b", 1, NULL, taco_pp, -1, -1, NULL, &g[3], &n[3], log, e))
     goto out;
   if (n[0] != n[1] || n[2] != n[3]) {
     ts_fail_sys(e, "exec check: compressed and uncompressed runs hold different parameter counts");
@@ -814,9 +832,9 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
   }
   /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */
   /* (the executor's pipeline needs tied embeddings: untied models run at PP = 1) */
-  if (n == 2 && !cfg->untied && (check_pipeline(w, &d, gd, 2, "1f1b", 1, NULL, CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, NULL, NULL, log, e) ||
-                 check_pipeline(w, &d, gd, 2, "gpipe", 1, NULL, CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, NULL, NULL, log, e) ||
-                 check_pipeline(w, &d, gd, 1, "gpipe", 1, NULL, CMP_GPIPE1_REF, CMP_GPIPE1_DP2, tab, NULL, NULL, log, e)))
+  if (n == 2 && !cfg->untied && (check_pipeline(w, &d, gd, 2, "1f1b", 1, NULL, NULL, CMP_PP2_PLAN_REF, CMP_PP2_PP1, tab, NULL, NULL, log, e) ||
+                 check_pipeline(w, &d, gd, 2, "gpipe", 1, NULL, NULL, CMP_GPIPE_REF, CMP_GPIPE_PP1, tab, NULL, NULL, log, e) ||
+                 check_pipeline(w, &d, gd, 1, "gpipe", 1, NULL, NULL, CMP_GPIPE1_REF, CMP_GPIPE1_DP2, tab, NULL, NULL, log, e)))
     goto done;
 
   if (rt_world_sum(w, &tab->num[0][0], CMP_COUNT * EXEC_REF_MAX_TENSORS, e) ||

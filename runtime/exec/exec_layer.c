@@ -218,7 +218,7 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
   switch (op) {
   case EXEC_OP_MLP_RESIDUAL:
     /* the gradient passes through; at a chunk's last layer it comes from the next virtual stage */
-    if (m->pp > 1 && (l + 1) % m->lpc == 0 && l + 1 < m->cfg.layers)
+    if (m->pp > 1 && l + 1 == m->chunk_hi[exec_model_chunk_of_layer(m, l)] && l + 1 < m->cfg.layers)
       EX_CUDA(cudaMemcpyAsync(shard(m, m->dx), shard(m, m->pp_grad_in[m->slot * m->vpp + exec_model_chunk_of_layer(m, l)]),
                               (size_t)(m->sp_rows * h) * 2,
                               cudaMemcpyDeviceToDevice, m->stream));
@@ -258,7 +258,7 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
     EX_TRY(norm_bwd(m, a->x_in, exec_layer_tensor(m, l, EXEC_T_LN1_G), exec_layer_tensor(m, l, EXEC_T_LN1_B), a->mean1,
                     a->rstd1, e));
     /* at a chunk's first layer the input gradient goes to the previous virtual stage (a buffer per slot and chunk) */
-    if (m->pp > 1 && l % m->lpc == 0 && l > 0)
+    if (m->pp > 1 && l == m->chunk_lo[exec_model_chunk_of_layer(m, l)] && l > 0)
       EX_CUDA(cudaMemcpyAsync(shard(m, m->pp_grad_out[m->slot * m->vpp + exec_model_chunk_of_layer(m, l)]),
                               shard(m, m->dx), (size_t)(m->sp_rows * h) * 2,
                               cudaMemcpyDeviceToDevice, m->stream));

@@ -151,8 +151,12 @@ int exec_model_set_layout(exec_model *m, int sequence_parallel, int zero1, ts_er
 
 exec_layer_acts *exec_acts(const exec_model *m, int l) { return &m->acts[(size_t)m->slot * (m->cfg.layers + 1) + l]; }
 
-int exec_model_holds_layer(const exec_model *m, int l) { return (l / m->lpc) % m->pp == m->pp_rank; }
-int exec_model_chunk_of_layer(const exec_model *m, int l) { return l / m->lpc / m->pp; }
+int exec_model_chunk_of_layer(const exec_model *m, int l) {
+  for (int c = 0; c < m->vpp; c++)
+    if (l >= m->chunk_lo[c] && l < m->chunk_hi[c]) return c;
+  return -1;
+}
+int exec_model_holds_layer(const exec_model *m, int l) { return exec_model_chunk_of_layer(m, l) >= 0; }
 
 int exec_model_holds_tensor(const exec_model *m, int t) {
   const exec_tensor *lt = &m->tensors[t];
@@ -267,6 +271,7 @@ static int model_alloc_layers(exec_model *m, size_t *allocated, ts_err *e) {
   const long long S = cfg->seq, hl = m->hidden_local, fl = m->ffn_local, ul = m->fc1_local;
   const long long scores = (long long)cfg->batch * m->heads_local * S * S;
   const int L = cfg->layers;
+  const size_t before = *allocated;
   m->acts = calloc((size_t)m->nslots * (L + 1), sizeof *m->acts);
   if (!m->acts) return ts_fail_sys(e, "exec_model_create: out of memory");
   for (int slot = 0; slot < m->nslots; slot++)
@@ -274,7 +279,9 @@ static int model_alloc_layers(exec_model *m, size_t *allocated, ts_err *e) {
     exec_layer_acts *a = &m->acts[(size_t)slot * (L + 1) + l];
     const int held = exec_model_holds_layer(m, l), sent = !held && l > 0 && exec_model_holds_layer(m, l - 1);
     if (!held && !sent) continue;
-    ALLOC(a->x_in, T * h * bf);
+    const int c = held ? exec_model_chunk_of_layer(m, l) : -1;
+    if (m->bnd_x && c >= 0 && l == m->chunk_lo[c] && l > 0) { /* received: in a boundary buffer (run_op points at it) */
+    } else ALLOC(a->x_in, T * h * bf);
     if (sent) continue; /* the next stage's input: only sent from here */
     /* recomputed activations: one set for every layer and slot (allocated once) */
     const int first = !m->shared.P;
@@ -304,6 +311,7 @@ static int model_alloc_layers(exec_model *m, size_t *allocated, ts_err *e) {
     }
     a->P = kp->P;
   }
+  m->act_bytes += *allocated - before;
   return 0;
 }
 
@@ -312,19 +320,24 @@ static int model_alloc_pipeline(exec_model *m, size_t *allocated, ts_err *e) {
   const long long T = m->tokens, h = m->cfg.hidden;
   const size_t bf = 2;
   const int L = m->cfg.layers;
+  const size_t before = *allocated;
   if (m->pp > 1) {
     const size_t cells = (size_t)m->nslots * m->vpp;
     m->pp_grad_in = calloc(cells, sizeof *m->pp_grad_in);
     m->pp_grad_out = calloc(cells, sizeof *m->pp_grad_out);
     if (!m->pp_grad_in || !m->pp_grad_out) return ts_fail_sys(e, "exec_model_create: out of memory");
     for (int slot = 0; slot < m->nslots; slot++)
-      for (int c = 0; c < m->vpp; c++) {
-        const int v = c * m->pp + m->pp_rank; /* virtual stage of chunk c */
-        if ((v + 1) * m->lpc < L) ALLOC(m->pp_grad_in[slot * m->vpp + c], T * h * bf);
-        if (v > 0) ALLOC(m->pp_grad_out[slot * m->vpp + c], T * h * bf);
+      for (int c = 0; c < m->vpp; c++) { /* gradients from the next virtual stage, to the previous one */
+        if (m->chunk_hi[c] < L) ALLOC(m->pp_grad_in[slot * m->vpp + c], T * h * bf);
+        if (m->chunk_lo[c] > 0) ALLOC(m->pp_grad_out[slot * m->vpp + c], T * h * bf);
       }
+    if (m->bnd_x) /* received activations */
+      for (int b = 0; b < m->nbslots; b++)
+        for (int c = 0; c < m->vpp; c++)
+          if (m->chunk_lo[c] > 0) ALLOC(m->bnd_x[b * m->vpp + c], T * h * bf);
     EX_CUDA(cudaStreamCreateWithFlags(&m->pp_stream, cudaStreamNonBlocking));
   }
+  m->act_bytes += *allocated - before;
   return 0;
 }
 
@@ -353,6 +366,7 @@ static int model_alloc_head(exec_model *m, const exec_ref_config *cfg, size_t *a
     m->heads = calloc((size_t)m->nslots, sizeof *m->heads);
     if (!m->heads) return ts_fail_sys(e, "exec_model_create: out of memory");
     m->heads[0] = (struct exec_head_acts){m->x_final, m->nf, m->logits, m->meanf, m->rstdf};
+    const size_t before = *allocated;
     for (int slot = 1; slot < m->nslots; slot++) {
       struct exec_head_acts *hd = &m->heads[slot];
       ALLOC(hd->x_final, T * h * bf);
@@ -361,6 +375,7 @@ static int model_alloc_head(exec_model *m, const exec_ref_config *cfg, size_t *a
       ALLOC(hd->meanf, T * 4);
       ALLOC(hd->rstdf, T * 4);
     }
+    m->act_bytes += *allocated - before;
   }
   return 0;
 }
@@ -414,17 +429,35 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->pp = pipe ? pipe->pp : 1;
   m->pp_rank = pipe ? pipe->pp_rank : 0;
   m->vpp = m->pp > 1 && cfg->vpp > 1 ? cfg->vpp : 1;
-  if (m->pp < 1 || cfg->layers % (m->pp * m->vpp) || m->pp_rank < 0 || m->pp_rank >= m->pp)
+  const int uneven = pipe && pipe->layer_hi > 0;
+  if (uneven && (m->vpp > 1 || pipe->layer_lo < 0 || pipe->layer_lo >= pipe->layer_hi || pipe->layer_hi > cfg->layers ||
+                 (m->pp_rank == 0) != (pipe->layer_lo == 0) || (m->pp_rank == m->pp - 1) != (pipe->layer_hi == cfg->layers)))
+    return ts_fail(e, NULL, "layout.decoder_first_pipeline_num_layers", "stage %d of %d: layers [%d, %d) of %d (vpp %d): "
+                   "the executor runs uneven stages as one non-empty chunk per stage", m->pp_rank, m->pp,
+                   pipe->layer_lo, pipe->layer_hi, cfg->layers, m->vpp);
+  if (m->pp < 1 || m->vpp > EXEC_MAX_CHUNKS || (!uneven && cfg->layers % (m->pp * m->vpp)) || m->pp_rank < 0 ||
+      m->pp_rank >= m->pp)
     return ts_fail(e, NULL, "layout.pp", "%d stages x %d chunks must divide the %d layers", m->pp, m->vpp, cfg->layers);
   m->lpc = cfg->layers / (m->pp * m->vpp);
   if (m->pp > 1 && (!pipe->pp_comm || !pipe->emb_comm))
     return ts_fail_sys(e, "exec_model_create_pp: PP %d without its communicators", m->pp);
   m->pp_comm = m->pp > 1 ? pipe->pp_comm : NULL;
   m->emb_comm = m->pp > 1 ? pipe->emb_comm : NULL;
-  m->layer_lo = cfg->layers / m->pp * m->pp_rank;
-  m->layer_hi = m->layer_lo + cfg->layers / m->pp;
-  /* every micro-batch in flight keeps its activations (1F1B, GPipe, interleaved; GPipe at PP = 1 too) */
-  m->nslots = m->pp > 1 || (pipe && pipe->all_micros) ? micros : 1;
+  for (int c = 0; c < m->vpp; c++) { /* chunk c is virtual stage c pp + pp_rank */
+    m->chunk_lo[c] = uneven ? pipe->layer_lo : (c * m->pp + m->pp_rank) * m->lpc;
+    m->chunk_hi[c] = uneven ? pipe->layer_hi : m->chunk_lo[c] + m->lpc;
+  }
+  m->layer_lo = m->chunk_lo[0];
+  m->layer_hi = m->chunk_hi[m->vpp - 1];
+  /* Activation slots: the most micro-batches the rank's program holds at once (pipe->slots, from the
+   * program: exec_walk_program_shape); else every micro-batch keeps its own (GPipe at PP = 1 too). */
+  m->nslots = pipe && pipe->slots > 0 ? (pipe->slots < micros ? pipe->slots : micros)
+              : m->pp > 1 || (pipe && pipe->all_micros) ? micros : 1;
+  if (m->pp > 1 && pipe->slots > 0 && pipe->bslots > 0) { /* boundary buffers for received activations */
+    m->nbslots = pipe->bslots < micros ? pipe->bslots : micros;
+    m->bnd_x = calloc((size_t)m->nbslots * m->vpp, sizeof *m->bnd_x);
+    if (!m->bnd_x) return ts_fail_sys(e, "exec_model_create: out of memory");
+  }
   EX_TRY(exec_ref_config_check(cfg, e));
   if (cfg->heads % tp || cfg->ffn % tp || exec_ref_kv_heads(cfg) % tp)
     return ts_fail(e, NULL, "layout.tp", "%d must divide heads %d, kv_heads %d and ffn %d", tp, cfg->heads,
@@ -592,6 +625,13 @@ void exec_model_destroy(exec_model *m) {
     if (m->pp_grad_out) cudaFree(m->pp_grad_out[i]);
   }
   free(m->pp_grad_in), free(m->pp_grad_out);
+  if (m->bnd_x) { /* the received activations: the layers' x_in point at them, not at buffers of their own */
+    for (int slot = 0; m->acts && slot < m->nslots; slot++)
+      for (int c = 0; c < m->vpp; c++)
+        if (m->chunk_lo[c] > 0) m->acts[(size_t)slot * (m->cfg.layers + 1) + m->chunk_lo[c]].x_in = NULL;
+    for (int i = 0; i < m->nbslots * m->vpp; i++) cudaFree(m->bnd_x[i]);
+    free(m->bnd_x);
+  }
   exec_moe_destroy(m);
   const exec_layer_acts *sh = &m->shared;
   const void *shared_ptrs[] = {sh->x_in, sh->n1, sh->qkv, sh->P, sh->attn, sh->x_mid, sh->n2, sh->u, sh->a,

@@ -168,14 +168,37 @@ typedef struct {
 
   /* Pipeline stage (PP > 1, 1F1B): this rank runs layers [layer_lo, layer_hi)
    * and holds every tensor but updates only its own (exec_model_holds_tensor).
-   * Activations are kept per micro-batch slot (nslots = micro-batches when
-   * PP > 1, or under GPipe at PP = 1; so a recv or a later forward never overwrites what a pending
-   * backward needs); the stage boundary activation is acts[slot][layer_hi].x_in
+   * Activations are kept per micro-batch slot (nslots: the most micro-batches
+   * the rank's walked program holds at once, exec_walk_program_shape; else one
+   * per micro-batch when PP > 1 or under GPipe at PP = 1; a micro-batch reuses
+   * a slot only after its previous holder's last op, so a recv or a later
+   * forward never overwrites what a pending backward needs); the stage
+   * boundary activation is acts[slot][layer_hi].x_in
    * (sent) or acts[slot][layer_lo].x_in (received); gradients travel through
    * pp_grad_in/pp_grad_out[slot]. Send/recv run on pp_stream through pp_comm
    * (ranks = stages); emb_comm joins the first and last stage for the tied
    * embedding's gradient. */
   int pp, pp_rank, layer_lo, layer_hi, nslots, slot;
+  /* slot_of[micro]: the slot a walked program gives each micro-batch
+   * (exec_walk_slots; set by exec_walk_init, owned by the walk); NULL: micro
+   * % nslots. act_bytes: what the slots hold (activations, boundary
+   * gradients, the head's per-slot state), counted when allocated. */
+  const int *slot_of;
+  size_t act_bytes;
+  /* Boundary buffers (pipe->bslots > 0, PP > 1): the forward activation a
+   * chunk receives (layer chunk_lo[c] > 0's x_in) lands in bnd_x[bslot * vpp
+   * + c], nbslots of them per chunk, held from the receive on (the program
+   * posts it before the backward in hand), so the other activations need
+   * slots only from the micro-batch's first compute on; exec_model_run_op
+   * points that layer's x_in at its buffer. NULL: x_in lives in the slot. */
+  int nbslots, bslot;
+  const int *bslot_of;
+  void **bnd_x;
+  /* This stage's chunks: chunk c holds layers [chunk_lo[c], chunk_hi[c])
+   * (even: virtual stage v = c pp + pp_rank holds [v lpc, (v+1) lpc); uneven
+   * stages, vpp 1: the plan's bounds, exec_pipeline.layer_lo/hi). */
+#define EXEC_MAX_CHUNKS 64
+  int chunk_lo[EXEC_MAX_CHUNKS], chunk_hi[EXEC_MAX_CHUNKS];
   /* Interleaved 1F1B (cfg.vpp > 1): the stage holds vpp chunks of lpc layers,
    * chunk c being virtual stage c * pp + pp_rank (layers [v lpc, (v+1) lpc));
    * boundary gradients are per (slot, chunk): pp_grad_*[slot * vpp + c].
@@ -232,6 +255,10 @@ typedef struct {
   ncclComm_t pp_comm, emb_comm; /* NULL when pp == 1 */
   int all_micros; /* pp == 1 under GPipe: every forward runs before any backward, so each micro-batch keeps its
                      activations (a slot of its own), as on a pipeline stage */
+  int slots; /* > 0: activation slots (exec_walk_program_shape: the most micro-batches the rank's program holds at
+                once); 0: one per micro-batch when pp > 1 or all_micros, else 1 */
+  int bslots; /* > 0 (with slots): boundary buffers per chunk for received activations (exec_model.h's bnd_x) */
+  int layer_lo, layer_hi; /* hi > 0: this stage's layers [lo, hi) (uneven stages, vpp 1); 0: layers / pp each */
 } exec_pipeline;
 
 /* Allocates everything for cfg cut over (tp, dp, pp) with `micros` micro-batches. */

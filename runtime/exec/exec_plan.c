@@ -78,19 +78,17 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
                    "%g (the default is Megatron-LM's 0.1): the executor runs no dropout (NOT IMPLEMENTED here); set "
                    "\"hidden_dropout\": 0 in the plan (its prediction then charges no dropout mask either)",
                    p->hidden_dropout);
-  if (p->account_embedding || p->account_loss)
-    return ts_fail(e, path, p->account_embedding ? "layout.account_for_embedding_in_pipeline_split"
-                                                 : "layout.account_for_loss_in_pipeline_split",
-                   "uneven model chunks are priced by tacosim simulate; the executor runs even chunks only (NOT "
-                   "IMPLEMENTED here)");
-  if (p->first_stage_layers > 0)
-    return ts_fail(e, path, "layout.decoder_first_pipeline_num_layers",
-                   "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
-                   "(NOT IMPLEMENTED here)");
-  if (p->last_stage_layers > 0)
-    return ts_fail(e, path, "layout.decoder_last_pipeline_num_layers",
-                   "uneven pipeline stages are priced by tacosim simulate; the executor runs even stages only "
-                   "(NOT IMPLEMENTED here)");
+  /* Uneven stages run as one chunk per stage (exec_walk_program_shape gives each stage its layers);
+   * interleaved chunks of uneven stages do not. */
+  if ((p->account_embedding || p->account_loss || p->first_stage_layers > 0 || p->last_stage_layers > 0) &&
+      p->vpp > 1)
+    return ts_fail(e, path,
+                   p->first_stage_layers > 0  ? "layout.decoder_first_pipeline_num_layers"
+                   : p->last_stage_layers > 0 ? "layout.decoder_last_pipeline_num_layers"
+                   : p->account_embedding     ? "layout.account_for_embedding_in_pipeline_split"
+                                              : "layout.account_for_loss_in_pipeline_split",
+                   "uneven stages with interleaved chunks (vpp %d) are priced by tacosim simulate; the executor runs "
+                   "uneven stages with vpp 1 only (NOT IMPLEMENTED here)", p->vpp);
   if (p->zero_stage >= 2)
     return ts_fail(e, path, "layout.data_parallel_sharding_strategy",
                    "\"%s\" (ZeRO-%d) is priced by tacosim simulate; the executor runs no_shard and optim (ZeRO-1) "

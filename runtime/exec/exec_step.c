@@ -132,11 +132,12 @@ static int run_send_recv(exec_model *m, const plan_op *op, ts_err *e) {
   /* forward: to the next stage / from the previous; backward: the other way */
   const int peer = exec_walk_pp_peer_stage(m->pp_rank, m->pp, op);
   if (op->chunk < 0 || op->chunk >= m->vpp) return ts_fail(e, NULL, "program", "a pipeline message of chunk %d", op->chunk);
-  const int v = op->chunk * m->pp + m->pp_rank; /* this chunk's virtual stage: layers [v lpc, (v+1) lpc) */
-  if ((fwd == send && (v + 1) * m->lpc >= m->cfg.layers) || (fwd != send && v == 0))
+  const int lo = m->chunk_lo[op->chunk], hi = m->chunk_hi[op->chunk]; /* this chunk's layers */
+  if ((fwd == send && hi >= m->cfg.layers) || (fwd != send && lo == 0))
     return ts_fail(e, NULL, "program", "a pipeline message past the first/last virtual stage");
   void *buf;
-  if (fwd) buf = exec_acts(m, send ? (v + 1) * m->lpc : v * m->lpc)->x_in;
+  if (fwd && !send && m->bnd_x) buf = m->bnd_x[m->bslot * m->vpp + op->chunk]; /* (the slot may be another's still) */
+  else if (fwd) buf = exec_acts(m, send ? hi : lo)->x_in;
   else buf = send ? m->pp_grad_out[m->slot * m->vpp + op->chunk] : m->pp_grad_in[m->slot * m->vpp + op->chunk];
   if (!buf) return ts_fail_sys(e, "exec: no pipeline buffer for this message (internal error)");
   /* under SP a stage boundary carries this rank's rows only (the residual stream is sharded) */
@@ -438,7 +439,13 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
   if (!(op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP)) EX_TRY(exec_flush_wgrad(m, e));
   int micro = op->micro < 0 ? 0 : op->micro;
   if (micro >= m->micros) return ts_fail(e, NULL, "program", "micro-batch %d out of range", micro);
-  m->slot = micro % m->nslots;
+  m->slot = m->slot_of ? m->slot_of[micro] : micro % m->nslots;
+  if (m->bnd_x) { /* this micro-batch's received activations: the chunks' first layers read them */
+    m->bslot = m->bslot_of ? m->bslot_of[micro] : micro % m->nbslots;
+    for (int c = 0; c < m->vpp; c++)
+      if (m->chunk_lo[c] > 0)
+        m->acts[(size_t)m->slot * (m->cfg.layers + 1) + m->chunk_lo[c]].x_in = m->bnd_x[m->bslot * m->vpp + c];
+  }
   if (m->heads) { /* the output layer's state of this micro-batch (GPipe, interleaved) */
     const struct exec_head_acts *hd = &m->heads[m->slot];
     m->x_final = hd->x_final, m->nf = hd->nf, m->logits = hd->logits, m->meanf = hd->meanf, m->rstdf = hd->rstdf;

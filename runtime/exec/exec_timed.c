@@ -125,6 +125,7 @@ typedef struct {
   double compute_s, tp_s, dp_s, pp_s, tp_stream_s;
   int n_tp;
   double *rank_stats; /* [busy, compute, comm] per rank */
+  double *rank_mem;   /* [stage, activation slots, activation bytes, GPU memory in use, boundary buffers] per rank */
   double flops_megatron, flops_model, tflops; /* per iteration; TFLOP/s per GPU at the median */
   size_t free_b, total_b;                     /* GPU memory */
   schema_result res;
@@ -197,6 +198,8 @@ static int timed_model(timed_run *t, ts_err *e) {
   const exec_plan_min *p = t->p;
   exec_pipeline pipe = {.pp = p->pp, .pp_rank = t->pp_rank, .pp_comm = t->pp_comm, .emb_comm = t->emb_comm,
                         .all_micros = p->pp == 1 && p->gpipe};
+  /* the plan's program: its activation slots and (uneven stages) this stage's layers */
+  if (t->o->program_plan && exec_walk_program_shape(p->path, NULL, t->rank, &pipe, e)) return -1;
   if (exec_model_create_pp(&t->m, &t->cfg, t->micros, p->tp, t->tp_rank, t->tp_comm, p->dp, t->dp_rank, t->dp_comm,
                            &pipe, t->w->streams[0], e))
     return -1;
@@ -460,6 +463,17 @@ static void timed_figures(timed_run *t) {
   cudaMemGetInfo(&t->free_b, &t->total_b);
 }
 
+/* Every rank's stage, activation slots, activation bytes and GPU memory in use (cudaMemGetInfo), summed
+ * into rank_mem so rank 0 prints them all. */
+static int timed_memory(timed_run *t, ts_err *e) {
+  t->rank_mem = calloc((size_t)t->world * 5, sizeof *t->rank_mem);
+  if (!t->rank_mem) return ts_fail_sys(e, "exec: out of memory");
+  double *r = t->rank_mem + t->rank * 5;
+  r[0] = t->pp_rank, r[1] = t->m.nslots, r[2] = (double)t->m.act_bytes, r[3] = (double)(t->total_b - t->free_b);
+  r[4] = t->m.nbslots;
+  return rt_world_sum(t->w, t->rank_mem, t->world * 5, e);
+}
+
 /* Rank 0's summary and breakdown table on stdout. */
 static void timed_print(const timed_run *t) {
   const exec_plan_min *p = t->p;
@@ -484,6 +498,12 @@ static void timed_print(const timed_run *t) {
          t->flops_model / t->world / stats[1] / 1e12);
   printf("# tokens/s %.0f, loss %.4f, GPU memory in use %.1f GiB\n", (double)p->global * p->seq / stats[1], t->loss,
          (double)(t->total_b - t->free_b) / (1 << 30));
+  for (int r = 0; r < t->world; r++) {
+    const double *rm = t->rank_mem + r * 5;
+    printf("# memory rank %d (stage %d): %d activation slots of %d micro-batches (+%d received-activation buffers), "
+           "activations %.2f GiB, GPU memory in use %.2f GiB (cudaMemGetInfo)\n", r, (int)rm[0], (int)rm[1],
+           t->micros, (int)rm[4], rm[2] / (1 << 30), rm[3] / (1 << 30));
+  }
   printf("# profiled iteration (rank 0): %.2f ms = compute %.2f + exposed TP all-reduce %.2f + DP all-reduce %.2f"
          " + pipeline wait %.2f\n",
          profiled * 1e3, t->compute_s * 1e3, t->tp_s * 1e3, t->dp_s * 1e3, t->pp_s * 1e3);
@@ -565,6 +585,13 @@ static void timed_result_notes(timed_run *t) {
   char variants[320];
   ops_variant_note(variants, sizeof variants);
   schema_result_add_note(res, variants);
+  for (int r = 0; r < t->world; r++) {
+    const double *rm = t->rank_mem + r * 5;
+    snprintf(note, sizeof note, "memory rank %d (stage %d): %d activation slots of %d micro-batches (+%d "
+             "received-activation buffers), activations %.0f bytes, GPU memory in use %.0f bytes (cudaMemGetInfo)",
+             r, (int)rm[0], (int)rm[1], t->micros, (int)rm[4], rm[2], rm[3]);
+    schema_result_add_note(res, note);
+  }
 }
 
 /* Rank 0's result in the simulator's schema, saved where asked (--json, --csv). */
@@ -606,7 +633,7 @@ static int timed_result(timed_run *t, ts_err *e) {
  * the communicators stay registered: rt_nccl_finalize aborts them all. */
 static void timed_free(timed_run *t, int rc) {
   rt_nccl *w = t->w;
-  free(t->rank_stats);
+  free(t->rank_stats), free(t->rank_mem);
   if (t->ev)
     for (int i = 0; i <= t->nops; i++)
       if (t->ev[i]) cudaEventDestroy(t->ev[i]);
@@ -645,6 +672,7 @@ int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o,
       timed_breakdown(t, e))
     goto fail;
   timed_figures(t);
+  if (timed_memory(t, e)) goto fail;
   if (t->root) {
     timed_print(t);
     if (o->ops_csv_out && timed_ops_csv(t, e)) goto fail;

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec_run.h"
+#include <stdio.h>
 #include "gpu_check.h"
+#include "ops_variants.h"
 
 #define WK_CUDA(call) CUDA_CHECK(e, call)
 
@@ -37,6 +39,23 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   if (m->cfg.recompute > plan_rc)
     return ts_fail(e, w->p.path, "layout.recompute", "the model keeps activations for recomputation level %d, the "
                    "program recomputes at level %d", m->cfg.recompute, plan_rc);
+  /* activation slots: the model holds m->nslots; this program's order needs slots_needed */
+  const int M = m->micros;
+  w->slot_of = malloc((size_t)M * sizeof *w->slot_of), w->prev_of = malloc((size_t)M * sizeof *w->prev_of);
+  w->bslot_of = malloc((size_t)M * sizeof *w->bslot_of), w->bprev_of = malloc((size_t)M * sizeof *w->bprev_of);
+  w->last_on = malloc((size_t)M * 4 * sizeof *w->last_on), w->began = malloc((size_t)M);
+  if (!w->slot_of || !w->prev_of || !w->bslot_of || !w->bprev_of || !w->last_on || !w->began)
+    return ts_fail_sys(e, "exec walk: out of memory");
+  /* with boundary buffers a micro-batch holds its slot from its first op that is not a forward receive */
+  const int slots_needed = exec_walk_slots(&w->prog, M, m->bnd_x != NULL, w->slot_of, w->prev_of, e);
+  const int bslots_needed = exec_walk_slots(&w->prog, M, 0, w->bslot_of, w->bprev_of, e);
+  if (slots_needed < 0 || bslots_needed < 0) return -1;
+  if (slots_needed > m->nslots || (m->bnd_x && bslots_needed > m->nbslots))
+    return ts_fail(e, w->p.path, "layout", "rank %d's program holds %d micro-batches at once (%d with the "
+                   "received ones); the model has %d activation slots and %d boundary buffers (make it with "
+                   "exec_walk_program_shape)", rank, slots_needed, bslots_needed, m->nslots, m->nbslots);
+  m->slot_of = w->slot_of;
+  if (m->bnd_x) m->bslot_of = w->bslot_of;
   w->done = calloc((size_t)w->prog.n, sizeof *w->done);
   w->ready = calloc((size_t)w->prog.n, sizeof *w->ready);
   if (!w->done || !w->ready) return ts_fail_sys(e, "exec walk: out of memory");
@@ -71,12 +90,84 @@ void exec_walk_destroy(exec_walk *w) {
     }
   if (w->start) cudaEventDestroy(w->start);
   free(w->done), free(w->ready);
+  free(w->slot_of), free(w->prev_of), free(w->bslot_of), free(w->bprev_of), free(w->last_on), free(w->began);
   if (w->loaded) plan_program_free(&w->prog);
   memset(w, 0, sizeof *w);
 }
 
+static int stream_index(const exec_model *m, cudaStream_t s) {
+  return s == m->stream ? 0 : s == m->tp_stream ? 1 : s == m->dp_stream ? 2 : 3;
+}
+
+/* Stream s waits for micro-batch j's last ops on the other streams (q: s's index). */
+static int wait_for_micro(const exec_walk *w, int j, int q, cudaStream_t s, ts_err *e) {
+  const int *last = &w->last_on[j * 4];
+  for (int t = 0; t < 4; t++)
+    if (t != q && last[t] >= 0) WK_CUDA(cudaStreamWaitEvent(s, w->done[last[t]], 0));
+  return 0;
+}
+
+/* A micro-batch that reuses an activation slot (or boundary buffer): its first op on each stream that
+ * uses it waits for the last ops of its previous holder on the other streams (the same stream keeps its
+ * order itself; the previous holder's ops all come earlier in the program). */
+static int slot_wait(exec_model *m, exec_walk *w, int i, cudaStream_t s, ts_err *e) {
+  const plan_op *op = &w->prog.ops[i];
+  const int k = op->micro, q = stream_index(m, s);
+  if (k < 0) return 0;
+  if (m->bnd_x && !(w->began[k] & (1u << q)) && w->bprev_of[k] >= 0 && wait_for_micro(w, w->bprev_of[k], q, s, e))
+    return -1;
+  w->began[k] |= (unsigned char)(1u << q);
+  const int uses_slot = !(m->bnd_x && exec_walk_is_fwd_recv(op)); /* a received activation lands in its buffer */
+  if (uses_slot && !(w->began[k] & (16u << q))) {
+    if (w->prev_of[k] >= 0 && wait_for_micro(w, w->prev_of[k], q, s, e)) return -1;
+    w->began[k] |= (unsigned char)(16u << q);
+  }
+  w->last_on[k * 4 + q] = i;
+  return 0;
+}
+
+int exec_walk_program_shape(const char *path, const char *text, int rank, exec_pipeline *pipe, ts_err *e) {
+  plan *p = malloc(sizeof *p);
+  plan_program prog;
+  int built = 0, rc = -1, *slot_of = NULL, *prev_of = NULL;
+  if (!p) return ts_fail_sys(e, "exec walk: out of memory");
+  if (path ? plan_load(path, NULL, NULL, p, e) && plan_load(path, "models", "topologies", p, e)
+           : plan_from_json_text(text, strlen(text), "exec plan", NULL, NULL, p, e) &&
+                 plan_from_json_text(text, strlen(text), "exec plan", "models", "topologies", p, e))
+    goto out;
+  if (plan_build_program(p, rank, &prog, e)) goto out;
+  built = 1;
+  const int M = plan_micro_batches(p);
+  slot_of = malloc((size_t)M * sizeof *slot_of), prev_of = malloc((size_t)M * sizeof *prev_of);
+  if (!slot_of || !prev_of) {
+    ts_fail_sys(e, "exec walk: out of memory");
+    goto out;
+  }
+  /* PP > 1: slots from the first op that is not a forward receive, boundary buffers counting those */
+  const int slots = exec_walk_slots(&prog, M, p->pp > 1, slot_of, prev_of, e);
+  const int bslots = exec_walk_slots(&prog, M, 0, slot_of, prev_of, e);
+  if (slots < 0 || bslots < 0) goto out;
+  const int per_micro = ops_variant_is(OPS_V_PP_SLOTS, "per-micro");
+  pipe->slots = per_micro ? 0 : slots; /* 0: one per micro-batch */
+  pipe->bslots = per_micro || p->pp == 1 ? 0 : bslots;
+  const int stage = plan_coord_of(p, rank).pp;
+  if (p->pp > 1 && p->vpp == 1 && (plan_uneven_stages(p) || p->account_embedding || p->account_loss)) {
+    pipe->layer_lo = plan_chunk_first_layer(p, stage, 0);
+    pipe->layer_hi = pipe->layer_lo + plan_vchunk_layers(p, stage, 0);
+  }
+  rc = 0;
+out:
+  if (built) plan_program_free(&prog);
+  free(slot_of), free(prev_of), free(p);
+  return rc;
+}
+
 int exec_walk_iteration(exec_model *m, exec_walk *w, int skip_optimizer, ts_err *e) {
   if (exec_model_zero_grad(m, e)) return -1;
+  for (int k = 0; k < m->micros; k++) {
+    w->began[k] = 0;
+    for (int q = 0; q < 4; q++) w->last_on[k * 4 + q] = -1;
+  }
   WK_CUDA(cudaEventRecord(w->start, m->stream));
   cudaStream_t side[3] = {m->tp_stream, m->dp_stream, m->pp_stream};
   for (int s = 0; s < 3; s++)
@@ -92,6 +183,7 @@ int exec_walk_iteration(exec_model *m, exec_walk *w, int skip_optimizer, ts_err 
       int dep = op->dep[d];
       if (dep >= 0 && exec_model_op_stream(m, &w->prog.ops[dep]) != s) WK_CUDA(cudaStreamWaitEvent(s, w->done[dep], 0));
     }
+    if (slot_wait(m, w, i, s, e)) return -1;
     WK_CUDA(cudaEventRecord(w->ready[i], s));
     m->cur_op = i;
     if (exec_model_run_op(m, op, e)) return -1;

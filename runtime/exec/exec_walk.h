@@ -12,6 +12,11 @@ typedef struct {
   plan p;
   plan_program prog;
   cudaEvent_t start, *done, *ready; /* per op: finished on its stream; its cross-stream waits satisfied */
+  /* activation slots (exec_walk_slots): each micro-batch's slot and the one that held it before, the same
+   * for its boundary buffer; per micro-batch and stream (compute, TP, DP, PP) its last op walked so far and
+   * whether it began there (bits 0-3: any op; 4-7: one that uses the slot) */
+  int *slot_of, *prev_of, *bslot_of, *bprev_of, *last_on; /* (b: boundary buffers, exec_model.h's bnd_x) */
+  unsigned char *began;
   int loaded;
 } exec_walk;
 
@@ -21,6 +26,13 @@ int exec_walk_init(exec_walk *w, const char *plan_path, int rank, exec_model *m,
 /* Same from a plan text (tests and --check). */
 int exec_walk_init_text(exec_walk *w, const char *text, const char *what, int rank, exec_model *m, ts_err *e);
 void exec_walk_destroy(exec_walk *w);
+
+/* Before the model is made: from the plan (a file, or text when path is NULL) and rank's program, the
+ * activation slots it needs (pipe->slots: the most micro-batches it holds at once from their first op that
+ * is not a forward receive, exec_walk_slots; pipe->bslots: counting those receives, for the boundary
+ * buffers they land in) and,
+ * with uneven stages (vpp 1), this stage's layers (pipe->layer_lo/hi). */
+int exec_walk_program_shape(const char *path, const char *text, int rank, exec_pipeline *pipe, ts_err *e);
 
 /* One iteration: zero the gradients, walk every op (skip_optimizer: leave the
  * weights unchanged, for gradient checks); returns when it is enqueued. */

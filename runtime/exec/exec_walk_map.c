@@ -2,6 +2,7 @@
 #include "exec_walk_map.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
@@ -142,7 +143,7 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
 int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e) {
   int index[EXEC_OP_COUNT];
   if (exec_walk_layer_op_index(p, index, e)) return -1;
-  /* GPipe, 1F1B and interleaved 1F1B: every micro-batch in flight in its own activation slot */
+  /* GPipe, 1F1B and interleaved 1F1B: every micro-batch in flight in an activation slot (exec_walk_slots) */
   if (p->pp > 1 && !p->model.tied_embeddings)
     return ts_fail(e, p->path, "model", "the executor's pipeline needs tied embeddings");
   for (int i = 0; i < prog->n; i++) {
@@ -159,4 +160,41 @@ int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e) 
 int exec_walk_pp_peer_stage(int stage, int pp, const plan_op *op) {
   const int send = op->kind == PLAN_OP_SEND, fwd = op->phase == PLAN_PHASE_FWD;
   return (stage + (send == fwd ? 1 : -1) + pp) % pp;
+}
+
+int exec_walk_slots(const plan_program *prog, int micros, int skip_fwd_recv, int *slot_of, int *prev_of, ts_err *e) {
+  if (micros < 1) return ts_fail_sys(e, "exec_walk_slots: %d micro-batches", micros);
+  int *last = malloc((size_t)micros * sizeof *last), *holder = malloc((size_t)micros * sizeof *holder);
+  int *before = malloc((size_t)micros * sizeof *before); /* per slot: its last holder */
+  if (!last || !holder || !before) {
+    free(last), free(holder), free(before);
+    return ts_fail_sys(e, "exec_walk_slots: out of memory");
+  }
+  for (int k = 0; k < micros; k++) last[k] = -1, holder[k] = -1, before[k] = -1, slot_of[k] = -1, prev_of[k] = -1;
+  int rc = 0;
+  for (int i = 0; i < prog->n; i++) {
+    const int k = prog->ops[i].micro;
+    if (k >= micros) {
+      rc = ts_fail(e, NULL, "program", "rank %d op %d: micro-batch %d of %d", prog->rank, i, k, micros);
+      goto out;
+    }
+    if (k >= 0) last[k] = i;
+  }
+  for (int i = 0; i < prog->n; i++) {
+    const int k = prog->ops[i].micro;
+    if (k < 0 || (skip_fwd_recv && exec_walk_is_fwd_recv(&prog->ops[i]))) continue;
+    if (slot_of[k] < 0) { /* its first op: the lowest free slot */
+      int s = 0;
+      while (holder[s] >= 0) s++; /* at most micros slots are ever held */
+      holder[s] = k, slot_of[k] = s, prev_of[k] = before[s];
+      if (s + 1 > rc) rc = s + 1;
+    }
+    if (i == last[k]) holder[slot_of[k]] = -1, before[slot_of[k]] = k;
+  }
+  for (int k = 0; k < micros; k++)
+    if (slot_of[k] < 0) slot_of[k] = 0; /* a micro-batch this rank never touches */
+  if (rc == 0) rc = 1;
+out:
+  free(last), free(holder), free(before);
+  return rc;
 }

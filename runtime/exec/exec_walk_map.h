@@ -45,4 +45,21 @@ int exec_walk_check_program(const plan *p, const plan_program *prog, ts_err *e);
  * (virtual stage v + 1 of chunk c runs on stage (stage + 1) mod pp). */
 int exec_walk_pp_peer_stage(int stage, int pp, const plan_op *op);
 
+/* Activation slots of a program: micro-batch k takes the lowest free slot at
+ * its first op (in program order) and gives it back after its last op, so
+ * the slots are the most micro-batches the program holds at once (forwards
+ * begun minus backwards finished: every micro-batch under GPipe, pp - stage
+ * under 1F1B). Fills slot_of[micros] and prev_of[micros] (the micro-batch
+ * that held the slot before k, -1 if none: k's ops wait for its last ops on
+ * every stream) and returns the slot count (>= 1), or -1 naming an op whose
+ * micro-batch is out of range. Ops without a micro-batch (micro < 0) hold none.
+ * skip_fwd_recv: a micro-batch's lifetime begins at its first op that is not
+ * the receive of a forward activation (the executor lands those in boundary
+ * buffers of their own, counted with skip_fwd_recv 0: plan_build_program
+ * posts the next forward's receive before the backward in hand). */
+static inline int exec_walk_is_fwd_recv(const plan_op *op) {
+  return op->kind == PLAN_OP_RECV && op->phase == PLAN_PHASE_FWD;
+}
+int exec_walk_slots(const plan_program *prog, int micros, int skip_fwd_recv, int *slot_of, int *prev_of, ts_err *e);
+
 #endif

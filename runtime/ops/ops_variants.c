@@ -57,6 +57,10 @@ static const ops_variant_row rows[OPS_V_COUNT] = {
                       "attention's dQ): atomic adds, whose order and so last bits vary from run to run, or a fixed "
                       "order (a run repeats bit for bit; the three-kernel norm backward and the two-pass attention "
                       "backward)"},
+    [OPS_V_PP_SLOTS] = {"pp-slots", {"program", "per-micro"},
+                        "activation slots of a walked plan program: program (as many as the rank's program holds "
+                        "micro-batches at once: pp - stage under 1F1B) or per-micro (one per micro-batch on a "
+                        "pipeline stage, the executor before 2026-12-04; for memory comparisons)"},
 };
 
 static char values[OPS_V_COUNT][16]; /* "" = the default */

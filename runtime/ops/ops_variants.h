@@ -36,6 +36,7 @@ typedef enum {
   OPS_V_GEMM_ALGO,            /* an MoE expert GEMM's new shape: bucket (reuse a cached algorithm, checked) | exact */
   OPS_V_GEMM_CACHE,           /* the GEMM plan cache's lookup: hash | scan (linear, before 2026-12-04) */
   OPS_V_REDUCE,               /* sums over rows and tokens: atomic adds | a fixed order (bit-reproducible) */
+  OPS_V_PP_SLOTS,             /* activation slots of a walked program: program (its in-flight peak) | per-micro */
   OPS_V_COUNT
 } ops_variant_id;
 
