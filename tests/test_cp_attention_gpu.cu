@@ -26,6 +26,11 @@
  * Also checked at every step: no non-finite value in the block's output and
  * exactly the rows whose global position precedes every key of the block
  * marked "no visible key" (lse = -inf) — the rows the combine skips.
+ * Backward (the ring's dQ, and dK, dV accumulators handed round with their
+ * block): every rank's share against float64 full causal attention's
+ * backward (cp_ref_full_attention_bwd) on the same BF16 inputs, dout in
+ * [-1, 1); FP32 tolerance 1e-3 of the largest |gradient| (FP32 sums of at
+ * most 1024 terms, as the forward); CP 2, 4, seq 256 .. 1024.
  * And bad shapes (seq not a multiple of 2 cp, rank or source outside the ring,
  * no heads, head_dim over 128, an empty combine) are refused with a message.
  *
@@ -248,6 +253,127 @@ static int run_case(const cp_case *c) {
   return ok;
 }
 
+/* ---- backward ---- */
+
+/* Rank r's ring backward on the GPU (or the host): the forward ring again (the combined output and log-sum-exp),
+ * delta, then at each step dQ of the rank's rows and the travelling dK, dV of the block in hand, which dk, dv
+ * [cp blocks][n x hl] FP32 hold in each block's owner's local order (uploaded and read back around each step, as
+ * the ring hands the accumulator on). dq [n x hl] gets the rank's dQ. */
+static void gpu_rank_bwd(const cp_case *c, int r, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                         const uint16_t *dout, float *dq, float *dk, float *dv) {
+  const int n = c->seq / c->cp, hl = c->heads * c->d, H = c->heads, D = c->d;
+  const size_t rows16 = sizeof(uint16_t) * n * hl, rows32 = sizeof(float) * n * hl, lse32 = sizeof(float) * n * H;
+  uint16_t *h_q = (uint16_t *)malloc(rows16), *h_k = (uint16_t *)malloc(rows16), *h_v = (uint16_t *)malloc(rows16),
+           *h_do = (uint16_t *)malloc(rows16);
+  if (!h_q || !h_k || !h_v || !h_do) fprintf(stderr, "out of memory\n"), exit(1);
+  void *d_q = buf_alloc(rows16), *d_k = buf_alloc(rows16), *d_v = buf_alloc(rows16), *d_do = buf_alloc(rows16);
+  float *d_blk = (float *)buf_alloc(rows32), *d_blk_lse = (float *)buf_alloc(lse32), *d_acc = (float *)buf_alloc(rows32),
+        *d_lse = (float *)buf_alloc(lse32), *d_delta = (float *)buf_alloc(lse32), *d_dq = (float *)buf_alloc(rows32),
+        *d_dk = (float *)buf_alloc(rows32), *d_dv = (float *)buf_alloc(rows32);
+  ts_err e;
+  gather(q, h_q, c->seq, c->cp, r, hl), gather(dout, h_do, c->seq, c->cp, r, hl);
+  buf_put(d_q, h_q, rows16), buf_put(d_do, h_do, rows16);
+  buf_poison(d_acc, rows32), buf_poison(d_lse, lse32), buf_poison(d_delta, lse32);
+  for (int pass = 0; pass < 2; pass++) /* 0: the forward ring; 1: the backward ring */
+    for (int s = 0; s < c->cp; s++) {
+      const int src = ((r - s) % c->cp + c->cp) % c->cp;
+      gather(k, h_k, c->seq, c->cp, src, hl), gather(v, h_v, c->seq, c->cp, src, hl);
+      buf_put(d_k, h_k, rows16), buf_put(d_v, h_v, rows16);
+      if (pass == 0) {
+        buf_poison(d_blk, rows32), buf_poison(d_blk_lse, lse32);
+        if (host_mode) {
+          TRY(cp_attn_block_host(d_q, d_k, d_v, d_blk, d_blk_lse, c->seq, c->cp, r, src, H, D, &e));
+          TRY(cp_attn_combine_host(d_acc, d_lse, d_blk, d_blk_lse, s == 0, n, H, D, &e));
+        } else {
+          TRY(cp_attn_block(d_q, d_k, d_v, d_blk, d_blk_lse, c->seq, c->cp, r, src, H, D, NULL, &e));
+          TRY(cp_attn_combine(d_acc, d_lse, d_blk, d_blk_lse, s == 0, n, H, D, NULL, &e));
+        }
+        continue;
+      }
+      if (s == 0) { /* delta from the combined output; dQ starts at 0 */
+        if (host_mode) {
+          TRY(cp_attn_bwd_delta_host(d_do, d_acc, d_delta, n, H, D, &e));
+          memset(d_dq, 0, rows32);
+        } else {
+          TRY(cp_attn_bwd_delta(d_do, d_acc, d_delta, n, H, D, NULL, &e));
+          CK(cudaMemset(d_dq, 0, rows32));
+        }
+      }
+      buf_put(d_dk, dk + (size_t)src * n * hl, rows32), buf_put(d_dv, dv + (size_t)src * n * hl, rows32);
+      if (host_mode) {
+        TRY(cp_attn_block_bwd_q_host(d_q, d_k, d_v, d_do, d_lse, d_delta, d_dq, c->seq, c->cp, r, src, H, D, &e));
+        TRY(cp_attn_block_bwd_kv_host(d_q, d_k, d_v, d_do, d_lse, d_delta, d_dk, d_dv, c->seq, c->cp, r, src, H, D,
+                                      &e));
+      } else {
+        TRY(cp_attn_block_bwd_q(d_q, d_k, d_v, d_do, d_lse, d_delta, d_dq, c->seq, c->cp, r, src, H, D, NULL, &e));
+        TRY(cp_attn_block_bwd_kv(d_q, d_k, d_v, d_do, d_lse, d_delta, d_dk, d_dv, c->seq, c->cp, r, src, H, D, NULL,
+                                 &e));
+        CK(cudaDeviceSynchronize());
+      }
+      buf_get(dk + (size_t)src * n * hl, d_dk, rows32), buf_get(dv + (size_t)src * n * hl, d_dv, rows32);
+    }
+  buf_get(dq, d_dq, rows32);
+  buf_free(d_dv), buf_free(d_dk), buf_free(d_dq), buf_free(d_delta), buf_free(d_lse), buf_free(d_acc);
+  buf_free(d_blk_lse), buf_free(d_blk), buf_free(d_do), buf_free(d_v), buf_free(d_k), buf_free(d_q);
+  free(h_do), free(h_v), free(h_k), free(h_q);
+}
+
+/* The ring backward of every rank against float64 full causal attention's backward (cp_ref_full_attention_bwd)
+ * on the same BF16 inputs: dQ, and dK, dV once their accumulators have gone round the ring. Max |err| relative
+ * to the largest |gradient|, tolerance TOL_FP32 (FP32 arithmetic on identical inputs). */
+static int run_case_bwd(const cp_case *c) {
+  const int seq = c->seq, cp = c->cp, D = c->d, H = c->heads, hl = H * D, n = seq / cp;
+  const size_t all = (size_t)seq * hl;
+  std::vector<uint16_t> q(all), k(all), v(all), dout(all);
+  std::vector<float> dq((size_t)n * hl), dk(all, 0.0f), dv(all, 0.0f), gq(all, NAN);
+  std::vector<double> qd((size_t)seq * D), kd((size_t)seq * D), vd((size_t)seq * D), dod((size_t)seq * D),
+      rq((size_t)seq * D), rk((size_t)seq * D), rv((size_t)seq * D);
+  test_seed(c->seed);
+  for (size_t i = 0; i < all; i++) {
+    q[i] = to_bf16((float)(4 * urand() - 2)), k[i] = to_bf16((float)(4 * urand() - 2));
+    v[i] = to_bf16((float)(2 * urand() - 1)), dout[i] = to_bf16((float)(2 * urand() - 1));
+  }
+  /* dk, dv: block src's accumulator at dk[src * n * hl], its rows in src's local order; dq back to global order */
+  for (int r = 0; r < cp; r++) {
+    for (size_t i = 0; i < dq.size(); i++) dq[i] = NAN;
+    gpu_rank_bwd(c, r, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data());
+    for (int t = 0; t < n; t++)
+      memcpy(&gq[(size_t)cp_ref_position(seq, cp, r, t) * hl], &dq[(size_t)t * hl], sizeof(float) * hl);
+  }
+  double big = 0, err = 0;
+  long long nonfinite = 0;
+  for (int h = 0; h < H; h++) {
+    for (int i = 0; i < seq; i++)
+      for (int x = 0; x < D; x++) {
+        const size_t g = (size_t)i * hl + h * D + x;
+        qd[i * D + x] = from_bf16(q[g]), kd[i * D + x] = from_bf16(k[g]);
+        vd[i * D + x] = from_bf16(v[g]), dod[i * D + x] = from_bf16(dout[g]);
+      }
+    cp_ref_full_attention_bwd(seq, D, 1.0 / sqrt((double)D), qd.data(), kd.data(), vd.data(), dod.data(), rq.data(),
+                              rk.data(), rv.data());
+    for (int src = 0; src < cp; src++)
+      for (int j = 0; j < n; j++)
+        for (int x = 0; x < D; x++) {
+          const size_t gi = (size_t)cp_ref_position(seq, cp, src, j), loc = ((size_t)src * n + j) * hl + h * D + x;
+          const double want[3] = {rq[gi * D + x], rk[gi * D + x], rv[gi * D + x]},
+                       got[3] = {gq[gi * hl + h * D + x], dk[loc], dv[loc]};
+          for (int w = 0; w < 3; w++) {
+            if (!isfinite(got[w])) {
+              nonfinite++;
+              continue;
+            }
+            big = fmax(big, fabs(want[w]));
+            err = fmax(err, fabs(got[w] - want[w]));
+          }
+        }
+  }
+  err /= big > 0 ? big : 1;
+  const int ok = big > 0 && nonfinite == 0 && err <= TOL_FP32;
+  printf("%-4s bwd %5d %3d %4d %3d %#18llx max|grad| %8.3f dq/dk/dv fp32-f64 %9.2e nonfinite %lld\n",
+         ok ? "ok" : "FAIL", seq, cp, D, H, (unsigned long long)c->seed, big, err, nonfinite);
+  return ok;
+}
+
 /* Bad shapes are refused with a message (checked before any launch, so the CPU entry points show it). */
 static int refusals_ok(void) {
   uint16_t x[4] = {0};
@@ -313,6 +439,19 @@ int main(int argc, char **argv) {
         cp_case c = {seqs[a], cps[p], ds[b], seqs[a] <= 512 ? 3 : 2, 0};
         c.seed = 0x9E3779B97F4A7C15ull ^ ((uint64_t)(cases + 1) * 0xD1B54A32D192ED03ull); /* fresh inputs per case */
         passed += run_case(&c);
+        cases++;
+        fflush(stdout);
+      }
+  printf("backward: each rank's ring (dQ; dK, dV travelling with their block) vs float64 full backward, "
+         "tolerance %.0e\n", TOL_FP32);
+  static const int bseqs[] = {256, 512, 1024}, bcps[] = {2, 4};
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 2; b++)
+      for (int p = 0; p < 2; p++) {
+        if (bseqs[a] > max_seq) continue;
+        cp_case c = {bseqs[a], bcps[p], ds[b], 2, 0};
+        c.seed = 0x5851F42D4C957F2Dull ^ ((uint64_t)(cases + 1) * 0xD1B54A32D192ED03ull);
+        passed += run_case_bwd(&c);
         cases++;
         fflush(stdout);
       }

@@ -1,7 +1,9 @@
 /* cp_attention.cu — one ring step of context parallelism's attention and the
  * log-sum-exp combine (see cp_attention.h). Each thread owns one (query row,
  * head); the per-row work is a __host__ __device__ function so that the CPU
- * versions run the same arithmetic. */
+ * versions run the same arithmetic. The backward gives each thread one
+ * (query row, head) for dQ and one (key row, head) of the block in hand for
+ * dK, dV: no two threads write the same row, no atomics. */
 #include "cp_attention.h"
 
 #include <cuda_bf16.h>
@@ -90,6 +92,86 @@ __host__ __device__ static void combine_row(float *acc_out, float *acc_lse, cons
   acc_lse[li] = m + logf(wa + wb);
 }
 
+/* Backward, per (row, head). delta of rank r's row t, head h. */
+__host__ __device__ static void delta_row(const uint16_t *dout, const float *out, float *delta, int n, int heads,
+                                          int d, int t, int h) {
+  const long long off = (long long)t * heads * d + (long long)h * d;
+  float s = 0;
+  for (int x = 0; x < d; x++) s += bf16_at(dout, off + x) * out[off + x];
+  delta[(long long)h * n + t] = s;
+}
+
+/* p and ds of query row qr (lse, delta) against key row kr, value row vr, upstream gradient row dr. */
+__host__ __device__ static void bwd_weights(const uint16_t *qr, const uint16_t *kr, const uint16_t *vr,
+                                            const uint16_t *dr, float lse, float delta, float scale, int d, float *p,
+                                            float *ds) {
+  float s = 0, dp = 0;
+  for (int x = 0; x < d; x++) s += bf16_at(qr, x) * bf16_at(kr, x), dp += bf16_at(dr, x) * bf16_at(vr, x);
+  *p = expf(s * scale - lse);
+  *ds = *p * (dp - delta);
+}
+
+/* dQ of rank r's row t, head h, from the keys of block src it sees (added to dq). */
+__host__ __device__ static void bwd_q_row(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                          const uint16_t *dout, const float *lse, const float *delta, float *dq,
+                                          int seq, int cp, int r, int src, int heads, int d, int t, int h) {
+  const int n = seq / cp;
+  const long long ld = (long long)heads * d, row = t * ld + (long long)h * d, li = (long long)h * n + t;
+  const float scale = 1.0f / sqrtf((float)d);
+  const int qp = cp_pos(seq, cp, r, t);
+  for (int j = 0; j < n; j++) {
+    if (cp_pos(seq, cp, src, j) > qp) continue;
+    const long long kj = j * ld + (long long)h * d;
+    float p, ds;
+    bwd_weights(q + row, k + kj, v + kj, dout + row, lse[li], delta[li], scale, d, &p, &ds);
+    for (int x = 0; x < d; x++) dq[row + x] += scale * ds * bf16_at(k, kj + x);
+  }
+}
+
+/* dK, dV of block src's key j, head h, from rank r's rows that see it (added to dk, dv). */
+__host__ __device__ static void bwd_kv_row(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                           const uint16_t *dout, const float *lse, const float *delta, float *dk,
+                                           float *dv, int seq, int cp, int r, int src, int heads, int d, int j, int h) {
+  const int n = seq / cp;
+  const long long ld = (long long)heads * d, kj = j * ld + (long long)h * d;
+  const float scale = 1.0f / sqrtf((float)d);
+  const int kp = cp_pos(seq, cp, src, j);
+  for (int t = 0; t < n; t++) {
+    if (cp_pos(seq, cp, r, t) < kp) continue;
+    const long long row = t * ld + (long long)h * d, li = (long long)h * n + t;
+    float p, ds;
+    bwd_weights(q + row, k + kj, v + kj, dout + row, lse[li], delta[li], scale, d, &p, &ds);
+    for (int x = 0; x < d; x++) {
+      dk[kj + x] += scale * ds * bf16_at(q, row + x);
+      dv[kj + x] += p * bf16_at(dout, row + x);
+    }
+  }
+}
+
+__global__ static void delta_kernel(const uint16_t *dout, const float *out, float *delta, int n, int heads, int d) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long long)n * heads) return;
+  delta_row(dout, out, delta, n, heads, d, (int)(i % n), (int)(i / n));
+}
+
+__global__ static void bwd_q_kernel(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
+                                    const float *lse, const float *delta, float *dq, int seq, int cp, int r, int src,
+                                    int heads, int d) {
+  const int n = seq / cp;
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long long)n * heads) return;
+  bwd_q_row(q, k, v, dout, lse, delta, dq, seq, cp, r, src, heads, d, (int)(i % n), (int)(i / n));
+}
+
+__global__ static void bwd_kv_kernel(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
+                                     const float *lse, const float *delta, float *dk, float *dv, int seq, int cp,
+                                     int r, int src, int heads, int d) {
+  const int n = seq / cp;
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long long)n * heads) return;
+  bwd_kv_row(q, k, v, dout, lse, delta, dk, dv, seq, cp, r, src, heads, d, (int)(i % n), (int)(i / n));
+}
+
 __global__ static void block_kernel(const uint16_t *q, const uint16_t *k, const uint16_t *v, float *out, float *lse,
                                     int seq, int cp, int r, int src, int heads, int d) {
   const int n = seq / cp;
@@ -153,6 +235,37 @@ int cp_attn_to_bf16(const float *in, void *out, long long count, void *stream, t
   return 0;
 }
 
+int cp_attn_bwd_delta(const void *dout, const float *out, float *delta, int n, int heads, int d, void *stream,
+                      ts_err *e) {
+  if (check_combine(n, heads, d, e)) return -1;
+  delta_kernel<<<grid_of((long long)n * heads), CP_ATTN_THREADS, 0, (cudaStream_t)stream>>>(
+      (const uint16_t *)dout, out, delta, n, heads, d);
+  CUDA_CHECK_LAUNCH(e);
+  return 0;
+}
+
+int cp_attn_block_bwd_q(const void *q, const void *k, const void *v, const void *dout, const float *lse,
+                        const float *delta, float *dq, int seq, int cp, int r, int src, int heads, int d, void *stream,
+                        ts_err *e) {
+  if (check_block(seq, cp, r, src, heads, d, e)) return -1;
+  bwd_q_kernel<<<grid_of((long long)(seq / cp) * heads), CP_ATTN_THREADS, 0, (cudaStream_t)stream>>>(
+      (const uint16_t *)q, (const uint16_t *)k, (const uint16_t *)v, (const uint16_t *)dout, lse, delta, dq, seq, cp,
+      r, src, heads, d);
+  CUDA_CHECK_LAUNCH(e);
+  return 0;
+}
+
+int cp_attn_block_bwd_kv(const void *q, const void *k, const void *v, const void *dout, const float *lse,
+                         const float *delta, float *dk, float *dv, int seq, int cp, int r, int src, int heads, int d,
+                         void *stream, ts_err *e) {
+  if (check_block(seq, cp, r, src, heads, d, e)) return -1;
+  bwd_kv_kernel<<<grid_of((long long)(seq / cp) * heads), CP_ATTN_THREADS, 0, (cudaStream_t)stream>>>(
+      (const uint16_t *)q, (const uint16_t *)k, (const uint16_t *)v, (const uint16_t *)dout, lse, delta, dk, dv, seq,
+      cp, r, src, heads, d);
+  CUDA_CHECK_LAUNCH(e);
+  return 0;
+}
+
 int cp_attn_block_host(const void *q, const void *k, const void *v, float *out, float *lse, int seq, int cp, int r,
                        int src, int heads, int d, ts_err *e) {
   if (check_block(seq, cp, r, src, heads, d, e)) return -1;
@@ -168,5 +281,34 @@ int cp_attn_combine_host(float *acc_out, float *acc_lse, const float *blk_out, c
   if (check_combine(n, heads, d, e)) return -1;
   for (int h = 0; h < heads; h++)
     for (int t = 0; t < n; t++) combine_row(acc_out, acc_lse, blk_out, blk_lse, first, n, heads, d, t, h);
+  return 0;
+}
+
+int cp_attn_bwd_delta_host(const void *dout, const float *out, float *delta, int n, int heads, int d, ts_err *e) {
+  if (check_combine(n, heads, d, e)) return -1;
+  for (int h = 0; h < heads; h++)
+    for (int t = 0; t < n; t++) delta_row((const uint16_t *)dout, out, delta, n, heads, d, t, h);
+  return 0;
+}
+
+int cp_attn_block_bwd_q_host(const void *q, const void *k, const void *v, const void *dout, const float *lse,
+                             const float *delta, float *dq, int seq, int cp, int r, int src, int heads, int d,
+                             ts_err *e) {
+  if (check_block(seq, cp, r, src, heads, d, e)) return -1;
+  for (int h = 0; h < heads; h++)
+    for (int t = 0; t < seq / cp; t++)
+      bwd_q_row((const uint16_t *)q, (const uint16_t *)k, (const uint16_t *)v, (const uint16_t *)dout, lse, delta, dq,
+                seq, cp, r, src, heads, d, t, h);
+  return 0;
+}
+
+int cp_attn_block_bwd_kv_host(const void *q, const void *k, const void *v, const void *dout, const float *lse,
+                              const float *delta, float *dk, float *dv, int seq, int cp, int r, int src, int heads,
+                              int d, ts_err *e) {
+  if (check_block(seq, cp, r, src, heads, d, e)) return -1;
+  for (int h = 0; h < heads; h++)
+    for (int j = 0; j < seq / cp; j++)
+      bwd_kv_row((const uint16_t *)q, (const uint16_t *)k, (const uint16_t *)v, (const uint16_t *)dout, lse, delta, dk,
+                 dv, seq, cp, r, src, heads, d, j, h);
   return 0;
 }

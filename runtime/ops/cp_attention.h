@@ -42,13 +42,44 @@ int cp_attn_combine(float *acc_out, float *acc_lse, const float *blk_out, const 
 /* out [count] BF16 = in [count] FP32, rounded to nearest even. */
 int cp_attn_to_bf16(const float *in, void *out, long long count, void *stream, ts_err *e);
 
-/* The same three on the CPU (synchronous, host pointers), through the very
+/* Backward (Megatron-Core / Transformer Engine ring: at step s rank r holds
+ * the KV block of src = (r - s) mod cp and that block's dK, dV accumulator,
+ * which travels the ring with it back to its owner). dout is [n x heads*d]
+ * BF16 (the upstream gradient of rank r's rows); out and lse the combined
+ * forward output [n x heads*d] FP32 and log-sum-exp [heads x n] of rank r;
+ * delta [heads x n] FP32.
+ *
+ * cp_attn_bwd_delta: delta = rowsum(dout * out) per (row, head).
+ * cp_attn_block_bwd_q: ADDS the block's part of dQ to dq [n x heads*d] FP32
+ *   (rank r's rows): scale * sum_j p (dout.v_j - delta) k_j over the visible
+ *   keys j of block src, p = e^(scale q.k_j - lse).
+ * cp_attn_block_bwd_kv: ADDS rank r's part to the block's dk, dv
+ *   [n x heads*d] FP32 (block src's rows, its local order):
+ *   dk_j += scale * sum_t p (dout_t.v_j - delta_t) q_t, dv_j += sum_t p dout_t
+ *   over rank r's rows t that see key j. */
+int cp_attn_bwd_delta(const void *dout, const float *out, float *delta, int n, int heads, int d, void *stream,
+                      ts_err *e);
+int cp_attn_block_bwd_q(const void *q, const void *k, const void *v, const void *dout, const float *lse,
+                        const float *delta, float *dq, int seq, int cp, int r, int src, int heads, int d, void *stream,
+                        ts_err *e);
+int cp_attn_block_bwd_kv(const void *q, const void *k, const void *v, const void *dout, const float *lse,
+                         const float *delta, float *dk, float *dv, int seq, int cp, int r, int src, int heads, int d,
+                         void *stream, ts_err *e);
+
+/* The same on the CPU (synchronous, host pointers), through the very
  * per-row functions the kernels run: for checking the arithmetic, the mask
  * and the combine on a machine without a GPU. */
 int cp_attn_block_host(const void *q, const void *k, const void *v, float *out, float *lse, int seq, int cp, int r,
                        int src, int heads, int d, ts_err *e);
 int cp_attn_combine_host(float *acc_out, float *acc_lse, const float *blk_out, const float *blk_lse, int first,
                          int n, int heads, int d, ts_err *e);
+int cp_attn_bwd_delta_host(const void *dout, const float *out, float *delta, int n, int heads, int d, ts_err *e);
+int cp_attn_block_bwd_q_host(const void *q, const void *k, const void *v, const void *dout, const float *lse,
+                             const float *delta, float *dq, int seq, int cp, int r, int src, int heads, int d,
+                             ts_err *e);
+int cp_attn_block_bwd_kv_host(const void *q, const void *k, const void *v, const void *dout, const float *lse,
+                              const float *delta, float *dk, float *dv, int seq, int cp, int r, int src, int heads,
+                              int d, ts_err *e);
 
 #ifdef __cplusplus
 }
