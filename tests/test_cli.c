@@ -435,6 +435,17 @@ static void test_tacorun_refuses_cp(void) {
   fclose(f);
   CU_ASSERT_EQUAL(tacorun("execute cp.json", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.context_parallel_size"));
+  /* TACO on the KV exchanges: the codec's field is the one named */
+  f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\",\n"
+             "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2 },\n"
+             "  \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, \"schedule\": \"1f1b\",\n"
+             "  \"codec\": { \"cp\": { \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" } },\n"
+             "  \"hidden_dropout\": 0 }\n");
+  fclose(f);
+  CU_ASSERT_EQUAL(tacorun("execute cp.json", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "codec.cp.kind"));
   CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "context_parallel_size"));
 }

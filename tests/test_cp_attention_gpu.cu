@@ -26,7 +26,16 @@
  * Also checked at every step: no non-finite value in the block's output and
  * exactly the rows whose global position precedes every key of the block
  * marked "no visible key" (lse = -inf) — the rows the combine skips.
+ * Backward (the ring's dQ, and dK, dV accumulators handed round with their
+ * block): every rank's share against float64 full causal attention's
+ * backward (cp_ref_full_attention_bwd) on the same BF16 inputs, dout in
+ * [-1, 1); FP32 tolerance 1e-3 of the largest |gradient| (FP32 sums of at
+ * most 1024 terms, as the forward); CP 2, 4, seq 256 .. 1024, 4 query heads
+ * on 4 or 2 KV heads (grouped-query attention), on the executor's packed
+ * [Q | K | V] rows (only the block's K and V columns travel: its Q columns
+ * are poisoned).
  * And bad shapes (seq not a multiple of 2 cp, rank or source outside the ring,
+ * KV heads not dividing the heads, a row stride shorter than its heads,
  * no heads, head_dim over 128, an empty combine) are refused with a message.
  *
  * --host runs the kernels' own per-row arithmetic on the CPU
@@ -108,6 +117,7 @@ static void gpu_rank(const cp_case *c, int r, const uint16_t *q, const uint16_t 
   float *d_blk = (float *)buf_alloc(rows32), *d_blk_lse = (float *)buf_alloc(lse32), *d_acc = (float *)buf_alloc(rows32),
         *d_acc_lse = (float *)buf_alloc(lse32);
   ts_err e;
+  const cp_attn_shape sh = cp_attn_shape_mha(c->seq, c->cp, c->heads, c->d);
   gather(q, h_q, c->seq, c->cp, r, hl);
   buf_put(d_q, h_q, rows16);
   buf_poison(d_acc, rows32), buf_poison(d_acc_lse, lse32), buf_poison(d_out16, rows16);
@@ -117,10 +127,10 @@ static void gpu_rank(const cp_case *c, int r, const uint16_t *q, const uint16_t 
     buf_put(d_k, h_k, rows16), buf_put(d_v, h_v, rows16);
     buf_poison(d_blk, rows32), buf_poison(d_blk_lse, lse32);
     if (host_mode) {
-      TRY(cp_attn_block_host(d_q, d_k, d_v, d_blk, d_blk_lse, c->seq, c->cp, r, src, c->heads, c->d, &e));
+      TRY(cp_attn_block_host(&sh, d_q, d_k, d_v, d_blk, d_blk_lse, r, src, &e));
       TRY(cp_attn_combine_host(d_acc, d_acc_lse, d_blk, d_blk_lse, s == 0, n, c->heads, c->d, &e));
     } else {
-      TRY(cp_attn_block(d_q, d_k, d_v, d_blk, d_blk_lse, c->seq, c->cp, r, src, c->heads, c->d, NULL, &e));
+      TRY(cp_attn_block(&sh, d_q, d_k, d_v, d_blk, d_blk_lse, r, src, NULL, &e));
       TRY(cp_attn_combine(d_acc, d_acc_lse, d_blk, d_blk_lse, s == 0, n, c->heads, c->d, NULL, &e));
       CK(cudaDeviceSynchronize());
     }
@@ -248,22 +258,166 @@ static int run_case(const cp_case *c) {
   return ok;
 }
 
+/* ---- backward ---- */
+
+/* Rank src's rows of the packed QKV rows [seq x cols] (global order), in its local order. */
+static void gather_rows(const uint16_t *x, uint16_t *dst, int seq, int cp, int r, int cols) {
+  gather(x, dst, seq, cp, r, cols);
+}
+
+/* Rank r's ring backward on the GPU (or the host), on the executor's packed rows [Q | K | V] of cols =
+ * (heads + 2 kv_heads) d (grouped-query attention when kv_heads < heads): the forward ring again (the
+ * combined output and log-sum-exp), delta, then at each step dQ of the rank's rows and the travelling dK, dV
+ * of the block in hand, which dk, dv [cp blocks][n x kv_heads d] FP32 hold in each block's owner's local
+ * order (uploaded and read back around each step, as the ring hands the accumulator on). dout
+ * [seq x heads d] global order; dq [n x heads d] gets the rank's dQ. */
+static void gpu_rank_bwd(const cp_case *c, int kv, int r, const uint16_t *qkv, const uint16_t *dout, float *dq,
+                         float *dk, float *dv) {
+  const int n = c->seq / c->cp, H = c->heads, D = c->d, hl = H * D, kl = kv * D, cols = hl + 2 * kl;
+  const cp_attn_shape sh = {c->seq, c->cp, H, kv, D, cols, cols};
+  const size_t rows = sizeof(uint16_t) * n * cols, do16 = sizeof(uint16_t) * n * hl, rows32 = sizeof(float) * n * hl,
+               kv32 = sizeof(float) * n * kl, lse32 = sizeof(float) * n * H;
+  uint16_t *h_mine = (uint16_t *)malloc(rows), *h_blk = (uint16_t *)malloc(rows), *h_do = (uint16_t *)malloc(do16);
+  if (!h_mine || !h_blk || !h_do) fprintf(stderr, "out of memory\n"), exit(1);
+  uint16_t *d_mine = (uint16_t *)buf_alloc(rows), *d_kvb = (uint16_t *)buf_alloc(rows), *d_do = (uint16_t *)buf_alloc(do16);
+  float *d_blk = (float *)buf_alloc(rows32), *d_blk_lse = (float *)buf_alloc(lse32), *d_acc = (float *)buf_alloc(rows32),
+        *d_lse = (float *)buf_alloc(lse32), *d_delta = (float *)buf_alloc(lse32), *d_dq = (float *)buf_alloc(rows32),
+        *d_dk = (float *)buf_alloc(kv32), *d_dv = (float *)buf_alloc(kv32);
+  ts_err e;
+  gather_rows(qkv, h_mine, c->seq, c->cp, r, cols), gather(dout, h_do, c->seq, c->cp, r, hl);
+  buf_put(d_mine, h_mine, rows), buf_put(d_do, h_do, do16);
+  buf_poison(d_acc, rows32), buf_poison(d_lse, lse32), buf_poison(d_delta, lse32);
+  const uint16_t *q = d_mine, *k = d_kvb + hl, *v = d_kvb + hl + kl; /* the block's K, V inside its packed rows */
+  for (int pass = 0; pass < 2; pass++) /* 0: the forward ring; 1: the backward ring */
+    for (int s = 0; s < c->cp; s++) {
+      const int src = ((r - s) % c->cp + c->cp) % c->cp;
+      gather_rows(qkv, h_blk, c->seq, c->cp, src, cols);
+      buf_poison(d_kvb, rows);
+      for (int t = 0; t < n; t++) /* only K and V travel: the block's Q columns stay poisoned */
+        buf_put(d_kvb + (size_t)t * cols + hl, h_blk + (size_t)t * cols + hl, sizeof(uint16_t) * 2 * kl);
+      if (pass == 0) {
+        buf_poison(d_blk, rows32), buf_poison(d_blk_lse, lse32);
+        if (host_mode) {
+          TRY(cp_attn_block_host(&sh, q, k, v, d_blk, d_blk_lse, r, src, &e));
+          TRY(cp_attn_combine_host(d_acc, d_lse, d_blk, d_blk_lse, s == 0, n, H, D, &e));
+        } else {
+          TRY(cp_attn_block(&sh, q, k, v, d_blk, d_blk_lse, r, src, NULL, &e));
+          TRY(cp_attn_combine(d_acc, d_lse, d_blk, d_blk_lse, s == 0, n, H, D, NULL, &e));
+        }
+        continue;
+      }
+      if (s == 0) { /* delta from the combined output; dQ starts at 0 */
+        if (host_mode) {
+          TRY(cp_attn_bwd_delta_host(d_do, d_acc, d_delta, n, H, D, &e));
+          memset(d_dq, 0, rows32);
+        } else {
+          TRY(cp_attn_bwd_delta(d_do, d_acc, d_delta, n, H, D, NULL, &e));
+          CK(cudaMemset(d_dq, 0, rows32));
+        }
+      }
+      buf_put(d_dk, dk + (size_t)src * n * kl, kv32), buf_put(d_dv, dv + (size_t)src * n * kl, kv32);
+      if (host_mode) {
+        TRY(cp_attn_block_bwd_q_host(&sh, q, k, v, d_do, d_lse, d_delta, d_dq, r, src, &e));
+        TRY(cp_attn_block_bwd_kv_host(&sh, q, k, v, d_do, d_lse, d_delta, d_dk, d_dv, r, src, &e));
+      } else {
+        TRY(cp_attn_block_bwd_q(&sh, q, k, v, d_do, d_lse, d_delta, d_dq, r, src, NULL, &e));
+        TRY(cp_attn_block_bwd_kv(&sh, q, k, v, d_do, d_lse, d_delta, d_dk, d_dv, r, src, NULL, &e));
+        CK(cudaDeviceSynchronize());
+      }
+      buf_get(dk + (size_t)src * n * kl, d_dk, kv32), buf_get(dv + (size_t)src * n * kl, d_dv, kv32);
+    }
+  buf_get(dq, d_dq, rows32);
+  buf_free(d_dv), buf_free(d_dk), buf_free(d_dq), buf_free(d_delta), buf_free(d_lse), buf_free(d_acc);
+  buf_free(d_blk_lse), buf_free(d_blk), buf_free(d_do), buf_free(d_kvb), buf_free(d_mine);
+  free(h_do), free(h_blk), free(h_mine);
+}
+
+/* The ring backward of every rank against float64 full causal attention's backward (cp_ref_full_attention_bwd,
+ * per query head against its group's KV head; dK, dV summed over the group) on the same BF16 inputs: dQ, and
+ * dK, dV once their accumulators have gone round the ring. Max |err| relative to the largest |gradient|,
+ * tolerance TOL_FP32 (FP32 arithmetic on identical inputs). kv: the KV heads (kv < heads: GQA). */
+static int run_case_bwd(const cp_case *c, int kv) {
+  const int seq = c->seq, cp = c->cp, D = c->d, H = c->heads, hl = H * D, kl = kv * D, cols = hl + 2 * kl,
+            n = seq / cp, group = H / kv;
+  std::vector<uint16_t> qkv((size_t)seq * cols), dout((size_t)seq * hl);
+  std::vector<float> dq((size_t)n * hl), dk((size_t)seq * kl, 0.0f), dv((size_t)seq * kl, 0.0f),
+      gq((size_t)seq * hl, NAN);
+  std::vector<double> qd((size_t)seq * D), kd((size_t)seq * D), vd((size_t)seq * D), dod((size_t)seq * D),
+      rq((size_t)seq * D), rk((size_t)seq * D), rv((size_t)seq * D), wk((size_t)seq * D), wv((size_t)seq * D);
+  test_seed(c->seed);
+  for (int i = 0; i < seq; i++)
+    for (int x = 0; x < cols; x++)
+      qkv[(size_t)i * cols + x] = to_bf16((float)(x < hl + kl ? 4 * urand() - 2 : 2 * urand() - 1));
+  for (size_t i = 0; i < dout.size(); i++) dout[i] = to_bf16((float)(2 * urand() - 1));
+  /* dk, dv: block src's accumulator at dk[src * n * kl], its rows in src's local order; dq back to global order */
+  for (int r = 0; r < cp; r++) {
+    for (size_t i = 0; i < dq.size(); i++) dq[i] = NAN;
+    gpu_rank_bwd(c, kv, r, qkv.data(), dout.data(), dq.data(), dk.data(), dv.data());
+    for (int t = 0; t < n; t++)
+      memcpy(&gq[(size_t)cp_ref_position(seq, cp, r, t) * hl], &dq[(size_t)t * hl], sizeof(float) * hl);
+  }
+  double big = 0, err = 0;
+  long long nonfinite = 0;
+  for (int g = 0; g < kv; g++) {
+    for (size_t i = 0; i < wk.size(); i++) wk[i] = wv[i] = 0; /* dK, dV of KV head g: the group's sum */
+    for (int h = g * group; h < (g + 1) * group; h++) {
+      for (int i = 0; i < seq; i++)
+        for (int x = 0; x < D; x++) {
+          const size_t row = (size_t)i * cols;
+          qd[i * D + x] = from_bf16(qkv[row + h * D + x]), kd[i * D + x] = from_bf16(qkv[row + hl + g * D + x]);
+          vd[i * D + x] = from_bf16(qkv[row + hl + kl + g * D + x]), dod[i * D + x] = from_bf16(dout[(size_t)i * hl + h * D + x]);
+        }
+      cp_ref_full_attention_bwd(seq, D, 1.0 / sqrt((double)D), qd.data(), kd.data(), vd.data(), dod.data(),
+                                rq.data(), rk.data(), rv.data());
+      for (size_t i = 0; i < wk.size(); i++) wk[i] += rk[i], wv[i] += rv[i];
+      for (int i = 0; i < seq; i++)
+        for (int x = 0; x < D; x++) {
+          const double got = gq[(size_t)i * hl + h * D + x], want = rq[i * D + x];
+          if (!isfinite(got)) {
+            nonfinite++;
+            continue;
+          }
+          big = fmax(big, fabs(want)), err = fmax(err, fabs(got - want));
+        }
+    }
+    for (int src = 0; src < cp; src++)
+      for (int j = 0; j < n; j++)
+        for (int x = 0; x < D; x++) {
+          const size_t gi = (size_t)cp_ref_position(seq, cp, src, j), loc = ((size_t)src * n + j) * kl + g * D + x;
+          const double want[2] = {wk[gi * D + x], wv[gi * D + x]}, got[2] = {dk[loc], dv[loc]};
+          for (int w = 0; w < 2; w++) {
+            if (!isfinite(got[w])) {
+              nonfinite++;
+              continue;
+            }
+            big = fmax(big, fabs(want[w])), err = fmax(err, fabs(got[w] - want[w]));
+          }
+        }
+  }
+  err /= big > 0 ? big : 1;
+  const int ok = big > 0 && nonfinite == 0 && err <= TOL_FP32;
+  printf("%-4s bwd %5d %3d %4d %3d kv %d %#18llx max|grad| %8.3f dq/dk/dv fp32-f64 %9.2e nonfinite %lld\n",
+         ok ? "ok" : "FAIL", seq, cp, D, H, kv, (unsigned long long)c->seed, big, err, nonfinite);
+  return ok;
+}
+
 /* Bad shapes are refused with a message (checked before any launch, so the CPU entry points show it). */
 static int refusals_ok(void) {
   uint16_t x[4] = {0};
   float o[4], l[4];
   ts_err e;
-  const struct {
-    int seq, cp, r, src, heads, d;
-  } bad[] = {{12, 4, 0, 0, 1, 1}, {16, 2, 2, 0, 1, 1}, {16, 2, 0, -1, 1, 1}, {16, 2, 0, 0, 0, 1}, {16, 2, 0, 0, 1, 129}};
+  cp_attn_shape bad[] = {cp_attn_shape_mha(12, 4, 1, 1), cp_attn_shape_mha(16, 2, 1, 1), cp_attn_shape_mha(16, 2, 1, 1),
+                         cp_attn_shape_mha(16, 2, 0, 1), cp_attn_shape_mha(16, 2, 1, 129), {16, 2, 4, 3, 8, 56, 24},
+                         {16, 2, 4, 2, 8, 31, 16}};
+  const int ranks[][2] = {{0, 0}, {2, 0}, {0, -1}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
   int ok = 1;
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     e.msg[0] = 0;
-    const int rc = cp_attn_block_host(x, x, x, o, l, bad[i].seq, bad[i].cp, bad[i].r, bad[i].src, bad[i].heads,
-                                      bad[i].d, &e);
+    const int rc = cp_attn_block_host(&bad[i], x, x, x, o, l, ranks[i][0], ranks[i][1], &e);
     if (rc != -1 || !e.msg[0]) ok = 0;
-    printf("  refused? seq %d cp %d rank %d src %d heads %d d %d: %s (%s)\n", bad[i].seq, bad[i].cp, bad[i].r,
-           bad[i].src, bad[i].heads, bad[i].d, rc == -1 ? "yes" : "NO", e.msg);
+    printf("  refused? seq %d cp %d rank %d src %d heads %d kv %d d %d ldq %lld: %s (%s)\n", bad[i].seq, bad[i].cp,
+           ranks[i][0], ranks[i][1], bad[i].heads, bad[i].kv_heads, bad[i].d, bad[i].ldq, rc == -1 ? "yes" : "NO",
+           e.msg);
   }
   e.msg[0] = 0;
   if (cp_attn_combine_host(o, l, o, l, 1, 0, 1, 1, &e) != -1 || !e.msg[0]) ok = 0;
@@ -313,6 +467,19 @@ int main(int argc, char **argv) {
         cp_case c = {seqs[a], cps[p], ds[b], seqs[a] <= 512 ? 3 : 2, 0};
         c.seed = 0x9E3779B97F4A7C15ull ^ ((uint64_t)(cases + 1) * 0xD1B54A32D192ED03ull); /* fresh inputs per case */
         passed += run_case(&c);
+        cases++;
+        fflush(stdout);
+      }
+  printf("backward: each rank's ring (dQ; dK, dV travelling with their block) vs float64 full backward, "
+         "tolerance %.0e\n", TOL_FP32);
+  static const int bseqs[] = {256, 512, 1024}, bcps[] = {2, 4};
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 2; b++)
+      for (int p = 0; p < 2; p++) {
+        if (bseqs[a] > max_seq) continue;
+        cp_case c = {bseqs[a], bcps[p], ds[b], 4, 0}; /* 4 query heads: 2 KV heads (GQA) or 4 alternately */
+        c.seed = 0x5851F42D4C957F2Dull ^ ((uint64_t)(cases + 1) * 0xD1B54A32D192ED03ull);
+        passed += run_case_bwd(&c, (a + b + p) % 2 ? 2 : 4);
         cases++;
         fflush(stdout);
       }

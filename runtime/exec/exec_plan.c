@@ -49,10 +49,15 @@ static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
  * 0 when it runs it. The one list, read by exec_plan_read and the walker. */
 int exec_plan_refuse(const plan *p, ts_err *e) {
   const char *path = p->path;
+  if (plan_cp(p) > 1 && plan_codec_has_taco(p->codec[PLAN_TRAFFIC_CP].kind))
+    return ts_fail(e, path, "codec.cp.kind",
+                   "TACO on the KV ring exchanges of context parallelism is priced by tacosim simulate; the "
+                   "executor sends no compressed KV block (NOT IMPLEMENTED here)");
   if (plan_cp(p) > 1)
     return ts_fail(e, path, "layout.context_parallel_size",
                    "%d: context parallelism (the KV ring beside the attention) is priced by tacosim simulate; the "
-                   "executor runs cp 1 only (NOT IMPLEMENTED here)", p->cp);
+                   "executor runs cp 1 only: its ring-attention kernels (runtime/ops/cp_attention.cu, forward and "
+                   "backward) are checked on one GPU, the 2-rank ring is NOT IMPLEMENTED here", p->cp);
   if (p->model.head_dim_override > 0 && p->model.head_dim_override * p->model.heads != p->model.hidden)
     return ts_fail(e, path, "model.head_dim", "%d x %d heads != hidden %d (Qwen3's wider heads): the executor's "
                    "attention has head_dim = hidden / heads (NOT IMPLEMENTED here)", p->model.head_dim_override,

@@ -31,6 +31,24 @@ void cp_ref_full_attention(int seq, int d, double scale, const double *q, const 
 int cp_ref_rank_attention(int seq, int d, int cp, int r, double scale, const double *q_loc, const double *k,
                           const double *v, double *out_loc, long long *pairs);
 
+/* Backward of cp_ref_full_attention for the upstream gradient dout [seq x d]:
+ * dq, dk, dv [seq x d] (written). */
+void cp_ref_full_attention_bwd(int seq, int d, double scale, const double *q, const double *k, const double *v,
+                               const double *dout, double *dq, double *dk, double *dv);
+
+/* Backward of rank r's share, ring step by ring step (Megatron-Core /
+ * Transformer Engine: at step s the KV block of rank (r - s) mod cp is in
+ * hand, and its dK, dV accumulator travels with it, one hop behind, back to
+ * its owner after cp steps). q_loc, dout_loc [seq/cp x d] are the rank's rows
+ * (local order), k, v [seq x d] the whole sequence (global order). Writes
+ * dq_loc [seq/cp x d]; ADDS the rank's contributions to dk, dv [seq x d]
+ * (global order: summed over the ranks they are the gradients the ring hands
+ * back). The softmax weights use the combined log-sum-exp of the forward
+ * (computed here by cp_ref_rank_attention's ring). Returns 0, or -1 as
+ * cp_ref_rank_attention (or out of memory). */
+int cp_ref_rank_attention_bwd(int seq, int d, int cp, int r, double scale, const double *q_loc, const double *k,
+                              const double *v, const double *dout_loc, double *dq_loc, double *dk, double *dv);
+
 #ifdef __cplusplus
 }
 #endif
