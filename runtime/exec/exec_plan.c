@@ -96,17 +96,11 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
                    "\"%s\" (ZeRO-%d) is priced by tacosim simulate; the executor runs no_shard and optim (ZeRO-1) "
                    "only (NOT IMPLEMENTED here)", p->zero_stage == 2 ? "optim_grads" : "optim_grads_params",
                    p->zero_stage);
-  if (p->overlap_param_gather)
-    return ts_fail(e, path, "layout.overlap_param_gather",
-                   "true is priced by tacosim simulate; the executor gathers the parameters after the optimizer "
-                   "step (NOT IMPLEMENTED here)");
+  /* overlap_param_gather true and overlap_grad_reduce false run: the executor walks the program's
+   * all-gathers before the forward and its buckets after the backward (exec_step.c) */
   if (p->tp_comm_overlap)
     return ts_fail(e, path, "layout.tp_comm_overlap",
                    "true is priced by tacosim simulate; the executor runs the SP collectives whole, with NCCL "
-                   "(NOT IMPLEMENTED here)");
-  if (p->overlap_grad_reduce_off)
-    return ts_fail(e, path, "layout.overlap_grad_reduce",
-                   "false is priced by tacosim simulate; the executor reduces each bucket when it is full "
                    "(NOT IMPLEMENTED here)");
   return 0;
 }
