@@ -204,9 +204,11 @@ int exec_execute(int argc, char **argv) {
     return ts_exit_status(&e);
   }
   /* the built-in program is plain TP/DP: the layout features run only from the plan's program */
-  if (!check && !o.program_plan && (p.sequence_parallel || p.zero1 || strcmp(p.recompute, "none"))) {
-    fprintf(stderr, "tacorun execute: %s: layout: --program builtin runs neither sequence parallelism, ZeRO-1 nor "
-                    "recomputation; use --program plan\n", p.path);
+  if (!check && !o.program_plan &&
+      (p.sequence_parallel || p.zero1 || p.dp_overlap_changed || strcmp(p.recompute, "none"))) {
+    fprintf(stderr, "tacorun execute: %s: layout: --program builtin runs neither sequence parallelism, ZeRO-1, "
+                    "overlap_param_gather true, overlap_grad_reduce false nor recomputation; use --program plan\n",
+            p.path);
     return 2;
   }
   if (!check && !o.program_plan && p.model.experts > 0) {

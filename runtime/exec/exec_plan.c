@@ -128,6 +128,7 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
   p->layers_override = pl->layers != pl->model.layers ? pl->layers : 0;
   p->sequence_parallel = pl->sequence_parallel;
   p->zero1 = pl->zero1;
+  p->dp_overlap_changed = pl->overlap_param_gather || pl->overlap_grad_reduce_off;
   p->gpipe = pl->schedule == PLAN_SCHED_GPIPE;
   snprintf(p->recompute, sizeof p->recompute, "%s", recompute_name(pl->recompute));
   p->codec_tp_fwd = pl->codec[PLAN_TRAFFIC_TP_FWD];
