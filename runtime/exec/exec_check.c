@@ -81,7 +81,8 @@ enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP
  *     after the backward, as the program orders them) against the float64
  *     mean gradient;
  *   z1late/dp2, z1pg/dp2: like z1step/dp2, ZeRO-1 with overlap_grad_reduce
- *     false, and ZeRO-1 with overlap_param_gather (the all-gathers of the
+ *     false, and ZeRO-1 with overlap_param_gather, both with one bucket per
+ *     layer (dp_bucket_bytes 1) so that each layer is gathered on its own (the all-gathers of the
  *     updated weights before the next step's forward; the last step's
  *     gathered after it), against the DP2 plan run. */
 static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64",
@@ -451,8 +452,8 @@ out:
  * rank r on batch r): 3 AdamW steps each from the same weights; the update of
  * each rank's master-weight shard must match (row CMP_Z1_STEP), and the BF16
  * weights the all-gathers rebuild must equal the plain run's everywhere. */
-static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, const char *layout, int cmp, error_table *tab,
-                             FILE *log, ts_err *e) {
+static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, const char *layout, const char *plan_extra,
+                             int cmp, error_table *tab, FILE *log, ts_err *e) {
   const int rank = w->ranks[0], steps = 3;
   float *master[2] = {NULL, NULL};
   uint16_t *w16[2] = {NULL, NULL};
@@ -464,7 +465,7 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, const char
   memset(&wk, 0, sizeof wk);
   char model_path[256], text[1024];
   for (int z = 0; z < 2; z++) {
-    if (exec_check_plan_text(&d->cfg, 1, dp, 1, 1, z ? layout : NULL, NULL, NULL, model_path, sizeof model_path, text,
+    if (exec_check_plan_text(&d->cfg, 1, dp, 1, 1, z ? layout : NULL, NULL, z ? plan_extra : NULL, model_path, sizeof model_path, text,
                        sizeof text, e))
       goto out;
     if (exec_model_create(&m, &d->cfg, 1, 1, 0, NULL, dp, rank, w->comms[0], w->streams[0], e)) goto out;
@@ -815,6 +816,8 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
                       z1 = {1, n, ", \"zero1\": true", d.tok_rank, d.lab_rank, 0, NULL},
                       ovl = {n, 1, ", \"tp_overlap_chunks\": 2", d.tok_a, d.lab_a, 0, NULL},
                       dplate = {1, n, ", \"overlap_grad_reduce\": false", d.tok_rank, d.lab_rank, 0, NULL};
+    /* one bucket per unit (layer, embedding, head): the buckets and the gathers that follow them are many */
+    const char *one_unit_buckets = ", \"dp_bucket_bytes\": 1";
     if (check_walked(w, &d, &sp, d.grad_a, tab, CMP_SP_REF, gtp_plan, CMP_SP_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &rcf, NULL, tab, -1, gtp_plan, CMP_RCF_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &rcs, NULL, tab, -1, gtp_plan, CMP_RCS_TP, NULL, NULL, log, e) ||
@@ -822,11 +825,11 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
         check_walked(w, &d, &z1, d.grad_mean, tab, CMP_Z1_REF, NULL, 0, NULL, NULL, log, e) ||
         check_walked(w, &d, &ovl, d.grad_a, tab, CMP_OVL_REF, gtp_plan, CMP_OVL_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &dplate, d.grad_mean, tab, CMP_DPLATE_REF, NULL, 0, NULL, NULL, log, e) ||
-        check_zero1_steps(w, &d, n, ", \"zero1\": true", CMP_Z1_STEP, tab, log, e) ||
-        check_zero1_steps(w, &d, n, ", \"zero1\": true, \"overlap_grad_reduce\": false", CMP_Z1LATE_STEP, tab, log,
-                          e) ||
-        check_zero1_steps(w, &d, n, ", \"zero1\": true, \"overlap_param_gather\": true", CMP_Z1PG_STEP, tab, log,
-                          e))
+        check_zero1_steps(w, &d, n, ", \"zero1\": true", NULL, CMP_Z1_STEP, tab, log, e) ||
+        check_zero1_steps(w, &d, n, ", \"zero1\": true, \"overlap_grad_reduce\": false", one_unit_buckets,
+                          CMP_Z1LATE_STEP, tab, log, e) ||
+        check_zero1_steps(w, &d, n, ", \"zero1\": true, \"overlap_param_gather\": true", one_unit_buckets,
+                          CMP_Z1PG_STEP, tab, log, e))
       goto done;
   }
   /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */
