@@ -450,6 +450,37 @@ static void test_tacorun_refuses_cp(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "context_parallel_size"));
 }
 
+/* ZeRO-2 and ZeRO-3 are simulated, not executed: refused before any GPU, the
+ * field named; overlap_param_gather true and overlap_grad_reduce false run
+ * from the plan's program only (the built-in program refuses them). */
+static void test_tacorun_zero_refusals(void) {
+  static char out[65536];
+  const char *cases[][2] = {{"z2.json", "\"data_parallel_sharding_strategy\": \"optim_grads\""},
+                            {"z3.json", "\"data_parallel_sharding_strategy\": \"optim_grads_params\""},
+                            {"late.json", "\"overlap_grad_reduce\": false"},
+                            {"pg.json", "\"zero1\": true, \"overlap_param_gather\": true"}};
+  for (int i = 0; i < 4; i++) {
+    char path[512], cmd[600];
+    snprintf(path, sizeof path, "%s/%s", workdir, cases[i][0]);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\",\n"
+               "  \"layout\": { \"dp\": 2, \"tp\": 1, \"pp\": 1, %s },\n"
+               "  \"batch\": { \"micro\": 1, \"global\": 2, \"seq\": 256 }, \"schedule\": \"1f1b\",\n"
+               "  \"hidden_dropout\": 0 }\n", cases[i][1]);
+    fclose(f);
+    /* the ZeRO-2/3 plans refused by the plan reader; the other two by the built-in program */
+    snprintf(cmd, sizeof cmd, "execute %s%s", cases[i][0], i < 2 ? "" : " --program builtin");
+    CU_ASSERT_EQUAL(tacorun(cmd, out, sizeof out), 2);
+    const char *want = i < 2 ? "layout.data_parallel_sharding_strategy" : i == 2 ? "overlap_grad_reduce false"
+                                                                                  : "overlap_param_gather true";
+    if (!strstr(out, want)) fprintf(stderr, "\n  %s: %.300s\n", cases[i][0], out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  }
+  CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "optim_grads_params (ZeRO-2/3)"));
+}
+
 /* Mixture-of-experts plans run on one GPU at EP 1; the rest is refused before
  * any GPU, the field named: EP > 1, TP > 1 (expert TP follows it), Qwen3's wider heads,
  * and the built-in program (dense layers only). */
@@ -530,6 +561,8 @@ int main(void) {
   CU_add_test(s, "tacorun calibrate refuses --coll-groups outside powers of two in 32..512 (exit 2)",
               test_tacorun_calibrate_coll_groups);
   CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
+  CU_add_test(s, "tacorun execute refuses ZeRO-2/3; the DP overlap switches run from the program only (exit 2)",
+              test_tacorun_zero_refusals);
   CU_add_test(s, "tacorun execute: MoE beyond one GPU refused (exit 2, the field named)", test_tacorun_moe_refusals);
   CU_add_test(s, "tacorun execute refuses hidden_dropout > 0 (exit 2, the field named)",
               test_tacorun_refuses_hidden_dropout);

@@ -154,6 +154,59 @@ static void test_layout_feature_plans(void) {
   }
 }
 
+/* The DP = 2 ZeRO-1 plans of run_2gpu_zero.sh map op by op, and their programs
+ * order the DP ops as the executor runs them: with overlap_param_gather every
+ * parameter all-gather is a forward-phase op before the first backward that
+ * some compute op waits for; with overlap_grad_reduce false every gradient
+ * bucket comes after the last backward compute op; otherwise the gathers follow
+ * the optimizer and some bucket is issued before the backward ends. */
+static void test_zero_layout_plans(void) {
+  const char *tags[] = {"zero1", "zero1-pg", "zero1-latereduce"};
+  for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
+    char path[512];
+    snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/exec-feat/zero/plans/%s.json", tags[i]);
+    plan p;
+    ts_err e = {{0}, 0};
+    CU_ASSERT_FATAL(plan_load(path, NULL, NULL, &p, &e) == 0);
+    CU_ASSERT(p.zero1 && p.dp == 2 && p.zero_stage == 1);
+    for (int r = 0; r < plan_world_size(&p); r++) {
+      plan_program prog;
+      build_mapped(&p, r, &prog, path);
+      int last_bwd = -1, first_bwd = prog.n, optimizer = -1, gathers = 0, gathers_fwd = 0, gathers_waited = 0;
+      int buckets = 0, buckets_late = 0;
+      for (int k = 0; k < prog.n; k++) {
+        const plan_op *op = &prog.ops[k];
+        if (op->kind == PLAN_OP_COMPUTE && op->phase == PLAN_PHASE_BWD) {
+          last_bwd = k;
+          if (k < first_bwd) first_bwd = k;
+        }
+        if (op->kind == PLAN_OP_COMPUTE && op->model_op == PLAN_MOP_OPTIMIZER) optimizer = k;
+      }
+      for (int k = 0; k < prog.n; k++) {
+        const plan_op *op = &prog.ops[k];
+        if (op->kind != PLAN_OP_COLLECTIVE || op->group != PLAN_GROUP_DP) continue;
+        if (op->model_op == PLAN_MOP_PARAM_GATHER) {
+          gathers++;
+          gathers_fwd += op->phase == PLAN_PHASE_FWD && k < first_bwd;
+          if (!p.overlap_param_gather) CU_ASSERT(k > optimizer);
+          for (int j = k + 1; j < prog.n && j < first_bwd; j++)
+            for (int d = 0; d < PLAN_MAX_DEPS; d++)
+              if (prog.ops[j].kind == PLAN_OP_COMPUTE && prog.ops[j].dep[d] == k) gathers_waited++, j = prog.n, d = PLAN_MAX_DEPS;
+        }
+        if (op->model_op == PLAN_MOP_GRAD_BUCKET) buckets++, buckets_late += k > last_bwd;
+      }
+      CU_ASSERT(gathers > 0 && buckets > 0);
+      if (p.overlap_param_gather) {
+        CU_ASSERT_EQUAL(gathers_fwd, gathers);
+        CU_ASSERT_EQUAL(gathers_waited, gathers);
+      }
+      if (p.overlap_grad_reduce_off) CU_ASSERT_EQUAL(buckets_late, buckets);
+      if (!p.overlap_grad_reduce_off) CU_ASSERT(buckets_late < buckets);
+      plan_program_free(&prog);
+    }
+  }
+}
+
 /* tp_overlap_chunks 2 and 4 on the MFU plan: every op maps, and the split
  * forward row-parallel GEMMs and their all-reduces are ones the executor runs
  * by rows (2 per layer and micro-batch, k chunks each). */
@@ -413,6 +466,7 @@ int main(void) {
   CU_add_test(s, "MoE plans on one GPU run op by op", test_moe_plans);
   CU_add_test(s, "zoo models as published (RoPE, biases, untied) run op by op", test_zoo_plans);
   CU_add_test(s, "tp_overlap_chunks plans run op by op, by rows", test_tp_overlap_plans);
+  CU_add_test(s, "ZeRO-1 with overlap_param_gather / overlap_grad_reduce false plans run op by op", test_zero_layout_plans);
   CU_add_test(s, "validation plans (SwiGLU/RMSNorm, PP2, DP2, TACO) run op by op", test_validation_plans);
   CU_add_test(s, "PP = 2 messages (1F1B, GPipe, interleaved) pair up with the executor's peers", test_pipeline_messages);
   CU_add_test(s, "activation slots: the program's in-flight peak (1F1B pp - stage, GPipe all)", test_activation_slots);

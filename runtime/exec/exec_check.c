@@ -53,7 +53,8 @@ static const exec_ref_config check_configs[] = {
 
 enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_PP2_PLAN_REF,
        CMP_PP2_PP1, CMP_SP_REF, CMP_SP_TP, CMP_RCF_TP, CMP_RCS_TP, CMP_SPRC_TP, CMP_Z1_REF, CMP_Z1_STEP, CMP_GPIPE_REF, CMP_GPIPE_PP1,
-       CMP_OVL_REF, CMP_OVL_TP, CMP_GPIPE1_REF, CMP_GPIPE1_DP2, CMP_COUNT };
+       CMP_OVL_REF, CMP_OVL_TP, CMP_GPIPE1_REF, CMP_GPIPE1_DP2, CMP_DPLATE_REF, CMP_Z1LATE_STEP, CMP_Z1PG_STEP,
+       CMP_COUNT };
 /* "plan": the same layout run from plan_build_program()'s program (exec_walk.c).
  * PP2: two stages (1F1B) over two micro-batches (batches 0 and 1) against the
  * float64 mean gradient and against the PP = 1 run of the same two batches
@@ -75,12 +76,21 @@ enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP
  *   gpipe1/f64, gpipe1/dp2: GPipe at PP = 1 over two micro-batches (batches 0
  *     and 1, both forwards before either backward, so each keeps its own
  *     activations) on one GPU, against the float64 mean gradient and the DP2
- *     run of the same two batches. */
+ *     run of the same two batches;
+ *   dplate/f64: DP2 with overlap_grad_reduce false (every bucket reduced
+ *     after the backward, as the program orders them) against the float64
+ *     mean gradient;
+ *   z1late/dp2, z1pg/dp2: like z1step/dp2, ZeRO-1 with overlap_grad_reduce
+ *     false, and ZeRO-1 with overlap_param_gather, both with one bucket per
+ *     layer (dp_bucket_bytes 1) so that each layer is gathered on its own (the all-gathers of the
+ *     updated weights before the next step's forward; the last step's
+ *     gathered after it), against the DP2 plan run. */
 static const char *const cmp_names[CMP_COUNT] = {"tp1 vs f64", "tpN vs f64", "tpN vs tp1", "dpN vs f64",
                                                  "tpN-plan/f64", "dpN-plan/f64", "pp2-plan/f64", "pp2 vs pp1",
                                                  "sp/f64", "sp/tp2", "rcfull/tp2", "rcsel/tp2", "sp+rc/tp2",
                                                  "z1/f64", "z1step/dp2", "gpipe2/f64", "gpipe vs pp1",
-                                                 "ovl2/f64", "ovl2/tp2", "gpipe1/f64", "gpipe1/dp2"};
+                                                 "ovl2/f64", "ovl2/tp2", "gpipe1/f64", "gpipe1/dp2",
+                                                 "dplate/f64", "z1late/dp2", "z1pg/dp2"};
 
 typedef struct {
   int ntensors;
@@ -443,7 +453,8 @@ out:
  * rank r on batch r): 3 AdamW steps each from the same weights; the update of
  * each rank's master-weight shard must match (row CMP_Z1_STEP), and the BF16
  * weights the all-gathers rebuild must equal the plain run's everywhere. */
-static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_table *tab, FILE *log, ts_err *e) {
+static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, const char *layout, const char *plan_extra,
+                             int cmp, error_table *tab, FILE *log, ts_err *e) {
   const int rank = w->ranks[0], steps = 3;
   float *master[2] = {NULL, NULL};
   uint16_t *w16[2] = {NULL, NULL};
@@ -455,7 +466,7 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_tabl
   memset(&wk, 0, sizeof wk);
   char model_path[256], text[1024];
   for (int z = 0; z < 2; z++) {
-    if (exec_check_plan_text(&d->cfg, 1, dp, 1, 1, z ? ", \"zero1\": true" : NULL, NULL, NULL, model_path, sizeof model_path, text,
+    if (exec_check_plan_text(&d->cfg, 1, dp, 1, 1, z ? layout : NULL, NULL, z ? plan_extra : NULL, model_path, sizeof model_path, text,
                        sizeof text, e))
       goto out;
     if (exec_model_create(&m, &d->cfg, 1, 1, 0, NULL, dp, rank, w->comms[0], w->streams[0], e)) goto out;
@@ -470,6 +481,8 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_tabl
     for (int s = 0; s < steps; s++)
       if (exec_walk_iteration(&m, &wk, 0, e) || rt_nccl_wait(w, e) || exec_model_check_finite(&m, s, NULL, e))
         goto out;
+    /* overlap_param_gather: the program gathers the last step's weights before a next forward */
+    if (wk.p.overlap_param_gather && (exec_model_zero1_gather_all(&m, e) || rt_nccl_wait(w, e))) goto out;
     nparams = m.nparams;
     master[z] = malloc(nparams * sizeof(float));
     w16[z] = malloc(nparams * sizeof(uint16_t));
@@ -514,15 +527,15 @@ static int check_zero1_steps(rt_nccl *w, const check_data *d, int dp, error_tabl
       }
       exec_model_shard_of(&m, d->params, init);
       for (size_t j = 0; j < nparams; j++) upd[j] = master[0][j] - init[j], updz[j] = (float)(master[1][j] - init[j]);
-      accumulate_zero1(&m, updz, upd, tab, CMP_Z1_STEP);
+      accumulate_zero1(&m, updz, upd, tab, cmp);
       free(upd), free(updz);
       double differ = 0;
       for (size_t j = 0; j < nparams; j++) differ += w16[0][j] != w16[1][j];
       if (rt_world_sum(w, &differ, 1, e)) goto out;
-      fprintf(log, "  zero1 (dp %d): %d AdamW steps; BF16 weights that differ from plain DP after the all-gathers: "
-                   "%.0f of %zu x %d ranks; optimizer states %zu of %zu parameters per rank\n", dp, steps, differ,
-              nparams, w->nranks, m.zero1_params, nparams);
-      if (differ > 0.001 * (double)nparams * w->nranks) tab->num[CMP_Z1_STEP][0] += 1e30; /* fails the row */
+      fprintf(log, "  zero1 (dp %d%s): %d AdamW steps; BF16 weights that differ from plain DP after the all-gathers: "
+                   "%.0f of %zu x %d ranks; optimizer states %zu of %zu parameters per rank\n", dp, layout, steps,
+              differ, nparams, w->nranks, m.zero1_params, nparams);
+      if (differ > 0.001 * (double)nparams * w->nranks) tab->num[cmp][0] += 1e30; /* fails the row */
     }
     exec_walk_destroy(&wk);
     exec_model_destroy(&m);
@@ -820,14 +833,22 @@ static int check_config(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *
                       rcs = {n, 1, ", \"recompute\": \"selective\"", d.tok_a, d.lab_a, 1, NULL},
                       sprc = {n, 1, ", \"sequence_parallel\": true, \"recompute\": \"full\"", d.tok_a, d.lab_a, 2, NULL},
                       z1 = {1, n, ", \"zero1\": true", d.tok_rank, d.lab_rank, 0, NULL},
-                      ovl = {n, 1, ", \"tp_overlap_chunks\": 2", d.tok_a, d.lab_a, 0, NULL};
+                      ovl = {n, 1, ", \"tp_overlap_chunks\": 2", d.tok_a, d.lab_a, 0, NULL},
+                      dplate = {1, n, ", \"overlap_grad_reduce\": false", d.tok_rank, d.lab_rank, 0, NULL};
+    /* one bucket per unit (layer, embedding, head): the buckets and the gathers that follow them are many */
+    const char *one_unit_buckets = ", \"dp_bucket_bytes\": 1";
     if (check_walked(w, &d, &sp, d.grad_a, tab, CMP_SP_REF, gtp_plan, CMP_SP_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &rcf, NULL, tab, -1, gtp_plan, CMP_RCF_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &rcs, NULL, tab, -1, gtp_plan, CMP_RCS_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &sprc, NULL, tab, -1, gtp_plan, CMP_SPRC_TP, NULL, NULL, log, e) ||
         check_walked(w, &d, &z1, d.grad_mean, tab, CMP_Z1_REF, NULL, 0, NULL, NULL, log, e) ||
         check_walked(w, &d, &ovl, d.grad_a, tab, CMP_OVL_REF, gtp_plan, CMP_OVL_TP, NULL, NULL, log, e) ||
-        check_zero1_steps(w, &d, n, tab, log, e))
+        check_walked(w, &d, &dplate, d.grad_mean, tab, CMP_DPLATE_REF, NULL, 0, NULL, NULL, log, e) ||
+        check_zero1_steps(w, &d, n, ", \"zero1\": true", NULL, CMP_Z1_STEP, tab, log, e) ||
+        check_zero1_steps(w, &d, n, ", \"zero1\": true, \"overlap_grad_reduce\": false", one_unit_buckets,
+                          CMP_Z1LATE_STEP, tab, log, e) ||
+        check_zero1_steps(w, &d, n, ", \"zero1\": true, \"overlap_param_gather\": true", one_unit_buckets,
+                          CMP_Z1PG_STEP, tab, log, e))
       goto done;
   }
   /* PP = 2 on two ranks (the DP run above is its PP = 1 counterpart) */

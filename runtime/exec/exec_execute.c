@@ -94,10 +94,13 @@ void exec_usage(FILE *out) {
           "attention_dropout > 0 and hidden_dropout > 0 (hidden_dropout's default is Megatron-LM's 0.1: a plan\n"
           "for this executor says \"hidden_dropout\": 0; the simulator prices the dropout, the executor runs none);\n"
           "uneven stages with vpp > 1 (layout.decoder_first/last_pipeline_num_layers, account_for_*), data_parallel_sharding_strategy\n"
-          "optim_grads / optim_grads_params (ZeRO-2/3), overlap_param_gather true, overlap_grad_reduce false,\n"
-          "tp_comm_overlap true, context_parallel_size > 1 (priced by tacosim simulate; NOT IMPLEMENTED here:\n"
-          "the ring attention's forward and backward kernels are checked on one GPU by test_cp_attention_gpu,\n"
-          "the 2-rank KV ring is not run; with TACO on the KV exchanges the field named is codec.cp.kind).\n"
+          "optim_grads / optim_grads_params (ZeRO-2/3), tp_comm_overlap true, context_parallel_size > 1 (priced by\n"
+          "tacosim simulate; NOT IMPLEMENTED here: the ring attention's forward and backward kernels are checked on\n"
+          "one GPU by test_cp_attention_gpu, the 2-rank KV ring is not run; with TACO on the KV exchanges the field\n"
+          "named is codec.cp.kind). Run from the program: overlap_param_gather true (ZeRO-1's all-gathers on the DP\n"
+          "stream before the next forward, each waited for by the first op that reads it) and overlap_grad_reduce\n"
+          "false (the buckets reduced after the backward; the executor reduces every finished gradient at the first\n"
+          "of them, the rest carry nothing).\n"
           "Biases are added in passes of their own: a plan's \"bias_fusion\": true (the default, Megatron-LM's\n"
           "fused bias kernels, priced at no cost of their own) is run unfused here (NOT IMPLEMENTED), with a note.\n"
           "\n"
@@ -206,9 +209,11 @@ int exec_execute(int argc, char **argv) {
     return ts_exit_status(&e);
   }
   /* the built-in program is plain TP/DP: the layout features run only from the plan's program */
-  if (!check && !o.program_plan && (p.sequence_parallel || p.zero1 || strcmp(p.recompute, "none"))) {
-    fprintf(stderr, "tacorun execute: %s: layout: --program builtin runs neither sequence parallelism, ZeRO-1 nor "
-                    "recomputation; use --program plan\n", p.path);
+  if (!check && !o.program_plan &&
+      (p.sequence_parallel || p.zero1 || p.dp_overlap_changed || strcmp(p.recompute, "none"))) {
+    fprintf(stderr, "tacorun execute: %s: layout: --program builtin runs neither sequence parallelism, ZeRO-1, "
+                    "overlap_param_gather true, overlap_grad_reduce false nor recomputation; use --program plan\n",
+            p.path);
     return 2;
   }
   if (!check && !o.program_plan && p.model.experts > 0) {

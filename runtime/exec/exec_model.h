@@ -330,6 +330,9 @@ int exec_model_enter_walker_mode(exec_model *m, ts_err *e);
 int exec_model_set_layout(exec_model *m, int sequence_parallel, int zero1, ts_err *e);
 /* ZeRO-1: this rank's shard [*lo, *hi) of group g (empty when not ZeRO-1). */
 void exec_model_zero1_shard(const exec_model *m, int g, size_t *lo, size_t *hi);
+/* ZeRO-1: all-gathers every group's updated BF16 weights (the step after the last one, with
+ * overlap_param_gather: its program gathers before the next forward). */
+int exec_model_zero1_gather_all(exec_model *m, ts_err *e);
 /* The gradient group of tensor t (its layer; layers: the final norm; layers + 1: the embedding). */
 int exec_model_group_of_tensor(const exec_model *m, int t);
 /* End of a walked iteration: reduce the DP groups no bucket took, join the streams. */

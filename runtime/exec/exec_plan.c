@@ -99,17 +99,11 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
                    "\"%s\" (ZeRO-%d) is priced by tacosim simulate; the executor runs no_shard and optim (ZeRO-1) "
                    "only (NOT IMPLEMENTED here)", p->zero_stage == 2 ? "optim_grads" : "optim_grads_params",
                    p->zero_stage);
-  if (p->overlap_param_gather)
-    return ts_fail(e, path, "layout.overlap_param_gather",
-                   "true is priced by tacosim simulate; the executor gathers the parameters after the optimizer "
-                   "step (NOT IMPLEMENTED here)");
+  /* overlap_param_gather true and overlap_grad_reduce false run: the executor walks the program's
+   * all-gathers before the forward and its buckets after the backward (exec_step.c) */
   if (p->tp_comm_overlap)
     return ts_fail(e, path, "layout.tp_comm_overlap",
                    "true is priced by tacosim simulate; the executor runs the SP collectives whole, with NCCL "
-                   "(NOT IMPLEMENTED here)");
-  if (p->overlap_grad_reduce_off)
-    return ts_fail(e, path, "layout.overlap_grad_reduce",
-                   "false is priced by tacosim simulate; the executor reduces each bucket when it is full "
                    "(NOT IMPLEMENTED here)");
   return 0;
 }
@@ -137,6 +131,7 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
   p->layers_override = pl->layers != pl->model.layers ? pl->layers : 0;
   p->sequence_parallel = pl->sequence_parallel;
   p->zero1 = pl->zero1;
+  p->dp_overlap_changed = pl->overlap_param_gather || pl->overlap_grad_reduce_off;
   p->gpipe = pl->schedule == PLAN_SCHED_GPIPE;
   snprintf(p->recompute, sizeof p->recompute, "%s", recompute_name(pl->recompute));
   p->codec_tp_fwd = pl->codec[PLAN_TRAFFIC_TP_FWD];

@@ -23,6 +23,7 @@ typedef struct {
   int dp, tp, pp, vpp, micro, seq, layers_override;
   long long global;
   bool sequence_parallel, zero1;
+  bool dp_overlap_changed; /* overlap_param_gather true or overlap_grad_reduce false (program only) */
   bool gpipe; /* "schedule": "gpipe" (at PP = 1 every micro-batch then keeps its activations) */
   char recompute[16]; /* "none", "selective", "full" */
   plan_codec codec_tp_fwd, codec_tp_bwd, codec_pp;

@@ -263,6 +263,27 @@ static int zero1_gather(exec_model *m, int k, ts_err *e) {
   return 0;
 }
 
+/* ZeRO-1 with overlap_param_gather: the program gathers the updated weights
+ * before the next step's forward, so the last step's are gathered here (all
+ * groups, on the DP stream; the compute stream waits for them). */
+int exec_model_zero1_gather_all(exec_model *m, ts_err *e) {
+  if (!m->dp_comm || !m->zero1) return 0;
+  EX_CUDA(cudaEventRecord(m->ev_ready, m->stream));
+  EX_CUDA(cudaStreamWaitEvent(m->dp_stream, m->ev_ready, 0));
+  EX_NCCL(ncclGroupStart());
+  for (int g = 0; g < m->cfg.layers + 2; g++) {
+    if (!holds_group(m, g)) continue;
+    size_t lo, hi;
+    exec_model_zero1_shard(m, g, &lo, &hi);
+    EX_NCCL(ncclAllGather((uint16_t *)m->w16 + lo, (uint16_t *)m->w16 + m->group_lo[g], hi - lo, ncclBfloat16,
+                          m->dp_comm, m->dp_stream));
+  }
+  EX_NCCL(ncclGroupEnd());
+  EX_CUDA(cudaEventRecord(m->ev_done, m->dp_stream));
+  EX_CUDA(cudaStreamWaitEvent(m->stream, m->ev_done, 0));
+  return 0;
+}
+
 int exec_model_walker_finish(exec_model *m, ts_err *e) {
   /* the optimizer waits for every stream (and reduces any group no bucket took) */
   EX_TRY(dp_reduce_groups(m, 1, NULL, e)); /* the safety net: plain */
