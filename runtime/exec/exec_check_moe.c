@@ -5,7 +5,8 @@
  * (router, stacked experts, shared FFN, the dense layer and attention around
  * them) within the dense check's tolerances, then 30 AdamW steps on one batch
  * (the loss must fall); and the router top-k backward kernel against its
- * plain-C reference (bits equal, fresh random inputs, poisoned output). */
+ * plain-C reference (bits equal, fresh random inputs, poisoned output);
+ * on two ranks, EP = DP = 2 (check_ep). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,11 +177,76 @@ out:
   return rc;
 }
 
+/* EP = DP = 2 (exec_moe_ep.c) on two ranks: rank r trains on batch r (seed
+ * 100 + r, as the DP checks); the reduced gradient (every rank holds it; rank
+ * 0's counted) against the float64 mean over both batches, rank 0's loss
+ * against batch 0's. Run when there are exactly two ranks. */
+static int check_ep(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *failures, ts_err *e) {
+  const int rank = w->ranks[0], n = 2;
+  moe_ref r;
+  exec_model m;
+  exec_walk wk;
+  memset(&wk, 0, sizeof wk);
+  int rc = -1, created = 0, bad = 0;
+  float *g = NULL, loss = 0;
+  double *g1 = NULL, loss1 = 0;
+  int *ti = NULL, *li = NULL;
+  char model_path[256] = "", text[1024];
+  const size_t T = (size_t)cfg->batch * cfg->seq;
+  if (moe_ref_make(cfg, &r, e)) goto out; /* batch 0: its loss, its gradient */
+  g1 = malloc(r.total * 8), ti = malloc(T * sizeof *ti), li = malloc(T * sizeof *li);
+  if (!g1 || !ti || !li) {
+    ts_fail_sys(e, "exec check: out of memory");
+    goto out;
+  }
+  exec_ref_tokens(cfg, 101, ti, li); /* batch 1 */
+  if (exec_ref_loss_grad(cfg, r.params, ti, li, &loss1, g1, e)) goto out;
+  for (size_t j = 0; j < r.total; j++) r.grad[j] = (r.grad[j] + g1[j]) / n;
+  if (rank == 1)
+    for (size_t j = 0; j < T; j++) r.tok[j] = ti[j], r.lab[j] = li[j];
+  if (exec_check_plan_text(cfg, 1, n, 1, 1, ", \"ep\": 2", NULL, NULL, model_path, sizeof model_path, text,
+                           sizeof text, e))
+    goto out;
+  created = 1;
+  if (exec_model_create(&m, cfg, 1, 1, 0, NULL, n, rank, w->comms[0], w->streams[0], e)) goto out;
+  if (exec_model_load_ref(&m, r.params, e) || exec_model_set_data(&m, r.tok, r.lab, e)) goto out;
+  if (exec_walk_init_text(&wk, text, "exec-check MoE EP plan", rank, &m, e)) goto out;
+  if (exec_walk_iteration(&m, &wk, 1, e) || rt_nccl_wait(w, e) || exec_model_check_finite(&m, 0, &loss, e)) goto out;
+  g = malloc(m.nparams * sizeof *g);
+  r.local = malloc(m.nparams * sizeof *r.local);
+  if (!g || !r.local) {
+    ts_fail_sys(e, "exec check: out of memory");
+    goto out;
+  }
+  if (exec_model_grads_to_host(&m, g, e)) goto out;
+  exec_model_shard_of(&m, r.grad, r.local);
+  int colls = 0;
+  for (int i = 0; i < wk.prog.n; i++)
+    colls += wk.prog.ops[i].kind == PLAN_OP_COLLECTIVE && wk.prog.ops[i].model_op == PLAN_MOP_MOE_TOKENS;
+  fprintf(log, "\nMoE EP 2 (dp 2, ep 2, %d experts top %d, 2 ranks): plan program of %d ops, %d token all-to-alls "
+          "(NCCL send/recv)\n", cfg->experts, cfg->top_k, wk.prog.n, colls);
+  int loss_ok = fabs(loss - r.loss) <= CHECK_TOL_LOSS * r.loss;
+  fprintf(log, "  MoE EP loss (rank 0's batch): float64 %.6f  executor %.6f%s\n  relative L2 error of each reduced "
+          "gradient vs the float64 mean over both batches:\n", r.loss, loss, loss_ok ? "" : "  FAILED");
+  bad += !loss_ok + compare_grads(&m, g, r.local, log);
+  fprintf(log, "  MoE EP check: %s\n", bad ? "FAILED" : "passed");
+  if (rank == 0) *failures += bad; /* rank 0 counts, as the DP checks */
+  rc = 0;
+out:
+  if (model_path[0]) remove(model_path);
+  exec_walk_destroy(&wk);
+  if (created) exec_model_destroy(&m);
+  free(g), free(g1), free(ti), free(li);
+  moe_ref_free(&r);
+  return rc;
+}
+
 int exec_check_moe(rt_nccl *w, FILE *log, int *failures, ts_err *e) {
   int ok = check_topk_bwd(w->streams[0], log, e);
   if (ok < 0) return -1;
   *failures += !ok;
   for (size_t i = 0; i < sizeof moe_configs / sizeof *moe_configs; i++)
     if (check_one(w, &moe_configs[i], log, failures, e)) return -1;
+  if (w->nranks == 2 && check_ep(w, &moe_configs[1], log, failures, e)) return -1;
   return 0;
 }

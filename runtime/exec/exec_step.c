@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exec_kernels.h"
+#include "exec_moe.h"
 #include "ops_variants.h"
 #include "model.h"
 #include "rt_ops.h"
@@ -399,6 +400,7 @@ static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
 }
 
 static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
+  if (op->group == PLAN_GROUP_EP && op->model_op == PLAN_MOP_MOE_TOKENS) return exec_moe_tokens(m, op, e);
   if (m->walker_mode) return run_collective_walked(m, op, e);
   if (op->group == PLAN_GROUP_DP) {
     if (!m->dp_comm) return 0;
@@ -467,6 +469,7 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
   case PLAN_MOP_OPTIMIZER:
     if (m->walker_mode) EX_TRY(exec_model_walker_finish(m, e));
     return exec_optimizer_step(m, e);
+  case PLAN_MOP_MOE_IMBALANCE: return 0; /* the simulator's wait for the busiest EP rank; here the combine waits */
   default: break;
   }
   if (op->phase == PLAN_PHASE_RECOMPUTE && op->model_op < 0)

@@ -1,0 +1,95 @@
+/* exec_moe_ep.c — expert parallelism's token all-to-alls (see exec_moe.h),
+ * as Megatron-Core's all-to-all token dispatcher runs them, for EP = DP
+ * (tp 1, pp 1: the EP group is the DP group; expert-DP has one rank).
+ *
+ * EP rank r owns experts [r E/ep, (r + 1) E/ep). After the permutation the
+ * rank's T k copies lie in expert order, so the rows for rank p's experts are
+ * one contiguous run of xp. The forward's dispatch first all-gathers every
+ * rank's rows per expert (E ints each, copied to the host: the receive
+ * counts and the expert GEMMs' shapes), then sends each run to its owner and
+ * receives the rows for this rank's experts (ncclSend/ncclRecv in one group),
+ * source rank by source rank: the expert side holds, per source, its rows of
+ * each local expert in expert order (the GEMM segments). The combine sends
+ * the experts' output rows back the same way (into ey at the sent rows), the
+ * backward's dispatch sends dy as the forward sent xp, its combine returns
+ * the experts' input gradient into dxp. Un-permutation and the weighted
+ * combine then run on this rank's own copies as at EP 1.
+ *
+ * The expert weights are held whole on every rank (not sharded in memory;
+ * NOT IMPLEMENTED here): a rank computes only its experts' GEMMs, so the
+ * other experts' gradients stay zero there, and the DP gradient reduction
+ * (which sums every tensor of a layer, experts included) gives every rank the
+ * owner's gradient: the values the expert-DP reduction (one rank) gives, at
+ * the cost of moving the expert gradients over DP. */
+#include "exec_model_internal.h"
+#include "exec_moe.h"
+
+static int ep_of(const exec_model *m) { return m->ep > 1 ? m->ep : 1; }
+
+/* The all-gathered rows per expert; the send and receive counts; the expert side's segments. */
+static int exchange_counts(exec_model *m, struct exec_moe_acts *a, ts_err *e) {
+  struct exec_moe_scratch *s = m->moe;
+  const int E = m->cfg.experts, ep = ep_of(m), me = m->dp_rank, El = E / ep;
+  EX_NCCL(ncclAllGather(a->count, s->allcount, (size_t)E, ncclInt32, m->dp_comm, m->stream));
+  EX_CUDA(cudaMemcpyAsync(s->hall, s->allcount, (size_t)E * ep * 4, cudaMemcpyDeviceToHost, m->stream));
+  EX_TRY(exec_stream_wait(m, m->stream, e));
+  a->nseg = 0, a->erows = 0;
+  for (int p = 0; p < ep; p++) {
+    a->scnt[p] = a->rcnt[p] = 0;
+    for (int j = 0; j < El; j++) {
+      const int32_t got = s->hall[(size_t)p * E + me * El + j];
+      if (got < 0 || s->hall[(size_t)me * E + p * El + j] != a->hcount[p * El + j])
+        return ts_fail_sys(e, "exec: EP rank %d: the all-gathered expert row counts disagree with its own", me);
+      a->scnt[p] += a->hcount[p * El + j];
+      a->rcnt[p] += got;
+      a->seg_ex[a->nseg] = me * El + j, a->seg_cnt[a->nseg++] = got;
+    }
+    a->erows += a->rcnt[p];
+  }
+  const long long cap = (long long)m->tokens * m->cfg.top_k * ep;
+  if (a->erows > cap) return ts_fail_sys(e, "exec: EP rank %d receives %lld rows, more than %lld", me, a->erows, cap);
+  return 0;
+}
+
+/* One all-to-all: `mine` holds this rank's copies in expert order (the runs
+ * scnt), `theirs` the expert side (the runs rcnt, by source). dispatch:
+ * mine -> theirs; combine: theirs -> mine. */
+static int alltoall(exec_model *m, const struct exec_moe_acts *a, void *mine, void *theirs, int combine, ts_err *e) {
+  const size_t h = (size_t)m->cfg.hidden;
+  size_t so = 0, ro = 0;
+  EX_NCCL(ncclGroupStart());
+  for (int p = 0; p < ep_of(m); p++) {
+    char *own = (char *)mine + so * h * 2, *far = (char *)theirs + ro * h * 2;
+    const size_t sn = (size_t)a->scnt[p] * h, rn = (size_t)a->rcnt[p] * h;
+    if (!combine) {
+      if (sn) EX_NCCL(ncclSend(own, sn, ncclBfloat16, p, m->dp_comm, m->stream));
+      if (rn) EX_NCCL(ncclRecv(far, rn, ncclBfloat16, p, m->dp_comm, m->stream));
+    } else {
+      if (rn) EX_NCCL(ncclSend(far, rn, ncclBfloat16, p, m->dp_comm, m->stream));
+      if (sn) EX_NCCL(ncclRecv(own, sn, ncclBfloat16, p, m->dp_comm, m->stream));
+    }
+    so += (size_t)a->scnt[p], ro += (size_t)a->rcnt[p];
+  }
+  EX_NCCL(ncclGroupEnd());
+  return 0;
+}
+
+int exec_moe_tokens(exec_model *m, const plan_op *op, ts_err *e) {
+  if (op->layer < 0 || op->layer >= m->cfg.layers || !exec_acts(m, op->layer)->moe || !m->moe)
+    return ts_fail(e, NULL, "program", "a token all-to-all on layer %d, which is not an MoE layer", (int)op->layer);
+  if (ep_of(m) < 2 || m->ep != m->dp || !m->dp_comm)
+    return ts_fail(e, NULL, "layout.ep", "%d: the executor's token all-to-alls run over the DP group (ep = dp %d)",
+                   m->ep, m->dp);
+  if (op->codec.kind != PLAN_CODEC_NONE)
+    return ts_fail(e, NULL, "codec.ep", "TACO-compressed token all-to-alls are priced by tacosim simulate; the "
+                   "executor sends them uncompressed (NOT IMPLEMENTED here)");
+  struct exec_moe_acts *a = exec_acts(m, op->layer)->moe;
+  struct exec_moe_scratch *s = m->moe;
+  const int bwd = op->phase == PLAN_PHASE_BWD;
+  int *stage = bwd ? &a->ep_bwd : &a->ep_fwd;
+  const int combine = *stage;
+  *stage = !combine;
+  if (!bwd && !combine) EX_TRY(exchange_counts(m, a, e));
+  if (!bwd) return combine ? alltoall(m, a, a->ey, a->ye, 1, e) : alltoall(m, a, a->xp, a->xe, 0, e);
+  return combine ? alltoall(m, a, s->dxp, s->dxe, 1, e) : alltoall(m, a, s->dy, s->dye, 0, e);
+}
