@@ -17,6 +17,7 @@
 #include "exec_walk.h"
 #include "gpu_check.h"
 #include "moe_route.h"
+#include "rt_world.h"
 
 static const exec_ref_config moe_configs[] = {
     /* models/moe-tiny.json's shape (Qwen3 / DeepSeek-V3 in small): a dense first layer, then an MoE layer of 8
@@ -177,9 +178,30 @@ out:
   return rc;
 }
 
+/* EP: each rank holds its own experts' gradients (the others' zero): the
+ * expert tensors summed over the ranks, so that rank 0 compares all of them. */
+static int gather_experts(rt_nccl *w, const exec_model *m, float *g, ts_err *e) {
+  double *d = calloc(m->nparams, sizeof *d);
+  if (!d) return ts_fail_sys(e, "exec check: out of memory");
+  for (int i = 0; i < m->ntensors; i++) {
+    const exec_tensor *t = &m->tensors[i];
+    if (t->kind == EXEC_T_EXPERT_FC1 || t->kind == EXEC_T_EXPERT_FC2)
+      for (size_t j = t->offset; j < t->offset + t->rows * t->cols; j++) d[j] = g[j];
+  }
+  int rc = rt_world_sum(w, d, (int)m->nparams, e);
+  for (int i = 0; i < m->ntensors && !rc; i++) {
+    const exec_tensor *t = &m->tensors[i];
+    if (t->kind == EXEC_T_EXPERT_FC1 || t->kind == EXEC_T_EXPERT_FC2)
+      for (size_t j = t->offset; j < t->offset + t->rows * t->cols; j++) g[j] = (float)d[j];
+  }
+  free(d);
+  return rc;
+}
+
 /* EP = DP = 2 (exec_moe_ep.c) on two ranks: rank r trains on batch r (seed
- * 100 + r, as the DP checks); the reduced gradient (every rank holds it; rank
- * 0's counted) against the float64 mean over both batches, rank 0's loss
+ * 100 + r, as the DP checks); the dense gradients as DP reduced them, the
+ * expert ones summed over the ranks (each rank holds its experts'; rank 0's
+ * view counted) against the float64 mean over both batches, rank 0's loss
  * against batch 0's. Run when there are exactly two ranks. */
 static int check_ep(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *failures, ts_err *e) {
   const int rank = w->ranks[0], n = 2;
@@ -218,7 +240,7 @@ static int check_ep(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *fail
     ts_fail_sys(e, "exec check: out of memory");
     goto out;
   }
-  if (exec_model_grads_to_host(&m, g, e)) goto out;
+  if (exec_model_grads_to_host(&m, g, e) || gather_experts(w, &m, g, e)) goto out;
   exec_model_shard_of(&m, r.grad, r.local);
   int colls = 0;
   for (int i = 0; i < wk.prog.n; i++)

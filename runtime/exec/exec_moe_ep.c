@@ -15,12 +15,13 @@
  * the experts' input gradient into dxp. Un-permutation and the weighted
  * combine then run on this rank's own copies as at EP 1.
  *
- * The expert weights are held whole on every rank (not sharded in memory;
- * NOT IMPLEMENTED here): a rank computes only its experts' GEMMs, so the
- * other experts' gradients stay zero there, and the DP gradient reduction
- * (which sums every tensor of a layer, experts included) gives every rank the
- * owner's gradient: the values the expert-DP reduction (one rank) gives, at
- * the cost of moving the expert gradients over DP. */
+ * Gradients: the dense ones are reduced over DP as without experts; the
+ * expert ones over expert-DP, one rank here, so not at all (exec_step.c
+ * skips them in the DP buckets): each rank's own experts' are complete.
+ * The expert weights are held whole on every rank (not sharded in memory,
+ * NOT IMPLEMENTED here): the others' experts are never read, their gradients
+ * stay zero and the optimizer steps them all (AdamW over E / ep experts too
+ * many: time the simulator does not charge). */
 #include "exec_model_internal.h"
 #include "exec_moe.h"
 

@@ -26,6 +26,9 @@ static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
   if (p->tp > 1 || p->pp > 1)
     return ts_fail(e, path, "layout", "tp %d, pp %d: the executor runs MoE models with tp 1 and pp 1 (NOT "
                    "IMPLEMENTED here)", p->tp, p->pp);
+  if (p->ep > 2)
+    return ts_fail(e, path, "layout.ep", "%d: the executor runs expert parallelism at ep 2 (checked there; larger "
+                   "groups NOT IMPLEMENTED here)", p->ep);
   if (p->ep != p->dp)
     return ts_fail(e, path, "layout.ep", "ep %d with dp %d: the executor runs expert parallelism over the whole DP "
                    "group (ep = dp; expert-DP of one rank), or neither (NOT IMPLEMENTED here)", p->ep, p->dp);

@@ -208,6 +208,14 @@ static int dp_reduce_one(exec_model *m, const coll_opts *taco, int scatter, size
  * codec (TACO on the FP32 gradients, the plan's codec.dp), or NULL. NCCL's
  * calls go in one group; the compressed ones, which enqueue kernels and NCCL
  * calls of their own, one after another. */
+/* EP > 1: the expert tensors' gradients are reduced over expert-DP (one
+ * rank here: not at all); each rank's own experts' are complete, the others'
+ * zero (exec_moe_ep.c). */
+static int ep_local(const exec_model *m, int t) {
+  const exec_tensor_kind k = m->tensors[t].kind;
+  return m->ep > 1 && (k == EXEC_T_EXPERT_FC1 || k == EXEC_T_EXPERT_FC2);
+}
+
 static int dp_reduce_groups(exec_model *m, int all, const plan_codec *c, ts_err *e) {
   if (!m->dp_comm) return 0;
   const int G = m->cfg.layers + 2;
@@ -236,7 +244,7 @@ static int dp_reduce_groups(exec_model *m, int all, const plan_codec *c, ts_err 
   } else {
     for (int t = 0; t < m->ntensors; t++) {
       int g = exec_model_group_of_tensor(m, t);
-      if ((all || m->group_done[g]) && !m->group_reduced[g] && exec_model_holds_tensor(m, t))
+      if ((all || m->group_done[g]) && !m->group_reduced[g] && exec_model_holds_tensor(m, t) && !ep_local(m, t))
         EX_TRY(dp_reduce_one(m, taco, 0, m->tensors[t].offset, m->tensors[t].offset,
                              m->tensors[t].rows * m->tensors[t].cols, e));
     }
