@@ -430,7 +430,7 @@ static void test_tacorun_refuses_cp(void) {
 }
 
 /* Mixture-of-experts plans run on one GPU at EP 1 or at EP = DP = 2; the rest is refused before
- * any GPU, the field named: EP > 2, EP != DP, TACO all-to-alls, TP > 1 (expert TP follows it), Qwen3's wider heads,
+ * any GPU, the field named: EP > 2, EP != DP, TP > 1 (expert TP follows it), Qwen3's wider heads,
  * and the built-in program (dense layers only). */
 static void write_plan_with(const char *name, const char *model, const char *cluster, const char *layout, int global,
                             int seq, const char *tail) {
@@ -457,10 +457,6 @@ static void test_tacorun_moe_refusals(void) {
   write_plan("ep2dp4.json", "mixtral-8x7b", "h200-1024-rail", "\"dp\": 4, \"tp\": 1, \"pp\": 1, \"ep\": 2", 4);
   CU_ASSERT_EQUAL(tacorun("execute ep2dp4.json", out, sizeof out), 2); /* EP = DP only */
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.ep"));
-  write_plan_with("ep2taco.json", "mixtral-8x7b", "h200x2-nvlink", "\"dp\": 2, \"tp\": 1, \"pp\": 1, \"ep\": 2", 2,
-                  1024, ",\n  \"layers_override\": 1, \"hidden_dropout\": 0, \"codec\": { \"ep\": { \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" } }");
-  CU_ASSERT_EQUAL(tacorun("execute ep2taco.json", out, sizeof out), 2); /* TACO all-to-all: not in the executor */
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "codec.ep"));
   CU_ASSERT_EQUAL(tacorun("execute tp2.json", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.expert_tp")); /* expert TP defaults to TP */
   CU_ASSERT_EQUAL(tacorun("execute qwen3.json", out, sizeof out), 2);

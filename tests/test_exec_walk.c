@@ -325,8 +325,7 @@ static void test_moe_plans(void) {
 /* EP 2 = DP 2 (experiments/exec-moe/plans/mixtral-8x7b-l1-ep2 and the others): every op of both ranks
  * is one the executor runs; per MoE layer and micro-batch, four token
  * all-to-alls (dispatch and combine, forward and backward) and the imbalance
- * op; the TACO variant's compressed all-to-alls are not (exec_moe_ep.c sends
- * them plain; the plan loader's refusal names codec.ep). */
+ * op; the TACO variant's all-to-alls all compressed (exec_moe_ep.c). */
 static void test_moe_ep_plans(void) {
   const char *names[] = {"mixtral-8x7b-l1-ep2", "mixtral-8x7b-l2-ep2", "mixtral-8x7b-l2-ep2-taco"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
@@ -346,8 +345,12 @@ static void test_moe_ep_plans(void) {
         waits += prog.ops[j].kind == PLAN_OP_COMPUTE && prog.ops[j].model_op == PLAN_MOP_MOE_IMBALANCE;
       }
       const int rc = exec_walk_check_program(&p, &prog, &e);
-      if (rc && !taco) fprintf(stderr, "\n  %s rank %d: %s\n", names[i], r, e.msg);
-      CU_ASSERT_EQUAL(rc != 0, taco);
+      if (rc) fprintf(stderr, "\n  %s rank %d: %s\n", names[i], r, e.msg);
+      CU_ASSERT_EQUAL(rc, 0);
+      int coded = 0;
+      for (int j = 0; j < prog.n; j++)
+        coded += prog.ops[j].model_op == PLAN_MOP_MOE_TOKENS && prog.ops[j].codec.kind == PLAN_CODEC_TACO;
+      CU_ASSERT_EQUAL(coded, taco ? tokens : 0);
       CU_ASSERT_EQUAL(tokens, 4 * p.layers * plan_micro_batches(&p));
       CU_ASSERT(waits > 0);
       plan_program_free(&prog);
@@ -364,7 +367,7 @@ int main(void) {
   CU_add_test(s, "SP, recomputation and ZeRO-1 plans run op by op", test_layout_feature_plans);
   CU_add_test(s, "layer ops by name", test_layer_op_index);
   CU_add_test(s, "MoE plans on one GPU run op by op", test_moe_plans);
-  CU_add_test(s, "MoE plans at EP 2 = DP 2 run op by op (plain token all-to-alls)", test_moe_ep_plans);
+  CU_add_test(s, "MoE plans at EP 2 = DP 2 run op by op (plain and TACO token all-to-alls)", test_moe_ep_plans);
   CU_add_test(s, "zoo models as published (RoPE, biases, untied) run op by op", test_zoo_plans);
   CU_add_test(s, "tp_overlap_chunks plans run op by op, by rows", test_tp_overlap_plans);
   CU_add_test(s, "validation plans (SwiGLU/RMSNorm, PP2, DP2, TACO) run op by op", test_validation_plans);

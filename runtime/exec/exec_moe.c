@@ -139,7 +139,8 @@ void exec_moe_destroy(exec_model *m) {
   struct exec_moe_scratch *s = m->moe;
   if (s->dye != s->dy) cudaFree(s->dye);
   if (s->dxe != s->dxp) cudaFree(s->dxe);
-  void *p[] = {s->logits, s->dw, s->map, s->dy, s->dea, s->deu, s->dxp, s->dlogits, s->dn2, s->allcount};
+  void *p[] = {s->logits, s->dw, s->map, s->dy, s->dea, s->deu, s->dxp, s->dlogits, s->dn2, s->allcount,
+               s->enc_send, s->enc_recv};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) cudaFree(p[i]);
   free(s->hall);
   free(s);

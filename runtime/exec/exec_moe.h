@@ -37,6 +37,7 @@ struct exec_moe_scratch {
   void *dy, *dea, *deu, *dxp, *dlogits, *dn2; /* bf16 gradients: [Tk x h], [R x fe], [R x U], [Tk x h], [T x E], [T x h] */
   void *dye, *dxe;                      /* the expert side's [R x h] output and input gradients (= dy, dxp at EP 1) */
   int32_t *allcount, *hall;             /* [ep x E] every EP rank's rows per expert: device, host */
+  void *enc_send, *enc_recv;            /* TACO all-to-all: the encoded blocks, one slot per peer (at first use) */
 };
 
 /* Allocates the MoE buffers of the model's MoE layers (none for a dense model);

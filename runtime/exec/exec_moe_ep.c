@@ -21,9 +21,21 @@
  * The expert weights are held whole on every rank (not sharded in memory,
  * NOT IMPLEMENTED here): the others' experts are never read, their gradients
  * stay zero and the optimizer steps them all (AdamW over E / ep experts too
- * many: time the simulator does not charge). */
+ * many: time the simulator does not charge).
+ *
+ * TACO (codec.ep taco, at least codec_min_bytes, as the program marks the op):
+ * each run of rows bound for another rank is encoded (taco_encode: FP8
+ * codes and the group scales of one self-contained block), the blocks go
+ * as bytes in the same send/recv group, and the receiver decodes each into
+ * its rows (BF16). The rank's own run is copied, never encoded (it crosses
+ * no wire). Encode + all-to-all + decode: the fused permute+encode /
+ * decode+combine kernels (moe_codec.h) encode the whole permuted buffer as
+ * one block and combine on decode, which fits neither the per-destination
+ * blocks nor the experts' side here (NOT used). */
 #include "exec_model_internal.h"
 #include "exec_moe.h"
+
+#include "taco_codec.h"
 
 static int ep_of(const exec_model *m) { return m->ep > 1 ? m->ep : 1; }
 
@@ -49,6 +61,53 @@ static int exchange_counts(exec_model *m, struct exec_moe_acts *a, ts_err *e) {
   }
   const long long cap = (long long)m->tokens * m->cfg.top_k * ep;
   if (a->erows > cap) return ts_fail_sys(e, "exec: EP rank %d receives %lld rows, more than %lld", me, a->erows, cap);
+  return 0;
+}
+
+/* The TACO all-to-all: encode each outgoing run, exchange the blocks, decode each incoming one. */
+static int alltoall_taco(exec_model *m, const struct exec_moe_acts *a, void *mine, void *theirs, int combine,
+                         const plan_codec *c, ts_err *e) {
+  struct exec_moe_scratch *s = m->moe;
+  const size_t h = (size_t)m->cfg.hidden;
+  const int ep = ep_of(m), me = m->dp_rank;
+  const taco_params tp = {.group = c->group, .fp8 = c->fp8 == PLAN_FP8_E5M2 ? TACO_FP8_E5M2 : TACO_FP8_E4M3};
+  /* one slot per peer, each as large as a block of every row the rank can hold (R h elements, G 32 at worst) */
+  const size_t slot = taco_wire_bytes((size_t)m->tokens * m->cfg.top_k * ep * h, 32);
+  if (!s->enc_send) {
+    EX_CUDA(cudaMalloc(&s->enc_send, slot * ep));
+    EX_CUDA(cudaMalloc(&s->enc_recv, slot * ep));
+  }
+  size_t so = 0, ro = 0;
+  size_t off_own[8], off_far[8];
+  for (int p = 0; p < ep; p++) off_own[p] = so, off_far[p] = ro, so += (size_t)a->scnt[p], ro += (size_t)a->rcnt[p];
+  /* out: what this rank sends to p (dispatch: its copies; combine: the expert rows back) */
+  for (int p = 0; p < ep; p++) {
+    const size_t rows = combine ? (size_t)a->rcnt[p] : (size_t)a->scnt[p];
+    const char *src = combine ? (char *)theirs + off_far[p] * h * 2 : (char *)mine + off_own[p] * h * 2;
+    char *dst = combine ? (char *)mine + off_own[p] * h * 2 : (char *)theirs + off_far[p] * h * 2;
+    if (p == me) {
+      if (rows) EX_CUDA(cudaMemcpyAsync(dst, src, rows * h * 2, cudaMemcpyDeviceToDevice, m->stream));
+    } else if (rows && taco_encode(src, TACO_DTYPE_BF16, rows * h, tp, (char *)s->enc_send + p * slot, NULL,
+                                   m->stream))
+      return ts_fail_sys(e, "exec: EP all-to-all: taco_encode: %s", taco_last_error());
+  }
+  EX_NCCL(ncclGroupStart());
+  for (int p = 0; p < ep; p++) {
+    if (p == me) continue;
+    const size_t out = combine ? (size_t)a->rcnt[p] : (size_t)a->scnt[p];
+    const size_t in = combine ? (size_t)a->scnt[p] : (size_t)a->rcnt[p];
+    if (out) EX_NCCL(ncclSend((char *)s->enc_send + p * slot, taco_wire_bytes(out * h, tp.group), ncclUint8, p,
+                              m->dp_comm, m->stream));
+    if (in) EX_NCCL(ncclRecv((char *)s->enc_recv + p * slot, taco_wire_bytes(in * h, tp.group), ncclUint8, p,
+                             m->dp_comm, m->stream));
+  }
+  EX_NCCL(ncclGroupEnd());
+  for (int p = 0; p < ep; p++) {
+    const size_t in = combine ? (size_t)a->scnt[p] : (size_t)a->rcnt[p];
+    char *dst = combine ? (char *)mine + off_own[p] * h * 2 : (char *)theirs + off_far[p] * h * 2;
+    if (p != me && in && taco_decode((char *)s->enc_recv + p * slot, in * h, tp, dst, TACO_DTYPE_BF16, m->stream))
+      return ts_fail_sys(e, "exec: EP all-to-all: taco_decode: %s", taco_last_error());
+  }
   return 0;
 }
 
@@ -81,9 +140,9 @@ int exec_moe_tokens(exec_model *m, const plan_op *op, ts_err *e) {
   if (ep_of(m) < 2 || m->ep != m->dp || !m->dp_comm)
     return ts_fail(e, NULL, "layout.ep", "%d: the executor's token all-to-alls run over the DP group (ep = dp %d)",
                    m->ep, m->dp);
-  if (op->codec.kind != PLAN_CODEC_NONE)
-    return ts_fail(e, NULL, "codec.ep", "TACO-compressed token all-to-alls are priced by tacosim simulate; the "
-                   "executor sends them uncompressed (NOT IMPLEMENTED here)");
+  if (op->codec.kind != PLAN_CODEC_NONE && op->codec.kind != PLAN_CODEC_TACO)
+    return ts_fail(e, NULL, "codec.ep", "only TACO compresses the token all-to-alls");
+  if (m->ep > 8) return ts_fail(e, NULL, "layout.ep", "%d: at most 8", m->ep);
   struct exec_moe_acts *a = exec_acts(m, op->layer)->moe;
   struct exec_moe_scratch *s = m->moe;
   const int bwd = op->phase == PLAN_PHASE_BWD;
@@ -91,6 +150,8 @@ int exec_moe_tokens(exec_model *m, const plan_op *op, ts_err *e) {
   const int combine = *stage;
   *stage = !combine;
   if (!bwd && !combine) EX_TRY(exchange_counts(m, a, e));
-  if (!bwd) return combine ? alltoall(m, a, a->ey, a->ye, 1, e) : alltoall(m, a, a->xp, a->xe, 0, e);
-  return combine ? alltoall(m, a, s->dxp, s->dxe, 1, e) : alltoall(m, a, s->dy, s->dye, 0, e);
+  void *mine = bwd ? (combine ? s->dxp : s->dy) : (combine ? a->ey : a->xp);
+  void *theirs = bwd ? (combine ? s->dxe : s->dye) : (combine ? a->ye : a->xe);
+  if (op->codec.kind == PLAN_CODEC_TACO) return alltoall_taco(m, a, mine, theirs, combine, &op->codec, e);
+  return alltoall(m, a, mine, theirs, combine, e);
 }

@@ -15,7 +15,7 @@ static const char *recompute_name(model_recompute r) {
 }
 
 /* Mixture-of-experts plans run on one GPU (exec_moe.c) or with EP = DP over the
- * DP ranks (exec_moe_ep.c: uncompressed token all-to-alls, no ZeRO-1); expert
+ * DP ranks (exec_moe_ep.c: token all-to-alls plain or TACO, no ZeRO-1); expert
  * TP 1, TP = PP = 1, dropless softmax routing, no recomputation. */
 static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
   const char *path = p->path;
@@ -34,9 +34,9 @@ static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
                    "group (ep = dp; expert-DP of one rank), or neither (NOT IMPLEMENTED here)", p->ep, p->dp);
   if (p->ep > 1 && p->zero1)
     return ts_fail(e, path, "layout.zero1", "ZeRO-1 with expert parallelism: NOT IMPLEMENTED in the executor");
-  if (p->ep > 1 && plan_codec_has_taco(p->codec[PLAN_TRAFFIC_EP].kind))
-    return ts_fail(e, path, "codec.ep", "TACO-compressed token all-to-alls are priced by tacosim simulate; the "
-                   "executor sends them uncompressed (NOT IMPLEMENTED here): \"none\" only");
+  if (p->ep > 1 && p->codec[PLAN_TRAFFIC_EP].kind != PLAN_CODEC_NONE && p->codec[PLAN_TRAFFIC_EP].kind != PLAN_CODEC_TACO)
+    return ts_fail(e, path, "codec.ep", "the executor compresses the token all-to-alls with TACO only (\"none\" or "
+                   "\"taco\")");
   if (p->model.router != MODEL_ROUTER_SOFTMAX)
     return ts_fail(e, path, "model.router", "%s routes with a sigmoid (DeepSeek-V3): the executor runs softmax "
                    "top-k routing only (NOT IMPLEMENTED here)", p->model.name);

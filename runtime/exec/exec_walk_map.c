@@ -121,10 +121,11 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
     return "an unknown DP collective";
   }
   if (op->group == PLAN_GROUP_EP) /* the MoE token dispatch / combine (exec_moe_ep.c) */
-    return op->model_op == PLAN_MOP_MOE_TOKENS && op->coll == PLAN_COLL_ALLTOALL && op->codec.kind == PLAN_CODEC_NONE &&
+    return op->model_op == PLAN_MOP_MOE_TOKENS && op->coll == PLAN_COLL_ALLTOALL &&
+                   (op->codec.kind == PLAN_CODEC_NONE || op->codec.kind == PLAN_CODEC_TACO) &&
                    op->phase != PLAN_PHASE_RECOMPUTE && op->layer >= 0 && op->layer < p->layers
                ? NULL
-               : "an EP collective other than an uncompressed token all-to-all";
+               : "an EP collective other than a token all-to-all (plain or TACO)";
   if (op->group != PLAN_GROUP_TP || op->stream != PLAN_STREAM_TP) return "a collective of an unsupported group";
   if (op->coll == PLAN_COLL_ALLGATHER || op->coll == PLAN_COLL_REDUCESCATTER) {
     const int ag = op->coll == PLAN_COLL_ALLGATHER;
