@@ -72,7 +72,7 @@ static int alltoall_taco(exec_model *m, const struct exec_moe_acts *a, void *min
   const int ep = ep_of(m), me = m->dp_rank;
   const taco_params tp = {.group = c->group, .fp8 = c->fp8 == PLAN_FP8_E5M2 ? TACO_FP8_E5M2 : TACO_FP8_E4M3};
   /* one slot per peer, each as large as a block of every row the rank can hold (R h elements, G 32 at worst) */
-  const size_t slot = taco_wire_bytes((size_t)m->tokens * m->cfg.top_k * ep * h, 32);
+  const size_t slot = (taco_wire_bytes((size_t)m->tokens * m->cfg.top_k * ep * h, 32) + 255) / 256 * 256; /* aligned */
   if (!s->enc_send) {
     EX_CUDA(cudaMalloc(&s->enc_send, slot * ep));
     EX_CUDA(cudaMalloc(&s->enc_recv, slot * ep));
