@@ -481,8 +481,8 @@ static void test_tacorun_zero_refusals(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "optim_grads_params (ZeRO-2/3)"));
 }
 
-/* Mixture-of-experts plans run on one GPU at EP 1; the rest is refused before
- * any GPU, the field named: EP > 1, TP > 1 (expert TP follows it), Qwen3's wider heads,
+/* Mixture-of-experts plans run on one GPU at EP 1 or at EP = DP = 2; the rest is refused before
+ * any GPU, the field named: EP > 2, EP != DP, TP > 1 (expert TP follows it), Qwen3's wider heads,
  * and the built-in program (dense layers only). */
 static void write_plan_with(const char *name, const char *model, const char *cluster, const char *layout, int global,
                             int seq, const char *tail) {
@@ -505,6 +505,9 @@ static void test_tacorun_moe_refusals(void) {
   write_plan("qwen3.json", "qwen3-30b-a3b", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
   write_plan("tiny.json", "moe-tiny", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
   CU_ASSERT_EQUAL(tacorun("execute ep8.json", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.ep"));
+  write_plan("ep2dp4.json", "mixtral-8x7b", "h200-1024-rail", "\"dp\": 4, \"tp\": 1, \"pp\": 1, \"ep\": 2", 4);
+  CU_ASSERT_EQUAL(tacorun("execute ep2dp4.json", out, sizeof out), 2); /* EP = DP only */
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.ep"));
   CU_ASSERT_EQUAL(tacorun("execute tp2.json", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.expert_tp")); /* expert TP defaults to TP */

@@ -455,6 +455,42 @@ static void test_moe_plans(void) {
   }
 }
 
+/* EP 2 = DP 2 (experiments/exec-moe/plans/mixtral-8x7b-l1-ep2 and the others): every op of both ranks
+ * is one the executor runs; per MoE layer and micro-batch, four token
+ * all-to-alls (dispatch and combine, forward and backward) and the imbalance
+ * op; the TACO variant's all-to-alls all compressed (exec_moe_ep.c). */
+static void test_moe_ep_plans(void) {
+  const char *names[] = {"mixtral-8x7b-l1-ep2", "mixtral-8x7b-l2-ep2", "mixtral-8x7b-l2-ep2-taco"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char path[512];
+    snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/exec-moe/plans/%s.json", names[i]);
+    plan p;
+    ts_err e = {{0}, 0};
+    CU_ASSERT_FATAL(plan_load(path, NULL, NULL, &p, &e) == 0);
+    CU_ASSERT_EQUAL_FATAL(p.ep, 2);
+    const int taco = strstr(names[i], "taco") != NULL;
+    for (int r = 0; r < plan_world_size(&p); r++) {
+      plan_program prog;
+      CU_ASSERT_FATAL(plan_build_program(&p, r, &prog, &e) == 0);
+      int tokens = 0, waits = 0;
+      for (int j = 0; j < prog.n; j++) {
+        tokens += prog.ops[j].kind == PLAN_OP_COLLECTIVE && prog.ops[j].model_op == PLAN_MOP_MOE_TOKENS;
+        waits += prog.ops[j].kind == PLAN_OP_COMPUTE && prog.ops[j].model_op == PLAN_MOP_MOE_IMBALANCE;
+      }
+      const int rc = exec_walk_check_program(&p, &prog, &e);
+      if (rc) fprintf(stderr, "\n  %s rank %d: %s\n", names[i], r, e.msg);
+      CU_ASSERT_EQUAL(rc, 0);
+      int coded = 0;
+      for (int j = 0; j < prog.n; j++)
+        coded += prog.ops[j].model_op == PLAN_MOP_MOE_TOKENS && prog.ops[j].codec.kind == PLAN_CODEC_TACO;
+      CU_ASSERT_EQUAL(coded, taco ? tokens : 0);
+      CU_ASSERT_EQUAL(tokens, 4 * p.layers * plan_micro_batches(&p));
+      CU_ASSERT(waits > 0);
+      plan_program_free(&prog);
+    }
+  }
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("exec_walk", NULL, NULL);
@@ -464,6 +500,7 @@ int main(void) {
   CU_add_test(s, "SP, recomputation and ZeRO-1 plans run op by op", test_layout_feature_plans);
   CU_add_test(s, "layer ops by name", test_layer_op_index);
   CU_add_test(s, "MoE plans on one GPU run op by op", test_moe_plans);
+  CU_add_test(s, "MoE plans at EP 2 = DP 2 run op by op (plain and TACO token all-to-alls)", test_moe_ep_plans);
   CU_add_test(s, "zoo models as published (RoPE, biases, untied) run op by op", test_zoo_plans);
   CU_add_test(s, "tp_overlap_chunks plans run op by op, by rows", test_tp_overlap_plans);
   CU_add_test(s, "ZeRO-1 with overlap_param_gather / overlap_grad_reduce false plans run op by op", test_zero_layout_plans);

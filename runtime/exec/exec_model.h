@@ -54,6 +54,7 @@ typedef struct {
   exec_ref_config cfg; /* the whole model; batch = micro-batch size */
   int micros;          /* micro-batches per iteration on this rank */
   int tp, tp_rank, dp, dp_rank;
+  int ep;              /* expert parallelism (the plan's; set by the walker, 0 = 1): its group is the DP group */
   ncclComm_t tp_comm, dp_comm; /* NULL when the group has one rank */
   cudaStream_t stream;
   exec_gemm *gemm;

@@ -24,6 +24,7 @@
 
 typedef struct {
   long long T, h, E, k, tk, fe, U, fs, Us; /* tokens, hidden, experts, top_k, copies, FFN widths */
+  long long R;                             /* the expert side's rows at most: tk, or dp x tk (EP = DP) */
 } moe_dims;
 
 static moe_dims dims_of(const exec_model *m) {
@@ -32,6 +33,7 @@ static moe_dims dims_of(const exec_model *m) {
   moe_dims d = {.T = m->tokens, .h = c->hidden, .E = c->experts, .k = c->top_k, .fe = c->expert_ffn,
                 .fs = c->shared_ffn};
   d.tk = d.T * d.k, d.U = g * d.fe, d.Us = g * d.fs;
+  d.R = d.tk * (m->dp > 1 ? m->dp : 1);
   return d;
 }
 
@@ -43,46 +45,68 @@ static int dalloc(void **p, size_t bytes, ts_err *e) {
   return 0;
 }
 
-static int acts_alloc(const moe_dims *d, struct exec_moe_acts *a, ts_err *e) {
+static int acts_alloc(const moe_dims *d, int dp, struct exec_moe_acts *a, ts_err *e) {
+  const size_t ep = dp > 1 ? (size_t)dp : 1;
   a->hcount = malloc((size_t)d->E * sizeof *a->hcount);
-  if (!a->hcount) return ts_fail_sys(e, "exec: out of memory");
+  a->seg_ex = malloc((size_t)d->E * ep * sizeof *a->seg_ex);
+  a->seg_cnt = malloc((size_t)d->E * ep * sizeof *a->seg_cnt);
+  a->scnt = calloc(ep, sizeof *a->scnt), a->rcnt = calloc(ep, sizeof *a->rcnt);
+  if (!a->hcount || !a->seg_ex || !a->seg_cnt || !a->scnt || !a->rcnt) return ts_fail_sys(e, "exec: out of memory");
   EX_TRY(dalloc((void **)&a->idx, (size_t)d->tk * 4, e));
   EX_TRY(dalloc((void **)&a->pos, (size_t)d->tk * 4, e));
   EX_TRY(dalloc((void **)&a->count, (size_t)d->E * 4, e));
   EX_TRY(dalloc((void **)&a->w, (size_t)d->tk * 4, e));
   EX_TRY(dalloc(&a->xp, (size_t)(d->tk * d->h) * 2, e));
-  EX_TRY(dalloc(&a->eu, (size_t)(d->tk * d->U) * 2, e));
-  EX_TRY(dalloc(&a->ea, (size_t)(d->tk * d->fe) * 2, e));
-  return dalloc(&a->ey, (size_t)(d->tk * d->h) * 2, e);
+  EX_TRY(dalloc(&a->eu, (size_t)(d->R * d->U) * 2, e));
+  EX_TRY(dalloc(&a->ea, (size_t)(d->R * d->fe) * 2, e));
+  EX_TRY(dalloc(&a->ey, (size_t)(d->tk * d->h) * 2, e));
+  if (d->R == d->tk) { /* EP 1: the experts work on the permuted rows themselves */
+    a->xe = a->xp, a->ye = a->ey;
+    return 0;
+  }
+  EX_TRY(dalloc(&a->xe, (size_t)(d->R * d->h) * 2, e));
+  return dalloc(&a->ye, (size_t)(d->R * d->h) * 2, e);
 }
 
 static void acts_free(struct exec_moe_acts *a) {
   if (!a) return;
+  if (a->xe != a->xp) cudaFree(a->xe);
+  if (a->ye != a->ey) cudaFree(a->ye);
   void *p[] = {a->idx, a->pos, a->count, a->w, a->xp, a->eu, a->ea, a->ey};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) cudaFree(p[i]);
-  free(a->hcount);
+  free(a->hcount), free(a->seg_ex), free(a->seg_cnt), free(a->scnt), free(a->rcnt);
   free(a);
 }
 
-static int scratch_alloc(const moe_dims *d, struct exec_moe_scratch *s, ts_err *e) {
+static int scratch_alloc(const moe_dims *d, int dp, struct exec_moe_scratch *s, ts_err *e) {
+  const size_t ep = dp > 1 ? (size_t)dp : 1;
+  if (!(s->hall = malloc((size_t)d->E * ep * 4))) return ts_fail_sys(e, "exec: out of memory");
+  EX_TRY(dalloc((void **)&s->allcount, (size_t)d->E * ep * 4, e));
   EX_TRY(dalloc((void **)&s->logits, (size_t)(d->T * d->E) * 4, e));
   EX_TRY(dalloc((void **)&s->dw, (size_t)d->tk * 4, e));
   EX_TRY(dalloc((void **)&s->map, (size_t)(d->E + 1) * 4, e));
   EX_TRY(dalloc(&s->dy, (size_t)(d->tk * d->h) * 2, e));
-  EX_TRY(dalloc(&s->dea, (size_t)(d->tk * d->fe) * 2, e));
-  EX_TRY(dalloc(&s->deu, (size_t)(d->tk * d->U) * 2, e));
+  EX_TRY(dalloc(&s->dea, (size_t)(d->R * d->fe) * 2, e));
+  EX_TRY(dalloc(&s->deu, (size_t)(d->R * d->U) * 2, e));
   EX_TRY(dalloc(&s->dxp, (size_t)(d->tk * d->h) * 2, e));
   EX_TRY(dalloc(&s->dlogits, (size_t)(d->T * d->E) * 2, e));
-  return dalloc(&s->dn2, (size_t)(d->T * d->h) * 2, e);
+  EX_TRY(dalloc(&s->dn2, (size_t)(d->T * d->h) * 2, e));
+  if (d->R == d->tk) {
+    s->dye = s->dy, s->dxe = s->dxp;
+    return 0;
+  }
+  EX_TRY(dalloc(&s->dye, (size_t)(d->R * d->h) * 2, e));
+  return dalloc(&s->dxe, (size_t)(d->R * d->h) * 2, e);
 }
 
 /* What the executor's MoE does not run, named by field. */
 static int refuse(const exec_model *m, ts_err *e) {
   const exec_ref_config *c = &m->cfg;
-  if (m->tp > 1 || m->pp > 1 || m->dp > 1)
-    return ts_fail(e, NULL, "layout", "mixture-of-experts layers run on one GPU only (tp %d, pp %d, dp %d given; "
-                   "EP, expert TP and the token all-to-alls need several GPUs: NOT IMPLEMENTED here)", m->tp, m->pp,
-                   m->dp);
+  if (m->tp > 1 || m->pp > 1)
+    return ts_fail(e, NULL, "layout", "mixture-of-experts layers run with tp 1, pp 1 only (tp %d, pp %d given; "
+                   "expert TP and MoE under TP or PP: NOT IMPLEMENTED here)", m->tp, m->pp);
+  if (m->dp > 1 && c->experts % m->dp)
+    return ts_fail(e, NULL, "layout.ep", "%d experts do not split over ep %d", c->experts, m->dp);
   if (c->recompute) return ts_fail(e, NULL, "layout.recompute", "MoE layers are not recomputed (NOT IMPLEMENTED here)");
   if (c->shared_ffn > c->ffn)
     return ts_fail(e, NULL, "shared_experts", "a shared FFN (%d) wider than ffn_hidden (%d) (NOT IMPLEMENTED here)",
@@ -97,13 +121,13 @@ int exec_moe_create(exec_model *m, ts_err *e) {
   const moe_dims d = dims_of(m);
   m->moe = calloc(1, sizeof *m->moe);
   if (!m->moe) return ts_fail_sys(e, "exec: out of memory");
-  EX_TRY(scratch_alloc(&d, m->moe, e));
+  EX_TRY(scratch_alloc(&d, m->dp, m->moe, e));
   for (int slot = 0; slot < m->nslots; slot++)
     for (int l = 0; l < m->cfg.layers; l++) {
       if (!exec_ref_layer_is_moe(&m->cfg, l)) continue;
       exec_layer_acts *a = &m->acts[(size_t)slot * (m->cfg.layers + 1) + l];
       if (!(a->moe = calloc(1, sizeof *a->moe))) return ts_fail_sys(e, "exec: out of memory");
-      EX_TRY(acts_alloc(&d, a->moe, e));
+      EX_TRY(acts_alloc(&d, m->dp, a->moe, e));
     }
   return 0;
 }
@@ -113,8 +137,12 @@ void exec_moe_destroy(exec_model *m) {
     for (int i = 0; i < m->nslots * (m->cfg.layers + 1); i++) acts_free(m->acts[i].moe), m->acts[i].moe = NULL;
   if (!m->moe) return;
   struct exec_moe_scratch *s = m->moe;
-  void *p[] = {s->logits, s->dw, s->map, s->dy, s->dea, s->deu, s->dxp, s->dlogits, s->dn2};
+  if (s->dye != s->dy) cudaFree(s->dye);
+  if (s->dxe != s->dxp) cudaFree(s->dxe);
+  void *p[] = {s->logits, s->dw, s->map, s->dy, s->dea, s->deu, s->dxp, s->dlogits, s->dn2, s->allcount,
+               s->enc_send, s->enc_recv};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) cudaFree(p[i]);
+  free(s->hall);
   free(s);
   m->moe = NULL;
 }
@@ -149,10 +177,10 @@ static int expert_gemm(exec_model *m, int l, int which, int ex, long long o, lon
   const int t1 = exec_layer_tensor(m, l, EXEC_T_EXPERT_FC1), t2 = exec_layer_tensor(m, l, EXEC_T_EXPERT_FC2);
   const void *W1 = at(exec_w16_of(m, t1), ex * d.h * d.U, 2), *W2 = at(exec_w16_of(m, t2), ex * d.fe * d.h, 2);
   float *G1 = exec_grad_of(m, t1) + ex * d.h * d.U, *G2 = exec_grad_of(m, t2) + ex * d.fe * d.h;
-  /* this expert's rows of each [T k x width] buffer */
-  const void *xp = at(a->xp, o * d.h, 2), *ea = at(a->ea, o * d.fe, 2), *dy = at(s->dy, o * d.h, 2);
-  void *eu = at(a->eu, o * d.U, 2), *ey = at(a->ey, o * d.h, 2), *dea = at(s->dea, o * d.fe, 2);
-  void *deu = at(s->deu, o * d.U, 2), *dxp = at(s->dxp, o * d.h, 2);
+  /* this segment's rows of each expert-side [R x width] buffer */
+  const void *xp = at(a->xe, o * d.h, 2), *ea = at(a->ea, o * d.fe, 2), *dy = at(s->dye, o * d.h, 2);
+  void *eu = at(a->eu, o * d.U, 2), *ey = at(a->ye, o * d.h, 2), *dea = at(s->dea, o * d.fe, 2);
+  void *deu = at(s->deu, o * d.U, 2), *dxp = at(s->dxe, o * d.h, 2);
   switch (which) {
   case FC1_FWD: return expert_gemm_run(m, EXEC_GEMM_NN, c, d.U, d.h, xp, W1, 0.f, eu, e);
   case FC2_FWD: return expert_gemm_run(m, EXEC_GEMM_NN, c, d.h, d.fe, ea, W2, 0.f, ey, e);
@@ -166,9 +194,9 @@ static int expert_gemm(exec_model *m, int l, int which, int ex, long long o, lon
 static int experts(exec_model *m, int l, int which, ts_err *e) {
   const struct exec_moe_acts *a = exec_acts(m, l)->moe;
   long long o = 0;
-  for (int ex = 0; ex < m->cfg.experts; ex++) {
-    const long long c = a->hcount[ex];
-    if (c > 0) EX_TRY(expert_gemm(m, l, which, ex, o, c, e));
+  for (int i = 0; i < a->nseg; i++) {
+    const long long c = a->seg_cnt[i];
+    if (c > 0) EX_TRY(expert_gemm(m, l, which, a->seg_ex[i], o, c, e));
     o += c;
   }
   return 0;
@@ -186,6 +214,8 @@ static int permute_fwd(exec_model *m, exec_layer_acts *la, ts_err *e) {
   long long sum = 0;
   for (int ex = 0; ex < d.E; ex++) sum += a->hcount[ex];
   if (sum != d.tk) return ts_fail_sys(e, "exec: MoE routing gave %lld rows for %lld token copies", sum, d.tk);
+  a->nseg = (int)d.E, a->erows = d.tk; /* EP 1: one segment per expert (EP > 1: the dispatch redoes them) */
+  for (int ex = 0; ex < d.E; ex++) a->seg_ex[ex] = ex, a->seg_cnt[ex] = a->hcount[ex];
   EX_ROUTE(moe_permute(la->n2, a->pos, (int)d.T, (int)d.k, (int)d.h, a->xp, m->stream));
   return 0;
 }
@@ -217,7 +247,7 @@ int exec_moe_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
     return 0;
   case EXEC_OP_PERMUTE: return permute_fwd(m, la, e);
   case EXEC_OP_EXPERT_FC1: return experts(m, l, FC1_FWD, e);
-  case EXEC_OP_EXPERT_ACT: return act_fwd(m, a->eu, a->ea, d.tk, d.fe, e);
+  case EXEC_OP_EXPERT_ACT: return act_fwd(m, a->eu, a->ea, a->erows, d.fe, e);
   case EXEC_OP_EXPERT_FC2: return experts(m, l, FC2_FWD, e);
   case EXEC_OP_UNPERMUTE:
     EX_ROUTE(moe_combine(a->ey, a->pos, a->w, (int)d.T, (int)d.k, (int)d.h, m->proj, m->stream));
@@ -288,7 +318,7 @@ int exec_moe_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) {
   case EXEC_OP_UNPERMUTE: /* dy = w . dout at each copy's row, dw = dout . y */
     EX_ROUTE(moe_combine_bwd(m->dx, a->ey, a->pos, a->w, (int)d.T, (int)d.k, (int)d.h, s->dy, s->dw, m->stream));
     return 0;
-  case EXEC_OP_EXPERT_ACT: return act_bwd(m, s->dea, a->eu, s->deu, d.tk, d.fe, e);
+  case EXEC_OP_EXPERT_ACT: return act_bwd(m, s->dea, a->eu, s->deu, a->erows, d.fe, e);
   case EXEC_OP_PERMUTE: /* each token's input gradient: the sum of its copies' */
     EX_ROUTE(moe_combine(s->dxp, a->pos, NULL, (int)d.T, (int)d.k, (int)d.h, s->dn2, m->stream));
     return 0;

@@ -1,5 +1,5 @@
 /* exec_moe.h — the mixture-of-experts layer ops of the executor (exec_moe.c),
- * at EP = 1 on one GPU: router GEMM (FP32 logits), top-k with the softmax over
+ * at EP = 1 on one GPU or EP = DP over the DP ranks: router GEMM (FP32 logits), top-k with the softmax over
  * the chosen logits, permutation into expert order, the experts' FFN GEMMs
  * as a loop of cuBLASLt GEMMs over the experts that received rows (what the
  * calibration's gemm_grouped tables time), un-permutation with the weighted
@@ -18,13 +18,26 @@ struct exec_moe_acts {
   float *w;                   /* device [T k]: the copies' weights */
   int32_t *hcount;            /* host copy of count (the expert GEMMs' row counts) */
   void *xp, *eu, *ea, *ey;    /* bf16 [T k x h] permuted input, [T k x U] fc1 out, [T k x fe] act, [T k x h] out */
+  /* The expert side: the rows this rank's experts take, R of them (at EP 1 the
+   * permuted rows themselves: xe = xp, ye = ey; at EP > 1 those received by the
+   * dispatch all-to-all, exec_moe_ep.c; eu and ea hold dp x T k rows then). */
+  void *xe, *ye;                /* bf16 [R x h] expert input and output */
+  long long erows;              /* R */
+  int nseg;                     /* the expert GEMMs' row segments, in expert-side order (host) */
+  int32_t *seg_ex;              /* [E x ep] each segment's expert */
+  long long *seg_cnt;           /* [E x ep] its rows */
+  long long *scnt, *rcnt;       /* [ep] rows sent to / received from each EP rank (host) */
+  int ep_fwd, ep_bwd;           /* the phase's next token all-to-all: 0 the dispatch, 1 the combine */
 };
 
 /* Working buffers shared by every MoE layer. */
 struct exec_moe_scratch {
   float *logits, *dw;                   /* [T x E] router logits (FP32), [T k] the weights' gradient */
   int32_t *map;                         /* moe_map's scratch, E + 1 */
-  void *dy, *dea, *deu, *dxp, *dlogits, *dn2; /* bf16 gradients: [Tk x h], [Tk x fe], [Tk x U], [Tk x h], [T x E], [T x h] */
+  void *dy, *dea, *deu, *dxp, *dlogits, *dn2; /* bf16 gradients: [Tk x h], [R x fe], [R x U], [Tk x h], [T x E], [T x h] */
+  void *dye, *dxe;                      /* the expert side's [R x h] output and input gradients (= dy, dxp at EP 1) */
+  int32_t *allcount, *hall;             /* [ep x E] every EP rank's rows per expert: device, host */
+  void *enc_send, *enc_recv;            /* TACO all-to-all: the encoded blocks, one slot per peer (at first use) */
 };
 
 /* Allocates the MoE buffers of the model's MoE layers (none for a dense model);
@@ -35,5 +48,9 @@ void exec_moe_destroy(exec_model *m);
  * part: PLAN_PART_WHOLE, or the dgrad / wgrad half of a GEMM. */
 int exec_moe_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e);
 int exec_moe_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e);
+/* EP > 1 (exec_moe_ep.c): the program's token all-to-all `op` (PLAN_MOP_MOE_TOKENS
+ * over the EP group): in each phase the layer's first is the dispatch, its
+ * second the combine. The EP group is the DP group (ep = dp, tp = pp = 1). */
+int exec_moe_tokens(exec_model *m, const plan_op *op, ts_err *e);
 
 #endif

@@ -14,19 +14,29 @@ static const char *recompute_name(model_recompute r) {
   return r == MODEL_RECOMPUTE_FULL ? "full" : r == MODEL_RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
 
-/* Mixture-of-experts plans run on one GPU (exec_moe.c): EP 1, expert TP 1,
- * TP = DP = PP = 1, dropless softmax routing, no recomputation. */
+/* Mixture-of-experts plans run on one GPU (exec_moe.c) or with EP = DP over the
+ * DP ranks (exec_moe_ep.c: token all-to-alls plain or TACO, no ZeRO-1); expert
+ * TP 1, TP = PP = 1, dropless softmax routing, no recomputation. */
 static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
   const char *path = p->path;
   const int etp = p->etp > 0 ? p->etp : p->tp;
-  if (p->ep > 1 || etp > 1)
-    return ts_fail(e, path, p->ep > 1 ? "layout.ep" : "layout.expert_tp",
-                   "ep %d, expert_tp %d: expert parallelism needs several GPUs (the token all-to-alls, plain or "
-                   "TACO-compressed, are priced by tacosim simulate; NOT IMPLEMENTED here): the executor runs MoE "
-                   "layers at ep 1, expert_tp 1 on one GPU", p->ep, etp);
-  if (p->tp > 1 || p->dp > 1 || p->pp > 1)
-    return ts_fail(e, path, "layout", "tp %d, dp %d, pp %d: the executor runs MoE models on one GPU only (tp, dp "
-                   "and pp 1; NOT IMPLEMENTED here)", p->tp, p->dp, p->pp);
+  if (etp > 1)
+    return ts_fail(e, path, "layout.expert_tp", "%d: expert tensor parallelism is priced by tacosim simulate; the "
+                   "executor runs expert_tp 1 (NOT IMPLEMENTED here)", etp);
+  if (p->tp > 1 || p->pp > 1)
+    return ts_fail(e, path, "layout", "tp %d, pp %d: the executor runs MoE models with tp 1 and pp 1 (NOT "
+                   "IMPLEMENTED here)", p->tp, p->pp);
+  if (p->ep > 2)
+    return ts_fail(e, path, "layout.ep", "%d: the executor runs expert parallelism at ep 2 (checked there; larger "
+                   "groups NOT IMPLEMENTED here)", p->ep);
+  if (p->ep != p->dp)
+    return ts_fail(e, path, "layout.ep", "ep %d with dp %d: the executor runs expert parallelism over the whole DP "
+                   "group (ep = dp; expert-DP of one rank), or neither (NOT IMPLEMENTED here)", p->ep, p->dp);
+  if (p->ep > 1 && p->zero1)
+    return ts_fail(e, path, "layout.zero1", "ZeRO-1 with expert parallelism: NOT IMPLEMENTED in the executor");
+  if (p->ep > 1 && p->codec[PLAN_TRAFFIC_EP].kind != PLAN_CODEC_NONE && p->codec[PLAN_TRAFFIC_EP].kind != PLAN_CODEC_TACO)
+    return ts_fail(e, path, "codec.ep", "the executor compresses the token all-to-alls with TACO only (\"none\" or "
+                   "\"taco\")");
   if (p->model.router != MODEL_ROUTER_SOFTMAX)
     return ts_fail(e, path, "model.router", "%s routes with a sigmoid (DeepSeek-V3): the executor runs softmax "
                    "top-k routing only (NOT IMPLEMENTED here)", p->model.name);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exec_kernels.h"
+#include "exec_moe.h"
 #include "ops_variants.h"
 #include "model.h"
 #include "rt_ops.h"
@@ -208,6 +209,14 @@ static int dp_reduce_one(exec_model *m, const coll_opts *taco, int scatter, size
  * codec (TACO on the FP32 gradients, the plan's codec.dp), or NULL. NCCL's
  * calls go in one group; the compressed ones, which enqueue kernels and NCCL
  * calls of their own, one after another. */
+/* EP > 1: the expert tensors' gradients are reduced over expert-DP (one
+ * rank here: not at all); each rank's own experts' are complete, the others'
+ * zero (exec_moe_ep.c). */
+static int ep_local(const exec_model *m, int t) {
+  const exec_tensor_kind k = m->tensors[t].kind;
+  return m->ep > 1 && (k == EXEC_T_EXPERT_FC1 || k == EXEC_T_EXPERT_FC2);
+}
+
 static int dp_reduce_groups(exec_model *m, int all, const plan_codec *c, ts_err *e) {
   if (!m->dp_comm) return 0;
   const int G = m->cfg.layers + 2;
@@ -236,7 +245,7 @@ static int dp_reduce_groups(exec_model *m, int all, const plan_codec *c, ts_err 
   } else {
     for (int t = 0; t < m->ntensors; t++) {
       int g = exec_model_group_of_tensor(m, t);
-      if ((all || m->group_done[g]) && !m->group_reduced[g] && exec_model_holds_tensor(m, t))
+      if ((all || m->group_done[g]) && !m->group_reduced[g] && exec_model_holds_tensor(m, t) && !ep_local(m, t))
         EX_TRY(dp_reduce_one(m, taco, 0, m->tensors[t].offset, m->tensors[t].offset,
                              m->tensors[t].rows * m->tensors[t].cols, e));
     }
@@ -421,6 +430,7 @@ static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
 }
 
 static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
+  if (op->group == PLAN_GROUP_EP && op->model_op == PLAN_MOP_MOE_TOKENS) return exec_moe_tokens(m, op, e);
   if (m->walker_mode) return run_collective_walked(m, op, e);
   if (op->group == PLAN_GROUP_DP) {
     if (!m->dp_comm) return 0;
@@ -495,6 +505,7 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
   case PLAN_MOP_OPTIMIZER:
     if (m->walker_mode) EX_TRY(exec_model_walker_finish(m, e));
     return exec_optimizer_step(m, e);
+  case PLAN_MOP_MOE_IMBALANCE: return 0; /* the simulator's wait for the busiest EP rank; here the combine waits */
   default: break;
   }
   if (op->phase == PLAN_PHASE_RECOMPUTE && op->model_op < 0)

@@ -14,6 +14,7 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   w->loaded = 1;
   /* plan fields the simulator prices and the executor does not run (yet): exec_plan.c */
   if (exec_plan_refuse(&w->p, e)) return -1;
+  m->ep = w->p.ep; /* expert parallelism: its token all-to-alls run over the DP group (exec_moe_ep.c) */
   if (!w->p.bias_unfused && (w->p.model.linear_bias || w->p.model.qkv_bias) && rank == 0)
     fprintf(stderr, "note: %s: bias_fusion is true (the default): tacosim prices the biases inside other kernels, "
             "while this executor adds them in passes of their own (fused biases NOT IMPLEMENTED here); set "

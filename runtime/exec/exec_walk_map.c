@@ -96,6 +96,8 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
       return op->part == PLAN_PART_WHOLE ? NULL : "a GEMM half of a non-GEMM op";
     case PLAN_MOP_LOSS:
       return op->phase == PLAN_PHASE_FWD && op->part != PLAN_PART_WHOLE ? "a GEMM half in the forward" : NULL;
+    case PLAN_MOP_MOE_IMBALANCE: /* the simulator's wait for the busiest EP rank; the executor's is real */
+      return p->ep > 1 && op->part == PLAN_PART_WHOLE ? NULL : "an MoE imbalance op without EP";
     default: break;
     }
     if (lop < 0 || op->layer < 0 || op->layer >= p->layers) return "an unknown compute op";
@@ -119,6 +121,12 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
     if (op->model_op == PLAN_MOP_PARAM_GATHER && op->coll == PLAN_COLL_ALLGATHER && p->zero1) return NULL;
     return "an unknown DP collective";
   }
+  if (op->group == PLAN_GROUP_EP) /* the MoE token dispatch / combine (exec_moe_ep.c) */
+    return op->model_op == PLAN_MOP_MOE_TOKENS && op->coll == PLAN_COLL_ALLTOALL &&
+                   (op->codec.kind == PLAN_CODEC_NONE || op->codec.kind == PLAN_CODEC_TACO) &&
+                   op->phase != PLAN_PHASE_RECOMPUTE && op->layer >= 0 && op->layer < p->layers
+               ? NULL
+               : "an EP collective other than a token all-to-all (plain or TACO)";
   if (op->group != PLAN_GROUP_TP || op->stream != PLAN_STREAM_TP) return "a collective of an unsupported group";
   if (op->coll == PLAN_COLL_ALLGATHER || op->coll == PLAN_COLL_REDUCESCATTER) {
     const int ag = op->coll == PLAN_COLL_ALLGATHER;
