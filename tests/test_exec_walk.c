@@ -161,7 +161,7 @@ static void test_layout_feature_plans(void) {
  * bucket comes after the last backward compute op; otherwise the gathers follow
  * the optimizer and some bucket is issued before the backward ends. */
 static void test_zero_layout_plans(void) {
-  const char *tags[] = {"zero1", "zero1-pg", "zero1-latereduce"};
+  const char *tags[] = {"zero1", "zero1-pg", "zero1-reduce-after"};
   for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
     char path[512];
     snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/exec-feat/zero/plans/%s.json", tags[i]);

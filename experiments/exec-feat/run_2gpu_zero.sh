@@ -31,7 +31,7 @@ grep -E "zero1 \(dp|^  worst|FAILED" "$OUT/check.txt" | head -30 >>"$SUMMARY"
 # the relative-L2 table's header and worst line (the new rows dplate/f64, z1late/dp2, z1pg/dp2 are its last three columns)
 grep -E "^  relative L2 error" "$OUT/check.txt" | head -1 >>"$SUMMARY"
 say "$(printf '%-18s %4s %12s %12s %10s %10s' plan rc measured_ms predicted_ms mem_GiB plan_GiB)"
-for tag in zero2 zero3 zero1 zero1-pg zero1-latereduce; do # the refusals first: they take a second
+for tag in zero2 zero3 zero1 zero1-pg zero1-reduce-after; do # the refusals first: they take a second
   plan=$D/plans/$tag.json
   if [ "$(elapsed)" -ge "$BUDGET" ]; then say "$tag: skipped (budget of $BUDGET s spent)"; continue; fi
   echo "=== $tag: $plan ($ITERS iterations after $WARMUP warm-up) ===" >>"$OUT/measured/timing.txt"
