@@ -411,6 +411,22 @@ static void test_tacorun_train_dump_past_end(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--dump-at 300: the run's training steps are 0 to 299"));
 }
 
+/* A plan file in the work folder: micro-batch 1, 1F1B, then `tail` (more fields, each after a comma). */
+static void write_plan_with(const char *name, const char *model, const char *cluster, const char *layout, int global,
+                            int seq, const char *tail) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", workdir, name);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "{ \"schema\": 1, \"model\": \"%s\", \"cluster\": \"%s\", \"layout\": { %s },\n"
+             "  \"batch\": { \"micro\": 1, \"global\": %d, \"seq\": %d }, \"schedule\": \"1f1b\"%s }\n",
+          model, cluster, layout, global, seq, tail);
+  fclose(f);
+}
+static void write_plan(const char *name, const char *model, const char *cluster, const char *layout, int global) {
+  write_plan_with(name, model, cluster, layout, global, 1024, ",\n  \"layers_override\": 1, \"hidden_dropout\": 0");
+}
+
 /* calibrate --coll-groups: TACO group sizes of the compressed collectives, refused before any GPU when not a
  * power of two in 32..512. */
 static void test_tacorun_calibrate_coll_groups(void) {
@@ -424,26 +440,14 @@ static void test_tacorun_calibrate_coll_groups(void) {
 /* Context parallelism is simulated, not executed: refused before any GPU or communicator, the field named. */
 static void test_tacorun_refuses_cp(void) {
   static char out[65536];
-  char path[512];
-  snprintf(path, sizeof path, "%s/cp.json", workdir);
-  FILE *f = fopen(path, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\",\n"
-             "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2 },\n"
-             "  \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, \"schedule\": \"1f1b\",\n"
-             "  \"hidden_dropout\": 0 }\n");
-  fclose(f);
+  const char *cp = "\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2";
+  write_plan_with("cp.json", "gpt-tiny", "h200x2-nvlink", cp, 1, 256, ",\n  \"hidden_dropout\": 0");
   CU_ASSERT_EQUAL(tacorun("execute cp.json", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.context_parallel_size"));
   /* TACO on the KV exchanges: the codec's field is the one named */
-  f = fopen(path, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\",\n"
-             "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2 },\n"
-             "  \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, \"schedule\": \"1f1b\",\n"
-             "  \"codec\": { \"cp\": { \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" } },\n"
-             "  \"hidden_dropout\": 0 }\n");
-  fclose(f);
+  write_plan_with("cp.json", "gpt-tiny", "h200x2-nvlink", cp, 1, 256,
+                  ",\n  \"codec\": { \"cp\": { \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" } },\n"
+                  "  \"hidden_dropout\": 0");
   CU_ASSERT_EQUAL(tacorun("execute cp.json", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "codec.cp.kind"));
   CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
@@ -460,15 +464,9 @@ static void test_tacorun_zero_refusals(void) {
                             {"late.json", "\"overlap_grad_reduce\": false"},
                             {"pg.json", "\"zero1\": true, \"overlap_param_gather\": true"}};
   for (int i = 0; i < 4; i++) {
-    char path[512], cmd[600];
-    snprintf(path, sizeof path, "%s/%s", workdir, cases[i][0]);
-    FILE *f = fopen(path, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\",\n"
-               "  \"layout\": { \"dp\": 2, \"tp\": 1, \"pp\": 1, %s },\n"
-               "  \"batch\": { \"micro\": 1, \"global\": 2, \"seq\": 256 }, \"schedule\": \"1f1b\",\n"
-               "  \"hidden_dropout\": 0 }\n", cases[i][1]);
-    fclose(f);
+    char layout[256], cmd[600];
+    snprintf(layout, sizeof layout, "\"dp\": 2, \"tp\": 1, \"pp\": 1, %s", cases[i][1]);
+    write_plan_with(cases[i][0], "gpt-tiny", "h200x2-nvlink", layout, 2, 256, ",\n  \"hidden_dropout\": 0");
     /* the ZeRO-2/3 plans refused by the plan reader; the other two by the built-in program */
     snprintf(cmd, sizeof cmd, "execute %s%s", cases[i][0], i < 2 ? "" : " --program builtin");
     CU_ASSERT_EQUAL(tacorun(cmd, out, sizeof out), 2);
@@ -484,20 +482,6 @@ static void test_tacorun_zero_refusals(void) {
 /* Mixture-of-experts plans run on one GPU at EP 1 or at EP = DP = 2; the rest is refused before
  * any GPU, the field named: EP > 2, EP != DP, TP > 1 (expert TP follows it), Qwen3's wider heads,
  * and the built-in program (dense layers only). */
-static void write_plan_with(const char *name, const char *model, const char *cluster, const char *layout, int global,
-                            int seq, const char *tail) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", workdir, name);
-  FILE *f = fopen(path, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f, "{ \"schema\": 1, \"model\": \"%s\", \"cluster\": \"%s\", \"layout\": { %s },\n"
-             "  \"batch\": { \"micro\": 1, \"global\": %d, \"seq\": %d }, \"schedule\": \"1f1b\"%s }\n",
-          model, cluster, layout, global, seq, tail);
-  fclose(f);
-}
-static void write_plan(const char *name, const char *model, const char *cluster, const char *layout, int global) {
-  write_plan_with(name, model, cluster, layout, global, 1024, ",\n  \"layers_override\": 1, \"hidden_dropout\": 0");
-}
 static void test_tacorun_moe_refusals(void) {
   static char out[65536];
   write_plan("ep8.json", "mixtral-8x7b", "h200-1024-rail", "\"dp\": 8, \"tp\": 1, \"pp\": 1, \"ep\": 8", 8);

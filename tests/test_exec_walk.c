@@ -154,6 +154,15 @@ static void test_layout_feature_plans(void) {
   }
 }
 
+/* experiments/FOLDER/NAME.json loaded into *p (its path in path); the test stops if it does not load. */
+static void load_experiment_plan(const char *folder, const char *name, char *path, size_t cap, plan *p) {
+  ts_err e = {{0}, 0};
+  snprintf(path, cap, TACOSIM_SOURCE_DIR "/experiments/%s/%s.json", folder, name);
+  int rc = plan_load(path, NULL, NULL, p, &e);
+  if (rc) fprintf(stderr, "\n  %s: %s\n", path, e.msg);
+  CU_ASSERT_FATAL(rc == 0);
+}
+
 /* The DP = 2 ZeRO-1 plans of run_2gpu_zero.sh map op by op, and their programs
  * order the DP ops as the executor runs them: with overlap_param_gather every
  * parameter all-gather is a forward-phase op before the first backward that
@@ -164,10 +173,8 @@ static void test_zero_layout_plans(void) {
   const char *tags[] = {"zero1", "zero1-pg", "zero1-reduce-after"};
   for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
     char path[512];
-    snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/exec-feat/zero/plans/%s.json", tags[i]);
     plan p;
-    ts_err e = {{0}, 0};
-    CU_ASSERT_FATAL(plan_load(path, NULL, NULL, &p, &e) == 0);
+    load_experiment_plan("exec-feat/zero/plans", tags[i], path, sizeof path, &p);
     CU_ASSERT(p.zero1 && p.dp == 2 && p.zero_stage == 1);
     for (int r = 0; r < plan_world_size(&p); r++) {
       plan_program prog;
@@ -463,10 +470,9 @@ static void test_moe_ep_plans(void) {
   const char *names[] = {"mixtral-8x7b-l1-ep2", "mixtral-8x7b-l2-ep2", "mixtral-8x7b-l2-ep2-taco"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     char path[512];
-    snprintf(path, sizeof path, TACOSIM_SOURCE_DIR "/experiments/exec-moe/plans/%s.json", names[i]);
     plan p;
     ts_err e = {{0}, 0};
-    CU_ASSERT_FATAL(plan_load(path, NULL, NULL, &p, &e) == 0);
+    load_experiment_plan("exec-moe/plans", names[i], path, sizeof path, &p);
     CU_ASSERT_EQUAL_FATAL(p.ep, 2);
     const int taco = strstr(names[i], "taco") != NULL;
     for (int r = 0; r < plan_world_size(&p); r++) {

@@ -83,33 +83,35 @@ static int cmp_d(const void *a, const void *c) {
   return (x > y) - (x < y);
 }
 
-/* GPU time (us) of ops [op0, op1) of every layer behind a spin of spin_us: queued launches, or
- * (graph) one launch of the captured graph. Median of reps. */
-static int time_span(bench *b, int op0, int op1, int graph, double spin_us, int reps, double *us, ts_err *e) {
+int calib_time_behind_spin(void *stream, calib_issue_fn issue, void *ctx, int graph, double spin_us, int reps,
+                           double *us, ts_err *e) {
+  cudaStream_t st = (cudaStream_t)stream;
   cudaEvent_t ev[2] = {NULL, NULL};
   cudaGraph_t gr = NULL;
   cudaGraphExec_t gx = NULL;
   double t[CALIB_GRAPH_MAX_REPS];
   int rc = -1;
+  if (reps < 1 || reps > CALIB_GRAPH_MAX_REPS)
+    return ts_fail_sys(e, "calib_time_behind_spin: reps %d outside 1..%d", reps, CALIB_GRAPH_MAX_REPS);
   CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[0]), out);
   CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[1]), out);
   if (graph) {
-    CUDA_CHECK_GOTO(e, cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal), out);
-    int irc = issue(b, op0, op1, e);
-    cudaError_t ce = cudaStreamEndCapture(b->st, &gr);
+    CUDA_CHECK_GOTO(e, cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), out);
+    int irc = issue(ctx, e);
+    cudaError_t ce = cudaStreamEndCapture(st, &gr);
     if (irc) goto out;
     CUDA_CHECK_GOTO(e, ce, out);
     CUDA_CHECK_GOTO(e, cudaGraphInstantiate(&gx, gr, 0), out);
-    CUDA_CHECK_GOTO(e, cudaGraphLaunch(gx, b->st), out); /* warm-up */
-  } else if (issue(b, op0, op1, e)) {
+    CUDA_CHECK_GOTO(e, cudaGraphLaunch(gx, st), out); /* warm-up */
+  } else if (issue(ctx, e)) {
     goto out;
   }
   for (int r = 0; r < reps; r++) {
-    if (calib_clock_spin(spin_us, b->st, e)) goto out;
-    CUDA_CHECK_GOTO(e, cudaEventRecord(ev[0], b->st), out);
-    if (graph) CUDA_CHECK_GOTO(e, cudaGraphLaunch(gx, b->st), out);
-    else if (issue(b, op0, op1, e)) goto out;
-    CUDA_CHECK_GOTO(e, cudaEventRecord(ev[1], b->st), out);
+    if (calib_clock_spin(spin_us, st, e)) goto out;
+    CUDA_CHECK_GOTO(e, cudaEventRecord(ev[0], st), out);
+    if (graph) CUDA_CHECK_GOTO(e, cudaGraphLaunch(gx, st), out);
+    else if (issue(ctx, e)) goto out;
+    CUDA_CHECK_GOTO(e, cudaEventRecord(ev[1], st), out);
     CUDA_CHECK_GOTO(e, cudaEventSynchronize(ev[1]), out);
     float ms = 0;
     CUDA_CHECK_GOTO(e, cudaEventElapsedTime(&ms, ev[0], ev[1]), out);
@@ -124,6 +126,24 @@ out:
   if (ev[1]) cudaEventDestroy(ev[1]);
   if (ev[0]) cudaEventDestroy(ev[0]);
   return rc;
+}
+
+/* ops [op0, op1) of every layer, as calib_time_behind_spin issues them */
+typedef struct {
+  bench *b;
+  int op0, op1;
+} span_ctx;
+
+static int issue_span(void *ctx, ts_err *e) {
+  span_ctx *c = ctx;
+  return issue(c->b, c->op0, c->op1, e);
+}
+
+/* GPU time (us) of ops [op0, op1) of every layer behind a spin of spin_us: queued launches, or
+ * (graph) one launch of the captured graph. Median of reps. */
+static int time_span(bench *b, int op0, int op1, int graph, double spin_us, int reps, double *us, ts_err *e) {
+  span_ctx c = {b, op0, op1};
+  return calib_time_behind_spin(b->st, issue_span, &c, graph, spin_us, reps, us, e);
 }
 
 static int dmalloc(void **p, size_t bytes, ts_err *e) {

@@ -59,6 +59,15 @@ double calib_graph_bytes(const calib_graph_opts *o);
  * bench-graph output. *n_launches: how many values the median is of. */
 int calib_graph_run(const calib_graph_opts *o, FILE *out, double *gap_us, int *n_launches, ts_err *e);
 
+/* What calib_time_behind_spin times: enqueue the work on the stream given there (0 or -1 with e set). */
+typedef int (*calib_issue_fn)(void *ctx, ts_err *e);
+/* The queued / graph timing above, for any work: *us = the median over reps (1..CALIB_GRAPH_MAX_REPS)
+ * of the GPU time of what issue(ctx) enqueues on stream, behind a spin kernel of spin_us; graph 0:
+ * issued from the host each time (after one warm-up issue), graph 1: captured once into a CUDA graph
+ * (and launched once as a warm-up), then launched. Also the small kernels' tables (calibrate_small.c). */
+int calib_time_behind_spin(void *stream, calib_issue_fn issue, void *ctx, int graph, double spin_us, int reps,
+                           double *us, ts_err *e);
+
 /* `tacorun bench-graph` (bench_graph.c; argv[0] is the command's name; returns the exit status). */
 int bench_graph_main(int argc, char **argv);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calibrate_graph.h"
 #include "calibrate_small.h"
 #include "gpu_check.h"
 #include "infer_kernels.h"
@@ -66,58 +67,20 @@ static int one_launch(small_bufs *b, ts_err *e) {
   return rc ? ts_fail_sys(e, "%s: %s", k_table[s->kind], taco_last_error()) : 0;
 }
 
-static int cmp_d(const void *a, const void *c) {
-  double x = *(const double *)a, y = *(const double *)c;
-  return (x > y) - (x < y);
+/* LAUNCHES launches of the point's kernel, as calib_time_behind_spin issues them */
+static int issue_launches(void *ctx, ts_err *e) {
+  for (int i = 0; i < LAUNCHES; i++)
+    if (one_launch(ctx, e)) return -1;
+  return 0;
 }
 
 /* GPU us per launch of LAUNCHES launches behind a spin: queued from the host
  * (graph 0) or one launch of their captured graph (graph 1); median of REPS. */
 static int time_mode(small_bufs *b, int graph, double *us, ts_err *e) {
-  cudaEvent_t ev[2] = {NULL, NULL};
-  cudaGraph_t gr = NULL;
-  cudaGraphExec_t gx = NULL;
-  double t[REPS];
-  int rc = -1;
-  CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[0]), out);
-  CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[1]), out);
-  if (graph) {
-    CUDA_CHECK_GOTO(e, cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal), out);
-    int irc = 0;
-    for (int i = 0; i < LAUNCHES && !irc; i++) irc = one_launch(b, e);
-    cudaError_t ce = cudaStreamEndCapture(b->st, &gr);
-    if (irc) goto out;
-    CUDA_CHECK_GOTO(e, ce, out);
-    CUDA_CHECK_GOTO(e, cudaGraphInstantiate(&gx, gr, 0), out);
-    CUDA_CHECK_GOTO(e, cudaGraphLaunch(gx, b->st), out); /* warm-up */
-  } else {
-    for (int i = 0; i < LAUNCHES; i++)
-      if (one_launch(b, e)) goto out;
-  }
-  for (int r = 0; r < REPS; r++) {
-    if (calib_clock_spin(SPIN_US, b->st, e)) goto out;
-    CUDA_CHECK_GOTO(e, cudaEventRecord(ev[0], b->st), out);
-    if (graph) {
-      CUDA_CHECK_GOTO(e, cudaGraphLaunch(gx, b->st), out);
-    } else {
-      for (int i = 0; i < LAUNCHES; i++)
-        if (one_launch(b, e)) goto out;
-    }
-    CUDA_CHECK_GOTO(e, cudaEventRecord(ev[1], b->st), out);
-    CUDA_CHECK_GOTO(e, cudaEventSynchronize(ev[1]), out);
-    float ms = 0;
-    CUDA_CHECK_GOTO(e, cudaEventElapsedTime(&ms, ev[0], ev[1]), out);
-    t[r] = 1e3 * ms / LAUNCHES;
-  }
-  qsort(t, REPS, sizeof *t, cmp_d);
-  *us = t[REPS / 2];
-  rc = 0;
-out:
-  if (gx) cudaGraphExecDestroy(gx);
-  if (gr) cudaGraphDestroy(gr);
-  if (ev[1]) cudaEventDestroy(ev[1]);
-  if (ev[0]) cudaEventDestroy(ev[0]);
-  return rc;
+  double all;
+  if (calib_time_behind_spin(b->st, issue_launches, b, graph, SPIN_US, REPS, &all, e)) return -1;
+  *us = all / LAUNCHES;
+  return 0;
 }
 
 /* The table's key: the bytes the simulator's model op moves (models/model_layer.c:
