@@ -3,7 +3,7 @@
 --small-only` (runtime/calibrate/calibrate_small.h) into calibration files of
 the same GPU. SRC is the command's standard output, one line a point:
   small TABLE BYTES GROUP ROWS COLS HL KVL D QUEUED_US GRAPH_US
-(tab-separated; GROUP is TACO's G or the row width; 0, as the first run of
+(tab-separated, gzipped or not; GROUP is TACO's G or the row width; 0, as the first run of
 2026-12-04 18:55 printed it, means the row width derived from COLS, HL, KVL, D). Each point goes into
 "<TABLE>.eager" (QUEUED_US: queued in a stream, as an eager decode step and
 the prefill run them) and "<TABLE>.graph" (GRAPH_US: inside a CUDA graph, as
@@ -20,9 +20,13 @@ sim_infer_phase_view, which takes the plan's width of each); the training
 simulator's tables stay as they are. FILE's notes get "; small kernels: SRC
 (merge_small.py)" appended.
 
-usage: merge_small.py --from SMALL.tsv [--gpu NAME] FILE...
+--only TABLE,... merges just those tables (e.g. "argmax": a kernel added to a
+later run) and keeps FILE's other ".eager" / ".graph" tables as they are.
+
+usage: merge_small.py --from SMALL.tsv [--gpu NAME] [--only TABLE,...] FILE...
 """
 import argparse
+import gzip
 import statistics
 import sys
 
@@ -31,7 +35,7 @@ from merge_infer import append_note, load_bench_target, write_calibration
 
 def tables_of(path):
     pts = {}
-    for n, line in enumerate(open(path), 1):
+    for n, line in enumerate((gzip.open(path, "rt") if path.endswith(".gz") else open(path)), 1):
         f = line.rstrip("\n").split("\t")
         if not f or f[0] != "small":
             continue
@@ -57,15 +61,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--from", dest="src", required=True, help="calibrate-infer --small-only's standard output")
     ap.add_argument("--gpu", default="NVIDIA H200", help="the GPU SRC was timed on (default NVIDIA H200)")
+    ap.add_argument("--only", help="comma-separated table names (without .eager/.graph) to merge; default all")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     tables = tables_of(a.src)
+    if a.only:
+        want = a.only.split(",")
+        tables = {k: v for k, v in tables.items() if k.rsplit(".", 1)[0] in want}
+        missing = [w for w in want if not any(k.rsplit(".", 1)[0] == w for k in tables)]
+        if missing:
+            sys.exit(f"merge_small.py: {a.src}: no points of {', '.join(missing)}")
     for path in a.files:
         cal = load_bench_target("merge_small.py", path, a.gpu, "kernels", "a calibration with kernel tables")
-        kern = {k: v for k, v in cal["kernels"].items() if not k.endswith((".eager", ".graph"))}
+        kern = {k: v for k, v in cal["kernels"].items()
+                if not k.endswith((".eager", ".graph")) or (a.only and k not in tables)}
         kern.update(tables)
         cal["kernels"] = dict(sorted(kern.items()))
-        append_note(cal, f"; small kernels: {a.src} (merge_small.py)")
+        what = f"small kernels ({a.only})" if a.only else "small kernels"
+        append_note(cal, f"; {what}: {a.src} (merge_small.py)")
         write_calibration(path, cal)
         print(f"{path}: {len(tables)} tables, {sum(len(v) for v in tables.values())} points")
 

@@ -218,7 +218,7 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
 /* Embedding (first stage) and head (last stage) of one pass of `tokens`
  * tokens: the vocabulary-parallel lookup and its all-reduce; the final norm
  * and the logits GEMM of the last token of each sequence, and the all-gather
- * of the logits (bf16) for sampling. gap_s > 0: a decode step in a CUDA graph
+ * of the logits (bf16) and the greedy sampling over them. gap_s > 0: a decode step in a CUDA graph
  * (in_graph_s on the logits GEMM). */
 static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, double tokens, double gap_s,
                   sim_infer_phase *ph, ts_err *e) {
@@ -259,6 +259,16 @@ static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, doub
                 e))
     return -1;
   ph->tp_s += t;
+  /* greedy sampling over the gathered logits (infer_argmax): its table, keyed by the logits read, where the
+   * calibration has one (`tacorun calibrate-infer --small-only`), else a launch and the read at the HBM rate */
+  double read = 2.0 * p->batch * (double)m->vocab;
+  if (schema_has_kernel(last_token->lk.cal, "argmax")) {
+    if (schema_lookup_kernel(&last_token->lk, "argmax", read, 0, &us, e)) return -1;
+  } else {
+    us = last_token->lk.roof.launch_us + read / last_token->lk.roof.hbm_bytes_per_s * 1e6;
+  }
+  if (check_ceiling(last_token, "greedy sampling", 0, read, us * 1e-6, e)) return -1;
+  ph->compute_s += us * 1e-6;
   return 0;
 }
 
@@ -497,7 +507,8 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   const sim_infer_width w[] = {{"rmsnorm_fwd", m->hidden},   {"layernorm_fwd", m->hidden},
                                {"add_fwd", m->hidden},       {"embedding", m->hidden},
                                {"embedding_fwd", m->hidden}, {"swiglu_fwd", m->ffn_hidden / p->tp},
-                               {"rope_scatter_fwd", (m->heads / p->tp + kvl) * hd}};
+                               {"rope_scatter_fwd", (m->heads / p->tp + kvl) * hd},
+                               {"argmax", (int)(model_vocab_per_gpu(m, p->tp) * p->tp)}};
   const int nw = (int)(sizeof w / sizeof *w);
   schema_calibration pre_view, dec_view;
   if (sim_infer_phase_view(&view, ".eager", false, w, nw, &pre_view, e)) {

@@ -29,6 +29,7 @@ if(TACOSIM_HAVE_GPU)
   exec_gpu_test(exec_ce_gpu)    # vocabulary-parallel cross-entropy, TP 2 on one GPU (exec_kernels.cu)
   exec_gpu_test(reduce_ordered_gpu) # sums over rows/tokens in a fixed order (--variant reduce=ordered)
   exec_gpu_test(rt_ops_gpu)     # norms, element-wise, softmax, AdamW vs C (rt_ops*.cu, rt_ops_selfcheck.c)
+  exec_gpu_test(infer_argmax_gpu) # greedy sampling vs C (infer_kernels.cu, infer_ref.c)
 endif()
 
 # Context parallelism's attention math on the CPU (runtime/ops/cp_attention_ref.c, plain C).

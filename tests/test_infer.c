@@ -165,6 +165,8 @@ static void constant_calibration(schema_calibration *c, double taco_us) {
   }
   CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "attention", true, 1, 0, KERNEL_US), 0);
   CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "attention", true, 1e18, 0, KERNEL_US), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "argmax", false, 1, 0, KERNEL_US), 0); /* greedy sampling */
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "argmax", false, 1e15, 0, KERNEL_US), 0);
   const char *colls[] = {"allreduce", "allgather", "sendrecv", "allreduce.taco128"};
   double us[] = {ALLREDUCE_US, ALLGATHER_US, 10.0, taco_us};
   for (int i = 0; i < 4; i++)
@@ -177,7 +179,7 @@ static void constant_calibration(schema_calibration *c, double taco_us) {
 
 /* One forward pass: per layer its GEMMs, its other kernels, attention and two
  * all-reduces; plus the embedding (kernel + all-reduce), the final norm, the
- * logits GEMM and the logits all-gather. */
+ * logits GEMM, the logits all-gather and the greedy sampling (argmax). */
 static double hand_forward_s(const plan_infer *p, double allreduce_us) {
   model_shard sh = {p->tp, false, p->batch, 1};
   model_op ops[MODEL_MAX_LAYER_OPS];
@@ -186,7 +188,7 @@ static double hand_forward_s(const plan_infer *p, double allreduce_us) {
   CU_ASSERT_FATAL(n > 0);
   double layer_us = 2 * allreduce_us;
   for (int i = 0; i < n; i++) layer_us += ops[i].kind == MODEL_OP_GEMM ? GEMM_US : KERNEL_US;
-  double ends_us = KERNEL_US + ALLREDUCE_US + KERNEL_US + GEMM_US + ALLGATHER_US;
+  double ends_us = KERNEL_US + ALLREDUCE_US + KERNEL_US + GEMM_US + ALLGATHER_US + KERNEL_US;
   return (p->model.layers * layer_us + ends_us) * 1e-6;
 }
 
@@ -404,6 +406,16 @@ static void test_decode_graph(void) {
   CU_ASSERT_EQUAL(graph.graph_launches, launches);
   NEAR(eager.tpot_s - graph.tpot_s, launches * 2.0e-6, 1e-9);
   NEAR(graph.ttft_s, eager.ttft_s, 1e-12);
+  /* the sampling as timed in a graph (argmax.graph, 3 us below the stream-timed 20) prices the graph step
+   * only; its table is not one of the GEMMs, nothing more is taken off it */
+  sim_infer_result sampled;
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "argmax.graph", false, 1, 0, KERNEL_US - 3.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "argmax.graph", false, 1e15, 0, KERNEL_US - 3.0), 0);
+  schema_calibration_sort(&cal);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &sampled, &e), 0);
+  NEAR(graph.tpot_s - sampled.tpot_s, 3.0e-6, 1e-9);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &sampled, &e), 0);
+  NEAR(sampled.tpot_s, eager.tpot_s, 1e-12);
   CU_ASSERT(graph.decode_graph && !eager.decode_graph);
   plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":2,\"prompt\":64,\"generate\":9}", "\"codec\":{\"kind\":\"none\"}");
   CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);

@@ -24,23 +24,25 @@ int calib_clock_spin(double us, void *stream, ts_err *e); /* calibrate_clock_spi
 #define MAX_SEQ 2048
 #define MAX_SHAPES 1024
 
-enum { K_NORM, K_ADD, K_SWIGLU, K_EMB, K_ROPE, K_TACO_ENC, K_TACO_DEC, K_TACO_DSE, K_COUNT };
+enum { K_NORM, K_ADD, K_SWIGLU, K_EMB, K_ROPE, K_ARGMAX, K_TACO_ENC, K_TACO_DEC, K_TACO_DSE, K_COUNT };
 /* rope_scatter_fwd: inference's RoPE fused with the KV-cache scatter (infer_rope_scatter), not the training
  * RoPE that `tacorun calibrate` times as rope_fwd */
-static const char *k_table[K_COUNT] = {"rmsnorm_fwd",      "add_fwd",     "swiglu_fwd",  "embedding_fwd",
-                                       "rope_scatter_fwd", "taco_encode", "taco_decode", "taco_decode_sum_encode"};
+/* argmax: greedy sampling over the gathered logits of the step (infer_argmax) */
+static const char *k_table[K_COUNT] = {"rmsnorm_fwd", "add_fwd",     "swiglu_fwd",  "embedding_fwd",         "rope_scatter_fwd",
+                                       "argmax",      "taco_encode", "taco_decode", "taco_decode_sum_encode"};
 
 typedef struct {
   int kind;
   long long rows;
-  int cols;               /* norm/add/embedding: hidden; swiglu: ffn / tp */
-  int hl, kvl, d;         /* rope */
-  size_t n;               /* taco: elements of one block */
+  int cols;               /* norm/add/embedding: hidden; swiglu: ffn / tp; argmax: vocabulary words a GPU */
+  int hl, kvl, d;         /* rope; argmax: hl = tp (the shards gathered) */
+  size_t n;               /* taco: elements of one block; argmax: the model's vocabulary (the words read) */
   int group;              /* taco */
 } small_shape;
 
 typedef struct {
-  void *x, *y, *gamma, *table, *qkv, *q, *kc, *vc, *wire;
+  void *x, *y, *gamma, *table, *qkv, *q, *kc, *vc, *wire, *logits, *amax;
+  int32_t *tok;
   float *rstd;
   int32_t *ids;
   taco_nonfinite *nf;
@@ -57,6 +59,7 @@ static int one_launch(small_bufs *b, ts_err *e) {
   case K_SWIGLU: return rt_swiglu_fwd(b->x, b->y, s->rows, s->cols, b->st, e);
   case K_EMB: return rt_embedding_fwd(b->table, b->ids, b->y, s->rows, s->cols, 0, EMB_VOCAB, b->st, e);
   case K_ROPE: return infer_rope_scatter(b->qkv, b->q, b->kc, b->vc, &b->ad, 1, MAX_SEQ / 2 - 1, b->st, e);
+  case K_ARGMAX: return infer_argmax(b->logits, b->tok, (int)s->rows, s->hl, s->cols, (long long)s->n, b->amax, b->st, e);
   default: break;
   }
   taco_params p = {.group = s->group, .fp8 = TACO_FP8_E4M3};
@@ -85,20 +88,24 @@ static int time_mode(small_bufs *b, int graph, double *us, ts_err *e) {
 
 /* The table's key: the bytes the simulator's model op moves (models/model_layer.c:
  * norm 4 B, residual add and SwiGLU 6 B an output element, embedding 4 B, RoPE
- * 4 B a Q or K element; TACO: the BF16 bytes of one block). */
+ * 4 B a Q or K element; argmax: the BF16 logits it reads; TACO: the BF16 bytes of one block). */
 static double key_bytes(const small_shape *s) {
   switch (s->kind) {
   case K_NORM: case K_EMB: return 4.0 * (double)s->rows * s->cols;
   case K_ADD: case K_SWIGLU: return 6.0 * (double)s->rows * s->cols;
   case K_ROPE: return 4.0 * (double)s->rows * (double)(s->hl + s->kvl) * s->d;
+  case K_ARGMAX: return 2.0 * (double)s->rows * (double)s->n;
   default: return 2.0 * (double)s->n;
   }
 }
 
 /* The group of a point other than TACO's: the row width whose time the kernel's
  * rows take (one block a row: equal bytes of other widths take other times),
- * the hidden size (norm, add, embedding), ffn / tp (SwiGLU), (hl + kvl) x d (RoPE). */
-static int width(const small_shape *s) { return s->kind == K_ROPE ? (s->hl + s->kvl) * s->d : s->cols; }
+ * the hidden size (norm, add, embedding), ffn / tp (SwiGLU), (hl + kvl) x d (RoPE),
+ * the gathered vocabulary tp x words a GPU (argmax). */
+static int width(const small_shape *s) {
+  return s->kind == K_ROPE ? (s->hl + s->kvl) * s->d : s->kind == K_ARGMAX ? s->hl * s->cols : s->cols;
+}
 
 static int add_shape(small_shape *sh, int *n, small_shape s) {
   for (int i = 0; i < *n; i++)
@@ -114,9 +121,10 @@ static int add_shape(small_shape *sh, int *n, small_shape s) {
  * embedding), ffn / tp (SwiGLU) and heads / tp, kv heads / tp, head dim
  * (RoPE + KV scatter) at TP 1/2/4/8 where tp divides them; TACO blocks of
  * 4 .. 128 KiB at groups 32 .. 512. */
-static int shapes_of(const model_config *models, int nm, small_shape *sh, int *n, int *max_cols, int *max_qkv) {
+static int shapes_of(const model_config *models, int nm, small_shape *sh, int *n, int *max_cols, int *max_qkv,
+                     long long *max_words) {
   static const int batches[] = {1, 2, 4, 8, 16, 32, 64}, tps[] = {1, 2, 4, 8};
-  *n = 0, *max_cols = 0, *max_qkv = 0;
+  *n = 0, *max_cols = 0, *max_qkv = 0, *max_words = 0;
   for (int m = 0; m < nm; m++) {
     const model_config *mc = &models[m];
     if (mc->attention != MODEL_ATTN_GQA || mc->hidden > 16384) continue;
@@ -139,6 +147,12 @@ static int shapes_of(const model_config *models, int nm, small_shape *sh, int *n
           if (add_shape(sh, n, s)) return -1;
           if ((s.hl + 2 * s.kvl) * d > *max_qkv) *max_qkv = (s.hl + 2 * s.kvl) * d;
         }
+        const long long vl = model_vocab_per_gpu(mc, tp);
+        if (vl > 0 && vl <= 1 << 20) {
+          small_shape s = {.kind = K_ARGMAX, .rows = B, .cols = (int)vl, .hl = tp, .n = (size_t)mc->vocab};
+          if (add_shape(sh, n, s)) return -1;
+          if (tp * vl > *max_words) *max_words = tp * vl;
+        }
       }
   }
   static const int groups[] = {32, 64, 128, 256, 512};
@@ -155,6 +169,7 @@ static int dmalloc(void **p, size_t bytes, ts_err *e) {
 }
 
 static void free_bufs(small_bufs *b) {
+  cudaFree(b->amax), cudaFree(b->tok), cudaFree(b->logits);
   cudaFree(b->nf), cudaFree(b->wire), cudaFree(b->vc), cudaFree(b->kc), cudaFree(b->q), cudaFree(b->qkv);
   cudaFree(b->ids), cudaFree(b->rstd), cudaFree(b->table), cudaFree(b->gamma), cudaFree(b->y), cudaFree(b->x);
   if (b->st) cudaStreamDestroy(b->st);
@@ -212,7 +227,8 @@ out:
 int calib_small_kernels(schema_calibration *cal, const model_config *models, int nm, ts_err *e) {
   static small_shape sh[MAX_SHAPES];
   int n, max_cols, max_qkv;
-  if (shapes_of(models, nm, sh, &n, &max_cols, &max_qkv)) return ts_fail_sys(e, "more than %d small-kernel shapes", MAX_SHAPES);
+  long long max_words;
+  if (shapes_of(models, nm, sh, &n, &max_cols, &max_qkv, &max_words)) return ts_fail_sys(e, "more than %d small-kernel shapes", MAX_SHAPES);
   small_bufs b;
   memset(&b, 0, sizeof b);
   const size_t act = (size_t)MAX_BATCH * 2 * (max_cols > 65536 ? max_cols : 65536) * 2; /* also 2 TACO blocks of 128 KiB */
@@ -223,7 +239,9 @@ int calib_small_kernels(schema_calibration *cal, const model_config *models, int
       dmalloc((void **)&b.rstd, MAX_BATCH * sizeof(float), e) || dmalloc((void **)&b.ids, MAX_BATCH * sizeof(int32_t), e) ||
       dmalloc(&b.table, (size_t)EMB_VOCAB * max_cols * 2, e) || dmalloc(&b.qkv, (size_t)MAX_BATCH * max_qkv * 2 + 2, e) ||
       dmalloc(&b.q, (size_t)MAX_BATCH * max_qkv * 2 + 2, e) || dmalloc(&b.kc, cache, e) || dmalloc(&b.vc, cache, e) ||
-      dmalloc(&b.wire, act, e))
+      dmalloc(&b.wire, act, e) || dmalloc(&b.logits, (size_t)MAX_BATCH * max_words * 2, e) ||
+      dmalloc((void **)&b.tok, MAX_BATCH * sizeof(int32_t), e) ||
+      dmalloc(&b.amax, infer_argmax_scratch_bytes(MAX_BATCH, 8, max_words), e))
     goto out;
   CUDA_CHECK_GOTO(e, cudaMalloc((void **)&b.nf, sizeof *b.nf), out);
   if (taco_nonfinite_reset(b.nf, b.st)) {
@@ -235,6 +253,7 @@ int calib_small_kernels(schema_calibration *cal, const model_config *models, int
       rt_fill_random_bf16(b.gamma, max_cols, 23, 1.0f, NULL, e) ||
       rt_fill_random_bf16(b.table, (long long)EMB_VOCAB * max_cols, 24, 1.0f, NULL, e) ||
       rt_fill_random_bf16(b.qkv, (long long)MAX_BATCH * max_qkv, 25, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(b.logits, (long long)MAX_BATCH * max_words, 27, 4.0f, NULL, e) ||
       rt_fill_labels(b.ids, MAX_BATCH, EMB_VOCAB, 26, NULL, e))
     goto out;
   CUDA_CHECK_GOTO(e, cudaDeviceSynchronize(), out);

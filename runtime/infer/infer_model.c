@@ -269,7 +269,9 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   IM_TRY(dmalloc(&m->last, (size_t)(o->batch * h) * BF, "activations", e));
   IM_TRY(dmalloc(&m->lastn, (size_t)(o->batch * h) * BF, "activations", e));
   IM_TRY(dmalloc(&m->logits, (size_t)(o->batch * m->vl) * BF, "logits", e));
-  IM_TRY(dmalloc(&m->logits_all, (size_t)(o->batch * m->vl * tp) * BF, "logits", e));
+  if (tp > 1) IM_TRY(dmalloc(&m->logits_all, (size_t)(o->batch * m->vl * tp) * BF, "logits", e));
+  else m->logits_all = m->logits; /* nothing to gather: sampling reads the GEMM's output */
+  IM_TRY(dmalloc(&m->amax, infer_argmax_scratch_bytes(o->batch, tp, m->vl), "sampling partials", e));
   IM_TRY(dmalloc((void **)&m->tok, (size_t)o->batch * sizeof(int32_t), "tokens", e));
   IM_TRY(dmalloc((void **)&m->nf_calls, INFER_NF_CALLS * sizeof(taco_nonfinite), "NaN/Inf counters", e));
   m->nf_used = INFER_NF_CALLS;
@@ -291,7 +293,8 @@ void infer_model_free(infer_model *m) {
   free(m->w), free(m->kc), free(m->vc), free(m->ks), free(m->vs);
   cudaFree(m->kst), cudaFree(m->vst);
   void *bufs[] = {m->emb, m->head, m->lnf, m->x, m->xn, m->proj, m->qkv, m->qh, m->oh, m->attn, m->f, m->act,
-                  m->rstd, m->scores, m->partial, m->last, m->lastn, m->logits, m->logits_all, m->tok, m->nf_calls};
+                  m->rstd, m->scores, m->partial, m->last, m->lastn, m->logits,
+                  m->logits_all != m->logits ? m->logits_all : NULL, m->amax, m->tok, m->nf_calls};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
   if (m->gemm) exec_gemm_destroy(m->gemm);
   memset(m, 0, sizeof *m);
@@ -420,8 +423,12 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
     IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
   }
   /* the last token of each sequence: final norm, logits of this GPU's vocabulary rows, all-gather, arg max */
-  IM_TRY(infer_last_rows(m->x, m->last, m->batch, seq, (int)h, st, e));
-  IM_TRY(rt_rmsnorm_fwd(m->last, m->lnf, m->lastn, m->rstd, m->batch, (int)h, eps, st, e));
+  const void *last = m->x; /* a decode step's rows are the last ones */
+  if (seq > 1) {
+    IM_TRY(infer_last_rows(m->x, m->last, m->batch, seq, (int)h, st, e));
+    last = m->last;
+  }
+  IM_TRY(rt_rmsnorm_fwd(last, m->lnf, m->lastn, m->rstd, m->batch, (int)h, eps, st, e));
   exec_gemm_shape sl = exec_gemm_packed(EXEC_GEMM_NT, m->batch, m->vl, h);
   IM_TRY(exec_gemm_run(m->gemm, &sl, 1.f, m->lastn, m->head, 0.f, m->logits, st, e));
   if (m->team) {
@@ -430,9 +437,6 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
     void *out = m->logits_all;
     if (coll_allgather(m->team, &in, &out, (size_t)(m->batch * m->vl), &o))
       return ts_fail_sys(e, "infer: logits all-gather: %s", coll_last_error());
-  } else {
-    RT_CUDA(e, cudaMemcpyAsync(m->logits_all, m->logits, (size_t)(m->batch * m->vl) * BF, cudaMemcpyDeviceToDevice,
-                               st));
   }
-  return infer_argmax(m->logits_all, m->tok, m->batch, m->tp, m->vl, m->mc.vocab, st, e);
+  return infer_argmax(m->logits_all, m->tok, m->batch, m->tp, m->vl, m->mc.vocab, m->amax, st, e);
 }

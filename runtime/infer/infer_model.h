@@ -57,7 +57,8 @@ typedef struct {
   void *partial;
   size_t partial_bytes;
   int decode_attn;    /* infer_model_opts */
-  void *last, *lastn, *logits, *logits_all;
+  void *last, *lastn, *logits, *logits_all; /* logits_all: the gathered logits (= logits at TP 1) */
+  void *amax;                               /* greedy sampling's partials (infer_argmax) */
   int32_t *tok;       /* [batch] the sampled tokens */
   exec_gemm *gemm;
   cudaStream_t stream;

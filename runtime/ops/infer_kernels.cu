@@ -230,40 +230,92 @@ extern "C" int infer_decode_attention(const void *q, const void *k_cache, const 
 
 /* ---- greedy sampling --------------------------------------------------------- */
 
-__global__ void argmax_kernel(const bf16 *logits, int32_t *token, int batch, int tp, long long vl, long long valid) {
-  const int b = blockIdx.x;
-  float best = -INFINITY;
-  long long bi = 0x7fffffffffffffffLL;
-  for (int r = 0; r < tp; r++) {
-    const bf16 *row = logits + ((long long)r * batch + b) * vl;
-    for (long long j = threadIdx.x; j < vl; j += blockDim.x) {
-      long long g = (long long)r * vl + j;
-      if (g >= valid) break;
-      float v = __bfloat162float(row[j]);
-      if (v > best || (v == best && g < bi)) best = v, bi = g;
-    }
-  }
-  __shared__ float sv[32];
-  __shared__ long long si[32];
+/* Two passes: blocks of AMAX_CHUNK words (a shard's row cut in chunks, 16-byte
+ * loads where the shard's rows allow) each leave their (largest, first index),
+ * then one block a sequence takes the best of its chunks. The order (larger
+ * value, then smaller index; NaN never taken) is total, so the token does not
+ * depend on how the vocabulary is cut: the same as one pass over the row. */
+#define AMAX_CHUNK 4096
+#define AMAX_THREADS 256
+#define AMAX_NONE 0x7fffffffffffffffLL
+
+__device__ __forceinline__ void amax_take(float v, long long g, float &best, long long &bi) {
+  if (v > best || (v == best && g < bi)) best = v, bi = g;
+}
+
+/* the block's best (best, bi) in thread 0 */
+__device__ void amax_block(float &best, long long &bi) {
+  __shared__ float sv[AMAX_THREADS / 32];
+  __shared__ long long si[AMAX_THREADS / 32];
   for (int o = 16; o > 0; o >>= 1) {
     float v2 = __shfl_xor_sync(0xffffffffu, best, o);
     long long i2 = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (v2 > best || (v2 == best && i2 < bi)) best = v2, bi = i2;
+    amax_take(v2, i2, best, bi);
   }
   if ((threadIdx.x & 31) == 0) sv[threadIdx.x >> 5] = best, si[threadIdx.x >> 5] = bi;
   __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) amax_take(sv[w], si[w], best, bi);
+}
+
+/* block (shard r x chunk cj, sequence b): the best of words [cj * CHUNK, ..) of row b of shard r */
+__global__ void argmax_chunks_kernel(const bf16 *logits, float *pv, long long *pi, int batch, int cps, long long vl,
+                                     long long valid, int vec) {
+  const int b = blockIdx.y, r = blockIdx.x / cps, cj = blockIdx.x % cps;
+  const bf16 *row = logits + ((long long)r * batch + b) * vl;
+  const long long j0 = (long long)cj * AMAX_CHUNK, g0 = (long long)r * vl;
+  long long j1 = j0 + AMAX_CHUNK < vl ? j0 + AMAX_CHUNK : vl;
+  if (valid - g0 < j1) j1 = valid - g0 > j0 ? valid - g0 : j0;
+  float best = -INFINITY;
+  long long bi = AMAX_NONE;
+  if (vec) {
+    for (long long j = j0 + 8LL * threadIdx.x; j < j1; j += 8LL * blockDim.x) {
+      const uint4 u = *(const uint4 *)(row + j);
+      const bf16 *w = (const bf16 *)&u;
+#pragma unroll
+      for (int k = 0; k < 8; k++)
+        if (j + k < j1) amax_take(__bfloat162float(w[k]), g0 + j + k, best, bi);
+    }
+  } else {
+    for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) amax_take(__bfloat162float(row[j]), g0 + j, best, bi);
+  }
+  amax_block(best, bi);
   if (threadIdx.x == 0) {
-    for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-      if (sv[w] > best || (sv[w] == best && si[w] < bi)) best = sv[w], bi = si[w];
-    token[b] = (int32_t)(bi == 0x7fffffffffffffffLL ? 0 : bi);
+    const long long o = (long long)b * gridDim.x + blockIdx.x;
+    pv[o] = best, pi[o] = bi;
   }
 }
 
+__global__ void argmax_pick_kernel(const float *pv, const long long *pi, int32_t *token, int n) {
+  const int b = blockIdx.x;
+  float best = -INFINITY;
+  long long bi = AMAX_NONE;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) amax_take(pv[(long long)b * n + i], pi[(long long)b * n + i], best, bi);
+  amax_block(best, bi);
+  if (threadIdx.x == 0) token[b] = (int32_t)(bi == AMAX_NONE ? 0 : bi);
+}
+
+static int amax_chunks(int tp, long long vocab_local) {
+  return tp * (int)((vocab_local + AMAX_CHUNK - 1) / AMAX_CHUNK);
+}
+
+extern "C" size_t infer_argmax_scratch_bytes(int batch, int tp, long long vocab_local) {
+  if (batch < 1 || tp < 1 || vocab_local < 1) return 0;
+  return (size_t)batch * (size_t)amax_chunks(tp, vocab_local) * (sizeof(float) + sizeof(long long));
+}
+
 extern "C" int infer_argmax(const void *logits, int32_t *token, int batch, int tp, long long vocab_local,
-                            long long vocab_valid, void *stream, ts_err *e) {
-  if (batch < 1 || tp < 1 || vocab_local < 1) return ts_fail_sys(e, "infer_argmax: bad shape");
-  argmax_kernel<<<batch, 512, 0, (cudaStream_t)stream>>>((const bf16 *)logits, token, batch, tp, vocab_local,
-                                                         vocab_valid);
+                            long long vocab_valid, void *scratch, void *stream, ts_err *e) {
+  if (batch < 1 || tp < 1 || vocab_local < 1 || !scratch) return ts_fail_sys(e, "infer_argmax: bad shape");
+  const int n = amax_chunks(tp, vocab_local);
+  if (batch > 65535) return ts_fail_sys(e, "infer_argmax: batch %d above 65,535", batch);
+  long long *pi = (long long *)scratch;
+  float *pv = (float *)(pi + (size_t)batch * n);
+  const int vec = vocab_local % 8 == 0 && ((uintptr_t)logits & 15) == 0;
+  argmax_chunks_kernel<<<dim3((unsigned)n, (unsigned)batch), AMAX_THREADS, 0, (cudaStream_t)stream>>>(
+      (const bf16 *)logits, pv, pi, batch, n / tp, vocab_local, vocab_valid, vec);
+  INF_LAUNCHED(e);
+  argmax_pick_kernel<<<batch, AMAX_THREADS, 0, (cudaStream_t)stream>>>(pv, pi, token, n);
   INF_LAUNCHED(e);
   return 0;
 }

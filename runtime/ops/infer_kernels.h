@@ -16,6 +16,7 @@
 #ifndef INFER_KERNELS_H
 #define INFER_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ts_error.h"
@@ -52,9 +53,13 @@ int infer_decode_attention(const void *q, const void *k_cache, const void *v_cac
 
 /* Greedy sampling over vocabulary shards gathered from tp GPUs: logits holds
  * tp blocks of [batch x vocab_local] (an all-gather's output); token[b] = the
- * global index of the largest logit among the first vocab_valid words. */
+ * global index of the largest logit among the first vocab_valid words (ties:
+ * the smallest index; NaN never chosen; token 0 if all are NaN). Two kernels:
+ * chunks of 4,096 words, then a pick per sequence; `scratch` holds the chunks'
+ * results (infer_argmax_scratch_bytes, device memory, 8-byte aligned). */
+size_t infer_argmax_scratch_bytes(int batch, int tp, long long vocab_local);
 int infer_argmax(const void *logits, int32_t *token, int batch, int tp, long long vocab_local, long long vocab_valid,
-                 void *stream, ts_err *e);
+                 void *scratch, void *stream, ts_err *e);
 
 /* x[0..n) = value (norm weights of a synthetic model start at 1). */
 int infer_fill_bf16(void *x, long long n, float value, void *stream, ts_err *e);

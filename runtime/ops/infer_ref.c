@@ -108,6 +108,20 @@ void infer_ref_causal_attention(const float *q, const float *k, const float *v, 
   free(s);
 }
 
+void infer_ref_argmax(const unsigned short *logits, int *token, int batch, int tp, long long vocab_local,
+                      long long vocab_valid) {
+  for (int b = 0; b < batch; b++) {
+    long long bi = -1;
+    float best = 0;
+    for (long long g = 0; g < vocab_valid && g < (long long)tp * vocab_local; g++) {
+      const long long r = g / vocab_local, j = g % vocab_local;
+      const float v = infer_ref_from_bf16(logits[(r * batch + b) * vocab_local + j]);
+      if (v == v && (bi < 0 || v > best)) best = v, bi = g; /* the first of equal values stays */
+    }
+    token[b] = bi < 0 ? 0 : (int)bi;
+  }
+}
+
 unsigned short infer_ref_to_bf16(float x) {
   unsigned int u;
   memcpy(&u, &x, 4);

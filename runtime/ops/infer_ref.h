@@ -27,6 +27,13 @@ void infer_ref_rope(float *x, int head_dim, long long pos, double theta);
 /* Causal attention of one head over seq positions (q, k, v [seq x d], out [seq x d]). */
 void infer_ref_causal_attention(const float *q, const float *k, const float *v, float *out, int seq, int head_dim);
 
+/* Greedy sampling (infer_argmax): logits tp blocks of [batch x vocab_local]
+ * BF16; token[b] = the global index (shard r, word j: r x vocab_local + j) of
+ * the largest of the first vocab_valid words; ties: the smallest index; NaN
+ * never chosen; 0 if every word is NaN. */
+void infer_ref_argmax(const unsigned short *logits, int *token, int batch, int tp, long long vocab_local,
+                      long long vocab_valid);
+
 /* float <-> bf16 (round to nearest even), as the GPU converts. */
 unsigned short infer_ref_to_bf16(float x);
 float infer_ref_from_bf16(unsigned short h);
