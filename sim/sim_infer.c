@@ -170,12 +170,24 @@ static int layer_allreduce(sim_costs *c, const plan_infer *p, bool use_codec, do
   return 0;
 }
 
+/* Whether a kernel table's points carry groups (> 0). */
+static bool kernel_has_groups(const schema_calibration *cal, const char *name) {
+  for (int i = 0; i < cal->n_kernels; i++)
+    if (strcmp(cal->kernels[i].name, name) == 0)
+      for (int j = 0; j < cal->kernels[i].n; j++)
+        if (cal->kernels[i].pts[j].group > 0) return true;
+  return false;
+}
+
 /* Decode attention of batch queries over `kv_len` cached keys and values:
  * 4 x batch x kv_len x q_width FLOPs (as model_layer_ops counts attention),
  * and a read of the layer's whole KV cache (plan_infer_kv_bytes: BF16, or FP8
  * codes and scales). The measured table of the cache's kernel, by KV bytes
  * read, when the calibration has it: "attention_decode" (BF16) or
- * "attention_decode_fp8" (the same kernel over E4M3 codes + scales). An FP8
+ * "attention_decode_fp8" (the same kernel over E4M3 codes + scales); a table
+ * whose points carry groups is grouped by batch x KV heads on the GPU (the
+ * (sequence, KV head) pairs the kernel spreads over the SMs besides its splits
+ * over positions: equal bytes over fewer pairs take longer). An FP8
  * plan on a calibration without the FP8 table is priced from the BF16 table
  * at its (smaller) byte count, named once on the warning stream. Without
  * either: the larger of the FLOPs-keyed "attention" table and the KV read at
@@ -198,7 +210,10 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
   }
   if (schema_has_kernel(c->lk.cal, table)) {
     double us;
-    if (schema_lookup_kernel(&c->lk, table, kv_bytes, 0, &us, e)) return -1;
+    /* grouped by (sequence, KV head) pairs where the table is (calibrate-infer since 2026-12-04) */
+    int pairs = p->batch * ((m->kv_heads + p->tp - 1) / p->tp);
+    if (schema_lookup_kernel(&c->lk, table, kv_bytes, kernel_has_groups(c->lk.cal, table) ? pairs : 0, &us, e))
+      return -1;
     *s = us * 1e-6;
     return check_ceiling(c, "decode attention", flops, kv_bytes, *s, e);
   }

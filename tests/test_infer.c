@@ -425,6 +425,38 @@ static void test_decode_graph(void) {
   schema_calibration_free(&cal);
 }
 
+/* A decode attention table grouped by (sequence, KV head) pairs is read at the
+ * plan's batch x KV heads on a GPU (here 2 x 8 / 2 = 8): only that group's
+ * price moves TPOT, by its change once a layer. */
+static void decode_attention_groups(schema_calibration *cal, double us4, double us8, double us16) {
+  constant_calibration(cal, 20.0);
+  const int groups[] = {4, 8, 16};
+  const double us[] = {us4, us8, us16};
+  for (int i = 0; i < 3; i++) {
+    CU_ASSERT_EQUAL(schema_calibration_add_kernel(cal, "attention_decode", false, 1, groups[i], us[i]), 0);
+    CU_ASSERT_EQUAL(schema_calibration_add_kernel(cal, "attention_decode", false, 1e18, groups[i], us[i]), 0);
+  }
+  schema_calibration_sort(cal);
+}
+
+static void test_decode_attention_pairs(void) {
+  load_small_plan("{\"kind\":\"none\"}");
+  CU_ASSERT_EQUAL_FATAL(g_plan.batch * g_plan.model.kv_heads / g_plan.tp, 8);
+  schema_calibration a, b, c;
+  decode_attention_groups(&a, 70.0, 50.0, 90.0);
+  decode_attention_groups(&b, 70.0, 40.0, 90.0);
+  decode_attention_groups(&c, 10.0, 50.0, 10.0);
+  sim_infer_result ra, rb, rc;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &a, NULL, NULL, &ra, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &b, NULL, NULL, &rb, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &c, NULL, NULL, &rc, &e), 0);
+  NEAR(ra.tpot_s - rb.tpot_s, g_plan.model.layers * 10.0e-6, 1e-9);
+  NEAR(rc.tpot_s, ra.tpot_s, 1e-12);
+  NEAR(ra.ttft_s, rb.ttft_s, 1e-12); /* the prefill has no decode attention */
+  schema_calibration_free(&a), schema_calibration_free(&b), schema_calibration_free(&c);
+}
+
 /* An FP8 KV cache: decode attention from "attention_decode_fp8" when the
  * calibration has it, else from the BF16 table (at the FP8 bytes); KV memory
  * 1 + 4/head_dim bytes an element; prefill unchanged. */
@@ -742,6 +774,7 @@ int main(void) {
   CU_add_test(s, "malformed plans rejected", test_malformed_rejected);
   CU_add_test(s, "KV cache formula", test_kv_cache_formula);
   CU_add_test(s, "FP8 KV cache: decode table and memory", test_fp8_kv_decode_table);
+  CU_add_test(s, "decode attention grouped by batch x KV heads", test_decode_attention_pairs);
   CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
   CU_add_test(s, "decode steps as CUDA graphs (--decode graph)", test_decode_graph);
   CU_add_test(s, "the prefill clock (clock.burst): by hand, off, early profile", test_prefill_clock);
