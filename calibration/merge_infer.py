@@ -3,13 +3,14 @@
 file into a training calibration file without changing any table the
 training simulator reads.
 
-From SRC (a file calibrate-infer extended, e.g. experiments/infer/calibration/
+From SRC (a file calibrate-infer extended, gzipped or not, e.g. experiments/infer/calibration/
 h200-nvlink.json) into FILE:
   - the decode GEMMs: every SRC point with m <= 64 whose shape FILE lacks, into
     FILE's "gemm_infer" list, which only inference predictions read (in
     "gemm" they would bracket and floor the training lookups and move the
     transfer of training GEMMs to other GPUs: experiments/published/README.md);
-  - "attention_decode" (by KV-cache bytes) and any "attention_prefill.d<D>.s<S>"
+  - "attention_decode" and "attention_decode_fp8" (by KV-cache bytes; grouped
+    by batch x KV heads where SRC is) and any "attention_prefill.d<D>.s<S>"
     tables (prefill attention keyed by head dimension and prompt length);
   - the all-reduce tables calibrate-infer --collectives timed one process per
     GPU as the inference executor runs them (SRC's notes say which), as
@@ -32,6 +33,7 @@ Options:
 usage: merge_infer.py --from SRC [--take LIST] [--replace-gemm] FILE
 """
 import argparse
+import gzip
 import json
 import re
 import sys
@@ -50,7 +52,7 @@ def main():
         print(f"merge_infer.py: --take: unknown {', '.join(sorted(bad))} (want decode-gemm, attention-decode, "
               "attention-prefill, collectives)", file=sys.stderr)
         sys.exit(2)
-    src = json.load(open(a.src))
+    src = json.load(gzip.open(a.src, "rt") if a.src.endswith(".gz") else open(a.src))
     cal = json.load(open(a.file))
     if cal.get("gpu") != src.get("gpu"):
         sys.exit(f"merge_infer.py: {a.file} and {a.src} are not of the same GPU")
@@ -69,7 +71,7 @@ def main():
             gemm = [g for g in src["gemm"] if g["m"] <= 64 and key(g) not in have]
     cal["gemm_infer"] = sorted(infer + gemm, key=key)
     kernels = dict(cal["kernels"])
-    taken = [k for k in src["kernels"] if (k == "attention_decode" and "attention-decode" in take) or
+    taken = [k for k in src["kernels"] if (k in ("attention_decode", "attention_decode_fp8") and "attention-decode" in take) or
              (re.fullmatch(r"attention_prefill\.d\d+\.s\d+", k) and "attention-prefill" in take)]
     for k in taken:
         kernels[k] = src["kernels"][k]
