@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""table.py — decode attention grouped by batch x KV heads (README): the 26 plans measured with the
+two-pass sampling (../sample/run-2026-12-04/) against the predictions made before that run
+(../sample/predicted/: decode attention by KV bytes, Llama-3 8B's layout) and after it, from the
+calibration benchmark's grouped tables (predicted/). Markdown on stdout.
+usage: experiments/infer/v3/attn-layout/table.py
+"""
+import importlib.util
+import os
+
+here = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("sample_table", os.path.join(os.path.dirname(here), "sample", "table.py"))
+st = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(st)
+
+
+def main():
+    meas = st.measured(os.path.join(os.path.dirname(here), "sample", "run-2026-12-04"))
+    before, after = os.path.join(os.path.dirname(here), "sample", "predicted"), os.path.join(here, "predicted")
+    print("| plan | TPOT graph ms | error before | error after | TPOT eager ms | error before | error after |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    err = {k: ([], []) for k in ("ttft", "graph", "eager")}
+    for n in sorted(meas, key=st.key):
+        pb, pa = st.pred(before, n), st.pred(after, n)
+        for i, k in enumerate(("ttft", "graph", "eager")):
+            err[k][0].append(pb[i] / meas[n][i] - 1)
+            err[k][1].append(pa[i] / meas[n][i] - 1)
+        print(f"| {n} | {1e3 * meas[n][1]:.3f} | {100 * err['graph'][0][-1]:+.1f} % | {100 * err['graph'][1][-1]:+.1f} % | "
+              f"{1e3 * meas[n][2]:.3f} | {100 * err['eager'][0][-1]:+.1f} % | {100 * err['eager'][1][-1]:+.1f} % |")
+    print()
+    print(f"| {len(err['ttft'][0])} plans, median / max \\|error\\| | before (by KV bytes) | after (grouped by batch x KV heads) |")
+    print("| --- | ---: | ---: |")
+    for k, label in (("ttft", "TTFT (first of process)"), ("graph", "TPOT graph steps (--decode graph)"),
+                     ("eager", "TPOT eager steps (eager model)")):
+        print(f"| {label} | {st.mm(err[k][0])} | {st.mm(err[k][1])} |")
+
+
+if __name__ == "__main__":
+    main()
