@@ -95,6 +95,10 @@ static void test_megatron_count_matches_published(void) {
   double tflops = model_flops_megatron_lm(&m, 2048, 4096, 4) / (29.0 * 256) / 1e12;
   printf("\n    Qwen3-235B-A22B: %.2f TFLOP/s per GPU by Megatron-LM's count (published 167)\n", tflops);
   CU_ASSERT(rel(tflops, 167.0) < 0.005);
+  /* The cross-node EP row of the same table prints both: 19.7 s and 245 TFLOP/s at TP 2. */
+  double cross = model_flops_megatron_lm(&m, 2048, 4096, 2) / (19.7 * 256) / 1e12;
+  printf("    Qwen3-235B-A22B TP 2 EP 32: %.2f TFLOP/s per GPU (published 245)\n", cross);
+  CU_ASSERT(rel(cross, 245.0) < 0.01);
   /* Mixtral 8x7B by hand: 2 x (attention weights + top 2 experts) + causal attention + logits, x 3 */
   model_config x = load("mixtral-8x7b");
   double h = 4096, s = 4096, attn = 2 * h * h + 2 * h * 1024, experts = 2 * 3 * h * 14336;
@@ -273,7 +277,11 @@ static void test_shipped_plans(void) {
                          "experiments/plans/moe/qwen3-30b-a3b-32-ep16-taco.json",
                          "experiments/published/moe/qwen3-235b-a22b-256-h100-tp4ep8.json",
                          "experiments/published/moe/qwen3-235b-a22b-256-h100-tp4ep8-16k.json",
-                         "experiments/published/moe/qwen3-235b-a22b-256-h100-tp2ep8-a2a.json"};
+                         "experiments/published/moe/qwen3-235b-a22b-256-h100-tp2ep8-a2a.json",
+                         "experiments/published/moe/qwen3-235b-a22b-256-h100-tp2ep32.json",
+                         "experiments/published/moe/qwen3-235b-a22b-256-gb200-tp1ep8.json",
+                         "experiments/published/moe/mixtral-8x22b-128-h100-tp2ep8.json",
+                         "experiments/published/moe/mixtral-8x22b-128-h100-tp2ep8-drop.json"};
   for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", SOURCE_DIR, plans[i]);
