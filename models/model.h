@@ -169,8 +169,11 @@ double model_params_active(const model_config *m);
 double model_flops_per_token_fwd(const model_config *m, int seq);
 double model_params_embedding(const model_config *m); /* input (+ output if untied) embeddings */
 
-/* Model FLOPs of one training iteration (forward + backward, as Megatron-LM
- * counts them; recompute adds one more forward of the layers). */
+/* Model FLOPs of one training iteration: the GEMMs a token goes through and
+ * its attention as a full square, forward + backward = 3 x forward (Megatron-LM's
+ * rule for dense GEMMs; its own count, causal attention and MoE as the
+ * ModelZoo prints it, is model_flops_megatron_lm); recompute adds one more
+ * forward of the layers. What tacosim's TFLOP/s and MFU divide. */
 double model_flops_per_iteration(const model_config *m, long long global_batch, int seq, bool recompute);
 /* Narayanan et al. SC'21 closed form (GPT: 96 B s l h^2 (1 + s/6h + V/16lh)), for tests. */
 double model_flops_megatron_closed_form(const model_config *m, long long global_batch, int seq, bool recompute);

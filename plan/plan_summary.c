@@ -101,7 +101,7 @@ static void print_header(const plan *p, FILE *out) {
             p->etp > 0 ? p->etp : p->tp, plan_edp(p), p->capacity_factor > 0 ? "capacity factor" : "dropless",
             plan_moe_max_load(p), p->moe_imbalance);
   double flops = plan_model_flops(p);
-  fprintf(out, "work      %.3f PFLOP model FLOPs per iteration (Megatron-LM count), %.1f TFLOP per GPU\n", flops / 1e15,
+  fprintf(out, "work      %.3f PFLOP model FLOPs per iteration (GEMMs and full-square attention, 3 passes), %.1f TFLOP per GPU\n", flops / 1e15,
           flops / plan_world_size(p) / 1e12);
 }
 
