@@ -38,6 +38,9 @@ if(NOT DEFINED MPI_C_FOUND)
 endif()
 if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
   add_test(NAME search_mpi COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/search_mpi.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:search_cli>)
-  set_tests_properties(search_mpi PROPERTIES
+  # nosan: under LeakSanitizer the two MPI processes exit non-zero for Open MPI's own allocations
+  # (libmpi's ompi_op_base_op_select and its unloaded plugins, never tacosim's); the search it runs
+  # is checked under the sanitizers in one process by the other search tests.
+  set_tests_properties(search_mpi PROPERTIES LABELS "nosan"
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_warn_on_fork=0")
 endif()
