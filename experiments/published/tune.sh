@@ -13,7 +13,9 @@
 #     2 if unset) every divisor v > 1 of layers / pp (Megatron-LM's rule: the
 #     layers per virtual stage divide the layers per stage; core_v0.8.0 allows
 #     PP 2 since --overlap-p2p-communication is on by default, the 2021 code
-#     wants PP > 2), run as "interleaved-1f1b".
+#     wants PP > 2), run as "interleaved-1f1b"; where the plan accounts the
+#     embedding and / or the loss as layers (layout.account_for_..._in_pipeline_
+#     split), of (layers + the accounted units) / pp instead.
 # Each candidate goes through `tacosim plan` (the loader's rules, among them
 # "micro-batches a multiple of pp" for interleaving, which Megatron-LM's
 # interleaved schedule also requires, and the memory check against the GPU's
@@ -33,7 +35,7 @@
 # Options (defaults in brackets):
 #   --tacosim PATH       the simulator [$TACOSIM, else build/sim/tacosim, else the newest build-*/]
 #   --calibration FILE   passed to every simulation [none: tacosim's own choice for the cluster]
-#   --sets "A B"         the sets tuned [mcore-h100: the set whose settings are not published]
+#   --sets "A B"         the sets tuned [mcore-h100 llama3: the sets whose micro-batch and vpp are not published]
 #   --only "P Q"         only these plans (names without .json) [all of the set]
 #   --jobs N             simulations at once [1]
 #   --work DIR           candidate plans and results [experiments/data/work/tune]
@@ -44,7 +46,7 @@ trap 'echo "tune.sh: stopped by a failing command at line $LINENO" >&2' ERR
 PUB="$(cd "$(dirname "$0")" && pwd)"
 source "$PUB/../lib.sh" # ROOT DATA TACOSIM
 
-cal="" sets="mcore-h100" only="" jobs=1 work="$DATA/work/tune" write=0
+cal="" sets="mcore-h100 llama3" only="" jobs=1 work="$DATA/work/tune" write=0
 while [ $# -gt 0 ]; do
   case $1 in
     --tacosim) TACOSIM=$2; shift 2 ;;
@@ -54,7 +56,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --write) write=1; shift ;;
-    -h | --help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tune.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -72,10 +74,13 @@ candidate() {
     '.name = $n | .batch.micro = $m | .layout.vpp = $v | .schedule = $s' "$1" > "$4"
 }
 
-# evaluate P M V: check and simulate one candidate; writes $work/P.mM.vV.{json,plan,res,out,err}
+# simulate_args SET: set.conf's simulate_args (extra options of every simulation of the set, as run.sh)
+simulate_args() { (simulate_args="" && source "$PUB/$1/set.conf" && echo "$simulate_args"); }
+
+# evaluate P M V SET: check and simulate one candidate; writes $work/P.mM.vV.{json,plan,res,out,err}
 # and one line "M V status time_s" to $work/P.mM.vV.line (status: ok, memory GiB, refused).
 evaluate() {
-  local p=$1 m=$2 v=$3 base c rc=0 t gib why
+  local p=$1 m=$2 v=$3 set=$4 base c rc=0 t gib why
   base="$work/$p.m$m.v$v"
   c="$base.json"
   if ! (cd "$ROOT" && "$TACOSIM" plan "$c") > "$base.plan" 2>&1; then
@@ -87,7 +92,9 @@ evaluate() {
     fi
     return 0
   fi
-  (cd "$ROOT" && "$TACOSIM" simulate "$c" --json "$base.res" ${cal:+--calibration "$cal"} > "$base.out" 2> "$base.err") || rc=$?
+  # shellcheck disable=SC2046 # simulate_args are words
+  (cd "$ROOT" && "$TACOSIM" simulate "$c" --json "$base.res" ${cal:+--calibration "$cal"} $(simulate_args "$set") \
+    > "$base.out" 2> "$base.err") || rc=$?
   if [ "$rc" != 0 ] || ! t=$(jq -e '.iteration_time_s' "$base.res" 2> /dev/null); then
     echo "tune.sh: FAILED: tacosim simulate $c: exit $rc; its stderr ($base.err):" >&2
     tail -n 5 "$base.err" >&2 || true
@@ -124,21 +131,24 @@ for sp in $plans; do
   interleave_min_pp=2
   # shellcheck source=/dev/null
   [ ! -f "$PUB/$s/set.conf" ] || source "$PUB/$s/set.conf"
+  # layer slots: the layers plus the embedding and the loss where the plan accounts them as layers
+  # (layout.account_for_embedding/loss_in_pipeline_split; Megatron-Core's get_num_layers_to_build)
+  slots=$((layers + $(jq -r '[.layout.account_for_embedding_in_pipeline_split, .layout.account_for_loss_in_pipeline_split] | map(select(. == true)) | length' "$f")))
   vs=1
-  if [ "$pp" -gt 1 ] && [ "$pp" -ge "$interleave_min_pp" ] && [ $((layers % pp)) = 0 ]; then
-    vs=$(divisors $((layers / pp)) | paste -sd' ' -)
+  if [ "$pp" -gt 1 ] && [ "$pp" -ge "$interleave_min_pp" ] && [ $((slots % pp)) = 0 ]; then
+    vs=$(divisors $((slots / pp)) | paste -sd' ' -)
   fi
   for m in $(divisors $((global / dp))); do
     for v in $vs; do
       candidate "$f" "$m" "$v" "$work/$p.m$m.v$v.json"
-      echo "$p $m $v" >> "$queue"
+      echo "$p $m $v $s" >> "$queue"
     done
   done
 done
 echo "tune.sh: $(wc -l < "$queue") candidates of$(echo "$plans" | wc -w | sed 's/^/ /') plans, $jobs at a time, with $TACOSIM${cal:+ --calibration $cal}" >&2
-while read -r p m v; do
+while read -r p m v s; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
-  evaluate "$p" "$m" "$v" &
+  evaluate "$p" "$m" "$v" "$s" &
 done < "$queue"
 wait
 
