@@ -20,7 +20,6 @@
 #             (h = heads x head size; the attention counted non-causal)
 # and the published iteration time is F / (published TFLOP/s per GPU * GPUs).
 # s is set.conf's seq, or the row's own where published.csv has a seq column.
-# set.conf's simulate_args (optional) are passed to every simulation of the set.
 #
 # Writes experiments/published/SET/table.txt per set, experiments/published/
 # table.txt (every set, with median and max |error|), experiments/data/
@@ -59,7 +58,7 @@ while [ $# -gt 0 ]; do
     --work) work=$2; shift 2 ;;
     --no-figure) figure=0; shift ;;
     --reuse) reuse=1; shift ;;
-    -h | --help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -83,9 +82,6 @@ rows() {
     { print $col["name"], $col["gpus"], $col["hidden"], $col["layers"], $col["batch"], $col["tflops_per_gpu"], $col["params_b"], ("seq" in col ? $col["seq"] : "-") }
   ' "$PUB/$1/published.csv"
 }
-
-# simulate_args SET: set.conf's simulate_args (extra options of every simulation of the set)
-simulate_args() { (simulate_args="" && source "$PUB/$1/set.conf" && echo "$simulate_args"); }
 
 # The list of simulations: "set name plan".
 list="$work/list"
@@ -141,9 +137,8 @@ simulate() {
   fi
   rm -f "$work/$p.kept" "$work/$p.json" "$work/$p.rc" "$work/$p.wall"
   t0=$(date +%s.%N)
-  # shellcheck disable=SC2046 # simulate_args are words
   (cd "$ROOT" && "$TACOSIM" simulate "experiments/published/${2}/plans/$p.json" --json "$work/$p.json" \
-    ${cal:+--calibration "$cal"} $(simulate_args "$2") > "$work/$p.out" 2> "$work/$p.err") || rc=$?
+    ${cal:+--calibration "$cal"} > "$work/$p.out" 2> "$work/$p.err") || rc=$?
   t1=$(date +%s.%N)
   echo "$rc" > "$work/$p.rc"
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f\n", b - a }' > "$work/$p.wall"

@@ -74,13 +74,10 @@ candidate() {
     '.name = $n | .batch.micro = $m | .layout.vpp = $v | .schedule = $s' "$1" > "$4"
 }
 
-# simulate_args SET: set.conf's simulate_args (extra options of every simulation of the set, as run.sh)
-simulate_args() { (simulate_args="" && source "$PUB/$1/set.conf" && echo "$simulate_args"); }
-
-# evaluate P M V SET: check and simulate one candidate; writes $work/P.mM.vV.{json,plan,res,out,err}
+# evaluate P M V: check and simulate one candidate; writes $work/P.mM.vV.{json,plan,res,out,err}
 # and one line "M V status time_s" to $work/P.mM.vV.line (status: ok, memory GiB, refused).
 evaluate() {
-  local p=$1 m=$2 v=$3 set=$4 base c rc=0 t gib why
+  local p=$1 m=$2 v=$3 base c rc=0 t gib why
   base="$work/$p.m$m.v$v"
   c="$base.json"
   if ! (cd "$ROOT" && "$TACOSIM" plan "$c") > "$base.plan" 2>&1; then
@@ -92,9 +89,7 @@ evaluate() {
     fi
     return 0
   fi
-  # shellcheck disable=SC2046 # simulate_args are words
-  (cd "$ROOT" && "$TACOSIM" simulate "$c" --json "$base.res" ${cal:+--calibration "$cal"} $(simulate_args "$set") \
-    > "$base.out" 2> "$base.err") || rc=$?
+  (cd "$ROOT" && "$TACOSIM" simulate "$c" --json "$base.res" ${cal:+--calibration "$cal"} > "$base.out" 2> "$base.err") || rc=$?
   if [ "$rc" != 0 ] || ! t=$(jq -e '.iteration_time_s' "$base.res" 2> /dev/null); then
     echo "tune.sh: FAILED: tacosim simulate $c: exit $rc; its stderr ($base.err):" >&2
     tail -n 5 "$base.err" >&2 || true
@@ -141,14 +136,14 @@ for sp in $plans; do
   for m in $(divisors $((global / dp))); do
     for v in $vs; do
       candidate "$f" "$m" "$v" "$work/$p.m$m.v$v.json"
-      echo "$p $m $v $s" >> "$queue"
+      echo "$p $m $v" >> "$queue"
     done
   done
 done
 echo "tune.sh: $(wc -l < "$queue") candidates of$(echo "$plans" | wc -w | sed 's/^/ /') plans, $jobs at a time, with $TACOSIM${cal:+ --calibration $cal}" >&2
-while read -r p m v s; do
+while read -r p m v; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
-  evaluate "$p" "$m" "$v" "$s" &
+  evaluate "$p" "$m" "$v" &
 done < "$queue"
 wait
 
