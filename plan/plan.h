@@ -199,10 +199,13 @@ typedef struct {
    * --context-parallel-size; 0 or 1 = off): the sequence of every micro-batch
    * is split over cp ranks (2 cp chunks, rank i holding chunks i and
    * 2 cp - 1 - i, the load balancing of causal masks); each attention passes
-   * the KV blocks around the CP ring (cp_comm_type p2p, the only one
-   * modelled). Ranks: tp, then cp, then dp / pp as `order` says
-   * (Megatron-Core's tp-cp-ep-dp-pp); gradients are reduced over dp x cp. */
+   * the KV blocks around the CP ring (cp_comm_type p2p), or all-gathers
+   * the KV before it and reduce-scatters the dKV after it (cp_comm_type
+   * allgather: cp_allgather). Ranks: tp, then cp, then dp / pp as `order`
+   * says (Megatron-Core's tp-cp-ep-dp-pp); gradients are reduced over
+   * dp x cp. */
   int cp;
+  bool cp_allgather;
   /* layout.recompute_modules (added; Megatron-LM's --recompute-modules under
    * --recompute-granularity selective; plan_recompute.c): PLAN_RECOMPUTE_* bits.
    * recompute "selective" without the field: core_attn alone (tacosim's

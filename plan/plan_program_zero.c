@@ -117,9 +117,11 @@ int plan_zero_stage_bucket_list(const plan *p, int stage, plan_zero_bucket *out,
 
 int plan_zero_bucket_list_of(const plan *p, int stage, double layer, double emb, double head, plan_zero_bucket *out,
                              int cap) {
-  const int V = p->pp * p->vpp, layers = plan_chunk_layers(p, stage);
+  const int V = p->pp * p->vpp;
   int n = 0;
   for (int chunk = 0; chunk < p->vpp; chunk++) {
+    /* the chunk's own layers: accounted embedding / loss leave the first and last chunk one fewer */
+    const int layers = plan_vchunk_layers(p, stage, chunk);
     const int v = plan_virtual_stage(p, stage, chunk), first = n, units = (v == V - 1) + layers + (v == 0);
     double open = 0, sum = 0;
     int in = 0; /* layers in the open bucket */
@@ -145,7 +147,7 @@ int plan_zero_stage_buckets(const plan *p, int stage) { return plan_zero_stage_b
 
 int plan_zero_chunk_units(const plan *p, int stage, int chunk, plan_zero_chunk *z, ts_err *e) {
   memset(z, 0, sizeof *z);
-  const int v = plan_virtual_stage(p, stage, chunk), V = p->pp * p->vpp, layers = plan_chunk_layers(p, stage);
+  const int v = plan_virtual_stage(p, stage, chunk), V = p->pp * p->vpp, layers = plan_vchunk_layers(p, stage, chunk);
   z->emb = v == 0;
   z->head = v == V - 1;
   z->n = z->emb + layers + z->head;

@@ -90,9 +90,6 @@ int plan_validate_stages(const plan *p, ts_err *e) {
                                           : "layout.account_for_loss_in_pipeline_split";
     if (plan_uneven_stages(p))
       return ts_fail(e, f, fa, "with decoder_first/last_pipeline_num_layers: not modelled together");
-    if (p->zero_stage >= 2 || p->overlap_param_gather)
-      return ts_fail(e, f, fa, "with ZeRO-2/3 or overlap_param_gather: not modelled together yet (their units "
-                     "assume equal model chunks)");
     long long slots = (long long)p->layers + p->account_embedding + p->account_loss, V = (long long)p->pp * p->vpp;
     if (slots % V)
       return ts_fail(e, f, fa, "%d layers + %d accounted = %lld slots do not split evenly into pp %d x vpp %d model "

@@ -44,9 +44,11 @@ static void print_header(const plan *p, FILE *out) {
   fprintf(out, "cluster   %s: %d nodes x %d %s (%.0f GiB HBM, %.0f TFLOP/s bf16)\n", c->name, c->nodes,
           c->gpus_per_node, c->gpu.name, c->gpu.hbm_gib, c->gpu.bf16_tflops);
   if (plan_cp(p) > 1)
-    fprintf(out, "context   cp %d (ring of send/recv, p2p): %d tokens per rank in 2 chunks of %d; KV block %.1f MB per "
-            "step; gradients reduced over dp x cp = %d ranks\n", plan_cp(p), plan_local_seq(p), p->seq / (2 * plan_cp(p)),
-            plan_cp_kv_bytes(p) / 1e6, plan_dp_shards(p));
+    fprintf(out, "context   cp %d (%s): %d tokens per rank in 2 chunks of %d; KV block %.1f MB per %s; "
+            "gradients reduced over dp x cp = %d ranks\n", plan_cp(p),
+            p->cp_allgather ? "KV all-gather, dKV reduce-scatter: allgather" : "ring of send/recv, p2p",
+            plan_local_seq(p), p->seq / (2 * plan_cp(p)), plan_cp_kv_bytes(p) / 1e6,
+            p->cp_allgather ? "rank" : "step", plan_dp_shards(p));
   char modules[64] = "";
   if (p->recompute == MODEL_RECOMPUTE_SELECTIVE) {
     char names[48];

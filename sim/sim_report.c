@@ -39,8 +39,9 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
             b->imbalance_s, T > 0 ? 100.0 * b->imbalance_s / T : 0, plan_moe_max_load(p));
   }
   if (p && plan_cp(p) > 1) /* context parallelism: the KV ring's exchanges the attention waited for */
-    fprintf(out, "  %-12s %10.4f s  %5.1f%%  (KV / dKV ring steps of context parallelism, cp %d)\n", "CP exposed",
-            b->cp_exposed_s, T > 0 ? 100.0 * b->cp_exposed_s / T : 0, plan_cp(p));
+    fprintf(out, "  %-12s %10.4f s  %5.1f%%  (KV / dKV %s of context parallelism, cp %d)\n", "CP exposed",
+            b->cp_exposed_s, T > 0 ? 100.0 * b->cp_exposed_s / T : 0,
+            p->cp_allgather ? "all-gathers and reduce-scatters" : "ring steps", plan_cp(p));
   if (b->host_wait_s > 0) /* the host clock: the GPU idle until its host issued the next kernels */
     fprintf(out, "  %-12s %10.4f s  %5.1f%%  (GPU waiting for its host: launches, the MoE routing's syncs)\n",
             "host wait", b->host_wait_s, T > 0 ? 100.0 * b->host_wait_s / T : 0);

@@ -16,6 +16,7 @@ target_link_libraries(test_sim_engine PRIVATE ts_sim PkgConfig::CUNIT m)
 target_compile_definitions(test_sim_engine PRIVATE
   PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
   CALIBRATION_FILE="${CMAKE_SOURCE_DIR}/calibration/h200-derived.json"
+  NVLINK_CALIBRATION_FILE="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json"
   TACOSIM_BIN="$<TARGET_FILE:tacosim>")
 add_dependencies(test_sim_engine tacosim)
 add_test(NAME sim_engine COMMAND test_sim_engine)

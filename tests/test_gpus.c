@@ -207,6 +207,7 @@ static void test_new_zoo_clusters(void) {
       {"h100-6144-ndr", "H100-SXM", 768, 8, 450, 50},       {"b200x8-nvswitch", "B200", 1, 8, 900, 0},
       {"b200-1024-ndr", "B200", 128, 8, 900, 50},           {"gb200-nvl72", "GB200", 1, 72, 900, 0},
       {"gb200-nvl72-1152", "GB200", 16, 72, 900, 50},
+      {"h100-24576-roce", "H100-SXM", 3072, 8, 450, 50},
   };
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     topo_cluster c;

@@ -162,6 +162,75 @@ static void test_ring_program(void) {
   }
 }
 
+/* cp_comm_type "allgather" (the all-gather method of Llama 3's CP): per layer and micro-batch one KV
+ * all-gather before the forward's pieces (and before a recomputed forward's), one before the backward's and
+ * one dKV reduce-scatter after them, each of cp blocks (nccl-tests size); piece 0 waits for the gather, the
+ * op after the backward for the reduce-scatter; the pieces' work is the ring's; the buffers hold 2 cp
+ * blocks instead of 4. */
+static void test_allgather_program(void) {
+  for (int cp = 2; cp <= 8; cp *= 2) {
+    for (int sel = 0; sel <= 1; sel++) {
+      plan ring, ag;
+      ts_err e = {0};
+      char lay[256];
+      const char *rc = sel ? ", \"recompute\": \"selective\"" : "";
+      snprintf(lay, sizeof lay, "\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": %d%s", cp, rc);
+      CU_ASSERT_EQUAL_FATAL(load(lay, "", 1024, &ring, &e), 0);
+      snprintf(lay, sizeof lay,
+               "\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": %d, \"cp_comm_type\": \"allgather\"%s", cp,
+               rc);
+      int ok = load(lay, "", 1024, &ag, &e);
+      if (ok) printf("\n  %s\n", e.msg);
+      CU_ASSERT_EQUAL_FATAL(ok, 0);
+      CU_ASSERT_TRUE(ag.cp_allgather);
+      CU_ASSERT_FALSE(ring.cp_allgather);
+      plan_program gr, ga;
+      CU_ASSERT_EQUAL_FATAL(plan_build_program(&ring, cp - 1, &gr, &e), 0);
+      CU_ASSERT_EQUAL_FATAL(plan_build_program(&ag, cp - 1, &ga, &e), 0);
+      cp_sums r = sums(&ring, &gr), a = sums(&ag, &ga);
+      CU_ASSERT_EQUAL(a.fwd_kv, 1);
+      CU_ASSERT_EQUAL(a.rc_kv, sel ? 1 : 0);
+      /* backward: the gather (tag 1 < cp) and the reduce-scatter (tag cp) */
+      CU_ASSERT_EQUAL(a.bwd_kv, 1);
+      CU_ASSERT_EQUAL(a.bwd_dkv, 1);
+      double kv = 2.0 * 2.0 * (1024.0 / cp) * 4 * 64;
+      double want = 4 /* layers */ * 4 /* micro-batches */ * ((sel ? 2 : 1) + 2) * cp * kv;
+      CU_ASSERT_DOUBLE_EQUAL(a.cp_bytes, want, 1e-9 * want);
+      CU_ASSERT_DOUBLE_EQUAL(a.attn_flops, r.attn_flops, 1e-9 * r.attn_flops);
+      int gathers = 0, scatters = 0;
+      for (int i = 0; i < ga.n; i++) {
+        const plan_op *op = &ga.ops[i];
+        if (op->stream == PLAN_STREAM_CP) {
+          gathers += op->coll == PLAN_COLL_ALLGATHER;
+          scatters += op->coll == PLAN_COLL_REDUCESCATTER;
+          if (op->coll == PLAN_COLL_REDUCESCATTER) { /* the next op waits for it */
+            CU_ASSERT_FATAL(i + 1 < ga.n);
+            bool w = false;
+            for (int d = 0; d < PLAN_MAX_DEPS; d++) w |= ga.ops[i + 1].dep[d] == i;
+            CU_ASSERT(w);
+          }
+          continue;
+        }
+        if (op->kind != PLAN_OP_COMPUTE || op->row_chunks != cp) continue;
+        int waited = -1;
+        for (int d = 0; d < PLAN_MAX_DEPS; d++)
+          if (op->dep[d] >= 0 && ga.ops[op->dep[d]].stream == PLAN_STREAM_CP) waited = ga.ops[op->dep[d]].coll;
+        CU_ASSERT_EQUAL(waited, op->row_chunk == 0 ? PLAN_COLL_ALLGATHER : -1);
+      }
+      CU_ASSERT_EQUAL(gathers, 4 * 4 * ((sel ? 2 : 1) + 1));
+      CU_ASSERT_EQUAL(scatters, 4 * 4);
+      plan_memory mr, ma;
+      CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&ring, 0, &mr), 0);
+      CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&ag, 0, &ma), 0);
+      CU_ASSERT_DOUBLE_EQUAL(ma.overhead - mr.overhead, (2.0 * cp - 4) * kv, 1e-6 * kv);
+      double est = plan_estimate_ops_per_rank(&ag);
+      CU_ASSERT(est >= ga.n);
+      plan_program_free(&gr);
+      plan_program_free(&ga);
+    }
+  }
+}
+
 static void test_taco_on_kv(void) {
   plan p;
   ts_err e = {0};
@@ -223,6 +292,8 @@ static void test_rules(void) {
   expect_error("\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 0", "", 1024, "layout.context_parallel_size");
   expect_error("\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2, \"cp_comm_type\": \"a2a\"", "", 1024,
                "layout.cp_comm_type");
+  expect_error("\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2, \"cp_comm_type\": \"a2a+p2p\"", "",
+               1024, "layout.cp_comm_type");
   expect_error("\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2", ", \"attention_backend\": \"unfused\"",
                1024, "layout.context_parallel_size");
   /* dp x tp x pp x cp must fit the 8 GPUs */
@@ -253,6 +324,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("plan_cp", NULL, NULL);
   CU_add_test(s, "rank grid tp-cp-dp-pp and its groups", test_grid);
   CU_add_test(s, "KV ring: steps, bytes, attention share, dependencies", test_ring_program);
+  CU_add_test(s, "cp_comm_type allgather: gathers, reduce-scatters, bytes, waits, buffers", test_allgather_program);
   CU_add_test(s, "TACO on the KV exchanges (codec.cp)", test_taco_on_kv);
   CU_add_test(s, "memory: activations / cp, ring buffers", test_memory);
   CU_add_test(s, "rules (file: field: reason)", test_rules);

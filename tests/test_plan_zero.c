@@ -247,6 +247,82 @@ static void test_grad_reduce_and_zero2(void) {
   plan_program_free(&c);
 }
 
+/* Megatron-LM's account_for_embedding/loss_in_pipeline_split with sharding:
+ * gpt-tiny, 6 layers + 2 slots over pp 2 x vpp 2 (virtual stages {emb, 0},
+ * {1,2}, {3,4}, {5, loss}), dp 4. Each chunk's units are its own layers
+ * (plus the embedding / head), so ZeRO-2 reduce-scatters m x 4 bytes of the
+ * stage's parameters, and overlap_param_gather gathers 2 bytes of them
+ * before the first backward, in the order of plan_zero_stage_bucket_list. */
+static plan load_accounted(const char *layout_extra, const char *top_extra) {
+  char buf[2048];
+  snprintf(buf, sizeof buf,
+           "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x8-nvswitch\",\n"
+           "  \"layout\": { \"dp\": 4, \"tp\": 1, \"pp\": 2, \"vpp\": 2, \"account_for_embedding_in_pipeline_split\": "
+           "true, \"account_for_loss_in_pipeline_split\": true%s },\n"
+           "  \"batch\": { \"micro\": 1, \"global\": 16, \"seq\": 256 }, \"schedule\": \"interleaved-1f1b\",\n"
+           "  \"layers_override\": 6%s }\n",
+           layout_extra, top_extra ? top_extra : "");
+  plan p;
+  ts_err e = {0};
+  int rc = plan_from_json_text(buf, strlen(buf), "a.json", NULL, NULL, &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  return p;
+}
+
+static void test_accounted_chunks(void) {
+  const double P = tiny_layer_params();
+  char top[96];
+  snprintf(top, sizeof top, ", \"dp_bucket_bytes\": %.0f", 4.0 * P * 1.5); /* 2 layers' gradients close a bucket */
+  plan z2 = load_accounted(", \"data_parallel_sharding_strategy\": \"optim_grads\"", top);
+  plan pg = load_accounted(", \"zero1\": true, \"overlap_param_gather\": true", top);
+  const int m = plan_micro_batches(&z2); /* 16 / 4 = 4 */
+  CU_ASSERT_EQUAL(m, 4);
+  for (int stage = 0; stage < 2; stage++) {
+    const double params = plan_params_of_stage(&z2, stage);
+    /* stage 0 holds the embedding and layers {0}, {3,4}; stage 1 layers {1,2}, {5} and the head */
+    CU_ASSERT_DOUBLE_EQUAL(params, 3 * P + (stage == 0 ? plan_embedding_params(&z2) : plan_head_params(&z2)),
+                           1e-6 * params);
+    int units = 0, layer_units = 0;
+    double unit_params = 0;
+    for (int c = 0; c < 2; c++) {
+      plan_zero_chunk z;
+      ts_err e = {0};
+      CU_ASSERT_EQUAL_FATAL(plan_zero_chunk_units(&pg, stage, c, &z, &e), 0);
+      CU_ASSERT_EQUAL(z.n - z.emb - z.head, plan_vchunk_layers(&pg, stage, c));
+      CU_ASSERT_EQUAL(z.first_layer, plan_chunk_first_layer(&pg, stage, c));
+      units += z.n, layer_units += z.n - z.emb - z.head;
+      for (int u = 0; u < z.n; u++) unit_params += z.params[u];
+    }
+    CU_ASSERT_EQUAL(layer_units, 3);
+    CU_ASSERT_EQUAL(units, 4);
+    CU_ASSERT_DOUBLE_EQUAL(unit_params, params, 1e-6 * params);
+    plan_program a, b;
+    ts_err e = {0};
+    /* rank of (tp 0, dp 0, pp stage) under tp-dp-pp: stage x dp */
+    CU_ASSERT_EQUAL_FATAL(plan_build_program(&z2, stage * 4, &a, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(plan_build_program(&pg, stage * 4, &b, &e), 0);
+    dp_count ca = count_dp(&a), cb = count_dp(&b);
+    CU_ASSERT_DOUBLE_EQUAL(ca.rs_bytes, m * 4.0 * params, 1e-6 * ca.rs_bytes);
+    CU_ASSERT_DOUBLE_EQUAL(cb.rs_bytes, 4.0 * params, 1e-6 * cb.rs_bytes);
+    CU_ASSERT_EQUAL(cb.gathers_after_opt, 0);
+    CU_ASSERT_DOUBLE_EQUAL(cb.ag_bytes, 2.0 * params, 1e-6 * cb.ag_bytes);
+    /* the estimate's bucket list: the gathers' order and sizes, and every layer of the stage once */
+    plan_zero_bucket zb[16];
+    int nb = plan_zero_stage_bucket_list(&pg, stage, zb, 16), g = 0, layers = 0;
+    CU_ASSERT_EQUAL(nb, cb.ag_fwd);
+    for (int i = 0; i < b.n && nb > 0 && nb <= 16; i++) {
+      const plan_op *op = &b.ops[i];
+      if (op->stream != PLAN_STREAM_DP || op->coll != PLAN_COLL_ALLGATHER || g >= nb) continue;
+      CU_ASSERT_DOUBLE_EQUAL(op->bytes, 2.0 * zb[g].params, 1e-6 * op->bytes);
+      layers += zb[g++].layers;
+    }
+    CU_ASSERT_EQUAL(layers, plan_stage_layers(&pg, stage));
+    plan_program_free(&a);
+    plan_program_free(&b);
+  }
+}
+
 /* Memory: ZeRO-1 divides the optimizer by dp; ZeRO-2 also the gradients
  * (plus two buckets); ZeRO-3 also the weights (plus the gathered layers). */
 static void test_zero_memory(void) {
@@ -330,6 +406,7 @@ int main(void) {
   CU_add_test(s, "overlap_param_gather: gathers beside the forward", test_overlap_param_gather);
   CU_add_test(s, "overlap_grad_reduce false, ZeRO-2", test_grad_reduce_and_zero2);
   CU_add_test(s, "ZeRO-1/2/3 memory", test_zero_memory);
+  CU_add_test(s, "embedding and loss accounted as layers: units per chunk", test_accounted_chunks);
   CU_add_test(s, "rules, and the defaults build today's program", test_zero_rules);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -94,6 +94,63 @@ static void test_ring_exposure(void) {
   schema_result_free(&r);
 }
 
+/* cp_comm_type allgather on the same 2 x H200 plan: nothing of the CP exchanges overlaps the attention (the
+ * pieces wait for the KV gather; the op after the backward for the dKV reduce-scatter), so per layer and
+ * micro-batch the forward exposes one gather, the backward a gather and a reduce-scatter, at the
+ * simulator's own prices; the same bytes as the ring, more of them exposed. */
+static void test_allgather_exposure(void) {
+  static plan p, q;
+  ts_err e = {0};
+  const int L = 2, m = 2;
+  int rc = load("h200x2-nvlink",
+                "\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2, \"cp_comm_type\": \"allgather\"", "", L,
+                &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL_FATAL(load("h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2", "", L,
+                             &q, &e),
+                        0);
+  static sim_costs c;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &p, &cal, NULL, &e), 0);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  double A = -1, R = -1, dp = 0;
+  int gathers = 0, scatters = 0;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->stream != PLAN_STREAM_CP && op->stream != PLAN_STREAM_DP) continue;
+    int inc;
+    double t;
+    CU_ASSERT_EQUAL_FATAL(sim_coll_calibrated_s(&c, op, 2, &t, &inc, &e), 0);
+    if (op->stream == PLAN_STREAM_DP) {
+      dp += t;
+      continue;
+    }
+    double *slot = op->coll == PLAN_COLL_ALLGATHER ? &A : &R;
+    if (*slot < 0) *slot = t;
+    CU_ASSERT_DOUBLE_EQUAL(t, *slot, 1e-12);
+    gathers += op->coll == PLAN_COLL_ALLGATHER;
+    scatters += op->coll == PLAN_COLL_REDUCESCATTER;
+  }
+  plan_program_free(&g);
+  CU_ASSERT_EQUAL(gathers, L * m * 2);
+  CU_ASSERT_EQUAL(scatters, L * m);
+  CU_ASSERT_FATAL(A > 0 && R > 0);
+  double want = L * m * (2 * A + R);
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .clock_off = true};
+  schema_result r, rr;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &r, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&q, &o, &rr, &e), 0);
+  printf("\n  KV gather %.1f us, dKV reduce-scatter %.1f us; CP exposed %.6f s (worked out %.6f; the ring's %.6f)",
+         1e6 * A, 1e6 * R, r.breakdown.cp_exposed_s, want, rr.breakdown.cp_exposed_s);
+  for (int k = 0; k < 2; k++)
+    CU_ASSERT_DOUBLE_EQUAL(r.ranks[k].comm_s, want + dp, 1e-6 * (want + dp) + 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(r.breakdown.cp_exposed_s, want, 1e-6 * want + 1e-9);
+  CU_ASSERT(r.breakdown.cp_exposed_s > rr.breakdown.cp_exposed_s);
+  schema_result_free(&r);
+  schema_result_free(&rr);
+}
+
 /* A CP ring across nodes (tp 8 fills a node, so the 2 CP ranks sit on two nodes): reduced mode (one
  * representative per stage, the other CP rank's flows started for it) agrees with full mode. */
 static void test_reduced_across_nodes(void) {
@@ -152,6 +209,7 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("sim_cp", NULL, NULL);
   CU_add_test(s, "CP ring: exchange time and overlap worked out from the prices", test_ring_exposure);
+  CU_add_test(s, "cp_comm_type allgather: the gathers and reduce-scatters exposed, worked out", test_allgather_exposure);
   CU_add_test(s, "CP ring across nodes: reduced mode agrees with full mode", test_reduced_across_nodes);
   CU_add_test(s, "TACO on the KV exchanges", test_taco_kv);
   CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -13,13 +13,13 @@ add_executable(test_topologies_simgrid ${CMAKE_CURRENT_LIST_DIR}/test_topologies
 target_link_libraries(test_topologies_simgrid PRIVATE ts_topo PkgConfig::SIMGRID PkgConfig::CUNIT m)
 foreach(cluster h200x2-nvlink h200x8-nvswitch pcie-8gpu-2x100gbe h200-512-fattree-2to1 h200-1024-dragonfly
                 h200-1024-rail h200-16384-rail a100x8-nvswitch a100-3072-hdr h100x8-nvswitch h100-1024-ndr
-                h100-6144-ndr b200x8-nvswitch b200-1024-ndr gb200-nvl72 gb200-nvl72-1152)
+                h100-6144-ndr b200x8-nvswitch b200-1024-ndr gb200-nvl72 gb200-nvl72-1152 h100-24576-roce)
   add_test(NAME topologies_simgrid_${cluster} COMMAND test_topologies_simgrid ${cluster})
 endforeach()
 # the platform of a part of the GPUs (the simulator's reduced mode): routes as on the whole one (a
 # cluster of one node is written whole)
 foreach(cluster pcie-8gpu-2x100gbe h200-512-fattree-2to1 h200-1024-dragonfly h200-16384-rail
-                gb200-nvl72-1152)
+                gb200-nvl72-1152 h100-24576-roce)
   add_test(NAME topologies_simgrid_subset_${cluster} COMMAND test_topologies_simgrid ${cluster} subset)
 endforeach()
 

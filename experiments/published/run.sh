@@ -15,7 +15,11 @@
 #             (full recomputation counted: 4 passes)
 #   mcore-0.8 Megatron-LM core_v0.8.0 num_floating_point_operations for GPT
 #             with MHA and a 4h GeLU MLP: 72 B s l h^2 (1 + s/(6h) + V/(12 l h))
+#   palm      Chowdhery et al. (PaLM), Appendix B, which the Llama 3 paper cites
+#             for its MFU: B s (6 N + 12 l h s), N the plan's model's parameters
+#             (h = heads x head size; the attention counted non-causal)
 # and the published iteration time is F / (published TFLOP/s per GPU * GPUs).
+# s is set.conf's seq, or the row's own where published.csv has a seq column.
 #
 # Writes experiments/published/SET/table.txt per set, experiments/published/
 # table.txt (every set, with median and max |error|), experiments/data/
@@ -54,7 +58,7 @@ while [ $# -gt 0 ]; do
     --work) work=$2; shift 2 ;;
     --no-figure) figure=0; shift ;;
     --reuse) reuse=1; shift ;;
-    -h | --help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -69,13 +73,13 @@ if [ -z "$sets" ]; then
 fi
 mkdir -p "$work"
 
-# rows SET: the published rows as "name gpus hidden layers batch tflops_per_gpu params_b",
-# picked from published.csv by column name.
+# rows SET: the published rows as "name gpus hidden layers batch tflops_per_gpu params_b seq",
+# picked from published.csv by column name (seq: "-" where the set has no seq column).
 rows() {
   awk -F, '
     /^#/ || !NF { next }
     !hdr { for (i = 1; i <= NF; i++) col[$i] = i; hdr = 1; next }
-    { print $col["name"], $col["gpus"], $col["hidden"], $col["layers"], $col["batch"], $col["tflops_per_gpu"], $col["params_b"] }
+    { print $col["name"], $col["gpus"], $col["hidden"], $col["layers"], $col["batch"], $col["tflops_per_gpu"], $col["params_b"], ("seq" in col ? $col["seq"] : "-") }
   ' "$PUB/$1/published.csv"
 }
 
@@ -171,9 +175,10 @@ fi
 # The comparison, one line per row:
 # set gpu name gpus layout pub_tflops pred_tflops err_pct pub_iter_s pred_iter_s wall_s tacosim_mfu_pct
 flops_awk='
-  function flops(kind, B, s, l, h, V) {
+  function flops(kind, B, s, l, h, V, N) {
     if (kind == "sc21") return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
     if (kind == "mcore-0.8") return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+    if (kind == "palm") return B * s * (6 * N + 12 * l * h * s)
     print "run.sh: unknown FLOP formula " kind > "/dev/stderr"; exit 2
   }'
 cmp="$work/compare"
@@ -181,7 +186,8 @@ cmp="$work/compare"
 while read -r s name p; do
   # shellcheck source=/dev/null
   source "$PUB/$s/set.conf"
-  read -r _ gpus hidden layers batch tf_pub params_pub < <(rows "$s" | awk -v n="$name" '$1 == n')
+  read -r _ gpus hidden layers batch tf_pub params_pub row_seq < <(rows "$s" | awk -v n="$name" '$1 == n')
+  [ "$row_seq" = - ] || seq=$row_seq
   plan="$PUB/$s/plans/$p.json"
   layout=$(jq -r '"tp\(.layout.tp) pp\(.layout.pp) dp\(.layout.dp) v\(.layout.vpp // 1) m\(.batch.micro)"' "$plan" | tr ' ' '/')
   t_pred=$(jq -r '.iteration_time_s' "$work/$p.json")
@@ -191,7 +197,7 @@ while read -r s name p; do
     -v layout="$layout" -v wall="$(cat "$work/$p.wall")" -v mfu="$mfu" \
     -v pp="$params_pub" -v pm="$(cat "$work/$p.params")" "$flops_awk"'
     BEGIN {
-      F = flops(kind, B, s, l, h, V)
+      F = flops(kind, B, s, l, h, V, pm * 1e9)
       pred = F / (t * n) / 1e12
       printf "%s %s %s %d %s %.1f %.1f %+.1f %.3f %.3f %.1f %.1f %s %s\n", set, gpu, name, n, layout, tp, pred,
         100 * (pred - tp) / tp, F / (tp * 1e12 * n), t, wall, mfu, pp, pm

@@ -13,7 +13,9 @@
 #     2 if unset) every divisor v > 1 of layers / pp (Megatron-LM's rule: the
 #     layers per virtual stage divide the layers per stage; core_v0.8.0 allows
 #     PP 2 since --overlap-p2p-communication is on by default, the 2021 code
-#     wants PP > 2), run as "interleaved-1f1b".
+#     wants PP > 2), run as "interleaved-1f1b"; where the plan accounts the
+#     embedding and / or the loss as layers (layout.account_for_..._in_pipeline_
+#     split), of (layers + the accounted units) / pp instead.
 # Each candidate goes through `tacosim plan` (the loader's rules, among them
 # "micro-batches a multiple of pp" for interleaving, which Megatron-LM's
 # interleaved schedule also requires, and the memory check against the GPU's
@@ -33,7 +35,7 @@
 # Options (defaults in brackets):
 #   --tacosim PATH       the simulator [$TACOSIM, else build/sim/tacosim, else the newest build-*/]
 #   --calibration FILE   passed to every simulation [none: tacosim's own choice for the cluster]
-#   --sets "A B"         the sets tuned [mcore-h100: the set whose settings are not published]
+#   --sets "A B"         the sets tuned [mcore-h100 llama3: the sets whose micro-batch and vpp are not published]
 #   --only "P Q"         only these plans (names without .json) [all of the set]
 #   --jobs N             simulations at once [1]
 #   --work DIR           candidate plans and results [experiments/data/work/tune]
@@ -44,7 +46,7 @@ trap 'echo "tune.sh: stopped by a failing command at line $LINENO" >&2' ERR
 PUB="$(cd "$(dirname "$0")" && pwd)"
 source "$PUB/../lib.sh" # ROOT DATA TACOSIM
 
-cal="" sets="mcore-h100" only="" jobs=1 work="$DATA/work/tune" write=0
+cal="" sets="mcore-h100 llama3" only="" jobs=1 work="$DATA/work/tune" write=0
 while [ $# -gt 0 ]; do
   case $1 in
     --tacosim) TACOSIM=$2; shift 2 ;;
@@ -54,7 +56,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --write) write=1; shift ;;
-    -h | --help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tune.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -124,9 +126,12 @@ for sp in $plans; do
   interleave_min_pp=2
   # shellcheck source=/dev/null
   [ ! -f "$PUB/$s/set.conf" ] || source "$PUB/$s/set.conf"
+  # layer slots: the layers plus the embedding and the loss where the plan accounts them as layers
+  # (layout.account_for_embedding/loss_in_pipeline_split; Megatron-Core's get_num_layers_to_build)
+  slots=$((layers + $(jq -r '[.layout.account_for_embedding_in_pipeline_split, .layout.account_for_loss_in_pipeline_split] | map(select(. == true)) | length' "$f")))
   vs=1
-  if [ "$pp" -gt 1 ] && [ "$pp" -ge "$interleave_min_pp" ] && [ $((layers % pp)) = 0 ]; then
-    vs=$(divisors $((layers / pp)) | paste -sd' ' -)
+  if [ "$pp" -gt 1 ] && [ "$pp" -ge "$interleave_min_pp" ] && [ $((slots % pp)) = 0 ]; then
+    vs=$(divisors $((slots / pp)) | paste -sd' ' -)
   fi
   for m in $(divisors $((global / dp))); do
     for v in $vs; do

@@ -111,6 +111,9 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
                    p->zero_stage);
   /* overlap_param_gather true and overlap_grad_reduce false run: the executor walks the program's
    * all-gathers before the forward and its buckets after the backward (exec_step.c) */
+  if (p->cp_allgather)
+    return ts_fail(e, path, "layout.cp_comm_type",
+                   "\"allgather\" is priced by tacosim simulate; the executor runs the KV ring (\"p2p\") only");
   if (p->tp_comm_overlap)
     return ts_fail(e, path, "layout.tp_comm_overlap",
                    "true is priced by tacosim simulate; the executor runs the SP collectives whole, with NCCL "
