@@ -11,7 +11,14 @@ bytes of E4M3 codes and FP32 scales read: 2 x batch x length x KV heads x
 (as calibrate's tables average repeated points). FILE's notes get a clause
 naming the source (older notes cut at a clause, marked ", ...").
 
-usage: merge_decode_attn.py --from BENCH.txt [--kernel v1|v2|v3|v2fp8|v3fp8 (v2)] FILE...
+--by-layout: the table of BENCH.txt's head layout instead, "attention_decode.g<G>"
+(or "attention_decode_fp8.g<G>"), G = query heads per KV head, each point
+grouped by the (sequence, KV head) pairs batch x KV heads: equal bytes take
+longer over fewer pairs and with more query heads a KV head
+(experiments/infer/v3/attn-layout/README.md); the inference simulator reads the
+table of a plan's G at its pairs, where the file has it (sim/sim_infer.c).
+
+usage: merge_decode_attn.py --from BENCH.txt [--kernel v1|v2|v3|v2fp8|v3fp8 (v2)] [--by-layout] FILE...
 """
 import argparse
 import json
@@ -25,6 +32,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--from", dest="src", required=True)
     ap.add_argument("--kernel", default="v2", choices=["v1", "v2", "v3", "v2fp8", "v3fp8"])
+    ap.add_argument("--by-layout", action="store_true",
+                    help='write "<table>.g<G>" grouped by batch x KV heads (the bench\'s head layout)')
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     text = open(a.src).read()
@@ -36,12 +45,18 @@ def main():
     pts = {}
     fp8 = a.kernel.endswith("fp8")
     name = "attention_decode_fp8" if fp8 else "attention_decode"
+    if a.by_layout:
+        if heads % kv:
+            sys.exit(f"merge_decode_attn.py: {a.src}: {heads} heads over {kv} KV heads is not a whole grouping")
+        name += f".g{heads // kv}"
     for b, L, us in re.findall(r"^decode attention b=(\d+) kv=(\d+) %s\s+([\d.]+) us" % a.kernel, text, re.M):
         key = 2 * int(b) * int(L) * kv * (d + 4) if fp8 else 2 * int(b) * int(L) * kv * d * 2
-        pts.setdefault(key, []).append(float(us))
+        group = int(b) * kv if a.by_layout else 0
+        pts.setdefault((group, key), []).append(float(us))
     if not pts:
         sys.exit(f"merge_decode_attn.py: {a.src}: no {a.kernel} decode attention rows")
-    table = [{"bytes": k, "us": round(sum(v) / len(v), 6)} for k, v in sorted(pts.items())]
+    table = [dict({"bytes": k}, **({"group": g} if g else {}), us=round(sum(v) / len(v), 6))
+             for (g, k), v in sorted(pts.items())]
     note = f"; {name}: {a.src} ({a.kernel}, {m.group(1)} {heads}/{kv} heads, calibration/merge_decode_attn.py)"
     for path in a.files:
         cal = json.load(open(path))

@@ -184,10 +184,12 @@ static bool kernel_has_groups(const schema_calibration *cal, const char *name) {
  * and a read of the layer's whole KV cache (plan_infer_kv_bytes: BF16, or FP8
  * codes and scales). The measured table of the cache's kernel, by KV bytes
  * read, when the calibration has it: "attention_decode" (BF16) or
- * "attention_decode_fp8" (the same kernel over E4M3 codes + scales); a table
- * whose points carry groups is grouped by batch x KV heads on the GPU (the
- * (sequence, KV head) pairs the kernel spreads over the SMs besides its splits
- * over positions: equal bytes over fewer pairs take longer). An FP8
+ * "attention_decode_fp8" (the same kernel over E4M3 codes + scales), or its
+ * table of the model's head layout, "<table>.g<G>" with G query heads a KV
+ * head, where the calibration has one (merge_decode_attn.py --by-layout); a
+ * table whose points carry groups is grouped by batch x KV heads on the GPU
+ * (the (sequence, KV head) pairs the kernel spreads over the SMs besides its
+ * splits over positions: equal bytes over fewer pairs take longer). An FP8
  * plan on a calibration without the FP8 table is priced from the BF16 table
  * at its (smaller) byte count, named once on the warning stream. Without
  * either: the larger of the FLOPs-keyed "attention" table and the KV read at
@@ -208,9 +210,12 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
     *warned = true;
     table = "attention_decode";
   }
+  char layout[64]; /* the table of the model's head layout, where the calibration has it */
+  snprintf(layout, sizeof layout, "%s.g%d", table, m->kv_heads > 0 ? m->heads / m->kv_heads : 0);
+  if (m->kv_heads > 0 && m->heads % m->kv_heads == 0 && schema_has_kernel(c->lk.cal, layout)) table = layout;
   if (schema_has_kernel(c->lk.cal, table)) {
     double us;
-    /* grouped by (sequence, KV head) pairs where the table is (calibrate-infer since 2026-12-04) */
+    /* grouped by (sequence, KV head) pairs where the table is */
     int pairs = p->batch * ((m->kv_heads + p->tp - 1) / p->tp);
     if (schema_lookup_kernel(&c->lk, table, kv_bytes, kernel_has_groups(c->lk.cal, table) ? pairs : 0, &us, e))
       return -1;

@@ -427,7 +427,9 @@ static void test_decode_graph(void) {
 
 /* A decode attention table grouped by (sequence, KV head) pairs is read at the
  * plan's batch x KV heads on a GPU (here 2 x 8 / 2 = 8): only that group's
- * price moves TPOT, by its change once a layer. */
+ * price moves TPOT, by its change once a layer; the table of the model's head
+ * layout ("attention_decode.g4") is read in place of the plain one, another
+ * layout's never. */
 static void decode_attention_groups(schema_calibration *cal, double us4, double us8, double us16) {
   constant_calibration(cal, 20.0);
   const int groups[] = {4, 8, 16};
@@ -454,6 +456,17 @@ static void test_decode_attention_pairs(void) {
   NEAR(ra.tpot_s - rb.tpot_s, g_plan.model.layers * 10.0e-6, 1e-9);
   NEAR(rc.tpot_s, ra.tpot_s, 1e-12);
   NEAR(ra.ttft_s, rb.ttft_s, 1e-12); /* the prefill has no decode attention */
+  /* the table of the model's head layout (Llama-3 8B: 32 / 8 heads, G 4) takes the place of the plain one */
+  sim_infer_result rg;
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&a, "attention_decode.g4", false, 1, 8, 30.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&a, "attention_decode.g4", false, 1e18, 8, 30.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&b, "attention_decode.g7", false, 1, 8, 30.0), 0); /* not G 4 */
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&b, "attention_decode.g7", false, 1e18, 8, 30.0), 0);
+  schema_calibration_sort(&a), schema_calibration_sort(&b);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &a, NULL, NULL, &rg, &e), 0);
+  NEAR(ra.tpot_s - rg.tpot_s, g_plan.model.layers * 20.0e-6, 1e-9);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &b, NULL, NULL, &rg, &e), 0);
+  NEAR(rg.tpot_s, rb.tpot_s, 1e-12);
   schema_calibration_free(&a), schema_calibration_free(&b), schema_calibration_free(&c);
 }
 
@@ -774,7 +787,7 @@ int main(void) {
   CU_add_test(s, "malformed plans rejected", test_malformed_rejected);
   CU_add_test(s, "KV cache formula", test_kv_cache_formula);
   CU_add_test(s, "FP8 KV cache: decode table and memory", test_fp8_kv_decode_table);
-  CU_add_test(s, "decode attention grouped by batch x KV heads", test_decode_attention_pairs);
+  CU_add_test(s, "decode attention by head layout, grouped by batch x KV heads", test_decode_attention_pairs);
   CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
   CU_add_test(s, "decode steps as CUDA graphs (--decode graph)", test_decode_graph);
   CU_add_test(s, "the prefill clock (clock.burst): by hand, off, early profile", test_prefill_clock);

@@ -8,8 +8,7 @@
  *     each launch reads them from HBM as a decode step does (a layer's weights
  *     are not in L2 when its GEMM runs);
  *   - "attention_decode" (by KV-cache bytes read: 2 x batch x length x KV
- *     heads x head_dim x 2 B; group: batch x KV heads on the GPU, 1..8 heads of
- *     128 timed): infer_decode_attention3 (the executor's default), caches rotating too;
+ *     heads x head_dim x 2 B): infer_decode_attention3 (the executor's default), caches rotating too;
  *     "attention_decode_fp8" (by bytes of E4M3 codes + scales): the same kernel over the FP8 cache;
  *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
  *     flops_fwd): infer_prefill_attention at batch x prompt;
@@ -189,37 +188,30 @@ static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_confi
   return 0;
 }
 
-/* Decode attention v3 (and over the FP8 cache) for 1, 2, 4 and 8 KV heads of 128 on the GPU (4 query
- * heads each, Llama-3's grouping) over batch x length: keyed by KV bytes read, grouped by the (sequence,
- * KV head) pairs batch x KV heads, the kernel's unit of parallelism besides its splits over positions
- * (equal bytes over fewer pairs take longer: runtime/RESULTS-decode.md). */
-#define DEC_MAX_KVL 8
+/* Llama-3 8B at TP2 (16 query heads, 4 KV heads of 128 on one GPU) over batch x length. */
 static int decode_attention_table(schema_calibration *cal, const calib_budget *bud, ts_err *e) {
-  static const int batches[] = {1, 2, 4, 8, 16, 32, 64}, kvls[] = {1, 2, 4, DEC_MAX_KVL};
+  static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
   static const long long lens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
-  const int nb = (int)(sizeof batches / sizeof *batches), nk = (int)(sizeof kvls / sizeof *kvls);
-  const int nlen = (int)(sizeof lens / sizeof *lens);
-  infer_decode_timing c = {.kernel = INFER_DEC_V3, .a = {.head_dim = 128}};
-  const size_t pool = (size_t)4 << 30, qbytes = (size_t)64 * 4 * DEC_MAX_KVL * 128 * 2; /* b64 x 8 heads x 8,192: 1 GiB a set */
+  infer_decode_timing c = {.kernel = INFER_DEC_V3, .a = {.hl = 16, .kvl = 4, .head_dim = 128}};
+  const size_t pool = POOL_BYTES;
   RT_CUDA(e, cudaMalloc((void **)&c.k, pool));
   RT_CUDA(e, cudaMalloc((void **)&c.v, pool));
-  RT_CUDA(e, cudaMalloc((void **)&c.q, qbytes));
-  RT_CUDA(e, cudaMalloc((void **)&c.out, qbytes));
+  RT_CUDA(e, cudaMalloc((void **)&c.q, (size_t)64 * 16 * 128 * 2));
+  RT_CUDA(e, cudaMalloc((void **)&c.out, (size_t)64 * 16 * 128 * 2));
   if (rt_fill_random_bf16(c.k, (long long)(pool / 2), 3, 1.0f, NULL, e) ||
       rt_fill_random_bf16(c.v, (long long)(pool / 2), 4, 1.0f, NULL, e) ||
-      rt_fill_random_bf16(c.q, (long long)(qbytes / 2), 5, 1.0f, NULL, e))
+      rt_fill_random_bf16(c.q, 64LL * 16 * 128, 5, 1.0f, NULL, e))
     return -1;
   int dev = 0, n = 0;
   void *stream = NULL;
   RT_CUDA(e, cudaGetDevice(&dev));
   size_t part_bytes = 0;
-  for (int h = 0; h < nk; h++)
-    for (int b = 0; b < nb; b++)
-      for (int l = 0; l < nlen; l++) {
-        infer_attn_dims a = {.batch = batches[b], .hl = 4 * kvls[h], .kvl = kvls[h], .head_dim = 128, .max_seq = lens[l]};
-        size_t pb = infer_decode3_partial_bytes(&a, lens[l]);
-        if (pb > part_bytes) part_bytes = pb;
-      }
+  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+      infer_attn_dims a = {.batch = batches[b], .hl = 16, .kvl = 4, .head_dim = 128, .max_seq = lens[l]};
+      size_t n = infer_decode3_partial_bytes(&a, lens[l]);
+      if (n > part_bytes) part_bytes = n;
+    }
   RT_CUDA(e, cudaMalloc((void **)&c.part, part_bytes));
   const long long rows = (long long)(pool / 2 / 128);
   RT_CUDA(e, cudaMalloc((void **)&c.k8, pool / 2));
@@ -228,27 +220,24 @@ static int decode_attention_table(schema_calibration *cal, const calib_budget *b
   RT_CUDA(e, cudaMalloc((void **)&c.vs, (size_t)rows * 4));
   if (infer_kv8_quantize(c.k, c.k8, c.ks, rows, 128, NULL, e) || infer_kv8_quantize(c.v, c.v8, c.vs, rows, 128, NULL, e))
     return -1;
-  for (int h = 0; h < nk; h++)
-    for (int b = 0; b < nb; b++)
-      for (int l = 0; l < nlen; l++) {
-        c.a.batch = batches[b], c.a.hl = 4 * kvls[h], c.a.kvl = kvls[h], c.a.max_seq = lens[l], c.len = lens[l];
-        c.set_bytes = (size_t)batches[b] * kvls[h] * lens[l] * 128 * 2;
-        if (c.set_bytes > pool) continue;
-        c.sets = (int)(pool / c.set_bytes);
-        for (int fp8 = 0; fp8 < 2; fp8++) {
-          c.kernel = fp8 ? INFER_DEC_V3_FP8 : INFER_DEC_V3;
-          double us;
-          if (calib_time_us(infer_decode_timing_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
-          /* KV bytes read: BF16 2 B an element; FP8 1 B + a 4 B scale per head vector of 128 */
-          double kv_bytes = fp8 ? 2.0 * (double)c.set_bytes / 2 * (128 + 4) / 128 : 2.0 * (double)c.set_bytes;
-          if (schema_calibration_add_kernel(cal, fp8 ? "attention_decode_fp8" : "attention_decode", false, kv_bytes,
-                                            batches[b] * kvls[h], us))
-            return ts_fail_sys(e, "out of memory");
-          printf("decode_attention\t%s\t%d\t%d\t%lld\t%.0f\t%.3f\n", fp8 ? "v3fp8" : "v3", batches[b], kvls[h],
-                 lens[l], kv_bytes, us);
-        }
-        n++;
+  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+      c.a.batch = batches[b], c.a.max_seq = lens[l], c.len = lens[l];
+      c.set_bytes = (size_t)batches[b] * 4 * lens[l] * 128 * 2;
+      if (c.set_bytes > pool) continue;
+      c.sets = (int)(pool / c.set_bytes);
+      for (int fp8 = 0; fp8 < 2; fp8++) {
+        c.kernel = fp8 ? INFER_DEC_V3_FP8 : INFER_DEC_V3;
+        double us;
+        if (calib_time_us(infer_decode_timing_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+        /* KV bytes read: BF16 2 B an element; FP8 1 B + a 4 B scale per head vector of 128 */
+        double kv_bytes = fp8 ? 2.0 * (double)c.set_bytes / 2 * (128 + 4) / 128 : 2.0 * (double)c.set_bytes;
+        if (schema_calibration_add_kernel(cal, fp8 ? "attention_decode_fp8" : "attention_decode", false, kv_bytes,
+                                          0, us))
+          return ts_fail_sys(e, "out of memory");
       }
+      n++;
+    }
   fprintf(stderr, "calibrate-infer: attention_decode and attention_decode_fp8, %d points each\n", n);
   cudaFree(c.vs), cudaFree(c.ks), cudaFree(c.v8), cudaFree(c.k8);
   cudaFree(c.k), cudaFree(c.v), cudaFree(c.q), cudaFree(c.out), cudaFree(c.part);
@@ -528,7 +517,8 @@ static void usage(FILE *out) {
                "DIR/<same name> with --out-dir), timed once on GPU 0 (the tables do not depend on the\n"
                "transport): GEMMs with m = batch 1..64 of every zoo model at TP 1/2/4/8 (QKV, attention\n"
                "output, FC1, FC2, logits), \"attention_decode\" (and \"attention_decode_fp8\", the FP8 KV cache) by KV-cache bytes\n"
-               "grouped by batch x KV heads (1, 2, 4, 8 KV heads of 128 on the GPU), \"attention_prefill\"\n"
+               "(Llama-3 8B at TP 2: 16 / 4 heads; tables per head layout: calibration/merge_decode_attn.py --by-layout),\n"
+               "\"attention_prefill\"\n"
                "by FLOPs and keyed by (head dim, prompt) (the --prefill-layouts, batch 1..64). GEMM shapes already\n"
                "in a file are kept; the two attention tables are replaced.\n"
                "--collectives: the \"allreduce.infer\" and \"allreduce.taco128.infer\" tables (1 KiB .. 128 MiB; only\n"
@@ -543,7 +533,7 @@ static void usage(FILE *out) {
                "                  RoPE + KV scatter, TACO codec 4..128 KiB) queued in a stream and in a CUDA\n"
                "                  graph: tables \"<name>.eager\" and \"<name>.graph\" (calibrate_small.h) [off]\n"
                "  --decode-attention-only  time only \"attention_decode\" and \"attention_decode_fp8\" (both\n"
-               "                  replaced; one \"decode_attention\" line a point on standard output) [off]\n"
+               "                  replaced; the other tables as they are) [off]\n"
                "  --decode-gemms-only  time the decode GEMMs only (no prefill GEMMs, attention or small\n"
                "                  kernels; the files' attention tables are left as they are) [off]\n"
                "  --prefill-layouts MODEL:TP,...  head layouts of the prefill attention tables: zoo models at a\n"
