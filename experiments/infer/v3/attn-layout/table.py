@@ -27,12 +27,7 @@ def main():
             err[k][1].append(pa[i] / meas[n][i] - 1)
         print(f"| {n} | {1e3 * meas[n][1]:.3f} | {100 * err['graph'][0][-1]:+.1f} % | {100 * err['graph'][1][-1]:+.1f} % | "
               f"{1e3 * meas[n][2]:.3f} | {100 * err['eager'][0][-1]:+.1f} % | {100 * err['eager'][1][-1]:+.1f} % |")
-    print()
-    print(f"| {len(err['ttft'][0])} plans, median / max \\|error\\| | before (by KV bytes) | after (grouped by batch x KV heads) |")
-    print("| --- | ---: | ---: |")
-    for k, label in (("ttft", "TTFT (first of process)"), ("graph", "TPOT graph steps (--decode graph)"),
-                     ("eager", "TPOT eager steps (eager model)")):
-        print(f"| {label} | {st.mm(err[k][0])} | {st.mm(err[k][1])} |")
+    st.summary(err, "before (by KV bytes)", "after (per head layout, grouped by batch x KV heads)")
 
 
 if __name__ == "__main__":

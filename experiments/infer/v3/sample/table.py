@@ -65,9 +65,13 @@ def main():
                       f"{100 * err['graph' if i == 1 else 'eager'][0][-1]:+.1f} %",
                       f"{100 * err['graph' if i == 1 else 'eager'][1][-1]:+.1f} %"]
         print("| " + " | ".join(cells) + " |")
+    summary(err, "before (one-pass run, sampling unpriced)", "after (two-pass run, sampling priced)")
+
+
+def summary(err, before, after):
+    """The median / max |error| table of err {ttft, graph, eager: (before errors, after errors)}."""
     print()
-    print(f"| {len(err['ttft'][0])} plans, median / max \\|error\\| | before (one-pass run, sampling unpriced) | "
-          "after (two-pass run, sampling priced) |")
+    print(f"| {len(err['ttft'][0])} plans, median / max \\|error\\| | {before} | {after} |")
     print("| --- | ---: | ---: |")
     for k, label in (("ttft", "TTFT (first of process)"), ("graph", "TPOT graph steps (--decode graph)"),
                      ("eager", "TPOT eager steps (eager model)")):
