@@ -20,8 +20,9 @@ sim_infer_phase_view, which takes the plan's width of each); the training
 simulator's tables stay as they are. FILE's notes get "; small kernels: SRC
 (merge_small.py)" appended.
 
---only TABLE,... merges just those tables (e.g. "argmax": a kernel added to a
-later run) and keeps FILE's other ".eager" / ".graph" tables as they are.
+--only TABLE,... merges just those tables (e.g. "argmax", a kernel the
+command times since 2026-12-04 21:10 UTC) and keeps FILE's other ".eager" /
+".graph" tables as they are.
 
 usage: merge_small.py --from SMALL.tsv [--gpu NAME] [--only TABLE,...] FILE...
 """
