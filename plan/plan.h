@@ -194,6 +194,11 @@ typedef struct {
   int ep, etp;
   double capacity_factor; /* layout.capacity_factor: tokens an expert takes at most, x its fair share; 0 = dropless */
   double moe_imbalance;   /* layout.moe_imbalance: the busiest EP rank's routed tokens / the mean (>= 1) */
+  /* layout.moe_token_dispatcher_type (Megatron-Core's --moe-token-dispatcher-type): "alltoall" (default:
+   * NCCL's all-to-all of every token copy, top_k a token) or "flex" (DeepEP / HybridEP: a token once to
+   * each EP rank holding one of its experts, plan_moe_dispatch_copies; once a node across nodes is not
+   * modelled). */
+  bool moe_flex;
   /* Context parallelism (added; plan_program_cp.c, plan/README.md "Context
    * parallelism"): layout.context_parallel_size (Megatron-LM's
    * --context-parallel-size; 0 or 1 = off): the sequence of every micro-batch
@@ -545,8 +550,12 @@ double plan_optimizer_params_of_stage(const plan *p, int stage);
 /* The busiest EP rank's rows / the mean that its expert GEMMs run:
  * moe_imbalance, capped by capacity_factor when tokens are dropped. */
 double plan_moe_max_load(const plan *p);
+/* Copies of a token that the EP all-to-all carries: top_k (alltoall), or
+ * under the flex dispatcher the EP ranks its top_k experts fall on, expected
+ * under uniform routing: ep x (1 - C(E - E/ep, k) / C(E, k)). */
+double plan_moe_dispatch_copies(const plan *p);
 
-/* Model FLOPs of one iteration across all GPUs (Megatron-LM's count). */
+/* Model FLOPs of one iteration across all GPUs (GEMMs and full-square attention, 3 passes). */
 double plan_model_flops(const plan *p);
 
 /* `tacosim plan` summary: per-rank op counts, bytes per traffic class with and

@@ -41,6 +41,13 @@ static int load_moe_layout(json_t *layout, const char *file, plan *p, ts_err *e)
   if (tsj_int_opt(layout, "expert_tp", 1, 1 << 20, 0, &v, file, "layout", e)) return -1;
   p->etp = (int)v;
   if (tsj_real_opt(layout, "capacity_factor", 0.0, 1e6, 0.0, &p->capacity_factor, file, "layout", e)) return -1;
+  static const char *const dispatchers[] = {"alltoall", "flex", "allgather", NULL};
+  int d;
+  if (tsj_enum_opt(layout, "moe_token_dispatcher_type", dispatchers, 0, &d, file, "layout", e)) return -1;
+  if (d == 2)
+    return ts_fail(e, file, "layout.moe_token_dispatcher_type",
+                   "\"allgather\" is not modelled; \"alltoall\" (the default) and \"flex\" (DeepEP) are");
+  p->moe_flex = d == 1;
   return tsj_real_opt(layout, "moe_imbalance", 1.0, 1e6, 0.0, &p->moe_imbalance, file, "layout", e);
 }
 
@@ -62,7 +69,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "data_parallel_sharding_strategy", "overlap_grad_reduce",
                                             "overlap_param_gather", "zero3_prefetch_layers",
                                             "tp_comm_overlap", "context_parallel_size", "cp_comm_type",
-                                            "ep", "expert_tp", "capacity_factor", "moe_imbalance", NULL};
+                                            "ep", "expert_tp", "capacity_factor", "moe_imbalance",
+                                            "moe_token_dispatcher_type", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", "cp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;

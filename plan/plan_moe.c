@@ -56,6 +56,16 @@ double plan_moe_max_load(const plan *p) {
   return f;
 }
 
+double plan_moe_dispatch_copies(const plan *p) {
+  const model_config *m = &p->model;
+  const int ep = ep_of(p), k = m->top_k;
+  if (!p->moe_flex || ep < 2) return k;
+  const double E = m->experts, local = (double)m->experts / ep;
+  double none = 1.0; /* P(none of a token's k distinct experts is on a given rank) */
+  for (int i = 0; i < k; i++) none *= E - local - i > 0 ? (E - local - i) / (E - i) : 0.0;
+  return ep * (1.0 - none);
+}
+
 double plan_moe_layer_params_of_stage(const plan *p, int stage, const model_op *ops, int n, bool experts_only) {
   double total = 0.0;
   for (int c = 0; c < p->vpp; c++) {
@@ -92,9 +102,10 @@ int plan_moe_validate(const plan *p, ts_err *e) {
   const model_config *m = &p->model;
   const int etp = etp_of(p), ep = ep_of(p);
   if (!model_is_moe(m)) {
-    if (p->ep > 1 || p->etp > 0 || p->capacity_factor > 0 || p->moe_imbalance > 0)
+    if (p->ep > 1 || p->etp > 0 || p->capacity_factor > 0 || p->moe_imbalance > 0 || p->moe_flex)
       return ts_fail(e, f, p->ep > 1 ? "layout.ep" : p->etp > 0 ? "layout.expert_tp"
-                           : p->capacity_factor > 0 ? "layout.capacity_factor" : "layout.moe_imbalance",
+                           : p->capacity_factor > 0 ? "layout.capacity_factor"
+                           : p->moe_flex ? "layout.moe_token_dispatcher_type" : "layout.moe_imbalance",
                      "%s has no experts (a dense model)", m->name);
     if (p->codec[PLAN_TRAFFIC_EP].kind != PLAN_CODEC_NONE)
       return ts_fail(e, f, "codec.ep", "%s has no experts: there is no expert all-to-all to compress", m->name);

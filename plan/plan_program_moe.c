@@ -18,6 +18,12 @@
  * time that the busiest rank spends and the others wait out. The simulator
  * prices it from the expert ops' own costs and reports it on its own line.
  *
+ * Flex dispatcher (layout.moe_token_dispatcher_type "flex", DeepEP): a token
+ * goes once to each EP rank that holds one of its experts, which expands it to
+ * its local experts (plan_moe_dispatch_copies); DeepEP's once-a-node transfer
+ * across nodes with NVLink forwarding inside them is not modelled (a token is
+ * sent once per destination rank there too).
+ *
  * TACO (codec.ep, taco): the dispatch and combine all-to-alls carry FP8
  * tokens with their group scales when at least codec_min_bytes. */
 #include "plan_internal.h"
@@ -32,10 +38,11 @@ static bool is_expert(const model_op *ops, int n, int i) { return i >= 0 && i < 
 
 static int etp_of(const plan *p) { return p->etp > 0 ? p->etp : p->tp; }
 
-/* Bytes of this rank's token copies, bf16 (the all-to-all's send buffer). */
+/* Bytes of this rank's token copies, bf16 (the all-to-all's send buffer):
+ * top_k a token, or the flex dispatcher's once a destination rank. */
 static double token_bytes(const plan *p) {
   double t = (double)p->micro_batch * p->seq / (p->sequence_parallel ? p->tp : 1);
-  return 2.0 * t * p->model.top_k * p->model.hidden;
+  return 2.0 * t * plan_moe_dispatch_copies(p) * p->model.hidden;
 }
 
 static int32_t token_coll(plan_builder *b, plan_group_kind g, plan_coll coll, plan_phase phase, int layer, int micro,

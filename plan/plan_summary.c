@@ -98,10 +98,12 @@ static void print_header(const plan *p, FILE *out) {
     if (listed(p, t)) print_codec(out, plan_traffic_name((plan_traffic)t), &p->codec[t]);
   if (model_is_moe(&p->model))
     fprintf(out, "experts   %d routed (top %d) + %d shared, %d dense layers; ep %d x expert_tp %d x expert-dp %d; "
-                 "%s; busiest EP rank's load x%.2f of the mean (moe_imbalance %.2f)\n",
+                 "%s; busiest EP rank's load x%.2f of the mean (moe_imbalance %.2f); %s dispatcher, %.2f copies "
+                 "a token\n",
             p->model.experts, p->model.top_k, p->model.shared_experts, p->model.dense_layers, p->ep,
             p->etp > 0 ? p->etp : p->tp, plan_edp(p), p->capacity_factor > 0 ? "capacity factor" : "dropless",
-            plan_moe_max_load(p), p->moe_imbalance);
+            plan_moe_max_load(p), p->moe_imbalance, p->moe_flex ? "flex (DeepEP)" : "alltoall",
+            plan_moe_dispatch_copies(p));
   double flops = plan_model_flops(p);
   fprintf(out, "work      %.3f PFLOP model FLOPs per iteration (GEMMs and full-square attention, 3 passes), %.1f TFLOP per GPU\n", flops / 1e15,
           flops / plan_world_size(p) / 1e12);

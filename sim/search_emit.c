@@ -54,6 +54,7 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
     if (p->etp > 0) json_object_set_new(layout, "expert_tp", json_integer(p->etp));
     json_object_set_new(layout, "capacity_factor", json_real(p->capacity_factor));
     if (p->moe_imbalance >= 1.0) json_object_set_new(layout, "moe_imbalance", json_real(p->moe_imbalance));
+    if (p->moe_flex) json_object_set_new(layout, "moe_token_dispatcher_type", json_string("flex"));
   }
   json_t *codec = json_object();
   for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++)

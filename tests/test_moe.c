@@ -169,6 +169,9 @@ static void test_layout_rules(void) {
       {"moe-tiny", ",\"ep\":2,\"moe_imbalance\":0.5", "", 8, 1, "moe_imbalance"},
       {"moe-tiny", ",\"ep\":4", "\"ep\":{\"kind\":\"caat\",\"p\":0.5}", 8, 1, "codec.ep.kind"},
       {"gpt-tiny", ",\"ep\":2", "", 8, 1, "layout.ep"},
+      {"moe-tiny", ",\"ep\":4,\"moe_token_dispatcher_type\":\"allgather\"", "", 8, 1, "layout.moe_token_dispatcher_type"},
+      {"moe-tiny", ",\"ep\":4,\"moe_token_dispatcher_type\":\"deepep\"", "", 8, 1, "moe_token_dispatcher_type"},
+      {"gpt-tiny", ",\"moe_token_dispatcher_type\":\"flex\"", "", 8, 1, "layout.moe_token_dispatcher_type"},
       {"gpt-tiny", "", "\"ep\":{\"kind\":\"taco\"}", 8, 1, "codec.ep"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -254,6 +257,35 @@ static void test_token_traffic(void) {
   plan_program_free(&g);
 }
 
+/* The flex (DeepEP) dispatcher sends a token once to each EP rank holding one
+ * of its experts: moe-tiny (8 experts, top 2) over ep 4, 2 experts a rank: a
+ * token misses a given rank with probability (6 x 5) / (8 x 7), so it reaches
+ * 4 x (1 - 30/56) = 1.857 ranks on average, and the all-to-alls carry that
+ * many copies of it instead of 2. */
+static void test_flex_dispatcher(void) {
+  plan a, f;
+  ts_err e;
+  CU_ASSERT_EQUAL_FATAL(plan_text(",\"ep\":4", "", "moe-tiny", 8, 1, &a, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_text(",\"ep\":4,\"moe_token_dispatcher_type\":\"flex\"", "", "moe-tiny", 8, 1, &f, &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(plan_moe_dispatch_copies(&a), 2.0, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(plan_moe_dispatch_copies(&f), 4.0 * (1.0 - 30.0 / 56.0), 1e-12);
+  double sum[2] = {0, 0}, rows[2] = {0, 0};
+  const plan *ps[2] = {&a, &f};
+  for (int k = 0; k < 2; k++) {
+    plan_program g;
+    CU_ASSERT_EQUAL_FATAL(plan_build_program(ps[k], 0, &g, &e), 0);
+    for (int i = 0; i < g.n; i++) {
+      const plan_op *o = &g.ops[i];
+      if (o->kind == PLAN_OP_COLLECTIVE && o->coll == PLAN_COLL_ALLTOALL) sum[k] += o->bytes;
+      if (o->kind == PLAN_OP_COMPUTE && o->model_op >= 0 && o->phase == PLAN_PHASE_FWD) rows[k] += o->flops;
+    }
+    plan_program_free(&g);
+  }
+  CU_ASSERT(sum[0] > 0);
+  CU_ASSERT_DOUBLE_EQUAL(sum[1] / sum[0], (1.0 - 30.0 / 56.0) * 2.0, 1e-9); /* 1.857 of 2 copies */
+  CU_ASSERT_DOUBLE_EQUAL(rows[1], rows[0], 1e-6 * rows[0]); /* the experts compute the same rows */
+}
+
 /* Expert weights and optimizer state per EP shard. */
 static void test_memory_per_shard(void) {
   plan p1, p4;
@@ -301,6 +333,7 @@ static void test_shipped_plans(void) {
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("moe.models", NULL, NULL);
+  CU_add_test(s, "flex (DeepEP) dispatcher: a token once a destination rank", test_flex_dispatcher);
   CU_add_test(s, "published totals and active parameters", test_published_counts);
   CU_add_test(s, "Mixtral 8x7B by hand (params, FLOPs per token)", test_mixtral_by_hand);
   CU_add_test(s, "DeepSeek-V3 by hand (MLA, dense layers, shared expert)", test_deepseek_by_hand);

@@ -45,6 +45,9 @@ static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
                    "executor", p->model.name);
   if (p->model.linear_bias)
     return ts_fail(e, path, "model.linear_bias", "no linear biases with experts in the executor (NOT IMPLEMENTED)");
+  if (p->moe_flex)
+    return ts_fail(e, path, "layout.moe_token_dispatcher_type",
+                   "\"flex\" (DeepEP): the executor dispatches with NCCL's all-to-all (\"alltoall\") only");
   if (p->capacity_factor > 0)
     return ts_fail(e, path, "layout.capacity_factor", "%g: the executor routes dropless only (NOT IMPLEMENTED "
                    "here)", p->capacity_factor);
