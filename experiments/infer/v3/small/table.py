@@ -7,9 +7,7 @@ TPOT of the eager steps of the same runs: v3-eager, eager decode), then the 24 T
 usage: experiments/infer/v3/small/table.py BEFORE AFTER
 """
 import importlib.util
-import json
 import os
-import statistics
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -21,14 +19,7 @@ v3table = gtable.v3table
 v3table.run = os.path.join(os.path.dirname(here), "run")  # it reads sys.argv[1] as its run folder
 
 
-def pred(d, n):
-    j = json.load(open(os.path.join(d, n + ".json")))
-    return j["ttft_s"], j["tpot_s"]
-
-
-def mm(v):
-    a = [abs(x) for x in v]
-    return f"{100 * statistics.median(a):.1f} / {100 * max(a):.1f} %"
+pred, mm = gtable.pred, gtable.stat  # a prediction's (TTFT, TPOT); median / max |error|
 
 
 def main():
