@@ -320,6 +320,12 @@ static inline int plan_virtual_stage(const plan *p, int stage, int chunk) { retu
 /* Micro-batches (or chunk-micro-batch steps, interleaved) whose activations
  * stage keeps at once: the schedule's in-flight peak. */
 int plan_inflight_peak(const plan *p, int stage);
+/* The most bytes stage holds at once when each forward step of its chunk c
+ * keeps held[c] bytes (c < vpp) until that chunk's backward step of the same
+ * micro-batch: the stage's schedule walked step by step. Chunks of unequal
+ * size (the embedding or loss accounted as a layer) and what only one chunk
+ * keeps (the last stage's logits) are counted where the schedule holds them. */
+double plan_held_peak(const plan *p, int stage, const double *held);
 /* The forward steps stage runs before its first backward (all of them under GPipe, or when the
  * interleaved schedule's micro-batches equal pp): after them it alternates a forward and a backward,
  * and it ends with as many backwards as it had warm-up forwards (plan_pipeline_schedule). */

@@ -3,6 +3,8 @@
  * optimizer's fp32 master weights and Adam moments (divided by DP under
  * ZeRO-1, as Megatron-LM's distributed optimizer does: 6 + 12/dp bytes per
  * parameter instead of 18), and the activations its schedule keeps in flight. */
+#include <stdlib.h>
+
 #include "plan.h"
 #include "plan_internal.h"
 
@@ -58,13 +60,22 @@ double plan_params_of_stage(const plan *p, int stage) {
   return params;
 }
 
-/* Micro-batches whose logits (fp32, for the cross-entropy backward) the last
- * stage holds at once. */
-static double logits_inflight(const plan *p) {
-  int m = plan_micro_batches(p);
-  if (p->schedule == PLAN_SCHED_GPIPE) return m;
-  if (p->schedule == PLAN_SCHED_INTERLEAVED_1F1B) return p->pp < m ? p->pp : m;
-  return 1.0;
+/* What the schedule keeps from a forward step to its backward, walked over
+ * the stage's steps (plan_held_peak): each model chunk's layers (an
+ * embedding or loss slot holds none) and, on the chunk that computes the
+ * loss, the fp32 logits for the cross-entropy backward. Under 1F1B the last
+ * stage holds one micro-batch's logits, under GPipe all of them; interleaved,
+ * as many as its schedule runs loss forwards before their backwards. */
+static double held_activations(const plan *p, int stage, double per_layer, double logits) {
+  double *held = malloc((size_t)p->vpp * sizeof *held);
+  if (!held) return -1.0;
+  for (int c = 0; c < p->vpp; c++) {
+    held[c] = per_layer * plan_vchunk_layers(p, stage, c);
+    if (stage == p->pp - 1 && c == p->vpp - 1) held[c] += logits;
+  }
+  double peak = plan_held_peak(p, stage, held);
+  free(held);
+  return peak;
 }
 
 /* Activations of one layer. Fused attention (FlashAttention, cuDNN: the
@@ -123,13 +134,13 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   model_shard s = plan_shard(p);
   double per_layer = layer_activations(p, &s, p->recompute);
   if (per_layer < 0) return -1;
-  mem->activations = per_layer * plan_chunk_layers(p, stage) * plan_inflight_peak(p, stage);
+  const double tokens = (double)p->micro_batch * plan_local_seq(p);
+  mem->activations = held_activations(p, stage, per_layer, 4.0 * tokens * model_vocab_per_gpu(&p->model, p->tp));
+  if (mem->activations < 0) return -1;
   if (p->recompute == MODEL_RECOMPUTE_FULL) /* the one layer being recomputed holds everything */
     mem->activations += layer_activations(p, &s, MODEL_RECOMPUTE_NONE);
   mem->activations += plan_recompute_transient_bytes(p, &s);
   if (stage == p->pp - 1) {
-    double tokens = (double)p->micro_batch * plan_local_seq(p);
-    mem->activations += 4.0 * tokens * (double)model_vocab_per_gpu(&p->model, p->tp) * logits_inflight(p);
     /* the unfused cross-entropy (cross_entropy_loss_fusion false) casts the
      * 16-bit logits to an fp32 copy (the 4 bytes above, kept as the softmax
      * for the backward) while the 16-bit ones are still held, and makes a

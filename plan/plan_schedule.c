@@ -72,6 +72,25 @@ int plan_inflight_peak(const plan *p, int stage) {
   return w + 1 < total ? w + 1 : total;
 }
 
+static int step_chunk(const plan *p, int k, int backward) {
+  return p->schedule == PLAN_SCHED_INTERLEAVED_1F1B ? interleaved_step(p, k, backward).chunk : 0;
+}
+
+/* The order of plan_pipeline_schedule, without building it: the warm-up
+ * forwards, forward-backward pairs, then the remaining backwards (which only
+ * free). Held bytes peak right after a forward. */
+double plan_held_peak(const plan *p, int stage, const double *held) {
+  const int total = plan_micro_batches(p) * p->vpp, warm = plan_warmup_steps(p, stage);
+  double now = 0.0, peak = 0.0;
+  int nf = 0, nb = 0;
+  while (nf < total) {
+    now += held[step_chunk(p, nf++, 0)];
+    if (now > peak) peak = now;
+    if (nf > warm) now -= held[step_chunk(p, nb++, 1)];
+  }
+  return peak;
+}
+
 /* ---- the ideal pipeline, used to order PP messages ---- */
 
 int64_t plan_ideal_step_cost(int backward) { return backward ? 2 : 1; }

@@ -408,6 +408,48 @@ static void test_interleaved_order(void) {
   CU_ASSERT_EQUAL(plan_inflight_peak(&p, 0), 5);
 }
 
+/* plan_held_peak over the hand-worked schedule above, chunk 0 holding 1
+ * byte a forward and chunk 1 holding 10: stage 0 peaks at 23 (F2.0 after
+ * F0.0 F1.0 F0.1 F1.1, and again at F3.1), stage 1 at 12 (a chunk-1 forward
+ * on top of two chunk-0 ones). */
+static void test_held_peak(void) {
+  spec s = base();
+  s.pp = 2, s.vpp = 2, s.layers = 4, s.global = 4, s.schedule = "interleaved-1f1b";
+  plan p = load(&s);
+  const double held[2] = {1.0, 10.0};
+  CU_ASSERT_DOUBLE_EQUAL(plan_held_peak(&p, 0, held), 23.0, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(plan_held_peak(&p, 1, held), 12.0, 1e-12);
+  const double even[2] = {1.0, 1.0}; /* equal chunks: the in-flight peak */
+  for (int st = 0; st < 2; st++) CU_ASSERT_DOUBLE_EQUAL(plan_held_peak(&p, st, even), plan_inflight_peak(&p, st), 1e-12);
+}
+
+/* Embedding and loss accounted as layers (pp 2, vpp 2, 6 layers in 8 slots:
+ * chunks of 1 + 2 layers on stage 0, 2 + 1 on stage 1): the memory holds the
+ * layers each chunk really has and the logits only while the loss chunk's
+ * forward waits for its backward. Worked by hand over the schedule above
+ * with L a layer's activations of one micro-batch and g its fp32 logits:
+ * stage 0 peaks at 7 L (not 5 chunk steps x 2 slots), stage 1 at
+ * max(6 L, 5 L + g) (not 3 x 2 L + 2 g). */
+static void test_memory_accounted_chunks(void) {
+  spec s = base();
+  s.pp = 2, s.vpp = 2, s.layers = 4, s.global = 4, s.schedule = "interleaved-1f1b";
+  plan even = load(&s);
+  plan_memory e0;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&even, 0, &e0), 0);
+  const double L = e0.activations / plan_inflight_peak(&even, 0); /* 1 layer a chunk */
+  s.layers = 6;
+  s.layout_extra = ", \"account_for_embedding_in_pipeline_split\": true, \"account_for_loss_in_pipeline_split\": true";
+  plan p = load(&s);
+  CU_ASSERT_EQUAL(plan_vchunk_layers(&p, 0, 0), 1);
+  CU_ASSERT_EQUAL(plan_vchunk_layers(&p, 1, 1), 1);
+  plan_memory m0, m1;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &m0), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 1, &m1), 0);
+  const double g = 4.0 * p.micro_batch * p.seq * (double)model_vocab_per_gpu(&p.model, p.tp);
+  CU_ASSERT_DOUBLE_EQUAL(m0.activations, 7.0 * L, 1e-6 * L);
+  CU_ASSERT_DOUBLE_EQUAL(m1.activations, fmax(6.0 * L, 5.0 * L + g), 1e-6 * L);
+}
+
 /* ---- idle fraction with zero-cost communication ---- */
 
 static void check_idle(spec s, double v) {
@@ -1319,6 +1361,8 @@ int main(void) {
   CU_add_test(prog, "recompute", test_recompute);
   CU_add_test(prog, "tp_overlap_chunks splits forward row-parallel GEMMs exactly", test_tp_overlap_chunks);
   CU_add_test(prog, "memory", test_memory);
+  CU_add_test(prog, "plan_held_peak walks the interleaved schedule", test_held_peak);
+  CU_add_test(prog, "memory of accounted embedding/loss chunks", test_memory_accounted_chunks);
   CU_add_test(prog, "op names", test_op_names);
   CU_add_test(prog, "reference plan size", test_reference_plan_size);
   CU_add_test(prog, "summary and plan_validate", test_summary_and_validate);
