@@ -70,7 +70,7 @@ bool sim_search_same_layout(const sim_search_layout *a, const sim_search_layout 
          a->sequence_parallel == b->sequence_parallel && a->zero1 == b->zero1 && a->recompute == b->recompute &&
          (a->ep > 1 ? a->ep : 1) == (b->ep > 1 ? b->ep : 1) && (a->cp > 1 ? a->cp : 1) == (b->cp > 1 ? b->cp : 1) &&
          a->zero_stage == b->zero_stage && a->overlap_param_gather == b->overlap_param_gather &&
-         a->tp_comm_overlap == b->tp_comm_overlap;
+         a->tp_comm_overlap == b->tp_comm_overlap && a->account == b->account;
 }
 
 /* Relative cost of simulating a plan (reduced mode: one rank per stage). */

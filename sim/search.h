@@ -55,6 +55,10 @@ typedef struct {
    * distributed optimizer's overlap_param_gather, tp_comm_overlap (under SP). */
   int cp, zero_stage;
   bool overlap_param_gather, tp_comm_overlap;
+  /* The embedding and the loss each in a layer's place in the pipeline split (Megatron's
+   * account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split): tried where pp
+   * does not divide the layers but divides layers + 2 (Llama-3 405B's 126 layers at pp 8 or 16). */
+  bool account;
 } sim_search_layout;
 
 typedef struct {
@@ -69,11 +73,13 @@ typedef struct {
 bool sim_search_same_layout(const sim_search_layout *a, const sim_search_layout *b);
 /* Context-parallel sizes a search tries: the divisors of gpus / (tp pp) up to this, with seq divisible by 2 cp. */
 #define SIM_SEARCH_CP_MAX 16
-/* The name suffix of the fields of issue 22 a layout sets ("-cp4-zero2-opg-tpo"; "" for today's layouts). */
+/* The name suffix of the fields of issue 22 a layout sets ("-cp4-zero2-opg-tpo", "-emb-loss" for an accounted split; "" for the plain layouts). */
 void sim_search_layout_suffix(const sim_search_layout *l, char *buf, size_t cap);
 
 /* Calls fn for every structurally valid layout of the space (TP divides the
- * heads, KV heads, FFN and the GPUs of a node; PP x VPP divides the layers;
+ * heads, KV heads, FFN and the GPUs of a node; PP x VPP divides the layers,
+ * or, where PP does not divide them, the layers + 2 with the embedding and
+ * the loss accounted as layers;
  * DP = gpus / (TP x PP); the micro-batch divides global / DP; SP only with
  * TP > 1 and TP | seq; ZeRO-1 only with DP > 1; interleaving only with
  * PP > 1 and micro-batches a multiple of PP). Memory is not checked here.

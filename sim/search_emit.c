@@ -49,6 +49,8 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
   }
   if (p->overlap_param_gather) json_object_set_new(layout, "overlap_param_gather", json_true());
   if (p->tp_comm_overlap) json_object_set_new(layout, "tp_comm_overlap", json_true());
+  if (p->account_embedding) json_object_set_new(layout, "account_for_embedding_in_pipeline_split", json_true());
+  if (p->account_loss) json_object_set_new(layout, "account_for_loss_in_pipeline_split", json_true());
   if (model_is_moe(&p->model)) { /* the MoE layout (plan_moe.c's fields; absent on dense models) */
     json_object_set_new(layout, "ep", json_integer(p->ep > 0 ? p->ep : 1));
     if (p->etp > 0) json_object_set_new(layout, "expert_tp", json_integer(p->etp));

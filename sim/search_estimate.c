@@ -831,7 +831,12 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   const layer_cost *lc = &sc->lc;
   memset(est, 0, sizeof *est);
   est->clock_gemm_speed = 1.0;
-  const int m = plan_micro_batches(p), L = p->layers / p->pp;
+  /* L: the layers of the fullest stage (every stage's under an even split); with the embedding and
+   * the loss accounted as layers the last stage has one layer fewer beside the head. Lmean: the mean
+   * over the stages, for the breakdown. */
+  const int m = plan_micro_batches(p), L = plan_max_stage_layers(p);
+  const double Lmean = (double)p->layers / p->pp;
+  const bool head_in_slot = p->pp > 1 && p->account_loss;
   const double compute = at_speed(lc->compute, lc->gemm, gs, ms), recompute = at_speed(lc->recompute, lc->gemm_recompute, gs, ms);
   const double head = at_speed(sc->head, sc->head_gemm, gs, ms);
   const double f_layer = at_speed(lc->fwd, lc->fwd_gemm, gs, ms) + lc->tp_fwd + lc->cp_fwd;
@@ -851,13 +856,13 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
                     &z3_work);
     z3_tail = sim_search_zero3_tail_s(u.rs_layer, u.rs_emb, u.emb_bwd);
   }
-  double stage_mb = L * per_layer + head + sc->head_tp + z3;
+  double stage_mb = L * per_layer + (head_in_slot ? fmax(0.0, head + sc->head_tp - per_layer) : head + sc->head_tp) + z3;
   double pipeline = (m + (double)(p->pp - 1) / p->vpp) * stage_mb;
   double last_bubble = (double)(p->pp - 1) / p->vpp * stage_mb;
-  est->compute_s = m * (L * (compute + recompute) + head / p->pp);
-  est->tp_exposed_s = m * (L * lc->tp_exposed + sc->head_tp / p->pp);
-  est->codec_s = m * L * lc->codec;
-  est->cp_exposed_s = m * L * sc->cp_ring;
+  est->compute_s = m * (Lmean * (compute + recompute) + head / p->pp);
+  est->tp_exposed_s = m * (Lmean * lc->tp_exposed + sc->head_tp / p->pp);
+  est->codec_s = m * Lmean * lc->codec;
+  est->cp_exposed_s = m * Lmean * sc->cp_ring;
   est->dp_exposed_s = m * z3 + z3_tail;
   est->bubble_s = fmax(0.0, pipeline - est->compute_s - est->tp_exposed_s - est->cp_exposed_s - m * z3);
 

@@ -62,15 +62,19 @@ long sim_search_enumerate(const sim_search_space *s, void (*fn)(const sim_search
   for (int tp = 1; tp <= gpn; tp++) {
     if (gpn % tp || m->heads % tp || m->kv_heads % tp || m->ffn_hidden % tp || s->gpus % tp) continue;
     for (int pp = 1; pp <= m->layers; pp++) {
-      if (m->layers % pp || (s->gpus / tp) % pp) continue;
+      /* the layers split evenly over pp, or (pp >= 2) with the embedding and the loss each in a
+       * layer's place where only that split is even */
+      const bool account = m->layers % pp != 0;
+      const int slots = m->layers + (account ? 2 : 0);
+      if (slots % pp || (account && pp < 2) || (s->gpus / tp) % pp) continue;
       /* context parallelism: every cp dividing the GPUs left and with seq divisible by 2 cp (dense models) */
       for (int cp = 1; cp <= (model_is_moe(m) ? 1 : SIM_SEARCH_CP_MAX); cp++) {
       if ((s->gpus / (tp * pp)) % cp || (cp > 1 && s->seq % (2 * cp))) continue;
       int dp = s->gpus / (tp * pp * cp);
       if (s->global_batch % dp) continue;
       long long per_replica = s->global_batch / dp;
-      for (int vpp = 1; vpp <= m->layers / pp; vpp++) {
-        if ((m->layers / pp) % vpp) continue;
+      for (int vpp = 1; vpp <= slots / pp; vpp++) {
+        if ((slots / pp) % vpp) continue;
         if (vpp > 1 && pp < 2) continue;
         for (int micro = 1; micro <= s->max_micro && micro <= per_replica; micro++) {
           if (per_replica % micro) continue;
@@ -96,7 +100,7 @@ long sim_search_enumerate(const sim_search_space *s, void (*fn)(const sim_search
                   sim_search_layout l = {.tp = tp, .pp = pp, .vpp = vpp, .dp = dp, .micro = micro,
                                          .sequence_parallel = sp, .zero1 = z >= 1, .recompute = (model_recompute)rc,
                                          .ep = ep, .cp = cp, .zero_stage = z, .overlap_param_gather = stages[v][1],
-                                         .tp_comm_overlap = tpo};
+                                         .tp_comm_overlap = tpo, .account = account};
                   count++;
                   if (fn) fn(&l, arg);
                 }
@@ -119,7 +123,8 @@ void sim_search_layout_suffix(const sim_search_layout *l, char *buf, size_t cap)
   if (l->zero_stage >= 2 && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, "-zero%d", l->zero_stage);
   if (l->overlap_param_gather && l->zero_stage < 3 && n >= 0 && (size_t)n < cap)
     n += snprintf(buf + n, cap - (size_t)n, "-opg");
-  if (l->tp_comm_overlap && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "-tpo");
+  if (l->tp_comm_overlap && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, "-tpo");
+  if (l->account && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "-emb-loss");
 }
 
 /* ---- plans ---- */
@@ -182,6 +187,7 @@ static void fill_plan(const plan *base, const sim_search_layout *l, int seq, lon
   p->zero1 = p->zero_stage >= 1;
   p->overlap_param_gather = l->overlap_param_gather || p->zero_stage == 3;
   p->tp_comm_overlap = l->tp_comm_overlap;
+  p->account_embedding = p->account_loss = l->account;
   sim_search_apply_codec(p, SIM_SEARCH_CODEC_NONE);
   snprintf(p->name, sizeof p->name, "%s-tp%d-pp%d-vpp%d-dp%d-mb%d%s%s-rc%s", base->model.name, l->tp, l->pp, l->vpp,
            l->dp, l->micro, l->sequence_parallel ? "-sp" : "", l->zero1 ? "-zero1" : "",

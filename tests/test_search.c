@@ -87,7 +87,7 @@ static void test_enumeration_issue22(void) {
 /* Today's dimensions only (the layouts of issue 22 are counted above). */
 static void count_layout(const sim_search_layout *l, void *arg) {
   tally *t = arg;
-  if (l->cp > 1 || l->zero_stage > 1 || l->overlap_param_gather || l->tp_comm_overlap) return;
+  if (l->cp > 1 || l->zero_stage > 1 || l->overlap_param_gather || l->tp_comm_overlap || l->account) return;
   if (l->tp >= 1 && l->tp <= 8) t->by_tp[l->tp]++;
   t->interleaved += l->vpp > 1;
   t->sp += l->sequence_parallel;
@@ -141,10 +141,113 @@ static void test_enumeration_rules(void) {
   CU_ASSERT_EQUAL(t.by_tp[1] + t.by_tp[2] + t.by_tp[4], 1 * 2 * 3);
 }
 
-/* ---- plans and memory ---- */
+/* The embedding and the loss accounted as layers where pp does not divide the
+ * layers but divides layers + 2. Hand case, 3 GPUs (tp 1; tp 2 and 4 do not
+ * divide 3), global batch 3, micro 1 (3 is over max_micro 2): pp 3 splits 4
+ * layers only as 6 slots, 2 a stage, vpp 1 or 2 (3 micro-batches are a
+ * multiple of pp 3), dp 1 (no ZeRO), 3 recompute settings -> 6 layouts, every
+ * one pp 3; pp 1 (dp 3) and pp 2 (does not divide 3 GPUs) stay plain. */
+typedef struct {
+  int accounted, pp3, plain_pp3;
+} tally_account;
+
+static void count_account(const sim_search_layout *l, void *arg) {
+  tally_account *t = arg;
+  t->accounted += l->account;
+  t->pp3 += l->account && l->pp == 3;
+  t->plain_pp3 += !l->account && l->pp == 3;
+}
+
+static void check_accounted_plan(const sim_search_layout *l, void *arg);
+
+static void test_enumeration_accounted(void) {
+  model_config m = hand_model();
+  topo_cluster c = hand_cluster();
+  sim_search_space s = {.model = &m, .cluster = &c, .gpus = 3, .seq = 8, .global_batch = 3, .max_micro = 2};
+  tally_account t = {0};
+  sim_search_enumerate(&s, count_account, &t);
+  CU_ASSERT_EQUAL(t.accounted, 6);
+  CU_ASSERT_EQUAL(t.pp3, 6);
+  CU_ASSERT_EQUAL(t.plain_pp3, 0);
+  /* 4 GPUs: every pp (1, 2, 4) divides the 4 layers, nothing is accounted */
+  s.gpus = 4, s.global_batch = 4;
+  memset(&t, 0, sizeof t);
+  sim_search_enumerate(&s, count_account, &t);
+  CU_ASSERT_EQUAL(t.accounted, 0);
+}
 
 static plan base;
 static int have_base;
+static int accounted_plans, accounted_bad;
+
+/* Every accounted layout of Llama-3 405B (126 layers) that fits in memory is a
+ * plan the loader's rules accept, with 126 layers over its stages, the first
+ * and the last a layer short of the others. */
+static void check_accounted_plan(const sim_search_layout *l, void *arg) {
+  (void)arg;
+  if (!l->account) return;
+  static plan p;
+  ts_err e = {0};
+  double bytes;
+  if (sim_search_make_plan(&base, l, 8192, 2048, &p, &e)) {
+    accounted_bad++;
+    return;
+  }
+  if (!sim_search_fits_memory(&p, &bytes)) return;
+  if (plan_validate(&p, &e)) {
+    if (accounted_bad++ < 3) fprintf(stderr, "\n  %s", e.msg);
+    return;
+  }
+  int sum = 0;
+  for (int st = 0; st < p.pp; st++) sum += plan_stage_layers(&p, st);
+  if (sum != 126 || plan_stage_layers(&p, 0) != plan_max_stage_layers(&p) - 1 ||
+      plan_stage_layers(&p, p.pp - 1) != plan_max_stage_layers(&p) - 1)
+    accounted_bad++;
+  accounted_plans++;
+}
+
+static int load_base(const char *model, const char *cluster);
+
+typedef struct {
+  const sim_search_layout *want;
+  bool *found;
+} find_arg;
+
+static void find_layout(const sim_search_layout *l, void *arg) {
+  find_arg *f = arg;
+  if (sim_search_same_layout(l, f->want)) *f->found = true;
+}
+
+static void test_search_accounted_llama3(void) {
+  CU_ASSERT_EQUAL_FATAL(load_base("llama3-405b", "h100-24576-roce"), 0);
+  sim_search_space s = {.model = &base.model, .cluster = &base.cluster, .gpus = 8192, .seq = 8192,
+                        .global_batch = 2048, .max_micro = 1};
+  tally_account t = {0};
+  sim_search_enumerate(&s, count_account, &t);
+  CU_ASSERT(t.accounted > 0);
+  accounted_plans = accounted_bad = 0;
+  sim_search_enumerate(&s, check_accounted_plan, NULL);
+  CU_ASSERT(accounted_plans > 0);
+  CU_ASSERT_EQUAL(accounted_bad, 0);
+  /* Meta's layout (TP 8, PP 16, vpp 8, ZeRO-2) is among them, as 128 slots of 8 a stage */
+  sim_search_layout l = {.tp = 8, .pp = 16, .vpp = 8, .dp = 64, .micro = 1, .sequence_parallel = true,
+                         .zero1 = true, .zero_stage = 2, .overlap_param_gather = true, .account = true};
+  static plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_search_make_plan(&base, &l, 8192, 2048, &p, &e), 0);
+  p.hidden_dropout = 0; /* as Meta's plans (experiments/published/llama3/): no dropout */
+  int rc = plan_validate(&p, &e);
+  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_EQUAL(plan_stage_layers(&p, 1), 8);
+  CU_ASSERT_EQUAL(plan_vchunk_layers(&p, 0, 0), 0); /* the embedding's slot */
+  bool found = false;
+  /* and enumerated */
+  sim_search_enumerate(&s, find_layout, &(find_arg){&l, &found});
+  CU_ASSERT(found);
+}
+
+/* ---- plans and memory ---- */
 
 static int load_base(const char *model, const char *cluster) {
   ts_err e = {0};
@@ -203,6 +306,7 @@ static void check_agreement(const sim_search_layout *l, void *arg) {
   }
   double bytes;
   bool fits = sim_search_fits_memory(&p, &bytes);
+  p.hidden_dropout = 0; /* as Meta's plans (experiments/published/llama3/): no dropout */
   int rc = plan_validate(&p, &e);
   if (fits) g->fit++;
   else g->over++;
@@ -619,6 +723,8 @@ int main(void) {
   CU_add_test(s, "enumeration: hand-worked case", test_enumeration_hand_case);
   CU_add_test(s, "enumeration: rules", test_enumeration_rules);
   CU_add_test(s, "enumeration: context parallelism, ZeRO-2/3, the overlaps (issue 22)", test_enumeration_issue22);
+  CU_add_test(s, "enumeration: embedding and loss accounted as layers", test_enumeration_accounted);
+  CU_add_test(s, "accounted layouts of Llama-3 405B are valid plans", test_search_accounted_llama3);
   CU_add_test(s, "memory filter", test_memory_filter);
   CU_add_test(s, "memory filter agrees with the plan loader", test_memory_filter_agrees_with_loader);
   CU_add_test(s, "spearman", test_spearman);

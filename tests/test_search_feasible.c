@@ -23,7 +23,8 @@
 
 /* The direct check, through the plan loader as a hand-written plan goes: for
  * every TP (dividing the node, heads, KV heads, FFN and the GPUs) and PP
- * (dividing the layers and the GPUs left) with DP dividing the global batch,
+ * (dividing the GPUs left, and the layers, or where it does not, the layers +
+ * 2 with the embedding and the loss accounted as layers) with DP dividing the global batch,
  * the least-memory settings: micro-batch 1, plain 1F1B, ZeRO-3 (MoE: ZeRO-1) when dp x cp > 1,
  * sequence parallel when it applies, each context-parallel size the search tries, each recomputation. */
 static int direct_fits(const model_config *m, const topo_cluster *c, const char *model, const char *cluster, int gpus,
@@ -33,7 +34,11 @@ static int direct_fits(const model_config *m, const topo_cluster *c, const char 
   for (int tp = 1; tp <= c->gpus_per_node; tp++) {
     if (c->gpus_per_node % tp || m->heads % tp || m->kv_heads % tp || m->ffn_hidden % tp || gpus % tp) continue;
     for (int pp = 1; pp <= m->layers; pp++) {
-      if (m->layers % pp || (gpus / tp) % pp) continue;
+      const bool account = m->layers % pp != 0;
+      if ((m->layers + (account ? 2 : 0)) % pp || (account && pp < 2) || (gpus / tp) % pp) continue;
+      const char *acct = account ? ",\"account_for_embedding_in_pipeline_split\":true,"
+                                   "\"account_for_loss_in_pipeline_split\":true"
+                                 : "";
       /* context parallelism (issue 22, dense models): cp up to 16 dividing the GPUs left, seq divisible by 2 cp */
       for (int cp = 1; cp <= (m->experts > 0 ? 1 : 16); cp++) {
         if ((gpus / tp / pp) % cp || (cp > 1 && seq % (2 * cp))) continue;
@@ -50,13 +55,14 @@ static int direct_fits(const model_config *m, const topo_cluster *c, const char 
             int n = snprintf(text, sizeof text,
                              "{\"schema\":1,\"model\":\"%s\",\"cluster\":\"%s\",\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d,"
                              "\"context_parallel_size\":%d,\"data_parallel_sharding_strategy\":\"%s\","
-                             "\"sequence_parallel\":%s,\"recompute\":\"%s\"%s},"
+                             "\"sequence_parallel\":%s,\"recompute\":\"%s\"%s%s},"
                              "\"batch\":{\"micro\":1,\"global\":%lld,\"seq\":%d},\"schedule\":\"1f1b\"}",
                              model, cluster, dp, tp, pp, cp, shard, tp > 1 && (seq / cp) % tp == 0 ? "true" : "false",
-                             rc[r], ep_field, global, seq);
+                             rc[r], ep_field, acct, global, seq);
             ts_err e = {0};
             if (plan_from_json_text(text, (size_t)n, "direct", NULL, NULL, &p, &e) == 0) {
-              snprintf(which, cap, "tp%d pp%d cp%d dp%d ep%d %s rc=%s", tp, pp, cp, dp, ep, shard, rc[r]);
+              snprintf(which, cap, "tp%d pp%d%s cp%d dp%d ep%d %s rc=%s", tp, pp, account ? " emb loss" : "", cp, dp, ep,
+                       shard, rc[r]);
               return 1;
             }
           }
