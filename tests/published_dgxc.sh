@@ -1,7 +1,7 @@
 #!/bin/sh
 # experiments/published/run.sh on two rows of the dgxc set, in a scratch copy of the tree (the run
 # writes tables, which the repository's copies must not get from a test): the NeMo 2 FLOP count
-# (nemo-llama) gives back the published step times from the derived TF/s, the per-row gpu column
+# (nemo) gives back the published step times from the derived TF/s, the per-row gpu column
 # labels the GB200 and H100 rows, and a row whose predict column says no is not run.
 # usage: published_dgxc.sh TACOSIM SOURCE_DIR
 set -eu
