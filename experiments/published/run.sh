@@ -273,19 +273,20 @@ dat="$DATA/fig11-published.dat"
 [ "$figure" = 1 ] || exit 0
 command -v gnuplot > /dev/null || { echo "run.sh: gnuplot missing: figure not drawn" >&2; exit 3; }
 gens=$(awk '{ print $2 }' "$cmp" | sort -u | paste -sd' ' -) # one colour per GPU generation
-plot fig11-published 1100 600 <<GP
+plot fig11-published 1700 650 <<GP
 set title "Published training runs predicted by tacosim simulate: error of TFLOP/s per GPU, row by row\n($(summary < "$cmp"); costs measured on H200, transferred; calibration ${cals:-?})" font ",10"
 set ylabel "(predicted - published) / published TFLOP/s per GPU, %"
 set xlabel "published run: model (GPUs), in each set's order"
 set grid ytics
 set key top left
 set xtics rotate by -45 font ",8" nomirror
-set xrange [-0.7:*]
-set yrange [-45:25]
-set style fill transparent solid 0.25 noborder
+# the row count first: stats filters a one-column "using" by the y range, which would cut it at 25
 n = 0
 stats "$dat" using 0 nooutput
 n = STATS_records
+set xrange [-0.7:*]
+set yrange [-45:25]
+set style fill transparent solid 0.25 noborder
 plot [-0.7:n-0.3] "+" using 1:(-8):(8) with filledcurves lc rgb "gray70" title "±8 % (the target's max)", \
      "+" using 1:(-3):(3) with filledcurves lc rgb "gray50" title "±3 % (the target's median)", \
      0 lc rgb "black" dt 2 notitle, \
