@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Figure 11: predicted against published TFLOP/s per GPU for published
 # large-scale training runs (Narayanan et al. SC'21 Table 1 on A100, the
-# Megatron-Core r0.8.0 weak-scaling table on H100), one colour per GPU
-# generation. experiments/published/run.sh does the work (simulations, the
+# Megatron-Core r0.8.0 weak-scaling table on H100, Meta's Llama 3 405B on
+# H100, NVIDIA's DGX Cloud Benchmarking BF16 rows on GB200 and H100), one
+# colour per GPU generation. experiments/published/run.sh does the work (simulations, the
 # tables experiments/published/table.txt and SET/table.txt, the figure);
 # experiments/published/README.md says where each figure comes from.
 # Skipped while a cluster its plans name is not in topologies/.

@@ -18,6 +18,11 @@
 #   palm      Chowdhery et al. (PaLM), Appendix B, which the Llama 3 paper cites
 #             for its MFU: B s (6 N + 12 l h s), N the plan's model's parameters
 #             (h = heads x head size; the attention counted non-causal)
+#   nemo      NVIDIA dgxc-benchmarking's READMEs, "# Notes" (NeMo 2's count for GQA models):
+#             B s (12 l h^2 (1 + g/a + s/h) + 6 m l f h + 6 V h), f the FFN size, m its GEMMs
+#             (3 for SwiGLU, 2 for a plain MLP), a the heads, g the query groups as the publisher
+#             counts them (published.csv: ffn_hidden, mlp_gemms, heads, kv_heads_counted; vocab
+#             from the row where published.csv has a vocab column)
 # and the published iteration time is F / (published TFLOP/s per GPU * GPUs).
 # s is set.conf's seq, or the row's own where published.csv has a seq column.
 #
@@ -58,7 +63,7 @@ while [ $# -gt 0 ]; do
     --work) work=$2; shift 2 ;;
     --no-figure) figure=0; shift ;;
     --reuse) reuse=1; shift ;;
-    -h | --help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -73,13 +78,18 @@ if [ -z "$sets" ]; then
 fi
 mkdir -p "$work"
 
-# rows SET: the published rows as "name gpus hidden layers batch tflops_per_gpu params_b seq",
-# picked from published.csv by column name (seq: "-" where the set has no seq column).
+# rows SET: the published rows as "name gpus hidden layers batch tflops_per_gpu params_b seq gpu
+# ffn_hidden heads kv_heads_counted mlp_gemms vocab", picked from published.csv by column name ("-"
+# where the set has no such column: seq and vocab (then set.conf's), and the per-row gpu, FFN size,
+# heads, KV heads and MLP GEMMs that only the nemo FLOP count and sets of several GPU generations need). A row whose "predict" column says "no" is left out
+# (published.csv says why: e.g. a published layout that tacosim's memory check refuses).
 rows() {
   awk -F, '
+    function c(k) { return (k in col && $col[k] != "") ? $col[k] : "-" }
     /^#/ || !NF { next }
     !hdr { for (i = 1; i <= NF; i++) col[$i] = i; hdr = 1; next }
-    { print $col["name"], $col["gpus"], $col["hidden"], $col["layers"], $col["batch"], $col["tflops_per_gpu"], $col["params_b"], ("seq" in col ? $col["seq"] : "-") }
+    c("predict") == "no" { next }
+    { print $col["name"], $col["gpus"], $col["hidden"], $col["layers"], $col["batch"], $col["tflops_per_gpu"], $col["params_b"], c("seq"), c("gpu"), c("ffn_hidden"), c("heads"), c("kv_heads_counted"), c("mlp_gemms"), c("vocab") }
   ' "$PUB/$1/published.csv"
 }
 
@@ -175,10 +185,11 @@ fi
 # The comparison, one line per row:
 # set gpu name gpus layout pub_tflops pred_tflops err_pct pub_iter_s pred_iter_s wall_s tacosim_mfu_pct
 flops_awk='
-  function flops(kind, B, s, l, h, V, N) {
+  function flops(kind, B, s, l, h, V, N, f, a, g, m) {
     if (kind == "sc21") return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
     if (kind == "mcore-0.8") return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
     if (kind == "palm") return B * s * (6 * N + 12 * l * h * s)
+    if (kind == "nemo") return B * s * (12 * l * h * h * (1 + g / a + s / h) + 6 * m * l * f * h + 6 * V * h)
     print "run.sh: unknown FLOP formula " kind > "/dev/stderr"; exit 2
   }'
 cmp="$work/compare"
@@ -186,18 +197,20 @@ cmp="$work/compare"
 while read -r s name p; do
   # shellcheck source=/dev/null
   source "$PUB/$s/set.conf"
-  read -r _ gpus hidden layers batch tf_pub params_pub row_seq < <(rows "$s" | awk -v n="$name" '$1 == n')
+  read -r _ gpus hidden layers batch tf_pub params_pub row_seq row_gpu ffn heads kvh mlpg row_vocab < <(rows "$s" | awk -v n="$name" '$1 == n')
   [ "$row_seq" = - ] || seq=$row_seq
+  [ "$row_gpu" = - ] || gpu=$row_gpu
+  [ "$row_vocab" = - ] || vocab=$row_vocab
   plan="$PUB/$s/plans/$p.json"
   layout=$(jq -r '"tp\(.layout.tp) pp\(.layout.pp) dp\(.layout.dp) v\(.layout.vpp // 1) m\(.batch.micro)"' "$plan" | tr ' ' '/')
   t_pred=$(jq -r '.iteration_time_s' "$work/$p.json")
   mfu=$(jq -r '.mfu * 100' "$work/$p.json")
-  awk -v kind="$flops" -v B="$batch" -v s="$seq" -v l="$layers" -v h="$hidden" -v V="$vocab" \
+  awk -v kind="$flops" -v B="$batch" -v s="$seq" -v l="$layers" -v h="$hidden" -v V="$vocab" -v f="$ffn" -v a="$heads" -v g="$kvh" -v m="$mlpg" \
     -v n="$gpus" -v tp="$tf_pub" -v t="$t_pred" -v set="$s" -v gpu="$gpu" -v name="$name" \
     -v layout="$layout" -v wall="$(cat "$work/$p.wall")" -v mfu="$mfu" \
     -v pp="$params_pub" -v pm="$(cat "$work/$p.params")" "$flops_awk"'
     BEGIN {
-      F = flops(kind, B, s, l, h, V, pm * 1e9)
+      F = flops(kind, B, s, l, h, V, pm * 1e9, f, a, g, m)
       pred = F / (t * n) / 1e12
       printf "%s %s %s %d %s %.1f %.1f %+.1f %.3f %.3f %.1f %.1f %s %s\n", set, gpu, name, n, layout, tp, pred,
         100 * (pred - tp) / tp, F / (tp * 1e12 * n), t, wall, mfu, pp, pm
@@ -260,19 +273,20 @@ dat="$DATA/fig11-published.dat"
 [ "$figure" = 1 ] || exit 0
 command -v gnuplot > /dev/null || { echo "run.sh: gnuplot missing: figure not drawn" >&2; exit 3; }
 gens=$(awk '{ print $2 }' "$cmp" | sort -u | paste -sd' ' -) # one colour per GPU generation
-plot fig11-published 1100 600 <<GP
+plot fig11-published 1700 650 <<GP
 set title "Published training runs predicted by tacosim simulate: error of TFLOP/s per GPU, row by row\n($(summary < "$cmp"); costs measured on H200, transferred; calibration ${cals:-?})" font ",10"
 set ylabel "(predicted - published) / published TFLOP/s per GPU, %"
 set xlabel "published run: model (GPUs), in each set's order"
 set grid ytics
 set key top left
 set xtics rotate by -45 font ",8" nomirror
-set xrange [-0.7:*]
-set yrange [-45:25]
-set style fill transparent solid 0.25 noborder
+# the row count first: stats filters a one-column "using" by the y range, which would cut it at 25
 n = 0
 stats "$dat" using 0 nooutput
 n = STATS_records
+set xrange [-0.7:*]
+set yrange [-45:25]
+set style fill transparent solid 0.25 noborder
 plot [-0.7:n-0.3] "+" using 1:(-8):(8) with filledcurves lc rgb "gray70" title "±8 % (the target's max)", \
      "+" using 1:(-3):(3) with filledcurves lc rgb "gray50" title "±3 % (the target's median)", \
      0 lc rgb "black" dt 2 notitle, \

@@ -1,0 +1,5 @@
+# experiments/published/run.sh: the dgxc set's FLOP count, per-row GPU label and predict column,
+# on two rows in a scratch copy of the tree (tests/published_dgxc.sh)
+add_test(NAME published_dgxc_run COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_dgxc.sh $<TARGET_FILE:tacosim>
+         ${CMAKE_SOURCE_DIR})
+set_tests_properties(published_dgxc_run PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
