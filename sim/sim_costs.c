@@ -97,12 +97,14 @@ static int kernel_phase_us(sim_costs *c, const char *name, double x, int phase, 
 /* First of all: the calibration's "attention_shapes" (schema_lookup_attn:
  * this shape's own time, else the efficiency of the nearest measured shapes)
  * when it has some, for the whole causal attention of a rank (heads and
- * key/value heads over TP, the micro-batch; not the pieces of a CP ring, nor
- * MLA's unequal head dimensions: those keep the tables below). */
+ * key/value heads over TP, the micro-batch), or for one piece of a CP ring,
+ * which plan_program_cp.c makes the local causal attention of seq / cp
+ * tokens (with the 2 cp load-balanced split every piece has that work); not
+ * MLA's unequal head dimensions: those keep the tables below. */
 /* The plan's attention_backend picks the points: fused and flash their own
  * ("attention_backends"), the executor "attention_shapes". A calibration
- * without the plan's backend, a CP piece or MLA: the executor's tables, and
- * the fallback is named once (the prediction is then the executor's kernel,
+ * without the plan's backend, or MLA: the executor's tables, and the
+ * fallback is named once (the prediction is then the executor's kernel,
  * slower than cuDNN's on the H200: calibration/README.md). */
 int sim_attention_shape_of(const schema_calibration *cal, const plan *p, schema_attn_backend *be,
                            schema_attn_shape *q, int *fell_back) {
@@ -112,7 +114,7 @@ int sim_attention_shape_of(const schema_calibration *cal, const plan *p, schema_
                                                        : SCHEMA_ATTN_EXECUTOR;
   *fell_back = 0;
   int n = 0;
-  bool shaped = p->cp == 1 && m->attention == MODEL_ATTN_GQA;
+  bool shaped = m->attention == MODEL_ATTN_GQA;
   if (*be != SCHEMA_ATTN_EXECUTOR && p->attention_dropout > 0) { /* the same kernel drawing its mask */
     schema_attn_backend d = *be == SCHEMA_ATTN_FLASH ? SCHEMA_ATTN_FLASH_DROPOUT : SCHEMA_ATTN_FUSED_DROPOUT;
     schema_attn_points(cal, d, &n);
@@ -149,7 +151,7 @@ static int attention_shape_us(sim_costs *c, int phase, double *us) {
     schema_attn_backend want = c->p->attention_backend == PLAN_ATTENTION_FLASH ? SCHEMA_ATTN_FLASH : SCHEMA_ATTN_FUSED;
     snprintf(what, sizeof what, "attention_backends.%s", schema_attn_backend_name(want));
     snprintf(instead, sizeof instead, "the executor's attention tables (%s)",
-             fell_back == 1 ? "the calibration has no points of this backend" : "CP pieces and MLA have no such points");
+             fell_back == 1 ? "the calibration has no points of this backend" : "MLA has no such points");
     warn_fallback(c, what, instead);
   }
   if (rc) return 1;

@@ -200,6 +200,40 @@ static void test_taco_kv(void) {
   schema_result_free(&rb);
 }
 
+/* A piece of the ring is the local causal attention of seq / cp tokens (plan_program_cp.c), priced
+ * from the section of the plan's attention_backend (fused, the default) at that shape, as a plan
+ * without CP prices its whole attention; the executor's tables only where the calibration has no
+ * point of that backend. */
+static void test_piece_priced_by_backend(void) {
+  static plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load("h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2", "", 1, &p, &e), 0);
+  schema_attn_backend be;
+  schema_attn_shape q;
+  int fell_back;
+  CU_ASSERT_EQUAL_FATAL(sim_attention_shape_of(&cal, &p, &be, &q, &fell_back), 0);
+  CU_ASSERT_EQUAL(fell_back, 0);
+  CU_ASSERT_EQUAL(be, SCHEMA_ATTN_FUSED);
+  CU_ASSERT_EQUAL(q.seq, 1024); /* 2048 / cp 2 */
+  CU_ASSERT(q.causal);
+  static sim_costs c;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &p, &cal, NULL, &e), 0);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  int pieces = 0;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->row_chunks != 2) continue;
+    double s, us;
+    CU_ASSERT_EQUAL_FATAL(sim_compute_s(&c, op, &s, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(schema_lookup_attn_backend(&c.lk, be, &q, op->phase == PLAN_PHASE_BWD, &us), 0);
+    CU_ASSERT_DOUBLE_EQUAL(s, us * 1e-6, 1e-9 * s);
+    pieces++;
+  }
+  plan_program_free(&g);
+  CU_ASSERT_EQUAL(pieces, 2 * 2 * 2); /* 2 micro-batches x 2 pieces x forward and backward */
+}
+
 int main(void) {
   ts_err e = {0};
   if (schema_calibration_load(MEASURED_CALIBRATION, &cal, &e)) {
@@ -212,6 +246,7 @@ int main(void) {
   CU_add_test(s, "cp_comm_type allgather: the gathers and reduce-scatters exposed, worked out", test_allgather_exposure);
   CU_add_test(s, "CP ring across nodes: reduced mode agrees with full mode", test_reduced_across_nodes);
   CU_add_test(s, "TACO on the KV exchanges", test_taco_kv);
+  CU_add_test(s, "a ring piece priced by the plan's attention backend at seq / cp", test_piece_priced_by_backend);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
