@@ -20,9 +20,19 @@
  *
  * Flex dispatcher (layout.moe_token_dispatcher_type "flex", DeepEP): a token
  * goes once to each EP rank that holds one of its experts, which expands it to
- * its local experts (plan_moe_dispatch_copies); DeepEP's once-a-node transfer
- * across nodes with NVLink forwarding inside them is not modelled (a token is
- * sent once per destination rank there too).
+ * its local experts (plan_moe_dispatch_copies). When the EP group spans N
+ * nodes of g of its ranks each (DeepEP's internode kernels), the dispatch is
+ * two all-to-alls: over the EP ranks with this rank's place on every node
+ * (PLAN_GROUP_EP_RAIL, RDMA), a token once to each remote node that holds one
+ * of its experts (plan_moe_node_copies), then over this node's EP ranks
+ * (PLAN_GROUP_EP_NODE, NVLink), every token that landed here, or starts here,
+ * on to the other ranks of the node holding its experts
+ * (plan_moe_nvlink_copies). The combine runs the reverse: the node's partial
+ * outputs reduced over NVLink to the rank that received the token, then one
+ * RDMA transfer a node back. DeepEP runs the two legs in one kernel, chunk by
+ * chunk, so they overlap; here they run one after the other on the TP stream
+ * (the NVLink leg's time added to the RDMA leg's instead of hidden under it:
+ * an upper bound by the shorter leg).
  *
  * TACO (codec.ep, taco): the dispatch and combine all-to-alls carry FP8
  * tokens with their group scales when at least codec_min_bytes. */
@@ -59,12 +69,37 @@ static int32_t token_coll(plan_builder *b, plan_group_kind g, plan_coll coll, pl
                            bytes, wire, codec, dep);
 }
 
+/* The flex dispatcher across nodes: each leg's all-to-all send buffer (n x what goes to each other member),
+ * bf16. RDMA: a token to each remote node holding one of its experts, N / (N - 1) x the copies; NVLink: each
+ * rank forwards to each other rank of its node the tokens of all N nodes that rank holds an expert of,
+ * g / (g - 1) x the copies (N x g x that share is token_bytes: the same buffer over g ranks instead of ep). */
+static double leg_bytes(const plan *p, plan_group_kind g) {
+  int per_node, nodes = plan_moe_ep_nodes(p, &per_node);
+  double t = (double)p->micro_batch * p->seq / (p->sequence_parallel ? p->tp : 1), copies, n;
+  if (g == PLAN_GROUP_EP_RAIL) copies = plan_moe_node_copies(p), n = nodes;
+  else copies = plan_moe_nvlink_copies(p), n = per_node;
+  return n > 1 ? 2.0 * t * copies * n / (n - 1) * p->model.hidden : 0.0;
+}
+
+/* The EP token exchange of a dispatch (combine: reverse, the legs in the other order). */
+static int32_t ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, bool back) {
+  const plan *p = plan_b_plan(b);
+  if (plan_moe_node_copies(p) <= 0)
+    return token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, token_bytes(p), dep);
+  int32_t last = dep;
+  for (int leg = 0; leg < 2; leg++) {
+    plan_group_kind g = (leg == 0) != back ? PLAN_GROUP_EP_RAIL : PLAN_GROUP_EP_NODE;
+    double bytes = leg_bytes(p, g);
+    if (bytes > 0) CHECK(last = token_coll(b, g, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, bytes, last));
+  }
+  return last;
+}
+
 /* All-to-all over EP, then all-gather over expert TP; compute waits for both. */
 static int dispatch(plan_builder *b, plan_phase phase, int layer, int micro, int chunk) {
   const plan *p = plan_b_plan(b);
   int32_t dep = plan_b_last_op(b), last = -1;
-  if (p->ep > 1) CHECK(last = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk,
-                                         token_bytes(p), dep));
+  if (p->ep > 1) CHECK(last = ep_exchange(b, phase, layer, micro, chunk, dep, false));
   if (etp_of(p) > 1)
     CHECK(last = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_ALLGATHER, phase, layer, micro, chunk,
                             token_bytes(p) * etp_of(p), last >= 0 ? last : dep));
@@ -81,9 +116,7 @@ static int combine(plan_builder *b, plan_phase phase, int layer, int micro, int 
   if (etp_of(p) > 1)
     CHECK(last = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_REDUCESCATTER, phase, layer, micro, chunk,
                             token_bytes(p) * etp_of(p), dep));
-  if (p->ep > 1)
-    CHECK(last = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, token_bytes(p),
-                            last >= 0 ? last : dep));
+  if (p->ep > 1) CHECK(last = ep_exchange(b, phase, layer, micro, chunk, last >= 0 ? last : dep, true));
   *out = last;
   return 0;
 }
