@@ -352,7 +352,9 @@ typedef enum { PLAN_OP_COMPUTE, PLAN_OP_COLLECTIVE, PLAN_OP_SEND, PLAN_OP_RECV }
 
 /* Streams a rank runs concurrently; ops on one stream run in program order. */
 /* PLAN_STREAM_CP (added): the CP ring's KV exchanges, beside the attention that uses them. */
-typedef enum { PLAN_STREAM_COMPUTE, PLAN_STREAM_TP, PLAN_STREAM_PP, PLAN_STREAM_DP, PLAN_STREAM_CP,
+/* PLAN_STREAM_EP (added): the flex dispatcher's RDMA leg across nodes (plan_program_moe.c), beside its NVLink
+ * leg on the TP stream, as DeepEP's internode kernel runs the two at once. */
+typedef enum { PLAN_STREAM_COMPUTE, PLAN_STREAM_TP, PLAN_STREAM_PP, PLAN_STREAM_DP, PLAN_STREAM_CP, PLAN_STREAM_EP,
                PLAN_STREAM_COUNT } plan_stream;
 
 /* The collectives of common/ts_coll.h's table (send/recv is an op kind of its own). */

@@ -8,7 +8,7 @@ const char *plan_op_kind_name(plan_op_kind k) {
   return (unsigned)k < 4 ? n[k] : "?";
 }
 const char *plan_stream_name(plan_stream s) {
-  static const char *const n[] = {"compute", "tp", "pp", "dp", "cp"};
+  static const char *const n[] = {"compute", "tp", "pp", "dp", "cp", "ep"};
   return (unsigned)s < PLAN_STREAM_COUNT ? n[s] : "?";
 }
 const char *plan_coll_name(plan_coll c) { return c == (plan_coll)TS_COLL_SENDRECV ? "?" : ts_coll_name((ts_coll)c); }

@@ -30,9 +30,11 @@
  * (plan_moe_nvlink_copies). The combine runs the reverse: the node's partial
  * outputs reduced over NVLink to the rank that received the token, then one
  * RDMA transfer a node back. DeepEP runs the two legs in one kernel, chunk by
- * chunk, so they overlap; here they run one after the other on the TP stream
- * (the NVLink leg's time added to the RDMA leg's instead of hidden under it:
- * an upper bound by the shorter leg).
+ * chunk (RDMA senders, NVLink forwarders and receivers are warps of the same
+ * kernel, working on a token while the next arrives), so the legs overlap:
+ * the RDMA leg runs on the EP stream beside the NVLink leg on the TP stream,
+ * both from the same point, and what follows waits for both (the pipeline's
+ * fill and drain, a chunk of tokens, is not modelled).
  *
  * TACO (codec.ep, taco): the dispatch and combine all-to-alls carry FP8
  * tokens with their group scales when at least codec_min_bytes. */
@@ -55,8 +57,8 @@ static double token_bytes(const plan *p) {
   return 2.0 * t * plan_moe_dispatch_copies(p) * p->model.hidden;
 }
 
-static int32_t token_coll(plan_builder *b, plan_group_kind g, plan_coll coll, plan_phase phase, int layer, int micro,
-                          int chunk, double bytes, int32_t dep) {
+static int32_t token_coll_on(plan_builder *b, plan_stream stream, plan_group_kind g, plan_coll coll, plan_phase phase,
+                             int layer, int micro, int chunk, double bytes, int32_t dep) {
   const plan *p = plan_b_plan(b);
   plan_codec codec = {.kind = PLAN_CODEC_NONE};
   double wire = bytes;
@@ -65,8 +67,13 @@ static int32_t token_coll(plan_builder *b, plan_group_kind g, plan_coll coll, pl
     codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
     wire = plan_codec_wire_bytes(&codec, bytes, 2);
   }
-  return plan_b_collective(b, PLAN_STREAM_TP, g, coll, PLAN_TRAFFIC_EP, phase, PLAN_MOP_MOE_TOKENS, layer, micro, chunk,
+  return plan_b_collective(b, stream, g, coll, PLAN_TRAFFIC_EP, phase, PLAN_MOP_MOE_TOKENS, layer, micro, chunk,
                            bytes, wire, codec, dep);
+}
+
+static int32_t token_coll(plan_builder *b, plan_group_kind g, plan_coll coll, plan_phase phase, int layer, int micro,
+                          int chunk, double bytes, int32_t dep) {
+  return token_coll_on(b, PLAN_STREAM_TP, g, coll, phase, layer, micro, chunk, bytes, dep);
 }
 
 /* The flex dispatcher across nodes: each leg's all-to-all send buffer (n x what goes to each other member),
@@ -81,42 +88,54 @@ static double leg_bytes(const plan *p, plan_group_kind g) {
   return n > 1 ? 2.0 * t * copies * n / (n - 1) * p->model.hidden : 0.0;
 }
 
-/* The EP token exchange of a dispatch (combine: reverse, the legs in the other order). */
-static int32_t ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, bool back) {
+/* The EP token exchange of a dispatch or a combine, from dep: one all-to-all over EP on the TP stream (*tp; *ep
+ * -1), or across nodes under flex the NVLink leg on the TP stream (*tp) beside the RDMA leg on the EP stream
+ * (*ep), both from dep. */
+static int ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, int32_t *tp,
+                       int32_t *ep) {
   const plan *p = plan_b_plan(b);
-  if (plan_moe_node_copies(p) <= 0)
-    return token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, token_bytes(p), dep);
-  int32_t last = dep;
-  for (int leg = 0; leg < 2; leg++) {
-    plan_group_kind g = (leg == 0) != back ? PLAN_GROUP_EP_RAIL : PLAN_GROUP_EP_NODE;
-    double bytes = leg_bytes(p, g);
-    if (bytes > 0) CHECK(last = token_coll(b, g, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, bytes, last));
+  *ep = -1;
+  if (plan_moe_node_copies(p) <= 0) {
+    CHECK(*tp = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, token_bytes(p), dep));
+    return 0;
   }
-  return last;
+  CHECK(*ep = token_coll_on(b, PLAN_STREAM_EP, PLAN_GROUP_EP_RAIL, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk,
+                            leg_bytes(p, PLAN_GROUP_EP_RAIL), dep));
+  *tp = -1;
+  double nvl = leg_bytes(p, PLAN_GROUP_EP_NODE);
+  if (nvl > 0)
+    CHECK(*tp = token_coll(b, PLAN_GROUP_EP_NODE, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, nvl, dep));
+  return 0;
 }
 
 /* All-to-all over EP, then all-gather over expert TP; compute waits for both. */
 static int dispatch(plan_builder *b, plan_phase phase, int layer, int micro, int chunk) {
   const plan *p = plan_b_plan(b);
-  int32_t dep = plan_b_last_op(b), last = -1;
-  if (p->ep > 1) CHECK(last = ep_exchange(b, phase, layer, micro, chunk, dep, false));
-  if (etp_of(p) > 1)
-    CHECK(last = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_ALLGATHER, phase, layer, micro, chunk,
-                            token_bytes(p) * etp_of(p), last >= 0 ? last : dep));
+  int32_t dep = plan_b_last_op(b), last = -1, rdma = -1;
+  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, dep, &last, &rdma));
+  if (etp_of(p) > 1) {
+    int32_t ag;
+    CHECK(ag = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_ALLGATHER, phase, layer, micro, chunk,
+                          token_bytes(p) * etp_of(p), rdma >= 0 ? rdma : last >= 0 ? last : dep));
+    if (rdma >= 0 && last >= 0) plan_b_op(b, ag)->dep[1] = last; /* (after both legs) */
+    last = ag, rdma = -1;
+  }
   if (last >= 0) plan_b_wait_for(b, last);
+  if (rdma >= 0) plan_b_wait_for(b, rdma);
   return 0;
 }
 
-/* Reduce-scatter over expert TP, then all-to-all back over EP; *out: the
- * last of them (-1: none, ep and etp 1). */
-static int combine(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, int32_t *out) {
+/* Reduce-scatter over expert TP, then all-to-all back over EP; *out, *out_ep: the last of them on the TP and
+ * the EP stream (-1: none). */
+static int combine(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, int32_t *out,
+                   int32_t *out_ep) {
   const plan *p = plan_b_plan(b);
   int32_t last = -1;
-  *out = -1;
+  *out = *out_ep = -1;
   if (etp_of(p) > 1)
     CHECK(last = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_REDUCESCATTER, phase, layer, micro, chunk,
                             token_bytes(p) * etp_of(p), dep));
-  if (p->ep > 1) CHECK(last = ep_exchange(b, phase, layer, micro, chunk, last >= 0 ? last : dep, true));
+  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, last >= 0 ? last : dep, &last, out_ep));
   *out = last;
   return 0;
 }
@@ -150,9 +169,10 @@ int plan_moe_forward_op(plan_builder *b, int i, int layer, int micro, int chunk,
   CHECK(plan_b_compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, ops[i].flops_fwd, ops[i].bytes_fwd));
   if (!is_expert(ops, n, i + 1)) {
     CHECK(imbalance(b, phase, layer, micro, chunk));
-    int32_t c;
-    CHECK(combine(b, phase, layer, micro, chunk, plan_b_last_op(b), &c));
+    int32_t c, c_ep;
+    CHECK(combine(b, phase, layer, micro, chunk, plan_b_last_op(b), &c, &c_ep));
     if (c >= 0) plan_b_wait_for(b, c);
+    if (c_ep >= 0) plan_b_wait_for(b, c_ep);
   }
   return 0;
 }
@@ -174,21 +194,23 @@ int plan_moe_backward_op(plan_builder *b, int i, int layer, int micro, int chunk
   } else {
     CHECK(plan_b_compute(b, PLAN_PHASE_BWD, i, PLAN_PART_DGRAD, layer, micro, chunk, o->flops_bwd / 2,
                          o->bytes_bwd / 2));
-    int32_t c = -1;
+    int32_t c = -1, c_ep = -1;
     if (first) { /* the input gradient goes back while the weight gradient runs */
       CHECK(imbalance(b, PLAN_PHASE_BWD, layer, micro, chunk));
-      CHECK(combine(b, PLAN_PHASE_BWD, layer, micro, chunk, plan_b_last_op(b), &c));
+      CHECK(combine(b, PLAN_PHASE_BWD, layer, micro, chunk, plan_b_last_op(b), &c, &c_ep));
     }
     CHECK(plan_b_compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2,
                          o->bytes_bwd / 2));
     if (c >= 0) plan_b_wait_for(b, c);
+    if (c_ep >= 0) plan_b_wait_for(b, c_ep);
     return 0;
   }
   if (first) {
     CHECK(imbalance(b, PLAN_PHASE_BWD, layer, micro, chunk));
-    int32_t c;
-    CHECK(combine(b, PLAN_PHASE_BWD, layer, micro, chunk, plan_b_last_op(b), &c));
+    int32_t c, c_ep;
+    CHECK(combine(b, PLAN_PHASE_BWD, layer, micro, chunk, plan_b_last_op(b), &c, &c_ep));
     if (c >= 0) plan_b_wait_for(b, c);
+    if (c_ep >= 0) plan_b_wait_for(b, c_ep);
   }
   return 0;
 }

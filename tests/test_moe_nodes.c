@@ -135,8 +135,8 @@ static int plan_text(const char *model, const char *cluster, const char *layout,
   return plan_from_json_text(text, strlen(text), "p.json", NULL, NULL, p, e);
 }
 
-/* The program: inside a node one all-to-all over EP (as before); across nodes the RDMA leg then the NVLink leg
- * (dispatch), the NVLink leg then the RDMA leg (combine), with the closed form's bytes. */
+/* The program: inside a node one all-to-all over EP (as before); across nodes the RDMA leg (EP stream) beside
+ * the NVLink leg (TP stream), with the closed form's bytes, and the next compute op waits for both. */
 static void test_program_legs(void) {
   plan p;
   ts_err e = {0};
@@ -167,25 +167,42 @@ static void test_program_legs(void) {
   double rdma = 2.0 * t * h * (1.0 - none64);  /* bytes a rank sends to the other node per dispatch */
   double nvl = 2.0 * t * h * 14.0 * (1.0 - none120); /* bytes it sends over NVLink: (ep - N) p_rank copies */
   CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
-  int seq[8], n = 0;
+  int rail = -1, pairs = 0, joined = 0;
   memset(legs, 0, sizeof legs);
   for (int i = 0; i < prog.n; i++) {
     const plan_op *op = &prog.ops[i];
     if (op->model_op != PLAN_MOP_MOE_TOKENS) continue;
     legs[op->group]++;
     CU_ASSERT_EQUAL(op->coll, PLAN_COLL_ALLTOALL);
-    CU_ASSERT_EQUAL(op->stream, PLAN_STREAM_TP);
     /* all-to-all send buffers: n members x what goes to each other one */
-    if (op->group == PLAN_GROUP_EP_RAIL) NEAR(op->wire_bytes * (N - 1.0) / N, rdma, 1e-12);
-    if (op->group == PLAN_GROUP_EP_NODE) NEAR(op->wire_bytes * (g - 1.0) / g, nvl, 1e-12);
-    if (n < 8) seq[n++] = op->group;
+    if (op->group == PLAN_GROUP_EP_RAIL) {
+      NEAR(op->wire_bytes * (N - 1.0) / N, rdma, 1e-12);
+      CU_ASSERT_EQUAL(op->stream, PLAN_STREAM_EP);
+      rail = i;
+    }
+    if (op->group == PLAN_GROUP_EP_NODE) {
+      NEAR(op->wire_bytes * (g - 1.0) / g, nvl, 1e-12);
+      CU_ASSERT_EQUAL(op->stream, PLAN_STREAM_TP);
+      /* the NVLink leg right after its RDMA leg, from the same point: the two run at once */
+      CU_ASSERT_EQUAL_FATAL(rail, i - 1);
+      CU_ASSERT_EQUAL(op->dep[0], prog.ops[rail].dep[0]);
+      pairs++;
+      /* the next compute op waits for both legs */
+      for (int j = i + 1; j < prog.n; j++) {
+        const plan_op *c = &prog.ops[j];
+        if (c->kind != PLAN_OP_COMPUTE) continue;
+        bool a = false, b = false;
+        for (int k = 0; k < PLAN_MAX_DEPS; k++) a |= c->dep[k] == rail, b |= c->dep[k] == i;
+        if (a && b) joined++;
+        if (a || b) break;
+      }
+    }
   }
   CU_ASSERT_EQUAL(legs[PLAN_GROUP_EP], 0);
   CU_ASSERT(legs[PLAN_GROUP_EP_RAIL] > 0);
   CU_ASSERT_EQUAL(legs[PLAN_GROUP_EP_RAIL], legs[PLAN_GROUP_EP_NODE]);
-  /* first layer forward: dispatch RDMA, NVLink; combine NVLink, RDMA */
-  CU_ASSERT(n >= 4 && seq[0] == PLAN_GROUP_EP_RAIL && seq[1] == PLAN_GROUP_EP_NODE && seq[2] == PLAN_GROUP_EP_NODE &&
-            seq[3] == PLAN_GROUP_EP_RAIL);
+  CU_ASSERT_EQUAL(pairs, legs[PLAN_GROUP_EP_NODE]);
+  CU_ASSERT_EQUAL(joined, pairs);
   plan_program_free(&prog);
 
   /* uneven: order tp-pp-dp with pp 3 puts EP ranks 0, 3, ..., 21 on nodes of 3, 3 and 2 of them */
@@ -249,50 +266,74 @@ static void sim_plan(plan *p) {
   fclose(f);
 }
 
-static void one_rail_leg(plan_program *g) {
+static double node_wire;
+static int with_rail, with_node;
+
+static plan_op *leg(plan_program *g, plan_stream stream, plan_group_kind group, double wire) {
   plan_op *op = &g->ops[g->n++];
   memset(op, 0, sizeof *op);
-  op->kind = PLAN_OP_COLLECTIVE, op->stream = PLAN_STREAM_TP, op->coll = PLAN_COLL_ALLTOALL;
-  op->group = PLAN_GROUP_EP_RAIL, op->traffic = PLAN_TRAFFIC_EP, op->model_op = PLAN_MOP_MOE_TOKENS;
+  op->kind = PLAN_OP_COLLECTIVE, op->stream = (uint8_t)stream, op->coll = PLAN_COLL_ALLTOALL;
+  op->group = (uint8_t)group, op->traffic = PLAN_TRAFFIC_EP, op->model_op = PLAN_MOP_MOE_TOKENS;
   op->layer = op->micro = op->peer = op->tag = -1;
   for (int k = 0; k < PLAN_MAX_DEPS; k++) op->dep[k] = -1;
-  op->bytes = op->wire_bytes = rail_wire;
+  op->bytes = op->wire_bytes = wire;
+  return op;
+}
+
+/* the RDMA leg (EP stream) and / or the NVLink leg (TP stream), then a compute op that waits for them */
+static void legs_then_compute(plan_program *g) {
+  if (with_rail) leg(g, PLAN_STREAM_EP, PLAN_GROUP_EP_RAIL, rail_wire);
+  if (with_node) leg(g, PLAN_STREAM_TP, PLAN_GROUP_EP_NODE, node_wire);
   plan_op *c = &g->ops[g->n++];
   memset(c, 0, sizeof *c);
   c->kind = PLAN_OP_COMPUTE, c->stream = PLAN_STREAM_COMPUTE, c->model_op = -100;
   c->layer = c->micro = c->peer = c->tag = -1;
   for (int k = 0; k < PLAN_MAX_DEPS; k++) c->dep[k] = -1;
-  c->dep[0] = 0;
+  for (int k = 0; k < g->n - 1; k++) c->dep[k] = k;
+}
+
+static double simulate(const plan *p, int rail, int node) {
+  with_rail = rail, with_node = node;
+  int world = plan_world_size(p);
+  plan_program *pr = calloc((size_t)world, sizeof *pr);
+  for (int k = 0; k < world; k++) {
+    pr[k].rank = k, pr[k].cap = 4, pr[k].ops = calloc(4, sizeof(plan_op));
+    legs_then_compute(&pr[k]);
+  }
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .platform_path = platform_path, .programs = pr,
+                   .clock_off = true};
+  ts_err e = {0};
+  schema_result r;
+  int rc = sim_run_isolated(p, &o, &r, &e);
+  if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  double t = rc ? -1 : r.iteration_time_s;
+  if (rc == 0) {
+    NEAR(r.breakdown.ep_exposed_s, t, 0.01); /* both legs are EP traffic */
+    schema_result_free(&r);
+  }
+  for (int k = 0; k < world; k++) free(pr[k].ops);
+  free(pr);
+  return t;
 }
 
 /* One dispatch's RDMA leg: each rank sends its rail peer on the other node 2 h t x (1 - C(4,2)/C(8,2)) bytes
- * (t = 128 tokens, hidden 256): that many bytes through its link at BW, plus the route's latency (two links).
- * An all-to-all over all 4 EP ranks would take 3 flows a rank (and a different time). */
+ * (t = 128 tokens, hidden 256): that many bytes through its link at BW, plus the route's latency (two links;
+ * an all-to-all over all 4 EP ranks would be 3 flows a rank, a different time). The NVLink leg runs inside the
+ * node beside it: the two together take the longer of the two alone, not their sum. */
 static void test_sim_rail_leg(void) {
   plan p;
   sim_plan(&p);
   double inter = 2.0 * 128 * 256 * plan_moe_node_copies(&p);
   CU_ASSERT_DOUBLE_EQUAL(plan_moe_node_copies(&p), 1.0 - 6.0 / 28.0, 1e-12);
   rail_wire = inter * 2; /* the send buffer over the 2 rail members */
-  int world = plan_world_size(&p);
-  plan_program *pr = calloc((size_t)world, sizeof *pr);
-  for (int k = 0; k < world; k++) {
-    pr[k].rank = k, pr[k].cap = 4, pr[k].ops = calloc(4, sizeof(plan_op));
-    one_rail_leg(&pr[k]);
-  }
-  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .platform_path = platform_path, .programs = pr,
-                   .clock_off = true};
-  ts_err e = {0};
-  schema_result r;
-  int rc = sim_run_isolated(&p, &o, &r, &e);
-  if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
-  double expect = inter / BW + 2 * LAT;
-  NEAR(r.iteration_time_s, expect, 0.01);
-  NEAR(r.breakdown.ep_exposed_s, expect, 0.01);
-  schema_result_free(&r);
-  for (int k = 0; k < world; k++) free(pr[k].ops);
-  free(pr);
+  node_wire = 40 * rail_wire;
+  double t_rail = simulate(&p, 1, 0), t_node = simulate(&p, 0, 1), t_both = simulate(&p, 1, 1);
+  NEAR(t_rail, inter / BW + 2 * LAT, 0.01);
+  CU_ASSERT(t_node > 0.2 * t_rail); /* comparable, so a sum would show */
+  if (getenv("TEST_VERBOSE")) fprintf(stderr, "\n  rail %g s, node %g s, both %g s\n", t_rail, t_node, t_both);
+  NEAR(t_both, fmax(t_rail, t_node), 0.01);
+  CU_ASSERT(t_both < 0.95 * (t_rail + t_node));
   unlink(platform_path);
 }
 
