@@ -163,16 +163,18 @@ int plan_moe_ep_nodes(const plan *p, int *per_node) {
 
 double plan_moe_node_copies(const plan *p) {
   const model_config *m = &p->model;
+  if (!p->moe_flex || ep_of(p) < 2) return 0.0;
   int g, N = plan_moe_ep_nodes(p, &g);
-  if (!p->moe_flex || ep_of(p) < 2 || N < 2) return 0.0;
+  if (N < 2) return 0.0;
   return (N - 1) * (1.0 - none_of(m->experts, (double)m->experts / N, m->top_k));
 }
 
 double plan_moe_nvlink_copies(const plan *p) {
   const model_config *m = &p->model;
   const int ep = ep_of(p);
+  if (!p->moe_flex || ep < 2) return 0.0;
   int g, N = plan_moe_ep_nodes(p, &g);
-  if (!p->moe_flex || ep < 2 || N < 2) return 0.0;
+  if (N < 2) return 0.0;
   return (ep - N) * (1.0 - none_of(m->experts, (double)m->experts / ep, m->top_k));
 }
 

@@ -21,7 +21,7 @@
  * Flex dispatcher (layout.moe_token_dispatcher_type "flex", DeepEP): a token
  * goes once to each EP rank that holds one of its experts, which expands it to
  * its local experts (plan_moe_dispatch_copies). When the EP group spans N
- * nodes of g of its ranks each (DeepEP's internode kernels), the dispatch is
+ * nodes of g >= 2 of its ranks each (DeepEP's internode kernels), the dispatch is
  * two all-to-alls: over the EP ranks with this rank's place on every node
  * (PLAN_GROUP_EP_RAIL, RDMA), a token once to each remote node that holds one
  * of its experts (plan_moe_node_copies), then over this node's EP ranks
@@ -94,8 +94,10 @@ static double leg_bytes(const plan *p, plan_group_kind g) {
 static int ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, int32_t *tp,
                        int32_t *ep) {
   const plan *p = plan_b_plan(b);
+  int per_node;
   *ep = -1;
-  if (plan_moe_node_copies(p) <= 0) {
+  /* one EP rank a node: once a node is once a rank, the all-to-all of the copies as inside a node */
+  if (plan_moe_node_copies(p) <= 0 || (plan_moe_ep_nodes(p, &per_node), per_node < 2)) {
     CHECK(*tp = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, token_bytes(p), dep));
     return 0;
   }

@@ -205,6 +205,23 @@ static void test_program_legs(void) {
   CU_ASSERT_EQUAL(joined, pairs);
   plan_program_free(&prog);
 
+  /* one EP rank a node (Mixtral-8x7B, tp 8, expert TP 8: EP carved from DP, one rank of each node): once a node is once a
+   * rank, the single all-to-all over EP as before */
+  int rc = plan_text("mixtral-8x7b", "h200-1024-rail", ",\"ep\":2,\"moe_token_dispatcher_type\":\"flex\"", 2, 8, 1,
+                     &p, &e);
+  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  N = plan_moe_ep_nodes(&p, &g);
+  CU_ASSERT_EQUAL(N, 2);
+  CU_ASSERT_EQUAL(g, 1);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  memset(legs, 0, sizeof legs);
+  for (int i = 0; i < prog.n; i++)
+    if (prog.ops[i].model_op == PLAN_MOP_MOE_TOKENS) legs[prog.ops[i].group]++;
+  CU_ASSERT(legs[PLAN_GROUP_EP] > 0);
+  CU_ASSERT_EQUAL(legs[PLAN_GROUP_EP_RAIL] + legs[PLAN_GROUP_EP_NODE], 0);
+  plan_program_free(&prog);
+
   /* uneven: order tp-pp-dp with pp 3 puts EP ranks 0, 3, ..., 21 on nodes of 3, 3 and 2 of them */
   CU_ASSERT_EQUAL(plan_text("qwen3-30b-a3b", "h200-1024-rail",
                             ",\"ep\":8,\"order\":\"tp-pp-dp\",\"moe_token_dispatcher_type\":\"flex\"", 8, 1, 3, &p, &e),
