@@ -196,8 +196,8 @@ typedef struct {
   double moe_imbalance;   /* layout.moe_imbalance: the busiest EP rank's routed tokens / the mean (>= 1) */
   /* layout.moe_token_dispatcher_type (Megatron-Core's --moe-token-dispatcher-type): "alltoall" (default:
    * NCCL's all-to-all of every token copy, top_k a token) or "flex" (DeepEP / HybridEP: a token once to
-   * each EP rank holding one of its experts, plan_moe_dispatch_copies; once a node across nodes is not
-   * modelled). */
+   * each EP rank holding one of its experts, plan_moe_dispatch_copies; when the EP group spans nodes, once
+   * to each node over RDMA and on over NVLink inside it, plan_moe_node_copies and plan_moe_nvlink_copies). */
   bool moe_flex;
   /* Context parallelism (added; plan_program_cp.c, plan/README.md "Context
    * parallelism"): layout.context_parallel_size (Megatron-LM's
@@ -282,8 +282,12 @@ int plan_rank_of(const plan *p, plan_coord c);
  * (all-to-all), that split one expert's FFN, and that hold the same experts (their gradients' reduction). */
 /* PLAN_GROUP_CP (added): the ranks that share one micro-batch's sequence (same tp, dp, pp), in ring order;
  * with cp > 1 PLAN_GROUP_DP holds dp x cp ranks (cp fastest). */
+/* PLAN_GROUP_EP_RAIL, _EP_NODE (added): the flex dispatcher's two legs when the EP group spans nodes
+ * (plan_moe.c, DeepEP's internode kernels): the EP ranks with this rank's place among its node's EP ranks, one
+ * per node of the EP group (the RDMA leg), and the EP ranks on this rank's node (the NVLink leg). */
 typedef enum { PLAN_GROUP_TP, PLAN_GROUP_DP, PLAN_GROUP_PP, PLAN_GROUP_EMBEDDING, PLAN_GROUP_EP, PLAN_GROUP_ETP,
-               PLAN_GROUP_EDP, PLAN_GROUP_CP, PLAN_GROUP_COUNT } plan_group_kind;
+               PLAN_GROUP_EDP, PLAN_GROUP_CP, PLAN_GROUP_EP_RAIL, PLAN_GROUP_EP_NODE,
+               PLAN_GROUP_COUNT } plan_group_kind;
 /* Members of rank's group of that kind, in ring order; returns the count
  * (at most cap are written; -1 if rank is out of range). */
 int plan_group_members(const plan *p, int rank, plan_group_kind g, int *members, int cap);
@@ -354,7 +358,9 @@ typedef enum { PLAN_OP_COMPUTE, PLAN_OP_COLLECTIVE, PLAN_OP_SEND, PLAN_OP_RECV }
 
 /* Streams a rank runs concurrently; ops on one stream run in program order. */
 /* PLAN_STREAM_CP (added): the CP ring's KV exchanges, beside the attention that uses them. */
-typedef enum { PLAN_STREAM_COMPUTE, PLAN_STREAM_TP, PLAN_STREAM_PP, PLAN_STREAM_DP, PLAN_STREAM_CP,
+/* PLAN_STREAM_EP (added): the flex dispatcher's RDMA leg across nodes (plan_program_moe.c), beside its NVLink
+ * leg on the TP stream, as DeepEP's internode kernel runs the two at once. */
+typedef enum { PLAN_STREAM_COMPUTE, PLAN_STREAM_TP, PLAN_STREAM_PP, PLAN_STREAM_DP, PLAN_STREAM_CP, PLAN_STREAM_EP,
                PLAN_STREAM_COUNT } plan_stream;
 
 /* The collectives of common/ts_coll.h's table (send/recv is an op kind of its own). */
@@ -560,6 +566,17 @@ double plan_moe_max_load(const plan *p);
  * under the flex dispatcher the EP ranks its top_k experts fall on, expected
  * under uniform routing: ep x (1 - C(E - E/ep, k) / C(E, k)). */
 double plan_moe_dispatch_copies(const plan *p);
+/* The flex dispatcher across nodes (DeepEP's internode "normal" kernels): the nodes the EP group spans and
+ * its ranks on each (1 and ep when it is inside one node; -1 when its nodes hold unequal numbers of its
+ * ranks, refused by the loader). */
+int plan_moe_ep_nodes(const plan *p, int *per_node);
+/* Expected distinct remote nodes a token reaches (each gets one RDMA copy, to the rank with the sender's
+ * place there): (N - 1) x (1 - C(E - E/N, k) / C(E, k)), N the EP group's nodes; 0 unless flex across nodes. */
+double plan_moe_node_copies(const plan *p);
+/* Expected NVLink copies of a token inside the nodes it reaches (from the rank its RDMA copy landed on, or
+ * from the sender on its own node, to every other rank there holding one of its experts): (ep - N) x
+ * (1 - C(E - E/ep, k) / C(E, k)); 0 unless flex across nodes. */
+double plan_moe_nvlink_copies(const plan *p);
 
 /* Model FLOPs of one iteration across all GPUs (GEMMs and full-square attention, 3 passes). */
 double plan_model_flops(const plan *p);

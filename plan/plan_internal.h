@@ -35,6 +35,8 @@ double plan_moe_layer_params_of_stage(const plan *p, int stage, const model_op *
  * moe_imbalance, codec.ep) against the model and the rest of the layout. */
 int plan_moe_validate(const plan *p, ts_err *e);
 /* Members / position of rank in one of the expert groups (EP, ETP, EDP). */
+/* Ranks of one leg of the flex dispatcher across nodes at most (nodes of an EP group, or its ranks on one). */
+#define PLAN_MAX_EP_LEG 4096
 int plan_moe_group_members(const plan *p, int rank, plan_group_kind g, int *members, int cap);
 int plan_moe_group_index(const plan *p, int rank, plan_group_kind g);
 

@@ -62,7 +62,9 @@ int plan_group_members(const plan *p, int rank, plan_group_kind g, int *members,
     break;
   case PLAN_GROUP_EP:
   case PLAN_GROUP_ETP:
-  case PLAN_GROUP_EDP: return plan_moe_group_members(p, rank, g, members, cap);
+  case PLAN_GROUP_EDP:
+  case PLAN_GROUP_EP_RAIL:
+  case PLAN_GROUP_EP_NODE: return plan_moe_group_members(p, rank, g, members, cap);
   default:
     return -1;
   }
@@ -80,7 +82,9 @@ int plan_group_index(const plan *p, int rank, plan_group_kind g) {
   case PLAN_GROUP_EMBEDDING: return c.pp == 0 ? 0 : c.pp == p->pp - 1 ? 1 : -1; /* -1: not a member */
   case PLAN_GROUP_EP:
   case PLAN_GROUP_ETP:
-  case PLAN_GROUP_EDP: return plan_moe_group_index(p, rank, g);
+  case PLAN_GROUP_EDP:
+  case PLAN_GROUP_EP_RAIL:
+  case PLAN_GROUP_EP_NODE: return plan_moe_group_index(p, rank, g);
   default: return -1;
   }
 }

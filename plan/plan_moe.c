@@ -8,6 +8,7 @@
  * q / (etp ep). With the default etp = tp this is EP carved from DP: the EP
  * group is ep consecutive DP replicas of one TP rank. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "plan.h"
 #include "plan_internal.h"
@@ -24,8 +25,59 @@ static int rank_of_q(const plan *p, int q, int pp) {
   return plan_rank_of(p, (plan_coord){.dp = q / p->tp, .tp = q % p->tp, .pp = pp});
 }
 
+/* EP member k (0..ep-1) of rank's EP group. */
+static int ep_member(const plan *p, plan_coord c, int k) {
+  const int etp = etp_of(p), ep = ep_of(p), q = c.tp + p->tp * c.dp;
+  return rank_of_q(p, q % etp + etp * (k + ep * (q / (etp * ep))), c.pp);
+}
+
+static int node_of(const plan *p, int rank) {
+  return p->cluster.gpus_per_node > 0 ? rank / p->cluster.gpus_per_node : 0;
+}
+
+/* The flex dispatcher's legs across nodes (plan.h PLAN_GROUP_EP_RAIL, _EP_NODE), in EP order: the EP ranks on
+ * rank's node; one EP rank per node of the EP group, the one with rank's place among its node's EP ranks
+ * (DeepEP sends to the GPU with the sender's NVLink index on each node). */
+static int ep_leg_members(const plan *p, int rank, plan_group_kind g, int *members, int cap) {
+  plan_coord c = plan_coord_of(p, rank);
+  const int ep = ep_of(p), home = node_of(p, rank);
+  int place = 0, n = 0;
+  for (int k = 0; k < ep; k++) {
+    int m = ep_member(p, c, k);
+    if (m == rank) break;
+    place += node_of(p, m) == home;
+  }
+  for (int k = 0; k < ep; k++) {
+    int m = ep_member(p, c, k), node = node_of(p, m);
+    if (g == PLAN_GROUP_EP_NODE) {
+      if (node != home) continue;
+    } else {
+      bool first = true; /* m's node not seen before among the EP ranks */
+      for (int j = 0; j < k && first; j++) first = node_of(p, ep_member(p, c, j)) != node;
+      if (!first) continue;
+      int seen = 0, pick = -1; /* the node's EP rank at `place` */
+      for (int j = k; j < ep && pick < 0; j++) {
+        int mj = ep_member(p, c, j);
+        if (node_of(p, mj) == node && seen++ == place) pick = mj;
+      }
+      if (pick < 0) continue; /* fewer EP ranks on that node (refused by plan_moe_validate) */
+      m = pick;
+    }
+    if (n < cap) members[n] = m;
+    n++;
+  }
+  return n;
+}
+
 int plan_moe_group_members(const plan *p, int rank, plan_group_kind g, int *members, int cap) {
   if (rank < 0 || rank >= plan_world_size(p)) return -1;
+  if (g == PLAN_GROUP_EP_RAIL || g == PLAN_GROUP_EP_NODE) {
+    if (plan_moe_node_copies(p) <= 0) { /* no once-a-node leg: a group of one */
+      if (cap > 0) members[0] = rank;
+      return 1;
+    }
+    return ep_leg_members(p, rank, g, members, cap);
+  }
   plan_coord c = plan_coord_of(p, rank);
   const int etp = etp_of(p), ep = ep_of(p), q = c.tp + p->tp * c.dp;
   const int i_etp = q % etp, i_ep = (q / etp) % ep, i_edp = q / (etp * ep);
@@ -42,6 +94,13 @@ int plan_moe_group_members(const plan *p, int rank, plan_group_kind g, int *memb
 
 int plan_moe_group_index(const plan *p, int rank, plan_group_kind g) {
   if (rank < 0 || rank >= plan_world_size(p)) return -1;
+  if (g == PLAN_GROUP_EP_RAIL || g == PLAN_GROUP_EP_NODE) {
+    int m[PLAN_MAX_EP_LEG];
+    int n = plan_moe_group_members(p, rank, g, m, PLAN_MAX_EP_LEG);
+    for (int i = 0; i < n && i < PLAN_MAX_EP_LEG; i++)
+      if (m[i] == rank) return i;
+    return -1;
+  }
   plan_coord c = plan_coord_of(p, rank);
   const int etp = etp_of(p), ep = ep_of(p), q = c.tp + p->tp * c.dp;
   if (g == PLAN_GROUP_EP) return (q / etp) % ep;
@@ -56,14 +115,67 @@ double plan_moe_max_load(const plan *p) {
   return f;
 }
 
+/* P(none of a token's k distinct experts, drawn uniformly from E, is among `held` of them) */
+static double none_of(double E, double held, int k) {
+  double none = 1.0;
+  for (int i = 0; i < k; i++) none *= E - held - i > 0 ? (E - held - i) / (E - i) : 0.0;
+  return none;
+}
+
 double plan_moe_dispatch_copies(const plan *p) {
   const model_config *m = &p->model;
   const int ep = ep_of(p), k = m->top_k;
   if (!p->moe_flex || ep < 2) return k;
-  const double E = m->experts, local = (double)m->experts / ep;
-  double none = 1.0; /* P(none of a token's k distinct experts is on a given rank) */
-  for (int i = 0; i < k; i++) none *= E - local - i > 0 ? (E - local - i) / (E - i) : 0.0;
-  return ep * (1.0 - none);
+  return ep * (1.0 - none_of(m->experts, (double)m->experts / ep, k));
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* Nodes of the EP group of rank r and its ranks on each (*per_node); -1 when its nodes hold unequal numbers. */
+static int ep_nodes_of(const plan *p, int r, int *per_node) {
+  plan_coord c = plan_coord_of(p, r);
+  const int ep = ep_of(p);
+  int *node = malloc(sizeof *node * (size_t)ep), nodes = 0, g = -1;
+  if (!node) return -1;
+  for (int k = 0; k < ep; k++) node[k] = node_of(p, ep_member(p, c, k));
+  qsort(node, (size_t)ep, sizeof *node, cmp_int);
+  for (int k = 0, run = 1; k < ep; k++, run++)
+    if (k == ep - 1 || node[k + 1] != node[k]) {
+      if (g >= 0 && run != g) g = -2;
+      if (g != -2) g = run;
+      nodes++;
+      run = 0;
+    }
+  free(node);
+  *per_node = g;
+  return g < 0 ? -1 : nodes;
+}
+
+int plan_moe_ep_nodes(const plan *p, int *per_node) {
+  const int ep = ep_of(p);
+  *per_node = ep;
+  if (ep < 2 || plan_world_size(p) < 1) return 1;
+  return ep_nodes_of(p, 0, per_node);
+}
+
+double plan_moe_node_copies(const plan *p) {
+  const model_config *m = &p->model;
+  if (!p->moe_flex || ep_of(p) < 2) return 0.0;
+  int g, N = plan_moe_ep_nodes(p, &g);
+  if (N < 2) return 0.0;
+  return (N - 1) * (1.0 - none_of(m->experts, (double)m->experts / N, m->top_k));
+}
+
+double plan_moe_nvlink_copies(const plan *p) {
+  const model_config *m = &p->model;
+  const int ep = ep_of(p);
+  if (!p->moe_flex || ep < 2) return 0.0;
+  int g, N = plan_moe_ep_nodes(p, &g);
+  if (N < 2) return 0.0;
+  return (ep - N) * (1.0 - none_of(m->experts, (double)m->experts / ep, m->top_k));
 }
 
 double plan_moe_layer_params_of_stage(const plan *p, int stage, const model_op *ops, int n, bool experts_only) {
@@ -146,6 +258,24 @@ int plan_moe_validate(const plan *p, ts_err *e) {
   if (ep > 1 && p->moe_imbalance > ep)
     return ts_fail(e, f, "layout.moe_imbalance", "%g exceeds ep %d (one rank cannot take more than every token)",
                    p->moe_imbalance, ep);
+  if (p->moe_flex && ep > 1) {
+    /* DeepEP's internode kernels: a token once to each node over RDMA, then over NVLink inside it; the model
+     * needs every EP group to put the same number of its ranks on each of its nodes (DeepEP: 8 a node) */
+    int g0, n0 = plan_moe_ep_nodes(p, &g0);
+    for (int r = 0, world = plan_world_size(p); r < world && n0 > 0; r++) {
+      if (plan_moe_group_index(p, r, PLAN_GROUP_EP) != 0) continue; /* one rank of each EP group */
+      int g, n = ep_nodes_of(p, r, &g);
+      if (n != n0 || g != g0) n0 = -1;
+    }
+    if (n0 < 0)
+      return ts_fail(e, f, "layout.moe_token_dispatcher_type",
+                     "\"flex\" with EP groups (ep %d) that hold unequal numbers of their ranks on their nodes (%d GPUs a "
+                     "node): the once-a-node transfer is modelled for EP groups with the same number of ranks on each "
+                     "of their nodes", ep, p->cluster.gpus_per_node);
+    if (n0 > PLAN_MAX_EP_LEG || g0 > PLAN_MAX_EP_LEG)
+      return ts_fail(e, f, "layout.ep", "%d with \"flex\": %d nodes of %d EP ranks each; at most %d of either", ep, n0,
+                     g0, PLAN_MAX_EP_LEG);
+  }
   if (plan_codec_has_caat(p->codec[PLAN_TRAFFIC_EP].kind))
     return ts_fail(e, f, "codec.ep.kind",
                    "CAAT-Net does not apply to expert all-to-alls: they move whole token rows to other ranks, not "

@@ -8,7 +8,7 @@ const char *plan_op_kind_name(plan_op_kind k) {
   return (unsigned)k < 4 ? n[k] : "?";
 }
 const char *plan_stream_name(plan_stream s) {
-  static const char *const n[] = {"compute", "tp", "pp", "dp", "cp"};
+  static const char *const n[] = {"compute", "tp", "pp", "dp", "cp", "ep"};
   return (unsigned)s < PLAN_STREAM_COUNT ? n[s] : "?";
 }
 const char *plan_coll_name(plan_coll c) { return c == (plan_coll)TS_COLL_SENDRECV ? "?" : ts_coll_name((ts_coll)c); }
@@ -21,7 +21,7 @@ const char *plan_traffic_name(plan_traffic t) {
   return (unsigned)t < PLAN_TRAFFIC_COUNT ? n[t] : "?";
 }
 const char *plan_group_name(plan_group_kind g) {
-  static const char *const n[] = {"tp", "dp", "pp", "embedding", "ep", "etp", "edp", "cp"};
+  static const char *const n[] = {"tp", "dp", "pp", "embedding", "ep", "etp", "edp", "cp", "ep_rail", "ep_node"};
   return (unsigned)g < PLAN_GROUP_COUNT ? n[g] : "?";
 }
 const char *plan_codec_kind_name(plan_codec_kind k) { return ts_codec_name((ts_codec)k); }

@@ -20,9 +20,21 @@
  *
  * Flex dispatcher (layout.moe_token_dispatcher_type "flex", DeepEP): a token
  * goes once to each EP rank that holds one of its experts, which expands it to
- * its local experts (plan_moe_dispatch_copies); DeepEP's once-a-node transfer
- * across nodes with NVLink forwarding inside them is not modelled (a token is
- * sent once per destination rank there too).
+ * its local experts (plan_moe_dispatch_copies). When the EP group spans N
+ * nodes of g >= 2 of its ranks each (DeepEP's internode kernels), the dispatch is
+ * two all-to-alls: over the EP ranks with this rank's place on every node
+ * (PLAN_GROUP_EP_RAIL, RDMA), a token once to each remote node that holds one
+ * of its experts (plan_moe_node_copies), then over this node's EP ranks
+ * (PLAN_GROUP_EP_NODE, NVLink), every token that landed here, or starts here,
+ * on to the other ranks of the node holding its experts
+ * (plan_moe_nvlink_copies). The combine runs the reverse: the node's partial
+ * outputs reduced over NVLink to the rank that received the token, then one
+ * RDMA transfer a node back. DeepEP runs the two legs in one kernel, chunk by
+ * chunk (RDMA senders, NVLink forwarders and receivers are warps of the same
+ * kernel, working on a token while the next arrives), so the legs overlap:
+ * the RDMA leg runs on the EP stream beside the NVLink leg on the TP stream,
+ * both from the same point, and what follows waits for both (the pipeline's
+ * fill and drain, a chunk of tokens, is not modelled).
  *
  * TACO (codec.ep, taco): the dispatch and combine all-to-alls carry FP8
  * tokens with their group scales when at least codec_min_bytes. */
@@ -45,8 +57,8 @@ static double token_bytes(const plan *p) {
   return 2.0 * t * plan_moe_dispatch_copies(p) * p->model.hidden;
 }
 
-static int32_t token_coll(plan_builder *b, plan_group_kind g, plan_coll coll, plan_phase phase, int layer, int micro,
-                          int chunk, double bytes, int32_t dep) {
+static int32_t token_coll_on(plan_builder *b, plan_stream stream, plan_group_kind g, plan_coll coll, plan_phase phase,
+                             int layer, int micro, int chunk, double bytes, int32_t dep) {
   const plan *p = plan_b_plan(b);
   plan_codec codec = {.kind = PLAN_CODEC_NONE};
   double wire = bytes;
@@ -55,35 +67,77 @@ static int32_t token_coll(plan_builder *b, plan_group_kind g, plan_coll coll, pl
     codec = (plan_codec){.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
     wire = plan_codec_wire_bytes(&codec, bytes, 2);
   }
-  return plan_b_collective(b, PLAN_STREAM_TP, g, coll, PLAN_TRAFFIC_EP, phase, PLAN_MOP_MOE_TOKENS, layer, micro, chunk,
+  return plan_b_collective(b, stream, g, coll, PLAN_TRAFFIC_EP, phase, PLAN_MOP_MOE_TOKENS, layer, micro, chunk,
                            bytes, wire, codec, dep);
+}
+
+static int32_t token_coll(plan_builder *b, plan_group_kind g, plan_coll coll, plan_phase phase, int layer, int micro,
+                          int chunk, double bytes, int32_t dep) {
+  return token_coll_on(b, PLAN_STREAM_TP, g, coll, phase, layer, micro, chunk, bytes, dep);
+}
+
+/* The flex dispatcher across nodes: each leg's all-to-all send buffer (n x what goes to each other member),
+ * bf16. RDMA: a token to each remote node holding one of its experts, N / (N - 1) x the copies; NVLink: each
+ * rank forwards to each other rank of its node the tokens of all N nodes that rank holds an expert of,
+ * g / (g - 1) x the copies (N x g x that share is token_bytes: the same buffer over g ranks instead of ep). */
+static double leg_bytes(const plan *p, plan_group_kind g) {
+  int per_node, nodes = plan_moe_ep_nodes(p, &per_node);
+  double t = (double)p->micro_batch * p->seq / (p->sequence_parallel ? p->tp : 1), copies, n;
+  if (g == PLAN_GROUP_EP_RAIL) copies = plan_moe_node_copies(p), n = nodes;
+  else copies = plan_moe_nvlink_copies(p), n = per_node;
+  return n > 1 ? 2.0 * t * copies * n / (n - 1) * p->model.hidden : 0.0;
+}
+
+/* The EP token exchange of a dispatch or a combine, from dep: one all-to-all over EP on the TP stream (*tp; *ep
+ * -1), or across nodes under flex the NVLink leg on the TP stream (*tp) beside the RDMA leg on the EP stream
+ * (*ep), both from dep. */
+static int ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, int32_t *tp,
+                       int32_t *ep) {
+  const plan *p = plan_b_plan(b);
+  int per_node;
+  *ep = -1;
+  /* one EP rank a node: once a node is once a rank, the all-to-all of the copies as inside a node */
+  if (plan_moe_node_copies(p) <= 0 || (plan_moe_ep_nodes(p, &per_node), per_node < 2)) {
+    CHECK(*tp = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, token_bytes(p), dep));
+    return 0;
+  }
+  CHECK(*ep = token_coll_on(b, PLAN_STREAM_EP, PLAN_GROUP_EP_RAIL, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk,
+                            leg_bytes(p, PLAN_GROUP_EP_RAIL), dep));
+  *tp = -1;
+  double nvl = leg_bytes(p, PLAN_GROUP_EP_NODE);
+  if (nvl > 0)
+    CHECK(*tp = token_coll(b, PLAN_GROUP_EP_NODE, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, nvl, dep));
+  return 0;
 }
 
 /* All-to-all over EP, then all-gather over expert TP; compute waits for both. */
 static int dispatch(plan_builder *b, plan_phase phase, int layer, int micro, int chunk) {
   const plan *p = plan_b_plan(b);
-  int32_t dep = plan_b_last_op(b), last = -1;
-  if (p->ep > 1) CHECK(last = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk,
-                                         token_bytes(p), dep));
-  if (etp_of(p) > 1)
-    CHECK(last = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_ALLGATHER, phase, layer, micro, chunk,
-                            token_bytes(p) * etp_of(p), last >= 0 ? last : dep));
+  int32_t dep = plan_b_last_op(b), last = -1, rdma = -1;
+  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, dep, &last, &rdma));
+  if (etp_of(p) > 1) {
+    int32_t ag;
+    CHECK(ag = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_ALLGATHER, phase, layer, micro, chunk,
+                          token_bytes(p) * etp_of(p), rdma >= 0 ? rdma : last >= 0 ? last : dep));
+    if (rdma >= 0 && last >= 0) plan_b_op(b, ag)->dep[1] = last; /* (after both legs) */
+    last = ag, rdma = -1;
+  }
   if (last >= 0) plan_b_wait_for(b, last);
+  if (rdma >= 0) plan_b_wait_for(b, rdma);
   return 0;
 }
 
-/* Reduce-scatter over expert TP, then all-to-all back over EP; *out: the
- * last of them (-1: none, ep and etp 1). */
-static int combine(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, int32_t *out) {
+/* Reduce-scatter over expert TP, then all-to-all back over EP; *out, *out_ep: the last of them on the TP and
+ * the EP stream (-1: none). */
+static int combine(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, int32_t *out,
+                   int32_t *out_ep) {
   const plan *p = plan_b_plan(b);
   int32_t last = -1;
-  *out = -1;
+  *out = *out_ep = -1;
   if (etp_of(p) > 1)
     CHECK(last = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_REDUCESCATTER, phase, layer, micro, chunk,
                             token_bytes(p) * etp_of(p), dep));
-  if (p->ep > 1)
-    CHECK(last = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, token_bytes(p),
-                            last >= 0 ? last : dep));
+  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, last >= 0 ? last : dep, &last, out_ep));
   *out = last;
   return 0;
 }
@@ -117,9 +171,10 @@ int plan_moe_forward_op(plan_builder *b, int i, int layer, int micro, int chunk,
   CHECK(plan_b_compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, ops[i].flops_fwd, ops[i].bytes_fwd));
   if (!is_expert(ops, n, i + 1)) {
     CHECK(imbalance(b, phase, layer, micro, chunk));
-    int32_t c;
-    CHECK(combine(b, phase, layer, micro, chunk, plan_b_last_op(b), &c));
+    int32_t c, c_ep;
+    CHECK(combine(b, phase, layer, micro, chunk, plan_b_last_op(b), &c, &c_ep));
     if (c >= 0) plan_b_wait_for(b, c);
+    if (c_ep >= 0) plan_b_wait_for(b, c_ep);
   }
   return 0;
 }
@@ -141,21 +196,23 @@ int plan_moe_backward_op(plan_builder *b, int i, int layer, int micro, int chunk
   } else {
     CHECK(plan_b_compute(b, PLAN_PHASE_BWD, i, PLAN_PART_DGRAD, layer, micro, chunk, o->flops_bwd / 2,
                          o->bytes_bwd / 2));
-    int32_t c = -1;
+    int32_t c = -1, c_ep = -1;
     if (first) { /* the input gradient goes back while the weight gradient runs */
       CHECK(imbalance(b, PLAN_PHASE_BWD, layer, micro, chunk));
-      CHECK(combine(b, PLAN_PHASE_BWD, layer, micro, chunk, plan_b_last_op(b), &c));
+      CHECK(combine(b, PLAN_PHASE_BWD, layer, micro, chunk, plan_b_last_op(b), &c, &c_ep));
     }
     CHECK(plan_b_compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2,
                          o->bytes_bwd / 2));
     if (c >= 0) plan_b_wait_for(b, c);
+    if (c_ep >= 0) plan_b_wait_for(b, c_ep);
     return 0;
   }
   if (first) {
     CHECK(imbalance(b, PLAN_PHASE_BWD, layer, micro, chunk));
-    int32_t c;
-    CHECK(combine(b, PLAN_PHASE_BWD, layer, micro, chunk, plan_b_last_op(b), &c));
+    int32_t c, c_ep;
+    CHECK(combine(b, PLAN_PHASE_BWD, layer, micro, chunk, plan_b_last_op(b), &c, &c_ep));
     if (c >= 0) plan_b_wait_for(b, c);
+    if (c_ep >= 0) plan_b_wait_for(b, c_ep);
   }
   return 0;
 }

@@ -345,7 +345,7 @@ static int load_ops(json_t *root, const char *file, schema_result *r, ts_err *e)
   json_t *arr = json_object_get(root, "ops");
   if (!arr || json_is_null(arr)) return 0;
   if (!json_is_array(arr)) return ts_fail(e, file, "ops", "must be an array");
-  static const char *const streams[] = {"compute", "tp", "pp", "dp", "cp", NULL}; /* plan_stream's names */
+  static const char *const streams[] = {"compute", "tp", "pp", "dp", "cp", "ep", NULL}; /* plan_stream's names */
   size_t i;
   json_t *v;
   json_array_foreach(arr, i, v) {

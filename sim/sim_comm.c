@@ -601,7 +601,7 @@ bool sim_comm_draws_power(sim_rank *rs, const plan_op *op) {
  * 329 ms) while the buckets' exposed time (76 ms) was about their whole
  * calibrated time (87 ms): nothing ran beside the backward. */
 static bool waits_for_idle_compute(const plan_op *op) {
-  return op->codec.kind != PLAN_CODEC_NONE && op->stream != PLAN_STREAM_TP;
+  return op->codec.kind != PLAN_CODEC_NONE && op->stream != PLAN_STREAM_TP && op->stream != PLAN_STREAM_EP;
 }
 
 sim_coll_pre sim_comm_pre(sim_rank *rs, const plan_op *op) {

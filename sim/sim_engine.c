@@ -25,7 +25,7 @@ typedef struct {
   int stream;
 } stream_ctx;
 
-static const char *const stream_names[PLAN_STREAM_COUNT] = {"compute", "tp", "pp", "dp", "cp"};
+static const char *const stream_names[PLAN_STREAM_COUNT] = {"compute", "tp", "pp", "dp", "cp", "ep"};
 
 /* the op at position pos of this stream's list, and the `merged` ops after it */
 /* A trace's flow id (48 bits, odd: never 0) from what identifies a message or a collective call. */
@@ -356,7 +356,7 @@ static bool block_into_meeting(sim_rank *rs, int x, int y) {
   const plan_op *c = &ops[d];
   int t = c->stream;
   if (t == PLAN_STREAM_COMPUTE || c->kind != PLAN_OP_COLLECTIVE || rs->waiting[t] != last) return false;
-  if (c->codec.kind != PLAN_CODEC_NONE && t != PLAN_STREAM_TP) return false; /* (waits for idle compute) */
+  if (c->codec.kind != PLAN_CODEC_NONE && t != PLAN_STREAM_TP && t != PLAN_STREAM_EP) return false; /* (waits for idle compute) */
   int xt = rs->next_pos[t];
   if (xt >= rs->n_stream_ops[t] || rs->stream_ops[t][xt] != d || !sim_comm_in_node(rs, c)) return false;
   if (rs->n_members[c->group < PLAN_GROUP_COUNT ? c->group : PLAN_GROUP_TP] <= 1) return false; /* (nothing runs) */

@@ -49,10 +49,13 @@ int sim_print_op_costs(const plan *p, const schema_calibration *cal, FILE *out, 
       rc = sim_compute_s(&c, op, &s, e);
       total_compute += s;
     } else {
-      int nranks = op->group == PLAN_GROUP_TP   ? p->tp
-                   : op->group == PLAN_GROUP_DP ? plan_dp_shards(p)
-                   : op->group == PLAN_GROUP_CP ? plan_cp(p)
-                                                : 2,
+      int per_node, nodes = plan_moe_ep_nodes(p, &per_node);
+      int nranks = op->group == PLAN_GROUP_TP        ? p->tp
+                   : op->group == PLAN_GROUP_DP      ? plan_dp_shards(p)
+                   : op->group == PLAN_GROUP_CP      ? plan_cp(p)
+                   : op->group == PLAN_GROUP_EP_RAIL ? nodes
+                   : op->group == PLAN_GROUP_EP_NODE ? per_node
+                                                     : 2,
           inc = 0;
       sim_codec_cost cc;
       rc = sim_coll_calibrated_s(&c, op, nranks, &s, &inc, e);

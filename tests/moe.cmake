@@ -34,3 +34,9 @@ add_test(NAME sim_host COMMAND test_sim_host)
 add_executable(test_recompute_modules ${CMAKE_CURRENT_SOURCE_DIR}/test_recompute_modules.c)
 target_link_libraries(test_recompute_modules PRIVATE ts_plan PkgConfig::CUNIT m)
 add_test(NAME recompute_modules COMMAND test_recompute_modules)
+
+# The flex (DeepEP) dispatcher across nodes: copy counts against brute force,
+# the RDMA / NVLink legs' groups and bytes, the loader's rule, the RDMA leg simulated.
+add_executable(test_moe_nodes ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_nodes.c)
+target_link_libraries(test_moe_nodes PRIVATE ts_sim PkgConfig::CUNIT m)
+add_test(NAME moe_nodes COMMAND test_moe_nodes)
