@@ -98,8 +98,9 @@ const char *sim_default_calibration(const topo_cluster *c);
 typedef enum {
   SIM_TRANSFER_ROOFLINE, /* default: costs measured on another GPU are moved onto the cluster GPU's ceilings */
   SIM_TRANSFER_OFF,      /* a calibration of another GPU is an error */
+  SIM_TRANSFER_MAMF,     /* as roofline, with the GPUs' measured matmul rates as compute ceilings */
 } sim_transfer_mode;
-const char *sim_transfer_mode_name(sim_transfer_mode m); /* "roofline", "off" */
+const char *sim_transfer_mode_name(sim_transfer_mode m); /* "roofline", "off", "mamf" */
 
 /* Loads the calibration at `path` (NULL: sim_default_calibration(cl)) for a
  * simulation of cluster `cl`: as measured when its GPU (found in the GPU

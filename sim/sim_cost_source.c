@@ -8,7 +8,9 @@
 #include "sim.h"
 #include "sim_transfer.h"
 
-const char *sim_transfer_mode_name(sim_transfer_mode m) { return m == SIM_TRANSFER_OFF ? "off" : "roofline"; }
+const char *sim_transfer_mode_name(sim_transfer_mode m) {
+  return m == SIM_TRANSFER_OFF ? "off" : m == SIM_TRANSFER_MAMF ? "mamf" : "roofline";
+}
 
 int sim_load_costs(const char *path, const topo_cluster *cl, sim_transfer_mode mode, schema_calibration *out,
                    sim_cost_source *src, ts_err *e) {
@@ -41,10 +43,11 @@ int sim_load_costs(const char *path, const topo_cluster *cl, sim_transfer_mode m
                    src->measured_on, from.name, from.bf16_tflops, from.hbm_gbps, cl->gpu.name, cl->gpu.bf16_tflops,
                    cl->gpu.hbm_gbps);
   }
-  int rc = sim_transfer_calibration(&measured, &from, &cl->gpu, cl->intra.gbps_per_gpu, false, out, e);
+  const bool mamf = mode == SIM_TRANSFER_MAMF;
+  int rc = sim_transfer_calibration(&measured, &from, &cl->gpu, cl->intra.gbps_per_gpu, false, mamf, out, e);
   schema_calibration_free(&measured);
   if (rc) return -1;
-  snprintf(src->method, sizeof src->method, "%s", SIM_TRANSFER_METHOD);
+  snprintf(src->method, sizeof src->method, "%s", mamf ? SIM_TRANSFER_METHOD_MAMF : SIM_TRANSFER_METHOD);
   return 0;
 }
 
@@ -68,7 +71,8 @@ int sim_derive_for_gpu(const char *from_path, const char *gpu_name, double link_
     schema_calibration_free(&measured);
     return -1;
   }
-  int rc = sim_transfer_calibration(&measured, &from, &to, link_gbps > 0 ? link_gbps : to.nvlink_gbps, false, out, e);
+  int rc = sim_transfer_calibration(&measured, &from, &to, link_gbps > 0 ? link_gbps : to.nvlink_gbps, false, false,
+                                    out, e);
   schema_calibration_free(&measured);
   return rc;
 }

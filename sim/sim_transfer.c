@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static sim_ceilings ceilings_of(const topo_gpu *g, double link_gbps) {
-  sim_ceilings c = {g->bf16_tflops * 1e12, g->hbm_gbps * 1e9, link_gbps * 1e9};
+static sim_ceilings ceilings_of(const topo_gpu *g, double link_gbps, bool mamf) {
+  sim_ceilings c = {(mamf ? g->bf16_mamf_tflops : g->bf16_tflops) * 1e12, g->hbm_gbps * 1e9, link_gbps * 1e9};
   return c;
 }
 
@@ -204,7 +204,7 @@ static int transfer_colls(const schema_calibration *src, const sim_ceilings *fro
 }
 
 int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from, const topo_gpu *to,
-                             double to_link_gbps, bool move_nvlink, schema_calibration *out, ts_err *e) {
+                             double to_link_gbps, bool move_nvlink, bool mamf, schema_calibration *out, ts_err *e) {
   memset(out, 0, sizeof *out);
   if (from->bf16_tflops <= 0 || from->hbm_gbps <= 0)
     return ts_fail(e, src->path[0] ? src->path : NULL, "gpu",
@@ -212,7 +212,12 @@ int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from
                    src->gpu);
   if (to->bf16_tflops <= 0 || to->hbm_gbps <= 0)
     return ts_fail(e, NULL, "gpu", "\"%s\": the target GPU's BF16 peak and HBM bandwidth are needed", to->name);
-  sim_ceilings cf = ceilings_of(from, from->nvlink_gbps), ct = ceilings_of(to, to_link_gbps);
+  if (mamf && (from->bf16_mamf_tflops <= 0 || to->bf16_mamf_tflops <= 0))
+    return ts_fail(e, NULL, "bf16_mamf_tflops",
+                   "\"%s\" has no measured maximum achievable matmul rate in the GPU catalogue (%s), which --transfer "
+                   "mamf needs; --transfer roofline uses the datasheet peak",
+                   from->bf16_mamf_tflops <= 0 ? from->name : to->name, topo_gpus_dir());
+  sim_ceilings cf = ceilings_of(from, from->nvlink_gbps, mamf), ct = ceilings_of(to, to_link_gbps, mamf);
   snprintf(out->path, sizeof out->path, "%s", src->path);
   snprintf(out->gpu, sizeof out->gpu, "%s", to->name);
   snprintf(out->driver, sizeof out->driver, "%s", src->driver);
@@ -223,8 +228,8 @@ int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from
   snprintf(out->notes, sizeof out->notes,
            "transferred (%s) from %s (%s, %.0f TFLOP/s, %.0f GB/s, NVLink %.0f GB/s) to %s (%.0f TFLOP/s, "
            "%.0f GB/s, intra-node %.0f GB/s); compressed-collective tables, the clock section%s dropped",
-           SIM_TRANSFER_METHOD, src->gpu, from->name, from->bf16_tflops, from->hbm_gbps, from->nvlink_gbps,
-           to->name, to->bf16_tflops, to->hbm_gbps, to_link_gbps,
+           mamf ? SIM_TRANSFER_METHOD_MAMF : SIM_TRANSFER_METHOD, src->gpu, from->name, cf.peak_flops / 1e12,
+           from->hbm_gbps, from->nvlink_gbps, to->name, ct.peak_flops / 1e12, to->hbm_gbps, to_link_gbps,
            strcmp(src->transport, "nvlink") == 0 && !move_nvlink ? " and the NVLink collectives (NCCL model)" : "");
   out->derived = true;
   if (transfer_gemms(src, &cf, &ct, out) || transfer_kernels(src, &cf, &ct, out) || transfer_attn(src, &cf, &ct, out) ||

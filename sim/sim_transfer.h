@@ -31,6 +31,9 @@
 #include "ts_error.h"
 
 #define SIM_TRANSFER_METHOD "roofline-v1"
+/* The same with each GPU's measured maximum achievable matmul rate (topo_gpu.bf16_mamf_tflops) as its
+ * compute ceiling in place of the datasheet peak (sim/README.md, "Calibration transfer"). */
+#define SIM_TRANSFER_METHOD_MAMF "mamf-v1"
 
 /* Where a simulation's costs come from, for reports. */
 typedef struct {
@@ -40,7 +43,8 @@ typedef struct {
   char method[32];       /* "none" (same GPU) or SIM_TRANSFER_METHOD */
 } sim_cost_source;
 
-/* The figures the transfer reads from a GPU description (datasheet values). */
+/* The figures the transfer reads from a GPU description (datasheet values; with the mamf method the
+ * compute ceiling is the measured matmul rate). */
 typedef struct {
   double peak_flops;      /* dense BF16 tensor-core FLOP/s */
   double hbm_bytes_per_s; /* device memory */
@@ -59,8 +63,9 @@ bool sim_same_gpu(const topo_gpu *a, const topo_gpu *b);
  * on `from`, transferred to `to`, whose intra-node links run at
  * to_link_gbps per GPU per direction (the cluster's intra figure; used for
  * NVLink collective tables). Labels it derived, with the source GPU, the
- * target GPU and the method in its notes. */
+ * target GPU and the method in its notes. mamf: compute ceilings are the
+ * GPUs' bf16_mamf_tflops (an error naming the GPU when either has none). */
 int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from, const topo_gpu *to,
-                             double to_link_gbps, bool move_nvlink, schema_calibration *out, ts_err *e);
+                             double to_link_gbps, bool move_nvlink, bool mamf, schema_calibration *out, ts_err *e);
 
 #endif

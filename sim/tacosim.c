@@ -92,8 +92,11 @@ static const char simulate_usage[] =
     "                          file of the cluster's intra-node fabric (nvlink, shm, socket; pcie reads\n"
     "                          nvlink) when present, else its derived h200-derived.json, h200-shm-derived.json\n"
     "                          or h200-socket-derived.json)\n"
-    "  --transfer roofline|off costs measured on another GPU than the cluster's are moved onto its ceilings\n"
-    "                          (default roofline, sim/README.md \"Calibration transfer\"), or refused (off,\n"
+    "  --transfer roofline|mamf|off\n"
+    "                          costs measured on another GPU than the cluster's are moved onto its ceilings\n"
+    "                          (default roofline: datasheet peaks, sim/README.md \"Calibration transfer\"), onto\n"
+    "                          its measured maximum achievable matmul rate instead of the peak (mamf: both\n"
+    "                          GPUs need bf16_mamf_tflops in the catalogue, else exit 2), or refused (off,\n"
     "                          exit 2 naming both GPUs); the result names where its costs come from\n"
     "  --mode full|reduced     every rank, or one rank per pipeline stage (default reduced)\n"
     "  --overlap sm-wait|ideal a collective reaching a GPU busy with a compute kernel starts when the kernel\n"
@@ -210,6 +213,7 @@ static void help(FILE *out) {
 static int parse_transfer(const char *v, sim_transfer_mode *m) {
   if (strcmp(v, "roofline") == 0) *m = SIM_TRANSFER_ROOFLINE;
   else if (strcmp(v, "off") == 0) *m = SIM_TRANSFER_OFF;
+  else if (strcmp(v, "mamf") == 0) *m = SIM_TRANSFER_MAMF;
   else return -1;
   return 0;
 }
@@ -267,7 +271,7 @@ static int cmd_simulate(int argc, char **argv) {
       cal_path = argv[++i];
     else if (strcmp(a, "--transfer") == 0 && has_value) {
       if (parse_transfer(argv[++i], &transfer))
-        return command_error("simulate", "--transfer: \"%s\" is not one of roofline, off", argv[i]);
+        return command_error("simulate", "--transfer: \"%s\" is not one of roofline, mamf, off", argv[i]);
     } else if (strcmp(a, "--clock") == 0 && has_value) {
       int rc = parse_on_off("simulate", "--clock", argv[++i], &clock_off);
       if (rc) return rc;

@@ -147,7 +147,7 @@ static void test_transfer_keeps_points(void) {
   snprintf(to.name, sizeof to.name, "B");
   from.bf16_tflops = 989, from.hbm_gbps = 4800, to.bf16_tflops = 2 * 989, to.hbm_gbps = 8000;
   ts_err e = {0};
-  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &from, &to, 900, false, &t, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &from, &to, 900, false, false, &t, &e), 0);
   CU_ASSERT_EQUAL_FATAL(t.n_attn, 2);
   /* compute-bound at both sizes: twice the peak roughly halves the time above the floor */
   CU_ASSERT(t.attn[1].fwd_us < 0.6 * 5000 && t.attn[1].fwd_us > 0.4 * 5000);
@@ -158,7 +158,7 @@ static void test_transfer_keeps_points(void) {
   memset(&c, 0, sizeof c);
   CU_ASSERT_EQUAL_FATAL(schema_calibration_add_attn_backend(&c, SCHEMA_ATTN_FUSED, &a, 100, 300), 0);
   CU_ASSERT_EQUAL_FATAL(schema_calibration_add_attn_backend(&c, SCHEMA_ATTN_FUSED, &b, 5000, 15000), 0);
-  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &from, &to, 900, false, &t, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &from, &to, 900, false, false, &t, &e), 0);
   int n;
   const schema_attn_point *fp = schema_attn_points(&t, SCHEMA_ATTN_FUSED, &n);
   CU_ASSERT_EQUAL_FATAL(n, 2);

@@ -258,7 +258,7 @@ static void test_transfer_grouped(void) {
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "t.json", &c, &e), 0);
   topo_gpu a = {.bf16_tflops = 1000, .hbm_gbps = 4000}, b = {.bf16_tflops = 1000, .hbm_gbps = 2000};
   snprintf(a.name, sizeof a.name, "A"), snprintf(b.name, sizeof b.name, "B");
-  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &a, &b, 0, false, &out, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &a, &b, 0, false, false, &out, &e), 0);
   double fwd = -1, wgrad = -1;
   for (int i = 0; i < out.n_kernels; i++) {
     if (!strcmp(out.kernels[i].name, "gemm_grouped.g8.n4096.k4096")) fwd = out.kernels[i].pts[0].us;

@@ -79,7 +79,7 @@ static void test_calibration_transfer(void) {
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(cal_text, strlen(cal_text), "c.json", &src, &e), 0);
   topo_gpu h200 = gpu("H200-SXM", 989, 4800, 450), a100 = gpu("A100-SXM4-80GB", 312, 2039, 300);
-  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, true, &dst, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, true, false, &dst, &e), 0);
   CU_ASSERT_TRUE(dst.derived);
   CU_ASSERT_PTR_NOT_NULL(strstr(dst.notes, "H200-SXM"));
   CU_ASSERT_PTR_NOT_NULL(strstr(dst.notes, "A100-SXM4-80GB"));
@@ -109,10 +109,38 @@ static void test_calibration_transfer(void) {
   NEAR(dst.colls[0].pts[1].us - afl, (3000 - afl) * 450.0 / 300.0, 1e-6);
   schema_calibration_free(&dst);
   /* by default the NVLink collectives go: the NCCL model prices them from the target's fabric */
-  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, false, &dst, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, false, false, &dst, &e), 0);
   CU_ASSERT_EQUAL(dst.n_colls, 0);
   CU_ASSERT_EQUAL(dst.n_gemm, 2);
   schema_calibration_free(&dst);
+  schema_calibration_free(&src);
+}
+
+/* --transfer mamf: the compute ceilings are the GPUs' measured matmul rates, so the big (compute-bound)
+ * GEMM scales by their ratio above the floor, not by the datasheet peaks'; the memory-bound norm as
+ * before; a GPU without the figure is refused, naming the field. */
+static void test_calibration_transfer_mamf(void) {
+  schema_calibration src, dst;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(cal_text, strlen(cal_text), "c.json", &src, &e), 0);
+  topo_gpu h200 = gpu("H200-SXM", 989, 4800, 450), gb = gpu("GB200", 2500, 8000, 900);
+  h200.bf16_mamf_tflops = 794.5, gb.bf16_mamf_tflops = 1822;
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &gb, 900, false, true, &dst, &e), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dst.notes, SIM_TRANSFER_METHOD_MAMF));
+  /* the floor as the roofline method finds it, from the small GEMM's bytes at the source HBM */
+  double fl = src.gemm[0].us - 2.0 * 3 * 128 * 128 / 4800e9 * 1e6;
+  NEAR(dst.gemm[1].us - fl, (src.gemm[1].us - fl) * 794.5 / 1822.0, 1e-6);
+  const schema_kernel_table *norm = NULL;
+  for (int k = 0; k < dst.n_kernels; k++)
+    if (strcmp(dst.kernels[k].name, "norm") == 0) norm = &dst.kernels[k];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(norm);
+  double nfl = 2.0 - 1000 / 4800e9 * 1e6;
+  NEAR(norm->pts[1].us - nfl, (260 - nfl) * 4800.0 / 8000.0, 1e-6);
+  schema_calibration_free(&dst);
+  gb.bf16_mamf_tflops = 0;
+  CU_ASSERT_NOT_EQUAL(sim_transfer_calibration(&src, &h200, &gb, 900, false, true, &dst, &e), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "bf16_mamf_tflops"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "GB200"));
   schema_calibration_free(&src);
 }
 
@@ -139,7 +167,7 @@ static void test_nearest_shapes_commute_with_transfer(void) {
   schema_calibration_sort(&src);
   topo_gpu h200 = gpu("H200-SXM", 989, 4800, 450), a100 = gpu("A100-SXM4-80GB", 312, 2039, 300);
   ts_err e = {0};
-  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, false, &dst, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, false, false, &dst, &e), 0);
   schema_roofline rh = {h.peak_flops, h.hbm_bytes_per_s, 1, 3, 1}, ra = {a.peak_flops, a.hbm_bytes_per_s, 1, 3, 1};
   schema_lookup lh, la;
   schema_lookup_init(&lh, &src, &rh, NULL);
@@ -162,7 +190,7 @@ static void test_transfer_needs_figures(void) {
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(cal_text, strlen(cal_text), "c.json", &src, &e), 0);
   topo_gpu h200 = gpu("H200-SXM", 989, 4800, 450), bad = gpu("X", 0, 2000, 0);
-  CU_ASSERT_NOT_EQUAL(sim_transfer_calibration(&src, &h200, &bad, 300, true, &dst, &e), 0);
+  CU_ASSERT_NOT_EQUAL(sim_transfer_calibration(&src, &h200, &bad, 300, true, false, &dst, &e), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "target GPU"));
   schema_calibration_free(&src);
 }
@@ -358,6 +386,7 @@ int main(void) {
   CU_add_test(s, "a launch-bound point does not scale with FLOP/s", test_launch_bound_does_not_scale);
   CU_add_test(s, "a point follows whichever ceiling binds on the target", test_bound_switches);
   CU_add_test(s, "a whole calibration transferred", test_calibration_transfer);
+  CU_add_test(s, "--transfer mamf: measured matmul rates as compute ceilings", test_calibration_transfer_mamf);
   CU_add_test(s, "GEMM nearest shapes and the transfer commute", test_nearest_shapes_commute_with_transfer);
   CU_add_test(s, "transfer refuses a GPU without its figures", test_transfer_needs_figures);
   CU_add_test(s, "same GPU: name and figures", test_same_gpu);

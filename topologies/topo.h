@@ -38,6 +38,10 @@ typedef struct {
   double fp16_tflops;   /* dense FP16 tensor-core */
   double fp8_tflops;    /* dense FP8 tensor-core; 0 when the GPU has none */
   double fp32_tflops;   /* non-tensor FP32 */
+  /* Measured, not a datasheet figure: the maximum achievable BF16 matmul TFLOP/s (the best shape of a
+   * published search over GEMM shapes; 0 where none is published). Read only by the transfer's "mamf"
+   * mode (sim/README.md, "Calibration transfer"). */
+  double bf16_mamf_tflops;
   double hbm_gib;       /* device memory, GiB */
   double hbm_gbps;      /* device memory bandwidth, GB/s */
   int sms;              /* streaming multiprocessors */

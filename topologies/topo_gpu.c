@@ -39,6 +39,7 @@ static const figure figures[] = {
     REAL(fp16_tflops, 1e-3, 1e5, false),
     REAL(fp8_tflops, 0, 1e5, false), /* 0: no FP8 tensor cores */
     REAL(fp32_tflops, 1e-3, 1e5, false),
+    REAL(bf16_mamf_tflops, 0, 1e5, false), /* measured; 0: none published */
     REAL(hbm_gib, 1e-3, 1e6, true),
     REAL(hbm_gbps, 1e-3, 1e5, true),
     INT(sms, 1, 100000),
