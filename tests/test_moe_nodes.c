@@ -12,6 +12,7 @@
 
 #include "sim.h"
 #include "test_check.h"
+#include "test_hand_moe.h"
 
 /* A plan struct by hand: E experts, top k, ep = dp ranks (tp 1, pp 1) on nodes of g GPUs, flex. */
 static void hand_plan(plan *p, int E, int k, int ep, int g) {
@@ -245,42 +246,10 @@ static double rail_wire;
 
 /* E 8, k 2, ep 4 = 2 nodes of 2 GPUs; every GPU its own host behind one switch (links of BW). */
 static void sim_plan(plan *p) {
-  memset(p, 0, sizeof *p);
-  ts_err e = {0};
-  CU_ASSERT_EQUAL_FATAL(model_load("moe-tiny", NULL, &p->model, &e), 0);
-  snprintf(p->path, sizeof p->path, "hand-moe-nodes");
-  snprintf(p->name, sizeof p->name, "hand-moe-nodes");
-  topo_cluster *c = &p->cluster;
-  snprintf(c->name, sizeof c->name, "hand");
-  snprintf(c->gpu.name, sizeof c->gpu.name, "X");
-  c->gpu.bf16_tflops = 1000;
-  c->gpu.hbm_gib = 80;
-  c->gpu.hbm_gbps = 4000;
-  c->nodes = 2;
-  c->gpus_per_node = 2;
-  c->intra.kind = TOPO_INTRA_NVSWITCH;
-  c->intra.gbps_per_gpu = 100;
-  c->intra.latency_us = 1;
-  c->nic.per_node = 2;
-  c->nic.gbps = BW / 1e9;
-  c->fabric.kind = TOPO_FABRIC_SINGLE_SWITCH;
-  p->dp = 4, p->tp = 1, p->pp = 1, p->vpp = 1, p->ep = 4, p->moe_imbalance = 1.0, p->moe_flex = true;
-  p->order = PLAN_ORDER_TP_DP_PP;
-  p->micro_batch = 1;
-  p->seq = 128;
-  p->global_batch = 4;
-  p->layers = p->model.layers;
+  test_hand_moe_plan(p, "hand-moe-nodes", 2, 2, 100, 2, BW / 1e9);
+  p->dp = 4, p->ep = 4, p->moe_flex = true;
   p->schedule = PLAN_SCHED_GPIPE;
-  snprintf(platform_path, sizeof platform_path, "/tmp/test-moe-nodes-%d.xml", (int)getpid());
-  FILE *f = fopen(platform_path, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f,
-          "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-          "<platform version=\"4.1\">\n"
-          "<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-3\" speed=\"1Pf\" bw=\"%.0fBps\" lat=\"%gs\" "
-          "sharing_policy=\"SPLITDUPLEX\"/>\n</platform>\n",
-          BW, LAT);
-  fclose(f);
+  test_hand_platform(platform_path, sizeof platform_path, "test-moe-nodes", 4, BW, LAT);
 }
 
 static double node_wire;

@@ -10,6 +10,7 @@
 
 #include "sim.h"
 #include "test_check.h"
+#include "test_hand_moe.h"
 
 #define BW 10e9   /* bytes/s per link direction */
 #define LAT 5e-6  /* s per link */
@@ -20,42 +21,12 @@ static schema_calibration cal; /* empty: every cost from the hand cluster's roof
 
 /* moe-tiny on n hosts of one GPU each behind one switch, dp n, ep n. */
 static void make_plan(plan *p, int n, double imbalance) {
-  memset(p, 0, sizeof *p);
-  ts_err e = {0};
-  CU_ASSERT_EQUAL_FATAL(model_load("moe-tiny", NULL, &p->model, &e), 0);
-  snprintf(p->path, sizeof p->path, "hand-moe");
-  snprintf(p->name, sizeof p->name, "hand-moe");
-  topo_cluster *c = &p->cluster;
-  snprintf(c->name, sizeof c->name, "hand");
-  snprintf(c->gpu.name, sizeof c->gpu.name, "X");
-  c->gpu.bf16_tflops = PEAK / 1e12;
-  c->gpu.hbm_gib = 80;
-  c->gpu.hbm_gbps = 4000;
-  c->nodes = n;
-  c->gpus_per_node = 1;
-  c->intra.kind = TOPO_INTRA_NVSWITCH;
-  c->intra.gbps_per_gpu = BW / 1e9;
-  c->intra.latency_us = 1;
-  c->nic.per_node = 1;
-  c->nic.gbps = BW / 1e9;
-  c->fabric.kind = TOPO_FABRIC_SINGLE_SWITCH;
-  p->dp = n, p->tp = 1, p->pp = 1, p->vpp = 1, p->ep = n, p->moe_imbalance = imbalance;
-  p->order = PLAN_ORDER_TP_DP_PP;
-  p->micro_batch = 1;
-  p->seq = 128;
+  test_hand_moe_plan(p, "hand-moe", n, 1, BW / 1e9, 1, BW / 1e9);
+  p->cluster.gpu.bf16_tflops = PEAK / 1e12;
+  p->dp = n, p->ep = n, p->moe_imbalance = imbalance;
   p->global_batch = n;
-  p->layers = p->model.layers;
   p->schedule = PLAN_SCHED_GPIPE;
-  snprintf(platform_path, sizeof platform_path, "/tmp/test-moe-platform-%d.xml", (int)getpid());
-  FILE *f = fopen(platform_path, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f,
-          "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-          "<platform version=\"4.1\">\n"
-          "<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-%d\" speed=\"1Pf\" bw=\"%.0fBps\" lat=\"%gs\" "
-          "sharing_policy=\"SPLITDUPLEX\"/>\n</platform>\n",
-          n - 1, BW, LAT);
-  fclose(f);
+  test_hand_platform(platform_path, sizeof platform_path, "test-moe-platform", n, BW, LAT);
 }
 
 static plan_op *add_op(plan_program *pr, plan_op_kind kind, plan_stream stream) {

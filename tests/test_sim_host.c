@@ -13,6 +13,7 @@
 #include "sim.h"
 #include "sim_host.h"
 #include "test_check.h"
+#include "test_hand_moe.h"
 
 #define US 1e-6
 
@@ -198,39 +199,9 @@ static char platform_path[64];
 
 /* moe-tiny (1 dense + 3 MoE layers of 8 experts) on one GPU, 4 micro-batches of 1 x 128 tokens. */
 static void make_plan(plan *p) {
-  memset(p, 0, sizeof *p);
-  ts_err e = {0};
-  CU_ASSERT_EQUAL_FATAL(model_load("moe-tiny", NULL, &p->model, &e), 0);
-  snprintf(p->path, sizeof p->path, "hand-host");
-  snprintf(p->name, sizeof p->name, "hand-host");
-  topo_cluster *c = &p->cluster;
-  snprintf(c->name, sizeof c->name, "hand");
-  snprintf(c->gpu.name, sizeof c->gpu.name, "X");
-  c->gpu.bf16_tflops = 1000;
-  c->gpu.hbm_gib = 80;
-  c->gpu.hbm_gbps = 4000;
-  c->nodes = 1;
-  c->gpus_per_node = 1;
-  c->intra.kind = TOPO_INTRA_NVSWITCH;
-  c->intra.gbps_per_gpu = 10;
-  c->intra.latency_us = 1;
-  c->nic.per_node = 1;
-  c->nic.gbps = 10;
-  c->fabric.kind = TOPO_FABRIC_SINGLE_SWITCH;
-  p->dp = 1, p->tp = 1, p->pp = 1, p->vpp = 1, p->ep = 1, p->moe_imbalance = 1.0;
-  p->order = PLAN_ORDER_TP_DP_PP;
-  p->micro_batch = 1;
-  p->seq = 128;
-  p->global_batch = 4;
-  p->layers = p->model.layers;
+  test_hand_moe_plan(p, "hand-host", 1, 1, 10, 1, 10);
   p->schedule = PLAN_SCHED_1F1B;
-  snprintf(platform_path, sizeof platform_path, "/tmp/test-host-platform-%d.xml", (int)getpid());
-  FILE *f = fopen(platform_path, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-             "<platform version=\"4.1\">\n<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-0\" speed=\"1Pf\" "
-             "bw=\"10GBps\" lat=\"1us\" sharing_policy=\"SPLITDUPLEX\"/>\n</platform>\n");
-  fclose(f);
+  test_hand_platform(platform_path, sizeof platform_path, "test-host-platform", 1, 10e9, 1e-6);
 }
 
 /* The executor's counts on moe-tiny: one sync per MoE layer and micro-batch (the permute forward), the

@@ -61,6 +61,12 @@ static void test_bound_switches(void) {
   NEAR(t_dst, bytes / to.hbm_bytes_per_s * 1e6, 1e-9);
 }
 
+static const schema_kernel_table *kernel_table(const schema_calibration *c, const char *name) {
+  for (int k = 0; k < c->n_kernels; k++)
+    if (strcmp(c->kernels[k].name, name) == 0) return &c->kernels[k];
+  return NULL;
+}
+
 static const char *cal_text =
     "{\"schema\":1,\"gpu\":\"NVIDIA H200\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2.28\","
     "\"transport\":\"nvlink\",\"measured_at\":\"now\","
@@ -98,9 +104,7 @@ static void test_calibration_transfer(void) {
   double fl = src.gemm[0].us - 2.0 * 3 * 128 * 128 / 4800e9 * 1e6;
   NEAR(dst.gemm[1].us - fl, (src.gemm[1].us - fl) * 989.0 / 312.0, 1e-6);
   /* memory-bound norm: the large point by the HBM ratio above its floor */
-  const schema_kernel_table *norm = NULL;
-  for (int k = 0; k < dst.n_kernels; k++)
-    if (strcmp(dst.kernels[k].name, "norm") == 0) norm = &dst.kernels[k];
+  const schema_kernel_table *norm = kernel_table(&dst, "norm");
   CU_ASSERT_PTR_NOT_NULL_FATAL(norm);
   double nfl = 2.0 - 1000 / 4800e9 * 1e6;
   NEAR(norm->pts[1].us - nfl, (260 - nfl) * 4800.0 / 2039.0, 1e-6);
@@ -130,9 +134,7 @@ static void test_calibration_transfer_mamf(void) {
   /* the floor as the roofline method finds it, from the small GEMM's bytes at the source HBM */
   double fl = src.gemm[0].us - 2.0 * 3 * 128 * 128 / 4800e9 * 1e6;
   NEAR(dst.gemm[1].us - fl, (src.gemm[1].us - fl) * 794.5 / 1822.0, 1e-6);
-  const schema_kernel_table *norm = NULL;
-  for (int k = 0; k < dst.n_kernels; k++)
-    if (strcmp(dst.kernels[k].name, "norm") == 0) norm = &dst.kernels[k];
+  const schema_kernel_table *norm = kernel_table(&dst, "norm");
   CU_ASSERT_PTR_NOT_NULL_FATAL(norm);
   double nfl = 2.0 - 1000 / 4800e9 * 1e6;
   NEAR(norm->pts[1].us - nfl, (260 - nfl) * 4800.0 / 8000.0, 1e-6);
