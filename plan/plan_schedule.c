@@ -83,7 +83,7 @@ double plan_held_peak(const plan *p, int stage, const double *held) {
   const int total = plan_micro_batches(p) * p->vpp, warm = plan_warmup_steps(p, stage);
   bool equal = true; /* equal chunks: the in-flight peak, without the walk (the layout search asks often) */
   for (int c = 1; c < p->vpp && equal; c++) equal = held[c] == held[0];
-  if (equal) return held[0] * (warm + 1 < total ? warm + 1 : total);
+  if (equal) return held[0] * plan_inflight_peak(p, stage);
   double now = 0.0, peak = 0.0;
   int nf = 0, nb = 0;
   while (nf < total) {

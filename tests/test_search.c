@@ -158,8 +158,6 @@ static void count_account(const sim_search_layout *l, void *arg) {
   t->plain_pp3 += !l->account && l->pp == 3;
 }
 
-static void check_accounted_plan(const sim_search_layout *l, void *arg);
-
 static void test_enumeration_accounted(void) {
   model_config m = hand_model();
   topo_cluster c = hand_cluster();

@@ -78,6 +78,19 @@ static const char *cal_text =
     "\"clock\":{\"window_us\":100000,\"points\":[{\"duty\":0.5,\"period_us\":1000,\"gemm_speed\":1.1,"
     "\"mem_speed\":1.0}]}}";
 
+/* cal_text below transferred into dst: above each table's floor, the big GEMM's time is scaled by
+ * gemm_ratio and the large norm point's by hbm_ratio. The floors are the small points' excess over
+ * their roofline on the source (the small GEMM's bf16 operands, the small norm's bytes, at 4.8 TB/s). */
+static void check_scaled(const schema_calibration *src, const schema_calibration *dst, double gemm_ratio,
+                         double hbm_ratio) {
+  double fl = src->gemm[0].us - 2.0 * 3 * 128 * 128 / 4800e9 * 1e6;
+  NEAR(dst->gemm[1].us - fl, (src->gemm[1].us - fl) * gemm_ratio, 1e-6);
+  const schema_kernel_table *norm = kernel_table(dst, "norm");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(norm);
+  double nfl = 2.0 - 1000 / 4800e9 * 1e6;
+  NEAR(norm->pts[1].us - nfl, (260 - nfl) * hbm_ratio, 1e-6);
+}
+
 /* The whole file: every table moved, none below the target's roofline, the
  * compressed tables and the clock section dropped, labelled derived with both GPUs. */
 static void test_calibration_transfer(void) {
@@ -99,15 +112,8 @@ static void test_calibration_transfer(void) {
     CU_ASSERT(dst.gemm[i].us >= f / 312e12 * 1e6);
     CU_ASSERT(dst.gemm[i].us >= src.gemm[i].us); /* a slower GPU never runs a point faster */
   }
-  /* the big GEMM: efficiency kept, so the time scales by the peak ratio above the floor */
-  /* the small GEMM sets the floor; its roofline is its bf16 operands at 4.8 TB/s */
-  double fl = src.gemm[0].us - 2.0 * 3 * 128 * 128 / 4800e9 * 1e6;
-  NEAR(dst.gemm[1].us - fl, (src.gemm[1].us - fl) * 989.0 / 312.0, 1e-6);
-  /* memory-bound norm: the large point by the HBM ratio above its floor */
-  const schema_kernel_table *norm = kernel_table(&dst, "norm");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(norm);
-  double nfl = 2.0 - 1000 / 4800e9 * 1e6;
-  NEAR(norm->pts[1].us - nfl, (260 - nfl) * 4800.0 / 2039.0, 1e-6);
+  /* the big GEMM by the peak ratio, the norm by the HBM ratio (efficiency kept) */
+  check_scaled(&src, &dst, 989.0 / 312.0, 4800.0 / 2039.0);
   /* NVLink all-reduce: bus bytes at 450 -> 300 GB/s */
   double afl = 10 - 1024.0 / 450e9 * 1e6;
   NEAR(dst.colls[0].pts[1].us - afl, (3000 - afl) * 450.0 / 300.0, 1e-6);
@@ -131,13 +137,7 @@ static void test_calibration_transfer_mamf(void) {
   h200.bf16_mamf_tflops = 794.5, gb.bf16_mamf_tflops = 1822;
   CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &gb, 900, false, true, &dst, &e), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(dst.notes, SIM_TRANSFER_METHOD_MAMF));
-  /* the floor as the roofline method finds it, from the small GEMM's bytes at the source HBM */
-  double fl = src.gemm[0].us - 2.0 * 3 * 128 * 128 / 4800e9 * 1e6;
-  NEAR(dst.gemm[1].us - fl, (src.gemm[1].us - fl) * 794.5 / 1822.0, 1e-6);
-  const schema_kernel_table *norm = kernel_table(&dst, "norm");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(norm);
-  double nfl = 2.0 - 1000 / 4800e9 * 1e6;
-  NEAR(norm->pts[1].us - nfl, (260 - nfl) * 4800.0 / 8000.0, 1e-6);
+  check_scaled(&src, &dst, 794.5 / 1822.0, 4800.0 / 8000.0);
   schema_calibration_free(&dst);
   gb.bf16_mamf_tflops = 0;
   CU_ASSERT_NOT_EQUAL(sim_transfer_calibration(&src, &h200, &gb, 900, false, true, &dst, &e), 0);
