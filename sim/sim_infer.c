@@ -185,8 +185,9 @@ static bool kernel_has_groups(const schema_calibration *cal, const char *name) {
  * codes and scales). The measured table of the cache's kernel, by KV bytes
  * read, when the calibration has it: "attention_decode" (BF16) or
  * "attention_decode_fp8" (the same kernel over E4M3 codes + scales), or its
- * table of the model's head layout, "<table>.g<G>" with G query heads a KV
- * head, where the calibration has one (merge_decode_attn.py --by-layout); a
+ * table of the GPU's head layout, "<table>.g<G>" with G query heads a KV
+ * head (head dim 128), where the calibration has one (tacorun calibrate-infer,
+ * or merge_decode_attn.py --by-layout from a bench-decode run); a
  * table whose points carry groups is grouped by batch x KV heads on the GPU
  * (the (sequence, KV head) pairs the kernel spreads over the SMs besides its
  * splits over positions: equal bytes over fewer pairs take longer). An FP8
@@ -210,13 +211,15 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
     *warned = true;
     table = "attention_decode";
   }
-  char layout[64]; /* the table of the model's head layout, where the calibration has it */
-  snprintf(layout, sizeof layout, "%s.g%d", table, m->kv_heads > 0 ? m->heads / m->kv_heads : 0);
-  if (m->kv_heads > 0 && m->heads % m->kv_heads == 0 && schema_has_kernel(c->lk.cal, layout)) table = layout;
+  /* a GPU's share: heads / tp query heads over kv_heads / tp KV heads (the loader has tp divide both) */
+  int kvl = m->kv_heads / p->tp, hl = m->heads / p->tp;
+  char layout[64]; /* the table of the GPU's head layout (measured at head dim 128), where the calibration has it */
+  snprintf(layout, sizeof layout, "%s.g%d", table, hl / kvl);
+  if (hl % kvl == 0 && model_head_dim(m) == 128 && schema_has_kernel(c->lk.cal, layout)) table = layout;
   if (schema_has_kernel(c->lk.cal, table)) {
     double us;
     /* grouped by (sequence, KV head) pairs where the table is */
-    int pairs = p->batch * ((m->kv_heads + p->tp - 1) / p->tp);
+    int pairs = p->batch * kvl;
     if (schema_lookup_kernel(&c->lk, table, kv_bytes, kernel_has_groups(c->lk.cal, table) ? pairs : 0, &us, e))
       return -1;
     *s = us * 1e-6;

@@ -429,7 +429,7 @@ static void test_decode_graph(void) {
  * plan's batch x KV heads on a GPU (here 2 x 8 / 2 = 8): only that group's
  * price moves TPOT, by its change once a layer; the table of the model's head
  * layout ("attention_decode.g4") is read in place of the plain one, another
- * layout's never. */
+ * layout's never, nor at a head dim other than the tables' 128. */
 static void decode_attention_groups(schema_calibration *cal, double us4, double us8, double us16) {
   constant_calibration(cal, 20.0);
   const int groups[] = {4, 8, 16};
@@ -467,6 +467,18 @@ static void test_decode_attention_pairs(void) {
   NEAR(ra.tpot_s - rg.tpot_s, g_plan.model.layers * 20.0e-6, 1e-9);
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &b, NULL, NULL, &rg, &e), 0);
   NEAR(rg.tpot_s, rb.tpot_s, 1e-12);
+  /* the layout tables are measured at head dim 128: another head dim reads the plain table */
+  sim_infer_result r64, r64g;
+  g_plan.model.head_dim_override = 64;
+  schema_calibration_free(&a);
+  decode_attention_groups(&a, 70.0, 50.0, 90.0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &a, NULL, NULL, &r64, &e), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&a, "attention_decode.g4", false, 1, 8, 30.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&a, "attention_decode.g4", false, 1e18, 8, 30.0), 0);
+  schema_calibration_sort(&a);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &a, NULL, NULL, &r64g, &e), 0);
+  NEAR(r64g.tpot_s, r64.tpot_s, 1e-12);
+  g_plan.model.head_dim_override = 0;
   schema_calibration_free(&a), schema_calibration_free(&b), schema_calibration_free(&c);
 }
 

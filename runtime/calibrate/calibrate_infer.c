@@ -10,12 +10,13 @@
  *   - "attention_decode" (by KV-cache bytes read: 2 x batch x length x KV
  *     heads x head_dim x 2 B): infer_decode_attention3 (the executor's default), caches rotating too;
  *     "attention_decode_fp8" (by bytes of E4M3 codes + scales): the same kernel over the FP8 cache;
+ *     both again per head layout of the zoo ("<table>.g<G>", grouped by batch x KV heads);
  *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
  *     flops_fwd): infer_prefill_attention at batch x prompt;
  *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes;
  *   - with --small-only, nothing of the above but the small kernels of a decode
  *     step queued and in a CUDA graph (calibrate_small.h); with
- *     --decode-attention-only, the two decode attention tables only.
+ *     --decode-attention-only, the decode attention tables only.
  * A separate command rather than a `tacorun calibrate` stage, so a training
  * calibration is not slowed; the small-message collectives are already in the
  * calibrate sweep (from 1 KiB; a decode all-reduce of batch 1 x hidden 4096
@@ -188,60 +189,105 @@ static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_confi
   return 0;
 }
 
-/* Llama-3 8B at TP2 (16 query heads, 4 KV heads of 128 on one GPU) over batch x length. */
-static int decode_attention_table(schema_calibration *cal, const calib_budget *bud, ts_err *e) {
-  static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
-  static const long long lens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
-  infer_decode_timing c = {.kernel = INFER_DEC_V3, .a = {.hl = 16, .kvl = 4, .head_dim = 128}};
-  const size_t pool = POOL_BYTES;
-  RT_CUDA(e, cudaMalloc((void **)&c.k, pool));
-  RT_CUDA(e, cudaMalloc((void **)&c.v, pool));
-  RT_CUDA(e, cudaMalloc((void **)&c.q, (size_t)64 * 16 * 128 * 2));
-  RT_CUDA(e, cudaMalloc((void **)&c.out, (size_t)64 * 16 * 128 * 2));
-  if (rt_fill_random_bf16(c.k, (long long)(pool / 2), 3, 1.0f, NULL, e) ||
-      rt_fill_random_bf16(c.v, (long long)(pool / 2), 4, 1.0f, NULL, e) ||
-      rt_fill_random_bf16(c.q, 64LL * 16 * 128, 5, 1.0f, NULL, e))
-    return -1;
-  int dev = 0, n = 0;
+/* The decode attention tables: the plain ones by KV bytes (Llama-3 8B at TP 2: 16 query heads,
+ * 4 KV heads of 128 on one GPU), and one per head layout of the zoo, "<table>.g<G>" (G query heads
+ * a KV head, head dim 128: what v3 is built for), timed at 1, 2, 4 and 8 KV heads a GPU (the TP
+ * splits) and grouped by the (sequence, KV head) pairs batch x KV heads (sim/sim_infer.c). */
+#define DEC_MAX_KVL 8
+static const int dec_batches[] = {1, 2, 4, 8, 16, 32, 64};
+static const long long dec_lens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+
+/* One layout (hl query heads over kvl KV heads of 128) over batch x length, both caches, into
+ * `name` / `name_fp8` (group = batch x kvl when grouped, else none). */
+static int decode_attention_layout(schema_calibration *cal, infer_decode_timing *c, const calib_budget *bud, int hl,
+                                   int kvl, const char *name, const char *name_fp8, bool grouped, int *n, ts_err *e) {
+  int dev = 0;
   void *stream = NULL;
   RT_CUDA(e, cudaGetDevice(&dev));
-  size_t part_bytes = 0;
-  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
-    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
-      infer_attn_dims a = {.batch = batches[b], .hl = 16, .kvl = 4, .head_dim = 128, .max_seq = lens[l]};
-      size_t n = infer_decode3_partial_bytes(&a, lens[l]);
-      if (n > part_bytes) part_bytes = n;
-    }
-  RT_CUDA(e, cudaMalloc((void **)&c.part, part_bytes));
-  const long long rows = (long long)(pool / 2 / 128);
-  RT_CUDA(e, cudaMalloc((void **)&c.k8, pool / 2));
-  RT_CUDA(e, cudaMalloc((void **)&c.v8, pool / 2));
-  RT_CUDA(e, cudaMalloc((void **)&c.ks, (size_t)rows * 4));
-  RT_CUDA(e, cudaMalloc((void **)&c.vs, (size_t)rows * 4));
-  if (infer_kv8_quantize(c.k, c.k8, c.ks, rows, 128, NULL, e) || infer_kv8_quantize(c.v, c.v8, c.vs, rows, 128, NULL, e))
-    return -1;
-  for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
-    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
-      c.a.batch = batches[b], c.a.max_seq = lens[l], c.len = lens[l];
-      c.set_bytes = (size_t)batches[b] * 4 * lens[l] * 128 * 2;
-      if (c.set_bytes > pool) continue;
-      c.sets = (int)(pool / c.set_bytes);
+  c->a.hl = hl, c->a.kvl = kvl;
+  for (size_t b = 0; b < sizeof dec_batches / sizeof *dec_batches; b++)
+    for (size_t l = 0; l < sizeof dec_lens / sizeof *dec_lens; l++) {
+      c->a.batch = dec_batches[b], c->a.max_seq = dec_lens[l], c->len = dec_lens[l];
+      c->set_bytes = (size_t)dec_batches[b] * kvl * dec_lens[l] * 128 * 2;
+      if (c->set_bytes > POOL_BYTES) continue;
+      c->sets = (int)(POOL_BYTES / c->set_bytes);
       for (int fp8 = 0; fp8 < 2; fp8++) {
-        c.kernel = fp8 ? INFER_DEC_V3_FP8 : INFER_DEC_V3;
+        c->kernel = fp8 ? INFER_DEC_V3_FP8 : INFER_DEC_V3;
         double us;
-        if (calib_time_us(infer_decode_timing_launch, &c, &stream, &dev, 1, bud, &us, e)) return -1;
+        if (calib_time_us(infer_decode_timing_launch, c, &stream, &dev, 1, bud, &us, e)) return -1;
         /* KV bytes read: BF16 2 B an element; FP8 1 B + a 4 B scale per head vector of 128 */
-        double kv_bytes = fp8 ? 2.0 * (double)c.set_bytes / 2 * (128 + 4) / 128 : 2.0 * (double)c.set_bytes;
-        if (schema_calibration_add_kernel(cal, fp8 ? "attention_decode_fp8" : "attention_decode", false, kv_bytes,
-                                          0, us))
+        double kv_bytes = fp8 ? 2.0 * (double)c->set_bytes / 2 * (128 + 4) / 128 : 2.0 * (double)c->set_bytes;
+        if (schema_calibration_add_kernel(cal, fp8 ? name_fp8 : name, false, kv_bytes,
+                                          grouped ? dec_batches[b] * kvl : 0, us))
           return ts_fail_sys(e, "out of memory");
       }
-      n++;
+      (*n)++;
     }
-  fprintf(stderr, "calibrate-infer: attention_decode and attention_decode_fp8, %d points each\n", n);
-  cudaFree(c.vs), cudaFree(c.ks), cudaFree(c.v8), cudaFree(c.k8);
-  cudaFree(c.k), cudaFree(c.v), cudaFree(c.q), cudaFree(c.out), cudaFree(c.part);
   return 0;
+}
+
+/* The query heads a KV head (G) of the zoo's head-dim-128 models that v3 is built for, each once. */
+static int zoo_groupings(const model_config *models, int nm, int *gs, int cap) {
+  int n = 0;
+  for (int i = 0; i < nm; i++) {
+    const model_config *m = &models[i];
+    if (m->kv_heads < 1 || m->heads % m->kv_heads || model_head_dim(m) != 128) continue;
+    int g = m->heads / m->kv_heads, seen = 0;
+    if (g > 8 && g != 12 && g != 16) continue;
+    for (int j = 0; j < n; j++) seen |= gs[j] == g;
+    if (!seen && n < cap) gs[n++] = g;
+  }
+  return n;
+}
+
+static int decode_attention_table(schema_calibration *cal, const model_config *models, int nm,
+                                  const calib_budget *bud, ts_err *e) {
+  int gs[16], ng = zoo_groupings(models, nm, gs, 16), max_g = 4;
+  for (int i = 0; i < ng; i++)
+    if (gs[i] > max_g) max_g = gs[i];
+  const int max_hl = max_g * DEC_MAX_KVL;
+  infer_decode_timing c = {.kernel = INFER_DEC_V3, .a = {.head_dim = 128}};
+  const size_t pool = POOL_BYTES, qo_bytes = (size_t)64 * max_hl * 128 * 2;
+  int rc = -1, n = 0;
+  size_t part_bytes = 0;
+  for (size_t b = 0; b < sizeof dec_batches / sizeof *dec_batches; b++)
+    for (size_t l = 0; l < sizeof dec_lens / sizeof *dec_lens; l++) {
+      infer_attn_dims a = {.batch = dec_batches[b], .hl = max_hl, .kvl = DEC_MAX_KVL, .head_dim = 128,
+                           .max_seq = dec_lens[l]};
+      size_t p = infer_decode3_partial_bytes(&a, dec_lens[l]);
+      if (p > part_bytes) part_bytes = p;
+    }
+  const long long rows = (long long)(pool / 2 / 128);
+  if (cudaMalloc((void **)&c.k, pool) != cudaSuccess || cudaMalloc((void **)&c.v, pool) != cudaSuccess ||
+      cudaMalloc((void **)&c.q, qo_bytes) != cudaSuccess || cudaMalloc((void **)&c.out, qo_bytes) != cudaSuccess ||
+      cudaMalloc((void **)&c.part, part_bytes) != cudaSuccess || cudaMalloc((void **)&c.k8, pool / 2) != cudaSuccess ||
+      cudaMalloc((void **)&c.v8, pool / 2) != cudaSuccess || cudaMalloc((void **)&c.ks, (size_t)rows * 4) != cudaSuccess ||
+      cudaMalloc((void **)&c.vs, (size_t)rows * 4) != cudaSuccess) {
+    ts_fail_sys(e, "decode attention tables: cudaMalloc failed (%s)", cudaGetErrorString(cudaGetLastError()));
+    goto fail;
+  }
+  if (rt_fill_random_bf16(c.k, (long long)(pool / 2), 3, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.v, (long long)(pool / 2), 4, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(c.q, (long long)(qo_bytes / 2), 5, 1.0f, NULL, e) ||
+      infer_kv8_quantize(c.k, c.k8, c.ks, rows, 128, NULL, e) || infer_kv8_quantize(c.v, c.v8, c.vs, rows, 128, NULL, e))
+    goto fail;
+  if (decode_attention_layout(cal, &c, bud, 16, 4, "attention_decode", "attention_decode_fp8", false, &n, e)) goto fail;
+  fprintf(stderr, "calibrate-infer: attention_decode and attention_decode_fp8, %d points each\n", n);
+  for (int i = 0; i < ng; i++) {
+    char name[64], name8[64];
+    snprintf(name, sizeof name, "attention_decode.g%d", gs[i]);
+    snprintf(name8, sizeof name8, "attention_decode_fp8.g%d", gs[i]);
+    n = 0;
+    for (int kvl = 1; kvl <= DEC_MAX_KVL; kvl *= 2)
+      if (decode_attention_layout(cal, &c, bud, gs[i] * kvl, kvl, name, name8, true, &n, e)) goto fail;
+    fprintf(stderr, "calibrate-infer: %s and %s, %d timings each (1-%d KV heads, %.0f s)\n", name, name8, n,
+            DEC_MAX_KVL, calib_elapsed_s());
+  }
+  rc = 0;
+fail:
+  cudaFree(c.vs), cudaFree(c.ks), cudaFree(c.v8), cudaFree(c.k8), cudaFree(c.part);
+  cudaFree(c.out), cudaFree(c.q), cudaFree(c.v), cudaFree(c.k);
+  return rc;
 }
 
 typedef struct {
@@ -517,10 +563,11 @@ static void usage(FILE *out) {
                "DIR/<same name> with --out-dir), timed once on GPU 0 (the tables do not depend on the\n"
                "transport): GEMMs with m = batch 1..64 of every zoo model at TP 1/2/4/8 (QKV, attention\n"
                "output, FC1, FC2, logits), \"attention_decode\" (and \"attention_decode_fp8\", the FP8 KV cache) by KV-cache bytes\n"
-               "(Llama-3 8B at TP 2: 16 / 4 heads; tables per head layout: calibration/merge_decode_attn.py --by-layout),\n"
+               "(Llama-3 8B at TP 2: 16 / 4 heads), and per head layout \"attention_decode[_fp8].g<G>\" for each G (query heads\n"
+               "a KV head) of the zoo's head-dim-128 models, at 1, 2, 4 and 8 KV heads a GPU, grouped by batch x KV heads,\n"
                "\"attention_prefill\"\n"
                "by FLOPs and keyed by (head dim, prompt) (the --prefill-layouts, batch 1..64). GEMM shapes already\n"
-               "in a file are kept; the two attention tables are replaced.\n"
+               "in a file are kept; the attention tables are replaced.\n"
                "--collectives: the \"allreduce.infer\" and \"allreduce.taco128.infer\" tables (1 KiB .. 128 MiB; only\n"
                "inference predictions read them, in place of \"allreduce\" and \"allreduce.taco128\") timed as the\n"
                "executor runs them, one process per GPU, replace those of the files (use the file of the\n"
@@ -532,7 +579,7 @@ static void usage(FILE *out) {
                "  --small-only    time only the small kernels of a decode step (norm, add, SwiGLU, embedding,\n"
                "                  RoPE + KV scatter, TACO codec 4..128 KiB) queued in a stream and in a CUDA\n"
                "                  graph: tables \"<name>.eager\" and \"<name>.graph\" (calibrate_small.h) [off]\n"
-               "  --decode-attention-only  time only \"attention_decode\" and \"attention_decode_fp8\" (both\n"
+               "  --decode-attention-only  time only the decode attention tables (plain and per head layout,\n"
                "                  replaced; the other tables as they are) [off]\n"
                "  --decode-gemms-only  time the decode GEMMs only (no prefill GEMMs, attention or small\n"
                "                  kernels; the files' attention tables are left as they are) [off]\n"
@@ -567,7 +614,8 @@ static int merge(schema_calibration *cal, const schema_calibration *meas, const 
   }
   for (int i = 0; !gemms_only && i < cal->n_kernels; i++) {
     const char *k = cal->kernels[i].name;
-    if (!strcmp(k, "attention_decode") || !strcmp(k, "attention_decode_fp8") ||
+    if (!strcmp(k, "attention_decode") || !strcmp(k, "attention_decode_fp8") || !strncmp(k, "attention_decode.", 17) ||
+        !strncmp(k, "attention_decode_fp8.", 21) ||
         (!dec_attn_only && (!strcmp(k, "attention_prefill") || !strncmp(k, "attention_prefill.", 18))))
       cal->kernels[i].n = 0;
   }
@@ -765,14 +813,14 @@ int cmd_calibrate_infer(int argc, char **argv) {
     }
     gemms_only = 1; /* the merge keeps the file's attention tables */
   } else if (dec_attn_only) {
-    if (cudaSetDevice(0) != cudaSuccess || decode_attention_table(&meas, &bud, &e)) {
+    if (cudaSetDevice(0) != cudaSuccess || decode_attention_table(&meas, models, nm, &bud, &e)) {
       fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
       goto done;
     }
   } else if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
       decode_gemms(&meas, g, models, nm, NULL, &bud, &added, &e) ||
       (!gemms_only &&
-       (decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, &bud, &e) ||
+       (decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, models, nm, &bud, &e) ||
         prefill_attention_table(&meas, g, lay, nl, prompts, np, max_tokens, &bud, &e) ||
         small_memops(&meas, &bud, &e)))) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
