@@ -18,9 +18,16 @@ longer over fewer pairs and with more query heads a KV head
 (experiments/infer/v3/attn-layout/README.md); the inference simulator reads the
 table of a plan's G at its pairs, where the file has it (sim/sim_infer.c).
 
+--tables-from CAL.json[.gz]: every decode attention table of CAL.json (what
+`tacorun calibrate-infer --decode-attention-only --out-dir` wrote: the plain
+tables and one per head layout of the zoo) replaces the same-named table of
+each FILE, and the FILE's other tables are left byte for byte as they are.
+
 usage: merge_decode_attn.py --from BENCH.txt [--kernel v1|v2|v3|v2fp8|v3fp8 (v2)] [--by-layout] FILE...
+       merge_decode_attn.py --tables-from CAL.json[.gz] FILE...
 """
 import argparse
+import gzip
 import json
 import re
 import sys
@@ -30,12 +37,17 @@ from merge_infer import append_note, data_json
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--from", dest="src", required=True)
+    ap.add_argument("--from", dest="src")
+    ap.add_argument("--tables-from", dest="cal_src")
     ap.add_argument("--kernel", default="v2", choices=["v1", "v2", "v3", "v2fp8", "v3fp8"])
     ap.add_argument("--by-layout", action="store_true",
                     help='write "<table>.g<G>" grouped by batch x KV heads (the bench\'s head layout)')
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
+    if (a.src is None) == (a.cal_src is None):
+        sys.exit("merge_decode_attn.py: give one of --from BENCH.txt and --tables-from CAL.json")
+    if a.cal_src:
+        return copy_tables(a.cal_src, a.files)
     text = open(a.src).read()
     m = re.search(r"^model (\S+): hidden (\d+), heads (\d+) / (\d+)", text, re.M)
     if not m:
@@ -65,6 +77,24 @@ def main():
         with open(path, "w") as f:
             f.write(data_json(cal) + "\n")
         print(f"{path}: {name}, {len(table)} points from {a.src}")
+
+
+def copy_tables(src, files):
+    opener = gzip.open if src.endswith(".gz") else open
+    with opener(src, "rt") as f:
+        cal = json.load(f)
+    names = sorted(k for k in cal.get("kernels", {}) if re.fullmatch(r"attention_decode(_fp8)?(\.g\d+)?", k))
+    if not names:
+        sys.exit(f"merge_decode_attn.py: {src}: no decode attention table")
+    note = f"; {len(names)} decode attention tables (plain and per head layout): tacorun calibrate-infer --decode-attention-only ({src}, calibration/merge_decode_attn.py)"
+    for path in files:
+        dst = json.load(open(path))
+        for n in names:
+            dst["kernels"][n] = cal["kernels"][n]
+        append_note(dst, note)
+        with open(path, "w") as f:
+            f.write(data_json(dst) + "\n")
+        print(f"{path}: {len(names)} decode attention tables from {src}")
 
 
 if __name__ == "__main__":
