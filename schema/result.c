@@ -73,6 +73,7 @@ static json_t *to_json(const schema_result *r) {
   json_object_set_new(root, "plan", json_string(r->plan));
   if (r->calibration[0]) json_object_set_new(root, "calibration", json_string(r->calibration));
   if (r->mode[0]) json_object_set_new(root, "mode", json_string(r->mode));
+  if (r->options[0]) json_object_set_new(root, "options", json_string(r->options));
   if (r->attention_backend[0]) json_object_set_new(root, "attention_backend", json_string(r->attention_backend));
   if (r->cross_entropy_loss_fusion)
     json_object_set_new(root, "cross_entropy_loss_fusion", json_boolean(r->cross_entropy_loss_fusion > 0));
@@ -156,6 +157,7 @@ int schema_result_write_csv(const schema_result *r, FILE *out, ts_err *e) {
   const schema_breakdown *b = &r->breakdown;
   fprintf(out, "# tacosim result (%s) plan=%s calibration=%s\n", source_names[r->source], r->plan,
           r->calibration[0] ? r->calibration : "-");
+  if (r->options[0]) fprintf(out, "# options %s\n", r->options);
   fprintf(out,
           "# iteration_time_s tokens_per_s tflops_per_gpu mfu memory_per_gpu_bytes compute_s tp_exposed_s "
           "pp_exposed_s dp_exposed_s codec_s bubble_s\n");
@@ -224,7 +226,7 @@ static int read_ce_fusion(json_t *root, const char *file, schema_result *r, ts_e
 }
 
 /* Every result's top level (to_json). */
-static const char *const top_keys[] = {"schema", "source", "plan", "calibration", "mode", "attention_backend",
+static const char *const top_keys[] = {"schema", "source", "plan", "calibration", "mode", "options", "attention_backend",
                                        "cross_entropy_loss_fusion", "hidden_dropout", "iteration_time_s",
                                        "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
                                        "breakdown", "ranks", "clock_passes", "ops", "notes", NULL};
@@ -389,6 +391,7 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
   if (tsj_string(root, "plan", r->plan, sizeof r->plan, file, "", e) ||
       tsj_string_opt(root, "calibration", "", r->calibration, sizeof r->calibration, file, "", e) ||
       tsj_string_opt(root, "mode", "", r->mode, sizeof r->mode, file, "", e) ||
+      tsj_string_opt(root, "options", "", r->options, sizeof r->options, file, "", e) ||
       tsj_string_opt(root, "attention_backend", "", r->attention_backend, sizeof r->attention_backend, file, "", e) ||
       tsj_string_opt(root, "kind", "", r->kind, sizeof r->kind, file, "", e) ||
       read_ce_fusion(root, file, r, e) ||

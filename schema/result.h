@@ -87,6 +87,9 @@ typedef struct {
   char plan[512];
   char calibration[512];
   char mode[16];
+  /* the producing command's effective options, defaults included, as it would be given them
+   * (e.g. "--mode reduced --overlap sm-wait ..."); "" in older files */
+  char options[512];
   char attention_backend[16]; /* the plan's attention implementation ("" in older files) */
   int cross_entropy_loss_fusion; /* the plan's: 1 true, -1 false, 0 not recorded (older files, measured results) */
   /* the plan's hidden dropout probability (tacorun execute: 0, it runs none); < 0 not recorded (older

@@ -63,6 +63,7 @@ typedef struct {
   /* The same plan with plain NCCL (codec none), for the codec's speedups. */
   double plain_ttft_s, plain_tpot_s, plain_tokens_per_s;
   char calibration[512];
+  char options[512]; /* the command's effective options (set by the caller; written by the savers) */
   bool derived_calibration;
   bool intra_calibrated; /* the calibration measured the cluster's intra-node fabric */
   bool decode_graph;     /* the decode step was priced as one CUDA graph (sim_infer_opts) */

@@ -88,6 +88,7 @@ static json_t *result_json(const plan_infer *p, const sim_infer_result *r) {
                                 r->prefill.pp_s + steps * r->decode.pp_s, "dp_exposed_s", 0.0, "codec_s",
                                 r->prefill.codec_s + steps * r->decode.codec_s, "bubble_s", 0.0));
   json_object_set_new(o, "ranks", json_array());
+  if (r->options[0]) json_object_set_new(o, "options", json_string(r->options));
   return o;
 }
 
@@ -103,6 +104,7 @@ int sim_infer_save_csv(const plan_infer *p, const sim_infer_result *r, const cha
   FILE *f = fopen(path, "w");
   if (!f) return ts_fail_sys(e, "%s: cannot write", path);
   fprintf(f, "# tacosim inference prediction of %s (calibration %s)\n", p->name, r->calibration);
+  if (r->options[0]) fprintf(f, "# options %s\n", r->options);
   fprintf(f, "# plan tp pp batch prompt generate codec ttft_s tpot_s tokens_per_s memory_per_gpu_bytes "
              "plain_ttft_s plain_tpot_s prefill_tp_s prefill_codec_s decode_tp_s decode_codec_s\n");
   fprintf(f, "%s %d %d %d %d %d %s %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", p->name, p->tp, p->pp,

@@ -236,9 +236,9 @@ static int cmd_plan(int argc, char **argv) {
   return 0;
 }
 
-/* An inference plan: the analytic prefill/decode walk of sim_infer.c. */
+/* An inference plan: the analytic prefill/decode walk of sim_infer.c; `options` goes into the result. */
 static int simulate_inference(const char *plan_path, const char *cal_path, sim_transfer_mode transfer,
-                              const sim_infer_opts *o, const char *json, const char *csv) {
+                              const sim_infer_opts *o, const char *options, const char *json, const char *csv) {
   static plan_infer p;
   static plan fwd;
   schema_calibration cal;
@@ -250,6 +250,7 @@ static int simulate_inference(const char *plan_path, const char *cal_path, sim_t
   sim_infer_result r;
   int rc = sim_infer_predict(&p, &cal, o, stderr, &r, &e);
   if (rc == 0) {
+    snprintf(r.options, sizeof r.options, "%s", options);
     sim_infer_print(&p, &r, stdout);
     if ((json && sim_infer_save_json(&p, &r, json, &e)) || (csv && sim_infer_save_csv(&p, &r, csv, &e))) rc = -1;
   }
@@ -327,6 +328,9 @@ static int cmd_simulate(int argc, char **argv) {
       return command_error("simulate", "unexpected argument %s", a);
   }
   if (!plan_path) return command_error("simulate", "expected a plan file%s", "");
+  char options[512]; /* the effective options, defaults included, recorded in the result (the
+                       * calibration file it read has a field of its own) */
+  snprintf(options, sizeof options, "--transfer %s", sim_transfer_mode_name(transfer));
   static plan p;
   schema_calibration cal;
   ts_err e = {0};
@@ -334,7 +338,10 @@ static int cmd_simulate(int argc, char **argv) {
   if (plan_file_is_inference(plan_path, &inference, &e)) return fail(&e);
   if (inference) {
     if (trace) return command_error("simulate", "--trace: an inference plan is predicted analytically, without a trace%s", "");
-    return simulate_inference(plan_path, cal_path, transfer, &io, json, csv);
+    size_t n = strlen(options);
+    snprintf(options + n, sizeof options - n, " --decode %s --prefill-clock %s", io.decode_graph ? "graph" : "eager",
+             io.prefill_clock_off ? "off" : "on");
+    return simulate_inference(plan_path, cal_path, transfer, &io, options, json, csv);
   }
   if (decode_set) return command_error("simulate", "--decode, --prefill-clock: apply to inference plans only%s", "");
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
@@ -358,6 +365,12 @@ static int cmd_simulate(int argc, char **argv) {
   schema_result r;
   int rc = sim_run(&p, &o, &r, &e);
   if (rc == 0) {
+    size_t n = strlen(options);
+    snprintf(options + n, sizeof options - n, " --mode %s --overlap %s --clock %s --collapse %s --local-queue %s%s%.64s",
+             mode == SIM_MODE_FULL ? "full" : "reduced", ideal_overlap ? "ideal" : "sm-wait", clock_off ? "off" : "on",
+             collapse_off ? "off" : "on", local_off ? "off" : "on", trace_ranks ? " --trace-ranks " : "",
+             trace_ranks ? trace_ranks : "");
+    memcpy(r.options, options, sizeof r.options);
     char line[256];
     sim_cost_source_line(&src, line, sizeof line);
     if (schema_result_add_note(&r, line)) rc = ts_fail_sys(&e, "out of memory");

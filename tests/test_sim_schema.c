@@ -455,6 +455,7 @@ static void test_result_round_trip(void) {
   r.iterations = 10, r.warmup = 2, r.min_s = 0.49, r.median_s = 0.5, r.max_s = 0.52;
   snprintf(r.machine.gpu, sizeof r.machine.gpu, "H200");
   snprintf(r.machine.transport, sizeof r.machine.transport, "nvlink");
+  snprintf(r.options, sizeof r.options, "--iters 10 --warmup 2");
   schema_rank_stat rs = {.rank = 1, .busy_s = 0.4, .compute_s = 0.35, .comm_s = 0.1};
   schema_op_record op = {"layer0.fwd.qkv", 1, "compute", 0.001, 0.002};
   CU_ASSERT_EQUAL(schema_result_add_rank(&r, &rs), 0);
@@ -472,6 +473,7 @@ static void test_result_round_trip(void) {
   CU_ASSERT_EQUAL(b.n_notes, 1);
   CU_ASSERT_EQUAL(b.iterations, 10);
   CU_ASSERT_STRING_EQUAL(b.machine.transport, "nvlink");
+  CU_ASSERT_STRING_EQUAL(b.options, "--iters 10 --warmup 2"); /* the options it ran with */
   CU_ASSERT_STRING_EQUAL(b.ops[0].stream, "compute");
   /* no clock model: no clock fields written, none read */
   CU_ASSERT_PTR_NULL(strstr(buf, "clock"));
@@ -867,6 +869,9 @@ static void test_result_strict_keys(void) {
                 INFER_DETAILS "}", NULL);
   expect_result(RESULT_HEAD ",\"source\":\"measured\",\"kind\":\"inference\",\"ttft_s\":1,\"tpot_s\":1,\"ranks\":[]"
                 MEASURED_TAIL "}", NULL);
+  /* the options it ran with: a string */
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"options\":\"--mode full\",\"ranks\":[]}", NULL);
+  expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"options\":3,\"ranks\":[]}", "r.json: options");
   /* unknown keys, at every level */
   expect_result(RESULT_HEAD ",\"source\":\"simulated\",\"ranks\":[],\"iteration_time\":1}",
                 "r.json: iteration_time: unknown field");
@@ -914,6 +919,7 @@ static void test_result_writer_keys_known(void) {
   snprintf(r.plan, sizeof r.plan, "p.json");
   snprintf(r.calibration, sizeof r.calibration, "c.json");
   snprintf(r.mode, sizeof r.mode, "full");
+  snprintf(r.options, sizeof r.options, "--mode full --clock on");
   snprintf(r.kind, sizeof r.kind, "inference");
   r.ttft_s = 0.1, r.tpot_s = 0.01, r.iteration_time_s = 0.5, r.tokens_per_s = 10, r.mfu = 0.2;
   r.clock_passes = 2;

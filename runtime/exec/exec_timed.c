@@ -602,6 +602,8 @@ static int timed_result(timed_run *t, ts_err *e) {
   schema_result *res = &t->res;
   snprintf(res->plan, sizeof res->plan, "%s", p->path);
   snprintf(res->attention_backend, sizeof res->attention_backend, "executor"); /* what ran, whatever the plan named */
+  snprintf(res->options, sizeof res->options, "--iters %d --warmup %d --seed %llu --program %s", o->iters, o->warmup,
+           o->seed, o->program_plan ? "plan" : "builtin");
   res->hidden_dropout = 0.0; /* what ran: no dropout (exec_plan_refuse turns a plan's > 0 away) */
   res->iteration_time_s = stats[1];
   res->tokens_per_s = (double)p->global * p->seq / stats[1];

@@ -480,6 +480,8 @@ static int timed_save(const infer_timed *t, const char *json_out, ts_err *e) {
   if (res.median_s < res.min_s) res.min_s = res.median_s;
   if (res.max_s < res.median_s) res.max_s = res.median_s;
   rt_machine_of(t->w, &res.machine);
+  snprintf(res.options, sizeof res.options, "--warmup %d --prefill-reps %d --seed %llu --decode-attention v%d%s",
+           o->warmup, o->prefill_reps, o->seed, o->decode_attn, o->decode_graph ? " --decode-graph" : "");
   char note[256];
   snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
            infer_ar_mode_name(t->m.ar_mode[0]), infer_ar_mode_name(t->m.ar_mode[1]));
