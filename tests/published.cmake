@@ -3,3 +3,7 @@
 add_test(NAME published_dgxc_run COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_dgxc.sh $<TARGET_FILE:tacosim>
          ${CMAKE_SOURCE_DIR})
 set_tests_properties(published_dgxc_run PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
+# experiments/published/dgxc/breakdown.sh: rank 0's ops, each in one class; columns as simulated
+add_test(NAME published_dgxc_breakdown COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_breakdown.sh
+         $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
+set_tests_properties(published_dgxc_breakdown PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
