@@ -202,6 +202,12 @@ typedef struct {
   /* layout.moe_flex_dispatcher_backend (Megatron-Core's --moe-flex-dispatcher-backend; "flex" only):
    * "deepep" (default; the only flex backend of Megatron-Core 0.13, --moe-enable-deepep) or "hybridep". */
   bool moe_hybridep;
+  /* layout.moe_pad_expert_input_to_capacity (Megatron-Core's --moe-pad-expert-input-to-capacity, default
+   * false; needs capacity_factor, refused with "flex" as Megatron-Core refuses it): each expert's input padded
+   * to its capacity, so the all-to-all dispatcher knows its split sizes without the GPU and the host never
+   * waits (no host_sync on the forward permute). The padding rows' work is not priced beyond
+   * capacity_factor's cap. */
+  bool moe_pad_to_capacity;
   /* "enable_experimental" (top level; Megatron-Core's --enable-experimental, default false): with "flex" and
    * "deepep", Megatron-Core converts the received token indices with its fused Triton kernel instead of the
    * PyTorch ops that synchronise the host three times (plan_program_moe.c, plan/README.md). */

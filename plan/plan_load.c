@@ -55,6 +55,14 @@ static int load_moe_layout(json_t *layout, const char *file, plan *p, ts_err *e)
     return ts_fail(e, file, "layout.moe_flex_dispatcher_backend",
                    "applies to moe_token_dispatcher_type \"flex\" only (Megatron-Core's flex dispatcher backends)");
   p->moe_hybridep = be == 1;
+  if (tsj_bool_opt(layout, "moe_pad_expert_input_to_capacity", false, &p->moe_pad_to_capacity, file, "layout", e))
+    return -1;
+  if (p->moe_pad_to_capacity && !(p->capacity_factor > 0))
+    return ts_fail(e, file, "layout.moe_pad_expert_input_to_capacity",
+                   "true needs layout.capacity_factor (the capacity each expert's input is padded to)");
+  if (p->moe_pad_to_capacity && p->moe_flex)
+    return ts_fail(e, file, "layout.moe_pad_expert_input_to_capacity",
+                   "true with moe_token_dispatcher_type \"flex\": Megatron-Core's flex dispatcher does not support it");
   return tsj_real_opt(layout, "moe_imbalance", 1.0, 1e6, 0.0, &p->moe_imbalance, file, "layout", e);
 }
 
@@ -77,7 +85,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "overlap_param_gather", "zero3_prefetch_layers",
                                             "tp_comm_overlap", "context_parallel_size", "cp_comm_type",
                                             "ep", "expert_tp", "capacity_factor", "moe_imbalance",
-                                            "moe_token_dispatcher_type", "moe_flex_dispatcher_backend", NULL};
+                                            "moe_token_dispatcher_type", "moe_flex_dispatcher_backend",
+                                            "moe_pad_expert_input_to_capacity", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", "cp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;

@@ -324,6 +324,24 @@ static void test_plan_fields(void) {
   snprintf(text, sizeof text, flex, ", \"moe_token_dispatcher_type\": \"flex\", \"moe_flex_dispatcher_backend\": \"hybridep\"");
   CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
   CU_ASSERT(p.moe_flex && p.moe_hybridep);
+  snprintf(text, sizeof text, flex, ", \"capacity_factor\": 1.0, \"moe_pad_expert_input_to_capacity\": true");
+  CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+  CU_ASSERT(p.moe_pad_to_capacity);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  int waits = 0;
+  for (int i = 0; i < g.n; i++) waits += g.ops[i].host_sync + g.ops[i].host_syncs_before;
+  CU_ASSERT_EQUAL(waits, 0); /* padded to capacity: the split sizes need no copy */
+  plan_program_free(&g);
+  static const char *bad_pad[] = {", \"moe_pad_expert_input_to_capacity\": true", /* no capacity factor */
+                                  ", \"capacity_factor\": 1.0, \"moe_pad_expert_input_to_capacity\": true,"
+                                  " \"moe_token_dispatcher_type\": \"flex\""};
+  for (size_t i = 0; i < sizeof bad_pad / sizeof *bad_pad; i++) {
+    snprintf(text, sizeof text, flex, bad_pad[i]);
+    CU_ASSERT_NOT_EQUAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "layout.moe_pad_expert_input_to_capacity"));
+    CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  }
   static const char *bad_flex[] = {", \"moe_flex_dispatcher_backend\": \"deepep\"", /* all-to-all dispatcher */
                                    ", \"moe_token_dispatcher_type\": \"flex\", \"moe_flex_dispatcher_backend\": \"nccl\""};
   for (size_t i = 0; i < sizeof bad_flex / sizeof *bad_flex; i++) {
@@ -388,6 +406,11 @@ static void test_whole_iteration(void) {
   p.enable_experimental = true; /* the fused converter: the permute syncs alone */
   NEAR_ABS(simulate(&p, &host, NULL) - base, 12 * 1000 * US, 1e-9);
   p.moe_flex = false, p.enable_experimental = false;
+  /* the all-to-all dispatcher with drop-and-pad: no wait at all (capacity 1, imbalance 1: the same GPU work) */
+  p.capacity_factor = 1.0, p.moe_pad_to_capacity = true;
+  NEAR_ABS(simulate(&p, &host, &hw), base, 1e-9);
+  CU_ASSERT_EQUAL(hw, 0);
+  p.capacity_factor = 0, p.moe_pad_to_capacity = false;
   host.host_sync_gap_us[0] = 1e-9;
   NEAR_ABS(simulate(&p, &host, NULL), base, 1e-12);
   unlink(platform_path);
@@ -402,7 +425,8 @@ int main(void) {
   CU_add_test(s, "calibration host section", test_calibration_host_section);
   CU_add_test(s, "plan launch counts (moe-tiny)", test_plan_counts);
   CU_add_test(s, "plan: DeepEP's syncs after the dispatch", test_plan_deepep_syncs);
-  CU_add_test(s, "plan fields host_launch_us, host_sync_us, enable_experimental, moe_flex_dispatcher_backend",
+  CU_add_test(s, "plan fields host_launch_us, host_sync_us, enable_experimental, moe_flex_dispatcher_backend, "
+                 "moe_pad_expert_input_to_capacity",
               test_plan_fields);
   CU_add_test(s, "whole iteration: 12 syncs add 12 gaps", test_whole_iteration);
   CU_basic_set_mode(CU_BRM_VERBOSE);
