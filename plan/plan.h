@@ -199,6 +199,19 @@ typedef struct {
    * each EP rank holding one of its experts, plan_moe_dispatch_copies; when the EP group spans nodes, once
    * to each node over RDMA and on over NVLink inside it, plan_moe_node_copies and plan_moe_nvlink_copies). */
   bool moe_flex;
+  /* layout.moe_flex_dispatcher_backend (Megatron-Core's --moe-flex-dispatcher-backend; "flex" only):
+   * "deepep" (default; the only flex backend of Megatron-Core 0.13, --moe-enable-deepep) or "hybridep". */
+  bool moe_hybridep;
+  /* layout.moe_pad_expert_input_to_capacity (Megatron-Core's --moe-pad-expert-input-to-capacity, default
+   * false; needs capacity_factor, refused with "flex" as Megatron-Core refuses it): each expert's input padded
+   * to its capacity, so the all-to-all dispatcher knows its split sizes without the GPU and the host never
+   * waits (no host_sync on the forward permute). The padding rows' work is not priced beyond
+   * capacity_factor's cap. */
+  bool moe_pad_to_capacity;
+  /* "enable_experimental" (top level; Megatron-Core's --enable-experimental, default false): with "flex" and
+   * "deepep", Megatron-Core converts the received token indices with its fused Triton kernel instead of the
+   * PyTorch ops that synchronise the host three times (plan_program_moe.c, plan/README.md). */
+  bool enable_experimental;
   /* Context parallelism (added; plan_program_cp.c, plan/README.md "Context
    * parallelism"): layout.context_parallel_size (Megatron-LM's
    * --context-parallel-size; 0 or 1 = off): the sequence of every micro-batch
@@ -408,6 +421,13 @@ typedef enum { PLAN_PART_WHOLE, PLAN_PART_DGRAD, PLAN_PART_WGRAD } plan_part;
 
 #define PLAN_MAX_DEPS 3
 
+/* Host synchronisations of Megatron-Core's DeepEP path after each forward dispatch (plan_program_moe.c,
+ * syncs_after_dispatch): the first routed-expert op after it has host_syncs_before = this ... */
+#define PLAN_MOE_DEEPEP_INDEX_SYNCS 3
+/* ... and the PyTorch calls it issues after the first of them that no gap covers (the gap after a sync
+ * ends with the next call's kernel): mask.sum, repeat_interleave, probs[mask], .bool() */
+#define PLAN_MOE_DEEPEP_INDEX_CALLS 4
+
 typedef struct {
   uint8_t kind;     /* plan_op_kind */
   uint8_t stream;   /* plan_stream */
@@ -433,9 +453,12 @@ typedef struct {
   /* (added) compute: what the host issues for this op (plan_launches.c, the executor's counts): kernel
    * launches other than GEMMs, the walker's event records around it, cuBLASLt GEMM calls; host_sync 1: the
    * host waits for this op's end before it issues anything more (the dropless router's row counts copied to
-   * the host) */
-  uint16_t launches : 13, events : 2, host_sync : 1;
-  uint16_t gemm_launches;
+   * the host); host_syncs_before n (0-3) and host_calls_before m (0-31): before issuing this op the host
+   * waits for the GPU to reach it (its dependencies and the ops before it done), then n sync gaps and m calls
+   * of its own whose GPU work the program does not hold (Megatron-Core's DeepEP path converting the received
+   * indices, plan_program_moe.c) */
+  uint16_t launches : 11, events : 2, host_sync : 1, host_syncs_before : 2;
+  uint16_t gemm_launches : 11, host_calls_before : 5;
   double flops;     /* compute: FLOPs on this GPU */
   double bytes;     /* compute: device-memory bytes; comm: payload bytes per rank before the codec */
   double wire_bytes;/* comm: payload bytes per rank after the codec (== bytes when uncompressed) */

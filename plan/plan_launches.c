@@ -43,8 +43,8 @@
 
 static void set(plan_op *op, int kernels, int gemms, int sync) {
   op->events = PLAN_WALK_EVENTS;
-  op->launches = (uint16_t)(kernels > 0x1fff ? 0x1fff : kernels);
-  op->gemm_launches = (uint16_t)(gemms > 0xffff ? 0xffff : gemms);
+  op->launches = (uint16_t)(kernels > 0x7ff ? 0x7ff : kernels);
+  op->gemm_launches = (uint16_t)(gemms > 0x7ff ? 0x7ff : gemms);
   op->host_sync = (uint16_t)(sync != 0);
 }
 

@@ -48,6 +48,21 @@ static int load_moe_layout(json_t *layout, const char *file, plan *p, ts_err *e)
     return ts_fail(e, file, "layout.moe_token_dispatcher_type",
                    "\"allgather\" is not modelled; \"alltoall\" (the default) and \"flex\" (DeepEP) are");
   p->moe_flex = d == 1;
+  static const char *const backends[] = {"deepep", "hybridep", NULL};
+  int be;
+  if (tsj_enum_opt(layout, "moe_flex_dispatcher_backend", backends, 0, &be, file, "layout", e)) return -1;
+  if (json_object_get(layout, "moe_flex_dispatcher_backend") && !p->moe_flex)
+    return ts_fail(e, file, "layout.moe_flex_dispatcher_backend",
+                   "applies to moe_token_dispatcher_type \"flex\" only (Megatron-Core's flex dispatcher backends)");
+  p->moe_hybridep = be == 1;
+  if (tsj_bool_opt(layout, "moe_pad_expert_input_to_capacity", false, &p->moe_pad_to_capacity, file, "layout", e))
+    return -1;
+  if (p->moe_pad_to_capacity && !(p->capacity_factor > 0))
+    return ts_fail(e, file, "layout.moe_pad_expert_input_to_capacity",
+                   "true needs layout.capacity_factor (the capacity each expert's input is padded to)");
+  if (p->moe_pad_to_capacity && p->moe_flex)
+    return ts_fail(e, file, "layout.moe_pad_expert_input_to_capacity",
+                   "true with moe_token_dispatcher_type \"flex\": Megatron-Core's flex dispatcher does not support it");
   return tsj_real_opt(layout, "moe_imbalance", 1.0, 1e6, 0.0, &p->moe_imbalance, file, "layout", e);
 }
 
@@ -57,7 +72,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                          "schedule", "layers_override", "codec", "codec_min_bytes",
                                          "dp_bucket_bytes", "attention_backend",
                                          "attention_dropout", "hidden_dropout", "bias_fusion", "cross_entropy_loss_fusion",
-                                         "host_launch_us", "host_sync_us",
+                                         "host_launch_us", "host_sync_us", "enable_experimental",
                                          NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
                                             "recompute", "recompute_modules", "tp_overlap_chunks",
@@ -70,7 +85,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "overlap_param_gather", "zero3_prefetch_layers",
                                             "tp_comm_overlap", "context_parallel_size", "cp_comm_type",
                                             "ep", "expert_tp", "capacity_factor", "moe_imbalance",
-                                            "moe_token_dispatcher_type", NULL};
+                                            "moe_token_dispatcher_type", "moe_flex_dispatcher_backend",
+                                            "moe_pad_expert_input_to_capacity", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", "cp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
@@ -180,6 +196,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   bool ce_fusion; /* default true: tacosim's one-pass loss kernel (Megatron's own default is false) */
   if (tsj_bool_opt(root, "cross_entropy_loss_fusion", true, &ce_fusion, file, NULL, e)) return -1;
   p->ce_unfused = !ce_fusion;
+  if (tsj_bool_opt(root, "enable_experimental", false, &p->enable_experimental, file, NULL, e)) return -1;
 
   /* The model and the cluster: their own loaders check their files. */
   ts_err sub;

@@ -164,11 +164,27 @@ static int imbalance(plan_builder *b, plan_phase phase, int layer, int micro, in
   return 0;
 }
 
+/* Host synchronisations after a forward dispatch (the dispatch's own, and the router's before it, are the
+ * permute's host_sync, plan_launches.c): Megatron-Core's DeepEP path (core_r0.13 and main of 2025-05,
+ * NVIDIA/Megatron-LM 1e057005 megatron/core/transformer/moe/token_dispatcher.py:885-891 and 839-868)
+ * turns the received top-k indices into a routing map with PyTorch ops, unless --enable-experimental and
+ * --moe-permute-fusion select the fused Triton converter: `indices[mask]` (:862) and `probs[mask]` (:867),
+ * boolean-mask indexing, and `repeat_interleave` with no output size (:863) each copy a size to the host
+ * and wait for it, i.e. for the dispatch that produced the indices. The all-to-all dispatcher has its
+ * split sizes on the host before the all-to-all; HybridEP's path was not read: none for either. */
+static bool syncs_after_dispatch(const plan *p) { return p->moe_flex && !p->moe_hybridep && !p->enable_experimental; }
+
 int plan_moe_forward_op(plan_builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
   int n;
   const model_op *ops = plan_b_ops(b, &n);
-  if (!is_expert(ops, n, i - 1)) CHECK(dispatch(b, phase, layer, micro, chunk));
-  CHECK(plan_b_compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, ops[i].flops_fwd, ops[i].bytes_fwd));
+  const bool first = !is_expert(ops, n, i - 1);
+  if (first) CHECK(dispatch(b, phase, layer, micro, chunk));
+  int32_t c;
+  CHECK(c = plan_b_compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, ops[i].flops_fwd, ops[i].bytes_fwd));
+  if (first && plan_b_op(b, c)->launches + plan_b_op(b, c)->gemm_launches > 0 && syncs_after_dispatch(plan_b_plan(b))) {
+    plan_b_op(b, c)->host_syncs_before = PLAN_MOE_DEEPEP_INDEX_SYNCS;
+    plan_b_op(b, c)->host_calls_before = PLAN_MOE_DEEPEP_INDEX_CALLS;
+  }
   if (!is_expert(ops, n, i + 1)) {
     CHECK(imbalance(b, phase, layer, micro, chunk));
     int32_t c, c_ep;

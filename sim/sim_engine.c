@@ -326,6 +326,7 @@ static int compute_time(sim_rank *rs, const plan_op *op, double start, double *d
 static int host_op_time(sim_rank *rs, const plan_op *op, double gpu_free, double *d, double *delay, ts_err *e) {
   const sim_host *h = &sim_w->host;
   const bool issued = h->on && op->launches + op->gemm_launches + op->events > 0;
+  if (issued) sim_host_wait_before(h, &rs->host_t, gpu_free, op->host_syncs_before, op->host_calls_before);
   double start = issued && rs->host_t > gpu_free ? rs->host_t : gpu_free;
   if (compute_time(rs, op, start, d, e)) return -1;
   *delay = 0;

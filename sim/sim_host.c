@@ -45,3 +45,10 @@ double sim_host_op(const sim_host *h, double *host_t, int kernels, int gemms, in
   }
   return end;
 }
+
+void sim_host_wait_before(const sim_host *h, double *host_t, double gpu_free, int n, int m) {
+  if (!h->on || n <= 0) return;
+  const double wait = gpu_free > *host_t ? gpu_free - *host_t : 0;
+  *host_t = fmax(*host_t, gpu_free) + sim_host_sync_gap_s(h, wait) + (n - 1) * sim_host_sync_gap_s(h, 0) +
+            (m > 0 ? m : 0) * h->launch_s;
+}

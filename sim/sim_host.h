@@ -40,4 +40,12 @@ double sim_host_sync_gap_s(const sim_host *h, double wait_s);
 double sim_host_op(const sim_host *h, double *host_t, int kernels, int gemms, int events, int sync, double gpu_free,
                    double d, double *start);
 
+/* Before an op marked host_syncs_before n > 0, host_calls_before m: the host waits for the GPU to reach the
+ * op (gpu_free: its dependencies and the ops before it done), then n sync gaps, the first after a wait of
+ * gpu_free - *host_t, the others after none (each waits for a few small kernels whose time the program does
+ * not hold), and m calls at the kernel launch cost:
+ *   *host_t = max(*host_t, gpu_free) + gap(wait) + (n - 1) gap(0) + m launch.
+ * Off or n <= 0: nothing. */
+void sim_host_wait_before(const sim_host *h, double *host_t, double gpu_free, int n, int m);
+
 #endif

@@ -85,6 +85,30 @@ static void test_gpu_bound_host_ahead(void) {
   CU_ASSERT_EQUAL(host, 1);
 }
 
+/* Before an op marked host_syncs_before 3, host_calls_before 4 (Megatron-Core's DeepEP index conversion),
+ * with the plan's launch 4 us and gap 50 us:
+ *   host at 10, GPU reaches the op at 200: 200 + 3 x 50 + 4 x 4 = 366;
+ *   host ahead at 400 (GPU at 200): 400 + 150 + 16 = 566;
+ *   no syncs, or the host off: the host as it was. */
+static void test_wait_before(void) {
+  sim_host h = hand_host();
+  double host = 10 * US;
+  sim_host_wait_before(&h, &host, 200 * US, 3, 4);
+  NEAR_ABS(host, 366 * US, 1e-12);
+  host = 400 * US;
+  sim_host_wait_before(&h, &host, 200 * US, 3, 4);
+  NEAR_ABS(host, 566 * US, 1e-12);
+  host = 10 * US;
+  sim_host_wait_before(&h, &host, 200 * US, 0, 4);
+  CU_ASSERT_EQUAL(host, 10 * US);
+  plan p;
+  memset(&p, 0, sizeof p);
+  sim_host off;
+  sim_host_setup(&off, &p, NULL);
+  sim_host_wait_before(&off, &host, 200 * US, 3, 4);
+  CU_ASSERT_EQUAL(host, 10 * US);
+}
+
 static const char *HOST_CAL =
     "{\"schema\": 1, \"gpu\": \"X\", \"driver\": \"1\", \"cuda\": \"1\", \"nccl\": \"1\", \"transport\": \"nvlink\","
     " \"measured_at\": \"now\", \"host\": {\"launch_us\": 4, \"gemm_launch_us\": 7, \"event_us\": 1.5,"
@@ -237,6 +261,43 @@ static void test_plan_counts(void) {
   plan_program_free(&g);
 }
 
+/* The flex dispatcher with DeepEP (the default backend): the first routed-expert op of each MoE layer's
+ * forward carries the three host syncs and four calls of the index conversion; no other op does, and none
+ * under "hybridep", "enable_experimental" or the all-to-all dispatcher. Returns the marked ops. */
+static int deepep_marks(const plan *p) {
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(p, 0, &g, &e), 0);
+  model_shard s = {.tp = 1, .micro_batch = 1, .seq = 128, .ep = 1};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e), marked = 0;
+  CU_ASSERT_FATAL(n > 0);
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (!op->host_syncs_before && !op->host_calls_before) continue;
+    marked++;
+    CU_ASSERT_EQUAL(op->host_syncs_before, PLAN_MOE_DEEPEP_INDEX_SYNCS);
+    CU_ASSERT_EQUAL(op->host_calls_before, PLAN_MOE_DEEPEP_INDEX_CALLS);
+    CU_ASSERT_EQUAL(op->phase, PLAN_PHASE_FWD);
+    CU_ASSERT_STRING_EQUAL(ops[op->model_op].name, "expert_fc1");
+    CU_ASSERT_EQUAL(op->gemm_launches, p->model.experts); /* the counts of the op itself are kept */
+  }
+  plan_program_free(&g);
+  return marked;
+}
+
+static void test_plan_deepep_syncs(void) {
+  plan p;
+  make_plan(&p);
+  CU_ASSERT_EQUAL(deepep_marks(&p), 0); /* all-to-all */
+  p.moe_flex = true;
+  CU_ASSERT_EQUAL(deepep_marks(&p), 4 * 3);
+  p.moe_hybridep = true;
+  CU_ASSERT_EQUAL(deepep_marks(&p), 0);
+  p.moe_hybridep = false, p.enable_experimental = true;
+  CU_ASSERT_EQUAL(deepep_marks(&p), 0);
+}
+
 /* The plan's fields: optional, > 0 when given, named in the error. */
 static void test_plan_fields(void) {
   const char *base = "{\"schema\": 1, \"name\": \"h\", \"model\": \"moe-tiny\", \"cluster\": \"h200x2-nvlink\","
@@ -252,9 +313,48 @@ static void test_plan_fields(void) {
   CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
   NEAR_ABS(p.host_launch_us, 11.1, 0);
   NEAR_ABS(p.host_sync_us, 22.8, 0);
+  CU_ASSERT_FALSE(p.enable_experimental);
+  CU_ASSERT_FALSE(p.moe_hybridep);
+  snprintf(text, sizeof text, base, ", \"enable_experimental\": true");
+  CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+  CU_ASSERT(p.enable_experimental);
+  const char *flex = "{\"schema\": 1, \"name\": \"h\", \"model\": \"moe-tiny\", \"cluster\": \"h200x2-nvlink\","
+                     " \"layout\": {\"dp\": 2, \"tp\": 1, \"pp\": 1, \"ep\": 2%s}, \"batch\": {\"micro\": 1,"
+                     " \"global\": 4, \"seq\": 128}, \"schedule\": \"1f1b\"}";
+  snprintf(text, sizeof text, flex, ", \"moe_token_dispatcher_type\": \"flex\", \"moe_flex_dispatcher_backend\": \"hybridep\"");
+  CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+  CU_ASSERT(p.moe_flex && p.moe_hybridep);
+  snprintf(text, sizeof text, flex, ", \"capacity_factor\": 1.0, \"moe_pad_expert_input_to_capacity\": true");
+  CU_ASSERT_EQUAL_FATAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+  CU_ASSERT(p.moe_pad_to_capacity);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  int waits = 0;
+  for (int i = 0; i < g.n; i++) waits += g.ops[i].host_sync + g.ops[i].host_syncs_before;
+  CU_ASSERT_EQUAL(waits, 0); /* padded to capacity: the split sizes need no copy */
+  plan_program_free(&g);
+  static const char *bad_pad[] = {", \"moe_pad_expert_input_to_capacity\": true", /* no capacity factor */
+                                  ", \"capacity_factor\": 1.0, \"moe_pad_expert_input_to_capacity\": true,"
+                                  " \"moe_token_dispatcher_type\": \"flex\""};
+  for (size_t i = 0; i < sizeof bad_pad / sizeof *bad_pad; i++) {
+    snprintf(text, sizeof text, flex, bad_pad[i]);
+    CU_ASSERT_NOT_EQUAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "layout.moe_pad_expert_input_to_capacity"));
+    CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  }
+  static const char *bad_flex[] = {", \"moe_flex_dispatcher_backend\": \"deepep\"", /* all-to-all dispatcher */
+                                   ", \"moe_token_dispatcher_type\": \"flex\", \"moe_flex_dispatcher_backend\": \"nccl\""};
+  for (size_t i = 0; i < sizeof bad_flex / sizeof *bad_flex; i++) {
+    snprintf(text, sizeof text, flex, bad_flex[i]);
+    CU_ASSERT_NOT_EQUAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
+    if (!strstr(e.msg, "layout.moe_flex_dispatcher_backend")) fprintf(stderr, "\n  error '%s'\n", e.msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "layout.moe_flex_dispatcher_backend"));
+    CU_ASSERT_EQUAL(ts_exit_status(&e), TS_EXIT_BAD_INPUT);
+  }
   static const char *bad[][2] = {{", \"host_launch_us\": 0", "host_launch_us"},
                                  {", \"host_sync_us\": -1", "host_sync_us"},
-                                 {", \"host_launch_us\": \"fast\"", "host_launch_us"}};
+                                 {", \"host_launch_us\": \"fast\"", "host_launch_us"},
+                                 {", \"enable_experimental\": 1", "enable_experimental"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     snprintf(text, sizeof text, base, bad[i][0]);
     CU_ASSERT_NOT_EQUAL(plan_from_json_text(text, strlen(text), "h.json", NULL, NULL, &p, &e), 0);
@@ -297,6 +397,20 @@ static void test_whole_iteration(void) {
   double with = simulate(&p, &host, &hw);
   NEAR_ABS(with - base, 12 * 1000 * US, 1e-9);
   NEAR_ABS(hw, 12 * 1000 * US, 1e-9); /* the breakdown's host wait line: the twelve gaps */
+  /* DeepEP (flex): three more gaps after each of the twelve permute syncs (the index conversion after the
+   * dispatch; one GPU, so no all-to-all between), its four calls at ~0 cost: 12 x 4 x G in all */
+  p.moe_flex = true;
+  double flex = simulate(&p, &host, &hw);
+  NEAR_ABS(flex - base, 12 * 4 * 1000 * US, 1e-9);
+  NEAR_ABS(hw, 12 * 4 * 1000 * US, 1e-9);
+  p.enable_experimental = true; /* the fused converter: the permute syncs alone */
+  NEAR_ABS(simulate(&p, &host, NULL) - base, 12 * 1000 * US, 1e-9);
+  p.moe_flex = false, p.enable_experimental = false;
+  /* the all-to-all dispatcher with drop-and-pad: no wait at all (capacity 1, imbalance 1: the same GPU work) */
+  p.capacity_factor = 1.0, p.moe_pad_to_capacity = true;
+  NEAR_ABS(simulate(&p, &host, &hw), base, 1e-9);
+  CU_ASSERT_EQUAL(hw, 0);
+  p.capacity_factor = 0, p.moe_pad_to_capacity = false;
   host.host_sync_gap_us[0] = 1e-9;
   NEAR_ABS(simulate(&p, &host, NULL), base, 1e-12);
   unlink(platform_path);
@@ -307,9 +421,13 @@ int main(void) {
   CU_pSuite s = CU_add_suite("sim_host", NULL, NULL);
   CU_add_test(s, "host-bound phase after a sync", test_host_bound_after_sync);
   CU_add_test(s, "GPU-bound phase: the host ahead costs nothing", test_gpu_bound_host_ahead);
+  CU_add_test(s, "syncs and calls before an op (DeepEP index conversion)", test_wait_before);
   CU_add_test(s, "calibration host section", test_calibration_host_section);
   CU_add_test(s, "plan launch counts (moe-tiny)", test_plan_counts);
-  CU_add_test(s, "plan fields host_launch_us, host_sync_us", test_plan_fields);
+  CU_add_test(s, "plan: DeepEP's syncs after the dispatch", test_plan_deepep_syncs);
+  CU_add_test(s, "plan fields host_launch_us, host_sync_us, enable_experimental, moe_flex_dispatcher_backend, "
+                 "moe_pad_expert_input_to_capacity",
+              test_plan_fields);
   CU_add_test(s, "whole iteration: 12 syncs add 12 gaps", test_whole_iteration);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
