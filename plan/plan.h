@@ -229,6 +229,11 @@ typedef struct {
    * recompute "selective" without the field: core_attn alone (tacosim's
    * selective before the field existed); 0 unless recompute is selective. */
   unsigned recompute_modules;
+  /* layout.recompute_num_layers (Megatron-LM's --recompute-method block with
+   * --recompute-num-layers N, plan_recompute.c): under recompute "full", only
+   * the first N layers of each model chunk are recomputed, the others keep
+   * every activation; 0 (the default): every layer. */
+  int recompute_num_layers;
 } plan;
 
 enum {
@@ -248,6 +253,13 @@ static inline unsigned plan_recompute_set(const plan *p) {
 
 /* Whether the plan recomputes `module` (a PLAN_RECOMPUTE_* bit) before its backward. */
 static inline bool plan_recomputes(const plan *p, unsigned module) { return (plan_recompute_set(p) & module) != 0; }
+
+/* Whether the layer at index `in_chunk` of its model chunk (0 = the chunk's
+ * first) reruns its whole forward before its backward (recompute "full",
+ * within recompute_num_layers). */
+static inline bool plan_layer_full_recompute(const plan *p, int in_chunk) {
+  return p->recompute == MODEL_RECOMPUTE_FULL && (p->recompute_num_layers == 0 || in_chunk < p->recompute_num_layers);
+}
 /* Note: after loading, p->model.layers == p->layers (layers_override applied),
  * so every model_* function called on p->model sees the layers actually run. */
 

@@ -75,7 +75,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                          "host_launch_us", "host_sync_us", "enable_experimental",
                                          NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
-                                            "recompute", "recompute_modules", "tp_overlap_chunks",
+                                            "recompute", "recompute_modules", "recompute_num_layers", "tp_overlap_chunks",
                                             "pp_scatter_gather", "grad_reduce_in_fp32",
                                             "decoder_first_pipeline_num_layers",
                                             "decoder_last_pipeline_num_layers",

@@ -66,11 +66,16 @@ double plan_params_of_stage(const plan *p, int stage) {
  * loss, the fp32 logits for the cross-entropy backward. Under 1F1B the last
  * stage holds one micro-batch's logits, under GPipe all of them; interleaved,
  * as many as its schedule runs loss forwards before their backwards. */
-static double held_activations(const plan *p, int stage, double per_layer, double logits) {
+/* per_layer: what a layer holds from its forward to its backward under the
+ * plan's recompute; plain: what a layer outside recompute_num_layers holds
+ * (every activation; used only when the field is set). */
+static double held_activations(const plan *p, int stage, double per_layer, double plain, double logits) {
   double *held = malloc((size_t)p->vpp * sizeof *held);
   if (!held) return -1.0;
   for (int c = 0; c < p->vpp; c++) {
-    held[c] = per_layer * plan_vchunk_layers(p, stage, c);
+    const int lpc = plan_vchunk_layers(p, stage, c);
+    const int rec = p->recompute_num_layers > 0 && p->recompute_num_layers < lpc ? p->recompute_num_layers : lpc;
+    held[c] = per_layer * rec + plain * (lpc - rec);
     if (stage == p->pp - 1 && c == p->vpp - 1) held[c] += logits;
   }
   double peak = plan_held_peak(p, stage, held);
@@ -135,7 +140,10 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   double per_layer = layer_activations(p, &s, p->recompute);
   if (per_layer < 0) return -1;
   const double tokens = (double)p->micro_batch * plan_local_seq(p);
-  mem->activations = held_activations(p, stage, per_layer, 4.0 * tokens * model_vocab_per_gpu(&p->model, p->tp));
+  const double plain = p->recompute_num_layers > 0 ? layer_activations(p, &s, MODEL_RECOMPUTE_NONE) : 0.0;
+  if (plain < 0) return -1;
+  mem->activations =
+      held_activations(p, stage, per_layer, plain, 4.0 * tokens * model_vocab_per_gpu(&p->model, p->tp));
   if (mem->activations < 0) return -1;
   if (p->recompute == MODEL_RECOMPUTE_FULL) /* the one layer being recomputed holds everything */
     mem->activations += layer_activations(p, &s, MODEL_RECOMPUTE_NONE);

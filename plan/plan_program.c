@@ -343,7 +343,8 @@ static int moe_block_recompute(builder *b, int i, int layer, int micro, int chun
 static int layer_backward(builder *b, int layer, int micro, int chunk) {
   const plan *p = b->p;
   const bool sp = p->sequence_parallel, tp = p->tp > 1;
-  if (p->recompute == MODEL_RECOMPUTE_FULL) CHECK(layer_forward(b, layer, micro, chunk, PLAN_PHASE_RECOMPUTE));
+  if (plan_layer_full_recompute(p, layer - plan_chunk_first_layer(p, b->stage, chunk)))
+    CHECK(layer_forward(b, layer, micro, chunk, PLAN_PHASE_RECOMPUTE));
   int32_t regather = -1;
   for (int i = b->n_ops - 1; i >= 0; i--) {
     const model_op *o = &b->ops[i];

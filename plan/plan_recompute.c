@@ -24,7 +24,26 @@ static const struct {
 };
 #define N_MODULES (sizeof modules / sizeof modules[0])
 
+/* layout.recompute_num_layers: Megatron-LM's --recompute-method block
+ * --recompute-num-layers N (megatron/core/transformer/transformer_block.py,
+ * _checkpointed_forward: under "block" the first N layers of the chunk are
+ * checkpointed, the rest run plainly). */
+static int load_num_layers(json_t *layout, const char *file, plan *p, ts_err *e) {
+  json_t *v = json_object_get(layout, "recompute_num_layers");
+  p->recompute_num_layers = 0;
+  if (!v) return 0;
+  if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100000)
+    return ts_fail(e, file, "layout.recompute_num_layers", "must be an integer >= 1 (layers of each chunk recomputed)");
+  if (p->recompute != MODEL_RECOMPUTE_FULL)
+    return ts_fail(e, file, "layout.recompute_num_layers",
+                   "needs \"recompute\": \"full\" (Megatron-LM's --recompute-num-layers under full granularity, "
+                   "block method)");
+  p->recompute_num_layers = (int)json_integer_value(v);
+  return 0;
+}
+
 int plan_load_recompute_modules(json_t *layout, const char *file, plan *p, ts_err *e) {
+  if (load_num_layers(layout, file, p, e)) return -1;
   json_t *a = json_object_get(layout, "recompute_modules");
   if (!a) {
     p->recompute_modules = p->recompute == MODEL_RECOMPUTE_SELECTIVE ? PLAN_RECOMPUTE_CORE_ATTN : 0;

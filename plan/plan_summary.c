@@ -55,6 +55,8 @@ static void print_header(const plan *p, FILE *out) {
     plan_recompute_modules_name(p, names, sizeof names);
     snprintf(modules, sizeof modules, " (%s)", names);
   }
+  if (p->recompute == MODEL_RECOMPUTE_FULL && p->recompute_num_layers > 0)
+    snprintf(modules, sizeof modules, " (the first %d layers of each chunk)", p->recompute_num_layers);
   fprintf(out, "layout    dp %d x tp %d x pp %d (vpp %d) = %d of %d GPUs, order %s, sequence parallel %s, ZeRO-1 %s, "
           "recompute %s%s\n",
           p->dp, p->tp, p->pp, p->vpp, plan_world_size(p), topo_total_gpus(c),

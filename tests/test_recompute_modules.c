@@ -151,12 +151,129 @@ static void test_program(void) {
   }
 }
 
+/* layout.recompute_num_layers (Megatron-LM's block method): gpt-tiny with 4
+ * layers (layers_override), dp 8, seq 256, micro 1, 2 micro-batches; pp as given. */
+static int plan_num_layers(int pp, const char *layout, plan *p, ts_err *e) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "{\"schema\":1,\"model\":\"gpt-tiny\",\"cluster\":\"h200-1024-rail\",\"layers_override\":4,"
+           "\"layout\":{\"dp\":8,\"tp\":1,\"pp\":%d%s},\"batch\":{\"micro\":1,\"global\":16,\"seq\":256},"
+           "\"schedule\":\"1f1b\"}",
+           pp, layout);
+  return plan_from_json_text(text, strlen(text), "p.json", NULL, NULL, p, e);
+}
+
+static void test_num_layers_rules(void) {
+  const char *bad[] = {",\"recompute\":\"selective\",\"recompute_num_layers\":1",
+                       ",\"recompute_num_layers\":1", ",\"recompute\":\"full\",\"recompute_num_layers\":0",
+                       ",\"recompute\":\"full\",\"recompute_num_layers\":\"2\""};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    plan p;
+    ts_err e;
+    CU_ASSERT_EQUAL(plan_num_layers(1, bad[i], &p, &e), -1);
+    ASSERT_MSG(e, "p.json");
+    ASSERT_MSG(e, "layout.recompute_num_layers");
+  }
+  plan p;
+  ts_err e;
+  CU_ASSERT_EQUAL_FATAL(plan_num_layers(1, ",\"recompute\":\"full\"", &p, &e), 0);
+  CU_ASSERT_EQUAL(p.recompute_num_layers, 0);
+  CU_ASSERT(plan_layer_full_recompute(&p, 3));
+  CU_ASSERT_EQUAL_FATAL(plan_num_layers(1, ",\"recompute\":\"full\",\"recompute_num_layers\":2", &p, &e), 0);
+  CU_ASSERT_EQUAL(p.recompute_num_layers, 2);
+  CU_ASSERT(plan_layer_full_recompute(&p, 1));
+  CU_ASSERT(!plan_layer_full_recompute(&p, 2));
+}
+
+/* The layers whose forward reruns, per stage: at pp 1 the first N of the 4;
+ * at pp 2 the first N of each stage's 2 (layers 0 and 2 for N = 1). Every
+ * recomputed layer reruns all of its forward ops, once per micro-batch. */
+static void test_num_layers_program(void) {
+  struct {
+    int pp, n, stage;
+    unsigned layers; /* bit l: layer l reruns */
+  } cases[] = {{1, 0, 0, 0xf}, {1, 1, 0, 0x1}, {1, 3, 0, 0x7}, {1, 4, 0, 0xf}, {1, 9, 0, 0xf},
+               {2, 1, 0, 0x1}, {2, 1, 1, 0x4}, {2, 2, 1, 0xc}};
+  int per_layer = -1;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    char layout[128];
+    if (cases[c].n)
+      snprintf(layout, sizeof layout, ",\"recompute\":\"full\",\"recompute_num_layers\":%d", cases[c].n);
+    else
+      snprintf(layout, sizeof layout, ",\"recompute\":\"full\"");
+    plan p;
+    ts_err e;
+    CU_ASSERT_EQUAL_FATAL(plan_num_layers(cases[c].pp, layout, &p, &e), 0);
+    plan_program g;
+    const int rank = cases[c].stage * p.dp; /* tp-dp-pp: the first rank of the stage */
+    CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, rank, &g, &e), 0);
+    int count[4] = {0}, fwd0 = 0;
+    for (int i = 0; i < g.n; i++) {
+      const plan_op *o = &g.ops[i];
+      if (o->kind != PLAN_OP_COMPUTE || o->layer < 0 || o->layer > 3 || o->micro != 0) continue;
+      if (o->phase == PLAN_PHASE_RECOMPUTE) count[o->layer]++;
+      if (o->phase == PLAN_PHASE_FWD && o->layer == (cases[c].stage == 0 ? 0 : 2)) fwd0++;
+    }
+    if (per_layer < 0) per_layer = fwd0;
+    CU_ASSERT(fwd0 > 0);
+    for (int l = 0; l < 4; l++) {
+      const int want = (cases[c].layers >> l) & 1 ? fwd0 : 0; /* the layer's forward ops, rerun */
+      if (count[l] != want) printf("\n  pp %d n %d stage %d layer %d: %d recompute ops, want %d\n", cases[c].pp,
+                                   cases[c].n, cases[c].stage, l, count[l], want);
+      CU_ASSERT_EQUAL(count[l], want);
+    }
+    plan_program_free(&g);
+  }
+}
+
+/* Memory at pp 1: a recomputed layer holds its input (f bytes), a plain one
+ * everything (n), and the one being recomputed holds n again meanwhile; so
+ * A(N) = N f + (4 - N) n + n + X (X: logits and the rest, the same for all N),
+ * A(full) = 4 f + n + X and A(none) = 4 n + X. Hence A(N+1) - A(N) = f - n for
+ * every N < 4, A(N >= 4) = A(full), and n = 4 (A(1) - A(2)) - (A(none) - A(full))
+ * is one layer's activations: at seq 256, micro 1, h 256 and 4 heads under the
+ * fused attention (the default), the model's selective count + 4 B per head per
+ * token (plan_memory.c). */
+static double act_num_layers(const char *layout) {
+  plan p;
+  ts_err e;
+  if (plan_num_layers(1, layout, &p, &e)) return -1;
+  plan_memory m;
+  if (plan_memory_of_stage(&p, 0, &m)) return -1;
+  return m.activations;
+}
+
+static void test_num_layers_memory(void) {
+  char l[128];
+  double a[6];
+  for (int n = 1; n <= 5; n++) {
+    snprintf(l, sizeof l, ",\"recompute\":\"full\",\"recompute_num_layers\":%d", n);
+    a[n] = act_num_layers(l);
+    CU_ASSERT_FATAL(a[n] > 0);
+  }
+  const double full = act_num_layers(",\"recompute\":\"full\""), none = act_num_layers(",\"recompute\":\"none\"");
+  CU_ASSERT_DOUBLE_EQUAL(a[2] - a[1], a[3] - a[2], 1e-6);
+  CU_ASSERT_DOUBLE_EQUAL(a[3] - a[2], a[4] - a[3], 1e-6);
+  CU_ASSERT(a[2] < a[1]); /* each further recomputed layer holds less */
+  CU_ASSERT_DOUBLE_EQUAL(a[4], full, 1e-6);
+  CU_ASSERT_DOUBLE_EQUAL(a[5], full, 1e-6);
+  plan p;
+  ts_err e;
+  CU_ASSERT_EQUAL_FATAL(plan_num_layers(1, "", &p, &e), 0);
+  model_shard s = {.tp = 1, .micro_batch = 1, .seq = 256};
+  const double n = model_activation_bytes_per_layer(&p.model, &s, MODEL_RECOMPUTE_SELECTIVE) + 4.0 * 256 * 4;
+  CU_ASSERT_DOUBLE_EQUAL(4 * (a[1] - a[2]) - (none - full), n, 1e-6);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("plan.recompute_modules", NULL, NULL);
   CU_add_test(s, "loader rules and defaults", test_rules);
   CU_add_test(s, "activation bytes each module drops, by hand", test_memory_by_hand);
   CU_add_test(s, "what each module reruns before its backward", test_program);
+  CU_add_test(s, "recompute_num_layers: loader rules", test_num_layers_rules);
+  CU_add_test(s, "recompute_num_layers: the first N layers of each chunk rerun", test_num_layers_program);
+  CU_add_test(s, "recompute_num_layers: activation bytes, linear in N", test_num_layers_memory);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

@@ -16,6 +16,8 @@ foreach(cluster h200x2-nvlink h200x8-nvswitch pcie-8gpu-2x100gbe h200-512-fattre
                 h100-6144-ndr b200x8-nvswitch b200-1024-ndr gb200-nvl72 gb200-nvl72-1152 h100-24576-roce)
   add_test(NAME topologies_simgrid_${cluster} COMMAND test_topologies_simgrid ${cluster})
 endforeach()
+# torchtitan's Grand Teton hosts (experiments/published/torchtitan/), on the catalogue's H100 96GB HBM2e entry
+add_test(NAME topologies_simgrid_h100e-512-roce COMMAND test_topologies_simgrid h100e-512-roce)
 # the platform of a part of the GPUs (the simulator's reduced mode): routes as on the whole one (a
 # cluster of one node is written whole)
 foreach(cluster pcie-8gpu-2x100gbe h200-512-fattree-2to1 h200-1024-dragonfly h200-16384-rail

@@ -23,7 +23,14 @@
 #             (3 for SwiGLU, 2 for a plain MLP), a the heads, g the query groups as the publisher
 #             counts them (published.csv: ffn_hidden, mlp_gemms, heads, kv_heads_counted; vocab
 #             from the row where published.csv has a vocab column)
-# and the published iteration time is F / (published TFLOP/s per GPU * GPUs).
+#   palm-noemb torchtitan's get_num_flop_per_token (pytorch/torchtitan 3faaa1a0 train.py:127-129,
+#             torchtitan/utils.py:112-126): PaLM's count with N less the input embedding,
+#             B s (6 (N - V h) + 12 l h s) (the output projection stays in N)
+# A row's own formula: published.csv's flops column, where it has one (else set.conf's).
+# and the published iteration time is F / (published TFLOP/s per GPU * GPUs). Where a
+# set publishes tokens per second per GPU instead (published.csv: tokens_per_gpu_s, e.g.
+# torchtitan's WPS), the published TFLOP/s per GPU is that times F / (B s), the formula's
+# FLOPs per token, so the error of TFLOP/s is the error of tokens/s.
 # s is set.conf's seq, or the row's own where published.csv has a seq column.
 #
 # Writes experiments/published/SET/table.txt per set, experiments/published/
@@ -63,7 +70,7 @@ while [ $# -gt 0 ]; do
     --work) work=$2; shift 2 ;;
     --no-figure) figure=0; shift ;;
     --reuse) reuse=1; shift ;;
-    -h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -89,7 +96,7 @@ rows() {
     /^#/ || !NF { next }
     !hdr { for (i = 1; i <= NF; i++) col[$i] = i; hdr = 1; next }
     c("predict") == "no" { next }
-    { print $col["name"], $col["gpus"], $col["hidden"], $col["layers"], $col["batch"], $col["tflops_per_gpu"], $col["params_b"], c("seq"), c("gpu"), c("ffn_hidden"), c("heads"), c("kv_heads_counted"), c("mlp_gemms"), c("vocab") }
+    { print $col["name"], $col["gpus"], $col["hidden"], $col["layers"], $col["batch"], c("tflops_per_gpu"), $col["params_b"], c("seq"), c("gpu"), c("ffn_hidden"), c("heads"), c("kv_heads_counted"), c("mlp_gemms"), c("vocab"), c("tokens_per_gpu_s"), c("flops") }
   ' "$PUB/$1/published.csv"
 }
 
@@ -189,6 +196,7 @@ flops_awk='
     if (kind == "sc21") return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
     if (kind == "mcore-0.8") return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
     if (kind == "palm") return B * s * (6 * N + 12 * l * h * s)
+    if (kind == "palm-noemb") return B * s * (6 * (N - V * h) + 12 * l * h * s)
     if (kind == "nemo") return B * s * (12 * l * h * h * (1 + g / a + s / h) + 6 * m * l * f * h + 6 * V * h)
     print "run.sh: unknown FLOP formula " kind > "/dev/stderr"; exit 2
   }'
@@ -197,7 +205,8 @@ cmp="$work/compare"
 while read -r s name p; do
   # shellcheck source=/dev/null
   source "$PUB/$s/set.conf"
-  read -r _ gpus hidden layers batch tf_pub params_pub row_seq row_gpu ffn heads kvh mlpg row_vocab < <(rows "$s" | awk -v n="$name" '$1 == n')
+  read -r _ gpus hidden layers batch tf_pub params_pub row_seq row_gpu ffn heads kvh mlpg row_vocab wps row_flops < <(rows "$s" | awk -v n="$name" '$1 == n')
+  [ "$row_flops" = - ] || flops=$row_flops
   [ "$row_seq" = - ] || seq=$row_seq
   [ "$row_gpu" = - ] || gpu=$row_gpu
   [ "$row_vocab" = - ] || vocab=$row_vocab
@@ -208,9 +217,10 @@ while read -r s name p; do
   awk -v kind="$flops" -v B="$batch" -v s="$seq" -v l="$layers" -v h="$hidden" -v V="$vocab" -v f="$ffn" -v a="$heads" -v g="$kvh" -v m="$mlpg" \
     -v n="$gpus" -v tp="$tf_pub" -v t="$t_pred" -v set="$s" -v gpu="$gpu" -v name="$name" \
     -v layout="$layout" -v wall="$(cat "$work/$p.wall")" -v mfu="$mfu" \
-    -v pp="$params_pub" -v pm="$(cat "$work/$p.params")" "$flops_awk"'
+    -v pp="$params_pub" -v pm="$(cat "$work/$p.params")" -v wps="$wps" "$flops_awk"'
     BEGIN {
       F = flops(kind, B, s, l, h, V, pm * 1e9, f, a, g, m)
+      if (wps != "-") tp = wps * F / (B * s) / 1e12
       pred = F / (t * n) / 1e12
       printf "%s %s %s %d %s %.1f %.1f %+.1f %.3f %.3f %.1f %.1f %s %s\n", set, gpu, name, n, layout, tp, pred,
         100 * (pred - tp) / tp, F / (tp * 1e12 * n), t, wall, mfu, pp, pm

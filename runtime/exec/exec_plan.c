@@ -80,6 +80,10 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
     return ts_fail(e, path, "layout.recompute_modules",
                    "modules other than core_attn alone are priced by tacosim simulate; the executor's selective "
                    "recomputation is the attention core (NOT IMPLEMENTED here)");
+  if (p->recompute_num_layers > 0)
+    return ts_fail(e, path, "layout.recompute_num_layers",
+                   "%d: recomputing only some layers is priced by tacosim simulate; the executor recomputes every "
+                   "layer or none (not run here)", p->recompute_num_layers);
   if (p->attention_backend == PLAN_ATTENTION_UNFUSED)
     return ts_fail(e, path, "attention_backend",
                    "\"unfused\" (Megatron-LM's pre-flash attention) is priced by tacosim simulate; the executor "
