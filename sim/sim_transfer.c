@@ -156,11 +156,25 @@ static int transfer_attn_backend(const schema_calibration *src, schema_attn_back
   return rc;
 }
 
+/* FlashAttention-2's tables ("flash", "flash_dropout") move with the ceilings
+ * `flash_from` / `flash_to` (sim_flash2_ceilings), the others with the GPUs'. */
 static int transfer_attn(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
-                         schema_calibration *out) {
-  for (int be = 0; be < SCHEMA_ATTN_NBACKENDS; be++)
-    if (transfer_attn_backend(src, (schema_attn_backend)be, from, to, out)) return -1;
+                         const sim_ceilings *flash_from, const sim_ceilings *flash_to, schema_calibration *out) {
+  for (int be = 0; be < SCHEMA_ATTN_NBACKENDS; be++) {
+    bool flash = be == SCHEMA_ATTN_FLASH || be == SCHEMA_ATTN_FLASH_DROPOUT;
+    if (transfer_attn_backend(src, (schema_attn_backend)be, flash ? flash_from : from, flash ? flash_to : to, out))
+      return -1;
+  }
   return 0;
+}
+
+bool sim_flash2_ceilings(const topo_gpu *from, const topo_gpu *to, const sim_ceilings *cf, const sim_ceilings *ct,
+                         sim_ceilings *ff, sim_ceilings *ft) {
+  *ff = *cf, *ft = *ct;
+  if (from->flash2_bf16_util <= 0 || to->flash2_bf16_util <= 0) return false;
+  ff->peak_flops = from->bf16_tflops * from->flash2_bf16_util * 1e12;
+  ft->peak_flops = to->bf16_tflops * to->flash2_bf16_util * 1e12;
+  return true;
 }
 
 /* NVLink collectives: bus bytes against the per-GPU link, as nccl-tests
@@ -217,7 +231,8 @@ int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from
                    "\"%s\" has no measured maximum achievable matmul rate in the GPU catalogue (%s), which --transfer "
                    "mamf needs; --transfer roofline uses the datasheet peak",
                    from->bf16_mamf_tflops <= 0 ? from->name : to->name, topo_gpus_dir());
-  sim_ceilings cf = ceilings_of(from, from->nvlink_gbps, mamf), ct = ceilings_of(to, to_link_gbps, mamf);
+  sim_ceilings cf = ceilings_of(from, from->nvlink_gbps, mamf), ct = ceilings_of(to, to_link_gbps, mamf), ff, ft;
+  bool flash2 = sim_flash2_ceilings(from, to, &cf, &ct, &ff, &ft);
   snprintf(out->path, sizeof out->path, "%s", src->path);
   snprintf(out->gpu, sizeof out->gpu, "%s", to->name);
   snprintf(out->driver, sizeof out->driver, "%s", src->driver);
@@ -227,12 +242,13 @@ int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from
   snprintf(out->measured_at, sizeof out->measured_at, "%s", src->measured_at);
   snprintf(out->notes, sizeof out->notes,
            "transferred (%s) from %s (%s, %.0f TFLOP/s, %.0f GB/s, NVLink %.0f GB/s) to %s (%.0f TFLOP/s, "
-           "%.0f GB/s, intra-node %.0f GB/s); compressed-collective tables, the clock section%s dropped",
+           "%.0f GB/s, intra-node %.0f GB/s)%s; compressed-collective tables, the clock section%s dropped",
            mamf ? SIM_TRANSFER_METHOD_MAMF : SIM_TRANSFER_METHOD, src->gpu, from->name, cf.peak_flops / 1e12,
            from->hbm_gbps, from->nvlink_gbps, to->name, ct.peak_flops / 1e12, to->hbm_gbps, to_link_gbps,
+           flash2 ? "; FlashAttention-2 tables by its published utilisation on each" : "",
            strcmp(src->transport, "nvlink") == 0 && !move_nvlink ? " and the NVLink collectives (NCCL model)" : "");
   out->derived = true;
-  if (transfer_gemms(src, &cf, &ct, out) || transfer_kernels(src, &cf, &ct, out) || transfer_attn(src, &cf, &ct, out) ||
+  if (transfer_gemms(src, &cf, &ct, out) || transfer_kernels(src, &cf, &ct, out) || transfer_attn(src, &cf, &ct, &ff, &ft, out) ||
       transfer_colls(src, &cf, &ct, move_nvlink, out)) {
     schema_calibration_free(out);
     return ts_fail_sys(e, "out of memory transferring the calibration");

@@ -55,6 +55,8 @@ static void test_datasheet_figures(void) {
   CU_ASSERT_EQUAL(a.nvlink_gen, 3);
   CU_ASSERT_EQUAL(a.nvlink_gbps, 300); /* 600 GB/s both directions */
   CU_ASSERT_EQUAL(a.fp8_tflops, 0);    /* no FP8 on Ampere */
+  CU_ASSERT_EQUAL(a.flash2_bf16_util, 0.73); /* FlashAttention-2's paper; H100 / H200 0.35 by FlashAttention-3's */
+  CU_ASSERT_EQUAL(h.flash2_bf16_util, 0.35);
   topo_gpu a40 = load_gpu("A100-SXM4-40GB");
   CU_ASSERT_EQUAL(a40.bf16_tflops, a.bf16_tflops);
   CU_ASSERT_EQUAL(a40.hbm_gbps, 1555);
@@ -173,6 +175,8 @@ static void test_inline_block_still_loads(void) {
       {"{ \"name\": \"X\", \"bf16_tflops\": 1, \"hbm_gib\": 1, \"hbm_gbps\": 1, \"nvlink_gen\": 4, \"nvlink_gbps\": 0 }",
        "t.json: gpu.nvlink_gbps: "},
       {"{ \"name\": \"X\", \"hbm_gib\": 1, \"hbm_gbps\": 1 }", "t.json: gpu.bf16_tflops: "},
+      {"{ \"name\": \"X\", \"bf16_tflops\": 1, \"hbm_gib\": 1, \"hbm_gbps\": 1, \"flash2_bf16_util\": 1.5 }",
+       "t.json: gpu.flash2_bf16_util: "}, /* a fraction of the peak */
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     CU_ASSERT_EQUAL(load_cluster_with(bad[i][0], &c, &e), -1);

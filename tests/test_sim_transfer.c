@@ -146,6 +146,41 @@ static void test_calibration_transfer_mamf(void) {
   schema_calibration_free(&src);
 }
 
+/* FlashAttention-2's tables move with each GPU's published FA2 utilisation (flash2_bf16_util) where
+ * both GPUs have one: a compute-bound point by (989 x 0.35) / (312 x 0.73) above its floor, not by the
+ * peaks' 989 / 312; cuDNN's fused table by the peaks as before; a target without the figure moves the
+ * flash table by the peaks too. One point per table, so its floor is t - roof on the source. */
+static void test_flash2_utilisation(void) {
+  schema_calibration src, dst;
+  memset(&src, 0, sizeof src);
+  snprintf(src.gpu, sizeof src.gpu, "NVIDIA H200");
+  snprintf(src.transport, sizeof src.transport, "nvlink");
+  const schema_attn_shape sh = {.head_dim = 128, .seq = 8192, .batch = 1, .heads = 32, .kv_heads = 8, .causal = true};
+  const double F = schema_attn_flops(&sh, false), Fb = schema_attn_flops(&sh, true);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_attn_backend(&src, SCHEMA_ATTN_FLASH, &sh, 3000, 9000), 0);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_attn_backend(&src, SCHEMA_ATTN_FUSED, &sh, 2000, 6000), 0);
+  schema_calibration_sort(&src);
+  topo_gpu h200 = gpu("H200-SXM", 989, 4800, 450), a100 = gpu("A100-SXM4-80GB", 312, 2039, 300);
+  h200.flash2_bf16_util = 0.35, a100.flash2_bf16_util = 0.73;
+  ts_err e = {0};
+  for (int with = 1; with >= 0; with--) {
+    a100.flash2_bf16_util = with ? 0.73 : 0;
+    CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, 300, false, false, &dst, &e), 0);
+    int n;
+    const schema_attn_point *fl = schema_attn_points(&dst, SCHEMA_ATTN_FLASH, &n);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    const double pf = with ? 989e12 * 0.35 : 989e12, pt = with ? 312e12 * 0.73 : 312e12;
+    NEAR(fl[0].fwd_us, 3000 - F / pf * 1e6 + F / pt * 1e6, 1e-6);
+    NEAR(fl[0].bwd_us, 9000 - Fb / pf * 1e6 + Fb / pt * 1e6, 1e-6);
+    const schema_attn_point *fu = schema_attn_points(&dst, SCHEMA_ATTN_FUSED, &n);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    NEAR(fu[0].fwd_us, 2000 - F / 989e12 * 1e6 + F / 312e12 * 1e6, 1e-6);
+    CU_ASSERT_EQUAL(strstr(dst.notes, "FlashAttention-2") != NULL, with);
+    schema_calibration_free(&dst);
+  }
+  schema_calibration_free(&src);
+}
+
 /* The nearest-shape GEMM lookup (a model the calibration never measured)
  * and the transfer commute: pricing the shape on the transferred list gives
  * the transfer of its price on the measured list, t' = L + (t - L) R_to /
@@ -389,6 +424,7 @@ int main(void) {
   CU_add_test(s, "a point follows whichever ceiling binds on the target", test_bound_switches);
   CU_add_test(s, "a whole calibration transferred", test_calibration_transfer);
   CU_add_test(s, "--transfer mamf: measured matmul rates as compute ceilings", test_calibration_transfer_mamf);
+  CU_add_test(s, "FlashAttention-2 tables by each GPU's published FA2 utilisation", test_flash2_utilisation);
   CU_add_test(s, "GEMM nearest shapes and the transfer commute", test_nearest_shapes_commute_with_transfer);
   CU_add_test(s, "transfer refuses a GPU without its figures", test_transfer_needs_figures);
   CU_add_test(s, "same GPU: name and figures", test_same_gpu);

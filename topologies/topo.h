@@ -42,6 +42,11 @@ typedef struct {
    * published search over GEMM shapes; 0 where none is published). Read only by the transfer's "mamf"
    * mode (sim/README.md, "Calibration transfer"). */
   double bf16_mamf_tflops;
+  /* Published, not a datasheet figure: the best fraction of bf16_tflops that FlashAttention-2 (the
+   * "flash" attention backend, warp-level mma.sync kernels) reaches on this GPU; 0 where none is
+   * published. The transfer moves the "flash" tables by bf16_tflops x this figure on both GPUs when
+   * both have it (sim/README.md, "Calibration transfer"). */
+  double flash2_bf16_util;
   double hbm_gib;       /* device memory, GiB */
   double hbm_gbps;      /* device memory bandwidth, GB/s */
   int sms;              /* streaming multiprocessors */

@@ -40,6 +40,7 @@ static const figure figures[] = {
     REAL(fp8_tflops, 0, 1e5, false), /* 0: no FP8 tensor cores */
     REAL(fp32_tflops, 1e-3, 1e5, false),
     REAL(bf16_mamf_tflops, 0, 1e5, false), /* measured; 0: none published */
+    REAL(flash2_bf16_util, 0, 1, false),   /* published FlashAttention-2 utilisation; 0: none */
     REAL(hbm_gib, 1e-3, 1e6, true),
     REAL(hbm_gbps, 1e-3, 1e5, true),
     INT(sms, 1, 100000),
