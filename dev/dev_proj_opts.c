@@ -7,6 +7,17 @@
 #include "ts_args.h"
 #include "ts_error.h"
 
+void dev_proj_layer(const model_config *mc, dev_proj out[DEV_PROJ_LAYER], size_t *wmax_bytes) {
+  const long long h = mc->hidden, d = model_head_dim(mc);
+  out[0] = (dev_proj){"qkv", (mc->heads + 2LL * mc->kv_heads) * d, h};
+  out[1] = (dev_proj){"attn_out", h, (long long)mc->heads * d};
+  out[2] = (dev_proj){"fc1", 2LL * mc->ffn_hidden, h};
+  out[3] = (dev_proj){"fc2", h, mc->ffn_hidden};
+  *wmax_bytes = 0;
+  for (int p = 0; p < DEV_PROJ_LAYER; p++)
+    if ((size_t)out[p].n * out[p].k * 2 > *wmax_bytes) *wmax_bytes = (size_t)out[p].n * out[p].k * 2;
+}
+
 int dev_proj_opts_parse(int argc, char **argv, const char *prog, const char *batches_default, int max_m,
                         dev_proj_opts *o) {
   const char *model = "llama3-8b", *batches_s = batches_default;

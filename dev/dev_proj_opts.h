@@ -5,6 +5,8 @@
 #ifndef DEV_PROJ_OPTS_H
 #define DEV_PROJ_OPTS_H
 
+#include <stddef.h>
+
 #include "model.h"
 
 #define DEV_PROJ_MAX_BATCHES 16
@@ -15,6 +17,18 @@ typedef struct {
   int check_only; /* --check: the checks, no timing */
   model_config mc;
 } dev_proj_opts;
+
+/* A decode layer's four projections as the executor runs them (EXEC_GEMM_NN, the weight [in x out]):
+ * y[m x n] = x[m x k] . W[k x n]. */
+typedef struct {
+  const char *name; /* "qkv", "attn_out", "fc1", "fc2" */
+  long long n, k;
+} dev_proj;
+#define DEV_PROJ_LAYER 4
+
+/* The model's four layer projections (qkv with its KV heads, fc1 = gate + up), in that order; the
+ * largest weight's bytes (bf16) in *wmax_bytes. */
+void dev_proj_layer(const model_config *mc, dev_proj out[DEV_PROJ_LAYER], size_t *wmax_bytes);
 
 /* Parses argv and loads the model. Returns -1 to go on, else the status to exit with: 0 after
  * --help (usage on standard output), 2 for a bad option or value, the model loader's status for a

@@ -153,17 +153,14 @@ int main(int argc, char **argv) {
   const int st = dev_proj_opts_parse(argc, argv, "dev_decode_gemm_algos", "1,4,16", MAX_M, &o);
   if (st >= 0) return st;
   const model_config *mc = &o.mc;
-  const long long h = mc->hidden, d = model_head_dim(mc);
-  const struct { const char *name; long long n, k; } proj[] = {{"qkv", (mc->heads + 2LL * mc->kv_heads) * d, h},
-                                                               {"attn_out", h, (long long)mc->heads * d},
-                                                               {"fc1", 2LL * mc->ffn_hidden, h},
-                                                               {"fc2", h, mc->ffn_hidden}};
-  enum { NP = sizeof proj / sizeof *proj };
+  const long long h = mc->hidden;
+  dev_proj proj[DEV_PROJ_LAYER];
+  size_t wmax;
+  dev_proj_layer(mc, proj, &wmax);
+  enum { NP = DEV_PROJ_LAYER };
   ts_err e = {{0}, 0};
   bench b;
   memset(&b, 0, sizeof b);
-  size_t wmax = 0;
-  for (int p = 0; p < NP; p++) wmax = (size_t)proj[p].n * proj[p].k * 2 > wmax ? (size_t)proj[p].n * proj[p].k * 2 : wmax;
   const size_t pool = ROTATE_BYTES + wmax, io = (size_t)MAX_M * (size_t)(2 * mc->ffn_hidden + h) * 2;
   void *weights = NULL;
   calib_budget bud = calib_budget_default(0);

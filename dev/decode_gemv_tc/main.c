@@ -139,17 +139,15 @@ static int launch(void *ctx, long long iter, ts_err *e) {
 
 /* The four layer projections (EXEC_GEMM_NN, the weight [in x out]) at each batch. */
 static int time_projections(dev_gemv_tc *g, const model_config *mc, const long long *batches, int nb, ts_err *e) {
-  const long long h = mc->hidden, d = model_head_dim(mc);
-  const struct { const char *name; long long n, k; } proj[] = {{"qkv", (mc->heads + 2LL * mc->kv_heads) * d, h},
-                                                               {"attn_out", h, (long long)mc->heads * d},
-                                                               {"fc1", 2LL * mc->ffn_hidden, h},
-                                                               {"fc2", h, mc->ffn_hidden}};
-  enum { NP = sizeof proj / sizeof *proj };
+  const long long h = mc->hidden;
+  dev_proj proj[DEV_PROJ_LAYER];
+  size_t wmax;
+  dev_proj_layer(mc, proj, &wmax);
+  enum { NP = DEV_PROJ_LAYER };
   timing t;
   memset(&t, 0, sizeof t);
   t.g = g;
-  size_t wmax = 0, io = (size_t)DEV_GEMV_TC_MAX_M * (size_t)(2 * mc->ffn_hidden + h) * 2;
-  for (int p = 0; p < NP; p++) wmax = (size_t)proj[p].n * proj[p].k * 2 > wmax ? (size_t)proj[p].n * proj[p].k * 2 : wmax;
+  size_t io = (size_t)DEV_GEMV_TC_MAX_M * (size_t)(2 * mc->ffn_hidden + h) * 2;
   const size_t pool = ROTATE_BYTES + wmax;
   void *weights = NULL;
   calib_budget bud = calib_budget_default(0);
