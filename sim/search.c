@@ -138,7 +138,7 @@ typedef struct {
  * go to out[0 ..], in layout then policy order. lo must not be a ZeRO-2/3 layout (its stage below would
  * be in the range before). */
 static int estimate_range(const search_state *s, long lo, long hi, sim_search_candidate *out, estimate_tally *t,
-                          ts_err *e) {
+                          ts_err *e) { /* (out[t->n] is the next one written: t counts on from what it holds) */
   const sim_search_options *o = s->o;
   const sim_search_result *r = s->r;
   const layout_list *ll = &s->ll;
@@ -217,7 +217,7 @@ static int estimate_part_run(const search_state *s, int j, int parts, long block
   for (long b = j, k = 0; b < blocks; b += parts, k++) {
     long lo, hi, before = q->tally->n;
     block_range(&s->ll, b, &lo, &hi);
-    if (estimate_range(s, lo, hi, q->cands + before, q->tally, e)) return -1;
+    if (estimate_range(s, lo, hi, q->cands, q->tally, e)) return -1; /* (written from q->cands[tally->n] on) */
     q->counts[k] = q->tally->n - before;
   }
   return 0;
@@ -427,7 +427,8 @@ static int search_simulate(search_state *s, ts_err *e) {
 /* Keeps the head of the estimate ranking for the report. */
 static int keep_best_estimates(search_state *s, ts_err *e) {
   sim_search_result *r = s->r;
-  r->n_best_est = s->n_cands < 48 ? (int)s->n_cands : 48;
+  long keep = s->o->keep_estimates > 0 ? s->o->keep_estimates : 48;
+  r->n_best_est = (int)(s->n_cands < keep ? s->n_cands : keep);
   r->best_est = calloc((size_t)(r->n_best_est ? r->n_best_est : 1), sizeof *r->best_est);
   if (!r->best_est) return ts_fail_sys(e, "search: out of memory");
   memcpy(r->best_est, s->cands, (size_t)r->n_best_est * sizeof *s->cands);

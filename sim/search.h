@@ -195,6 +195,7 @@ typedef struct {
   const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
   bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */
   bool bounds_all;        /* (tests) compute every candidate's bound, even where none is needed */
+  int keep_estimates;     /* (tests) the head of the estimate ranking kept in best_est (0: 48) */
 } sim_search_options;
 
 /* One simulated or estimated candidate. */
