@@ -268,6 +268,7 @@ static int search_estimate(search_state *s, ts_err *e) {
     q->pid = fork();
     if (q->pid == 0) {
       if (estimate_part_run(s, j, parts, blocks, q, &q->tally->err)) q->tally->failed = 1;
+      fflush(NULL); /* (any warning it printed; _exit runs no atexit handlers, they are the parent's) */
       _exit(0);
     }
     if (q->pid < 0) q->pid = 0; /* (done in this process below) */
