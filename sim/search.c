@@ -135,10 +135,10 @@ typedef struct {
 } estimate_tally;
 
 /* Passes 2 and 3 over layouts [lo, hi): memory, then the estimate of every codec policy; the candidates
- * go to out[0 ..], in layout then policy order. lo must not be a ZeRO-2/3 layout (its stage below would
- * be in the range before). */
+ * go to out[t->n], out[t->n + 1] ... (t counts on from what it holds), in layout then policy order. lo
+ * must not be a ZeRO-2/3 layout (its stage below would be in the range before). */
 static int estimate_range(const search_state *s, long lo, long hi, sim_search_candidate *out, estimate_tally *t,
-                          ts_err *e) { /* (out[t->n] is the next one written: t counts on from what it holds) */
+                          ts_err *e) {
   const sim_search_options *o = s->o;
   const sim_search_result *r = s->r;
   const layout_list *ll = &s->ll;
