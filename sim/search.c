@@ -1,9 +1,13 @@
 /* search.c — the four passes of a layout search: enumerate, filter by
  * memory, rank by the closed-form estimate, simulate the best. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "search.h"
 #include "sim.h"
@@ -123,7 +127,105 @@ typedef struct {
   plan *plans; /* pass 4: the plans simulated, in the order of r->cands */
 } search_state;
 
-/* Passes 2 and 3: memory, then the estimate of every codec policy. */
+/* What the memory filter and the estimate counted over a range of layouts. */
+typedef struct {
+  long over_memory, invalid, fits, dominated, n; /* n: candidates written */
+  int failed;                                    /* (a forked part) the range stopped on an error: err */
+  ts_err err;
+} estimate_tally;
+
+/* Passes 2 and 3 over layouts [lo, hi): memory, then the estimate of every codec policy; the candidates
+ * go to out[t->n], out[t->n + 1] ... (t counts on from what it holds), in layout then policy order. lo
+ * must not be a ZeRO-2/3 layout (its stage below would be in the range before). */
+static int estimate_range(const search_state *s, long lo, long hi, sim_search_candidate *out, estimate_tally *t,
+                          ts_err *e) {
+  const sim_search_options *o = s->o;
+  const sim_search_result *r = s->r;
+  const layout_list *ll = &s->ll;
+  static plan p;
+  bool below_fits = false; /* the layout just before (the same but one sharding stage lower) fit */
+  for (long i = lo; i < hi; i++) {
+    ts_err sub;
+    /* ZeRO-2 and ZeRO-3 add communication to ZeRO-1's programs and save only memory: tried only where the
+     * stage below does not fit (the enumeration lists a layout's stages consecutively, lowest first) */
+    const sim_search_layout *lv = &ll->v[i];
+    bool skip = lv->zero_stage >= 2 && i > lo && below_fits && ll->v[i - 1].zero_stage == lv->zero_stage - 1;
+    below_fits = false;
+    if (skip) {
+      below_fits = true;
+      t->dominated++;
+      continue;
+    }
+    if (sim_search_make_plan(s->base, &ll->v[i], r->seq, r->global_batch, &p, e)) return -1;
+    double mem;
+    double reserve = (o->headroom_gib + o->headroom_fraction * p.cluster.gpu.hbm_gib) * 1073741824.0;
+    if (!sim_search_fits_memory_reserve(&p, reserve, &mem)) {
+      t->over_memory++;
+      continue;
+    }
+    if (plan_validate(&p, &sub)) {
+      t->invalid++;
+      continue;
+    }
+    t->fits++;
+    below_fits = true;
+    if (o->memory_only) continue;
+    for (int c = 0; c < SIM_SEARCH_CODEC_COUNT; c++) {
+      if (!(o->codecs & (1u << c)) || !codec_applies(&ll->v[i], (sim_search_codec)c)) continue;
+      sim_search_apply_codec(&p, (sim_search_codec)c);
+      sim_search_candidate *k = &out[t->n];
+      memset(k, 0, sizeof *k);
+      k->layout = ll->v[i];
+      k->codec = (sim_search_codec)c;
+      k->memory_bytes = mem;
+      if (plan_validate(&p, &sub) || sim_search_estimate_plan(&p, s->cal, &k->est, &sub)) {
+        t->invalid++;
+        continue;
+      }
+      t->n++;
+    }
+  }
+  return 0;
+}
+
+/* The layouts go to the parts in blocks, round robin (the costly layouts, long pipelines with many
+ * micro-batches, sit together in the enumeration); a part estimated in a forked child writes its
+ * candidates and each block's count into memory shared with the parent. */
+#define ESTIMATE_PARTS_MAX 16
+#define ESTIMATE_BLOCK 256       /* layouts a block */
+#define ESTIMATE_MIN_LAYOUTS 4096 /* below this a fork costs more than it saves */
+
+typedef struct {
+  pid_t pid;
+  estimate_tally *tally; /* at the head of the shared block: the tally, each block's count, the candidates */
+  long *counts;
+  sim_search_candidate *cands;
+  size_t bytes;
+} estimate_part;
+
+/* Block b's layouts [lo, hi): a block starts at a ZeRO-0/1 layout (its ZeRO-2/3 variants follow it). */
+static void block_range(const layout_list *ll, long b, long *lo, long *hi) {
+  long x = b * ESTIMATE_BLOCK, y = (b + 1) * ESTIMATE_BLOCK;
+  while (x > 0 && x < ll->n && ll->v[x].zero_stage >= 2) x++;
+  while (y < ll->n && ll->v[y].zero_stage >= 2) y++;
+  *lo = x < ll->n ? x : ll->n;
+  *hi = y < ll->n ? y : ll->n;
+}
+
+/* Part j's blocks (j, j + parts, ...) into q: its candidates in block order, counts[k] those of its k-th block. */
+static int estimate_part_run(const search_state *s, int j, int parts, long blocks, estimate_part *q, ts_err *e) {
+  for (long b = j, k = 0; b < blocks; b += parts, k++) {
+    long lo, hi, before = q->tally->n;
+    block_range(&s->ll, b, &lo, &hi);
+    if (estimate_range(s, lo, hi, q->cands, q->tally, e)) return -1; /* (written from q->cands[tally->n] on) */
+    q->counts[k] = q->tally->n - before;
+  }
+  return 0;
+}
+
+/* Passes 2 and 3: memory, then the estimate of every codec policy; with o->jobs > 1 (one process, no
+ * MPI) the blocks of layouts are spread over o->jobs processes (forked, the first is this one) and the
+ * candidates joined in the order one process gives them: the same ranking. */
 static int search_estimate(search_state *s, ts_err *e) {
   const sim_search_options *o = s->o;
   sim_search_result *r = s->r;
@@ -131,52 +233,83 @@ static int search_estimate(search_state *s, ts_err *e) {
   size_t cap = (size_t)(ll->n ? ll->n : 1) * SIM_SEARCH_CODEC_COUNT;
   s->cands = calloc(cap, sizeof *s->cands);
   if (!s->cands) return ts_fail_sys(e, "search: out of memory");
-  static plan p;
-  bool below_fits = false; /* the layout just before (the same but one sharding stage lower) fit */
-  for (long i = 0; i < ll->n; i++) {
-    ts_err sub;
-    /* ZeRO-2 and ZeRO-3 add communication to ZeRO-1's programs and save only memory: tried only where the
-     * stage below does not fit (the enumeration lists a layout's stages consecutively, lowest first) */
-    const sim_search_layout *lv = &ll->v[i];
-    bool skip = lv->zero_stage >= 2 && i > 0 && below_fits && ll->v[i - 1].zero_stage == lv->zero_stage - 1;
-    below_fits = false;
-    if (skip) {
-      below_fits = true;
-      r->dominated++;
-      continue;
+  long blocks = (ll->n + ESTIMATE_BLOCK - 1) / ESTIMATE_BLOCK;
+  int parts = o->jobs > 1 ? o->jobs : 1;
+  if (parts > ESTIMATE_PARTS_MAX) parts = ESTIMATE_PARTS_MAX;
+  if (ll->n < ESTIMATE_MIN_LAYOUTS || sim_search_mpi_size() > 1) parts = 1;
+  if (parts == 1) { /* one range, here */
+    estimate_tally all = {0};
+    if (estimate_range(s, 0, ll->n, s->cands, &all, e)) return -1;
+    r->over_memory = all.over_memory, r->invalid = all.invalid, r->fits = all.fits, r->dominated = all.dominated;
+    s->n_cands = r->estimated = all.n;
+    qsort(s->cands, (size_t)s->n_cands, sizeof *s->cands, by_estimate);
+    return 0;
+  }
+  estimate_part part[ESTIMATE_PARTS_MAX];
+  memset(part, 0, sizeof part);
+  int rc = 0;
+  long per = (blocks + parts - 1) / parts; /* blocks a part at most */
+  for (int j = 0; j < parts && rc == 0; j++) {
+    estimate_part *q = &part[j];
+    q->bytes = sizeof(estimate_tally) + (size_t)per * sizeof(long) +
+               (size_t)per * (ESTIMATE_BLOCK + 64) * SIM_SEARCH_CODEC_COUNT * sizeof(sim_search_candidate);
+    void *m = mmap(NULL, q->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      rc = ts_fail_sys(e, "search: mmap: %s", strerror(errno));
+      break;
     }
-    if (sim_search_make_plan(s->base, &ll->v[i], r->seq, r->global_batch, &p, e)) return -1;
-    double mem;
-    double reserve = (o->headroom_gib + o->headroom_fraction * p.cluster.gpu.hbm_gib) * 1073741824.0;
-    if (!sim_search_fits_memory_reserve(&p, reserve, &mem)) {
-      r->over_memory++;
-      continue;
+    q->tally = m;
+    q->counts = (long *)(q->tally + 1);
+    q->cands = (sim_search_candidate *)(q->counts + per);
+  }
+  fflush(NULL);
+  for (int j = 1; j < parts && rc == 0; j++) {
+    estimate_part *q = &part[j];
+    q->pid = fork();
+    if (q->pid == 0) {
+      if (estimate_part_run(s, j, parts, blocks, q, &q->tally->err)) q->tally->failed = 1;
+      fflush(NULL); /* (any warning it printed; _exit runs no atexit handlers, they are the parent's) */
+      _exit(0);
     }
-    if (plan_validate(&p, &sub)) {
-      r->invalid++;
-      continue;
-    }
-    r->fits++;
-    below_fits = true;
-    if (o->memory_only) continue;
-    for (int c = 0; c < SIM_SEARCH_CODEC_COUNT; c++) {
-      if (!(o->codecs & (1u << c)) || !codec_applies(&ll->v[i], (sim_search_codec)c)) continue;
-      sim_search_apply_codec(&p, (sim_search_codec)c);
-      sim_search_candidate *k = &s->cands[s->n_cands];
-      memset(k, 0, sizeof *k);
-      k->layout = ll->v[i];
-      k->codec = (sim_search_codec)c;
-      k->memory_bytes = mem;
-      if (plan_validate(&p, &sub) || sim_search_estimate_plan(&p, s->cal, &k->est, &sub)) {
-        r->invalid++;
-        continue;
+    if (q->pid < 0) q->pid = 0; /* (done in this process below) */
+  }
+  if (rc == 0 && estimate_part_run(s, 0, parts, blocks, &part[0], e)) rc = -1;
+  for (int j = 1; j < parts; j++) {
+    estimate_part *q = &part[j];
+    if (q->pid > 0) {
+      int status;
+      while (waitpid(q->pid, &status, 0) < 0 && errno == EINTR) {
       }
-      s->n_cands++;
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !q->tally->failed) {
+        q->tally->failed = 1;
+        ts_fail_sys(&q->tally->err, "search: the estimate's process %d stopped (status %d)", (int)q->pid, status);
+      }
+    } else if (rc == 0 && q->tally && estimate_part_run(s, j, parts, blocks, q, e)) {
+      rc = -1;
+    }
+    if (rc == 0 && q->tally && q->tally->failed) {
+      *e = q->tally->err;
+      rc = -1;
     }
   }
-  r->estimated = s->n_cands;
-  qsort(s->cands, (size_t)s->n_cands, sizeof *s->cands, by_estimate);
-  return 0;
+  if (rc == 0) { /* joined in block order */
+    long at[ESTIMATE_PARTS_MAX] = {0}, n = 0;
+    for (long b = 0; b < blocks; b++) {
+      estimate_part *q = &part[b % parts];
+      long c = q->counts[b / parts];
+      memcpy(s->cands + n, q->cands + at[b % parts], (size_t)c * sizeof *s->cands);
+      at[b % parts] += c, n += c;
+    }
+    s->n_cands = r->estimated = n;
+    for (int j = 0; j < parts; j++) {
+      const estimate_tally *t = part[j].tally;
+      r->over_memory += t->over_memory, r->invalid += t->invalid, r->fits += t->fits, r->dominated += t->dominated;
+    }
+    qsort(s->cands, (size_t)s->n_cands, sizeof *s->cands, by_estimate);
+  }
+  for (int j = 0; j < parts; j++)
+    if (part[j].tally) munmap(part[j].tally, part[j].bytes);
+  return rc;
 }
 
 /* Round robin over the policies, each taking its best layout not chosen
@@ -295,7 +428,8 @@ static int search_simulate(search_state *s, ts_err *e) {
 /* Keeps the head of the estimate ranking for the report. */
 static int keep_best_estimates(search_state *s, ts_err *e) {
   sim_search_result *r = s->r;
-  r->n_best_est = s->n_cands < 48 ? (int)s->n_cands : 48;
+  long keep = s->o->keep_estimates > 0 ? s->o->keep_estimates : 48;
+  r->n_best_est = (int)(s->n_cands < keep ? s->n_cands : keep);
   r->best_est = calloc((size_t)(r->n_best_est ? r->n_best_est : 1), sizeof *r->best_est);
   if (!r->best_est) return ts_fail_sys(e, "search: out of memory");
   memcpy(r->best_est, s->cands, (size_t)r->n_best_est * sizeof *s->cands);

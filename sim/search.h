@@ -195,6 +195,7 @@ typedef struct {
   const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
   bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */
   bool bounds_all;        /* (tests) compute every candidate's bound, even where none is needed */
+  int keep_estimates;     /* (tests) the head of the estimate ranking kept in best_est (0: 48) */
 } sim_search_options;
 
 /* One simulated or estimated candidate. */
@@ -212,6 +213,8 @@ typedef struct {
   /* the bound of search_bound.c: the simulation cannot give more tokens/s than this (0: not computed) */
   double bound_tokens_per_s;
   bool pruned; /* not simulated: its bound is below the top rows' simulated figures */
+  double sim_cpu_s; /* the CPU seconds (user + sys) its simulation's worker took (0: not simulated here) */
+  int sim_clock_passes; /* simulations the clock model ran for it (sim_clock.c) */
 } sim_search_candidate;
 
 typedef struct {
@@ -222,6 +225,8 @@ typedef struct {
   int pruned;                  /* candidates of the chosen layouts not simulated: their bound cannot reach the top rows */
   int processes;               /* MPI processes that shared the simulations (1 without mpirun) */
   double enumerate_s, estimate_s, bound_s, simulate_s, total_s;
+  double sim_cpu_s;            /* the CPU seconds of every simulation's worker, summed */
+  int clock_passes;            /* the clock passes of every simulation, summed */
   int n;                       /* simulated candidates, best first */
   sim_search_candidate *cands;
   int n_best_est;              /* top of the estimate ranking (all kept candidates, best first) */
@@ -292,6 +297,7 @@ typedef struct {
   void (*finished)(int i, void *arg);
   void (*progress)(int done, int total, void *arg);
   void *arg;
+  double *cpu_s; /* (may be NULL) cpu_s[i]: the CPU seconds (user + sys) of i's worker */
 } sim_search_hooks;
 int sim_search_simulate_indexed(const plan *plans, const int *index, int n, const schema_calibration *cal, int jobs,
                                 schema_result *results, bool *ok, char (*errors)[200], const sim_search_hooks *h,

@@ -48,8 +48,12 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
             "              %d simulations avoided: their bound (programs replayed without contention, compute at the fastest "
             "clock) is below row %d's simulated tokens/s (--exhaustive runs them)\n",
             r->pruned, o->top > 0 ? o->top : 10);
-  fprintf(out, "time          %.2f s (enumerate %.2f, memory + estimate %.2f, simulate %.2f of which bounds %.2f)\n\n",
+  fprintf(out, "time          %.2f s (enumerate %.2f, memory + estimate %.2f, simulate %.2f of which bounds %.2f)\n",
           r->total_s, r->enumerate_s, r->estimate_s, r->simulate_s, r->bound_s);
+  if (r->simulations > 0)
+    fprintf(out, "              simulations: %.1f s CPU in all (workers' user + sys), %.2f s each, %d clock passes\n",
+            r->sim_cpu_s, r->sim_cpu_s / r->simulations, r->clock_passes);
+  fputc('\n', out);
   int top = o->top > 0 ? o->top : 10;
   fprintf(out, "%3s  %-46s %-9s %11s %11s %9s %8s %6s %8s %8s\n", "#", "layout", "codec", "est tok/s", "sim tok/s",
           "tok/s/GPU", "TFLOP/s", "MFU", "mem GiB", "speedup");
@@ -202,6 +206,8 @@ static json_t *candidate_json(const sim_search_candidate *k) {
                   "breakdown", "compute_s", b->compute_s, "tp_exposed_s", b->tp_exposed_s, "pp_exposed_s",
                   b->pp_exposed_s, "dp_exposed_s", b->dp_exposed_s, "codec_s", b->codec_s, "bubble_s", b->bubble_s));
     if (k->speedup > 0) json_object_set_new(o, "speedup_vs_none", json_real(k->speedup));
+    if (k->sim_cpu_s > 0) json_object_set_new(o, "sim_cpu_s", json_real(k->sim_cpu_s));
+    if (k->sim_clock_passes > 0) json_object_set_new(o, "clock_passes", json_integer(k->sim_clock_passes));
   } else if (k->sim_failed) {
     json_object_set_new(o, "error", json_string(k->error));
   } else if (k->pruned) {
@@ -233,6 +239,8 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
   json_object_set_new(root, "time_s",
                       json_pack("{s:f,s:f,s:f,s:f,s:f}", "total", r->total_s, "enumerate", r->enumerate_s, "estimate",
                                 r->estimate_s, "simulate", r->simulate_s, "bounds", r->bound_s));
+  json_object_set_new(json_object_get(root, "time_s"), "simulations_cpu", json_real(r->sim_cpu_s));
+  json_object_set_new(counts, "clock_passes", json_integer(r->clock_passes));
   json_t *sim = json_array(), *est = json_array();
   for (int i = 0; i < r->n; i++) json_array_append_new(sim, candidate_json(&r->cands[i]));
   for (int i = 0; i < r->n_best_est; i++) json_array_append_new(est, candidate_json(&r->best_est[i]));

@@ -28,6 +28,8 @@ static double now_s(void) {
 typedef struct {
   int ok;
   double iteration_s, tokens_per_s, tflops_per_gpu, mfu, memory_bytes;
+  double cpu_s;     /* the worker's CPU seconds */
+  int clock_passes; /* the clock model's simulations */
   schema_breakdown breakdown;
   char error[200];
 } sim_out;
@@ -73,6 +75,8 @@ static bool below(rounds *R, int i, double t) {
 static void store(sim_search_candidate *k, const sim_out *m) {
   k->simulated = m->ok;
   k->sim_failed = !m->ok;
+  k->sim_cpu_s = m->cpu_s;
+  k->sim_clock_passes = m->clock_passes;
   if (!m->ok) {
     snprintf(k->error, sizeof k->error, "%.199s", m->error);
     return;
@@ -85,9 +89,10 @@ static void store(sim_search_candidate *k, const sim_out *m) {
   if (m->memory_bytes > 0) k->memory_bytes = m->memory_bytes;
 }
 
-static void pack(sim_out *m, const schema_result *r, bool ok, const char *error) {
+static void pack(sim_out *m, const schema_result *r, bool ok, const char *error, double cpu_s) {
   memset(m, 0, sizeof *m);
   m->ok = ok;
+  m->cpu_s = cpu_s;
   if (!ok) {
     snprintf(m->error, sizeof m->error, "%s", error);
     return;
@@ -98,6 +103,7 @@ static void pack(sim_out *m, const schema_result *r, bool ok, const char *error)
   m->mfu = r->mfu;
   m->memory_bytes = r->memory_per_gpu_bytes;
   m->breakdown = r->breakdown;
+  m->clock_passes = r->clock_passes;
 }
 
 /* Simulates cands[batch[j]], j < m: process p takes j = p, p + size, ...;
@@ -110,8 +116,9 @@ static int run_batch(rounds *R, const int *batch, int m, ts_err *e) {
   bool *ok = calloc((size_t)(per ? per : 1), sizeof *ok);
   char(*errors)[200] = calloc((size_t)(per ? per : 1), sizeof *errors);
   sim_out *out = calloc((size_t)(per ? per : 1), sizeof *out), *all = calloc((size_t)per * size + 1, sizeof *all);
+  double *cpu = calloc((size_t)(per ? per : 1), sizeof *cpu);
   int rc = -1;
-  if (!index || !res || !ok || !errors || !out || !all) {
+  if (!index || !res || !ok || !errors || !out || !all || !cpu) {
     ts_fail_sys(e, "search: out of memory");
     goto done;
   }
@@ -119,12 +126,13 @@ static int run_batch(rounds *R, const int *batch, int m, ts_err *e) {
   /* A process that cannot run its share (fork, pipe) still takes part in the
    * gather, its candidates failed with the reason: the others would wait forever. */
   ts_err sub = {0};
-  if (mine && sim_search_simulate_indexed(R->plans, index, mine, R->cal, R->o->jobs, res, ok, errors, NULL, &sub))
+  sim_search_hooks h = {.cpu_s = cpu};
+  if (mine && sim_search_simulate_indexed(R->plans, index, mine, R->cal, R->o->jobs, res, ok, errors, &h, &sub))
     for (int x = 0; x < mine; x++) {
       ok[x] = false;
       snprintf(errors[x], sizeof errors[x], "%.199s", sub.msg);
     }
-  for (int x = 0; x < mine; x++) pack(&out[x], &res[x], ok[x], errors[x]);
+  for (int x = 0; x < mine; x++) pack(&out[x], &res[x], ok[x], errors[x], cpu[x]);
   if (sim_search_mpi_allgather(out, all, sizeof *out * (size_t)per, e)) goto done;
   for (int j = 0; j < m; j++) store(&R->cands[batch[j]], &all[(size_t)(j % size) * per + j / size]);
   R->done_count += m;
@@ -137,6 +145,7 @@ done:
   free(errors);
   free(out);
   free(all);
+  free(cpu);
   return rc;
 }
 
@@ -172,6 +181,7 @@ typedef struct {
   schema_result *res;
   bool *ok;
   char (*errors)[200];
+  double *cpu;
 } dynamic;
 
 static bool dynamic_skip(int pos, void *arg) {
@@ -188,7 +198,7 @@ static bool dynamic_skip(int pos, void *arg) {
 static void dynamic_finished(int pos, void *arg) {
   dynamic *d = arg;
   sim_out m;
-  pack(&m, &d->res[pos], d->ok[pos], d->errors[pos]);
+  pack(&m, &d->res[pos], d->ok[pos], d->errors[pos], d->cpu[pos]);
   store(&d->R->cands[d->order[pos]], &m);
   d->R->done_count++;
   if (d->R->progress) d->R->progress(d->R->done_count, d->R->n, d->R->arg);
@@ -199,17 +209,19 @@ static int run_dynamic(rounds *R, const int *order, unsigned char *state, int to
   schema_result *res = calloc((size_t)(n ? n : 1), sizeof *res);
   bool *ok = calloc((size_t)(n ? n : 1), sizeof *ok);
   char(*errors)[200] = calloc((size_t)(n ? n : 1), sizeof *errors);
+  double *cpu = calloc((size_t)(n ? n : 1), sizeof *cpu);
   int rc = -1;
-  if (!res || !ok || !errors)
+  if (!res || !ok || !errors || !cpu)
     ts_fail_sys(e, "search: out of memory");
   else {
-    dynamic d = {R, order, state, top, res, ok, errors};
-    sim_search_hooks h = {.skip = dynamic_skip, .finished = dynamic_finished, .arg = &d};
+    dynamic d = {R, order, state, top, res, ok, errors, cpu};
+    sim_search_hooks h = {.skip = dynamic_skip, .finished = dynamic_finished, .arg = &d, .cpu_s = cpu};
     rc = sim_search_simulate_indexed(R->plans, order, n, R->cal, R->o->jobs, res, ok, errors, &h, e);
   }
   free(res);
   free(ok);
   free(errors);
+  free(cpu);
   return rc;
 }
 
@@ -242,7 +254,7 @@ int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, in
     r->simulations = n;
     r->bound_s = R.bound_s;
     rc = 0;
-    goto done;
+    goto totals;
   }
   /* the best estimates first: their figures raise the threshold soonest */
   sort_base = cands;
@@ -289,6 +301,13 @@ int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, in
     r->simulations += state[i] == DONE;
   }
   rc = 0;
+totals: /* what the simulations cost (each result, every process's, carries its worker's CPU) */
+  r->sim_cpu_s = 0;
+  r->clock_passes = 0;
+  for (int i = 0; i < n; i++) {
+    r->sim_cpu_s += cands[i].sim_cpu_s;
+    r->clock_passes += cands[i].sim_clock_passes;
+  }
 done:
   free(order);
   free(batch);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 typedef struct {
   int ok;
   double iteration_s, tokens_per_s, tflops_per_gpu, mfu, memory_bytes;
+  int clock_passes;
   schema_breakdown breakdown;
   char error[200];
 } worker_msg;
@@ -39,6 +41,7 @@ static void run_worker(const plan *p, const schema_calibration *cal, int fd) {
     msg.mfu = r.mfu;
     msg.memory_bytes = r.memory_per_gpu_bytes;
     msg.breakdown = r.breakdown;
+    msg.clock_passes = r.clock_passes;
   } else {
     snprintf(msg.error, sizeof msg.error, "%.199s", e.msg);
   }
@@ -71,6 +74,7 @@ static void collect(slot *s, schema_result *results, bool *ok, char (*errors)[20
     results[i].mfu = msg.mfu;
     results[i].memory_per_gpu_bytes = msg.memory_bytes;
     results[i].breakdown = msg.breakdown;
+    results[i].clock_passes = msg.clock_passes;
     errors[i][0] = '\0';
   } else {
     ok[i] = false;
@@ -130,7 +134,8 @@ int sim_search_simulate_indexed(const plan *plans, const int *index, int n, cons
     }
     if (running == 0) continue; /* the rest were skipped */
     int status;
-    pid_t pid = waitpid(-1, &status, 0);
+    struct rusage ru;
+    pid_t pid = wait4(-1, &status, 0, &ru); /* (its CPU: what each simulation costs, for the report) */
     if (pid < 0) {
       if (errno == EINTR) continue;
       return ts_fail_sys(e, "search: waitpid: %s", strerror(errno));
@@ -139,6 +144,8 @@ int sim_search_simulate_indexed(const plan *plans, const int *index, int n, cons
       if (slots[s].pid == pid) {
         int pos = slots[s].index;
         collect(&slots[s], results, ok, errors, status);
+        if (h && h->cpu_s)
+          h->cpu_s[pos] = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
         running--;
         done++;
         if (h && h->finished) h->finished(pos, h->arg);

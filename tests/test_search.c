@@ -672,6 +672,41 @@ static void test_small_search(void) {
   sim_search_result_free(&r);
 }
 
+/* The memory filter and the estimate spread over processes (search.c, blocks of layouts round robin,
+ * joined in order) give what one process gives: the same counts and the same ranking. Llama-3 70B on 32
+ * GPUs of h200-1024-rail (13,746 layouts: some over the HBM, some ZeRO-2/3 dominated) with 1, 2 and 3
+ * processes. */
+static void test_estimate_over_processes(void) {
+  sim_search_result r[3];
+  ts_err e = {0};
+  for (int j = 0; j < 3; j++) {
+    sim_search_options o = {.model = "llama3-70b", .cluster = "h200-1024-rail", .gpus = 32, .codecs = 0xF,
+                            .top = 10, .jobs = j + 1, .max_micro = 2, .estimate_only = true,
+                            .keep_estimates = 1 << 30 /* the whole ranking */};
+    CU_ASSERT_EQUAL_FATAL(sim_search_run(&o, &r[j], &e), 0);
+  }
+  CU_ASSERT_TRUE(r[0].enumerated > 4096); /* (split only above 4,096 layouts) */
+  CU_ASSERT_TRUE(r[0].over_memory > 0 && r[0].dominated > 0);
+  for (int j = 1; j < 3; j++) {
+    CU_ASSERT_EQUAL(r[j].enumerated, r[0].enumerated);
+    CU_ASSERT_EQUAL(r[j].over_memory, r[0].over_memory);
+    CU_ASSERT_EQUAL(r[j].invalid, r[0].invalid);
+    CU_ASSERT_EQUAL(r[j].fits, r[0].fits);
+    CU_ASSERT_EQUAL(r[j].dominated, r[0].dominated);
+    CU_ASSERT_EQUAL(r[j].estimated, r[0].estimated);
+    CU_ASSERT_EQUAL_FATAL(r[j].n_best_est, r[0].n_best_est);
+    CU_ASSERT_EQUAL(r[j].n_best_est, r[j].estimated);
+    int differ = 0;
+    for (int i = 0; i < r[0].n_best_est; i++) {
+      const sim_search_candidate *a = &r[0].best_est[i], *b = &r[j].best_est[i];
+      differ += !sim_search_same_layout(&a->layout, &b->layout) || a->codec != b->codec ||
+                a->est.tokens_per_s != b->est.tokens_per_s || a->memory_bytes != b->memory_bytes;
+    }
+    CU_ASSERT_EQUAL(differ, 0);
+  }
+  for (int j = 0; j < 3; j++) sim_search_result_free(&r[j]);
+}
+
 /* ---- the command line ---- */
 
 static int run_cli(const char *args, char *out, size_t cap) {
@@ -740,6 +775,7 @@ int main(void) {
   CU_add_test(s, "codec policies", test_codec_policies);
   CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
   CU_add_test(s, "small search end to end", test_small_search);
+  CU_add_test(s, "estimate over processes: the same ranking", test_estimate_over_processes);
   CU_add_test(s, "bad flags exit 2", test_bad_flags);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
