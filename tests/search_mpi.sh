@@ -2,7 +2,7 @@
 # search_mpi.sh MPIEXEC SEARCH_CLI — `tacosim search` under mpirun -np 2
 # spreads its simulations over both processes ("in each of 2 MPI processes")
 # and prints what one process prints: with --exhaustive the whole report (the
-# time and worker lines removed), with pruning the ranked rows.
+# time, worker and simulation-CPU lines removed: measurements), with pruning the ranked rows.
 set -u
 mpiexec=$1 cli=$2
 dir=$(mktemp -d) || exit 1
@@ -15,7 +15,7 @@ run2 > "$dir/two-pruned.txt"
 for f in two two-pruned; do
   grep -q "in each of 2 MPI processes" "$dir/$f.txt" || { echo "$f: not spread over 2 processes:"; cat "$dir/$f.txt"; exit 1; }
 done
-strip() { grep -v -e '^time ' -e '^simulated ' -e '^ *--exhaustive:' "$1"; }
+strip() { grep -v -e '^time ' -e '^simulated ' -e '^ *--exhaustive:' -e '^ *simulations: .* CPU' "$1"; }
 strip "$dir/one.txt" > "$dir/one.cmp"
 strip "$dir/two.txt" > "$dir/two.cmp"
 diff "$dir/one.cmp" "$dir/two.cmp" || { echo "reports differ (--exhaustive)"; exit 1; }
