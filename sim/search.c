@@ -1,13 +1,9 @@
 /* search.c — the four passes of a layout search: enumerate, filter by
  * memory, rank by the closed-form estimate, simulate the best. */
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "search.h"
 #include "sim.h"
@@ -130,8 +126,6 @@ typedef struct {
 /* What the memory filter and the estimate counted over a range of layouts. */
 typedef struct {
   long over_memory, invalid, fits, dominated, n; /* n: candidates written */
-  int failed;                                    /* (a forked part) the range stopped on an error: err */
-  ts_err err;
 } estimate_tally;
 
 /* Passes 2 and 3 over layouts [lo, hi): memory, then the estimate of every codec policy; the candidates
@@ -189,19 +183,33 @@ static int estimate_range(const search_state *s, long lo, long hi, sim_search_ca
 }
 
 /* The layouts go to the parts in blocks, round robin (the costly layouts, long pipelines with many
- * micro-batches, sit together in the enumeration); a part estimated in a forked child writes its
- * candidates and each block's count into memory shared with the parent. */
-#define ESTIMATE_PARTS_MAX 16
+ * micro-batches, sit together in the enumeration); each part (search_parts.c) writes its tally, each
+ * block's count of candidates and the candidates into its shared memory. */
 #define ESTIMATE_BLOCK 256       /* layouts a block */
 #define ESTIMATE_MIN_LAYOUTS 4096 /* below this a fork costs more than it saves */
 
 typedef struct {
-  pid_t pid;
-  estimate_tally *tally; /* at the head of the shared block: the tally, each block's count, the candidates */
+  estimate_tally *tally; /* at the head of the part's memory: the tally, each block's count, the candidates */
   long *counts;
   sim_search_candidate *cands;
-  size_t bytes;
 } estimate_part;
+
+typedef struct {
+  const search_state *s;
+  long blocks, per; /* per: blocks a part at most */
+} estimate_job;
+
+static size_t part_bytes(long per) {
+  return sizeof(estimate_tally) + (size_t)per * sizeof(long) +
+         (size_t)per * (ESTIMATE_BLOCK + 64) * SIM_SEARCH_CODEC_COUNT * sizeof(sim_search_candidate);
+}
+
+static estimate_part part_view(void *mem, long per) {
+  estimate_part q = {.tally = mem};
+  q.counts = (long *)(q.tally + 1);
+  q.cands = (sim_search_candidate *)(q.counts + per);
+  return q;
+}
 
 /* Block b's layouts [lo, hi): a block starts at a ZeRO-0/1 layout (its ZeRO-2/3 variants follow it). */
 static void block_range(const layout_list *ll, long b, long *lo, long *hi) {
@@ -212,20 +220,22 @@ static void block_range(const layout_list *ll, long b, long *lo, long *hi) {
   *hi = y < ll->n ? y : ll->n;
 }
 
-/* Part j's blocks (j, j + parts, ...) into q: its candidates in block order, counts[k] those of its k-th block. */
-static int estimate_part_run(const search_state *s, int j, int parts, long blocks, estimate_part *q, ts_err *e) {
-  for (long b = j, k = 0; b < blocks; b += parts, k++) {
-    long lo, hi, before = q->tally->n;
-    block_range(&s->ll, b, &lo, &hi);
-    if (estimate_range(s, lo, hi, q->cands, q->tally, e)) return -1; /* (written from q->cands[tally->n] on) */
-    q->counts[k] = q->tally->n - before;
+/* Part j's blocks (j, j + parts, ...): its candidates in block order, counts[k] those of its k-th block. */
+static int estimate_part_run(int j, int parts, void *mem, void *arg, ts_err *e) {
+  const estimate_job *job = arg;
+  estimate_part q = part_view(mem, job->per);
+  for (long b = j, k = 0; b < job->blocks; b += parts, k++) {
+    long lo, hi, before = q.tally->n;
+    block_range(&job->s->ll, b, &lo, &hi);
+    if (estimate_range(job->s, lo, hi, q.cands, q.tally, e)) return -1; /* (written from q.cands[tally->n] on) */
+    q.counts[k] = q.tally->n - before;
   }
   return 0;
 }
 
 /* Passes 2 and 3: memory, then the estimate of every codec policy; with o->jobs > 1 (one process, no
- * MPI) the blocks of layouts are spread over o->jobs processes (forked, the first is this one) and the
- * candidates joined in the order one process gives them: the same ranking. */
+ * MPI) the blocks of layouts are spread over o->jobs processes and the candidates joined in the order
+ * one process gives them: the same ranking. */
 static int search_estimate(search_state *s, ts_err *e) {
   const sim_search_options *o = s->o;
   sim_search_result *r = s->r;
@@ -235,7 +245,7 @@ static int search_estimate(search_state *s, ts_err *e) {
   if (!s->cands) return ts_fail_sys(e, "search: out of memory");
   long blocks = (ll->n + ESTIMATE_BLOCK - 1) / ESTIMATE_BLOCK;
   int parts = o->jobs > 1 ? o->jobs : 1;
-  if (parts > ESTIMATE_PARTS_MAX) parts = ESTIMATE_PARTS_MAX;
+  if (parts > SIM_SEARCH_PARTS_MAX) parts = SIM_SEARCH_PARTS_MAX;
   if (ll->n < ESTIMATE_MIN_LAYOUTS || sim_search_mpi_size() > 1) parts = 1;
   if (parts == 1) { /* one range, here */
     estimate_tally all = {0};
@@ -245,71 +255,24 @@ static int search_estimate(search_state *s, ts_err *e) {
     qsort(s->cands, (size_t)s->n_cands, sizeof *s->cands, by_estimate);
     return 0;
   }
-  estimate_part part[ESTIMATE_PARTS_MAX];
-  memset(part, 0, sizeof part);
-  int rc = 0;
-  long per = (blocks + parts - 1) / parts; /* blocks a part at most */
-  for (int j = 0; j < parts && rc == 0; j++) {
-    estimate_part *q = &part[j];
-    q->bytes = sizeof(estimate_tally) + (size_t)per * sizeof(long) +
-               (size_t)per * (ESTIMATE_BLOCK + 64) * SIM_SEARCH_CODEC_COUNT * sizeof(sim_search_candidate);
-    void *m = mmap(NULL, q->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-      rc = ts_fail_sys(e, "search: mmap: %s", strerror(errno));
-      break;
-    }
-    q->tally = m;
-    q->counts = (long *)(q->tally + 1);
-    q->cands = (sim_search_candidate *)(q->counts + per);
+  estimate_job job = {.s = s, .blocks = blocks, .per = (blocks + parts - 1) / parts};
+  void *mem[SIM_SEARCH_PARTS_MAX];
+  if (sim_search_parts_run(parts, part_bytes(job.per), estimate_part_run, &job, mem, e)) return -1;
+  long at[SIM_SEARCH_PARTS_MAX] = {0}, n = 0;
+  for (long b = 0; b < blocks; b++) { /* joined in block order */
+    estimate_part q = part_view(mem[b % parts], job.per);
+    long c = q.counts[b / parts];
+    memcpy(s->cands + n, q.cands + at[b % parts], (size_t)c * sizeof *s->cands);
+    at[b % parts] += c, n += c;
   }
-  fflush(NULL);
-  for (int j = 1; j < parts && rc == 0; j++) {
-    estimate_part *q = &part[j];
-    q->pid = fork();
-    if (q->pid == 0) {
-      if (estimate_part_run(s, j, parts, blocks, q, &q->tally->err)) q->tally->failed = 1;
-      fflush(NULL); /* (any warning it printed; _exit runs no atexit handlers, they are the parent's) */
-      _exit(0);
-    }
-    if (q->pid < 0) q->pid = 0; /* (done in this process below) */
+  s->n_cands = r->estimated = n;
+  for (int j = 0; j < parts; j++) {
+    const estimate_tally *t = part_view(mem[j], job.per).tally;
+    r->over_memory += t->over_memory, r->invalid += t->invalid, r->fits += t->fits, r->dominated += t->dominated;
   }
-  if (rc == 0 && estimate_part_run(s, 0, parts, blocks, &part[0], e)) rc = -1;
-  for (int j = 1; j < parts; j++) {
-    estimate_part *q = &part[j];
-    if (q->pid > 0) {
-      int status;
-      while (waitpid(q->pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !q->tally->failed) {
-        q->tally->failed = 1;
-        ts_fail_sys(&q->tally->err, "search: the estimate's process %d stopped (status %d)", (int)q->pid, status);
-      }
-    } else if (rc == 0 && q->tally && estimate_part_run(s, j, parts, blocks, q, e)) {
-      rc = -1;
-    }
-    if (rc == 0 && q->tally && q->tally->failed) {
-      *e = q->tally->err;
-      rc = -1;
-    }
-  }
-  if (rc == 0) { /* joined in block order */
-    long at[ESTIMATE_PARTS_MAX] = {0}, n = 0;
-    for (long b = 0; b < blocks; b++) {
-      estimate_part *q = &part[b % parts];
-      long c = q->counts[b / parts];
-      memcpy(s->cands + n, q->cands + at[b % parts], (size_t)c * sizeof *s->cands);
-      at[b % parts] += c, n += c;
-    }
-    s->n_cands = r->estimated = n;
-    for (int j = 0; j < parts; j++) {
-      const estimate_tally *t = part[j].tally;
-      r->over_memory += t->over_memory, r->invalid += t->invalid, r->fits += t->fits, r->dominated += t->dominated;
-    }
-    qsort(s->cands, (size_t)s->n_cands, sizeof *s->cands, by_estimate);
-  }
-  for (int j = 0; j < parts; j++)
-    if (part[j].tally) munmap(part[j].tally, part[j].bytes);
-  return rc;
+  sim_search_parts_free(parts, part_bytes(job.per), mem);
+  qsort(s->cands, (size_t)s->n_cands, sizeof *s->cands, by_estimate);
+  return 0;
 }
 
 /* Round robin over the policies, each taking its best layout not chosen

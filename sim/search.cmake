@@ -7,6 +7,7 @@ add_library(ts_search STATIC
   ${TACOSIM_SEARCH_DIR}/search_space.c
   ${TACOSIM_SEARCH_DIR}/search_estimate.c
   ${TACOSIM_SEARCH_DIR}/search_workers.c
+  ${TACOSIM_SEARCH_DIR}/search_parts.c
   ${TACOSIM_SEARCH_DIR}/search_bound.c
   ${TACOSIM_SEARCH_DIR}/search_rounds.c
   ${TACOSIM_SEARCH_DIR}/search_mpi.c

@@ -303,6 +303,15 @@ int sim_search_simulate_indexed(const plan *plans, const int *index, int n, cons
                                 schema_result *results, bool *ok, char (*errors)[200], const sim_search_hooks *h,
                                 ts_err *e);
 
+/* One piece of work over `parts` processes (search_parts.c): fn(j, parts, mem[j], arg, e) for each part
+ * j, part 0 in this process and the others in forked children, mem[j] `bytes` of zeroed memory shared
+ * with this process, where part j leaves its answer. Returns 0 with every part done and mem[] mapped
+ * (sim_search_parts_free unmaps it), or -1 with e set by the first part that failed (mem[] unmapped). */
+#define SIM_SEARCH_PARTS_MAX 16
+typedef int (*sim_search_part_fn)(int part, int parts, void *mem, void *arg, ts_err *e);
+int sim_search_parts_run(int parts, size_t bytes, sim_search_part_fn fn, void *arg, void **mem, ts_err *e);
+void sim_search_parts_free(int parts, size_t bytes, void **mem);
+
 /* Spearman rank correlation of x and y (n >= 2); ties get their mean rank. */
 double sim_search_spearman(const double *x, const double *y, int n);
 

@@ -55,13 +55,6 @@ typedef struct {
 double sim_transfer_point_us(double us, double floor_us, double flops, double bytes, const sim_ceilings *from,
                              const sim_ceilings *to);
 
-/* The ceilings FlashAttention-2's tables ("attention_backends" flash and flash_dropout) move with:
- * cf / ct with the compute ceiling replaced by bf16_tflops x flash2_bf16_util on each GPU when both
- * publish that utilisation (its mma.sync kernels reach a different share of each architecture's
- * tensor-core peak: 73 % on A100, 35 % on H100), else cf / ct unchanged. Returns whether it replaced them. */
-bool sim_flash2_ceilings(const topo_gpu *from, const topo_gpu *to, const sim_ceilings *cf, const sim_ceilings *ct,
-                         sim_ceilings *ff, sim_ceilings *ft);
-
 /* Whether two GPU descriptions are the same part (name, BF16 peak and HBM
  * bandwidth agree; a cluster that edits a figure is a different GPU). */
 bool sim_same_gpu(const topo_gpu *a, const topo_gpu *b);
