@@ -705,6 +705,8 @@ int sim_intra_coll_us(schema_lookup *lk, const topo_cluster *cl, bool intra_cali
 static void warn_model(sim_costs *c, const char *name, int nranks, double bytes, const sim_intra_coll *how) {
   char key[48], desc[64], why[96], what[320];
   snprintf(key, sizeof key, "%s.%d", name, nranks);
+  for (int i = 0; i < c->n_missing; i++) /* named already (the message below costs more than the lookup) */
+    if (strcmp(c->missing[i], key) == 0) return;
   sim_nccl_describe(&how->choice, desc, sizeof desc);
   if (how->anchor)
     snprintf(why, sizeof why, "anchored on the measured %d-rank curve (x%.2f here)", how->anchor->nranks,
@@ -774,6 +776,11 @@ static struct comm_entry *comm_slot(sim_costs *c, const plan_op *op, int nranks,
   h ^= (unsigned long long)(long long)op->bytes * 0x165667B19E3779F9ull;
   h ^= (unsigned long long)(long long)op->wire_bytes * 0x27D4EB2F165667C5ull;
   h ^= (unsigned long long)(op->codec.kind * 1024 + op->codec.group + op->traffic * 7);
+  /* a final mix: byte counts that are multiples of large powers of two leave the low bits of the products
+   * above zero, and the slot is taken from the low bits */
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
   struct comm_entry *ce = &c->comm_cache[h % (sizeof c->comm_cache / sizeof c->comm_cache[0])];
   *hit = ce->used && ce->kind == op->kind && ce->coll == op->coll && ce->nranks == nranks &&
          ce->bytes == op->bytes && ce->wire == op->wire_bytes && ce->codec_kind == op->codec.kind &&

@@ -8,7 +8,6 @@
 #include <simgrid/actor.h>
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
-#include <simgrid/mailbox.h>
 #include <simgrid/semaphore.h>
 #include <stdlib.h>
 #include <string.h>
@@ -769,30 +768,9 @@ static int load_platform(sim_world *w, const unsigned char *need, bool all, ts_e
   return rc;
 }
 
-void sim_small_stack(sg_actor_t a) {
-#if !defined(__SANITIZE_ADDRESS__)
-  sg_actor_set_stacksize(a, 16); /* KiB */
-#else
-  (void)a;
-#endif
-}
-
-void sim_sink_start(int r) {
-  char name[32];
-  snprintf(name, sizeof name, "sink%d", r);
-  sim_w->sinks[r] = sg_mailbox_by_name(name);
-  sg_actor_t a = sg_actor_init(name, sim_w->hosts[r]);
-  sim_small_stack(a);
-  sg_actor_set_data(a, sim_w->sinks[r]);
-  sg_actor_start(a, sim_sink_main, 0, NULL);
-  sg_actor_daemonize(a);
-}
-
 static int start_actors(sim_world *w, const unsigned char *need, ts_err *e) {
   w->hosts = calloc((size_t)w->world, sizeof *w->hosts);
-  w->sinks = calloc((size_t)w->world, sizeof *w->sinks);
-  w->pumps = calloc((size_t)w->world, sizeof *w->pumps);
-  if (!w->hosts || !w->sinks || !w->pumps) return ts_fail_sys(e, "out of memory");
+  if (!w->hosts) return ts_fail_sys(e, "out of memory");
   /* one pass over the host list (sg_host_by_name walks every zone: quadratic at 16k hosts) */
   sg_host_t *all = sg_host_list();
   size_t n_all = sg_host_count();
@@ -811,14 +789,6 @@ static int start_actors(sim_world *w, const unsigned char *need, ts_err *e) {
     for (int r = 0; r < w->world; r++)
       if (w->ranks[r]) sim_scale_prepare(w->ranks[r]);
   if (!w->o->collapse_off) sim_collapse_prepare();
-  /* a sink on every host a simulated rank may send to (its groups' members, its peers); with --collapse on,
-   * on those a flow that is not collapsed away goes to (sim_collapse.c), the others get one when needed */
-  for (int r = 0; r < w->world; r++) {
-    if (!need[r]) continue;
-    if (w->o->collapse_off || sim_collapse_flows_to(r)) sim_sink_start(r);
-    /* reduced mode: it sends for a rank not simulated */
-    if (!w->ranks[r] && (w->o->collapse_off || sim_collapse_flows_from(r))) sim_pump_prepare(r);
-  }
   /* the streams the simulator's own event queue runs (sim_local.c) get no actor */
   if (sim_local_setup(w, e)) return -1;
   for (int r = 0; r < w->world; r++) {
@@ -977,11 +947,6 @@ static void free_world(sim_world *w) {
   }
   free(w->ranks);
   free(w->hosts);
-  free(w->sinks);
-  for (size_t i = 0; w->pumps && i < (size_t)w->world; i++) {
-    sim_pump_free(w->pumps[i]);
-  }
-  free(w->pumps);
   free(w);
 }
 

@@ -79,10 +79,15 @@ static int route_of(int src, int dst, route_link out[ROUTE_MAX]) {
     int n = topo_route(&sim_w->p->cluster, src, dst, r);
     for (int i = 0; i < n; i++) {
       out[i].l = r[i];
-      /* the bandwidth as the platform declares it (topo_platform.c writes %.15g GBps) */
-      char text[64];
-      snprintf(text, sizeof text, "%.15g", r[i].gbps);
-      out[i].bw = strtod(text, NULL) * 1e9;
+      /* the bandwidth as the platform declares it (topo_platform.c writes %.15g GBps); a cluster has a few
+       * distinct figures, each printed once */
+      static double last_gbps = NAN, last_bw;
+      if (r[i].gbps != last_gbps) {
+        char text[64];
+        snprintf(text, sizeof text, "%.15g", r[i].gbps);
+        last_gbps = r[i].gbps, last_bw = strtod(text, NULL) * 1e9;
+      }
+      out[i].bw = last_bw;
       out[i].shared = true; /* every link is SPLITDUPLEX */
     }
     return n < 0 ? 0 : n;
