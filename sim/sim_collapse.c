@@ -65,6 +65,7 @@ typedef struct {
 } link_table;
 
 static link_table links;
+static uint8_t *flows_from; /* per host: a flow never collapsed away leaves from there */
 static struct sim_collapse_class *classes;
 static long long flows_asked, flows_run;
 
@@ -270,12 +271,17 @@ static void components(struct sim_collapse_class *c, int a, xbt_dynar_t route) {
   }
   for (int r = 0; r < nrep; r++) free(reps[r].v);
   free(reps), free(rep_comp), free(fill), free(order), free(start), free(cpub), free(size), free(root_comp);
+  for (int i = 0; i < ne; i++)
+    if (e->partner[i] < 0) flows_from[e->src[i]] = 1;
   free(lk), free(pub), free(parent), free(off), free(scale);
 }
 
+bool sim_collapse_flows_from(int host_rank) { return flows_from && flows_from[host_rank]; }
 
 void sim_collapse_prepare(void) {
   xbt_dynar_t route = xbt_dynar_new(sizeof(sg_link_t), NULL);
+  flows_from = calloc((size_t)sim_w->world, 1);
+  if (!flows_from) abort();
   for (int r = 0; r < sim_w->world; r++) {
     sim_rank *rs = sim_w->ranks[r];
     if (!rs) continue;
@@ -285,7 +291,10 @@ void sim_collapse_prepare(void) {
         int peer = sim_op_peer(rs, op);
         if (peer < 0 || peer >= sim_w->world) continue;
         int pair[2] = {op->kind == PLAN_OP_SEND ? r : peer, op->kind == PLAN_OP_SEND ? peer : r};
-        if (!one_node(pair, 2)) use_route(pair[0], pair[1], -1, route);
+        if (!one_node(pair, 2)) {
+          use_route(pair[0], pair[1], -1, route);
+          flows_from[pair[0]] = 1;
+        }
       } else if (op->kind == PLAN_OP_COLLECTIVE) {
         int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
         int n = rs->n_members[g];
@@ -299,7 +308,10 @@ void sim_collapse_prepare(void) {
           int *s = malloc(sizeof(int) * (size_t)ne), *d = malloc(sizeof(int) * (size_t)ne);
           if (!s || !d) abort();
           sim_edges(&sim_w->p->cluster, rs->members[g], n, SIM_ALG_ALLTOALL, s, d, ne, &depth);
-          for (int k = 0; k < ne; k++) use_route(s[k], d[k], -1, route);
+          for (int k = 0; k < ne; k++) {
+            use_route(s[k], d[k], -1, route);
+            flows_from[s[k]] = 1;
+          }
           free(s);
           free(d);
           continue;
@@ -351,6 +363,8 @@ void sim_collapse_free(void) {
     for (int a = 0; a < ALGS; a++) free(c->a[a].src), free(c->a[a].dst), free(c->a[a].comp), free(c->a[a].partner);
     free(c);
   }
+  free(flows_from);
+  flows_from = NULL;
   free(links.slots);
   links.slots = NULL, links.cap = links.n = 0;
   flows_asked = flows_run = 0;

@@ -63,20 +63,132 @@ void sim_rendezvous_leave(sim_rendezvous *rv) {
   *pp = rv->next;
   if (rv->start_sem) sg_sem_destroy(rv->start_sem);
   if (rv->end_sem) sg_sem_destroy(rv->end_sem);
-  free(rv->helpers);
+  if (rv->flow_sem) sg_sem_destroy(rv->flow_sem);
   if (rv->meet) sg_barrier_destroy(rv->meet);
   free(rv);
 }
 
 /* ---- flows ----
  *
- * Every flow goes host to host (sim_sendto.cpp): no actor posts it and none
- * takes it. Until 2026-12-05 a flow was a message into a "sink" mailbox of the
- * destination host (a permanent receiver), posted by the simulated rank or,
- * for a rank not simulated (reduced mode), by a "pump" actor on its host: the
- * same network actions at the same instants, with up to three actors' wake-ups
- * a flow (sim/RESULTS-search.md, 2026-12-05: the same predictions; a
- * simulation bound by a cross-node CP ring ran in 60 % of the time). */
+ * A flow goes host to host (sim_sendto.cpp): no mailbox, and no actor takes it.
+ * Until 2026-12-05 each flow was a message into a "sink" mailbox of the
+ * destination host (an actor that received forever): the same network actions
+ * at the same instants, one actor's wake-up more a flow. */
+
+/* Flows whose source rank is not simulated (reduced mode) are sent by a
+ * "pump" actor on the source host (an actor per flow would cost a stack per
+ * flow); each such host gets its first pump before the simulations fork, so
+ * the forked passes do not each create thousands of actors. A pump takes the jobs queued on it at once, starts their flows, and
+ * signals each job's semaphore as its flow is delivered. A job must start
+ * when it is queued: a pump whose flows are in flight cannot start new ones,
+ * so a job goes to an idle pump of its host, and a new pump is
+ * created when every one is busy (a node leader of a tree sends to its chain
+ * neighbour and two children in one phase: queued on one busy pump, the
+ * later flows waited for the first and reduced mode ran slower than full).
+ *
+ * The queue is detached whole before the pump's next SimGrid call: every call
+ * lets other actors run, and one that queues a job meanwhile must find an
+ * empty queue (and wake the pump with a token of its own), not append to a
+ * job already taken (which lost the job and deadlocked large DP trees in
+ * reduced mode). The pump has a token exactly when its queue went from empty
+ * to not empty and has not been detached since. */
+typedef struct flow_job {
+  struct flow_job *next;
+  sg_host_t from, to;
+  double bytes;
+  sg_sem_t done;
+} flow_job;
+
+struct sim_pump {
+  struct sim_pump *next; /* the other pumps of this host */
+  sg_sem_t go;
+  flow_job *head, *tail; /* queued, not started */
+  int busy;              /* its flows are in flight */
+  sg_comm_t *comms;
+  flow_job **jobs;
+  int cap;
+};
+
+void sim_pump_main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  sim_pump *pump = sg_actor_self_get_data();
+  for (;;) {
+    sg_sem_acquire(pump->go);
+    flow_job *batch = pump->head;
+    pump->head = pump->tail = NULL;
+    pump->busy = 1;
+    int n = 0;
+    for (flow_job *j = batch; j; j = j->next) n++;
+    if (n > pump->cap) {
+      pump->cap = n > 2 * pump->cap ? n : 2 * pump->cap;
+      pump->comms = realloc(pump->comms, sizeof *pump->comms * (size_t)pump->cap);
+      pump->jobs = realloc(pump->jobs, sizeof *pump->jobs * (size_t)pump->cap);
+      if (!pump->comms || !pump->jobs) abort(); /* out of memory inside the simulation */
+    }
+    n = 0;
+    for (flow_job *j = batch; j; j = j->next) pump->jobs[n++] = j;
+    for (int i = 0; i < n; i++) pump->comms[i] = sim_sendto_async(pump->jobs[i]->from, pump->jobs[i]->to, pump->jobs[i]->bytes);
+    while (n > 0) {
+      ssize_t k = n == 1 ? 0 : sg_comm_wait_any(pump->comms, (size_t)n);
+      if (n == 1) sg_comm_wait(pump->comms[0]);
+      if (k < 0 || k >= n) abort(); /* no timeout was given */
+      flow_job *j = pump->jobs[k];
+      pump->comms[k] = pump->comms[n - 1];
+      pump->jobs[k] = pump->jobs[n - 1];
+      n--;
+      sg_sem_release(j->done);
+      free(j);
+    }
+    pump->busy = 0;
+  }
+}
+
+void sim_pump_free(sim_pump *pump) {
+  while (pump) {
+    sim_pump *next = pump->next;
+    free(pump->comms);
+    free(pump->jobs);
+    free(pump);
+    pump = next;
+  }
+}
+
+static sim_pump *new_pump(int src, int index) {
+  sim_pump *pump = calloc(1, sizeof *pump);
+  if (!pump) abort();
+  pump->go = sg_sem_init(0);
+  char name[48];
+  snprintf(name, sizeof name, "pump%d.%d", src, index);
+  sg_actor_t a = sg_actor_init(name, sim_w->hosts[src]);
+  sim_small_stack(a);
+  sg_actor_set_data(a, pump);
+  sg_actor_start(a, sim_pump_main, 0, NULL);
+  sg_actor_daemonize(a);
+  return pump;
+}
+
+void sim_pump_prepare(int src) {
+  if (!sim_w->pumps[src]) sim_w->pumps[src] = new_pump(src, 0);
+}
+
+static void start_helper_flow(int src, int dst, double bytes, sg_sem_t done) {
+  sim_pump **slot = &sim_w->pumps[src];
+  int index = 0;
+  while (*slot && (*slot)->busy) slot = &(*slot)->next, index++;
+  if (!*slot) *slot = new_pump(src, index);
+  sim_pump *pump = *slot;
+  flow_job *j = malloc(sizeof *j);
+  if (!j) abort();
+  *j = (flow_job){NULL, sim_w->hosts[src], sim_w->hosts[dst], bytes, done};
+  bool wake = !pump->head;
+  if (pump->tail)
+    pump->tail->next = j;
+  else
+    pump->head = j;
+  pump->tail = j;
+  if (wake) sg_sem_release(pump->go);
+}
 
 /* ---- barriers among the simulated members of a rendezvous ---- */
 
@@ -136,8 +248,8 @@ static void timed_meeting(sim_rendezvous *rv, double now, double arrive, double 
 }
 
 /* One phase of flows (all edges concurrently): every simulated member sends
- * its own out-edges; the last to arrive starts the edges whose source is not
- * simulated (reduced mode); everyone leaves when
+ * its own out-edges; the last to arrive starts, through helper actors, the
+ * edges whose source is not simulated (reduced mode); everyone leaves when
  * all flows of the phase are delivered. Returns the phase's duration. */
 static double flow_phase(sim_rank *rs, sim_rendezvous *rv, const int *src, const int *dst,
                          const double *bytes, int ne) {
@@ -147,12 +259,8 @@ static double flow_phase(sim_rank *rs, sim_rendezvous *rv, const int *src, const
     rv->transient = 0;
     for (int i = 0; i < ne; i++)
       if (!sim_w->ranks[src[i]] && bytes[i] > 0) {
-        if (rv->transient == rv->helpers_cap) {
-          rv->helpers_cap = rv->helpers_cap ? 2 * rv->helpers_cap : 8;
-          rv->helpers = realloc(rv->helpers, sizeof *rv->helpers * (size_t)rv->helpers_cap);
-          if (!rv->helpers) abort(); /* out of memory inside the simulation */
-        }
-        rv->helpers[rv->transient++] = sim_sendto_async(sim_w->hosts[src[i]], sim_w->hosts[dst[i]], bytes[i]);
+        start_helper_flow(src[i], dst[i], bytes[i], lazy_sem(&rv->flow_sem));
+        rv->transient++;
       }
   }
   barrier(rv, &rv->arrived, &rv->start_sem);
@@ -170,7 +278,7 @@ static double flow_phase(sim_rank *rs, sim_rendezvous *rv, const int *src, const
   }
   /* the last member out waits for the helper flows, then releases the rest */
   if (rv->ended + 1 == rv->expected || rv->expected <= 1) {
-    if (rv->transient) sg_comm_wait_all(rv->helpers, (size_t)rv->transient);
+    for (int i = 0; i < rv->transient; i++) sg_sem_acquire(rv->flow_sem);
     rv->transient = 0;
   }
   barrier(rv, &rv->ended, &rv->end_sem);
@@ -686,7 +794,7 @@ void sim_run_sendrecv(sim_rank *rs, int i) {
                          : 1.0;
       double b = op->wire_bytes * scale;
       xfer = flow_phase(rs, &solo, &src, &dst, &b, 1);
-      free(solo.helpers);
+      if (solo.flow_sem) sg_sem_destroy(solo.flow_sem);
     }
     double rest = cc.mid_us * 1e-6 - xfer;
     if (rest > 0) sg_actor_sleep_for(rest);

@@ -33,12 +33,12 @@ typedef struct {
   } cache[512];
   /* cache of communication-op costs keyed by everything they depend on */
   struct comm_entry {
-    uint8_t used, kind, coll, codec_kind, traffic;
+    uint8_t used, kind, coll, codec_kind, traffic, recent; /* recent: the way of its set used last */
     int group, nranks, codec_included;
     double bytes, wire, p, calibrated_s;
     int have_calibrated;
     sim_codec_cost cc;
-  } comm_cache[1024];
+  } comm_cache[1024]; /* sets of two ways (sim_costs.c) */
 } sim_costs;
 
 

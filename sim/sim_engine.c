@@ -768,9 +768,18 @@ static int load_platform(sim_world *w, const unsigned char *need, bool all, ts_e
   return rc;
 }
 
+void sim_small_stack(sg_actor_t a) {
+#if !defined(__SANITIZE_ADDRESS__)
+  sg_actor_set_stacksize(a, 16); /* KiB */
+#else
+  (void)a;
+#endif
+}
+
 static int start_actors(sim_world *w, const unsigned char *need, ts_err *e) {
   w->hosts = calloc((size_t)w->world, sizeof *w->hosts);
-  if (!w->hosts) return ts_fail_sys(e, "out of memory");
+  w->pumps = calloc((size_t)w->world, sizeof *w->pumps);
+  if (!w->hosts || !w->pumps) return ts_fail_sys(e, "out of memory");
   /* one pass over the host list (sg_host_by_name walks every zone: quadratic at 16k hosts) */
   sg_host_t *all = sg_host_list();
   size_t n_all = sg_host_count();
@@ -789,6 +798,10 @@ static int start_actors(sim_world *w, const unsigned char *need, ts_err *e) {
     for (int r = 0; r < w->world; r++)
       if (w->ranks[r]) sim_scale_prepare(w->ranks[r]);
   if (!w->o->collapse_off) sim_collapse_prepare();
+  /* reduced mode: a pump on every host whose flows a rank not simulated sends (with --collapse on, those a
+   * flow that is not collapsed away leaves from: sim_collapse.c; the others get one when needed) */
+  for (int r = 0; r < w->world; r++)
+    if (need[r] && !w->ranks[r] && (w->o->collapse_off || sim_collapse_flows_from(r))) sim_pump_prepare(r);
   /* the streams the simulator's own event queue runs (sim_local.c) get no actor */
   if (sim_local_setup(w, e)) return -1;
   for (int r = 0; r < w->world; r++) {
@@ -947,6 +960,8 @@ static void free_world(sim_world *w) {
   }
   free(w->ranks);
   free(w->hosts);
+  for (size_t i = 0; w->pumps && i < (size_t)w->world; i++) sim_pump_free(w->pumps[i]);
+  free(w->pumps);
   free(w);
 }
 

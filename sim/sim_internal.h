@@ -112,11 +112,9 @@ typedef struct sim_rendezvous {
   long long key[4];
   struct sim_rendezvous *next;
   int expected, arrived, left, ended;
-  sg_sem_t start_sem, end_sem;
+  sg_sem_t start_sem, end_sem, flow_sem;
   sg_bar_t meet; /* timed_meeting's barrier (sim_comm.c) */
-  int transient; /* flows started for members not simulated (host to host, sim_sendto.cpp) */
-  sg_comm_t *helpers; /* those flows */
-  int helpers_cap;
+  int transient; /* flows launched by helper actors for members not simulated */
   double start_s;
   double xfer_start_s;
   /* a collective inside a node (sim_comm.c's timed_meeting): the time the members asked for so far, whether
@@ -138,6 +136,7 @@ struct sim_world {
   sim_rank *first;      /* the lowest simulated rank (reports progress) */
   int n_simulated;
   sg_host_t *hosts;     /* [world] */
+  struct sim_pump **pumps; /* [world]: each host's pumps (sim_comm.c) */
   sim_rendezvous *buckets[8192];
   double end_s;
   int failed;
@@ -154,6 +153,14 @@ extern sim_world *sim_w; /* the one simulation of this process */
 void sim_run_collective(sim_rank *rs, int stream, int op_index);
 void sim_run_sendrecv(sim_rank *rs, int op_index);
 sg_comm_t sim_sendto_async(sg_host_t from, sg_host_t to, double bytes); /* sim_sendto.cpp */
+void sim_pump_main(int argc, char **argv);
+typedef struct sim_pump sim_pump;
+void sim_pump_free(sim_pump *pump); /* at the end, with the actors gone */
+void sim_pump_prepare(int host_rank); /* the first pump of a host whose flows are sent for a rank not simulated */
+/* sim_engine.c: the stack of a pump actor, which only waits on SimGrid calls: 16 KiB (the contexts' 64 KiB
+ * would hold 2 GB for the 32,768 of them on 131,072 GPUs in reduced mode); the sanitizer build keeps its
+ * large default. */
+void sim_small_stack(sg_actor_t a);
 sim_rendezvous *sim_rendezvous_get(long long a, long long b, long long c, long long d, int expected);
 void sim_rendezvous_leave(sim_rendezvous *rv);
 void sim_fail(const ts_err *e);
@@ -254,6 +261,9 @@ struct sim_collapse_class;
 void sim_collapse_prepare(void);
 /* Compacts the edges of one phase of class c's algorithm alg (a sim_alg) to those that must run; returns
  * their count (ne when nothing collapses, or with --collapse off). */
+/* Whether a flow that is never collapsed away can leave from this host (its pump is made before the
+ * simulations; others only if a flow needs them). */
+bool sim_collapse_flows_from(int host_rank);
 int sim_collapse_edges(const struct sim_collapse_class *c, int alg, int *src, int *dst, double *bytes, int ne);
 /* Flows the phases asked for and flows run, in this process's simulations so far. */
 void sim_collapse_counts(long long *asked, long long *run);
