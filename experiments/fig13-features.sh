@@ -29,7 +29,8 @@
 #
 # Writes experiments/data/fig13-features.dat (every plan x feature: both iteration times, the change,
 # both breakdowns; FIG13_DAT replaces the path), experiments/data/fig13-features.md (the table of the
-# features that move a prediction by more than 1 %), and the figure (skipped with FIG13_NOPLOT=1).
+# features that move a prediction by more than 1 %, and for the published rows the error against the
+# published figure with and without each feature), and the figure (skipped with FIG13_NOPLOT=1).
 # Environment: TACOSIM, JOBS, REUSE=1 (as make-figures.sh); FIG13_WORK: the folder of the variants and
 # their results (default experiments/data/work/fig13).
 set -euo pipefail
@@ -58,7 +59,7 @@ features() {
     | [ (if $l.tp_comm_overlap == true then ["tp_comm_overlap", ".layout.tp_comm_overlap = false"] else empty end),
         (if $l.overlap_param_gather == true and $dps != "optim_grads_params"
            then ["overlap_param_gather", ".layout.overlap_param_gather = false"] else empty end),
-        (if ($l.overlap_grad_reduce // true) == true and ($l.dp // 1) * $cp > 1
+        (if (if $l | has("overlap_grad_reduce") then $l.overlap_grad_reduce else true end) == true and ($l.dp // 1) * $cp > 1
             and $l.overlap_param_gather != true and $dps != "optim_grads_params"
            then ["overlap_grad_reduce", ".layout.overlap_grad_reduce = false"] else empty end),
         (if $dps == "optim_grads"
@@ -156,6 +157,30 @@ awk '!/^#/ && $5 != "-" && ($5 > 1 || $5 < -1)' "$DAT" > "$big"
   echo "| --- | --- | ---: | ---: | ---: |"
   awk '{ gsub(/"/, "", $1); printf "| %s | %s | %.3f | %.3f | %+.2f %% |\n", $1, $2, $3, $4, $5 }' "$big"
 } > "$MD"
+# Published rows (experiments/published/table.txt, the last run.sh): the error of the predicted TFLOP/s per
+# GPU with the feature (as the published run used it) and without; same FLOPs, so error = published
+# iteration / predicted iteration - 1.
+pubt="${FIG13_PUBLISHED:-$EXP/published/table.txt}"
+if [ -f "$pubt" ]; then
+  for c in "$EXP"/published/*/set.conf; do
+    echo "$(basename "$(dirname "$c")") $(sed -n 's/^plan_prefix=//p' "$c")"
+  done > "$WORK/prefixes"
+  {
+    echo
+    echo "Published rows with and without each feature their plan uses: error of the predicted TFLOP/s per GPU"
+    echo "against the published figure (published iteration from \`published/table.txt\` over the predicted one, - 1;"
+    echo "\"refused\": the plan without it breaks a plan rule, the reason in \`data/fig13-features.dat\`)."
+    echo
+    echo "| row | feature | error with it | error without it |"
+    echo "| --- | --- | ---: | ---: |"
+    awk 'FILENAME == ARGV[1] { pre[$1] = $2; next }
+         FILENAME == ARGV[2] { if ($0 !~ /^#/ && ($1 in pre)) pub[pre[$1] tolower($3)] = $9; next }
+         !/^#/ { n = $1; gsub(/"/, "", n); if (!(n in pub)) next
+                 w = sprintf("%+.1f %%", 100 * (pub[n] / $3 - 1))
+                 o = $4 == "-" ? "refused" : sprintf("%+.1f %%", 100 * (pub[n] / $4 - 1))
+                 printf "| %s | %s | %s | %s |\n", n, $2, w, o }' "$WORK/prefixes" "$pubt" "$DAT"
+  } >> "$MD"
+fi
 echo "fig13: $(wc -l < "$big") plan x feature pairs move the prediction by more than 1 % ($MD)" >&2
 
 [ -z "${FIG13_NOPLOT:-}" ] || exit 0

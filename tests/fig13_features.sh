@@ -16,14 +16,17 @@ jq '.layout.zero1 = true | .layout.overlap_param_gather = true' experiments/plan
 cp experiments/layouts/plans/qwen2.5-72b-1024-cp4-seq32k.json "$tmp/cp.json"
 # the uneven Llama-3 405B plan: its even variant cannot exist (126 layers, PP 16)
 cp experiments/layouts/plans/llama3-405b-1024-pp16-uneven.json "$tmp/uneven.json"
+# a published row (its published iteration in experiments/published/table.txt): Llama 3.1 8B on 8 H100, CP 2
+cp experiments/published/dgxc/plans/dgxc-h100-8b-8.json "$tmp/"
 TACOSIM=$bin JOBS=2 FIG13_DAT="$tmp/out.dat" FIG13_WORK="$tmp/work" FIG13_NOPLOT=1 \
-  bash experiments/fig13-features.sh "$tmp/tpo.json" "$tmp/opg.json" "$tmp/cp.json" "$tmp/uneven.json" 2> "$tmp/err" ||
+  bash experiments/fig13-features.sh "$tmp/tpo.json" "$tmp/opg.json" "$tmp/cp.json" "$tmp/uneven.json" "$tmp/dgxc-h100-8b-8.json" 2> "$tmp/err" ||
   { cat "$tmp/err"; echo "FAIL: fig13-features.sh exit"; exit 1; }
 cat "$tmp/out.dat" | cut -c1-160
 fail() { echo "FAIL: $*"; exit 1; }
 # the features found, plan by plan (overlap_grad_reduce is not toggled where overlap_param_gather needs it)
 got=$(awk '!/^#/ { gsub(/"/, "", $1); printf "%s:%s ", $1, $2 }' "$tmp/out.dat")
 want="tpo:tp_comm_overlap opg:overlap_param_gather cp:overlap_grad_reduce cp:cp uneven:overlap_grad_reduce uneven:uneven "
+want="${want}dgxc-h100-8b-8:overlap_param_gather dgxc-h100-8b-8:cp "
 [ "$got" = "$want" ] || fail "features: got '$got', want '$want'"
 echo "ok: features $got"
 # each "without" prediction is tacosim's on the plan with that field toggled by hand
@@ -49,6 +52,15 @@ grep '^"uneven" uneven ' "$tmp/out.dat" | grep -q ' - - .*layout.pp: 126 layers 
 echo "ok: uneven's even variant refused, layout.pp named"
 # the table: exactly the pairs over 1 %
 big=$(awk '!/^#/ && $5 != "-" && ($5 > 1 || $5 < -1) { gsub(/"/, "", $1); printf "%s:%s ", $1, $2 }' "$tmp/out.dat")
-tab=$(awk -F' *[|] *' '/^[|] [^-]/ && $2 != "plan" { printf "%s:%s ", $2, $3 }' "$tmp/out.md")
+tab=$(awk -F' *[|] *' '/^Published rows/ { exit } /^[|] [^-]/ && $2 != "plan" { printf "%s:%s ", $2, $3 }' "$tmp/out.md")
 [ -n "$big" ] && [ "$big" = "$tab" ] || fail "table: '$tab', pairs over 1 %: '$big'"
 echo "ok: table lists $tab"
+# the published row's errors: published iteration over each prediction, - 1
+pub=$(awk '$1 == "dgxc" && $3 == "h100-8b-8" { print $9 }' experiments/published/table.txt)
+row=$(awk '$1 == "\"dgxc-h100-8b-8\"" && $2 == "overlap_param_gather"' "$tmp/out.dat")
+with=$(echo "$row" | awk '{ print $3 }') without=$(echo "$row" | awk '{ print $4 }')
+want=$(awk -v p="$pub" -v a="$with" -v b="$without" 'BEGIN { printf "| dgxc-h100-8b-8 | overlap_param_gather | %+.1f %% | %+.1f %% |", 100 * (p / a - 1), 100 * (p / b - 1) }')
+grep -qF "$want" "$tmp/out.md" || fail "published error row: want '$want'"
+grep -qF "| dgxc-h100-8b-8 | cp | " "$tmp/out.md" && grep "| dgxc-h100-8b-8 | cp | " "$tmp/out.md" | grep -q "refused" ||
+  fail "published error row of the refused CP variant"
+echo "ok: published errors $want"
