@@ -129,6 +129,27 @@ static void expect_error(int tp, const char *extra, int seq, const char *field) 
   CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, field));
 }
 
+/* The memory model counts Transformer Engine's userbuffers: ten buffers of [seq x micro / cp, hidden] bf16
+ * and two more 32 MiB cuBLAS workspaces per GPU, in the overhead (plan_memory.c cites the sources); nothing
+ * else changes. */
+static void test_userbuffer_memory(void) {
+  plan a, b;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load(2, "", 256, &a, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load(2, ", \"tp_comm_overlap\": true", 256, &b, &e), 0);
+  CU_ASSERT_EQUAL(plan_tpo_buffer_bytes(&a), 0);
+  const double want = 10.0 * 2 * 1 * 256 * a.model.hidden + 2 * 32.0 * 1048576;
+  CU_ASSERT_DOUBLE_EQUAL(plan_tpo_buffer_bytes(&b), want, 0.5);
+  for (int st = 0; st < 2; st++) {
+    plan_memory ma, mb;
+    CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&a, st, &ma), 0);
+    CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&b, st, &mb), 0);
+    CU_ASSERT_DOUBLE_EQUAL(mb.overhead - ma.overhead, want, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(mb.total - ma.total, want, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(mb.activations, ma.activations, 0);
+  }
+}
+
 static void test_rules(void) {
   expect_error(1, ", \"tp_comm_overlap\": true", 256, "layout.tp_comm_overlap");
   sp = "false";
@@ -143,6 +164,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("plan_tpo", NULL, NULL);
   CU_add_test(s, "tp_comm_overlap: ring steps and pipeline pieces add up exactly", test_split_exact);
   CU_add_test(s, "tp_comm_overlap: SMs of the comm kernel beside each GEMM", test_comm_sms);
+  CU_add_test(s, "tp_comm_overlap: userbuffers in the memory model", test_userbuffer_memory);
   CU_add_test(s, "tp_comm_overlap: rules", test_rules);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
