@@ -20,7 +20,7 @@
  *   nvcc -O2 -arch=sm_90 -o tpo_sm calibration/tpo-sm/tpo_sm.cu -lcublasLt
  *   ./tpo_sm [--hidden H] [--tp T] [--tokens M] [--sms-held 16,1] [--reps 30]
  *
- * Exit 1 on a CUDA or cuBLASLt error. Written on a CPU machine, compiled there; not run yet. */
+ * Exit 1 on a CUDA or cuBLASLt error, 2 on bad options. Written and compiled on a CPU machine; not run there. */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -166,6 +166,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--sms-held") && i + 1 < argc) {
       n_held = 0;
       for (char *t = strtok(argv[++i], ","); t && n_held < 8; t = strtok(NULL, ",")) held_list[n_held++] = atoi(t);
+    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: tpo_sm [--hidden H] [--tp T] [--tokens M] [--sms-held 16,1] [--reps N]\n");
+      return 0;
     } else {
       fprintf(stderr, "usage: tpo_sm [--hidden H] [--tp T] [--tokens M] [--sms-held 16,1] [--reps N]\n");
       return 2;
