@@ -291,6 +291,8 @@ static inline int plan_world_size(const plan *p) { return p->dp * p->tp * p->pp 
  * kv_heads / tp heads, bf16; the ring's receive buffers (4 blocks, 0 at cp 1). */
 double plan_cp_kv_bytes(const plan *p);
 double plan_cp_buffer_bytes(const plan *p);
+/* tp_comm_overlap's userbuffers and extra cuBLAS workspaces per GPU (plan_memory.c; 0 without it). */
+double plan_tpo_buffer_bytes(const plan *p);
 static inline int plan_micro_batches(const plan *p) {
   return (int)(p->global_batch / ((long long)p->micro_batch * p->dp));
 }

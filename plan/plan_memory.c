@@ -107,13 +107,29 @@ static double layer_activations(const plan *p, const model_shard *s, model_recom
   return selective ? b - plan_recompute_saved_bytes(p, s) : b;
 }
 
+/* tp_comm_overlap's userbuffers (plan/README.md, "TP communication overlap"): Megatron-LM initialises
+ * Transformer Engine's userbuffers once per process with the shape [seq x micro / cp, hidden]
+ * (megatron/training/initialize.py, _initialize_tp_communicators, NVIDIA/Megatron-LM at 2fd6e2b), and
+ * Transformer Engine's initialize_ub allocates one buffer of that shape, in bf16, for each of its ten
+ * overlapped GEMMs (ring exchange: qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad; pipeline: proj_fprop,
+ * fc2_fprop; bulk: qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad) and repeats the 32 MiB Hopper cuBLAS
+ * workspace for its 3 GEMM streams (transformer_engine/pytorch/module/base.py, initialize_ub,
+ * _NUM_MAX_UB_STREAMS = 3, NVIDIA/TransformerEngine at 0004dbd): 10 buffers and two more workspaces,
+ * shared by all layers. Not measured here. */
+double plan_tpo_buffer_bytes(const plan *p) {
+  if (!p->tp_comm_overlap) return 0;
+  const double buffer = 2.0 * p->micro_batch * plan_local_seq(p) * (double)p->model.hidden;
+  return 10.0 * buffer + 2.0 * 32.0 * 1048576.0;
+}
+
 /* Beyond the tensors: the runtime (RUNTIME_BYTES), one NCCL communicator per
- * parallel dimension in use, and the fused attention backward's fp32 dQ
+ * parallel dimension in use, CP's ring buffers and tp_comm_overlap's userbuffers (above), and the fused
+ * attention backward's fp32 dQ
  * accumulator and row sums of one layer (FlashAttention-2's dq_accum and
  * softmax_d), held while that layer's backward runs. */
 static double overhead_bytes(const plan *p) {
   double comms = (p->tp > 1) + (p->dp > 1) + (p->pp > 1) + (plan_cp(p) > 1);
-  double b = RUNTIME_BYTES + NCCL_COMM_BYTES * comms + plan_cp_buffer_bytes(p);
+  double b = RUNTIME_BYTES + NCCL_COMM_BYTES * comms + plan_cp_buffer_bytes(p) + plan_tpo_buffer_bytes(p);
   if (p->attention_backend != PLAN_ATTENTION_UNFUSED) {
     double tokens = (double)p->micro_batch * plan_local_seq(p);
     b += 4.0 * tokens * ((double)p->model.heads * model_head_dim(&p->model) + p->model.heads) / p->tp;

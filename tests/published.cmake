@@ -7,3 +7,8 @@ set_tests_properties(published_dgxc_run PROPERTIES SKIP_RETURN_CODE 77 LABELS "n
 add_test(NAME published_dgxc_breakdown COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_breakdown.sh
          $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
 set_tests_properties(published_dgxc_breakdown PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
+# experiments/fig13-features.sh: the layout features of a few plans toggled one at a time, each variant's
+# prediction against tacosim on the same variant written by hand, refusals named, the > 1 % table
+add_test(NAME fig13_features COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fig13_features.sh $<TARGET_FILE:tacosim>
+         ${CMAKE_SOURCE_DIR})
+set_tests_properties(fig13_features PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")

@@ -479,6 +479,34 @@ static void test_tacorun_zero_refusals(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "optim_grads_params (ZeRO-2/3)"));
 }
 
+/* tp_comm_overlap (Transformer Engine's userbuffer overlap) and uneven stages with interleaved chunks are
+ * priced, not executed: refused before any GPU, the field named, and both said in execute --help. */
+static void test_tacorun_tpo_uneven_refusals(void) {
+  static char out[65536];
+  write_plan_with("tpo.json", "gpt-tiny", "h200x2-nvlink",
+                  "\"dp\": 1, \"tp\": 2, \"pp\": 1, \"sequence_parallel\": true, \"tp_comm_overlap\": true", 1, 256,
+                  ",\n  \"hidden_dropout\": 0");
+  CU_ASSERT_EQUAL(tacorun("execute tpo.json", out, sizeof out), 2);
+  if (!strstr(out, "layout.tp_comm_overlap")) fprintf(stderr, "\n  tpo.json: %.300s\n", out);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "tpo.json: layout.tp_comm_overlap"));
+  char path[512];
+  snprintf(path, sizeof path, "%s/uneven.json", workdir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\",\n"
+             "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": 2, \"vpp\": 2, \"decoder_first_pipeline_num_layers\": 1 },\n"
+             "  \"batch\": { \"micro\": 1, \"global\": 4, \"seq\": 256 }, \"schedule\": \"interleaved-1f1b\",\n"
+             "  \"layers_override\": 5, \"hidden_dropout\": 0 }\n");
+  fclose(f);
+  int rc = tacorun("execute uneven.json", out, sizeof out);
+  if (rc != 2 || !strstr(out, "layout.decoder_first_pipeline_num_layers")) fprintf(stderr, "\n  uneven.json: %.300s\n", out);
+  CU_ASSERT_EQUAL(rc, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "uneven.json: layout.decoder_first_pipeline_num_layers"));
+  CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "tp_comm_overlap true"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.decoder_first/last_pipeline_num_layers"));
+}
+
 /* Mixture-of-experts plans run on one GPU at EP 1 or at EP = DP = 2; the rest is refused before
  * any GPU, the field named: EP > 2, EP != DP, TP > 1 (expert TP follows it), Qwen3's wider heads,
  * and the built-in program (dense layers only). */
@@ -550,6 +578,8 @@ int main(void) {
   CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
   CU_add_test(s, "tacorun execute refuses ZeRO-2/3; the DP overlap switches run from the program only (exit 2)",
               test_tacorun_zero_refusals);
+  CU_add_test(s, "tacorun execute refuses tp_comm_overlap and uneven stages with vpp > 1 (exit 2, the field named)",
+              test_tacorun_tpo_uneven_refusals);
   CU_add_test(s, "tacorun execute: MoE beyond one GPU refused (exit 2, the field named)", test_tacorun_moe_refusals);
   CU_add_test(s, "tacorun execute refuses hidden_dropout > 0 (exit 2, the field named)",
               test_tacorun_refuses_hidden_dropout);

@@ -129,6 +129,95 @@ static void expect_error(int tp, const char *extra, int seq, const char *field) 
   CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, field));
 }
 
+/* The memory model counts Transformer Engine's userbuffers: ten buffers of [seq x micro / cp, hidden] bf16
+ * and two more 32 MiB cuBLAS workspaces per GPU, in the overhead (plan_memory.c cites the sources); nothing
+ * else changes. */
+static void test_userbuffer_memory(void) {
+  plan a, b;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load(2, "", 256, &a, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load(2, ", \"tp_comm_overlap\": true", 256, &b, &e), 0);
+  CU_ASSERT_EQUAL(plan_tpo_buffer_bytes(&a), 0);
+  const double want = 10.0 * 2 * 1 * 256 * a.model.hidden + 2 * 32.0 * 1048576;
+  CU_ASSERT_DOUBLE_EQUAL(plan_tpo_buffer_bytes(&b), want, 0.5);
+  for (int st = 0; st < 2; st++) {
+    plan_memory ma, mb;
+    CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&a, st, &ma), 0);
+    CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&b, st, &mb), 0);
+    CU_ASSERT_DOUBLE_EQUAL(mb.overhead - ma.overhead, want, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(mb.total - ma.total, want, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(mb.activations, ma.activations, 0);
+  }
+}
+
+/* TACO on the overlapped pieces (codec.tp_fwd / tp_bwd): each ring step and each pipelined reduce-scatter
+ * piece is a message of its own, compressed when it reaches codec_min_bytes, its wire bytes TACO's for its
+ * own size; a threshold above a ring step but below the whole gather sends the steps plain where the
+ * unsplit all-gather is compressed. */
+static int load_codec(int tpo, double min_bytes, plan *p, ts_err *e) {
+  char buf[2048];
+  snprintf(buf, sizeof buf,
+           "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x8-nvswitch\",\n"
+           "  \"layout\": { \"dp\": 1, \"tp\": 4, \"pp\": 1, \"sequence_parallel\": true%s },\n"
+           "  \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, \"schedule\": \"1f1b\", \"layers_override\": 2,\n"
+           "  \"codec_min_bytes\": %.0f,\n"
+           "  \"codec\": { \"tp_fwd\": { \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" },\n"
+           "             \"tp_bwd\": { \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" } } }\n",
+           tpo ? ", \"tp_comm_overlap\": true" : "", min_bytes);
+  return plan_from_json_text(buf, strlen(buf), "tpo-taco.json", NULL, NULL, p, e);
+}
+
+static void test_taco_pieces(void) {
+  plan p, q;
+  ts_err e = {0};
+  int rc = load_codec(1, 1, &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  int pieces = 0;
+  double step = 0, whole_ag = 0;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COLLECTIVE || op->stream != PLAN_STREAM_TP || op->model_op < 0) continue;
+    CU_ASSERT_EQUAL(op->codec.kind, PLAN_CODEC_TACO);
+    CU_ASSERT_DOUBLE_EQUAL(op->wire_bytes, plan_codec_wire_bytes(&op->codec, op->bytes, 2), 1e-6);
+    CU_ASSERT(op->wire_bytes < op->bytes);
+    if (op->row_chunks > 1 && op->coll == PLAN_COLL_ALLGATHER && op->bytes > step) step = op->bytes;
+    pieces += op->row_chunks > 1;
+  }
+  plan_program_free(&g);
+  CU_ASSERT(pieces >= 8);
+  CU_ASSERT_FATAL(step > 0);
+  /* threshold between a ring step and the whole gather (3 steps at tp 4) */
+  CU_ASSERT_EQUAL_FATAL(load_codec(1, step + 1, &p, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_codec(0, step + 1, &q, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  int plain_steps = 0;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COLLECTIVE || op->stream != PLAN_STREAM_TP || op->coll != PLAN_COLL_ALLGATHER) continue;
+    if (op->row_chunks > 1 && op->bytes <= step) {
+      CU_ASSERT_EQUAL(op->codec.kind, PLAN_CODEC_NONE);
+      CU_ASSERT_DOUBLE_EQUAL(op->wire_bytes, op->bytes, 0);
+      plain_steps++;
+    }
+  }
+  plan_program_free(&g);
+  CU_ASSERT(plain_steps >= 3);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&q, 0, &g, &e), 0);
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COLLECTIVE || op->stream != PLAN_STREAM_TP || op->coll != PLAN_COLL_ALLGATHER ||
+        op->model_op < 0)
+      continue;
+    CU_ASSERT_EQUAL(op->codec.kind, PLAN_CODEC_TACO);
+    whole_ag += op->bytes > step;
+  }
+  plan_program_free(&g);
+  CU_ASSERT(whole_ag >= 2);
+}
+
 static void test_rules(void) {
   expect_error(1, ", \"tp_comm_overlap\": true", 256, "layout.tp_comm_overlap");
   sp = "false";
@@ -143,6 +232,8 @@ int main(void) {
   CU_pSuite s = CU_add_suite("plan_tpo", NULL, NULL);
   CU_add_test(s, "tp_comm_overlap: ring steps and pipeline pieces add up exactly", test_split_exact);
   CU_add_test(s, "tp_comm_overlap: SMs of the comm kernel beside each GEMM", test_comm_sms);
+  CU_add_test(s, "tp_comm_overlap: userbuffers in the memory model", test_userbuffer_memory);
+  CU_add_test(s, "tp_comm_overlap: TACO on each piece, codec_min_bytes per piece", test_taco_pieces);
   CU_add_test(s, "tp_comm_overlap: rules", test_rules);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -314,6 +314,88 @@ static void test_pipeline_bubble(void) {
   free_programs(pr, P);
 }
 
+/* Uneven pipeline stages (layout.decoder_first/last_pipeline_num_layers) through the simulator: the plan's own
+ * programs (gpt-tiny on 8 x H200, PP messages as the plan sends them) with every compute op free except the first
+ * of each (micro-batch, layer) forward, which costs U, and backward, 2 U: a step costs its stage's layers. The
+ * makespans are the ones worked by hand in tests/test_plan_program.c ("uneven stages"), there with a list-
+ * scheduling evaluator and free messages, here with SimGrid and the messages priced (a few us each); each rank
+ * computes 3 m L_s U, and the bubble (with the tied embedding's all-reduce wait) is what the mean stage does not
+ * compute. */
+static void uneven_case(const char *schedule, int pp, int layers, int first, int last, int m, double units) {
+  const double U = 0.01;
+  char json[1024], extra[160] = "";
+  if (first) snprintf(extra, sizeof extra, ", \"decoder_first_pipeline_num_layers\": %d", first);
+  if (last)
+    snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"decoder_last_pipeline_num_layers\": %d", last);
+  snprintf(json, sizeof json,
+           "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x8-nvswitch\",\n"
+           "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": %d, \"vpp\": 1%s },\n"
+           "  \"batch\": { \"micro\": 1, \"global\": %d, \"seq\": 256 }, \"schedule\": \"%s\", \"layers_override\": %d }\n",
+           pp, extra, m, schedule, layers);
+  static plan p;
+  ts_err e = {0};
+  int rc = plan_from_json_text(json, strlen(json), "uneven.json", NULL, NULL, &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL_FATAL(plan_micro_batches(&p), m);
+  const int world = plan_world_size(&p);
+  plan_program *g = calloc((size_t)world, sizeof *g);
+  const double peak = p.cluster.gpu.bf16_tflops * 1e12;
+  double mean_busy = 0;
+  for (int r = 0; r < world; r++) {
+    CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, r, &g[r], &e), 0);
+    char *seen = calloc((size_t)m * layers * 2, 1);
+    for (int i = 0; i < g[r].n; i++) {
+      plan_op *op = &g[r].ops[i];
+      if (op->kind != PLAN_OP_COMPUTE) continue;
+      double cost = 0;
+      if (op->micro >= 0 && op->layer >= 0 && (op->phase == PLAN_PHASE_FWD || op->phase == PLAN_PHASE_BWD)) {
+        size_t c = ((size_t)op->micro * layers + op->layer) * 2 + (op->phase == PLAN_PHASE_BWD);
+        if (!seen[c]) cost = op->phase == PLAN_PHASE_BWD ? 2 * U : U;
+        seen[c] = 1;
+      }
+      op->model_op = -100; /* the roofline of its FLOPs: cost (plus the 3 us launch) or nothing */
+      op->flops = cost * peak;
+      op->bytes = 0;
+    }
+    free(seen);
+    mean_busy += 3.0 * m * plan_stage_layers(&p, plan_coord_of(&p, r).pp) * U / world;
+  }
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .programs = g, .clock_off = true};
+  schema_result r;
+  rc = sim_run_isolated(&p, &o, &r, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  printf("\n  %s pp %d, stages", schedule, pp);
+  for (int s = 0; s < pp; s++) printf(" %d", plan_stage_layers(&p, s));
+  printf(", m %d: %.6f s, worked out %.0f U = %.6f s; bubble %.6f s", m, r.iteration_time_s, units, units * U,
+         r.breakdown.bubble_s);
+  NEAR(r.iteration_time_s, units * U, 0.002);
+  CU_ASSERT_EQUAL(r.n_ranks, world);
+  for (int k = 0; k < r.n_ranks; k++) {
+    int st = plan_coord_of(&p, r.ranks[k].rank).pp;
+    NEAR(r.ranks[k].compute_s, 3.0 * m * plan_stage_layers(&p, st) * U, 0.001);
+  }
+  /* the last stage's wait for the first one's last backward is the tied embedding's gradient all-reduce (gpt-tiny
+   * ties them), on the DP stream: DP exposed, not bubble; what neither computes nor sends is idle */
+  CU_ASSERT_DOUBLE_EQUAL(r.breakdown.bubble_s + r.breakdown.dp_exposed_s + r.breakdown.pp_exposed_s,
+                         r.iteration_time_s - mean_busy, 0.002 * r.iteration_time_s);
+  CU_ASSERT(r.breakdown.bubble_s > 0.5 * (r.iteration_time_s - mean_busy));
+  schema_result_free(&r);
+  for (int k = 0; k < world; k++) plan_program_free(&g[k]);
+  free(g);
+}
+
+static void test_uneven_stages_bubble(void) {
+  uneven_case("1f1b", 2, 4, 1, 0, 5, 48);      /* L = 1, 3: 9 m + 3 */
+  uneven_case("1f1b", 2, 4, 3, 0, 5, 45);      /* L = 3, 1: 9 m */
+  uneven_case("gpipe", 2, 4, 1, 0, 5, 48);     /* sum L + (m - 1) max L, forward and backward */
+  uneven_case("1f1b", 4, 10, 1, 1, 6, 87);     /* L = 1, 4, 4, 1 */
+  uneven_case("1f1b", 4, 10, 4, 0, 6, 78);     /* L = 4, 2, 2, 2 */
+  uneven_case("1f1b", 4, 10, 0, 1, 6, 72);     /* L = 3, 3, 3, 1 */
+  uneven_case("1f1b", 4, 8, 0, 0, 6, 54);      /* even: (m + pp - 1) 3 L */
+}
+
 static int load_real(const char *name, plan *p, schema_calibration *c) {
   ts_err e = {0};
   char path[512];
@@ -1263,6 +1345,7 @@ int main(void) {
   CU_add_test(s, "programs that deadlock are reported", test_deadlock_reported);
   CU_add_test(s, "reduced mode keeps the cross traffic of shared links", test_reduced_keeps_cross_traffic);
   CU_add_test(s, "ideal pipeline bubble (p-1)/(m+p-1)", test_pipeline_bubble);
+  CU_add_test(s, "uneven pipeline stages: the plan's programs at hand-worked makespans", test_uneven_stages_bubble);
   CU_add_test(s, "the fused loss kernel is charged once, in the forward", test_loss_counted_once);
   CU_add_test(s, "over host memory a plain collective runs beside the kernel", test_host_memory_collective_beside_kernel);
   CU_add_test(s, "a collective waits for the SMs of the running kernel (or overlaps: ideal)",
