@@ -276,7 +276,58 @@ def idle_cpu_rate():
     return (time.process_time() - c0) / (time.perf_counter() - t0)
 
 
-def measure(name, step, iters, warmup, prof_iters, idle_rate, extra):
+def wrap_targets(layer):
+    """(label, object, attribute) of the calls whose host time the forward breakdown records."""
+    mlp = layer.mlp
+    t = [("input_layernorm", layer.input_layernorm, "forward"),
+         ("self_attention", layer.self_attention, "forward"),
+         ("core_attention", layer.self_attention.core_attention, "forward"),
+         ("pre_mlp_layernorm", layer.pre_mlp_layernorm, "forward"),
+         ("moe", mlp, "forward")]
+    if hasattr(mlp, "router"):
+        t += [("router", mlp.router, "forward"),
+              ("dispatch", mlp.token_dispatcher, "token_permutation"),
+              ("experts", mlp.experts, "forward"),
+              ("combine", mlp.token_dispatcher, "token_unpermutation")]
+    return t
+
+
+def forward_breakdown(step, targets, iters):
+    """Host time of each wrapped call in the forward (no synchronisation added; a call that holds a
+    host sync includes the wait), averaged over iters steps."""
+    import torch
+    acc = {lbl: 0.0 for lbl, _, _ in targets}
+    cnt = {lbl: 0 for lbl, _, _ in targets}
+    saved = []
+    for lbl, obj, attr in targets:
+        orig = getattr(obj, attr)
+
+        def make(orig=orig, lbl=lbl):
+            def w(*a, **k):
+                t = time.perf_counter()
+                r = orig(*a, **k)
+                acc[lbl] += time.perf_counter() - t
+                cnt[lbl] += 1
+                return r
+            return w
+        saved.append((obj, attr, attr in obj.__dict__, obj.__dict__.get(attr)))
+        setattr(obj, attr, make())
+    try:
+        torch.cuda.synchronize()
+        for _ in range(iters):
+            step()
+        torch.cuda.synchronize()
+    finally:
+        for obj, attr, had, old in saved:
+            if had:
+                setattr(obj, attr, old)
+            else:
+                delattr(obj, attr)
+    return {lbl: {"ms": acc[lbl] / iters * 1e3, "calls": cnt[lbl] / iters}
+            for lbl in acc if cnt[lbl]}
+
+
+def measure(name, step, iters, warmup, prof_iters, idle_rate, extra, targets=None):
     import torch
     rec = {"case": name, **extra}
     log(f"--- {name} {extra}")
@@ -320,6 +371,13 @@ def measure(name, step, iters, warmup, prof_iters, idle_rate, extra):
         rec["cold_until_gpu_done_ms"] = (d - a) * 1e3
     except Exception:
         err(f"{name}: timing")
+    if targets:
+        try:
+            rec["fwd_breakdown"] = forward_breakdown(step, targets, iters)
+            log("  fwd breakdown " + json.dumps({k: round(v["ms"], 3)
+                                                for k, v in rec["fwd_breakdown"].items()}))
+        except Exception:
+            err(f"{name}: forward breakdown")
     try:
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
@@ -348,7 +406,7 @@ def measure(name, step, iters, warmup, prof_iters, idle_rate, extra):
     except Exception:
         err(f"{name}: profiler")
     p = rec.get("profile", {})
-    log(json.dumps({k: v for k, v in rec.items() if k not in ("profile", "sync_messages")}))
+    log(json.dumps({k: v for k, v in rec.items() if k not in ("profile", "sync_messages", "fwd_breakdown")}))
     if p:
         log("  gpu_union_ms %.3f kernel_sum_ms %.3f kernels %.0f memcpy %.1f memset %.1f "
             "cpu_ops %.0f launches %.0f blocking_ms %.3f prof_iter_host_ms %s" % (
@@ -475,7 +533,8 @@ def main():
             else:
                 step = layer_step_factory(layer, n)
                 extra = {"part": part, "core": core, "seq": n, "tokens_attn": n, "tokens_moe": n}
-            measure(name, step, args.iters, args.warmup, args.prof_iters, idle, extra)
+            measure(name, step, args.iters, args.warmup, args.prof_iters, idle, extra,
+                    targets=wrap_targets(layer))
         except Exception:
             err(f"case {name}")
         save()
