@@ -198,7 +198,8 @@ def build_layer(core):
                                     normalization="RMSNorm")
     if core == "sdpa":
         spec.submodules.self_attention.submodules.core_attention = make_sdpa_class()
-    layer = build_module(spec, config=cfg, layer_number=1).cuda()
+    # Megatron's Float16Module casts the whole model with .bfloat16() (the norms are built in FP32)
+    layer = build_module(spec, config=cfg, layer_number=1).cuda().bfloat16()
     layer.train()
     return cfg, layer
 
