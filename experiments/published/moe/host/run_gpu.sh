@@ -1,6 +1,6 @@
 #!/bin/sh
 # Times one Megatron-Core MoE transformer layer on one GPU (layer_host.py); see README section
-# "Megatron-Core's host time per MoE layer, measured" in experiments/published/moe/README.md.
+# "Megatron-Core's host time per MoE layer" in experiments/published/moe/README.md.
 # Usage: sh run_gpu.sh OUTDIR   (from any directory; needs python3 with torch and a CUDA GPU)
 # megatron-src/ is Megatron-LM's megatron/ at the commit the intra-node Qwen3 rows name; it is
 # ignored by git. Export it on a machine with the mirror:
