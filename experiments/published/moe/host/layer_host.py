@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host time of one Megatron-Core MoE transformer layer, forward + backward, on one GPU.
 
-Builds one Megatron-Core TransformerLayer (Megatron-LM's own source, exported by run_gpu.sh into
+Builds one Megatron-Core TransformerLayer (Megatron-LM's own source, exported into
 megatron-src/, ignored by git) at Qwen3-235B-A22B's per-rank shapes of the Megatron-MoE-ModelZoo
 H100 rows (TP 4: 16 query heads, 1 KV group, head dim 128, hidden 4,096; EP 8: 16 experts of FFN
 1,536 on this rank, top-8; RMSNorm, qk-layernorm, RoPE base 1e6, SwiGLU, no biases, BF16, forced
