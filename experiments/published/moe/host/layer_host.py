@@ -1,0 +1,556 @@
+#!/usr/bin/env python3
+"""Host time of one Megatron-Core MoE transformer layer, forward + backward, on one GPU.
+
+Builds one Megatron-Core TransformerLayer (Megatron-LM's own source, exported into
+megatron-src/, ignored by git) at Qwen3-235B-A22B's per-rank shapes of the Megatron-MoE-ModelZoo
+H100 rows (TP 4: 16 query heads, 1 KV group, head dim 128, hidden 4,096; EP 8: 16 experts of FFN
+1,536 on this rank, top-8; RMSNorm, qk-layernorm, RoPE base 1e6, SwiGLU, no biases, BF16, forced
+load balancing, aux loss 1e-3, FP32 router, all-to-all dispatcher) with TP = EP = 1 on one GPU, and
+times it:
+
+  wall      per layer-micro-batch, torch.cuda.synchronize() after N iterations
+  cpu       process CPU time over the same N iterations (all threads: the autograd engine issues the
+            backward from its own thread), less the idle rate of the process measured beforehand
+  fwd/bwd   host time until forward() and backward() return (includes waits at host syncs)
+  gpu       torch.profiler: kernel time sum and the union of kernel intervals per iteration,
+            kernel / memcpy / memset counts, CUDA runtime calls and the time in blocking ones
+  syncs     host-device syncs torch reports (torch.cuda.set_sync_debug_mode) in one iteration
+
+Parts: "attn" = input RMSNorm + self-attention + residual + pre-MLP RMSNorm
+(TransformerLayer._forward_attention) over S tokens; "moe" = the MoE block + residual
+(TransformerLayer._forward_mlp) over T tokens; "layer" = the whole layer over S tokens. Under TP 4
+with sequence parallelism each rank's attention runs over the whole sequence S (after the
+all-gather) and its MoE block over S/4 tokens (the sequence-parallel shard), so one rank's
+layer-micro-batch is attn(S) + moe(S/4). Tiny shapes give the host floor: the GPU work is then too
+short to hide the host.
+
+Usage: python3 layer_host.py --out DIR [--iters N] [--quick]
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "megatron-src"))
+
+RESULTS = {"env": {}, "cases": [], "errors": []}
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def err(where):
+    tb = traceback.format_exc()
+    log(f"FAILED {where}:\n{tb}")
+    RESULTS["errors"].append({"where": where, "traceback": tb[-4000:]})
+
+
+def env_info():
+    e = RESULTS["env"]
+    e["python"] = sys.version.split()[0]
+    e["platform"] = platform.platform()
+    try:
+        e["lscpu"] = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=20).stdout
+    except Exception:
+        err("lscpu")
+        try:
+            with open("/proc/cpuinfo") as f:
+                e["cpuinfo_model"] = [l for l in f if l.startswith("model name")][:1]
+        except Exception:
+            err("cpuinfo")
+    e["nproc"] = os.cpu_count()
+    try:
+        e["affinity"] = len(os.sched_getaffinity(0))
+    except Exception:
+        pass
+    try:
+        with open(os.path.join(HERE, "megatron-src", "COMMIT")) as f:
+            e["megatron_commit"] = f.read().strip()
+    except Exception:
+        err("megatron COMMIT file")
+    import torch
+    e["torch"] = torch.__version__
+    e["cuda"] = torch.version.cuda
+    e["gpu"] = torch.cuda.get_device_name(0)
+    for mod in ["transformer_engine", "apex", "grouped_gemm", "flash_attn", "einops", "numpy",
+                "packaging"]:
+        try:
+            __import__(mod)
+            e["import_" + mod] = "ok"
+        except Exception as x:
+            e["import_" + mod] = f"{type(x).__name__}: {x}"[:300]
+    log(json.dumps({k: v for k, v in e.items() if k != "lscpu"}, indent=1))
+    log(e.get("lscpu", ""))
+
+
+def init_megatron():
+    import torch
+    import torch.distributed as dist
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29511")
+    torch.cuda.set_device(0)
+    try:
+        dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+        RESULTS["env"]["dist_backend"] = "nccl"
+    except Exception:
+        err("init_process_group nccl")
+        dist.init_process_group("gloo", rank=0, world_size=1)
+        RESULTS["env"]["dist_backend"] = "gloo"
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+        expert_model_parallel_size=1)
+    model_parallel_cuda_manual_seed(1234)
+
+
+class SDPACoreAttention:
+    """Placeholder; replaced by make_sdpa_class() once torch and Megatron are imported."""
+
+
+def make_sdpa_class():
+    """Core attention through torch's scaled_dot_product_attention (flash / cuDNN kernels), with
+    Megatron's core-attention interface: q [s, b, np, hn], k/v [s, b, ng, hn] -> [s, b, np*hn].
+    Stands in for TE's DotProductAttention (flash attention) of the published runs, which is not
+    installed; its host cost is one torch call plus the layout changes, so it is no model of TE's
+    Python overhead."""
+    import torch
+    import torch.nn.functional as F
+    from megatron.core.transformer.module import MegatronModule
+
+    class SDPACore(MegatronModule):
+        def __init__(self, config, layer_number=None, attn_mask_type=None, attention_type=None,
+                     attention_dropout=None, softmax_scale=None, cp_comm_type=None,
+                     model_comm_pgs=None, **kw):
+            super().__init__(config=config)
+            self.scale = softmax_scale
+
+        def forward(self, query, key, value, attention_mask, attn_mask_type=None,
+                    attention_bias=None, packed_seq_params=None):
+            q = query.permute(1, 2, 0, 3)
+            k = key.permute(1, 2, 0, 3)
+            v = value.permute(1, 2, 0, 3)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale,
+                                               enable_gqa=(q.shape[1] != k.shape[1]))
+            s, b = query.shape[0], query.shape[1]
+            return o.permute(2, 0, 1, 3).reshape(s, b, -1)
+
+    return SDPACore
+
+
+def build_layer(core):
+    import torch
+    import torch.nn.functional as F
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.spec_utils import build_module
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    cfg = TransformerConfig(
+        num_layers=1,
+        hidden_size=4096,
+        # per rank under TP 4: 64 / 4 query heads, 4 / 4 KV groups
+        num_attention_heads=16,
+        num_query_groups=1,
+        kv_channels=128,
+        ffn_hidden_size=12288,
+        normalization="RMSNorm",
+        layernorm_epsilon=1e-6,
+        qk_layernorm=True,
+        gated_linear_unit=True,
+        activation_func=F.silu,
+        add_bias_linear=False,
+        add_qkv_bias=False,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        bf16=True,
+        params_dtype=torch.bfloat16,
+        pipeline_dtype=torch.bfloat16,
+        # per rank under EP 8: 128 / 8 experts, each token's top-8 over them
+        num_moe_experts=16,
+        moe_router_topk=8,
+        moe_ffn_hidden_size=1536,
+        moe_router_load_balancing_type="aux_loss",
+        moe_aux_loss_coeff=1e-3,
+        moe_router_pre_softmax=False,
+        moe_router_dtype="fp32",
+        moe_router_force_load_balancing=True,
+        moe_token_dispatcher_type="alltoall",
+        moe_grouped_gemm=False,          # TE / grouped_gemm not installed: SequentialMLP
+        moe_permute_fusion=False,        # needs TE
+        apply_rope_fusion=False,         # needs TE or apex
+        masked_softmax_fusion=False,     # needs Megatron's compiled kernels
+        bias_activation_fusion=False,    # torch.compile'd in Megatron: left out (dynamic shapes)
+        bias_dropout_fusion=False,
+        gradient_accumulation_fusion=False,  # needs apex / TE
+        persist_layer_norm=False,
+        sequence_parallel=False,
+        tensor_model_parallel_size=1,
+        expert_model_parallel_size=1,
+    )
+    spec = get_gpt_layer_local_spec(num_experts=16, moe_grouped_gemm=False, qk_layernorm=True,
+                                    normalization="RMSNorm")
+    if core == "sdpa":
+        spec.submodules.self_attention.submodules.core_attention = make_sdpa_class()
+    # Megatron's Float16Module casts the whole model with .bfloat16() (the norms are built in FP32)
+    layer = build_module(spec, config=cfg, layer_number=1).cuda().bfloat16()
+    layer.train()
+    return cfg, layer
+
+
+def parse_trace(path, iters):
+    with open(path) as f:
+        tr = json.load(f)
+    ev = tr["traceEvents"] if isinstance(tr, dict) else tr
+    kern, mcpy, mset = [], [], []
+    rt_count, rt_time = {}, {}
+    n_cpu_op = 0
+    iter_spans = []
+    for e in ev:
+        if e.get("ph") != "X":
+            continue
+        cat = e.get("cat", "")
+        name = e.get("name", "")
+        ts, dur = float(e.get("ts", 0)), float(e.get("dur", 0))
+        if cat == "kernel":
+            kern.append((ts, ts + dur, name))
+        elif cat == "gpu_memcpy":
+            mcpy.append((ts, ts + dur, name))
+        elif cat == "gpu_memset":
+            mset.append((ts, ts + dur, name))
+        elif cat in ("cuda_runtime", "cuda_driver"):
+            rt_count[name] = rt_count.get(name, 0) + 1
+            rt_time[name] = rt_time.get(name, 0.0) + dur
+        elif cat == "cpu_op":
+            n_cpu_op += 1
+        elif cat == "user_annotation" and name == "iteration":
+            iter_spans.append(dur)
+    allgpu = sorted([(a, b) for a, b, _ in kern + mcpy + mset])
+    union, cur_a, cur_b = 0.0, None, None
+    for a, b in allgpu:
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                union += cur_b - cur_a
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    if cur_b is not None:
+        union += cur_b - cur_a
+    ksum = sum(b - a for a, b, _ in kern)
+    by_name = {}
+    for a, b, n in kern:
+        s = by_name.setdefault(n[:90], [0, 0.0])
+        s[0] += 1
+        s[1] += b - a
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:12]
+    blocking = [n for n in rt_time if "Synchronize" in n or n in ("cudaMemcpy",)]
+    launch_names = [n for n in rt_count if "Launch" in n or "launch" in n]
+    return {
+        "kernels_per_iter": len(kern) / iters,
+        "memcpy_per_iter": len(mcpy) / iters,
+        "memset_per_iter": len(mset) / iters,
+        "kernel_sum_ms": ksum / iters / 1e3,
+        "gpu_union_ms": union / iters / 1e3,
+        "cpu_ops_per_iter": n_cpu_op / iters,
+        "launch_calls_per_iter": sum(rt_count[n] for n in launch_names) / iters,
+        "launch_call_ms_per_iter": sum(rt_time[n] for n in launch_names) / iters / 1e3,
+        "blocking_calls": {n: rt_count[n] / iters for n in blocking},
+        "blocking_ms_per_iter": sum(rt_time[n] for n in blocking) / iters / 1e3,
+        "memcpyasync_ms_per_iter": rt_time.get("cudaMemcpyAsync", 0.0) / iters / 1e3,
+        "memcpyasync_calls_per_iter": rt_count.get("cudaMemcpyAsync", 0) / iters,
+        "profiled_iter_host_ms": (sum(iter_spans) / len(iter_spans) / 1e3) if iter_spans else None,
+        "runtime_calls_per_iter": {n: c / iters for n, c in sorted(rt_count.items(),
+                                                                   key=lambda kv: -kv[1])[:15]},
+        "top_kernels": [[n, c / iters, t / iters / 1e3] for n, (c, t) in top],
+    }
+
+
+def idle_cpu_rate():
+    t0, c0 = time.perf_counter(), time.process_time()
+    time.sleep(1.0)
+    return (time.process_time() - c0) / (time.perf_counter() - t0)
+
+
+def wrap_targets(layer):
+    """(label, object, attribute) of the calls whose host time the forward breakdown records."""
+    mlp = layer.mlp
+    t = [("input_layernorm", layer.input_layernorm, "forward"),
+         ("self_attention", layer.self_attention, "forward"),
+         ("core_attention", layer.self_attention.core_attention, "forward"),
+         ("pre_mlp_layernorm", layer.pre_mlp_layernorm, "forward"),
+         ("moe", mlp, "forward")]
+    if hasattr(mlp, "router"):
+        t += [("router", mlp.router, "forward"),
+              ("dispatch", mlp.token_dispatcher, "token_permutation"),
+              ("experts", mlp.experts, "forward"),
+              ("combine", mlp.token_dispatcher, "token_unpermutation")]
+    return t
+
+
+def forward_breakdown(step, targets, iters):
+    """Host time of each wrapped call in the forward (no synchronisation added; a call that holds a
+    host sync includes the wait), averaged over iters steps."""
+    import torch
+    acc = {lbl: 0.0 for lbl, _, _ in targets}
+    cnt = {lbl: 0 for lbl, _, _ in targets}
+    saved = []
+    for lbl, obj, attr in targets:
+        orig = getattr(obj, attr)
+
+        def make(orig=orig, lbl=lbl):
+            def w(*a, **k):
+                t = time.perf_counter()
+                r = orig(*a, **k)
+                acc[lbl] += time.perf_counter() - t
+                cnt[lbl] += 1
+                return r
+            return w
+        saved.append((obj, attr, attr in obj.__dict__, obj.__dict__.get(attr)))
+        setattr(obj, attr, make())
+    try:
+        torch.cuda.synchronize()
+        for _ in range(iters):
+            step()
+        torch.cuda.synchronize()
+    finally:
+        for obj, attr, had, old in saved:
+            if had:
+                setattr(obj, attr, old)
+            else:
+                delattr(obj, attr)
+    return {lbl: {"ms": acc[lbl] / iters * 1e3, "calls": cnt[lbl] / iters}
+            for lbl in acc if cnt[lbl]}
+
+
+def measure(name, step, iters, warmup, prof_iters, idle_rate, extra, targets=None):
+    import torch
+    rec = {"case": name, **extra}
+    log(f"--- {name} {extra}")
+    try:
+        for _ in range(warmup):
+            step()
+        torch.cuda.synchronize()
+        # unprofiled: wall, CPU, per-phase host return times
+        fwd_t, bwd_t = [], []
+        torch.cuda.synchronize()
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(iters):
+            a = time.perf_counter()
+            b = step(fwd_mark=True)
+            c = time.perf_counter()
+            fwd_t.append(b - a)
+            bwd_t.append(c - b)
+        t_issue = time.perf_counter()
+        torch.cuda.synchronize()
+        t1, c1 = time.perf_counter(), time.process_time()
+        wall = (t1 - t0) / iters
+        rec["wall_ms"] = wall * 1e3
+        rec["cpu_ms"] = (c1 - c0) / iters * 1e3
+        rec["cpu_less_idle_ms"] = ((c1 - c0) - idle_rate * (t1 - t0)) / iters * 1e3
+        rec["issue_loop_ms"] = (t_issue - t0) / iters * 1e3
+        fwd_t.sort()
+        bwd_t.sort()
+        rec["fwd_return_ms_median"] = fwd_t[len(fwd_t) // 2] * 1e3
+        rec["bwd_return_ms_median"] = bwd_t[len(bwd_t) // 2] * 1e3
+        rec["fwd_return_ms_min"] = fwd_t[0] * 1e3
+        rec["bwd_return_ms_min"] = bwd_t[0] * 1e3
+        # one iteration, synchronised before it: the host's own time when the GPU is idle at start
+        torch.cuda.synchronize()
+        a = time.perf_counter()
+        b = step(fwd_mark=True)
+        c = time.perf_counter()
+        torch.cuda.synchronize()
+        d = time.perf_counter()
+        rec["cold_fwd_return_ms"] = (b - a) * 1e3
+        rec["cold_bwd_return_ms"] = (c - b) * 1e3
+        rec["cold_until_gpu_done_ms"] = (d - a) * 1e3
+    except Exception:
+        err(f"{name}: timing")
+    if targets:
+        try:
+            rec["fwd_breakdown"] = forward_breakdown(step, targets, iters)
+            log("  fwd breakdown " + json.dumps({k: round(v["ms"], 3)
+                                                for k, v in rec["fwd_breakdown"].items()}))
+        except Exception:
+            err(f"{name}: forward breakdown")
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode(1)
+            step()
+            torch.cuda.set_sync_debug_mode(0)
+            torch.cuda.synchronize()
+        msgs = [str(x.message).split("\n")[0][:160] for x in w]
+        rec["syncs_reported"] = len([m for m in msgs if "synchroniz" in m.lower()])
+        rec["sync_messages"] = sorted(set(msgs))[:10]
+    except Exception:
+        torch.cuda.set_sync_debug_mode(0)
+        err(f"{name}: sync debug")
+    try:
+        from torch.profiler import ProfilerActivity, profile, record_function
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(prof_iters):
+                with record_function("iteration"):
+                    step()
+            torch.cuda.synchronize()
+        path = f"/tmp/trace_{name}.json"
+        prof.export_chrome_trace(path)
+        rec["profile"] = parse_trace(path, prof_iters)
+        os.remove(path)
+    except Exception:
+        err(f"{name}: profiler")
+    p = rec.get("profile", {})
+    log(json.dumps({k: v for k, v in rec.items() if k not in ("profile", "sync_messages", "fwd_breakdown")}))
+    if p:
+        log("  gpu_union_ms %.3f kernel_sum_ms %.3f kernels %.0f memcpy %.1f memset %.1f "
+            "cpu_ops %.0f launches %.0f blocking_ms %.3f prof_iter_host_ms %s" % (
+                p["gpu_union_ms"], p["kernel_sum_ms"], p["kernels_per_iter"],
+                p["memcpy_per_iter"], p["memset_per_iter"], p["cpu_ops_per_iter"],
+                p["launch_calls_per_iter"], p["blocking_ms_per_iter"],
+                p["profiled_iter_host_ms"]))
+    RESULTS["cases"].append(rec)
+    torch.cuda.synchronize()
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--prof-iters", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="4k only, fewer cases")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    out_json = os.path.join(args.out, "layer_host.json")
+
+    def save():
+        with open(out_json, "w") as f:
+            json.dump(RESULTS, f, indent=1)
+
+    try:
+        env_info()
+    except Exception:
+        err("env_info")
+    save()
+    import torch
+    try:
+        t = time.perf_counter()
+        init_megatron()
+        RESULTS["env"]["megatron_init_s"] = time.perf_counter() - t
+    except Exception:
+        err("init_megatron")
+        save()
+        return 1
+    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+
+    idle = idle_cpu_rate()
+    RESULTS["env"]["idle_cpu_rate"] = idle
+    log(f"idle CPU rate of the process: {idle:.4f} s/s")
+    rope = RotaryEmbedding(kv_channels=128, rotary_percent=1.0, rotary_base=1000000)
+
+    layers = {}
+    for core in ("sdpa", "local"):
+        try:
+            layers[core] = build_layer(core)
+        except Exception:
+            err(f"build_layer {core}")
+    save()
+    if not layers:
+        return 1
+    log({k: sum(p.numel() for p in l.parameters()) for k, (c, l) in layers.items()})
+
+    H = 4096
+    dev = torch.device("cuda")
+
+    def attn_step_factory(layer, S):
+        x = torch.randn(S, 1, H, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        emb = rope(S)
+        g1 = torch.randn(S, 1, H, device=dev, dtype=torch.bfloat16)
+        g2 = torch.randn(S, 1, H, device=dev, dtype=torch.bfloat16)
+
+        def step(fwd_mark=False):
+            pre, res, _ = layer._forward_attention(x, attention_mask=None, rotary_pos_emb=emb)
+            t = time.perf_counter()
+            torch.autograd.backward([pre, res], [g1, g2])
+            return t
+        return step
+
+    def moe_step_factory(layer, T):
+        x = torch.randn(T, 1, H, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        r = torch.randn(T, 1, H, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        g = torch.randn(T, 1, H, device=dev, dtype=torch.bfloat16)
+
+        def step(fwd_mark=False):
+            out = layer._forward_mlp(x, r)
+            t = time.perf_counter()
+            out.backward(g)
+            return t
+        return step
+
+    def layer_step_factory(layer, S):
+        x = torch.randn(S, 1, H, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        emb = rope(S)
+        g = torch.randn(S, 1, H, device=dev, dtype=torch.bfloat16)
+
+        def step(fwd_mark=False):
+            out, _ = layer(hidden_states=x, attention_mask=None, rotary_pos_emb=emb)
+            t = time.perf_counter()
+            out.backward(g)
+            return t
+        return step
+
+    # (part, core, tokens)
+    cases = []
+    seqs = [256, 1024, 4096] if args.quick else [256, 1024, 4096, 16384]
+    for S in seqs:
+        cases.append(("attn", "sdpa", S))
+    for S in ([4096] if args.quick else [4096, 16384]):
+        cases.append(("attn", "local", S))
+    for T in ([64, 256, 1024] if args.quick else [64, 256, 1024, 4096, 16384]):
+        cases.append(("moe", "sdpa", T))
+    for S in ([256, 4096] if args.quick else [256, 4096, 16384]):
+        cases.append(("layer", "sdpa", S))
+
+    for part, core, n in cases:
+        if core not in layers:
+            continue
+        cfg, layer = layers[core]
+        name = f"{part}_{core}_{n}" if part != "moe" else f"moe_{n}"
+        try:
+            if part == "attn":
+                step = attn_step_factory(layer, n)
+                extra = {"part": part, "core": core, "seq": n, "tokens_attn": n}
+            elif part == "moe":
+                step = moe_step_factory(layer, n)
+                extra = {"part": part, "tokens_moe": n, "experts": 16, "topk": 8}
+            else:
+                step = layer_step_factory(layer, n)
+                extra = {"part": part, "core": core, "seq": n, "tokens_attn": n, "tokens_moe": n}
+            measure(name, step, args.iters, args.warmup, args.prof_iters, idle, extra,
+                    targets=wrap_targets(layer))
+        except Exception:
+            err(f"case {name}")
+        save()
+        layer.zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
+    RESULTS["env"]["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    save()
+    log("done")
+    try:
+        import torch.distributed as dist
+        dist.destroy_process_group()
+    except Exception:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Tables from layer_host.py's JSON: each case, and one rank's layer-micro-batch at the 4k and 16k
+rows' shapes (attention over S tokens + MoE over S/4 tokens, TP 4 with sequence parallelism).
+Usage: python3 summarize.py measured/layer_host.json"""
+import json
+import sys
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: summarize.py LAYER_HOST_JSON", file=sys.stderr)
+        return 2
+    path = sys.argv[1]
+    try:
+        with open(path) as f:
+            r = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"{path}: {e}", file=sys.stderr)
+        return 2
+    cases = {c["case"]: c for c in r.get("cases", [])}
+
+    def row(c):
+        p = c.get("profile", {})
+        return [c["case"], c.get("wall_ms"), p.get("gpu_union_ms"), p.get("kernel_sum_ms"),
+                c.get("cpu_less_idle_ms"), c.get("cold_fwd_return_ms", 0) + c.get("cold_bwd_return_ms", 0),
+                c.get("fwd_return_ms_median"), c.get("bwd_return_ms_median"),
+                p.get("kernels_per_iter"), p.get("memcpy_per_iter"), p.get("memset_per_iter"),
+                c.get("syncs_reported")]
+
+    def fmt(v):
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:.2f}" if abs(v) < 1000 else f"{v:.0f}"
+        return str(v)
+
+    hdr = ["case", "wall ms", "GPU busy ms", "kernel sum ms", "CPU ms", "host, GPU idle at start ms",
+           "fwd return ms", "bwd return ms", "kernels", "memcpy", "memset", "syncs"]
+    print("| " + " | ".join(hdr) + " |")
+    print("|" + " --- |" * len(hdr))
+    for c in r.get("cases", []):
+        print("| " + " | ".join(fmt(v) for v in row(c)) + " |")
+    print()
+    print("one rank's layer-micro-batch = attn_sdpa_S + moe_S/4 (sums of the two parts)")
+    hdr2 = ["S", "wall ms", "GPU busy ms", "CPU ms", "host, GPU idle at start ms", "kernels",
+            "host floor ms (attn_sdpa_256 + moe_64, wall)"]
+    print("| " + " | ".join(hdr2) + " |")
+    print("|" + " --- |" * len(hdr2))
+    floor = None
+    if "attn_sdpa_256" in cases and "moe_64" in cases:
+        floor = cases["attn_sdpa_256"]["wall_ms"] + cases["moe_64"]["wall_ms"]
+    for S in (1024, 4096, 16384):
+        a, m = cases.get(f"attn_sdpa_{S}"), cases.get(f"moe_{S // 4}")
+        if not a or not m:
+            continue
+        pa, pm = a.get("profile", {}), m.get("profile", {})
+        vals = [S, a["wall_ms"] + m["wall_ms"],
+                (pa.get("gpu_union_ms") or 0) + (pm.get("gpu_union_ms") or 0),
+                a["cpu_less_idle_ms"] + m["cpu_less_idle_ms"],
+                a["cold_fwd_return_ms"] + a["cold_bwd_return_ms"] + m["cold_fwd_return_ms"]
+                + m["cold_bwd_return_ms"],
+                (pa.get("kernels_per_iter") or 0) + (pm.get("kernels_per_iter") or 0), floor]
+        print("| " + " | ".join(fmt(v) for v in vals) + " |")
+    print()
+    for name in ("layer_sdpa_256", "layer_sdpa_4096", "layer_sdpa_16384", "moe_64", "moe_1024",
+                 "moe_4096", "attn_sdpa_256", "attn_sdpa_4096"):
+        c = cases.get(name)
+        if c and "fwd_breakdown" in c:
+            print(name, "forward host ms:",
+                  ", ".join(f"{k} {v['ms']:.3f}" for k, v in c["fwd_breakdown"].items()))
+    if r.get("errors"):
+        print()
+        print("errors:", [e["where"] for e in r["errors"]])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
