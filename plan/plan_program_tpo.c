@@ -189,12 +189,12 @@ int plan_load_tpo_cfg(json_t *layout, const char *file, plan *p, ts_err *e) {
     json_object_foreach(v, k, m) {
       bool known = !strcmp(k, "method") || !strcmp(k, "num_sm") || !strcmp(k, "num_splits");
       if (known) continue;
-      for (int i = 0; te_unmodelled[i]; i++)
-        if (!strcmp(k, te_unmodelled[i]))
-          return ts_fail(e, file, path, "%s: a Transformer Engine setting tacosim does not model "
-                         "(only method, num_sm and num_splits are)", k);
       char field[192];
       snprintf(field, sizeof field, "%s.%.40s", path, k);
+      for (int i = 0; te_unmodelled[i]; i++)
+        if (!strcmp(k, te_unmodelled[i]))
+          return ts_fail(e, file, field, "a Transformer Engine setting tacosim does not model (only method, num_sm "
+                         "and num_splits are)");
       return ts_fail(e, file, field, "unknown field");
     }
     int method;
