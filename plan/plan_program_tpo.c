@@ -157,10 +157,42 @@ int plan_tpo_comm_sms(const plan *p, int mop, int phase, int part) {
 
 #define CFG "layout.tp_comm_overlap_cfg"
 
-/* Keys of TE's ub_cfgs entries that tacosim does not model (refused by name rather than ignored). */
-static const char *const te_unmodelled[] = {"cga_size", "set_sm_margin", "aggregate", "atomic_gemm", "use_ce",
-                                            "fp8_buf", "comm_priority", "gemm_priority",
-                                            "pipeline_rs_overlap_first_gemm", "is_reduce_scatter", NULL};
+/* TE's other ub_cfgs keys. Accepted, nothing to model: cga_size (the communication kernel's thread-block
+ * cluster size) and set_sm_margin (whether cuBLAS is told to leave the kernel's num_sm SMs free; either way
+ * the kernel holds them while it runs, and the model prices the GEMM without them: wave effects are not
+ * modelled). Accepted at the value that runs what the model prices, refused otherwise: aggregate false
+ * (true merges ring-exchange chunks in pairs), atomic_gemm false (FP8 only), fp8_buf false (FP8 buffers),
+ * use_ce true (false moves ring chunks with SMs instead of the copy engine). Refused: the stream
+ * priorities, pipeline_rs_overlap_first_gemm, is_reduce_scatter (set by the method and the GEMM). */
+static const char *const te_refused[] = {"comm_priority", "gemm_priority", "pipeline_rs_overlap_first_gemm",
+                                         "is_reduce_scatter", NULL};
+static const struct {
+  const char *key;
+  int value; /* the one accepted: 0 false, 1 true, -1 any boolean, -2 a count 1..16 */
+} te_accepted[] = {{"cga_size", -2}, {"set_sm_margin", -1}, {"aggregate", 0},
+                   {"atomic_gemm", 0}, {"fp8_buf", 0},      {"use_ce", 1}};
+
+/* 1: an accepted TE key (checked), 0: not one of them, -1: failed. */
+static int te_key(json_t *v, const char *k, const char *field, const char *file, ts_err *e) {
+  for (size_t i = 0; i < sizeof te_accepted / sizeof te_accepted[0]; i++) {
+    if (strcmp(k, te_accepted[i].key)) continue;
+    json_t *m = json_object_get(v, k);
+    if (te_accepted[i].value == -2) {
+      if (!json_is_integer(m) || json_integer_value(m) < 1 || json_integer_value(m) > 16)
+        return ts_fail(e, file, field, "must be an integer in 1..16");
+      return 1;
+    }
+    if (!json_is_boolean(m)) return ts_fail(e, file, field, "must be true or false");
+    if (te_accepted[i].value >= 0 && json_is_true(m) != (te_accepted[i].value == 1))
+      return ts_fail(e, file, field, "%s is not modelled (Transformer Engine's %s %s is what tacosim prices)",
+                     json_is_true(m) ? "true" : "false", k, te_accepted[i].value ? "true" : "false");
+    return 1;
+  }
+  for (int i = 0; te_refused[i]; i++)
+    if (!strcmp(k, te_refused[i]))
+      return ts_fail(e, file, field, "a Transformer Engine setting tacosim does not model");
+  return 0;
+}
 
 int plan_load_tpo_cfg(json_t *layout, const char *file, plan *p, ts_err *e) {
   memset(p->tpo_cfg, 0, sizeof p->tpo_cfg);
@@ -183,7 +215,7 @@ int plan_load_tpo_cfg(json_t *layout, const char *file, plan *p, ts_err *e) {
                      "unknown GEMM (Transformer Engine's: qkv_fprop, qkv_dgrad, qkv_wgrad, proj_fprop, proj_dgrad, "
                      "fc1_fprop, fc1_dgrad, fc1_wgrad, fc2_fprop, fc2_dgrad)");
     }
-    if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object (method, num_sm, num_splits)");
+    if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object (method, num_sm, num_splits, ...)");
     const char *k;
     json_t *m;
     json_object_foreach(v, k, m) {
@@ -191,11 +223,9 @@ int plan_load_tpo_cfg(json_t *layout, const char *file, plan *p, ts_err *e) {
       if (known) continue;
       char field[192];
       snprintf(field, sizeof field, "%s.%.40s", path, k);
-      for (int i = 0; te_unmodelled[i]; i++)
-        if (!strcmp(k, te_unmodelled[i]))
-          return ts_fail(e, file, field, "a Transformer Engine setting tacosim does not model (only method, num_sm "
-                         "and num_splits are)");
-      return ts_fail(e, file, field, "unknown field");
+      int t = te_key(v, k, field, file, e);
+      if (t < 0) return -1;
+      if (t == 0) return ts_fail(e, file, field, "unknown field");
     }
     int method;
     long long n;

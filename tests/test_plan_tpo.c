@@ -316,6 +316,45 @@ static void test_cfg_pieces(void) {
   plan_program_free(&go);
 }
 
+/* NeMo's llama3 70B H100 BF16 configuration (nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py,
+ * userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192, NVIDIA/NeMo at 8cfedd7; the llama3_70b recipe's
+ * tp_comm_overlap_cfg), written as JSON: it loads (cga_size, set_sm_margin and aggregate false are accepted)
+ * and each GEMM's kernel holds the SMs it names; the ring exchanges keep TE's 1. */
+static void test_cfg_nemo(void) {
+  const char *nemo =
+      ", \"tp_comm_overlap\": true, \"tp_comm_overlap_cfg\": {"
+      "\"qkv_dgrad\": {\"method\": \"bulk\", \"num_sm\": 4, \"cga_size\": 2, \"set_sm_margin\": false},"
+      "\"qkv_wgrad\": {\"method\": \"bulk\", \"num_sm\": 24, \"cga_size\": 2, \"set_sm_margin\": false},"
+      "\"fc1_dgrad\": {\"method\": \"bulk\", \"num_sm\": 2, \"cga_size\": 2, \"set_sm_margin\": false},"
+      "\"fc1_wgrad\": {\"method\": \"bulk\", \"num_sm\": 4, \"cga_size\": 2, \"set_sm_margin\": false},"
+      "\"qkv_fprop\": {\"method\": \"ring_exchange\", \"aggregate\": false},"
+      "\"proj_dgrad\": {\"method\": \"ring_exchange\", \"aggregate\": false},"
+      "\"fc1_fprop\": {\"method\": \"ring_exchange\", \"aggregate\": false},"
+      "\"fc2_dgrad\": {\"method\": \"ring_exchange\", \"aggregate\": false},"
+      "\"proj_fprop\": {\"method\": \"pipeline\", \"num_sm\": 24, \"cga_size\": 2, \"num_splits\": 4,"
+      " \"set_sm_margin\": true},"
+      "\"fc2_fprop\": {\"method\": \"pipeline\", \"num_sm\": 16, \"cga_size\": 2, \"num_splits\": 4,"
+      " \"set_sm_margin\": true}}";
+  plan p;
+  ts_err e = {0};
+  int rc = load(4, nemo, 256, &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  const int qkv = mop_index(&p, "qkv"), proj = mop_index(&p, "attn_out"), fc1 = mop_index(&p, "fc1"),
+            fc2 = mop_index(&p, "fc2");
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, qkv, PLAN_PHASE_FWD, PLAN_PART_WHOLE), 1);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, qkv, PLAN_PHASE_BWD, PLAN_PART_DGRAD), 4);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, qkv, PLAN_PHASE_BWD, PLAN_PART_WGRAD), 24);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, proj, PLAN_PHASE_FWD, PLAN_PART_WHOLE), 24);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, proj, PLAN_PHASE_BWD, PLAN_PART_DGRAD), 1);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, fc1, PLAN_PHASE_BWD, PLAN_PART_DGRAD), 2);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, fc1, PLAN_PHASE_BWD, PLAN_PART_WGRAD), 4);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, fc2, PLAN_PHASE_FWD, PLAN_PART_WHOLE), 16);
+  CU_ASSERT_EQUAL(plan_tpo_splits(&p, PLAN_TPO_PROJ_FPROP), 4);
+  CU_ASSERT_EQUAL(plan_tpo_splits(&p, PLAN_TPO_QKV_FPROP), 4); /* tp */
+  CU_ASSERT_DOUBLE_EQUAL(plan_tpo_buffer_bytes(&p), 10.0 * 2 * 256 * p.model.hidden + 2 * 32.0 * 1048576, 0.5);
+}
+
 static void test_cfg_rules(void) {
   static const struct {
     const char *cfg, *field;
@@ -325,7 +364,12 @@ static void test_cfg_rules(void) {
       {"{\"proj_wgrad\": {\"method\": \"external\"}}", "layout.tp_comm_overlap_cfg.proj_wgrad"},
       {"{\"qkv_fprop\": 1}", "layout.tp_comm_overlap_cfg.qkv_fprop"},
       {"{\"qkv_fprop\": {\"splits\": 2}}", "layout.tp_comm_overlap_cfg.qkv_fprop.splits"},
-      {"{\"qkv_fprop\": {\"cga_size\": 2}}", "layout.tp_comm_overlap_cfg.qkv_fprop.cga_size"},
+      {"{\"qkv_fprop\": {\"cga_size\": 0}}", "layout.tp_comm_overlap_cfg.qkv_fprop.cga_size"},
+      {"{\"qkv_fprop\": {\"aggregate\": true}}", "layout.tp_comm_overlap_cfg.qkv_fprop.aggregate"},
+      {"{\"qkv_fprop\": {\"use_ce\": false}}", "layout.tp_comm_overlap_cfg.qkv_fprop.use_ce"},
+      {"{\"proj_fprop\": {\"fp8_buf\": true}}", "layout.tp_comm_overlap_cfg.proj_fprop.fp8_buf"},
+      {"{\"proj_fprop\": {\"set_sm_margin\": 1}}", "layout.tp_comm_overlap_cfg.proj_fprop.set_sm_margin"},
+      {"{\"proj_fprop\": {\"comm_priority\": 0}}", "layout.tp_comm_overlap_cfg.proj_fprop.comm_priority"},
       {"{\"qkv_fprop\": {\"method\": \"ring\"}}", "layout.tp_comm_overlap_cfg.qkv_fprop.method"},
       {"{\"qkv_fprop\": {\"method\": \"pipeline\"}}", "layout.tp_comm_overlap_cfg.qkv_fprop.method"},
       {"{\"fc2_dgrad\": {\"method\": \"bulk\"}}", "layout.tp_comm_overlap_cfg.fc2_dgrad.method"},
@@ -370,6 +414,7 @@ int main(void) {
   CU_add_test(s, "tp_comm_overlap: rules", test_rules);
   CU_add_test(s, "tp_comm_overlap_cfg: pieces, SMs and userbuffers by method, worked by hand", test_cfg_pieces);
   CU_add_test(s, "tp_comm_overlap_cfg: each rule names its field", test_cfg_rules);
+  CU_add_test(s, "tp_comm_overlap_cfg: NeMo's llama3 70B H100 configuration loads, SMs as it names", test_cfg_nemo);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
