@@ -59,6 +59,23 @@ typedef enum { PLAN_TRAFFIC_TP_FWD, PLAN_TRAFFIC_TP_BWD, PLAN_TRAFFIC_PP, PLAN_T
  * by the program builder (it changes which channels travel), not here. */
 double plan_codec_wire_bytes(const plan_codec *c, double bytes, int elem_bytes);
 
+/* layout.tp_comm_overlap_cfg (added; plan_program_tpo.c): Megatron-LM's --tp-comm-overlap-cfg YAML,
+ * which Megatron-LM hands to Transformer Engine's initialize_ub as ub_cfgs: per overlapped GEMM the
+ * method, the SMs its communication kernel holds (num_sm) and the pipeline method's splits (num_splits).
+ * 0 in a field (and PLAN_TPO_DEFAULT) = Transformer Engine's default for that GEMM. The order is the
+ * names' (plan_tpo_gemm_name). */
+typedef enum {
+  PLAN_TPO_QKV_FPROP, PLAN_TPO_QKV_DGRAD, PLAN_TPO_QKV_WGRAD, PLAN_TPO_PROJ_FPROP, PLAN_TPO_PROJ_DGRAD,
+  PLAN_TPO_FC1_FPROP, PLAN_TPO_FC1_DGRAD, PLAN_TPO_FC1_WGRAD, PLAN_TPO_FC2_FPROP, PLAN_TPO_FC2_DGRAD,
+  PLAN_TPO_GEMMS
+} plan_tpo_gemm;
+typedef enum { PLAN_TPO_DEFAULT, PLAN_TPO_RING_EXCHANGE, PLAN_TPO_PIPELINE, PLAN_TPO_BULK } plan_tpo_method;
+typedef struct {
+  uint8_t given;  /* the GEMM's key is in the object */
+  uint8_t method; /* plan_tpo_method */
+  int num_sm, num_splits;
+} plan_tpo_cfg;
+
 /* The names' order (plan_load.c): fused, unfused, flash, executor. */
 typedef enum { PLAN_ATTENTION_FUSED, PLAN_ATTENTION_UNFUSED, PLAN_ATTENTION_FLASH, PLAN_ATTENTION_EXECUTOR } plan_attention_backend;
 
@@ -184,6 +201,9 @@ typedef struct {
    * overlaps in the backward; the communication kernels hold SMs the GEMMs
    * beside them lose. */
   bool tp_comm_overlap;
+  /* layout.tp_comm_overlap_cfg (above plan_tpo_cfg): given at all, and per GEMM (zeroed: TE's defaults) */
+  bool tp_comm_overlap_cfg_given;
+  plan_tpo_cfg tpo_cfg[PLAN_TPO_GEMMS];
   /* Added: */
   char description[256];  /* the plan's optional "description" */
   long long vocab_padded; /* model.vocab padded as Megatron-LM pads it (multiple of 128 * tp) */
@@ -569,18 +589,32 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *m);
  * embedding on the first stage and the output head on the last). */
 double plan_params_of_stage(const plan *p, int stage);
 
-/* tp_comm_overlap (plan_program_tpo.c): SMs the communication kernel beside
- * this GEMM holds (0: none) — Transformer Engine's defaults: ring exchange 1,
- * pipeline and bulk 16; the pipeline reduce-scatter's splits. */
+/* tp_comm_overlap (plan_program_tpo.c): Transformer Engine's defaults per method (initialize_ub,
+ * get_default_config): num_sm ring exchange 1, pipeline and bulk 16; the pipeline's num_splits 4. */
 #define PLAN_TPO_RING_SMS 1
 #define PLAN_TPO_PIPELINE_SMS 16
 #define PLAN_TPO_BULK_SMS 16
 #define PLAN_TPO_PIPELINE_SPLITS 4
+#define PLAN_TPO_MAX_SPLITS 64 /* num_splits at most (row_chunk is 8 bits; TE sets no bound) */
+const char *plan_tpo_gemm_name(int gemm);     /* "qkv_fprop", ... */
+const char *plan_tpo_method_name(int method); /* "ring_exchange", "pipeline", "bulk" ("default" for 0) */
+/* The method, num_sm and pieces of GEMM `gemm` as the plan sets them or TE's defaults: ring exchange
+ * tp pieces, pipeline num_splits, bulk 1. */
+plan_tpo_method plan_tpo_method_of(const plan *p, int gemm);
+int plan_tpo_num_sm(const plan *p, int gemm);
+int plan_tpo_splits(const plan *p, int gemm);
+/* Whether the dgrad of qkv / fc1 (gemm PLAN_TPO_QKV_DGRAD or FC1_DGRAD) reduce-scatters its own output in
+ * pieces (a method other than bulk: TE's ub_overlap_rs_dgrad, Megatron-LM's --tp-comm-overlap-rs-dgrad). */
+bool plan_tpo_dgrad_scatters(const plan *p, int gemm);
+/* SMs the communication kernel beside this GEMM holds (0: none), and which of TE's GEMMs the op is in
+ * this phase and part (-1: none; qkv / proj for the attention block, fc1 / fc2 after its first
+ * row-parallel op). plan_tpo_comm_sms is 0 without tp_comm_overlap. */
 int plan_tpo_comm_sms(const plan *p, int model_op, int phase, int part);
 int plan_tpo_first_column(const plan *p, int model_op);
-/* The same two over a layer's ops already built (model_layer_ops of plan_shard(p)), for callers that
- * ask for every op of a layer; plan_tpo_ops_sms does not look at tp_comm_overlap. */
-int plan_tpo_ops_sms(const model_op *ops, int n, int model_op, int phase, int part);
+/* The same over a layer's ops already built (model_layer_ops of plan_shard(p)), for callers that
+ * ask for every op of a layer; these do not look at tp_comm_overlap. */
+int plan_tpo_ops_gemm(const plan *p, const model_op *ops, int n, int model_op, int phase, int part);
+int plan_tpo_ops_sms(const plan *p, const model_op *ops, int n, int model_op, int phase, int part);
 int plan_tpo_ops_first_column(const model_op *ops, int n, int model_op);
 int plan_validate_tpo(const plan *p, ts_err *e);
 

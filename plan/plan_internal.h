@@ -73,6 +73,9 @@ int plan_load_cp_fields(json_t *layout, const char *file, plan *p, ts_err *e);
 int plan_validate_cp(const plan *p, ts_err *e);
 
 int plan_validate_zero(const plan *p, ts_err *e);
+/* Reads layout.tp_comm_overlap_cfg (plan_program_tpo.c; after layout.tp_comm_overlap); the rules that
+ * need the whole plan are plan_validate_tpo's. */
+int plan_load_tpo_cfg(json_t *layout, const char *file, plan *p, ts_err *e);
 
 /* layout.recompute_modules (plan_recompute.c): reads the field (after
  * layout.recompute), its rules once the model is known, the activation bytes

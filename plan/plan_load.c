@@ -83,7 +83,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "account_for_loss_in_pipeline_split",
                                             "data_parallel_sharding_strategy", "overlap_grad_reduce",
                                             "overlap_param_gather", "zero3_prefetch_layers",
-                                            "tp_comm_overlap", "context_parallel_size", "cp_comm_type",
+                                            "tp_comm_overlap", "tp_comm_overlap_cfg", "context_parallel_size", "cp_comm_type",
                                             "ep", "expert_tp", "capacity_factor", "moe_imbalance",
                                             "moe_token_dispatcher_type", "moe_flex_dispatcher_backend",
                                             "moe_pad_expert_input_to_capacity", NULL};
@@ -141,6 +141,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
     return -1;
   if (plan_load_zero_fields(layout, file, p, e)) return -1;
   if (tsj_bool_opt(layout, "tp_comm_overlap", false, &p->tp_comm_overlap, file, "layout", e)) return -1;
+  if (plan_load_tpo_cfg(layout, file, p, e)) return -1;
   if (plan_load_cp_fields(layout, file, p, e)) return -1;
   if (load_moe_layout(layout, file, p, e)) return -1;
 

@@ -115,11 +115,21 @@ static double layer_activations(const plan *p, const model_shard *s, model_recom
  * fc2_fprop; bulk: qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad) and repeats the 32 MiB Hopper cuBLAS
  * workspace for its 3 GEMM streams (transformer_engine/pytorch/module/base.py, initialize_ub,
  * _NUM_MAX_UB_STREAMS = 3, NVIDIA/TransformerEngine at 0004dbd): 10 buffers and two more workspaces,
- * shared by all layers. Not measured here. */
+ * shared by all layers. layout.tp_comm_overlap_cfg changes the count (TE at d0067d0, base.py and
+ * common/comm_gemm_overlap/comm_gemm_overlap.cpp, CommOverlapP2PBase::initialize): a reduce-scatter run
+ * as ring_exchange (proj_fprop, fc2_fprop, or qkv_dgrad / fc1_dgrad when they reduce-scatter) holds
+ * 2 tp - 1 chunks of 1/tp of the shape; a qkv_dgrad / fc1_dgrad that is not bulk drops its wgrad's
+ * buffer. Not measured here. */
 double plan_tpo_buffer_bytes(const plan *p) {
   if (!p->tp_comm_overlap) return 0;
   const double buffer = 2.0 * p->micro_batch * plan_local_seq(p) * (double)p->model.hidden;
-  return 10.0 * buffer + 2.0 * 32.0 * 1048576.0;
+  double buffers = 0; /* in units of `buffer`: 10 with TE's defaults */
+  for (int g = 0; g < PLAN_TPO_GEMMS; g++) {
+    if ((g == PLAN_TPO_QKV_WGRAD || g == PLAN_TPO_FC1_WGRAD) && plan_tpo_dgrad_scatters(p, g - 1)) continue;
+    bool scatters = g == PLAN_TPO_PROJ_FPROP || g == PLAN_TPO_FC2_FPROP || plan_tpo_dgrad_scatters(p, g);
+    buffers += scatters && plan_tpo_method_of(p, g) == PLAN_TPO_RING_EXCHANGE ? (2.0 * p->tp - 1) / p->tp : 1.0;
+  }
+  return buffers * buffer + 2.0 * 32.0 * 1048576.0;
 }
 
 /* Beyond the tensors: the runtime (RUNTIME_BYTES), one NCCL communicator per

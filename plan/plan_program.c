@@ -239,6 +239,25 @@ double plan_row_share(double whole, int s, int k) {
   return whole - before;
 }
 
+/* A GEMM (phase, part) as k GEMMs over consecutive token rows, each followed by the TP collective `coll`
+ * of its rows on the TP stream; piece s + 1's GEMM does not wait for piece s's collective, so they overlap.
+ * Returns the last collective (which runs after the others on the TP stream), or -1. */
+static int32_t gemm_pieces_then_coll(builder *b, int i, int layer, int micro, int chunk, plan_phase phase,
+                                     plan_part part, double flops, double bytes, int k, plan_coll coll, int rule) {
+  int32_t r = -1;
+  for (int s = 0; s < k; s++) {
+    int32_t c = compute(b, phase, i, part, layer, micro, chunk, plan_row_share(flops, s, k), plan_row_share(bytes, s, k));
+    if (c < 0) return -1;
+    at(b, c)->row_chunk = (uint8_t)s;
+    at(b, c)->row_chunks = (uint8_t)k;
+    r = tp_coll(b, coll, phase, rule, i, layer, micro, chunk, plan_row_share(b->full_bytes, s, k), c);
+    if (r < 0) return -1;
+    at(b, r)->row_chunk = (uint8_t)s;
+    at(b, r)->row_chunks = (uint8_t)k;
+  }
+  return r;
+}
+
 /* tp_overlap_chunks: a forward row-parallel GEMM as k GEMMs over consecutive
  * token rows, each followed by the TP all-reduce of its rows on the TP
  * stream; chunk s + 1's GEMM does not wait for chunk s's all-reduce, so they
@@ -246,22 +265,14 @@ double plan_row_share(double whole, int s, int k) {
  * runs after the others on the TP stream. */
 static int row_parallel_chunked(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
   const model_op *o = &b->ops[i];
-  /* tp_comm_overlap (SP): Transformer Engine's pipelined reduce-scatter, in PLAN_TPO_PIPELINE_SPLITS pieces */
+  /* tp_comm_overlap (SP): Transformer Engine's pipelined reduce-scatter (proj_fprop / fc2_fprop's num_splits
+   * pieces) or its ring-exchange reduce-scatter (tp pieces), plan_program_tpo.c */
   const bool rs = b->p->tp_comm_overlap;
-  const int k = rs ? PLAN_TPO_PIPELINE_SPLITS : b->p->tp_overlap_chunks;
-  int32_t r = -1;
-  for (int s = 0; s < k; s++) {
-    int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, plan_row_share(o->flops_fwd, s, k),
-                        plan_row_share(o->bytes_fwd, s, k));
-    CHECK(c);
-    at(b, c)->row_chunk = (uint8_t)s;
-    at(b, c)->row_chunks = (uint8_t)k;
-    r = tp_coll(b, rs ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk,
-                plan_row_share(b->full_bytes, s, k), c);
-    CHECK(r);
-    at(b, r)->row_chunk = (uint8_t)s;
-    at(b, r)->row_chunks = (uint8_t)k;
-  }
+  const int k = rs ? plan_tpo_splits(b->p, plan_tpo_ops_gemm(b->p, b->ops, b->n_ops, i, phase, PLAN_PART_WHOLE))
+                   : b->p->tp_overlap_chunks;
+  int32_t r = gemm_pieces_then_coll(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd, k,
+                                    rs ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, 1);
+  CHECK(r);
   wait_for(b, r);
   return 0;
 }
@@ -385,6 +396,22 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       CHECK(compute(b, PLAN_PHASE_RECOMPUTE, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd));
     if (o->kind != MODEL_OP_GEMM) {
       CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_bwd, o->bytes_bwd));
+      continue;
+    }
+    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && p->tp_comm_overlap &&
+        plan_tpo_dgrad_scatters(p, plan_tpo_ops_gemm(p, b->ops, b->n_ops, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD))) {
+      /* tp_comm_overlap, qkv_dgrad / fc1_dgrad not bulk (TE's ub_overlap_rs_dgrad): the dgrad as pieces, each
+       * reduce-scattered behind the next (pipeline: num_splits; ring exchange: tp), the re-gather (issued
+       * above) beside them; the wgrad after it, beside nothing */
+      int g = plan_tpo_ops_gemm(p, b->ops, b->n_ops, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD);
+      int32_t reduce = gemm_pieces_then_coll(b, i, layer, micro, chunk, PLAN_PHASE_BWD, PLAN_PART_DGRAD,
+                                             o->flops_bwd / 2, o->bytes_bwd / 2, plan_tpo_splits(p, g),
+                                             PLAN_COLL_REDUCESCATTER, 2);
+      CHECK(reduce);
+      wait_for(b, regather);
+      CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2, o->bytes_bwd / 2));
+      regather = -1;
+      wait_for(b, reduce);
       continue;
     }
     int32_t d = compute(b, PLAN_PHASE_BWD, i, PLAN_PART_DGRAD, layer, micro, chunk, o->flops_bwd / 2,

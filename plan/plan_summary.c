@@ -87,6 +87,19 @@ static void print_header(const plan *p, FILE *out) {
             p->overlap_param_gather ? "beside the next forward" : "after the optimizer",
             p->tp_comm_overlap ? "on (userbuffers)" : "off");
   }
+  if (p->tp_comm_overlap) { /* per GEMM: method, SMs of its kernel, pieces (layout.tp_comm_overlap_cfg) */
+    fprintf(out, "tp overlap per GEMM (method/num_sm/pieces, * = set by layout.tp_comm_overlap_cfg, else TE's default):");
+    for (int g = 0; g < PLAN_TPO_GEMMS; g++) {
+      if ((g == PLAN_TPO_QKV_WGRAD || g == PLAN_TPO_FC1_WGRAD) && plan_tpo_dgrad_scatters(p, g - 1)) {
+        fprintf(out, "%s %s none", g % 5 == 0 ? "\n         " : ";", plan_tpo_gemm_name(g));
+        continue;
+      }
+      fprintf(out, "%s %s%s %s/%d/%d", g % 5 == 0 ? "\n         " : ";", plan_tpo_gemm_name(g),
+              p->tpo_cfg[g].given ? "*" : "", plan_tpo_method_name(plan_tpo_method_of(p, g)), plan_tpo_num_sm(p, g),
+              plan_tpo_splits(p, g));
+    }
+    fprintf(out, "\n");
+  }
   fprintf(out, "gradients %s, %d bytes per parameter in memory and in DP reductions\n",
           p->grad_reduce_bf16 ? "bf16 (grad_reduce_in_fp32 false)" : "fp32", plan_grad_bytes(p));
   fprintf(out, "batch     %lld sequences of %d tokens = micro-batch %d x %d micro-batches x dp %d (%.2f M tokens)\n",

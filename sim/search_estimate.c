@@ -470,12 +470,14 @@ static double cp_layer(estimator *x, const model_op *ops, int n, layer_cost *lc)
  * SMs of its own and starts when its data is ready; a compressed one (TACO)
  * needs the SMs of the GEMM piece running when it is ready and starts when
  * that piece ends. Each GEMM runs without the SMs its userbuffer kernel
- * holds (plan_tpo_ops_sms: pipeline and bulk 16, ring exchange 1), as
- * sim_costs.c prices it. */
+ * holds (plan_tpo_ops_sms: layout.tp_comm_overlap_cfg's num_sm, else TE's
+ * defaults: pipeline and bulk 16, ring exchange 1), as sim_costs.c prices it.
+ * The pieces follow each GEMM's method (plan_tpo_splits); the search itself
+ * keeps TE's defaults. */
 
 /* How much longer GEMM op mop runs in this phase and part beside its userbuffer kernel. */
 static double tpo_sm_factor(const plan *p, const model_op *ops, int n, int mop, int phase, int part) {
-  int k = plan_tpo_ops_sms(ops, n, mop, phase, part), sms = p->cluster.gpu.sms;
+  int k = plan_tpo_ops_sms(p, ops, n, mop, phase, part), sms = p->cluster.gpu.sms;
   return k > 0 && sms > k ? (double)sms / (sms - k) : 1.0;
 }
 
@@ -513,9 +515,9 @@ double sim_search_tpo_pipeline_exposed(int k, double gemm, double piece, bool co
 static void tpo_layer(estimator *x, const model_op *ops, int n, double act, layer_cost *lc) {
   const plan *p = x->p;
   if (!p->tp_comm_overlap) return;
-  const int t = p->tp, k = PLAN_TPO_PIPELINE_SPLITS;
+  const int t = p->tp;
   double extra = 0, extra_fwd = 0, fwd = 0, bwd = 0, unused = 0; /* extra: GEMM time lost to the kernels' SMs */
-  const double step = act / (t - 1), piece = act / k;
+  const double step = act / (t - 1);
   for (int i = 0; i < n; i++) {
     const model_op *o = &ops[i];
     if (o->kind != MODEL_OP_GEMM) continue;
@@ -530,15 +532,34 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
       /* forward: the SP gather as a ring exchange beside the block's first GEMM */
       fwd += sim_search_tpo_ring_exposed(t, gf, tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_FWD, 0, step, &unused),
                               tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, step));
-      /* backward, bulk: the re-gather beside the dgrad, the input-gradient reduce-scatter beside the wgrad */
       double ag = tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, act, &unused);
-      double rs = tp_msg_s(x, PLAN_COLL_REDUCESCATTER, PLAN_TRAFFIC_TP_BWD, 2, act, &unused);
-      if (tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, act))
-        bwd += ag + rs;
-      else
-        bwd += fmax(0.0, ag - gd) + fmax(0.0, rs - gw);
+      int dg = plan_tpo_ops_gemm(p, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD);
+      if (plan_tpo_dgrad_scatters(p, dg)) {
+        /* backward, ub_overlap_rs_dgrad: the dgrad's pieces reduce-scattered behind it (after the re-gather on
+         * the TP stream, which runs beside the first pieces); the wgrad beside nothing */
+        int kd = plan_tpo_splits(p, dg);
+        double rp = tp_msg_s(x, PLAN_COLL_REDUCESCATTER, PLAN_TRAFFIC_TP_BWD, 2, act / kd, &unused);
+        bool c = tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, act / kd);
+        if (c) {
+          bwd += ag + sim_search_tpo_pipeline_exposed(kd, gd, rp, true);
+        } else {
+          double r = ag; /* the TP stream: the re-gather, then piece j's reduce-scatter once piece j is done */
+          for (int j = 0; j < kd; j++) r = fmax((j + 1) * gd / kd, r) + rp;
+          bwd += r - gd;
+        }
+      } else {
+        /* backward, bulk: the re-gather beside the dgrad, the input-gradient reduce-scatter beside the wgrad */
+        double rs = tp_msg_s(x, PLAN_COLL_REDUCESCATTER, PLAN_TRAFFIC_TP_BWD, 2, act, &unused);
+        if (tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, act))
+          bwd += ag + rs;
+        else
+          bwd += fmax(0.0, ag - gd) + fmax(0.0, rs - gw);
+      }
     }
     if (o->parallel == MODEL_PAR_ROW) {
+      /* forward: the reduce-scatter in the method's pieces (pipeline: num_splits; ring exchange: tp) */
+      int k = plan_tpo_splits(p, plan_tpo_ops_gemm(p, ops, n, i, PLAN_PHASE_FWD, PLAN_PART_WHOLE));
+      double piece = act / k;
       fwd += sim_search_tpo_pipeline_exposed(k, gf, tp_msg_s(x, PLAN_COLL_REDUCESCATTER, PLAN_TRAFFIC_TP_FWD, 1, piece, &unused),
                                   tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, piece));
       /* backward: the output gradient's gather as a ring exchange beside the dgrad */

@@ -187,6 +187,9 @@ static void fill_plan(const plan *base, const sim_search_layout *l, int seq, lon
   p->zero1 = p->zero_stage >= 1;
   p->overlap_param_gather = l->overlap_param_gather || p->zero_stage == 3;
   p->tp_comm_overlap = l->tp_comm_overlap;
+  /* the search keeps Transformer Engine's defaults per GEMM (layout.tp_comm_overlap_cfg not searched) */
+  memset(p->tpo_cfg, 0, sizeof p->tpo_cfg);
+  p->tp_comm_overlap_cfg_given = false;
   p->account_embedding = p->account_loss = l->account;
   sim_search_apply_codec(p, SIM_SEARCH_CODEC_NONE);
   snprintf(p->name, sizeof p->name, "%s-tp%d-pp%d-vpp%d-dp%d-mb%d%s%s-rc%s", base->model.name, l->tp, l->pp, l->vpp,

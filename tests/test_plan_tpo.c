@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "plan_internal.h"
 
 static const char *sp = "true";
 static int load(int tp, const char *extra, int seq, plan *p, ts_err *e) {
@@ -227,6 +228,182 @@ static void test_rules(void) {
   expect_error(2, ", \"tp_comm_overlap\": 1", 256, "layout.tp_comm_overlap");
 }
 
+/* layout.tp_comm_overlap_cfg (Transformer Engine's ub_cfgs), worked by hand on gpt-tiny at tp 2, seq 256:
+ * proj_fprop as ring_exchange runs attn_out's forward as tp = 2 pieces, each reduce-scattered, beside a
+ * 1-SM kernel (TE's ring default) instead of 4 pipeline pieces beside 16; proj_fprop pipeline with
+ * num_splits 8 runs 8; qkv_dgrad as ring_exchange splits qkv's dgrad into 2 pieces, each reduce-scattered
+ * (TE's ub_overlap_rs_dgrad), the wgrad beside nothing; fc1_dgrad pipeline num_splits 2 the same for fc1
+ * with 16 SMs. Bytes and FLOPs add up to the unsplit program's; the userbuffers follow TE's sizes. */
+static int mop_index(const plan *p, const char *name) {
+  model_shard s = plan_shard(p);
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  ts_err e = {0};
+  int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(ops[i].name, name)) return i;
+  return -1;
+}
+
+/* In rank 0's program, layer `layer`, micro-batch 0: the compute pieces of model op mop in (phase, part), the
+ * TP reduce-scatters of mop in that phase, and whether every piece has flops / pieces of the whole. */
+static void count_pieces(const plan_program *g, int layer, int mop, int phase, int part, int *pieces, int *rs,
+                         double *flops) {
+  *pieces = *rs = 0;
+  *flops = 0;
+  for (int i = 0; i < g->n; i++) {
+    const plan_op *op = &g->ops[i];
+    if (op->layer != layer || op->micro != 0 || op->model_op != mop || op->phase != phase) continue;
+    if (op->kind == PLAN_OP_COMPUTE && op->part == part) (*pieces)++, *flops += op->flops;
+    if (op->kind == PLAN_OP_COLLECTIVE && op->stream == PLAN_STREAM_TP && op->coll == PLAN_COLL_REDUCESCATTER) (*rs)++;
+  }
+}
+
+static void test_cfg_pieces(void) {
+  static const struct {
+    const char *cfg, *op;
+    int phase, part, pieces, rs, sms, sms_wgrad;
+    double buffers; /* userbuffers in units of [seq x micro, hidden] bf16 */
+  } cases[] = {
+      {"{}", "attn_out", PLAN_PHASE_FWD, PLAN_PART_WHOLE, 4, 4, 16, 0, 10},
+      {"{\"proj_fprop\": {\"method\": \"ring_exchange\"}}", "attn_out", PLAN_PHASE_FWD, PLAN_PART_WHOLE, 2, 2, 1, 0,
+       9 + 1.5},
+      {"{\"proj_fprop\": {\"num_splits\": 8}}", "attn_out", PLAN_PHASE_FWD, PLAN_PART_WHOLE, 8, 8, 16, 0, 10},
+      {"{}", "qkv", PLAN_PHASE_BWD, PLAN_PART_DGRAD, 1, 1, 16, 16, 10},
+      {"{\"qkv_dgrad\": {\"method\": \"ring_exchange\"}}", "qkv", PLAN_PHASE_BWD, PLAN_PART_DGRAD, 2, 2, 1, 0,
+       8 + 1.5},
+      {"{\"fc1_dgrad\": {\"method\": \"pipeline\", \"num_splits\": 2, \"num_sm\": 20}}", "fc1", PLAN_PHASE_BWD,
+       PLAN_PART_DGRAD, 2, 2, 20, 0, 9},
+  };
+  plan off;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load(2, "", 256, &off, &e), 0);
+  plan_program go;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&off, 0, &go, &e), 0);
+  const int layer = plan_chunk_first_layer(&off, 0, 0) + 1;
+  totals to = sum(&go, layer);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    char extra[512];
+    snprintf(extra, sizeof extra, ", \"tp_comm_overlap\": true, \"tp_comm_overlap_cfg\": %s", cases[c].cfg);
+    plan p;
+    int rc = load(2, extra, 256, &p, &e);
+    if (rc) printf("\n  %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    int mop = mop_index(&p, cases[c].op);
+    CU_ASSERT_FATAL(mop >= 0);
+    plan_program g;
+    CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+    totals t = sum(&g, layer);
+    for (int d = 0; d < 2; d++)
+      for (int k = 0; k < 4; k++) CU_ASSERT_DOUBLE_EQUAL(t.tp_bytes[d][k], to.tp_bytes[d][k], 1e-6 * (1 + to.tp_bytes[d][k]));
+    CU_ASSERT_DOUBLE_EQUAL(t.flops, to.flops, 1e-9 * to.flops);
+    int pieces, rs;
+    double flops, whole_flops;
+    count_pieces(&g, layer, mop, cases[c].phase, cases[c].part, &pieces, &rs, &flops);
+    int p_off, rs_off;
+    count_pieces(&go, layer, mop, cases[c].phase, cases[c].part, &p_off, &rs_off, &whole_flops);
+    if (pieces != cases[c].pieces || rs != cases[c].rs) printf("\n  case %zu: %d pieces, %d rs\n", c, pieces, rs);
+    CU_ASSERT_EQUAL(p_off, 1);
+    CU_ASSERT_EQUAL(pieces, cases[c].pieces);
+    CU_ASSERT_EQUAL(rs, cases[c].rs);
+    CU_ASSERT_DOUBLE_EQUAL(flops, whole_flops, 1e-9 * whole_flops);
+    CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, mop, cases[c].phase, cases[c].part), cases[c].sms);
+    if (cases[c].phase == PLAN_PHASE_BWD)
+      CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, mop, PLAN_PHASE_BWD, PLAN_PART_WGRAD), cases[c].sms_wgrad);
+    const double buffer = 2.0 * 256 * p.model.hidden;
+    CU_ASSERT_DOUBLE_EQUAL(plan_tpo_buffer_bytes(&p), cases[c].buffers * buffer + 2 * 32.0 * 1048576, 0.5);
+    plan_program_free(&g);
+  }
+  plan_program_free(&go);
+}
+
+/* NeMo's llama3 70B H100 BF16 configuration (nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py,
+ * userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192, NVIDIA/NeMo at 8cfedd7; the llama3_70b recipe's
+ * tp_comm_overlap_cfg), written as JSON: it loads (cga_size, set_sm_margin and aggregate false are accepted)
+ * and each GEMM's kernel holds the SMs it names; the ring exchanges keep TE's 1. */
+static void test_cfg_nemo(void) {
+  const char *nemo =
+      ", \"tp_comm_overlap\": true, \"tp_comm_overlap_cfg\": {"
+      "\"qkv_dgrad\": {\"method\": \"bulk\", \"num_sm\": 4, \"cga_size\": 2, \"set_sm_margin\": false},"
+      "\"qkv_wgrad\": {\"method\": \"bulk\", \"num_sm\": 24, \"cga_size\": 2, \"set_sm_margin\": false},"
+      "\"fc1_dgrad\": {\"method\": \"bulk\", \"num_sm\": 2, \"cga_size\": 2, \"set_sm_margin\": false},"
+      "\"fc1_wgrad\": {\"method\": \"bulk\", \"num_sm\": 4, \"cga_size\": 2, \"set_sm_margin\": false},"
+      "\"qkv_fprop\": {\"method\": \"ring_exchange\", \"aggregate\": false},"
+      "\"proj_dgrad\": {\"method\": \"ring_exchange\", \"aggregate\": false},"
+      "\"fc1_fprop\": {\"method\": \"ring_exchange\", \"aggregate\": false},"
+      "\"fc2_dgrad\": {\"method\": \"ring_exchange\", \"aggregate\": false},"
+      "\"proj_fprop\": {\"method\": \"pipeline\", \"num_sm\": 24, \"cga_size\": 2, \"num_splits\": 4,"
+      " \"set_sm_margin\": true},"
+      "\"fc2_fprop\": {\"method\": \"pipeline\", \"num_sm\": 16, \"cga_size\": 2, \"num_splits\": 4,"
+      " \"set_sm_margin\": true}}";
+  plan p;
+  ts_err e = {0};
+  int rc = load(4, nemo, 256, &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  const int qkv = mop_index(&p, "qkv"), proj = mop_index(&p, "attn_out"), fc1 = mop_index(&p, "fc1"),
+            fc2 = mop_index(&p, "fc2");
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, qkv, PLAN_PHASE_FWD, PLAN_PART_WHOLE), 1);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, qkv, PLAN_PHASE_BWD, PLAN_PART_DGRAD), 4);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, qkv, PLAN_PHASE_BWD, PLAN_PART_WGRAD), 24);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, proj, PLAN_PHASE_FWD, PLAN_PART_WHOLE), 24);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, proj, PLAN_PHASE_BWD, PLAN_PART_DGRAD), 1);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, fc1, PLAN_PHASE_BWD, PLAN_PART_DGRAD), 2);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, fc1, PLAN_PHASE_BWD, PLAN_PART_WGRAD), 4);
+  CU_ASSERT_EQUAL(plan_tpo_comm_sms(&p, fc2, PLAN_PHASE_FWD, PLAN_PART_WHOLE), 16);
+  CU_ASSERT_EQUAL(plan_tpo_splits(&p, PLAN_TPO_PROJ_FPROP), 4);
+  CU_ASSERT_EQUAL(plan_tpo_splits(&p, PLAN_TPO_QKV_FPROP), 4); /* tp */
+  CU_ASSERT_DOUBLE_EQUAL(plan_tpo_buffer_bytes(&p), 10.0 * 2 * 256 * p.model.hidden + 2 * 32.0 * 1048576, 0.5);
+}
+
+static void test_cfg_rules(void) {
+  static const struct {
+    const char *cfg, *field;
+  } cases[] = {
+      {"[]", "layout.tp_comm_overlap_cfg"},
+      {"{\"qkv\": {}}", "layout.tp_comm_overlap_cfg.qkv"},
+      {"{\"proj_wgrad\": {\"method\": \"external\"}}", "layout.tp_comm_overlap_cfg.proj_wgrad"},
+      {"{\"qkv_fprop\": 1}", "layout.tp_comm_overlap_cfg.qkv_fprop"},
+      {"{\"qkv_fprop\": {\"splits\": 2}}", "layout.tp_comm_overlap_cfg.qkv_fprop.splits"},
+      {"{\"qkv_fprop\": {\"cga_size\": 0}}", "layout.tp_comm_overlap_cfg.qkv_fprop.cga_size"},
+      {"{\"qkv_fprop\": {\"aggregate\": true}}", "layout.tp_comm_overlap_cfg.qkv_fprop.aggregate"},
+      {"{\"qkv_fprop\": {\"use_ce\": false}}", "layout.tp_comm_overlap_cfg.qkv_fprop.use_ce"},
+      {"{\"proj_fprop\": {\"fp8_buf\": true}}", "layout.tp_comm_overlap_cfg.proj_fprop.fp8_buf"},
+      {"{\"proj_fprop\": {\"set_sm_margin\": 1}}", "layout.tp_comm_overlap_cfg.proj_fprop.set_sm_margin"},
+      {"{\"proj_fprop\": {\"comm_priority\": 0}}", "layout.tp_comm_overlap_cfg.proj_fprop.comm_priority"},
+      {"{\"qkv_fprop\": {\"method\": \"ring\"}}", "layout.tp_comm_overlap_cfg.qkv_fprop.method"},
+      {"{\"qkv_fprop\": {\"method\": \"pipeline\"}}", "layout.tp_comm_overlap_cfg.qkv_fprop.method"},
+      {"{\"fc2_dgrad\": {\"method\": \"bulk\"}}", "layout.tp_comm_overlap_cfg.fc2_dgrad.method"},
+      {"{\"proj_fprop\": {\"method\": \"bulk\"}}", "layout.tp_comm_overlap_cfg.proj_fprop.method"},
+      {"{\"fc1_wgrad\": {\"method\": \"ring_exchange\"}}", "layout.tp_comm_overlap_cfg.fc1_wgrad.method"},
+      {"{\"qkv_dgrad\": {\"method\": \"pipeline\"}, \"qkv_wgrad\": {}}", "layout.tp_comm_overlap_cfg.qkv_wgrad"},
+      {"{\"fc2_fprop\": {\"num_sm\": 0}}", "layout.tp_comm_overlap_cfg.fc2_fprop.num_sm"},
+      {"{\"fc2_fprop\": {\"num_sm\": 132}}", "layout.tp_comm_overlap_cfg.fc2_fprop.num_sm"}, /* H200: 132 SMs */
+      {"{\"fc2_fprop\": {\"num_sm\": 2.5}}", "layout.tp_comm_overlap_cfg.fc2_fprop.num_sm"},
+      {"{\"qkv_fprop\": {\"num_splits\": 2}}", "layout.tp_comm_overlap_cfg.qkv_fprop.num_splits"},
+      {"{\"qkv_dgrad\": {\"num_splits\": 2}}", "layout.tp_comm_overlap_cfg.qkv_dgrad.num_splits"},
+      {"{\"fc2_fprop\": {\"num_splits\": 3}}", "layout.tp_comm_overlap_cfg.fc2_fprop.num_splits"}, /* 256 / (3 x 2) */
+      {"{\"fc2_fprop\": {\"num_splits\": 0}}", "layout.tp_comm_overlap_cfg.fc2_fprop.num_splits"},
+      {"{\"fc2_fprop\": {\"num_splits\": 65}}", "layout.tp_comm_overlap_cfg.fc2_fprop.num_splits"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    char extra[512];
+    snprintf(extra, sizeof extra, ", \"tp_comm_overlap\": true, \"tp_comm_overlap_cfg\": %s", cases[c].cfg);
+    expect_error(2, extra, 256, cases[c].field);
+  }
+  /* the object needs the overlap on */
+  expect_error(2, ", \"tp_comm_overlap_cfg\": {}", 256, "layout.tp_comm_overlap_cfg");
+  /* 252 tokens split into 2 x 2 pieces (ring exchange on both reduce-scatters)... but qkv / fc1's ring needs
+   * nothing more; with TE's pipeline defaults they do not split into 4 x 2 */
+  plan p;
+  ts_err e = {0};
+  const char *rings = ", \"tp_comm_overlap\": true, \"tp_comm_overlap_cfg\": {\"proj_fprop\": {\"method\": "
+                      "\"ring_exchange\"}, \"fc2_fprop\": {\"method\": \"ring_exchange\"}}";
+  int rc = load(2, rings, 252, &p, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  expect_error(2, ", \"tp_comm_overlap\": true", 252, "layout.tp_comm_overlap");
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("plan_tpo", NULL, NULL);
@@ -235,6 +412,9 @@ int main(void) {
   CU_add_test(s, "tp_comm_overlap: userbuffers in the memory model", test_userbuffer_memory);
   CU_add_test(s, "tp_comm_overlap: TACO on each piece, codec_min_bytes per piece", test_taco_pieces);
   CU_add_test(s, "tp_comm_overlap: rules", test_rules);
+  CU_add_test(s, "tp_comm_overlap_cfg: pieces, SMs and userbuffers by method, worked by hand", test_cfg_pieces);
+  CU_add_test(s, "tp_comm_overlap_cfg: each rule names its field", test_cfg_rules);
+  CU_add_test(s, "tp_comm_overlap_cfg: NeMo's llama3 70B H100 configuration loads, SMs as it names", test_cfg_nemo);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

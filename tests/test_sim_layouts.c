@@ -125,17 +125,20 @@ static void test_param_gather_overlap(void) {
  * (Transformer Engine's 16 SMs beside the row-parallel forward, 1 beside
  * the ring-exchanged column-parallel forward); the layers' TP collectives
  * no longer wait for the GEMMs' SMs, so less TP time is exposed. */
-static int load_tp2sp(plan *p, bool tpo, ts_err *e) {
+static int load_tp2sp_cfg(plan *p, bool tpo, const char *cfg, ts_err *e) {
   json_error_t je;
   json_t *root = json_load_file(PLANS_DIR "/gpt-h4096-tp2-sp.json", 0, &je);
   if (!root) return -1;
   json_object_set_new(json_object_get(root, "layout"), "tp_comm_overlap", json_boolean(tpo));
+  if (cfg) json_object_set_new(json_object_get(root, "layout"), "tp_comm_overlap_cfg", json_loads(cfg, 0, &je));
   char *text = json_dumps(root, 0);
   json_decref(root);
   int rc = plan_from_json_text(text, strlen(text), "tpo.json", NULL, NULL, p, e);
   free(text);
   return rc;
 }
+
+static int load_tp2sp(plan *p, bool tpo, ts_err *e) { return load_tp2sp_cfg(p, tpo, NULL, e); }
 
 static void test_tp_comm_overlap(void) {
   static plan on, off;
@@ -177,6 +180,88 @@ static void test_tp_comm_overlap(void) {
   schema_result_free(&rb);
 }
 
+/* layout.tp_comm_overlap_cfg on gpt-h4096-tp2-sp: num_sm 24 on proj_fprop and 8 on qkv_dgrad price those
+ * GEMM pieces at the piece without the overlap x 132 / (132 - 24) and x 132 / 124 exactly, every other GEMM as
+ * with TE's defaults; a cfg that writes TE's defaults out predicts the same iteration time to the bit. */
+static void test_tpo_cfg_num_sm(void) {
+  static plan dflt, cfg, off, same;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_tp2sp(&dflt, true, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_tp2sp(&off, false, &e), 0);
+  int rc = load_tp2sp_cfg(&cfg, true, "{\"proj_fprop\": {\"num_sm\": 24}, \"qkv_dgrad\": {\"num_sm\": 8}}", &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  rc = load_tp2sp_cfg(&same, true,
+                      "{\"qkv_fprop\": {\"method\": \"ring_exchange\", \"num_sm\": 1},"
+                      " \"proj_fprop\": {\"method\": \"pipeline\", \"num_sm\": 16, \"num_splits\": 4},"
+                      " \"fc1_dgrad\": {\"method\": \"bulk\", \"num_sm\": 16}, \"fc1_wgrad\": {}}",
+                      &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  static sim_costs cc, cd, co;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&cc, &cfg, &cal, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&cd, &dflt, &cal, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&co, &off, &cal, NULL, &e), 0);
+  model_shard sh = plan_shard(&cfg);
+  model_op mops[MODEL_MAX_LAYER_OPS];
+  int n_mops = model_layer_ops(&cfg.model, &sh, mops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_FATAL(n_mops > 0);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&cfg, 0, &g, &e), 0);
+  const double sms = cfg.cluster.gpu.sms;
+  int proj = 0, qkv = 0, others = 0;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= n_mops || op->layer != 0 ||
+        op->micro != 0 || mops[op->model_op].kind != MODEL_OP_GEMM)
+      continue;
+    double t_c, g_c, t_d, g_d, t_o, g_o;
+    CU_ASSERT_EQUAL(sim_compute_parts_s(&cc, op, &t_c, &g_c, &e), 0);
+    CU_ASSERT_EQUAL(sim_compute_parts_s(&cd, op, &t_d, &g_d, &e), 0);
+    CU_ASSERT_EQUAL(sim_compute_parts_s(&co, op, &t_o, &g_o, &e), 0);
+    const char *name = mops[op->model_op].name;
+    bool fwd = op->phase != PLAN_PHASE_BWD;
+    if (!strcmp(name, "attn_out") && fwd) {
+      CU_ASSERT_DOUBLE_EQUAL(g_c, g_o * sms / (sms - 24), 1e-12 * g_c);
+      proj++;
+    } else if (!strcmp(name, "qkv") && op->part == PLAN_PART_DGRAD) {
+      CU_ASSERT_DOUBLE_EQUAL(g_c, g_o * sms / (sms - 8), 1e-12 * g_c);
+      qkv++;
+    } else {
+      CU_ASSERT_EQUAL(g_c, g_d);
+      others++;
+    }
+  }
+  plan_program_free(&g);
+  CU_ASSERT(proj >= 4); /* the forward's 4 pipeline pieces (and the recomputed forward's, if any) */
+  CU_ASSERT(qkv >= 1);
+  CU_ASSERT(others >= 8);
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .clock_off = true};
+  schema_result ra, rb, rc2;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&dflt, &o, &ra, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&same, &o, &rb, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&cfg, &o, &rc2, &e), 0);
+  CU_ASSERT_EQUAL(ra.iteration_time_s, rb.iteration_time_s);
+  CU_ASSERT_EQUAL(ra.breakdown.compute_s, rb.breakdown.compute_s);
+  printf("\n  TE defaults %.6f s (compute %.6f), proj_fprop num_sm 24 + qkv_dgrad num_sm 8: %.6f s (compute %.6f)",
+         ra.iteration_time_s, ra.breakdown.compute_s, rc2.iteration_time_s, rc2.breakdown.compute_s);
+  CU_ASSERT(rc2.breakdown.compute_s != ra.breakdown.compute_s);
+  /* alone: more SMs to proj_fprop's kernel slow the compute, fewer to qkv_dgrad's speed it */
+  static plan more, fewer;
+  CU_ASSERT_EQUAL_FATAL(load_tp2sp_cfg(&more, true, "{\"proj_fprop\": {\"num_sm\": 24}}", &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_tp2sp_cfg(&fewer, true, "{\"qkv_dgrad\": {\"num_sm\": 8}}", &e), 0);
+  schema_result rm, rf;
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&more, &o, &rm, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&fewer, &o, &rf, &e), 0);
+  CU_ASSERT(rm.breakdown.compute_s > ra.breakdown.compute_s);
+  CU_ASSERT(rf.breakdown.compute_s < ra.breakdown.compute_s);
+  schema_result_free(&ra);
+  schema_result_free(&rb);
+  schema_result_free(&rc2);
+  schema_result_free(&rm);
+  schema_result_free(&rf);
+}
+
 int main(void) {
   ts_err e = {0};
   if (schema_calibration_load(MEASURED_CALIBRATION, &cal, &e)) {
@@ -188,6 +273,8 @@ int main(void) {
   CU_add_test(s, "ZeRO-3: DP traffic per layer, worked out from the collective prices", test_zero3_traffic_time);
   CU_add_test(s, "overlap_param_gather: the gathers hidden behind the forward", test_param_gather_overlap);
   CU_add_test(s, "tp_comm_overlap: GEMMs without the comm SMs, collectives beside them", test_tp_comm_overlap);
+  CU_add_test(s, "tp_comm_overlap_cfg: num_sm prices the GEMM at sms / (sms - n); defaults written out change nothing",
+              test_tpo_cfg_num_sm);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
