@@ -86,10 +86,30 @@ double plan_held_peak(const plan *p, int stage, const double *held) {
   if (equal) return held[0] * plan_inflight_peak(p, stage);
   double now = 0.0, peak = 0.0;
   int nf = 0, nb = 0;
+  if (p->schedule != PLAN_SCHED_INTERLEAVED_1F1B) {
+    while (nf < total) {
+      now += held[step_chunk(p, nf++, 0)];
+      if (now > peak) peak = now;
+      if (nf > warm) now -= held[step_chunk(p, nb++, 1)];
+    }
+    return peak;
+  }
+  /* Interleaved: the same walk, the same sums in the same order, with each
+   * step's chunk (interleaved_step: (k mod pp vpp) / pp, reversed for a
+   * backward) kept by counters instead of divisions; the search asks for
+   * this walk for every layout with unequal chunks (test_plan_schedule
+   * compares it with the schedule's own steps). */
+  int f_in = 0, f_chunk = 0, b_in = 0, b_chunk = 0;
   while (nf < total) {
-    now += held[step_chunk(p, nf++, 0)];
+    now += held[f_chunk];
+    nf++;
+    if (++f_in == p->pp) f_in = 0, f_chunk = f_chunk + 1 == p->vpp ? 0 : f_chunk + 1;
     if (now > peak) peak = now;
-    if (nf > warm) now -= held[step_chunk(p, nb++, 1)];
+    if (nf > warm) {
+      now -= held[p->vpp - 1 - b_chunk];
+      nb++;
+      if (++b_in == p->pp) b_in = 0, b_chunk = b_chunk + 1 == p->vpp ? 0 : b_chunk + 1;
+    }
   }
   return peak;
 }
