@@ -106,7 +106,7 @@ double plan_held_peak(const plan *p, int stage, const double *held) {
    * more backwards, each chunk pp times in both, so it equals the value
    * after count n in exact arithmetic. When every chunk holds a whole number
    * of bytes and no sum can pass 2^53, every addition and subtraction below
-   * is exact, so the later periods repeat the first one to the bit and the
+   * is exact, so every period after the first repeats it to the bit and the
    * walk stops after it (the layout search's chunks hold whole bytes). */
   int end = total;
   double most = 0.0;
