@@ -9,6 +9,7 @@
  * micro-batches advance through the chunks in groups of pp, with
  * (pp - s - 1) * 2 + (vpp - 1) * pp warm-up forwards (all of them when
  * micro-batches == pp), exactly as Megatron-LM's schedules.py orders them. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,10 +87,47 @@ double plan_held_peak(const plan *p, int stage, const double *held) {
   if (equal) return held[0] * plan_inflight_peak(p, stage);
   double now = 0.0, peak = 0.0;
   int nf = 0, nb = 0;
-  while (nf < total) {
-    now += held[step_chunk(p, nf++, 0)];
+  if (p->schedule != PLAN_SCHED_INTERLEAVED_1F1B) {
+    while (nf < total) {
+      now += held[step_chunk(p, nf++, 0)];
+      if (now > peak) peak = now;
+      if (nf > warm) now -= held[step_chunk(p, nb++, 1)];
+    }
+    return peak;
+  }
+  /* Interleaved: the same walk, the same sums in the same order, with each
+   * step's chunk (interleaved_step: (k mod pp vpp) / pp, reversed for a
+   * backward) kept by counters instead of divisions; the search asks for
+   * this walk for every layout with unequal chunks (test_plan_program
+   * compares it with the schedule's own steps).
+   *
+   * After the warm-up the walk repeats with period P = pp vpp forwards: the
+   * value after the forward of count n + P adds P more forwards and takes P
+   * more backwards, each chunk pp times in both, so it equals the value
+   * after count n in exact arithmetic. When every chunk holds a whole number
+   * of bytes and no sum can pass 2^53, every addition and subtraction below
+   * is exact, so every period after the first repeats it to the bit and the
+   * walk stops after it (the layout search's chunks hold whole bytes). */
+  int end = total;
+  double most = 0.0;
+  bool whole = true;
+  for (int c = 0; c < p->vpp && whole; c++) {
+    whole = held[c] == floor(held[c]) && fabs(held[c]) <= 0x1p53;
+    if (fabs(held[c]) > most) most = fabs(held[c]);
+  }
+  if (whole && most * total <= 0x1p53 && (long long)warm + (long long)p->pp * p->vpp < total)
+    end = warm + p->pp * p->vpp;
+  int f_in = 0, f_chunk = 0, b_in = 0, b_chunk = 0;
+  while (nf < end) {
+    now += held[f_chunk];
+    nf++;
+    if (++f_in == p->pp) f_in = 0, f_chunk = f_chunk + 1 == p->vpp ? 0 : f_chunk + 1;
     if (now > peak) peak = now;
-    if (nf > warm) now -= held[step_chunk(p, nb++, 1)];
+    if (nf > warm) {
+      now -= held[p->vpp - 1 - b_chunk];
+      nb++;
+      if (++b_in == p->pp) b_in = 0, b_chunk = b_chunk + 1 == p->vpp ? 0 : b_chunk + 1;
+    }
   }
   return peak;
 }

@@ -9,5 +9,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config \
-  libsimgrid-dev libjansson-dev libcunit1-dev libopenmpi-dev openmpi-bin \
+  libsimgrid-dev libjansson-dev libcunit1-dev libopenmpi-dev openmpi-bin libtcmalloc-minimal4 \
   gnuplot-nox pngquant jq clang libclang-rt-14-dev bible-kjv bible-kjv-text xz-utils >/dev/null

@@ -423,6 +423,55 @@ static void test_held_peak(void) {
   for (int st = 0; st < 2; st++) CU_ASSERT_DOUBLE_EQUAL(plan_held_peak(&p, st, even), plan_inflight_peak(&p, st), 1e-12);
 }
 
+/* plan_held_peak keeps each interleaved step's chunk by counters and, when
+ * every chunk holds whole bytes, stops after the warm-up and one period of
+ * pp x vpp forwards: the same peak, to the bit, as walking the schedule's own
+ * steps (plan_pipeline_schedule) with the same sums in the same order, on
+ * every stage of pp 2-8, vpp 2-4 and 1-16 micro-batch groups; chunks holding
+ * fractions (the whole walk) and whole bytes rising, falling or peaked (the period). */
+static void test_held_peak_walk(void) {
+  static plan_step steps[2 * 16 * 8 * 4];
+  int cut = 0;
+  for (int pp = 2; pp <= 8; pp *= 2)
+    for (int vpp = 2; vpp <= 4; vpp++)
+      for (int groups = 1; groups <= 16; groups += groups < 4 ? 1 : 4) {
+        spec s = base();
+        s.pp = pp, s.vpp = vpp, s.layers = pp * vpp, s.global = (long long)groups * pp,
+        s.schedule = "interleaved-1f1b";
+        plan p = load(&s);
+        for (int pattern = 0; pattern < 4; pattern++) {
+          /* fractions rising; whole bytes rising, falling, and one chunk above the rest */
+          const int whole = pattern > 0;
+          double held[4];
+          for (int c = 0; c < vpp; c++)
+            held[c] = pattern == 0   ? 1.0 / (c + 3) + 0.7 * c + 1e-9 * (c * c + 1)
+                      : pattern == 1 ? 637599744.0 + 1048573.0 * c * c - 4099.0 * c
+                      : pattern == 2 ? 637599744.0 - 100000007.0 * c
+                                     : (c == vpp / 2 ? 5e9 + 3.0 : 1e6 + 17.0 * c);
+          for (int st = 0; st < pp; st++) {
+            int n = plan_pipeline_schedule(&p, st, steps, (int)(sizeof steps / sizeof steps[0]));
+            CU_ASSERT_FATAL(n > 0);
+            double now = 0.0, peak = 0.0;
+            for (int k = 0; k < n; k++) {
+              if (steps[k].backward) {
+                now -= held[steps[k].chunk];
+                continue;
+              }
+              now += held[steps[k].chunk];
+              if (now > peak) peak = now;
+            }
+            double got = plan_held_peak(&p, st, held);
+            if (got != peak)
+              printf("\n  pp %d vpp %d m %d stage %d: %.17g, the schedule's walk %.17g\n", pp, vpp, groups * pp, st, got,
+                     peak);
+            CU_ASSERT(got == peak);
+            cut += whole && plan_warmup_steps(&p, st) + pp * vpp < n / 2;
+          }
+        }
+      }
+  CU_ASSERT(cut > 100); /* the period's shortcut was taken */
+}
+
 /* Embedding and loss accounted as layers (pp 2, vpp 2, 6 layers in 8 slots:
  * chunks of 1 + 2 layers on stage 0, 2 + 1 on stage 1): the memory holds the
  * layers each chunk really has and the logits only while the loss chunk's
@@ -1362,6 +1411,7 @@ int main(void) {
   CU_add_test(prog, "tp_overlap_chunks splits forward row-parallel GEMMs exactly", test_tp_overlap_chunks);
   CU_add_test(prog, "memory", test_memory);
   CU_add_test(prog, "plan_held_peak walks the interleaved schedule", test_held_peak);
+  CU_add_test(prog, "plan_held_peak: the schedule's walk to the bit", test_held_peak_walk);
   CU_add_test(prog, "memory of accounted embedding/loss chunks", test_memory_accounted_chunks);
   CU_add_test(prog, "op names", test_op_names);
   CU_add_test(prog, "reference plan size", test_reference_plan_size);

@@ -48,6 +48,42 @@ static void test_every_shipped_cluster_loads(void) {
   CU_ASSERT_TRUE(count >= 20);
 }
 
+/* topo_path_latency_us and topo_path_gbps build their routes without link
+ * names (the search asks for millions): the same figures, to the bit, as the
+ * sum of latencies and the narrowest link of topo_route's named links, on
+ * every shipped cluster, from GPU 0 and from a GPU mid-cluster to GPUs spread
+ * over the cluster (same node, other nodes, other leaves or groups). */
+static void test_path_figures_are_the_routes(void) {
+  DIR *d = opendir(topo_zoo_dir());
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  struct dirent *ent;
+  int pairs = 0;
+  while ((ent = readdir(d))) {
+    size_t n = strlen(ent->d_name);
+    if (n < 6 || strcmp(ent->d_name + n - 5, ".json")) continue;
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)(n - 5), ent->d_name);
+    topo_cluster c = load(name);
+    int total = topo_total_gpus(&c);
+    const int from[2] = {0, total / 2 + 1 < total ? total / 2 + 1 : 0};
+    for (int f = 0; f < 2; f++)
+      for (int k = 0; k < 64; k++) {
+        int a = from[f], b = (int)((long long)k * 2654435761u % (unsigned)total);
+        if (k < 8) b = k < total ? k : total - 1;
+        topo_link links[TOPO_MAX_ROUTE_LINKS];
+        int nl = topo_route(&c, a, b, links);
+        CU_ASSERT_FATAL(nl >= 0);
+        double lat = 0.0, gbps = nl ? links[0].gbps : c.gpu.hbm_gbps;
+        for (int i = 0; i < nl; i++) lat += links[i].latency_us, gbps = fmin(gbps, links[i].gbps);
+        CU_ASSERT(topo_path_latency_us(&c, a, b) == lat);
+        CU_ASSERT(topo_path_gbps(&c, a, b) == gbps);
+        pairs++;
+      }
+  }
+  closedir(d);
+  CU_ASSERT_TRUE(pairs >= 20 * 128);
+}
+
 static void test_total_gpus(void) {
   const struct { const char *name; int gpus; } want[] = {
       {"h200x2-nvlink", 2},     {"h200x2-shm", 2},        {"h200x2-socket", 2},
@@ -400,6 +436,7 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("topologies", NULL, NULL);
   CU_add_test(s, "every shipped cluster loads", test_every_shipped_cluster_loads);
+  CU_add_test(s, "path latency and bandwidth are the named route's", test_path_figures_are_the_routes);
   CU_add_test(s, "total GPUs", test_total_gpus);
   CU_add_test(s, "measured transports are ordered", test_measured_transports_are_ordered);
   CU_add_test(s, "load by path; unknown name", test_load_by_path_and_missing_name);

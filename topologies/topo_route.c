@@ -62,26 +62,32 @@ static void set_link(topo_link *l, bool up, double gbps, double latency_us) {
   l->latency_us = latency_us;
 }
 
-void topo_port_link(const topo_cluster *c, int gpu, bool up, topo_link *l) {
-  snprintf(l->name, sizeof l->name, "gpu%d-port", gpu);
+/* named false: the link's figures without its name (no formatting: the layout
+ * search asks for routes' latencies and bandwidths millions of times). */
+static void port_link(const topo_cluster *c, int gpu, bool up, topo_link *l, bool named) {
+  if (named) snprintf(l->name, sizeof l->name, "gpu%d-port", gpu);
+  else l->name[0] = 0;
   set_link(l, up, c->intra.gbps_per_gpu, c->intra.latency_us / 2);
 }
 
-void topo_nic_link(const topo_cluster *c, int node, int nic, bool up, topo_link *l) {
-  snprintf(l->name, sizeof l->name, "node%d-nic%d", node, nic);
+static void nic_link(const topo_cluster *c, int node, int nic, bool up, topo_link *l, bool named) {
+  if (named) snprintf(l->name, sizeof l->name, "node%d-nic%d", node, nic);
+  else l->name[0] = 0;
   set_link(l, up, c->nic.gbps, c->nic.latency_us);
 }
 
-void topo_node_up_link(const topo_cluster *c, int node, bool up, topo_link *l) {
-  snprintf(l->name, sizeof l->name, "node%d-up", node);
+static void node_up_link(const topo_cluster *c, int node, bool up, topo_link *l, bool named) {
+  if (named) snprintf(l->name, sizeof l->name, "node%d-up", node);
+  else l->name[0] = 0;
   set_link(l, up, c->nic.per_node * c->nic.gbps, c->fabric.latency_us / 2);
 }
 
 /* A leaf's uplinks carry what its nodes can inject, divided by the taper. A
  * transfer between leaves crosses 2 (levels - 1) switches above its two leaves
  * (levels 2: leaf, spine, leaf), so each of the two uplinks carries levels - 1. */
-void topo_leaf_up_link(const topo_cluster *c, int leaf, bool up, topo_link *l) {
-  snprintf(l->name, sizeof l->name, "leaf%d-up", leaf);
+static void leaf_up_link(const topo_cluster *c, int leaf, bool up, topo_link *l, bool named) {
+  if (named) snprintf(l->name, sizeof l->name, "leaf%d-up", leaf);
+  else l->name[0] = 0;
   double inject = topo_nodes_in_leaf(c, leaf) * c->nic.per_node * c->nic.gbps;
   set_link(l, up, inject / c->fabric.oversubscription, (c->fabric.levels - 1) * c->fabric.latency_us);
 }
@@ -89,40 +95,53 @@ void topo_leaf_up_link(const topo_cluster *c, int leaf, bool up, topo_link *l) {
 /* A balanced dragonfly: each group spreads what its nodes inject over its
  * global links to the other groups, tapered by the oversubscription; crossing
  * one costs one more switch. */
-void topo_global_link(const topo_cluster *c, int group_a, int group_b, bool up, topo_link *l) {
+static void global_link(const topo_cluster *c, int group_a, int group_b, bool up, topo_link *l, bool named) {
   int lo = group_a < group_b ? group_a : group_b, hi = group_a < group_b ? group_b : group_a;
-  snprintf(l->name, sizeof l->name, "group%d-%d", lo, hi);
+  if (named) snprintf(l->name, sizeof l->name, "group%d-%d", lo, hi);
+  else l->name[0] = 0;
   double inject = topo_nodes_in_leaf(c, lo) * c->nic.per_node * c->nic.gbps;
   set_link(l, up, inject / (c->fabric.groups - 1) / c->fabric.oversubscription, c->fabric.latency_us);
 }
 
-int topo_route(const topo_cluster *c, int a, int b, topo_link out[TOPO_MAX_ROUTE_LINKS]) {
+void topo_port_link(const topo_cluster *c, int gpu, bool up, topo_link *l) { port_link(c, gpu, up, l, true); }
+void topo_nic_link(const topo_cluster *c, int node, int nic, bool up, topo_link *l) { nic_link(c, node, nic, up, l, true); }
+void topo_node_up_link(const topo_cluster *c, int node, bool up, topo_link *l) { node_up_link(c, node, up, l, true); }
+void topo_leaf_up_link(const topo_cluster *c, int leaf, bool up, topo_link *l) { leaf_up_link(c, leaf, up, l, true); }
+void topo_global_link(const topo_cluster *c, int group_a, int group_b, bool up, topo_link *l) {
+  global_link(c, group_a, group_b, up, l, true);
+}
+
+static int route(const topo_cluster *c, int a, int b, topo_link out[TOPO_MAX_ROUTE_LINKS], bool named) {
   int total = topo_total_gpus(c);
   if (a < 0 || b < 0 || a >= total || b >= total) return -1;
   if (a == b) return 0;
   int na = topo_node_of(c, a), nb = topo_node_of(c, b), n = 0;
   if (na == nb) {
-    topo_port_link(c, a, true, &out[n++]);
-    topo_port_link(c, b, false, &out[n++]);
+    port_link(c, a, true, &out[n++], named);
+    port_link(c, b, false, &out[n++], named);
     return n;
   }
   int la = topo_leaf_of_node(c, na), lb = topo_leaf_of_node(c, nb);
-  topo_nic_link(c, na, topo_nic_of(c, a), true, &out[n++]);
-  topo_node_up_link(c, na, true, &out[n++]);
+  nic_link(c, na, topo_nic_of(c, a), true, &out[n++], named);
+  node_up_link(c, na, true, &out[n++], named);
   if (la != lb && c->fabric.kind == TOPO_FABRIC_DRAGONFLY) {
-    topo_global_link(c, la, lb, la < lb, &out[n++]);
+    global_link(c, la, lb, la < lb, &out[n++], named);
   } else if (la != lb) {
-    topo_leaf_up_link(c, la, true, &out[n++]);
-    topo_leaf_up_link(c, lb, false, &out[n++]);
+    leaf_up_link(c, la, true, &out[n++], named);
+    leaf_up_link(c, lb, false, &out[n++], named);
   }
-  topo_node_up_link(c, nb, false, &out[n++]);
-  topo_nic_link(c, nb, topo_nic_of(c, b), false, &out[n++]);
+  node_up_link(c, nb, false, &out[n++], named);
+  nic_link(c, nb, topo_nic_of(c, b), false, &out[n++], named);
   return n;
+}
+
+int topo_route(const topo_cluster *c, int a, int b, topo_link out[TOPO_MAX_ROUTE_LINKS]) {
+  return route(c, a, b, out, true);
 }
 
 double topo_path_gbps(const topo_cluster *c, int a, int b) {
   topo_link links[TOPO_MAX_ROUTE_LINKS];
-  int n = topo_route(c, a, b, links);
+  int n = route(c, a, b, links, false);
   if (n < 0) return 0.0;
   if (n == 0) return c->gpu.hbm_gbps; /* a == b: a copy in the GPU's own memory */
   double gbps = links[0].gbps;
@@ -132,7 +151,7 @@ double topo_path_gbps(const topo_cluster *c, int a, int b) {
 
 double topo_path_latency_us(const topo_cluster *c, int a, int b) {
   topo_link links[TOPO_MAX_ROUTE_LINKS];
-  int n = topo_route(c, a, b, links);
+  int n = route(c, a, b, links, false);
   double us = 0.0;
   for (int i = 0; i < n; i++) us += links[i].latency_us;
   return us;
