@@ -55,7 +55,10 @@ static void op_kind_name(const plan_op *op, char *buf, size_t cap) {
   case PLAN_MOP_OPTIMIZER: what = "adamw"; break;
   default: what = op->model_op >= 0 && op->model_op < EXEC_OP_COUNT ? layer_op_name(op->model_op) : "grads";
   }
-  if (op->kind == PLAN_OP_COLLECTIVE)
+  if (op->kind == PLAN_OP_COLLECTIVE && (op->group == PLAN_GROUP_EP || op->group == PLAN_GROUP_EDP))
+    snprintf(buf, cap, "%s.%s.%s", phase_name(op->phase), op->group == PLAN_GROUP_EP ? "moe_tokens" : "expert_grads",
+             op->group == PLAN_GROUP_EP ? "ep_alltoall" : "edp_allreduce"); /* MoE: the token exchange, expert-DP */
+  else if (op->kind == PLAN_OP_COLLECTIVE)
     snprintf(buf, cap, "%s.%s.%s_allreduce", phase_name(op->phase), what, op->group == PLAN_GROUP_DP ? "dp" : "tp");
   else if (op->row_chunks > 1) /* tp_overlap_chunks: each chunk's GEMM apart (the first runs alone) */
     snprintf(buf, cap, "%s.%s.rows%dof%d", phase_name(op->phase), what, op->row_chunk + 1, op->row_chunks);
@@ -412,7 +415,7 @@ static void breakdown_walked(timed_run *t) {
       } else if (waited_for >= 0) {
         op_kind_name(&ops[waited_for], key, sizeof key);
         t->nbuckets = add_bucket(t->buckets, t->nbuckets, key, wg_s[i], 1);
-        if (ops[waited_for].group == PLAN_GROUP_DP) t->dp_s += wg_s[i];
+        if (ops[waited_for].group == PLAN_GROUP_DP || ops[waited_for].group == PLAN_GROUP_EDP) t->dp_s += wg_s[i];
         else t->tp_s += wg_s[i];
       } else {
         t->compute_s += wg_s[i];
