@@ -6,6 +6,7 @@
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec_ep.h"
 #include "exec_walk_map.h"
@@ -165,6 +166,64 @@ static void test_plans(void) {
   }
 }
 
+/* The plans `execute --check` builds for its EP cases (exec_check_moe.c, check_ep; the model file and the plan
+ * text as exec_check_plan_text writes them): on 2, 4 and 8 ranks, EP N = DP N and EP N/2 < DP N over the check's
+ * two MoE models, every op of every rank runs, 4 token all-to-alls per MoE layer (what check_ep expects) and
+ * expert-DP reductions iff ep < dp. */
+static void test_check_plans(void) {
+  /* the check's models: Mixtral-like (4 experts, 2 MoE layers), moe-tiny-like (8 experts, 1 dense layer, shared) */
+  const char *models[2] = {
+      "{ \"schema\": 1, \"name\": \"exec-check-tiny\", \"family\": \"gpt\", \"layers\": 2, \"hidden\": 256,\n"
+      "  \"heads\": 8, \"kv_heads\": 2, \"ffn_hidden\": 256, \"activation\": \"swiglu\", \"norm\": \"rmsnorm\",\n"
+      "  \"vocab\": 512, \"tied_embeddings\": false, \"max_seq\": 128, \"position\": \"rope\", \"rope_theta\": 1e6,\n"
+      "  \"qkv_bias\": false, \"linear_bias\": false, \"norm_eps\": 1e-5,\n"
+      "  \"experts\": 4, \"top_k\": 2, \"expert_ffn_hidden\": 256, \"shared_experts\": 0, \"dense_layers\": 0 }\n",
+      "{ \"schema\": 1, \"name\": \"exec-check-tiny\", \"family\": \"gpt\", \"layers\": 2, \"hidden\": 256,\n"
+      "  \"heads\": 8, \"kv_heads\": 2, \"ffn_hidden\": 512, \"activation\": \"swiglu\", \"norm\": \"rmsnorm\",\n"
+      "  \"vocab\": 512, \"tied_embeddings\": false, \"max_seq\": 128, \"position\": \"rope\", \"rope_theta\": 1e6,\n"
+      "  \"qkv_bias\": false, \"linear_bias\": false, \"norm_eps\": 1e-6,\n"
+      "  \"experts\": 8, \"top_k\": 2, \"expert_ffn_hidden\": 128, \"shared_experts\": 1, \"dense_layers\": 1 }\n"};
+  const int moe_layers[2] = {2, 1};
+  const struct { int n, ep, model; } cases[] = {{2, 2, 0}, {4, 4, 0}, {4, 2, 0}, {8, 8, 1}, {8, 4, 0}};
+  char model_path[64];
+  snprintf(model_path, sizeof model_path, "/tmp/test-exec-ep-%d.json", (int)getpid());
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const int n = cases[i].n, ep = cases[i].ep;
+    FILE *f = fopen(model_path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(models[cases[i].model], f);
+    fclose(f);
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"%s\",\n"
+             "  \"layout\": { \"dp\": %d, \"tp\": 1, \"pp\": 1, \"ep\": %d },\n"
+             "  \"batch\": { \"micro\": 1, \"global\": %d, \"seq\": 128 }, \"schedule\": \"1f1b\",\n"
+             "  \"hidden_dropout\": 0 }\n",
+             model_path, n <= 2 ? "h200x2-nvlink" : "h200x8-nvswitch", n, ep, n);
+    plan p;
+    ts_err e = {{0}, 0};
+    int rc = plan_from_json_text(text, strlen(text), "check plan", NULL, NULL, &p, &e);
+    if (rc) fprintf(stderr, "\n  n %d ep %d: %s\n", n, ep, e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    for (int r = 0; r < n; r++) {
+      plan_program prog;
+      CU_ASSERT_FATAL(plan_build_program(&p, r, &prog, &e) == 0);
+      int tokens = 0, edps = 0;
+      for (int j = 0; j < prog.n; j++) {
+        tokens += prog.ops[j].kind == PLAN_OP_COLLECTIVE && prog.ops[j].model_op == PLAN_MOP_MOE_TOKENS;
+        edps += prog.ops[j].kind == PLAN_OP_COLLECTIVE && prog.ops[j].model_op == PLAN_MOP_EXPERT_GRADS;
+      }
+      CU_ASSERT_EQUAL(tokens, 4 * moe_layers[cases[i].model]);
+      CU_ASSERT_EQUAL(edps > 0, ep < n);
+      rc = exec_walk_check_program(&p, &prog, &e);
+      if (rc) fprintf(stderr, "\n  n %d ep %d rank %d: %s\n", n, ep, r, e.msg);
+      CU_ASSERT_EQUAL(rc, 0);
+      plan_program_free(&prog);
+    }
+  }
+  remove(model_path);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("exec_ep", NULL, NULL);
@@ -173,6 +232,7 @@ int main(void) {
   CU_add_test(s, "per-destination counts, offsets and expert segments from the routing (4 ranks)", test_route);
   CU_add_test(s, "bytes each rank sends, plain and TACO", test_bytes);
   CU_add_test(s, "shipped EP plans: places are the plan's, programs run op by op", test_plans);
+  CU_add_test(s, "execute --check's EP plans (2, 4, 8 ranks) run op by op, the all-to-alls check_ep expects", test_check_plans);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();

@@ -320,7 +320,8 @@ static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, f
 }
 
 /* The tiny model as a model file, and a plan of it, so plan_build_program()
- * can build the programs the walker runs. */
+ * can build the programs the walker runs (on a cluster with GPUs for every
+ * rank: 2, one 8-GPU node, or more nodes). */
 int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int micros, const char *layout_extra,
                          const char *schedule, const char *plan_extra, char *model_path, size_t cap, char *text,
                          size_t text_cap, ts_err *e) {
@@ -347,7 +348,8 @@ int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int
            "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d%s },\n"
            "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"%s\",\n"
            "  \"hidden_dropout\": 0%s }\n", /* the executor runs no dropout (exec_plan_refuse) */
-           model_path, tp * dp * pp > 2 ? "h200x8-nvswitch" : "h200x2-nvlink", dp, tp, pp, layout_extra ? layout_extra : "", cfg->batch, cfg->batch * dp * micros,
+           model_path, tp * dp * pp <= 2 ? "h200x2-nvlink" : tp * dp * pp <= 8 ? "h200x8-nvswitch" : "h200-1024-rail", dp,
+           tp, pp, layout_extra ? layout_extra : "", cfg->batch, cfg->batch * dp * micros,
            cfg->seq, schedule ? schedule : "1f1b", plan_extra ? plan_extra : "");
   return 0;
 }

@@ -235,8 +235,8 @@ static int check_ep(rt_nccl *w, const exec_ref_config *cfg, int ep, int taco, FI
   char model_path[256] = "", text[1024], layout[64];
   const size_t T = (size_t)cfg->batch * cfg->seq;
   exec_ep_place pl;
+  if (moe_ref_make(cfg, &r, e)) goto out; /* batch 0: its loss, its gradient (r set whatever happens) */
   if (exec_ep_place_of(NULL, n, ep, rank, cfg->experts, &pl, e)) goto out;
-  if (moe_ref_make(cfg, &r, e)) goto out; /* batch 0: its loss, its gradient */
   my_loss = r.loss;
   gb = malloc(r.total * 8), ti = malloc(T * sizeof *ti), li = malloc(T * sizeof *li);
   num = malloc(EXEC_REF_MAX_TENSORS * sizeof *num), den = malloc(EXEC_REF_MAX_TENSORS * sizeof *den);
