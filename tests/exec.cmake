@@ -51,3 +51,12 @@ endif()
 add_executable(test_ops_variants ${CMAKE_SOURCE_DIR}/tests/test_ops_variants.c)
 target_link_libraries(test_ops_variants PRIVATE ts_ops_ref ts_common PkgConfig::CUNIT m)
 add_test(NAME exec_ops_variants COMMAND test_ops_variants)
+
+# Expert parallelism's host arithmetic (runtime/exec/exec_ep.c, plain C: ts_exec_cpu): ranks, experts,
+# routing counts and offsets, bytes sent; the shipped EP plans' groups against the plan's.
+if(TARGET ts_plan)
+  add_executable(test_exec_ep ${CMAKE_SOURCE_DIR}/tests/test_exec_ep.c)
+  target_link_libraries(test_exec_ep PRIVATE ts_exec_cpu ts_plan ts_models ts_common PkgConfig::CUNIT m)
+  target_compile_definitions(test_exec_ep PRIVATE TACOSIM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  add_test(NAME exec_ep COMMAND test_exec_ep WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()

@@ -507,20 +507,29 @@ static void test_tacorun_tpo_uneven_refusals(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.decoder_first/last_pipeline_num_layers"));
 }
 
-/* Mixture-of-experts plans run on one GPU at EP 1 or at EP = DP = 2; the rest is refused before
- * any GPU, the field named: EP > 2, EP != DP, TP > 1 (expert TP follows it), Qwen3's wider heads,
- * and the built-in program (dense layers only). */
+/* Mixture-of-experts plans run on one GPU at EP 1 or at EP 2 .. 8 dividing DP; the rest is refused before
+ * any GPU, the field named: EP 1 over DP > 1, EP 16 (more than the experts and the executor's 8), EP with
+ * ZeRO-1, a compressed expert-DP reduction (codec.dp with ep < dp), TP > 1 (expert TP follows it), Qwen3's
+ * wider heads, and the built-in program (dense layers only). */
 static void test_tacorun_moe_refusals(void) {
   static char out[65536];
-  write_plan("ep8.json", "mixtral-8x7b", "h200-1024-rail", "\"dp\": 8, \"tp\": 1, \"pp\": 1, \"ep\": 8", 8);
+  write_plan("ep16.json", "mixtral-8x7b", "h200-1024-rail", "\"dp\": 16, \"tp\": 1, \"pp\": 1, \"ep\": 16", 16);
   write_plan("tp2.json", "moe-tiny", "h200x2-nvlink", "\"dp\": 1, \"tp\": 2, \"pp\": 1, \"sequence_parallel\": true", 1);
   write_plan("qwen3.json", "qwen3-30b-a3b", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
   write_plan("tiny.json", "moe-tiny", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
-  CU_ASSERT_EQUAL(tacorun("execute ep8.json", out, sizeof out), 2);
+  CU_ASSERT_EQUAL(tacorun("execute ep16.json", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.ep"));
-  write_plan("ep2dp4.json", "mixtral-8x7b", "h200-1024-rail", "\"dp\": 4, \"tp\": 1, \"pp\": 1, \"ep\": 2", 4);
-  CU_ASSERT_EQUAL(tacorun("execute ep2dp4.json", out, sizeof out), 2); /* EP = DP only */
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.ep"));
+  write_plan("ep1dp2.json", "mixtral-8x7b", "h200x2-nvlink", "\"dp\": 2, \"tp\": 1, \"pp\": 1", 2);
+  CU_ASSERT_EQUAL(tacorun("execute ep1dp2.json", out, sizeof out), 2); /* experts over DP only with EP */
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ep1dp2.json: layout.ep"));
+  write_plan("ep4z1.json", "mixtral-8x7b", "h200x8-nvswitch", "\"dp\": 8, \"tp\": 1, \"pp\": 1, \"ep\": 4, \"zero1\": true", 8);
+  CU_ASSERT_EQUAL(tacorun("execute ep4z1.json", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ep4z1.json: layout.zero1"));
+  write_plan_with("ep2dp4.json", "mixtral-8x7b", "h200x8-nvswitch", "\"dp\": 4, \"tp\": 1, \"pp\": 1, \"ep\": 2", 4,
+                  1024, ",\n  \"layers_override\": 1, \"hidden_dropout\": 0, \"codec\": { \"dp\": { \"kind\": \"taco\" } }");
+  CU_ASSERT_EQUAL(tacorun("execute ep2dp4.json", out, sizeof out), 2); /* expert-DP uncompressed only */
+  if (!strstr(out, "ep2dp4.json: codec.dp")) fprintf(stderr, "\n  ep2dp4.json: %.300s\n", out);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ep2dp4.json: codec.dp"));
   CU_ASSERT_EQUAL(tacorun("execute tp2.json", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.expert_tp")); /* expert TP defaults to TP */
   CU_ASSERT_EQUAL(tacorun("execute qwen3.json", out, sizeof out), 2);
@@ -580,7 +589,7 @@ int main(void) {
               test_tacorun_zero_refusals);
   CU_add_test(s, "tacorun execute refuses tp_comm_overlap and uneven stages with vpp > 1 (exit 2, the field named)",
               test_tacorun_tpo_uneven_refusals);
-  CU_add_test(s, "tacorun execute: MoE beyond one GPU refused (exit 2, the field named)", test_tacorun_moe_refusals);
+  CU_add_test(s, "tacorun execute: MoE layouts it does not run refused (exit 2, the field named)", test_tacorun_moe_refusals);
   CU_add_test(s, "tacorun execute refuses hidden_dropout > 0 (exit 2, the field named)",
               test_tacorun_refuses_hidden_dropout);
 #endif

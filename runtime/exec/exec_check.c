@@ -320,7 +320,8 @@ static int check_codecs(rt_nccl *w, const check_data *d, const float *g_plain, f
 }
 
 /* The tiny model as a model file, and a plan of it, so plan_build_program()
- * can build the programs the walker runs. */
+ * can build the programs the walker runs (on a cluster with GPUs for every
+ * rank: 2, one 8-GPU node, or more nodes). */
 int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int micros, const char *layout_extra,
                          const char *schedule, const char *plan_extra, char *model_path, size_t cap, char *text,
                          size_t text_cap, ts_err *e) {
@@ -343,11 +344,12 @@ int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int
   fprintf(f, " }\n");
   if (fclose(f)) return ts_fail_sys(e, "%s: cannot write", model_path);
   snprintf(text, text_cap,
-           "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\",\n"
+           "{ \"schema\": 1, \"name\": \"exec-check\", \"model\": \"%s\", \"cluster\": \"%s\",\n"
            "  \"layout\": { \"dp\": %d, \"tp\": %d, \"pp\": %d%s },\n"
            "  \"batch\": { \"micro\": %d, \"global\": %d, \"seq\": %d }, \"schedule\": \"%s\",\n"
            "  \"hidden_dropout\": 0%s }\n", /* the executor runs no dropout (exec_plan_refuse) */
-           model_path, dp, tp, pp, layout_extra ? layout_extra : "", cfg->batch, cfg->batch * dp * micros,
+           model_path, tp * dp * pp <= 2 ? "h200x2-nvlink" : tp * dp * pp <= 8 ? "h200x8-nvswitch" : "h200-1024-rail", dp,
+           tp, pp, layout_extra ? layout_extra : "", cfg->batch, cfg->batch * dp * micros,
            cfg->seq, schedule ? schedule : "1f1b", plan_extra ? plan_extra : "");
   return 0;
 }
@@ -923,13 +925,13 @@ done:
   return rc;
 }
 
-int exec_run_check(rt_nccl *w, const char *json_out, ts_err *e) {
+int exec_run_check(rt_nccl *w, const char *json_out, int moe_only, ts_err *e) {
   (void)json_out;
   int failures = 0;
   FILE *log = w->ranks[0] == 0 ? stdout : fopen("/dev/null", "w");
   if (!log) return ts_fail_sys(e, "exec check: cannot open /dev/null");
   int rc = 0;
-  for (size_t i = 0; i < sizeof check_configs / sizeof *check_configs && !rc; i++)
+  for (size_t i = 0; i < sizeof check_configs / sizeof *check_configs && !rc && !moe_only; i++)
     rc = check_config(w, &check_configs[i], log, &failures, e);
   if (!rc) rc = exec_check_moe(w, log, &failures, e); /* mixture-of-experts layers, one GPU (exec_check_moe.c) */
   if (!rc) fprintf(log, "\nexecute --check: %s (%d failure(s))\n", failures ? "FAILED" : "all passed", failures);

@@ -6,13 +6,14 @@
  * them) within the dense check's tolerances, then 30 AdamW steps on one batch
  * (the loss must fall); and the router top-k backward kernel against its
  * plain-C reference (bits equal, fresh random inputs, poisoned output);
- * on two ranks, EP = DP = 2 (check_ep). */
+ * on n >= 2 ranks, expert parallelism EP n = DP n and EP n / 2 < DP n (check_ep). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "exec_check.h"
+#include "exec_ep.h"
 #include "exec_model.h"
 #include "exec_walk.h"
 #include "gpu_check.h"
@@ -182,63 +183,93 @@ out:
  * compressed TP/DP checks (exec_check.c, CHECK_TOL_CODEC), here against float64. */
 #define CHECK_TOL_EP_CODEC 1e-1
 
-/* EP: each rank holds its own experts' gradients (the others' zero): the
- * expert tensors summed over the ranks, so that rank 0 compares all of them. */
-static int gather_experts(rt_nccl *w, const exec_model *m, float *g, ts_err *e) {
-  double *d = calloc(m->nparams, sizeof *d);
-  if (!d) return ts_fail_sys(e, "exec check: out of memory");
+/* The squared error and the squared reference of each tensor, summed over the
+ * ranks (num[t], den[t]): each EP rank holds its experts' slice, the expert-DP
+ * replicas and the dense tensors (the same on every rank) count once per rank
+ * in both sums, which leaves each tensor's relative error that of the whole. */
+static int sum_errors(rt_nccl *w, const exec_model *m, const float *g, const double *ref, double *num, double *den,
+                      ts_err *e) {
   for (int i = 0; i < m->ntensors; i++) {
-    const exec_tensor *t = &m->tensors[i];
-    if (t->kind == EXEC_T_EXPERT_FC1 || t->kind == EXEC_T_EXPERT_FC2)
-      for (size_t j = t->offset; j < t->offset + t->rows * t->cols; j++) d[j] = g[j];
+    const exec_tensor *lt = &m->tensors[i];
+    num[i] = den[i] = 0;
+    for (size_t j = lt->offset; j < lt->offset + lt->rows * lt->cols; j++) {
+      double d = (double)g[j] - ref[j];
+      num[i] += d * d, den[i] += ref[j] * ref[j];
+    }
   }
-  int rc = rt_world_sum(w, d, (int)m->nparams, e);
-  for (int i = 0; i < m->ntensors && !rc; i++) {
-    const exec_tensor *t = &m->tensors[i];
-    if (t->kind == EXEC_T_EXPERT_FC1 || t->kind == EXEC_T_EXPERT_FC2)
-      for (size_t j = t->offset; j < t->offset + t->rows * t->cols; j++) g[j] = (float)d[j];
-  }
-  free(d);
-  return rc;
+  return rt_world_sum(w, num, m->ntensors, e) || rt_world_sum(w, den, m->ntensors, e) ? -1 : 0;
 }
 
-/* EP = DP = 2 (exec_moe_ep.c) on two ranks: rank r trains on batch r (seed
- * 100 + r, as the DP checks); the dense gradients as DP reduced them, the
- * expert ones summed over the ranks (each rank holds its experts'; rank 0's
- * view counted) against the float64 mean over both batches, rank 0's loss
- * against batch 0's. Run when there are exactly two ranks. */
-static int check_ep(rt_nccl *w, const exec_ref_config *cfg, int taco, FILE *log, int *failures, ts_err *e) {
-  const int rank = w->ranks[0], n = 2;
+/* Prints each tensor's relative L2 error from the summed errors; returns the count out of tolerance. */
+static int report_errors(const exec_model *m, const double *num, const double *den, double tol, FILE *log) {
+  int bad = 0;
+  double worst = 0;
+  for (int i = 0; i < m->ntensors; i++) {
+    double rel = den[i] > 0 ? sqrt(num[i] / den[i]) : sqrt(num[i]);
+    int ok = rel <= tol; /* NaN fails */
+    bad += !ok;
+    worst = rel > worst || !ok ? rel : worst;
+    fprintf(log, "    %-20s %10.2e%s\n", m->tensors[i].name, rel, ok ? "" : "  FAILED");
+  }
+  fprintf(log, "    %-20s %10.2e  (tolerance %.0e)\n", "worst", worst, tol);
+  return bad;
+}
+
+/* Expert parallelism (exec_moe_ep.c) on every rank of the world: dp = ranks,
+ * ep dividing it (ep < dp: expert-DP groups of dp / ep, their own
+ * communicators), rank r training on batch r (seed 100 + r, as the DP
+ * checks). Each rank holds only its experts: every tensor's error is summed
+ * over the ranks (sum_errors) against the float64 mean gradient over all the
+ * ranks' batches; each rank's loss against its batch's (rank 0's printed). */
+static int check_ep(rt_nccl *w, const exec_ref_config *cfg, int ep, int taco, FILE *log, int *failures, ts_err *e) {
+  const int rank = w->ranks[0], n = w->nranks;
   moe_ref r;
   exec_model m;
   exec_walk wk;
   memset(&wk, 0, sizeof wk);
   int rc = -1, created = 0, bad = 0;
   float *g = NULL, loss = 0;
-  double *g1 = NULL, loss1 = 0;
+  double *gb = NULL, my_loss = 0, *num = NULL, *den = NULL;
   int *ti = NULL, *li = NULL;
-  char model_path[256] = "", text[1024];
+  ncclComm_t ep_comm = NULL, edp_comm = NULL;
+  char model_path[256] = "", text[1024], layout[64];
   const size_t T = (size_t)cfg->batch * cfg->seq;
-  if (moe_ref_make(cfg, &r, e)) goto out; /* batch 0: its loss, its gradient */
-  g1 = malloc(r.total * 8), ti = malloc(T * sizeof *ti), li = malloc(T * sizeof *li);
-  if (!g1 || !ti || !li) {
+  exec_ep_place pl;
+  if (moe_ref_make(cfg, &r, e)) goto out; /* batch 0: its loss, its gradient (r set whatever happens) */
+  if (exec_ep_place_of(NULL, n, ep, rank, cfg->experts, &pl, e)) goto out;
+  my_loss = r.loss;
+  gb = malloc(r.total * 8), ti = malloc(T * sizeof *ti), li = malloc(T * sizeof *li);
+  num = malloc(EXEC_REF_MAX_TENSORS * sizeof *num), den = malloc(EXEC_REF_MAX_TENSORS * sizeof *den);
+  if (!gb || !ti || !li || !num || !den) {
     ts_fail_sys(e, "exec check: out of memory");
     goto out;
   }
-  exec_ref_tokens(cfg, 101, ti, li); /* batch 1 */
-  if (exec_ref_loss_grad(cfg, r.params, ti, li, &loss1, g1, e)) goto out;
-  for (size_t j = 0; j < r.total; j++) r.grad[j] = (r.grad[j] + g1[j]) / n;
-  if (rank == 1)
-    for (size_t j = 0; j < T; j++) r.tok[j] = ti[j], r.lab[j] = li[j];
+  for (int b = 1; b < n; b++) { /* batch b's gradient into the mean; this rank's batch */
+    double lb = 0;
+    exec_ref_tokens(cfg, 100 + (unsigned long long)b, ti, li);
+    if (exec_ref_loss_grad(cfg, r.params, ti, li, &lb, gb, e)) goto out;
+    for (size_t j = 0; j < r.total; j++) r.grad[j] += gb[j];
+    if (b == rank) {
+      my_loss = lb;
+      for (size_t j = 0; j < T; j++) r.tok[j] = ti[j], r.lab[j] = li[j];
+    }
+  }
+  for (size_t j = 0; j < r.total; j++) r.grad[j] /= n;
+  /* the EP and expert-DP communicators (every rank splits, in the same order) */
+  if (ep == n) ep_comm = w->comms[0];
+  else if (rt_world_split(w, pl.ep_group, pl.ep_rank, &ep_comm, e) ||
+           rt_world_split(w, pl.ep_rank, pl.edp_rank, &edp_comm, e))
+    goto out;
   /* TACO: every token all-to-all compressed (codec_min_bytes 0), G 128, E4M3 */
   const char *codec = taco ? ", \"codec_min_bytes\": 0, \"codec\": { \"ep\": { \"kind\": \"taco\", \"group\": 128, "
                              "\"fp8\": \"e4m3\" } }"
                            : NULL;
-  if (exec_check_plan_text(cfg, 1, n, 1, 1, ", \"ep\": 2", NULL, codec, model_path, sizeof model_path, text,
-                           sizeof text, e))
+  snprintf(layout, sizeof layout, ", \"ep\": %d", ep);
+  if (exec_check_plan_text(cfg, 1, n, 1, 1, layout, NULL, codec, model_path, sizeof model_path, text, sizeof text, e))
     goto out;
   created = 1;
-  if (exec_model_create(&m, cfg, 1, 1, 0, NULL, n, rank, w->comms[0], w->streams[0], e)) goto out;
+  const exec_pipeline pipe = {.pp = 1, .ep = ep, .ep_comm = ep_comm, .edp_comm = edp_comm};
+  if (exec_model_create_pp(&m, cfg, 1, 1, 0, NULL, n, rank, w->comms[0], &pipe, w->streams[0], e)) goto out;
   if (exec_model_load_ref(&m, r.params, e) || exec_model_set_data(&m, r.tok, r.lab, e)) goto out;
   if (exec_walk_init_text(&wk, text, "exec-check MoE EP plan", rank, &m, e)) goto out;
   if (exec_walk_iteration(&m, &wk, 1, e) || rt_nccl_wait(w, e) || exec_model_check_finite(&m, 0, &loss, e)) goto out;
@@ -248,30 +279,49 @@ static int check_ep(rt_nccl *w, const exec_ref_config *cfg, int taco, FILE *log,
     ts_fail_sys(e, "exec check: out of memory");
     goto out;
   }
-  if (exec_model_grads_to_host(&m, g, e) || gather_experts(w, &m, g, e)) goto out;
-  exec_model_shard_of(&m, r.grad, r.local);
-  int colls = 0, coded = 0;
-  for (int i = 0; i < wk.prog.n; i++)
-    if (wk.prog.ops[i].kind == PLAN_OP_COLLECTIVE && wk.prog.ops[i].model_op == PLAN_MOP_MOE_TOKENS)
-      colls++, coded += wk.prog.ops[i].codec.kind == PLAN_CODEC_TACO;
-  fprintf(log, "\nMoE EP 2%s (dp 2, ep 2, %d experts top %d, 2 ranks): plan program of %d ops, %d token all-to-alls "
-          "(%d TACO-compressed; NCCL send/recv)\n", taco ? " TACO" : "", cfg->experts, cfg->top_k, wk.prog.n, colls,
-          coded);
-  bad += taco && coded != colls;
-  int loss_ok = fabs(loss - r.loss) <= CHECK_TOL_LOSS * r.loss;
+  if (exec_model_grads_to_host(&m, g, e)) goto out;
+  exec_model_shard_of(&m, r.grad, r.local); /* this rank's experts of the reference */
+  if (sum_errors(w, &m, g, r.local, num, den, e)) goto out;
+  int colls = 0, coded = 0, edps = 0;
+  for (int i = 0; i < wk.prog.n; i++) {
+    const plan_op *op = &wk.prog.ops[i];
+    if (op->kind == PLAN_OP_COLLECTIVE && op->model_op == PLAN_MOP_MOE_TOKENS)
+      colls++, coded += op->codec.kind == PLAN_CODEC_TACO;
+    edps += op->kind == PLAN_OP_COLLECTIVE && op->model_op == PLAN_MOP_EXPERT_GRADS;
+  }
+  fprintf(log, "\nMoE EP %d%s (dp %d, ep %d, expert-DP %d, %d experts top %d, %d per rank, %d ranks): plan program of "
+          "%d ops, %d token all-to-alls (%d TACO-compressed; NCCL send/recv), %d expert-DP reductions\n", ep,
+          taco ? " TACO" : "", n, ep, pl.edp, cfg->experts, cfg->top_k, pl.experts_local, n, wk.prog.n, colls, coded,
+          edps);
+  /* the program has what this layout needs: token all-to-alls, TACO on all of them, expert-DP reductions iff ep < dp */
+  const int layers_moe = cfg->layers - cfg->dense_layers;
+  int shape_bad = colls != 4 * layers_moe || (taco && coded != colls) || (ep < n) != (edps > 0);
+  double loss_bad = !(fabs(loss - my_loss) <= CHECK_TOL_LOSS * my_loss) + shape_bad;
+  if (rt_world_sum(w, &loss_bad, 1, e)) goto out;
   fprintf(log, "  MoE EP loss (rank 0's batch): float64 %.6f  executor %.6f%s\n  relative L2 error of each reduced "
-          "gradient vs the float64 mean over both batches:\n", r.loss, loss, loss_ok ? "" : "  FAILED");
-  bad += !loss_ok + compare_grads(&m, g, r.local, taco ? CHECK_TOL_EP_CODEC : CHECK_TOL_GRAD, log);
-  fprintf(log, "  MoE EP%s check: %s\n", taco ? " TACO" : "", bad ? "FAILED" : "passed");
-  if (rank == 0) *failures += bad; /* rank 0 counts, as the DP checks */
+          "gradient (each rank's experts, summed over the ranks) vs the float64 mean over the %d batches:\n", my_loss,
+          loss, loss_bad > 0 ? "  FAILED (a rank's loss or program)" : "", n);
+  bad += (loss_bad > 0) + report_errors(&m, num, den, taco ? CHECK_TOL_EP_CODEC : CHECK_TOL_GRAD, log);
+  fprintf(log, "  MoE EP %d%s check: %s\n", ep, taco ? " TACO" : "", bad ? "FAILED" : "passed");
+  if (rank == 0) *failures += bad; /* every rank has the summed errors; rank 0 counts, as the DP checks */
   rc = 0;
 out:
   if (model_path[0]) remove(model_path);
   exec_walk_destroy(&wk);
   if (created) exec_model_destroy(&m);
-  free(g), free(g1), free(ti), free(li);
+  if (rc == 0 && ep_comm && ep_comm != w->comms[0]) rt_nccl_comm_destroy(w, ep_comm);
+  if (rc == 0 && edp_comm) rt_nccl_comm_destroy(w, edp_comm);
+  free(g), free(gb), free(ti), free(li), free(num), free(den);
   moe_ref_free(&r);
   return rc;
+}
+
+/* The MoE model of check_ep at ep: the Mixtral-like one (4 experts) where ep
+ * divides its experts, else the moe-tiny-like one (8); NULL when neither. */
+static const exec_ref_config *ep_config(int ep) {
+  if (moe_configs[1].experts % ep == 0) return &moe_configs[1];
+  if (moe_configs[0].experts % ep == 0) return &moe_configs[0];
+  return NULL;
 }
 
 int exec_check_moe(rt_nccl *w, FILE *log, int *failures, ts_err *e) {
@@ -280,8 +330,19 @@ int exec_check_moe(rt_nccl *w, FILE *log, int *failures, ts_err *e) {
   *failures += !ok;
   for (size_t i = 0; i < sizeof moe_configs / sizeof *moe_configs; i++)
     if (check_one(w, &moe_configs[i], log, failures, e)) return -1;
-  if (w->nranks == 2 && (check_ep(w, &moe_configs[1], 0, log, failures, e) ||
-                         check_ep(w, &moe_configs[1], 1, log, failures, e)))
-    return -1;
+  /* on n ranks: EP n = DP n plain and TACO; with n >= 4 even, EP n / 2 < DP n (expert-DP groups of 2) */
+  const int n = w->nranks;
+  const int cases[3][2] = {{n, 0}, {n, 1}, {n >= 4 && n % 2 == 0 ? n / 2 : 0, 0}};
+  for (int c = 0; c < 3 && n >= 2; c++) {
+    const int ep = cases[c][0];
+    if (ep < 2) continue;
+    const exec_ref_config *cfg = ep <= EXEC_EP_MAX ? ep_config(ep) : NULL;
+    if (!cfg) {
+      fprintf(log, "\nMoE EP %d on %d ranks: not run (the check's models have 4 and 8 experts; the executor runs ep "
+              "2 .. %d)\n", ep, n, EXEC_EP_MAX);
+      continue;
+    }
+    if (check_ep(w, cfg, ep, cases[c][1], log, failures, e)) return -1;
+  }
   return 0;
 }

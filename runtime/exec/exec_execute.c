@@ -12,7 +12,7 @@ void exec_usage(FILE *out) {
           "usage: tacorun execute PLAN.json [--iters N] [--warmup N] [--json OUT] [--csv OUT] [--ops-csv OUT]\n"
           "                                 [--seed S] [--inject-nan STEP] [--die-at ITER] [--program plan|builtin]\n"
           "                                 [--timeout S] [--transport auto|p2p|shm|socket]\n"
-          "       tacorun execute --check\n"
+          "       tacorun execute --check | --check-moe\n"
           "One process per GPU: mpirun -np DPxTPxPP tacorun execute PLAN.json (NCCL ids over MPI).\n"
           "\n"
           "Runs training iterations of the plan's model for real: BF16 compute with FP32 master\n"
@@ -34,30 +34,34 @@ void exec_usage(FILE *out) {
           "GELU/LayerNorm, a SwiGLU/RMSNorm and a grouped-query (4 heads, 2 KV heads) model; tolerance 5%%\n"
           "relative L2 per tensor; then two small mixture-of-experts models (below) walked from their plan's\n"
           "program on one GPU against the float64 reference (loss, every gradient, 30 AdamW steps), and the\n"
-          "router top-k backward kernel against its C reference; on 2 ranks also EP 2 = DP 2 (the second\n"
-          "MoE model, each rank its own batch), plain and TACO token all-to-alls, against the float64 mean\n"
-          "over both batches (5%% per tensor plain, the codec's 10%% with TACO).\n"
+          "router top-k backward kernel against its C reference; on N >= 2 ranks also EP N = DP N (plain and\n"
+          "TACO token all-to-alls) and, N >= 4 even, EP N/2 < DP N (expert-DP groups of 2), each rank its own\n"
+          "batch, against the float64 mean over the N batches (5%% per tensor plain, the codec's 10%% with\n"
+          "TACO); --check-moe runs the MoE checks alone (the dense ones put TP = N on 4-head models).\n"
           "\n"
           "Mixture of experts (\"experts\" in the model file), on one GPU at EP 1 (expert_tp 1, tp = dp = pp\n"
-          "= 1, --program plan) or at EP 2 (below): router GEMM (FP32 logits), top-k with the softmax over the chosen logits\n"
-          "(Mixtral, Qwen3), permutation into expert order, each expert's FFN as cuBLASLt GEMMs in a loop\n"
-          "over the experts that received rows (what the calibration's gemm_grouped tables time; the row\n"
+          "= 1, --program plan) or with EP (below): router GEMM (FP32 logits), top-k with the softmax over the\n"
+          "chosen logits (Mixtral, Qwen3), permutation into expert order, each expert's FFN as cuBLASLt GEMMs in\n"
+          "a loop over the experts that received rows (what the calibration's gemm_grouped tables time; the row\n"
           "counts are copied to the host: one synchronisation per MoE layer and micro-batch), the weighted\n"
           "combine, the shared experts as a dense FFN, dense first layers (dense_layers), and the backward of\n"
-          "all of it; dropless. Expert parallelism at ep 2 = dp 2 (two ranks; the EP group is the DP group,\n"
-          "expert-DP one rank): the program's dispatch all-to-all (the rows per expert all-gathered first,\n"
-          "then ncclSend/ncclRecv in one group) sends each rank's permuted copies to the rank owning their\n"
-          "expert (rank r owns experts r E/2 .. (r+1) E/2 - 1), its experts' GEMMs run on the rows received,\n"
-          "the combine all-to-all returns them, then the un-permutation and weighted combine; the backward's\n"
-          "two all-to-alls likewise; dense gradients reduced over DP, expert gradients over expert-DP (one\n"
-          "rank: none). codec.ep taco: each run of rows bound for the other rank TACO-encoded (FP8 and group\n"
-          "scales), sent as bytes and decoded on arrival (encode + all-to-all + decode; the fused MoE codec\n"
-          "kernels are not used). The expert weights are held whole on each rank (not sharded in memory)\n"
-          "and AdamW steps all of them. Refused with exit 2, naming the field: ep > 2 or ep != dp\n"
-          "(layout.ep), zero1 with ep > 1, expert_tp > 1, tp or pp > 1 with experts, the flex (DeepEP)\n"
-          "dispatcher (layout.moe_token_dispatcher_type), a sigmoid router\n"
-          "(DeepSeek-V3), multi-head latent attention, head_dim other than hidden / heads (Qwen3; dense models too),\n"
-          "capacity_factor > 0, recompute other than none, linear biases with experts (NOT IMPLEMENTED).\n"
+          "all of it; dropless. Expert parallelism at ep 2 .. 8 dividing dp (one process per GPU; EP carved\n"
+          "from DP as Megatron-Core does: EP groups of ep consecutive DP ranks, expert-DP groups of the dp / ep\n"
+          "ranks with the same experts): the program's dispatch all-to-all (the rows per expert all-gathered\n"
+          "over the EP group first, then ncclSend/ncclRecv in one group) sends each rank's permuted copies to\n"
+          "the rank owning their expert (EP rank r owns experts r E/ep .. (r+1) E/ep - 1 and holds only their\n"
+          "weights, gradients and AdamW state), its experts' GEMMs run on the rows received, the combine\n"
+          "all-to-all returns them, then the un-permutation and weighted combine; the backward's two\n"
+          "all-to-alls likewise; dense gradients reduced over DP, expert gradients over expert-DP by the\n"
+          "program's expert-DP all-reduces (none when ep = dp). codec.ep taco: each run of rows bound for\n"
+          "another rank TACO-encoded (FP8 and group scales), sent as bytes and decoded on arrival (encode +\n"
+          "all-to-all + decode; the fused MoE codec kernels are not used). Refused with exit 2, naming the\n"
+          "field: ep > 8, ep not dividing dp or the experts, ep 1 with dp > 1 (layout.ep), zero1 with ep > 1,\n"
+          "codec.dp other than none with ep < dp (the expert-DP reduction runs uncompressed), expert_tp > 1,\n"
+          "tp or pp > 1 with experts, the flex (DeepEP) dispatcher (layout.moe_token_dispatcher_type), a\n"
+          "sigmoid router (DeepSeek-V3), multi-head latent attention, head_dim other than hidden / heads\n"
+          "(Qwen3; dense models too), capacity_factor > 0, recompute other than none, linear biases with\n"
+          "experts (not run here).\n"
           "\n"
           "Programs: --program plan (default) walks plan_build_program()'s program for this rank (the one\n"
           "the simulator predicts), op by op, on compute/TP/PP/DP streams ordered by its deps (TP\n"
@@ -131,7 +135,9 @@ void exec_usage(FILE *out) {
           "  --program plan|builtin  the plan's program or the executor's own PP = 1 program [plan]\n"
           "  --timeout S             bound on every wait, seconds [300]\n"
           RT_TRANSPORT_USAGE
-          "  --check                 the correctness checks above instead of a plan [off]\n");
+          "  --check                 the correctness checks above instead of a plan [off]\n"
+          "  --check-moe             the mixture-of-experts checks alone (any rank count; the dense ones need\n"
+          "                          TP = ranks to divide their 4 heads) [off]\n");
   ops_variant_usage(out);
   fprintf(out,
           "reads:  PLAN.json, the model and cluster it names\n"
@@ -154,6 +160,8 @@ int exec_execute(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--check")) {
       check = 1;
+    } else if (!strcmp(a, "--check-moe")) {
+      check = 2;
     } else if (i + 1 < argc && (!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--inject-nan") ||
                                !strcmp(a, "--die-at"))) {
       if (ts_arg_int(argv[++i], !strcmp(a, "--iters") ? 1 : 0, 100000, &v)) {
@@ -241,7 +249,7 @@ int exec_execute(int argc, char **argv) {
   /* The checks run many small programs with bounded waits; the watchdog
    * also bounds any enqueue that blocks inside CUDA/NCCL (a dead peer). */
   if (check) rt_watchdog_arm(&w, 4.0 * w.timeout_s, "execute --check");
-  int rc = check ? exec_run_check(&w, o.json_out, &e) : exec_run_timed(&w, &p, &o, &e);
+  int rc = check ? exec_run_check(&w, o.json_out, check == 2, &e) : exec_run_timed(&w, &p, &o, &e);
   if (check && rc == 0) rt_watchdog_disarm();
   if (rc) fprintf(stderr, "tacorun execute: rank %d: %s\n", w.ranks[0], e.msg);
   rt_nccl_finalize(&w, rc != 0);

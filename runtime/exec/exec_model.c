@@ -55,6 +55,8 @@ static long long full_index(const exec_model *m, const exec_tensor *full, int t,
   case EXEC_T_FC1:
   case EXEC_T_FC1_B: fc = (c / fl) * f + m->tp_rank * fl + c % fl; break; /* GELU: c / fl == 0 */
   case EXEC_T_FC2: fr = m->tp_rank * fl + r; break;
+  case EXEC_T_EXPERT_FC1:
+  case EXEC_T_EXPERT_FC2: fr = (long long)m->epl.ep_rank * (long long)lt->rows + r; break; /* this EP rank's experts */
   default: break;
   }
   return (long long)full[t].offset + fr * (long long)full[t].cols + fc;
@@ -229,6 +231,7 @@ static int model_tensors(exec_model *m, const exec_ref_config *cfg, int dp, ts_e
     case EXEC_T_ATTN_OUT: lt->rows = (size_t)m->hidden_local; break;
     case EXEC_T_FC1: case EXEC_T_FC1_B: lt->cols = (size_t)m->fc1_local; break;
     case EXEC_T_FC2: lt->rows = (size_t)m->ffn_local; break;
+    case EXEC_T_EXPERT_FC1: case EXEC_T_EXPERT_FC2: lt->rows /= (size_t)m->epl.ep; break; /* E / ep experts */
     default: break;
     }
     /* 256-byte alignment of every tensor, so cuBLASLt may use its fastest kernels */
@@ -472,6 +475,14 @@ int exec_model_create_pp(exec_model *m, const exec_ref_config *cfg, int micros, 
   m->overlap_wgrad = !ops_variant_is(OPS_V_WGRAD_OVERLAP, "off");
   m->lower_softmax = !ops_variant_is(OPS_V_SOFTMAX, "full");
   EX_TRY(model_dims(m, cfg, tp, tp_rank, e));
+  /* expert parallelism: this rank's place, its experts (exec_ep.h) */
+  const int ep = cfg->experts > 0 && pipe && pipe->ep > 1 ? pipe->ep : 1;
+  EX_TRY(exec_ep_place_of(NULL, dp, ep, dp_rank, cfg->experts > 0 ? cfg->experts : 1, &m->epl, e));
+  m->ep = ep;
+  if (ep > 1 && (!pipe->ep_comm || (ep < dp && !pipe->edp_comm)))
+    return ts_fail_sys(e, "exec_model_create_pp: EP %d (dp %d) without its communicators", ep, dp);
+  m->ep_comm = ep > 1 ? pipe->ep_comm : NULL;
+  m->edp_comm = ep > 1 && ep < dp ? pipe->edp_comm : NULL;
   EX_TRY(model_tensors(m, cfg, dp, e));
   size_t allocated = 0;
   EX_TRY(model_alloc_params(m, &allocated, e));
@@ -576,8 +587,9 @@ int exec_model_prepare_codecs(exec_model *m, const plan_op *ops, int nops, ts_er
 
 int exec_stream_wait(exec_model *m, cudaStream_t s, ts_err *e) {
   const double timeout_s = m->wait_timeout_s > 0 ? m->wait_timeout_s : 300.0;
-  ncclComm_t comms[] = {m->tp_comm_foreign ? NULL : m->tp_comm, m->dp_comm, m->pp_comm, m->emb_comm};
-  static const char *const names[] = {"TP", "DP", "pipeline", "embedding"};
+  ncclComm_t comms[] = {m->tp_comm_foreign ? NULL : m->tp_comm, m->dp_comm, m->pp_comm, m->emb_comm,
+                        m->ep_comm != m->dp_comm ? m->ep_comm : NULL, m->edp_comm};
+  static const char *const names[] = {"TP", "DP", "pipeline", "embedding", "EP", "expert-DP"};
   struct timespec t0, now;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   long nap = 5;
@@ -586,7 +598,7 @@ int exec_stream_wait(exec_model *m, cudaStream_t s, ts_err *e) {
     if (q == cudaSuccess) return 0;
     if (q != cudaErrorNotReady)
       return ts_fail_sys(e, "%s:%d: cudaStreamQuery: %s", __FILE__, __LINE__, cudaGetErrorString(q));
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
       ncclResult_t async = ncclSuccess;
       if (comms[k] && ncclCommGetAsyncError(comms[k], &async) == ncclSuccess && async != ncclSuccess &&
           async != ncclInProgress)
@@ -713,7 +725,10 @@ int exec_model_init_random(exec_model *m, unsigned long long seed, ts_err *e) {
       float sd = (k == EXEC_T_ATTN_OUT || k == EXEC_T_FC2 || k == EXEC_T_EXPERT_FC2 || k == EXEC_T_SHARED_FC2)
                      ? out_std
                      : 0.02f;
-      EX_TRY(rt_fill_random_f32(p, n, seed * 1000003ULL + (unsigned long long)t * 7919ULL + (unsigned long long)m->tp_rank,
+      /* an EP rank's experts are its own (another seed per EP rank; expert-DP replicas equal) */
+      const unsigned long long ep_seed =
+          k == EXEC_T_EXPERT_FC1 || k == EXEC_T_EXPERT_FC2 ? 104729ULL * (unsigned long long)m->epl.ep_rank : 0;
+      EX_TRY(rt_fill_random_f32(p, n, seed * 1000003ULL + (unsigned long long)t * 7919ULL + (unsigned long long)m->tp_rank + ep_seed,
                                 sd * sqrtf(3.0f), m->stream, e));
     }
     }

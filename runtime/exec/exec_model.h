@@ -33,6 +33,7 @@
 #include "coll_taco.h"
 #include "exec_gemm.h"
 #include "exec_ref.h"
+#include "exec_ep.h"
 #include "exec_walk_map.h"
 #include "plan.h"
 #include "ts_error.h"
@@ -54,8 +55,16 @@ typedef struct {
   exec_ref_config cfg; /* the whole model; batch = micro-batch size */
   int micros;          /* micro-batches per iteration on this rank */
   int tp, tp_rank, dp, dp_rank;
-  int ep;              /* expert parallelism (the plan's; set by the walker, 0 = 1): its group is the DP group */
   ncclComm_t tp_comm, dp_comm; /* NULL when the group has one rank */
+  /* Expert parallelism (exec_pipeline.ep at creation; the walked plan's must
+   * match): ep ranks of the DP group exchange tokens over ep_comm (dp_comm
+   * when ep = dp), each holding only its E / ep experts' weights, gradients
+   * and AdamW state (the expert tensors cut to them); their gradients are
+   * reduced over expert-DP (edp_comm: the dp / ep ranks with the same
+   * experts; NULL when it has one rank). exec_ep.h's place. */
+  int ep; /* 1: no EP */
+  exec_ep_place epl;
+  ncclComm_t ep_comm, edp_comm;
   cudaStream_t stream;
   exec_gemm *gemm;
   int layer_op_index[EXEC_OP_COUNT]; /* model_op index of each layer op (identity unless the plan says otherwise) */
@@ -244,8 +253,9 @@ typedef struct {
   const plan_op *run_op; /* the op exec_model_run_op runs */
   double wait_timeout_s; /* bound on exec_stream_wait (0: 300 s); the commands set their --timeout */
   int tp_comm_foreign;   /* tp_comm is a caller's handle, not NCCL's (train_emu.h): waits do not poll it */
-  /* Mixture-of-experts layers (cfg.experts > 0; exec_moe.h): one GPU, EP = 1,
-   * TP = PP = DP = 1, no recomputation; the buffers every MoE layer shares. */
+  /* Mixture-of-experts layers (cfg.experts > 0; exec_moe.h): TP = PP = 1, EP 1
+   * or EP dividing DP (see ep above), no recomputation; the buffers every MoE
+   * layer shares. */
   struct exec_moe_scratch *moe;
 } exec_model;
 
@@ -260,6 +270,11 @@ typedef struct {
                 once); 0: one per micro-batch when pp > 1 or all_micros, else 1 */
   int bslots; /* > 0 (with slots): boundary buffers per chunk for received activations (exec_model.h's bnd_x) */
   int layer_lo, layer_hi; /* hi > 0: this stage's layers [lo, hi) (uneven stages, vpp 1); 0: layers / pp each */
+  /* Expert parallelism (MoE models): ep (0 or 1: none) dividing dp; ep_comm over this rank's EP group (ep
+   * consecutive DP ranks; the DP communicator when ep = dp), edp_comm over its expert-DP group (NULL when
+   * ep = dp). exec_ep.h. */
+  int ep;
+  ncclComm_t ep_comm, edp_comm;
 } exec_pipeline;
 
 /* Allocates everything for cfg cut over (tp, dp, pp) with `micros` micro-batches. */

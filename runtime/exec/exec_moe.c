@@ -24,7 +24,7 @@
 
 typedef struct {
   long long T, h, E, k, tk, fe, U, fs, Us; /* tokens, hidden, experts, top_k, copies, FFN widths */
-  long long R;                             /* the expert side's rows at most: tk, or dp x tk (EP = DP) */
+  long long R;                             /* the expert side's rows at most: tk, or ep x tk (EP > 1) */
 } moe_dims;
 
 static moe_dims dims_of(const exec_model *m) {
@@ -33,7 +33,7 @@ static moe_dims dims_of(const exec_model *m) {
   moe_dims d = {.T = m->tokens, .h = c->hidden, .E = c->experts, .k = c->top_k, .fe = c->expert_ffn,
                 .fs = c->shared_ffn};
   d.tk = d.T * d.k, d.U = g * d.fe, d.Us = g * d.fs;
-  d.R = d.tk * (m->dp > 1 ? m->dp : 1);
+  d.R = d.tk * (m->ep > 1 ? m->ep : 1);
   return d;
 }
 
@@ -45,13 +45,14 @@ static int dalloc(void **p, size_t bytes, ts_err *e) {
   return 0;
 }
 
-static int acts_alloc(const moe_dims *d, int dp, struct exec_moe_acts *a, ts_err *e) {
-  const size_t ep = dp > 1 ? (size_t)dp : 1;
+static int acts_alloc(const moe_dims *d, int ep_ranks, struct exec_moe_acts *a, ts_err *e) {
+  const size_t ep = ep_ranks > 1 ? (size_t)ep_ranks : 1;
   a->hcount = malloc((size_t)d->E * sizeof *a->hcount);
   a->seg_ex = malloc((size_t)d->E * ep * sizeof *a->seg_ex);
   a->seg_cnt = malloc((size_t)d->E * ep * sizeof *a->seg_cnt);
   a->scnt = calloc(ep, sizeof *a->scnt), a->rcnt = calloc(ep, sizeof *a->rcnt);
-  if (!a->hcount || !a->seg_ex || !a->seg_cnt || !a->scnt || !a->rcnt) return ts_fail_sys(e, "exec: out of memory");
+  a->soff = calloc(ep, sizeof *a->soff), a->roff = calloc(ep, sizeof *a->roff);
+  if (!a->hcount || !a->seg_ex || !a->seg_cnt || !a->scnt || !a->rcnt || !a->soff || !a->roff) return ts_fail_sys(e, "exec: out of memory");
   EX_TRY(dalloc((void **)&a->idx, (size_t)d->tk * 4, e));
   EX_TRY(dalloc((void **)&a->pos, (size_t)d->tk * 4, e));
   EX_TRY(dalloc((void **)&a->count, (size_t)d->E * 4, e));
@@ -74,12 +75,12 @@ static void acts_free(struct exec_moe_acts *a) {
   if (a->ye != a->ey) cudaFree(a->ye);
   void *p[] = {a->idx, a->pos, a->count, a->w, a->xp, a->eu, a->ea, a->ey};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) cudaFree(p[i]);
-  free(a->hcount), free(a->seg_ex), free(a->seg_cnt), free(a->scnt), free(a->rcnt);
+  free(a->hcount), free(a->seg_ex), free(a->seg_cnt), free(a->scnt), free(a->rcnt), free(a->soff), free(a->roff);
   free(a);
 }
 
-static int scratch_alloc(const moe_dims *d, int dp, struct exec_moe_scratch *s, ts_err *e) {
-  const size_t ep = dp > 1 ? (size_t)dp : 1;
+static int scratch_alloc(const moe_dims *d, int ep_ranks, struct exec_moe_scratch *s, ts_err *e) {
+  const size_t ep = ep_ranks > 1 ? (size_t)ep_ranks : 1;
   if (!(s->hall = malloc((size_t)d->E * ep * 4))) return ts_fail_sys(e, "exec: out of memory");
   EX_TRY(dalloc((void **)&s->allcount, (size_t)d->E * ep * 4, e));
   EX_TRY(dalloc((void **)&s->logits, (size_t)(d->T * d->E) * 4, e));
@@ -105,8 +106,9 @@ static int refuse(const exec_model *m, ts_err *e) {
   if (m->tp > 1 || m->pp > 1)
     return ts_fail(e, NULL, "layout", "mixture-of-experts layers run with tp 1, pp 1 only (tp %d, pp %d given; "
                    "expert TP and MoE under TP or PP: NOT IMPLEMENTED here)", m->tp, m->pp);
-  if (m->dp > 1 && c->experts % m->dp)
-    return ts_fail(e, NULL, "layout.ep", "%d experts do not split over ep %d", c->experts, m->dp);
+  if (m->dp > 1 && m->ep < 2)
+    return ts_fail(e, NULL, "layout.ep", "MoE layers with dp %d and ep 1: the executor runs experts over DP only with "
+                   "expert parallelism (ep 2 .. 8 dividing dp)", m->dp);
   if (c->recompute) return ts_fail(e, NULL, "layout.recompute", "MoE layers are not recomputed (NOT IMPLEMENTED here)");
   if (c->shared_ffn > c->ffn)
     return ts_fail(e, NULL, "shared_experts", "a shared FFN (%d) wider than ffn_hidden (%d) (NOT IMPLEMENTED here)",
@@ -121,13 +123,13 @@ int exec_moe_create(exec_model *m, ts_err *e) {
   const moe_dims d = dims_of(m);
   m->moe = calloc(1, sizeof *m->moe);
   if (!m->moe) return ts_fail_sys(e, "exec: out of memory");
-  EX_TRY(scratch_alloc(&d, m->dp, m->moe, e));
+  EX_TRY(scratch_alloc(&d, m->ep, m->moe, e));
   for (int slot = 0; slot < m->nslots; slot++)
     for (int l = 0; l < m->cfg.layers; l++) {
       if (!exec_ref_layer_is_moe(&m->cfg, l)) continue;
       exec_layer_acts *a = &m->acts[(size_t)slot * (m->cfg.layers + 1) + l];
       if (!(a->moe = calloc(1, sizeof *a->moe))) return ts_fail_sys(e, "exec: out of memory");
-      EX_TRY(acts_alloc(&d, m->dp, a->moe, e));
+      EX_TRY(acts_alloc(&d, m->ep, a->moe, e));
     }
   return 0;
 }
@@ -175,6 +177,9 @@ static int expert_gemm(exec_model *m, int l, int which, int ex, long long o, lon
   const struct exec_moe_acts *a = exec_acts(m, l)->moe;
   const struct exec_moe_scratch *s = m->moe;
   const int t1 = exec_layer_tensor(m, l, EXEC_T_EXPERT_FC1), t2 = exec_layer_tensor(m, l, EXEC_T_EXPERT_FC2);
+  ex -= m->epl.expert_lo; /* the rank holds its experts only (EP > 1: exec_ep.h) */
+  if (ex < 0 || ex >= m->epl.experts_local)
+    return ts_fail_sys(e, "exec: expert %d is not one of EP rank %d's", ex + m->epl.expert_lo, m->epl.ep_rank);
   const void *W1 = at(exec_w16_of(m, t1), ex * d.h * d.U, 2), *W2 = at(exec_w16_of(m, t2), ex * d.fe * d.h, 2);
   float *G1 = exec_grad_of(m, t1) + ex * d.h * d.U, *G2 = exec_grad_of(m, t2) + ex * d.fe * d.h;
   /* this segment's rows of each expert-side [R x width] buffer */

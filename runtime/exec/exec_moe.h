@@ -1,5 +1,5 @@
 /* exec_moe.h — the mixture-of-experts layer ops of the executor (exec_moe.c),
- * at EP = 1 on one GPU or EP = DP over the DP ranks: router GEMM (FP32 logits), top-k with the softmax over
+ * at EP = 1 on one GPU or EP (2 .. 8, dividing DP) over the DP ranks: router GEMM (FP32 logits), top-k with the softmax over
  * the chosen logits, permutation into expert order, the experts' FFN GEMMs
  * as a loop of cuBLASLt GEMMs over the experts that received rows (what the
  * calibration's gemm_grouped tables time), un-permutation with the weighted
@@ -20,13 +20,14 @@ struct exec_moe_acts {
   void *xp, *eu, *ea, *ey;    /* bf16 [T k x h] permuted input, [T k x U] fc1 out, [T k x fe] act, [T k x h] out */
   /* The expert side: the rows this rank's experts take, R of them (at EP 1 the
    * permuted rows themselves: xe = xp, ye = ey; at EP > 1 those received by the
-   * dispatch all-to-all, exec_moe_ep.c; eu and ea hold dp x T k rows then). */
+   * dispatch all-to-all, exec_moe_ep.c; eu and ea hold ep x T k rows then). */
   void *xe, *ye;                /* bf16 [R x h] expert input and output */
   long long erows;              /* R */
   int nseg;                     /* the expert GEMMs' row segments, in expert-side order (host) */
   int32_t *seg_ex;              /* [E x ep] each segment's expert */
   long long *seg_cnt;           /* [E x ep] its rows */
   long long *scnt, *rcnt;       /* [ep] rows sent to / received from each EP rank (host) */
+  long long *soff, *roff;       /* [ep] where those runs start: in xp (by destination), on the expert side (by source) */
   int ep_fwd, ep_bwd;           /* the phase's next token all-to-all: 0 the dispatch, 1 the combine */
 };
 
@@ -50,7 +51,11 @@ int exec_moe_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e);
 int exec_moe_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e);
 /* EP > 1 (exec_moe_ep.c): the program's token all-to-all `op` (PLAN_MOP_MOE_TOKENS
  * over the EP group): in each phase the layer's first is the dispatch, its
- * second the combine. The EP group is the DP group (ep = dp, tp = pp = 1). */
+ * second the combine. The EP group: ep consecutive DP ranks (tp = pp = 1). */
 int exec_moe_tokens(exec_model *m, const plan_op *op, ts_err *e);
+/* EP < DP: the program's expert-DP reduction `op` (PLAN_MOP_EXPERT_GRADS, tag =
+ * layer): the layer's expert gradients all-reduced over expert-DP, on the DP
+ * stream after what the compute stream has enqueued. */
+int exec_moe_expert_grads(exec_model *m, const plan_op *op, ts_err *e);
 
 #endif

@@ -1,22 +1,24 @@
 /* exec_plan.c — the executor's view of a plan (exec_run.h): plan_load() reads
  * and validates the file (the simulator's loader, every rule it checks), and
  * this file refuses with "file: field: reason" what the executor itself does
- * not run (context parallelism; mixture-of-experts layers beyond one GPU),
+ * not run (context parallelism; mixture-of-experts layouts other than EP 1 on one GPU or EP dividing DP),
  * before any GPU is touched. (CAAT-Net on pipeline or DP messages plan_load refuses itself.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "exec_ep.h"
 #include "exec_run.h"
 
 static const char *recompute_name(model_recompute r) {
   return r == MODEL_RECOMPUTE_FULL ? "full" : r == MODEL_RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
 
-/* Mixture-of-experts plans run on one GPU (exec_moe.c) or with EP = DP over the
- * DP ranks (exec_moe_ep.c: token all-to-alls plain or TACO, no ZeRO-1); expert
- * TP 1, TP = PP = 1, dropless softmax routing, no recomputation. */
+/* Mixture-of-experts plans run on one GPU (exec_moe.c) or with EP 2 .. 8
+ * dividing DP over the DP ranks (exec_moe_ep.c: token all-to-alls plain or
+ * TACO, expert gradients over expert-DP uncompressed, no ZeRO-1); expert TP 1,
+ * TP = PP = 1, dropless softmax routing, no recomputation. */
 static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
   const char *path = p->path;
   const int etp = p->etp > 0 ? p->etp : p->tp;
@@ -26,12 +28,15 @@ static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
   if (p->tp > 1 || p->pp > 1)
     return ts_fail(e, path, "layout", "tp %d, pp %d: the executor runs MoE models with tp 1 and pp 1 (NOT "
                    "IMPLEMENTED here)", p->tp, p->pp);
-  if (p->ep > 2)
-    return ts_fail(e, path, "layout.ep", "%d: the executor runs expert parallelism at ep 2 (checked there; larger "
-                   "groups NOT IMPLEMENTED here)", p->ep);
-  if (p->ep != p->dp)
-    return ts_fail(e, path, "layout.ep", "ep %d with dp %d: the executor runs expert parallelism over the whole DP "
-                   "group (ep = dp; expert-DP of one rank), or neither (NOT IMPLEMENTED here)", p->ep, p->dp);
+  const int ep = p->ep > 1 ? p->ep : 1;
+  if (ep == 1 && p->dp > 1)
+    return ts_fail(e, path, "layout.ep", "1 with dp %d: the executor runs experts over DP only with expert "
+                   "parallelism (ep 2 .. %d dividing dp; ep 1 over DP is not run here)", p->dp, EXEC_EP_MAX);
+  exec_ep_place pl; /* ep at most EXEC_EP_MAX, dividing dp and the experts */
+  if (exec_ep_place_of(path, p->dp, ep, 0, p->model.experts, &pl, e)) return -1;
+  if (ep < p->dp && p->codec[PLAN_TRAFFIC_DP].kind != PLAN_CODEC_NONE)
+    return ts_fail(e, path, "codec.dp", "with ep %d < dp %d: the executor reduces the expert gradients over "
+                   "expert-DP uncompressed only (\"none\"; a compressed expert-DP reduction is not run here)", ep, p->dp);
   if (p->ep > 1 && p->zero1)
     return ts_fail(e, path, "layout.zero1", "ZeRO-1 with expert parallelism: NOT IMPLEMENTED in the executor");
   if (p->ep > 1 && p->codec[PLAN_TRAFFIC_EP].kind != PLAN_CODEC_NONE && p->codec[PLAN_TRAFFIC_EP].kind != PLAN_CODEC_TACO)
@@ -147,6 +152,7 @@ int exec_plan_read(const char *path, exec_plan_min *p, ts_err *e) {
   snprintf(p->name, sizeof p->name, "%s", pl->name);
   p->model = pl->model;
   p->dp = pl->dp, p->tp = pl->tp, p->pp = pl->pp, p->vpp = pl->vpp;
+  p->ep = model_is_moe(&pl->model) && pl->ep > 1 ? pl->ep : 1;
   p->micro = pl->micro_batch, p->seq = pl->seq, p->global = pl->global_batch;
   p->layers_override = pl->layers != pl->model.layers ? pl->layers : 0;
   p->sequence_parallel = pl->sequence_parallel;

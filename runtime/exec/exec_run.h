@@ -21,6 +21,7 @@ typedef struct {
   char path[512], name[128];
   model_config model;
   int dp, tp, pp, vpp, micro, seq, layers_override;
+  int ep; /* expert parallelism of an MoE plan (1: none; exec_ep.h) */
   long long global;
   bool sequence_parallel, zero1;
   bool dp_overlap_changed; /* overlap_param_gather true or overlap_grad_reduce false (program only) */
@@ -46,7 +47,9 @@ typedef struct {
 
 int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o, ts_err *e);
 /* Runs every correctness check; returns 0 when all pass (prints the table on rank 0). */
-int exec_run_check(rt_nccl *w, const char *json_out, ts_err *e);
+/* moe_only: the mixture-of-experts checks alone (--check-moe; the dense checks need a world whose TP fits their
+ * tiny models' 4 heads). */
+int exec_run_check(rt_nccl *w, const char *json_out, int moe_only, ts_err *e);
 
 /* The command on a training plan or --check (argv[0] is "execute"); returns the exit status.
  * tacorun.c hands inference plans to infer_execute (infer_run.h) instead. */

@@ -118,8 +118,8 @@ int exec_model_enter_walker_mode(exec_model *m, ts_err *e) {
 cudaStream_t exec_model_op_stream(const exec_model *m, const plan_op *op) {
   if ((op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) && m->pp_stream) return m->pp_stream;
   if (op->kind == PLAN_OP_COLLECTIVE && op->group == PLAN_GROUP_TP && m->tp_stream) return m->tp_stream;
-  if (op->kind == PLAN_OP_COLLECTIVE && (op->group == PLAN_GROUP_DP || op->group == PLAN_GROUP_EMBEDDING) &&
-      m->dp_stream)
+  if (op->kind == PLAN_OP_COLLECTIVE &&
+      (op->group == PLAN_GROUP_DP || op->group == PLAN_GROUP_EMBEDDING || op->group == PLAN_GROUP_EDP) && m->dp_stream)
     return m->dp_stream;
   return m->stream;
 }
@@ -209,9 +209,9 @@ static int dp_reduce_one(exec_model *m, const coll_opts *taco, int scatter, size
  * codec (TACO on the FP32 gradients, the plan's codec.dp), or NULL. NCCL's
  * calls go in one group; the compressed ones, which enqueue kernels and NCCL
  * calls of their own, one after another. */
-/* EP > 1: the expert tensors' gradients are reduced over expert-DP (one
- * rank here: not at all); each rank's own experts' are complete, the others'
- * zero (exec_moe_ep.c). */
+/* EP > 1: the expert tensors hold this rank's experts only; their gradients
+ * are reduced over expert-DP by the program's own ops (exec_moe_expert_grads;
+ * none when ep = dp), never in the DP buckets. */
 static int ep_local(const exec_model *m, int t) {
   const exec_tensor_kind k = m->tensors[t].kind;
   return m->ep > 1 && (k == EXEC_T_EXPERT_FC1 || k == EXEC_T_EXPERT_FC2);
@@ -431,6 +431,7 @@ static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
 
 static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
   if (op->group == PLAN_GROUP_EP && op->model_op == PLAN_MOP_MOE_TOKENS) return exec_moe_tokens(m, op, e);
+  if (op->group == PLAN_GROUP_EDP && op->model_op == PLAN_MOP_EXPERT_GRADS) return exec_moe_expert_grads(m, op, e);
   if (m->walker_mode) return run_collective_walked(m, op, e);
   if (op->group == PLAN_GROUP_DP) {
     if (!m->dp_comm) return 0;

@@ -55,7 +55,10 @@ static void op_kind_name(const plan_op *op, char *buf, size_t cap) {
   case PLAN_MOP_OPTIMIZER: what = "adamw"; break;
   default: what = op->model_op >= 0 && op->model_op < EXEC_OP_COUNT ? layer_op_name(op->model_op) : "grads";
   }
-  if (op->kind == PLAN_OP_COLLECTIVE)
+  if (op->kind == PLAN_OP_COLLECTIVE && (op->group == PLAN_GROUP_EP || op->group == PLAN_GROUP_EDP))
+    snprintf(buf, cap, "%s.%s.%s", phase_name(op->phase), op->group == PLAN_GROUP_EP ? "moe_tokens" : "expert_grads",
+             op->group == PLAN_GROUP_EP ? "ep_alltoall" : "edp_allreduce"); /* MoE: the token exchange, expert-DP */
+  else if (op->kind == PLAN_OP_COLLECTIVE)
     snprintf(buf, cap, "%s.%s.%s_allreduce", phase_name(op->phase), what, op->group == PLAN_GROUP_DP ? "dp" : "tp");
   else if (op->row_chunks > 1) /* tp_overlap_chunks: each chunk's GEMM apart (the first runs alone) */
     snprintf(buf, cap, "%s.%s.rows%dof%d", phase_name(op->phase), what, op->row_chunk + 1, op->row_chunks);
@@ -106,6 +109,7 @@ typedef struct {
   int rank, world, root, micros, total_iters;
   int tp_rank, dp_rank, pp_rank;
   ncclComm_t tp_comm, dp_comm, pp_comm, emb_comm;
+  ncclComm_t ep_comm, edp_comm; /* expert parallelism: the EP group (dp_comm when ep = dp), expert-DP */
   exec_ref_config cfg;
   exec_model m;
   int model_made;
@@ -164,6 +168,14 @@ static int timed_comms(timed_run *t, ts_err *e) {
   else if (p->tp > 1 && rt_world_split(w, dp_rank * p->pp + pp_rank, tp_rank, &t->tp_comm, e)) return -1;
   if (p->dp > 1 && p->dp == t->world) t->dp_comm = w->comms[0];
   else if (p->dp > 1 && rt_world_split(w, tp_rank * p->pp + pp_rank, dp_rank, &t->dp_comm, e)) return -1;
+  if (p->ep > 1) { /* MoE: tp = pp = 1 (exec_plan_refuse), so the DP rank is the world rank */
+    exec_ep_place pl;
+    if (exec_ep_place_of(p->path, p->dp, p->ep, dp_rank, p->model.experts, &pl, e)) return -1;
+    if (p->ep == p->dp) t->ep_comm = t->dp_comm;
+    else if (rt_world_split(w, pl.ep_group, pl.ep_rank, &t->ep_comm, e) ||
+             rt_world_split(w, pl.ep_rank, pl.edp_rank, &t->edp_comm, e))
+      return -1;
+  }
   if (p->pp > 1) {
     if (rt_world_split(w, dp_rank * p->tp + tp_rank, pp_rank, &t->pp_comm, e)) return -1;
     /* the tied embedding's first/last-stage group gets its own communicator
@@ -197,7 +209,8 @@ static int timed_tokens(timed_run *t, ts_err *e) {
 static int timed_model(timed_run *t, ts_err *e) {
   const exec_plan_min *p = t->p;
   exec_pipeline pipe = {.pp = p->pp, .pp_rank = t->pp_rank, .pp_comm = t->pp_comm, .emb_comm = t->emb_comm,
-                        .all_micros = p->pp == 1 && p->gpipe};
+                        .all_micros = p->pp == 1 && p->gpipe, .ep = p->ep, .ep_comm = t->ep_comm,
+                        .edp_comm = t->edp_comm};
   /* the plan's program: its activation slots and (uneven stages) this stage's layers */
   if (t->o->program_plan && exec_walk_program_shape(p->path, NULL, t->rank, &pipe, e)) return -1;
   if (exec_model_create_pp(&t->m, &t->cfg, t->micros, p->tp, t->tp_rank, t->tp_comm, p->dp, t->dp_rank, t->dp_comm,
@@ -402,7 +415,7 @@ static void breakdown_walked(timed_run *t) {
       } else if (waited_for >= 0) {
         op_kind_name(&ops[waited_for], key, sizeof key);
         t->nbuckets = add_bucket(t->buckets, t->nbuckets, key, wg_s[i], 1);
-        if (ops[waited_for].group == PLAN_GROUP_DP) t->dp_s += wg_s[i];
+        if (ops[waited_for].group == PLAN_GROUP_DP || ops[waited_for].group == PLAN_GROUP_EDP) t->dp_s += wg_s[i];
         else t->tp_s += wg_s[i];
       } else {
         t->compute_s += wg_s[i];
@@ -649,6 +662,8 @@ static void timed_free(timed_run *t, int rc) {
   if (t->model_made) exec_model_destroy(&t->m);
   if (t->tp_comm && t->tp_comm != w->comms[0] && rc == 0) rt_nccl_comm_destroy(w, t->tp_comm);
   if (t->dp_comm && t->dp_comm != w->comms[0] && rc == 0) rt_nccl_comm_destroy(w, t->dp_comm);
+  if (t->ep_comm && t->ep_comm != t->dp_comm && rc == 0) rt_nccl_comm_destroy(w, t->ep_comm);
+  if (t->edp_comm && rc == 0) rt_nccl_comm_destroy(w, t->edp_comm);
   if (t->pp_comm && rc == 0) rt_nccl_comm_destroy(w, t->pp_comm);
   if (t->emb_comm && rc == 0) rt_nccl_comm_destroy(w, t->emb_comm);
 }

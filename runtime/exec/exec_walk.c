@@ -14,7 +14,10 @@ static int walk_setup(exec_walk *w, int rank, exec_model *m, ts_err *e) {
   w->loaded = 1;
   /* plan fields the simulator prices and the executor does not run (yet): exec_plan.c */
   if (exec_plan_refuse(&w->p, e)) return -1;
-  m->ep = w->p.ep; /* expert parallelism: its token all-to-alls run over the DP group (exec_moe_ep.c) */
+  /* expert parallelism: the model holds its rank's experts, cut at creation (exec_pipeline.ep) */
+  const int plan_ep = w->p.ep > 1 && model_is_moe(&w->p.model) ? w->p.ep : 1;
+  if (plan_ep != m->ep)
+    return ts_fail(e, w->p.path, "layout.ep", "%d: the model was made for ep %d (exec_pipeline.ep)", plan_ep, m->ep);
   if (!w->p.bias_unfused && (w->p.model.linear_bias || w->p.model.qkv_bias) && rank == 0)
     fprintf(stderr, "note: %s: bias_fusion is true (the default): tacosim prices the biases inside other kernels, "
             "while this executor adds them in passes of their own (fused biases NOT IMPLEMENTED here); set "

@@ -127,6 +127,11 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
                    op->phase != PLAN_PHASE_RECOMPUTE && op->layer >= 0 && op->layer < p->layers
                ? NULL
                : "an EP collective other than a token all-to-all (plain or TACO)";
+  if (op->group == PLAN_GROUP_EDP) /* ep < dp: one layer's expert gradients over expert-DP (exec_moe_ep.c) */
+    return op->model_op == PLAN_MOP_EXPERT_GRADS && op->coll == PLAN_COLL_ALLREDUCE && op->stream == PLAN_STREAM_DP &&
+                   op->codec.kind == PLAN_CODEC_NONE && op->tag >= 0 && op->tag < p->layers
+               ? NULL
+               : "an expert-DP collective other than an uncompressed all-reduce of a layer's expert gradients";
   if (op->group != PLAN_GROUP_TP || op->stream != PLAN_STREAM_TP) return "a collective of an unsupported group";
   if (op->coll == PLAN_COLL_ALLGATHER || op->coll == PLAN_COLL_REDUCESCATTER) {
     const int ag = op->coll == PLAN_COLL_ALLGATHER;
