@@ -217,7 +217,8 @@ int main(int argc, char **argv) {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   printf("# tpo_sm: %s, %d SMs; hidden %lld, tp %lld, tokens %lld; median of %d launches (us)\n", prop.name, sms, h,
          tp, T, reps);
-  printf("# gemm m n k held t_all t_margin t_idle t_copy margin/all idle/all copy/all model=sms/(sms-held)\n");
+  printf("# gemm m n k held t_all t_margin t_idle t_copy margin/all idle/all copy/all model=sms/(sms-held) "
+         "t_nomargin nomargin/all\n");
   for (int i = 0; i < 4; i++) {
     gemm all;
     gemm_make(&all, lt, shapes[i].m, shapes[i].n, shapes[i].k, 0, A, B, C, ws);
@@ -230,9 +231,11 @@ int main(int argc, char **argv) {
       const double t_margin = time_us(&margin, s, reps);
       const double t_idle = time_beside(&margin, s, reps, held, 0, smem, stop_host, stop_dev, src, dst);
       const double t_copy = time_beside(&margin, s, reps, held, 1, smem, stop_host, stop_dev, src, dst);
-      printf("%s %lld %lld %lld %d %.1f %.1f %.1f %.1f %.4f %.4f %.4f %.4f\n", shapes[i].name, shapes[i].m,
+      /* TE's set_sm_margin false: the GEMM asks for every SM while the holders keep `held` of them */
+      const double t_nomargin = time_beside(&all, s, reps, held, 0, smem, stop_host, stop_dev, src, dst);
+      printf("%s %lld %lld %lld %d %.1f %.1f %.1f %.1f %.4f %.4f %.4f %.4f %.1f %.4f\n", shapes[i].name, shapes[i].m,
              shapes[i].n, shapes[i].k, held, t_all, t_margin, t_idle, t_copy, t_margin / t_all, t_idle / t_all,
-             t_copy / t_all, (double)sms / (sms - held));
+             t_copy / t_all, (double)sms / (sms - held), t_nomargin, t_nomargin / t_all);
       gemm_free(&margin);
     }
     gemm_free(&all);
