@@ -263,7 +263,7 @@ int sim_clock_run(sim_world *w, schema_result *out, ts_err *e) {
         settled = 1;
     }
     if (settled || pass == CLOCK_MAX_PASSES) {
-      char note[256];
+      char note[384];
       snprintf(note, sizeof note,
                "clock model: compute at the speeds of the GPU's duty over %g us windows (the measured period "
                "nearest each rank's busy/idle cycle); %d simulations (%s s)%s; --clock off for calibrated times",

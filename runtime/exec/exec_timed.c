@@ -75,7 +75,7 @@ static void op_full_name(const plan_op *op, char *buf, size_t cap) {
 }
 
 typedef struct {
-  char name[64];
+  char name[96];
   int count;
   double seconds;
   int is_comm, is_dp;
