@@ -11,6 +11,7 @@ set -u
 : "${BIN:?set BIN to tacorun}" "${OUT:?set OUT to the output folder}"
 mkdir -p "$OUT"
 . experiments/validation/gpu_lib.sh
+. experiments/exec-moe/ep_rows.sh
 export TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies
 say "# exec-moe EP 2 on 2 GPUs: $(date -u) $(git rev-parse --short HEAD 2>/dev/null)"
 say "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
@@ -19,18 +20,5 @@ mpi 2 60 execute --check --timeout 20 >"$OUT/check.txt" 2>&1
 say "check rc=$? ($(elapsed) s): $(grep -E '^execute --check' "$OUT/check.txt" | tail -1)"
 grep -E 'MoE EP|token all-to-alls|worst|FAILED' "$OUT/check.txt" | head -40 | tee -a "$SUMMARY"
 
-say ""
-say "| plan | rc | measured median (ms) | predicted (ms) |"
-say "| --- | ---: | ---: | ---: |"
-for p in mixtral-8x7b-l1-ep2 mixtral-8x7b-l1-ep2-taco mixtral-8x7b-l2-ep2 mixtral-8x7b-l2-ep2-taco; do
-  echo "== $p" >>"$OUT/plans.txt"
-  mpi 2 22 execute "experiments/exec-moe/plans/$p.json" --iters 6 --warmup 2 --timeout 20 >"$OUT/$p.tmp" 2>&1
-  rc=$?
-  cat "$OUT/$p.tmp" >>"$OUT/plans.txt"
-  med=$(grep -oE 'median [0-9.]+ ms' "$OUT/$p.tmp" | head -1 | awk '{print $2}')
-  [ -n "$med" ] || med="- ($(grep -m1 -E 'tacorun|rror|FAILED' "$OUT/$p.tmp" | cut -c1-110))"
-  pred=$(awk '/^iteration/ {printf "%.1f", $2 * 1000}' "experiments/exec-moe/predicted/$p.txt")
-  say "| $p | $rc | $med | $pred |"
-  rm -f "$OUT/$p.tmp"
-done
+plan_rows 2 22 20 mixtral-8x7b-l1-ep2 mixtral-8x7b-l1-ep2-taco mixtral-8x7b-l2-ep2 mixtral-8x7b-l2-ep2-taco
 say "elapsed $(elapsed) s"
