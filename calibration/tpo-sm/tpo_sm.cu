@@ -48,17 +48,26 @@
 #define WORKSPACE ((size_t)32 << 20)
 #define COPY_BYTES ((size_t)256 << 20)
 
-/* n blocks, one per SM, until *stop: spin (copy 0) or copy src -> dst round and round (copy 1). */
+/* n blocks, one per SM, until *stop: spin (copy 0) or copy src -> dst round and round (copy 1).
+ * Only thread 0 reads the flag (host memory, over PCIe), every 10 us when spinning and once a pass when
+ * copying: a first version let all 256 threads of every block poll it each microsecond, and that stream of
+ * host reads slowed the GEMM beside it by up to 140x (2026-12-05, H100), which no userbuffer kernel does. */
 __global__ void holder(volatile int *stop, const float4 *src, float4 *dst, size_t n4, int copy) {
   extern __shared__ float4 pin[]; /* sized by the launch so that no second block fits on the SM */
+  __shared__ int done;
   if (threadIdx.x == 0) pin[0] = make_float4(0, 0, 0, 0);
+  if (!copy) {
+    if (threadIdx.x == 0)
+      while (!*stop) __nanosleep(10000);
+    return; /* the block, and its shared memory, stays on the SM while thread 0 spins */
+  }
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
-  while (!*stop) {
-    if (copy) {
-      for (size_t j = i; j < n4; j += step) dst[j] = src[j];
-    } else {
-      __nanosleep(1000);
-    }
+  for (;;) {
+    if (threadIdx.x == 0) done = *stop;
+    __syncthreads();
+    if (done) return;
+    for (size_t j = i; j < n4; j += step) dst[j] = src[j];
+    __syncthreads();
   }
 }
 

@@ -204,6 +204,96 @@ def build_layer(core):
     return cfg, layer
 
 
+def make_grouped_experts(cfg, n_experts, log_impl):
+    """A stand-in for Megatron-Core's TEGroupedMLP (experts.py at the commit above, TEGroupedMLP.forward):
+    the same steps in the same order (tokens_per_expert.tolist(), a host sync; fc1 over all experts in one
+    grouped GEMM; SwiGLU; times the routing probabilities; fc2 in one grouped GEMM), with PyTorch's grouped
+    GEMM in place of TE's GroupedLinear (TE is not installed on the GPU machine). TE's GroupedLinear loops
+    over the experts' GEMMs in C++; this one issues one call per GEMM: its host time is a lower bound of
+    TE's by a few microseconds per expert and GEMM."""
+    import torch
+
+    H, F = cfg.hidden_size, cfg.moe_ffn_hidden_size
+    dev = torch.device("cuda")
+
+    def mm_loop(a, b, sizes):
+        outs, o = [], 0
+        for g, n in enumerate(sizes):
+            outs.append(a[o:o + n] @ b[g])
+            o += n
+        return torch.cat(outs) if outs else a.new_zeros(0, b.shape[-1])
+
+    def wgrad_loop(x, dy, sizes):
+        outs, o = [], 0
+        for n in sizes:
+            outs.append(x[o:o + n].t() @ dy[o:o + n])
+            o += n
+        return torch.stack(outs)
+
+    def grouped_ok():
+        if not hasattr(torch, "_grouped_mm"):
+            return "torch._grouped_mm: absent"
+        try:
+            sizes = [5, 48, 0, 75]  # not multiples of 16, an empty expert: as routing gives them
+            offs = torch.tensor(sizes, device=dev).cumsum(0).to(torch.int32)
+            a = torch.randn(sum(sizes), 64, device=dev, dtype=torch.bfloat16)
+            b = torch.randn(len(sizes), 64, 32, device=dev, dtype=torch.bfloat16)
+            dy = torch.randn(sum(sizes), 32, device=dev, dtype=torch.bfloat16)
+            y = torch._grouped_mm(a, b, offs=offs)
+            dx = torch._grouped_mm(dy, b.transpose(-2, -1), offs=offs)
+            dw = torch._grouped_mm(a.t(), dy, offs=offs)
+            for got, ref in ((y, mm_loop(a, b, sizes)), (dx, mm_loop(dy, b.transpose(-2, -1), sizes)),
+                             (dw, wgrad_loop(a, dy, sizes))):
+                err = (got.float() - ref.float()).norm() / max(ref.float().norm().item(), 1e-6)
+                if not err < 2e-2:
+                    return f"torch._grouped_mm: rel. error {err:.3g}"
+            return None
+        except Exception as e:  # noqa: BLE001 (any failure selects the loop)
+            return f"torch._grouped_mm: {type(e).__name__}: {e}"
+
+    why = grouped_ok()
+    grouped = why is None
+    log_impl("grouped_mm" if grouped else "mm loop (" + why + ")")
+
+    class GroupedLinear(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, offs, sizes):
+            ctx.save_for_backward(x, w, offs)
+            ctx.sizes = sizes
+            return torch._grouped_mm(x, w, offs=offs) if grouped else mm_loop(x, w, sizes)
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, w, offs = ctx.saved_tensors
+            dy = dy.contiguous()
+            if grouped:
+                dx = torch._grouped_mm(dy, w.transpose(-2, -1), offs=offs)
+                dw = torch._grouped_mm(x.t(), dy, offs=offs)
+            else:
+                dx = mm_loop(dy, w.transpose(-2, -1), ctx.sizes)
+                dw = wgrad_loop(x, dy, ctx.sizes)
+            return dx, dw, None, None
+
+    class GroupedExperts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = torch.nn.Parameter(torch.randn(n_experts, H, 2 * F, device=dev, dtype=torch.bfloat16) * 0.02)
+            self.w2 = torch.nn.Parameter(torch.randn(n_experts, F, H, device=dev, dtype=torch.bfloat16) * 0.02)
+
+        def forward(self, permuted_local_hidden_states, tokens_per_expert, permuted_probs):
+            sizes = tokens_per_expert.tolist()          # TEGroupedMLP.forward's host sync
+            offs = torch.tensor(sizes, dtype=torch.int64).cumsum(0).to(device=dev, dtype=torch.int32,
+                                                                       non_blocking=True)
+            probs = permuted_probs.unsqueeze(-1)
+            x = permuted_local_hidden_states
+            h = GroupedLinear.apply(x, self.w1, offs, sizes)
+            a, b = torch.chunk(h, 2, dim=-1)
+            h = (cfg.activation_func(a) * b * probs).to(x.dtype)
+            return GroupedLinear.apply(h, self.w2, offs, sizes), None
+
+    return GroupedExperts()
+
+
 def parse_trace(path, iters):
     with open(path) as f:
         tr = json.load(f)
@@ -427,6 +517,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--prof-iters", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="4k only, fewer cases")
+    ap.add_argument("--only-grouped", action="store_true",
+                    help="only the cases whose experts run as grouped GEMMs (make_grouped_experts), and the "
+                         "attention cases they are summed with")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     out_json = os.path.join(args.out, "layer_host.json")
@@ -462,6 +555,16 @@ def main():
             layers[core] = build_layer(core)
         except Exception:
             err(f"build_layer {core}")
+    try:
+        cfg_g, layer_g = build_layer("sdpa")
+
+        def impl(what):
+            RESULTS["env"]["grouped_experts"] = what
+            log("grouped experts:", what)
+        layer_g.mlp.experts = make_grouped_experts(cfg_g, 16, impl)
+        layers["grouped"] = (cfg_g, layer_g)
+    except Exception:
+        err("build_layer grouped")
     save()
     if not layers:
         return 1
@@ -518,19 +621,27 @@ def main():
         cases.append(("moe", "sdpa", T))
     for S in ([256, 4096] if args.quick else [256, 4096, 16384]):
         cases.append(("layer", "sdpa", S))
+    # the experts as one grouped GEMM each way (TEGroupedMLP's steps; make_grouped_experts)
+    for T in ([64, 1024] if args.quick else [64, 256, 1024, 4096]):
+        cases.append(("moe", "grouped", T))
+    for S in ([256, 4096] if args.quick else [256, 1024, 4096, 16384]):
+        cases.append(("layer", "grouped", S))
+    if args.only_grouped:
+        cases = [c for c in cases if c[1] == "grouped" or c[:2] == ("attn", "sdpa")]
 
     for part, core, n in cases:
         if core not in layers:
             continue
         cfg, layer = layers[core]
-        name = f"{part}_{core}_{n}" if part != "moe" else f"moe_{n}"
+        name = f"{part}_{core}_{n}" if part != "moe" or core == "grouped" else f"moe_{n}"
         try:
             if part == "attn":
                 step = attn_step_factory(layer, n)
                 extra = {"part": part, "core": core, "seq": n, "tokens_attn": n}
             elif part == "moe":
                 step = moe_step_factory(layer, n)
-                extra = {"part": part, "tokens_moe": n, "experts": 16, "topk": 8}
+                extra = {"part": part, "tokens_moe": n, "experts": 16, "topk": 8,
+                         "experts_impl": "grouped" if core == "grouped" else "sequential"}
             else:
                 step = layer_step_factory(layer, n)
                 extra = {"part": part, "core": core, "seq": n, "tokens_attn": n, "tokens_moe": n}

@@ -62,8 +62,27 @@ def main():
                 (pa.get("kernels_per_iter") or 0) + (pm.get("kernels_per_iter") or 0), floor]
         print("| " + " | ".join(fmt(v) for v in vals) + " |")
     print()
+    if any(k.startswith("moe_grouped_") for k in cases):
+        print("experts as grouped GEMMs (TEGroupedMLP's steps; layer_host.py make_grouped_experts):",
+              r.get("env", {}).get("grouped_experts", "?"))
+        hdr3 = ["S", "attn_sdpa_S + moe_grouped_S/4 wall ms", "GPU busy ms", "layer_grouped_S wall ms",
+                "its GPU busy ms", "host floor ms (attn_sdpa_256 + moe_grouped_64, wall)"]
+        print("| " + " | ".join(hdr3) + " |")
+        print("|" + " --- |" * len(hdr3))
+        gfloor = None
+        if "attn_sdpa_256" in cases and "moe_grouped_64" in cases:
+            gfloor = cases["attn_sdpa_256"]["wall_ms"] + cases["moe_grouped_64"]["wall_ms"]
+        for S in (256, 1024, 4096, 16384):
+            a, m, l = cases.get(f"attn_sdpa_{S}"), cases.get(f"moe_grouped_{S // 4}"), cases.get(f"layer_grouped_{S}")
+            vals = [S, a["wall_ms"] + m["wall_ms"] if a and m else None,
+                    (a.get("profile", {}).get("gpu_union_ms") or 0) + (m.get("profile", {}).get("gpu_union_ms") or 0)
+                    if a and m else None,
+                    l["wall_ms"] if l else None, l.get("profile", {}).get("gpu_union_ms") if l else None, gfloor]
+            print("| " + " | ".join(fmt(v) if v is not None else "-" for v in vals) + " |")
+        print()
     for name in ("layer_sdpa_256", "layer_sdpa_4096", "layer_sdpa_16384", "moe_64", "moe_1024",
-                 "moe_4096", "attn_sdpa_256", "attn_sdpa_4096"):
+                 "moe_4096", "attn_sdpa_256", "attn_sdpa_4096", "moe_grouped_64", "moe_grouped_1024",
+                 "layer_grouped_256", "layer_grouped_4096"):
         c = cases.get(name)
         if c and "fwd_breakdown" in c:
             print(name, "forward host ms:",
