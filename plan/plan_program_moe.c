@@ -91,22 +91,28 @@ static double leg_bytes(const plan *p, plan_group_kind g) {
 /* The EP token exchange of a dispatch or a combine, from dep: one all-to-all over EP on the TP stream (*tp; *ep
  * -1), or across nodes under flex the NVLink leg on the TP stream (*tp) beside the RDMA leg on the EP stream
  * (*ep), both from dep. */
-static int ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, int32_t *tp,
-                       int32_t *ep) {
+static int ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, bool comb,
+                       int32_t *tp, int32_t *ep) {
   const plan *p = plan_b_plan(b);
   int per_node;
+  /* under flex, which kernel moves it (plan_moe_flex_link_share prices dispatch and combine apart) */
+  const int32_t tag = !p->moe_flex ? -1 : comb ? PLAN_MOE_TAG_COMBINE : PLAN_MOE_TAG_DISPATCH;
   *ep = -1;
   /* one EP rank a node: once a node is once a rank, the all-to-all of the copies as inside a node */
   if (plan_moe_node_copies(p) <= 0 || (plan_moe_ep_nodes(p, &per_node), per_node < 2)) {
     CHECK(*tp = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, token_bytes(p), dep));
+    plan_b_op(b, *tp)->tag = tag;
     return 0;
   }
   CHECK(*ep = token_coll_on(b, PLAN_STREAM_EP, PLAN_GROUP_EP_RAIL, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk,
                             leg_bytes(p, PLAN_GROUP_EP_RAIL), dep));
+  plan_b_op(b, *ep)->tag = tag;
   *tp = -1;
   double nvl = leg_bytes(p, PLAN_GROUP_EP_NODE);
-  if (nvl > 0)
+  if (nvl > 0) {
     CHECK(*tp = token_coll(b, PLAN_GROUP_EP_NODE, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, nvl, dep));
+    plan_b_op(b, *tp)->tag = tag;
+  }
   return 0;
 }
 
@@ -114,7 +120,7 @@ static int ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, 
 static int dispatch(plan_builder *b, plan_phase phase, int layer, int micro, int chunk) {
   const plan *p = plan_b_plan(b);
   int32_t dep = plan_b_last_op(b), last = -1, rdma = -1;
-  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, dep, &last, &rdma));
+  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, dep, false, &last, &rdma));
   if (etp_of(p) > 1) {
     int32_t ag;
     CHECK(ag = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_ALLGATHER, phase, layer, micro, chunk,
@@ -137,7 +143,7 @@ static int combine(plan_builder *b, plan_phase phase, int layer, int micro, int 
   if (etp_of(p) > 1)
     CHECK(last = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_REDUCESCATTER, phase, layer, micro, chunk,
                             token_bytes(p) * etp_of(p), dep));
-  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, last >= 0 ? last : dep, &last, out_ep));
+  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, last >= 0 ? last : dep, true, &last, out_ep));
   *out = last;
   return 0;
 }
