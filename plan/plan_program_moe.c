@@ -34,7 +34,11 @@
  * kernel, working on a token while the next arrives), so the legs overlap:
  * the RDMA leg runs on the EP stream beside the NVLink leg on the TP stream,
  * both from the same point, and what follows waits for both (the pipeline's
- * fill and drain, a chunk of tokens, is not modelled).
+ * fill and drain, a chunk of tokens, is not modelled beyond what the kernels' published rates hold).
+ * Under flex every token all-to-all carries in its tag the kernel that moves it (PLAN_MOE_TAG_DISPATCH,
+ * _COMBINE): the simulator prices it at that kernel's published share of the link
+ * (plan_moe_flex_link_share, DeepEP's or HybridEP's), not by NCCL's all-to-all model. HybridEP takes the
+ * same legs as DeepEP (its "node" an NVLink domain).
  *
  * TACO (codec.ep, taco): the dispatch and combine all-to-alls carry FP8
  * tokens with their group scales when at least codec_min_bytes. */
@@ -177,7 +181,9 @@ static int imbalance(plan_builder *b, plan_phase phase, int layer, int micro, in
  * --moe-permute-fusion select the fused Triton converter: `indices[mask]` (:862) and `probs[mask]` (:867),
  * boolean-mask indexing, and `repeat_interleave` with no output size (:863) each copy a size to the host
  * and wait for it, i.e. for the dispatch that produced the indices. The all-to-all dispatcher has its
- * split sizes on the host before the all-to-all; HybridEP's path was not read: none for either. */
+ * split sizes on the host before the all-to-all; HybridEP (Megatron-LM fca1679e24 token_dispatcher.py:1030-1080)
+ * waits once, after its metadata kernel and before the dispatch kernel (the permute's host_sync stands for
+ * it), and returns the tokens permuted with their counts: none after the dispatch for either. */
 static bool syncs_after_dispatch(const plan *p) { return p->moe_flex && !p->moe_hybridep && !p->enable_experimental; }
 
 int plan_moe_forward_op(plan_builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
