@@ -222,6 +222,10 @@ typedef struct {
   /* layout.moe_flex_dispatcher_backend (Megatron-Core's --moe-flex-dispatcher-backend; "flex" only):
    * "deepep" (default; the only flex backend of Megatron-Core 0.13, --moe-enable-deepep) or "hybridep". */
   bool moe_hybridep;
+  /* layout.moe_hybridep_num_sms (Megatron-Core's --moe-hybridep-num-sms, default 16 at NVIDIA/Megatron-LM
+   * fca1679e24 transformer_config.py:799; "hybridep" only): the SMs of HybridEP's dispatch and combine kernels,
+   * which pick the row of their published rates (plan_moe_flex_link_share); 16 or 32, the SM counts measured. */
+  int moe_hybridep_num_sms;
   /* layout.moe_pad_expert_input_to_capacity (Megatron-Core's --moe-pad-expert-input-to-capacity, default
    * false; needs capacity_factor, refused with "flex" as Megatron-Core refuses it): each expert's input padded
    * to its capacity, so the all-to-all dispatcher knows its split sizes without the GPU and the host never
@@ -648,6 +652,16 @@ double plan_moe_node_copies(const plan *p);
  * from the sender on its own node, to every other rank there holding one of its experts): (ep - N) x
  * (1 - C(E - E/ep, k) / C(E, k)); 0 unless flex across nodes. */
 double plan_moe_nvlink_copies(const plan *p);
+/* The flex dispatcher's token transfer as its kernels achieve it (plan_moe.c, the published figures and their
+ * sources): the share of the link's per-direction rate that the dispatch (combine false) or combine kernel of
+ * the plan's backend moves a leg's bytes at, g PLAN_GROUP_EP or PLAN_GROUP_EP_NODE (NVLink) or PLAN_GROUP_EP_RAIL
+ * (RDMA); 0 when the plan is not "flex", ep < 2, or g is another group (the NCCL model prices the op). */
+double plan_moe_flex_link_share(const plan *p, plan_group_kind g, bool combine);
+/* Tag of a flex token all-to-all (plan_op.tag): which kernel moves it. Megatron-Core's fused_a2a.py runs the
+ * dispatch kernel for the forward dispatch and the combine's backward, the combine kernel for the forward
+ * combine and the dispatch's backward; plan_program_moe.c's dispatch() and combine() build them so. */
+#define PLAN_MOE_TAG_DISPATCH 0
+#define PLAN_MOE_TAG_COMBINE 1
 
 /* Model FLOPs of one iteration across all GPUs (GEMMs and full-square attention, 3 passes). */
 double plan_model_flops(const plan *p);

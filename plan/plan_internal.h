@@ -46,6 +46,9 @@ int plan_moe_group_index(const plan *p, int rank, plan_group_kind g);
  * arXiv 2408.15664, Table 1, the router DeepSeek-V3 uses; the value as recalled,
  * not re-checked against the paper when it was written — plan/README.md says so). */
 #define PLAN_DEFAULT_MOE_IMBALANCE 1.04
+/* layout.moe_hybridep_num_sms unset: Megatron-Core's default (NVIDIA/Megatron-LM fca1679e24, 2026-03-10,
+ * megatron/core/transformer/transformer_config.py:799 moe_hybridep_num_sms: int = 16) */
+#define PLAN_DEFAULT_HYBRIDEP_NUM_SMS 16
 
 /* ---- plan files (plan_json.c), shared by the training and inference loaders ---- */
 #include <jansson.h>

@@ -55,6 +55,16 @@ static int load_moe_layout(json_t *layout, const char *file, plan *p, ts_err *e)
     return ts_fail(e, file, "layout.moe_flex_dispatcher_backend",
                    "applies to moe_token_dispatcher_type \"flex\" only (Megatron-Core's flex dispatcher backends)");
   p->moe_hybridep = be == 1;
+  if (tsj_int_opt(layout, "moe_hybridep_num_sms", 1, 1 << 16, PLAN_DEFAULT_HYBRIDEP_NUM_SMS, &v, file, "layout", e))
+    return -1;
+  if (json_object_get(layout, "moe_hybridep_num_sms") && !p->moe_hybridep)
+    return ts_fail(e, file, "layout.moe_hybridep_num_sms",
+                   "applies to moe_flex_dispatcher_backend \"hybridep\" only (Megatron-Core's --moe-hybridep-num-sms)");
+  if (v != 16 && v != 32)
+    return ts_fail(e, file, "layout.moe_hybridep_num_sms",
+                   "%lld: HybridEP's kernel rates are published at 16 and 32 SMs only (DeepEP hybrid-ep branch, "
+                   "GB200 table; plan/README.md)", v);
+  p->moe_hybridep_num_sms = (int)v;
   if (tsj_bool_opt(layout, "moe_pad_expert_input_to_capacity", false, &p->moe_pad_to_capacity, file, "layout", e))
     return -1;
   if (p->moe_pad_to_capacity && !(p->capacity_factor > 0))
@@ -86,7 +96,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "tp_comm_overlap", "tp_comm_overlap_cfg", "context_parallel_size", "cp_comm_type",
                                             "ep", "expert_tp", "capacity_factor", "moe_imbalance",
                                             "moe_token_dispatcher_type", "moe_flex_dispatcher_backend",
-                                            "moe_pad_expert_input_to_capacity", NULL};
+                                            "moe_hybridep_num_sms", "moe_pad_expert_input_to_capacity", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", "cp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;

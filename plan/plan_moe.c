@@ -178,6 +178,64 @@ double plan_moe_nvlink_copies(const plan *p) {
   return (ep - N) * (1.0 - none_of(m->experts, (double)m->experts / ep, m->top_k));
 }
 
+/* ---- the flex dispatcher's kernels, as published ----
+ *
+ * Each row: a kernel benchmark's published "algorithm" (DeepEP: "bottleneck", "logical") bandwidth of dispatch
+ * and combine, the share of the counted bytes that never cross the link (the benchmark's byte count includes
+ * the sender's own GPU, or own node over RDMA), and the link's per-direction rate on the machine measured. The
+ * share of the link a kernel achieves: logical x (1 - local) / link. Under the benchmarks' uniform routing a
+ * rank receives equally from each of the R ranks (N nodes), so local = 1 / R (1 / N).
+ *
+ *  - DeepEP V1 "normal" kernels, H800 (NVLink 200 GB/s a direction, CX7 400 Gb/s = 50 GB/s): deepseek-ai/DeepEP
+ *    README.md at f0d34aa (2025-08) = docs/legacy.md at dd758ca (2026-07-14), "Normal kernels with NVLink and
+ *    RDMA forwarding", DeepSeek-V3 setting (4,096 tokens, hidden 7,168, top-8, FP8 dispatch, BF16 combine):
+ *    intranode EP 8 dispatch 153, combine 158 GB/s (NVLink); internode EP 32 dispatch 58, combine 57 GB/s
+ *    (RDMA). Bytes: tests/test_intranode.py `recv_x.numel() * 2` (every received row, the rank's own ones
+ *    too); tests/legacy/test_internode.py:60-63,224 `num_rdma_token_sent` (distinct nodes a token reaches,
+ *    its own node included). H800's NVLink: "a nominal bandwidth of 200GB/s ... actual achievable bandwidth
+ *    peaks at approximately 160GB/s" (a DeepEP maintainer, deepseek-ai/DeepEP issue 16, 2025-02-26).
+ *    Its tests ran 24 SMs (test_internode.py `num_sms = 24`); Megatron-Core runs DeepEP at 20
+ *    (moe_deepep_num_sms, transformer_config.py at fca1679e24:796; Buffer.num_sms = 20 before that).
+ *  - HybridEP, GB200 NVL72 (NVLink5 900 GB/s a direction), 8 ranks, 4,096 tokens, hidden 7,168, top-8 of 64,
+ *    BF16, "Kernel Only" (the dispatch or combine kernel's time; the "Torch API" column adds the routing map's
+ *    all-gather, the metadata kernel, a host sync and a copy): deepseek-ai/DeepEP branch hybrid-ep,
+ *    Hybrid-EP_Intra-node_Implementation.md at 6ad6896 (2025-09-25), the same table in docs/README_Hybrid-EP.md at
+ *    94a9f8f (2026-07-10): 16 SMs dispatch 750.15, combine 684.27; 32 SMs 764.03, 737.13 GB/s. Bytes:
+ *    tests/test_mnnvlink_hybridep.py:184-185 at 6ad6896, `dispatched_hidden.numel() * 2` (the rank's own rows
+ *    too).
+ *  - HybridEP across nodes, H100 (CX7 50 GB/s), 32 ranks = 4 nodes of 8, 16 SMs, BF16, "Kernel Only": the same
+ *    README at 94a9f8f (table first published at 1dddd19, 2025-11-18): dispatch 57.69, combine 57.46 GB/s "IB
+ *    bandwidth"; bytes: tests/utils.py count_rdma_send_from_routing_map ("we do not set the local node map to
+ *    zeros", to align with DeepEP: the own node counted).
+ *
+ * Applied to every plan of the backend, on any GPU: the share measured on one machine is taken to hold on
+ * another link of the same kind (not measured: DeepEP on the H100's 450 GB/s NVLink; the H20, same NVLink rate,
+ * gave 337 GB/s in issue 16, 0.66 of the link by the same count, as the H800 row's 0.67). */
+typedef struct {
+  double dispatch_gbps, combine_gbps; /* published logical rates */
+  double ranks;                       /* ranks (NVLink) or nodes (RDMA) of the benchmark: local = 1 / ranks */
+  double link_gbps;                   /* the measured machine's link, one direction */
+} flex_kernel_rate;
+
+static const flex_kernel_rate deepep_nvlink = {153.0, 158.0, 8, 200.0};
+static const flex_kernel_rate deepep_rdma = {58.0, 57.0, 4, 50.0};
+static const flex_kernel_rate hybridep_nvlink_16sm = {750.15, 684.27, 8, 900.0};
+static const flex_kernel_rate hybridep_nvlink_32sm = {764.03, 737.13, 8, 900.0};
+static const flex_kernel_rate hybridep_rdma = {57.69, 57.46, 4, 50.0};
+
+double plan_moe_flex_link_share(const plan *p, plan_group_kind g, bool combine) {
+  if (!p->moe_flex || ep_of(p) < 2) return 0.0;
+  const flex_kernel_rate *k;
+  bool rdma = g == PLAN_GROUP_EP_RAIL;
+  if (g != PLAN_GROUP_EP && g != PLAN_GROUP_EP_NODE && !rdma) return 0.0;
+  if (p->moe_hybridep)
+    k = rdma ? &hybridep_rdma : p->moe_hybridep_num_sms == 32 ? &hybridep_nvlink_32sm : &hybridep_nvlink_16sm;
+  else
+    k = rdma ? &deepep_rdma : &deepep_nvlink;
+  double logical = combine ? k->combine_gbps : k->dispatch_gbps;
+  return logical * (1.0 - 1.0 / k->ranks) / k->link_gbps;
+}
+
 double plan_moe_layer_params_of_stage(const plan *p, int stage, const model_op *ops, int n, bool experts_only) {
   double total = 0.0;
   for (int c = 0; c < p->vpp; c++) {

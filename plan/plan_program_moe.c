@@ -34,7 +34,11 @@
  * kernel, working on a token while the next arrives), so the legs overlap:
  * the RDMA leg runs on the EP stream beside the NVLink leg on the TP stream,
  * both from the same point, and what follows waits for both (the pipeline's
- * fill and drain, a chunk of tokens, is not modelled).
+ * fill and drain, a chunk of tokens, is not modelled beyond what the kernels' published rates hold).
+ * Under flex every token all-to-all carries in its tag the kernel that moves it (PLAN_MOE_TAG_DISPATCH,
+ * _COMBINE): the simulator prices it at that kernel's published share of the link
+ * (plan_moe_flex_link_share, DeepEP's or HybridEP's), not by NCCL's all-to-all model. HybridEP takes the
+ * same legs as DeepEP (its "node" an NVLink domain).
  *
  * TACO (codec.ep, taco): the dispatch and combine all-to-alls carry FP8
  * tokens with their group scales when at least codec_min_bytes. */
@@ -91,22 +95,28 @@ static double leg_bytes(const plan *p, plan_group_kind g) {
 /* The EP token exchange of a dispatch or a combine, from dep: one all-to-all over EP on the TP stream (*tp; *ep
  * -1), or across nodes under flex the NVLink leg on the TP stream (*tp) beside the RDMA leg on the EP stream
  * (*ep), both from dep. */
-static int ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, int32_t *tp,
-                       int32_t *ep) {
+static int ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, int chunk, int32_t dep, bool comb,
+                       int32_t *tp, int32_t *ep) {
   const plan *p = plan_b_plan(b);
   int per_node;
+  /* under flex, which kernel moves it (plan_moe_flex_link_share prices dispatch and combine apart) */
+  const int32_t tag = !p->moe_flex ? -1 : comb ? PLAN_MOE_TAG_COMBINE : PLAN_MOE_TAG_DISPATCH;
   *ep = -1;
   /* one EP rank a node: once a node is once a rank, the all-to-all of the copies as inside a node */
   if (plan_moe_node_copies(p) <= 0 || (plan_moe_ep_nodes(p, &per_node), per_node < 2)) {
     CHECK(*tp = token_coll(b, PLAN_GROUP_EP, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, token_bytes(p), dep));
+    plan_b_op(b, *tp)->tag = tag;
     return 0;
   }
   CHECK(*ep = token_coll_on(b, PLAN_STREAM_EP, PLAN_GROUP_EP_RAIL, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk,
                             leg_bytes(p, PLAN_GROUP_EP_RAIL), dep));
+  plan_b_op(b, *ep)->tag = tag;
   *tp = -1;
   double nvl = leg_bytes(p, PLAN_GROUP_EP_NODE);
-  if (nvl > 0)
+  if (nvl > 0) {
     CHECK(*tp = token_coll(b, PLAN_GROUP_EP_NODE, PLAN_COLL_ALLTOALL, phase, layer, micro, chunk, nvl, dep));
+    plan_b_op(b, *tp)->tag = tag;
+  }
   return 0;
 }
 
@@ -114,7 +124,7 @@ static int ep_exchange(plan_builder *b, plan_phase phase, int layer, int micro, 
 static int dispatch(plan_builder *b, plan_phase phase, int layer, int micro, int chunk) {
   const plan *p = plan_b_plan(b);
   int32_t dep = plan_b_last_op(b), last = -1, rdma = -1;
-  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, dep, &last, &rdma));
+  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, dep, false, &last, &rdma));
   if (etp_of(p) > 1) {
     int32_t ag;
     CHECK(ag = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_ALLGATHER, phase, layer, micro, chunk,
@@ -137,7 +147,7 @@ static int combine(plan_builder *b, plan_phase phase, int layer, int micro, int 
   if (etp_of(p) > 1)
     CHECK(last = token_coll(b, PLAN_GROUP_ETP, PLAN_COLL_REDUCESCATTER, phase, layer, micro, chunk,
                             token_bytes(p) * etp_of(p), dep));
-  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, last >= 0 ? last : dep, &last, out_ep));
+  if (p->ep > 1) CHECK(ep_exchange(b, phase, layer, micro, chunk, last >= 0 ? last : dep, true, &last, out_ep));
   *out = last;
   return 0;
 }
@@ -171,7 +181,9 @@ static int imbalance(plan_builder *b, plan_phase phase, int layer, int micro, in
  * --moe-permute-fusion select the fused Triton converter: `indices[mask]` (:862) and `probs[mask]` (:867),
  * boolean-mask indexing, and `repeat_interleave` with no output size (:863) each copy a size to the host
  * and wait for it, i.e. for the dispatch that produced the indices. The all-to-all dispatcher has its
- * split sizes on the host before the all-to-all; HybridEP's path was not read: none for either. */
+ * split sizes on the host before the all-to-all; HybridEP (Megatron-LM fca1679e24 token_dispatcher.py:1030-1080)
+ * waits once, after its metadata kernel and before the dispatch kernel (the permute's host_sync stands for
+ * it), and returns the tokens permuted with their counts: none after the dispatch for either. */
 static bool syncs_after_dispatch(const plan *p) { return p->moe_flex && !p->moe_hybridep && !p->enable_experimental; }
 
 int plan_moe_forward_op(plan_builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {

@@ -681,6 +681,16 @@ void sim_run_collective(sim_rank *rs, int stream, int i) {
     /* flow_phase starts the flows together, as NCCL collectives do */
     if (cc.pre_us > 0) sg_actor_sleep_for(cc.pre_us * 1e-6);
     double xfer = network_transfer(rs, rv, g, op->stream, sim_coll_name(op), m, n, op->wire_bytes);
+    /* a flex token all-to-all across nodes: its kernel drives the NIC at its published share of the line
+     * (plan_moe_flex_link_share); the flows ran at the links' rate, the rest of the kernel's time follows */
+    double share = op->model_op == PLAN_MOP_MOE_TOKENS && op->coll == PLAN_COLL_ALLTOALL && op->tag >= 0
+                       ? plan_moe_flex_link_share(sim_w->p, PLAN_GROUP_EP_RAIL, op->tag == PLAN_MOE_TAG_COMBINE)
+                       : 0;
+    if (share > 0 && share < 1) {
+      double slow = xfer * (1.0 / share - 1.0);
+      sg_actor_sleep_for(slow);
+      xfer += slow;
+    }
     double rest = cc.mid_us * 1e-6 - xfer;
     if (rest > 0) sg_actor_sleep_for(rest);
     if (cc.post_us > 0) sg_actor_sleep_for(cc.post_us * 1e-6);

@@ -718,11 +718,40 @@ static void warn_model(sim_costs *c, const char *name, int nranks, double bytes,
   warn_fallback(c, key, what);
 }
 
+/* The flex dispatcher's token all-to-all as its kernel moves it (plan_moe_flex_link_share, the published
+ * rates): what leaves this GPU, wire x (n - 1) / n, at the kernel's share of the link's per-direction rate
+ * (NVLink inside a node, the rank's NIC on the RDMA leg), after one hop's latency; *s < 0 when the op is not one.
+ * The published rates are whole-kernel times at 4,096 tokens, its fill and drain included: no launch cost is
+ * added beyond the hop. */
+double sim_flex_token_s(const plan *p, const plan_op *op, int nranks) {
+  if (op->kind != PLAN_OP_COLLECTIVE || op->coll != PLAN_COLL_ALLTOALL || op->model_op != PLAN_MOP_MOE_TOKENS ||
+      op->tag < 0 || nranks < 2)
+    return -1;
+  int per_node;
+  /* across nodes: the RDMA leg, or an EP group of one rank a node (all its traffic on the NICs) */
+  bool rdma = op->group == PLAN_GROUP_EP_RAIL || (op->group == PLAN_GROUP_EP && plan_moe_ep_nodes(p, &per_node) > 1);
+  double share = plan_moe_flex_link_share(p, rdma ? PLAN_GROUP_EP_RAIL : (plan_group_kind)op->group,
+                                          op->tag == PLAN_MOE_TAG_COMBINE);
+  if (!(share > 0)) return -1;
+  const topo_cluster *cl = &p->cluster;
+  /* a GPU's NIC rate: the node's NICs over its GPUs, at most one NIC's */
+  double nic = cl->gpus_per_node > cl->nic.per_node && cl->gpus_per_node > 0
+                   ? cl->nic.gbps * cl->nic.per_node / cl->gpus_per_node
+                   : cl->nic.gbps;
+  double gbps = rdma ? nic : cl->intra.gbps_per_gpu, lat_us = rdma ? cl->nic.latency_us : cl->intra.latency_us;
+  if (!(gbps > 0)) return -1;
+  return lat_us * 1e-6 + op->wire_bytes * (nranks - 1.0) / nranks / (share * gbps * 1e9);
+}
+
 static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included,
                               ts_err *e) {
   const char *name = sim_coll_name(op);
   *codec_included = 0;
-  double us;
+  double us, flex = sim_flex_token_s(c->p, op, nranks);
+  if (flex >= 0) {
+    *s = flex;
+    return 0;
+  }
   if (is_taco(&op->codec) && c->intra_calibrated) {
     char cname[48];
     snprintf(cname, sizeof cname, "%s.taco%d", name, op->codec.group);
@@ -776,6 +805,7 @@ static struct comm_entry *comm_slot(sim_costs *c, const plan_op *op, int nranks,
   h ^= (unsigned long long)(long long)op->bytes * 0x165667B19E3779F9ull;
   h ^= (unsigned long long)(long long)op->wire_bytes * 0x27D4EB2F165667C5ull;
   h ^= (unsigned long long)(op->codec.kind * 1024 + op->codec.group + op->traffic * 7);
+  h ^= (unsigned long long)((op->tag + 2) * 64 + op->group) * 0x94D049BB133111EBull;
   /* a final mix: byte counts that are multiples of large powers of two leave the low bits of the products
    * above zero, and the slot is taken from the low bits */
   h ^= h >> 33;
@@ -789,7 +819,7 @@ static struct comm_entry *comm_slot(sim_costs *c, const plan_op *op, int nranks,
     struct comm_entry *x = &set[w];
     if (x->used && x->kind == op->kind && x->coll == op->coll && x->nranks == nranks && x->bytes == op->bytes &&
         x->wire == op->wire_bytes && x->codec_kind == op->codec.kind && x->group == op->codec.group &&
-        x->p == op->codec.p && x->traffic == op->traffic)
+        x->p == op->codec.p && x->traffic == op->traffic && x->tag == op->tag && x->op_group == op->group)
       ce = x;
   }
   *hit = ce != NULL;
@@ -800,7 +830,7 @@ static struct comm_entry *comm_slot(sim_costs *c, const plan_op *op, int nranks,
     memset(ce, 0, sizeof *ce);
     ce->used = 1, ce->kind = op->kind, ce->coll = op->coll, ce->nranks = nranks, ce->bytes = op->bytes;
     ce->wire = op->wire_bytes, ce->codec_kind = op->codec.kind, ce->group = op->codec.group;
-    ce->p = op->codec.p, ce->traffic = op->traffic;
+    ce->p = op->codec.p, ce->traffic = op->traffic, ce->tag = op->tag, ce->op_group = op->group;
     ce->codec_included = -1; /* codec cost not computed yet */
     set[0].recent = ce == &set[0], set[1].recent = ce == &set[1];
   }

@@ -34,6 +34,8 @@ typedef struct {
   /* cache of communication-op costs keyed by everything they depend on */
   struct comm_entry {
     uint8_t used, kind, coll, codec_kind, traffic, recent; /* recent: the way of its set used last */
+    uint8_t op_group; /* the op's plan_group_kind, and its tag: a flex token all-to-all is priced by its kernel */
+    int tag;
     int group, nranks, codec_included;
     double bytes, wire, p, calibrated_s;
     int have_calibrated;
@@ -87,6 +89,10 @@ int sim_codec_cost_of(sim_costs *c, const plan_op *op, int nranks, sim_codec_cos
  * calibration measured the compressed collective itself ("allreduce.taco128"),
  * then its whole time and *codec_included = 1. */
 int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included, ts_err *e);
+/* A flex token all-to-all (PLAN_MOP_MOE_TOKENS, tagged by its kernel) at its kernel's published share of the link
+ * (plan_moe_flex_link_share), in seconds over nranks; -1 when op is not one (the calibration or the NCCL model
+ * prices it). sim_coll_calibrated_s returns it for such ops. */
+double sim_flex_token_s(const plan *p, const plan_op *op, int nranks);
 
 /* A plain intra-node collective (nccl-tests bytes) as the simulator prices it,
  * for the simulator and the layout search alike: the calibration's table of

@@ -55,6 +55,9 @@ int sim_print_op_costs(const plan *p, const schema_calibration *cal, FILE *out, 
                    : op->group == PLAN_GROUP_CP      ? plan_cp(p)
                    : op->group == PLAN_GROUP_EP_RAIL ? nodes
                    : op->group == PLAN_GROUP_EP_NODE ? per_node
+                   : op->group == PLAN_GROUP_EP      ? p->ep
+                   : op->group == PLAN_GROUP_ETP     ? (p->etp > 0 ? p->etp : p->tp)
+                   : op->group == PLAN_GROUP_EDP     ? plan_edp(p)
                                                      : 2,
           inc = 0;
       sim_codec_cost cc;

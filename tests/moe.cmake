@@ -40,3 +40,9 @@ add_test(NAME recompute_modules COMMAND test_recompute_modules)
 add_executable(test_moe_nodes ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_nodes.c)
 target_link_libraries(test_moe_nodes PRIVATE ts_sim PkgConfig::CUNIT m)
 add_test(NAME moe_nodes COMMAND test_moe_nodes)
+
+# The flex dispatcher's kernels at their published rates: each link share by hand, one HybridEP dispatch of
+# the GB200 row (destinations, bytes, kernels, time), layout.moe_hybridep_num_sms's rules.
+add_executable(test_moe_flex ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_flex.c)
+target_link_libraries(test_moe_flex PRIVATE ts_sim PkgConfig::CUNIT m)
+add_test(NAME moe_flex COMMAND test_moe_flex)

@@ -253,14 +253,15 @@ static void sim_plan(plan *p) {
 }
 
 static double node_wire;
-static int with_rail, with_node;
+static int with_rail, with_node, leg_tag = -1;
 
 static plan_op *leg(plan_program *g, plan_stream stream, plan_group_kind group, double wire) {
   plan_op *op = &g->ops[g->n++];
   memset(op, 0, sizeof *op);
   op->kind = PLAN_OP_COLLECTIVE, op->stream = (uint8_t)stream, op->coll = PLAN_COLL_ALLTOALL;
   op->group = (uint8_t)group, op->traffic = PLAN_TRAFFIC_EP, op->model_op = PLAN_MOP_MOE_TOKENS;
-  op->layer = op->micro = op->peer = op->tag = -1;
+  op->layer = op->micro = op->peer = -1;
+  op->tag = leg_tag;
   for (int k = 0; k < PLAN_MAX_DEPS; k++) op->dep[k] = -1;
   op->bytes = op->wire_bytes = wire;
   return op;
@@ -323,6 +324,24 @@ static void test_sim_rail_leg(void) {
   unlink(platform_path);
 }
 
+/* The same RDMA leg moved by DeepEP's dispatch kernel (tagged as plan_program_moe.c tags it): its flows at the
+ * links' rate, then the rest of the kernel's time at its published share of the line, 58 x 3/4 / 50 = 0.87
+ * (plan_moe_flex_link_share): (bytes / BW + the route's latency) / 0.87; the combine kernel's 0.855. */
+static void test_sim_rail_leg_kernel(void) {
+  plan p;
+  sim_plan(&p);
+  double inter = 2.0 * 128 * 256 * plan_moe_node_copies(&p);
+  rail_wire = inter * 2;
+  leg_tag = PLAN_MOE_TAG_DISPATCH;
+  double t_dispatch = simulate(&p, 1, 0);
+  leg_tag = PLAN_MOE_TAG_COMBINE;
+  double t_combine = simulate(&p, 1, 0);
+  leg_tag = -1;
+  NEAR(t_dispatch, (inter / BW + 2 * LAT) / 0.87, 0.01);
+  NEAR(t_combine, (inter / BW + 2 * LAT) / 0.855, 0.01);
+  unlink(platform_path);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("moe_nodes", NULL, NULL);
@@ -330,6 +349,7 @@ int main(void) {
   CU_add_test(s, "the RDMA and NVLink legs' groups", test_leg_groups);
   CU_add_test(s, "the program's legs, their order and bytes; the loader's rule", test_program_legs);
   CU_add_test(s, "the simulator's RDMA leg: inter-node bytes of one dispatch, by hand", test_sim_rail_leg);
+  CU_add_test(s, "the RDMA leg at DeepEP's kernel rate, dispatch and combine", test_sim_rail_leg_kernel);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
