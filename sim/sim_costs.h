@@ -23,7 +23,7 @@ typedef struct {
   bool intra_calibrated; /* the calibration measured this cluster's intra-node fabric */
   bool inference;        /* the inference walk's costs (sim_infer.c): RoPE is the executor's fused
                           * rope-and-cache-scatter kernel, not the training RoPE of "rope_fwd" */
-  char missing[16][48];  /* tables warned about */
+  char missing[16][64];  /* tables warned about (names up to 63 characters) */
   int n_missing;
   /* small cache of compute-op times keyed by (model_op, phase, flops, bytes) */
   struct cost_entry {

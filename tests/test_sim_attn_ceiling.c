@@ -63,7 +63,7 @@ static void check_shape(sim_costs *c, const plan *p, const char *cluster, const 
     ts_err e = {0};
     double s;
     char what[256];
-    snprintf(what, sizeof what, "%s %s tp%d mb%d seq%d cp%d backend %d %s", cluster, model, p->tp, p->micro_batch,
+    snprintf(what, sizeof what, "%.64s %.64s tp%d mb%d seq%d cp%d backend %d %s", cluster, model, p->tp, p->micro_batch,
              p->seq, plan_cp(p), (int)p->attention_backend, bwd ? "bwd" : "fwd");
     if (sim_compute_s(c, &op, &s, &e)) {
       if (ts_exit_status(&e) == TS_EXIT_BAD_INPUT && e.msg[0]) {
