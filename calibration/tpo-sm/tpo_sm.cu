@@ -49,12 +49,13 @@
 #define COPY_BYTES ((size_t)256 << 20)
 
 /* n blocks, one per SM, until *stop: spin (copy 0) or copy src -> dst round and round (copy 1).
- * Only thread 0 reads the flag (host memory, over PCIe), every 10 us when spinning and once a pass when
- * copying: a first version let all 256 threads of every block poll it each microsecond, and that stream of
- * host reads slowed the GEMM beside it by up to 140x (2026-12-05, H100), which no userbuffer kernel does. */
+ * The flag lives in device memory and is set by a copy on a stream of its own: a first version polled a
+ * flag in mapped host memory from every thread, which filled the PCIe link with the GPU's reads and
+ * slowed the launches of the GEMM timed beside it (up to 140x, 2026-12-05, H100; still 5-15x with one
+ * thread polling every 10 us); a userbuffer kernel polls flags in device memory. Thread 0 reads it. */
 __global__ void holder(volatile int *stop, const float4 *src, float4 *dst, size_t n4, int copy) {
   extern __shared__ float4 pin[]; /* sized by the launch so that no second block fits on the SM */
-  __shared__ int done;
+  volatile int *done = (volatile int *)pin; /* the flag's copy for the block: no static shared memory, the dynamic takes all */
   if (threadIdx.x == 0) pin[0] = make_float4(0, 0, 0, 0);
   if (!copy) {
     if (threadIdx.x == 0)
@@ -63,9 +64,9 @@ __global__ void holder(volatile int *stop, const float4 *src, float4 *dst, size_
   }
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
   for (;;) {
-    if (threadIdx.x == 0) done = *stop;
+    if (threadIdx.x == 0) *done = *stop;
     __syncthreads();
-    if (done) return;
+    if (*done) return;
     for (size_t j = i; j < n4; j += step) dst[j] = src[j];
     __syncthreads();
   }
@@ -151,15 +152,19 @@ static double time_us(const gemm *g, cudaStream_t s, int reps) {
 
 /* The GEMM's median time beside `held` holder blocks (copy 0: spinning, 1: copying). */
 static double time_beside(const gemm *g, cudaStream_t s, int reps, int held, int copy, size_t smem,
-                          volatile int *stop_host, int *stop_dev, const float4 *src, float4 *dst) {
+                          const int *one_host, int *stop_dev, const float4 *src, float4 *dst) {
   cudaStream_t side;
   CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-  *stop_host = 0;
+  cudaStream_t setter;
+  CK(cudaStreamCreateWithFlags(&setter, cudaStreamNonBlocking));
+  CK(cudaMemset(stop_dev, 0, sizeof(int)));
   holder<<<held, 256, smem, side>>>(stop_dev, src, dst, COPY_BYTES / sizeof(float4), copy);
   CK(cudaGetLastError());
   double us = time_us(g, s, reps);
-  *stop_host = 1;
+  CK(cudaMemcpyAsync(stop_dev, one_host, sizeof(int), cudaMemcpyHostToDevice, setter));
   CK(cudaStreamSynchronize(side));
+  CK(cudaStreamSynchronize(setter));
+  CK(cudaStreamDestroy(setter));
   CK(cudaStreamDestroy(side));
   return us;
 }
@@ -193,9 +198,10 @@ int main(int argc, char **argv) {
   /* one holder block per SM, and no GEMM block beside it: the most shared memory a block may have */
   const size_t smem = prop.sharedMemPerBlockOptin;
   CK(cudaFuncSetAttribute(holder, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  int *stop_host, *stop_dev;
-  CK(cudaHostAlloc((void **)&stop_host, sizeof(int), cudaHostAllocMapped));
-  CK(cudaHostGetDevicePointer((void **)&stop_dev, stop_host, 0));
+  int *one_host, *stop_dev;
+  CK(cudaMallocHost((void **)&one_host, sizeof(int)));
+  *one_host = 1;
+  CK(cudaMalloc((void **)&stop_dev, sizeof(int)));
   float4 *src, *dst;
   CK(cudaMalloc((void **)&src, COPY_BYTES));
   CK(cudaMalloc((void **)&dst, COPY_BYTES));
@@ -238,10 +244,10 @@ int main(int argc, char **argv) {
       gemm margin;
       gemm_make(&margin, lt, shapes[i].m, shapes[i].n, shapes[i].k, sms - held, A, B, C, ws);
       const double t_margin = time_us(&margin, s, reps);
-      const double t_idle = time_beside(&margin, s, reps, held, 0, smem, stop_host, stop_dev, src, dst);
-      const double t_copy = time_beside(&margin, s, reps, held, 1, smem, stop_host, stop_dev, src, dst);
+      const double t_idle = time_beside(&margin, s, reps, held, 0, smem, one_host, stop_dev, src, dst);
+      const double t_copy = time_beside(&margin, s, reps, held, 1, smem, one_host, stop_dev, src, dst);
       /* TE's set_sm_margin false: the GEMM asks for every SM while the holders keep `held` of them */
-      const double t_nomargin = time_beside(&all, s, reps, held, 0, smem, stop_host, stop_dev, src, dst);
+      const double t_nomargin = time_beside(&all, s, reps, held, 0, smem, one_host, stop_dev, src, dst);
       printf("%s %lld %lld %lld %d %.1f %.1f %.1f %.1f %.4f %.4f %.4f %.4f %.1f %.4f\n", shapes[i].name, shapes[i].m,
              shapes[i].n, shapes[i].k, held, t_all, t_margin, t_idle, t_copy, t_margin / t_all, t_idle / t_all,
              t_copy / t_all, (double)sms / (sms - held), t_nomargin, t_nomargin / t_all);
@@ -250,5 +256,7 @@ int main(int argc, char **argv) {
     gemm_free(&all);
   }
   cublasLtDestroy(lt);
+  CK(cudaFree(stop_dev));
+  CK(cudaFreeHost(one_host));
   return 0;
 }
