@@ -145,7 +145,9 @@ def make_sdpa_class():
     return SDPACore
 
 
-def build_layer(core):
+def build_layer(core, experts=16):
+    """experts 0: the same layer with a dense SwiGLU MLP of the config's ffn_hidden_size (12,288), for the host
+    time of a dense layer's calls (the GPU time of these shapes stands for no particular model)."""
     import torch
     import torch.nn.functional as F
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
@@ -173,9 +175,9 @@ def build_layer(core):
         params_dtype=torch.bfloat16,
         pipeline_dtype=torch.bfloat16,
         # per rank under EP 8: 128 / 8 experts, each token's top-8 over them
-        num_moe_experts=16,
+        num_moe_experts=experts or None,
         moe_router_topk=8,
-        moe_ffn_hidden_size=1536,
+        moe_ffn_hidden_size=1536 if experts else None,  # Megatron asserts None without experts
         moe_router_load_balancing_type="aux_loss",
         moe_aux_loss_coeff=1e-3,
         moe_router_pre_softmax=False,
@@ -194,7 +196,7 @@ def build_layer(core):
         tensor_model_parallel_size=1,
         expert_model_parallel_size=1,
     )
-    spec = get_gpt_layer_local_spec(num_experts=16, moe_grouped_gemm=False, qk_layernorm=True,
+    spec = get_gpt_layer_local_spec(num_experts=experts or None, moe_grouped_gemm=False, qk_layernorm=True,
                                     normalization="RMSNorm")
     if core == "sdpa":
         spec.submodules.self_attention.submodules.core_attention = make_sdpa_class()
@@ -374,7 +376,7 @@ def wrap_targets(layer):
          ("self_attention", layer.self_attention, "forward"),
          ("core_attention", layer.self_attention.core_attention, "forward"),
          ("pre_mlp_layernorm", layer.pre_mlp_layernorm, "forward"),
-         ("moe", mlp, "forward")]
+         ("moe" if hasattr(mlp, "router") else "mlp", mlp, "forward")]
     if hasattr(mlp, "router"):
         t += [("router", mlp.router, "forward"),
               ("dispatch", mlp.token_dispatcher, "token_permutation"),
@@ -517,6 +519,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--prof-iters", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="4k only, fewer cases")
+    ap.add_argument("--only-dense", action="store_true",
+                    help="only the dense-layer cases (experts 0) and the attention cases")
     ap.add_argument("--only-grouped", action="store_true",
                     help="only the cases whose experts run as grouped GEMMs (make_grouped_experts), and the "
                          "attention cases they are summed with")
@@ -555,6 +559,10 @@ def main():
             layers[core] = build_layer(core)
         except Exception:
             err(f"build_layer {core}")
+    try:
+        layers["dense"] = build_layer("sdpa", experts=0)
+    except Exception:
+        err("build_layer dense")
     try:
         cfg_g, layer_g = build_layer("sdpa")
 
@@ -626,6 +634,13 @@ def main():
         cases.append(("moe", "grouped", T))
     for S in ([256, 4096] if args.quick else [256, 1024, 4096, 16384]):
         cases.append(("layer", "grouped", S))
+    # a dense layer (the same attention, a SwiGLU MLP): Megatron-Core's host time for dense models
+    for T in ([64, 1024] if args.quick else [64, 1024, 4096]):
+        cases.append(("moe", "dense", T))
+    for S in ([256, 4096] if args.quick else [256, 4096, 16384]):
+        cases.append(("layer", "dense", S))
+    if args.only_dense:
+        cases = [c for c in cases if c[1] == "dense" or c[:2] == ("attn", "sdpa")]
     if args.only_grouped:
         cases = [c for c in cases if c[1] == "grouped" or c[:2] == ("attn", "sdpa")]
 
@@ -633,15 +648,17 @@ def main():
         if core not in layers:
             continue
         cfg, layer = layers[core]
-        name = f"{part}_{core}_{n}" if part != "moe" or core == "grouped" else f"moe_{n}"
+        name = (f"mlp_dense_{n}" if core == "dense" and part == "moe" else
+                f"{part}_{core}_{n}" if part != "moe" or core == "grouped" else f"moe_{n}")
         try:
             if part == "attn":
                 step = attn_step_factory(layer, n)
                 extra = {"part": part, "core": core, "seq": n, "tokens_attn": n}
             elif part == "moe":
                 step = moe_step_factory(layer, n)
-                extra = {"part": part, "tokens_moe": n, "experts": 16, "topk": 8,
-                         "experts_impl": "grouped" if core == "grouped" else "sequential"}
+                extra = ({"part": "mlp", "tokens_mlp": n, "dense": True} if core == "dense" else
+                         {"part": part, "tokens_moe": n, "experts": 16, "topk": 8,
+                          "experts_impl": "grouped" if core == "grouped" else "sequential"})
             else:
                 step = layer_step_factory(layer, n)
                 extra = {"part": part, "core": core, "seq": n, "tokens_attn": n, "tokens_moe": n}

@@ -80,9 +80,16 @@ def main():
                     l["wall_ms"] if l else None, l.get("profile", {}).get("gpu_union_ms") if l else None, gfloor]
             print("| " + " | ".join(fmt(v) if v is not None else "-" for v in vals) + " |")
         print()
+    dense = [k for k in ("layer_dense_256", "layer_dense_4096", "layer_dense_16384", "mlp_dense_64",
+                         "mlp_dense_1024", "mlp_dense_4096") if k in cases]
+    if dense:
+        print("dense layer (SwiGLU MLP, no experts): host floor = attn_sdpa_256 + mlp_dense_64 =",
+              fmt(cases["attn_sdpa_256"]["wall_ms"] + cases["mlp_dense_64"]["wall_ms"])
+              if "attn_sdpa_256" in cases and "mlp_dense_64" in cases else "-", "ms")
+        print()
     for name in ("layer_sdpa_256", "layer_sdpa_4096", "layer_sdpa_16384", "moe_64", "moe_1024",
                  "moe_4096", "attn_sdpa_256", "attn_sdpa_4096", "moe_grouped_64", "moe_grouped_1024",
-                 "layer_grouped_256", "layer_grouped_4096"):
+                 "layer_grouped_256", "layer_grouped_4096", "mlp_dense_64", "layer_dense_256"):
         c = cases.get(name)
         if c and "fwd_breakdown" in c:
             print(name, "forward host ms:",
