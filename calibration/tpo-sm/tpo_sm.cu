@@ -150,6 +150,8 @@ static double time_us(const gemm *g, cudaStream_t s, int reps) {
   return us;
 }
 
+static int g_cga = 2; /* --cga: the holders' cluster size (TE's comm_cga_size; 1 = no clusters) */
+
 /* The GEMM's median time beside `held` holder blocks (copy 0: spinning, 1: copying). */
 static double time_beside(const gemm *g, cudaStream_t s, int reps, int held, int copy, size_t smem,
                           const int *one_host, int *stop_dev, const float4 *src, float4 *dst) {
@@ -158,8 +160,16 @@ static double time_beside(const gemm *g, cudaStream_t s, int reps, int held, int
   cudaStream_t setter;
   CK(cudaStreamCreateWithFlags(&setter, cudaStreamNonBlocking));
   CK(cudaMemset(stop_dev, 0, sizeof(int)));
-  holder<<<held, 256, smem, side>>>(stop_dev, src, dst, COPY_BYTES / sizeof(float4), copy);
-  CK(cudaGetLastError());
+  /* in clusters of g_cga blocks, as TE launches its userbuffer kernels (comm_cga_size, default 2): a cluster
+   * takes SMs side by side, so the holders leave the GEMM's own clusters whole SM pairs */
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  cfg.gridDim = dim3(held), cfg.blockDim = dim3(256), cfg.dynamicSmemBytes = smem, cfg.stream = side;
+  const int cga = held % g_cga == 0 ? g_cga : 1;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cga, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, holder, (volatile int *)stop_dev, src, dst, COPY_BYTES / sizeof(float4), copy));
   double us = time_us(g, s, reps);
   CK(cudaMemcpyAsync(stop_dev, one_host, sizeof(int), cudaMemcpyHostToDevice, setter));
   CK(cudaStreamSynchronize(side));
@@ -177,19 +187,20 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--tp") && i + 1 < argc) tp = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) T = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cga") && i + 1 < argc) g_cga = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--sms-held") && i + 1 < argc) {
       n_held = 0;
       for (char *t = strtok(argv[++i], ","); t && n_held < 8; t = strtok(NULL, ",")) held_list[n_held++] = atoi(t);
     } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: tpo_sm [--hidden H] [--tp T] [--tokens M] [--sms-held 16,1] [--reps N]\n");
+      printf("usage: tpo_sm [--hidden H] [--tp T] [--tokens M] [--sms-held 16,1] [--reps N] [--cga 2]\n");
       return 0;
     } else {
-      fprintf(stderr, "usage: tpo_sm [--hidden H] [--tp T] [--tokens M] [--sms-held 16,1] [--reps N]\n");
+      fprintf(stderr, "usage: tpo_sm [--hidden H] [--tp T] [--tokens M] [--sms-held 16,1] [--reps N] [--cga 2]\n");
       return 2;
     }
   }
-  if (h < 1 || tp < 1 || T < 1 || reps < 3 || n_held < 1 || h % tp) {
-    fprintf(stderr, "tpo_sm: --hidden must divide by --tp; all positive, --reps >= 3\n");
+  if (h < 1 || tp < 1 || T < 1 || reps < 3 || n_held < 1 || h % tp || g_cga < 1 || g_cga > 8) {
+    fprintf(stderr, "tpo_sm: --hidden must divide by --tp; all positive, --reps >= 3, --cga 1..8\n");
     return 2;
   }
   cudaDeviceProp prop;
@@ -230,8 +241,8 @@ int main(int argc, char **argv) {
   CB(cublasLtCreate(&lt));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  printf("# tpo_sm: %s, %d SMs; hidden %lld, tp %lld, tokens %lld; median of %d launches (us)\n", prop.name, sms, h,
-         tp, T, reps);
+  printf("# tpo_sm: %s, %d SMs; hidden %lld, tp %lld, tokens %lld; median of %d launches (us); holders in clusters "
+         "of %d (odd counts: 1)\n", prop.name, sms, h, tp, T, reps, g_cga);
   printf("# gemm m n k held t_all t_margin t_idle t_copy margin/all idle/all copy/all model=sms/(sms-held) "
          "t_nomargin nomargin/all\n");
   for (int i = 0; i < 4; i++) {
