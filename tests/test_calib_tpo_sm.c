@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "calibration.h"
+#include "sim_transfer.h"
+#include "topo.h"
 
 #define HEAD                                                                                                  \
   "{\"schema\": 1, \"gpu\": \"X\", \"driver\": \"1\", \"cuda\": \"1\", \"nccl\": \"1\", \"transport\": \"nvlink\"," \
@@ -146,12 +148,36 @@ static void test_shipped(void) {
   }
 }
 
+/* A calibration transferred onto another GPU (sim_transfer.c) keeps the section: onto H100-SXM (132 SMs,
+ * the GPU it was measured on) the measured ratio, onto GB200 (148 SMs) the rule. */
+static void test_transfer(void) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/calibration/h200-nvlink.json", TACOSIM_SOURCE_DIR);
+  schema_calibration c, h100, gb;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(path, &c, &e), 0);
+  topo_gpu from, to_h100, to_gb;
+  CU_ASSERT_EQUAL_FATAL(topo_gpu_load("H200-SXM", NULL, &from, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(topo_gpu_load("H100-SXM", NULL, &to_h100, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(topo_gpu_load("GB200", NULL, &to_gb, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &from, &to_h100, 450, false, false, &h100, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &from, &to_gb, 900, false, false, &gb, &e), 0);
+  CU_ASSERT_EQUAL(h100.n_tpo_sm, 6);
+  CU_ASSERT_EQUAL(schema_tpo_sm_ratio(&h100, to_h100.sms, 16, true), 1.4625);
+  CU_ASSERT_EQUAL(schema_tpo_sm_ratio(&gb, to_gb.sms, 16, true), (double)to_gb.sms / (to_gb.sms - 16));
+  CU_ASSERT_NOT_EQUAL(to_gb.sms, 132);
+  schema_calibration_free(&gb);
+  schema_calibration_free(&h100);
+  schema_calibration_free(&c);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("calib_tpo_sm", NULL, NULL);
   CU_add_test(s, "ratio at, between and outside the points; round trip; copy", test_ratio);
   CU_add_test(s, "bad sections name the field", test_bad);
   CU_add_test(s, "shipped Hopper files carry the measured table", test_shipped);
+  CU_add_test(s, "kept through a transfer onto another GPU; applied only at the table's SM count", test_transfer);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
