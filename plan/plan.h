@@ -73,6 +73,7 @@ typedef enum { PLAN_TPO_DEFAULT, PLAN_TPO_RING_EXCHANGE, PLAN_TPO_PIPELINE, PLAN
 typedef struct {
   uint8_t given;  /* the GEMM's key is in the object */
   uint8_t method; /* plan_tpo_method */
+  uint8_t set_sm_margin; /* TE's set_sm_margin: 0 TE's default (plan_tpo_sm_margin), 1 false, 2 true */
   int num_sm, num_splits;
 } plan_tpo_cfg;
 
@@ -607,6 +608,14 @@ const char *plan_tpo_method_name(int method); /* "ring_exchange", "pipeline", "b
 plan_tpo_method plan_tpo_method_of(const plan *p, int gemm);
 int plan_tpo_num_sm(const plan *p, int gemm);
 int plan_tpo_splits(const plan *p, int gemm);
+/* Whether TE tells cuBLAS to leave the kernel's num_sm SMs free (set_sm_margin): the plan's, else TE's
+ * default (get_default_config: true but for ring_exchange). */
+bool plan_tpo_sm_margin(const plan *p, int gemm);
+/* SMs the communication kernel beside GEMM `gemm` holds while it runs: num_sm for pipeline and bulk (TE
+ * launches their kernels on num_sm blocks); 0 for ring_exchange, whose chunks the copy engine moves
+ * (use_ce true, the only value tacosim accepts) with one-thread signal and wait kernels (TE's
+ * userbuffers_send / userbuffers_recv), which hold no SM; 0 for gemm < 0. */
+int plan_tpo_held_sms(const plan *p, int gemm);
 /* Whether the dgrad of qkv / fc1 (gemm PLAN_TPO_QKV_DGRAD or FC1_DGRAD) reduce-scatters its own output in
  * pieces (a method other than bulk: TE's ub_overlap_rs_dgrad, Megatron-LM's --tp-comm-overlap-rs-dgrad). */
 bool plan_tpo_dgrad_scatters(const plan *p, int gemm);
@@ -614,6 +623,7 @@ bool plan_tpo_dgrad_scatters(const plan *p, int gemm);
  * this phase and part (-1: none; qkv / proj for the attention block, fc1 / fc2 after its first
  * row-parallel op). plan_tpo_comm_sms is 0 without tp_comm_overlap. */
 int plan_tpo_comm_sms(const plan *p, int model_op, int phase, int part);
+int plan_tpo_comm_gemm(const plan *p, int model_op, int phase, int part); /* -1 without tp_comm_overlap */
 int plan_tpo_first_column(const plan *p, int model_op);
 /* The same over a layer's ops already built (model_layer_ops of plan_shard(p)), for callers that
  * ask for every op of a layer; these do not look at tp_comm_overlap. */

@@ -39,11 +39,16 @@
  * TE's newer "external" overlap (proj_wgrad, fc2_wgrad beside the ring
  * exchange of proj_dgrad / fc2_dgrad) is not modelled: those keys are refused.
  * The programs (plan_program.c) split the GEMMs and collectives that way;
- * the simulator prices a GEMM beside such a kernel on the GPU's SMs less the
- * kernel's (time x sms / (sms - n)), and the kernel itself at the
- * collective's price without waiting for the GEMM's SMs. num_sm holds for
- * every method, ring exchange included (TE's default there is 1 SM with
- * set_sm_margin false: the rule takes the 1 SM anyway). */
+ * the simulator prices a GEMM beside such a kernel at its time x the
+ * calibration's measured ratio for the SMs the kernel holds and the GEMM's
+ * set_sm_margin (sim_tpo_gemm_factor; sms / (sms - n) without one), and the
+ * kernel itself at the collective's price without waiting for the GEMM's
+ * SMs. Pipeline and bulk kernels hold num_sm SMs; ring exchange with the copy
+ * engine (use_ce) holds none (userbuffers_send launches a 1-block 1-thread
+ * signal kernel beside cudaMemcpyAsync, userbuffers_recv a 1-thread wait;
+ * TE's userbuffers.cu at d0067d0): its GEMM runs at its own speed, or, with
+ * set_sm_margin true, told sms - num_sm SMs with nothing beside it (the
+ * proportional rule, which calibration/tpo-sm's t_margin follows). */
 #include <string.h>
 
 #include "plan.h"
@@ -83,6 +88,17 @@ int plan_tpo_num_sm(const plan *p, int g) {
   case PLAN_TPO_PIPELINE: return PLAN_TPO_PIPELINE_SMS;
   default: return PLAN_TPO_BULK_SMS;
   }
+}
+
+bool plan_tpo_sm_margin(const plan *p, int g) {
+  if (g < 0 || g >= PLAN_TPO_GEMMS) return false;
+  if (p->tpo_cfg[g].set_sm_margin) return p->tpo_cfg[g].set_sm_margin == 2;
+  return plan_tpo_method_of(p, g) != PLAN_TPO_RING_EXCHANGE; /* get_default_config */
+}
+
+int plan_tpo_held_sms(const plan *p, int g) {
+  if (g < 0 || g >= PLAN_TPO_GEMMS || plan_tpo_method_of(p, g) == PLAN_TPO_RING_EXCHANGE) return 0;
+  return plan_tpo_num_sm(p, g);
 }
 
 int plan_tpo_splits(const plan *p, int g) {
@@ -146,6 +162,13 @@ int plan_tpo_first_column(const plan *p, int mop) {
   return n < 0 ? 0 : plan_tpo_ops_first_column(ops, n, mop);
 }
 
+int plan_tpo_comm_gemm(const plan *p, int mop, int phase, int part) {
+  if (!p->tp_comm_overlap || p->tp < 2 || mop < 0) return -1;
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = layer_ops(p, ops);
+  return n < 0 ? -1 : plan_tpo_ops_gemm(p, ops, n, mop, phase, part);
+}
+
 int plan_tpo_comm_sms(const plan *p, int mop, int phase, int part) {
   if (!p->tp_comm_overlap || p->tp < 2 || mop < 0) return 0;
   model_op ops[MODEL_MAX_LAYER_OPS];
@@ -157,10 +180,10 @@ int plan_tpo_comm_sms(const plan *p, int mop, int phase, int part) {
 
 #define CFG "layout.tp_comm_overlap_cfg"
 
-/* TE's other ub_cfgs keys. Accepted, nothing to model: cga_size (the communication kernel's thread-block
- * cluster size) and set_sm_margin (whether cuBLAS is told to leave the kernel's num_sm SMs free; either way
- * the kernel holds them while it runs, and the model prices the GEMM without them: wave effects are not
- * modelled). Accepted at the value that runs what the model prices, refused otherwise: aggregate false
+/* TE's other ub_cfgs keys. set_sm_margin (whether cuBLAS is told to leave the kernel's num_sm SMs free)
+ * is stored (plan_tpo_sm_margin): it picks the measured ratio of the calibration's "tp_comm_overlap_sm"
+ * (sim_tpo_gemm_factor). Accepted, nothing to model: cga_size (the communication kernel's thread-block
+ * cluster size). Accepted at the value that runs what the model prices, refused otherwise: aggregate false
  * (true merges ring-exchange chunks in pairs), atomic_gemm false (FP8 only), fp8_buf false (FP8 buffers),
  * use_ce true (false moves ring chunks with SMs instead of the copy engine). Refused: the stream
  * priorities, pipeline_rs_overlap_first_gemm, is_reduce_scatter (set by the method and the GEMM). */
@@ -232,6 +255,8 @@ int plan_load_tpo_cfg(json_t *layout, const char *file, plan *p, ts_err *e) {
     p->tpo_cfg[g].given = 1;
     if (tsj_enum_opt(v, "method", method_names, -1, &method, file, path, e)) return -1;
     p->tpo_cfg[g].method = (uint8_t)(method + 1);
+    json_t *margin = json_object_get(v, "set_sm_margin"); /* checked by te_key */
+    p->tpo_cfg[g].set_sm_margin = margin ? (uint8_t)(json_is_true(margin) ? 2 : 1) : 0;
     if (tsj_int_opt(v, "num_sm", 1, 1 << 20, 0, &n, file, path, e)) return -1;
     p->tpo_cfg[g].num_sm = (int)n;
     if (tsj_int_opt(v, "num_splits", 1, PLAN_TPO_MAX_SPLITS, 0, &n, file, path, e)) return -1;

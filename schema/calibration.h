@@ -21,7 +21,9 @@
  *                "burst": [ {"from_us":..,"to_us":..,"gemm_speed":..} ] (optional) },   (optional)
  *     "host": { "launch_us":.., "gemm_launch_us":.., "event_us":.. (optional),
  *               "graph_gap_us":.. (optional),
- *               "sync": [ {"wait_us":..,"gap_us":..} ] } }               (optional)
+ *               "sync": [ {"wait_us":..,"gap_us":..} ] },                (optional)
+ *     "tp_comm_overlap_sm": { "measured_on": "...", "sms":.., "source": "...",
+ *               "points": [ {"held":..,"margin":..,"nomargin":..} ] } }   (optional)
  * <coll> is allreduce, allgather, reducescatter, alltoall or sendrecv; bytes of
  * a collective are the nccl-tests "size" (the whole buffer, bf16 payload even
  * for the compressed ".taco<G>" variants). Kernel tables are keyed by bytes
@@ -63,7 +65,15 @@
  * launches, against how long the host waited (wait_us: the GPU work queued
  * ahead of the copy when the host began to wait; the executor's wait polls
  * with growing naps, so the gap grows with the wait). Points sorted by wait.
- * The simulator's host clock (sim/README.md) reads them. */
+ * The simulator's host clock (sim/README.md) reads them.
+ * "tp_comm_overlap_sm" is what a GEMM loses beside a communication kernel that
+ * holds `held` of the GPU's SMs for the GEMM's whole duration (Transformer
+ * Engine's userbuffer kernels under tp_comm_overlap; calibration/tpo-sm/):
+ * margin, the GEMM's time told sms - held SMs (TE's set_sm_margin true) over
+ * its time alone on every SM; nomargin, the same GEMM asking for every SM
+ * (set_sm_margin false). measured_on names the GPU, sms its SM count (the
+ * simulator uses the table only for a GPU of that many SMs), source the raw
+ * run. Points sorted by held (1 .. sms - 1, growing), ratios in 0.5 .. 10. */
 #ifndef SCHEMA_CALIBRATION_H
 #define SCHEMA_CALIBRATION_H
 
@@ -194,6 +204,12 @@ typedef struct {
 #define SCHEMA_HOST_SYNC_POINTS 16
   int n_host_sync;
   double host_sync_wait_us[SCHEMA_HOST_SYNC_POINTS], host_sync_gap_us[SCHEMA_HOST_SYNC_POINTS];
+  /* "tp_comm_overlap_sm" (optional): n_tpo_sm 0 = no section (the simulator keeps sms / (sms - n)) */
+#define SCHEMA_TPO_SM_POINTS 32
+  int n_tpo_sm, tpo_sm_sms;
+  char tpo_sm_measured_on[64], tpo_sm_source[160];
+  int tpo_sm_held[SCHEMA_TPO_SM_POINTS];
+  double tpo_sm_margin[SCHEMA_TPO_SM_POINTS], tpo_sm_nomargin[SCHEMA_TPO_SM_POINTS];
   /* The "gemm" points ordered by log m, for the nearest-shape search of
    * schema_lookup_gemm; built by schema_calibration_sort (the loader and the
    * writer call it), owned and freed with the calibration. A lookup uses it
@@ -242,6 +258,14 @@ int schema_calibration_add_clock(schema_calibration *c, double duty, double peri
  * dst's; nothing when src has none. The host's costs belong to the machine, not to the transport:
  * `tacorun calibrate --compute-from` carries them into the other transports' files. */
 void schema_calibration_copy_host(schema_calibration *dst, const schema_calibration *src);
+/* The "tp_comm_overlap_sm" section of `src` into `dst`, replacing dst's; nothing when src has none
+ * (a property of the GPU: carried by --compute-from like the host's costs). */
+void schema_calibration_copy_tpo_sm(schema_calibration *dst, const schema_calibration *src);
+/* The measured time ratio of a GEMM beside a kernel holding `held` SMs on a GPU of `sms` SMs (margin:
+ * TE's set_sm_margin): linear between the table's points, the measured ratio at a point; 1 for
+ * held <= 0; sms / (sms - held) (the proportional rule) without a section, for a GPU of another SM
+ * count than the table's, or for held outside the table's points (below the first or beyond the last). */
+double schema_tpo_sm_ratio(const schema_calibration *c, int sms, int held, bool margin);
 /* Adds src's compute side to dst (tacorun calibrate --compute-from): GEMM, decode-GEMM and kernel
  * tables, attention per shape of every backend, the clock section and burst profile, the host
  * section; not the collectives or fits. 0, or -1 when out of memory. */

@@ -124,6 +124,16 @@ void schema_calibration_copy_host(schema_calibration *dst, const schema_calibrat
   memcpy(dst->host_sync_gap_us, src->host_sync_gap_us, sizeof dst->host_sync_gap_us);
 }
 
+void schema_calibration_copy_tpo_sm(schema_calibration *dst, const schema_calibration *src) {
+  if (!src->n_tpo_sm) return;
+  dst->n_tpo_sm = src->n_tpo_sm, dst->tpo_sm_sms = src->tpo_sm_sms;
+  memcpy(dst->tpo_sm_measured_on, src->tpo_sm_measured_on, sizeof dst->tpo_sm_measured_on);
+  memcpy(dst->tpo_sm_source, src->tpo_sm_source, sizeof dst->tpo_sm_source);
+  memcpy(dst->tpo_sm_held, src->tpo_sm_held, sizeof dst->tpo_sm_held);
+  memcpy(dst->tpo_sm_margin, src->tpo_sm_margin, sizeof dst->tpo_sm_margin);
+  memcpy(dst->tpo_sm_nomargin, src->tpo_sm_nomargin, sizeof dst->tpo_sm_nomargin);
+}
+
 int schema_calibration_copy_compute(schema_calibration *c, const schema_calibration *src) {
   int rc = 0;
   for (int i = 0; i < src->n_gemm && !rc; i++)
@@ -148,6 +158,7 @@ int schema_calibration_copy_compute(schema_calibration *c, const schema_calibrat
   if (src->n_clock) c->clock_window_us = src->clock_window_us;
   c->n_burst = src->n_burst; /* its burst profile too (merge_burst.py) */
   memcpy(c->burst, src->burst, sizeof c->burst);
+  schema_calibration_copy_tpo_sm(c, src); /* a property of the GPU, like the host's costs */
   schema_calibration_copy_host(c, src); /* and the host's costs, graph_gap_us among them (same machine) */
   return rc ? -1 : 0;
 }
@@ -685,6 +696,63 @@ static int load_host(json_t *root, const char *file, schema_calibration *c, ts_e
   return 0;
 }
 
+/* "tp_comm_overlap_sm": a ratio below 0.5 or above 10 is no SM cost (a fault of the run). */
+#define TPO_RATIO_MIN 0.5
+#define TPO_RATIO_MAX 10.0
+
+static int load_tpo_sm(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
+  const char *sec = "tp_comm_overlap_sm";
+  json_t *obj = json_object_get(root, sec);
+  if (!obj) return 0; /* optional: the proportional rule */
+  if (!json_is_object(obj)) return ts_fail(e, file, sec, "must be an object");
+  static const char *const keys[] = {"measured_on", "sms", "source", "points", NULL};
+  long long sms;
+  if (only_keys(obj, keys, file, sec, e) ||
+      tsj_string(obj, "measured_on", c->tpo_sm_measured_on, sizeof c->tpo_sm_measured_on, file, sec, e) ||
+      tsj_string(obj, "source", c->tpo_sm_source, sizeof c->tpo_sm_source, file, sec, e) ||
+      tsj_int(obj, "sms", 2, 1 << 16, &sms, file, sec, e))
+    return -1;
+  json_t *arr = json_object_get(obj, "points");
+  if (!arr) return ts_fail(e, file, "tp_comm_overlap_sm.points", "missing (an array is required)");
+  if (!json_is_array(arr)) return ts_fail(e, file, "tp_comm_overlap_sm.points", "must be an array");
+  size_t n = json_array_size(arr);
+  if (n == 0 || n > SCHEMA_TPO_SM_POINTS)
+    return ts_fail(e, file, "tp_comm_overlap_sm.points", "must hold 1 to %d points (%zu given)", SCHEMA_TPO_SM_POINTS, n);
+  static const char *const pkeys[] = {"held", "margin", "nomargin", NULL};
+  for (size_t i = 0; i < n; i++) {
+    char p[48];
+    snprintf(p, sizeof p, "tp_comm_overlap_sm.points[%zu]", i);
+    json_t *pt = json_array_get(arr, i);
+    if (!json_is_object(pt)) return ts_fail(e, file, p, "must be an object");
+    long long h;
+    double m, nm;
+    if (only_keys(pt, pkeys, file, p, e) || tsj_int(pt, "held", 1, sms - 1, &h, file, p, e) ||
+        tsj_real(pt, "margin", TPO_RATIO_MIN, TPO_RATIO_MAX, &m, file, p, e) ||
+        tsj_real(pt, "nomargin", TPO_RATIO_MIN, TPO_RATIO_MAX, &nm, file, p, e))
+      return -1;
+    if (i > 0 && h <= c->tpo_sm_held[i - 1])
+      return ts_fail(e, file, p, "held must grow from point to point (%lld after %d)", h, c->tpo_sm_held[i - 1]);
+    c->tpo_sm_held[i] = (int)h, c->tpo_sm_margin[i] = m, c->tpo_sm_nomargin[i] = nm;
+  }
+  c->n_tpo_sm = (int)n, c->tpo_sm_sms = (int)sms;
+  return 0;
+}
+
+double schema_tpo_sm_ratio(const schema_calibration *c, int sms, int held, bool margin) {
+  if (held <= 0) return 1.0;
+  const double rule = sms > held ? (double)sms / (sms - held) : 1.0;
+  const int n = c ? c->n_tpo_sm : 0;
+  if (n == 0 || sms != c->tpo_sm_sms) return rule;
+  const int *h = c->tpo_sm_held;
+  const double *r = margin ? c->tpo_sm_margin : c->tpo_sm_nomargin;
+  if (held < h[0] || held > h[n - 1]) return rule;
+  for (int i = 0; i + 1 < n; i++) {
+    if (held == h[i]) return r[i];
+    if (held < h[i + 1]) return r[i] + (r[i + 1] - r[i]) * (double)(held - h[i]) / (h[i + 1] - h[i]);
+  }
+  return r[n - 1];
+}
+
 double schema_host_sync_gap(const schema_calibration *c, double wait_us) {
   const int n = c->has_host ? c->n_host_sync : 0;
   if (n == 0) return 0;
@@ -698,7 +766,7 @@ double schema_host_sync_gap(const schema_calibration *c, double wait_us) {
 static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
                                      "derived", "notes", "gemm", "gemm_infer", "attention_shapes", "attention_backends", "kernels", "collectives", "fits",
-                                     "clock", "host", NULL};
+                                     "clock", "host", "tp_comm_overlap_sm", NULL};
   if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
       tsj_string(root, "driver", c->driver, sizeof c->driver, file, "", e) ||
@@ -711,7 +779,8 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
     return -1;
   if (load_gemm(root, file, false, c, e) || load_gemm(root, file, true, c, e) ||
       schema_attn_load(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
-      load_fits(root, file, c, e) || load_clock(root, file, c, e) || load_host(root, file, c, e))
+      load_fits(root, file, c, e) || load_clock(root, file, c, e) || load_host(root, file, c, e) ||
+      load_tpo_sm(root, file, c, e))
     return -1;
   /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one */
   int n_other = 0;
@@ -855,6 +924,15 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
     if (c->host_graph_gap_us > 0) json_object_set_new(host, "graph_gap_us", num(c->host_graph_gap_us));
     json_object_set_new(host, "sync", arr);
     json_object_set_new(root, "host", host);
+  }
+  if (c->n_tpo_sm) {
+    json_t *arr = json_array();
+    for (int i = 0; i < c->n_tpo_sm; i++)
+      json_array_append_new(arr, json_pack("{s:i,s:o,s:o}", "held", c->tpo_sm_held[i], "margin",
+                                           num(c->tpo_sm_margin[i]), "nomargin", num(c->tpo_sm_nomargin[i])));
+    json_object_set_new(root, "tp_comm_overlap_sm",
+                        json_pack("{s:s,s:i,s:s,s:o}", "measured_on", c->tpo_sm_measured_on, "sms", c->tpo_sm_sms,
+                                  "source", c->tpo_sm_source, "points", arr));
   }
   /* one table point per line (common/ts_json.h) */
   int rc = tsj_dump_data(root, out, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));

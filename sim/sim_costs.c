@@ -31,6 +31,15 @@ bool sim_transport_matches(const char *transport, topo_intra_kind kind) {
   return strcmp(transport, sim_transport_of(kind)) == 0;
 }
 
+double sim_tpo_gemm_factor(const plan *p, const schema_calibration *cal, int g) {
+  if (g < 0) return 1.0;
+  const int sms = p->cluster.gpu.sms, held = plan_tpo_held_sms(p, g);
+  const bool margin = plan_tpo_sm_margin(p, g);
+  if (held > 0) return schema_tpo_sm_ratio(cal, sms, held, margin);
+  const int told = margin ? plan_tpo_num_sm(p, g) : 0; /* ring exchange: nothing beside it */
+  return told > 0 && sms > told ? (double)sms / (sms - told) : 1.0;
+}
+
 int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e) {
   memset(c, 0, sizeof *c);
   c->p = p;
@@ -438,10 +447,8 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
       if (gemm_phase_us(c, op->row_chunks > 1 ? mo->m / op->row_chunks : mo->m, mo->n, mo->k, phase, op->part, us,
                         e))
         return -1;
-      { /* tp_comm_overlap: a userbuffer kernel beside it holds n of the GPU's SMs (plan_program_tpo.c) */
-        int n = plan_tpo_comm_sms(p, op->model_op, phase, op->part), sms = p->cluster.gpu.sms;
-        if (n > 0 && sms > n) *us *= (double)sms / (sms - n);
-      }
+      /* tp_comm_overlap: a userbuffer kernel beside it holds SMs (plan_program_tpo.c) */
+      *us *= sim_tpo_gemm_factor(p, c->lk.cal, plan_tpo_comm_gemm(p, op->model_op, phase, op->part));
       *gemm_us = *us;
       double b;
       if (bias_us(c, mo, op, &b, e)) return -1;

@@ -44,6 +44,13 @@ typedef struct {
 } sim_costs;
 
 
+/* How much longer GEMM `gemm` (plan_tpo_gemm; < 0: none, 1) runs beside its tp_comm_overlap kernel
+ * (plan/README.md "TP communication overlap"): pipeline and bulk, the calibration's measured ratio
+ * for the kernel's num_sm held SMs and the GEMM's set_sm_margin (schema_tpo_sm_ratio: the proportional
+ * rule sms / (sms - n) without a table for this SM count or beyond its points); ring exchange holds no
+ * SM: 1, or sms / (sms - num_sm) with set_sm_margin true (cuBLAS told fewer SMs, nothing beside it).
+ * The simulator (sim_costs.c) and the search's estimate (search_estimate.c) both call it. */
+double sim_tpo_gemm_factor(const plan *p, const schema_calibration *cal, int gemm);
 int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e);
 /* Compute op (PLAN_OP_COMPUTE) time in seconds. */
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e);

@@ -257,6 +257,9 @@ int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from
     schema_calibration_free(out);
     return ts_fail_sys(e, "out of memory transferring the calibration");
   }
+  /* "tp_comm_overlap_sm": ratios of one GPU's own times, kept as they are; the simulator applies them
+   * only to a GPU of the table's SM count (schema_tpo_sm_ratio), else the proportional rule */
+  schema_calibration_copy_tpo_sm(out, src);
   schema_calibration_sort(out);
   return 0;
 }

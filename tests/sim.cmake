@@ -60,3 +60,10 @@ target_link_libraries(test_sim_collapse PRIVATE ts_sim PkgConfig::CUNIT m)
 target_compile_definitions(test_sim_collapse PRIVATE
   CALIBRATION_FILE="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
 add_test(NAME sim_collapse COMMAND test_sim_collapse)
+
+# The calibration's "tp_comm_overlap_sm" section (schema/calibration.h, calibration/tpo-sm/): loader,
+# interpolation by hand, writer, the shipped files.
+add_executable(test_calib_tpo_sm ${CMAKE_CURRENT_SOURCE_DIR}/test_calib_tpo_sm.c)
+target_link_libraries(test_calib_tpo_sm PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_calib_tpo_sm PRIVATE TACOSIM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+add_test(NAME calib_tpo_sm COMMAND test_calib_tpo_sm)

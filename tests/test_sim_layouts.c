@@ -119,12 +119,18 @@ static void test_param_gather_overlap(void) {
   schema_result_free(&rb);
 }
 
-/* tp_comm_overlap on gpt-h4096-tp2-sp (2 x H200 NVLink): a GEMM piece beside
- * a userbuffer kernel of n SMs costs the same piece alone x sms / (sms - n)
- * (its GEMM part; a bias pass after the GEMM is memory bound and keeps its price)
- * (Transformer Engine's 16 SMs beside the row-parallel forward, 1 beside
- * the ring-exchanged column-parallel forward); the layers' TP collectives
- * no longer wait for the GEMMs' SMs, so less TP time is exposed. */
+/* h200-nvlink.json's "tp_comm_overlap_sm" (calibration/tpo-sm/, one H100 of 132 SMs, 2026-12-05 14:22):
+ * the GEMM's time beside n held SMs over its time alone, set_sm_margin true (margin) and false. */
+#define TPO_MARGIN_8 1.116
+#define TPO_MARGIN_16 1.4625
+#define TPO_MARGIN_24 1.9554
+#define TPO_NOMARGIN_24 1.3244
+
+/* tp_comm_overlap on gpt-h4096-tp2-sp (2 x H200 NVLink, 132 SMs): a GEMM piece beside a pipeline or
+ * bulk userbuffer kernel of TE's 16 SMs (set_sm_margin true) costs the same piece alone x the calibration's
+ * measured ratio at 16 (its GEMM part; a bias pass after the GEMM is memory bound and keeps its price);
+ * beside a ring exchange (copy engine: no SM held, set_sm_margin false) it costs the piece alone; the
+ * layers' TP collectives no longer wait for the GEMMs' SMs, so less TP time is exposed. */
 static int load_tp2sp_cfg(plan *p, bool tpo, const char *cfg, ts_err *e) {
   json_error_t je;
   json_t *root = json_load_file(PLANS_DIR "/gpt-h4096-tp2-sp.json", 0, &je);
@@ -150,22 +156,29 @@ static void test_tp_comm_overlap(void) {
   CU_ASSERT_EQUAL_FATAL(sim_costs_init(&coff, &off, &cal, NULL, &e), 0);
   plan_program g;
   CU_ASSERT_EQUAL_FATAL(plan_build_program(&on, 0, &g, &e), 0);
-  const double sms = on.cluster.gpu.sms;
-  int checked = 0;
+  CU_ASSERT_EQUAL_FATAL(cal.tpo_sm_sms, on.cluster.gpu.sms);
+  int checked = 0, ring = 0;
   for (int i = 0; i < g.n; i++) {
     const plan_op *op = &g.ops[i];
     if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->layer != 0 || op->micro != 0) continue;
     int n = plan_tpo_comm_sms(&on, op->model_op, op->phase, op->part);
+    int gm = plan_tpo_comm_gemm(&on, op->model_op, op->phase, op->part);
+    bool re = gm >= 0 && plan_tpo_method_of(&on, gm) == PLAN_TPO_RING_EXCHANGE;
     double t_on, t_off, g_on, g_off;
     CU_ASSERT_EQUAL(sim_compute_parts_s(&con, op, &t_on, &g_on, &e), 0);
     /* the same piece under the plan without the overlap */
     CU_ASSERT_EQUAL(sim_compute_parts_s(&coff, op, &t_off, &g_off, &e), 0);
-    /* the GEMM runs on sms - n SMs; a bias pass after it (memory bound) keeps its price */
-    CU_ASSERT_DOUBLE_EQUAL(g_on, g_off * (n ? sms / (sms - n) : 1.0), 1e-12);
+    /* pipeline and bulk: TE's 16 SMs, set_sm_margin true; ring exchange: nothing held, no margin */
+    if (n > 0 && !re) CU_ASSERT_EQUAL(n, 16);
+    double want = n > 0 && !re ? g_off * TPO_MARGIN_16 : g_off;
+    CU_ASSERT_DOUBLE_EQUAL(g_on, want, 1e-12 * want);
+    /* a bias pass after the GEMM (memory bound) keeps its price */
     CU_ASSERT_DOUBLE_EQUAL(t_on - g_on, t_off - g_off, 1e-12);
-    checked += n > 0;
+    checked += n > 0 && !re;
+    ring += re;
   }
   CU_ASSERT(checked >= 8);
+  CU_ASSERT(ring >= 2);
   plan_program_free(&g);
   sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .clock_off = true};
   schema_result ra, rb;
@@ -181,7 +194,7 @@ static void test_tp_comm_overlap(void) {
 }
 
 /* layout.tp_comm_overlap_cfg on gpt-h4096-tp2-sp: num_sm 24 on proj_fprop and 8 on qkv_dgrad price those
- * GEMM pieces at the piece without the overlap x 132 / (132 - 24) and x 132 / 124 exactly, every other GEMM as
+ * GEMM pieces at the piece without the overlap x the calibration's measured ratio at 24 and 8 exactly, every other GEMM as
  * with TE's defaults; a cfg that writes TE's defaults out predicts the same iteration time to the bit. */
 static void test_tpo_cfg_num_sm(void) {
   static plan dflt, cfg, off, same;
@@ -208,7 +221,6 @@ static void test_tpo_cfg_num_sm(void) {
   CU_ASSERT_FATAL(n_mops > 0);
   plan_program g;
   CU_ASSERT_EQUAL_FATAL(plan_build_program(&cfg, 0, &g, &e), 0);
-  const double sms = cfg.cluster.gpu.sms;
   int proj = 0, qkv = 0, others = 0;
   for (int i = 0; i < g.n; i++) {
     const plan_op *op = &g.ops[i];
@@ -222,10 +234,10 @@ static void test_tpo_cfg_num_sm(void) {
     const char *name = mops[op->model_op].name;
     bool fwd = op->phase != PLAN_PHASE_BWD;
     if (!strcmp(name, "attn_out") && fwd) {
-      CU_ASSERT_DOUBLE_EQUAL(g_c, g_o * sms / (sms - 24), 1e-12 * g_c);
+      CU_ASSERT_DOUBLE_EQUAL(g_c, g_o * TPO_MARGIN_24, 1e-12 * g_c);
       proj++;
     } else if (!strcmp(name, "qkv") && op->part == PLAN_PART_DGRAD) {
-      CU_ASSERT_DOUBLE_EQUAL(g_c, g_o * sms / (sms - 8), 1e-12 * g_c);
+      CU_ASSERT_DOUBLE_EQUAL(g_c, g_o * TPO_MARGIN_8, 1e-12 * g_c);
       qkv++;
     } else {
       CU_ASSERT_EQUAL(g_c, g_d);
@@ -262,6 +274,66 @@ static void test_tpo_cfg_num_sm(void) {
   schema_result_free(&rf);
 }
 
+/* The table's other cases on gpt-h4096-tp2-sp, each GEMM piece against the piece without the overlap:
+ * proj_fprop num_sm 24 with set_sm_margin false (stored, not only accepted) at the measured nomargin
+ * ratio; qkv_dgrad num_sm 12, between the points 8 and 16, at the linear interpolation worked out by hand;
+ * fc1_dgrad num_sm 32, beyond the table's last point (24), at the rule 132 / 100; qkv_fprop (ring
+ * exchange: no SM held) with set_sm_margin true and num_sm 4 at 132 / 128 (cuBLAS told 128 SMs, nothing
+ * beside it); the same plan with a calibration without the section prices every piece by the rule. */
+static void test_tpo_sm_table(void) {
+  static plan p, off;
+  ts_err e = {0};
+  int rc = load_tp2sp_cfg(&p, true,
+                          "{\"proj_fprop\": {\"num_sm\": 24, \"set_sm_margin\": false},"
+                          " \"qkv_dgrad\": {\"num_sm\": 12}, \"fc1_dgrad\": {\"num_sm\": 32},"
+                          " \"qkv_fprop\": {\"num_sm\": 4, \"set_sm_margin\": true}}",
+                          &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL_FATAL(load_tp2sp(&off, false, &e), 0);
+  CU_ASSERT_EQUAL(p.tpo_cfg[PLAN_TPO_PROJ_FPROP].set_sm_margin, 1);
+  CU_ASSERT_EQUAL(p.tpo_cfg[PLAN_TPO_QKV_FPROP].set_sm_margin, 2);
+  CU_ASSERT_FALSE(plan_tpo_sm_margin(&p, PLAN_TPO_PROJ_FPROP));
+  CU_ASSERT_TRUE(plan_tpo_sm_margin(&p, PLAN_TPO_QKV_FPROP));
+  CU_ASSERT_TRUE(plan_tpo_sm_margin(&p, PLAN_TPO_FC2_FPROP)); /* TE's default: pipeline */
+  CU_ASSERT_FALSE(plan_tpo_sm_margin(&p, PLAN_TPO_FC1_FPROP)); /* TE's default: ring exchange */
+  CU_ASSERT_EQUAL(cal.tpo_sm_sms, 132);
+  CU_ASSERT_EQUAL_FATAL(p.cluster.gpu.sms, 132);
+  const double want[PLAN_TPO_GEMMS] = {
+      [PLAN_TPO_QKV_FPROP] = 132.0 / 128, [PLAN_TPO_QKV_DGRAD] = 1.116 + (1.4625 - 1.116) * 4 / 8,
+      [PLAN_TPO_QKV_WGRAD] = TPO_MARGIN_16, [PLAN_TPO_PROJ_FPROP] = TPO_NOMARGIN_24, [PLAN_TPO_PROJ_DGRAD] = 1,
+      [PLAN_TPO_FC1_FPROP] = 1, [PLAN_TPO_FC1_DGRAD] = 132.0 / 100, [PLAN_TPO_FC1_WGRAD] = TPO_MARGIN_16,
+      [PLAN_TPO_FC2_FPROP] = TPO_MARGIN_16, [PLAN_TPO_FC2_DGRAD] = 1};
+  static schema_calibration bare; /* the same calibration without "tp_comm_overlap_sm" */
+  bare = cal;
+  bare.n_tpo_sm = 0;
+  static sim_costs cp, cb, co;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&cp, &p, &cal, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&cb, &p, &bare, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&co, &off, &cal, NULL, &e), 0);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  int seen[PLAN_TPO_GEMMS] = {0};
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->layer != 0 || op->micro != 0) continue;
+    int gm = plan_tpo_comm_gemm(&p, op->model_op, op->phase, op->part);
+    if (gm < 0) continue;
+    double t, gp, tb, gb, to, go;
+    CU_ASSERT_EQUAL(sim_compute_parts_s(&cp, op, &t, &gp, &e), 0);
+    CU_ASSERT_EQUAL(sim_compute_parts_s(&cb, op, &tb, &gb, &e), 0);
+    CU_ASSERT_EQUAL(sim_compute_parts_s(&co, op, &to, &go, &e), 0);
+    CU_ASSERT_DOUBLE_EQUAL(gp, go * want[gm], 1e-12 * gp);
+    /* without the section: pipeline and bulk by the rule, ring exchange as with it */
+    int held = plan_tpo_held_sms(&p, gm);
+    double rule = held ? 132.0 / (132 - held) : want[gm];
+    CU_ASSERT_DOUBLE_EQUAL(gb, go * rule, 1e-12 * gb);
+    seen[gm]++;
+  }
+  plan_program_free(&g);
+  for (int k = 0; k < PLAN_TPO_GEMMS; k++) CU_ASSERT(seen[k] >= 1);
+}
+
 int main(void) {
   ts_err e = {0};
   if (schema_calibration_load(MEASURED_CALIBRATION, &cal, &e)) {
@@ -273,8 +345,10 @@ int main(void) {
   CU_add_test(s, "ZeRO-3: DP traffic per layer, worked out from the collective prices", test_zero3_traffic_time);
   CU_add_test(s, "overlap_param_gather: the gathers hidden behind the forward", test_param_gather_overlap);
   CU_add_test(s, "tp_comm_overlap: GEMMs without the comm SMs, collectives beside them", test_tp_comm_overlap);
-  CU_add_test(s, "tp_comm_overlap_cfg: num_sm prices the GEMM at sms / (sms - n); defaults written out change nothing",
+  CU_add_test(s, "tp_comm_overlap_cfg: num_sm prices the GEMM at the measured ratio; defaults written out change nothing",
               test_tpo_cfg_num_sm);
+  CU_add_test(s, "tp_comm_overlap_sm: set_sm_margin, interpolation, beyond the table, ring exchange, no section",
+              test_tpo_sm_table);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
