@@ -73,7 +73,9 @@
  * its time alone on every SM; nomargin, the same GEMM asking for every SM
  * (set_sm_margin false). measured_on names the GPU, sms its SM count (the
  * simulator uses the table only for a GPU of that many SMs), source the raw
- * run. Points sorted by held (1 .. sms - 1, growing), ratios in 0.5 .. 10. */
+ * run. Points sorted by held (1 .. sms - 1, growing), ratios in 0.5 .. 10. priced (optional, default true):
+ * false keeps the table as data only and the simulator prices by sms / (sms - held) (the shipped files: the
+ * table is an upper bound, a communication kernel as long as the GEMM; calibration/tpo-sm/README.md). */
 #ifndef SCHEMA_CALIBRATION_H
 #define SCHEMA_CALIBRATION_H
 
@@ -207,6 +209,7 @@ typedef struct {
   /* "tp_comm_overlap_sm" (optional): n_tpo_sm 0 = no section (the simulator keeps sms / (sms - n)) */
 #define SCHEMA_TPO_SM_POINTS 32
   int n_tpo_sm, tpo_sm_sms;
+  bool tpo_sm_priced; /* "priced" (default true): false = the table is kept as data, the simulator uses the rule */
   char tpo_sm_measured_on[64], tpo_sm_source[160];
   int tpo_sm_held[SCHEMA_TPO_SM_POINTS];
   double tpo_sm_margin[SCHEMA_TPO_SM_POINTS], tpo_sm_nomargin[SCHEMA_TPO_SM_POINTS];

@@ -149,7 +149,7 @@ static int load_array(json_t *arr, const char *file, const char *section, schema
   json_array_foreach(arr, i, pt) {
     char path[96];
     snprintf(path, sizeof path, "%s[%zu]", section, i);
-    schema_attn_point p;
+    schema_attn_point p = {0}; /* filled by load_point; zeroed so no path reads it unset */
     if (load_point(pt, file, path, &p, e)) return -1;
     if (schema_calibration_add_attn_backend(c, be, &p.s, p.fwd_us, p.bwd_us)) return ts_fail_sys(e, "out of memory");
   }

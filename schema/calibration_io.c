@@ -126,7 +126,7 @@ void schema_calibration_copy_host(schema_calibration *dst, const schema_calibrat
 
 void schema_calibration_copy_tpo_sm(schema_calibration *dst, const schema_calibration *src) {
   if (!src->n_tpo_sm) return;
-  dst->n_tpo_sm = src->n_tpo_sm, dst->tpo_sm_sms = src->tpo_sm_sms;
+  dst->n_tpo_sm = src->n_tpo_sm, dst->tpo_sm_sms = src->tpo_sm_sms, dst->tpo_sm_priced = src->tpo_sm_priced;
   memcpy(dst->tpo_sm_measured_on, src->tpo_sm_measured_on, sizeof dst->tpo_sm_measured_on);
   memcpy(dst->tpo_sm_source, src->tpo_sm_source, sizeof dst->tpo_sm_source);
   memcpy(dst->tpo_sm_held, src->tpo_sm_held, sizeof dst->tpo_sm_held);
@@ -705,13 +705,16 @@ static int load_tpo_sm(json_t *root, const char *file, schema_calibration *c, ts
   json_t *obj = json_object_get(root, sec);
   if (!obj) return 0; /* optional: the proportional rule */
   if (!json_is_object(obj)) return ts_fail(e, file, sec, "must be an object");
-  static const char *const keys[] = {"measured_on", "sms", "source", "points", NULL};
+  static const char *const keys[] = {"measured_on", "sms", "source", "points", "priced", NULL};
   long long sms;
   if (only_keys(obj, keys, file, sec, e) ||
       tsj_string(obj, "measured_on", c->tpo_sm_measured_on, sizeof c->tpo_sm_measured_on, file, sec, e) ||
       tsj_string(obj, "source", c->tpo_sm_source, sizeof c->tpo_sm_source, file, sec, e) ||
       tsj_int(obj, "sms", 2, 1 << 16, &sms, file, sec, e))
     return -1;
+  json_t *priced = json_object_get(obj, "priced");
+  if (priced && !json_is_boolean(priced)) return ts_fail(e, file, "tp_comm_overlap_sm.priced", "must be true or false");
+  c->tpo_sm_priced = !priced || json_is_true(priced);
   json_t *arr = json_object_get(obj, "points");
   if (!arr) return ts_fail(e, file, "tp_comm_overlap_sm.points", "missing (an array is required)");
   if (!json_is_array(arr)) return ts_fail(e, file, "tp_comm_overlap_sm.points", "must be an array");
@@ -742,7 +745,7 @@ double schema_tpo_sm_ratio(const schema_calibration *c, int sms, int held, bool 
   if (held <= 0) return 1.0;
   const double rule = sms > held ? (double)sms / (sms - held) : 1.0;
   const int n = c ? c->n_tpo_sm : 0;
-  if (n == 0 || sms != c->tpo_sm_sms) return rule;
+  if (n == 0 || !c->tpo_sm_priced || sms != c->tpo_sm_sms) return rule;
   const int *h = c->tpo_sm_held;
   const double *r = margin ? c->tpo_sm_margin : c->tpo_sm_nomargin;
   if (held < h[0] || held > h[n - 1]) return rule;
@@ -931,8 +934,8 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
       json_array_append_new(arr, json_pack("{s:i,s:o,s:o}", "held", c->tpo_sm_held[i], "margin",
                                            num(c->tpo_sm_margin[i]), "nomargin", num(c->tpo_sm_nomargin[i])));
     json_object_set_new(root, "tp_comm_overlap_sm",
-                        json_pack("{s:s,s:i,s:s,s:o}", "measured_on", c->tpo_sm_measured_on, "sms", c->tpo_sm_sms,
-                                  "source", c->tpo_sm_source, "points", arr));
+                        json_pack("{s:s,s:i,s:s,s:b,s:o}", "measured_on", c->tpo_sm_measured_on, "sms", c->tpo_sm_sms,
+                                  "source", c->tpo_sm_source, "priced", c->tpo_sm_priced, "points", arr));
   }
   /* one table point per line (common/ts_json.h) */
   int rc = tsj_dump_data(root, out, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));
