@@ -1,15 +1,8 @@
 #!/usr/bin/env python3
 """inside.py FLOWLOG: the phases that start on a node of a CP ring step while it runs, by kind."""
 import sys, collections, bisect
-rows=[]
-for line in open(sys.argv[1]):
-    p=line.split()
-    t0,t1=float(p[0]),float(p[1]); k0,k1=int(p[2]),int(p[3])
-    edges=[x.split(':') for x in p[5:]]
-    g=(k1>>8) if k0==1 else -1
-    nodes=set()
-    for s,d,b in edges: nodes.add(int(s)//8); nodes.add(int(d)//8)
-    rows.append((t0,t1,g,nodes,int(edges[0][0]),int(edges[0][1]),float(edges[0][2])))
+import flowlog
+rows=[(t0,t1,g,nodes,int(e[0][0]),int(e[0][1]),float(e[0][2])) for t0,t1,g,nodes,e,_ in flowlog.read(sys.argv[1])]
 oth=collections.defaultdict(list)
 for r in rows:
     if r[2]!=7:

@@ -2,15 +2,8 @@
 """lone_steps.py FLOWLOG: how many CP ring steps of a phase log (probe.patch, TACOSIM_FLOWLOG) another phase met
 on their nodes (already running at the step's start, or starting inside it), and the durations of the lone ones."""
 import sys, collections, bisect
-rows=[]
-for line in open(sys.argv[1]):
-    p=line.split()
-    t0,t1=float(p[0]),float(p[1]); k0,k1=int(p[2]),int(p[3])
-    edges=[x.split(':') for x in p[5:]]
-    g=(k1>>8) if k0==1 else -1
-    nodes=set()
-    for s,d,b in edges: nodes.add(int(s)//8); nodes.add(int(d)//8)
-    rows.append((t0,t1,g,nodes,tuple(b for s,d,b in edges)))
+import flowlog
+rows=[(t0,t1,g,nodes,tuple(b for s,d,b in e)) for t0,t1,g,nodes,e,_ in flowlog.read(sys.argv[1])]
 oth=collections.defaultdict(list); cpn=collections.defaultdict(list)
 for i,r in enumerate(rows):
     for n in r[3]: (cpn if r[2]==7 else oth)[n].append((r[0],r[1],r[2]))

@@ -3,14 +3,9 @@
 phase met on their nodes while they ran, as "t0 first_source t1" lines (TACOSIM_PROTO_ORACLE's input)."""
 import bisect, collections, sys
 
-rows = []
-for line in open(sys.argv[1]):
-    p = line.split()
-    t0, t1, k0, k1 = float(p[0]), float(p[1]), int(p[2]), int(p[3])
-    edges = [x.split(':') for x in p[5:]]
-    g = (k1 >> 8) if k0 == 1 else -1  # 7: PLAN_GROUP_CP
-    nodes = {int(s) // 8 for s, d, b in edges} | {int(d) // 8 for s, d, b in edges}
-    rows.append((t0, t1, g, nodes, p[0], edges[0][0], p[1]))
+import flowlog
+
+rows = [(t0, t1, g, nodes, p[0], e[0][0], p[1]) for t0, t1, g, nodes, e, p in flowlog.read(sys.argv[1])]
 oth = collections.defaultdict(list)
 for r in rows:
     if r[2] != 7:
