@@ -79,6 +79,9 @@ typedef struct {
 
 /* The names' order (plan_load.c): fused, unfused, flash, executor. */
 typedef enum { PLAN_ATTENTION_FUSED, PLAN_ATTENTION_UNFUSED, PLAN_ATTENTION_FLASH, PLAN_ATTENTION_EXECUTOR } plan_attention_backend;
+typedef enum { PLAN_HOST_EXECUTOR, PLAN_HOST_MEGATRON_CORE } plan_host_framework;
+/* Its names as plans spell them (plan_load.c). */
+extern const char *const plan_host_framework_names[];
 
 typedef struct {
   char path[512];     /* the plan file, as given */
@@ -122,6 +125,11 @@ typedef struct {
    * framework that runs the plan is not this executor (PyTorch's eager launches cost more). Not given: the
    * calibration's "host" section (this executor's, measured). */
   double host_launch_us, host_sync_us;
+  /* "host_framework" (added; default "executor"): which code issues the layers' kernels, for the host
+   * clock. "executor": this executor's calls (plan_launches.c). "megatron-core": Megatron-Core's own layer
+   * code, whose host time per layer and micro-batch (forward, backward; dense and MoE layers) and per
+   * collective call the calibration's "framework_host" section gives (sim/README.md, "The host"). */
+  plan_host_framework host_framework;
   /* "attention_dropout" (Megatron-LM's --attention-dropout; default 0): the
    * dropout probability on the attention probabilities. Under unfused
    * attention it is a kernel of its own over the s x s scores; the fused

@@ -76,13 +76,15 @@ static int load_moe_layout(json_t *layout, const char *file, plan *p, ts_err *e)
   return tsj_real_opt(layout, "moe_imbalance", 1.0, 1e6, 0.0, &p->moe_imbalance, file, "layout", e);
 }
 
+const char *const plan_host_framework_names[] = {"executor", "megatron-core", NULL};
+
 static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir, plan *p,
                      ts_err *e) {
   static const char *const top_keys[] = {"schema", "name", "description", "model", "cluster", "layout", "batch",
                                          "schedule", "layers_override", "codec", "codec_min_bytes",
                                          "dp_bucket_bytes", "attention_backend",
                                          "attention_dropout", "hidden_dropout", "bias_fusion", "cross_entropy_loss_fusion",
-                                         "host_launch_us", "host_sync_us", "enable_experimental",
+                                         "host_launch_us", "host_sync_us", "host_framework", "enable_experimental",
                                          NULL};
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
                                             "recompute", "recompute_modules", "recompute_num_layers", "tp_overlap_chunks",
@@ -201,6 +203,10 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
     return ts_fail(e, file, "host_launch_us", "must be > 0 (microseconds per launch; leave it out for the calibration's)");
   if (json_object_get(root, "host_sync_us") && !(p->host_sync_us > 0))
     return ts_fail(e, file, "host_sync_us", "must be > 0 (microseconds; leave it out for the calibration's)");
+  int fw;
+  if (tsj_enum_opt(root, "host_framework", plan_host_framework_names, PLAN_HOST_EXECUTOR, &fw, file, NULL, e))
+    return -1;
+  p->host_framework = (plan_host_framework)fw;
   bool bias_fusion;
   if (tsj_bool_opt(root, "bias_fusion", true, &bias_fusion, file, NULL, e)) return -1;
   p->bias_unfused = !bias_fusion;

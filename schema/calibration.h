@@ -23,7 +23,12 @@
  *               "graph_gap_us":.. (optional),
  *               "sync": [ {"wait_us":..,"gap_us":..} ] },                (optional)
  *     "tp_comm_overlap_sm": { "measured_on": "...", "sms":.., "source": "...",
- *               "points": [ {"held":..,"margin":..,"nomargin":..} ] } }   (optional)
+ *               "points": [ {"held":..,"margin":..,"nomargin":..} ] },     (optional)
+ *     "framework_host": { "framework": "megatron-core", "measured_on": "...", "source": "...",
+ *               "layers": { "dense": {"fwd_us":..,"bwd_us":.., "parts": {"attention":..,"mlp":..}},
+ *                           "moe": {"fwd_us":..,"bwd_us":.., "parts": {"attention":..,"router":..,
+ *                                   "dispatch":..,"experts":..,"combine":..}} },
+ *               "calls": { "<coll>": us, ... } (optional) } }              (optional)
  * <coll> is allreduce, allgather, reducescatter, alltoall or sendrecv; bytes of
  * a collective are the nccl-tests "size" (the whole buffer, bf16 payload even
  * for the compressed ".taco<G>" variants). Kernel tables are keyed by bytes
@@ -75,7 +80,16 @@
  * simulator uses the table only for a GPU of that many SMs), source the raw
  * run. Points sorted by held (1 .. sms - 1, growing), ratios in 0.5 .. 10. priced (optional, default true):
  * false keeps the table as data only and the simulator prices by sms / (sms - held) (the shipped files: the
- * table is an upper bound, a communication kernel as long as the GEMM; calibration/tpo-sm/README.md). */
+ * table is an upper bound, a communication kernel as long as the GEMM; calibration/tpo-sm/README.md).
+ * "framework_host" is the host time of a training framework's own layer code (calibration_framework.c;
+ * experiments/published/moe/host/): one transformer layer's forward and backward, dense or MoE, timed at
+ * shapes small enough that the GPU waits for the host (the host's floor per layer and micro-batch), and
+ * one call of each collective the framework issues (`calls`, keyed like the collective tables, allreduce
+ * .. alltoall). parts (optional): the forward's host time by block (its module breakdown); the simulator
+ * takes them as the shares of the layer's forward and backward time each block's ops get (the backward is
+ * not split by the measurement). framework names the framework (plans ask for it by `host_framework`), measured_on the host
+ * and software, source the raw run. A plan that names the framework has its layers' host time priced by
+ * it (sim/README.md, "The host"). */
 #ifndef SCHEMA_CALIBRATION_H
 #define SCHEMA_CALIBRATION_H
 
@@ -84,6 +98,7 @@
 #include <stdio.h>
 
 #include "ts_error.h"
+#include "ts_coll.h"
 
 #define SCHEMA_CALIBRATION_VERSION 1
 
@@ -166,6 +181,26 @@ typedef struct {
   double from_us, to_us; /* since the burst from idle began */
   double gemm_speed;     /* sustained launch time / mean launch time of the bin (> 1: faster) */
 } schema_burst_bin;
+
+/* "framework_host": a training framework's host time per transformer layer (dense, MoE) and per
+ * collective call; 0 = not measured. */
+typedef enum { SCHEMA_FW_LAYER_DENSE, SCHEMA_FW_LAYER_MOE, SCHEMA_FW_NLAYERS } schema_fw_layer;
+/* The blocks of a layer whose forward host time the section splits it by ("parts", by the framework's
+ * modules: attention = the norms, self-attention and residual before the MLP; mlp = a dense layer's MLP;
+ * router, dispatch (the token dispatcher's permutation and its host sync), experts, combine (the
+ * un-permutation and what follows in the MoE block) of an MoE layer). */
+typedef enum {
+  SCHEMA_FW_ATTENTION, SCHEMA_FW_MLP, SCHEMA_FW_ROUTER, SCHEMA_FW_DISPATCH, SCHEMA_FW_EXPERTS, SCHEMA_FW_COMBINE,
+  SCHEMA_FW_NPARTS
+} schema_fw_part;
+extern const char *const schema_fw_part_names[SCHEMA_FW_NPARTS];
+typedef struct {
+  char framework[24]; /* "megatron-core"; empty: no section */
+  char measured_on[160], source[160];
+  double layer_fwd_us[SCHEMA_FW_NLAYERS], layer_bwd_us[SCHEMA_FW_NLAYERS];
+  double part_us[SCHEMA_FW_NLAYERS][SCHEMA_FW_NPARTS]; /* forward host time by block; all 0: not split */
+  double call_us[TS_COLL_COUNT]; /* by collective (ts_coll); sendrecv not accepted */
+} schema_framework_host;
 #define SCHEMA_BURST_MAX 32
 
 typedef struct {
@@ -213,6 +248,8 @@ typedef struct {
   char tpo_sm_measured_on[64], tpo_sm_source[160];
   int tpo_sm_held[SCHEMA_TPO_SM_POINTS];
   double tpo_sm_margin[SCHEMA_TPO_SM_POINTS], tpo_sm_nomargin[SCHEMA_TPO_SM_POINTS];
+  /* "framework_host" (optional): fw_host.framework[0] == 0 = no section */
+  schema_framework_host fw_host;
   /* The "gemm" points ordered by log m, for the nearest-shape search of
    * schema_lookup_gemm; built by schema_calibration_sort (the loader and the
    * writer call it), owned and freed with the calibration. A lookup uses it
@@ -264,6 +301,10 @@ void schema_calibration_copy_host(schema_calibration *dst, const schema_calibrat
 /* The "tp_comm_overlap_sm" section of `src` into `dst`, replacing dst's; nothing when src has none
  * (a property of the GPU: carried by --compute-from like the host's costs). */
 void schema_calibration_copy_tpo_sm(schema_calibration *dst, const schema_calibration *src);
+/* The "framework_host" section alone (calibration_framework.c): loader (nothing when absent), writer (NULL
+ * when c has none). Copied with the host's costs (schema_calibration_copy_host: the same machine). */
+int schema_framework_host_load(struct json_t *root, const char *file, schema_calibration *c, ts_err *e);
+struct json_t *schema_framework_host_json(const schema_calibration *c);
 /* The measured time ratio of a GEMM beside a kernel holding `held` SMs on a GPU of `sms` SMs (margin:
  * TE's set_sm_margin): linear between the table's points, the measured ratio at a point; 1 for
  * held <= 0; sms / (sms - held) (the proportional rule) without a section, for a GPU of another SM

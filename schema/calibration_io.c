@@ -115,6 +115,7 @@ int schema_calibration_add_clock(schema_calibration *c, double duty, double peri
 }
 
 void schema_calibration_copy_host(schema_calibration *dst, const schema_calibration *src) {
+  if (src->fw_host.framework[0]) dst->fw_host = src->fw_host; /* the framework's host time: the same machine */
   if (!src->has_host) return;
   dst->has_host = true;
   dst->host_launch_us = src->host_launch_us, dst->host_gemm_launch_us = src->host_gemm_launch_us;
@@ -769,7 +770,7 @@ double schema_host_sync_gap(const schema_calibration *c, double wait_us) {
 static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
                                      "derived", "notes", "gemm", "gemm_infer", "attention_shapes", "attention_backends", "kernels", "collectives", "fits",
-                                     "clock", "host", "tp_comm_overlap_sm", NULL};
+                                     "clock", "host", "tp_comm_overlap_sm", "framework_host", NULL};
   if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
       tsj_string(root, "driver", c->driver, sizeof c->driver, file, "", e) ||
@@ -783,7 +784,7 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
   if (load_gemm(root, file, false, c, e) || load_gemm(root, file, true, c, e) ||
       schema_attn_load(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
       load_fits(root, file, c, e) || load_clock(root, file, c, e) || load_host(root, file, c, e) ||
-      load_tpo_sm(root, file, c, e))
+      load_tpo_sm(root, file, c, e) || schema_framework_host_load(root, file, c, e))
     return -1;
   /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one */
   int n_other = 0;
@@ -937,6 +938,8 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
                         json_pack("{s:s,s:i,s:s,s:b,s:o}", "measured_on", c->tpo_sm_measured_on, "sms", c->tpo_sm_sms,
                                   "source", c->tpo_sm_source, "priced", c->tpo_sm_priced, "points", arr));
   }
+  json_t *fw = schema_framework_host_json(c);
+  if (fw) json_object_set_new(root, "framework_host", fw);
   /* one table point per line (common/ts_json.h) */
   int rc = tsj_dump_data(root, out, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));
   json_decref(root);

@@ -325,13 +325,23 @@ static int compute_time(sim_rank *rs, const plan_op *op, double start, double *d
 static int host_op_time(sim_rank *rs, const plan_op *op, double gpu_free, double *d, double *delay, ts_err *e) {
   const sim_host *h = &sim_w->host;
   const bool issued = h->on && op->launches + op->gemm_launches + op->events > 0;
+  if (issued && h->fw) { /* the framework's calls of the communication ops before this op in program order */
+    const int i = (int)(op - rs->prog->ops);
+    for (; rs->fw_next < i; rs->fw_next++) rs->host_t += sim_host_fw_call_s(h, &rs->prog->ops[rs->fw_next]);
+    rs->fw_next = i + 1;
+  }
   if (issued) sim_host_wait_before(h, &rs->host_t, gpu_free, op->host_syncs_before, op->host_calls_before);
   double start = issued && rs->host_t > gpu_free ? rs->host_t : gpu_free;
   if (compute_time(rs, op, start, d, e)) return -1;
   *delay = 0;
   if (!issued) return 0;
+  const double fw_s = sim_host_fw_op_s(h, sim_w->p, sim_w->costs.mops, sim_w->costs.n_mops,
+                                       (const double(*)[2][SCHEMA_FW_NPARTS])rs->fw_rate_s, op);
   double end =
-      sim_host_op(h, &rs->host_t, op->launches, op->gemm_launches, op->events, op->host_sync, gpu_free, *d, NULL);
+      fw_s >= 0 ? sim_host_op_cost(h, &rs->host_t, op->launches + op->gemm_launches + op->events, fw_s, op->host_sync,
+                                   gpu_free, *d, NULL)
+                : sim_host_op(h, &rs->host_t, op->launches, op->gemm_launches, op->events, op->host_sync, gpu_free, *d,
+                              NULL);
   if (end > gpu_free + *d) *delay = end - (gpu_free + *d);
   return 0;
 }
@@ -1009,7 +1019,10 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
     goto done;
   }
   if (sim_costs_init(&w->costs, p, o->cal, o->warn, e) || build_ranks(w, e) || check_costs(w, e)) goto done;
-  sim_host_setup(&w->host, p, o->cal);
+  if (sim_host_setup(&w->host, p, o->cal, e)) goto done;
+  for (int r = 0; w->host.fw && r < w->world; r++)
+    if (w->ranks[r])
+      sim_host_fw_entry_rates(&w->host, p, w->costs.mops, w->costs.n_mops, w->ranks[r]->prog, w->ranks[r]->fw_rate_s);
   w->clock = !o->clock_off && o->cal->n_clock > 0;
   if (w->clock && sim_clock_setup(w, e)) goto done;
   configure_simgrid();

@@ -64,6 +64,10 @@ typedef struct sim_rank_s {
   double ring_latency_s[PLAN_GROUP_COUNT], ring_bw[PLAN_GROUP_COUNT];
   sim_rank_stats st;
   double host_t; /* the host clock (sim_host.h): when this rank's host issues its next launch */
+  /* under a framework's host time (sim_host.fw): its rates per queue entry of this program's layer ops
+   * (sim_host_fw_entry_rates), and the program index up to which its communication calls were charged */
+  sim_host_fw_rates fw_rate_s;
+  int fw_next;
   /* the compute block running now: end time of each of its ops (in order) */
   double compute_sleep_end; /* the running compute block's end (the compute stream sleeps until then) */
   /* a compute block's sleep not slept (sim_engine.c's block_into_meeting): the in-node collective the compute

@@ -260,6 +260,9 @@ int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from
   /* "tp_comm_overlap_sm": ratios of one GPU's own times, kept as they are; the simulator applies them
    * only to a GPU of the table's SM count (schema_tpo_sm_ratio), else the proportional rule */
   schema_calibration_copy_tpo_sm(out, src);
+  /* "framework_host": the framework's Python on the host CPU, not the GPU's work; kept (the "host" section's
+   * launch costs are the executor's on the measuring machine and are not) */
+  out->fw_host = src->fw_host;
   schema_calibration_sort(out);
   return 0;
 }

@@ -46,3 +46,9 @@ add_test(NAME moe_nodes COMMAND test_moe_nodes)
 add_executable(test_moe_flex ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_flex.c)
 target_link_libraries(test_moe_flex PRIVATE ts_sim PkgConfig::CUNIT m)
 add_test(NAME moe_flex COMMAND test_moe_flex)
+
+# A training framework's host time (the calibration's "framework_host" section, the plan's host_framework,
+# sim/sim_host.c): the section's loader and errors, per-entry rates by hand, a host-bound iteration.
+add_executable(test_framework_host ${CMAKE_CURRENT_SOURCE_DIR}/test_framework_host.c)
+target_link_libraries(test_framework_host PRIVATE ts_sim PkgConfig::CUNIT m)
+add_test(NAME framework_host COMMAND test_framework_host)

@@ -23,7 +23,7 @@ static sim_host hand_host(void) {
   memset(&p, 0, sizeof p);
   p.host_launch_us = 4, p.host_sync_us = 50;
   sim_host h;
-  sim_host_setup(&h, &p, NULL);
+  CU_ASSERT_EQUAL(sim_host_setup(&h, &p, NULL, NULL), 0);
   h.gemm_s = 6 * US; /* the plan's figure covers both; a calibration has its own GEMM cost */
   return h;
 }
@@ -78,7 +78,7 @@ static void test_gpu_bound_host_ahead(void) {
   plan p;
   memset(&p, 0, sizeof p);
   sim_host off;
-  sim_host_setup(&off, &p, NULL);
+  CU_ASSERT_EQUAL(sim_host_setup(&off, &p, NULL, NULL), 0);
   CU_ASSERT_FALSE(off.on);
   host = 1; /* a host far behind changes nothing when off */
   CU_ASSERT_EQUAL(sim_host_op(&off, &host, 5, 5, 2, 1, 3 * US, 7 * US, NULL), 3 * US + 7 * US);
@@ -104,7 +104,7 @@ static void test_wait_before(void) {
   plan p;
   memset(&p, 0, sizeof p);
   sim_host off;
-  sim_host_setup(&off, &p, NULL);
+  CU_ASSERT_EQUAL(sim_host_setup(&off, &p, NULL, NULL), 0);
   sim_host_wait_before(&off, &host, 200 * US, 3, 4);
   CU_ASSERT_EQUAL(host, 10 * US);
 }
@@ -128,18 +128,18 @@ static void test_calibration_host_section(void) {
   plan p;
   memset(&p, 0, sizeof p);
   sim_host h;
-  sim_host_setup(&h, &p, &c);
+  CU_ASSERT_EQUAL(sim_host_setup(&h, &p, &c, NULL), 0);
   CU_ASSERT(h.on);
   NEAR_ABS(h.launch_s, 4 * US, 1e-15);
   NEAR_ABS(h.gemm_s, 7 * US, 1e-15);
   NEAR_ABS(h.event_s, 1.5 * US, 1e-15);
   NEAR_ABS(sim_host_sync_gap_s(&h, 50 * US), 70 * US, 1e-15);
   c.host_event_us = 0; /* not measured (files before it): an event record costs a kernel launch */
-  sim_host_setup(&h, &p, &c);
+  CU_ASSERT_EQUAL(sim_host_setup(&h, &p, &c, NULL), 0);
   NEAR_ABS(h.event_s, 4 * US, 1e-15);
   c.host_event_us = 1.5;
   p.host_launch_us = 12;
-  sim_host_setup(&h, &p, &c);
+  CU_ASSERT_EQUAL(sim_host_setup(&h, &p, &c, NULL), 0);
   NEAR_ABS(h.launch_s, 12 * US, 1e-15);
   NEAR_ABS(h.gemm_s, 12 * US, 1e-15);
   NEAR_ABS(h.event_s, 12 * US, 1e-15);

@@ -512,6 +512,48 @@ def measure(name, step, iters, warmup, prof_iters, idle_rate, extra, targets=Non
     return rec
 
 
+def comm_calls(n):
+    """Host cost of one torch.distributed call of each kind Megatron-Core issues per layer (sequence-parallel
+    all-gather and reduce-scatter, all-reduce, the all-to-all dispatcher's all_to_all_single with split sizes),
+    on the one-rank NCCL group of this process: n calls of 1 MiB queued without a sync in between, host time
+    per call (until the call returns) and GPU time per call. One rank: NCCL's work is a local copy, so the GPU
+    figure is not a collective's time; the host figure is c10d's and NCCL's enqueue path as a real call takes it."""
+    import torch
+    import torch.distributed as dist
+    dev = torch.device("cuda")
+    x = torch.randn(1 << 19, device=dev, dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    sizes = [x.numel()]
+    kinds = {
+        "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(y, x),
+        "reduce_scatter_tensor": lambda: dist.reduce_scatter_tensor(y, x),
+        "all_reduce": lambda: dist.all_reduce(x),
+        "all_to_all_single": lambda: dist.all_to_all_single(y, x, output_split_sizes=sizes,
+                                                            input_split_sizes=sizes),
+        "launch_add_": lambda: x.add_(1.0),
+    }
+    rows = []
+    for name, call in kinds.items():
+        for _ in range(20):
+            call()
+        torch.cuda.synchronize()
+        per = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                call()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            per.append(((t1 - t0) / n * 1e6, (t2 - t0) / n * 1e6))
+        per.sort()
+        row = {"call": name, "host_us_per_call": per[1][0], "until_gpu_done_us_per_call": per[1][1],
+               "host_us_all": [p[0] for p in per], "calls": n, "bytes": x.numel() * 2}
+        log("comm call " + json.dumps(row))
+        rows.append(row)
+    RESULTS["comm_calls"] = rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -524,6 +566,11 @@ def main():
     ap.add_argument("--only-grouped", action="store_true",
                     help="only the cases whose experts run as grouped GEMMs (make_grouped_experts), and the "
                          "attention cases they are summed with")
+    ap.add_argument("--host-blocks", action="store_true",
+                    help="the host floor of each block for a calibration section: attention (S 256), grouped "
+                         "MoE (64 tokens), dense MLP (64 tokens) and both whole layers, each --repeats times, "
+                         "and the host cost of one torch.distributed call of each kind (comm_calls)")
+    ap.add_argument("--repeats", type=int, default=3, help="with --host-blocks: times each case is measured")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     out_json = os.path.join(args.out, "layer_host.json")
@@ -643,6 +690,15 @@ def main():
         cases = [c for c in cases if c[1] == "dense" or c[:2] == ("attn", "sdpa")]
     if args.only_grouped:
         cases = [c for c in cases if c[1] == "grouped" or c[:2] == ("attn", "sdpa")]
+    if args.host_blocks:
+        floor = [("attn", "sdpa", 256), ("moe", "grouped", 64), ("moe", "dense", 64),
+                 ("layer", "grouped", 256), ("layer", "dense", 256)]
+        cases = [c for _ in range(args.repeats) for c in floor]
+        try:
+            comm_calls(200)
+        except Exception:
+            err("comm_calls")
+        save()
 
     for part, core, n in cases:
         if core not in layers:
@@ -650,6 +706,8 @@ def main():
         cfg, layer = layers[core]
         name = (f"mlp_dense_{n}" if core == "dense" and part == "moe" else
                 f"{part}_{core}_{n}" if part != "moe" or core == "grouped" else f"moe_{n}")
+        if args.host_blocks:
+            name += "_r%d" % sum(1 for c in RESULTS["cases"] if c["case"].startswith(name))
         try:
             if part == "attn":
                 step = attn_step_factory(layer, n)
