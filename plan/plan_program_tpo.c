@@ -39,11 +39,12 @@
  * TE's newer "external" overlap (proj_wgrad, fc2_wgrad beside the ring
  * exchange of proj_dgrad / fc2_dgrad) is not modelled: those keys are refused.
  * The programs (plan_program.c) split the GEMMs and collectives that way;
- * the simulator prices a GEMM beside such a kernel at its time x the
+ * the simulator prices a GEMM piece beside such a kernel slower by the
  * calibration's measured ratio for the SMs the kernel holds and the GEMM's
- * set_sm_margin (sim_tpo_gemm_factor; sms / (sms - n) without one), and the
- * kernel itself at the collective's price without waiting for the GEMM's
- * SMs. Pipeline and bulk kernels hold num_sm SMs; ring exchange with the copy
+ * set_sm_margin (sms / (sms - n) without one) for as long as the kernel runs
+ * (sim_tpo_gemm_us; which kernel runs beside which piece:
+ * plan_tpo_ops_companion), and the kernel itself at the collective's price
+ * without waiting for the GEMM's SMs. Pipeline and bulk kernels hold num_sm SMs; ring exchange with the copy
  * engine (use_ce) holds none (userbuffers_send launches a 1-block 1-thread
  * signal kernel beside cudaMemcpyAsync, userbuffers_recv a 1-thread wait;
  * TE's userbuffers.cu at d0067d0): its GEMM runs at its own speed, or, with
@@ -242,7 +243,7 @@ int plan_tpo_comm_sms(const plan *p, int mop, int phase, int part) {
 
 /* TE's other ub_cfgs keys. set_sm_margin (whether cuBLAS is told to leave the kernel's num_sm SMs free)
  * is stored (plan_tpo_sm_margin): it picks the measured ratio of the calibration's "tp_comm_overlap_sm"
- * (sim_tpo_gemm_factor). Accepted, nothing to model: cga_size (the communication kernel's thread-block
+ * (sim_tpo_gemm_us). Accepted, nothing to model: cga_size (the communication kernel's thread-block
  * cluster size). Accepted at the value that runs what the model prices, refused otherwise: aggregate false
  * (true merges ring-exchange chunks in pairs), atomic_gemm false (FP8 only), fp8_buf false (FP8 buffers),
  * use_ce true (false moves ring chunks with SMs instead of the copy engine). Refused: the stream
