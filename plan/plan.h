@@ -638,6 +638,33 @@ int plan_tpo_first_column(const plan *p, int model_op);
 int plan_tpo_ops_gemm(const plan *p, const model_op *ops, int n, int model_op, int phase, int part);
 int plan_tpo_ops_sms(const plan *p, const model_op *ops, int n, int model_op, int phase, int part);
 int plan_tpo_ops_first_column(const model_op *ops, int n, int model_op);
+/* The userbuffer kernel that runs beside piece `piece` of the `pieces` (0 or 1: a GEMM not split) the
+ * program builder splits GEMM op model_op into in this phase and part (plan_program.c): its collective
+ * (plan_coll), its TP traffic class, and its bytes as the builder sizes the message (tp_message: *wire the
+ * bytes on the wire; both the activation x tokens share of the piece it carries). Pipeline (proj_fprop,
+ * fc2_fprop, and qkv_dgrad / fc1_dgrad under ub_overlap_rs_dgrad): piece s >= 1 beside the reduce-scatter
+ * of piece s - 1 (1/k of the rows), piece 0 beside nothing; bulk: the dgrad beside the all-gather of the
+ * layer input, the wgrad beside the reduce-scatter of the input gradient (the whole activation). Returns 1
+ * when one runs there holding SMs (plan_tpo_held_sms > 0) and is uncompressed; 0 when none does: no
+ * tp_comm_overlap, a ring exchange (the copy engine, no SM), the first pipeline piece, or a compressed
+ * message (its codec kernels wait for the GEMM's SMs, sim_comm.c, so nothing runs beside the GEMM). */
+typedef struct {
+  int gemm;          /* plan_tpo_gemm of the GEMM op, -1: none */
+  int coll;          /* plan_coll of the companion */
+  int traffic;       /* PLAN_TRAFFIC_TP_FWD or _BWD */
+  double bytes, wire; /* payload and wire bytes as tp_message sizes them */
+} plan_tpo_companion;
+int plan_tpo_ops_companion(const plan *p, const model_op *ops, int n, int model_op, int phase, int part, int piece,
+                           int pieces, plan_tpo_companion *c);
+int plan_tpo_comm_companion(const plan *p, int model_op, int phase, int part, int piece, int pieces,
+                            plan_tpo_companion *c); /* builds the layer's ops itself */
+/* The pieces the program builder splits GEMM op model_op into in this phase and part under tp_comm_overlap
+ * (plan_program.c): tp for a ring exchange, the GEMM's splits for a pipeline, 1 otherwise. */
+int plan_tpo_ops_pieces(const plan *p, const model_op *ops, int n, int model_op, int phase, int part);
+/* A TP message as the program builder sizes it (plan_program.c): caat_rule 1 = forward row-parallel output,
+ * 2 = backward input gradient (CAAT-Net's shared channels), 0 = none; TACO compresses what is left if it is
+ * at least codec_min_bytes. *codec is the codec the op gets (kind PLAN_CODEC_NONE: uncompressed). */
+void plan_tp_message(const plan *p, int traffic, int caat_rule, double bytes, plan_codec *codec, double *wire);
 int plan_validate_tpo(const plan *p, ts_err *e);
 
 /* Share s of k (tp_overlap_chunks) of a split op's FLOPs or bytes: the k

@@ -179,9 +179,7 @@ static int32_t collective(builder *b, plan_stream stream, plan_group_kind group,
  * change this message, 1 = forward row-parallel output (first floor(p*h)
  * channels, bf16), 2 = backward column-parallel input gradient (those
  * channels, fp32). TACO then compresses what is left if it is large enough. */
-static void tp_message(const builder *b, plan_traffic t, int caat_rule, double bytes, plan_codec *codec,
-                       double *wire) {
-  const plan *p = b->p;
+void plan_tp_message(const plan *p, int t, int caat_rule, double bytes, plan_codec *codec, double *wire) {
   const plan_codec *pc = &p->codec[t];
   plan_codec c = {.kind = PLAN_CODEC_NONE};
   double sent = bytes;
@@ -208,7 +206,7 @@ static int32_t tp_coll(builder *b, plan_coll coll, plan_phase phase, int caat_ru
   plan_traffic t = phase == PLAN_PHASE_BWD ? PLAN_TRAFFIC_TP_BWD : PLAN_TRAFFIC_TP_FWD;
   plan_codec codec;
   double wire;
-  tp_message(b, t, caat_rule, bytes, &codec, &wire);
+  plan_tp_message(b->p, t, caat_rule, bytes, &codec, &wire);
   return collective(b, PLAN_STREAM_TP, PLAN_GROUP_TP, coll, t, phase, model_op, layer, micro, chunk, bytes, wire,
                     codec, dep);
 }

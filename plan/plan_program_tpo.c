@@ -39,11 +39,12 @@
  * TE's newer "external" overlap (proj_wgrad, fc2_wgrad beside the ring
  * exchange of proj_dgrad / fc2_dgrad) is not modelled: those keys are refused.
  * The programs (plan_program.c) split the GEMMs and collectives that way;
- * the simulator prices a GEMM beside such a kernel at its time x the
+ * the simulator prices a GEMM piece beside such a kernel slower by the
  * calibration's measured ratio for the SMs the kernel holds and the GEMM's
- * set_sm_margin (sim_tpo_gemm_factor; sms / (sms - n) without one), and the
- * kernel itself at the collective's price without waiting for the GEMM's
- * SMs. Pipeline and bulk kernels hold num_sm SMs; ring exchange with the copy
+ * set_sm_margin (sms / (sms - n) without one) for as long as the kernel runs
+ * (sim_tpo_gemm_us; which kernel runs beside which piece:
+ * plan_tpo_ops_companion), and the kernel itself at the collective's price
+ * without waiting for the GEMM's SMs. Pipeline and bulk kernels hold num_sm SMs; ring exchange with the copy
  * engine (use_ce) holds none (userbuffers_send launches a 1-block 1-thread
  * signal kernel beside cudaMemcpyAsync, userbuffers_recv a 1-thread wait;
  * TE's userbuffers.cu at d0067d0): its GEMM runs at its own speed, or, with
@@ -149,6 +150,56 @@ int plan_tpo_ops_sms(const plan *p, const model_op *ops, int n, int mop, int pha
   return plan_tpo_num_sm(p, plan_tpo_ops_gemm(p, ops, n, mop, phase, part));
 }
 
+int plan_tpo_ops_pieces(const plan *p, const model_op *ops, int n, int mop, int phase, int part) {
+  const int g = plan_tpo_ops_gemm(p, ops, n, mop, phase, part);
+  if (g < 0) return 1;
+  switch (g) {
+  case PLAN_TPO_QKV_WGRAD: case PLAN_TPO_FC1_WGRAD: return 1; /* bulk only */
+  case PLAN_TPO_QKV_DGRAD: case PLAN_TPO_FC1_DGRAD: return plan_tpo_dgrad_scatters(p, g) ? plan_tpo_splits(p, g) : 1;
+  default: return plan_tpo_splits(p, g); /* the gathers: tp pieces; proj_fprop / fc2_fprop: by the method */
+  }
+}
+
+/* The pairs of plan_program.c: row_parallel_chunked and the rs-dgrad branch of layer_backward
+ * (gemm_pieces_then_coll: piece s's reduce-scatter issued after it, on the TP stream beside piece s + 1),
+ * and layer_backward's bulk branch (the re-gather issued before the dgrad, the input gradient's
+ * reduce-scatter after it, beside the wgrad). */
+int plan_tpo_ops_companion(const plan *p, const model_op *ops, int n, int mop, int phase, int part, int piece,
+                           int pieces, plan_tpo_companion *c) {
+  memset(c, 0, sizeof *c);
+  c->gemm = plan_tpo_ops_gemm(p, ops, n, mop, phase, part);
+  const int g = c->gemm;
+  if (g < 0 || plan_tpo_held_sms(p, g) <= 0) return 0;
+  const double act = 2.0 * p->micro_batch * plan_local_seq(p) * p->model.hidden; /* the builder's full_bytes */
+  int caat_rule;
+  c->traffic = phase == PLAN_PHASE_BWD ? PLAN_TRAFFIC_TP_BWD : PLAN_TRAFFIC_TP_FWD;
+  switch (g) {
+  case PLAN_TPO_PROJ_FPROP: case PLAN_TPO_FC2_FPROP: /* pipeline: the previous piece's reduce-scatter */
+  case PLAN_TPO_QKV_DGRAD: case PLAN_TPO_FC1_DGRAD:
+    if (plan_tpo_method_of(p, g) == PLAN_TPO_PIPELINE ||
+        ((g == PLAN_TPO_QKV_DGRAD || g == PLAN_TPO_FC1_DGRAD) && plan_tpo_dgrad_scatters(p, g))) {
+      if (pieces < 2 || piece < 1) return 0;
+      c->coll = PLAN_COLL_REDUCESCATTER;
+      c->bytes = plan_row_share(act, piece - 1, pieces);
+      caat_rule = g == PLAN_TPO_PROJ_FPROP || g == PLAN_TPO_FC2_FPROP ? 1 : 2;
+    } else { /* bulk dgrad: the re-gather of the layer input */
+      c->coll = PLAN_COLL_ALLGATHER;
+      c->bytes = act;
+      caat_rule = 0;
+    }
+    break;
+  case PLAN_TPO_QKV_WGRAD: case PLAN_TPO_FC1_WGRAD: /* bulk: the input gradient's reduce-scatter */
+    c->coll = PLAN_COLL_REDUCESCATTER;
+    c->bytes = act;
+    caat_rule = 2;
+    break;
+  default: return 0; /* the all-gathers: ring exchange only (held 0 above) */
+  }
+  plan_codec codec;
+  plan_tp_message(p, c->traffic, caat_rule, c->bytes, &codec, &c->wire);
+  return codec.kind == PLAN_CODEC_NONE && c->wire > 0;
+}
+
 /* The layer's ops as the programs build them (plan_shard), or -1. */
 static int layer_ops(const plan *p, model_op *ops) {
   model_shard s = plan_shard(p);
@@ -169,6 +220,16 @@ int plan_tpo_comm_gemm(const plan *p, int mop, int phase, int part) {
   return n < 0 ? -1 : plan_tpo_ops_gemm(p, ops, n, mop, phase, part);
 }
 
+int plan_tpo_comm_companion(const plan *p, int mop, int phase, int part, int piece, int pieces,
+                            plan_tpo_companion *c) {
+  memset(c, 0, sizeof *c);
+  c->gemm = -1;
+  if (!p->tp_comm_overlap || p->tp < 2 || mop < 0) return 0;
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = layer_ops(p, ops);
+  return n < 0 ? 0 : plan_tpo_ops_companion(p, ops, n, mop, phase, part, piece, pieces, c);
+}
+
 int plan_tpo_comm_sms(const plan *p, int mop, int phase, int part) {
   if (!p->tp_comm_overlap || p->tp < 2 || mop < 0) return 0;
   model_op ops[MODEL_MAX_LAYER_OPS];
@@ -182,7 +243,7 @@ int plan_tpo_comm_sms(const plan *p, int mop, int phase, int part) {
 
 /* TE's other ub_cfgs keys. set_sm_margin (whether cuBLAS is told to leave the kernel's num_sm SMs free)
  * is stored (plan_tpo_sm_margin): it picks the measured ratio of the calibration's "tp_comm_overlap_sm"
- * (sim_tpo_gemm_factor). Accepted, nothing to model: cga_size (the communication kernel's thread-block
+ * (sim_tpo_gemm_us). Accepted, nothing to model: cga_size (the communication kernel's thread-block
  * cluster size). Accepted at the value that runs what the model prices, refused otherwise: aggregate false
  * (true merges ring-exchange chunks in pairs), atomic_gemm false (FP8 only), fp8_buf false (FP8 buffers),
  * use_ce true (false moves ring chunks with SMs instead of the copy engine). Refused: the stream

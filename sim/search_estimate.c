@@ -469,16 +469,29 @@ static double cp_layer(estimator *x, const model_op *ops, int n, layer_cost *lc)
  * prices it (sim_comm.c): an uncompressed piece is a userbuffer kernel on
  * SMs of its own and starts when its data is ready; a compressed one (TACO)
  * needs the SMs of the GEMM piece running when it is ready and starts when
- * that piece ends. Each GEMM runs slower by the measured ratio for the SMs
- * its userbuffer kernel holds (sim_tpo_gemm_factor: layout.tp_comm_overlap_cfg's
- * num_sm and set_sm_margin, else TE's defaults), as sim_costs.c prices it.
+ * that piece ends. Each GEMM piece runs slower while its userbuffer kernel
+ * holds SMs (sim_tpo_piece_us: the measured ratio for the kernel's time beside
+ * it, layout.tp_comm_overlap_cfg's num_sm and set_sm_margin, else TE's
+ * defaults), as sim_costs.c prices it.
  * The pieces follow each GEMM's method (plan_tpo_splits); the search itself
  * keeps TE's defaults. */
 
-/* How much longer GEMM op mop runs in this phase and part beside its userbuffer kernel (the simulator's
- * sim_tpo_gemm_factor). */
-static double tpo_sm_factor(const estimator *x, const model_op *ops, int n, int mop, int phase, int part) {
-  return sim_tpo_gemm_factor(x->p, x->lk.cal, plan_tpo_ops_gemm(x->p, ops, n, mop, phase, part));
+/* GEMM op mop (phase, part) of t0 seconds alone, piece by piece as the program splits it
+ * (plan_tpo_ops_pieces), each priced as the simulator prices it beside its userbuffer kernel
+ * (sim_tpo_piece_us), summed. */
+static double tpo_gemm_s(estimator *x, const model_op *ops, int n, int mop, int phase, int part, double t0) {
+  const int k = plan_tpo_ops_pieces(x->p, ops, n, mop, phase, part);
+  double sum = 0;
+  for (int s = 0; s < k; s++) {
+    double us;
+    if (sim_tpo_piece_us(&x->lk, x->p, x->intra_calibrated, ops, n, mop, phase, part, s, k, t0 / k * 1e6, &us,
+                         x->e)) {
+      x->failed = 1;
+      return t0;
+    }
+    sum += us;
+  }
+  return sum * 1e-6;
 }
 
 /* Whether the program builder compresses this TP message (tp_message). */
@@ -522,9 +535,9 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
     const model_op *o = &ops[i];
     if (o->kind != MODEL_OP_GEMM) continue;
     double f0 = gemm_s(x, o->m, o->n, o->k), d0 = gemm_s(x, o->m, o->k, o->n), w0 = gemm_s(x, o->k, o->n, o->m);
-    double gf = f0 * tpo_sm_factor(x, ops, n, i, PLAN_PHASE_FWD, PLAN_PART_WHOLE);
-    double gd = d0 * tpo_sm_factor(x, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD);
-    double gw = w0 * tpo_sm_factor(x, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_WGRAD);
+    double gf = tpo_gemm_s(x, ops, n, i, PLAN_PHASE_FWD, PLAN_PART_WHOLE, f0);
+    double gd = tpo_gemm_s(x, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD, d0);
+    double gw = tpo_gemm_s(x, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_WGRAD, w0);
     extra += (gf - f0) + (gd - d0) + (gw - w0);
     extra_fwd += gf - f0;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);

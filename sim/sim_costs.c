@@ -31,13 +31,40 @@ bool sim_transport_matches(const char *transport, topo_intra_kind kind) {
   return strcmp(transport, sim_transport_of(kind)) == 0;
 }
 
-double sim_tpo_gemm_factor(const plan *p, const schema_calibration *cal, int g) {
-  if (g < 0) return 1.0;
+double sim_tpo_gemm_us(const plan *p, const schema_calibration *cal, int g, double t, double c) {
+  if (g < 0 || !(t > 0)) return t;
   const int sms = p->cluster.gpu.sms, held = plan_tpo_held_sms(p, g);
   const bool margin = plan_tpo_sm_margin(p, g);
-  if (held > 0) return schema_tpo_sm_ratio(cal, sms, held, margin);
-  const int told = margin ? plan_tpo_num_sm(p, g) : 0; /* ring exchange: nothing beside it */
-  return told > 0 && sms > told ? (double)sms / (sms - told) : 1.0;
+  if (held <= 0) { /* ring exchange: nothing beside it; told sms - num_sm SMs with set_sm_margin true */
+    const int told = margin ? plan_tpo_num_sm(p, g) : 0;
+    return told > 0 && sms > told ? t * sms / (sms - told) : t;
+  }
+  const double r = schema_tpo_sm_ratio(cal, sms, held, margin);     /* beside the kernel: rate 1 / r */
+  const double after = margin && sms > held ? (double)sms / (sms - held) : 1.0; /* after it: told sms - n, or all */
+  if (!(c > 0)) return t * after;
+  const double beside = c / r; /* the GEMM work done while the kernel runs */
+  return beside < t ? c + (t - beside) * after : t * r;
+}
+
+int sim_tpo_companion_us(schema_lookup *lk, const plan *p, bool intra_calibrated, const plan_tpo_companion *comp,
+                         double *c_us, ts_err *e) {
+  sim_intra_coll how;
+  if (sim_intra_coll_us(lk, &p->cluster, intra_calibrated, ts_coll_name((ts_coll)comp->coll), p->tp, comp->wire, &how,
+                        e))
+    return -1;
+  *c_us = how.us;
+  return 0;
+}
+
+int sim_tpo_piece_us(schema_lookup *lk, const plan *p, bool intra_calibrated, const model_op *ops, int n, int mop,
+                     int phase, int part, int piece, int pieces, double t, double *us, ts_err *e) {
+  plan_tpo_companion comp;
+  double c = 0;
+  int beside = ops ? plan_tpo_ops_companion(p, ops, n, mop, phase, part, piece, pieces, &comp)
+                   : plan_tpo_comm_companion(p, mop, phase, part, piece, pieces, &comp);
+  if (beside && sim_tpo_companion_us(lk, p, intra_calibrated, &comp, &c, e)) return -1;
+  *us = sim_tpo_gemm_us(p, lk->cal, comp.gemm, t, beside ? c : 0);
+  return 0;
 }
 
 int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e) {
@@ -447,8 +474,11 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
       if (gemm_phase_us(c, op->row_chunks > 1 ? mo->m / op->row_chunks : mo->m, mo->n, mo->k, phase, op->part, us,
                         e))
         return -1;
-      /* tp_comm_overlap: a userbuffer kernel beside it holds SMs (plan_program_tpo.c) */
-      *us *= sim_tpo_gemm_factor(p, c->lk.cal, plan_tpo_comm_gemm(p, op->model_op, phase, op->part));
+      /* tp_comm_overlap: a userbuffer kernel beside this piece holds SMs while it runs (plan_program_tpo.c) */
+      if (p->tp_comm_overlap &&
+          sim_tpo_piece_us(&c->lk, p, c->intra_calibrated, NULL, 0, op->model_op, phase, op->part, op->row_chunk,
+                           op->row_chunks, *us, us, e))
+        return -1;
       *gemm_us = *us;
       double b;
       if (bias_us(c, mo, op, &b, e)) return -1;
@@ -575,10 +605,11 @@ int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e) {
 
 int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm_s, ts_err *e) {
   unsigned h = (unsigned)(op->model_op + 16) * 2654435761u ^ (unsigned)(op->phase * 4 + op->part) * 40503u;
+  h ^= (unsigned)(op->row_chunk * 256 + op->row_chunks) * 2246822519u;
   h ^= (unsigned)(long long)op->flops * 97u ^ (unsigned)(long long)op->bytes * 31u;
   struct cost_entry *ce = &c->cache[h % (sizeof c->cache / sizeof c->cache[0])];
   if (ce->used && ce->model_op == op->model_op && ce->phase == op->phase && ce->part == op->part &&
-      ce->flops == op->flops &&
+      ce->row_chunk == op->row_chunk && ce->row_chunks == op->row_chunks && ce->flops == op->flops &&
       ce->bytes == op->bytes) {
     *s = ce->us * 1e-6;
     *gemm_s = ce->gemm_us * 1e-6;
@@ -587,7 +618,8 @@ int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm
   double us, gemm_us;
   if (compute_us(c, op, &us, &gemm_us, e)) return -1;
   if (check_ceiling(c, op, us, e)) return -1;
-  *ce = (struct cost_entry){op->model_op, op->phase, op->part, 1, op->flops, op->bytes, us, gemm_us};
+  *ce = (struct cost_entry){op->model_op, op->phase,     op->part, op->row_chunk, op->row_chunks, 1,
+                            op->flops,    op->bytes, us,       gemm_us};
   *s = us * 1e-6;
   *gemm_s = gemm_us * 1e-6;
   return 0;

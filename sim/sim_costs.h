@@ -25,10 +25,11 @@ typedef struct {
                           * rope-and-cache-scatter kernel, not the training RoPE of "rope_fwd" */
   char missing[16][64];  /* tables warned about (names up to 63 characters) */
   int n_missing;
-  /* small cache of compute-op times keyed by (model_op, phase, flops, bytes) */
+  /* small cache of compute-op times keyed by (model_op, phase, part, row_chunk, row_chunks, flops, bytes):
+   * under tp_comm_overlap the pieces of one GEMM differ by the userbuffer kernel beside them */
   struct cost_entry {
     int16_t model_op;
-    uint8_t phase, part, used;
+    uint8_t phase, part, row_chunk, row_chunks, used;
     double flops, bytes, us, gemm_us;
   } cache[512];
   /* cache of communication-op costs keyed by everything they depend on */
@@ -44,13 +45,26 @@ typedef struct {
 } sim_costs;
 
 
-/* How much longer GEMM `gemm` (plan_tpo_gemm; < 0: none, 1) runs beside its tp_comm_overlap kernel
- * (plan/README.md "TP communication overlap"): pipeline and bulk, the calibration's measured ratio
- * for the kernel's num_sm held SMs and the GEMM's set_sm_margin (schema_tpo_sm_ratio: the proportional
- * rule sms / (sms - n) without a table for this SM count or beyond its points); ring exchange holds no
- * SM: 1, or sms / (sms - num_sm) with set_sm_margin true (cuBLAS told fewer SMs, nothing beside it).
- * The simulator (sim_costs.c) and the search's estimate (search_estimate.c) both call it. */
-double sim_tpo_gemm_factor(const plan *p, const schema_calibration *cal, int gemm);
+/* tp_comm_overlap (plan/README.md "TP communication overlap", sim/README.md "tp_comm_overlap: the GEMM
+ * beside a userbuffer kernel"): the time of a GEMM piece of TE GEMM `gemm` (plan_tpo_gemm; < 0: none, t)
+ * that takes t alone on every SM, with the userbuffer kernel beside it running c (<= 0: none). Pipeline and
+ * bulk kernels hold n = num_sm SMs while they run; r = the calibration's measured ratio for n and the GEMM's
+ * set_sm_margin (schema_tpo_sm_ratio: the rule sms / (sms - n) when unpriced, without a table for this SM
+ * count or beyond its points). The GEMM does c / r of its work while the kernel runs, the rest after it at
+ * full speed (set_sm_margin false) or on the sms - n SMs cuBLAS was told (true: x sms / (sms - n)):
+ *   c / r < t:  c + (t - c / r) x (margin ? sms / (sms - n) : 1);   else  t x r.
+ * Ring exchange holds no SM: t, or t x sms / (sms - num_sm) with set_sm_margin true. Same units in and out. */
+double sim_tpo_gemm_us(const plan *p, const schema_calibration *cal, int gemm, double t, double c);
+/* The companion's time c (us): its collective over the TP group's ranks at its wire bytes as the simulator
+ * prices a plain intra-node collective (sim_intra_coll_us). */
+int sim_tpo_companion_us(schema_lookup *lk, const plan *p, bool intra_calibrated, const plan_tpo_companion *comp,
+                         double *c_us, ts_err *e);
+/* Piece `piece` of `pieces` of GEMM op model_op (phase, part), t us alone: *us priced as above with the
+ * companion the program puts beside it (plan_tpo_ops_companion over ops[n], or with ops NULL the plan's own
+ * layer ops, which also checks tp_comm_overlap). The simulator (sim_costs.c) and the search's estimate
+ * (search_estimate.c) both call it. */
+int sim_tpo_piece_us(schema_lookup *lk, const plan *p, bool intra_calibrated, const model_op *ops, int n, int model_op,
+                     int phase, int part, int piece, int pieces, double t, double *us, ts_err *e);
 int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e);
 /* Compute op (PLAN_OP_COMPUTE) time in seconds. */
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e);

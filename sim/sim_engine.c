@@ -263,7 +263,8 @@ static size_t memo_hash(const plan_op *op) {
   memcpy(&f, &op->flops, sizeof f);
   memcpy(&b, &op->bytes, sizeof b);
   uint64_t h = (uint64_t)(uint16_t)op->model_op * 0x9E3779B97F4A7C15ull;
-  h ^= ((uint64_t)op->phase << 16 | (uint64_t)op->part << 8 | op->row_chunks) * 0xC2B2AE3D27D4EB4Full;
+  h ^= ((uint64_t)op->row_chunk << 24 | (uint64_t)op->phase << 16 | (uint64_t)op->part << 8 | op->row_chunks) *
+       0xC2B2AE3D27D4EB4Full;
   h = (h ^ (h >> 29)) + f * 0x165667B19E3779F9ull;
   h = (h ^ (h >> 31)) + b * 0x27D4EB2F165667C5ull;
   return (size_t)(h ^ (h >> 32));
@@ -271,7 +272,8 @@ static size_t memo_hash(const plan_op *op) {
 
 static bool memo_same(const sim_cost_entry *c, const plan_op *op) {
   return c->used && c->model_op == op->model_op && c->phase == op->phase && c->part == op->part &&
-         c->row_chunks == op->row_chunks && c->flops == op->flops && c->bytes == op->bytes;
+         c->row_chunk == op->row_chunk && c->row_chunks == op->row_chunks && c->flops == op->flops &&
+         c->bytes == op->bytes;
 }
 
 static sim_cost_entry *memo_slot(sim_cost_memo *m, const plan_op *op) {
@@ -286,7 +288,8 @@ static int memo_grow(sim_cost_memo *m) {
   for (size_t i = 0; i < m->cap; i++)
     if (m->slots[i].used) {
       plan_op key = {.model_op = m->slots[i].model_op, .phase = m->slots[i].phase, .part = m->slots[i].part,
-                     .row_chunks = m->slots[i].row_chunks, .flops = m->slots[i].flops, .bytes = m->slots[i].bytes};
+                     .row_chunk = m->slots[i].row_chunk, .row_chunks = m->slots[i].row_chunks,
+                     .flops = m->slots[i].flops, .bytes = m->slots[i].bytes};
       *memo_slot(&bigger, &key) = m->slots[i];
       bigger.n++;
     }
@@ -301,7 +304,8 @@ int sim_op_compute_s(sim_world *w, const plan_op *op, double *s, double *gemm_s,
   sim_cost_entry *c = memo_slot(m, op);
   if (!c->used) {
     if (sim_compute_parts_s(&w->costs, op, s, gemm_s, e)) return -1;
-    *c = (sim_cost_entry){op->model_op, op->phase, op->part, op->row_chunks, 1, op->flops, op->bytes, *s, *gemm_s};
+    *c = (sim_cost_entry){op->model_op, op->phase,     op->part,  op->row_chunk, op->row_chunks, 1,
+                          op->flops,    op->bytes, *s, *gemm_s};
     m->n++;
   }
   *s = c->s;

@@ -6,6 +6,7 @@
  * beside each GEMM; the rules. */
 #include <CUnit/Basic.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +317,102 @@ static void test_cfg_pieces(void) {
   plan_program_free(&go);
 }
 
+/* The userbuffer kernel beside each GEMM piece (plan_tpo_comm_companion), worked by hand on gpt-tiny at tp 2,
+ * seq 256 (act = 2 x 256 x hidden bytes, the builder's full activation), and found in the program: TE's
+ * defaults run attn_out's forward piece s = 1..3 beside the reduce-scatter of piece s - 1 (act / 4, forward
+ * traffic), piece 0 beside nothing; qkv's dgrad beside the all-gather of act, its wgrad beside the
+ * reduce-scatter of act (backward); the ring exchanges (qkv's forward, attn_out's dgrad) beside nothing that
+ * holds SMs. fc1_dgrad pipeline num_splits 2: fc1's dgrad piece 1 beside the reduce-scatter of act / 2, its
+ * wgrad beside nothing; qkv_dgrad ring_exchange: none. Compressed (TACO) messages wait for the GEMM's SMs:
+ * none. plan_tpo_ops_pieces is the number of pieces the program builds. */
+static int companion(const plan *p, int mop, int phase, int part, int piece, int pieces, plan_tpo_companion *c) {
+  return plan_tpo_comm_companion(p, mop, phase, part, piece, pieces, c);
+}
+
+static bool in_program(const plan_program *g, int layer, int mop, int phase, const plan_tpo_companion *c,
+                       int row_chunk) {
+  for (int i = 0; i < g->n; i++) {
+    const plan_op *op = &g->ops[i];
+    if (op->kind == PLAN_OP_COLLECTIVE && op->stream == PLAN_STREAM_TP && op->layer == layer && op->micro == 0 &&
+        op->model_op == mop && op->phase == phase && op->coll == c->coll && op->bytes == c->bytes &&
+        op->traffic == c->traffic && (row_chunk < 0 || op->row_chunk == row_chunk))
+      return true;
+  }
+  return false;
+}
+
+static void test_companions(void) {
+  plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load(2, ", \"tp_comm_overlap\": true", 256, &p, &e), 0);
+  const double act = 2.0 * 256 * p.model.hidden;
+  const int qkv = mop_index(&p, "qkv"), proj = mop_index(&p, "attn_out"), fc1 = mop_index(&p, "fc1");
+  CU_ASSERT_FATAL(qkv >= 0 && proj >= 0 && fc1 >= 0);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  const int layer = plan_chunk_first_layer(&p, 0, 0) + 1;
+  plan_tpo_companion c;
+  CU_ASSERT_EQUAL(companion(&p, proj, PLAN_PHASE_FWD, PLAN_PART_WHOLE, 0, 4, &c), 0);
+  CU_ASSERT_EQUAL(c.gemm, PLAN_TPO_PROJ_FPROP);
+  for (int s = 1; s < 4; s++) {
+    CU_ASSERT_EQUAL(companion(&p, proj, PLAN_PHASE_FWD, PLAN_PART_WHOLE, s, 4, &c), 1);
+    CU_ASSERT_EQUAL(c.coll, PLAN_COLL_REDUCESCATTER);
+    CU_ASSERT_EQUAL(c.traffic, PLAN_TRAFFIC_TP_FWD);
+    CU_ASSERT_DOUBLE_EQUAL(c.bytes, act / 4, 0);
+    CU_ASSERT_EQUAL(c.wire, c.bytes);
+    CU_ASSERT(in_program(&g, layer, proj, PLAN_PHASE_FWD, &c, s - 1));
+  }
+  CU_ASSERT_EQUAL(companion(&p, qkv, PLAN_PHASE_BWD, PLAN_PART_DGRAD, 0, 0, &c), 1);
+  CU_ASSERT_EQUAL(c.coll, PLAN_COLL_ALLGATHER);
+  CU_ASSERT_EQUAL(c.traffic, PLAN_TRAFFIC_TP_BWD);
+  CU_ASSERT_DOUBLE_EQUAL(c.bytes, act, 0);
+  CU_ASSERT(in_program(&g, layer, qkv, PLAN_PHASE_BWD, &c, -1));
+  CU_ASSERT_EQUAL(companion(&p, qkv, PLAN_PHASE_BWD, PLAN_PART_WGRAD, 0, 0, &c), 1);
+  CU_ASSERT_EQUAL(c.coll, PLAN_COLL_REDUCESCATTER);
+  CU_ASSERT_DOUBLE_EQUAL(c.bytes, act, 0);
+  CU_ASSERT(in_program(&g, layer, qkv, PLAN_PHASE_BWD, &c, -1));
+  CU_ASSERT_EQUAL(companion(&p, qkv, PLAN_PHASE_FWD, PLAN_PART_WHOLE, 1, 2, &c), 0); /* ring exchange */
+  CU_ASSERT_EQUAL(c.gemm, PLAN_TPO_QKV_FPROP);
+  CU_ASSERT_EQUAL(companion(&p, proj, PLAN_PHASE_BWD, PLAN_PART_DGRAD, 1, 2, &c), 0);
+  CU_ASSERT_EQUAL(companion(&p, proj, PLAN_PHASE_BWD, PLAN_PART_WGRAD, 0, 0, &c), 0); /* no TE GEMM */
+  CU_ASSERT_EQUAL(c.gemm, -1);
+  model_shard sh = plan_shard(&p);
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&p.model, &sh, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_EQUAL(plan_tpo_ops_pieces(&p, ops, n, proj, PLAN_PHASE_FWD, PLAN_PART_WHOLE), 4);
+  CU_ASSERT_EQUAL(plan_tpo_ops_pieces(&p, ops, n, qkv, PLAN_PHASE_FWD, PLAN_PART_WHOLE), 2);
+  CU_ASSERT_EQUAL(plan_tpo_ops_pieces(&p, ops, n, qkv, PLAN_PHASE_BWD, PLAN_PART_DGRAD), 1);
+  CU_ASSERT_EQUAL(plan_tpo_ops_pieces(&p, ops, n, qkv, PLAN_PHASE_BWD, PLAN_PART_WGRAD), 1);
+  plan_program_free(&g);
+
+  CU_ASSERT_EQUAL_FATAL(load(2, ", \"tp_comm_overlap\": true, \"tp_comm_overlap_cfg\": {\"fc1_dgrad\": {\"method\": "
+                                "\"pipeline\", \"num_splits\": 2}, \"qkv_dgrad\": {\"method\": \"ring_exchange\"}}",
+                             256, &p, &e),
+                        0);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  CU_ASSERT_EQUAL(companion(&p, fc1, PLAN_PHASE_BWD, PLAN_PART_DGRAD, 0, 2, &c), 0);
+  CU_ASSERT_EQUAL(companion(&p, fc1, PLAN_PHASE_BWD, PLAN_PART_DGRAD, 1, 2, &c), 1);
+  CU_ASSERT_EQUAL(c.coll, PLAN_COLL_REDUCESCATTER);
+  CU_ASSERT_EQUAL(c.traffic, PLAN_TRAFFIC_TP_BWD);
+  CU_ASSERT_DOUBLE_EQUAL(c.bytes, act / 2, 0);
+  CU_ASSERT(in_program(&g, layer, fc1, PLAN_PHASE_BWD, &c, 0));
+  CU_ASSERT_EQUAL(companion(&p, fc1, PLAN_PHASE_BWD, PLAN_PART_WGRAD, 0, 0, &c), 0);
+  CU_ASSERT_EQUAL(c.gemm, -1);
+  CU_ASSERT_EQUAL(companion(&p, qkv, PLAN_PHASE_BWD, PLAN_PART_DGRAD, 1, 2, &c), 0); /* ring exchange: no SM */
+  CU_ASSERT_EQUAL(companion(&p, qkv, PLAN_PHASE_BWD, PLAN_PART_WGRAD, 0, 0, &c), 0);
+  n = model_layer_ops(&p.model, &sh, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_EQUAL(plan_tpo_ops_pieces(&p, ops, n, fc1, PLAN_PHASE_BWD, PLAN_PART_DGRAD), 2);
+  CU_ASSERT_EQUAL(plan_tpo_ops_pieces(&p, ops, n, qkv, PLAN_PHASE_BWD, PLAN_PART_DGRAD), 2);
+  plan_program_free(&g);
+
+  CU_ASSERT_EQUAL_FATAL(load_codec(1, 1, &p, &e), 0); /* TACO on every TP message */
+  const int proj4 = mop_index(&p, "attn_out"), qkv4 = mop_index(&p, "qkv");
+  CU_ASSERT_EQUAL(companion(&p, proj4, PLAN_PHASE_FWD, PLAN_PART_WHOLE, 1, 4, &c), 0);
+  CU_ASSERT_EQUAL(c.gemm, PLAN_TPO_PROJ_FPROP);
+  CU_ASSERT_EQUAL(companion(&p, qkv4, PLAN_PHASE_BWD, PLAN_PART_DGRAD, 0, 0, &c), 0);
+  CU_ASSERT_EQUAL(companion(&p, qkv4, PLAN_PHASE_BWD, PLAN_PART_WGRAD, 0, 0, &c), 0);
+}
+
 /* NeMo's llama3 70B H100 BF16 configuration (nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py,
  * userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192, NVIDIA/NeMo at 8cfedd7; the llama3_70b recipe's
  * tp_comm_overlap_cfg), written as JSON: it loads (cga_size, set_sm_margin and aggregate false are accepted)
@@ -414,6 +511,7 @@ int main(void) {
   CU_add_test(s, "tp_comm_overlap: rules", test_rules);
   CU_add_test(s, "tp_comm_overlap_cfg: pieces, SMs and userbuffers by method, worked by hand", test_cfg_pieces);
   CU_add_test(s, "tp_comm_overlap_cfg: each rule names its field", test_cfg_rules);
+  CU_add_test(s, "tp_comm_overlap: the userbuffer kernel beside each GEMM piece, found in the program", test_companions);
   CU_add_test(s, "tp_comm_overlap_cfg: NeMo's llama3 70B H100 configuration loads, SMs as it names", test_cfg_nemo);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
