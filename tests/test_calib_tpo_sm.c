@@ -128,8 +128,9 @@ static void test_bad(void) {
   }
 }
 
-/* Every shipped Hopper file carries calibration/tpo-sm's run (132 SMs, 6 points, n = 16 margin 1.4693) as data,
- * "priced" false: the simulator keeps the rule; priced, the table's figure. */
+/* Every shipped Hopper file carries calibration/tpo-sm's run (132 SMs, 6 points, n = 16 margin 1.4693),
+ * "priced" true (since the simulator charges it only for each communication kernel's own time): the
+ * table's figure; unpriced, the rule. */
 static void test_shipped(void) {
   static const char *files[] = {"h200-nvlink", "h200-shm", "h200-socket", "h200-derived", "h200-shm-derived",
                                 "h200-socket-derived"};
@@ -143,10 +144,10 @@ static void test_shipped(void) {
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     CU_ASSERT_EQUAL(c.tpo_sm_sms, 132);
     CU_ASSERT_EQUAL(c.n_tpo_sm, 6);
-    CU_ASSERT_FALSE(c.tpo_sm_priced);
-    CU_ASSERT_EQUAL(schema_tpo_sm_ratio(&c, 132, 16, true), 132.0 / 116);
-    c.tpo_sm_priced = true;
+    CU_ASSERT_TRUE(c.tpo_sm_priced);
     CU_ASSERT_EQUAL(schema_tpo_sm_ratio(&c, 132, 16, true), 1.4693);
+    c.tpo_sm_priced = false;
+    CU_ASSERT_EQUAL(schema_tpo_sm_ratio(&c, 132, 16, true), 132.0 / 116);
     CU_ASSERT_STRING_EQUAL(c.tpo_sm_source, "calibration/tpo-sm/measured/h100-20261205-1450-cga2/{gpt3,llama}-cga2.txt");
     schema_calibration_free(&c);
   }
@@ -167,8 +168,8 @@ static void test_transfer(void) {
   CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &from, &to_h100, 450, false, false, &h100, &e), 0);
   CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&c, &from, &to_gb, 900, false, false, &gb, &e), 0);
   CU_ASSERT_EQUAL(h100.n_tpo_sm, 6);
-  CU_ASSERT_FALSE(h100.tpo_sm_priced); /* kept as the shipped file says */
-  h100.tpo_sm_priced = gb.tpo_sm_priced = true;
+  CU_ASSERT_TRUE(h100.tpo_sm_priced); /* kept as the shipped file says */
+  CU_ASSERT_TRUE(gb.tpo_sm_priced);
   CU_ASSERT_EQUAL(schema_tpo_sm_ratio(&h100, to_h100.sms, 16, true), 1.4693);
   CU_ASSERT_EQUAL(schema_tpo_sm_ratio(&gb, to_gb.sms, 16, true), (double)to_gb.sms / (to_gb.sms - 16));
   CU_ASSERT_NOT_EQUAL(to_gb.sms, 132);
