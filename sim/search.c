@@ -403,7 +403,9 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   memset(r, 0, sizeof *r);
   double t0 = now_s();
   static plan base;
-  if (sim_search_base_plan(o->model, o->cluster, &base, e) || resolve(o, &base, r, e)) return -1;
+  if (sim_search_base_plan(o->model, o->cluster, &base, e)) return -1;
+  base.host_framework = o->host_framework;
+  if (resolve(o, &base, r, e)) return -1;
   schema_calibration cal = {0};
   sim_cost_source src;
   if (!o->memory_only) {

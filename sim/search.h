@@ -193,6 +193,8 @@ typedef struct {
   double headroom_gib;   /* HBM kept free beyond the memory model (--headroom G) */
   double headroom_fraction; /* or this fraction of the HBM (--headroom 0.1) */
   const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
+  plan_host_framework host_framework; /* --host-framework: what issues the layers' kernels in the simulations
+                                       * and the emitted plans (default: the executor) */
   bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */
   bool bounds_all;        /* (tests) compute every candidate's bound, even where none is needed */
   int keep_estimates;     /* (tests) the head of the estimate ranking kept in best_est (0: 48) */

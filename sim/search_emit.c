@@ -79,6 +79,8 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
   json_object_set_new(root, "hidden_dropout", json_real(p->hidden_dropout));
   json_object_set_new(root, "bias_fusion", json_boolean(!p->bias_unfused));
   json_object_set_new(root, "cross_entropy_loss_fusion", json_boolean(!p->ce_unfused));
+  if (p->host_framework != PLAN_HOST_EXECUTOR)
+    json_object_set_new(root, "host_framework", json_string(plan_host_framework_names[p->host_framework]));
   return root;
 }
 
@@ -108,6 +110,7 @@ int sim_search_emit_plans(const sim_search_result *r, const sim_search_options *
   static plan base, p;
   int rc = -1;
   if (sim_search_base_plan(o->model, o->cluster, &base, e)) goto out;
+  base.host_framework = o->host_framework;
   for (int i = 0; i < n; i++) {
     const sim_search_candidate *k = rows[i];
     if (sim_search_make_plan(&base, &k->layout, r->seq, r->global_batch, &p, e)) goto out;

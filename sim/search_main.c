@@ -53,6 +53,10 @@ const char sim_search_usage[] =
     "  --emit-plans DIR    write each listed layout as a complete plan file DIR/NN-<name>.json that\n"
     "                      tacosim simulate and tacorun execute read unchanged (default: not written;\n"
     "                      simulate it with the calibration the search used to get its figure)\n"
+    "  --host-framework F  what issues the layers' kernels, for the simulations' host clock and the\n"
+    "                      emitted plans' host_framework: executor (tacorun's calls) or megatron-core\n"
+    "                      (Megatron-Core's measured host time, the calibration's framework_host\n"
+    "                      section; the estimate does not price it) (default executor)\n"
     "  --no-progress       no progress bar (it is shown only on a terminal anyway)\n"
     "MPI: started by mpirun (mpirun -np N tacosim search ...), the processes share the simulations\n"
     "  (each its part of every round, --jobs workers each) and process 0 prints the same ranking as\n"
@@ -143,6 +147,13 @@ static int run(int argc, char **argv, sim_search_options *op, long cores) {
       if (sim_search_parse_headroom(v, &o.headroom_gib, &o.headroom_fraction, &e)) return bad("%s%s", e.msg, "");
     } else if (strcmp(a, "--emit-plans") == 0)
       o.emit_plans = v;
+    else if (strcmp(a, "--host-framework") == 0) {
+      int k = 0;
+      while (plan_host_framework_names[k] && strcmp(plan_host_framework_names[k], v) != 0) k++;
+      if (!plan_host_framework_names[k])
+        return bad("--host-framework: \"%s\" is not executor or megatron-core%s", v, "");
+      o.host_framework = (plan_host_framework)k;
+    }
     else if (strcmp(a, "--codecs") == 0) {
       ts_err e = {0};
       if (sim_search_parse_codecs(v, &o.codecs, &e)) return bad("%s%s", e.msg, "");

@@ -26,6 +26,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   fprintf(out, "search        %s on %d GPUs of %s, seq %d, global batch %lld\n", o->model, r->gpus, o->cluster,
           r->seq, r->global_batch);
   fprintf(out, "calibration   %s\n", r->calibration);
+  if (o->host_framework != PLAN_HOST_EXECUTOR)
+    fprintf(out, "host          %s's measured host time (the calibration's framework_host section)\n",
+            plan_host_framework_names[o->host_framework]);
   if (o->headroom_gib > 0 || o->headroom_fraction > 0)
     fprintf(out, "headroom      %.1f GiB + %.0f %% of the HBM kept free beyond the memory model\n", o->headroom_gib,
             100 * o->headroom_fraction);

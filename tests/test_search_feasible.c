@@ -175,12 +175,13 @@ static double simulated_tokens(const char *plan_path, const char *cal) {
   return t;
 }
 
-static void test_emitted_plans_predict_the_search(void) {
+/* host: --host-framework (the plans carry it and predict the search's figure under it too) */
+static void emitted_plans_predict_the_search(plan_host_framework host) {
   char dir[64];
   snprintf(dir, sizeof dir, "/tmp/test-emit-plans-%d", (int)getpid());
   sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h200x8-nvswitch", .gpus = 8, .global_batch = 16,
                           .codecs = (1u << SIM_SEARCH_CODEC_NONE) | (1u << SIM_SEARCH_CODEC_TACO), .top = 3,
-                          .simulate = 2, .jobs = 2, .max_micro = 4};
+                          .simulate = 2, .jobs = 2, .max_micro = 4, .host_framework = host};
   sim_search_result r;
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(sim_search_run(&o, &r, &e), 0);
@@ -206,6 +207,7 @@ static void test_emitted_plans_predict_the_search(void) {
     CU_ASSERT_EQUAL(p.dp, k->layout.dp);
     CU_ASSERT_EQUAL(p.micro_batch, k->layout.micro);
     CU_ASSERT_EQUAL(p.hidden_dropout, 0.1); /* written (the search's plans: Megatron-LM's default) */
+    CU_ASSERT_EQUAL(p.host_framework, host);
     FILE *pf = fopen(path, "r");
     char text[8192] = "";
     if (pf) {
@@ -224,6 +226,12 @@ static void test_emitted_plans_predict_the_search(void) {
   sim_search_result_free(&r);
 }
 
+static void test_emitted_plans_predict_the_search(void) { emitted_plans_predict_the_search(PLAN_HOST_EXECUTOR); }
+
+/* Megatron-Core's host time: gpt3-1.3b's small layers run at the host's pace, so the figures differ from the
+ * executor's, and the emitted plans still give them back */
+static void test_emitted_plans_megatron_core_host(void) { emitted_plans_predict_the_search(PLAN_HOST_MEGATRON_CORE); }
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("search feasibility and emitted plans", NULL, NULL);
@@ -231,6 +239,7 @@ int main(void) {
   CU_add_test(s, "llama3-70b on the L40S cluster finds layouts", test_llama70b_on_l40s);
   CU_add_test(s, "headroom", test_headroom);
   CU_add_test(s, "emitted plans predict the search's figures", test_emitted_plans_predict_the_search);
+  CU_add_test(s, "emitted plans with --host-framework megatron-core", test_emitted_plans_megatron_core_host);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
