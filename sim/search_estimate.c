@@ -786,6 +786,8 @@ typedef struct {
   plan_zero_bucket bucket[SEARCH_MAX_BUCKETS]; /* and each one (when they fit) */
   double bucket_gather[SEARCH_MAX_BUCKETS];    /* its parameters' all-gather */
   double bucket_reduce[SEARCH_MAX_BUCKETS];    /* its gradients' reduce-scatter (ZeRO-1/2) or all-reduce */
+  double host_layer, host_fwd; /* a framework's host time per layer and micro-batch (its forward), 0 without one:
+                                * the GPU cannot run a layer-micro-batch faster than its host issues it */
 } stage_costs;
 
 /* A chunk step of stage 0 (which ends the iteration: its last backward is the pipeline's last):
@@ -873,7 +875,7 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   const bool head_in_slot = p->pp > 1 && p->account_loss;
   const double compute = at_speed(lc->compute, lc->gemm, gs, ms), recompute = at_speed(lc->recompute, lc->gemm_recompute, gs, ms);
   const double head = at_speed(sc->head, sc->head_gemm, gs, ms);
-  const double f_layer = at_speed(lc->fwd, lc->fwd_gemm, gs, ms) + lc->tp_fwd + lc->cp_fwd;
+  const double f_layer = fmax(at_speed(lc->fwd, lc->fwd_gemm, gs, ms) + lc->tp_fwd + lc->cp_fwd, sc->host_fwd);
   /* data parallel: fp32 gradients of this GPU's parameters (the largest stage's) */
   double params = 0;
   for (int s = 0; s < p->pp; s += (p->pp > 2 ? p->pp - 1 : 1)) params = fmax(params, plan_params_of_stage(p, s));
@@ -881,7 +883,7 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   const int shards = plan_dp_shards(p); /* gradients are reduced over dp x cp */
   /* ZeRO-3's waits hold each micro-batch of the stage back: they set the pipeline's pace */
   /* per micro-batch on the last stage (its layers plus the output head) */
-  double per_layer = compute + recompute + lc->tp_exposed + sc->cp_ring;
+  double per_layer = fmax(compute + recompute + lc->tp_exposed + sc->cp_ring, sc->host_layer);
   double z3 = 0, z3_tail = 0, z3_work = 0;
   if (p->zero_stage == 3 && shards > 1) {
     zero3_units u = sc->z3;
@@ -1018,6 +1020,21 @@ int sim_search_estimate_attention_s(const plan *p, const schema_calibration *cal
   return ts_fail(e, p->model.name, "attention", "the model has no attention op");
 }
 
+/* A framework's host time per layer-micro-batch (the plan's host_framework, the calibration's
+ * "framework_host"; sim/README.md "The host"): the section's forward + backward of the plan's layer kind
+ * (MoE when the model has experts), the recomputed share of the forward again (lc's recompute over its
+ * forward), and the layer's communication calls are not counted (tens of microseconds against
+ * milliseconds). The simulator's host clock is the reference; this is the closed form's floor. */
+static void host_floor(const plan *p, const schema_calibration *cal, const layer_cost *lc, stage_costs *sc) {
+  sc->host_layer = sc->host_fwd = 0;
+  if (p->host_framework == PLAN_HOST_EXECUTOR || !cal->fw_host.framework[0]) return;
+  const int k = p->model.experts > 0 ? SCHEMA_FW_LAYER_MOE : SCHEMA_FW_LAYER_DENSE;
+  const double f = cal->fw_host.layer_fwd_us[k] * 1e-6, b = cal->fw_host.layer_bwd_us[k] * 1e-6;
+  const double rc = lc->fwd > 0 ? fmin(1.0, lc->recompute / lc->fwd) : 0;
+  sc->host_fwd = f;
+  sc->host_layer = f + b + rc * f;
+}
+
 int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_search_estimate *est, ts_err *e) {
   memset(est, 0, sizeof *est);
   estimator x = {.p = p, .e = e};
@@ -1063,6 +1080,7 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   if (plan_dp_shards(p) > 1 && p->zero_stage == 3 && zero3_units_of(&x, &sh, ops, n, head, nh, &sc.z3)) return -1;
   sc.head = head_s(&x, head, nh, act, &sc.head_tp, &sc.head_gemm);
   if (x.failed) return -1;
+  host_floor(p, cal, &lc, &sc);
 
   /* The clock model (sim_clock.c): the GPU's duty sets its GEMM and memory
    * speeds, the speeds the timeline and so the duty; two passes after the

@@ -459,6 +459,33 @@ static void test_estimate_attention_as_simulator(void) {
   schema_calibration_free(&cal);
 }
 
+/* A framework's host time is the estimate's floor per layer-micro-batch: gpt3-1.3b (24 layers) at TP 1,
+ * PP 1, DP 8, micro-batch 1 of 16 sequences (2 a rank) with the layers' host time set to 100 ms forward and
+ * 200 ms backward: the iteration is at least 2 x 24 x 300 ms and the host's time dominates it. */
+static void test_estimate_host_floor(void) {
+  CU_ASSERT_EQUAL_FATAL(load_base("gpt3-1.3b", "h200x8-nvswitch"), 0);
+  schema_calibration cal;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_shipped_calibration("h200-nvlink.json", &cal, &e), 0);
+  static plan p;
+  sim_search_layout l = {1, 1, 1, 8, 1, false, true, MODEL_RECOMPUTE_NONE};
+  CU_ASSERT_EQUAL_FATAL(sim_search_make_plan(&base, &l, 2048, 16, &p, &e), 0);
+  sim_search_estimate gpu, host;
+  CU_ASSERT_EQUAL_FATAL(sim_search_estimate_plan(&p, &cal, &gpu, &e), 0);
+  p.host_framework = PLAN_HOST_MEGATRON_CORE;
+  cal.fw_host.layer_fwd_us[SCHEMA_FW_LAYER_DENSE] = 100e3, cal.fw_host.layer_bwd_us[SCHEMA_FW_LAYER_DENSE] = 200e3;
+  CU_ASSERT_EQUAL_FATAL(sim_search_estimate_plan(&p, &cal, &host, &e), 0);
+  const double floor = 2 * 24 * 0.3;
+  CU_ASSERT_TRUE(gpu.iteration_s < 0.1 * floor);
+  CU_ASSERT_TRUE(host.iteration_s >= floor);
+  CU_ASSERT_TRUE(host.iteration_s <= floor + gpu.iteration_s);
+  /* the executor's calls: no floor */
+  p.host_framework = PLAN_HOST_EXECUTOR;
+  CU_ASSERT_EQUAL_FATAL(sim_search_estimate_plan(&p, &cal, &host, &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(host.iteration_s, gpu.iteration_s, 1e-12 * gpu.iteration_s);
+  schema_calibration_free(&cal);
+}
+
 static void test_ring_latency(void) {
   topo_cluster c;
   memset(&c, 0, sizeof c);
@@ -765,6 +792,7 @@ int main(void) {
   CU_add_test(s, "spearman", test_spearman);
   CU_add_test(s, "estimate: attention priced as the simulator prices it", test_estimate_attention_as_simulator);
   CU_add_test(s, "estimate: cross-node ring latency", test_ring_latency);
+  CU_add_test(s, "estimate: a framework's host time as a floor", test_estimate_host_floor);
   CU_add_test(s, "estimate: tp_comm_overlap pieces", test_tpo_pieces);
   CU_add_test(s, "estimate: clock duty", test_clock_duty);
   CU_add_test(s, "estimate: ZeRO-3 wait", test_zero3_wait);
