@@ -850,6 +850,8 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   snprintf(out->mode, sizeof out->mode, "%s", w->o->mode == SIM_MODE_FULL ? "full" : "reduced");
   snprintf(out->attention_backend, sizeof out->attention_backend, "%s", plan_attention_backend_name(p->attention_backend));
   out->cross_entropy_loss_fusion = p->ce_unfused ? -1 : 1;
+  if (p->host_framework != PLAN_HOST_EXECUTOR)
+    snprintf(out->host_framework, sizeof out->host_framework, "%s", plan_host_framework_names[p->host_framework]);
   out->hidden_dropout = p->hidden_dropout;
   double T = w->end_s;
   out->iteration_time_s = T;

@@ -20,6 +20,7 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
             plan_world_size(p), p->dp, p->tp, p->pp, plan_micro_batches(p), p->micro_batch, p->seq);
   fprintf(out, "mode          %s\n", r->mode[0] ? r->mode : "-");
   if (r->attention_backend[0]) fprintf(out, "attention     %s\n", r->attention_backend);
+  if (r->host_framework[0]) fprintf(out, "host          %s's layer code (the calibration's framework_host)\n", r->host_framework);
   if (r->cross_entropy_loss_fusion < 0) fprintf(out, "cross-entropy unfused (Megatron's fp32 kernels)\n");
   if (r->hidden_dropout >= 0) fprintf(out, "hidden dropout %g%s\n", r->hidden_dropout, r->hidden_dropout > 0 ? " (mask bytes priced)" : " (no mask)");
   fprintf(out, "iteration     %.4f s\n", T);

@@ -215,6 +215,8 @@ static double simulate(const plan *p, const schema_calibration *cal) {
   int rc = sim_run_isolated(p, &o, &r, &e);
   if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
+  /* the result records the plan's host framework (through the forked runner's JSON) */
+  CU_ASSERT_STRING_EQUAL(r.host_framework, p->host_framework == PLAN_HOST_EXECUTOR ? "" : "megatron-core");
   double t = r.iteration_time_s;
   schema_result_free(&r);
   return t;
