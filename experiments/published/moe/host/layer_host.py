@@ -761,9 +761,7 @@ def run_schedule(args, idle, save):
                 "kinds": kinds, "reps": args.schedule_reps, "warmup": args.schedule_warmup,
                 "vocab_per_rank": SCHED_VOCAB_PER_RANK, "vocab": QWEN3_VOCAB, "vocab_tp": SCHED_TP,
                 "pipeline_size": 1, "schedule_func": None, "runs": [], "parts": [], "derived": {},
-                "interleaved": "not measured: forward_backward_pipelining_with_interleaving needs a "
-                               "pipeline-parallel size > 1 (get_forward_backward_func picks it only then; "
-                               "its p2p sends go to other ranks), which one GPU in one process does not have"})
+                "interleaved": "not run (--schedule-vp 1, or no bare wrap)"})
     try:
         sch["schedule_func"] = get_forward_backward_func().__name__
     except Exception:
@@ -905,6 +903,19 @@ def run_schedule(args, idle, save):
                 save()
     derive_schedule(sch)
     save()
+    if args.schedule_vp > 1 and "bare" in wraps:
+        try:
+            run_interleaved(args, idle, save, dog, sch)
+        except Exception:
+            err("schedule: interleaved")
+        finally:
+            try:
+                from megatron.core import parallel_state
+                parallel_state.set_virtual_pipeline_model_parallel_world_size(None)
+            except Exception:
+                pass
+            dog.disarm()
+        save()
 
 
 def schedule_parts(gpt, kind, wrap, S, args, idle):
@@ -951,6 +962,201 @@ def schedule_parts(gpt, kind, wrap, S, args, idle):
         except Exception:
             err(f"schedule part {name}")
     gpt.zero_grad(set_to_none=True)
+
+
+def loopback_communicate(queues):
+    """A stand-in for p2p_communication._communicate (the one function every send / receive of the
+    pipeline schedules goes through) for a pipeline of one rank: what a stage sends to its next (previous)
+    stage is what it receives from its previous (next) stage, first in first out, copied into a fresh
+    buffer made as _communicate makes it (torch.empty, requires_grad, the pipeline dtype). At pipeline size 1
+    the interleaved schedule's sends and receives pair within each call (read in schedules.py at the
+    commit); a receive with nothing sent raises. No NCCL call is made: the p2p calls' own host time is not
+    in what this measures."""
+    import torch
+
+    def _communicate(*, tensor_send_next, tensor_send_prev, recv_prev, recv_next, tensor_shape, config,
+                     wait_on_reqs=True):
+        def recv(q, what):
+            if not q:
+                raise RuntimeError(f"loopback p2p: {what} with nothing sent")
+            src = q.pop(0)
+            buf = torch.empty(tensor_shape, requires_grad=True, device=torch.cuda.current_device(),
+                              dtype=config.pipeline_dtype)
+            with torch.no_grad():
+                buf.copy_(src.view(buf.shape))
+            return buf
+        if tensor_send_next is not None:
+            queues["next"].append(tensor_send_next.detach())
+        if tensor_send_prev is not None:
+            queues["prev"].append(tensor_send_prev.detach())
+        rp = recv(queues["next"], "a receive from the previous stage") if recv_prev else None
+        rn = recv(queues["prev"], "a receive from the next stage") if recv_next else None
+        queues["calls"] += 1
+        return rp, rn, ([] if config.batch_p2p_comm else {})
+
+    return _communicate
+
+
+def run_interleaved(args, idle, save, dog, sch):
+    """Megatron-Core's interleaved schedule (forward_backward_pipelining_with_interleaving, called directly:
+    get_forward_backward_func picks it only at a pipeline size above 1) on one GPU: pipeline size 1 with a
+    virtual pipeline size of VP (parallel_state's virtual world size set, the config's
+    virtual_pipeline_model_parallel_size), VP GPTModel chunks of one layer each (the first with the
+    embedding, the last with the output layer and loss; vp_stage set), and the sends and receives between
+    chunks through loopback_communicate. Megatron-LM's settings for an interleaved run
+    (megatron/training/arguments.py at the commit): overlap_p2p_comm on (so batch_p2p_comm off),
+    deallocate_pipeline_outputs on; microbatch_group_size_per_vp_stage defaults to the pipeline size (1 here,
+    so the schedule alternates chunks every micro-batch). The bare model only (no DDP). Its per-micro-batch
+    time against forward_backward_no_pipelining on one GPTModel of VP layers (the "bare" L = VP runs) is the
+    interleaving's extra host time per micro-batch for VP - 1 extra chunks (their forward_step and
+    backward_step, the chunk's batch fetch, rotary embedding and block call, the schedule's bookkeeping),
+    less the p2p calls (not made)."""
+    import torch
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.pipeline_parallel import p2p_communication, schedules
+
+    VP = args.schedule_vp
+    Ms = sch.get("microbatches", [4, 8])
+    S = sch["seq"]
+    inter = {"vp": VP, "layers_per_chunk": 1, "pipeline_size": 1, "wrap": "bare", "runs": [],
+             "derived": {}, "p2p": "loopback (no NCCL call; loopback_communicate)",
+             "overlap_p2p_comm": True, "deallocate_pipeline_outputs": True}
+    sch["interleaved"] = inter
+    orig_comm = p2p_communication._communicate
+    queues = {"next": [], "prev": [], "calls": 0}
+    kinds = [k for k in sch.get("kinds", []) if k in ("dense", "moe")]
+
+    def impl(what):
+        RESULTS["env"]["grouped_experts"] = what
+
+    for kind in kinds:
+        experts = 16 if kind == "moe" else 0
+        tag = f"interleaved_{kind}_vp{VP}"
+        dog.arm(f"schedule {tag}")
+        chunks = None
+        try:
+            parallel_state.set_virtual_pipeline_model_parallel_world_size(VP)
+            p2p_communication._communicate = loopback_communicate(queues)
+            cfg = make_config(experts, num_layers=1)
+            cfg.virtual_pipeline_model_parallel_size = VP
+            cfg.overlap_p2p_comm = True
+            cfg.batch_p2p_comm = False
+            cfg.deallocate_pipeline_outputs = True
+            spec = get_gpt_layer_local_spec(num_experts=experts or None, moe_grouped_gemm=False,
+                                            qk_layernorm=True, normalization="RMSNorm")
+            spec.submodules.self_attention.submodules.core_attention = make_sdpa_class()
+            chunks = []
+            for c in range(VP):
+                g = GPTModel(config=cfg, transformer_layer_spec=spec, vocab_size=SCHED_VOCAB_PER_RANK,
+                             max_sequence_length=4096, pre_process=(c == 0), post_process=(c == VP - 1),
+                             parallel_output=True, share_embeddings_and_output_weights=False,
+                             position_embedding_type="rope", rotary_percent=1.0, rotary_base=1000000,
+                             vp_stage=c)
+                if experts:
+                    for layer in g.decoder.layers:
+                        layer.mlp.experts = make_grouped_experts(cfg, experts, impl)
+                g = g.cuda().bfloat16()
+                g.train()
+                chunks.append(g)
+            inter["layers_built_per_chunk"] = [len(g.decoder.layers) for g in chunks]
+            h, data_it = schedule_funcs("bare", S)
+            fb = schedules.forward_backward_pipelining_with_interleaving
+
+            def call(M):
+                for g in chunks:
+                    g.zero_grad(set_to_none=True)
+                queues["next"].clear()
+                queues["prev"].clear()
+                out = fb(forward_step_func=lambda it, m: h.forward_step_func(it, m),
+                         data_iterator=[data_it] * VP, model=chunks, num_microbatches=M, seq_length=S,
+                         micro_batch_size=1, forward_only=False)
+                if queues["next"] or queues["prev"]:
+                    raise RuntimeError(f"loopback p2p: {len(queues['next'])} forward and "
+                                       f"{len(queues['prev'])} backward sends never received")
+                return out
+            log(f"--- schedule {tag}: {inter['layers_built_per_chunk']} layers per chunk")
+        except Exception:
+            err(f"schedule {tag}: build")
+            chunks = None
+        if chunks is not None:
+            for M in Ms:
+                rec = {"kind": kind, "vp": VP, "microbatches": M, "seq": S}
+                try:
+                    out = None
+                    for _ in range(args.schedule_warmup):
+                        out = call(M)
+                    torch.cuda.synchronize()
+                    rec["losses_returned"] = len(out) if out is not None else None
+                    queues["calls"] = 0
+                    host, wall, cpu = [], [], []
+                    for _ in range(args.schedule_reps):
+                        torch.cuda.synchronize()
+                        t0, c0 = time.perf_counter(), time.process_time()
+                        call(M)
+                        t1 = time.perf_counter()
+                        torch.cuda.synchronize()
+                        t2, c1 = time.perf_counter(), time.process_time()
+                        host.append((t1 - t0) * 1e3)
+                        wall.append((t2 - t0) * 1e3)
+                        cpu.append(((c1 - c0) - idle * (t2 - t0)) * 1e3)
+                    rec["p2p_calls_per_call"] = queues["calls"] / args.schedule_reps
+                    host.sort()
+                    wall.sort()
+                    cpu.sort()
+                    n = len(host)
+                    rec.update({"host_ms": host, "wall_ms": wall, "cpu_less_idle_ms": cpu,
+                                "host_ms_median": (host[n // 2] + host[(n - 1) // 2]) / 2,
+                                "host_ms_min": host[0],
+                                "wall_ms_median": (wall[n // 2] + wall[(n - 1) // 2]) / 2,
+                                "cpu_ms_median": (cpu[n // 2] + cpu[(n - 1) // 2]) / 2})
+                    if M == Ms[-1]:
+                        bd = forward_breakdown(
+                            lambda fwd_mark=False: call(M),
+                            [("schedule.forward_step", schedules, "forward_step"),
+                             ("schedule.backward_step", schedules, "backward_step"),
+                             ("p2p _communicate (loopback)", p2p_communication, "_communicate"),
+                             ("get_batch", h, "get_batch")],
+                            max(3, args.schedule_reps // 2))
+                        rec["breakdown_per_call"] = bd
+                except Exception:
+                    err(f"schedule {tag} M{M}: timing")
+                inter["runs"].append(rec)
+                log("schedule " + json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
+                                              for k, v in rec.items()
+                                              if k not in ("host_ms", "wall_ms", "cpu_less_idle_ms")}))
+                save()
+        p2p_communication._communicate = orig_comm
+        parallel_state.set_virtual_pipeline_model_parallel_world_size(None)
+        dog.disarm()
+        chunks = None
+        torch.cuda.empty_cache()
+        save()
+    # the interleaving's extra time per micro-batch against forward_backward_no_pipelining on VP layers
+    runs = {(r["kind"], r["microbatches"]): r for r in inter["runs"]}
+    base = sch.get("derived", {})
+    m0, m1 = Ms[0], Ms[-1]
+    for kind in kinds:
+        d = {}
+        for q in ("host_ms_median", "host_ms_min", "wall_ms_median", "cpu_ms_median"):
+            a, b = runs.get((kind, m0)), runs.get((kind, m1))
+            if not (a and b and a.get(q) is not None and b.get(q) is not None):
+                continue
+            per_mb = (b[q] - a[q]) / (m1 - m0)
+            e = {"per_microbatch": per_mb, "fixed_per_call": a[q] - m0 * per_mb}
+            nopipe = base.get(f"{kind}_bare", {}).get(q, {}).get("per_microbatch", {}).get(str(VP))
+            if nopipe is not None:
+                e["no_pipelining_per_microbatch_L%d" % VP] = nopipe
+                e["extra_per_microbatch"] = per_mb - nopipe
+                e["extra_per_chunk_microbatch"] = (per_mb - nopipe) / (VP - 1)
+            d[q] = e
+        inter["derived"][kind] = d
+        hm = d.get("host_ms_median", {})
+        log(f"schedule interleaved {kind} VP {VP} (host ms, medians): per micro-batch {hm.get('per_microbatch')}, "
+            f"no pipelining on {VP} layers {hm.get('no_pipelining_per_microbatch_L%d' % VP)}, extra per extra "
+            f"chunk-micro-batch {hm.get('extra_per_chunk_microbatch')}")
+    save()
 
 
 def derive_schedule(sch):
@@ -1025,6 +1231,9 @@ def main():
                          "DistributedDataParallel, the loss checks and batch broadcasts of pretrain_gpt.py)")
     ap.add_argument("--schedule-kinds", default="dense,moe",
                     help="with --schedule: comma list of dense (SwiGLU MLP) and moe (16 grouped experts)")
+    ap.add_argument("--schedule-vp", type=int, default=2,
+                    help="with --schedule: virtual pipeline size of the interleaved schedule's run on one GPU "
+                         "(run_interleaved: one layer a chunk, loopback p2p); 1: not run")
     ap.add_argument("--case-timeout", type=int, default=150,
                     help="with --schedule: seconds one model's cases may take before the process saves its "
                          "results, dumps its stacks and exits (Watchdog)")

@@ -90,9 +90,26 @@ def main():
                          c.get("bwd_return_ms_median"), c.get("cpu_less_idle_ms"), p.get("gpu_union_ms"),
                          p.get("kernels_per_iter"), c.get("syncs_reported")])
         table(["case", "wall", "forward returns", "backward returns", "CPU", "GPU busy", "kernels", "syncs"], rows)
-    if sch.get("interleaved"):
-        print("interleaved schedule:", sch["interleaved"] if isinstance(sch["interleaved"], str)
-              else json.dumps(sch["interleaved"]))
+    it = sch.get("interleaved")
+    if isinstance(it, str):
+        print("interleaved schedule:", it)
+    elif isinstance(it, dict):
+        vp = it.get("vp")
+        print(f"interleaved schedule (forward_backward_pipelining_with_interleaving, pipeline size 1, VP {vp}, "
+              f"one layer a chunk, p2p {it.get('p2p')}), ms:")
+        rows = []
+        for x in it.get("runs", []):
+            rows.append([x.get("kind"), x.get("microbatches"), x.get("host_ms_median"), x.get("host_ms_min"),
+                         x.get("wall_ms_median"), x.get("cpu_ms_median"), x.get("p2p_calls_per_call")])
+        table(["kind", "M", "host median", "host min", "wall median", "CPU median", "p2p calls"], rows)
+        rows = []
+        for kind, d in it.get("derived", {}).items():
+            for q, e in d.items():
+                rows.append([kind, q.replace("_ms", "").replace("_", " "), e.get("per_microbatch"),
+                             e.get(f"no_pipelining_per_microbatch_L{vp}"), e.get("extra_per_microbatch"),
+                             e.get("extra_per_chunk_microbatch"), e.get("fixed_per_call")])
+        table(["kind", "figure", "per micro-batch", f"no pipelining, L {vp}, per micro-batch", "extra per micro-batch",
+               "extra per extra chunk-micro-batch", "fixed per call"], rows)
     if r.get("errors"):
         print()
         print("errors:", [e.get("where") for e in r["errors"]])
