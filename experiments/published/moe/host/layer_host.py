@@ -25,6 +25,8 @@ layer-micro-batch is attn(S) + moe(S/4). Tiny shapes give the host floor: the GP
 short to hide the host.
 
 Usage: python3 layer_host.py --out DIR [--iters N] [--quick]
+       python3 layer_host.py --out DIR --schedule   (Megatron-Core's training schedule on a GPTModel of 1 and 2
+       such layers: the host time per micro-batch beyond the layers; run_schedule, schedule_summary.py)
 """
 import argparse
 import json
@@ -145,17 +147,14 @@ def make_sdpa_class():
     return SDPACore
 
 
-def build_layer(core, experts=16):
-    """experts 0: the same layer with a dense SwiGLU MLP of the config's ffn_hidden_size (12,288), for the host
-    time of a dense layer's calls (the GPU time of these shapes stands for no particular model)."""
+def make_config(experts=16, num_layers=1):
+    """The TransformerConfig of every case: Qwen3-235B-A22B's per-rank shapes (module docstring)."""
     import torch
     import torch.nn.functional as F
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.transformer.spec_utils import build_module
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    cfg = TransformerConfig(
-        num_layers=1,
+    return TransformerConfig(
+        num_layers=num_layers,
         hidden_size=4096,
         # per rank under TP 4: 64 / 4 query heads, 4 / 4 KV groups
         num_attention_heads=16,
@@ -196,6 +195,15 @@ def build_layer(core, experts=16):
         tensor_model_parallel_size=1,
         expert_model_parallel_size=1,
     )
+
+
+def build_layer(core, experts=16):
+    """experts 0: the same layer with a dense SwiGLU MLP of the config's ffn_hidden_size (12,288), for the host
+    time of a dense layer's calls (the GPU time of these shapes stands for no particular model)."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.spec_utils import build_module
+
+    cfg = make_config(experts)
     spec = get_gpt_layer_local_spec(num_experts=experts or None, moe_grouped_gemm=False, qk_layernorm=True,
                                     normalization="RMSNorm")
     if core == "sdpa":
@@ -554,6 +562,648 @@ def comm_calls(n):
     RESULTS["comm_calls"] = rows
 
 
+# ---------------------------------------------------------------------------------------------------------
+# --schedule: the host time Megatron-Core's training schedule adds per micro-batch beyond the layers
+# ---------------------------------------------------------------------------------------------------------
+
+# Qwen3's vocabulary: config.json "vocab_size": 151936 (the Qwen3 family's tokenizer, e.g. Qwen/Qwen3-8B on
+# huggingface.co). Megatron-LM pads it to a multiple of make_vocab_size_divisible_by (default 128) x TP
+# (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding at the commit): 128 x 4 = 512,
+# 151,936 -> 152,064; one TP-4 rank's share of the embedding and the output layer is 152,064 / 4 = 38,016.
+QWEN3_VOCAB = 151936
+SCHED_TP = 4
+SCHED_VOCAB_PER_RANK = -(-QWEN3_VOCAB // (128 * SCHED_TP)) * 128 * SCHED_TP // SCHED_TP
+
+
+def build_gpt(num_layers, experts, wrap, log_impl):
+    """Megatron-Core's GPTModel (pre_process and post_process: embedding, the layers, final RMSNorm, output
+    layer, vocab-parallel cross-entropy) with num_layers of the calibrated layer (make_config; SDPA core
+    attention; experts 16: the grouped experts of make_grouped_experts, 0: the dense SwiGLU MLP), untied
+    embeddings (Qwen3-235B-A22B: tie_word_embeddings false), RoPE base 1e6, one TP-4 rank's vocabulary.
+    wrap "bare": the model cast to BF16, nothing around it. wrap "ddp": as Megatron-LM's training wraps it
+    (megatron/training/training.py get_model / setup_model_and_optimizer): Float16Module, then
+    DistributedDataParallel (overlap_grad_reduce, distributed optimizer, FP32 grad buffers, as the
+    published rows), with the config's no_sync_func, finalize_model_grads_func and grad_scale_func set as
+    training.py sets them (grad_scale_func: the optimizer's scale_loss, a multiply by a constant 1 under
+    BF16 without a loss scaler). Returns (config, the model to hand to the schedule, the GPTModel)."""
+    import torch
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+    cfg = make_config(experts, num_layers=num_layers)
+    spec = get_gpt_layer_local_spec(num_experts=experts or None, moe_grouped_gemm=False, qk_layernorm=True,
+                                    normalization="RMSNorm")
+    spec.submodules.self_attention.submodules.core_attention = make_sdpa_class()
+    gpt = GPTModel(config=cfg, transformer_layer_spec=spec, vocab_size=SCHED_VOCAB_PER_RANK,
+                   max_sequence_length=4096, pre_process=True, post_process=True,
+                   parallel_output=True, share_embeddings_and_output_weights=False,
+                   position_embedding_type="rope", rotary_percent=1.0, rotary_base=1000000)
+    if experts:
+        for layer in gpt.decoder.layers:
+            layer.mlp.experts = make_grouped_experts(cfg, experts, log_impl)
+    gpt = gpt.cuda()
+    if wrap == "ddp":
+        from megatron.core.distributed import (DistributedDataParallel, DistributedDataParallelConfig,
+                                               finalize_model_grads)
+        from megatron.core.transformer.module import Float16Module
+        f16 = Float16Module(cfg, gpt)
+        ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=True,
+                                                use_distributed_optimizer=True)
+        model = DistributedDataParallel(config=cfg, ddp_config=ddp_cfg, module=f16)
+        cfg.no_sync_func = model.no_sync
+        cfg.finalize_model_grads_func = finalize_model_grads
+        one = torch.ones((), device="cuda")
+        cfg.grad_scale_func = lambda loss: one * loss
+    else:
+        gpt = gpt.bfloat16()
+        model = gpt
+    model.train()
+    return cfg, model, gpt
+
+
+def schedule_funcs(wrap, S):
+    """forward_step_func and its data, after pretrain_gpt.py at the commit (forward_step, get_batch,
+    loss_func). The batch comes from pinned host memory and is copied with .cuda(non_blocking=True) as
+    megatron/training/utils.py get_batch_on_this_tp_rank does (no attention mask: the SDPA core attention is
+    causal; --no-create-attention-mask-in-dataloader). wrap "ddp" also takes the rest of the published path
+    per micro-batch: get_batch_on_this_tp_rank's broadcasts of tokens, labels, loss mask and position ids
+    over the TP group (at PP 1; here a one-rank group: the c10d call's host cost, no transfer), and
+    pretrain_gpt.py's loss_func checks of the loss for NaN and Inf through the rerun state machine
+    (check_for_nan_in_loss_and_grad is on by default; in its default mode, disabled, each check is a
+    torch.isnan / torch.isinf evaluated on the host: a host-device sync per check). wrap "bare": the copies,
+    the model call and the loss arithmetic only. The data iterator is itertools.repeat of one batch: the
+    data loader's own host time (worker processes, RerunDataIterator) is not measured. Returns a namespace
+    (forward_step_func, get_batch, loss_func: each called through it, so that forward_breakdown can wrap them)
+    and the data iterator."""
+    import itertools
+    import types
+    from functools import partial
+    import torch
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, QWEN3_VOCAB // SCHED_TP, (1, S), generator=g).pin_memory()
+    batch = {"tokens": tokens,
+             "labels": torch.roll(tokens, -1, 1).pin_memory(),
+             "loss_mask": torch.ones(1, S, dtype=torch.float32).pin_memory(),
+             "position_ids": torch.arange(S).unsqueeze(0).pin_memory()}
+    checks = wrap == "ddp"
+    if checks:
+        from megatron.core.rerun_state_machine import get_rerun_state_machine
+        rsm = get_rerun_state_machine()
+        tp_src = parallel_state.get_tensor_model_parallel_src_rank()
+        tp_group = parallel_state.get_tensor_model_parallel_group()
+
+    def get_batch(it):
+        data = next(it)
+        b = {k: v.cuda(non_blocking=True) for k, v in data.items()}
+        if checks:
+            for k in ("tokens", "labels", "loss_mask", "position_ids"):
+                dist.broadcast(b[k], tp_src, group=tp_group)
+        return b
+
+    def loss_func(loss_mask, output_tensor):
+        losses = output_tensor.view(-1).float()
+        loss_mask = loss_mask.view(-1).float()
+        loss = torch.sum(losses * loss_mask)
+        if checks:
+            rsm.validate_result(result=loss, rejection_func=torch.isnan,
+                                message="found NaN in local forward loss calculation", tolerance=0.0,
+                                fatal=True)
+            rsm.validate_result(result=loss, rejection_func=torch.isinf,
+                                message="found Inf in local forward loss calculation", tolerance=0.0,
+                                fatal=True)
+        num_tokens = loss_mask.sum().clone().detach().to(torch.int)
+        reporting_loss = torch.cat([loss.clone().detach().view(1), num_tokens.view(1)])
+        return (loss, num_tokens, {"lm loss": reporting_loss})
+
+    ns = types.SimpleNamespace()
+
+    def forward_step_func(data_iterator, model):
+        b = ns.get_batch(data_iterator)
+        output_tensor = model(b["tokens"], b["position_ids"], None, labels=b["labels"],
+                              loss_mask=b["loss_mask"])
+        return output_tensor, partial(ns.loss_func, b["loss_mask"])
+
+    ns.forward_step_func, ns.get_batch, ns.loss_func = forward_step_func, get_batch, loss_func
+    return ns, itertools.repeat(batch)
+
+
+def schedule_breakdown_targets(model, gpt, fsf_holder):
+    """(label, object, attribute) of the calls whose host time (until return) a schedule call is split
+    into: the schedule's forward_step and backward_step (module functions of schedules.py, looked up as
+    globals by forward_backward_no_pipelining), and inside forward_step the model call and its parts."""
+    from megatron.core.pipeline_parallel import schedules
+    t = [("schedule.forward_step", schedules, "forward_step"),
+         ("schedule.backward_step", schedules, "backward_step"),
+         ("forward_step_func", fsf_holder, "forward_step_func"),
+         ("get_batch", fsf_holder, "get_batch"),
+         ("loss_func", fsf_holder, "loss_func"),
+         ("model (wrappers and GPTModel)", model, "forward"),
+         ("embedding", gpt.embedding, "forward"),
+         ("rotary_pos_emb", gpt.rotary_pos_emb, "forward"),
+         ("decoder (layers + final norm)", gpt.decoder, "forward"),
+         ("final_layernorm", gpt.decoder.final_layernorm, "forward"),
+         ("output_layer", gpt.output_layer, "forward"),
+         ("compute_language_model_loss", gpt, "compute_language_model_loss")]
+    for i, layer in enumerate(gpt.decoder.layers):
+        t.append((f"layer {i}", layer, "forward"))
+    return t
+
+
+class Watchdog:
+    """Ends the process if one case runs past its time: records the case as an error, saves the results,
+    dumps every thread's stack (faulthandler) and exits with status 3. A timer thread: it fires whenever the
+    main thread waits with the GIL released (CUDA synchronisation, NCCL, sleeps)."""
+
+    def __init__(self, seconds, save):
+        self.seconds, self.save, self.timer, self.what = seconds, save, None, None
+
+    def arm(self, what):
+        import threading
+        self.disarm()
+        self.what = what
+        self.timer = threading.Timer(self.seconds, self.fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def disarm(self):
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def fire(self):
+        import faulthandler
+        log(f"TIMEOUT {self.what}: over {self.seconds} s; stacks follow, results saved, exit 3")
+        RESULTS["errors"].append({"where": f"{self.what}: timeout", "traceback": f"over {self.seconds} s"})
+        try:
+            self.save()
+        finally:
+            faulthandler.dump_traceback(all_threads=True)
+            os._exit(3)
+
+
+def run_schedule(args, idle, save):
+    """Times get_forward_backward_func()(...) (pipeline size 1: forward_backward_no_pipelining) on a
+    GPTModel of L layers for M micro-batches of S tokens and derives the host time per micro-batch, per
+    layer-micro-batch and of the rest (README section "Megatron-Core's schedule host time")."""
+    import torch
+    from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
+
+    S = args.schedule_seq
+    Ls = [1, 2]
+    Ms = [4, 8]
+    wraps = [w for w in args.schedule_wraps.split(",") if w]
+    kinds = [k for k in args.schedule_kinds.split(",") if k]
+    sch = RESULTS.setdefault("schedule", {})
+    sch.update({"seq": S, "micro_batch_size": 1, "layers": Ls, "microbatches": Ms, "wraps": wraps,
+                "kinds": kinds, "reps": args.schedule_reps, "warmup": args.schedule_warmup,
+                "vocab_per_rank": SCHED_VOCAB_PER_RANK, "vocab": QWEN3_VOCAB, "vocab_tp": SCHED_TP,
+                "pipeline_size": 1, "schedule_func": None, "runs": [], "parts": [], "derived": {},
+                "interleaved": "not run (--schedule-vp 1, or no bare wrap)"})
+    try:
+        sch["schedule_func"] = get_forward_backward_func().__name__
+    except Exception:
+        err("schedule: get_forward_backward_func")
+    log(f"schedule: S {S}, vocab per rank {SCHED_VOCAB_PER_RANK}, wraps {wraps}, kinds {kinds}, "
+        f"function {sch['schedule_func']}")
+
+    def impl(what):
+        RESULTS["env"]["grouped_experts"] = what
+
+    dog = Watchdog(args.case_timeout, save)
+
+    def median(xs):
+        xs = sorted(xs)
+        n = len(xs)
+        return (xs[n // 2] + xs[(n - 1) // 2]) / 2 if n else None
+
+    for kind in kinds:
+        experts = 16 if kind == "moe" else 0
+        for wrap in wraps:
+            for L in Ls:
+                tag = f"{kind}_{wrap}_L{L}"
+                dog.arm(f"schedule {tag}")
+                model = gpt = None
+                try:
+                    t = time.perf_counter()
+                    cfg, model, gpt = build_gpt(L, experts, wrap, impl)
+                    build_s = time.perf_counter() - t
+                    h, data_it = schedule_funcs(wrap, S)
+                    fb = get_forward_backward_func()
+
+                    def call(M):
+                        if wrap == "ddp":
+                            model.zero_grad_buffer()
+                        else:
+                            model.zero_grad(set_to_none=True)
+                        return fb(forward_step_func=lambda it, m: h.forward_step_func(it, m),
+                                  data_iterator=data_it, model=[model], num_microbatches=M,
+                                  seq_length=S, micro_batch_size=1, forward_only=False)
+
+                    log(f"--- schedule {tag}: built in {build_s:.1f} s, "
+                        f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
+                except Exception:
+                    err(f"schedule {tag}: build")
+                    dog.disarm()
+                    save()
+                    continue
+                for M in Ms:
+                    rec = {"kind": kind, "wrap": wrap, "layers": L, "microbatches": M, "seq": S,
+                           "experts": experts}
+                    try:
+                        out = None
+                        for _ in range(args.schedule_warmup):
+                            out = call(M)
+                        torch.cuda.synchronize()
+                        rec["losses_returned"] = len(out) if out is not None else None
+                        host, wall, cpu = [], [], []
+                        for _ in range(args.schedule_reps):
+                            torch.cuda.synchronize()
+                            t0, c0 = time.perf_counter(), time.process_time()
+                            call(M)
+                            t1 = time.perf_counter()
+                            torch.cuda.synchronize()
+                            t2, c1 = time.perf_counter(), time.process_time()
+                            host.append((t1 - t0) * 1e3)
+                            wall.append((t2 - t0) * 1e3)
+                            cpu.append(((c1 - c0) - idle * (t2 - t0)) * 1e3)
+                        rec.update({"host_ms": host, "wall_ms": wall, "cpu_less_idle_ms": cpu,
+                                    "host_ms_median": median(host), "wall_ms_median": median(wall),
+                                    "cpu_ms_median": median(cpu), "host_ms_min": min(host),
+                                    "wall_ms_min": min(wall)})
+                        # back to back, one synchronize after all: the schedule's pace when the host
+                        # never waits at the start of a call
+                        n_b2b = min(5, args.schedule_reps)
+                        torch.cuda.synchronize()
+                        t0 = time.perf_counter()
+                        for _ in range(n_b2b):
+                            call(M)
+                        torch.cuda.synchronize()
+                        rec["back_to_back_wall_ms"] = (time.perf_counter() - t0) / n_b2b * 1e3
+                    except Exception:
+                        err(f"schedule {tag} M{M}: timing")
+                    if M == Ms[-1]:
+                        try:
+                            bd = forward_breakdown(lambda fwd_mark=False: call(M),
+                                                   schedule_breakdown_targets(model, gpt, h),
+                                                   max(3, args.schedule_reps // 2))
+                            rec["breakdown_per_call"] = bd
+                            log("  host ms per call by part " + json.dumps(
+                                {k: [round(v["ms"], 3), v["calls"]] for k, v in bd.items()}))
+                        except Exception:
+                            err(f"schedule {tag} M{M}: breakdown")
+                        try:
+                            with warnings.catch_warnings(record=True) as w:
+                                warnings.simplefilter("always")
+                                torch.cuda.set_sync_debug_mode(1)
+                                call(M)
+                                torch.cuda.set_sync_debug_mode(0)
+                                torch.cuda.synchronize()
+                            msgs = [str(x.message).split("\n")[0][:160] for x in w]
+                            rec["syncs_reported"] = len([m for m in msgs if "synchroniz" in m.lower()])
+                            rec["sync_messages"] = sorted(set(msgs))[:10]
+                        except Exception:
+                            torch.cuda.set_sync_debug_mode(0)
+                            err(f"schedule {tag} M{M}: sync debug")
+                        try:
+                            from torch.profiler import ProfilerActivity, profile
+                            torch.cuda.synchronize()
+                            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                                call(M)
+                                torch.cuda.synchronize()
+                            path = f"/tmp/trace_schedule_{tag}_M{M}.json"
+                            prof.export_chrome_trace(path)
+                            p = parse_trace(path, 1)
+                            os.remove(path)
+                            rec["profile_per_call"] = {k: p[k] for k in (
+                                "kernels_per_iter", "memcpy_per_iter", "memset_per_iter", "kernel_sum_ms",
+                                "gpu_union_ms", "cpu_ops_per_iter", "launch_calls_per_iter",
+                                "blocking_calls", "blocking_ms_per_iter", "top_kernels")}
+                        except Exception:
+                            err(f"schedule {tag} M{M}: profiler")
+                    sch["runs"].append(rec)
+                    log("schedule " + json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
+                                                  for k, v in rec.items()
+                                                  if k not in ("host_ms", "wall_ms", "cpu_less_idle_ms",
+                                                               "breakdown_per_call", "sync_messages",
+                                                               "profile_per_call")}))
+                    save()
+                # the parts alone, at L 1 of the bare model (they depend on neither L nor the wrappers;
+                # under DDP a backward outside the schedule would trip its hooks' once-a-step checks):
+                # embedding forward + backward, and final norm + output layer + cross-entropy
+                if L == Ls[0] and wrap == "bare":
+                    try:
+                        schedule_parts(gpt, kind, wrap, S, args, idle)
+                    except Exception:
+                        err(f"schedule {tag}: parts")
+                dog.disarm()
+                del model, gpt
+                torch.cuda.empty_cache()
+                save()
+    derive_schedule(sch)
+    save()
+    if args.schedule_vp > 1 and "bare" in wraps:
+        try:
+            run_interleaved(args, idle, save, dog, sch)
+        except Exception:
+            err("schedule: interleaved")
+        finally:
+            try:
+                from megatron.core import parallel_state
+                parallel_state.set_virtual_pipeline_model_parallel_world_size(None)
+            except Exception:
+                pass
+            dog.disarm()
+        save()
+
+
+def schedule_parts(gpt, kind, wrap, S, args, idle):
+    """Host time of the GPTModel's parts outside the layers, each alone, forward + backward: the embedding
+    (LanguageModelEmbedding over S tokens) and the head (final RMSNorm, output layer, vocab-parallel
+    cross-entropy, the masked sum), through measure() (wall, CPU, host until return, profile)."""
+    import torch
+    H = 4096
+    dev = torch.device("cuda")
+    tokens = torch.randint(0, QWEN3_VOCAB // SCHED_TP, (1, S), device=dev)
+    pos = torch.arange(S, device=dev).unsqueeze(0)
+    labels = torch.roll(tokens, -1, 1)
+    mask = torch.ones(S, device=dev)
+    g = torch.randn(S, 1, H, device=dev, dtype=torch.bfloat16)
+    x = torch.randn(S, 1, H, device=dev, dtype=torch.bfloat16, requires_grad=True)
+
+    def emb_step(fwd_mark=False):
+        out = gpt.embedding(input_ids=tokens, position_ids=pos)
+        t = time.perf_counter()
+        out.backward(g)
+        return t
+
+    def head_step(fwd_mark=False):
+        hn = gpt.decoder.final_layernorm(x)
+        logits, _ = gpt.output_layer(hn)
+        loss = gpt.compute_language_model_loss(labels, logits)
+        loss = torch.sum(loss.view(-1).float() * mask)
+        t = time.perf_counter()
+        loss.backward()
+        return t
+
+    targets_head = [("final_layernorm", gpt.decoder.final_layernorm, "forward"),
+                    ("output_layer", gpt.output_layer, "forward"),
+                    ("compute_language_model_loss", gpt, "compute_language_model_loss")]
+    for name, step, targets in ((f"sched_embedding_{kind}_{wrap}_{S}", emb_step, None),
+                                (f"sched_head_loss_{kind}_{wrap}_{S}", head_step, targets_head)):
+        try:
+            rec = measure(name, step, args.iters, args.warmup, args.prof_iters, idle,
+                          {"part": name.split("_" + kind)[0][len("sched_"):], "kind": kind, "wrap": wrap,
+                           "seq": S, "vocab_per_rank": SCHED_VOCAB_PER_RANK}, targets=targets)
+            if RESULTS["cases"] and RESULTS["cases"][-1] is rec:
+                RESULTS["cases"].pop()
+            RESULTS["schedule"]["parts"].append(rec)
+        except Exception:
+            err(f"schedule part {name}")
+    gpt.zero_grad(set_to_none=True)
+
+
+def loopback_communicate(queues):
+    """A stand-in for p2p_communication._communicate (the one function every send / receive of the
+    pipeline schedules goes through) for a pipeline of one rank: what a stage sends to its next (previous)
+    stage is what it receives from its previous (next) stage, first in first out, copied into a fresh
+    buffer made as _communicate makes it (torch.empty, requires_grad, the pipeline dtype). At pipeline size 1
+    the interleaved schedule's sends and receives pair within each call (read in schedules.py at the
+    commit); a receive with nothing sent raises. No NCCL call is made: the p2p calls' own host time is not
+    in what this measures."""
+    import torch
+
+    def _communicate(*, tensor_send_next, tensor_send_prev, recv_prev, recv_next, tensor_shape, config,
+                     wait_on_reqs=True):
+        def recv(q, what):
+            if not q:
+                raise RuntimeError(f"loopback p2p: {what} with nothing sent")
+            src = q.pop(0)
+            buf = torch.empty(tensor_shape, requires_grad=True, device=torch.cuda.current_device(),
+                              dtype=config.pipeline_dtype)
+            with torch.no_grad():
+                buf.copy_(src.view(buf.shape))
+            return buf
+        if tensor_send_next is not None:
+            queues["next"].append(tensor_send_next.detach())
+        if tensor_send_prev is not None:
+            queues["prev"].append(tensor_send_prev.detach())
+        rp = recv(queues["next"], "a receive from the previous stage") if recv_prev else None
+        rn = recv(queues["prev"], "a receive from the next stage") if recv_next else None
+        queues["calls"] += 1
+        return rp, rn, ([] if config.batch_p2p_comm else {})
+
+    return _communicate
+
+
+def run_interleaved(args, idle, save, dog, sch):
+    """Megatron-Core's interleaved schedule (forward_backward_pipelining_with_interleaving, called directly:
+    get_forward_backward_func picks it only at a pipeline size above 1) on one GPU: pipeline size 1 with a
+    virtual pipeline size of VP (parallel_state's virtual world size set, the config's
+    virtual_pipeline_model_parallel_size), VP GPTModel chunks of one layer each (the first with the
+    embedding, the last with the output layer and loss; vp_stage set), and the sends and receives between
+    chunks through loopback_communicate. Megatron-LM's settings for an interleaved run
+    (megatron/training/arguments.py at the commit): overlap_p2p_comm on (so batch_p2p_comm off),
+    deallocate_pipeline_outputs on; microbatch_group_size_per_vp_stage defaults to the pipeline size (1 here,
+    so the schedule alternates chunks every micro-batch). The bare model only (no DDP). Its per-micro-batch
+    time against forward_backward_no_pipelining on one GPTModel of VP layers (the "bare" L = VP runs) is the
+    interleaving's extra host time per micro-batch for VP - 1 extra chunks (their forward_step and
+    backward_step, the chunk's batch fetch, rotary embedding and block call, the schedule's bookkeeping),
+    less the p2p calls (not made)."""
+    import torch
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.pipeline_parallel import p2p_communication, schedules
+
+    VP = args.schedule_vp
+    Ms = sch.get("microbatches", [4, 8])
+    S = sch["seq"]
+    inter = {"vp": VP, "layers_per_chunk": 1, "pipeline_size": 1, "wrap": "bare", "runs": [],
+             "derived": {}, "p2p": "loopback (no NCCL call; loopback_communicate)",
+             "overlap_p2p_comm": True, "deallocate_pipeline_outputs": True}
+    sch["interleaved"] = inter
+    orig_comm = p2p_communication._communicate
+    queues = {"next": [], "prev": [], "calls": 0}
+    kinds = [k for k in sch.get("kinds", []) if k in ("dense", "moe")]
+
+    def impl(what):
+        RESULTS["env"]["grouped_experts"] = what
+
+    for kind in kinds:
+        experts = 16 if kind == "moe" else 0
+        tag = f"interleaved_{kind}_vp{VP}"
+        dog.arm(f"schedule {tag}")
+        chunks = None
+        try:
+            parallel_state.set_virtual_pipeline_model_parallel_world_size(VP)
+            p2p_communication._communicate = loopback_communicate(queues)
+            cfg = make_config(experts, num_layers=1)
+            cfg.virtual_pipeline_model_parallel_size = VP
+            cfg.overlap_p2p_comm = True
+            cfg.batch_p2p_comm = False
+            cfg.deallocate_pipeline_outputs = True
+            spec = get_gpt_layer_local_spec(num_experts=experts or None, moe_grouped_gemm=False,
+                                            qk_layernorm=True, normalization="RMSNorm")
+            spec.submodules.self_attention.submodules.core_attention = make_sdpa_class()
+            chunks = []
+            for c in range(VP):
+                g = GPTModel(config=cfg, transformer_layer_spec=spec, vocab_size=SCHED_VOCAB_PER_RANK,
+                             max_sequence_length=4096, pre_process=(c == 0), post_process=(c == VP - 1),
+                             parallel_output=True, share_embeddings_and_output_weights=False,
+                             position_embedding_type="rope", rotary_percent=1.0, rotary_base=1000000,
+                             vp_stage=c)
+                if experts:
+                    for layer in g.decoder.layers:
+                        layer.mlp.experts = make_grouped_experts(cfg, experts, impl)
+                g = g.cuda().bfloat16()
+                g.train()
+                chunks.append(g)
+            inter["layers_built_per_chunk"] = [len(g.decoder.layers) for g in chunks]
+            h, data_it = schedule_funcs("bare", S)
+            fb = schedules.forward_backward_pipelining_with_interleaving
+
+            def call(M):
+                for g in chunks:
+                    g.zero_grad(set_to_none=True)
+                queues["next"].clear()
+                queues["prev"].clear()
+                out = fb(forward_step_func=lambda it, m: h.forward_step_func(it, m),
+                         data_iterator=[data_it] * VP, model=chunks, num_microbatches=M, seq_length=S,
+                         micro_batch_size=1, forward_only=False)
+                if queues["next"] or queues["prev"]:
+                    raise RuntimeError(f"loopback p2p: {len(queues['next'])} forward and "
+                                       f"{len(queues['prev'])} backward sends never received")
+                return out
+            log(f"--- schedule {tag}: {inter['layers_built_per_chunk']} layers per chunk")
+        except Exception:
+            err(f"schedule {tag}: build")
+            chunks = None
+        if chunks is not None:
+            for M in Ms:
+                rec = {"kind": kind, "vp": VP, "microbatches": M, "seq": S}
+                try:
+                    out = None
+                    for _ in range(args.schedule_warmup):
+                        out = call(M)
+                    torch.cuda.synchronize()
+                    rec["losses_returned"] = len(out) if out is not None else None
+                    queues["calls"] = 0
+                    host, wall, cpu = [], [], []
+                    for _ in range(args.schedule_reps):
+                        torch.cuda.synchronize()
+                        t0, c0 = time.perf_counter(), time.process_time()
+                        call(M)
+                        t1 = time.perf_counter()
+                        torch.cuda.synchronize()
+                        t2, c1 = time.perf_counter(), time.process_time()
+                        host.append((t1 - t0) * 1e3)
+                        wall.append((t2 - t0) * 1e3)
+                        cpu.append(((c1 - c0) - idle * (t2 - t0)) * 1e3)
+                    rec["p2p_calls_per_call"] = queues["calls"] / args.schedule_reps
+                    host.sort()
+                    wall.sort()
+                    cpu.sort()
+                    n = len(host)
+                    rec.update({"host_ms": host, "wall_ms": wall, "cpu_less_idle_ms": cpu,
+                                "host_ms_median": (host[n // 2] + host[(n - 1) // 2]) / 2,
+                                "host_ms_min": host[0],
+                                "wall_ms_median": (wall[n // 2] + wall[(n - 1) // 2]) / 2,
+                                "cpu_ms_median": (cpu[n // 2] + cpu[(n - 1) // 2]) / 2})
+                    if M == Ms[-1]:
+                        bd = forward_breakdown(
+                            lambda fwd_mark=False: call(M),
+                            [("schedule.forward_step", schedules, "forward_step"),
+                             ("schedule.backward_step", schedules, "backward_step"),
+                             ("p2p _communicate (loopback)", p2p_communication, "_communicate"),
+                             ("get_batch", h, "get_batch")],
+                            max(3, args.schedule_reps // 2))
+                        rec["breakdown_per_call"] = bd
+                except Exception:
+                    err(f"schedule {tag} M{M}: timing")
+                inter["runs"].append(rec)
+                log("schedule " + json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
+                                              for k, v in rec.items()
+                                              if k not in ("host_ms", "wall_ms", "cpu_less_idle_ms")}))
+                save()
+        p2p_communication._communicate = orig_comm
+        parallel_state.set_virtual_pipeline_model_parallel_world_size(None)
+        dog.disarm()
+        chunks = None
+        torch.cuda.empty_cache()
+        save()
+    # the interleaving's extra time per micro-batch against forward_backward_no_pipelining on VP layers
+    runs = {(r["kind"], r["microbatches"]): r for r in inter["runs"]}
+    base = sch.get("derived", {})
+    m0, m1 = Ms[0], Ms[-1]
+    for kind in kinds:
+        d = {}
+        for q in ("host_ms_median", "host_ms_min", "wall_ms_median", "cpu_ms_median"):
+            a, b = runs.get((kind, m0)), runs.get((kind, m1))
+            if not (a and b and a.get(q) is not None and b.get(q) is not None):
+                continue
+            per_mb = (b[q] - a[q]) / (m1 - m0)
+            e = {"per_microbatch": per_mb, "fixed_per_call": a[q] - m0 * per_mb}
+            nopipe = base.get(f"{kind}_bare", {}).get(q, {}).get("per_microbatch", {}).get(str(VP))
+            if nopipe is not None:
+                e["no_pipelining_per_microbatch_L%d" % VP] = nopipe
+                e["extra_per_microbatch"] = per_mb - nopipe
+                e["extra_per_chunk_microbatch"] = (per_mb - nopipe) / (VP - 1)
+            d[q] = e
+        inter["derived"][kind] = d
+        hm = d.get("host_ms_median", {})
+        log(f"schedule interleaved {kind} VP {VP} (host ms, medians): per micro-batch {hm.get('per_microbatch')}, "
+            f"no pipelining on {VP} layers {hm.get('no_pipelining_per_microbatch_L%d' % VP)}, extra per extra "
+            f"chunk-micro-batch {hm.get('extra_per_chunk_microbatch')}")
+    save()
+
+
+def derive_schedule(sch):
+    """per micro-batch = (T(M 8) - T(M 4)) / 4; per layer-micro-batch = per micro-batch (L 2) - (L 1);
+    rest per micro-batch (the schedule's loop, forward_step / backward_step and loss function calls, the batch,
+    embedding, final norm, output layer, cross-entropy, and under "ddp" the wrappers and checks)
+    = per micro-batch (L) - L x per layer-micro-batch = 2 x per micro-batch (L 1) - per micro-batch (L 2);
+    fixed per schedule call = T(M 4) - 4 x per micro-batch. Each for the host time until the call returns,
+    the wall time to the GPU's end and the CPU time, from the medians of the timed calls (and the host time
+    also from their minima)."""
+    runs = {(r["kind"], r["wrap"], r["layers"], r["microbatches"]): r for r in sch.get("runs", [])}
+    Ms = sch.get("microbatches", [4, 8])
+    Ls = sch.get("layers", [1, 2])
+    m0, m1 = Ms[0], Ms[-1]
+    l0, l1 = Ls[0], Ls[-1]
+    out = {}
+    for kind in sch.get("kinds", []):
+        for wrap in sch.get("wraps", []):
+            d = {}
+            for q in ("host_ms_median", "host_ms_min", "wall_ms_median", "cpu_ms_median"):
+                per_mb, fixed = {}, {}
+                for L in Ls:
+                    a, b = runs.get((kind, wrap, L, m0)), runs.get((kind, wrap, L, m1))
+                    if a and b and a.get(q) is not None and b.get(q) is not None:
+                        per_mb[str(L)] = (b[q] - a[q]) / (m1 - m0)
+                        fixed[str(L)] = a[q] - m0 * per_mb[str(L)]
+                e = {"per_microbatch": per_mb, "fixed_per_call": fixed}
+                if str(l0) in per_mb and str(l1) in per_mb:
+                    per_layer = (per_mb[str(l1)] - per_mb[str(l0)]) / (l1 - l0)
+                    e["per_layer_microbatch"] = per_layer
+                    e["rest_per_microbatch"] = per_mb[str(l0)] - l0 * per_layer
+                d[q] = e
+            # the forward's parts by direct timing (forward_breakdown at the largest M), per micro-batch
+            r = runs.get((kind, wrap, l0, m1))
+            if r and r.get("breakdown_per_call"):
+                d["forward_parts_per_microbatch_ms_L%d" % l0] = {
+                    k: v["ms"] / m1 for k, v in r["breakdown_per_call"].items()}
+            out[f"{kind}_{wrap}"] = d
+    sch["derived"] = out
+    for k, d in out.items():
+        h = d.get("host_ms_median", {})
+        log(f"schedule derived {k} (host ms, medians): per micro-batch {h.get('per_microbatch')}, per "
+            f"layer-micro-batch {h.get('per_layer_microbatch')}, rest per micro-batch "
+            f"{h.get('rest_per_microbatch')}, fixed per call {h.get('fixed_per_call')}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -571,6 +1221,23 @@ def main():
                          "MoE (64 tokens), dense MLP (64 tokens) and both whole layers, each --repeats times, "
                          "and the host cost of one torch.distributed call of each kind (comm_calls)")
     ap.add_argument("--repeats", type=int, default=3, help="with --host-blocks: times each case is measured")
+    ap.add_argument("--schedule", action="store_true",
+                    help="only the training schedule's host time: get_forward_backward_func() on a GPTModel of "
+                         "1 and 2 layers for 4 and 8 micro-batches (run_schedule); no layer cases")
+    ap.add_argument("--schedule-seq", type=int, default=256, help="with --schedule: tokens per micro-batch")
+    ap.add_argument("--schedule-reps", type=int, default=15, help="with --schedule: timed calls per case")
+    ap.add_argument("--schedule-warmup", type=int, default=3, help="with --schedule: warm-up calls per case")
+    ap.add_argument("--schedule-wraps", default="bare,ddp",
+                    help="with --schedule: comma list of bare (the GPTModel alone) and ddp (Float16Module + "
+                         "DistributedDataParallel, the loss checks and batch broadcasts of pretrain_gpt.py)")
+    ap.add_argument("--schedule-kinds", default="dense,moe",
+                    help="with --schedule: comma list of dense (SwiGLU MLP) and moe (16 grouped experts)")
+    ap.add_argument("--schedule-vp", type=int, default=2,
+                    help="with --schedule: virtual pipeline size of the interleaved schedule's run on one GPU "
+                         "(run_interleaved: one layer a chunk, loopback p2p); 1: not run")
+    ap.add_argument("--case-timeout", type=int, default=150,
+                    help="with --schedule: seconds one model's cases may take before the process saves its "
+                         "results, dumps its stacks and exits (Watchdog)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     out_json = os.path.join(args.out, "layer_host.json")
@@ -598,6 +1265,23 @@ def main():
     idle = idle_cpu_rate()
     RESULTS["env"]["idle_cpu_rate"] = idle
     log(f"idle CPU rate of the process: {idle:.4f} s/s")
+    if args.schedule:
+        try:
+            run_schedule(args, idle, save)
+        except Exception:
+            err("schedule")
+        try:
+            RESULTS["env"]["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        except Exception:
+            err("max_memory_allocated")
+        save()
+        log("done")
+        try:
+            import torch.distributed as dist
+            dist.destroy_process_group()
+        except Exception:
+            pass
+        return 0
     rope = RotaryEmbedding(kv_channels=128, rotary_percent=1.0, rotary_base=1000000)
 
     layers = {}
