@@ -752,7 +752,7 @@ def run_schedule(args, idle, save):
     from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
 
     S = args.schedule_seq
-    Ls = [1, 2]
+    Ls = sorted({int(x) for x in args.schedule_layers.split(",") if x})
     Ms = [4, 8]
     wraps = [w for w in args.schedule_wraps.split(",") if w]
     kinds = [k for k in args.schedule_kinds.split(",") if k]
@@ -787,6 +787,10 @@ def run_schedule(args, idle, save):
                 dog.arm(f"schedule {tag}")
                 model = gpt = None
                 try:
+                    # Megatron's MoE aux-loss tracker keeps one value per layer, sized by the first model it
+                    # saw: a fresh one for each model
+                    from megatron.core.transformer.moe import moe_utils
+                    moe_utils.get_moe_layer_wise_logging_tracker().clear()
                     t = time.perf_counter()
                     cfg, model, gpt = build_gpt(L, experts, wrap, impl)
                     build_s = time.perf_counter() - t
@@ -1185,16 +1189,30 @@ def derive_schedule(sch):
                         per_mb[str(L)] = (b[q] - a[q]) / (m1 - m0)
                         fixed[str(L)] = a[q] - m0 * per_mb[str(L)]
                 e = {"per_microbatch": per_mb, "fixed_per_call": fixed}
-                if str(l0) in per_mb and str(l1) in per_mb:
-                    per_layer = (per_mb[str(l1)] - per_mb[str(l0)]) / (l1 - l0)
+                pts = [(L, per_mb[str(L)]) for L in Ls if str(L) in per_mb]
+                if len(pts) >= 2:
+                    # least squares over the layer counts: per micro-batch = rest + L x per layer-micro-batch
+                    # (two counts: their difference)
+                    n = len(pts)
+                    mx = sum(x for x, _ in pts) / n
+                    my = sum(y for _, y in pts) / n
+                    per_layer = (sum((x - mx) * (y - my) for x, y in pts) /
+                                 sum((x - mx) ** 2 for x, _ in pts))
                     e["per_layer_microbatch"] = per_layer
-                    e["rest_per_microbatch"] = per_mb[str(l0)] - l0 * per_layer
+                    e["rest_per_microbatch"] = my - mx * per_layer
+                    e["fit_layers"] = [x for x, _ in pts]
                 d[q] = e
             # the forward's parts by direct timing (forward_breakdown at the largest M), per micro-batch
             r = runs.get((kind, wrap, l0, m1))
             if r and r.get("breakdown_per_call"):
                 d["forward_parts_per_microbatch_ms_L%d" % l0] = {
                     k: v["ms"] / m1 for k, v in r["breakdown_per_call"].items()}
+            # the layers' own forward inside the model at the largest count: the mean over its layers
+            r = runs.get((kind, wrap, l1, m1))
+            if r and r.get("breakdown_per_call"):
+                lay = [v["ms"] / m1 for k, v in r["breakdown_per_call"].items() if k.startswith("layer ")]
+                if lay:
+                    d["layer_forward_per_microbatch_ms_L%d" % l1] = sum(lay) / len(lay)
             out[f"{kind}_{wrap}"] = d
     sch["derived"] = out
     for k, d in out.items():
@@ -1225,6 +1243,9 @@ def main():
                     help="only the training schedule's host time: get_forward_backward_func() on a GPTModel of "
                          "1 and 2 layers for 4 and 8 micro-batches (run_schedule); no layer cases")
     ap.add_argument("--schedule-seq", type=int, default=256, help="with --schedule: tokens per micro-batch")
+    ap.add_argument("--schedule-layers", default="1,2",
+                    help="with --schedule: comma list of the GPTModel's layer counts (more than two: the per-layer "
+                         "figure is the least-squares slope over them)")
     ap.add_argument("--schedule-reps", type=int, default=15, help="with --schedule: timed calls per case")
     ap.add_argument("--schedule-warmup", type=int, default=3, help="with --schedule: warm-up calls per case")
     ap.add_argument("--schedule-wraps", default="bare,ddp",
