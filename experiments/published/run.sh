@@ -241,7 +241,7 @@ summary() {
 cals=$(for f in "$work"/*.json; do jq -r '.calibration // empty' "$f" 2> /dev/null; done | sort -u | sed "s|^$ROOT/||" | paste -sd, -)
 header() {
   echo "# Predicted (tacosim simulate) against published per-GPU TFLOP/s and iteration time."
-  echo "# $(date -u +%Y-%m-%d) $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2> /dev/null || echo '+changes'); simulator $TACOSIM"
+  echo "# $(date -u +%Y-%m-%d) $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2> /dev/null || echo '+changes'); simulator ${TACOSIM#"$ROOT"/}"
   echo "# calibration: ${cals:-?}${topo:+; clusters from $topo (--topologies)}"
   echo "# TFLOP/s counted as the publisher counts them (set.conf: flops); published iteration time = F / (published TFLOP/s x GPUs)."
   echo "# error = (predicted - published) / published TFLOP/s; sim_s = wall time of the simulation ($jobs at a time on $(nproc) cores);"
