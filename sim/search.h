@@ -172,6 +172,10 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
 /* The estimate's time (s) of one layer's attention op of p's shard (bwd: its backward): what the tests hold
  * against the simulator's price of the same op. */
 int sim_search_estimate_attention_s(const plan *p, const schema_calibration *cal, bool bwd, double *s, ts_err *e);
+/* The estimate's expert all-to-alls of one MoE layer-micro-batch: the forward's dispatch + combine (returned)
+ * and the backward's (*bwd), each an all-to-all of the rank's token copies over the EP group by the
+ * alpha-beta model of its links; 0 without experts or EP (search_estimate.c). */
+double sim_search_moe_alltoall_s(const plan *p, double *bwd);
 
 /* ---- running a search ---- */
 typedef struct {

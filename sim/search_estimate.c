@@ -1020,6 +1020,32 @@ int sim_search_estimate_attention_s(const plan *p, const schema_calibration *cal
   return ts_fail(e, p->model.name, "attention", "the model has no attention op");
 }
 
+/* The expert all-to-alls of one MoE layer and micro-batch (dispatch and combine, forward and backward; plan
+ * p's EP > 1): each the all-to-all of this rank's token copies (bf16, top-k copies a token or the flex
+ * dispatcher's once a destination, as plan_program_moe.c sends them; TACO's wire bytes where the EP policy
+ * compresses them) over the EP group, by the alpha-beta model of the group's links (intra-node or the NICs),
+ * exposed: the experts wait for the dispatch, the layer's output for the combine. Returns the forward's two
+ * and sets *bwd to the backward's two. 0 without experts or EP. */
+double sim_search_moe_alltoall_s(const plan *p, double *bwd) {
+  *bwd = 0;
+  if (p->model.experts <= 0 || p->ep <= 1) return 0;
+  int members[1024];
+  int n = plan_group_members(p, 0, PLAN_GROUP_EP, members, 1024);
+  if (n < 2) return 0;
+  int stride = members[1] - members[0];
+  if (stride < 1) stride = 1;
+  double t = (double)p->micro_batch * p->seq / (p->sequence_parallel ? p->tp : 1) / (p->cp > 1 ? p->cp : 1);
+  double bytes = 2.0 * t * plan_moe_dispatch_copies(p) * p->model.hidden;
+  const plan_codec *pc = &p->codec[PLAN_TRAFFIC_EP];
+  if (plan_codec_has_taco(pc->kind) && bytes >= p->codec_min_bytes) {
+    plan_codec c = {.kind = PLAN_CODEC_TACO, .group = pc->group, .fp8 = pc->fp8};
+    bytes = plan_codec_wire_bytes(&c, bytes, 2);
+  }
+  double one = group_coll_s(p, PLAN_COLL_ALLTOALL, n, stride, bytes);
+  *bwd = 2 * one;
+  return 2 * one;
+}
+
 /* A framework's host time per layer-micro-batch (the plan's host_framework, the calibration's
  * "framework_host"; sim/README.md "The host"): the section's forward + backward of the plan's layer kind
  * (MoE when the model has experts), the recomputed share of the forward again (lc's recompute over its
@@ -1059,6 +1085,15 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
   layer_costs(&x, ops, n, act, &lc);
   tpo_layer(&x, ops, n, act, &lc);
   double cp_ring = cp_layer(&x, ops, n, &lc);
+  { /* the expert all-to-alls, on the MoE layers' share of the layers (a recomputed MoE block sends them again) */
+    double a2a_bwd, a2a_fwd = sim_search_moe_alltoall_s(p, &a2a_bwd);
+    double share = p->model.experts > 0 && p->layers > 0
+                       ? (double)(p->layers - (p->model.dense_layers < p->layers ? p->model.dense_layers : 0)) / p->layers
+                       : 0;
+    double rc = p->recompute == MODEL_RECOMPUTE_FULL || plan_recomputes(p, PLAN_RECOMPUTE_MOE) ? a2a_fwd : 0;
+    lc.tp_fwd += share * a2a_fwd;
+    lc.tp_exposed += share * (a2a_fwd + a2a_bwd + rc);
+  }
   stage_costs sc = {.lc = lc, .cp_ring = cp_ring};
   if (plan_dp_shards(p) > 1 && p->zero_stage < 3) {
     double layer = 0, head_params = 0, emb = embedding_params(p, &sh);
