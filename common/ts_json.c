@@ -207,6 +207,26 @@ int tsj_enum_opt(json_t *obj, const char *key, const char *const *names, int dfl
   return tsj_enum(obj, key, names, out, file, path, e);
 }
 
+int tsj_only_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    int ok = 0;
+    for (int i = 0; allowed[i] && !ok; i++) ok = strcmp(key, allowed[i]) == 0;
+    if (!ok) {
+      char f[256];
+      snprintf(f, sizeof f, "%s%s%s", path && *path ? path : "", path && *path ? "." : "", key);
+      return ts_fail(e, file, f, "unknown field");
+    }
+  }
+  return 0;
+}
+
+json_t *tsj_number(double v) {
+  if (v == (double)(long long)v && v < 9e15) return json_integer((json_int_t)v);
+  return json_real(v);
+}
+
 int tsj_schema(json_t *root, int supported, const char *file, ts_err *e) {
   long long v;
   if (tsj_int(root, "schema", 1, 1000000, &v, file, NULL, e)) return -1;

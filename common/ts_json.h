@@ -57,6 +57,11 @@ int tsj_enum_opt(json_t *obj, const char *key, const char *const *names, int dfl
  * jansson's (JSON_PRESERVE_ORDER, JSON_REAL_PRECISION(n)). Ends with a
  * newline. Returns 0, or -1 when writing failed. */
 int tsj_dump_data(const json_t *v, FILE *out, size_t flags);
+/* Refuses a member of obj that `allowed` (NULL-terminated) does not list: field "path.key" (or "key" when path
+ * is NULL or empty), "unknown field". */
+int tsj_only_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e);
+/* A number for a data file: an integral value as an integer (sizes stay readable), else a real. */
+json_t *tsj_number(double v);
 
 /* Checks "schema": 1 (or another supported version). */
 int tsj_schema(json_t *root, int supported, const char *file, ts_err *e);

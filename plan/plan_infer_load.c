@@ -37,7 +37,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   static const char *const batch_keys[] = {"size", "prompt", "generate", NULL};
   static const char *const kind_names[] = {"inference", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
-  if (plan_json_check_keys(root, top_keys, file, NULL, e)) return -1;
+  if (tsj_only_keys(root, top_keys, file, NULL, e)) return -1;
   int kind;
   if (tsj_enum(root, "kind", kind_names, &kind, file, NULL, e)) return -1;
   char dflt_name[128];
@@ -50,14 +50,14 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
 
   long long v;
   json_t *layout = tsj_object(root, "layout", file, NULL, e);
-  if (!layout || plan_json_check_keys(layout, layout_keys, file, "layout", e)) return -1;
+  if (!layout || tsj_only_keys(layout, layout_keys, file, "layout", e)) return -1;
   if (tsj_int(layout, "tp", 1, 1 << 16, &v, file, "layout", e)) return -1;
   p->tp = (int)v;
   if (tsj_int_opt(layout, "pp", 1, 1 << 16, 1, &v, file, "layout", e)) return -1;
   p->pp = (int)v;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
-  if (!batch || plan_json_check_keys(batch, batch_keys, file, "batch", e)) return -1;
+  if (!batch || tsj_only_keys(batch, batch_keys, file, "batch", e)) return -1;
   if (tsj_int(batch, "size", 1, 1 << 20, &v, file, "batch", e)) return -1;
   p->batch = (int)v;
   if (tsj_int(batch, "prompt", 1, 1 << 24, &v, file, "batch", e)) return -1;

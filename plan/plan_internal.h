@@ -52,8 +52,6 @@ int plan_moe_group_index(const plan *p, int rank, plan_group_kind g);
 
 /* ---- plan files (plan_json.c), shared by the training and inference loaders ---- */
 #include <jansson.h>
-/* Rejects members of obj not in `allowed` (NULL-terminated): typos do not pass silently. */
-int plan_json_check_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e);
 /* "dir/gpt3-175b.json" -> "gpt3-175b" (the default plan name); "plan" when empty. */
 void plan_json_base_name(const char *path, char *out, size_t cap);
 /* One codec object {kind, group, fp8, p} at `path` (e.g. "codec.tp_fwd"); absent (o NULL): none.

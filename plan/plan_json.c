@@ -10,22 +10,6 @@
 
 static const char *const fp8_names[] = {"e4m3", "e5m2", NULL};
 
-int plan_json_check_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
-  const char *key;
-  json_t *v;
-  json_object_foreach(obj, key, v) {
-    bool known = false;
-    for (int i = 0; allowed[i]; i++)
-      if (strcmp(key, allowed[i]) == 0) known = true;
-    if (!known) {
-      char field[256];
-      snprintf(field, sizeof field, "%s%s%s", path ? path : "", path ? "." : "", key);
-      return ts_fail(e, file, field, "unknown field");
-    }
-  }
-  return 0;
-}
-
 void plan_json_base_name(const char *path, char *out, size_t cap) {
   const char *slash = strrchr(path, '/');
   snprintf(out, cap, "%s", slash ? slash + 1 : path);
@@ -78,7 +62,7 @@ int plan_json_codec(json_t *o, const char *file, const char *path, plan_codec *c
   c->group = 128;
   c->fp8 = PLAN_FP8_E4M3;
   if (!o) return 0;
-  if (plan_json_check_keys(o, keys, file, path, e)) return -1;
+  if (tsj_only_keys(o, keys, file, path, e)) return -1;
   int kind;
   if (tsj_enum(o, "kind", ts_codec_names, &kind, file, path, e)) return -1;
   c->kind = (plan_codec_kind)kind;

@@ -107,7 +107,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
     return ts_fail(e, file, "kind",
                    "an inference plan: `tacosim plan` and `tacosim simulate` read it; this command reads "
                    "training plans only");
-  if (plan_json_check_keys(root, top_keys, file, NULL, e)) return -1;
+  if (tsj_only_keys(root, top_keys, file, NULL, e)) return -1;
   char dflt_name[128];
   plan_json_base_name(file, dflt_name, sizeof dflt_name);
   if (tsj_string_opt(root, "name", dflt_name, p->name, sizeof p->name, file, NULL, e)) return -1;
@@ -118,7 +118,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_string(root, "cluster", cluster_name, sizeof cluster_name, file, NULL, e)) return -1;
 
   json_t *layout = tsj_object(root, "layout", file, NULL, e);
-  if (!layout || plan_json_check_keys(layout, layout_keys, file, "layout", e)) return -1;
+  if (!layout || tsj_only_keys(layout, layout_keys, file, "layout", e)) return -1;
   long long v;
   if (tsj_int(layout, "dp", 1, 1 << 20, &v, file, "layout", e)) return -1;
   p->dp = (int)v;
@@ -158,7 +158,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (load_moe_layout(layout, file, p, e)) return -1;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
-  if (!batch || plan_json_check_keys(batch, batch_keys, file, "batch", e)) return -1;
+  if (!batch || tsj_only_keys(batch, batch_keys, file, "batch", e)) return -1;
   if (tsj_int(batch, "micro", 1, 1 << 20, &v, file, "batch", e)) return -1;
   p->micro_batch = (int)v;
   if (tsj_int(batch, "global", 1, 1LL << 40, &p->global_batch, file, "batch", e)) return -1;
@@ -175,7 +175,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   bool failed;
   json_t *codecs = tsj_object_opt(root, "codec", file, NULL, e, &failed);
   if (failed) return -1;
-  if (codecs && plan_json_check_keys(codecs, codec_keys, file, "codec", e)) return -1;
+  if (codecs && tsj_only_keys(codecs, codec_keys, file, "codec", e)) return -1;
   for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++)
     if (load_codec(codecs, t, file, &p->codec[t], e)) return -1;
   if (tsj_real_opt(root, "codec_min_bytes", 0.0, 1e15, PLAN_DEFAULT_CODEC_MIN_BYTES, &p->codec_min_bytes, file,

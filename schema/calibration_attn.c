@@ -101,17 +101,7 @@ static int load_point(json_t *pt, const char *file, const char *path, schema_att
   static const char *const keys[] = {"head_dim", "seq", "batch", "heads", "kv_heads", "causal", "fwd_us", "bwd_us",
                                      NULL};
   if (!json_is_object(pt)) return ts_fail(e, file, path, "must be an object");
-  const char *key;
-  json_t *v;
-  json_object_foreach(pt, key, v) {
-    int ok = 0;
-    for (int i = 0; keys[i]; i++) ok |= strcmp(key, keys[i]) == 0;
-    if (!ok) {
-      char f[160];
-      snprintf(f, sizeof f, "%s.%s", path, key);
-      return ts_fail(e, file, f, "unknown field");
-    }
-  }
+  if (tsj_only_keys(pt, keys, file, path, e)) return -1;
   long long d, s, b, h, kv;
   schema_attn_point p;
   if (tsj_int(pt, "head_dim", 1, 1024, &d, file, path, e) || tsj_int(pt, "seq", 1, 1LL << 24, &s, file, path, e) ||
@@ -196,10 +186,7 @@ int schema_attn_load(json_t *root, const char *file, schema_calibration *c, ts_e
 
 /* ---- writer ---- */
 
-static json_t *num(double v) {
-  if (v == (double)(long long)v && v < 9e15) return json_integer((json_int_t)v);
-  return json_real(v);
-}
+static json_t *num(double v) { return tsj_number(v); }
 
 static json_t *points_json(const schema_attn_point *pts, int n) {
   json_t *arr = json_array();

@@ -46,23 +46,12 @@ static int load_parts(json_t *obj, const char *file, const char *path, int kind,
 }
 static const char *const frameworks[] = {"megatron-core", NULL};
 
-static int unknown_key(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
-  const char *k;
-  json_t *v;
-  json_object_foreach(obj, k, v) {
-    int ok = 0;
-    for (int i = 0; allowed[i]; i++) ok |= !strcmp(k, allowed[i]);
-    if (!ok) return ts_fail(e, file, path, "unknown field \"%s\"", k);
-  }
-  return 0;
-}
-
 static int load_layers(json_t *obj, const char *file, schema_framework_host *f, ts_err *e) {
   const char *sec = "framework_host.layers";
   if (!obj) return ts_fail(e, file, sec, "missing (an object with \"dense\" and/or \"moe\" is required)");
   if (!json_is_object(obj)) return ts_fail(e, file, sec, "must be an object");
   static const char *const lkeys[] = {"dense", "moe", NULL};
-  if (unknown_key(obj, lkeys, file, sec, e)) return -1;
+  if (tsj_only_keys(obj, lkeys, file, sec, e)) return -1;
   int n = 0;
   for (int l = 0; l < SCHEMA_FW_NLAYERS; l++) {
     json_t *v = json_object_get(obj, layer_names[l]);
@@ -71,7 +60,7 @@ static int load_layers(json_t *obj, const char *file, schema_framework_host *f, 
     snprintf(p, sizeof p, "%s.%s", sec, layer_names[l]);
     if (!json_is_object(v)) return ts_fail(e, file, p, "must be an object");
     static const char *const keys[] = {"fwd_us", "bwd_us", "parts", NULL};
-    if (unknown_key(v, keys, file, p, e) || tsj_real(v, "fwd_us", 1e-3, FW_MAX_US, &f->layer_fwd_us[l], file, p, e) ||
+    if (tsj_only_keys(v, keys, file, p, e) || tsj_real(v, "fwd_us", 1e-3, FW_MAX_US, &f->layer_fwd_us[l], file, p, e) ||
         tsj_real(v, "bwd_us", 1e-3, FW_MAX_US, &f->layer_bwd_us[l], file, p, e) ||
         load_parts(json_object_get(v, "parts"), file, p, l, f, e))
       return -1;
@@ -110,7 +99,7 @@ int schema_framework_host_load(json_t *root, const char *file, schema_calibratio
   if (!json_is_object(obj)) return ts_fail(e, file, sec, "must be an object");
   static const char *const keys[] = {"framework", "measured_on", "source", "layers", "calls", NULL};
   int which;
-  if (unknown_key(obj, keys, file, sec, e) || tsj_enum(obj, "framework", frameworks, &which, file, sec, e) ||
+  if (tsj_only_keys(obj, keys, file, sec, e) || tsj_enum(obj, "framework", frameworks, &which, file, sec, e) ||
       tsj_string(obj, "measured_on", f->measured_on, sizeof f->measured_on, file, sec, e) ||
       tsj_string(obj, "source", f->source, sizeof f->source, file, sec, e) ||
       load_layers(json_object_get(obj, "layers"), file, f, e) || load_calls(json_object_get(obj, "calls"), file, f, e)) {
@@ -121,27 +110,23 @@ int schema_framework_host_load(json_t *root, const char *file, schema_calibratio
   return 0;
 }
 
-static json_t *num(double v) {
-  if (v == (double)(long long)v && v < 9e15) return json_integer((json_int_t)v);
-  return json_real(v);
-}
-
 json_t *schema_framework_host_json(const schema_calibration *c) {
   const schema_framework_host *f = &c->fw_host;
   if (!f->framework[0]) return NULL;
   json_t *layers = json_object(), *calls = json_object();
   for (int l = 0; l < SCHEMA_FW_NLAYERS; l++) {
     if (!(f->layer_fwd_us[l] > 0)) continue;
-    json_t *o = json_pack("{s:o,s:o}", "fwd_us", num(f->layer_fwd_us[l]), "bwd_us", num(f->layer_bwd_us[l]));
+    json_t *o = json_pack("{s:o,s:o}", "fwd_us", tsj_number(f->layer_fwd_us[l]), "bwd_us",
+                          tsj_number(f->layer_bwd_us[l]));
     json_t *parts = json_object();
     for (int k = 0; k < SCHEMA_FW_NPARTS; k++)
-      if (f->part_us[l][k] > 0) json_object_set_new(parts, schema_fw_part_names[k], num(f->part_us[l][k]));
+      if (f->part_us[l][k] > 0) json_object_set_new(parts, schema_fw_part_names[k], tsj_number(f->part_us[l][k]));
     if (json_object_size(parts)) json_object_set_new(o, "parts", parts);
     else json_decref(parts);
     json_object_set_new(layers, layer_names[l], o);
   }
   for (int k = 0; k < TS_COLL_COUNT; k++)
-    if (f->call_us[k] > 0) json_object_set_new(calls, ts_coll_name((ts_coll)k), num(f->call_us[k]));
+    if (f->call_us[k] > 0) json_object_set_new(calls, ts_coll_name((ts_coll)k), tsj_number(f->call_us[k]));
   json_t *o = json_pack("{s:s,s:s,s:s,s:o}", "framework", f->framework, "measured_on", f->measured_on, "source",
                         f->source, "layers", layers);
   if (json_object_size(calls)) json_object_set_new(o, "calls", calls);

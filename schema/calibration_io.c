@@ -231,23 +231,6 @@ void schema_calibration_sort(schema_calibration *c) {
 
 /* ---- loader ---- */
 
-/* Rejects members of obj not listed in allowed (NULL-terminated). */
-static int only_keys(json_t *obj, const char *const *allowed, const char *file, const char *path, ts_err *e) {
-  const char *key;
-  json_t *v;
-  json_object_foreach(obj, key, v) {
-    int ok = 0;
-    for (int i = 0; allowed[i]; i++)
-      if (strcmp(key, allowed[i]) == 0) ok = 1;
-    if (!ok) {
-      char f[256];
-      snprintf(f, sizeof f, "%s%s%s", path && *path ? path : "", path && *path ? "." : "", key);
-      return ts_fail(e, file, f, "unknown field");
-    }
-  }
-  return 0;
-}
-
 #define MAX_US 1e9     /* 1000 s: no single op takes longer */
 /* Significant digits the writer keeps of a value that is not an integer. */
 #define WRITE_DIGITS 8
@@ -333,7 +316,7 @@ static int load_gemm(json_t *root, const char *file, bool infer, schema_calibrat
     long long m, n, k;
     double us;
     if (!json_is_object(pt)) rc = ts_fail(e, file, path, "must be an object");
-    else if (only_keys(pt, keys, file, path, e) || tsj_int(pt, "m", 1, 1LL << 31, &m, file, path, e) ||
+    else if (tsj_only_keys(pt, keys, file, path, e) || tsj_int(pt, "m", 1, 1LL << 31, &m, file, path, e) ||
              tsj_int(pt, "n", 1, 1LL << 31, &n, file, path, e) || tsj_int(pt, "k", 1, 1LL << 31, &k, file, path, e) ||
              tsj_real(pt, "us", 1e-3, MAX_US, &us, file, path, e))
       rc = -1;
@@ -380,7 +363,7 @@ static int load_kernel_table(json_t *arr, const char *name, const char *path, co
     double x, us;
     long long group;
     if (!json_is_object(pt)) rc = ts_fail(e, file, p, "must be an object");
-    else if (only_keys(pt, by_flops ? kf : kb, file, p, e) ||
+    else if (tsj_only_keys(pt, by_flops ? kf : kb, file, p, e) ||
              tsj_real(pt, by_flops ? "flops" : "bytes", 1, by_flops ? 1e18 : MAX_BYTES, &x, file, p, e) ||
              tsj_int_opt(pt, "group", 0, 1 << 20, 0, &group, file, p, e) ||
              tsj_real(pt, "us", 1e-3, MAX_US, &us, file, p, e))
@@ -479,7 +462,7 @@ static int load_coll_table(json_t *arr, const char *name, int nranks, const char
     snprintf(q, sizeof q, "%s[%zu]", path, i);
     double bytes, us;
     if (!json_is_object(pt)) rc = ts_fail(e, file, q, "must be an object");
-    else if (only_keys(pt, keys, file, q, e) || tsj_real(pt, "bytes", 1, MAX_BYTES, &bytes, file, q, e) ||
+    else if (tsj_only_keys(pt, keys, file, q, e) || tsj_real(pt, "bytes", 1, MAX_BYTES, &bytes, file, q, e) ||
              tsj_real(pt, "us", 1e-3, MAX_US, &us, file, q, e))
       rc = -1;
     else {
@@ -550,7 +533,7 @@ static int load_fits(json_t *root, const char *file, schema_calibration *c, ts_e
     if (!valid_name(name)) return ts_fail(e, file, path, "fit name must be 1-47 of [a-z0-9_.]");
     if (!json_is_object(f)) return ts_fail(e, file, path, "must be an object");
     double lat, gbps;
-    if (only_keys(f, keys, file, path, e) || tsj_real(f, "latency_us", 0, MAX_US, &lat, file, path, e) ||
+    if (tsj_only_keys(f, keys, file, path, e) || tsj_real(f, "latency_us", 0, MAX_US, &lat, file, path, e) ||
         tsj_real(f, "gbps", 1e-6, 1e6, &gbps, file, path, e))
       return -1;
     if (schema_calibration_add_fit(c, name, lat, gbps)) return ts_fail_sys(e, "out of memory");
@@ -579,7 +562,7 @@ static int load_burst(json_t *clock, const char *file, schema_calibration *c, ts
     snprintf(p, sizeof p, "clock.burst[%zu]", i);
     schema_burst_bin *x = &c->burst[i];
     if (!json_is_object(b)) return ts_fail(e, file, p, "must be an object");
-    if (only_keys(b, bkeys, file, p, e) || tsj_real(b, "from_us", 0, MAX_US, &x->from_us, file, p, e) ||
+    if (tsj_only_keys(b, bkeys, file, p, e) || tsj_real(b, "from_us", 0, MAX_US, &x->from_us, file, p, e) ||
         tsj_real(b, "to_us", 0, MAX_US, &x->to_us, file, p, e) ||
         tsj_real(b, "gemm_speed", MIN_SPEED, MAX_SPEED, &x->gemm_speed, file, p, e))
       return -1;
@@ -599,7 +582,7 @@ static int load_clock(json_t *root, const char *file, schema_calibration *c, ts_
   if (!json_is_object(obj)) return ts_fail(e, file, "clock", "must be an object");
   static const char *const keys[] = {"window_us", "points", "burst", NULL};
   double window;
-  if (only_keys(obj, keys, file, "clock", e) || tsj_real(obj, "window_us", 0, MAX_US, &window, file, "clock", e))
+  if (tsj_only_keys(obj, keys, file, "clock", e) || tsj_real(obj, "window_us", 0, MAX_US, &window, file, "clock", e))
     return -1;
   if (!(window > 0)) return ts_fail(e, file, "clock.window_us", "must be > 0");
   json_t *arr = json_object_get(obj, "points");
@@ -616,7 +599,7 @@ static int load_clock(json_t *root, const char *file, schema_calibration *c, ts_
     snprintf(p, sizeof p, "clock.points[%zu]", i);
     double duty, period, gs, ms;
     if (!json_is_object(pt)) rc = ts_fail(e, file, p, "must be an object");
-    else if (only_keys(pt, pkeys, file, p, e) || tsj_real(pt, "duty", 0, 1, &duty, file, p, e) ||
+    else if (tsj_only_keys(pt, pkeys, file, p, e) || tsj_real(pt, "duty", 0, 1, &duty, file, p, e) ||
              tsj_real(pt, "period_us", 0, MAX_US, &period, file, p, e) ||
              tsj_real(pt, "gemm_speed", MIN_SPEED, MAX_SPEED, &gs, file, p, e) ||
              tsj_real(pt, "mem_speed", MIN_SPEED, MAX_SPEED, &ms, file, p, e))
@@ -654,7 +637,7 @@ static int load_host(json_t *root, const char *file, schema_calibration *c, ts_e
   if (!json_is_object(obj)) return ts_fail(e, file, "host", "must be an object");
   static const char *const keys[] = {"launch_us", "gemm_launch_us", "sync", "event_us", "graph_gap_us", NULL};
   double v[2];
-  if (only_keys(obj, keys, file, "host", e)) return -1;
+  if (tsj_only_keys(obj, keys, file, "host", e)) return -1;
   for (int i = 0; i < 2; i++) {
     if (tsj_real(obj, keys[i], 0, MAX_HOST_US, &v[i], file, "host", e)) return -1;
     if (!(v[i] > 0)) {
@@ -683,7 +666,7 @@ static int load_host(json_t *root, const char *file, schema_calibration *c, ts_e
     json_t *pt = json_array_get(arr, i);
     if (!json_is_object(pt)) return ts_fail(e, file, p, "must be an object");
     double w, g;
-    if (only_keys(pt, pkeys, file, p, e) || tsj_real(pt, "wait_us", 0, MAX_HOST_US, &w, file, p, e) ||
+    if (tsj_only_keys(pt, pkeys, file, p, e) || tsj_real(pt, "wait_us", 0, MAX_HOST_US, &w, file, p, e) ||
         tsj_real(pt, "gap_us", 0, MAX_HOST_US, &g, file, p, e))
       return -1;
     if (!(g > 0)) return ts_fail(e, file, p, "gap_us must be > 0");
@@ -708,7 +691,7 @@ static int load_tpo_sm(json_t *root, const char *file, schema_calibration *c, ts
   if (!json_is_object(obj)) return ts_fail(e, file, sec, "must be an object");
   static const char *const keys[] = {"measured_on", "sms", "source", "points", "priced", NULL};
   long long sms;
-  if (only_keys(obj, keys, file, sec, e) ||
+  if (tsj_only_keys(obj, keys, file, sec, e) ||
       tsj_string(obj, "measured_on", c->tpo_sm_measured_on, sizeof c->tpo_sm_measured_on, file, sec, e) ||
       tsj_string(obj, "source", c->tpo_sm_source, sizeof c->tpo_sm_source, file, sec, e) ||
       tsj_int(obj, "sms", 2, 1 << 16, &sms, file, sec, e))
@@ -730,7 +713,7 @@ static int load_tpo_sm(json_t *root, const char *file, schema_calibration *c, ts
     if (!json_is_object(pt)) return ts_fail(e, file, p, "must be an object");
     long long h;
     double m, nm;
-    if (only_keys(pt, pkeys, file, p, e) || tsj_int(pt, "held", 1, sms - 1, &h, file, p, e) ||
+    if (tsj_only_keys(pt, pkeys, file, p, e) || tsj_int(pt, "held", 1, sms - 1, &h, file, p, e) ||
         tsj_real(pt, "margin", TPO_RATIO_MIN, TPO_RATIO_MAX, &m, file, p, e) ||
         tsj_real(pt, "nomargin", TPO_RATIO_MIN, TPO_RATIO_MAX, &nm, file, p, e))
       return -1;
@@ -771,7 +754,7 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
                                      "derived", "notes", "gemm", "gemm_infer", "attention_shapes", "attention_backends", "kernels", "collectives", "fits",
                                      "clock", "host", "tp_comm_overlap_sm", "framework_host", NULL};
-  if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || only_keys(root, keys, file, "", e) ||
+  if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || tsj_only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
       tsj_string(root, "driver", c->driver, sizeof c->driver, file, "", e) ||
       tsj_string(root, "cuda", c->cuda, sizeof c->cuda, file, "", e) ||
@@ -823,11 +806,7 @@ int schema_calibration_from_json_text(const char *text, size_t len, const char *
 
 /* ---- writer ---- */
 
-static json_t *num(double v) {
-  /* Integral values print as integers so sizes stay readable. */
-  if (v == (double)(long long)v && v < 9e15) return json_integer((json_int_t)v);
-  return json_real(v);
-}
+static json_t *num(double v) { return tsj_number(v); }
 
 static json_t *gemm_json(const schema_gemm_point *g, int n) {
   json_t *arr = json_array();

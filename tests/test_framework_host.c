@@ -13,6 +13,7 @@
 #include "sim_host.h"
 #include "test_check.h"
 #include "test_hand_moe.h"
+#include "test_hand_sim.h"
 
 #define US 1e-6
 
@@ -209,12 +210,8 @@ static void test_plan_field(void) {
 static char platform_path[64];
 
 static double simulate(const plan *p, const schema_calibration *cal) {
-  sim_options o = {.mode = SIM_MODE_FULL, .cal = cal, .platform_path = platform_path, .clock_off = true};
   schema_result r;
-  ts_err e = {0};
-  int rc = sim_run_isolated(p, &o, &r, &e);
-  if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  test_hand_simulate(p, cal, platform_path, &r);
   /* the result records the plan's host framework (through the forked runner's JSON) */
   CU_ASSERT_STRING_EQUAL(r.host_framework, p->host_framework == PLAN_HOST_EXECUTOR ? "" : "megatron-core");
   double t = r.iteration_time_s;

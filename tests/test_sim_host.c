@@ -14,6 +14,7 @@
 #include "sim_host.h"
 #include "test_check.h"
 #include "test_hand_moe.h"
+#include "test_hand_sim.h"
 
 #define US 1e-6
 
@@ -365,12 +366,8 @@ static void test_plan_fields(void) {
 }
 
 static double simulate(const plan *p, const schema_calibration *cal, double *host_wait) {
-  sim_options o = {.mode = SIM_MODE_FULL, .cal = cal, .platform_path = platform_path, .clock_off = true};
   schema_result r;
-  ts_err e = {0};
-  int rc = sim_run_isolated(p, &o, &r, &e);
-  if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  test_hand_simulate(p, cal, platform_path, &r);
   double t = r.iteration_time_s;
   if (host_wait) *host_wait = r.breakdown.host_wait_s;
   schema_result_free(&r);

@@ -428,6 +428,42 @@ def forward_breakdown(step, targets, iters):
             for lbl in acc if cnt[lbl]}
 
 
+def sync_report(run, rec, where):
+    """The host-device syncs torch reports (torch.cuda.set_sync_debug_mode) while run() runs once, into rec."""
+    import torch
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode(1)
+            run()
+            torch.cuda.set_sync_debug_mode(0)
+            torch.cuda.synchronize()
+        msgs = [str(x.message).split("\n")[0][:160] for x in w]
+        rec["syncs_reported"] = len([m for m in msgs if "synchroniz" in m.lower()])
+        rec["sync_messages"] = sorted(set(msgs))[:10]
+    except Exception:
+        torch.cuda.set_sync_debug_mode(0)
+        err(where)
+
+
+def profile_runs(run, n, name):
+    """torch.profiler over n calls of run() (each marked "iteration"), parsed by parse_trace."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            with record_function("iteration"):
+                run()
+        torch.cuda.synchronize()
+    path = f"/tmp/trace_{name}.json"
+    prof.export_chrome_trace(path)
+    try:
+        return parse_trace(path, n)
+    finally:
+        os.remove(path)
+
+
 def measure(name, step, iters, warmup, prof_iters, idle_rate, extra, targets=None):
     import torch
     rec = {"case": name, **extra}
@@ -479,31 +515,9 @@ def measure(name, step, iters, warmup, prof_iters, idle_rate, extra, targets=Non
                                                 for k, v in rec["fwd_breakdown"].items()}))
         except Exception:
             err(f"{name}: forward breakdown")
+    sync_report(step, rec, f"{name}: sync debug")
     try:
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            torch.cuda.set_sync_debug_mode(1)
-            step()
-            torch.cuda.set_sync_debug_mode(0)
-            torch.cuda.synchronize()
-        msgs = [str(x.message).split("\n")[0][:160] for x in w]
-        rec["syncs_reported"] = len([m for m in msgs if "synchroniz" in m.lower()])
-        rec["sync_messages"] = sorted(set(msgs))[:10]
-    except Exception:
-        torch.cuda.set_sync_debug_mode(0)
-        err(f"{name}: sync debug")
-    try:
-        from torch.profiler import ProfilerActivity, profile, record_function
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(prof_iters):
-                with record_function("iteration"):
-                    step()
-            torch.cuda.synchronize()
-        path = f"/tmp/trace_{name}.json"
-        prof.export_chrome_trace(path)
-        rec["profile"] = parse_trace(path, prof_iters)
-        os.remove(path)
+        rec["profile"] = profile_runs(step, prof_iters, name)
     except Exception:
         err(f"{name}: profiler")
     p = rec.get("profile", {})
@@ -744,6 +758,36 @@ class Watchdog:
             os._exit(3)
 
 
+def time_calls(call, warmup, reps, idle):
+    """warmup calls, then reps timed ones, each from a synchronised GPU: host time until call() returns, wall
+    time to the GPU's end, CPU time less the process's idle rate (ms); their medians and minima. Also the
+    number of losses the last warm-up call returned."""
+    import torch
+    out = None
+    for _ in range(warmup):
+        out = call()
+    torch.cuda.synchronize()
+    host, wall, cpu = [], [], []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0, c0 = time.perf_counter(), time.process_time()
+        call()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2, c1 = time.perf_counter(), time.process_time()
+        host.append((t1 - t0) * 1e3)
+        wall.append((t2 - t0) * 1e3)
+        cpu.append(((c1 - c0) - idle * (t2 - t0)) * 1e3)
+
+    def median(xs):
+        xs = sorted(xs)
+        return (xs[len(xs) // 2] + xs[(len(xs) - 1) // 2]) / 2
+
+    return {"losses_returned": len(out) if out is not None else None, "host_ms": host, "wall_ms": wall,
+            "cpu_less_idle_ms": cpu, "host_ms_median": median(host), "wall_ms_median": median(wall),
+            "cpu_ms_median": median(cpu), "host_ms_min": min(host), "wall_ms_min": min(wall)}
+
+
 def run_schedule(args, idle, save):
     """Times get_forward_backward_func()(...) (pipeline size 1: forward_backward_no_pipelining) on a
     GPTModel of L layers for M micro-batches of S tokens and derives the host time per micro-batch, per
@@ -773,11 +817,6 @@ def run_schedule(args, idle, save):
         RESULTS["env"]["grouped_experts"] = what
 
     dog = Watchdog(args.case_timeout, save)
-
-    def median(xs):
-        xs = sorted(xs)
-        n = len(xs)
-        return (xs[n // 2] + xs[(n - 1) // 2]) / 2 if n else None
 
     for kind in kinds:
         experts = 16 if kind == "moe" else 0
@@ -817,26 +856,7 @@ def run_schedule(args, idle, save):
                     rec = {"kind": kind, "wrap": wrap, "layers": L, "microbatches": M, "seq": S,
                            "experts": experts}
                     try:
-                        out = None
-                        for _ in range(args.schedule_warmup):
-                            out = call(M)
-                        torch.cuda.synchronize()
-                        rec["losses_returned"] = len(out) if out is not None else None
-                        host, wall, cpu = [], [], []
-                        for _ in range(args.schedule_reps):
-                            torch.cuda.synchronize()
-                            t0, c0 = time.perf_counter(), time.process_time()
-                            call(M)
-                            t1 = time.perf_counter()
-                            torch.cuda.synchronize()
-                            t2, c1 = time.perf_counter(), time.process_time()
-                            host.append((t1 - t0) * 1e3)
-                            wall.append((t2 - t0) * 1e3)
-                            cpu.append(((c1 - c0) - idle * (t2 - t0)) * 1e3)
-                        rec.update({"host_ms": host, "wall_ms": wall, "cpu_less_idle_ms": cpu,
-                                    "host_ms_median": median(host), "wall_ms_median": median(wall),
-                                    "cpu_ms_median": median(cpu), "host_ms_min": min(host),
-                                    "wall_ms_min": min(wall)})
+                        rec.update(time_calls(lambda: call(M), args.schedule_warmup, args.schedule_reps, idle))
                         # back to back, one synchronize after all: the schedule's pace when the host
                         # never waits at the start of a call
                         n_b2b = min(5, args.schedule_reps)
@@ -858,29 +878,9 @@ def run_schedule(args, idle, save):
                                 {k: [round(v["ms"], 3), v["calls"]] for k, v in bd.items()}))
                         except Exception:
                             err(f"schedule {tag} M{M}: breakdown")
+                        sync_report(lambda: call(M), rec, f"schedule {tag} M{M}: sync debug")
                         try:
-                            with warnings.catch_warnings(record=True) as w:
-                                warnings.simplefilter("always")
-                                torch.cuda.set_sync_debug_mode(1)
-                                call(M)
-                                torch.cuda.set_sync_debug_mode(0)
-                                torch.cuda.synchronize()
-                            msgs = [str(x.message).split("\n")[0][:160] for x in w]
-                            rec["syncs_reported"] = len([m for m in msgs if "synchroniz" in m.lower()])
-                            rec["sync_messages"] = sorted(set(msgs))[:10]
-                        except Exception:
-                            torch.cuda.set_sync_debug_mode(0)
-                            err(f"schedule {tag} M{M}: sync debug")
-                        try:
-                            from torch.profiler import ProfilerActivity, profile
-                            torch.cuda.synchronize()
-                            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                                call(M)
-                                torch.cuda.synchronize()
-                            path = f"/tmp/trace_schedule_{tag}_M{M}.json"
-                            prof.export_chrome_trace(path)
-                            p = parse_trace(path, 1)
-                            os.remove(path)
+                            p = profile_runs(lambda: call(M), 1, f"schedule_{tag}_M{M}")
                             rec["profile_per_call"] = {k: p[k] for k in (
                                 "kernels_per_iter", "memcpy_per_iter", "memset_per_iter", "kernel_sum_ms",
                                 "gpu_union_ms", "cpu_ops_per_iter", "launch_calls_per_iter",
@@ -1089,33 +1089,15 @@ def run_interleaved(args, idle, save, dog, sch):
             for M in Ms:
                 rec = {"kind": kind, "vp": VP, "microbatches": M, "seq": S}
                 try:
-                    out = None
-                    for _ in range(args.schedule_warmup):
-                        out = call(M)
-                    torch.cuda.synchronize()
-                    rec["losses_returned"] = len(out) if out is not None else None
-                    queues["calls"] = 0
-                    host, wall, cpu = [], [], []
-                    for _ in range(args.schedule_reps):
-                        torch.cuda.synchronize()
-                        t0, c0 = time.perf_counter(), time.process_time()
-                        call(M)
-                        t1 = time.perf_counter()
-                        torch.cuda.synchronize()
-                        t2, c1 = time.perf_counter(), time.process_time()
-                        host.append((t1 - t0) * 1e3)
-                        wall.append((t2 - t0) * 1e3)
-                        cpu.append(((c1 - c0) - idle * (t2 - t0)) * 1e3)
-                    rec["p2p_calls_per_call"] = queues["calls"] / args.schedule_reps
-                    host.sort()
-                    wall.sort()
-                    cpu.sort()
-                    n = len(host)
-                    rec.update({"host_ms": host, "wall_ms": wall, "cpu_less_idle_ms": cpu,
-                                "host_ms_median": (host[n // 2] + host[(n - 1) // 2]) / 2,
-                                "host_ms_min": host[0],
-                                "wall_ms_median": (wall[n // 2] + wall[(n - 1) // 2]) / 2,
-                                "cpu_ms_median": (cpu[n // 2] + cpu[(n - 1) // 2]) / 2})
+                    counted = []
+
+                    def counted_call(M=M):
+                        queues["calls"] = 0
+                        r = call(M)
+                        counted.append(queues["calls"])
+                        return r
+                    rec.update(time_calls(counted_call, args.schedule_warmup, args.schedule_reps, idle))
+                    rec["p2p_calls_per_call"] = counted[-1] if counted else None
                     if M == Ms[-1]:
                         bd = forward_breakdown(
                             lambda fwd_mark=False: call(M),

@@ -2,37 +2,20 @@
 """Tables from layer_host.py --schedule's JSON (RESULTS["schedule"]): each schedule call, the derived host
 time per micro-batch, per layer-micro-batch and of the rest, the forward's parts per micro-batch, and the
 GPTModel's parts outside the layers timed alone. Usage: python3 schedule_summary.py OUT/layer_host.json"""
-import json
 import sys
 
-
-def fmt(v):
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
-    return str(v)
+import summarize
 
 
 def table(hdr, rows):
-    print("| " + " | ".join(hdr) + " |")
-    print("|" + " --- |" * len(hdr))
-    for r in rows:
-        print("| " + " | ".join(fmt(v) for v in r) + " |")
-    print()
+    summarize.table(hdr, rows, digits=3, wide=100)
 
 
 def main():
-    if len(sys.argv) != 2:
-        print("usage: schedule_summary.py LAYER_HOST_JSON", file=sys.stderr)
+    r = summarize.load(sys.argv, "schedule_summary.py")
+    if r is None:
         return 2
     path = sys.argv[1]
-    try:
-        with open(path) as f:
-            r = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"{path}: {e}", file=sys.stderr)
-        return 2
     sch = r.get("schedule")
     if not isinstance(sch, dict):
         print(f"{path}: schedule: missing (not a layer_host.py --schedule run)", file=sys.stderr)

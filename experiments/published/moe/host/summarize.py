@@ -6,16 +6,39 @@ import json
 import sys
 
 
-def main():
-    if len(sys.argv) != 2:
-        print("usage: summarize.py LAYER_HOST_JSON", file=sys.stderr)
-        return 2
-    path = sys.argv[1]
+def load(argv, prog):
+    """The JSON named by the one argument, or None after a message (usage, or the file's error)."""
+    if len(argv) != 2:
+        print(f"usage: {prog} LAYER_HOST_JSON", file=sys.stderr)
+        return None
     try:
-        with open(path) as f:
-            r = json.load(f)
+        with open(argv[1]) as f:
+            return json.load(f)
     except (OSError, ValueError) as e:
-        print(f"{path}: {e}", file=sys.stderr)
+        print(f"{argv[1]}: {e}", file=sys.stderr)
+        return None
+
+
+def fmt(v, digits=2, wide=1000):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}" if abs(v) < wide else f"{v:.{max(digits - 2, 0)}f}"
+    return str(v)
+
+
+def table(hdr, rows, digits=2, wide=1000):
+    """A Markdown table, then an empty line."""
+    print("| " + " | ".join(hdr) + " |")
+    print("|" + " --- |" * len(hdr))
+    for row in rows:
+        print("| " + " | ".join(fmt(v, digits, wide) for v in row) + " |")
+    print()
+
+
+def main():
+    r = load(sys.argv, "summarize.py")
+    if r is None:
         return 2
     cases = {c["case"]: c for c in r.get("cases", [])}
 
@@ -27,20 +50,9 @@ def main():
                 p.get("kernels_per_iter"), p.get("memcpy_per_iter"), p.get("memset_per_iter"),
                 c.get("syncs_reported")]
 
-    def fmt(v):
-        if v is None:
-            return "-"
-        if isinstance(v, float):
-            return f"{v:.2f}" if abs(v) < 1000 else f"{v:.0f}"
-        return str(v)
-
-    hdr = ["case", "wall ms", "GPU busy ms", "kernel sum ms", "CPU ms", "host, GPU idle at start ms",
-           "fwd return ms", "bwd return ms", "kernels", "memcpy", "memset", "syncs"]
-    print("| " + " | ".join(hdr) + " |")
-    print("|" + " --- |" * len(hdr))
-    for c in r.get("cases", []):
-        print("| " + " | ".join(fmt(v) for v in row(c)) + " |")
-    print()
+    table(["case", "wall ms", "GPU busy ms", "kernel sum ms", "CPU ms", "host, GPU idle at start ms",
+           "fwd return ms", "bwd return ms", "kernels", "memcpy", "memset", "syncs"],
+          [row(c) for c in r.get("cases", [])])
     print("one rank's layer-micro-batch = attn_sdpa_S + moe_S/4 (sums of the two parts)")
     hdr2 = ["S", "wall ms", "GPU busy ms", "CPU ms", "host, GPU idle at start ms", "kernels",
             "host floor ms (attn_sdpa_256 + moe_64, wall)"]
