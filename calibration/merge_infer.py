@@ -10,7 +10,8 @@ h200-nvlink.json) into FILE:
     "gemm" they would bracket and floor the training lookups and move the
     transfer of training GEMMs to other GPUs: experiments/published/README.md);
   - "attention_decode" and "attention_decode_fp8" (by KV-cache bytes; grouped
-    by batch x KV heads where SRC is) and any "attention_prefill.d<D>.s<S>"
+    by batch x KV heads where SRC is) and their tables per head layout
+    ("attention_decode[_fp8].g<G>") and any "attention_prefill.d<D>.s<S>"
     tables (prefill attention keyed by head dimension and prompt length);
   - the all-reduce tables calibrate-infer --collectives timed one process per
     GPU as the inference executor runs them (SRC's notes say which), as
@@ -71,26 +72,27 @@ def main():
             gemm = [g for g in src["gemm"] if g["m"] <= 64 and key(g) not in have]
     cal["gemm_infer"] = sorted(infer + gemm, key=key)
     kernels = dict(cal["kernels"])
-    taken = [k for k in src["kernels"] if (k in ("attention_decode", "attention_decode_fp8") and "attention-decode" in take) or
+    taken = [k for k in src["kernels"] if (re.fullmatch(r"attention_decode(_fp8)?(\.g\d+)?", k) and "attention-decode" in take) or
              (re.fullmatch(r"attention_prefill\.d\d+\.s\d+", k) and "attention-prefill" in take)]
     for k in taken:
         kernels[k] = src["kernels"][k]
     cal["kernels"] = {k: kernels[k] for k in sorted(kernels)}
-    colls = dict(cal["collectives"])
+    colls = dict(cal.get("collectives", {}))  # a one-GPU file has none
     m = re.search(r"(allreduce(?: and allreduce\.taco\d+)?) \((\d+) ranks\) replaced by tacorun calibrate-infer --collectives",
                   src.get("notes", ""))
     moved = []
     if m and "collectives" in take:
         ranks = m.group(2)
         for name in m.group(1).split(" and "):
-            if name in src["collectives"] and ranks in src["collectives"][name]:
+            if name in src.get("collectives", {}) and ranks in src["collectives"][name]:
                 colls[name + ".infer"] = {ranks: src["collectives"][name][ranks]}
                 moved.append(f"{name}.infer ({ranks} ranks)")
-    for name, per_n in src["collectives"].items():  # files calibrate-infer wrote with ".infer" tables
+    for name, per_n in src.get("collectives", {}).items():  # files calibrate-infer wrote with ".infer" tables
         if name.endswith(".infer") and "collectives" in take:
             colls[name] = per_n
             moved.append(name)
-    cal["collectives"] = {k: colls[k] for k in sorted(colls)}
+    if colls or "collectives" in cal:
+        cal["collectives"] = {k: colls[k] for k in sorted(colls)}
     note = (f"; inference tables from {a.src} (calibrate-infer, {src.get('measured_at', '?')}): {len(gemm)} decode GEMMs"
             f"{f' ({replaced} re-timed)' if replaced else ''}, "
             f"{', '.join(short_names(taken))}{', ' if moved else ''}{', '.join(moved)} (calibration/merge_infer.py)")

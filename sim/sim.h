@@ -87,10 +87,12 @@ bool sim_transport_matches(const char *transport, topo_intra_kind kind);
 /* The transport name a cluster's intra-node fabric is calibrated as. */
 const char *sim_transport_of(topo_intra_kind kind);
 /* The calibration file a simulation of this cluster uses when none is given:
- * the measured `<dir>/h200-<transport>.json` of its intra-node fabric when it
- * exists, else the derived one (h200-derived.json is NVLink's). PCIe clusters
- * take NVLink's GPU tables; their collectives come from the topology. Returns
- * a static buffer. */
+ * one measured on the cluster's own GPU, `<dir>/<gpu>-<transport>.json` (the
+ * catalogue name in lower case, e.g. h100-sxm-nvlink.json), when it exists;
+ * else the H200's measured `<dir>/h200-<transport>.json` of its intra-node
+ * fabric (transferred onto the cluster's GPU), else the derived one
+ * (h200-derived.json is NVLink's). PCIe clusters take NVLink's GPU tables;
+ * their collectives come from the topology. Returns a static buffer. */
 const char *sim_default_calibration(const topo_cluster *c);
 
 /* ---- where the costs come from (sim_cost_source.c, sim_transfer.c) ---- */

@@ -1,6 +1,7 @@
 /* sim_costs.c — op durations from the calibration (no SimGrid here). */
 #include "sim_costs.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -913,10 +914,29 @@ int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s
 #define TACOSIM_CALIBRATION_DIR "calibration"
 #endif
 
+/* The cluster GPU's name as a calibration file names it: lower case; 0 when
+ * it holds a character other than letters, digits, '-', '.' and '_' (an
+ * inline GPU block may name itself anything; such a GPU has no file). */
+static int file_stem(const char *gpu, char *stem, size_t cap) {
+  size_t n = 0;
+  for (; gpu[n]; n++) {
+    unsigned char ch = (unsigned char)gpu[n];
+    if (n + 1 >= cap || !(isalnum(ch) || ch == '-' || ch == '.' || ch == '_')) return 0;
+    stem[n] = (char)tolower(ch);
+  }
+  stem[n] = 0;
+  return n > 0;
+}
+
 const char *sim_default_calibration(const topo_cluster *c) {
   static char path[600];
   const char *t = sim_transport_of(c->intra.kind);
   if (strcmp(t, "pcie") == 0) t = "nvlink";
+  char stem[sizeof c->gpu.name];
+  if (file_stem(c->gpu.name, stem, sizeof stem)) {
+    snprintf(path, sizeof path, "%s/%s-%s.json", TACOSIM_CALIBRATION_DIR, stem, t);
+    if (access(path, R_OK) == 0) return path;
+  }
   snprintf(path, sizeof path, "%s/h200-%s.json", TACOSIM_CALIBRATION_DIR, t);
   if (access(path, R_OK) == 0) return path;
   if (strcmp(t, "nvlink") == 0)

@@ -416,6 +416,35 @@ static void test_cost_source(void) {
   unlink(path);
 }
 
+/* The default calibration of a cluster: a file measured on its own GPU when
+ * one is shipped (H100-SXM: h100-sxm-nvlink.json, taken as measured, with no
+ * transfer), else the H200's file of its fabric (transferred onto the A100);
+ * a GPU named with characters no file name holds gets the H200's. */
+static void test_default_calibration(void) {
+  topo_cluster h100, a100, h200;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(topo_load("h100-1024-ndr", NULL, &h100, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(topo_load("a100x8-nvswitch", NULL, &a100, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(topo_load("h200x8-nvswitch", NULL, &h200, &e), 0);
+  const char *path = sim_default_calibration(&h100);
+  CU_ASSERT_PTR_NOT_NULL(strstr(path, "/h100-sxm-nvlink.json"));
+  schema_calibration cal;
+  sim_cost_source src;
+  CU_ASSERT_EQUAL_FATAL(sim_load_costs(NULL, &h100, SIM_TRANSFER_OFF, &cal, &src, &e), 0);
+  CU_ASSERT_STRING_EQUAL(src.method, "none");
+  CU_ASSERT_STRING_EQUAL(src.source_gpu, "H100-SXM");
+  CU_ASSERT_FALSE(cal.derived);
+  CU_ASSERT(cal.n_clock > 0);
+  schema_calibration_free(&cal);
+  CU_ASSERT_PTR_NOT_NULL(strstr(sim_default_calibration(&a100), "/h200-nvlink.json"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(sim_default_calibration(&h200), "/h200-nvlink.json"));
+  CU_ASSERT_EQUAL_FATAL(sim_load_costs(NULL, &a100, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
+  CU_ASSERT_STRING_EQUAL(src.source_gpu, "H200-SXM");
+  schema_calibration_free(&cal);
+  snprintf(h100.gpu.name, sizeof h100.gpu.name, "%s", "H100-SXM/../x");
+  CU_ASSERT_PTR_NOT_NULL(strstr(sim_default_calibration(&h100), "/h200-nvlink.json"));
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("sim_transfer", NULL, NULL);
@@ -429,6 +458,7 @@ int main(void) {
   CU_add_test(s, "transfer refuses a GPU without its figures", test_transfer_needs_figures);
   CU_add_test(s, "same GPU: name and figures", test_same_gpu);
   CU_add_test(s, "measured, transferred or refused: the cluster's GPU against the calibration's", test_cost_source);
+  CU_add_test(s, "the default calibration: the cluster GPU's own file, else the H200's", test_default_calibration);
   CU_add_test(s, "an op faster than the GPU's ceiling is refused", test_ceiling_refused);
   CU_add_test(s, "attention: the ceiling is its causal kernel's FLOPs", test_attention_ceiling_is_the_kernels);
   CU_add_test(s, "the shipped costs respect the H200's ceilings", test_shipped_costs_within_ceiling);
