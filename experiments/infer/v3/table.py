@@ -5,7 +5,7 @@ the run) against measured (run/execute-*.txt, `tacorun execute --decode-graph`:
 TTFT median of 3 prefills after one warm-up, TPOT median of the CUDA-graph decode
 steps after 2). Prints markdown: one row per plan, then median / max |error| per
 model and KV type and over all plans.
-usage: experiments/infer/v3/table.py [RUN_DIR (experiments/infer/v3/run)]
+usage: experiments/infer/v3/table.py [RUN_DIR (experiments/infer/v3/run)] [PREDICTED_DIR (experiments/infer/v3/predicted)]
 """
 import glob
 import json
@@ -16,6 +16,7 @@ import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 run = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "run")
+predicted = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "predicted")
 
 
 def measured():
@@ -48,7 +49,7 @@ def main():
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     errs = {}
     for n in sorted(meas, key=key):
-        p = json.load(open(os.path.join(here, "predicted", n + ".json")))
+        p = json.load(open(os.path.join(predicted, n + ".json")))
         m = meas[n]
         et, ep = p["ttft_s"] / m["ttft"] - 1, p["tpot_s"] / m["tpot"] - 1
         errs[n] = (et, ep)
