@@ -9,6 +9,8 @@
  *     "notes": "...",                                   (optional)
  *     "gemm": [ {"m":..,"n":..,"k":..,"us":..} ],
  *     "gemm_infer": [ {"m":..,"n":..,"k":..,"us":..} ],   (optional: decode GEMMs, inference only)
+ *     "gemm_wgrad": [ {"m":..,"n":..,"k":..,"us":..} ],   (optional: weight gradients of shapes "gemm"
+ *                    holds as forward / input-gradient products)
  *     "attention_shapes": [ {"head_dim":..,"seq":..,"batch":..,"heads":..,"kv_heads":..,
  *                            "causal":true,"fwd_us":..,"bwd_us":..} ],   (optional: below)
  *     "attention_backends": { "fused"|"flash": [ points as attention_shapes ] },
@@ -216,6 +218,15 @@ typedef struct {
    * transfer of training GEMMs to another GPU, never see them. */
   int n_gemm_infer;
   schema_gemm_point *gemm_infer;
+  /* "gemm_wgrad" (optional): the product C[m x n] += A^T B as a weight
+   * gradient runs it (C accumulated in FP32: read and written, 8 bytes an
+   * element) for the shapes whose (m, n, k) is also a forward or
+   * input-gradient product of some layer (C written in BF16), which "gemm"
+   * holds. The two cost differently; a weight gradient's exact shape is priced
+   * from here (schema_gemm_wgrad_us), any other lookup from "gemm". A shape
+   * only weight gradients use is in "gemm" alone. Sorted like "gemm". */
+  int n_gemm_wgrad;
+  schema_gemm_point *gemm_wgrad;
   int n_attn;
   schema_attn_point *attn; /* "attention_shapes" (optional), sorted by shape */
   struct {
@@ -280,6 +291,7 @@ int schema_calibration_save(const schema_calibration *c, const char *path, ts_er
  * Each adds one point, creating its table on first use; return -1 on OOM. */
 int schema_calibration_add_gemm(schema_calibration *c, long long m, long long n, long long k, double us);
 int schema_calibration_add_gemm_infer(schema_calibration *c, long long m, long long n, long long k, double us);
+int schema_calibration_add_gemm_wgrad(schema_calibration *c, long long m, long long n, long long k, double us);
 int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x,
                                   int group, double us);
 int schema_calibration_add_attn(schema_calibration *c, const schema_attn_shape *s, double fwd_us, double bwd_us);
@@ -377,6 +389,10 @@ void schema_lookup_init(schema_lookup *l, const schema_calibration *cal, const s
  * shapes in (ln m, ln n, ln k), weighted by 1 / distance^2 (warned once). */
 #define SCHEMA_GEMM_NEIGHBOURS 16
 int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, double *us, ts_err *e);
+/* A weight gradient's own timing of (m, n, k) from "gemm_wgrad" (exact shape
+ * only): 1 and *us when the calibration has it, else 0 (price it by
+ * schema_lookup_gemm). */
+int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, long long k, double *us);
 /* A kernel table by name: x is bytes (or flops for flops-keyed tables); group
  * selects the points of that group (nearest group when absent, with a warning). */
 int schema_lookup_kernel(schema_lookup *l, const char *name, double x, int group, double *us, ts_err *e);

@@ -531,3 +531,19 @@ double schema_burst_advance(const schema_calibration *c, double t_s, double work
   }
   return t + left;
 }
+
+int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, long long k, double *us) {
+  int lo = 0, hi = c->n_gemm_wgrad - 1; /* sorted by (n, k, m): schema_calibration_sort */
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    const schema_gemm_point *g = &c->gemm_wgrad[mid];
+    int cmp = g->n != n ? (g->n < n ? -1 : 1) : g->k != k ? (g->k < k ? -1 : 1) : g->m != m ? (g->m < m ? -1 : 1) : 0;
+    if (cmp == 0) {
+      *us = g->us;
+      return 1;
+    }
+    if (cmp < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return 0;
+}

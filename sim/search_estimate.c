@@ -109,6 +109,14 @@ static double gemm_s(estimator *x, long long m, long long n, long long k) {
   return us * 1e-6;
 }
 
+/* A weight gradient as the simulator prices it (sim_costs.c): its own
+ * timing of the shape ("gemm_wgrad") when the calibration has one. */
+static double gemm_wgrad_s(estimator *x, long long m, long long n, long long k) {
+  double us;
+  if (schema_gemm_wgrad_us(x->lk.cal, m, n, k, &us)) return us * 1e-6;
+  return gemm_s(x, m, n, k);
+}
+
 /* Attention as the simulator prices it (sim_costs.c): the table of the
  * model's head dimension and the plan's sequence when the calibration has it,
  * else the FLOP-keyed one (backward: "attention_bwd" when present). The memo
@@ -388,7 +396,7 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
       if (clock_gemm(o)) bwd_gemm += t;
       continue;
     }
-    double dgrad = gemm_s(x, o->m, o->k, o->n), wgrad = gemm_s(x, o->k, o->n, o->m);
+    double dgrad = gemm_s(x, o->m, o->k, o->n), wgrad = gemm_wgrad_s(x, o->k, o->n, o->m);
     bwd += dgrad + wgrad;
     bwd_gemm += dgrad + wgrad;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
@@ -427,7 +435,7 @@ static double head_s(estimator *x, const model_op *head, int n, double act_bytes
   for (int i = 0; i < n; i++) {
     const model_op *o = &head[i];
     double d = o->kind == MODEL_OP_GEMM
-                 ? gemm_s(x, o->m, o->n, o->k) + gemm_s(x, o->m, o->k, o->n) + gemm_s(x, o->k, o->n, o->m)
+                 ? gemm_s(x, o->m, o->n, o->k) + gemm_s(x, o->m, o->k, o->n) + gemm_wgrad_s(x, o->k, o->n, o->m)
                  : other_op_s(x, o, false) + other_op_s(x, o, true);
     t += d;
     if (clock_gemm(o)) *gemm += d;
@@ -534,7 +542,7 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
   for (int i = 0; i < n; i++) {
     const model_op *o = &ops[i];
     if (o->kind != MODEL_OP_GEMM) continue;
-    double f0 = gemm_s(x, o->m, o->n, o->k), d0 = gemm_s(x, o->m, o->k, o->n), w0 = gemm_s(x, o->k, o->n, o->m);
+    double f0 = gemm_s(x, o->m, o->n, o->k), d0 = gemm_s(x, o->m, o->k, o->n), w0 = gemm_wgrad_s(x, o->k, o->n, o->m);
     double gf = tpo_gemm_s(x, ops, n, i, PLAN_PHASE_FWD, PLAN_PART_WHOLE, f0);
     double gd = tpo_gemm_s(x, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD, d0);
     double gw = tpo_gemm_s(x, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_WGRAD, w0);
@@ -989,7 +997,7 @@ static int zero3_units_of(estimator *x, const model_shard *sh, const model_op *o
   for (int i = 0; i < ne; i++) {
     e += emb[i].params;
     u->emb_fwd += emb[i].kind == MODEL_OP_GEMM ? gemm_s(x, emb[i].m, emb[i].n, emb[i].k) : other_op_s(x, &emb[i], false);
-    u->emb_bwd += emb[i].kind == MODEL_OP_GEMM ? gemm_s(x, emb[i].m, emb[i].k, emb[i].n) + gemm_s(x, emb[i].k, emb[i].n, emb[i].m)
+    u->emb_bwd += emb[i].kind == MODEL_OP_GEMM ? gemm_s(x, emb[i].m, emb[i].k, emb[i].n) + gemm_wgrad_s(x, emb[i].k, emb[i].n, emb[i].m)
                                                : other_op_s(x, &emb[i], true);
   }
   const double lat = crosses_nodes(p, p->tp, shards) ? sim_search_ring_latency_us(&p->cluster, p->tp, shards) : 0;

@@ -319,6 +319,14 @@ static int bias_us(sim_costs *c, const model_op *mo, const plan_op *op, double *
   return mapped_bias_us(c, "bias_fwd", 4.0 * elems, us, e);
 }
 
+/* A weight gradient C[m x n] += A^T B (FP32 accumulation): its own timing of
+ * the shape when the calibration has one ("gemm_wgrad": a shape that is also
+ * some layer's forward or input-gradient product), else the GEMM lookup. */
+static int gemm_wgrad_us(sim_costs *c, long long m, long long n, long long k, double *us, ts_err *e) {
+  if (schema_gemm_wgrad_us(c->lk.cal, m, n, k, us)) return 0;
+  return gemm_us(c, m, n, k, us, e);
+}
+
 /* Forward GEMM out[m x n] = X[m x k] W[k x n]; backward is dgrad [m x k] =
  * dY[m x n] W^T plus wgrad [k x n] = X^T dY. */
 static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, int phase, int part, double *us,
@@ -326,7 +334,7 @@ static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, in
   if (phase != PLAN_PHASE_BWD) return gemm_us(c, m, n, k, us, e);
   double dgrad = 0, wgrad = 0;
   if (part != PLAN_PART_WGRAD && gemm_us(c, m, k, n, &dgrad, e)) return -1;
-  if (part != PLAN_PART_DGRAD && gemm_us(c, k, n, m, &wgrad, e)) return -1;
+  if (part != PLAN_PART_DGRAD && gemm_wgrad_us(c, k, n, m, &wgrad, e)) return -1;
   *us = dgrad + wgrad;
   return 0;
 }

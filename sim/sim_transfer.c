@@ -36,6 +36,9 @@ static double gemm_flops(const schema_gemm_point *g) { return 2.0 * (double)g->m
 static double gemm_bytes(const schema_gemm_point *g) {
   return 2.0 * ((double)g->m * g->k + (double)g->k * g->n + (double)g->m * g->n); /* bf16 A, B, C */
 }
+static double gemm_wgrad_bytes(const schema_gemm_point *g) { /* bf16 A, B; C accumulated in FP32, read and written */
+  return 2.0 * ((double)g->m * g->k + (double)g->k * g->n) + 8.0 * (double)g->m * g->n;
+}
 
 static double floor_of(const double *us, const double *roof, int n) {
   double f = INFINITY;
@@ -44,25 +47,26 @@ static double floor_of(const double *us, const double *roof, int n) {
   return f > 0 && isfinite(f) ? f : 0;
 }
 
-/* One GEMM list (the training "gemm" or the decode "gemm_infer"), each with
- * its own latency floor. */
-static int transfer_gemm_list(const schema_gemm_point *pts, int n, bool infer, const sim_ceilings *from,
+/* One GEMM list (the training "gemm", the decode "gemm_infer" or the weight
+ * gradients' "gemm_wgrad", whose C is FP32: wgrad), each with its own latency
+ * floor, its points added to `out` by `add`. */
+typedef int (*gemm_adder)(schema_calibration *, long long, long long, long long, double);
+static int transfer_gemm_list(const schema_gemm_point *pts, int n, bool wgrad, gemm_adder add, const sim_ceilings *from,
                               const sim_ceilings *to, schema_calibration *out) {
   int rc = 0;
   if (n == 0) return 0;
   double *us = malloc(2 * (size_t)n * sizeof *us), *roof;
   if (!us) return -1;
   roof = us + n;
+  double (*bytes)(const schema_gemm_point *) = wgrad ? gemm_wgrad_bytes : gemm_bytes;
   for (int i = 0; i < n; i++) {
     us[i] = pts[i].us;
-    roof[i] = roof_us(gemm_flops(&pts[i]), gemm_bytes(&pts[i]), from->peak_flops, from->hbm_bytes_per_s);
+    roof[i] = roof_us(gemm_flops(&pts[i]), bytes(&pts[i]), from->peak_flops, from->hbm_bytes_per_s);
   }
   double fl = floor_of(us, roof, n);
   for (int i = 0; i < n && !rc; i++) {
     const schema_gemm_point *g = &pts[i];
-    double t = sim_transfer_point_us(g->us, fl, gemm_flops(g), gemm_bytes(g), from, to);
-    rc = infer ? schema_calibration_add_gemm_infer(out, g->m, g->n, g->k, t)
-               : schema_calibration_add_gemm(out, g->m, g->n, g->k, t);
+    rc = add(out, g->m, g->n, g->k, sim_transfer_point_us(g->us, fl, gemm_flops(g), bytes(g), from, to));
   }
   free(us);
   return rc;
@@ -70,8 +74,10 @@ static int transfer_gemm_list(const schema_gemm_point *pts, int n, bool infer, c
 
 static int transfer_gemms(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
                           schema_calibration *out) {
-  if (transfer_gemm_list(src->gemm, src->n_gemm, false, from, to, out)) return -1;
-  return transfer_gemm_list(src->gemm_infer, src->n_gemm_infer, true, from, to, out);
+  if (transfer_gemm_list(src->gemm, src->n_gemm, false, schema_calibration_add_gemm, from, to, out) ||
+      transfer_gemm_list(src->gemm_infer, src->n_gemm_infer, false, schema_calibration_add_gemm_infer, from, to, out))
+    return -1;
+  return transfer_gemm_list(src->gemm_wgrad, src->n_gemm_wgrad, true, schema_calibration_add_gemm_wgrad, from, to, out);
 }
 
 /* The device-memory bytes of a grouped-GEMM point (calibration.h) of `flops`:

@@ -221,10 +221,24 @@ static void test_shapes_cover_model_gemms(void) {
       }
   }
   CU_ASSERT(checked > 50);
-  /* no shape twice; TP 8 skipped for 125M (12 heads): its QKV (n = 2304/8 = 288, k = 768) never appears */
-  for (int a = 0; a < sh.n_gemm; a++)
-    for (int b = a + 1; b < sh.n_gemm; b++)
-      CU_ASSERT(!(sh.gemm[a].m == sh.gemm[b].m && sh.gemm[a].n == sh.gemm[b].n && sh.gemm[a].k == sh.gemm[b].k));
+  /* no shape twice in one accumulation class: a key that is both a weight gradient (FP32 C) and a
+   * forward or input-gradient product (BF16 C) is there twice, once each way, each the other's twin;
+   * TP 8 skipped for 125M (12 heads): its QKV (n = 2304/8 = 288, k = 768) never appears */
+  int twins = 0;
+  for (int a = 0; a < sh.n_gemm; a++) {
+    const bool acc_a = sh.gemm[a].layout == EXEC_GEMM_TN_ACC;
+    int same = 0;
+    for (int b = 0; b < sh.n_gemm; b++)
+      if (b != a && sh.gemm[a].m == sh.gemm[b].m && sh.gemm[a].n == sh.gemm[b].n && sh.gemm[a].k == sh.gemm[b].k) {
+        same++;
+        CU_ASSERT(acc_a != (sh.gemm[b].layout == EXEC_GEMM_TN_ACC));
+        CU_ASSERT_EQUAL(calib_shapes_twin(&sh, a), b);
+      }
+    CU_ASSERT(same <= 1);
+    if (!same) CU_ASSERT_EQUAL(calib_shapes_twin(&sh, a), -1);
+    twins += same;
+  }
+  CU_ASSERT(twins > 0); /* the two models' sweeps share some keys across the classes */
   int tp8_125m = 0;
   for (int g = 0; g < sh.n_gemm; g++)
     if (sh.gemm[g].n == 288 && sh.gemm[g].k == 768) tp8_125m = 1;
@@ -239,10 +253,14 @@ static void test_shapes_cover_model_gemms(void) {
 /* Each key is timed with the layout the executor runs it with: linear layers
  * NN / NT / TN (FP32 accumulate), the logits NT / NN / TN with m and n swapped;
  * attention shapes carry the executor's (micro-batch, heads) split. */
-static int find_gemm(const calib_shapes *sh, long long m, long long n, long long k) {
+static int find_gemm_class(const calib_shapes *sh, long long m, long long n, long long k, bool acc) {
   for (int g = 0; g < sh->n_gemm; g++)
-    if (sh->gemm[g].m == m && sh->gemm[g].n == n && sh->gemm[g].k == k) return g;
+    if (sh->gemm[g].m == m && sh->gemm[g].n == n && sh->gemm[g].k == k && (sh->gemm[g].layout == EXEC_GEMM_TN_ACC) == acc)
+      return g;
   return -1;
+}
+static int find_gemm(const calib_shapes *sh, long long m, long long n, long long k) {
+  return find_gemm_class(sh, m, n, k, false);
 }
 
 static void test_shapes_use_executor_layouts(void) {
@@ -264,7 +282,7 @@ static void test_shapes_use_executor_layouts(void) {
     const model_op *op = &ops[i];
     if (op->kind != MODEL_OP_GEMM) continue;
     int f = find_gemm(&sh, op->m, op->n, op->k), d = find_gemm(&sh, op->m, op->k, op->n),
-        w = find_gemm(&sh, op->k, op->n, op->m);
+        w = find_gemm_class(&sh, op->k, op->n, op->m, true);
     CU_ASSERT_FATAL(f >= 0 && d >= 0 && w >= 0);
     CU_ASSERT_EQUAL(sh.gemm[w].layout, EXEC_GEMM_TN_ACC);
     if (i < n) {

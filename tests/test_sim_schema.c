@@ -157,6 +157,56 @@ static void test_round_trip(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(e2.msg, "transport"));
 }
 
+/* "gemm_wgrad": a weight gradient's own timings of shapes "gemm" also holds;
+ * written and read back, sorted, found by exact shape only, repeats refused. */
+static void test_gemm_wgrad(void) {
+  static const char text[] =
+      "{\"schema\":1,\"gpu\":\"g\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"nvlink\","
+      "\"measured_at\":\"t\",\"gemm\":[{\"m\":4096,\"n\":8192,\"k\":2048,\"us\":100},"
+      "{\"m\":8192,\"n\":8192,\"k\":2048,\"us\":200}],"
+      "\"gemm_wgrad\":[{\"m\":8192,\"n\":8192,\"k\":2048,\"us\":260},{\"m\":4096,\"n\":8192,\"k\":2048,\"us\":130}]}";
+  schema_calibration a, b;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "w.json", &a, &e), 0);
+  CU_ASSERT_EQUAL(a.n_gemm_wgrad, 2);
+  CU_ASSERT_EQUAL(a.gemm_wgrad[0].m, 4096); /* sorted like "gemm" */
+  double us = 0;
+  CU_ASSERT_EQUAL(schema_gemm_wgrad_us(&a, 8192, 8192, 2048, &us), 1);
+  NEAR(us, 260, 1e-12);
+  CU_ASSERT_EQUAL(schema_gemm_wgrad_us(&a, 4096, 8192, 2048, &us), 1);
+  NEAR(us, 130, 1e-12);
+  CU_ASSERT_EQUAL(schema_gemm_wgrad_us(&a, 6144, 8192, 2048, &us), 0); /* exact shapes only */
+  CU_ASSERT_EQUAL(schema_gemm_wgrad_us(&a, 8192, 2048, 8192, &us), 0);
+  /* the other lookups read "gemm" */
+  schema_roofline roof = {1e15, 4e12, 4e11, 3, 1};
+  schema_lookup l;
+  schema_lookup_init(&l, &a, &roof, NULL);
+  CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 8192, 8192, 2048, &us, &e), 0);
+  NEAR(us, 200, 1e-9);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_write(&a, f, &e), 0);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "rt.json", &b, &e), 0);
+  CU_ASSERT_EQUAL(b.n_gemm_wgrad, 2);
+  for (int i = 0; i < 2 && i < b.n_gemm_wgrad; i++) NEAR(a.gemm_wgrad[i].us, b.gemm_wgrad[i].us, 1e-9);
+  free(buf);
+  schema_calibration_free(&b);
+  schema_calibration c;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_copy_compute(memset(&c, 0, sizeof c), &a), 0);
+  CU_ASSERT_EQUAL(c.n_gemm_wgrad, 2);
+  schema_calibration_free(&c);
+  schema_calibration_free(&a);
+  static const char repeat[] =
+      "{\"schema\":1,\"gpu\":\"g\",\"driver\":\"d\",\"cuda\":\"c\",\"nccl\":\"n\",\"transport\":\"nvlink\","
+      "\"measured_at\":\"t\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":5}],"
+      "\"gemm_wgrad\":[{\"m\":2,\"n\":2,\"k\":2,\"us\":5},{\"m\":2,\"n\":2,\"k\":2,\"us\":6}]}";
+  CU_ASSERT_NOT_EQUAL(schema_calibration_from_json_text(repeat, strlen(repeat), "r.json", &a, &e), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "gemm_wgrad[1]"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "duplicate"));
+}
+
 /* Inside the range, log-space interpolation is exact for a power law. */
 static void test_lookup_interpolates(void) {
   schema_calibration c;
@@ -994,6 +1044,7 @@ int main(void) {
   CU_add_test(s, "malformed calibrations are rejected naming the field", test_malformed_rejected);
   CU_add_test(s, "a missing file is named", test_missing_file);
   CU_add_test(s, "calibration write/read round trip", test_round_trip);
+  CU_add_test(s, "gemm_wgrad: a weight gradient's own timing, by exact shape", test_gemm_wgrad);
   CU_add_test(s, "lookups interpolate in log space", test_lookup_interpolates);
   CU_add_test(s, "GEMMs interpolate along the dimension that varies", test_lookup_gemm_dimensions);
   CU_add_test(s, "GEMM of an unmeasured model: the nearest shapes' efficiency", test_lookup_gemm_nearest_shapes);

@@ -445,6 +445,81 @@ static void test_default_calibration(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(sim_default_calibration(&h100), "/h200-nvlink.json"));
 }
 
+/* A weight gradient's own timing ("gemm_wgrad") prices a backward GEMM's
+ * weight-gradient part; the forward and input-gradient parts keep "gemm". */
+static void test_wgrad_priced_from_its_table(void) {
+  static plan p;
+  ts_err e = {0};
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", PLANS_DIR, "gpt-h4096-1gpu.json");
+  CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
+  schema_calibration cal;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(MEASURED_CALIBRATION, &cal, &e), 0);
+  plan_program prog;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  static sim_costs c;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &p, &cal, NULL, &e), 0);
+  const plan_op *bwd = NULL, *fwd = NULL;
+  for (int i = 0; i < prog.n && !(bwd && fwd); i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= c.n_mops ||
+        c.mops[op->model_op].kind != MODEL_OP_GEMM || strcmp(c.mops[op->model_op].name, "fc1"))
+      continue;
+    if (op->phase == PLAN_PHASE_BWD && op->part != PLAN_PART_DGRAD && !bwd) bwd = op;
+    if (op->phase == PLAN_PHASE_FWD && !fwd) fwd = op;
+  }
+  CU_ASSERT_FATAL(bwd && fwd);
+  double b0, f0, b1, f1;
+  CU_ASSERT_EQUAL_FATAL(sim_compute_s(&c, bwd, &b0, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_compute_s(&c, fwd, &f0, &e), 0);
+  const model_op *mo = &c.mops[bwd->model_op];
+  double w;
+  schema_lookup l;
+  schema_lookup_init(&l, &cal, &c.lk.roof, NULL);
+  CU_ASSERT_EQUAL_FATAL(schema_lookup_gemm(&l, mo->k, mo->n, mo->m, &w, &e), 0);
+  /* the same shape timed as a weight gradient: 1 ms longer */
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_gemm_wgrad(&cal, mo->k, mo->n, mo->m, w + 1000.0), 0);
+  static sim_costs c2;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c2, &p, &cal, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_compute_s(&c2, bwd, &b1, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_compute_s(&c2, fwd, &f1, &e), 0);
+  CU_ASSERT_DOUBLE_EQUAL(b1 - b0, 1000e-6, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(f1, f0, 1e-12);
+  plan_program_free(&prog);
+  schema_calibration_free(&cal);
+}
+
+/* The transfer moves a "gemm_wgrad" point by its own bytes: C read and
+ * written in FP32 (a point compute-bound with a BF16 C can be memory-bound
+ * with it). One point a list, so its floor is t - R: t' = t - R_from + R_to. */
+static void test_wgrad_transfer_bytes(void) {
+  topo_gpu h200, a100;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(topo_gpu_load("H200-SXM", NULL, &h200, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(topo_gpu_load("A100-SXM4-80GB", NULL, &a100, &e), 0);
+  schema_calibration src = {0}, out;
+  snprintf(src.gpu, sizeof src.gpu, "NVIDIA H200");
+  const long long m = 16384, n = 16384, k = 256;
+  const double t = 500.0;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_gemm(&src, m, n, k, t), 0);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_gemm_wgrad(&src, m, n, k, t), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, a100.nvlink_gbps, false, false, &out, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(out.n_gemm_wgrad, 1);
+  CU_ASSERT_EQUAL_FATAL(out.n_gemm, 1);
+  const double flops = 2.0 * m * n * k;
+  const double bf16 = 2.0 * ((double)m * k + (double)k * n + (double)m * n);
+  const double fp32 = 2.0 * ((double)m * k + (double)k * n) + 8.0 * (double)m * n;
+#define ROOF(F, B, G) fmax((F) / ((G).bf16_tflops * 1e12), (B) / ((G).hbm_gbps * 1e9)) * 1e6
+  const double want_w = t - ROOF(flops, fp32, h200) + ROOF(flops, fp32, a100);
+  const double want_g = t - ROOF(flops, bf16, h200) + ROOF(flops, bf16, a100);
+#undef ROOF
+  CU_ASSERT_DOUBLE_EQUAL(out.gemm_wgrad[0].us, want_w, 1e-6 * want_w);
+  CU_ASSERT_DOUBLE_EQUAL(out.gemm[0].us, want_g, 1e-6 * want_g);
+  CU_ASSERT(out.gemm_wgrad[0].us - out.gemm[0].us > 100.0); /* memory-bound on both GPUs with an FP32 C */
+  schema_calibration_free(&out);
+  schema_calibration_free(&src);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("sim_transfer", NULL, NULL);
@@ -459,6 +534,8 @@ int main(void) {
   CU_add_test(s, "same GPU: name and figures", test_same_gpu);
   CU_add_test(s, "measured, transferred or refused: the cluster's GPU against the calibration's", test_cost_source);
   CU_add_test(s, "the default calibration: the cluster GPU's own file, else the H200's", test_default_calibration);
+  CU_add_test(s, "a weight gradient priced from gemm_wgrad, its other parts from gemm", test_wgrad_priced_from_its_table);
+  CU_add_test(s, "gemm_wgrad transferred by its own bytes (FP32 C)", test_wgrad_transfer_bytes);
   CU_add_test(s, "an op faster than the GPU's ceiling is refused", test_ceiling_refused);
   CU_add_test(s, "attention: the ceiling is its causal kernel's FLOPs", test_attention_ceiling_is_the_kernels);
   CU_add_test(s, "the shipped costs respect the H200's ceilings", test_shipped_costs_within_ceiling);

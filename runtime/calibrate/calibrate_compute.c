@@ -219,7 +219,11 @@ int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_cali
   for (int i = 0; i < sh->n_gemm; i++) {
     double us = calib_gemm_combine_passes(t + (size_t)i * passes, passes);
     if (us <= 0) continue;
-    if (schema_calibration_add_gemm(c, sh->gemm[i].m, sh->gemm[i].n, sh->gemm[i].k, us)) {
+    const calib_gemm_shape *s = &sh->gemm[i];
+    /* a weight gradient of a shape that is also timed with a BF16 C goes to "gemm_wgrad" */
+    if ((calib_shapes_twin(sh, i) >= 0 && s->layout == EXEC_GEMM_TN_ACC
+             ? schema_calibration_add_gemm_wgrad(c, s->m, s->n, s->k, us)
+             : schema_calibration_add_gemm(c, s->m, s->n, s->k, us))) {
       ts_fail_sys(e, "calibrate: out of memory");
       goto out;
     }

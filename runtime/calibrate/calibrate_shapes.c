@@ -39,10 +39,15 @@ static int grow(void **arr, int *cap, int need, size_t size, ts_err *e) {
   return 0;
 }
 
+/* A key once per accumulation class: a weight gradient (EXEC_GEMM_TN_ACC: C
+ * accumulated in FP32) and a forward or input-gradient product (BF16 C) of the
+ * same (m, n, k) cost differently, so a shape both use is timed both ways. */
 static int add_gemm(calib_shapes *sh, long long m, long long n, long long k, exec_gemm_layout layout, int swap_mn,
                     calib_gemm_role role, ts_err *e) {
+  const bool acc = layout == EXEC_GEMM_TN_ACC;
   for (int i = 0; i < sh->n_gemm; i++)
-    if (sh->gemm[i].m == m && sh->gemm[i].n == n && sh->gemm[i].k == k) return 0;
+    if (sh->gemm[i].m == m && sh->gemm[i].n == n && sh->gemm[i].k == k && (sh->gemm[i].layout == EXEC_GEMM_TN_ACC) == acc)
+      return 0;
   if (grow((void **)&sh->gemm, &sh->cap_gemm, sh->n_gemm + 1, sizeof *sh->gemm, e)) return -1;
   sh->gemm[sh->n_gemm++] = (calib_gemm_shape){m, n, k, layout, swap_mn, role};
   return 0;
@@ -210,4 +215,11 @@ double calib_shapes_gemm_flops(const calib_shapes *sh) {
   double f = 0;
   for (int i = 0; i < sh->n_gemm; i++) f += 2.0 * sh->gemm[i].m * sh->gemm[i].n * sh->gemm[i].k;
   return f;
+}
+
+int calib_shapes_twin(const calib_shapes *sh, int i) {
+  const calib_gemm_shape *s = &sh->gemm[i];
+  for (int j = 0; j < sh->n_gemm; j++)
+    if (j != i && sh->gemm[j].m == s->m && sh->gemm[j].n == s->n && sh->gemm[j].k == s->k) return j;
+  return -1;
 }

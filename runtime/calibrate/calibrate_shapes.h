@@ -6,7 +6,9 @@
  *   - GEMMs: forward (m, n, k), dgrad (m, k, n) and wgrad (k, n, m) — the
  *     keys the simulator looks up — each with the exec_gemm.h layout and
  *     output type the executor runs that product with, deduplicated by
- *     (m, n, k) (first layout kept);
+ *     (m, n, k) and accumulation (first layout kept): a key that is a weight
+ *     gradient (FP32 C) of one layer and a forward or input-gradient product
+ *     (BF16 C) of another is there twice, once each way;
  *   - attention cores: (micro-batch, heads / tp, seq, head_dim), deduplicated;
  *   - memory-bound shapes: rows x cols of norms, activations, residual adds
  *     and the loss, deduplicated per op. */
@@ -82,6 +84,9 @@ int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib
 /* models: "all" (every *.json in the zoo folder) or a comma-separated list of names. */
 int calib_shapes_build(calib_shapes *sh, const char *models, const char *zoo_dir, const calib_sweep *sw, ts_err *e);
 void calib_shapes_free(calib_shapes *sh);
+/* The other entry of shape i's (m, n, k), timed in the other accumulation
+ * class (add_gemm), or -1. */
+int calib_shapes_twin(const calib_shapes *sh, int i);
 
 const char *calib_mem_kind_name(calib_mem_kind k);
 
