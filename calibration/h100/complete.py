@@ -16,7 +16,11 @@ usage: complete.py --from SRC [--notes TEXT] FILE
 """
 import argparse
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from merge_infer import write_calibration  # noqa: E402  (the merge scripts' writer)
 
 
 def main():
@@ -42,9 +46,7 @@ def main():
                 entries.append(f"{key}.{name}")
     if a.notes is not None:
         cal["notes"] = a.notes[:511]
-    with open(a.file, "w") as f:
-        json.dump(cal, f, indent=1)
-        f.write("\n")
+    write_calibration(a.file, cal)
     print(f"complete.py: {a.file}: sections from {a.src}: {', '.join(taken) or 'none'}; "
           f"{len(entries)} entries: {', '.join(entries) or 'none'}", file=sys.stderr)
 
