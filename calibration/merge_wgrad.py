@@ -15,7 +15,8 @@ list: its layout column) says which class FILE's point is:
     timing of the key takes its place in "gemm";
   - a BF16 product: it stays, and SRC's weight-gradient timing is added to
     "gemm_wgrad".
-Every other point of FILE is left as it is; SRC's other points are not taken.
+Every other point of FILE is left as it is; SRC's other points are not taken;
+a key FILE already has in "gemm_wgrad" is left as it is (merging twice is merging once).
 A key FILE has that CLASSES does not list is an error (its class is unknown).
 A note naming SRC is appended to FILE's notes (cut to 511 characters).
 
@@ -58,7 +59,7 @@ def merge(path, src, cls, src_path):
     moved = added = 0
     for g in src.get("gemm_wgrad", []):
         k = key(g)
-        if k not in gemm:
+        if k not in gemm or k in wgrad:  # a key the file lacks, or one it already splits (merged before)
             continue
         if k not in cls:
             sys.exit(f"merge_wgrad.py: {path}: gemm point {k} is not in the class file; its class is unknown")
