@@ -142,6 +142,7 @@ struct sim_world {
   int n_simulated;
   sg_host_t *hosts;     /* [world] */
   struct sim_pump **pumps; /* [world]: each host's pumps (sim_comm.c) */
+  sg_mailbox_t *sinks;     /* [world]: the mailbox where all-to-all flows to the host go, or NULL (sim_comm.c) */
   sim_rendezvous *buckets[8192];
   double end_s;
   int failed;
@@ -162,6 +163,7 @@ void sim_pump_main(int argc, char **argv);
 typedef struct sim_pump sim_pump;
 void sim_pump_free(sim_pump *pump); /* at the end, with the actors gone */
 void sim_pump_prepare(int host_rank); /* the first pump of a host whose flows are sent for a rank not simulated */
+void sim_sinks_prepare(void); /* a sink on every host a simulated rank's cross-node all-to-all sends to */
 /* sim_engine.c: the stack of a pump actor, which only waits on SimGrid calls: 16 KiB (the contexts' 64 KiB
  * would hold 2 GB for the 32,768 of them on 131,072 GPUs in reduced mode); the sanitizer build keeps its
  * large default. */
