@@ -305,7 +305,8 @@ void sim_collapse_prepare(void) {
           continue;
         }
         if (op->coll == PLAN_COLL_ALLTOALL) {
-          if (a2a_routed[g]) continue;
+          /* --alltoall analytic: an all-to-all starts no flow, its links stay as the others leave them */
+          if (a2a_routed[g] || sim_w->o->alltoall_analytic) continue;
           a2a_routed[g] = true;
           int depth, ne = sim_edges(&sim_w->p->cluster, rs->members[g], n, SIM_ALG_ALLTOALL, NULL, NULL, 0, &depth);
           int *s = malloc(sizeof(int) * (size_t)ne), *d = malloc(sizeof(int) * (size_t)ne);

@@ -151,6 +151,7 @@ static void sink_prepare(int host_rank) {
 static int all_on_one_node(const int *m, int n);
 
 void sim_sinks_prepare(void) {
+  if (sim_w->o->alltoall_analytic) return; /* no all-to-all flows */
   for (int r = 0; r < sim_w->world; r++) {
     sim_rank *rs = sim_w->ranks[r];
     if (!rs) continue;
@@ -396,6 +397,14 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
   int depth, ne;
   if (strcmp(coll, "sendrecv") == 0 || strcmp(coll, "alltoall") == 0) {
     sim_alg alg = coll[0] == 's' ? SIM_ALG_SENDRECV : SIM_ALG_ALLTOALL;
+    if (alg == SIM_ALG_ALLTOALL && sim_w->o->alltoall_analytic) {
+      /* --alltoall analytic: no flows; the members meet and leave together when the all-to-all alone on the
+       * platform would end (sim_scale.c), as flow_phase's members leave when its flows end */
+      double t0 = simgrid_get_clock();
+      sim_w->a2a_analytic++;
+      timed_meeting(rv, t0, t0, sim_alltoall_analytic_s(rs, gkind, wire / n));
+      return simgrid_get_clock() - t0;
+    }
     ne = sim_edges(c, m, n, alg, e_src, e_dst, cap, &depth);
     if (ne > cap) ne = cap;
     for (int i = 0; i < ne; i++) {

@@ -933,6 +933,13 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
                run, asked);
     schema_result_add_note(out, note);
   }
+  if (w->o->alltoall_analytic) {
+    snprintf(note, sizeof note,
+             "alltoall analytic (approximate): %lld cross-node all-to-all calls of the simulated ranks took the time "
+             "max-min sharing gives them alone on their links, without flows (--alltoall flows: every pair's flow)",
+             w->a2a_analytic);
+    schema_result_add_note(out, note);
+  }
   if (w->o->mode == SIM_MODE_REDUCED) {
     snprintf(note, sizeof note,
              "reduced mode: %d representative ranks (tp 0, dp 0 of each stage) stand for %d; ranks[] lists them", n,

@@ -62,6 +62,9 @@ typedef struct sim_rank_s {
   /* the worst route latency and bandwidth among each group's ring edges (sim_comm.c), once known */
   uint8_t ring_route_known[PLAN_GROUP_COUNT];
   double ring_latency_s[PLAN_GROUP_COUNT], ring_bw[PLAN_GROUP_COUNT];
+  /* --alltoall analytic (sim_scale.c): per group, the all-to-all's seconds per byte of an edge and its latency */
+  uint8_t a2a_known[PLAN_GROUP_COUNT];
+  double a2a_s_per_byte[PLAN_GROUP_COUNT], a2a_latency_s[PLAN_GROUP_COUNT];
   sim_rank_stats st;
   double host_t; /* the host clock (sim_host.h): when this rank's host issues its next launch */
   /* under a framework's host time (sim_host.fw): its rates per queue entry of this program's layer ops
@@ -149,6 +152,7 @@ struct sim_world {
   ts_err err;
   int used_platform_links; /* some flow crossed nodes (inter-node bandwidths from the topology) */
   int used_tree;
+  long long a2a_analytic; /* cross-node all-to-alls priced by --alltoall analytic (calls of simulated ranks) */
   bool clock; /* the clock model is on: compute ops run at each rank's speeds, and are logged */
   sim_host host; /* the host clock (off without a "host" section or a plan figure) */
 };
@@ -260,6 +264,9 @@ double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_d
 /* Computes, before the run, the factors every cross-node op of rs may ask for
  * (so that each simulation of the clock model, a forked child, finds them). */
 void sim_scale_prepare(sim_rank *rs);
+/* --alltoall analytic: the time of a cross-node all-to-all of group gkind whose every edge carries edge_bytes,
+ * as max-min sharing gives it to the all-to-alls of the rank's stage alone on the platform (sim_scale.c) */
+double sim_alltoall_analytic_s(sim_rank *rs, int gkind, double edge_bytes);
 void sim_scale_free(void);
 
 /* sim_collapse.c: the private edges of ring and tree phases run as one flow per kind (--collapse on) */
