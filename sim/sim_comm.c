@@ -106,7 +106,7 @@ typedef struct flow_job {
   sg_host_t from, to;
   sg_mailbox_t sink; /* an all-to-all's flow goes into the destination's sink (below); NULL: host to host */
   double bytes;
-  int *left;     /* the phase's helper flows not yet delivered: the last one releases done */
+  int *left;     /* the phase's helper flows still in flight: the last one delivered releases done */
   sg_sem_t done;
 } flow_job;
 

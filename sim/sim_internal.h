@@ -123,7 +123,7 @@ typedef struct sim_rendezvous {
   sg_sem_t start_sem, end_sem, flow_sem;
   sg_bar_t meet; /* timed_meeting's barrier (sim_comm.c) */
   int transient; /* flows launched by helper actors for members not simulated */
-  int flows_left; /* of those, not yet delivered */
+  int flows_left; /* of those, still in flight */
   double start_s;
   double xfer_start_s;
   /* a collective inside a node (sim_comm.c's timed_meeting): the time the members asked for so far, whether

@@ -258,7 +258,7 @@ double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_d
  * program), each edge with the same bytes b. Under max-min sharing with nothing else on the links, the
  * flows through the link l* with the most flows per bandwidth, c_l / B_l, get B / c each from the start
  * (the first link progressive filling saturates) and carry c b bytes: they end b c / B after their
- * latency, and every other flow ends no later. So t = latency + b max_l (c_l / B_l), the latency the
+ * latency, and every other flow ends before or with them. So t = latency + b max_l (c_l / B_l), the latency the
  * largest of the representative group's routes. What it leaves out: every other flow (DP rings and trees,
  * pipeline sends) that shares those links while the all-to-all runs, in both directions: the all-to-all
  * neither slows them nor is slowed by them. The error against the flows: experiments/RESULTS-search.md. */
