@@ -200,6 +200,8 @@ typedef struct {
   plan_host_framework host_framework; /* --host-framework: what issues the layers' kernels in the simulations
                                        * and the emitted plans (default: the executor) */
   bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */
+  bool alltoall_analytic; /* --alltoall analytic: the simulations price cross-node all-to-alls without flows
+                           * (sim_options.alltoall_analytic; approximate; default false: flows) */
   bool bounds_all;        /* (tests) compute every candidate's bound, even where none is needed */
   int keep_estimates;     /* (tests) the head of the estimate ranking kept in best_est (0: 48) */
 } sim_search_options;
@@ -261,6 +263,9 @@ int sim_search_emit_plans(const sim_search_result *r, const sim_search_options *
 /* Simulates plans[i] for i < n in up to `jobs` forked workers; results[i] gets
  * each headline result (ranks/ops not kept); ok[i] says whether it ran, and
  * errors[i] (200 chars each) why not. progress: called after each finishes. */
+/* The sim_options.alltoall_analytic of the simulations that follow in this process and its workers
+ * (sim_search_run sets it from its options). */
+void sim_search_set_alltoall_analytic(bool on);
 int sim_search_simulate_many(const plan *plans, int n, const schema_calibration *cal, int jobs,
                              schema_result *results, bool *ok, char (*errors)[200],
                              void (*progress)(int done, int total, void *arg), void *arg, ts_err *e);

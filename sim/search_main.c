@@ -59,6 +59,11 @@ const char sim_search_usage[] =
     "                      (Megatron-Core's measured host time, the calibration's framework_host\n"
     "                      section; the estimate takes it as a floor per layer-micro-batch) (default\n"
     "                      executor)\n"
+    "  --alltoall flows|analytic\n"
+    "                      the simulations run a cross-node all-to-all as every ordered pair's flow\n"
+    "                      (flows, the default), or, APPROXIMATE, price it as max-min sharing gives it\n"
+    "                      alone on its links, without flows (analytic: seconds instead of minutes a\n"
+    "                      simulation where EP crosses nodes; as tacosim simulate --alltoall)\n"
     "  --no-progress       no progress bar (it is shown only on a terminal anyway)\n"
     "MPI: started by mpirun (mpirun -np N tacosim search ...), the processes share the simulations\n"
     "  (each its part of every round, --jobs workers each) and process 0 prints the same ranking as\n"
@@ -149,7 +154,14 @@ static int run(int argc, char **argv, sim_search_options *op, long cores) {
       if (sim_search_parse_headroom(v, &o.headroom_gib, &o.headroom_fraction, &e)) return bad("%s%s", e.msg, "");
     } else if (strcmp(a, "--emit-plans") == 0)
       o.emit_plans = v;
-    else if (strcmp(a, "--host-framework") == 0) {
+    else if (strcmp(a, "--alltoall") == 0) {
+      if (strcmp(v, "analytic") == 0)
+        o.alltoall_analytic = true;
+      else if (strcmp(v, "flows") == 0)
+        o.alltoall_analytic = false;
+      else
+        return bad("--alltoall: \"%s\" is not flows or analytic%s", v, "");
+    } else if (strcmp(a, "--host-framework") == 0) {
       int k = 0;
       while (plan_host_framework_names[k] && strcmp(plan_host_framework_names[k], v) != 0) k++;
       if (!plan_host_framework_names[k])

@@ -29,6 +29,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   if (o->host_framework != PLAN_HOST_EXECUTOR)
     fprintf(out, "host          %s's measured host time (the calibration's framework_host section)\n",
             plan_host_framework_names[o->host_framework]);
+  if (o->alltoall_analytic)
+    fprintf(out, "alltoall      analytic (APPROXIMATE): cross-node all-to-alls priced without flows, alone on "
+                 "their links (--alltoall flows: every pair's flow)\n");
   if (o->headroom_gib > 0 || o->headroom_fraction > 0)
     fprintf(out, "headroom      %.1f GiB + %.0f %% of the HBM kept free beyond the memory model\n", o->headroom_gib,
             100 * o->headroom_fraction);
@@ -239,6 +242,7 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
   json_object_set_new(counts, "pruned", json_integer(r->pruned));
   json_object_set_new(counts, "processes", json_integer(r->processes > 0 ? r->processes : 1));
   json_object_set_new(root, "exhaustive", json_boolean(o->exhaustive));
+  json_object_set_new(root, "alltoall", json_string(o->alltoall_analytic ? "analytic" : "flows"));
   json_object_set_new(root, "time_s",
                       json_pack("{s:f,s:f,s:f,s:f,s:f}", "total", r->total_s, "enumerate", r->enumerate_s, "estimate",
                                 r->estimate_s, "simulate", r->simulate_s, "bounds", r->bound_s));

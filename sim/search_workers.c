@@ -25,12 +25,16 @@ typedef struct {
   char error[200];
 } worker_msg;
 
+static bool alltoall_analytic;
+void sim_search_set_alltoall_analytic(bool on) { alltoall_analytic = on; }
+
 static void run_worker(const plan *p, const schema_calibration *cal, int fd) {
   int devnull = open("/dev/null", O_WRONLY);
   if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
   worker_msg msg;
   memset(&msg, 0, sizeof msg);
-  sim_options o = {.mode = SIM_MODE_REDUCED, .cal = cal, .record_ops = false, .warn = NULL};
+  sim_options o = {.mode = SIM_MODE_REDUCED, .cal = cal, .record_ops = false, .warn = NULL,
+                   .alltoall_analytic = alltoall_analytic};
   schema_result r;
   ts_err e = {0};
   if (sim_run(p, &o, &r, &e) == 0) {

@@ -55,6 +55,11 @@ typedef struct {
    * simulator's own event queue (sim_local.c; the same instants, far fewer SimGrid calls); true: every
    * stream is a SimGrid actor */
   bool local_off;
+  /* false (default): a cross-node all-to-all runs as every ordered pair's flow on the platform; true
+   * (`--alltoall analytic`, approximate): it takes the time max-min sharing gives it alone on the
+   * platform, latency + bytes x max over links of flows / bandwidth, without flows (sim_scale.c); it
+   * neither slows nor is slowed by the other traffic on its links. */
+  bool alltoall_analytic;
 } sim_options;
 
 /* Simulates one iteration; fills *out (schema_result_free it). Call once per process. */

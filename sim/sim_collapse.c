@@ -285,6 +285,7 @@ void sim_collapse_prepare(void) {
   for (int r = 0; r < sim_w->world; r++) {
     sim_rank *rs = sim_w->ranks[r];
     if (!rs) continue;
+    bool a2a_routed[PLAN_GROUP_COUNT] = {0}; /* a group's all-to-all flows are the same at every call */
     for (int i = 0; i < rs->prog->n; i++) {
       const plan_op *op = &rs->prog->ops[i];
       if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
@@ -304,6 +305,9 @@ void sim_collapse_prepare(void) {
           continue;
         }
         if (op->coll == PLAN_COLL_ALLTOALL) {
+          /* --alltoall analytic: an all-to-all starts no flow, its links stay as the others leave them */
+          if (a2a_routed[g] || sim_w->o->alltoall_analytic) continue;
+          a2a_routed[g] = true;
           int depth, ne = sim_edges(&sim_w->p->cluster, rs->members[g], n, SIM_ALG_ALLTOALL, NULL, NULL, 0, &depth);
           int *s = malloc(sizeof(int) * (size_t)ne), *d = malloc(sizeof(int) * (size_t)ne);
           if (!s || !d) abort();

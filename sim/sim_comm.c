@@ -12,6 +12,7 @@
 #include <simgrid/comm.h>
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
+#include <simgrid/mailbox.h>
 #include <simgrid/semaphore.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,10 @@ void sim_rendezvous_leave(sim_rendezvous *rv) {
  * "pump" actor on the source host (an actor per flow would cost a stack per
  * flow); each such host gets its first pump before the simulations fork, so
  * the forked passes do not each create thousands of actors. A pump takes the jobs queued on it at once, starts their flows, and
- * signals each job's semaphore as its flow is delivered. A job must start
+ * counts each one down as it is delivered; the pump that delivers a phase's last helper flow signals the
+ * phase's semaphore, so the member that waits for them wakes once, when it would have taken the last of
+ * one signal a flow (exact: every shipped plan predicts the same to 9 digits, 7 % less CPU on an EP-32
+ * all-to-all across nodes, experiments/RESULTS-search.md). A job must start
  * when it is queued: a pump whose flows are in flight cannot start new ones,
  * so a job goes to an idle pump of its host, and a new pump is
  * created when every one is busy (a node leader of a tree sends to its chain
@@ -100,9 +104,79 @@ void sim_rendezvous_leave(sim_rendezvous *rv) {
 typedef struct flow_job {
   struct flow_job *next;
   sg_host_t from, to;
+  sg_mailbox_t sink; /* an all-to-all's flow goes into the destination's sink (below); NULL: host to host */
   double bytes;
+  int *left;     /* the phase's helper flows still in flight: the last one delivered releases done */
   sg_sem_t done;
 } flow_job;
+
+/* ---- sinks: where an all-to-all's flows go ----
+ *
+ * SimGrid 3.32 keeps every host-to-host flow (Comm::sendto_async, a detached
+ * comm) in one list of the engine's and drops each finished one by a scan of
+ * that whole list: the cost of a flow's end grows with the flows in flight.
+ * An all-to-all puts n(n - 1) flows in flight at once (992 at EP 32, several
+ * thousand with the all-to-alls of four stages overlapping), and that scan
+ * was 40-45 % of the CPU of an EP-32-across-nodes simulation
+ * (experiments/RESULTS-search.md, "all-to-all flows into sinks"). So an
+ * all-to-all's flow is a put_async into a "sink" mailbox of the destination
+ * host, whose permanent receiver (an actor receiving forever) starts the
+ * transfer at once: the same network action (route, bytes, instant) as
+ * sendto_async, kept in the list of the actor that sends it (its own few
+ * flows), at the cost of the sink's wake-up when the flow ends. Until
+ * 2026-12-05 every flow went this way; every plan of experiments/ predicted
+ * the same to 9 digits either way (sim/README.md, "Flows"). The other flows
+ * (rings, trees, send/recv: few in flight) stay host to host, without a sink's
+ * wake-up. Each host that receives an all-to-all's flow gets its sink before
+ * the simulations start (sim_sinks_prepare). */
+static char flow_payload; /* SimGrid refuses NULL payloads; the sinks ignore it */
+
+static void sim_sink_main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  sg_mailbox_t mb = sg_actor_self_get_data();
+  sg_mailbox_set_receiver(sg_mailbox_get_name(mb));
+  for (;;) sg_mailbox_get(mb);
+}
+
+static void sink_prepare(int host_rank) {
+  if (sim_w->sinks[host_rank]) return;
+  char name[32];
+  snprintf(name, sizeof name, "sink%d", host_rank);
+  sg_mailbox_t mb = sg_mailbox_by_name(name);
+  sg_actor_t a = sg_actor_init(name, sim_w->hosts[host_rank]);
+  sim_small_stack(a);
+  sg_actor_set_data(a, mb);
+  sg_actor_start(a, sim_sink_main, 0, NULL);
+  sg_actor_daemonize(a);
+  sim_w->sinks[host_rank] = mb;
+}
+
+static int all_on_one_node(const int *m, int n);
+
+void sim_sinks_prepare(void) {
+  if (sim_w->o->alltoall_analytic) return; /* no all-to-all flows */
+  for (int r = 0; r < sim_w->world; r++) {
+    sim_rank *rs = sim_w->ranks[r];
+    if (!rs) continue;
+    bool done[PLAN_GROUP_COUNT] = {0};
+    for (int i = 0; i < rs->prog->n; i++) {
+      const plan_op *op = &rs->prog->ops[i];
+      if (op->kind != PLAN_OP_COLLECTIVE || op->coll != PLAN_COLL_ALLTOALL) continue;
+      int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP;
+      const int *m = rs->members[g];
+      int n = rs->n_members[g];
+      if (done[g] || n <= 1 || all_on_one_node(m, n)) continue;
+      done[g] = true;
+      for (int k = 0; k < n; k++)
+        if (sim_w->hosts[m[k]]) sink_prepare(m[k]);
+    }
+  }
+}
+
+static sg_comm_t start_flow(sg_host_t from, sg_host_t to, sg_mailbox_t sink, double bytes) {
+  return sink ? sg_mailbox_put_async(sink, &flow_payload, (long)bytes) : sim_sendto_async(from, to, bytes);
+}
 
 struct sim_pump {
   struct sim_pump *next; /* the other pumps of this host */
@@ -133,7 +207,7 @@ void sim_pump_main(int argc, char **argv) {
     }
     n = 0;
     for (flow_job *j = batch; j; j = j->next) pump->jobs[n++] = j;
-    for (int i = 0; i < n; i++) pump->comms[i] = sim_sendto_async(pump->jobs[i]->from, pump->jobs[i]->to, pump->jobs[i]->bytes);
+    for (int i = 0; i < n; i++) pump->comms[i] = start_flow(pump->jobs[i]->from, pump->jobs[i]->to, pump->jobs[i]->sink, pump->jobs[i]->bytes);
     while (n > 0) {
       ssize_t k = n == 1 ? 0 : sg_comm_wait_any(pump->comms, (size_t)n);
       if (n == 1) sg_comm_wait(pump->comms[0]);
@@ -142,7 +216,7 @@ void sim_pump_main(int argc, char **argv) {
       pump->comms[k] = pump->comms[n - 1];
       pump->jobs[k] = pump->jobs[n - 1];
       n--;
-      sg_sem_release(j->done);
+      if (--*j->left == 0) sg_sem_release(j->done);
       free(j);
     }
     pump->busy = 0;
@@ -177,7 +251,7 @@ void sim_pump_prepare(int src) {
   if (!sim_w->pumps[src]) sim_w->pumps[src] = new_pump(src, 0);
 }
 
-static void start_helper_flow(int src, int dst, double bytes, sg_sem_t done) {
+static void start_helper_flow(int src, int dst, bool sink, double bytes, int *left, sg_sem_t done) {
   sim_pump **slot = &sim_w->pumps[src];
   int index = 0;
   while (*slot && (*slot)->busy) slot = &(*slot)->next, index++;
@@ -185,7 +259,7 @@ static void start_helper_flow(int src, int dst, double bytes, sg_sem_t done) {
   sim_pump *pump = *slot;
   flow_job *j = malloc(sizeof *j);
   if (!j) abort();
-  *j = (flow_job){NULL, sim_w->hosts[src], sim_w->hosts[dst], bytes, done};
+  *j = (flow_job){NULL, sim_w->hosts[src], sim_w->hosts[dst], sink ? sim_w->sinks[dst] : NULL, bytes, left, done};
   bool wake = !pump->head;
   if (pump->tail)
     pump->tail->next = j;
@@ -257,16 +331,16 @@ static void timed_meeting(sim_rendezvous *rv, double now, double arrive, double 
  * edges whose source is not simulated (reduced mode); everyone leaves when
  * all flows of the phase are delivered. Returns the phase's duration. */
 static double flow_phase(sim_rank *rs, sim_rendezvous *rv, const int *src, const int *dst,
-                         const double *bytes, int ne) {
+                         const double *bytes, int ne, bool sink) {
   double t0 = simgrid_get_clock();
   int last = rv->expected <= 1 || rv->arrived + 1 == rv->expected;
   if (last) {
     rv->transient = 0;
+    for (int i = 0; i < ne; i++) rv->transient += !sim_w->ranks[src[i]] && bytes[i] > 0;
+    rv->flows_left = rv->transient;
     for (int i = 0; i < ne; i++)
-      if (!sim_w->ranks[src[i]] && bytes[i] > 0) {
-        start_helper_flow(src[i], dst[i], bytes[i], lazy_sem(&rv->flow_sem));
-        rv->transient++;
-      }
+      if (!sim_w->ranks[src[i]] && bytes[i] > 0)
+        start_helper_flow(src[i], dst[i], sink, bytes[i], &rv->flows_left, lazy_sem(&rv->flow_sem));
   }
   barrier(rv, &rv->arrived, &rv->start_sem);
   int n_own = 0;
@@ -277,13 +351,15 @@ static double flow_phase(sim_rank *rs, sim_rendezvous *rv, const int *src, const
     n_own = 0;
     for (int i = 0; i < ne; i++)
       if (src[i] == rs->rank && bytes[i] > 0)
-        own[n_own++] = sim_sendto_async(sim_w->hosts[rs->rank], sim_w->hosts[dst[i]], bytes[i]);
+        own[n_own++] = start_flow(sim_w->hosts[rs->rank], sim_w->hosts[dst[i]], sink ? sim_w->sinks[dst[i]] : NULL,
+                                  bytes[i]);
     sg_comm_wait_all(own, (size_t)n_own);
     free(own);
   }
-  /* the last member out waits for the helper flows, then releases the rest */
+  /* the last member out waits for the helper flows (one signal when the last is delivered), then releases the
+   * rest */
   if (rv->ended + 1 == rv->expected || rv->expected <= 1) {
-    for (int i = 0; i < rv->transient; i++) sg_sem_acquire(rv->flow_sem);
+    if (rv->transient) sg_sem_acquire(rv->flow_sem);
     rv->transient = 0;
   }
   barrier(rv, &rv->ended, &rv->end_sem);
@@ -326,13 +402,21 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
   int depth, ne;
   if (strcmp(coll, "sendrecv") == 0 || strcmp(coll, "alltoall") == 0) {
     sim_alg alg = coll[0] == 's' ? SIM_ALG_SENDRECV : SIM_ALG_ALLTOALL;
+    if (alg == SIM_ALG_ALLTOALL && sim_w->o->alltoall_analytic) {
+      /* --alltoall analytic: no flows; the members meet and leave together when the all-to-all alone on the
+       * platform would end (sim_scale.c), as flow_phase's members leave when its flows end */
+      double t0 = simgrid_get_clock();
+      sim_w->a2a_analytic++;
+      timed_meeting(rv, t0, t0, sim_alltoall_analytic_s(rs, gkind, wire / n));
+      return simgrid_get_clock() - t0;
+    }
     ne = sim_edges(c, m, n, alg, e_src, e_dst, cap, &depth);
     if (ne > cap) ne = cap;
     for (int i = 0; i < ne; i++) {
       e_bytes[i] = alg == SIM_ALG_SENDRECV ? wire : wire / n;
       if (reduced) e_bytes[i] *= sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne);
     }
-    return flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
+    return flow_phase(rs, rv, e_src, e_dst, e_bytes, ne, alg == SIM_ALG_ALLTOALL);
   }
   bool allreduce = strcmp(coll, "allreduce") == 0;
   ne = sim_edges(c, m, n, SIM_ALG_RING, e_src, e_dst, cap, &depth);
@@ -370,7 +454,7 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
         for (int i = 0; i < ne; i++)
           e_bytes[i] = 0.5 * wire * (reduced ? sim_edge_scale(rs, gkind, alg, e_src[i], e_dst[i], ne) : 1.0);
         ne = sim_collapse_edges(cls, alg, e_src, e_dst, e_bytes, ne);
-        t += flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
+        t += flow_phase(rs, rv, e_src, e_dst, e_bytes, ne, false);
         /* a flow pays one route latency; the tree's other levels pay theirs */
         if (depth > 1) sg_actor_sleep_for((depth - 1) * rf.latency_s), t += (depth - 1) * rf.latency_s;
       }
@@ -381,7 +465,7 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
     e_bytes[i] = ring_factor * wire / rings *
                  (reduced ? sim_edge_scale(rs, gkind, SIM_ALG_RING, e_src[i], e_dst[i], ne) : 1.0);
   ne = sim_collapse_edges(cls, SIM_ALG_RING, e_src, e_dst, e_bytes, ne);
-  t = flow_phase(rs, rv, e_src, e_dst, e_bytes, ne);
+  t = flow_phase(rs, rv, e_src, e_dst, e_bytes, ne, false);
   /* NCCL's ring moves the message in ring_steps steps, each paying the route
    * latency; the flows above paid it once. */
   if (ring_steps > 1) {
@@ -808,7 +892,7 @@ void sim_run_sendrecv(sim_rank *rs, int i) {
                          ? sim_edge_scale(rs, PLAN_GROUP_PP, SIM_ALG_SENDRECV, src, dst, 1)
                          : 1.0;
       double b = op->wire_bytes * scale;
-      xfer = flow_phase(rs, &solo, &src, &dst, &b, 1);
+      xfer = flow_phase(rs, &solo, &src, &dst, &b, 1, false);
       if (solo.flow_sem) sg_sem_destroy(solo.flow_sem);
     }
     double rest = cc.mid_us * 1e-6 - xfer;

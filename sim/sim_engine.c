@@ -793,7 +793,8 @@ void sim_small_stack(sg_actor_t a) {
 static int start_actors(sim_world *w, const unsigned char *need, ts_err *e) {
   w->hosts = calloc((size_t)w->world, sizeof *w->hosts);
   w->pumps = calloc((size_t)w->world, sizeof *w->pumps);
-  if (!w->hosts || !w->pumps) return ts_fail_sys(e, "out of memory");
+  w->sinks = calloc((size_t)w->world, sizeof *w->sinks);
+  if (!w->hosts || !w->pumps || !w->sinks) return ts_fail_sys(e, "out of memory");
   /* one pass over the host list (sg_host_by_name walks every zone: quadratic at 16k hosts) */
   sg_host_t *all = sg_host_list();
   size_t n_all = sg_host_count();
@@ -816,6 +817,7 @@ static int start_actors(sim_world *w, const unsigned char *need, ts_err *e) {
    * flow that is not collapsed away leaves from: sim_collapse.c; the others get one when needed) */
   for (int r = 0; r < w->world; r++)
     if (need[r] && !w->ranks[r] && (w->o->collapse_off || sim_collapse_flows_from(r))) sim_pump_prepare(r);
+  sim_sinks_prepare();
   /* the streams the simulator's own event queue runs (sim_local.c) get no actor */
   if (sim_local_setup(w, e)) return -1;
   for (int r = 0; r < w->world; r++) {
@@ -931,6 +933,13 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
                run, asked);
     schema_result_add_note(out, note);
   }
+  if (w->o->alltoall_analytic) {
+    snprintf(note, sizeof note,
+             "alltoall analytic (approximate): %lld cross-node all-to-all calls of the simulated ranks took the time "
+             "max-min sharing gives them alone on their links, without flows (--alltoall flows: every pair's flow)",
+             w->a2a_analytic);
+    schema_result_add_note(out, note);
+  }
   if (w->o->mode == SIM_MODE_REDUCED) {
     snprintf(note, sizeof note,
              "reduced mode: %d representative ranks (tp 0, dp 0 of each stage) stand for %d; ranks[] lists them", n,
@@ -978,6 +987,7 @@ static void free_world(sim_world *w) {
   free(w->hosts);
   for (size_t i = 0; w->pumps && i < (size_t)w->world; i++) sim_pump_free(w->pumps[i]);
   free(w->pumps);
+  free(w->sinks); /* the mailboxes are SimGrid's */
   free(w);
 }
 

@@ -62,6 +62,9 @@ typedef struct sim_rank_s {
   /* the worst route latency and bandwidth among each group's ring edges (sim_comm.c), once known */
   uint8_t ring_route_known[PLAN_GROUP_COUNT];
   double ring_latency_s[PLAN_GROUP_COUNT], ring_bw[PLAN_GROUP_COUNT];
+  /* --alltoall analytic (sim_scale.c): per group, the all-to-all's seconds per byte of an edge and its latency */
+  uint8_t a2a_known[PLAN_GROUP_COUNT];
+  double a2a_s_per_byte[PLAN_GROUP_COUNT], a2a_latency_s[PLAN_GROUP_COUNT];
   sim_rank_stats st;
   double host_t; /* the host clock (sim_host.h): when this rank's host issues its next launch */
   /* under a framework's host time (sim_host.fw): its rates per queue entry of this program's layer ops
@@ -120,6 +123,7 @@ typedef struct sim_rendezvous {
   sg_sem_t start_sem, end_sem, flow_sem;
   sg_bar_t meet; /* timed_meeting's barrier (sim_comm.c) */
   int transient; /* flows launched by helper actors for members not simulated */
+  int flows_left; /* of those, still in flight */
   double start_s;
   double xfer_start_s;
   /* a collective inside a node (sim_comm.c's timed_meeting): the time the members asked for so far, whether
@@ -142,12 +146,14 @@ struct sim_world {
   int n_simulated;
   sg_host_t *hosts;     /* [world] */
   struct sim_pump **pumps; /* [world]: each host's pumps (sim_comm.c) */
+  sg_mailbox_t *sinks;     /* [world]: the mailbox where all-to-all flows to the host go, or NULL (sim_comm.c) */
   sim_rendezvous *buckets[8192];
   double end_s;
   int failed;
   ts_err err;
   int used_platform_links; /* some flow crossed nodes (inter-node bandwidths from the topology) */
   int used_tree;
+  long long a2a_analytic; /* cross-node all-to-alls priced by --alltoall analytic (calls of simulated ranks) */
   bool clock; /* the clock model is on: compute ops run at each rank's speeds, and are logged */
   sim_host host; /* the host clock (off without a "host" section or a plan figure) */
 };
@@ -162,6 +168,7 @@ void sim_pump_main(int argc, char **argv);
 typedef struct sim_pump sim_pump;
 void sim_pump_free(sim_pump *pump); /* at the end, with the actors gone */
 void sim_pump_prepare(int host_rank); /* the first pump of a host whose flows are sent for a rank not simulated */
+void sim_sinks_prepare(void); /* a sink on every host a simulated rank's cross-node all-to-all sends to */
 /* sim_engine.c: the stack of a pump actor, which only waits on SimGrid calls: 16 KiB (the contexts' 64 KiB
  * would hold 2 GB for the 32,768 of them on 131,072 GPUs in reduced mode); the sanitizer build keeps its
  * large default. */
@@ -258,6 +265,9 @@ double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_d
 /* Computes, before the run, the factors every cross-node op of rs may ask for
  * (so that each simulation of the clock model, a forked child, finds them). */
 void sim_scale_prepare(sim_rank *rs);
+/* --alltoall analytic: the time of a cross-node all-to-all of group gkind whose every edge carries edge_bytes,
+ * as max-min sharing gives it to the all-to-alls of the rank's stage alone on the platform (sim_scale.c) */
+double sim_alltoall_analytic_s(sim_rank *rs, int gkind, double edge_bytes);
 void sim_scale_free(void);
 
 /* sim_collapse.c: the private edges of ring and tree phases run as one flow per kind (--collapse on) */

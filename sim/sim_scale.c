@@ -253,6 +253,66 @@ double sim_edge_scale(sim_rank *rs, int gkind, int alg, int edge_src, int edge_d
   return lo < sc->n && sc->src[lo] == edge_src && sc->dst[lo] == edge_dst ? sc->k[lo] : 1.0;
 }
 
+/* --alltoall analytic (approximate, off by default): a cross-node all-to-all priced without flows. Every
+ * group of the kind at this rank's pipeline stage runs its all-to-all (every rank of a stage runs the same
+ * program), each edge with the same bytes b. Under max-min sharing with nothing else on the links, the
+ * flows through the link l* with the most flows per bandwidth, c_l / B_l, get B / c each from the start
+ * (the first link progressive filling saturates) and carry c b bytes: they end b c / B after their
+ * latency, and every other flow ends before or with them. So t = latency + b max_l (c_l / B_l), the latency the
+ * largest of the representative group's routes. What it leaves out: every other flow (DP rings and trees,
+ * pipeline sends) that shares those links while the all-to-all runs, in both directions: the all-to-all
+ * neither slows them nor is slowed by them. The error against the flows: experiments/RESULTS-search.md. */
+double sim_alltoall_analytic_s(sim_rank *rs, int gkind, double edge_bytes) {
+  if (!rs->a2a_known[gkind]) {
+    const plan *p = sim_w->p;
+    const topo_cluster *c = &p->cluster;
+    int world = sim_w->world;
+    plan_coord me = plan_coord_of(p, rs->rank);
+    int *members = malloc(sizeof(int) * (size_t)world);
+    unsigned char *seen = calloc((size_t)world, 1);
+    if (!members || !seen) abort(); /* out of memory inside the simulation */
+    link_table links = {0};
+    int *src = NULL, *dst = NULL, cap = 0, depth;
+    for (int r = 0; r < world; r++) {
+      plan_coord rc = plan_coord_of(p, r);
+      if (rc.pp != me.pp || seen[r]) continue;
+      int n = plan_group_members(p, r, (plan_group_kind)gkind, members, world);
+      for (int i = 0; i < n; i++)
+        if (members[i] >= 0 && members[i] < world) seen[members[i]] = 1;
+      int ne = sim_edges(c, members, n, SIM_ALG_ALLTOALL, NULL, NULL, 0, &depth);
+      if (ne > cap) {
+        cap = ne;
+        src = realloc(src, sizeof(int) * (size_t)cap), dst = realloc(dst, sizeof(int) * (size_t)cap);
+        if (!src || !dst) abort();
+      }
+      sim_edges(c, members, n, SIM_ALG_ALLTOALL, src, dst, cap, &depth);
+      for (int i = 0; i < ne; i++) count_route(src[i], dst[i], 0, &links);
+    }
+    /* the representative group's routes: the busiest link per bandwidth on them, and the largest latency */
+    const int *m = rs->members[gkind];
+    int n = rs->n_members[gkind];
+    double s_per_byte = 0, latency = 0;
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < n; j++) {
+        if (i == j) continue;
+        route_link route[ROUTE_MAX];
+        int len = route_of(m[i], m[j], route);
+        for (int k = 0; k < len; k++) {
+          const link_count *lc = link_slot(&links, &route[k]);
+          double per = (lc->shared && lc->all > 0 ? lc->all : 1) / lc->bw;
+          if (per > s_per_byte) s_per_byte = per;
+        }
+        double l = sg_host_get_route_latency(sim_w->hosts[m[i]], sim_w->hosts[m[j]]);
+        if (l > latency) latency = l;
+      }
+    free(links.slots);
+    free(members), free(seen), free(src), free(dst);
+    rs->a2a_s_per_byte[gkind] = s_per_byte, rs->a2a_latency_s[gkind] = latency;
+    rs->a2a_known[gkind] = 1;
+  }
+  return rs->a2a_latency_s[gkind] + edge_bytes * rs->a2a_s_per_byte[gkind];
+}
+
 static bool one_node(const int *m, int n) {
   for (int i = 1; i < n; i++)
     if (topo_node_of(&sim_w->p->cluster, m[i]) != topo_node_of(&sim_w->p->cluster, m[0])) return false;

@@ -109,6 +109,13 @@ static const char simulate_usage[] =
     "                          a link run as one flow per kind (bytes, route), which ends when each would:\n"
     "                          the same prediction with fewer flows (on, the default; sim/README.md), or\n"
     "                          every edge as its own flow (off); the result's notes say which\n"
+    "  --alltoall flows|analytic\n"
+    "                          a cross-node all-to-all (the expert dispatch and combine) runs as every ordered\n"
+    "                          pair's flow on the platform (flows, the default), or, APPROXIMATE, takes the\n"
+    "                          time max-min sharing gives it alone on its links, latency + bytes x max over\n"
+    "                          links of flows / bandwidth, without flows (analytic: much faster where EP\n"
+    "                          crosses nodes; the all-to-all neither slows nor is slowed by the DP and\n"
+    "                          pipeline traffic on those links; error measured in experiments/RESULTS-search.md)\n"
     "  --local-queue on|off    the compute streams, and the streams whose ops all stay inside a node, run on\n"
     "                          the simulator's own event queue (on, the default: the same prediction with far\n"
     "                          fewer SimGrid calls; sim/README.md \"Speed\"), or each stream as a SimGrid\n"
@@ -264,6 +271,7 @@ static int cmd_simulate(int argc, char **argv) {
   sim_mode mode = SIM_MODE_REDUCED;
   sim_transfer_mode transfer = SIM_TRANSFER_ROOFLINE;
   bool ideal_overlap = false, clock_off = false, collapse_off = false, local_off = false, decode_set = false;
+  bool a2a_analytic = false;
   sim_infer_opts io = {.decode_graph = false};
   if (wants_help(argc, argv, simulate_usage)) return 0;
   for (int i = 1; i < argc; i++) {
@@ -280,6 +288,14 @@ static int cmd_simulate(int argc, char **argv) {
     } else if (strcmp(a, "--collapse") == 0 && has_value) {
       int rc = parse_on_off("simulate", "--collapse", argv[++i], &collapse_off);
       if (rc) return rc;
+    } else if (strcmp(a, "--alltoall") == 0 && has_value) {
+      const char *v = argv[++i];
+      if (strcmp(v, "analytic") == 0)
+        a2a_analytic = true;
+      else if (strcmp(v, "flows") == 0)
+        a2a_analytic = false;
+      else
+        return command_error("simulate", "--alltoall: \"%s\" is not one of flows, analytic", v);
     } else if (strcmp(a, "--local-queue") == 0 && has_value) {
       int rc = parse_on_off("simulate", "--local-queue", argv[++i], &local_off);
       if (rc) return rc;
@@ -361,7 +377,7 @@ static int cmd_simulate(int argc, char **argv) {
   }
   sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr,
                    .progress = isatty(STDERR_FILENO) ? stderr : NULL, .ideal_overlap = ideal_overlap, .clock_off = clock_off,
-                   .collapse_off = collapse_off, .local_off = local_off};
+                   .collapse_off = collapse_off, .local_off = local_off, .alltoall_analytic = a2a_analytic};
   o.record_ranks = sel;
   schema_result r;
   int rc = sim_run(&p, &o, &r, &e);
@@ -371,6 +387,8 @@ static int cmd_simulate(int argc, char **argv) {
              mode == SIM_MODE_FULL ? "full" : "reduced", ideal_overlap ? "ideal" : "sm-wait", clock_off ? "off" : "on",
              collapse_off ? "off" : "on", local_off ? "off" : "on", trace_ranks ? " --trace-ranks " : "",
              trace_ranks ? trace_ranks : "");
+    n = strlen(options);
+    snprintf(options + n, sizeof options - n, " --alltoall %s", a2a_analytic ? "analytic" : "flows");
     memcpy(r.options, options, sizeof r.options);
     char line[256];
     sim_cost_source_line(&src, line, sizeof line);

@@ -40,22 +40,27 @@ static plan_op *add_op(plan_program *pr, plan_op_kind kind, plan_stream stream) 
   return op;
 }
 
-/* Runs one program per rank, built by fill(rank, program). */
-static int run(const plan *p, void (*fill)(const plan *, plan_program *), schema_result *r) {
+/* Runs one program per rank, built by fill(rank, program); platform NULL: the plan's cluster. */
+static int run_with(const plan *p, void (*fill)(const plan *, plan_program *), const char *platform, bool a2a_analytic,
+                    schema_result *r) {
   int world = plan_world_size(p);
   plan_program *pr = calloc((size_t)world, sizeof *pr);
   for (int k = 0; k < world; k++) {
     pr[k].rank = k, pr[k].cap = 16, pr[k].ops = calloc(16, sizeof(plan_op));
     fill(p, &pr[k]);
   }
-  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .platform_path = platform_path, .programs = pr,
-                   .clock_off = true};
+  sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .platform_path = platform, .programs = pr,
+                   .clock_off = true, .alltoall_analytic = a2a_analytic};
   ts_err e = {0};
   int rc = sim_run_isolated(p, &o, r, &e);
   if (rc) fprintf(stderr, "\n  simulation failed: %s\n", e.msg);
   for (int k = 0; k < world; k++) free(pr[k].ops);
   free(pr);
   return rc;
+}
+
+static int run(const plan *p, void (*fill)(const plan *, plan_program *), schema_result *r) {
+  return run_with(p, fill, platform_path, false, r);
 }
 
 static double a2a_bytes = 4e8;
@@ -86,6 +91,27 @@ static void test_alltoall_on_a_switch(void) {
     NEAR(r.iteration_time_s, expect, 0.01);
     NEAR(r.breakdown.ep_exposed_s, expect, 0.01);
     schema_result_free(&r);
+  }
+}
+
+/* --alltoall analytic on the same switch: no flows, the same time to the rounding (each host's link carries
+ * n - 1 flows of S/n each way, all ending together: t = 2 LAT + (n - 1) S / (n BW)), and the note says so. */
+static void test_alltoall_analytic_on_a_switch(void) {
+  for (int n = 4; n <= 8; n += 4) {
+    plan p;
+    make_plan(&p, n, 1.0);
+    schema_result flows, analytic;
+    CU_ASSERT_EQUAL_FATAL(run_with(&p, one_alltoall, platform_path, false, &flows), 0);
+    CU_ASSERT_EQUAL_FATAL(run_with(&p, one_alltoall, platform_path, true, &analytic), 0);
+    double expect = (n - 1.0) / n * a2a_bytes / BW + 2 * LAT;
+    NEAR(analytic.iteration_time_s, expect, 1e-12);
+    NEAR(analytic.iteration_time_s, flows.iteration_time_s, 1e-9);
+    NEAR(analytic.breakdown.ep_exposed_s, flows.breakdown.ep_exposed_s, 1e-9);
+    bool noted = false;
+    for (int k = 0; k < analytic.n_notes; k++) noted |= strstr(analytic.notes[k], "alltoall analytic") != NULL;
+    CU_ASSERT(noted);
+    schema_result_free(&flows);
+    schema_result_free(&analytic);
   }
 }
 
@@ -129,11 +155,9 @@ static void test_imbalance_wait(void) {
   schema_result_free(&skewed);
 }
 
-/* Reduced mode (one rank per stage simulated) against every rank, with EP
- * groups that cross nodes (ep 8 over nodes of 4 GPUs) and TACO on them. */
-static void test_reduced_matches_full(void) {
-  char cluster[64], text[1024];
-  snprintf(cluster, sizeof cluster, "/tmp/test-moe-cluster-%d.json", (int)getpid());
+/* A rail-optimised cluster of 8 nodes of 4 GPUs (path in cluster). */
+static void write_rail_cluster(char *cluster, size_t cap) {
+  snprintf(cluster, cap, "/tmp/test-moe-cluster-%d.json", (int)getpid());
   FILE *f = fopen(cluster, "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   fprintf(f, "{ \"schema\": 1, \"name\": \"rail4\", \"gpu\": \"H200-SXM\", \"nodes\": 8, \"gpus_per_node\": 4,\n"
@@ -142,16 +166,32 @@ static void test_reduced_matches_full(void) {
              "  \"fabric\": { \"kind\": \"rail_fat_tree\", \"levels\": 2, \"oversubscription\": 1.0, "
              "\"nodes_per_leaf\": 8, \"latency_us\": 0.5 } }\n");
   fclose(f);
+}
+
+/* The MoE plan of the tests below: moe-tiny, dp 16, pp 2, ep 8 over nodes of 4 GPUs, TACO on the experts'
+ * all-to-alls. */
+static void rail_moe_plan(const char *cluster, plan *p) {
+  char text[1024];
   snprintf(text, sizeof text,
            "{\"schema\":1,\"model\":\"moe-tiny\",\"cluster\":\"%s\",\"layout\":{\"dp\":16,\"tp\":1,\"pp\":2,"
            "\"zero1\":true,\"ep\":8},\"batch\":{\"micro\":2,\"global\":64,\"seq\":1024},\"schedule\":\"1f1b\","
            "\"codec\":{\"ep\":{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"}},\"codec_min_bytes\":0}",
            cluster);
-  plan p;
   ts_err e = {0};
-  int rc = plan_from_json_text(text, strlen(text), "moe.json", NULL, NULL, &p, &e);
+  int rc = plan_from_json_text(text, strlen(text), "moe.json", NULL, NULL, p, &e);
   if (rc) fprintf(stderr, "\n  %s\n", e.msg);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
+}
+
+/* Reduced mode (one rank per stage simulated) against every rank, with EP
+ * groups that cross nodes (ep 8 over nodes of 4 GPUs) and TACO on them. */
+static void test_reduced_matches_full(void) {
+  char cluster[64];
+  write_rail_cluster(cluster, sizeof cluster);
+  plan p;
+  rail_moe_plan(cluster, &p);
+  ts_err e = {0};
+  int rc;
   schema_result r[2];
   for (int k = 0; k < 2; k++) {
     sim_options o = {.mode = k ? SIM_MODE_FULL : SIM_MODE_REDUCED, .cal = &cal, .clock_off = true};
@@ -167,12 +207,72 @@ static void test_reduced_matches_full(void) {
   unlink(cluster);
 }
 
+/* --alltoall analytic on the rail cluster. An all-to-all alone (EP 8 = two nodes, each GPU 4 flows out of its
+ * NIC and 4 in, the NVLink part far faster): the analytic time is the busiest link's bytes over its bandwidth
+ * plus the largest route latency, the flows' end lies between that less the routes' latency spread and it. Then
+ * the whole MoE plan: the approximation moves the iteration by little (the all-to-alls no longer share the
+ * rails with the pipeline's sends and the DP reductions), in reduced and in full mode. */
+static void one_ep_alltoall(const plan *p, plan_program *g) {
+  (void)p;
+  plan_op *op = add_op(g, PLAN_OP_COLLECTIVE, PLAN_STREAM_EP);
+  op->coll = PLAN_COLL_ALLTOALL;
+  op->group = PLAN_GROUP_EP;
+  op->traffic = PLAN_TRAFFIC_EP;
+  op->model_op = PLAN_MOP_MOE_TOKENS;
+  op->bytes = op->wire_bytes = a2a_bytes;
+  plan_op *c = add_op(g, PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE);
+  c->model_op = -100;
+  c->dep[0] = 0;
+}
+
+static void test_alltoall_analytic_on_rails(void) {
+  char cluster[64];
+  write_rail_cluster(cluster, sizeof cluster);
+  plan p;
+  rail_moe_plan(cluster, &p);
+  p.pp = 1, p.dp = 32; /* one stage: every rank runs the all-to-all (the ops carry no codec) */
+  schema_result flows, analytic;
+  CU_ASSERT_EQUAL_FATAL(run_with(&p, one_ep_alltoall, NULL, false, &flows), 0);
+  CU_ASSERT_EQUAL_FATAL(run_with(&p, one_ep_alltoall, NULL, true, &analytic), 0);
+  /* NIC 50 GB/s, 4 of the 7 peers on the other node; routes: 2 x 2 us + ... inside a node, 2.5 + 0.5 us links
+   * across (at most 4 links of 2.5 us and 2 of 0.5 us through the spine) */
+  double bw = 50e9, b = a2a_bytes / 8;
+  double lat_hi = 4 * 2.5e-6 + 2 * 0.5e-6 + 1e-6, lat_lo = 2 * 2.5e-6;
+  double t = analytic.iteration_time_s;
+  CU_ASSERT(t >= 4 * b / bw + lat_lo - 1e-12 && t <= 4 * b / bw + lat_hi + 1e-12);
+  CU_ASSERT(flows.iteration_time_s <= t + 1e-12 && flows.iteration_time_s >= t - (lat_hi - lat_lo));
+  NEAR(flows.iteration_time_s, t, 1e-6); /* measured: equal to 9 digits (0.0040055 s) */
+  schema_result_free(&flows);
+  schema_result_free(&analytic);
+
+  rail_moe_plan(cluster, &p);
+  for (int full = 0; full < 2; full++) {
+    schema_result r[2];
+    for (int k = 0; k < 2; k++) {
+      sim_options o = {.mode = full ? SIM_MODE_FULL : SIM_MODE_REDUCED, .cal = &cal, .clock_off = true,
+                       .alltoall_analytic = k == 1};
+      ts_err e = {0};
+      int rc = sim_run_isolated(&p, &o, &r[k], &e);
+      if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+      CU_ASSERT_EQUAL_FATAL(rc, 0);
+    }
+    CU_ASSERT(r[1].breakdown.ep_exposed_s > 0);
+    NEAR(r[1].iteration_time_s, r[0].iteration_time_s, 0.02);
+    NEAR(r[1].breakdown.ep_exposed_s, r[0].breakdown.ep_exposed_s, 0.05);
+    schema_result_free(&r[0]);
+    schema_result_free(&r[1]);
+  }
+  unlink(cluster);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("moe.sim", NULL, NULL);
   CU_add_test(s, "EP all-to-all on a switch, by hand", test_alltoall_on_a_switch);
+  CU_add_test(s, "--alltoall analytic on a switch: the flows' time, by hand", test_alltoall_analytic_on_a_switch);
   CU_add_test(s, "imbalance wait: (f - 1) x the expert ops, its own line", test_imbalance_wait);
   CU_add_test(s, "reduced mode matches full with EP across nodes", test_reduced_matches_full);
+  CU_add_test(s, "--alltoall analytic on rails: alone, and the whole plan", test_alltoall_analytic_on_rails);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
