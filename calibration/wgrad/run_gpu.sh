@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_gpu.sh — the GEMM table alone, both accumulation classes of every key (tacorun calibrate
 # --only gemm: "gemm" and "gemm_wgrad"), on the GPU of this machine, for calibration/merge_wgrad.py (calibration/wgrad/README.md).
-# From the repository root, building nothing (BIN, LIB as run_gpu.sh). Outputs in OUT: gemm.json,
+# From the repository root, building nothing (BIN, LIB as calibration/h100/run_gpu.sh). Outputs in OUT: gemm.json,
 # gemm.tsv (every pass of every key, with its layout), machine.txt, summary.txt.
 set -u
 BIN=${BIN:-.devbin/h100/tacorun}
