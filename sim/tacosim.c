@@ -37,14 +37,20 @@ static int command_error(const char *cmd, const char *fmt, const char *arg) {
 static int is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
 
 /* An on|off option's value into *off: 0, or the bad-input status with the option named. */
-static int parse_on_off(const char *cmd, const char *opt, const char *v, bool *off) {
-  if (strcmp(v, "off") == 0 || strcmp(v, "on") == 0) {
-    *off = strcmp(v, "off") == 0;
+/* An option of two values: *second = whether v is the second. */
+static int parse_choice(const char *cmd, const char *opt, const char *v, const char *first, const char *second,
+                        bool *is_second) {
+  if (strcmp(v, first) == 0 || strcmp(v, second) == 0) {
+    *is_second = strcmp(v, second) == 0;
     return 0;
   }
-  fprintf(stderr, "tacosim: %s: %s: \"%s\" is not one of on, off\n(tacosim %s --help lists its options)\n", cmd, opt,
-          v, cmd);
+  fprintf(stderr, "tacosim: %s: %s: \"%s\" is not one of %s, %s\n(tacosim %s --help lists its options)\n", cmd, opt,
+          v, first, second, cmd);
   return TS_EXIT_BAD_INPUT;
+}
+
+static int parse_on_off(const char *cmd, const char *opt, const char *v, bool *off) {
+  return parse_choice(cmd, opt, v, "on", "off", off);
 }
 
 /* Folders the names in plans are looked up in, and the calibration folder, as this build has them. */
@@ -289,37 +295,22 @@ static int cmd_simulate(int argc, char **argv) {
       int rc = parse_on_off("simulate", "--collapse", argv[++i], &collapse_off);
       if (rc) return rc;
     } else if (strcmp(a, "--alltoall") == 0 && has_value) {
-      const char *v = argv[++i];
-      if (strcmp(v, "analytic") == 0)
-        a2a_analytic = true;
-      else if (strcmp(v, "flows") == 0)
-        a2a_analytic = false;
-      else
-        return command_error("simulate", "--alltoall: \"%s\" is not one of flows, analytic", v);
+      int rc = parse_choice("simulate", "--alltoall", argv[++i], "flows", "analytic", &a2a_analytic);
+      if (rc) return rc;
     } else if (strcmp(a, "--local-queue") == 0 && has_value) {
       int rc = parse_on_off("simulate", "--local-queue", argv[++i], &local_off);
       if (rc) return rc;
     } else if (strcmp(a, "--decode") == 0 && has_value) {
-      const char *v = argv[++i];
-      if (strcmp(v, "graph") == 0)
-        io.decode_graph = true;
-      else if (strcmp(v, "eager") == 0)
-        io.decode_graph = false;
-      else
-        return command_error("simulate", "--decode: \"%s\" is not one of eager, graph", v);
+      int rc = parse_choice("simulate", "--decode", argv[++i], "eager", "graph", &io.decode_graph);
+      if (rc) return rc;
       decode_set = true;
     } else if (strcmp(a, "--prefill-clock") == 0 && has_value) {
       int rc = parse_on_off("simulate", "--prefill-clock", argv[++i], &io.prefill_clock_off);
       if (rc) return rc;
       decode_set = true;
     } else if (strcmp(a, "--overlap") == 0 && has_value) {
-      const char *v = argv[++i];
-      if (strcmp(v, "ideal") == 0)
-        ideal_overlap = true;
-      else if (strcmp(v, "sm-wait") == 0)
-        ideal_overlap = false;
-      else
-        return command_error("simulate", "--overlap: \"%s\" is not one of sm-wait, ideal", v);
+      int rc = parse_choice("simulate", "--overlap", argv[++i], "sm-wait", "ideal", &ideal_overlap);
+      if (rc) return rc;
     }
     else if (strcmp(a, "--json") == 0 && has_value)
       json = argv[++i];

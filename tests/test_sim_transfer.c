@@ -330,6 +330,35 @@ static void test_attention_ceiling_is_the_kernels(void) {
   CU_ASSERT(us > 0);
 }
 
+/* Prices every compute op of rank 0 of plan p with the shipped measured
+ * calibration: the ops refused (at most 1: the first, printed) and, in
+ * *above_hbm, the ops of over 10 MB priced faster than their bytes at the
+ * HBM rate. */
+static int price_every_op(const plan *p, int *above_hbm) {
+  ts_err e = {0};
+  schema_calibration cal;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(MEASURED_CALIBRATION, &cal, &e), 0);
+  static sim_costs c;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, p, &cal, NULL, &e), 0);
+  plan_program prog;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(p, 0, &prog, &e), 0);
+  int bad = 0;
+  *above_hbm = 0;
+  for (int i = 0; i < prog.n && !bad; i++) {
+    const plan_op *op = &prog.ops[i];
+    double s;
+    if (op->kind != PLAN_OP_COMPUTE) continue;
+    if (sim_compute_s(&c, op, &s, &e)) {
+      bad++;
+      fprintf(stderr, "\n  %s: %s\n", p->name, e.msg);
+    } else if (op->bytes > 1e7 && s < op->bytes / (p->cluster.gpu.hbm_gbps * 1e9))
+      ++*above_hbm;
+  }
+  plan_program_free(&prog);
+  schema_calibration_free(&cal);
+  return bad;
+}
+
 /* The shipped measured calibration prices every op of the shipped H200 plans
  * at or above the ceiling (the refusal does not fire on honest costs). */
 static void test_shipped_costs_within_ceiling(void) {
@@ -341,24 +370,8 @@ static void test_shipped_costs_within_ceiling(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", PLANS_DIR, plans[k]);
     CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
-    schema_calibration cal;
-    CU_ASSERT_EQUAL_FATAL(schema_calibration_load(MEASURED_CALIBRATION, &cal, &e), 0);
-    static sim_costs c;
-    CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &p, &cal, NULL, &e), 0);
-    plan_program prog;
-    CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
-    int bad = 0;
-    for (int i = 0; i < prog.n; i++) {
-      double s;
-      if (prog.ops[i].kind == PLAN_OP_COMPUTE && sim_compute_s(&c, &prog.ops[i], &s, &e)) {
-        bad++;
-        fprintf(stderr, "%s: %s\n", plans[k], e.msg);
-        break;
-      }
-    }
-    CU_ASSERT_EQUAL(bad, 0);
-    plan_program_free(&prog);
-    schema_calibration_free(&cal);
+    int above_hbm;
+    CU_ASSERT_EQUAL(price_every_op(&p, &above_hbm), 0);
   }
 }
 
@@ -530,28 +543,9 @@ static void test_ceiling_allows_l2(void) {
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/moe/qwen3-30b-a3b-32-ep16.json", NULL, NULL, &p, &e), 0);
   p.seq = 1024;
-  schema_calibration cal;
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(MEASURED_CALIBRATION, &cal, &e), 0);
-  static sim_costs c;
-  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &p, &cal, NULL, &e), 0);
-  plan_program prog;
-  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
-  int bad = 0, above_hbm = 0;
-  for (int i = 0; i < prog.n; i++) {
-    const plan_op *op = &prog.ops[i];
-    double s;
-    if (op->kind != PLAN_OP_COMPUTE) continue;
-    if (sim_compute_s(&c, op, &s, &e)) {
-      bad++;
-      fprintf(stderr, "\n  %s\n", e.msg);
-      break;
-    }
-    if (op->bytes > 1e7 && s < op->bytes / (p.cluster.gpu.hbm_gbps * 1e9)) above_hbm++;
-  }
-  CU_ASSERT_EQUAL(bad, 0);
+  int above_hbm;
+  CU_ASSERT_EQUAL(price_every_op(&p, &above_hbm), 0);
   CU_ASSERT(above_hbm > 0); /* the case the L2 allowance is for is in this plan */
-  plan_program_free(&prog);
-  schema_calibration_free(&cal);
 }
 
 int main(void) {
