@@ -170,9 +170,11 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer,
   if (!sc) abort();
   sc->gkind = gkind, sc->alg = alg, sc->peer = peer, sc->rep_sends = rep_sends;
   int world = sim_w->world, cap = world > 64 ? world : 64;
-  /* edges: up to 8 rings of a group (sim_edges), or 2 per member */
-  int *members = malloc(sizeof(int) * (size_t)cap), *src = malloc(sizeof(int) * (size_t)cap * 8),
-      *dst = malloc(sizeof(int) * (size_t)cap * 8);
+  /* edges: up to 8 rings of a group to start with; grown to what sim_edges returns (an all-to-all of n members
+   * has n(n - 1), more than 8 x world once n(n - 1) > 8 max(world, 64)), so that no edge is dropped */
+  int ecap = cap * 8;
+  int *members = malloc(sizeof(int) * (size_t)cap), *src = malloc(sizeof(int) * (size_t)ecap),
+      *dst = malloc(sizeof(int) * (size_t)ecap);
   unsigned char *seen = calloc((size_t)world, 1);
   if (!members || !src || !dst || !seen) abort();
   link_table links = {0};
@@ -199,8 +201,13 @@ static struct sim_scale_cache *build(sim_rank *rs, int gkind, int alg, int peer,
         if (members[i] >= 0 && members[i] < world) seen[members[i]] = 1;
       is_real = 0;
       for (int i = 0; i < n; i++) is_real |= members[i] == rs->rank;
-      ne = sim_edges(c, members, n, (sim_alg)alg, src, dst, cap * 8, &depth);
-      if (ne > cap * 8) ne = cap * 8;
+      ne = sim_edges(c, members, n, (sim_alg)alg, src, dst, ecap, &depth);
+      if (ne > ecap) {
+        ecap = ne;
+        src = realloc(src, sizeof(int) * (size_t)ecap), dst = realloc(dst, sizeof(int) * (size_t)ecap);
+        if (!src || !dst) abort();
+        sim_edges(c, members, n, (sim_alg)alg, src, dst, ecap, &depth);
+      }
     }
     for (int i = 0; i < ne; i++) count_route(src[i], dst[i], is_real, &links);
     if (is_real) {
