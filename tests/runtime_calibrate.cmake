@@ -35,3 +35,8 @@ endif()
 # 5 % (it is 4.66 %; the interpolation over FLOPs it replaced: 8.83 %; schema/README.md).
 add_test(NAME calib_lookup_loo_nearest_shapes
          COMMAND calib_lookup_loo --without-families --max-median 5 ${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json)
+
+# calibration/merge_wgrad.py: a file's weight-gradient timings of shared keys from a newer GEMM run
+# (calibration/wgrad/README.md), each old point kept in its class; the result loads and transfers
+add_test(NAME merge_wgrad COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/merge_wgrad.sh $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
+set_tests_properties(merge_wgrad PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
