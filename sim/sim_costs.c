@@ -383,12 +383,40 @@ int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e) {
  * family (calibration.h: timed as the executor runs it, G products back to
  * back) at the group's FLOPs; without one, G x the dense GEMM less the
  * launches a grouped kernel saves, named once on the warning stream. */
+/* A grouped piece's roofline time (us): its FLOPs at the peak or its device-memory bytes at the HBM rate,
+ * each of the G experts reading A[m x k] and B[k x n] in BF16 and writing C[m x n] in BF16, or, for a
+ * weight gradient (token_k), reading and writing C in FP32 (as sim_transfer.c counts a grouped point). */
+static double grouped_roof_us(const sim_costs *c, int G, double m, double n, double k, bool token_k) {
+  double f = 2.0 * G * m * n * k, b = G * (2.0 * m * k + 2.0 * k * n + (token_k ? 8.0 : 2.0) * m * n);
+  double tf = f / c->lk.roof.peak_flops, tb = b / c->lk.roof.hbm_bytes_per_s;
+  return (tf > tb ? tf : tb) * 1e6;
+}
+
+/* A piece below its table's smallest point (a decode step's few rows an expert): the FLOP-keyed
+ * lookup scales that point's time by FLOPs alone, though so few rows are bound by reading the experts'
+ * weights; the piece takes at least that point's time scaled by the two rooflines with the bytes. */
+static double grouped_below_range_us(const sim_costs *c, const char *name, int G, long long m, long long n,
+                                     long long k, bool token_k, double us) {
+  const schema_kernel_table *t = NULL;
+  for (int i = 0; i < c->lk.cal->n_kernels && !t; i++)
+    if (strcmp(c->lk.cal->kernels[i].name, name) == 0) t = &c->lk.cal->kernels[i];
+  const double flops = 2.0 * G * (double)m * (double)n * (double)k;
+  if (!t || t->n == 0 || flops >= t->pts[0].x) return us;
+  const double rows0 = t->pts[0].x / (2.0 * G * (double)n * (double)(token_k ? m : k)); /* the varying dimension */
+  const double r0 = token_k ? grouped_roof_us(c, G, m, n, rows0, true) : grouped_roof_us(c, G, rows0, n, k, false);
+  const double anchored = t->pts[0].us * grouped_roof_us(c, G, m, n, k, token_k) / r0;
+  return anchored > us ? anchored : us;
+}
+
 static int grouped_piece_us(sim_costs *c, int G, long long m, long long n, long long k, bool token_k, double *us,
                             ts_err *e) {
   char name[48];
   if (!schema_grouped_gemm_name(name, sizeof name, G, token_k, token_k ? m : n, token_k ? n : k) &&
-      schema_has_kernel(c->lk.cal, name))
-    return kernel_us(c, name, 2.0 * G * (double)m * (double)n * (double)k, 0, true, us, e);
+      schema_has_kernel(c->lk.cal, name)) {
+    if (kernel_us(c, name, 2.0 * G * (double)m * (double)n * (double)k, 0, true, us, e)) return -1;
+    *us = grouped_below_range_us(c, name, G, m, n, k, token_k, *us);
+    return 0;
+  }
   warn_fallback(c, name, "the groups x the dense \"gemm\" table less the launches a grouped kernel saves");
   double one;
   if (gemm_us(c, m, n, k, &one, e)) return -1;
