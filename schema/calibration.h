@@ -398,6 +398,8 @@ int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, 
 int schema_lookup_kernel(schema_lookup *l, const char *name, double x, int group, double *us, ts_err *e);
 /* Whether a table exists (lets callers fall back without an error). */
 bool schema_has_kernel(const schema_calibration *c, const char *name);
+/* The kernel table of that name, or NULL. */
+const schema_kernel_table *schema_kernel_table_of(const schema_calibration *c, const char *name);
 bool schema_has_coll(const schema_calibration *c, const char *name);
 /* A collective of `bytes` (nccl-tests size) over nranks. Without a table for
  * nranks, the nearest nranks' table is used through bus bandwidth (busbw is

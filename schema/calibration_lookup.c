@@ -411,11 +411,13 @@ int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, 
   return 0;
 }
 
-bool schema_has_kernel(const schema_calibration *c, const char *name) {
+const schema_kernel_table *schema_kernel_table_of(const schema_calibration *c, const char *name) {
   for (int i = 0; i < c->n_kernels; i++)
-    if (strcmp(c->kernels[i].name, name) == 0) return true;
-  return false;
+    if (strcmp(c->kernels[i].name, name) == 0) return &c->kernels[i];
+  return NULL;
 }
+
+bool schema_has_kernel(const schema_calibration *c, const char *name) { return schema_kernel_table_of(c, name) != NULL; }
 
 bool schema_has_coll(const schema_calibration *c, const char *name) {
   for (int i = 0; i < c->n_colls; i++)
@@ -424,9 +426,7 @@ bool schema_has_coll(const schema_calibration *c, const char *name) {
 }
 
 int schema_lookup_kernel(schema_lookup *l, const char *name, double x, int group, double *us, ts_err *e) {
-  const schema_kernel_table *t = NULL;
-  for (int i = 0; i < l->cal->n_kernels; i++)
-    if (strcmp(l->cal->kernels[i].name, name) == 0) t = &l->cal->kernels[i];
+  const schema_kernel_table *t = schema_kernel_table_of(l->cal, name);
   if (!t) return ts_fail(e, cal_name(l), "kernels", "missing table \"%s\"", name);
   /* Pick the group: exact, else the nearest in log2. */
   int best = t->pts[0].group;

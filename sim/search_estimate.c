@@ -126,8 +126,8 @@ static double attention_table_s(estimator *x, double flops, bool bwd) {
   char want[48];
   snprintf(want, sizeof want, "attention%s.d%d.s%d", bwd ? "_bwd" : "", model_head_dim(&x->p->model),
            plan_local_seq(x->p)); /* context parallelism: a piece of seq / cp */
-  for (int i = 0; i < cal->n_kernels; i++)
-    if (strcmp(cal->kernels[i].name, want) == 0) return kernel_s(x, cal->kernels[i].name, flops, 0, true);
+  const schema_kernel_table *t = schema_kernel_table_of(cal, want);
+  if (t) return kernel_s(x, t->name, flops, 0, true); /* the table's own name: the memo keeps the pointer */
   if (bwd && schema_has_kernel(cal, "attention_bwd")) return kernel_s(x, "attention_bwd", flops, 0, true);
   return kernel_s(x, "attention", flops, 0, true);
 }

@@ -397,9 +397,7 @@ static double grouped_roof_us(const sim_costs *c, int G, double m, double n, dou
  * weights; the piece takes at least that point's time scaled by the two rooflines with the bytes. */
 static double grouped_below_range_us(const sim_costs *c, const char *name, int G, long long m, long long n,
                                      long long k, bool token_k, double us) {
-  const schema_kernel_table *t = NULL;
-  for (int i = 0; i < c->lk.cal->n_kernels && !t; i++)
-    if (strcmp(c->lk.cal->kernels[i].name, name) == 0) t = &c->lk.cal->kernels[i];
+  const schema_kernel_table *t = schema_kernel_table_of(c->lk.cal, name);
   const double flops = 2.0 * G * (double)m * (double)n * (double)k;
   if (!t || t->n == 0 || flops >= t->pts[0].x) return us;
   const double rows0 = t->pts[0].x / (2.0 * G * (double)n * (double)(token_k ? m : k)); /* the varying dimension */

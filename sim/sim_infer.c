@@ -172,10 +172,9 @@ static int layer_allreduce(sim_costs *c, const plan_infer *p, bool use_codec, do
 
 /* Whether a kernel table's points carry groups (> 0). */
 static bool kernel_has_groups(const schema_calibration *cal, const char *name) {
-  for (int i = 0; i < cal->n_kernels; i++)
-    if (strcmp(cal->kernels[i].name, name) == 0)
-      for (int j = 0; j < cal->kernels[i].n; j++)
-        if (cal->kernels[i].pts[j].group > 0) return true;
+  const schema_kernel_table *t = schema_kernel_table_of(cal, name);
+  for (int j = 0; t && j < t->n; j++)
+    if (t->pts[j].group > 0) return true;
   return false;
 }
 

@@ -102,9 +102,7 @@ static bool is_mode_table(const char *name) { return ends_with(name, ".eager") |
 static const schema_kernel_table *twin_of(const schema_calibration *cal, const char *base, const char *suffix) {
   char want[64];
   snprintf(want, sizeof want, "%s%s", base, suffix);
-  for (int i = 0; i < cal->n_kernels; i++)
-    if (strcmp(cal->kernels[i].name, want) == 0) return &cal->kernels[i];
-  return NULL;
+  return schema_kernel_table_of(cal, want);
 }
 
 static int cmp_point(const void *a, const void *b) {
