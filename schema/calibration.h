@@ -348,6 +348,10 @@ void schema_gemm_index_free(schema_calibration *c);
  * the second form; (a, b) are its two numbers in order. */
 int schema_grouped_gemm_name(char *out, size_t n, int groups, bool token_k, long long a, long long b);
 int schema_grouped_gemm_parse(const char *name, int *groups, bool *token_k, long long *a, long long *b);
+/* The device-memory bytes of a grouped point of `flops` in the family (groups, token_k, a, b) of the names
+ * above: each expert reads A and B (BF16) and writes C, BF16 for the forward and input-gradient families,
+ * FP32 read and written (accumulated, beta 1) for the weight-gradient ones, as the executor runs them. */
+double schema_grouped_gemm_bytes(int groups, bool token_k, long long a, long long b, double flops);
 
 /* ---- lookups ----
  * Inside a table's measured range: log-space interpolation (log time against

@@ -33,3 +33,9 @@ int schema_grouped_gemm_parse(const char *name, int *groups, bool *token_k, long
   *groups = (int)g, *token_k = k, *a = x, *b = y;
   return 0;
 }
+
+double schema_grouped_gemm_bytes(int groups, bool token_k, long long a, long long b, double flops) {
+  const double g = groups, t = flops / (2.0 * g * (double)a * (double)b); /* the rows */
+  if (token_k) return g * (2.0 * ((double)a * t + t * (double)b) + 8.0 * (double)a * (double)b); /* C[a x b] += */
+  return g * (2.0 * (t * (double)b + (double)b * (double)a) + 2.0 * t * (double)a);           /* C[t x a] */
+}

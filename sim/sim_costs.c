@@ -383,36 +383,30 @@ int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e) {
  * family (calibration.h: timed as the executor runs it, G products back to
  * back) at the group's FLOPs; without one, G x the dense GEMM less the
  * launches a grouped kernel saves, named once on the warning stream. */
-/* A grouped piece's roofline time (us): its FLOPs at the peak or its device-memory bytes at the HBM rate,
- * each of the G experts reading A[m x k] and B[k x n] in BF16 and writing C[m x n] in BF16, or, for a
- * weight gradient (token_k), reading and writing C in FP32 (as sim_transfer.c counts a grouped point). */
-static double grouped_roof_us(const sim_costs *c, int G, double m, double n, double k, bool token_k) {
-  double f = 2.0 * G * m * n * k, b = G * (2.0 * m * k + 2.0 * k * n + (token_k ? 8.0 : 2.0) * m * n);
-  double tf = f / c->lk.roof.peak_flops, tb = b / c->lk.roof.hbm_bytes_per_s;
-  return (tf > tb ? tf : tb) * 1e6;
-}
-
 /* A piece below its table's smallest point (a decode step's few rows an expert): the FLOP-keyed
  * lookup scales that point's time by FLOPs alone, though so few rows are bound by reading the experts'
- * weights; the piece takes at least that point's time scaled by the two rooflines with the bytes. */
-static double grouped_below_range_us(const sim_costs *c, const char *name, int G, long long m, long long n,
-                                     long long k, bool token_k, double us) {
+ * weights; the piece takes at least that point's time scaled by the two rooflines with the bytes
+ * (schema_grouped_gemm_bytes, as the transfer counts a grouped point). */
+static double grouped_below_range_us(const sim_costs *c, const char *name, int G, bool token_k, long long a,
+                                     long long b, double flops, double us) {
   const schema_kernel_table *t = schema_kernel_table_of(c->lk.cal, name);
-  const double flops = 2.0 * G * (double)m * (double)n * (double)k;
   if (!t || t->n == 0 || flops >= t->pts[0].x) return us;
-  const double rows0 = t->pts[0].x / (2.0 * G * (double)n * (double)(token_k ? m : k)); /* the varying dimension */
-  const double r0 = token_k ? grouped_roof_us(c, G, m, n, rows0, true) : grouped_roof_us(c, G, rows0, n, k, false);
-  const double anchored = t->pts[0].us * grouped_roof_us(c, G, m, n, k, token_k) / r0;
+  const double P = c->lk.roof.peak_flops, B = c->lk.roof.hbm_bytes_per_s;
+  const double x0 = t->pts[0].x, b0 = schema_grouped_gemm_bytes(G, token_k, a, b, x0);
+  const double bx = schema_grouped_gemm_bytes(G, token_k, a, b, flops);
+  const double r0 = fmax(x0 / P, b0 / B), rx = fmax(flops / P, bx / B);
+  const double anchored = t->pts[0].us * rx / r0;
   return anchored > us ? anchored : us;
 }
 
 static int grouped_piece_us(sim_costs *c, int G, long long m, long long n, long long k, bool token_k, double *us,
                             ts_err *e) {
   char name[48];
-  if (!schema_grouped_gemm_name(name, sizeof name, G, token_k, token_k ? m : n, token_k ? n : k) &&
-      schema_has_kernel(c->lk.cal, name)) {
-    if (kernel_us(c, name, 2.0 * G * (double)m * (double)n * (double)k, 0, true, us, e)) return -1;
-    *us = grouped_below_range_us(c, name, G, m, n, k, token_k, *us);
+  const long long a = token_k ? m : n, b = token_k ? n : k; /* the table's family */
+  if (!schema_grouped_gemm_name(name, sizeof name, G, token_k, a, b) && schema_has_kernel(c->lk.cal, name)) {
+    const double flops = 2.0 * G * (double)m * (double)n * (double)k;
+    if (kernel_us(c, name, flops, 0, true, us, e)) return -1;
+    *us = grouped_below_range_us(c, name, G, token_k, a, b, flops, *us);
     return 0;
   }
   warn_fallback(c, name, "the groups x the dense \"gemm\" table less the launches a grouped kernel saves");
@@ -615,6 +609,13 @@ double sim_attention_roof_us(const schema_roofline *r, int backend, bool bwd, do
  * check that counted them at the HBM rate refused them.) A cost below that is
  * a bug (a table of another GPU, a unit mistake, a transfer gone wrong), not a
  * prediction: the simulation stops and names the op. */
+double sim_ceiling_us(const sim_costs *c, double flops, double bytes, double *hbm_bytes) {
+  const double l2 = c->p->cluster.gpu.l2_mib * 1048576.0;
+  *hbm_bytes = bytes > l2 ? bytes - l2 : 0;
+  double tf = flops / c->lk.roof.peak_flops * 1e6, tb = *hbm_bytes / c->lk.roof.hbm_bytes_per_s * 1e6;
+  return tf > tb ? tf : tb;
+}
+
 #define CEILING_SLACK 0.98 /* rounding of the op's FLOP and byte counts */
 static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_err *e) {
   /* the loss backward's op counts the fused cross-entropy's gradient, which
@@ -623,9 +624,7 @@ static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_er
   if (op->model_op == PLAN_MOP_LOSS && op->phase == PLAN_PHASE_BWD && !c->p->ce_unfused) return 0;
   bool attn = op->model_op >= 0 && op->model_op < c->n_mops && c->mops[op->model_op].kind == MODEL_OP_ATTENTION;
   double flops = attn ? sim_attention_kernel_flops(c->p, op) : op->flops;
-  const double l2 = c->p->cluster.gpu.l2_mib * 1048576.0, hbm_bytes = op->bytes > l2 ? op->bytes - l2 : 0;
-  double tf = flops / c->lk.roof.peak_flops * 1e6, tb = hbm_bytes / c->lk.roof.hbm_bytes_per_s * 1e6;
-  double floor_us = tf > tb ? tf : tb;
+  double hbm_bytes, floor_us = sim_ceiling_us(c, flops, op->bytes, &hbm_bytes);
   if (us >= CEILING_SLACK * floor_us) return 0;
   char name[96];
   plan_op_name(c->p, op, name, sizeof name);

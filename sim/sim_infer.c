@@ -53,15 +53,16 @@ static int compute_op_s(sim_costs *c, int model_op, double flops, double bytes, 
   return sim_compute_s(c, &op, s, e);
 }
 
-/* No op may be priced faster than the GPU allows (its FLOPs at the BF16 peak
- * or its bytes at the HBM rate): the costs of another GPU or a unit mistake
- * are a simulator failure (exit 3), as in the training simulator. */
+/* No op may be priced faster than the GPU allows (sim_ceiling_us: its FLOPs
+ * at the BF16 peak or its bytes beyond the L2 at the HBM rate): the costs of
+ * another GPU or a unit mistake are a simulator failure (exit 3), as in the
+ * training simulator. */
 static int check_ceiling(const sim_costs *c, const char *what, double flops, double bytes, double s, ts_err *e) {
-  double tf = flops / c->lk.roof.peak_flops, tb = bytes / c->lk.roof.hbm_bytes_per_s, floor_s = tf > tb ? tf : tb;
-  if (s >= 0.98 * floor_s) return 0;
+  double hbm_bytes, floor_us = sim_ceiling_us(c, flops, bytes, &hbm_bytes);
+  if (s * 1e6 >= 0.98 * floor_us) return 0;
   return ts_fail_sim(e, "%s: %s priced at %.3g us, faster than the GPU's ceiling (%.3g us: %.3g FLOP at %.0f TFLOP/s, "
-                     "%.3g bytes at %.0f GB/s)", c->lk.cal->path[0] ? c->lk.cal->path : "calibration", what, s * 1e6,
-                     floor_s * 1e6, flops, c->lk.roof.peak_flops / 1e12, bytes, c->lk.roof.hbm_bytes_per_s / 1e9);
+                     "%.3g bytes beyond its L2 at %.0f GB/s)", c->lk.cal->path[0] ? c->lk.cal->path : "calibration", what,
+                     s * 1e6, floor_us, flops, c->lk.roof.peak_flops / 1e12, hbm_bytes, c->lk.roof.hbm_bytes_per_s / 1e9);
 }
 
 /* A decode step run as one CUDA graph (sim_infer_opts): each launch of a

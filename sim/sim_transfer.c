@@ -80,18 +80,14 @@ static int transfer_gemms(const schema_calibration *src, const sim_ceilings *fro
   return transfer_gemm_list(src->gemm_wgrad, src->n_gemm_wgrad, true, schema_calibration_add_gemm_wgrad, from, to, out);
 }
 
-/* The device-memory bytes of a grouped-GEMM point (calibration.h) of `flops`:
- * each expert reads A and B (BF16) and writes C, BF16 for the forward and
- * input-gradient families, FP32 read and written (accumulated, beta 1) for
- * the weight-gradient ones, as the executor runs them. 0: not such a table. */
+/* The device-memory bytes of a grouped-GEMM point of `flops` (schema_grouped_gemm_bytes); 0: not such a
+ * table. */
 static double grouped_gemm_bytes(const char *name, double flops) {
   int g;
   bool tk;
   long long a, b;
   if (schema_grouped_gemm_parse(name, &g, &tk, &a, &b)) return 0;
-  double t = flops / (2.0 * g * (double)a * (double)b); /* the rows */
-  if (tk) return g * (2.0 * ((double)a * t + t * (double)b) + 8.0 * (double)a * (double)b); /* C[a x b] += */
-  return g * (2.0 * (t * (double)b + (double)b * (double)a) + 2.0 * t * (double)a);           /* C[t x a] */
+  return schema_grouped_gemm_bytes(g, tk, a, b, flops);
 }
 
 /* A kernel table's x is FLOPs (attention, grouped GEMMs: those also move the

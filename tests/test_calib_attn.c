@@ -13,6 +13,7 @@
 #include "sim.h"
 #include "sim_costs.h"
 #include "sim_transfer.h"
+#include "test_cal_round_trip.h"
 
 #define HEAD                                                                                                   \
   "{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2.28\",\"transport\":\"nvlink\"," \
@@ -38,12 +39,7 @@ static void test_loads_and_round_trips(void) {
   CU_ASSERT_FALSE(c.attn[0].s.causal);
   CU_ASSERT_EQUAL(c.attn[1].s.kv_heads, 8);
   CU_ASSERT_EQUAL(c.attn[1].bwd_us, 1858.25);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_write(&c, f, &e), 0);
-  fclose(f);
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "w.json", &d, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(test_cal_round_trip(&c, "w.json", &d, &e), 0);
   CU_ASSERT_EQUAL_FATAL(d.n_attn, 2);
   for (int i = 0; i < 2; i++) {
     const schema_attn_point *x = &c.attn[i], *y = &d.attn[i];
@@ -51,7 +47,6 @@ static void test_loads_and_round_trips(void) {
               x->s.heads == y->s.heads && x->s.kv_heads == y->s.kv_heads && x->s.causal == y->s.causal);
     CU_ASSERT(x->fwd_us == y->fwd_us && x->bwd_us == y->bwd_us);
   }
-  free(buf);
   schema_calibration_free(&c);
   schema_calibration_free(&d);
 }
@@ -232,15 +227,9 @@ static void test_backends_load_and_reject(void) {
   CU_ASSERT_EQUAL(schema_attn_points(&c, SCHEMA_ATTN_FUSED, &n)[0].bwd_us, 700);
   CU_ASSERT_EQUAL(n, 1);
   CU_ASSERT_EQUAL(c.n_attn, 0);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_write(&c, f, &e), 0);
-  fclose(f);
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "b.json", &d, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(test_cal_round_trip(&c, "b.json", &d, &e), 0);
   CU_ASSERT_EQUAL(schema_attn_points(&d, SCHEMA_ATTN_FLASH, &n)[1].fwd_us, 300);
   CU_ASSERT_EQUAL(n, 2);
-  free(buf);
   schema_calibration_free(&d);
   schema_calibration_free(&c);
   static const struct {

@@ -156,16 +156,35 @@ static void test_imbalance_wait(void) {
 }
 
 /* A rail-optimised cluster of 8 nodes of 4 GPUs (path in cluster). */
-static void write_rail_cluster(char *cluster, size_t cap) {
-  snprintf(cluster, cap, "/tmp/test-moe-cluster-%d.json", (int)getpid());
+/* A cluster file of `nodes` H200 nodes of 4 GPUs (NVSwitch inside, a 50 GB/s NIC a GPU) whose fabric is
+ * the JSON object `fabric`, in /tmp named by `tag` and this process. */
+static void write_cluster(char *cluster, size_t cap, const char *tag, int nodes, const char *fabric) {
+  snprintf(cluster, cap, "/tmp/test-moe-%s-%d.json", tag, (int)getpid());
   FILE *f = fopen(cluster, "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f, "{ \"schema\": 1, \"name\": \"rail4\", \"gpu\": \"H200-SXM\", \"nodes\": 8, \"gpus_per_node\": 4,\n"
+  fprintf(f, "{ \"schema\": 1, \"name\": \"%s\", \"gpu\": \"H200-SXM\", \"nodes\": %d, \"gpus_per_node\": 4,\n"
              "  \"intra\": { \"kind\": \"nvswitch\", \"gbps_per_gpu\": 450, \"latency_us\": 2 },\n"
              "  \"nic\": { \"per_node\": 4, \"gbps\": 50, \"latency_us\": 2.5 },\n"
-             "  \"fabric\": { \"kind\": \"rail_fat_tree\", \"levels\": 2, \"oversubscription\": 1.0, "
-             "\"nodes_per_leaf\": 8, \"latency_us\": 0.5 } }\n");
+             "  \"fabric\": %s }\n",
+          tag, nodes, fabric);
   fclose(f);
+}
+
+static void write_rail_cluster(char *cluster, size_t cap) {
+  write_cluster(cluster, cap, "rail4", 8,
+                "{ \"kind\": \"rail_fat_tree\", \"levels\": 2, \"oversubscription\": 1.0, \"nodes_per_leaf\": 8, "
+                "\"latency_us\": 0.5 }");
+}
+
+/* Plan p simulated in reduced mode (r[0]) and in full mode (r[1]), roofline costs, no clock model. */
+static void reduced_and_full(const plan *p, schema_result r[2]) {
+  ts_err e = {0};
+  for (int k = 0; k < 2; k++) {
+    sim_options o = {.mode = k ? SIM_MODE_FULL : SIM_MODE_REDUCED, .cal = &cal, .clock_off = true};
+    int rc = sim_run_isolated(p, &o, &r[k], &e);
+    if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+  }
 }
 
 /* The MoE plan of the tests below: moe-tiny, dp 16, pp 2, ep 8 over nodes of 4 GPUs, TACO on the experts'
@@ -190,15 +209,8 @@ static void test_reduced_matches_full(void) {
   write_rail_cluster(cluster, sizeof cluster);
   plan p;
   rail_moe_plan(cluster, &p);
-  ts_err e = {0};
-  int rc;
   schema_result r[2];
-  for (int k = 0; k < 2; k++) {
-    sim_options o = {.mode = k ? SIM_MODE_FULL : SIM_MODE_REDUCED, .cal = &cal, .clock_off = true};
-    rc = sim_run_isolated(&p, &o, &r[k], &e);
-    if (rc) fprintf(stderr, "\n  %s\n", e.msg);
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
-  }
+  reduced_and_full(&p, r);
   CU_ASSERT(r[0].breakdown.ep_exposed_s > 0);
   NEAR(r[0].iteration_time_s, r[1].iteration_time_s, 0.01);
   NEAR(r[0].breakdown.ep_exposed_s, r[1].breakdown.ep_exposed_s, 0.05);
@@ -217,15 +229,9 @@ static void test_reduced_matches_full(void) {
  * 0.00583204011 s (-10.7 %); with every edge 0.0279098881 s (-0.15 %), EP exposed equal. */
 static void test_reduced_matches_full_large_ep(void) {
   char cluster[64], text[1024];
-  snprintf(cluster, sizeof cluster, "/tmp/test-moe-cluster64-%d.json", (int)getpid());
-  FILE *f = fopen(cluster, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f, "{ \"schema\": 1, \"name\": \"ft64\", \"gpu\": \"H200-SXM\", \"nodes\": 16, \"gpus_per_node\": 4,\n"
-             "  \"intra\": { \"kind\": \"nvswitch\", \"gbps_per_gpu\": 450, \"latency_us\": 2 },\n"
-             "  \"nic\": { \"per_node\": 4, \"gbps\": 50, \"latency_us\": 2.5 },\n"
-             "  \"fabric\": { \"kind\": \"fat_tree\", \"levels\": 2, \"oversubscription\": 3.0, "
-             "\"nodes_per_leaf\": 6, \"latency_us\": 0.5 } }\n");
-  fclose(f);
+  write_cluster(cluster, sizeof cluster, "ft64", 16,
+                "{ \"kind\": \"fat_tree\", \"levels\": 2, \"oversubscription\": 3.0, \"nodes_per_leaf\": 6, "
+                "\"latency_us\": 0.5 }");
   snprintf(text, sizeof text,
            "{\"schema\":1,\"model\":\"qwen3-30b-a3b\",\"cluster\":\"%s\",\"layout\":{\"dp\":32,\"tp\":2,\"pp\":1,"
            "\"zero1\":true,\"sequence_parallel\":true,\"ep\":32},\"batch\":{\"micro\":1,\"global\":32,\"seq\":1024},"
@@ -239,12 +245,7 @@ static void test_reduced_matches_full_large_ep(void) {
   CU_ASSERT_EQUAL(p.ep * (p.ep - 1), 992);
   CU_ASSERT(p.ep * (p.ep - 1) > 8 * 64); /* more edges than the old cut kept */
   schema_result r[2];
-  for (int k = 0; k < 2; k++) {
-    sim_options o = {.mode = k ? SIM_MODE_FULL : SIM_MODE_REDUCED, .cal = &cal, .clock_off = true};
-    rc = sim_run_isolated(&p, &o, &r[k], &e);
-    if (rc) fprintf(stderr, "\n  %s\n", e.msg);
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
-  }
+  reduced_and_full(&p, r);
   CU_ASSERT(r[1].breakdown.ep_exposed_s > 0);
   NEAR(r[0].iteration_time_s, r[1].iteration_time_s, 0.01);
   NEAR(r[0].breakdown.ep_exposed_s, r[1].breakdown.ep_exposed_s, 0.01);

@@ -13,6 +13,7 @@
 #include "result.h"
 #include "sim.h"
 #include "sim_costs.h"
+#include "test_cal_round_trip.h"
 #include "test_check.h"
 
 static const char *valid =
@@ -132,12 +133,7 @@ static void test_round_trip(void) {
   CU_ASSERT_TRUE(a.derived);
   /* a table of TACO on FP32 payloads round-trips too (its name is accepted) */
   CU_ASSERT_EQUAL_FATAL(schema_calibration_add_coll(&a, "reducescatter.taco256.fp32", 2, 4096.0, 12.5), 0);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_write(&a, f, &e), 0);
-  fclose(f);
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "rt.json", &b, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(test_cal_round_trip(&a, "rt.json", &b, &e), 0);
   CU_ASSERT_EQUAL(a.n_gemm, b.n_gemm);
   CU_ASSERT_EQUAL(a.n_kernels, b.n_kernels);
   CU_ASSERT_EQUAL(a.n_colls, b.n_colls);
@@ -149,7 +145,6 @@ static void test_round_trip(void) {
     CU_ASSERT_EQUAL(a.colls[i].n, b.colls[i].n);
     for (int k = 0; k < a.colls[i].n && k < b.colls[i].n; k++) NEAR(a.colls[i].pts[k].us, b.colls[i].pts[k].us, 1e-7);
   }
-  free(buf);
   schema_calibration_free(&a);
   schema_calibration_free(&b);
   ts_err e2 = {0};
@@ -183,15 +178,9 @@ static void test_gemm_wgrad(void) {
   schema_lookup_init(&l, &a, &roof, NULL);
   CU_ASSERT_EQUAL(schema_lookup_gemm(&l, 8192, 8192, 2048, &us, &e), 0);
   NEAR(us, 200, 1e-9);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_write(&a, f, &e), 0);
-  fclose(f);
-  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(buf, len, "rt.json", &b, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(test_cal_round_trip(&a, "rt.json", &b, &e), 0);
   CU_ASSERT_EQUAL(b.n_gemm_wgrad, 2);
   for (int i = 0; i < 2 && i < b.n_gemm_wgrad; i++) NEAR(a.gemm_wgrad[i].us, b.gemm_wgrad[i].us, 1e-9);
-  free(buf);
   schema_calibration_free(&b);
   schema_calibration c;
   CU_ASSERT_EQUAL_FATAL(schema_calibration_copy_compute(memset(&c, 0, sizeof c), &a), 0);

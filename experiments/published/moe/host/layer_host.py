@@ -1273,18 +1273,7 @@ def main():
             run_schedule(args, idle, save)
         except Exception:
             err("schedule")
-        try:
-            RESULTS["env"]["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        except Exception:
-            err("max_memory_allocated")
-        save()
-        log("done")
-        try:
-            import torch.distributed as dist
-            dist.destroy_process_group()
-        except Exception:
-            pass
-        return 0
+        return finish(save)
     rope = RotaryEmbedding(kv_channels=128, rotary_percent=1.0, rotary_base=1000000)
 
     layers = {}
@@ -1414,7 +1403,16 @@ def main():
         save()
         layer.zero_grad(set_to_none=True)
         torch.cuda.empty_cache()
-    RESULTS["env"]["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return finish(save)
+
+
+def finish(save):
+    """The end of a run: the peak of allocated GPU memory into the results, saved, the process group gone."""
+    try:
+        import torch
+        RESULTS["env"]["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    except Exception:
+        err("max_memory_allocated")
     save()
     log("done")
     try:
