@@ -90,8 +90,9 @@ int plan_reshape_from_text(const char *in, unsigned long len, const char *path, 
       rc = ts_fail(e, path, where, "group '%s' is not a TACO group size (32, 64, 128, 256 or 512)", f[4]);
       break;
     }
-    if (*cend || cols < 1 || cols % g) {
-      rc = ts_fail(e, path, where, "cols '%s' is not a hidden size that group %ld divides", f[3], g);
+    if (*cend || cols < 1 || cols > PLAN_RESHAPE_MAX_COLS || cols % g) {
+      rc = ts_fail(e, path, where, "cols '%s' is not a hidden size (1 to %d) that group %ld divides", f[3],
+                   PLAN_RESHAPE_MAX_COLS, g);
       break;
     }
     if (strcmp(f[5], "hidden")) {

@@ -21,6 +21,9 @@
 extern "C" {
 #endif
 
+/* The largest hidden size a reshaping file may name (a choice's cols is an int). */
+#define PLAN_RESHAPE_MAX_COLS (1 << 24)
+
 typedef enum { PLAN_AXIS_HIDDEN, PLAN_AXIS_TOKENS } plan_axis;
 
 typedef struct {

@@ -195,6 +195,8 @@ static void test_rejects(void) {
   expect_reject(aut, "r.csv", "no row chosen_runnable");
   write_file("r.csv", HEADER "attn_out,3,256,768,512,hidden,0.02,0.7,yes,no,yes\n");
   expect_reject(aut, "r.csv: line 2", "group 512 divides");
+  write_file("r.csv", HEADER "attn_out,1,256,4444444444444096,32,hidden,0.067,4.9,,yes,yes\n");
+  expect_reject(aut, "r.csv: line 2", "not a hidden size (1 to 16777216)");
   write_file("r.csv", HEADER "attn_out,3,256,768,128,tokens,0.02,0.7,yes,yes,yes\n");
   expect_reject(aut, "r.csv: line 2", "along hidden");
   write_file("r.csv", "");
