@@ -171,7 +171,8 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   }
   free(est);
   free(sim);
-  fprintf(out, "note: TACO G=128 E4M3 and CAAT-Net p=0.5 on tensor-parallel traffic; CAAT-Net excludes sequence "
+  fprintf(out, "note: TACO G=128 E4M3 and CAAT-Net p=0.5 on tensor-parallel traffic (TACO also on the expert all-to-alls "
+               "of MoE layouts with ep > 1); CAAT-Net excludes sequence "
                "parallel (n/a); \"-\": no uncompressed figure to compare with; \"pruned\": not simulated, it cannot "
                "reach the rows printed\n");
 }

@@ -34,8 +34,9 @@ int sim_search_parse_codecs(const char *list, unsigned *mask, ts_err *e) {
 }
 
 /* TACO at its default operating point (G = 128, E4M3) and CAAT-Net at the
- * p = 0.5 the paper validates, on tensor-parallel traffic only, as in the
- * shipped example plans. */
+ * p = 0.5 the paper validates, on tensor-parallel traffic, as in the
+ * shipped example plans; a TACO policy also compresses a MoE layout's
+ * expert all-to-alls (ep > 1). */
 void sim_search_apply_codec(plan *p, sim_search_codec c) {
   plan_codec k = {.kind = PLAN_CODEC_NONE, .group = 128, .fp8 = PLAN_FP8_E4M3, .p = 0.0};
   if (c == SIM_SEARCH_CODEC_TACO) k.kind = PLAN_CODEC_TACO;
