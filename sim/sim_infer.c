@@ -591,5 +591,8 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
     add_note(r, note);
   }
   if (p->generate < 2) add_note(r, "generate is 1: no decode step, TPOT is 0");
+  if (model_is_moe(&p->model))
+    add_note(r, "MoE inference is not validated against a measured run: the experts' GEMMs are priced as the "
+                "executor runs them, one GEMM an expert; a serving engine's fused MoE kernel may be much faster");
   return 0;
 }
