@@ -417,12 +417,25 @@ static int grouped_piece_us(sim_costs *c, int G, long long m, long long n, long 
   return 0;
 }
 
-/* MoE: a grouped GEMM of `groups` experts, each on m / groups rows (the
- * mean): forward (rows, n, k); backward dgrad (rows, k, n) and wgrad
- * (k, n, rows), as gemm_phase_us keys the dense ones. */
+/* The experts of a grouped GEMM that get rows: the executor runs one GEMM per expert with rows and
+ * none for an expert without (runtime/exec/exec_moe.c, experts()). With m copies spread evenly over G
+ * experts, an expert gets none with probability (1 - 1/G)^m, so about G (1 - (1 - 1/G)^m) run: every one
+ * of them in training (thousands of copies: the power underflows to 0), fewer in a decode step (8 tokens
+ * x top 8 over 128 experts: 51). */
+int sim_grouped_active(long long m, int G) {
+  if (G <= 1 || m <= 0) return G < 1 ? 1 : G;
+  const long n = lround(G * (1.0 - pow(1.0 - 1.0 / G, (double)m)));
+  return n < 1 ? 1 : n > G ? G : (int)n;
+}
+
+/* MoE: a grouped GEMM of `groups` experts, the active ones (above) on m / active rows each (the
+ * mean): forward (rows, n, k); backward dgrad (rows, k, n) and wgrad (k, n, rows), as gemm_phase_us
+ * keys the dense ones. Priced as the table of all the groups at those rows, times active / groups:
+ * the products run back to back, so each expert without rows takes its share of that time off. */
 static int grouped_gemm_us(sim_costs *c, const model_op *mo, int phase, int part, double *us, double *gemm_us,
                            ts_err *e) {
-  long long rows = mo->m / mo->groups;
+  const int active = sim_grouped_active(mo->m, mo->groups);
+  long long rows = mo->m / active;
   if (rows < 1) rows = 1;
   double dgrad = 0, wgrad = 0;
   if (phase != PLAN_PHASE_BWD) {
@@ -432,6 +445,7 @@ static int grouped_gemm_us(sim_costs *c, const model_op *mo, int phase, int part
     if (part != PLAN_PART_DGRAD && grouped_piece_us(c, mo->groups, mo->k, mo->n, rows, true, &wgrad, e)) return -1;
     *us = dgrad + wgrad;
   }
+  if (active < mo->groups) *us *= (double)active / mo->groups;
   *gemm_us = *us;
   return 0;
 }

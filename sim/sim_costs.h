@@ -66,6 +66,9 @@ int sim_tpo_companion_us(schema_lookup *lk, const plan *p, bool intra_calibrated
 int sim_tpo_piece_us(schema_lookup *lk, const plan *p, bool intra_calibrated, const model_op *ops, int n, int model_op,
                      int phase, int part, int piece, int pieces, double t, double *us, ts_err *e);
 int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e);
+/* Of G experts sharing m routed copies evenly, how many get rows (the expected count, rounded, 1..G):
+ * the executor runs a GEMM for those only; G for any m of a training micro-batch. */
+int sim_grouped_active(long long m, int G);
 /* The fastest an op may run (us): its FLOPs at the BF16 peak or its bytes beyond the GPU's L2
  * (*hbm_bytes) at the HBM rate, whichever is longer. A price below it is a simulator failure. */
 double sim_ceiling_us(const sim_costs *c, double flops, double bytes, double *hbm_bytes);

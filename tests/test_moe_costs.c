@@ -243,6 +243,67 @@ static void test_sim_prices_moe_tables(void) {
   plan_program_free(&prog);
 }
 
+/* Experts without rows run no GEMM (the executor skips them): of G experts sharing m copies evenly,
+ * G (1 - (1 - 1/G)^m) get rows, by hand; every one at a training micro-batch's copies. An expert op of
+ * few copies (1 row an active expert) is priced as the G groups on 1 row times active / G: two such ops
+ * cost in the ratio of their active experts; 50 rows an expert (all active) cost more. */
+static void test_grouped_active_experts(void) {
+  CU_ASSERT_EQUAL(sim_grouped_active(64, 128), 51); /* 128 (1 - (127/128)^64) = 50.51 */
+  CU_ASSERT_EQUAL(sim_grouped_active(16, 8), 7);    /* 8 (1 - (7/8)^16) = 7.06 */
+  CU_ASSERT_EQUAL(sim_grouped_active(1, 128), 1);
+  CU_ASSERT_EQUAL(sim_grouped_active(8192, 128), 128);
+  CU_ASSERT_EQUAL(sim_grouped_active(4096 * 8, 256), 256);
+  CU_ASSERT_EQUAL(sim_grouped_active(100, 1), 1);
+  static plan p;
+  static sim_costs costs;
+  ts_err e = {0};
+  char path[4096];
+  repo_path(path, sizeof path, "experiments/plans/moe/qwen3-30b-a3b-32-ep16.json");
+  CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
+  const char *dense = HEAD "\"gemm\":[{\"m\":1024,\"n\":1024,\"k\":1024,\"us\":10}]}";
+  schema_calibration cal;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(dense, strlen(dense), "dense.json", &cal, &e), 0);
+  FILE *quiet = fopen("/dev/null", "w");
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &cal, quiet, &e), 0);
+  plan_program prog = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int checked = 0;
+  for (int i = 0; i < prog.n && !checked; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops) continue;
+    model_op *mo = &costs.mops[op->model_op];
+    if (mo->groups < 8 || op->phase != PLAN_PHASE_FWD) continue;
+    const long long m0 = mo->m;
+    const int G = mo->groups;
+    /* the op's own FLOPs and bytes are those of its real m: here a FLOP a copy, no bytes (the cost cache
+     * keys on them; the ceiling check passes) */
+    plan_op o = *op;
+    o.bytes = 0;
+    op = &o;
+    double all, few;
+    mo->m = 50LL * G, o.flops = (double)mo->m; /* 50 rows an expert: every expert active */
+    CU_ASSERT_EQUAL_FATAL(sim_grouped_active(mo->m, G), G);
+    CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &all, &e), 0);
+    const long long m = G / 2;
+    const int a = sim_grouped_active(m, G);
+    CU_ASSERT_TRUE(a < G);
+    mo->m = m, o.flops = (double)mo->m;
+    CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &few, &e), 0);
+    double one_row;
+    mo->m = G, o.flops = (double)mo->m; /* G copies: a1 active experts, 1 row each */
+    CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &one_row, &e), 0);
+    const int a1 = sim_grouped_active(G, G);
+    NEAR(few / one_row, (double)a / a1, 1e-12);
+    CU_ASSERT_TRUE(all > one_row);
+    mo->m = m0;
+    checked = 1;
+  }
+  CU_ASSERT_EQUAL(checked, 1);
+  fclose(quiet);
+  plan_program_free(&prog);
+  schema_calibration_free(&cal);
+}
+
 /* Transfer to another GPU: a grouped-GEMM point moves with the higher of its
  * FLOP and byte bounds, its bytes those of its operands (the weight gradient
  * accumulating into FP32: read and written). Two GPUs of equal FLOP/s and
@@ -281,6 +342,7 @@ int main(void) {
   CU_add_test(s, "grouped-GEMM table names: written and read back, bad ones refused", test_grouped_names);
   CU_add_test(s, "the loader refuses bad grouped-GEMM tables naming file and field", test_loader_rules);
   CU_add_test(s, "grouped GEMMs move to another GPU by their FLOP or byte bound", test_transfer_grouped);
+  CU_add_test(s, "experts without rows run no GEMM: a decode step's active experts", test_grouped_active_experts);
   CU_add_test(s, "expert GEMMs and routing ops priced from their tables, else named fallback",
               test_sim_prices_moe_tables);
   CU_basic_set_mode(CU_BRM_VERBOSE);
