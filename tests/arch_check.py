@@ -36,8 +36,10 @@ The checks (each failure names the file, and the line or the target):
      arrow (a target's module is that of its first source, else that of its CMake file);
   4. a module that includes another module's header also links one of that module's
      libraries (directly or through the libraries it links), where the module has targets;
-  5. no cycle between modules over include and link arrows together;
-  6. no cycle between header files (a.h includes b.h includes ... a.h), anywhere.
+  5. a target compiles only sources of its own module: a test or a program links the library
+     that owns a source, it does not compile the source again;
+  6. no cycle between modules over include and link arrows together;
+  7. no cycle between header files (a.h includes b.h includes ... a.h), anywhere.
 
 Usage: tests/arch_check.py [--graph]   (exit 0: all hold; 1: a violation; --graph prints
 the module arrows, "A -> B  include|link").  Plain python3, standard library only.
@@ -167,7 +169,7 @@ def cmake_targets(root, files):
                 var[args[0]] = re.sub(r"\$\{(\w+)\}", lambda v: var.get(v.group(1), v.group(0)),
                                       args[1])
             elif cmd in ("add_library", "add_executable") and args:
-                module = None
+                sources = []
                 for src in args[1:]:
                     src = re.sub(r"\$\{(\w+)\}", lambda v: var.get(v.group(1), "\0"), src)
                     if "\0" in src or not src.endswith(SOURCE_EXT):
@@ -176,9 +178,9 @@ def cmake_targets(root, files):
                         src = src[len("@ROOT@/"):]
                     else:
                         src = os.path.join(here, src)
-                    module = module_of(os.path.normpath(src))
-                    break
-                targets[args[0]] = {"module": module or module_of(f), "file": f, "line": line}
+                    sources.append(os.path.normpath(src))
+                module = module_of(sources[0]) if sources else module_of(f)
+                targets[args[0]] = {"module": module, "file": f, "line": line, "sources": sources}
             elif cmd == "target_link_libraries" and len(args) > 1:
                 for lib in args[1:]:
                     if lib not in ("PUBLIC", "PRIVATE", "INTERFACE"):
@@ -260,6 +262,12 @@ def check(root):
             errors.append(f"{f}:{line}: {tgt} ({a}) links {lib} ({b}): {a} -> {b} "
                           "is not an allowed arrow")
 
+    for name, t in sorted(targets.items()):
+        for src in t["sources"]:
+            if module_of(src) != t["module"]:
+                errors.append(f"{t['file']}:{t['line']}: {name} ({t['module']}) compiles {src} of "
+                              f"{module_of(src)}/: link the library that owns it instead")
+
     with_targets = {t["module"] for t in targets.values()}
     for a, used in sorted(inc_edges.items()):
         if a not in with_targets:
@@ -305,7 +313,8 @@ def main():
     if errors:
         return 1
     print(f"arch_check: {len(edges)} arrows between modules ({ntargets} CMake targets), "
-          "all allowed, every include backed by a link, no cycle")
+          "all allowed, every include backed by a link, every source compiled by its own module, "
+          "no cycle")
     return 0
 
 
