@@ -78,14 +78,22 @@ static int load_moe_layout(json_t *layout, const char *file, plan *p, ts_err *e)
 
 const char *const plan_host_framework_names[] = {"executor", "megatron-core", NULL};
 
-static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir, plan *p,
-                     ts_err *e) {
-  static const char *const top_keys[] = {"schema", "name", "description", "model", "cluster", "layout", "batch",
-                                         "schedule", "layers_override", "codec", "codec_min_bytes",
-                                         "dp_bucket_bytes", "attention_backend",
-                                         "attention_dropout", "hidden_dropout", "bias_fusion", "cross_entropy_loss_fusion",
-                                         "host_launch_us", "host_sync_us", "host_framework", "enable_experimental",
-                                         NULL};
+/* layout.decoder_first/last_pipeline_num_layers and the two account_for_* switches: uneven stages. */
+static int load_stage_split(json_t *layout, const char *file, plan *p, ts_err *e) {
+  long long v;
+  if (tsj_int_opt(layout, "decoder_first_pipeline_num_layers", 1, 1 << 16, 0, &v, file, "layout", e)) return -1;
+  p->first_stage_layers = (int)v;
+  if (tsj_int_opt(layout, "decoder_last_pipeline_num_layers", 1, 1 << 16, 0, &v, file, "layout", e)) return -1;
+  p->last_stage_layers = (int)v;
+  if (tsj_bool_opt(layout, "account_for_embedding_in_pipeline_split", false, &p->account_embedding, file, "layout",
+                   e) ||
+      tsj_bool_opt(layout, "account_for_loss_in_pipeline_split", false, &p->account_loss, file, "layout", e))
+    return -1;
+  return 0;
+}
+
+/* The "layout" object: parallel sizes, order, recomputation, then each family of fields. */
+static int load_layout(json_t *root, const char *file, plan *p, ts_err *e) {
   static const char *const layout_keys[] = {"dp", "tp", "pp", "vpp", "sequence_parallel", "order", "zero1",
                                             "recompute", "recompute_modules", "recompute_num_layers", "tp_overlap_chunks",
                                             "pp_scatter_gather", "grad_reduce_in_fp32",
@@ -99,24 +107,6 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "ep", "expert_tp", "capacity_factor", "moe_imbalance",
                                             "moe_token_dispatcher_type", "moe_flex_dispatcher_backend",
                                             "moe_hybridep_num_sms", "moe_pad_expert_input_to_capacity", NULL};
-  static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
-  static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", "cp", NULL};
-  if (tsj_schema(root, 1, file, e)) return -1;
-  /* An inference plan reaches a training command: say what it is, not "unknown field". */
-  if (plan_json_is_inference(root))
-    return ts_fail(e, file, "kind",
-                   "an inference plan: `tacosim plan` and `tacosim simulate` read it; this command reads "
-                   "training plans only");
-  if (tsj_only_keys(root, top_keys, file, NULL, e)) return -1;
-  char dflt_name[128];
-  plan_json_base_name(file, dflt_name, sizeof dflt_name);
-  if (tsj_string_opt(root, "name", dflt_name, p->name, sizeof p->name, file, NULL, e)) return -1;
-  if (tsj_string_opt(root, "description", "", p->description, sizeof p->description, file, NULL, e)) return -1;
-
-  char model_name[512], cluster_name[512];
-  if (tsj_string(root, "model", model_name, sizeof model_name, file, NULL, e)) return -1;
-  if (tsj_string(root, "cluster", cluster_name, sizeof cluster_name, file, NULL, e)) return -1;
-
   json_t *layout = tsj_object(root, "layout", file, NULL, e);
   if (!layout || tsj_only_keys(layout, layout_keys, file, "layout", e)) return -1;
   long long v;
@@ -143,35 +133,32 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   bool grad_fp32;
   if (tsj_bool_opt(layout, "grad_reduce_in_fp32", true, &grad_fp32, file, "layout", e)) return -1;
   p->grad_reduce_bf16 = !grad_fp32;
-  if (tsj_int_opt(layout, "decoder_first_pipeline_num_layers", 1, 1 << 16, 0, &v, file, "layout", e)) return -1;
-  p->first_stage_layers = (int)v;
-  if (tsj_int_opt(layout, "decoder_last_pipeline_num_layers", 1, 1 << 16, 0, &v, file, "layout", e)) return -1;
-  p->last_stage_layers = (int)v;
-  if (tsj_bool_opt(layout, "account_for_embedding_in_pipeline_split", false, &p->account_embedding, file, "layout",
-                   e) ||
-      tsj_bool_opt(layout, "account_for_loss_in_pipeline_split", false, &p->account_loss, file, "layout", e))
-    return -1;
-  if (plan_load_zero_fields(layout, file, p, e)) return -1;
+  if (load_stage_split(layout, file, p, e) || plan_load_zero_fields(layout, file, p, e)) return -1;
   if (tsj_bool_opt(layout, "tp_comm_overlap", false, &p->tp_comm_overlap, file, "layout", e)) return -1;
-  if (plan_load_tpo_cfg(layout, file, p, e)) return -1;
-  if (plan_load_cp_fields(layout, file, p, e)) return -1;
-  if (load_moe_layout(layout, file, p, e)) return -1;
+  if (plan_load_tpo_cfg(layout, file, p, e) || plan_load_cp_fields(layout, file, p, e) ||
+      load_moe_layout(layout, file, p, e))
+    return -1;
+  return 0;
+}
 
+/* The "batch" object. */
+static int load_batch(json_t *root, const char *file, plan *p, ts_err *e) {
+  static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
   if (!batch || tsj_only_keys(batch, batch_keys, file, "batch", e)) return -1;
+  long long v;
   if (tsj_int(batch, "micro", 1, 1 << 20, &v, file, "batch", e)) return -1;
   p->micro_batch = (int)v;
   if (tsj_int(batch, "global", 1, 1LL << 40, &p->global_batch, file, "batch", e)) return -1;
   if (tsj_int(batch, "seq", 1, 1 << 24, &v, file, "batch", e)) return -1;
   p->seq = (int)v;
+  return 0;
+}
 
-  int sched;
-  if (tsj_enum(root, "schedule", schedule_names, &sched, file, NULL, e)) return -1;
-  p->schedule = (plan_schedule)sched;
-
-  long long layers_override;
-  if (tsj_int_opt(root, "layers_override", 1, 1 << 16, 0, &layers_override, file, NULL, e)) return -1;
-
+/* The "codec" object (one codec per traffic class), codec_min_bytes and dp_bucket_bytes, whose
+ * default needs the layout loaded. */
+static int load_codecs(json_t *root, const char *file, plan *p, ts_err *e) {
+  static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", "cp", NULL};
   bool failed;
   json_t *codecs = tsj_object_opt(root, "codec", file, NULL, e, &failed);
   if (failed) return -1;
@@ -186,16 +173,11 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   double bucket_dflt = plan_default_dp_bucket_bytes(plan_dp_shards(p)) / 4.0 * plan_grad_bytes(p);
   if (tsj_real_opt(root, "dp_bucket_bytes", 1.0, 1e15, bucket_dflt, &p->dp_bucket_bytes, file, NULL, e))
     return -1;
+  return 0;
+}
 
-  static const char *const attention_names[] = {"fused", "unfused", "flash", "executor", NULL};
-  int attention;
-  if (tsj_enum_opt(root, "attention_backend", attention_names, PLAN_ATTENTION_FUSED, &attention, file, NULL, e))
-    return -1;
-  p->attention_backend = (plan_attention_backend)attention;
-  if (tsj_real_opt(root, "attention_dropout", 0.0, 0.99, 0.0, &p->attention_dropout, file, NULL, e)) return -1;
-  if (tsj_real_opt(root, "hidden_dropout", -1e300, 1e300, 0.1, &p->hidden_dropout, file, NULL, e)) return -1;
-  if (p->hidden_dropout < 0.0 || p->hidden_dropout >= 1.0)
-    return ts_fail(e, file, "hidden_dropout", "%g is out of range [0, 1) (a dropout probability)", p->hidden_dropout);
+/* The host's launch and sync costs and which framework's host loop is priced. */
+static int load_host(json_t *root, const char *file, plan *p, ts_err *e) {
   if (tsj_real_opt(root, "host_launch_us", 0.0, 1e4, 0.0, &p->host_launch_us, file, NULL, e) ||
       tsj_real_opt(root, "host_sync_us", 0.0, 1e4, 0.0, &p->host_sync_us, file, NULL, e))
     return -1;
@@ -207,15 +189,34 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_enum_opt(root, "host_framework", plan_host_framework_names, PLAN_HOST_EXECUTOR, &fw, file, NULL, e))
     return -1;
   p->host_framework = (plan_host_framework)fw;
+  return 0;
+}
+
+/* How a step runs: attention backend, dropouts, the host's costs, fusions, experimental features. */
+static int load_run_options(json_t *root, const char *file, plan *p, ts_err *e) {
+  static const char *const attention_names[] = {"fused", "unfused", "flash", "executor", NULL};
+  int attention;
+  if (tsj_enum_opt(root, "attention_backend", attention_names, PLAN_ATTENTION_FUSED, &attention, file, NULL, e))
+    return -1;
+  p->attention_backend = (plan_attention_backend)attention;
+  if (tsj_real_opt(root, "attention_dropout", 0.0, 0.99, 0.0, &p->attention_dropout, file, NULL, e)) return -1;
+  if (tsj_real_opt(root, "hidden_dropout", -1e300, 1e300, 0.1, &p->hidden_dropout, file, NULL, e)) return -1;
+  if (p->hidden_dropout < 0.0 || p->hidden_dropout >= 1.0)
+    return ts_fail(e, file, "hidden_dropout", "%g is out of range [0, 1) (a dropout probability)", p->hidden_dropout);
+  if (load_host(root, file, p, e)) return -1;
   bool bias_fusion;
   if (tsj_bool_opt(root, "bias_fusion", true, &bias_fusion, file, NULL, e)) return -1;
   p->bias_unfused = !bias_fusion;
   bool ce_fusion; /* default true: tacosim's one-pass loss kernel (Megatron's own default is false) */
   if (tsj_bool_opt(root, "cross_entropy_loss_fusion", true, &ce_fusion, file, NULL, e)) return -1;
   p->ce_unfused = !ce_fusion;
-  if (tsj_bool_opt(root, "enable_experimental", false, &p->enable_experimental, file, NULL, e)) return -1;
+  return tsj_bool_opt(root, "enable_experimental", false, &p->enable_experimental, file, NULL, e);
+}
 
-  /* The model and the cluster: their own loaders check their files. */
+/* The model and the cluster (their own loaders check their files), then the plan as a whole. */
+static int load_model_cluster(const char *model_name, const char *cluster_name, long long layers_override,
+                              const char *models_dir, const char *topologies_dir, const char *file, plan *p,
+                              ts_err *e) {
   ts_err sub;
   if (model_load(model_name, models_dir, &p->model, &sub))
     return ts_fail(e, file, "model", "cannot load \"%s\": %s", model_name, sub.msg);
@@ -226,6 +227,41 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   p->vocab_padded = model_vocab_per_gpu(&p->model, p->tp) * p->tp;
   if (model_is_moe(&p->model) && p->moe_imbalance == 0) p->moe_imbalance = PLAN_DEFAULT_MOE_IMBALANCE;
   return plan_validate(p, e);
+}
+
+static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir, plan *p,
+                     ts_err *e) {
+  static const char *const top_keys[] = {"schema", "name", "description", "model", "cluster", "layout", "batch",
+                                         "schedule", "layers_override", "codec", "codec_min_bytes",
+                                         "dp_bucket_bytes", "attention_backend",
+                                         "attention_dropout", "hidden_dropout", "bias_fusion", "cross_entropy_loss_fusion",
+                                         "host_launch_us", "host_sync_us", "host_framework", "enable_experimental",
+                                         NULL};
+  if (tsj_schema(root, 1, file, e)) return -1;
+  /* An inference plan reaches a training command: say what it is, not "unknown field". */
+  if (plan_json_is_inference(root))
+    return ts_fail(e, file, "kind",
+                   "an inference plan: `tacosim plan` and `tacosim simulate` read it; this command reads "
+                   "training plans only");
+  if (tsj_only_keys(root, top_keys, file, NULL, e)) return -1;
+  char dflt_name[128];
+  plan_json_base_name(file, dflt_name, sizeof dflt_name);
+  if (tsj_string_opt(root, "name", dflt_name, p->name, sizeof p->name, file, NULL, e)) return -1;
+  if (tsj_string_opt(root, "description", "", p->description, sizeof p->description, file, NULL, e)) return -1;
+
+  char model_name[512], cluster_name[512];
+  if (tsj_string(root, "model", model_name, sizeof model_name, file, NULL, e)) return -1;
+  if (tsj_string(root, "cluster", cluster_name, sizeof cluster_name, file, NULL, e)) return -1;
+  if (load_layout(root, file, p, e) || load_batch(root, file, p, e)) return -1;
+
+  int sched;
+  if (tsj_enum(root, "schedule", schedule_names, &sched, file, NULL, e)) return -1;
+  p->schedule = (plan_schedule)sched;
+  long long layers_override;
+  if (tsj_int_opt(root, "layers_override", 1, 1 << 16, 0, &layers_override, file, NULL, e)) return -1;
+
+  if (load_codecs(root, file, p, e) || load_run_options(root, file, p, e)) return -1;
+  return load_model_cluster(model_name, cluster_name, layers_override, models_dir, topologies_dir, file, p, e);
 }
 
 int plan_from_json_text(const char *text, size_t len, const char *what, const char *models_dir,

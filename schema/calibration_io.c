@@ -829,9 +829,100 @@ static json_t *gemm_json(const schema_gemm_point *g, int n) {
   return arr;
 }
 
-int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *e) {
-  schema_calibration *c = (schema_calibration *)c_in; /* sorted in place: order is not state */
-  schema_calibration_sort(c);
+/* "kernels": {name: [{flops|bytes, group?, us}, ...]} */
+static json_t *kernels_json(const schema_calibration *c) {
+  json_t *obj = json_object();
+  for (int i = 0; i < c->n_kernels; i++) {
+    const schema_kernel_table *t = &c->kernels[i];
+    json_t *arr = json_array();
+    for (int j = 0; j < t->n; j++) {
+      json_t *pt = json_object();
+      json_object_set_new(pt, t->by_flops ? "flops" : "bytes", num(t->pts[j].x));
+      if (t->pts[j].group) json_object_set_new(pt, "group", json_integer(t->pts[j].group));
+      json_object_set_new(pt, "us", num(t->pts[j].us));
+      json_array_append_new(arr, pt);
+    }
+    json_object_set_new(obj, t->name, arr);
+  }
+  return obj;
+}
+
+/* "collectives": {name: {nranks: [{bytes, us}, ...]}} */
+static json_t *colls_json(const schema_calibration *c) {
+  json_t *obj = json_object();
+  for (int i = 0; i < c->n_colls; i++) {
+    const schema_coll_table *t = &c->colls[i];
+    json_t *per_n = json_object_get(obj, t->name);
+    if (!per_n) {
+      per_n = json_object();
+      json_object_set_new(obj, t->name, per_n);
+    }
+    json_t *arr = json_array();
+    for (int j = 0; j < t->n; j++)
+      json_array_append_new(arr, json_pack("{s:o,s:o}", "bytes", num(t->pts[j].bytes), "us", num(t->pts[j].us)));
+    char key[16];
+    snprintf(key, sizeof key, "%d", t->nranks);
+    json_object_set_new(per_n, key, arr);
+  }
+  return obj;
+}
+
+/* "fits": {name: {latency_us, gbps}} */
+static json_t *fits_json(const schema_calibration *c) {
+  json_t *obj = json_object();
+  for (int i = 0; i < c->n_fits; i++)
+    json_object_set_new(obj, c->fits[i].name,
+                        json_pack("{s:o,s:o}", "latency_us", num(c->fits[i].latency_us), "gbps", num(c->fits[i].gbps)));
+  return obj;
+}
+
+/* "clock": {window_us, points: [{duty, period_us, gemm_speed, mem_speed}], burst?: [{from_us, to_us,
+ * gemm_speed}]} */
+static json_t *clock_json(const schema_calibration *c) {
+  json_t *arr = json_array();
+  for (int i = 0; i < c->n_clock; i++) {
+    const schema_clock_point *q = &c->clock[i];
+    json_array_append_new(arr, json_pack("{s:o,s:o,s:o,s:o}", "duty", num(q->duty), "period_us", num(q->period_us),
+                                         "gemm_speed", num(q->gemm_speed), "mem_speed", num(q->mem_speed)));
+  }
+  json_t *clock = json_pack("{s:o,s:o}", "window_us", num(c->clock_window_us), "points", arr);
+  if (c->n_burst) {
+    json_t *bins = json_array();
+    for (int i = 0; i < c->n_burst; i++)
+      json_array_append_new(bins, json_pack("{s:o,s:o,s:o}", "from_us", num(c->burst[i].from_us), "to_us",
+                                            num(c->burst[i].to_us), "gemm_speed", num(c->burst[i].gemm_speed)));
+    json_object_set_new(clock, "burst", bins);
+  }
+  return clock;
+}
+
+/* "host": {launch_us, gemm_launch_us, event_us?, graph_gap_us?, sync: [{wait_us, gap_us}]} */
+static json_t *host_json(const schema_calibration *c) {
+  json_t *arr = json_array();
+  for (int i = 0; i < c->n_host_sync; i++)
+    json_array_append_new(arr, json_pack("{s:o,s:o}", "wait_us", num(c->host_sync_wait_us[i]), "gap_us",
+                                         num(c->host_sync_gap_us[i])));
+  json_t *host = json_pack("{s:o,s:o}", "launch_us", num(c->host_launch_us), "gemm_launch_us",
+                           num(c->host_gemm_launch_us));
+  if (c->host_event_us > 0) json_object_set_new(host, "event_us", num(c->host_event_us));
+  if (c->host_graph_gap_us > 0) json_object_set_new(host, "graph_gap_us", num(c->host_graph_gap_us));
+  json_object_set_new(host, "sync", arr);
+  return host;
+}
+
+/* "tp_comm_overlap_sm": {measured_on, sms, source, priced, points: [{held, margin, nomargin}]} */
+static json_t *tpo_sm_json(const schema_calibration *c) {
+  json_t *arr = json_array();
+  for (int i = 0; i < c->n_tpo_sm; i++)
+    json_array_append_new(arr, json_pack("{s:i,s:o,s:o}", "held", c->tpo_sm_held[i], "margin",
+                                         num(c->tpo_sm_margin[i]), "nomargin", num(c->tpo_sm_nomargin[i])));
+  return json_pack("{s:s,s:i,s:s,s:b,s:o}", "measured_on", c->tpo_sm_measured_on, "sms", c->tpo_sm_sms,
+                   "source", c->tpo_sm_source, "priced", c->tpo_sm_priced, "points", arr);
+}
+
+/* The whole file, its sections in the order the loader lists them; a section without points is
+ * left out. */
+static json_t *calibration_json(const schema_calibration *c) {
   json_t *root = json_object();
   json_object_set_new(root, "schema", json_integer(SCHEMA_CALIBRATION_VERSION));
   json_object_set_new(root, "gpu", json_string(c->gpu));
@@ -848,91 +939,23 @@ int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *
   if (c->n_attn) json_object_set_new(root, "attention_shapes", schema_attn_json(c));
   json_t *by = schema_attn_backends_json(c);
   if (by) json_object_set_new(root, "attention_backends", by);
-  if (c->n_kernels) {
-    json_t *obj = json_object();
-    for (int i = 0; i < c->n_kernels; i++) {
-      const schema_kernel_table *t = &c->kernels[i];
-      json_t *arr = json_array();
-      for (int j = 0; j < t->n; j++) {
-        json_t *pt = json_object();
-        json_object_set_new(pt, t->by_flops ? "flops" : "bytes", num(t->pts[j].x));
-        if (t->pts[j].group) json_object_set_new(pt, "group", json_integer(t->pts[j].group));
-        json_object_set_new(pt, "us", num(t->pts[j].us));
-        json_array_append_new(arr, pt);
-      }
-      json_object_set_new(obj, t->name, arr);
-    }
-    json_object_set_new(root, "kernels", obj);
-  }
-  if (c->n_colls) {
-    json_t *obj = json_object();
-    for (int i = 0; i < c->n_colls; i++) {
-      const schema_coll_table *t = &c->colls[i];
-      json_t *per_n = json_object_get(obj, t->name);
-      if (!per_n) {
-        per_n = json_object();
-        json_object_set_new(obj, t->name, per_n);
-      }
-      json_t *arr = json_array();
-      for (int j = 0; j < t->n; j++)
-        json_array_append_new(arr, json_pack("{s:o,s:o}", "bytes", num(t->pts[j].bytes), "us", num(t->pts[j].us)));
-      char key[16];
-      snprintf(key, sizeof key, "%d", t->nranks);
-      json_object_set_new(per_n, key, arr);
-    }
-    json_object_set_new(root, "collectives", obj);
-  }
-  if (c->n_fits) {
-    json_t *obj = json_object();
-    for (int i = 0; i < c->n_fits; i++)
-      json_object_set_new(obj, c->fits[i].name,
-                          json_pack("{s:o,s:o}", "latency_us", num(c->fits[i].latency_us), "gbps", num(c->fits[i].gbps)));
-    json_object_set_new(root, "fits", obj);
-  }
-  if (c->n_clock) {
-    if (!(c->clock_window_us > 0)) {
-      json_decref(root);
-      return ts_fail_sys(e, "calibration has clock points but no clock window (clock_window_us must be > 0)");
-    }
-    json_t *arr = json_array();
-    for (int i = 0; i < c->n_clock; i++) {
-      const schema_clock_point *q = &c->clock[i];
-      json_array_append_new(arr, json_pack("{s:o,s:o,s:o,s:o}", "duty", num(q->duty), "period_us", num(q->period_us),
-                                           "gemm_speed", num(q->gemm_speed), "mem_speed", num(q->mem_speed)));
-    }
-    json_t *clock = json_pack("{s:o,s:o}", "window_us", num(c->clock_window_us), "points", arr);
-    if (c->n_burst) {
-      json_t *bins = json_array();
-      for (int i = 0; i < c->n_burst; i++)
-        json_array_append_new(bins, json_pack("{s:o,s:o,s:o}", "from_us", num(c->burst[i].from_us), "to_us",
-                                              num(c->burst[i].to_us), "gemm_speed", num(c->burst[i].gemm_speed)));
-      json_object_set_new(clock, "burst", bins);
-    }
-    json_object_set_new(root, "clock", clock);
-  }
-  if (c->has_host) {
-    json_t *arr = json_array();
-    for (int i = 0; i < c->n_host_sync; i++)
-      json_array_append_new(arr, json_pack("{s:o,s:o}", "wait_us", num(c->host_sync_wait_us[i]), "gap_us",
-                                           num(c->host_sync_gap_us[i])));
-    json_t *host = json_pack("{s:o,s:o}", "launch_us", num(c->host_launch_us), "gemm_launch_us",
-                             num(c->host_gemm_launch_us));
-    if (c->host_event_us > 0) json_object_set_new(host, "event_us", num(c->host_event_us));
-    if (c->host_graph_gap_us > 0) json_object_set_new(host, "graph_gap_us", num(c->host_graph_gap_us));
-    json_object_set_new(host, "sync", arr);
-    json_object_set_new(root, "host", host);
-  }
-  if (c->n_tpo_sm) {
-    json_t *arr = json_array();
-    for (int i = 0; i < c->n_tpo_sm; i++)
-      json_array_append_new(arr, json_pack("{s:i,s:o,s:o}", "held", c->tpo_sm_held[i], "margin",
-                                           num(c->tpo_sm_margin[i]), "nomargin", num(c->tpo_sm_nomargin[i])));
-    json_object_set_new(root, "tp_comm_overlap_sm",
-                        json_pack("{s:s,s:i,s:s,s:b,s:o}", "measured_on", c->tpo_sm_measured_on, "sms", c->tpo_sm_sms,
-                                  "source", c->tpo_sm_source, "priced", c->tpo_sm_priced, "points", arr));
-  }
+  if (c->n_kernels) json_object_set_new(root, "kernels", kernels_json(c));
+  if (c->n_colls) json_object_set_new(root, "collectives", colls_json(c));
+  if (c->n_fits) json_object_set_new(root, "fits", fits_json(c));
+  if (c->n_clock) json_object_set_new(root, "clock", clock_json(c));
+  if (c->has_host) json_object_set_new(root, "host", host_json(c));
+  if (c->n_tpo_sm) json_object_set_new(root, "tp_comm_overlap_sm", tpo_sm_json(c));
   json_t *fw = schema_framework_host_json(c);
   if (fw) json_object_set_new(root, "framework_host", fw);
+  return root;
+}
+
+int schema_calibration_write(const schema_calibration *c_in, FILE *out, ts_err *e) {
+  schema_calibration *c = (schema_calibration *)c_in; /* sorted in place: order is not state */
+  schema_calibration_sort(c);
+  if (c->n_clock && !(c->clock_window_us > 0))
+    return ts_fail_sys(e, "calibration has clock points but no clock window (clock_window_us must be > 0)");
+  json_t *root = calibration_json(c);
   /* one table point per line (common/ts_json.h) */
   int rc = tsj_dump_data(root, out, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(WRITE_DIGITS));
   json_decref(root);

@@ -1,9 +1,8 @@
 # Tests of the compressed collectives (kernels/coll_*) and their runtime helpers.
 # The layout arithmetic is plain C: its CUnit suite builds and runs everywhere,
 # also under ASan with TACOSIM_CUDA=OFF.
-add_executable(test_coll_layout ${CMAKE_SOURCE_DIR}/tests/test_coll_layout.c ${CMAKE_SOURCE_DIR}/kernels/coll_layout.c)
-target_include_directories(test_coll_layout PRIVATE ${CMAKE_SOURCE_DIR}/kernels)
-target_link_libraries(test_coll_layout PRIVATE ts_common PkgConfig::CUNIT m)
+add_executable(test_coll_layout ${CMAKE_SOURCE_DIR}/tests/test_coll_layout.c)
+target_link_libraries(test_coll_layout PRIVATE ts_kernels_ref ts_common PkgConfig::CUNIT m)
 add_test(NAME coll_layout COMMAND test_coll_layout)
 # The transport decision (--transport auto|p2p|shm|socket): plain C.
 add_executable(test_coll_transport ${CMAKE_SOURCE_DIR}/tests/test_coll_transport.c)
@@ -20,10 +19,8 @@ target_link_libraries(test_rt_idmsg PRIVATE ts_rt_idmsg PkgConfig::CUNIT)
 add_test(NAME rt_idmsg COMMAND test_rt_idmsg)
 
 # The plain-C reference of the host path's sum kernel (kernels/coll_host.h).
-add_executable(test_coll_host_ref ${CMAKE_SOURCE_DIR}/tests/test_coll_host_ref.c
-                                  ${CMAKE_SOURCE_DIR}/kernels/coll_host_sum_ref.c)
-target_include_directories(test_coll_host_ref PRIVATE ${CMAKE_SOURCE_DIR}/kernels)
-target_link_libraries(test_coll_host_ref PRIVATE PkgConfig::CUNIT m)
+add_executable(test_coll_host_ref ${CMAKE_SOURCE_DIR}/tests/test_coll_host_ref.c)
+target_link_libraries(test_coll_host_ref PRIVATE ts_kernels_ref PkgConfig::CUNIT m)
 target_compile_options(test_coll_host_ref PRIVATE -ffp-contract=off)
 add_test(NAME coll_host_ref COMMAND test_coll_host_ref)
 

@@ -18,7 +18,7 @@ endif()
 # The emulated TP all-reduce of `tacorun train --tp-emulate` and the ablation
 # codecs, plain C: the emulation against a rank-by-rank model of the real
 # collective, bit for bit (test_coll_emu_ref.c says what else).
-add_executable(test_coll_emu_ref ${CMAKE_CURRENT_SOURCE_DIR}/test_coll_emu_ref.c ${CMAKE_SOURCE_DIR}/kernels/coll_layout.c)
+add_executable(test_coll_emu_ref ${CMAKE_CURRENT_SOURCE_DIR}/test_coll_emu_ref.c)
 target_link_libraries(test_coll_emu_ref PRIVATE ts_kernels_ref ts_common PkgConfig::CUNIT m)
 add_test(NAME coll_emu_ref COMMAND test_coll_emu_ref)
 if(TACOSIM_HAVE_GPU AND TARGET tacorun)
