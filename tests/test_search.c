@@ -840,6 +840,9 @@ static void test_bad_flags(void) {
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --sample -1", "--sample");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --frobnicate 1", "--frobnicate");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --host-framework pytorch", "--host-framework");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --hidden-dropout 1", "--hidden-dropout");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --hidden-dropout 0.1x", "--hidden-dropout");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --hidden-dropout -0.5", "--hidden-dropout");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --top", "--top needs a value");
   expect_bad("--model no-such-model --cluster h200x8-nvswitch", "--model");
   expect_bad("--model gpt3-1.3b --cluster no-such-cluster", "--cluster");
