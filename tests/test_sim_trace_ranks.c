@@ -168,8 +168,11 @@ static void test_records_describe_ops(void) {
 }
 
 /* flow arrows: each send and its receive carry one flow id (through the
- * forked child's result), and the trace draws an arrow s -> f for each */
-static void test_flow_arrows(void) {
+ * forked child's result), and the trace draws an arrow s -> f for each, and one through the members of
+ * each collective call recorded on both ranks; p in full mode, ranks 0 and 1 recorded. Returns the
+ * collective calls drawn. */
+static int flow_sends; /* the sends of the last flow_arrows() */
+static int flow_arrows(void) {
   schema_calibration cal;
   schema_result r;
   ts_err e = {0};
@@ -177,7 +180,11 @@ static void test_flow_arrows(void) {
   CU_ASSERT_EQUAL_FATAL(sim_load_costs(NULL, &p.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
   unsigned char sel[2] = {1, 1};
   sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .record_ops = true, .record_ranks = sel, .clock_off = true};
-  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &r, &e), 0);
+  if (sim_run_isolated(&p, &o, &r, &e)) {
+    CU_FAIL(e.msg);
+    schema_calibration_free(&cal);
+    return 0;
+  }
   int sends = 0, matched = 0, colls = 0;
   for (int i = 0; i < r.n_ops; i++) {
     const schema_op_record *a = &r.ops[i];
@@ -193,8 +200,8 @@ static void test_flow_arrows(void) {
   }
   printf("\n  %d sends, %d matched by a receive of the same flow; %d collective records with a flow ", sends, matched,
          colls);
-  CU_ASSERT(sends > 0);
   CU_ASSERT_EQUAL(matched, sends);
+  flow_sends = sends;
   char path[] = "/tmp/test_trace_flow_XXXXXX";
   int fd = mkstemp(path);
   CU_ASSERT_FATAL(fd >= 0);
@@ -210,11 +217,36 @@ static void test_flow_arrows(void) {
   }
   fclose(f);
   unlink(path);
-  printf("%d arrows ", starts);
-  CU_ASSERT(starts >= sends);
+  /* one arrow per message, and one through the members of each collective call recorded on both ranks */
+  int calls = 0;
+  for (int i = 0; i < r.n_ops; i++) {
+    const schema_op_record *a = &r.ops[i];
+    if (strcmp(a->kind, "collective") || a->flow <= 0) continue;
+    int first = 1, others = 0;
+    for (int j = 0; j < r.n_ops; j++)
+      if (r.ops[j].flow == a->flow && strcmp(r.ops[j].kind, "collective") == 0 && j != i) {
+        first &= j > i;
+        others += r.ops[j].rank != a->rank;
+      }
+    calls += first && others > 0;
+  }
+  printf("%d arrows, %d of them through a collective call's members ", starts, calls);
+  CU_ASSERT_EQUAL(starts, sends + calls);
   CU_ASSERT_EQUAL(starts, ends);
   schema_result_free(&r);
   schema_calibration_free(&cal);
+  return calls;
+}
+
+static void test_flow_arrows(void) {
+  CU_ASSERT(flow_arrows() > 0); /* PP 2: the messages, and the tied embedding's all-reduce */
+  CU_ASSERT(flow_sends > 0);
+  static plan keep;
+  keep = p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/gpt-h4096-tp2-taco.json", NULL, NULL, &p, &e), 0);
+  CU_ASSERT(flow_arrows() >= 8 * 4); /* TP 2: every TP all-reduce's two members, 4 a layer and micro-batch */
+  p = keep;
 }
 
 int main(void) {
@@ -223,7 +255,7 @@ int main(void) {
   CU_add_test(s, "--trace-ranks lists", test_parse);
   CU_add_test(s, "each plan stream its own trace thread", test_trace_streams);
   CU_add_test(s, "records say what each op was", test_records_describe_ops); /* forks: before sim_run */
-  CU_add_test(s, "flow arrows between a send and its receive", test_flow_arrows); /* forks too */
+  CU_add_test(s, "flow arrows between a send and its receive, through a collective's members", test_flow_arrows);
   CU_add_test(s, "only the chosen ranks are recorded", test_records_only_chosen);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
