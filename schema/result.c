@@ -62,6 +62,7 @@ static json_t *op_json(const schema_op_record *op) {
   if (op->bytes > 0) json_object_set_new(o, "bytes", json_real(op->bytes));
   if (op->wire_bytes > 0) json_object_set_new(o, "wire_bytes", json_real(op->wire_bytes));
   if (op->merged > 0) json_object_set_new(o, "merged", json_integer(op->merged));
+  if (op->merged_names[0]) json_object_set_new(o, "merged_names", json_string(op->merged_names));
   if (op->flow > 0) json_object_set_new(o, "flow", json_integer(op->flow));
   return o;
 }
@@ -356,7 +357,7 @@ static int load_ops(json_t *root, const char *file, schema_result *r, ts_err *e)
     snprintf(path, sizeof path, "ops[%zu]", i);
     if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object");
     static const char *const keys[] = {"name",  "rank",  "stream",     "start_s", "dur_s", "kind",
-                                       "coll",  "codec", "flops",      "bytes",   "wire_bytes", "merged", "flow", NULL};
+                                       "coll",  "codec", "flops",      "bytes",   "wire_bytes", "merged", "merged_names", "flow", NULL};
     schema_op_record op = {0};
     long long rank, merged, flow;
     int stream;
@@ -372,6 +373,7 @@ static int load_ops(json_t *root, const char *file, schema_result *r, ts_err *e)
         tsj_real_opt(v, "bytes", 0, BIG, 0, &op.bytes, file, path, e) ||
         tsj_real_opt(v, "wire_bytes", 0, BIG, 0, &op.wire_bytes, file, path, e) ||
         tsj_int_opt(v, "merged", 0, 1 << 30, 0, &merged, file, path, e) ||
+        tsj_string_opt(v, "merged_names", "", op.merged_names, sizeof op.merged_names, file, path, e) ||
         tsj_int_opt(v, "flow", 0, 1LL << 48, 0, &flow, file, path, e))
       return -1;
     op.merged = (int)merged;

@@ -71,6 +71,11 @@ typedef struct {
   char kind[12], coll[16], codec[16];
   double flops, bytes, wire_bytes;
   int merged;
+  /* what the merged ops were: the names of the `merged` ops after the named one, each short of the
+   * dotted prefix it shares with the named op, comma-separated ("qkv, attn, attn_out"); where they do not
+   * all fit, the first and the last of them ("layer0.mb0.fwd.ln1 ... layer3.mb0.fwd.fc2", every op
+   * between in program order); "" when nothing was merged */
+  char merged_names[96];
   /* (trace flow arrows) the message or collective call this op took part in:
    * a send and its receive share it, and so do the members' records of one
    * collective call; 0: none (compute). Written only where set. */

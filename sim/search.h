@@ -199,12 +199,18 @@ typedef struct {
   const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
   plan_host_framework host_framework; /* --host-framework: what issues the layers' kernels in the simulations
                                        * and the emitted plans (default: the executor) */
+  bool hidden_dropout_set; /* --hidden-dropout P: every candidate's (and emitted plan's) hidden_dropout; */
+  double hidden_dropout;   /* unset: the plan loader's default, Megatron-LM's 0.1 */
   bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */
   bool alltoall_analytic; /* --alltoall analytic: the simulations price cross-node all-to-alls without flows
                            * (sim_options.alltoall_analytic; approximate; default false: flows) */
   bool bounds_all;        /* (tests) compute every candidate's bound, even where none is needed */
   int keep_estimates;     /* (tests) the head of the estimate ranking kept in best_est (0: 48) */
 } sim_search_options;
+
+/* What the options set on every candidate's plan (host_framework, hidden_dropout), on the base plan of
+ * sim_search_base_plan, for the simulations and the emitted plans alike. */
+void sim_search_apply_options(const sim_search_options *o, plan *base);
 
 /* One simulated or estimated candidate. */
 typedef struct {

@@ -53,7 +53,11 @@ const char sim_search_usage[] =
     "                      frameworks with a caching allocator is not in the model: reserve it here)\n"
     "  --emit-plans DIR    write each listed layout as a complete plan file DIR/NN-<name>.json that\n"
     "                      tacosim simulate and tacorun execute read unchanged (default: not written;\n"
-    "                      simulate it with the calibration the search used to get its figure)\n"
+    "                      simulate it with the calibration the search used to get its figure; tacorun\n"
+    "                      execute runs no dropout and refuses plans with hidden_dropout > 0: search\n"
+    "                      with --hidden-dropout 0 for plans it runs)\n"
+    "  --hidden-dropout P  the hidden dropout probability of every candidate, simulated and written into\n"
+    "                      the emitted plans (default 0.1, Megatron-LM's and the plan loader's default)\n"
     "  --host-framework F  what issues the layers' kernels, for the simulations' host clock and the\n"
     "                      emitted plans' host_framework: executor (tacorun's calls) or megatron-core\n"
     "                      (Megatron-Core's measured host time, the calibration's framework_host\n"
@@ -161,6 +165,14 @@ static int run(int argc, char **argv, sim_search_options *op, long cores) {
         o.alltoall_analytic = false;
       else
         return bad("--alltoall: \"%s\" is not flows or analytic%s", v, "");
+    } else if (strcmp(a, "--hidden-dropout") == 0) {
+      char *end;
+      errno = 0;
+      double x = strtod(v, &end);
+      if (errno || end == v || *end || !(x >= 0.0 && x < 1.0))
+        return bad("--hidden-dropout: \"%s\" is not a probability in [0, 1)%s", v, "");
+      o.hidden_dropout = x;
+      o.hidden_dropout_set = true;
     } else if (strcmp(a, "--host-framework") == 0) {
       int k = 0;
       while (plan_host_framework_names[k] && strcmp(plan_host_framework_names[k], v) != 0) k++;

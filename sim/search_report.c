@@ -29,6 +29,8 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   if (o->host_framework != PLAN_HOST_EXECUTOR)
     fprintf(out, "host          %s's measured host time (the calibration's framework_host section)\n",
             plan_host_framework_names[o->host_framework]);
+  if (o->hidden_dropout_set)
+    fprintf(out, "dropout       hidden dropout %g in every candidate (--hidden-dropout; default 0.1)\n", o->hidden_dropout);
   if (o->alltoall_analytic)
     fprintf(out, "alltoall      analytic (APPROXIMATE): cross-node all-to-alls priced without flows, alone on "
                  "their links (--alltoall flows: every pair's flow)\n");

@@ -165,6 +165,11 @@ int sim_search_base_plan(const char *model, const char *cluster, plan *base, ts_
   return 0;
 }
 
+void sim_search_apply_options(const sim_search_options *o, plan *base) {
+  base->host_framework = o->host_framework;
+  if (o->hidden_dropout_set) base->hidden_dropout = o->hidden_dropout;
+}
+
 static void fill_plan(const plan *base, const sim_search_layout *l, int seq, long long global_batch, plan *p) {
   *p = *base;
   p->dp = l->dp;

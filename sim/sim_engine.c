@@ -57,6 +57,40 @@ static void op_name(const sim_rank *rs, const plan_op *op, char *buf, size_t cap
   plan_op_name(sim_w->p, &shifted, buf, cap);
 }
 
+/* The merged op k (1..merged) after pos on this stream: its name short of the dotted prefix it shares
+ * with first (the record's own name). */
+static const char *merged_name(const sim_rank *rs, int stream, int pos, int k, const char *first, char *buf,
+                               size_t cap) {
+  op_name(rs, &rs->prog->ops[rs->stream_ops[stream][pos + k]], buf, cap);
+  size_t keep = 0; /* the shared prefix, up to and including its last dot */
+  for (size_t i = 0; buf[i] && buf[i] == first[i]; i++)
+    if (buf[i] == '.') keep = i + 1;
+  return buf + keep;
+}
+
+/* What a merged record holds: the `merged` ops after pos, comma-separated ("qkv, attn, attn_out"); where
+ * they do not all fit in out, the first and the last of them ("layer0.mb0.fwd.ln1 ... layer3.mb0.fwd.fc2":
+ * every op between, in program order). */
+static void merged_names(const sim_rank *rs, int stream, int pos, int merged, const char *first, char *out,
+                         size_t cap) {
+  out[0] = '\0';
+  if (pos + merged >= rs->n_stream_ops[stream]) merged = rs->n_stream_ops[stream] - 1 - pos;
+  if (merged <= 0) return;
+  size_t used = 0;
+  for (int k = 1; k <= merged; k++) {
+    char buf[96];
+    const char *part = merged_name(rs, stream, pos, k, first, buf, sizeof buf);
+    int n = snprintf(out + used, cap - used, "%s%s", k > 1 ? ", " : "", part);
+    if (n < 0 || used + (size_t)n >= cap) break;
+    used += (size_t)n;
+    if (k == merged) return; /* all of them fit */
+  }
+  char a[96], b[96];
+  const char *lo = merged_name(rs, stream, pos, 1, first, a, sizeof a),
+             *hi = merged_name(rs, stream, pos, merged, first, b, sizeof b);
+  snprintf(out, cap, "%.*s ... %s", (int)(cap > 48 ? cap / 2 - 4 : 8), lo, hi);
+}
+
 static void record(sim_rank *rs, int stream, int pos, int merged, double start, double dur) {
   if (!sim_w->o->record_ops || dur <= 0) return;
   const int *mine = rs->stream_ops[stream];
@@ -84,6 +118,7 @@ static void record(sim_rank *rs, int stream, int pos, int merged, double start, 
   snprintf(r->codec, sizeof r->codec, "%s",
            op->kind != PLAN_OP_COMPUTE && op->codec.kind != PLAN_CODEC_NONE ? plan_codec_kind_name(op->codec.kind) : "");
   r->merged = merged > 0 ? merged : 0;
+  merged_names(rs, stream, pos, r->merged, name, r->merged_names, sizeof r->merged_names);
   r->flow = op_flow(rs, stream, op);
   r->flops = r->bytes = r->wire_bytes = 0;
   for (int k = 0; k <= r->merged && pos + k < rs->n_stream_ops[stream]; k++) {

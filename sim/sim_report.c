@@ -91,6 +91,7 @@ static void trace_args(FILE *f, const schema_op_record *op) {
   if (op->bytes > 0) fprintf(f, ",\"bytes\":%.6g", op->bytes);
   if (op->wire_bytes > 0) fprintf(f, ",\"wire_bytes\":%.6g", op->wire_bytes);
   if (op->merged > 0) fprintf(f, ",\"merged_ops\":%d", op->merged);
+  if (op->merged_names[0]) fprintf(f, ",\"merged\":"), json_string_out(f, op->merged_names);
   fputc('}', f);
 }
 

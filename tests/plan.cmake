@@ -1,7 +1,8 @@
 # Tests of plan/: loading and validation, placement, schedules, programs.
 add_executable(test_plan_load ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_load.c)
 target_link_libraries(test_plan_load PRIVATE ts_plan PkgConfig::CUNIT m)
-target_compile_definitions(test_plan_load PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+target_compile_definitions(test_plan_load PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
+                           SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 add_test(NAME plan_load COMMAND test_plan_load)
 
 add_executable(test_plan_program ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_program.c)

@@ -560,6 +560,33 @@ static void test_tacorun_refuses_hidden_dropout(void) {
   CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "hidden_dropout > 0"));
 }
+
+/* Issue 20: tacosim search --emit-plans writes plans tacorun execute accepts unchanged, for layouts the
+ * executor runs: with --hidden-dropout 0 the plan passes every check before the GPU (here none is
+ * visible, so the run stops there: "no CUDA device", not exit 2); with the default 0.1 it is refused,
+ * the field named. */
+static void test_tacorun_runs_emitted_plans(void) {
+  static char out[65536];
+  const char *dropout[] = {" --hidden-dropout 0", ""};
+  for (int i = 0; i < 2; i++) {
+    char args[512];
+    snprintf(args, sizeof args,
+             "search --model gpt3-1.3b --cluster h200x8-nvswitch --gpus 1 --global-batch 8 --max-micro 2 "
+             "--codecs none --simulate 1 --top 1 --jobs 1 --emit-plans emit%d%s",
+             i, dropout[i]);
+    CU_ASSERT_EQUAL_FATAL(tacosim(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "execute emit%d/01-*.json --iters 1", i);
+    int rc = tacorun(args, out, sizeof out);
+    if (i == 0 && (rc == 2 || !strstr(out, "no CUDA device"))) fprintf(stderr, "\n  %d: %.400s\n", rc, out);
+    if (i == 0) {
+      CU_ASSERT_NOT_EQUAL(rc, 2);
+      CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
+    } else {
+      CU_ASSERT_EQUAL(rc, 2);
+      CU_ASSERT_PTR_NOT_NULL(strstr(out, "hidden_dropout: 0.1"));
+    }
+  }
+}
 #endif
 
 static void remove_workdir(void) {
@@ -592,6 +619,8 @@ int main(void) {
   CU_add_test(s, "tacorun execute: MoE layouts it does not run refused (exit 2, the field named)", test_tacorun_moe_refusals);
   CU_add_test(s, "tacorun execute refuses hidden_dropout > 0 (exit 2, the field named)",
               test_tacorun_refuses_hidden_dropout);
+  CU_add_test(s, "tacorun execute accepts the plans tacosim search --hidden-dropout 0 emits",
+              test_tacorun_runs_emitted_plans);
 #endif
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -14,6 +14,9 @@
 #include "plan.h"
 #include "test_check.h"
 
+#ifndef SOURCE_DIR
+#error "SOURCE_DIR must point at the source tree"
+#endif
 #ifndef PLANS_DIR
 #error "PLANS_DIR must point at experiments/plans"
 #endif
@@ -105,6 +108,62 @@ static void test_shipped_plans_load(void) {
   }
   closedir(dir);
   CU_ASSERT(count >= 7);
+}
+
+/* Issue 20: the layouts that published training runs used fit as they did. Every plan of
+ * experiments/published/<set>/plans/ (the MoE set: the plans beside its README) passes the loader, whose rules include the memory check against the
+ * cluster's HBM (the model files are named by repository path: loaded from the source tree's root). The
+ * fullest GPU of each set is printed against its HBM. */
+static void test_published_plans_fit(void) {
+  char here[4096];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(getcwd(here, sizeof here));
+  CU_ASSERT_EQUAL_FATAL(chdir(SOURCE_DIR), 0);
+  DIR *sets = opendir("experiments/published");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(sets);
+  int count = 0, on_80 = 0;
+  struct dirent *set;
+  while ((set = readdir(sets))) {
+    if (set->d_name[0] == '.') continue;
+    char dir[512];
+    snprintf(dir, sizeof dir, "experiments/published/%s/plans", set->d_name);
+    DIR *d = opendir(dir);
+    if (!d) { /* the MoE set keeps its plans beside its README */
+      snprintf(dir, sizeof dir, "experiments/published/%s", set->d_name);
+      d = opendir(dir);
+    }
+    if (!d) continue; /* a file */
+    double fullest = 0, hbm = 0;
+    char which[256] = "";
+    struct dirent *ent;
+    while ((ent = readdir(d))) {
+      size_t n = strlen(ent->d_name);
+      if (n < 6 || strcmp(ent->d_name + n - 5, ".json")) continue;
+      char path[1024];
+      snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+      static plan p;
+      ts_err e = {0};
+      int rc = plan_load(path, NULL, NULL, &p, &e);
+      if (rc) printf("\n  %s\n", e.msg);
+      CU_ASSERT_EQUAL(rc, 0);
+      if (rc) continue;
+      count++;
+      plan_memory m;
+      CU_ASSERT_EQUAL(plan_memory_per_gpu(&p, &m), 0);
+      CU_ASSERT(m.total <= p.cluster.gpu.hbm_gib * 1073741824.0);
+      on_80 += p.cluster.gpu.hbm_gib <= 80.0;
+      if (m.total / (p.cluster.gpu.hbm_gib * 1073741824.0) > (hbm > 0 ? fullest / hbm : 0)) {
+        fullest = m.total / 1073741824.0, hbm = p.cluster.gpu.hbm_gib;
+        snprintf(which, sizeof which, "%s", ent->d_name);
+      }
+    }
+    closedir(d);
+    printf("\n  %-12s fullest %s: %.1f of %.0f GiB", set->d_name, which, fullest, hbm);
+  }
+  closedir(sets);
+  printf("\n  %d published plans fit, %d of them on GPUs of 80 GiB or less ", count, on_80);
+  CU_ASSERT(count >= 60);
+  CU_ASSERT(on_80 >= 20);
+  CU_ASSERT_EQUAL(chdir(here), 0);
 }
 
 static void test_reference_plan_fields(void) {
@@ -580,6 +639,7 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite ok = CU_add_suite("plan.load", setup, cleanup);
   CU_add_test(ok, "shipped plans load", test_shipped_plans_load);
+  CU_add_test(ok, "published plans fit as the runs did", test_published_plans_fit);
   CU_add_test(ok, "reference plan fields", test_reference_plan_fields);
   CU_add_test(ok, "defaults", test_defaults);
   CU_add_test(ok, "hidden_dropout", test_hidden_dropout);

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "search.h"
 #include "sim_costs.h"
 
@@ -756,6 +758,75 @@ static void expect_bad(const char *args, const char *needle) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, needle));
 }
 
+/* A candidate whose simulation failed is a row of its own with the simulator's reason (table and JSON),
+ * and the speedup table says "failed" where its figure would be, never a bare "-" (issue 20). Two
+ * layouts: A simulated uncompressed and its TACO run failed; B's uncompressed run failed and its TACO
+ * run simulated. */
+static void test_failed_rows_name_their_reason(void) {
+  sim_search_options o = {.model = "m", .cluster = "c",
+                          .codecs = (1u << SIM_SEARCH_CODEC_NONE) | (1u << SIM_SEARCH_CODEC_TACO), .top = 10,
+                          .jobs = 1};
+  static sim_search_candidate c[4];
+  const sim_search_layout a = {.tp = 2, .pp = 1, .vpp = 1, .dp = 4, .micro = 1},
+                          b = {.tp = 1, .pp = 2, .vpp = 1, .dp = 4, .micro = 1};
+  c[0] = (sim_search_candidate){.layout = a, .codec = SIM_SEARCH_CODEC_NONE, .simulated = true,
+                                .sim_tokens_per_s = 1000, .speedup = 1.0};
+  c[1] = (sim_search_candidate){.layout = b, .codec = SIM_SEARCH_CODEC_TACO, .simulated = true,
+                                .sim_tokens_per_s = 900};
+  c[2] = (sim_search_candidate){.layout = a, .codec = SIM_SEARCH_CODEC_TACO, .sim_failed = true};
+  snprintf(c[2].error, sizeof c[2].error, "simulator failure: rank 3 never finished op layer0.mb0.fwd.qkv");
+  c[3] = (sim_search_candidate){.layout = b, .codec = SIM_SEARCH_CODEC_NONE, .sim_failed = true};
+  snprintf(c[3].error, sizeof c[3].error, "simulator failure: fwd.attn priced below the GPU's ceiling");
+  sim_search_result r = {.n = 4, .cands = c, .candidates = 4, .simulations = 4, .failures = 2, .gpus = 8,
+                         .layouts_simulated = 2, .seq = 8, .global_batch = 8};
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  sim_search_print(&r, &o, f);
+  fclose(f);
+  /* each failure a row marked x, with its reason */
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "simulation failed: simulator failure: rank 3 never finished op layer0.mb0.fwd.qkv"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "simulation failed: simulator failure: fwd.attn priced below the GPU's ceiling"));
+  int x_rows = 0;
+  for (const char *p = text; (p = strstr(p, "\n  x  ")); p++) x_rows++;
+  CU_ASSERT_EQUAL(x_rows, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "failed: 2 simulations (rows marked x above, each with its reason)"));
+  /* the speedup table: A's taco column and B's uncompressed column say failed */
+  const char *table = strstr(text, "codec speedup over the same layout uncompressed");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(table);
+  const char *row_a = strstr(table, "\ntp2 pp1"), *row_b = strstr(table, "\ntp1 pp2");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(row_a);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(row_b);
+  char line_a[256], line_b[256];
+  snprintf(line_a, sizeof line_a, "%.*s", (int)strcspn(row_a + 1, "\n"), row_a + 1);
+  snprintf(line_b, sizeof line_b, "%.*s", (int)strcspn(row_b + 1, "\n"), row_b + 1);
+  printf("\n  %s\n  %s ", line_a, line_b);
+  CU_ASSERT_PTR_NOT_NULL(strstr(line_a, "1000"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line_a, "failed"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line_b, "failed"));
+  CU_ASSERT_PTR_NULL(strstr(line_a, " - "));
+  free(text);
+  /* the JSON names the reason too */
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/test-search-failed-%d.json", (int)getpid());
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_search_save_json(&r, &o, path, &e), 0);
+  json_error_t je;
+  json_t *root = json_load_file(path, 0, &je);
+  unlink(path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  int named = 0;
+  json_t *rows = json_object_get(root, "simulated"), *row;
+  size_t i;
+  json_array_foreach(rows, i, row) {
+    const char *why = json_string_value(json_object_get(row, "error"));
+    named += why && strstr(why, "simulator failure: ") == why;
+  }
+  CU_ASSERT_EQUAL(named, 2);
+  json_decref(root);
+}
+
 static void test_bad_flags(void) {
   expect_bad("--cluster h200x8-nvswitch", "--model is required");
   expect_bad("--model gpt3-1.3b", "--cluster is required");
@@ -769,6 +840,9 @@ static void test_bad_flags(void) {
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --sample -1", "--sample");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --frobnicate 1", "--frobnicate");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --host-framework pytorch", "--host-framework");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --hidden-dropout 1", "--hidden-dropout");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --hidden-dropout 0.1x", "--hidden-dropout");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --hidden-dropout -0.5", "--hidden-dropout");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --top", "--top needs a value");
   expect_bad("--model no-such-model --cluster h200x8-nvswitch", "--model");
   expect_bad("--model gpt3-1.3b --cluster no-such-cluster", "--cluster");
@@ -806,6 +880,7 @@ int main(void) {
   CU_add_test(s, "estimate ranks like the simulation", test_estimate_ranks_like_simulation);
   CU_add_test(s, "small search end to end", test_small_search);
   CU_add_test(s, "estimate over processes: the same ranking", test_estimate_over_processes);
+  CU_add_test(s, "a failed simulation is a row with its reason", test_failed_rows_name_their_reason);
   CU_add_test(s, "bad flags exit 2", test_bad_flags);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

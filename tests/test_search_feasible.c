@@ -175,13 +175,15 @@ static double simulated_tokens(const char *plan_path, const char *cal) {
   return t;
 }
 
-/* host: --host-framework (the plans carry it and predict the search's figure under it too) */
-static void emitted_plans_predict_the_search(plan_host_framework host) {
+/* host: --host-framework (the plans carry it and predict the search's figure under it too); dropout < 0:
+ * the default hidden dropout (Megatron-LM's 0.1), else --hidden-dropout dropout */
+static void emitted_plans_predict_the_search(plan_host_framework host, double dropout) {
   char dir[64];
   snprintf(dir, sizeof dir, "/tmp/test-emit-plans-%d", (int)getpid());
   sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h200x8-nvswitch", .gpus = 8, .global_batch = 16,
                           .codecs = (1u << SIM_SEARCH_CODEC_NONE) | (1u << SIM_SEARCH_CODEC_TACO), .top = 3,
-                          .simulate = 2, .jobs = 2, .max_micro = 4, .host_framework = host};
+                          .simulate = 2, .jobs = 2, .max_micro = 4, .host_framework = host,
+                          .hidden_dropout_set = dropout >= 0, .hidden_dropout = dropout};
   sim_search_result r;
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(sim_search_run(&o, &r, &e), 0);
@@ -206,7 +208,7 @@ static void emitted_plans_predict_the_search(plan_host_framework host) {
     CU_ASSERT_EQUAL(p.tp, k->layout.tp);
     CU_ASSERT_EQUAL(p.dp, k->layout.dp);
     CU_ASSERT_EQUAL(p.micro_batch, k->layout.micro);
-    CU_ASSERT_EQUAL(p.hidden_dropout, 0.1); /* written (the search's plans: Megatron-LM's default) */
+    CU_ASSERT_EQUAL(p.hidden_dropout, dropout >= 0 ? dropout : 0.1); /* written (default: Megatron-LM's) */
     CU_ASSERT_EQUAL(p.host_framework, host);
     FILE *pf = fopen(path, "r");
     char text[8192] = "";
@@ -215,7 +217,7 @@ static void emitted_plans_predict_the_search(plan_host_framework host) {
       text[got] = '\0';
       fclose(pf);
     }
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"hidden_dropout\": 0.1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, dropout == 0 ? "\"hidden_dropout\": 0.0" : "\"hidden_dropout\": 0.1"));
     double t = simulated_tokens(path, r.calibration);
     printf("\n  %s: search %.1f, tacosim simulate %.1f tokens/s ", path, k->sim_tokens_per_s, t);
     CU_ASSERT_DOUBLE_EQUAL(t, k->sim_tokens_per_s, 1e-6 * k->sim_tokens_per_s);
@@ -226,11 +228,16 @@ static void emitted_plans_predict_the_search(plan_host_framework host) {
   sim_search_result_free(&r);
 }
 
-static void test_emitted_plans_predict_the_search(void) { emitted_plans_predict_the_search(PLAN_HOST_EXECUTOR); }
+static void test_emitted_plans_predict_the_search(void) { emitted_plans_predict_the_search(PLAN_HOST_EXECUTOR, -1); }
+
+/* --hidden-dropout 0: the plans tacorun execute runs (it runs no dropout), their figures given back too */
+static void test_emitted_plans_without_dropout(void) { emitted_plans_predict_the_search(PLAN_HOST_EXECUTOR, 0); }
 
 /* Megatron-Core's host time: gpt3-1.3b's small layers run at the host's pace, so the figures differ from the
  * executor's, and the emitted plans still give them back */
-static void test_emitted_plans_megatron_core_host(void) { emitted_plans_predict_the_search(PLAN_HOST_MEGATRON_CORE); }
+static void test_emitted_plans_megatron_core_host(void) {
+  emitted_plans_predict_the_search(PLAN_HOST_MEGATRON_CORE, -1);
+}
 
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -240,6 +247,7 @@ int main(void) {
   CU_add_test(s, "headroom", test_headroom);
   CU_add_test(s, "emitted plans predict the search's figures", test_emitted_plans_predict_the_search);
   CU_add_test(s, "emitted plans with --host-framework megatron-core", test_emitted_plans_megatron_core_host);
+  CU_add_test(s, "emitted plans with --hidden-dropout 0", test_emitted_plans_without_dropout);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

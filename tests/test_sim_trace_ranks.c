@@ -1,6 +1,7 @@
 /* test_sim_trace_ranks.c — `--trace-ranks`: the rank lists it accepts and
  * refuses, and that a simulation records only the ranks chosen. */
 #include <CUnit/Basic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,13 +95,48 @@ static void test_trace_streams(void) {
                                      "\"wire_bytes\":2.16269e+06}"));
 }
 
-/* a simulation's records say what each op was (kind, sizes), also through
+/* A merged record says what it merged: one name per merged op (the list form), or the first and the
+ * last of them (the range form); and the trace carries them as the event's "merged" argument. Counts
+ * the records of each form. */
+static void check_merged(const schema_result *r, int *lists, int *ranges) {
+  int merged = 0;
+  for (int i = 0; i < r->n_ops; i++) {
+    const schema_op_record *op = &r->ops[i];
+    merged += op->merged > 0;
+    CU_ASSERT_EQUAL(op->merged > 0, op->merged_names[0] != '\0');
+    if (op->merged <= 0) continue;
+    int names = 1;
+    for (const char *c = op->merged_names; *c; c++) names += *c == ',';
+    const char *range = strstr(op->merged_names, " ... ");
+    bool ok = range ? names == 1 && op->merged > 2 && !strstr(range + 5, " ") : names == op->merged;
+    if (!ok) printf("\n  %s: merged %d, names \"%s\"", op->name, op->merged, op->merged_names);
+    CU_ASSERT(ok);
+    int *form = range ? ranges : lists;
+    if (++*form == 1) printf("\n  e.g. \"%s\": %s", op->name, op->merged_names);
+  }
+  char path[] = "/tmp/test_trace_merged_XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_write_trace(r, path, &e), 0);
+  FILE *f = fopen(path, "r");
+  CU_ASSERT_FATAL(f != NULL);
+  int with_names = 0;
+  char line[2048];
+  while (fgets(line, sizeof line, f)) with_names += strstr(line, "\"merged_ops\":") && strstr(line, ",\"merged\":\"");
+  fclose(f);
+  unlink(path);
+  CU_ASSERT_EQUAL(with_names, merged);
+}
+
+/* a simulation's records say what each op was (kind, sizes, what a merged record merged), also through
  * the forked child's result */
 static void test_records_describe_ops(void) {
   schema_calibration cal;
   schema_result r;
   CU_ASSERT_EQUAL_FATAL(record_rank(0, true, &cal, &r), 0);
-  int compute = 0, comm = 0, merged = 0;
+  int compute = 0, comm = 0, merged = 0, lists = 0, ranges = 0;
   for (int i = 0; i < r.n_ops; i++) {
     const schema_op_record *op = &r.ops[i];
     if (!strcmp(op->kind, "compute")) compute += op->flops > 0 || op->bytes > 0;
@@ -111,14 +147,32 @@ static void test_records_describe_ops(void) {
   printf("\n  %d ops: %d compute with sizes, %d communication, %d merged ", r.n_ops, compute, comm, merged);
   CU_ASSERT(compute > 0);
   CU_ASSERT(comm > 0);
+  CU_ASSERT(merged > 0);
   CU_ASSERT_EQUAL(compute + comm, r.n_ops);
+  check_merged(&r, &lists, &ranges); /* a pipeline stage's forward: whole layers merged (ranges) */
   schema_result_free(&r);
   schema_calibration_free(&cal);
+  /* TP 2: the compute between two TP all-reduces merged (lists) */
+  static plan keep;
+  keep = p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/gpt-h4096-tp2-taco.json", NULL, NULL, &p, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(record_rank(0, true, &cal, &r), 0);
+  check_merged(&r, &lists, &ranges);
+  schema_result_free(&r);
+  schema_calibration_free(&cal);
+  p = keep;
+  printf("\n  merged records: %d listed, %d as a range ", lists, ranges);
+  CU_ASSERT(lists > 0);
+  CU_ASSERT(ranges > 0);
 }
 
 /* flow arrows: each send and its receive carry one flow id (through the
- * forked child's result), and the trace draws an arrow s -> f for each */
-static void test_flow_arrows(void) {
+ * forked child's result), and the trace draws an arrow s -> f for each, and one through the members of
+ * each collective call recorded on both ranks; p in full mode, ranks 0 and 1 recorded. Returns the
+ * collective calls drawn. */
+static int flow_sends; /* the sends of the last flow_arrows() */
+static int flow_arrows(void) {
   schema_calibration cal;
   schema_result r;
   ts_err e = {0};
@@ -126,7 +180,11 @@ static void test_flow_arrows(void) {
   CU_ASSERT_EQUAL_FATAL(sim_load_costs(NULL, &p.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
   unsigned char sel[2] = {1, 1};
   sim_options o = {.mode = SIM_MODE_FULL, .cal = &cal, .record_ops = true, .record_ranks = sel, .clock_off = true};
-  CU_ASSERT_EQUAL_FATAL(sim_run_isolated(&p, &o, &r, &e), 0);
+  if (sim_run_isolated(&p, &o, &r, &e)) {
+    CU_FAIL(e.msg);
+    schema_calibration_free(&cal);
+    return 0;
+  }
   int sends = 0, matched = 0, colls = 0;
   for (int i = 0; i < r.n_ops; i++) {
     const schema_op_record *a = &r.ops[i];
@@ -142,8 +200,8 @@ static void test_flow_arrows(void) {
   }
   printf("\n  %d sends, %d matched by a receive of the same flow; %d collective records with a flow ", sends, matched,
          colls);
-  CU_ASSERT(sends > 0);
   CU_ASSERT_EQUAL(matched, sends);
+  flow_sends = sends;
   char path[] = "/tmp/test_trace_flow_XXXXXX";
   int fd = mkstemp(path);
   CU_ASSERT_FATAL(fd >= 0);
@@ -159,11 +217,36 @@ static void test_flow_arrows(void) {
   }
   fclose(f);
   unlink(path);
-  printf("%d arrows ", starts);
-  CU_ASSERT(starts >= sends);
+  /* one arrow per message, and one through the members of each collective call recorded on both ranks */
+  int calls = 0;
+  for (int i = 0; i < r.n_ops; i++) {
+    const schema_op_record *a = &r.ops[i];
+    if (strcmp(a->kind, "collective") || a->flow <= 0) continue;
+    int first = 1, others = 0;
+    for (int j = 0; j < r.n_ops; j++)
+      if (r.ops[j].flow == a->flow && strcmp(r.ops[j].kind, "collective") == 0 && j != i) {
+        first &= j > i;
+        others += r.ops[j].rank != a->rank;
+      }
+    calls += first && others > 0;
+  }
+  printf("%d arrows, %d of them through a collective call's members ", starts, calls);
+  CU_ASSERT_EQUAL(starts, sends + calls);
   CU_ASSERT_EQUAL(starts, ends);
   schema_result_free(&r);
   schema_calibration_free(&cal);
+  return calls;
+}
+
+static void test_flow_arrows(void) {
+  CU_ASSERT(flow_arrows() > 0); /* PP 2: the messages, and the tied embedding's all-reduce */
+  CU_ASSERT(flow_sends > 0);
+  static plan keep;
+  keep = p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/gpt-h4096-tp2-taco.json", NULL, NULL, &p, &e), 0);
+  CU_ASSERT(flow_arrows() >= 8 * 4); /* TP 2: every TP all-reduce's two members, 4 a layer and micro-batch */
+  p = keep;
 }
 
 int main(void) {
@@ -172,7 +255,7 @@ int main(void) {
   CU_add_test(s, "--trace-ranks lists", test_parse);
   CU_add_test(s, "each plan stream its own trace thread", test_trace_streams);
   CU_add_test(s, "records say what each op was", test_records_describe_ops); /* forks: before sim_run */
-  CU_add_test(s, "flow arrows between a send and its receive", test_flow_arrows); /* forks too */
+  CU_add_test(s, "flow arrows between a send and its receive, through a collective's members", test_flow_arrows);
   CU_add_test(s, "only the chosen ranks are recorded", test_records_only_chosen);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

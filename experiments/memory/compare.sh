@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The memory estimate (tacosim plan, the largest stage) against what the executor
-# measured on the H200 in validation run 10 (memory_per_gpu in
-# experiments/validation/run10/compare/<tag>.txt: the "predicted" column there is
-# the estimate of that time, before fused attention and the overheads).
+# measured on the H200:
+# - the gpt-h4096 validation plans (experiments/validation/plans.txt; memory_per_gpu
+#   in experiments/validation/compare/<tag>.txt, the current validation run: the
+#   "old" column is its "predicted", the estimate of that time, before fused
+#   attention and the overheads);
+# - the zoo validation plans on one GPU (experiments/validation/zoo/plans/, measured
+#   in zoo run 10: experiments/validation/zoo/run10/<tag>.json.gz): recomputation
+#   (none, selective, full), GPipe, GQA, RoPE and SwiGLU models; no "old" column.
 # "+ s x s" adds what this executor keeps and fused-attention training does not:
 # the softmax probabilities of every layer and activation slot it holds, and
 # three score-sized scratch buffers (dP, scores, dS; runtime/exec/exec_model.c).
@@ -10,11 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 T=${1:-build/sim/tacosim}
-printf "%-24s %9s %9s %9s %8s %10s %8s\n" tag measured old new "new err" "+ s x s" "err"
-grep -v '^#' experiments/validation/plans.txt | while read -r tag plan _ _; do
-  c=experiments/validation/run10/compare/$tag.txt
-  [ -f "$c" ] || continue
-  read -r old meas < <(awk '/^memory_per_gpu/ {print $2/2^30, $3/2^30}' "$c")
+
+# row TAG PLAN MEASURED_GIB OLD_GIB|-: one line of the table
+row() {
+  local tag=$1 plan=$2 meas=$3 old=$4 new extra
   new=$("$T" plan "$plan" | awk '/^  stage [0-9]/ && $NF == "%" {if ($8 > m) m = $8} END {print m}')
   # executor's s x s buffers: micro x heads/tp x seq^2 x 2 bytes, (layers held x slots + 3) of them
   extra=$(python3 - "$plan" <<'PY'
@@ -24,13 +28,30 @@ name = p["model"]
 m = json.load(open(name if "/" in name or name.endswith(".json") else "models/%s.json" % name))
 l, b = p["layout"], p["batch"]
 tp, pp, dp = l["tp"], l["pp"], l["dp"]
+layers = p.get("layers_override") or m["layers"]
 micros = b["global"] // (b["micro"] * dp)
 slots = micros if pp > 1 else 1
-held = m["layers"] // pp if l.get("recompute", "none") == "none" else 1
+held = layers // pp if l.get("recompute", "none") == "none" else 1
 score = b["micro"] * m["heads"] // tp * b["seq"] ** 2 * 2
 print((held * slots + 3) * score / 2 ** 30)
 PY
 )
   awk -v t="$tag" -v o="$old" -v m="$meas" -v n="$new" -v x="$extra" \
-    'BEGIN {printf "%-24s %9.2f %9.2f %9.2f %+7.1f%% %10.2f %+7.1f%%\n", t, m, o, n, 100*(n/m-1), n+x, 100*((n+x)/m-1)}'
+    'BEGIN {printf "%-36s %9.2f %9s %9.2f %+7.1f%% %10.2f %+7.1f%%\n", t, m, o == "-" ? "-" : sprintf("%.2f", o), n,
+            100*(n/m-1), n+x, 100*((n+x)/m-1)}'
+}
+
+printf "%-36s %9s %9s %9s %8s %10s %8s\n" tag measured old new "new err" "+ s x s" "err"
+grep -v '^#' experiments/validation/plans.txt | while read -r tag plan _ _; do
+  c=experiments/validation/compare/$tag.txt
+  [ -f "$c" ] || continue
+  read -r old meas < <(awk '/^memory_per_gpu/ {print $2/2^30, $3/2^30}' "$c")
+  row "$tag" "$plan" "$meas" "$old"
+done
+for plan in experiments/validation/zoo/plans/*.json; do
+  tag=$(basename "$plan" .json)
+  m=experiments/validation/zoo/run10/$tag.json.gz
+  [ -f "$m" ] || continue
+  meas=$(gzip -dc "$m" | python3 -c 'import json, sys; print(json.load(sys.stdin)["memory_per_gpu_bytes"] / 2**30)')
+  row "zoo/$tag" "$plan" "$meas" -
 done

@@ -152,7 +152,8 @@ static void usage(FILE *out) {
           "    (parts left out: the library's default)\n"
           "  --blocks-per-sm N  persistent blocks per SM of every variant: 0 one tile per thread (no\n"
           "                   persistence), 1..64 a cap, -1 the occupancy [-1]\n"
-          "  --hadamard LIST  the same as --variants (--hadamard smem,shuffle is --variants smem,shuffle)\n"
+          "  --hadamard LIST  the same as --variants (--hadamard smem,shuffle is --variants smem,shuffle) [as\n"
+          "                   --variants]\n"
           "  --quality        the error table instead of the speed rows [off]\n"
           "reads:  nothing\n"
           "writes: the table on standard output; progress on standard error when it is a terminal\n");

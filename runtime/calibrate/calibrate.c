@@ -79,7 +79,7 @@ static void usage(FILE *f) {
           "  --quick              fewer repetitions and group sizes (fits the 8-minute budget) [off]\n"
           "  --compute-from FILE  copy GEMM and kernel tables, decode GEMMs, attention per shape (every\n"
           "                       backend), the clock and the host section (graph_gap_us among it) from\n"
-          "                       FILE; measure only collectives\n"
+          "                       FILE; measure only collectives [none: every table measured]\n"
           "  --check              run the kernel self-check only [off]\n"
           "  --max-bytes B        largest collective size (default 1073741824)\n"
           "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"

@@ -103,7 +103,7 @@ static void usage(FILE *out) {
           "  --check-emu        the emulated all-reduce of --tp-emulate on the GPU (every codec, TP 2/4/8, BF16\n"
           "                     and FP32), then the ablation codecs' kernels alone (G 32-512, E4M3/E5M2, a\n"
           "                     partial group, NaN and Inf groups) against their plain-C reference, bit for\n"
-          "                     bit (exit 77 without a GPU)\n"
+          "                     bit (exit 77 without a GPU) [off]\n"
           "  --check-codec      the fp8-tensor CUDA kernels against their plain-C reference, bit for bit\n"
           "                     (exit 77 without a GPU) [off]\n"
           "  (--csv, --summary, --out-dir: not written unless given)\n");
