@@ -63,9 +63,13 @@ typedef struct {
 } sim_options;
 
 /* Simulates one iteration; fills *out (schema_result_free it). Call once per process. */
-/* --trace-ranks: "stages" (tp 0, dp 0 of each stage) or "0,8,16-23"; sel has
+/* --trace-ranks: "all", "stages" (tp 0, dp 0 of each stage) or "0,8,16-23"; sel has
  * plan_world_size(p) entries, set to 1 for the ranks chosen. */
 int sim_parse_trace_ranks(const char *list, const plan *p, unsigned char *sel, ts_err *e);
+/* --trace-ranks when not given: "all" up to SIM_TRACE_ALL_RANKS_MAX GPUs, else "stages" (a full-mode
+ * trace of every rank of GPT-3 175B on 1,024 GPUs is over 1 GB; Perfetto opens a few hundred MB). */
+#define SIM_TRACE_ALL_RANKS_MAX 256
+const char *sim_default_trace_ranks(const plan *p);
 int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e);
 
 /* Same, in a forked child; the result travels back as result JSON. */

@@ -7,9 +7,17 @@
 
 #include "sim.h"
 
+const char *sim_default_trace_ranks(const plan *p) {
+  return plan_world_size(p) > SIM_TRACE_ALL_RANKS_MAX ? "stages" : "all";
+}
+
 int sim_parse_trace_ranks(const char *list, const plan *p, unsigned char *sel, ts_err *e) {
   int world = plan_world_size(p);
   memset(sel, 0, (size_t)world);
+  if (strcmp(list, "all") == 0) {
+    memset(sel, 1, (size_t)world);
+    return 0;
+  }
   if (strcmp(list, "stages") == 0) { /* tp 0, dp 0 of each stage: what reduced mode simulates */
     for (int s = 0; s < p->pp; s++) sel[plan_rank_of(p, (plan_coord){0, 0, s})] = 1;
     return 0;

@@ -143,9 +143,10 @@ static const char simulate_usage[] =
     "  --csv OUT               write the result as gnuplot columns (default: not written)\n"
     "  --trace OUT             write a Chrome trace of the iteration, opens in Perfetto (default: not written;\n"
     "                          training plans only)\n"
-    "  --trace-ranks LIST      the ranks the trace records: \"stages\" (tp 0, dp 0 of each stage) or ranks\n"
-    "                          and ranges, e.g. 0,8,16-23 (default: every simulated rank; a full-mode trace\n"
-    "                          of GPT-3 175B on 1,024 GPUs is over 1 GB, Perfetto opens a few hundred MB)\n"
+    "  --trace-ranks LIST      the ranks the trace records: \"all\", \"stages\" (tp 0, dp 0 of each stage) or\n"
+    "                          ranks and ranges, e.g. 0,8,16-23 (default: all up to 256 GPUs, stages above:\n"
+    "                          a full-mode trace of every rank of GPT-3 175B on 1,024 GPUs is over 1 GB,\n"
+    "                          Perfetto opens a few hundred MB; reduced mode records its simulated ranks)\n"
     "reads:  PLAN.json, the model and cluster it names, the calibration\n"
     "writes: the prediction on standard output; OUT of --json, --csv, --trace; progress on standard error\n"
     "        when it is a terminal\n";
@@ -356,13 +357,22 @@ static int cmd_simulate(int argc, char **argv) {
   sim_cost_source src;
   if (sim_load_costs(cal_path, &p.cluster, transfer, &cal, &src, &e)) return fail(&e);
   unsigned char *sel = NULL;
-  if (trace_ranks) {
-    sel = trace ? malloc((size_t)plan_world_size(&p)) : NULL;
+  if (trace && !trace_ranks) {
+    trace_ranks = sim_default_trace_ranks(&p);
+    if (strcmp(trace_ranks, "all"))
+      fprintf(stderr, "note: --trace records the ranks of --trace-ranks %s (%d GPUs; --trace-ranks all for every rank)\n",
+              trace_ranks, plan_world_size(&p));
+  }
+  if (trace_ranks && !trace) {
+    schema_calibration_free(&cal);
+    return command_error("simulate", "--trace-ranks: needs --trace OUT%s", "");
+  }
+  if (trace_ranks && strcmp(trace_ranks, "all")) { /* all: every rank simulated, no selection */
+    sel = malloc((size_t)plan_world_size(&p));
     if (!sel || sim_parse_trace_ranks(trace_ranks, &p, sel, &e)) {
       bool parsed = sel != NULL;
       schema_calibration_free(&cal);
       free(sel);
-      if (!trace) return command_error("simulate", "--trace-ranks: needs --trace OUT%s", "");
       return parsed ? fail(&e) : command_error("simulate", "--trace-ranks: out of memory%s", "");
     }
   }

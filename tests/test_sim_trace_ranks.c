@@ -25,6 +25,16 @@ static void test_parse(void) {
   CU_ASSERT(!sel[0] && sel[1]);
   CU_ASSERT_EQUAL(sim_parse_trace_ranks("0-1", &p, sel, &e), 0);
   CU_ASSERT(sel[0] && sel[1]);
+  CU_ASSERT_EQUAL(sim_parse_trace_ranks("all", &p, sel, &e), 0);
+  n = 0;
+  for (int r = 0; r < world; r++) n += sel[r];
+  CU_ASSERT_EQUAL(n, world);
+  /* the default: every rank of a small plan, the stages' of one beyond SIM_TRACE_ALL_RANKS_MAX GPUs */
+  CU_ASSERT_STRING_EQUAL(sim_default_trace_ranks(&p), "all");
+  static plan big;
+  CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/gpt3-175b-1024.json", NULL, NULL, &big, &e), 0);
+  CU_ASSERT_FATAL(plan_world_size(&big) > SIM_TRACE_ALL_RANKS_MAX);
+  CU_ASSERT_STRING_EQUAL(sim_default_trace_ranks(&big), "stages");
   const char *bad[] = {"", "x", "1,", "2", "1-0", "-1", "0-5", "0;1"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     e = (ts_err){0};
