@@ -76,6 +76,9 @@ typedef struct {
    * all fit, the first and the last of them ("layer0.mb0.fwd.ln1 ... layer3.mb0.fwd.fc2", every op
    * between in program order); "" when nothing was merged */
   char merged_names[96];
+  /* (compute ops) what priced it: the calibration tables read, or the roofline where there was none, and
+   * the floors applied ("gemm; kernels.rmsnorm_fwd"), over the merged ops; "" for communication */
+  char source[96];
   /* (trace flow arrows) the message or collective call this op took part in:
    * a send and its receive share it, and so do the members' records of one
    * collective call; 0: none (compute). Written only where set. */

@@ -102,13 +102,30 @@ static void warn_fallback(sim_costs *c, const char *table, const char *instead) 
 
 static void warn_missing(sim_costs *c, const char *table) { warn_fallback(c, table, "the roofline of the cluster"); }
 
+/* Appends what (a table read, a floor applied) to out where it is not there yet, "; "-separated. */
+static void append_source(char *out, size_t cap, const char *what) {
+  const size_t n = strlen(out), w = strlen(what);
+  for (const char *at = strstr(out, what); at; at = strstr(at + 1, what))
+    if ((at == out || at[-1] == ' ') && (at[w] == '\0' || at[w] == ';')) return;
+  snprintf(out + n, cap - n, "%s%s", n ? "; " : "", what);
+}
+
+static void note_source(sim_costs *c, const char *what) { append_source(c->src, sizeof c->src, what); }
+
 static int kernel_us(sim_costs *c, const char *name, double x, int group, bool by_flops, double *us, ts_err *e) {
   if (x <= 0) {
     *us = 0;
     return 0;
   }
-  if (schema_has_kernel(c->lk.cal, name)) return schema_lookup_kernel(&c->lk, name, x, group, us, e);
+  char what[80];
+  if (schema_has_kernel(c->lk.cal, name)) {
+    snprintf(what, sizeof what, "kernels.%s", name);
+    note_source(c, what);
+    return schema_lookup_kernel(&c->lk, name, x, group, us, e);
+  }
   warn_missing(c, name);
+  snprintf(what, sizeof what, "roofline (no %s table)", name);
+  note_source(c, what);
   *us = c->lk.roof.launch_us + x / (by_flops ? c->lk.roof.peak_flops : c->lk.roof.hbm_bytes_per_s) * 1e6;
   return 0;
 }
@@ -192,6 +209,10 @@ static int attention_shape_us(sim_costs *c, int phase, double *us) {
     warn_fallback(c, what, instead);
   }
   if (rc) return 1;
+  char what[64];
+  snprintf(what, sizeof what, "%s.%s", be == SCHEMA_ATTN_EXECUTOR ? "attention_shapes" : "attention_backends",
+           schema_attn_backend_name(be));
+  note_source(c, what);
   return schema_lookup_attn_backend(&c->lk, be, &q, phase == PLAN_PHASE_BWD, us);
 }
 
@@ -221,7 +242,7 @@ static int attention_us(sim_costs *c, const plan_op *op, int phase, double *us, 
   if (rc) return -1;
   double roof = sim_attention_roof_us(&c->lk.roof, c->p->attention_backend, phase == PLAN_PHASE_BWD, op->flops,
                                       op->bytes);
-  if (*us < roof) *us = roof;
+  if (*us < roof) *us = roof, note_source(c, "attention roofline floor");
   return 0;
 }
 
@@ -281,8 +302,12 @@ static int mapped_kernel_us(sim_costs *c, const char *op_name, model_op_kind kin
 }
 
 static int gemm_us(sim_costs *c, long long m, long long n, long long k, double *us, ts_err *e) {
-  if (c->lk.cal->n_gemm) return schema_lookup_gemm(&c->lk, m, n, k, us, e);
+  if (c->lk.cal->n_gemm) {
+    note_source(c, "gemm");
+    return schema_lookup_gemm(&c->lk, m, n, k, us, e);
+  }
   warn_missing(c, "gemm");
+  note_source(c, "roofline (no gemm table)");
   *us = c->lk.roof.launch_us + 2.0 * (double)m * (double)n * (double)k / c->lk.roof.peak_flops * 1e6;
   return 0;
 }
@@ -323,7 +348,10 @@ static int bias_us(sim_costs *c, const model_op *mo, const plan_op *op, double *
  * the shape when the calibration has one ("gemm_wgrad": a shape that is also
  * some layer's forward or input-gradient product), else the GEMM lookup. */
 static int gemm_wgrad_us(sim_costs *c, long long m, long long n, long long k, double *us, ts_err *e) {
-  if (schema_gemm_wgrad_us(c->lk.cal, m, n, k, us)) return 0;
+  if (schema_gemm_wgrad_us(c->lk.cal, m, n, k, us)) {
+    note_source(c, "gemm_wgrad");
+    return 0;
+  }
   return gemm_us(c, m, n, k, us, e);
 }
 
@@ -387,7 +415,7 @@ int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e) {
  * lookup scales that point's time by FLOPs alone, though so few rows are bound by reading the experts'
  * weights; the piece takes at least that point's time scaled by the two rooflines with the bytes
  * (schema_grouped_gemm_bytes, as the transfer counts a grouped point). */
-static double grouped_below_range_us(const sim_costs *c, const char *name, int G, bool token_k, long long a,
+static double grouped_below_range_us(sim_costs *c, const char *name, int G, bool token_k, long long a,
                                      long long b, double flops, double us) {
   const schema_kernel_table *t = schema_kernel_table_of(c->lk.cal, name);
   if (!t || t->n == 0 || flops >= t->pts[0].x) return us;
@@ -396,6 +424,7 @@ static double grouped_below_range_us(const sim_costs *c, const char *name, int G
   const double bx = schema_grouped_gemm_bytes(G, token_k, a, b, flops);
   const double r0 = fmax(x0 / P, b0 / B), rx = fmax(flops / P, bx / B);
   const double anchored = t->pts[0].us * rx / r0;
+  if (anchored > us) note_source(c, "below the grouped table: anchored by bytes");
   return anchored > us ? anchored : us;
 }
 
@@ -518,10 +547,13 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
                         e))
         return -1;
       /* tp_comm_overlap: a userbuffer kernel beside this piece holds SMs while it runs (plan_program_tpo.c) */
-      if (p->tp_comm_overlap &&
-          sim_tpo_piece_us(&c->lk, p, c->intra_calibrated, NULL, 0, op->model_op, phase, op->part, op->row_chunk,
-                           op->row_chunks, *us, us, e))
-        return -1;
+      if (p->tp_comm_overlap) {
+        double alone = *us;
+        if (sim_tpo_piece_us(&c->lk, p, c->intra_calibrated, NULL, 0, op->model_op, phase, op->part, op->row_chunk,
+                             op->row_chunks, *us, us, e))
+          return -1;
+        if (*us != alone) note_source(c, "tp_comm_overlap_sm (SMs held by a userbuffer kernel)");
+      }
       *gemm_us = *us;
       double b;
       if (bias_us(c, mo, op, &b, e)) return -1;
@@ -655,26 +687,51 @@ int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e) {
   return sim_compute_parts_s(c, op, s, &gemm, e);
 }
 
-int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm_s, ts_err *e) {
+/* The cache slot of op; *hit: it holds op's price. */
+static struct cost_entry *cost_slot(sim_costs *c, const plan_op *op, bool *hit) {
   unsigned h = (unsigned)(op->model_op + 16) * 2654435761u ^ (unsigned)(op->phase * 4 + op->part) * 40503u;
   h ^= (unsigned)(op->row_chunk * 256 + op->row_chunks) * 2246822519u;
   h ^= (unsigned)(long long)op->flops * 97u ^ (unsigned)(long long)op->bytes * 31u;
   struct cost_entry *ce = &c->cache[h % (sizeof c->cache / sizeof c->cache[0])];
-  if (ce->used && ce->model_op == op->model_op && ce->phase == op->phase && ce->part == op->part &&
-      ce->row_chunk == op->row_chunk && ce->row_chunks == op->row_chunks && ce->flops == op->flops &&
-      ce->bytes == op->bytes) {
+  *hit = ce->used && ce->model_op == op->model_op && ce->phase == op->phase && ce->part == op->part &&
+         ce->row_chunk == op->row_chunk && ce->row_chunks == op->row_chunks && ce->flops == op->flops &&
+         ce->bytes == op->bytes;
+  return ce;
+}
+
+int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm_s, ts_err *e) {
+  bool hit;
+  struct cost_entry *ce = cost_slot(c, op, &hit);
+  if (hit) {
     *s = ce->us * 1e-6;
     *gemm_s = ce->gemm_us * 1e-6;
     return 0;
   }
   double us, gemm_us;
+  c->src[0] = '\0';
   if (compute_us(c, op, &us, &gemm_us, e)) return -1;
   if (check_ceiling(c, op, us, e)) return -1;
   *ce = (struct cost_entry){op->model_op, op->phase,     op->part, op->row_chunk, op->row_chunks, 1,
                             op->flops,    op->bytes, us,       gemm_us};
+  memcpy(ce->src, c->src, sizeof ce->src);
   *s = us * 1e-6;
   *gemm_s = gemm_us * 1e-6;
   return 0;
+}
+
+void sim_compute_source(sim_costs *c, const plan_op *op, char *out, size_t cap) {
+  bool hit;
+  struct cost_entry *ce = cost_slot(c, op, &hit);
+  double s, gemm_s;
+  ts_err e = {0};
+  if (!hit && sim_compute_parts_s(c, op, &s, &gemm_s, &e)) return; /* priced before: cannot fail now */
+  for (char *tok = ce->src, *end; *tok; tok = *end ? end + 2 : end) {
+    end = strstr(tok, "; ");
+    if (!end) end = tok + strlen(tok);
+    char one[SIM_COST_SRC_LEN];
+    snprintf(one, sizeof one, "%.*s", (int)(end - tok), tok);
+    append_source(out, cap, one);
+  }
 }
 
 const char *sim_coll_name(const plan_op *op) {

@@ -7,6 +7,8 @@
 #include "plan.h"
 #include "sim_nccl.h"
 
+#define SIM_COST_SRC_LEN 96 /* sim_compute_source's text of one op */
+
 /* Codec around a compressed transfer: T = pre + max(mid, transfer) + post. */
 typedef struct {
   double pre_us, mid_us, post_us; /* first-chunk encode, pipelined codec, last-chunk decode */
@@ -31,7 +33,9 @@ typedef struct {
     int16_t model_op;
     uint8_t phase, part, row_chunk, row_chunks, used;
     double flops, bytes, us, gemm_us;
+    char src[SIM_COST_SRC_LEN]; /* what priced it (sim_compute_source) */
   } cache[512];
+  char src[SIM_COST_SRC_LEN]; /* the tables the op being priced reads, "; "-separated */
   /* cache of communication-op costs keyed by everything they depend on */
   struct comm_entry {
     uint8_t used, kind, coll, codec_kind, traffic, recent; /* recent: the way of its set used last */
@@ -66,6 +70,11 @@ int sim_tpo_companion_us(schema_lookup *lk, const plan *p, bool intra_calibrated
 int sim_tpo_piece_us(schema_lookup *lk, const plan *p, bool intra_calibrated, const model_op *ops, int n, int model_op,
                      int phase, int part, int piece, int pieces, double t, double *us, ts_err *e);
 int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e);
+/* What priced compute op `op` (the calibration tables it read, or the roofline where it had none, and
+ * the floors applied: "gemm", "kernels.rmsnorm_fwd", "attention_backends.fused", "roofline (no ...
+ * table)"), appended to out (cap bytes, NUL-terminated) where not there yet, "; "-separated: a trace
+ * event's "source". */
+void sim_compute_source(sim_costs *c, const plan_op *op, char *out, size_t cap);
 /* Of G experts sharing m routed copies evenly, how many get rows (the expected count, rounded, 1..G):
  * the executor runs a GEMM for those only; G for any m of a training micro-batch. */
 int sim_grouped_active(long long m, int G);

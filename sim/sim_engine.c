@@ -121,9 +121,11 @@ static void record(sim_rank *rs, int stream, int pos, int merged, double start, 
   merged_names(rs, stream, pos, r->merged, name, r->merged_names, sizeof r->merged_names);
   r->flow = op_flow(rs, stream, op);
   r->flops = r->bytes = r->wire_bytes = 0;
+  r->source[0] = '\0';
   for (int k = 0; k <= r->merged && pos + k < rs->n_stream_ops[stream]; k++) {
     const plan_op *m = &rs->prog->ops[mine[pos + k]];
     r->flops += m->flops, r->bytes += m->bytes, r->wire_bytes += m->kind == PLAN_OP_COMPUTE ? 0 : m->wire_bytes;
+    if (m->kind == PLAN_OP_COMPUTE) sim_compute_source(&sim_w->costs, m, r->source, sizeof r->source);
   }
 }
 

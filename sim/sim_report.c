@@ -92,6 +92,7 @@ static void trace_args(FILE *f, const schema_op_record *op) {
   if (op->wire_bytes > 0) fprintf(f, ",\"wire_bytes\":%.6g", op->wire_bytes);
   if (op->merged > 0) fprintf(f, ",\"merged_ops\":%d", op->merged);
   if (op->merged_names[0]) fprintf(f, ",\"merged\":"), json_string_out(f, op->merged_names);
+  if (op->source[0]) fprintf(f, ",\"source\":"), json_string_out(f, op->source);
   fputc('}', f);
 }
 

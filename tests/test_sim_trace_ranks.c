@@ -146,14 +146,21 @@ static void test_records_describe_ops(void) {
   schema_calibration cal;
   schema_result r;
   CU_ASSERT_EQUAL_FATAL(record_rank(0, true, &cal, &r), 0);
-  int compute = 0, comm = 0, merged = 0, lists = 0, ranges = 0;
+  int compute = 0, comm = 0, merged = 0, lists = 0, ranges = 0, sourced = 0, gemm = 0;
   for (int i = 0; i < r.n_ops; i++) {
     const schema_op_record *op = &r.ops[i];
-    if (!strcmp(op->kind, "compute")) compute += op->flops > 0 || op->bytes > 0;
-    else
+    if (!strcmp(op->kind, "compute")) {
+      compute += op->flops > 0 || op->bytes > 0;
+      sourced += op->source[0] != '\0'; /* the tables that priced it */
+      gemm += strstr(op->source, "gemm") != NULL;
+    } else {
       comm += op->bytes > 0 && op->wire_bytes > 0;
+      CU_ASSERT_EQUAL(op->source[0], '\0');
+    }
     merged += op->merged > 0;
   }
+  CU_ASSERT_EQUAL(sourced, compute);
+  CU_ASSERT(gemm > 0);
   printf("\n  %d ops: %d compute with sizes, %d communication, %d merged ", r.n_ops, compute, comm, merged);
   CU_ASSERT(compute > 0);
   CU_ASSERT(comm > 0);
