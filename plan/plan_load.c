@@ -98,7 +98,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                                             "tp_comm_overlap", "tp_comm_overlap_cfg", "context_parallel_size", "cp_comm_type",
                                             "ep", "expert_tp", "capacity_factor", "moe_imbalance",
                                             "moe_token_dispatcher_type", "moe_flex_dispatcher_backend",
-                                            "moe_hybridep_num_sms", "moe_pad_expert_input_to_capacity", NULL};
+                                            "moe_hybridep_num_sms", "moe_pad_expert_input_to_capacity", "fp8",
+                                            "fp8_param_gather", NULL};
   static const char *const batch_keys[] = {"micro", "global", "seq", NULL};
   static const char *const codec_keys[] = {"tp_fwd", "tp_bwd", "pp", "dp", "ep", "cp", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
@@ -156,6 +157,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (plan_load_tpo_cfg(layout, file, p, e)) return -1;
   if (plan_load_cp_fields(layout, file, p, e)) return -1;
   if (load_moe_layout(layout, file, p, e)) return -1;
+  if (plan_load_fp8_fields(layout, file, p, e)) return -1;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
   if (!batch || tsj_only_keys(batch, batch_keys, file, "batch", e)) return -1;
@@ -380,6 +382,7 @@ int plan_validate(const plan *p, ts_err *e) {
   if (validate_pp_scatter_gather(p, e)) return -1;
   if (plan_validate_zero(p, e)) return -1;
   if (plan_validate_tpo(p, e)) return -1;
+  if (plan_validate_fp8(p, e)) return -1;
 
   plan_memory mem;
   if (plan_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");
