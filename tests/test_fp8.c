@@ -68,6 +68,9 @@ static void test_loader(void) {
   expect_refused("{\"fp8\": \"tensorwise\", \"fp8_param_gather\": true}", NULL, "layout.fp8_param_gather");
   CU_ASSERT_EQUAL_FATAL(load_plan(&p, "{\"fp8\": \"mxfp8\"}", "b200x8-nvswitch", &e), 0);
   CU_ASSERT_EQUAL(p.fp8_recipe, PLAN_FP8_MXFP8);
+  /* MXFP8: no amax pass; both layouts carry an E8M0 scale per 32 elements */
+  NEAR(plan_fp8_cast_bytes(&p, 32.0), 2.0 * 32 + 2.0 * 32 + 2.0, 1e-15);
+  NEAR(plan_fp8_weight_bytes_per_param(&p), 2.0 + 1.0 / 16.0, 1e-15);
 }
 
 /* The ops of layer 0 of rank 0's program: the casts (by GEMM and tensor) and which GEMMs run in FP8. */
