@@ -125,6 +125,9 @@ static void test_program(void) {
   CU_ASSERT_EQUAL(grad, 4 * plan_micro_batches(&p));
   CU_ASSERT_EQUAL(weight[0], 4); /* once per iteration: the first micro-batch */
   CU_ASSERT_EQUAL(weight[1], 0);
+  /* the program-size estimate counts the casts: between 1x and 2x the ops built (plan_limits.c) */
+  const double ratio = plan_estimate_ops_per_rank(&p) / prog.n;
+  CU_ASSERT(ratio >= 1.0 && ratio <= 2.0);
   plan_program_free(&prog);
 
   /* fp8_param_gather: no weight casts; BF16: no casts at all */
