@@ -267,7 +267,18 @@ typedef struct {
    * the first N layers of each model chunk are recomputed, the others keep
    * every activation; 0 (the default): every layer. */
   int recompute_num_layers;
+  /* layout.fp8 (added; plan_fp8.c, plan/README.md "FP8 training"): the recipe by which Transformer Engine
+   * runs the linear layers' GEMMs in FP8 (Megatron-LM's --fp8-format with --fp8-recipe); absent or null:
+   * BF16. layout.fp8_param_gather (Megatron-LM's --fp8-param-gather): the distributed optimizer keeps and
+   * all-gathers the parameters in FP8. Priced by the simulator only; tacorun execute refuses such plans. */
+  int fp8_recipe; /* plan_fp8_recipe */
+  bool fp8_param_gather;
 } plan;
+
+/* layout.fp8's values (plan_fp8.c): Transformer Engine's recipes Float8CurrentScaling (Megatron-LM's
+ * --fp8-recipe tensorwise), DelayedScaling (delayed) and MXFP8BlockScaling (mxfp8; Blackwell only). */
+typedef enum { PLAN_FP8_OFF, PLAN_FP8_TENSORWISE, PLAN_FP8_DELAYED, PLAN_FP8_MXFP8 } plan_fp8_recipe;
+extern const char *const plan_fp8_recipe_names[]; /* indexed by plan_fp8_recipe; [0] "bf16" */
 
 enum {
   PLAN_RECOMPUTE_CORE_ATTN = 1u, /* the attention core (Korthikanti et al.'s selective recomputation) */
@@ -454,6 +465,7 @@ enum {
   PLAN_MOP_EXPERT_GRADS = -12,  /* (MoE) expert-DP reduction of one layer's expert gradients (tag = layer) */
   PLAN_MOP_EXPERT_GATHER = -13, /* (MoE) ZeRO-1 all-gather of one layer's updated expert parameters */
   PLAN_MOP_MOE_TOKENS = -14,    /* (MoE) dispatch / combine all-to-all or expert-TP gather / scatter of tokens */
+  PLAN_MOP_FP8_CAST = -15,      /* (layout.fp8) a quantize to FP8 before a GEMM (tag: plan_fp8_cast_tag) */
 };
 /* What the compute ops outside the layers cover: PLAN_MOP_EMBEDDING = every op
  * of model_embedding_ops(); PLAN_MOP_FINAL_NORM = "final_norm" of
@@ -586,6 +598,27 @@ const char *plan_group_name(plan_group_kind g);
 const char *plan_codec_kind_name(plan_codec_kind k);
 const char *plan_schedule_name(plan_schedule s);
 const char *plan_attention_backend_name(plan_attention_backend b);
+
+/* ---- FP8 training (plan_fp8.c) ---- */
+/* Whether the layer's model op `o` runs as an FP8 GEMM under p: the linear layers qkv, attn_out, fc1, fc2
+ * when layout.fp8 is set (not attention's batched GEMMs, the logits GEMM, the router or the experts'). */
+bool plan_fp8_gemm(const plan *p, const model_op *o);
+/* A PLAN_MOP_FP8_CAST op's tag: the GEMM's model op, and which tensor it quantizes. */
+enum { PLAN_FP8_CAST_INPUT = 0, PLAN_FP8_CAST_GRAD = 1, PLAN_FP8_CAST_WEIGHT = 2 };
+static inline int32_t plan_fp8_cast_tag(int model_op, int what) { return model_op * 4 + what; }
+static inline int plan_fp8_cast_gemm(int32_t tag) { return tag / 4; }
+static inline int plan_fp8_cast_what(int32_t tag) { return tag % 4; }
+/* Device-memory bytes of quantizing `elems` BF16 elements to FP8 under p's recipe (plan_fp8.c says which
+ * passes each recipe runs). */
+double plan_fp8_cast_bytes(const plan *p, double elems);
+/* Bytes one GPU holds for FP8 beyond the BF16 model's: per parameter of the FP8 GEMMs (their FP8 copies) */
+double plan_fp8_weight_bytes_per_param(const plan *p);
+/* Parameters of one layer's FP8 GEMMs on one GPU (ops: model_layer_ops of the plan's shard). */
+double plan_fp8_gemm_params(const plan *p, const model_op *ops, int n);
+/* The bytes one layer's kept activations change by under FP8 (negative: fewer), per micro-batch. */
+double plan_fp8_activation_delta(const plan *p, const model_op *ops, int n);
+/* Refuses a bad layout.fp8 / fp8_param_gather (exit-2 errors naming the field). */
+int plan_validate_fp8(const plan *p, ts_err *e);
 
 /* Memory per GPU (bytes), the largest over ranks, with its parts. */
 typedef struct {

@@ -71,6 +71,8 @@ int plan_load_zero_fields(json_t *layout, const char *file, plan *p, ts_err *e);
  * cp_comm_type, their rules, one KV block (bytes), the ring's receive buffers. */
 #define PLAN_CP_MAX 64
 int plan_load_cp_fields(json_t *layout, const char *file, plan *p, ts_err *e);
+/* layout.fp8, layout.fp8_param_gather (plan_fp8.c). */
+int plan_load_fp8_fields(json_t *layout, const char *file, plan *p, ts_err *e);
 int plan_validate_cp(const plan *p, ts_err *e);
 
 int plan_validate_zero(const plan *p, ts_err *e);

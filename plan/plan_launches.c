@@ -89,6 +89,7 @@ void plan_op_set_launches(const model_op *ops, int n, plan_op *op) {
     else set(op, op->part == PLAN_PART_DGRAD ? 1 : 0, op->part == PLAN_PART_WHOLE ? 2 : 1, 0);
     return;
   case PLAN_MOP_OPTIMIZER: set(op, 1, 0, 0); return;
+  case PLAN_MOP_FP8_CAST: set(op, 1, 0, 0); return; /* (current scaling's amax kernel: counted in the cast's bytes) */
   default: /* the MoE imbalance wait: no kernel and no op of the executor's (it runs EP 1 only) */
     op->launches = op->gemm_launches = 0, op->events = 0, op->host_sync = 0;
     return;

@@ -30,8 +30,13 @@ double plan_estimate_ops_per_rank(const plan *p) {
   /* context parallelism: the attention's cp pieces and the ring's steps, forward (twice with recompute) and
    * backward: at most 3 cp pieces and 4 cp steps per layer and micro-batch (plan_program_cp.c) */
   if (plan_cp(p) > 1) per += 7.0 * plan_cp(p);
+  /* layout.fp8: each FP8 GEMM's input cast (forward, a recomputation) and output-gradient cast per layer and
+   * micro-batch, its weight cast once per layer (plan_program.c, fp8_forward_casts) */
+  int fp8 = 0;
+  for (int i = 0; i < n && n < MODEL_MAX_LAYER_OPS; i++) fp8 += plan_fp8_gemm(p, &ops[i]);
+  per += (p->recompute == MODEL_RECOMPUTE_FULL ? 3.0 : 2.0) * fp8;
   double micro = (double)p->global_batch / ((double)p->micro_batch * (p->dp > 0 ? p->dp : 1));
-  return micro * layers * per + 16.0 * layers + 256.0;
+  return micro * layers * per + (16.0 + fp8) * layers + 256.0;
 }
 
 double plan_estimate_program_bytes(const plan *p, int ranks) {

@@ -106,7 +106,8 @@ static int load_layout(json_t *root, const char *file, plan *p, ts_err *e) {
                                             "tp_comm_overlap", "tp_comm_overlap_cfg", "context_parallel_size", "cp_comm_type",
                                             "ep", "expert_tp", "capacity_factor", "moe_imbalance",
                                             "moe_token_dispatcher_type", "moe_flex_dispatcher_backend",
-                                            "moe_hybridep_num_sms", "moe_pad_expert_input_to_capacity", NULL};
+                                            "moe_hybridep_num_sms", "moe_pad_expert_input_to_capacity", "fp8",
+                                            "fp8_param_gather", NULL};
   json_t *layout = tsj_object(root, "layout", file, NULL, e);
   if (!layout || tsj_only_keys(layout, layout_keys, file, "layout", e)) return -1;
   long long v;
@@ -136,7 +137,7 @@ static int load_layout(json_t *root, const char *file, plan *p, ts_err *e) {
   if (load_stage_split(layout, file, p, e) || plan_load_zero_fields(layout, file, p, e)) return -1;
   if (tsj_bool_opt(layout, "tp_comm_overlap", false, &p->tp_comm_overlap, file, "layout", e)) return -1;
   if (plan_load_tpo_cfg(layout, file, p, e) || plan_load_cp_fields(layout, file, p, e) ||
-      load_moe_layout(layout, file, p, e))
+      load_moe_layout(layout, file, p, e) || plan_load_fp8_fields(layout, file, p, e))
     return -1;
   return 0;
 }
@@ -416,6 +417,7 @@ int plan_validate(const plan *p, ts_err *e) {
   if (validate_pp_scatter_gather(p, e)) return -1;
   if (plan_validate_zero(p, e)) return -1;
   if (plan_validate_tpo(p, e)) return -1;
+  if (plan_validate_fp8(p, e)) return -1;
 
   plan_memory mem;
   if (plan_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");

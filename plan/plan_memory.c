@@ -103,6 +103,13 @@ static double layer_activations(const plan *p, const model_shard *s, model_recom
     if (b >= 0) b += 4.0 * (double)s->micro_batch * s->seq * p->model.heads / s->tp;
   }
   if (b < 0) return -1.0;
+  if (p->fp8_recipe != PLAN_FP8_OFF && r != MODEL_RECOMPUTE_FULL) { /* the FP8 GEMMs' saved inputs (plan_fp8.c) */
+    model_op ops[MODEL_MAX_LAYER_OPS];
+    ts_err e;
+    int n = model_layer_ops(&p->model, s, ops, MODEL_MAX_LAYER_OPS, &e);
+    if (n < 0) return -1.0;
+    b += plan_fp8_activation_delta(p, ops, n);
+  }
   /* the other modules (layout.recompute_modules, plan_recompute.c) */
   return selective ? b - plan_recompute_saved_bytes(p, s) : b;
 }
@@ -153,6 +160,14 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   double params = plan_params_of_stage(p, stage);
   if (params < 0) return -1;
   mem->weights = WEIGHT_BYTES * params;
+  if (p->fp8_recipe != PLAN_FP8_OFF) { /* the FP8 copies of the FP8 GEMMs' weights (plan_fp8.c) */
+    model_shard fs = plan_shard(p);
+    model_op ops[MODEL_MAX_LAYER_OPS];
+    ts_err e;
+    int n = model_layer_ops(&p->model, &fs, ops, MODEL_MAX_LAYER_OPS, &e);
+    if (n < 0) return -1;
+    mem->weights += plan_fp8_weight_bytes_per_param(p) * plan_fp8_gemm_params(p, ops, n) * plan_stage_layers(p, stage);
+  }
   /* The gradient buffer the backward accumulates into and DP reduces: fp32
    * main gradients by default (Megatron-LM accumulates bf16 runs in fp32),
    * bf16 with grad_reduce_in_fp32 false. The fp32 copy the optimizer makes of

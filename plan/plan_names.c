@@ -1,5 +1,6 @@
 /* plan_names.c — printable names of ops and of the plan's enums. */
 #include <stdio.h>
+#include <string.h>
 
 #include "plan.h"
 
@@ -50,23 +51,30 @@ static const char *special_name(int model_op) {
   case PLAN_MOP_EXPERT_GRADS: return "expert_grads";
   case PLAN_MOP_EXPERT_GATHER: return "expert_gather";
   case PLAN_MOP_MOE_TOKENS: return "moe_tokens";
+  case PLAN_MOP_FP8_CAST: return "fp8_cast";
   default: return "op";
   }
 }
 
 void plan_op_name(const plan *p, const plan_op *op, char *buf, size_t cap) {
   if (!cap) return;
-  char what[32];
-  if (op->model_op >= 0) {
+  char what[48];
+  const int layer_op = op->model_op == PLAN_MOP_FP8_CAST ? plan_fp8_cast_gemm(op->tag) : op->model_op;
+  if (layer_op >= 0) {
     model_shard s = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
                      .seq = p->seq, .no_hidden_dropout = !(p->hidden_dropout > 0)};
     model_op ops[MODEL_MAX_LAYER_OPS];
     ts_err e;
     int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
-    if (op->model_op < n)
-      snprintf(what, sizeof what, "%s", ops[op->model_op].name);
+    if (layer_op < n)
+      snprintf(what, sizeof what, "%s", ops[layer_op].name);
     else
-      snprintf(what, sizeof what, "op%d", op->model_op);
+      snprintf(what, sizeof what, "op%d", layer_op);
+    if (op->model_op == PLAN_MOP_FP8_CAST) { /* "fc1.fp8_cast_input" */
+      static const char *const tensors[] = {"input", "grad", "weight", "?"};
+      size_t u = strlen(what);
+      snprintf(what + u, sizeof what - u, ".fp8_cast_%s", tensors[plan_fp8_cast_what(op->tag) & 3]);
+    }
   } else {
     snprintf(what, sizeof what, "%s", special_name(op->model_op));
   }

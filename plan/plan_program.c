@@ -305,19 +305,43 @@ static int ring_gathered_gemm(builder *b, int i, int layer, int micro, int chunk
   return 0;
 }
 
+/* layout.fp8 (plan_fp8.c): Transformer Engine's quantize of one tensor of FP8 GEMM i (what: the input, the
+ * output gradient or the weight, PLAN_FP8_CAST_*) to FP8, a memory-bound op of its own before the GEMM. */
+static int fp8_cast(builder *b, plan_phase phase, int i, int what, int layer, int micro, int chunk, double elems) {
+  int32_t c = compute(b, phase, PLAN_MOP_FP8_CAST, PLAN_PART_WHOLE, layer, micro, chunk, 0.0,
+                      plan_fp8_cast_bytes(b->p, elems));
+  CHECK(c);
+  at(b, c)->tag = plan_fp8_cast_tag(i, what);
+  return 0;
+}
+
+/* The casts before FP8 GEMM i's forward: its weight in the first micro-batch's forward only (TE caches the
+ * FP8 weight for the iteration's other micro-batches, Megatron-Core's is_first_microbatch; none with
+ * fp8_param_gather, whose parameters are FP8 already), its input every time (a recomputation too). */
+static int fp8_forward_casts(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
+  const model_op *o = &b->ops[i];
+  if (!plan_fp8_gemm(b->p, o)) return 0;
+  if (phase == PLAN_PHASE_FWD && micro == 0 && !b->p->fp8_param_gather)
+    CHECK(fp8_cast(b, phase, i, PLAN_FP8_CAST_WEIGHT, layer, micro, chunk, (double)o->k * (double)o->n));
+  return fp8_cast(b, phase, i, PLAN_FP8_CAST_INPUT, layer, micro, chunk, (double)o->m * (double)o->k);
+}
+
 /* One op of a layer's forward (or of its recomputation: phase), with the TP
  * collectives around it. */
 static int op_forward(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
   const bool sp = b->p->sequence_parallel, tp = b->p->tp > 1;
   const model_op *o = &b->ops[i];
   if (o->parallel == MODEL_PAR_EXPERT) return plan_moe_forward_op(b, i, layer, micro, chunk, phase);
-  if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap)
+  if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap) {
+    CHECK(fp8_forward_casts(b, i, layer, micro, chunk, phase));
     return ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd);
+  }
   if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
     int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, b->full_bytes, b->last_op);
     CHECK(ag);
     wait_for(b, ag);
   }
+  CHECK(fp8_forward_casts(b, i, layer, micro, chunk, phase));
   if (o->kind == MODEL_OP_ATTENTION && plan_cp(b->p) > 1) return plan_cp_attention_forward(b, i, layer, micro, chunk, phase);
   if (o->parallel == MODEL_PAR_ROW && tp && (b->p->tp_overlap_chunks > 1 || b->p->tp_comm_overlap))
     return row_parallel_chunked(b, i, layer, micro, chunk, phase);
@@ -368,6 +392,8 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       continue;
     }
     if (o->parallel == MODEL_PAR_ROW && sp && tp && p->tp_comm_overlap) { /* ring-exchanged output gradient */
+      if (plan_fp8_gemm(p, o)) /* the output gradient's quantize (for the dgrad and the wgrad) */
+        CHECK(fp8_cast(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, (double)o->m * (double)o->n));
       CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, PLAN_PHASE_BWD, PLAN_PART_DGRAD, o->flops_bwd / 2,
                                o->bytes_bwd / 2));
       CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2, o->bytes_bwd / 2));
@@ -379,6 +405,8 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       CHECK(ag);
       wait_for(b, ag);
     }
+    if (plan_fp8_gemm(p, o)) /* the output gradient's quantize (for the dgrad and the wgrad) */
+      CHECK(fp8_cast(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, (double)o->m * (double)o->n));
     if (o->parallel == MODEL_PAR_COLUMN && b->last_col[i] && sp && tp) {
       regather = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, i, layer, micro, chunk, b->full_bytes,
                          b->last_op);

@@ -62,6 +62,9 @@ static void print_header(const plan *p, FILE *out) {
           p->dp, p->tp, p->pp, p->vpp, plan_world_size(p), topo_total_gpus(c),
           p->order == PLAN_ORDER_TP_DP_PP ? "tp-dp-pp" : "tp-pp-dp", p->sequence_parallel ? "on" : "off",
           p->zero1 ? "on" : "off", recompute_name(p->recompute), modules);
+  if (p->fp8_recipe != PLAN_FP8_OFF)
+    fprintf(out, "fp8       %s: qkv, attn_out, fc1, fc2 GEMMs in FP8 (the rest BF16)%s\n",
+            plan_fp8_recipe_names[p->fp8_recipe], p->fp8_param_gather ? ", FP8 parameter all-gather" : "");
   if (p->pp > 1)
     fprintf(out, "pipeline  messages %s\n",
             p->pp_scatter_gather ? "scatter/gather: each TP rank sends its 1/tp slice, the receiver all-gathers it "

@@ -11,6 +11,7 @@
  *     "gemm_infer": [ {"m":..,"n":..,"k":..,"us":..} ],   (optional: decode GEMMs, inference only)
  *     "gemm_wgrad": [ {"m":..,"n":..,"k":..,"us":..} ],   (optional: weight gradients of shapes "gemm"
  *                    holds as forward / input-gradient products)
+ *     "gemm_fp8": [ {"m":..,"n":..,"k":..,"us":..} ],     (optional: FP8 GEMMs, FP8 A and B, BF16 C)
  *     "attention_shapes": [ {"head_dim":..,"seq":..,"batch":..,"heads":..,"kv_heads":..,
  *                            "causal":true,"fwd_us":..,"bwd_us":..} ],   (optional: below)
  *     "attention_backends": { "fused"|"flash": [ points as attention_shapes ] },
@@ -227,6 +228,12 @@ typedef struct {
    * only weight gradients use is in "gemm" alone. Sorted like "gemm". */
   int n_gemm_wgrad;
   schema_gemm_point *gemm_wgrad;
+  /* "gemm_fp8" (optional): GEMMs with FP8 operands (E4M3 / E5M2, scaled per tensor) and a BF16 C, as
+   * Transformer Engine runs the linear layers under layout.fp8. An FP8 GEMM's exact shape is priced from
+   * here (schema_gemm_fp8_us); without it the simulator transfers the BF16 "gemm" point to the FP8 peak
+   * (sim_gemm_fp8_transfer_us) and says so. Sorted like "gemm". */
+  int n_gemm_fp8;
+  schema_gemm_point *gemm_fp8;
   int n_attn;
   schema_attn_point *attn; /* "attention_shapes" (optional), sorted by shape */
   struct {
@@ -292,6 +299,7 @@ int schema_calibration_save(const schema_calibration *c, const char *path, ts_er
 int schema_calibration_add_gemm(schema_calibration *c, long long m, long long n, long long k, double us);
 int schema_calibration_add_gemm_infer(schema_calibration *c, long long m, long long n, long long k, double us);
 int schema_calibration_add_gemm_wgrad(schema_calibration *c, long long m, long long n, long long k, double us);
+int schema_calibration_add_gemm_fp8(schema_calibration *c, long long m, long long n, long long k, double us);
 int schema_calibration_add_kernel(schema_calibration *c, const char *name, bool by_flops, double x,
                                   int group, double us);
 int schema_calibration_add_attn(schema_calibration *c, const schema_attn_shape *s, double fwd_us, double bwd_us);
@@ -397,6 +405,9 @@ int schema_lookup_gemm(schema_lookup *l, long long m, long long n, long long k, 
  * only): 1 and *us when the calibration has it, else 0 (price it by
  * schema_lookup_gemm). */
 int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, long long k, double *us);
+/* An FP8 GEMM's timing of (m, n, k) from "gemm_fp8" (exact shape only): 1 and *us when the calibration has
+ * it, else 0. */
+int schema_gemm_fp8_us(const schema_calibration *c, long long m, long long n, long long k, double *us);
 /* A kernel table by name: x is bytes (or flops for flops-keyed tables); group
  * selects the points of that group (nearest group when absent, with a warning). */
 int schema_lookup_kernel(schema_lookup *l, const char *name, double x, int group, double *us, ts_err *e);

@@ -37,6 +37,10 @@ int schema_calibration_add_gemm_wgrad(schema_calibration *c, long long m, long l
   return push_gemm(&c->gemm_wgrad, &c->n_gemm_wgrad, m, n, k, us);
 }
 
+int schema_calibration_add_gemm_fp8(schema_calibration *c, long long m, long long n, long long k, double us) {
+  return push_gemm(&c->gemm_fp8, &c->n_gemm_fp8, m, n, k, us);
+}
+
 static schema_kernel_table *append_kernel_table(schema_calibration *c, const char *name, bool by_flops) {
   schema_kernel_table *t = grow(c->kernels, c->n_kernels, sizeof *t);
   if (!t) return NULL;
@@ -149,6 +153,9 @@ int schema_calibration_copy_compute(schema_calibration *c, const schema_calibrat
   for (int i = 0; i < src->n_gemm_wgrad && !rc; i++)
     rc = schema_calibration_add_gemm_wgrad(c, src->gemm_wgrad[i].m, src->gemm_wgrad[i].n, src->gemm_wgrad[i].k,
                                            src->gemm_wgrad[i].us);
+  for (int i = 0; i < src->n_gemm_fp8 && !rc; i++)
+    rc = schema_calibration_add_gemm_fp8(c, src->gemm_fp8[i].m, src->gemm_fp8[i].n, src->gemm_fp8[i].k,
+                                         src->gemm_fp8[i].us);
   for (int t = 0; t < src->n_kernels && !rc; t++)
     for (int i = 0; i < src->kernels[t].n && !rc; i++)
       rc = schema_calibration_add_kernel(c, src->kernels[t].name, src->kernels[t].by_flops, src->kernels[t].pts[i].x,
@@ -177,6 +184,7 @@ void schema_calibration_free(schema_calibration *c) {
   free(c->gemm);
   free(c->gemm_infer);
   free(c->gemm_wgrad);
+  free(c->gemm_fp8);
   schema_attn_free(c);
   free(c->kernels);
   free(c->colls);
@@ -226,6 +234,7 @@ void schema_calibration_sort(schema_calibration *c) {
   if (c->n_gemm) qsort(c->gemm, (size_t)c->n_gemm, sizeof *c->gemm, cmp_gemm);
   if (c->n_gemm_infer) qsort(c->gemm_infer, (size_t)c->n_gemm_infer, sizeof *c->gemm_infer, cmp_gemm);
   if (c->n_gemm_wgrad) qsort(c->gemm_wgrad, (size_t)c->n_gemm_wgrad, sizeof *c->gemm_wgrad, cmp_gemm);
+  if (c->n_gemm_fp8) qsort(c->gemm_fp8, (size_t)c->n_gemm_fp8, sizeof *c->gemm_fp8, cmp_gemm);
   schema_attn_sort(c);
   for (int i = 0; i < c->n_kernels; i++)
     if (c->kernels[i].n) qsort(c->kernels[i].pts, (size_t)c->kernels[i].n, sizeof *c->kernels[i].pts, cmp_kernel_point);
@@ -763,7 +772,7 @@ double schema_host_sync_gap(const schema_calibration *c, double wait_us) {
 
 static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
-                                     "derived", "notes", "gemm", "gemm_infer", "gemm_wgrad", "attention_shapes", "attention_backends", "kernels", "collectives", "fits",
+                                     "derived", "notes", "gemm", "gemm_infer", "gemm_wgrad", "gemm_fp8", "attention_shapes", "attention_backends", "kernels", "collectives", "fits",
                                      "clock", "host", "tp_comm_overlap_sm", "framework_host", NULL};
   if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || tsj_only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
@@ -778,6 +787,7 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
   if (load_gemm(root, file, "gemm", schema_calibration_add_gemm, c, e) ||
       load_gemm(root, file, "gemm_infer", schema_calibration_add_gemm_infer, c, e) ||
       load_gemm(root, file, "gemm_wgrad", schema_calibration_add_gemm_wgrad, c, e) ||
+      load_gemm(root, file, "gemm_fp8", schema_calibration_add_gemm_fp8, c, e) ||
       schema_attn_load(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
       load_fits(root, file, c, e) || load_clock(root, file, c, e) || load_host(root, file, c, e) ||
       load_tpo_sm(root, file, c, e) || schema_framework_host_load(root, file, c, e))
@@ -936,6 +946,7 @@ static json_t *calibration_json(const schema_calibration *c) {
   if (c->n_gemm) json_object_set_new(root, "gemm", gemm_json(c->gemm, c->n_gemm));
   if (c->n_gemm_infer) json_object_set_new(root, "gemm_infer", gemm_json(c->gemm_infer, c->n_gemm_infer));
   if (c->n_gemm_wgrad) json_object_set_new(root, "gemm_wgrad", gemm_json(c->gemm_wgrad, c->n_gemm_wgrad));
+  if (c->n_gemm_fp8) json_object_set_new(root, "gemm_fp8", gemm_json(c->gemm_fp8, c->n_gemm_fp8));
   if (c->n_attn) json_object_set_new(root, "attention_shapes", schema_attn_json(c));
   json_t *by = schema_attn_backends_json(c);
   if (by) json_object_set_new(root, "attention_backends", by);

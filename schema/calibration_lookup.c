@@ -532,11 +532,12 @@ double schema_burst_advance(const schema_calibration *c, double t_s, double work
   return t + left;
 }
 
-int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, long long k, double *us) {
-  int lo = 0, hi = c->n_gemm_wgrad - 1; /* sorted by (n, k, m): schema_calibration_sort */
+/* The exact shape in a GEMM list sorted by (n, k, m) (schema_calibration_sort). */
+static int exact_gemm_us(const schema_gemm_point *pts, int npts, long long m, long long n, long long k, double *us) {
+  int lo = 0, hi = npts - 1;
   while (lo <= hi) {
     int mid = lo + (hi - lo) / 2;
-    const schema_gemm_point *g = &c->gemm_wgrad[mid];
+    const schema_gemm_point *g = &pts[mid];
     int cmp = g->n != n ? (g->n < n ? -1 : 1) : g->k != k ? (g->k < k ? -1 : 1) : g->m != m ? (g->m < m ? -1 : 1) : 0;
     if (cmp == 0) {
       *us = g->us;
@@ -546,4 +547,12 @@ int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, 
     else hi = mid - 1;
   }
   return 0;
+}
+
+int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, long long k, double *us) {
+  return exact_gemm_us(c->gemm_wgrad, c->n_gemm_wgrad, m, n, k, us);
+}
+
+int schema_gemm_fp8_us(const schema_calibration *c, long long m, long long n, long long k, double *us) {
+  return exact_gemm_us(c->gemm_fp8, c->n_gemm_fp8, m, n, k, us);
 }

@@ -79,6 +79,7 @@ static json_t *to_json(const schema_result *r) {
   if (r->cross_entropy_loss_fusion)
     json_object_set_new(root, "cross_entropy_loss_fusion", json_boolean(r->cross_entropy_loss_fusion > 0));
   if (r->host_framework[0]) json_object_set_new(root, "host_framework", json_string(r->host_framework));
+  if (r->fp8[0]) json_object_set_new(root, "fp8", json_string(r->fp8));
   if (r->hidden_dropout >= 0) json_object_set_new(root, "hidden_dropout", json_real(r->hidden_dropout));
   if (r->kind[0]) {
     json_object_set_new(root, "kind", json_string(r->kind));
@@ -229,7 +230,7 @@ static int read_ce_fusion(json_t *root, const char *file, schema_result *r, ts_e
 
 /* Every result's top level (to_json). */
 static const char *const top_keys[] = {"schema", "source", "plan", "calibration", "mode", "options", "attention_backend",
-                                       "cross_entropy_loss_fusion", "host_framework", "hidden_dropout", "iteration_time_s",
+                                       "cross_entropy_loss_fusion", "host_framework", "fp8", "hidden_dropout", "iteration_time_s",
                                        "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
                                        "breakdown", "ranks", "clock_passes", "ops", "notes", NULL};
 /* A measured result's spread and machine ("source": "measured"). */
@@ -397,6 +398,7 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
       tsj_string_opt(root, "options", "", r->options, sizeof r->options, file, "", e) ||
       tsj_string_opt(root, "attention_backend", "", r->attention_backend, sizeof r->attention_backend, file, "", e) ||
       tsj_string_opt(root, "host_framework", "", r->host_framework, sizeof r->host_framework, file, "", e) ||
+      tsj_string_opt(root, "fp8", "", r->fp8, sizeof r->fp8, file, "", e) ||
       tsj_string_opt(root, "kind", "", r->kind, sizeof r->kind, file, "", e) ||
       read_ce_fusion(root, file, r, e) ||
       tsj_real_opt(root, "hidden_dropout", 0, 0.9999999999, -1.0, &r->hidden_dropout, file, "", e) ||

@@ -7,6 +7,7 @@
  *   "attention_backend": "fused"|"flash"|"executor"|"unfused",   (optional: the plan's)
  *   "cross_entropy_loss_fusion": true|false,   (optional: the plan's)
  *   "host_framework": "megatron-core",         (optional: the plan's, when not the executor)
+ *   "fp8": "tensorwise",                       (optional: the plan's layout.fp8, when set)
  *   "hidden_dropout": p,                       (optional: the plan's; measured: what ran, 0)
  *   "iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
  *   "breakdown": { compute_s, tp_exposed_s, pp_exposed_s, dp_exposed_s, codec_s, bubble_s },
@@ -102,6 +103,7 @@ typedef struct {
   char attention_backend[16]; /* the plan's attention implementation ("" in older files) */
   int cross_entropy_loss_fusion; /* the plan's: 1 true, -1 false, 0 not recorded (older files, measured results) */
   char host_framework[24];        /* the plan's host_framework when not the executor ("" otherwise) */
+  char fp8[16];                   /* the plan's layout.fp8 recipe when set ("" for BF16) */
   /* the plan's hidden dropout probability (tacorun execute: 0, it runs none); < 0 not recorded (older
    * files, inference results). schema_result_init sets -1. */
   double hidden_dropout;

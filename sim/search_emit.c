@@ -49,6 +49,9 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
   }
   if (p->overlap_param_gather) json_object_set_new(layout, "overlap_param_gather", json_true());
   if (p->tp_comm_overlap) json_object_set_new(layout, "tp_comm_overlap", json_true());
+  if (p->fp8_recipe != PLAN_FP8_OFF)
+    json_object_set_new(layout, "fp8", json_string(plan_fp8_recipe_names[p->fp8_recipe]));
+  if (p->fp8_param_gather) json_object_set_new(layout, "fp8_param_gather", json_true());
   if (p->account_embedding) json_object_set_new(layout, "account_for_embedding_in_pipeline_split", json_true());
   if (p->account_loss) json_object_set_new(layout, "account_for_loss_in_pipeline_split", json_true());
   if (model_is_moe(&p->model)) { /* the MoE layout (plan_moe.c's fields; absent on dense models) */

@@ -355,14 +355,43 @@ static int gemm_wgrad_us(sim_costs *c, long long m, long long n, long long k, do
   return gemm_us(c, m, n, k, us, e);
 }
 
+static double roof_s(double flops, double bytes, double peak_flops, double bytes_per_s) {
+  double tf = flops / peak_flops, tb = bytes / bytes_per_s;
+  return tf > tb ? tf : tb;
+}
+
+double sim_gemm_fp8_transfer_us(const topo_gpu *g, long long m, long long n, long long k, double bf16_us) {
+  const double flops = 2.0 * (double)m * (double)n * (double)k, bw = g->hbm_gbps * 1e9;
+  const double ab = (double)m * (double)k + (double)k * (double)n, cc = (double)m * (double)n;
+  const double from = roof_s(flops, 2.0 * (ab + cc), g->bf16_tflops * 1e12, bw);
+  const double to = roof_s(flops, ab + 2.0 * cc, g->fp8_tflops * 1e12, bw);
+  return from > 0 ? bf16_us * to / from : bf16_us;
+}
+
+/* layout.fp8: an FP8 GEMM (plan_fp8_gemm) of (m, n, k), its weight gradient (wgrad) too: the calibration's
+ * "gemm_fp8" point of the shape when it has one, else the BF16 time of the shape ("gemm_wgrad" for a weight
+ * gradient, else "gemm") transferred to the FP8 peak, warned once: not measured. */
+static int gemm_fp8_us(sim_costs *c, long long m, long long n, long long k, bool wgrad, double *us, ts_err *e) {
+  if (schema_gemm_fp8_us(c->lk.cal, m, n, k, us)) return 0;
+  double bf16;
+  if ((wgrad ? gemm_wgrad_us(c, m, n, k, &bf16, e) : gemm_us(c, m, n, k, &bf16, e))) return -1;
+  warn_fallback(c, "gemm_fp8", "the BF16 GEMM times moved to the FP8 peak (fp8_tflops) by the transfer rule: "
+                "FP8 GEMMs transferred, not measured");
+  *us = sim_gemm_fp8_transfer_us(&c->p->cluster.gpu, m, n, k, bf16);
+  return 0;
+}
+
 /* Forward GEMM out[m x n] = X[m x k] W[k x n]; backward is dgrad [m x k] =
- * dY[m x n] W^T plus wgrad [k x n] = X^T dY. */
-static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, int phase, int part, double *us,
-                         ts_err *e) {
-  if (phase != PLAN_PHASE_BWD) return gemm_us(c, m, n, k, us, e);
+ * dY[m x n] W^T plus wgrad [k x n] = X^T dY. fp8: all three FP8 GEMMs (layout.fp8). */
+static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, int phase, int part, bool fp8,
+                         double *us, ts_err *e) {
+  if (phase != PLAN_PHASE_BWD) return fp8 ? gemm_fp8_us(c, m, n, k, false, us, e) : gemm_us(c, m, n, k, us, e);
   double dgrad = 0, wgrad = 0;
-  if (part != PLAN_PART_WGRAD && gemm_us(c, m, k, n, &dgrad, e)) return -1;
-  if (part != PLAN_PART_DGRAD && gemm_wgrad_us(c, k, n, m, &wgrad, e)) return -1;
+  if (part != PLAN_PART_WGRAD && (fp8 ? gemm_fp8_us(c, m, k, n, false, &dgrad, e) : gemm_us(c, m, k, n, &dgrad, e)))
+    return -1;
+  if (part != PLAN_PART_DGRAD &&
+      (fp8 ? gemm_fp8_us(c, k, n, m, true, &wgrad, e) : gemm_wgrad_us(c, k, n, m, &wgrad, e)))
+    return -1;
   *us = dgrad + wgrad;
   return 0;
 }
@@ -543,8 +572,8 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
     case MODEL_OP_GEMM:
       if (mo->groups > 1) return grouped_gemm_us(c, mo, phase, op->part, us, gemm_us, e);
       /* tp_overlap_chunks: a forward row-parallel GEMM over 1/row_chunks of the token rows */
-      if (gemm_phase_us(c, op->row_chunks > 1 ? mo->m / op->row_chunks : mo->m, mo->n, mo->k, phase, op->part, us,
-                        e))
+      if (gemm_phase_us(c, op->row_chunks > 1 ? mo->m / op->row_chunks : mo->m, mo->n, mo->k, phase, op->part,
+                        plan_fp8_gemm(p, mo), us, e))
         return -1;
       /* tp_comm_overlap: a userbuffer kernel beside this piece holds SMs while it runs (plan_program_tpo.c) */
       if (p->tp_comm_overlap) {
@@ -589,6 +618,9 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
     }
   }
   if (op->model_op == PLAN_MOP_OPTIMIZER) return kernel_us(c, "optimizer", op->bytes, 0, false, us, e);
+  /* layout.fp8's quantize: a memory-bound pass over its bytes, the same kernel forward and backward */
+  if (op->model_op == PLAN_MOP_FP8_CAST)
+    return kernel_phase_us(c, "elementwise", op->bytes, PLAN_PHASE_FWD, false, us, e);
   if (op->model_op == PLAN_MOP_MOE_IMBALANCE) return moe_imbalance_us(c, op, us, gemm_us, e);
   if (op->model_op == PLAN_MOP_FINAL_NORM)
     return mapped_kernel_us(c, "final_norm", MODEL_OP_NORM, "norm", op->bytes, phase, us, e);
@@ -605,7 +637,7 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
     long long tokens = (long long)p->micro_batch * plan_local_seq(p);
     long long vocab = model_vocab_per_gpu(&p->model, p->tp);
     double g, l = 0;
-    if (gemm_phase_us(c, tokens, vocab, p->model.hidden, phase, op->part, &g, e)) return -1;
+    if (gemm_phase_us(c, tokens, vocab, p->model.hidden, phase, op->part, false, &g, e)) return -1;
     if (p->ce_unfused) {
       if (op->part != PLAN_PART_WGRAD && unfused_ce_us(c, phase, &l, e)) return -1;
     } else if (phase != PLAN_PHASE_BWD && kernel_us(c, "loss", c->loss_kernel_bytes, 0, false, &l, e)) {
@@ -669,8 +701,14 @@ static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_er
    * the unfused one's backward kernels are priced there */
   if (op->model_op == PLAN_MOP_LOSS && op->phase == PLAN_PHASE_BWD && !c->p->ce_unfused) return 0;
   bool attn = op->model_op >= 0 && op->model_op < c->n_mops && c->mops[op->model_op].kind == MODEL_OP_ATTENTION;
-  double flops = attn ? sim_attention_kernel_flops(c->p, op) : op->flops;
-  double hbm_bytes, floor_us = sim_ceiling_us(c, flops, op->bytes, &hbm_bytes);
+  double flops = attn ? sim_attention_kernel_flops(c->p, op) : op->flops, bytes = op->bytes;
+  const topo_gpu *g = &c->p->cluster.gpu;
+  if (op->model_op >= 0 && op->model_op < c->n_mops && plan_fp8_gemm(c->p, &c->mops[op->model_op]) &&
+      g->fp8_tflops > 0) { /* an FP8 GEMM: its FLOPs at the FP8 peak, its operands at half their BF16 bytes or more */
+    flops *= g->bf16_tflops / g->fp8_tflops;
+    bytes *= 0.5;
+  }
+  double hbm_bytes, floor_us = sim_ceiling_us(c, flops, bytes, &hbm_bytes);
   if (us >= CEILING_SLACK * floor_us) return 0;
   char name[96];
   plan_op_name(c->p, op, name, sizeof name);

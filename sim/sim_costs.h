@@ -81,6 +81,12 @@ int sim_grouped_active(long long m, int G);
 /* The fastest an op may run (us): its FLOPs at the BF16 peak or its bytes beyond the GPU's L2
  * (*hbm_bytes) at the HBM rate, whichever is longer. A price below it is a simulator failure. */
 double sim_ceiling_us(const sim_costs *c, double flops, double bytes, double *hbm_bytes);
+/* layout.fp8 without a measured "gemm_fp8" point: the BF16 GEMM time bf16_us of (m, n, k) moved to FP8 by the
+ * transfer rule (sim/README.md, "FP8 GEMMs"): the point's share of its own roofline kept, the roofline
+ * max(2mnk / peak, bytes / HBM bandwidth) taken with the BF16 peak and BF16 A, B, C (2 bytes each) on one
+ * side and with the FP8 peak (fp8_tflops) and FP8 A, B (1 byte), BF16 C on the other:
+ * bf16_us x roof_fp8 / roof_bf16. Also the layout search's estimate (search_estimate.c). */
+double sim_gemm_fp8_transfer_us(const topo_gpu *g, long long m, long long n, long long k, double bf16_us);
 /* Compute op (PLAN_OP_COMPUTE) time in seconds. */
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e);
 /* The same, and *gemm_s: the part of it in GEMMs and attention (the rest is

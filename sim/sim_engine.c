@@ -889,6 +889,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   snprintf(out->mode, sizeof out->mode, "%s", w->o->mode == SIM_MODE_FULL ? "full" : "reduced");
   snprintf(out->attention_backend, sizeof out->attention_backend, "%s", plan_attention_backend_name(p->attention_backend));
   out->cross_entropy_loss_fusion = p->ce_unfused ? -1 : 1;
+  if (p->fp8_recipe != PLAN_FP8_OFF) snprintf(out->fp8, sizeof out->fp8, "%s", plan_fp8_recipe_names[p->fp8_recipe]);
   if (p->host_framework != PLAN_HOST_EXECUTOR)
     snprintf(out->host_framework, sizeof out->host_framework, "%s", plan_host_framework_names[p->host_framework]);
   out->hidden_dropout = p->hidden_dropout;

@@ -42,3 +42,9 @@ add_executable(test_sim_attn_ceiling ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_attn_c
 target_link_libraries(test_sim_attn_ceiling PRIVATE ts_sim PkgConfig::CUNIT m)
 target_compile_definitions(test_sim_attn_ceiling PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
 add_test(NAME sim_attn_ceiling COMMAND test_sim_attn_ceiling)
+
+# layout.fp8: the loader, the program's FP8 GEMMs and casts, their prices by hand, "gemm_fp8", memory.
+add_executable(test_fp8 ${CMAKE_CURRENT_SOURCE_DIR}/test_fp8.c)
+target_link_libraries(test_fp8 PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_fp8 PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+add_test(NAME fp8 COMMAND test_fp8)

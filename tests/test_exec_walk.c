@@ -87,6 +87,27 @@ static void test_dp_codec_plans(void) {
   plan_program_free(&prog);
 }
 
+/* layout.fp8 (priced by the simulator only): the program's FP8 casts are ops the executor does not run, so
+ * the walker refuses the program, naming the cast (tacorun execute refuses the plan before, naming
+ * layout.fp8: exec_plan_refuse, GPU builds). */
+static void test_fp8_program_refused(void) {
+  const char *text =
+      "{ \"schema\": 1, \"name\": \"fp8\", \"model\": \"gpt-h4096\", \"cluster\": \"h200x2-nvlink\",\n"
+      "  \"layout\": { \"dp\": 1, \"tp\": 1, \"pp\": 1, \"fp8\": \"tensorwise\" }, \"hidden_dropout\": 0,\n"
+      "  \"batch\": { \"micro\": 2, \"global\": 16, \"seq\": 2048 }, \"schedule\": \"1f1b\" }";
+  plan p;
+  ts_err e = {{0}, 0};
+  int rc = plan_from_json_text(text, strlen(text), "fp8", NULL, NULL, &p, &e);
+  if (rc) rc = plan_from_json_text(text, strlen(text), "fp8", TACOSIM_SOURCE_DIR "/models",
+                                   TACOSIM_SOURCE_DIR "/topologies", &p, &e);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  plan_program prog;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  CU_ASSERT_NOT_EQUAL(exec_walk_check_program(&p, &prog, &e), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "fp8_cast"));
+  plan_program_free(&prog);
+}
+
 /* TACO on the sequence-parallel all-gathers/reduce-scatters and on the
  * pipeline messages maps op by op. */
 static void test_compressed_sp_pp_plans(void) {
@@ -514,6 +535,7 @@ int main(void) {
   CU_add_test(s, "PP = 2 messages (1F1B, GPipe, interleaved) pair up with the executor's peers", test_pipeline_messages);
   CU_add_test(s, "activation slots: the program's in-flight peak (1F1B pp - stage, GPipe all)", test_activation_slots);
   CU_add_test(s, "uneven PP = 2 stages run op by op with the plan's layers", test_uneven_plans);
+  CU_add_test(s, "an FP8 program's casts are not the executor's ops", test_fp8_program_refused);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();

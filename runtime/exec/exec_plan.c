@@ -126,6 +126,10 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
   if (p->cp_allgather)
     return ts_fail(e, path, "layout.cp_comm_type",
                    "\"allgather\" is priced by tacosim simulate; the executor runs the KV ring (\"p2p\") only");
+  if (p->fp8_recipe != PLAN_FP8_OFF)
+    return ts_fail(e, path, "layout.fp8",
+                   "\"%s\": FP8 training is priced by the simulator only; the executor runs BF16",
+                   plan_fp8_recipe_names[p->fp8_recipe]);
   if (p->tp_comm_overlap)
     return ts_fail(e, path, "layout.tp_comm_overlap",
                    "true is priced by tacosim simulate; the executor runs the SP collectives whole, with NCCL "

@@ -1,0 +1,118 @@
+/* plan_fp8.c — FP8 training (layout.fp8, layout.fp8_param_gather): which GEMMs run in FP8, the casts
+ * Transformer Engine runs around them, the bytes it keeps, and the rules of the fields.
+ *
+ * Sources (plan/README.md, "FP8 training"):
+ * - Transformer Engine's recipes (transformer_engine.common.recipe, "Common API" of the TE 2.x user guide):
+ *   DelayedScaling (the scale from the amax history of earlier iterations, the amax taken by the cast
+ *   kernel itself), Float8CurrentScaling (the scale from the tensor's own amax: an amax kernel over the
+ *   tensor before the cast, TE's nvte_compute_amax), MXFP8BlockScaling (an E8M0 scale per 32 elements,
+ *   Blackwell only). Megatron-LM's --fp8-recipe names them delayed, tensorwise and mxfp8.
+ * - Transformer Engine's Linear / LayerNormLinear (transformer_engine/pytorch/module/linear.py): the GEMM
+ *   input, the weight and the output gradient are quantized; each is needed in both layouts (rowwise for
+ *   one GEMM, columnwise for the other: X for fprop and wgrad, W for fprop and dgrad, dY for dgrad and
+ *   wgrad), so the cast writes both (TE's cast-transpose); attention's batched GEMMs (DotProductAttention
+ *   without fp8_dpa), the output layer and the router stay BF16.
+ * - Megatron-Core's TELinear.forward (megatron/core/extensions/transformer_engine.py) passes
+ *   is_first_microbatch to TE, which caches the weight's FP8 copies from the first micro-batch of an
+ *   iteration for the rest: the weights are cast once per iteration and model chunk. With
+ *   --fp8-param-gather the parameters are FP8 already (cast by the optimizer step, all-gathered in FP8): no
+ *   weight cast in the layers. */
+#include <string.h>
+
+#include <jansson.h>
+
+#include "plan.h"
+#include "plan_internal.h"
+#include "ts_json.h"
+
+const char *const plan_fp8_recipe_names[] = {"bf16", "tensorwise", "delayed", "mxfp8", NULL};
+
+bool plan_fp8_gemm(const plan *p, const model_op *o) {
+  if (p->fp8_recipe == PLAN_FP8_OFF || o->kind != MODEL_OP_GEMM || o->groups > 1) return false;
+  return !strcmp(o->name, "qkv") || !strcmp(o->name, "attn_out") || !strcmp(o->name, "fc1") ||
+         !strcmp(o->name, "fc2");
+}
+
+/* A cast reads the BF16 tensor (2 bytes an element) and writes its FP8 rowwise and columnwise copies (1 + 1);
+ * current scaling first reads the tensor once more for its amax; MXFP8 also writes one E8M0 scale per 32
+ * elements of each copy. */
+double plan_fp8_cast_bytes(const plan *p, double elems) {
+  double per = 2.0 + 2.0;
+  if (p->fp8_recipe == PLAN_FP8_TENSORWISE) per += 2.0;
+  if (p->fp8_recipe == PLAN_FP8_MXFP8) per += 2.0 / 32.0;
+  return p->fp8_recipe == PLAN_FP8_OFF ? 0.0 : per * elems;
+}
+
+/* The weights' FP8 copies TE caches for the iteration: rowwise and columnwise, 1 byte each (plus the MXFP8
+ * scales). With fp8_param_gather the parameter itself is the FP8 rowwise copy (1 byte instead of BF16's 2),
+ * so only the columnwise one is more: 1 - 1 = 0 net. */
+double plan_fp8_weight_bytes_per_param(const plan *p) {
+  if (p->fp8_recipe == PLAN_FP8_OFF) return 0.0;
+  double scales = p->fp8_recipe == PLAN_FP8_MXFP8 ? 2.0 / 32.0 : 0.0;
+  return (p->fp8_param_gather ? 0.0 : 2.0) + scales;
+}
+
+int plan_load_fp8_fields(json_t *layout, const char *file, plan *p, ts_err *e) {
+  json_t *v = json_object_get(layout, "fp8");
+  int recipe = PLAN_FP8_OFF;
+  if (v && !json_is_null(v)) {
+    if (!json_is_string(v) || !strcmp(json_string_value(v), "bf16"))
+      return ts_fail(e, file, "layout.fp8", "must be null (BF16) or one of \"tensorwise\", \"delayed\", \"mxfp8\"");
+    if (tsj_enum(layout, "fp8", plan_fp8_recipe_names, &recipe, file, "layout", e)) return -1;
+  }
+  p->fp8_recipe = recipe;
+  return tsj_bool_opt(layout, "fp8_param_gather", false, &p->fp8_param_gather, file, "layout", e);
+}
+
+/* Blackwell's tensor cores take MXFP8 block scales; Hopper's and Ada's do not. The GPU catalogue has no
+ * architecture field, so the Blackwell entries are named here. */
+static bool gpu_has_mxfp8(const char *name) {
+  return !strncmp(name, "B200", 4) || !strncmp(name, "GB200", 5) || !strncmp(name, "B300", 4) ||
+         !strncmp(name, "GB300", 5);
+}
+
+int plan_validate_fp8(const plan *p, ts_err *e) {
+  const char *f = p->path;
+  const topo_gpu *g = &p->cluster.gpu;
+  if (p->fp8_recipe == PLAN_FP8_OFF) {
+    if (p->fp8_param_gather)
+      return ts_fail(e, f, "layout.fp8_param_gather", "true needs layout.fp8 (FP8 parameters of FP8 GEMMs)");
+    return 0;
+  }
+  if (!(g->fp8_tflops > 0))
+    return ts_fail(e, f, "layout.fp8", "\"%s\": the %s has no FP8 tensor cores (its catalogue entry's fp8_tflops is 0)",
+                   plan_fp8_recipe_names[p->fp8_recipe], g->name);
+  if (p->fp8_recipe == PLAN_FP8_MXFP8 && !gpu_has_mxfp8(g->name))
+    return ts_fail(e, f, "layout.fp8", "\"mxfp8\" needs a Blackwell GPU (B200, GB200); the %s has no MXFP8 "
+                   "block scaling: use \"tensorwise\" or \"delayed\"", g->name);
+  if (p->fp8_param_gather && !p->zero1)
+    return ts_fail(e, f, "layout.fp8_param_gather", "true needs the distributed optimizer (zero1), whose "
+                   "parameter all-gather it makes FP8");
+  return 0;
+}
+
+double plan_fp8_gemm_params(const plan *p, const model_op *ops, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; i++)
+    if (plan_fp8_gemm(p, &ops[i])) s += ops[i].params;
+  return s;
+}
+
+/* What FP8 changes in the activations a layer keeps for its backward (bytes; the BF16 count is the model's,
+ * Korthikanti et al.'s). TE saves each FP8 GEMM's input quantized (the columnwise copy the wgrad reads):
+ * the norm outputs before qkv and fc1 (LayerNormLinear's ln_out, 1/tp of the rows under sequence
+ * parallelism, as the BF16 count keeps them) and fc2's input are kept in FP8 instead of BF16, one byte an
+ * element less; attn_out's input, the attention's output, is also kept in BF16 by the attention for its own
+ * backward, so its FP8 copy is one byte an element more. Only without full recompute (which keeps the layer
+ * input alone). */
+double plan_fp8_activation_delta(const plan *p, const model_op *ops, int n) {
+  double d = 0.0;
+  for (int i = 0; i < n; i++) {
+    const model_op *o = &ops[i];
+    if (!plan_fp8_gemm(p, o)) continue;
+    double elems = (double)o->m * (double)o->k;
+    if (o->parallel == MODEL_PAR_COLUMN && p->sequence_parallel) elems /= p->tp;
+    d += strcmp(o->name, "attn_out") == 0 ? elems : -elems;
+  }
+  return d;
+}

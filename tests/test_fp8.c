@@ -1,0 +1,300 @@
+/* test_fp8.c — layout.fp8 (plan/plan_fp8.c): the loader's rules, the FP8 GEMMs and Transformer Engine's
+ * casts in the program, their prices by hand (the BF16 -> FP8 transfer of a GEMM, a "gemm_fp8" point used
+ * when the calibration has one, a cast through the "elementwise" table), the calibration list's round trip,
+ * the memory model, and BF16 left as it was when the field is absent. */
+#define _POSIX_C_SOURCE 200809L
+#include <CUnit/Basic.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibration.h"
+#include "sim.h"
+#include "sim_costs.h"
+#include "test_check.h"
+
+/* gpt-h4096-1gpu (H200, micro 2, seq 2048: m = 4,096 tokens; h 4,096, ffn 16,384, TP 1), biases fused,
+ * with layout members set from `layout_json` (NULL: none) and the cluster `cluster` (NULL: the plan's). */
+static int load_plan(plan *p, const char *layout_json, const char *cluster, ts_err *e) {
+  json_error_t je;
+  json_t *root = json_load_file(PLANS_DIR "/gpt-h4096-1gpu.json", 0, &je);
+  if (!root) return -1;
+  json_object_del(root, "bias_fusion");
+  if (cluster) json_object_set_new(root, "cluster", json_string(cluster));
+  if (layout_json) {
+    json_t *add = json_loads(layout_json, 0, &je);
+    if (!add) {
+      json_decref(root);
+      return -1;
+    }
+    json_object_update(json_object_get(root, "layout"), add);
+    json_decref(add);
+  }
+  char *text = json_dumps(root, 0);
+  json_decref(root);
+  int rc = plan_from_json_text(text, strlen(text), "fp8.json", NULL, NULL, p, e);
+  free(text);
+  return rc;
+}
+
+static void expect_refused(const char *layout_json, const char *cluster, const char *field) {
+  static plan p;
+  ts_err e = {0};
+  CU_ASSERT_NOT_EQUAL(load_plan(&p, layout_json, cluster, &e), 0);
+  if (!strstr(e.msg, field)) fprintf(stderr, "\n  error \"%s\" does not name %s\n", e.msg, field);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, field));
+}
+
+static void test_loader(void) {
+  static plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, NULL, NULL, &e), 0);
+  CU_ASSERT_EQUAL(p.fp8_recipe, PLAN_FP8_OFF);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, "{\"fp8\": null}", NULL, &e), 0);
+  CU_ASSERT_EQUAL(p.fp8_recipe, PLAN_FP8_OFF);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, "{\"fp8\": \"tensorwise\"}", NULL, &e), 0);
+  CU_ASSERT_EQUAL(p.fp8_recipe, PLAN_FP8_TENSORWISE);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, "{\"fp8\": \"delayed\", \"zero1\": true, \"fp8_param_gather\": true}", NULL, &e), 0);
+  CU_ASSERT_EQUAL(p.fp8_recipe, PLAN_FP8_DELAYED);
+  CU_ASSERT_TRUE(p.fp8_param_gather);
+  expect_refused("{\"fp8\": \"e4m3\"}", NULL, "layout.fp8");
+  expect_refused("{\"fp8\": \"bf16\"}", NULL, "layout.fp8");
+  expect_refused("{\"fp8\": true}", NULL, "layout.fp8");
+  expect_refused("{\"fp8\": \"mxfp8\"}", NULL, "layout.fp8");                    /* Hopper: no MXFP8 */
+  expect_refused("{\"fp8\": \"tensorwise\"}", "a100x8-nvswitch", "layout.fp8");  /* fp8_tflops 0 */
+  expect_refused("{\"fp8_param_gather\": true}", NULL, "layout.fp8_param_gather");
+  expect_refused("{\"fp8\": \"tensorwise\", \"fp8_param_gather\": true}", NULL, "layout.fp8_param_gather");
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, "{\"fp8\": \"mxfp8\"}", "b200x8-nvswitch", &e), 0);
+  CU_ASSERT_EQUAL(p.fp8_recipe, PLAN_FP8_MXFP8);
+  /* MXFP8: no amax pass; both layouts carry an E8M0 scale per 32 elements */
+  NEAR(plan_fp8_cast_bytes(&p, 32.0), 2.0 * 32 + 2.0 * 32 + 2.0, 1e-15);
+  NEAR(plan_fp8_weight_bytes_per_param(&p), 2.0 + 1.0 / 16.0, 1e-15);
+}
+
+/* The ops of layer 0 of rank 0's program: the casts (by GEMM and tensor) and which GEMMs run in FP8. */
+static void test_program(void) {
+  static plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, "{\"fp8\": \"tensorwise\"}", NULL, &e), 0);
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  model_shard s = {.tp = 1, .micro_batch = 2, .seq = 2048, .no_hidden_dropout = true};
+  int n = model_layer_ops(&p.model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_FATAL(n > 0);
+  int fp8_gemms = 0;
+  for (int i = 0; i < n; i++) {
+    bool want = !strcmp(ops[i].name, "qkv") || !strcmp(ops[i].name, "attn_out") || !strcmp(ops[i].name, "fc1") ||
+                !strcmp(ops[i].name, "fc2");
+    CU_ASSERT_EQUAL(plan_fp8_gemm(&p, &ops[i]), want);
+    fp8_gemms += want;
+  }
+  CU_ASSERT_EQUAL(fp8_gemms, 4);
+  plan_program prog;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int input[2] = {0}, grad = 0, weight[2] = {0}; /* [micro 0, micro 1] */
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->model_op != PLAN_MOP_FP8_CAST || op->layer != 0) continue;
+    const model_op *g = &ops[plan_fp8_cast_gemm(op->tag)];
+    CU_ASSERT_TRUE(plan_fp8_gemm(&p, g));
+    CU_ASSERT_EQUAL(op->kind, PLAN_OP_COMPUTE);
+    /* the next compute op of the stream is the GEMM the cast feeds */
+    int j = i + 1;
+    while (j < prog.n && prog.ops[j].kind != PLAN_OP_COMPUTE) j++;
+    CU_ASSERT_FATAL(j < prog.n);
+    const int what = plan_fp8_cast_what(op->tag);
+    if (what != PLAN_FP8_CAST_WEIGHT) CU_ASSERT_EQUAL(prog.ops[j].model_op, plan_fp8_cast_gemm(op->tag));
+    const int mb = op->micro == 0 ? 0 : 1;
+    if (what == PLAN_FP8_CAST_INPUT) {
+      CU_ASSERT_EQUAL(op->phase, PLAN_PHASE_FWD);
+      NEAR(op->bytes, 6.0 * g->m * g->k, 1e-15); /* current scaling: amax read, read, row + column writes */
+      input[mb]++;
+    } else if (what == PLAN_FP8_CAST_GRAD) {
+      CU_ASSERT_EQUAL(op->phase, PLAN_PHASE_BWD);
+      NEAR(op->bytes, 6.0 * g->m * g->n, 1e-15);
+      grad++;
+    } else {
+      CU_ASSERT_EQUAL(what, PLAN_FP8_CAST_WEIGHT);
+      NEAR(op->bytes, 6.0 * g->k * g->n, 1e-15);
+      weight[mb]++;
+    }
+  }
+  CU_ASSERT_EQUAL(input[0], 4);
+  CU_ASSERT_EQUAL(input[1], 4 * (plan_micro_batches(&p) - 1));
+  CU_ASSERT_EQUAL(grad, 4 * plan_micro_batches(&p));
+  CU_ASSERT_EQUAL(weight[0], 4); /* once per iteration: the first micro-batch */
+  CU_ASSERT_EQUAL(weight[1], 0);
+  /* the program-size estimate counts the casts: between 1x and 2x the ops built (plan_limits.c) */
+  const double ratio = plan_estimate_ops_per_rank(&p) / prog.n;
+  CU_ASSERT(ratio >= 1.0 && ratio <= 2.0);
+  plan_program_free(&prog);
+
+  /* fp8_param_gather: no weight casts; BF16: no casts at all */
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, "{\"fp8\": \"delayed\", \"zero1\": true, \"fp8_param_gather\": true}", NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int casts = 0;
+  for (int i = 0; i < prog.n; i++)
+    if (prog.ops[i].model_op == PLAN_MOP_FP8_CAST) {
+      CU_ASSERT_NOT_EQUAL(plan_fp8_cast_what(prog.ops[i].tag), PLAN_FP8_CAST_WEIGHT);
+      NEAR(prog.ops[i].bytes, 4.0 * (plan_fp8_cast_what(prog.ops[i].tag) == PLAN_FP8_CAST_GRAD
+                                        ? (double)ops[plan_fp8_cast_gemm(prog.ops[i].tag)].m * ops[plan_fp8_cast_gemm(prog.ops[i].tag)].n
+                                        : (double)ops[plan_fp8_cast_gemm(prog.ops[i].tag)].m * ops[plan_fp8_cast_gemm(prog.ops[i].tag)].k),
+           1e-15); /* delayed scaling: no amax pass */
+      casts++;
+    }
+  CU_ASSERT_EQUAL(casts, 8 * p.layers * plan_micro_batches(&p));
+  plan_program_free(&prog);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, NULL, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  for (int i = 0; i < prog.n; i++) CU_ASSERT_NOT_EQUAL(prog.ops[i].model_op, PLAN_MOP_FP8_CAST);
+  plan_program_free(&prog);
+}
+
+/* A calibration with one "elementwise" table, 5 us flat to 1 MB then 5 us per MB (200 GB/s); no "gemm"
+ * table, so a BF16 GEMM is the roofline's 3 us + 2 m n k / BF16 peak; an FP8 one (when given) in "gemm_fp8". */
+static void hand_calibration(schema_calibration *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->path, sizeof c->path, "hand.json");
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1.0, 0, 5.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1e6, 0, 5.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1e13, 0, 5e7), 0);
+}
+
+/* Micro-batch 0's forward fc1 GEMM and its input cast on layer 0 (us). */
+static void fc1_us(const plan *p, const schema_calibration *cal, double *gemm, double *cast) {
+  static sim_costs c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, p, cal, NULL, &e), 0);
+  plan_program prog;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(p, 0, &prog, &e), 0);
+  *gemm = *cast = -1;
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->layer != 0 || op->micro != 0 || op->phase != PLAN_PHASE_FWD || op->kind != PLAN_OP_COMPUTE) continue;
+    int mop = op->model_op == PLAN_MOP_FP8_CAST ? plan_fp8_cast_gemm(op->tag) : op->model_op;
+    if (mop < 0 || strcmp(c.mops[mop].name, "fc1")) continue;
+    double s = -1e-6;
+    CU_ASSERT_EQUAL(sim_compute_s(&c, op, &s, &e), 0);
+    if (op->model_op == PLAN_MOP_FP8_CAST && plan_fp8_cast_what(op->tag) == PLAN_FP8_CAST_INPUT) *cast = s * 1e6;
+    if (op->model_op >= 0) *gemm = s * 1e6;
+  }
+  plan_program_free(&prog);
+}
+
+/* fc1 forward: m 4,096, n 16,384, k 4,096: F = 2 m n k = 5.4976e11 FLOP. BF16 (no "gemm" table): 3 us +
+ * F / 989e12 s = 558.88 us. Its roofline: BF16, max(F / 989 TFLOP/s, 2 (mk + kn + mn) B / 4.8 TB/s) = the
+ * FLOPs (555.9 us vs 41.9 us); FP8, max(F / 1,979 TFLOP/s, (mk + kn + 2 mn) B / 4.8 TB/s) = the FLOPs too:
+ * the transfer halves the time, 558.88 x 989 / 1979. The input cast (tensorwise): 6 bytes an element of
+ * X [m x k], 100,663,296 bytes, 5 us per MB = 503.31648 us. With "gemm_fp8" holding the shape: its 300 us (above the FP8 ceiling F / 1,979 TFLOP/s = 277.8 us). */
+static void test_costs_by_hand(void) {
+  static plan bf16, fp8;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&bf16, NULL, NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&fp8, "{\"fp8\": \"tensorwise\"}", NULL, &e), 0);
+  const double m = 4096, n = 16384, k = 4096, F = 2 * m * n * k;
+  const double p16 = bf16.cluster.gpu.bf16_tflops * 1e12, p8 = bf16.cluster.gpu.fp8_tflops * 1e12;
+  CU_ASSERT_EQUAL(p16, 989e12);
+  CU_ASSERT_EQUAL(p8, 1979e12);
+  schema_calibration cal;
+  hand_calibration(&cal);
+  double g16, c16, g8, c8;
+  fc1_us(&bf16, &cal, &g16, &c16);
+  fc1_us(&fp8, &cal, &g8, &c8);
+  const double t16 = 3.0 + F / p16 * 1e6;
+  NEAR(g16, t16, 1e-12);
+  CU_ASSERT_EQUAL(c16, -1); /* no cast in BF16 */
+  NEAR(g8, t16 * p16 / p8, 1e-12);
+  NEAR(c8, 5e-6 * 6 * m * k, 1e-12);
+  /* a measured point of the shape wins */
+  CU_ASSERT_EQUAL(schema_calibration_add_gemm_fp8(&cal, 4096, 16384, 4096, 300.0), 0);
+  schema_calibration_sort(&cal);
+  fc1_us(&fp8, &cal, &g8, &c8);
+  NEAR(g8, 300.0, 1e-15);
+  schema_calibration_free(&cal);
+}
+
+/* The transfer on the memory side: m 16, n k 4,096 on the H200 (989 / 1,979 TFLOP/s, 4.8 TB/s). F = 5.37e8
+ * FLOP: 0.54 us at the BF16 peak, but BF16 bytes 2 (mk + kn + mn) = 33,816,576 take 7.045 us; FP8 bytes
+ * mk + kn + 2 mn = 16,908,288 take 3.5226 us (> F / FP8 peak, 0.27 us): 10 us becomes 10 x 3.5226 / 7.045. */
+static void test_transfer_memory_bound(void) {
+  static plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, NULL, NULL, &e), 0);
+  const topo_gpu *g = &p.cluster.gpu;
+  CU_ASSERT_EQUAL(g->hbm_gbps, 4800);
+  const double b16 = 2.0 * (16.0 * 4096 + 4096.0 * 4096 + 16.0 * 4096), b8 = 16.0 * 4096 + 4096.0 * 4096 + 2 * 16.0 * 4096;
+  NEAR(sim_gemm_fp8_transfer_us(g, 16, 4096, 4096, 10.0), 10.0 * b8 / b16, 1e-12);
+  /* compute-bound on both sides: the peaks' ratio */
+  NEAR(sim_gemm_fp8_transfer_us(g, 8192, 8192, 8192, 1000.0), 1000.0 * 989.0 / 1979.0, 1e-12);
+}
+
+/* "gemm_fp8" in a file: loaded, sorted like "gemm", written back, exact shapes only. */
+static void test_calibration_list(void) {
+  const char *text = "{\"schema\":1,\"gpu\":\"NVIDIA H200\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2\","
+                     "\"transport\":\"nvlink\",\"measured_at\":\"t\","
+                     "\"gemm\":[{\"m\":4096,\"n\":8192,\"k\":2048,\"us\":100}],"
+                     "\"gemm_fp8\":[{\"m\":8192,\"n\":8192,\"k\":2048,\"us\":110},{\"m\":4096,\"n\":8192,\"k\":2048,\"us\":60}]}";
+  const char *path = "test_fp8_cal.json";
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  fclose(f);
+  schema_calibration a, b;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(path, &a, &e), 0);
+  CU_ASSERT_EQUAL(a.n_gemm_fp8, 2);
+  CU_ASSERT_EQUAL(a.gemm_fp8[0].m, 4096);
+  double us;
+  CU_ASSERT_EQUAL(schema_gemm_fp8_us(&a, 8192, 8192, 2048, &us), 1);
+  NEAR(us, 110, 0);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_us(&a, 6144, 8192, 2048, &us), 0);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_save(&a, path, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(path, &b, &e), 0);
+  CU_ASSERT_EQUAL(b.n_gemm_fp8, 2);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_us(&b, 4096, 8192, 2048, &us), 1);
+  NEAR(us, 60, 0);
+  schema_calibration_free(&a);
+  schema_calibration_free(&b);
+  remove(path);
+}
+
+/* Memory: weights + 2 bytes per parameter of the four GEMMs (FP8 rowwise and columnwise copies), 0 with
+ * fp8_param_gather; activations: the norm outputs and fc2's input 1 byte an element less, attn_out's input
+ * 1 more, per layer and micro-batch held. */
+static void test_memory(void) {
+  static plan bf16, fp8, gather;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&bf16, "{\"zero1\": true}", NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&fp8, "{\"zero1\": true, \"fp8\": \"tensorwise\"}", NULL, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&gather, "{\"zero1\": true, \"fp8\": \"tensorwise\", \"fp8_param_gather\": true}",
+                                  NULL, &e), 0);
+  plan_memory a, b, c;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&bf16, 0, &a), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&fp8, 0, &b), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&gather, 0, &c), 0);
+  const double h = 4096, f = 16384, L = 8, m = 4096;
+  const double gemm_params = (3 * h * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h); /* with biases */
+  NEAR(b.weights - a.weights, 2.0 * gemm_params * L, 1e-12);
+  NEAR(c.weights, a.weights, 1e-15);
+  const double per_layer = -(m * h) + (m * h) - (m * h) - (m * f); /* qkv, attn_out, fc1, fc2 inputs */
+  const double held = (b.activations - a.activations) / (per_layer * L);
+  CU_ASSERT(held >= 1.0 && fabs(held - round(held)) < 1e-9); /* whole micro-batches of layers held */
+  NEAR(c.activations, b.activations, 1e-15);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("fp8", NULL, NULL);
+  CU_add_test(s, "layout.fp8 and fp8_param_gather: accepted, refused naming the field", test_loader);
+  CU_add_test(s, "the four linear GEMMs in FP8, TE's casts before them", test_program);
+  CU_add_test(s, "an FP8 GEMM transferred from BF16 and a cast, by hand; a gemm_fp8 point wins", test_costs_by_hand);
+  CU_add_test(s, "the transfer on the memory side", test_transfer_memory_bound);
+  CU_add_test(s, "gemm_fp8 loaded, sorted, written, exact shapes", test_calibration_list);
+  CU_add_test(s, "memory with FP8 weights and activations", test_memory);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
