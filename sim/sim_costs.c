@@ -372,11 +372,15 @@ double sim_gemm_fp8_transfer_us(const topo_gpu *g, long long m, long long n, lon
  * "gemm_fp8" point of the shape when it has one, else the BF16 time of the shape ("gemm_wgrad" for a weight
  * gradient, else "gemm") transferred to the FP8 peak, warned once: not measured. */
 static int gemm_fp8_us(sim_costs *c, long long m, long long n, long long k, bool wgrad, double *us, ts_err *e) {
-  if (schema_gemm_fp8_us(c->lk.cal, m, n, k, us)) return 0;
+  if (schema_gemm_fp8_us(c->lk.cal, m, n, k, us)) {
+    note_source(c, "gemm_fp8");
+    return 0;
+  }
   double bf16;
   if ((wgrad ? gemm_wgrad_us(c, m, n, k, &bf16, e) : gemm_us(c, m, n, k, &bf16, e))) return -1;
   warn_fallback(c, "gemm_fp8", "the BF16 GEMM times moved to the FP8 peak (fp8_tflops) by the transfer rule: "
                 "FP8 GEMMs transferred, not measured");
+  note_source(c, "to the FP8 peak (no gemm_fp8)");
   *us = sim_gemm_fp8_transfer_us(&c->p->cluster.gpu, m, n, k, bf16);
   return 0;
 }
