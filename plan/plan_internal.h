@@ -54,6 +54,11 @@ int plan_moe_group_index(const plan *p, int rank, plan_group_kind g);
 #include <jansson.h>
 /* "dir/gpt3-175b.json" -> "gpt3-175b" (the default plan name); "plan" when empty. */
 void plan_json_base_name(const char *path, char *out, size_t cap);
+/* The plan's "name" (default: the file's base name), "description" (default ""), and the "model" and
+ * "cluster" it names (required), in that order. */
+#define PLAN_JSON_NAME_LEN 512
+int plan_json_names(json_t *root, const char *file, char *name, size_t name_cap, char *desc, size_t desc_cap,
+                    char model[PLAN_JSON_NAME_LEN], char cluster[PLAN_JSON_NAME_LEN], ts_err *e);
 /* One codec object {kind, group, fp8, p} at `path` (e.g. "codec.tp_fwd"); absent (o NULL): none.
  * Checks the TACO group size, the FP8 format, p in (0, 1], and fields that do not apply. */
 int plan_json_codec(json_t *o, const char *file, const char *path, plan_codec *c, ts_err *e);

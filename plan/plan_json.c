@@ -1,5 +1,5 @@
 /* plan_json.c — the pieces of a plan file that training and inference plans
- * share: unknown-key checks, the default name, and the codec object. */
+ * share: unknown-key checks, the names (plan, model, cluster), and the codec object. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +16,18 @@ void plan_json_base_name(const char *path, char *out, size_t cap) {
   char *dot = strrchr(out, '.');
   if (dot && strcmp(dot, ".json") == 0) *dot = '\0';
   if (!*out) snprintf(out, cap, "plan");
+}
+
+int plan_json_names(json_t *root, const char *file, char *name, size_t name_cap, char *desc, size_t desc_cap,
+                    char model[PLAN_JSON_NAME_LEN], char cluster[PLAN_JSON_NAME_LEN], ts_err *e) {
+  char dflt_name[128];
+  plan_json_base_name(file, dflt_name, sizeof dflt_name);
+  if (tsj_string_opt(root, "name", dflt_name, name, name_cap, file, NULL, e) ||
+      tsj_string_opt(root, "description", "", desc, desc_cap, file, NULL, e) ||
+      tsj_string(root, "model", model, PLAN_JSON_NAME_LEN, file, NULL, e) ||
+      tsj_string(root, "cluster", cluster, PLAN_JSON_NAME_LEN, file, NULL, e))
+    return -1;
+  return 0;
 }
 
 bool plan_json_is_inference(json_t *root) {

@@ -245,14 +245,10 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                    "an inference plan: `tacosim plan` and `tacosim simulate` read it; this command reads "
                    "training plans only");
   if (tsj_only_keys(root, top_keys, file, NULL, e)) return -1;
-  char dflt_name[128];
-  plan_json_base_name(file, dflt_name, sizeof dflt_name);
-  if (tsj_string_opt(root, "name", dflt_name, p->name, sizeof p->name, file, NULL, e)) return -1;
-  if (tsj_string_opt(root, "description", "", p->description, sizeof p->description, file, NULL, e)) return -1;
-
-  char model_name[512], cluster_name[512];
-  if (tsj_string(root, "model", model_name, sizeof model_name, file, NULL, e)) return -1;
-  if (tsj_string(root, "cluster", cluster_name, sizeof cluster_name, file, NULL, e)) return -1;
+  char model_name[PLAN_JSON_NAME_LEN], cluster_name[PLAN_JSON_NAME_LEN];
+  if (plan_json_names(root, file, p->name, sizeof p->name, p->description, sizeof p->description, model_name,
+                      cluster_name, e))
+    return -1;
   if (load_layout(root, file, p, e) || load_batch(root, file, p, e)) return -1;
 
   int sched;

@@ -151,13 +151,18 @@ static int pieces_of(const model_op *mo, int phase, int part, piece *out) {
  * calibration holding their tables (two points a factor 4 apart around each
  * key, time proportional to FLOPs or bytes: the lookup gives F x slope), and
  * without them from the dense rule, named once. */
+/* The shipped Qwen3-30B-A3B EP 16 plan (rank 0's experts: 8 of 128). */
+static int load_moe_plan(plan *p, ts_err *e) {
+  char path[4096];
+  repo_path(path, sizeof path, "experiments/plans/moe/qwen3-30b-a3b-32-ep16.json");
+  return plan_load(path, NULL, NULL, p, e);
+}
+
 static void test_sim_prices_moe_tables(void) {
   static plan p;
   static sim_costs costs;
   ts_err e = {0};
-  char path[4096];
-  repo_path(path, sizeof path, "experiments/plans/moe/qwen3-30b-a3b-32-ep16.json");
-  CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_moe_plan(&p, &e), 0);
   schema_calibration empty = {0};
   CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &empty, NULL, &e), 0);
   plan_program prog = {0};
@@ -257,9 +262,7 @@ static void test_grouped_active_experts(void) {
   static plan p;
   static sim_costs costs;
   ts_err e = {0};
-  char path[4096];
-  repo_path(path, sizeof path, "experiments/plans/moe/qwen3-30b-a3b-32-ep16.json");
-  CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_moe_plan(&p, &e), 0);
   const char *dense = HEAD "\"gemm\":[{\"m\":1024,\"n\":1024,\"k\":1024,\"us\":10}]}";
   schema_calibration cal;
   CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(dense, strlen(dense), "dense.json", &cal, &e), 0);
