@@ -272,12 +272,12 @@ def check(root):
     for a, used in sorted(inc_edges.items()):
         if a not in with_targets:
             continue
-        reach, todo = set(), [a]
-        while todo:
-            for b in link_graph.get(todo.pop(), ()):
+        reach, stack = set(), [a]
+        while stack:
+            for b in link_graph.get(stack.pop(), ()):
                 if b not in reach:
                     reach.add(b)
-                    todo.append(b)
+                    stack.append(b)
         for b, (src, line, inc) in sorted(used.items()):
             if b not in reach:
                 errors.append(f"{src}:{line}: {a}/ includes \"{inc}\" from {b}/, but no library "
