@@ -39,6 +39,9 @@ static double gemm_bytes(const schema_gemm_point *g) {
 static double gemm_wgrad_bytes(const schema_gemm_point *g) { /* bf16 A, B; C accumulated in FP32, read and written */
   return 2.0 * ((double)g->m * g->k + (double)g->k * g->n) + 8.0 * (double)g->m * g->n;
 }
+static double gemm_fp8_bytes(const schema_gemm_point *g) { /* FP8 A, B; bf16 C */
+  return (double)g->m * g->k + (double)g->k * g->n + 2.0 * (double)g->m * g->n;
+}
 
 static double floor_of(const double *us, const double *roof, int n) {
   double f = INFINITY;
@@ -47,18 +50,18 @@ static double floor_of(const double *us, const double *roof, int n) {
   return f > 0 && isfinite(f) ? f : 0;
 }
 
-/* One GEMM list (the training "gemm", the decode "gemm_infer" or the weight
- * gradients' "gemm_wgrad", whose C is FP32: wgrad), each with its own latency
- * floor, its points added to `out` by `add`. */
+/* One GEMM list (the training "gemm", the decode "gemm_infer", the weight
+ * gradients' "gemm_wgrad" or the FP8 "gemm_fp8"), each with its own latency
+ * floor and its operands' bytes, its points added to `out` by `add`. */
 typedef int (*gemm_adder)(schema_calibration *, long long, long long, long long, double);
-static int transfer_gemm_list(const schema_gemm_point *pts, int n, bool wgrad, gemm_adder add, const sim_ceilings *from,
-                              const sim_ceilings *to, schema_calibration *out) {
+static int transfer_gemm_list(const schema_gemm_point *pts, int n, double (*bytes)(const schema_gemm_point *),
+                              gemm_adder add, const sim_ceilings *from, const sim_ceilings *to,
+                              schema_calibration *out) {
   int rc = 0;
   if (n == 0) return 0;
   double *us = malloc(2 * (size_t)n * sizeof *us), *roof;
   if (!us) return -1;
   roof = us + n;
-  double (*bytes)(const schema_gemm_point *) = wgrad ? gemm_wgrad_bytes : gemm_bytes;
   for (int i = 0; i < n; i++) {
     us[i] = pts[i].us;
     roof[i] = roof_us(gemm_flops(&pts[i]), bytes(&pts[i]), from->peak_flops, from->hbm_bytes_per_s);
@@ -72,12 +75,26 @@ static int transfer_gemm_list(const schema_gemm_point *pts, int n, bool wgrad, g
   return rc;
 }
 
-static int transfer_gemms(const schema_calibration *src, const sim_ceilings *from, const sim_ceilings *to,
-                          schema_calibration *out) {
-  if (transfer_gemm_list(src->gemm, src->n_gemm, false, schema_calibration_add_gemm, from, to, out) ||
-      transfer_gemm_list(src->gemm_infer, src->n_gemm_infer, false, schema_calibration_add_gemm_infer, from, to, out))
+/* FP8 GEMMs move between the two FP8 peaks, scaled as the BF16 ceiling is (the datasheet peak, or with
+ * --transfer mamf the measured matmul rate's share of it); 0 when the GPU has no FP8 tensor cores. */
+static double fp8_peak(const topo_gpu *g, const sim_ceilings *bf16) {
+  return g->fp8_tflops > 0 && g->bf16_tflops > 0 ? g->fp8_tflops * 1e12 * bf16->peak_flops / (g->bf16_tflops * 1e12)
+                                                 : 0;
+}
+
+static int transfer_gemms(const schema_calibration *src, const topo_gpu *gf, const topo_gpu *gt,
+                          const sim_ceilings *from, const sim_ceilings *to, schema_calibration *out) {
+  if (transfer_gemm_list(src->gemm, src->n_gemm, gemm_bytes, schema_calibration_add_gemm, from, to, out) ||
+      transfer_gemm_list(src->gemm_infer, src->n_gemm_infer, gemm_bytes, schema_calibration_add_gemm_infer, from, to,
+                         out) ||
+      transfer_gemm_list(src->gemm_wgrad, src->n_gemm_wgrad, gemm_wgrad_bytes, schema_calibration_add_gemm_wgrad, from,
+                         to, out))
     return -1;
-  return transfer_gemm_list(src->gemm_wgrad, src->n_gemm_wgrad, true, schema_calibration_add_gemm_wgrad, from, to, out);
+  sim_ceilings f8 = *from, t8 = *to;
+  f8.peak_flops = fp8_peak(gf, from), t8.peak_flops = fp8_peak(gt, to);
+  if (f8.peak_flops <= 0 || t8.peak_flops <= 0) return 0; /* dropped: no FP8 plan runs on the target */
+  return transfer_gemm_list(src->gemm_fp8, src->n_gemm_fp8, gemm_fp8_bytes, schema_calibration_add_gemm_fp8, &f8, &t8,
+                            out);
 }
 
 /* The device-memory bytes of a grouped-GEMM point of `flops` (schema_grouped_gemm_bytes); 0: not such a
@@ -254,7 +271,7 @@ int sim_transfer_calibration(const schema_calibration *src, const topo_gpu *from
            flash2 ? "; FlashAttention-2 tables by its published utilisation on each" : "",
            strcmp(src->transport, "nvlink") == 0 && !move_nvlink ? " and the NVLink collectives (NCCL model)" : "");
   out->derived = true;
-  if (transfer_gemms(src, &cf, &ct, out) || transfer_kernels(src, &cf, &ct, out) || transfer_attn(src, &cf, &ct, &ff, &ft, out) ||
+  if (transfer_gemms(src, from, to, &cf, &ct, out) || transfer_kernels(src, &cf, &ct, out) || transfer_attn(src, &cf, &ct, &ff, &ft, out) ||
       transfer_colls(src, &cf, &ct, move_nvlink, out)) {
     schema_calibration_free(out);
     return ts_fail_sys(e, "out of memory transferring the calibration");

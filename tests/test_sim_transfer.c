@@ -533,6 +533,36 @@ static void test_wgrad_transfer_bytes(void) {
   schema_calibration_free(&src);
 }
 
+/* A "gemm_fp8" point moves between the two GPUs' FP8 peaks with its FP8 operands' bytes (A and B one byte
+ * an element, C BF16); to a GPU without FP8 tensor cores the list is dropped. */
+static void test_fp8_transfer(void) {
+  topo_gpu h200, b200, a100;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(topo_gpu_load("H200-SXM", NULL, &h200, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(topo_gpu_load("B200", NULL, &b200, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(topo_gpu_load("A100-SXM4-80GB", NULL, &a100, &e), 0);
+  CU_ASSERT_FATAL(h200.fp8_tflops > 0 && b200.fp8_tflops > 0 && a100.fp8_tflops == 0);
+  schema_calibration src = {0}, out;
+  snprintf(src.gpu, sizeof src.gpu, "NVIDIA H200");
+  const long long m = 8192, n = 8192, k = 8192;
+  const double t = 900.0;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_gemm(&src, m, n, k, 1500.0), 0);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_add_gemm_fp8(&src, m, n, k, t), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &b200, b200.nvlink_gbps, false, false, &out, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(out.n_gemm_fp8, 1);
+  const double flops = 2.0 * m * n * k, bytes = (double)m * k + (double)k * n + 2.0 * (double)m * n;
+#define ROOF8(G) fmax(flops / ((G).fp8_tflops * 1e12), bytes / ((G).hbm_gbps * 1e9)) * 1e6
+  const double want = t - ROOF8(h200) + ROOF8(b200);
+#undef ROOF8
+  CU_ASSERT_DOUBLE_EQUAL(out.gemm_fp8[0].us, want, 1e-6 * want);
+  schema_calibration_free(&out);
+  CU_ASSERT_EQUAL_FATAL(sim_transfer_calibration(&src, &h200, &a100, a100.nvlink_gbps, false, false, &out, &e), 0);
+  CU_ASSERT_EQUAL(out.n_gemm_fp8, 0);
+  CU_ASSERT_EQUAL(out.n_gemm, 1);
+  schema_calibration_free(&out);
+  schema_calibration_free(&src);
+}
+
 /* The ceiling counts only the bytes beyond the L2 at the HBM rate: the
  * shipped MoE plans at 1,024 tokens, whose permute backward moves 38 MB in
  * 7.5 us on the H200 as measured (5.0 TB/s of nominal bytes), price every op;
@@ -564,6 +594,7 @@ int main(void) {
   CU_add_test(s, "the default calibration: the cluster GPU's own file, else the H200's", test_default_calibration);
   CU_add_test(s, "a weight gradient priced from gemm_wgrad, its other parts from gemm", test_wgrad_priced_from_its_table);
   CU_add_test(s, "gemm_wgrad transferred by its own bytes (FP32 C)", test_wgrad_transfer_bytes);
+  CU_add_test(s, "gemm_fp8 transferred between the FP8 peaks, dropped without FP8", test_fp8_transfer);
   CU_add_test(s, "an op faster than the GPU's ceiling is refused", test_ceiling_refused);
   CU_add_test(s, "the ceiling: only the bytes beyond the L2 at the HBM rate", test_ceiling_allows_l2);
   CU_add_test(s, "attention: the ceiling is its causal kernel's FLOPs", test_attention_ceiling_is_the_kernels);
