@@ -355,16 +355,11 @@ static int gemm_wgrad_us(sim_costs *c, long long m, long long n, long long k, do
   return gemm_us(c, m, n, k, us, e);
 }
 
-static double roof_s(double flops, double bytes, double peak_flops, double bytes_per_s) {
-  double tf = flops / peak_flops, tb = bytes / bytes_per_s;
-  return tf > tb ? tf : tb;
-}
-
 double sim_gemm_fp8_transfer_us(const topo_gpu *g, long long m, long long n, long long k, double bf16_us) {
   const double flops = 2.0 * (double)m * (double)n * (double)k, bw = g->hbm_gbps * 1e9;
   const double ab = (double)m * (double)k + (double)k * (double)n, cc = (double)m * (double)n;
-  const double from = roof_s(flops, 2.0 * (ab + cc), g->bf16_tflops * 1e12, bw);
-  const double to = roof_s(flops, ab + 2.0 * cc, g->fp8_tflops * 1e12, bw);
+  const double from = sim_roof_us(flops, 2.0 * (ab + cc), g->bf16_tflops * 1e12, bw);
+  const double to = sim_roof_us(flops, ab + 2.0 * cc, g->fp8_tflops * 1e12, bw);
   return from > 0 ? bf16_us * to / from : bf16_us;
 }
 

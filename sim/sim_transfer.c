@@ -12,15 +12,15 @@ static sim_ceilings ceilings_of(const topo_gpu *g, double link_gbps, bool mamf) 
   return c;
 }
 
-static double roof_us(double flops, double bytes, double peak, double bw) {
+double sim_roof_us(double flops, double bytes, double peak, double bw) {
   double tf = peak > 0 ? flops / peak : 0, tb = bw > 0 ? bytes / bw : 0;
   return (tf > tb ? tf : tb) * 1e6;
 }
 
 double sim_transfer_point_us(double us, double floor_us, double flops, double bytes, const sim_ceilings *from,
                              const sim_ceilings *to) {
-  double r_from = roof_us(flops, bytes, from->peak_flops, from->hbm_bytes_per_s);
-  double r_to = roof_us(flops, bytes, to->peak_flops, to->hbm_bytes_per_s);
+  double r_from = sim_roof_us(flops, bytes, from->peak_flops, from->hbm_bytes_per_s);
+  double r_to = sim_roof_us(flops, bytes, to->peak_flops, to->hbm_bytes_per_s);
   if (r_from <= 0 || us <= floor_us) return us;
   return floor_us + (us - floor_us) * r_to / r_from;
 }
@@ -64,7 +64,7 @@ static int transfer_gemm_list(const schema_gemm_point *pts, int n, double (*byte
   roof = us + n;
   for (int i = 0; i < n; i++) {
     us[i] = pts[i].us;
-    roof[i] = roof_us(gemm_flops(&pts[i]), bytes(&pts[i]), from->peak_flops, from->hbm_bytes_per_s);
+    roof[i] = sim_roof_us(gemm_flops(&pts[i]), bytes(&pts[i]), from->peak_flops, from->hbm_bytes_per_s);
   }
   double fl = floor_of(us, roof, n);
   for (int i = 0; i < n && !rc; i++) {
@@ -118,7 +118,7 @@ static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, c
     const schema_kernel_point *p = &t->pts[lo + i];
     us[i] = p->us;
     double b = t->by_flops ? grouped_gemm_bytes(t->name, p->x) : p->x;
-    roof[i] = roof_us(t->by_flops ? p->x : 0, b, from->peak_flops, from->hbm_bytes_per_s);
+    roof[i] = sim_roof_us(t->by_flops ? p->x : 0, b, from->peak_flops, from->hbm_bytes_per_s);
   }
   double fl = floor_of(us, roof, n);
   for (int i = 0; i < n && !rc; i++) {
@@ -158,7 +158,7 @@ static int transfer_attn_backend(const schema_calibration *src, schema_attn_back
     for (int i = 0; i < n; i++) {
       const schema_attn_point *p = &pts[i];
       us[i] = b ? p->bwd_us : p->fwd_us;
-      roof[i] = roof_us(schema_attn_flops(&p->s, b), schema_attn_bytes(&p->s, b), from->peak_flops,
+      roof[i] = sim_roof_us(schema_attn_flops(&p->s, b), schema_attn_bytes(&p->s, b), from->peak_flops,
                         from->hbm_bytes_per_s);
     }
     fl[b] = floor_of(us, roof, n);

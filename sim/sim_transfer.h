@@ -51,6 +51,9 @@ typedef struct {
   double link_bytes_per_s; /* intra-node NVLink per GPU per direction; 0 = none */
 } sim_ceilings;
 
+/* The roofline of an op (us): its FLOPs at `peak` FLOP/s or its bytes at `bw` bytes/s, whichever is longer
+ * (a ceiling of 0 bounds nothing). */
+double sim_roof_us(double flops, double bytes, double peak, double bw);
 /* Time of one point on the target, given its time `us` on the source. */
 double sim_transfer_point_us(double us, double floor_us, double flops, double bytes, const sim_ceilings *from,
                              const sim_ceilings *to);
