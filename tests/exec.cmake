@@ -60,3 +60,16 @@ if(TARGET ts_plan)
   target_compile_definitions(test_exec_ep PRIVATE TACOSIM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   add_test(NAME exec_ep COMMAND test_exec_ep WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
+
+# The executor's bounded waits failed on purpose (tests/test_exec_faults_gpu.cu): a watchdog thread that
+# cannot start is refused with its named error (no GPU needed), and the stream wait's timeout ends a wait
+# on a kernel that does not finish (one GPU; exit 77 without).
+if(TACOSIM_HAVE_GPU)
+  add_executable(test_exec_faults_gpu ${CMAKE_SOURCE_DIR}/tests/test_exec_faults_gpu.cu)
+  target_link_libraries(test_exec_faults_gpu PRIVATE ts_exec ts_common CUDA::cudart m)
+  set_target_properties(test_exec_faults_gpu PROPERTIES CUDA_ARCHITECTURES 90)
+  add_test(NAME exec_watchdog_fault COMMAND test_exec_faults_gpu --watchdog)
+  set_tests_properties(exec_watchdog_fault PROPERTIES LABELS "nosan")
+  add_test(NAME exec_stream_wait_gpu COMMAND test_exec_faults_gpu --stream-wait)
+  set_tests_properties(exec_stream_wait_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
+endif()
