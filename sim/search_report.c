@@ -30,8 +30,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     fprintf(out, "host          %s's measured host time (the calibration's framework_host section)\n",
             plan_host_framework_names[o->host_framework]);
   if (o->fp8 != PLAN_FP8_OFF)
-    fprintf(out, "fp8           every candidate's linear GEMMs in FP8, recipe %s%s (--fp8; the estimate ranks by BF16 "
-                 "GEMMs, the simulations price FP8)\n",
+    fprintf(out, "fp8           every candidate's linear GEMMs in FP8, recipe %s%s (--fp8)\n",
             plan_fp8_recipe_names[o->fp8], o->fp8_param_gather ? ", FP8 parameter all-gather under ZeRO" : "");
   if (o->hidden_dropout_set)
     fprintf(out, "dropout       hidden dropout %g in every candidate (--hidden-dropout; default 0.1)\n", o->hidden_dropout);

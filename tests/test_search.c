@@ -748,6 +748,12 @@ static void test_fp8_search(void) {
   printf("\n  best simulated iteration: BF16 %.4f s, tensorwise FP8 %.4f s ", r[0].cands[0].sim_iteration_s,
          r[1].cands[0].sim_iteration_s);
   CU_ASSERT_TRUE(r[1].cands[0].sim_iteration_s < r[0].cands[0].sim_iteration_s);
+  /* the estimate prices the FP8 GEMMs and their casts too: its best is above BF16's best (both printed beside
+   * the simulation of the best simulated candidate) */
+  printf("\n  best estimate: BF16 %.0f tokens/s (simulated %.0f), tensorwise FP8 %.0f (simulated %.0f) ",
+         r[0].best_est[0].est.tokens_per_s, r[0].cands[0].sim_tokens_per_s, r[1].best_est[0].est.tokens_per_s,
+         r[1].cands[0].sim_tokens_per_s);
+  CU_ASSERT_TRUE(r[1].best_est[0].est.tokens_per_s > r[0].best_est[0].est.tokens_per_s);
   for (int j = 0; j < 2; j++) sim_search_result_free(&r[j]);
   /* --fp8-param-gather: on the candidates with the distributed optimizer only */
   sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h200x8-nvswitch", .fp8 = PLAN_FP8_DELAYED,
