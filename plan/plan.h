@@ -619,6 +619,10 @@ double plan_fp8_gemm_params(const plan *p, const model_op *ops, int n);
 double plan_fp8_activation_delta(const plan *p, const model_op *ops, int n);
 /* Refuses a bad layout.fp8 / fp8_param_gather (exit-2 errors naming the field). */
 int plan_validate_fp8(const plan *p, ts_err *e);
+/* Whether GPU g runs FP8 recipe `recipe`: FP8 tensor cores (fp8_tflops > 0), and for "mxfp8" the MXFP8 capability
+ * of its catalogue entry (topo_gpu.mxfp8); else an exit-2 error naming file and field (plan_validate_fp8's
+ * layout.fp8, `tacosim search`'s --fp8: the same message). 0 for PLAN_FP8_OFF. */
+int plan_fp8_check_gpu(plan_fp8_recipe recipe, const topo_gpu *g, const char *file, const char *field, ts_err *e);
 
 /* Memory per GPU (bytes), the largest over ranks, with its parts. */
 typedef struct {

@@ -64,11 +64,18 @@ int plan_load_fp8_fields(json_t *layout, const char *file, plan *p, ts_err *e) {
   return tsj_bool_opt(layout, "fp8_param_gather", false, &p->fp8_param_gather, file, "layout", e);
 }
 
-/* Blackwell's tensor cores take MXFP8 block scales; Hopper's and Ada's do not. The GPU catalogue has no
- * architecture field, so the Blackwell entries are named here. */
-static bool gpu_has_mxfp8(const char *name) {
-  return !strncmp(name, "B200", 4) || !strncmp(name, "GB200", 5) || !strncmp(name, "B300", 4) ||
-         !strncmp(name, "GB300", 5);
+/* FP8 needs FP8 tensor cores (fp8_tflops > 0); MXFP8 block scales need the tensor cores of Blackwell, not
+ * Hopper's or Ada's: the catalogue entry's "mxfp8" (topologies/gpus, with its source). */
+int plan_fp8_check_gpu(plan_fp8_recipe recipe, const topo_gpu *g, const char *file, const char *field, ts_err *e) {
+  if (recipe == PLAN_FP8_OFF) return 0;
+  if (!(g->fp8_tflops > 0))
+    return ts_fail(e, file, field, "\"%s\": the %s has no FP8 tensor cores (its catalogue entry's fp8_tflops is 0)",
+                   plan_fp8_recipe_names[recipe], g->name);
+  if (recipe == PLAN_FP8_MXFP8 && !g->mxfp8)
+    return ts_fail(e, file, field, "\"mxfp8\" needs a GPU whose tensor cores take MXFP8 block scales (Blackwell: "
+                   "B200, GB200); the %s has none (its catalogue entry's mxfp8 is false): use \"tensorwise\" or "
+                   "\"delayed\"", g->name);
+  return 0;
 }
 
 int plan_validate_fp8(const plan *p, ts_err *e) {
@@ -79,12 +86,7 @@ int plan_validate_fp8(const plan *p, ts_err *e) {
       return ts_fail(e, f, "layout.fp8_param_gather", "true needs layout.fp8 (FP8 parameters of FP8 GEMMs)");
     return 0;
   }
-  if (!(g->fp8_tflops > 0))
-    return ts_fail(e, f, "layout.fp8", "\"%s\": the %s has no FP8 tensor cores (its catalogue entry's fp8_tflops is 0)",
-                   plan_fp8_recipe_names[p->fp8_recipe], g->name);
-  if (p->fp8_recipe == PLAN_FP8_MXFP8 && !gpu_has_mxfp8(g->name))
-    return ts_fail(e, f, "layout.fp8", "\"mxfp8\" needs a Blackwell GPU (B200, GB200); the %s has no MXFP8 "
-                   "block scaling: use \"tensorwise\" or \"delayed\"", g->name);
+  if (plan_fp8_check_gpu(p->fp8_recipe, g, f, "layout.fp8", e)) return -1;
   if (p->fp8_param_gather && !p->zero1)
     return ts_fail(e, f, "layout.fp8_param_gather", "true needs the distributed optimizer (zero1), whose "
                    "parameter all-gather it makes FP8");

@@ -77,9 +77,11 @@ typedef struct {
    * all fit, the first and the last of them ("layer0.mb0.fwd.ln1 ... layer3.mb0.fwd.fc2", every op
    * between in program order); "" when nothing was merged */
   char merged_names[96];
-  /* (compute ops) what priced it: the calibration tables read, or the roofline where there was none, and
-   * the floors applied ("gemm; kernels.rmsnorm_fwd"), over the merged ops; "" for communication */
-  char source[96];
+  /* what priced it: (compute ops) the calibration tables read, or the roofline where there was none, and
+   * the floors applied ("gemm; kernels.rmsnorm_fwd"), over the merged ops; (communication) the measured
+   * collective table ("collectives.allreduce.2 (nvlink)"), the NCCL model, or the SimGrid flows it ran on the
+   * platform's links, and its codec's kernel tables (sim_costs.h's sim_comm_source) */
+  char source[160];
   /* (trace flow arrows) the message or collective call this op took part in:
    * a send and its receive share it, and so do the members' records of one
    * collective call; 0: none (compute). Written only where set. */

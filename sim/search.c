@@ -404,7 +404,7 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   double t0 = now_s();
   static plan base;
   if (sim_search_base_plan(o->model, o->cluster, &base, e)) return -1;
-  sim_search_apply_options(o, &base);
+  if (sim_search_apply_options(o, &base, e)) return -1;
   sim_search_set_alltoall_analytic(o->alltoall_analytic);
   if (resolve(o, &base, r, e)) return -1;
   schema_calibration cal = {0};

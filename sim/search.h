@@ -199,6 +199,9 @@ typedef struct {
   const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
   plan_host_framework host_framework; /* --host-framework: what issues the layers' kernels in the simulations
                                        * and the emitted plans (default: the executor) */
+  plan_fp8_recipe fp8;    /* --fp8 RECIPE: every candidate's layout.fp8 (default PLAN_FP8_OFF: BF16) */
+  bool fp8_param_gather;  /* --fp8-param-gather: layout.fp8_param_gather in every candidate with the distributed
+                           * optimizer (ZeRO-1 and up; the others gather no parameters) */
   bool hidden_dropout_set; /* --hidden-dropout P: every candidate's (and emitted plan's) hidden_dropout; */
   double hidden_dropout;   /* unset: the plan loader's default, Megatron-LM's 0.1 */
   bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */
@@ -208,9 +211,11 @@ typedef struct {
   int keep_estimates;     /* (tests) the head of the estimate ranking kept in best_est (0: 48) */
 } sim_search_options;
 
-/* What the options set on every candidate's plan (host_framework, hidden_dropout), on the base plan of
- * sim_search_base_plan, for the simulations and the emitted plans alike. */
-void sim_search_apply_options(const sim_search_options *o, plan *base);
+/* What the options set on every candidate's plan (host_framework, hidden_dropout, fp8 and
+ * fp8_param_gather), on the base plan of sim_search_base_plan, for the simulations and the emitted plans
+ * alike; an FP8 recipe the cluster's GPU cannot run (no FP8 tensor cores, or "mxfp8" without the MXFP8
+ * capability) is refused as the plan loader refuses it, naming --fp8. */
+int sim_search_apply_options(const sim_search_options *o, plan *base, ts_err *e);
 
 /* One simulated or estimated candidate. */
 typedef struct {

@@ -113,7 +113,7 @@ int sim_search_emit_plans(const sim_search_result *r, const sim_search_options *
   static plan base, p;
   int rc = -1;
   if (sim_search_base_plan(o->model, o->cluster, &base, e)) goto out;
-  sim_search_apply_options(o, &base);
+  if (sim_search_apply_options(o, &base, e)) goto out;
   for (int i = 0; i < n; i++) {
     const sim_search_candidate *k = rows[i];
     if (sim_search_make_plan(&base, &k->layout, r->seq, r->global_batch, &p, e)) goto out;

@@ -117,6 +117,24 @@ static double gemm_wgrad_s(estimator *x, long long m, long long n, long long k) 
   return gemm_s(x, m, n, k);
 }
 
+/* A linear layer's GEMM o of (m, n, k) (a weight gradient: wgrad) as the simulator prices it (sim_costs.c's
+ * gemm_phase_us): under layout.fp8 an FP8 GEMM (plan_fp8_gemm) takes the calibration's "gemm_fp8" point of
+ * the shape, else its BF16 time moved to the FP8 peak (sim_gemm_fp8_transfer_us); else the BF16 GEMM. */
+static double linear_gemm_s(estimator *x, const model_op *o, long long m, long long n, long long k, bool wgrad) {
+  double bf16 = wgrad ? gemm_wgrad_s(x, m, n, k) : gemm_s(x, m, n, k), us;
+  if (!plan_fp8_gemm(x->p, o)) return bf16;
+  if (schema_gemm_fp8_us(x->lk.cal, m, n, k, &us)) return us * 1e-6;
+  return sim_gemm_fp8_transfer_us(&x->p->cluster.gpu, m, n, k, bf16 * 1e6) * 1e-6;
+}
+
+/* Transformer Engine's cast of `elems` BF16 elements to FP8 before an FP8 GEMM (the program's
+ * PLAN_MOP_FP8_CAST op, priced by the "elementwise" table over plan_fp8_cast_bytes, as sim_costs.c does);
+ * 0 for a GEMM in BF16. The weights' casts, once per iteration and model chunk, are left out. */
+static double fp8_cast_s(estimator *x, const model_op *o, double elems) {
+  if (!plan_fp8_gemm(x->p, o)) return 0;
+  return kernel_s(x, "elementwise", plan_fp8_cast_bytes(x->p, elems), 0, false);
+}
+
 /* Attention as the simulator prices it (sim_costs.c): the table of the
  * model's head dimension and the plan's sequence when the calibration has it,
  * else the FLOP-keyed one (backward: "attention_bwd" when present). The memo
@@ -375,8 +393,8 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
   /* forward: collectives after row-parallel GEMMs (and SP gathers before column ones) wait */
   for (int i = 0; i < n; i++) {
     const model_op *o = &ops[i];
-    double t = o->kind == MODEL_OP_GEMM ? gemm_s(x, o->m, o->n, o->k) : other_op_s(x, o, false);
-    fwd += t;
+    double t = o->kind == MODEL_OP_GEMM ? linear_gemm_s(x, o, o->m, o->n, o->k, false) : other_op_s(x, o, false);
+    fwd += t + fp8_cast_s(x, o, (double)o->m * (double)o->k); /* (layout.fp8: the input's cast) */
     if (clock_gemm(o)) fwd_gemm += t;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (sp && starts_block) fwd_comm += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_FWD, 0, act_bytes, &fwd_codec);
@@ -396,8 +414,8 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
       if (clock_gemm(o)) bwd_gemm += t;
       continue;
     }
-    double dgrad = gemm_s(x, o->m, o->k, o->n), wgrad = gemm_wgrad_s(x, o->k, o->n, o->m);
-    bwd += dgrad + wgrad;
+    double dgrad = linear_gemm_s(x, o, o->m, o->k, o->n, false), wgrad = linear_gemm_s(x, o, o->k, o->n, o->m, true);
+    bwd += dgrad + wgrad + fp8_cast_s(x, o, (double)o->m * (double)o->n); /* (layout.fp8: dY's cast) */
     bwd_gemm += dgrad + wgrad;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (tp && starts_block) {
@@ -542,7 +560,8 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
   for (int i = 0; i < n; i++) {
     const model_op *o = &ops[i];
     if (o->kind != MODEL_OP_GEMM) continue;
-    double f0 = gemm_s(x, o->m, o->n, o->k), d0 = gemm_s(x, o->m, o->k, o->n), w0 = gemm_wgrad_s(x, o->k, o->n, o->m);
+    double f0 = linear_gemm_s(x, o, o->m, o->n, o->k, false), d0 = linear_gemm_s(x, o, o->m, o->k, o->n, false),
+           w0 = linear_gemm_s(x, o, o->k, o->n, o->m, true);
     double gf = tpo_gemm_s(x, ops, n, i, PLAN_PHASE_FWD, PLAN_PART_WHOLE, f0);
     double gd = tpo_gemm_s(x, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD, d0);
     double gw = tpo_gemm_s(x, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_WGRAD, w0);

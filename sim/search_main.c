@@ -18,8 +18,8 @@ const char sim_search_usage[] =
     "  pp dividing the layers, or where it does not but divides layers + 2, the embedding and the loss\n"
     "  each in a layer's place, Megatron's account_for_{embedding,loss}_in_pipeline_split, \"emb loss\"),\n"
     "  pruned by memory and ranked by a closed-form estimate; the best are simulated in\n"
-    "  parallel (SimGrid, reduced mode) and printed best first. Every candidate trains in BF16: FP8\n"
-    "  training (layout.fp8) is not searched; set it in an emitted plan and run tacosim simulate.\n"
+    "  parallel (SimGrid, reduced mode) and printed best first. Every candidate trains in BF16, or with\n"
+    "  the FP8 recipe of --fp8 (the recipe is applied to every candidate, not searched over).\n"
     "options:\n"
     "  --model M           model: a zoo name (models/M.json) or a path (required)\n"
     "  --cluster C         cluster: a zoo name (topologies/C.json) or a path (required)\n"
@@ -57,6 +57,13 @@ const char sim_search_usage[] =
     "                      simulate it with the calibration the search used to get its figure; tacorun\n"
     "                      execute runs no dropout and refuses plans with hidden_dropout > 0: search\n"
     "                      with --hidden-dropout 0 for plans it runs)\n"
+    "  --fp8 RECIPE        none (BF16), tensorwise, delayed or mxfp8: every candidate's layout.fp8, simulated\n"
+    "                      and written into the emitted plans (Transformer Engine's recipes on the four\n"
+    "                      linear GEMMs of each layer; mxfp8 needs a GPU whose catalogue entry has\n"
+    "                      \"mxfp8\": true, Blackwell; the estimate prices the FP8 GEMMs and the casts of\n"
+    "                      their inputs and gradients, not the weights' casts) (default none)\n"
+    "  --fp8-param-gather  with --fp8: layout.fp8_param_gather in every candidate with the distributed\n"
+    "                      optimizer (ZeRO-1 and up), FP8 parameters all-gathered (default: off)\n"
     "  --hidden-dropout P  the hidden dropout probability of every candidate, simulated and written into\n"
     "                      the emitted plans (default 0.1, Megatron-LM's and the plan loader's default)\n"
     "  --host-framework F  what issues the layers' kernels, for the simulations' host clock and the\n"
@@ -140,6 +147,10 @@ static int run(int argc, char **argv, sim_search_options *op, long cores) {
       o.exhaustive = true;
       continue;
     }
+    if (strcmp(a, "--fp8-param-gather") == 0) {
+      o.fp8_param_gather = true;
+      continue;
+    }
     if (strncmp(a, "--", 2) != 0) return bad("unexpected argument \"%s\"%s", a, "");
     if (i + 1 >= argc) return bad("%s needs a value%s", a, "");
     const char *v = argv[++i];
@@ -174,6 +185,14 @@ static int run(int argc, char **argv, sim_search_options *op, long cores) {
         return bad("--hidden-dropout: \"%s\" is not a probability in [0, 1)%s", v, "");
       o.hidden_dropout = x;
       o.hidden_dropout_set = true;
+    } else if (strcmp(a, "--fp8") == 0) {
+      int k = PLAN_FP8_OFF + 1; /* plan_fp8_recipe_names[0] is "bf16": "none" names it here, as layout.fp8 null */
+      while (plan_fp8_recipe_names[k] && strcmp(plan_fp8_recipe_names[k], v) != 0) k++;
+      if (strcmp(v, "none") == 0)
+        k = PLAN_FP8_OFF;
+      else if (!plan_fp8_recipe_names[k])
+        return bad("--fp8: \"%s\" is not none, tensorwise, delayed or mxfp8%s", v, "");
+      o.fp8 = (plan_fp8_recipe)k;
     } else if (strcmp(a, "--host-framework") == 0) {
       int k = 0;
       while (plan_host_framework_names[k] && strcmp(plan_host_framework_names[k], v) != 0) k++;

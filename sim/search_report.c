@@ -29,6 +29,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   if (o->host_framework != PLAN_HOST_EXECUTOR)
     fprintf(out, "host          %s's measured host time (the calibration's framework_host section)\n",
             plan_host_framework_names[o->host_framework]);
+  if (o->fp8 != PLAN_FP8_OFF)
+    fprintf(out, "fp8           every candidate's linear GEMMs in FP8, recipe %s%s (--fp8)\n",
+            plan_fp8_recipe_names[o->fp8], o->fp8_param_gather ? ", FP8 parameter all-gather under ZeRO" : "");
   if (o->hidden_dropout_set)
     fprintf(out, "dropout       hidden dropout %g in every candidate (--hidden-dropout; default 0.1)\n", o->hidden_dropout);
   if (o->alltoall_analytic)
@@ -246,6 +249,10 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
   json_object_set_new(counts, "processes", json_integer(r->processes > 0 ? r->processes : 1));
   json_object_set_new(root, "exhaustive", json_boolean(o->exhaustive));
   json_object_set_new(root, "alltoall", json_string(o->alltoall_analytic ? "analytic" : "flows"));
+  if (o->fp8 != PLAN_FP8_OFF) { /* --fp8: every candidate's recipe (absent: BF16) */
+    json_object_set_new(root, "fp8", json_string(plan_fp8_recipe_names[o->fp8]));
+    json_object_set_new(root, "fp8_param_gather", json_boolean(o->fp8_param_gather));
+  }
   json_object_set_new(root, "time_s",
                       json_pack("{s:f,s:f,s:f,s:f,s:f}", "total", r->total_s, "enumerate", r->enumerate_s, "estimate",
                                 r->estimate_s, "simulate", r->simulate_s, "bounds", r->bound_s));

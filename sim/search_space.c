@@ -165,9 +165,15 @@ int sim_search_base_plan(const char *model, const char *cluster, plan *base, ts_
   return 0;
 }
 
-void sim_search_apply_options(const sim_search_options *o, plan *base) {
+int sim_search_apply_options(const sim_search_options *o, plan *base, ts_err *e) {
   base->host_framework = o->host_framework;
   if (o->hidden_dropout_set) base->hidden_dropout = o->hidden_dropout;
+  if (o->fp8_param_gather && o->fp8 == PLAN_FP8_OFF)
+    return ts_fail(e, "search", "--fp8-param-gather", "needs --fp8 (FP8 parameters of FP8 GEMMs)");
+  if (o->fp8 != PLAN_FP8_OFF && plan_fp8_check_gpu(o->fp8, &base->cluster.gpu, "search", "--fp8", e)) return -1;
+  base->fp8_recipe = o->fp8;
+  base->fp8_param_gather = o->fp8_param_gather;
+  return 0;
 }
 
 static void fill_plan(const plan *base, const sim_search_layout *l, int seq, long long global_batch, plan *p) {
@@ -197,6 +203,8 @@ static void fill_plan(const plan *base, const sim_search_layout *l, int seq, lon
   memset(p->tpo_cfg, 0, sizeof p->tpo_cfg);
   p->tp_comm_overlap_cfg_given = false;
   p->account_embedding = p->account_loss = l->account;
+  /* --fp8-param-gather: where the distributed optimizer gathers the parameters (plan_validate_fp8's rule) */
+  p->fp8_param_gather = base->fp8_param_gather && p->zero1;
   sim_search_apply_codec(p, SIM_SEARCH_CODEC_NONE);
   snprintf(p->name, sizeof p->name, "%s-tp%d-pp%d-vpp%d-dp%d-mb%d%s%s-rc%s", base->model.name, l->tp, l->pp, l->vpp,
            l->dp, l->micro, l->sequence_parallel ? "-sp" : "", l->zero1 ? "-zero1" : "",

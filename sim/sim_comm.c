@@ -395,7 +395,7 @@ static int all_on_one_node(const int *m, int n) {
  * given collective name; returns the time spent in flows plus latency steps. */
 static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const struct sim_collapse_class *cls,
                              const char *coll, const int *m, int n, double wire, int *e_src, int *e_dst,
-                             double *e_bytes, int cap) {
+                             double *e_bytes, int cap, uint8_t *tree_used) {
   const topo_cluster *c = &sim_w->p->cluster;
   bool reduced = sim_w->o->mode == SIM_MODE_REDUCED;
   double t = 0;
@@ -445,6 +445,7 @@ static double transfer_edges(sim_rank *rs, sim_rendezvous *rv, int gkind, const 
     double tree = 2.0 * tdepth * rf.latency_s + 2.0 * wire / rf.bw;
     if (tree < ring) {
       sim_w->used_tree = 1;
+      *tree_used = 1;
       for (int phase = 0; phase < 2; phase++) {
         sim_alg alg = phase ? SIM_ALG_TREE_DOWN : SIM_ALG_TREE_UP;
         ne = sim_edges(c, m, n, alg, e_src, e_dst, cap, &depth);
@@ -484,8 +485,9 @@ static double network_transfer(sim_rank *rs, sim_rendezvous *rv, int gkind, int 
   int *e_src = malloc(sizeof(int) * cap), *e_dst = malloc(sizeof(int) * cap);
   double *e_bytes = malloc(sizeof(double) * cap);
   if (!e_src || !e_dst || !e_bytes) abort();
+  rs->flow_tree[stream] = 0;
   double t = transfer_edges(rs, rv, gkind, rs->collapse[gkind][stream], coll, m, n, wire, e_src, e_dst, e_bytes,
-                            (int)cap);
+                            (int)cap, &rs->flow_tree[stream]);
   free(e_src);
   free(e_dst);
   free(e_bytes);
@@ -659,6 +661,37 @@ bool sim_comm_group_on_one_node(sim_rank *rs, int g) {
 
 bool sim_comm_in_node(sim_rank *rs, const plan_op *op) {
   return op->kind == PLAN_OP_COLLECTIVE && sim_comm_group_on_one_node(rs, op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP);
+}
+
+void sim_comm_op_source(sim_rank *rs, const plan_op *op, char *out, size_t cap) {
+  int g = op->group < PLAN_GROUP_COUNT ? op->group : PLAN_GROUP_TP, n = 2;
+  bool in_node;
+  if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV) {
+    int pair[2] = {rs->rank, sim_op_peer(rs, op)};
+    in_node = all_on_one_node(pair, 2);
+  } else {
+    in_node = sim_comm_group_on_one_node(rs, g);
+    n = rs->n_members[g];
+  }
+  const char *flows = "SimGrid flows: ring on the platform's links";
+  if (op->kind == PLAN_OP_SEND || op->kind == PLAN_OP_RECV)
+    flows = "SimGrid flow on the platform's links";
+  else if (op->coll == PLAN_COLL_ALLTOALL)
+    flows = sim_w->o->alltoall_analytic ? "analytic all-to-all on the platform's links"
+                                        : "SimGrid flows: all-to-all on the platform's links";
+  else if (op->coll == PLAN_COLL_ALLREDUCE && op->stream < PLAN_STREAM_COUNT && rs->flow_tree[op->stream])
+    flows = "SimGrid flows: NCCL's tree on the platform's links";
+  /* a flex token all-to-all across nodes: the flows, then the rest of its kernel's time (sim_run_collective) */
+  char flex[SIM_COST_SRC_LEN];
+  double share = op->kind == PLAN_OP_COLLECTIVE && op->model_op == PLAN_MOP_MOE_TOKENS &&
+                         op->coll == PLAN_COLL_ALLTOALL && op->tag >= 0
+                     ? plan_moe_flex_link_share(sim_w->p, PLAN_GROUP_EP_RAIL, op->tag == PLAN_MOE_TAG_COMBINE)
+                     : 0;
+  if (share > 0 && share < 1) {
+    snprintf(flex, sizeof flex, "%s, at the flex kernel's published link share", flows);
+    flows = flex;
+  }
+  sim_comm_source(&sim_w->costs, op, n, in_node, flows, out, cap);
 }
 
 bool sim_comm_draws_power(sim_rank *rs, const plan_op *op) {

@@ -110,7 +110,41 @@ static void append_source(char *out, size_t cap, const char *what) {
   snprintf(out + n, cap - n, "%s%s", n ? "; " : "", what);
 }
 
+/* Appends the "; "-separated parts of src to out; only the CAAT-Net ones with caat_only. */
+static void append_sources(char *out, size_t cap, const char *src, bool caat_only) {
+  for (const char *tok = src, *end; *tok; tok = *end ? end + 2 : end) {
+    end = strstr(tok, "; ");
+    if (!end) end = tok + strlen(tok);
+    char one[SIM_COST_SRC_LEN];
+    snprintf(one, sizeof one, "%.*s", (int)(end - tok), tok);
+    if (!caat_only || strstr(one, "caat")) append_source(out, cap, one);
+  }
+}
+
 static void note_source(sim_costs *c, const char *what) { append_source(c->src, sizeof c->src, what); }
+
+/* Notes the measured collective table that schema_lookup_coll reads for `name` at nranks and bytes (the
+ * nearest rank count, the larger on a tie), as the calibration names it: "collectives.<name>.<ranks>
+ * (<transport>)", and what the lookup does beyond it: another rank count scaled by bus bandwidth, a size
+ * outside its points moved along its roofline. */
+static void note_coll(sim_costs *c, const char *name, int nranks, double bytes) {
+  const schema_calibration *cal = c->lk.cal;
+  const schema_coll_table *t = NULL;
+  for (int i = 0; i < cal->n_colls; i++) {
+    const schema_coll_table *x = &cal->colls[i];
+    if (strcmp(x->name, name) != 0) continue;
+    if (!t || abs(x->nranks - nranks) < abs(t->nranks - nranks) ||
+        (abs(x->nranks - nranks) == abs(t->nranks - nranks) && x->nranks > t->nranks))
+      t = x;
+  }
+  if (!t) return;
+  char what[SIM_COST_SRC_LEN], ranks[32] = "";
+  if (t->nranks != nranks) snprintf(ranks, sizeof ranks, " scaled to %d ranks", nranks);
+  bool beyond = t->n > 0 && bytes > 0 && (bytes < t->pts[0].bytes || bytes > t->pts[t->n - 1].bytes);
+  snprintf(what, sizeof what, "collectives.%s.%d (%s)%s%s", name, t->nranks, cal->transport[0] ? cal->transport : "?",
+           ranks, beyond ? ", roofline beyond its sizes" : "");
+  note_source(c, what);
+}
 
 static int kernel_us(sim_costs *c, const char *name, double x, int group, bool by_flops, double *us, ts_err *e) {
   if (x <= 0) {
@@ -762,13 +796,7 @@ void sim_compute_source(sim_costs *c, const plan_op *op, char *out, size_t cap) 
   double s, gemm_s;
   ts_err e = {0};
   if (!hit && sim_compute_parts_s(c, op, &s, &gemm_s, &e)) return; /* priced before: cannot fail now */
-  for (char *tok = ce->src, *end; *tok; tok = *end ? end + 2 : end) {
-    end = strstr(tok, "; ");
-    if (!end) end = tok + strlen(tok);
-    char one[SIM_COST_SRC_LEN];
-    snprintf(one, sizeof one, "%.*s", (int)(end - tok), tok);
-    append_source(out, cap, one);
-  }
+  append_sources(out, cap, ce->src, false);
 }
 
 const char *sim_coll_name(const plan_op *op) {
@@ -934,6 +962,7 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
   *codec_included = 0;
   double us, flex = sim_flex_token_s(c->p, op, nranks);
   if (flex >= 0) {
+    note_source(c, "the flex kernel's published link share");
     *s = flex;
     return 0;
   }
@@ -945,6 +974,7 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
     snprintf(fname, sizeof fname, "%s.fp32", cname);
     if (elem == 4 && schema_has_coll(c->lk.cal, fname)) { /* measured on fp32 payloads, keyed by their bytes */
       if (schema_lookup_coll(&c->lk, fname, nranks, codec_input_bytes(op), &us, e)) return -1;
+      note_coll(c, fname, nranks, codec_input_bytes(op));
       *codec_included = 1;
       *s = us * 1e-6;
       return 0;
@@ -959,6 +989,7 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
       if (elem == 4) warn_fallback(c, fname, "the bf16 table at the same element count, fp32 codec traffic added");
       double bf16_in = codec_input_bytes(op) / elem * 2.0;
       if (schema_lookup_coll(&c->lk, cname, nranks, bf16_in, &us, e)) return -1;
+      note_coll(c, cname, nranks, bf16_in);
       if (elem > 2) {
         double enc, dec, dse, wire_per_elem = 1.0 + 8.0 / op->codec.group;
         if (taco_kernels_us(c, op, nranks, bf16_in, &enc, &dec, &dse, e)) return -1;
@@ -970,6 +1001,7 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
     }
   }
   if (op->wire_bytes <= 0) {
+    note_source(c, "no bytes on the wire");
     *s = 0;
     return 0;
   }
@@ -977,7 +1009,20 @@ static int calibrated_uncached(sim_costs *c, const plan_op *op, int nranks, doub
    * model, anchored on the measured curve of this fabric when there is one */
   sim_intra_coll how;
   if (sim_intra_coll_us(&c->lk, &c->p->cluster, c->intra_calibrated, name, nranks, op->wire_bytes, &how, e)) return -1;
-  if (how.modelled) warn_model(c, name, nranks, op->wire_bytes, &how);
+  if (how.modelled) {
+    warn_model(c, name, nranks, op->wire_bytes, &how);
+    char what[SIM_COST_SRC_LEN];
+    if (how.anchor)
+      snprintf(what, sizeof what, "NCCL model (%s/%s), anchored on collectives.%s.%d (%s)",
+               sim_nccl_algo_name(how.choice.algo), sim_nccl_proto_name(how.choice.proto), name, how.anchor->nranks,
+               c->lk.cal->transport[0] ? c->lk.cal->transport : "?");
+    else
+      snprintf(what, sizeof what, "NCCL model (%s/%s) on %s, no measured curve", sim_nccl_algo_name(how.choice.algo),
+               sim_nccl_proto_name(how.choice.proto), topo_intra_kind_name(how.fabric.intra));
+    note_source(c, what);
+  } else {
+    note_coll(c, name, nranks, op->wire_bytes);
+  }
   *s = how.us * 1e-6;
   return 0;
 }
@@ -1029,10 +1074,12 @@ int sim_codec_cost_of(sim_costs *c, const plan_op *op, int nranks, sim_codec_cos
     *cc = ce->cc;
     return 0;
   }
+  c->src[0] = '\0';
   if (codec_cost_uncached(c, op, nranks, cc, e)) {
     ce->used = 0;
     return -1;
   }
+  memcpy(ce->codec_src, c->src, sizeof ce->codec_src);
   ce->cc = *cc;
   ce->codec_included = 0;
   return 0;
@@ -1046,13 +1093,33 @@ int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s
     *codec_included = ce->have_calibrated == 2;
     return 0;
   }
+  c->src[0] = '\0';
   if (calibrated_uncached(c, op, nranks, s, codec_included, e)) {
     ce->used = 0;
     return -1;
   }
+  memcpy(ce->src, c->src, sizeof ce->src);
   ce->calibrated_s = *s;
   ce->have_calibrated = *codec_included ? 2 : 1;
   return 0;
+}
+
+void sim_comm_source(sim_costs *c, const plan_op *op, int nranks, bool in_node, const char *flows, char *out,
+                     size_t cap) {
+  double s;
+  int codec_included = 0, hit;
+  sim_codec_cost cc;
+  ts_err e = {0};
+  /* priced before (the op ran): cannot fail now, and the entry holds what priced it */
+  if (in_node && sim_coll_calibrated_s(c, op, nranks, &s, &codec_included, &e)) return;
+  if (op->codec.kind != PLAN_CODEC_NONE && sim_codec_cost_of(c, op, nranks, &cc, &e)) return;
+  struct comm_entry *ce = comm_slot(c, op, nranks, &hit);
+  if (in_node)
+    append_sources(out, cap, ce->src, false);
+  else if (flows && flows[0])
+    append_source(out, cap, flows);
+  /* a measured compressed collective includes TACO's kernels, not CAAT-Net's packing (sim_comm_in_node_s) */
+  if (op->codec.kind != PLAN_CODEC_NONE) append_sources(out, cap, ce->codec_src, codec_included);
 }
 
 #ifndef TACOSIM_CALIBRATION_DIR

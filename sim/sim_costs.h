@@ -45,6 +45,8 @@ typedef struct {
     double bytes, wire, p, calibrated_s;
     int have_calibrated;
     sim_codec_cost cc;
+    char src[SIM_COST_SRC_LEN];       /* what priced the calibrated transfer (sim_comm_source) */
+    char codec_src[SIM_COST_SRC_LEN]; /* the tables of its codec kernels */
   } comm_cache[1024]; /* sets of two ways (sim_costs.c) */
 } sim_costs;
 
@@ -131,6 +133,15 @@ int sim_codec_cost_of(sim_costs *c, const plan_op *op, int nranks, sim_codec_cos
  * calibration measured the compressed collective itself ("allreduce.taco128"),
  * then its whole time and *codec_included = 1. */
 int sim_coll_calibrated_s(sim_costs *c, const plan_op *op, int nranks, double *s, int *codec_included, ts_err *e);
+/* What priced communication op `op` over nranks (a trace event's "source"), appended to out (cap bytes,
+ * NUL-terminated), "; "-separated. in_node: its transfer took the calibrated time (sim_coll_calibrated_s),
+ * named as the calibration names it ("collectives.allreduce.8 (nvlink)", and beyond the table "scaled from 8
+ * ranks" or "roofline beyond its sizes"; "NCCL model (ring/LL128), anchored on collectives.allreduce.8 (nvlink)";
+ * "the flex kernel's published link share"); else `flows`, what the caller ran on the platform (sim_comm.c).
+ * Then the codec's kernel tables ("kernels.taco_encode"), those the transfer's measured compressed collective
+ * does not include. */
+void sim_comm_source(sim_costs *c, const plan_op *op, int nranks, bool in_node, const char *flows, char *out,
+                     size_t cap);
 /* A flex token all-to-all (PLAN_MOP_MOE_TOKENS, tagged by its kernel) at its kernel's published share of the link
  * (plan_moe_flex_link_share), in seconds over nranks; -1 when op is not one (the calibration or the NCCL model
  * prices it). sim_coll_calibrated_s returns it for such ops. */

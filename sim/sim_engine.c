@@ -127,6 +127,7 @@ static void record(sim_rank *rs, int stream, int pos, int merged, double start, 
     r->flops += m->flops, r->bytes += m->bytes, r->wire_bytes += m->kind == PLAN_OP_COMPUTE ? 0 : m->wire_bytes;
     if (m->kind == PLAN_OP_COMPUTE) sim_compute_source(&sim_w->costs, m, r->source, sizeof r->source);
   }
+  if (op->kind != PLAN_OP_COMPUTE) sim_comm_op_source(rs, op, r->source, sizeof r->source);
 }
 
 /* Attributes a wait of the compute stream on op d to its cause. */

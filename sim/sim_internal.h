@@ -62,6 +62,8 @@ typedef struct sim_rank_s {
   /* the worst route latency and bandwidth among each group's ring edges (sim_comm.c), once known */
   uint8_t ring_route_known[PLAN_GROUP_COUNT];
   double ring_latency_s[PLAN_GROUP_COUNT], ring_bw[PLAN_GROUP_COUNT];
+  /* per stream: its latest cross-node all-reduce ran NCCL's tree (else the ring; a trace event's source) */
+  uint8_t flow_tree[PLAN_STREAM_COUNT];
   /* --alltoall analytic (sim_scale.c): per group, the all-to-all's seconds per byte of an edge and its latency */
   uint8_t a2a_known[PLAN_GROUP_COUNT];
   double a2a_s_per_byte[PLAN_GROUP_COUNT], a2a_latency_s[PLAN_GROUP_COUNT];
@@ -250,6 +252,10 @@ int sim_clock_comm(sim_rank *rs, double start, double d);
 bool sim_comm_draws_power(sim_rank *rs, const plan_op *op);
 /* sim_comm.c: whether the op is a collective whose group sits on one node (a calibrated time, no flows) */
 bool sim_comm_in_node(sim_rank *rs, const plan_op *op);
+/* What priced communication op `op` of rs, which just ran (a trace event's "source", sim_costs.h's
+ * sim_comm_source): the calibrated transfer inside a node, else the SimGrid flows it ran on the platform's links
+ * (ring, NCCL's tree, all-to-all, one flow a message) or the analytic all-to-all; and its codec's kernels. */
+void sim_comm_op_source(sim_rank *rs, const plan_op *op, char *out, size_t cap);
 /* Each logged rank's duty (after the run), for fill_result. */
 void sim_clock_duties(sim_world *w);
 /* Passes until the iteration time settles, each in a forked child. */

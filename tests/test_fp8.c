@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "calibration.h"
 #include "sim.h"
@@ -68,6 +69,35 @@ static void test_loader(void) {
   expect_refused("{\"fp8\": \"tensorwise\", \"fp8_param_gather\": true}", NULL, "layout.fp8_param_gather");
   CU_ASSERT_EQUAL_FATAL(load_plan(&p, "{\"fp8\": \"mxfp8\"}", "b200x8-nvswitch", &e), 0);
   CU_ASSERT_EQUAL(p.fp8_recipe, PLAN_FP8_MXFP8);
+  CU_ASSERT_TRUE(p.cluster.gpu.mxfp8); /* the catalogue entry's field */
+  /* the field decides, not the GPU's name: an H100 refuses MXFP8 naming its catalogue field; an inline GPU
+   * block accepts it only with "mxfp8": true, whatever it is called */
+  CU_ASSERT_NOT_EQUAL(load_plan(&p, "{\"fp8\": \"mxfp8\"}", "h100x8-nvswitch", &e), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "fp8.json: layout.fp8: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "the H100-SXM has none (its catalogue entry's mxfp8 is false)"));
+  static const char *const inline_gpu =
+      "{\"schema\": 1, \"name\": \"c\", \"gpu\": {\"name\": \"%s\", \"bf16_tflops\": 2250, \"fp8_tflops\": 4500,"
+      " \"hbm_gib\": 180, \"hbm_gbps\": 8000%s}, \"nodes\": 1, \"gpus_per_node\": 1,"
+      " \"intra\": {\"kind\": \"nvswitch\", \"gbps_per_gpu\": 900, \"latency_us\": 2}}";
+  const struct { const char *name, *extra; bool ok; } blocks[] = {
+      {"B200-like", ", \"mxfp8\": true", true}, {"B200", "", false}, {"B200", ", \"mxfp8\": false", false}};
+  for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++) {
+    char cluster[1024], path[] = "/tmp/test_fp8_cluster_XXXXXX";
+    snprintf(cluster, sizeof cluster, inline_gpu, blocks[i].name, blocks[i].extra);
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs(cluster, f);
+    fclose(f);
+    e = (ts_err){0};
+    int rc = load_plan(&p, "{\"fp8\": \"mxfp8\"}", path, &e);
+    unlink(path);
+    if ((rc == 0) != blocks[i].ok) fprintf(stderr, "\n  %s%s: %s\n", blocks[i].name, blocks[i].extra, e.msg);
+    CU_ASSERT_EQUAL(rc == 0, blocks[i].ok);
+    if (!blocks[i].ok) CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "layout.fp8: "));
+  }
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, "{\"fp8\": \"mxfp8\"}", "b200x8-nvswitch", &e), 0);
   /* MXFP8: no amax pass; both layouts carry an E8M0 scale per 32 elements */
   NEAR(plan_fp8_cast_bytes(&p, 32.0), 2.0 * 32 + 2.0 * 32 + 2.0, 1e-15);
   NEAR(plan_fp8_weight_bytes_per_param(&p), 2.0 + 1.0 / 16.0, 1e-15);

@@ -66,6 +66,16 @@ static void test_datasheet_figures(void) {
   topo_gpu l = load_gpu("L40S");
   CU_ASSERT_EQUAL(l.nvlink_gen, 0);
   CU_ASSERT_EQUAL(l.nvlink_gbps, 0);
+  /* MXFP8 block scaling: Blackwell (compute capability 10.0) only, Transformer Engine's support matrix */
+  const char *const with_mxfp8[] = {"B200", "GB200"};
+  for (int i = 0; i < N_CATALOGUE; i++) {
+    bool want = false;
+    for (size_t k = 0; k < sizeof with_mxfp8 / sizeof *with_mxfp8; k++) want |= !strcmp(catalogue[i], with_mxfp8[k]);
+    topo_gpu g = load_gpu(catalogue[i]);
+    if (g.mxfp8 != want) printf("\n  %s: mxfp8 %d\n", catalogue[i], g.mxfp8);
+    CU_ASSERT_EQUAL(g.mxfp8, want);
+    CU_ASSERT_TRUE(!g.mxfp8 || g.fp8_tflops > 0); /* MXFP8 is an FP8 format */
+  }
 }
 
 static void test_find_by_device_name(void) {
@@ -157,6 +167,7 @@ static void test_inline_block_still_loads(void) {
   CU_ASSERT_FALSE(c.gpu.from_catalogue);
   CU_ASSERT_EQUAL(c.gpu.sms, 0); /* not given: unknown */
   CU_ASSERT_EQUAL(c.gpu.fp8_tflops, 0);
+  CU_ASSERT_FALSE(c.gpu.mxfp8); /* not given: false */
   /* more figures may be given; each is checked */
   rc = load_cluster_with("{ \"name\": \"X2\", \"bf16_tflops\": 500, \"hbm_gib\": 64, \"hbm_gbps\": 3000, \"sms\": 100,"
                          " \"power_w\": 600, \"nvlink_gen\": 4, \"nvlink_gbps\": 450 }", &c, &e);
@@ -177,6 +188,8 @@ static void test_inline_block_still_loads(void) {
       {"{ \"name\": \"X\", \"hbm_gib\": 1, \"hbm_gbps\": 1 }", "t.json: gpu.bf16_tflops: "},
       {"{ \"name\": \"X\", \"bf16_tflops\": 1, \"hbm_gib\": 1, \"hbm_gbps\": 1, \"flash2_bf16_util\": 1.5 }",
        "t.json: gpu.flash2_bf16_util: "}, /* a fraction of the peak */
+      {"{ \"name\": \"X\", \"bf16_tflops\": 1, \"hbm_gib\": 1, \"hbm_gbps\": 1, \"mxfp8\": \"yes\" }",
+       "t.json: gpu.mxfp8: must be true or false"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     CU_ASSERT_EQUAL(load_cluster_with(bad[i][0], &c, &e), -1);
@@ -369,6 +382,11 @@ static const mutation mutations[] = {
     {"sources.sms", "\"\"", "sources.sms"},
     {"sources.sms", "5", "sources.sms"},
     {"sources.colour", "\"x\"", "sources.colour"},
+    {"mxfp8", NULL, "mxfp8"},           /* the MXFP8 capability: required, true or false */
+    {"mxfp8", "1", "mxfp8"},
+    {"mxfp8", "\"true\"", "mxfp8"},
+    {"mxfp8", "null", "mxfp8"},
+    {"sources.mxfp8", NULL, "sources.mxfp8"},
 };
 
 static char *base_entry_text(void) {

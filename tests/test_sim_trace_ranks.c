@@ -140,6 +140,23 @@ static void check_merged(const schema_result *r, int *lists, int *ranges) {
   CU_ASSERT_EQUAL(with_names, merged);
 }
 
+/* records of kind `kind` (and whose source holds `what`) */
+static int count_kind(const schema_result *r, const char *kind) {
+  int n = 0;
+  for (int i = 0; i < r->n_ops; i++) n += strcmp(r->ops[i].kind, kind) == 0;
+  return n;
+}
+static int count_source(const schema_result *r, const char *kind, const char *what) {
+  int n = 0;
+  for (int i = 0; i < r->n_ops; i++) n += strcmp(r->ops[i].kind, kind) == 0 && strstr(r->ops[i].source, what);
+  return n;
+}
+/* every communication record says what priced it */
+static void check_comm_sources(const schema_result *r) {
+  for (int i = 0; i < r->n_ops; i++)
+    if (strcmp(r->ops[i].kind, "compute")) CU_ASSERT_NOT_EQUAL(r->ops[i].source[0], '\0');
+}
+
 /* a simulation's records say what each op was (kind, sizes, what a merged record merged), also through
  * the forked child's result */
 static void test_records_describe_ops(void) {
@@ -155,7 +172,7 @@ static void test_records_describe_ops(void) {
       gemm += strstr(op->source, "gemm") != NULL;
     } else {
       comm += op->bytes > 0 && op->wire_bytes > 0;
-      CU_ASSERT_EQUAL(op->source[0], '\0');
+      CU_ASSERT_NOT_EQUAL(op->source[0], '\0'); /* what priced the transfer */
     }
     merged += op->merged > 0;
   }
@@ -167,6 +184,9 @@ static void test_records_describe_ops(void) {
   CU_ASSERT(merged > 0);
   CU_ASSERT_EQUAL(compute + comm, r.n_ops);
   check_merged(&r, &lists, &ranges); /* a pipeline stage's forward: whole layers merged (ranges) */
+  /* inside the NVLink node: the calibration's measured tables, named as the file names them */
+  CU_ASSERT_EQUAL(count_source(&r, "send", "collectives.sendrecv.2 (nvlink)"), count_kind(&r, "send"));
+  CU_ASSERT(count_source(&r, "collective", "collectives.allreduce.2 (nvlink)") > 0); /* the tied embedding */
   schema_result_free(&r);
   schema_calibration_free(&cal);
   /* TP 2: the compute between two TP all-reduces merged (lists) */
@@ -174,14 +194,44 @@ static void test_records_describe_ops(void) {
   keep = p;
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(plan_load(PLANS_DIR "/gpt-h4096-tp2-taco.json", NULL, NULL, &p, &e), 0);
+  const plan_codec taco = p.codec[PLAN_TRAFFIC_TP_FWD];
   CU_ASSERT_EQUAL_FATAL(record_rank(0, true, &cal, &r), 0);
   check_merged(&r, &lists, &ranges);
+  check_comm_sources(&r);
+  /* the measured compressed all-reduce, codec included */
+  CU_ASSERT(count_source(&r, "collective", "collectives.allreduce.taco128.2 (nvlink)") > 0);
   schema_result_free(&r);
   schema_calibration_free(&cal);
   p = keep;
   printf("\n  merged records: %d listed, %d as a range ", lists, ranges);
   CU_ASSERT(lists > 0);
   CU_ASSERT(ranges > 0);
+  /* by hand: the PP2 plan's stages on two nodes of one GPU behind one switch, TACO on the pipeline's
+   * messages: the messages and the tied embedding's all-reduce run as SimGrid flows on the platform's
+   * links, the codec's kernels priced by the calibration's kernel tables */
+  topo_cluster *c = &p.cluster;
+  c->nodes = 2, c->gpus_per_node = 1;
+  c->nic.per_node = 1, c->nic.gbps = 50, c->nic.latency_us = 2;
+  c->fabric.kind = TOPO_FABRIC_SINGLE_SWITCH, c->fabric.latency_us = 1;
+  p.codec[PLAN_TRAFFIC_PP] = taco;
+  CU_ASSERT_EQUAL_FATAL(record_rank(0, true, &cal, &r), 0);
+  int sends = count_kind(&r, "send");
+  CU_ASSERT(sends > 0);
+  CU_ASSERT_EQUAL(count_source(&r, "send", "SimGrid flow on the platform's links"), sends);
+  CU_ASSERT_EQUAL(count_source(&r, "send", "kernels.taco_encode"), sends);
+  CU_ASSERT_EQUAL(count_source(&r, "send", "collectives."), 0); /* no in-node table across nodes */
+  CU_ASSERT(count_source(&r, "collective", "SimGrid flows: ") > 0);
+  check_comm_sources(&r);
+  const char *kinds[] = {"send", "recv", "collective"};
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < r.n_ops; i++)
+      if (strcmp(r.ops[i].kind, kinds[k]) == 0) {
+        printf("\n  e.g. %s: %s", r.ops[i].name, r.ops[i].source);
+        break;
+      }
+  schema_result_free(&r);
+  schema_calibration_free(&cal);
+  p = keep;
 }
 
 /* flow arrows: each send and its receive carry one flow id (through the

@@ -56,6 +56,9 @@ typedef struct {
   int nvlink_gen;       /* 0: no NVLink */
   double nvlink_gbps;   /* NVLink per GPU per direction, GB/s (0 without NVLink) */
   int pcie_gen;
+  /* The tensor cores take MXFP8 (E8M0 scales per 32 elements, OCP Microscaling): Blackwell's, compute capability
+   * 10.0 and up; Hopper's and Ada's do not. What layout.fp8 "mxfp8" needs (plan_fp8.c). */
+  bool mxfp8;
   bool from_catalogue;  /* loaded from topologies/gpus/, every field known */
 } topo_gpu;
 

@@ -24,16 +24,18 @@ const char *topo_gpus_dir(void) {
 
 /* Every figure of topo_gpu: its JSON key (the field's name), where it lives,
  * its range when present, and whether an inline block must give it. */
+typedef enum { FIG_REAL, FIG_INT, FIG_BOOL } figure_kind;
 typedef struct {
   const char *key;
   size_t offset;
-  bool is_int;
+  figure_kind kind;
   double lo, hi;
   bool inline_required;
 } figure;
 
-#define REAL(k, lo, hi, req) {#k, offsetof(topo_gpu, k), false, lo, hi, req}
-#define INT(k, lo, hi) {#k, offsetof(topo_gpu, k), true, lo, hi, false}
+#define REAL(k, lo, hi, req) {#k, offsetof(topo_gpu, k), FIG_REAL, lo, hi, req}
+#define INT(k, lo, hi) {#k, offsetof(topo_gpu, k), FIG_INT, lo, hi, false}
+#define BOOL(k) {#k, offsetof(topo_gpu, k), FIG_BOOL, 0, 1, false}
 static const figure figures[] = {
     REAL(bf16_tflops, 1e-3, 1e5, true), /* dense, no sparsity */
     REAL(fp16_tflops, 1e-3, 1e5, false),
@@ -51,9 +53,11 @@ static const figure figures[] = {
     INT(nvlink_gen, 0, 20), /* 0: no NVLink */
     REAL(nvlink_gbps, 0, 1e5, false),
     INT(pcie_gen, 1, 20),
+    BOOL(mxfp8), /* MXFP8 block scaling in the tensor cores (an inline block without it: false) */
 };
 #undef REAL
 #undef INT
+#undef BOOL
 enum { N_FIGURES = sizeof figures / sizeof *figures };
 
 bool topo_gpu_is_figure(const char *key) {
@@ -65,7 +69,13 @@ bool topo_gpu_is_figure(const char *key) {
 static int read_figure(json_t *obj, const figure *f, bool required, const char *file, const char *path,
                        topo_gpu *g, ts_err *e) {
   char *at = (char *)g + f->offset;
-  if (f->is_int) {
+  if (f->kind == FIG_BOOL) {
+    bool v = false;
+    int rc = required ? tsj_bool(obj, f->key, &v, file, path, e) : tsj_bool_opt(obj, f->key, false, &v, file, path, e);
+    *(bool *)at = v;
+    return rc;
+  }
+  if (f->kind == FIG_INT) {
     long long v = 0;
     int rc = required ? tsj_int(obj, f->key, (long long)f->lo, (long long)f->hi, &v, file, path, e)
                       : tsj_int_opt(obj, f->key, (long long)f->lo, (long long)f->hi, 0, &v, file, path, e);
