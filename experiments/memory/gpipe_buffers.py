@@ -69,9 +69,9 @@ def model_terms(s):
     P = params(s)
     t = {
         "weights + gradients + optimizer (2 + 4 + 12 B/param)": 18 * P,
-        "layers' held activations (x micro-batches held)": per_layer * L * held,
-        "loss: fp32 logits (4 B/logit, x micro-batches held)": 4 * T * s["V"] * held,
-        "head: final norm in/out, lm_head input": 0,
+        "layers' held activations (x micro-batches held)": per_layer * L * held,  # (plan_head_held_bytes below)
+        "loss: model fp32 softmax, executor bf16 logits/dlogits": 4 * T * s["V"] * held,
+        "head: final norm in/out, lm_head input": (4 * h + (8 if s["ln"] else 4)) * T * held,
         "full recompute: the layer being recomputed": (fused_layer + lse) if s["rec"] == 2 else 0,
         "s x s: P, dP, scores, dS": 0,
         "backward gradient buffers (dx, dqkv, dattn, du, da)": 0,
@@ -93,7 +93,7 @@ def executor_terms(s):
     t = {
         "weights + gradients + optimizer (2 + 4 + 12 B/param)": 18 * params(s),
         "layers' held activations (x micro-batches held)": L * slots * T * h * 2 + held_sets * layer_set,
-        "loss: fp32 logits (4 B/logit, x micro-batches held)": slots * T * s["V"] * 2,  # bf16 logits, then dlogits
+        "loss: model fp32 softmax, executor bf16 logits/dlogits": slots * T * s["V"] * 2,  # bf16 logits, then dlogits
         "head: final norm in/out, lm_head input": slots * (2 * T * h * 2 + 2 * T * 4) + T * h * 2,  # + proj once
         "full recompute: the layer being recomputed": layer_set if s["rec"] == 2 else 0,
         "s x s: P, dP, scores, dS": (L * slots if per_slot_P else 1) * scores + 3 * scores,
