@@ -635,6 +635,11 @@ typedef struct {
 int plan_memory_per_gpu(const plan *p, plan_memory *m);
 /* The same for one pipeline stage (every rank of a stage holds the same). */
 int plan_memory_of_stage(const plan *p, int stage, plan_memory *m);
+/* What the output layer keeps of one micro-batch from its forward to its
+ * backward (bytes, on the chunk that computes the loss): the fp32 softmax of
+ * the cross-entropy, the final norm's input and statistics, the logits GEMM's
+ * input (plan_memory.c). */
+double plan_head_held_bytes(const plan *p);
 /* Parameters held by one GPU of stage (layers of its chunks, plus the
  * embedding on the first stage and the output head on the last). */
 double plan_params_of_stage(const plan *p, int stage);

@@ -63,24 +63,42 @@ double plan_params_of_stage(const plan *p, int stage) {
 /* What the schedule keeps from a forward step to its backward, walked over
  * the stage's steps (plan_held_peak): each model chunk's layers (an
  * embedding or loss slot holds none) and, on the chunk that computes the
- * loss, the fp32 logits for the cross-entropy backward. Under 1F1B the last
- * stage holds one micro-batch's logits, under GPipe all of them; interleaved,
+ * loss, the output layer's (plan_head_held_bytes). Under 1F1B the last
+ * stage holds one micro-batch's, under GPipe all of them; interleaved,
  * as many as its schedule runs loss forwards before their backwards. */
 /* per_layer: what a layer holds from its forward to its backward under the
  * plan's recompute; plain: what a layer outside recompute_num_layers holds
  * (every activation; used only when the field is set). */
-static double held_activations(const plan *p, int stage, double per_layer, double plain, double logits) {
+static double held_activations(const plan *p, int stage, double per_layer, double plain, double head) {
   double *held = malloc((size_t)p->vpp * sizeof *held);
   if (!held) return -1.0;
   for (int c = 0; c < p->vpp; c++) {
     const int lpc = plan_vchunk_layers(p, stage, c);
     const int rec = p->recompute_num_layers > 0 && p->recompute_num_layers < lpc ? p->recompute_num_layers : lpc;
     held[c] = per_layer * rec + plain * (lpc - rec);
-    if (stage == p->pp - 1 && c == p->vpp - 1) held[c] += logits;
+    if (stage == p->pp - 1 && c == p->vpp - 1) held[c] += head;
   }
   double peak = plan_held_peak(p, stage, held);
   free(held);
   return peak;
+}
+
+/* What the output layer keeps of one micro-batch from its forward to its
+ * backward, on the chunk that computes the loss: the cross-entropy's fp32
+ * softmax, 4 bytes per logit (Megatron-LM saves exp_logits after the fp32
+ * upcast, fused or not: megatron/core/fusions/fused_cross_entropy.py and
+ * tensor_parallel/cross_entropy.py, _VocabParallelCrossEntropy.forward,
+ * ctx.save_for_backward), and what the final norm and the logits GEMM save:
+ * the norm's 16-bit input (the last layer's output) and its fp32 statistics
+ * (rstd; mean and rstd for LayerNorm), and the GEMM's 16-bit input (the norm's
+ * output, kept before SP's all-gather: Megatron-LM's linear layers gather it
+ * again in their backward): 2 x 2h + 4 (8) bytes per token of the rank, the
+ * tokens / tp under SP. */
+double plan_head_held_bytes(const plan *p) {
+  const double tokens = (double)p->micro_batch * plan_local_seq(p);
+  const double stats = p->model.norm == MODEL_NORM_LAYERNORM ? 8.0 : 4.0;
+  const double split = p->sequence_parallel && p->tp > 1 ? p->tp : 1.0;
+  return 4.0 * tokens * model_vocab_per_gpu(&p->model, p->tp) + (4.0 * p->model.hidden + stats) * tokens / split;
 }
 
 /* Activations of one layer. Fused attention (FlashAttention, cuDNN: the
@@ -180,11 +198,9 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   model_shard s = plan_shard(p);
   double per_layer = layer_activations(p, &s, p->recompute);
   if (per_layer < 0) return -1;
-  const double tokens = (double)p->micro_batch * plan_local_seq(p);
   const double plain = p->recompute_num_layers > 0 ? layer_activations(p, &s, MODEL_RECOMPUTE_NONE) : 0.0;
   if (plain < 0) return -1;
-  mem->activations =
-      held_activations(p, stage, per_layer, plain, 4.0 * tokens * model_vocab_per_gpu(&p->model, p->tp));
+  mem->activations = held_activations(p, stage, per_layer, plain, plan_head_held_bytes(p));
   if (mem->activations < 0) return -1;
   if (p->recompute == MODEL_RECOMPUTE_FULL) /* the one layer being recomputed holds everything */
     mem->activations += layer_activations(p, &s, MODEL_RECOMPUTE_NONE);

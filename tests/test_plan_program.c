@@ -476,7 +476,8 @@ static void test_held_peak_walk(void) {
  * chunks of 1 + 2 layers on stage 0, 2 + 1 on stage 1): the memory holds the
  * layers each chunk really has and the logits only while the loss chunk's
  * forward waits for its backward. Worked by hand over the schedule above
- * with L a layer's activations of one micro-batch and g its fp32 logits:
+ * with L a layer's activations of one micro-batch and g its output layer's
+ * held bytes (fp32 softmax, final norm's tensors: plan_head_held_bytes):
  * stage 0 peaks at 7 L (not 5 chunk steps x 2 slots), stage 1 at
  * max(6 L, 5 L + g) (not 3 x 2 L + 2 g). */
 static void test_memory_accounted_chunks(void) {
@@ -494,7 +495,7 @@ static void test_memory_accounted_chunks(void) {
   plan_memory m0, m1;
   CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &m0), 0);
   CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 1, &m1), 0);
-  const double g = 4.0 * p.micro_batch * p.seq * (double)model_vocab_per_gpu(&p.model, p.tp);
+  const double g = plan_head_held_bytes(&p);
   CU_ASSERT_DOUBLE_EQUAL(m0.activations, 7.0 * L, 1e-6 * L);
   CU_ASSERT_DOUBLE_EQUAL(m1.activations, fmax(6.0 * L, 5.0 * L + g), 1e-6 * L);
 }
@@ -1312,6 +1313,30 @@ static void test_memory(void) {
   CU_ASSERT(full.activations < without.activations / 5);
 }
 
+/* The output layer's held bytes, by hand (gpt-tiny: h 256, vocab 50257 padded to 50304 per 128 x tp,
+ * LayerNorm; micro 1 x seq 256 = 256 tokens): the fp32 softmax, 4 B x 256 x 50304 = 51511296, and the
+ * final norm's input and output (2 x 2 B x 256 x 256 = 262144) with its mean and rstd (8 B x 256 = 2048).
+ * At PP 1 GPipe holds all 4 micro-batches' of them and their layers' inputs (recompute full: 2 B x 256 x
+ * 256 per layer, 2 layers), 1F1B one: 3 more of each. Under SP (tp 2) a rank has 50432 / 2 = 25216 of the
+ * vocabulary (padded per 128 x 2) and the norm's tensors are its 128 tokens. */
+static void test_memory_head_gpipe(void) {
+  spec s = base();
+  s.recompute = "full";
+  plan p = load(&s);
+  CU_ASSERT_DOUBLE_EQUAL(plan_head_held_bytes(&p), 51511296.0 + 262144.0 + 2048.0, 1e-6);
+  plan_memory f1b, gpipe;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &f1b), 0);
+  s.schedule = "gpipe";
+  p = load(&s);
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &gpipe), 0);
+  CU_ASSERT_DOUBLE_EQUAL(gpipe.activations - f1b.activations, 3.0 * (51511296.0 + 262144.0 + 2048.0 + 2 * 131072.0), 1e-6);
+  CU_ASSERT_DOUBLE_EQUAL(gpipe.total - f1b.total, gpipe.activations - f1b.activations, 1e-6);
+  s = base();
+  s.tp = 2, s.sp = 1;
+  p = load(&s);
+  CU_ASSERT_DOUBLE_EQUAL(plan_head_held_bytes(&p), 4.0 * 256 * 25216 + (4.0 * 256 + 8.0) * 128, 1e-6);
+}
+
 static void test_op_names(void) {
   spec s = base();
   s.tp = 2, s.pp = 2, s.global = 2;
@@ -1410,6 +1435,7 @@ int main(void) {
   CU_add_test(prog, "recompute", test_recompute);
   CU_add_test(prog, "tp_overlap_chunks splits forward row-parallel GEMMs exactly", test_tp_overlap_chunks);
   CU_add_test(prog, "memory", test_memory);
+  CU_add_test(prog, "memory: the output layer's held bytes, GPipe at PP 1", test_memory_head_gpipe);
   CU_add_test(prog, "plan_held_peak walks the interleaved schedule", test_held_peak);
   CU_add_test(prog, "plan_held_peak: the schedule's walk to the bit", test_held_peak_walk);
   CU_add_test(prog, "memory of accounted embedding/loss chunks", test_memory_accounted_chunks);

@@ -11,6 +11,13 @@
 # "+ s x s" adds what this executor keeps and fused-attention training does not:
 # the softmax probabilities of every layer and activation slot it holds, and
 # three score-sized scratch buffers (dP, scores, dS; runtime/exec/exec_model.c).
+# "+ loss" further takes off what the executor's loss keeps less than Megatron-LM's:
+# its one-pass cross-entropy writes the bf16 logits' gradient over the logits in the
+# forward and keeps that (2 bytes per logit) where the model counts Megatron-LM's
+# saved fp32 softmax (4 bytes; plan_head_held_bytes), for every micro-batch the run
+# holds at once on the loss's stage: all of them under GPipe at PP 1, one under 1F1B.
+# PP > 1 rows: not taken off (the executor's slots there wait for the slot fix).
+# experiments/memory/gpipe_buffers.py lists both sides buffer by buffer.
 # Usage: experiments/memory/compare.sh [build/sim/tacosim]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,7 +27,7 @@ T=${1:-build/sim/tacosim}
 row() {
   local tag=$1 plan=$2 meas=$3 old=$4 new extra
   new=$("$T" plan "$plan" | awk '/^  stage [0-9]/ && $NF == "%" {if ($8 > m) m = $8} END {print m}')
-  # executor's s x s buffers: micro x heads/tp x seq^2 x 2 bytes, (layers held x slots + 3) of them
+  # executor's s x s buffers: micro x heads/tp x seq^2 x 2 bytes, (P buffers + 3) of them
   extra=$(python3 - "$plan" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -30,18 +37,22 @@ l, b = p["layout"], p["batch"]
 tp, pp, dp = l["tp"], l["pp"], l["dp"]
 layers = p.get("layers_override") or m["layers"]
 micros = b["global"] // (b["micro"] * dp)
-slots = micros if pp > 1 else 1
-held = layers // pp if l.get("recompute", "none") == "none" else 1
+slots = micros if pp > 1 or p.get("schedule", "1f1b") == "gpipe" else 1  # nslots (exec_model.c)
+# P: one per layer and slot without recomputation, one shared by all with it
+held = layers // pp * slots if l.get("recompute", "none") == "none" else 1
 score = b["micro"] * m["heads"] // tp * b["seq"] ** 2 * 2
-print((held * slots + 3) * score / 2 ** 30)
+# the loss: 2 bytes per logit less, for each micro-batch held on the loss's stage (PP 1 only)
+vocab = -(-m["vocab"] // (128 * tp)) * 128  # per rank, padded to 128 x tp
+held_loss = (micros if p.get("schedule", "1f1b") == "gpipe" else 1) if pp == 1 else 0
+print((held + 3) * score / 2 ** 30, -2 * b["micro"] * b["seq"] * vocab * held_loss / 2 ** 30)
 PY
 )
-  awk -v t="$tag" -v o="$old" -v m="$meas" -v n="$new" -v x="$extra" \
-    'BEGIN {printf "%-36s %9.2f %9s %9.2f %+7.1f%% %10.2f %+7.1f%%\n", t, m, o == "-" ? "-" : sprintf("%.2f", o), n,
-            100*(n/m-1), n+x, 100*((n+x)/m-1)}'
+  awk -v t="$tag" -v o="$old" -v m="$meas" -v n="$new" -v x="${extra% *}" -v l="${extra#* }" \
+    'BEGIN {printf "%-36s %9.2f %9s %9.2f %+7.1f%% %10.2f %+7.1f%% %9.2f %+7.1f%%\n", t, m, o == "-" ? "-" : sprintf("%.2f", o), n,
+            100*(n/m-1), n+x, 100*((n+x)/m-1), n+x+l, 100*((n+x+l)/m-1)}'
 }
 
-printf "%-36s %9s %9s %9s %8s %10s %8s\n" tag measured old new "new err" "+ s x s" "err"
+printf "%-36s %9s %9s %9s %8s %10s %8s %9s %8s\n" tag measured old new "new err" "+ s x s" "err" "+ loss" "err"
 grep -v '^#' experiments/validation/plans.txt | while read -r tag plan _ _; do
   c=experiments/validation/compare/$tag.txt
   [ -f "$c" ] || continue
