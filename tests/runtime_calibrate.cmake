@@ -41,3 +41,7 @@ add_test(NAME calib_lookup_loo_nearest_shapes
 add_test(NAME merge_wgrad COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/merge_wgrad.sh $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
 set_tests_properties(merge_wgrad PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
 
+# calibration/merge_fp8.py: a `tacorun calibrate --only gemm_fp8` run's "gemm_fp8" list into a file of the
+# same GPU (calibration/fp8/README.md); the result loads and transfers
+add_test(NAME merge_fp8 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/merge_fp8.sh $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
+set_tests_properties(merge_fp8 PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
