@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run_gpu.sh — the FP8 GEMM table ("gemm_fp8") on the GPU of this machine, for calibration/merge_fp8.py
 # (calibration/fp8/README.md): first the FP8 GEMM against its C reference (tacorun calibrate --check
-# --only gemm_fp8; a failure stops the run), then every FP8 key of the zoo models (models/*.json) timed
+# --only gemm_fp8; a failure is flagged in summary.txt and the file's notes, and the timing runs on: the
+# kernels' times hold, but do not merge such a run before the failure is understood), then every FP8 key
+# of the zoo models (models/*.json) timed
 # (tacorun calibrate --only gemm_fp8, GEMM_PASSES alternating passes). About 2 minutes on one H100 or
 # H200; the timing is stopped at CAL_S seconds (default 200), so the whole run stays under 4 minutes.
 # From the repository root, building nothing (BIN, LIB as calibration/wgrad/run_gpu.sh). Outputs in OUT:
@@ -22,8 +24,9 @@ head -2 "$OUT/machine.txt" | tee "$OUT/summary.txt"
 timeout 120 "$BIN" calibrate --check --only gemm_fp8 >"$OUT/check.log" 2>&1
 rc=$?
 say "check rc=$rc ($(($(date +%s) - S)) s): $(tail -1 "$OUT/check.log")"
-grep -E 'FP8 GEMM' "$OUT/check.log" | tee -a "$OUT/summary.txt"
-[ $rc -eq 0 ] || { say "the FP8 GEMM check failed: nothing timed"; exit 1; }
+grep -E '^  FP8 GEMM|FP8 GEMM check' "$OUT/check.log" | tee -a "$OUT/summary.txt"
+check_rc=$rc
+[ $rc -eq 0 ] || say "CHECK FAILED: the FP8 GEMM disagrees with its C reference (check.log); timing anyway, do not merge"
 
 models=$(ls models/*.json | paste -sd,)
 timeout $((CAL_S + 10)) "$BIN" calibrate --only gemm_fp8 --time-limit "$CAL_S" --models "$models" \
@@ -46,4 +49,5 @@ print(line("  keys of < 100 us", [p for p in pts if p["us"] < 100]))
 P
 fi
 [ -f "$OUT/gemm_fp8.tsv" ] && gzip -9f "$OUT/gemm_fp8.tsv"
+[ $check_rc -eq 0 ] || exit 1
 exit $rc

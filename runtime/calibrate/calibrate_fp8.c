@@ -64,19 +64,20 @@ static int check_shape(exec_gemm_fp8 *g, const fp8_check_shape *s, uint64_t *rng
     long long bad;
     const double err = calib_fp8_rel_l2(D, ref, (long long)nd, &bad);
     const char *acc = fast ? "fast accumulation" : "split accumulation";
+    const double tol = fast ? CALIB_FP8_REL_L2_TOL_FAST : CALIB_FP8_REL_L2_TOL_SPLIT;
     if (bad >= 0) {
       ts_fail_sys(e, "FP8 GEMM check: m=%lld n=%lld k=%lld, %s: element %lld (row %lld, column %lld) not written "
                   "or not finite", s->m, s->n, s->k, acc, bad, bad / s->n, bad % s->n);
       goto fail;
     }
-    if (!(err <= CALIB_FP8_REL_L2_TOL)) {
+    if (!(err <= tol)) {
       ts_fail_sys(e, "FP8 GEMM check: m=%lld n=%lld k=%lld, %s: relative L2 error %.3g against the reference "
-                  "(tolerance %g)", s->m, s->n, s->k, acc, err, CALIB_FP8_REL_L2_TOL);
+                  "(tolerance %g)", s->m, s->n, s->k, acc, err, tol);
       goto fail;
     }
     if (log)
       fprintf(log, "  FP8 GEMM m=%-4lld n=%-5lld k=%-5lld %s: ok, relative L2 error %.2e (tolerance %g)\n", s->m,
-              s->n, s->k, acc, err, CALIB_FP8_REL_L2_TOL);
+              s->n, s->k, acc, err, tol);
   }
   rc = 0;
 fail:
