@@ -51,14 +51,15 @@ static int check_shape(exec_gemm_fp8 *g, const fp8_check_shape *s, uint64_t *rng
   CUDA_CHECK_GOTO(e, cudaMalloc(&dA, na), fail);
   CUDA_CHECK_GOTO(e, cudaMalloc(&dB, nb), fail);
   CUDA_CHECK_GOTO(e, cudaMalloc(&dD, nd * 2), fail);
-  CUDA_CHECK_GOTO(e, cudaMalloc((void **)&dS, sizeof scales), fail);
+  CUDA_CHECK_GOTO(e, cudaMalloc((void **)&dS, 2 * EXEC_GEMM_FP8_SCALE_STRIDE * sizeof(float)), fail);
   CUDA_CHECK_GOTO(e, cudaMemcpy(dA, A, na, cudaMemcpyHostToDevice), fail);
   CUDA_CHECK_GOTO(e, cudaMemcpy(dB, B, nb, cudaMemcpyHostToDevice), fail);
-  CUDA_CHECK_GOTO(e, cudaMemcpy(dS, scales, sizeof scales, cudaMemcpyHostToDevice), fail);
+  CUDA_CHECK_GOTO(e, cudaMemcpy(dS, &scales[0], sizeof(float), cudaMemcpyHostToDevice), fail);
+  CUDA_CHECK_GOTO(e, cudaMemcpy(dS + EXEC_GEMM_FP8_SCALE_STRIDE, &scales[1], sizeof(float), cudaMemcpyHostToDevice), fail);
   for (int fast = 0; fast < 2; fast++) {
     const exec_gemm_fp8_shape run = {.m = s->m, .n = s->n, .k = s->k, .fast_accum = fast};
     CUDA_CHECK_GOTO(e, cudaMemset(dD, 0xFF, nd * 2), fail); /* BF16 0xFFFF: NaN */
-    if (exec_gemm_fp8_run(g, &run, dA, dS, dB, dS + 1, dD, NULL, e)) goto fail;
+    if (exec_gemm_fp8_run(g, &run, dA, dS, dB, dS + EXEC_GEMM_FP8_SCALE_STRIDE, dD, NULL, e)) goto fail;
     CUDA_CHECK_GOTO(e, cudaDeviceSynchronize(), fail);
     CUDA_CHECK_GOTO(e, cudaMemcpy(D, dD, nd * 2, cudaMemcpyDeviceToHost), fail);
     long long bad;
@@ -112,7 +113,7 @@ typedef struct {
   exec_gemm_fp8 *h;
   exec_gemm_fp8_shape run;
   char *in, *out; /* pools the sets rotate through */
-  float *scales;  /* two dequantization scales on the device */
+  float *scales;  /* two dequantization scales on the device, EXEC_GEMM_FP8_SCALE_STRIDE floats apart */
   size_t a_bytes, in_stride, out_stride;
   int sets;
 } fp8_ctx;
@@ -145,7 +146,7 @@ static int fp8_launch(void *p, long long iter, ts_err *e) {
   fp8_ctx *c = p;
   int s = (int)(iter % c->sets);
   const char *a = c->in + (size_t)s * c->in_stride;
-  return exec_gemm_fp8_run(c->h, &c->run, a, c->scales, a + c->a_bytes, c->scales + 1,
+  return exec_gemm_fp8_run(c->h, &c->run, a, c->scales, a + c->a_bytes, c->scales + EXEC_GEMM_FP8_SCALE_STRIDE,
                            c->out + (size_t)s * c->out_stride, NULL, e);
 }
 
@@ -161,12 +162,14 @@ static int alloc_pools(fp8_ctx *c, size_t in_pool, size_t out_pool, ts_err *e) {
   int rc = -1;
   CUDA_CHECK_GOTO(e, cudaMalloc((void **)&c->in, in_pool), fail);
   CUDA_CHECK_GOTO(e, cudaMalloc((void **)&c->out, out_pool), fail);
-  CUDA_CHECK_GOTO(e, cudaMalloc((void **)&c->scales, sizeof scales), fail);
+  CUDA_CHECK_GOTO(e, cudaMalloc((void **)&c->scales, 2 * EXEC_GEMM_FP8_SCALE_STRIDE * sizeof(float)), fail);
   for (size_t off = 0; off < in_pool; off += chunk)
     CUDA_CHECK_GOTO(e, cudaMemcpy(c->in + off, codes, in_pool - off < chunk ? in_pool - off : chunk,
                                   cudaMemcpyHostToDevice), fail);
   CUDA_CHECK_GOTO(e, cudaMemset(c->out, 0, out_pool), fail);
-  CUDA_CHECK_GOTO(e, cudaMemcpy(c->scales, scales, sizeof scales, cudaMemcpyHostToDevice), fail);
+  CUDA_CHECK_GOTO(e, cudaMemcpy(c->scales, &scales[0], sizeof(float), cudaMemcpyHostToDevice), fail);
+  CUDA_CHECK_GOTO(e, cudaMemcpy(c->scales + EXEC_GEMM_FP8_SCALE_STRIDE, &scales[1], sizeof(float),
+                                cudaMemcpyHostToDevice), fail);
   rc = 0;
 fail:
   free(codes);

@@ -162,6 +162,9 @@ int exec_gemm_fp8_run(exec_gemm_fp8 *g, const exec_gemm_fp8_shape *s, const void
     return ts_fail_sys(e, "exec_gemm_fp8: m=%lld n=%lld k=%lld: cuBLASLt's FP8 GEMM needs n and k multiples of 16",
                        s->m, s->n, s->k);
   if (!a_scale || !b_scale) return ts_fail_sys(e, "exec_gemm_fp8: a scale pointer is NULL");
+  if (alignment_of(a_scale) < 16 || alignment_of(b_scale) < 16)
+    return ts_fail_sys(e, "exec_gemm_fp8: the scale pointers must be 16-byte aligned (they are %d, %d)",
+                       alignment_of(a_scale), alignment_of(b_scale));
   const int al_a = alignment_of(A), al_b = alignment_of(B), al_d = alignment_of(D);
   if (al_a < 16 || al_b < 16 || al_d < 16)
     return ts_fail_sys(e, "exec_gemm_fp8: A, B and D must be 16-byte aligned (they are %d, %d, %d)", al_a, al_b, al_d);

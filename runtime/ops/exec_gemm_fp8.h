@@ -4,7 +4,9 @@
  *   D[m x n] = (*a_scale) (*b_scale) . A[m x k] . B[n x k]^T
  *
  * A and B are row-major E4M3 codes with leading dimension k; D is row-major BF16 with leading dimension n;
- * a_scale and b_scale are device pointers to one float each, the dequantization scales (Transformer
+ * a_scale and b_scale are device pointers to one float each, each 16-byte aligned (cuBLASLt 13.1 refuses a
+ * scale 4 bytes past an aligned one with status 15, NOT_SUPPORTED, at the call: measured on an H100; callers
+ * keep them EXEC_GEMM_FP8_SCALE_STRIDE floats apart), the dequantization scales (Transformer
  * Engine's scale_inv: the code times the scale is the value). This is the one layout Hopper's FP8 tensor
  * cores take (cuBLASLt's "TN": both operands contiguous along k), so Transformer Engine runs every FP8
  * GEMM this way, on FP8 copies of X, W and dY kept in both orientations: the forward, the data gradient
@@ -33,6 +35,9 @@ typedef struct {
 int exec_gemm_fp8_create(exec_gemm_fp8 **out, ts_err *e);
 void exec_gemm_fp8_destroy(exec_gemm_fp8 *g);
 /* stream: a cudaStream_t (NULL: the default stream). */
+/* Floats between two scales kept in one allocation (256 bytes: each stays as aligned as the allocation). */
+#define EXEC_GEMM_FP8_SCALE_STRIDE 64
+
 int exec_gemm_fp8_run(exec_gemm_fp8 *g, const exec_gemm_fp8_shape *s, const void *A, const float *a_scale,
                       const void *B, const float *b_scale, void *D, void *stream, ts_err *e);
 
