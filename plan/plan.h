@@ -603,6 +603,9 @@ const char *plan_attention_backend_name(plan_attention_backend b);
 /* Whether the layer's model op `o` runs as an FP8 GEMM under p: the linear layers qkv, attn_out, fc1, fc2
  * when layout.fp8 is set (not attention's batched GEMMs, the logits GEMM, the router or the experts'). */
 bool plan_fp8_gemm(const plan *p, const model_op *o);
+/* The same rule without a plan: whether `o` is one of the linear layers FP8 training runs in FP8 (what
+ * `tacorun calibrate --only gemm_fp8` times). plan_fp8_gemm is this and layout.fp8 set. */
+bool plan_fp8_linear(const model_op *o);
 /* A PLAN_MOP_FP8_CAST op's tag: the GEMM's model op, and which tensor it quantizes. */
 enum { PLAN_FP8_CAST_INPUT = 0, PLAN_FP8_CAST_GRAD = 1, PLAN_FP8_CAST_WEIGHT = 2 };
 static inline int32_t plan_fp8_cast_tag(int model_op, int what) { return model_op * 4 + what; }

@@ -27,11 +27,13 @@
 
 const char *const plan_fp8_recipe_names[] = {"bf16", "tensorwise", "delayed", "mxfp8", NULL};
 
-bool plan_fp8_gemm(const plan *p, const model_op *o) {
-  if (p->fp8_recipe == PLAN_FP8_OFF || o->kind != MODEL_OP_GEMM || o->groups > 1) return false;
+bool plan_fp8_linear(const model_op *o) {
+  if (o->kind != MODEL_OP_GEMM || o->groups > 1) return false;
   return !strcmp(o->name, "qkv") || !strcmp(o->name, "attn_out") || !strcmp(o->name, "fc1") ||
          !strcmp(o->name, "fc2");
 }
+
+bool plan_fp8_gemm(const plan *p, const model_op *o) { return p->fp8_recipe != PLAN_FP8_OFF && plan_fp8_linear(o); }
 
 /* A cast reads the BF16 tensor (2 bytes an element) and writes its FP8 rowwise and columnwise copies (1 + 1);
  * current scaling first reads the tensor once more for its amax; MXFP8 also writes one E8M0 scale per 32

@@ -792,13 +792,15 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
       load_fits(root, file, c, e) || load_clock(root, file, c, e) || load_host(root, file, c, e) ||
       load_tpo_sm(root, file, c, e) || schema_framework_host_load(root, file, c, e))
     return -1;
-  /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one */
+  /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one (and --only gemm_fp8 a
+   * gemm_fp8 list alone) */
   int n_other = 0;
   for (int b = SCHEMA_ATTN_EXECUTOR + 1; b < SCHEMA_ATTN_NBACKENDS; b++) n_other += c->attn_by[b].n;
-  if (!c->n_gemm && !c->n_attn && !n_other && !c->n_kernels && !c->n_colls && !c->n_clock && !c->has_host)
+  if (!c->n_gemm && !c->n_gemm_fp8 && !c->n_attn && !n_other && !c->n_kernels && !c->n_colls && !c->n_clock &&
+      !c->has_host)
     return ts_fail(e, file, NULL,
-                   "no tables: at least one of gemm, attention_shapes, attention_backends, kernels, collectives, clock, "
-                   "host is required");
+                   "no tables: at least one of gemm, gemm_fp8, attention_shapes, attention_backends, kernels, collectives, "
+                   "clock, host is required");
   schema_calibration_sort(c);
   return 0;
 }

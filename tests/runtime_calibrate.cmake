@@ -3,7 +3,7 @@
 # plain-C libraries (ts_calibrate_cpu, ts_ops_ref: no CUDA) are linked, so this
 # suite also runs in the ASan build with TACOSIM_CUDA=OFF.
 add_executable(test_calibrate ${CMAKE_SOURCE_DIR}/tests/test_calibrate.c)
-target_link_libraries(test_calibrate PRIVATE ts_calibrate_cpu ts_ops_ref ts_models ts_schema ts_common PkgConfig::CUNIT m)
+target_link_libraries(test_calibrate PRIVATE ts_calibrate_cpu ts_ops_ref ts_models ts_plan ts_schema ts_common PkgConfig::CUNIT m)
 add_test(NAME calibrate COMMAND test_calibrate)
 
 # The held-out check of the shipped calibration files (calibration/README.md):
@@ -40,3 +40,8 @@ add_test(NAME calib_lookup_loo_nearest_shapes
 # (calibration/wgrad/README.md), each old point kept in its class; the result loads and transfers
 add_test(NAME merge_wgrad COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/merge_wgrad.sh $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
 set_tests_properties(merge_wgrad PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
+
+# calibration/merge_fp8.py: a `tacorun calibrate --only gemm_fp8` run's "gemm_fp8" list into a file of the
+# same GPU (calibration/fp8/README.md); the result loads and transfers
+add_test(NAME merge_fp8 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/merge_fp8.sh $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
+set_tests_properties(merge_fp8 PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")

@@ -12,8 +12,10 @@
 
 #include "calibrate.h"
 #include "calibrate_fit.h"
+#include "calibrate_fp8.h"
 #include "calibrate_shapes.h"
 #include "model.h"
+#include "plan.h"
 #include "rt_ops_ref.h"
 
 static unsigned long long rng = 88172645463325252ULL;
@@ -322,6 +324,103 @@ static void test_shapes_bad_model(void) {
   CU_ASSERT_EQUAL(calib_shapes_build(&sh, ",", NULL, &sw, &e), -1);
 }
 
+/* ---- the FP8 GEMM's reference (the GPU check trusts it) and the FP8 keys ---- */
+
+/* By hand: E4M3 codes 0x38 = 1, 0x40 = 2, 0xB8 = -1, 0x30 = 0.5, 0x01 = 2^-9 (the smallest subnormal);
+ * C = a_scale b_scale A B^T with A [2 x 16], B [3 x 16]. */
+static void test_fp8_gemm_reference(void) {
+  uint8_t A[2 * 16] = {0}, B[3 * 16] = {0};
+  for (int t = 0; t < 16; t++) A[t] = 0x38, B[t] = 0x38; /* A row 0 and B row 0: all ones */
+  A[16] = 0x40;                                          /* A row 1: 2, then zeros */
+  B[16] = 0xB8, B[17] = 0x30;                            /* B row 1: -1, 0.5, then zeros */
+  B[32] = 0x01;                                          /* B row 2: 2^-9, then zeros */
+  double C[6];
+  calib_fp8_gemm_ref(A, 0.5f, B, 3.0f, 2, 3, 16, C);
+  const double want[6] = {1.5 * 16, 1.5 * -0.5, 1.5 * 0x1p-9, 1.5 * 2, 1.5 * -2, 1.5 * 2 * 0x1p-9};
+  for (int i = 0; i < 6; i++) CU_ASSERT_DOUBLE_EQUAL(C[i], want[i], 1e-15);
+}
+
+static void test_fp8_random_and_error(void) {
+  enum { N = 1 << 16 };
+  static uint8_t q[N];
+  uint64_t st = 42;
+  calib_fp8_random_e4m3(q, N, 3.f, &st);
+  int seen[256] = {0}, distinct = 0, subnormal = 0;
+  for (int i = 0; i < N; i++) {
+    CU_ASSERT((q[i] & 0x7F) != 0x7F); /* never NaN */
+    CU_ASSERT((q[i] & 0x7F) <= 0x44); /* |x| <= 3 (0x44 = 3.0 in E4M3) */
+    distinct += !seen[q[i]]++;
+    subnormal += (q[i] & 0x78) == 0 && (q[i] & 0x07);
+  }
+  CU_ASSERT(distinct > 100); /* most codes of the range, both signs */
+  CU_ASSERT(subnormal > 0);
+  /* the error: BF16 1.0 (0x3F80) and 1.5 (0x3FC0) against 1 and 2: sqrt((0 + 0.25) / (1 + 4)) */
+  const uint16_t gpu[2] = {0x3F80, 0x3FC0};
+  const double ref[2] = {1.0, 2.0};
+  long long bad;
+  CU_ASSERT_DOUBLE_EQUAL(calib_fp8_rel_l2(gpu, ref, 2, &bad), sqrt(0.25 / 5.0), 1e-12);
+  CU_ASSERT_EQUAL(bad, -1);
+  const uint16_t poisoned[2] = {0x3F80, 0xFFFF}; /* an element left at the NaN poison */
+  CU_ASSERT(isinf(calib_fp8_rel_l2(poisoned, ref, 2, &bad)));
+  CU_ASSERT_EQUAL(bad, 1);
+}
+
+/* The FP8 keys: the forward, dgrad and wgrad keys of every linear layer FP8 training runs in FP8, each
+ * (m, n, k) once with the roles that use it; the logits' keys only where a linear layer has them too. */
+static int find_fp8(const calib_shapes *sh, long long m, long long n, long long k) {
+  for (int g = 0; g < sh->n_gemm_fp8; g++)
+    if (sh->gemm_fp8[g].m == m && sh->gemm_fp8[g].n == n && sh->gemm_fp8[g].k == k) return g;
+  return -1;
+}
+
+static void test_shapes_fp8_keys(void) {
+  calib_sweep sw;
+  calib_sweep_default(&sw);
+  calib_shapes sh;
+  ts_err e;
+  CU_ASSERT_EQUAL_FATAL(calib_shapes_build(&sh, "gpt3-125m,llama3-8b", NULL, &sw, &e), 0);
+  CU_ASSERT_FATAL(sh.n_gemm_fp8 > 0);
+  for (int a = 0; a < sh.n_gemm_fp8; a++) {
+    CU_ASSERT(sh.gemm_fp8[a].roles != 0 && sh.gemm_fp8[a].roles < 8u);
+    CU_ASSERT_EQUAL(find_fp8(&sh, sh.gemm_fp8[a].m, sh.gemm_fp8[a].n, sh.gemm_fp8[a].k), a); /* once */
+    /* every FP8 key is also a BF16 key: the same products */
+    int bf16 = 0;
+    for (int g = 0; g < sh.n_gemm; g++)
+      bf16 |= sh.gemm[g].m == sh.gemm_fp8[a].m && sh.gemm[g].n == sh.gemm_fp8[a].n && sh.gemm[g].k == sh.gemm_fp8[a].k;
+    CU_ASSERT(bf16);
+  }
+  model_config m;
+  CU_ASSERT_EQUAL_FATAL(model_load("llama3-8b", NULL, &m, &e), 0);
+  model_shard s = {.tp = 2, .seq = 2048, .micro_batch = 2};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&m, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_FATAL(n > 0);
+  int n_out = model_output_ops(&m, &s, ops + n, MODEL_MAX_LAYER_OPS - n, &e);
+  CU_ASSERT_FATAL(n_out > 0);
+  int linear = 0, logits = 0;
+  for (int i = 0; i < n + n_out; i++) {
+    const model_op *op = &ops[i];
+    if (op->kind != MODEL_OP_GEMM) continue;
+    int f = find_fp8(&sh, op->m, op->n, op->k), d = find_fp8(&sh, op->m, op->k, op->n),
+        w = find_fp8(&sh, op->k, op->n, op->m);
+    if (i < n && plan_fp8_linear(op)) {
+      CU_ASSERT_FATAL(f >= 0 && d >= 0 && w >= 0);
+      CU_ASSERT(sh.gemm_fp8[f].roles & 1u << CALIB_GEMM_FWD);
+      CU_ASSERT(sh.gemm_fp8[d].roles & 1u << CALIB_GEMM_DGRAD);
+      CU_ASSERT(sh.gemm_fp8[w].roles & 1u << CALIB_GEMM_WGRAD);
+      linear++;
+    } else if (i >= n) { /* the logits (vocabulary 128256 / 2 columns): BF16 only */
+      CU_ASSERT_EQUAL(f, -1);
+      CU_ASSERT_EQUAL(w, -1);
+      logits++;
+    }
+  }
+  CU_ASSERT_EQUAL(linear, 4); /* qkv, attn_out, fc1, fc2 */
+  CU_ASSERT_EQUAL(logits, 1);
+  CU_ASSERT(calib_shapes_gemm_fp8_flops(&sh) > 0 && calib_shapes_gemm_fp8_flops(&sh) < calib_shapes_gemm_flops(&sh));
+  calib_shapes_free(&sh);
+}
+
 /* ---- fits and tables ---- */
 
 static void test_fit_recovers_line(void) {
@@ -475,6 +574,9 @@ int main(void) {
   CU_add_test(s, "shapes cover the model GEMMs", test_shapes_cover_model_gemms);
   CU_add_test(s, "shapes use the executor's GEMM layouts", test_shapes_use_executor_layouts);
   CU_add_test(s, "shapes: bad model names", test_shapes_bad_model);
+  CU_add_test(s, "FP8 GEMM reference by hand", test_fp8_gemm_reference);
+  CU_add_test(s, "FP8 random codes and the check's error", test_fp8_random_and_error);
+  CU_add_test(s, "shapes: FP8 keys of the FP8 linear layers", test_shapes_fp8_keys);
   CU_add_test(s, "fit recovers latency and bandwidth", test_fit_recovers_line);
   CU_add_test(s, "kernel tables merge, fits are named", test_tables_and_fits);
   CU_add_test(s, "collectives' batch spread: rows, TSV, summary", test_spread_table);

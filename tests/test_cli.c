@@ -437,6 +437,17 @@ static void test_tacorun_calibrate_coll_groups(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--coll-groups"));
 }
 
+/* calibrate --only: the FP8 GEMM phase is one of the phases (a misspelt one refused with the list, before any
+ * GPU); without a GPU, --only gemm_fp8 gets as far as looking for one. */
+static void test_tacorun_calibrate_only_fp8(void) {
+  static char out[65536];
+  CU_ASSERT_EQUAL(tacorun("calibrate --only gemm_fp16", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown phase 'gemm_fp16' (gemm, gemm_fp8,"));
+  CU_ASSERT_NOT_EQUAL(tacorun("calibrate --only gemm_fp8 --gemm-fp8-tsv /dev/null", out, sizeof out), 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "unknown"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
+}
+
 /* Context parallelism is simulated, not executed: refused before any GPU or communicator, the field named. */
 static void test_tacorun_refuses_cp(void) {
   static char out[65536];
@@ -611,6 +622,8 @@ int main(void) {
   CU_add_test(s, "tacorun train refuses --dump-at past the last step (exit 2)", test_tacorun_train_dump_past_end);
   CU_add_test(s, "tacorun calibrate refuses --coll-groups outside powers of two in 32..512 (exit 2)",
               test_tacorun_calibrate_coll_groups);
+  CU_add_test(s, "tacorun calibrate --only knows gemm_fp8, refuses an unknown phase (exit 2)",
+              test_tacorun_calibrate_only_fp8);
   CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
   CU_add_test(s, "tacorun execute refuses ZeRO-2/3; the DP overlap switches run from the program only (exit 2)",
               test_tacorun_zero_refusals);

@@ -35,11 +35,12 @@
 #include "rt_ops.h"
 #include "rt_nccl.h"
 
-enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_MOE = 64, PH_HOST = 128, PH_ALL = 255 };
+enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_MOE = 64, PH_HOST = 128,
+       PH_GEMM_FP8 = 256, PH_ALL = 511 };
 
 typedef struct {
   const char *out, *transport, *models, *compute_from, *spread_tsv, *moe_tsv;
-  int phases, check_only, gpus;
+  int phases, only, check_only, gpus; /* only: --only given */
   double time_limit_s;
   calib_sweep sweep;
   calib_config cfg;
@@ -54,13 +55,15 @@ static void usage(FILE *f) {
           "usage: tacorun calibrate [--out FILE] [--transport auto|p2p|shm|socket] [--transport-name NAME]\n"
           "                         [--tp 1,2,4,8] [--quick]\n"
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
-          "                         [--only gemm,attention,memory,clock,codec,comm,moe,host] [--compute-from FILE]\n"
+          "                         [--only gemm,gemm_fp8,attention,memory,clock,codec,comm,moe,host] [--compute-from FILE]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
           "                         [--comm-passes N] [--comm-batch-us T] [--coll-groups G,...]\n"
-          "                         [--gemm-passes N] [--gemm-tsv FILE] [--spread-tsv FILE] [--moe-tsv FILE]\n"
+          "                         [--gemm-passes N] [--gemm-tsv FILE] [--gemm-fp8-tsv FILE] [--spread-tsv FILE]\n"
+          "                         [--moe-tsv FILE]\n"
           "                         [--no-clock] [--clock-tsv FILE] [--attn-context step|alone] [--attn-tsv FILE]\n"
           "       mpirun -np N tacorun calibrate ...   (one process per GPU for the collectives)\n\n"
-          "Measures GEMMs (every shape of the model zoo: forward, dgrad, wgrad), attention,\n"
+          "Measures GEMMs (every shape of the model zoo: forward, dgrad, wgrad; in BF16, and in FP8 for the\n"
+          "linear layers FP8 training runs in FP8), attention,\n"
           "memory-bound kernels, TACO/CAAT-Net kernels and NCCL plus compressed collectives\n"
           "(1 KiB .. 1 GiB) on the GPUs of this machine, and writes a calibration file.\n"
           "options (defaults in brackets):\n"
@@ -72,7 +75,14 @@ static void usage(FILE *f) {
           "  --models all|LIST    zoo models whose GEMM shapes are measured [all]\n"
           "  --tokens LIST        tokens per micro-batch of the GEMM shapes [1024,1536,2048,3072,4096,6144,8192]\n"
           "  --gpus N             GPUs used by the single-process collectives [all local GPUs]\n"
-          "  --only LIST          phases among gemm,attention,memory,clock,codec,comm,moe,host [all of them]\n"
+          "  --only LIST          phases among gemm,gemm_fp8,attention,memory,clock,codec,comm,moe,host [all of them;\n"
+          "                       gemm_fp8 left out on a GPU without FP8 tensor cores]\n"
+          "                       (gemm_fp8: the \"gemm_fp8\" list, FP8 GEMMs of E4M3 A and B scaled per tensor, FP32\n"
+          "                       accumulation, BF16 C, at the forward, dgrad and wgrad keys of the linear layers\n"
+          "                       qkv, attn_out, fc1, fc2 (plan_fp8_linear), each key once, timed as the BF16 GEMMs\n"
+          "                       (--gemm-passes); fast accumulation for a key only forward GEMMs use, split\n"
+          "                       accumulation for one a dgrad or wgrad uses, as Transformer Engine's recipes;\n"
+          "                       the FP8 GEMM is checked against its C reference first; calibrate_fp8.c)\n"
           "                       (host: the executor's launch and synchronisation costs, ~1 s, and graph_gap_us,\n"
           "                       bench-graph's decode-layer timing of Llama-3 8B from the zoo, ~5 s; calibrate_host.c)\n"
           "  --time-limit SECONDS the run stops with an error after this long [1200]\n"
@@ -80,7 +90,10 @@ static void usage(FILE *f) {
           "  --compute-from FILE  copy GEMM and kernel tables, decode GEMMs, attention per shape (every\n"
           "                       backend), the clock and the host section (graph_gap_us among it) from\n"
           "                       FILE; measure only collectives [none: every table measured]\n"
-          "  --check              run the kernel self-check only [off]\n"
+          "  --check              run the kernel self-check only: the rt_ops kernels, and the FP8 GEMM on a GPU\n"
+          "                       with FP8 (6 odd shapes, both accumulations, relative L2 error against a C\n"
+          "                       reference in double <= 1e-2, fast accumulation 5e-2, output poisoned with NaN\n"
+          "                       first; calibrate_fp8.h) [off]\n"
           "  --max-bytes B        largest collective size (default 1073741824)\n"
           "  --comm-reps N        timed batches per collective size, median kept (default 7; 3 over 100 ms)\n"
           "  --coll-groups LIST   TACO group sizes of the compressed collectives, powers of two in 32..512\n"
@@ -91,9 +104,10 @@ static void usage(FILE *f) {
           "  --comm-batch-us T    a timed batch of one collective size lasts at least T us (100-1000000,\n"
           "                       default 1000; at most 20 launches back to back): long transfers are\n"
           "                       then timed back to back, as a plan's run them, not one after a sync\n"
-          "  --gemm-passes N      passes over the GEMM shapes, alternating direction, geometric mean\n"
-          "                       kept (1-8; default 4; --quick 1)\n"
+          "  --gemm-passes N      passes over the GEMM shapes (BF16 and FP8), alternating direction, geometric\n"
+          "                       mean kept (1-8; default 4; --quick 1)\n"
           "  --gemm-tsv FILE      every pass's time of every GEMM (a table to study their noise) [not written]\n"
+          "  --gemm-fp8-tsv FILE  the same for every FP8 GEMM key, with its roles and accumulation [not written]\n"
           "  --spread-tsv FILE    per-size spread of the collectives' timed batches [not written]\n"
           "  --moe-tsv FILE       every MoE point: grouped GEMMs as the table's loop of GEMMs, as one\n"
           "                       cublasGemmGroupedBatchedEx call and as one dense GEMM; routing kernels [not written]\n"
@@ -114,8 +128,8 @@ static void usage(FILE *f) {
   ops_variant_usage(f);
   fprintf(f,
           "reads:  the model zoo (%s), the --compute-from FILE\n"
-          "writes: the calibration (--out, its notes name every variant), the --gemm-tsv, --spread-tsv and\n"
-          "        --clock-tsv tables; progress on standard error\n",
+          "writes: the calibration (--out, its notes name every variant), the --gemm-tsv, --gemm-fp8-tsv,\n"
+          "        --spread-tsv and --clock-tsv tables; progress on standard error\n",
           model_zoo_dir());
 }
 
@@ -138,17 +152,18 @@ static int parse_list(const char *opt, const char *s, long long lo, long long hi
 }
 
 static int parse_phases(const char *s, int *out, ts_err *e) {
-  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm", "clock", "moe", "host"};
+  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm", "clock", "moe", "host", "gemm_fp8"};
   *out = 0;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", s);
   char *save = NULL;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     int found = 0;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
       if (!strcmp(t, names[i])) *out |= 1 << i, found = 1;
     if (!found)
-      return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, attention, memory, clock, codec, comm, moe, host)", t);
+      return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, gemm_fp8, attention, memory, clock, codec, comm, moe, host)",
+                     t);
   }
   return *out ? 0 : ts_fail(e, NULL, "--only", "no phase given");
 }
@@ -182,6 +197,7 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     else if (!strcmp(o, "--models")) a->models = argv[++i];
     else if (!strcmp(o, "--compute-from")) a->compute_from = argv[++i];
     else if (!strcmp(o, "--gemm-tsv")) a->cfg.gemm_tsv = argv[++i];
+    else if (!strcmp(o, "--gemm-fp8-tsv")) a->cfg.gemm_fp8_tsv = argv[++i];
     else if (!strcmp(o, "--clock-tsv")) a->cfg.clock_tsv = argv[++i];
     else if (!strcmp(o, "--attn-tsv")) a->cfg.attn_tsv = argv[++i];
     else if (!strcmp(o, "--attn-context")) {
@@ -215,6 +231,7 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     }
     else if (!strcmp(o, "--only")) {
       if (parse_phases(argv[++i], &a->phases, e)) return -1;
+      a->only = 1;
     } else if (!strcmp(o, "--tp")) {
       if (parse_list(o, argv[++i], 1, 64, v, 8, &n, e)) return -1;
       a->sweep.n_tp = n;
@@ -237,7 +254,8 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     if (a->phases == PH_CLOCK) return ts_fail(e, NULL, "--no-clock", "contradicts --only clock");
     a->phases &= ~PH_CLOCK;
   }
-  if (a->compute_from && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM | PH_CODEC | PH_CLOCK | PH_MOE | PH_HOST)) && (a->phases | PH_CLOCK) != PH_ALL)
+  if (a->compute_from && (a->phases & (PH_GEMM | PH_GEMM_FP8 | PH_ATTN | PH_MEM | PH_CODEC | PH_CLOCK | PH_MOE | PH_HOST)) &&
+      (a->phases | PH_CLOCK) != PH_ALL)
     return ts_fail(e, NULL, "--compute-from", "replaces the compute phases; use --only comm or no --only");
   if (a->compute_from) a->phases = PH_COMM;
   return 0;
@@ -335,8 +353,11 @@ static void fill_notes(schema_calibration *c, const calib_args *a, double wall_s
   ts_env_knobs(env, sizeof env);
   char src[200];
   if (a->compute_from) snprintf(src, sizeof src, "GEMM and kernel tables copied from %.120s (same GPUs, measured just before)", a->compute_from);
-  else if (a->phases & PH_GEMM)
-    snprintf(src, sizeof src, "all tables measured in this run (GEMMs: geometric mean of %d passes, alternating direction)",
+  else if (a->phases & (PH_GEMM | PH_GEMM_FP8))
+    snprintf(src, sizeof src, "all tables measured in this run (%s: geometric mean of %d passes, alternating direction)",
+             (a->phases & PH_GEMM) && (a->phases & PH_GEMM_FP8) ? "GEMMs, FP8 GEMMs"
+             : a->phases & PH_GEMM                               ? "GEMMs"
+                                                                 : "FP8 GEMMs",
              a->cfg.gemm_passes);
   else snprintf(src, sizeof src, "all tables measured in this run");
   char how[96];
@@ -387,6 +408,29 @@ static void on_time_limit(int sig) {
   ssize_t w = write(2, msg, sizeof msg - 1);
   (void)w;
   _exit(1);
+}
+
+/* FP8 tensor cores: compute capability 8.9 (Ada) and later; -1 when the properties cannot be read. */
+static int gpu_has_fp8(int dev, ts_err *e) {
+  struct cudaDeviceProp prop;
+  cudaError_t ce = cudaGetDeviceProperties(&prop, dev);
+  if (ce != cudaSuccess) return ts_fail_sys(e, "%s:%d: cudaGetDeviceProperties: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+  return prop.major > 8 || (prop.major == 8 && prop.minor >= 9);
+}
+
+/* The FP8 phase on this GPU: kept where it has FP8; else an error when --only asked for it, and left out
+ * (said on standard error) when it came with the default phases. */
+static int fp8_phase_possible(calib_args *a, ts_err *e) {
+  if (!(a->phases & PH_GEMM_FP8)) return 0;
+  int fp8 = gpu_has_fp8(a->cfg.devices[0], e);
+  if (fp8 < 0) return -1;
+  if (fp8) return 0;
+  if (a->only && (a->phases & PH_GEMM_FP8))
+    return ts_fail(e, NULL, "--only", "gemm_fp8: GPU %d has no FP8 tensor cores (compute capability below 8.9)",
+                   a->cfg.devices[0]);
+  a->phases &= ~PH_GEMM_FP8;
+  fprintf(stderr, "calibrate: GPU %d has no FP8 tensor cores: no FP8 GEMM check or \"gemm_fp8\" list\n", a->cfg.devices[0]);
+  return 0;
 }
 
 /* The rank and size of a one-process-per-GPU launch (mpirun, or the
@@ -468,10 +512,13 @@ static int run(calib_args *a, ts_err *e) {
   /* A kernel that disagrees with its reference is reported (and recorded in
    * the file's notes), but its timing is still worth having. */
   ts_err check_err = {{0}, 0};
+  if (fp8_phase_possible(a, e)) return -1;
+  const int fp8_check = (a->phases & PH_GEMM_FP8) != 0; /* --check: unless --only leaves gemm_fp8 out */
   int check_rc = rt_ops_selfcheck(stderr, &check_err);
+  if (!check_rc && fp8_check) check_rc = calib_gemm_fp8_check(stderr, &check_err);
   if (a->check_only) {
     if (check_rc) *e = check_err;
-    else fprintf(stderr, "kernel self-check against the C references: ok\n");
+    else fprintf(stderr, "kernel self-check against the C references: ok%s\n", fp8_check ? " (the FP8 GEMM too)" : "");
     return check_rc;
   }
   if (check_rc) fprintf(stderr, "calibrate: WARNING: kernel self-check failed: %s\n", check_err.msg);
@@ -488,14 +535,23 @@ static int run(calib_args *a, ts_err *e) {
 
   calib_shapes sh;
   memset(&sh, 0, sizeof sh);
-  if (!rc && (a->phases & (PH_GEMM | PH_ATTN | PH_MEM))) {
+  if (!rc && (a->phases & (PH_GEMM | PH_GEMM_FP8 | PH_ATTN | PH_MEM))) {
     rc = calib_shapes_build(&sh, a->models, NULL, &a->sweep, e);
     if (!rc)
-      fprintf(stderr, "[%6.1fs] %d models: %d GEMM shapes (%.0f TFLOP per pass), %d attention shapes, %d memory-bound shapes\n",
-              calib_elapsed_s(), sh.models, sh.n_gemm, calib_shapes_gemm_flops(&sh) * 1e-12, sh.n_attn, sh.n_mem);
+      fprintf(stderr, "[%6.1fs] %d models: %d GEMM shapes (%.0f TFLOP per pass), %d FP8 GEMM keys (%.0f TFLOP per pass), "
+              "%d attention shapes, %d memory-bound shapes\n", calib_elapsed_s(), sh.models, sh.n_gemm,
+              calib_shapes_gemm_flops(&sh) * 1e-12, sh.n_gemm_fp8, calib_shapes_gemm_fp8_flops(&sh) * 1e-12, sh.n_attn,
+              sh.n_mem);
   }
   if (!rc && a->compute_from) rc = copy_compute_tables(a->compute_from, &c, e);
   if (!rc && (a->phases & PH_GEMM)) rc = calib_run_gemms(&a->cfg, &sh, &c, e);
+  /* the FP8 GEMMs: an addition to the BF16 tables, so a failure there is reported and recorded in the
+   * notes unless they were asked for alone */
+  char missing[200] = "";
+  if (!rc && (a->phases & PH_GEMM_FP8)) {
+    if (a->phases == PH_GEMM_FP8) rc = calib_run_gemm_fp8(&a->cfg, &sh, &c, e);
+    else optional_phase(calib_run_gemm_fp8(&a->cfg, &sh, &c, e), "FP8 GEMMs (gemm_fp8)", e, missing, sizeof missing);
+  }
   if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_ATTN)) rc = calib_run_attention_shapes(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_MEM)) rc = calib_run_memops(&a->cfg, &sh, &c, e);
@@ -503,7 +559,6 @@ static int run(calib_args *a, ts_err *e) {
   if (!rc && (a->phases & PH_HOST)) rc = calib_run_host(&a->cfg, &c, e);
   /* the clock section is an addition to the compute tables: a failure there
    * is reported and recorded in the notes, the tables are kept */
-  char missing[200] = "";
   if (!rc && (a->phases & PH_CLOCK))
     optional_phase(calib_run_clock(&a->cfg, &c, e), "clock section", e, missing, sizeof missing);
   int comm = (a->phases & PH_COMM) && (a->cfg.multi ? a->cfg.nranks : a->cfg.ndev) >= 2;
@@ -538,8 +593,8 @@ static int run(calib_args *a, ts_err *e) {
 done:
   if (!rc && a->spread_tsv && spread.n) rc = calib_spread_write(&spread, a->spread_tsv, e);
   if (!rc)
-    fprintf(stderr, "[%6.1fs] wrote %s: %d GEMMs, %d kernel tables, %d collective tables, %d fits\n",
-            calib_elapsed_s(), out, c.n_gemm, c.n_kernels, c.n_colls, c.n_fits);
+    fprintf(stderr, "[%6.1fs] wrote %s: %d GEMMs, %d FP8 GEMMs, %d kernel tables, %d collective tables, %d fits\n",
+            calib_elapsed_s(), out, c.n_gemm, c.n_gemm_fp8, c.n_kernels, c.n_colls, c.n_fits);
   calib_shapes_free(&sh);
   schema_calibration_free(&c);
   calib_spread_free(&spread);

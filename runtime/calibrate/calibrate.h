@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "calibrate_shapes.h"
 #include "calibrate_time.h"
@@ -39,6 +40,7 @@ typedef struct {
   int coll_groups[8], n_coll_groups; /* TACO group sizes for the compressed collectives */
   int gemm_passes;          /* passes over every GEMM shape, alternating direction (geometric mean kept) */
   const char *gemm_tsv;     /* NULL, or a file for every pass's time of every GEMM */
+  const char *gemm_fp8_tsv; /* NULL, or the same for every FP8 GEMM key (with its roles and accumulation) */
   const char *clock_tsv;    /* NULL, or a file for every point of the clock section */
   const char *attn_tsv;     /* NULL, or a file for both timings of every attention shape */
   int attn_alone;           /* --attn-context alone: attention_shapes timed back to back, not between GEMMs */
@@ -65,6 +67,10 @@ int calib_gemm_pass_shape(int p, int j, int n);
  * the run, seen forward in one pass and in reverse in the next, cancels in
  * the ratio between shapes. 0 when no pass measured it. */
 double calib_gemm_combine_passes(const double *t, int passes);
+/* How far passes 1 and 2 differ: the median over shapes of |t1 - t2| / their mean, t[i * passes + p]
+ * the time of shape i in pass p, over the shapes of mean >= min_us measured in both (their count in
+ * *count); 0 with fewer than 2 passes. */
+double calib_gemm_pass_difference(const double *t, int n, int passes, double min_us, int *count);
 
 /* Collective passes (--comm-passes): the sweep of every collective table is
  * repeated n times, so that a transport whose speed wanders over seconds to
@@ -75,6 +81,11 @@ double calib_gemm_combine_passes(const double *t, int passes);
 int calib_comm_combine_passes(const schema_calibration *passes, int n, schema_calibration *out);
 
 int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
+/* The FP8 GEMM (runtime/ops/exec_gemm_fp8.h) against its plain-C reference (calibrate_fp8.h) at a few odd
+ * shapes, both accumulations, each line to log (NULL: none); then "gemm_fp8": every FP8 key of sh timed
+ * as the BF16 GEMMs are (calibrate_fp8.c). */
+int calib_gemm_fp8_check(FILE *log, ts_err *e);
+int calib_run_gemm_fp8(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
 int calib_run_attention(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);
 /* "attention_shapes" (calibrate_attn.c) */
 int calib_run_attention_shapes(const calib_config *cfg, const calib_shapes *sh, schema_calibration *c, ts_err *e);

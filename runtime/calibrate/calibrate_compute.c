@@ -114,28 +114,6 @@ static int gemm_warm_clocks(gemm_ctx *g, const calib_shapes *sh, double seconds,
   return 0;
 }
 
-static int cmp_dbl(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Median over shapes of |pass 1 - pass 2| / mean (shapes over min_us). */
-static double pass_difference(const double *t, int n, int passes, double min_us, int *count) {
-  double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
-  *count = 0;
-  if (!d || passes < 2) {
-    free(d);
-    return 0;
-  }
-  for (int i = 0; i < n; i++) {
-    double x = t[(size_t)i * passes], y = t[(size_t)i * passes + 1];
-    if (x > 0 && y > 0 && 0.5 * (x + y) >= min_us) d[(*count)++] = fabs(x - y) / (0.5 * (x + y));
-  }
-  double med = *count ? (qsort(d, (size_t)*count, sizeof *d, cmp_dbl), d[*count / 2]) : 0;
-  free(d);
-  return med;
-}
-
 static int write_gemm_tsv(const char *path, const calib_shapes *sh, const double *t, int passes, ts_err *e) {
   FILE *f = fopen(path, "w");
   if (!f) return ts_fail_sys(e, "%s: cannot write", path);
@@ -230,7 +208,8 @@ int calib_run_gemms(const calib_config *cfg, const calib_shapes *sh, schema_cali
   }
   if (passes > 1) {
     int n_all, n_big;
-    double all = pass_difference(t, sh->n_gemm, passes, 0, &n_all), big = pass_difference(t, sh->n_gemm, passes, 1000, &n_big);
+    double all = calib_gemm_pass_difference(t, sh->n_gemm, passes, 0, &n_all),
+           big = calib_gemm_pass_difference(t, sh->n_gemm, passes, 1000, &n_big);
     fprintf(stderr, "[%6.1fs] gemm: passes 1 and 2 differ by %.2f%% (median over %d shapes), %.2f%% over the %d of >= 1 ms\n",
             calib_elapsed_s(), 100 * all, n_all, 100 * big, n_big);
   }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "plan.h"
 
 void calib_sweep_default(calib_sweep *s) {
   memset(s, 0, sizeof *s);
@@ -70,6 +71,25 @@ static int add_logits(calib_shapes *sh, long long m, long long n, long long k, t
   return add_gemm(sh, k, n, m, EXEC_GEMM_TN_ACC, 1, CALIB_GEMM_WGRAD, e);     /* dE += dlogits^T X */
 }
 
+/* An FP8 key once per (m, n, k): every FP8 GEMM runs in the one layout, so a key that two roles use
+ * is one GEMM; its roles are kept (they choose the accumulation: calibrate_fp8.c). */
+static int add_gemm_fp8(calib_shapes *sh, long long m, long long n, long long k, calib_gemm_role role, ts_err *e) {
+  for (int i = 0; i < sh->n_gemm_fp8; i++)
+    if (sh->gemm_fp8[i].m == m && sh->gemm_fp8[i].n == n && sh->gemm_fp8[i].k == k) {
+      sh->gemm_fp8[i].roles |= 1u << role;
+      return 0;
+    }
+  if (grow((void **)&sh->gemm_fp8, &sh->cap_gemm_fp8, sh->n_gemm_fp8 + 1, sizeof *sh->gemm_fp8, e)) return -1;
+  sh->gemm_fp8[sh->n_gemm_fp8++] = (calib_gemm_fp8_shape){m, n, k, 1u << role};
+  return 0;
+}
+
+/* The three FP8 GEMMs of a linear layer Y[m x n] = X[m x k] W: the keys of add_linear. */
+static int add_linear_fp8(calib_shapes *sh, long long m, long long n, long long k, ts_err *e) {
+  if (add_gemm_fp8(sh, m, n, k, CALIB_GEMM_FWD, e) || add_gemm_fp8(sh, m, k, n, CALIB_GEMM_DGRAD, e)) return -1;
+  return add_gemm_fp8(sh, k, n, m, CALIB_GEMM_WGRAD, e);
+}
+
 static int add_attn(calib_shapes *sh, int batch, int heads, int kv_heads, int seq, int head_dim, ts_err *e) {
   for (int i = 0; i < sh->n_attn; i++)
     if (sh->attn[i].batch == batch && sh->attn[i].heads == heads && sh->attn[i].seq == seq &&
@@ -126,6 +146,7 @@ int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib
         const model_op *op = &ops[i];
         if (op->kind != MODEL_OP_GEMM) continue;
         if ((i < n ? add_linear : add_logits)(sh, op->m, op->n, op->k, e)) return -1;
+        if (i < n && plan_fp8_linear(op) && add_linear_fp8(sh, op->m, op->n, op->k, e)) return -1;
         /* the executor's bias passes (exec_layer.c): over the qkv and fc1 outputs, and over the
          * rows of the residual ops (attn_out's and fc2's biases) */
         if (i < n && ((m.qkv_bias && !strcmp(op->name, "qkv")) || (m.linear_bias && !strcmp(op->name, "fc1"))) &&
@@ -206,6 +227,7 @@ int calib_shapes_build(calib_shapes *sh, const char *models, const char *zoo_dir
 
 void calib_shapes_free(calib_shapes *sh) {
   free(sh->gemm);
+  free(sh->gemm_fp8);
   free(sh->attn);
   free(sh->mem);
   memset(sh, 0, sizeof *sh);
@@ -214,6 +236,12 @@ void calib_shapes_free(calib_shapes *sh) {
 double calib_shapes_gemm_flops(const calib_shapes *sh) {
   double f = 0;
   for (int i = 0; i < sh->n_gemm; i++) f += 2.0 * sh->gemm[i].m * sh->gemm[i].n * sh->gemm[i].k;
+  return f;
+}
+
+double calib_shapes_gemm_fp8_flops(const calib_shapes *sh) {
+  double f = 0;
+  for (int i = 0; i < sh->n_gemm_fp8; i++) f += 2.0 * sh->gemm_fp8[i].m * sh->gemm_fp8[i].n * sh->gemm_fp8[i].k;
   return f;
 }
 

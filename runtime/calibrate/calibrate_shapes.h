@@ -9,6 +9,10 @@
  *     (m, n, k) and accumulation (first layout kept): a key that is a weight
  *     gradient (FP32 C) of one layer and a forward or input-gradient product
  *     (BF16 C) of another is there twice, once each way;
+ *   - FP8 GEMMs (gemm_fp8): the same three keys of every linear layer FP8
+ *     training runs in FP8 (plan_fp8_linear: qkv, attn_out, fc1, fc2; not the
+ *     logits, the router or grouped experts), once per (m, n, k), with the
+ *     roles that use each;
  *   - attention cores: (micro-batch, heads / tp, seq, head_dim), deduplicated;
  *   - memory-bound shapes: rows x cols of norms, activations, residual adds
  *     and the loss, deduplicated per op. */
@@ -26,6 +30,15 @@ typedef struct {
   int swap_mn;              /* the executor runs it as C[n x m] (the logits' weight gradient) */
   calib_gemm_role role;
 } calib_gemm_shape;
+
+/* An FP8 GEMM key: C[m x n] = A[m x k] . B[n x k]^T with E4M3 A and B scaled per tensor and a BF16 C,
+ * the one layout Hopper's FP8 tensor cores take (cuBLASLt's "TN"); Transformer Engine runs a linear
+ * layer's forward, data-gradient and weight-gradient GEMMs all this way, on FP8 copies of X, W and dY
+ * in both orientations (runtime/ops/exec_gemm_fp8.h). */
+typedef struct {
+  long long m, n, k;
+  unsigned roles; /* bit 1 << calib_gemm_role of every product that is this key */
+} calib_gemm_fp8_shape;
 
 typedef struct {
   long long bh; /* independent (batch, head) matrices: batch * heads */
@@ -66,6 +79,8 @@ typedef struct {
 typedef struct {
   calib_gemm_shape *gemm;
   int n_gemm, cap_gemm;
+  calib_gemm_fp8_shape *gemm_fp8;
+  int n_gemm_fp8, cap_gemm_fp8;
   calib_attn_shape *attn;
   int n_attn, cap_attn;
   calib_mem_shape *mem;
@@ -92,5 +107,7 @@ const char *calib_mem_kind_name(calib_mem_kind k);
 
 /* Sum of 2mnk over the GEMMs (for time estimates). */
 double calib_shapes_gemm_flops(const calib_shapes *sh);
+/* The same over the FP8 GEMM keys. */
+double calib_shapes_gemm_fp8_flops(const calib_shapes *sh);
 
 #endif

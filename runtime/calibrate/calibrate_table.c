@@ -30,6 +30,27 @@ double calib_gemm_combine_passes(const double *t, int passes) {
   return n ? exp(log_sum / n) : 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double calib_gemm_pass_difference(const double *t, int n, int passes, double min_us, int *count) {
+  double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
+  *count = 0;
+  if (!d || passes < 2) {
+    free(d);
+    return 0;
+  }
+  for (int i = 0; i < n; i++) {
+    double x = t[(size_t)i * passes], y = t[(size_t)i * passes + 1];
+    if (x > 0 && y > 0 && 0.5 * (x + y) >= min_us) d[(*count)++] = fabs(x - y) / (0.5 * (x + y));
+  }
+  double med = *count ? (qsort(d, (size_t)*count, sizeof *d, cmp_double), d[*count / 2]) : 0;
+  free(d);
+  return med;
+}
+
 static int cmp_us(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -95,11 +116,6 @@ int calib_spread_write(const calib_spread *s, const char *path, ts_err *e) {
   }
   if (fclose(f) != 0) return ts_fail_sys(e, "%s: write failed", path);
   return 0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
 }
 
 void calib_spread_summary(const calib_spread *s, char *sum, size_t n) {
