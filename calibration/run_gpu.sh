@@ -17,7 +17,8 @@
 # The NVLink stage measures the clock section too (~33 s, after the memory-bound
 # kernels); shm and socket copy it from the NVLink file with the compute tables
 # (--compute-from: same GPUs). CLOCK=0 skips it (tacorun calibrate --no-clock).
-# Limits (s): CAL_NVLINK_S (200), CAL_SHM_S (45), CAL_SOCKET_S (150); fallbacks 50 and 35.
+# Limits (s): CAL_NVLINK_S (240: since 2026-12-06 the stage includes the FP8 GEMM check and table,
+# ~40 s on an H100), CAL_SHM_S (45), CAL_SOCKET_S (150); fallbacks 50 and 35.
 # SOCKET_REPS (21): timed batches per size over sockets (9 elsewhere); SOCKET_PASSES (1): sweeps over
 # the socket sizes, median kept (tacorun calibrate --comm-passes: that transport wanders over seconds);
 # SOCKET_BATCH_US: the least duration of a timed socket batch (--comm-batch-us; default 1000 us).
@@ -89,7 +90,7 @@ for s in $stages; do
   case $s in
   nvlink)
     clocks_start nvlink
-    mpi "${CAL_NVLINK_S:-200}" calibrate --transport-name nvlink --models "$models" --out "$OUT/h200-nvlink.json" \
+    mpi "${CAL_NVLINK_S:-240}" calibrate --transport-name nvlink --models "$models" --out "$OUT/h200-nvlink.json" \
       --gemm-passes "${GEMM_PASSES:-4}" --gemm-tsv "$L/nvlink-gemm.tsv" --spread-tsv "$L/nvlink-spread.tsv" \
       --clock-tsv "$L/nvlink-clock.tsv" ${clock_opt[@]+"${clock_opt[@]}"} >"$L/nvlink.log" 2>&1
     say "calibrate nvlink rc=$? ($(elapsed) s): $(grep -m1 'wrote' "$L/nvlink.log")"
