@@ -265,20 +265,30 @@ static int find_gemm(const calib_shapes *sh, long long m, long long n, long long
   return find_gemm_class(sh, m, n, k, false);
 }
 
+/* One layer's ops and the output layer's of a zoo model at shard s: ops[0, *n) the layer, then *n_out
+ * output ops (both non-empty, or the test stops); the model's config in *m_out unless NULL. */
+static void layer_and_output_ops(const char *model, model_shard s, model_op *ops, int *n, int *n_out,
+                                 model_config *m_out) {
+  ts_err e;
+  model_config m;
+  CU_ASSERT_EQUAL_FATAL(model_load(model, NULL, &m, &e), 0);
+  if (m_out) *m_out = m;
+  *n = model_layer_ops(&m, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_FATAL(*n > 0);
+  *n_out = model_output_ops(&m, &s, ops + *n, MODEL_MAX_LAYER_OPS - *n, &e);
+  CU_ASSERT_FATAL(*n_out > 0);
+}
+
 static void test_shapes_use_executor_layouts(void) {
   calib_sweep sw;
   calib_sweep_default(&sw);
   calib_shapes sh;
   ts_err e;
   CU_ASSERT_EQUAL_FATAL(calib_shapes_build(&sh, "gpt3-125m", NULL, &sw, &e), 0);
-  model_config m;
-  CU_ASSERT_EQUAL_FATAL(model_load("gpt3-125m", NULL, &m, &e), 0);
-  model_shard s = {.tp = 2, .seq = 2048, .micro_batch = 1};
   model_op ops[MODEL_MAX_LAYER_OPS];
-  int n = model_layer_ops(&m, &s, ops, MODEL_MAX_LAYER_OPS, &e);
-  CU_ASSERT_FATAL(n > 0);
-  int n_out = model_output_ops(&m, &s, ops + n, MODEL_MAX_LAYER_OPS - n, &e);
-  CU_ASSERT_FATAL(n_out > 0);
+  int n, n_out;
+  model_config m;
+  layer_and_output_ops("gpt3-125m", (model_shard){.tp = 2, .seq = 2048, .micro_batch = 1}, ops, &n, &n_out, &m);
   int linear = 0, logits = 0;
   for (int i = 0; i < n + n_out; i++) {
     const model_op *op = &ops[i];
@@ -389,14 +399,9 @@ static void test_shapes_fp8_keys(void) {
       bf16 |= sh.gemm[g].m == sh.gemm_fp8[a].m && sh.gemm[g].n == sh.gemm_fp8[a].n && sh.gemm[g].k == sh.gemm_fp8[a].k;
     CU_ASSERT(bf16);
   }
-  model_config m;
-  CU_ASSERT_EQUAL_FATAL(model_load("llama3-8b", NULL, &m, &e), 0);
-  model_shard s = {.tp = 2, .seq = 2048, .micro_batch = 2};
   model_op ops[MODEL_MAX_LAYER_OPS];
-  int n = model_layer_ops(&m, &s, ops, MODEL_MAX_LAYER_OPS, &e);
-  CU_ASSERT_FATAL(n > 0);
-  int n_out = model_output_ops(&m, &s, ops + n, MODEL_MAX_LAYER_OPS - n, &e);
-  CU_ASSERT_FATAL(n_out > 0);
+  int n, n_out;
+  layer_and_output_ops("llama3-8b", (model_shard){.tp = 2, .seq = 2048, .micro_batch = 2}, ops, &n, &n_out, NULL);
   int linear = 0, logits = 0;
   for (int i = 0; i < n + n_out; i++) {
     const model_op *op = &ops[i];

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "gpu_check.h"
+#include "lt_handle.h"
 #include "ops_variants.h"
 
 #define EXEC_GEMM_WORKSPACE ((size_t)32 << 20)
@@ -57,16 +58,9 @@ int exec_gemm_create(exec_gemm **out, ts_err *e) {
   *out = NULL;
   exec_gemm *g = calloc(1, sizeof *g);
   if (!g) return ts_fail_sys(e, "exec_gemm_create: out of memory");
-  int st = (int)cublasLtCreate(&g->handle);
-  if (st != 0) {
+  if (lt_handle_open(&g->handle, &g->workspace, EXEC_GEMM_WORKSPACE, "exec_gemm_create", e)) {
     free(g);
-    return ts_fail_sys(e, "%s:%d: cublasLtCreate: cuBLAS status %d", __FILE__, __LINE__, st);
-  }
-  cudaError_t ce = cudaMalloc(&g->workspace, EXEC_GEMM_WORKSPACE);
-  if (ce != cudaSuccess) {
-    cublasLtDestroy(g->handle);
-    free(g);
-    return ts_fail_sys(e, "%s:%d: cudaMalloc(gemm workspace): %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+    return -1;
   }
   *out = g;
   return 0;
@@ -84,8 +78,7 @@ void exec_gemm_destroy(exec_gemm *g) {
   for (int i = 0; i < g->count; i++) cached_release(&g->cache[i]);
   free(g->cache);
   free(g->index);
-  cudaFree(g->workspace);
-  cublasLtDestroy(g->handle);
+  lt_handle_close(g->handle, g->workspace);
   free(g);
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "gpu_check.h"
+#include "lt_handle.h"
 
 #define FP8_WORKSPACE ((size_t)32 << 20) /* as exec_gemm.c */
 
@@ -40,16 +41,9 @@ int exec_gemm_fp8_create(exec_gemm_fp8 **out, ts_err *e) {
   *out = NULL;
   exec_gemm_fp8 *g = calloc(1, sizeof *g);
   if (!g) return ts_fail_sys(e, "exec_gemm_fp8_create: out of memory");
-  int st = (int)cublasLtCreate(&g->handle);
-  if (st != 0) {
+  if (lt_handle_open(&g->handle, &g->workspace, FP8_WORKSPACE, "exec_gemm_fp8_create", e)) {
     free(g);
-    return ts_fail_sys(e, "%s:%d: cublasLtCreate: cuBLAS status %d", __FILE__, __LINE__, st);
-  }
-  cudaError_t ce = cudaMalloc(&g->workspace, FP8_WORKSPACE);
-  if (ce != cudaSuccess) {
-    cublasLtDestroy(g->handle);
-    free(g);
-    return ts_fail_sys(e, "%s:%d: cudaMalloc(FP8 GEMM workspace): %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+    return -1;
   }
   *out = g;
   return 0;
@@ -67,8 +61,7 @@ void exec_gemm_fp8_destroy(exec_gemm_fp8 *g) {
   if (!g) return;
   for (int i = 0; i < g->count; i++) plan_release(&g->plans[i]);
   free(g->plans);
-  cudaFree(g->workspace);
-  cublasLtDestroy(g->handle);
+  lt_handle_close(g->handle, g->workspace);
   free(g);
 }
 
