@@ -166,13 +166,14 @@ double plan_bwd_transient_bytes(const plan *p) {
   const bool sp = p->sequence_parallel && p->tp > 1;
   const double hs = sp ? h / tp : h, g = m->activation == MODEL_ACT_SWIGLU ? 2.0 : 1.0;
   const double dropout = p->hidden_dropout > 0 ? hs : 0.0;
-  double rows = T, ft = m->ffn_hidden / tp, gathered = sp ? h : 0.0;
-  double in_grad = sp ? 2.0 * h + h / tp : h; /* fc1's input gradient (and SP's gathered input) per token */
-  if (model_is_moe(m) && m->dense_layers < p->layers) { /* the experts' walk (dense first layers: below) */
+  const double gathered = sp ? h : 0.0; /* SP's all-gather of dy for fc2 */
+  double rows = T, ft = m->ffn_hidden / tp;
+  const double in_grad = sp ? 2.0 * h + h / tp : h; /* fc1's input gradient (and SP's gathered input) per token */
+  const bool experts = model_is_moe(m) && m->dense_layers < p->layers;
+  if (experts) { /* the experts' walk (dense first layers: below) */
     const double etp = p->etp > 0 ? p->etp : p->tp;
     rows = (sp ? T / tp : T) * m->top_k * etp, ft = m->expert_ffn_hidden / etp;
   }
-  const bool experts = rows != T;
   const double fc2 = T * (hs + dropout + gathered) + rows * ft;
   const double act = T * hs + rows * g * ft;
   const double fc1 = T * hs + (experts ? rows * h : T * in_grad) - rows * ft;
