@@ -147,7 +147,9 @@ static double layer_activations(const plan *p, const model_shard *s, model_recom
  *     output, the activation's gradient (f_t); the weight gradient goes into main_grad
  *     (gradient_accumulation_fusion), already counted; then fc2's saved input (f_t) is released.
  *   the activation's backward (bias_gelu / bias_swiglu, megatron/core/fusions: one fused kernel
- *     writes the gradient of the fc1 output, the gate and up halves concatenated): dy (h_s) + its
+ *     writes the gradient of the fc1 output, the gate and up halves concatenated; megatron/core/jit.py's
+ *     jit_fuser is torch.compile from PyTorch 2.2, under TorchScript the two halves may exist before
+ *     the torch.cat, f_t more, not counted): dy (h_s) + its
  *     input gradient (f_t) + its output (g f_t), less fc2's released input (f_t): h_s + g f_t; then
  *     its saved input, the fc1 output (g f_t), is released and the f_t gradient dies.
  *   fc1 (ColumnParallelLinear) backward: dy (h_s) + the fc1 output's gradient (g f_t) + the GEMM's
