@@ -643,6 +643,9 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *m);
  * the cross-entropy, the final norm's input and statistics, the logits GEMM's
  * input (plan_memory.c). */
 double plan_head_held_bytes(const plan *p);
+/* The gradients alive while one layer's backward runs, less the saved activations autograd has already
+ * released by then, at their peak (bytes; added once to each stage's activations: plan_memory.c). */
+double plan_bwd_transient_bytes(const plan *p);
 /* Parameters held by one GPU of stage (layers of its chunks, plus the
  * embedding on the first stage and the output head on the last). */
 double plan_params_of_stage(const plan *p, int stage);

@@ -3,6 +3,7 @@
  * optimizer's fp32 master weights and Adam moments (divided by DP under
  * ZeRO-1, as Megatron-LM's distributed optimizer does: 6 + 12/dp bytes per
  * parameter instead of 18), and the activations its schedule keeps in flight. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "plan.h"
@@ -132,6 +133,61 @@ static double layer_activations(const plan *p, const model_shard *s, model_recom
   return selective ? b - plan_recompute_saved_bytes(p, s) : b;
 }
 
+/* The gradients alive while one layer's backward runs, beyond what the schedule holds (bytes): the peak
+ * of one layer at a time, counted once per stage. PyTorch's autograd engine releases a node's saved
+ * tensors as soon as that node has run (torch/csrc/autograd/engine.cpp, evaluate_function:
+ * fn.release_variables() unless retain_graph), and a gradient lives until the node that takes it has
+ * run, so the peak is the largest of the live gradients less the layer's saved activations already
+ * released, walked backward through the MLP, all 16-bit, per token of the rank (T = micro x seq / cp;
+ * h_s = h / tp under SP, else h; f_t = ffn / tp; g = 2 for SwiGLU's gate and up, else 1):
+ *   fc2 (RowParallelLinear) backward: the layer's output gradient dy (h_s; it also waits in the
+ *     residual add's input buffer for the MLP branch's gradient), under SP its all-gather for the
+ *     GEMM (h: _ReduceScatterToSequenceParallelRegion's backward, megatron/core/tensor_parallel/
+ *     mappings.py), with hidden dropout the bias-dropout-add's masked gradient (h_s), and the GEMM's
+ *     output, the activation's gradient (f_t); the weight gradient goes into main_grad
+ *     (gradient_accumulation_fusion), already counted; then fc2's saved input (f_t) is released.
+ *   the activation's backward (bias_gelu / bias_swiglu, megatron/core/fusions: one fused kernel
+ *     writes the gradient of the fc1 output, the gate and up halves concatenated; megatron/core/jit.py's
+ *     jit_fuser is torch.compile from PyTorch 2.2, under TorchScript the two halves may exist before
+ *     the torch.cat, f_t more, not counted): dy (h_s) + its
+ *     input gradient (f_t) + its output (g f_t), less fc2's released input (f_t): h_s + g f_t; then
+ *     its saved input, the fc1 output (g f_t), is released and the f_t gradient dies.
+ *   fc1 (ColumnParallelLinear) backward: dy (h_s) + the fc1 output's gradient (g f_t) + the GEMM's
+ *     input gradient (h), under SP also the re-gathered input for the weight gradient (h) and the
+ *     reduce-scattered input gradient (h / tp) (LinearWithGradAccumulationAndAsyncCommunication.
+ *     backward, megatron/core/tensor_parallel/layers.py), less the two released (f_t + g f_t).
+ * The attention half runs after the MLP's saved tensors (f_t (1 + g) and more) are gone: its
+ * gradients (the attention output's h / tp, Q K V's (h + 2 kv) / tp, a re-gathered qkv input under SP)
+ * stay below the fc1 phase's, and the fused attention's fp32 dQ accumulator is in overhead_bytes.
+ * An MoE layer's experts take the same walk over their rows (local tokens x top_k x etp) and
+ * expert_ffn / etp, with the grouped GEMM's input gradient over the rows (h each) before the
+ * un-permutation; its shared experts and router are left out (not measured). */
+double plan_bwd_transient_bytes(const plan *p) {
+  const model_config *m = &p->model;
+  const double T = (double)p->micro_batch * plan_local_seq(p), h = m->hidden, tp = p->tp;
+  const bool sp = p->sequence_parallel && p->tp > 1;
+  const double hs = sp ? h / tp : h, g = m->activation == MODEL_ACT_SWIGLU ? 2.0 : 1.0;
+  const double dropout = p->hidden_dropout > 0 ? hs : 0.0;
+  const double gathered = sp ? h : 0.0; /* SP's all-gather of dy for fc2 */
+  double rows = T, ft = m->ffn_hidden / tp;
+  const double in_grad = sp ? 2.0 * h + h / tp : h; /* fc1's input gradient (and SP's gathered input) per token */
+  const bool experts = model_is_moe(m) && m->dense_layers < p->layers;
+  if (experts) { /* the experts' walk (dense first layers: below) */
+    const double etp = p->etp > 0 ? p->etp : p->tp;
+    rows = (sp ? T / tp : T) * m->top_k * etp, ft = m->expert_ffn_hidden / etp;
+  }
+  const double fc2 = T * (hs + dropout + gathered) + rows * ft;
+  const double act = T * hs + rows * g * ft;
+  const double fc1 = T * hs + (experts ? rows * h : T * in_grad) - rows * ft;
+  double peak = 2.0 * fmax(fc2, fmax(act, fc1));
+  if (experts && m->dense_layers > 0) { /* a dense first layer's walk, if larger */
+    const double dft = m->ffn_hidden / tp;
+    const double dense = fmax(T * (hs + dropout + gathered) + T * dft, fmax(T * hs + T * g * dft, T * (hs + in_grad) - T * dft));
+    peak = fmax(peak, 2.0 * dense);
+  }
+  return peak;
+}
+
 /* tp_comm_overlap's userbuffers (plan/README.md, "TP communication overlap"): Megatron-LM initialises
  * Transformer Engine's userbuffers once per process with the shape [seq x micro / cp, hidden]
  * (megatron/training/initialize.py, _initialize_tp_communicators, NVIDIA/Megatron-LM at 2fd6e2b), and
@@ -205,6 +261,7 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
   if (p->recompute == MODEL_RECOMPUTE_FULL) /* the one layer being recomputed holds everything */
     mem->activations += layer_activations(p, &s, MODEL_RECOMPUTE_NONE);
   mem->activations += plan_recompute_transient_bytes(p, &s);
+  mem->activations += plan_bwd_transient_bytes(p); /* one layer's backward gradients at a time */
   if (stage == p->pp - 1) {
     /* the unfused cross-entropy (cross_entropy_loss_fusion false) casts the
      * 16-bit logits to an fp32 copy (the 4 bytes above, kept as the softmax

@@ -479,14 +479,15 @@ static void test_held_peak_walk(void) {
  * with L a layer's activations of one micro-batch and g its output layer's
  * held bytes (fp32 softmax, final norm's tensors: plan_head_held_bytes):
  * stage 0 peaks at 7 L (not 5 chunk steps x 2 slots), stage 1 at
- * max(6 L, 5 L + g) (not 3 x 2 L + 2 g). */
+ * max(6 L, 5 L + g) (not 3 x 2 L + 2 g), each plus one layer's backward
+ * gradients once (plan_bwd_transient_bytes). */
 static void test_memory_accounted_chunks(void) {
   spec s = base();
   s.pp = 2, s.vpp = 2, s.layers = 4, s.global = 4, s.schedule = "interleaved-1f1b";
   plan even = load(&s);
   plan_memory e0;
   CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&even, 0, &e0), 0);
-  const double L = e0.activations / plan_inflight_peak(&even, 0); /* 1 layer a chunk */
+  const double L = (e0.activations - plan_bwd_transient_bytes(&even)) / plan_inflight_peak(&even, 0); /* 1 layer a chunk */
   s.layers = 6;
   s.layout_extra = ", \"account_for_embedding_in_pipeline_split\": true, \"account_for_loss_in_pipeline_split\": true";
   plan p = load(&s);
@@ -496,8 +497,9 @@ static void test_memory_accounted_chunks(void) {
   CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &m0), 0);
   CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 1, &m1), 0);
   const double g = plan_head_held_bytes(&p);
-  CU_ASSERT_DOUBLE_EQUAL(m0.activations, 7.0 * L, 1e-6 * L);
-  CU_ASSERT_DOUBLE_EQUAL(m1.activations, fmax(6.0 * L, 5.0 * L + g), 1e-6 * L);
+  const double bwd = plan_bwd_transient_bytes(&p); /* one layer's backward gradients, once a stage */
+  CU_ASSERT_DOUBLE_EQUAL(m0.activations, 7.0 * L + bwd, 1e-6 * L);
+  CU_ASSERT_DOUBLE_EQUAL(m1.activations, fmax(6.0 * L, 5.0 * L + g) + bwd, 1e-6 * L);
 }
 
 /* ---- idle fraction with zero-cost communication ---- */
@@ -700,8 +702,9 @@ static void test_uneven_memory(void) {
   plan_memory m1, m2, all;
   CU_ASSERT_EQUAL(plan_memory_of_stage(&p, 1, &m1), 0);
   CU_ASSERT_EQUAL(plan_memory_of_stage(&p, 2, &m2), 0);
-  /* same layers, peak pp - s: 3 vs 2 micro-batches in flight */
-  CU_ASSERT_DOUBLE_EQUAL(m1.activations / 3.0, m2.activations / 2.0, 1e-6 * m1.activations);
+  /* same layers, peak pp - s: 3 vs 2 micro-batches in flight (one layer's backward gradients once each) */
+  const double bwd = plan_bwd_transient_bytes(&p);
+  CU_ASSERT_DOUBLE_EQUAL((m1.activations - bwd) / 3.0, (m2.activations - bwd) / 2.0, 1e-6 * m1.activations);
   CU_ASSERT_EQUAL(plan_memory_per_gpu(&p, &all), 0);
   for (int st = 0; st < p.pp; st++) {
     plan_memory here;
@@ -1283,7 +1286,8 @@ static void test_memory(void) {
   /* fused attention (the default): no s x s scores, the fp32 row log-sum-exp instead */
   double layer = model_activation_bytes_per_layer(&p.model, &sh, MODEL_RECOMPUTE_SELECTIVE) +
                  4.0 * p.micro_batch * p.seq * p.model.heads / p.tp;
-  CU_ASSERT_DOUBLE_EQUAL(with.activations, layer * plan_layers_per_chunk(&p) * p.pp, 1);
+  /* plus one layer's backward gradients, once (plan_bwd_transient_bytes) */
+  CU_ASSERT_DOUBLE_EQUAL(with.activations, layer * plan_layers_per_chunk(&p) * p.pp + plan_bwd_transient_bytes(&p), 1);
   CU_ASSERT(with.overhead > 1.0 * 1073741824.0 && with.overhead < 3.0 * 1073741824.0);
   CU_ASSERT_DOUBLE_EQUAL(with.total, with.weights + with.gradients + with.optimizer + with.activations + with.overhead, 1);
   p.attention_backend = PLAN_ATTENTION_UNFUSED; /* unfused keeps the scores: Megatron-LM's 5 a s per token */
@@ -1291,7 +1295,9 @@ static void test_memory(void) {
   CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &unfused), 0);
   CU_ASSERT_DOUBLE_EQUAL(unfused.activations,
                          model_activation_bytes_per_layer(&p.model, &sh, MODEL_RECOMPUTE_NONE) *
-                             plan_layers_per_chunk(&p) * p.pp, 1);
+                                 plan_layers_per_chunk(&p) * p.pp +
+                             plan_bwd_transient_bytes(&p),
+                         1);
   p.attention_backend = PLAN_ATTENTION_FUSED;
   /* the largest stage decides; the whole model's weights are all there */
   double total = 0;
@@ -1311,6 +1317,31 @@ static void test_memory(void) {
   plan_memory full;
   CU_ASSERT_EQUAL(plan_memory_of_stage(&p, 0, &full), 0);
   CU_ASSERT(full.activations < without.activations / 5);
+}
+
+/* One layer's backward gradients at their peak (plan_bwd_transient_bytes), by hand on gpt-tiny (h 256,
+ * ffn 1024, GELU; micro 1 x seq 256 = T 256 tokens; 2 B each), per token of the walk through the MLP:
+ * fc2's backward (dy h_s + hidden dropout's masked gradient h_s + SP's gathered dy h + the activation's
+ * gradient f_t), the activation's (dy h_s + g f_t), fc1's (dy h_s + its input gradient h, under SP
+ * + gathered input h + scattered h / tp, less the released f_t):
+ *   TP 1, dropout 0.1: fc2 256 + 256 + 1024 = 1536, act 1280, fc1 -512: 2 x 256 x 1536 = 786432.
+ *   TP 2 + SP: fc2 128 + 128 + 256 + 512 = 1024, act 640, fc1 128 + 512 + 128 - 512 = 256: 524288.
+ *   TP 1, no dropout, SwiGLU (g 2): fc2 1280, act 256 + 2048 = 2304, fc1 -512: 1179648.
+ * The stage's activations carry it once (test_memory_head_gpipe: GPipe and 1F1B at PP 1 differ by the
+ * held tensors only). */
+static void test_memory_bwd_transient(void) {
+  spec s = base();
+  plan p = load(&s);
+  CU_ASSERT_DOUBLE_EQUAL(plan_bwd_transient_bytes(&p), 786432.0, 1e-6);
+  plan_memory m;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &m), 0);
+  CU_ASSERT(m.activations > plan_bwd_transient_bytes(&p));
+  plan q = p;
+  q.hidden_dropout = 0.0, q.model.activation = MODEL_ACT_SWIGLU;
+  CU_ASSERT_DOUBLE_EQUAL(plan_bwd_transient_bytes(&q), 1179648.0, 1e-6);
+  s.tp = 2, s.sp = 1;
+  p = load(&s);
+  CU_ASSERT_DOUBLE_EQUAL(plan_bwd_transient_bytes(&p), 524288.0, 1e-6);
 }
 
 /* The output layer's held bytes, by hand (gpt-tiny: h 256, vocab 50257 padded to 50304 per 128 x tp,
@@ -1436,6 +1467,7 @@ int main(void) {
   CU_add_test(prog, "tp_overlap_chunks splits forward row-parallel GEMMs exactly", test_tp_overlap_chunks);
   CU_add_test(prog, "memory", test_memory);
   CU_add_test(prog, "memory: the output layer's held bytes, GPipe at PP 1", test_memory_head_gpipe);
+  CU_add_test(prog, "memory: one layer's backward gradients at their peak", test_memory_bwd_transient);
   CU_add_test(prog, "plan_held_peak walks the interleaved schedule", test_held_peak);
   CU_add_test(prog, "plan_held_peak: the schedule's walk to the bit", test_held_peak_walk);
   CU_add_test(prog, "memory of accounted embedding/loss chunks", test_memory_accounted_chunks);

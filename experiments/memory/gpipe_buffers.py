@@ -33,6 +33,7 @@ def load(tag):
 def shapes(p, m):
     b, lay = p["batch"], p["layout"]
     assert lay["tp"] == 1 and lay["pp"] == 1 and lay["dp"] == 1, "one-GPU plans only"
+    assert p.get("hidden_dropout", 0.1) == 0, "plans without hidden dropout only (the model's terms below)"
     s = dict(
         L=p.get("layers_override") or m["layers"], h=m["hidden"], a=m["heads"], kvh=m.get("kv_heads", m["heads"]),
         f=m["ffn_hidden"], swiglu=m["activation"] == "swiglu", ln=m["norm"] == "layernorm",
@@ -74,7 +75,11 @@ def model_terms(s):
         "head: final norm in/out, lm_head input": (4 * h + (8 if s["ln"] else 4)) * T * held,
         "full recompute: the layer being recomputed": (fused_layer + lse) if s["rec"] == 2 else 0,
         "s x s: P, dP, scores, dS": 0,
-        "backward gradient buffers (dx, dqkv, dattn, du, da)": 0,
+        # plan_bwd_transient_bytes (TP 1, no SP, no dropout): the largest of fc2's backward (dy h + the
+        # activation's gradient f), the activation's (dy h + g f, fc2's saved input released) and fc1's
+        # (dy h + its input gradient h, the f and g f saved inputs released)
+        "backward gradient buffers (dx, dqkv, dattn, du, da)": 2 * max(T * (h + s["f"]), T * (h + s["ul"]),
+                                                                       T * (2 * h) - T * s["f"]),
         "fused attention backward: fp32 dQ accum + row sums": 4 * T * (s["a"] * s["d"] + s["a"]),
         "tokens, labels, loss stats": 0,
         "GEMM workspace + runtime (context, cuBLASLt)": int(1.09 * GIB) + (32 << 20),
