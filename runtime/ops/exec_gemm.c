@@ -119,31 +119,12 @@ static int build(cached_gemm *c, ts_err *e) {
 static int pick_algo(exec_gemm *g, cached_gemm *c, ts_err *e) {
   const exec_gemm_shape *s = &c->s;
   g->stats.heuristics++;
-  cublasLtMatmulPreference_t pref;
-  LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t ws = EXEC_GEMM_WORKSPACE;
   /* cuBLASLt's first operand is our B buffer and its second our A buffer. */
-  uint32_t al_first = (uint32_t)c->align_b, al_second = (uint32_t)c->align_a, al_c = (uint32_t)c->align_c;
-  int st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  if (st == 0)
-    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_first,
-                                                   sizeof al_first);
-  if (st == 0)
-    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_second,
-                                                   sizeof al_second);
-  if (st == 0)
-    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
-  if (st == 0)
-    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
-  cublasLtMatmulHeuristicResult_t result;
-  int found = 0;
-  if (st == 0)
-    st = (int)cublasLtMatmulAlgoGetHeuristic(g->handle, c->op, c->la, c->lb, c->lc, c->lc, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != 0 || found < 1)
+  const unsigned align[4] = {(unsigned)c->align_b, (unsigned)c->align_a, (unsigned)c->align_c, (unsigned)c->align_c};
+  int st;
+  if (lt_first_algo(g->handle, c->op, c->la, c->lb, c->lc, c->lc, EXEC_GEMM_WORKSPACE, align, &c->algo, &st))
     return ts_fail_sys(e, "%s:%d: cuBLASLt has no algorithm for m=%lld n=%lld k=%lld batch=%lld (status %d)",
                        __FILE__, __LINE__, s->m, s->n, s->k, s->batch, st);
-  c->algo = result.algo;
   return 0;
 }
 

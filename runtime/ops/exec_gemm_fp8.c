@@ -82,30 +82,12 @@ static int build(fp8_plan *p, ts_err *e) {
 
 /* The heuristic's first algorithm for p's descriptors and alignments. */
 static int pick_algo(exec_gemm_fp8 *g, fp8_plan *p, ts_err *e) {
-  cublasLtMatmulPreference_t pref;
-  LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t ws = FP8_WORKSPACE;
-  const uint32_t al_first = (uint32_t)p->align_b, al_second = (uint32_t)p->align_a, al_d = (uint32_t)p->align_d;
-  int st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  if (st == 0)
-    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_first,
-                                                   sizeof al_first);
-  if (st == 0)
-    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_second,
-                                                   sizeof al_second);
-  if (st == 0)
-    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d);
-  if (st == 0)
-    st = (int)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
-  cublasLtMatmulHeuristicResult_t result;
-  int found = 0;
-  if (st == 0)
-    st = (int)cublasLtMatmulAlgoGetHeuristic(g->handle, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != 0 || found < 1)
+  /* cuBLASLt's first operand is the B buffer, its second the A buffer */
+  const unsigned align[4] = {(unsigned)p->align_b, (unsigned)p->align_a, (unsigned)p->align_d, (unsigned)p->align_d};
+  int st;
+  if (lt_first_algo(g->handle, p->op, p->la, p->lb, p->ld, p->ld, FP8_WORKSPACE, align, &p->algo, &st))
     return ts_fail_sys(e, "%s:%d: cuBLASLt has no FP8 algorithm for m=%lld n=%lld k=%lld (status %d)", __FILE__,
                        __LINE__, p->s.m, p->s.n, p->s.k, st);
-  p->algo = result.algo;
   return 0;
 }
 
