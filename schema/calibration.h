@@ -408,6 +408,11 @@ int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, 
 /* An FP8 GEMM's timing of (m, n, k) from "gemm_fp8" (exact shape only): 1 and *us when the calibration has
  * it, else 0. */
 int schema_gemm_fp8_us(const schema_calibration *c, long long m, long long n, long long k, double *us);
+/* For an FP8 shape "gemm_fp8" lacks: the FP8 / BF16 time ratio measured at the "gemm_fp8" point of the same
+ * (n, k) whose m is nearest to m (in ln m, within a factor max_m_factor) and whose exact shape "gemm" also
+ * holds: 1, *ratio and that point's m (*at_m); else 0. */
+int schema_gemm_fp8_ratio(const schema_calibration *c, long long m, long long n, long long k, double max_m_factor,
+                          double *ratio, long long *at_m);
 /* A kernel table by name: x is bytes (or flops for flops-keyed tables); group
  * selects the points of that group (nearest group when absent, with a warning). */
 int schema_lookup_kernel(schema_lookup *l, const char *name, double x, int group, double *us, ts_err *e);

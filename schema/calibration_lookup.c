@@ -556,3 +556,51 @@ int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, 
 int schema_gemm_fp8_us(const schema_calibration *c, long long m, long long n, long long k, double *us) {
   return exact_gemm_us(c->gemm_fp8, c->n_gemm_fp8, m, n, k, us);
 }
+
+/* The "gemm_fp8" points of (n, k) in the list sorted by (n, k, m): the first index whose (n, k, m) is not
+ * below (n, k, m). */
+static int fp8_lower_bound(const schema_calibration *c, long long m, long long n, long long k) {
+  int lo = 0, hi = c->n_gemm_fp8;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    const schema_gemm_point *g = &c->gemm_fp8[mid];
+    bool below = g->n != n ? g->n < n : g->k != k ? g->k < k : g->m < m;
+    if (below) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* The FP8 / BF16 ratio at "gemm_fp8" point i when it is of (n, k) and "gemm" holds its shape: 1, else 0. */
+static int fp8_ratio_at(const schema_calibration *c, int i, long long n, long long k, double *ratio) {
+  const schema_gemm_point *g = &c->gemm_fp8[i];
+  double bf16;
+  if (g->n != n || g->k != k || g->us <= 0) return 0;
+  if (!exact_gemm_us(c->gemm, c->n_gemm, g->m, n, k, &bf16) || bf16 <= 0) return 0;
+  *ratio = g->us / bf16;
+  return 1;
+}
+
+int schema_gemm_fp8_ratio(const schema_calibration *c, long long m, long long n, long long k, double max_m_factor,
+                          double *ratio, long long *at_m) {
+  const int at = fp8_lower_bound(c, m, n, k);
+  double best = 0;
+  int found = 0;
+  for (int dir = -1; dir <= 1; dir += 2) { /* the nearest usable point below m, then at or above it */
+    for (int i = dir < 0 ? at - 1 : at; i >= 0 && i < c->n_gemm_fp8; i += dir) {
+      const schema_gemm_point *g = &c->gemm_fp8[i];
+      double r;
+      if (g->n != n || g->k != k) break;
+      if (!fp8_ratio_at(c, i, n, k, &r)) continue;
+      const double dist = fabs(log((double)g->m / (double)m));
+      if (dist <= log(max_m_factor) + 1e-12 && (!found || dist < best)) {
+        best = dist;
+        *ratio = r;
+        *at_m = g->m;
+        found = 1;
+      }
+      break;
+    }
+  }
+  return found;
+}

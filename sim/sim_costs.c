@@ -100,6 +100,15 @@ static void warn_fallback(sim_costs *c, const char *table, const char *instead) 
             c->lk.cal->path[0] ? c->lk.cal->path : "calibration", table, instead);
 }
 
+/* Like warn_fallback, for a table that is there but lacks what was asked: "TEXT" after the file's name. */
+static void warn_lacking(sim_costs *c, const char *key, const char *text) {
+  for (int i = 0; i < c->n_missing; i++)
+    if (strcmp(c->missing[i], key) == 0) return;
+  if (c->n_missing < 16) snprintf(c->missing[c->n_missing++], sizeof c->missing[0], "%s", key);
+  if (c->lk.warn)
+    fprintf(c->lk.warn, "tacosim: warning: %s: %s\n", c->lk.cal->path[0] ? c->lk.cal->path : "calibration", text);
+}
+
 static void warn_missing(sim_costs *c, const char *table) { warn_fallback(c, table, "the roofline of the cluster"); }
 
 /* Appends what (a table read, a floor applied) to out where it is not there yet, "; "-separated. */
@@ -397,20 +406,45 @@ double sim_gemm_fp8_transfer_us(const topo_gpu *g, long long m, long long n, lon
   return from > 0 ? bf16_us * to / from : bf16_us;
 }
 
+double sim_gemm_fp8_unmeasured_us(const schema_calibration *cal, const topo_gpu *g, long long m, long long n,
+                                  long long k, double bf16_us, long long *ratio_m) {
+  double ratio;
+  *ratio_m = 0;
+  if (schema_gemm_fp8_ratio(cal, m, n, k, SIM_FP8_RATIO_M_FACTOR, &ratio, ratio_m)) return bf16_us * ratio;
+  return sim_gemm_fp8_transfer_us(g, m, n, k, bf16_us);
+}
+
 /* layout.fp8: an FP8 GEMM (plan_fp8_gemm) of (m, n, k), its weight gradient (wgrad) too: the calibration's
  * "gemm_fp8" point of the shape when it has one, else the BF16 time of the shape ("gemm_wgrad" for a weight
- * gradient, else "gemm") transferred to the FP8 peak, warned once: not measured. */
+ * gradient, else "gemm") times the FP8 / BF16 ratio measured at the nearest m of the same (n, k), else that
+ * BF16 time transferred to the FP8 peak (sim_gemm_fp8_unmeasured_us), each fallback warned once. */
 static int gemm_fp8_us(sim_costs *c, long long m, long long n, long long k, bool wgrad, double *us, ts_err *e) {
   if (schema_gemm_fp8_us(c->lk.cal, m, n, k, us)) {
     note_source(c, "gemm_fp8");
     return 0;
   }
   double bf16;
+  long long at;
   if ((wgrad ? gemm_wgrad_us(c, m, n, k, &bf16, e) : gemm_us(c, m, n, k, &bf16, e))) return -1;
-  warn_fallback(c, "gemm_fp8", "the BF16 GEMM times moved to the FP8 peak (fp8_tflops) by the transfer rule: "
-                "FP8 GEMMs transferred, not measured");
-  note_source(c, "to the FP8 peak (no gemm_fp8)");
-  *us = sim_gemm_fp8_transfer_us(&c->p->cluster.gpu, m, n, k, bf16);
+  *us = sim_gemm_fp8_unmeasured_us(c->lk.cal, &c->p->cluster.gpu, m, n, k, bf16, &at);
+  if (at) {
+    char text[200];
+    snprintf(text, sizeof text, "\"gemm_fp8\" lacks m=%lld n=%lld k=%lld (the first such shape); using the BF16 time "
+             "times the FP8 / BF16 ratio measured at the nearest m (here %lld) of the same n, k, for it and any other", m, n, k, at);
+    warn_lacking(c, "gemm_fp8 ratio", text);
+    note_source(c, "gemm_fp8 ratio at the nearest m");
+  } else if (c->lk.cal->n_gemm_fp8 == 0) {
+    warn_fallback(c, "gemm_fp8", "the BF16 GEMM times moved to the FP8 peak (fp8_tflops) by the transfer rule: "
+                  "FP8 GEMMs transferred, not measured");
+    note_source(c, "to the FP8 peak (no gemm_fp8)");
+  } else {
+    char text[220];
+    snprintf(text, sizeof text, "\"gemm_fp8\" has no point of n=%lld k=%lld within %gx of m=%lld (the first such shape); "
+             "using the BF16 time moved to the FP8 peak by the transfer rule for it and any other", n, k,
+             SIM_FP8_RATIO_M_FACTOR, m);
+    warn_lacking(c, "gemm_fp8 transfer", text);
+    note_source(c, "to the FP8 peak (no gemm_fp8 point near)");
+  }
   return 0;
 }
 

@@ -89,6 +89,13 @@ double sim_ceiling_us(const sim_costs *c, double flops, double bytes, double *hb
  * side and with the FP8 peak (fp8_tflops) and FP8 A, B (1 byte), BF16 C on the other:
  * bf16_us x roof_fp8 / roof_bf16. Also the layout search's estimate (search_estimate.c). */
 double sim_gemm_fp8_transfer_us(const topo_gpu *g, long long m, long long n, long long k, double bf16_us);
+/* layout.fp8, a shape the calibration's "gemm_fp8" lacks (sim/README.md, "FP8 GEMMs"): the BF16 time bf16_us
+ * of (m, n, k) times the FP8 / BF16 ratio measured at the "gemm_fp8" point of the same (n, k) whose m is
+ * nearest (within SIM_FP8_RATIO_M_FACTOR; *ratio_m its m), else sim_gemm_fp8_transfer_us (*ratio_m 0). Also
+ * the layout search's estimate. */
+#define SIM_FP8_RATIO_M_FACTOR 4.0
+double sim_gemm_fp8_unmeasured_us(const schema_calibration *cal, const topo_gpu *g, long long m, long long n,
+                                  long long k, double bf16_us, long long *ratio_m);
 /* Compute op (PLAN_OP_COMPUTE) time in seconds. */
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e);
 /* The same, and *gemm_s: the part of it in GEMMs and attention (the rest is

@@ -279,6 +279,28 @@ static void test_calibration_list(void) {
   CU_ASSERT_EQUAL(schema_gemm_fp8_us(&a, 8192, 8192, 2048, &us), 1);
   NEAR(us, 110, 0);
   CU_ASSERT_EQUAL(schema_gemm_fp8_us(&a, 6144, 8192, 2048, &us), 0);
+  /* a shape the list lacks: the FP8 / BF16 ratio at the nearest m of the same (n, k) that "gemm" also holds
+   * (8192 is nearer to 6144 but has no BF16 point: 4096's 60 / 100), within a factor 4 in m */
+  double r;
+  long long at;
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 6144, 8192, 2048, 4.0, &r, &at), 1);
+  NEAR(r, 0.6, 1e-15);
+  CU_ASSERT_EQUAL(at, 4096);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 16384, 8192, 2048, 4.0, &r, &at), 1); /* 4x: still in */
+  CU_ASSERT_EQUAL(at, 4096);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 1024, 8192, 2048, 4.0, &r, &at), 1); /* from below: 4096 / 4 */
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 32768, 8192, 2048, 4.0, &r, &at), 0); /* 4096 is 8x away */
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 1000, 8192, 2048, 4.0, &r, &at), 0);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 4096, 8192, 4096, 4.0, &r, &at), 0); /* another k */
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 4096, 4096, 2048, 4.0, &r, &at), 0); /* another n */
+  /* the simulator's price: BF16 time x the ratio, else the datasheet transfer */
+  static plan p;
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, NULL, NULL, &e), 0);
+  NEAR(sim_gemm_fp8_unmeasured_us(&a, &p.cluster.gpu, 6144, 8192, 2048, 50.0, &at), 30.0, 1e-12);
+  CU_ASSERT_EQUAL(at, 4096);
+  NEAR(sim_gemm_fp8_unmeasured_us(&a, &p.cluster.gpu, 32768, 8192, 2048, 50.0, &at),
+       sim_gemm_fp8_transfer_us(&p.cluster.gpu, 32768, 8192, 2048, 50.0), 1e-12);
+  CU_ASSERT_EQUAL(at, 0);
   CU_ASSERT_EQUAL_FATAL(schema_calibration_save(&a, path, &e), 0);
   CU_ASSERT_EQUAL_FATAL(schema_calibration_load(path, &b, &e), 0);
   CU_ASSERT_EQUAL(b.n_gemm_fp8, 2);
