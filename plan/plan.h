@@ -646,6 +646,11 @@ double plan_head_held_bytes(const plan *p);
 /* The gradients alive while one layer's backward runs, less the saved activations autograd has already
  * released by then, at their peak (bytes; added once to each stage's activations: plan_memory.c). */
 double plan_bwd_transient_bytes(const plan *p);
+/* What the compressed collectives hold on a GPU of stage (bytes; in the memory's overhead): per
+ * traffic class with TACO (TP, pipeline, DP), the encoded form of its largest message as many times
+ * as the collective keeps it (all-reduce 3, reduce-scatter and send/receive 2, all-gather 1), and
+ * CAAT-Net's packed shared channels (plan_memory_codec.c); -1 when the model's ops cannot be listed. */
+double plan_codec_buffer_bytes(const plan *p, int stage);
 /* Parameters held by one GPU of stage (layers of its chunks, plus the
  * embedding on the first stage and the output head on the last). */
 double plan_params_of_stage(const plan *p, int stage);

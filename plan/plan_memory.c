@@ -214,13 +214,16 @@ double plan_tpo_buffer_bytes(const plan *p) {
 }
 
 /* Beyond the tensors: the runtime (RUNTIME_BYTES), one NCCL communicator per
- * parallel dimension in use, CP's ring buffers and tp_comm_overlap's userbuffers (above), and the fused
+ * parallel dimension in use, CP's ring buffers, tp_comm_overlap's userbuffers (above), the compressed
+ * collectives' encoded buffers (plan_codec_buffer_bytes), and the fused
  * attention backward's fp32 dQ
  * accumulator and row sums of one layer (FlashAttention-2's dq_accum and
  * softmax_d), held while that layer's backward runs. */
-static double overhead_bytes(const plan *p) {
+static double overhead_bytes(const plan *p, int stage) {
   double comms = (p->tp > 1) + (p->dp > 1) + (p->pp > 1) + (plan_cp(p) > 1);
-  double b = RUNTIME_BYTES + NCCL_COMM_BYTES * comms + plan_cp_buffer_bytes(p) + plan_tpo_buffer_bytes(p);
+  const double codec = plan_codec_buffer_bytes(p, stage); /* the compressed collectives' (plan_memory_codec.c) */
+  if (codec < 0) return -1.0;
+  double b = RUNTIME_BYTES + NCCL_COMM_BYTES * comms + plan_cp_buffer_bytes(p) + plan_tpo_buffer_bytes(p) + codec;
   if (p->attention_backend != PLAN_ATTENTION_UNFUSED) {
     double tokens = (double)p->micro_batch * plan_local_seq(p);
     b += 4.0 * tokens * ((double)p->model.heads * model_head_dim(&p->model) + p->model.heads) / p->tp;
@@ -270,7 +273,8 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
      * logit of the micro-batch in its loss */
     if (p->ce_unfused) mem->activations += 2.0 * plan_ce_logits(p);
   }
-  mem->overhead = overhead_bytes(p);
+  mem->overhead = overhead_bytes(p, stage);
+  if (mem->overhead < 0) return -1;
   mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->overhead;
   return 0;
 }

@@ -1,6 +1,7 @@
 /* plan_summary.c — what `tacosim plan PLAN.json` prints: the plan in words,
  * memory per GPU against HBM, and for one rank of each pipeline stage the
  * program's op counts and its traffic per class before and after the codec. */
+#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -137,9 +138,13 @@ static void print_memory(const plan *p, FILE *out) {
             m.gradients / GIB, m.optimizer / GIB, m.activations / GIB, m.overhead / GIB, m.total / GIB,
             100.0 * m.total / (p->cluster.gpu.hbm_gib * GIB));
   }
+  double codec = 0;
+  for (int s = 0; s < p->pp; s++) codec = fmax(codec, plan_codec_buffer_bytes(p, s));
   fprintf(out, "  overhead: CUDA context, cuBLASLt, one NCCL communicator per parallel dimension (measured on H200,\n"
                "  plan/plan_memory.c)%s\n",
           p->attention_backend != PLAN_ATTENTION_UNFUSED ? ", the fused attention backward's fp32 workspace" : "");
+  if (codec > 0)
+    fprintf(out, "  and the compressed collectives' encoded buffers, %.2f GiB (plan/plan_memory_codec.c)\n", codec / GIB);
 }
 
 typedef struct {

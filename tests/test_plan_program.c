@@ -502,6 +502,66 @@ static void test_memory_accounted_chunks(void) {
   CU_ASSERT_DOUBLE_EQUAL(m1.activations, fmax(6.0 * L, 5.0 * L + g) + bwd, 1e-6 * L);
 }
 
+/* The compressed collectives' buffers (plan_memory_codec.c), worked by hand on gpt-tiny (hidden 256) with
+ * micro-batch 1 of 256 tokens: a TP message is 256 x 256 = 65,536 bf16 elements; TACO (group 128) encodes
+ * it in 65,536 fp8 bytes + 8 bytes for each of its 512 groups = 69,632 bytes. */
+static double codec_overhead_delta(spec s, const char *codec, int stage, double *codec_bytes) {
+  plan plain = load(&s);
+  s.codec = codec;
+  plan p = load(&s);
+  plan_memory a, b;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&plain, stage, &a), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, stage, &b), 0);
+  *codec_bytes = plan_codec_buffer_bytes(&p, stage);
+  CU_ASSERT_DOUBLE_EQUAL(b.total - a.total, *codec_bytes, 1e-6); /* in the overhead, nothing else moves */
+  CU_ASSERT_DOUBLE_EQUAL(b.overhead - a.overhead, *codec_bytes, 1e-6);
+  CU_ASSERT_DOUBLE_EQUAL(plan_codec_buffer_bytes(&plain, stage), 0.0, 0.0);
+  return *codec_bytes;
+}
+
+static void test_memory_codec_buffers(void) {
+  const double W = 65536.0 + 8.0 * 512.0; /* one TP or pipeline message, encoded: 69,632 bytes */
+  double got;
+  spec s = base();
+  s.tp = 2, s.codec_min_bytes = 1;
+  /* TP all-reduce, TACO both ways: the blocks sent, the blocks received, the all-gather slots */
+  codec_overhead_delta(s, "{\"tp_fwd\":{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"},"
+                          "\"tp_bwd\":{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"}}", 0, &got);
+  CU_ASSERT_DOUBLE_EQUAL(got, 3.0 * W, 1e-9);
+  /* SP: an all-gather keeps the slots (W), a reduce-scatter the blocks sent and received (2 W) */
+  s.sp = 1;
+  codec_overhead_delta(s, "{\"tp_fwd\":{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"}}", 0, &got);
+  CU_ASSERT_DOUBLE_EQUAL(got, 2.0 * W, 1e-9);
+  s.sp = 0;
+  /* CAAT-Net at p 0.5: 128 of 256 channels packed, bf16 forward (65,536 B), fp32 backward (131,072 B) */
+  codec_overhead_delta(s, "{\"tp_fwd\":{\"kind\":\"caat\",\"p\":0.5},\"tp_bwd\":{\"kind\":\"caat\",\"p\":0.5}}", 0, &got);
+  CU_ASSERT_DOUBLE_EQUAL(got, 256.0 * 128.0 * 4.0, 1e-9);
+  /* pipeline: the activation sent and the one received, TACO (group 128) on each */
+  s = base();
+  s.pp = 2, s.codec_min_bytes = 1;
+  for (int st = 0; st < 2; st++) {
+    codec_overhead_delta(s, "{\"pp\":{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"}}", st, &got);
+    CU_ASSERT_DOUBLE_EQUAL(got, 2.0 * W, 1e-9);
+  }
+  /* DP: gpt-tiny's 14.5 M parameters fit one bucket of 40 M, so the bucket is the whole stage's fp32
+   * gradient: P elements, P + 8 ceil(P / 128) bytes encoded, three copies all-reduced, two under ZeRO-1 */
+  s = base();
+  s.dp = 2, s.codec_min_bytes = 1;
+  const char *dp = "{\"dp\":{\"kind\":\"taco\",\"group\":128,\"fp8\":\"e4m3\"}}";
+  plan p = load(&s);
+  const double P = plan_params_of_stage(&p, 0), enc = P + 8.0 * ceil(P / 128.0);
+  CU_ASSERT(P > 14e6 && P < 15e6);
+  codec_overhead_delta(s, dp, 0, &got);
+  CU_ASSERT_DOUBLE_EQUAL(got, 3.0 * enc, 1e-6);
+  s.zero1 = 1;
+  codec_overhead_delta(s, dp, 0, &got);
+  CU_ASSERT_DOUBLE_EQUAL(got, 2.0 * enc, 1e-6);
+  /* a bucket under codec_min_bytes travels uncompressed: nothing held */
+  s.codec_min_bytes = 4.0 * P + 1.0;
+  codec_overhead_delta(s, dp, 0, &got);
+  CU_ASSERT_DOUBLE_EQUAL(got, 0.0, 0.0);
+}
+
 /* ---- idle fraction with zero-cost communication ---- */
 
 static void check_idle(spec s, double v) {
@@ -1471,6 +1531,7 @@ int main(void) {
   CU_add_test(prog, "plan_held_peak walks the interleaved schedule", test_held_peak);
   CU_add_test(prog, "plan_held_peak: the schedule's walk to the bit", test_held_peak_walk);
   CU_add_test(prog, "memory of accounted embedding/loss chunks", test_memory_accounted_chunks);
+  CU_add_test(prog, "memory: the compressed collectives' buffers by hand", test_memory_codec_buffers);
   CU_add_test(prog, "op names", test_op_names);
   CU_add_test(prog, "reference plan size", test_reference_plan_size);
   CU_add_test(prog, "summary and plan_validate", test_summary_and_validate);
