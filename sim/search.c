@@ -433,6 +433,7 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
     const char *cal_path = o->calibration ? o->calibration : sim_default_calibration(&base.cluster);
     snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
     if (sim_load_costs(cal_path, &base.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, e)) return -1;
+    r->gemm_fp8_points = cal.n_gemm_fp8;
   }
 
   int rc = -1;

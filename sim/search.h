@@ -269,6 +269,7 @@ typedef struct {
   char calibration[512];
   unsigned fp8_recipes, fp8_skipped; /* the recipes tried, those of --fp8 search the GPU cannot run */
   char gpu[64];                      /* the cluster's GPU (the report names it beside the skipped recipes) */
+  int gemm_fp8_points;               /* the calibration's measured "gemm_fp8" shapes (the others transferred) */
   int gpus, seq;
   long long global_batch;
 } sim_search_result;

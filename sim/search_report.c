@@ -89,6 +89,14 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     if (r->fp8_skipped)
       fprintf(out, "              skipped: %s, which the %s cannot run (no FP8 tensor cores, or no MXFP8 in its "
                    "catalogue entry)\n", skipped, r->gpu);
+    if (r->calibration[0] && (r->fp8_recipes & ~(1u << PLAN_FP8_OFF))) {
+      if (r->gemm_fp8_points > 0)
+        fprintf(out, "              FP8 GEMMs: the calibration's %d measured \"gemm_fp8\" shapes; every other shape its "
+                     "BF16 time moved to the FP8 peak (datasheet ratio, not measured)\n", r->gemm_fp8_points);
+      else
+        fprintf(out, "              FP8 GEMMs: no \"gemm_fp8\" table in the calibration: the BF16 GEMM times moved to the "
+                     "FP8 peak (datasheet ratio, not measured; an optimistic bound on small shapes)\n");
+    }
   }
   if (o->hidden_dropout_set)
     fprintf(out, "dropout       hidden dropout %g in every candidate (--hidden-dropout; default 0.1)\n", o->hidden_dropout);
@@ -120,7 +128,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     fprintf(out,
             "              %d simulations avoided: their bound (programs replayed without contention, compute at the fastest "
             "clock) is below row %d's simulated tokens/s%s (--exhaustive runs them)\n",
-            r->pruned, o->top > 0 ? o->top : 10, show_fp8 ? " of their FP8 recipe" : "");
+            r->pruned, o->top > 0 ? o->top : 10, show_fp8 ? " and their FP8 recipe's best" : "");
   fprintf(out, "time          %.2f s (enumerate %.2f, memory + estimate %.2f, simulate %.2f of which bounds %.2f)\n",
           r->total_s, r->enumerate_s, r->estimate_s, r->simulate_s, r->bound_s);
   if (r->simulations > 0)
@@ -329,6 +337,8 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
     fp8_list(r->fp8_skipped, list, sizeof list);
     json_object_set_new(root, "fp8_skipped", json_string(list));
     json_object_set_new(root, "fp8_param_gather", json_boolean(o->fp8_param_gather));
+    /* the calibration's measured FP8 GEMM shapes; every other FP8 GEMM is its BF16 time moved to the FP8 peak */
+    json_object_set_new(root, "gemm_fp8_points", json_integer(r->gemm_fp8_points));
   }
   json_object_set_new(root, "time_s",
                       json_pack("{s:f,s:f,s:f,s:f,s:f}", "total", r->total_s, "enumerate", r->enumerate_s, "estimate",

@@ -12,10 +12,10 @@
  * those of the exhaustive search (`--exhaustive` simulates everything). The
  * uncompressed run of a layout with a printed compressed row is simulated in
  * the end if it was dropped, for that row's speedup. With several FP8 recipes
- * (--fp8 search) each recipe has its own top rows: a candidate is dropped only
- * when `top` candidates of its own recipe beat it, so the best layout of each
- * recipe is the exhaustive search's too (what FP8 buys is then measured
- * between simulated bests). */
+ * (--fp8 search) a candidate is dropped only when `top` candidates beat it
+ * and so does the best simulated one of its own recipe: the printed rows and
+ * each recipe's best layout are the exhaustive search's (what FP8 buys is
+ * measured between simulated bests). With one recipe that is the rule above. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -69,14 +69,15 @@ static double bound_of(rounds *R, int i) {
   return k->bound_tokens_per_s;
 }
 
+#define ANY_FP8 (-1)
 static double threshold(const sim_search_candidate *c, int n, int top, int fp8);
 
-/* Whether candidate i cannot reach the printed rows of its FP8 recipe. */
+/* Whether candidate i can reach neither the printed rows nor its FP8 recipe's best. */
 static bool below(rounds *R, int i, int top) {
-  double t = threshold(R->cands, R->n, top, R->cands[i].layout.fp8);
-  if (R->cands[i].sample || t <= 0) return false;
+  double t = threshold(R->cands, R->n, top, ANY_FP8), own = threshold(R->cands, R->n, 1, R->cands[i].layout.fp8);
+  if (R->cands[i].sample || t <= 0 || own <= 0) return false;
   double b = bound_of(R, i);
-  return b > 0 && b < t;
+  return b > 0 && b < t && b < own;
 }
 
 static void store(sim_search_candidate *k, const sim_out *m) {
@@ -156,14 +157,14 @@ done:
   return rc;
 }
 
-/* The top-th best simulated tokens/s of the printed (non-sample) candidates under FP8 recipe fp8; 0 while
- * fewer ran. */
+/* The top-th best simulated tokens/s of the printed (non-sample) candidates under FP8 recipe fp8 (ANY_FP8:
+ * all); 0 while fewer ran. */
 static double threshold(const sim_search_candidate *c, int n, int top, int fp8) {
   double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
   if (!v) return 0; /* no pruning: the exhaustive answer */
   int m = 0;
   for (int i = 0; i < n; i++)
-    if (c[i].simulated && !c[i].sample && c[i].layout.fp8 == fp8) v[m++] = c[i].sim_tokens_per_s;
+    if (c[i].simulated && !c[i].sample && (fp8 == ANY_FP8 || c[i].layout.fp8 == fp8)) v[m++] = c[i].sim_tokens_per_s;
   double t = 0;
   if (m >= top) { /* partial selection of the top-th largest */
     for (int a = 0; a < top; a++)
@@ -288,7 +289,8 @@ int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, in
   int m = 0;
   for (int i = 0; i < n; i++) {
     if (!cands[i].simulated || cands[i].sample || cands[i].codec == SIM_SEARCH_CODEC_NONE ||
-        cands[i].sim_tokens_per_s < threshold(cands, n, top, cands[i].layout.fp8))
+        (cands[i].sim_tokens_per_s < threshold(cands, n, top, ANY_FP8) &&
+         cands[i].sim_tokens_per_s < threshold(cands, n, 1, cands[i].layout.fp8)))
       continue;
     for (int j = 0; j < n; j++)
       if (state[j] == PRUNED && cands[j].codec == SIM_SEARCH_CODEC_NONE && !cands[j].sample &&
