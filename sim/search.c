@@ -70,7 +70,7 @@ bool sim_search_same_layout(const sim_search_layout *a, const sim_search_layout 
          a->sequence_parallel == b->sequence_parallel && a->zero1 == b->zero1 && a->recompute == b->recompute &&
          (a->ep > 1 ? a->ep : 1) == (b->ep > 1 ? b->ep : 1) && (a->cp > 1 ? a->cp : 1) == (b->cp > 1 ? b->cp : 1) &&
          a->zero_stage == b->zero_stage && a->overlap_param_gather == b->overlap_param_gather &&
-         a->tp_comm_overlap == b->tp_comm_overlap && a->account == b->account;
+         a->tp_comm_overlap == b->tp_comm_overlap && a->account == b->account && a->fp8 == b->fp8;
 }
 
 /* Relative cost of simulating a plan (reduced mode: one rank per stage). */
@@ -117,6 +117,8 @@ typedef struct {
   sim_search_result *r;
   const plan *base;
   const schema_calibration *cal;
+  unsigned fp8;                /* the FP8 recipes tried (mask of 1 << plan_fp8_recipe; PLAN_FP8_OFF: BF16) */
+  int n_fp8;                   /* how many */
   layout_list ll;              /* pass 1: every layout */
   sim_search_candidate *cands; /* passes 2, 3: the layouts that fit, under each policy, best estimate first */
   long n_cands;
@@ -128,57 +130,71 @@ typedef struct {
   long over_memory, invalid, fits, dominated, n; /* n: candidates written */
 } estimate_tally;
 
-/* Passes 2 and 3 over layouts [lo, hi): memory, then the estimate of every codec policy; the candidates
- * go to out[t->n], out[t->n + 1] ... (t counts on from what it holds), in layout then policy order. lo
- * must not be a ZeRO-2/3 layout (its stage below would be in the range before). */
-static int estimate_range(const search_state *s, long lo, long hi, sim_search_candidate *out, estimate_tally *t,
-                          ts_err *e) {
+/* One layout under its recipe (estimate_range): memory (the recipe's FP8 weight copies and saved inputs
+ * are in plan_memory_per_gpu, plan_memory.c), validity, then each codec policy's estimate. *fits: whether
+ * it fit and validated. */
+static int estimate_layout(const search_state *s, const sim_search_layout *l, sim_search_candidate *out,
+                           estimate_tally *t, bool *fits, ts_err *e) {
   const sim_search_options *o = s->o;
   const sim_search_result *r = s->r;
-  const layout_list *ll = &s->ll;
   static plan p;
-  bool below_fits = false; /* the layout just before (the same but one sharding stage lower) fit */
-  for (long i = lo; i < hi; i++) {
-    ts_err sub;
-    /* ZeRO-2 and ZeRO-3 add communication to ZeRO-1's programs and save only memory: tried only where the
-     * stage below does not fit (the enumeration lists a layout's stages consecutively, lowest first) */
-    const sim_search_layout *lv = &ll->v[i];
-    bool skip = lv->zero_stage >= 2 && i > lo && below_fits && ll->v[i - 1].zero_stage == lv->zero_stage - 1;
-    below_fits = false;
-    if (skip) {
-      below_fits = true;
-      t->dominated++;
-      continue;
-    }
-    if (sim_search_make_plan(s->base, &ll->v[i], r->seq, r->global_batch, &p, e)) return -1;
-    double mem;
-    double reserve = (o->headroom_gib + o->headroom_fraction * p.cluster.gpu.hbm_gib) * 1073741824.0;
-    if (!sim_search_fits_memory_reserve(&p, reserve, &mem)) {
-      t->over_memory++;
-      continue;
-    }
-    if (plan_validate(&p, &sub)) {
+  ts_err sub;
+  if (sim_search_make_plan(s->base, l, r->seq, r->global_batch, &p, e)) return -1;
+  double mem;
+  double reserve = (o->headroom_gib + o->headroom_fraction * p.cluster.gpu.hbm_gib) * 1073741824.0;
+  if (!sim_search_fits_memory_reserve(&p, reserve, &mem)) {
+    t->over_memory++;
+    return 0;
+  }
+  if (plan_validate(&p, &sub)) {
+    t->invalid++;
+    return 0;
+  }
+  t->fits++;
+  *fits = true;
+  if (o->memory_only) return 0;
+  for (int c = 0; c < SIM_SEARCH_CODEC_COUNT; c++) {
+    if (!(o->codecs & (1u << c)) || !codec_applies(l, (sim_search_codec)c)) continue;
+    sim_search_apply_codec(&p, (sim_search_codec)c);
+    sim_search_candidate *k = &out[t->n];
+    memset(k, 0, sizeof *k);
+    k->layout = *l;
+    k->codec = (sim_search_codec)c;
+    k->memory_bytes = mem;
+    if (plan_validate(&p, &sub) || sim_search_estimate_plan(&p, s->cal, &k->est, &sub)) {
       t->invalid++;
       continue;
     }
-    t->fits++;
-    below_fits = true;
-    if (o->memory_only) continue;
-    for (int c = 0; c < SIM_SEARCH_CODEC_COUNT; c++) {
-      if (!(o->codecs & (1u << c)) || !codec_applies(&ll->v[i], (sim_search_codec)c)) continue;
-      sim_search_apply_codec(&p, (sim_search_codec)c);
-      sim_search_candidate *k = &out[t->n];
-      memset(k, 0, sizeof *k);
-      k->layout = ll->v[i];
-      k->codec = (sim_search_codec)c;
-      k->memory_bytes = mem;
-      if (plan_validate(&p, &sub) || sim_search_estimate_plan(&p, s->cal, &k->est, &sub)) {
-        t->invalid++;
+    t->n++;
+  }
+  return 0;
+}
+
+/* Passes 2 and 3 over layouts [lo, hi): each layout under each FP8 recipe tried (estimate_layout); the
+ * candidates go to out[t->n], out[t->n + 1] ... (t counts on from what it holds), in layout, recipe, then
+ * policy order; t counts layout x recipe pairs. lo must not be a ZeRO-2/3 layout (its stage below would
+ * be in the range before). */
+static int estimate_range(const search_state *s, long lo, long hi, sim_search_candidate *out, estimate_tally *t,
+                          ts_err *e) {
+  const layout_list *ll = &s->ll;
+  bool below_fits[SIM_SEARCH_FP8_RECIPES] = {false}; /* per recipe: the layout just before (one sharding stage lower) fit */
+  for (long i = lo; i < hi; i++)
+    for (int f = 0; f < SIM_SEARCH_FP8_RECIPES; f++) {
+      if (!(s->fp8 & (1u << f))) continue;
+      /* ZeRO-2 and ZeRO-3 add communication to ZeRO-1's programs and save only memory: tried only where
+       * the stage below does not fit under the same recipe (the enumeration lists a layout's stages
+       * consecutively, lowest first) */
+      sim_search_layout l = ll->v[i];
+      l.fp8 = f;
+      bool skip = l.zero_stage >= 2 && i > lo && below_fits[f] && ll->v[i - 1].zero_stage == l.zero_stage - 1;
+      below_fits[f] = false;
+      if (skip) {
+        below_fits[f] = true;
+        t->dominated++;
         continue;
       }
-      t->n++;
+      if (estimate_layout(s, &l, out, t, &below_fits[f], e)) return -1;
     }
-  }
   return 0;
 }
 
@@ -199,9 +215,9 @@ typedef struct {
   long blocks, per; /* per: blocks a part at most */
 } estimate_job;
 
-static size_t part_bytes(long per) {
+static size_t part_bytes(long per, int n_fp8) {
   return sizeof(estimate_tally) + (size_t)per * sizeof(long) +
-         (size_t)per * (ESTIMATE_BLOCK + 64) * SIM_SEARCH_CODEC_COUNT * sizeof(sim_search_candidate);
+         (size_t)per * (ESTIMATE_BLOCK + 64) * SIM_SEARCH_CODEC_COUNT * (size_t)n_fp8 * sizeof(sim_search_candidate);
 }
 
 static estimate_part part_view(void *mem, long per) {
@@ -240,7 +256,7 @@ static int search_estimate(search_state *s, ts_err *e) {
   const sim_search_options *o = s->o;
   sim_search_result *r = s->r;
   const layout_list *ll = &s->ll;
-  size_t cap = (size_t)(ll->n ? ll->n : 1) * SIM_SEARCH_CODEC_COUNT;
+  size_t cap = (size_t)(ll->n ? ll->n : 1) * SIM_SEARCH_CODEC_COUNT * (size_t)s->n_fp8;
   s->cands = calloc(cap, sizeof *s->cands);
   if (!s->cands) return ts_fail_sys(e, "search: out of memory");
   long blocks = (ll->n + ESTIMATE_BLOCK - 1) / ESTIMATE_BLOCK;
@@ -257,7 +273,7 @@ static int search_estimate(search_state *s, ts_err *e) {
   }
   estimate_job job = {.s = s, .blocks = blocks, .per = (blocks + parts - 1) / parts};
   void *mem[SIM_SEARCH_PARTS_MAX];
-  if (sim_search_parts_run(parts, part_bytes(job.per), estimate_part_run, &job, mem, e)) return -1;
+  if (sim_search_parts_run(parts, part_bytes(job.per, s->n_fp8), estimate_part_run, &job, mem, e)) return -1;
   long at[SIM_SEARCH_PARTS_MAX] = {0}, n = 0;
   for (long b = 0; b < blocks; b++) { /* joined in block order */
     estimate_part q = part_view(mem[b % parts], job.per);
@@ -270,23 +286,25 @@ static int search_estimate(search_state *s, ts_err *e) {
     const estimate_tally *t = part_view(mem[j], job.per).tally;
     r->over_memory += t->over_memory, r->invalid += t->invalid, r->fits += t->fits, r->dominated += t->dominated;
   }
-  sim_search_parts_free(parts, part_bytes(job.per), mem);
+  sim_search_parts_free(parts, part_bytes(job.per, s->n_fp8), mem);
   qsort(s->cands, (size_t)s->n_cands, sizeof *s->cands, by_estimate);
   return 0;
 }
 
 /* Round robin over the policies, each taking its best layout not chosen
  * yet: the best layout for CAAT-Net (no SP) is simulated even when SP
- * layouts lead the other policies. Returns how many were chosen (<= want). */
-static int choose_layouts(const search_state *s, int want, sim_search_layout *chosen) {
-  int n_chosen = 0;
+ * layouts lead the other policies. Only candidates under FP8 recipe fp8 are
+ * looked at, `chosen` holding n_chosen layouts already (of other recipes).
+ * Returns how many are chosen then (<= n_chosen + want). */
+static int choose_layouts(const search_state *s, int fp8, int want, sim_search_layout *chosen, int n_chosen) {
   long cursor[SIM_SEARCH_CODEC_COUNT] = {0};
-  for (bool progressed = true; progressed && n_chosen < want;) {
+  int goal = n_chosen + want;
+  for (bool progressed = true; progressed && n_chosen < goal;) {
     progressed = false;
-    for (int c = 0; c < SIM_SEARCH_CODEC_COUNT && n_chosen < want; c++) {
+    for (int c = 0; c < SIM_SEARCH_CODEC_COUNT && n_chosen < goal; c++) {
       for (long *i = &cursor[c]; *i < s->n_cands; (*i)++) {
         const sim_search_candidate *k = &s->cands[*i];
-        if (k->codec != (sim_search_codec)c) continue;
+        if (k->codec != (sim_search_codec)c || k->layout.fp8 != fp8) continue;
         bool seen = false;
         for (int j = 0; j < n_chosen; j++) seen |= sim_search_same_layout(&chosen[j], &k->layout);
         if (seen) continue;
@@ -314,10 +332,12 @@ static int prepare_simulations(search_state *s, ts_err *e) {
   const sim_search_options *o = s->o;
   sim_search_result *r = s->r;
   const long n_cands = s->n_cands;
-  int want = o->simulate > 0 ? o->simulate : 8;
-  sim_search_layout *chosen = calloc((size_t)want, sizeof *chosen);
+  int want = o->simulate > 0 ? o->simulate : 8; /* layouts of each FP8 recipe */
+  sim_search_layout *chosen = calloc((size_t)want * (size_t)s->n_fp8, sizeof *chosen);
   if (!chosen) return ts_fail_sys(e, "search: out of memory");
-  int n_chosen = choose_layouts(s, want, chosen);
+  int n_chosen = 0;
+  for (int f = 0; f < SIM_SEARCH_FP8_RECIPES; f++)
+    if (s->fp8 & (1u << f)) n_chosen = choose_layouts(s, f, want, chosen, n_chosen);
   int n_sim = 0;
   int n_sample = o->sample > 0 ? (int)(o->sample < n_cands ? o->sample : n_cands) : 0;
   size_t sim_cap = (size_t)(n_chosen ? n_chosen : 1) * SIM_SEARCH_CODEC_COUNT + (size_t)n_sample;
@@ -413,10 +433,15 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
     const char *cal_path = o->calibration ? o->calibration : sim_default_calibration(&base.cluster);
     snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
     if (sim_load_costs(cal_path, &base.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, e)) return -1;
+    r->gemm_fp8_points = cal.n_gemm_fp8;
   }
 
   int rc = -1;
   search_state s = {.o = o, .r = r, .base = &base, .cal = &cal};
+  if (sim_search_fp8_recipes(o, &base.cluster.gpu, &r->fp8_recipes, &r->fp8_skipped, e)) goto out;
+  snprintf(r->gpu, sizeof r->gpu, "%s", base.cluster.gpu.name);
+  s.fp8 = r->fp8_recipes;
+  for (int f = 0; f < SIM_SEARCH_FP8_RECIPES; f++) s.n_fp8 += (s.fp8 >> f) & 1;
 
   /* pass 1: enumeration */
   sim_search_space space = {.model = &base.model, .cluster = &base.cluster, .gpus = r->gpus, .seq = r->seq,

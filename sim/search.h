@@ -59,7 +59,11 @@ typedef struct {
    * account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split): tried where pp
    * does not divide the layers but divides layers + 2 (Llama-3 405B's 126 layers at pp 8 or 16). */
   bool account;
+  /* The candidate's FP8 recipe, layout.fp8 (plan_fp8_recipe; PLAN_FP8_OFF: BF16): the enumeration lists
+   * every layout in BF16, the memory filter and the estimate try it under each recipe of --fp8. */
+  int fp8;
 } sim_search_layout;
+#define SIM_SEARCH_FP8_RECIPES (PLAN_FP8_MXFP8 + 1) /* plan_fp8_recipe's values */
 
 typedef struct {
   const model_config *model;
@@ -73,7 +77,8 @@ typedef struct {
 bool sim_search_same_layout(const sim_search_layout *a, const sim_search_layout *b);
 /* Context-parallel sizes a search tries: the divisors of gpus / (tp pp) up to this, with seq divisible by 2 cp. */
 #define SIM_SEARCH_CP_MAX 16
-/* The name suffix of the fields of issue 22 a layout sets ("-cp4-zero2-opg-tpo", "-emb-loss" for an accounted split; "" for the plain layouts). */
+/* The name suffix of the fields of issue 22 a layout sets ("-cp4-zero2-opg-tpo", "-emb-loss" for an accounted split,
+ * "-fp8-tensorwise" for an FP8 recipe; "" for the plain BF16 layouts). */
 void sim_search_layout_suffix(const sim_search_layout *l, char *buf, size_t cap);
 
 /* Calls fn for every structurally valid layout of the space (TP divides the
@@ -185,7 +190,7 @@ typedef struct {
   long long global_batch; /* 0: 2 x gpus sequences (every dp divides it) */
   unsigned codecs;      /* mask of sim_search_codec */
   int top;              /* rows printed */
-  int simulate;         /* layouts simulated (each under every codec) */
+  int simulate;         /* layouts simulated of each FP8 recipe (each under every codec) */
   int jobs;             /* worker processes */
   int max_micro;
   int sample;           /* also simulate this many candidates spread over the whole estimate
@@ -199,9 +204,12 @@ typedef struct {
   const char *emit_plans; /* directory: each listed layout as a plan file (NULL: none written) */
   plan_host_framework host_framework; /* --host-framework: what issues the layers' kernels in the simulations
                                        * and the emitted plans (default: the executor) */
-  plan_fp8_recipe fp8;    /* --fp8 RECIPE: every candidate's layout.fp8 (default PLAN_FP8_OFF: BF16) */
-  bool fp8_param_gather;  /* --fp8-param-gather: layout.fp8_param_gather in every candidate with the distributed
-                           * optimizer (ZeRO-1 and up; the others gather no parameters) */
+  unsigned fp8_recipes;   /* --fp8 LIST: mask of (1 << plan_fp8_recipe), every layout tried under each (0 or
+                           * 1 << PLAN_FP8_OFF, the default: BF16 alone) */
+  bool fp8_search;        /* --fp8 search: every recipe, those the cluster's GPU cannot run skipped (an explicit
+                           * list refuses them) */
+  bool fp8_param_gather;  /* --fp8-param-gather: layout.fp8_param_gather in every FP8 candidate with the
+                           * distributed optimizer (ZeRO-1 and up; the others gather no parameters) */
   bool hidden_dropout_set; /* --hidden-dropout P: every candidate's (and emitted plan's) hidden_dropout; */
   double hidden_dropout;   /* unset: the plan loader's default, Megatron-LM's 0.1 */
   bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */
@@ -211,11 +219,19 @@ typedef struct {
   int keep_estimates;     /* (tests) the head of the estimate ranking kept in best_est (0: 48) */
 } sim_search_options;
 
-/* What the options set on every candidate's plan (host_framework, hidden_dropout, fp8 and
- * fp8_param_gather), on the base plan of sim_search_base_plan, for the simulations and the emitted plans
- * alike; an FP8 recipe the cluster's GPU cannot run (no FP8 tensor cores, or "mxfp8" without the MXFP8
- * capability) is refused as the plan loader refuses it, naming --fp8. */
+/* What the options set on every candidate's plan (host_framework, hidden_dropout, fp8_param_gather), on
+ * the base plan of sim_search_base_plan, for the simulations and the emitted plans alike (each candidate's
+ * recipe comes from its layout's fp8); an FP8 recipe of an explicit --fp8 list that the cluster's GPU
+ * cannot run (no FP8 tensor cores, or "mxfp8" without the MXFP8 capability) is refused as the plan loader
+ * refuses it (plan_fp8_check_gpu), naming --fp8. */
 int sim_search_apply_options(const sim_search_options *o, plan *base, ts_err *e);
+/* --fp8's value: "search" (every recipe, *search set) or a comma list of none, tensorwise, delayed,
+ * mxfp8 (no repeats) into a mask of (1 << plan_fp8_recipe). */
+int sim_search_parse_fp8(const char *list, unsigned *mask, bool *search, ts_err *e);
+/* The recipes a search tries on GPU g: *run those of o's list g runs, *skipped those of `search` it cannot
+ * (0 for a list: a recipe g cannot run is an error naming --fp8 and the GPU). */
+int sim_search_fp8_recipes(const sim_search_options *o, const topo_gpu *g, unsigned *run, unsigned *skipped,
+                           ts_err *e);
 
 /* One simulated or estimated candidate. */
 typedef struct {
@@ -251,6 +267,9 @@ typedef struct {
   int n_best_est;              /* top of the estimate ranking (all kept candidates, best first) */
   sim_search_candidate *best_est;
   char calibration[512];
+  unsigned fp8_recipes, fp8_skipped; /* the recipes tried, those of --fp8 search the GPU cannot run */
+  char gpu[64];                      /* the cluster's GPU (the report names it beside the skipped recipes) */
+  int gemm_fp8_points;               /* the calibration's measured "gemm_fp8" shapes (the others transferred) */
   int gpus, seq;
   long long global_batch;
 } sim_search_result;

@@ -18,8 +18,8 @@ const char sim_search_usage[] =
     "  pp dividing the layers, or where it does not but divides layers + 2, the embedding and the loss\n"
     "  each in a layer's place, Megatron's account_for_{embedding,loss}_in_pipeline_split, \"emb loss\"),\n"
     "  pruned by memory and ranked by a closed-form estimate; the best are simulated in\n"
-    "  parallel (SimGrid, reduced mode) and printed best first. Every candidate trains in BF16, or with\n"
-    "  the FP8 recipe of --fp8 (the recipe is applied to every candidate, not searched over).\n"
+    "  parallel (SimGrid, reduced mode) and printed best first. Every candidate trains in BF16, or under\n"
+    "  each FP8 recipe of --fp8 (a searched dimension: every layout tried under each recipe listed).\n"
     "options:\n"
     "  --model M           model: a zoo name (models/M.json) or a path (required)\n"
     "  --cluster C         cluster: a zoo name (topologies/C.json) or a path (required)\n"
@@ -32,8 +32,8 @@ const char sim_search_usage[] =
     "                      too; the estimate prices the all-to-alls by the alpha-beta model of the EP\n"
     "                      group's links (the simulations by its flows)\n"
     "  --top K             rows printed (default 10)\n"
-    "  --simulate L        layouts simulated, each under every policy (default 8; 0: none, the\n"
-    "                      estimate ranking is listed)\n"
+    "  --simulate L        layouts simulated of each FP8 recipe, each under every policy (default 8; 0:\n"
+    "                      none, the estimate ranking is listed)\n"
     "  --jobs J            simulation worker processes (default: the CPU cores; under mpirun, the cores\n"
     "                      over the MPI processes on the machine)\n"
     "  --exhaustive        simulate every candidate of the layouts chosen (default: off; the search then\n"
@@ -57,13 +57,22 @@ const char sim_search_usage[] =
     "                      simulate it with the calibration the search used to get its figure; tacorun\n"
     "                      execute runs no dropout and refuses plans with hidden_dropout > 0: search\n"
     "                      with --hidden-dropout 0 for plans it runs)\n"
-    "  --fp8 RECIPE        none (BF16), tensorwise, delayed or mxfp8: every candidate's layout.fp8, simulated\n"
-    "                      and written into the emitted plans (Transformer Engine's recipes on the four\n"
-    "                      linear GEMMs of each layer; mxfp8 needs a GPU whose catalogue entry has\n"
-    "                      \"mxfp8\": true, Blackwell; the estimate prices the FP8 GEMMs and the casts of\n"
-    "                      their inputs and gradients, not the weights' casts) (default none)\n"
-    "  --fp8-param-gather  with --fp8: layout.fp8_param_gather in every candidate with the distributed\n"
-    "                      optimizer (ZeRO-1 and up), FP8 parameters all-gathered (default: off)\n"
+    "  --fp8 LIST          FP8 recipes tried, each a searched dimension: a comma list of none (BF16),\n"
+    "                      tensorwise, delayed, mxfp8, or search (all four, those the cluster's GPU cannot\n"
+    "                      run skipped and said); every layout is tried under each (memory with the\n"
+    "                      recipe's FP8 weight copies, estimate, simulations), the best --simulate\n"
+    "                      layouts of each recipe are simulated (up to that many times the simulations;\n"
+    "                      the bound drops a candidate only below both the --top-th row and its recipe's\n"
+    "                      best) and a last table gives each recipe's best against the best BF16 layout;\n"
+    "                      the candidate's layout.fp8 is written into the emitted plans (Transformer\n"
+    "                      Engine's recipes on the four linear GEMMs of each layer; FP8 needs a GPU with\n"
+    "                      FP8 tensor cores, mxfp8 one whose catalogue entry has \"mxfp8\": true,\n"
+    "                      Blackwell: a recipe of a list the GPU cannot run is an error; the estimate\n"
+    "                      prices the FP8 GEMMs and the casts of their inputs and gradients, not the\n"
+    "                      weights' casts) (default none)\n"
+    "  --fp8-param-gather  with an FP8 recipe: layout.fp8_param_gather in every FP8 candidate with the\n"
+    "                      distributed optimizer (ZeRO-1 and up), FP8 parameters all-gathered; not a\n"
+    "                      searched dimension (default: off)\n"
     "  --hidden-dropout P  the hidden dropout probability of every candidate, simulated and written into\n"
     "                      the emitted plans (default 0.1, Megatron-LM's and the plan loader's default)\n"
     "  --host-framework F  what issues the layers' kernels, for the simulations' host clock and the\n"
@@ -186,13 +195,8 @@ static int run(int argc, char **argv, sim_search_options *op, long cores) {
       o.hidden_dropout = x;
       o.hidden_dropout_set = true;
     } else if (strcmp(a, "--fp8") == 0) {
-      int k = PLAN_FP8_OFF + 1; /* plan_fp8_recipe_names[0] is "bf16": "none" names it here, as layout.fp8 null */
-      while (plan_fp8_recipe_names[k] && strcmp(plan_fp8_recipe_names[k], v) != 0) k++;
-      if (strcmp(v, "none") == 0)
-        k = PLAN_FP8_OFF;
-      else if (!plan_fp8_recipe_names[k])
-        return bad("--fp8: \"%s\" is not none, tensorwise, delayed or mxfp8%s", v, "");
-      o.fp8 = (plan_fp8_recipe)k;
+      ts_err e = {0};
+      if (sim_search_parse_fp8(v, &o.fp8_recipes, &o.fp8_search, &e)) return bad("%s%s", e.msg, "");
     } else if (strcmp(a, "--host-framework") == 0) {
       int k = 0;
       while (plan_host_framework_names[k] && strcmp(plan_host_framework_names[k], v) != 0) k++;

@@ -9,7 +9,27 @@
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
 
-static void layout_text(const sim_search_layout *l, char *buf, size_t cap) {
+/* A recipe as --fp8 names it ("none": BF16). */
+static const char *fp8_name(int recipe) { return recipe == PLAN_FP8_OFF ? "none" : plan_fp8_recipe_names[recipe]; }
+
+/* "none,tensorwise" of a mask of recipes. */
+static void fp8_list(unsigned mask, char *buf, size_t cap) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int f = 0; f < SIM_SEARCH_FP8_RECIPES; f++)
+    if (mask & (1u << f) && n < cap) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? "," : "", fp8_name(f));
+}
+
+/* Whether FP8 is in play (a recipe other than BF16 tried or skipped): the tables then get an fp8 column. */
+static bool fp8_shown(const sim_search_result *r) {
+  return ((r->fp8_recipes | r->fp8_skipped) & ~(1u << PLAN_FP8_OFF)) != 0;
+}
+
+/* The layout in the tables: the FP8 recipe has a column of its own (fp8_shown), not the text. */
+static void layout_text(const sim_search_layout *lv, char *buf, size_t cap) {
+  sim_search_layout bf16 = *lv;
+  bf16.fp8 = PLAN_FP8_OFF;
+  const sim_search_layout *l = &bf16;
   snprintf(buf, cap, "tp%d pp%d vpp%d dp%d mb%d%s%s rc=%s", l->tp, l->pp, l->vpp, l->dp, l->micro,
            l->sequence_parallel ? " sp" : "", l->zero1 ? " zero1" : "", recompute_names[l->recompute]);
   if (l->ep > 1) { /* MoE */
@@ -22,6 +42,36 @@ static void layout_text(const sim_search_layout *l, char *buf, size_t cap) {
     if (*c == '-') *c = ' ';
 }
 
+/* The best simulated row of FP8 recipe f (any codec), or NULL. */
+static const sim_search_candidate *best_of_recipe(const sim_search_result *r, int f) {
+  for (int i = 0; i < r->n; i++) /* (r->cands best simulated first) */
+    if (r->cands[i].simulated && !r->cands[i].sample && r->cands[i].layout.fp8 == f) return &r->cands[i];
+  return NULL;
+}
+
+/* What FP8 buys: each recipe's best simulated layout against the best BF16 one. */
+static void print_fp8_bests(const sim_search_result *r, FILE *out) {
+  if (r->n == 0) return;
+  const sim_search_candidate *bf16 = best_of_recipe(r, PLAN_FP8_OFF);
+  fprintf(out, "\nbest simulated layout of each FP8 recipe, and its speed-up over the best BF16 (fp8 none) layout\n");
+  fprintf(out, "%-10s %-46s %-9s %11s %8s\n", "fp8", "layout", "codec", "sim tok/s", "speed-up");
+  for (int f = 0; f < SIM_SEARCH_FP8_RECIPES; f++) {
+    if (!(r->fp8_recipes & (1u << f))) continue;
+    const sim_search_candidate *k = best_of_recipe(r, f);
+    if (!k) {
+      fprintf(out, "%-10s %-46s\n", fp8_name(f), "(none simulated)");
+      continue;
+    }
+    char lt[96];
+    layout_text(&k->layout, lt, sizeof lt);
+    fprintf(out, "%-10s %-46s %-9s %11.0f", fp8_name(f), lt, sim_search_codec_name(k->codec), k->sim_tokens_per_s);
+    if (bf16)
+      fprintf(out, " %7.3fx\n", k->sim_tokens_per_s / bf16->sim_tokens_per_s);
+    else
+      fprintf(out, " %8s\n", "-");
+  }
+}
+
 void sim_search_print(const sim_search_result *r, const sim_search_options *o, FILE *out) {
   fprintf(out, "search        %s on %d GPUs of %s, seq %d, global batch %lld\n", o->model, r->gpus, o->cluster,
           r->seq, r->global_batch);
@@ -29,9 +79,25 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   if (o->host_framework != PLAN_HOST_EXECUTOR)
     fprintf(out, "host          %s's measured host time (the calibration's framework_host section)\n",
             plan_host_framework_names[o->host_framework]);
-  if (o->fp8 != PLAN_FP8_OFF)
-    fprintf(out, "fp8           every candidate's linear GEMMs in FP8, recipe %s%s (--fp8)\n",
-            plan_fp8_recipe_names[o->fp8], o->fp8_param_gather ? ", FP8 parameter all-gather under ZeRO" : "");
+  bool show_fp8 = fp8_shown(r);
+  if (show_fp8) {
+    char tried[64], skipped[64];
+    fp8_list(r->fp8_recipes, tried, sizeof tried);
+    fp8_list(r->fp8_skipped, skipped, sizeof skipped);
+    fprintf(out, "fp8           every layout under each recipe of %s (--fp8%s; the linear GEMMs in FP8)%s\n", tried,
+            o->fp8_search ? " search" : "", o->fp8_param_gather ? ", FP8 parameter all-gather under ZeRO" : "");
+    if (r->fp8_skipped)
+      fprintf(out, "              skipped: %s, which the %s cannot run (no FP8 tensor cores, or no MXFP8 in its "
+                   "catalogue entry)\n", skipped, r->gpu);
+    if (r->calibration[0] && (r->fp8_recipes & ~(1u << PLAN_FP8_OFF))) {
+      if (r->gemm_fp8_points > 0)
+        fprintf(out, "              FP8 GEMMs: the calibration's %d measured \"gemm_fp8\" shapes; every other shape its "
+                     "BF16 time moved to the FP8 peak (datasheet ratio, not measured)\n", r->gemm_fp8_points);
+      else
+        fprintf(out, "              FP8 GEMMs: no \"gemm_fp8\" table in the calibration: the BF16 GEMM times moved to the "
+                     "FP8 peak (datasheet ratio, not measured; an optimistic bound on small shapes)\n");
+    }
+  }
   if (o->hidden_dropout_set)
     fprintf(out, "dropout       hidden dropout %g in every candidate (--hidden-dropout; default 0.1)\n", o->hidden_dropout);
   if (o->alltoall_analytic)
@@ -40,13 +106,17 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   if (o->headroom_gib > 0 || o->headroom_fraction > 0)
     fprintf(out, "headroom      %.1f GiB + %.0f %% of the HBM kept free beyond the memory model\n", o->headroom_gib,
             100 * o->headroom_fraction);
-  fprintf(out, "layouts       %ld enumerated, %ld over HBM, %ld invalid; %ld layout x codec candidates estimated\n",
-          r->enumerated, r->over_memory, r->invalid, r->estimated);
+  if (show_fp8)
+    fprintf(out, "layouts       %ld enumerated; of those x FP8 recipes, %ld over HBM, %ld invalid; %ld layout x "
+                 "recipe x codec candidates estimated\n", r->enumerated, r->over_memory, r->invalid, r->estimated);
+  else
+    fprintf(out, "layouts       %ld enumerated, %ld over HBM, %ld invalid; %ld layout x codec candidates estimated\n",
+            r->enumerated, r->over_memory, r->invalid, r->estimated);
   if (r->dominated)
     fprintf(out, "              %ld ZeRO-2/3 layouts not tried: ZeRO-1 (or ZeRO-2) fits them with less traffic\n",
             r->dominated);
-  fprintf(out, "simulated     %d layouts under each codec%s: %d candidates, %d simulations (%d failed), %d workers",
-          r->layouts_simulated, r->samples ? " + samples across the ranking" : "", r->candidates, r->simulations,
+  fprintf(out, "simulated     %d layouts%s under each codec%s: %d candidates, %d simulations (%d failed), %d workers",
+          r->layouts_simulated, show_fp8 ? " (the best of each FP8 recipe)" : "", r->samples ? " + samples across the ranking" : "", r->candidates, r->simulations,
           r->failures, o->jobs);
   if (r->processes > 1) fprintf(out, " in each of %d MPI processes", r->processes);
   fputc('\n', out);
@@ -57,8 +127,8 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   else
     fprintf(out,
             "              %d simulations avoided: their bound (programs replayed without contention, compute at the fastest "
-            "clock) is below row %d's simulated tokens/s (--exhaustive runs them)\n",
-            r->pruned, o->top > 0 ? o->top : 10);
+            "clock) is below row %d's simulated tokens/s%s (--exhaustive runs them)\n",
+            r->pruned, o->top > 0 ? o->top : 10, show_fp8 ? " and their FP8 recipe's best" : "");
   fprintf(out, "time          %.2f s (enumerate %.2f, memory + estimate %.2f, simulate %.2f of which bounds %.2f)\n",
           r->total_s, r->enumerate_s, r->estimate_s, r->simulate_s, r->bound_s);
   if (r->simulations > 0)
@@ -66,8 +136,10 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
             r->sim_cpu_s, r->sim_cpu_s / r->simulations, r->clock_passes);
   fputc('\n', out);
   int top = o->top > 0 ? o->top : 10;
-  fprintf(out, "%3s  %-46s %-9s %11s %11s %9s %8s %6s %8s %8s\n", "#", "layout", "codec", "est tok/s", "sim tok/s",
-          "tok/s/GPU", "TFLOP/s", "MFU", "mem GiB", "speedup");
+  fprintf(out, "%3s  %-46s ", "#", "layout");
+  if (show_fp8) fprintf(out, "%-10s ", "fp8");
+  fprintf(out, "%-9s %11s %11s %9s %8s %6s %8s %8s\n", "codec", "est tok/s", "sim tok/s", "tok/s/GPU", "TFLOP/s", "MFU",
+          "mem GiB", "speedup");
   int shown = 0;
   for (int i = 0; i < r->n && shown < top; i++) {
     const sim_search_candidate *k = &r->cands[i];
@@ -75,7 +147,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     layout_text(&k->layout, lt, sizeof lt);
     if (!k->simulated || k->sample) continue;
     shown++;
-    fprintf(out, "%3d  %-46s %-9s %11.0f %11.0f %9.1f %8.1f %5.1f%% %8.1f", shown, lt, sim_search_codec_name(k->codec),
+    fprintf(out, "%3d  %-46s ", shown, lt);
+    if (show_fp8) fprintf(out, "%-10s ", fp8_name(k->layout.fp8));
+    fprintf(out, "%-9s %11.0f %11.0f %9.1f %8.1f %5.1f%% %8.1f", sim_search_codec_name(k->codec),
             k->est.tokens_per_s, k->sim_tokens_per_s, k->sim_tokens_per_s / r->gpus, k->sim_tflops_per_gpu,
             100 * k->sim_mfu, k->memory_bytes / 1073741824.0);
     if (k->speedup > 0)
@@ -89,8 +163,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     if (!k->sim_failed) continue;
     char lt[96];
     layout_text(&k->layout, lt, sizeof lt);
-    fprintf(out, "%3s  %-46s %-9s %11.0f  simulation failed: %s\n", "x", lt, sim_search_codec_name(k->codec),
-            k->est.tokens_per_s, k->error);
+    fprintf(out, "%3s  %-46s ", "x", lt);
+    if (show_fp8) fprintf(out, "%-10s ", fp8_name(k->layout.fp8));
+    fprintf(out, "%-9s %11.0f  simulation failed: %s\n", sim_search_codec_name(k->codec), k->est.tokens_per_s, k->error);
   }
   if (r->n == 0) /* nothing simulated (--simulate 0): the estimate ranking */
     for (int i = 0; i < r->n_best_est && shown < top; i++) {
@@ -98,14 +173,17 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
       char lt[96];
       layout_text(&k->layout, lt, sizeof lt);
       shown++;
-      fprintf(out, "%3d  %-46s %-9s %11.0f %11s %9s %8.1f %5.1f%% %8.1f %8s\n", shown, lt,
-              sim_search_codec_name(k->codec), k->est.tokens_per_s, "not run", "-", k->est.tflops_per_gpu,
+      fprintf(out, "%3d  %-46s ", shown, lt);
+      if (show_fp8) fprintf(out, "%-10s ", fp8_name(k->layout.fp8));
+      fprintf(out, "%-9s %11.0f %11s %9s %8.1f %5.1f%% %8.1f %8s\n", sim_search_codec_name(k->codec), k->est.tokens_per_s, "not run", "-", k->est.tflops_per_gpu,
               100 * k->est.mfu, k->memory_bytes / 1073741824.0, "-");
     }
   /* each simulated layout once, with every policy's speedup over none */
   if (r->n > 0) fprintf(out, "\ncodec speedup over the same layout uncompressed (simulated)\n");
   if (r->n > 0) {
-    fprintf(out, "%-46s %11s", "layout", "none tok/s");
+    fprintf(out, "%-46s ", "layout");
+    if (show_fp8) fprintf(out, "%-10s ", "fp8");
+    fprintf(out, "%11s", "none tok/s");
     for (int c = 1; c < SIM_SEARCH_CODEC_COUNT; c++)
       if (o->codecs & (1u << c)) fprintf(out, " %10s", sim_search_codec_name((sim_search_codec)c));
     fputc('\n', out);
@@ -127,6 +205,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
         none_failed |= r->cands[j].sim_failed;
       }
     fprintf(out, "%-46s ", lt);
+    if (show_fp8) fprintf(out, "%-10s ", fp8_name(k->layout.fp8));
     bool none_pruned = false;
     for (int j = 0; j < r->n; j++)
       none_pruned |= sim_search_same_layout(&r->cands[j].layout, &k->layout) &&
@@ -155,6 +234,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   }
   if (r->failures)
     fprintf(out, "failed: %d simulations (rows marked x above, each with its reason)\n", r->failures);
+  if (show_fp8) print_fp8_bests(r, out);
   /* how far the estimate is from the simulation: over the top picks, and
    * over the candidates sampled across the whole ranking (--sample) */
   size_t cap = r->n > 0 ? (size_t)r->n : 1;
@@ -194,6 +274,7 @@ static json_t *layout_json(const sim_search_layout *l) {
   if (o && l->zero_stage >= 2) json_object_set_new(o, "zero_stage", json_integer(l->zero_stage));
   if (o && l->overlap_param_gather) json_object_set_new(o, "overlap_param_gather", json_true());
   if (o && l->tp_comm_overlap) json_object_set_new(o, "tp_comm_overlap", json_true());
+  if (o && l->fp8 != PLAN_FP8_OFF) json_object_set_new(o, "fp8", json_string(fp8_name(l->fp8))); /* layout.fp8 */
   return o;
 }
 
@@ -249,9 +330,15 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
   json_object_set_new(counts, "processes", json_integer(r->processes > 0 ? r->processes : 1));
   json_object_set_new(root, "exhaustive", json_boolean(o->exhaustive));
   json_object_set_new(root, "alltoall", json_string(o->alltoall_analytic ? "analytic" : "flows"));
-  if (o->fp8 != PLAN_FP8_OFF) { /* --fp8: every candidate's recipe (absent: BF16) */
-    json_object_set_new(root, "fp8", json_string(plan_fp8_recipe_names[o->fp8]));
+  if (fp8_shown(r)) { /* --fp8: the recipes tried, "tensorwise,delayed" (absent: BF16 alone), and skipped */
+    char list[64];
+    fp8_list(r->fp8_recipes, list, sizeof list);
+    json_object_set_new(root, "fp8", json_string(list));
+    fp8_list(r->fp8_skipped, list, sizeof list);
+    json_object_set_new(root, "fp8_skipped", json_string(list));
     json_object_set_new(root, "fp8_param_gather", json_boolean(o->fp8_param_gather));
+    /* the calibration's measured FP8 GEMM shapes; every other FP8 GEMM is its BF16 time moved to the FP8 peak */
+    json_object_set_new(root, "gemm_fp8_points", json_integer(r->gemm_fp8_points));
   }
   json_object_set_new(root, "time_s",
                       json_pack("{s:f,s:f,s:f,s:f,s:f}", "total", r->total_s, "enumerate", r->enumerate_s, "estimate",
@@ -273,16 +360,16 @@ int sim_search_save_csv(const sim_search_result *r, const char *path, ts_err *e)
   FILE *f = fopen(path, "w");
   if (!f) return ts_fail_sys(e, "%s: %s", path, strerror(errno));
   fprintf(f, "# rank tp pp vpp dp micro sp zero1 recompute codec est_tokens_per_s sim_tokens_per_s "
-             "tokens_per_s_per_gpu tflops_per_gpu mfu memory_gib speedup_vs_none\n");
+             "tokens_per_s_per_gpu tflops_per_gpu mfu memory_gib speedup_vs_none fp8\n");
   int rank = 0;
   for (int i = 0; i < r->n; i++) {
     const sim_search_candidate *k = &r->cands[i];
     if (!k->simulated || k->sample) continue;
     const sim_search_layout *l = &k->layout;
-    fprintf(f, "%d %d %d %d %d %d %d %d %s %s %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", ++rank, l->tp, l->pp, l->vpp,
+    fprintf(f, "%d %d %d %d %d %d %d %d %s %s %.6g %.6g %.6g %.6g %.6g %.6g %.6g %s\n", ++rank, l->tp, l->pp, l->vpp,
             l->dp, l->micro, l->sequence_parallel, l->zero1, recompute_names[l->recompute],
             sim_search_codec_name(k->codec), k->est.tokens_per_s, k->sim_tokens_per_s, k->sim_tokens_per_s / r->gpus,
-            k->sim_tflops_per_gpu, k->sim_mfu, k->memory_bytes / 1073741824.0, k->speedup);
+            k->sim_tflops_per_gpu, k->sim_mfu, k->memory_bytes / 1073741824.0, k->speedup, fp8_name(l->fp8));
   }
   if (fclose(f)) return ts_fail_sys(e, "%s: %s", path, strerror(errno));
   return 0;

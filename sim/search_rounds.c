@@ -11,7 +11,11 @@
  * for certain, so it would not be printed. The printed rows are therefore
  * those of the exhaustive search (`--exhaustive` simulates everything). The
  * uncompressed run of a layout with a printed compressed row is simulated in
- * the end if it was dropped, for that row's speedup. */
+ * the end if it was dropped, for that row's speedup. With several FP8 recipes
+ * (--fp8 search) a candidate is dropped only when `top` candidates beat it
+ * and so does the best simulated one of its own recipe: the printed rows and
+ * each recipe's best layout are the exhaustive search's (what FP8 buys is
+ * measured between simulated bests). With one recipe that is the rule above. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -65,11 +69,15 @@ static double bound_of(rounds *R, int i) {
   return k->bound_tokens_per_s;
 }
 
-/* Whether candidate i cannot reach the printed rows, given threshold t. */
-static bool below(rounds *R, int i, double t) {
-  if (R->cands[i].sample || t <= 0) return false;
+#define ANY_FP8 (-1)
+static double threshold(const sim_search_candidate *c, int n, int top, int fp8);
+
+/* Whether candidate i can reach neither the printed rows nor its FP8 recipe's best. */
+static bool below(rounds *R, int i, int top) {
+  double t = threshold(R->cands, R->n, top, ANY_FP8), own = threshold(R->cands, R->n, 1, R->cands[i].layout.fp8);
+  if (R->cands[i].sample || t <= 0 || own <= 0) return false;
   double b = bound_of(R, i);
-  return b > 0 && b < t;
+  return b > 0 && b < t && b < own;
 }
 
 static void store(sim_search_candidate *k, const sim_out *m) {
@@ -149,13 +157,14 @@ done:
   return rc;
 }
 
-/* The top-th best simulated tokens/s of the printed (non-sample) candidates; 0 while fewer ran. */
-static double threshold(const sim_search_candidate *c, int n, int top) {
+/* The top-th best simulated tokens/s of the printed (non-sample) candidates under FP8 recipe fp8 (ANY_FP8:
+ * all); 0 while fewer ran. */
+static double threshold(const sim_search_candidate *c, int n, int top, int fp8) {
   double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
   if (!v) return 0; /* no pruning: the exhaustive answer */
   int m = 0;
   for (int i = 0; i < n; i++)
-    if (c[i].simulated && !c[i].sample) v[m++] = c[i].sim_tokens_per_s;
+    if (c[i].simulated && !c[i].sample && (fp8 == ANY_FP8 || c[i].layout.fp8 == fp8)) v[m++] = c[i].sim_tokens_per_s;
   double t = 0;
   if (m >= top) { /* partial selection of the top-th largest */
     for (int a = 0; a < top; a++)
@@ -187,7 +196,7 @@ typedef struct {
 static bool dynamic_skip(int pos, void *arg) {
   dynamic *d = arg;
   int i = d->order[pos];
-  if (below(d->R, i, threshold(d->R->cands, d->R->n, d->top))) {
+  if (below(d->R, i, d->top)) {
     d->state[i] = PRUNED;
     return true;
   }
@@ -262,12 +271,11 @@ int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, in
   int per_round = (o->jobs > 0 ? o->jobs : 1) * size;
   if (size == 1 && run_dynamic(&R, order, state, top, e)) goto done;
   for (; size > 1;) { /* several processes: rounds, each spread over them */
-    double t = threshold(cands, n, top);
     int m = 0;
     for (int x = 0; x < n; x++) {
       int i = order[x];
       if (state[i] != PENDING) continue;
-      if (below(&R, i, t)) {
+      if (below(&R, i, top)) {
         state[i] = PRUNED;
         continue;
       }
@@ -278,11 +286,11 @@ int sim_search_run_candidates(const plan *plans, sim_search_candidate *cands, in
     if (run_batch(&R, batch, m, e)) goto done;
   }
   /* the uncompressed run of each layout whose compressed row is printed, if dropped */
-  double t = threshold(cands, n, top);
   int m = 0;
   for (int i = 0; i < n; i++) {
     if (!cands[i].simulated || cands[i].sample || cands[i].codec == SIM_SEARCH_CODEC_NONE ||
-        cands[i].sim_tokens_per_s < t)
+        (cands[i].sim_tokens_per_s < threshold(cands, n, top, ANY_FP8) &&
+         cands[i].sim_tokens_per_s < threshold(cands, n, 1, cands[i].layout.fp8)))
       continue;
     for (int j = 0; j < n; j++)
       if (state[j] == PRUNED && cands[j].codec == SIM_SEARCH_CODEC_NONE && !cands[j].sample &&

@@ -125,7 +125,9 @@ void sim_search_layout_suffix(const sim_search_layout *l, char *buf, size_t cap)
   if (l->overlap_param_gather && l->zero_stage < 3 && n >= 0 && (size_t)n < cap)
     n += snprintf(buf + n, cap - (size_t)n, "-opg");
   if (l->tp_comm_overlap && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, "-tpo");
-  if (l->account && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "-emb-loss");
+  if (l->account && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, "-emb-loss");
+  if (l->fp8 != PLAN_FP8_OFF && n >= 0 && (size_t)n < cap)
+    snprintf(buf + n, cap - (size_t)n, "-fp8-%s", plan_fp8_recipe_names[l->fp8]);
 }
 
 /* ---- plans ---- */
@@ -165,13 +167,56 @@ int sim_search_base_plan(const char *model, const char *cluster, plan *base, ts_
   return 0;
 }
 
+int sim_search_parse_fp8(const char *list, unsigned *mask, bool *search, ts_err *e) {
+  *mask = 0;
+  *search = false;
+  if (strcmp(list, "search") == 0) {
+    *search = true;
+    for (int k = PLAN_FP8_OFF; plan_fp8_recipe_names[k]; k++) *mask |= 1u << k;
+    return 0;
+  }
+  for (const char *s = list;;) {
+    size_t n = strcspn(s, ",");
+    int k = PLAN_FP8_OFF + 1; /* plan_fp8_recipe_names[0] is "bf16": "none" names it here, as layout.fp8 null */
+    while (plan_fp8_recipe_names[k] && (strlen(plan_fp8_recipe_names[k]) != n || strncmp(plan_fp8_recipe_names[k], s, n)))
+      k++;
+    if (n == 4 && strncmp(s, "none", 4) == 0)
+      k = PLAN_FP8_OFF;
+    else if (!plan_fp8_recipe_names[k])
+      return ts_fail(e, "search", "--fp8", "\"%.*s\" is not none, tensorwise, delayed, mxfp8 or search", (int)n, s);
+    if (*mask & (1u << k)) return ts_fail(e, "search", "--fp8", "\"%.*s\" is listed twice", (int)n, s);
+    *mask |= 1u << k;
+    if (!s[n]) return 0;
+    s += n + 1;
+  }
+}
+
+int sim_search_fp8_recipes(const sim_search_options *o, const topo_gpu *g, unsigned *run, unsigned *skipped,
+                           ts_err *e) {
+  unsigned asked = o->fp8_recipes ? o->fp8_recipes : 1u << PLAN_FP8_OFF;
+  ts_err sub;
+  *run = *skipped = 0;
+  for (int k = PLAN_FP8_OFF; plan_fp8_recipe_names[k]; k++) {
+    if (!(asked & (1u << k))) continue;
+    if (!plan_fp8_check_gpu((plan_fp8_recipe)k, g, "search", "--fp8", o->fp8_search ? &sub : e)) {
+      *run |= 1u << k;
+      continue;
+    }
+    if (!o->fp8_search) return -1; /* an explicit list: the loader's message, naming --fp8 and the GPU */
+    *skipped |= 1u << k;
+  }
+  return 0;
+}
+
 int sim_search_apply_options(const sim_search_options *o, plan *base, ts_err *e) {
   base->host_framework = o->host_framework;
   if (o->hidden_dropout_set) base->hidden_dropout = o->hidden_dropout;
-  if (o->fp8_param_gather && o->fp8 == PLAN_FP8_OFF)
-    return ts_fail(e, "search", "--fp8-param-gather", "needs --fp8 (FP8 parameters of FP8 GEMMs)");
-  if (o->fp8 != PLAN_FP8_OFF && plan_fp8_check_gpu(o->fp8, &base->cluster.gpu, "search", "--fp8", e)) return -1;
-  base->fp8_recipe = o->fp8;
+  unsigned run, skipped;
+  if (sim_search_fp8_recipes(o, &base->cluster.gpu, &run, &skipped, e)) return -1;
+  if (o->fp8_param_gather && !(run & ~(1u << PLAN_FP8_OFF)))
+    return ts_fail(e, "search", "--fp8-param-gather", "needs --fp8 with a recipe the %s runs (FP8 parameters of FP8 "
+                   "GEMMs)", base->cluster.gpu.name);
+  base->fp8_recipe = PLAN_FP8_OFF; /* each candidate's own: its layout's fp8 (fill_plan) */
   base->fp8_param_gather = o->fp8_param_gather;
   return 0;
 }
@@ -203,8 +248,10 @@ static void fill_plan(const plan *base, const sim_search_layout *l, int seq, lon
   memset(p->tpo_cfg, 0, sizeof p->tpo_cfg);
   p->tp_comm_overlap_cfg_given = false;
   p->account_embedding = p->account_loss = l->account;
-  /* --fp8-param-gather: where the distributed optimizer gathers the parameters (plan_validate_fp8's rule) */
-  p->fp8_param_gather = base->fp8_param_gather && p->zero1;
+  /* the candidate's recipe; --fp8-param-gather where FP8 GEMMs' parameters are gathered by the distributed
+   * optimizer (plan_validate_fp8's rule) */
+  p->fp8_recipe = l->fp8;
+  p->fp8_param_gather = base->fp8_param_gather && p->zero1 && l->fp8 != PLAN_FP8_OFF;
   sim_search_apply_codec(p, SIM_SEARCH_CODEC_NONE);
   snprintf(p->name, sizeof p->name, "%s-tp%d-pp%d-vpp%d-dp%d-mb%d%s%s-rc%s", base->model.name, l->tp, l->pp, l->vpp,
            l->dp, l->micro, l->sequence_parallel ? "-sp" : "", l->zero1 ? "-zero1" : "",

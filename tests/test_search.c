@@ -713,7 +713,7 @@ static void test_fp8_search(void) {
   for (int j = 0; j < 2; j++) {
     sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h200x8-nvswitch", .gpus = 8, .global_batch = 16,
                             .codecs = 1u << SIM_SEARCH_CODEC_NONE, .top = 1, .simulate = 2, .jobs = 2,
-                            .max_micro = 2, .fp8 = j ? PLAN_FP8_TENSORWISE : PLAN_FP8_OFF};
+                            .max_micro = 2, .fp8_recipes = 1u << (j ? PLAN_FP8_TENSORWISE : PLAN_FP8_OFF)};
     CU_ASSERT_EQUAL_FATAL(sim_search_run(&o, &r[j], &e), 0);
     CU_ASSERT_TRUE_FATAL(r[j].n > 0 && r[j].cands[0].simulated);
     snprintf(dir[j], sizeof dir[j], "/tmp/test-search-fp8-%d-%d", (int)getpid(), j);
@@ -756,18 +756,141 @@ static void test_fp8_search(void) {
   CU_ASSERT_TRUE(r[1].best_est[0].est.tokens_per_s > r[0].best_est[0].est.tokens_per_s);
   for (int j = 0; j < 2; j++) sim_search_result_free(&r[j]);
   /* --fp8-param-gather: on the candidates with the distributed optimizer only */
-  sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h200x8-nvswitch", .fp8 = PLAN_FP8_DELAYED,
-                          .fp8_param_gather = true};
+  sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h200x8-nvswitch",
+                          .fp8_recipes = 1u << PLAN_FP8_DELAYED, .fp8_param_gather = true};
   static plan base;
   CU_ASSERT_EQUAL_FATAL(sim_search_base_plan(o.model, o.cluster, &base, &e), 0);
   CU_ASSERT_EQUAL_FATAL(sim_search_apply_options(&o, &base, &e), 0);
   for (int z = 0; z <= 1; z++) {
-    sim_search_layout l = {.tp = 1, .pp = 1, .vpp = 1, .dp = 8, .micro = 1, .zero1 = z, .zero_stage = z};
+    sim_search_layout l = {.tp = 1, .pp = 1, .vpp = 1, .dp = 8, .micro = 1, .zero1 = z, .zero_stage = z,
+                           .fp8 = PLAN_FP8_DELAYED};
     CU_ASSERT_EQUAL_FATAL(sim_search_make_plan(&base, &l, 2048, 16, &p, &e), 0);
     CU_ASSERT_EQUAL(p.fp8_recipe, PLAN_FP8_DELAYED);
     CU_ASSERT_EQUAL(p.fp8_param_gather, z == 1);
     CU_ASSERT_EQUAL(plan_validate_fp8(&p, &e), 0);
+    l.fp8 = PLAN_FP8_OFF; /* a BF16 candidate of the same search: no FP8 parameters */
+    CU_ASSERT_EQUAL_FATAL(sim_search_make_plan(&base, &l, 2048, 16, &p, &e), 0);
+    CU_ASSERT_EQUAL(p.fp8_recipe, PLAN_FP8_OFF);
+    CU_ASSERT_FALSE(p.fp8_param_gather);
+    CU_ASSERT_EQUAL(plan_validate_fp8(&p, &e), 0);
   }
+}
+
+/* --fp8 as a searched dimension, counted by hand: GPT-3 1.3B on the 8 GPUs of one node, global batch 16,
+ * micro-batches up to 2, codec none: every layout fits the HBM of an H100 in BF16 and in FP8 (the FP8
+ * weight copies of 1.3B parameters are a few GiB at most), so a second recipe doubles every count of the
+ * memory filter and the estimate while the enumeration stays; `search` on the H100 tries none, tensorwise
+ * and delayed (3x) and skips mxfp8; on the A100 (no FP8 tensor cores) it is the BF16 search. */
+static void test_fp8_searched_dimension(void) {
+  const unsigned none = 1u << PLAN_FP8_OFF, tw = 1u << PLAN_FP8_TENSORWISE, dl = 1u << PLAN_FP8_DELAYED,
+                 mx = 1u << PLAN_FP8_MXFP8;
+  struct {
+    const char *cluster;
+    unsigned recipes;
+    bool search;
+    unsigned expect_run, expect_skipped;
+    int times; /* counts of the BF16 search on the same cluster */
+  } cases[] = {
+      {"h100x8-nvswitch", none, false, none, 0, 1},
+      {"h100x8-nvswitch", none | tw, false, none | tw, 0, 2},
+      {"h100x8-nvswitch", 0, true, none | tw | dl, mx, 3},
+      {"a100x8-nvswitch", none, false, none, 0, 1},
+      {"a100x8-nvswitch", 0, true, none, tw | dl | mx, 1},
+  };
+  sim_search_result r[5];
+  ts_err e = {0};
+  for (int j = 0; j < 5; j++) {
+    sim_search_options o = {.model = "gpt3-1.3b", .cluster = cases[j].cluster, .gpus = 8, .global_batch = 16,
+                            .codecs = 1u << SIM_SEARCH_CODEC_NONE, .top = 10, .jobs = 1, .max_micro = 2,
+                            .estimate_only = true, .keep_estimates = 1 << 30, .fp8_recipes = cases[j].recipes,
+                            .fp8_search = cases[j].search};
+    if (cases[j].search) CU_ASSERT_EQUAL(sim_search_parse_fp8("search", &o.fp8_recipes, &o.fp8_search, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(sim_search_run(&o, &r[j], &e), 0);
+    CU_ASSERT_EQUAL(r[j].fp8_recipes, cases[j].expect_run);
+    CU_ASSERT_EQUAL(r[j].fp8_skipped, cases[j].expect_skipped);
+    const sim_search_result *b = &r[cases[j].cluster[0] == 'a' ? 3 : 0]; /* the BF16 search on that cluster */
+    if (j == 0 || j == 3) {
+      CU_ASSERT_TRUE(b->enumerated > 0 && b->fits > 0);
+      CU_ASSERT_EQUAL(b->over_memory, 0); /* (what makes the doubling exact) */
+      CU_ASSERT_EQUAL(b->estimated, b->fits); /* one codec: a candidate a layout */
+    }
+    int t = cases[j].times;
+    printf("\n  %s, fp8 mask %#x: %ld enumerated, %ld fit, %ld estimated ", cases[j].cluster, r[j].fp8_recipes,
+           r[j].enumerated, r[j].fits, r[j].estimated);
+    CU_ASSERT_EQUAL(r[j].enumerated, b->enumerated);
+    CU_ASSERT_EQUAL(r[j].fits, t * b->fits);
+    CU_ASSERT_EQUAL(r[j].over_memory, t * b->over_memory);
+    CU_ASSERT_EQUAL(r[j].invalid, t * b->invalid);
+    CU_ASSERT_EQUAL(r[j].dominated, t * b->dominated);
+    CU_ASSERT_EQUAL(r[j].estimated, t * b->estimated);
+    CU_ASSERT_EQUAL_FATAL(r[j].n_best_est, r[j].estimated);
+    long per[SIM_SEARCH_FP8_RECIPES] = {0};
+    for (int i = 0; i < r[j].n_best_est; i++) per[r[j].best_est[i].layout.fp8]++;
+    for (int f = 0; f < SIM_SEARCH_FP8_RECIPES; f++)
+      CU_ASSERT_EQUAL(per[f], r[j].fp8_recipes & (1u << f) ? b->estimated : 0);
+  }
+  /* FP8 candidates estimate faster than BF16 ones on the H100 (the FP8 GEMMs) */
+  CU_ASSERT_TRUE(r[1].best_est[0].layout.fp8 == PLAN_FP8_TENSORWISE);
+  for (int j = 0; j < 5; j++) sim_search_result_free(&r[j]);
+  /* an explicit recipe the GPU cannot run: the search refuses it, naming --fp8 and the GPU */
+  sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h100x8-nvswitch", .gpus = 8, .global_batch = 16,
+                          .codecs = 1, .top = 1, .jobs = 1, .max_micro = 2, .estimate_only = true,
+                          .fp8_recipes = none | mx};
+  sim_search_result x;
+  CU_ASSERT_NOT_EQUAL(sim_search_run(&o, &x, &e), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--fp8"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "H100"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "mxfp8"));
+  /* the list's syntax */
+  unsigned mask;
+  bool search;
+  CU_ASSERT_EQUAL(sim_search_parse_fp8("none,tensorwise,mxfp8", &mask, &search, &e), 0);
+  CU_ASSERT_EQUAL(mask, none | tw | mx);
+  CU_ASSERT_FALSE(search);
+  CU_ASSERT_EQUAL(sim_search_parse_fp8("delayed", &mask, &search, &e), 0);
+  CU_ASSERT_EQUAL(mask, dl);
+  CU_ASSERT_EQUAL(sim_search_parse_fp8("search", &mask, &search, &e), 0);
+  CU_ASSERT_EQUAL(mask, none | tw | dl | mx);
+  CU_ASSERT_TRUE(search);
+  CU_ASSERT_NOT_EQUAL(sim_search_parse_fp8("none,none", &mask, &search, &e), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "twice"));
+  CU_ASSERT_NOT_EQUAL(sim_search_parse_fp8("none,", &mask, &search, &e), 0);
+  CU_ASSERT_NOT_EQUAL(sim_search_parse_fp8("bf16", &mask, &search, &e), 0);
+  CU_ASSERT_NOT_EQUAL(sim_search_parse_fp8("none,search", &mask, &search, &e), 0);
+}
+
+/* Each FP8 recipe gets its own simulated layouts and top rows: --simulate 1 with none,tensorwise simulates
+ * one layout of each (2 simulations under codec none), each recipe's row kept against the bound, and the
+ * report prints each recipe's best with its speed-up over BF16's. */
+static void test_fp8_recipes_simulated(void) {
+  sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h100x8-nvswitch", .gpus = 8, .global_batch = 16,
+                          .codecs = 1u << SIM_SEARCH_CODEC_NONE, .top = 1, .simulate = 1, .jobs = 2, .max_micro = 2,
+                          .fp8_recipes = (1u << PLAN_FP8_OFF) | (1u << PLAN_FP8_TENSORWISE)};
+  sim_search_result r;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_search_run(&o, &r, &e), 0);
+  CU_ASSERT_EQUAL(r.layouts_simulated, 2);
+  CU_ASSERT_EQUAL(r.candidates, 2);
+  CU_ASSERT_EQUAL(r.simulations, 2); /* top 1 of each recipe: neither pruned by the other's figure */
+  CU_ASSERT_EQUAL_FATAL(r.n, 2);
+  CU_ASSERT_TRUE(r.cands[0].simulated && r.cands[1].simulated);
+  CU_ASSERT_NOT_EQUAL(r.cands[0].layout.fp8, r.cands[1].layout.fp8);
+  /* the FP8 layout first (faster), the BF16 one still simulated */
+  CU_ASSERT_EQUAL(r.cands[0].layout.fp8, PLAN_FP8_TENSORWISE);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&buf, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mem);
+  sim_search_print(&r, &o, mem);
+  fclose(mem);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "best simulated layout of each FP8 recipe"));
+  char want[64];
+  snprintf(want, sizeof want, "%.3fx", r.cands[0].sim_tokens_per_s / r.cands[1].sim_tokens_per_s);
+  printf("\n  best BF16 %.0f, best tensorwise %.0f tokens/s: %s ", r.cands[1].sim_tokens_per_s,
+         r.cands[0].sim_tokens_per_s, want);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, want));
+  free(buf);
+  sim_search_result_free(&r);
 }
 
 /* The memory filter and the estimate spread over processes (search.c, blocks of layouts round robin,
@@ -918,6 +1041,14 @@ static void test_bad_flags(void) {
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --calibration /nonexistent.json", "nonexistent");
   expect_bad("--model gpt3-175b --cluster h200x8-nvswitch --simulate 1", "no layout");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --fp8 e4m3", "--fp8: \"e4m3\" is not none, tensorwise");
+  expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --fp8 none,e4m3", "--fp8: \"e4m3\" is not none, tensorwise");
+  /* an explicit list with a recipe the GPU cannot run: the error names the option, the recipe and the GPU */
+  expect_bad("--model gpt3-1.3b --cluster h100x8-nvswitch --fp8 none,tensorwise,mxfp8",
+             "search: --fp8: \"mxfp8\" needs a GPU whose tensor cores take MXFP8 block scales");
+  expect_bad("--model gpt3-1.3b --cluster a100x8-nvswitch --fp8 none,delayed",
+             "search: --fp8: \"delayed\": the A100-SXM4-80GB has no FP8 tensor cores");
+  expect_bad("--model gpt3-1.3b --cluster a100x8-nvswitch --fp8 search --fp8-param-gather",
+             "--fp8-param-gather: needs --fp8 with a recipe the A100-SXM4-80GB runs");
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --fp8-param-gather", "--fp8-param-gather: needs --fp8");
   /* the plan loader's message, naming --fp8: the H200's catalogue entry has no MXFP8, the A100's no FP8 */
   expect_bad("--model gpt3-1.3b --cluster h200x8-nvswitch --fp8 mxfp8",
@@ -928,7 +1059,8 @@ static void test_bad_flags(void) {
   char out[16384]; /* the whole help: a reader that stops early leaves the writer a SIGPIPE once it passes 4 KiB */
   CU_ASSERT_EQUAL(run_cli("--help", out, sizeof out), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "tp_comm_overlap_cfg is not searched"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--fp8 RECIPE        none (BF16), tensorwise, delayed or mxfp8"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--fp8 LIST          FP8 recipes tried, each a searched dimension"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(default none)"));
   CU_ASSERT_PTR_NULL(strstr(out, "is not searched; set it in an emitted plan")); /* FP8 is searched now */
 }
 
@@ -960,6 +1092,9 @@ int main(void) {
   CU_add_test(s, "small search end to end", test_small_search);
   CU_add_test(s, "estimate over processes: the same ranking", test_estimate_over_processes);
   CU_add_test(s, "--fp8: every candidate in FP8, faster than BF16's best", test_fp8_search);
+  CU_add_test(s, "--fp8 as a searched dimension: counts by hand, skipped and refused recipes",
+              test_fp8_searched_dimension);
+  CU_add_test(s, "--fp8 none,tensorwise: each recipe's best simulated", test_fp8_recipes_simulated);
   CU_add_test(s, "a failed simulation is a row with its reason", test_failed_rows_name_their_reason);
   CU_add_test(s, "bad flags exit 2", test_bad_flags);
   CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -176,19 +176,20 @@ static double simulated_tokens(const char *plan_path, const char *cal) {
 }
 
 /* host: --host-framework (the plans carry it and predict the search's figure under it too); dropout < 0:
- * the default hidden dropout (Megatron-LM's 0.1), else --hidden-dropout dropout */
-static void emitted_plans_predict_the_search(plan_host_framework host, double dropout) {
+ * the default hidden dropout (Megatron-LM's 0.1), else --hidden-dropout dropout; fp8: --fp8's recipes (0:
+ * BF16 alone), each emitted plan's layout.fp8 its row's */
+static void emitted_plans_predict_the_search(plan_host_framework host, double dropout, unsigned fp8) {
   char dir[64];
   snprintf(dir, sizeof dir, "/tmp/test-emit-plans-%d", (int)getpid());
   sim_search_options o = {.model = "gpt3-1.3b", .cluster = "h200x8-nvswitch", .gpus = 8, .global_batch = 16,
                           .codecs = (1u << SIM_SEARCH_CODEC_NONE) | (1u << SIM_SEARCH_CODEC_TACO), .top = 3,
                           .simulate = 2, .jobs = 2, .max_micro = 4, .host_framework = host,
-                          .hidden_dropout_set = dropout >= 0, .hidden_dropout = dropout};
+                          .hidden_dropout_set = dropout >= 0, .hidden_dropout = dropout, .fp8_recipes = fp8};
   sim_search_result r;
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(sim_search_run(&o, &r, &e), 0);
   CU_ASSERT_EQUAL_FATAL(sim_search_emit_plans(&r, &o, dir, NULL, &e), 0);
-  int checked = 0;
+  int checked = 0, checked_fp8 = 0;
   for (int i = 0; i < r.n && checked < 3; i++) {
     const sim_search_candidate *k = &r.cands[i];
     if (!k->simulated || k->sample) continue;
@@ -210,6 +211,8 @@ static void emitted_plans_predict_the_search(plan_host_framework host, double dr
     CU_ASSERT_EQUAL(p.micro_batch, k->layout.micro);
     CU_ASSERT_EQUAL(p.hidden_dropout, dropout >= 0 ? dropout : 0.1); /* written (default: Megatron-LM's) */
     CU_ASSERT_EQUAL(p.host_framework, host);
+    CU_ASSERT_EQUAL(p.fp8_recipe, k->layout.fp8); /* layout.fp8 written (absent: BF16) */
+    checked_fp8 += k->layout.fp8 != PLAN_FP8_OFF;
     FILE *pf = fopen(path, "r");
     char text[8192] = "";
     if (pf) {
@@ -224,19 +227,26 @@ static void emitted_plans_predict_the_search(plan_host_framework host, double dr
     unlink(path);
   }
   CU_ASSERT_TRUE(checked >= 2);
+  if (fp8 & ~(1u << PLAN_FP8_OFF)) CU_ASSERT_TRUE(checked_fp8 >= 1);
+  printf("\n  %d FP8 rows checked ", checked_fp8);
   rmdir(dir);
   sim_search_result_free(&r);
 }
 
-static void test_emitted_plans_predict_the_search(void) { emitted_plans_predict_the_search(PLAN_HOST_EXECUTOR, -1); }
+static void test_emitted_plans_predict_the_search(void) { emitted_plans_predict_the_search(PLAN_HOST_EXECUTOR, -1, 0); }
+
+/* --fp8 none,tensorwise: the FP8 rows' plans carry layout.fp8 and simulate to the printed figure too */
+static void test_emitted_fp8_plans(void) {
+  emitted_plans_predict_the_search(PLAN_HOST_EXECUTOR, -1, (1u << PLAN_FP8_OFF) | (1u << PLAN_FP8_TENSORWISE));
+}
 
 /* --hidden-dropout 0: the plans tacorun execute runs (it runs no dropout), their figures given back too */
-static void test_emitted_plans_without_dropout(void) { emitted_plans_predict_the_search(PLAN_HOST_EXECUTOR, 0); }
+static void test_emitted_plans_without_dropout(void) { emitted_plans_predict_the_search(PLAN_HOST_EXECUTOR, 0, 0); }
 
 /* Megatron-Core's host time: gpt3-1.3b's small layers run at the host's pace, so the figures differ from the
  * executor's, and the emitted plans still give them back */
 static void test_emitted_plans_megatron_core_host(void) {
-  emitted_plans_predict_the_search(PLAN_HOST_MEGATRON_CORE, -1);
+  emitted_plans_predict_the_search(PLAN_HOST_MEGATRON_CORE, -1, 0);
 }
 
 int main(void) {
@@ -248,6 +258,7 @@ int main(void) {
   CU_add_test(s, "emitted plans predict the search's figures", test_emitted_plans_predict_the_search);
   CU_add_test(s, "emitted plans with --host-framework megatron-core", test_emitted_plans_megatron_core_host);
   CU_add_test(s, "emitted plans with --hidden-dropout 0", test_emitted_plans_without_dropout);
+  CU_add_test(s, "emitted plans with --fp8 none,tensorwise", test_emitted_fp8_plans);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

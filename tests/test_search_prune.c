@@ -17,10 +17,18 @@ static int printed(const sim_search_result *r, int top, const sim_search_candida
   return m;
 }
 
-static void check_case(const char *model, const char *cluster, int gpus, int top, bool expect_pruned) {
+/* The best simulated row of FP8 recipe f, or NULL. */
+static const sim_search_candidate *best_of(const sim_search_result *r, int f) {
+  for (int i = 0; i < r->n; i++)
+    if (r->cands[i].simulated && !r->cands[i].sample && r->cands[i].layout.fp8 == f) return &r->cands[i];
+  return NULL;
+}
+
+/* fp8: --fp8's recipes (0: BF16); with several, each recipe's best row is the exhaustive search's too */
+static void check_case(const char *model, const char *cluster, int gpus, int top, bool expect_pruned, unsigned fp8) {
   sim_search_options o = {.model = model, .cluster = cluster, .gpus = gpus, .global_batch = 16,
                           .codecs = (1u << SIM_SEARCH_CODEC_COUNT) - 1, .top = top, .simulate = 8, .jobs = 2,
-                          .max_micro = 4, .bounds_all = true};
+                          .max_micro = 4, .bounds_all = true, .fp8_recipes = fp8};
   sim_search_result ex, pr;
   ts_err e = {0};
   o.exhaustive = true;
@@ -51,18 +59,31 @@ static void check_case(const char *model, const char *cluster, int gpus, int top
     CU_ASSERT_DOUBLE_EQUAL(a[i]->speedup, b[i]->speedup, 0);
     CU_ASSERT_TRUE(b[i]->speedup > 0); /* the uncompressed run of a printed layout is never dropped */
   }
-  printf("\n  %s on %s: %d candidates, top %d: exhaustive %d simulations, pruned %d (%d avoided)", model, cluster,
-         ex.candidates, top, ex.simulations, pr.simulations, pr.pruned);
+  for (int f = 0; f < SIM_SEARCH_FP8_RECIPES; f++) {
+    if (!(ex.fp8_recipes & (1u << f))) continue;
+    const sim_search_candidate *x = best_of(&ex, f), *y = best_of(&pr, f);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_TRUE(sim_search_same_layout(&x->layout, &y->layout));
+    CU_ASSERT_EQUAL(x->codec, y->codec);
+    CU_ASSERT_DOUBLE_EQUAL(x->sim_tokens_per_s, y->sim_tokens_per_s, 0);
+  }
+  printf("\n  %s on %s, fp8 %#x: %d candidates, top %d: exhaustive %d simulations, pruned %d (%d avoided)", model,
+         cluster, ex.fp8_recipes, ex.candidates, top, ex.simulations, pr.simulations, pr.pruned);
   sim_search_result_free(&ex);
   sim_search_result_free(&pr);
 }
 
 /* Two H200 on sockets: tensor parallelism pays its traffic in full, the bound sees it. */
-static void test_prune_socket(void) { check_case("gpt3-1.3b", "h200x2-socket", 0, 2, true); }
+static void test_prune_socket(void) { check_case("gpt3-1.3b", "h200x2-socket", 0, 2, true, 0); }
+/* The same under --fp8 none,tensorwise: the FP8 rows lead the printed rows, BF16's best is still found */
+static void test_prune_fp8(void) {
+  check_case("gpt3-1.3b", "h200x2-socket", 0, 2, true, (1u << PLAN_FP8_OFF) | (1u << PLAN_FP8_TENSORWISE));
+}
 /* Eight on NVSwitch: candidates within a few per cent, the clock's head room keeps most. */
-static void test_prune_nvswitch(void) { check_case("gpt3-1.3b", "h200x8-nvswitch", 0, 3, false); }
+static void test_prune_nvswitch(void) { check_case("gpt3-1.3b", "h200x8-nvswitch", 0, 3, false, 0); }
 /* Two PCIe nodes: cross-node DP and TP over PCIe. */
-static void test_prune_pcie(void) { check_case("gpt3-1.3b", "pcie-8gpu-2x100gbe", 16, 1, false); }
+static void test_prune_pcie(void) { check_case("gpt3-1.3b", "pcie-8gpu-2x100gbe", 16, 1, false, 0); }
 
 int main(void) {
   CU_initialize_registry();
@@ -70,6 +91,7 @@ int main(void) {
   CU_add_test(s, "pruned = exhaustive, socket", test_prune_socket);
   CU_add_test(s, "pruned = exhaustive, nvswitch", test_prune_nvswitch);
   CU_add_test(s, "pruned = exhaustive, pcie", test_prune_pcie);
+  CU_add_test(s, "pruned = exhaustive, socket, --fp8 none,tensorwise", test_prune_fp8);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
