@@ -466,6 +466,11 @@ def parent(args):
         if left < 20:
             res["runs"].append({"case": cs, "allocator": alloc, "status": "skipped (time budget)"})
             continue
+        if i > 0 and res["runs"][0].get("status") == "error":
+            # the first run failed in the script or in Megatron (not out of memory, not a timeout): the others
+            # would fail the same way; stop early
+            res["runs"].append({"case": cs, "allocator": alloc, "status": "skipped (first run failed)"})
+            continue
         cs = dict(cs, iters=args.iters)
         tmo = min(args.case_timeout_s, left)
         env = dict(os.environ, ALLOC_FRAG_ALLOCATOR=alloc, ALLOC_FRAG_DEVICE_GIB=str(args.device_gib), PYTHONUNBUFFERED="1", CUDA_DEVICE_MAX_CONNECTIONS="1")
