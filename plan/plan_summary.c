@@ -140,6 +140,9 @@ static void print_memory(const plan *p, FILE *out) {
   fprintf(out, "  overhead: CUDA context, cuBLASLt, one NCCL communicator per parallel dimension (measured on H200,\n"
                "  plan/plan_memory.c)%s\n",
           p->attention_backend != PLAN_ATTENTION_UNFUSED ? ", the fused attention backward's fp32 workspace" : "");
+  const double f = plan_alloc_reserve(p);
+  fprintf(out, "  and a caching allocator's reserve, alloc_reserve %g x the activations (%s; --alloc-reserve)\n", f,
+          !p->alloc_reserve_given ? "the default" : "the plan's or the command line's");
 }
 
 typedef struct {

@@ -32,6 +32,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   if (o->fp8 != PLAN_FP8_OFF)
     fprintf(out, "fp8           every candidate's linear GEMMs in FP8, recipe %s%s (--fp8)\n",
             plan_fp8_recipe_names[o->fp8], o->fp8_param_gather ? ", FP8 parameter all-gather under ZeRO" : "");
+  fprintf(out, "allocator     a caching allocator's reserve of %g x the activations in every candidate's memory (%s)\n",
+          o->alloc_reserve_set ? o->alloc_reserve : PLAN_DEFAULT_ALLOC_RESERVE,
+          o->alloc_reserve_set ? "--alloc-reserve" : "the default; --alloc-reserve");
   if (o->hidden_dropout_set)
     fprintf(out, "dropout       hidden dropout %g in every candidate (--hidden-dropout; default 0.1)\n", o->hidden_dropout);
   if (o->alltoall_analytic)
@@ -249,6 +252,7 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
   json_object_set_new(counts, "processes", json_integer(r->processes > 0 ? r->processes : 1));
   json_object_set_new(root, "exhaustive", json_boolean(o->exhaustive));
   json_object_set_new(root, "alltoall", json_string(o->alltoall_analytic ? "analytic" : "flows"));
+  json_object_set_new(root, "alloc_reserve", json_real(o->alloc_reserve_set ? o->alloc_reserve : PLAN_DEFAULT_ALLOC_RESERVE));
   if (o->fp8 != PLAN_FP8_OFF) { /* --fp8: every candidate's recipe (absent: BF16) */
     json_object_set_new(root, "fp8", json_string(plan_fp8_recipe_names[o->fp8]));
     json_object_set_new(root, "fp8_param_gather", json_boolean(o->fp8_param_gather));

@@ -168,6 +168,7 @@ int sim_search_base_plan(const char *model, const char *cluster, plan *base, ts_
 int sim_search_apply_options(const sim_search_options *o, plan *base, ts_err *e) {
   base->host_framework = o->host_framework;
   if (o->hidden_dropout_set) base->hidden_dropout = o->hidden_dropout;
+  if (o->alloc_reserve_set) base->alloc_reserve = o->alloc_reserve, base->alloc_reserve_given = true;
   if (o->fp8_param_gather && o->fp8 == PLAN_FP8_OFF)
     return ts_fail(e, "search", "--fp8-param-gather", "needs --fp8 (FP8 parameters of FP8 GEMMs)");
   if (o->fp8 != PLAN_FP8_OFF && plan_fp8_check_gpu(o->fp8, &base->cluster.gpu, "search", "--fp8", e)) return -1;
