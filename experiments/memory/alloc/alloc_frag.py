@@ -95,9 +95,13 @@ def derive(r):
     if not m:
         return r
     static, pa, pr = m["static"], m["peak_alloc"], m["peak_reserved"]
-    churn = pa - static
+    ph = m.get("phases")
+    # churn: what the forward-backward allocates beyond the static memory (older records: the overall peak's)
+    churn = (ph["fb_alloc"] if ph else pa) - static
     reserve = pr - pa
     r["derived"] = {"static_gib": static / GIB, "peak_alloc_gib": pa / GIB, "peak_reserved_gib": pr / GIB,
+                    "fb_peak_alloc_gib": ph["fb_alloc"] / GIB if ph else None,
+                    "step_peak_alloc_gib": ph["step_alloc"] / GIB if ph else None,
                     "churn_gib": churn / GIB, "reserve_gib": reserve / GIB,
                     "reserve_over_churn": reserve / churn if churn > 0 else None,
                     "reserve_over_peak_alloc": reserve / pa if pa > 0 else None}
@@ -110,13 +114,14 @@ def fmt(v, spec):
 
 def summary_table(res):
     """The table: one row per (case, allocator)."""
-    hdr = ("case", "alloc", "static", "peak_al", "peak_rs", "churn", "reserve", "rs/churn", "rs/peak",
+    hdr = ("case", "alloc", "static", "fb_al", "step_al", "peak_al", "peak_rs", "churn", "reserve", "rs/churn", "rs/peak",
            "inact_pk", "retries", "segs_pk", "nontorch", "status")
     rows = [hdr]
     for r in res.get("runs", []):
         d = r.get("derived", {})
         st = r.get("stats", {})
         rows.append((r["case"]["name"], r["allocator"], fmt(d.get("static_gib"), ".2f"),
+                     fmt(d.get("fb_peak_alloc_gib"), ".2f"), fmt(d.get("step_peak_alloc_gib"), ".2f"),
                      fmt(d.get("peak_alloc_gib"), ".2f"), fmt(d.get("peak_reserved_gib"), ".2f"),
                      fmt(d.get("churn_gib"), ".2f"), fmt(d.get("reserve_gib"), ".2f"),
                      fmt(None if d.get("reserve_over_churn") is None else 100 * d["reserve_over_churn"], ".1f"),
@@ -130,7 +135,8 @@ def summary_table(res):
     w = [max(len(str(row[i])) for row in rows) for i in range(len(hdr))]
     lines = ["  ".join(str(x).rjust(w[i]) if i > 1 else str(x).ljust(w[i]) for i, x in enumerate(row))
              for row in rows]
-    lines.append("GiB; static = memory_allocated between iterations; churn = peak_alloc - static; reserve = "
+    lines.append("GiB; static = memory_allocated between iterations; fb_al, step_al = allocated peaks of the "
+                 "forward-backward and of the optimizer step; churn = fb_al - static (older runs: peak_al - static); reserve = "
                  "peak_reserved - peak_alloc; rs/churn, rs/peak in %; inact_pk = inactive_split_bytes peak; "
                  "segs_pk = segment.all.peak; nontorch = process device memory - memory_reserved (nvidia-smi)")
     ctx = res.get("context", {})
@@ -318,6 +324,27 @@ def build(case, rec):
     opt_cfg = OptimizerConfig(optimizer="adam", lr=1e-5, min_lr=1e-6, weight_decay=0.1, adam_beta1=0.9,
                               adam_beta2=0.95, bf16=True, params_dtype=torch.bfloat16,
                               use_distributed_optimizer=True, clip_grad=1.0)
+    # Without Transformer Engine, Megatron-Core's fp8_utils.quantize_param_shard raises even when there is no
+    # FP8 parameter to cast (its fallback stub); the distributed optimizer calls it every step. Here no
+    # parameter is FP8, so an empty call is skipped and any other still reaches Megatron's own function.
+    import megatron.core.optimizer.distrib_optimizer as distrib_optimizer
+    if not getattr(distrib_optimizer, "_alloc_frag_guard", False):
+        megatron_quantize = distrib_optimizer.quantize_param_shard
+
+        def quantize_param_shard(model_params, *args, **kwargs):
+            if len(model_params) == 0:
+                return None
+            return megatron_quantize(model_params, *args, **kwargs)
+
+        distrib_optimizer.quantize_param_shard = quantize_param_shard
+        distrib_optimizer._alloc_frag_guard = True
+    import functools
+    import megatron.core.optimizer as mopt
+    if case.get("optimizer", "fused") == "fused":
+        # Megatron-Core's Adam without TE or apex is torch.optim.AdamW (foreach), whose step makes temporaries the
+        # size of all main parameters (a full FP32 copy and more); TE's and apex's FusedAdam of published runs
+        # make none. torch's fused AdamW (one kernel, no such temporaries) stands in for them.
+        mopt.Adam = functools.partial(torch.optim.AdamW, fused=True)
     opt = get_megatron_optimizer(opt_cfg, [model])
     inner = [getattr(o, "optimizer", None) for o in getattr(opt, "chained_optimizers", [opt])]
     rec["optimizer"] = f"{type(opt).__name__} over " + ", ".join(
@@ -363,6 +390,7 @@ def train(case, rec, model, cfg, opt, point, save):
     rec["schedule"] = fb.__name__
     iters = case.get("iters", 3)
     rec["iters"] = []
+    phase = {"fb_alloc": 0, "fb_reserved": 0, "step_alloc": 0, "step_reserved": 0}
     for it in range(iters):
         if it == 1:
             torch.cuda.synchronize()
@@ -371,22 +399,37 @@ def train(case, rec, model, cfg, opt, point, save):
         t = time.time()
         model.zero_grad_buffer()
         opt.zero_grad()
+        torch.cuda.synchronize()
+        if it >= 1:
+            torch.cuda.reset_peak_memory_stats()
         losses = fb(forward_step_func=forward_step, data_iterator=itertools.repeat(batch), model=[model],
                     num_microbatches=M, seq_length=S, micro_batch_size=B, forward_only=False)
+        torch.cuda.synchronize()
+        fb_a, fb_r = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+        fb_stats = pick_stats(torch.cuda.memory_stats())
+        if it >= 1:
+            torch.cuda.reset_peak_memory_stats()
         ok, grad_norm, _ = opt.step()
         torch.cuda.synchronize()
+        st_a, st_r = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+        if it >= 1:
+            phase["fb_alloc"], phase["fb_reserved"] = max(phase["fb_alloc"], fb_a), max(phase["fb_reserved"], fb_r)
+            phase["step_alloc"], phase["step_reserved"] = max(phase["step_alloc"], st_a), max(phase["step_reserved"], st_r)
         loss = sum(float(x["lm loss"][0]) for x in losses) / max(1, sum(float(x["lm loss"][1]) for x in losses))
         st = torch.cuda.memory_stats()
         rec["iters"].append({"s": time.time() - t, "loss": loss, "grad_norm": float(grad_norm) if grad_norm else None,
                              "update_ok": bool(ok), "allocated_end": torch.cuda.memory_allocated(),
-                             "stats": pick_stats(st)})
+                             "fb_peak_alloc": fb_a, "fb_peak_reserved": fb_r, "step_peak_alloc": st_a,
+                             "step_peak_reserved": st_r, "fb_stats": fb_stats, "stats": pick_stats(st)})
         log(f"  iter {it}: {time.time() - t:.2f} s, loss {loss:.3f}, allocated {torch.cuda.memory_allocated() / GIB:.2f}"
             f" GiB, peak {st['allocated_bytes.all.peak'] / GIB:.2f}, reserved peak {st['reserved_bytes.all.peak'] / GIB:.2f}")
         save()
     st = torch.cuda.memory_stats()
     rec["stats"] = pick_stats(st)
-    rec["mem"] = {"static": rec["static"], "peak_alloc": torch.cuda.max_memory_allocated(),
-                  "peak_reserved": torch.cuda.max_memory_reserved()}
+    # peaks over the iterations after the first, the forward-backward and the optimizer step apart (the peaks are
+    # reset before each phase: each phase's reserved peak starts from what is reserved when it starts)
+    rec["mem"] = {"static": rec["static"], "peak_alloc": max(phase["fb_alloc"], phase["step_alloc"]),
+                  "peak_reserved": max(phase["fb_reserved"], phase["step_reserved"]), "phases": phase}
     p = point("trained")
     if p["smi_process_mib"] is not None:
         rec["non_torch_gib"] = (p["smi_process_mib"] * 1048576.0 - p["reserved"]) / GIB
@@ -460,7 +503,7 @@ def parent(args):
     env_info(res)
     res["env"]["idle_device"] = smi_device_used_mib()
     log(json.dumps(res["env"], indent=1))
-    todo = runs(args.quick)
+    todo = [(c, a) for c, a in runs(args.quick) if not args.only or c["name"] in args.only.split(",")]
     for i, (cs, alloc) in enumerate(todo):
         left = args.budget_s - (time.time() - t_start)
         if left < 20:
@@ -471,7 +514,7 @@ def parent(args):
             # would fail the same way; stop early
             res["runs"].append({"case": cs, "allocator": alloc, "status": "skipped (first run failed)"})
             continue
-        cs = dict(cs, iters=args.iters)
+        cs = dict(cs, iters=args.iters, optimizer=args.optimizer)
         tmo = min(args.case_timeout_s, left)
         env = dict(os.environ, ALLOC_FRAG_ALLOCATOR=alloc, ALLOC_FRAG_DEVICE_GIB=str(args.device_gib), PYTHONUNBUFFERED="1", CUDA_DEVICE_MAX_CONNECTIONS="1")
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
@@ -521,6 +564,11 @@ def main():
     ap.add_argument("--device-gib", type=float, default=79.11,
                     help="on a larger card, cap the allocator at what a card of this many GiB would leave it "
                          "(default 79.11: an H100 80 GB's total as PyTorch reports it; 0: no cap)")
+    ap.add_argument("--optimizer", choices=["fused", "foreach"], default="fused",
+                    help="the Adam Megatron-Core builds: torch's fused AdamW, standing in for TE's / apex's FusedAdam "
+                         "(default), or torch's foreach AdamW, Megatron-Core's own fallback without them (its step "
+                         "makes temporaries the size of all main parameters)")
+    ap.add_argument("--only", default="", help="comma list of configuration names to run (default: all)")
     ap.add_argument("--list", action="store_true", help="print the configurations and exit (no torch needed)")
     ap.add_argument("--summary", metavar="JSON", help="print the table of a finished run's alloc_frag.json and exit")
     ap.add_argument("--child", help=argparse.SUPPRESS)
