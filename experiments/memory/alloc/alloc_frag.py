@@ -24,7 +24,10 @@ configuration in a fresh process. The training step is Megatron-LM's (megatron/t
 train_step at the commit): DistributedDataParallel (FP32 gradient buffer, distributed optimizer, world
 size 1), zero_grad_buffer, get_forward_backward_func() over M micro-batches (gradient accumulation),
 get_megatron_optimizer's step (Adam; without TE or apex Megatron-Core falls back to torch.optim.AdamW,
-megatron/core/optimizer/__init__.py; FP32 main parameters in the distributed optimizer). Core attention
+megatron/core/optimizer/__init__.py; FP32 main parameters in the distributed optimizer; --optimizer fused, the
+default, builds torch's fused AdamW in its place, standing in for TE's / apex's FusedAdam: the foreach
+fallback's step makes temporaries the size of all main parameters). The peaks of the forward-backward and of
+the optimizer step are recorded apart. Core attention
 is torch's scaled_dot_product_attention (flash / cuDNN kernels, as TE's fused attention of published
 runs: no s x s scores), since the local spec's DotProductAttention would hold the scores.
 
