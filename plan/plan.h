@@ -273,7 +273,25 @@ typedef struct {
    * all-gathers the parameters in FP8. Priced by the simulator only; tacorun execute refuses such plans. */
   int fp8_recipe; /* plan_fp8_recipe */
   bool fp8_param_gather;
+  /* "alloc_reserve" (added; top level, a fraction in [0, 1); `tacosim plan`, `simulate` and `search`
+   * --alloc-reserve): what a caching allocator (PyTorch's, under Megatron-LM) reserves beyond the live
+   * tensors at the memory peak, as a fraction of the activations (plan_memory.c, in the overhead;
+   * experiments/memory/alloc/README.md). Not given: PLAN_DEFAULT_ALLOC_RESERVE (plan_alloc_reserve), so
+   * a plan built in code keeps the default too. */
+  double alloc_reserve;
+  bool alloc_reserve_given;
 } plan;
+
+/* The default of "alloc_reserve": 0, no allocator reserve (tacorun execute allocates each buffer with
+ * cudaMalloc and holds none). */
+#define PLAN_DEFAULT_ALLOC_RESERVE 0.0
+/* The same as --help prints it (a test keeps the two equal). */
+#define PLAN_DEFAULT_ALLOC_RESERVE_TEXT "0"
+
+/* The plan's allocator reserve: its "alloc_reserve" where given (or set by --alloc-reserve), else the default. */
+static inline double plan_alloc_reserve(const plan *p) {
+  return p->alloc_reserve_given ? p->alloc_reserve : PLAN_DEFAULT_ALLOC_RESERVE;
+}
 
 /* layout.fp8's values (plan_fp8.c): Transformer Engine's recipes Float8CurrentScaling (Megatron-LM's
  * --fp8-recipe tensorwise), DelayedScaling (delayed) and MXFP8BlockScaling (mxfp8; Blackwell only). */
@@ -312,6 +330,16 @@ static inline bool plan_layer_full_recompute(const plan *p, int in_chunk) {
  * rule (TP divides heads and KV heads, PP <= layers, global batch divisible by
  * micro x DP, DP.TP.PP <= GPUs, memory fits in HBM, codec parameters valid). */
 int plan_load(const char *path, const char *models_dir, const char *topologies_dir, plan *p, ts_err *e);
+/* What a command line sets over the plan file's fields, before the plan is validated (its memory too). */
+typedef struct {
+  bool alloc_reserve_set; /* --alloc-reserve F: the plan's "alloc_reserve", over the file's */
+  double alloc_reserve;
+} plan_load_options;
+/* plan_load with o's fields set over the file's (o NULL: as plan_load). */
+int plan_load_opts(const char *path, const char *models_dir, const char *topologies_dir, const plan_load_options *o,
+                   plan *p, ts_err *e);
+/* --alloc-reserve's value: a fraction in [0, 1); else an error naming `cmd` and the option. */
+int plan_parse_alloc_reserve(const char *cmd, const char *s, double *out, ts_err *e);
 int plan_from_json_text(const char *text, size_t len, const char *what, const char *models_dir,
                         const char *topologies_dir, plan *p, ts_err *e);
 int plan_validate(const plan *p, ts_err *e);
@@ -632,8 +660,10 @@ typedef struct {
   double weights, gradients, optimizer, activations, total;
   /* What a run holds beyond its tensors (in total): CUDA context and kernel
    * images, cuBLASLt state and workspace, NCCL communicator buffers, the fused
-   * attention backward's fp32 workspace (plan_memory.c, measured on H200). */
+   * attention backward's fp32 workspace (plan_memory.c, measured on H200), and
+   * the caching allocator's reserve (`allocator`, part of it). */
   double overhead;
+  double allocator; /* plan_alloc_reserve x activations (in overhead) */
 } plan_memory;
 int plan_memory_per_gpu(const plan *p, plan_memory *m);
 /* The same for one pipeline stage (every rank of a stage holds the same). */

@@ -2,6 +2,7 @@
  * runnable. Each failure names the file, the field and the reason. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plan.h"
@@ -211,7 +212,20 @@ static int load_run_options(json_t *root, const char *file, plan *p, ts_err *e) 
   bool ce_fusion; /* default true: tacosim's one-pass loss kernel (Megatron's own default is false) */
   if (tsj_bool_opt(root, "cross_entropy_loss_fusion", true, &ce_fusion, file, NULL, e)) return -1;
   p->ce_unfused = !ce_fusion;
+  /* the caching allocator's reserve, a fraction of the activations (plan_memory.c); [0, 1) */
+  p->alloc_reserve_given = json_object_get(root, "alloc_reserve") != NULL;
+  if (tsj_real_opt(root, "alloc_reserve", 0.0, 0.999999, PLAN_DEFAULT_ALLOC_RESERVE, &p->alloc_reserve, file, NULL, e))
+    return -1;
   return tsj_bool_opt(root, "enable_experimental", false, &p->enable_experimental, file, NULL, e);
+}
+
+int plan_parse_alloc_reserve(const char *cmd, const char *s, double *out, ts_err *e) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end || !(v >= 0.0 && v < 1.0))
+    return ts_fail(e, cmd, "--alloc-reserve", "\"%s\" is not a fraction in [0, 1) (of the activations)", s);
+  *out = v;
+  return 0;
 }
 
 /* The model and the cluster (their own loaders check their files), then the plan as a whole. */
@@ -230,14 +244,14 @@ static int load_model_cluster(const char *model_name, const char *cluster_name, 
   return plan_validate(p, e);
 }
 
-static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir, plan *p,
-                     ts_err *e) {
+static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir,
+                     const plan_load_options *o, plan *p, ts_err *e) {
   static const char *const top_keys[] = {"schema", "name", "description", "model", "cluster", "layout", "batch",
                                          "schedule", "layers_override", "codec", "codec_min_bytes",
                                          "dp_bucket_bytes", "attention_backend",
                                          "attention_dropout", "hidden_dropout", "bias_fusion", "cross_entropy_loss_fusion",
                                          "host_launch_us", "host_sync_us", "host_framework", "enable_experimental",
-                                         NULL};
+                                         "alloc_reserve", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
   /* An inference plan reaches a training command: say what it is, not "unknown field". */
   if (plan_json_is_inference(root))
@@ -258,6 +272,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_int_opt(root, "layers_override", 1, 1 << 16, 0, &layers_override, file, NULL, e)) return -1;
 
   if (load_codecs(root, file, p, e) || load_run_options(root, file, p, e)) return -1;
+  if (o && o->alloc_reserve_set) p->alloc_reserve = o->alloc_reserve, p->alloc_reserve_given = true;
   return load_model_cluster(model_name, cluster_name, layers_override, models_dir, topologies_dir, file, p, e);
 }
 
@@ -267,19 +282,24 @@ int plan_from_json_text(const char *text, size_t len, const char *what, const ch
   snprintf(p->path, sizeof p->path, "%s", what ? what : "plan");
   json_t *root = tsj_load_string(text, len, p->path, e);
   if (!root) return -1;
-  int rc = load_root(root, p->path, models_dir, topologies_dir, p, e);
+  int rc = load_root(root, p->path, models_dir, topologies_dir, NULL, p, e);
+  json_decref(root);
+  return rc;
+}
+
+int plan_load_opts(const char *path, const char *models_dir, const char *topologies_dir, const plan_load_options *o,
+                   plan *p, ts_err *e) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->path, sizeof p->path, "%s", path);
+  json_t *root = tsj_load_file(path, e);
+  if (!root) return -1;
+  int rc = load_root(root, path, models_dir, topologies_dir, o, p, e);
   json_decref(root);
   return rc;
 }
 
 int plan_load(const char *path, const char *models_dir, const char *topologies_dir, plan *p, ts_err *e) {
-  memset(p, 0, sizeof *p);
-  snprintf(p->path, sizeof p->path, "%s", path);
-  json_t *root = tsj_load_file(path, e);
-  if (!root) return -1;
-  int rc = load_root(root, path, models_dir, topologies_dir, p, e);
-  json_decref(root);
-  return rc;
+  return plan_load_opts(path, models_dir, topologies_dir, NULL, p, e);
 }
 
 /* ---- validation ---- */
@@ -418,13 +438,17 @@ int plan_validate(const plan *p, ts_err *e) {
   plan_memory mem;
   if (plan_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");
   double hbm = p->cluster.gpu.hbm_gib * 1024.0 * 1024.0 * 1024.0;
+  char alloc[96] = "";
+  if (mem.allocator > 0)
+    snprintf(alloc, sizeof alloc, " with the allocator reserve %.1f (alloc_reserve %g)", mem.allocator / 1073741824.0,
+             plan_alloc_reserve(p));
   if (mem.total > hbm)
     return ts_fail(e, f, "layout",
-                   "needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, overhead %.1f) but "
+                   "needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, overhead %.1f%s) but "
                    "the %s has %.0f GiB; try more tp/pp, zero1 or recompute",
                    mem.total / 1073741824.0, mem.weights / 1073741824.0, mem.gradients / 1073741824.0,
                    mem.optimizer / 1073741824.0, mem.activations / 1073741824.0, mem.overhead / 1073741824.0,
-                   p->cluster.gpu.name,
+                   alloc, p->cluster.gpu.name,
                    p->cluster.gpu.hbm_gib);
   return 0;
 }

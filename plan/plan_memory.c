@@ -273,8 +273,12 @@ int plan_memory_of_stage(const plan *p, int stage, plan_memory *mem) {
      * logit of the micro-batch in its loss */
     if (p->ce_unfused) mem->activations += 2.0 * plan_ce_logits(p);
   }
+  /* The caching allocator's reserve beyond the live tensors at the peak (alloc_reserve; a PyTorch run's, measured
+   * under Megatron-Core in experiments/memory/alloc): a fraction of what churns, the activations. */
+  mem->allocator = plan_alloc_reserve(p) * mem->activations;
   mem->overhead = overhead_bytes(p, stage);
   if (mem->overhead < 0) return -1;
+  mem->overhead += mem->allocator;
   mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->overhead;
   return 0;
 }

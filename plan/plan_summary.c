@@ -145,6 +145,9 @@ static void print_memory(const plan *p, FILE *out) {
           p->attention_backend != PLAN_ATTENTION_UNFUSED ? ", the fused attention backward's fp32 workspace" : "");
   if (codec > 0)
     fprintf(out, "  and the compressed collectives' encoded buffers, %.2f GiB (plan/plan_memory_codec.c)\n", codec / GIB);
+  const double f = plan_alloc_reserve(p);
+  fprintf(out, "  and a caching allocator's reserve, alloc_reserve %g x the activations (%s; --alloc-reserve)\n", f,
+          !p->alloc_reserve_given ? "the default" : "the plan's or the command line's");
 }
 
 typedef struct {

@@ -13,6 +13,7 @@ void schema_result_init(schema_result *r, schema_source source) {
   memset(r, 0, sizeof *r);
   r->source = source;
   r->hidden_dropout = -1.0;
+  r->alloc_reserve = -1.0;
 }
 
 void schema_result_free(schema_result *r) {
@@ -81,6 +82,7 @@ static json_t *to_json(const schema_result *r) {
   if (r->host_framework[0]) json_object_set_new(root, "host_framework", json_string(r->host_framework));
   if (r->fp8[0]) json_object_set_new(root, "fp8", json_string(r->fp8));
   if (r->hidden_dropout >= 0) json_object_set_new(root, "hidden_dropout", json_real(r->hidden_dropout));
+  if (r->alloc_reserve >= 0) json_object_set_new(root, "alloc_reserve", json_real(r->alloc_reserve));
   if (r->kind[0]) {
     json_object_set_new(root, "kind", json_string(r->kind));
     json_object_set_new(root, "ttft_s", json_real(r->ttft_s));
@@ -230,7 +232,7 @@ static int read_ce_fusion(json_t *root, const char *file, schema_result *r, ts_e
 
 /* Every result's top level (to_json). */
 static const char *const top_keys[] = {"schema", "source", "plan", "calibration", "mode", "options", "attention_backend",
-                                       "cross_entropy_loss_fusion", "host_framework", "fp8", "hidden_dropout", "iteration_time_s",
+                                       "cross_entropy_loss_fusion", "host_framework", "fp8", "hidden_dropout", "alloc_reserve", "iteration_time_s",
                                        "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
                                        "breakdown", "ranks", "clock_passes", "ops", "notes", NULL};
 /* A measured result's spread and machine ("source": "measured"). */
@@ -402,6 +404,7 @@ static int load_root(json_t *root, const char *file, schema_result *r, ts_err *e
       tsj_string_opt(root, "kind", "", r->kind, sizeof r->kind, file, "", e) ||
       read_ce_fusion(root, file, r, e) ||
       tsj_real_opt(root, "hidden_dropout", 0, 0.9999999999, -1.0, &r->hidden_dropout, file, "", e) ||
+      tsj_real_opt(root, "alloc_reserve", 0, 0.9999999999, -1.0, &r->alloc_reserve, file, "", e) ||
       tsj_real(root, "iteration_time_s", 1e-12, BIG, &r->iteration_time_s, file, "", e) ||
       tsj_real(root, "tokens_per_s", 0, BIG, &r->tokens_per_s, file, "", e) ||
       tsj_real(root, "tflops_per_gpu", 0, BIG, &r->tflops_per_gpu, file, "", e) ||

@@ -9,6 +9,8 @@
  *   "host_framework": "megatron-core",         (optional: the plan's, when not the executor)
  *   "fp8": "tensorwise",                       (optional: the plan's layout.fp8, when set)
  *   "hidden_dropout": p,                       (optional: the plan's; measured: what ran, 0)
+ *   "alloc_reserve": f,                        (optional: the plan's caching-allocator reserve, a fraction
+ *                                               of the activations in memory_per_gpu_bytes; simulated only)
  *   "iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes",
  *   "breakdown": { compute_s, tp_exposed_s, pp_exposed_s, dp_exposed_s, codec_s, bubble_s },
  *   "ranks": [ {rank, busy_s, compute_s, comm_s,
@@ -109,6 +111,9 @@ typedef struct {
   /* the plan's hidden dropout probability (tacorun execute: 0, it runs none); < 0 not recorded (older
    * files, inference results). schema_result_init sets -1. */
   double hidden_dropout;
+  /* the plan's alloc_reserve (plan_alloc_reserve: in memory_per_gpu_bytes); < 0 not recorded (older files,
+   * measured and inference results). schema_result_init sets -1. */
+  double alloc_reserve;
   /* "" for a training iteration; "inference" for serving one batch (tacosim
    * simulate / tacorun execute on an inference plan): then ttft_s and tpot_s
    * hold the time to first token and per output token, iteration_time_s the

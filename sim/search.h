@@ -210,6 +210,8 @@ typedef struct {
                            * list refuses them) */
   bool fp8_param_gather;  /* --fp8-param-gather: layout.fp8_param_gather in every FP8 candidate with the
                            * distributed optimizer (ZeRO-1 and up; the others gather no parameters) */
+  bool alloc_reserve_set;  /* --alloc-reserve F: every candidate's (and emitted plan's) alloc_reserve; */
+  double alloc_reserve;    /* unset: PLAN_DEFAULT_ALLOC_RESERVE */
   bool hidden_dropout_set; /* --hidden-dropout P: every candidate's (and emitted plan's) hidden_dropout; */
   double hidden_dropout;   /* unset: the plan loader's default, Megatron-LM's 0.1 */
   bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */

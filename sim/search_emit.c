@@ -80,6 +80,7 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
                       json_string(plan_attention_backend_name(p->attention_backend)));
   json_object_set_new(root, "attention_dropout", json_real(p->attention_dropout));
   json_object_set_new(root, "hidden_dropout", json_real(p->hidden_dropout));
+  if (p->alloc_reserve_given) json_object_set_new(root, "alloc_reserve", json_real(p->alloc_reserve));
   json_object_set_new(root, "bias_fusion", json_boolean(!p->bias_unfused));
   json_object_set_new(root, "cross_entropy_loss_fusion", json_boolean(!p->ce_unfused));
   if (p->host_framework != PLAN_HOST_EXECUTOR)

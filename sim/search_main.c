@@ -50,8 +50,11 @@ const char sim_search_usage[] =
     "  --csv OUT           write them as gnuplot columns (default: not written)\n"
     "  --headroom H        HBM kept free beyond the memory model (which counts the CUDA context,\n"
     "                      cuBLASLt, NCCL buffers and attention workspace measured on H200): H >= 1 in\n"
-    "                      GiB, H < 1 a fraction of the HBM (default 0; allocator fragmentation of\n"
-    "                      frameworks with a caching allocator is not in the model: reserve it here)\n"
+    "                      GiB, H < 1 a fraction of the HBM (default 0)\n"
+    "  --alloc-reserve F   a caching allocator's reserve beyond the live tensors at the memory peak, a\n"
+    "                      fraction F in [0, 1) of the activations, in every candidate's memory and\n"
+    "                      written into the emitted plans' alloc_reserve (default " PLAN_DEFAULT_ALLOC_RESERVE_TEXT ":\n"
+    "                      plan/README.md \"Memory per GPU\")\n"
     "  --emit-plans DIR    write each listed layout as a complete plan file DIR/NN-<name>.json that\n"
     "                      tacosim simulate and tacorun execute read unchanged (default: not written;\n"
     "                      simulate it with the calibration the search used to get its figure; tacorun\n"
@@ -186,6 +189,10 @@ static int run(int argc, char **argv, sim_search_options *op, long cores) {
         o.alltoall_analytic = false;
       else
         return bad("--alltoall: \"%s\" is not flows or analytic%s", v, "");
+    } else if (strcmp(a, "--alloc-reserve") == 0) {
+      ts_err e = {0};
+      if (plan_parse_alloc_reserve("search", v, &o.alloc_reserve, &e)) return bad("%s%s", e.msg, "");
+      o.alloc_reserve_set = true;
     } else if (strcmp(a, "--hidden-dropout") == 0) {
       char *end;
       errno = 0;

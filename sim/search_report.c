@@ -92,12 +92,16 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     if (r->calibration[0] && (r->fp8_recipes & ~(1u << PLAN_FP8_OFF))) {
       if (r->gemm_fp8_points > 0)
         fprintf(out, "              FP8 GEMMs: the calibration's %d measured \"gemm_fp8\" shapes; every other shape its "
-                     "BF16 time moved to the FP8 peak (datasheet ratio, not measured)\n", r->gemm_fp8_points);
+                     "BF16 time times the FP8 / BF16 ratio measured at the nearest m of the same n, k, else moved to the FP8 "
+                     "peak (datasheet ratio, not measured)\n", r->gemm_fp8_points);
       else
         fprintf(out, "              FP8 GEMMs: no \"gemm_fp8\" table in the calibration: the BF16 GEMM times moved to the "
                      "FP8 peak (datasheet ratio, not measured; an optimistic bound on small shapes)\n");
     }
   }
+  fprintf(out, "allocator     a caching allocator's reserve of %g x the activations in every candidate's memory (%s)\n",
+          o->alloc_reserve_set ? o->alloc_reserve : PLAN_DEFAULT_ALLOC_RESERVE,
+          o->alloc_reserve_set ? "--alloc-reserve" : "the default; --alloc-reserve");
   if (o->hidden_dropout_set)
     fprintf(out, "dropout       hidden dropout %g in every candidate (--hidden-dropout; default 0.1)\n", o->hidden_dropout);
   if (o->alltoall_analytic)
@@ -330,6 +334,7 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
   json_object_set_new(counts, "processes", json_integer(r->processes > 0 ? r->processes : 1));
   json_object_set_new(root, "exhaustive", json_boolean(o->exhaustive));
   json_object_set_new(root, "alltoall", json_string(o->alltoall_analytic ? "analytic" : "flows"));
+  json_object_set_new(root, "alloc_reserve", json_real(o->alloc_reserve_set ? o->alloc_reserve : PLAN_DEFAULT_ALLOC_RESERVE));
   if (fp8_shown(r)) { /* --fp8: the recipes tried, "tensorwise,delayed" (absent: BF16 alone), and skipped */
     char list[64];
     fp8_list(r->fp8_recipes, list, sizeof list);
@@ -337,7 +342,7 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
     fp8_list(r->fp8_skipped, list, sizeof list);
     json_object_set_new(root, "fp8_skipped", json_string(list));
     json_object_set_new(root, "fp8_param_gather", json_boolean(o->fp8_param_gather));
-    /* the calibration's measured FP8 GEMM shapes; every other FP8 GEMM is its BF16 time moved to the FP8 peak */
+    /* the calibration's measured FP8 GEMM shapes; every other FP8 GEMM is priced by sim_gemm_fp8_unmeasured_us */
     json_object_set_new(root, "gemm_fp8_points", json_integer(r->gemm_fp8_points));
   }
   json_object_set_new(root, "time_s",

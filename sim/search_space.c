@@ -211,6 +211,7 @@ int sim_search_fp8_recipes(const sim_search_options *o, const topo_gpu *g, unsig
 int sim_search_apply_options(const sim_search_options *o, plan *base, ts_err *e) {
   base->host_framework = o->host_framework;
   if (o->hidden_dropout_set) base->hidden_dropout = o->hidden_dropout;
+  if (o->alloc_reserve_set) base->alloc_reserve = o->alloc_reserve, base->alloc_reserve_given = true;
   unsigned run, skipped;
   if (sim_search_fp8_recipes(o, &base->cluster.gpu, &run, &skipped, e)) return -1;
   if (o->fp8_param_gather && !(run & ~(1u << PLAN_FP8_OFF)))

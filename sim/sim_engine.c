@@ -894,6 +894,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
   if (p->host_framework != PLAN_HOST_EXECUTOR)
     snprintf(out->host_framework, sizeof out->host_framework, "%s", plan_host_framework_names[p->host_framework]);
   out->hidden_dropout = p->hidden_dropout;
+  out->alloc_reserve = plan_alloc_reserve(p);
   double T = w->end_s;
   out->iteration_time_s = T;
   if (T > 0) {

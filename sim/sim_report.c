@@ -26,7 +26,9 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
   fprintf(out, "iteration     %.4f s\n", T);
   fprintf(out, "tokens/s      %.0f\n", r->tokens_per_s);
   fprintf(out, "TFLOP/s/GPU   %.1f   (MFU %.1f%%)\n", r->tflops_per_gpu, 100.0 * r->mfu);
-  fprintf(out, "memory/GPU    %.2f GiB\n", r->memory_per_gpu_bytes / 1073741824.0);
+  fprintf(out, "memory/GPU    %.2f GiB", r->memory_per_gpu_bytes / 1073741824.0);
+  if (r->alloc_reserve >= 0) fprintf(out, " (caching-allocator reserve %g x the activations)", r->alloc_reserve);
+  fprintf(out, "\n");
   fprintf(out, "breakdown     (mean over %s ranks; parts of the iteration)\n",
           r->mode[0] == 'r' ? "representative" : "all");
   const char *names[] = {"compute", "TP exposed", "PP exposed", "DP exposed", "bubble"};

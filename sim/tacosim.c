@@ -78,12 +78,20 @@ static int wants_help(int argc, char **argv, const char *usage) {
   return 0;
 }
 
+/* --alloc-reserve, as `tacosim plan` and `tacosim simulate` take it (training plans) */
+#define ALLOC_RESERVE_HELP                                                                                   \
+  "  --alloc-reserve F       a caching allocator's reserve beyond the live tensors at the memory peak, as a\n" \
+  "                          fraction F in [0, 1) of the activations, in the overhead (the plan's\n"            \
+  "                          \"alloc_reserve\", which this sets over the file's; default the file's, else\n"    \
+  "                          " PLAN_DEFAULT_ALLOC_RESERVE_TEXT ": plan/README.md \"Memory per GPU\")\n"
+
 static const char plan_usage[] =
-    "usage: tacosim plan PLAN.json\n"
+    "usage: tacosim plan PLAN.json [--alloc-reserve F]\n"
     "  What a plan does, without simulating it: op counts per rank, bytes per traffic class with and\n"
     "  without the codec, memory per GPU against the GPU's HBM (training plans); weights and KV cache per\n"
     "  GPU (inference plans, \"kind\": \"inference\").\n"
-    "options: none besides --help.\n"
+    "options:\n"
+    ALLOC_RESERVE_HELP
     "reads:  PLAN.json (plan/README.md), the model and cluster it names\n"
     "writes: the summary on standard output; nothing else\n";
 
@@ -142,6 +150,7 @@ static const char simulate_usage[] =
     "                          after idle does), or every prefill at the tables' sustained speed (off: the\n"
     "                          GPU already ran, e.g. a later plan of the same process); without the\n"
     "                          profile: no effect\n"
+    ALLOC_RESERVE_HELP
     "  --json OUT              write the result (schema/result.h, the schema tacorun execute also writes;\n"
     "                          default: not written)\n"
     "  --csv OUT               write the result as gnuplot columns (default: not written)\n"
@@ -239,19 +248,31 @@ static int parse_transfer(const char *v, sim_transfer_mode *m) {
 
 static int cmd_plan(int argc, char **argv) {
   if (wants_help(argc, argv, plan_usage)) return 0;
-  for (int i = 1; i < argc; i++)
-    if (argv[i][0] == '-' && argv[i][1]) return command_error("plan", "unknown option %s", argv[i]);
-  if (argc != 2) return command_error("plan", "expected one plan file%s", "");
-  static plan p;
+  const char *path = NULL;
+  plan_load_options lo = {0};
   ts_err e = {0};
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--alloc-reserve") == 0 && i + 1 < argc) {
+      if (plan_parse_alloc_reserve("plan", argv[++i], &lo.alloc_reserve, &e)) return fail(&e);
+      lo.alloc_reserve_set = true;
+    } else if (argv[i][0] == '-' && argv[i][1])
+      return command_error("plan", i + 1 < argc ? "unknown option %s" : "unknown option or missing value: %s", argv[i]);
+    else if (!path)
+      path = argv[i];
+    else
+      return command_error("plan", "expected one plan file%s", "");
+  }
+  if (!path) return command_error("plan", "expected one plan file%s", "");
+  static plan p;
   bool inference = false;
-  if (plan_file_is_inference(argv[1], &inference, &e)) return fail(&e);
+  if (plan_file_is_inference(path, &inference, &e)) return fail(&e);
   if (inference) {
+    if (lo.alloc_reserve_set) return command_error("plan", "--alloc-reserve: applies to training plans only%s", "");
     static plan_infer pi;
-    if (plan_infer_load(argv[1], NULL, NULL, &pi, &e) || plan_infer_print_summary(&pi, stdout, &e)) return fail(&e);
+    if (plan_infer_load(path, NULL, NULL, &pi, &e) || plan_infer_print_summary(&pi, stdout, &e)) return fail(&e);
     return 0;
   }
-  if (plan_load(argv[1], NULL, NULL, &p, &e) || plan_print_summary(&p, stdout, &e)) return fail(&e);
+  if (plan_load_opts(path, NULL, NULL, &lo, &p, &e) || plan_print_summary(&p, stdout, &e)) return fail(&e);
   return 0;
 }
 
@@ -284,12 +305,18 @@ static int cmd_simulate(int argc, char **argv) {
   bool ideal_overlap = false, clock_off = false, collapse_off = false, local_off = false, decode_set = false;
   bool a2a_analytic = false;
   sim_infer_opts io = {.decode_graph = false};
+  plan_load_options lo = {0};
   if (wants_help(argc, argv, simulate_usage)) return 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_value = i + 1 < argc;
     if (strcmp(a, "--calibration") == 0 && has_value)
       cal_path = argv[++i];
+    else if (strcmp(a, "--alloc-reserve") == 0 && has_value) {
+      ts_err ae = {0};
+      if (plan_parse_alloc_reserve("simulate", argv[++i], &lo.alloc_reserve, &ae)) return fail(&ae);
+      lo.alloc_reserve_set = true;
+    }
     else if (strcmp(a, "--transfer") == 0 && has_value) {
       if (parse_transfer(argv[++i], &transfer))
         return command_error("simulate", "--transfer: \"%s\" is not one of roofline, mamf, off", argv[i]);
@@ -351,13 +378,14 @@ static int cmd_simulate(int argc, char **argv) {
   if (plan_file_is_inference(plan_path, &inference, &e)) return fail(&e);
   if (inference) {
     if (trace) return command_error("simulate", "--trace: an inference plan is predicted analytically, without a trace%s", "");
+    if (lo.alloc_reserve_set) return command_error("simulate", "--alloc-reserve: applies to training plans only%s", "");
     size_t n = strlen(options);
     snprintf(options + n, sizeof options - n, " --decode %s --prefill-clock %s", io.decode_graph ? "graph" : "eager",
              io.prefill_clock_off ? "off" : "on");
     return simulate_inference(plan_path, cal_path, transfer, &io, options, json, csv);
   }
   if (decode_set) return command_error("simulate", "--decode, --prefill-clock: apply to inference plans only%s", "");
-  if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
+  if (plan_load_opts(plan_path, NULL, NULL, &lo, &p, &e)) return fail(&e);
   sim_cost_source src;
   if (sim_load_costs(cal_path, &p.cluster, transfer, &cal, &src, &e)) return fail(&e);
   unsigned char *sel = NULL;

@@ -339,6 +339,59 @@ static void test_written_results_load(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "ttft"));
 }
 
+/* Issue 20, a caching allocator's reserve: the plan's "alloc_reserve" (default PLAN_DEFAULT_ALLOC_RESERVE) and
+ * --alloc-reserve, which sets it over the file's: `tacosim plan` states it in the overhead note, `simulate`
+ * records it in its result and on its memory line; a value outside [0, 1) is refused, the field or the
+ * option named, exit 2. */
+static void test_alloc_reserve(void) {
+  static char out[65536];
+  char path[512];
+  const char *tails[] = {"", ", \"alloc_reserve\": 0.25", ", \"alloc_reserve\": 1.5"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s/ar%d.json", workdir, i);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x2-nvlink\", \"layout\": "
+               "{ \"dp\": 1, \"tp\": 1, \"pp\": 1 },\n  \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, "
+               "\"schedule\": \"1f1b\"%s }\n",
+            tails[i]);
+    fclose(f);
+  }
+  /* the default as the help states it, then as the summary does */
+  CU_ASSERT_EQUAL(tacosim("plan --help", out, sizeof out), 0);
+  const char *d = strstr(out, "over the file's; default the file's, else\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  d = strchr(d, '\n') + 1;
+  while (*d == ' ') d++;
+  char *end;
+  double dflt = strtod(d, &end);
+  CU_ASSERT_FATAL(end > d && *end == ':');
+  CU_ASSERT_EQUAL(tacosim("plan ar0.json", out, sizeof out), 0);
+  char want[128];
+  snprintf(want, sizeof want, "alloc_reserve %g x the activations (the default", dflt);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_EQUAL(tacosim("plan ar1.json", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "alloc_reserve 0.25 x the activations (the plan's"));
+  CU_ASSERT_EQUAL(tacosim("plan ar1.json --alloc-reserve 0.125", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "alloc_reserve 0.125 x"));
+  CU_ASSERT_EQUAL(tacosim("plan ar2.json", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ar2.json: alloc_reserve"));
+  CU_ASSERT_EQUAL(tacosim("plan ar0.json --alloc-reserve 1", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--alloc-reserve"));
+  CU_ASSERT_EQUAL(tacosim("simulate ar0.json --alloc-reserve 0.5x", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--alloc-reserve"));
+  CU_ASSERT_EQUAL_FATAL(tacosim("simulate ar0.json --alloc-reserve 0.5 --json ar.json", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "caching-allocator reserve 0.5 x the activations"));
+  snprintf(path, sizeof path, "%s/ar.json", workdir);
+  size_t n = 0;
+  ts_err e = {0};
+  char *text = ts_read_file(path, 1 << 24, &n, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"alloc_reserve\": 0.5"));
+  free(text);
+  CU_ASSERT_EQUAL(tacosim("compare ar.json ar.json", out, sizeof out), 0);
+}
+
 #ifdef TACORUN_BIN
 /* ---- tacorun: help without a GPU ---- */
 
@@ -617,6 +670,7 @@ int main(void) {
   CU_add_test(s, "a directory or a file over the cap, given to any loader: named, exit 2",
               test_directories_and_big_files_named);
   CU_add_test(s, "what tacosim simulate --json writes, tacosim compare reads", test_written_results_load);
+  CU_add_test(s, "alloc_reserve and --alloc-reserve: stated, recorded, out of range refused (exit 2)", test_alloc_reserve);
 #ifdef TACORUN_BIN
   CU_add_test(s, "tacorun: every command's --help without a GPU lists its options", test_tacorun_help);
   CU_add_test(s, "tacorun train refuses --dump-at past the last step (exit 2)", test_tacorun_train_dump_past_end);

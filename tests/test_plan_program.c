@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plan.h"
 
@@ -1428,6 +1429,77 @@ static void test_memory_head_gpipe(void) {
   CU_ASSERT_DOUBLE_EQUAL(plan_head_held_bytes(&p), 4.0 * 256 * 25216 + (4.0 * 256 + 8.0) * 128, 1e-6);
 }
 
+/* A caching allocator's reserve (alloc_reserve, plan_memory.c): f x the activations, in the overhead and the
+ * total, nothing else moved; not given, the default (the same number as --help's text); the loader takes
+ * [0, 1) and names the field otherwise; plan_load_opts sets it over the file's. */
+static void test_memory_alloc_reserve(void) {
+  CU_ASSERT_DOUBLE_EQUAL(strtod(PLAN_DEFAULT_ALLOC_RESERVE_TEXT, NULL), PLAN_DEFAULT_ALLOC_RESERVE, 0.0);
+  spec s = base();
+  plan p = load(&s);
+  CU_ASSERT_FALSE(p.alloc_reserve_given);
+  CU_ASSERT_EQUAL(plan_alloc_reserve(&p), PLAN_DEFAULT_ALLOC_RESERVE);
+  plan_memory m0, m1;
+  p.alloc_reserve = 0.0, p.alloc_reserve_given = true;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &m0), 0);
+  CU_ASSERT_EQUAL(m0.allocator, 0.0);
+  p.alloc_reserve = 0.25;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_of_stage(&p, 0, &m1), 0);
+  CU_ASSERT(m0.activations > 0);
+  CU_ASSERT_EQUAL(m1.activations, m0.activations);
+  CU_ASSERT_EQUAL(m1.weights + m1.gradients + m1.optimizer, m0.weights + m0.gradients + m0.optimizer);
+  CU_ASSERT_DOUBLE_EQUAL(m1.allocator, 0.25 * m0.activations, 1e-6);
+  CU_ASSERT_DOUBLE_EQUAL(m1.overhead - m0.overhead, 0.25 * m0.activations, 1e-6);
+  CU_ASSERT_DOUBLE_EQUAL(m1.total - m0.total, 0.25 * m0.activations, 1e-6);
+  /* the file's field, in range and out */
+  const char *vals[] = {"0.1", "1", "-0.1", "\"a\""};
+  for (int i = 0; i < 4; i++) {
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{ \"schema\": 1, \"model\": \"gpt-tiny\", \"cluster\": \"h200x8-nvswitch\", \"layout\": { \"dp\": 1, "
+             "\"tp\": 1, \"pp\": 1 }, \"batch\": { \"micro\": 1, \"global\": 1, \"seq\": 256 }, \"schedule\": "
+             "\"1f1b\", \"alloc_reserve\": %s }",
+             vals[i]);
+    plan q;
+    ts_err e = {0};
+    int rc = plan_from_json_text(buf, strlen(buf), "a.json", NULL, NULL, &q, &e);
+    CU_ASSERT_EQUAL(rc == 0, i == 0);
+    if (i == 0) CU_ASSERT(q.alloc_reserve_given && q.alloc_reserve == 0.1);
+    if (i > 0) CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "a.json: alloc_reserve"));
+  }
+  /* --alloc-reserve's parse, and plan_load_opts over a file */
+  double v = -1;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(plan_parse_alloc_reserve("plan", "0.05", &v, &e), 0);
+  CU_ASSERT_EQUAL(v, 0.05);
+  const char *bad[] = {"1", "-0.01", "x", "0.1x", ""};
+  for (int i = 0; i < 5; i++) {
+    CU_ASSERT_EQUAL(plan_parse_alloc_reserve("plan", bad[i], &v, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--alloc-reserve"));
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/gpt-h4096-1gpu.json", PLANS_DIR);
+  plan_load_options lo = {.alloc_reserve_set = true, .alloc_reserve = 0.2};
+  plan a, b;
+  CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &a, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_load_opts(path, NULL, NULL, &lo, &b, &e), 0);
+  CU_ASSERT(b.alloc_reserve_given && b.alloc_reserve == 0.2);
+  plan_memory ma, mb;
+  CU_ASSERT_EQUAL_FATAL(plan_memory_per_gpu(&a, &ma), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_memory_per_gpu(&b, &mb), 0);
+  CU_ASSERT_DOUBLE_EQUAL(mb.total - ma.total, (0.2 - plan_alloc_reserve(&a)) * ma.activations, 1e-3);
+  /* a reserve the HBM cannot hold: refused, the reserve named (Llama 3 405B on 8,192 H100, 79.66 of 80 GiB
+   * with 70.48 GiB of activations at alloc_reserve 0: 5 % more does not fit) */
+  lo.alloc_reserve = 0.05;
+  plan c;
+  char cwd[1024];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(getcwd(cwd, sizeof cwd));
+  CU_ASSERT_EQUAL_FATAL(chdir(PLANS_DIR "/../.."), 0); /* the plan names its model and cluster from the root */
+  CU_ASSERT_EQUAL(plan_load_opts("experiments/published/llama3/plans/llama3-8192.json", NULL, NULL, &lo, &c, &e), -1);
+  CU_ASSERT_EQUAL_FATAL(chdir(cwd), 0);
+  if (!strstr(e.msg, "allocator reserve 3.5 (alloc_reserve 0.05)")) printf("\n  %s\n", e.msg);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "allocator reserve 3.5 (alloc_reserve 0.05)"));
+}
+
 static void test_op_names(void) {
   spec s = base();
   s.tp = 2, s.pp = 2, s.global = 2;
@@ -1528,6 +1600,7 @@ int main(void) {
   CU_add_test(prog, "memory", test_memory);
   CU_add_test(prog, "memory: the output layer's held bytes, GPipe at PP 1", test_memory_head_gpipe);
   CU_add_test(prog, "memory: one layer's backward gradients at their peak", test_memory_bwd_transient);
+  CU_add_test(prog, "memory: a caching allocator's reserve (alloc_reserve)", test_memory_alloc_reserve);
   CU_add_test(prog, "plan_held_peak walks the interleaved schedule", test_held_peak);
   CU_add_test(prog, "plan_held_peak: the schedule's walk to the bit", test_held_peak_walk);
   CU_add_test(prog, "memory of accounted embedding/loss chunks", test_memory_accounted_chunks);
