@@ -410,7 +410,8 @@ int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, 
 int schema_gemm_fp8_us(const schema_calibration *c, long long m, long long n, long long k, double *us);
 /* For an FP8 shape "gemm_fp8" lacks: the FP8 / BF16 time ratio measured at the "gemm_fp8" point of the same
  * (n, k) whose m is nearest to m (in ln m, within a factor max_m_factor) and whose exact shape "gemm" also
- * holds: 1, *ratio and that point's m (*at_m); else 0. */
+ * holds, else (a weight gradient's tokens being its k) at the point of the same (m, n) whose k is nearest
+ * within that factor: 1, *ratio and that point's m (*at_m); else 0. */
 int schema_gemm_fp8_ratio(const schema_calibration *c, long long m, long long n, long long k, double max_m_factor,
                           double *ratio, long long *at_m);
 /* A kernel table by name: x is bytes (or flops for flops-keyed tables); group

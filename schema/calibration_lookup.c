@@ -602,5 +602,20 @@ int schema_gemm_fp8_ratio(const schema_calibration *c, long long m, long long n,
       break;
     }
   }
+  if (found) return 1;
+  /* none along m: a weight gradient's tokens are its k, so the nearest k of the same (m, n) (a scan: the list
+   * is sorted by n, k, m) */
+  for (int i = 0; i < c->n_gemm_fp8; i++) {
+    const schema_gemm_point *g = &c->gemm_fp8[i];
+    double r;
+    if (g->m != m || g->n != n || !fp8_ratio_at(c, i, n, g->k, &r)) continue;
+    const double dist = fabs(log((double)g->k / (double)k));
+    if (dist <= log(max_m_factor) + 1e-12 && (!found || dist < best)) {
+      best = dist;
+      *ratio = r;
+      *at_m = g->m;
+      found = 1;
+    }
+  }
   return found;
 }

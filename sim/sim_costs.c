@@ -428,20 +428,21 @@ static int gemm_fp8_us(sim_costs *c, long long m, long long n, long long k, bool
   if ((wgrad ? gemm_wgrad_us(c, m, n, k, &bf16, e) : gemm_us(c, m, n, k, &bf16, e))) return -1;
   *us = sim_gemm_fp8_unmeasured_us(c->lk.cal, &c->p->cluster.gpu, m, n, k, bf16, &at);
   if (at) {
-    char text[200];
+    char text[320];
     snprintf(text, sizeof text, "\"gemm_fp8\" lacks m=%lld n=%lld k=%lld (the first such shape); using the BF16 time "
-             "times the FP8 / BF16 ratio measured at the nearest m (here %lld) of the same n, k, for it and any other", m, n, k, at);
+             "times the FP8 / BF16 ratio measured at the nearest m of the same n, k (else the nearest k of the same "
+             "m, n), for it and any other", m, n, k);
     warn_lacking(c, "gemm_fp8 ratio", text);
-    note_source(c, "gemm_fp8 ratio at the nearest m");
+    note_source(c, "gemm_fp8 ratio at the nearest m or k");
   } else if (c->lk.cal->n_gemm_fp8 == 0) {
     warn_fallback(c, "gemm_fp8", "the BF16 GEMM times moved to the FP8 peak (fp8_tflops) by the transfer rule: "
                   "FP8 GEMMs transferred, not measured");
     note_source(c, "to the FP8 peak (no gemm_fp8)");
   } else {
-    char text[220];
-    snprintf(text, sizeof text, "\"gemm_fp8\" has no point of n=%lld k=%lld within %gx of m=%lld (the first such shape); "
-             "using the BF16 time moved to the FP8 peak by the transfer rule for it and any other", n, k,
-             SIM_FP8_RATIO_M_FACTOR, m);
+    char text[320];
+    snprintf(text, sizeof text, "\"gemm_fp8\" has no point near m=%lld n=%lld k=%lld (the same n, k within %gx in m, or "
+             "the same m, n within %gx in k; the first such shape); using the BF16 time moved to the FP8 peak by the "
+             "transfer rule for it and any other", m, n, k, SIM_FP8_RATIO_M_FACTOR, SIM_FP8_RATIO_M_FACTOR);
     warn_lacking(c, "gemm_fp8 transfer", text);
     note_source(c, "to the FP8 peak (no gemm_fp8 point near)");
   }

@@ -291,7 +291,10 @@ static void test_calibration_list(void) {
   CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 1024, 8192, 2048, 4.0, &r, &at), 1); /* from below: 4096 / 4 */
   CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 32768, 8192, 2048, 4.0, &r, &at), 0); /* 4096 is 8x away */
   CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 1000, 8192, 2048, 4.0, &r, &at), 0);
-  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 4096, 8192, 4096, 4.0, &r, &at), 0); /* another k */
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 4096, 8192, 4096, 4.0, &r, &at), 1); /* k 2x: along k, same (m, n) */
+  NEAR(r, 0.6, 1e-15);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 4096, 8192, 16384, 4.0, &r, &at), 0); /* k 8x away */
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 2048, 8192, 4096, 4.0, &r, &at), 0); /* another m and k */
   CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 4096, 4096, 2048, 4.0, &r, &at), 0); /* another n */
   /* the simulator's price: BF16 time x the ratio, else the datasheet transfer */
   static plan p;
