@@ -5,7 +5,7 @@ reserves than it allocates (fragmentation and cached free blocks), against what 
 tacosim's memory model (plan/plan_memory.c) counts tensors and a measured CUDA context; tacosim's own
 executor allocates with cudaMalloc, so it has no caching allocator to measure. Published runs train
 with Megatron-LM on PyTorch's caching allocator. This script trains a Megatron-Core GPTModel
-(Megatron-LM's own source, exported into megatron-src/, ignored by git; local spec, no Transformer
+(Megatron-LM's own source, exported into experiments/published/moe/host/megatron-src/, ignored by git; local spec, no Transformer
 Engine, no apex) for a few iterations at a handful of dense shapes and records, per configuration:
 
   static          torch.cuda.memory_allocated() between iterations, after the first optimizer step:
@@ -45,6 +45,8 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Megatron-LM's megatron/ at 1e057005 (ignored by git): the one export experiments/published/moe/host/ reads too
+MEGATRON_SRC = os.path.normpath(os.path.join(HERE, "..", "..", "published", "moe", "host", "megatron-src"))
 GIB = 1024.0 ** 3
 ALLOCATORS = {"default": None, "expandable": "expandable_segments:True"}
 
@@ -203,7 +205,7 @@ def child(case, out_path):
     """Builds, trains and measures one configuration; writes its record to out_path."""
     rec = {"case": case, "allocator": os.environ.get("ALLOC_FRAG_ALLOCATOR", "?"),
            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"), "status": "started", "points": []}
-    sys.path.insert(0, os.path.join(HERE, "megatron-src"))
+    sys.path.insert(0, MEGATRON_SRC)
 
     def save():
         with open(out_path, "w") as f:
@@ -328,7 +330,7 @@ def build(case, rec):
                               adam_beta2=0.95, bf16=True, params_dtype=torch.bfloat16,
                               use_distributed_optimizer=True, clip_grad=1.0)
     # Without Transformer Engine, Megatron-Core's fp8_utils.quantize_param_shard raises even when there is no
-    # FP8 parameter to cast (its fallback stub); the distributed optimizer calls it every step. Here no
+    # FP8 parameter to cast (its fallback without TE); the distributed optimizer calls it every step. Here no
     # parameter is FP8, so an empty call is skipped and any other still reaches Megatron's own function.
     import megatron.core.optimizer.distrib_optimizer as distrib_optimizer
     if not getattr(distrib_optimizer, "_alloc_frag_guard", False):
@@ -447,7 +449,7 @@ def env_info(res):
     e["python"] = sys.version.split()[0]
     e["platform"] = platform.platform()
     try:
-        with open(os.path.join(HERE, "megatron-src", "COMMIT")) as f:
+        with open(os.path.join(MEGATRON_SRC, "COMMIT")) as f:
             e["megatron_commit"] = f.read().strip()
     except OSError:
         e["megatron_commit"] = None
@@ -506,8 +508,8 @@ def parent(args):
     env_info(res)
     res["env"]["idle_device"] = smi_device_used_mib()
     log(json.dumps(res["env"], indent=1))
-    todo = [(c, a) for c, a in runs(args.quick) if not args.only or c["name"] in args.only.split(",")]
-    for i, (cs, alloc) in enumerate(todo):
+    pending = [(c, a) for c, a in runs(args.quick) if not args.only or c["name"] in args.only.split(",")]
+    for i, (cs, alloc) in enumerate(pending):
         left = args.budget_s - (time.time() - t_start)
         if left < 20:
             res["runs"].append({"case": cs, "allocator": alloc, "status": "skipped (time budget)"})
@@ -525,7 +527,7 @@ def parent(args):
             env["PYTORCH_CUDA_ALLOC_CONF"] = ALLOCATORS[alloc]
         env["MASTER_PORT"] = str(29600 + i)
         cpath = os.path.join(args.out, f"run-{i:02d}.json")
-        log(f"--- [{i + 1}/{len(todo)}] {cs['name']} allocator {alloc} (timeout {tmo:.0f} s, {left:.0f} s left)")
+        log(f"--- [{i + 1}/{len(pending)}] {cs['name']} allocator {alloc} (timeout {tmo:.0f} s, {left:.0f} s left)")
         t = time.time()
         try:
             subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(cs), "--child-out", cpath],
@@ -594,8 +596,8 @@ def main():
         ap.error("--out DIR is required")
     if args.iters < 2:
         ap.error("--iters: at least 2 (the first allocates the optimizer states)")
-    if not os.path.isdir(os.path.join(HERE, "megatron-src", "megatron", "core")):
-        print("alloc_frag.py: megatron-src/megatron/core: missing (see run_gpu.sh)", file=sys.stderr)
+    if not os.path.isdir(os.path.join(MEGATRON_SRC, "megatron", "core")):
+        print(f"alloc_frag.py: {MEGATRON_SRC}/megatron/core: missing (see run_gpu.sh)", file=sys.stderr)
         return 2
     parent(args)
     return 0
