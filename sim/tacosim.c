@@ -83,7 +83,8 @@ static int wants_help(int argc, char **argv, const char *usage) {
   "  --alloc-reserve F       a caching allocator's reserve beyond the live tensors at the memory peak, as a\n" \
   "                          fraction F in [0, 1) of the activations, in the overhead (the plan's\n"            \
   "                          \"alloc_reserve\", which this sets over the file's; default the file's, else\n"    \
-  "                          " PLAN_DEFAULT_ALLOC_RESERVE_TEXT ": plan/README.md \"Memory per GPU\")\n"
+  "                          " PLAN_DEFAULT_ALLOC_RESERVE_TEXT ", as PyTorch with expandable segments; measured\n"          \
+  "                          0.22-0.73 under its default allocator: plan/README.md \"Memory per GPU\")\n"
 
 static const char plan_usage[] =
     "usage: tacosim plan PLAN.json [--alloc-reserve F]\n"

@@ -365,7 +365,7 @@ static void test_alloc_reserve(void) {
   while (*d == ' ') d++;
   char *end;
   double dflt = strtod(d, &end);
-  CU_ASSERT_FATAL(end > d && *end == ':');
+  CU_ASSERT_FATAL(end > d && (*end == ':' || *end == ','));
   CU_ASSERT_EQUAL(tacosim("plan ar0.json", out, sizeof out), 0);
   char want[128];
   snprintf(want, sizeof want, "alloc_reserve %g x the activations (the default", dflt);
