@@ -42,6 +42,9 @@
 # Options (defaults in brackets):
 #   --tacosim PATH       the simulator [$TACOSIM, else build/sim/tacosim, else the newest build-*/]
 #   --calibration FILE   passed to every simulation [none: tacosim's own choice for the cluster]
+#   --transfer KIND      passed to every simulation as --transfer KIND (roofline, mamf, off: how costs
+#                        measured on another GPU move onto the cluster's; sim/README.md "Calibration
+#                        transfer") [none: tacosim's default]
 #   --sets "A B"         the sets to run [every folder here with a set.conf]
 #   --only "P Q"         only these plans (names without .json, e.g. sc21-1.7b) [all]
 #   --jobs N             simulations at once [1, so each wall time is one core's]
@@ -58,11 +61,12 @@ trap 'echo "run.sh: stopped by a failing command at line $LINENO" >&2' ERR
 PUB="$(cd "$(dirname "$0")" && pwd)"
 source "$PUB/../lib.sh" # EXP ROOT DATA FIGS TACOSIM plot
 
-cal="" sets="" only="" jobs=1 topo="" work="$DATA/work/published" figure=1 reuse="${REUSE:+1}"
+cal="" transfer="" sets="" only="" jobs=1 topo="" work="$DATA/work/published" figure=1 reuse="${REUSE:+1}"
 while [ $# -gt 0 ]; do
   case $1 in
     --tacosim) TACOSIM=$2; shift 2 ;;
     --calibration) cal=$2; shift 2 ;;
+    --transfer) transfer=$2; shift 2 ;;
     --sets) sets=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
@@ -70,11 +74,12 @@ while [ $# -gt 0 ]; do
     --work) work=$2; shift 2 ;;
     --no-figure) figure=0; shift ;;
     --reuse) reuse=1; shift ;;
-    -h | --help) sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option \"$1\" (--help lists them)" >&2; exit 2 ;;
   esac
 done
 check_run_args run.sh
+case $transfer in '' | roofline | mamf | off) ;; *) echo "run.sh: --transfer wants roofline, mamf or off" >&2; exit 2 ;; esac
 [ -z "$topo" ] || [ -d "$topo" ] || { echo "run.sh: --topologies $topo: no such folder" >&2; exit 2; }
 if [ -n "$topo" ]; then
   TACOSIM_TOPOLOGIES_DIR="$(cd "$topo" && pwd)"
@@ -155,14 +160,14 @@ simulate() {
   rm -f "$work/$p.kept" "$work/$p.json" "$work/$p.rc" "$work/$p.wall"
   t0=$(date +%s.%N)
   (cd "$ROOT" && "$TACOSIM" simulate "experiments/published/${2}/plans/$p.json" --json "$work/$p.json" \
-    ${cal:+--calibration "$cal"} > "$work/$p.out" 2> "$work/$p.err") || rc=$?
+    ${cal:+--calibration "$cal"} ${transfer:+--transfer "$transfer"} > "$work/$p.out" 2> "$work/$p.err") || rc=$?
   t1=$(date +%s.%N)
   echo "$rc" > "$work/$p.rc"
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f\n", b - a }' > "$work/$p.wall"
   echo "  $p: exit $rc, $(cat "$work/$p.wall") s" >&2
 }
 
-echo "run.sh: $(wc -l < "$list") simulations, $jobs at a time, with $TACOSIM${cal:+ --calibration $cal}" >&2
+echo "run.sh: $(wc -l < "$list") simulations, $jobs at a time, with $TACOSIM${cal:+ --calibration $cal}${transfer:+ --transfer $transfer}" >&2
 start=$(date +%s)
 # the largest runs first (most GPUs), so the last worker does not start the slowest one alone
 while read -r s name p; do
@@ -242,7 +247,7 @@ cals=$(for f in "$work"/*.json; do jq -r '.calibration // empty' "$f" 2> /dev/nu
 header() {
   echo "# Predicted (tacosim simulate) against published per-GPU TFLOP/s and iteration time."
   echo "# $(date -u +%Y-%m-%d) $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2> /dev/null || echo '+changes'); simulator ${TACOSIM#"$ROOT"/}"
-  echo "# calibration: ${cals:-?}${topo:+; clusters from $topo (--topologies)}"
+  echo "# calibration: ${cals:-?}${transfer:+; --transfer $transfer}${topo:+; clusters from $topo (--topologies)}"
   echo "# TFLOP/s counted as the publisher counts them (set.conf: flops); published iteration time = F / (published TFLOP/s x GPUs)."
   echo "# error = (predicted - published) / published TFLOP/s; sim_s = wall time of the simulation ($jobs at a time on $(nproc) cores);"
   echo "# mfu_sim = tacosim's own MFU (its FLOP count, the cluster's peak); pub_B / plan_B = parameters, published and of the plan's model"
