@@ -244,6 +244,56 @@ static void test_costs_by_hand(void) {
   schema_calibration_free(&cal);
 }
 
+/* MXFP8 on the B200 (2,250 / 4,500 TFLOP/s, 8 TB/s; its catalogue entry's measured mxfp8_gemm_ratio
+ * 1.0512): fc1 forward, F = 5.4976e11 FLOP, BF16 3 us + F / 2,250e12 s = 247.34 us; per-tensor FP8 (both
+ * rooflines the FLOPs: FP8 bytes mk + kn + 2 mn = 218 MB take 27 us, F at 4,500 TFLOP/s 122 us) half of it,
+ * 123.67 us; MXFP8 that times 1.0512 = 130.0 us. A "gemm_fp8" point of 150 us (above the FP8 ceiling, 122 us): 157.68 us under
+ * MXFP8, 150 under tensorwise. The cast is the recipe's (4 + 1/16 bytes an element), not scaled. An inline GPU block
+ * with "mxfp8": true and no ratio prices MXFP8 GEMMs as per-tensor ones. */
+static void test_mxfp8_gemm_ratio(void) {
+  static plan tw, mx;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&tw, "{\"fp8\": \"tensorwise\"}", "b200x8-nvswitch", &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&mx, "{\"fp8\": \"mxfp8\"}", "b200x8-nvswitch", &e), 0);
+  CU_ASSERT_EQUAL(mx.cluster.gpu.mxfp8_gemm_ratio, 1.0512);
+  const double m = 4096, n = 16384, k = 4096, F = 2 * m * n * k;
+  schema_calibration cal;
+  hand_calibration(&cal);
+  double gt, ct, gm, cm;
+  fc1_us(&tw, &cal, &gt, &ct);
+  fc1_us(&mx, &cal, &gm, &cm);
+  const double t16 = 3.0 + F / 2250e12 * 1e6;
+  NEAR(gt, t16 * 2250.0 / 4500.0, 1e-12);
+  NEAR(gm, t16 * 2250.0 / 4500.0 * 1.0512, 1e-12);
+  NEAR(cm, 5e-6 * (4.0 + 1.0 / 16.0) * m * k, 1e-12);
+  NEAR(ct, 5e-6 * 6.0 * m * k, 1e-12);
+  NEAR(sim_gemm_fp8_recipe_us(&mx, 100.0), 105.12, 1e-12);
+  NEAR(sim_gemm_fp8_recipe_us(&tw, 100.0), 100.0, 1e-15);
+  CU_ASSERT_EQUAL(schema_calibration_add_gemm_fp8(&cal, 4096, 16384, 4096, 150.0), 0);
+  schema_calibration_sort(&cal);
+  fc1_us(&tw, &cal, &gt, &ct);
+  fc1_us(&mx, &cal, &gm, &cm);
+  NEAR(gt, 150.0, 1e-15);
+  NEAR(gm, 157.68, 1e-12);
+  /* an inline Blackwell-like block without the figure: MXFP8 priced as per-tensor FP8 */
+  char path[] = "/tmp/test_fp8_cluster_XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  fputs("{\"schema\": 1, \"name\": \"c\", \"gpu\": {\"name\": \"B200-like\", \"bf16_tflops\": 2250, "
+        "\"fp8_tflops\": 4500, \"hbm_gib\": 180, \"hbm_gbps\": 8000, \"mxfp8\": true}, \"nodes\": 1, "
+        "\"gpus_per_node\": 1, \"intra\": {\"kind\": \"nvswitch\", \"gbps_per_gpu\": 900, \"latency_us\": 2}}", f);
+  fclose(f);
+  int rc = load_plan(&mx, "{\"fp8\": \"mxfp8\"}", path, &e);
+  unlink(path);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL(mx.cluster.gpu.mxfp8_gemm_ratio, 0.0);
+  fc1_us(&mx, &cal, &gm, &cm);
+  NEAR(gm, 150.0, 1e-15);
+  schema_calibration_free(&cal);
+}
+
 /* The transfer on the memory side: m 16, n k 4,096 on the H200 (989 / 1,979 TFLOP/s, 4.8 TB/s). F = 5.37e8
  * FLOP: 0.54 us at the BF16 peak, but BF16 bytes 2 (mk + kn + mn) = 33,816,576 take 7.045 us; FP8 bytes
  * mk + kn + 2 mn = 16,908,288 take 3.5226 us (> F / FP8 peak, 0.27 us): 10 us becomes 10 x 3.5226 / 7.045. */
@@ -344,6 +394,7 @@ int main(void) {
   CU_add_test(s, "layout.fp8 and fp8_param_gather: accepted, refused naming the field", test_loader);
   CU_add_test(s, "the four linear GEMMs in FP8, TE's casts before them", test_program);
   CU_add_test(s, "an FP8 GEMM transferred from BF16 and a cast, by hand; a gemm_fp8 point wins", test_costs_by_hand);
+  CU_add_test(s, "MXFP8 GEMMs: the per-tensor price times the catalogue's measured ratio", test_mxfp8_gemm_ratio);
   CU_add_test(s, "the transfer on the memory side", test_transfer_memory_bound);
   CU_add_test(s, "gemm_fp8 loaded, sorted, written, exact shapes", test_calibration_list);
   CU_add_test(s, "memory with FP8 weights and activations", test_memory);

@@ -75,6 +75,9 @@ static void test_datasheet_figures(void) {
     if (g.mxfp8 != want) printf("\n  %s: mxfp8 %d\n", catalogue[i], g.mxfp8);
     CU_ASSERT_EQUAL(g.mxfp8, want);
     CU_ASSERT_TRUE(!g.mxfp8 || g.fp8_tflops > 0); /* MXFP8 is an FP8 format */
+    /* the measured MXFP8 / per-tensor FP8 GEMM time (TE's GEMM profiling guide, B300: 7.161 / 6.812 ms a layer);
+     * 0 where the GPU has no MXFP8 */
+    CU_ASSERT_EQUAL(g.mxfp8_gemm_ratio, want ? 1.0512 : 0.0);
   }
 }
 
@@ -387,6 +390,10 @@ static const mutation mutations[] = {
     {"mxfp8", "\"true\"", "mxfp8"},
     {"mxfp8", "null", "mxfp8"},
     {"sources.mxfp8", NULL, "sources.mxfp8"},
+    {"mxfp8_gemm_ratio", NULL, "mxfp8_gemm_ratio"},   /* required in the catalogue */
+    {"mxfp8_gemm_ratio", "1.05", "mxfp8_gemm_ratio"}, /* the H200 has no MXFP8: only 0 */
+    {"mxfp8_gemm_ratio", "-1", "mxfp8_gemm_ratio"},
+    {"sources.mxfp8_gemm_ratio", NULL, "sources.mxfp8_gemm_ratio"},
 };
 
 static char *base_entry_text(void) {
