@@ -266,7 +266,7 @@ static void test_mxfp8_gemm_ratio(void) {
   NEAR(gt, t16 * 2250.0 / 4500.0, 1e-12);
   NEAR(gm, t16 * 2250.0 / 4500.0 * 1.0512, 1e-12);
   NEAR(cm, 5e-6 * (4.0 + 1.0 / 16.0) * m * k, 1e-12);
-  NEAR(ct, 5e-6 * 6.0 * m * k, 1e-12);
+  NEAR(ct, 5e-6 * 5.0 * m * k, 1e-12); /* tensorwise on the B200: one FP8 copy (test_non_tn_copies) */
   NEAR(sim_gemm_fp8_recipe_us(&mx, 100.0), 105.12, 1e-12);
   NEAR(sim_gemm_fp8_recipe_us(&tw, 100.0), 100.0, 1e-15);
   CU_ASSERT_EQUAL(schema_calibration_add_gemm_fp8(&cal, 4096, 16384, 4096, 150.0), 0);
@@ -292,6 +292,31 @@ static void test_mxfp8_gemm_ratio(void) {
   fc1_us(&mx, &cal, &gm, &cm);
   NEAR(gm, 150.0, 1e-15);
   schema_calibration_free(&cal);
+}
+
+/* FP8 GEMMs in any operand layout (the B200's fp8_non_tn_gemm): TE's per-tensor FP8 tensors carry the rowwise
+ * copy only, so a cast writes 1 byte an element, not 2 (tensorwise 2 + 2 + 1 = 5, delayed 2 + 1 = 3), and the
+ * weights' FP8 copies are 1 byte a parameter (fp8_param_gather: the FP8 parameter itself, 1 - 2 = -1); MXFP8
+ * keeps both copies (4 + 1/16; 2 + 1/16). The H200 (TN only): two copies for every recipe. */
+static void test_non_tn_copies(void) {
+  static plan p;
+  ts_err e = {0};
+  const struct { const char *layout, *cluster; double cast, weight; } rows[] = {
+      {"{\"fp8\": \"tensorwise\"}", "b200x8-nvswitch", 5, 1},
+      {"{\"fp8\": \"delayed\"}", "b200x8-nvswitch", 3, 1},
+      {"{\"fp8\": \"delayed\", \"zero1\": true, \"fp8_param_gather\": true}", "b200x8-nvswitch", 3, -1},
+      {"{\"fp8\": \"mxfp8\"}", "b200x8-nvswitch", 4 + 1.0 / 16, 2 + 1.0 / 16},
+      {"{\"fp8\": \"mxfp8\", \"zero1\": true, \"fp8_param_gather\": true}", "b200x8-nvswitch", 4 + 1.0 / 16, 1.0 / 16},
+      {"{\"fp8\": \"tensorwise\"}", NULL, 6, 2},
+      {"{\"fp8\": \"delayed\"}", NULL, 4, 2},
+      {"{\"fp8\": \"delayed\", \"zero1\": true, \"fp8_param_gather\": true}", NULL, 4, 0},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+    CU_ASSERT_EQUAL_FATAL(load_plan(&p, rows[i].layout, rows[i].cluster, &e), 0);
+    CU_ASSERT_EQUAL(p.cluster.gpu.fp8_non_tn_gemm, rows[i].cluster != NULL);
+    NEAR(plan_fp8_cast_bytes(&p, 32.0), rows[i].cast * 32.0, 1e-15);
+    NEAR(plan_fp8_weight_bytes_per_param(&p), rows[i].weight, 1e-15);
+  }
 }
 
 /* The transfer on the memory side: m 16, n k 4,096 on the H200 (989 / 1,979 TFLOP/s, 4.8 TB/s). F = 5.37e8
@@ -395,6 +420,7 @@ int main(void) {
   CU_add_test(s, "the four linear GEMMs in FP8, TE's casts before them", test_program);
   CU_add_test(s, "an FP8 GEMM transferred from BF16 and a cast, by hand; a gemm_fp8 point wins", test_costs_by_hand);
   CU_add_test(s, "MXFP8 GEMMs: the per-tensor price times the catalogue's measured ratio", test_mxfp8_gemm_ratio);
+  CU_add_test(s, "per-tensor FP8 on a GPU with any-layout FP8 GEMMs: one FP8 copy", test_non_tn_copies);
   CU_add_test(s, "the transfer on the memory side", test_transfer_memory_bound);
   CU_add_test(s, "gemm_fp8 loaded, sorted, written, exact shapes", test_calibration_list);
   CU_add_test(s, "memory with FP8 weights and activations", test_memory);

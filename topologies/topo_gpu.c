@@ -55,6 +55,7 @@ static const figure figures[] = {
     INT(pcie_gen, 1, 20),
     BOOL(mxfp8), /* MXFP8 block scaling in the tensor cores (an inline block without it: false) */
     REAL(mxfp8_gemm_ratio, 0, 10, false), /* measured MXFP8 / per-tensor FP8 GEMM time; 0: none (or no MXFP8) */
+    BOOL(fp8_non_tn_gemm), /* FP8 GEMMs in any operand layout (an inline block without it: false) */
 };
 #undef REAL
 #undef INT
@@ -113,6 +114,9 @@ int topo_gpu_read_figures(json_t *obj, bool catalogue, const char *file, const c
     return ts_fail(e, file, field(f, sizeof f, path, "mxfp8_gemm_ratio"),
                    "%g for a GPU without MXFP8 (mxfp8 false): a ratio of MXFP8 to per-tensor FP8 GEMM times needs "
                    "MXFP8 tensor cores; give 0", g->mxfp8_gemm_ratio);
+  if (g->fp8_non_tn_gemm && g->fp8_tflops <= 0)
+    return ts_fail(e, file, field(f, sizeof f, path, "fp8_non_tn_gemm"),
+                   "true for a GPU without FP8 tensor cores (fp8_tflops 0): give false");
   if (g->mxfp8_gemm_ratio > 0 && g->mxfp8_gemm_ratio < 0.1)
     return ts_fail(e, file, field(f, sizeof f, path, "mxfp8_gemm_ratio"),
                    "%g: 0 (not published) or a time ratio of 0.1 to 10", g->mxfp8_gemm_ratio);
