@@ -175,6 +175,21 @@ static void test_program(void) {
     }
   CU_ASSERT_EQUAL(casts, 8 * p.layers * plan_micro_batches(&p));
   plan_program_free(&prog);
+  /* MXFP8 with fp8_param_gather: the parameters are gathered in BF16 and quantized after the gather, so the
+   * weights' casts stay (4 GEMMs a layer, in micro-batch 0's forward: 2 + 2 + 1/16 bytes a weight element) */
+  CU_ASSERT_EQUAL_FATAL(
+      load_plan(&p, "{\"fp8\": \"mxfp8\", \"zero1\": true, \"fp8_param_gather\": true}", "b200x8-nvswitch", &e), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int weight_casts = 0;
+  for (int i = 0; i < prog.n; i++)
+    if (prog.ops[i].model_op == PLAN_MOP_FP8_CAST && plan_fp8_cast_what(prog.ops[i].tag) == PLAN_FP8_CAST_WEIGHT) {
+      const model_op *o = &ops[plan_fp8_cast_gemm(prog.ops[i].tag)];
+      CU_ASSERT_EQUAL(prog.ops[i].micro, 0);
+      NEAR(prog.ops[i].bytes, (4.0 + 1.0 / 16.0) * (double)o->k * o->n, 1e-15);
+      weight_casts++;
+    }
+  CU_ASSERT_EQUAL(weight_casts, 4 * p.layers);
+  plan_program_free(&prog);
   CU_ASSERT_EQUAL_FATAL(load_plan(&p, NULL, NULL, &e), 0);
   CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
   for (int i = 0; i < prog.n; i++) CU_ASSERT_NOT_EQUAL(prog.ops[i].model_op, PLAN_MOP_FP8_CAST);
