@@ -642,7 +642,8 @@ static inline int plan_fp8_cast_what(int32_t tag) { return tag % 4; }
 /* Device-memory bytes of quantizing `elems` BF16 elements to FP8 under p's recipe (plan_fp8.c says which
  * passes each recipe runs). */
 double plan_fp8_cast_bytes(const plan *p, double elems);
-/* Bytes one GPU holds for FP8 beyond the BF16 model's: per parameter of the FP8 GEMMs (their FP8 copies) */
+/* Bytes one GPU holds for FP8 beyond the BF16 model's: per parameter of the FP8 GEMMs (their FP8 copies; negative:
+ * fewer, an FP8 parameter with one copy under fp8_param_gather) */
 double plan_fp8_weight_bytes_per_param(const plan *p);
 /* Parameters of one layer's FP8 GEMMs on one GPU (ops: model_layer_ops of the plan's shard). */
 double plan_fp8_gemm_params(const plan *p, const model_op *ops, int n);

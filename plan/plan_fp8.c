@@ -35,23 +35,32 @@ bool plan_fp8_linear(const model_op *o) {
 
 bool plan_fp8_gemm(const plan *p, const model_op *o) { return p->fp8_recipe != PLAN_FP8_OFF && plan_fp8_linear(o); }
 
-/* A cast reads the BF16 tensor (2 bytes an element) and writes its FP8 rowwise and columnwise copies (1 + 1);
+/* The FP8 copies a quantized tensor carries: rowwise and columnwise (1 + 1 byte an element), except a
+ * per-tensor-scaled one on a GPU whose FP8 GEMMs take any operand layout (topo_gpu.fp8_non_tn_gemm:
+ * Blackwell), where TE makes no transposed copy and the dgrad and wgrad GEMMs read the rowwise one (its
+ * quantizers' create_tensor: with_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()).
+ * MXFP8's two copies differ (the scales run along the other dimension): both always. */
+static double fp8_copies(const plan *p) {
+  return p->fp8_recipe != PLAN_FP8_MXFP8 && p->cluster.gpu.fp8_non_tn_gemm ? 1.0 : 2.0;
+}
+
+/* A cast reads the BF16 tensor (2 bytes an element) and writes its FP8 copies (fp8_copies, 1 byte each);
  * current scaling first reads the tensor once more for its amax; MXFP8 also writes one E8M0 scale per 32
  * elements of each copy. */
 double plan_fp8_cast_bytes(const plan *p, double elems) {
-  double per = 2.0 + 2.0;
+  double per = 2.0 + fp8_copies(p);
   if (p->fp8_recipe == PLAN_FP8_TENSORWISE) per += 2.0;
   if (p->fp8_recipe == PLAN_FP8_MXFP8) per += 2.0 / 32.0;
   return p->fp8_recipe == PLAN_FP8_OFF ? 0.0 : per * elems;
 }
 
-/* The weights' FP8 copies TE caches for the iteration: rowwise and columnwise, 1 byte each (plus the MXFP8
- * scales). With fp8_param_gather the parameter itself is the FP8 rowwise copy (1 byte instead of BF16's 2),
- * so only the columnwise one is more: 1 - 1 = 0 net. */
+/* The weights' FP8 copies TE caches for the iteration: fp8_copies bytes a parameter (plus the MXFP8 scales).
+ * With fp8_param_gather the parameter itself is the FP8 rowwise copy (1 byte instead of BF16's 2), so only a
+ * columnwise copy is more: 2 - 2 = 0 net with two copies, 1 - 2 = -1 with one. */
 double plan_fp8_weight_bytes_per_param(const plan *p) {
   if (p->fp8_recipe == PLAN_FP8_OFF) return 0.0;
   double scales = p->fp8_recipe == PLAN_FP8_MXFP8 ? 2.0 / 32.0 : 0.0;
-  return (p->fp8_param_gather ? 0.0 : 2.0) + scales;
+  return fp8_copies(p) - (p->fp8_param_gather ? 2.0 : 0.0) + scales;
 }
 
 int plan_load_fp8_fields(json_t *layout, const char *file, plan *p, ts_err *e) {

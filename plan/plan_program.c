@@ -317,11 +317,16 @@ static int fp8_cast(builder *b, plan_phase phase, int i, int what, int layer, in
 
 /* The casts before FP8 GEMM i's forward: its weight in the first micro-batch's forward only (TE caches the
  * FP8 weight for the iteration's other micro-batches, Megatron-Core's is_first_microbatch; none with
- * fp8_param_gather, whose parameters are FP8 already), its input every time (a recomputation too). */
+ * fp8_param_gather, whose parameters are FP8 already, except under MXFP8: Megatron-Core all-gathers MXFP8
+ * parameters in BF16 through the gradient buffer and copies each into its MXFP8 tensor after the gather,
+ * which quantizes it, every iteration (reuse_grad_buf_for_mxfp8_param_ag, which Megatron-Bridge's MXFP8
+ * recipe sets: core_v0.15.0 param_and_grad_buffer.py, finish_param_sync)), its input every time (a
+ * recomputation too). */
 static int fp8_forward_casts(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
   const model_op *o = &b->ops[i];
   if (!plan_fp8_gemm(b->p, o)) return 0;
-  if (phase == PLAN_PHASE_FWD && micro == 0 && !b->p->fp8_param_gather)
+  const bool weight_cast = !b->p->fp8_param_gather || b->p->fp8_recipe == PLAN_FP8_MXFP8;
+  if (phase == PLAN_PHASE_FWD && micro == 0 && weight_cast)
     CHECK(fp8_cast(b, phase, i, PLAN_FP8_CAST_WEIGHT, layer, micro, chunk, (double)o->k * (double)o->n));
   return fp8_cast(b, phase, i, PLAN_FP8_CAST_INPUT, layer, micro, chunk, (double)o->m * (double)o->k);
 }

@@ -97,6 +97,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
       else
         fprintf(out, "              FP8 GEMMs: no \"gemm_fp8\" table in the calibration: the BF16 GEMM times moved to the "
                      "FP8 peak (datasheet ratio, not measured; an optimistic bound on small shapes)\n");
+      if (r->fp8_recipes & (1u << PLAN_FP8_MXFP8))
+        fprintf(out, "              MXFP8 GEMMs: those per-tensor FP8 prices times the %s's measured mxfp8_gemm_ratio "
+                     "(GPU catalogue; none: as per-tensor)\n", r->gpu);
     }
   }
   fprintf(out, "allocator     a caching allocator's reserve of %g x the activations in every candidate's memory (%s)\n",

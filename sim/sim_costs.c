@@ -414,11 +414,17 @@ double sim_gemm_fp8_unmeasured_us(const schema_calibration *cal, const topo_gpu 
   return sim_gemm_fp8_transfer_us(g, m, n, k, bf16_us);
 }
 
-/* layout.fp8: an FP8 GEMM (plan_fp8_gemm) of (m, n, k), its weight gradient (wgrad) too: the calibration's
- * "gemm_fp8" point of the shape when it has one, else the BF16 time of the shape ("gemm_wgrad" for a weight
- * gradient, else "gemm") times the FP8 / BF16 ratio measured at the nearest m of the same (n, k), else that
- * BF16 time transferred to the FP8 peak (sim_gemm_fp8_unmeasured_us), each fallback warned once. */
-static int gemm_fp8_us(sim_costs *c, long long m, long long n, long long k, bool wgrad, double *us, ts_err *e) {
+double sim_gemm_fp8_recipe_us(const plan *p, double tensor_us) {
+  const double r = p->cluster.gpu.mxfp8_gemm_ratio;
+  return p->fp8_recipe == PLAN_FP8_MXFP8 && r > 0 ? tensor_us * r : tensor_us;
+}
+
+/* layout.fp8: a per-tensor-scaled FP8 GEMM (plan_fp8_gemm) of (m, n, k), its weight gradient (wgrad) too: the
+ * calibration's "gemm_fp8" point of the shape when it has one, else the BF16 time of the shape ("gemm_wgrad"
+ * for a weight gradient, else "gemm") times the FP8 / BF16 ratio measured at the nearest m of the same (n, k),
+ * else that BF16 time transferred to the FP8 peak (sim_gemm_fp8_unmeasured_us), each fallback warned once. */
+static int gemm_fp8_tensor_us(sim_costs *c, long long m, long long n, long long k, bool wgrad, double *us,
+                              ts_err *e) {
   if (schema_gemm_fp8_us(c->lk.cal, m, n, k, us)) {
     note_source(c, "gemm_fp8");
     return 0;
@@ -446,6 +452,28 @@ static int gemm_fp8_us(sim_costs *c, long long m, long long n, long long k, bool
     warn_lacking(c, "gemm_fp8 transfer", text);
     note_source(c, "to the FP8 peak (no gemm_fp8 point near)");
   }
+  return 0;
+}
+
+/* layout.fp8: an FP8 GEMM of the plan's recipe: the per-tensor-scaled price (gemm_fp8_tensor_us: the
+ * calibration's "gemm_fp8" list is cuBLASLt's per-tensor FP8), for "mxfp8" times the GPU catalogue's measured
+ * MXFP8 / per-tensor ratio (sim_gemm_fp8_recipe_us); a GPU without that figure prices MXFP8 GEMMs as
+ * per-tensor ones, warned once. */
+static int gemm_fp8_us(sim_costs *c, long long m, long long n, long long k, bool wgrad, double *us, ts_err *e) {
+  if (gemm_fp8_tensor_us(c, m, n, k, wgrad, us, e)) return -1;
+  if (c->p->fp8_recipe != PLAN_FP8_MXFP8) return 0;
+  const topo_gpu *g = &c->p->cluster.gpu;
+  if (g->mxfp8_gemm_ratio > 0) {
+    *us = sim_gemm_fp8_recipe_us(c->p, *us);
+    note_source(c, "MXFP8 / per-tensor FP8 GEMM ratio (GPU catalogue)");
+    return 0;
+  }
+  bool warned = false;
+  for (int i = 0; i < c->n_missing; i++) warned |= strcmp(c->missing[i], "mxfp8_gemm_ratio") == 0;
+  if (!warned && c->n_missing < 16) snprintf(c->missing[c->n_missing++], sizeof c->missing[0], "mxfp8_gemm_ratio");
+  if (!warned && c->lk.warn)
+    fprintf(c->lk.warn, "tacosim: warning: GPU %s: no measured mxfp8_gemm_ratio; MXFP8 GEMMs priced as per-tensor "
+            "FP8 ones\n", g->name);
   return 0;
 }
 

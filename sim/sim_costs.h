@@ -96,6 +96,11 @@ double sim_gemm_fp8_transfer_us(const topo_gpu *g, long long m, long long n, lon
 #define SIM_FP8_RATIO_M_FACTOR 4.0
 double sim_gemm_fp8_unmeasured_us(const schema_calibration *cal, const topo_gpu *g, long long m, long long n,
                                   long long k, double bf16_us, long long *ratio_m);
+/* layout.fp8: an FP8 GEMM of the plan's recipe from its per-tensor-scaled price tensor_us (a "gemm_fp8" point
+ * or sim_gemm_fp8_unmeasured_us): under "mxfp8" times the GPU catalogue's measured mxfp8_gemm_ratio (where it
+ * has one, else unchanged), every other recipe unchanged (sim/README.md, "FP8 GEMMs"). Also the layout
+ * search's estimate. */
+double sim_gemm_fp8_recipe_us(const plan *p, double tensor_us);
 /* Compute op (PLAN_OP_COMPUTE) time in seconds. */
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e);
 /* The same, and *gemm_s: the part of it in GEMMs and attention (the rest is

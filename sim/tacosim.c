@@ -105,6 +105,7 @@ static const char simulate_usage[] =
     "  A training plan's layout.fp8 (tensorwise | delayed | mxfp8; default null, BF16) runs its qkv, attn_out,\n"
     "  fc1 and fc2 GEMMs in FP8 with Transformer Engine's casts (plan/README.md \"FP8 training\"); without a\n"
     "  \"gemm_fp8\" table in the calibration they are the BF16 times moved to the FP8 peak, not measured (warned).\n"
+    "  mxfp8 GEMMs are those per-tensor FP8 prices times the GPU catalogue's measured mxfp8_gemm_ratio.\n"
     "  FP8 training is priced by the simulator only: tacorun execute refuses such a plan.\n"
     "options:\n"
     "  --calibration FILE      op costs (default: " TACOSIM_CALIBRATION_DIR "/<gpu>-<transport>.json, a file\n"

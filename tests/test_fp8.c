@@ -175,6 +175,21 @@ static void test_program(void) {
     }
   CU_ASSERT_EQUAL(casts, 8 * p.layers * plan_micro_batches(&p));
   plan_program_free(&prog);
+  /* MXFP8 with fp8_param_gather: the parameters are gathered in BF16 and quantized after the gather, so the
+   * weights' casts stay (4 GEMMs a layer, in micro-batch 0's forward: 2 + 2 + 1/16 bytes a weight element) */
+  CU_ASSERT_EQUAL_FATAL(
+      load_plan(&p, "{\"fp8\": \"mxfp8\", \"zero1\": true, \"fp8_param_gather\": true}", "b200x8-nvswitch", &e), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int weight_casts = 0;
+  for (int i = 0; i < prog.n; i++)
+    if (prog.ops[i].model_op == PLAN_MOP_FP8_CAST && plan_fp8_cast_what(prog.ops[i].tag) == PLAN_FP8_CAST_WEIGHT) {
+      const model_op *o = &ops[plan_fp8_cast_gemm(prog.ops[i].tag)];
+      CU_ASSERT_EQUAL(prog.ops[i].micro, 0);
+      NEAR(prog.ops[i].bytes, (4.0 + 1.0 / 16.0) * (double)o->k * o->n, 1e-15);
+      weight_casts++;
+    }
+  CU_ASSERT_EQUAL(weight_casts, 4 * p.layers);
+  plan_program_free(&prog);
   CU_ASSERT_EQUAL_FATAL(load_plan(&p, NULL, NULL, &e), 0);
   CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
   for (int i = 0; i < prog.n; i++) CU_ASSERT_NOT_EQUAL(prog.ops[i].model_op, PLAN_MOP_FP8_CAST);
@@ -242,6 +257,81 @@ static void test_costs_by_hand(void) {
   fc1_us(&fp8, &cal, &g8, &c8);
   NEAR(g8, 300.0, 1e-15);
   schema_calibration_free(&cal);
+}
+
+/* MXFP8 on the B200 (2,250 / 4,500 TFLOP/s, 8 TB/s; its catalogue entry's measured mxfp8_gemm_ratio
+ * 1.0512): fc1 forward, F = 5.4976e11 FLOP, BF16 3 us + F / 2,250e12 s = 247.34 us; per-tensor FP8 (both
+ * rooflines the FLOPs: FP8 bytes mk + kn + 2 mn = 218 MB take 27 us, F at 4,500 TFLOP/s 122 us) half of it,
+ * 123.67 us; MXFP8 that times 1.0512 = 130.0 us. A "gemm_fp8" point of 150 us (above the FP8 ceiling, 122 us): 157.68 us under
+ * MXFP8, 150 under tensorwise. The cast is the recipe's (4 + 1/16 bytes an element), not scaled. An inline GPU block
+ * with "mxfp8": true and no ratio prices MXFP8 GEMMs as per-tensor ones. */
+static void test_mxfp8_gemm_ratio(void) {
+  static plan tw, mx;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_plan(&tw, "{\"fp8\": \"tensorwise\"}", "b200x8-nvswitch", &e), 0);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&mx, "{\"fp8\": \"mxfp8\"}", "b200x8-nvswitch", &e), 0);
+  CU_ASSERT_EQUAL(mx.cluster.gpu.mxfp8_gemm_ratio, 1.0512);
+  const double m = 4096, n = 16384, k = 4096, F = 2 * m * n * k;
+  schema_calibration cal;
+  hand_calibration(&cal);
+  double gt, ct, gm, cm;
+  fc1_us(&tw, &cal, &gt, &ct);
+  fc1_us(&mx, &cal, &gm, &cm);
+  const double t16 = 3.0 + F / 2250e12 * 1e6;
+  NEAR(gt, t16 * 2250.0 / 4500.0, 1e-12);
+  NEAR(gm, t16 * 2250.0 / 4500.0 * 1.0512, 1e-12);
+  NEAR(cm, 5e-6 * (4.0 + 1.0 / 16.0) * m * k, 1e-12);
+  NEAR(ct, 5e-6 * 5.0 * m * k, 1e-12); /* tensorwise on the B200: one FP8 copy (test_non_tn_copies) */
+  NEAR(sim_gemm_fp8_recipe_us(&mx, 100.0), 105.12, 1e-12);
+  NEAR(sim_gemm_fp8_recipe_us(&tw, 100.0), 100.0, 1e-15);
+  CU_ASSERT_EQUAL(schema_calibration_add_gemm_fp8(&cal, 4096, 16384, 4096, 150.0), 0);
+  schema_calibration_sort(&cal);
+  fc1_us(&tw, &cal, &gt, &ct);
+  fc1_us(&mx, &cal, &gm, &cm);
+  NEAR(gt, 150.0, 1e-15);
+  NEAR(gm, 157.68, 1e-12);
+  /* an inline Blackwell-like block without the figure: MXFP8 priced as per-tensor FP8 */
+  char path[] = "/tmp/test_fp8_cluster_XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  fputs("{\"schema\": 1, \"name\": \"c\", \"gpu\": {\"name\": \"B200-like\", \"bf16_tflops\": 2250, "
+        "\"fp8_tflops\": 4500, \"hbm_gib\": 180, \"hbm_gbps\": 8000, \"mxfp8\": true}, \"nodes\": 1, "
+        "\"gpus_per_node\": 1, \"intra\": {\"kind\": \"nvswitch\", \"gbps_per_gpu\": 900, \"latency_us\": 2}}", f);
+  fclose(f);
+  int rc = load_plan(&mx, "{\"fp8\": \"mxfp8\"}", path, &e);
+  unlink(path);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL(mx.cluster.gpu.mxfp8_gemm_ratio, 0.0);
+  fc1_us(&mx, &cal, &gm, &cm);
+  NEAR(gm, 150.0, 1e-15);
+  schema_calibration_free(&cal);
+}
+
+/* FP8 GEMMs in any operand layout (the B200's fp8_non_tn_gemm): TE's per-tensor FP8 tensors carry the rowwise
+ * copy only, so a cast writes 1 byte an element, not 2 (tensorwise 2 + 2 + 1 = 5, delayed 2 + 1 = 3), and the
+ * weights' FP8 copies are 1 byte a parameter (fp8_param_gather: the FP8 parameter itself, 1 - 2 = -1); MXFP8
+ * keeps both copies (4 + 1/16; 2 + 1/16). The H200 (TN only): two copies for every recipe. */
+static void test_non_tn_copies(void) {
+  static plan p;
+  ts_err e = {0};
+  const struct { const char *layout, *cluster; double cast, weight; } rows[] = {
+      {"{\"fp8\": \"tensorwise\"}", "b200x8-nvswitch", 5, 1},
+      {"{\"fp8\": \"delayed\"}", "b200x8-nvswitch", 3, 1},
+      {"{\"fp8\": \"delayed\", \"zero1\": true, \"fp8_param_gather\": true}", "b200x8-nvswitch", 3, -1},
+      {"{\"fp8\": \"mxfp8\"}", "b200x8-nvswitch", 4 + 1.0 / 16, 2 + 1.0 / 16},
+      {"{\"fp8\": \"mxfp8\", \"zero1\": true, \"fp8_param_gather\": true}", "b200x8-nvswitch", 4 + 1.0 / 16, 1.0 / 16},
+      {"{\"fp8\": \"tensorwise\"}", NULL, 6, 2},
+      {"{\"fp8\": \"delayed\"}", NULL, 4, 2},
+      {"{\"fp8\": \"delayed\", \"zero1\": true, \"fp8_param_gather\": true}", NULL, 4, 0},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+    CU_ASSERT_EQUAL_FATAL(load_plan(&p, rows[i].layout, rows[i].cluster, &e), 0);
+    CU_ASSERT_EQUAL(p.cluster.gpu.fp8_non_tn_gemm, rows[i].cluster != NULL);
+    NEAR(plan_fp8_cast_bytes(&p, 32.0), rows[i].cast * 32.0, 1e-15);
+    NEAR(plan_fp8_weight_bytes_per_param(&p), rows[i].weight, 1e-15);
+  }
 }
 
 /* The transfer on the memory side: m 16, n k 4,096 on the H200 (989 / 1,979 TFLOP/s, 4.8 TB/s). F = 5.37e8
@@ -344,6 +434,8 @@ int main(void) {
   CU_add_test(s, "layout.fp8 and fp8_param_gather: accepted, refused naming the field", test_loader);
   CU_add_test(s, "the four linear GEMMs in FP8, TE's casts before them", test_program);
   CU_add_test(s, "an FP8 GEMM transferred from BF16 and a cast, by hand; a gemm_fp8 point wins", test_costs_by_hand);
+  CU_add_test(s, "MXFP8 GEMMs: the per-tensor price times the catalogue's measured ratio", test_mxfp8_gemm_ratio);
+  CU_add_test(s, "per-tensor FP8 on a GPU with any-layout FP8 GEMMs: one FP8 copy", test_non_tn_copies);
   CU_add_test(s, "the transfer on the memory side", test_transfer_memory_bound);
   CU_add_test(s, "gemm_fp8 loaded, sorted, written, exact shapes", test_calibration_list);
   CU_add_test(s, "memory with FP8 weights and activations", test_memory);

@@ -75,6 +75,12 @@ static void test_datasheet_figures(void) {
     if (g.mxfp8 != want) printf("\n  %s: mxfp8 %d\n", catalogue[i], g.mxfp8);
     CU_ASSERT_EQUAL(g.mxfp8, want);
     CU_ASSERT_TRUE(!g.mxfp8 || g.fp8_tflops > 0); /* MXFP8 is an FP8 format */
+    /* the measured MXFP8 / per-tensor FP8 GEMM time (TE's GEMM profiling guide, B300: 7.161 / 6.812 ms a layer);
+     * 0 where the GPU has no MXFP8 */
+    CU_ASSERT_EQUAL(g.mxfp8_gemm_ratio, want ? 1.0512 : 0.0);
+    /* FP8 GEMMs in any operand layout: compute capability 10.x (TE's nvte_is_non_tn_fp8_gemm_supported), the same
+     * two entries */
+    CU_ASSERT_EQUAL(g.fp8_non_tn_gemm, want);
   }
 }
 
@@ -387,6 +393,13 @@ static const mutation mutations[] = {
     {"mxfp8", "\"true\"", "mxfp8"},
     {"mxfp8", "null", "mxfp8"},
     {"sources.mxfp8", NULL, "sources.mxfp8"},
+    {"mxfp8_gemm_ratio", NULL, "mxfp8_gemm_ratio"},   /* required in the catalogue */
+    {"mxfp8_gemm_ratio", "1.05", "mxfp8_gemm_ratio"}, /* the H200 has no MXFP8: only 0 */
+    {"mxfp8_gemm_ratio", "-1", "mxfp8_gemm_ratio"},
+    {"sources.mxfp8_gemm_ratio", NULL, "sources.mxfp8_gemm_ratio"},
+    {"fp8_non_tn_gemm", NULL, "fp8_non_tn_gemm"}, /* required in the catalogue, true or false */
+    {"fp8_non_tn_gemm", "1", "fp8_non_tn_gemm"},
+    {"sources.fp8_non_tn_gemm", NULL, "sources.fp8_non_tn_gemm"},
 };
 
 static char *base_entry_text(void) {
@@ -427,6 +440,16 @@ static void test_malformed_entries_name_the_field(void) {
     snprintf(want, sizeof want, "bad.json: %s: ", mutations[i].field);
     ASSERT_MSG(e, want);
     free(text);
+  }
+  { /* any-layout FP8 GEMMs on a GPU without FP8 */
+    char *no_fp8 = test_json_mutate(base_entry_text(), "fp8_tflops", "0");
+    char *text = test_json_mutate(no_fp8, "fp8_non_tn_gemm", "true");
+    topo_gpu g;
+    ts_err e = {0};
+    CU_ASSERT_EQUAL(topo_gpu_from_json_text(text, strlen(text), "bad.json", &g, &e), -1);
+    ASSERT_MSG(e, "bad.json: fp8_non_tn_gemm: true for a GPU without FP8 tensor cores");
+    free(text);
+    free(no_fp8);
   }
   topo_gpu g;
   ts_err e = {0};

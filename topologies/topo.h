@@ -59,6 +59,17 @@ typedef struct {
   /* The tensor cores take MXFP8 (E8M0 scales per 32 elements, OCP Microscaling): Blackwell's, compute capability
    * 10.0 and up; Hopper's and Ada's do not. What layout.fp8 "mxfp8" needs (plan_fp8.c). */
   bool mxfp8;
+  /* Measured, not a datasheet figure: an MXFP8 GEMM's time over a per-tensor-scaled FP8 GEMM's of the same
+   * shapes on this GPU, as Transformer Engine calls them (the scale swizzles it runs inside the GEMM call
+   * included); 0 where none is published (MXFP8 GEMMs are then priced as per-tensor FP8 ones, warned) and where
+   * the GPU has no MXFP8. Read by the FP8 GEMM prices under layout.fp8 "mxfp8" (sim/README.md, "FP8 GEMMs"). */
+  double mxfp8_gemm_ratio;
+  /* cuBLASLt runs this GPU's FP8 GEMMs with the operands in any layout, not only TN (A transposed, B not):
+   * Transformer Engine's nvte_is_non_tn_fp8_gemm_supported (compute capability 10.x, 11.x, 13.0 and up), under
+   * which its per-tensor FP8 tensors carry no transposed (columnwise) copy: the dgrad and wgrad GEMMs read the
+   * rowwise one. Read by the casts' bytes and the weights' FP8 copies of "tensorwise" and "delayed"
+   * (plan_fp8.c); MXFP8 keeps both copies (each with its own block scales). An inline block without it: false. */
+  bool fp8_non_tn_gemm;
   bool from_catalogue;  /* loaded from topologies/gpus/, every field known */
 } topo_gpu;
 

@@ -54,6 +54,8 @@ static const figure figures[] = {
     REAL(nvlink_gbps, 0, 1e5, false),
     INT(pcie_gen, 1, 20),
     BOOL(mxfp8), /* MXFP8 block scaling in the tensor cores (an inline block without it: false) */
+    REAL(mxfp8_gemm_ratio, 0, 10, false), /* measured MXFP8 / per-tensor FP8 GEMM time; 0: none (or no MXFP8) */
+    BOOL(fp8_non_tn_gemm), /* FP8 GEMMs in any operand layout (an inline block without it: false) */
 };
 #undef REAL
 #undef INT
@@ -108,6 +110,16 @@ int topo_gpu_read_figures(json_t *obj, bool catalogue, const char *file, const c
     return ts_fail(e, file, field(f, sizeof f, path, "nvlink_gbps"),
                    "%g with nvlink_gen %d (0 and 0 mean no NVLink; a generation needs a bandwidth)", g->nvlink_gbps,
                    g->nvlink_gen);
+  if (g->mxfp8_gemm_ratio > 0 && !g->mxfp8)
+    return ts_fail(e, file, field(f, sizeof f, path, "mxfp8_gemm_ratio"),
+                   "%g for a GPU without MXFP8 (mxfp8 false): a ratio of MXFP8 to per-tensor FP8 GEMM times needs "
+                   "MXFP8 tensor cores; give 0", g->mxfp8_gemm_ratio);
+  if (g->fp8_non_tn_gemm && g->fp8_tflops <= 0)
+    return ts_fail(e, file, field(f, sizeof f, path, "fp8_non_tn_gemm"),
+                   "true for a GPU without FP8 tensor cores (fp8_tflops 0): give false");
+  if (g->mxfp8_gemm_ratio > 0 && g->mxfp8_gemm_ratio < 0.1)
+    return ts_fail(e, file, field(f, sizeof f, path, "mxfp8_gemm_ratio"),
+                   "%g: 0 (not published) or a time ratio of 0.1 to 10", g->mxfp8_gemm_ratio);
   return 0;
 }
 
