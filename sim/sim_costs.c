@@ -560,6 +560,11 @@ static int fused_moe_us(sim_costs *c, long long m, long long n, long long k, dou
   return gemm_us(c, m, n, k, us, e);
 }
 
+double sim_grouped_idle_bytes(const model_op *mo) {
+  if (mo->kind != MODEL_OP_GEMM || mo->groups <= 1) return 0;
+  return 2.0 * (double)(mo->groups - sim_grouped_active(mo->m, mo->groups)) * (double)mo->n * (double)mo->k;
+}
+
 /* MoE: a grouped GEMM of `groups` experts, the active ones (above) on m / active rows each (the
  * mean): forward (rows, n, k); backward dgrad (rows, k, n) and wgrad (k, n, rows), as gemm_phase_us
  * keys the dense ones. Priced as the table of all the groups at those rows, times active / groups:
@@ -791,13 +796,8 @@ static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_er
     flops *= g->bf16_tflops / g->fp8_tflops;
     bytes *= 0.5;
   }
-  const model_op *mo = op->model_op >= 0 && op->model_op < c->n_mops ? &c->mops[op->model_op] : NULL;
-  if (mo && mo->kind == MODEL_OP_GEMM && mo->groups > 1 && op->phase != PLAN_PHASE_BWD) {
-    /* a grouped GEMM reads the weights of the experts that get rows only (sim_grouped_active: every
-     * expert in training; 2 of 8 in a decode step of one Mixtral token) */
-    const int active = sim_grouped_active(mo->m, mo->groups);
-    bytes -= 2.0 * (double)(mo->groups - active) * (double)mo->n * (double)mo->k;
-  }
+  if (op->model_op >= 0 && op->model_op < c->n_mops && op->phase != PLAN_PHASE_BWD)
+    bytes -= sim_grouped_idle_bytes(&c->mops[op->model_op]);
   double hbm_bytes, floor_us = sim_ceiling_us(c, flops, bytes, &hbm_bytes);
   if (us >= CEILING_SLACK * floor_us) return 0;
   char name[96];

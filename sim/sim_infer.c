@@ -94,7 +94,7 @@ static int layer_rest_s(sim_costs *c, double gap_s, double *s, double *gemm_s, d
     double t;
     if (compute_op_s(c, i, m->flops_fwd, m->bytes_fwd, &t, e)) return -1;
     if (gap_s > 0 && m->kind == MODEL_OP_GEMM) {
-      t = in_graph_s(c, t, 1, gap_s, m->flops_fwd, m->bytes_fwd);
+      t = in_graph_s(c, t, 1, gap_s, m->flops_fwd, m->bytes_fwd - sim_grouped_idle_bytes(m));
       (*launches)++;
     }
     *s += t;
