@@ -594,8 +594,12 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
     add_note(r, note);
   }
   if (p->generate < 2) add_note(r, "generate is 1: no decode step, TPOT is 0");
-  if (model_is_moe(&p->model))
-    add_note(r, "MoE inference is not validated against a measured run: the experts' GEMMs are priced as the "
-                "executor runs them, one GEMM an expert; a serving engine's fused MoE kernel may be much faster");
+  if (model_is_moe(&p->model) && p->moe_kernel == PLAN_MOE_KERNEL_FUSED)
+    add_note(r, "moe_kernel fused: a layer's routed experts priced as one GEMM of the active experts side by "
+                "side, as serving engines run them (experiments/published/moe-infer); engine host time not modelled");
+  else if (model_is_moe(&p->model))
+    add_note(r, "moe_kernel per-expert: one GEMM an expert, as the executor runs them; serving engines run one "
+                "fused kernel (\"moe_kernel\": \"fused\"), faster for many small experts "
+                "(experiments/published/moe-infer)");
   return 0;
 }
