@@ -270,7 +270,8 @@ static int detail_object(json_t *root, const char *key, const char *const *keys,
 /* The inference prediction's details: every one optional, each checked as written. */
 static int check_inference_details(json_t *root, const char *file, ts_err *e) {
   static const char *const memory[] = {"weights_bytes", "kv_cache_bytes", NULL};
-  static const char *const phase[] = {"total_s", "compute_s", "tp_exposed_s", "codec_s", "pp_exposed_s", NULL};
+  static const char *const phase[] = {"total_s", "compute_s", "tp_exposed_s", "codec_s", "pp_exposed_s",
+                                      "experts_gemm_s", NULL};
   static const char *const plain[] = {"ttft_s", "tpot_s", "tokens_per_s", NULL};
   static const char *const speedup[] = {"ttft", "tpot", "tokens_per_s", NULL};
   static const char *const choice_numbers[] = {"bytes", "wire_bytes", "plain_s", "fallback_s", "codec_s", NULL};
