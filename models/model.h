@@ -82,6 +82,11 @@ typedef struct {
    * SP), are dispatched over ep ranks and gathered over etp ranks, so an
    * expert GEMM sees micro x seq / tp x top_k x etp rows on average. */
   int ep, etp;
+  /* Added (MoE inference): the MoE layer's tokens are every TP rank's (no SP; how vLLM, SGLang and
+   * TensorRT-LLM serve an MoE model under TP): each rank runs all of them through its 1/etp slice of
+   * each expert's FFN, so an expert GEMM sees tokens x top_k rows (not x etp: nothing is gathered),
+   * and the layer's all-reduce after fc2 sums the slices. tp > 1 without SP is allowed only so. */
+  bool moe_tokens_replicated;
   /* Added: no hidden dropout (stored inverted so that a zeroed shard keeps
    * Megatron-LM's default 0.1): true drops the byte mask of the two residual
    * ops (bytes forward and backward) and of the activations held; a plan's

@@ -61,7 +61,7 @@ int model_shard_check(const model_config *m, const model_shard *s, ts_err *e) {
     if (((long long)m->shared_experts * m->expert_ffn_hidden) % s->tp)
       return ts_fail(e, NULL, "tp", "%d does not divide the shared experts' FFN %lld of %s", s->tp,
                      (long long)m->shared_experts * m->expert_ffn_hidden, m->name);
-    if (s->tp > 1 && !s->sequence_parallel)
+    if (s->tp > 1 && !s->sequence_parallel && !s->moe_tokens_replicated)
       return ts_fail(e, NULL, "sequence_parallel", "an MoE model with tp %d needs sequence parallelism (as "
                      "Megatron-Core requires: tokens enter the router sequence-split)", s->tp);
   }
@@ -191,7 +191,7 @@ static int moe_block(const model_config *m, const model_shard *s, model_op *ops,
   const int ep = shard_ep(s), etp = shard_etp(s);
   const long long h = m->hidden, E = m->experts, k = m->top_k;
   const long long t = (long long)norm_tokens;       /* tokens entering the router on this rank */
-  const long long rows = t * k * etp;               /* expert rows on this rank (balanced routing) */
+  const long long rows = t * k * (s->moe_tokens_replicated ? 1 : etp); /* expert rows on this rank (balanced) */
   const long long local = E / ep, fe = m->expert_ffn_hidden / etp;
   const int swiglu = m->activation == MODEL_ACT_SWIGLU;
   const int first = n;

@@ -163,6 +163,12 @@ typedef struct {
    * false prices each bias add and bias gradient as a pass of its own, as
    * tacorun execute runs them (runtime/exec/exec_layer.c). */
   bool bias_unfused;
+  /* (inference only, plan_infer_forward_plan) the MoE tokens replicated over TP, as serving engines
+   * run them (model_shard.moe_tokens_replicated); never set by a training plan */
+  bool moe_tokens_replicated;
+  /* (inference only) the plan's "moe_kernel" is fused: the experts' forward GEMMs priced as one kernel
+   * over the active experts (sim_costs.c, grouped_gemm_us); never set by a training plan */
+  bool moe_fused;
   /* "cross_entropy_loss_fusion" (added; default true, stored inverted so that a
    * zeroed plan keeps tacosim's one-pass loss kernel): false runs the
    * cross-entropy as Megatron's default (--cross-entropy-loss-fusion not

@@ -12,6 +12,10 @@ static const char *const kv_names[] = {"bf16", "fp8", NULL};
 
 const char *plan_kv_precision_name(plan_kv_precision k) { return k == PLAN_KV_FP8 ? "fp8" : "bf16"; }
 
+static const char *const moe_kernel_names[] = {"per-expert", "fused", NULL};
+
+const char *plan_moe_kernel_name(plan_moe_kernel k) { return moe_kernel_names[k == PLAN_MOE_KERNEL_FUSED]; }
+
 int plan_file_is_inference(const char *path, bool *is_inference, ts_err *e) {
   *is_inference = false;
   json_t *root = tsj_load_file(path, e);
@@ -32,7 +36,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                      plan_infer *p, ts_err *e) {
   static const char *const top_keys[] = {"schema", "kind", "name", "description", "model", "cluster", "layout",
                                          "batch", "kv_cache", "codec", "codec_min_bytes", "codec_auto",
-                                         "layers_override", NULL};
+                                         "layers_override", "moe_kernel", NULL};
   static const char *const layout_keys[] = {"tp", "pp", NULL};
   static const char *const batch_keys[] = {"size", "prompt", "generate", NULL};
   static const char *const kind_names[] = {"inference", NULL};
@@ -70,6 +74,11 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_bool_opt(root, "codec_auto", true, &p->codec_auto, file, NULL, e)) return -1;
   long long layers_override;
   if (tsj_int_opt(root, "layers_override", 1, 1 << 16, 0, &layers_override, file, NULL, e)) return -1;
+  int moe_kernel;
+  if (tsj_enum_opt(root, "moe_kernel", moe_kernel_names, PLAN_MOE_KERNEL_PER_EXPERT, &moe_kernel, file, NULL, e))
+    return -1;
+  p->moe_kernel = (plan_moe_kernel)moe_kernel;
+  const bool moe_kernel_given = json_object_get(root, "moe_kernel") != NULL;
 
   ts_err sub;
   if (model_load(model_name, models_dir, &p->model, &sub))
@@ -77,6 +86,9 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (topo_load(cluster_name, topologies_dir, &p->cluster, &sub))
     return ts_fail(e, file, "cluster", "cannot load \"%s\": %s", cluster_name, sub.msg);
   if (layers_override) p->model.layers = (int)layers_override;
+  if (moe_kernel_given && !model_is_moe(&p->model))
+    return ts_fail(e, file, "moe_kernel", "%s has no experts (a dense model): there is no MoE kernel to choose",
+                   p->model.name);
   return plan_infer_validate(p, e);
 }
 
@@ -125,6 +137,9 @@ int plan_infer_validate(const plan_infer *p, ts_err *e) {
     return ts_fail(e, f, "layout.tp", "%d does not divide the %d KV heads of %s", p->tp, m->kv_heads, m->name);
   if (m->ffn_hidden % p->tp)
     return ts_fail(e, f, "layout.tp", "%d does not divide ffn_hidden %d of %s", p->tp, m->ffn_hidden, m->name);
+  if (model_is_moe(m) && m->expert_ffn_hidden % p->tp) /* each rank a 1/tp slice of each expert (moe_tokens_replicated) */
+    return ts_fail(e, f, "layout.tp", "%d does not divide expert_ffn_hidden %d of %s", p->tp, m->expert_ffn_hidden,
+                   m->name);
   if (p->tp > p->cluster.gpus_per_node || p->cluster.gpus_per_node % p->tp)
     return ts_fail(e, f, "layout.tp", "%d must divide the %d GPUs per node of %s, so a TP group stays in a node",
                    p->tp, p->cluster.gpus_per_node, p->cluster.name);
@@ -177,6 +192,10 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
   /* the inference executor adds the QKV bias in a kernel of its own after the qkv GEMM
    * (runtime/infer/infer_model.c: rt_bias_add), so the bias pass is priced (sim_costs.c, bias_us) */
   out->bias_unfused = true;
+  /* an MoE layer's tokens are every TP rank's, each rank holding 1/tp of each expert's FFN (vLLM's and
+   * SGLang's TP MoE): no SP in a decode step of one token a sequence */
+  out->moe_tokens_replicated = true;
+  out->moe_fused = p->moe_kernel == PLAN_MOE_KERNEL_FUSED;
 }
 
 int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {

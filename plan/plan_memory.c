@@ -24,7 +24,8 @@
 model_shard plan_shard(const plan *p) {
   model_shard s = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
                    .seq = plan_local_seq(p), .ep = p->ep, .etp = p->etp, /* context parallelism: seq / cp */
-                   .no_hidden_dropout = !(p->hidden_dropout > 0)};
+                   .no_hidden_dropout = !(p->hidden_dropout > 0),
+                   .moe_tokens_replicated = p->moe_tokens_replicated};
   return s;
 }
 

@@ -251,12 +251,16 @@ static int misplaced(json_t *root, const char *const *keys, const char *file, co
   return 0;
 }
 
-/* Each member of obj (at path) listed in keys is a number in [0, BIG]. */
-static int numbers(json_t *obj, const char *const *keys, const char *file, const char *path, ts_err *e) {
+/* Each member of obj (at path) listed in keys is a number in [0, BIG]; the first `required` of them
+ * must be there (the rest were added later: results written before them lack them). */
+static int numbers(json_t *obj, const char *const *keys, int required, const char *file, const char *path,
+                   ts_err *e) {
   double x;
   if (only_keys(obj, keys, file, path, e)) return -1;
   for (int i = 0; keys[i]; i++)
-    if (tsj_real(obj, keys[i], 0, BIG, &x, file, path, e)) return -1;
+    if (i < required ? tsj_real(obj, keys[i], 0, BIG, &x, file, path, e)
+                     : tsj_real_opt(obj, keys[i], 0, BIG, 0, &x, file, path, e))
+      return -1;
   return 0;
 }
 
@@ -264,13 +268,24 @@ static int detail_object(json_t *root, const char *key, const char *const *keys,
   bool failed;
   json_t *o = tsj_object_opt(root, key, file, "", e, &failed);
   if (failed) return -1;
-  return o ? numbers(o, keys, file, key, e) : 0;
+  int n = 0;
+  while (keys[n]) n++;
+  return o ? numbers(o, keys, n, file, key, e) : 0;
+}
+
+/* A phase of an inference result: its first 5 keys required, experts_gemm_s (added 2026-12-06) optional. */
+static int phase_object(json_t *root, const char *key, const char *const *keys, const char *file, ts_err *e) {
+  bool failed;
+  json_t *o = tsj_object_opt(root, key, file, "", e, &failed);
+  if (failed) return -1;
+  return o ? numbers(o, keys, 5, file, key, e) : 0;
 }
 
 /* The inference prediction's details: every one optional, each checked as written. */
 static int check_inference_details(json_t *root, const char *file, ts_err *e) {
   static const char *const memory[] = {"weights_bytes", "kv_cache_bytes", NULL};
-  static const char *const phase[] = {"total_s", "compute_s", "tp_exposed_s", "codec_s", "pp_exposed_s", NULL};
+  static const char *const phase[] = {"total_s", "compute_s", "tp_exposed_s", "codec_s", "pp_exposed_s",
+                                      "experts_gemm_s", NULL};
   static const char *const plain[] = {"ttft_s", "tpot_s", "tokens_per_s", NULL};
   static const char *const speedup[] = {"ttft", "tpot", "tokens_per_s", NULL};
   static const char *const choice_numbers[] = {"bytes", "wire_bytes", "plain_s", "fallback_s", "codec_s", NULL};
@@ -281,7 +296,7 @@ static int check_inference_details(json_t *root, const char *file, ts_err *e) {
   double x;
   if (tsj_string_opt(root, "codec", "", codec, sizeof codec, file, "", e) ||
       tsj_real_opt(root, "total_s", 0, BIG, 0, &x, file, "", e) || detail_object(root, "memory", memory, file, e) ||
-      detail_object(root, "prefill", phase, file, e) || detail_object(root, "decode", phase, file, e) ||
+      phase_object(root, "prefill", phase, file, e) || phase_object(root, "decode", phase, file, e) ||
       detail_object(root, "plain_nccl", plain, file, e) || detail_object(root, "speedup", speedup, file, e))
     return -1;
   json_t *arr = json_object_get(root, "codec_choices");

@@ -78,7 +78,8 @@ int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, F
   model_shard sh = {.tp = p->tp, .sequence_parallel = p->sequence_parallel, .micro_batch = p->micro_batch,
                     .seq = plan_local_seq(p), .ep = p->ep, .etp = p->etp, /* ep, etp: MoE expert rows and widths;
                                                                             * seq: this CP rank's tokens */
-                    .no_hidden_dropout = !(p->hidden_dropout > 0)}; /* inference: 0 (plan_infer_forward_plan) */
+                    .no_hidden_dropout = !(p->hidden_dropout > 0), /* inference: 0 (plan_infer_forward_plan) */
+                    .moe_tokens_replicated = p->moe_tokens_replicated};
   c->n_mops = model_layer_ops(&p->model, &sh, c->mops, MODEL_MAX_LAYER_OPS, e);
   if (c->n_mops < 0) return -1;
   model_op head[4];
@@ -582,6 +583,16 @@ int sim_grouped_active(long long m, int G) {
   return n < 1 ? 1 : n > G ? G : (int)n;
 }
 
+/* (grouped_gemm_us' own *gemm_us hides gemm_us there) */
+static int fused_moe_us(sim_costs *c, long long m, long long n, long long k, double *us, ts_err *e) {
+  return gemm_us(c, m, n, k, us, e);
+}
+
+double sim_grouped_idle_bytes(const model_op *mo) {
+  if (mo->kind != MODEL_OP_GEMM || mo->groups <= 1) return 0;
+  return 2.0 * (double)(mo->groups - sim_grouped_active(mo->m, mo->groups)) * (double)mo->n * (double)mo->k;
+}
+
 /* MoE: a grouped GEMM of `groups` experts, the active ones (above) on m / active rows each (the
  * mean): forward (rows, n, k); backward dgrad (rows, k, n) and wgrad (k, n, rows), as gemm_phase_us
  * keys the dense ones. Priced as the table of all the groups at those rows, times active / groups:
@@ -591,6 +602,15 @@ static int grouped_gemm_us(sim_costs *c, const model_op *mo, int phase, int part
   const int active = sim_grouped_active(mo->m, mo->groups);
   long long rows = mo->m / active;
   if (rows < 1) rows = 1;
+  if (c->p->moe_fused && phase != PLAN_PHASE_BWD) {
+    /* a serving engine's fused MoE kernel (inference "moe_kernel": "fused"; vLLM's fused_moe): one launch
+     * over the rows sorted by expert, each active expert's weights read once, so it is priced as one dense
+     * GEMM of the active experts side by side, rows x (active n) x k: the same FLOPs, the same weights
+     * read, one launch, at the "gemm" table's measured rate for that shape (memory-bound at decode) */
+    if (fused_moe_us(c, rows, (long long)active * mo->n, mo->k, us, e)) return -1;
+    *gemm_us = *us;
+    return 0;
+  }
   double dgrad = 0, wgrad = 0;
   if (phase != PLAN_PHASE_BWD) {
     if (grouped_piece_us(c, mo->groups, rows, mo->n, mo->k, false, us, e)) return -1;
@@ -804,6 +824,8 @@ static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_er
     flops *= g->bf16_tflops / g->fp8_tflops;
     bytes *= 0.5;
   }
+  if (op->model_op >= 0 && op->model_op < c->n_mops && op->phase != PLAN_PHASE_BWD)
+    bytes -= sim_grouped_idle_bytes(&c->mops[op->model_op]);
   double hbm_bytes, floor_us = sim_ceiling_us(c, flops, bytes, &hbm_bytes);
   if (us >= CEILING_SLACK * floor_us) return 0;
   char name[96];

@@ -80,6 +80,11 @@ void sim_compute_source(sim_costs *c, const plan_op *op, char *out, size_t cap);
 /* Of G experts sharing m routed copies evenly, how many get rows (the expected count, rounded, 1..G):
  * the executor runs a GEMM for those only; G for any m of a training micro-batch. */
 int sim_grouped_active(long long m, int G);
+/* The forward bytes of a model op's weights that a grouped GEMM does not read: those of its experts
+ * without rows (sim_grouped_active; bf16 n x k each), 0 for any other op. A forward op's bytes less
+ * these are what the ceiling check and a CUDA graph's floor count (every expert in training; 6 of 8
+ * in a decode step of one Mixtral token). */
+double sim_grouped_idle_bytes(const model_op *mo);
 /* The fastest an op may run (us): its FLOPs at the BF16 peak or its bytes beyond the GPU's L2
  * (*hbm_bytes) at the HBM rate, whichever is longer. A price below it is a simulator failure. */
 double sim_ceiling_us(const sim_costs *c, double flops, double bytes, double *hbm_bytes);

@@ -82,10 +82,11 @@ static double in_graph_s(const sim_costs *c, double s, int launches, double gap_
 }
 
 /* One layer's compute ops other than attention (*gemm_s: of them the
- * GEMMs); gap_s > 0: in a CUDA graph (in_graph_s: one launch a GEMM op),
+ * GEMMs, *experts_s: of those the routed experts'); gap_s > 0: in a CUDA graph (in_graph_s: one launch a GEMM op),
  * *launches counts the launches it took the gap off. */
-static int layer_rest_s(sim_costs *c, double gap_s, double *s, double *gemm_s, int *launches, ts_err *e) {
-  *s = 0, *gemm_s = 0;
+static int layer_rest_s(sim_costs *c, double gap_s, double *s, double *gemm_s, double *experts_s, int *launches,
+                        ts_err *e) {
+  *s = 0, *gemm_s = 0, *experts_s = 0;
   *launches = 0;
   for (int i = 0; i < c->n_mops; i++) {
     const model_op *m = &c->mops[i];
@@ -93,11 +94,12 @@ static int layer_rest_s(sim_costs *c, double gap_s, double *s, double *gemm_s, i
     double t;
     if (compute_op_s(c, i, m->flops_fwd, m->bytes_fwd, &t, e)) return -1;
     if (gap_s > 0 && m->kind == MODEL_OP_GEMM) {
-      t = in_graph_s(c, t, 1, gap_s, m->flops_fwd, m->bytes_fwd);
+      t = in_graph_s(c, t, 1, gap_s, m->flops_fwd, m->bytes_fwd - sim_grouped_idle_bytes(m));
       (*launches)++;
     }
     *s += t;
     if (m->kind == MODEL_OP_GEMM) *gemm_s += t;
+    if (m->kind == MODEL_OP_GEMM && m->expert) *experts_s += t;
   }
   return 0;
 }
@@ -246,7 +248,7 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
 static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, double tokens, double gap_s,
                   sim_infer_phase *ph, ts_err *e) {
   const model_config *m = &p->model;
-  model_shard sh = {p->tp, false, p->batch, (int)(tokens / p->batch)};
+  model_shard sh = {.tp = p->tp, .micro_batch = p->batch, .seq = (int)(tokens / p->batch), .moe_tokens_replicated = true};
   model_op ops[8];
   int n = model_embedding_ops(m, &sh, ops, 8, e);
   if (n < 0) return -1;
@@ -256,7 +258,7 @@ static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, doub
   ph->compute_s += t;
   if (tp_coll_s(c, p, PLAN_COLL_ALLREDUCE, NULL, 2.0 * tokens * m->hidden, &t, &codec, &wire, e)) return -1;
   ph->tp_s += t;
-  model_shard one = {p->tp, false, p->batch, 1};
+  model_shard one = {.tp = p->tp, .micro_batch = p->batch, .seq = 1, .moe_tokens_replicated = true};
   if ((n = model_output_ops(m, &one, ops, 8, e)) < 0) return -1;
   for (int i = 0; i < n; i++)
     if (strcmp(ops[i].name, "final_norm") == 0) {
@@ -430,14 +432,14 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
 
   /* prefill: one forward of batch x prompt tokens */
   sim_infer_phase *ph = &r->prefill;
-  double rest, rest_gemm, attn, ar, codec;
+  double rest, rest_gemm, rest_experts, attn, ar, codec;
   int launches, step_launches = 0;
-  if (layer_rest_s(&pre->costs, 0, &rest, &rest_gemm, &launches, e)) goto out;
+  if (layer_rest_s(&pre->costs, 0, &rest, &rest_gemm, &rest_experts, &launches, e)) goto out;
   const model_op *a = &pre->costs.mops[attn_pre];
   if (prefill_attention_s(&pre->costs, p, a, warn, &attn, e)) goto out;
   if (layer_allreduce(&pre->costs, p, use_codec, ar_bytes_pre, "prefill layer", r, &ar, &codec, e)) goto out;
   ph->compute_s = layers * (rest + attn);
-  ph->gemm_s = layers * rest_gemm, ph->attention_s = layers * attn;
+  ph->gemm_s = layers * rest_gemm, ph->attention_s = layers * attn, ph->experts_s = layers * rest_experts;
   const double rest_pre = rest, rest_pre_gemm = rest_gemm, attn_pre_s = attn, ar_pre = ar; /* the prefill clock's */
   ph->tp_s = layers * 2.0 * ar;
   ph->codec_s = layers * 2.0 * codec;
@@ -448,11 +450,12 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
 
   /* decode: generate - 1 steps of batch tokens; step j attends over prompt + j keys */
   sim_infer_phase step = {0};
-  if (layer_rest_s(&dec->costs, gap_s, &rest, &rest_gemm, &launches, e)) goto out;
+  if (layer_rest_s(&dec->costs, gap_s, &rest, &rest_gemm, &rest_experts, &launches, e)) goto out;
   step_launches = (int)layers * launches + (gap_s > 0 ? 1 : 0); /* + the logits GEMM */
   if (layer_allreduce(&dec->costs, p, use_codec, ar_bytes_dec, "decode layer", r, &ar, &codec, e)) goto out;
   step.compute_s = layers * rest;
   step.gemm_s = layers * rest_gemm;
+  step.experts_s = layers * rest_experts;
   step.tp_s = layers * 2.0 * ar;
   step.codec_s = layers * 2.0 * codec;
   if (ends_s(&dec->costs, &dec->costs, p, p->batch, gap_s, &step, e)) goto out;
@@ -487,7 +490,7 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
     if (burst_ttft(&pre->costs, cal, attn_pre, attn_pre_s, ar_pre, (int)layers, tail, r->tpot_s, &ttft, e)) goto out;
     double k = clocked > 0 ? 1.0 - (sustained - ttft) / clocked : 1.0; /* the clocked part's share of the change */
     ph->compute_s -= sustained - ttft;
-    ph->gemm_s *= k, ph->attention_s *= k;
+    ph->gemm_s *= k, ph->attention_s *= k, ph->experts_s *= k;
     finish_phase(ph);
     r->ttft_s = ph->total_s;
     r->prefill_clock = true, r->prefill_sustained_s = sustained;
@@ -591,8 +594,12 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
     add_note(r, note);
   }
   if (p->generate < 2) add_note(r, "generate is 1: no decode step, TPOT is 0");
-  if (model_is_moe(&p->model))
-    add_note(r, "MoE inference is not validated against a measured run: the experts' GEMMs are priced as the "
-                "executor runs them, one GEMM an expert; a serving engine's fused MoE kernel may be much faster");
+  if (model_is_moe(&p->model) && p->moe_kernel == PLAN_MOE_KERNEL_FUSED)
+    add_note(r, "moe_kernel fused: a layer's routed experts priced as one GEMM of the active experts side by "
+                "side, as serving engines run them (experiments/published/moe-infer); engine host time not modelled");
+  else if (model_is_moe(&p->model))
+    add_note(r, "moe_kernel per-expert: one GEMM an expert, as the executor runs them; serving engines run one "
+                "fused kernel (\"moe_kernel\": \"fused\"), faster for many small experts "
+                "(experiments/published/moe-infer)");
   return 0;
 }

@@ -25,6 +25,7 @@ typedef struct {
   double pp_s;      /* activation sends between pipeline stages */
   double total_s;
   double gemm_s, attention_s; /* of compute_s: the layers' GEMMs (and the logits GEMM), attention; printed only */
+  double experts_s;           /* of gemm_s: the routed experts' GEMMs (MoE; the plan's moe_kernel); printed only */
 } sim_infer_phase;
 
 /* What the codec policy decided for one all-reduce size. */

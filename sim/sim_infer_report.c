@@ -7,11 +7,14 @@
 
 static double speedup(double plain, double with) { return with > 0 ? plain / with : 0; }
 
-static void print_phase(FILE *out, const char *name, const sim_infer_phase *ph) {
+static void print_phase(FILE *out, const char *name, const sim_infer_phase *ph, const plan_infer *p) {
   fprintf(out, "  %-22s %10.3f ms  compute %9.3f  tp %9.3f  (codec %7.3f)  pp %7.3f\n", name, ph->total_s * 1e3,
           ph->compute_s * 1e3, ph->tp_s * 1e3, ph->codec_s * 1e3, ph->pp_s * 1e3);
   fprintf(out, "  %-22s               of compute: GEMMs %9.3f, attention %9.3f, other %9.3f\n", "", ph->gemm_s * 1e3,
           ph->attention_s * 1e3, (ph->compute_s - ph->gemm_s - ph->attention_s) * 1e3);
+  if (model_is_moe(&p->model))
+    fprintf(out, "  %-22s               of GEMMs: routed experts %9.3f (moe_kernel %s)\n", "", ph->experts_s * 1e3,
+            plan_moe_kernel_name(p->moe_kernel));
 }
 
 void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) {
@@ -30,8 +33,8 @@ void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) 
           r->tokens_per_s);
   fprintf(out, "  memory per GPU        %10.2f GiB  (weights %.2f, KV cache %.2f, of %.0f)\n\n",
           r->memory.total / gib, r->memory.weights / gib, r->memory.kv_cache / gib, p->cluster.gpu.hbm_gib);
-  print_phase(out, "prefill", &r->prefill);
-  print_phase(out, "decode (per token)", &r->decode);
+  print_phase(out, "prefill", &r->prefill, p);
+  print_phase(out, "decode (per token)", &r->decode, p);
   if (p->codec.kind != PLAN_CODEC_NONE) {
     fprintf(out, "\n  speedup over plain NCCL: TTFT %.3fx (%.3f ms), TPOT %.3fx (%.3f ms), tokens/s %.3fx\n",
             speedup(r->plain_ttft_s, r->ttft_s), r->plain_ttft_s * 1e3, speedup(r->plain_tpot_s, r->tpot_s),
@@ -48,8 +51,9 @@ void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) 
 }
 
 static json_t *phase_json(const sim_infer_phase *ph) {
-  return json_pack("{s:f, s:f, s:f, s:f, s:f}", "total_s", ph->total_s, "compute_s", ph->compute_s, "tp_exposed_s",
-                   ph->tp_s, "codec_s", ph->codec_s, "pp_exposed_s", ph->pp_s);
+  return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "total_s", ph->total_s, "compute_s", ph->compute_s,
+                   "tp_exposed_s", ph->tp_s, "codec_s", ph->codec_s, "pp_exposed_s", ph->pp_s, "experts_gemm_s",
+                   ph->experts_s);
 }
 
 static json_t *result_json(const plan_infer *p, const sim_infer_result *r) {

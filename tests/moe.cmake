@@ -57,3 +57,8 @@ add_test(NAME framework_host COMMAND test_framework_host)
 # bytes too: at least the weights at the HBM rate, no ceiling failure (tests/moe_infer.sh)
 add_test(NAME moe_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/moe_infer.sh $<TARGET_FILE:tacosim>)
 set_tests_properties(moe_infer PROPERTIES LABELS "nosan")
+# the inference plan's "moe_kernel": a fused decode step's routed experts take their active weights at the
+# HBM rate (by hand), per-expert no less; a CUDA graph's floor counts the active experts only; bad values exit 2
+# naming file and field (tests/moe_infer_fused.sh)
+add_test(NAME moe_infer_fused COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/moe_infer_fused.sh $<TARGET_FILE:tacosim>)
+set_tests_properties(moe_infer_fused PROPERTIES LABELS "nosan")

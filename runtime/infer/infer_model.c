@@ -29,6 +29,9 @@ const char *infer_ar_mode_name(infer_ar_mode m) {
 }
 
 int infer_model_supported(const model_config *mc, const char *file, ts_err *e) {
+  if (model_is_moe(mc)) /* its layers would run as dense FFNs of ffn_hidden: not the model the simulator prices */
+    return ts_fail(e, file, "model", "%s is a mixture-of-experts model; the inference executor runs dense models "
+                   "(tacosim predicts MoE inference: sim/INFERENCE.md, \"MoE layers\")", mc->name);
   if (mc->norm != MODEL_NORM_RMSNORM)
     return ts_fail(e, file, "model", "%s uses LayerNorm; the inference executor runs RMSNorm models (Llama-style)",
                    mc->name);
