@@ -277,6 +277,24 @@ static int row_parallel_chunked(builder *b, int i, int layer, int micro, int chu
   return 0;
 }
 
+/* The bytes of the sequence-parallel all-gather feeding op i: its input (grad false) or, for a row-parallel
+ * GEMM in the backward, its output gradient (grad true); BF16 unless op i is an FP8 GEMM, whose gathers
+ * Transformer Engine runs in FP8 (plan_fp8_sp_gather_elem_bytes). */
+static double sp_gather_bytes(const builder *b, int i, bool grad) {
+  return b->full_bytes / 2.0 * plan_fp8_sp_gather_elem_bytes(b->p, &b->ops[i], grad);
+}
+
+/* A sequence-parallel all-gather (or a ring step of one) of `bytes` feeding op i: a TP collective as any
+ * other, except that an FP8 one travels as it is: a codec does not compress data that is FP8 already. */
+static int32_t sp_allgather(builder *b, int i, plan_phase phase, int layer, int micro, int chunk, double bytes,
+                            int32_t dep) {
+  if (!plan_fp8_gemm(b->p, &b->ops[i]))
+    return tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, bytes, dep);
+  plan_traffic t = phase == PLAN_PHASE_BWD ? PLAN_TRAFFIC_TP_BWD : PLAN_TRAFFIC_TP_FWD;
+  return collective(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLGATHER, t, phase, i, layer, micro, chunk, bytes,
+                    bytes, (plan_codec){.kind = PLAN_CODEC_NONE}, dep);
+}
+
 /* tp_comm_overlap, ring exchange: the SP all-gather of a GEMM's input as
  * tp - 1 steps on the TP stream (each brings one more rank's 1/tp of the
  * rows; the step's size is the whole / (tp - 1), so the steps add up to the
@@ -288,8 +306,7 @@ static int ring_gathered_gemm(builder *b, int i, int layer, int micro, int chunk
   const int32_t issue = b->last_op;
   int32_t first_step = -1;
   for (int s = 1; s < k; s++) {
-    int32_t st = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk,
-                         plan_row_share(gathered, s - 1, k - 1), issue);
+    int32_t st = sp_allgather(b, i, phase, layer, micro, chunk, plan_row_share(gathered, s - 1, k - 1), issue);
     CHECK(st);
     at(b, st)->row_chunk = (uint8_t)s;
     at(b, st)->row_chunks = (uint8_t)k;
@@ -305,13 +322,6 @@ static int ring_gathered_gemm(builder *b, int i, int layer, int micro, int chunk
   }
   wait_for(b, first_step + k - 2); /* later GEMMs of the block read the whole gathered input */
   return 0;
-}
-
-/* The bytes of the sequence-parallel all-gather feeding op i: its input (grad false) or, for a row-parallel
- * GEMM in the backward, its output gradient (grad true); BF16 unless op i is an FP8 GEMM, whose gathers
- * Transformer Engine runs in FP8 (plan_fp8_sp_gather_elem_bytes). */
-static double sp_gather_bytes(const builder *b, int i, bool grad) {
-  return b->full_bytes / 2.0 * plan_fp8_sp_gather_elem_bytes(b->p, &b->ops[i], grad);
 }
 
 /* layout.fp8 (plan_fp8.c): Transformer Engine's quantize of one tensor of FP8 GEMM i (what: the input, the
@@ -352,8 +362,7 @@ static int op_forward(builder *b, int i, int layer, int micro, int chunk, plan_p
                               sp_gather_bytes(b, i, false));
   }
   if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
-    int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, sp_gather_bytes(b, i, false),
-                         b->last_op);
+    int32_t ag = sp_allgather(b, i, phase, layer, micro, chunk, sp_gather_bytes(b, i, false), b->last_op);
     CHECK(ag);
     wait_for(b, ag);
   }
@@ -416,16 +425,14 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       continue;
     }
     if (o->parallel == MODEL_PAR_ROW && sp && tp) {
-      int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, i, layer, micro, chunk,
-                           sp_gather_bytes(b, i, true), b->last_op);
+      int32_t ag = sp_allgather(b, i, PLAN_PHASE_BWD, layer, micro, chunk, sp_gather_bytes(b, i, true), b->last_op);
       CHECK(ag);
       wait_for(b, ag);
     }
     if (plan_fp8_gemm(p, o)) /* the output gradient's quantize (for the dgrad and the wgrad) */
       CHECK(fp8_cast(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, (double)o->m * (double)o->n));
     if (o->parallel == MODEL_PAR_COLUMN && b->last_col[i] && sp && tp) {
-      regather = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, i, layer, micro, chunk,
-                         sp_gather_bytes(b, i, false), b->last_op);
+      regather = sp_allgather(b, i, PLAN_PHASE_BWD, layer, micro, chunk, sp_gather_bytes(b, i, false), b->last_op);
       CHECK(regather);
     }
     if (o->kind == MODEL_OP_ATTENTION && plan_cp(p) > 1) { /* the KV ring again (plan_program_cp.c) */

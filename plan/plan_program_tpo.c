@@ -197,6 +197,8 @@ int plan_tpo_ops_companion(const plan *p, const model_op *ops, int n, int mop, i
   }
   plan_codec codec;
   plan_tp_message(p, c->traffic, caat_rule, c->bytes, &codec, &c->wire);
+  if (c->coll == PLAN_COLL_ALLGATHER && plan_fp8_gemm(p, &ops[mop])) /* FP8: travels as it is (plan_program.c) */
+    codec.kind = PLAN_CODEC_NONE, c->wire = c->bytes;
   return codec.kind == PLAN_CODEC_NONE && c->wire > 0;
 }
 

@@ -395,6 +395,15 @@ static double sp_gather(const plan *p, const model_op *o, bool grad, double act)
   return act / 2.0 * plan_fp8_sp_gather_elem_bytes(p, o, grad);
 }
 
+/* That all-gather's time on traffic class t (a ring step of it: `act` the step's BF16 bytes). An FP8 one
+ * travels as it is: a codec does not compress data that is FP8 already (plan_program.c, sp_allgather). */
+static double sp_msg_s(estimator *x, plan_traffic t, const model_op *o, bool grad, double act, double *codec_s) {
+  const double bytes = sp_gather(x->p, o, grad, act);
+  if (!plan_fp8_gemm(x->p, o)) return tp_msg_s(x, PLAN_COLL_ALLGATHER, t, 0, bytes, codec_s);
+  const plan_codec none = {.kind = PLAN_CODEC_NONE};
+  return tp_coll_s(x, PLAN_COLL_ALLGATHER, bytes, bytes, 2, &none, codec_s);
+}
+
 static void layer_costs(estimator *x, const model_op *ops, int n, double act_bytes, layer_cost *lc) {
   const plan *p = x->p;
   const bool sp = p->sequence_parallel && p->tp > 1, tp = p->tp > 1;
@@ -408,7 +417,7 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
     if (clock_gemm(o)) fwd_gemm += t;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (sp && starts_block)
-      fwd_comm += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_FWD, 0, sp_gather(p, o, false, act_bytes), &fwd_codec);
+      fwd_comm += sp_msg_s(x, PLAN_TRAFFIC_TP_FWD, o, false, act_bytes, &fwd_codec);
     if (tp && o->parallel == MODEL_PAR_ROW)
       fwd_comm += tp_msg_s(x, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_FWD, 1, act_bytes,
                            &fwd_codec);
@@ -418,7 +427,7 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
   for (int i = n - 1; i >= 0; i--) {
     const model_op *o = &ops[i];
     if (sp && o->parallel == MODEL_PAR_ROW)
-      bwd_exposed += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, sp_gather(p, o, true, act_bytes), &bwd_codec);
+      bwd_exposed += sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, true, act_bytes, &bwd_codec);
     if (o->kind != MODEL_OP_GEMM) {
       double t = other_op_s(x, o, true);
       bwd += t;
@@ -436,7 +445,7 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
        * collective: nothing of it hides behind the GEMMs. */
       double c = tp_msg_s(x, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_BWD, 2, act_bytes,
                           &bwd_codec);
-      if (sp) c += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, sp_gather(p, o, false, act_bytes), &bwd_codec);
+      if (sp) c += sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, false, act_bytes, &bwd_codec);
       bwd_exposed += c;
     }
   }
@@ -581,10 +590,10 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (starts_block) {
       /* forward: the SP gather as a ring exchange beside the block's first GEMM */
-      const double in_step = sp_gather(p, o, false, step);
-      fwd += sim_search_tpo_ring_exposed(t, gf, tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_FWD, 0, in_step, &unused),
-                              tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, in_step));
-      double ag = tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, sp_gather(p, o, false, act), &unused);
+      const bool fp8 = plan_fp8_gemm(p, o); /* FP8 gathers: never compressed (sp_msg_s) */
+      fwd += sim_search_tpo_ring_exposed(t, gf, sp_msg_s(x, PLAN_TRAFFIC_TP_FWD, o, false, step, &unused),
+                              !fp8 && tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, step));
+      double ag = sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, false, act, &unused);
       int dg = plan_tpo_ops_gemm(p, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD);
       if (plan_tpo_dgrad_scatters(p, dg)) {
         /* backward, ub_overlap_rs_dgrad: the dgrad's pieces reduce-scattered behind it (after the re-gather on
@@ -615,9 +624,8 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
       fwd += sim_search_tpo_pipeline_exposed(k, gf, tp_msg_s(x, PLAN_COLL_REDUCESCATTER, PLAN_TRAFFIC_TP_FWD, 1, piece, &unused),
                                   tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, piece));
       /* backward: the output gradient's gather as a ring exchange beside the dgrad */
-      const double dy_step = sp_gather(p, o, true, step);
-      bwd += sim_search_tpo_ring_exposed(t, gd, tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, dy_step, &unused),
-                              tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, dy_step));
+      bwd += sim_search_tpo_ring_exposed(t, gd, sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, true, step, &unused),
+                              !plan_fp8_gemm(p, o) && tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, step));
     }
   }
   lc->compute += extra;

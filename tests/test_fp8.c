@@ -276,6 +276,26 @@ static void check_communication(const char *recipe, const char *cluster, bool ov
   NEAR(plan_fp8_gemm_weights(&p, ops, n), recipe ? fp8_params : 0.0, 1e-12);
   NEAR(gathered, 2.0 * plan_params_of_stage(&p, 0) - saved * fp8_params * p.layers, 1e-12);
   plan_program_free(&prog);
+
+  /* with TACO on the TP traffic (all of it over the 8 MiB threshold): the reduce-scatters and the BF16 gathers
+   * are compressed, an FP8 gather travels as it is */
+  for (int t = PLAN_TRAFFIC_TP_FWD; t <= PLAN_TRAFFIC_TP_BWD; t++)
+    p.codec[t] = (plan_codec){.kind = PLAN_CODEC_TACO, .group = 128, .fp8 = PLAN_FP8_E4M3};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int raw = 0, packed = 0;
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COLLECTIVE || op->group != PLAN_GROUP_TP || op->layer != 0 || op->micro != 0) continue;
+    if (op->coll != PLAN_COLL_ALLGATHER && op->coll != PLAN_COLL_REDUCESCATTER) continue;
+    const bool fp8_gather = op->coll == PLAN_COLL_ALLGATHER && recipe != NULL;
+    CU_ASSERT_EQUAL(op->codec.kind, fp8_gather ? PLAN_CODEC_NONE : PLAN_CODEC_TACO);
+    if (fp8_gather) NEAR(op->wire_bytes, op->bytes, 1e-15);
+    else CU_ASSERT(op->wire_bytes < op->bytes);
+    fp8_gather ? raw++ : packed++;
+  }
+  CU_ASSERT_EQUAL(raw, recipe ? 6 : 0);
+  CU_ASSERT_EQUAL(packed, recipe ? 4 : 10);
+  plan_program_free(&prog);
 }
 
 static void test_communication(void) {
