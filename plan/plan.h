@@ -656,6 +656,10 @@ double plan_fp8_activation_delta(const plan *p, const model_op *ops, int n);
  * GEMM; then 1 under the per-tensor recipes, 1 + 1/32 under MXFP8 for the input (grad false) and twice that for
  * a row-parallel GEMM's output gradient (grad true), which MXFP8 gathers in both layouts. */
 double plan_fp8_sp_gather_elem_bytes(const plan *p, const model_op *o, bool grad);
+/* Whether quantizing FP8 GEMM o's gathered tensor (a column-parallel input in the forward, a row-parallel
+ * output gradient in the backward) all-reduces its amax over the TP group first: tensorwise with SP, TP > 1. */
+#define PLAN_FP8_AMAX_BYTES 4.0 /* the one float reduced */
+bool plan_fp8_amax_reduction(const plan *p, const model_op *o);
 /* Bytes each parameter of the FP8 GEMMs saves in the distributed optimizer's parameter all-gather (1 with
  * fp8_param_gather under tensorwise / delayed; 0 otherwise: MXFP8 gathers BF16 through the gradient buffer). */
 double plan_fp8_param_gather_saved(const plan *p);

@@ -79,6 +79,16 @@ double plan_fp8_sp_gather_elem_bytes(const plan *p, const model_op *o, bool grad
   return (grad ? 2.0 : 1.0) * (1.0 + 1.0 / 32.0);
 }
 
+/* Transformer Engine v2.9 / v2.10 give current scaling's quantizers whose data is gathered under SP an amax
+ * all-reduce over the TP group (`layernorm_linear.py` / `linear.py`
+ * `_customize_quantizers_float8_current_scaling`: the column-parallel input, the row-parallel output gradient,
+ * `with_amax_reduction`), one float reduced (MAX) between the amax kernel and the cast, the stream waiting for
+ * it (`csrc/quantizer.cpp`, `Float8CurrentScalingQuantizer::quantize_impl`: `allreduce(...)->wait()`). Delayed
+ * scaling takes its scale from the history, MXFP8 from each block: neither reduces per quantize. */
+bool plan_fp8_amax_reduction(const plan *p, const model_op *o) {
+  return p->fp8_recipe == PLAN_FP8_TENSORWISE && p->sequence_parallel && p->tp > 1 && plan_fp8_gemm(p, o);
+}
+
 /* Bytes a parameter of the FP8 GEMMs saves in the distributed optimizer's parameter all-gather: with
  * fp8_param_gather under a per-tensor recipe the parameter is TE's Float8Tensor and Megatron-Core gathers its
  * uint8 data (`distributed_data_parallel.py` `_allocate_buffers_for_parameters`: param_dtype torch.uint8 for

@@ -295,6 +295,19 @@ static int32_t sp_allgather(builder *b, int i, plan_phase phase, int layer, int 
                     bytes, (plan_codec){.kind = PLAN_CODEC_NONE}, dep);
 }
 
+/* layout.fp8 "tensorwise" under SP: the amax all-reduce over the TP group before the quantize of op i's
+ * gathered tensor (plan_fp8_amax_reduction), one fp32 value; the stream waits for it. */
+static int fp8_amax_reduce(builder *b, int i, plan_phase phase, int layer, int micro, int chunk) {
+  if (!plan_fp8_amax_reduction(b->p, &b->ops[i])) return 0;
+  plan_traffic t = phase == PLAN_PHASE_BWD ? PLAN_TRAFFIC_TP_BWD : PLAN_TRAFFIC_TP_FWD;
+  int32_t r = collective(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLREDUCE, t, phase, i, layer, micro, chunk,
+                         PLAN_FP8_AMAX_BYTES, PLAN_FP8_AMAX_BYTES, (plan_codec){.kind = PLAN_CODEC_NONE}, b->last_op);
+  CHECK(r);
+  at(b, r)->elem_bytes = 4;
+  wait_for(b, r);
+  return 0;
+}
+
 /* tp_comm_overlap, ring exchange: the SP all-gather of a GEMM's input as
  * tp - 1 steps on the TP stream (each brings one more rank's 1/tp of the
  * rows; the step's size is the whole / (tp - 1), so the steps add up to the
@@ -357,11 +370,13 @@ static int op_forward(builder *b, int i, int layer, int micro, int chunk, plan_p
   const model_op *o = &b->ops[i];
   if (o->parallel == MODEL_PAR_EXPERT) return plan_moe_forward_op(b, i, layer, micro, chunk, phase);
   if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap) {
+    CHECK(fp8_amax_reduce(b, i, phase, layer, micro, chunk));
     CHECK(fp8_forward_casts(b, i, layer, micro, chunk, phase));
     return ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd,
                               sp_gather_bytes(b, i, false));
   }
   if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
+    CHECK(fp8_amax_reduce(b, i, phase, layer, micro, chunk));
     int32_t ag = sp_allgather(b, i, phase, layer, micro, chunk, sp_gather_bytes(b, i, false), b->last_op);
     CHECK(ag);
     wait_for(b, ag);
@@ -417,6 +432,7 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       continue;
     }
     if (o->parallel == MODEL_PAR_ROW && sp && tp && p->tp_comm_overlap) { /* ring-exchanged output gradient */
+      CHECK(fp8_amax_reduce(b, i, PLAN_PHASE_BWD, layer, micro, chunk));
       if (plan_fp8_gemm(p, o)) /* the output gradient's quantize (for the dgrad and the wgrad) */
         CHECK(fp8_cast(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, (double)o->m * (double)o->n));
       CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, PLAN_PHASE_BWD, PLAN_PART_DGRAD, o->flops_bwd / 2,
@@ -425,6 +441,7 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       continue;
     }
     if (o->parallel == MODEL_PAR_ROW && sp && tp) {
+      CHECK(fp8_amax_reduce(b, i, PLAN_PHASE_BWD, layer, micro, chunk));
       int32_t ag = sp_allgather(b, i, PLAN_PHASE_BWD, layer, micro, chunk, sp_gather_bytes(b, i, true), b->last_op);
       CHECK(ag);
       wait_for(b, ag);

@@ -404,6 +404,15 @@ static double sp_msg_s(estimator *x, plan_traffic t, const model_op *o, bool gra
   return tp_coll_s(x, PLAN_COLL_ALLGATHER, bytes, bytes, 2, &none, codec_s);
 }
 
+/* tensorwise under SP: the amax all-reduce over the TP group before the quantize of op o's gathered tensor
+ * (plan_fp8_amax_reduction; plan_program.c, fp8_amax_reduce), 0 without. */
+static double amax_s(estimator *x, const model_op *o) {
+  if (!plan_fp8_amax_reduction(x->p, o)) return 0.0;
+  const plan_codec none = {.kind = PLAN_CODEC_NONE};
+  double unused = 0;
+  return tp_coll_s(x, PLAN_COLL_ALLREDUCE, PLAN_FP8_AMAX_BYTES, PLAN_FP8_AMAX_BYTES, 4, &none, &unused);
+}
+
 static void layer_costs(estimator *x, const model_op *ops, int n, double act_bytes, layer_cost *lc) {
   const plan *p = x->p;
   const bool sp = p->sequence_parallel && p->tp > 1, tp = p->tp > 1;
@@ -417,7 +426,7 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
     if (clock_gemm(o)) fwd_gemm += t;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (sp && starts_block)
-      fwd_comm += sp_msg_s(x, PLAN_TRAFFIC_TP_FWD, o, false, act_bytes, &fwd_codec);
+      fwd_comm += amax_s(x, o) + sp_msg_s(x, PLAN_TRAFFIC_TP_FWD, o, false, act_bytes, &fwd_codec);
     if (tp && o->parallel == MODEL_PAR_ROW)
       fwd_comm += tp_msg_s(x, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_FWD, 1, act_bytes,
                            &fwd_codec);
@@ -427,7 +436,7 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
   for (int i = n - 1; i >= 0; i--) {
     const model_op *o = &ops[i];
     if (sp && o->parallel == MODEL_PAR_ROW)
-      bwd_exposed += sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, true, act_bytes, &bwd_codec);
+      bwd_exposed += amax_s(x, o) + sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, true, act_bytes, &bwd_codec);
     if (o->kind != MODEL_OP_GEMM) {
       double t = other_op_s(x, o, true);
       bwd += t;
@@ -591,6 +600,7 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
     if (starts_block) {
       /* forward: the SP gather as a ring exchange beside the block's first GEMM */
       const bool fp8 = plan_fp8_gemm(p, o); /* FP8 gathers: never compressed (sp_msg_s) */
+      fwd += amax_s(x, o);
       fwd += sim_search_tpo_ring_exposed(t, gf, sp_msg_s(x, PLAN_TRAFFIC_TP_FWD, o, false, step, &unused),
                               !fp8 && tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, step));
       double ag = sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, false, act, &unused);
@@ -624,6 +634,7 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
       fwd += sim_search_tpo_pipeline_exposed(k, gf, tp_msg_s(x, PLAN_COLL_REDUCESCATTER, PLAN_TRAFFIC_TP_FWD, 1, piece, &unused),
                                   tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, piece));
       /* backward: the output gradient's gather as a ring exchange beside the dgrad */
+      bwd += amax_s(x, o);
       bwd += sim_search_tpo_ring_exposed(t, gd, sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, true, step, &unused),
                               !plan_fp8_gemm(p, o) && tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, step));
     }

@@ -204,7 +204,8 @@ static void test_program(void) {
  * backward re-gathers, and the backward gathers of attn_out's and fc2's output gradient; 1 byte an element
  * under the per-tensor recipes, 1 + 1/32 under MXFP8 (E8M0 scales), twice that for the output gradients, which
  * MXFP8 gathers in both layouts. The reduce-scatters and the embedding's and loss's gathers stay BF16. The
- * parameter all-gathers: 2 bytes a parameter, 1 for the FP8 GEMMs' under the per-tensor recipes. */
+ * parameter all-gathers: 2 bytes a parameter, 1 for the FP8 GEMMs' under the per-tensor recipes. Current scaling
+ * adds a 4-byte TP all-reduce (the amax) before each of the four quantizes whose data is gathered. */
 static void check_communication(const char *recipe, const char *cluster, bool overlap_param_gather) {
   static plan p;
   ts_err e = {0};
@@ -232,7 +233,7 @@ static void check_communication(const char *recipe, const char *cluster, bool ov
   CU_ASSERT_FATAL(n > 0);
   plan_program prog;
   CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
-  int fwd_in = 0, bwd_in = 0, bwd_dy = 0, rs = 0, other = 0;
+  int fwd_in = 0, bwd_in = 0, bwd_dy = 0, rs = 0, other = 0, amax[2] = {0};
   double gathered = 0.0;
   for (int i = 0; i < prog.n; i++) {
     const plan_op *op = &prog.ops[i];
@@ -242,6 +243,14 @@ static void check_communication(const char *recipe, const char *cluster, bool ov
       continue;
     }
     if (op->group != PLAN_GROUP_TP || op->micro != 0) continue;
+    if (op->coll == PLAN_COLL_ALLREDUCE && op->layer == 0 && op->model_op >= 0) { /* current scaling's amax */
+      const char *name = ops[op->model_op].name;
+      NEAR(op->bytes, 4.0, 1e-15);
+      bool fwd = op->phase == PLAN_PHASE_FWD;
+      CU_ASSERT(fwd ? !strcmp(name, "qkv") || !strcmp(name, "fc1") : !strcmp(name, "attn_out") || !strcmp(name, "fc2"));
+      amax[fwd ? 0 : 1]++;
+      continue;
+    }
     if (op->coll == PLAN_COLL_REDUCESCATTER) {
       NEAR(op->bytes, bf16, 1e-15);
       rs++;
@@ -269,6 +278,11 @@ static void check_communication(const char *recipe, const char *cluster, bool ov
   CU_ASSERT_EQUAL(fwd_in, 2);
   CU_ASSERT_EQUAL(bwd_in, 2);
   CU_ASSERT_EQUAL(bwd_dy, 2);
+  /* current scaling only: one float all-reduced over TP before each gathered quantize (qkv's and fc1's input,
+   * attn_out's and fc2's output gradient); the re-gathers reuse the kept FP8 shard */
+  const int want_amax = recipe && !strcmp(recipe, "tensorwise") ? 2 : 0;
+  CU_ASSERT_EQUAL(amax[0], want_amax);
+  CU_ASSERT_EQUAL(amax[1], want_amax);
   CU_ASSERT(rs >= 4 * p.layers); /* the layers' four a micro-batch (and the embedding's) */
   CU_ASSERT(other >= 1);
   /* the parameter all-gathers: all the stage's parameters once */
