@@ -653,8 +653,22 @@ double plan_fp8_cast_bytes(const plan *p, double elems);
 double plan_fp8_weight_bytes_per_param(const plan *p);
 /* Parameters of one layer's FP8 GEMMs on one GPU (ops: model_layer_ops of the plan's shard). */
 double plan_fp8_gemm_params(const plan *p, const model_op *ops, int n);
+/* Weight elements (k x n, no biases: those stay BF16 parameters) of one layer's FP8 GEMMs on one GPU: the
+ * parameters Transformer Engine holds as FP8 tensors under fp8_param_gather. */
+double plan_fp8_gemm_weights(const plan *p, const model_op *ops, int n);
 /* The bytes one layer's kept activations change by under FP8 (negative: fewer), per micro-batch. */
 double plan_fp8_activation_delta(const plan *p, const model_op *ops, int n);
+/* Bytes an element of a sequence-parallel all-gather feeding model op o carries: 2 (BF16) unless o is an FP8
+ * GEMM; then 1 under the per-tensor recipes, 1 + 1/32 under MXFP8 for the input (grad false) and twice that for
+ * a row-parallel GEMM's output gradient (grad true), which MXFP8 gathers in both layouts. */
+double plan_fp8_sp_gather_elem_bytes(const plan *p, const model_op *o, bool grad);
+/* Whether quantizing FP8 GEMM o's gathered tensor (a column-parallel input in the forward, a row-parallel
+ * output gradient in the backward) all-reduces its amax over the TP group first: tensorwise with SP, TP > 1. */
+#define PLAN_FP8_AMAX_BYTES 4.0 /* the one float reduced */
+bool plan_fp8_amax_reduction(const plan *p, const model_op *o);
+/* Bytes each parameter of the FP8 GEMMs saves in the distributed optimizer's parameter all-gather (1 with
+ * fp8_param_gather under tensorwise / delayed; 0 otherwise: MXFP8 gathers BF16 through the gradient buffer). */
+double plan_fp8_param_gather_saved(const plan *p);
 /* Refuses a bad layout.fp8 / fp8_param_gather (exit-2 errors naming the field). */
 int plan_validate_fp8(const plan *p, ts_err *e);
 /* Whether GPU g runs FP8 recipe `recipe`: FP8 tensor cores (fp8_tflops > 0), and for "mxfp8" the MXFP8 capability

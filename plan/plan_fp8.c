@@ -63,6 +63,41 @@ double plan_fp8_weight_bytes_per_param(const plan *p) {
   return fp8_copies(p) - (p->fp8_param_gather ? 2.0 : 0.0) + scales;
 }
 
+/* Bytes an element of a sequence-parallel all-gather that feeds FP8 GEMM o carries (2: BF16, any other
+ * gather). Transformer Engine v2.9 / v2.10 quantize the local rows first and gather the FP8 data
+ * (`transformer_engine/pytorch/distributed.py`, `gather_along_first_dim`; over NCCL and over Userbuffers,
+ * whose all-gather buffers are FP8 under an FP8 recipe, `module/base.py` `initialize_ub`,
+ * `fill_userbuffers_buffer_for_all_gather`): the per-tensor recipes gather the rowwise data only, 1 byte, the
+ * scale is one float every rank holds (`_all_gather_fp8`; the transpose Hopper needs is made after the
+ * gather). MXFP8 gathers each usage it needs with its E8M0 scales, 1 + 1/32 bytes a usage
+ * (`_all_gather_mxfp8`): the column-parallel input one usage (the forward's rowwise, the backward's re-gather
+ * columnwise, `layernorm_linear.py`), the row-parallel output gradient both (the dgrad's rowwise and the
+ * wgrad's columnwise; over Userbuffers as two gathers, `linear.py` backward). */
+double plan_fp8_sp_gather_elem_bytes(const plan *p, const model_op *o, bool grad) {
+  if (!plan_fp8_gemm(p, o)) return 2.0;
+  if (p->fp8_recipe != PLAN_FP8_MXFP8) return 1.0;
+  return (grad ? 2.0 : 1.0) * (1.0 + 1.0 / 32.0);
+}
+
+/* Transformer Engine v2.9 / v2.10 give current scaling's quantizers whose data is gathered under SP an amax
+ * all-reduce over the TP group (`layernorm_linear.py` / `linear.py`
+ * `_customize_quantizers_float8_current_scaling`: the column-parallel input, the row-parallel output gradient,
+ * `with_amax_reduction`), one float reduced (MAX) between the amax kernel and the cast, the stream waiting for
+ * it (`csrc/quantizer.cpp`, `Float8CurrentScalingQuantizer::quantize_impl`: `allreduce(...)->wait()`). Delayed
+ * scaling takes its scale from the history, MXFP8 from each block: neither reduces per quantize. */
+bool plan_fp8_amax_reduction(const plan *p, const model_op *o) {
+  return p->fp8_recipe == PLAN_FP8_TENSORWISE && p->sequence_parallel && p->tp > 1 && plan_fp8_gemm(p, o);
+}
+
+/* Bytes a parameter of the FP8 GEMMs saves in the distributed optimizer's parameter all-gather: with
+ * fp8_param_gather under a per-tensor recipe the parameter is TE's Float8Tensor and Megatron-Core gathers its
+ * uint8 data (`distributed_data_parallel.py` `_allocate_buffers_for_parameters`: param_dtype torch.uint8 for
+ * is_float8tensor), 1 byte instead of 2; MXFP8 parameters go through the BF16 gradient buffer
+ * (reuse_grad_buf_for_mxfp8_param_ag), 2 bytes as without FP8. */
+double plan_fp8_param_gather_saved(const plan *p) {
+  return p->fp8_param_gather && p->fp8_recipe != PLAN_FP8_OFF && p->fp8_recipe != PLAN_FP8_MXFP8 ? 1.0 : 0.0;
+}
+
 int plan_load_fp8_fields(json_t *layout, const char *file, plan *p, ts_err *e) {
   json_t *v = json_object_get(layout, "fp8");
   int recipe = PLAN_FP8_OFF;
@@ -108,6 +143,13 @@ double plan_fp8_gemm_params(const plan *p, const model_op *ops, int n) {
   double s = 0.0;
   for (int i = 0; i < n; i++)
     if (plan_fp8_gemm(p, &ops[i])) s += ops[i].params;
+  return s;
+}
+
+double plan_fp8_gemm_weights(const plan *p, const model_op *ops, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; i++)
+    if (plan_fp8_gemm(p, &ops[i])) s += (double)ops[i].k * (double)ops[i].n;
   return s;
 }
 

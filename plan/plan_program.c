@@ -59,6 +59,7 @@ typedef struct builder {
   int n_ops, n_head, n_emb;
   bool first_col[MODEL_MAX_LAYER_OPS], last_col[MODEL_MAX_LAYER_OPS];
   double tokens, full_bytes, send_bytes, layer_params;
+  double layer_fp8_params; /* the layer's FP8 GEMM weights (layout.fp8: plan_fp8_gemm_weights; 0 without) */
   double msg_bytes; /* one PP message per rank: send_bytes, or its 1/tp slice under pp_scatter_gather */
   int32_t wait[PLAN_STREAM_COUNT]; /* deps the next compute op takes, one per stream */
   int32_t wait_first; /* a dep it takes before those: under pp_scatter_gather the PP recv whose all-gather it
@@ -71,8 +72,9 @@ typedef struct builder {
   int32_t *recv_op, *step_last; /* indexed by (micro * V + v) * 2 + dir */
   /* DP buckets of the chunk being finished */
   double bucket_params;
+  double bucket_fp8_params; /* of them, the FP8 GEMMs' (layout.fp8_param_gather: gathered in FP8) */
   int bucket_count;
-  double *bucket_sizes;
+  double *bucket_sizes; /* bytes each bucket's parameter all-gather moves */
   int bucket_cap;
   int bucket_layer;
   /* data-parallel sharding and overlaps (plan_program_zero.c) */
@@ -275,19 +277,49 @@ static int row_parallel_chunked(builder *b, int i, int layer, int micro, int chu
   return 0;
 }
 
+/* The bytes of the sequence-parallel all-gather feeding op i: its input (grad false) or, for a row-parallel
+ * GEMM in the backward, its output gradient (grad true); BF16 unless op i is an FP8 GEMM, whose gathers
+ * Transformer Engine runs in FP8 (plan_fp8_sp_gather_elem_bytes). */
+static double sp_gather_bytes(const builder *b, int i, bool grad) {
+  return b->full_bytes / 2.0 * plan_fp8_sp_gather_elem_bytes(b->p, &b->ops[i], grad);
+}
+
+/* A sequence-parallel all-gather (or a ring step of one) of `bytes` feeding op i: a TP collective as any
+ * other, except that an FP8 one travels as it is: a codec does not compress data that is FP8 already. */
+static int32_t sp_allgather(builder *b, int i, plan_phase phase, int layer, int micro, int chunk, double bytes,
+                            int32_t dep) {
+  if (!plan_fp8_gemm(b->p, &b->ops[i]))
+    return tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, bytes, dep);
+  plan_traffic t = phase == PLAN_PHASE_BWD ? PLAN_TRAFFIC_TP_BWD : PLAN_TRAFFIC_TP_FWD;
+  return collective(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLGATHER, t, phase, i, layer, micro, chunk, bytes,
+                    bytes, (plan_codec){.kind = PLAN_CODEC_NONE}, dep);
+}
+
+/* layout.fp8 "tensorwise" under SP: the amax all-reduce over the TP group before the quantize of op i's
+ * gathered tensor (plan_fp8_amax_reduction), one fp32 value; the stream waits for it. */
+static int fp8_amax_reduce(builder *b, int i, plan_phase phase, int layer, int micro, int chunk) {
+  if (!plan_fp8_amax_reduction(b->p, &b->ops[i])) return 0;
+  plan_traffic t = phase == PLAN_PHASE_BWD ? PLAN_TRAFFIC_TP_BWD : PLAN_TRAFFIC_TP_FWD;
+  int32_t r = collective(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLREDUCE, t, phase, i, layer, micro, chunk,
+                         PLAN_FP8_AMAX_BYTES, PLAN_FP8_AMAX_BYTES, (plan_codec){.kind = PLAN_CODEC_NONE}, b->last_op);
+  CHECK(r);
+  at(b, r)->elem_bytes = 4;
+  wait_for(b, r);
+  return 0;
+}
+
 /* tp_comm_overlap, ring exchange: the SP all-gather of a GEMM's input as
  * tp - 1 steps on the TP stream (each brings one more rank's 1/tp of the
  * rows; the step's size is the whole / (tp - 1), so the steps add up to the
- * gather), and the GEMM (forward, or the backward dgrad) as tp pieces over
+ * gather: `gathered` bytes, sp_gather_bytes), and the GEMM (forward, or the backward dgrad) as tp pieces over
  * those rows: piece 0 on the rows this rank holds, piece s after step s. */
 static int ring_gathered_gemm(builder *b, int i, int layer, int micro, int chunk, plan_phase phase, plan_part part,
-                              double flops, double bytes) {
+                              double flops, double bytes, double gathered) {
   const int k = b->p->tp;
   const int32_t issue = b->last_op;
   int32_t first_step = -1;
   for (int s = 1; s < k; s++) {
-    int32_t st = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk,
-                         plan_row_share(b->full_bytes, s - 1, k - 1), issue);
+    int32_t st = sp_allgather(b, i, phase, layer, micro, chunk, plan_row_share(gathered, s - 1, k - 1), issue);
     CHECK(st);
     at(b, st)->row_chunk = (uint8_t)s;
     at(b, st)->row_chunks = (uint8_t)k;
@@ -338,11 +370,14 @@ static int op_forward(builder *b, int i, int layer, int micro, int chunk, plan_p
   const model_op *o = &b->ops[i];
   if (o->parallel == MODEL_PAR_EXPERT) return plan_moe_forward_op(b, i, layer, micro, chunk, phase);
   if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap) {
+    CHECK(fp8_amax_reduce(b, i, phase, layer, micro, chunk));
     CHECK(fp8_forward_casts(b, i, layer, micro, chunk, phase));
-    return ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd);
+    return ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd,
+                              sp_gather_bytes(b, i, false));
   }
   if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
-    int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, phase, 0, i, layer, micro, chunk, b->full_bytes, b->last_op);
+    CHECK(fp8_amax_reduce(b, i, phase, layer, micro, chunk));
+    int32_t ag = sp_allgather(b, i, phase, layer, micro, chunk, sp_gather_bytes(b, i, false), b->last_op);
     CHECK(ag);
     wait_for(b, ag);
   }
@@ -397,24 +432,24 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       continue;
     }
     if (o->parallel == MODEL_PAR_ROW && sp && tp && p->tp_comm_overlap) { /* ring-exchanged output gradient */
+      CHECK(fp8_amax_reduce(b, i, PLAN_PHASE_BWD, layer, micro, chunk));
       if (plan_fp8_gemm(p, o)) /* the output gradient's quantize (for the dgrad and the wgrad) */
         CHECK(fp8_cast(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, (double)o->m * (double)o->n));
       CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, PLAN_PHASE_BWD, PLAN_PART_DGRAD, o->flops_bwd / 2,
-                               o->bytes_bwd / 2));
+                               o->bytes_bwd / 2, sp_gather_bytes(b, i, true)));
       CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2, o->bytes_bwd / 2));
       continue;
     }
     if (o->parallel == MODEL_PAR_ROW && sp && tp) {
-      int32_t ag = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, i, layer, micro, chunk, b->full_bytes,
-                           b->last_op);
+      CHECK(fp8_amax_reduce(b, i, PLAN_PHASE_BWD, layer, micro, chunk));
+      int32_t ag = sp_allgather(b, i, PLAN_PHASE_BWD, layer, micro, chunk, sp_gather_bytes(b, i, true), b->last_op);
       CHECK(ag);
       wait_for(b, ag);
     }
     if (plan_fp8_gemm(p, o)) /* the output gradient's quantize (for the dgrad and the wgrad) */
       CHECK(fp8_cast(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, (double)o->m * (double)o->n));
     if (o->parallel == MODEL_PAR_COLUMN && b->last_col[i] && sp && tp) {
-      regather = tp_coll(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_BWD, 0, i, layer, micro, chunk, b->full_bytes,
-                         b->last_op);
+      regather = sp_allgather(b, i, PLAN_PHASE_BWD, layer, micro, chunk, sp_gather_bytes(b, i, false), b->last_op);
       CHECK(regather);
     }
     if (o->kind == MODEL_OP_ATTENTION && plan_cp(p) > 1) { /* the KV ring again (plan_program_cp.c) */
@@ -585,18 +620,28 @@ static int32_t dp_side(builder *b, plan_coll coll, plan_phase phase, int model_o
   return i;
 }
 
+/* Bytes the distributed optimizer's all-gather of `params` parameters moves, `fp8` of them the FP8 GEMMs':
+ * BF16, 2 bytes each, less 1 for each FP8 one gathered in FP8 (plan_fp8_param_gather_saved). */
+static double param_gather_bytes(const plan *p, double params, double fp8) {
+  return 2.0 * params - plan_fp8_param_gather_saved(p) * fp8;
+}
+
 /* overlap_param_gather: all-gather j of the forward order (bf16 parameters
- * of its bucket), dispatched after the compute issued so far and after
- * gather j - 1. */
+ * of its bucket, FP8 for the FP8 GEMMs' under fp8_param_gather), dispatched
+ * after the compute issued so far and after gather j - 1. */
 static int32_t issue_param_gather(builder *b, int j) {
   int chunk = 0;
   while (chunk + 1 < b->p->vpp && b->pg_base[chunk + 1] <= j) chunk++;
   const plan_zero_chunk *z = &b->zc[chunk];
   int k = j - b->pg_base[chunk];
-  double params = 0;
+  double params = 0, fp8 = 0;
   for (int u = 0; u < z->n; u++)
-    if (z->bucket[u] == k) params += z->params[u];
-  int32_t g = dp_side(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_FWD, PLAN_MOP_PARAM_GATHER, chunk, 2.0 * params, b->last_op);
+    if (z->bucket[u] == k) {
+      params += z->params[u];
+      if (u >= z->emb && u < z->n - z->head) fp8 += b->layer_fp8_params; /* a layer */
+    }
+  int32_t g = dp_side(b, PLAN_COLL_ALLGATHER, PLAN_PHASE_FWD, PLAN_MOP_PARAM_GATHER, chunk,
+                      param_gather_bytes(b->p, params, fp8), b->last_op);
   if (g < 0) return -1;
   if (j > 0) add_dep(at(b, g), b->pg_op[j - 1]);
   at(b, g)->tag = z->buckets - 1 - k; /* the bucket's index as the backward numbers it */
@@ -678,7 +723,7 @@ static int sharding_after_unit(builder *b, int chunk, int u, int micro) {
 static int flush_bucket(builder *b, int chunk) {
   const plan *p = b->p;
   if (b->bucket_params <= 0 || plan_dp_shards(p) < 2) {
-    b->bucket_params = 0;
+    b->bucket_params = b->bucket_fp8_params = 0;
     return 0;
   }
   if (b->bucket_count == b->bucket_cap) {
@@ -705,8 +750,8 @@ static int flush_bucket(builder *b, int chunk) {
   at(b, i)->tag = b->bucket_count;
   at(b, i)->elem_bytes = (uint8_t)(gb == 4 ? 0 : gb); /* 0: the DP class's fp32 */
   if (p->overlap_grad_reduce_off && defer_op(b, i)) return -1; /* issued after the backward instead */
-  if (b->record) b->bucket_sizes[b->bucket_count++] = b->bucket_params;
-  b->bucket_params = 0;
+  if (b->record) b->bucket_sizes[b->bucket_count++] = param_gather_bytes(p, b->bucket_params, b->bucket_fp8_params);
+  b->bucket_params = b->bucket_fp8_params = 0;
   b->last_op = last_compute; /* a bucket does not end the step */
   return 0;
 }
@@ -878,7 +923,10 @@ static int run_step(builder *b, plan_step st, bool last_backward_of_chunk) {
       CHECK(sharding_after_unit(b, chunk, emb + l, micro));
       /* MoE models (ZeRO-2/3 refused there): expert gradients over expert-DP */
       if (reduce && model_is_moe(&p->model)) CHECK(plan_moe_layer_grads(b, first_layer + l, chunk));
-      else if (reduce) CHECK(bucket_add(b, b->layer_params, first_layer + l, chunk));
+      else if (reduce) {
+        b->bucket_fp8_params += b->layer_fp8_params;
+        CHECK(bucket_add(b, b->layer_params, first_layer + l, chunk));
+      }
     }
     if (v == 0) {
       CHECK(sharding_before_unit(b, chunk, 0, micro, 1));
@@ -947,7 +995,7 @@ static int finish_iteration(builder *b) {
   if (p->zero1 && plan_dp_shards(p) > 1 && !p->overlap_param_gather && p->zero_stage < 3)
     for (int k = 0; k < b->bucket_count; k++) {
       int32_t g = plain_coll(b, PLAN_STREAM_DP, PLAN_GROUP_DP, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_DP,
-                             PLAN_PHASE_OPTIMIZER, PLAN_MOP_PARAM_GATHER, 0, 2.0 * b->bucket_sizes[k], opt);
+                             PLAN_PHASE_OPTIMIZER, PLAN_MOP_PARAM_GATHER, 0, b->bucket_sizes[k], opt);
       CHECK(g);
       at(b, g)->tag = k;
     }
@@ -990,6 +1038,7 @@ static int setup(builder *b, const plan *p, int rank, plan_program *prog, ts_err
     }
     b->layer_params += b->ops[i].params;
   }
+  b->layer_fp8_params = plan_fp8_gemm_weights(p, b->ops, b->n_ops);
   b->tokens = (double)p->micro_batch * plan_local_seq(p); /* this CP rank's tokens */
   b->full_bytes = 2.0 * b->tokens * p->model.hidden;
   b->send_bytes = model_activation_tensor_bytes(&p->model, &s);

@@ -182,9 +182,9 @@ int plan_tpo_ops_companion(const plan *p, const model_op *ops, int n, int mop, i
       c->coll = PLAN_COLL_REDUCESCATTER;
       c->bytes = plan_row_share(act, piece - 1, pieces);
       caat_rule = g == PLAN_TPO_PROJ_FPROP || g == PLAN_TPO_FC2_FPROP ? 1 : 2;
-    } else { /* bulk dgrad: the re-gather of the layer input */
+    } else { /* bulk dgrad: the re-gather of the layer input (FP8 when the GEMM is: plan_fp8_sp_gather_elem_bytes) */
       c->coll = PLAN_COLL_ALLGATHER;
-      c->bytes = act;
+      c->bytes = act / 2.0 * plan_fp8_sp_gather_elem_bytes(p, &ops[mop], false);
       caat_rule = 0;
     }
     break;
@@ -197,6 +197,8 @@ int plan_tpo_ops_companion(const plan *p, const model_op *ops, int n, int mop, i
   }
   plan_codec codec;
   plan_tp_message(p, c->traffic, caat_rule, c->bytes, &codec, &c->wire);
+  if (c->coll == PLAN_COLL_ALLGATHER && plan_fp8_gemm(p, &ops[mop])) /* FP8: travels as it is (plan_program.c) */
+    codec.kind = PLAN_CODEC_NONE, c->wire = c->bytes;
   return codec.kind == PLAN_CODEC_NONE && c->wire > 0;
 }
 

@@ -388,6 +388,31 @@ typedef struct {
 /* Whether an op's time is GEMM time for the clock model. */
 static bool clock_gemm(const model_op *o) { return o->kind == MODEL_OP_GEMM || o->kind == MODEL_OP_ATTENTION; }
 
+/* The bytes of a sequence-parallel all-gather of `act` BF16 bytes feeding op o (its input, or a row-parallel
+ * GEMM's output gradient: grad), as the programs size it: FP8 when o is an FP8 GEMM
+ * (plan_fp8_sp_gather_elem_bytes). */
+static double sp_gather(const plan *p, const model_op *o, bool grad, double act) {
+  return act / 2.0 * plan_fp8_sp_gather_elem_bytes(p, o, grad);
+}
+
+/* That all-gather's time on traffic class t (a ring step of it: `act` the step's BF16 bytes). An FP8 one
+ * travels as it is: a codec does not compress data that is FP8 already (plan_program.c, sp_allgather). */
+static double sp_msg_s(estimator *x, plan_traffic t, const model_op *o, bool grad, double act, double *codec_s) {
+  const double bytes = sp_gather(x->p, o, grad, act);
+  if (!plan_fp8_gemm(x->p, o)) return tp_msg_s(x, PLAN_COLL_ALLGATHER, t, 0, bytes, codec_s);
+  const plan_codec none = {.kind = PLAN_CODEC_NONE};
+  return tp_coll_s(x, PLAN_COLL_ALLGATHER, bytes, bytes, 2, &none, codec_s);
+}
+
+/* tensorwise under SP: the amax all-reduce over the TP group before the quantize of op o's gathered tensor
+ * (plan_fp8_amax_reduction; plan_program.c, fp8_amax_reduce), 0 without. */
+static double amax_s(estimator *x, const model_op *o) {
+  if (!plan_fp8_amax_reduction(x->p, o)) return 0.0;
+  const plan_codec none = {.kind = PLAN_CODEC_NONE};
+  double unused = 0;
+  return tp_coll_s(x, PLAN_COLL_ALLREDUCE, PLAN_FP8_AMAX_BYTES, PLAN_FP8_AMAX_BYTES, 4, &none, &unused);
+}
+
 static void layer_costs(estimator *x, const model_op *ops, int n, double act_bytes, layer_cost *lc) {
   const plan *p = x->p;
   const bool sp = p->sequence_parallel && p->tp > 1, tp = p->tp > 1;
@@ -400,7 +425,8 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
     fwd += t + fp8_cast_s(x, o, (double)o->m * (double)o->k); /* (layout.fp8: the input's cast) */
     if (clock_gemm(o)) fwd_gemm += t;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
-    if (sp && starts_block) fwd_comm += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_FWD, 0, act_bytes, &fwd_codec);
+    if (sp && starts_block)
+      fwd_comm += amax_s(x, o) + sp_msg_s(x, PLAN_TRAFFIC_TP_FWD, o, false, act_bytes, &fwd_codec);
     if (tp && o->parallel == MODEL_PAR_ROW)
       fwd_comm += tp_msg_s(x, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_FWD, 1, act_bytes,
                            &fwd_codec);
@@ -410,7 +436,7 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
   for (int i = n - 1; i >= 0; i--) {
     const model_op *o = &ops[i];
     if (sp && o->parallel == MODEL_PAR_ROW)
-      bwd_exposed += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, act_bytes, &bwd_codec);
+      bwd_exposed += amax_s(x, o) + sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, true, act_bytes, &bwd_codec);
     if (o->kind != MODEL_OP_GEMM) {
       double t = other_op_s(x, o, true);
       bwd += t;
@@ -428,7 +454,7 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
        * collective: nothing of it hides behind the GEMMs. */
       double c = tp_msg_s(x, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_BWD, 2, act_bytes,
                           &bwd_codec);
-      if (sp) c += tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, act_bytes, &bwd_codec);
+      if (sp) c += sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, false, act_bytes, &bwd_codec);
       bwd_exposed += c;
     }
   }
@@ -573,9 +599,11 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (starts_block) {
       /* forward: the SP gather as a ring exchange beside the block's first GEMM */
-      fwd += sim_search_tpo_ring_exposed(t, gf, tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_FWD, 0, step, &unused),
-                              tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, step));
-      double ag = tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, act, &unused);
+      const bool fp8 = plan_fp8_gemm(p, o); /* FP8 gathers: never compressed (sp_msg_s) */
+      fwd += amax_s(x, o);
+      fwd += sim_search_tpo_ring_exposed(t, gf, sp_msg_s(x, PLAN_TRAFFIC_TP_FWD, o, false, step, &unused),
+                              !fp8 && tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, step));
+      double ag = sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, false, act, &unused);
       int dg = plan_tpo_ops_gemm(p, ops, n, i, PLAN_PHASE_BWD, PLAN_PART_DGRAD);
       if (plan_tpo_dgrad_scatters(p, dg)) {
         /* backward, ub_overlap_rs_dgrad: the dgrad's pieces reduce-scattered behind it (after the re-gather on
@@ -606,8 +634,9 @@ static void tpo_layer(estimator *x, const model_op *ops, int n, double act, laye
       fwd += sim_search_tpo_pipeline_exposed(k, gf, tp_msg_s(x, PLAN_COLL_REDUCESCATTER, PLAN_TRAFFIC_TP_FWD, 1, piece, &unused),
                                   tpo_compressed(p, PLAN_TRAFFIC_TP_FWD, piece));
       /* backward: the output gradient's gather as a ring exchange beside the dgrad */
-      bwd += sim_search_tpo_ring_exposed(t, gd, tp_msg_s(x, PLAN_COLL_ALLGATHER, PLAN_TRAFFIC_TP_BWD, 0, step, &unused),
-                              tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, step));
+      bwd += amax_s(x, o);
+      bwd += sim_search_tpo_ring_exposed(t, gd, sp_msg_s(x, PLAN_TRAFFIC_TP_BWD, o, true, step, &unused),
+                              !plan_fp8_gemm(p, o) && tpo_compressed(p, PLAN_TRAFFIC_TP_BWD, step));
     }
   }
   lc->compute += extra;
@@ -815,6 +844,7 @@ typedef struct {
   int dp_buckets;                   /* ZeRO-1/2: the buckets one micro-batch's backward closes on stage 0 */
   plan_zero_bucket bucket[SEARCH_MAX_BUCKETS]; /* and each one (when they fit) */
   double bucket_gather[SEARCH_MAX_BUCKETS];    /* its parameters' all-gather */
+  double fp8_layer_params; /* a layer's FP8 GEMM weights (layout.fp8; plan_fp8_gemm_weights) */
   double bucket_reduce[SEARCH_MAX_BUCKETS];    /* its gradients' reduce-scatter (ZeRO-1/2) or all-reduce */
   double host_layer, host_fwd; /* a framework's host time per layer and micro-batch (its forward), 0 without one:
                                 * the GPU cannot run a layer-micro-batch faster than its host issues it */
@@ -907,9 +937,15 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   const double head = at_speed(sc->head, sc->head_gemm, gs, ms);
   const double f_layer = fmax(at_speed(lc->fwd, lc->fwd_gemm, gs, ms) + lc->tp_fwd + lc->cp_fwd, sc->host_fwd);
   /* data parallel: fp32 gradients of this GPU's parameters (the largest stage's) */
-  double params = 0;
+  double params = 0, gather_bytes = 0;
   for (int s = 0; s < p->pp; s += (p->pp > 2 ? p->pp - 1 : 1)) params = fmax(params, plan_params_of_stage(p, s));
   if (p->pp == 2) params = fmax(plan_params_of_stage(p, 0), plan_params_of_stage(p, 1));
+  /* the parameter all-gather's bytes on the same stages: BF16, the FP8 GEMMs' in FP8 under fp8_param_gather
+   * (plan_fp8_param_gather_saved) */
+  for (int s = 0; s < p->pp; s++)
+    if (p->pp <= 2 || s == 0 || s == p->pp - 1)
+      gather_bytes = fmax(gather_bytes, 2.0 * plan_params_of_stage(p, s) - plan_fp8_param_gather_saved(p) *
+                                                                            sc->fp8_layer_params * plan_stage_layers(p, s));
   const int shards = plan_dp_shards(p); /* gradients are reduced over dp x cp */
   /* ZeRO-3's waits hold each micro-batch of the stage back: they set the pipeline's pace */
   /* per micro-batch on the last stage (its layers plus the output head) */
@@ -970,7 +1006,7 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
   } else if (shards > 1 && (p->zero_stage >= 2 || p->overlap_param_gather || p->overlap_grad_reduce_off || plan_cp(p) > 1)) {
     double reduce = group_coll_s(p, p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, shards, p->tp,
                                  4.0 * params);
-    double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * params);
+    double gather = group_coll_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, gather_bytes);
     double z2 = p->zero_stage == 2 ? zero2_tail(p, sc, per_layer, f_layer, head, 0.5 * last_bubble) : 0.0;
     double pg = p->zero1 && p->overlap_param_gather
                   ? param_gather_wait(p, sc, f_layer, gather, L * compute / 3.0 /* a third of forward + backward */)
@@ -988,7 +1024,7 @@ static int assemble(estimator *x, const stage_costs *sc, double gs, double ms, s
     double overlap = L * compute + 0.5 * last_bubble;
     double tail = last_backward_tail(p, sc, per_layer, f_layer, head, 0.5 * last_bubble);
     est->dp_exposed_s = tail >= 0 ? tail : fmax(0.0, reduce - overlap);
-    if (p->zero1) est->dp_exposed_s += group_coll_s(p, PLAN_COLL_ALLGATHER, p->dp, p->tp, 2.0 * params);
+    if (p->zero1) est->dp_exposed_s += group_coll_s(p, PLAN_COLL_ALLGATHER, p->dp, p->tp, gather_bytes);
   }
   if (x->failed) return -1;
 
@@ -1124,7 +1160,7 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
     lc.tp_fwd += share * a2a_fwd;
     lc.tp_exposed += share * (a2a_fwd + a2a_bwd + rc);
   }
-  stage_costs sc = {.lc = lc, .cp_ring = cp_ring};
+  stage_costs sc = {.lc = lc, .cp_ring = cp_ring, .fp8_layer_params = plan_fp8_gemm_weights(p, ops, n)};
   if (plan_dp_shards(p) > 1 && p->zero_stage < 3) {
     double layer = 0, head_params = 0, emb = embedding_params(p, &sh);
     for (int i = 0; i < n; i++) layer += ops[i].params;
@@ -1138,7 +1174,8 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
     const plan_coll reduce = p->zero1 ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE;
     const double lat = crosses_nodes(p, p->tp, shards) ? sim_search_ring_latency_us(&p->cluster, p->tp, shards) : 0;
     for (int j = 0; j < sc.dp_buckets && j < SEARCH_MAX_BUCKETS; j++) {
-      sc.bucket_gather[j] = group_coll_lat_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, 2.0 * sc.bucket[j].params, lat);
+      const double gb = 2.0 * sc.bucket[j].params - plan_fp8_param_gather_saved(p) * sc.fp8_layer_params * sc.bucket[j].layers;
+      sc.bucket_gather[j] = group_coll_lat_s(p, PLAN_COLL_ALLGATHER, shards, p->tp, gb, lat);
       sc.bucket_reduce[j] = group_coll_lat_s(p, reduce, shards, p->tp, plan_grad_bytes(p) * sc.bucket[j].params, lat);
     }
   }

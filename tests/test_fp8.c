@@ -1,7 +1,8 @@
 /* test_fp8.c — layout.fp8 (plan/plan_fp8.c): the loader's rules, the FP8 GEMMs and Transformer Engine's
  * casts in the program, their prices by hand (the BF16 -> FP8 transfer of a GEMM, a "gemm_fp8" point used
  * when the calibration has one, a cast through the "elementwise" table), the calibration list's round trip,
- * the memory model, and BF16 left as it was when the field is absent. */
+ * the memory model, the collectives' bytes (FP8 sequence-parallel and parameter all-gathers), and BF16 left as
+ * it was when the field is absent. */
 #define _POSIX_C_SOURCE 200809L
 #include <CUnit/Basic.h>
 #include <jansson.h>
@@ -194,6 +195,131 @@ static void test_program(void) {
   CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
   for (int i = 0; i < prog.n; i++) CU_ASSERT_NOT_EQUAL(prog.ops[i].model_op, PLAN_MOP_FP8_CAST);
   plan_program_free(&prog);
+}
+
+/* The TP and DP collectives' bytes under each recipe, by hand: gpt-h4096 (h 4,096, micro 2 x seq 2,048 = 4,096
+ * tokens) on 8 GPUs, TP 2 with sequence parallelism, DP 4 with the distributed optimizer and fp8_param_gather.
+ * A BF16 sequence-parallel all-gather moves 2 x 4,096 x 4,096 bytes. Under FP8 (Transformer Engine v2.9 /
+ * v2.10) the gathers feeding the FP8 GEMMs carry FP8: the forward gathers of qkv's and fc1's input and their
+ * backward re-gathers, and the backward gathers of attn_out's and fc2's output gradient; 1 byte an element
+ * under the per-tensor recipes, 1 + 1/32 under MXFP8 (E8M0 scales), twice that for the output gradients, which
+ * MXFP8 gathers in both layouts. The reduce-scatters and the embedding's and loss's gathers stay BF16. The
+ * parameter all-gathers: 2 bytes a parameter, 1 for the FP8 GEMMs' under the per-tensor recipes. Current scaling
+ * adds a 4-byte TP all-reduce (the amax) before each of the four quantizes whose data is gathered. */
+static void check_communication(const char *recipe, const char *cluster, bool overlap_param_gather) {
+  static plan p;
+  ts_err e = {0};
+  char layout[256];
+  if (recipe)
+    snprintf(layout, sizeof layout,
+             "{\"tp\": 2, \"dp\": 4, \"sequence_parallel\": true, \"zero1\": true, \"overlap_param_gather\": %s, "
+             "\"fp8\": \"%s\", \"fp8_param_gather\": true}",
+             overlap_param_gather ? "true" : "false", recipe);
+  else
+    snprintf(layout, sizeof layout,
+             "{\"tp\": 2, \"dp\": 4, \"sequence_parallel\": true, \"zero1\": true, \"overlap_param_gather\": %s}",
+             overlap_param_gather ? "true" : "false");
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, layout, cluster, &e), 0);
+  const double elems = 4096.0 * 4096.0, bf16 = 2.0 * elems;
+  double in = bf16, dy = bf16, saved = 0.0; /* input gathers, output-gradient gathers; param-gather saving */
+  if (recipe && !strcmp(recipe, "mxfp8")) {
+    in = (1.0 + 1.0 / 32.0) * elems, dy = 2.0 * in;
+  } else if (recipe) {
+    in = dy = elems, saved = 1.0;
+  }
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  model_shard s = {.tp = 2, .sequence_parallel = true, .micro_batch = 2, .seq = 2048, .no_hidden_dropout = true};
+  int n = model_layer_ops(&p.model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_FATAL(n > 0);
+  plan_program prog;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int fwd_in = 0, bwd_in = 0, bwd_dy = 0, rs = 0, other = 0, amax[2] = {0};
+  double gathered = 0.0;
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COLLECTIVE) continue;
+    if (op->model_op == PLAN_MOP_PARAM_GATHER) {
+      gathered += op->bytes;
+      continue;
+    }
+    if (op->group != PLAN_GROUP_TP || op->micro != 0) continue;
+    if (op->coll == PLAN_COLL_ALLREDUCE && op->layer == 0 && op->model_op >= 0) { /* current scaling's amax */
+      const char *name = ops[op->model_op].name;
+      NEAR(op->bytes, 4.0, 1e-15);
+      bool fwd = op->phase == PLAN_PHASE_FWD;
+      CU_ASSERT(fwd ? !strcmp(name, "qkv") || !strcmp(name, "fc1") : !strcmp(name, "attn_out") || !strcmp(name, "fc2"));
+      amax[fwd ? 0 : 1]++;
+      continue;
+    }
+    if (op->coll == PLAN_COLL_REDUCESCATTER) {
+      NEAR(op->bytes, bf16, 1e-15);
+      rs++;
+      continue;
+    }
+    if (op->coll != PLAN_COLL_ALLGATHER) continue;
+    if (op->model_op < 0) { /* the embedding's and the loss's: BF16 */
+      NEAR(op->bytes, bf16, 1e-15);
+      other++;
+      continue;
+    }
+    if (op->layer != 0) continue;
+    const char *name = ops[op->model_op].name;
+    if (!strcmp(name, "qkv") || !strcmp(name, "fc1")) {
+      NEAR(op->bytes, in, 1e-15);
+      if (op->phase == PLAN_PHASE_FWD) fwd_in++;
+      else bwd_in++;
+    } else {
+      CU_ASSERT(!strcmp(name, "attn_out") || !strcmp(name, "fc2"));
+      CU_ASSERT_EQUAL(op->phase, PLAN_PHASE_BWD);
+      NEAR(op->bytes, dy, 1e-15);
+      bwd_dy++;
+    }
+  }
+  CU_ASSERT_EQUAL(fwd_in, 2);
+  CU_ASSERT_EQUAL(bwd_in, 2);
+  CU_ASSERT_EQUAL(bwd_dy, 2);
+  /* current scaling only: one float all-reduced over TP before each gathered quantize (qkv's and fc1's input,
+   * attn_out's and fc2's output gradient); the re-gathers reuse the kept FP8 shard */
+  const int want_amax = recipe && !strcmp(recipe, "tensorwise") ? 2 : 0;
+  CU_ASSERT_EQUAL(amax[0], want_amax);
+  CU_ASSERT_EQUAL(amax[1], want_amax);
+  CU_ASSERT(rs >= 4 * p.layers); /* the layers' four a micro-batch (and the embedding's) */
+  CU_ASSERT(other >= 1);
+  /* the parameter all-gathers: all the stage's parameters once */
+  const double fp8_params = 4.0 * 4096.0 * 4096.0 / 2 + 2.0 * 4096.0 * 16384.0 / 2; /* qkv, attn_out, fc1, fc2 weights / TP */
+  NEAR(plan_fp8_gemm_weights(&p, ops, n), recipe ? fp8_params : 0.0, 1e-12);
+  NEAR(gathered, 2.0 * plan_params_of_stage(&p, 0) - saved * fp8_params * p.layers, 1e-12);
+  plan_program_free(&prog);
+
+  /* with TACO on the TP traffic (all of it over the 8 MiB threshold): the reduce-scatters and the BF16 gathers
+   * are compressed, an FP8 gather travels as it is */
+  for (int t = PLAN_TRAFFIC_TP_FWD; t <= PLAN_TRAFFIC_TP_BWD; t++)
+    p.codec[t] = (plan_codec){.kind = PLAN_CODEC_TACO, .group = 128, .fp8 = PLAN_FP8_E4M3};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int raw = 0, packed = 0;
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COLLECTIVE || op->group != PLAN_GROUP_TP || op->layer != 0 || op->micro != 0) continue;
+    if (op->coll != PLAN_COLL_ALLGATHER && op->coll != PLAN_COLL_REDUCESCATTER) continue;
+    const bool fp8_gather = op->coll == PLAN_COLL_ALLGATHER && recipe != NULL;
+    CU_ASSERT_EQUAL(op->codec.kind, fp8_gather ? PLAN_CODEC_NONE : PLAN_CODEC_TACO);
+    if (fp8_gather) NEAR(op->wire_bytes, op->bytes, 1e-15);
+    else CU_ASSERT(op->wire_bytes < op->bytes);
+    fp8_gather ? raw++ : packed++;
+  }
+  CU_ASSERT_EQUAL(raw, recipe ? 6 : 0);
+  CU_ASSERT_EQUAL(packed, recipe ? 4 : 10);
+  plan_program_free(&prog);
+}
+
+static void test_communication(void) {
+  for (int overlap = 0; overlap < 2; overlap++) {
+    check_communication(NULL, "h200x8-nvswitch", overlap);
+    check_communication("tensorwise", "h200x8-nvswitch", overlap);
+    check_communication("delayed", "h200x8-nvswitch", overlap);
+    check_communication("tensorwise", "b200x8-nvswitch", overlap); /* one FP8 copy there: the same bytes */
+    check_communication("mxfp8", "b200x8-nvswitch", overlap);
+  }
 }
 
 /* A calibration with one "elementwise" table, 5 us flat to 1 MB then 5 us per MB (200 GB/s); no "gemm"
@@ -439,6 +565,7 @@ int main(void) {
   CU_add_test(s, "the transfer on the memory side", test_transfer_memory_bound);
   CU_add_test(s, "gemm_fp8 loaded, sorted, written, exact shapes", test_calibration_list);
   CU_add_test(s, "memory with FP8 weights and activations", test_memory);
+  CU_add_test(s, "SP all-gathers and parameter all-gathers in FP8, by hand per recipe", test_communication);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
