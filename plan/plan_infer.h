@@ -13,9 +13,9 @@
 #include "plan.h"
 
 typedef enum { PLAN_KV_BF16, PLAN_KV_FP8 } plan_kv_precision;
-/* "moe_kernel" (MoE models): how the routed experts' GEMMs run. per-expert (default): one GEMM an
- * expert that gets rows, as the executor runs them; fused: one kernel over every active expert, as
- * serving engines run them (vLLM's and SGLang's fused_moe, TensorRT-LLM's MoE plugin). */
+/* "moe_kernel" (MoE models): how the routed experts' GEMMs run. fused (default): one kernel over every
+ * active expert, as serving engines run them (vLLM's and SGLang's fused_moe, TensorRT-LLM's MoE plugin);
+ * per-expert: one GEMM an expert that gets rows, as the training executor runs an MoE layer. */
 typedef enum { PLAN_MOE_KERNEL_PER_EXPERT, PLAN_MOE_KERNEL_FUSED } plan_moe_kernel;
 const char *plan_moe_kernel_name(plan_moe_kernel k);
 
@@ -33,7 +33,7 @@ typedef struct {
   plan_codec codec;       /* codec of the forward TP all-reduces (attn_out, fc2, embedding) */
   double codec_min_bytes; /* messages smaller than this travel uncompressed (default 0: the calibration decides) */
   bool codec_auto;        /* true (default): a message travels plain when the calibration says the codec is slower */
-  plan_moe_kernel moe_kernel; /* "moe_kernel" (MoE models only; default per-expert) */
+  plan_moe_kernel moe_kernel; /* "moe_kernel" (MoE models only; default fused) */
 } plan_infer;
 
 /* Whether a plan file says "kind": "inference" (a training plan has no "kind").

@@ -75,7 +75,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   long long layers_override;
   if (tsj_int_opt(root, "layers_override", 1, 1 << 16, 0, &layers_override, file, NULL, e)) return -1;
   int moe_kernel;
-  if (tsj_enum_opt(root, "moe_kernel", moe_kernel_names, PLAN_MOE_KERNEL_PER_EXPERT, &moe_kernel, file, NULL, e))
+  if (tsj_enum_opt(root, "moe_kernel", moe_kernel_names, PLAN_MOE_KERNEL_FUSED, &moe_kernel, file, NULL, e))
     return -1;
   p->moe_kernel = (plan_moe_kernel)moe_kernel;
   const bool moe_kernel_given = json_object_get(root, "moe_kernel") != NULL;

@@ -598,8 +598,8 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
     add_note(r, "moe_kernel fused: a layer's routed experts priced as one GEMM of the active experts side by "
                 "side, as serving engines run them (experiments/published/moe-infer); engine host time not modelled");
   else if (model_is_moe(&p->model))
-    add_note(r, "moe_kernel per-expert: one GEMM an expert, as the executor runs them; serving engines run one "
-                "fused kernel (\"moe_kernel\": \"fused\"), faster for many small experts "
-                "(experiments/published/moe-infer)");
+    add_note(r, "moe_kernel per-expert: one GEMM an expert, as the training executor runs an MoE layer; serving "
+                "engines run one fused kernel (\"moe_kernel\": \"fused\", the default), faster for many small "
+                "experts (experiments/published/moe-infer)");
   return 0;
 }

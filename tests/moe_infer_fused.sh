@@ -4,7 +4,8 @@
 # expert's three 4096 x 14336 matrices, 32 x 2 x 3 x 4096 x 7168 x 2 B = 11.27 GB, 3.36 ms at the H100's
 # 3.35 TB/s. Under "fused" (one GEMM of the active experts side by side) the routed experts' GEMMs of a step
 # take at least that and less than twice it; "per-expert" takes no less than "fused"; a bad value, or the
-# field on a dense model, is an error naming the file and the field (exit 2).
+# field on a dense model, is an error naming the file and the field (exit 2); a plan without the field is
+# priced as "fused".
 # usage: moe_infer_fused.sh TACOSIM
 set -eu
 bin=$1
@@ -21,7 +22,13 @@ for k in fused per-expert; do
   plan "$k" mixtral-8x7b "$k"
   "$bin" simulate "$tmp/$k.json" --json "$tmp/$k.out" > "$tmp/$k.txt" 2>&1 || { cat "$tmp/$k.txt"; exit 1; }
 done
-f=$(experts "$tmp/fused.out") p=$(experts "$tmp/per-expert.out")
+# without the field: the default, fused (plan_infer.h), the same experts' time to the digit
+plan default mixtral-8x7b fused
+sed 's/,"moe_kernel":"fused"//' "$tmp/default.json" > "$tmp/default2.json"
+grep -q moe_kernel "$tmp/default2.json" && { echo "default plan still names moe_kernel"; exit 1; }
+"$bin" simulate "$tmp/default2.json" --json "$tmp/default.out" > "$tmp/default.txt" 2>&1 || { cat "$tmp/default.txt"; exit 1; }
+f=$(experts "$tmp/fused.out") p=$(experts "$tmp/per-expert.out") d=$(experts "$tmp/default.out")
+[ "$d" = "$f" ] || { echo "default moe_kernel: experts $d s, fused $f s"; exit 1; }
 awk -v f="$f" -v p="$p" 'BEGIN { w = 32 * 2 * 3 * 4096 * 7168 * 2 / 3.35e12;
   printf "routed experts of a decode step: fused %.3f ms, per-expert %.3f ms, active weights at the HBM rate %.3f ms\n",
          f * 1e3, p * 1e3, w * 1e3; exit !(f >= w && f < 2 * w && p >= f) }'
