@@ -648,6 +648,10 @@ static inline int plan_fp8_cast_what(int32_t tag) { return tag % 4; }
 /* Device-memory bytes of quantizing `elems` BF16 elements to FP8 under p's recipe (plan_fp8.c says which
  * passes each recipe runs). */
 double plan_fp8_cast_bytes(const plan *p, double elems);
+/* Sequence parallelism: the quantize of the local rows before an FP8 all-gather, and the columnwise copy
+ * made from the gathered FP8 rows after it (0 where none is made). */
+double plan_fp8_sp_quantize_bytes(const plan *p, double local_elems);
+double plan_fp8_sp_transpose_bytes(const plan *p, double gathered_elems);
 /* Bytes one GPU holds for FP8 beyond the BF16 model's: per parameter of the FP8 GEMMs (their FP8 copies; negative:
  * fewer, an FP8 parameter with one copy under fp8_param_gather) */
 double plan_fp8_weight_bytes_per_param(const plan *p);

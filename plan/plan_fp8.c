@@ -54,6 +54,28 @@ double plan_fp8_cast_bytes(const plan *p, double elems) {
   return p->fp8_recipe == PLAN_FP8_OFF ? 0.0 : per * elems;
 }
 
+/* The quantize of a sequence-parallel rank's own rows before TE all-gathers them in FP8 (Transformer Engine
+ * v2.9 / v2.10, `distributed.py` `_all_gather_fp8`, `module/base.py` `grad_output_preprocess`,
+ * `fill_userbuffers_buffer_for_all_gather`, `layernorm_linear.py`): the per-tensor recipes quantize the
+ * local rows rowwise only (the quantizer's usage set to rowwise, columnwise off: 2 + 1 bytes an element,
+ * plus current scaling's amax pass); MXFP8 writes both usages of the local rows (it gathers each usage it
+ * needs, plan_fp8_sp_gather_elem_bytes), as plan_fp8_cast_bytes. */
+double plan_fp8_sp_quantize_bytes(const plan *p, double local_elems) {
+  if (p->fp8_recipe == PLAN_FP8_OFF) return 0.0;
+  if (p->fp8_recipe == PLAN_FP8_MXFP8) return plan_fp8_cast_bytes(p, local_elems);
+  return (2.0 + 1.0 + (p->fp8_recipe == PLAN_FP8_TENSORWISE ? 2.0 : 0.0)) * local_elems;
+}
+
+/* The columnwise copy of a tensor gathered in FP8 rowwise: where the GEMMs need one (fp8_copies 2, a
+ * per-tensor recipe on Hopper) TE makes it from the gathered FP8 data (`_create_transpose`, through
+ * update_usage(columnwise_usage=True) before the wgrad): read 1 byte, write 1 byte an element of the
+ * gathered rows. None on Blackwell (the GEMMs read the rowwise copy) nor under MXFP8 (both usages
+ * gathered). */
+double plan_fp8_sp_transpose_bytes(const plan *p, double gathered_elems) {
+  if (p->fp8_recipe == PLAN_FP8_OFF || p->fp8_recipe == PLAN_FP8_MXFP8 || fp8_copies(p) < 2.0) return 0.0;
+  return 2.0 * gathered_elems;
+}
+
 /* The weights' FP8 copies TE caches for the iteration: fp8_copies bytes a parameter (plus the MXFP8 scales).
  * With fp8_param_gather the parameter itself is the FP8 rowwise copy (1 byte instead of BF16's 2), so only a
  * columnwise copy is more: 2 - 2 = 0 net with two copies, 1 - 2 = -1 with one. */

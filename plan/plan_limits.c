@@ -35,6 +35,7 @@ double plan_estimate_ops_per_rank(const plan *p) {
   int fp8 = 0;
   for (int i = 0; i < n && n < MODEL_MAX_LAYER_OPS; i++) fp8 += plan_fp8_gemm(p, &ops[i]);
   per += (p->recompute == MODEL_RECOMPUTE_FULL ? 3.0 : 2.0) * fp8;
+  if (p->sequence_parallel && p->tp > 1) per += fp8; /* the transposes after the FP8 gathers (fp8_sp_transpose) */
   double micro = (double)p->global_batch / ((double)p->micro_batch * (p->dp > 0 ? p->dp : 1));
   return micro * layers * per + (16.0 + fp8) * layers + 256.0;
 }

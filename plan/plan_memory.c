@@ -201,17 +201,25 @@ double plan_bwd_transient_bytes(const plan *p) {
  * common/comm_gemm_overlap/comm_gemm_overlap.cpp, CommOverlapP2PBase::initialize): a reduce-scatter run
  * as ring_exchange (proj_fprop, fc2_fprop, or qkv_dgrad / fc1_dgrad when they reduce-scatter) holds
  * 2 tp - 1 chunks of 1/tp of the shape; a qkv_dgrad / fc1_dgrad that is not bulk drops its wgrad's
- * buffer. Not measured here. */
+ * buffer. Under an FP8 recipe (layout.fp8) initialize_ub allocates the all-gather buffers (its
+ * layers_all_gather_overlap: qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad, and qkv_dgrad / fc1_dgrad unless
+ * they reduce-scatter) as uint8, fp8_buf, 1 byte an element (TE v2.9 / v2.10, module/base.py); the
+ * reduce-scatter buffers stay bf16. Not measured here. */
 double plan_tpo_buffer_bytes(const plan *p) {
   if (!p->tp_comm_overlap) return 0;
-  const double buffer = 2.0 * p->micro_batch * plan_local_seq(p) * (double)p->model.hidden;
-  double buffers = 0; /* in units of `buffer`: 10 with TE's defaults */
+  const double elems = (double)p->micro_batch * plan_local_seq(p) * (double)p->model.hidden;
+  double bytes = 0;
   for (int g = 0; g < PLAN_TPO_GEMMS; g++) {
     if ((g == PLAN_TPO_QKV_WGRAD || g == PLAN_TPO_FC1_WGRAD) && plan_tpo_dgrad_scatters(p, g - 1)) continue;
     bool scatters = g == PLAN_TPO_PROJ_FPROP || g == PLAN_TPO_FC2_FPROP || plan_tpo_dgrad_scatters(p, g);
-    buffers += scatters && plan_tpo_method_of(p, g) == PLAN_TPO_RING_EXCHANGE ? (2.0 * p->tp - 1) / p->tp : 1.0;
+    double n = scatters && plan_tpo_method_of(p, g) == PLAN_TPO_RING_EXCHANGE ? (2.0 * p->tp - 1) / p->tp : 1.0;
+    /* TE's fp8_buf: an all-gather buffer is uint8 under an FP8 recipe, a reduce-scatter one (the wgrads'
+     * too) stays bf16 */
+    bool gathers = !scatters && g != PLAN_TPO_QKV_WGRAD && g != PLAN_TPO_FC1_WGRAD;
+    double elem_bytes = p->fp8_recipe != PLAN_FP8_OFF && gathers ? 1.0 : 2.0;
+    bytes += n * elems * elem_bytes;
   }
-  return buffers * buffer + 2.0 * 32.0 * 1048576.0;
+  return bytes + 2.0 * 32.0 * 1048576.0;
 }
 
 /* Beyond the tensors: the runtime (RUNTIME_BYTES), one NCCL communicator per

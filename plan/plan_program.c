@@ -339,12 +339,30 @@ static int ring_gathered_gemm(builder *b, int i, int layer, int micro, int chunk
 
 /* layout.fp8 (plan_fp8.c): Transformer Engine's quantize of one tensor of FP8 GEMM i (what: the input, the
  * output gradient or the weight, PLAN_FP8_CAST_*) to FP8, a memory-bound op of its own before the GEMM. */
-static int fp8_cast(builder *b, plan_phase phase, int i, int what, int layer, int micro, int chunk, double elems) {
-  int32_t c = compute(b, phase, PLAN_MOP_FP8_CAST, PLAN_PART_WHOLE, layer, micro, chunk, 0.0,
-                      plan_fp8_cast_bytes(b->p, elems));
+static int fp8_cast_op(builder *b, plan_phase phase, int i, int what, int layer, int micro, int chunk, double bytes) {
+  if (bytes <= 0.0) return 0;
+  int32_t c = compute(b, phase, PLAN_MOP_FP8_CAST, PLAN_PART_WHOLE, layer, micro, chunk, 0.0, bytes);
   CHECK(c);
   at(b, c)->tag = plan_fp8_cast_tag(i, what);
   return 0;
+}
+static int fp8_cast(builder *b, plan_phase phase, int i, int what, int layer, int micro, int chunk, double elems) {
+  return fp8_cast_op(b, phase, i, what, layer, micro, chunk, plan_fp8_cast_bytes(b->p, elems));
+}
+
+/* Sequence parallelism: the tensor of FP8 GEMM i that TE all-gathers in FP8 (the column-parallel input, the
+ * row-parallel output gradient: `what`, of `gathered` elements) is quantized as the rank's own 1/tp of the
+ * rows before the gather (sp_quantize), and its columnwise copy, where one is made, comes from the gathered
+ * FP8 rows after it (sp_transpose; plan_fp8.c cites the source). */
+static int fp8_sp_quantize(builder *b, plan_phase phase, int i, int what, int layer, int micro, int chunk,
+                           double gathered) {
+  if (!plan_fp8_gemm(b->p, &b->ops[i])) return 0;
+  return fp8_cast_op(b, phase, i, what, layer, micro, chunk, plan_fp8_sp_quantize_bytes(b->p, gathered / b->p->tp));
+}
+static int fp8_sp_transpose(builder *b, plan_phase phase, int i, int what, int layer, int micro, int chunk,
+                            double gathered) {
+  if (!plan_fp8_gemm(b->p, &b->ops[i])) return 0;
+  return fp8_cast_op(b, phase, i, what, layer, micro, chunk, plan_fp8_sp_transpose_bytes(b->p, gathered));
 }
 
 /* The casts before FP8 GEMM i's forward: its weight in the first micro-batch's forward only (TE caches the
@@ -354,12 +372,13 @@ static int fp8_cast(builder *b, plan_phase phase, int i, int what, int layer, in
  * which quantizes it, every iteration (reuse_grad_buf_for_mxfp8_param_ag, which Megatron-Bridge's MXFP8
  * recipe sets: core_v0.15.0 param_and_grad_buffer.py, finish_param_sync)), its input every time (a
  * recomputation too). */
-static int fp8_forward_casts(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
+static int fp8_forward_casts(builder *b, int i, int layer, int micro, int chunk, plan_phase phase, bool gathered) {
   const model_op *o = &b->ops[i];
   if (!plan_fp8_gemm(b->p, o)) return 0;
   const bool weight_cast = !b->p->fp8_param_gather || b->p->fp8_recipe == PLAN_FP8_MXFP8;
   if (phase == PLAN_PHASE_FWD && micro == 0 && weight_cast)
     CHECK(fp8_cast(b, phase, i, PLAN_FP8_CAST_WEIGHT, layer, micro, chunk, (double)o->k * (double)o->n));
+  if (gathered) return 0; /* quantized before the gather (fp8_sp_quantize) */
   return fp8_cast(b, phase, i, PLAN_FP8_CAST_INPUT, layer, micro, chunk, (double)o->m * (double)o->k);
 }
 
@@ -371,17 +390,20 @@ static int op_forward(builder *b, int i, int layer, int micro, int chunk, plan_p
   if (o->parallel == MODEL_PAR_EXPERT) return plan_moe_forward_op(b, i, layer, micro, chunk, phase);
   if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp && b->p->tp_comm_overlap) {
     CHECK(fp8_amax_reduce(b, i, phase, layer, micro, chunk));
-    CHECK(fp8_forward_casts(b, i, layer, micro, chunk, phase));
+    CHECK(fp8_sp_quantize(b, phase, i, PLAN_FP8_CAST_INPUT, layer, micro, chunk, (double)o->m * (double)o->k));
+    CHECK(fp8_forward_casts(b, i, layer, micro, chunk, phase, true));
     return ring_gathered_gemm(b, i, layer, micro, chunk, phase, PLAN_PART_WHOLE, o->flops_fwd, o->bytes_fwd,
                               sp_gather_bytes(b, i, false));
   }
-  if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) {
+  const bool gathered = o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp;
+  if (gathered) {
     CHECK(fp8_amax_reduce(b, i, phase, layer, micro, chunk));
+    CHECK(fp8_sp_quantize(b, phase, i, PLAN_FP8_CAST_INPUT, layer, micro, chunk, (double)o->m * (double)o->k));
     int32_t ag = sp_allgather(b, i, phase, layer, micro, chunk, sp_gather_bytes(b, i, false), b->last_op);
     CHECK(ag);
     wait_for(b, ag);
   }
-  CHECK(fp8_forward_casts(b, i, layer, micro, chunk, phase));
+  CHECK(fp8_forward_casts(b, i, layer, micro, chunk, phase, gathered));
   if (o->kind == MODEL_OP_ATTENTION && plan_cp(b->p) > 1) return plan_cp_attention_forward(b, i, layer, micro, chunk, phase);
   if (o->parallel == MODEL_PAR_ROW && tp && (b->p->tp_overlap_chunks > 1 || b->p->tp_comm_overlap))
     return row_parallel_chunked(b, i, layer, micro, chunk, phase);
@@ -433,20 +455,23 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
     }
     if (o->parallel == MODEL_PAR_ROW && sp && tp && p->tp_comm_overlap) { /* ring-exchanged output gradient */
       CHECK(fp8_amax_reduce(b, i, PLAN_PHASE_BWD, layer, micro, chunk));
-      if (plan_fp8_gemm(p, o)) /* the output gradient's quantize (for the dgrad and the wgrad) */
-        CHECK(fp8_cast(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, (double)o->m * (double)o->n));
+      const double dy = (double)o->m * (double)o->n; /* the gathered output gradient's elements */
+      CHECK(fp8_sp_quantize(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, dy));
       CHECK(ring_gathered_gemm(b, i, layer, micro, chunk, PLAN_PHASE_BWD, PLAN_PART_DGRAD, o->flops_bwd / 2,
                                o->bytes_bwd / 2, sp_gather_bytes(b, i, true)));
+      CHECK(fp8_sp_transpose(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, dy)); /* for the wgrad */
       CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2, o->bytes_bwd / 2));
       continue;
     }
     if (o->parallel == MODEL_PAR_ROW && sp && tp) {
+      const double dy = (double)o->m * (double)o->n; /* the gathered output gradient's elements */
       CHECK(fp8_amax_reduce(b, i, PLAN_PHASE_BWD, layer, micro, chunk));
+      CHECK(fp8_sp_quantize(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, dy));
       int32_t ag = sp_allgather(b, i, PLAN_PHASE_BWD, layer, micro, chunk, sp_gather_bytes(b, i, true), b->last_op);
       CHECK(ag);
       wait_for(b, ag);
-    }
-    if (plan_fp8_gemm(p, o)) /* the output gradient's quantize (for the dgrad and the wgrad) */
+      CHECK(fp8_sp_transpose(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, dy));
+    } else if (plan_fp8_gemm(p, o)) /* the output gradient's quantize (for the dgrad and the wgrad) */
       CHECK(fp8_cast(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_GRAD, layer, micro, chunk, (double)o->m * (double)o->n));
     if (o->parallel == MODEL_PAR_COLUMN && b->last_col[i] && sp && tp) {
       regather = sp_allgather(b, i, PLAN_PHASE_BWD, layer, micro, chunk, sp_gather_bytes(b, i, false), b->last_op);
@@ -475,6 +500,8 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
                                              PLAN_COLL_REDUCESCATTER, 2);
       CHECK(reduce);
       wait_for(b, regather);
+      CHECK(fp8_sp_transpose(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_INPUT, layer, micro, chunk,
+                             (double)o->m * (double)o->k)); /* the re-gathered input's, for the wgrad */
       CHECK(compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2, o->bytes_bwd / 2));
       regather = -1;
       wait_for(b, reduce);
@@ -490,6 +517,9 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
       CHECK(reduce);
     }
     if (o->parallel == MODEL_PAR_COLUMN) wait_for(b, regather);
+    if (o->parallel == MODEL_PAR_COLUMN && b->first_col[i] && sp && tp) /* the re-gathered input's, for the wgrad */
+      CHECK(fp8_sp_transpose(b, PLAN_PHASE_BWD, i, PLAN_FP8_CAST_INPUT, layer, micro, chunk,
+                             (double)o->m * (double)o->k));
     int32_t w = compute(b, PLAN_PHASE_BWD, i, PLAN_PART_WGRAD, layer, micro, chunk, o->flops_bwd / 2,
                         o->bytes_bwd / 2);
     CHECK(w);

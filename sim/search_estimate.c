@@ -138,6 +138,16 @@ static double fp8_cast_s(estimator *x, const model_op *o, double elems) {
   return kernel_s(x, "elementwise", plan_fp8_cast_bytes(x->p, elems), 0, false);
 }
 
+/* The same for a tensor all-gathered in FP8 under SP (plan_program.c, fp8_sp_quantize / fp8_sp_transpose):
+ * the quantize of the local 1/tp of its `elems` and, where one is made, the transpose of the gathered rows
+ * (the program runs the input's in the backward; the estimate counts it with the forward's quantize). */
+static double fp8_gathered_cast_s(estimator *x, const model_op *o, double elems) {
+  if (!plan_fp8_gemm(x->p, o)) return 0;
+  const double transpose = plan_fp8_sp_transpose_bytes(x->p, elems);
+  return kernel_s(x, "elementwise", plan_fp8_sp_quantize_bytes(x->p, elems / x->p->tp), 0, false) +
+         (transpose > 0 ? kernel_s(x, "elementwise", transpose, 0, false) : 0.0);
+}
+
 /* Attention as the simulator prices it (sim_costs.c): the table of the
  * model's head dimension and the plan's sequence when the calibration has it,
  * else the FLOP-keyed one (backward: "attention_bwd" when present). The memo
@@ -422,9 +432,10 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
   for (int i = 0; i < n; i++) {
     const model_op *o = &ops[i];
     double t = o->kind == MODEL_OP_GEMM ? linear_gemm_s(x, o, o->m, o->n, o->k, false) : other_op_s(x, o, false);
-    fwd += t + fp8_cast_s(x, o, (double)o->m * (double)o->k); /* (layout.fp8: the input's cast) */
-    if (clock_gemm(o)) fwd_gemm += t;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
+    const double in = (double)o->m * (double)o->k; /* (layout.fp8: the input's cast) */
+    fwd += t + (sp && starts_block ? fp8_gathered_cast_s(x, o, in) : fp8_cast_s(x, o, in));
+    if (clock_gemm(o)) fwd_gemm += t;
     if (sp && starts_block)
       fwd_comm += amax_s(x, o) + sp_msg_s(x, PLAN_TRAFFIC_TP_FWD, o, false, act_bytes, &fwd_codec);
     if (tp && o->parallel == MODEL_PAR_ROW)
@@ -444,7 +455,8 @@ static void layer_costs(estimator *x, const model_op *ops, int n, double act_byt
       continue;
     }
     double dgrad = linear_gemm_s(x, o, o->m, o->k, o->n, false), wgrad = linear_gemm_s(x, o, o->k, o->n, o->m, true);
-    bwd += dgrad + wgrad + fp8_cast_s(x, o, (double)o->m * (double)o->n); /* (layout.fp8: dY's cast) */
+    const double dy = (double)o->m * (double)o->n; /* (layout.fp8: dY's cast) */
+    bwd += dgrad + wgrad + (sp && o->parallel == MODEL_PAR_ROW ? fp8_gathered_cast_s(x, o, dy) : fp8_cast_s(x, o, dy));
     bwd_gemm += dgrad + wgrad;
     bool starts_block = o->parallel == MODEL_PAR_COLUMN && (i == 0 || ops[i - 1].parallel != MODEL_PAR_COLUMN);
     if (tp && starts_block) {

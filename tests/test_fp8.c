@@ -197,6 +197,63 @@ static void test_program(void) {
   plan_program_free(&prog);
 }
 
+/* Under sequence parallelism TE quantizes only the rank's own rows of a tensor it all-gathers in FP8 (qkv's
+ * and fc1's input, attn_out's and fc2's output gradient) and, where the GEMMs need a columnwise copy (the
+ * per-tensor recipes on Hopper), makes it from the gathered FP8 rows (plan_fp8.c cites the source). By hand
+ * on gpt-h4096 at TP 2 (4,096 gathered rows, 2,048 local; h 4,096, ffn 16,384): each tensor gathered is
+ * 4,096 x 4,096 elements (qkv's and fc1's input h wide, attn_out's dY h wide, fc2's dY h wide), local half.
+ *   tensorwise, H200: quantize 2 + 1 + 2 (amax) = 5 bytes a local element, transpose 2 a gathered one;
+ *   delayed, H200: 3 and 2; tensorwise, B200 (one FP8 copy): 5 and none;
+ *   mxfp8, B200: both usages of the local rows, 2 + 2 + 2/32, and no transpose (both usages gathered).
+ * Micro-batch 1 (no weight casts): per layer 2 input quantizes (forward), 2 input transposes (backward, after
+ * the re-gather), 2 output-gradient quantizes and 2 transposes; the tensors not gathered (attn_out's and
+ * fc2's input, qkv's and fc1's output gradient) keep their whole cast (plan_fp8_cast_bytes). */
+static void check_sp_casts(const char *recipe, const char *cluster, double quantize, double transpose) {
+  static plan p;
+  ts_err e = {0};
+  char layout[256];
+  snprintf(layout, sizeof layout, "{\"tp\": 2, \"dp\": 4, \"sequence_parallel\": true, \"fp8\": \"%s\"}", recipe);
+  CU_ASSERT_EQUAL_FATAL(load_plan(&p, layout, cluster, &e), 0);
+  const double gathered = 4096.0 * 4096.0, local = gathered / 2;
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  model_shard s = {.tp = 2, .sequence_parallel = true, .micro_batch = 2, .seq = 2048, .no_hidden_dropout = true};
+  CU_ASSERT_FATAL(model_layer_ops(&p.model, &s, ops, MODEL_MAX_LAYER_OPS, &e) > 0);
+  plan_program prog;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int n_quantize = 0, n_transpose = 0, n_full = 0;
+  for (int i = 0; i + 1 < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->model_op != PLAN_MOP_FP8_CAST || op->micro != 1 || op->layer != 0) continue;
+    const int what = plan_fp8_cast_what(op->tag);
+    const model_op *g = &ops[plan_fp8_cast_gemm(op->tag)];
+    CU_ASSERT_NOT_EQUAL_FATAL(what, PLAN_FP8_CAST_WEIGHT);
+    const bool col = !strcmp(g->name, "qkv") || !strcmp(g->name, "fc1");
+    if (col != (what == PLAN_FP8_CAST_INPUT)) { /* attn_out's and fc2's input, qkv's and fc1's dY: not gathered */
+      NEAR(op->bytes, plan_fp8_cast_bytes(&p, what == PLAN_FP8_CAST_INPUT ? (double)g->m * g->k : (double)g->m * g->n),
+           1e-15);
+      n_full++;
+    } else if (prog.ops[i + 1].kind == PLAN_OP_COLLECTIVE) { /* the quantize before the gather */
+      NEAR(op->bytes, quantize * local, 1e-15);
+      n_quantize++;
+    } else { /* the transpose after it, in the backward */
+      CU_ASSERT_EQUAL(op->phase, PLAN_PHASE_BWD);
+      NEAR(op->bytes, transpose * gathered, 1e-15);
+      n_transpose++;
+    }
+  }
+  CU_ASSERT_EQUAL(n_quantize, 4);
+  CU_ASSERT_EQUAL(n_transpose, transpose > 0 ? 4 : 0);
+  CU_ASSERT_EQUAL(n_full, 4);
+  plan_program_free(&prog);
+}
+
+static void test_sp_casts(void) {
+  check_sp_casts("tensorwise", "h200x8-nvswitch", 5.0, 2.0);
+  check_sp_casts("delayed", "h200x8-nvswitch", 3.0, 2.0);
+  check_sp_casts("tensorwise", "b200x8-nvswitch", 5.0, 0.0);
+  check_sp_casts("mxfp8", "b200x8-nvswitch", 4.0 + 2.0 / 32.0, 0.0);
+}
+
 /* The TP and DP collectives' bytes under each recipe, by hand: gpt-h4096 (h 4,096, micro 2 x seq 2,048 = 4,096
  * tokens) on 8 GPUs, TP 2 with sequence parallelism, DP 4 with the distributed optimizer and fp8_param_gather.
  * A BF16 sequence-parallel all-gather moves 2 x 4,096 x 4,096 bytes. Under FP8 (Transformer Engine v2.9 /
@@ -559,6 +616,8 @@ int main(void) {
   CU_pSuite s = CU_add_suite("fp8", NULL, NULL);
   CU_add_test(s, "layout.fp8 and fp8_param_gather: accepted, refused naming the field", test_loader);
   CU_add_test(s, "the four linear GEMMs in FP8, TE's casts before them", test_program);
+  CU_add_test(s, "sequence parallelism: the local rows quantized before the FP8 gather, the transpose after, by hand",
+              test_sp_casts);
   CU_add_test(s, "an FP8 GEMM transferred from BF16 and a cast, by hand; a gemm_fp8 point wins", test_costs_by_hand);
   CU_add_test(s, "MXFP8 GEMMs: the per-tensor price times the catalogue's measured ratio", test_mxfp8_gemm_ratio);
   CU_add_test(s, "per-tensor FP8 on a GPU with any-layout FP8 GEMMs: one FP8 copy", test_non_tn_copies);

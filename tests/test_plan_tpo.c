@@ -152,6 +152,25 @@ static void test_userbuffer_memory(void) {
   }
 }
 
+/* Under an FP8 recipe Transformer Engine's initialize_ub allocates the all-gather userbuffers as uint8
+ * (fp8_buf): with the defaults six all-gather buffers (qkv_fprop, qkv_dgrad, proj_dgrad, fc1_fprop,
+ * fc1_dgrad, fc2_dgrad) at 1 byte an element and four reduce-scatter ones (proj_fprop, fc2_fprop,
+ * qkv_wgrad, fc1_wgrad) at 2: 14 bytes per element of [seq x micro, hidden] instead of 20. qkv_dgrad as
+ * ring_exchange reduce-scatters (bf16, 2 tp - 1 chunks of 1/tp: 3/2 at tp 2) and drops qkv_wgrad's buffer:
+ * 5 x 1 + 3 x 2 + 1.5 x 2 = 14 again, by other buffers. */
+static void test_userbuffer_memory_fp8(void) {
+  plan a, b;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load(2, ", \"tp_comm_overlap\": true, \"fp8\": \"tensorwise\"", 256, &a, &e), 0);
+  const double elems = 1.0 * 256 * a.model.hidden, ws = 2 * 32.0 * 1048576;
+  CU_ASSERT_DOUBLE_EQUAL(plan_tpo_buffer_bytes(&a), (6 * 1.0 + 4 * 2.0) * elems + ws, 0.5);
+  int rc = load(2, ", \"tp_comm_overlap\": true, \"fp8\": \"tensorwise\", "
+                   "\"tp_comm_overlap_cfg\": {\"qkv_dgrad\": {\"method\": \"ring_exchange\"}}", 256, &b, &e);
+  if (rc) printf("\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_DOUBLE_EQUAL(plan_tpo_buffer_bytes(&b), (5 * 1.0 + 3 * 2.0 + 1.5 * 2.0) * elems + ws, 0.5);
+}
+
 /* TACO on the overlapped pieces (codec.tp_fwd / tp_bwd): each ring step and each pipelined reduce-scatter
  * piece is a message of its own, compressed when it reaches codec_min_bytes, its wire bytes TACO's for its
  * own size; a threshold above a ring step but below the whole gather sends the steps plain where the
@@ -508,6 +527,8 @@ int main(void) {
   CU_add_test(s, "tp_comm_overlap: SMs of the comm kernel beside each GEMM", test_comm_sms);
   CU_add_test(s, "tp_comm_overlap: userbuffers in the memory model", test_userbuffer_memory);
   CU_add_test(s, "tp_comm_overlap: TACO on each piece, codec_min_bytes per piece", test_taco_pieces);
+  CU_add_test(s, "tp_comm_overlap: FP8 all-gather userbuffers hold 1 byte an element, worked by hand",
+              test_userbuffer_memory_fp8);
   CU_add_test(s, "tp_comm_overlap: rules", test_rules);
   CU_add_test(s, "tp_comm_overlap_cfg: pieces, SMs and userbuffers by method, worked by hand", test_cfg_pieces);
   CU_add_test(s, "tp_comm_overlap_cfg: each rule names its field", test_cfg_rules);
