@@ -32,6 +32,17 @@
  *   tp2 pp2 dp1: vpp 1 or 2 x micro 1 or 2            -> 4 x 2 x 1 x 3 = 24
  *   tp4 pp1 dp1: micro 1 or 2                         -> 2 x 2 x 1 x 3 = 12
  *   total 90; tp3 never (it divides neither 4 heads nor 4 GPUs). */
+/* The report sim_search_print writes, as a string (free it), or NULL. */
+static char *printed_report(const sim_search_result *r, const sim_search_options *o) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return NULL;
+  sim_search_print(r, o, f);
+  fclose(f);
+  return text;
+}
+
 static model_config hand_model(void) {
   model_config m;
   memset(&m, 0, sizeof m);
@@ -877,12 +888,8 @@ static void test_fp8_recipes_simulated(void) {
   CU_ASSERT_NOT_EQUAL(r.cands[0].layout.fp8, r.cands[1].layout.fp8);
   /* the FP8 layout first (faster), the BF16 one still simulated */
   CU_ASSERT_EQUAL(r.cands[0].layout.fp8, PLAN_FP8_TENSORWISE);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&buf, &len);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(mem);
-  sim_search_print(&r, &o, mem);
-  fclose(mem);
+  char *buf = printed_report(&r, &o);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
   CU_ASSERT_PTR_NOT_NULL(strstr(buf, "best simulated layout of each FP8 recipe"));
   char want[64];
   snprintf(want, sizeof want, "%.3fx", r.cands[0].sim_tokens_per_s / r.cands[1].sim_tokens_per_s);
@@ -971,12 +978,8 @@ static void test_failed_rows_name_their_reason(void) {
   snprintf(c[3].error, sizeof c[3].error, "simulator failure: fwd.attn priced below the GPU's ceiling");
   sim_search_result r = {.n = 4, .cands = c, .candidates = 4, .simulations = 4, .failures = 2, .gpus = 8,
                          .layouts_simulated = 2, .seq = 8, .global_batch = 8};
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  sim_search_print(&r, &o, f);
-  fclose(f);
+  char *text = printed_report(&r, &o);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
   /* each failure a row marked x, with its reason */
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "simulation failed: simulator failure: rank 3 never finished op layer0.mb0.fwd.qkv"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "simulation failed: simulator failure: fwd.attn priced below the GPU's ceiling"));
