@@ -15,16 +15,8 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../.." && pwd)"
-TACOSIM="$ROOT/build/sim/tacosim"
-WORK="$ROOT/experiments/data/work/moe-infer"
-while [ $# -gt 0 ]; do
-  case "$1" in
-  --tacosim) TACOSIM="$2"; shift 2 ;;
-  --work) WORK="$2"; shift 2 ;;
-  -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-  *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
+. "$HERE/../set_opts.sh"
+set_opts moe-infer 2,15 "$@"
 mkdir -p "$WORK"
 cd "$ROOT"
 predict() { # PLAN KIND KERNEL: the prediction in the row's unit (ms for a kernel row, s for an e2e row)
