@@ -15,8 +15,6 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../.." && pwd)"
 . "$HERE/../set_opts.sh"
 set_opts mbridge-fp8 2,13 "$@"
-mkdir -p "$WORK"
-cd "$ROOT"
 {
   printf '%-16s %-10s %6s %14s %14s %8s %10s\n' row system gpus published predicted error iter_s
   grep -v '^#' "$HERE/published.csv" | tail -n +2 | while IFS=, read -r name sys row gpus prec gbs mbs seq tp pp cp vp tok tfl; do

@@ -17,8 +17,6 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../.." && pwd)"
 . "$HERE/../set_opts.sh"
 set_opts moe-infer 2,15 "$@"
-mkdir -p "$WORK"
-cd "$ROOT"
 predict() { # PLAN KIND KERNEL: the prediction in the row's unit (ms for a kernel row, s for an e2e row)
   local plan="$WORK/$(basename "$1" .json)-$3.json"
   sed "s/\"moe_kernel\": \"fused\"/\"moe_kernel\": \"$3\"/" "$1" > "$plan"
