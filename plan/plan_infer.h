@@ -18,6 +18,14 @@ typedef enum { PLAN_KV_BF16, PLAN_KV_FP8 } plan_kv_precision;
  * per-expert: one GEMM an expert that gets rows, as the training executor runs an MoE layer. */
 typedef enum { PLAN_MOE_KERNEL_PER_EXPERT, PLAN_MOE_KERNEL_FUSED } plan_moe_kernel;
 const char *plan_moe_kernel_name(plan_moe_kernel k);
+/* "quantization": none (default): BF16 weights and GEMMs. fp8: the linear layers' weights held in E4M3 (1 byte
+ * a parameter) and their GEMMs run in FP8 with per-tensor scales (W8A8, as TensorRT-LLM's --use_fp8 /
+ * --enable_fp8 and vLLM's --quantization fp8 serve them), the activations quantized inside the kernel that
+ * produces them (TensorRT-LLM fuses it into the norm and activation kernels: no op of its own); the embedding,
+ * the output layer and attention stay BF16. The KV cache is the "kv_cache" field's. Dense models on GPUs with
+ * FP8 tensor cores only. */
+typedef enum { PLAN_QUANT_NONE, PLAN_QUANT_FP8 } plan_infer_quant;
+const char *plan_infer_quant_name(plan_infer_quant q);
 
 typedef struct {
   char path[512];
@@ -34,6 +42,7 @@ typedef struct {
   double codec_min_bytes; /* messages smaller than this travel uncompressed (default 0: the calibration decides) */
   bool codec_auto;        /* true (default): a message travels plain when the calibration says the codec is slower */
   plan_moe_kernel moe_kernel; /* "moe_kernel" (MoE models only; default fused) */
+  plan_infer_quant quant;     /* "quantization" (default none) */
 } plan_infer;
 
 /* Whether a plan file says "kind": "inference" (a training plan has no "kind").
@@ -58,7 +67,7 @@ int plan_infer_validate(const plan_infer *p, ts_err *e);
 double plan_infer_kv_bytes(const plan_infer *p, long long tokens);
 
 typedef struct {
-  double weights;  /* bf16 parameters of the stage's layers (+ embedding / head) */
+  double weights;  /* parameters of the stage's layers (+ embedding / head): 2 B each, 1 B the FP8 linear layers' */
   double kv_cache; /* at the end of generation: prompt + generate tokens */
   double total;
 } plan_infer_memory;

@@ -16,6 +16,10 @@ static const char *const moe_kernel_names[] = {"per-expert", "fused", NULL};
 
 const char *plan_moe_kernel_name(plan_moe_kernel k) { return moe_kernel_names[k == PLAN_MOE_KERNEL_FUSED]; }
 
+static const char *const quant_names[] = {"none", "fp8", NULL};
+
+const char *plan_infer_quant_name(plan_infer_quant q) { return quant_names[q == PLAN_QUANT_FP8]; }
+
 int plan_file_is_inference(const char *path, bool *is_inference, ts_err *e) {
   *is_inference = false;
   json_t *root = tsj_load_file(path, e);
@@ -36,7 +40,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                      plan_infer *p, ts_err *e) {
   static const char *const top_keys[] = {"schema", "kind", "name", "description", "model", "cluster", "layout",
                                          "batch", "kv_cache", "codec", "codec_min_bytes", "codec_auto",
-                                         "layers_override", "moe_kernel", NULL};
+                                         "layers_override", "moe_kernel", "quantization", NULL};
   static const char *const layout_keys[] = {"tp", "pp", NULL};
   static const char *const batch_keys[] = {"size", "prompt", "generate", NULL};
   static const char *const kind_names[] = {"inference", NULL};
@@ -79,6 +83,9 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
     return -1;
   p->moe_kernel = (plan_moe_kernel)moe_kernel;
   const bool moe_kernel_given = json_object_get(root, "moe_kernel") != NULL;
+  int quant;
+  if (tsj_enum_opt(root, "quantization", quant_names, PLAN_QUANT_NONE, &quant, file, NULL, e)) return -1;
+  p->quant = (plan_infer_quant)quant;
 
   ts_err sub;
   if (model_load(model_name, models_dir, &p->model, &sub))
@@ -152,6 +159,12 @@ int plan_infer_validate(const plan_infer *p, ts_err *e) {
     return ts_fail(e, f, "batch.generate", "prompt %d + generate %d exceed the maximum sequence %d of %s", p->prompt,
                    p->generate, m->max_seq, m->name);
   if (validate_codec(p, e)) return -1;
+  if (p->quant == PLAN_QUANT_FP8 && !(p->cluster.gpu.fp8_tflops > 0))
+    return ts_fail(e, f, "quantization", "fp8: the %s of %s has no FP8 tensor cores (GPU catalogue: fp8_tflops)",
+                   p->cluster.gpu.name, p->cluster.name);
+  if (p->quant == PLAN_QUANT_FP8 && model_is_moe(m))
+    return ts_fail(e, f, "quantization", "fp8 on an MoE model (%s) is not modelled: its experts' FP8 GEMMs have "
+                   "no price", m->name);
   plan_infer_memory mem;
   if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");
   double hbm = p->cluster.gpu.hbm_gib * 1073741824.0;
@@ -196,6 +209,10 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
    * SGLang's TP MoE): no SP in a decode step of one token a sequence */
   out->moe_tokens_replicated = true;
   out->moe_fused = p->moe_kernel == PLAN_MOE_KERNEL_FUSED;
+  /* quantization fp8: the linear layers' GEMMs (plan_fp8_linear) priced as per-tensor-scaled FP8 GEMMs
+   * (sim_costs.c); the inference prediction takes no training cast ops (sim_infer.c prices the layer's
+   * model ops only), so the activations' quantization is free, as where the producing kernel does it */
+  if (p->quant == PLAN_QUANT_FP8) out->fp8_recipe = PLAN_FP8_TENSORWISE;
 }
 
 int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {
@@ -203,10 +220,20 @@ int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {
   static _Thread_local plan fwd; /* large (cluster tables): not on the stack */
   plan_infer_forward_plan(p, 1, &fwd);
   double kv = plan_infer_kv_bytes(p, (long long)p->prompt + p->generate);
+  double fp8_params = 0; /* a layer's FP8 linear parameters on one GPU: 1 byte each, not 2 */
+  if (p->quant == PLAN_QUANT_FP8) {
+    model_shard sh = plan_shard(&fwd);
+    model_op ops[MODEL_MAX_LAYER_OPS];
+    ts_err sub;
+    int n = model_layer_ops(&fwd.model, &sh, ops, MODEL_MAX_LAYER_OPS, &sub);
+    if (n < 0) return -1;
+    fp8_params = plan_fp8_gemm_params(&fwd, ops, n);
+  }
   for (int s = 0; s < p->pp; s++) {
     double params = plan_params_of_stage(&fwd, s);
     if (params < 0) return -1;
-    if (2.0 * params + kv > m->total) *m = (plan_infer_memory){2.0 * params, kv, 2.0 * params + kv};
+    double w = 2.0 * params - fp8_params * plan_stage_layers(&fwd, s);
+    if (w + kv > m->total) *m = (plan_infer_memory){w, kv, w + kv};
   }
   return 0;
 }

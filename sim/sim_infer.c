@@ -81,6 +81,15 @@ static double in_graph_s(const sim_costs *c, double s, int launches, double gap_
   return t > floor_s ? t : floor_s;
 }
 
+/* An op's FLOPs and bytes as the roofline sees them: an FP8 GEMM (quantization fp8: plan_fp8_gemm) does its
+ * FLOPs at the FP8 peak and reads its operands at about half their BF16 bytes (the ceiling check's rule,
+ * sim_costs.c), stated here in BF16-peak FLOPs; a grouped GEMM's idle experts' weights are not read. */
+static void roof_terms(const sim_costs *c, const model_op *m, double *flops, double *bytes) {
+  const topo_gpu *g = &c->p->cluster.gpu;
+  *flops = m->flops_fwd, *bytes = m->bytes_fwd - sim_grouped_idle_bytes(m);
+  if (plan_fp8_gemm(c->p, m) && g->fp8_tflops > 0) *flops *= g->bf16_tflops / g->fp8_tflops, *bytes *= 0.5;
+}
+
 /* One layer's compute ops other than attention (*gemm_s: of them the
  * GEMMs, *experts_s: of those the routed experts'); gap_s > 0: in a CUDA graph (in_graph_s: one launch a GEMM op),
  * *launches counts the launches it took the gap off. */
@@ -94,7 +103,9 @@ static int layer_rest_s(sim_costs *c, double gap_s, double *s, double *gemm_s, d
     double t;
     if (compute_op_s(c, i, m->flops_fwd, m->bytes_fwd, &t, e)) return -1;
     if (gap_s > 0 && m->kind == MODEL_OP_GEMM) {
-      t = in_graph_s(c, t, 1, gap_s, m->flops_fwd, m->bytes_fwd - sim_grouped_idle_bytes(m));
+      double fl, by;
+      roof_terms(c, m, &fl, &by);
+      t = in_graph_s(c, t, 1, gap_s, fl, by);
       (*launches)++;
     }
     *s += t;
@@ -395,7 +406,9 @@ static int burst_ttft(sim_costs *c, const schema_calibration *cal, int attn_inde
     else if (compute_op_s(c, i, m->flops_fwd, m->bytes_fwd, &L.s[L.n], e)) return -1;
     /* the clock's: tensor-core work that is compute-bound by the roofline; a memory-bound GEMM (few
      * tokens) runs at the HBM's pace, as the clock section's memory-bound kernel (mem_speed ~1) */
-    const bool compute_bound = m->flops_fwd / c->lk.roof.peak_flops > m->bytes_fwd / c->lk.roof.hbm_bytes_per_s;
+    double fl, by;
+    roof_terms(c, m, &fl, &by);
+    const bool compute_bound = fl / c->lk.roof.peak_flops > by / c->lk.roof.hbm_bytes_per_s;
     L.clocked[L.n++] = (i == attn_index || m->kind == MODEL_OP_GEMM) && compute_bound;
   }
   L.s[L.n] = 2.0 * ar_s, L.clocked[L.n++] = false;

@@ -19,9 +19,9 @@ static void print_phase(FILE *out, const char *name, const sim_infer_phase *ph, 
 
 void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) {
   const double gib = 1073741824.0;
-  fprintf(out, "inference plan %s: %s on %s, tp %d pp %d, batch %d, prompt %d, generate %d, kv %s\n", p->name,
+  fprintf(out, "inference plan %s: %s on %s, tp %d pp %d, batch %d, prompt %d, generate %d, kv %s%s\n", p->name,
           p->model.name, p->cluster.name, p->tp, p->pp, p->batch, p->prompt, p->generate,
-          plan_kv_precision_name(p->kv));
+          plan_kv_precision_name(p->kv), p->quant == PLAN_QUANT_FP8 ? ", FP8 weights and GEMMs (quantization fp8)" : "");
   fprintf(out, "codec of TP all-reduces: %s", plan_codec_kind_name(p->codec.kind));
   if (p->codec.kind == PLAN_CODEC_TACO || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " G=%d", p->codec.group);
   if (p->codec.kind == PLAN_CODEC_CAAT || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " p=%g", p->codec.p);
@@ -92,6 +92,7 @@ static json_t *result_json(const plan_infer *p, const sim_infer_result *r) {
                                 r->prefill.pp_s + steps * r->decode.pp_s, "dp_exposed_s", 0.0, "codec_s",
                                 r->prefill.codec_s + steps * r->decode.codec_s, "bubble_s", 0.0));
   json_object_set_new(o, "ranks", json_array());
+  json_object_set_new(o, "quantization", json_string(plan_infer_quant_name(p->quant)));
   if (r->options[0]) json_object_set_new(o, "options", json_string(r->options));
   return o;
 }

@@ -10,3 +10,8 @@ add_test(NAME infer COMMAND test_infer)
 add_executable(test_infer_ref ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_ref.c)
 target_link_libraries(test_infer_ref PRIVATE ts_ops_ref ts_kernels_ref ts_plan ts_schema PkgConfig::CUNIT m) # taco_fp8.h: the second E4M3
 add_test(NAME infer_ref COMMAND test_infer_ref)
+
+# The inference plan's "quantization": "fp8": FP8 weights' bytes by hand, decode GEMMs above their read floor
+# and below BF16's, refusals naming file and field (tests/infer_fp8.sh)
+add_test(NAME infer_fp8 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/infer_fp8.sh $<TARGET_FILE:tacosim>)
+set_tests_properties(infer_fp8 PROPERTIES LABELS "nosan")

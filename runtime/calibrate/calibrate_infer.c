@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calibrate.h"
+#include "calibrate_infer_fp8.h"
 #include "calibrate_small.h"
 #include "calibrate_time.h"
 #include "coll_taco.h"
@@ -553,6 +555,29 @@ done:
   return rc;
 }
 
+/* --fp8-gemms-only: each file's "gemm_fp8" list gains the points of `meas` it lacks. */
+static int add_fp8_points(const char *const *ins, int nin, const char *out_dir, const schema_calibration *meas, ts_err *e) {
+  for (int i = 0; i < nin; i++) {
+    schema_calibration cal;
+    char out[1024];
+    output_path(out, sizeof out, ins[i], out_dir);
+    if (schema_calibration_load(ins[i], &cal, e)) return 1;
+    int added = 0, bad = 0;
+    for (int j = 0; j < meas->n_gemm_fp8 && !bad; j++) {
+      const schema_gemm_point *g = &meas->gemm_fp8[j];
+      double us;
+      if (schema_gemm_fp8_us(&cal, g->m, g->n, g->k, &us)) continue;
+      bad = schema_calibration_add_gemm_fp8(&cal, g->m, g->n, g->k, g->us) ? ts_fail_sys(e, "out of memory") : 0;
+      added += !bad;
+    }
+    if (!bad) bad = schema_calibration_save(&cal, out, e);
+    schema_calibration_free(&cal);
+    if (bad) return 1;
+    fprintf(stderr, "calibrate-infer: wrote %s (%d FP8 GEMM points added)\n", out, added);
+  }
+  return 0;
+}
+
 static void usage(FILE *out) {
   fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json... [--out-dir DIR] [--models DIR] [--quick]\n"
                "                                  [--prefill-layouts MODEL:TP,...] [--prefill-prompts S,...]\n"
@@ -581,6 +606,14 @@ static void usage(FILE *out) {
                "                  graph: tables \"<name>.eager\" and \"<name>.graph\" (calibrate_small.h) [off]\n"
                "  --decode-attention-only  time only the decode attention tables (plain and per head layout,\n"
                "                  replaced; the other tables as they are) [off]\n"
+               "  --fp8-gemms-only  time only the FP8 GEMMs of inference plans with \"quantization\": \"fp8\": the\n"
+               "                  forward keys of qkv, attention output, FC1 and FC2 of every dense zoo model at TP\n"
+               "                  1/2/4/8, m = 1..64 (decode) and 128..65,536 (prefill), E4M3 operands scaled per tensor,\n"
+               "                  fast accumulation, as `tacorun calibrate --only gemm_fp8` times its keys; keys\n"
+               "                  the first file's \"gemm_fp8\" list has are skipped; the others join every file's\n"
+               "                  list (check the FP8 GEMM first: tacorun calibrate --check --only gemm_fp8) [off]\n"
+               "  --gemm-passes N  passes over the FP8 keys, alternating direction, geometric mean kept (1-8) [2]\n"
+               "  --gemm-fp8-tsv FILE  every pass's time of every FP8 key [not written]\n"
                "  --decode-gemms-only  time the decode GEMMs only (no prefill GEMMs, attention or small\n"
                "                  kernels; the files' attention tables are left as they are) [off]\n"
                "  --prefill-layouts MODEL:TP,...  head layouts of the prefill attention tables: zoo models at a\n"
@@ -687,7 +720,9 @@ static int prefill_layouts(const char *arg, const model_config *models, int nm, 
 
 int cmd_calibrate_infer(int argc, char **argv) {
   const char *ins[16], *out_dir = NULL, *models_dir = NULL, *layouts_arg = "llama3-8b:2";
-  int nin = 0, quick = 0, collectives = 0, gemms_only = 0, small_only = 0, dec_attn_only = 0;
+  int nin = 0, quick = 0, collectives = 0, gemms_only = 0, small_only = 0, dec_attn_only = 0, fp8_only = 0;
+  int fp8_passes = 2;
+  const char *fp8_tsv = NULL;
   int prompts[32] = {128, 256, 512, 1024, 2048, 4096, 8192}, np = 7;
   long long max_tokens = 65536;
   coll_transport transport = COLL_TRANSPORT_AUTO;
@@ -714,6 +749,17 @@ int cmd_calibrate_infer(int argc, char **argv) {
         fprintf(stderr, "tacorun calibrate-infer: --prefill-max-tokens '%s': want 2..1048576\n", argv[i]);
         return 2;
       }
+    } else if (!strcmp(argv[i], "--fp8-gemms-only")) {
+      fp8_only = 1;
+    } else if (!strcmp(argv[i], "--gemm-passes") && i + 1 < argc) {
+      char *end;
+      fp8_passes = (int)strtol(argv[++i], &end, 10);
+      if (*end || fp8_passes < 1 || fp8_passes > CALIB_MAX_GEMM_PASSES) {
+        fprintf(stderr, "tacorun calibrate-infer: --gemm-passes '%s': want 1..%d\n", argv[i], CALIB_MAX_GEMM_PASSES);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--gemm-fp8-tsv") && i + 1 < argc) {
+      fp8_tsv = argv[++i];
     } else if (!strcmp(argv[i], "--decode-gemms-only")) {
       gemms_only = 1;
     } else if (!strcmp(argv[i], "--small-only")) {
@@ -806,6 +852,16 @@ int cmd_calibrate_infer(int argc, char **argv) {
     if (schema_calibration_add_gemm(&meas, first.gemm[i].m, first.gemm[i].n, first.gemm[i].k, -1.0)) goto done;
   int known = meas.n_gemm;
   int pre_timed = 0;
+  if (fp8_only) {
+    if (cudaSetDevice(0) != cudaSuccess ||
+        calib_infer_fp8_gemms(models, nm, &first, fp8_passes, quick, fp8_tsv, &meas, &e)) {
+      fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+      goto done;
+    }
+    rc = add_fp8_points(ins, nin, out_dir, &meas, &e);
+    if (rc) fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
+    goto done;
+  }
   if (small_only) {
     if (cudaSetDevice(0) != cudaSuccess || calib_small_kernels(&meas, models, nm, &e)) {
       fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);

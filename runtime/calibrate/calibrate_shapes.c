@@ -73,7 +73,8 @@ static int add_logits(calib_shapes *sh, long long m, long long n, long long k, t
 
 /* An FP8 key once per (m, n, k): every FP8 GEMM runs in the one layout, so a key that two roles use
  * is one GEMM; its roles are kept (they choose the accumulation: calibrate_fp8.c). */
-static int add_gemm_fp8(calib_shapes *sh, long long m, long long n, long long k, calib_gemm_role role, ts_err *e) {
+int calib_shapes_add_gemm_fp8(calib_shapes *sh, long long m, long long n, long long k, calib_gemm_role role,
+                              ts_err *e) {
   for (int i = 0; i < sh->n_gemm_fp8; i++)
     if (sh->gemm_fp8[i].m == m && sh->gemm_fp8[i].n == n && sh->gemm_fp8[i].k == k) {
       sh->gemm_fp8[i].roles |= 1u << role;
@@ -86,8 +87,9 @@ static int add_gemm_fp8(calib_shapes *sh, long long m, long long n, long long k,
 
 /* The three FP8 GEMMs of a linear layer Y[m x n] = X[m x k] W: the keys of add_linear. */
 static int add_linear_fp8(calib_shapes *sh, long long m, long long n, long long k, ts_err *e) {
-  if (add_gemm_fp8(sh, m, n, k, CALIB_GEMM_FWD, e) || add_gemm_fp8(sh, m, k, n, CALIB_GEMM_DGRAD, e)) return -1;
-  return add_gemm_fp8(sh, k, n, m, CALIB_GEMM_WGRAD, e);
+  if (calib_shapes_add_gemm_fp8(sh, m, n, k, CALIB_GEMM_FWD, e) || calib_shapes_add_gemm_fp8(sh, m, k, n, CALIB_GEMM_DGRAD, e))
+    return -1;
+  return calib_shapes_add_gemm_fp8(sh, k, n, m, CALIB_GEMM_WGRAD, e);
 }
 
 static int add_attn(calib_shapes *sh, int batch, int heads, int kv_heads, int seq, int head_dim, ts_err *e) {

@@ -99,6 +99,9 @@ int calib_shapes_add_model(calib_shapes *sh, const char *model_name, const calib
 /* models: "all" (every *.json in the zoo folder) or a comma-separated list of names. */
 int calib_shapes_build(calib_shapes *sh, const char *models, const char *zoo_dir, const calib_sweep *sw, ts_err *e);
 void calib_shapes_free(calib_shapes *sh);
+/* An FP8 key once per (m, n, k), its roles joined (calibrate_fp8.c chooses the accumulation by them). */
+int calib_shapes_add_gemm_fp8(calib_shapes *sh, long long m, long long n, long long k, calib_gemm_role role,
+                              ts_err *e);
 /* The other entry of shape i's (m, n, k), timed in the other accumulation
  * class (add_gemm), or -1. */
 int calib_shapes_twin(const calib_shapes *sh, int i);
