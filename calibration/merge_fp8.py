@@ -13,7 +13,10 @@ tacorun writes it (by n, k, m) right after the other GEMM lists. FILE's notes ge
 "; gemm_fp8: N keys from SRC (measured_at, merge_fp8.py)" appended (append_note: older notes cut at a
 clause). Merging twice is merging once.
 
-usage: merge_fp8.py --from SRC FILE...
+--add: FILE keeps its list and gains SRC's keys it lacks (a key it has keeps its time), as for the
+inference keys `tacorun calibrate-infer --fp8-gemms-only` times beside the training ones.
+
+usage: merge_fp8.py [--add] --from SRC FILE...
 """
 import argparse
 import gzip
@@ -77,6 +80,7 @@ def with_fp8(cal, pts):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--from", dest="src", required=True)
+    ap.add_argument("--add", action="store_true", help="add SRC's keys FILE lacks; keep FILE's list")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     src = load(a.src)
@@ -85,12 +89,19 @@ def main():
         cal = load(path)
         if cal.get("gpu") != src.get("gpu"):
             sys.exit(f"merge_fp8.py: {path} ({cal.get('gpu')}) and {a.src} ({src.get('gpu')}) are not of the same GPU")
-        out = with_fp8(cal, pts)
-        note = f"; gemm_fp8: {len(pts)} keys from {a.src} ({src.get('measured_at', '?')}, merge_fp8.py)"
-        if note not in out.get("notes", ""):
+        merged = pts
+        if a.add:
+            have = fp8_points(cal, path) if cal.get("gemm_fp8") else []
+            keys = {(p["m"], p["n"], p["k"]) for p in have}
+            new = [p for p in pts if (p["m"], p["n"], p["k"]) not in keys]
+            merged = sorted(have + new, key=lambda g: (g["n"], g["k"], g["m"]))
+        out = with_fp8(cal, merged)
+        verb = f"{len(merged) - len(merged if not a.add else have)} keys added" if a.add else f"{len(pts)} keys"
+        note = f"; gemm_fp8: {verb} from {a.src} ({src.get('measured_at', '?')}, merge_fp8.py)"
+        if note not in out.get("notes", "") and not (a.add and len(merged) == len(have)):  # nothing added: no note
             append_note(out, note)
         write_calibration(path, out)
-        print(f"{path}: gemm_fp8 of {len(pts)} keys from {a.src}")
+        print(f"{path}: gemm_fp8 of {len(merged)} keys ({verb}) from {a.src}")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,24 @@ assert [p["us"] for p in f["gemm"]] == [200, 1300] and f["kernels"] == {"norm": 
 assert f["notes"].startswith("old; gemm_fp8: 2 keys from ") and f["notes"].count("merge_fp8.py") == 1, f["notes"]
 print("merge_fp8: ok")
 P
+# --add: the file keeps its keys and times (a key both have keeps the file's), gains the run's others, sorted;
+# twice is once
+cat > "$tmp/add.json" <<J
+{$meta,"measured_at":"add","gemm_fp8":[{"m":4096,"n":4096,"k":4096,"us":999},{"m":2,"n":16,"k":16,"us":6}]}
+J
+cp "$tmp/once.json" "$tmp/added.json"
+python3 "$src/calibration/merge_fp8.py" --add --from "$tmp/add.json" "$tmp/added.json"
+cp "$tmp/added.json" "$tmp/added1.json"
+python3 "$src/calibration/merge_fp8.py" --add --from "$tmp/add.json" "$tmp/added.json"
+cmp "$tmp/added.json" "$tmp/added1.json" || { echo "--add twice changed the file"; exit 1; }
+python3 - "$tmp" <<'P'
+import json, sys
+f = json.load(open(sys.argv[1] + "/added.json"))
+assert f["gemm_fp8"] == [{"m": 2, "n": 16, "k": 16, "us": 6}, {"m": 4096, "n": 4096, "k": 4096, "us": 110},
+                         {"m": 8192, "n": 14336, "k": 4096, "us": 700}], f["gemm_fp8"]
+assert f["notes"].endswith("gemm_fp8: 1 keys added from " + sys.argv[1] + "/add.json (add, merge_fp8.py)"), f["notes"]
+print("merge_fp8 --add: ok")
+P
 # refused: a file of another GPU; a run without the list; a repeated shape
 sed 's/NVIDIA H200/NVIDIA H100 80GB HBM3/' "$tmp/file.json" > "$tmp/h100.json"
 if python3 "$src/calibration/merge_fp8.py" --from "$tmp/run.json" "$tmp/h100.json" 2> "$tmp/err"; then exit 1; fi
