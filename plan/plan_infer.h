@@ -26,6 +26,14 @@ const char *plan_moe_kernel_name(plan_moe_kernel k);
  * FP8 tensor cores only. */
 typedef enum { PLAN_QUANT_NONE, PLAN_QUANT_FP8 } plan_infer_quant;
 const char *plan_infer_quant_name(plan_infer_quant q);
+/* "prefill_attention": the kernel a prefill's causal attention runs in. executor (default): the inference
+ * executor's own (unfused: batched GEMMs around a causal softmax; tacorun execute runs it), priced from the
+ * calibration's "attention_prefill" tables; fused (cuDNN's flash attention, as Transformer Engine runs it) or
+ * flash (FlashAttention-2), the fused kernels serving engines run (TensorRT-LLM's context FMHA, vLLM's
+ * FlashAttention), priced from the calibration's "attention_backends" tables of that kernel by shape, as a
+ * training plan's attention_backend. Decode attention is the executor's kernel's table either way. */
+typedef enum { PLAN_PREFILL_ATTN_EXECUTOR, PLAN_PREFILL_ATTN_FUSED, PLAN_PREFILL_ATTN_FLASH } plan_prefill_attention;
+const char *plan_prefill_attention_name(plan_prefill_attention a);
 
 typedef struct {
   char path[512];
@@ -43,6 +51,7 @@ typedef struct {
   bool codec_auto;        /* true (default): a message travels plain when the calibration says the codec is slower */
   plan_moe_kernel moe_kernel; /* "moe_kernel" (MoE models only; default fused) */
   plan_infer_quant quant;     /* "quantization" (default none) */
+  plan_prefill_attention prefill_attention; /* "prefill_attention" (default executor) */
 } plan_infer;
 
 /* Whether a plan file says "kind": "inference" (a training plan has no "kind").

@@ -20,6 +20,12 @@ static const char *const quant_names[] = {"none", "fp8", NULL};
 
 const char *plan_infer_quant_name(plan_infer_quant q) { return quant_names[q == PLAN_QUANT_FP8]; }
 
+static const char *const prefill_attention_names[] = {"executor", "fused", "flash", NULL};
+
+const char *plan_prefill_attention_name(plan_prefill_attention a) {
+  return (unsigned)a < 3 ? prefill_attention_names[a] : "?";
+}
+
 int plan_file_is_inference(const char *path, bool *is_inference, ts_err *e) {
   *is_inference = false;
   json_t *root = tsj_load_file(path, e);
@@ -40,7 +46,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                      plan_infer *p, ts_err *e) {
   static const char *const top_keys[] = {"schema", "kind", "name", "description", "model", "cluster", "layout",
                                          "batch", "kv_cache", "codec", "codec_min_bytes", "codec_auto",
-                                         "layers_override", "moe_kernel", "quantization", NULL};
+                                         "layers_override", "moe_kernel", "quantization", "prefill_attention", NULL};
   static const char *const layout_keys[] = {"tp", "pp", NULL};
   static const char *const batch_keys[] = {"size", "prompt", "generate", NULL};
   static const char *const kind_names[] = {"inference", NULL};
@@ -86,6 +92,10 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   int quant;
   if (tsj_enum_opt(root, "quantization", quant_names, PLAN_QUANT_NONE, &quant, file, NULL, e)) return -1;
   p->quant = (plan_infer_quant)quant;
+  int pa;
+  if (tsj_enum_opt(root, "prefill_attention", prefill_attention_names, PLAN_PREFILL_ATTN_EXECUTOR, &pa, file, NULL, e))
+    return -1;
+  p->prefill_attention = (plan_prefill_attention)pa;
 
   ts_err sub;
   if (model_load(model_name, models_dir, &p->model, &sub))
@@ -213,6 +223,11 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
    * (sim_costs.c); the inference prediction takes no training cast ops (sim_infer.c prices the layer's
    * model ops only), so the activations' quantization is free, as where the producing kernel does it */
   if (p->quant == PLAN_QUANT_FP8) out->fp8_recipe = PLAN_FP8_TENSORWISE;
+  /* prefill_attention fused or flash: the training attention's backend tables price the prefill's
+   * (sim_infer.c, prefill_attention_s); executor keeps the forward plan's default, which only a decode
+   * attention without its table falls back to */
+  if (p->prefill_attention == PLAN_PREFILL_ATTN_FUSED) out->attention_backend = PLAN_ATTENTION_FUSED;
+  if (p->prefill_attention == PLAN_PREFILL_ATTN_FLASH) out->attention_backend = PLAN_ATTENTION_FLASH;
 }
 
 int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {

@@ -241,7 +241,7 @@ static const char *const measured_keys[] = {"iterations", "warmup", "min_s", "me
 static const char *const inference_keys[] = {"kind", "ttft_s", "tpot_s", NULL};
 /* What tacosim simulate writes besides for an inference plan (sim/sim_infer_report.c): its
  * phases, memory and codec choices; checked here, not kept (tacosim compare does not show them). */
-static const char *const inference_detail_keys[] = {"codec", "quantization", "total_s", "memory", "prefill", "decode",
+static const char *const inference_detail_keys[] = {"codec", "quantization", "prefill_attention", "total_s", "memory", "prefill", "decode",
                                                     "plain_nccl", "speedup", "codec_choices", NULL};
 
 /* A key that belongs to another kind of result is named as such. */
@@ -293,11 +293,13 @@ static int check_inference_details(json_t *root, const char *file, ts_err *e) {
                                             "fallback", "compressed", NULL};
   static const char *const fallbacks[] = {"none", "caat", NULL};
   static const char *const quants[] = {"none", "fp8", NULL}; /* the plan's "quantization" (added 2026-12-06) */
+  static const char *const prefill_attns[] = {"executor", "fused", "flash", NULL}; /* "prefill_attention" (likewise) */
   char codec[64];
   double x;
   int quant;
   if (tsj_string_opt(root, "codec", "", codec, sizeof codec, file, "", e) ||
       tsj_enum_opt(root, "quantization", quants, 0, &quant, file, "", e) ||
+      tsj_enum_opt(root, "prefill_attention", prefill_attns, 0, &quant, file, "", e) ||
       tsj_real_opt(root, "total_s", 0, BIG, 0, &x, file, "", e) || detail_object(root, "memory", memory, file, e) ||
       phase_object(root, "prefill", phase, file, e) || phase_object(root, "decode", phase, file, e) ||
       detail_object(root, "plain_nccl", plain, file, e) || detail_object(root, "speedup", speedup, file, e))

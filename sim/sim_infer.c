@@ -339,15 +339,22 @@ static int pp_hops_s(sim_costs *c, const plan_infer *p, double tokens, double *s
   return 0;
 }
 
-/* Prefill attention as the inference executor runs it (unfused: batched
+/* Prefill attention (plan "prefill_attention"; below: executor, the default) as the inference executor runs it (unfused: batched
  * GEMMs around a causal softmax, runtime/infer/infer_model.c): the table of the
  * model's head dimension and the prompt length, "attention_prefill.d<D>.s<S>"
  * (by FLOPs: batch x heads vary), when the calibration has it; else the
  * FLOP-keyed "attention_prefill" (shapes of equal FLOPs but other lengths
  * averaged); else the unfused program itself, priced from the GEMM and
  * elementwise tables. The fallback is named once on the warning stream. */
-static int prefill_attention_s(sim_costs *c, const plan_infer *p, const model_op *a, FILE *warn, double *s,
-                               ts_err *e) {
+static int prefill_attention_s(sim_costs *c, const plan_infer *p, int attn, FILE *warn, double *s, ts_err *e) {
+  const model_op *a = &c->mops[attn];
+  if (p->prefill_attention != PLAN_PREFILL_ATTN_EXECUTOR) {
+    /* "prefill_attention" fused or flash: the training attention's pricing (sim_costs.c, attention_us: the
+     * "attention_backends" table of the forward plan's backend by shape, else the executor's tables, warned),
+     * with its roofline floor */
+    if (compute_op_s(c, attn, a->flops_fwd, a->bytes_fwd, s, e)) return -1;
+    return check_ceiling(c, "prefill attention", a->flops_fwd, a->bytes_fwd, *s, e);
+  }
   char keyed[64];
   snprintf(keyed, sizeof keyed, "attention_prefill.d%d.s%d", model_head_dim(&p->model), p->prompt);
   double us;
@@ -448,8 +455,7 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
   double rest, rest_gemm, rest_experts, attn, ar, codec;
   int launches, step_launches = 0;
   if (layer_rest_s(&pre->costs, 0, &rest, &rest_gemm, &rest_experts, &launches, e)) goto out;
-  const model_op *a = &pre->costs.mops[attn_pre];
-  if (prefill_attention_s(&pre->costs, p, a, warn, &attn, e)) goto out;
+  if (prefill_attention_s(&pre->costs, p, attn_pre, warn, &attn, e)) goto out;
   if (layer_allreduce(&pre->costs, p, use_codec, ar_bytes_pre, "prefill layer", r, &ar, &codec, e)) goto out;
   ph->compute_s = layers * (rest + attn);
   ph->gemm_s = layers * rest_gemm, ph->attention_s = layers * attn, ph->experts_s = layers * rest_experts;

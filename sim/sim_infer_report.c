@@ -22,6 +22,9 @@ void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) 
   fprintf(out, "inference plan %s: %s on %s, tp %d pp %d, batch %d, prompt %d, generate %d, kv %s%s\n", p->name,
           p->model.name, p->cluster.name, p->tp, p->pp, p->batch, p->prompt, p->generate,
           plan_kv_precision_name(p->kv), p->quant == PLAN_QUANT_FP8 ? ", FP8 weights and GEMMs (quantization fp8)" : "");
+  if (p->prefill_attention != PLAN_PREFILL_ATTN_EXECUTOR)
+    fprintf(out, "prefill attention: %s (the calibration's attention_backends table of that kernel)\n",
+            plan_prefill_attention_name(p->prefill_attention));
   fprintf(out, "codec of TP all-reduces: %s", plan_codec_kind_name(p->codec.kind));
   if (p->codec.kind == PLAN_CODEC_TACO || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " G=%d", p->codec.group);
   if (p->codec.kind == PLAN_CODEC_CAAT || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " p=%g", p->codec.p);
@@ -93,6 +96,7 @@ static json_t *result_json(const plan_infer *p, const sim_infer_result *r) {
                                 r->prefill.codec_s + steps * r->decode.codec_s, "bubble_s", 0.0));
   json_object_set_new(o, "ranks", json_array());
   json_object_set_new(o, "quantization", json_string(plan_infer_quant_name(p->quant)));
+  json_object_set_new(o, "prefill_attention", json_string(plan_prefill_attention_name(p->prefill_attention)));
   if (r->options[0]) json_object_set_new(o, "options", json_string(r->options));
   return o;
 }

@@ -15,3 +15,8 @@ add_test(NAME infer_ref COMMAND test_infer_ref)
 # and below BF16's, refusals naming file and field (tests/infer_fp8.sh)
 add_test(NAME infer_fp8 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/infer_fp8.sh $<TARGET_FILE:tacosim>)
 set_tests_properties(infer_fp8 PROPERTIES LABELS "nosan")
+
+# The inference plan's "prefill_attention": fused kernels priced from attention_backends, above the causal
+# FLOP floor and below the executor's unfused attention (tests/infer_prefill_attention.sh)
+add_test(NAME infer_prefill_attention COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/infer_prefill_attention.sh $<TARGET_FILE:tacosim>)
+set_tests_properties(infer_prefill_attention PROPERTIES LABELS "nosan")

@@ -46,7 +46,8 @@ void infer_usage(FILE *out) {
           "the TACO / CAAT-Net / both all-reduce paths.\n"
           "\n"
           "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8 with\n"
-          "--decode-attention v1, quantization fp8 (FP8 weights and GEMMs: simulator only),\n"
+          "--decode-attention v1, quantization fp8 (FP8 weights and GEMMs: simulator only), prefill_attention\n"
+          "other than executor (simulator only),\n"
           "a TP degree other than the number of processes, non-Llama models.\n"
           "\n"
           "options, inference plans (defaults in brackets):\n"
@@ -300,6 +301,9 @@ static int plan_runnable(const plan_infer *p, const infer_opts *o, ts_err *e) {
   if (p->quant != PLAN_QUANT_NONE)
     return ts_fail(e, p->path, "quantization", "%s: the inference executor runs BF16 weights and GEMMs only "
                    "(tacosim predicts FP8 serving: sim/INFERENCE.md, \"FP8 weights\")", plan_infer_quant_name(p->quant));
+  if (p->prefill_attention != PLAN_PREFILL_ATTN_EXECUTOR)
+    return ts_fail(e, p->path, "prefill_attention", "%s: the inference executor runs its own prefill attention "
+                   "(\"executor\", the default)", plan_prefill_attention_name(p->prefill_attention));
   if (infer_model_supported(&p->model, p->path, e)) return -1;
   const int g = p->model.heads / p->model.kv_heads;
   if (!infer_decode_groups_built(o->decode_attn, model_head_dim(&p->model), g))
