@@ -8,8 +8,8 @@
 # of its cluster (`tacosim simulate PLAN --json`). The prediction is turned into the published unit the way the
 # benchmark measures (README.md, "What each figure measures"): tput_gpu (TensorRT-LLM gptSessionBenchmark from
 # v0.6.1, per GPU) batch x generate / total_s / tp; tput_total (TensorRT-LLM v0.5.0, lmdeploy profile_generation)
-# batch x generate / total_s; ftl (first token of a batch-1 request) ttft_s in ms; total_s = TTFT + (generate - 1)
-# x TPOT, one generate() call. Rows with predict "no: REASON" are listed with their reason. Writes table.txt here
+# batch x generate / total_s; ftl (first token of a batch-1 request) ttft_s in ms; latency (vLLM benchmark_latency)
+# total_s in s; total_s = TTFT + (generate - 1) x TPOT, one generate() call. Rows with predict "no: REASON" are listed with their reason. Writes table.txt here
 # (error = predicted / published - 1; median and max |error| per source and over all rows). Nothing is fitted.
 # Options (defaults in brackets):
 #   --tacosim PATH   the simulator [build/sim/tacosim]
@@ -35,6 +35,7 @@ kind, tp, batch, generate = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int
 if kind == "ftl": v = d["ttft_s"] * 1e3
 elif kind == "tput_gpu": v = batch * generate / d["total_s"] / tp
 elif kind == "tput_total": v = batch * generate / d["total_s"]
+elif kind == "latency": v = d["total_s"]
 else: sys.exit("run.sh: unknown kind " + kind)
 print("%.6g" % v)' "$out.json" "$kind" "$tp" "$batch" "$generate")
   echo "$name,$src,$kind,$unit,$pub,$pred,yes" >> "$rows"
