@@ -10,7 +10,7 @@
 # v0.6.1, per GPU) batch x generate / total_s / tp; tput_total (TensorRT-LLM v0.5.0, lmdeploy profile_generation)
 # batch x generate / total_s; ftl (first token of a batch-1 request) ttft_s in ms; latency (vLLM benchmark_latency)
 # total_s in s; total_s = TTFT + (generate - 1) x TPOT, one generate() call. Rows with predict "no: REASON" are listed with their reason. Writes table.txt here
-# (error = predicted / published - 1; median and max |error| per source and over all rows). Nothing is fitted.
+# (error = predicted / published - 1; median and max |error| per source and GPU and over all rows). Nothing is fitted.
 # Options (defaults in brackets):
 #   --tacosim PATH   the simulator [build/sim/tacosim]
 #   --work DIR       result JSON, printed report and stderr of each simulation [experiments/data/work/dense-infer]
@@ -23,7 +23,7 @@ rows="$WORK/rows.csv"
 : > "$rows"
 grep -v '^#' "$HERE/published.csv" | tail -n +2 | while IFS=, read -r name src kind gpu model tp batch prompt generate pub unit predict; do
   if [ "$predict" != yes ]; then
-    echo "$name,$src,$kind,$unit,$pub,,$predict" >> "$rows"
+    echo "$name,$src,$gpu,$kind,$unit,$pub,,$predict" >> "$rows"
     continue
   fi
   out="$WORK/$name"
@@ -38,7 +38,7 @@ elif kind == "tput_total": v = batch * generate / d["total_s"]
 elif kind == "latency": v = d["total_s"]
 else: sys.exit("run.sh: unknown kind " + kind)
 print("%.6g" % v)' "$out.json" "$kind" "$tp" "$batch" "$generate")
-  echo "$name,$src,$kind,$unit,$pub,$pred,yes" >> "$rows"
+  echo "$name,$src,$gpu,$kind,$unit,$pub,$pred,yes" >> "$rows"
 done
 python3 - "$rows" <<'PY' | tee "$HERE/table.txt"
 import csv, statistics, sys
@@ -46,24 +46,24 @@ rows = list(csv.reader(open(sys.argv[1])))
 print("# Predicted (tacosim simulate, default calibration) against published dense serving figures (published.csv).")
 print("# error = predicted / published - 1; + where the prediction is the larger figure (a throughput predicted high,")
 print("# a first-token latency predicted long).")
-print("%-36s %-9s %-10s %10s %10s %8s" % ("row", "source", "unit", "published", "predicted", "error"))
+print("%-36s %-9s %-5s %-10s %10s %10s %8s" % ("row", "source", "gpu", "unit", "published", "predicted", "error"))
 errs = {}
-for name, src, kind, unit, pub, pred, predict in rows:
+for name, src, gpu, kind, unit, pub, pred, predict in rows:
     if predict != "yes":
-        print("%-36s %-9s %-10s %10s %10s  %s" % (name, src, unit, pub, "-", "not predicted (" + predict[4:] + ")"))
+        print("%-36s %-9s %-5s %-10s %10s %10s  %s" % (name, src, gpu, unit, pub, "-", "not predicted (" + predict[4:] + ")"))
         continue
     e = float(pred) / float(pub) - 1
-    errs.setdefault(src, []).append(e)
-    print("%-36s %-9s %-10s %10.2f %10.2f %+7.1f%%" % (name, src, unit, float(pub), float(pred), 100 * e))
+    errs.setdefault(src + " " + gpu, []).append(e)
+    print("%-36s %-9s %-5s %-10s %10.2f %10.2f %+7.1f%%" % (name, src, gpu, unit, float(pub), float(pred), 100 * e))
 print()
-print("%-10s %5s %14s %14s %18s" % ("source", "rows", "median |err|", "max |err|", "signed range"))
+print("%-15s %5s %14s %14s %18s" % ("source gpu", "rows", "median |err|", "max |err|", "signed range"))
 every = []
 for src in errs:
     a = [abs(e) for e in errs[src]]
     every += errs[src]
-    print("%-10s %5d %13.1f%% %13.1f%% %8.1f..%+.1f%%" % (src, len(a), 100 * statistics.median(a), 100 * max(a),
+    print("%-15s %5d %13.1f%% %13.1f%% %8.1f..%+.1f%%" % (src, len(a), 100 * statistics.median(a), 100 * max(a),
           100 * min(errs[src]), 100 * max(errs[src])))
 a = [abs(e) for e in every]
-print("%-10s %5d %13.1f%% %13.1f%% %8.1f..%+.1f%%" % ("all", len(a), 100 * statistics.median(a), 100 * max(a),
+print("%-15s %5d %13.1f%% %13.1f%% %8.1f..%+.1f%%" % ("all", len(a), 100 * statistics.median(a), 100 * max(a),
       100 * min(every), 100 * max(every)))
 PY
