@@ -12,3 +12,8 @@ set_tests_properties(published_dgxc_breakdown PROPERTIES SKIP_RETURN_CODE 77 LAB
 add_test(NAME fig13_features COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fig13_features.sh $<TARGET_FILE:tacosim>
          ${CMAKE_SOURCE_DIR})
 set_tests_properties(fig13_features PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
+# experiments/published/dense-infer/run.sh: each predicted row's figure as its kind reads the simulation, the
+# predict=no rows listed, a summary line per source (tests/published_dense_infer.sh, in a scratch copy)
+add_test(NAME published_dense_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_dense_infer.sh
+         $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
+set_tests_properties(published_dense_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
