@@ -13,7 +13,9 @@ add_library(ts_search STATIC
   ${TACOSIM_SEARCH_DIR}/search_mpi.c
   ${TACOSIM_SEARCH_DIR}/search_report.c
   ${TACOSIM_SEARCH_DIR}/search_emit.c
-  ${TACOSIM_SEARCH_DIR}/search_main.c)
+  ${TACOSIM_SEARCH_DIR}/search_main.c
+  ${TACOSIM_SEARCH_DIR}/search_infer.c
+  ${TACOSIM_SEARCH_DIR}/search_infer_main.c)
 target_include_directories(ts_search PUBLIC ${TACOSIM_SEARCH_DIR})
 # MPI (optional): under mpirun the search spreads its simulations over the
 # processes (search_mpi.c); without MPI it is built as one process. libmpi is

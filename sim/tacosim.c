@@ -199,8 +199,10 @@ static const char derive_usage[] =
     "reads:  FILE and the GPU catalogue with --gpu; nothing without\n"
     "writes: OUT.json (the calibration schema, schema/calibration.h)\n";
 
-/* search's usage lives with its parser (sim/search_main.c). */
+/* search's usage lives with its parser (sim/search_main.c), search-infer's with its own (sim/search_infer_main.c). */
 extern const char sim_search_usage[];
+extern const char sim_search_infer_usage[];
+int sim_search_infer_main(int argc, char **argv);
 
 static int cmd_plan(int, char **);
 static int cmd_simulate(int, char **);
@@ -219,6 +221,8 @@ static const struct {
     {"ops", "each op's simulated cost on rank 0, by op name", ops_usage, cmd_ops},
     {"derive-calibration", "write the roofline calibration derived from the H200 figures", derive_usage, cmd_derive},
     {"search", "layout search: every valid layout and codec policy, best first", sim_search_usage, sim_search_main},
+    {"search-infer", "serving-layout search: tp, pp, batch, KV cache, FP8 weights and codec of an inference batch",
+     sim_search_infer_usage, sim_search_infer_main},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

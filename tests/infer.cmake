@@ -20,3 +20,8 @@ set_tests_properties(infer_fp8 PROPERTIES LABELS "nosan")
 # FLOP floor and below the executor's unfused attention (tests/infer_prefill_attention.sh)
 add_test(NAME infer_prefill_attention COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/infer_prefill_attention.sh $<TARGET_FILE:tacosim>)
 set_tests_properties(infer_prefill_attention PROPERTIES LABELS "nosan")
+
+# tacosim search-infer: counts, ranking, emitted plans simulate to the rows, limits, A100 without FP8, bad
+# options (tests/search_infer.sh)
+add_test(NAME search_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/search_infer.sh $<TARGET_FILE:tacosim>)
+set_tests_properties(search_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")

@@ -1,0 +1,151 @@
+/* search_infer.c — the serving-layout search (search_infer.h): candidates as inference plan files,
+ * each loaded by the plan's own loader and predicted, the fitting ones ranked. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "search_infer.h"
+
+static int cmp_rows(const void *a, const void *b) {
+  const search_infer_row *x = a, *y = b;
+  if (x->tokens_per_gpu_s != y->tokens_per_gpu_s) return x->tokens_per_gpu_s > y->tokens_per_gpu_s ? -1 : 1;
+  if (x->gpus != y->gpus) return x->gpus < y->gpus ? -1 : 1;
+  if (x->r.tpot_s != y->r.tpot_s) return x->r.tpot_s < y->r.tpot_s ? -1 : 1;
+  return strcmp(x->plan.name, y->plan.name);
+}
+
+/* The plan file of one candidate; the codec's parameters are the design's defaults (TACO groups of 128
+ * E4M3 elements, CAAT-Net p 0.5). */
+static int candidate_json(const search_infer_opts *o, int tp, int pp, int batch, int kv, int quant, int codec,
+                          char *name, size_t name_cap, char *out, size_t cap) {
+  const char *kvn = plan_kv_precision_name((plan_kv_precision)kv), *qn = plan_infer_quant_name((plan_infer_quant)quant);
+  const char *cn = plan_codec_kind_name((plan_codec_kind)codec);
+  snprintf(name, name_cap, "tp%d-pp%d-b%d-kv-%s-w-%s-%s", tp, pp, batch, kvn, strcmp(qn, "none") ? qn : "bf16", cn);
+  char codec_text[96];
+  if (codec == PLAN_CODEC_NONE) snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"none\" }");
+  else if (codec == PLAN_CODEC_TACO) snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" }");
+  else if (codec == PLAN_CODEC_CAAT) snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"caat\", \"p\": 0.5 }");
+  else snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"taco+caat\", \"group\": 128, \"fp8\": \"e4m3\", \"p\": 0.5 }");
+  int n = snprintf(out, cap,
+                   "{\n  \"schema\": 1,\n  \"kind\": \"inference\",\n  \"name\": \"%s\",\n"
+                   "  \"description\": \"tacosim search-infer candidate: prompt %d, generate %d\",\n"
+                   "  \"model\": \"%s\",\n  \"cluster\": \"%s\",\n  \"layout\": { \"tp\": %d, \"pp\": %d },\n"
+                   "  \"batch\": { \"size\": %d, \"prompt\": %d, \"generate\": %d },\n  \"kv_cache\": \"%s\",\n"
+                   "  \"quantization\": \"%s\",\n  \"codec\": %s,\n  \"prefill_attention\": \"%s\"\n}\n",
+                   name, o->prompt, o->generate, o->model, o->cluster, tp, pp, batch, o->prompt, o->generate, kvn, qn,
+                   codec_text, plan_prefill_attention_name(o->prefill_attention));
+  return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/* The lists left empty get their defaults from the model and the cluster. */
+static int default_lists(const search_infer_opts *o, search_infer_opts *d, const model_config *m,
+                         const topo_cluster *cl) {
+  *d = *o;
+  if (!d->n_tps)
+    for (int t = 1; t <= cl->gpus_per_node && d->n_tps < SEARCH_INFER_MAX_LIST; t *= 2) d->tps[d->n_tps++] = t;
+  if (!d->n_pps) d->pps[d->n_pps++] = 1;
+  if (!d->n_batches)
+    for (int b = 1; b <= 512; b *= 2) d->batches[d->n_batches++] = b;
+  if (!d->n_kvs) d->kvs[d->n_kvs++] = PLAN_KV_BF16, d->kvs[d->n_kvs++] = PLAN_KV_FP8;
+  if (!d->n_quants) {
+    d->quants[d->n_quants++] = PLAN_QUANT_NONE;
+    if (cl->gpu.fp8_tflops > 0 && !model_is_moe(m)) d->quants[d->n_quants++] = PLAN_QUANT_FP8;
+  }
+  if (!d->n_codecs) d->codecs[d->n_codecs++] = PLAN_CODEC_NONE;
+  return 0;
+}
+
+static int add_row(search_infer_result *res, int *cap, const search_infer_row *row) {
+  if (res->n_rows == *cap) {
+    int nc = *cap ? 2 * *cap : 64;
+    search_infer_row *r = realloc(res->rows, (size_t)nc * sizeof *r);
+    if (!r) return -1;
+    res->rows = r, *cap = nc;
+  }
+  res->rows[res->n_rows++] = *row;
+  return 0;
+}
+
+/* One candidate: loaded (refused candidates counted, the first one's reason kept), predicted, kept when
+ * within the limits. */
+static int one(const search_infer_opts *o, const schema_calibration *cal, const char *json, const char *name,
+               search_infer_result *res, int *cap, search_infer_row *row, ts_err *e) {
+  res->candidates++;
+  ts_err sub = {0};
+  memset(row, 0, sizeof *row);
+  char what[160];
+  snprintf(what, sizeof what, "candidate %s", name);
+  if (plan_infer_from_json_text(json, strlen(json), what, NULL, NULL, &row->plan, &sub)) {
+    if (!sub.bad_input) return ts_fail_sys(e, "%s", sub.msg);
+    if (!res->refused++) snprintf(res->first_refusal, sizeof res->first_refusal, "%.250s", sub.msg);
+    return 0;
+  }
+  if (sim_infer_predict(&row->plan, cal, NULL, NULL, &row->r, &sub)) {
+    if (ts_exit_status(&sub) == TS_EXIT_SIM_FAILURE || !sub.bad_input) {
+      *e = sub;
+      return -1;
+    }
+    res->failed++; /* a rule of the prediction itself (bad input), not the simulator's failure */
+    if (!res->first_refusal[0]) snprintf(res->first_refusal, sizeof res->first_refusal, "%.250s", sub.msg);
+    return 0;
+  }
+  if ((o->tpot_max_s > 0 && row->r.tpot_s > o->tpot_max_s) || (o->ttft_max_s > 0 && row->r.ttft_s > o->ttft_max_s)) {
+    res->over_limits++;
+    return 0;
+  }
+  snprintf(row->json, sizeof row->json, "%s", json);
+  row->gpus = row->plan.tp * row->plan.pp;
+  row->tokens_per_gpu_s = row->r.tokens_per_s / row->gpus;
+  return add_row(res, cap, row) ? ts_fail_sys(e, "out of memory") : 0;
+}
+
+int search_infer_run(const search_infer_opts *o, search_infer_result *res, ts_err *e) {
+  memset(res, 0, sizeof *res);
+  if (!o->model || !o->cluster) return ts_fail(e, NULL, !o->model ? "--model" : "--cluster", "required");
+  if (strpbrk(o->model, "\"\\") || strpbrk(o->cluster, "\"\\"))
+    return ts_fail(e, NULL, strpbrk(o->model, "\"\\") ? "--model" : "--cluster", "a name or path without quotes "
+                   "or backslashes");
+  if (o->prompt < 1 || o->generate < 1) return ts_fail(e, NULL, o->prompt < 1 ? "--prompt" : "--generate", "required, >= 1");
+  static model_config m;
+  static topo_cluster cl;
+  if (model_load(o->model, NULL, &m, e) || topo_load(o->cluster, NULL, &cl, e)) return -1;
+  for (int i = 0; i < o->n_quants; i++)
+    if (o->quants[i] == PLAN_QUANT_FP8 && !(cl.gpu.fp8_tflops > 0))
+      return ts_fail(e, NULL, "--quantization", "fp8: the %s of %s has no FP8 tensor cores", cl.gpu.name, cl.name);
+    else if (o->quants[i] == PLAN_QUANT_FP8 && model_is_moe(&m))
+      return ts_fail(e, NULL, "--quantization", "fp8 on an MoE model (%s) is not modelled", m.name);
+  search_infer_opts d;
+  default_lists(o, &d, &m, &cl);
+  schema_calibration cal;
+  sim_cost_source src;
+  if (sim_load_costs(o->calibration, &cl, o->transfer, &cal, &src, e)) return -1;
+  snprintf(res->calibration, sizeof res->calibration, "%s", cal.path);
+  search_infer_row *row = malloc(sizeof *row);
+  int cap = 0, rc = row ? 0 : ts_fail_sys(e, "out of memory");
+  for (int a = 0; !rc && a < d.n_tps; a++)
+    for (int b = 0; !rc && b < d.n_pps; b++)
+      for (int c = 0; !rc && c < d.n_batches; c++)
+        for (int k = 0; !rc && k < d.n_kvs; k++)
+          for (int q = 0; !rc && q < d.n_quants; q++)
+            for (int x = 0; !rc && x < d.n_codecs; x++) {
+              char name[128], json[1024];
+              if (candidate_json(&d, d.tps[a], d.pps[b], d.batches[c], d.kvs[k], d.quants[q], d.codecs[x], name,
+                                 sizeof name, json, sizeof json)) {
+                rc = ts_fail(e, NULL, "--model", "the candidate's plan is longer than %zu bytes", sizeof json);
+                break;
+              }
+              rc = one(&d, &cal, json, name, res, &cap, row, e);
+            }
+  free(row);
+  schema_calibration_free(&cal);
+  if (rc) {
+    search_infer_free(res);
+    return -1;
+  }
+  qsort(res->rows, (size_t)res->n_rows, sizeof *res->rows, cmp_rows);
+  return 0;
+}
+
+void search_infer_free(search_infer_result *res) {
+  free(res->rows);
+  res->rows = NULL, res->n_rows = 0;
+}

@@ -1,0 +1,56 @@
+/* search_infer.h — `tacosim search-infer`: the serving-layout search. Every combination of the lists
+ * below is an inference plan (plan_infer.h), checked by its loader (memory included) and predicted by
+ * sim_infer_predict (analytic: about a millisecond each); those within the latency limits are ranked by
+ * output tokens/s per GPU. */
+#ifndef SEARCH_INFER_H
+#define SEARCH_INFER_H
+
+#include <stdio.h>
+
+#include "plan_infer.h"
+#include "sim.h"
+#include "sim_infer.h"
+
+#define SEARCH_INFER_MAX_LIST 32
+
+typedef struct {
+  const char *model, *cluster; /* zoo names or paths (required) */
+  int prompt, generate;        /* tokens per sequence (required) */
+  int batches[SEARCH_INFER_MAX_LIST], n_batches; /* sequences served together */
+  int tps[SEARCH_INFER_MAX_LIST], n_tps;         /* 0 entries: every tp the loader accepts (1..GPUs per node) */
+  int pps[SEARCH_INFER_MAX_LIST], n_pps;
+  int kvs[2], n_kvs;       /* plan_kv_precision */
+  int quants[2], n_quants; /* plan_infer_quant; 0 entries: none, and fp8 where the GPU has FP8 tensor cores */
+  int codecs[4], n_codecs; /* plan_codec_kind of the TP all-reduces (TACO group 128, CAAT-Net p 0.5) */
+  plan_prefill_attention prefill_attention;
+  double tpot_max_s, ttft_max_s; /* 0: no limit */
+  const char *calibration;       /* NULL: the cluster's default (sim_default_calibration) */
+  sim_transfer_mode transfer;
+} search_infer_opts;
+
+typedef struct {
+  plan_infer plan;
+  char json[1024]; /* the plan file's text: what --emit-plans writes, what the loader read */
+  sim_infer_result r;
+  double tokens_per_gpu_s;
+  int gpus;
+} search_infer_row;
+
+typedef struct {
+  search_infer_row *rows; /* predicted and within the limits, best first */
+  int n_rows;
+  int candidates, refused, failed, over_limits; /* refused: the loader's rules (memory, divisibility) */
+  char first_refusal[256];                      /* the loader's message for the first refused candidate */
+  char calibration[512];
+} search_infer_result;
+
+/* Runs the search; the rows are ranked by tokens/s per GPU (ties: fewer GPUs, then the lower TPOT). A
+ * prediction that fails (a simulator failure, exit 3) stops the search with that error. */
+int search_infer_run(const search_infer_opts *o, search_infer_result *res, ts_err *e);
+void search_infer_free(search_infer_result *res);
+
+/* The command (search_infer_main.c) and its help. */
+extern const char sim_search_infer_usage[];
+int sim_search_infer_main(int argc, char **argv);
+
+#endif
