@@ -24,6 +24,7 @@ typedef struct {
   int codecs[4], n_codecs; /* plan_codec_kind of the TP all-reduces (TACO group 128, CAAT-Net p 0.5) */
   plan_prefill_attention prefill_attention;
   double tpot_max_s, ttft_max_s; /* 0: no limit */
+  double headroom;               /* HBM kept free beyond weights + KV cache: >= 1 GiB, < 1 a fraction (0: none) */
   const char *calibration;       /* NULL: the cluster's default (sim_default_calibration) */
   sim_transfer_mode transfer;
 } search_infer_opts;
@@ -40,6 +41,7 @@ typedef struct {
   search_infer_row *rows; /* predicted and within the limits, best first */
   int n_rows;
   int candidates, refused, failed, over_limits; /* refused: the loader's rules (memory, divisibility) */
+  int over_headroom;                            /* fit the HBM, not the HBM less --headroom */
   char first_refusal[256];                      /* the loader's message for the first refused candidate */
   char calibration[512];
 } search_infer_result;

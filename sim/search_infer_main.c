@@ -34,6 +34,9 @@ const char sim_search_infer_usage[] =
     "                       engines' fused attention) [flash]\n"
     "  --tpot-max MS        keep candidates whose time per output token is at most MS ms [no limit]\n"
     "  --ttft-max MS        keep candidates whose time to first token is at most MS ms [no limit]\n"
+    "  --headroom H         HBM kept free beyond the weights and the KV cache, which are all an inference\n"
+    "                       plan's memory counts (not the prefill's activations, the CUDA context, NCCL's\n"
+    "                       buffers: sim/INFERENCE.md): H >= 1 in GiB, H < 1 a fraction of the HBM [0]\n"
     "  --top K              rows printed [10]\n"
     "  --calibration FILE   op costs [as tacosim simulate: the cluster GPU's file, else the H200's, moved]\n"
     "  --transfer KIND      roofline, mamf or off, as tacosim simulate [roofline]\n"
@@ -94,8 +97,8 @@ static void print_rows(const search_infer_opts *o, const search_infer_result *re
          o->generate, plan_prefill_attention_name(o->prefill_attention));
   printf("calibration: %s\n", res->calibration);
   printf("candidates %d: %d predicted within the limits, %d refused by the plan rules (memory, divisibility), "
-         "%d over the latency limits, %d not predictable\n",
-         res->candidates, res->n_rows, res->refused, res->over_limits, res->failed);
+         "%d beyond the HBM less --headroom, %d over the latency limits, %d not predictable\n",
+         res->candidates, res->n_rows, res->refused, res->over_headroom, res->over_limits, res->failed);
   if (res->first_refusal[0]) printf("  first refusal: %s\n", res->first_refusal);
   printf("\n%4s %3s %3s %6s %5s %8s %10s %10s %10s %12s %12s %9s\n", "rank", "tp", "pp", "batch", "kv", "weights",
          "codec", "TTFT ms", "TPOT ms", "tokens/s", "tok/s/GPU", "GiB/GPU");
@@ -121,16 +124,16 @@ static int save_json(const char *path, const search_infer_opts *o, const search_
                                           w->r.tpot_s, "tokens_per_s", w->r.tokens_per_s, "tokens_per_gpu_s",
                                           w->tokens_per_gpu_s, "memory_per_gpu_bytes", w->r.memory.total));
   }
-  json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:s, s:f, s:f, s:s, s:{s:i, s:i, s:i, s:i}, s:o}", "schema",
+  json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:s, s:f, s:f, s:s, s:{s:i, s:i, s:i, s:i, s:i}, s:o}", "schema",
                            1, "kind", "search-infer", "model", o->model, "cluster", o->cluster, "prompt", o->prompt,
                            "generate", o->generate, "prefill_attention",
                            plan_prefill_attention_name(o->prefill_attention), "tpot_max_s", o->tpot_max_s,
                            "ttft_max_s", o->ttft_max_s, "calibration", res->calibration, "counts", "candidates",
-                           res->candidates, "refused", res->refused, "over_limits", res->over_limits, "failed",
+                           res->candidates, "refused", res->refused, "over_headroom", res->over_headroom, "over_limits", res->over_limits, "failed",
                            res->failed, "rows", rows);
-  int rc = root && json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) == 0
-               ? 0
-               : ts_fail_sys(e, "%s: cannot write", path);
+  int rc = !root ? ts_fail_sys(e, "%s: the JSON could not be built (out of memory)", path)
+           : json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) ? ts_fail_sys(e, "%s: cannot write", path)
+                                                                                  : 0;
   json_decref(root);
   return rc;
 }
@@ -195,6 +198,10 @@ int sim_search_infer_main(int argc, char **argv) {
       double s = parse_ms(v);
       if (s < 0) return usage_error("%s: want milliseconds > 0", a);
       *(!strcmp(a, "--tpot-max") ? &o.tpot_max_s : &o.ttft_max_s) = s;
+    } else if (!strcmp(a, "--headroom")) {
+      char *end;
+      o.headroom = strtod(v, &end);
+      if (end == v || *end || !(o.headroom >= 0) || o.headroom > 1e6) return usage_error("--headroom: want GiB >= 1 or a fraction in [0, 1) (got %s)", v);
     } else if (!strcmp(a, "--calibration")) o.calibration = v;
     else if (!strcmp(a, "--transfer")) {
       if (!strcmp(v, "roofline")) o.transfer = SIM_TRANSFER_ROOFLINE;

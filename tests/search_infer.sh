@@ -17,13 +17,15 @@ for p in "$tmp"/plans/*.json; do
   "$bin" simulate "$p" --json "${p%.json}.out" > /dev/null 2>&1 || { echo "simulate $p failed"; exit 1; }
 done
 "$bin" search-infer $args --tpot-max 7 --json "$tmp/lim.json" > "$tmp/lim.txt"
+# --headroom 62: 18 of the H100's 80 GiB for weights + KV cache: BF16 weights (15.0 GiB) with a BF16 cache of batch 64 (4.5 GiB) do not fit
+"$bin" search-infer $args --headroom 62 --json "$tmp/head.json" > /dev/null
 "$bin" search-infer --model llama3-8b --cluster a100x8-nvswitch --prompt 512 --generate 64 --batches 1,8 --json "$tmp/a100.json" > /dev/null
 python3 - "$tmp" <<'P'
 import glob, json, os, sys
 d = sys.argv[1]
 a = json.load(open(d + "/all.json"))
 c, rows = a["counts"], a["rows"]
-assert c["candidates"] == 3 * 2 * 2 * 2 == len(rows) + c["refused"] + c["over_limits"] + c["failed"], c
+assert c["candidates"] == 3 * 2 * 2 * 2 == len(rows) + c["refused"] + c["over_headroom"] + c["over_limits"] + c["failed"], c
 g = [r["tokens_per_gpu_s"] for r in rows]
 assert g == sorted(g, reverse=True), "not ranked by tokens/s per GPU"
 for r in rows:
@@ -40,6 +42,9 @@ lim = json.load(open(d + "/lim.json"))
 over = [r for r in rows if r["tpot_s"] > 0.007]
 assert over and lim["counts"]["over_limits"] == len(over) and all(r["tpot_s"] <= 0.007 for r in lim["rows"]), lim["counts"]
 assert len(lim["rows"]) == len(rows) - len(over)
+head = json.load(open(d + "/head.json"))
+assert head["counts"]["over_headroom"] > 0 and all(r["memory_per_gpu_bytes"] <= 18 * 2**30 for r in head["rows"]), head["counts"]
+assert len(head["rows"]) == len(rows) - head["counts"]["over_headroom"]
 a100 = json.load(open(d + "/a100.json"))
 assert a100["rows"] and all(r["quantization"] == "none" for r in a100["rows"]), "FP8 weights on an A100"
 assert a100["counts"]["candidates"] == 2 * 4 * 2 * 1, a100["counts"]  # batches x tp 1..8 x kv x bf16 weights
