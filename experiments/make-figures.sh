@@ -24,9 +24,9 @@ for a in "$@"; do
       export FIG3_GPUS="64 256 1024"
       export FIG12_BANDWIDTHS="12.5 50 200"
       export FIG4_PLANS="gpt3-175b-1024 gpt3-175b-1024-taco gpt3-13b-64 gpt-h4096-tp2-none-socket gpt-h4096-tp2-taco-socket" ;;
-    [1-9] | 1[0-3]) only+=("$a") ;;
+    [1-9] | 1[0-4]) only+=("$a") ;;
     -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "make-figures: unknown argument \"$a\" (--quick, or figure numbers 1-13)" >&2; exit 2 ;;
+    *) echo "make-figures: unknown argument \"$a\" (--quick, or figure numbers 1-14)" >&2; exit 2 ;;
   esac
 done
 
@@ -40,7 +40,7 @@ quantize() {
 
 drawn=() skipped=() failed=()
 start=$(date +%s)
-for script in "$EXP"/fig[1-9]-*.sh "$EXP"/fig1[0-3]-*.sh; do
+for script in "$EXP"/fig[1-9]-*.sh "$EXP"/fig1[0-4]-*.sh; do
   name="$(basename "$script" .sh)"
   n="${name#fig}"; n="${n%%-*}"
   if [ "${#only[@]}" -gt 0 ] && [[ ! " ${only[*]} " =~ " $n " ]]; then continue; fi
