@@ -43,7 +43,7 @@ for name, src, kind, gpu, model, tp, b, p, g, figure, unit, predict in rows:
     want = {"ftl": d["ttft_s"] * 1e3, "latency": d["total_s"], "tput_total": b * g / d["total_s"],
             "tput_gpu": b * g / d["total_s"] / tp}[kind]
     pred, err = float(got[5]), float(got[6].rstrip('%'))
-    if abs(pred - want) > 0.006 + 1e-4 * want or abs(err - 100 * (pred / float(figure) - 1)) > 0.06:
+    if abs(pred - want) > 0.006 + 1e-4 * want or abs(err - 100 * (want / float(figure) - 1)) > 0.06:
         print("FAIL: %s: table %s %s, want %.2f" % (name, got[5], got[6], want)); bad += 1
     else:
         print("ok: %-34s %-10s %10.2f %s" % (name, kind, want, got[6]))
