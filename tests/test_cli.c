@@ -166,7 +166,8 @@ static void test_help_lists_every_option(void) {
   listed_commands(help, &cmds);
   option_literals("sim/tacosim.c", &cands);
   option_literals("sim/search_main.c", &cands);
-  CU_ASSERT(cands.n >= 20); /* the two parsers' options, from their source */
+  option_literals("sim/search_infer_main.c", &cands);
+  CU_ASSERT(cands.n >= 20); /* the parsers' options, from their source */
   int accepted_total = 0;
   for (int k = 0; k < cmds.n; k++) {
     char args[256];
