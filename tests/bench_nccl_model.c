@@ -410,6 +410,7 @@ int main(int argc, char **argv) {
   }
   static const char *const small_files[][2] = {
       {"a100-sxm4-allreduce-8gpu-small.csv", "8 x A100 SXM4 (one node), all-reduce, 8 B - 128 MiB"},
+      {"nd-a100-v4-allreduce-8gpu.csv", "8 x A100 SXM4 (one node, a second machine), all-reduce, 1 KiB - 8 GiB"},
       {"a100-sxm4-allreduce-2gpu-small.csv", "2 x A100 SXM4 (of an 8-GPU node), all-reduce, first sizes"},
       {"hgx-h20-allreduce-8gpu-small.csv", "8 x H20 (one HGX node, the H100's NVLink 4 fabric), all-reduce, 32 KiB - 1 GiB"},
       {"nd-h100-v5-allreduce-nvls.csv", "8 x H100 SXM (one node), all-reduce with NCCL_ALGO=NVLS, 1 KiB - 8 GiB"},
