@@ -413,6 +413,10 @@ int main(int argc, char **argv) {
       {"nd-a100-v4-allreduce-8gpu.csv", "8 x A100 SXM4 (one node, a second machine), all-reduce, 1 KiB - 8 GiB"},
       {"a100-sxm4-allreduce-2gpu-small.csv", "2 x A100 SXM4 (of an 8-GPU node), all-reduce, first sizes"},
       {"hgx-h20-allreduce-8gpu-small.csv", "8 x H20 (one HGX node, the H100's NVLink 4 fabric), all-reduce, 32 KiB - 1 GiB"},
+      {"hgx-h100-allreduce-4gpu.csv", "4 x H100 SXM (of an HGX node), all-reduce, nccl-tests -g 4, 8 B - 8 GiB"},
+      {"hgx-h100-allreduce-4gpu-graph.csv", "4 x H100 SXM (the same GPUs), all-reduce, nccl-tests -g 4 -G 1 (CUDA graphs), 8 B - 16 MiB"},
+      {"hgx-h100-allreduce-4gpu-torch-eager.csv", "4 x H100 SXM (the same node), torch all-reduce, a process per GPU, eager, 1 KiB - 4 MiB"},
+      {"hgx-h100-allreduce-4gpu-torch-graph.csv", "4 x H100 SXM (the same node), torch all-reduce, a process per GPU, CUDA graph, 1 KiB - 4 MiB"},
       {"nd-h100-v5-allreduce-nvls.csv", "8 x H100 SXM (one node), all-reduce with NCCL_ALGO=NVLS, 1 KiB - 8 GiB"},
   };
   printf("\n## Small sizes: model time against published nccl-tests times (fabric figures only, no anchor)\n");
