@@ -1,7 +1,10 @@
 /* bench_nccl_model.c — the NCCL model (sim/sim_nccl.c) against published
  * nccl-tests figures (the CSV files of experiments/nccl/data/, each carrying its source)
  * and against every measured collective point of the three 2 x H200
- * calibration files; prints markdown tables (experiments/nccl/RESULTS.md).
+ * calibration files; at small sizes, the model's time against published
+ * per-size times (out-of-place and in-place, or derived from busbw; a file's
+ * "algo=" key names an NCCL_ALGO the run forced, "launch=" how it drove its
+ * GPUs); prints markdown tables (experiments/nccl/RESULTS.md).
  * Nothing is asserted: the tests are in test_sim_nccl.c.
  *
  *   bench_nccl_model REPO_ROOT            (experiments/nccl/run.sh) */
