@@ -32,7 +32,7 @@ typedef struct {
   sim_nccl_fabric f;
   sim_nccl_coll coll;
   int nranks, rpn;
-  int forced; /* 1: the run set NCCL_ALGO to `algo` */
+  int forced; /* 1: the run set NCCL_ALGO to `algo`; -1: an algo= the model does not know */
   sim_nccl_algo algo;
   char launch[48]; /* how the run drove its GPUs (nccl-tests -g N from one thread, or a process per GPU) */
 } file_defaults;
@@ -61,6 +61,7 @@ static void parse_keys(const char *line, file_defaults *d) {
     else if (!strcmp(k, "ranks_per_node")) d->rpn = atoi(v);
     else if (!strcmp(k, "launch")) snprintf(d->launch, sizeof d->launch, "%s", v);
     else if (!strcmp(k, "algo")) {
+      d->forced = -1; /* not an algorithm of the model: bench_small says so */
       for (int a = 0; a < SIM_NCCL_ALGO_COUNT; a++)
         if (!strcmp(v, sim_nccl_algo_name((sim_nccl_algo)a))) d->forced = 1, d->algo = (sim_nccl_algo)a;
     }
@@ -242,6 +243,16 @@ static int bench_small(const char *path, const char *label) {
       break;
     }
     double bytes = atof(cols[0]);
+    if (d.forced < 0) {
+      fprintf(stderr, "%s: header key algo: not one of ring, tree, nvls, nvls-tree\n", path);
+      rc = -1;
+      break;
+    }
+    if (!(bytes > 0)) {
+      fprintf(stderr, "%s: row \"%s\": field bytes: must be a size > 0\n", path, cols[0]);
+      rc = -1;
+      break;
+    }
     double pub[2] = {published_us(cols[1], cols[2], &d, bytes), published_us(cols[3], cols[4], &d, bytes)};
     char desc[96];
     double model = model_row_us(&d, bytes, desc, sizeof desc);
