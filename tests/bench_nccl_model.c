@@ -1,7 +1,10 @@
 /* bench_nccl_model.c — the NCCL model (sim/sim_nccl.c) against published
  * nccl-tests figures (the CSV files of experiments/nccl/data/, each carrying its source)
  * and against every measured collective point of the three 2 x H200
- * calibration files; prints markdown tables (experiments/nccl/RESULTS.md).
+ * calibration files; at small sizes, the model's time against published
+ * per-size times (out-of-place and in-place, or derived from busbw; a file's
+ * "algo=" key names an NCCL_ALGO the run forced, "launch=" how it drove its
+ * GPUs); prints markdown tables (experiments/nccl/RESULTS.md).
  * Nothing is asserted: the tests are in test_sim_nccl.c.
  *
  *   bench_nccl_model REPO_ROOT            (experiments/nccl/run.sh) */
@@ -29,6 +32,9 @@ typedef struct {
   sim_nccl_fabric f;
   sim_nccl_coll coll;
   int nranks, rpn;
+  int forced; /* 1: the run set NCCL_ALGO to `algo`; -1: an algo= the model does not know */
+  sim_nccl_algo algo;
+  char launch[48]; /* how the run drove its GPUs (nccl-tests -g N from one thread, or a process per GPU) */
 } file_defaults;
 
 static void parse_keys(const char *line, file_defaults *d) {
@@ -53,6 +59,12 @@ static void parse_keys(const char *line, file_defaults *d) {
     else if (!strcmp(k, "coll")) sim_nccl_coll_from_name(v, &d->coll);
     else if (!strcmp(k, "nranks")) d->nranks = atoi(v);
     else if (!strcmp(k, "ranks_per_node")) d->rpn = atoi(v);
+    else if (!strcmp(k, "launch")) snprintf(d->launch, sizeof d->launch, "%s", v);
+    else if (!strcmp(k, "algo")) {
+      d->forced = -1; /* not an algorithm of the model: bench_small says so */
+      for (int a = 0; a < SIM_NCCL_ALGO_COUNT; a++)
+        if (!strcmp(v, sim_nccl_algo_name((sim_nccl_algo)a))) d->forced = 1, d->algo = (sim_nccl_algo)a;
+    }
   }
 }
 
@@ -129,6 +141,164 @@ static int bench_published(const char *path, const char *label) {
   double med = median(errs, ne), mx = 0;
   for (int i = 0; i < ne; i++) mx = fmax(mx, errs[i]);
   printf("\n%d points: median |error| %.1f%%, max %.1f%%\n", ne, 100 * med, 100 * mx);
+  return 0;
+}
+
+/* The model's time for one row: NCCL's choice, or the best protocol of the
+ * algorithm the run forced (NCCL_ALGO); -1 with a message on failure. */
+static double model_row_us(const file_defaults *d, double bytes, char *desc, size_t cap) {
+  ts_err e;
+  if (!d->forced) {
+    sim_nccl_choice ch;
+    if (sim_nccl_time(&d->f, d->coll, bytes, d->nranks, d->rpn, NULL, &ch, &e)) {
+      snprintf(desc, cap, "%.80s", e.msg);
+      return -1;
+    }
+    sim_nccl_describe(&ch, desc, cap);
+    return ch.us;
+  }
+  double best = -1;
+  sim_nccl_proto bp = SIM_NCCL_SIMPLE;
+  for (int p = 0; p < SIM_NCCL_PROTO_COUNT; p++) {
+    double t = sim_nccl_tuner_us(&d->f, d->coll, d->algo, (sim_nccl_proto)p, bytes, d->nranks, d->rpn);
+    if (t >= 0 && (best < 0 || t < best)) best = t, bp = (sim_nccl_proto)p;
+  }
+  if (best < 0) {
+    snprintf(desc, cap, "%s: not available on this fabric", sim_nccl_algo_name(d->algo));
+    return -1;
+  }
+  snprintf(desc, cap, "%s/%s (NCCL_ALGO)", sim_nccl_algo_name(d->algo), sim_nccl_proto_name(bp));
+  return sim_nccl_algo_us(&d->f, d->coll, d->algo, bp, bytes, d->nranks, d->rpn);
+}
+
+/* The published time of one column: the time, else derived from the busbw. */
+static double published_us(const char *us, const char *busbw, const file_defaults *d, double bytes) {
+  if (us && *us) return atof(us);
+  if (busbw && *busbw && atof(busbw) > 0)
+    return bytes * ts_coll_busbw_factor((ts_coll)d->coll, d->nranks) / (atof(busbw) * 1e3);
+  return 0;
+}
+
+static void print_summary(const char *what, double *signed_err, int n) {
+  if (!n) return;
+  double mag[256], sgn[256], mx = 0;
+  for (int i = 0; i < n; i++) {
+    sgn[i] = signed_err[i];
+    mag[i] = fabs(signed_err[i]);
+    mx = fmax(mx, mag[i]);
+  }
+  printf("- %s: %d points, median |error| %.1f%% (signed median %+.1f%%), max |error| %.1f%%\n", what, n,
+         100 * median(mag, n), 100 * median(sgn, n), 100 * mx);
+}
+
+/* One published file with per-size times (small sizes): rows
+ * "bytes,us,busbw_gbps,us_inplace,busbw_inplace_gbps"; an empty time is
+ * derived from its busbw. Error = (model - published) / published time:
+ * negative when the model is faster. Summaries at <= 1 MiB and above. */
+static int bench_small(const char *path, const char *label) {
+  FILE *in = fopen(path, "r");
+  if (!in) {
+    fprintf(stderr, "%s: cannot open\n", path);
+    return -1;
+  }
+  file_defaults d;
+  memset(&d, 0, sizeof d);
+  char line[1024];
+  double small[2][256], large[2][256];
+  double off_err[2][256];
+  int ns[2] = {0, 0}, nl[2] = {0, 0}, noff[2] = {0, 0}, header = 0, rc = 0;
+  while (fgets(line, sizeof line, in)) {
+    if (line[0] == '#') {
+      parse_keys(line + 1, &d);
+      continue;
+    }
+    if (!strncmp(line, "bytes", 5)) continue;
+    if (!header) {
+      printf("\n### %s\n\n`%s` (%d ranks, %s)\n\n", label, path, d.nranks, d.launch[0] ? d.launch : "launch not stated");
+      printf("| size | published us: out-of-place / in-place | model us | model choice | error: out-of-place / in-place | with NVLS off |\n");
+      printf("| ---: | ---: | ---: | --- | ---: | --- |\n");
+      header = 1;
+    }
+    char *cols[5] = {0};
+    int nc = 0;
+    for (char *p = line; nc < 5; nc++) {
+      cols[nc] = p;
+      char *comma = strpbrk(p, ",\r\n");
+      if (!comma) {
+        nc++;
+        break;
+      }
+      int end = *comma != ',';
+      *comma = 0;
+      p = comma + 1;
+      if (end) {
+        nc++;
+        break;
+      }
+    }
+    if (nc < 5) {
+      fprintf(stderr, "%s: row \"%s\": needs 5 columns (bytes,us,busbw_gbps,us_inplace,busbw_inplace_gbps)\n", path,
+              cols[0]);
+      rc = -1;
+      break;
+    }
+    double bytes = atof(cols[0]);
+    if (d.forced < 0) {
+      fprintf(stderr, "%s: header key algo: not one of ring, tree, nvls, nvls-tree\n", path);
+      rc = -1;
+      break;
+    }
+    if (!(bytes > 0)) {
+      fprintf(stderr, "%s: row \"%s\": field bytes: must be a size > 0\n", path, cols[0]);
+      rc = -1;
+      break;
+    }
+    double pub[2] = {published_us(cols[1], cols[2], &d, bytes), published_us(cols[3], cols[4], &d, bytes)};
+    char desc[96];
+    double model = model_row_us(&d, bytes, desc, sizeof desc);
+    if (model < 0) {
+      fprintf(stderr, "%s: %s\n", path, desc);
+      rc = -1;
+      break;
+    }
+    char ps[2][24], es[2][24];
+    for (int k = 0; k < 2; k++) {
+      if (pub[k] <= 0) {
+        snprintf(ps[k], sizeof ps[k], "-");
+        snprintf(es[k], sizeof es[k], "-");
+        continue;
+      }
+      double err = (model - pub[k]) / pub[k];
+      snprintf(ps[k], sizeof ps[k], "%.2f", pub[k]);
+      snprintf(es[k], sizeof es[k], "%+.1f%%", 100 * err);
+      if (bytes <= 1048576 && ns[k] < 256) small[k][ns[k]++] = err;
+      if (bytes > 1048576 && nl[k] < 256) large[k][nl[k]++] = err;
+    }
+    char alt[200] = "";
+    if (!d.forced && d.f.nvls) {
+      file_defaults off = d;
+      off.f.nvls = false;
+      char d2[96];
+      double t2 = model_row_us(&off, bytes, d2, sizeof d2);
+      double p0 = pub[0] > 0 ? pub[0] : pub[1];
+      if (t2 > 0 && p0 > 0) {
+        double err = (t2 - p0) / p0;
+        if (strcmp(d2, desc)) snprintf(alt, sizeof alt, "%.2f us (%s), %+.1f%%", t2, d2, 100 * err);
+        if (bytes <= 1048576 && noff[0] < 256) off_err[0][noff[0]++] = err;
+        if (bytes > 1048576 && noff[1] < 256) off_err[1][noff[1]++] = err;
+      }
+    }
+    printf("| %.0f | %s / %s | %.2f | %s | %s / %s | %s |\n", bytes, ps[0], ps[1], model, desc, es[0], es[1], alt);
+  }
+  fclose(in);
+  if (rc) return rc;
+  printf("\n");
+  print_summary("out-of-place, <= 1 MiB", small[0], ns[0]);
+  print_summary("out-of-place, > 1 MiB", large[0], nl[0]);
+  print_summary("in-place, <= 1 MiB", small[1], ns[1]);
+  print_summary("in-place, > 1 MiB", large[1], nl[1]);
+  print_summary("with NVLS off (out-of-place, else in-place), <= 1 MiB", off_err[0], noff[0]);
+  print_summary("with NVLS off (out-of-place, else in-place), > 1 MiB", off_err[1], noff[1]);
   return 0;
 }
 
@@ -251,6 +421,23 @@ int main(int argc, char **argv) {
     char path[700];
     snprintf(path, sizeof path, "%s/experiments/nccl/data/%s", root, files[i][0]);
     rc |= bench_published(path, files[i][1]);
+  }
+  static const char *const small_files[][2] = {
+      {"a100-sxm4-allreduce-8gpu-small.csv", "8 x A100 SXM4 (one node), all-reduce, 8 B - 128 MiB"},
+      {"nd-a100-v4-allreduce-8gpu.csv", "8 x A100 SXM4 (one node, a second machine), all-reduce, 1 KiB - 8 GiB"},
+      {"a100-sxm4-allreduce-2gpu-small.csv", "2 x A100 SXM4 (of an 8-GPU node), all-reduce, first sizes"},
+      {"hgx-h20-allreduce-8gpu-small.csv", "8 x H20 (one HGX node, the H100's NVLink 4 fabric), all-reduce, 32 KiB - 1 GiB"},
+      {"hgx-h100-allreduce-4gpu.csv", "4 x H100 SXM (of an HGX node), all-reduce, nccl-tests -g 4, 8 B - 8 GiB"},
+      {"hgx-h100-allreduce-4gpu-graph.csv", "4 x H100 SXM (the same GPUs), all-reduce, nccl-tests -g 4 -G 1 (CUDA graphs), 8 B - 16 MiB"},
+      {"hgx-h100-allreduce-4gpu-torch-eager.csv", "4 x H100 SXM (the same node), torch all-reduce, a process per GPU, eager, 1 KiB - 4 MiB"},
+      {"hgx-h100-allreduce-4gpu-torch-graph.csv", "4 x H100 SXM (the same node), torch all-reduce, a process per GPU, CUDA graph, 1 KiB - 4 MiB"},
+      {"nd-h100-v5-allreduce-nvls.csv", "8 x H100 SXM (one node), all-reduce with NCCL_ALGO=NVLS, 1 KiB - 8 GiB"},
+  };
+  printf("\n## Small sizes: model time against published nccl-tests times (fabric figures only, no anchor)\n");
+  for (size_t i = 0; i < sizeof small_files / sizeof small_files[0]; i++) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/experiments/nccl/data/%s", root, small_files[i][0]);
+    rc |= bench_small(path, small_files[i][1]);
   }
   printf("\n## Model against the measured 2 x H200 curves (every point)\n");
   static const char *const transports[] = {"nvlink", "shm", "socket"};

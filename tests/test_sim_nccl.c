@@ -2,7 +2,8 @@
  * 2 ranks anchored reproduce the measured curves; NVLS needs NVSwitch and
  * the caller's consent; protocol and algorithm switch where the model's
  * own times cross (LL small, Simple large; tree small and ring large across
- * nodes); time never falls with more bytes, nor a ring's with more ranks. */
+ * nodes); time never falls with more bytes, nor a ring's with more ranks;
+ * small one-node all-reduces take NCCL's own tuning estimate (worked by hand). */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
@@ -286,6 +287,36 @@ static void test_ring_uses_every_member_nic(void) {
   CU_ASSERT_EQUAL(sim_edges(&c, mixed, 4, SIM_ALG_RING, src, dst, 64, &depth), 4);
 }
 
+/* One node, small all-reduces: NCCL's tuner picks the ring's LL protocol, and
+ * the model's time is NCCL's own estimate (src/graph/tuning.cc, NCCL 2.30.7):
+ * baseLat 6.6 us + 2 (n-1) x hwLat (NVLink, ring, LL) 0.6 us, plus S over the
+ * ring's LL algorithm bandwidth min(llMaxBw, busBw / 2) x n / (2 (n-1)), llMaxBw
+ * 87.7 GB/s on one Ampere node and 141 on one Hopper node. Worked by hand:
+ * 8 B on 2 / 4 / 8 A100: 7.8 / 10.2 / 15.0 us (the bytes add < 0.001 us);
+ * 1 MiB on 8 H100: 15.0 + 1048576 / (141e3 x 8 / 14) = 15.0 + 13.01 = 28.01 us.
+ * The model's fixed cost is 6.5 us, NCCL's ring 6.6: within 2 %. */
+static void test_small_allreduce_is_nccl_estimate(void) {
+  const struct {
+    sim_nccl_fabric f;
+    int n;
+    double bytes, nccl_us;
+  } cases[] = {{dgx_a100(), 2, 8, 7.8},
+               {dgx_a100(), 4, 8, 10.2},
+               {dgx_a100(), 8, 8, 15.0},
+               {hgx_h100(false), 8, 1048576, 28.01},
+               {hgx_h100(true), 8, 1048576, 28.01}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sim_nccl_choice ch;
+    ts_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_nccl_time(&cases[i].f, SIM_NCCL_ALLREDUCE, cases[i].bytes, cases[i].n, cases[i].n, NULL,
+                                        &ch, &e),
+                          0);
+    CU_ASSERT_EQUAL(ch.algo, SIM_NCCL_RING);
+    CU_ASSERT_EQUAL(ch.proto, SIM_NCCL_LL);
+    CU_ASSERT(fabs(ch.us - cases[i].nccl_us) <= 0.02 * cases[i].nccl_us);
+  }
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return CU_get_error();
   CU_pSuite s = CU_add_suite("sim_nccl", NULL, NULL);
@@ -294,6 +325,7 @@ int main(void) {
   CU_add_test(s, "switch points: LL small, Simple large, tree/ring across nodes", test_switch_points);
   CU_add_test(s, "a ring over nodes of k members runs as k rings, one exit NIC each", test_ring_uses_every_member_nic);
   CU_add_test(s, "monotone in bytes", test_monotone_in_bytes);
+  CU_add_test(s, "small one-node all-reduces: NCCL's own ring/LL estimate", test_small_allreduce_is_nccl_estimate);
   CU_add_test(s, "a ring over more ranks is never faster", test_ring_more_ranks_never_faster);
   CU_add_test(s, "the anchor carries the 2-rank efficiency at the same chunk", test_anchor_carries_efficiency);
   CU_add_test(s, "bad arguments are errors", test_bad_arguments);
