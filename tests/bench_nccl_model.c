@@ -69,14 +69,18 @@ static void parse_keys(const char *line, file_defaults *d) {
 }
 
 /* One published file: a row per size, model against published busbw. */
-static int bench_published(const char *path, const char *label) {
+/* A data file opened for reading, its header's defaults cleared; NULL (said on stderr) if it cannot be. */
+static FILE *open_series(const char *path, file_defaults *d) {
   FILE *in = fopen(path, "r");
-  if (!in) {
-    fprintf(stderr, "%s: cannot open\n", path);
-    return -1;
-  }
+  if (!in) fprintf(stderr, "%s: cannot open\n", path);
+  memset(d, 0, sizeof *d);
+  return in;
+}
+
+static int bench_published(const char *path, const char *label) {
   file_defaults d;
-  memset(&d, 0, sizeof d);
+  FILE *in = open_series(path, &d);
+  if (!in) return -1;
   char line[1024];
   double errs[64];
   int ne = 0;
@@ -196,13 +200,9 @@ static void print_summary(const char *what, double *signed_err, int n) {
  * derived from its busbw. Error = (model - published) / published time:
  * negative when the model is faster. Summaries at <= 1 MiB and above. */
 static int bench_small(const char *path, const char *label) {
-  FILE *in = fopen(path, "r");
-  if (!in) {
-    fprintf(stderr, "%s: cannot open\n", path);
-    return -1;
-  }
   file_defaults d;
-  memset(&d, 0, sizeof d);
+  FILE *in = open_series(path, &d);
+  if (!in) return -1;
   char line[1024];
   double small[2][256], large[2][256];
   double off_err[2][256];
