@@ -78,6 +78,14 @@ double plan_infer_kv_bytes(const plan_infer *p, long long tokens);
 typedef struct {
   double weights;  /* parameters of the stage's layers (+ embedding / head): 2 B each, 1 B the FP8 linear layers' */
   double kv_cache; /* at the end of generation: prompt + generate tokens */
+  /* The inference executor's working buffers (runtime/infer/infer_model.c, infer_model_create): the prefill's
+   * activations of batch x prompt tokens, its attention scores, the FP8 cache's prefill K/V stage, the decode
+   * attention's partials, the last tokens' rows and logits. 0 for a plan naming a serving engine's fused prefill
+   * attention (prefill_attention fused or flash), which the executor does not run: an engine plans its own
+   * workspace (chunked prefills, activation memory shared between layers), not modelled. */
+  double activations;
+  double overhead; /* beyond the tensors: the runtime (CUDA context, cuBLASLt) and an NCCL communicator per parallel
+                      dimension, as measured under tacorun execute (plan_memory.c's figures) */
   double total;
 } plan_infer_memory;
 /* The largest over stages. */

@@ -230,6 +230,41 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
   if (p->prefill_attention == PLAN_PREFILL_ATTN_FLASH) out->attention_backend = PLAN_ATTENTION_FLASH;
 }
 
+/* The inference executor's working buffers on one GPU (infer_model_create, runtime/infer/infer_model.c, which
+ * allocates each once for the whole run, every layer reusing them), 2 bytes an element unless said:
+ * - the prefill of T = batch x prompt tokens: x, xn, proj (T x hidden each), qkv (T x (heads + 2 kv_heads) / tp
+ *   x head_dim), qh, oh, attn (T x heads / tp x head_dim each), f (T x 2 ffn / tp), act (T x ffn / tp), rstd
+ *   (T x 4 B);
+ * - the causal scores of the prefill attention (prompt > 1): prompt^2 a head, as many (sequence, KV head)
+ *   groups of heads at once as 1 GiB holds (the executor's default budget; at least one head);
+ * - the FP8 cache's prefill K/V stage (kv_cache fp8, prompt > 1): K and V of the prompt in BF16;
+ * - decode attention v3's partials: batch x heads / tp x (head_dim + 2) x 4 B per split, at most about 8 blocks an
+ *   SM of splits (infer_decode3_partial_bytes), the largest over the lengths;
+ * - the last tokens' rows and normed rows (batch x hidden each), the logits (batch x vocab / tp) and, under TP,
+ *   the gathered logits (batch x vocab). */
+static double executor_buffers(const plan_infer *p) {
+  const model_config *mc = &p->model;
+  const double BF = 2.0, T = (double)p->batch * p->prompt, h = mc->hidden, d = model_head_dim(mc);
+  const double hl = mc->heads / p->tp, kvl = mc->kv_heads / p->tp, fl = (double)mc->ffn_hidden / p->tp;
+  const double vl = (double)model_vocab_per_gpu(mc, p->tp);
+  double b = BF * T * (3.0 * h + (hl + 2.0 * kvl) * d + 3.0 * hl * d + 3.0 * fl) + 4.0 * T;
+  if (p->prompt > 1) {
+    const double budget = 1073741824.0, per_head = BF * (double)p->prompt * p->prompt, g = hl / kvl;
+    const double need = per_head * g;
+    double gs = g;
+    while (gs > 1 && per_head * gs > budget) gs = floor(gs / 2);
+    double scores = need <= budget ? budget - fmod(budget, need) : per_head * gs;
+    if (scores > per_head * hl * p->batch) scores = per_head * hl * p->batch;
+    b += scores;
+    if (p->kv == PLAN_KV_FP8) b += 2.0 * BF * p->batch * kvl * p->prompt * d;
+  }
+  const double units = (double)p->batch * kvl, sms = p->cluster.gpu.sms > 0 ? p->cluster.gpu.sms : 132;
+  double splits = ceil(8.0 * sms / units), by_len = ceil(((double)p->prompt + p->generate) / 64.0);
+  b += (double)p->batch * hl * (splits < by_len ? splits : by_len) * (d + 2.0) * 4.0;
+  b += BF * (2.0 * p->batch * h + (double)p->batch * vl + (p->tp > 1 ? (double)p->batch * vl * p->tp : 0.0));
+  return b;
+}
+
 int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {
   *m = (plan_infer_memory){0};
   static _Thread_local plan fwd; /* large (cluster tables): not on the stack */
@@ -244,11 +279,13 @@ int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {
     if (n < 0) return -1;
     fp8_params = plan_fp8_gemm_params(&fwd, ops, n);
   }
+  const double act = p->prefill_attention == PLAN_PREFILL_ATTN_EXECUTOR ? executor_buffers(p) : 0.0;
+  const double overhead = PLAN_RUNTIME_BYTES + PLAN_NCCL_COMM_BYTES * ((p->tp > 1) + (p->pp > 1));
   for (int s = 0; s < p->pp; s++) {
     double params = plan_params_of_stage(&fwd, s);
     if (params < 0) return -1;
     double w = 2.0 * params - fp8_params * plan_stage_layers(&fwd, s);
-    if (w + kv > m->total) *m = (plan_infer_memory){w, kv, w + kv};
+    if (w + kv + act + overhead > m->total) *m = (plan_infer_memory){w, kv, act, overhead, w + kv + act + overhead};
   }
   return 0;
 }

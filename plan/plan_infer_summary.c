@@ -17,8 +17,12 @@ int plan_infer_print_summary(const plan_infer *p, FILE *out, ts_err *e) {
           p->cluster.name, p->tp, p->pp, p->tp * p->pp);
   fprintf(out, "  batch %d, prompt %d, generate %d, KV cache %s\n", p->batch, p->prompt, p->generate,
           plan_kv_precision_name(p->kv));
-  fprintf(out, "  memory per GPU %.2f GiB of %.0f: weights %.2f, KV cache %.2f (prefill activations not counted)\n",
-          mem.total / gib, p->cluster.gpu.hbm_gib, mem.weights / gib, mem.kv_cache / gib);
+  fprintf(out, "  memory per GPU %.2f GiB of %.0f: weights %.2f, KV cache %.2f, activations %.2f%s, runtime and NCCL "
+          "%.2f\n", mem.total / gib, p->cluster.gpu.hbm_gib, mem.weights / gib, mem.kv_cache / gib,
+          mem.activations / gib,
+          p->prefill_attention == PLAN_PREFILL_ATTN_EXECUTOR ? " (the executor's buffers)"
+                                                             : " (an engine's workspace: not modelled)",
+          mem.overhead / gib);
   print_allreduce(p, out, "prefill", (double)p->batch * p->prompt);
   print_allreduce(p, out, "decode", p->batch);
   fprintf(out, "  codec policy: %s\n",

@@ -23,6 +23,16 @@ void plan_ideal_free(plan_ideal *t);
 int64_t plan_ideal_step_cost(int backward);
 
 /* The sharded layer this plan runs (tp, sequence parallel, micro, seq). */
+/* What `tacorun execute` holds on one H200 beyond its own buffers (measured
+ * memory in use, cudaMemGetInfo, minus what exec_model_create allocates;
+ * experiments/memory/executor_alloc.py over the GPT h4096 plans of validation
+ * run 10): 1.09 GiB on one GPU (CUDA context, kernel images, cuBLASLt state),
+ * plus its 32 MiB cuBLASLt workspace; 0.28 GiB more with an NCCL communicator
+ * over NVLink (TP2 and DP2 alike; through shm or sockets none was seen). The
+ * training memory model (plan_memory.c) and the inference one (plan_infer_load.c). */
+#define PLAN_RUNTIME_BYTES (1.09 * 1073741824.0 + 32.0 * 1048576.0)
+#define PLAN_NCCL_COMM_BYTES (0.28 * 1073741824.0)
+
 model_shard plan_shard(const plan *p);
 /* Norm parameters of one layer (replicated across TP). */
 double plan_norm_params_per_layer(const plan *p);

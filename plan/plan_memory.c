@@ -11,14 +11,6 @@
 
 #define WEIGHT_BYTES 2.0    /* bf16 parameters */
 #define GIB_BYTES 1073741824.0
-/* What `tacorun execute` holds on one H200 beyond its own buffers (measured
- * memory in use, cudaMemGetInfo, minus what exec_model_create allocates;
- * experiments/memory/executor_alloc.py over the GPT h4096 plans of validation
- * run 10): 1.09 GiB on one GPU (CUDA context, kernel images, cuBLASLt state),
- * plus its 32 MiB cuBLASLt workspace; 0.28 GiB more with an NCCL communicator
- * over NVLink (TP2 and DP2 alike; through shm or sockets none was seen). */
-#define RUNTIME_BYTES (1.09 * GIB_BYTES + 32.0 * 1048576.0)
-#define NCCL_COMM_BYTES (0.28 * GIB_BYTES)
 #define OPTIMIZER_BYTES 12.0 /* fp32 master weights, Adam m and v */
 
 model_shard plan_shard(const plan *p) {
@@ -222,7 +214,7 @@ double plan_tpo_buffer_bytes(const plan *p) {
   return bytes + 2.0 * 32.0 * 1048576.0;
 }
 
-/* Beyond the tensors: the runtime (RUNTIME_BYTES), one NCCL communicator per
+/* Beyond the tensors: the runtime (PLAN_RUNTIME_BYTES), one NCCL communicator per
  * parallel dimension in use, CP's ring buffers, tp_comm_overlap's userbuffers (above), the compressed
  * collectives' encoded buffers (plan_codec_buffer_bytes), and the fused
  * attention backward's fp32 dQ
@@ -232,7 +224,7 @@ static double overhead_bytes(const plan *p, int stage) {
   double comms = (p->tp > 1) + (p->dp > 1) + (p->pp > 1) + (plan_cp(p) > 1);
   const double codec = plan_codec_buffer_bytes(p, stage); /* the compressed collectives' (plan_memory_codec.c) */
   if (codec < 0) return -1.0;
-  double b = RUNTIME_BYTES + NCCL_COMM_BYTES * comms + plan_cp_buffer_bytes(p) + plan_tpo_buffer_bytes(p) + codec;
+  double b = PLAN_RUNTIME_BYTES + PLAN_NCCL_COMM_BYTES * comms + plan_cp_buffer_bytes(p) + plan_tpo_buffer_bytes(p) + codec;
   if (p->attention_backend != PLAN_ATTENTION_UNFUSED) {
     double tokens = (double)p->micro_batch * plan_local_seq(p);
     b += 4.0 * tokens * ((double)p->model.heads * model_head_dim(&p->model) + p->model.heads) / p->tp;

@@ -273,17 +273,19 @@ static int detail_object(json_t *root, const char *key, const char *const *keys,
   return o ? numbers(o, keys, n, file, key, e) : 0;
 }
 
-/* A phase of an inference result: its first 5 keys required, experts_gemm_s (added 2026-12-06) optional. */
-static int phase_object(json_t *root, const char *key, const char *const *keys, const char *file, ts_err *e) {
+/* An object of an inference result whose first `required` keys must be there, the rest added later (a
+ * phase's experts_gemm_s, the memory's activations_bytes and overhead_bytes: 2026-12-06) optional. */
+static int phase_object(json_t *root, const char *key, const char *const *keys, int required, const char *file,
+                        ts_err *e) {
   bool failed;
   json_t *o = tsj_object_opt(root, key, file, "", e, &failed);
   if (failed) return -1;
-  return o ? numbers(o, keys, 5, file, key, e) : 0;
+  return o ? numbers(o, keys, required, file, key, e) : 0;
 }
 
 /* The inference prediction's details: every one optional, each checked as written. */
 static int check_inference_details(json_t *root, const char *file, ts_err *e) {
-  static const char *const memory[] = {"weights_bytes", "kv_cache_bytes", NULL};
+  static const char *const memory[] = {"weights_bytes", "kv_cache_bytes", "activations_bytes", "overhead_bytes", NULL};
   static const char *const phase[] = {"total_s", "compute_s", "tp_exposed_s", "codec_s", "pp_exposed_s",
                                       "experts_gemm_s", NULL};
   static const char *const plain[] = {"ttft_s", "tpot_s", "tokens_per_s", NULL};
@@ -300,8 +302,8 @@ static int check_inference_details(json_t *root, const char *file, ts_err *e) {
   if (tsj_string_opt(root, "codec", "", codec, sizeof codec, file, "", e) ||
       tsj_enum_opt(root, "quantization", quants, 0, &quant, file, "", e) ||
       tsj_enum_opt(root, "prefill_attention", prefill_attns, 0, &quant, file, "", e) ||
-      tsj_real_opt(root, "total_s", 0, BIG, 0, &x, file, "", e) || detail_object(root, "memory", memory, file, e) ||
-      phase_object(root, "prefill", phase, file, e) || phase_object(root, "decode", phase, file, e) ||
+      tsj_real_opt(root, "total_s", 0, BIG, 0, &x, file, "", e) || phase_object(root, "memory", memory, 2, file, e) ||
+      phase_object(root, "prefill", phase, 5, file, e) || phase_object(root, "decode", phase, 5, file, e) ||
       detail_object(root, "plain_nccl", plain, file, e) || detail_object(root, "speedup", speedup, file, e))
     return -1;
   json_t *arr = json_object_get(root, "codec_choices");

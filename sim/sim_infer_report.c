@@ -34,8 +34,9 @@ void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) 
   fprintf(out, "  time per output token %10.3f ms\n", r->tpot_s * 1e3);
   fprintf(out, "  tokens/s              %10.1f  (batch x generate / (TTFT + (generate-1) x TPOT))\n",
           r->tokens_per_s);
-  fprintf(out, "  memory per GPU        %10.2f GiB  (weights %.2f, KV cache %.2f, of %.0f)\n\n",
-          r->memory.total / gib, r->memory.weights / gib, r->memory.kv_cache / gib, p->cluster.gpu.hbm_gib);
+  fprintf(out, "  memory per GPU        %10.2f GiB  (weights %.2f, KV cache %.2f, activations %.2f, runtime and NCCL "
+          "%.2f, of %.0f)\n\n", r->memory.total / gib, r->memory.weights / gib, r->memory.kv_cache / gib,
+          r->memory.activations / gib, r->memory.overhead / gib, p->cluster.gpu.hbm_gib);
   print_phase(out, "prefill", &r->prefill, p);
   print_phase(out, "decode (per token)", &r->decode, p);
   if (p->codec.kind != PLAN_CODEC_NONE) {
@@ -95,6 +96,9 @@ static json_t *result_json(const plan_infer *p, const sim_infer_result *r) {
                                 r->prefill.pp_s + steps * r->decode.pp_s, "dp_exposed_s", 0.0, "codec_s",
                                 r->prefill.codec_s + steps * r->decode.codec_s, "bubble_s", 0.0));
   json_object_set_new(o, "ranks", json_array());
+  json_t *mem = json_object_get(o, "memory"); /* the executor's buffers and the runtime, added 2026-12-06 */
+  json_object_set_new(mem, "activations_bytes", json_real(r->memory.activations));
+  json_object_set_new(mem, "overhead_bytes", json_real(r->memory.overhead));
   json_object_set_new(o, "quantization", json_string(plan_infer_quant_name(p->quant)));
   json_object_set_new(o, "prefill_attention", json_string(plan_prefill_attention_name(p->prefill_attention)));
   if (r->options[0]) json_object_set_new(o, "options", json_string(r->options));

@@ -113,13 +113,39 @@ static void test_kv_cache_formula(void) {
   plan_infer_memory mem;
   CU_ASSERT_EQUAL_FATAL(plan_infer_memory_per_gpu(&g_plan, &mem), 0);
   NEAR(mem.kv_cache, want, 1e-12);
-  NEAR(mem.total, mem.weights + mem.kv_cache, 1e-12);
+  NEAR(mem.total, mem.weights + mem.kv_cache + mem.activations + mem.overhead, 1e-12);
   /* weights: bf16 parameters, half of the model (plus padding) on each of 2 GPUs */
   CU_ASSERT(mem.weights > model_params_total(m) && mem.weights < 1.05 * model_params_total(m));
   g_plan.kv = PLAN_KV_FP8;
   /* E4M3 codes and one FP32 scale per head vector of K and of V */
   double d = m->hidden / m->heads;
   NEAR(plan_infer_kv_bytes(&g_plan, 128), want / 2 * (1 + 4 / d), 1e-12);
+}
+
+/* The executor's buffers (plan_infer.h) by hand: Llama-3 8B at TP 2 (16 query heads, 4 KV heads, head dim 128,
+ * FFN 7,168 and vocabulary 64,128 a GPU), batch 3, prompt 100, generate 28, on H200s (132 SMs), BF16 cache:
+ * - prefill of T = 300 tokens: 2 x 300 x (3 x 4096 + (16 + 8) x 128 + 3 x 16 x 128 + 3 x 7168) + 4 x 300
+ *   = 2 x 300 x 43,008 + 1,200 = 25,806,000;
+ * - scores: a head 2 x 100^2 = 20,000 B; a group of 4 heads fits 1 GiB many times, capped at every head of
+ *   every sequence: 20,000 x 16 x 3 = 960,000;
+ * - decode partials: min(ceil(8 x 132 / 12), ceil(128 / 64)) = 2 splits, 3 x 16 x 2 x 130 x 4 = 49,920;
+ * - last rows, normed rows, logits, gathered logits: 2 x (2 x 3 x 4096 + 3 x 64128 + 3 x 64128 x 2) = 1,203,456;
+ * in all 28,019,376 bytes; the runtime 1.09 GiB + 32 MiB and one NVLink communicator 0.28 GiB. A plan
+ * naming a fused prefill attention counts no executor buffers. */
+static void test_executor_buffers(void) {
+  char t[1024];
+  plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":3,\"prompt\":100,\"generate\":28}", "");
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(g_plan.cluster.gpu.sms, 132);
+  plan_infer_memory mem;
+  CU_ASSERT_EQUAL_FATAL(plan_infer_memory_per_gpu(&g_plan, &mem), 0);
+  NEAR(mem.activations, 28019376.0, 1e-12);
+  NEAR(mem.overhead, 1.37 * 1073741824.0 + 33554432.0, 1e-12);
+  plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":3,\"prompt\":100,\"generate\":28}", "\"prefill_attention\":\"flash\"");
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(plan_infer_memory_per_gpu(&g_plan, &mem), 0);
+  CU_ASSERT_EQUAL(mem.activations, 0);
 }
 
 static void test_codec_wire_bytes(void) {
@@ -798,6 +824,7 @@ int main(void) {
   CU_add_test(s, "valid plan loads", test_valid_loads);
   CU_add_test(s, "malformed plans rejected", test_malformed_rejected);
   CU_add_test(s, "KV cache formula", test_kv_cache_formula);
+  CU_add_test(s, "the executor's buffers and the runtime by hand", test_executor_buffers);
   CU_add_test(s, "FP8 KV cache: decode table and memory", test_fp8_kv_decode_table);
   CU_add_test(s, "decode attention by head layout, grouped by batch x KV heads", test_decode_attention_pairs);
   CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
