@@ -79,7 +79,7 @@ static int one(const search_infer_opts *o, const schema_calibration *cal, const 
     if (!res->refused++) snprintf(res->first_refusal, sizeof res->first_refusal, "%.250s", sub.msg);
     return 0;
   }
-  if (o->headroom > 0) { /* the loader checked weights + KV cache against the whole HBM */
+  if (o->headroom > 0) { /* the loader checked the plan's memory against the whole HBM */
     plan_infer_memory mem;
     double hbm = row->plan.cluster.gpu.hbm_gib * 1073741824.0;
     double keep = o->headroom >= 1 ? o->headroom * 1073741824.0 : o->headroom * hbm;

@@ -24,7 +24,7 @@ typedef struct {
   int codecs[4], n_codecs; /* plan_codec_kind of the TP all-reduces (TACO group 128, CAAT-Net p 0.5) */
   plan_prefill_attention prefill_attention;
   double tpot_max_s, ttft_max_s; /* 0: no limit */
-  double headroom;               /* HBM kept free beyond weights + KV cache: >= 1 GiB, < 1 a fraction (0: none) */
+  double headroom;               /* HBM kept free beyond the plan's memory: >= 1 GiB, < 1 a fraction (0: none) */
   const char *calibration;       /* NULL: the cluster's default (sim_default_calibration) */
   sim_transfer_mode transfer;
 } search_infer_opts;

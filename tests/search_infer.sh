@@ -17,7 +17,8 @@ for p in "$tmp"/plans/*.json; do
   "$bin" simulate "$p" --json "${p%.json}.out" > /dev/null 2>&1 || { echo "simulate $p failed"; exit 1; }
 done
 "$bin" search-infer $args --tpot-max 7 --json "$tmp/lim.json" > "$tmp/lim.txt"
-# --headroom 62: 18 of the H100's 80 GiB for weights + KV cache: BF16 weights (15.0 GiB) with a BF16 cache of batch 64 (4.5 GiB) do not fit
+# --headroom 62: 18 of the H100's 80 GiB for the plan's memory: BF16 weights (15.0 GiB), a BF16 cache of batch 64
+# (4.5 GiB) and the runtime (1.1 GiB) do not fit
 "$bin" search-infer $args --headroom 62 --json "$tmp/head.json" > /dev/null
 "$bin" search-infer --model llama3-8b --cluster a100x8-nvswitch --prompt 512 --generate 64 --batches 1,8 --json "$tmp/a100.json" > /dev/null
 python3 - "$tmp" <<'P'
