@@ -36,6 +36,13 @@ static int candidate_json(const search_infer_opts *o, int tp, int pp, int batch,
   return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
+/* Whether s goes into a JSON string as it is (the candidates' plan files name the model and the cluster). */
+static bool json_safe(const char *s) {
+  for (; *s; s++)
+    if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20) return false;
+  return true;
+}
+
 /* The lists left empty get their defaults from the model and the cluster. */
 static int default_lists(const search_infer_opts *o, search_infer_opts *d, const model_config *m,
                          const topo_cluster *cl) {
@@ -110,9 +117,9 @@ static int one(const search_infer_opts *o, const schema_calibration *cal, const 
 int search_infer_run(const search_infer_opts *o, search_infer_result *res, ts_err *e) {
   memset(res, 0, sizeof *res);
   if (!o->model || !o->cluster) return ts_fail(e, NULL, !o->model ? "--model" : "--cluster", "required");
-  if (strpbrk(o->model, "\"\\") || strpbrk(o->cluster, "\"\\"))
-    return ts_fail(e, NULL, strpbrk(o->model, "\"\\") ? "--model" : "--cluster", "a name or path without quotes "
-                   "or backslashes");
+  if (!json_safe(o->model) || !json_safe(o->cluster))
+    return ts_fail(e, NULL, !json_safe(o->model) ? "--model" : "--cluster", "a name or path without quotes, "
+                   "backslashes or control characters");
   if (o->prompt < 1 || o->generate < 1) return ts_fail(e, NULL, o->prompt < 1 ? "--prompt" : "--generate", "required, >= 1");
   static model_config m;
   static topo_cluster cl;
