@@ -264,23 +264,17 @@ static int numbers(json_t *obj, const char *const *keys, int required, const cha
   return 0;
 }
 
-static int detail_object(json_t *root, const char *key, const char *const *keys, const char *file, ts_err *e) {
+/* An optional object of an inference result: numbers, its first `required` keys there, the rest added later
+ * (a phase's experts_gemm_s, the memory's activations_bytes and overhead_bytes: 2026-12-06) optional; -1
+ * required: every key. */
+static int detail_object(json_t *root, const char *key, const char *const *keys, int required, const char *file,
+                         ts_err *e) {
   bool failed;
   json_t *o = tsj_object_opt(root, key, file, "", e, &failed);
   if (failed) return -1;
   int n = 0;
   while (keys[n]) n++;
-  return o ? numbers(o, keys, n, file, key, e) : 0;
-}
-
-/* An object of an inference result whose first `required` keys must be there, the rest added later (a
- * phase's experts_gemm_s, the memory's activations_bytes and overhead_bytes: 2026-12-06) optional. */
-static int phase_object(json_t *root, const char *key, const char *const *keys, int required, const char *file,
-                        ts_err *e) {
-  bool failed;
-  json_t *o = tsj_object_opt(root, key, file, "", e, &failed);
-  if (failed) return -1;
-  return o ? numbers(o, keys, required, file, key, e) : 0;
+  return o ? numbers(o, keys, required < 0 ? n : required, file, key, e) : 0;
 }
 
 /* The inference prediction's details: every one optional, each checked as written. */
@@ -302,9 +296,9 @@ static int check_inference_details(json_t *root, const char *file, ts_err *e) {
   if (tsj_string_opt(root, "codec", "", codec, sizeof codec, file, "", e) ||
       tsj_enum_opt(root, "quantization", quants, 0, &quant, file, "", e) ||
       tsj_enum_opt(root, "prefill_attention", prefill_attns, 0, &quant, file, "", e) ||
-      tsj_real_opt(root, "total_s", 0, BIG, 0, &x, file, "", e) || phase_object(root, "memory", memory, 2, file, e) ||
-      phase_object(root, "prefill", phase, 5, file, e) || phase_object(root, "decode", phase, 5, file, e) ||
-      detail_object(root, "plain_nccl", plain, file, e) || detail_object(root, "speedup", speedup, file, e))
+      tsj_real_opt(root, "total_s", 0, BIG, 0, &x, file, "", e) || detail_object(root, "memory", memory, 2, file, e) ||
+      detail_object(root, "prefill", phase, 5, file, e) || detail_object(root, "decode", phase, 5, file, e) ||
+      detail_object(root, "plain_nccl", plain, -1, file, e) || detail_object(root, "speedup", speedup, -1, file, e))
     return -1;
   json_t *arr = json_object_get(root, "codec_choices");
   if (!arr || json_is_null(arr)) return 0;
