@@ -97,6 +97,10 @@ int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m);
  * plan_params_of_stage) apply to one forward pass of the inference plan. */
 void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out);
 
+/* The inference executor's prefill attention scores are held for as many (sequence, KV head) groups at once
+ * as fit this many bytes (runtime/infer/infer_model.c, its default scores budget; the memory model counts it). */
+#define PLAN_INFER_SCORES_BUDGET ((size_t)1 << 30)
+
 /* How `tacorun execute` times the TTFT of an inference plan
  * (runtime/infer/infer_run.c, timed_ttft), which the simulator's prefill
  * clock follows (sim/sim_infer.c): one warm-up prefill and

@@ -236,7 +236,7 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
  *   x head_dim), qh, oh, attn (T x heads / tp x head_dim each), f (T x 2 ffn / tp), act (T x ffn / tp), rstd
  *   (T x 4 B);
  * - the causal scores of the prefill attention (prompt > 1): prompt^2 a head, as many (sequence, KV head)
- *   groups of heads at once as 1 GiB holds (the executor's default budget; at least one head);
+ *   groups of heads at once as PLAN_INFER_SCORES_BUDGET holds (the executor's default; at least one head);
  * - the FP8 cache's prefill K/V stage (kv_cache fp8, prompt > 1): K and V of the prompt in BF16;
  * - decode attention v3's partials: batch x heads / tp x (head_dim + 2) x 4 B per split, at most about 8 blocks an
  *   SM of splits (infer_decode3_partial_bytes), the largest over the lengths;
@@ -249,7 +249,7 @@ static double executor_buffers(const plan_infer *p) {
   const double vl = (double)model_vocab_per_gpu(mc, p->tp);
   double b = BF * T * (3.0 * h + (hl + 2.0 * kvl) * d + 3.0 * hl * d + 3.0 * fl) + 4.0 * T;
   if (p->prompt > 1) {
-    const double budget = 1073741824.0, per_head = BF * (double)p->prompt * p->prompt, g = hl / kvl;
+    const double budget = (double)PLAN_INFER_SCORES_BUDGET, per_head = BF * (double)p->prompt * p->prompt, g = hl / kvl;
     const double need = per_head * g;
     double gs = g;
     while (gs > 1 && per_head * gs > budget) gs = floor(gs / 2);

@@ -8,6 +8,7 @@
 #include "exec_kernels.h"
 #include "infer_decode.h"
 #include "infer_kernels.h"
+#include "plan_infer.h"
 #include "rt_nccl.h"
 #include "rt_ops.h"
 #include "rt_ops_layer.h"
@@ -251,7 +252,7 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   IM_TRY(dmalloc(&m->act, (size_t)(T * m->fl) * BF, "activations", e));
   IM_TRY(dmalloc((void **)&m->rstd, (size_t)T * sizeof(float), "activations", e));
   /* prefill attention scores: whole (sequence, KV head) pairs at once when they fit the budget */
-  size_t budget = o->scores_budget ? o->scores_budget : (size_t)1 << 30;
+  size_t budget = o->scores_budget ? o->scores_budget : PLAN_INFER_SCORES_BUDGET;
   size_t per_head = (size_t)o->max_prompt * o->max_prompt * BF;
   size_t need = per_head * (size_t)(m->hl / m->kvl);
   size_t gs = (size_t)(m->hl / m->kvl);

@@ -82,7 +82,7 @@ typedef struct {
   int batch, max_prompt;
   long long max_seq;
   unsigned long long seed;
-  size_t scores_budget; /* bytes of prefill attention scores at once (0: 1 GiB) */
+  size_t scores_budget; /* bytes of prefill attention scores at once (0: PLAN_INFER_SCORES_BUDGET, 1 GiB) */
   int decode_attn;      /* 3: infer_decode_attention3, 2: infer_decode_attention2 (infer_decode.h); else
                            infer_decode_attention */
   int kv_fp8;           /* 1: FP8 KV cache (needs decode_attn 2 or 3: their FP8 variants); 0: BF16 */
