@@ -86,15 +86,6 @@ static int one(const search_infer_opts *o, const schema_calibration *cal, const 
     if (!res->refused++) snprintf(res->first_refusal, sizeof res->first_refusal, "%.250s", sub.msg);
     return 0;
   }
-  if (o->headroom > 0) { /* the loader checked the plan's memory against the whole HBM */
-    plan_infer_memory mem;
-    double hbm = row->plan.cluster.gpu.hbm_gib * 1073741824.0;
-    double keep = o->headroom >= 1 ? o->headroom * 1073741824.0 : o->headroom * hbm;
-    if (plan_infer_memory_per_gpu(&row->plan, &mem) || mem.total > hbm - keep) {
-      res->over_headroom++;
-      return 0;
-    }
-  }
   if (sim_infer_predict(&row->plan, cal, NULL, NULL, &row->r, &sub)) {
     if (ts_exit_status(&sub) == TS_EXIT_SIM_FAILURE || !sub.bad_input) {
       *e = sub;
@@ -103,6 +94,13 @@ static int one(const search_infer_opts *o, const schema_calibration *cal, const 
     res->failed++; /* a rule of the prediction itself (bad input), not the simulator's failure */
     if (!res->first_refusal[0]) snprintf(res->first_refusal, sizeof res->first_refusal, "%.250s", sub.msg);
     return 0;
+  }
+  if (o->headroom > 0) { /* the loader checked the plan's memory against the whole HBM */
+    double hbm = row->plan.cluster.gpu.hbm_gib * 1073741824.0;
+    if (row->r.memory.total > hbm - (o->headroom >= 1 ? o->headroom * 1073741824.0 : o->headroom * hbm)) {
+      res->over_headroom++;
+      return 0;
+    }
   }
   if ((o->tpot_max_s > 0 && row->r.tpot_s > o->tpot_max_s) || (o->ttft_max_s > 0 && row->r.ttft_s > o->ttft_max_s)) {
     res->over_limits++;
