@@ -13,12 +13,12 @@
 # published - 1). Nothing is fitted.
 # Options (defaults in brackets):
 #   --tacosim PATH   the simulator [build/sim/tacosim]
-#   --work DIR       result JSON and stderr of each simulation [experiments/data/work/moe-infer]
+#   --work DIR       result JSON, printed report and stderr of each simulation [experiments/data/work/moe-infer]
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../.." && pwd)"
 . "$HERE/../set_opts.sh"
-set_opts moe-infer 2,15 "$@"
+set_opts moe-infer 2,16 "$@"
 predict() { # PLAN KIND KERNEL: the prediction in the row's unit (ms for kernel, tpot and ftl rows, s for an e2e
   # row, tok/s/GPU for a tput_gpu row)
   local plan="$WORK/$(basename "$1" .json)-$3.json"
