@@ -169,9 +169,9 @@ typedef struct {
   /* (inference only) the plan's "moe_kernel" is fused: the experts' forward GEMMs priced as one kernel
    * over the active experts (sim_costs.c, grouped_gemm_us); never set by a training plan */
   bool moe_fused;
-  /* (inference only) "quantization": "fp8" on an MoE model: the routed experts' and the shared experts'
-   * GEMMs (and MLA's projections) are FP8 too, as the serving engines' FP8 checkpoints hold them
-   * (plan_fp8_gemm); never set by a training plan, whose FP8 keeps them BF16 */
+  /* (inference only) "quantization": "fp8": plan_fp8_gemm also takes plan_fp8_serving_linear's GEMMs (an MoE
+   * model's routed and shared experts, MLA's projections), as the serving engines' FP8 checkpoints hold them;
+   * never set by a training plan, whose FP8 keeps them BF16 */
   bool fp8_serving;
   /* "cross_entropy_loss_fusion" (added; default true, stored inverted so that a
    * zeroed plan keeps tacosim's one-pass loss kernel): false runs the
