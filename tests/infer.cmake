@@ -25,3 +25,11 @@ set_tests_properties(infer_prefill_attention PROPERTIES LABELS "nosan")
 # options (tests/search_infer.sh)
 add_test(NAME search_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/search_infer.sh $<TARGET_FILE:tacosim>)
 set_tests_properties(search_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
+
+# In-flight batching plans (plan/plan_inflight.c, sim/sim_inflight.c).
+add_executable(test_inflight ${CMAKE_CURRENT_SOURCE_DIR}/test_inflight.c)
+target_link_libraries(test_inflight PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
+target_compile_definitions(test_inflight PRIVATE CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration"
+  TACOSIM_BIN="$<TARGET_FILE:tacosim>")
+add_dependencies(test_inflight tacosim)
+add_test(NAME inflight COMMAND test_inflight)
