@@ -49,6 +49,8 @@ typedef struct {
                                (default 0.90, trtllm-bench's --kv_cache_free_gpu_mem_fraction) */
   int tokens_per_block;     /* "tokens_per_block": the paged KV cache's block (default 32, TensorRT-LLM's); a sequence
                                reserves whole blocks for prompt + generate (the guaranteed-no-evict scheduler) */
+  int requests;             /* "requests": also simulate a finite benchmark run of this many requests, all queued at
+                               the start, step by step (0, the default: the steady state only) */
   /* resolved by plan_inflight_resolve */
   int engine_max_batch, engine_max_num_tokens; /* trtllm-bench's heuristic (tensorrt_llm/bench/build/tuning.py) */
   int kv_fit_batch;   /* sequences whose KV cache (prompt + generate, whole blocks) fits kv_fraction of the free HBM */

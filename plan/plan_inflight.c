@@ -12,7 +12,8 @@
 #define INFLIGHT_DEFAULT_TOKENS_PER_BLOCK 32
 
 int plan_inflight_load(json_t *root, const char *file, plan_infer *p, ts_err *e) {
-  static const char *const keys[] = {"max_batch", "max_num_tokens", "kv_cache_fraction", "tokens_per_block", NULL};
+  static const char *const keys[] = {"max_batch", "max_num_tokens", "kv_cache_fraction", "tokens_per_block", "requests",
+                                     NULL};
   plan_infer_inflight *f = &p->inflight;
   memset(f, 0, sizeof *f);
   bool failed;
@@ -31,6 +32,8 @@ int plan_inflight_load(json_t *root, const char *file, plan_infer *p, ts_err *e)
   if (tsj_int_opt(o, "tokens_per_block", 1, 1 << 16, INFLIGHT_DEFAULT_TOKENS_PER_BLOCK, &v, file, "inflight", e))
     return -1;
   f->tokens_per_block = (int)v;
+  if (tsj_int_opt(o, "requests", 1, 1 << 24, 0, &v, file, "inflight", e)) return -1;
+  f->requests = (int)v;
   f->on = true;
   return 0;
 }

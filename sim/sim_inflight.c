@@ -11,6 +11,7 @@
  * TTFT = the admitting step (the time a request waits to be admitted is the benchmark's, not the engine's). */
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim_inflight.h"
@@ -19,9 +20,66 @@ static void add_note(sim_inflight_result *r, const char *text) {
   if (r->n_notes < SIM_INFLIGHT_MAX_NOTES) snprintf(r->notes[r->n_notes++], sizeof r->notes[0], "%s", text);
 }
 
-static int at_least_1(double x) {
-  long v = lround(x);
-  return v < 1 ? 1 : (int)v;
+/* The finite run (sim_inflight_result.run): cohorts of requests by the step that admitted them, in a ring of
+ * `generate` slots (a cohort admitted at step s decodes at steps s + 1 .. s + generate - 1 over prompt + j keys at
+ * step s + j, and leaves after the last). */
+static int finite_run(const plan_infer *p, const sim_infer_views *v, FILE *warn, sim_inflight_result *r, ts_err *e) {
+  const plan_infer_inflight *f = &p->inflight;
+  const int O = p->generate, I = p->prompt;
+  long long *cnt = calloc((size_t)O, sizeof *cnt);
+  double *first = calloc((size_t)O, sizeof *first);
+  int rc = -1;
+  if (!cnt || !first) {
+    ts_fail_sys(e, "out of memory");
+    goto out;
+  }
+  long long queue = f->requests, done = 0;
+  double t = 0, ttft_sum = 0, tpot_sum = 0, flight_sum = 0;
+  for (long long step = 0; done < f->requests; step++) {
+    long long dec = 0;
+    double kv_sum = 0;
+    for (int j = 1; j < O && j <= step; j++) {
+      const long long c = cnt[(step - j) % O];
+      dec += c, kv_sum += (double)c * (I + j);
+    }
+    long long k = f->max_batch - dec, by_tokens = (f->max_num_tokens - dec) / I;
+    if (k > by_tokens) k = by_tokens;
+    if (k > queue) k = queue;
+    if (k < 0) k = 0;
+    if (dec == 0 && k == 0) {
+      ts_fail_sim(e, "%s: the run stalls at step %lld (nothing decodes, no prompt admitted)", p->path, step);
+      goto out;
+    }
+    sim_infer_step_shape sh = {.tokens = (int)(dec + k * I), .dec_seqs = (int)dec,
+                               .kv_len = dec ? llround(kv_sum / dec) : 0, .ctx_seqs = (int)k, .ctx_len = I,
+                               .ctx_scale = 1.0, .out_seqs = (int)(dec + k)};
+    sim_infer_step_price pr;
+    if (sim_infer_step_s(p, v, &sh, warn, &pr, e)) goto out;
+    t += pr.total_s;
+    queue -= k;
+    flight_sum += (double)(dec + k);
+    ttft_sum += (double)k * t;
+    const int slot = (int)(step % O);
+    cnt[slot] = k, first[slot] = t; /* the cohort admitted at step - O finished at step - 1 */
+    const long long last = step - (O - 1); /* the cohort whose last token this step made */
+    if (last >= 0) {
+      const int ls = (int)(last % O);
+      if (O > 1) tpot_sum += (double)cnt[ls] * (t - first[ls]) / (O - 1);
+      done += cnt[ls];
+    }
+    r->run_steps = (int)(step + 1);
+  }
+  r->run = true;
+  r->run_s = t;
+  r->run_tokens_per_s = (double)f->requests * O / t;
+  r->run_ttft_mean_s = ttft_sum / f->requests;
+  r->run_tpot_mean_s = O > 1 ? tpot_sum / f->requests : 0;
+  r->run_in_flight_mean = flight_sum / r->run_steps;
+  rc = 0;
+out:
+  free(first);
+  free(cnt);
+  return rc;
 }
 
 int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FILE *warn, sim_inflight_result *r,
@@ -41,21 +99,37 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
   r->decode_seqs = adm * (O - 1);
   r->step_tokens = adm * (I + O - 1);
   r->kv_len = I + O / 2.0;
-  sim_infer_step_shape *s = &r->shape;
-  s->ctx_seqs = at_least_1(adm);
-  s->ctx_len = p->prompt;
-  s->ctx_scale = adm / s->ctx_seqs;
-  s->dec_seqs = (int)lround(r->decode_seqs);
-  s->kv_len = (long long)llround(r->kv_len);
-  s->tokens = at_least_1(r->step_tokens);
-  s->out_seqs = at_least_1(r->decode_seqs + adm);
+  r->k = (int)floor(adm);
+  r->phi = adm - r->k;
+  const int dec = (int)lround(r->decode_seqs);
   sim_infer_views v;
   if (sim_infer_views_new(p, cal, &v, e)) return -1;
-  int rc = sim_infer_step_s(p, &v, s, warn, &r->step, e);
+  int rc = 0;
+  for (int i = 0; i < 2 && !rc; i++) {
+    sim_infer_step_shape *s = &r->shape[i];
+    const int prompts = r->k + i;
+    if (i == 1 && r->phi <= 0) { /* every step admits k */
+      *s = r->shape[0], r->price[1] = r->price[0];
+      break;
+    }
+    s->ctx_seqs = prompts, s->ctx_len = p->prompt, s->ctx_scale = 1.0;
+    s->dec_seqs = dec, s->kv_len = (long long)llround(r->kv_len);
+    s->tokens = dec + prompts * p->prompt, s->out_seqs = dec + prompts;
+    if (s->tokens < 1) s->tokens = s->out_seqs = 1; /* not reached: a step decodes or admits */
+    rc = sim_infer_step_s(p, &v, s, warn, &r->price[i], e);
+  }
+  if (!rc && f->requests > 0) rc = finite_run(p, &v, NULL, r, e);
   sim_infer_views_free(&v);
   if (rc) return -1;
+  const double w0 = 1.0 - r->phi, w1 = r->phi;
+  const sim_infer_step_price *a = &r->price[0], *b = &r->price[1];
+  r->step = (sim_infer_step_price){w0 * a->layers_s + w1 * b->layers_s, w0 * a->gemm_s + w1 * b->gemm_s,
+                                   w0 * a->decode_attn_s + w1 * b->decode_attn_s,
+                                   w0 * a->prefill_attn_s + w1 * b->prefill_attn_s, w0 * a->tp_s + w1 * b->tp_s,
+                                   w0 * a->ends_s + w1 * b->ends_s, w0 * a->total_s + w1 * b->total_s};
   r->step_s = r->step.total_s;
-  r->ttft_s = r->tpot_s = r->step_s;
+  r->tpot_s = r->step_s;
+  r->ttft_s = r->phi > 0 ? b->total_s : a->total_s;
   r->tokens_per_s = adm * O / r->step_s;
   r->tokens_per_s_per_gpu = r->tokens_per_s / ((double)p->tp * p->pp);
   r->requests_per_s = adm / r->step_s;
@@ -72,8 +146,11 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
              r->in_flight, f->max_batch);
     add_note(r, note);
   }
-  add_note(r, "every step eager, kernel by kernel, no engine host time: an engine's CUDA graphs, overlap of its "
-              "scheduler with the GPU, and a finite run's ramp-up and drain are not modelled");
+  add_note(r, f->requests > 0
+                  ? "every step eager, kernel by kernel, no engine host time: an engine's CUDA graphs and the overlap of "
+                    "its scheduler with the GPU are not modelled"
+                  : "every step eager, kernel by kernel, no engine host time: an engine's CUDA graphs, overlap of its "
+                    "scheduler with the GPU, and a finite run's ramp-up and drain (inflight.requests) are not modelled");
   return 0;
 }
 
@@ -102,9 +179,15 @@ void sim_inflight_print(const plan_infer *p, const sim_inflight_result *r, FILE 
           "%.3f, tp %.3f, embedding/head/sampling %.3f\n", s->total_s * 1e3, s->layers_s * 1e3, s->gemm_s * 1e3,
           (s->layers_s - s->gemm_s) * 1e3, s->decode_attn_s * 1e3, s->prefill_attn_s * 1e3, s->tp_s * 1e3,
           s->ends_s * 1e3);
-  fprintf(out, "  priced as: %d tokens, %d decoding over %lld keys, %d prompts of %d (x %.3f), %d sampled\n",
-          r->shape.tokens, r->shape.dec_seqs, r->shape.kv_len, r->shape.ctx_seqs, r->shape.ctx_len, r->shape.ctx_scale,
-          r->shape.out_seqs);
+  for (int i = 0; i < 2; i++)
+    fprintf(out, "  %4.1f%% of steps: %d tokens, %d decoding over %lld keys, %d prompts of %d, %d sampled: %.3f ms\n",
+            100.0 * (i ? r->phi : 1.0 - r->phi), r->shape[i].tokens, r->shape[i].dec_seqs, r->shape[i].kv_len,
+            r->shape[i].ctx_seqs, r->shape[i].ctx_len, r->shape[i].out_seqs, r->price[i].total_s * 1e3);
+  if (r->run)
+    fprintf(out, "\n  finite run of %d requests (all queued at the start): %d steps, %.3f s, %.1f output tokens/s (%.1f a GPU), "
+            "mean TTFT %.3f s (queueing included), mean TPOT %.3f ms, %.1f sequences a step on average\n",
+            f->requests, r->run_steps, r->run_s, r->run_tokens_per_s, r->run_tokens_per_s / ((double)p->tp * p->pp),
+            r->run_ttft_mean_s, r->run_tpot_mean_s * 1e3, r->run_in_flight_mean);
   for (int i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
 }
 
@@ -130,10 +213,17 @@ static json_t *result_json(const plan_infer *p, const sim_inflight_result *r) {
       "decode_seqs", r->decode_seqs, "step_tokens", r->step_tokens, "kv_len", r->kv_len, "token_bound",
       r->token_bound, "step_s", r->step_s);
   json_object_set_new(in, "max_num_tokens_given", json_integer(f->max_num_tokens_given));
+  json_object_set_new(in, "prompts_per_step", json_pack("{s:i, s:f}", "k", r->k, "share_k_plus_1", r->phi));
+  json_object_set_new(in, "step_s_by_prompts", json_pack("[f, f]", r->price[0].total_s, r->price[1].total_s));
   json_object_set_new(in, "step", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "total_s", s->total_s, "layers_s",
                                             s->layers_s, "gemm_s", s->gemm_s, "decode_attention_s", s->decode_attn_s,
                                             "prefill_attention_s", s->prefill_attn_s, "tp_exposed_s", s->tp_s,
                                             "ends_s", s->ends_s));
+  if (r->run)
+    json_object_set_new(in, "run", json_pack("{s:i, s:i, s:f, s:f, s:f, s:f, s:f}", "requests", f->requests, "steps",
+                                             r->run_steps, "total_s", r->run_s, "tokens_per_s", r->run_tokens_per_s,
+                                             "ttft_mean_s", r->run_ttft_mean_s, "tpot_mean_s", r->run_tpot_mean_s,
+                                             "in_flight_mean", r->run_in_flight_mean));
   json_object_set_new(o, "inflight", in);
   json_object_set_new(o, "layout", json_pack("{s:i, s:i}", "tp", p->tp, "pp", p->pp));
   if (r->options[0]) json_object_set_new(o, "options", json_string(r->options));
