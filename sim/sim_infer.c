@@ -633,19 +633,47 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
 
 /* ---- one engine step of an in-flight batch (sim_inflight.c) ---- */
 
+/* The shapes' costs of the last steps: direct-mapped by a step's tokens (the layers' rows) and by its prompts. */
+#define STEP_CACHE_SLOTS 64
+typedef struct {
+  int key;
+  shape_costs *s;
+} step_slot;
+struct sim_infer_step_cache {
+  step_slot rows[STEP_CACHE_SLOTS], ctx[STEP_CACHE_SLOTS];
+};
+
+static shape_costs *cached_shape(step_slot *slots, int key, const plan_infer *q, int seq,
+                                 const schema_calibration *cal, FILE *warn, ts_err *e) {
+  step_slot *sl = &slots[key % STEP_CACHE_SLOTS];
+  if (sl->s && sl->key == key) return sl->s;
+  shape_costs *s = shape_costs_new(q, seq, cal, warn, e);
+  if (!s) return NULL;
+  free(sl->s);
+  sl->s = s, sl->key = key;
+  return s;
+}
+
 int sim_infer_views_new(const plan_infer *p, const schema_calibration *cal, sim_infer_views *v, ts_err *e) {
   memset(v, 0, sizeof *v);
-  if (sim_infer_calibration_view(cal, &v->view, e)) return -1;
+  if (!(v->cache = calloc(1, sizeof *v->cache))) return ts_fail_sys(e, "out of memory");
+  if (sim_infer_calibration_view(cal, &v->view, e)) {
+    free(v->cache);
+    return -1;
+  }
   sim_infer_width w[PHASE_WIDTHS];
   const int nw = phase_widths(p, w);
   if (sim_infer_phase_view(&v->view, ".eager", true, w, nw, &v->step, e)) {
     sim_infer_calibration_view_free(&v->view);
+    free(v->cache);
     return -1;
   }
   return 0;
 }
 
 void sim_infer_views_free(sim_infer_views *v) {
+  for (int i = 0; v->cache && i < STEP_CACHE_SLOTS; i++) free(v->cache->rows[i].s), free(v->cache->ctx[i].s);
+  free(v->cache);
   sim_infer_phase_view_free(&v->step);
   sim_infer_calibration_view_free(&v->view);
 }
@@ -660,7 +688,7 @@ int sim_infer_step_s(const plan_infer *p, const sim_infer_views *v, const sim_in
   q = *p;
   q.batch = 1; /* the layers see the step's tokens as rows, whoever's they are */
   int rc = -1;
-  shape_costs *rows = shape_costs_new(&q, sh->tokens, &v->step, warn, e), *ctx = NULL;
+  shape_costs *rows = cached_shape(v->cache->rows, sh->tokens, &q, sh->tokens, &v->step, warn, e), *ctx;
   if (!rows) return -1;
   const double layers = (double)p->model.layers;
   double rest, rest_gemm, rest_experts, ar, codec, attn;
@@ -682,7 +710,7 @@ int sim_infer_step_s(const plan_infer *p, const sim_infer_views *v, const sim_in
   }
   if (sh->ctx_seqs > 0) {
     q.batch = sh->ctx_seqs, q.prompt = sh->ctx_len;
-    if (!(ctx = shape_costs_new(&q, sh->ctx_len, &v->step, warn, e))) goto out;
+    if (!(ctx = cached_shape(v->cache->ctx, sh->ctx_seqs, &q, sh->ctx_len, &v->step, warn, e))) goto out;
     int a = find_op(&ctx->costs, MODEL_OP_ATTENTION, NULL);
     if (a < 0 || prefill_attention_s(&ctx->costs, &q, a, warn, &attn, e)) goto out;
     out->prefill_attn_s = layers * attn * sh->ctx_scale;
@@ -695,7 +723,5 @@ int sim_infer_step_s(const plan_infer *p, const sim_infer_views *v, const sim_in
   out->total_s = out->layers_s + out->decode_attn_s + out->prefill_attn_s + out->tp_s + out->ends_s;
   rc = 0;
 out:
-  free(ctx);
-  free(rows);
   return rc;
 }

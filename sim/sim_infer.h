@@ -110,10 +110,13 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
                       sim_infer_result *r, ts_err *e);
 
 /* ---- one engine step of an in-flight batch (sim_inflight.c's step price) ---- */
-/* The calibration views a step is priced on: cal's inference view and the eager decode step's phase view of it
- * (the same tables sim_infer_predict's eager decode reads). */
+/* The calibration views a step of one plan is priced on: cal's inference view and the eager decode step's phase view
+ * of it (the same tables sim_infer_predict's eager decode reads), and the costs of the shapes already priced (by a
+ * step's tokens, and by its prompts), which a finite run's steps share. */
+struct sim_infer_step_cache;
 typedef struct {
   schema_calibration view, step;
+  struct sim_infer_step_cache *cache;
 } sim_infer_views;
 int sim_infer_views_new(const plan_infer *p, const schema_calibration *cal, sim_infer_views *v, ts_err *e);
 void sim_infer_views_free(sim_infer_views *v);
@@ -141,7 +144,7 @@ typedef struct {
   double total_s;
 } sim_infer_step_price;
 
-/* Prices one step of p (tp x 1, plain all-reduces, eager: as sim_infer_predict's decode step, whose price it is when
+/* Prices one step of p (the plan v was made for; tp x 1, plain all-reduces, eager: as sim_infer_predict's decode step, whose price it is when
  * ctx_seqs is 0 and tokens = out_seqs = dec_seqs) with the simulator's cost functions; warn as sim_infer_predict. */
 int sim_infer_step_s(const plan_infer *p, const sim_infer_views *v, const sim_infer_step_shape *sh, FILE *warn,
                      sim_infer_step_price *out, ts_err *e);
