@@ -1,7 +1,7 @@
 /* test_inflight.c — in-flight batching plans (plan/plan_inflight.c, sim/sim_inflight.c): the steady state of a
  * tiny case by hand on a calibration of constant costs, the engine's batch heuristic and the KV-cache fit by hand,
  * the limit where prefill is negligible against the static batch's decode step, malformed fields (exit 2 naming the
- * field), and `tacosim simulate` on such a plan (JSON with the options). */
+ * field), a finite run by hand, and `tacosim simulate` on such a plan (JSON with the options). */
 #define _POSIX_C_SOURCE 200809L
 #include <CUnit/Basic.h>
 #include <jansson.h>
@@ -123,6 +123,33 @@ static void test_steady_state_by_hand(void) {
   schema_calibration_free(&cal);
 }
 
+/* A finite run by hand: batch 2, generate 3, 4 requests queued at once. Step 0 admits 2 prompts; steps 1 and 2 decode
+ * them (their last token at step 2); step 3 admits the other 2, steps 4 and 5 decode them: 6 steps. On the constant
+ * calibration every step costs hand_step_s (a prompt's attention replaces the decode attention at the same
+ * KERNEL_US): the run takes 6 steps, the first tokens come at the end of steps 0 and 3 (mean 2.5 steps), each
+ * request's last token 2 steps after its first (TPOT one step). */
+static void test_finite_run_by_hand(void) {
+  char t[1024];
+  plan_text(t, sizeof t, "h200x2-nvlink", 2, 64, 3, "{\"max_batch\":2,\"max_num_tokens\":4096,\"requests\":4}", "");
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  CU_ASSERT_EQUAL(g_plan.inflight.requests, 4);
+  g_plan.cluster.gpu.bf16_tflops = 1e15, g_plan.cluster.gpu.hbm_gbps = 1e15;
+  schema_calibration cal;
+  constant_calibration(&cal);
+  sim_inflight_result r;
+  CU_ASSERT_EQUAL_FATAL(sim_inflight_predict(&g_plan, &cal, NULL, &r, &e), 0);
+  const double s = hand_step_s(&g_plan);
+  CU_ASSERT_TRUE(r.run);
+  CU_ASSERT_EQUAL(r.run_steps, 6);
+  NEAR(r.run_s, 6 * s, 1e-9);
+  NEAR(r.run_tokens_per_s, 4.0 * 3 / (6 * s), 1e-9);
+  NEAR(r.run_ttft_mean_s, 2.5 * s, 1e-9);
+  NEAR(r.run_tpot_mean_s, s, 1e-9);
+  NEAR(r.run_in_flight_mean, 2.0, 1e-12);
+  schema_calibration_free(&cal);
+}
+
 /* trtllm-bench's heuristic and the KV fit by hand: Llama 3 8B (8.03e9 parameters), FP8 weights and cache, TP 1 on an
  * H100 (80 GiB), prompt 128, generate 128: 2 x 32 layers x 8 KV heads x 128 x 1 B = 64 KiB a token; (80 - 8.03e9 /
  * 2^30) x 0.9 / (64 KiB x 256 tokens) = 4,147 requests, capped at 4,096 (a multiple of 256); max_num_tokens 4,096 x
@@ -196,6 +223,7 @@ static void test_malformed_rejected(void) {
       {1, 128, "{\"kv_cache_fraction\":1.5}", "", "inflight.kv_cache_fraction"},
       {1, 128, "{\"kv_cache_fraction\":1e-6}", "", "inflight.kv_cache_fraction"}, /* holds no sequence */
       {1, 128, "{\"tokens_per_block\":0}", "", "inflight.tokens_per_block"},
+      {1, 128, "{\"requests\":0}", "", "inflight.requests"},
       {1, 128, "{\"chunked_prefill\":true}", "", "inflight.chunked_prefill"},
       {1, 128, "7", "", "inflight"},
       {-1, 128, "{}", "", "layout.pp"},
@@ -266,6 +294,7 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("inflight", NULL, NULL);
   CU_add_test(s, "steady state of a tiny case by hand", test_steady_state_by_hand);
+  CU_add_test(s, "a finite run by hand", test_finite_run_by_hand);
   CU_add_test(s, "trtllm-bench's heuristic and the KV fit by hand", test_engine_heuristic_by_hand);
   CU_add_test(s, "negligible prefill: the static batch's decode step", test_static_limit);
   CU_add_test(s, "malformed in-flight plans rejected naming the field", test_malformed_rejected);
