@@ -169,6 +169,10 @@ typedef struct {
   /* (inference only) the plan's "moe_kernel" is fused: the experts' forward GEMMs priced as one kernel
    * over the active experts (sim_costs.c, grouped_gemm_us); never set by a training plan */
   bool moe_fused;
+  /* (inference only) "quantization": "fp8": plan_fp8_gemm also takes plan_fp8_serving_linear's GEMMs (an MoE
+   * model's routed and shared experts, MLA's projections), as the serving engines' FP8 checkpoints hold them;
+   * never set by a training plan, whose FP8 keeps them BF16 */
+  bool fp8_serving;
   /* "cross_entropy_loss_fusion" (added; default true, stored inverted so that a
    * zeroed plan keeps tacosim's one-pass loss kernel): false runs the
    * cross-entropy as Megatron's default (--cross-entropy-loss-fusion not
@@ -635,8 +639,13 @@ const char *plan_attention_backend_name(plan_attention_backend b);
 
 /* ---- FP8 training (plan_fp8.c) ---- */
 /* Whether the layer's model op `o` runs as an FP8 GEMM under p: the linear layers qkv, attn_out, fc1, fc2
- * when layout.fp8 is set (not attention's batched GEMMs, the logits GEMM, the router or the experts'). */
+ * when layout.fp8 is set (not attention's batched GEMMs, the logits GEMM, the router or the experts'); with
+ * p->fp8_serving (an FP8 inference plan) also plan_fp8_serving_linear's. */
 bool plan_fp8_gemm(const plan *p, const model_op *o);
+/* The GEMMs an FP8 serving checkpoint holds in FP8 beyond plan_fp8_linear's: the routed experts'
+ * (expert_fc1, expert_fc2), the shared experts' (shared_fc1, shared_fc2) and MLA's projections (q_a, q_b,
+ * kv_a, kv_b); not the router, which the engines keep BF16. */
+bool plan_fp8_serving_linear(const model_op *o);
 /* The same rule without a plan: whether `o` is one of the linear layers FP8 training runs in FP8 (what
  * `tacorun calibrate --only gemm_fp8` times). plan_fp8_gemm is this and layout.fp8 set. */
 bool plan_fp8_linear(const model_op *o);

@@ -33,7 +33,18 @@ bool plan_fp8_linear(const model_op *o) {
          !strcmp(o->name, "fc2");
 }
 
-bool plan_fp8_gemm(const plan *p, const model_op *o) { return p->fp8_recipe != PLAN_FP8_OFF && plan_fp8_linear(o); }
+bool plan_fp8_serving_linear(const model_op *o) {
+  static const char *const names[] = {"expert_fc1", "expert_fc2", "shared_fc1", "shared_fc2", "q_a", "q_b", "kv_a",
+                                      "kv_b"};
+  if (o->kind != MODEL_OP_GEMM) return false;
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (!strcmp(o->name, names[i])) return true;
+  return false;
+}
+
+bool plan_fp8_gemm(const plan *p, const model_op *o) {
+  return p->fp8_recipe != PLAN_FP8_OFF && (plan_fp8_linear(o) || (p->fp8_serving && plan_fp8_serving_linear(o)));
+}
 
 /* The FP8 copies a quantized tensor carries: rowwise and columnwise (1 + 1 byte an element), except a
  * per-tensor-scaled one on a GPU whose FP8 GEMMs take any operand layout (topo_gpu.fp8_non_tn_gemm:

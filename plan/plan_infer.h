@@ -22,8 +22,9 @@ const char *plan_moe_kernel_name(plan_moe_kernel k);
  * a parameter) and their GEMMs run in FP8 with per-tensor scales (W8A8, as TensorRT-LLM's --use_fp8 /
  * --enable_fp8 and vLLM's --quantization fp8 serve them), the activations quantized inside the kernel that
  * produces them (TensorRT-LLM fuses it into the norm and activation kernels: no op of its own); the embedding,
- * the output layer and attention stay BF16. The KV cache is the "kv_cache" field's. Dense models on GPUs with
- * FP8 tensor cores only. */
+ * the output layer and attention stay BF16. On an MoE model the routed and shared experts' GEMMs (and MLA's
+ * projections) are FP8 too, the router BF16 (plan_fp8_serving_linear). The KV cache is the "kv_cache" field's.
+ * GPUs with FP8 tensor cores only. */
 typedef enum { PLAN_QUANT_NONE, PLAN_QUANT_FP8 } plan_infer_quant;
 const char *plan_infer_quant_name(plan_infer_quant q);
 /* "prefill_attention": the kernel a prefill's causal attention runs in. executor (default): the inference

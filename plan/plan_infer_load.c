@@ -177,9 +177,6 @@ int plan_infer_validate(const plan_infer *p, ts_err *e) {
   if (p->quant == PLAN_QUANT_FP8 && !(p->cluster.gpu.fp8_tflops > 0))
     return ts_fail(e, f, "quantization", "fp8: the %s of %s has no FP8 tensor cores (GPU catalogue: fp8_tflops)",
                    p->cluster.gpu.name, p->cluster.name);
-  if (p->quant == PLAN_QUANT_FP8 && model_is_moe(m))
-    return ts_fail(e, f, "quantization", "fp8 on an MoE model (%s) is not modelled: its experts' FP8 GEMMs have "
-                   "no price", m->name);
   plan_infer_memory mem;
   if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");
   double hbm = p->cluster.gpu.hbm_gib * 1073741824.0;
@@ -227,7 +224,8 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
   /* quantization fp8: the linear layers' GEMMs (plan_fp8_linear) priced as per-tensor-scaled FP8 GEMMs
    * (sim_costs.c); the inference prediction takes no training cast ops (sim_infer.c prices the layer's
    * model ops only), so the activations' quantization is free, as where the producing kernel does it */
-  if (p->quant == PLAN_QUANT_FP8) out->fp8_recipe = PLAN_FP8_TENSORWISE;
+  /* on an MoE model the experts' and shared experts' GEMMs too (plan_fp8_serving_linear), the router BF16 */
+  if (p->quant == PLAN_QUANT_FP8) out->fp8_recipe = PLAN_FP8_TENSORWISE, out->fp8_serving = true;
   /* prefill_attention fused or flash: the training attention's backend tables price the prefill's
    * (sim_infer.c, prefill_attention_s); executor keeps the forward plan's default, which only a decode
    * attention without its table falls back to */
@@ -270,26 +268,34 @@ static double executor_buffers(const plan_infer *p) {
   return b;
 }
 
+/* The FP8 GEMMs' parameters of stage s on one GPU (plan_fp8_gemm under quantization fp8; 0 without): 1 byte
+ * each, not 2. A dense model's layers are alike; an MoE model's are counted layer by layer (its dense first
+ * layers hold fc1 / fc2, its MoE layers the experts', plan_moe_layer_params_of_stage), the router left BF16. */
+static double fp8_params_of_stage(const plan_infer *p, const plan *fwd, int s) {
+  if (p->quant != PLAN_QUANT_FP8) return 0.0;
+  model_shard sh = plan_shard(fwd);
+  model_op ops[MODEL_MAX_LAYER_OPS], fp8[MODEL_MAX_LAYER_OPS];
+  ts_err sub;
+  int n = model_layer_ops(&fwd->model, &sh, ops, MODEL_MAX_LAYER_OPS, &sub), k = 0;
+  if (n < 0) return -1.0;
+  if (!model_is_moe(&fwd->model)) return plan_fp8_gemm_params(fwd, ops, n) * plan_stage_layers(fwd, s);
+  for (int i = 0; i < n; i++)
+    if (plan_fp8_gemm(fwd, &ops[i])) fp8[k++] = ops[i];
+  return plan_moe_layer_params_of_stage(fwd, s, fp8, k, false);
+}
+
 int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {
   *m = (plan_infer_memory){0};
   static _Thread_local plan fwd; /* large (cluster tables): not on the stack */
   plan_infer_forward_plan(p, 1, &fwd);
   double kv = plan_infer_kv_bytes(p, (long long)p->prompt + p->generate);
-  double fp8_params = 0; /* a layer's FP8 linear parameters on one GPU: 1 byte each, not 2 */
-  if (p->quant == PLAN_QUANT_FP8) {
-    model_shard sh = plan_shard(&fwd);
-    model_op ops[MODEL_MAX_LAYER_OPS];
-    ts_err sub;
-    int n = model_layer_ops(&fwd.model, &sh, ops, MODEL_MAX_LAYER_OPS, &sub);
-    if (n < 0) return -1;
-    fp8_params = plan_fp8_gemm_params(&fwd, ops, n);
-  }
   const double act = p->prefill_attention == PLAN_PREFILL_ATTN_EXECUTOR ? executor_buffers(p) : 0.0;
   const double overhead = PLAN_RUNTIME_BYTES + PLAN_NCCL_COMM_BYTES * ((p->tp > 1) + (p->pp > 1));
   for (int s = 0; s < p->pp; s++) {
     double params = plan_params_of_stage(&fwd, s);
-    if (params < 0) return -1;
-    double w = 2.0 * params - fp8_params * plan_stage_layers(&fwd, s);
+    double fp8 = fp8_params_of_stage(p, &fwd, s);
+    if (params < 0 || fp8 < 0) return -1;
+    double w = 2.0 * params - fp8;
     if (w + kv + act + overhead > m->total) *m = (plan_infer_memory){w, kv, act, overhead, w + kv + act + overhead};
   }
   return 0;

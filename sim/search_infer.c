@@ -44,7 +44,7 @@ static bool json_safe(const char *s) {
 }
 
 /* The lists left empty get their defaults from the model and the cluster. */
-static int default_lists(const search_infer_opts *o, search_infer_opts *d, const model_config *m,
+static int default_lists(const search_infer_opts *o, search_infer_opts *d,
                          const topo_cluster *cl) {
   *d = *o;
   if (!d->n_tps)
@@ -55,7 +55,7 @@ static int default_lists(const search_infer_opts *o, search_infer_opts *d, const
   if (!d->n_kvs) d->kvs[d->n_kvs++] = PLAN_KV_BF16, d->kvs[d->n_kvs++] = PLAN_KV_FP8;
   if (!d->n_quants) {
     d->quants[d->n_quants++] = PLAN_QUANT_NONE;
-    if (cl->gpu.fp8_tflops > 0 && !model_is_moe(m)) d->quants[d->n_quants++] = PLAN_QUANT_FP8;
+    if (cl->gpu.fp8_tflops > 0) d->quants[d->n_quants++] = PLAN_QUANT_FP8;
   }
   if (!d->n_codecs) d->codecs[d->n_codecs++] = PLAN_CODEC_NONE;
   return 0;
@@ -125,10 +125,8 @@ int search_infer_run(const search_infer_opts *o, search_infer_result *res, ts_er
   for (int i = 0; i < o->n_quants; i++)
     if (o->quants[i] == PLAN_QUANT_FP8 && !(cl.gpu.fp8_tflops > 0))
       return ts_fail(e, NULL, "--quantization", "fp8: the %s of %s has no FP8 tensor cores", cl.gpu.name, cl.name);
-    else if (o->quants[i] == PLAN_QUANT_FP8 && model_is_moe(&m))
-      return ts_fail(e, NULL, "--quantization", "fp8 on an MoE model (%s) is not modelled", m.name);
   search_infer_opts d;
-  default_lists(o, &d, &m, &cl);
+  default_lists(o, &d, &cl);
   schema_calibration cal;
   sim_cost_source src;
   if (sim_load_costs(o->calibration, &cl, o->transfer, &cal, &src, e)) return -1;

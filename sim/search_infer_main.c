@@ -27,7 +27,7 @@ const char sim_search_infer_usage[] =
     "  --pp LIST            pipeline stages [1]\n"
     "  --kv-cache LIST      among bf16,fp8 [both]\n"
     "  --quantization LIST  among none,fp8 (FP8 weights and GEMMs) [none, and fp8 on a GPU with FP8 tensor\n"
-    "                       cores for a dense model]\n"
+    "                       cores]\n"
     "  --codecs LIST        TP all-reduce codecs among none,taco,caat,taco+caat (TACO groups of 128 E4M3,\n"
     "                       CAAT-Net p 0.5: CAAT-Net changes the model) [none]\n"
     "  --prefill-attention K  executor, fused or flash (the plan field; flash and fused price serving\n"

@@ -583,9 +583,19 @@ int sim_grouped_active(long long m, int G) {
   return n < 1 ? 1 : n > G ? G : (int)n;
 }
 
-/* (grouped_gemm_us' own *gemm_us hides gemm_us there) */
-static int fused_moe_us(sim_costs *c, long long m, long long n, long long k, double *us, ts_err *e) {
-  return gemm_us(c, m, n, k, us, e);
+/* (grouped_gemm_us' own *gemm_us hides gemm_us there) fp8: the FP8 GEMM of the shape (gemm_fp8_us) */
+static int fused_moe_us(sim_costs *c, long long m, long long n, long long k, bool fp8, double *us, ts_err *e) {
+  return fp8 ? gemm_fp8_us(c, m, n, k, false, us, e) : gemm_us(c, m, n, k, us, e);
+}
+
+/* An FP8 expert's GEMM against its BF16 one (quantization fp8, moe_kernel per-expert): the FP8 lookup's time of
+ * one expert's (rows, n, k) over the "gemm" table's, which scales the grouped BF16 price (no grouped FP8 table:
+ * the executor's back-to-back GEMMs keep their measured launches, each product at the FP8 rate of its shape). */
+static int expert_fp8_ratio(sim_costs *c, long long m, long long n, long long k, double *ratio, ts_err *e) {
+  double fp8, bf16;
+  if (gemm_fp8_us(c, m, n, k, false, &fp8, e) || gemm_us(c, m, n, k, &bf16, e)) return -1;
+  *ratio = bf16 > 0 ? fp8 / bf16 : 1.0;
+  return 0;
 }
 
 double sim_grouped_idle_bytes(const model_op *mo) {
@@ -602,18 +612,23 @@ static int grouped_gemm_us(sim_costs *c, const model_op *mo, int phase, int part
   const int active = sim_grouped_active(mo->m, mo->groups);
   long long rows = mo->m / active;
   if (rows < 1) rows = 1;
+  const bool fp8 = plan_fp8_gemm(c->p, mo); /* inference quantization fp8 only (plan_fp8_serving_linear) */
   if (c->p->moe_fused && phase != PLAN_PHASE_BWD) {
     /* a serving engine's fused MoE kernel (inference "moe_kernel": "fused"; vLLM's fused_moe): one launch
      * over the rows sorted by expert, each active expert's weights read once, so it is priced as one dense
      * GEMM of the active experts side by side, rows x (active n) x k: the same FLOPs, the same weights
-     * read, one launch, at the "gemm" table's measured rate for that shape (memory-bound at decode) */
-    if (fused_moe_us(c, rows, (long long)active * mo->n, mo->k, us, e)) return -1;
+     * read, one launch, at the "gemm" table's measured rate for that shape (memory-bound at decode); under
+     * FP8 weights the FP8 GEMM of that shape, as a dense FP8 GEMM is priced */
+    if (fused_moe_us(c, rows, (long long)active * mo->n, mo->k, fp8, us, e)) return -1;
     *gemm_us = *us;
     return 0;
   }
   double dgrad = 0, wgrad = 0;
   if (phase != PLAN_PHASE_BWD) {
     if (grouped_piece_us(c, mo->groups, rows, mo->n, mo->k, false, us, e)) return -1;
+    double ratio;
+    if (fp8 && expert_fp8_ratio(c, rows, mo->n, mo->k, &ratio, e)) return -1;
+    if (fp8) *us *= ratio;
   } else {
     if (part != PLAN_PART_WGRAD && grouped_piece_us(c, mo->groups, rows, mo->k, mo->n, false, &dgrad, e)) return -1;
     if (part != PLAN_PART_DGRAD && grouped_piece_us(c, mo->groups, mo->k, mo->n, rows, true, &wgrad, e)) return -1;
@@ -819,13 +834,14 @@ static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_er
   bool attn = op->model_op >= 0 && op->model_op < c->n_mops && c->mops[op->model_op].kind == MODEL_OP_ATTENTION;
   double flops = attn ? sim_attention_kernel_flops(c->p, op) : op->flops, bytes = op->bytes;
   const topo_gpu *g = &c->p->cluster.gpu;
+  /* a grouped GEMM's idle experts' weights are not read (BF16 bytes, taken off before an FP8 GEMM's halving) */
+  if (op->model_op >= 0 && op->model_op < c->n_mops && op->phase != PLAN_PHASE_BWD)
+    bytes -= sim_grouped_idle_bytes(&c->mops[op->model_op]);
   if (op->model_op >= 0 && op->model_op < c->n_mops && plan_fp8_gemm(c->p, &c->mops[op->model_op]) &&
       g->fp8_tflops > 0) { /* an FP8 GEMM: its FLOPs at the FP8 peak, its operands at half their BF16 bytes or more */
     flops *= g->bf16_tflops / g->fp8_tflops;
     bytes *= 0.5;
   }
-  if (op->model_op >= 0 && op->model_op < c->n_mops && op->phase != PLAN_PHASE_BWD)
-    bytes -= sim_grouped_idle_bytes(&c->mops[op->model_op]);
   double hbm_bytes, floor_us = sim_ceiling_us(c, flops, bytes, &hbm_bytes);
   if (us >= CEILING_SLACK * floor_us) return 0;
   char name[96];

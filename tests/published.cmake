@@ -17,6 +17,13 @@ set_tests_properties(fig13_features PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan
 add_test(NAME published_dense_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_dense_infer.sh
          $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
 set_tests_properties(published_dense_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
+# experiments/published/moe-infer/run.sh: every row's fused and per-expert figures as its kind reads the two
+# simulations (kernel, tpot, e2e, tput_gpu, ftl), FP8 rows recorded as such (tests/published_moe_infer.sh, in a
+# scratch copy)
+add_test(NAME published_moe_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_moe_infer.sh
+         $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
+set_tests_properties(published_moe_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
+
 # experiments/published/inflight-infer/run.sh: each predicted row's finite-run and steady-state throughput as the
 # simulation's JSON gives it, the predict=no rows listed, a summary line per source and GPU
 # (tests/published_inflight_infer.sh, in a scratch copy)

@@ -8,7 +8,8 @@
  *     each launch reads them from HBM as a decode step does (a layer's weights
  *     are not in L2 when its GEMM runs);
  *   - "attention_decode" (by KV-cache bytes read: 2 x batch x length x KV
- *     heads x head_dim x 2 B): infer_decode_attention3 (the executor's default), caches rotating too;
+ *     heads x head_dim x 2 B): the executor's default decode attention (INFER_DECODE_DEFAULT, or the
+ *     --decode-attention version), caches rotating too;
  *     "attention_decode_fp8" (by bytes of E4M3 codes + scales): the same kernel over the FP8 cache;
  *     both again per head layout of the zoo ("<table>.g<G>", grouped by batch x KV heads);
  *   - "attention_prefill" (by the model's attention FLOPs, model_layer_ops'
@@ -201,8 +202,9 @@ static const long long dec_lens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
 
 /* One layout (hl query heads over kvl KV heads of 128) over batch x length, both caches, into
  * `name` / `name_fp8` (group = batch x kvl when grouped, else none). */
-static int decode_attention_layout(schema_calibration *cal, infer_decode_timing *c, const calib_budget *bud, int hl,
-                                   int kvl, const char *name, const char *name_fp8, bool grouped, int *n, ts_err *e) {
+static int decode_attention_layout(schema_calibration *cal, infer_decode_timing *c, const calib_budget *bud, int ver,
+                                   int hl, int kvl, const char *name, const char *name_fp8, bool grouped, int *n,
+                                   ts_err *e) {
   int dev = 0;
   void *stream = NULL;
   RT_CUDA(e, cudaGetDevice(&dev));
@@ -214,7 +216,7 @@ static int decode_attention_layout(schema_calibration *cal, infer_decode_timing 
       if (c->set_bytes > POOL_BYTES) continue;
       c->sets = (int)(POOL_BYTES / c->set_bytes);
       for (int fp8 = 0; fp8 < 2; fp8++) {
-        c->kernel = fp8 ? INFER_DEC_V3_FP8 : INFER_DEC_V3;
+        c->kernel = ver == 4 ? (fp8 ? INFER_DEC_V4_FP8 : INFER_DEC_V4) : fp8 ? INFER_DEC_V3_FP8 : INFER_DEC_V3;
         double us;
         if (calib_time_us(infer_decode_timing_launch, c, &stream, &dev, 1, bud, &us, e)) return -1;
         /* KV bytes read: BF16 2 B an element; FP8 1 B + a 4 B scale per head vector of 128 */
@@ -243,7 +245,7 @@ static int zoo_groupings(const model_config *models, int nm, int *gs, int cap) {
 }
 
 static int decode_attention_table(schema_calibration *cal, const model_config *models, int nm,
-                                  const calib_budget *bud, ts_err *e) {
+                                  const calib_budget *bud, int ver, ts_err *e) {
   int gs[16], ng = zoo_groupings(models, nm, gs, 16), max_g = 4;
   for (int i = 0; i < ng; i++)
     if (gs[i] > max_g) max_g = gs[i];
@@ -273,15 +275,17 @@ static int decode_attention_table(schema_calibration *cal, const model_config *m
       rt_fill_random_bf16(c.q, (long long)(qo_bytes / 2), 5, 1.0f, NULL, e) ||
       infer_kv8_quantize(c.k, c.k8, c.ks, rows, 128, NULL, e) || infer_kv8_quantize(c.v, c.v8, c.vs, rows, 128, NULL, e))
     goto fail;
-  if (decode_attention_layout(cal, &c, bud, 16, 4, "attention_decode", "attention_decode_fp8", false, &n, e)) goto fail;
-  fprintf(stderr, "calibrate-infer: attention_decode and attention_decode_fp8, %d points each\n", n);
+  if (decode_attention_layout(cal, &c, bud, ver, 16, 4, "attention_decode", "attention_decode_fp8", false, &n, e))
+    goto fail;
+  fprintf(stderr, "calibrate-infer: attention_decode and attention_decode_fp8 (decode attention v%d), %d points each\n",
+          ver, n);
   for (int i = 0; i < ng; i++) {
     char name[64], name8[64];
     snprintf(name, sizeof name, "attention_decode.g%d", gs[i]);
     snprintf(name8, sizeof name8, "attention_decode_fp8.g%d", gs[i]);
     n = 0;
     for (int kvl = 1; kvl <= DEC_MAX_KVL; kvl *= 2)
-      if (decode_attention_layout(cal, &c, bud, gs[i] * kvl, kvl, name, name8, true, &n, e)) goto fail;
+      if (decode_attention_layout(cal, &c, bud, ver, gs[i] * kvl, kvl, name, name8, true, &n, e)) goto fail;
     fprintf(stderr, "calibrate-infer: %s and %s, %d timings each (1-%d KV heads, %.0f s)\n", name, name8, n,
             DEC_MAX_KVL, calib_elapsed_s());
   }
@@ -606,6 +610,8 @@ static void usage(FILE *out) {
                "                  graph: tables \"<name>.eager\" and \"<name>.graph\" (calibrate_small.h) [off]\n"
                "  --decode-attention-only  time only the decode attention tables (plain and per head layout,\n"
                "                  replaced; the other tables as they are) [off]\n"
+               "  --decode-attention v3|v4  the decode attention kernel those tables time (infer_decode.h; the\n"
+               "                  executor's default: `tacorun execute --decode-attention`) [v%d]\n"
                "  --fp8-gemms-only  time only the FP8 GEMMs of inference plans with \"quantization\": \"fp8\": the\n"
                "                  forward keys of qkv, attention output, FC1 and FC2 of every dense zoo model at TP\n"
                "                  1/2/4/8, m = 1..64 (decode) and 128..65,536 (prefill), E4M3 operands scaled per tensor,\n"
@@ -624,7 +630,7 @@ static void usage(FILE *out) {
                RT_TRANSPORT_USAGE
                "reads:  the CALIBRATION.json files, the model zoo\n"
                "writes: the CALIBRATION.json files (or their copies in --out-dir); progress on standard error\n",
-          model_zoo_dir());
+          model_zoo_dir(), INFER_DECODE_DEFAULT);
 }
 
 /* Adds what `meas` holds to `cal`: GEMM shapes it lacks, and the attention tables (replaced);
@@ -721,7 +727,7 @@ static int prefill_layouts(const char *arg, const model_config *models, int nm, 
 int cmd_calibrate_infer(int argc, char **argv) {
   const char *ins[16], *out_dir = NULL, *models_dir = NULL, *layouts_arg = "llama3-8b:2";
   int nin = 0, quick = 0, collectives = 0, gemms_only = 0, small_only = 0, dec_attn_only = 0, fp8_only = 0;
-  int fp8_passes = 2;
+  int fp8_passes = 2, dec_ver = INFER_DECODE_DEFAULT;
   const char *fp8_tsv = NULL;
   int prompts[32] = {128, 256, 512, 1024, 2048, 4096, 8192}, np = 7;
   long long max_tokens = 65536;
@@ -766,6 +772,13 @@ int cmd_calibrate_infer(int argc, char **argv) {
       small_only = 1;
     } else if (!strcmp(argv[i], "--decode-attention-only")) {
       dec_attn_only = 1;
+    } else if (!strcmp(argv[i], "--decode-attention") && i + 1 < argc) {
+      const char *v = argv[++i];
+      if (strcmp(v, "v3") && strcmp(v, "v4")) {
+        fprintf(stderr, "tacorun calibrate-infer: --decode-attention: '%s' must be v3 or v4\n", v);
+        return 2;
+      }
+      dec_ver = v[1] - '0';
     } else if (!strcmp(argv[i], "--quick")) {
       quick = 1;
     } else if (!strcmp(argv[i], "--collectives")) {
@@ -869,14 +882,14 @@ int cmd_calibrate_infer(int argc, char **argv) {
     }
     gemms_only = 1; /* the merge keeps the file's attention tables */
   } else if (dec_attn_only) {
-    if (cudaSetDevice(0) != cudaSuccess || decode_attention_table(&meas, models, nm, &bud, &e)) {
+    if (cudaSetDevice(0) != cudaSuccess || decode_attention_table(&meas, models, nm, &bud, dec_ver, &e)) {
       fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
       goto done;
     }
   } else if (cudaSetDevice(0) != cudaSuccess || exec_gemm_create(&g, &e) ||
       decode_gemms(&meas, g, models, nm, NULL, &bud, &added, &e) ||
       (!gemms_only &&
-       (decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, models, nm, &bud, &e) ||
+       (decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, models, nm, &bud, dec_ver, &e) ||
         prefill_attention_table(&meas, g, lay, nl, prompts, np, max_tokens, &bud, &e) ||
         small_memops(&meas, &bud, &e)))) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);

@@ -60,7 +60,7 @@ static double rel_l2(const float *a, const float *ref, long long n) {
 
 /* ---- decode attention and RoPE against the plain-C reference ---- */
 
-/* ver 1: infer_decode_attention, 3: infer_decode_attention3 (v2: bench-decode's checks and the FP8 ones) */
+/* ver 1: infer_decode_attention, 3 / 4: infer_decode_attention3 / 4 (v2: bench-decode's checks and the FP8 ones) */
 static int check_decode_attention(check_log *L, int ver, int batch, int hl, int kvl, int d, long long max_seq,
                                   long long len, ts_err *e) {
   infer_attn_dims a = {.batch = batch, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = max_seq};
@@ -70,7 +70,7 @@ static int check_decode_attention(check_log *L, int ver, int batch, int hl, int 
   RT_CUDA(e, cudaMalloc(&o, (size_t)nq * 2));
   RT_CUDA(e, cudaMalloc(&k, (size_t)nc * 2));
   RT_CUDA(e, cudaMalloc(&v, (size_t)nc * 2));
-  const size_t pb = ver == 3 ? infer_decode3_partial_bytes(&a, len) : infer_decode_partial_bytes(&a, len);
+  const size_t pb = ver >= 3 ? infer_decode3_partial_bytes(&a, len) : infer_decode_partial_bytes(&a, len);
   RT_CUDA(e, cudaMalloc(&part, pb));
   float *hq = malloc((size_t)nq * 4), *ho = malloc((size_t)nq * 4), *hr = malloc((size_t)nq * 4);
   float *hk = malloc((size_t)nc * 4), *hv = malloc((size_t)nc * 4);
@@ -81,7 +81,9 @@ static int check_decode_attention(check_log *L, int ver, int batch, int hl, int 
   CK_TRY(rt_fill_random_bf16(v, nc, 13, 1.0f, NULL, e));
   RT_CUDA(e, cudaMemset(o, 0xff, (size_t)nq * 2));
   RT_CUDA(e, cudaMemset(part, 0xff, pb));
-  CK_TRY((ver == 3 ? infer_decode_attention3 : infer_decode_attention)(q, k, v, o, part, &a, len, NULL, e));
+  CK_TRY((ver == 4   ? infer_decode_attention4
+          : ver == 3 ? infer_decode_attention3
+                     : infer_decode_attention)(q, k, v, o, part, &a, len, NULL, e));
   RT_CUDA(e, cudaDeviceSynchronize());
   CK_TRY(fetch(q, nq, hq, e));
   CK_TRY(fetch(k, nc, hk, e));
@@ -229,10 +231,17 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
   CK_TRY(infer_kv8_quantize(kb, k8, ks, rows, d, NULL, e));
   CK_TRY(infer_kv8_quantize(vb, v8, vs, rows, d, NULL, e));
   infer_kv8 c = {k8, v8, ks, vs};
-  /* v3 first (its output kept), then v2 on freshly poisoned buffers */
+  /* v4 first (its output kept in ho), then v3 (kept), then v2, each on freshly poisoned buffers */
+  CK_TRY(infer_decode_attention4_fp8(q, &c, o, part, &a, len, NULL, e));
+  RT_CUDA(e, cudaDeviceSynchronize());
+  CK_TRY(fetch(o, nq, ho, e));
+  RT_CUDA(e, cudaMemset(o, 0xff, (size_t)nq * 2));
+  RT_CUDA(e, cudaMemset(part, 0xff, pb));
   CK_TRY(infer_decode_attention3_fp8(q, &c, o, part, &a, len, NULL, e));
   RT_CUDA(e, cudaDeviceSynchronize());
   CK_TRY(fetch(o, nq, ho3, e));
+  long long bits4 = 0; /* v4 is v3's arithmetic in v3's order: the same bits */
+  for (long long i = 0; i < nq; i++) bits4 += memcmp(&ho[i], &ho3[i], sizeof *ho) != 0;
   RT_CUDA(e, cudaMemset(o, 0xff, (size_t)nq * 2));
   RT_CUDA(e, cudaMemset(part, 0xff, pb));
   CK_TRY(infer_decode_attention2_fp8(q, &c, o, part, &a, len, NULL, e));
@@ -258,6 +267,8 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
   report(L, name, rel_l2(ho, hr, nq), 1e-2);
   snprintf(name, sizeof name, "decode attention v3 FP8 b%d h%d kv%d d%d len %lld vs C", batch, hl, kvl, d, len);
   report(L, name, rel_l2(ho3, hr, nq), 1e-2);
+  snprintf(name, sizeof name, "decode attention v4 FP8 b%d h%d kv%d d%d len %lld = v3's bits", batch, hl, kvl, d, len);
+  report_exact(L, name, bits4, nq);
   infer_ref_decode_attention(hq, hk, hv, hb, batch, hl, kvl, d, max_seq, len);
   if (L->root)
     printf("     (the same output against attention over the BF16 cache: rel.L2 %.3e, the E4M3 format's error)\n",
@@ -554,7 +565,7 @@ static int check_model_qwen(check_log *L, int hidden, int heads, int kv_heads, c
 int infer_run_check(rt_nccl *w, ts_err *e) {
   check_log L = {.root = rt_nccl_is_root(w)};
   RT_CUDA(e, cudaSetDevice(w->devices[0]));
-  for (int ver = 1; ver <= 3; ver += 2) {
+  for (int ver = 1; ver <= 4; ver += ver == 1 ? 2 : 1) {
     CK_TRY(check_decode_attention(&L, ver, 3, 8, 2, 128, 1100, 1000, e));
     CK_TRY(check_decode_attention(&L, ver, 2, 4, 4, 64, 64, 37, e));
     CK_TRY(check_decode_attention(&L, ver, 1, 16, 1, 128, 8192, 8192, e));

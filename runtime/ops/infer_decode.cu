@@ -248,24 +248,33 @@ template <> struct chunk_map<bf16> {
 template <> struct chunk_map<uint8_t> {
   static __device__ __forceinline__ int word_dim(int w, int c) { return 64 * (w >> 3) + 16 * c + 2 * (w & 7); }
 };
-template <int W> __device__ __forceinline__ void load_chunk(const bf16 *row, int c, bool ok, uint32_t *w) {
+/* A lane's share of one cached row as loaded: U 16-byte words, each quad's four side by
+ * side (64 contiguous bytes: BF16 dims 32 i + 8 c .. + 7, E4M3 dims 64 i + 16 c .. + 15),
+ * zeros for a position past the chunk; unpack_row turns it into the W words (pairs of the
+ * mma's 16-bit type) that chunk_map describes. */
+template <int W, typename T> struct row_raw {
+  static constexpr int U = sizeof(T) == 2 ? W / 4 : W / 8;
+  uint4 u[U];
+};
+template <int W, typename T> __device__ __forceinline__ void load_row(const T *row, int c, bool ok, row_raw<W, T> &x) {
 #pragma unroll
-  for (int i = 0; i < W / 4; i++) {
-    uint4 u = ok ? *(const uint4 *)(row + 32 * i + 8 * c) : make_uint4(0, 0, 0, 0);
-    w[4 * i] = u.x, w[4 * i + 1] = u.y, w[4 * i + 2] = u.z, w[4 * i + 3] = u.w;
-  }
+  for (int i = 0; i < row_raw<W, T>::U; i++)
+    x.u[i] = ok ? *(const uint4 *)((const char *)row + 64 * i + 16 * c) : make_uint4(0, 0, 0, 0);
 }
 __device__ __forceinline__ uint32_t e4m3x2_to_half2_bits(uint32_t two) {
   __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xffffu), __NV_E4M3);
   return (uint32_t)h.x | ((uint32_t)h.y << 16);
 }
-template <int W> __device__ __forceinline__ void load_chunk(const uint8_t *row, int c, bool ok, uint32_t *w) {
+template <int W> __device__ __forceinline__ void unpack_row(const row_raw<W, bf16> &x, uint32_t *w) {
+#pragma unroll
+  for (int i = 0; i < W / 4; i++) w[4 * i] = x.u[i].x, w[4 * i + 1] = x.u[i].y, w[4 * i + 2] = x.u[i].z, w[4 * i + 3] = x.u[i].w;
+}
+template <int W> __device__ __forceinline__ void unpack_row(const row_raw<W, uint8_t> &x, uint32_t *w) {
 #pragma unroll
   for (int i = 0; i < W / 8; i++) {
-    uint4 u = ok ? *(const uint4 *)(row + 64 * i + 16 * c) : make_uint4(0, 0, 0, 0);
-    const uint32_t x[4] = {u.x, u.y, u.z, u.w};
+    const uint32_t y[4] = {x.u[i].x, x.u[i].y, x.u[i].z, x.u[i].w};
 #pragma unroll
-    for (int k = 0; k < 4; k++) w[8 * i + 2 * k] = e4m3x2_to_half2_bits(x[k]), w[8 * i + 2 * k + 1] = e4m3x2_to_half2_bits(x[k] >> 16);
+    for (int k = 0; k < 4; k++) w[8 * i + 2 * k] = e4m3x2_to_half2_bits(y[k]), w[8 * i + 2 * k + 1] = e4m3x2_to_half2_bits(y[k] >> 16);
   }
 }
 /* The next tile's rows into L2 while this one is computed (one prefetch per 128-byte line). */
@@ -274,8 +283,120 @@ template <int D, typename T> __device__ __forceinline__ void prefetch_row(const 
   if (c * 128 < BYTES) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)row + c * 128));
 }
 
+/* One tile as a lane loads it: its K and V rows (positions r and 8 + r) and, FP8, the key
+ * and value scales of its score positions 8 n + 2 c + i ([n][i]). */
+template <int W, typename T> struct dec3_tile {
+  row_raw<W, T> k0, k1, v0, v1;
+  float ks[2][2], vs[2][2];
+};
+/* What a warp carries from tile to tile: the output accumulators (P V's C fragments), and
+ * per row (r, r + 8) the running max of the scores, of the value weights' exponents and
+ * this lane's part of the sum of weights. */
+template <int W> struct dec3_state {
+  float acc[W][4];
+  float m[2], mv[2], l[2];
+};
+
+/* Issue the loads of the tile at t0 (rows of the cache of this (sequence, KV head) at kb,
+ * vb; scales at ks, vs + srow); nothing waits for them here. */
+template <int D, typename KV>
+__device__ __forceinline__ void dec3_load(const typename KV::T *kb, const typename KV::T *vb, const float *ks,
+                                          const float *vs, long long srow, long long t0, long long p1, int r,
+                                          int c, dec3_tile<D / 8, typename KV::T> &t) {
+  const long long pa = t0 + r, pb = t0 + 8 + r;
+  load_row<D / 8>(kb + pa * D, c, pa < p1, t.k0);
+  load_row<D / 8>(kb + pb * D, c, pb < p1, t.k1);
+  load_row<D / 8>(vb + pa * D, c, pa < p1, t.v0);
+  load_row<D / 8>(vb + pb * D, c, pb < p1, t.v1);
+  if (KV::scaled)
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        const long long p = t0 + 8 * n + 2 * c + i;
+        t.ks[n][i] = p < p1 ? ks[srow + p] : 1.f;
+        t.vs[n][i] = p < p1 ? vs[srow + p] : 1.f;
+      }
+}
+
+/* The tile at t0 (loaded into tl) into the warp's state st: S = Q K^T, the online softmax,
+ * P V. */
 template <int D, int G, typename KV>
-__global__ void __launch_bounds__(DEC3_WARPS * 32, 3) /* 3 blocks an SM: <= 168 registers */
+__device__ __forceinline__ void dec3_step(const uint32_t (&qa)[D / 16][4], const dec3_tile<D / 8, typename KV::T> &tl,
+                                          long long t0, long long p1, int c, float qscale, dec3_state<D / 8> &st) {
+  constexpr int W = D / 8, KS = D / 16;
+  constexpr bool TWO = G > 8; /* query heads in rows 8..15 too */
+  constexpr bool F16 = KV::scaled;
+  uint32_t k0[W], k1[W], v0[W], v1[W];
+  unpack_row<W>(tl.k0, k0);
+  unpack_row<W>(tl.k1, k1);
+  unpack_row<W>(tl.v0, v0);
+  unpack_row<W>(tl.v1, v1);
+  /* this lane's scores: [n-tile][row half][2]: positions t0 + 8 n + 2c + {0, 1} */
+  float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int s = 0; s < KS; s++) {
+    mma16816<F16>(s0, qa[s], k0[2 * s], k0[2 * s + 1]);
+    mma16816<F16>(s1, qa[s], k1[2 * s], k1[2 * s + 1]);
+  }
+  float sc[2][2][2], lv[2][2]; /* [n-tile][half][i], log2 of the value scales [n-tile][i] */
+#pragma unroll
+  for (int n = 0; n < 2; n++)
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const long long p = t0 + 8 * n + 2 * c + i;
+      const float *sv = n ? s1 : s0;
+      float f = qscale;
+      lv[n][i] = 0.f;
+      if (KV::scaled && p < p1) f *= tl.ks[n][i], lv[n][i] = __log2f(tl.vs[n][i]);
+      sc[n][0][i] = p < p1 ? sv[i] * f : -INFINITY;
+      sc[n][1][i] = p < p1 ? sv[2 + i] * f : -INFINITY;
+    }
+  uint32_t pf[4]; /* P's A fragment: rows r, r + 8; k slots 2c.. (n-tile 0), 2c + 8.. (n-tile 1) */
+#pragma unroll
+  for (int h = 0; h < (TWO ? 2 : 1); h++) {
+    float tm = fmaxf(fmaxf(sc[0][h][0], sc[0][h][1]), fmaxf(sc[1][h][0], sc[1][h][1]));
+    float tv = KV::scaled ? fmaxf(fmaxf(sc[0][h][0] + lv[0][0], sc[0][h][1] + lv[0][1]),
+                                  fmaxf(sc[1][h][0] + lv[1][0], sc[1][h][1] + lv[1][1]))
+                          : tm;
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
+      if (KV::scaled) tv = fmaxf(tv, __shfl_xor_sync(0xffffffffu, tv, o));
+    }
+    const float mn = fmaxf(st.m[h], tm), mref = mn == -INFINITY ? 0.f : mn;
+    const float vn = KV::scaled ? fmaxf(st.mv[h], tv) : mn, vref = vn == -INFINITY ? 0.f : vn;
+    const float corr = exp2f(st.m[h] - mref), vcorr = KV::scaled ? exp2f(st.mv[h] - vref) : corr;
+    float pe[2][2], pw[2][2];
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        pe[n][i] = exp2f(sc[n][h][i] - mref);
+        pw[n][i] = KV::scaled ? exp2f(sc[n][h][i] + lv[n][i] - vref) : pe[n][i];
+      }
+    st.l[h] = st.l[h] * corr + (pe[0][0] + pe[0][1]) + (pe[1][0] + pe[1][1]);
+    st.m[h] = mn, st.mv[h] = vn;
+#pragma unroll
+    for (int t = 0; t < W; t++) st.acc[t][2 * h] *= vcorr, st.acc[t][2 * h + 1] *= vcorr;
+    pf[h] = pack2<F16>(pw[0][0], pw[0][1]);
+    pf[2 + h] = pack2<F16>(pw[1][0], pw[1][1]);
+  }
+  if (!TWO) pf[1] = pf[3] = 0u;
+#pragma unroll
+  for (int t = 0; t < W; t++) mma16816<F16>(st.acc[t], pf, movtrans(v0[t]), movtrans(v1[t]));
+}
+
+/* v3 (PIPE false) loads a tile, prefetches the next one's rows into L2 and computes it; v4
+ * (PIPE true) keeps the next tile's loads in flight in registers while it computes this one
+ * (two tiles' buffers, no L2 prefetch), the same arithmetic in the same order: the same bits.
+ * Registers: v3 and v4 over the FP8 cache fit 3 blocks an SM; v4 over BF16 (two tiles of 64
+ * registers a lane) 2. */
+template <typename KV, bool PIPE> struct dec3_blocks {
+  static constexpr int value = PIPE && !KV::scaled ? 2 : 3;
+};
+template <int D, int G, typename KV, bool PIPE>
+__global__ void __launch_bounds__(DEC3_WARPS * 32, (dec3_blocks<KV, PIPE>::value))
     decode3_kernel(const bf16 *q, const typename KV::T *kc, const typename KV::T *vc, const float *ks,
                    const float *vs, float *part, bf16 *out, int hl, int kvl, long long max_seq, long long len,
                    long long chunk, int nsplit, float qscale) {
@@ -283,13 +404,18 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32, 3) /* 3 blocks an SM: <= 168 
   constexpr int W = D / 8, KS = D / 16;
   constexpr bool TWO = G > 8; /* query heads in rows 8..15 too */
   constexpr bool F16 = KV::scaled;
+  constexpr long long STRIDE = DEC3_WARPS * DEC3_TILE;
   const int split = blockIdx.x, j = blockIdx.y, b = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 2, c = lane & 3;
   const long long srow = ((long long)b * kvl + j) * max_seq;
   const typename KV::T *kb = kc + srow * D, *vb = vc + srow * D;
   const long long p0 = (long long)split * chunk, p1 = p0 + chunk < len ? p0 + chunk : len;
-  { /* the first tile's rows on their way while Q is read */
-    const long long fa = p0 + (long long)warp * DEC3_TILE + r, fb = fa + 8;
+  long long t0 = p0 + (long long)warp * DEC3_TILE;
+  dec3_tile<W, typename KV::T> ta, tb;
+  if (PIPE) {
+    dec3_load<D, KV>(kb, vb, ks, vs, srow, t0, p1, r, c, ta); /* in flight while Q is read */
+  } else { /* the first tile's rows on their way while Q is read */
+    const long long fa = t0 + r, fb = fa + 8;
     if (fa < p1) prefetch_row<D>(kb + fa * D, c), prefetch_row<D>(vb + fa * D, c);
     if (fb < p1) prefetch_row<D>(kb + fb * D, c), prefetch_row<D>(vb + fb * D, c);
   }
@@ -316,78 +442,34 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32, 3) /* 3 blocks an SM: <= 168 
 #pragma unroll
     for (int s = 0; s < KS; s++) qa[s][0] = w0[2 * s], qa[s][2] = w0[2 * s + 1], qa[s][1] = w1[2 * s], qa[s][3] = w1[2 * s + 1];
   }
-  float acc[W][4];
+  dec3_state<W> st;
 #pragma unroll
-  for (int t = 0; t < W; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
-  /* per row (r, r + 8): running max of the scores, of the value weights' exponents, and
-   * this lane's part of the sum of weights */
-  float m[2] = {-INFINITY, -INFINITY}, mv[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  for (long long t0 = p0 + (long long)warp * DEC3_TILE; t0 < p1; t0 += DEC3_WARPS * DEC3_TILE) {
-    uint32_t k0[W], k1[W], v0[W], v1[W];
-    const long long pa = t0 + r, pb = t0 + 8 + r;
-    load_chunk<W>(kb + pa * D, c, pa < p1, k0);
-    load_chunk<W>(kb + pb * D, c, pb < p1, k1);
-    load_chunk<W>(vb + pa * D, c, pa < p1, v0);
-    load_chunk<W>(vb + pb * D, c, pb < p1, v1);
-    { /* the next tile's */
-      const long long na = pa + DEC3_WARPS * DEC3_TILE, nb = pb + DEC3_WARPS * DEC3_TILE;
-      if (na < p1) prefetch_row<D>(kb + na * D, c), prefetch_row<D>(vb + na * D, c);
-      if (nb < p1) prefetch_row<D>(kb + nb * D, c), prefetch_row<D>(vb + nb * D, c);
+  for (int t = 0; t < W; t++) st.acc[t][0] = st.acc[t][1] = st.acc[t][2] = st.acc[t][3] = 0.f;
+#pragma unroll
+  for (int h = 0; h < 2; h++) st.m[h] = st.mv[h] = -INFINITY, st.l[h] = 0.f;
+  if (PIPE) { /* two buffers by name (a register array indexed at run time would go to local memory) */
+    while (t0 < p1) {
+      dec3_load<D, KV>(kb, vb, ks, vs, srow, t0 + STRIDE, p1, r, c, tb);
+      dec3_step<D, G, KV>(qa, ta, t0, p1, c, qscale, st);
+      t0 += STRIDE;
+      if (t0 >= p1) break;
+      dec3_load<D, KV>(kb, vb, ks, vs, srow, t0 + STRIDE, p1, r, c, ta);
+      dec3_step<D, G, KV>(qa, tb, t0, p1, c, qscale, st);
+      t0 += STRIDE;
     }
-    /* this lane's scores: [n-tile][row half][2]: positions t0 + 8 n + 2c + {0, 1} */
-    float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int s = 0; s < KS; s++) {
-      mma16816<F16>(s0, qa[s], k0[2 * s], k0[2 * s + 1]);
-      mma16816<F16>(s1, qa[s], k1[2 * s], k1[2 * s + 1]);
-    }
-    float sc[2][2][2], lv[2][2]; /* [n-tile][half][i], log2 of the value scales [n-tile][i] */
-#pragma unroll
-    for (int n = 0; n < 2; n++)
-#pragma unroll
-      for (int i = 0; i < 2; i++) {
-        const long long p = t0 + 8 * n + 2 * c + i;
-        const float *sv = n ? s1 : s0;
-        float f = qscale;
-        lv[n][i] = 0.f;
-        if (KV::scaled && p < p1) f *= ks[srow + p], lv[n][i] = __log2f(vs[srow + p]);
-        sc[n][0][i] = p < p1 ? sv[i] * f : -INFINITY;
-        sc[n][1][i] = p < p1 ? sv[2 + i] * f : -INFINITY;
+  } else {
+    for (; t0 < p1; t0 += STRIDE) {
+      dec3_load<D, KV>(kb, vb, ks, vs, srow, t0, p1, r, c, ta);
+      { /* the next tile's */
+        const long long na = t0 + r + STRIDE, nb = na + 8;
+        if (na < p1) prefetch_row<D>(kb + na * D, c), prefetch_row<D>(vb + na * D, c);
+        if (nb < p1) prefetch_row<D>(kb + nb * D, c), prefetch_row<D>(vb + nb * D, c);
       }
-    uint32_t pf[4]; /* P's A fragment: rows r, r + 8; k slots 2c.. (n-tile 0), 2c + 8.. (n-tile 1) */
-#pragma unroll
-    for (int h = 0; h < (TWO ? 2 : 1); h++) {
-      float tm = fmaxf(fmaxf(sc[0][h][0], sc[0][h][1]), fmaxf(sc[1][h][0], sc[1][h][1]));
-      float tv = KV::scaled ? fmaxf(fmaxf(sc[0][h][0] + lv[0][0], sc[0][h][1] + lv[0][1]),
-                                    fmaxf(sc[1][h][0] + lv[1][0], sc[1][h][1] + lv[1][1]))
-                            : tm;
-#pragma unroll
-      for (int o = 1; o < 4; o <<= 1) {
-        tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
-        if (KV::scaled) tv = fmaxf(tv, __shfl_xor_sync(0xffffffffu, tv, o));
-      }
-      const float mn = fmaxf(m[h], tm), mref = mn == -INFINITY ? 0.f : mn;
-      const float vn = KV::scaled ? fmaxf(mv[h], tv) : mn, vref = vn == -INFINITY ? 0.f : vn;
-      const float corr = exp2f(m[h] - mref), vcorr = KV::scaled ? exp2f(mv[h] - vref) : corr;
-      float pe[2][2], pw[2][2];
-#pragma unroll
-      for (int n = 0; n < 2; n++)
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-          pe[n][i] = exp2f(sc[n][h][i] - mref);
-          pw[n][i] = KV::scaled ? exp2f(sc[n][h][i] + lv[n][i] - vref) : pe[n][i];
-        }
-      l[h] = l[h] * corr + (pe[0][0] + pe[0][1]) + (pe[1][0] + pe[1][1]);
-      m[h] = mn, mv[h] = vn;
-#pragma unroll
-      for (int t = 0; t < W; t++) acc[t][2 * h] *= vcorr, acc[t][2 * h + 1] *= vcorr;
-      pf[h] = pack2<F16>(pw[0][0], pw[0][1]);
-      pf[2 + h] = pack2<F16>(pw[1][0], pw[1][1]);
+      dec3_step<D, G, KV>(qa, ta, t0, p1, c, qscale, st);
     }
-    if (!TWO) pf[1] = pf[3] = 0u;
-#pragma unroll
-    for (int t = 0; t < W; t++) mma16816<F16>(acc[t], pf, movtrans(v0[t]), movtrans(v1[t]));
   }
+  float(&acc)[W][4] = st.acc;
+  float(&m)[2] = st.m, (&mv)[2] = st.mv, (&l)[2] = st.l;
   /* the quad's sums; then the warps through shared memory */
 #pragma unroll
   for (int h = 0; h < 2; h++)
@@ -486,7 +568,7 @@ __global__ void __launch_bounds__(DEC3_COMBINE_THREADS) decode3_combine_kernel(c
 
 /* ---- the launcher of v2 and v3 -------------------------------------------------------- */
 
-/* (head_dim, query heads per KV head) that version V's kernels are built for. */
+/* (head_dim, query heads per KV head) that version V's kernels are built for (v4: v3's). */
 template <int V, int D, int G> struct dec_built {
   static constexpr bool value =
       V == 2 ? (D == 128 ? G >= 1 && G <= 8 : G == 1 || G == 2 || G == 4 || G == 7 || G == 8 || G == 16)
@@ -517,13 +599,13 @@ template <int V, int D, int G, typename KV> static void launch_partial(const dec
         l.q, (const T *)l.kc, (const T *)l.vc, l.ks, l.vs, l.part, l.a->hl, l.a->kvl, l.a->max_seq, l.len, l.chunk,
         l.nsplit, l.qscale);
   else
-    decode3_kernel<D, G, KV><<<l.grid, DEC3_WARPS * 32, 0, l.st>>>(l.q, (const T *)l.kc, (const T *)l.vc, l.ks, l.vs,
+    decode3_kernel<D, G, KV, V == 4><<<l.grid, DEC3_WARPS * 32, 0, l.st>>>(l.q, (const T *)l.kc, (const T *)l.vc, l.ks, l.vs,
                                                                     l.part, l.out, l.a->hl, l.a->kvl, l.a->max_seq,
                                                                     l.len, l.chunk, l.nsplit, l.qscale);
 }
 
-/* The split-K decode attention of version V (2 or 3) over a cache of element type KV
- * (scales ks, vs: FP8 only), then the combine (v3: only with more than one split). */
+/* The split-K decode attention of version V (2, 3 or 4) over a cache of element type KV
+ * (scales ks, vs: FP8 only), then the combine (v3, v4: only with more than one split). */
 template <int V, typename KV>
 static int decode_run(const char *who, const void *q, const void *k_cache, const void *v_cache, const float *ks,
                       const float *vs, void *out, void *partial, const infer_attn_dims *a, long long len,
@@ -593,5 +675,19 @@ extern "C" int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, vo
                                            const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
   if (kv8_missing(c)) return ts_fail_sys(e, "infer_decode_attention3_fp8: the FP8 cache or its scales are missing");
   return decode_run<3, kv_e4m3>("infer_decode_attention3_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
+                                stream, e);
+}
+
+extern "C" int infer_decode_attention4(const void *q, const void *k_cache, const void *v_cache, void *out,
+                                       void *partial, const infer_attn_dims *a, long long len, void *stream,
+                                       ts_err *e) {
+  return decode_run<4, kv_bf16>("infer_decode_attention4", q, k_cache, v_cache, NULL, NULL, out, partial, a, len,
+                                stream, e);
+}
+
+extern "C" int infer_decode_attention4_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                           const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
+  if (kv8_missing(c)) return ts_fail_sys(e, "infer_decode_attention4_fp8: the FP8 cache or its scales are missing");
+  return decode_run<4, kv_e4m3>("infer_decode_attention4_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
                                 stream, e);
 }

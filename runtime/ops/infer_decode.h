@@ -53,15 +53,42 @@ int infer_decode_attention3(const void *q, const void *k_cache, const void *v_ca
 int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                 const infer_attn_dims *a, long long len, void *stream, ts_err *e);
 
+/* Decode attention v4: v3's kernel (same arguments, partials of
+ * infer_decode3_partial_bytes, the same arithmetic in the same order: the same
+ * bits) with the next tile's loads kept in flight in registers while a warp
+ * computes the tile in hand, in place of v3's L2 prefetch; over a BF16 cache
+ * 2 blocks an SM fit (v3: 3). */
+int infer_decode_attention4(const void *q, const void *k_cache, const void *v_cache, void *out, void *partial,
+                            const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+int infer_decode_attention4_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+
+/* The decode attention the executor runs and `tacorun calibrate-infer` times unless told
+ * otherwise (their --decode-attention): 3 or 4 (runtime/RESULTS-decode.md says why). */
+#define INFER_DECODE_DEFAULT 3
+
 /* One decode-attention call of a timing loop (calib_time_us's launch, used by
  * bench-decode and calibrate-infer): call `iter` reads KV set iter % sets of
  * the pools k and v (sets of set_bytes each, so that repeats read HBM, not
  * L2) with `kernel`: INFER_DEC_V1 (infer_decode_attention), INFER_DEC_V2
  * (infer_decode_attention2), INFER_DEC_V3 (infer_decode_attention3), or
- * INFER_DEC_V2_FP8 / INFER_DEC_V3_FP8 (infer_decode_attention2_fp8 / 3_fp8
+ * INFER_DEC_V4 (infer_decode_attention4), or INFER_DEC_V2_FP8 / INFER_DEC_V3_FP8 /
+ * INFER_DEC_V4_FP8 (infer_decode_attention2_fp8 / 3_fp8 / 4_fp8
  * over k8/v8, the same head vectors as E4M3 codes, and their scales ks/vs:
  * set iter % sets starts at head vector off / (2 head_dim)). */
-enum { INFER_DEC_V1, INFER_DEC_V2, INFER_DEC_V2_FP8, INFER_DEC_V3, INFER_DEC_V3_FP8, INFER_DEC_KERNELS };
+enum {
+  INFER_DEC_V1,
+  INFER_DEC_V2,
+  INFER_DEC_V2_FP8,
+  INFER_DEC_V3,
+  INFER_DEC_V3_FP8,
+  INFER_DEC_V4,
+  INFER_DEC_V4_FP8,
+  INFER_DEC_KERNELS
+};
+static inline int infer_dec_is_fp8(int kernel) {
+  return kernel == INFER_DEC_V2_FP8 || kernel == INFER_DEC_V3_FP8 || kernel == INFER_DEC_V4_FP8;
+}
 typedef struct {
   int kernel; /* INFER_DEC_* */
   infer_attn_dims a;
@@ -76,14 +103,17 @@ typedef struct {
 static inline int infer_decode_timing_launch(void *ctx, long long iter, ts_err *e) {
   const infer_decode_timing *c = (const infer_decode_timing *)ctx;
   size_t off = (size_t)(iter % c->sets) * c->set_bytes;
-  if (c->kernel == INFER_DEC_V2_FP8 || c->kernel == INFER_DEC_V3_FP8) {
+  if (infer_dec_is_fp8(c->kernel)) {
     size_t row = off / 2 / (size_t)c->a.head_dim; /* first head vector of the set */
     infer_kv8 k8 = {c->k8 + row * (size_t)c->a.head_dim, c->v8 + row * (size_t)c->a.head_dim, c->ks + row,
                     c->vs + row};
-    return (c->kernel == INFER_DEC_V3_FP8 ? infer_decode_attention3_fp8 : infer_decode_attention2_fp8)(
+    return (c->kernel == INFER_DEC_V4_FP8   ? infer_decode_attention4_fp8
+            : c->kernel == INFER_DEC_V3_FP8 ? infer_decode_attention3_fp8
+                                            : infer_decode_attention2_fp8)(
         c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
   }
-  return (c->kernel == INFER_DEC_V3   ? infer_decode_attention3
+  return (c->kernel == INFER_DEC_V4   ? infer_decode_attention4
+          : c->kernel == INFER_DEC_V3 ? infer_decode_attention3
           : c->kernel == INFER_DEC_V2 ? infer_decode_attention2
                                       : infer_decode_attention)(c->q, c->k + off, c->v + off, c->out, c->part, &c->a,
                                                                 c->len, NULL, e);
