@@ -36,6 +36,29 @@ const char *plan_infer_quant_name(plan_infer_quant q);
 typedef enum { PLAN_PREFILL_ATTN_EXECUTOR, PLAN_PREFILL_ATTN_FUSED, PLAN_PREFILL_ATTN_FLASH } plan_prefill_attention;
 const char *plan_prefill_attention_name(plan_prefill_attention a);
 
+/* "inflight" (plan/plan_inflight.c, sim/sim_inflight.c): the requests are served by a serving engine with in-flight
+ * (continuous) batching, each of batch.prompt tokens in and batch.generate tokens out, requests always waiting (a
+ * throughput benchmark); each engine step runs the decode tokens of the sequences in flight with the prompts of newly
+ * admitted requests (whole: no chunked prefill). The prediction is the steady state's output tokens/s, TTFT (the
+ * admitting step, queueing left out) and TPOT (one step). batch.size is not given: the batch is resolved here. */
+typedef struct {
+  bool on;
+  int max_batch_given;      /* "max_batch": the engine's maximum number of sequences in flight; 0: not given (the engine's
+                               heuristic, engine_max_batch) */
+  int max_num_tokens_given; /* "max_num_tokens": the most tokens one step may carry; 0: not given (the heuristic) */
+  double kv_fraction;       /* "kv_cache_fraction": of the HBM left after weights and runtime, what the KV cache gets
+                               (default 0.90, trtllm-bench's --kv_cache_free_gpu_mem_fraction) */
+  int tokens_per_block;     /* "tokens_per_block": the paged KV cache's block (default 32, TensorRT-LLM's); a sequence
+                               reserves whole blocks for prompt + generate (the guaranteed-no-evict scheduler) */
+  int requests;             /* "requests": also simulate a finite benchmark run of this many requests, all queued at
+                               the start, step by step (0, the default: the steady state only) */
+  /* resolved by plan_inflight_resolve */
+  int engine_max_batch, engine_max_num_tokens; /* trtllm-bench's heuristic (tensorrt_llm/bench/build/tuning.py) */
+  int kv_fit_batch;   /* sequences whose KV cache (prompt + generate, whole blocks) fits kv_fraction of the free HBM */
+  int max_batch;      /* sequences in flight at most: min(max_batch_given or engine_max_batch, kv_fit_batch) */
+  int max_num_tokens; /* max_num_tokens_given or engine_max_num_tokens */
+} plan_infer_inflight;
+
 typedef struct {
   char path[512];
   char name[128];
@@ -53,6 +76,7 @@ typedef struct {
   plan_moe_kernel moe_kernel; /* "moe_kernel" (MoE models only; default fused) */
   plan_infer_quant quant;     /* "quantization" (default none) */
   plan_prefill_attention prefill_attention; /* "prefill_attention" (default executor) */
+  plan_infer_inflight inflight;             /* "inflight" (default: off, one static batch) */
 } plan_infer;
 
 /* Whether a plan file says "kind": "inference" (a training plan has no "kind").
@@ -116,6 +140,14 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out);
 double plan_infer_wire_bytes(const plan_codec *c, double bytes, int hidden, double min_bytes);
 
 const char *plan_kv_precision_name(plan_kv_precision k);
+
+/* ---- in-flight batching (plan_inflight.c) ---- */
+/* Reads the optional "inflight" object of an inference plan's root (fields above; unknown ones are errors). */
+struct json_t;
+int plan_inflight_load(struct json_t *root, const char *file, plan_infer *p, ts_err *e);
+/* With model and cluster loaded: the engine's heuristic, the KV-cache fit and p->batch = inflight.max_batch; the
+ * rules (pp 1, a whole prompt fits max_num_tokens, at least one sequence fits) exit 2 naming the field. */
+int plan_inflight_resolve(plan_infer *p, ts_err *e);
 
 /* `tacosim plan INFER_PLAN.json`: layout, memory per GPU against HBM, and the
  * TP all-reduces of one prefill and one decode step with and without the codec. */

@@ -46,7 +46,8 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
                      plan_infer *p, ts_err *e) {
   static const char *const top_keys[] = {"schema", "kind", "name", "description", "model", "cluster", "layout",
                                          "batch", "kv_cache", "codec", "codec_min_bytes", "codec_auto",
-                                         "layers_override", "moe_kernel", "quantization", "prefill_attention", NULL};
+                                         "layers_override", "moe_kernel", "quantization", "prefill_attention", "inflight",
+                                         NULL};
   static const char *const layout_keys[] = {"tp", "pp", NULL};
   static const char *const batch_keys[] = {"size", "prompt", "generate", NULL};
   static const char *const kind_names[] = {"inference", NULL};
@@ -69,8 +70,11 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
   if (!batch || tsj_only_keys(batch, batch_keys, file, "batch", e)) return -1;
-  if (tsj_int(batch, "size", 1, 1 << 20, &v, file, "batch", e)) return -1;
-  p->batch = (int)v;
+  if (plan_inflight_load(root, file, p, e)) return -1; /* in flight: the batch is the engine's (plan_inflight.c) */
+  if (p->inflight.on && json_object_get(batch, "size"))
+    return ts_fail(e, file, "batch.size", "an in-flight plan's batch is the engine's: give inflight.max_batch");
+  if (!p->inflight.on && tsj_int(batch, "size", 1, 1 << 20, &v, file, "batch", e)) return -1;
+  p->batch = p->inflight.on ? 1 : (int)v;
   if (tsj_int(batch, "prompt", 1, 1 << 24, &v, file, "batch", e)) return -1;
   p->prompt = (int)v;
   if (tsj_int(batch, "generate", 1, 1 << 24, &v, file, "batch", e)) return -1;
@@ -106,6 +110,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (moe_kernel_given && !model_is_moe(&p->model))
     return ts_fail(e, file, "moe_kernel", "%s has no experts (a dense model): there is no MoE kernel to choose",
                    p->model.name);
+  if (plan_inflight_resolve(p, e)) return -1;
   return plan_infer_validate(p, e);
 }
 

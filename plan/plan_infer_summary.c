@@ -17,6 +17,11 @@ int plan_infer_print_summary(const plan_infer *p, FILE *out, ts_err *e) {
           p->cluster.name, p->tp, p->pp, p->tp * p->pp);
   fprintf(out, "  batch %d, prompt %d, generate %d, KV cache %s\n", p->batch, p->prompt, p->generate,
           plan_kv_precision_name(p->kv));
+  if (p->inflight.on) /* the batch is the engine's (plan_inflight.c); the lines below size one static batch of it */
+    fprintf(out, "  in flight: at most %d sequences (given %d, trtllm-bench's heuristic %d, KV cache fits %d) and %d tokens "
+            "a step (given %d, heuristic %d); the all-reduces below are of one static batch of that size\n",
+            p->inflight.max_batch, p->inflight.max_batch_given, p->inflight.engine_max_batch, p->inflight.kv_fit_batch,
+            p->inflight.max_num_tokens, p->inflight.max_num_tokens_given, p->inflight.engine_max_num_tokens);
   fprintf(out, "  memory per GPU %.2f GiB of %.0f: weights %.2f, KV cache %.2f, activations %.2f%s, runtime and NCCL "
           "%.2f\n", mem.total / gib, p->cluster.gpu.hbm_gib, mem.weights / gib, mem.kv_cache / gib,
           mem.activations / gib,

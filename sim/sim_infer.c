@@ -523,6 +523,20 @@ out:
   return rc;
 }
 
+/* The plan's row widths of the small kernels' tables (sim_infer_phase_view). */
+#define PHASE_WIDTHS 8
+static int phase_widths(const plan_infer *p, sim_infer_width *w) {
+  const model_config *m = &p->model;
+  const int hd = model_head_dim(m), kvl = (m->kv_heads + p->tp - 1) / p->tp;
+  const sim_infer_width all[PHASE_WIDTHS] = {{"rmsnorm_fwd", m->hidden},   {"layernorm_fwd", m->hidden},
+                                             {"add_fwd", m->hidden},       {"embedding", m->hidden},
+                                             {"embedding_fwd", m->hidden}, {"swiglu_fwd", m->ffn_hidden / p->tp},
+                                             {"rope_scatter_fwd", (m->heads / p->tp + kvl) * hd},
+                                             {"argmax", (int)(model_vocab_per_gpu(m, p->tp) * p->tp)}};
+  memcpy(w, all, sizeof all);
+  return PHASE_WIDTHS;
+}
+
 int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const sim_infer_opts *o, FILE *warn,
                       sim_infer_result *r, ts_err *e) {
   memset(r, 0, sizeof *r);
@@ -547,14 +561,8 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   const bool clock = view.n_burst > 0 && !(o && o->prefill_clock_off);
   /* the small kernels as each phase runs them: the prefill and an eager decode step queued in a
    * stream (".eager"), a graph decode step in its CUDA graph (".graph") */
-  const model_config *m = &p->model;
-  const int hd = model_head_dim(m), kvl = (m->kv_heads + p->tp - 1) / p->tp;
-  const sim_infer_width w[] = {{"rmsnorm_fwd", m->hidden},   {"layernorm_fwd", m->hidden},
-                               {"add_fwd", m->hidden},       {"embedding", m->hidden},
-                               {"embedding_fwd", m->hidden}, {"swiglu_fwd", m->ffn_hidden / p->tp},
-                               {"rope_scatter_fwd", (m->heads / p->tp + kvl) * hd},
-                               {"argmax", (int)(model_vocab_per_gpu(m, p->tp) * p->tp)}};
-  const int nw = (int)(sizeof w / sizeof *w);
+  sim_infer_width w[PHASE_WIDTHS];
+  const int nw = phase_widths(p, w);
   schema_calibration pre_view, dec_view;
   if (sim_infer_phase_view(&view, ".eager", false, w, nw, &pre_view, e)) {
     sim_infer_calibration_view_free(&view);
@@ -621,4 +629,99 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
                 "engines run one fused kernel (\"moe_kernel\": \"fused\", the default), faster for many small "
                 "experts (experiments/published/moe-infer)");
   return 0;
+}
+
+/* ---- one engine step of an in-flight batch (sim_inflight.c) ---- */
+
+/* The shapes' costs of the last steps: direct-mapped by a step's tokens (the layers' rows) and by its prompts. */
+#define STEP_CACHE_SLOTS 64
+typedef struct {
+  int key;
+  shape_costs *s;
+} step_slot;
+struct sim_infer_step_cache {
+  step_slot rows[STEP_CACHE_SLOTS], ctx[STEP_CACHE_SLOTS];
+};
+
+static shape_costs *cached_shape(step_slot *slots, int key, const plan_infer *q, int seq,
+                                 const schema_calibration *cal, FILE *warn, ts_err *e) {
+  step_slot *sl = &slots[key % STEP_CACHE_SLOTS];
+  if (sl->s && sl->key == key) return sl->s;
+  shape_costs *s = shape_costs_new(q, seq, cal, warn, e);
+  if (!s) return NULL;
+  free(sl->s);
+  sl->s = s, sl->key = key;
+  return s;
+}
+
+int sim_infer_views_new(const plan_infer *p, const schema_calibration *cal, sim_infer_views *v, ts_err *e) {
+  memset(v, 0, sizeof *v);
+  if (!(v->cache = calloc(1, sizeof *v->cache))) return ts_fail_sys(e, "out of memory");
+  if (sim_infer_calibration_view(cal, &v->view, e)) {
+    free(v->cache);
+    return -1;
+  }
+  sim_infer_width w[PHASE_WIDTHS];
+  const int nw = phase_widths(p, w);
+  if (sim_infer_phase_view(&v->view, ".eager", true, w, nw, &v->step, e)) {
+    sim_infer_calibration_view_free(&v->view);
+    free(v->cache);
+    return -1;
+  }
+  return 0;
+}
+
+void sim_infer_views_free(sim_infer_views *v) {
+  for (int i = 0; v->cache && i < STEP_CACHE_SLOTS; i++) free(v->cache->rows[i].s), free(v->cache->ctx[i].s);
+  free(v->cache);
+  sim_infer_phase_view_free(&v->step);
+  sim_infer_calibration_view_free(&v->view);
+}
+
+int sim_infer_step_s(const plan_infer *p, const sim_infer_views *v, const sim_infer_step_shape *sh, FILE *warn,
+                     sim_infer_step_price *out, ts_err *e) {
+  memset(out, 0, sizeof *out);
+  if (sh->tokens < 1 || sh->out_seqs < 1 || sh->dec_seqs < 0 || sh->ctx_seqs < 0)
+    return ts_fail_sim(e, "%s: an engine step of %d tokens, %d decoding, %d prompts, %d sampled", p->path, sh->tokens,
+                       sh->dec_seqs, sh->ctx_seqs, sh->out_seqs);
+  static _Thread_local plan_infer q; /* large (cluster tables): not on the stack */
+  q = *p;
+  q.batch = 1; /* the layers see the step's tokens as rows, whoever's they are */
+  int rc = -1;
+  shape_costs *rows = cached_shape(v->cache->rows, sh->tokens, &q, sh->tokens, &v->step, warn, e), *ctx;
+  if (!rows) return -1;
+  const double layers = (double)p->model.layers;
+  double rest, rest_gemm, rest_experts, ar, codec, attn;
+  int launches;
+  if (layer_rest_s(&rows->costs, 0, &rest, &rest_gemm, &rest_experts, &launches, e)) goto out;
+  if (layer_allreduce(&rows->costs, p, false, 2.0 * sh->tokens * p->model.hidden, "step layer", NULL, &ar, &codec, e))
+    goto out;
+  out->layers_s = layers * rest, out->gemm_s = layers * rest_gemm, out->tp_s = layers * 2.0 * ar;
+  const int attn_rows = find_op(&rows->costs, MODEL_OP_ATTENTION, NULL);
+  if (attn_rows < 0) {
+    ts_fail_sys(e, "%s: the layer of %s has no attention op", p->path, p->model.name);
+    goto out;
+  }
+  if (sh->dec_seqs > 0) {
+    bool warned = false;
+    q.batch = sh->dec_seqs;
+    if (decode_attention_s(&rows->costs, &q, attn_rows, sh->kv_len, warn, &warned, &attn, e)) goto out;
+    out->decode_attn_s = layers * attn;
+  }
+  if (sh->ctx_seqs > 0) {
+    q.batch = sh->ctx_seqs, q.prompt = sh->ctx_len;
+    if (!(ctx = cached_shape(v->cache->ctx, sh->ctx_seqs, &q, sh->ctx_len, &v->step, warn, e))) goto out;
+    int a = find_op(&ctx->costs, MODEL_OP_ATTENTION, NULL);
+    if (a < 0 || prefill_attention_s(&ctx->costs, &q, a, warn, &attn, e)) goto out;
+    out->prefill_attn_s = layers * attn * sh->ctx_scale;
+  }
+  sim_infer_phase ends = {0};
+  q = *p;
+  q.batch = sh->out_seqs;
+  if (ends_s(&rows->costs, &rows->costs, &q, sh->tokens, 0, &ends, e)) goto out;
+  out->ends_s = ends.compute_s, out->gemm_s += ends.gemm_s, out->tp_s += ends.tp_s;
+  out->total_s = out->layers_s + out->decode_attn_s + out->prefill_attn_s + out->tp_s + out->ends_s;
+  rc = 0;
+out:
+  return rc;
 }

@@ -109,6 +109,46 @@ void sim_infer_phase_view_free(schema_calibration *out);
 int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const sim_infer_opts *o, FILE *warn,
                       sim_infer_result *r, ts_err *e);
 
+/* ---- one engine step of an in-flight batch (sim_inflight.c's step price) ---- */
+/* The calibration views a step of one plan is priced on: cal's inference view and the eager decode step's phase view
+ * of it (the same tables sim_infer_predict's eager decode reads), and the costs of the shapes already priced (by a
+ * step's tokens, and by its prompts), which a finite run's steps share. */
+struct sim_infer_step_cache;
+typedef struct {
+  schema_calibration view, step;
+  struct sim_infer_step_cache *cache;
+} sim_infer_views;
+int sim_infer_views_new(const plan_infer *p, const schema_calibration *cal, sim_infer_views *v, ts_err *e);
+void sim_infer_views_free(sim_infer_views *v);
+
+/* What one step carries: `tokens` new tokens through the layers (one a decoding sequence, the whole prompt of each
+ * admitted request), decode attention of dec_seqs sequences over kv_len cached keys, prefill attention of ctx_seqs
+ * prompts of ctx_len tokens (times ctx_scale: a fractional admission rate priced from a whole batch), and the
+ * logits of out_seqs sequences (each decoding sequence and each admitted prompt's last token). */
+typedef struct {
+  int tokens;
+  int dec_seqs;
+  long long kv_len;
+  int ctx_seqs, ctx_len;
+  double ctx_scale;
+  int out_seqs;
+} sim_infer_step_shape;
+
+typedef struct {
+  double layers_s;       /* the layers' ops other than attention at `tokens` rows (GEMMs, norms, element-wise) */
+  double gemm_s;         /* of layers_s: the GEMMs */
+  double decode_attn_s;  /* every layer's decode attention */
+  double prefill_attn_s; /* every layer's prefill attention */
+  double tp_s;           /* the layers' TP all-reduces of tokens x hidden, the embedding's and the logits' all-gather */
+  double ends_s;         /* embedding, final norm, logits GEMM, sampling */
+  double total_s;
+} sim_infer_step_price;
+
+/* Prices one step of p (the plan v was made for; tp x 1, plain all-reduces, eager: as sim_infer_predict's decode step, whose price it is when
+ * ctx_seqs is 0 and tokens = out_seqs = dec_seqs) with the simulator's cost functions; warn as sim_infer_predict. */
+int sim_infer_step_s(const plan_infer *p, const sim_infer_views *v, const sim_infer_step_shape *sh, FILE *warn,
+                     sim_infer_step_price *out, ts_err *e);
+
 /* ---- report (sim_infer_report.c) ---- */
 void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out);
 /* JSON in the result schema's spirit: "schema": 1, "source": "simulated",

@@ -15,6 +15,7 @@
 #include "search.h"
 #include "sim.h"
 #include "sim_infer.h"
+#include "sim_inflight.h"
 #include "ts_file.h"
 
 #ifndef TACOSIM_CALIBRATION_DIR
@@ -102,6 +103,12 @@ static const char simulate_usage[] =
     "  op costs from a calibration file. An inference plan (\"kind\": \"inference\") gets TTFT, TPOT,\n"
     "  tokens/s, memory (weights + KV cache) and the codec's speedups over plain NCCL, from an analytic walk\n"
     "  over the same costs (sim/INFERENCE.md; --calibration, --json and --csv apply, --trace does not).\n"
+    "  An inference plan with an \"inflight\" object (in-flight batching: max_batch, default trtllm-bench's\n"
+    "  heuristic capped by the sequences whose KV cache fits; max_num_tokens, default the heuristic's;\n"
+    "  kv_cache_fraction 0.90; tokens_per_block 32; requests, default none; no chunked prefill) gets the\n"
+    "  steady state's output tokens/s, TPOT and TTFT from its engine steps' prices, and with requests N the\n"
+    "  finite run of N requests queued at once, step by step (sim/INFERENCE.md \"In-flight batching\"; eager\n"
+    "  only; the resolved settings and the options go into the result).\n"
     "  A training plan's layout.fp8 (tensorwise | delayed | mxfp8; default null, BF16) runs its qkv, attn_out,\n"
     "  fc1 and fc2 GEMMs in FP8 with Transformer Engine's casts (plan/README.md \"FP8 training\"); without a\n"
     "  \"gemm_fp8\" table in the calibration they are the BF16 times moved to the FP8 peak, not measured (warned).\n"
@@ -293,6 +300,22 @@ static int simulate_inference(const char *plan_path, const char *cal_path, sim_t
   plan_infer_forward_plan(&p, 1, &fwd);
   sim_cost_source src;
   if (sim_load_costs(cal_path, &fwd.cluster, transfer, &cal, &src, &e)) return fail(&e);
+  if (p.inflight.on) { /* in-flight batching: the steady state (sim_inflight.c) */
+    if (o->decode_graph) {
+      schema_calibration_free(&cal);
+      return command_error("simulate", "--decode graph: an in-flight plan's steps are priced eager%s", "");
+    }
+    static sim_inflight_result ir;
+    int rc = sim_inflight_predict(&p, &cal, stderr, &ir, &e);
+    if (rc == 0) {
+      snprintf(ir.options, sizeof ir.options, "%s", options);
+      sim_inflight_print(&p, &ir, stdout);
+      if ((json && sim_inflight_save_json(&p, &ir, json, &e)) || (csv && sim_inflight_save_csv(&p, &ir, csv, &e)))
+        rc = -1;
+    }
+    schema_calibration_free(&cal);
+    return rc ? fail(&e) : 0;
+  }
   sim_infer_result r;
   int rc = sim_infer_predict(&p, &cal, o, stderr, &r, &e);
   if (rc == 0) {

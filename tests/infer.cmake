@@ -32,3 +32,11 @@ add_executable(test_infer_moe_fp8 ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_moe_fp8
 target_link_libraries(test_infer_moe_fp8 PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
 target_compile_definitions(test_infer_moe_fp8 PRIVATE CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration")
 add_test(NAME infer_moe_fp8 COMMAND test_infer_moe_fp8)
+
+# In-flight batching plans (plan/plan_inflight.c, sim/sim_inflight.c).
+add_executable(test_inflight ${CMAKE_CURRENT_SOURCE_DIR}/test_inflight.c)
+target_link_libraries(test_inflight PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
+target_compile_definitions(test_inflight PRIVATE CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration"
+  TACOSIM_BIN="$<TARGET_FILE:tacosim>")
+add_dependencies(test_inflight tacosim)
+add_test(NAME inflight COMMAND test_inflight)

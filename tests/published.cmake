@@ -23,3 +23,10 @@ set_tests_properties(published_dense_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS
 add_test(NAME published_moe_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_moe_infer.sh
          $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
 set_tests_properties(published_moe_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
+
+# experiments/published/inflight-infer/run.sh: each predicted row's finite-run and steady-state throughput as the
+# simulation's JSON gives it, the predict=no rows listed, a summary line per source and GPU
+# (tests/published_inflight_infer.sh, in a scratch copy)
+add_test(NAME published_inflight_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_inflight_infer.sh
+         $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
+set_tests_properties(published_inflight_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")

@@ -1,0 +1,120 @@
+/* plan_inflight.c — the "inflight" object of an inference plan: requests served by an engine with in-flight
+ * (continuous) batching (sim/INFERENCE.md, "In-flight batching"). Reads the fields and resolves the batch: the
+ * engine's own settings heuristic where the plan does not give them, and the sequences whose KV cache fits. */
+#include <math.h>
+#include <string.h>
+
+#include "plan_infer.h"
+#include "plan_internal.h"
+#include "ts_json.h"
+
+#define INFLIGHT_DEFAULT_KV_FRACTION 0.90
+#define INFLIGHT_DEFAULT_TOKENS_PER_BLOCK 32
+
+int plan_inflight_load(json_t *root, const char *file, plan_infer *p, ts_err *e) {
+  static const char *const keys[] = {"max_batch", "max_num_tokens", "kv_cache_fraction", "tokens_per_block", "requests",
+                                     NULL};
+  plan_infer_inflight *f = &p->inflight;
+  memset(f, 0, sizeof *f);
+  bool failed;
+  json_t *o = tsj_object_opt(root, "inflight", file, NULL, e, &failed);
+  if (failed) return -1;
+  if (!o) return 0;
+  if (tsj_only_keys(o, keys, file, "inflight", e)) return -1;
+  long long v;
+  if (tsj_int_opt(o, "max_batch", 1, 1 << 20, 0, &v, file, "inflight", e)) return -1;
+  f->max_batch_given = (int)v;
+  if (tsj_int_opt(o, "max_num_tokens", 1, 1 << 24, 0, &v, file, "inflight", e)) return -1;
+  f->max_num_tokens_given = (int)v;
+  if (tsj_real_opt(o, "kv_cache_fraction", 1e-6, 1.0, INFLIGHT_DEFAULT_KV_FRACTION, &f->kv_fraction, file,
+                   "inflight", e))
+    return -1;
+  if (tsj_int_opt(o, "tokens_per_block", 1, 1 << 16, INFLIGHT_DEFAULT_TOKENS_PER_BLOCK, &v, file, "inflight", e))
+    return -1;
+  f->tokens_per_block = (int)v;
+  if (tsj_int_opt(o, "requests", 1, 1 << 24, 0, &v, file, "inflight", e)) return -1;
+  f->requests = (int)v;
+  f->on = true;
+  return 0;
+}
+
+/* trtllm-bench's settings when the run names none (TensorRT-LLM, tensorrt_llm/bench/build/tuning.py,
+ * calc_engine_setting and finetune_setting; tensorrt_llm/bench/benchmark/utils/general.py, get_settings): the
+ * requests whose KV cache (prompt + generate tokens, every layer, max(tp, KV heads) heads, 1 byte a cached element
+ * under FP8, else 2) fits kv_fraction of the group's HBM less the weights (every parameter at 1 byte under FP8, else
+ * 2), capped at 4,096 and divided by pp; rounded up (at least 64, to 32 below 256, 128 below 1,024, else 256);
+ * max_num_tokens from that batch x (1 + prompt / generate), capped at 32,768, rounded up (at least 2,048, to 256
+ * below 4,096, 512 below 8,192, else 1,024), and without chunked prefill at least prompt + max_batch. */
+static void engine_heuristic(const plan_infer *p, int *max_bs, int *max_tokens) {
+  const model_config *m = &p->model;
+  const double gib = 1073741824.0, isl = p->prompt, osl = p->generate;
+  const double kv_elem = p->kv == PLAN_KV_FP8 ? 1.0 : 2.0, w_elem = p->quant == PLAN_QUANT_FP8 ? 1.0 : 2.0;
+  const double kv_heads = m->kv_heads > p->tp ? m->kv_heads : p->tp;
+  const double per_token = 2.0 * m->layers * kv_heads * model_head_dim(m) * kv_elem / gib;
+  const double n_gpus = (double)p->tp * p->pp;
+  const double available = p->cluster.gpu.hbm_gib * n_gpus - model_params_total(m) * w_elem / gib;
+  const double requests = available * p->inflight.kv_fraction / (per_token * (isl + osl));
+  const double raw_bs = (requests < 4096 ? requests : 4096) / p->pp;
+  double raw_tokens = raw_bs * (1.0 + isl / osl);
+  if (raw_tokens > 32768) raw_tokens = 32768;
+  double bs;
+  if (raw_bs < 256) {
+    bs = 32 * ceil(raw_bs / 32);
+    if (bs < 64) bs = 64;
+  } else if (raw_bs < 1024) {
+    bs = 128 * ceil(raw_bs / 128);
+  } else {
+    bs = 256 * ceil(raw_bs / 256);
+  }
+  double tok;
+  if (raw_tokens < 4096) {
+    tok = 256 * ceil(raw_tokens / 256);
+    if (tok < 2048) tok = 2048;
+  } else if (raw_tokens < 8192) {
+    tok = 512 * ceil(raw_tokens / 512);
+  } else {
+    tok = 1024 * ceil(raw_tokens / 1024);
+  }
+  if (tok < isl + bs) tok = isl + bs; /* no chunked prefill: a whole prompt and the batch's decode tokens */
+  *max_bs = bs > 0 ? (int)bs : 0;
+  *max_tokens = (int)tok;
+}
+
+int plan_inflight_resolve(plan_infer *p, ts_err *e) {
+  plan_infer_inflight *f = &p->inflight;
+  const char *file = p->path;
+  if (!f->on) return 0;
+  if (p->pp != 1)
+    return ts_fail(e, file, "layout.pp", "%d: an in-flight plan models one pipeline stage (pp 1); an engine's "
+                   "pipelined micro-batches are not modelled", p->pp);
+  if (p->prefill_attention == PLAN_PREFILL_ATTN_EXECUTOR)
+    return ts_fail(e, file, "prefill_attention", "executor: an in-flight plan models a serving engine, whose "
+                   "prefill attention is its own fused kernel: give \"fused\" or \"flash\"");
+  if (p->codec.kind != PLAN_CODEC_NONE)
+    return ts_fail(e, file, "codec.kind", "%s: an in-flight plan prices plain all-reduces only",
+                   plan_codec_kind_name(p->codec.kind));
+  /* the memory of the weights and the runtime: the plan's model at one sequence, less its KV cache */
+  p->batch = 1;
+  plan_infer_memory mem;
+  if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, file, "layout", "memory per GPU cannot be computed");
+  const double hbm = p->cluster.gpu.hbm_gib * 1073741824.0, free_bytes = hbm - mem.weights - mem.overhead;
+  const long long blocks = ((long long)p->prompt + p->generate + f->tokens_per_block - 1) / f->tokens_per_block;
+  const double per_seq = plan_infer_kv_bytes(p, blocks * f->tokens_per_block);
+  const double fit = free_bytes > 0 ? floor(f->kv_fraction * free_bytes / per_seq) : 0;
+  f->kv_fit_batch = fit > (1 << 20) ? 1 << 20 : (int)fit;
+  if (f->kv_fit_batch < 1)
+    return ts_fail(e, file, "inflight.kv_cache_fraction",
+                   "%g of the %.1f GiB left after the weights (%.1f GiB) and the runtime holds no sequence of %d + %d "
+                   "tokens (%.2f GiB of KV cache each); try more tp or \"kv_cache\": \"fp8\"", f->kv_fraction,
+                   free_bytes / 1073741824.0, mem.weights / 1073741824.0, p->prompt, p->generate,
+                   per_seq / 1073741824.0);
+  engine_heuristic(p, &f->engine_max_batch, &f->engine_max_num_tokens);
+  const int cap = f->max_batch_given ? f->max_batch_given : f->engine_max_batch;
+  f->max_batch = cap < f->kv_fit_batch ? cap : f->kv_fit_batch;
+  f->max_num_tokens = f->max_num_tokens_given ? f->max_num_tokens_given : f->engine_max_num_tokens;
+  if (f->max_num_tokens < p->prompt)
+    return ts_fail(e, file, "inflight.max_num_tokens", "%d is below the prompt of %d tokens: without chunked prefill "
+                   "a step must hold a whole prompt", f->max_num_tokens, p->prompt);
+  p->batch = f->max_batch;
+  return 0;
+}
