@@ -40,3 +40,11 @@ target_compile_definitions(test_inflight PRIVATE CALIBRATION_DIR="${CMAKE_SOURCE
   TACOSIM_BIN="$<TARGET_FILE:tacosim>")
 add_dependencies(test_inflight tacosim)
 add_test(NAME inflight COMMAND test_inflight)
+if(TACOSIM_HAVE_GPU AND TARGET tacorun)
+  # the inference executor serves static batches: an in-flight plan is refused before any GPU work, naming the field
+  add_test(NAME infer_exec_refuses_inflight COMMAND tacorun execute
+           ${CMAKE_SOURCE_DIR}/experiments/published/inflight-infer/plans/trt10-405b-h100-tp8-i1000-o1000.json)
+  set_tests_properties(infer_exec_refuses_inflight PROPERTIES
+    PASS_REGULAR_EXPRESSION "inflight: the inference executor serves one static batch"
+    ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
+endif()

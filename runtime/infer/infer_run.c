@@ -47,7 +47,8 @@ void infer_usage(FILE *out) {
           "the TACO / CAAT-Net / both all-reduce paths.\n"
           "\n"
           "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8 with\n"
-          "--decode-attention v1, quantization fp8 (FP8 weights and GEMMs: simulator only), prefill_attention\n"
+          "--decode-attention v1, quantization fp8 (FP8 weights and GEMMs: simulator only), inflight (in-flight\n"
+          "batching: simulator only), prefill_attention\n"
           "other than executor (simulator only),\n"
           "a TP degree other than the number of processes, non-Llama models.\n"
           "\n"
@@ -302,6 +303,9 @@ static int plan_runnable(const plan_infer *p, const infer_opts *o, ts_err *e) {
   if (p->kv == PLAN_KV_FP8 && o->decode_attn < 2)
     return ts_fail(e, p->path, "kv_cache", "fp8 is read by decode attention v2, v3 and v4 only (--decode-attention v1 "
                    "asked)");
+  if (p->inflight.on)
+    return ts_fail(e, p->path, "inflight", "the inference executor serves one static batch (batch.size); in-flight "
+                   "batching is predicted by tacosim only (sim/INFERENCE.md, \"In-flight batching\")");
   if (p->quant != PLAN_QUANT_NONE)
     return ts_fail(e, p->path, "quantization", "%s: the inference executor runs BF16 weights and GEMMs only "
                    "(tacosim predicts FP8 serving: sim/INFERENCE.md, \"FP8 weights\")", plan_infer_quant_name(p->quant));
