@@ -208,9 +208,48 @@ static bool kernel_has_groups(const schema_calibration *cal, const char *name) {
  * at its (smaller) byte count, named once on the warning stream. Without
  * either: the larger of the FLOPs-keyed "attention" table and the KV read at
  * the HBM rate (named once). */
+/* The decode attention's work on one GPU for one layer at kv_len cached tokens. GQA: 4 x batch x kv_len x
+ * heads / tp x head_dim FLOPs and the layer's KV cache read. MLA, absorbed as the engines run it (FlashMLA,
+ * vLLM's and SGLang's MLA backends; sim/INFERENCE.md, "MLA"): W_UK folded into the query and W_UV into the
+ * output, each of the heads / tp query heads scores the shared latent head of kv_lora_rank + rope elements and
+ * sums kv_lora_rank of it: 2 x batch x kv_len x heads / tp x (kv_lora_rank + rope + kv_lora_rank) FLOPs, and the
+ * layer's latent cache read once for all heads. */
+static void decode_attention_work(const plan_infer *p, long long kv_len, double *flops, double *bytes) {
+  const model_config *m = &p->model;
+  const double hl = (double)(m->heads / p->tp);
+  if (m->attention == MODEL_ATTN_MLA)
+    *flops = 2.0 * p->batch * (double)kv_len * hl * ((double)m->kv_lora_rank + m->qk_rope_head_dim + m->kv_lora_rank);
+  else
+    *flops = 4.0 * p->batch * (double)kv_len * hl * model_head_dim(m);
+  *bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
+}
+
+/* MLA's absorbed decode attention: no measured table is of its shape (the "attention_decode" tables time the
+ * executor's GQA kernel at head dim 128, by KV bytes: a kernel of other tiles over other heads; no MLA kernel
+ * is run by tacorun), so the roofline: a launch and the larger of the latent cache read at the HBM rate and
+ * its FLOPs at the tensor-core peak, named once on the warning stream. */
+static int mla_decode_attention_s(sim_costs *c, const plan_infer *p, long long kv_len, FILE *warn, bool *warned,
+                                  double *s) {
+  const model_config *m = &p->model;
+  double flops, bytes;
+  decode_attention_work(p, kv_len, &flops, &bytes);
+  if (!*warned && warn)
+    fprintf(warn,
+            "tacosim: warning: %s: MLA decode attention (absorbed: %d query heads a GPU over one %d-wide latent "
+            "head) has no measured table (\"attention_decode\" times a GQA kernel of head dim 128); priced by the "
+            "roofline: a launch and the larger of the latent cache read at %.0f GB/s and its FLOPs at %.0f TFLOP/s\n",
+            c->lk.cal->path[0] ? c->lk.cal->path : "calibration", m->heads / p->tp,
+            m->kv_lora_rank + m->qk_rope_head_dim, c->lk.roof.hbm_bytes_per_s / 1e9, c->lk.roof.peak_flops / 1e12);
+  *warned = true;
+  const double tf = flops / c->lk.roof.peak_flops, tb = bytes / c->lk.roof.hbm_bytes_per_s;
+  *s = c->lk.roof.launch_us * 1e-6 + (tf > tb ? tf : tb);
+  return 0;
+}
+
 static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long long kv_len, FILE *warn,
                               bool *warned, double *s, ts_err *e) {
   const model_config *m = &p->model;
+  if (m->attention == MODEL_ATTN_MLA) return mla_decode_attention_s(c, p, kv_len, warn, warned, s);
   double q_width = (double)(m->heads / p->tp) * model_head_dim(m);
   double flops = 4.0 * p->batch * (double)kv_len * q_width;
   double kv_bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
@@ -485,10 +524,9 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
   for (int j = 1; j <= steps; j++) {
     if (decode_attention_s(&dec->costs, p, attn_dec, (long long)p->prompt + j, warn, &warned, &attn, e)) goto out;
     if (gap_s > 0) { /* the split and the combine kernel */
-      const model_config *m = &p->model;
-      double kv_len = (double)p->prompt + j, q_width = (double)(m->heads / p->tp) * model_head_dim(m);
-      attn = in_graph_s(&dec->costs, attn, 2, gap_s, 4.0 * p->batch * kv_len * q_width,
-                        plan_infer_kv_bytes(p, (long long)kv_len) / ((double)m->layers / p->pp));
+      double flops, bytes;
+      decode_attention_work(p, (long long)p->prompt + j, &flops, &bytes);
+      attn = in_graph_s(&dec->costs, attn, 2, gap_s, flops, bytes);
     }
     attn_sum += attn;
   }
