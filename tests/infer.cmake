@@ -32,3 +32,8 @@ add_executable(test_infer_moe_fp8 ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_moe_fp8
 target_link_libraries(test_infer_moe_fp8 PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
 target_compile_definitions(test_infer_moe_fp8 PRIVATE CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration")
 add_test(NAME infer_moe_fp8 COMMAND test_infer_moe_fp8)
+
+add_executable(test_infer_mla ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_mla.c)
+target_link_libraries(test_infer_mla PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
+target_compile_definitions(test_infer_mla PRIVATE CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration")
+add_test(NAME infer_mla COMMAND test_infer_mla)
