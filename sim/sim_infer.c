@@ -224,32 +224,55 @@ static void decode_attention_work(const plan_infer *p, long long kv_len, double 
   *bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
 }
 
-/* MLA's absorbed decode attention: no measured table is of its shape (the "attention_decode" tables time the
- * executor's GQA kernel at head dim 128, by KV bytes: a kernel of other tiles over other heads; no MLA kernel
- * is run by tacorun), so the roofline: a launch and the larger of the latent cache read at the HBM rate and
- * its FLOPs at the tensor-core peak, named once on the warning stream. */
-static int mla_decode_attention_s(sim_costs *c, const plan_infer *p, long long kv_len, FILE *warn, bool *warned,
-                                  double *s) {
+/* MLA's absorbed decode attention (sim/INFERENCE.md, "MLA"). No table is of its kernel (tacorun runs no MLA
+ * kernel), so its two limits are priced from the measured tables that time the same two things:
+ * - the read of the layer's latent cache, from the decode attention table by bytes ("attention_decode", or
+ *   "attention_decode_fp8" over an FP8 cache, the BF16 table at the FP8 bytes without it): the rate at which
+ *   the executor's decode kernel streams a cache of that many bytes from HBM on this GPU, ungrouped (the
+ *   ".g<G>" tables are of head dimension 128 and KV-head pairs, not of one 576-wide latent head a sequence);
+ *   without the table, a launch and the read at the HBM rate;
+ * - the FLOPs at the tensor-core peak (and a launch), which matter where a GPU holds many query heads (128 at
+ *   TP 1: 242 FLOP a byte, compute-bound on Hopper). No measured table times such a kernel: the FLOP-keyed
+ *   "attention" table is of training and prefill shapes, whose small calls do not fill the GPU as a split-KV
+ *   decode kernel does; FlashMLA reaches 580-660 of the 989 TFLOP/s (its README), so a compute-bound MLA
+ *   decode is priced up to 1.5x fast.
+ * The larger of the two; what it is priced from is named once on the warning stream. */
+static int mla_decode_attention_s(sim_costs *c, const plan_infer *p, long long kv_len, FILE *warn,
+                                  bool *warned, double *s, ts_err *e) {
   const model_config *m = &p->model;
-  double flops, bytes;
+  double flops, bytes, read, by_flops;
   decode_attention_work(p, kv_len, &flops, &bytes);
+  const char *table = p->kv == PLAN_KV_FP8 ? "attention_decode_fp8" : "attention_decode";
+  if (!schema_has_kernel(c->lk.cal, table)) table = "attention_decode";
+  const bool has = schema_has_kernel(c->lk.cal, table);
   if (!*warned && warn)
     fprintf(warn,
             "tacosim: warning: %s: MLA decode attention (absorbed: %d query heads a GPU over one %d-wide latent "
-            "head) has no measured table (\"attention_decode\" times a GQA kernel of head dim 128); priced by the "
-            "roofline: a launch and the larger of the latent cache read at %.0f GB/s and its FLOPs at %.0f TFLOP/s\n",
+            "head) has no table of its own; priced as the larger of its latent cache read (%s) and its FLOPs at "
+            "the %.0f TFLOP/s peak\n",
             c->lk.cal->path[0] ? c->lk.cal->path : "calibration", m->heads / p->tp,
-            m->kv_lora_rank + m->qk_rope_head_dim, c->lk.roof.hbm_bytes_per_s / 1e9, c->lk.roof.peak_flops / 1e12);
+            m->kv_lora_rank + m->qk_rope_head_dim,
+            !has ? "no \"attention_decode\" table: a launch and the bytes at the HBM rate"
+                 : strcmp(table, "attention_decode_fp8") == 0 ? "the \"attention_decode_fp8\" table by bytes"
+                 : "the \"attention_decode\" table by bytes",
+            c->lk.roof.peak_flops / 1e12);
   *warned = true;
-  const double tf = flops / c->lk.roof.peak_flops, tb = bytes / c->lk.roof.hbm_bytes_per_s;
-  *s = c->lk.roof.launch_us * 1e-6 + (tf > tb ? tf : tb);
-  return 0;
+  if (has) {
+    double us;
+    if (schema_lookup_kernel(&c->lk, table, bytes, 0, &us, e)) return -1;
+    read = us * 1e-6;
+  } else {
+    read = (c->lk.roof.launch_us + bytes / c->lk.roof.hbm_bytes_per_s * 1e6) * 1e-6;
+  }
+  by_flops = (c->lk.roof.launch_us + flops / c->lk.roof.peak_flops * 1e6) * 1e-6;
+  *s = read > by_flops ? read : by_flops;
+  return check_ceiling(c, "MLA decode attention", flops, bytes, *s, e);
 }
 
 static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long long kv_len, FILE *warn,
                               bool *warned, double *s, ts_err *e) {
   const model_config *m = &p->model;
-  if (m->attention == MODEL_ATTN_MLA) return mla_decode_attention_s(c, p, kv_len, warn, warned, s);
+  if (m->attention == MODEL_ATTN_MLA) return mla_decode_attention_s(c, p, kv_len, warn, warned, s, e);
   double q_width = (double)(m->heads / p->tp) * model_head_dim(m);
   double flops = 4.0 * p->batch * (double)kv_len * q_width;
   double kv_bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
