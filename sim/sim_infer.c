@@ -192,22 +192,6 @@ static bool kernel_has_groups(const schema_calibration *cal, const char *name) {
   return false;
 }
 
-/* Decode attention of batch queries over `kv_len` cached keys and values:
- * 4 x batch x kv_len x q_width FLOPs (as model_layer_ops counts attention),
- * and a read of the layer's whole KV cache (plan_infer_kv_bytes: BF16, or FP8
- * codes and scales). The measured table of the cache's kernel, by KV bytes
- * read, when the calibration has it: "attention_decode" (BF16) or
- * "attention_decode_fp8" (the same kernel over E4M3 codes + scales), or its
- * table of the GPU's head layout, "<table>.g<G>" with G query heads a KV
- * head (head dim 128), where the calibration has one (tacorun calibrate-infer,
- * or merge_decode_attn.py --by-layout from a bench-decode run); a
- * table whose points carry groups is grouped by batch x KV heads on the GPU
- * (the (sequence, KV head) pairs the kernel spreads over the SMs besides its
- * splits over positions: equal bytes over fewer pairs take longer). An FP8
- * plan on a calibration without the FP8 table is priced from the BF16 table
- * at its (smaller) byte count, named once on the warning stream. Without
- * either: the larger of the FLOPs-keyed "attention" table and the KV read at
- * the HBM rate (named once). */
 /* The decode attention's work on one GPU for one layer at kv_len cached tokens. GQA: 4 x batch x kv_len x
  * heads / tp x head_dim FLOPs and the layer's KV cache read. MLA, absorbed as the engines run it (FlashMLA,
  * vLLM's and SGLang's MLA backends; sim/INFERENCE.md, "MLA"): W_UK folded into the query and W_UV into the
@@ -225,7 +209,7 @@ static void decode_attention_work(const plan_infer *p, long long kv_len, double 
 }
 
 /* MLA's absorbed decode attention (sim/INFERENCE.md, "MLA"). No table is of its kernel (tacorun runs no MLA
- * kernel), so its two limits are priced from the measured tables that time the same two things:
+ * kernel), so its two limits are priced apart:
  * - the read of the layer's latent cache, from the decode attention table by bytes ("attention_decode", or
  *   "attention_decode_fp8" over an FP8 cache, the BF16 table at the FP8 bytes without it): the rate at which
  *   the executor's decode kernel streams a cache of that many bytes from HBM on this GPU, ungrouped (the
@@ -269,6 +253,22 @@ static int mla_decode_attention_s(sim_costs *c, const plan_infer *p, long long k
   return check_ceiling(c, "MLA decode attention", flops, bytes, *s, e);
 }
 
+/* Decode attention of batch queries over `kv_len` cached keys and values:
+ * 4 x batch x kv_len x q_width FLOPs (as model_layer_ops counts attention),
+ * and a read of the layer's whole KV cache (plan_infer_kv_bytes: BF16, or FP8
+ * codes and scales). The measured table of the cache's kernel, by KV bytes
+ * read, when the calibration has it: "attention_decode" (BF16) or
+ * "attention_decode_fp8" (the same kernel over E4M3 codes + scales), or its
+ * table of the GPU's head layout, "<table>.g<G>" with G query heads a KV
+ * head (head dim 128), where the calibration has one (tacorun calibrate-infer,
+ * or merge_decode_attn.py --by-layout from a bench-decode run); a
+ * table whose points carry groups is grouped by batch x KV heads on the GPU
+ * (the (sequence, KV head) pairs the kernel spreads over the SMs besides its
+ * splits over positions: equal bytes over fewer pairs take longer). An FP8
+ * plan on a calibration without the FP8 table is priced from the BF16 table
+ * at its (smaller) byte count, named once on the warning stream. Without
+ * either: the larger of the FLOPs-keyed "attention" table and the KV read at
+ * the HBM rate (named once). An MLA model: mla_decode_attention_s. */
 static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long long kv_len, FILE *warn,
                               bool *warned, double *s, ts_err *e) {
   const model_config *m = &p->model;
