@@ -100,6 +100,13 @@ int plan_infer_validate(const plan_infer *p, ts_err *e);
  * head vector, 1 + 4 / head_dim bytes an element). */
 double plan_infer_kv_bytes(const plan_infer *p, long long tokens);
 
+/* The KV cache of an MLA model (DeepSeek-V2/V3: "attention": "mla"), as the serving engines keep it
+ * (sim/INFERENCE.md, "MLA"): the compressed latent, kv_lora_rank + qk_rope_head_dim elements a token a
+ * layer (576 for DeepSeek-V3), one vector for all heads, not split by TP (every TP rank holds the whole
+ * latent cache of its stage's layers); 2 bytes an element, fp8: 1 (E4M3 with a per-tensor scale).
+ * plan_infer_kv_bytes returns it for an MLA model. */
+double plan_infer_mla_kv_bytes(const plan_infer *p, long long tokens);
+
 typedef struct {
   double weights;  /* parameters of the stage's layers (+ embedding / head): 2 B each, 1 B the FP8 linear layers' */
   double kv_cache; /* at the end of generation: prompt + generate tokens */

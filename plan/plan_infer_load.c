@@ -191,8 +191,18 @@ int plan_infer_validate(const plan_infer *p, ts_err *e) {
 
 /* ---- sizes ---- */
 
+double plan_infer_mla_kv_bytes(const plan_infer *p, long long tokens) {
+  const model_config *m = &p->model;
+  /* vLLM, SGLang and TensorRT-LLM cache the latent c_KV (kv_lora_rank) and the shared RoPE key (qk_rope_head_dim)
+   * of each token, one vector for all heads; under TP each rank keeps all of it (the heads are split, the latent
+   * is not); the FP8 cache (--kv-cache-dtype fp8) holds E4M3 codes with a per-tensor scale */
+  const double width = (double)m->kv_lora_rank + m->qk_rope_head_dim, elem = p->kv == PLAN_KV_FP8 ? 1.0 : 2.0;
+  return (double)m->layers / p->pp * p->batch * (double)tokens * width * elem;
+}
+
 double plan_infer_kv_bytes(const plan_infer *p, long long tokens) {
   const model_config *m = &p->model;
+  if (m->attention == MODEL_ATTN_MLA) return plan_infer_mla_kv_bytes(p, tokens);
   /* fp8: an E4M3 code an element and an FP32 scale per (sequence, KV head, position) for K and for V
    * (runtime/ops/infer_kv8.h): 1 + 4 / head_dim bytes an element */
   double elem = p->kv == PLAN_KV_FP8 ? 1.0 + 4.0 / model_head_dim(m) : 2.0;

@@ -192,6 +192,67 @@ static bool kernel_has_groups(const schema_calibration *cal, const char *name) {
   return false;
 }
 
+/* The decode attention's work on one GPU for one layer at kv_len cached tokens. GQA: 4 x batch x kv_len x
+ * heads / tp x head_dim FLOPs and the layer's KV cache read. MLA, absorbed as the engines run it (FlashMLA,
+ * vLLM's and SGLang's MLA backends; sim/INFERENCE.md, "MLA"): W_UK folded into the query and W_UV into the
+ * output, each of the heads / tp query heads scores the shared latent head of kv_lora_rank + rope elements and
+ * sums kv_lora_rank of it: 2 x batch x kv_len x heads / tp x (kv_lora_rank + rope + kv_lora_rank) FLOPs, and the
+ * layer's latent cache read once for all heads. */
+static void decode_attention_work(const plan_infer *p, long long kv_len, double *flops, double *bytes) {
+  const model_config *m = &p->model;
+  const double hl = (double)(m->heads / p->tp);
+  if (m->attention == MODEL_ATTN_MLA)
+    *flops = 2.0 * p->batch * (double)kv_len * hl * ((double)m->kv_lora_rank + m->qk_rope_head_dim + m->kv_lora_rank);
+  else
+    *flops = 4.0 * p->batch * (double)kv_len * hl * model_head_dim(m);
+  *bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
+}
+
+/* MLA's absorbed decode attention (sim/INFERENCE.md, "MLA"). No table is of its kernel (tacorun runs no MLA
+ * kernel), so its two limits are priced apart:
+ * - the read of the layer's latent cache, from the decode attention table by bytes ("attention_decode", or
+ *   "attention_decode_fp8" over an FP8 cache, the BF16 table at the FP8 bytes without it): the rate at which
+ *   the executor's decode kernel streams a cache of that many bytes from HBM on this GPU, ungrouped (the
+ *   ".g<G>" tables are of head dimension 128 and KV-head pairs, not of one 576-wide latent head a sequence);
+ *   without the table, a launch and the read at the HBM rate;
+ * - the FLOPs at the tensor-core peak (and a launch), which matter where a GPU holds many query heads (128 at
+ *   TP 1: 242 FLOP a byte, compute-bound on Hopper). No measured table times such a kernel: the FLOP-keyed
+ *   "attention" table is of training and prefill shapes, whose small calls do not fill the GPU as a split-KV
+ *   decode kernel does; FlashMLA reaches 580-660 of the 989 TFLOP/s (its README), so a compute-bound MLA
+ *   decode is priced up to 1.5x fast.
+ * The larger of the two; what it is priced from is named once on the warning stream. */
+static int mla_decode_attention_s(sim_costs *c, const plan_infer *p, long long kv_len, FILE *warn,
+                                  bool *warned, double *s, ts_err *e) {
+  const model_config *m = &p->model;
+  double flops, bytes, read, by_flops;
+  decode_attention_work(p, kv_len, &flops, &bytes);
+  const char *table = p->kv == PLAN_KV_FP8 ? "attention_decode_fp8" : "attention_decode";
+  if (!schema_has_kernel(c->lk.cal, table)) table = "attention_decode";
+  const bool has = schema_has_kernel(c->lk.cal, table);
+  if (!*warned && warn)
+    fprintf(warn,
+            "tacosim: warning: %s: MLA decode attention (absorbed: %d query heads a GPU over one %d-wide latent "
+            "head) has no table of its own; priced as the larger of its latent cache read (%s) and its FLOPs at "
+            "the %.0f TFLOP/s peak\n",
+            c->lk.cal->path[0] ? c->lk.cal->path : "calibration", m->heads / p->tp,
+            m->kv_lora_rank + m->qk_rope_head_dim,
+            !has ? "no \"attention_decode\" table: a launch and the bytes at the HBM rate"
+                 : strcmp(table, "attention_decode_fp8") == 0 ? "the \"attention_decode_fp8\" table by bytes"
+                 : "the \"attention_decode\" table by bytes",
+            c->lk.roof.peak_flops / 1e12);
+  *warned = true;
+  if (has) {
+    double us;
+    if (schema_lookup_kernel(&c->lk, table, bytes, 0, &us, e)) return -1;
+    read = us * 1e-6;
+  } else {
+    read = (c->lk.roof.launch_us + bytes / c->lk.roof.hbm_bytes_per_s * 1e6) * 1e-6;
+  }
+  by_flops = (c->lk.roof.launch_us + flops / c->lk.roof.peak_flops * 1e6) * 1e-6;
+  *s = read > by_flops ? read : by_flops;
+  return check_ceiling(c, "MLA decode attention", flops, bytes, *s, e);
+}
+
 /* Decode attention of batch queries over `kv_len` cached keys and values:
  * 4 x batch x kv_len x q_width FLOPs (as model_layer_ops counts attention),
  * and a read of the layer's whole KV cache (plan_infer_kv_bytes: BF16, or FP8
@@ -207,10 +268,11 @@ static bool kernel_has_groups(const schema_calibration *cal, const char *name) {
  * plan on a calibration without the FP8 table is priced from the BF16 table
  * at its (smaller) byte count, named once on the warning stream. Without
  * either: the larger of the FLOPs-keyed "attention" table and the KV read at
- * the HBM rate (named once). */
+ * the HBM rate (named once). An MLA model: mla_decode_attention_s. */
 static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long long kv_len, FILE *warn,
                               bool *warned, double *s, ts_err *e) {
   const model_config *m = &p->model;
+  if (m->attention == MODEL_ATTN_MLA) return mla_decode_attention_s(c, p, kv_len, warn, warned, s, e);
   double q_width = (double)(m->heads / p->tp) * model_head_dim(m);
   double flops = 4.0 * p->batch * (double)kv_len * q_width;
   double kv_bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
@@ -485,10 +547,9 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
   for (int j = 1; j <= steps; j++) {
     if (decode_attention_s(&dec->costs, p, attn_dec, (long long)p->prompt + j, warn, &warned, &attn, e)) goto out;
     if (gap_s > 0) { /* the split and the combine kernel */
-      const model_config *m = &p->model;
-      double kv_len = (double)p->prompt + j, q_width = (double)(m->heads / p->tp) * model_head_dim(m);
-      attn = in_graph_s(&dec->costs, attn, 2, gap_s, 4.0 * p->batch * kv_len * q_width,
-                        plan_infer_kv_bytes(p, (long long)kv_len) / ((double)m->layers / p->pp));
+      double flops, bytes;
+      decode_attention_work(p, (long long)p->prompt + j, &flops, &bytes);
+      attn = in_graph_s(&dec->costs, attn, 2, gap_s, flops, bytes);
     }
     attn_sum += attn;
   }

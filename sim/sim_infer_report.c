@@ -102,6 +102,12 @@ static json_t *result_json(const plan_infer *p, const sim_infer_result *r) {
   json_object_set_new(o, "quantization", json_string(plan_infer_quant_name(p->quant)));
   json_object_set_new(o, "prefill_attention", json_string(plan_prefill_attention_name(p->prefill_attention)));
   if (r->options[0]) json_object_set_new(o, "options", json_string(r->options));
+  if (p->model.attention == MODEL_ATTN_MLA) /* MLA plans only (sim/INFERENCE.md, "MLA"), added 2026-12-06 */
+    json_object_set_new(o, "mla", json_pack("{s:s, s:f, s:f, s:f}", "kv_cache", "latent",
+                                            "kv_bytes_per_token_layer",
+                                            plan_infer_mla_kv_bytes(p, 1) / ((double)p->model.layers / p->pp) / p->batch,
+                                            "decode_attention_s", r->decode.attention_s, "prefill_attention_s",
+                                            r->prefill.attention_s));
   return o;
 }
 

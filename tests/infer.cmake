@@ -48,3 +48,9 @@ if(TACOSIM_HAVE_GPU AND TARGET tacorun)
     PASS_REGULAR_EXPRESSION "inflight: the inference executor serves one static batch"
     ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
 endif()
+
+# MLA inference plans (DeepSeek-V3): the latent KV cache by hand, the absorbed decode attention
+add_executable(test_infer_mla ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_mla.c)
+target_link_libraries(test_infer_mla PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
+target_compile_definitions(test_infer_mla PRIVATE CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration")
+add_test(NAME infer_mla COMMAND test_infer_mla)

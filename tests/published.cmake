@@ -30,3 +30,10 @@ set_tests_properties(published_moe_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "
 add_test(NAME published_inflight_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_inflight_infer.sh
          $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
 set_tests_properties(published_inflight_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
+
+# experiments/published/mla-infer/run.sh: each predicted row's figure as its kind reads the simulation (kernel:
+# the MLA decode attention), the latent cache recorded, the rows not predicted listed with their reason
+# (tests/published_mla_infer.sh, in a scratch copy)
+add_test(NAME published_mla_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/published_mla_infer.sh
+         $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
+set_tests_properties(published_mla_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
