@@ -242,7 +242,9 @@ static const char *const inference_keys[] = {"kind", "ttft_s", "tpot_s", NULL};
 /* What tacosim simulate writes besides for an inference plan (sim/sim_infer_report.c): its
  * phases, memory and codec choices; checked here, not kept (tacosim compare does not show them). */
 static const char *const inference_detail_keys[] = {"codec", "quantization", "prefill_attention", "total_s", "memory", "prefill", "decode",
-                                                    "plain_nccl", "speedup", "codec_choices", NULL};
+                                                    "plain_nccl", "speedup", "codec_choices", "mla",
+                                                    "tokens_per_s_per_gpu", "requests_per_s", "inflight", "layout",
+                                                    NULL};
 
 /* A key that belongs to another kind of result is named as such. */
 static int misplaced(json_t *root, const char *const *keys, const char *file, const char *what, ts_err *e) {
@@ -277,6 +279,65 @@ static int detail_object(json_t *root, const char *key, const char *const *keys,
   return o ? numbers(o, keys, required < 0 ? n : required, file, key, e) : 0;
 }
 
+/* An MLA model's decode and prefill attention and its latent cache ("mla", sim/INFERENCE.md "MLA"; 2026-12-06). */
+static int check_mla(json_t *root, const char *file, ts_err *e) {
+  static const char *const keys[] = {"kv_cache", "kv_bytes_per_token_layer", "decode_attention_s",
+                                     "prefill_attention_s", NULL};
+  static const char *const caches[] = {"latent", NULL};
+  bool failed;
+  int cache;
+  double x;
+  json_t *o = tsj_object_opt(root, "mla", file, "", e, &failed);
+  if (failed) return -1;
+  if (!o) return 0;
+  if (only_keys(o, keys, file, "mla", e) || tsj_enum(o, "kv_cache", caches, &cache, file, "mla", e)) return -1;
+  for (int i = 1; keys[i]; i++)
+    if (tsj_real(o, keys[i], 0, BIG, &x, file, "mla", e)) return -1;
+  return 0;
+}
+
+/* An in-flight prediction's engine settings and steady state ("inflight", sim/sim_inflight.c; 2026-12-06): numbers
+ * and two flags at its top, its three objects of numbers, the two step prices; and its "layout". */
+static int check_inflight(json_t *root, const char *file, ts_err *e) {
+  static const char *const top[] = {"prompt", "generate", "max_batch", "max_batch_given", "engine_max_batch",
+                                    "kv_fit_batch", "max_num_tokens", "max_num_tokens_given", "engine_max_num_tokens",
+                                    "kv_cache_fraction", "tokens_per_block", "in_flight", "admitted_per_step",
+                                    "decode_seqs", "step_tokens", "kv_len", "step_s", NULL};
+  static const char *const flags[] = {"chunked_prefill", "token_bound", NULL};
+  static const char *const prompts[] = {"k", "share_k_plus_1", NULL};
+  static const char *const step[] = {"total_s", "layers_s", "gemm_s", "decode_attention_s", "prefill_attention_s",
+                                     "tp_exposed_s", "ends_s", NULL};
+  static const char *const run[] = {"requests", "steps", "total_s", "tokens_per_s", "ttft_mean_s", "tpot_mean_s",
+                                    "in_flight_mean", NULL};
+  static const char *const layout[] = {"tp", "pp", NULL};
+  static const char *const nested[] = {"prompts_per_step", "step", "run", "step_s_by_prompts", NULL};
+  bool failed, flag;
+  double x;
+  if (detail_object(root, "layout", layout, -1, file, e)) return -1;
+  json_t *o = tsj_object_opt(root, "inflight", file, "", e, &failed);
+  if (failed) return -1;
+  if (!o) return 0;
+  const char *const *allowed[] = {top, flags, nested};
+  if (known_keys(o, allowed, 3, file, "inflight", e)) return -1;
+  for (int i = 0; top[i]; i++)
+    if (tsj_real_opt(o, top[i], 0, BIG, 0, &x, file, "inflight", e)) return -1;
+  for (int i = 0; flags[i]; i++)
+    if (json_object_get(o, flags[i]) && tsj_bool(o, flags[i], &flag, file, "inflight", e)) return -1;
+  if (detail_object(o, "prompts_per_step", prompts, -1, file, e) || detail_object(o, "step", step, -1, file, e) ||
+      detail_object(o, "run", run, -1, file, e))
+    return -1;
+  json_t *a = json_object_get(o, "step_s_by_prompts");
+  if (!a) return 0;
+  if (!json_is_array(a) || json_array_size(a) != 2)
+    return ts_fail(e, file, "inflight.step_s_by_prompts", "must be an array of two numbers");
+  for (size_t i = 0; i < 2; i++) {
+    json_t *v = json_array_get(a, i);
+    if (!json_is_number(v) || !(json_number_value(v) >= 0) || json_number_value(v) > BIG)
+      return ts_fail(e, file, "inflight.step_s_by_prompts", "must be an array of two numbers in [0, %g]", BIG);
+  }
+  return 0;
+}
+
 /* The inference prediction's details: every one optional, each checked as written. */
 static int check_inference_details(json_t *root, const char *file, ts_err *e) {
   static const char *const memory[] = {"weights_bytes", "kv_cache_bytes", "activations_bytes", "overhead_bytes", NULL};
@@ -298,7 +359,10 @@ static int check_inference_details(json_t *root, const char *file, ts_err *e) {
       tsj_enum_opt(root, "prefill_attention", prefill_attns, 0, &quant, file, "", e) ||
       tsj_real_opt(root, "total_s", 0, BIG, 0, &x, file, "", e) || detail_object(root, "memory", memory, 2, file, e) ||
       detail_object(root, "prefill", phase, 5, file, e) || detail_object(root, "decode", phase, 5, file, e) ||
-      detail_object(root, "plain_nccl", plain, -1, file, e) || detail_object(root, "speedup", speedup, -1, file, e))
+      detail_object(root, "plain_nccl", plain, -1, file, e) || detail_object(root, "speedup", speedup, -1, file, e) ||
+      tsj_real_opt(root, "tokens_per_s_per_gpu", 0, BIG, 0, &x, file, "", e) ||
+      tsj_real_opt(root, "requests_per_s", 0, BIG, 0, &x, file, "", e) || check_mla(root, file, e) ||
+      check_inflight(root, file, e))
     return -1;
   json_t *arr = json_object_get(root, "codec_choices");
   if (!arr || json_is_null(arr)) return 0;

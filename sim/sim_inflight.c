@@ -226,6 +226,15 @@ static json_t *result_json(const plan_infer *p, const sim_inflight_result *r) {
                                              "in_flight_mean", r->run_in_flight_mean));
   json_object_set_new(o, "inflight", in);
   json_object_set_new(o, "layout", json_pack("{s:i, s:i}", "tp", p->tp, "pp", p->pp));
+  /* the result schema's headline fields (schema/result.h), so that `tacosim compare` reads it: in flight the
+   * "iteration" is one mean engine step (the TPOT), split as the step's price is */
+  json_object_set_new(o, "iteration_time_s", json_real(r->step_s));
+  json_object_set_new(o, "tflops_per_gpu", json_real(0));
+  json_object_set_new(o, "mfu", json_real(0));
+  json_object_set_new(o, "breakdown", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "compute_s", s->total_s - s->tp_s,
+                                                "tp_exposed_s", s->tp_s, "pp_exposed_s", 0.0, "dp_exposed_s", 0.0,
+                                                "codec_s", 0.0, "bubble_s", 0.0));
+  json_object_set_new(o, "ranks", json_array());
   if (r->options[0]) json_object_set_new(o, "options", json_string(r->options));
   return o;
 }

@@ -54,3 +54,8 @@ add_executable(test_infer_mla ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_mla.c)
 target_link_libraries(test_infer_mla PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
 target_compile_definitions(test_infer_mla PRIVATE CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration")
 add_test(NAME infer_mla COMMAND test_infer_mla)
+
+# every inference result tacosim writes loads where results are read (tacosim compare): in flight and MLA
+add_test(NAME infer_result_load COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/infer_result_load.sh $<TARGET_FILE:tacosim>
+         ${CMAKE_SOURCE_DIR})
+set_tests_properties(infer_result_load PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}) # the plans name repository paths
