@@ -7,20 +7,8 @@
 # usage: published_dense_infer.sh TACOSIM SOURCE_DIR
 set -eu
 bin=$1 src=$2
-command -v python3 > /dev/null 2>&1 || { echo "python3 missing: skipped"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/published_dense_infer.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/experiments/published/torchtitan"
-for d in models topologies calibration; do ln -s "$src/$d" "$tmp/$d"; done
-ln -s "$src/experiments/published/torchtitan/models" "$tmp/experiments/published/torchtitan/models"
-cp "$src/experiments/published/set_opts.sh" "$tmp/experiments/published/"
-cp -r "$src/experiments/published/dense-infer" "$tmp/experiments/published/"
-set_dir="$tmp/experiments/published/dense-infer"
-rm -f "$set_dir/table.txt"
-rc=0
-bash "$set_dir/run.sh" --tacosim "$bin" --work "$tmp/work" > "$tmp/out" 2> "$tmp/err" || rc=$?
-[ "$rc" = 0 ] || { cat "$tmp/err"; echo "FAIL: run.sh exit $rc"; exit 1; }
-[ -s "$set_dir/table.txt" ] || { echo "FAIL: no table.txt"; exit 1; }
+set=dense-infer links=experiments/published/torchtitan/models
+. "$(dirname "$0")/published_set_run.sh"
 python3 - "$set_dir/published.csv" "$set_dir/table.txt" "$tmp/work" <<'PY'
 import csv, json, sys
 pub, table, work = sys.argv[1:]

@@ -8,19 +8,8 @@
 # usage: published_moe_infer.sh TACOSIM SOURCE_DIR
 set -eu
 bin=$1 src=$2
-command -v python3 > /dev/null 2>&1 || { echo "python3 missing: skipped"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/published_moe_infer.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/experiments/published"
-for d in models topologies calibration; do ln -s "$src/$d" "$tmp/$d"; done
-cp "$src/experiments/published/set_opts.sh" "$tmp/experiments/published/"
-cp -r "$src/experiments/published/moe-infer" "$tmp/experiments/published/"
-set_dir="$tmp/experiments/published/moe-infer"
-rm -f "$set_dir/table.txt"
-rc=0
-bash "$set_dir/run.sh" --tacosim "$bin" --work "$tmp/work" > "$tmp/out" 2> "$tmp/err" || rc=$?
-[ "$rc" = 0 ] || { cat "$tmp/err"; echo "FAIL: run.sh exit $rc"; exit 1; }
-[ -s "$set_dir/table.txt" ] || { echo "FAIL: no table.txt"; exit 1; }
+set=moe-infer
+. "$(dirname "$0")/published_set_run.sh"
 python3 - "$set_dir/published.csv" "$set_dir/table.txt" "$tmp/work" <<'PY'
 import csv, json, sys
 pub, table, work = sys.argv[1:]

@@ -647,47 +647,46 @@ static int decode_run(const char *who, const void *q, const void *k_cache, const
   return 0;
 }
 
-/* Whether an FP8 cache lacks its codes or scales (the v2 and v3 entry points refuse it). */
+/* Whether an FP8 cache lacks its codes or scales (the FP8 entry points refuse it). */
 static bool kv8_missing(const infer_kv8 *c) { return !c || !c->k || !c->v || !c->ks || !c->vs; }
+
+/* The entry points of version V over a BF16 and over an FP8 cache (infer_decode.h). */
+template <int V>
+static int decode_bf16(const char *who, const void *q, const void *k_cache, const void *v_cache, void *out,
+                       void *partial, const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
+  return decode_run<V, kv_bf16>(who, q, k_cache, v_cache, NULL, NULL, out, partial, a, len, stream, e);
+}
+template <int V>
+static int decode_fp8(const char *who, const void *q, const infer_kv8 *c, void *out, void *partial,
+                      const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
+  if (kv8_missing(c)) return ts_fail_sys(e, "%s: the FP8 cache or its scales are missing", who);
+  return decode_run<V, kv_e4m3>(who, q, c->k, c->v, c->ks, c->vs, out, partial, a, len, stream, e);
+}
 
 extern "C" int infer_decode_attention2(const void *q, const void *k_cache, const void *v_cache, void *out,
                                        void *partial, const infer_attn_dims *a, long long len, void *stream,
                                        ts_err *e) {
-  return decode_run<2, kv_bf16>("infer_decode_attention2", q, k_cache, v_cache, NULL, NULL, out, partial, a, len,
-                                stream, e);
+  return decode_bf16<2>("infer_decode_attention2", q, k_cache, v_cache, out, partial, a, len, stream, e);
 }
-
 extern "C" int infer_decode_attention2_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                            const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
-  if (kv8_missing(c)) return ts_fail_sys(e, "infer_decode_attention2_fp8: the FP8 cache or its scales are missing");
-  return decode_run<2, kv_e4m3>("infer_decode_attention2_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
-                                stream, e);
+  return decode_fp8<2>("infer_decode_attention2_fp8", q, c, out, partial, a, len, stream, e);
 }
-
 extern "C" int infer_decode_attention3(const void *q, const void *k_cache, const void *v_cache, void *out,
                                        void *partial, const infer_attn_dims *a, long long len, void *stream,
                                        ts_err *e) {
-  return decode_run<3, kv_bf16>("infer_decode_attention3", q, k_cache, v_cache, NULL, NULL, out, partial, a, len,
-                                stream, e);
+  return decode_bf16<3>("infer_decode_attention3", q, k_cache, v_cache, out, partial, a, len, stream, e);
 }
-
 extern "C" int infer_decode_attention3_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                            const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
-  if (kv8_missing(c)) return ts_fail_sys(e, "infer_decode_attention3_fp8: the FP8 cache or its scales are missing");
-  return decode_run<3, kv_e4m3>("infer_decode_attention3_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
-                                stream, e);
+  return decode_fp8<3>("infer_decode_attention3_fp8", q, c, out, partial, a, len, stream, e);
 }
-
 extern "C" int infer_decode_attention4(const void *q, const void *k_cache, const void *v_cache, void *out,
                                        void *partial, const infer_attn_dims *a, long long len, void *stream,
                                        ts_err *e) {
-  return decode_run<4, kv_bf16>("infer_decode_attention4", q, k_cache, v_cache, NULL, NULL, out, partial, a, len,
-                                stream, e);
+  return decode_bf16<4>("infer_decode_attention4", q, k_cache, v_cache, out, partial, a, len, stream, e);
 }
-
 extern "C" int infer_decode_attention4_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                            const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
-  if (kv8_missing(c)) return ts_fail_sys(e, "infer_decode_attention4_fp8: the FP8 cache or its scales are missing");
-  return decode_run<4, kv_e4m3>("infer_decode_attention4_fp8", q, c->k, c->v, c->ks, c->vs, out, partial, a, len,
-                                stream, e);
+  return decode_fp8<4>("infer_decode_attention4_fp8", q, c, out, partial, a, len, stream, e);
 }
