@@ -12,7 +12,7 @@ for d in models topologies calibration ${links:-}; do
   mkdir -p "$(dirname "$tmp/$d")"
   ln -s "$src/$d" "$tmp/$d"
 done
-cp "$src/experiments/published/set_opts.sh" "$tmp/experiments/published/"
+cp "$src/experiments/published/set_opts.sh" "$src/experiments/published/error_summary.py" "$tmp/experiments/published/"
 cp -r "$src/experiments/published/$set" "$tmp/experiments/published/"
 set_dir="$tmp/experiments/published/$set"
 rm -f "$set_dir/table.txt"

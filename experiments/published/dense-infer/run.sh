@@ -40,8 +40,10 @@ else: sys.exit("run.sh: unknown kind " + kind)
 print("%.6g" % v)' "$out.json" "$kind" "$tp" "$batch" "$generate")
   echo "$name,$src,$gpu,$kind,$unit,$pub,$pred,yes" >> "$rows"
 done
-python3 - "$rows" <<'PY' | tee "$HERE/table.txt"
-import csv, statistics, sys
+python3 - "$rows" "$HERE/.." <<'PY' | tee "$HERE/table.txt"
+import csv, sys
+sys.path.insert(0, sys.argv[2])
+from error_summary import print_summary
 rows = list(csv.reader(open(sys.argv[1])))
 print("# Predicted (tacosim simulate, default calibration) against published dense serving figures (published.csv).")
 print("# error = predicted / published - 1; + where the prediction is the larger figure (a throughput predicted high,")
@@ -55,15 +57,5 @@ for name, src, gpu, kind, unit, pub, pred, predict in rows:
     e = float(pred) / float(pub) - 1
     errs.setdefault(src + " " + gpu, []).append(e)
     print("%-36s %-9s %-5s %-10s %10.2f %10.2f %+7.1f%%" % (name, src, gpu, unit, float(pub), float(pred), 100 * e))
-print()
-print("%-15s %5s %14s %14s %18s" % ("source gpu", "rows", "median |err|", "max |err|", "signed range"))
-every = []
-for src in errs:
-    a = [abs(e) for e in errs[src]]
-    every += errs[src]
-    print("%-15s %5d %13.1f%% %13.1f%% %8.1f..%+.1f%%" % (src, len(a), 100 * statistics.median(a), 100 * max(a),
-          100 * min(errs[src]), 100 * max(errs[src])))
-a = [abs(e) for e in every]
-print("%-15s %5d %13.1f%% %13.1f%% %8.1f..%+.1f%%" % ("all", len(a), 100 * statistics.median(a), 100 * max(a),
-      100 * min(every), 100 * max(every)))
+print_summary(errs)
 PY

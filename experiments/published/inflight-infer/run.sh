@@ -35,8 +35,10 @@ f = d["inflight"]
 print("%.6g,%.6g,%.1f,%.6g" % (f["run"]["tokens_per_s"], d["tokens_per_s"], f["in_flight"], f["step_s"] * 1e3))' "$out.json")
   echo "$name,$src,$gpu,$tp,$prompt,$generate,$unit,$pub,$pred,yes" >> "$rows"
 done
-python3 - "$rows" <<'PY' | tee "$HERE/table.txt"
-import csv, statistics, sys
+python3 - "$rows" "$HERE/.." <<'PY' | tee "$HERE/table.txt"
+import csv, sys
+sys.path.insert(0, sys.argv[2])
+from error_summary import print_summary
 rows = list(csv.reader(open(sys.argv[1])))
 print("# Predicted (tacosim simulate, in-flight steady state, default calibration) against published in-flight batching")
 print("# throughput (published.csv). error = predicted / published - 1; + where the prediction is the larger figure.")
@@ -54,15 +56,5 @@ for name, src, gpu, tp, isl, osl, unit, pub, pred, steady, inflight, step, predi
     errs.setdefault(src + " " + gpu, []).append(e)
     print("%-34s %-6s %-5s %3s %12s %10.0f %10.0f %+7.1f%% %+7.1f%% %9s %9.2f" % (name, src, gpu, tp, io, float(pub),
           float(pred), 100 * e, 100 * (float(steady) / float(pub) - 1), inflight, float(step)))
-print()
-print("%-15s %5s %14s %14s %18s" % ("source gpu", "rows", "median |err|", "max |err|", "signed range"))
-every = []
-for src in errs:
-    a = [abs(e) for e in errs[src]]
-    every += errs[src]
-    print("%-15s %5d %13.1f%% %13.1f%% %8.1f..%+.1f%%" % (src, len(a), 100 * statistics.median(a), 100 * max(a),
-          100 * min(errs[src]), 100 * max(errs[src])))
-a = [abs(e) for e in every]
-print("%-15s %5d %13.1f%% %13.1f%% %8.1f..%+.1f%%" % ("all", len(a), 100 * statistics.median(a), 100 * max(a),
-      100 * min(every), 100 * max(every)))
+print_summary(errs)
 PY
