@@ -19,7 +19,20 @@ static int candidate_json(const search_infer_opts *o, int tp, int pp, int batch,
                           char *name, size_t name_cap, char *out, size_t cap) {
   const char *kvn = plan_kv_precision_name((plan_kv_precision)kv), *qn = plan_infer_quant_name((plan_infer_quant)quant);
   const char *cn = plan_codec_kind_name((plan_codec_kind)codec);
-  snprintf(name, name_cap, "tp%d-pp%d-b%d-kv-%s-w-%s-%s", tp, pp, batch, kvn, strcmp(qn, "none") ? qn : "bf16", cn);
+  char bname[32], btext[64], ifb[128] = "";
+  if (!o->inflight) {
+    snprintf(bname, sizeof bname, "b%d", batch);
+    snprintf(btext, sizeof btext, "\"size\": %d, ", batch);
+  } else { /* in-flight: the engine's max_batch (0: its heuristic), no batch size */
+    if (batch) snprintf(bname, sizeof bname, "ifb%d", batch);
+    else snprintf(bname, sizeof bname, "ifb-auto");
+    btext[0] = 0;
+    int n = snprintf(ifb, sizeof ifb, ",\n  \"inflight\": {");
+    if (batch) n += snprintf(ifb + n, sizeof ifb - n, " \"max_batch\": %d%s", batch, o->kv_fraction > 0 ? "," : "");
+    if (o->kv_fraction > 0) n += snprintf(ifb + n, sizeof ifb - n, " \"kv_cache_fraction\": %.6g", o->kv_fraction);
+    snprintf(ifb + n, sizeof ifb - n, " }");
+  }
+  snprintf(name, name_cap, "tp%d-pp%d-%s-kv-%s-w-%s-%s", tp, pp, bname, kvn, strcmp(qn, "none") ? qn : "bf16", cn);
   char codec_text[96];
   if (codec == PLAN_CODEC_NONE) snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"none\" }");
   else if (codec == PLAN_CODEC_TACO) snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" }");
@@ -29,10 +42,10 @@ static int candidate_json(const search_infer_opts *o, int tp, int pp, int batch,
                    "{\n  \"schema\": 1,\n  \"kind\": \"inference\",\n  \"name\": \"%s\",\n"
                    "  \"description\": \"tacosim search-infer candidate: prompt %d, generate %d\",\n"
                    "  \"model\": \"%s\",\n  \"cluster\": \"%s\",\n  \"layout\": { \"tp\": %d, \"pp\": %d },\n"
-                   "  \"batch\": { \"size\": %d, \"prompt\": %d, \"generate\": %d },\n  \"kv_cache\": \"%s\",\n"
-                   "  \"quantization\": \"%s\",\n  \"codec\": %s,\n  \"prefill_attention\": \"%s\"\n}\n",
-                   name, o->prompt, o->generate, o->model, o->cluster, tp, pp, batch, o->prompt, o->generate, kvn, qn,
-                   codec_text, plan_prefill_attention_name(o->prefill_attention));
+                   "  \"batch\": { %s\"prompt\": %d, \"generate\": %d },\n  \"kv_cache\": \"%s\",\n"
+                   "  \"quantization\": \"%s\",\n  \"codec\": %s,\n  \"prefill_attention\": \"%s\"%s\n}\n",
+                   name, o->prompt, o->generate, o->model, o->cluster, tp, pp, btext, o->prompt, o->generate, kvn, qn,
+                   codec_text, plan_prefill_attention_name(o->prefill_attention), ifb);
   return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
@@ -50,6 +63,10 @@ static int default_lists(const search_infer_opts *o, search_infer_opts *d,
   if (!d->n_tps)
     for (int t = 1; t <= cl->gpus_per_node && d->n_tps < SEARCH_INFER_MAX_LIST; t *= 2) d->tps[d->n_tps++] = t;
   if (!d->n_pps) d->pps[d->n_pps++] = 1;
+  if (!d->n_batches && d->inflight) { /* the engine's heuristic, then caps below it (a TPOT limit binds there) */
+    d->batches[d->n_batches++] = 0;
+    for (int b = 1; b <= 4096 && d->n_batches < SEARCH_INFER_MAX_LIST; b *= 2) d->batches[d->n_batches++] = b;
+  }
   if (!d->n_batches)
     for (int b = 1; b <= 512; b *= 2) d->batches[d->n_batches++] = b;
   if (!d->n_kvs) d->kvs[d->n_kvs++] = PLAN_KV_BF16, d->kvs[d->n_kvs++] = PLAN_KV_FP8;
@@ -72,10 +89,50 @@ static int add_row(search_infer_result *res, int *cap, const search_infer_row *r
   return 0;
 }
 
+/* --inflight: the engine settings each layout has been predicted with, so that a max_batch which the KV-cache fit
+ * (or the heuristic) resolves to another candidate's is predicted once. */
+typedef struct {
+  int tp, pp, kv, quant, codec, max_batch, max_num_tokens;
+} engine_key;
+typedef struct {
+  engine_key *k;
+  int n, cap;
+} engine_seen;
+
+/* 1 when p's key was seen (nothing added), 0 when added, -1 out of memory. */
+static int seen_before(engine_seen *s, const plan_infer *p) {
+  const engine_key k = {p->tp, p->pp, (int)p->kv, (int)p->quant, (int)p->codec.kind, p->inflight.max_batch,
+                        p->inflight.max_num_tokens};
+  for (int i = 0; i < s->n; i++)
+    if (!memcmp(&s->k[i], &k, sizeof k)) return 1;
+  if (s->n == s->cap) {
+    int nc = s->cap ? 2 * s->cap : 64;
+    engine_key *r = realloc(s->k, (size_t)nc * sizeof *r);
+    if (!r) return -1;
+    s->k = r, s->cap = nc;
+  }
+  s->k[s->n++] = k;
+  return 0;
+}
+
+/* The in-flight steady state into the row's result fields (TTFT: the admitting step; TPOT: the mean step). */
+static int predict_inflight(const plan_infer *p, const schema_calibration *cal, search_infer_row *row, ts_err *e) {
+  sim_inflight_result *ir = malloc(sizeof *ir);
+  if (!ir) return ts_fail_sys(e, "out of memory");
+  int rc = sim_inflight_predict(p, cal, NULL, ir, e);
+  if (!rc) {
+    row->r.ttft_s = ir->ttft_s, row->r.tpot_s = ir->tpot_s, row->r.tokens_per_s = ir->tokens_per_s;
+    row->r.memory = ir->memory;
+    row->in_flight = ir->in_flight;
+  }
+  free(ir);
+  return rc;
+}
+
 /* One candidate: loaded (refused candidates counted, the first one's reason kept), predicted, kept when
  * within the limits. */
 static int one(const search_infer_opts *o, const schema_calibration *cal, const char *json, const char *name,
-               search_infer_result *res, int *cap, search_infer_row *row, ts_err *e) {
+               search_infer_result *res, int *cap, search_infer_row *row, engine_seen *seen, ts_err *e) {
   res->candidates++;
   ts_err sub = {0};
   memset(row, 0, sizeof *row);
@@ -86,7 +143,16 @@ static int one(const search_infer_opts *o, const schema_calibration *cal, const 
     if (!res->refused++) snprintf(res->first_refusal, sizeof res->first_refusal, "%.250s", sub.msg);
     return 0;
   }
-  if (sim_infer_predict(&row->plan, cal, NULL, NULL, &row->r, &sub)) {
+  if (row->plan.inflight.on) {
+    int dup = seen_before(seen, &row->plan);
+    if (dup < 0) return ts_fail_sys(e, "out of memory");
+    if (dup) {
+      res->candidates--, res->duplicates++;
+      return 0;
+    }
+  }
+  if (row->plan.inflight.on ? predict_inflight(&row->plan, cal, row, &sub)
+                            : sim_infer_predict(&row->plan, cal, NULL, NULL, &row->r, &sub)) {
     if (ts_exit_status(&sub) == TS_EXIT_SIM_FAILURE || !sub.bad_input) {
       *e = sub;
       return -1;
@@ -109,6 +175,7 @@ static int one(const search_infer_opts *o, const schema_calibration *cal, const 
   snprintf(row->json, sizeof row->json, "%s", json);
   row->gpus = row->plan.tp * row->plan.pp;
   row->tokens_per_gpu_s = row->r.tokens_per_s / row->gpus;
+  if (!row->plan.inflight.on) row->in_flight = row->plan.batch;
   return add_row(res, cap, row) ? ts_fail_sys(e, "out of memory") : 0;
 }
 
@@ -119,6 +186,10 @@ int search_infer_run(const search_infer_opts *o, search_infer_result *res, ts_er
     return ts_fail(e, NULL, !json_safe(o->model) ? "--model" : "--cluster", "a name or path without quotes, "
                    "backslashes or control characters");
   if (o->prompt < 1 || o->generate < 1) return ts_fail(e, NULL, o->prompt < 1 ? "--prompt" : "--generate", "required, >= 1");
+  for (int i = 0; i < o->n_batches; i++)
+    if (o->batches[i] < (o->inflight ? 0 : 1))
+      return ts_fail(e, NULL, "--batches", "%d: want >= 1 (0, the engine's heuristic, only with --inflight)", o->batches[i]);
+  if (o->kv_fraction != 0 && !o->inflight) return ts_fail(e, NULL, "--kv-cache-fraction", "goes with --inflight");
   static model_config m;
   static topo_cluster cl;
   if (model_load(o->model, NULL, &m, e) || topo_load(o->cluster, NULL, &cl, e)) return -1;
@@ -132,6 +203,7 @@ int search_infer_run(const search_infer_opts *o, search_infer_result *res, ts_er
   if (sim_load_costs(o->calibration, &cl, o->transfer, &cal, &src, e)) return -1;
   snprintf(res->calibration, sizeof res->calibration, "%s", cal.path);
   search_infer_row *row = malloc(sizeof *row);
+  engine_seen seen = {0};
   int cap = 0, rc = row ? 0 : ts_fail_sys(e, "out of memory");
   for (int a = 0; !rc && a < d.n_tps; a++)
     for (int b = 0; !rc && b < d.n_pps; b++)
@@ -145,8 +217,9 @@ int search_infer_run(const search_infer_opts *o, search_infer_result *res, ts_er
                 rc = ts_fail(e, NULL, "--model", "the candidate's plan is longer than %zu bytes", sizeof json);
                 break;
               }
-              rc = one(&d, &cal, json, name, res, &cap, row, e);
+              rc = one(&d, &cal, json, name, res, &cap, row, &seen, e);
             }
+  free(seen.k);
   free(row);
   schema_calibration_free(&cal);
   if (rc) {

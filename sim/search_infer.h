@@ -10,6 +10,7 @@
 #include "plan_infer.h"
 #include "sim.h"
 #include "sim_infer.h"
+#include "sim_inflight.h"
 
 #define SEARCH_INFER_MAX_LIST 32
 
@@ -27,6 +28,11 @@ typedef struct {
   double headroom;               /* HBM kept free beyond the plan's memory: >= 1 GiB, < 1 a fraction (0: none) */
   const char *calibration;       /* NULL: the cluster's default (sim_default_calibration) */
   sim_transfer_mode transfer;
+  /* --inflight: the candidates are served with in-flight batching (plan field "inflight", sim_inflight.c): batches[]
+   * are the engine's max_batch, 0 its own heuristic (trtllm-bench's), each at most the sequences whose KV cache fits;
+   * ranked by the steady state's output tokens/s per GPU, TPOT = the mean step, TTFT = the admitting step */
+  bool inflight;
+  double kv_fraction; /* the plan's inflight.kv_cache_fraction (0: the plan's default) */
 } search_infer_opts;
 
 typedef struct {
@@ -35,6 +41,7 @@ typedef struct {
   sim_infer_result r;
   double tokens_per_gpu_s;
   int gpus;
+  double in_flight; /* --inflight: the steady state's sequences in flight (else the batch) */
 } search_infer_row;
 
 typedef struct {
@@ -42,6 +49,7 @@ typedef struct {
   int n_rows;
   int candidates, refused, failed, over_limits; /* refused: the loader's rules (memory, divisibility) */
   int over_headroom;                            /* fit the HBM, not the HBM less --headroom */
+  int duplicates; /* --inflight: a max_batch that the KV-cache fit (or the heuristic) made another candidate's */
   char first_refusal[256];                      /* the loader's message for the first refused candidate */
   char calibration[512];
 } search_infer_result;

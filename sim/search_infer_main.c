@@ -15,14 +15,22 @@ const char sim_search_infer_usage[] =
     "  layers; the plan's memory within the HBM) and predicted as tacosim simulate predicts it (eager\n"
     "  decode steps); those within --tpot-max and --ttft-max are ranked by output tokens/s per GPU, batch x\n"
     "  generate / (TTFT + (generate - 1) x TPOT) / (tp x pp), best first. One batch of equal requests, as a\n"
-    "  static-batch benchmark serves it: no in-flight batching, no engine host time (the rows of\n"
-    "  experiments/published/dense-infer say what that leaves out).\n"
+    "  static-batch benchmark serves it (no engine host time: the rows of experiments/published/dense-infer\n"
+    "  say what that leaves out); with --inflight, requests always waiting, served with in-flight batching.\n"
     "options (defaults in brackets):\n"
     "  --model M            model: a zoo name (models/M.json) or a path (required)\n"
     "  --cluster C          cluster: a zoo name (topologies/C.json) or a path (required)\n"
     "  --prompt P           prompt tokens per sequence (required)\n"
     "  --generate G         generated tokens per sequence (required)\n"
-    "  --batches LIST       sequences served together [1,2,4,...,512]\n"
+    "  --batches LIST       sequences served together [1,2,4,...,512]; with --inflight the engine's\n"
+    "                       max_batch, 0 for its own heuristic [0,1,2,4,...,4096]\n"
+    "  --inflight           serve with in-flight batching (the plan field \"inflight\", sim/INFERENCE.md):\n"
+    "                       max_batch from --batches, capped by the sequences whose KV cache fits; ranked by\n"
+    "                       the steady state's output tokens/s per GPU; TPOT = the mean step, TTFT = the\n"
+    "                       admitting step (queueing left out); a max_batch resolving to another's is\n"
+    "                       predicted once [off: one static batch]\n"
+    "  --kv-cache-fraction F  with --inflight: the plan's inflight.kv_cache_fraction, the share of the HBM\n"
+    "                       left after weights and runtime that the KV cache gets [0.9]\n"
     "  --tp LIST            tensor-parallel degrees [1,2,4,... up to the GPUs per node]\n"
     "  --pp LIST            pipeline stages [1]\n"
     "  --kv-cache LIST      among bf16,fp8 [both]\n"
@@ -94,21 +102,25 @@ static double parse_ms(const char *s) {
 }
 
 static void print_rows(const search_infer_opts *o, const search_infer_result *res, int top) {
-  printf("serving search: %s on %s, prompt %d, generate %d; prefill attention %s\n", o->model, o->cluster, o->prompt,
-         o->generate, plan_prefill_attention_name(o->prefill_attention));
+  printf("serving search: %s on %s, prompt %d, generate %d; prefill attention %s; %s\n", o->model, o->cluster,
+         o->prompt, o->generate, plan_prefill_attention_name(o->prefill_attention),
+         o->inflight ? "in-flight batching, the steady state (batch: the engine's max_batch; TTFT: the admitting step)"
+                     : "one static batch");
   printf("calibration: %s\n", res->calibration);
   printf("candidates %d: %d predicted within the limits, %d refused by the plan rules (memory, divisibility), "
          "%d beyond the HBM less --headroom, %d over the latency limits, %d not predictable\n",
          res->candidates, res->n_rows, res->refused, res->over_headroom, res->over_limits, res->failed);
+  if (res->duplicates) printf("  %d max_batch values resolved to another candidate's (predicted once)\n", res->duplicates);
   if (res->first_refusal[0]) printf("  first refusal: %s\n", res->first_refusal);
-  printf("\n%4s %3s %3s %6s %5s %8s %10s %10s %10s %12s %12s %9s\n", "rank", "tp", "pp", "batch", "kv", "weights",
-         "codec", "TTFT ms", "TPOT ms", "tokens/s", "tok/s/GPU", "GiB/GPU");
+  printf("\n%4s %3s %3s %6s %9s %5s %8s %10s %10s %10s %12s %12s %9s\n", "rank", "tp", "pp", "batch", "in flight",
+         "kv", "weights", "codec", "TTFT ms", "TPOT ms", "tokens/s", "tok/s/GPU", "GiB/GPU");
   for (int i = 0; i < res->n_rows && i < top; i++) {
     const search_infer_row *w = &res->rows[i];
-    printf("%4d %3d %3d %6d %5s %8s %10s %10.2f %10.3f %12.1f %12.1f %9.1f\n", i + 1, w->plan.tp, w->plan.pp,
-           w->plan.batch, plan_kv_precision_name(w->plan.kv), w->plan.quant == PLAN_QUANT_FP8 ? "fp8" : "bf16",
-           plan_codec_kind_name(w->plan.codec.kind), w->r.ttft_s * 1e3, w->r.tpot_s * 1e3, w->r.tokens_per_s,
-           w->tokens_per_gpu_s, w->r.memory.total / 1073741824.0);
+    printf("%4d %3d %3d %6d %9.1f %5s %8s %10s %10.2f %10.3f %12.1f %12.1f %9.1f\n", i + 1, w->plan.tp, w->plan.pp,
+           w->plan.batch, w->in_flight, plan_kv_precision_name(w->plan.kv),
+           w->plan.quant == PLAN_QUANT_FP8 ? "fp8" : "bf16", plan_codec_kind_name(w->plan.codec.kind),
+           w->r.ttft_s * 1e3, w->r.tpot_s * 1e3, w->r.tokens_per_s, w->tokens_per_gpu_s,
+           w->r.memory.total / 1073741824.0);
   }
   if (!res->n_rows) printf("  (no candidate fits and meets the limits)\n");
 }
@@ -117,21 +129,24 @@ static int save_json(const char *path, const search_infer_opts *o, const search_
   json_t *rows = json_array();
   for (int i = 0; i < res->n_rows; i++) {
     const search_infer_row *w = &res->rows[i];
-    json_array_append_new(rows, json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f}", "rank",
-                                          i + 1, "name", w->plan.name, "tp", w->plan.tp, "pp", w->plan.pp, "batch",
-                                          w->plan.batch, "kv_cache", plan_kv_precision_name(w->plan.kv),
+    json_array_append_new(rows, json_pack("{s:i, s:s, s:i, s:i, s:i, s:f, s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f}",
+                                          "rank", i + 1, "name", w->plan.name, "tp", w->plan.tp, "pp", w->plan.pp,
+                                          "batch", w->plan.batch, "in_flight", w->in_flight, "kv_cache",
+                                          plan_kv_precision_name(w->plan.kv),
                                           "quantization", plan_infer_quant_name(w->plan.quant), "codec",
                                           plan_codec_kind_name(w->plan.codec.kind), "ttft_s", w->r.ttft_s, "tpot_s",
                                           w->r.tpot_s, "tokens_per_s", w->r.tokens_per_s, "tokens_per_gpu_s",
                                           w->tokens_per_gpu_s, "memory_per_gpu_bytes", w->r.memory.total));
   }
-  json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:s, s:f, s:f, s:s, s:{s:i, s:i, s:i, s:i, s:i}, s:o}", "schema",
-                           1, "kind", "search-infer", "model", o->model, "cluster", o->cluster, "prompt", o->prompt,
-                           "generate", o->generate, "prefill_attention",
-                           plan_prefill_attention_name(o->prefill_attention), "tpot_max_s", o->tpot_max_s,
-                           "ttft_max_s", o->ttft_max_s, "calibration", res->calibration, "counts", "candidates",
-                           res->candidates, "refused", res->refused, "over_headroom", res->over_headroom, "over_limits", res->over_limits, "failed",
-                           res->failed, "rows", rows);
+  json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:f, s:f, s:f, s:f, s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:o}",
+                           "schema", 1, "kind", "search-infer", "model", o->model, "cluster", o->cluster, "prompt",
+                           o->prompt, "generate", o->generate, "prefill_attention",
+                           plan_prefill_attention_name(o->prefill_attention), "mode",
+                           o->inflight ? "inflight" : "static", "kv_cache_fraction", o->kv_fraction,
+                           "headroom", o->headroom, "tpot_max_s", o->tpot_max_s, "ttft_max_s", o->ttft_max_s,
+                           "calibration", res->calibration, "counts", "candidates", res->candidates, "refused",
+                           res->refused, "over_headroom", res->over_headroom, "over_limits", res->over_limits,
+                           "failed", res->failed, "duplicates", res->duplicates, "rows", rows);
   int rc = !root ? ts_fail_sys(e, "%s: the JSON could not be built (out of memory)", path)
            : json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) ? ts_fail_sys(e, "%s: cannot write", path)
                                                                                   : 0;
@@ -168,6 +183,11 @@ int sim_search_infer_main(int argc, char **argv) {
       fputs(sim_search_infer_usage, stdout);
       return 0;
     }
+    if (a[0] != '-') return usage_error("unexpected argument %s: every input is an option", a);
+    if (!strcmp(a, "--inflight")) {
+      o.inflight = true;
+      continue;
+    }
     if (!v) return usage_error("unknown option or missing value: %s", a);
     i++;
     int one;
@@ -178,7 +198,8 @@ int sim_search_infer_main(int argc, char **argv) {
       if (parse_ints(v, &one, &n, 1, 1 << 24) || n != 1) return usage_error("%s: want one integer >= 1", a);
       *(!strcmp(a, "--prompt") ? &o.prompt : !strcmp(a, "--generate") ? &o.generate : &top) = one;
     } else if (!strcmp(a, "--batches")) {
-      if (parse_ints(v, o.batches, &o.n_batches, 1, 1 << 20)) return usage_error("--batches: want a comma list of 1..%s", "1048576");
+      if (parse_ints(v, o.batches, &o.n_batches, 0, 1 << 20))
+        return usage_error("--batches: want a comma list of 1..%s (0: the engine's heuristic, with --inflight)", "1048576");
     } else if (!strcmp(a, "--tp")) {
       if (parse_ints(v, o.tps, &o.n_tps, 1, 1 << 16)) return usage_error("--tp: want a comma list of integers >= 1%s", "");
     } else if (!strcmp(a, "--pp")) {
@@ -203,6 +224,11 @@ int sim_search_infer_main(int argc, char **argv) {
       char *end;
       o.headroom = strtod(v, &end);
       if (end == v || *end || !(o.headroom >= 0) || o.headroom > 1e6) return usage_error("--headroom: want GiB >= 1 or a fraction in [0, 1) (got %s)", v);
+    } else if (!strcmp(a, "--kv-cache-fraction")) {
+      char *end;
+      o.kv_fraction = strtod(v, &end);
+      if (end == v || *end || !(o.kv_fraction > 0 && o.kv_fraction <= 1))
+        return usage_error("--kv-cache-fraction: want a fraction in (0, 1] (got %s)", v);
     } else if (!strcmp(a, "--calibration")) o.calibration = v;
     else if (!strcmp(a, "--transfer")) {
       if (!strcmp(v, "roofline")) o.transfer = SIM_TRANSFER_ROOFLINE;

@@ -26,6 +26,11 @@ set_tests_properties(infer_prefill_attention PROPERTIES LABELS "nosan")
 add_test(NAME search_infer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/search_infer.sh $<TARGET_FILE:tacosim>)
 set_tests_properties(search_infer PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
 
+# tacosim search-infer --inflight: max_batch candidates resolved once, ranking, emitted in-flight plans simulate to
+# the rows, caps and the KV-cache fit, limits, bad options (tests/search_infer_inflight.sh)
+add_test(NAME search_infer_inflight COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/search_infer_inflight.sh $<TARGET_FILE:tacosim>)
+set_tests_properties(search_infer_inflight PROPERTIES SKIP_RETURN_CODE 77 LABELS "nosan")
+
 # MoE inference plans with "quantization": "fp8": FP8 weights' bytes of Mixtral-8x7B and Qwen3-30B-A3B by hand, a
 # decode step above its FP8 read floor and below BF16 under both moe_kernel settings, the A100 refused
 add_executable(test_infer_moe_fp8 ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_moe_fp8.c)
