@@ -173,6 +173,10 @@ typedef struct {
    * model's routed and shared experts, MLA's projections), as the serving engines' FP8 checkpoints hold them;
    * never set by a training plan, whose FP8 keeps them BF16 */
   bool fp8_serving;
+  /* (inference only) "quantization": "nvfp4": the GEMMs plan_fp8_gemm takes (fp8_serving is set too) are NVFP4
+   * ones: priced as the FP8 GEMM moved to the FP4 peak (sim_costs.c, sim_gemm_fp4_transfer_us), plus the quantize
+   * of their BF16 input; their weights PLAN_NVFP4_BYTES_PER_PARAM a parameter. Never set by a training plan. */
+  bool fp4_serving;
   /* "cross_entropy_loss_fusion" (added; default true, stored inverted so that a
    * zeroed plan keeps tacosim's one-pass loss kernel): false runs the
    * cross-entropy as Megatron's default (--cross-entropy-loss-fusion not
@@ -646,6 +650,9 @@ bool plan_fp8_gemm(const plan *p, const model_op *o);
  * (expert_fc1, expert_fc2), the shared experts' (shared_fc1, shared_fc2) and MLA's projections (q_a, q_b,
  * kv_a, kv_b); not the router, which the engines keep BF16. */
 bool plan_fp8_serving_linear(const model_op *o);
+/* NVFP4's bytes an element: a 4-bit E2M1 value and an E4M3 scale per 16 elements (4.5 bits); the FP32 scales per
+ * tensor (a few bytes a layer) are left out. */
+#define PLAN_NVFP4_BYTES_PER_PARAM (0.5 + 1.0 / 16.0)
 /* The same rule without a plan: whether `o` is one of the linear layers FP8 training runs in FP8 (what
  * `tacorun calibrate --only gemm_fp8` times). plan_fp8_gemm is this and layout.fp8 set. */
 bool plan_fp8_linear(const model_op *o);

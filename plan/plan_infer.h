@@ -25,7 +25,11 @@ const char *plan_moe_kernel_name(plan_moe_kernel k);
  * the output layer and attention stay BF16. On an MoE model the routed and shared experts' GEMMs (and MLA's
  * projections) are FP8 too, the router BF16 (plan_fp8_serving_linear). The KV cache is the "kv_cache" field's.
  * GPUs with FP8 tensor cores only. */
-typedef enum { PLAN_QUANT_NONE, PLAN_QUANT_FP8 } plan_infer_quant;
+/* nvfp4 (sim/INFERENCE.md, "NVFP4 weights"): the same GEMMs held in NVFP4 (E2M1 values, an E4M3 scale per 16
+ * elements and an FP32 scale per tensor: PLAN_NVFP4_BYTES_PER_PARAM) and run W4A4 on the FP4 tensor cores, as
+ * TensorRT-LLM serves ModelOpt's NVFP4 checkpoints (QuantAlgo.NVFP4); each GEMM's BF16 input quantized by a kernel
+ * of its own (fp4_quantize); GPUs with FP4 tensor cores only (GPU catalogue: fp4_tflops). */
+typedef enum { PLAN_QUANT_NONE, PLAN_QUANT_FP8, PLAN_QUANT_NVFP4 } plan_infer_quant;
 const char *plan_infer_quant_name(plan_infer_quant q);
 /* "prefill_attention": the kernel a prefill's causal attention runs in. executor (default): the inference
  * executor's own (unfused: batched GEMMs around a causal softmax; tacorun execute runs it), priced from the

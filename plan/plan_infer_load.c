@@ -16,9 +16,11 @@ static const char *const moe_kernel_names[] = {"per-expert", "fused", NULL};
 
 const char *plan_moe_kernel_name(plan_moe_kernel k) { return moe_kernel_names[k == PLAN_MOE_KERNEL_FUSED]; }
 
-static const char *const quant_names[] = {"none", "fp8", NULL};
+static const char *const quant_names[] = {"none", "fp8", "nvfp4", NULL};
 
-const char *plan_infer_quant_name(plan_infer_quant q) { return quant_names[q == PLAN_QUANT_FP8]; }
+const char *plan_infer_quant_name(plan_infer_quant q) {
+  return quant_names[q == PLAN_QUANT_FP8 ? 1 : q == PLAN_QUANT_NVFP4 ? 2 : 0];
+}
 
 static const char *const prefill_attention_names[] = {"executor", "fused", "flash", NULL};
 
@@ -177,6 +179,10 @@ int plan_infer_validate(const plan_infer *p, ts_err *e) {
   if (p->quant == PLAN_QUANT_FP8 && !(p->cluster.gpu.fp8_tflops > 0))
     return ts_fail(e, f, "quantization", "fp8: the %s of %s has no FP8 tensor cores (GPU catalogue: fp8_tflops)",
                    p->cluster.gpu.name, p->cluster.name);
+  if (p->quant == PLAN_QUANT_NVFP4 && !(p->cluster.gpu.fp4_tflops > 0))
+    return ts_fail(e, f, "quantization", "nvfp4: the %s of %s has no FP4 tensor cores (GPU catalogue: fp4_tflops %g; "
+                   "NVFP4 GEMMs need Blackwell, compute capability 10.0)", p->cluster.gpu.name, p->cluster.name,
+                   p->cluster.gpu.fp4_tflops);
   plan_infer_memory mem;
   if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");
   double hbm = p->cluster.gpu.hbm_gib * 1073741824.0;
@@ -235,7 +241,10 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
    * (sim_costs.c); the inference prediction takes no training cast ops (sim_infer.c prices the layer's
    * model ops only), so the activations' quantization is free, as where the producing kernel does it */
   /* on an MoE model the experts' and shared experts' GEMMs too (plan_fp8_serving_linear), the router BF16 */
-  if (p->quant == PLAN_QUANT_FP8) out->fp8_recipe = PLAN_FP8_TENSORWISE, out->fp8_serving = true;
+  if (p->quant != PLAN_QUANT_NONE) out->fp8_recipe = PLAN_FP8_TENSORWISE, out->fp8_serving = true;
+  /* quantization nvfp4: the same GEMMs, priced as NVFP4 ones (sim_costs.c: the FP8 price moved to the FP4 peak,
+   * plus the quantize of their input) */
+  out->fp4_serving = p->quant == PLAN_QUANT_NVFP4;
   /* prefill_attention fused or flash: the training attention's backend tables price the prefill's
    * (sim_infer.c, prefill_attention_s); executor keeps the forward plan's default, which only a decode
    * attention without its table falls back to */
@@ -278,11 +287,11 @@ static double executor_buffers(const plan_infer *p) {
   return b;
 }
 
-/* The FP8 GEMMs' parameters of stage s on one GPU (plan_fp8_gemm under quantization fp8; 0 without): 1 byte
- * each, not 2. A dense model's layers are alike; an MoE model's are counted layer by layer (its dense first
+/* The FP8 GEMMs' parameters of stage s on one GPU (plan_fp8_gemm under quantization fp8 or nvfp4; 0 without): 1
+ * byte each under fp8, PLAN_NVFP4_BYTES_PER_PARAM under nvfp4, not 2. A dense model's layers are alike; an MoE model's are counted layer by layer (its dense first
  * layers hold fc1 / fc2, its MoE layers the experts', plan_moe_layer_params_of_stage), the router left BF16. */
 static double fp8_params_of_stage(const plan_infer *p, const plan *fwd, int s) {
-  if (p->quant != PLAN_QUANT_FP8) return 0.0;
+  if (p->quant == PLAN_QUANT_NONE) return 0.0;
   model_shard sh = plan_shard(fwd);
   model_op ops[MODEL_MAX_LAYER_OPS], fp8[MODEL_MAX_LAYER_OPS];
   ts_err sub;
@@ -305,7 +314,9 @@ int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m) {
     double params = plan_params_of_stage(&fwd, s);
     double fp8 = fp8_params_of_stage(p, &fwd, s);
     if (params < 0 || fp8 < 0) return -1;
-    double w = 2.0 * params - fp8;
+    /* the quantized GEMMs' parameters at 1 byte (fp8) or PLAN_NVFP4_BYTES_PER_PARAM (nvfp4), the rest BF16 */
+    const double q_bytes = p->quant == PLAN_QUANT_NVFP4 ? PLAN_NVFP4_BYTES_PER_PARAM : 1.0;
+    double w = 2.0 * params - (2.0 - q_bytes) * fp8;
     if (w + kv + act + overhead > m->total) *m = (plan_infer_memory){w, kv, act, overhead, w + kv + act + overhead};
   }
   return 0;

@@ -41,14 +41,15 @@ int plan_inflight_load(json_t *root, const char *file, plan_infer *p, ts_err *e)
 /* trtllm-bench's settings when the run names none (TensorRT-LLM, tensorrt_llm/bench/build/tuning.py,
  * calc_engine_setting and finetune_setting; tensorrt_llm/bench/benchmark/utils/general.py, get_settings): the
  * requests whose KV cache (prompt + generate tokens, every layer, max(tp, KV heads) heads, 1 byte a cached element
- * under FP8, else 2) fits kv_fraction of the group's HBM less the weights (every parameter at 1 byte under FP8, else
- * 2), capped at 4,096 and divided by pp; rounded up (at least 64, to 32 below 256, 128 below 1,024, else 256);
+ * under FP8, else 2) fits kv_fraction of the group's HBM less the weights (every parameter at 1 byte under FP8, 0.5
+ * under NVFP4: BYTES_PER_ELEM, QuantAlgo.NVFP4 .5, scales not counted; else 2), capped at 4,096 and divided by pp; rounded up (at least 64, to 32 below 256, 128 below 1,024, else 256);
  * max_num_tokens from that batch x (1 + prompt / generate), capped at 32,768, rounded up (at least 2,048, to 256
  * below 4,096, 512 below 8,192, else 1,024), and without chunked prefill at least prompt + max_batch. */
 static void engine_heuristic(const plan_infer *p, int *max_bs, int *max_tokens) {
   const model_config *m = &p->model;
   const double gib = 1073741824.0, isl = p->prompt, osl = p->generate;
-  const double kv_elem = p->kv == PLAN_KV_FP8 ? 1.0 : 2.0, w_elem = p->quant == PLAN_QUANT_FP8 ? 1.0 : 2.0;
+  const double kv_elem = p->kv == PLAN_KV_FP8 ? 1.0 : 2.0;
+  const double w_elem = p->quant == PLAN_QUANT_FP8 ? 1.0 : p->quant == PLAN_QUANT_NVFP4 ? 0.5 : 2.0;
   const double kv_heads = m->kv_heads > p->tp ? m->kv_heads : p->tp;
   const double per_token = 2.0 * m->layers * kv_heads * model_head_dim(m) * kv_elem / gib;
   const double n_gpus = (double)p->tp * p->pp;

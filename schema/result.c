@@ -349,7 +349,7 @@ static int check_inference_details(json_t *root, const char *file, ts_err *e) {
   static const char *const choice_keys[] = {"what", "bytes", "wire_bytes", "plain_s", "fallback_s", "codec_s",
                                             "fallback", "compressed", NULL};
   static const char *const fallbacks[] = {"none", "caat", NULL};
-  static const char *const quants[] = {"none", "fp8", NULL}; /* the plan's "quantization" (added 2026-12-06) */
+  static const char *const quants[] = {"none", "fp8", "nvfp4", NULL}; /* the plan's "quantization" (added 2026-12-06) */
   static const char *const prefill_attns[] = {"executor", "fused", "flash", NULL}; /* "prefill_attention" (likewise) */
   char codec[64];
   double x;

@@ -73,6 +73,7 @@ static int default_lists(const search_infer_opts *o, search_infer_opts *d,
   if (!d->n_quants) {
     d->quants[d->n_quants++] = PLAN_QUANT_NONE;
     if (cl->gpu.fp8_tflops > 0) d->quants[d->n_quants++] = PLAN_QUANT_FP8;
+    if (cl->gpu.fp4_tflops > 0) d->quants[d->n_quants++] = PLAN_QUANT_NVFP4;
   }
   if (!d->n_codecs) d->codecs[d->n_codecs++] = PLAN_CODEC_NONE;
   return 0;
@@ -196,6 +197,9 @@ int search_infer_run(const search_infer_opts *o, search_infer_result *res, ts_er
   for (int i = 0; i < o->n_quants; i++)
     if (o->quants[i] == PLAN_QUANT_FP8 && !(cl.gpu.fp8_tflops > 0))
       return ts_fail(e, NULL, "--quantization", "fp8: the %s of %s has no FP8 tensor cores", cl.gpu.name, cl.name);
+    else if (o->quants[i] == PLAN_QUANT_NVFP4 && !(cl.gpu.fp4_tflops > 0))
+      return ts_fail(e, NULL, "--quantization", "nvfp4: the %s of %s has no FP4 tensor cores (GPU catalogue: "
+                     "fp4_tflops 0)", cl.gpu.name, cl.name);
   search_infer_opts d;
   default_lists(o, &d, &cl);
   schema_calibration cal;

@@ -21,7 +21,8 @@ typedef struct {
   int tps[SEARCH_INFER_MAX_LIST], n_tps;         /* 0 entries: every tp the loader accepts (1..GPUs per node) */
   int pps[SEARCH_INFER_MAX_LIST], n_pps;
   int kvs[2], n_kvs;       /* plan_kv_precision */
-  int quants[2], n_quants; /* plan_infer_quant; 0 entries: none, and fp8 where the GPU has FP8 tensor cores */
+  int quants[3], n_quants; /* plan_infer_quant; 0 entries: none, fp8 where the GPU has FP8 tensor cores, nvfp4
+                               where it has FP4 ones (fp4_tflops) */
   int codecs[4], n_codecs; /* plan_codec_kind of the TP all-reduces (TACO group 128, CAAT-Net p 0.5) */
   plan_prefill_attention prefill_attention;
   double tpot_max_s, ttft_max_s; /* 0: no limit */

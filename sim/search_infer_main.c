@@ -34,8 +34,8 @@ const char sim_search_infer_usage[] =
     "  --tp LIST            tensor-parallel degrees [1,2,4,... up to the GPUs per node]\n"
     "  --pp LIST            pipeline stages [1]\n"
     "  --kv-cache LIST      among bf16,fp8 [both]\n"
-    "  --quantization LIST  among none,fp8 (FP8 weights and GEMMs) [none, and fp8 on a GPU with FP8 tensor\n"
-    "                       cores]\n"
+    "  --quantization LIST  among none,fp8,nvfp4 (FP8 weights and GEMMs; NVFP4 weights and W4A4 GEMMs) [none,\n"
+    "                       fp8 on a GPU with FP8 tensor cores, nvfp4 on one with FP4 tensor cores]\n"
     "  --codecs LIST        TP all-reduce codecs among none,taco,caat,taco+caat (TACO groups of 128 E4M3,\n"
     "                       CAAT-Net p 0.5: CAAT-Net changes the model) [none]\n"
     "  --prefill-attention K  executor, fused or flash (the plan field; flash and fused price serving\n"
@@ -118,9 +118,9 @@ static void print_rows(const search_infer_opts *o, const search_infer_result *re
     const search_infer_row *w = &res->rows[i];
     printf("%4d %3d %3d %6d %9.1f %5s %8s %10s %10.2f %10.3f %12.1f %12.1f %9.1f\n", i + 1, w->plan.tp, w->plan.pp,
            w->plan.batch, w->in_flight, plan_kv_precision_name(w->plan.kv),
-           w->plan.quant == PLAN_QUANT_FP8 ? "fp8" : "bf16", plan_codec_kind_name(w->plan.codec.kind),
-           w->r.ttft_s * 1e3, w->r.tpot_s * 1e3, w->r.tokens_per_s, w->tokens_per_gpu_s,
-           w->r.memory.total / 1073741824.0);
+           w->plan.quant == PLAN_QUANT_NONE ? "bf16" : plan_infer_quant_name(w->plan.quant),
+           plan_codec_kind_name(w->plan.codec.kind), w->r.ttft_s * 1e3, w->r.tpot_s * 1e3, w->r.tokens_per_s,
+           w->tokens_per_gpu_s, w->r.memory.total / 1073741824.0);
   }
   if (!res->n_rows) printf("  (no candidate fits and meets the limits)\n");
 }
@@ -168,10 +168,10 @@ static int emit_plans(const char *dir, const search_infer_result *res, int top, 
 }
 
 int sim_search_infer_main(int argc, char **argv) {
-  static const char *const kv_names[] = {"bf16", "fp8", NULL}, *const q_names[] = {"none", "fp8", NULL},
+  static const char *const kv_names[] = {"bf16", "fp8", NULL}, *const q_names[] = {"none", "fp8", "nvfp4", NULL},
                            *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL},
                            *const pa_names[] = {"executor", "fused", "flash", NULL};
-  static const int kv_vals[] = {PLAN_KV_BF16, PLAN_KV_FP8}, q_vals[] = {PLAN_QUANT_NONE, PLAN_QUANT_FP8},
+  static const int kv_vals[] = {PLAN_KV_BF16, PLAN_KV_FP8}, q_vals[] = {PLAN_QUANT_NONE, PLAN_QUANT_FP8, PLAN_QUANT_NVFP4},
                    codec_vals[] = {PLAN_CODEC_NONE, PLAN_CODEC_TACO, PLAN_CODEC_CAAT, PLAN_CODEC_TACO_CAAT},
                    pa_vals[] = {PLAN_PREFILL_ATTN_EXECUTOR, PLAN_PREFILL_ATTN_FUSED, PLAN_PREFILL_ATTN_FLASH};
   search_infer_opts o = {.prefill_attention = PLAN_PREFILL_ATTN_FLASH, .transfer = SIM_TRANSFER_ROOFLINE};
@@ -207,8 +207,8 @@ int sim_search_infer_main(int argc, char **argv) {
     } else if (!strcmp(a, "--kv-cache")) {
       if (parse_names(v, kv_names, kv_vals, o.kvs, &o.n_kvs, 2)) return usage_error("--kv-cache: want a list of bf16,fp8 (got %s)", v);
     } else if (!strcmp(a, "--quantization")) {
-      if (parse_names(v, q_names, q_vals, o.quants, &o.n_quants, 2))
-        return usage_error("--quantization: want a list of none,fp8 (got %s)", v);
+      if (parse_names(v, q_names, q_vals, o.quants, &o.n_quants, 3))
+        return usage_error("--quantization: want a list of none,fp8,nvfp4 (got %s)", v);
     } else if (!strcmp(a, "--codecs")) {
       if (parse_names(v, codec_names, codec_vals, o.codecs, &o.n_codecs, 4))
         return usage_error("--codecs: want a list of none,taco,caat,taco+caat (got %s)", v);

@@ -407,6 +407,15 @@ double sim_gemm_fp8_transfer_us(const topo_gpu *g, long long m, long long n, lon
   return from > 0 ? bf16_us * to / from : bf16_us;
 }
 
+double sim_gemm_fp4_transfer_us(const topo_gpu *g, long long m, long long n, long long k, double fp8_us) {
+  if (!(g->fp8_tflops > 0) || !(g->fp4_tflops > 0)) return fp8_us;
+  const double flops = 2.0 * (double)m * (double)n * (double)k, bw = g->hbm_gbps * 1e9;
+  const double ab = (double)m * (double)k + (double)k * (double)n, cc = (double)m * (double)n;
+  const double from = sim_roof_us(flops, ab + 2.0 * cc, g->fp8_tflops * 1e12, bw);
+  const double to = sim_roof_us(flops, PLAN_NVFP4_BYTES_PER_PARAM * ab + 2.0 * cc, g->fp4_tflops * 1e12, bw);
+  return from > 0 ? fp8_us * to / from : fp8_us;
+}
+
 double sim_gemm_fp8_unmeasured_us(const schema_calibration *cal, const topo_gpu *g, long long m, long long n,
                                   long long k, double bf16_us, long long *ratio_m) {
   double ratio;
@@ -462,6 +471,13 @@ static int gemm_fp8_tensor_us(sim_costs *c, long long m, long long n, long long 
  * per-tensor ones, warned once. */
 static int gemm_fp8_us(sim_costs *c, long long m, long long n, long long k, bool wgrad, double *us, ts_err *e) {
   if (gemm_fp8_tensor_us(c, m, n, k, wgrad, us, e)) return -1;
+  if (c->p->fp4_serving) { /* quantization nvfp4: that per-tensor FP8 price moved to the FP4 peak */
+    *us = sim_gemm_fp4_transfer_us(&c->p->cluster.gpu, m, n, k, *us);
+    warn_fallback(c, "gemm_nvfp4", "the FP8 GEMM prices moved to the NVFP4 peak (fp4_tflops) by the roofline rule: "
+                  "NVFP4 GEMMs transferred, not measured");
+    note_source(c, "NVFP4: the FP8 price moved to the FP4 peak");
+    return 0;
+  }
   if (c->p->fp8_recipe != PLAN_FP8_MXFP8) return 0;
   const topo_gpu *g = &c->p->cluster.gpu;
   if (g->mxfp8_gemm_ratio > 0) {
@@ -667,6 +683,19 @@ static int moe_route_us(sim_costs *c, const model_op *mo, const plan_op *op, dou
 
 static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_us, ts_err *e);
 
+/* quantization nvfp4: the quantize of an NVFP4 GEMM's BF16 input (m x k) to E2M1 values and E4M3 block scales
+ * before the GEMM, a kernel of its own in TensorRT-LLM (NVFP4LinearMethod.apply calls fp4_quantize unless its
+ * input is already an Fp4QuantizedTensor): a memory-bound pass priced from the "elementwise" table by its bytes,
+ * m x k x 2 read and m x k x PLAN_NVFP4_BYTES_PER_PARAM written, as layout.fp8's casts are. 0 for any other op. */
+static int nvfp4_quantize_us(sim_costs *c, const model_op *mo, const plan_op *op, double *us, ts_err *e) {
+  *us = 0;
+  if (!c->p->fp4_serving || op->phase == PLAN_PHASE_BWD || mo->groups > 1 || !plan_fp8_gemm(c->p, mo)) return 0;
+  const long long m = op->row_chunks > 1 ? mo->m / op->row_chunks : mo->m;
+  const double bytes = (double)m * (double)mo->k * (2.0 + PLAN_NVFP4_BYTES_PER_PARAM);
+  note_source(c, "NVFP4 input quantize (elementwise)");
+  return kernel_phase_us(c, "elementwise", bytes, PLAN_PHASE_FWD, false, us, e);
+}
+
 /* MoE: the wait for the busiest EP rank (PLAN_MOP_MOE_IMBALANCE, tag 0
  * forward, 1 backward): (max load - 1) x the time of this rank's routed-
  * expert ops of that phase (their rows are the mean), so a rank's expert
@@ -717,6 +746,8 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
       *gemm_us = *us;
       double b;
       if (bias_us(c, mo, op, &b, e)) return -1;
+      *us += b;
+      if (nvfp4_quantize_us(c, mo, op, &b, e)) return -1;
       *us += b;
       return 0;
     case MODEL_OP_ATTENTION:
@@ -841,6 +872,9 @@ static int check_ceiling(const sim_costs *c, const plan_op *op, double us, ts_er
       g->fp8_tflops > 0) { /* an FP8 GEMM: its FLOPs at the FP8 peak, its operands at half their BF16 bytes or more */
     flops *= g->bf16_tflops / g->fp8_tflops;
     bytes *= 0.5;
+    /* an NVFP4 one: its FLOPs at the FP4 peak, its operands at PLAN_NVFP4_BYTES_PER_PARAM of 2 bytes or more */
+    if (c->p->fp4_serving && g->fp4_tflops > 0)
+      flops *= g->fp8_tflops / g->fp4_tflops, bytes *= PLAN_NVFP4_BYTES_PER_PARAM;
   }
   double hbm_bytes, floor_us = sim_ceiling_us(c, flops, bytes, &hbm_bytes);
   if (us >= CEILING_SLACK * floor_us) return 0;

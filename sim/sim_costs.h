@@ -106,6 +106,13 @@ double sim_gemm_fp8_unmeasured_us(const schema_calibration *cal, const topo_gpu 
  * has one, else unchanged), every other recipe unchanged (sim/README.md, "FP8 GEMMs"). Also the layout
  * search's estimate. */
 double sim_gemm_fp8_recipe_us(const plan *p, double tensor_us);
+/* quantization nvfp4 (sim/INFERENCE.md, "NVFP4 weights"): the FP8 GEMM time fp8_us of (m, n, k) on this GPU moved
+ * to NVFP4 by the same roofline rule: fp8_us x roof_fp4 / roof_fp8, the roofline max(2mnk / peak, bytes / HBM
+ * bandwidth) taken with the FP8 peak (fp8_tflops) and A, B at 1 byte on one side and with the FP4 peak
+ * (fp4_tflops) and A, B at PLAN_NVFP4_BYTES_PER_PARAM on the other, C BF16 on both: a compute-bound GEMM is
+ * priced fp8_tflops / fp4_tflops of its FP8 time, a memory-bound one by the bytes it reads. fp8_us unchanged on a
+ * GPU without both peaks. */
+double sim_gemm_fp4_transfer_us(const topo_gpu *g, long long m, long long n, long long k, double fp8_us);
 /* Compute op (PLAN_OP_COMPUTE) time in seconds. */
 int sim_compute_s(sim_costs *c, const plan_op *op, double *s, ts_err *e);
 /* The same, and *gemm_s: the part of it in GEMMs and attention (the rest is

@@ -88,6 +88,9 @@ static void roof_terms(const sim_costs *c, const model_op *m, double *flops, dou
   const topo_gpu *g = &c->p->cluster.gpu;
   *flops = m->flops_fwd, *bytes = m->bytes_fwd - sim_grouped_idle_bytes(m);
   if (plan_fp8_gemm(c->p, m) && g->fp8_tflops > 0) *flops *= g->bf16_tflops / g->fp8_tflops, *bytes *= 0.5;
+  /* quantization nvfp4: the FP4 peak, the operands at PLAN_NVFP4_BYTES_PER_PARAM of 2 bytes */
+  if (plan_fp8_gemm(c->p, m) && c->p->fp4_serving && g->fp4_tflops > 0)
+    *flops *= g->fp8_tflops / g->fp4_tflops, *bytes *= PLAN_NVFP4_BYTES_PER_PARAM;
 }
 
 /* One layer's compute ops other than attention (*gemm_s: of them the

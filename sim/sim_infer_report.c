@@ -21,7 +21,9 @@ void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) 
   const double gib = 1073741824.0;
   fprintf(out, "inference plan %s: %s on %s, tp %d pp %d, batch %d, prompt %d, generate %d, kv %s%s\n", p->name,
           p->model.name, p->cluster.name, p->tp, p->pp, p->batch, p->prompt, p->generate,
-          plan_kv_precision_name(p->kv), p->quant == PLAN_QUANT_FP8 ? ", FP8 weights and GEMMs (quantization fp8)" : "");
+          plan_kv_precision_name(p->kv), p->quant == PLAN_QUANT_FP8     ? ", FP8 weights and GEMMs (quantization fp8)"
+          : p->quant == PLAN_QUANT_NVFP4 ? ", NVFP4 weights and GEMMs (quantization nvfp4)"
+                                         : "");
   if (p->prefill_attention != PLAN_PREFILL_ATTN_EXECUTOR)
     fprintf(out, "prefill attention: %s (the calibration's attention_backends table of that kernel)\n",
             plan_prefill_attention_name(p->prefill_attention));

@@ -159,7 +159,8 @@ void sim_inflight_print(const plan_infer *p, const sim_inflight_result *r, FILE 
   const double gib = 1073741824.0;
   fprintf(out, "in-flight plan %s: %s on %s, tp %d, prompt %d, generate %d, kv %s%s, prefill attention %s\n", p->name,
           p->model.name, p->cluster.name, p->tp, p->prompt, p->generate, plan_kv_precision_name(p->kv),
-          p->quant == PLAN_QUANT_FP8 ? ", FP8 weights and GEMMs" : "", plan_prefill_attention_name(p->prefill_attention));
+          p->quant == PLAN_QUANT_FP8 ? ", FP8 weights and GEMMs" : p->quant == PLAN_QUANT_NVFP4 ? ", NVFP4 weights and GEMMs" : "",
+          plan_prefill_attention_name(p->prefill_attention));
   fprintf(out, "engine: max_batch %d (given %d, heuristic %d, KV fit %d at kv_cache_fraction %.2f, blocks of %d), "
           "max_num_tokens %d (given %d, heuristic %d), no chunked prefill\n", f->max_batch, f->max_batch_given,
           f->engine_max_batch, f->kv_fit_batch, f->kv_fraction, f->tokens_per_block, f->max_num_tokens,

@@ -37,6 +37,11 @@ add_executable(test_infer_moe_fp8 ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_moe_fp8
 target_link_libraries(test_infer_moe_fp8 PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
 target_compile_definitions(test_infer_moe_fp8 PRIVATE CALIBRATION_DIR="${CMAKE_SOURCE_DIR}/calibration")
 add_test(NAME infer_moe_fp8 COMMAND test_infer_moe_fp8)
+# quantization nvfp4 (sim/INFERENCE.md, "NVFP4 weights"): the weights' bytes, the GEMM rule, the batch heuristic, a
+# B200 decode step, the refusal without FP4 tensor cores (tests/test_infer_nvfp4.c)
+add_executable(test_infer_nvfp4 ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_nvfp4.c)
+target_link_libraries(test_infer_nvfp4 PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
+add_test(NAME infer_nvfp4 COMMAND test_infer_nvfp4 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 
 # In-flight batching plans (plan/plan_inflight.c, sim/sim_inflight.c).
 add_executable(test_inflight ${CMAKE_CURRENT_SOURCE_DIR}/test_inflight.c)

@@ -3,8 +3,9 @@
 # 1, 8, 64 at TP 1, 2 (every KV cache and weight format): each candidate is counted once (predicted within the
 # limits, refused by the plan rules, over a limit or not predictable); the rows are ranked by tokens/s per GPU;
 # every emitted plan, simulated by tacosim simulate, gives the row's TTFT, TPOT and tokens/s; --tpot-max drops
-# exactly the candidates above it; on an A100 (no FP8 tensor cores) no candidate has FP8 weights; bad options
-# are errors (exit 2).
+# exactly the candidates above it; on an A100 (no FP8 tensor cores) no candidate has FP8 weights; on a B200 (FP4
+# tensor cores) the default weights are bf16, fp8 and nvfp4, and nvfp4 candidates are ranked; bad options (nvfp4 on
+# an H100 among them) are errors (exit 2).
 # usage: search_infer.sh TACOSIM
 set -eu
 bin=$1
@@ -21,6 +22,7 @@ done
 # (4.5 GiB) and the runtime (1.1 GiB) do not fit
 "$bin" search-infer $args --headroom 62 --json "$tmp/head.json" > /dev/null
 "$bin" search-infer --model llama3-8b --cluster a100x8-nvswitch --prompt 512 --generate 64 --batches 1,8 --json "$tmp/a100.json" > /dev/null
+"$bin" search-infer --model llama3-8b --cluster b200x8-nvswitch --prompt 512 --generate 64 --batches 1,64 --tp 1 --json "$tmp/b200.json" > /dev/null
 python3 - "$tmp" <<'P'
 import glob, json, os, sys
 d = sys.argv[1]
@@ -49,6 +51,9 @@ assert len(head["rows"]) == len(rows) - head["counts"]["over_headroom"]
 a100 = json.load(open(d + "/a100.json"))
 assert a100["rows"] and all(r["quantization"] == "none" for r in a100["rows"]), "FP8 weights on an A100"
 assert a100["counts"]["candidates"] == 2 * 4 * 2 * 1, a100["counts"]  # batches x tp 1..8 x kv x bf16 weights
+b200 = json.load(open(d + "/b200.json"))
+assert b200["counts"]["candidates"] == 2 * 1 * 2 * 3, b200["counts"]  # batches x tp x kv x none, fp8, nvfp4
+assert {r["quantization"] for r in b200["rows"]} == {"none", "fp8", "nvfp4"}, b200["rows"]
 print("search_infer: %d rows, %d refused, best %s at %.0f tok/s/GPU; all %d emitted plans simulate to the rows"
       % (len(rows), c["refused"], rows[0]["name"], rows[0]["tokens_per_gpu_s"], len(plans)))
 P
@@ -63,4 +68,5 @@ bad "--tpot-max" $args --tpot-max -3
 bad "no model named" --model llama9 --cluster h100x8-nvswitch --prompt 512 --generate 64
 bad "quantization" --model llama3-8b --cluster a100x8-nvswitch --prompt 512 --generate 64 --quantization fp8 --batches 1 --tp 1 --kv-cache bf16
 bad "no candidate fits" $args --tpot-max 0.001
+bad "fp4_tflops" $args --quantization nvfp4
 echo "search_infer.sh: passed"

@@ -81,6 +81,9 @@ static void test_datasheet_figures(void) {
     /* FP8 GEMMs in any operand layout: compute capability 10.x (TE's nvte_is_non_tn_fp8_gemm_supported), the same
      * two entries */
     CU_ASSERT_EQUAL(g.fp8_non_tn_gemm, want);
+    /* NVFP4 tensor cores: the same two entries, dense FP4 at twice the FP8 peak (HGX B200: 144 / 72 PFLOPS, GB200
+     * NVL72: 1,440 / 720, both with sparsity); 0 on Ampere, Hopper and Ada */
+    CU_ASSERT_EQUAL(g.fp4_tflops, want ? 2.0 * g.fp8_tflops : 0.0);
   }
 }
 

@@ -70,6 +70,11 @@ typedef struct {
    * rowwise one. Read by the casts' bytes and the weights' FP8 copies of "tensorwise" and "delayed"
    * (plan_fp8.c); MXFP8 keeps both copies (each with its own block scales). An inline block without it: false. */
   bool fp8_non_tn_gemm;
+  /* Dense NVFP4 tensor-core peak, TFLOP/s (E2M1 operands with an E4M3 scale per 16 elements and an FP32 scale per
+   * tensor, the block-scaled MMA of compute capability 10.0): B200 9,000, GB200 10,000, twice their FP8 peaks;
+   * 0 for a GPU without FP4 tensor cores (Ampere, Hopper, Ada), where an inference plan's "quantization": "nvfp4"
+   * is refused. An inline block without it: 0. Read by the NVFP4 GEMM price (sim/INFERENCE.md, "NVFP4 weights"). */
+  double fp4_tflops;
   bool from_catalogue;  /* loaded from topologies/gpus/, every field known */
 } topo_gpu;
 

@@ -40,6 +40,7 @@ static const figure figures[] = {
     REAL(bf16_tflops, 1e-3, 1e5, true), /* dense, no sparsity */
     REAL(fp16_tflops, 1e-3, 1e5, false),
     REAL(fp8_tflops, 0, 1e5, false), /* 0: no FP8 tensor cores */
+    REAL(fp4_tflops, 0, 1e5, false), /* dense NVFP4; 0: no FP4 tensor cores (an inline block without it: 0) */
     REAL(fp32_tflops, 1e-3, 1e5, false),
     REAL(bf16_mamf_tflops, 0, 1e5, false), /* measured; 0: none published */
     REAL(flash2_bf16_util, 0, 1, false),   /* published FlashAttention-2 utilisation; 0: none */
@@ -117,6 +118,10 @@ int topo_gpu_read_figures(json_t *obj, bool catalogue, const char *file, const c
   if (g->fp8_non_tn_gemm && g->fp8_tflops <= 0)
     return ts_fail(e, file, field(f, sizeof f, path, "fp8_non_tn_gemm"),
                    "true for a GPU without FP8 tensor cores (fp8_tflops 0): give false");
+  if (g->fp4_tflops > 0 && g->fp8_tflops <= 0)
+    return ts_fail(e, file, field(f, sizeof f, path, "fp4_tflops"),
+                   "%g for a GPU without FP8 tensor cores (fp8_tflops 0): an NVFP4 GEMM is priced from the FP8 one "
+                   "(its E4M3 block scales are FP8); give 0", g->fp4_tflops);
   if (g->mxfp8_gemm_ratio > 0 && g->mxfp8_gemm_ratio < 0.1)
     return ts_fail(e, file, field(f, sizeof f, path, "mxfp8_gemm_ratio"),
                    "%g: 0 (not published) or a time ratio of 0.1 to 10", g->mxfp8_gemm_ratio);
