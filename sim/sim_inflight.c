@@ -141,7 +141,8 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
   r->step = (sim_infer_step_price){w0 * a->layers_s + w1 * b->layers_s, w0 * a->gemm_s + w1 * b->gemm_s,
                                    w0 * a->decode_attn_s + w1 * b->decode_attn_s,
                                    w0 * a->prefill_attn_s + w1 * b->prefill_attn_s, w0 * a->tp_s + w1 * b->tp_s,
-                                   w0 * a->ends_s + w1 * b->ends_s, w0 * a->total_s + w1 * b->total_s};
+                                   w0 * a->ends_s + w1 * b->ends_s, w0 * a->total_s + w1 * b->total_s,
+                                   w0 * a->experts_s + w1 * b->experts_s, w0 * a->exchange_s + w1 * b->exchange_s};
   r->step_s = r->step.total_s;
   r->tpot_s = r->step_s;
   r->ttft_s = r->phi > 0 ? b->total_s : a->total_s;
@@ -194,6 +195,11 @@ void sim_inflight_print(const plan_infer *p, const sim_inflight_result *r, FILE 
           "%.3f, tp %.3f, embedding/head/sampling %.3f\n", s->total_s * 1e3, s->layers_s * 1e3, s->gemm_s * 1e3,
           (s->layers_s - s->gemm_s) * 1e3, s->decode_attn_s * 1e3, s->prefill_attn_s * 1e3, s->tp_s * 1e3,
           s->ends_s * 1e3);
+  if (p->attention_dp)
+    fprintf(out, "  attention_dp: %d GPUs, each its own sequences (max_batch and max_num_tokens a GPU's); experts %d-way "
+            "expert parallel x %d-way within: routed experts %.3f ms of the layers, exchange (all-gather + "
+            "reduce-scatter) %.3f ms = the tp part; the step shapes below are the slowest GPU's\n", p->tp, p->ep,
+            plan_infer_moe_tp(p), s->experts_s * 1e3, s->exchange_s * 1e3);
   for (int i = 0; i < 2; i++)
     fprintf(out, "  %4.1f%% of steps: %d tokens, %d decoding over %lld keys, %d prompts of %d, %d sampled: %.3f ms\n",
             100.0 * (i ? r->phi : 1.0 - r->phi), r->shape[i].tokens, r->shape[i].dec_seqs, r->shape[i].kv_len,
@@ -241,6 +247,13 @@ static json_t *result_json(const plan_infer *p, const sim_inflight_result *r) {
                                              "in_flight_mean", r->run_in_flight_mean));
   json_object_set_new(o, "inflight", in);
   json_object_set_new(o, "layout", json_pack("{s:i, s:i}", "tp", p->tp, "pp", p->pp));
+  if (p->attention_dp) { /* only then, so that the other plans' JSON stays as it was */
+    json_object_set_new(json_object_get(o, "layout"), "ep", json_integer(p->ep));
+    json_object_set_new(json_object_get(o, "layout"), "attention_dp", json_true());
+    json_object_set_new(in, "attention_dp", json_pack("{s:i, s:i, s:i, s:f, s:f}", "gpus", p->tp, "max_batch_per_gpu",
+                                                      f->max_batch, "moe_tp", plan_infer_moe_tp(p), "experts_s",
+                                                      s->experts_s, "exchange_s", s->exchange_s));
+  }
   /* the result schema's headline fields (schema/result.h), so that `tacosim compare` reads it: in flight the
    * "iteration" is one mean engine step (the TPOT), split as the step's price is */
   json_object_set_new(o, "iteration_time_s", json_real(r->step_s));
