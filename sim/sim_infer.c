@@ -864,7 +864,7 @@ static int adp_step_s(const plan_infer *p, const sim_infer_views *v, const sim_i
   if (layers_part_s(&rows->costs, false, &rest, &rest_gemm, e) || layers_part_s(&ex->costs, true, &exp_s, &exp_gemm, e) ||
       adp_exchange_s(&ex->costs, p, (double)group, &xch, e))
     return -1;
-  out->experts_s = exp_s;
+  out->experts_s = exp_gemm; /* of gemm_s, as sim_infer_phase.experts_s (the activation is in layers_s) */
   out->layers_s = rest + exp_s, out->gemm_s = rest_gemm + exp_gemm;
   out->exchange_s = (double)(m->layers - m->dense_layers) * xch;
   out->tp_s = out->exchange_s;

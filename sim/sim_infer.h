@@ -151,7 +151,7 @@ typedef struct {
   double ends_s;         /* embedding, final norm, logits GEMM, sampling */
   double total_s;
   /* attention_dp only (0 without): */
-  double experts_s;  /* of layers_s: the routed experts' ops at the group's tokens (GEMMs and activation) */
+  double experts_s;  /* of gemm_s: the routed experts' GEMMs at a GPU's share of the group's tokens */
   double exchange_s; /* the all-gather of the tokens before the experts and the reduce-scatter after (in tp_s too) */
 } sim_infer_step_price;
 

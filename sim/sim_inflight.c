@@ -197,7 +197,7 @@ void sim_inflight_print(const plan_infer *p, const sim_inflight_result *r, FILE 
           s->ends_s * 1e3);
   if (p->attention_dp)
     fprintf(out, "  attention_dp: %d GPUs, each its own sequences (max_batch and max_num_tokens a GPU's); experts %d-way "
-            "expert parallel x %d-way within: routed experts %.3f ms of the layers, exchange (all-gather + "
+            "expert parallel x %d-way within: routed experts' GEMMs %.3f ms, exchange (all-gather + "
             "reduce-scatter) %.3f ms = the tp part; the step shapes below are the slowest GPU's\n", p->tp, p->ep,
             plan_infer_moe_tp(p), s->experts_s * 1e3, s->exchange_s * 1e3);
   for (int i = 0; i < 2; i++)

@@ -47,6 +47,11 @@ if(TACOSIM_HAVE_GPU AND TARGET tacorun)
   set_tests_properties(infer_exec_refuses_inflight PROPERTIES
     PASS_REGULAR_EXPRESSION "inflight: the inference executor serves one static batch"
     ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
+  add_test(NAME infer_exec_refuses_attention_dp COMMAND tacorun execute
+           ${CMAKE_SOURCE_DIR}/experiments/published/inflight-infer/plans/trt10-qwen3-235b-h100-tp8-i1000-o1000.json)
+  set_tests_properties(infer_exec_refuses_attention_dp PROPERTIES
+    PASS_REGULAR_EXPRESSION "layout.attention_dp: the inference executor runs tensor parallelism only"
+    ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
 endif()
 
 # Attention data parallelism and expert parallelism in inference plans (layout.attention_dp, layout.ep)
