@@ -19,6 +19,9 @@ typedef struct {
   int batches[SEARCH_INFER_MAX_LIST], n_batches; /* sequences served together */
   int tps[SEARCH_INFER_MAX_LIST], n_tps;         /* 0 entries: every tp the loader accepts (1..GPUs per node) */
   int pps[SEARCH_INFER_MAX_LIST], n_pps;
+  /* layout of an MoE model's experts: 0, TP attention and experts (no attention_dp); k >= 1, layout.attention_dp
+   * with layout.ep k (sim/INFERENCE.md, "Attention data parallelism"); 0 entries: 0 only */
+  int eps[SEARCH_INFER_MAX_LIST], n_eps;
   int kvs[2], n_kvs;       /* plan_kv_precision */
   int quants[2], n_quants; /* plan_infer_quant; 0 entries: none, and fp8 where the GPU has FP8 tensor cores */
   int codecs[4], n_codecs; /* plan_codec_kind of the TP all-reduces (TACO group 128, CAAT-Net p 0.5) */

@@ -848,18 +848,29 @@ static int adp_exchange_s(sim_costs *c, const plan_infer *p, double tokens, doub
  * at a GPU's mean share of the group's rows (the forward plan's ep / etp shard: its E / ep experts of
  * expert_ffn / moe_tp, t x top_k x moe_tp rows, the active ones by sim_grouped_active), and each MoE layer's
  * exchange at the group's tokens. */
+/* The fewest sequences `tokens` rows split into evenly with none longer than max_seq (the forward plan's shape:
+ * only attention reads the sequence length, and a step's attention is priced apart, so any split prices the rest
+ * alike; a static prefill of b prompts of a GPU is more tokens than one sequence may be). */
+static int rows_split(long long tokens, int max_seq) {
+  for (long long d = 1; d < tokens; d++)
+    if (tokens % d == 0 && tokens / d <= max_seq) return (int)d;
+  return tokens > 0 ? (int)tokens : 1;
+}
+
 static int adp_step_s(const plan_infer *p, const sim_infer_views *v, const sim_infer_step_shape *sh, FILE *warn,
                       sim_infer_step_price *out, ts_err *e) {
   static _Thread_local plan_infer r, x; /* large (cluster tables): not on the stack */
-  sim_infer_rank_plan(p, &r);
-  x = *p;
-  x.batch = p->tp; /* one sequence a GPU: the expert shard sees its tokens as rows */
+  const model_config *m = &p->model;
   const long long group = sh->group_tokens > 0 ? sh->group_tokens : (long long)sh->tokens * p->tp;
   const int mean = (int)((group + p->tp / 2) / p->tp) > 0 ? (int)((group + p->tp / 2) / p->tp) : 1;
-  shape_costs *rows = cached_shape(v->cache->rows, sh->tokens, &r, sh->tokens, &v->step, warn, e), *ctx;
-  shape_costs *ex = rows ? cached_shape(v->cache->experts, mean, &x, mean, &v->step, warn, e) : NULL;
+  const int dr = rows_split(sh->tokens, m->max_seq), dx = rows_split(mean, m->max_seq);
+  sim_infer_rank_plan(p, &r);
+  r.batch = dr; /* the GPU's tokens as dr sequences: the layers see them as rows */
+  x = *p;
+  x.batch = p->tp * dx; /* dx sequences a GPU: the expert shard sees its tokens as rows */
+  shape_costs *rows = cached_shape(v->cache->rows, sh->tokens, &r, sh->tokens / dr, &v->step, warn, e), *ctx;
+  shape_costs *ex = rows ? cached_shape(v->cache->experts, mean, &x, mean / dx, &v->step, warn, e) : NULL;
   if (!ex) return -1;
-  const model_config *m = &p->model;
   double rest, rest_gemm, exp_s, exp_gemm, xch, attn;
   if (layers_part_s(&rows->costs, false, &rest, &rest_gemm, e) || layers_part_s(&ex->costs, true, &exp_s, &exp_gemm, e) ||
       adp_exchange_s(&ex->costs, p, (double)group, &xch, e))
