@@ -157,9 +157,14 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
   else
     snprintf(note, sizeof note, "batch %d: %s (%d sequences' KV cache would fit)", f->max_batch, cap, f->kv_fit_batch);
   add_note(r, note);
+  if (g > 1) {
+    snprintf(note, sizeof note, "attention_dp: the batch and max_num_tokens are each of the %d GPUs'; the group holds up "
+             "to %d sequences", g, g * f->max_batch);
+    add_note(r, note);
+  }
   if (r->token_bound) {
     snprintf(note, sizeof note, "max_num_tokens %d binds: %.1f sequences in flight, not %d", f->max_num_tokens,
-             r->in_flight, f->max_batch);
+             r->in_flight, g * f->max_batch); /* attention_dp: the group's, of g GPUs' max_batch each */
     add_note(r, note);
   }
   add_note(r, f->requests > 0
