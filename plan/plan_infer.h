@@ -70,7 +70,17 @@ typedef struct {
   model_config model; /* model.layers is the layers actually run (layers_override applied) */
   topo_cluster cluster;
   int tp, pp;
-  int batch;      /* sequences decoded together */
+  /* "layout.attention_dp" (MoE models; default false): TensorRT-LLM's enable_attention_dp (PyTorch backend), SGLang's DP
+   * attention. Each of the tp ranks runs attention, the norms, the router, the shared experts, the dense layers, the
+   * embedding and the output head with their FULL weights on its own 1/tp share of the requests (its own KV cache, all
+   * KV heads); the routed experts are split over the same tp GPUs, ep ways by expert and tp / ep ways within an expert
+   * (moe_tp), and the tokens are exchanged around them: an all-gather of the hidden states (with the routing) before,
+   * a reduce-scatter of the experts' outputs after (sim/INFERENCE.md, "Attention data parallelism"). */
+  bool attention_dp;
+  int ep; /* "layout.ep": expert-parallel ways of the routed experts within the tp GPUs (default 1; > 1 needs
+             attention_dp), TensorRT-LLM's moe_expert_parallel_size (trtllm-bench --ep); moe_tp = tp / ep */
+  int batch;      /* sequences decoded together (under attention_dp: the whole group's, tp divides it; in flight,
+                     tp x the per-rank batch) */
   int prompt;     /* prompt tokens per sequence (prefill) */
   int generate;   /* tokens generated per sequence (the first comes out of the prefill) */
   plan_kv_precision kv;
@@ -82,6 +92,13 @@ typedef struct {
   plan_prefill_attention prefill_attention; /* "prefill_attention" (default executor) */
   plan_infer_inflight inflight;             /* "inflight" (default: off, one static batch) */
 } plan_infer;
+
+/* Under attention_dp, the ways attention (and every weight but the routed experts') is split: 1; else tp. */
+static inline int plan_infer_attn_tp(const plan_infer *p) { return p->attention_dp ? 1 : p->tp; }
+/* The sequences one GPU attends over: batch / tp under attention_dp, else batch. */
+static inline int plan_infer_rank_batch(const plan_infer *p) { return p->attention_dp ? p->batch / p->tp : p->batch; }
+/* The ways each routed expert's FFN is split: tp / ep (TensorRT-LLM's moe_tp_size). */
+static inline int plan_infer_moe_tp(const plan_infer *p) { return p->tp / (p->ep > 0 ? p->ep : 1); }
 
 /* Whether a plan file says "kind": "inference" (a training plan has no "kind").
  * Fails only when the file cannot be read or parsed. */

@@ -44,13 +44,51 @@ static int load_codec(json_t *root, const char *file, plan_codec *c, ts_err *e) 
   return plan_json_codec(o, file, "codec", c, e);
 }
 
+/* layout.attention_dp and layout.ep (plan_infer.h): what the layout needs of the model and the plan. */
+static int validate_attention_dp(const plan_infer *p, ts_err *e) {
+  const char *f = p->path;
+  const model_config *m = &p->model;
+  if (p->ep > 1 && !p->attention_dp)
+    return ts_fail(e, f, "layout.ep", "%d: expert parallelism is modelled with attention data parallelism only (each "
+                   "rank its own requests, the tokens exchanged around the experts): give \"attention_dp\": true",
+                   p->ep);
+  if (!p->attention_dp) return 0;
+  if (!model_is_moe(m))
+    return ts_fail(e, f, "layout.attention_dp", "%s has no experts (a dense model): attention data parallelism over "
+                   "the TP group would leave nothing split; serve replicas of tp 1 instead", m->name);
+  if (p->tp < 2)
+    return ts_fail(e, f, "layout.attention_dp", "needs tp >= 2 (the ranks that share the experts); tp is %d", p->tp);
+  if (p->tp % p->ep)
+    return ts_fail(e, f, "layout.ep", "%d does not divide tp %d: the experts are split over the tp GPUs, ep ways by "
+                   "expert and tp / ep ways within one", p->ep, p->tp);
+  if (m->experts % p->ep)
+    return ts_fail(e, f, "layout.ep", "%d does not divide the %d experts of %s", p->ep, m->experts, m->name);
+  if (m->expert_ffn_hidden % plan_infer_moe_tp(p))
+    return ts_fail(e, f, "layout.ep", "tp / ep = %d does not divide expert_ffn_hidden %d of %s", plan_infer_moe_tp(p),
+                   m->expert_ffn_hidden, m->name);
+  if (p->pp != 1)
+    return ts_fail(e, f, "layout.pp", "%d: attention data parallelism is modelled with one pipeline stage (pp 1)",
+                   p->pp);
+  if (p->codec.kind != PLAN_CODEC_NONE)
+    return ts_fail(e, f, "codec.kind", "%s: under attention_dp there are no TP all-reduces to compress (the exchange "
+                   "around the experts is an all-gather and a reduce-scatter, sent plain)",
+                   plan_codec_kind_name(p->codec.kind));
+  if (p->prefill_attention == PLAN_PREFILL_ATTN_EXECUTOR)
+    return ts_fail(e, f, "prefill_attention", "executor: attention_dp is a serving engine's layout; give \"fused\" or "
+                   "\"flash\" (the engine's prefill attention)");
+  if (!p->inflight.on && p->batch % p->tp)
+    return ts_fail(e, f, "batch.size", "%d is not a multiple of tp %d: under attention_dp each rank serves an equal "
+                   "share of the sequences", p->batch, p->tp);
+  return 0;
+}
+
 static int load_root(json_t *root, const char *file, const char *models_dir, const char *topologies_dir,
                      plan_infer *p, ts_err *e) {
   static const char *const top_keys[] = {"schema", "kind", "name", "description", "model", "cluster", "layout",
                                          "batch", "kv_cache", "codec", "codec_min_bytes", "codec_auto",
                                          "layers_override", "moe_kernel", "quantization", "prefill_attention", "inflight",
                                          NULL};
-  static const char *const layout_keys[] = {"tp", "pp", NULL};
+  static const char *const layout_keys[] = {"tp", "pp", "ep", "attention_dp", NULL};
   static const char *const batch_keys[] = {"size", "prompt", "generate", NULL};
   static const char *const kind_names[] = {"inference", NULL};
   if (tsj_schema(root, 1, file, e)) return -1;
@@ -69,6 +107,9 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   p->tp = (int)v;
   if (tsj_int_opt(layout, "pp", 1, 1 << 16, 1, &v, file, "layout", e)) return -1;
   p->pp = (int)v;
+  if (tsj_int_opt(layout, "ep", 1, 1 << 16, 1, &v, file, "layout", e)) return -1;
+  p->ep = (int)v;
+  if (tsj_bool_opt(layout, "attention_dp", false, &p->attention_dp, file, "layout", e)) return -1;
 
   json_t *batch = tsj_object(root, "batch", file, NULL, e);
   if (!batch || tsj_only_keys(batch, batch_keys, file, "batch", e)) return -1;
@@ -112,6 +153,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (moe_kernel_given && !model_is_moe(&p->model))
     return ts_fail(e, file, "moe_kernel", "%s has no experts (a dense model): there is no MoE kernel to choose",
                    p->model.name);
+  if (validate_attention_dp(p, e)) return -1; /* before the in-flight batch, whose fit it shapes */
   if (plan_inflight_resolve(p, e)) return -1;
   return plan_infer_validate(p, e);
 }
@@ -155,13 +197,14 @@ int plan_infer_validate(const plan_infer *p, ts_err *e) {
   if (p->tp < 1 || p->pp < 1) return ts_fail(e, f, "layout", "tp and pp must be at least 1");
   if (p->batch < 1 || p->prompt < 1 || p->generate < 1)
     return ts_fail(e, f, "batch", "size, prompt and generate must be at least 1");
-  if (m->heads % p->tp)
+  const int atp = plan_infer_attn_tp(p); /* attention_dp: attention, dense and shared FFNs whole on every rank */
+  if (m->heads % atp)
     return ts_fail(e, f, "layout.tp", "%d does not divide the %d attention heads of %s", p->tp, m->heads, m->name);
-  if (m->kv_heads % p->tp)
+  if (m->kv_heads % atp)
     return ts_fail(e, f, "layout.tp", "%d does not divide the %d KV heads of %s", p->tp, m->kv_heads, m->name);
-  if (m->ffn_hidden % p->tp)
+  if (m->ffn_hidden % atp)
     return ts_fail(e, f, "layout.tp", "%d does not divide ffn_hidden %d of %s", p->tp, m->ffn_hidden, m->name);
-  if (model_is_moe(m) && m->expert_ffn_hidden % p->tp) /* each rank a 1/tp slice of each expert (moe_tokens_replicated) */
+  if (model_is_moe(m) && !p->attention_dp && m->expert_ffn_hidden % p->tp) /* each rank a 1/tp slice of each expert (moe_tokens_replicated) */
     return ts_fail(e, f, "layout.tp", "%d does not divide expert_ffn_hidden %d of %s", p->tp, m->expert_ffn_hidden,
                    m->name);
   if (p->tp > p->cluster.gpus_per_node || p->cluster.gpus_per_node % p->tp)
@@ -203,7 +246,7 @@ double plan_infer_mla_kv_bytes(const plan_infer *p, long long tokens) {
    * of each token, one vector for all heads; under TP each rank keeps all of it (the heads are split, the latent
    * is not); the FP8 cache (--kv-cache-dtype fp8) holds E4M3 codes with a per-tensor scale */
   const double width = (double)m->kv_lora_rank + m->qk_rope_head_dim, elem = p->kv == PLAN_KV_FP8 ? 1.0 : 2.0;
-  return (double)m->layers / p->pp * p->batch * (double)tokens * width * elem;
+  return (double)m->layers / p->pp * plan_infer_rank_batch(p) * (double)tokens * width * elem;
 }
 
 double plan_infer_kv_bytes(const plan_infer *p, long long tokens) {
@@ -213,7 +256,8 @@ double plan_infer_kv_bytes(const plan_infer *p, long long tokens) {
    * (runtime/ops/infer_kv8.h): 1 + 4 / head_dim bytes an element */
   double elem = p->kv == PLAN_KV_FP8 ? 1.0 + 4.0 / model_head_dim(m) : 2.0;
   double layers = (double)m->layers / p->pp;
-  return 2.0 * layers * p->batch * (double)tokens * (double)(m->kv_heads / p->tp) * model_head_dim(m) * elem;
+  return 2.0 * layers * plan_infer_rank_batch(p) * (double)tokens * (double)(m->kv_heads / plan_infer_attn_tp(p)) *
+         model_head_dim(m) * elem;
 }
 
 void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
@@ -222,20 +266,26 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
   snprintf(out->name, sizeof out->name, "%s", p->name);
   out->model = p->model;
   out->cluster = p->cluster;
-  out->dp = 1, out->tp = p->tp, out->pp = p->pp, out->vpp = 1;
-  out->micro_batch = p->batch, out->global_batch = p->batch, out->seq = seq;
+  const int atp = plan_infer_attn_tp(p), rb = plan_infer_rank_batch(p) > 0 ? plan_infer_rank_batch(p) : 1;
+  out->dp = 1, out->tp = atp, out->pp = p->pp, out->vpp = 1;
+  out->micro_batch = rb, out->global_batch = rb, out->seq = seq;
   out->layers = p->model.layers;
   out->schedule = PLAN_SCHED_1F1B;
   for (int t = 0; t < PLAN_TRAFFIC_COUNT; t++) out->codec[t] = (plan_codec){.kind = PLAN_CODEC_NONE, .group = 128};
   out->codec_min_bytes = p->codec_min_bytes;
   out->dp_bucket_bytes = 1.6e8;
-  out->vocab_padded = model_vocab_per_gpu(&p->model, p->tp) * p->tp;
+  out->vocab_padded = model_vocab_per_gpu(&p->model, atp) * atp;
   /* the inference executor adds the QKV bias in a kernel of its own after the qkv GEMM
    * (runtime/infer/infer_model.c: rt_bias_add), so the bias pass is priced (sim_costs.c, bias_us) */
   out->bias_unfused = true;
   /* an MoE layer's tokens are every TP rank's, each rank holding 1/tp of each expert's FFN (vLLM's and
    * SGLang's TP MoE): no SP in a decode step of one token a sequence */
   out->moe_tokens_replicated = true;
+  /* attention_dp: one GPU of the group runs everything but the routed experts at TP 1 on its own tokens; its tokens
+   * enter the router, are gathered over the group and reach its E / ep experts (of expert_ffn / moe_tp each): of a
+   * group of tp x t tokens, t x top_k x moe_tp rows on one GPU on average, Megatron's dispatch-and-gather count
+   * (model_shard ep, etp), so the shard is not the replicated one */
+  if (p->attention_dp) out->ep = p->ep, out->etp = plan_infer_moe_tp(p), out->moe_tokens_replicated = false;
   out->moe_fused = p->moe_kernel == PLAN_MOE_KERNEL_FUSED;
   /* quantization fp8: the linear layers' GEMMs (plan_fp8_linear) priced as per-tensor-scaled FP8 GEMMs
    * (sim_costs.c); the inference prediction takes no training cast ops (sim_infer.c prices the layer's

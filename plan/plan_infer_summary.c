@@ -8,6 +8,15 @@ static void print_allreduce(const plan_infer *p, FILE *out, const char *what, do
           2, p->model.layers, bytes, tokens, wire, plan_codec_kind_name(p->codec.kind));
 }
 
+/* attention_dp: no all-reduce; around each MoE layer's experts an all-gather of the group's tokens (hidden state,
+ * FP8 under quantization fp8, with top_k int32 ids and FP32 weights) and a reduce-scatter of their BF16 outputs. */
+static void print_exchange(const plan_infer *p, FILE *out, const char *what, double tokens) {
+  const model_config *m = &p->model;
+  const double ag = tokens * ((double)m->hidden * (p->quant == PLAN_QUANT_FP8 ? 1.0 : 2.0) + m->top_k * 8.0);
+  fprintf(out, "  %-8s %d MoE layers: all-gather of %12.0f B and reduce-scatter of %12.0f B (%9.0f tokens of the group)\n",
+          what, m->layers - m->dense_layers, ag, tokens * 2.0 * m->hidden, tokens);
+}
+
 int plan_infer_print_summary(const plan_infer *p, FILE *out, ts_err *e) {
   plan_infer_memory mem;
   if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, p->path, "layout", "memory cannot be computed");
@@ -28,6 +37,13 @@ int plan_infer_print_summary(const plan_infer *p, FILE *out, ts_err *e) {
           p->prefill_attention == PLAN_PREFILL_ATTN_EXECUTOR ? " (the executor's buffers)"
                                                              : " (an engine's workspace: not modelled)",
           mem.overhead / gib);
+  if (p->attention_dp) {
+    fprintf(out, "  attention_dp: each GPU attends over its own %d sequences with the whole attention; routed experts "
+            "%d-way expert parallel x %d-way within (moe_tp)\n", plan_infer_rank_batch(p), p->ep, plan_infer_moe_tp(p));
+    print_exchange(p, out, "prefill", (double)p->batch * p->prompt);
+    print_exchange(p, out, "decode", p->batch);
+    return 0;
+  }
   print_allreduce(p, out, "prefill", (double)p->batch * p->prompt);
   print_allreduce(p, out, "decode", p->batch);
   fprintf(out, "  codec policy: %s\n",

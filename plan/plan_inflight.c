@@ -94,8 +94,12 @@ int plan_inflight_resolve(plan_infer *p, ts_err *e) {
   if (p->codec.kind != PLAN_CODEC_NONE)
     return ts_fail(e, file, "codec.kind", "%s: an in-flight plan prices plain all-reduces only",
                    plan_codec_kind_name(p->codec.kind));
-  /* the memory of the weights and the runtime: the plan's model at one sequence, less its KV cache */
-  p->batch = 1;
+  /* the memory of the weights and the runtime: the plan's model at one sequence (a GPU), less its KV cache; under
+   * attention_dp each GPU holds its own sequences' cache, so the fit and the batch below are a GPU's (TensorRT-LLM's
+   * max_batch_size is each attention-DP rank's: its executor admits up to tp x max_batch_size requests, PyExecutor
+   * _fetch_new_requests), and p->batch the group's, tp x that */
+  const int ranks = p->attention_dp ? p->tp : 1;
+  p->batch = ranks;
   plan_infer_memory mem;
   if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, file, "layout", "memory per GPU cannot be computed");
   const double hbm = p->cluster.gpu.hbm_gib * 1073741824.0, free_bytes = hbm - mem.weights - mem.overhead;
@@ -116,6 +120,6 @@ int plan_inflight_resolve(plan_infer *p, ts_err *e) {
   if (f->max_num_tokens < p->prompt)
     return ts_fail(e, file, "inflight.max_num_tokens", "%d is below the prompt of %d tokens: without chunked prefill "
                    "a step must hold a whole prompt", f->max_num_tokens, p->prompt);
-  p->batch = f->max_batch;
+  p->batch = ranks * f->max_batch;
   return 0;
 }

@@ -296,8 +296,25 @@ static int check_mla(json_t *root, const char *file, ts_err *e) {
   return 0;
 }
 
+/* An in-flight prediction's "layout": tp and pp, and on an attention-DP plan (sim/INFERENCE.md "Attention data
+ * parallelism"; 2026-12-06) ep, a number, and attention_dp, a flag. */
+static int check_layout(json_t *root, const char *file, ts_err *e) {
+  static const char *const keys[] = {"tp", "pp", "ep", "attention_dp", NULL};
+  bool failed, flag;
+  double x;
+  json_t *o = tsj_object_opt(root, "layout", file, "", e, &failed);
+  if (failed) return -1;
+  if (!o) return 0;
+  if (only_keys(o, keys, file, "layout", e) || tsj_real(o, "tp", 0, BIG, &x, file, "layout", e) ||
+      tsj_real(o, "pp", 0, BIG, &x, file, "layout", e) || tsj_real_opt(o, "ep", 0, BIG, 0, &x, file, "layout", e))
+    return -1;
+  if (json_object_get(o, "attention_dp") && tsj_bool(o, "attention_dp", &flag, file, "layout", e)) return -1;
+  return 0;
+}
+
 /* An in-flight prediction's engine settings and steady state ("inflight", sim/sim_inflight.c; 2026-12-06): numbers
- * and two flags at its top, its three objects of numbers, the two step prices; and its "layout". */
+ * and two flags at its top, its three objects of numbers (four on an attention-DP plan), the two step prices; and its
+ * "layout". */
 static int check_inflight(json_t *root, const char *file, ts_err *e) {
   static const char *const top[] = {"prompt", "generate", "max_batch", "max_batch_given", "engine_max_batch",
                                     "kv_fit_batch", "max_num_tokens", "max_num_tokens_given", "engine_max_num_tokens",
@@ -309,11 +326,11 @@ static int check_inflight(json_t *root, const char *file, ts_err *e) {
                                      "tp_exposed_s", "ends_s", NULL};
   static const char *const run[] = {"requests", "steps", "total_s", "tokens_per_s", "ttft_mean_s", "tpot_mean_s",
                                     "in_flight_mean", NULL};
-  static const char *const layout[] = {"tp", "pp", NULL};
-  static const char *const nested[] = {"prompts_per_step", "step", "run", "step_s_by_prompts", NULL};
+  static const char *const adp[] = {"gpus", "max_batch_per_gpu", "moe_tp", "experts_s", "exchange_s", NULL};
+  static const char *const nested[] = {"prompts_per_step", "step", "run", "step_s_by_prompts", "attention_dp", NULL};
   bool failed, flag;
   double x;
-  if (detail_object(root, "layout", layout, -1, file, e)) return -1;
+  if (check_layout(root, file, e)) return -1;
   json_t *o = tsj_object_opt(root, "inflight", file, "", e, &failed);
   if (failed) return -1;
   if (!o) return 0;
@@ -324,7 +341,7 @@ static int check_inflight(json_t *root, const char *file, ts_err *e) {
   for (int i = 0; flags[i]; i++)
     if (json_object_get(o, flags[i]) && tsj_bool(o, flags[i], &flag, file, "inflight", e)) return -1;
   if (detail_object(o, "prompts_per_step", prompts, -1, file, e) || detail_object(o, "step", step, -1, file, e) ||
-      detail_object(o, "run", run, -1, file, e))
+      detail_object(o, "run", run, -1, file, e) || detail_object(o, "attention_dp", adp, -1, file, e))
     return -1;
   json_t *a = json_object_get(o, "step_s_by_prompts");
   if (!a) return 0;

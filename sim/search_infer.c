@@ -15,7 +15,7 @@ static int cmp_rows(const void *a, const void *b) {
 
 /* The plan file of one candidate; the codec's parameters are the design's defaults (TACO groups of 128
  * E4M3 elements, CAAT-Net p 0.5). */
-static int candidate_json(const search_infer_opts *o, int tp, int pp, int batch, int kv, int quant, int codec,
+static int candidate_json(const search_infer_opts *o, int tp, int pp, int ep, int batch, int kv, int quant, int codec,
                           char *name, size_t name_cap, char *out, size_t cap) {
   const char *kvn = plan_kv_precision_name((plan_kv_precision)kv), *qn = plan_infer_quant_name((plan_infer_quant)quant);
   const char *cn = plan_codec_kind_name((plan_codec_kind)codec);
@@ -32,7 +32,13 @@ static int candidate_json(const search_infer_opts *o, int tp, int pp, int batch,
     if (o->kv_fraction > 0) n += snprintf(ifb + n, sizeof ifb - n, " \"kv_cache_fraction\": %.6g", o->kv_fraction);
     snprintf(ifb + n, sizeof ifb - n, " }");
   }
-  snprintf(name, name_cap, "tp%d-pp%d-%s-kv-%s-w-%s-%s", tp, pp, bname, kvn, strcmp(qn, "none") ? qn : "bf16", cn);
+  char adp[64] = "", adp_name[24] = ""; /* ep 0: no attention_dp (the plan's default layout) */
+  if (ep > 0) {
+    snprintf(adp, sizeof adp, ", \"ep\": %d, \"attention_dp\": true", ep);
+    snprintf(adp_name, sizeof adp_name, "-adp-ep%d", ep);
+  }
+  snprintf(name, name_cap, "tp%d-pp%d%s-%s-kv-%s-w-%s-%s", tp, pp, adp_name, bname, kvn, strcmp(qn, "none") ? qn : "bf16",
+           cn);
   char codec_text[96];
   if (codec == PLAN_CODEC_NONE) snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"none\" }");
   else if (codec == PLAN_CODEC_TACO) snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" }");
@@ -41,11 +47,11 @@ static int candidate_json(const search_infer_opts *o, int tp, int pp, int batch,
   int n = snprintf(out, cap,
                    "{\n  \"schema\": 1,\n  \"kind\": \"inference\",\n  \"name\": \"%s\",\n"
                    "  \"description\": \"tacosim search-infer candidate: prompt %d, generate %d\",\n"
-                   "  \"model\": \"%s\",\n  \"cluster\": \"%s\",\n  \"layout\": { \"tp\": %d, \"pp\": %d },\n"
+                   "  \"model\": \"%s\",\n  \"cluster\": \"%s\",\n  \"layout\": { \"tp\": %d, \"pp\": %d%s },\n"
                    "  \"batch\": { %s\"prompt\": %d, \"generate\": %d },\n  \"kv_cache\": \"%s\",\n"
                    "  \"quantization\": \"%s\",\n  \"codec\": %s,\n  \"prefill_attention\": \"%s\"%s\n}\n",
-                   name, o->prompt, o->generate, o->model, o->cluster, tp, pp, btext, o->prompt, o->generate, kvn, qn,
-                   codec_text, plan_prefill_attention_name(o->prefill_attention), ifb);
+                   name, o->prompt, o->generate, o->model, o->cluster, tp, pp, adp, btext, o->prompt, o->generate, kvn,
+                   qn, codec_text, plan_prefill_attention_name(o->prefill_attention), ifb);
   return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
@@ -63,6 +69,7 @@ static int default_lists(const search_infer_opts *o, search_infer_opts *d,
   if (!d->n_tps)
     for (int t = 1; t <= cl->gpus_per_node && d->n_tps < SEARCH_INFER_MAX_LIST; t *= 2) d->tps[d->n_tps++] = t;
   if (!d->n_pps) d->pps[d->n_pps++] = 1;
+  if (!d->n_eps) d->eps[d->n_eps++] = 0;
   if (!d->n_batches && d->inflight) { /* the engine's heuristic, then caps below it (a TPOT limit binds there) */
     d->batches[d->n_batches++] = 0;
     for (int b = 1; b <= 4096 && d->n_batches < SEARCH_INFER_MAX_LIST; b *= 2) d->batches[d->n_batches++] = b;
@@ -93,7 +100,7 @@ static int add_row(search_infer_result *res, int *cap, const search_infer_row *r
 /* --inflight: the engine settings each layout has been predicted with, so that a max_batch which the KV-cache fit
  * (or the heuristic) resolves to another candidate's is predicted once. */
 typedef struct {
-  int tp, pp, kv, quant, codec, max_batch, max_num_tokens;
+  int tp, pp, ep, attention_dp, kv, quant, codec, max_batch, max_num_tokens;
 } engine_key;
 typedef struct {
   engine_key *k;
@@ -102,8 +109,8 @@ typedef struct {
 
 /* 1 when p's key was seen (nothing added), 0 when added, -1 out of memory. */
 static int seen_before(engine_seen *s, const plan_infer *p) {
-  const engine_key k = {p->tp, p->pp, (int)p->kv, (int)p->quant, (int)p->codec.kind, p->inflight.max_batch,
-                        p->inflight.max_num_tokens};
+  const engine_key k = {p->tp, p->pp, p->ep, p->attention_dp, (int)p->kv, (int)p->quant, (int)p->codec.kind,
+                        p->inflight.max_batch, p->inflight.max_num_tokens};
   for (int i = 0; i < s->n; i++)
     if (!memcmp(&s->k[i], &k, sizeof k)) return 1;
   if (s->n == s->cap) {
@@ -211,12 +218,13 @@ int search_infer_run(const search_infer_opts *o, search_infer_result *res, ts_er
   int cap = 0, rc = row ? 0 : ts_fail_sys(e, "out of memory");
   for (int a = 0; !rc && a < d.n_tps; a++)
     for (int b = 0; !rc && b < d.n_pps; b++)
-      for (int c = 0; !rc && c < d.n_batches; c++)
+      for (int g = 0; !rc && g < d.n_eps; g++)
+        for (int c = 0; !rc && c < d.n_batches; c++)
         for (int k = 0; !rc && k < d.n_kvs; k++)
           for (int q = 0; !rc && q < d.n_quants; q++)
             for (int x = 0; !rc && x < d.n_codecs; x++) {
               char name[128], json[1024];
-              if (candidate_json(&d, d.tps[a], d.pps[b], d.batches[c], d.kvs[k], d.quants[q], d.codecs[x], name,
+              if (candidate_json(&d, d.tps[a], d.pps[b], d.eps[g], d.batches[c], d.kvs[k], d.quants[q], d.codecs[x], name,
                                  sizeof name, json, sizeof json)) {
                 rc = ts_fail(e, NULL, "--model", "the candidate's plan is longer than %zu bytes", sizeof json);
                 break;

@@ -20,6 +20,9 @@ typedef struct {
   int batches[SEARCH_INFER_MAX_LIST], n_batches; /* sequences served together */
   int tps[SEARCH_INFER_MAX_LIST], n_tps;         /* 0 entries: every tp the loader accepts (1..GPUs per node) */
   int pps[SEARCH_INFER_MAX_LIST], n_pps;
+  /* layout of an MoE model's experts: 0, TP attention and experts (no attention_dp); k >= 1, layout.attention_dp
+   * with layout.ep k (sim/INFERENCE.md, "Attention data parallelism"); 0 entries: 0 only */
+  int eps[SEARCH_INFER_MAX_LIST], n_eps;
   int kvs[2], n_kvs;       /* plan_kv_precision */
   int quants[3], n_quants; /* plan_infer_quant; 0 entries: none, fp8 where the GPU has FP8 tensor cores, nvfp4
                                where it has FP4 ones (fp4_tflops) */

@@ -33,6 +33,9 @@ const char sim_search_infer_usage[] =
     "                       left after weights and runtime that the KV cache gets [0.9]\n"
     "  --tp LIST            tensor-parallel degrees [1,2,4,... up to the GPUs per node]\n"
     "  --pp LIST            pipeline stages [1]\n"
+    "  --ep LIST            MoE models: 0, tensor-parallel attention and experts; k >= 1, layout.attention_dp with\n"
+    "                       layout.ep k (each GPU its own sequences, the experts split k ways by expert and\n"
+    "                       tp / k within; sim/INFERENCE.md \"Attention data parallelism\") [0]\n"
     "  --kv-cache LIST      among bf16,fp8 [both]\n"
     "  --quantization LIST  among none,fp8,nvfp4 (FP8 weights and GEMMs; NVFP4 weights and W4A4 GEMMs) [none,\n"
     "                       fp8 on a GPU with FP8 tensor cores, nvfp4 on one with FP4 tensor cores]\n"
@@ -112,15 +115,17 @@ static void print_rows(const search_infer_opts *o, const search_infer_result *re
          res->candidates, res->n_rows, res->refused, res->over_headroom, res->over_limits, res->failed);
   if (res->duplicates) printf("  %d max_batch values resolved to another candidate's (predicted once)\n", res->duplicates);
   if (res->first_refusal[0]) printf("  first refusal: %s\n", res->first_refusal);
-  printf("\n%4s %3s %3s %6s %9s %5s %8s %10s %10s %10s %12s %12s %9s\n", "rank", "tp", "pp", "batch", "in flight",
-         "kv", "weights", "codec", "TTFT ms", "TPOT ms", "tokens/s", "tok/s/GPU", "GiB/GPU");
+  printf("\n%4s %3s %3s %6s %9s %5s %8s %10s %10s %10s %12s %12s %9s  %s\n", "rank", "tp", "pp", "batch",
+         "in flight", "kv", "weights", "codec", "TTFT ms", "TPOT ms", "tokens/s", "tok/s/GPU", "GiB/GPU", "experts");
   for (int i = 0; i < res->n_rows && i < top; i++) {
     const search_infer_row *w = &res->rows[i];
-    printf("%4d %3d %3d %6d %9.1f %5s %8s %10s %10.2f %10.3f %12.1f %12.1f %9.1f\n", i + 1, w->plan.tp, w->plan.pp,
-           w->plan.batch, w->in_flight, plan_kv_precision_name(w->plan.kv),
+    char lay[32] = "tp";
+    if (w->plan.attention_dp) snprintf(lay, sizeof lay, "attention_dp ep %d", w->plan.ep);
+    printf("%4d %3d %3d %6d %9.1f %5s %8s %10s %10.2f %10.3f %12.1f %12.1f %9.1f  %s\n", i + 1, w->plan.tp,
+           w->plan.pp, w->plan.batch, w->in_flight, plan_kv_precision_name(w->plan.kv),
            w->plan.quant == PLAN_QUANT_NONE ? "bf16" : plan_infer_quant_name(w->plan.quant),
            plan_codec_kind_name(w->plan.codec.kind), w->r.ttft_s * 1e3, w->r.tpot_s * 1e3, w->r.tokens_per_s,
-           w->tokens_per_gpu_s, w->r.memory.total / 1073741824.0);
+           w->tokens_per_gpu_s, w->r.memory.total / 1073741824.0, model_is_moe(&w->plan.model) ? lay : "-");
   }
   if (!res->n_rows) printf("  (no candidate fits and meets the limits)\n");
 }
@@ -129,14 +134,16 @@ static int save_json(const char *path, const search_infer_opts *o, const search_
   json_t *rows = json_array();
   for (int i = 0; i < res->n_rows; i++) {
     const search_infer_row *w = &res->rows[i];
-    json_array_append_new(rows, json_pack("{s:i, s:s, s:i, s:i, s:i, s:f, s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f}",
-                                          "rank", i + 1, "name", w->plan.name, "tp", w->plan.tp, "pp", w->plan.pp,
-                                          "batch", w->plan.batch, "in_flight", w->in_flight, "kv_cache",
-                                          plan_kv_precision_name(w->plan.kv),
+    json_t *row = json_pack("{s:i, s:s, s:i, s:i, s:i, s:f, s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f}", "rank", i + 1,
+                            "name", w->plan.name, "tp", w->plan.tp, "pp", w->plan.pp, "batch", w->plan.batch,
+                            "in_flight", w->in_flight, "kv_cache", plan_kv_precision_name(w->plan.kv),
                                           "quantization", plan_infer_quant_name(w->plan.quant), "codec",
                                           plan_codec_kind_name(w->plan.codec.kind), "ttft_s", w->r.ttft_s, "tpot_s",
                                           w->r.tpot_s, "tokens_per_s", w->r.tokens_per_s, "tokens_per_gpu_s",
-                                          w->tokens_per_gpu_s, "memory_per_gpu_bytes", w->r.memory.total));
+                                          w->tokens_per_gpu_s, "memory_per_gpu_bytes", w->r.memory.total);
+    if (row) json_object_set_new(row, "ep", json_integer(w->plan.ep)),
+        json_object_set_new(row, "attention_dp", json_boolean(w->plan.attention_dp));
+    json_array_append_new(rows, row);
   }
   json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:f, s:f, s:f, s:f, s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:o}",
                            "schema", 1, "kind", "search-infer", "model", o->model, "cluster", o->cluster, "prompt",
@@ -202,6 +209,8 @@ int sim_search_infer_main(int argc, char **argv) {
         return usage_error("--batches: want a comma list of 1..%s (0: the engine's heuristic, with --inflight)", "1048576");
     } else if (!strcmp(a, "--tp")) {
       if (parse_ints(v, o.tps, &o.n_tps, 1, 1 << 16)) return usage_error("--tp: want a comma list of integers >= 1%s", "");
+    } else if (!strcmp(a, "--ep")) {
+      if (parse_ints(v, o.eps, &o.n_eps, 0, 1 << 16)) return usage_error("--ep: want a comma list of integers >= 0%s", "");
     } else if (!strcmp(a, "--pp")) {
       if (parse_ints(v, o.pps, &o.n_pps, 1, 1 << 16)) return usage_error("--pp: want a comma list of integers >= 1%s", "");
     } else if (!strcmp(a, "--kv-cache")) {

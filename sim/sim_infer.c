@@ -601,6 +601,9 @@ static int phase_widths(const plan_infer *p, sim_infer_width *w) {
   return PHASE_WIDTHS;
 }
 
+static int predict_adp(const plan_infer *p, const schema_calibration *cal, FILE *warn, sim_infer_result *r,
+                       ts_err *e);
+
 int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const sim_infer_opts *o, FILE *warn,
                       sim_infer_result *r, ts_err *e) {
   memset(r, 0, sizeof *r);
@@ -618,6 +621,7 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   snprintf(r->calibration, sizeof r->calibration, "%s", cal->path);
   r->derived_calibration = cal->derived;
   if (plan_infer_memory_per_gpu(p, &r->memory)) return ts_fail(e, p->path, "layout", "memory cannot be computed");
+  if (p->attention_dp) return predict_adp(p, cal, warn, r, e);
   sim_infer_result plain;
   memset(&plain, 0, sizeof plain);
   schema_calibration view; /* the ".infer" tables in place of the training ones */
@@ -695,6 +699,56 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   return 0;
 }
 
+/* A step's price as a phase of the static prediction (the exchange is its TP part). */
+static void phase_of_step(const sim_infer_step_price *pr, sim_infer_phase *ph) {
+  *ph = (sim_infer_phase){0};
+  ph->tp_s = pr->tp_s;
+  ph->compute_s = pr->total_s - pr->tp_s;
+  ph->gemm_s = pr->gemm_s, ph->attention_s = pr->decode_attn_s + pr->prefill_attn_s, ph->experts_s = pr->experts_s;
+  finish_phase(ph);
+}
+
+/* A static batch under attention_dp: each GPU serves batch / tp sequences; the prefill is one step of its prompts, each
+ * decode step one of its sequences at prompt + j cached tokens (sim_infer_step_s, the in-flight step's price, whose
+ * tables are the eager decode step's: the prefill clock and --decode graph do not apply). No codec: plain = plan. */
+static int predict_adp(const plan_infer *p, const schema_calibration *cal, FILE *warn, sim_infer_result *r,
+                       ts_err *e) {
+  sim_infer_views v;
+  if (sim_infer_views_new(p, cal, &v, e)) return -1;
+  const int b = plan_infer_rank_batch(p), steps = p->generate - 1;
+  sim_infer_step_shape sh = {.tokens = b * p->prompt, .ctx_seqs = b, .ctx_len = p->prompt, .ctx_scale = 1.0,
+                             .out_seqs = b};
+  sim_infer_step_price pr, sum = {0};
+  int rc = sim_infer_step_s(p, &v, &sh, warn, &pr, e);
+  if (!rc) phase_of_step(&pr, &r->prefill);
+  for (int j = 1; j <= steps && !rc; j++) {
+    sh = (sim_infer_step_shape){.tokens = b, .dec_seqs = b, .kv_len = (long long)p->prompt + j, .out_seqs = b};
+    rc = sim_infer_step_s(p, &v, &sh, j == 1 ? warn : NULL, &pr, e);
+    sum.total_s += pr.total_s, sum.tp_s += pr.tp_s, sum.gemm_s += pr.gemm_s, sum.experts_s += pr.experts_s;
+    sum.decode_attn_s += pr.decode_attn_s;
+  }
+  sim_infer_views_free(&v);
+  if (rc) return -1;
+  if (steps > 0) {
+    sum.total_s /= steps, sum.tp_s /= steps, sum.gemm_s /= steps, sum.experts_s /= steps, sum.decode_attn_s /= steps;
+    phase_of_step(&sum, &r->decode);
+  }
+  snprintf(r->calibration, sizeof r->calibration, "%s", cal->path);
+  r->derived_calibration = cal->derived;
+  r->intra_calibrated = sim_transport_matches(cal->transport, p->cluster.intra.kind);
+  r->ttft_s = r->prefill.total_s, r->tpot_s = r->decode.total_s;
+  r->total_s = r->ttft_s + steps * r->tpot_s;
+  r->tokens_per_s = (double)p->batch * p->generate / r->total_s;
+  r->plain_ttft_s = r->ttft_s, r->plain_tpot_s = r->tpot_s, r->plain_tokens_per_s = r->tokens_per_s;
+  char note[256];
+  snprintf(note, sizeof note, "attention_dp: %d GPUs of %d sequences each, experts %d-way expert parallel x %d-way "
+           "within; each MoE layer's tokens all-gathered before the experts and reduce-scattered after (the TP part)",
+           p->tp, plan_infer_rank_batch(p), p->ep, plan_infer_moe_tp(p));
+  add_note(r, note);
+  if (p->generate < 2) add_note(r, "generate is 1: no decode step, TPOT is 0");
+  return 0;
+}
+
 /* ---- one engine step of an in-flight batch (sim_inflight.c) ---- */
 
 /* The shapes' costs of the last steps: direct-mapped by a step's tokens (the layers' rows) and by its prompts. */
@@ -705,6 +759,7 @@ typedef struct {
 } step_slot;
 struct sim_infer_step_cache {
   step_slot rows[STEP_CACHE_SLOTS], ctx[STEP_CACHE_SLOTS];
+  step_slot experts[STEP_CACHE_SLOTS]; /* attention_dp: the routed experts' shapes, by a GPU's mean tokens */
 };
 
 static shape_costs *cached_shape(step_slot *slots, int key, const plan_infer *q, int seq,
@@ -726,7 +781,9 @@ int sim_infer_views_new(const plan_infer *p, const schema_calibration *cal, sim_
     return -1;
   }
   sim_infer_width w[PHASE_WIDTHS];
-  const int nw = phase_widths(p, w);
+  static _Thread_local plan_infer r; /* large (cluster tables): not on the stack */
+  if (p->attention_dp) sim_infer_rank_plan(p, &r); /* a GPU's widths: its layers at tp 1 */
+  const int nw = phase_widths(p->attention_dp ? &r : p, w);
   if (sim_infer_phase_view(&v->view, ".eager", true, w, nw, &v->step, e)) {
     sim_infer_calibration_view_free(&v->view);
     free(v->cache);
@@ -736,10 +793,117 @@ int sim_infer_views_new(const plan_infer *p, const schema_calibration *cal, sim_
 }
 
 void sim_infer_views_free(sim_infer_views *v) {
-  for (int i = 0; v->cache && i < STEP_CACHE_SLOTS; i++) free(v->cache->rows[i].s), free(v->cache->ctx[i].s);
+  for (int i = 0; v->cache && i < STEP_CACHE_SLOTS; i++)
+    free(v->cache->rows[i].s), free(v->cache->ctx[i].s), free(v->cache->experts[i].s);
   free(v->cache);
   sim_infer_phase_view_free(&v->step);
   sim_infer_calibration_view_free(&v->view);
+}
+
+void sim_infer_rank_plan(const plan_infer *p, plan_infer *r) {
+  *r = *p;
+  r->tp = 1, r->ep = 1, r->attention_dp = false, r->batch = 1;
+}
+
+/* One layer kind's share of the layers: an op of every layer, of the MoE layers, of the dense first layers. */
+static double op_layers(const model_config *m, const model_op *o) {
+  if (o->layers_kind == MODEL_LAYERS_MOE) return (double)(m->layers - m->dense_layers);
+  if (o->layers_kind == MODEL_LAYERS_DENSE) return (double)m->dense_layers;
+  return (double)m->layers;
+}
+
+/* Every layer's compute ops other than attention, summed over the layers that have them (op_layers): the routed
+ * experts' ops (model_op parallel MODEL_PAR_EXPERT: their GEMMs and activation) with experts, else the others. */
+static int layers_part_s(sim_costs *c, bool experts, double *s, double *gemm_s, ts_err *e) {
+  *s = 0, *gemm_s = 0;
+  for (int i = 0; i < c->n_mops; i++) {
+    const model_op *m = &c->mops[i];
+    if (m->kind == MODEL_OP_ATTENTION || (m->parallel == MODEL_PAR_EXPERT) != experts) continue;
+    double t;
+    if (compute_op_s(c, i, m->flops_fwd, m->bytes_fwd, &t, e)) return -1;
+    const double n = op_layers(&c->p->model, m);
+    *s += n * t;
+    if (m->kind == MODEL_OP_GEMM) *gemm_s += n * t;
+  }
+  return 0;
+}
+
+/* attention_dp: the exchange around one MoE layer's experts for a group of `tokens` tokens, as TensorRT-LLM's
+ * CutlassFusedMoE runs it on Hopper (sim/INFERENCE.md, "Attention data parallelism"): an all-gather over the tp
+ * GPUs of every token's hidden state (FP8 under quantization fp8: quantized before the gather, else BF16) with its
+ * top_k expert ids (int32) and weights (FP32), and a reduce-scatter of the experts' BF16 outputs, tokens x hidden;
+ * both by the calibrated collectives at the full tensor's bytes, as the training simulator's SP gathers. */
+static int adp_exchange_s(sim_costs *c, const plan_infer *p, double tokens, double *s, ts_err *e) {
+  const model_config *m = &p->model;
+  const double act = p->quant == PLAN_QUANT_FP8 ? 1.0 : 2.0;
+  double ag, rs, codec, wire;
+  if (tp_coll_s(c, p, PLAN_COLL_ALLGATHER, NULL, tokens * ((double)m->hidden * act + m->top_k * 8.0), &ag, &codec,
+                &wire, e) ||
+      tp_coll_s(c, p, PLAN_COLL_REDUCESCATTER, NULL, tokens * (double)m->hidden * 2.0, &rs, &codec, &wire, e))
+    return -1;
+  *s = ag + rs;
+  return 0;
+}
+
+/* One engine step under attention_dp (sim_infer_step_shape: the slowest GPU's share, the group's tokens): that
+ * GPU's layers at tp 1 on its own tokens (attention, norms, router, shared and dense FFNs; decode and prefill
+ * attention over its own sequences; embedding, head and sampling of its own, nothing gathered), the routed experts
+ * at a GPU's mean share of the group's rows (the forward plan's ep / etp shard: its E / ep experts of
+ * expert_ffn / moe_tp, t x top_k x moe_tp rows, the active ones by sim_grouped_active), and each MoE layer's
+ * exchange at the group's tokens. */
+/* The fewest sequences `tokens` rows split into evenly with none longer than max_seq (the forward plan's shape:
+ * only attention reads the sequence length, and a step's attention is priced apart, so any split prices the rest
+ * alike; a static prefill of b prompts of a GPU is more tokens than one sequence may be). */
+static int rows_split(long long tokens, int max_seq) {
+  for (long long d = 1; d < tokens; d++)
+    if (tokens % d == 0 && tokens / d <= max_seq) return (int)d;
+  return tokens > 0 ? (int)tokens : 1;
+}
+
+static int adp_step_s(const plan_infer *p, const sim_infer_views *v, const sim_infer_step_shape *sh, FILE *warn,
+                      sim_infer_step_price *out, ts_err *e) {
+  static _Thread_local plan_infer r, x; /* large (cluster tables): not on the stack */
+  const model_config *m = &p->model;
+  const long long group = sh->group_tokens > 0 ? sh->group_tokens : (long long)sh->tokens * p->tp;
+  const int mean = (int)((group + p->tp / 2) / p->tp) > 0 ? (int)((group + p->tp / 2) / p->tp) : 1;
+  const int dr = rows_split(sh->tokens, m->max_seq), dx = rows_split(mean, m->max_seq);
+  sim_infer_rank_plan(p, &r);
+  r.batch = dr; /* the GPU's tokens as dr sequences: the layers see them as rows */
+  x = *p;
+  x.batch = p->tp * dx; /* dx sequences a GPU: the expert shard sees its tokens as rows */
+  shape_costs *rows = cached_shape(v->cache->rows, sh->tokens, &r, sh->tokens / dr, &v->step, warn, e), *ctx;
+  shape_costs *ex = rows ? cached_shape(v->cache->experts, mean, &x, mean / dx, &v->step, warn, e) : NULL;
+  if (!ex) return -1;
+  double rest, rest_gemm, exp_s, exp_gemm, xch, attn;
+  if (layers_part_s(&rows->costs, false, &rest, &rest_gemm, e) || layers_part_s(&ex->costs, true, &exp_s, &exp_gemm, e) ||
+      adp_exchange_s(&ex->costs, p, (double)group, &xch, e))
+    return -1;
+  out->experts_s = exp_gemm; /* of gemm_s, as sim_infer_phase.experts_s (the activation is in layers_s) */
+  out->layers_s = rest + exp_s, out->gemm_s = rest_gemm + exp_gemm;
+  out->exchange_s = (double)(m->layers - m->dense_layers) * xch;
+  out->tp_s = out->exchange_s;
+  const int attn_rows = find_op(&rows->costs, MODEL_OP_ATTENTION, NULL);
+  if (attn_rows < 0) return ts_fail_sys(e, "%s: the layer of %s has no attention op", p->path, m->name);
+  if (sh->dec_seqs > 0) {
+    bool warned = false;
+    r.batch = sh->dec_seqs;
+    if (decode_attention_s(&rows->costs, &r, attn_rows, sh->kv_len, warn, &warned, &attn, e)) return -1;
+    out->decode_attn_s = (double)m->layers * attn;
+  }
+  if (sh->ctx_seqs > 0) {
+    r.batch = sh->ctx_seqs, r.prompt = sh->ctx_len;
+    if (!(ctx = cached_shape(v->cache->ctx, sh->ctx_seqs, &r, sh->ctx_len, &v->step, warn, e))) return -1;
+    int a = find_op(&ctx->costs, MODEL_OP_ATTENTION, NULL);
+    if (a < 0 || prefill_attention_s(&ctx->costs, &r, a, warn, &attn, e)) return -1;
+    out->prefill_attn_s = (double)m->layers * attn * sh->ctx_scale;
+  }
+  sim_infer_phase ends = {0};
+  sim_infer_rank_plan(p, &r);
+  r.batch = sh->out_seqs;
+  if (ends_s(&rows->costs, &rows->costs, &r, sh->tokens, 0, &ends, e)) return -1;
+  out->ends_s = ends.compute_s, out->gemm_s += ends.gemm_s, out->tp_s += ends.tp_s;
+  out->total_s = out->layers_s + out->decode_attn_s + out->prefill_attn_s + out->tp_s + out->ends_s;
+  return 0;
 }
 
 int sim_infer_step_s(const plan_infer *p, const sim_infer_views *v, const sim_infer_step_shape *sh, FILE *warn,
@@ -748,6 +912,7 @@ int sim_infer_step_s(const plan_infer *p, const sim_infer_views *v, const sim_in
   if (sh->tokens < 1 || sh->out_seqs < 1 || sh->dec_seqs < 0 || sh->ctx_seqs < 0)
     return ts_fail_sim(e, "%s: an engine step of %d tokens, %d decoding, %d prompts, %d sampled", p->path, sh->tokens,
                        sh->dec_seqs, sh->ctx_seqs, sh->out_seqs);
+  if (p->attention_dp) return adp_step_s(p, v, sh, warn, out, e);
   static _Thread_local plan_infer q; /* large (cluster tables): not on the stack */
   q = *p;
   q.batch = 1; /* the layers see the step's tokens as rows, whoever's they are */

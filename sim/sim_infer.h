@@ -103,6 +103,10 @@ int sim_infer_phase_view(const schema_calibration *view, const char *suffix, boo
                          const sim_infer_width *widths, int n_widths, schema_calibration *out, ts_err *e);
 void sim_infer_phase_view_free(schema_calibration *out);
 
+/* A plan under layout.attention_dp as one of its GPUs runs everything but the routed experts: tp 1 (attention, dense
+ * and shared FFNs, embedding and head whole), one sequence, no expert parallelism (plan_infer.h). */
+void sim_infer_rank_plan(const plan_infer *p, plan_infer *r);
+
 /* Predicts p on calibration cal (through its inference view); o NULL: eager decode; warnings
  * (roofline fallbacks, naming the op) go to warn (NULL: silent). A graph decode needs tp 1 and the
  * calibration's host.graph_gap_us (exit 2 naming them otherwise). */
@@ -132,6 +136,10 @@ typedef struct {
   int ctx_seqs, ctx_len;
   double ctx_scale;
   int out_seqs;
+  /* Under layout.attention_dp the shape is one GPU's, the slowest's (the group waits for it at every MoE layer's
+   * exchange): its tokens, decoding sequences, prompts and sampled sequences; group_tokens, the whole group's tokens,
+   * which the routed experts and the exchange carry (0: tokens x tp, every GPU alike). Ignored without. */
+  long long group_tokens;
 } sim_infer_step_shape;
 
 typedef struct {
@@ -142,6 +150,9 @@ typedef struct {
   double tp_s;           /* the layers' TP all-reduces of tokens x hidden, the embedding's and the logits' all-gather */
   double ends_s;         /* embedding, final norm, logits GEMM, sampling */
   double total_s;
+  /* attention_dp only (0 without): */
+  double experts_s;  /* of gemm_s: the routed experts' GEMMs at a GPU's share of the group's tokens */
+  double exchange_s; /* the all-gather of the tokens before the experts and the reduce-scatter after (in tp_s too) */
 } sim_infer_step_price;
 
 /* Prices one step of p (the plan v was made for; tp x 1, plain all-reduces, eager: as sim_infer_predict's decode step, whose price it is when

@@ -16,6 +16,14 @@
 
 #include "sim_inflight.h"
 
+/* Under layout.attention_dp the group's tp GPUs each run their own sequences (plan_infer_inflight's max_batch and
+ * max_num_tokens are a GPU's, as TensorRT-LLM's are each attention-DP rank's) and wait for each other at every MoE
+ * layer's exchange: a step takes as long as its slowest GPU's share. The new requests of a step are spread evenly
+ * (TensorRT-LLM assigns each to the rank with the fewest active requests), so of n the slowest GPU takes
+ * ceil(n / tp); the decoding sequences likewise. Without attention_dp one GPU's share is the whole group's. */
+static int gpus_of(const plan_infer *p) { return p->attention_dp ? p->tp : 1; }
+static long long share_of(long long n, int gpus) { return gpus > 1 ? (n + gpus - 1) / gpus : n; }
+
 static void add_note(sim_inflight_result *r, const char *text) {
   if (r->n_notes < SIM_INFLIGHT_MAX_NOTES) snprintf(r->notes[r->n_notes++], sizeof r->notes[0], "%s", text);
 }
@@ -42,7 +50,9 @@ static int finite_run(const plan_infer *p, const sim_infer_views *v, FILE *warn,
       const long long c = cnt[(step - j) % O];
       dec += c, kv_sum += (double)c * (I + j);
     }
-    long long k = f->max_batch - dec, by_tokens = (f->max_num_tokens - dec) / I;
+    const int g = gpus_of(p);
+    long long k = (long long)g * f->max_batch - dec, by_tokens = (f->max_num_tokens - dec) / I;
+    if (g > 1) by_tokens = g * ((f->max_num_tokens - share_of(dec, g)) / I); /* the slowest GPU's budget */
     if (k > by_tokens) k = by_tokens;
     if (k > queue) k = queue;
     if (k < 0) k = 0;
@@ -50,9 +60,10 @@ static int finite_run(const plan_infer *p, const sim_infer_views *v, FILE *warn,
       ts_fail_sim(e, "%s: the run stalls at step %lld (nothing decodes, no prompt admitted)", p->path, step);
       goto out;
     }
-    sim_infer_step_shape sh = {.tokens = (int)(dec + k * I), .dec_seqs = (int)dec,
-                               .kv_len = dec ? llround(kv_sum / dec) : 0, .ctx_seqs = (int)k, .ctx_len = I,
-                               .ctx_scale = 1.0, .out_seqs = (int)(dec + k)};
+    const long long dg = share_of(dec, g), kg = share_of(k, g); /* the slowest GPU's share */
+    sim_infer_step_shape sh = {.tokens = (int)(dg + kg * I), .dec_seqs = (int)dg,
+                               .kv_len = dec ? llround(kv_sum / dec) : 0, .ctx_seqs = (int)kg, .ctx_len = I,
+                               .ctx_scale = 1.0, .out_seqs = (int)(dg + kg), .group_tokens = dec + k * I};
     sim_infer_step_price pr;
     if (sim_infer_step_s(p, v, &sh, warn, &pr, e)) goto out;
     t += pr.total_s;
@@ -92,8 +103,11 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
   r->derived_calibration = cal->derived;
   if (plan_infer_memory_per_gpu(p, &r->memory)) return ts_fail(e, p->path, "layout", "memory cannot be computed");
   const double I = p->prompt, O = p->generate, B = f->max_batch, N = f->max_num_tokens;
+  const int g = gpus_of(p); /* attention_dp: B and N are a GPU's; the group admits g times as many */
   double adm = B / O;
   if (adm * (I + O - 1) > N) adm = N / (I + O - 1), r->token_bound = true;
+  const int dec = (int)lround(adm * (O - 1)); /* a GPU's decoding sequences */
+  adm *= g;
   r->admitted = adm;
   r->in_flight = adm * O;
   r->decode_seqs = adm * (O - 1);
@@ -101,7 +115,6 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
   r->kv_len = I + O / 2.0;
   r->k = (int)floor(adm);
   r->phi = adm - r->k;
-  const int dec = (int)lround(r->decode_seqs);
   sim_infer_views v;
   if (sim_infer_views_new(p, cal, &v, e)) return -1;
   int rc = 0;
@@ -112,9 +125,11 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
       *s = r->shape[0], r->price[1] = r->price[0];
       break;
     }
-    s->ctx_seqs = prompts, s->ctx_len = p->prompt, s->ctx_scale = 1.0;
+    const int mine = (int)share_of(prompts, g); /* the slowest GPU's prompts */
+    s->ctx_seqs = mine, s->ctx_len = p->prompt, s->ctx_scale = 1.0;
     s->dec_seqs = dec, s->kv_len = (long long)llround(r->kv_len);
-    s->tokens = dec + prompts * p->prompt, s->out_seqs = dec + prompts;
+    s->tokens = dec + mine * p->prompt, s->out_seqs = dec + mine;
+    s->group_tokens = (long long)g * dec + (long long)prompts * p->prompt;
     if (s->tokens < 1) s->tokens = s->out_seqs = 1; /* not reached: a step decodes or admits */
     rc = sim_infer_step_s(p, &v, s, warn, &r->price[i], e);
   }
@@ -126,7 +141,8 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
   r->step = (sim_infer_step_price){w0 * a->layers_s + w1 * b->layers_s, w0 * a->gemm_s + w1 * b->gemm_s,
                                    w0 * a->decode_attn_s + w1 * b->decode_attn_s,
                                    w0 * a->prefill_attn_s + w1 * b->prefill_attn_s, w0 * a->tp_s + w1 * b->tp_s,
-                                   w0 * a->ends_s + w1 * b->ends_s, w0 * a->total_s + w1 * b->total_s};
+                                   w0 * a->ends_s + w1 * b->ends_s, w0 * a->total_s + w1 * b->total_s,
+                                   w0 * a->experts_s + w1 * b->experts_s, w0 * a->exchange_s + w1 * b->exchange_s};
   r->step_s = r->step.total_s;
   r->tpot_s = r->step_s;
   r->ttft_s = r->phi > 0 ? b->total_s : a->total_s;
@@ -141,9 +157,14 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
   else
     snprintf(note, sizeof note, "batch %d: %s (%d sequences' KV cache would fit)", f->max_batch, cap, f->kv_fit_batch);
   add_note(r, note);
+  if (g > 1) {
+    snprintf(note, sizeof note, "attention_dp: the batch and max_num_tokens are each of the %d GPUs'; the group holds up "
+             "to %d sequences", g, g * f->max_batch);
+    add_note(r, note);
+  }
   if (r->token_bound) {
     snprintf(note, sizeof note, "max_num_tokens %d binds: %.1f sequences in flight, not %d", f->max_num_tokens,
-             r->in_flight, f->max_batch);
+             r->in_flight, g * f->max_batch); /* attention_dp: the group's, of g GPUs' max_batch each */
     add_note(r, note);
   }
   add_note(r, f->requests > 0
@@ -180,6 +201,11 @@ void sim_inflight_print(const plan_infer *p, const sim_inflight_result *r, FILE 
           "%.3f, tp %.3f, embedding/head/sampling %.3f\n", s->total_s * 1e3, s->layers_s * 1e3, s->gemm_s * 1e3,
           (s->layers_s - s->gemm_s) * 1e3, s->decode_attn_s * 1e3, s->prefill_attn_s * 1e3, s->tp_s * 1e3,
           s->ends_s * 1e3);
+  if (p->attention_dp)
+    fprintf(out, "  attention_dp: %d GPUs, each its own sequences (max_batch and max_num_tokens a GPU's); experts %d-way "
+            "expert parallel x %d-way within: routed experts' GEMMs %.3f ms, exchange (all-gather + "
+            "reduce-scatter) %.3f ms = the tp part; the step shapes below are the slowest GPU's\n", p->tp, p->ep,
+            plan_infer_moe_tp(p), s->experts_s * 1e3, s->exchange_s * 1e3);
   for (int i = 0; i < 2; i++)
     fprintf(out, "  %4.1f%% of steps: %d tokens, %d decoding over %lld keys, %d prompts of %d, %d sampled: %.3f ms\n",
             100.0 * (i ? r->phi : 1.0 - r->phi), r->shape[i].tokens, r->shape[i].dec_seqs, r->shape[i].kv_len,
@@ -227,6 +253,13 @@ static json_t *result_json(const plan_infer *p, const sim_inflight_result *r) {
                                              "in_flight_mean", r->run_in_flight_mean));
   json_object_set_new(o, "inflight", in);
   json_object_set_new(o, "layout", json_pack("{s:i, s:i}", "tp", p->tp, "pp", p->pp));
+  if (p->attention_dp) { /* only then, so that the other plans' JSON stays as it was */
+    json_object_set_new(json_object_get(o, "layout"), "ep", json_integer(p->ep));
+    json_object_set_new(json_object_get(o, "layout"), "attention_dp", json_true());
+    json_object_set_new(in, "attention_dp", json_pack("{s:i, s:i, s:i, s:f, s:f}", "gpus", p->tp, "max_batch_per_gpu",
+                                                      f->max_batch, "moe_tp", plan_infer_moe_tp(p), "experts_s",
+                                                      s->experts_s, "exchange_s", s->exchange_s));
+  }
   /* the result schema's headline fields (schema/result.h), so that `tacosim compare` reads it: in flight the
    * "iteration" is one mean engine step (the TPOT), split as the step's price is */
   json_object_set_new(o, "iteration_time_s", json_real(r->step_s));

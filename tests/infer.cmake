@@ -57,7 +57,19 @@ if(TACOSIM_HAVE_GPU AND TARGET tacorun)
   set_tests_properties(infer_exec_refuses_inflight PROPERTIES
     PASS_REGULAR_EXPRESSION "inflight: the inference executor serves one static batch"
     ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
+  add_test(NAME infer_exec_refuses_attention_dp COMMAND tacorun execute
+           ${CMAKE_SOURCE_DIR}/experiments/published/inflight-infer/plans/trt10-qwen3-235b-h100-tp8-i1000-o1000.json)
+  set_tests_properties(infer_exec_refuses_attention_dp PROPERTIES
+    PASS_REGULAR_EXPRESSION "layout.attention_dp: the inference executor runs tensor parallelism only"
+    ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
 endif()
+
+# Attention data parallelism and expert parallelism in inference plans (layout.attention_dp, layout.ep)
+add_executable(test_infer_adp ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_adp.c)
+target_link_libraries(test_infer_adp PRIVATE ts_sim PkgConfig::CUNIT PkgConfig::JANSSON m)
+add_test(NAME infer_adp COMMAND test_infer_adp)
+set_tests_properties(infer_adp PROPERTIES
+  ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
 
 # MLA inference plans (DeepSeek-V3): the latent KV cache by hand, the absorbed decode attention
 add_executable(test_infer_mla ${CMAKE_CURRENT_SOURCE_DIR}/test_infer_mla.c)

@@ -5,7 +5,8 @@
 # every emitted plan, simulated by tacosim simulate, gives the row's TTFT, TPOT and tokens/s; --tpot-max drops
 # exactly the candidates above it; on an A100 (no FP8 tensor cores) no candidate has FP8 weights; on a B200 (FP4
 # tensor cores) the default weights are bf16, fp8 and nvfp4, and nvfp4 candidates are ranked; bad options (nvfp4 on
-# an H100 among them) are errors (exit 2).
+# an H100 among them) are errors (exit 2); --ep searches an MoE model's attention-DP layouts, whose emitted plans
+# simulate to their rows.
 # usage: search_infer.sh TACOSIM
 set -eu
 bin=$1
@@ -69,4 +70,27 @@ bad "no model named" --model llama9 --cluster h100x8-nvswitch --prompt 512 --gen
 bad "quantization" --model llama3-8b --cluster a100x8-nvswitch --prompt 512 --generate 64 --quantization fp8 --batches 1 --tp 1 --kv-cache bf16
 bad "no candidate fits" $args --tpot-max 0.001
 bad "fp4_tflops" $args --quantization nvfp4
+bad "--ep" $args --ep -1
+# --ep: an MoE model's layouts with attention data parallelism (ep 1, 2) beside TP (ep 0); each counted once, and
+# every emitted plan, attention_dp ones included, simulates to its row
+moe="--model qwen3-30b-a3b --cluster h100x8-nvswitch --prompt 256 --generate 16 --batches 8,32 --tp 2,4 --ep 0,1,2 --kv-cache fp8 --quantization none"
+"$bin" search-infer $moe --top 100 --json "$tmp/moe.json" --emit-plans "$tmp/moe" > /dev/null
+for p in "$tmp"/moe/*.json; do
+  "$bin" simulate "$p" --json "${p%.json}.out" > /dev/null 2>&1 || { echo "simulate $p failed"; exit 1; }
+done
+python3 - "$tmp" <<'P'
+import glob, json, os, sys
+d = sys.argv[1]
+a = json.load(open(d + "/moe.json"))
+c, rows = a["counts"], a["rows"]
+assert c["candidates"] == 2 * 2 * 3 == len(rows) + c["refused"] + c["over_headroom"] + c["over_limits"] + c["failed"], c
+adp = [r for r in rows if r["attention_dp"]]
+assert adp and {r["ep"] for r in adp} == {1, 2} and all(r["ep"] == 1 for r in rows if not r["attention_dp"]), rows
+for r in rows:
+    (out,) = [p for p in glob.glob(d + "/moe/*.out") if os.path.basename(p).startswith("%02d-" % r["rank"])]
+    s = json.load(open(out))
+    for k in ("ttft_s", "tpot_s", "tokens_per_s"):
+        assert abs(s[k] - r[k]) <= 1e-9 * r[k], (out, k, s[k], r[k])
+print("search_infer --ep: %d rows, %d with attention_dp; all emitted plans simulate to the rows" % (len(rows), len(adp)))
+P
 echo "search_infer.sh: passed"

@@ -48,7 +48,7 @@ void infer_usage(FILE *out) {
           "\n"
           "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8 with\n"
           "--decode-attention v1, quantization fp8 (FP8 weights and GEMMs: simulator only), inflight (in-flight\n"
-          "batching: simulator only), prefill_attention\n"
+          "batching: simulator only), layout.attention_dp / layout.ep (simulator only), prefill_attention\n"
           "other than executor (simulator only),\n"
           "a TP degree other than the number of processes, non-Llama models.\n"
           "\n"
@@ -303,6 +303,10 @@ static int plan_runnable(const plan_infer *p, const infer_opts *o, ts_err *e) {
   if (p->kv == PLAN_KV_FP8 && o->decode_attn < 2)
     return ts_fail(e, p->path, "kv_cache", "fp8 is read by decode attention v2, v3 and v4 only (--decode-attention v1 "
                    "asked)");
+  if (p->attention_dp || p->ep > 1)
+    return ts_fail(e, p->path, p->attention_dp ? "layout.attention_dp" : "layout.ep", "the inference executor runs "
+                   "tensor parallelism only; attention data parallelism and expert parallelism are predicted by tacosim "
+                   "only (sim/INFERENCE.md, \"Attention data parallelism\")");
   if (p->inflight.on)
     return ts_fail(e, p->path, "inflight", "the inference executor serves one static batch (batch.size); in-flight "
                    "batching is predicted by tacosim only (sim/INFERENCE.md, \"In-flight batching\")");
