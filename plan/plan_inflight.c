@@ -100,6 +100,9 @@ int plan_inflight_resolve(plan_infer *p, ts_err *e) {
    * _fetch_new_requests), and p->batch the group's, tp x that */
   const int ranks = p->attention_dp ? p->tp : 1;
   p->batch = ranks;
+  /* the layout's own rules first (tp dividing the heads, the weights fitting at one sequence a GPU), so that a
+   * refusal names its field rather than the memory model's failure */
+  if (plan_infer_validate(p, e)) return -1;
   plan_infer_memory mem;
   if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, file, "layout", "memory per GPU cannot be computed");
   const double hbm = p->cluster.gpu.hbm_gib * 1073741824.0, free_bytes = hbm - mem.weights - mem.overhead;
