@@ -10,7 +10,11 @@ plan's attention from the section of its "attention_backend"
 (schema_lookup_attn_backend). FILE's notes get "; attention_backends: SRC
 (measured_at, ...)" appended (append_note: older notes cut at a clause).
 
-usage: merge_attn_backends.py --from SRC FILE...
+--add: add SRC's points to the file's tables of the same backends instead of replacing them (a
+shape the file already has is an error: a second measurement of one shape is not averaged in), so
+that a run of longer sequences extends a table measured earlier.
+
+usage: merge_attn_backends.py --from SRC [--add] FILE...
 """
 import argparse
 import json
@@ -24,6 +28,7 @@ KNOWN = ("fused", "flash", "fused_dropout", "flash_dropout")
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--from", dest="src", required=True)
+    ap.add_argument("--add", action="store_true", help="add the points to the file's tables instead of replacing them")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     src = json.load(open(a.src))
@@ -40,9 +45,22 @@ def main():
     note = f"; attention_backends: {a.src} ({src.get('measured_at', '?')[:10]}, merge_attn_backends.py)"
     if src.get("dropout"):
         note = f"; {', '.join(by)} (p {src['dropout']}): {a.src} (merge_attn_backends.py)"
+    shape = ("head_dim", "seq", "batch", "heads", "kv_heads", "causal")
+    if a.add:
+        note = f"; attention_backends {', '.join(by)} + {counts.replace(',', ' +')} points: {a.src} ({src.get('measured_at', '?')[:10]}, merge_attn_backends.py --add)"
     for path in a.files:  # each file keeps the backends the source does not bring
         kept = json.load(open(path)).get("attention_backends", {})
-        merged = dict(sorted({**kept, **by}.items()))
+        add = by
+        if a.add:
+            add = {}
+            for k, v in by.items():
+                have = {tuple(p[f] for f in shape) for p in kept.get(k, [])}
+                dup = [p for p in v if tuple(p[f] for f in shape) in have]
+                if dup:
+                    sys.exit(f"merge_attn_backends.py: {path}: attention_backends.{k} already has {len(dup)} of "
+                             f"{a.src}'s shapes (first: {dict((f, dup[0][f]) for f in shape)})")
+                add[k] = sorted(kept.get(k, []) + v, key=lambda p: tuple(p[f] for f in shape))
+        merged = dict(sorted({**kept, **add}.items()))
         # after attention_shapes, before kernels (the writer's order)
         for done in merge_section("merge_attn_backends.py", a.src, src, [path], "attention_backends", merged, note):
             print(f"{done}: attention_backends {counts} from {a.src}; kept {', '.join(k for k in kept if k not in by) or 'none'}")

@@ -23,8 +23,14 @@ table of a plan's G at its pairs, where the file has it (sim/sim_infer.c).
 tables and one per head layout of the zoo) replaces the same-named table of
 each FILE, and the FILE's other tables are left byte for byte as they are.
 
+--beyond (with --tables-from): instead of replacing a table, add to it only CAL's points outside
+the range FILE's table measured: a group the table lacks, or more bytes than the table's largest
+point of that group. Predictions inside the old range stay as they were; CAL's points inside it
+are compared with FILE's (the printed ratio of the points both have: how far the two machines
+and days differ), not written.
+
 usage: merge_decode_attn.py --from BENCH.txt [--kernel v1|v2|v3|v2fp8|v3fp8 (v2)] [--by-layout] FILE...
-       merge_decode_attn.py --tables-from CAL.json[.gz] FILE...
+       merge_decode_attn.py --tables-from CAL.json[.gz] [--beyond] FILE...
 """
 import argparse
 import gzip
@@ -40,14 +46,18 @@ def main():
     ap.add_argument("--from", dest="src")
     ap.add_argument("--tables-from", dest="cal_src")
     ap.add_argument("--kernel", default="v2", choices=["v1", "v2", "v3", "v2fp8", "v3fp8"])
+    ap.add_argument("--beyond", action="store_true",
+                    help="with --tables-from: add only the points beyond each table's measured range")
     ap.add_argument("--by-layout", action="store_true",
                     help='write "<table>.g<G>" grouped by batch x KV heads (the bench\'s head layout)')
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     if (a.src is None) == (a.cal_src is None):
         sys.exit("merge_decode_attn.py: give one of --from BENCH.txt and --tables-from CAL.json")
+    if a.beyond and not a.cal_src:
+        sys.exit("merge_decode_attn.py: --beyond goes with --tables-from")
     if a.cal_src:
-        return copy_tables(a.cal_src, a.files)
+        return copy_tables(a.cal_src, a.files, a.beyond)
     text = open(a.src).read()
     m = re.search(r"^model (\S+): hidden (\d+), heads (\d+) / (\d+)", text, re.M)
     if not m:
@@ -79,18 +89,41 @@ def main():
         print(f"{path}: {name}, {len(table)} points from {a.src}")
 
 
-def copy_tables(src, files):
+def add_beyond(old, new):
+    """old's points, plus new's outside old's range (per group: a group old lacks, or more
+    bytes than old's largest of that group); the ratios new / old of the points both have."""
+    top = {}
+    for p in old:
+        g = p.get("group", 0)
+        top[g] = max(top.get(g, 0), p["bytes"])
+    have = {(p.get("group", 0), p["bytes"]): p["us"] for p in old}
+    added = [p for p in new if p.get("group", 0) not in top or p["bytes"] > top[p.get("group", 0)]]
+    ratios = [p["us"] / have[(p.get("group", 0), p["bytes"])] for p in new
+              if (p.get("group", 0), p["bytes"]) in have]
+    table = sorted(old + added, key=lambda p: (p.get("group", 0), p["bytes"]))
+    return table, len(added), ratios
+
+
+def copy_tables(src, files, beyond=False):
     opener = gzip.open if src.endswith(".gz") else open
     with opener(src, "rt") as f:
         cal = json.load(f)
     names = sorted(k for k in cal.get("kernels", {}) if re.fullmatch(r"attention_decode(_fp8)?(\.g\d+)?", k))
     if not names:
         sys.exit(f"merge_decode_attn.py: {src}: no decode attention table")
-    note = f"; {len(names)} decode attention tables (plain and per head layout): tacorun calibrate-infer --decode-attention-only ({src}, calibration/merge_decode_attn.py)"
+    what = "points beyond the measured range of" if beyond else ""
+    note = f"; {what}{' ' if what else ''}{len(names)} decode attention tables (plain and per head layout): tacorun calibrate-infer --decode-attention-only ({src}, calibration/merge_decode_attn.py{' --beyond' if beyond else ''})"
     for path in files:
         dst = json.load(open(path))
         for n in names:
-            dst["kernels"][n] = cal["kernels"][n]
+            if beyond and n in dst["kernels"]:
+                table, added, ratios = add_beyond(dst["kernels"][n], cal["kernels"][n])
+                dst["kernels"][n] = table
+                r = sorted(ratios)
+                print(f"{path}: {n}: {added} points added; the {len(r)} both have, new / old: "
+                      + (f"median {r[len(r) // 2]:.3f}, {r[0]:.3f}-{r[-1]:.3f}" if r else "none"))
+            else:
+                dst["kernels"][n] = cal["kernels"][n]
         append_note(dst, note)
         with open(path, "w") as f:
             f.write(data_json(dst) + "\n")

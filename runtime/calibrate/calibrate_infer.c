@@ -197,8 +197,13 @@ static int decode_gemms(schema_calibration *cal, exec_gemm *g, const model_confi
  * a KV head, head dim 128: what v3 is built for), timed at 1, 2, 4 and 8 KV heads a GPU (the TP
  * splits) and grouped by the (sequence, KV head) pairs batch x KV heads (sim/sim_infer.c). */
 #define DEC_MAX_KVL 8
-static const int dec_batches[] = {1, 2, 4, 8, 16, 32, 64};
-static const long long dec_lens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+/* In-flight batching decodes hundreds of sequences over caches of tens of thousands of tokens: the
+ * tables reach batch 512 and 32,768 tokens, a point's cache at most DEC_POOL_BYTES a K or V (those
+ * beyond are left out); caches up to POOL_BYTES rotate through POOL_BYTES as before, larger ones
+ * (far beyond L2) through DEC_POOL_BYTES. */
+#define DEC_POOL_BYTES ((size_t)4 << 30)
+static const int dec_batches[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+static const long long dec_lens[] = {128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
 
 /* One layout (hl query heads over kvl KV heads of 128) over batch x length, both caches, into
  * `name` / `name_fp8` (group = batch x kvl when grouped, else none). */
@@ -213,8 +218,8 @@ static int decode_attention_layout(schema_calibration *cal, infer_decode_timing 
     for (size_t l = 0; l < sizeof dec_lens / sizeof *dec_lens; l++) {
       c->a.batch = dec_batches[b], c->a.max_seq = dec_lens[l], c->len = dec_lens[l];
       c->set_bytes = (size_t)dec_batches[b] * kvl * dec_lens[l] * 128 * 2;
-      if (c->set_bytes > POOL_BYTES) continue;
-      c->sets = (int)(POOL_BYTES / c->set_bytes);
+      if (c->set_bytes > DEC_POOL_BYTES) continue;
+      c->sets = (int)((c->set_bytes <= POOL_BYTES ? POOL_BYTES : DEC_POOL_BYTES) / c->set_bytes);
       for (int fp8 = 0; fp8 < 2; fp8++) {
         c->kernel = ver == 4 ? (fp8 ? INFER_DEC_V4_FP8 : INFER_DEC_V4) : fp8 ? INFER_DEC_V3_FP8 : INFER_DEC_V3;
         double us;
@@ -251,7 +256,8 @@ static int decode_attention_table(schema_calibration *cal, const model_config *m
     if (gs[i] > max_g) max_g = gs[i];
   const int max_hl = max_g * DEC_MAX_KVL;
   infer_decode_timing c = {.kernel = INFER_DEC_V3, .a = {.head_dim = 128}};
-  const size_t pool = POOL_BYTES, qo_bytes = (size_t)64 * max_hl * 128 * 2;
+  const int max_batch = dec_batches[sizeof dec_batches / sizeof *dec_batches - 1];
+  const size_t pool = DEC_POOL_BYTES, qo_bytes = (size_t)max_batch * max_hl * 128 * 2;
   int rc = -1, n = 0;
   size_t part_bytes = 0;
   for (size_t b = 0; b < sizeof dec_batches / sizeof *dec_batches; b++)
@@ -593,7 +599,8 @@ static void usage(FILE *out) {
                "transport): GEMMs with m = batch 1..64 of every zoo model at TP 1/2/4/8 (QKV, attention\n"
                "output, FC1, FC2, logits), \"attention_decode\" (and \"attention_decode_fp8\", the FP8 KV cache) by KV-cache bytes\n"
                "(Llama-3 8B at TP 2: 16 / 4 heads), and per head layout \"attention_decode[_fp8].g<G>\" for each G (query heads\n"
-               "a KV head) of the zoo's head-dim-128 models, at 1, 2, 4 and 8 KV heads a GPU, grouped by batch x KV heads,\n"
+               "a KV head) of the zoo's head-dim-128 models, at 1, 2, 4 and 8 KV heads a GPU, grouped by batch x KV heads\n"
+               "(batch 1..512 x KV length 128..32,768, a K or V cache of at most 4 GiB),\n"
                "\"attention_prefill\"\n"
                "by FLOPs and keyed by (head dim, prompt) (the --prefill-layouts, batch 1..64). GEMM shapes already\n"
                "in a file are kept; the attention tables are replaced.\n"
