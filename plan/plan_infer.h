@@ -36,8 +36,14 @@ const char *plan_infer_quant_name(plan_infer_quant q);
  * calibration's "attention_prefill" tables; fused (cuDNN's flash attention, as Transformer Engine runs it) or
  * flash (FlashAttention-2), the fused kernels serving engines run (TensorRT-LLM's context FMHA, vLLM's
  * FlashAttention), priced from the calibration's "attention_backends" tables of that kernel by shape, as a
- * training plan's attention_backend. Decode attention is the executor's kernel's table either way. */
-typedef enum { PLAN_PREFILL_ATTN_EXECUTOR, PLAN_PREFILL_ATTN_FUSED, PLAN_PREFILL_ATTN_FLASH } plan_prefill_attention;
+ * training plan's attention_backend. fused-fp8: a fused Hopper kernel run with FP8 (E4M3) Q, K, V, as
+ * TensorRT-LLM runs its context FMHA over an FP8 KV cache (its FP8 context FMHA): the "fused" table's price moved
+ * by the calibration's "attention_fp8" ratio (FP8 over BF16 speed of one kernel) at the prompt's length; needs
+ * "kv_cache": "fp8", a GPU with FP8 tensor cores and a model without MLA. Decode attention is the executor's
+ * kernel's table either way. */
+typedef enum {
+  PLAN_PREFILL_ATTN_EXECUTOR, PLAN_PREFILL_ATTN_FUSED, PLAN_PREFILL_ATTN_FLASH, PLAN_PREFILL_ATTN_FUSED_FP8
+} plan_prefill_attention;
 const char *plan_prefill_attention_name(plan_prefill_attention a);
 
 /* "inflight" (plan/plan_inflight.c, sim/sim_inflight.c): the requests are served by a serving engine with in-flight
@@ -134,7 +140,7 @@ typedef struct {
   /* The inference executor's working buffers (runtime/infer/infer_model.c, infer_model_create): the prefill's
    * activations of batch x prompt tokens, its attention scores, the FP8 cache's prefill K/V stage, the decode
    * attention's partials, the last tokens' rows and logits. 0 for a plan naming a serving engine's fused prefill
-   * attention (prefill_attention fused or flash), which the executor does not run: an engine plans its own
+   * attention (prefill_attention fused, flash or fused-fp8), which the executor does not run: an engine plans its own
    * workspace (chunked prefills, activation memory shared between layers), not modelled. */
   double activations;
   double overhead; /* beyond the tensors: the runtime (CUDA context, cuBLASLt) and an NCCL communicator per parallel

@@ -22,10 +22,10 @@ const char *plan_infer_quant_name(plan_infer_quant q) {
   return quant_names[q == PLAN_QUANT_FP8 ? 1 : q == PLAN_QUANT_NVFP4 ? 2 : 0];
 }
 
-static const char *const prefill_attention_names[] = {"executor", "fused", "flash", NULL};
+static const char *const prefill_attention_names[] = {"executor", "fused", "flash", "fused-fp8", NULL};
 
 const char *plan_prefill_attention_name(plan_prefill_attention a) {
-  return (unsigned)a < 3 ? prefill_attention_names[a] : "?";
+  return (unsigned)a <= PLAN_PREFILL_ATTN_FUSED_FP8 ? prefill_attention_names[a] : "?";
 }
 
 int plan_file_is_inference(const char *path, bool *is_inference, ts_err *e) {
@@ -226,6 +226,17 @@ int plan_infer_validate(const plan_infer *p, ts_err *e) {
     return ts_fail(e, f, "quantization", "nvfp4: the %s of %s has no FP4 tensor cores (GPU catalogue: fp4_tflops %g; "
                    "NVFP4 GEMMs need Blackwell, compute capability 10.0)", p->cluster.gpu.name, p->cluster.name,
                    p->cluster.gpu.fp4_tflops);
+  if (p->prefill_attention == PLAN_PREFILL_ATTN_FUSED_FP8) {
+    if (p->kv != PLAN_KV_FP8)
+      return ts_fail(e, f, "prefill_attention", "fused-fp8: an FP8 context attention runs over an FP8 KV cache "
+                     "(\"kv_cache\": \"fp8\"); with a BF16 cache the engine's kernel is BF16 (\"fused\")");
+    if (!(p->cluster.gpu.fp8_tflops > 0))
+      return ts_fail(e, f, "prefill_attention", "fused-fp8: the %s of %s has no FP8 tensor cores (GPU catalogue: "
+                     "fp8_tflops)", p->cluster.gpu.name, p->cluster.name);
+    if (m->attention == MODEL_ATTN_MLA)
+      return ts_fail(e, f, "prefill_attention", "fused-fp8: %s uses MLA, which the \"fused\" attention tables "
+                     "have no points of", m->name);
+  }
   plan_infer_memory mem;
   if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");
   double hbm = p->cluster.gpu.hbm_gib * 1073741824.0;
@@ -295,10 +306,12 @@ void plan_infer_forward_plan(const plan_infer *p, int seq, plan *out) {
   /* quantization nvfp4: the same GEMMs, priced as NVFP4 ones (sim_costs.c: the FP8 price moved to the FP4 peak,
    * plus the quantize of their input) */
   out->fp4_serving = p->quant == PLAN_QUANT_NVFP4;
-  /* prefill_attention fused or flash: the training attention's backend tables price the prefill's
+  /* prefill_attention fused, flash or fused-fp8: the training attention's backend tables price the prefill's
    * (sim_infer.c, prefill_attention_s); executor keeps the forward plan's default, which only a decode
    * attention without its table falls back to */
-  if (p->prefill_attention == PLAN_PREFILL_ATTN_FUSED) out->attention_backend = PLAN_ATTENTION_FUSED;
+  /* fused-fp8: the fused table's price, moved by the calibration's FP8 ratio in sim_infer.c */
+  if (p->prefill_attention == PLAN_PREFILL_ATTN_FUSED || p->prefill_attention == PLAN_PREFILL_ATTN_FUSED_FP8)
+    out->attention_backend = PLAN_ATTENTION_FUSED;
   if (p->prefill_attention == PLAN_PREFILL_ATTN_FLASH) out->attention_backend = PLAN_ATTENTION_FLASH;
 }
 

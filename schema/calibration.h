@@ -16,6 +16,8 @@
  *                            "causal":true,"fwd_us":..,"bwd_us":..} ],   (optional: below)
  *     "attention_backends": { "fused"|"flash": [ points as attention_shapes ] },
  *                            (optional: other implementations than the executor's, below)
+ *     "attention_fp8": { "measured_on": "...", "source": "...",
+ *               "points": [ {"seq":..,"bf16_tflops":..,"fp8_tflops":..} ] },   (optional: below)
  *     "kernels": { "<name>": [ {"bytes":..,"group":..,"us":..} or {"flops":..,"us":..} ] },
  *     "collectives": { "<coll>[.taco<G>]": { "<nranks>": [ {"bytes":..,"us":..} ] } },
  *     "fits": { "<coll>.<nranks>": {"latency_us":..,"gbps":..} },
@@ -92,7 +94,13 @@
  * takes them as the shares of the layer's forward and backward time each block's ops get (the backward is
  * not split by the measurement). framework names the framework (plans ask for it by `host_framework`), measured_on the host
  * and software, source the raw run. A plan that names the framework has its layers' host time priced by
- * it (sim/README.md, "The host"). */
+ * it (sim/README.md, "The host").
+ * "attention_fp8" is a fused causal attention kernel's forward speed with FP8 (E4M3) Q, K, V against the same
+ * kernel's BF16 speed, by sequence length (calibration_attn_fp8.c; calibration/attn-fp8/README.md): an
+ * implementation's published or measured pair, measured_on naming the GPU and kernel, source where the
+ * figures are. Points sorted by seq (growing), TFLOP/s in (0, 1e5]. The simulator moves the "fused" table's
+ * price of a serving engine's FP8 context attention (plan prefill_attention "fused-fp8") by their ratio at the
+ * prompt's length (schema_attn_fp8_speedup). */
 #ifndef SCHEMA_CALIBRATION_H
 #define SCHEMA_CALIBRATION_H
 
@@ -206,6 +214,16 @@ typedef struct {
 } schema_framework_host;
 #define SCHEMA_BURST_MAX 32
 
+/* "attention_fp8": FP8 against BF16 forward speed of one fused attention kernel, by sequence length; n 0 =
+ * no section. */
+#define SCHEMA_ATTN_FP8_POINTS 16
+typedef struct {
+  int n;
+  int seq[SCHEMA_ATTN_FP8_POINTS];
+  double bf16_tflops[SCHEMA_ATTN_FP8_POINTS], fp8_tflops[SCHEMA_ATTN_FP8_POINTS];
+  char measured_on[160], source[240];
+} schema_attn_fp8;
+
 typedef struct {
   char path[512]; /* where it was loaded from ("" when built in memory) */
   char gpu[64], driver[32], cuda[16], nccl[16], transport[32], measured_at[40];
@@ -268,6 +286,8 @@ typedef struct {
   double tpo_sm_margin[SCHEMA_TPO_SM_POINTS], tpo_sm_nomargin[SCHEMA_TPO_SM_POINTS];
   /* "framework_host" (optional): fw_host.framework[0] == 0 = no section */
   schema_framework_host fw_host;
+  /* "attention_fp8" (optional): attn_fp8.n == 0 = no section */
+  schema_attn_fp8 attn_fp8;
   /* The "gemm" points ordered by log m, for the nearest-shape search of
    * schema_lookup_gemm; built by schema_calibration_sort (the loader and the
    * writer call it), owned and freed with the calibration. A lookup uses it
@@ -325,6 +345,13 @@ void schema_calibration_copy_tpo_sm(schema_calibration *dst, const schema_calibr
  * when c has none). Copied with the host's costs (schema_calibration_copy_host: the same machine). */
 int schema_framework_host_load(struct json_t *root, const char *file, schema_calibration *c, ts_err *e);
 struct json_t *schema_framework_host_json(const schema_calibration *c);
+/* The "attention_fp8" section alone (calibration_attn_fp8.c): loader (nothing when absent), writer (NULL when
+ * c has none). Not carried by a transfer to another GPU (a kernel's ratio on the GPU it was measured on). */
+int schema_attn_fp8_load(struct json_t *root, const char *file, schema_calibration *c, ts_err *e);
+struct json_t *schema_attn_fp8_json(const schema_calibration *c);
+/* The section's FP8 over BF16 speed at a sequence of `seq` tokens: linear in log(seq) between its points,
+ * the nearest end's ratio outside them; 0 when c has no section. */
+double schema_attn_fp8_speedup(const schema_calibration *c, int seq);
 /* The measured time ratio of a GEMM beside a kernel holding `held` SMs on a GPU of `sms` SMs (margin:
  * TE's set_sm_margin): linear between the table's points, the measured ratio at a point; 1 for
  * held <= 0; sms / (sms - held) (the proportional rule) without a section, for a GPU of another SM

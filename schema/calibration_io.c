@@ -773,7 +773,7 @@ double schema_host_sync_gap(const schema_calibration *c, double wait_us) {
 static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
                                      "derived", "notes", "gemm", "gemm_infer", "gemm_wgrad", "gemm_fp8", "attention_shapes", "attention_backends", "kernels", "collectives", "fits",
-                                     "clock", "host", "tp_comm_overlap_sm", "framework_host", NULL};
+                                     "clock", "host", "tp_comm_overlap_sm", "framework_host", "attention_fp8", NULL};
   if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || tsj_only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
       tsj_string(root, "driver", c->driver, sizeof c->driver, file, "", e) ||
@@ -790,7 +790,8 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
       load_gemm(root, file, "gemm_fp8", schema_calibration_add_gemm_fp8, c, e) ||
       schema_attn_load(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
       load_fits(root, file, c, e) || load_clock(root, file, c, e) || load_host(root, file, c, e) ||
-      load_tpo_sm(root, file, c, e) || schema_framework_host_load(root, file, c, e))
+      load_tpo_sm(root, file, c, e) || schema_framework_host_load(root, file, c, e) ||
+      schema_attn_fp8_load(root, file, c, e))
     return -1;
   /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one (and --only gemm_fp8 a
    * gemm_fp8 list alone) */
@@ -952,6 +953,8 @@ static json_t *calibration_json(const schema_calibration *c) {
   if (c->n_attn) json_object_set_new(root, "attention_shapes", schema_attn_json(c));
   json_t *by = schema_attn_backends_json(c);
   if (by) json_object_set_new(root, "attention_backends", by);
+  json_t *fp8 = schema_attn_fp8_json(c);
+  if (fp8) json_object_set_new(root, "attention_fp8", fp8);
   if (c->n_kernels) json_object_set_new(root, "kernels", kernels_json(c));
   if (c->n_colls) json_object_set_new(root, "collectives", colls_json(c));
   if (c->n_fits) json_object_set_new(root, "fits", fits_json(c));

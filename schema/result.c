@@ -367,7 +367,7 @@ static int check_inference_details(json_t *root, const char *file, ts_err *e) {
                                             "fallback", "compressed", NULL};
   static const char *const fallbacks[] = {"none", "caat", NULL};
   static const char *const quants[] = {"none", "fp8", "nvfp4", NULL}; /* the plan's "quantization" (added 2026-12-06) */
-  static const char *const prefill_attns[] = {"executor", "fused", "flash", NULL}; /* "prefill_attention" (likewise) */
+  static const char *const prefill_attns[] = {"executor", "fused", "flash", "fused-fp8", NULL}; /* "prefill_attention" (likewise) */
   char codec[64];
   double x;
   int quant;

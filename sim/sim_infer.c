@@ -404,6 +404,23 @@ static int pp_hops_s(sim_costs *c, const plan_infer *p, double tokens, double *s
   return 0;
 }
 
+/* A fused context attention run with FP8 Q, K, V (plan prefill_attention fused-fp8): the "fused" (BF16)
+ * table's busy time *s over the calibration's "attention_fp8" ratio (one kernel's FP8 over BF16 speed) at the
+ * prompt's length (schema_attn_fp8_speedup: between its points by log length, the nearest end's ratio beyond
+ * them); *kflops, the kernel's FLOPs for the ceiling, restated at the FP8 peak in BF16-peak FLOPs (as an FP8
+ * GEMM's: roof_terms). A calibration without the section is refused, naming it. */
+static int fp8_context_s(const sim_costs *c, const plan_infer *p, double *s, double *kflops, ts_err *e) {
+  double r = schema_attn_fp8_speedup(c->lk.cal, p->prompt), launch = c->lk.roof.launch_us * 1e-6;
+  if (!(r > 0))
+    return ts_fail(e, c->lk.cal->path[0] ? c->lk.cal->path : "calibration", "attention_fp8",
+                   "missing: %s asks for prefill_attention fused-fp8, priced from the \"fused\" table by this "
+                   "section's FP8 over BF16 ratio (calibration/attn-fp8/README.md)", p->path);
+  *s = *s > launch ? launch + (*s - launch) / r : *s;
+  const topo_gpu *g = &p->cluster.gpu;
+  *kflops *= g->bf16_tflops / g->fp8_tflops; /* fp8_tflops > 0: the plan loader's check */
+  return 0;
+}
+
 /* Prefill attention (plan "prefill_attention"; below: executor, the default) as the inference executor runs it (unfused: batched
  * GEMMs around a causal softmax, runtime/infer/infer_model.c): the table of the
  * model's head dimension and the prompt length, "attention_prefill.d<D>.s<S>"
@@ -414,11 +431,14 @@ static int pp_hops_s(sim_costs *c, const plan_infer *p, double tokens, double *s
 static int prefill_attention_s(sim_costs *c, const plan_infer *p, int attn, FILE *warn, double *s, ts_err *e) {
   const model_op *a = &c->mops[attn];
   if (p->prefill_attention != PLAN_PREFILL_ATTN_EXECUTOR) {
-    /* "prefill_attention" fused or flash: the training attention's pricing (sim_costs.c, attention_us: the
-     * "attention_backends" table of the forward plan's backend by shape, else the executor's tables, warned),
-     * with its roofline floor */
+    /* "prefill_attention" fused, flash or fused-fp8: the training attention's pricing (sim_costs.c,
+     * attention_us: the "attention_backends" table of the forward plan's backend by shape, else the executor's
+     * tables, warned), with its roofline floor; the ceiling holds the kernel's own FLOPs (causal: half the op's
+     * square, sim_attention_kernel_flops_of) */
     if (compute_op_s(c, attn, a->flops_fwd, a->bytes_fwd, s, e)) return -1;
-    return check_ceiling(c, "prefill attention", a->flops_fwd, a->bytes_fwd, *s, e);
+    double kflops = sim_attention_kernel_flops_of(c->p->attention_backend, false, a->flops_fwd);
+    if (p->prefill_attention == PLAN_PREFILL_ATTN_FUSED_FP8 && fp8_context_s(c, p, s, &kflops, e)) return -1;
+    return check_ceiling(c, "prefill attention", kflops, a->bytes_fwd, *s, e);
   }
   char keyed[64];
   snprintf(keyed, sizeof keyed, "attention_prefill.d%d.s%d", model_head_dim(&p->model), p->prompt);

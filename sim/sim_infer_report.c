@@ -25,8 +25,10 @@ void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) 
           : p->quant == PLAN_QUANT_NVFP4 ? ", NVFP4 weights and GEMMs (quantization nvfp4)"
                                          : "");
   if (p->prefill_attention != PLAN_PREFILL_ATTN_EXECUTOR)
-    fprintf(out, "prefill attention: %s (the calibration's attention_backends table of that kernel)\n",
-            plan_prefill_attention_name(p->prefill_attention));
+    fprintf(out, "prefill attention: %s (%s)\n", plan_prefill_attention_name(p->prefill_attention),
+            p->prefill_attention == PLAN_PREFILL_ATTN_FUSED_FP8
+                ? "the calibration's attention_backends \"fused\" table, moved by its attention_fp8 ratio"
+                : "the calibration's attention_backends table of that kernel");
   fprintf(out, "codec of TP all-reduces: %s", plan_codec_kind_name(p->codec.kind));
   if (p->codec.kind == PLAN_CODEC_TACO || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " G=%d", p->codec.group);
   if (p->codec.kind == PLAN_CODEC_CAAT || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " p=%g", p->codec.p);

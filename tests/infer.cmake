@@ -62,6 +62,15 @@ if(TACOSIM_HAVE_GPU AND TARGET tacorun)
   set_tests_properties(infer_exec_refuses_attention_dp PROPERTIES
     PASS_REGULAR_EXPRESSION "layout.attention_dp: the inference executor runs tensor parallelism only"
     ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
+  # a serving engine's FP8 context attention (prefill_attention fused-fp8) is refused likewise, naming the field
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/infer_exec_fused_fp8.json
+       "{\"schema\":1,\"kind\":\"inference\",\"name\":\"fused-fp8\",\"model\":\"llama3-8b\",\"cluster\":\"h100x8-nvswitch\",
+        \"layout\":{\"tp\":1,\"pp\":1},\"batch\":{\"size\":1,\"prompt\":128,\"generate\":4},\"kv_cache\":\"fp8\",
+        \"prefill_attention\":\"fused-fp8\"}\n")
+  add_test(NAME infer_exec_refuses_fused_fp8 COMMAND tacorun execute ${CMAKE_CURRENT_BINARY_DIR}/infer_exec_fused_fp8.json)
+  set_tests_properties(infer_exec_refuses_fused_fp8 PROPERTIES
+    PASS_REGULAR_EXPRESSION "prefill_attention: fused-fp8: the inference executor runs its own prefill attention"
+    ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
 endif()
 
 # Attention data parallelism and expert parallelism in inference plans (layout.attention_dp, layout.ep)
@@ -81,3 +90,8 @@ add_test(NAME infer_mla COMMAND test_infer_mla)
 add_test(NAME infer_result_load COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/infer_result_load.sh $<TARGET_FILE:tacosim>
          ${CMAKE_SOURCE_DIR})
 set_tests_properties(infer_result_load PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}) # the plans name repository paths
+# The calibration's "attention_fp8" section (FP8 over BF16 speed of one fused attention kernel by length):
+# loader, writer, the ratio's lookup and its errors (tests/test_attn_fp8.c)
+add_executable(test_attn_fp8 ${CMAKE_CURRENT_SOURCE_DIR}/test_attn_fp8.c)
+target_link_libraries(test_attn_fp8 PRIVATE ts_schema PkgConfig::CUNIT m)
+add_test(NAME attn_fp8 COMMAND test_attn_fp8)
