@@ -57,27 +57,12 @@ static void test_memory_by_hand(void) {
 #define ALLREDUCE_US 50.0
 #define ALLGATHER_US 30.0
 #define REDUCESCATTER_US 20.0
+#include "infer_const_cal.h"
 
 static void constant_calibration(schema_calibration *c) {
-  memset(c, 0, sizeof *c);
-  snprintf(c->transport, sizeof c->transport, "nvlink");
-  snprintf(c->gpu, sizeof c->gpu, "test");
-  CU_ASSERT_EQUAL(schema_calibration_add_gemm(c, 1, 1, 1, GEMM_US), 0);
-  const char *bytes_tables[] = {"norm", "elementwise", "embedding", "argmax"};
-  for (size_t i = 0; i < sizeof bytes_tables / sizeof bytes_tables[0]; i++) {
-    CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, bytes_tables[i], false, 1, 0, KERNEL_US), 0);
-    CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, bytes_tables[i], false, 1e15, 0, KERNEL_US), 0);
-  }
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "attention", true, 1, 0, KERNEL_US), 0);
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "attention", true, 1e18, 0, KERNEL_US), 0);
-  const char *colls[] = {"allreduce", "allgather", "reducescatter", "sendrecv"};
-  double us[] = {ALLREDUCE_US, ALLGATHER_US, REDUCESCATTER_US, 10.0};
-  for (int i = 0; i < 4; i++)
-    for (int n = 2; n <= 8; n *= 2) {
-      CU_ASSERT_EQUAL(schema_calibration_add_coll(c, colls[i], n, 1, us[i]), 0);
-      CU_ASSERT_EQUAL(schema_calibration_add_coll(c, colls[i], n, 1e15, us[i]), 0);
-    }
-  schema_calibration_sort(c);
+  static const char *const colls[] = {"allreduce", "allgather", "reducescatter", "sendrecv"};
+  static const double us[] = {ALLREDUCE_US, ALLGATHER_US, REDUCESCATTER_US, 10.0};
+  infer_const_calibration(c, colls, us, 4);
 }
 
 /* One decode step of 6 sequences a GPU (tp 8, ep 4) by hand: per layer every kernel of the layer at tp 1 other

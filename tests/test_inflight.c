@@ -38,27 +38,12 @@ static void plan_text(char *out, size_t cap, const char *cluster, int tp, int pr
 #define KERNEL_US 1000.0
 #define ALLREDUCE_US 50.0
 #define ALLGATHER_US 30.0
+#include "infer_const_cal.h"
 
 static void constant_calibration(schema_calibration *c) {
-  memset(c, 0, sizeof *c);
-  snprintf(c->transport, sizeof c->transport, "nvlink");
-  snprintf(c->gpu, sizeof c->gpu, "test");
-  CU_ASSERT_EQUAL(schema_calibration_add_gemm(c, 1, 1, 1, GEMM_US), 0);
-  const char *bytes_tables[] = {"norm", "elementwise", "embedding", "argmax"};
-  for (size_t i = 0; i < sizeof bytes_tables / sizeof bytes_tables[0]; i++) {
-    CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, bytes_tables[i], false, 1, 0, KERNEL_US), 0);
-    CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, bytes_tables[i], false, 1e15, 0, KERNEL_US), 0);
-  }
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "attention", true, 1, 0, KERNEL_US), 0);
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "attention", true, 1e18, 0, KERNEL_US), 0);
-  const char *colls[] = {"allreduce", "allgather", "sendrecv"};
-  double us[] = {ALLREDUCE_US, ALLGATHER_US, 10.0};
-  for (int i = 0; i < 3; i++)
-    for (int n = 2; n <= 8; n *= 4) {
-      CU_ASSERT_EQUAL(schema_calibration_add_coll(c, colls[i], n, 1, us[i]), 0);
-      CU_ASSERT_EQUAL(schema_calibration_add_coll(c, colls[i], n, 1e15, us[i]), 0);
-    }
-  schema_calibration_sort(c);
+  static const char *const colls[] = {"allreduce", "allgather", "sendrecv"};
+  static const double us[] = {ALLREDUCE_US, ALLGATHER_US, 10.0};
+  infer_const_calibration(c, colls, us, 3);
 }
 
 /* One step without a prompt on the constant calibration: per layer its GEMMs (GEMM_US each), its other kernels and
