@@ -34,6 +34,13 @@
     CU_ASSERT_PTR_NOT_NULL(strstr((e).msg, (text)));                                                 \
   } while (0)
 
+/* A call that returned rc with its error in e (a ts_err) succeeded; its message printed when it did not. */
+#define ASSERT_OK(rc, e)                                                                             \
+  do {                                                                                               \
+    if ((rc) != 0) fprintf(stderr, "\n  %s\n", (e).msg);                                            \
+    CU_ASSERT_EQUAL_FATAL((rc), 0);                                                                  \
+  } while (0)
+
 /* The JSON text base with the member at path ("key" or "parent.key") set to
  * value (a JSON text) or removed (value NULL); the caller frees the result. */
 static inline char *test_json_mutate(const char *base, const char *path, const char *value) {

@@ -92,8 +92,7 @@ static void predict(const char *model, int tp, int batch, const char *quant, con
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(load(model, "h100x8-nvswitch", tp, 1, batch, 2048, quant, kernel, &e), 0);
   int rc = sim_infer_predict(&g_plan, cal, NULL, NULL, r, &e);
-  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  ASSERT_OK(rc, e);
 }
 
 /* Qwen3-30B-A3B, one H100, batch 10: a decode step sends 10 x 8 copies over 128 experts, of which

@@ -34,8 +34,7 @@ static double weights_bytes(const char *quant) {
   ts_err e = {0};
   plan_infer_memory mem;
   int rc = load("llama3-8b", "b200x8-nvswitch", 1, 128, 16, quant, false, &e);
-  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  ASSERT_OK(rc, e);
   CU_ASSERT_EQUAL_FATAL(plan_infer_memory_per_gpu(&g_plan, &mem), 0);
   return mem.weights;
 }
@@ -82,8 +81,7 @@ static void test_heuristic(void) {
   ts_err e = {0};
   int rc = load("experiments/published/inflight-infer/models/llama3.3-70b.json", "b200x8-nvswitch", 1, 128, 2048,
                 "nvfp4", true, &e);
-  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  ASSERT_OK(rc, e);
   NEAR(model_params_total(&g_plan.model), 70553706496.0, 1e-12);
   CU_ASSERT_EQUAL(g_plan.inflight.engine_max_batch, 512);
   CU_ASSERT_EQUAL_FATAL(load("experiments/published/inflight-infer/models/llama3.3-70b.json", "b200x8-nvswitch", 1,
@@ -105,8 +103,7 @@ static void test_decode_step(void) {
     sim_cost_source src;
     CU_ASSERT_EQUAL_FATAL(sim_load_costs(NULL, &g_plan.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e), 0);
     int rc = sim_infer_predict(&g_plan, &cal, NULL, NULL, out[i], &e);
-    if (rc) fprintf(stderr, "\n  %s\n", e.msg);
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    ASSERT_OK(rc, e);
     schema_calibration_free(&cal);
   }
   const double floor = (3925868544.0 + 1050673152.0) / 8e12;

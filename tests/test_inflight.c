@@ -221,8 +221,7 @@ static void test_malformed_rejected(void) {
     ts_err e = {0};
     CU_ASSERT_EQUAL(load_text(t, &e), -1);
     CU_ASSERT_EQUAL(e.bad_input, 1);
-    if (!strstr(e.msg, cases[i].field)) fprintf(stderr, "case %zu: \"%s\" does not name %s\n", i, e.msg, cases[i].field);
-    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, cases[i].field));
+    ASSERT_MSG(e, cases[i].field);
   }
   /* batch.size with an inflight object: the batch is the engine's */
   const char *t = "{\"schema\":1,\"kind\":\"inference\",\"model\":\"llama3-8b\",\"cluster\":\"h200x8-nvswitch\","
