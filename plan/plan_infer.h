@@ -62,11 +62,28 @@ typedef struct {
                                reserves whole blocks for prompt + generate (the guaranteed-no-evict scheduler) */
   int requests;             /* "requests": also simulate a finite benchmark run of this many requests, all queued at
                                the start, step by step (0, the default: the steady state only) */
+  int cuda_graph_max_batch; /* "cuda_graph_max_batch": the largest decode batch the engine captures a CUDA graph of
+                               (default 128, TensorRT-LLM 1.0's CudaGraphConfig when the run gives none; 0: no graphs),
+                               capped by the engine's max_batch and max_num_tokens; its memory pool is taken before the
+                               KV cache (sim/INFERENCE.md, "The engine's memory before the KV cache") */
+  int moe_max_num_tokens;   /* "moe_max_num_tokens" (MoE models): the most tokens one MoE forward holds buffers for,
+                               larger steps run in chunks (0, the default: max_num_tokens x tp under attention_dp, else
+                               max_num_tokens, TensorRT-LLM's moe_max_num_tokens default) */
   /* resolved by plan_inflight_resolve */
   int engine_max_batch, engine_max_num_tokens; /* trtllm-bench's heuristic (tensorrt_llm/bench/build/tuning.py) */
   int kv_fit_batch;   /* sequences whose KV cache (prompt + generate, whole blocks) fits kv_fraction of the free HBM */
   int max_batch;      /* sequences in flight at most: min(max_batch_given or engine_max_batch, kv_fit_batch) */
   int max_num_tokens; /* max_num_tokens_given or engine_max_num_tokens */
+  /* the engine's memory before its KV cache (plan_inflight_resolve; sim/INFERENCE.md, "The engine's memory before the
+   * KV cache"): TensorRT-LLM sizes the cache at kv_fraction of the HBM free after a profiling forward of
+   * max_num_tokens tokens, with the CUDA graphs captured before it */
+  int moe_tokens;            /* the tokens one MoE forward's buffers hold: moe_max_num_tokens or its default */
+  double profile_peak_bytes; /* the activations at the peak of the profiling forward of max_num_tokens tokens */
+  int cuda_graph_batch;      /* the largest captured decode batch: min(cuda_graph_max_batch, the engine's max_batch,
+                                max_num_tokens); 0 without graphs */
+  double cuda_graph_bytes;   /* the graphs' memory pool: the activations of a decode step of cuda_graph_batch */
+  double kv_free_bytes;      /* HBM less the weights, the runtime, profile_peak_bytes and cuda_graph_bytes: what
+                                kv_fraction is applied to */
 } plan_infer_inflight;
 
 typedef struct {
@@ -182,6 +199,12 @@ int plan_inflight_load(struct json_t *root, const char *file, plan_infer *p, ts_
 /* With model and cluster loaded: the engine's heuristic, the KV-cache fit and p->batch = inflight.max_batch; the
  * rules (pp 1, a whole prompt fits max_num_tokens, at least one sequence fits) exit 2 naming the field. */
 int plan_inflight_resolve(plan_infer *p, ts_err *e);
+/* Bytes one GPU holds at the peak of one engine forward of `tokens` tokens (its own: under attention_dp its rank's),
+ * `logit_rows` of them with logits, and the MoE layers' buffers sized for `moe_rows` tokens (sim/INFERENCE.md, "The
+ * engine's memory before the KV cache"): the hidden states and the residual, plus the largest op's input and
+ * output (an MoE layer's: the gathered tokens, the fused MoE's workspace of moe_rows x top_k rows and its output),
+ * or the logits. */
+double plan_inflight_forward_peak_bytes(const plan_infer *p, double tokens, double logit_rows, double moe_rows);
 
 /* `tacosim plan INFER_PLAN.json`: layout, memory per GPU against HBM, and the
  * TP all-reduces of one prefill and one decode step with and without the codec. */

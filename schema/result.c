@@ -327,7 +327,12 @@ static int check_inflight(json_t *root, const char *file, ts_err *e) {
   static const char *const run[] = {"requests", "steps", "total_s", "tokens_per_s", "ttft_mean_s", "tpot_mean_s",
                                     "in_flight_mean", NULL};
   static const char *const adp[] = {"gpus", "max_batch_per_gpu", "moe_tp", "experts_s", "exchange_s", NULL};
-  static const char *const nested[] = {"prompts_per_step", "step", "run", "step_s_by_prompts", "attention_dp", NULL};
+  /* the engine's memory before the KV cache (plan_inflight_resolve; added 2026-12-06) */
+  static const char *const emem[] = {"profile_tokens", "profile_peak_bytes", "moe_tokens", "cuda_graph_max_batch",
+                                     "cuda_graph_bytes", "cuda_graph_batch", "moe_max_num_tokens_given",
+                                     "kv_free_bytes", NULL};
+  static const char *const nested[] = {"prompts_per_step", "step", "run", "step_s_by_prompts", "attention_dp",
+                                       "engine_memory", NULL};
   bool failed, flag;
   double x;
   if (check_layout(root, file, e)) return -1;
@@ -341,7 +346,8 @@ static int check_inflight(json_t *root, const char *file, ts_err *e) {
   for (int i = 0; flags[i]; i++)
     if (json_object_get(o, flags[i]) && tsj_bool(o, flags[i], &flag, file, "inflight", e)) return -1;
   if (detail_object(o, "prompts_per_step", prompts, -1, file, e) || detail_object(o, "step", step, -1, file, e) ||
-      detail_object(o, "run", run, -1, file, e) || detail_object(o, "attention_dp", adp, -1, file, e))
+      detail_object(o, "run", run, -1, file, e) || detail_object(o, "attention_dp", adp, -1, file, e) ||
+      detail_object(o, "engine_memory", emem, -1, file, e))
     return -1;
   json_t *a = json_object_get(o, "step_s_by_prompts");
   if (!a) return 0;

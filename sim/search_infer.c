@@ -19,7 +19,7 @@ static int candidate_json(const search_infer_opts *o, int tp, int pp, int ep, in
                           char *name, size_t name_cap, char *out, size_t cap) {
   const char *kvn = plan_kv_precision_name((plan_kv_precision)kv), *qn = plan_infer_quant_name((plan_infer_quant)quant);
   const char *cn = plan_codec_kind_name((plan_codec_kind)codec);
-  char bname[32], btext[64], ifb[128] = "";
+  char bname[32], btext[64], ifb[192] = "";
   if (!o->inflight) {
     snprintf(bname, sizeof bname, "b%d", batch);
     snprintf(btext, sizeof btext, "\"size\": %d, ", batch);
@@ -28,8 +28,12 @@ static int candidate_json(const search_infer_opts *o, int tp, int pp, int ep, in
     else snprintf(bname, sizeof bname, "ifb-auto");
     btext[0] = 0;
     int n = snprintf(ifb, sizeof ifb, ",\n  \"inflight\": {");
-    if (batch) n += snprintf(ifb + n, sizeof ifb - n, " \"max_batch\": %d%s", batch, o->kv_fraction > 0 ? "," : "");
-    if (o->kv_fraction > 0) n += snprintf(ifb + n, sizeof ifb - n, " \"kv_cache_fraction\": %.6g", o->kv_fraction);
+    const char *sep = "";
+    if (batch) n += snprintf(ifb + n, sizeof ifb - n, " \"max_batch\": %d", batch), sep = ",";
+    if (o->kv_fraction > 0)
+      n += snprintf(ifb + n, sizeof ifb - n, "%s \"kv_cache_fraction\": %.6g", sep, o->kv_fraction), sep = ",";
+    if (o->cuda_graph_set)
+      n += snprintf(ifb + n, sizeof ifb - n, "%s \"cuda_graph_max_batch\": %d", sep, o->cuda_graph_max_batch);
     snprintf(ifb + n, sizeof ifb - n, " }");
   }
   char adp[64] = "", adp_name[24] = ""; /* ep 0: no attention_dp (the plan's default layout) */
@@ -198,6 +202,9 @@ int search_infer_run(const search_infer_opts *o, search_infer_result *res, ts_er
     if (o->batches[i] < (o->inflight ? 0 : 1))
       return ts_fail(e, NULL, "--batches", "%d: want >= 1 (0, the engine's heuristic, only with --inflight)", o->batches[i]);
   if (o->kv_fraction != 0 && !o->inflight) return ts_fail(e, NULL, "--kv-cache-fraction", "goes with --inflight");
+  if (o->cuda_graph_set && !o->inflight) return ts_fail(e, NULL, "--cuda-graph-max-batch", "goes with --inflight");
+  if (o->cuda_graph_set && (o->cuda_graph_max_batch < 0 || o->cuda_graph_max_batch > 1 << 20))
+    return ts_fail(e, NULL, "--cuda-graph-max-batch", "%d: want 0 .. %d", o->cuda_graph_max_batch, 1 << 20);
   static model_config m;
   static topo_cluster cl;
   if (model_load(o->model, NULL, &m, e) || topo_load(o->cluster, NULL, &cl, e)) return -1;

@@ -37,6 +37,8 @@ typedef struct {
    * ranked by the steady state's output tokens/s per GPU, TPOT = the mean step, TTFT = the admitting step */
   bool inflight;
   double kv_fraction; /* the plan's inflight.kv_cache_fraction (0: the plan's default) */
+  bool cuda_graph_set;      /* --cuda-graph-max-batch given: the plans say inflight.cuda_graph_max_batch */
+  int cuda_graph_max_batch; /* its value (0: no CUDA graphs); not given, the plan's default (128) */
 } search_infer_opts;
 
 typedef struct {

@@ -30,7 +30,10 @@ const char sim_search_infer_usage[] =
     "                       admitting step (queueing left out); a max_batch resolving to another's is\n"
     "                       predicted once [off: one static batch]\n"
     "  --kv-cache-fraction F  with --inflight: the plan's inflight.kv_cache_fraction, the share of the HBM\n"
-    "                       left after weights and runtime that the KV cache gets [0.9]\n"
+    "                       left after weights, runtime and the engine's profiling forward and CUDA graphs\n"
+    "                       that the KV cache gets [0.9]\n"
+    "  --cuda-graph-max-batch N  with --inflight: the plan's inflight.cuda_graph_max_batch, the largest decode\n"
+    "                       batch whose CUDA graph (and its memory pool) the engine captures, 0 for none [128]\n"
     "  --tp LIST            tensor-parallel degrees [1,2,4,... up to the GPUs per node]\n"
     "  --pp LIST            pipeline stages [1]\n"
     "  --ep LIST            MoE models: 0, tensor-parallel attention and experts; k >= 1, layout.attention_dp with\n"
@@ -238,6 +241,12 @@ int sim_search_infer_main(int argc, char **argv) {
       o.kv_fraction = strtod(v, &end);
       if (end == v || *end || !(o.kv_fraction > 0 && o.kv_fraction <= 1))
         return usage_error("--kv-cache-fraction: want a fraction in (0, 1] (got %s)", v);
+    } else if (!strcmp(a, "--cuda-graph-max-batch")) {
+      char *end;
+      long n = strtol(v, &end, 10);
+      if (end == v || *end || n < 0 || n > 1 << 20)
+        return usage_error("--cuda-graph-max-batch: want an integer in [0, 1048576] (got %s)", v);
+      o.cuda_graph_max_batch = (int)n, o.cuda_graph_set = true;
     } else if (!strcmp(a, "--calibration")) o.calibration = v;
     else if (!strcmp(a, "--transfer")) {
       if (!strcmp(v, "roofline")) o.transfer = SIM_TRANSFER_ROOFLINE;

@@ -186,6 +186,10 @@ void sim_inflight_print(const plan_infer *p, const sim_inflight_result *r, FILE 
           "max_num_tokens %d (given %d, heuristic %d), no chunked prefill\n", f->max_batch, f->max_batch_given,
           f->engine_max_batch, f->kv_fit_batch, f->kv_fraction, f->tokens_per_block, f->max_num_tokens,
           f->max_num_tokens_given, f->engine_max_num_tokens);
+  fprintf(out, "engine memory before the KV cache (a GPU): profiling forward of %d tokens %.2f GiB (MoE buffers for %d "
+          "tokens), CUDA graphs up to batch %d %.2f GiB; kv_cache_fraction of the %.2f GiB left\n", f->max_num_tokens,
+          f->profile_peak_bytes / gib, f->moe_tokens, f->cuda_graph_batch, f->cuda_graph_bytes / gib,
+          f->kv_free_bytes / gib);
   fprintf(out, "calibration: %s%s\n\n", r->calibration, r->derived_calibration ? " (derived, not measured)" : "");
   fprintf(out, "  steady state: %.1f sequences in flight, %.3f requests admitted a step, %.1f decoding at %.0f "
           "cached tokens, %.0f tokens a step\n", r->in_flight, r->admitted, r->decode_seqs, r->kv_len, r->step_tokens);
@@ -240,6 +244,12 @@ static json_t *result_json(const plan_infer *p, const sim_inflight_result *r) {
       "decode_seqs", r->decode_seqs, "step_tokens", r->step_tokens, "kv_len", r->kv_len, "token_bound",
       r->token_bound, "step_s", r->step_s);
   json_object_set_new(in, "max_num_tokens_given", json_integer(f->max_num_tokens_given));
+  json_object_set_new(in, "engine_memory",
+                      json_pack("{s:i, s:f, s:i, s:i, s:f, s:i, s:i, s:f}", "profile_tokens", f->max_num_tokens,
+                                "profile_peak_bytes", f->profile_peak_bytes, "moe_tokens", f->moe_tokens,
+                                "cuda_graph_max_batch", f->cuda_graph_max_batch, "cuda_graph_bytes", f->cuda_graph_bytes,
+                                "cuda_graph_batch", f->cuda_graph_batch, "moe_max_num_tokens_given",
+                                f->moe_max_num_tokens, "kv_free_bytes", f->kv_free_bytes));
   json_object_set_new(in, "prompts_per_step", json_pack("{s:i, s:f}", "k", r->k, "share_k_plus_1", r->phi));
   json_object_set_new(in, "step_s_by_prompts", json_pack("[f, f]", r->price[0].total_s, r->price[1].total_s));
   json_object_set_new(in, "step", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "total_s", s->total_s, "layers_s",

@@ -5,7 +5,9 @@
 # other candidate is counted once; the rows are ranked by the steady state's tokens/s per GPU; every emitted plan
 # is an in-flight plan that tacosim simulate predicts to the row's TTFT, TPOT and tokens/s; the rows' batches are
 # at most the KV-cache fit, and a capped row's batch is its cap; --tpot-max drops exactly the candidates above it;
-# 0 without --inflight and --kv-cache-fraction without it are errors (exit 2).
+# --cuda-graph-max-batch 0 goes into every emitted plan, whose simulation then counts no graph pool before the KV
+# cache; 0 without --inflight, --kv-cache-fraction and --cuda-graph-max-batch without it, and a bad graph batch are
+# errors (exit 2).
 # usage: search_infer_inflight.sh TACOSIM
 set -eu
 bin=$1
@@ -52,6 +54,19 @@ print("search_infer_inflight: %d rows, %d duplicates, best %s (max_batch %d) at 
       "simulate to the rows" % (len(rows), c["duplicates"], rows[0]["name"], rows[0]["batch"], rows[0]["tokens_per_gpu_s"],
                                 len(plans)))
 P
+"$bin" search-infer --model llama3-8b --cluster h100x8-nvswitch --prompt 1000 --generate 1000 --tp 1 --kv-cache fp8 \
+  --quantization fp8 --inflight --batches 0 --cuda-graph-max-batch 0 --emit-plans "$tmp/nog" > /dev/null
+set -- "$tmp"/nog/*.json
+[ $# -eq 1 ] && [ -f "$1" ] || { echo "--cuda-graph-max-batch 0: want one emitted plan"; exit 1; }
+"$bin" simulate "$1" --json "$tmp/nog.out" > /dev/null 2>&1 || { echo "simulate $1 failed"; exit 1; }
+python3 - "$1" "$tmp/nog.out" <<'P'
+import json, sys
+p, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert p["inflight"]["cuda_graph_max_batch"] == 0, p["inflight"]
+m = r["inflight"]["engine_memory"]
+assert m["cuda_graph_max_batch"] == 0 and m["cuda_graph_batch"] == 0 and m["cuda_graph_bytes"] == 0, m
+assert m["profile_peak_bytes"] > 0 and m["profile_tokens"] == r["inflight"]["max_num_tokens"], m
+P
 bad() { # EXPECTED_TEXT ARGS...: exit 2 and the text on standard error
   want=$1; shift
   if "$bin" search-infer "$@" > "$tmp/bad.out" 2> "$tmp/bad.err"; then echo "accepted: $*"; exit 1; else rc=$?; fi
@@ -61,4 +76,7 @@ static="--model llama3-8b --cluster h100x8-nvswitch --prompt 1000 --generate 100
 bad "only with --inflight" $static --batches 0,8
 bad "goes with --inflight" $static --batches 8 --kv-cache-fraction 0.95
 bad "kv-cache-fraction" $static --inflight --kv-cache-fraction 1.5
+bad "goes with --inflight" $static --batches 8 --cuda-graph-max-batch 64
+bad "cuda-graph-max-batch" $static --inflight --cuda-graph-max-batch -1
+bad "cuda-graph-max-batch" $static --inflight --cuda-graph-max-batch 12x
 echo "search_infer_inflight.sh: passed"

@@ -139,7 +139,8 @@ static void test_finite_run_by_hand(void) {
  * H100 (80 GiB), prompt 128, generate 128: 2 x 32 layers x 8 KV heads x 128 x 1 B = 64 KiB a token; (80 - 8.03e9 /
  * 2^30) x 0.9 / (64 KiB x 256 tokens) = 4,147 requests, capped at 4,096 (a multiple of 256); max_num_tokens 4,096 x
  * 2 = 8,192 (at least 128 + 4,096). The KV fit: the plan's own FP8 cache (1 + 4 / 128 bytes an element), 256 tokens a
- * sequence, in 0.9 of the HBM less the weights and the runtime. */
+ * sequence, in 0.9 of the HBM less the weights, the runtime, the profiling forward of 8,192 tokens and the CUDA
+ * graphs' pool (test_engine_memory_by_hand). */
 static void test_engine_heuristic_by_hand(void) {
   char t[1024];
   plan_text(t, sizeof t, "h100x8-nvswitch", 1, 128, 128, "{}", "\"quantization\":\"fp8\",\"kv_cache\":\"fp8\"");
@@ -156,7 +157,8 @@ static void test_engine_heuristic_by_hand(void) {
   plan_infer_memory mem;
   CU_ASSERT_EQUAL_FATAL(plan_infer_memory_per_gpu(&q, &mem), 0);
   const double per_seq = 2.0 * 32 * 8 * 128 * (1 + 4.0 / 128) * 256;
-  const int fit = (int)floor(0.9 * (80 * 1073741824.0 - mem.weights - mem.overhead) / per_seq);
+  const int fit = (int)floor(
+      0.9 * (80 * 1073741824.0 - mem.weights - mem.overhead - f->profile_peak_bytes - f->cuda_graph_bytes) / per_seq);
   CU_ASSERT_EQUAL(f->kv_fit_batch, fit);
   CU_ASSERT_EQUAL(f->max_batch, fit < 4096 ? fit : 4096);
   CU_ASSERT_EQUAL(g_plan.batch, f->max_batch);
@@ -165,6 +167,64 @@ static void test_engine_heuristic_by_hand(void) {
   CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
   CU_ASSERT(f->engine_max_num_tokens >= 6000 + f->engine_max_batch);
   CU_ASSERT_EQUAL(f->max_batch, 16);
+}
+
+/* The engine's memory before the KV cache by hand (sim/INFERENCE.md, "The engine's memory before the KV cache").
+ * Llama 3 8B, FP8, TP 1, 128/128 on an H100 (hidden 4,096, ffn 14,336, 32 heads and 8 KV heads of 128, vocabulary
+ * 128,256): the profiling forward of max_num_tokens 8,192 tokens peaks at the MLP's activation, its BF16 input of
+ * 8,192 x 2 x 14,336 and FP8 output of 8,192 x 14,336, over the hidden states and residual (2 x 8,192 x 4,096 BF16);
+ * the logits of its ceil(8,192 / 255) = 33 requests are smaller. The CUDA graphs (default largest batch 128, under the
+ * heuristic's 4,096 and 8,192 tokens) peak at the logits: 128 x 4,096 BF16 hidden states + 128 x 128,256 BF16 logits.
+ * The KV fit takes 0.9 of what is left. Qwen3-235B-A22B FP8 under attention DP and EP 8 (hidden 4,096, 128 experts of
+ * 1,536, top 8) with max_num_tokens 2,048 a GPU and no graphs: the MoE buffers hold the 8 x 2,048 = 16,384 gathered
+ * tokens (FP8), the workspace of 16,384 x 8 expanded rows (FP8 input, BF16 2 x 1,536 first GEMM output, FP8 1,536
+ * activation, BF16 4,096 second GEMM output) and the BF16 output; moe_max_num_tokens 4,096 sizes them for 4,096. */
+static void test_engine_memory_by_hand(void) {
+  char t[1024];
+  plan_text(t, sizeof t, "h100x8-nvswitch", 1, 128, 128, "{}", "\"quantization\":\"fp8\",\"kv_cache\":\"fp8\"");
+  ts_err e = {0};
+  ASSERT_OK(load_text(t, &e), e);
+  const plan_infer_inflight *f = &g_plan.inflight;
+  CU_ASSERT_EQUAL(f->max_num_tokens, 8192);
+  CU_ASSERT_EQUAL(f->cuda_graph_max_batch, 128);
+  CU_ASSERT_EQUAL(f->cuda_graph_batch, 128);
+  CU_ASSERT_EQUAL(f->moe_tokens, 8192);
+  const double T = 8192, stream = 4.0 * T * 4096;
+  NEAR(f->profile_peak_bytes, stream + 2.0 * T * 2 * 14336 + T * 14336, 1e-12);
+  NEAR(f->cuda_graph_bytes, 2.0 * 128 * 4096 + 2.0 * 128 * 128256, 1e-12);
+  plan_infer q = g_plan;
+  q.batch = 1;
+  plan_infer_memory mem;
+  CU_ASSERT_EQUAL_FATAL(plan_infer_memory_per_gpu(&q, &mem), 0);
+  const double left = 80 * 1073741824.0 - mem.weights - mem.overhead - f->profile_peak_bytes - f->cuda_graph_bytes;
+  NEAR(f->kv_free_bytes, left, 1e-12);
+  CU_ASSERT_EQUAL(f->kv_fit_batch, (int)floor(0.9 * left / (2.0 * 32 * 8 * 128 * (1 + 4.0 / 128) * 256)));
+  /* 8,192-batch graphs: capped at the heuristic's 4,096; the logits of 4,096 rows */
+  plan_text(t, sizeof t, "h100x8-nvswitch", 1, 128, 128, "{\"cuda_graph_max_batch\":8192}",
+            "\"quantization\":\"fp8\",\"kv_cache\":\"fp8\"");
+  ASSERT_OK(load_text(t, &e), e);
+  CU_ASSERT_EQUAL(f->cuda_graph_batch, 4096);
+  NEAR(f->cuda_graph_bytes, 2.0 * 4096 * 4096 + 2.0 * 4096 * 128256, 1e-12);
+  /* no graphs */
+  plan_text(t, sizeof t, "h100x8-nvswitch", 1, 128, 128, "{\"cuda_graph_max_batch\":0}",
+            "\"quantization\":\"fp8\",\"kv_cache\":\"fp8\"");
+  ASSERT_OK(load_text(t, &e), e);
+  CU_ASSERT_EQUAL(f->cuda_graph_batch, 0);
+  CU_ASSERT_EQUAL(f->cuda_graph_bytes, 0.0);
+  /* attention DP and EP 8: the MoE's buffers for the group's tokens */
+  for (int i = 0; i < 2; i++) {
+    snprintf(t, sizeof t,
+             "{\"schema\":1,\"kind\":\"inference\",\"model\":\"qwen3-235b-a22b\",\"cluster\":\"h100x8-nvswitch\","
+             "\"layout\":{\"tp\":8,\"ep\":8,\"attention_dp\":true},\"batch\":{\"prompt\":128,\"generate\":2048},"
+             "\"quantization\":\"fp8\",\"kv_cache\":\"fp8\",\"prefill_attention\":\"flash\",\"inflight\":"
+             "{\"max_num_tokens\":2048,\"cuda_graph_max_batch\":0%s}}", i ? ",\"moe_max_num_tokens\":4096" : "");
+    ASSERT_OK(load_text(t, &e), e);
+    const double M = i ? 4096 : 16384, R = 8 * M, h = 4096, fe = 1536;
+    CU_ASSERT_EQUAL(f->moe_tokens, (int)M);
+    NEAR(f->profile_peak_bytes,
+         4.0 * 2048 * h + (M * h + (R * h + 2.0 * R * 2 * fe + R * fe + 2.0 * R * h) + 2.0 * M * h), 1e-12);
+    CU_ASSERT_EQUAL(f->cuda_graph_bytes, 0.0);
+  }
 }
 
 /* Where prefill is negligible (a 16-token prompt, 4,000 generated), a step without a prompt is exactly the static
@@ -209,6 +269,10 @@ static void test_malformed_rejected(void) {
       {1, 128, "{\"kv_cache_fraction\":1e-6}", "", "inflight.kv_cache_fraction"}, /* holds no sequence */
       {1, 128, "{\"tokens_per_block\":0}", "", "inflight.tokens_per_block"},
       {1, 128, "{\"requests\":0}", "", "inflight.requests"},
+      {1, 128, "{\"cuda_graph_max_batch\":-1}", "", "inflight.cuda_graph_max_batch"},
+      {1, 128, "{\"cuda_graph_max_batch\":1.5}", "", "inflight.cuda_graph_max_batch"},
+      {1, 128, "{\"moe_max_num_tokens\":0}", "", "inflight.moe_max_num_tokens"},
+      {1, 128, "{\"moe_max_num_tokens\":4096}", "", "inflight.moe_max_num_tokens"}, /* a dense model */
       {1, 128, "{\"chunked_prefill\":true}", "", "inflight.chunked_prefill"},
       {1, 128, "7", "", "inflight"},
       {-1, 128, "{}", "", "layout.pp"},
@@ -280,6 +344,7 @@ int main(void) {
   CU_add_test(s, "steady state of a tiny case by hand", test_steady_state_by_hand);
   CU_add_test(s, "a finite run by hand", test_finite_run_by_hand);
   CU_add_test(s, "trtllm-bench's heuristic and the KV fit by hand", test_engine_heuristic_by_hand);
+  CU_add_test(s, "the engine's memory before the KV cache by hand", test_engine_memory_by_hand);
   CU_add_test(s, "negligible prefill: the static batch's decode step", test_static_limit);
   CU_add_test(s, "malformed in-flight plans rejected naming the field", test_malformed_rejected);
   CU_add_test(s, "tacosim simulate on an in-flight plan", test_command);
