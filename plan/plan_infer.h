@@ -45,6 +45,15 @@ typedef enum {
   PLAN_PREFILL_ATTN_EXECUTOR, PLAN_PREFILL_ATTN_FUSED, PLAN_PREFILL_ATTN_FLASH, PLAN_PREFILL_ATTN_FUSED_FP8
 } plan_prefill_attention;
 const char *plan_prefill_attention_name(plan_prefill_attention a);
+/* "decode_attention" (sim/INFERENCE.md, "Decode attention read per query head"): how a decode step's attention reads
+ * the KV cache of a GQA model (G = heads / kv_heads query heads a KV head). per-kv-head (default): once per KV head
+ * for its whole group of query heads, as the inference executor's kernel runs it (and TensorRT-LLM's XQA);
+ * per-query-head: once per query head, G times the bytes, as a kernel of one thread block a (sequence, query head)
+ * runs it (TensorRT-LLM's masked multi-head attention before XQA). Priced from the decode attention table at the
+ * shape such a kernel runs: MHA with heads / tp KV heads (the ".g1" table, heads / tp (sequence, head) pairs, G times
+ * the bytes). On an MHA model the two are one; an MLA model (one latent head) takes per-kv-head only. */
+typedef enum { PLAN_DECODE_ATTN_PER_KV_HEAD, PLAN_DECODE_ATTN_PER_QUERY_HEAD } plan_decode_attention;
+const char *plan_decode_attention_name(plan_decode_attention a);
 
 /* "inflight" (plan/plan_inflight.c, sim/sim_inflight.c): the requests are served by a serving engine with in-flight
  * (continuous) batching, each of batch.prompt tokens in and batch.generate tokens out, requests always waiting (a
@@ -113,6 +122,7 @@ typedef struct {
   plan_moe_kernel moe_kernel; /* "moe_kernel" (MoE models only; default fused) */
   plan_infer_quant quant;     /* "quantization" (default none) */
   plan_prefill_attention prefill_attention; /* "prefill_attention" (default executor) */
+  plan_decode_attention decode_attention;   /* "decode_attention" (default per-kv-head) */
   plan_infer_inflight inflight;             /* "inflight" (default: off, one static batch) */
 } plan_infer;
 

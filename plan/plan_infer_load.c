@@ -28,6 +28,12 @@ const char *plan_prefill_attention_name(plan_prefill_attention a) {
   return (unsigned)a <= PLAN_PREFILL_ATTN_FUSED_FP8 ? prefill_attention_names[a] : "?";
 }
 
+static const char *const decode_attention_names[] = {"per-kv-head", "per-query-head", NULL};
+
+const char *plan_decode_attention_name(plan_decode_attention a) {
+  return (unsigned)a <= PLAN_DECODE_ATTN_PER_QUERY_HEAD ? decode_attention_names[a] : "?";
+}
+
 int plan_file_is_inference(const char *path, bool *is_inference, ts_err *e) {
   *is_inference = false;
   json_t *root = tsj_load_file(path, e);
@@ -87,7 +93,7 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   static const char *const top_keys[] = {"schema", "kind", "name", "description", "model", "cluster", "layout",
                                          "batch", "kv_cache", "codec", "codec_min_bytes", "codec_auto",
                                          "layers_override", "moe_kernel", "quantization", "prefill_attention", "inflight",
-                                         NULL};
+                                         "decode_attention", NULL};
   static const char *const layout_keys[] = {"tp", "pp", "ep", "attention_dp", NULL};
   static const char *const batch_keys[] = {"size", "prompt", "generate", NULL};
   static const char *const kind_names[] = {"inference", NULL};
@@ -143,6 +149,10 @@ static int load_root(json_t *root, const char *file, const char *models_dir, con
   if (tsj_enum_opt(root, "prefill_attention", prefill_attention_names, PLAN_PREFILL_ATTN_EXECUTOR, &pa, file, NULL, e))
     return -1;
   p->prefill_attention = (plan_prefill_attention)pa;
+  int da;
+  if (tsj_enum_opt(root, "decode_attention", decode_attention_names, PLAN_DECODE_ATTN_PER_KV_HEAD, &da, file, NULL, e))
+    return -1;
+  p->decode_attention = (plan_decode_attention)da;
 
   ts_err sub;
   if (model_load(model_name, models_dir, &p->model, &sub))
@@ -237,6 +247,9 @@ int plan_infer_validate(const plan_infer *p, ts_err *e) {
       return ts_fail(e, f, "prefill_attention", "fused-fp8: %s uses MLA, which the \"fused\" attention tables "
                      "have no points of", m->name);
   }
+  if (p->decode_attention == PLAN_DECODE_ATTN_PER_QUERY_HEAD && m->attention == MODEL_ATTN_MLA)
+    return ts_fail(e, f, "decode_attention", "per-query-head: %s uses MLA, whose decode attention reads one latent "
+                   "head shared by all query heads (give \"per-kv-head\", the default)", m->name);
   plan_infer_memory mem;
   if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, f, "layout", "memory per GPU cannot be computed");
   double hbm = p->cluster.gpu.hbm_gib * 1073741824.0;

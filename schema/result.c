@@ -241,7 +241,7 @@ static const char *const measured_keys[] = {"iterations", "warmup", "min_s", "me
 static const char *const inference_keys[] = {"kind", "ttft_s", "tpot_s", NULL};
 /* What tacosim simulate writes besides for an inference plan (sim/sim_infer_report.c): its
  * phases, memory and codec choices; checked here, not kept (tacosim compare does not show them). */
-static const char *const inference_detail_keys[] = {"codec", "quantization", "prefill_attention", "total_s", "memory", "prefill", "decode",
+static const char *const inference_detail_keys[] = {"codec", "quantization", "prefill_attention", "decode_attention", "total_s", "memory", "prefill", "decode",
                                                     "plain_nccl", "speedup", "codec_choices", "mla",
                                                     "tokens_per_s_per_gpu", "requests_per_s", "inflight", "layout",
                                                     NULL};
@@ -374,12 +374,14 @@ static int check_inference_details(json_t *root, const char *file, ts_err *e) {
   static const char *const fallbacks[] = {"none", "caat", NULL};
   static const char *const quants[] = {"none", "fp8", "nvfp4", NULL}; /* the plan's "quantization" (added 2026-12-06) */
   static const char *const prefill_attns[] = {"executor", "fused", "flash", "fused-fp8", NULL}; /* "prefill_attention" (likewise) */
+  static const char *const decode_attns[] = {"per-kv-head", "per-query-head", NULL}; /* "decode_attention" (likewise) */
   char codec[64];
   double x;
   int quant;
   if (tsj_string_opt(root, "codec", "", codec, sizeof codec, file, "", e) ||
       tsj_enum_opt(root, "quantization", quants, 0, &quant, file, "", e) ||
       tsj_enum_opt(root, "prefill_attention", prefill_attns, 0, &quant, file, "", e) ||
+      tsj_enum_opt(root, "decode_attention", decode_attns, 0, &quant, file, "", e) ||
       tsj_real_opt(root, "total_s", 0, BIG, 0, &x, file, "", e) || detail_object(root, "memory", memory, 2, file, e) ||
       detail_object(root, "prefill", phase, 5, file, e) || detail_object(root, "decode", phase, 5, file, e) ||
       detail_object(root, "plain_nccl", plain, -1, file, e) || detail_object(root, "speedup", speedup, -1, file, e) ||

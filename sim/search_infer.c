@@ -48,14 +48,17 @@ static int candidate_json(const search_infer_opts *o, int tp, int pp, int ep, in
   else if (codec == PLAN_CODEC_TACO) snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"taco\", \"group\": 128, \"fp8\": \"e4m3\" }");
   else if (codec == PLAN_CODEC_CAAT) snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"caat\", \"p\": 0.5 }");
   else snprintf(codec_text, sizeof codec_text, "{ \"kind\": \"taco+caat\", \"group\": 128, \"fp8\": \"e4m3\", \"p\": 0.5 }");
+  char da[64] = ""; /* "decode_attention", written where it is not the default (per-kv-head) */
+  if (o->decode_attention != PLAN_DECODE_ATTN_PER_KV_HEAD)
+    snprintf(da, sizeof da, ",\n  \"decode_attention\": \"%s\"", plan_decode_attention_name(o->decode_attention));
   int n = snprintf(out, cap,
                    "{\n  \"schema\": 1,\n  \"kind\": \"inference\",\n  \"name\": \"%s\",\n"
                    "  \"description\": \"tacosim search-infer candidate: prompt %d, generate %d\",\n"
                    "  \"model\": \"%s\",\n  \"cluster\": \"%s\",\n  \"layout\": { \"tp\": %d, \"pp\": %d%s },\n"
                    "  \"batch\": { %s\"prompt\": %d, \"generate\": %d },\n  \"kv_cache\": \"%s\",\n"
-                   "  \"quantization\": \"%s\",\n  \"codec\": %s,\n  \"prefill_attention\": \"%s\"%s\n}\n",
+                   "  \"quantization\": \"%s\",\n  \"codec\": %s,\n  \"prefill_attention\": \"%s\"%s%s\n}\n",
                    name, o->prompt, o->generate, o->model, o->cluster, tp, pp, adp, btext, o->prompt, o->generate, kvn,
-                   qn, codec_text, plan_prefill_attention_name(o->prefill_attention), ifb);
+                   qn, codec_text, plan_prefill_attention_name(o->prefill_attention), da, ifb);
   return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 

@@ -28,6 +28,7 @@ typedef struct {
                                where it has FP4 ones (fp4_tflops) */
   int codecs[4], n_codecs; /* plan_codec_kind of the TP all-reduces (TACO group 128, CAAT-Net p 0.5) */
   plan_prefill_attention prefill_attention;
+  plan_decode_attention decode_attention; /* the plan field, passed to every candidate (default per-kv-head) */
   double tpot_max_s, ttft_max_s; /* 0: no limit */
   double headroom;               /* HBM kept free beyond the plan's memory: >= 1 GiB, < 1 a fraction (0: none) */
   const char *calibration;       /* NULL: the cluster's default (sim_default_calibration) */

@@ -46,6 +46,9 @@ const char sim_search_infer_usage[] =
     "                       CAAT-Net p 0.5: CAAT-Net changes the model) [none]\n"
     "  --prefill-attention K  executor, fused or flash (the plan field; flash and fused price serving\n"
     "                       engines' fused attention) [flash]\n"
+    "  --decode-attention K  per-kv-head or per-query-head (the plan field, given to every candidate:\n"
+    "                       per-query-head reads a GQA model's KV cache once per query head, as engines\n"
+    "                       before grouped decode kernels did; sim/INFERENCE.md) [per-kv-head]\n"
     "  --tpot-max MS        keep candidates whose time per output token is at most MS ms [no limit]\n"
     "  --ttft-max MS        keep candidates whose time to first token is at most MS ms [no limit]\n"
     "  --headroom H         HBM kept free beyond the plan's memory (weights, KV cache, runtime and NCCL; the\n"
@@ -108,8 +111,10 @@ static double parse_ms(const char *s) {
 }
 
 static void print_rows(const search_infer_opts *o, const search_infer_result *res, int top) {
-  printf("serving search: %s on %s, prompt %d, generate %d; prefill attention %s; %s\n", o->model, o->cluster,
+  printf("serving search: %s on %s, prompt %d, generate %d; prefill attention %s%s%s; %s\n", o->model, o->cluster,
          o->prompt, o->generate, plan_prefill_attention_name(o->prefill_attention),
+         o->decode_attention != PLAN_DECODE_ATTN_PER_KV_HEAD ? "; decode attention " : "",
+         o->decode_attention != PLAN_DECODE_ATTN_PER_KV_HEAD ? plan_decode_attention_name(o->decode_attention) : "",
          o->inflight ? "in-flight batching, the steady state (batch: the engine's max_batch; TTFT: the admitting step)"
                      : "one static batch");
   printf("calibration: %s\n", res->calibration);
@@ -157,6 +162,7 @@ static int save_json(const char *path, const search_infer_opts *o, const search_
                            "calibration", res->calibration, "counts", "candidates", res->candidates, "refused",
                            res->refused, "over_headroom", res->over_headroom, "over_limits", res->over_limits,
                            "failed", res->failed, "duplicates", res->duplicates, "rows", rows);
+  if (root) json_object_set_new(root, "decode_attention", json_string(plan_decode_attention_name(o->decode_attention)));
   int rc = !root ? ts_fail_sys(e, "%s: the JSON could not be built (out of memory)", path)
            : json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) ? ts_fail_sys(e, "%s: cannot write", path)
                                                                                   : 0;
@@ -180,10 +186,12 @@ static int emit_plans(const char *dir, const search_infer_result *res, int top, 
 int sim_search_infer_main(int argc, char **argv) {
   static const char *const kv_names[] = {"bf16", "fp8", NULL}, *const q_names[] = {"none", "fp8", "nvfp4", NULL},
                            *const codec_names[] = {"none", "taco", "caat", "taco+caat", NULL},
-                           *const pa_names[] = {"executor", "fused", "flash", NULL};
+                           *const pa_names[] = {"executor", "fused", "flash", NULL},
+                           *const da_names[] = {"per-kv-head", "per-query-head", NULL};
   static const int kv_vals[] = {PLAN_KV_BF16, PLAN_KV_FP8}, q_vals[] = {PLAN_QUANT_NONE, PLAN_QUANT_FP8, PLAN_QUANT_NVFP4},
                    codec_vals[] = {PLAN_CODEC_NONE, PLAN_CODEC_TACO, PLAN_CODEC_CAAT, PLAN_CODEC_TACO_CAAT},
-                   pa_vals[] = {PLAN_PREFILL_ATTN_EXECUTOR, PLAN_PREFILL_ATTN_FUSED, PLAN_PREFILL_ATTN_FLASH};
+                   pa_vals[] = {PLAN_PREFILL_ATTN_EXECUTOR, PLAN_PREFILL_ATTN_FUSED, PLAN_PREFILL_ATTN_FLASH},
+                   da_vals[] = {PLAN_DECODE_ATTN_PER_KV_HEAD, PLAN_DECODE_ATTN_PER_QUERY_HEAD};
   search_infer_opts o = {.prefill_attention = PLAN_PREFILL_ATTN_FLASH, .transfer = SIM_TRANSFER_ROOFLINE};
   const char *json = NULL, *emit = NULL;
   int top = 10;
@@ -228,6 +236,11 @@ int sim_search_infer_main(int argc, char **argv) {
       int pa[1], n;
       if (parse_names(v, pa_names, pa_vals, pa, &n, 1)) return usage_error("--prefill-attention: want executor, fused or flash (got %s)", v);
       o.prefill_attention = (plan_prefill_attention)pa[0];
+    } else if (!strcmp(a, "--decode-attention")) {
+      int da[1], n;
+      if (parse_names(v, da_names, da_vals, da, &n, 1))
+        return usage_error("--decode-attention: want per-kv-head or per-query-head (got %s)", v);
+      o.decode_attention = (plan_decode_attention)da[0];
     } else if (!strcmp(a, "--tpot-max") || !strcmp(a, "--ttft-max")) {
       double s = parse_ms(v);
       if (s < 0) return usage_error("%s: want milliseconds > 0", a);

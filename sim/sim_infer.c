@@ -209,6 +209,9 @@ static void decode_attention_work(const plan_infer *p, long long kv_len, double 
   else
     *flops = 4.0 * p->batch * (double)kv_len * hl * model_head_dim(m);
   *bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
+  /* decode_attention per-query-head (not MLA: the loader refuses it): each query head reads its KV head's cache */
+  if (p->decode_attention == PLAN_DECODE_ATTN_PER_QUERY_HEAD && m->attention != MODEL_ATTN_MLA)
+    *bytes *= (double)m->heads / m->kv_heads;
 }
 
 /* MLA's absorbed decode attention (sim/INFERENCE.md, "MLA"). No table is of its kernel (tacorun runs no MLA
@@ -271,14 +274,17 @@ static int mla_decode_attention_s(sim_costs *c, const plan_infer *p, long long k
  * plan on a calibration without the FP8 table is priced from the BF16 table
  * at its (smaller) byte count, named once on the warning stream. Without
  * either: the larger of the FLOPs-keyed "attention" table and the KV read at
- * the HBM rate (named once). An MLA model: mla_decode_attention_s. */
+ * the HBM rate (named once). An MLA model: mla_decode_attention_s.
+ * "decode_attention" per-query-head (plan_infer.h; sim/INFERENCE.md, "Decode attention read per query head"):
+ * the same lookups at the shape of a kernel that reads the cache once per query head, MHA of heads / tp KV
+ * heads: G = heads / kv_heads times the bytes, the ".g1" table, batch x heads / tp pairs. */
 static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long long kv_len, FILE *warn,
                               bool *warned, double *s, ts_err *e) {
   const model_config *m = &p->model;
   if (m->attention == MODEL_ATTN_MLA) return mla_decode_attention_s(c, p, kv_len, warn, warned, s, e);
   double q_width = (double)(m->heads / p->tp) * model_head_dim(m);
-  double flops = 4.0 * p->batch * (double)kv_len * q_width;
-  double kv_bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
+  double flops = 4.0 * p->batch * (double)kv_len * q_width, unused, kv_bytes;
+  decode_attention_work(p, kv_len, &unused, &kv_bytes); /* per-query-head: G times the cache's bytes */
   const char *cal_path = c->lk.cal->path[0] ? c->lk.cal->path : "calibration";
   const char *table = p->kv == PLAN_KV_FP8 ? "attention_decode_fp8" : "attention_decode";
   if (p->kv == PLAN_KV_FP8 && !schema_has_kernel(c->lk.cal, table) && schema_has_kernel(c->lk.cal, "attention_decode")) {
@@ -289,8 +295,11 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
     *warned = true;
     table = "attention_decode";
   }
-  /* a GPU's share: heads / tp query heads over kv_heads / tp KV heads (the loader has tp divide both) */
+  /* a GPU's share: heads / tp query heads over kv_heads / tp KV heads (the loader has tp divide both); a kernel that
+   * reads the cache once per query head (decode_attention per-query-head) runs as MHA of heads / tp KV heads: one
+   * (sequence, head) pair a query head, G = heads / kv_heads times the bytes */
   int kvl = m->kv_heads / p->tp, hl = m->heads / p->tp;
+  if (p->decode_attention == PLAN_DECODE_ATTN_PER_QUERY_HEAD) kvl = hl;
   char layout[64]; /* the table of the GPU's head layout (measured at head dim 128), where the calibration has it */
   snprintf(layout, sizeof layout, "%s.g%d", table, hl / kvl);
   if (hl % kvl == 0 && model_head_dim(m) == 128 && schema_has_kernel(c->lk.cal, layout)) table = layout;

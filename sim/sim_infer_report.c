@@ -29,6 +29,10 @@ void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) 
             p->prefill_attention == PLAN_PREFILL_ATTN_FUSED_FP8
                 ? "the calibration's attention_backends \"fused\" table, moved by its attention_fp8 ratio"
                 : "the calibration's attention_backends table of that kernel");
+  if (p->decode_attention != PLAN_DECODE_ATTN_PER_KV_HEAD)
+    fprintf(out, "decode attention: %s (the KV cache read once per query head, %d times a KV head's: the decode "
+            "attention table at the MHA shape of %d KV heads a GPU)\n", plan_decode_attention_name(p->decode_attention),
+            p->model.heads / p->model.kv_heads, p->model.heads / plan_infer_attn_tp(p));
   fprintf(out, "codec of TP all-reduces: %s", plan_codec_kind_name(p->codec.kind));
   if (p->codec.kind == PLAN_CODEC_TACO || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " G=%d", p->codec.group);
   if (p->codec.kind == PLAN_CODEC_CAAT || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " p=%g", p->codec.p);
@@ -105,6 +109,7 @@ static json_t *result_json(const plan_infer *p, const sim_infer_result *r) {
   json_object_set_new(mem, "overhead_bytes", json_real(r->memory.overhead));
   json_object_set_new(o, "quantization", json_string(plan_infer_quant_name(p->quant)));
   json_object_set_new(o, "prefill_attention", json_string(plan_prefill_attention_name(p->prefill_attention)));
+  json_object_set_new(o, "decode_attention", json_string(plan_decode_attention_name(p->decode_attention)));
   if (r->options[0]) json_object_set_new(o, "options", json_string(r->options));
   if (p->model.attention == MODEL_ATTN_MLA) /* MLA plans only (sim/INFERENCE.md, "MLA"), added 2026-12-06 */
     json_object_set_new(o, "mla", json_pack("{s:s, s:f, s:f, s:f}", "kv_cache", "latent",

@@ -20,6 +20,11 @@ set_tests_properties(infer_fp8 PROPERTIES LABELS "nosan")
 # FLOP floor and below the executor's unfused attention (tests/infer_prefill_attention.sh)
 add_test(NAME infer_prefill_attention COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/infer_prefill_attention.sh $<TARGET_FILE:tacosim>)
 set_tests_properties(infer_prefill_attention PROPERTIES LABELS "nosan")
+# The inference plan's "decode_attention": per-query-head prices a GQA decode attention that reads the KV cache once
+# per query head; recorded, refused where bad, passed through search-infer (tests/infer_decode_attention.sh)
+add_test(NAME infer_decode_attention COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/infer_decode_attention.sh
+         $<TARGET_FILE:tacosim> ${CMAKE_SOURCE_DIR})
+set_tests_properties(infer_decode_attention PROPERTIES LABELS "nosan" SKIP_RETURN_CODE 77)
 
 # tacosim search-infer: counts, ranking, emitted plans simulate to the rows, limits, A100 without FP8, bad
 # options (tests/search_infer.sh)

@@ -79,6 +79,9 @@ static void test_malformed_rejected(void) {
       {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"codec_min_bytes\":-1", "codec_min_bytes"},
       {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"codec_auto\":1", "codec_auto"},
       {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"model\":\"no-such-model\"", "model"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"decode_attention\":\"per-head\"",
+       "decode_attention"},
+      {"{\"tp\":2}", "{\"size\":1,\"prompt\":8,\"generate\":8}", "\"decode_attention\":1", "decode_attention"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char t[1024];
@@ -508,6 +511,60 @@ static void test_decode_attention_pairs(void) {
   schema_calibration_free(&a), schema_calibration_free(&b), schema_calibration_free(&c);
 }
 
+/* "decode_attention": "per-query-head" (plan_infer.h): a kernel that reads the KV cache once per query head runs as
+ * MHA of heads / tp KV heads, so it is priced from the ".g1" table at G = heads / kv_heads times the bytes and batch x
+ * heads / tp (sequence, head) pairs. Llama-3 8B at TP 2 (16 query heads and 4 KV heads a GPU, G 4, head dim 128),
+ * batch 2, prompt 64, generate 9, BF16 cache: a layer's cache at kv_len tokens is 2 x 2 x kv_len x 4 x 128 x 2 B =
+ * 4,096 x kv_len B a GPU (per KV head), read 4 times: 16,384 x kv_len B. The tables are linear in bytes (the lookup
+ * interpolates log-log): ".g4" (the model's layout) K4 us a byte at 8 pairs (2 x 4), ".g1" K1 at 32 pairs (2 x 16)
+ * and, as a decoy, 1 us a byte at 8 pairs. The 8 decode steps attend over 65..72 keys, 68.5 on average, so a decode
+ * step's attention is 32 layers x 4,096 x 68.5 x K4 us per KV head and 32 x 16,384 x 68.5 x K1 us per query head;
+ * the prefill and the rest of the step do not move. */
+#define DA_K4 1e-6
+#define DA_K1 2e-6
+static void test_decode_attention_per_query_head(void) {
+  load_small_plan("{\"kind\":\"none\"}");
+  CU_ASSERT_EQUAL_FATAL(g_plan.decode_attention, PLAN_DECODE_ATTN_PER_KV_HEAD); /* the default */
+  CU_ASSERT_EQUAL_FATAL(g_plan.model.heads / g_plan.tp, 16);
+  CU_ASSERT_EQUAL_FATAL(g_plan.model.kv_heads / g_plan.tp, 4);
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  const struct {
+    const char *name;
+    int group;
+    double us_per_byte;
+  } pts[] = {{"attention_decode.g4", 8, DA_K4}, {"attention_decode.g1", 32, DA_K1}, {"attention_decode.g1", 8, 1.0}};
+  for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++)
+    for (double x = 1e3; x <= 1e15; x *= 1e12)
+      CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, pts[i].name, false, x, pts[i].group, x * pts[i].us_per_byte), 0);
+  schema_calibration_sort(&cal);
+  sim_infer_result kv, q;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &kv, &e), 0);
+  NEAR(kv.decode.attention_s, 32 * 4096.0 * 68.5 * DA_K4 * 1e-6, 1e-12);
+  g_plan.decode_attention = PLAN_DECODE_ATTN_PER_QUERY_HEAD;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &q, &e), 0);
+  NEAR(q.decode.attention_s, 32 * 16384.0 * 68.5 * DA_K1 * 1e-6, 1e-12);
+  NEAR(q.tpot_s - kv.tpot_s, q.decode.attention_s - kv.decode.attention_s, 1e-12);
+  NEAR(q.ttft_s, kv.ttft_s, 1e-12);
+  /* an MHA model reads each KV head once for its one query head either way: the same price */
+  g_plan.model.kv_heads = g_plan.model.heads;
+  sim_infer_result mq, mk;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &mq, &e), 0);
+  g_plan.decode_attention = PLAN_DECODE_ATTN_PER_KV_HEAD;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &mk, &e), 0);
+  NEAR(mq.tpot_s, mk.tpot_s, 1e-15);
+  NEAR(mq.decode.attention_s, q.decode.attention_s, 1e-12); /* MHA of 16 heads a GPU: the shape priced above */
+  schema_calibration_free(&cal);
+  /* the field as a plan file gives it */
+  char t[1024];
+  plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":2,\"prompt\":64,\"generate\":9}",
+            "\"decode_attention\":\"per-query-head\"");
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  CU_ASSERT_EQUAL(g_plan.decode_attention, PLAN_DECODE_ATTN_PER_QUERY_HEAD);
+  CU_ASSERT_STRING_EQUAL(plan_decode_attention_name(g_plan.decode_attention), "per-query-head");
+}
+
 /* An FP8 KV cache: decode attention from "attention_decode_fp8" when the
  * calibration has it, else from the BF16 table (at the FP8 bytes); KV memory
  * 1 + 4/head_dim bytes an element; prefill unchanged. */
@@ -827,6 +884,8 @@ int main(void) {
   CU_add_test(s, "the executor's buffers and the runtime by hand", test_executor_buffers);
   CU_add_test(s, "FP8 KV cache: decode table and memory", test_fp8_kv_decode_table);
   CU_add_test(s, "decode attention by head layout, grouped by batch x KV heads", test_decode_attention_pairs);
+  CU_add_test(s, "decode attention read once per query head (decode_attention per-query-head)",
+              test_decode_attention_per_query_head);
   CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
   CU_add_test(s, "decode steps as CUDA graphs (--decode graph)", test_decode_graph);
   CU_add_test(s, "the prefill clock (clock.burst): by hand, off, early profile", test_prefill_clock);
