@@ -178,10 +178,11 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
 void sim_inflight_print(const plan_infer *p, const sim_inflight_result *r, FILE *out) {
   const plan_infer_inflight *f = &p->inflight;
   const double gib = 1073741824.0;
-  fprintf(out, "in-flight plan %s: %s on %s, tp %d, prompt %d, generate %d, kv %s%s, prefill attention %s\n", p->name,
-          p->model.name, p->cluster.name, p->tp, p->prompt, p->generate, plan_kv_precision_name(p->kv),
+  fprintf(out, "in-flight plan %s: %s on %s, tp %d, prompt %d, generate %d, kv %s%s, prefill attention %s, decode "
+          "attention %s\n", p->name, p->model.name, p->cluster.name, p->tp, p->prompt, p->generate,
+          plan_kv_precision_name(p->kv),
           p->quant == PLAN_QUANT_FP8 ? ", FP8 weights and GEMMs" : p->quant == PLAN_QUANT_NVFP4 ? ", NVFP4 weights and GEMMs" : "",
-          plan_prefill_attention_name(p->prefill_attention));
+          plan_prefill_attention_name(p->prefill_attention), plan_decode_attention_name(p->decode_attention));
   fprintf(out, "engine: max_batch %d (given %d, heuristic %d, KV fit %d at kv_cache_fraction %.2f, blocks of %d), "
           "max_num_tokens %d (given %d, heuristic %d), no chunked prefill\n", f->max_batch, f->max_batch_given,
           f->engine_max_batch, f->kv_fit_batch, f->kv_fraction, f->tokens_per_block, f->max_num_tokens,
@@ -235,6 +236,7 @@ static json_t *result_json(const plan_infer *p, const sim_inflight_result *r) {
       r->tokens_per_s, "tokens_per_s_per_gpu", r->tokens_per_s_per_gpu, "requests_per_s", r->requests_per_s,
       "memory_per_gpu_bytes", r->memory.total, "memory", "weights_bytes", r->memory.weights, "kv_cache_bytes",
       r->memory.kv_cache, "overhead_bytes", r->memory.overhead, "notes", notes);
+  json_object_set_new(o, "decode_attention", json_string(plan_decode_attention_name(p->decode_attention)));
   json_t *in = json_pack(
       "{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:b, s:f}", "prompt",
       p->prompt, "generate", p->generate, "max_batch", f->max_batch, "max_batch_given", f->max_batch_given,

@@ -76,6 +76,15 @@ if(TACOSIM_HAVE_GPU AND TARGET tacorun)
   set_tests_properties(infer_exec_refuses_fused_fp8 PROPERTIES
     PASS_REGULAR_EXPRESSION "prefill_attention: fused-fp8: the inference executor runs its own prefill attention"
     ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
+  # a GQA decode attention read once per query head (decode_attention per-query-head) is priced by the simulator only
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/infer_exec_per_query_head.json
+       "{\"schema\":1,\"kind\":\"inference\",\"name\":\"per-query-head\",\"model\":\"llama3-8b\",\"cluster\":\"h100x8-nvswitch\",
+        \"layout\":{\"tp\":1,\"pp\":1},\"batch\":{\"size\":1,\"prompt\":128,\"generate\":4},
+        \"decode_attention\":\"per-query-head\"}\n")
+  add_test(NAME infer_exec_refuses_per_query_head COMMAND tacorun execute ${CMAKE_CURRENT_BINARY_DIR}/infer_exec_per_query_head.json)
+  set_tests_properties(infer_exec_refuses_per_query_head PROPERTIES
+    PASS_REGULAR_EXPRESSION "decode_attention: per-query-head: the inference executor reads each KV head once"
+    ENVIRONMENT "TACOSIM_MODELS_DIR=${CMAKE_SOURCE_DIR}/models;TACOSIM_TOPOLOGIES_DIR=${CMAKE_SOURCE_DIR}/topologies")
 endif()
 
 # Attention data parallelism and expert parallelism in inference plans (layout.attention_dp, layout.ep)

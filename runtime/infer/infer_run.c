@@ -49,7 +49,7 @@ void infer_usage(FILE *out) {
           "Refused (exit 2, naming the field): pp > 1 (pipeline stages are not run), kv_cache fp8 with\n"
           "--decode-attention v1, quantization fp8 (FP8 weights and GEMMs: simulator only), inflight (in-flight\n"
           "batching: simulator only), layout.attention_dp / layout.ep (simulator only), prefill_attention\n"
-          "other than executor (simulator only),\n"
+          "other than executor (simulator only), decode_attention other than per-kv-head (simulator only),\n"
           "a TP degree other than the number of processes, non-Llama models.\n"
           "\n"
           "options, inference plans (defaults in brackets):\n"
@@ -316,6 +316,9 @@ static int plan_runnable(const plan_infer *p, const infer_opts *o, ts_err *e) {
   if (p->prefill_attention != PLAN_PREFILL_ATTN_EXECUTOR)
     return ts_fail(e, p->path, "prefill_attention", "%s: the inference executor runs its own prefill attention "
                    "(\"executor\", the default)", plan_prefill_attention_name(p->prefill_attention));
+  if (p->decode_attention != PLAN_DECODE_ATTN_PER_KV_HEAD)
+    return ts_fail(e, p->path, "decode_attention", "%s: the inference executor reads each KV head once for its query "
+                   "heads (\"per-kv-head\", the default)", plan_decode_attention_name(p->decode_attention));
   if (infer_model_supported(&p->model, p->path, e)) return -1;
   const int g = p->model.heads / p->model.kv_heads;
   if (!infer_decode_groups_built(o->decode_attn, model_head_dim(&p->model), g))
