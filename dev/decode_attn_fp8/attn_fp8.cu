@@ -87,6 +87,12 @@ __device__ __forceinline__ uint32_t cvt_hi(uint32_t x) {
   asm("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, hi;}" : "=r"(y) : "r"(x));
   return y;
 }
+/* The same conversion by integer ops (ALU true), off the conversion unit: E4M3 bits
+ * s eeee mmm -> FP16 bits s 0eeee mmm 0000000 is the value times 2^-8 for every finite code,
+ * subnormals included (both formats put the binary point alike; the biases differ by 8).
+ * `even` takes codes 0 and 2 of x (low, high half), `odd` codes 1 and 3. */
+__device__ __forceinline__ uint32_t alu_even(uint32_t x) { return ((x << 7) & 0x3f803f80u) | ((x << 8) & 0x80008000u); }
+__device__ __forceinline__ uint32_t alu_odd(uint32_t x) { return ((x >> 1) & 0x3f803f80u) | (x & 0x80008000u); }
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t y;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(y) : "r"(a), "r"(b), "r"(sel));
@@ -129,6 +135,7 @@ __device__ __forceinline__ void af_load(const uint8_t *kb, const uint8_t *vb, co
   }
 }
 
+template <bool ALU>
 __device__ __forceinline__ void af_step(const uint32_t (&qb)[8][2], const af_tile &tl, long long t0, long long p1,
                                         int r, float qscale, af_state &st) {
   /* S^T = K Q^T: rows r (h 0) and 8 + r (h 1) */
@@ -139,7 +146,10 @@ __device__ __forceinline__ void af_step(const uint32_t (&qb)[8][2], const af_til
     const uint32_t x1[4] = {tl.k[1][i].x, tl.k[1][i].y, tl.k[1][i].z, tl.k[1][i].w};
 #pragma unroll
     for (int w = 0; w < 4; w++) /* word w of 16-byte word i: 4 codes = k-step 4 i + w's two A words */
-      mma_f16(s, cvt_lo(x0[w]), cvt_lo(x1[w]), cvt_hi(x0[w]), cvt_hi(x1[w]), qb[4 * i + w][0], qb[4 * i + w][1]);
+      if (ALU) /* dims (+0, +2) and (+1, +3): Q's fragments follow */
+        mma_f16(s, alu_even(x0[w]), alu_even(x1[w]), alu_odd(x0[w]), alu_odd(x1[w]), qb[4 * i + w][0], qb[4 * i + w][1]);
+      else
+        mma_f16(s, cvt_lo(x0[w]), cvt_lo(x1[w]), cvt_hi(x0[w]), cvt_hi(x1[w]), qb[4 * i + w][0], qb[4 * i + w][1]);
   }
   /* scores sc[pos h][head e], log2 of the value scales */
   float sc[2][2], lv[2];
@@ -177,6 +187,13 @@ __device__ __forceinline__ void af_step(const uint32_t (&qb)[8][2], const af_til
                  v2[4] = {tl.v[2].x, tl.v[2].y, tl.v[2].z, tl.v[2].w}, v3[4] = {tl.v[3].x, tl.v[3].y, tl.v[3].z, tl.v[3].w};
 #pragma unroll
   for (int w = 0; w < 4; w++) { /* dims 16 r + 4 w .. + 3: m-tiles 2w (dims +0, +1) and 2w + 1 (+2, +3) */
+    if (ALU) { /* bytes (x1 x0 of dims +0 +1 of rows 2c: y of 2c + 1) as [y1 y0 x1 x0]: even = dim +0, odd = +1 */
+      const uint32_t lo01 = prmt(v0[w], v1[w], 0x5410), hi01 = prmt(v0[w], v1[w], 0x7632);
+      const uint32_t lo89 = prmt(v2[w], v3[w], 0x5410), hi89 = prmt(v2[w], v3[w], 0x7632);
+      mma_f16(st.acc[2 * w], alu_even(lo01), alu_odd(lo01), alu_even(lo89), alu_odd(lo89), b0, b1);
+      mma_f16(st.acc[2 * w + 1], alu_even(hi01), alu_odd(hi01), alu_even(hi89), alu_odd(hi89), b0, b1);
+      continue;
+    }
     const uint32_t lo01 = prmt(v0[w], v1[w], 0x5140), hi01 = prmt(v0[w], v1[w], 0x7362);
     const uint32_t lo89 = prmt(v2[w], v3[w], 0x5140), hi89 = prmt(v2[w], v3[w], 0x7362);
     mma_f16(st.acc[2 * w], cvt_lo(lo01), cvt_hi(lo01), cvt_lo(lo89), cvt_hi(lo89), b0, b1);
@@ -184,7 +201,7 @@ __device__ __forceinline__ void af_step(const uint32_t (&qb)[8][2], const af_til
   }
 }
 
-template <int G>
+template <int G, bool ALU>
 __global__ void __launch_bounds__(AF_WARPS * 32, 3)
     af_kernel(const bf16 *q, const uint8_t *kc, const uint8_t *vc, const float *ksc, const float *vsc, float *part,
               bf16 *out, int hl, int kvl, long long max_seq, long long len, long long chunk, int nsplit, float qscale) {
@@ -207,10 +224,10 @@ __global__ void __launch_bounds__(AF_WARPS * 32, 3)
     for (int s = 0; s < 8; s++)
 #pragma unroll
       for (int x = 0; x < 2; x++) {
-        const int dim = 64 * (s >> 2) + 16 * c + 4 * (s & 3) + 2 * x;
-        float2 f = make_float2(0.f, 0.f);
-        if (r < G) f = __bfloat1622float2(*(const __nv_bfloat162 *)(src + dim));
-        qb[s][x] = pack_f16(f.x, f.y);
+        const int dim = 64 * (s >> 2) + 16 * c + 4 * (s & 3) + (ALU ? x : 2 * x), step = ALU ? 2 : 1;
+        float f0 = 0.f, f1 = 0.f;
+        if (r < G) f0 = __bfloat162float(src[dim]), f1 = __bfloat162float(src[dim + step]);
+        qb[s][x] = pack_f16(f0, f1);
       }
   }
   af_state st;
@@ -220,11 +237,11 @@ __global__ void __launch_bounds__(AF_WARPS * 32, 3)
   for (int e = 0; e < 2; e++) st.m[e] = st.mv[e] = -INFINITY, st.l[e] = 0.f;
   while (t0 < p1) { /* two buffers by name (a register array indexed at run time would go to local memory) */
     af_load(kb, vb, ks, vs, t0 + STRIDE, p1, r, c, tb);
-    af_step(qb, ta, t0, p1, r, qscale, st);
+    af_step<ALU>(qb, ta, t0, p1, r, qscale, st);
     t0 += STRIDE;
     if (t0 >= p1) break;
     af_load(kb, vb, ks, vs, t0 + STRIDE, p1, r, c, ta);
-    af_step(qb, tb, t0, p1, r, qscale, st);
+    af_step<ALU>(qb, tb, t0, p1, r, qscale, st);
     t0 += STRIDE;
   }
   /* the sums over the 8 lanes of equal c; then the warps through shared memory */
@@ -232,6 +249,7 @@ __global__ void __launch_bounds__(AF_WARPS * 32, 3)
   for (int e = 0; e < 2; e++)
 #pragma unroll
     for (int o = 4; o < 32; o <<= 1) st.l[e] += __shfl_xor_sync(0xffffffffu, st.l[e], o);
+  const float vfix = ALU ? 256.f : 1.f; /* the integer conversion's 2^-8 on V (K's is in qscale) */
   __shared__ float sm_m[AF_WARPS][8], sm_mv[AF_WARPS][8], sm_l[AF_WARPS][8], sm_acc[AF_WARPS][8][AF_D];
 #pragma unroll
   for (int e = 0; e < 2; e++) {
@@ -240,8 +258,8 @@ __global__ void __launch_bounds__(AF_WARPS * 32, 3)
       if (r == 0) sm_m[warp][head] = st.m[e], sm_mv[warp][head] = st.mv[e], sm_l[warp][head] = st.l[e];
 #pragma unroll
       for (int t = 0; t < 8; t++) {
-        sm_acc[warp][head][16 * r + 2 * t] = st.acc[t][e];
-        sm_acc[warp][head][16 * r + 2 * t + 1] = st.acc[t][2 + e];
+        sm_acc[warp][head][16 * r + 2 * t] = st.acc[t][e] * vfix;
+        sm_acc[warp][head][16 * r + 2 * t + 1] = st.acc[t][2 + e] * vfix;
       }
     }
   }
@@ -321,30 +339,31 @@ __global__ void __launch_bounds__(AF_COMBINE_THREADS) af_combine_kernel(const fl
   }
 }
 
-extern "C" int dev_attn_fp8(const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
-                            long long len, void *stream, ts_err *e) {
-  if (!c || !c->k || !c->v || !c->ks || !c->vs) return ts_fail_sys(e, "dev_attn_fp8: the FP8 cache or its scales are missing");
+static int af_run(bool alu, const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
+                  long long len, void *stream, ts_err *e) {
+  if (!c || !c->k || !c->v || !c->ks || !c->vs) return ts_fail_sys(e, "dev_attn_fp8%s: the FP8 cache or its scales are missing", alu ? "_alu" : "");
   if (a->kvl < 1 || a->hl % a->kvl || len < 1 || len > a->max_seq)
-    return ts_fail_sys(e, "dev_attn_fp8: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)", a->hl, a->kvl, len,
+    return ts_fail_sys(e, "dev_attn_fp8%s: bad shape (heads %d, kv heads %d, len %lld, max_seq %lld)", alu ? "_alu" : "", a->hl, a->kvl, len,
                        a->max_seq);
   const int G = a->hl / a->kvl;
   if (a->head_dim != AF_D || (G != 4 && G != 8))
-    return ts_fail_sys(e, "dev_attn_fp8: head_dim %d with %d query heads per KV head is not built (head_dim 128 with 4 or 8)",
+    return ts_fail_sys(e, "dev_attn_fp8%s: head_dim %d with %d query heads per KV head is not built (head_dim 128 with 4 or 8)", alu ? "_alu" : "",
                        a->head_dim, G);
   const long long chunk = af_chunk(a, len);
   const int nsplit = (int)((len + chunk - 1) / chunk);
   const dim3 grid((unsigned)nsplit, (unsigned)a->kvl, (unsigned)a->batch);
   const cudaStream_t st = (cudaStream_t)stream;
-  const float qscale = (float)(1.4426950408889634 / sqrt((double)AF_D)); /* base 2 */
+  const float qscale = (float)(1.4426950408889634 / sqrt((double)AF_D)) * (alu ? 256.f : 1.f); /* base 2 */
   const bf16 *qq = (const bf16 *)q;
-  if (G == 4)
-    af_kernel<4><<<grid, AF_WARPS * 32, 0, st>>>(qq, (const uint8_t *)c->k, (const uint8_t *)c->v, c->ks, c->vs,
-                                                 (float *)partial, (bf16 *)out, a->hl, a->kvl, a->max_seq, len, chunk,
-                                                 nsplit, qscale);
-  else
-    af_kernel<8><<<grid, AF_WARPS * 32, 0, st>>>(qq, (const uint8_t *)c->k, (const uint8_t *)c->v, c->ks, c->vs,
-                                                 (float *)partial, (bf16 *)out, a->hl, a->kvl, a->max_seq, len, chunk,
-                                                 nsplit, qscale);
+#define AF_LAUNCH(g_, alu_)                                                                                          \
+  af_kernel<g_, alu_><<<grid, AF_WARPS * 32, 0, st>>>(qq, (const uint8_t *)c->k, (const uint8_t *)c->v, c->ks, c->vs, \
+                                                      (float *)partial, (bf16 *)out, a->hl, a->kvl, a->max_seq, len,  \
+                                                      chunk, nsplit, qscale)
+  if (G == 4 && alu) AF_LAUNCH(4, true);
+  else if (G == 4) AF_LAUNCH(4, false);
+  else if (alu) AF_LAUNCH(8, true);
+  else AF_LAUNCH(8, false);
+#undef AF_LAUNCH
   CUDA_CHECK(e, cudaGetLastError());
   if (nsplit > 1) {
     const long long rows = (long long)a->batch * a->hl;
@@ -352,6 +371,15 @@ extern "C" int dev_attn_fp8(const void *q, const infer_kv8 *c, void *out, void *
     CUDA_CHECK(e, cudaGetLastError());
   }
   return 0;
+}
+
+extern "C" int dev_attn_fp8(const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
+                            long long len, void *stream, ts_err *e) {
+  return af_run(false, q, c, out, partial, a, len, stream, e);
+}
+extern "C" int dev_attn_fp8_alu(const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
+                                long long len, void *stream, ts_err *e) {
+  return af_run(true, q, c, out, partial, a, len, stream, e);
 }
 
 /* ---- timing inputs ---- */

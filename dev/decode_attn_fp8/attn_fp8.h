@@ -24,6 +24,11 @@ extern "C" {
 size_t dev_attn_fp8_partial_bytes(const infer_attn_dims *a, long long len);
 int dev_attn_fp8(const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a, long long len,
                  void *stream, ts_err *e);
+/* The same with the codes converted by integer ops (shifts and masks: E4M3 bits placed in
+ * FP16's, the value times 2^-8, undone in the score scale and the output) in place of the
+ * cvt instructions: which of the two is faster tells whether the conversions bound it. */
+int dev_attn_fp8_alu(const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
+                     long long len, void *stream, ts_err *e);
 /* Fills rows head vectors of codes (finite E4M3: no 0x7f / 0xff) and scales (powers of two
  * times 1/448, 2^-4 .. 2^4) from seed, for timing runs whose values do not matter. */
 int dev_attn_fp8_fill(void *codes, float *scales, long long rows, int head_dim, unsigned long long seed, void *stream,

@@ -148,7 +148,13 @@ static void free_bufs(dev_bufs *b) {
   memset(b, 0, sizeof *b);
 }
 
-/* One shape: fresh inputs, the variant and v3 each on poisoned outputs, against float64. */
+/* The kernels compared: the library's v3 and the two forms of the variant. */
+typedef int (*attn_fn)(const void *, const infer_kv8 *, void *, void *, const infer_attn_dims *, long long, void *, ts_err *);
+enum { NK = 3 };
+static const attn_fn kernels[NK] = {infer_decode_attention3_fp8, dev_attn_fp8, dev_attn_fp8_alu};
+static const char *const names[NK] = {"v3fp8", "var", "var-alu"};
+
+/* One shape: fresh inputs, the variants and v3 each on poisoned outputs, against float64. */
 static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed, int *passed, int *failed, ts_err *e) {
   const long long max_seq = len + 3, rows = (long long)batch * kvl * max_seq;
   const size_t nq = (size_t)batch * hl * D, nc = (size_t)rows * D;
@@ -191,17 +197,17 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
     goto out;
   }
   infer_kv8 c = {d.k8, d.v8, d.ks, d.vs};
-  for (int which = 0; which < 2; which++) {
+  for (int which = 0; which < NK; which++) {
     CUDA_CHECK_GOTO(e, cudaMemset(d.out, 0xff, nq * 2), out);
     CUDA_CHECK_GOTO(e, cudaMemset(d.part, 0xff, pb), out);
-    if ((which ? infer_decode_attention3_fp8 : dev_attn_fp8)(d.q, &c, d.out, d.part, &a, len, NULL, e)) goto out;
+    if (kernels[which](d.q, &c, d.out, d.part, &a, len, NULL, e)) goto out;
     CUDA_CHECK_GOTO(e, cudaDeviceSynchronize(), out);
     CUDA_CHECK_GOTO(e, cudaMemcpy(ho, d.out, nq * 2, cudaMemcpyDeviceToHost), out);
     const double err = rel_error(ho, ref, nq);
     const int ok = err >= 0 && err <= TOL;
     *passed += ok, *failed += !ok;
     printf("check %-7s b=%-3d heads=%d/%d d=%d len=%-5lld splits=%-3lld max rel. L2 %.3e (tol %.0e) %s\n",
-           which ? "v3fp8" : "variant", batch, hl, kvl, D, len,
+           names[which], batch, hl, kvl, D, len,
            (long long)(dev_attn_fp8_partial_bytes(&a, len) / ((size_t)batch * hl * (D + 2) * 4)), err,
            TOL, ok ? "ok" : "FAILED");
   }
@@ -244,7 +250,7 @@ typedef struct {
 static int launch(const shape *s, int which, long long iter, ts_err *e) {
   const long long off = (iter % s->sets) * s->rows;
   infer_kv8 c = {s->p->k8 + off * D, s->p->v8 + off * D, s->p->ks + off, s->p->vs + off};
-  return (which ? dev_attn_fp8 : infer_decode_attention3_fp8)(s->p->q, &c, s->p->out, s->p->part, &s->a, s->len, NULL, e);
+  return kernels[which](s->p->q, &c, s->p->out, s->p->part, &s->a, s->len, NULL, e);
 }
 
 static int cmp_double(const void *x, const void *y) {
@@ -252,13 +258,14 @@ static int cmp_double(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
-/* Median us per call of v3 (us[0]) and the variant (us[1]), alternating. */
-static int time_shape(const shape *s, int reps, double us[2], ts_err *e) {
+/* Median us per call of each kernel, taking turns (the order rotated every rep). */
+static int time_shape(const shape *s, int reps, double us[NK], ts_err *e) {
   cudaEvent_t ev[2] = {NULL, NULL};
-  double *t[2] = {malloc((size_t)reps * sizeof(double)), malloc((size_t)reps * sizeof(double))};
+  double *t[NK] = {malloc((size_t)reps * sizeof(double)), malloc((size_t)reps * sizeof(double)),
+                   malloc((size_t)reps * sizeof(double))};
   long long iter = 0;
   int rc = -1, inner = 1;
-  if (!t[0] || !t[1]) {
+  if (!t[0] || !t[1] || !t[2]) {
     ts_fail_sys(e, "dev_decode_attn_fp8: out of host memory");
     goto out;
   }
@@ -266,7 +273,7 @@ static int time_shape(const shape *s, int reps, double us[2], ts_err *e) {
   CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[1]), out);
   { /* warm-up, and calls per timed span: >= ~300 us */
     float ms = 0;
-    for (int w = 0; w < 2; w++)
+    for (int w = 0; w < NK; w++)
       for (int i = 0; i < 3; i++)
         if (launch(s, w, iter++, e)) goto out;
     CUDA_CHECK_GOTO(e, cudaEventRecord(ev[0], NULL), out);
@@ -280,8 +287,8 @@ static int time_shape(const shape *s, int reps, double us[2], ts_err *e) {
     if (inner > 200) inner = 200;
   }
   for (int r = 0; r < reps; r++)
-    for (int k = 0; k < 2; k++) {
-      const int w = (r & 1) ? 1 - k : k;
+    for (int k = 0; k < NK; k++) {
+      const int w = (r + k) % NK;
       float ms = 0;
       CUDA_CHECK_GOTO(e, cudaEventRecord(ev[0], NULL), out);
       for (int i = 0; i < inner; i++)
@@ -291,7 +298,7 @@ static int time_shape(const shape *s, int reps, double us[2], ts_err *e) {
       CUDA_CHECK_GOTO(e, cudaEventElapsedTime(&ms, ev[0], ev[1]), out);
       t[w][r] = ms * 1e3 / inner;
     }
-  for (int w = 0; w < 2; w++) {
+  for (int w = 0; w < NK; w++) {
     qsort(t[w], (size_t)reps, sizeof(double), cmp_double);
     us[w] = reps % 2 ? t[w][reps / 2] : 0.5 * (t[w][reps / 2 - 1] + t[w][reps / 2]);
   }
@@ -299,17 +306,20 @@ static int time_shape(const shape *s, int reps, double us[2], ts_err *e) {
 out:
   if (ev[0]) cudaEventDestroy(ev[0]);
   if (ev[1]) cudaEventDestroy(ev[1]);
-  free(t[0]), free(t[1]);
+  free(t[0]), free(t[1]), free(t[2]);
   return rc;
 }
 
 static int print_shape(const char *set, const char *model, const shape *s, int reps, double peak, ts_err *e) {
-  double us[2];
+  double us[NK];
   if (time_shape(s, reps, us, e)) return -1;
-  const double bytes = 2.0 * s->rows * (D + 4), gb0 = bytes / us[0] * 1e-3, gb1 = bytes / us[1] * 1e-3;
-  printf("%-4s %-9s %5d %6lld %2d %9.1f %5d %10.2f %8.0f %6.1f %10.2f %8.0f %6.1f %8.3f\n", set, model, s->a.batch, s->len,
-         s->a.hl / s->a.kvl, bytes / 1048576.0, s->sets, us[0], gb0, 100 * gb0 / peak, us[1], gb1, 100 * gb1 / peak,
-         us[1] / us[0]);
+  const double bytes = 2.0 * s->rows * (D + 4);
+  printf("%-4s %-10s %5d %6lld %2d %9.1f %5d", set, model, s->a.batch, s->len, s->a.hl / s->a.kvl, bytes / 1048576.0, s->sets);
+  for (int k = 0; k < NK; k++) {
+    const double gb = bytes / us[k] * 1e-3;
+    printf(" %10.2f %8.0f %6.1f", us[k], gb, 100 * gb / peak);
+  }
+  printf(" %8.3f %8.3f\n", us[1] / us[0], us[2] / us[0]);
   fflush(stdout);
   return 0;
 }
@@ -359,19 +369,21 @@ static int run_timing(const opts *o, ts_err *e) {
   if (dev_attn_fp8_fill(p.k8, p.ks, p.pool_rows, D, 1, NULL, e) || dev_attn_fp8_fill(p.v8, p.vs, p.pool_rows, D, 2, NULL, e))
     goto out;
   CUDA_CHECK_GOTO(e, cudaDeviceSynchronize(), out);
-  printf("# v3 = infer_decode_attention3_fp8 (the library), var = dev_attn_fp8; head_dim 128, 8 KV heads;\n"
+  printf("# v3 = infer_decode_attention3_fp8 (the library), var = dev_attn_fp8, alu = dev_attn_fp8_alu;\n"
+         "# head_dim 128, 8 KV heads;\n"
          "# GB/s: codes + scales of K and V read; %% of --peak-gbps %.0f; median of %d alternating reps;\n"
          "# sets: cache copies rotated (hbm: >= 512 MiB in all, or one larger set; l2: one set, re-read)\n",
          o->peak_gbps, o->reps);
-  printf("%-4s %-9s %5s %6s %2s %9s %5s %10s %8s %6s %10s %8s %6s %8s\n", "set", "model", "batch", "kv", "G", "cache_MiB",
-         "sets", "v3_us", "v3_GB/s", "v3_%", "var_us", "var_GB/s", "var_%", "var/v3");
+  printf("%-4s %-10s %5s %6s %2s %9s %5s %10s %8s %6s %10s %8s %6s %10s %8s %6s %8s %8s\n", "set", "model", "batch", "kv",
+         "G", "cache_MiB", "sets", "v3_us", "v3_GB/s", "v3_%", "var_us", "var_GB/s", "var_%", "alu_us", "alu_GB/s", "alu_%",
+         "var/v3", "alu/v3");
   for (int m = 0; m < 2; m++)
     for (int i = 0; i < o->nb; i++)
       for (int k = 0; k < o->nkv; k++) {
         shape s = {&p, {.batch = (int)o->batches[i], .hl = models[m].hl, .kvl = KVL, .head_dim = D, .max_seq = o->kv[k]},
                    o->kv[k], o->batches[i] * KVL * o->kv[k], 1};
         if (s.rows * row_bytes > o->max_gib * 1073741824.0) {
-          printf("%-4s %-9s %5d %6lld skipped: cache %.1f GiB > --max-gib %.0f\n", "hbm", models[m].name, s.a.batch, s.len,
+          printf("%-4s %-10s %5d %6lld skipped: cache %.1f GiB > --max-gib %.0f\n", "hbm", models[m].name, s.a.batch, s.len,
                  s.rows * row_bytes / 1073741824.0, o->max_gib);
           continue;
         }
