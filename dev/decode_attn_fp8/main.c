@@ -328,30 +328,26 @@ static int run_timing(const opts *o, ts_err *e) {
   static const struct { const char *name; int hl; } models[] = {{"llama3-8b", 32}, {"llama3-70b", 64}};
   static const struct { int b; long long kv; } l2set[] = {{8, 1024}, {16, 512}, {2, 4096}};
   const double row_bytes = 2.0 * (D + 4);
-  long long max_rows = 0, max_b = 16, max_kv = 4096;
+  long long max_rows = 0, max_b = 16;
   for (int i = 0; i < o->nb; i++)
     for (int k = 0; k < o->nkv; k++) {
       const long long rows = o->batches[i] * KVL * o->kv[k];
       if (rows * row_bytes > o->max_gib * 1073741824.0) continue;
       if (rows > max_rows) max_rows = rows;
       if (o->batches[i] > max_b) max_b = o->batches[i];
-      if (o->kv[k] > max_kv) max_kv = o->kv[k];
     }
   const long long rot_rows = (long long)ceil(ROTATE_BYTES / row_bytes);
   pool p = {0};
   p.pool_rows = max_rows > rot_rows ? max_rows : rot_rows;
   size_t pb = 0;
-  for (int m = 0; m < 2; m++) {
-    infer_attn_dims big = {.batch = (int)max_b, .hl = models[m].hl, .kvl = KVL, .head_dim = D, .max_seq = max_kv};
-    for (int k = 0; k < o->nkv; k++) {
-      size_t a = dev_attn_fp8_partial_bytes(&big, o->kv[k]), b = infer_decode3_partial_bytes(&big, o->kv[k]);
-      pb = a > pb ? a : pb, pb = b > pb ? b : pb;
-    }
-    for (int k = 0; k < 3; k++) {
-      size_t a = dev_attn_fp8_partial_bytes(&big, l2set[k].kv), b = infer_decode3_partial_bytes(&big, l2set[k].kv);
-      pb = a > pb ? a : pb, pb = b > pb ? b : pb;
-    }
-  }
+  for (int m = 0; m < 2; m++) /* the partials of every shape timed (their split counts differ by batch) */
+    for (int i = 0; i < o->nb + 3; i++)
+      for (int k = 0; k < (i < o->nb ? o->nkv : 1); k++) {
+        const long long bb = i < o->nb ? o->batches[i] : l2set[i - o->nb].b, kv = i < o->nb ? o->kv[k] : l2set[i - o->nb].kv;
+        infer_attn_dims x = {.batch = (int)bb, .hl = models[m].hl, .kvl = KVL, .head_dim = D, .max_seq = kv};
+        size_t a = dev_attn_fp8_partial_bytes(&x, kv), b = infer_decode3_partial_bytes(&x, kv);
+        pb = a > pb ? a : pb, pb = b > pb ? b : pb;
+      }
   int rc = -1;
   const size_t nq = (size_t)max_b * 64 * D;
   CUDA_CHECK_GOTO(e, cudaMalloc(&p.q, nq * 2), out);
