@@ -10,7 +10,8 @@ set -u
 BIN=${BIN:-build/dev/dev_decode_attn_fp8}
 O=${OUT:-/tmp}
 mkdir -p "$O"
-if [ -n "${LIB:-}" ]; then export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-}; fi
+# the binary needs libcudart.so.13 besides the C/C++ runtime: LIB first, the CUDA toolkit's folders last
+export LD_LIBRARY_PATH=${LIB:+$PWD/$LIB:}${LD_LIBRARY_PATH:-}${LD_LIBRARY_PATH:+:}/usr/local/cuda/lib64:/usr/local/cuda/lib
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 case "$name" in
   *H200*) peak=4800 ;;
@@ -22,6 +23,7 @@ esac
   date -u
   echo "peak $peak GB/s; BIN $BIN"
 } > "$O/gpu.txt" 2>&1
+ldd "$BIN" | grep -i "not found" && echo "a library is missing (LIB=${LIB:-})"
 timeout 60 "$BIN" --check > "$O/check.txt" 2>&1
 rc=$?
 tail -1 "$O/check.txt"
