@@ -201,8 +201,10 @@ __device__ __forceinline__ void af_step(const uint32_t (&qb)[8][2], const af_til
   }
 }
 
-template <int G, bool ALU>
-__global__ void __launch_bounds__(AF_WARPS * 32, 3)
+/* PIPE: the next tile's loads in flight in registers (two buffers, 3 blocks an SM); else one
+ * buffer, each tile loaded then computed, 4 blocks an SM (more warps in flight instead). */
+template <int G, bool ALU, bool PIPE>
+__global__ void __launch_bounds__(AF_WARPS * 32, PIPE ? 3 : 4)
     af_kernel(const bf16 *q, const uint8_t *kc, const uint8_t *vc, const float *ksc, const float *vsc, float *part,
               bf16 *out, int hl, int kvl, long long max_seq, long long len, long long chunk, int nsplit, float qscale) {
   constexpr long long STRIDE = AF_WARPS * AF_TILE;
@@ -214,7 +216,7 @@ __global__ void __launch_bounds__(AF_WARPS * 32, 3)
   const long long p0 = (long long)split * chunk, p1 = p0 + chunk < len ? p0 + chunk : len;
   long long t0 = p0 + (long long)warp * AF_TILE;
   af_tile ta, tb;
-  af_load(kb, vb, ks, vs, t0, p1, r, c, ta); /* in flight while Q is read */
+  if (PIPE) af_load(kb, vb, ks, vs, t0, p1, r, c, ta); /* in flight while Q is read */
   /* Q^T's B fragments: head j G + r (zero past G); k-step s = 4 i + w holds the dims of K's
    * word w of 16-byte word i, codes 4 w .. 4 w + 3 of dims 64 i + 16 c: (+0, +1) in b0, (+2, +3) in b1 */
   uint32_t qb[8][2];
@@ -235,7 +237,12 @@ __global__ void __launch_bounds__(AF_WARPS * 32, 3)
   for (int t = 0; t < 8; t++) st.acc[t][0] = st.acc[t][1] = st.acc[t][2] = st.acc[t][3] = 0.f;
 #pragma unroll
   for (int e = 0; e < 2; e++) st.m[e] = st.mv[e] = -INFINITY, st.l[e] = 0.f;
-  while (t0 < p1) { /* two buffers by name (a register array indexed at run time would go to local memory) */
+  while (!PIPE && t0 < p1) {
+    af_load(kb, vb, ks, vs, t0, p1, r, c, ta);
+    af_step<ALU>(qb, ta, t0, p1, r, qscale, st);
+    t0 += STRIDE;
+  }
+  while (PIPE && t0 < p1) { /* two buffers by name (a register array indexed at run time would go to local memory) */
     af_load(kb, vb, ks, vs, t0 + STRIDE, p1, r, c, tb);
     af_step<ALU>(qb, ta, t0, p1, r, qscale, st);
     t0 += STRIDE;
@@ -339,7 +346,7 @@ __global__ void __launch_bounds__(AF_COMBINE_THREADS) af_combine_kernel(const fl
   }
 }
 
-static int af_run(bool alu, const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
+static int af_run(bool alu, bool pipe, const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
                   long long len, void *stream, ts_err *e) {
   if (!c || !c->k || !c->v || !c->ks || !c->vs) return ts_fail_sys(e, "dev_attn_fp8%s: the FP8 cache or its scales are missing", alu ? "_alu" : "");
   if (a->kvl < 1 || a->hl % a->kvl || len < 1 || len > a->max_seq)
@@ -355,14 +362,16 @@ static int af_run(bool alu, const void *q, const infer_kv8 *c, void *out, void *
   const cudaStream_t st = (cudaStream_t)stream;
   const float qscale = (float)(1.4426950408889634 / sqrt((double)AF_D)) * (alu ? 256.f : 1.f); /* base 2 */
   const bf16 *qq = (const bf16 *)q;
-#define AF_LAUNCH(g_, alu_)                                                                                          \
-  af_kernel<g_, alu_><<<grid, AF_WARPS * 32, 0, st>>>(qq, (const uint8_t *)c->k, (const uint8_t *)c->v, c->ks, c->vs, \
+#define AF_LAUNCH(g_, alu_, pipe_)                                                                                   \
+  af_kernel<g_, alu_, pipe_><<<grid, AF_WARPS * 32, 0, st>>>(qq, (const uint8_t *)c->k, (const uint8_t *)c->v, c->ks, c->vs, \
                                                       (float *)partial, (bf16 *)out, a->hl, a->kvl, a->max_seq, len,  \
                                                       chunk, nsplit, qscale)
-  if (G == 4 && alu) AF_LAUNCH(4, true);
-  else if (G == 4) AF_LAUNCH(4, false);
-  else if (alu) AF_LAUNCH(8, true);
-  else AF_LAUNCH(8, false);
+  if (G == 4 && alu) AF_LAUNCH(4, true, true);
+  else if (G == 4 && pipe) AF_LAUNCH(4, false, true);
+  else if (G == 4) AF_LAUNCH(4, false, false);
+  else if (alu) AF_LAUNCH(8, true, true);
+  else if (pipe) AF_LAUNCH(8, false, true);
+  else AF_LAUNCH(8, false, false);
 #undef AF_LAUNCH
   CUDA_CHECK(e, cudaGetLastError());
   if (nsplit > 1) {
@@ -375,11 +384,15 @@ static int af_run(bool alu, const void *q, const infer_kv8 *c, void *out, void *
 
 extern "C" int dev_attn_fp8(const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
                             long long len, void *stream, ts_err *e) {
-  return af_run(false, q, c, out, partial, a, len, stream, e);
+  return af_run(false, true, q, c, out, partial, a, len, stream, e);
 }
 extern "C" int dev_attn_fp8_alu(const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
                                 long long len, void *stream, ts_err *e) {
-  return af_run(true, q, c, out, partial, a, len, stream, e);
+  return af_run(true, true, q, c, out, partial, a, len, stream, e);
+}
+extern "C" int dev_attn_fp8_b4(const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
+                               long long len, void *stream, ts_err *e) {
+  return af_run(false, false, q, c, out, partial, a, len, stream, e);
 }
 
 /* ---- timing inputs ---- */

@@ -29,6 +29,10 @@ int dev_attn_fp8(const void *q, const infer_kv8 *c, void *out, void *partial, co
  * cvt instructions: which of the two is faster tells whether the conversions bound it. */
 int dev_attn_fp8_alu(const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
                      long long len, void *stream, ts_err *e);
+/* dev_attn_fp8 without the next tile's loads in flight (one tile's registers: 4 blocks an SM
+ * where dev_attn_fp8 fits 3): more warps in flight instead of more loads a warp. */
+int dev_attn_fp8_b4(const void *q, const infer_kv8 *c, void *out, void *partial, const infer_attn_dims *a,
+                    long long len, void *stream, ts_err *e);
 /* Fills rows head vectors of codes (finite E4M3: no 0x7f / 0xff) and scales (powers of two
  * times 1/448, 2^-4 .. 2^4) from seed, for timing runs whose values do not matter. */
 int dev_attn_fp8_fill(void *codes, float *scales, long long rows, int head_dim, unsigned long long seed, void *stream,

@@ -1,5 +1,5 @@
 /* main.c — dev_decode_attn_fp8: decode attention over the FP8 KV cache with positions as
- * the mma's rows (attn_fp8.h, two forms: var and var-alu) checked against a float64
+ * the mma's rows (attn_fp8.h, three forms: var, var-alu, var-b4) checked against a float64
  * reference and timed beside the library's v3 and v4 over the same cache
  * (infer_decode_attention3_fp8, infer_decode_attention4_fp8).
  *
@@ -11,14 +11,14 @@
  * random inputs: BF16 keys and values, rows scaled by 2^(r % 9 - 4) (K) and its inverse
  * (V) so that the scales differ, quantized by the library's C quantizer
  * (infer_ref_kv8_quantize, bit-equal to the GPU's); outputs and partials poisoned with
- * NaN before each run; v3, v4 and the two forms each against float64 attention over the
+ * NaN before each run; v3, v4 and the three forms each against float64 attention over the
  * dequantized codes, tolerance relative L2 error <= 1e-2 and every output finite (the
  * tolerance `tacorun execute --infer-check` holds v3 over the FP8 cache to). Exit 1 when
  * a check fails.
  * Timing: Llama 3 8B's layout (32 query heads over 8 KV heads of 128) and Llama 3 70B's
  * at TP 1 (64 over 8), every batch x KV length whose cache (codes + scales, K and V) fits
  * --max-gib; the caches rotate through sets spanning >= 512 MiB so each call reads HBM
- * (a set larger than that is read once a call); the four kernels take turns (rep i times
+ * (a set larger than that is read once a call); the five kernels take turns (rep i times
  * `inner` calls of each, the order rotated every rep), the median over
  * --reps reps after a warm-up. Then an L2-resident set (caches of 16.5 MiB, read again
  * and again without rotation): their GB/s tell what the SMs sustain, not HBM. Printed
@@ -56,7 +56,7 @@ static void usage(FILE *f) {
           "                           [--batches LIST (1,8,32,64,128,256,512)] [--kv LIST (1024,4096,16384)]\n"
           "                           [--max-gib X (40)] [--help]\n"
           "Decode attention over the FP8 KV cache with positions as the mma's rows (dev/decode_attn_fp8)\n"
-          "and its integer-conversion form against the library's v3 and v4 over FP8 (infer_decode_attention3_fp8,\n"
+          "and two other forms of it against the library's v3 and v4 over FP8 (infer_decode_attention3_fp8,\n"
           "_4_fp8). --check: 14 shapes against a float64\n"
           "reference, relative L2 error <= 1e-2, exit 1 on a failure. Otherwise timing: Llama 3 8B's and\n"
           "70B's layouts (32 / 64 query heads over 8 KV heads of 128) at each batch x KV length whose cache\n"
@@ -152,12 +152,13 @@ static void free_bufs(dev_bufs *b) {
 }
 
 /* The kernels compared: the library's v3 and v4 (v3 with the next tile's loads in flight, never
- * timed on an H200) over the FP8 cache, and the two forms of the variant. */
+ * timed on an H200) over the FP8 cache, and the variant's three forms (attn_fp8.h). */
 typedef int (*attn_fn)(const void *, const infer_kv8 *, void *, void *, const infer_attn_dims *, long long, void *, ts_err *);
-enum { NK = 4 };
+enum { NK = 5 };
 static const attn_fn kernels[NK] = {infer_decode_attention3_fp8, infer_decode_attention4_fp8, dev_attn_fp8,
-                                    dev_attn_fp8_alu};
-static const char *const names[NK] = {"v3fp8", "v4fp8", "var", "var-alu"};
+                                    dev_attn_fp8_alu, dev_attn_fp8_b4};
+static const char *const names[NK] = {"v3fp8", "v4fp8", "var", "var-alu", "var-b4"};
+static const char *const cols[NK] = {"v3", "v4", "var", "alu", "b4"};
 
 /* One shape: fresh inputs, the variants and v3 each on poisoned outputs, against float64. */
 static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed, int *passed, int *failed, ts_err *e) {
@@ -266,14 +267,14 @@ static int cmp_double(const void *x, const void *y) {
 /* Median us per call of each kernel, taking turns (the order rotated every rep). */
 static int time_shape(const shape *s, int reps, double us[NK], ts_err *e) {
   cudaEvent_t ev[2] = {NULL, NULL};
-  double *t[NK] = {malloc((size_t)reps * sizeof(double)), malloc((size_t)reps * sizeof(double)),
-                   malloc((size_t)reps * sizeof(double)), malloc((size_t)reps * sizeof(double))};
+  double *t[NK] = {NULL};
   long long iter = 0;
   int rc = -1, inner = 1;
-  if (!t[0] || !t[1] || !t[2] || !t[3]) {
-    ts_fail_sys(e, "dev_decode_attn_fp8: out of host memory");
-    goto out;
-  }
+  for (int k = 0; k < NK; k++)
+    if (!(t[k] = malloc((size_t)reps * sizeof(double)))) {
+      ts_fail_sys(e, "dev_decode_attn_fp8: out of host memory");
+      goto out;
+    }
   CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[0]), out);
   CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[1]), out);
   { /* warm-up, and calls per timed span: >= ~300 us */
@@ -311,7 +312,7 @@ static int time_shape(const shape *s, int reps, double us[NK], ts_err *e) {
 out:
   if (ev[0]) cudaEventDestroy(ev[0]);
   if (ev[1]) cudaEventDestroy(ev[1]);
-  free(t[0]), free(t[1]), free(t[2]), free(t[3]);
+  for (int k = 0; k < NK; k++) free(t[k]);
   return rc;
 }
 
@@ -324,7 +325,8 @@ static int print_shape(const char *set, const char *model, const shape *s, int r
     const double gb = bytes / us[k] * 1e-3;
     printf(" %10.2f %8.0f %6.1f", us[k], gb, 100 * gb / peak);
   }
-  printf(" %8.3f %8.3f %8.3f\n", us[1] / us[0], us[2] / us[0], us[3] / us[0]);
+  for (int k = 1; k < NK; k++) printf(" %8.3f", us[k] / us[0]);
+  printf("\n");
   fflush(stdout);
   return 0;
 }
@@ -371,14 +373,24 @@ static int run_timing(const opts *o, ts_err *e) {
     goto out;
   CUDA_CHECK_GOTO(e, cudaDeviceSynchronize(), out);
   printf("# v3 = infer_decode_attention3_fp8, v4 = infer_decode_attention4_fp8 (the library), var = dev_attn_fp8,\n"
-         "# alu = dev_attn_fp8_alu;\n"
+         "# alu = dev_attn_fp8_alu, b4 = dev_attn_fp8_b4;\n"
          "# head_dim 128, 8 KV heads;\n"
          "# GB/s: codes + scales of K and V read; %% of --peak-gbps %.0f; median of %d alternating reps;\n"
          "# sets: cache copies rotated (hbm: >= 512 MiB in all, or one larger set; l2: one set, re-read)\n",
          o->peak_gbps, o->reps);
-  printf("%-4s %-10s %5s %6s %2s %9s %5s %10s %8s %6s %10s %8s %6s %10s %8s %6s %10s %8s %6s %8s %8s %8s\n", "set",
-         "model", "batch", "kv", "G", "cache_MiB", "sets", "v3_us", "v3_GB/s", "v3_%", "v4_us", "v4_GB/s", "v4_%", "var_us",
-         "var_GB/s", "var_%", "alu_us", "alu_GB/s", "alu_%", "v4/v3", "var/v3", "alu/v3");
+  printf("%-4s %-10s %5s %6s %2s %9s %5s", "set", "model", "batch", "kv", "G", "cache_MiB", "sets");
+  for (int k = 0; k < NK; k++) {
+    char h[3][16];
+    snprintf(h[0], sizeof h[0], "%s_us", cols[k]), snprintf(h[1], sizeof h[1], "%s_GB/s", cols[k]);
+    snprintf(h[2], sizeof h[2], "%s_%%", cols[k]);
+    printf(" %10s %8s %6s", h[0], h[1], h[2]);
+  }
+  for (int k = 1; k < NK; k++) {
+    char h[16];
+    snprintf(h, sizeof h, "%s/v3", cols[k]);
+    printf(" %8s", h);
+  }
+  printf("\n");
   for (int m = 0; m < 2; m++)
     for (int i = 0; i < o->nb; i++)
       for (int k = 0; k < o->nkv; k++) {

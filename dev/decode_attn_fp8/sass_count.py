@@ -3,7 +3,7 @@
 
     cuobjdump -sass BINARY | python3 sass_count.py
 
-For each kernel named below (v3 over the FP8 and the BF16 cache, the variant's two forms;
+For each kernel named below (v3 over the BF16 and the FP8 cache, v4 over FP8, the variant's three forms;
 head_dim 128, 4 and 8 query heads per KV head) it finds the main loop (the backward branch
 whose span holds the most HMMA), counts its instructions by class, divides by the tiles one
 pass of the loop computes (its HMMA count over the HMMA a tile takes: 32 for v3, 16 for the
@@ -18,10 +18,14 @@ KERNELS = [  # (label, mangled-name pattern, HMMA per tile, bytes per tile)
     ("v3 bf16 G4", r"decode3_kernelILi128ELi4E7kv_bf16Lb0E", 32, 16 * 2 * 256),
     ("v3 fp8 G4", r"decode3_kernelILi128ELi4E7kv_e4m3Lb0E", 32, 16 * 2 * 132),
     ("v3 fp8 G8", r"decode3_kernelILi128ELi8E7kv_e4m3Lb0E", 32, 16 * 2 * 132),
-    ("var G4", r"af_kernelILi4ELb0E", 16, 16 * 2 * 132),
-    ("var G8", r"af_kernelILi8ELb0E", 16, 16 * 2 * 132),
-    ("var-alu G4", r"af_kernelILi4ELb1E", 16, 16 * 2 * 132),
-    ("var-alu G8", r"af_kernelILi8ELb1E", 16, 16 * 2 * 132),
+    ("v4 fp8 G4", r"decode3_kernelILi128ELi4E7kv_e4m3Lb1E", 32, 16 * 2 * 132),
+    ("v4 fp8 G8", r"decode3_kernelILi128ELi8E7kv_e4m3Lb1E", 32, 16 * 2 * 132),
+    ("var G4", r"af_kernelILi4ELb0ELb1E", 16, 16 * 2 * 132),
+    ("var G8", r"af_kernelILi8ELb0ELb1E", 16, 16 * 2 * 132),
+    ("var-alu G4", r"af_kernelILi4ELb1ELb1E", 16, 16 * 2 * 132),
+    ("var-alu G8", r"af_kernelILi8ELb1ELb1E", 16, 16 * 2 * 132),
+    ("var-b4 G4", r"af_kernelILi4ELb0ELb0E", 16, 16 * 2 * 132),
+    ("var-b4 G8", r"af_kernelILi8ELb0ELb0E", 16, 16 * 2 * 132),
 ]
 CLASSES = ["HMMA", "F2FP.e4m3", "F2FP.pack", "MOVM", "PRMT", "MUFU", "SHFL", "mem", "fp32", "int", "ctrl", "mov", "other"]
 ISSUE = 132 * 4 * 1.98e9
