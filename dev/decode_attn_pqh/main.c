@@ -1,0 +1,491 @@
+/* main.c — dev_decode_attn_pqh: decode attention read per query head (pqh.h) run two ways,
+ * aliased (query head h reads KV head h / G: the per-query-head kernel) and copies (a
+ * cache of G x the KV heads, head h reading its own copy: what a price of G x the cache
+ * read assumes), checked against a float64 reference and timed beside the library's v3
+ * over the aliased cache (infer_decode_attention3, _fp8: one block per KV head, the
+ * per-KV-head reference), BF16 and FP8 caches. How much of the repeated read L2 serves:
+ * aliased / copies (1 when L2 serves none of it, 1/G when it serves all and HBM binds).
+ *
+ *   dev_decode_attn_pqh [--check] [--peak-gbps 3350] [--reps 20] [--batches 1,8,32,64,192]
+ *                       [--kv 512,2048,4096] [--max-gib 24] [--help]
+ *
+ * --check: 9 shapes (batch 1..16, 8 to 64 query heads, G 2 to 8, lengths 1..8,191, most of
+ * them not multiples of the 32-position tile, one slice and many), each with fresh random
+ * inputs (BF16 values, rows scaled by 2^(r % 9 - 4) for K and its inverse for V; the FP8
+ * cache their quantization by the library's C quantizer infer_ref_kv8_quantize); outputs
+ * and partials poisoned with NaN before each run; aliased, copies and v3, over BF16 and
+ * FP8, each against float64 attention over the same values (dequantized codes for FP8),
+ * tolerance relative L2 error <= 1e-2 and every output finite. Exit 1 when one fails.
+ * Timing: Llama 2 70B's layout (64 query heads over 8 KV heads of 128) at TP 1, 2 and 4
+ * (64 / 8, 32 / 4, 16 / 2), every batch x KV length whose copies' cache fits --max-gib;
+ * caches rotate through sets spanning >= 512 MiB so each call reads HBM (not what the
+ * previous call left in L2); the three kernels take turns (the order rotated every rep),
+ * median over --reps reps after a warm-up. Printed per shape: us and GB/s of the UNIQUE
+ * cache bytes (kvl heads: K and V, with the FP8 scales) of each kernel, aliased's % of
+ * --peak-gbps, and aliased / copies, aliased / v3. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_check.h"
+#include "infer_decode.h"
+#include "infer_ref.h"
+#include "pqh.h"
+#include "pqh_ref.h"
+#include "rt_ops_ref.h"
+
+#define TOL 1e-2
+#define ROTATE_BYTES ((double)(512u << 20))
+#define D 128
+
+typedef struct {
+  int check, reps;
+  double peak_gbps, max_gib;
+  long long batches[16], kv[16];
+  int nb, nkv;
+} opts;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: dev_decode_attn_pqh [--check] [--peak-gbps X (3350)] [--reps N (20)]\n"
+          "                           [--batches LIST (1,8,32,64,192)] [--kv LIST (512,2048,4096)]\n"
+          "                           [--max-gib X (24)] [--help]\n"
+          "Decode attention read per query head (dev/decode_attn_pqh): one block per query head on CUDA\n"
+          "cores, run aliased (query head h reads KV head h / G) and on copies (each query head its own\n"
+          "copy of its KV head: G x the bytes), beside the library's v3 (infer_decode_attention3, _fp8)\n"
+          "over the aliased cache; BF16 and FP8 caches. --check: 9 shapes against a float64 reference,\n"
+          "relative L2 error <= 1e-2, exit 1 on a failure. Otherwise timing: Llama 2 70B's layout at\n"
+          "TP 1, 2, 4 (64/8, 32/4, 16/2 heads of 128) at each batch x KV length whose copies' cache fits\n"
+          "--max-gib GiB; GB/s count the unique cache bytes (kvl heads) for every kernel.\n");
+}
+
+static int parse_list(const char *s, long long *v, int max) {
+  int n = 0;
+  while (*s) {
+    char *end;
+    long long x = strtoll(s, &end, 10);
+    if (end == s || x < 1 || n == max) return -1;
+    v[n++] = x;
+    s = end;
+    if (*s == ',') s++;
+    else if (*s) return -1;
+  }
+  return n;
+}
+
+static int parse(int argc, char **argv, opts *o) {
+  static const long long b0[] = {1, 8, 32, 64, 192}, k0[] = {512, 2048, 4096};
+  memset(o, 0, sizeof *o);
+  o->reps = 20, o->peak_gbps = 3350, o->max_gib = 24;
+  o->nb = 5, o->nkv = 3;
+  memcpy(o->batches, b0, sizeof b0), memcpy(o->kv, k0, sizeof k0);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    char *end = NULL;
+    if (!strcmp(a, "--help")) {
+      usage(stdout);
+      exit(0);
+    } else if (!strcmp(a, "--check")) {
+      o->check = 1;
+    } else if (!strcmp(a, "--peak-gbps") && v) {
+      o->peak_gbps = strtod(v, &end), i++;
+      if (*end || !(o->peak_gbps > 0)) return fprintf(stderr, "dev_decode_attn_pqh: --peak-gbps: '%s' is not a positive number\n", v), -1;
+    } else if (!strcmp(a, "--max-gib") && v) {
+      o->max_gib = strtod(v, &end), i++;
+      if (*end || !(o->max_gib > 0)) return fprintf(stderr, "dev_decode_attn_pqh: --max-gib: '%s' is not a positive number\n", v), -1;
+    } else if (!strcmp(a, "--reps") && v) {
+      o->reps = (int)strtol(v, &end, 10), i++;
+      if (*end || o->reps < 1 || o->reps > 10000) return fprintf(stderr, "dev_decode_attn_pqh: --reps: '%s' is not 1..10000\n", v), -1;
+    } else if (!strcmp(a, "--batches") && v) {
+      if ((o->nb = parse_list(v, o->batches, 16)) < 1)
+        return fprintf(stderr, "dev_decode_attn_pqh: --batches: '%s' is not a list of up to 16 positive integers\n", v), -1;
+      i++;
+    } else if (!strcmp(a, "--kv") && v) {
+      if ((o->nkv = parse_list(v, o->kv, 16)) < 1)
+        return fprintf(stderr, "dev_decode_attn_pqh: --kv: '%s' is not a list of up to 16 positive integers\n", v), -1;
+      i++;
+    } else {
+      fprintf(stderr, "dev_decode_attn_pqh: unknown option or missing value: '%s'\n", a);
+      usage(stderr);
+      return -1;
+    }
+  }
+  for (int i = 0; i < o->nb; i++)
+    if (o->batches[i] > 65535) return fprintf(stderr, "dev_decode_attn_pqh: --batches: %lld > 65535\n", o->batches[i]), -1;
+  return 0;
+}
+
+/* ---- the kernels compared ---- */
+
+enum { ALI, COP, V3, NK };
+static const char *const names[NK] = {"aliased", "copies", "v3"};
+static const char *const cols[NK] = {"ali", "cop", "v3"};
+
+/* A cache: BF16 (k, v) or FP8 (k, v codes and ks, vs scales), of `heads` heads. */
+typedef struct {
+  char *k, *v;
+  float *ks, *vs;
+} cache_ptrs;
+
+/* Runs kernel `which` of cache type fp8; c is the aliased cache (kvl heads) for ALI and V3,
+ * the copies' cache (hl heads) for COP. */
+static int run_kernel(int which, int fp8, const void *q, const cache_ptrs *c, void *out, void *part,
+                      const infer_attn_dims *a, long long len, ts_err *e) {
+  infer_kv8 c8 = {c->k, c->v, c->ks, c->vs};
+  if (which == V3)
+    return fp8 ? infer_decode_attention3_fp8(q, &c8, out, part, a, len, NULL, e)
+               : infer_decode_attention3(q, c->k, c->v, out, part, a, len, NULL, e);
+  infer_attn_dims x = *a;
+  int div = a->hl / a->kvl;
+  if (which == COP) x.kvl = a->hl, div = 1;
+  return fp8 ? dev_pqh_attn_fp8(q, &c8, out, part, &x, div, len, NULL, e)
+             : dev_pqh_attn(q, c->k, c->v, out, part, &x, div, len, NULL, e);
+}
+
+/* ---- checks ---- */
+
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t x = *s += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+/* a BF16 value, uniform in [-scale, scale) before rounding */
+static float rand_bf16(uint64_t *s, float scale) {
+  float u = (float)((rng_next(s) >> 40) * (1.0 / 16777216.0)) * 2.f - 1.f;
+  return rt_ref_bf16_to_float(infer_ref_to_bf16(u * scale));
+}
+
+static double rel_error(const uint16_t *got, const double *ref, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double g = rt_ref_bf16_to_float(got[i]);
+    if (!isfinite(g)) return -1;
+    num += (g - ref[i]) * (g - ref[i]), den += ref[i] * ref[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* dst (hl heads) = src (kvl heads) with KV head h / g copied to head h; rows of `bytes` bytes */
+static void expand(const void *src, void *dst, size_t bytes, int batch, int hl, int kvl, long long max_seq) {
+  const int g = hl / kvl;
+  for (int b = 0; b < batch; b++)
+    for (int h = 0; h < hl; h++)
+      memcpy((char *)dst + ((size_t)b * hl + h) * (size_t)max_seq * bytes,
+             (const char *)src + ((size_t)b * kvl + h / g) * (size_t)max_seq * bytes, (size_t)max_seq * bytes);
+}
+
+/* Host inputs of one check shape: the aliased caches (BF16 words, FP8 codes and scales) and
+ * their copies, the values as floats for the references. */
+typedef struct {
+  float *q, *kf, *vf, *kd, *vd, *ks, *vs, *ksc, *vsc;
+  uint16_t *qb, *kb, *vb, *kbc, *vbc, *ho;
+  unsigned char *k8, *v8, *k8c, *v8c;
+  double *ref16, *ref8;
+} host_bufs;
+
+static void free_host(host_bufs *h) {
+  free(h->ref8), free(h->ref16), free(h->v8c), free(h->k8c), free(h->v8), free(h->k8), free(h->ho), free(h->vbc),
+      free(h->kbc), free(h->vb), free(h->kb), free(h->qb), free(h->vsc), free(h->ksc), free(h->vs), free(h->ks),
+      free(h->vd), free(h->kd), free(h->vf), free(h->kf), free(h->q);
+  memset(h, 0, sizeof *h);
+}
+
+static int upload(cache_ptrs *d, int fp8, const void *k, const void *v, const float *ks, const float *vs, long long rows,
+                  ts_err *e) {
+  const size_t n = (size_t)rows * D * (fp8 ? 1 : 2);
+  CUDA_CHECK(e, cudaMemcpy(d->k, k, n, cudaMemcpyHostToDevice));
+  CUDA_CHECK(e, cudaMemcpy(d->v, v, n, cudaMemcpyHostToDevice));
+  if (fp8) {
+    CUDA_CHECK(e, cudaMemcpy(d->ks, ks, (size_t)rows * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(e, cudaMemcpy(d->vs, vs, (size_t)rows * 4, cudaMemcpyHostToDevice));
+  }
+  return 0;
+}
+
+/* One shape: fresh inputs; for BF16 and FP8, aliased and v3 on the aliased cache, copies on the
+ * copies' cache, each on poisoned outputs and partials, against float64. */
+static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed, int *passed, int *failed, ts_err *e) {
+  const long long max_seq = len + 3, rows = (long long)batch * kvl * max_seq, rows_c = (long long)batch * hl * max_seq;
+  const size_t nq = (size_t)batch * hl * D, nc = (size_t)rows * D, ncc = (size_t)rows_c * D;
+  infer_attn_dims a = {.batch = batch, .hl = hl, .kvl = kvl, .head_dim = D, .max_seq = max_seq};
+  size_t pb = dev_pqh_partial_bytes(&a, len), pb3 = infer_decode3_partial_bytes(&a, len);
+  if (pb3 > pb) pb = pb3;
+  host_bufs h = {0};
+  cache_ptrs d = {0};
+  void *dq = NULL, *dout = NULL, *dpart = NULL;
+  int rc = -1;
+  h.q = malloc(nq * 4), h.qb = malloc(nq * 2), h.ho = malloc(nq * 2);
+  h.kf = malloc(nc * 4), h.vf = malloc(nc * 4), h.kd = malloc(nc * 4), h.vd = malloc(nc * 4);
+  h.kb = malloc(nc * 2), h.vb = malloc(nc * 2), h.kbc = malloc(ncc * 2), h.vbc = malloc(ncc * 2);
+  h.k8 = malloc(nc), h.v8 = malloc(nc), h.k8c = malloc(ncc), h.v8c = malloc(ncc);
+  h.ks = malloc((size_t)rows * 4), h.vs = malloc((size_t)rows * 4);
+  h.ksc = malloc((size_t)rows_c * 4), h.vsc = malloc((size_t)rows_c * 4);
+  h.ref16 = malloc(nq * sizeof(double)), h.ref8 = malloc(nq * sizeof(double));
+  if (!h.q || !h.qb || !h.ho || !h.kf || !h.vf || !h.kd || !h.vd || !h.kb || !h.vb || !h.kbc || !h.vbc || !h.k8 ||
+      !h.v8 || !h.k8c || !h.v8c || !h.ks || !h.vs || !h.ksc || !h.vsc || !h.ref16 || !h.ref8) {
+    ts_fail_sys(e, "dev_decode_attn_pqh: out of host memory");
+    goto out;
+  }
+  uint64_t s = seed;
+  for (size_t i = 0; i < nq; i++) h.q[i] = rand_bf16(&s, 3.f), h.qb[i] = infer_ref_to_bf16(h.q[i]);
+  for (long long r = 0; r < rows; r++) { /* row r scaled by 2^(r % 9 - 4) (K) and its inverse (V) */
+    const float f = ldexpf(1.f, (int)(r % 9) - 4);
+    float *kr = h.kf + r * D, *vr = h.vf + r * D;
+    for (int i = 0; i < D; i++) kr[i] = rand_bf16(&s, f), h.kb[r * D + i] = infer_ref_to_bf16(kr[i]);
+    for (int i = 0; i < D; i++) vr[i] = rand_bf16(&s, 1.f / f), h.vb[r * D + i] = infer_ref_to_bf16(vr[i]);
+    infer_ref_kv8_quantize(kr, D, h.k8 + r * D, &h.ks[r]);
+    infer_ref_kv8_quantize(vr, D, h.v8 + r * D, &h.vs[r]);
+    infer_ref_kv8_dequantize(h.k8 + r * D, h.ks[r], D, h.kd + r * D);
+    infer_ref_kv8_dequantize(h.v8 + r * D, h.vs[r], D, h.vd + r * D);
+  }
+  expand(h.kb, h.kbc, D * 2, batch, hl, kvl, max_seq), expand(h.vb, h.vbc, D * 2, batch, hl, kvl, max_seq);
+  expand(h.k8, h.k8c, D, batch, hl, kvl, max_seq), expand(h.v8, h.v8c, D, batch, hl, kvl, max_seq);
+  expand(h.ks, h.ksc, 4, batch, hl, kvl, max_seq), expand(h.vs, h.vsc, 4, batch, hl, kvl, max_seq);
+  if (dev_pqh_ref(h.q, h.kf, h.vf, h.ref16, batch, hl, kvl, D, max_seq, len) ||
+      dev_pqh_ref(h.q, h.kd, h.vd, h.ref8, batch, hl, kvl, D, max_seq, len)) {
+    ts_fail_sys(e, "dev_decode_attn_pqh: out of host memory");
+    goto out;
+  }
+  CUDA_CHECK_GOTO(e, cudaMalloc(&dq, nq * 2), out);
+  CUDA_CHECK_GOTO(e, cudaMalloc(&dout, nq * 2), out);
+  CUDA_CHECK_GOTO(e, cudaMalloc(&dpart, pb), out);
+  CUDA_CHECK_GOTO(e, cudaMalloc((void **)&d.k, ncc * 2), out); /* room for the copies' BF16 cache */
+  CUDA_CHECK_GOTO(e, cudaMalloc((void **)&d.v, ncc * 2), out);
+  CUDA_CHECK_GOTO(e, cudaMalloc((void **)&d.ks, (size_t)rows_c * 4), out);
+  CUDA_CHECK_GOTO(e, cudaMalloc((void **)&d.vs, (size_t)rows_c * 4), out);
+  CUDA_CHECK_GOTO(e, cudaMemcpy(dq, h.qb, nq * 2, cudaMemcpyHostToDevice), out);
+  for (int fp8 = 0; fp8 < 2; fp8++)
+    for (int which = 0; which < NK; which++) {
+      const int k = which;
+      if (k == COP ? upload(&d, fp8, fp8 ? (void *)h.k8c : (void *)h.kbc, fp8 ? (void *)h.v8c : (void *)h.vbc, h.ksc,
+                            h.vsc, rows_c, e)
+                   : upload(&d, fp8, fp8 ? (void *)h.k8 : (void *)h.kb, fp8 ? (void *)h.v8 : (void *)h.vb, h.ks, h.vs,
+                            rows, e))
+        goto out;
+      CUDA_CHECK_GOTO(e, cudaMemset(dout, 0xff, nq * 2), out);
+      CUDA_CHECK_GOTO(e, cudaMemset(dpart, 0xff, pb), out);
+      if (run_kernel(k, fp8, dq, &d, dout, dpart, &a, len, e)) goto out;
+      CUDA_CHECK_GOTO(e, cudaDeviceSynchronize(), out);
+      CUDA_CHECK_GOTO(e, cudaMemcpy(h.ho, dout, nq * 2, cudaMemcpyDeviceToHost), out);
+      const double err = rel_error(h.ho, fp8 ? h.ref8 : h.ref16, nq);
+      const int ok = err >= 0 && err <= TOL;
+      long long chunk;
+      *passed += ok, *failed += !ok;
+      printf("check %-4s %-7s b=%-3d heads=%d/%d d=%d len=%-5lld slices=%-3d rel. L2 %.3e (tol %.0e) %s\n",
+             fp8 ? "fp8" : "bf16", names[k], batch, hl, kvl, D, len, dev_pqh_splits(batch, hl, len, &chunk), err, TOL,
+             ok ? "ok" : "FAILED");
+    }
+  rc = 0;
+out:
+  cudaFree(d.vs), cudaFree(d.ks), cudaFree(d.v), cudaFree(d.k), cudaFree(dpart), cudaFree(dout), cudaFree(dq);
+  free_host(&h);
+  return rc;
+}
+
+static int run_checks(ts_err *e) {
+  static const struct { int b, hl, kvl; long long len; } sh[] = {
+      {1, 8, 1, 1},    {1, 16, 2, 33},   {2, 32, 4, 100},   {3, 64, 8, 1000}, {1, 64, 8, 4097},
+      {8, 32, 4, 2049}, {5, 16, 2, 777}, {16, 64, 8, 513}, {1, 8, 2, 8191}};
+  int passed = 0, failed = 0;
+  uint64_t seed = 31000;
+  for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+    if (check_shape(sh[i].b, sh[i].hl, sh[i].kvl, sh[i].len, seed += 101, &passed, &failed, e)) return -1;
+  printf("checks: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
+
+/* ---- timing ---- */
+
+typedef struct {
+  void *q, *out, *part;
+  char *k, *v; /* pool_rows head vectors each: BF16, or E4M3 codes in the first half */
+  float *ks, *vs;
+  long long pool_rows;
+} pool;
+
+typedef struct {
+  const pool *p;
+  int fp8;
+  infer_attn_dims a; /* the aliased cache: kvl heads */
+  long long len, rows, rows_c;
+  int sets, sets_c;
+} shape;
+
+static int launch(const shape *s, int which, long long iter, ts_err *e) {
+  const long long off = which == COP ? (iter % s->sets_c) * s->rows_c : (iter % s->sets) * s->rows;
+  const size_t eb = s->fp8 ? 1 : 2;
+  cache_ptrs c = {s->p->k + off * D * eb, s->p->v + off * D * eb, s->p->ks + off, s->p->vs + off};
+  return run_kernel(which, s->fp8, s->p->q, &c, s->p->out, s->p->part, &s->a, s->len, e);
+}
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* Median us per call of each kernel, taking turns (the order rotated every rep); a timed span
+ * repeats one kernel `inner` times (>= ~300 us), each call on the next cache set. */
+static int time_shape(const shape *s, int reps, double us[NK], ts_err *e) {
+  cudaEvent_t ev[2] = {NULL, NULL};
+  double *t[NK] = {NULL};
+  long long iter = 0;
+  int rc = -1, inner[NK];
+  for (int k = 0; k < NK; k++)
+    if (!(t[k] = malloc((size_t)reps * sizeof(double)))) {
+      ts_fail_sys(e, "dev_decode_attn_pqh: out of host memory");
+      goto out;
+    }
+  CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[0]), out);
+  CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[1]), out);
+  for (int w = 0; w < NK; w++) { /* warm-up, and calls per timed span of each kernel */
+    float ms = 0;
+    for (int i = 0; i < 3; i++)
+      if (launch(s, w, iter++, e)) goto out;
+    CUDA_CHECK_GOTO(e, cudaEventRecord(ev[0], NULL), out);
+    for (int i = 0; i < 4; i++)
+      if (launch(s, w, iter++, e)) goto out;
+    CUDA_CHECK_GOTO(e, cudaEventRecord(ev[1], NULL), out);
+    CUDA_CHECK_GOTO(e, cudaEventSynchronize(ev[1]), out);
+    CUDA_CHECK_GOTO(e, cudaEventElapsedTime(&ms, ev[0], ev[1]), out);
+    const double one = ms * 1e3 / 4;
+    inner[w] = one >= 300 ? 1 : (int)ceil(300 / (one > 1 ? one : 1));
+    if (inner[w] > 200) inner[w] = 200;
+  }
+  for (int r = 0; r < reps; r++)
+    for (int k = 0; k < NK; k++) {
+      const int w = (r + k) % NK;
+      float ms = 0;
+      CUDA_CHECK_GOTO(e, cudaEventRecord(ev[0], NULL), out);
+      for (int i = 0; i < inner[w]; i++)
+        if (launch(s, w, iter++, e)) goto out;
+      CUDA_CHECK_GOTO(e, cudaEventRecord(ev[1], NULL), out);
+      CUDA_CHECK_GOTO(e, cudaEventSynchronize(ev[1]), out);
+      CUDA_CHECK_GOTO(e, cudaEventElapsedTime(&ms, ev[0], ev[1]), out);
+      t[w][r] = ms * 1e3 / inner[w];
+    }
+  for (int w = 0; w < NK; w++) {
+    qsort(t[w], (size_t)reps, sizeof(double), cmp_double);
+    us[w] = reps % 2 ? t[w][reps / 2] : 0.5 * (t[w][reps / 2 - 1] + t[w][reps / 2]);
+  }
+  rc = 0;
+out:
+  if (ev[0]) cudaEventDestroy(ev[0]);
+  if (ev[1]) cudaEventDestroy(ev[1]);
+  for (int k = 0; k < NK; k++) free(t[k]);
+  return rc;
+}
+
+/* bytes of K and V of one head vector (the FP8 scales included) */
+static double row_bytes(int fp8) { return fp8 ? 2.0 * (D + 4) : 2.0 * D * 2; }
+
+static const struct { const char *name; int hl, kvl; } models[] = {
+    {"l2-70b-tp1", 64, 8}, {"l2-70b-tp2", 32, 4}, {"l2-70b-tp4", 16, 2}};
+enum { NMODELS = 3 };
+
+static int print_shape(const char *model, const shape *s, int reps, double peak, ts_err *e) {
+  double us[NK];
+  if (time_shape(s, reps, us, e)) return -1;
+  const double bytes = s->rows * row_bytes(s->fp8);
+  printf("%-4s %-10s %5d %5lld %2d %9.1f %6d %6d", s->fp8 ? "fp8" : "bf16", model, s->a.batch, s->len,
+         s->a.hl / s->a.kvl, bytes / 1048576.0, s->sets, s->sets_c);
+  for (int k = 0; k < NK; k++) printf(" %10.2f %8.0f", us[k], bytes / us[k] * 1e-3);
+  printf(" %6.1f %8.3f %8.3f\n", 100 * bytes / us[ALI] * 1e-3 / peak, us[ALI] / us[COP], us[ALI] / us[V3]);
+  fflush(stdout);
+  return 0;
+}
+
+static int run_timing(const opts *o, ts_err *e) {
+  const double limit = o->max_gib * 1073741824.0;
+  long long max_rows = 0, max_b = 1;
+  size_t pb = 0;
+  for (int m = 0; m < NMODELS; m++)
+    for (int i = 0; i < o->nb; i++)
+      for (int k = 0; k < o->nkv; k++) {
+        const long long rows_c = o->batches[i] * models[m].hl * o->kv[k];
+        if (rows_c * row_bytes(0) > limit && rows_c * row_bytes(1) > limit) continue;
+        if (rows_c > max_rows) max_rows = rows_c;
+        if (o->batches[i] > max_b) max_b = o->batches[i];
+        infer_attn_dims x = {.batch = (int)o->batches[i], .hl = models[m].hl, .kvl = models[m].kvl, .head_dim = D,
+                             .max_seq = o->kv[k]};
+        size_t a = dev_pqh_partial_bytes(&x, o->kv[k]), b = infer_decode3_partial_bytes(&x, o->kv[k]);
+        pb = a > pb ? a : pb, pb = b > pb ? b : pb;
+      }
+  const long long rot_rows = (long long)ceil(ROTATE_BYTES / row_bytes(1)); /* >= 512 MiB for FP8 and BF16 */
+  pool p = {0};
+  p.pool_rows = max_rows > rot_rows ? max_rows : rot_rows;
+  int rc = -1;
+  const size_t nq = (size_t)max_b * 64 * D, cb = (size_t)p.pool_rows * D * 2;
+  CUDA_CHECK_GOTO(e, cudaMalloc(&p.q, nq * 2), out);
+  CUDA_CHECK_GOTO(e, cudaMalloc(&p.out, nq * 2), out);
+  CUDA_CHECK_GOTO(e, cudaMalloc(&p.part, pb ? pb : 4), out);
+  CUDA_CHECK_GOTO(e, cudaMemset(p.q, 0x3c, nq * 2), out); /* BF16 0x3c3c: about 0.0115 */
+  if (cudaMalloc((void **)&p.k, cb) != cudaSuccess || cudaMalloc((void **)&p.v, cb) != cudaSuccess ||
+      cudaMalloc((void **)&p.ks, (size_t)p.pool_rows * 4) != cudaSuccess ||
+      cudaMalloc((void **)&p.vs, (size_t)p.pool_rows * 4) != cudaSuccess) {
+    ts_fail_sys(e, "dev_decode_attn_pqh: cudaMalloc of %.1f GiB of cache failed (--max-gib)",
+                (2.0 * cb + 8.0 * p.pool_rows) / 1073741824.0);
+    goto out;
+  }
+  printf("# ali = dev_pqh_attn(_fp8) aliased (query head h reads KV head h / G), cop = the same kernel on\n"
+         "# copies (hl heads, head h its own copy: G x the bytes), v3 = infer_decode_attention3(_fp8) on\n"
+         "# the aliased cache; head_dim 128; GB/s: the UNIQUE cache bytes (kvl heads, K and V, FP8 scales\n"
+         "# included) over each kernel's time; ali_%% of --peak-gbps %.0f; median of %d alternating reps;\n"
+         "# sets: cache sets rotated (aliased, copies), >= 512 MiB in all or one larger set; pool %.1f GiB\n",
+         o->peak_gbps, o->reps, 2.0 * cb / 1073741824.0);
+  printf("%-4s %-10s %5s %5s %2s %9s %6s %6s", "type", "model", "batch", "kv", "G", "uniq_MiB", "sets", "sets_c");
+  for (int k = 0; k < NK; k++) {
+    char h[2][16];
+    snprintf(h[0], sizeof h[0], "%s_us", cols[k]), snprintf(h[1], sizeof h[1], "%s_GB/s", cols[k]);
+    printf(" %10s %8s", h[0], h[1]);
+  }
+  printf(" %6s %8s %8s\n", "ali_%", "ali/cop", "ali/v3");
+  for (int fp8 = 0; fp8 < 2; fp8++) {
+    if (dev_pqh_fill(p.k, cb, fp8, p.ks, p.pool_rows, NULL, e) || dev_pqh_fill(p.v, cb, fp8, p.vs, p.pool_rows, NULL, e))
+      goto out;
+    CUDA_CHECK_GOTO(e, cudaDeviceSynchronize(), out);
+    for (int m = 0; m < NMODELS; m++)
+      for (int i = 0; i < o->nb; i++)
+        for (int k = 0; k < o->nkv; k++) {
+          shape s = {&p, fp8,
+                     {.batch = (int)o->batches[i], .hl = models[m].hl, .kvl = models[m].kvl, .head_dim = D,
+                      .max_seq = o->kv[k]},
+                     o->kv[k], o->batches[i] * models[m].kvl * o->kv[k], o->batches[i] * models[m].hl * o->kv[k], 1, 1};
+          if (s.rows_c * row_bytes(fp8) > limit) {
+            printf("%-4s %-10s %5d %5lld skipped: copies' cache %.1f GiB > --max-gib %.0f\n", fp8 ? "fp8" : "bf16",
+                   models[m].name, s.a.batch, s.len, s.rows_c * row_bytes(fp8) / 1073741824.0, o->max_gib);
+            continue;
+          }
+          s.sets = (int)(p.pool_rows / s.rows), s.sets_c = (int)(p.pool_rows / s.rows_c);
+          if (print_shape(models[m].name, &s, o->reps, o->peak_gbps, e)) goto out;
+        }
+  }
+  rc = 0;
+out:
+  cudaFree(p.vs), cudaFree(p.ks), cudaFree(p.v), cudaFree(p.k), cudaFree(p.part), cudaFree(p.out), cudaFree(p.q);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  opts o;
+  ts_err e = {0};
+  if (parse(argc, argv, &o)) return 2;
+  int ndev = 0;
+  cudaError_t ce = cudaGetDeviceCount(&ndev);
+  if (ce != cudaSuccess || ndev < 1) {
+    fprintf(stderr, "dev_decode_attn_pqh: no CUDA device (%s)\n", ce != cudaSuccess ? cudaGetErrorString(ce) : "none found");
+    return 2;
+  }
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+    printf("# device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  int rc = o.check ? run_checks(&e) : run_timing(&o, &e);
+  if (rc < 0) {
+    fprintf(stderr, "dev_decode_attn_pqh: %s\n", e.msg);
+    return ts_exit_status(&e) ? ts_exit_status(&e) : 1;
+  }
+  return rc;
+}
