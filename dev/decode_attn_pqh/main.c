@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dev_attn_opts.h"
 #include "gpu_check.h"
 #include "infer_decode.h"
 #include "infer_ref.h"
@@ -41,12 +42,7 @@
 #define ROTATE_BYTES ((double)(512u << 20))
 #define D 128
 
-typedef struct {
-  int check, reps;
-  double peak_gbps, max_gib;
-  long long batches[16], kv[16];
-  int nb, nkv;
-} opts;
+typedef dev_attn_opts opts;
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -62,57 +58,13 @@ static void usage(FILE *f) {
           "--max-gib GiB; GB/s count the unique cache bytes (kvl heads) for every kernel.\n");
 }
 
-static int parse_list(const char *s, long long *v, int max) {
-  int n = 0;
-  while (*s) {
-    char *end;
-    long long x = strtoll(s, &end, 10);
-    if (end == s || x < 1 || n == max) return -1;
-    v[n++] = x;
-    s = end;
-    if (*s == ',') s++;
-    else if (*s) return -1;
-  }
-  return n;
-}
-
 static int parse(int argc, char **argv, opts *o) {
   static const long long b0[] = {1, 8, 32, 64, 192}, k0[] = {512, 2048, 4096};
   memset(o, 0, sizeof *o);
   o->reps = 20, o->peak_gbps = 3350, o->max_gib = 24;
   o->nb = 5, o->nkv = 3;
   memcpy(o->batches, b0, sizeof b0), memcpy(o->kv, k0, sizeof k0);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    char *end = NULL;
-    if (!strcmp(a, "--help")) {
-      usage(stdout);
-      exit(0);
-    } else if (!strcmp(a, "--check")) {
-      o->check = 1;
-    } else if (!strcmp(a, "--peak-gbps") && v) {
-      o->peak_gbps = strtod(v, &end), i++;
-      if (*end || !(o->peak_gbps > 0)) return fprintf(stderr, "dev_decode_attn_pqh: --peak-gbps: '%s' is not a positive number\n", v), -1;
-    } else if (!strcmp(a, "--max-gib") && v) {
-      o->max_gib = strtod(v, &end), i++;
-      if (*end || !(o->max_gib > 0)) return fprintf(stderr, "dev_decode_attn_pqh: --max-gib: '%s' is not a positive number\n", v), -1;
-    } else if (!strcmp(a, "--reps") && v) {
-      o->reps = (int)strtol(v, &end, 10), i++;
-      if (*end || o->reps < 1 || o->reps > 10000) return fprintf(stderr, "dev_decode_attn_pqh: --reps: '%s' is not 1..10000\n", v), -1;
-    } else if (!strcmp(a, "--batches") && v) {
-      if ((o->nb = parse_list(v, o->batches, 16)) < 1)
-        return fprintf(stderr, "dev_decode_attn_pqh: --batches: '%s' is not a list of up to 16 positive integers\n", v), -1;
-      i++;
-    } else if (!strcmp(a, "--kv") && v) {
-      if ((o->nkv = parse_list(v, o->kv, 16)) < 1)
-        return fprintf(stderr, "dev_decode_attn_pqh: --kv: '%s' is not a list of up to 16 positive integers\n", v), -1;
-      i++;
-    } else {
-      fprintf(stderr, "dev_decode_attn_pqh: unknown option or missing value: '%s'\n", a);
-      usage(stderr);
-      return -1;
-    }
-  }
+  if (dev_attn_parse(argc, argv, "dev_decode_attn_pqh", usage, o)) return -1;
   for (int i = 0; i < o->nb; i++)
     if (o->batches[i] > 65535) return fprintf(stderr, "dev_decode_attn_pqh: --batches: %lld > 65535\n", o->batches[i]), -1;
   return 0;
@@ -146,28 +98,6 @@ static int run_kernel(int which, int fp8, const void *q, const cache_ptrs *c, vo
 }
 
 /* ---- checks ---- */
-
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t x = *s += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-/* a BF16 value, uniform in [-scale, scale) before rounding */
-static float rand_bf16(uint64_t *s, float scale) {
-  float u = (float)((rng_next(s) >> 40) * (1.0 / 16777216.0)) * 2.f - 1.f;
-  return rt_ref_bf16_to_float(infer_ref_to_bf16(u * scale));
-}
-
-static double rel_error(const uint16_t *got, const double *ref, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double g = rt_ref_bf16_to_float(got[i]);
-    if (!isfinite(g)) return -1;
-    num += (g - ref[i]) * (g - ref[i]), den += ref[i] * ref[i];
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 /* dst (hl heads) = src (kvl heads) with KV head h / g copied to head h; rows of `bytes` bytes */
 static void expand(const void *src, void *dst, size_t bytes, int batch, int hl, int kvl, long long max_seq) {
@@ -231,12 +161,12 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
     goto out;
   }
   uint64_t s = seed;
-  for (size_t i = 0; i < nq; i++) h.q[i] = rand_bf16(&s, 3.f), h.qb[i] = infer_ref_to_bf16(h.q[i]);
+  for (size_t i = 0; i < nq; i++) h.q[i] = dev_attn_rand_bf16(&s, 3.f), h.qb[i] = infer_ref_to_bf16(h.q[i]);
   for (long long r = 0; r < rows; r++) { /* row r scaled by 2^(r % 9 - 4) (K) and its inverse (V) */
     const float f = ldexpf(1.f, (int)(r % 9) - 4);
     float *kr = h.kf + r * D, *vr = h.vf + r * D;
-    for (int i = 0; i < D; i++) kr[i] = rand_bf16(&s, f), h.kb[r * D + i] = infer_ref_to_bf16(kr[i]);
-    for (int i = 0; i < D; i++) vr[i] = rand_bf16(&s, 1.f / f), h.vb[r * D + i] = infer_ref_to_bf16(vr[i]);
+    for (int i = 0; i < D; i++) kr[i] = dev_attn_rand_bf16(&s, f), h.kb[r * D + i] = infer_ref_to_bf16(kr[i]);
+    for (int i = 0; i < D; i++) vr[i] = dev_attn_rand_bf16(&s, 1.f / f), h.vb[r * D + i] = infer_ref_to_bf16(vr[i]);
     infer_ref_kv8_quantize(kr, D, h.k8 + r * D, &h.ks[r]);
     infer_ref_kv8_quantize(vr, D, h.v8 + r * D, &h.vs[r]);
     infer_ref_kv8_dequantize(h.k8 + r * D, h.ks[r], D, h.kd + r * D);
@@ -271,7 +201,7 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
       if (run_kernel(k, fp8, dq, &d, dout, dpart, &a, len, e)) goto out;
       CUDA_CHECK_GOTO(e, cudaDeviceSynchronize(), out);
       CUDA_CHECK_GOTO(e, cudaMemcpy(h.ho, dout, nq * 2, cudaMemcpyDeviceToHost), out);
-      const double err = rel_error(h.ho, fp8 ? h.ref8 : h.ref16, nq);
+      const double err = dev_attn_rel_error(h.ho, fp8 ? h.ref8 : h.ref16, nq);
       const int ok = err >= 0 && err <= TOL;
       long long chunk;
       *passed += ok, *failed += !ok;
@@ -322,61 +252,8 @@ static int launch(const shape *s, int which, long long iter, ts_err *e) {
   return run_kernel(which, s->fp8, s->p->q, &c, s->p->out, s->p->part, &s->a, s->len, e);
 }
 
-static int cmp_double(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return a < b ? -1 : a > b;
-}
-
-/* Median us per call of each kernel, taking turns (the order rotated every rep); a timed span
- * repeats one kernel `inner` times (>= ~300 us), each call on the next cache set. */
-static int time_shape(const shape *s, int reps, double us[NK], ts_err *e) {
-  cudaEvent_t ev[2] = {NULL, NULL};
-  double *t[NK] = {NULL};
-  long long iter = 0;
-  int rc = -1, inner[NK];
-  for (int k = 0; k < NK; k++)
-    if (!(t[k] = malloc((size_t)reps * sizeof(double)))) {
-      ts_fail_sys(e, "dev_decode_attn_pqh: out of host memory");
-      goto out;
-    }
-  CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[0]), out);
-  CUDA_CHECK_GOTO(e, cudaEventCreate(&ev[1]), out);
-  for (int w = 0; w < NK; w++) { /* warm-up, and calls per timed span of each kernel */
-    float ms = 0;
-    for (int i = 0; i < 3; i++)
-      if (launch(s, w, iter++, e)) goto out;
-    CUDA_CHECK_GOTO(e, cudaEventRecord(ev[0], NULL), out);
-    for (int i = 0; i < 4; i++)
-      if (launch(s, w, iter++, e)) goto out;
-    CUDA_CHECK_GOTO(e, cudaEventRecord(ev[1], NULL), out);
-    CUDA_CHECK_GOTO(e, cudaEventSynchronize(ev[1]), out);
-    CUDA_CHECK_GOTO(e, cudaEventElapsedTime(&ms, ev[0], ev[1]), out);
-    const double one = ms * 1e3 / 4;
-    inner[w] = one >= 300 ? 1 : (int)ceil(300 / (one > 1 ? one : 1));
-    if (inner[w] > 200) inner[w] = 200;
-  }
-  for (int r = 0; r < reps; r++)
-    for (int k = 0; k < NK; k++) {
-      const int w = (r + k) % NK;
-      float ms = 0;
-      CUDA_CHECK_GOTO(e, cudaEventRecord(ev[0], NULL), out);
-      for (int i = 0; i < inner[w]; i++)
-        if (launch(s, w, iter++, e)) goto out;
-      CUDA_CHECK_GOTO(e, cudaEventRecord(ev[1], NULL), out);
-      CUDA_CHECK_GOTO(e, cudaEventSynchronize(ev[1]), out);
-      CUDA_CHECK_GOTO(e, cudaEventElapsedTime(&ms, ev[0], ev[1]), out);
-      t[w][r] = ms * 1e3 / inner[w];
-    }
-  for (int w = 0; w < NK; w++) {
-    qsort(t[w], (size_t)reps, sizeof(double), cmp_double);
-    us[w] = reps % 2 ? t[w][reps / 2] : 0.5 * (t[w][reps / 2 - 1] + t[w][reps / 2]);
-  }
-  rc = 0;
-out:
-  if (ev[0]) cudaEventDestroy(ev[0]);
-  if (ev[1]) cudaEventDestroy(ev[1]);
-  for (int k = 0; k < NK; k++) free(t[k]);
-  return rc;
+static int launch_cb(const void *ctx, int which, long long iter, ts_err *e) {
+  return launch((const shape *)ctx, which, iter, e);
 }
 
 /* bytes of K and V of one head vector (the FP8 scales included) */
@@ -388,7 +265,7 @@ enum { NMODELS = 3 };
 
 static int print_shape(const char *model, const shape *s, int reps, double peak, ts_err *e) {
   double us[NK];
-  if (time_shape(s, reps, us, e)) return -1;
+  if (dev_attn_time(NK, launch_cb, s, reps, us, "dev_decode_attn_pqh", e)) return -1;
   const double bytes = s->rows * row_bytes(s->fp8);
   printf("%-4s %-10s %5d %5lld %2d %9.1f %6d %6d", s->fp8 ? "fp8" : "bf16", model, s->a.batch, s->len,
          s->a.hl / s->a.kvl, bytes / 1048576.0, s->sets, s->sets_c);
@@ -473,15 +350,7 @@ int main(int argc, char **argv) {
   opts o;
   ts_err e = {0};
   if (parse(argc, argv, &o)) return 2;
-  int ndev = 0;
-  cudaError_t ce = cudaGetDeviceCount(&ndev);
-  if (ce != cudaSuccess || ndev < 1) {
-    fprintf(stderr, "dev_decode_attn_pqh: no CUDA device (%s)\n", ce != cudaSuccess ? cudaGetErrorString(ce) : "none found");
-    return 2;
-  }
-  struct cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
-    printf("# device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  if (dev_attn_device("dev_decode_attn_pqh")) return 2;
   int rc = o.check ? run_checks(&e) : run_timing(&o, &e);
   if (rc < 0) {
     fprintf(stderr, "dev_decode_attn_pqh: %s\n", e.msg);
