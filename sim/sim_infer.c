@@ -260,7 +260,7 @@ static int mla_decode_attention_s(sim_costs *c, const plan_infer *p, long long k
 }
 
 /* Decode attention of batch queries over `kv_len` cached keys and values:
- * 4 x batch x kv_len x q_width FLOPs (as model_layer_ops counts attention),
+ * 4 x batch x kv_len x heads / tp x head_dim FLOPs (as model_layer_ops counts attention),
  * and a read of the layer's whole KV cache (plan_infer_kv_bytes: BF16, or FP8
  * codes and scales). The measured table of the cache's kernel, by KV bytes
  * read, when the calibration has it: "attention_decode" (BF16) or
@@ -282,9 +282,8 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
                               bool *warned, double *s, ts_err *e) {
   const model_config *m = &p->model;
   if (m->attention == MODEL_ATTN_MLA) return mla_decode_attention_s(c, p, kv_len, warn, warned, s, e);
-  double q_width = (double)(m->heads / p->tp) * model_head_dim(m);
-  double flops = 4.0 * p->batch * (double)kv_len * q_width, unused, kv_bytes;
-  decode_attention_work(p, kv_len, &unused, &kv_bytes); /* per-query-head: G times the cache's bytes */
+  double flops, kv_bytes;
+  decode_attention_work(p, kv_len, &flops, &kv_bytes); /* per-query-head: G times the cache's bytes */
   const char *cal_path = c->lk.cal->path[0] ? c->lk.cal->path : "calibration";
   const char *table = p->kv == PLAN_KV_FP8 ? "attention_decode_fp8" : "attention_decode";
   if (p->kv == PLAN_KV_FP8 && !schema_has_kernel(c->lk.cal, table) && schema_has_kernel(c->lk.cal, "attention_decode")) {
