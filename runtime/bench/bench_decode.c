@@ -76,8 +76,9 @@ static int to_host(uint16_t **h, const void *d, size_t elems, ts_err *e) {
 typedef int (*decode_fn)(const void *, const void *, const void *, void *, void *, const infer_attn_dims *, long long,
                          void *, ts_err *);
 
-/* version 1 to 4: infer_decode_attention, infer_decode_attention2, 3, 4; v4 is also run
- * as v3 on the same inputs, and its output must be v3's to the bit (the same arithmetic). */
+/* version 1 to 5: infer_decode_attention, infer_decode_attention2, 3, 4, 5; v4 and v5 (v4's
+ * kernel over BF16) are also run as v3 on the same inputs, and their output must be v3's to the
+ * bit (the same arithmetic). */
 static int check_decode(int ver, int batch, int hl, int kvl, int d, long long len, uint64_t seed, int *failed,
                         ts_err *e) {
   infer_attn_dims a = {.batch = batch, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = len + 5};
@@ -95,7 +96,8 @@ static int check_decode(int ver, int batch, int hl, int kvl, int d, long long le
     ts_fail_sys(e, "bench-decode: cudaMalloc/cudaMemset failed");
     goto out;
   }
-  if ((ver == 4   ? infer_decode_attention4
+  if ((ver == 5   ? infer_decode_attention5
+       : ver == 4 ? infer_decode_attention4
        : ver == 3 ? infer_decode_attention3
        : ver == 2 ? infer_decode_attention2
                   : infer_decode_attention)(q, kc, vc, out, part, &a, len, NULL, e))
@@ -105,7 +107,7 @@ static int check_decode(int ver, int batch, int hl, int kvl, int d, long long le
     goto out;
   }
   if (to_host(&hq, q, nq, e) || to_host(&hk, kc, nc, e) || to_host(&hv, vc, nc, e) || to_host(&ho, out, nq, e)) goto out;
-  if (ver == 4) { /* v3 on the same inputs, into the poisoned buffers */
+  if (ver >= 4) { /* v3 on the same inputs, into the poisoned buffers */
     if (cudaMemset(out, 0xff, nq * 2) != cudaSuccess || cudaMemset(part, 0xff, pb) != cudaSuccess) {
       ts_fail_sys(e, "bench-decode: cudaMemset failed");
       goto out;
@@ -147,8 +149,8 @@ static int check_decode(int ver, int batch, int hl, int kvl, int d, long long le
   int ok = err >= 0 && err <= TOL && same;
   *failed += !ok;
   printf("check decode_attention%s b=%d heads=%d/%d d=%d len=%lld: rel L2 %.2e (tol %.0e)%s %s\n",
-         ver == 4 ? "4" : ver == 3 ? "3" : ver == 2 ? "2" : "", batch, hl, kvl, d, len, err, TOL,
-         ver == 4 ? (same ? ", bits = v3's" : ", bits differ from v3's") : "", ok ? "ok" : "FAILED");
+         ver == 5 ? "5" : ver == 4 ? "4" : ver == 3 ? "3" : ver == 2 ? "2" : "", batch, hl, kvl, d, len, err, TOL,
+         ver >= 4 ? (same ? ", bits = v3's" : ", bits differ from v3's") : "", ok ? "ok" : "FAILED");
   rc = 0;
 out:
   cudaFree(q), cudaFree(kc), cudaFree(vc), cudaFree(out), cudaFree(part);
@@ -172,8 +174,9 @@ static int run_checks(int *failed, ts_err *e) {
         continue; /* v2 is built for these only (infer_decode.h) */
       if (check_decode(ver, a[i].b, a[i].hl, a[i].kvl, a[i].d, a[i].len, seed += 7, failed, e)) return -1;
     }
-  for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) /* v4 after, so that the cases above keep their seeds */
-    if (check_decode(4, a[i].b, a[i].hl, a[i].kvl, a[i].d, a[i].len, seed += 7, failed, e)) return -1;
+  for (int ver = 4; ver <= 5; ver++) /* v4, v5 after, so that the cases above keep their seeds */
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+      if (check_decode(ver, a[i].b, a[i].hl, a[i].kvl, a[i].d, a[i].len, seed += 7, failed, e)) return -1;
   return 0;
 }
 
@@ -195,7 +198,7 @@ static int gemm_launch(void *p, long long iter, ts_err *e) {
   return exec_gemm_run(c->gemm, &c->s, 1.f, c->X, W, 0.f, c->Y, NULL, e);
 }
 
-static const char *const dec_names[INFER_DEC_KERNELS] = {"v1", "v2", "v2fp8", "v3", "v3fp8", "v4", "v4fp8"};
+static const char *const dec_names[INFER_DEC_KERNELS] = {"v1", "v2", "v2fp8", "v3", "v3fp8", "v4", "v4fp8", "v5", "v5fp8"};
 
 static int copy_launch(void *p, long long iter, ts_err *e) {
   (void)iter;
@@ -324,6 +327,9 @@ static int time_decode(const model_config *mc, const long long *batches, int nb,
       if ((kernels & 40) == 40) printf("  -> v4/v3 %.3f\n", us[INFER_DEC_V4] / us[INFER_DEC_V3]);
       if ((kernels & 80) == 80) printf("  -> v4fp8/v3fp8 %.3f\n", us[INFER_DEC_V4_FP8] / us[INFER_DEC_V3_FP8]);
       if ((kernels & 96) == 96) printf("  -> v4fp8/v4 %.3f\n", us[INFER_DEC_V4_FP8] / us[INFER_DEC_V4]);
+      const int b3f = 1 << INFER_DEC_V3_FP8, b4f = 1 << INFER_DEC_V4_FP8, b5f = 1 << INFER_DEC_V5_FP8;
+      if ((kernels & (b3f | b5f)) == (b3f | b5f)) printf("  -> v5fp8/v3fp8 %.3f\n", us[INFER_DEC_V5_FP8] / us[INFER_DEC_V3_FP8]);
+      if ((kernels & (b4f | b5f)) == (b4f | b5f)) printf("  -> v5fp8/v4fp8 %.3f\n", us[INFER_DEC_V5_FP8] / us[INFER_DEC_V4_FP8]);
     }
   rc = 0;
 out:
@@ -352,10 +358,10 @@ static void usage(FILE *out) {
           "                            [--kv LIST (128,1024,4096,8192)] [--peak-gbps G (4800: H200 datasheet)]\n"
           "                            [--check (checks only)] [--attention-only (no GEMM timing)]\n"
           "                            [--gemm-only (no attention timing)]\n"
-          "                            [--attention LIST of v1,v2,v2fp8,v3,v3fp8,v4,v4fp8 (all seven)]\n"
-          "Checks the decode attention kernels (v1, v2, v3, v4) against a plain-C reference, then times the\n"
-          "model's decode projections (cuBLASLt, what the executor runs) and decode attention (v1 to v4\n"
-          "and v2 to v4 over the FP8 KV cache: v2fp8, v3fp8, v4fp8, infer_kv8.h; bytes: codes + scales;\n"
+          "                            [--attention LIST of v1,v2,v2fp8,v3,v3fp8,v4,v4fp8,v5,v5fp8 (all nine)]\n"
+          "Checks the decode attention kernels (v1 to v5) against a plain-C reference, then times the\n"
+          "model's decode projections (cuBLASLt, what the executor runs) and decode attention (v1 to v5\n"
+          "and v2 to v5 over the FP8 KV cache: v2fp8 to v5fp8, infer_kv8.h; bytes: codes + scales;\n"
           "their checks are `tacorun execute --infer-check`'s) per batch and KV length: us, GB/s, %% of\n"
           "the --peak-gbps floor and of the measured copy rate.\n"
           "(The weight-streaming GEMVs that lost to cuBLASLt are timed by dev/decode_gemv (CUDA cores)\n"
@@ -375,7 +381,7 @@ int bench_decode_main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--gemm-only")) gemm_only = 1;
     else if (!strcmp(argv[i], "--attention") && has) {
       if (parse_kernels(argv[++i], &kernels)) {
-        fprintf(stderr, "tacorun bench-decode: --attention: '%s' is not a comma-separated list of v1, v2, v2fp8, v3, v3fp8, v4, v4fp8\n",
+        fprintf(stderr, "tacorun bench-decode: --attention: '%s' is not a comma-separated list of v1, v2, v2fp8, v3, v3fp8, v4, v4fp8, v5, v5fp8\n",
                 argv[i]);
         return 2;
       }

@@ -221,7 +221,9 @@ static int decode_attention_layout(schema_calibration *cal, infer_decode_timing 
       if (c->set_bytes > DEC_POOL_BYTES) continue;
       c->sets = (int)((c->set_bytes <= POOL_BYTES ? POOL_BYTES : DEC_POOL_BYTES) / c->set_bytes);
       for (int fp8 = 0; fp8 < 2; fp8++) {
-        c->kernel = ver == 4 ? (fp8 ? INFER_DEC_V4_FP8 : INFER_DEC_V4) : fp8 ? INFER_DEC_V3_FP8 : INFER_DEC_V3;
+        c->kernel = ver == 5   ? (fp8 ? INFER_DEC_V5_FP8 : INFER_DEC_V5)
+                    : ver == 4 ? (fp8 ? INFER_DEC_V4_FP8 : INFER_DEC_V4)
+                               : (fp8 ? INFER_DEC_V3_FP8 : INFER_DEC_V3);
         double us;
         if (calib_time_us(infer_decode_timing_launch, c, &stream, &dev, 1, bud, &us, e)) return -1;
         /* KV bytes read: BF16 2 B an element; FP8 1 B + a 4 B scale per head vector of 128 */
@@ -617,7 +619,7 @@ static void usage(FILE *out) {
                "                  graph: tables \"<name>.eager\" and \"<name>.graph\" (calibrate_small.h) [off]\n"
                "  --decode-attention-only  time only the decode attention tables (plain and per head layout,\n"
                "                  replaced; the other tables as they are) [off]\n"
-               "  --decode-attention v3|v4  the decode attention kernel those tables time (infer_decode.h; the\n"
+               "  --decode-attention v3|v4|v5  the decode attention kernel those tables time (infer_decode.h; the\n"
                "                  executor's default: `tacorun execute --decode-attention`) [v%d]\n"
                "  --fp8-gemms-only  time only the FP8 GEMMs of inference plans with \"quantization\": \"fp8\": the\n"
                "                  forward keys of qkv, attention output, FC1 and FC2 of every dense zoo model at TP\n"
@@ -781,8 +783,8 @@ int cmd_calibrate_infer(int argc, char **argv) {
       dec_attn_only = 1;
     } else if (!strcmp(argv[i], "--decode-attention") && i + 1 < argc) {
       const char *v = argv[++i];
-      if (strcmp(v, "v3") && strcmp(v, "v4")) {
-        fprintf(stderr, "tacorun calibrate-infer: --decode-attention: '%s' must be v3 or v4\n", v);
+      if (strcmp(v, "v3") && strcmp(v, "v4") && strcmp(v, "v5")) {
+        fprintf(stderr, "tacorun calibrate-infer: --decode-attention: '%s' must be v3, v4 or v5\n", v);
         return 2;
       }
       dec_ver = v[1] - '0';

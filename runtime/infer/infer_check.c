@@ -60,7 +60,8 @@ static double rel_l2(const float *a, const float *ref, long long n) {
 
 /* ---- decode attention and RoPE against the plain-C reference ---- */
 
-/* ver 1: infer_decode_attention, 3 / 4: infer_decode_attention3 / 4 (v2: bench-decode's checks and the FP8 ones) */
+/* ver 1: infer_decode_attention, 3 / 4 / 5: infer_decode_attention3 / 4 / 5 (v2: bench-decode's checks and the FP8
+ * ones) */
 static int check_decode_attention(check_log *L, int ver, int batch, int hl, int kvl, int d, long long max_seq,
                                   long long len, ts_err *e) {
   infer_attn_dims a = {.batch = batch, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = max_seq};
@@ -81,7 +82,8 @@ static int check_decode_attention(check_log *L, int ver, int batch, int hl, int 
   CK_TRY(rt_fill_random_bf16(v, nc, 13, 1.0f, NULL, e));
   RT_CUDA(e, cudaMemset(o, 0xff, (size_t)nq * 2));
   RT_CUDA(e, cudaMemset(part, 0xff, pb));
-  CK_TRY((ver == 4   ? infer_decode_attention4
+  CK_TRY((ver == 5   ? infer_decode_attention5
+          : ver == 4 ? infer_decode_attention4
           : ver == 3 ? infer_decode_attention3
                      : infer_decode_attention)(q, k, v, o, part, &a, len, NULL, e));
   RT_CUDA(e, cudaDeviceSynchronize());
@@ -175,8 +177,8 @@ static void report_exact(check_log *L, const char *name, long long bad, long lon
 }
 
 /* Random BF16 caches (rows of random magnitudes, so that scales differ),
- * quantized on the GPU; the quantizer against the C one; decode attention v2 and v3
- * over the FP8 cache against the reference on the dequantized codes, and (not
+ * quantized on the GPU; the quantizer against the C one; decode attention v2, v3 and v5
+ * over the FP8 cache against the reference on the dequantized codes (v4: v3's bits), and (not
  * a tolerance of the kernel: the format's error) against the BF16 cache. */
 static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, long long max_seq, long long len,
                             uint64_t seed, ts_err *e) {
@@ -196,11 +198,11 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
   if (pb3 > pb) pb = pb3;
   RT_CUDA(e, cudaMalloc(&part, pb));
   float *hq = malloc((size_t)nq * 4), *ho = malloc((size_t)nq * 4), *hr = malloc((size_t)nq * 4),
-        *ho3 = malloc((size_t)nq * 4), *hb = malloc((size_t)nq * 4), *hk = malloc((size_t)nc * 4), *hv = malloc((size_t)nc * 4),
+        *ho3 = malloc((size_t)nq * 4), *ho5 = malloc((size_t)nq * 4), *hb = malloc((size_t)nq * 4), *hk = malloc((size_t)nc * 4), *hv = malloc((size_t)nc * 4),
         *dk = malloc((size_t)nc * 4), *dv = malloc((size_t)nc * 4), *hks = malloc((size_t)rows * 4),
         *hvs = malloc((size_t)rows * 4);
   unsigned char *ck = malloc((size_t)nc), *cv = malloc((size_t)nc);
-  if (!hq || !ho || !ho3 || !hr || !hb || !hk || !hv || !dk || !dv || !hks || !hvs || !ck || !cv)
+  if (!hq || !ho || !ho3 || !ho5 || !hr || !hb || !hk || !hv || !dk || !dv || !hks || !hvs || !ck || !cv)
     return ts_fail_sys(e, "out of host memory");
   CK_TRY(rt_fill_random_bf16(q, nq, seed, 3.0f, NULL, e));
   CK_TRY(rt_fill_random_bf16(kb, nc, seed + 1, 1.0f, NULL, e));
@@ -244,6 +246,11 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
   for (long long i = 0; i < nq; i++) bits4 += memcmp(&ho[i], &ho3[i], sizeof *ho) != 0;
   RT_CUDA(e, cudaMemset(o, 0xff, (size_t)nq * 2));
   RT_CUDA(e, cudaMemset(part, 0xff, pb));
+  CK_TRY(infer_decode_attention5_fp8(q, &c, o, part, &a, len, NULL, e));
+  RT_CUDA(e, cudaDeviceSynchronize());
+  CK_TRY(fetch(o, nq, ho5, e));
+  RT_CUDA(e, cudaMemset(o, 0xff, (size_t)nq * 2));
+  RT_CUDA(e, cudaMemset(part, 0xff, pb));
   CK_TRY(infer_decode_attention2_fp8(q, &c, o, part, &a, len, NULL, e));
   RT_CUDA(e, cudaDeviceSynchronize());
   CK_TRY(fetch(q, nq, hq, e));
@@ -269,11 +276,13 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
   report(L, name, rel_l2(ho3, hr, nq), 1e-2);
   snprintf(name, sizeof name, "decode attention v4 FP8 b%d h%d kv%d d%d len %lld = v3's bits", batch, hl, kvl, d, len);
   report_exact(L, name, bits4, nq);
+  snprintf(name, sizeof name, "decode attention v5 FP8 b%d h%d kv%d d%d len %lld vs C", batch, hl, kvl, d, len);
+  report(L, name, rel_l2(ho5, hr, nq), 1e-2);
   infer_ref_decode_attention(hq, hk, hv, hb, batch, hl, kvl, d, max_seq, len);
   if (L->root)
     printf("     (the same output against attention over the BF16 cache: rel.L2 %.3e, the E4M3 format's error)\n",
            rel_l2(ho, hb, nq));
-  free(hq), free(ho), free(ho3), free(hr), free(hb), free(hk), free(hv), free(dk), free(dv), free(hks), free(hvs), free(ck),
+  free(hq), free(ho), free(ho3), free(ho5), free(hr), free(hb), free(hk), free(hv), free(dk), free(dv), free(hks), free(hvs), free(ck),
       free(cv);
   cudaFree(q), cudaFree(o), cudaFree(kb), cudaFree(vb), cudaFree(k8), cudaFree(v8), cudaFree(ks), cudaFree(vs),
       cudaFree(part);
@@ -565,7 +574,7 @@ static int check_model_qwen(check_log *L, int hidden, int heads, int kv_heads, c
 int infer_run_check(rt_nccl *w, ts_err *e) {
   check_log L = {.root = rt_nccl_is_root(w)};
   RT_CUDA(e, cudaSetDevice(w->devices[0]));
-  for (int ver = 1; ver <= 4; ver += ver == 1 ? 2 : 1) {
+  for (int ver = 1; ver <= 5; ver += ver == 1 ? 2 : 1) {
     CK_TRY(check_decode_attention(&L, ver, 3, 8, 2, 128, 1100, 1000, e));
     CK_TRY(check_decode_attention(&L, ver, 2, 4, 4, 64, 64, 37, e));
     CK_TRY(check_decode_attention(&L, ver, 1, 16, 1, 128, 8192, 8192, e));
@@ -578,6 +587,10 @@ int infer_run_check(rt_nccl *w, ts_err *e) {
   CK_TRY(check_decode_fp8(&L, 1, 32, 8, 128, 8192, 8192, 61, e));
   CK_TRY(check_decode_fp8(&L, 4, 28, 4, 128, 300, 257, 71, e));
   CK_TRY(check_decode_fp8(&L, 64, 32, 8, 128, 300, 1, 81, e));
+  /* v5's FP8 kernel at 8 and 5 query heads per KV head, tails of a tile, several splits */
+  CK_TRY(check_decode_fp8(&L, 2, 64, 8, 128, 2100, 2049, 91, e));
+  CK_TRY(check_decode_fp8(&L, 3, 40, 8, 128, 800, 777, 101, e));
+  CK_TRY(check_decode_fp8(&L, 5, 24, 4, 128, 40, 17, 111, e));
   CK_TRY(check_rope_fp8(&L, 128, e));
   CK_TRY(check_rope_fp8(&L, 64, e));
   CK_TRY(check_model(w, &L, e));

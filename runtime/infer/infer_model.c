@@ -209,7 +209,7 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
   m->vs = calloc((size_t)layers, sizeof *m->vs);
   if (!m->w || !m->kc || !m->vc || !m->ks || !m->vs) return ts_fail_sys(e, "infer: out of host memory");
   if (o->kv_fp8 && o->decode_attn < 2)
-    return ts_fail_sys(e, "infer: the FP8 KV cache is read by decode attention v2, v3 and v4 only (--decode-attention)");
+    return ts_fail_sys(e, "infer: the FP8 KV cache is read by decode attention v2 to v5 only (--decode-attention)");
   if (!infer_decode_groups_built(o->decode_attn, (int)m->d, m->hl / m->kvl))
     return ts_fail_sys(e, "infer: decode attention v%d is not built for %d query heads per KV head (v1, v2: powers of "
                        "2 up to 16)", o->decode_attn < 1 ? 1 : o->decode_attn, m->hl / m->kvl);
@@ -407,12 +407,14 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
                                .max_seq = m->kv_fp8 ? seq : m->max_seq};
       IM_TRY(infer_prefill_attention(&pa, e));
     } else if (m->kv_fp8)
-      IM_TRY((m->decode_attn == 4   ? infer_decode_attention4_fp8
+      IM_TRY((m->decode_attn == 5   ? infer_decode_attention5_fp8
+              : m->decode_attn == 4 ? infer_decode_attention4_fp8
               : m->decode_attn == 3 ? infer_decode_attention3_fp8
                                     : infer_decode_attention2_fp8)(
           m->qh, &c8, m->attn, m->partial, &ad, pos0 + 1, st, e));
     else
-      IM_TRY((m->decode_attn == 4   ? infer_decode_attention4
+      IM_TRY((m->decode_attn == 5   ? infer_decode_attention5
+              : m->decode_attn == 4 ? infer_decode_attention4
               : m->decode_attn == 3 ? infer_decode_attention3
               : m->decode_attn == 2 ? infer_decode_attention2
                                     : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn, m->partial, &ad,

@@ -83,9 +83,9 @@ typedef struct {
   long long max_seq;
   unsigned long long seed;
   size_t scores_budget; /* bytes of prefill attention scores at once (0: PLAN_INFER_SCORES_BUDGET, 1 GiB) */
-  int decode_attn;      /* 4, 3, 2: infer_decode_attention4, 3, 2 (infer_decode.h); else
+  int decode_attn;      /* 5, 4, 3, 2: infer_decode_attention5, 4, 3, 2 (infer_decode.h); else
                            infer_decode_attention */
-  int kv_fp8;           /* 1: FP8 KV cache (needs decode_attn 2 to 4: their FP8 variants); 0: BF16 */
+  int kv_fp8;           /* 1: FP8 KV cache (needs decode_attn 2 to 5: their FP8 variants); 0: BF16 */
 } infer_model_opts;
 
 /* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the

@@ -40,7 +40,7 @@ void infer_usage(FILE *out) {
           "schema (kind \"inference\", source \"measured\") that `tacosim compare` reads. Several plans\n"
           "(same TP) run one after the other in one launch; --json-dir DIR writes DIR/PLAN_NAME.json each.\n"
           "\n"
-          "--infer-check: decode attention (v1, v3, v4, v2 to v4 over the FP8 cache; v2 over BF16: bench-decode),\n"
+          "--infer-check: decode attention (v1, v3, v4, v2 to v5 over the FP8 cache; v2 over BF16: bench-decode),\n"
           "RoPE, and the FP8 cache's\n"
           "quantize-on-append against the plain-C reference, TP = N against TP = 1\n"
           "logits on a tiny model, prefill of S + 1 tokens against prefill of S plus a decode step, and\n"
@@ -69,11 +69,12 @@ void infer_usage(FILE *out) {
           "                    TPOTs and whether the graph steps' tokens equal the eager ones (with an FNV-1a\n"
           "                    hash of the tokens, to compare runs); the result's\n"
           "                    TPOT is the graph one [off: eager launches]\n"
-          "  --decode-attention v1|v2|v3|v4  decode attention over the KV cache: v1 infer_kernels.h, v2 to v4\n"
-          "                    infer_decode.h (v2: 4 positions in flight a warp, CUDA cores; v3: tensor-core mma\n"
+          "  --decode-attention v1|v2|v3|v4|v5  decode attention over the KV cache: v1 infer_kernels.h, v2 to\n"
+          "                    v5 infer_decode.h (v2: 4 positions in flight a warp, CUDA cores; v3: tensor-core mma\n"
           "                    over the query heads of a KV head; v4: v3 with the next tile's loads in flight\n"
-          "                    in registers, the same bits, up to 10 %% faster over BF16 on an H100;\n"
-          "                    runtime/RESULTS-decode.md) [v%d]\n"
+          "                    in registers, the same bits, up to 10 %% faster over BF16 on an H100; v5: v4 over\n"
+          "                    BF16, over the FP8 cache the cached positions as the mma's rows (head_dim 128,\n"
+          "                    1 to 8 query heads a KV head; else v4's); runtime/RESULTS-decode.md) [v%d]\n"
           "reads:  INFER_PLAN.json..., the models and clusters they name\n"
           "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n",
           INFER_DECODE_DEFAULT);
@@ -243,8 +244,8 @@ static int parse(int argc, char **argv, infer_opts *o) {
       continue;
     } else if (i + 1 < argc && !strcmp(a, "--decode-attention")) {
       const char *v = argv[++i];
-      if (strcmp(v, "v1") && strcmp(v, "v2") && strcmp(v, "v3") && strcmp(v, "v4")) {
-        fprintf(stderr, "tacorun execute: --decode-attention: '%s' must be v1, v2, v3 or v4\n", v);
+      if (strcmp(v, "v1") && strcmp(v, "v2") && strcmp(v, "v3") && strcmp(v, "v4") && strcmp(v, "v5")) {
+        fprintf(stderr, "tacorun execute: --decode-attention: '%s' must be v1, v2, v3, v4 or v5\n", v);
         return 2;
       }
       o->decode_attn = v[1] - '0';
@@ -301,7 +302,7 @@ static int plan_runnable(const plan_infer *p, const infer_opts *o, ts_err *e) {
     return ts_fail(e, p->path, "layout.pp", "%d: pipeline stages are not run by the inference executor (pp 1 only)",
                    p->pp);
   if (p->kv == PLAN_KV_FP8 && o->decode_attn < 2)
-    return ts_fail(e, p->path, "kv_cache", "fp8 is read by decode attention v2, v3 and v4 only (--decode-attention v1 "
+    return ts_fail(e, p->path, "kv_cache", "fp8 is read by decode attention v2 to v5 only (--decode-attention v1 "
                    "asked)");
   if (p->attention_dp || p->ep > 1)
     return ts_fail(e, p->path, p->attention_dp ? "layout.attention_dp" : "layout.ep", "the inference executor runs "

@@ -511,6 +511,218 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32, (dec3_blocks<KV, PIPE>::value
   }
 }
 
+/* ---- decode attention v5 over the FP8 cache: the cached positions as the mma's rows -----
+ * (dev/decode_attn_fp8/README.md measured it against v3 and v4.) Block (split, KV head j,
+ * sequence b) of DEC3_WARPS warps over v3's chunk; warp w takes the 16-position tiles
+ * t0 = p0 + 16 w, + 64, ..., the next tile's loads in flight in registers (as v4) while it
+ * computes the one in hand. Lane (r = lane / 4, c = lane % 4):
+ *  - S^T = K Q^T by m16n8k16 FP16 mma: A = 16 positions x 16 dims of K, B = Q^T (16 dims x the
+ *    G <= 8 query heads as the columns, zero past G). The lane loads 32 bytes of the K rows
+ *    t0 + r and t0 + 8 + r (16-byte words 64 i + 16 c: v3's order), converts them to FP16 pairs
+ *    (one cvt a pair) and k-step s takes its words 2s, 2s + 1; Q's fragments hold the same dims.
+ *    8 mma a tile (v3: 16, half of its rows empty at G <= 8). The C fragment gives the lane
+ *    positions r, r + 8 of heads 2c, 2c + 1.
+ *  - the online softmax (base 2) per head, as v3's FP8 path: scores times the key scales, value
+ *    weights 2^(s + log2 vs - mv) with a running max mv of their own; a head's max over the
+ *    tile by 3 shuffles across the 8 lanes of equal c.
+ *  - O^T = V^T P^T: A = 16 dims x 16 positions of V^T, B = P^T. The lane loads 16 bytes (dims
+ *    16 r .. + 15) of the V rows t0 + 2c, 2c + 1, 2c + 8, 2c + 9, and a byte permute of two
+ *    rows' words puts one dim's codes of positions 2c, 2c + 1 side by side, so one cvt gives an A
+ *    register (no movmatrix for V); P^T's B fragment is S^T's C fragment by two movmatrix.
+ *    8 mma a tile (v3: 16 and 32 movmatrix).
+ * The warps merge through shared memory into v3's partials (output at the scores' max; max,
+ * sum), which v3's combine reduces; one split writes the output. Head dim 128, G 1 to 8. */
+
+#define DEC5_D 128
+
+/* The two E4M3 codes in the low (cvt_lo) or high (cvt_hi) 16 bits of x -> an FP16 pair (exact). */
+__device__ __forceinline__ uint32_t cvt_lo(uint32_t x) {
+  uint32_t y;
+  asm("{.reg .b16 t; cvt.u16.u32 t, %1; cvt.rn.f16x2.e4m3x2 %0, t;}" : "=r"(y) : "r"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t cvt_hi(uint32_t x) {
+  uint32_t y;
+  asm("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, hi;}" : "=r"(y) : "r"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t y;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(y) : "r"(a), "r"(b), "r"(sel));
+  return y;
+}
+
+/* One tile as a lane loads it: K rows r, 8 + r (two 16-byte words each), V rows 2c, 2c + 1,
+ * 2c + 8, 2c + 9 (one 16-byte word each), the key and value scales of positions r, 8 + r. */
+struct dec5_tile {
+  uint4 k[2][2], v[4];
+  float ks[2], vs[2];
+};
+struct dec5_state {
+  float acc[8][4]; /* O^T's C fragments: m-tile t, dims 16 r + 2t (+1) x heads 2c, 2c + 1 */
+  float m[2], mv[2], l[2]; /* per head 2c + e */
+};
+
+__device__ __forceinline__ void dec5_load(const uint8_t *kb, const uint8_t *vb, const float *ks, const float *vs,
+                                          long long t0, long long p1, int r, int c, dec5_tile &t) {
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const long long p = t0 + 8 * h + r;
+    const bool ok = p < p1;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+      t.k[h][i] = ok ? __ldg((const uint4 *)(kb + p * DEC5_D + 64 * i + 16 * c)) : make_uint4(0, 0, 0, 0);
+    t.ks[h] = ok ? __ldg(ks + p) : 1.f;
+    t.vs[h] = ok ? __ldg(vs + p) : 1.f;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const long long p = t0 + 2 * c + (i & 1) + 8 * (i >> 1);
+    t.v[i] = p < p1 ? __ldg((const uint4 *)(vb + p * DEC5_D + 16 * r)) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+__device__ __forceinline__ void dec5_step(const uint32_t (&qb)[8][2], const dec5_tile &tl, long long t0, long long p1,
+                                          int r, float qscale, dec5_state &st) {
+  float s[4] = {0.f, 0.f, 0.f, 0.f}; /* S^T: rows r (s[0..1]) and 8 + r (s[2..3]) */
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    const uint32_t x0[4] = {tl.k[0][i].x, tl.k[0][i].y, tl.k[0][i].z, tl.k[0][i].w};
+    const uint32_t x1[4] = {tl.k[1][i].x, tl.k[1][i].y, tl.k[1][i].z, tl.k[1][i].w};
+#pragma unroll
+    for (int w = 0; w < 4; w++) { /* word w of 16-byte word i: k-step 4 i + w */
+      const uint32_t a[4] = {cvt_lo(x0[w]), cvt_lo(x1[w]), cvt_hi(x0[w]), cvt_hi(x1[w])};
+      mma16816<true>(s, a, qb[4 * i + w][0], qb[4 * i + w][1]);
+    }
+  }
+  float sc[2][2], lv[2]; /* scores [position h][head e], log2 of the value scales */
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const bool ok = t0 + 8 * h + r < p1;
+    const float f = qscale * tl.ks[h];
+    lv[h] = ok ? __log2f(tl.vs[h]) : 0.f;
+    sc[h][0] = ok ? s[2 * h] * f : -INFINITY;
+    sc[h][1] = ok ? s[2 * h + 1] * f : -INFINITY;
+  }
+  float pw[2][2];
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    float tm = fmaxf(sc[0][e], sc[1][e]), tv = fmaxf(sc[0][e] + lv[0], sc[1][e] + lv[1]);
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+      tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
+      tv = fmaxf(tv, __shfl_xor_sync(0xffffffffu, tv, o));
+    }
+    const float mn = fmaxf(st.m[e], tm), mref = mn == -INFINITY ? 0.f : mn;
+    const float vn = fmaxf(st.mv[e], tv), vref = vn == -INFINITY ? 0.f : vn;
+    const float corr = exp2f(st.m[e] - mref), vcorr = exp2f(st.mv[e] - vref);
+    pw[0][e] = exp2f(sc[0][e] + lv[0] - vref), pw[1][e] = exp2f(sc[1][e] + lv[1] - vref);
+    st.l[e] = st.l[e] * corr + (exp2f(sc[0][e] - mref) + exp2f(sc[1][e] - mref));
+    st.m[e] = mn, st.mv[e] = vn;
+#pragma unroll
+    for (int t = 0; t < 8; t++) st.acc[t][e] *= vcorr, st.acc[t][2 + e] *= vcorr;
+  }
+  /* P^T's B fragment: positions 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1) of head r */
+  const uint32_t b0 = movtrans(pack2<true>(pw[0][0], pw[0][1])), b1 = movtrans(pack2<true>(pw[1][0], pw[1][1]));
+  const uint32_t v0[4] = {tl.v[0].x, tl.v[0].y, tl.v[0].z, tl.v[0].w}, v1[4] = {tl.v[1].x, tl.v[1].y, tl.v[1].z, tl.v[1].w},
+                 v2[4] = {tl.v[2].x, tl.v[2].y, tl.v[2].z, tl.v[2].w}, v3[4] = {tl.v[3].x, tl.v[3].y, tl.v[3].z, tl.v[3].w};
+#pragma unroll
+  for (int w = 0; w < 4; w++) { /* dims 16 r + 4 w .. + 3: m-tiles 2w (dims +0, +1) and 2w + 1 (+2, +3) */
+    const uint32_t lo01 = prmt(v0[w], v1[w], 0x5140), hi01 = prmt(v0[w], v1[w], 0x7362);
+    const uint32_t lo89 = prmt(v2[w], v3[w], 0x5140), hi89 = prmt(v2[w], v3[w], 0x7362);
+    const uint32_t a0[4] = {cvt_lo(lo01), cvt_hi(lo01), cvt_lo(lo89), cvt_hi(lo89)};
+    const uint32_t a1[4] = {cvt_lo(hi01), cvt_hi(hi01), cvt_lo(hi89), cvt_hi(hi89)};
+    mma16816<true>(st.acc[2 * w], a0, b0, b1);
+    mma16816<true>(st.acc[2 * w + 1], a1, b0, b1);
+  }
+}
+
+template <int G>
+__global__ void __launch_bounds__(DEC3_WARPS * 32, 3)
+    decode5_fp8_kernel(const bf16 *q, const uint8_t *kc, const uint8_t *vc, const float *ksc, const float *vsc,
+                       float *part, bf16 *out, int hl, int kvl, long long max_seq, long long len, long long chunk,
+                       int nsplit, float qscale) {
+  constexpr long long STRIDE = DEC3_WARPS * DEC3_TILE;
+  const int split = blockIdx.x, j = blockIdx.y, b = blockIdx.z;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 2, c = lane & 3;
+  const long long srow = ((long long)b * kvl + j) * max_seq;
+  const uint8_t *kb = kc + srow * DEC5_D, *vb = vc + srow * DEC5_D;
+  const float *ks = ksc + srow, *vs = vsc + srow;
+  const long long p0 = (long long)split * chunk, p1 = p0 + chunk < len ? p0 + chunk : len;
+  long long t0 = p0 + (long long)warp * DEC3_TILE;
+  dec5_tile ta, tb;
+  dec5_load(kb, vb, ks, vs, t0, p1, r, c, ta); /* in flight while Q is read */
+  /* Q^T's B fragments: head j G + r (zero past G); k-step s = 4 i + w holds the dims of K's word
+   * w of 16-byte word i, codes 4 w .. 4 w + 3 of dims 64 i + 16 c: (+0, +1) in b0, (+2, +3) in b1 */
+  uint32_t qb[8][2];
+  {
+    const bf16 *src = q + ((long long)b * hl + j * G + r) * DEC5_D;
+#pragma unroll
+    for (int s = 0; s < 8; s++)
+#pragma unroll
+      for (int x = 0; x < 2; x++) {
+        const int dim = 64 * (s >> 2) + 16 * c + 4 * (s & 3) + 2 * x;
+        float f0 = 0.f, f1 = 0.f;
+        if (r < G) f0 = __bfloat162float(src[dim]), f1 = __bfloat162float(src[dim + 1]);
+        qb[s][x] = pack2<true>(f0, f1);
+      }
+  }
+  dec5_state st;
+#pragma unroll
+  for (int t = 0; t < 8; t++) st.acc[t][0] = st.acc[t][1] = st.acc[t][2] = st.acc[t][3] = 0.f;
+#pragma unroll
+  for (int e = 0; e < 2; e++) st.m[e] = st.mv[e] = -INFINITY, st.l[e] = 0.f;
+  while (t0 < p1) { /* two buffers by name (a register array indexed at run time would go to local memory) */
+    dec5_load(kb, vb, ks, vs, t0 + STRIDE, p1, r, c, tb);
+    dec5_step(qb, ta, t0, p1, r, qscale, st);
+    t0 += STRIDE;
+    if (t0 >= p1) break;
+    dec5_load(kb, vb, ks, vs, t0 + STRIDE, p1, r, c, ta);
+    dec5_step(qb, tb, t0, p1, r, qscale, st);
+    t0 += STRIDE;
+  }
+  /* the sums over the 8 lanes of equal c; then the warps through shared memory */
+#pragma unroll
+  for (int e = 0; e < 2; e++)
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) st.l[e] += __shfl_xor_sync(0xffffffffu, st.l[e], o);
+  __shared__ float sm_m[DEC3_WARPS][8], sm_mv[DEC3_WARPS][8], sm_l[DEC3_WARPS][8], sm_acc[DEC3_WARPS][8][DEC5_D];
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    const int head = 2 * c + e;
+    if (head < G) {
+      if (r == 0) sm_m[warp][head] = st.m[e], sm_mv[warp][head] = st.mv[e], sm_l[warp][head] = st.l[e];
+#pragma unroll
+      for (int t = 0; t < 8; t++) {
+        sm_acc[warp][head][16 * r + 2 * t] = st.acc[t][e];
+        sm_acc[warp][head][16 * r + 2 * t + 1] = st.acc[t][2 + e];
+      }
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < G * DEC5_D; idx += blockDim.x) {
+    const int i = idx / DEC5_D, dd = idx % DEC5_D;
+    float M = -INFINITY, MV = -INFINITY;
+    for (int w = 0; w < DEC3_WARPS; w++) M = fmaxf(M, sm_m[w][i]), MV = fmaxf(MV, sm_mv[w][i]);
+    float L = 0.f, A = 0.f;
+    for (int w = 0; w < DEC3_WARPS; w++) {
+      L += sm_m[w][i] == -INFINITY ? 0.f : sm_l[w][i] * exp2f(sm_m[w][i] - M);
+      A += sm_mv[w][i] == -INFINITY ? 0.f : sm_acc[w][i][dd] * exp2f(sm_mv[w][i] - MV);
+    }
+    A *= MV == -INFINITY ? 0.f : exp2f(MV - M); /* to the scores' max, as v3's partials */
+    const long long bh = (long long)b * hl + j * G + i;
+    if (nsplit == 1) {
+      out[bh * DEC5_D + dd] = __float2bfloat16(A / L);
+    } else { /* partials: outputs [b hl x nsplit x D], then (max, sum) [b hl x nsplit x 2] */
+      part[(bh * nsplit + split) * DEC5_D + dd] = A;
+      if (dd == 0) {
+        float *ml = part + (long long)gridDim.z * hl * nsplit * DEC5_D + (bh * nsplit + split) * 2;
+        ml[0] = M, ml[1] = L;
+      }
+    }
+  }
+}
+
 /* v3's combine: block (sequence, head) of 128 threads; the max and the sum over the splits
  * by all threads, then thread t sums 4 dims (float4) of every (128 / (D / 4))-th split,
  * 4 splits' loads in flight, and the thread groups are added through shared memory. */
@@ -566,9 +778,9 @@ __global__ void __launch_bounds__(DEC3_COMBINE_THREADS) decode3_combine_kernel(c
   }
 }
 
-/* ---- the launcher of v2 and v3 -------------------------------------------------------- */
+/* ---- the launcher of v2 to v5 -------------------------------------------------------- */
 
-/* (head_dim, query heads per KV head) that version V's kernels are built for (v4: v3's). */
+/* (head_dim, query heads per KV head) that version V's kernels are built for (v4, v5: v3's). */
 template <int V, int D, int G> struct dec_built {
   static constexpr bool value =
       V == 2 ? (D == 128 ? G >= 1 && G <= 8 : G == 1 || G == 2 || G == 4 || G == 7 || G == 8 || G == 16)
@@ -598,14 +810,18 @@ template <int V, int D, int G, typename KV> static void launch_partial(const dec
     decode2_partial_kernel<D, G, KV><<<l.grid, DEC2_WARPS * 32, 0, l.st>>>(
         l.q, (const T *)l.kc, (const T *)l.vc, l.ks, l.vs, l.part, l.a->hl, l.a->kvl, l.a->max_seq, l.len, l.chunk,
         l.nsplit, l.qscale);
-  else
-    decode3_kernel<D, G, KV, V == 4><<<l.grid, DEC3_WARPS * 32, 0, l.st>>>(l.q, (const T *)l.kc, (const T *)l.vc, l.ks, l.vs,
+  else if constexpr (V == 5 && KV::scaled && D == DEC5_D && G <= 8)
+    decode5_fp8_kernel<G><<<l.grid, DEC3_WARPS * 32, 0, l.st>>>(l.q, (const uint8_t *)l.kc, (const uint8_t *)l.vc, l.ks,
+                                                                l.vs, l.part, l.out, l.a->hl, l.a->kvl, l.a->max_seq,
+                                                                l.len, l.chunk, l.nsplit, l.qscale);
+  else /* v3, v4; v5 over BF16 and at the shapes its FP8 kernel is not built for: v4 */
+    decode3_kernel<D, G, KV, V >= 4><<<l.grid, DEC3_WARPS * 32, 0, l.st>>>(l.q, (const T *)l.kc, (const T *)l.vc, l.ks, l.vs,
                                                                     l.part, l.out, l.a->hl, l.a->kvl, l.a->max_seq,
                                                                     l.len, l.chunk, l.nsplit, l.qscale);
 }
 
-/* The split-K decode attention of version V (2, 3 or 4) over a cache of element type KV
- * (scales ks, vs: FP8 only), then the combine (v3, v4: only with more than one split). */
+/* The split-K decode attention of version V (2 to 5) over a cache of element type KV
+ * (scales ks, vs: FP8 only), then the combine (v3 to v5: only with more than one split). */
 template <int V, typename KV>
 static int decode_run(const char *who, const void *q, const void *k_cache, const void *v_cache, const float *ks,
                       const float *vs, void *out, void *partial, const infer_attn_dims *a, long long len,
@@ -689,4 +905,13 @@ extern "C" int infer_decode_attention4(const void *q, const void *k_cache, const
 extern "C" int infer_decode_attention4_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                            const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
   return decode_fp8<4>("infer_decode_attention4_fp8", q, c, out, partial, a, len, stream, e);
+}
+extern "C" int infer_decode_attention5(const void *q, const void *k_cache, const void *v_cache, void *out,
+                                       void *partial, const infer_attn_dims *a, long long len, void *stream,
+                                       ts_err *e) {
+  return decode_bf16<5>("infer_decode_attention5", q, k_cache, v_cache, out, partial, a, len, stream, e);
+}
+extern "C" int infer_decode_attention5_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                           const infer_attn_dims *a, long long len, void *stream, ts_err *e) {
+  return decode_fp8<5>("infer_decode_attention5_fp8", q, c, out, partial, a, len, stream, e);
 }

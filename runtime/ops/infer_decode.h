@@ -63,8 +63,21 @@ int infer_decode_attention4(const void *q, const void *k_cache, const void *v_ca
 int infer_decode_attention4_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
                                 const infer_attn_dims *a, long long len, void *stream, ts_err *e);
 
+/* Decode attention v5: over the FP8 cache a kernel with the cached positions as the mma's
+ * rows (S^T = K Q^T and O^T = V^T P^T, the G <= 8 query heads of a KV head as the 8 columns:
+ * half of v3's mma and 2 movmatrix a tile where v3 spends 32; V's codes reach the mma by byte
+ * permutes; the next tile's loads in flight as v4), built for head_dim 128 with 1 to 8 query
+ * heads per KV head, elsewhere v4's kernel; over a BF16 cache v4's kernel. Same arguments,
+ * partials (infer_decode3_partial_bytes) and output; the FP8 kernel's arithmetic differs from
+ * v3's (the same FP16 products in another order), so its bits do. dev/decode_attn_fp8/ has
+ * its variants and timings. */
+int infer_decode_attention5(const void *q, const void *k_cache, const void *v_cache, void *out, void *partial,
+                            const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+int infer_decode_attention5_fp8(const void *q, const infer_kv8 *c, void *out, void *partial,
+                                const infer_attn_dims *a, long long len, void *stream, ts_err *e);
+
 /* The decode attention the executor runs and `tacorun calibrate-infer` times unless told
- * otherwise (their --decode-attention): 3 or 4 (runtime/RESULTS-decode.md says why). */
+ * otherwise (their --decode-attention): 3 to 5 (runtime/RESULTS-decode.md says why). */
 #define INFER_DECODE_DEFAULT 3
 
 /* One decode-attention call of a timing loop (calib_time_us's launch, used by
@@ -72,8 +85,9 @@ int infer_decode_attention4_fp8(const void *q, const infer_kv8 *c, void *out, vo
  * the pools k and v (sets of set_bytes each, so that repeats read HBM, not
  * L2) with `kernel`: INFER_DEC_V1 (infer_decode_attention), INFER_DEC_V2
  * (infer_decode_attention2), INFER_DEC_V3 (infer_decode_attention3), or
- * INFER_DEC_V4 (infer_decode_attention4), or INFER_DEC_V2_FP8 / INFER_DEC_V3_FP8 /
- * INFER_DEC_V4_FP8 (infer_decode_attention2_fp8 / 3_fp8 / 4_fp8
+ * INFER_DEC_V4 (infer_decode_attention4), INFER_DEC_V5 (infer_decode_attention5), or
+ * INFER_DEC_V2_FP8 / INFER_DEC_V3_FP8 / INFER_DEC_V4_FP8 / INFER_DEC_V5_FP8
+ * (infer_decode_attention2_fp8 / 3_fp8 / 4_fp8 / 5_fp8
  * over k8/v8, the same head vectors as E4M3 codes, and their scales ks/vs:
  * set iter % sets starts at head vector off / (2 head_dim)). */
 enum {
@@ -84,10 +98,13 @@ enum {
   INFER_DEC_V3_FP8,
   INFER_DEC_V4,
   INFER_DEC_V4_FP8,
+  INFER_DEC_V5,
+  INFER_DEC_V5_FP8,
   INFER_DEC_KERNELS
 };
 static inline int infer_dec_is_fp8(int kernel) {
-  return kernel == INFER_DEC_V2_FP8 || kernel == INFER_DEC_V3_FP8 || kernel == INFER_DEC_V4_FP8;
+  return kernel == INFER_DEC_V2_FP8 || kernel == INFER_DEC_V3_FP8 || kernel == INFER_DEC_V4_FP8 ||
+         kernel == INFER_DEC_V5_FP8;
 }
 typedef struct {
   int kernel; /* INFER_DEC_* */
@@ -107,12 +124,14 @@ static inline int infer_decode_timing_launch(void *ctx, long long iter, ts_err *
     size_t row = off / 2 / (size_t)c->a.head_dim; /* first head vector of the set */
     infer_kv8 k8 = {c->k8 + row * (size_t)c->a.head_dim, c->v8 + row * (size_t)c->a.head_dim, c->ks + row,
                     c->vs + row};
-    return (c->kernel == INFER_DEC_V4_FP8   ? infer_decode_attention4_fp8
+    return (c->kernel == INFER_DEC_V5_FP8   ? infer_decode_attention5_fp8
+            : c->kernel == INFER_DEC_V4_FP8 ? infer_decode_attention4_fp8
             : c->kernel == INFER_DEC_V3_FP8 ? infer_decode_attention3_fp8
                                             : infer_decode_attention2_fp8)(
         c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
   }
-  return (c->kernel == INFER_DEC_V4   ? infer_decode_attention4
+  return (c->kernel == INFER_DEC_V5   ? infer_decode_attention5
+          : c->kernel == INFER_DEC_V4 ? infer_decode_attention4
           : c->kernel == INFER_DEC_V3 ? infer_decode_attention3
           : c->kernel == INFER_DEC_V2 ? infer_decode_attention2
                                       : infer_decode_attention)(c->q, c->k + off, c->v + off, c->out, c->part, &c->a,

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# run_gpu.sh — decode attention v5 (over the FP8 cache: the cached positions as the mma's rows,
+# runtime/ops/infer_decode.h) on one H100 or H200, from the repository root, building nothing
+# (BIN: a tacorun built on the CPU machine, its libraries in LIB):
+#  1. `tacorun execute --infer-check` (v5 over both caches against the C reference, with the rest)
+#     and `tacorun bench-decode --check` (v5 over BF16: v3's bits);
+#  2. bench-decode timing v3fp8 / v4fp8 / v5fp8 side by side (Llama-3 8B and Qwen2.5 14B layouts);
+#  3. `tacorun calibrate-infer CAL --decode-attention-only --decode-attention v5` (the GPU's decode
+#     attention tables with v5: BF16 = v4's kernel, FP8 = v5's), for merge_decode_attn.py --tables-from;
+#  4. the 26 inference validation plans with `--decode-graph --decode-attention v5` (experiments/infer/v3/plans
+#     on an H200, experiments/validation/h100/infer-plans on an H100).
+# Outputs in OUT: gpu.txt, summary.txt, check.tgz, bench.txt, cal.tgz, infer.tgz.
+set -u
+BIN=${BIN:-.devbin/v5/tacorun}
+LIB=${LIB:-.devbin/h100/lib}
+OUT=${OUT:-/tmp/v5}
+export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-} TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies NCCL_NVLS_ENABLE=0
+S=$(date +%s)
+el() { echo $(($(date +%s) - S)); }
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+mkdir -p "$OUT/c"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+date -u >> "$OUT/gpu.txt"
+case "$(head -1 "$OUT/gpu.txt")" in
+  *H200*) CAL=calibration/h200-nvlink.json PLANS=experiments/infer/v3/plans PEAK=4800 ;;
+  *H100*) CAL=calibration/h100-sxm-nvlink.json PLANS=experiments/validation/h100/infer-plans PEAK=3350 ;;
+  *) say "not an H100 or H200: $(head -1 "$OUT/gpu.txt")"; exit 0 ;;
+esac
+timeout 60 "$BIN" execute --infer-check > "$OUT/c/infer-check.txt" 2>&1
+say "infer-check rc=$? ($(el) s): $(tail -1 "$OUT/c/infer-check.txt")"
+grep -E "v5|FAIL" "$OUT/c/infer-check.txt" | head -20
+timeout 60 "$BIN" bench-decode --check > "$OUT/c/bench-check.txt" 2>&1
+say "bench-decode --check rc=$? ($(el) s): $(grep -c ' ok$' "$OUT/c/bench-check.txt") ok, $(grep -c FAILED "$OUT/c/bench-check.txt") failed"
+tar -czf "$OUT/check.tgz" -C "$OUT" c && rm -rf "$OUT/c"
+for m in llama3-8b qwen2.5-14b; do
+  timeout 90 "$BIN" bench-decode --model $m --attention-only --attention v3fp8,v4fp8,v5fp8 --batches 1,8,32,64,128 \
+    --kv 1024,4096,8192 --peak-gbps $PEAK >> "$OUT/bench.txt" 2>&1
+  say "bench $m rc=$? ($(el) s)"
+done
+grep -E "v5fp8/v3fp8" "$OUT/bench.txt" | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print "v5fp8/v3fp8 over", NR, "points: min", a[1], "median", a[int((NR+1)/2)], "max", a[NR]}' | tee -a "$OUT/summary.txt"
+mkdir -p "$OUT/cal"
+timeout 120 "$BIN" calibrate-infer "$CAL" --out-dir "$OUT/cal" --models models --decode-attention-only --decode-attention v5 > "$OUT/cal/cal-v5.log" 2>&1
+say "calibrate-infer v5 rc=$? ($(el) s)"
+tar -czf "$OUT/cal.tgz" -C "$OUT" cal && rm -rf "$OUT/cal"
+I=$OUT/infer
+mkdir -p "$I/measured"
+run() { # run TAG LIMIT PLANS...
+  local tag=$1 t=$2
+  shift 2
+  timeout "$t" "$BIN" execute "$@" --decode-graph --decode-attention v5 --json-dir "$I/measured" > "$I/execute-$tag.txt" 2>&1
+  say "infer $tag rc=$? ($(el) s)"
+}
+run qwen7b 45 $PLANS/qwen2.5-7b-*.json
+run qwen14b 60 $PLANS/qwen2.5-14b-*.json
+run llama-bf16 70 $PLANS/llama3-8b-*-bf16.json
+run llama-fp8 70 $PLANS/llama3-8b-*-fp8.json
+tar -czf "$OUT/infer.tgz" -C "$OUT" infer && rm -rf "$I"
+say "done in $(el) s"
