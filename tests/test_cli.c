@@ -626,6 +626,33 @@ static void test_tacorun_refuses_hidden_dropout(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "hidden_dropout > 0"));
 }
 
+/* Issue 24: every zoo model as published, in a one-GPU training plan of one layer, passes every check of
+ * tacorun execute before the GPU (none is visible here: the run stops at "no CUDA device", not exit 2):
+ * the dense models (RoPE with theta and Llama 3.1's scaling, QKV and linear biases, untied output weights,
+ * the norm epsilon) and Mixtral at EP 1; DeepSeek-V3 is refused before any GPU, its sigmoid router named
+ * (its multi-head latent attention is refused after it); Qwen3's wider heads: test_tacorun_moe_refusals. */
+static void test_tacorun_zoo_models(void) {
+  static char out[65536];
+  const char *runs[] = {"gpt3-125m", "gpt3-350m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
+                        "llama3-8b", "llama3-70b", "llama3-405b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
+                        "qwen2.5-72b", "mixtral-8x7b", "mixtral-8x22b"};
+  for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+    char name[64], cmd[128];
+    snprintf(name, sizeof name, "zoo-%s.json", runs[i]);
+    write_plan(name, runs[i], "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
+    snprintf(cmd, sizeof cmd, "execute %s --iters 1", name);
+    int rc = tacorun(cmd, out, sizeof out);
+    if (rc == 2 || !strstr(out, "no CUDA device")) fprintf(stderr, "\n  %s: %d: %.400s\n", runs[i], rc, out);
+    CU_ASSERT_NOT_EQUAL(rc, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
+  }
+  write_plan("zoo-deepseek-v3.json", "deepseek-v3", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
+  int rc = tacorun("execute zoo-deepseek-v3.json --iters 1", out, sizeof out);
+  if (rc != 2 || !strstr(out, "zoo-deepseek-v3.json: model.router")) fprintf(stderr, "\n  deepseek-v3: %.400s\n", out);
+  CU_ASSERT_EQUAL(rc, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "zoo-deepseek-v3.json: model.router"));
+}
+
 /* Issue 20: tacosim search --emit-plans writes plans tacorun execute accepts unchanged, for layouts the
  * executor runs: with --hidden-dropout 0 the plan passes every check before the GPU (here none is
  * visible, so the run stops there: "no CUDA device", not exit 2); with the default 0.1 it is refused,
@@ -689,6 +716,8 @@ int main(void) {
               test_tacorun_refuses_hidden_dropout);
   CU_add_test(s, "tacorun execute accepts the plans tacosim search --hidden-dropout 0 emits",
               test_tacorun_runs_emitted_plans);
+  CU_add_test(s, "tacorun execute: every zoo model as published passes its checks up to the GPU; DeepSeek-V3 refused",
+              test_tacorun_zoo_models);
 #endif
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
