@@ -673,11 +673,15 @@ static void decode_attention_source(const plan_infer *p, const schema_calibratio
     snprintf(note, sizeof note, "decode attention per query head: the measured \"%s\" table, by the unique KV bytes",
              t);
   } else if (g > 1) {
+    char why[96];
+    if (t[0])
+      snprintf(why, sizeof why, "no \"%s\" table", t);
+    else
+      snprintf(why, sizeof why, "head dim %d: the measured tables are of 128", model_head_dim(m));
     snprintf(r->decode_attn_source, sizeof r->decode_attn_source, "bound");
     snprintf(note, sizeof note,
-             "decode attention per query head: an upper bound (no \"%s\" table): the decode attention table at "
-             "the MHA shape, %d times the KV bytes",
-             t[0] ? t : "attention_decode_pqh.g<G>", g);
+             "decode attention per query head: an upper bound (%s): the decode attention table at the MHA shape, %d "
+             "times the KV bytes", why, g);
     if (warn)
       fprintf(warn, "tacosim: warning: %s: %s\n", cal->path[0] ? cal->path : "calibration", note);
   } else {

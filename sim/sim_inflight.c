@@ -174,9 +174,9 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
       snprintf(note, sizeof note, "decode attention per query head: the measured \"%s\" table, by the unique KV bytes",
                pqh);
     else
-      snprintf(note, sizeof note, "decode attention per query head: an upper bound (no \"%s\" table): the decode "
-               "attention table at the MHA shape, %d times the KV bytes", pqh[0] ? pqh : "attention_decode_pqh.g<G>",
-               p->model.heads / p->model.kv_heads);
+      snprintf(note, sizeof note, "decode attention per query head: an upper bound (%s%s%s): the decode attention "
+               "table at the MHA shape, %d times the KV bytes", pqh[0] ? "no \"" : "head dim not 128",
+               pqh[0] ? pqh : "", pqh[0] ? "\" table" : "", p->model.heads / p->model.kv_heads);
     add_note(r, note);
   }
   add_note(r, f->requests > 0

@@ -627,6 +627,10 @@ static void test_decode_attention_pqh_table(void) {
   /* the tables are of head dim 128: another head dim takes the bound */
   g_plan.model.head_dim_override = 64;
   CU_ASSERT(!sim_infer_pqh_table(&cal, &g_plan, name, sizeof name));
+  sim_infer_result q64;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &q64, &e), 0);
+  CU_ASSERT_STRING_EQUAL(q64.decode_attn_source, "bound");
+  CU_ASSERT(has_note(&q64, "upper bound (head dim 64"));
   g_plan.model.head_dim_override = 0;
   /* an FP8 cache reads the FP8 table only: without it the bound */
   g_plan.kv = PLAN_KV_FP8;
