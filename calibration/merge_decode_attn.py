@@ -23,6 +23,10 @@ table of a plan's G at its pairs, where the file has it (sim/sim_infer.c).
 tables and one per head layout of the zoo) replaces the same-named table of
 each FILE, and the FILE's other tables are left byte for byte as they are.
 
+--per-query-head (with --tables-from): only CAL's tables of decode attention read once per query
+head, "attention_decode_pqh[_fp8].g<G>" (`tacorun calibrate-infer --decode-attention-only
+--per-query-head`), which replace (or, with --beyond, extend) FILE's; its other tables are left alone.
+
 --beyond (with --tables-from): instead of replacing a table, add to it only CAL's points outside
 the range FILE's table measured: a group the table lacks, or more bytes than the table's largest
 point of that group. Predictions inside the old range stay as they were; CAL's points inside it
@@ -30,7 +34,7 @@ are compared with FILE's (the printed ratio of the points both have: how far the
 and days differ), not written.
 
 usage: merge_decode_attn.py --from BENCH.txt [--kernel v1|v2|v3|v2fp8|v3fp8 (v2)] [--by-layout] FILE...
-       merge_decode_attn.py --tables-from CAL.json[.gz] [--beyond] FILE...
+       merge_decode_attn.py --tables-from CAL.json[.gz] [--per-query-head] [--beyond] FILE...
 """
 import argparse
 import gzip
@@ -50,14 +54,18 @@ def main():
                     help="with --tables-from: add only the points beyond each table's measured range")
     ap.add_argument("--by-layout", action="store_true",
                     help='write "<table>.g<G>" grouped by batch x KV heads (the bench\'s head layout)')
+    ap.add_argument("--per-query-head", dest="pqh", action="store_true",
+                    help="with --tables-from: only the attention_decode_pqh[_fp8].g<G> tables")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     if (a.src is None) == (a.cal_src is None):
         sys.exit("merge_decode_attn.py: give one of --from BENCH.txt and --tables-from CAL.json")
     if a.beyond and not a.cal_src:
         sys.exit("merge_decode_attn.py: --beyond goes with --tables-from")
+    if a.pqh and not a.cal_src:
+        sys.exit("merge_decode_attn.py: --per-query-head goes with --tables-from")
     if a.cal_src:
-        return copy_tables(a.cal_src, a.files, a.beyond)
+        return copy_tables(a.cal_src, a.files, a.beyond, a.pqh)
     text = open(a.src).read()
     m = re.search(r"^model (\S+): hidden (\d+), heads (\d+) / (\d+)", text, re.M)
     if not m:
@@ -104,15 +112,18 @@ def add_beyond(old, new):
     return table, len(added), ratios
 
 
-def copy_tables(src, files, beyond=False):
+def copy_tables(src, files, beyond=False, pqh=False):
     opener = gzip.open if src.endswith(".gz") else open
     with opener(src, "rt") as f:
         cal = json.load(f)
-    names = sorted(k for k in cal.get("kernels", {}) if re.fullmatch(r"attention_decode(_fp8)?(\.g\d+)?", k))
+    pattern = r"attention_decode_pqh(_fp8)?\.g\d+" if pqh else r"attention_decode(_fp8)?(\.g\d+)?"
+    names = sorted(k for k in cal.get("kernels", {}) if re.fullmatch(pattern, k))
     if not names:
-        sys.exit(f"merge_decode_attn.py: {src}: no decode attention table")
+        sys.exit(f"merge_decode_attn.py: {src}: no {'per-query-head ' if pqh else ''}decode attention table")
     what = "points beyond the measured range of" if beyond else ""
-    note = f"; {what}{' ' if what else ''}{len(names)} decode attention tables (plain and per head layout): tacorun calibrate-infer --decode-attention-only ({src}, calibration/merge_decode_attn.py{' --beyond' if beyond else ''})"
+    kind = "per query head" if pqh else "plain and per head layout"
+    opt = " --per-query-head" if pqh else ""
+    note = f"; {what}{' ' if what else ''}{len(names)} decode attention tables ({kind}): tacorun calibrate-infer --decode-attention-only{opt} ({src}, calibration/merge_decode_attn.py{opt}{' --beyond' if beyond else ''})"
     for path in files:
         dst = json.load(open(path))
         for n in names:

@@ -11,7 +11,8 @@ h200-nvlink.json) into FILE:
     transfer of training GEMMs to other GPUs: experiments/published/README.md);
   - "attention_decode" and "attention_decode_fp8" (by KV-cache bytes; grouped
     by batch x KV heads where SRC is) and their tables per head layout
-    ("attention_decode[_fp8].g<G>") and any "attention_prefill.d<D>.s<S>"
+    ("attention_decode[_fp8].g<G>"), the per-query-head tables of
+    --per-query-head ("attention_decode_pqh[_fp8].g<G>") and any "attention_prefill.d<D>.s<S>"
     tables (prefill attention keyed by head dimension and prompt length);
   - the all-reduce tables calibrate-infer --collectives timed one process per
     GPU as the inference executor runs them (SRC's notes say which), as
@@ -72,7 +73,7 @@ def main():
             gemm = [g for g in src["gemm"] if g["m"] <= 64 and key(g) not in have]
     cal["gemm_infer"] = sorted(infer + gemm, key=key)
     kernels = dict(cal["kernels"])
-    taken = [k for k in src["kernels"] if (re.fullmatch(r"attention_decode(_fp8)?(\.g\d+)?", k) and "attention-decode" in take) or
+    taken = [k for k in src["kernels"] if (re.fullmatch(r"attention_decode(_fp8)?(\.g\d+)?|attention_decode_pqh(_fp8)?\.g\d+", k) and "attention-decode" in take) or
              (re.fullmatch(r"attention_prefill\.d\d+\.s\d+", k) and "attention-prefill" in take)]
     for k in taken:
         kernels[k] = src["kernels"][k]

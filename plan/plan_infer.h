@@ -49,9 +49,10 @@ const char *plan_prefill_attention_name(plan_prefill_attention a);
  * the KV cache of a GQA model (G = heads / kv_heads query heads a KV head). per-kv-head (default): once per KV head
  * for its whole group of query heads, as the inference executor's kernel runs it (and TensorRT-LLM's XQA);
  * per-query-head: once per query head, G times the bytes, as a kernel of one thread block a (sequence, query head)
- * runs it (TensorRT-LLM's masked multi-head attention before XQA). Priced from the decode attention table at the
- * shape such a kernel runs: MHA with heads / tp KV heads (the ".g1" table, heads / tp (sequence, head) pairs, G times
- * the bytes). On an MHA model the two are one; an MLA model (one latent head) takes per-kv-head only. */
+ * runs it (TensorRT-LLM's masked multi-head attention before XQA). Priced from that kernel's measured table,
+ * "attention_decode_pqh[_fp8].g<G>", where the calibration has it (sim_infer_pqh_table), else by an upper bound: the
+ * decode attention table at the shape such a kernel runs without L2's help, MHA with heads / tp KV heads (the ".g1"
+ * table, heads / tp (sequence, head) pairs, G times the bytes). On an MHA model the two are one; an MLA model (one latent head) takes per-kv-head only. */
 typedef enum { PLAN_DECODE_ATTN_PER_KV_HEAD, PLAN_DECODE_ATTN_PER_QUERY_HEAD } plan_decode_attention;
 const char *plan_decode_attention_name(plan_decode_attention a);
 

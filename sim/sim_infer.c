@@ -195,13 +195,25 @@ static bool kernel_has_groups(const schema_calibration *cal, const char *name) {
   return false;
 }
 
+bool sim_infer_pqh_table(const schema_calibration *cal, const plan_infer *p, char *name, size_t cap) {
+  const model_config *m = &p->model;
+  if (cap) name[0] = '\0';
+  if (p->decode_attention != PLAN_DECODE_ATTN_PER_QUERY_HEAD || m->attention == MODEL_ATTN_MLA || m->kv_heads < 1 ||
+      m->heads % m->kv_heads || m->heads == m->kv_heads || model_head_dim(m) != 128)
+    return false;
+  snprintf(name, cap, "%s.g%d", p->kv == PLAN_KV_FP8 ? "attention_decode_pqh_fp8" : "attention_decode_pqh",
+           m->heads / m->kv_heads);
+  return schema_has_kernel(cal, name);
+}
+
 /* The decode attention's work on one GPU for one layer at kv_len cached tokens. GQA: 4 x batch x kv_len x
  * heads / tp x head_dim FLOPs and the layer's KV cache read. MLA, absorbed as the engines run it (FlashMLA,
  * vLLM's and SGLang's MLA backends; sim/INFERENCE.md, "MLA"): W_UK folded into the query and W_UV into the
  * output, each of the heads / tp query heads scores the shared latent head of kv_lora_rank + rope elements and
  * sums kv_lora_rank of it: 2 x batch x kv_len x heads / tp x (kv_lora_rank + rope + kv_lora_rank) FLOPs, and the
  * layer's latent cache read once for all heads. */
-static void decode_attention_work(const plan_infer *p, long long kv_len, double *flops, double *bytes) {
+static void decode_attention_work(const plan_infer *p, const schema_calibration *cal, long long kv_len,
+                                  double *flops, double *bytes) {
   const model_config *m = &p->model;
   const double hl = (double)(m->heads / p->tp);
   if (m->attention == MODEL_ATTN_MLA)
@@ -209,8 +221,12 @@ static void decode_attention_work(const plan_infer *p, long long kv_len, double 
   else
     *flops = 4.0 * p->batch * (double)kv_len * hl * model_head_dim(m);
   *bytes = plan_infer_kv_bytes(p, kv_len) / ((double)m->layers / p->pp);
-  /* decode_attention per-query-head (not MLA: the loader refuses it): each query head reads its KV head's cache */
-  if (p->decode_attention == PLAN_DECODE_ATTN_PER_QUERY_HEAD && m->attention != MODEL_ATTN_MLA)
+  /* decode_attention per-query-head (not MLA: the loader refuses it) priced by the bound: each query head reads its
+   * KV head's cache from HBM. Its measured table (sim_infer_pqh_table) is keyed by the unique bytes, and the kernel
+   * reads no fewer from HBM. */
+  char pqh[64];
+  if (p->decode_attention == PLAN_DECODE_ATTN_PER_QUERY_HEAD && m->attention != MODEL_ATTN_MLA &&
+      !sim_infer_pqh_table(cal, p, pqh, sizeof pqh))
     *bytes *= (double)m->heads / m->kv_heads;
 }
 
@@ -231,7 +247,7 @@ static int mla_decode_attention_s(sim_costs *c, const plan_infer *p, long long k
                                   bool *warned, double *s, ts_err *e) {
   const model_config *m = &p->model;
   double flops, bytes, read, by_flops;
-  decode_attention_work(p, kv_len, &flops, &bytes);
+  decode_attention_work(p, c->lk.cal, kv_len, &flops, &bytes);
   const char *table = p->kv == PLAN_KV_FP8 ? "attention_decode_fp8" : "attention_decode";
   if (!schema_has_kernel(c->lk.cal, table)) table = "attention_decode";
   const bool has = schema_has_kernel(c->lk.cal, table);
@@ -276,14 +292,25 @@ static int mla_decode_attention_s(sim_costs *c, const plan_infer *p, long long k
  * either: the larger of the FLOPs-keyed "attention" table and the KV read at
  * the HBM rate (named once). An MLA model: mla_decode_attention_s.
  * "decode_attention" per-query-head (plan_infer.h; sim/INFERENCE.md, "Decode attention read per query head"):
- * the same lookups at the shape of a kernel that reads the cache once per query head, MHA of heads / tp KV
- * heads: G = heads / kv_heads times the bytes, the ".g1" table, batch x heads / tp pairs. */
+ * the measured table of a kernel that reads the cache once per query head, "attention_decode_pqh[_fp8].g<G>"
+ * (sim_infer_pqh_table), by the unique KV bytes and batch x kv_heads / tp pairs, where the calibration has it;
+ * else its upper bound, the same lookups at the shape of MHA of heads / tp KV heads: G = heads / kv_heads times
+ * the bytes, the ".g1" table, batch x heads / tp pairs. */
 static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long long kv_len, FILE *warn,
                               bool *warned, double *s, ts_err *e) {
   const model_config *m = &p->model;
   if (m->attention == MODEL_ATTN_MLA) return mla_decode_attention_s(c, p, kv_len, warn, warned, s, e);
   double flops, kv_bytes;
-  decode_attention_work(p, kv_len, &flops, &kv_bytes); /* per-query-head: G times the cache's bytes */
+  decode_attention_work(p, c->lk.cal, kv_len, &flops, &kv_bytes); /* per-query-head's bound: G times the bytes */
+  char pqh[64];
+  if (sim_infer_pqh_table(c->lk.cal, p, pqh, sizeof pqh)) { /* per-query-head, measured: the unique bytes */
+    double us;
+    if (schema_lookup_kernel(&c->lk, pqh, kv_bytes, kernel_has_groups(c->lk.cal, pqh) ? p->batch * m->kv_heads / p->tp : 0,
+                             &us, e))
+      return -1;
+    *s = us * 1e-6;
+    return check_ceiling(c, "decode attention per query head", flops, kv_bytes, *s, e);
+  }
   const char *cal_path = c->lk.cal->path[0] ? c->lk.cal->path : "calibration";
   const char *table = p->kv == PLAN_KV_FP8 ? "attention_decode_fp8" : "attention_decode";
   if (p->kv == PLAN_KV_FP8 && !schema_has_kernel(c->lk.cal, table) && schema_has_kernel(c->lk.cal, "attention_decode")) {
@@ -579,7 +606,7 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
     if (decode_attention_s(&dec->costs, p, attn_dec, (long long)p->prompt + j, warn, &warned, &attn, e)) goto out;
     if (gap_s > 0) { /* the split and the combine kernel */
       double flops, bytes;
-      decode_attention_work(p, (long long)p->prompt + j, &flops, &bytes);
+      decode_attention_work(p, dec->costs.lk.cal, (long long)p->prompt + j, &flops, &bytes);
       attn = in_graph_s(&dec->costs, attn, 2, gap_s, flops, bytes);
     }
     attn_sum += attn;
@@ -632,6 +659,37 @@ static int phase_widths(const plan_infer *p, sim_infer_width *w) {
 static int predict_adp(const plan_infer *p, const schema_calibration *cal, FILE *warn, sim_infer_result *r,
                        ts_err *e);
 
+/* What prices a per-query-head plan's decode attention (decode_attention_s), recorded in r (decode_attn_source and a
+ * note) and, for the bound, named on the warning stream. The tables it looks for carry no ".infer", ".eager" or
+ * ".graph" twins, so cal answers as the views decode_attention_s reads do. */
+static void decode_attention_source(const plan_infer *p, const schema_calibration *cal, FILE *warn,
+                                    sim_infer_result *r) {
+  const model_config *m = &p->model;
+  if (p->decode_attention != PLAN_DECODE_ATTN_PER_QUERY_HEAD || m->attention == MODEL_ATTN_MLA) return;
+  char t[64], note[256];
+  const int g = m->kv_heads > 0 ? m->heads / m->kv_heads : 1;
+  if (sim_infer_pqh_table(cal, p, t, sizeof t)) {
+    snprintf(r->decode_attn_source, sizeof r->decode_attn_source, "%s", t);
+    snprintf(note, sizeof note, "decode attention per query head: the measured \"%s\" table, by the unique KV bytes",
+             t);
+  } else if (g > 1) {
+    char why[96];
+    if (t[0])
+      snprintf(why, sizeof why, "no \"%s\" table", t);
+    else
+      snprintf(why, sizeof why, "head dim %d: the measured tables are of 128", model_head_dim(m));
+    snprintf(r->decode_attn_source, sizeof r->decode_attn_source, "bound");
+    snprintf(note, sizeof note,
+             "decode attention per query head: an upper bound (%s): the decode attention table at the MHA shape, %d "
+             "times the KV bytes", why, g);
+    if (warn)
+      fprintf(warn, "tacosim: warning: %s: %s\n", cal->path[0] ? cal->path : "calibration", note);
+  } else {
+    return; /* MHA: per query head is per KV head, one price */
+  }
+  add_note(r, note);
+}
+
 int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const sim_infer_opts *o, FILE *warn,
                       sim_infer_result *r, ts_err *e) {
   memset(r, 0, sizeof *r);
@@ -649,6 +707,7 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   snprintf(r->calibration, sizeof r->calibration, "%s", cal->path);
   r->derived_calibration = cal->derived;
   if (plan_infer_memory_per_gpu(p, &r->memory)) return ts_fail(e, p->path, "layout", "memory cannot be computed");
+  decode_attention_source(p, cal, warn, r);
   if (p->attention_dp) return predict_adp(p, cal, warn, r, e);
   sim_infer_result plain;
   memset(&plain, 0, sizeof plain);

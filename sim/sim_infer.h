@@ -74,7 +74,16 @@ typedef struct {
   double prefill_sustained_s; /* then: the TTFT at the tables' sustained speed (what it is without the profile) */
   int n_notes;
   char notes[SIM_INFER_MAX_NOTES][256];
+  /* a "decode_attention": "per-query-head" plan of a GQA model: what priced its decode attention, the measured
+   * table ("attention_decode_pqh.g8", sim_infer_pqh_table) or "bound" (G x the bytes at the MHA shape); else "" */
+  char decode_attn_source[64];
 } sim_infer_result;
+
+/* The measured table of decode attention read once per query head for plan p (a "decode_attention":
+ * "per-query-head" plan of a GQA model, head dim 128), "attention_decode_pqh.g<G>" or, over an FP8 KV cache,
+ * "attention_decode_pqh_fp8.g<G>" (G = heads / kv_heads; `tacorun calibrate-infer --per-query-head`), named in
+ * name (cap bytes; "" where p is not such a plan): true where cal has it. */
+bool sim_infer_pqh_table(const schema_calibration *cal, const plan_infer *p, char *name, size_t cap);
 
 /* The calibration an inference prediction reads: cal's tables with each
  * "<name>.infer" kernel or collective table (timed the way the inference

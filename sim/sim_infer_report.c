@@ -29,10 +29,16 @@ void sim_infer_print(const plan_infer *p, const sim_infer_result *r, FILE *out) 
             p->prefill_attention == PLAN_PREFILL_ATTN_FUSED_FP8
                 ? "the calibration's attention_backends \"fused\" table, moved by its attention_fp8 ratio"
                 : "the calibration's attention_backends table of that kernel");
-  if (p->decode_attention != PLAN_DECODE_ATTN_PER_KV_HEAD)
-    fprintf(out, "decode attention: %s (the KV cache read once per query head, %d times a KV head's: the decode "
-            "attention table at the MHA shape of %d KV heads a GPU)\n", plan_decode_attention_name(p->decode_attention),
-            p->model.heads / p->model.kv_heads, p->model.heads / plan_infer_attn_tp(p));
+  if (p->decode_attention != PLAN_DECODE_ATTN_PER_KV_HEAD && strcmp(r->decode_attn_source, "bound") != 0 &&
+      r->decode_attn_source[0])
+    fprintf(out, "decode attention: %s (the KV cache read once per query head, %d query heads a KV head: the measured "
+            "\"%s\" table, by the unique KV bytes)\n", plan_decode_attention_name(p->decode_attention),
+            p->model.heads / p->model.kv_heads, r->decode_attn_source);
+  else if (p->decode_attention != PLAN_DECODE_ATTN_PER_KV_HEAD)
+    fprintf(out, "decode attention: %s (the KV cache read once per query head, %d times a KV head's: an upper bound, "
+            "the decode attention table at the MHA shape of %d KV heads a GPU)\n",
+            plan_decode_attention_name(p->decode_attention), p->model.heads / p->model.kv_heads,
+            p->model.heads / plan_infer_attn_tp(p));
   fprintf(out, "codec of TP all-reduces: %s", plan_codec_kind_name(p->codec.kind));
   if (p->codec.kind == PLAN_CODEC_TACO || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " G=%d", p->codec.group);
   if (p->codec.kind == PLAN_CODEC_CAAT || p->codec.kind == PLAN_CODEC_TACO_CAAT) fprintf(out, " p=%g", p->codec.p);

@@ -167,6 +167,18 @@ int sim_inflight_predict(const plan_infer *p, const schema_calibration *cal, FIL
              r->in_flight, g * f->max_batch); /* attention_dp: the group's, of g GPUs' max_batch each */
     add_note(r, note);
   }
+  char pqh[64]; /* "decode_attention": "per-query-head" on a GQA model: what priced it (sim_infer_pqh_table) */
+  if (p->decode_attention == PLAN_DECODE_ATTN_PER_QUERY_HEAD && p->model.attention != MODEL_ATTN_MLA &&
+      p->model.heads != p->model.kv_heads) {
+    if (sim_infer_pqh_table(cal, p, pqh, sizeof pqh))
+      snprintf(note, sizeof note, "decode attention per query head: the measured \"%s\" table, by the unique KV bytes",
+               pqh);
+    else
+      snprintf(note, sizeof note, "decode attention per query head: an upper bound (%s%s%s): the decode attention "
+               "table at the MHA shape, %d times the KV bytes", pqh[0] ? "no \"" : "head dim not 128",
+               pqh[0] ? pqh : "", pqh[0] ? "\" table" : "", p->model.heads / p->model.kv_heads);
+    add_note(r, note);
+  }
   add_note(r, f->requests > 0
                   ? "every step eager, kernel by kernel, no engine host time: an engine's CUDA graphs and the overlap of "
                     "its scheduler with the GPU are not modelled"

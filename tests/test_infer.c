@@ -565,6 +565,99 @@ static void test_decode_attention_per_query_head(void) {
   CU_ASSERT_STRING_EQUAL(plan_decode_attention_name(g_plan.decode_attention), "per-query-head");
 }
 
+/* A measured per-query-head table ("attention_decode_pqh[_fp8].g<G>", tacorun calibrate-infer --per-query-head)
+ * prices a per-query-head plan in place of the bound: by the UNIQUE KV bytes, grouped by batch x KV heads a GPU, as
+ * the ".g<G>" tables. The plan and tables of test_decode_attention_per_query_head (G 4, 2 x 4 = 8 (sequence, KV head)
+ * pairs, a layer's cache 4,096 x kv_len B a GPU, 68.5 keys on average over the 8 decode steps) plus
+ * "attention_decode_pqh.g4", PQ us a byte at 8 pairs (and, as decoys, 1 us a byte at 32 pairs, another G's and the
+ * FP8 cache's table): a step's attention is 32 layers x 4,096 x 68.5 x PQ us. Without the table, or at another head
+ * dim, the bound (32 x 16,384 x 68.5 x K1); a per-KV-head plan never reads it. Over an FP8 cache (1 B an element and
+ * a 4 B scale a head vector of 128: 4,096 x 33/64 = 2,112 x kv_len B) the FP8 table, PQ8 us a byte; without it the
+ * bound ("attention_decode_fp8.g1", K1 at 32 pairs, 4 x the bytes). The result names the source (decode_attn_source and a note). */
+#define DA_PQ 1.5e-6
+#define DA_PQ8 1.25e-6
+static void pqh_points(schema_calibration *cal, const char *name, int group, double us_per_byte) {
+  for (double x = 1e3; x <= 1e15; x *= 1e12)
+    CU_ASSERT_EQUAL(schema_calibration_add_kernel(cal, name, false, x, group, x * us_per_byte), 0);
+}
+static bool has_note(const sim_infer_result *r, const char *text) {
+  for (int i = 0; i < r->n_notes; i++)
+    if (strstr(r->notes[i], text)) return true;
+  return false;
+}
+static void test_decode_attention_pqh_table(void) {
+  load_small_plan("{\"kind\":\"none\"}");
+  CU_ASSERT_EQUAL_FATAL(g_plan.model.heads / g_plan.tp, 16);
+  CU_ASSERT_EQUAL_FATAL(g_plan.model.kv_heads / g_plan.tp, 4);
+  schema_calibration bound, cal;
+  constant_calibration(&bound, 20.0);
+  constant_calibration(&cal, 20.0);
+  schema_calibration *both[] = {&bound, &cal};
+  for (int i = 0; i < 2; i++) {
+    pqh_points(both[i], "attention_decode.g4", 8, DA_K4);
+    pqh_points(both[i], "attention_decode.g1", 32, DA_K1);
+    pqh_points(both[i], "attention_decode.g1", 8, 1.0);
+    pqh_points(both[i], "attention_decode_fp8.g1", 32, DA_K1); /* the FP8 cache's bound */
+  }
+  pqh_points(&cal, "attention_decode_pqh.g4", 8, DA_PQ);
+  pqh_points(&cal, "attention_decode_pqh.g4", 32, 1.0); /* the MHA shape's pairs: not read */
+  pqh_points(&cal, "attention_decode_pqh.g8", 8, 1.0);  /* another G */
+  schema_calibration_sort(&bound), schema_calibration_sort(&cal);
+  sim_infer_result kv, kv_t, qb, qt;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &bound, NULL, NULL, &kv, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &kv_t, &e), 0);
+  NEAR(kv_t.tpot_s, kv.tpot_s, 1e-15); /* per KV head: the table is not read */
+  CU_ASSERT_STRING_EQUAL(kv_t.decode_attn_source, "");
+  g_plan.decode_attention = PLAN_DECODE_ATTN_PER_QUERY_HEAD;
+  char name[64];
+  CU_ASSERT(!sim_infer_pqh_table(&bound, &g_plan, name, sizeof name));
+  CU_ASSERT_STRING_EQUAL(name, "attention_decode_pqh.g4");
+  CU_ASSERT(sim_infer_pqh_table(&cal, &g_plan, name, sizeof name));
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &bound, NULL, NULL, &qb, &e), 0);
+  NEAR(qb.decode.attention_s, 32 * 16384.0 * 68.5 * DA_K1 * 1e-6, 1e-12); /* the bound, as before */
+  CU_ASSERT_STRING_EQUAL(qb.decode_attn_source, "bound");
+  CU_ASSERT(has_note(&qb, "upper bound (no \"attention_decode_pqh.g4\" table)"));
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &qt, &e), 0);
+  NEAR(qt.decode.attention_s, 32 * 4096.0 * 68.5 * DA_PQ * 1e-6, 1e-12); /* measured: the unique bytes, 8 pairs */
+  NEAR(qt.tpot_s - kv.tpot_s, qt.decode.attention_s - kv.decode.attention_s, 1e-9); /* a small difference of two larger sums */
+  NEAR(qt.ttft_s, kv.ttft_s, 1e-12);
+  CU_ASSERT_STRING_EQUAL(qt.decode_attn_source, "attention_decode_pqh.g4");
+  CU_ASSERT(has_note(&qt, "the measured \"attention_decode_pqh.g4\" table"));
+  /* the tables are of head dim 128: another head dim takes the bound */
+  g_plan.model.head_dim_override = 64;
+  CU_ASSERT(!sim_infer_pqh_table(&cal, &g_plan, name, sizeof name));
+  sim_infer_result q64;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &q64, &e), 0);
+  CU_ASSERT_STRING_EQUAL(q64.decode_attn_source, "bound");
+  CU_ASSERT(has_note(&q64, "upper bound (head dim 64"));
+  g_plan.model.head_dim_override = 0;
+  /* an FP8 cache reads the FP8 table only: without it the bound */
+  g_plan.kv = PLAN_KV_FP8;
+  sim_infer_result q8b, q8t;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &q8b, &e), 0);
+  CU_ASSERT_STRING_EQUAL(q8b.decode_attn_source, "bound");
+  NEAR(q8b.decode.attention_s, 32 * 4.0 * 2112.0 * 68.5 * DA_K1 * 1e-6, 1e-12);
+  pqh_points(&cal, "attention_decode_pqh_fp8.g4", 8, DA_PQ8);
+  schema_calibration_sort(&cal);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &q8t, &e), 0);
+  CU_ASSERT_STRING_EQUAL(q8t.decode_attn_source, "attention_decode_pqh_fp8.g4");
+  NEAR(q8t.decode.attention_s, 32 * 2112.0 * 68.5 * DA_PQ8 * 1e-6, 1e-12);
+  g_plan.kv = PLAN_KV_BF16;
+  g_plan.decode_attention = PLAN_DECODE_ATTN_PER_KV_HEAD;
+  schema_calibration_free(&bound), schema_calibration_free(&cal);
+  /* the loader takes the tables' names as calibrate-infer writes them */
+  const char *text =
+      "{\"schema\":1,\"gpu\":\"test\",\"driver\":\"1\",\"cuda\":\"1\",\"nccl\":\"1\",\"transport\":\"nvlink\","
+      "\"measured_at\":\"2026-12-06T00:00:00Z\",\"kernels\":{"
+      "\"attention_decode_pqh.g8\":[{\"bytes\":1048576,\"group\":8,\"us\":5},{\"bytes\":2097152,\"group\":8,\"us\":7}],"
+      "\"attention_decode_pqh_fp8.g16\":[{\"bytes\":540672,\"group\":64,\"us\":6}]}}";
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "pqh.json", &cal, &e), 0);
+  CU_ASSERT(schema_has_kernel(&cal, "attention_decode_pqh.g8") && schema_has_kernel(&cal, "attention_decode_pqh_fp8.g16"));
+  CU_ASSERT_EQUAL(schema_kernel_table_of(&cal, "attention_decode_pqh.g8")->n, 2);
+  schema_calibration_free(&cal);
+}
+
 /* An FP8 KV cache: decode attention from "attention_decode_fp8" when the
  * calibration has it, else from the BF16 table (at the FP8 bytes); KV memory
  * 1 + 4/head_dim bytes an element; prefill unchanged. */
@@ -886,6 +979,7 @@ int main(void) {
   CU_add_test(s, "decode attention by head layout, grouped by batch x KV heads", test_decode_attention_pairs);
   CU_add_test(s, "decode attention read once per query head (decode_attention per-query-head)",
               test_decode_attention_per_query_head);
+  CU_add_test(s, "per-query-head decode attention from its measured table, else the bound", test_decode_attention_pqh_table);
   CU_add_test(s, "codec wire bytes", test_codec_wire_bytes);
   CU_add_test(s, "decode steps as CUDA graphs (--decode graph)", test_decode_graph);
   CU_add_test(s, "the prefill clock (clock.burst): by hand, off, early profile", test_prefill_clock);

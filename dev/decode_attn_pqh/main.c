@@ -35,7 +35,7 @@
 #include "infer_decode.h"
 #include "infer_ref.h"
 #include "pqh.h"
-#include "pqh_ref.h"
+#include "infer_decode_pqh_ref.h"
 #include "rt_ops_ref.h"
 
 #define TOL 1e-2
@@ -175,8 +175,8 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
   expand(h.kb, h.kbc, D * 2, batch, hl, kvl, max_seq), expand(h.vb, h.vbc, D * 2, batch, hl, kvl, max_seq);
   expand(h.k8, h.k8c, D, batch, hl, kvl, max_seq), expand(h.v8, h.v8c, D, batch, hl, kvl, max_seq);
   expand(h.ks, h.ksc, 4, batch, hl, kvl, max_seq), expand(h.vs, h.vsc, 4, batch, hl, kvl, max_seq);
-  if (dev_pqh_ref(h.q, h.kf, h.vf, h.ref16, batch, hl, kvl, D, max_seq, len) ||
-      dev_pqh_ref(h.q, h.kd, h.vd, h.ref8, batch, hl, kvl, D, max_seq, len)) {
+  if (infer_ref_decode_pqh(h.q, h.kf, h.vf, h.ref16, batch, hl, kvl, D, max_seq, len) ||
+      infer_ref_decode_pqh(h.q, h.kd, h.vd, h.ref8, batch, hl, kvl, D, max_seq, len)) {
     ts_fail_sys(e, "dev_decode_attn_pqh: out of host memory");
     goto out;
   }

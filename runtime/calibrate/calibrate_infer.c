@@ -17,7 +17,9 @@
  *   - the norm, residual add, SwiGLU and embedding kernels at decode sizes;
  *   - with --small-only, nothing of the above but the small kernels of a decode
  *     step queued and in a CUDA graph (calibrate_small.h); with
- *     --decode-attention-only, the decode attention tables only.
+ *     --decode-attention-only, the decode attention tables only;
+ *   - with --per-query-head, the tables of decode attention read once per query head too
+ *     (calibrate_infer_pqh.h; with --decode-attention-only, only they).
  * A separate command rather than a `tacorun calibrate` stage, so a training
  * calibration is not slowed; the small-message collectives are already in the
  * calibrate sweep (from 1 KiB; a decode all-reduce of batch 1 x hidden 4096
@@ -30,6 +32,7 @@
 
 #include "calibrate.h"
 #include "calibrate_infer_fp8.h"
+#include "calibrate_infer_pqh.h"
 #include "calibrate_small.h"
 #include "calibrate_time.h"
 #include "coll_taco.h"
@@ -249,6 +252,18 @@ static int zoo_groupings(const model_config *models, int nm, int *gs, int cap) {
     if (!seen && n < cap) gs[n++] = g;
   }
   return n;
+}
+
+/* --per-query-head: the per-query-head tables (calibrate_infer_pqh.h) over the grid above, for the
+ * zoo's GQA groupings (G > 1) of head dim 128. */
+static int decode_pqh_tables(schema_calibration *cal, const model_config *models, int nm, const calib_budget *bud,
+                             ts_err *e) {
+  int gs[16], ng = zoo_groupings(models, nm, gs, 16), n = 0;
+  for (int i = 0; i < ng; i++)
+    if (gs[i] > 1) gs[n++] = gs[i];
+  const calib_dec_grid grid = {dec_batches, (int)(sizeof dec_batches / sizeof *dec_batches), dec_lens,
+                               (int)(sizeof dec_lens / sizeof *dec_lens), POOL_BYTES, DEC_POOL_BYTES, DEC_MAX_KVL};
+  return calib_infer_pqh_tables(cal, gs, n, &grid, bud, e);
 }
 
 static int decode_attention_table(schema_calibration *cal, const model_config *models, int nm,
@@ -621,6 +636,11 @@ static void usage(FILE *out) {
                "                  replaced; the other tables as they are) [off]\n"
                "  --decode-attention v3|v4|v5  the decode attention kernel those tables time (infer_decode.h; the\n"
                "                  executor's default: `tacorun execute --decode-attention`) [v%d]\n"
+               "  --per-query-head  also time decode attention read once per query head (infer_decode_pqh.h, the\n"
+               "                  kernel of plans with \"decode_attention\": \"per-query-head\") into\n"
+               "                  \"attention_decode_pqh[_fp8].g<G>\" for each G > 1 of the zoo's head-dim-128 models,\n"
+               "                  over the same grid, keyed by the unique KV bytes, grouped by batch x KV heads\n"
+               "                  (replaced); with --decode-attention-only, only these tables [off]\n"
                "  --fp8-gemms-only  time only the FP8 GEMMs of inference plans with \"quantization\": \"fp8\": the\n"
                "                  forward keys of qkv, attention output, FC1 and FC2 of every dense zoo model at TP\n"
                "                  1/2/4/8, m = 1..64 (decode) and 128..65,536 (prefill), E4M3 operands scaled per tensor,\n"
@@ -646,7 +666,7 @@ static void usage(FILE *out) {
  * the prefill GEMMs of `pre` replace the file's points of the same shape. Points of one key
  * within a table are averaged (several shapes of the attention tables share a key). */
 static int merge(schema_calibration *cal, const schema_calibration *meas, const schema_calibration *pre,
-                 int gemms_only, int small_only, int dec_attn_only) {
+                 int gemms_only, int small_only, int dec_attn_only, int pqh, int pqh_only) {
   /* --small-only: its ".eager" / ".graph" tables replace the file's */
   for (int i = 0; small_only && i < cal->n_kernels; i++) {
     size_t l = strlen(cal->kernels[i].name);
@@ -662,6 +682,11 @@ static int merge(schema_calibration *cal, const schema_calibration *meas, const 
   }
   for (int i = 0; !gemms_only && i < cal->n_kernels; i++) {
     const char *k = cal->kernels[i].name;
+    if (!strncmp(k, "attention_decode_pqh", 20)) { /* --per-query-head's: replaced when timed */
+      if (pqh) cal->kernels[i].n = 0;
+      continue;
+    }
+    if (pqh_only) continue; /* --decode-attention-only --per-query-head: the other tables as they are */
     if (!strcmp(k, "attention_decode") || !strcmp(k, "attention_decode_fp8") || !strncmp(k, "attention_decode.", 17) ||
         !strncmp(k, "attention_decode_fp8.", 21) ||
         (!dec_attn_only && (!strcmp(k, "attention_prefill") || !strncmp(k, "attention_prefill.", 18))))
@@ -736,7 +761,7 @@ static int prefill_layouts(const char *arg, const model_config *models, int nm, 
 int cmd_calibrate_infer(int argc, char **argv) {
   const char *ins[16], *out_dir = NULL, *models_dir = NULL, *layouts_arg = "llama3-8b:2";
   int nin = 0, quick = 0, collectives = 0, gemms_only = 0, small_only = 0, dec_attn_only = 0, fp8_only = 0;
-  int fp8_passes = 2, dec_ver = INFER_DECODE_DEFAULT;
+  int fp8_passes = 2, dec_ver = INFER_DECODE_DEFAULT, pqh = 0;
   const char *fp8_tsv = NULL;
   int prompts[32] = {128, 256, 512, 1024, 2048, 4096, 8192}, np = 7;
   long long max_tokens = 65536;
@@ -781,6 +806,8 @@ int cmd_calibrate_infer(int argc, char **argv) {
       small_only = 1;
     } else if (!strcmp(argv[i], "--decode-attention-only")) {
       dec_attn_only = 1;
+    } else if (!strcmp(argv[i], "--per-query-head")) {
+      pqh = 1;
     } else if (!strcmp(argv[i], "--decode-attention") && i + 1 < argc) {
       const char *v = argv[++i];
       if (strcmp(v, "v3") && strcmp(v, "v4") && strcmp(v, "v5")) {
@@ -891,7 +918,8 @@ int cmd_calibrate_infer(int argc, char **argv) {
     }
     gemms_only = 1; /* the merge keeps the file's attention tables */
   } else if (dec_attn_only) {
-    if (cudaSetDevice(0) != cudaSuccess || decode_attention_table(&meas, models, nm, &bud, dec_ver, &e)) {
+    if (cudaSetDevice(0) != cudaSuccess || (!pqh && decode_attention_table(&meas, models, nm, &bud, dec_ver, &e)) ||
+        (pqh && decode_pqh_tables(&meas, models, nm, &bud, &e))) {
       fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
       goto done;
     }
@@ -900,7 +928,7 @@ int cmd_calibrate_infer(int argc, char **argv) {
       (!gemms_only &&
        (decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, models, nm, &bud, dec_ver, &e) ||
         prefill_attention_table(&meas, g, lay, nl, prompts, np, max_tokens, &bud, &e) ||
-        small_memops(&meas, &bud, &e)))) {
+        small_memops(&meas, &bud, &e) || (pqh && decode_pqh_tables(&meas, models, nm, &bud, &e))))) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
     goto done;
   }
@@ -915,7 +943,8 @@ int cmd_calibrate_infer(int argc, char **argv) {
       fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
       goto done;
     }
-    int bad = merge(&cal, &meas, &pre, gemms_only, small_only, dec_attn_only) || schema_calibration_save(&cal, out, &e);
+    int bad = merge(&cal, &meas, &pre, gemms_only, small_only, dec_attn_only, pqh && !gemms_only,
+                    pqh && dec_attn_only) || schema_calibration_save(&cal, out, &e);
     schema_calibration_free(&cal);
     if (bad) {
       fprintf(stderr, "tacorun calibrate-infer: %s: %s\n", out, e.msg);

@@ -12,6 +12,7 @@
 
 #include "rt_world.h"
 #include "infer_decode.h"
+#include "infer_decode_pqh_ref.h"
 #include "infer_kernels.h"
 #include "infer_kv8.h"
 #include "infer_ref.h"
@@ -287,6 +288,99 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
   cudaFree(q), cudaFree(o), cudaFree(kb), cudaFree(vb), cudaFree(k8), cudaFree(v8), cudaFree(ks), cudaFree(vs),
       cudaFree(part);
   return 0;
+}
+
+/* The calibration's decode attention read once per query head (infer_decode_pqh.h) over a BF16
+ * (fp8 0) or an FP8 cache (fp8 1): fresh random inputs (K rows scaled by 2^(r % 9 - 4), V by its
+ * inverse, as check_decode_fp8; the FP8 cache their quantization on the GPU), output and partials
+ * poisoned, against float64 attention over the same values (infer_ref_decode_pqh; the dequantized
+ * codes for FP8), every output finite. */
+static int check_decode_pqh(check_log *L, int fp8, int batch, int hl, int kvl, long long max_seq, long long len,
+                            uint64_t seed, ts_err *e) {
+  const int d = 128;
+  infer_attn_dims a = {.batch = batch, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = max_seq};
+  long long nq = (long long)batch * hl * d, rows = (long long)batch * kvl * max_seq, nc = rows * d;
+  const size_t pb = infer_decode_pqh_partial_bytes(&a, len);
+  void *q = NULL, *kb = NULL, *vb = NULL, *o = NULL, *part = NULL, *k8 = NULL, *v8 = NULL;
+  float *ks = NULL, *vs = NULL;
+  float *hq = malloc((size_t)nq * 4), *ho = malloc((size_t)nq * 4), *hk = malloc((size_t)nc * 4),
+        *hv = malloc((size_t)nc * 4), *hks = malloc((size_t)rows * 4), *hvs = malloc((size_t)rows * 4);
+  double *hr = malloc((size_t)nq * sizeof *hr);
+  uint16_t *tmp = malloc((size_t)nc * 2);
+  unsigned char *codes = malloc((size_t)nc);
+  int rc = -1;
+  if (!hq || !ho || !hk || !hv || !hks || !hvs || !hr || !tmp || !codes) {
+    ts_fail_sys(e, "out of host memory");
+    goto fail;
+  }
+  if (cudaMalloc(&q, (size_t)nq * 2) != cudaSuccess || cudaMalloc(&o, (size_t)nq * 2) != cudaSuccess ||
+      cudaMalloc(&kb, (size_t)nc * 2) != cudaSuccess || cudaMalloc(&vb, (size_t)nc * 2) != cudaSuccess ||
+      cudaMalloc(&k8, (size_t)nc) != cudaSuccess || cudaMalloc(&v8, (size_t)nc) != cudaSuccess ||
+      cudaMalloc((void **)&ks, (size_t)rows * 4) != cudaSuccess ||
+      cudaMalloc((void **)&vs, (size_t)rows * 4) != cudaSuccess || cudaMalloc(&part, pb) != cudaSuccess) {
+    ts_fail_sys(e, "per-query-head check: cudaMalloc: %s", cudaGetErrorString(cudaGetLastError()));
+    goto fail;
+  }
+  if (rt_fill_random_bf16(q, nq, seed, 3.0f, NULL, e) || rt_fill_random_bf16(kb, nc, seed + 1, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(vb, nc, seed + 2, 1.0f, NULL, e) || fetch(kb, nc, hk, e) || fetch(vb, nc, hv, e))
+    goto fail;
+  /* row r scaled by 2^(r % 9 - 4): keys from 1/16 to 16 of each other, values the inverse */
+  for (long long r = 0; r < rows; r++)
+    for (int x = 0; x < d; x++) {
+      float f = ldexpf(1.f, (int)(r % 9) - 4);
+      hk[r * d + x] *= f, hv[r * d + x] *= (1.f / f);
+    }
+  for (long long i = 0; i < nc; i++) tmp[i] = infer_ref_to_bf16(hk[i]);
+  if (cudaMemcpy(kb, tmp, (size_t)nc * 2, cudaMemcpyHostToDevice) != cudaSuccess) goto cuda_fail;
+  for (long long i = 0; i < nc; i++) tmp[i] = infer_ref_to_bf16(hv[i]);
+  if (cudaMemcpy(vb, tmp, (size_t)nc * 2, cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemset(o, 0xff, (size_t)nq * 2) != cudaSuccess || cudaMemset(part, 0xff, pb) != cudaSuccess)
+    goto cuda_fail;
+  if (fp8) {
+    if (cudaMemset(k8, 0xff, (size_t)nc) != cudaSuccess || cudaMemset(v8, 0xff, (size_t)nc) != cudaSuccess ||
+        cudaMemset(ks, 0xff, (size_t)rows * 4) != cudaSuccess || cudaMemset(vs, 0xff, (size_t)rows * 4) != cudaSuccess)
+      goto cuda_fail;
+    infer_kv8 c = {k8, v8, ks, vs};
+    if (infer_kv8_quantize(kb, k8, ks, rows, d, NULL, e) || infer_kv8_quantize(vb, v8, vs, rows, d, NULL, e) ||
+        infer_decode_pqh_fp8(q, &c, o, part, &a, len, NULL, e))
+      goto fail;
+  } else if (infer_decode_pqh(q, kb, vb, o, part, &a, len, NULL, e)) {
+    goto fail;
+  }
+  if (cudaDeviceSynchronize() != cudaSuccess) goto cuda_fail;
+  if (fetch(q, nq, hq, e) || fetch(o, nq, ho, e) || fetch(kb, nc, hk, e) || fetch(vb, nc, hv, e)) goto fail;
+  if (fp8) { /* the reference reads the codes the kernel read, dequantized */
+    if (fetch_bytes(ks, (size_t)rows * 4, hks, e) || fetch_bytes(vs, (size_t)rows * 4, hvs, e) ||
+        fetch_bytes(k8, (size_t)nc, codes, e))
+      goto fail;
+    for (long long r = 0; r < rows; r++) infer_ref_kv8_dequantize(codes + r * d, hks[r], d, hk + r * d);
+    if (fetch_bytes(v8, (size_t)nc, codes, e)) goto fail;
+    for (long long r = 0; r < rows; r++) infer_ref_kv8_dequantize(codes + r * d, hvs[r], d, hv + r * d);
+  }
+  if (infer_ref_decode_pqh(hq, hk, hv, hr, batch, hl, kvl, d, max_seq, len)) {
+    ts_fail_sys(e, "out of host memory");
+    goto fail;
+  }
+  double num = 0, den = 0;
+  long long bad = 0;
+  for (long long i = 0; i < nq; i++) {
+    double df = (double)ho[i] - hr[i];
+    num += df * df, den += hr[i] * hr[i];
+    bad += !isfinite(ho[i]);
+  }
+  char name[128];
+  snprintf(name, sizeof name, "decode attention per query head %s b%d h%d kv%d d%d len %lld vs C", fp8 ? "FP8" : "BF16",
+           batch, hl, kvl, d, len);
+  report(L, name, bad ? NAN : den > 0 ? sqrt(num / den) : sqrt(num), 1e-2);
+  rc = 0;
+  goto fail;
+cuda_fail:
+  ts_fail_sys(e, "per-query-head check: %s", cudaGetErrorString(cudaGetLastError()));
+fail:
+  cudaFree(part), cudaFree(vs), cudaFree(ks), cudaFree(v8), cudaFree(k8), cudaFree(vb), cudaFree(kb), cudaFree(o),
+      cudaFree(q);
+  free(codes), free(tmp), free(hr), free(hvs), free(hks), free(hv), free(hk), free(ho), free(hq);
+  return rc;
 }
 
 /* RoPE + quantize on append: a prefill (seq tokens at 0, with the BF16 stage)
@@ -591,6 +685,14 @@ int infer_run_check(rt_nccl *w, ts_err *e) {
   CK_TRY(check_decode_fp8(&L, 2, 64, 8, 128, 2100, 2049, 91, e));
   CK_TRY(check_decode_fp8(&L, 3, 40, 8, 128, 800, 777, 101, e));
   CK_TRY(check_decode_fp8(&L, 5, 24, 4, 128, 40, 17, 111, e));
+  /* the per-query-head calibration kernel (G 4 and 8; lengths off the 32-position tile, one slice and many) */
+  for (int fp8 = 0; fp8 < 2; fp8++) {
+    CK_TRY(check_decode_pqh(&L, fp8, 3, 32, 8, 1100, 1000, 91 + fp8, e)); /* G 4, several slices */
+    CK_TRY(check_decode_pqh(&L, fp8, 2, 8, 1, 64, 37, 93 + fp8, e));      /* G 8, one slice */
+    CK_TRY(check_decode_pqh(&L, fp8, 1, 64, 8, 8192, 8191, 95 + fp8, e)); /* G 8, Llama 2 70B at TP 1 */
+    CK_TRY(check_decode_pqh(&L, fp8, 16, 16, 4, 300, 257, 97 + fp8, e));  /* G 4 */
+    CK_TRY(check_decode_pqh(&L, fp8, 4, 16, 2, 40, 1, 99 + fp8, e));      /* G 8, one position */
+  }
   CK_TRY(check_rope_fp8(&L, 128, e));
   CK_TRY(check_rope_fp8(&L, 64, e));
   CK_TRY(check_model(w, &L, e));

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "infer_decode_pqh.h"
 #include "infer_kernels.h"
 #include "infer_kv8.h"
 #include "ts_error.h"
@@ -89,7 +90,10 @@ int infer_decode_attention5_fp8(const void *q, const infer_kv8 *c, void *out, vo
  * INFER_DEC_V2_FP8 / INFER_DEC_V3_FP8 / INFER_DEC_V4_FP8 / INFER_DEC_V5_FP8
  * (infer_decode_attention2_fp8 / 3_fp8 / 4_fp8 / 5_fp8
  * over k8/v8, the same head vectors as E4M3 codes, and their scales ks/vs:
- * set iter % sets starts at head vector off / (2 head_dim)). */
+ * set iter % sets starts at head vector off / (2 head_dim)). After INFER_DEC_KERNELS (bench-decode's
+ * kernels, which it loops over), calibrate-infer's: INFER_DEC_PQH / INFER_DEC_PQH_FP8
+ * (infer_decode_pqh / infer_decode_pqh_fp8, infer_decode_pqh.h; `part` of
+ * infer_decode_pqh_partial_bytes). */
 enum {
   INFER_DEC_V1,
   INFER_DEC_V2,
@@ -100,11 +104,13 @@ enum {
   INFER_DEC_V4_FP8,
   INFER_DEC_V5,
   INFER_DEC_V5_FP8,
-  INFER_DEC_KERNELS
+  INFER_DEC_KERNELS,
+  INFER_DEC_PQH,
+  INFER_DEC_PQH_FP8
 };
 static inline int infer_dec_is_fp8(int kernel) {
   return kernel == INFER_DEC_V2_FP8 || kernel == INFER_DEC_V3_FP8 || kernel == INFER_DEC_V4_FP8 ||
-         kernel == INFER_DEC_V5_FP8;
+         kernel == INFER_DEC_V5_FP8 || kernel == INFER_DEC_PQH_FP8;
 }
 typedef struct {
   int kernel; /* INFER_DEC_* */
@@ -124,12 +130,15 @@ static inline int infer_decode_timing_launch(void *ctx, long long iter, ts_err *
     size_t row = off / 2 / (size_t)c->a.head_dim; /* first head vector of the set */
     infer_kv8 k8 = {c->k8 + row * (size_t)c->a.head_dim, c->v8 + row * (size_t)c->a.head_dim, c->ks + row,
                     c->vs + row};
+    if (c->kernel == INFER_DEC_PQH_FP8) return infer_decode_pqh_fp8(c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
     return (c->kernel == INFER_DEC_V5_FP8   ? infer_decode_attention5_fp8
             : c->kernel == INFER_DEC_V4_FP8 ? infer_decode_attention4_fp8
             : c->kernel == INFER_DEC_V3_FP8 ? infer_decode_attention3_fp8
                                             : infer_decode_attention2_fp8)(
         c->q, &k8, c->out, c->part, &c->a, c->len, NULL, e);
   }
+  if (c->kernel == INFER_DEC_PQH)
+    return infer_decode_pqh(c->q, c->k + off, c->v + off, c->out, c->part, &c->a, c->len, NULL, e);
   return (c->kernel == INFER_DEC_V5   ? infer_decode_attention5
           : c->kernel == INFER_DEC_V4 ? infer_decode_attention4
           : c->kernel == INFER_DEC_V3 ? infer_decode_attention3

@@ -1,12 +1,12 @@
-/* pqh_ref.c — float64 decode attention (pqh_ref.h). */
-#include "pqh_ref.h"
+/* infer_decode_pqh_ref.c — float64 decode attention (infer_decode_pqh_ref.h). */
+#include "infer_decode_pqh_ref.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-int dev_pqh_ref(const float *q, const float *k, const float *v, double *out, int batch, int hl, int kvl, int d,
-                long long max_seq, long long len) {
+int infer_ref_decode_pqh(const float *q, const float *k, const float *v, double *out, int batch, int hl, int kvl,
+                         int d, long long max_seq, long long len) {
   double *s = malloc((size_t)len * sizeof *s);
   if (!s) return -1;
   const int g = hl / kvl;
