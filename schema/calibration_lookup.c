@@ -425,29 +425,70 @@ bool schema_has_coll(const schema_calibration *c, const char *name) {
   return false;
 }
 
-int schema_lookup_kernel(schema_lookup *l, const char *name, double x, int group, double *us, ts_err *e) {
-  const schema_kernel_table *t = schema_kernel_table_of(l->cal, name);
-  if (!t) return ts_fail(e, cal_name(l), "kernels", "missing table \"%s\"", name);
-  /* Pick the group: exact, else the nearest in log2. */
-  int best = t->pts[0].group;
-  for (int i = 0; i < t->n; i++) {
-    double d_new = fabs(log2((t->pts[i].group + 1.0) / (group + 1.0)));
-    double d_best = fabs(log2((best + 1.0) / (group + 1.0)));
-    if (d_new < d_best) best = t->pts[i].group;
-  }
-  char key[64];
-  snprintf(key, sizeof key, "kernel %s", name);
-  if (best != group) warn_once(l, key, "group %g not measured, using group %g", (double)group, (double)best);
+/* One group's curve of a kernel table at x (lookup_1d: interpolated, an anchored roofline outside). */
+static int kernel_group_us(schema_lookup *l, const schema_kernel_table *t, const char *key, int group, double x,
+                           double *us, ts_err *e) {
   series s;
   if (series_alloc(&s, t->n)) return ts_fail_sys(e, "out of memory");
   for (int i = 0; i < t->n; i++)
-    if (t->pts[i].group == best) {
+    if (t->pts[i].group == group) {
       s.x[s.n] = t->pts[i].x;
       s.t[s.n++] = t->pts[i].us;
     }
   *us = lookup_1d(l, key, s.x, s.t, s.n, x, t->by_flops ? roof_flops : roof_bytes, NULL);
   series_free(&s);
   return 0;
+}
+
+/* Whether a table's groups count units of parallel work that share its bytes: the decode attention tables
+ * ("attention_decode", "attention_decode_fp8" and their ".g<G>" layouts), whose points are keyed by the KV
+ * bytes read over `group` (sequence, KV head) pairs (tacorun calibrate-infer; sim/INFERENCE.md). The other
+ * grouped tables' group is a row width or a codec group, of which no such reading holds. */
+static bool groups_share_bytes(const char *name) { return strncmp(name, "attention_decode", 16) == 0; }
+
+/* A decode attention table looked up at more (sequence, KV head) pairs than its largest measured group G:
+ * the time of `group` pairs each of x / group bytes, extrapolated along the group axis at that per-pair size
+ * from the two largest measured groups G1 < G (both full GPUs: thousands of pairs over the SMs): t(G) + (group
+ * - G) x (t(G) - t(G1)) / (G - G1), each t read at G x (x / group) bytes; t(G) x group / G where the two do
+ * not rise with the group. Taking the largest group's curve at the same total bytes instead prices `group`
+ * short rows as G long ones, at the long rows' higher rate (experiments/published/dense-infer/README.md, "The
+ * H200 short-prompt rows"). 1 with *us set where it applies, 0 where not, -1 on error. */
+static int beyond_groups_us(schema_lookup *l, const schema_kernel_table *t, const char *key, double x, int group,
+                            int largest, double *us, ts_err *e) {
+  int below = 0;
+  for (int i = 0; i < t->n; i++)
+    if (t->pts[i].group < largest && t->pts[i].group > below) below = t->pts[i].group;
+  if (!groups_share_bytes(t->name) || group <= largest || below < 1) return 0;
+  const double per = x / group;
+  double hi, lo;
+  if (kernel_group_us(l, t, key, largest, per * largest, &hi, e) ||
+      kernel_group_us(l, t, key, below, per * below, &lo, e))
+    return -1;
+  *us = hi > lo ? hi + (group - largest) * (hi - lo) / (largest - below) : hi * group / largest;
+  warn_once(l, key, "group %g beyond the measured range; extrapolated along groups at equal bytes a group from "
+            "groups %g and the largest", (double)group, (double)below);
+  return 1;
+}
+
+int schema_lookup_kernel(schema_lookup *l, const char *name, double x, int group, double *us, ts_err *e) {
+  const schema_kernel_table *t = schema_kernel_table_of(l->cal, name);
+  if (!t) return ts_fail(e, cal_name(l), "kernels", "missing table \"%s\"", name);
+  /* Pick the group: exact, else the nearest in log2. */
+  int best = t->pts[0].group, largest = t->pts[0].group;
+  for (int i = 0; i < t->n; i++) {
+    double d_new = fabs(log2((t->pts[i].group + 1.0) / (group + 1.0)));
+    double d_best = fabs(log2((best + 1.0) / (group + 1.0)));
+    if (d_new < d_best) best = t->pts[i].group;
+    if (t->pts[i].group > largest) largest = t->pts[i].group;
+  }
+  char key[64];
+  snprintf(key, sizeof key, "kernel %s", name);
+  if (x > 0) {
+    int rc = beyond_groups_us(l, t, key, x, group, largest, us, e);
+    if (rc) return rc < 0 ? -1 : 0;
+  }
+  if (best != group) warn_once(l, key, "group %g not measured, using group %g", (double)group, (double)best);
+  return kernel_group_us(l, t, key, best, x, us, e);
 }
 
 double schema_busbw_factor(const char *name, int nranks) {

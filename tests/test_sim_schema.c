@@ -220,6 +220,48 @@ static void test_lookup_interpolates(void) {
   schema_calibration_free(&c);
 }
 
+/* A decode attention table asked for more (sequence, KV head) pairs than it measured: extrapolated along the
+ * group axis at equal bytes a pair from its two largest groups (here t = 10 us + pairs x bytes a pair / 10,240 us,
+ * whose line the rule continues exactly), not the largest group's curve at the same total bytes (which would
+ * read 4,096 pairs of 100 bytes as 2,048 of 200: 50 us, the long rows' rate); a grouped table of another kind
+ * keeps its nearest group. */
+static void test_lookup_decode_attention_beyond_groups(void) {
+  static const char text[] =
+      "{\"schema\":1,\"gpu\":\"G\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2.28\",\"transport\":\"nvlink\","
+      "\"measured_at\":\"now\",\"kernels\":{\"attention_decode_fp8.g1\":["
+      "{\"bytes\":102400,\"group\":1024,\"us\":20},{\"bytes\":204800,\"group\":1024,\"us\":30},"
+      "{\"bytes\":204800,\"group\":2048,\"us\":30},{\"bytes\":409600,\"group\":2048,\"us\":50}],"
+      "\"taco_encode\":[{\"bytes\":102400,\"group\":1024,\"us\":20},{\"bytes\":204800,\"group\":1024,\"us\":30},"
+      "{\"bytes\":204800,\"group\":2048,\"us\":30},{\"bytes\":409600,\"group\":2048,\"us\":50}]}}";
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, strlen(text), "d.json", &c, &e), 0);
+  schema_roofline roof = {1e15, 4e12, 4e11, 3, 1};
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *warn = open_memstream(&buf, &len);
+  schema_lookup l;
+  schema_lookup_init(&l, &c, &roof, warn);
+  double us;
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&l, "attention_decode_fp8.g1", 4096 * 100.0, 4096, &us, &e), 0);
+  NEAR(us, 50.0, 1e-9); /* 30 + 2,048 x (30 - 20) / 1,024 */
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&l, "attention_decode_fp8.g1", 4096 * 200.0, 4096, &us, &e), 0);
+  NEAR(us, 90.0, 1e-9); /* 50 + 2,048 x (50 - 30) / 1,024 */
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&l, "attention_decode_fp8.g1", 8192 * 100.0, 8192, &us, &e), 0);
+  NEAR(us, 90.0, 1e-9);
+  /* inside the measured groups: the group's own curve, as before */
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&l, "attention_decode_fp8.g1", 409600, 2048, &us, &e), 0);
+  NEAR(us, 50.0, 1e-9);
+  /* another grouped table: the nearest group's curve at the same bytes */
+  CU_ASSERT_EQUAL(schema_lookup_kernel(&l, "taco_encode", 409600, 4096, &us, &e), 0);
+  NEAR(us, 50.0, 1e-9);
+  fclose(warn);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "group 4096 beyond the measured range"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kernel taco_encode: group 4096 not measured, using group 2048"));
+  free(buf);
+  schema_calibration_free(&c);
+}
+
 /* GEMMs interpolate along the one dimension their measured neighbours vary in:
  * k for wgrad shapes (k = tokens), m first when both bracket; a shape sharing
  * no two dimensions with a measured one is priced by the nearest shapes, with a warning. */
@@ -1039,6 +1081,8 @@ int main(void) {
   CU_add_test(s, "GEMM of an unmeasured model: the nearest shapes' efficiency", test_lookup_gemm_nearest_shapes);
   CU_add_test(s, "GEMM nearest shapes: the index and the scan agree", test_lookup_gemm_index_matches_scan);
   CU_add_test(s, "outside the range: anchored roofline, one warning", test_lookup_outside_warns_once);
+  CU_add_test(s, "decode attention beyond its measured groups: along groups at equal bytes a group",
+              test_lookup_decode_attention_beyond_groups);
   CU_add_test(s, "attention reads its (head dim, sequence) table, else the FLOP-keyed one, warned",
               test_attention_per_shape_tables);
   CU_add_test(s, "derived calibration reproduces DESIGN.md figures", test_derived_matches_design_figures);
