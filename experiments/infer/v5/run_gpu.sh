@@ -9,8 +9,9 @@
 #     attention tables with v5: BF16 = v4's kernel, FP8 = v5's), for merge_decode_attn.py --tables-from;
 #  4. the 26 inference validation plans with `--decode-graph --decode-attention v5` (experiments/infer/v3/plans
 #     on an H200, experiments/validation/h100/infer-plans on an H100).
-#  5. on an H200, `calibrate-infer CAL --decode-gemms-only` with the time left (the shapes its file lacks).
-# Outputs in OUT: gpu.txt, summary.txt, check.tgz, bench.txt, cal.tgz, infer.tgz (gemm.tgz).
+#  5. `calibrate-infer CAL --decode-attention-only --per-query-head` (the per-query-head tables), time left;
+#  6. on an H200, `calibrate-infer CAL --decode-gemms-only` with the time left (the shapes its file lacks).
+# Outputs in OUT: gpu.txt, summary.txt, check.tgz, bench.txt, cal.tgz, infer.tgz, pqh.tgz (gemm.tgz).
 set -u
 BIN=${BIN:-.devbin/v5/tacorun}
 LIB=${LIB:-.devbin/h100/lib}
@@ -30,6 +31,7 @@ esac
 timeout 60 "$BIN" execute --infer-check > "$OUT/c/infer-check.txt" 2>&1
 say "infer-check rc=$? ($(el) s): $(tail -1 "$OUT/c/infer-check.txt")"
 grep -E "v5|FAIL" "$OUT/c/infer-check.txt" | head -20
+say "per-query-head checks: $(grep -c "^ok .*per query head" "$OUT/c/infer-check.txt") ok of $(grep -c "per query head" "$OUT/c/infer-check.txt")"
 timeout 60 "$BIN" bench-decode --check > "$OUT/c/bench-check.txt" 2>&1
 say "bench-decode --check rc=$? ($(el) s): $(grep -c ' ok$' "$OUT/c/bench-check.txt") ok, $(grep -c FAILED "$OUT/c/bench-check.txt") failed"
 tar -czf "$OUT/check.tgz" -C "$OUT" c && rm -rf "$OUT/c"
@@ -56,7 +58,16 @@ run qwen14b 60 $PLANS/qwen2.5-14b-*.json
 run llama-bf16 70 $PLANS/llama3-8b-*-bf16.json
 run llama-fp8 70 $PLANS/llama3-8b-*-fp8.json
 tar -czf "$OUT/infer.tgz" -C "$OUT" infer && rm -rf "$I"
-# 5. (H200) the decode GEMMs the H200 files lack (the MoE models' shapes; shapes a file has are kept)
+# 5. the per-query-head decode attention tables (sim/INFERENCE.md, "A measured per-query-head table"; its check
+#    ran in step 1), for merge_decode_attn.py --tables-from ... --per-query-head
+R=$((480 - $(el)))
+if [ $R -gt 30 ]; then
+  mkdir -p "$OUT/pqh"
+  timeout $R "$BIN" calibrate-infer "$CAL" --out-dir "$OUT/pqh" --models models --decode-attention-only --per-query-head > "$OUT/pqh/pqh.log" 2>&1
+  say "calibrate-infer --per-query-head rc=$? ($(el) s, limit $R s)"
+  tar -czf "$OUT/pqh.tgz" -C "$OUT" pqh && rm -rf "$OUT/pqh"
+fi
+# 6. (H200) the decode GEMMs the H200 files lack (the MoE models' shapes; shapes a file has are kept)
 R=$((540 - $(el)))
 if [ "$PEAK" = 4800 ] && [ $R -gt 30 ]; then
   mkdir -p "$OUT/gemm"
