@@ -329,6 +329,14 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
   char layout[64]; /* the table of the GPU's head layout (measured at head dim 128), where the calibration has it */
   snprintf(layout, sizeof layout, "%s.g%d", table, hl / kvl);
   if (hl % kvl == 0 && model_head_dim(m) == 128 && schema_has_kernel(c->lk.cal, layout)) table = layout;
+  else if (model_head_dim(m) != 128 && schema_has_kernel(c->lk.cal, table) && !*warned && warn) {
+    /* the tables are timed at head dim 128: another head dim reads the plain table by its bytes, unmeasured */
+    fprintf(warn,
+            "tacosim: warning: %s: decode attention at head dim %d is priced from the plain \"%s\" table by KV-cache "
+            "bytes (its points are of head dim 128, 4 query heads a KV head: another head dim is not measured)\n",
+            cal_path, model_head_dim(m), table);
+    *warned = true;
+  }
   if (schema_has_kernel(c->lk.cal, table)) {
     double us;
     /* grouped by (sequence, KV head) pairs where the table is */

@@ -6,10 +6,10 @@ with no flag").
 For each zoo model, one inference plan per (batch, prompt, KV cache) point on h200x8-nvswitch at the
 smallest TP of 1, 2, 4, 8 whose memory fits, 64 tokens generated, simulated by `tacosim simulate` with
 no --calibration (the shipped default file). Every warning line is put in a class; a line no class
-knows stops the script (exit 1), so a new fallback cannot pass unreported. One fallback prints no
-warning and is named here from the model file: decode attention at a head dim other than 128 reads
-the plain "attention_decode" table (Llama-3 8B's layout at TP 2, head dim 128; sim/sim_infer.c,
-decode_attention_s).
+knows stops the script (exit 1), so a new fallback cannot pass unreported. Decode attention at a head
+dim other than 128 reads the plain "attention_decode" table (Llama-3 8B's layout at TP 2, head dim 128;
+sim/sim_infer.c, decode_attention_s): a warning since 2026-12-06 (it was silent before), and the column
+"decode attention from the plain table" names it from the model file as well.
 
 Usage: experiments/infer/coverage.py TACOSIM [--models a,b,...] [--points 1x128,16x1024,64x8192]
 Prints a markdown table, one row a model. Exit 0, or 1 on an unclassified warning or a simulator
@@ -31,6 +31,7 @@ CLASSES = [
     ("GEMM shape by nearest shapes", r"gemm \(nearest shapes\)"),
     ("prefill attention unkeyed (head dim)", r'no "attention_prefill\.d\d+\.s\d+" table'),
     ("prefill attention past its key", r"kernel attention_prefill\.d\d+\.s\d+: .* outside the measured range"),
+    ("decode attention at another head dim (plain table)", r"decode attention at head dim \d+ is priced from the plain"),
     ("decode attention group not measured", r"kernel attention_decode(_fp8)?\.g\d+: group \d+ not measured"),
     ("decode attention bytes off the table", r"kernel attention_decode(_fp8)?(\.g\d+)?: .* outside the measured range"),
     ("collective by the NCCL model (no N-rank table)", r'no "(allreduce|allgather|reducescatter|alltoall)\.\d+" table'),
@@ -105,7 +106,7 @@ def main():
             d = head_dim(model)
             silent = "yes (head dim %d)" % d if d is not None and d != 128 else "no"
             rows.append((model, plans, unfit, clean, silent, counts))
-    print("| model | plans simulated | no TP of 1-8 fits | without a warning | decode attention from the plain table, silent | "
+    print("| model | plans simulated | no TP of 1-8 fits | without a warning | decode attention from the plain table | "
           "warnings by class (lines) |")
     print("| --- | ---: | ---: | ---: | --- | --- |")
     for model, plans, unfit, clean, silent, counts in rows:
