@@ -60,7 +60,7 @@ run llama-fp8 70 $PLANS/llama3-8b-*-fp8.json
 tar -czf "$OUT/infer.tgz" -C "$OUT" infer && rm -rf "$I"
 # 5. the per-query-head decode attention tables (sim/INFERENCE.md, "A measured per-query-head table"; its check
 #    ran in step 1), for merge_decode_attn.py --tables-from ... --per-query-head
-R=$((380 - $(el)))
+R=$((330 - $(el)))
 if [ $R -gt 30 ]; then
   mkdir -p "$OUT/pqh"
   timeout $R "$BIN" calibrate-infer "$CAL" --out-dir "$OUT/pqh" --models models --decode-attention-only --per-query-head > "$OUT/pqh/pqh.log" 2>&1
@@ -68,7 +68,7 @@ if [ $R -gt 30 ]; then
   tar -czf "$OUT/pqh.tgz" -C "$OUT" pqh && rm -rf "$OUT/pqh"
 fi
 # 6. (H200) the decode GEMMs the H200 files lack (the MoE models' shapes; shapes a file has are kept)
-R=$((420 - $(el)))
+R=$((360 - $(el)))
 if [ "$PEAK" = 4800 ] && [ $R -gt 30 ]; then
   mkdir -p "$OUT/gemm"
   timeout $R "$BIN" calibrate-infer "$CAL" --out-dir "$OUT/gemm" --models models --decode-gemms-only > "$OUT/gemm/gemm.log" 2>&1
