@@ -35,6 +35,7 @@
 #include "infer_decode.h"
 #include "infer_ref.h"
 #include "pqh.h"
+#include "infer_decode_pqh.h"
 #include "infer_decode_pqh_ref.h"
 #include "rt_ops_ref.h"
 
@@ -91,10 +92,9 @@ static int run_kernel(int which, int fp8, const void *q, const cache_ptrs *c, vo
     return fp8 ? infer_decode_attention3_fp8(q, &c8, out, part, a, len, NULL, e)
                : infer_decode_attention3(q, c->k, c->v, out, part, a, len, NULL, e);
   infer_attn_dims x = *a;
-  int div = a->hl / a->kvl;
-  if (which == COP) x.kvl = a->hl, div = 1;
-  return fp8 ? dev_pqh_attn_fp8(q, &c8, out, part, &x, div, len, NULL, e)
-             : dev_pqh_attn(q, c->k, c->v, out, part, &x, div, len, NULL, e);
+  if (which == COP) x.kvl = a->hl; /* G = 1: head h reads its own copy */
+  return fp8 ? infer_decode_pqh_fp8(q, &c8, out, part, &x, len, NULL, e)
+             : infer_decode_pqh(q, c->k, c->v, out, part, &x, len, NULL, e);
 }
 
 /* ---- checks ---- */
@@ -142,7 +142,7 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
   const long long max_seq = len + 3, rows = (long long)batch * kvl * max_seq, rows_c = (long long)batch * hl * max_seq;
   const size_t nq = (size_t)batch * hl * D, nc = (size_t)rows * D, ncc = (size_t)rows_c * D;
   infer_attn_dims a = {.batch = batch, .hl = hl, .kvl = kvl, .head_dim = D, .max_seq = max_seq};
-  size_t pb = dev_pqh_partial_bytes(&a, len), pb3 = infer_decode3_partial_bytes(&a, len);
+  size_t pb = infer_decode_pqh_partial_bytes(&a, len), pb3 = infer_decode3_partial_bytes(&a, len);
   if (pb3 > pb) pb = pb3;
   host_bufs h = {0};
   cache_ptrs d = {0};
@@ -203,10 +203,10 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
       CUDA_CHECK_GOTO(e, cudaMemcpy(h.ho, dout, nq * 2, cudaMemcpyDeviceToHost), out);
       const double err = dev_attn_rel_error(h.ho, fp8 ? h.ref8 : h.ref16, nq);
       const int ok = err >= 0 && err <= TOL;
-      long long chunk;
+      const long long slices = (long long)(infer_decode_pqh_partial_bytes(&a, len) / ((size_t)batch * hl * (D + 2) * sizeof(float)));
       *passed += ok, *failed += !ok;
-      printf("check %-4s %-7s b=%-3d heads=%d/%d d=%d len=%-5lld slices=%-3d rel. L2 %.3e (tol %.0e) %s\n",
-             fp8 ? "fp8" : "bf16", names[k], batch, hl, kvl, D, len, dev_pqh_splits(batch, hl, len, &chunk), err, TOL,
+      printf("check %-4s %-7s b=%-3d heads=%d/%d d=%d len=%-5lld slices=%-3lld rel. L2 %.3e (tol %.0e) %s\n",
+             fp8 ? "fp8" : "bf16", names[k], batch, hl, kvl, D, len, slices, err, TOL,
              ok ? "ok" : "FAILED");
     }
   rc = 0;
@@ -288,7 +288,7 @@ static int run_timing(const opts *o, ts_err *e) {
         if (o->batches[i] > max_b) max_b = o->batches[i];
         infer_attn_dims x = {.batch = (int)o->batches[i], .hl = models[m].hl, .kvl = models[m].kvl, .head_dim = D,
                              .max_seq = o->kv[k]};
-        size_t a = dev_pqh_partial_bytes(&x, o->kv[k]), b = infer_decode3_partial_bytes(&x, o->kv[k]);
+        size_t a = infer_decode_pqh_partial_bytes(&x, o->kv[k]), b = infer_decode3_partial_bytes(&x, o->kv[k]);
         pb = a > pb ? a : pb, pb = b > pb ? b : pb;
       }
   const long long rot_rows = (long long)ceil(ROTATE_BYTES / row_bytes(1)); /* >= 512 MiB for FP8 and BF16 */
@@ -307,7 +307,7 @@ static int run_timing(const opts *o, ts_err *e) {
                 (2.0 * cb + 8.0 * p.pool_rows) / 1073741824.0);
     goto out;
   }
-  printf("# ali = dev_pqh_attn(_fp8) aliased (query head h reads KV head h / G), cop = the same kernel on\n"
+  printf("# ali = infer_decode_pqh(_fp8) aliased (query head h reads KV head h / G), cop = the same kernel on\n"
          "# copies (hl heads, head h its own copy: G x the bytes), v3 = infer_decode_attention3(_fp8) on\n"
          "# the aliased cache; head_dim 128; GB/s: the UNIQUE cache bytes (kvl heads, K and V, FP8 scales\n"
          "# included) over each kernel's time; ali_%% of --peak-gbps %.0f; median of %d alternating reps;\n"
