@@ -72,12 +72,13 @@ float dev_attn_rand_bf16(uint64_t *s, float scale) {
   return rt_ref_bf16_to_float(infer_ref_to_bf16(u * scale));
 }
 
-double dev_attn_rel_error(const uint16_t *got, const double *ref, size_t n) {
+double dev_attn_rel_error(const uint16_t *got, const float *ref, size_t n) {
   double num = 0, den = 0;
   for (size_t i = 0; i < n; i++) {
     double g = rt_ref_bf16_to_float(got[i]);
     if (!isfinite(g)) return -1;
-    num += (g - ref[i]) * (g - ref[i]), den += ref[i] * ref[i];
+    const double r = ref[i];
+    num += (g - r) * (g - r), den += r * r;
   }
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }

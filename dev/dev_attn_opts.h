@@ -31,7 +31,7 @@ uint64_t dev_attn_rng(uint64_t *s);
 /* a BF16 value, uniform in [-scale, scale) before rounding, as a float */
 float dev_attn_rand_bf16(uint64_t *s, float scale);
 /* ||got - ref|| / ||ref|| over n BF16 outputs; -1 when one is not finite */
-double dev_attn_rel_error(const uint16_t *got, const double *ref, size_t n);
+double dev_attn_rel_error(const uint16_t *got, const float *ref, size_t n);
 
 /* launch(ctx, which, iter, e): one call of kernel `which` on the iter-th cache set, 0 or -1 with e. */
 typedef int (*dev_attn_launch)(const void *ctx, int which, long long iter, ts_err *e);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer_decode_pqh_ref.h"
 #include "infer_ref.h"
 #include "taco_fp8.h"
 #include "plan_infer_policy.h"
@@ -56,29 +55,30 @@ static void test_causal_last_row_is_decode(void) {
   for (int x = 0; x < D; x++) CU_ASSERT_DOUBLE_EQUAL(o[x], v[x], 1e-6);
 }
 
-/* The per-query-head kernel's float64 reference (infer_decode_pqh_ref.h, the library's and dev/decode_attn_pqh's):
- * one position gives its KV head's value vector (query head h reads KV head h / G, here G 4); over many positions
- * and G 8 it agrees with the float reference of the decode attention to float rounding. */
-static void test_decode_pqh_ref(void) {
-  enum { B = 2, H = 8, KV = 2, D = 8, MAX = 3 };
-  float q[B * H * D], k[B * KV * MAX * D], v[B * KV * MAX * D];
-  double o[B * H * D];
-  for (size_t i = 0; i < sizeof q / sizeof *q; i++) q[i] = frand();
-  for (size_t i = 0; i < sizeof k / sizeof *k; i++) k[i] = frand(), v[i] = frand();
-  CU_ASSERT_EQUAL_FATAL(infer_ref_decode_pqh(q, k, v, o, B, H, KV, D, MAX, 1), 0);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < H; h++)
-      for (int x = 0; x < D; x++)
-        CU_ASSERT_DOUBLE_EQUAL(o[(b * H + h) * D + x], v[((b * KV + h / 4) * MAX) * D + x], 1e-12);
-  enum { B2 = 3, H2 = 16, KV2 = 2, D2 = 32, MAX2 = 40, LEN2 = 37 };
-  static float q2[B2 * H2 * D2], k2[B2 * KV2 * MAX2 * D2], v2[B2 * KV2 * MAX2 * D2], of[B2 * H2 * D2];
-  static double od[B2 * H2 * D2];
-  for (size_t i = 0; i < sizeof q2 / sizeof *q2; i++) q2[i] = 3 * frand();
-  for (size_t i = 0; i < sizeof k2 / sizeof *k2; i++) k2[i] = frand(), v2[i] = frand();
-  CU_ASSERT_EQUAL_FATAL(infer_ref_decode_pqh(q2, k2, v2, od, B2, H2, KV2, D2, MAX2, LEN2), 0);
-  infer_ref_decode_attention(q2, k2, v2, of, B2, H2, KV2, D2, MAX2, LEN2);
+/* The cache layout at G 8 and max_seq > len: each (batch, query head) equals the causal attention's last
+ * row over its KV head's first len positions, gathered by hand; the positions past len hold NaN and must
+ * not be read. */
+static void test_decode_layout_gqa(void) {
+  enum { B = 3, H = 16, KV = 2, D = 32, MAX = 40, LEN = 37 };
+  static float q[B * H * D], k[B * KV * MAX * D], v[B * KV * MAX * D], o[B * H * D];
+  static float sq[LEN * D], sk[LEN * D], sv[LEN * D], so[LEN * D];
+  for (size_t i = 0; i < sizeof q / sizeof *q; i++) q[i] = 3 * frand();
+  for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+    const int pos = (int)(i / D % MAX);
+    k[i] = pos < LEN ? frand() : NAN, v[i] = pos < LEN ? frand() : NAN;
+  }
+  CU_ASSERT_EQUAL_FATAL(infer_ref_decode_attention(q, k, v, o, B, H, KV, D, MAX, LEN), 0);
   double worst = 0;
-  for (int i = 0; i < B2 * H2 * D2; i++) worst = fmax(worst, fabs(od[i] - of[i]));
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++) {
+      const size_t row0 = ((size_t)b * KV + h / (H / KV)) * MAX;
+      for (int p = 0; p < LEN; p++)
+        for (int x = 0; x < D; x++)
+          sq[p * D + x] = q[(b * H + h) * D + x], sk[p * D + x] = k[(row0 + p) * D + x],
+                   sv[p * D + x] = v[(row0 + p) * D + x];
+      infer_ref_causal_attention(sq, sk, sv, so, LEN, D);
+      for (int x = 0; x < D; x++) worst = fmax(worst, fabs((double)o[(b * H + h) * D + x] - so[(LEN - 1) * D + x]));
+    }
   CU_ASSERT(worst < 1e-5);
 }
 
@@ -221,7 +221,7 @@ int main(void) {
   CU_add_test(s, "decode attention: one position", test_decode_one_position);
   CU_add_test(s, "decode attention: equal keys give the mean", test_decode_equal_keys_mean);
   CU_add_test(s, "causal attention's last row is decode attention", test_causal_last_row_is_decode);
-  CU_add_test(s, "per-query-head decode attention's float64 reference", test_decode_pqh_ref);
+  CU_add_test(s, "decode attention: the GQA cache layout (G 8, max_seq > len)", test_decode_layout_gqa);
   CU_add_test(s, "RoPE", test_rope);
   CU_add_test(s, "bf16 rounding", test_bf16);
   CU_add_test(s, "FP8 KV cache quantizer", test_kv8_quantize);

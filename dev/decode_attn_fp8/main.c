@@ -11,8 +11,8 @@
  * random inputs: BF16 keys and values, rows scaled by 2^(r % 9 - 4) (K) and its inverse
  * (V) so that the scales differ, quantized by the library's C quantizer
  * (infer_ref_kv8_quantize, bit-equal to the GPU's); outputs and partials poisoned with
- * NaN before each run; v3, v4 and the three forms each against float64 attention over the
- * dequantized codes, tolerance relative L2 error <= 1e-2 and every output finite (the
+ * NaN before each run; v3, v4 and the three forms each against the library's reference
+ * (infer_ref_decode_attention, double sums) over the dequantized codes, tolerance relative L2 error <= 1e-2 and every output finite (the
  * tolerance `tacorun execute --infer-check` holds v3 over the FP8 cache to). Exit 1 when
  * a check fails.
  * Timing: Llama 3 8B's layout (32 query heads over 8 KV heads of 128) and Llama 3 70B's
@@ -32,7 +32,6 @@
 #include <string.h>
 
 #include "attn_fp8.h"
-#include "attn_fp8_ref.h"
 #include "dev_attn_opts.h"
 #include "gpu_check.h"
 #include "infer_decode.h"
@@ -101,9 +100,9 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
   float *hq = malloc(nq * sizeof *hq), *hks = malloc((size_t)rows * 4), *hvs = malloc((size_t)rows * 4), x[D];
   uint16_t *hqb = malloc(nq * 2), *ho = malloc(nq * 2);
   unsigned char *hk = malloc(nc), *hv = malloc(nc);
-  double *ref = malloc(nq * sizeof *ref);
+  float *ref = malloc(nq * sizeof *ref), *hkd = malloc(nc * sizeof *hkd), *hvd = malloc(nc * sizeof *hvd);
   int rc = -1;
-  if (!hq || !hks || !hvs || !hqb || !ho || !hk || !hv || !ref) {
+  if (!hq || !hks || !hvs || !hqb || !ho || !hk || !hv || !ref || !hkd || !hvd) {
     ts_fail_sys(e, "dev_decode_attn_fp8: out of host memory");
     goto out;
   }
@@ -115,6 +114,8 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
     infer_ref_kv8_quantize(x, D, hk + r * D, &hks[r]);
     for (int i = 0; i < D; i++) x[i] = dev_attn_rand_bf16(&s, 1.f / f);
     infer_ref_kv8_quantize(x, D, hv + r * D, &hvs[r]);
+    infer_ref_kv8_dequantize(hk + r * D, hks[r], D, hkd + r * D);
+    infer_ref_kv8_dequantize(hv + r * D, hvs[r], D, hvd + r * D);
   }
   CUDA_CHECK_GOTO(e, cudaMalloc(&d.q, nq * 2), out);
   CUDA_CHECK_GOTO(e, cudaMalloc(&d.out, nq * 2), out);
@@ -128,7 +129,7 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
   CUDA_CHECK_GOTO(e, cudaMemcpy(d.v8, hv, nc, cudaMemcpyHostToDevice), out);
   CUDA_CHECK_GOTO(e, cudaMemcpy(d.ks, hks, (size_t)rows * 4, cudaMemcpyHostToDevice), out);
   CUDA_CHECK_GOTO(e, cudaMemcpy(d.vs, hvs, (size_t)rows * 4, cudaMemcpyHostToDevice), out);
-  if (dev_attn_fp8_ref(hq, hk, hv, hks, hvs, ref, batch, hl, kvl, D, max_seq, len)) {
+  if (infer_ref_decode_attention(hq, hkd, hvd, ref, batch, hl, kvl, D, max_seq, len)) {
     ts_fail_sys(e, "dev_decode_attn_fp8: out of host memory");
     goto out;
   }
@@ -150,7 +151,7 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
   rc = 0;
 out:
   free_bufs(&d);
-  free(ref), free(hv), free(hk), free(ho), free(hqb), free(hvs), free(hks), free(hq);
+  free(hvd), free(hkd), free(ref), free(hv), free(hk), free(ho), free(hqb), free(hvs), free(hks), free(hq);
   return rc;
 }
 

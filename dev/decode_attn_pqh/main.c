@@ -36,7 +36,6 @@
 #include "infer_ref.h"
 #include "pqh.h"
 #include "infer_decode_pqh.h"
-#include "infer_decode_pqh_ref.h"
 #include "rt_ops_ref.h"
 
 #define TOL 1e-2
@@ -114,7 +113,7 @@ typedef struct {
   float *q, *kf, *vf, *kd, *vd, *ks, *vs, *ksc, *vsc;
   uint16_t *qb, *kb, *vb, *kbc, *vbc, *ho;
   unsigned char *k8, *v8, *k8c, *v8c;
-  double *ref16, *ref8;
+  float *ref16, *ref8;
 } host_bufs;
 
 static void free_host(host_bufs *h) {
@@ -154,7 +153,7 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
   h.k8 = malloc(nc), h.v8 = malloc(nc), h.k8c = malloc(ncc), h.v8c = malloc(ncc);
   h.ks = malloc((size_t)rows * 4), h.vs = malloc((size_t)rows * 4);
   h.ksc = malloc((size_t)rows_c * 4), h.vsc = malloc((size_t)rows_c * 4);
-  h.ref16 = malloc(nq * sizeof(double)), h.ref8 = malloc(nq * sizeof(double));
+  h.ref16 = malloc(nq * sizeof(float)), h.ref8 = malloc(nq * sizeof(float));
   if (!h.q || !h.qb || !h.ho || !h.kf || !h.vf || !h.kd || !h.vd || !h.kb || !h.vb || !h.kbc || !h.vbc || !h.k8 ||
       !h.v8 || !h.k8c || !h.v8c || !h.ks || !h.vs || !h.ksc || !h.vsc || !h.ref16 || !h.ref8) {
     ts_fail_sys(e, "dev_decode_attn_pqh: out of host memory");
@@ -175,8 +174,8 @@ static int check_shape(int batch, int hl, int kvl, long long len, uint64_t seed,
   expand(h.kb, h.kbc, D * 2, batch, hl, kvl, max_seq), expand(h.vb, h.vbc, D * 2, batch, hl, kvl, max_seq);
   expand(h.k8, h.k8c, D, batch, hl, kvl, max_seq), expand(h.v8, h.v8c, D, batch, hl, kvl, max_seq);
   expand(h.ks, h.ksc, 4, batch, hl, kvl, max_seq), expand(h.vs, h.vsc, 4, batch, hl, kvl, max_seq);
-  if (infer_ref_decode_pqh(h.q, h.kf, h.vf, h.ref16, batch, hl, kvl, D, max_seq, len) ||
-      infer_ref_decode_pqh(h.q, h.kd, h.vd, h.ref8, batch, hl, kvl, D, max_seq, len)) {
+  if (infer_ref_decode_attention(h.q, h.kf, h.vf, h.ref16, batch, hl, kvl, D, max_seq, len) ||
+      infer_ref_decode_attention(h.q, h.kd, h.vd, h.ref8, batch, hl, kvl, D, max_seq, len)) {
     ts_fail_sys(e, "dev_decode_attn_pqh: out of host memory");
     goto out;
   }

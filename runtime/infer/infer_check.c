@@ -12,7 +12,6 @@
 
 #include "rt_world.h"
 #include "infer_decode.h"
-#include "infer_decode_pqh_ref.h"
 #include "infer_kernels.h"
 #include "infer_kv8.h"
 #include "infer_ref.h"
@@ -92,7 +91,8 @@ static int check_decode_attention(check_log *L, int ver, int batch, int hl, int 
   CK_TRY(fetch(k, nc, hk, e));
   CK_TRY(fetch(v, nc, hv, e));
   CK_TRY(fetch(o, nq, ho, e));
-  infer_ref_decode_attention(hq, hk, hv, hr, batch, hl, kvl, d, max_seq, len);
+  if (infer_ref_decode_attention(hq, hk, hv, hr, batch, hl, kvl, d, max_seq, len))
+    return ts_fail_sys(e, "decode attention check: out of host memory");
   char name[128];
   snprintf(name, sizeof name, "decode attention v%d b%d h%d kv%d d%d len %lld vs C", ver, batch, hl, kvl, d, len);
   report(L, name, rel_l2(ho, hr, nq), 1e-2);
@@ -270,7 +270,8 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
     infer_ref_kv8_dequantize(ck + r * d, hks[r], d, dk + r * d);
     infer_ref_kv8_dequantize(cv + r * d, hvs[r], d, dv + r * d);
   }
-  infer_ref_decode_attention(hq, dk, dv, hr, batch, hl, kvl, d, max_seq, len);
+  if (infer_ref_decode_attention(hq, dk, dv, hr, batch, hl, kvl, d, max_seq, len))
+    return ts_fail_sys(e, "FP8 decode attention check: out of host memory");
   snprintf(name, sizeof name, "decode attention v2 FP8 b%d h%d kv%d d%d len %lld vs C", batch, hl, kvl, d, len);
   report(L, name, rel_l2(ho, hr, nq), 1e-2);
   snprintf(name, sizeof name, "decode attention v3 FP8 b%d h%d kv%d d%d len %lld vs C", batch, hl, kvl, d, len);
@@ -279,7 +280,8 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
   report_exact(L, name, bits4, nq);
   snprintf(name, sizeof name, "decode attention v5 FP8 b%d h%d kv%d d%d len %lld vs C", batch, hl, kvl, d, len);
   report(L, name, rel_l2(ho5, hr, nq), 1e-2);
-  infer_ref_decode_attention(hq, hk, hv, hb, batch, hl, kvl, d, max_seq, len);
+  if (infer_ref_decode_attention(hq, hk, hv, hb, batch, hl, kvl, d, max_seq, len))
+    return ts_fail_sys(e, "FP8 decode attention check: out of host memory");
   if (L->root)
     printf("     (the same output against attention over the BF16 cache: rel.L2 %.3e, the E4M3 format's error)\n",
            rel_l2(ho, hb, nq));
@@ -293,7 +295,7 @@ static int check_decode_fp8(check_log *L, int batch, int hl, int kvl, int d, lon
 /* The calibration's decode attention read once per query head (infer_decode_pqh.h) over a BF16
  * (fp8 0) or an FP8 cache (fp8 1): fresh random inputs (K rows scaled by 2^(r % 9 - 4), V by its
  * inverse, as check_decode_fp8; the FP8 cache their quantization on the GPU), output and partials
- * poisoned, against float64 attention over the same values (infer_ref_decode_pqh; the dequantized
+ * poisoned, against attention over the same values (infer_ref_decode_attention, double sums; the dequantized
  * codes for FP8), every output finite. */
 static int check_decode_pqh(check_log *L, int fp8, int batch, int hl, int kvl, long long max_seq, long long len,
                             uint64_t seed, ts_err *e) {
@@ -305,7 +307,7 @@ static int check_decode_pqh(check_log *L, int fp8, int batch, int hl, int kvl, l
   float *ks = NULL, *vs = NULL;
   float *hq = malloc((size_t)nq * 4), *ho = malloc((size_t)nq * 4), *hk = malloc((size_t)nc * 4),
         *hv = malloc((size_t)nc * 4), *hks = malloc((size_t)rows * 4), *hvs = malloc((size_t)rows * 4);
-  double *hr = malloc((size_t)nq * sizeof *hr);
+  float *hr = malloc((size_t)nq * sizeof *hr);
   uint16_t *tmp = malloc((size_t)nc * 2);
   unsigned char *codes = malloc((size_t)nc);
   int rc = -1;
@@ -357,7 +359,7 @@ static int check_decode_pqh(check_log *L, int fp8, int batch, int hl, int kvl, l
     if (fetch_bytes(v8, (size_t)nc, codes, e)) goto fail;
     for (long long r = 0; r < rows; r++) infer_ref_kv8_dequantize(codes + r * d, hvs[r], d, hv + r * d);
   }
-  if (infer_ref_decode_pqh(hq, hk, hv, hr, batch, hl, kvl, d, max_seq, len)) {
+  if (infer_ref_decode_attention(hq, hk, hv, hr, batch, hl, kvl, d, max_seq, len)) {
     ts_fail_sys(e, "out of host memory");
     goto fail;
   }

@@ -16,7 +16,7 @@
  * Shapes as infer_decode_attention: q [batch x hl x d] BF16, out [batch x hl x d] BF16, caches
  * [batch x kvl x max_seq x d] (BF16, or the FP8 cache of infer_kv8.h: scores times the key's
  * scale, weights times the value's); head_dim 128 only, hl a multiple of kvl (G = hl / kvl,
- * any G >= 1). Plain-C reference: infer_ref_decode_pqh (infer_decode_pqh_ref.h). Every
+ * any G >= 1). Plain-C reference: infer_ref_decode_attention (infer_ref.h). Every
  * function launches on `stream` (a cudaStream_t) and returns 0 or -1 with e. */
 #ifndef INFER_DECODE_PQH_H
 #define INFER_DECODE_PQH_H

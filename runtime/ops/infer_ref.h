@@ -5,8 +5,11 @@
 #define INFER_REF_H
 
 /* q [batch x hl x d], caches [batch x kvl x max_seq x d], out [batch x hl x d]:
- * out = softmax(q . K[0..len)^T / sqrt(d)) . V[0..len), query head h reading KV head h / (hl / kvl). */
-void infer_ref_decode_attention(const float *q, const float *k_cache, const float *v_cache, float *out, int batch,
+ * out = softmax(q . K[0..len)^T / sqrt(d)) . V[0..len), query head h reading KV head h / (hl / kvl),
+ * accumulated in double, rounded to float once. The one reference of every decode attention kernel
+ * (v1-v5, per query head; over the FP8 cache: the dequantized codes, infer_ref_kv8_dequantize).
+ * Returns 0, or -1 when out of host memory. */
+int infer_ref_decode_attention(const float *q, const float *k_cache, const float *v_cache, float *out, int batch,
                                 int hl, int kvl, int head_dim, long long max_seq, long long len);
 
 /* The FP8 KV cache's quantizer (infer_kv8.h) on one head vector x[d] (BF16

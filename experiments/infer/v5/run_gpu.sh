@@ -10,6 +10,7 @@
 #  4. the 26 inference validation plans with `--decode-graph --decode-attention v5` (experiments/infer/v3/plans
 #     on an H200, experiments/validation/h100/infer-plans on an H100).
 #  5. `calibrate-infer CAL --decode-attention-only --per-query-head` (the per-query-head tables), time left;
+#  (on an H100 whose v5 tables are in calibration/h100/run-20261206-v5: step 1 only)
 #  6. on an H200, `calibrate-infer CAL --decode-gemms-only` with the time left (the shapes its file lacks).
 # Outputs in OUT: gpu.txt, summary.txt, check.tgz, bench.txt, cal.tgz, infer.tgz, pqh.tgz (gemm.tgz).
 set -u
@@ -35,6 +36,10 @@ say "per-query-head checks: $(grep -c "^ok .*per query head" "$OUT/c/infer-check
 timeout 60 "$BIN" bench-decode --check > "$OUT/c/bench-check.txt" 2>&1
 say "bench-decode --check rc=$? ($(el) s): $(grep -c ' ok$' "$OUT/c/bench-check.txt") ok, $(grep -c FAILED "$OUT/c/bench-check.txt") failed"
 tar -czf "$OUT/check.tgz" -C "$OUT" c && rm -rf "$OUT/c"
+if [ "$PEAK" = 3350 ] && [ -e calibration/h100/run-20261206-v5/decode-attention-v5.json.gz ]; then
+  say "an H100: its v5 tables, plans and per-query-head tables ran on 2026-12-06 (calibration/h100/run-20261206-v5); checks only"
+  exit 0
+fi
 for m in llama3-8b qwen2.5-14b; do
   timeout 90 "$BIN" bench-decode --model $m --attention-only --attention v3fp8,v4fp8,v5fp8 --batches 1,8,32,64,128 \
     --kv 1024,4096,8192 --peak-gbps $PEAK >> "$OUT/bench.txt" 2>&1
