@@ -7,6 +7,7 @@
 
 #include "gpu_check.h"
 #include "infer_decode.h"
+#include "infer_decode_split.cuh"
 #include "ops_device.cuh"
 
 typedef __nv_bfloat16 bf16;
@@ -125,43 +126,7 @@ __global__ void __launch_bounds__(DEC2_WARPS * 32)
       }
     }
   }
-  __shared__ float sm_m[DEC2_WARPS][G], sm_l[DEC2_WARPS][G], sm_acc[DEC2_WARPS][G][D];
-#pragma unroll
-  for (int i = 0; i < G; i++) {
-    if (lane == 0) sm_m[warp][i] = m[i], sm_l[warp][i] = l[i];
-#pragma unroll
-    for (int x = 0; x < E; x++) sm_acc[warp][i][lane * E + x] = acc[i][x];
-  }
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
-    const int i = idx / D, dd = idx % D;
-    float M = -INFINITY;
-    for (int w = 0; w < DEC2_WARPS; w++) M = fmaxf(M, sm_m[w][i]);
-    float L = 0.f, A = 0.f;
-    for (int w = 0; w < DEC2_WARPS; w++) {
-      const float f = sm_m[w][i] == -INFINITY ? 0.f : exp2f(sm_m[w][i] - M);
-      L += sm_l[w][i] * f, A += sm_acc[w][i][dd] * f;
-    }
-    float *pp = part + (((long long)b * hl + j * G + i) * nsplit + split) * (D + 2);
-    if (dd == 0) pp[0] = M, pp[1] = L;
-    pp[2 + dd] = A;
-  }
-}
-
-__global__ void decode2_combine_kernel(const float *part, bf16 *out, int nsplit, int D) {
-  const long long bh = blockIdx.x; /* b * hl + h */
-  const float *pp = part + bh * nsplit * (D + 2);
-  float M = -INFINITY;
-  for (int s = 0; s < nsplit; s++) M = fmaxf(M, pp[s * (D + 2)]);
-  for (int dd = threadIdx.x; dd < D; dd += blockDim.x) {
-    float L = 0.f, A = 0.f;
-    for (int s = 0; s < nsplit; s++) {
-      const float *q = pp + s * (D + 2);
-      const float f = q[0] == -INFINITY ? 0.f : exp2f(q[0] - M);
-      L += q[1] * f, A += q[2 + dd] * f;
-    }
-    out[bh * D + dd] = __float2bfloat16(A / L);
-  }
+  decode_warps_to_partial<DEC2_WARPS, G, D, E>(m, l, acc, warp, lane, b, j, hl, split, nsplit, part);
 }
 
 /* ---- decode attention v3: tensor-core mma over the query heads of a group ------------
@@ -843,7 +808,7 @@ static int decode_run(const char *who, const void *q, const void *k_cache, const
   DEC_LAUNCHED(e);
   const long long rows = (long long)a->batch * a->hl;
   if (V == 2)
-    decode2_combine_kernel<<<(unsigned)rows, D, 0, l.st>>>(l.part, l.out, l.nsplit, D);
+    decode_combine_kernel<<<(unsigned)rows, D, 0, l.st>>>(l.part, l.out, l.nsplit, D);
   else if (l.nsplit > 1 && D == 128)
     decode3_combine_kernel<128><<<(unsigned)rows, DEC3_COMBINE_THREADS, 0, l.st>>>(l.part, l.out, l.nsplit, rows);
   else if (l.nsplit > 1)

@@ -6,6 +6,7 @@
 
 #include "infer_kernels.h"
 #include "gpu_check.h"
+#include "infer_decode_split.cuh"
 #include "infer_rope.cuh"
 
 typedef __nv_bfloat16 bf16;
@@ -152,43 +153,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
       m[i] = mn;
     }
   }
-  __shared__ float sm_m[DEC_WARPS][G], sm_l[DEC_WARPS][G], sm_acc[DEC_WARPS][G][D];
-#pragma unroll
-  for (int i = 0; i < G; i++) {
-    if (lane == 0) sm_m[warp][i] = m[i], sm_l[warp][i] = l[i];
-#pragma unroll
-    for (int x = 0; x < E; x++) sm_acc[warp][i][lane * E + x] = acc[i][x];
-  }
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
-    const int i = idx / D, dd = idx % D;
-    float M = -INFINITY;
-    for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, sm_m[w][i]);
-    float L = 0.f, A = 0.f;
-    for (int w = 0; w < DEC_WARPS; w++) {
-      float f = sm_m[w][i] == -INFINITY ? 0.f : exp2f(sm_m[w][i] - M);
-      L += sm_l[w][i] * f, A += sm_acc[w][i][dd] * f;
-    }
-    float *pp = part + (((long long)b * hl + j * G + i) * nsplit + split) * (D + 2);
-    if (dd == 0) pp[0] = M, pp[1] = L;
-    pp[2 + dd] = A;
-  }
-}
-
-__global__ void decode_combine_kernel(const float *part, bf16 *out, int nsplit, int D) {
-  const long long bh = blockIdx.x; /* b * hl + h */
-  const float *pp = part + bh * nsplit * (D + 2);
-  float M = -INFINITY;
-  for (int s = 0; s < nsplit; s++) M = fmaxf(M, pp[s * (D + 2)]);
-  for (int dd = threadIdx.x; dd < D; dd += blockDim.x) {
-    float L = 0.f, A = 0.f;
-    for (int s = 0; s < nsplit; s++) {
-      const float *q = pp + s * (D + 2);
-      float f = q[0] == -INFINITY ? 0.f : exp2f(q[0] - M);
-      L += q[1] * f, A += q[2 + dd] * f;
-    }
-    out[bh * D + dd] = __float2bfloat16(A / L);
-  }
+  decode_warps_to_partial<DEC_WARPS, G, D, E>(m, l, acc, warp, lane, b, j, hl, split, nsplit, part);
 }
 
 template <int D, int G>
