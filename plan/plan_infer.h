@@ -178,6 +178,16 @@ typedef struct {
 /* The largest over stages. */
 int plan_infer_memory_per_gpu(const plan_infer *p, plan_infer_memory *m);
 
+/* The read floor of one decode step on one GPU (issue 24; plan_infer_floor.c), counted as
+ * experiments/infer/floor.py counts it: *weight_bytes, the weights the step streams (every layer's linear
+ * weights, biases and norms, the final norm and the output head of vocab x hidden, BF16, the linear layers and
+ * the head split over tp; the embedding reads only the batch's rows, not counted), and *kv_bytes, the KV cache
+ * at the mean decode length prompt + generate / 2 (BF16 2 bytes an element, fp8 1 + 4 / head_dim), split over
+ * tp. Under pp > 1 the stages run one after another in a step, so this is the step's whole read over one
+ * GPU's share of tp. Dense BF16-weight models only: an MoE or MLA model (a step reads only its routed experts)
+ * and quantization other than none are refused (-1, naming the file and the field). */
+int plan_infer_decode_floor_bytes(const plan_infer *p, double *weight_bytes, double *kv_bytes, ts_err *e);
+
 /* A training plan with the same model, cluster, tp and pp (dp 1, one
  * micro-batch of `batch` sequences of `seq` tokens, no codec), so that the
  * shapes and costs of the training code (model_layer_ops, sim_costs,

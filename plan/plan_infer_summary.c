@@ -17,6 +17,20 @@ static void print_exchange(const plan_infer *p, FILE *out, const char *what, dou
           what, m->layers - m->dense_layers, ag, tokens * 2.0 * m->hidden, tokens);
 }
 
+/* The decode step's read floor (plan_infer_decode_floor_bytes) and its time at the cluster GPU's HBM rate. */
+static void print_decode_floor(const plan_infer *p, FILE *out) {
+  double w, kv;
+  ts_err fe;
+  if (plan_infer_decode_floor_bytes(p, &w, &kv, &fe)) {
+    fprintf(out, "  decode read floor: not counted (dense models with BF16 weights only)\n");
+    return;
+  }
+  fprintf(out, "  decode read floor per GPU: %.0f B weights + %.0f B KV cache a step (at prompt + generate / 2 "
+          "positions), %.3f ms at the GPU's %.0f GB/s\n", w, kv,
+          p->cluster.gpu.hbm_gbps > 0 ? (w + kv) / (p->cluster.gpu.hbm_gbps * 1e9) * 1e3 : 0.0,
+          p->cluster.gpu.hbm_gbps);
+}
+
 int plan_infer_print_summary(const plan_infer *p, FILE *out, ts_err *e) {
   plan_infer_memory mem;
   if (plan_infer_memory_per_gpu(p, &mem)) return ts_fail(e, p->path, "layout", "memory cannot be computed");
@@ -37,6 +51,7 @@ int plan_infer_print_summary(const plan_infer *p, FILE *out, ts_err *e) {
           p->prefill_attention == PLAN_PREFILL_ATTN_EXECUTOR ? " (the executor's buffers)"
                                                              : " (an engine's workspace: not modelled)",
           mem.overhead / gib);
+  print_decode_floor(p, out);
   if (p->attention_dp) {
     fprintf(out, "  attention_dp: each GPU attends over its own %d sequences with the whole attention; routed experts "
             "%d-way expert parallel x %d-way within (moe_tp)\n", plan_infer_rank_batch(p), p->ep, plan_infer_moe_tp(p));

@@ -502,6 +502,23 @@ static void test_tacorun_calibrate_only_fp8(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
 }
 
+/* --peak-gbps (the HBM rate the inference executor's decode floor is read at): a rate > 0, else exit 2 naming the
+ * option before any GPU; a good one gets as far as looking for a GPU. */
+static void test_tacorun_peak_gbps(void) {
+  static char out[65536];
+  char args[1024];
+  const char *plan = SOURCE_DIR "/experiments/infer/v3/plans/llama3-8b-tp1-b1-p4096-g64-bf16.json";
+  const char *bad[] = {"0", "-1", "fast", "4800x"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    snprintf(args, sizeof args, "execute '%s' --peak-gbps %s", plan, bad[i]);
+    CU_ASSERT_EQUAL(tacorun(args, out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--peak-gbps"));
+  }
+  snprintf(args, sizeof args, "execute '%s' --peak-gbps 3350", plan);
+  CU_ASSERT_EQUAL(tacorun(args, out, sizeof out), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
+}
+
 /* Context parallelism is simulated, not executed: refused before any GPU or communicator, the field named. */
 static void test_tacorun_refuses_cp(void) {
   static char out[65536];
@@ -706,6 +723,7 @@ int main(void) {
               test_tacorun_calibrate_coll_groups);
   CU_add_test(s, "tacorun calibrate --only knows gemm_fp8, refuses an unknown phase (exit 2)",
               test_tacorun_calibrate_only_fp8);
+  CU_add_test(s, "tacorun execute --peak-gbps: a rate > 0, else exit 2 before any GPU", test_tacorun_peak_gbps);
   CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
   CU_add_test(s, "tacorun execute refuses ZeRO-2/3; the DP overlap switches run from the program only (exit 2)",
               test_tacorun_zero_refusals);

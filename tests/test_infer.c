@@ -125,6 +125,40 @@ static void test_kv_cache_formula(void) {
   NEAR(plan_infer_kv_bytes(&g_plan, 128), want / 2 * (1 + 4 / d), 1e-12);
 }
 
+/* The decode read floor (plan_infer_decode_floor_bytes) by hand: Llama-3 8B (hidden 4,096, 32 query and 8 KV heads
+ * of 128, FFN 14,336, vocabulary 128,256, 32 layers, RMSNorm, SwiGLU, no bias) at TP 2, batch 3, prompt 100,
+ * generate 27:
+ * - a layer's linear weights 4096 x (32 + 16) x 128 + 4096 x 4096 + 3 x 4096 x 14336 = 218,103,808, half a GPU,
+ *   and two norms of 4,096: 32 x (109,051,904 + 8,192) = 3,489,923,072; the final norm 4,096 and half the head
+ *   128,256 x 4,096 / 2 = 262,668,288; at 2 bytes 7,505,190,912;
+ * - the KV cache at 100 + 27 / 2 = 113.5 positions: 2 x 32 layers x 4 KV heads x 128 x 2 bytes x 3 x 113.5
+ *   = 22,315,008 bytes; the FP8 cache 1 + 4 / 128 bytes an element instead of 2.
+ * experiments/infer/floor.py counts the same (tests/infer_floor_c.sh compares the two on the shipped plans).
+ * An MoE model and FP8 weights are refused, naming the model or the field. */
+static void test_decode_floor(void) {
+  char t[1024];
+  plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":3,\"prompt\":100,\"generate\":27}", "");
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  double w = 0, kv = 0;
+  CU_ASSERT_EQUAL_FATAL(plan_infer_decode_floor_bytes(&g_plan, &w, &kv, &e), 0);
+  NEAR(w, 7505190912.0, 1e-12);
+  NEAR(kv, 22315008.0, 1e-12);
+  g_plan.kv = PLAN_KV_FP8;
+  CU_ASSERT_EQUAL_FATAL(plan_infer_decode_floor_bytes(&g_plan, &w, &kv, &e), 0);
+  NEAR(kv, 22315008.0 / 2 * (1 + 4.0 / 128), 1e-12);
+  g_plan.quant = PLAN_QUANT_FP8;
+  CU_ASSERT_EQUAL(plan_infer_decode_floor_bytes(&g_plan, &w, &kv, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "quantization"));
+  const char *moe = "{\"schema\":1,\"kind\":\"inference\",\"model\":\"mixtral-8x7b\",\"cluster\":\"h200x2-nvlink\","
+                    "\"layout\":{\"tp\":2},\"batch\":{\"size\":1,\"prompt\":128,\"generate\":16}}";
+  CU_ASSERT_EQUAL_FATAL(load_text(moe, &e), 0);
+  CU_ASSERT_EQUAL(plan_infer_decode_floor_bytes(&g_plan, &w, &kv, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "mixtral-8x7b"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "model"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "p.json"));
+}
+
 /* The executor's buffers (plan_infer.h) by hand: Llama-3 8B at TP 2 (16 query heads, 4 KV heads, head dim 128,
  * FFN 7,168 and vocabulary 64,128 a GPU), batch 3, prompt 100, generate 28, on H200s (132 SMs), BF16 cache:
  * - prefill of T = 300 tokens: 2 x 300 x (3 x 4096 + (16 + 8) x 128 + 3 x 16 x 128 + 3 x 7168) + 4 x 300
@@ -974,6 +1008,7 @@ int main(void) {
   CU_add_test(s, "valid plan loads", test_valid_loads);
   CU_add_test(s, "malformed plans rejected", test_malformed_rejected);
   CU_add_test(s, "KV cache formula", test_kv_cache_formula);
+  CU_add_test(s, "decode read floor by hand; MoE and FP8 weights refused", test_decode_floor);
   CU_add_test(s, "the executor's buffers and the runtime by hand", test_executor_buffers);
   CU_add_test(s, "FP8 KV cache: decode table and memory", test_fp8_kv_decode_table);
   CU_add_test(s, "decode attention by head layout, grouped by batch x KV heads", test_decode_attention_pairs);

@@ -20,7 +20,7 @@ void infer_usage(FILE *out) {
   fprintf(out,
           "usage: mpirun -np TP tacorun execute INFER_PLAN.json... [--json OUT | --json-dir DIR] [--csv OUT]\n"
           "                                     [--warmup N] [--prefill-reps N] [--seed S] [--timeout S]\n"
-          "                                     [--transport auto|p2p|shm|socket]\n"
+          "                                     [--transport auto|p2p|shm|socket] [--peak-gbps G]\n"
           "       mpirun -np N tacorun execute --infer-check\n"
           "\n"
           "Serves one batch of an inference plan (\"kind\": \"inference\") for real, one process per GPU\n"
@@ -40,6 +40,11 @@ void infer_usage(FILE *out) {
           "schema (kind \"inference\", source \"measured\") that `tacosim compare` reads. Several plans\n"
           "(same TP) run one after the other in one launch; --json-dir DIR writes DIR/PLAN_NAME.json each.\n"
           "\n"
+          "Decode floor (issue 24): after the TTFT/TPOT line, the bytes one decode step must read on one GPU\n"
+          "(plan_infer_decode_floor_bytes, experiments/infer/floor.py's count: the weights streamed, split over\n"
+          "TP, and the KV cache at prompt + generate / 2 positions), its time at the HBM rate, the GB/s the TPOT\n"
+          "reads at and the floor's time as a %% of the TPOT; also a note of the result file.\n"
+          "\n"
           "--infer-check: decode attention (v1, v3, v4, v2 to v5 over the FP8 cache; v2 over BF16: bench-decode;\n"
           "the per-query-head calibration kernel over both caches, infer_decode_pqh.h),\n"
           "RoPE, and the FP8 cache's\n"
@@ -58,6 +63,9 @@ void infer_usage(FILE *out) {
           "  --prefill-reps N  timed prefills, after one warm-up [3]\n"
           "  --seed S          weights and prompt tokens [1234]\n"
           "  --timeout S       bound on every wait, seconds [300]\n"
+          "  --peak-gbps G     the HBM rate the decode floor is read at, GB/s [the GPU catalogue's hbm_gbps of\n"
+          "                    the device found (topologies/gpus, its device_names), e.g. 4800 for \"NVIDIA H200\";\n"
+          "                    a device not in the catalogue: the floor in GB and the achieved GB/s only]\n"
           RT_TRANSPORT_USAGE
           "  NaN/Inf that a TACO encode of a TP all-reduce meets (sent as zeros) stop the run (exit 1),\n"
           "  naming the prefill or decode step (its position), the layer, the all-reduce and the count.\n"
@@ -175,6 +183,7 @@ typedef struct {
   const char *plans[INFER_MAX_PLANS];
   int n_plans;
   int warmup, prefill_reps, check, timeout_s, decode_graph, decode_attn;
+  double peak_gbps; /* --peak-gbps; 0: the GPU catalogue's hbm_gbps of the device */
   coll_transport transport;
   unsigned long long seed;
 } infer_opts;
@@ -266,6 +275,11 @@ static int parse(int argc, char **argv, infer_opts *o) {
         fprintf(stderr, "tacorun execute: %s\n", te.msg);
         return 2;
       }
+    } else if (i + 1 < argc && !strcmp(a, "--peak-gbps")) {
+      if (ts_arg_double(argv[++i], 1e-3, 1e6, &o->peak_gbps)) {
+        fprintf(stderr, "tacorun execute: --peak-gbps: '%s' must be a rate in GB/s, > 0\n", argv[i]);
+        return 2;
+      }
     } else if (i + 1 < argc && !strcmp(a, "--seed")) {
       o->seed = strtoull(argv[++i], NULL, 10);
     } else if (i + 1 < argc && !strcmp(a, "--json")) {
@@ -353,7 +367,57 @@ typedef struct {
   double total, tps;
   plan_infer_memory mem;
   double used_bytes; /* GPU memory in use after the timed steps (cudaMemGetInfo), the largest rank */
+  /* the decode step's read floor on one GPU (plan_infer_decode_floor_bytes; floor_ok 0: not counted, an MoE
+   * model) and the HBM rate it is read at (peak_gbps 0: unknown, the device not in the GPU catalogue) */
+  int floor_ok;
+  double floor_w, floor_kv, peak_gbps;
+  char peak_src[96]; /* where peak_gbps comes from; the device's name when unknown */
 } infer_timed;
+
+/* The decode floor's bytes, and the HBM rate: --peak-gbps, else the GPU catalogue's entry whose device_names
+ * holds this device's name (the compiled-in catalogue, else ./topologies/gpus, as the plans' models are found). */
+static void decode_floor(infer_timed *t) {
+  ts_err fe;
+  t->floor_ok = plan_infer_decode_floor_bytes(t->p, &t->floor_w, &t->floor_kv, &fe) == 0;
+  t->peak_gbps = 0;
+  if (!t->floor_ok) return;
+  if (t->o->peak_gbps > 0) {
+    t->peak_gbps = t->o->peak_gbps;
+    snprintf(t->peak_src, sizeof t->peak_src, "--peak-gbps");
+    return;
+  }
+  schema_machine mc;
+  rt_machine_of(t->w, &mc);
+  topo_gpu g;
+  if (topo_gpu_find_device(mc.gpu, NULL, &g, &fe) == 0 || topo_gpu_find_device(mc.gpu, "topologies/gpus", &g, &fe) == 0) {
+    t->peak_gbps = g.hbm_gbps;
+    snprintf(t->peak_src, sizeof t->peak_src, "%s's datasheet HBM rate, GPU catalogue", g.name);
+  } else {
+    snprintf(t->peak_src, sizeof t->peak_src, "%s", mc.gpu);
+  }
+}
+
+/* The decode floor line (and the result's note): the bytes, the floor's time at the HBM rate, the GB/s the
+ * TPOT reads at and the floor's time as a % of the TPOT (experiments/infer/floor.py's "% of floor"). */
+static void floor_text(const infer_timed *t, char *out, size_t cap) {
+  const double fl = t->floor_w + t->floor_kv;
+  size_t at = (size_t)snprintf(out, cap, "decode floor: %.2f GB weights + %.2f GB KV cache a step (per GPU)",
+                               t->floor_w / 1e9, t->floor_kv / 1e9);
+  const double floor_s = t->peak_gbps > 0 ? fl / (t->peak_gbps * 1e9) : 0;
+  if (at < cap && t->peak_gbps > 0)
+    at += (size_t)snprintf(out + at, cap - at, ", %.3f ms at %.0f GB/s (%s)", floor_s * 1e3, t->peak_gbps,
+                           t->peak_src);
+  if (at < cap && t->tpot > 0) {
+    at += (size_t)snprintf(out + at, cap - at, "; TPOT reads at %.0f GB/s", fl / t->tpot / 1e9);
+    if (at < cap && t->peak_gbps > 0)
+      at += (size_t)snprintf(out + at, cap - at, " = %.1f %% of the floor", 100 * floor_s / t->tpot);
+  } else if (at < cap) {
+    at += (size_t)snprintf(out + at, cap - at, "; no decode step timed");
+  }
+  if (at < cap && t->peak_gbps <= 0)
+    snprintf(out + at, cap - at, "; the HBM rate is unknown (\"%s\" is not in the GPU catalogue; --peak-gbps G "
+             "gives it)", t->peak_src);
+}
 
 /* The TP team, the model with its all-reduce modes, the prompt tokens and the events. */
 static int timed_setup(infer_timed *t, ts_err *e) {
@@ -480,6 +544,11 @@ static void timed_print(const infer_timed *t) {
          "tokens_per_s %.1f\n",
          t->ttft, t->ttft_min, t->ttft_max, o->prefill_reps, t->tpot, t->tpot_min, t->tpot_max, t->nt, steps - t->nt,
          t->tps);
+  if (t->floor_ok) {
+    char fl[512];
+    floor_text(t, fl, sizeof fl);
+    printf("%s\n", fl);
+  }
   printf("prefill times in order (ms; the first issued at Unix time %.3f s): %s\n", t->prefill_t0, t->prefill_order);
   printf("memory: GPU memory in use %.3f GiB (cudaMemGetInfo, the largest rank), the plan's model %.3f GiB (weights "
          "%.3f, KV cache %.3f, activations %.3f, runtime and NCCL %.3f): %+.1f%%\n", t->used_bytes / 1073741824.0,
@@ -512,6 +581,10 @@ static int timed_save(const infer_timed *t, const char *json_out, ts_err *e) {
   rt_machine_of(t->w, &res.machine);
   snprintf(res.options, sizeof res.options, "--warmup %d --prefill-reps %d --seed %llu --decode-attention v%d%s",
            o->warmup, o->prefill_reps, o->seed, o->decode_attn, o->decode_graph ? " --decode-graph" : "");
+  if (t->peak_gbps > 0) {
+    size_t at = strlen(res.options);
+    snprintf(res.options + at, sizeof res.options - at, " --peak-gbps %g", t->peak_gbps);
+  }
   char note[256];
   snprintf(note, sizeof note, "all-reduce modes: prefill %s, decode %s; min/median/max are of TPOT",
            infer_ar_mode_name(t->m.ar_mode[0]), infer_ar_mode_name(t->m.ar_mode[1]));
@@ -529,6 +602,12 @@ static int timed_save(const infer_timed *t, const char *json_out, ts_err *e) {
   if (o->decode_graph) {
     snprintf(note, sizeof note, "--decode-graph: TPOT of one graph launch a step; eager TPOT %.6f s; tokens equal",
              t->tpot_eager);
+    schema_result_add_note(&res, note);
+  }
+  if (t->floor_ok) {
+    char fl[512];
+    floor_text(t, fl, sizeof fl);
+    snprintf(note, sizeof note, "%.255s", fl);
     schema_result_add_note(&res, note);
   }
   rt_note_env(&res);
@@ -559,6 +638,7 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
     t.used_bytes = (double)(total_b - free_b);
     if (rt_world_max(w, &t.used_bytes, 1, e)) goto fail;
   }
+  decode_floor(&t);
   if (t.root) timed_print(&t);
   if (o->decode_graph && t.graph_same != 1) {
     ts_fail(e, NULL, "--decode-graph", "the graph decode steps' tokens differ from the eager steps'");
