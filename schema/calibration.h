@@ -363,6 +363,9 @@ double schema_tpo_sm_ratio(const schema_calibration *c, int sms, int held, bool 
 int schema_calibration_copy_compute(schema_calibration *dst, const schema_calibration *src);
 /* Sorts every table and rebuilds the GEMM index (the loader and writer call it). */
 void schema_calibration_sort(schema_calibration *c);
+/* Sorts a GEMM list by (n, k, m), the order every GEMM list of a calibration keeps (the exact-shape lookups
+ * search it by halves): for a list built outside the loader, such as the inference view's joined one. */
+void schema_gemm_list_sort(schema_gemm_point *pts, int n);
 /* (Re)builds c->gemm_index over c->gemm; -1 on OOM (no index: lookups scan). */
 int schema_gemm_index_build(schema_calibration *c);
 void schema_gemm_index_free(schema_calibration *c);
