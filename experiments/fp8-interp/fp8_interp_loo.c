@@ -5,12 +5,12 @@
  *
  * Every "gemm_fp8" point with a measured point of the same (n, k) below and above it in m is taken out in turn
  * and predicted from the rest of the list by three rules:
- *   ratio   (the simulator's rule until 2026-12-07) the BF16 time of the shape, as the simulator's GEMM lookup
- *           gives it (schema_lookup_gemm over the BF16 list of the view: the point's own BF16 measurement where
- *           the list has it), times the FP8 / BF16 ratio at the nearest remaining FP8 m
- *           (sim_gemm_fp8_unmeasured_us: within SIM_FP8_RATIO_M_FACTOR, else the datasheet transfer);
- *   interp  log(time) interpolated against log(m) between the two bracketing FP8 points, the interpolation the
- *           BF16 lookup uses along m;
+ *   ratio   (the simulator's rule for these shapes until 2026-12-07) the BF16 time of the shape, as the
+ *           simulator's GEMM lookup gives it (schema_lookup_gemm over the BF16 list of the view: the point's
+ *           own BF16 measurement where the list has it), times the FP8 / BF16 ratio at the nearest remaining
+ *           FP8 m (schema_gemm_fp8_ratio: within SIM_FP8_RATIO_M_FACTOR, else sim_gemm_fp8_transfer_us);
+ *   interp  (the simulator's rule since) log(time) interpolated against log(m) between the two bracketing FP8
+ *           points (schema_gemm_fp8_between_us), the interpolation the BF16 lookup uses along m;
  *   ratio-interp  the BF16 time of the shape times the FP8 / BF16 ratio interpolated the same way between the
  *           bracketing points (both need their BF16 shape in the list; else the point is counted under the
  *           ratio rule's price).
@@ -32,8 +32,8 @@
 #include "topo.h"
 
 enum { RULE_RATIO, RULE_INTERP, RULE_RATIO_INTERP, N_RULES };
-static const char *const rule_name[N_RULES] = {"ratio at the nearest m (today)", "FP8 interpolated in m",
-                                               "ratio interpolated in m"};
+static const char *const rule_name[N_RULES] = {"(a) ratio at the nearest m", "(b) FP8 interpolated in m",
+                                               "(c) ratio interpolated in m"};
 
 typedef struct {
   double *err; /* signed predicted / measured - 1 */
@@ -145,10 +145,19 @@ int main(int argc, char **argv) {
     double bf16, pred[N_RULES];
     long long at;
     if (schema_lookup_gemm(&lk, g->m, g->n, g->k, &bf16, &e)) return fprintf(stderr, "fp8_interp_loo: %s\n", e.msg), 2;
-    pred[RULE_RATIO] = sim_gemm_fp8_unmeasured_us(&held, &cl.gpu, g->m, g->n, g->k, bf16, &at);
-    if (!at) n_transfer++;
-    else if (at != lo->m && at != hi->m) n_ratio_far++;
-    pred[RULE_INTERP] = log_interp((double)lo->m, lo->us, (double)hi->m, hi->us, (double)g->m);
+    double ratio;
+    at = 0;
+    if (schema_gemm_fp8_ratio(&held, g->m, g->n, g->k, SIM_FP8_RATIO_M_FACTOR, &ratio, &at)) {
+      pred[RULE_RATIO] = bf16 * ratio;
+      if (at != lo->m && at != hi->m) n_ratio_far++;
+    } else {
+      pred[RULE_RATIO] = sim_gemm_fp8_transfer_us(&cl.gpu, g->m, g->n, g->k, bf16);
+      n_transfer++;
+    }
+    long long lo_m, hi_m; /* the simulator's interpolation (schema_gemm_fp8_between_us) */
+    if (!schema_gemm_fp8_between_us(&held, g->m, g->n, g->k, &pred[RULE_INTERP], &lo_m, &hi_m) || lo_m != lo->m ||
+        hi_m != hi->m)
+      return fprintf(stderr, "fp8_interp_loo: m=%lld n=%lld k=%lld: not bracketed by the lookup\n", g->m, g->n, g->k), 2;
     double blo, bhi;
     pred[RULE_RATIO_INTERP] = pred[RULE_RATIO];
     if (bf16_exact(&held, lo, &blo) && bf16_exact(&held, hi, &bhi))
