@@ -460,12 +460,13 @@ static int gemm_fp8_tensor_us(sim_costs *c, long long m, long long n, long long 
   if (rule == SIM_FP8_BETWEEN) {
     note_source(c, "gemm_fp8 interpolated in m"); /* inside the measured range: not warned, as "gemm"'s */
   } else if (rule == SIM_FP8_RATIO) {
-    char text[360];
-    snprintf(text, sizeof text, "\"gemm_fp8\" has no points around m=%lld n=%lld k=%lld (the first such shape); using "
-             "the BF16 time times the FP8 / BF16 ratio measured at the nearest m of the same n, k (else the nearest k "
-             "of the same m, n), for it and any other", m, n, k);
+    char text[420];
+    snprintf(text, sizeof text, "\"gemm_fp8\" lacks m=%lld n=%lld k=%lld and its points of the same n, k do not lie "
+             "around that m, or it is a weight gradient's (the first such shape); using the BF16 time times the FP8 / "
+             "BF16 ratio measured at the nearest m of the same n, k (else the nearest k of the same m, n), for it and "
+             "any other", m, n, k);
     warn_lacking(c, "gemm_fp8 ratio", text);
-    note_source(c, "gemm_fp8 ratio at the nearest m or k (no points around m)");
+    note_source(c, "gemm_fp8 ratio at the nearest m or k (no points around m, or a weight gradient)");
   } else if (c->lk.cal->n_gemm_fp8 == 0) {
     warn_fallback(c, "gemm_fp8", "the BF16 GEMM times moved to the FP8 peak (fp8_tflops) by the transfer rule: "
                   "FP8 GEMMs transferred, not measured");
