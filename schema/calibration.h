@@ -248,8 +248,9 @@ typedef struct {
   schema_gemm_point *gemm_wgrad;
   /* "gemm_fp8" (optional): GEMMs with FP8 operands (E4M3 / E5M2, scaled per tensor) and a BF16 C, as
    * Transformer Engine runs the linear layers under layout.fp8. An FP8 GEMM's exact shape is priced from
-   * here (schema_gemm_fp8_us); without it the simulator transfers the BF16 "gemm" point to the FP8 peak
-   * (sim_gemm_fp8_transfer_us) and says so. Sorted like "gemm". */
+   * here (schema_gemm_fp8_us), a shape between two points of the same (n, k) in m by interpolation
+   * (schema_gemm_fp8_between_us); others from the BF16 time (sim_gemm_fp8_unmeasured_us). Sorted like
+   * "gemm". */
   int n_gemm_fp8;
   schema_gemm_point *gemm_fp8;
   int n_attn;
@@ -363,6 +364,9 @@ double schema_tpo_sm_ratio(const schema_calibration *c, int sms, int held, bool 
 int schema_calibration_copy_compute(schema_calibration *dst, const schema_calibration *src);
 /* Sorts every table and rebuilds the GEMM index (the loader and writer call it). */
 void schema_calibration_sort(schema_calibration *c);
+/* Sorts a GEMM list by (n, k, m), the order every GEMM list of a calibration keeps (the exact-shape lookups
+ * search it by halves): for a list built outside the loader, such as the inference view's joined one. */
+void schema_gemm_list_sort(schema_gemm_point *pts, int n);
 /* (Re)builds c->gemm_index over c->gemm; -1 on OOM (no index: lookups scan). */
 int schema_gemm_index_build(schema_calibration *c);
 void schema_gemm_index_free(schema_calibration *c);
@@ -435,6 +439,12 @@ int schema_gemm_wgrad_us(const schema_calibration *c, long long m, long long n, 
 /* An FP8 GEMM's timing of (m, n, k) from "gemm_fp8" (exact shape only): 1 and *us when the calibration has
  * it, else 0. */
 int schema_gemm_fp8_us(const schema_calibration *c, long long m, long long n, long long k, double *us);
+/* An FP8 shape "gemm_fp8" lacks whose m lies between two of its points of the same (n, k): log(time)
+ * interpolated against log(m) between the nearest point below m and the nearest above (the interpolation
+ * schema_lookup_gemm makes along m); 1, *us and the two points' m (*lo_m, *hi_m); else 0 (m below the first
+ * point of (n, k), above the last, or no point of (n, k)). */
+int schema_gemm_fp8_between_us(const schema_calibration *c, long long m, long long n, long long k, double *us,
+                               long long *lo_m, long long *hi_m);
 /* For an FP8 shape "gemm_fp8" lacks: the FP8 / BF16 time ratio measured at the "gemm_fp8" point of the same
  * (n, k) whose m is nearest to m (in ln m, within a factor max_m_factor) and whose exact shape "gemm" also
  * holds, else (a weight gradient's tokens being its k) at the point of the same (m, n) whose k is nearest

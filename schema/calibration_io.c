@@ -230,8 +230,12 @@ static int cmp_fit(const void *a, const void *b) {
   return strcmp(((const schema_fit *)a)->name, ((const schema_fit *)b)->name);
 }
 
+void schema_gemm_list_sort(schema_gemm_point *pts, int n) {
+  if (n > 1) qsort(pts, (size_t)n, sizeof *pts, cmp_gemm);
+}
+
 void schema_calibration_sort(schema_calibration *c) {
-  if (c->n_gemm) qsort(c->gemm, (size_t)c->n_gemm, sizeof *c->gemm, cmp_gemm);
+  schema_gemm_list_sort(c->gemm, c->n_gemm);
   if (c->n_gemm_infer) qsort(c->gemm_infer, (size_t)c->n_gemm_infer, sizeof *c->gemm_infer, cmp_gemm);
   if (c->n_gemm_wgrad) qsort(c->gemm_wgrad, (size_t)c->n_gemm_wgrad, sizeof *c->gemm_wgrad, cmp_gemm);
   if (c->n_gemm_fp8) qsort(c->gemm_fp8, (size_t)c->n_gemm_fp8, sizeof *c->gemm_fp8, cmp_gemm);

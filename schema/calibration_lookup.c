@@ -612,6 +612,17 @@ static int fp8_lower_bound(const schema_calibration *c, long long m, long long n
   return lo;
 }
 
+int schema_gemm_fp8_between_us(const schema_calibration *c, long long m, long long n, long long k, double *us,
+                               long long *lo_m, long long *hi_m) {
+  const int at = fp8_lower_bound(c, m, n, k); /* the first point of (n, k) at or above m, if any */
+  if (at <= 0 || at >= c->n_gemm_fp8) return 0;
+  const schema_gemm_point *lo = &c->gemm_fp8[at - 1], *hi = &c->gemm_fp8[at];
+  if (lo->n != n || lo->k != k || hi->n != n || hi->k != k || hi->m == m || lo->us <= 0 || hi->us <= 0) return 0;
+  *us = log_interp((double)lo->m, lo->us, (double)hi->m, hi->us, (double)m);
+  *lo_m = lo->m, *hi_m = hi->m;
+  return 1;
+}
+
 /* The FP8 / BF16 ratio at "gemm_fp8" point i when it is of (n, k) and "gemm" holds its shape: 1, else 0. */
 static int fp8_ratio_at(const schema_calibration *c, int i, long long n, long long k, double *ratio) {
   const schema_gemm_point *g = &c->gemm_fp8[i];

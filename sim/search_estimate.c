@@ -119,14 +119,15 @@ static double gemm_wgrad_s(estimator *x, long long m, long long n, long long k) 
 
 /* A linear layer's GEMM o of (m, n, k) (a weight gradient: wgrad) as the simulator prices it (sim_costs.c's
  * gemm_phase_us): under layout.fp8 an FP8 GEMM (plan_fp8_gemm) takes the calibration's "gemm_fp8" point of
- * the shape, else its BF16 time moved to FP8 (sim_gemm_fp8_unmeasured_us), then the recipe's factor
- * (sim_gemm_fp8_recipe_us: MXFP8's measured ratio); else the BF16 GEMM. */
+ * the shape, else sim_gemm_fp8_unmeasured_us (interpolated between two points in m, else its BF16 time moved
+ * to FP8), then the recipe's factor (sim_gemm_fp8_recipe_us: MXFP8's measured ratio); else the BF16 GEMM. */
 static double linear_gemm_s(estimator *x, const model_op *o, long long m, long long n, long long k, bool wgrad) {
   double bf16 = wgrad ? gemm_wgrad_s(x, m, n, k) : gemm_s(x, m, n, k), us;
   if (!plan_fp8_gemm(x->p, o)) return bf16;
   long long at;
+  sim_fp8_rule rule;
   if (!schema_gemm_fp8_us(x->lk.cal, m, n, k, &us))
-    us = sim_gemm_fp8_unmeasured_us(x->lk.cal, &x->p->cluster.gpu, m, n, k, bf16 * 1e6, &at);
+    us = sim_gemm_fp8_unmeasured_us(x->lk.cal, &x->p->cluster.gpu, m, n, k, wgrad, bf16 * 1e6, &rule, &at);
   return sim_gemm_fp8_recipe_us(x->p, us) * 1e-6;
 }
 

@@ -92,8 +92,9 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     if (r->calibration[0] && (r->fp8_recipes & ~(1u << PLAN_FP8_OFF))) {
       if (r->gemm_fp8_points > 0)
         fprintf(out, "              FP8 GEMMs: the calibration's %d measured \"gemm_fp8\" shapes; every other shape its "
-                     "BF16 time times the FP8 / BF16 ratio measured at the nearest m of the same n, k (or k of the same m, n), else moved to the FP8 "
-                     "peak (datasheet ratio, not measured)\n", r->gemm_fp8_points);
+                     "time interpolated in m between two of them of the same n, k, else its BF16 time times the FP8 / BF16 ratio measured at "
+                     "the nearest m of the same n, k (or k of the same m, n), else moved to the FP8 peak (datasheet ratio, not "
+                     "measured)\n", r->gemm_fp8_points);
       else
         fprintf(out, "              FP8 GEMMs: no \"gemm_fp8\" table in the calibration: the BF16 GEMM times moved to the "
                      "FP8 peak (datasheet ratio, not measured; an optimistic bound on small shapes)\n");

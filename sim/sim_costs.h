@@ -94,13 +94,16 @@ double sim_ceiling_us(const sim_costs *c, double flops, double bytes, double *hb
  * side and with the FP8 peak (fp8_tflops) and FP8 A, B (1 byte), BF16 C on the other:
  * bf16_us x roof_fp8 / roof_bf16. Also the layout search's estimate (search_estimate.c). */
 double sim_gemm_fp8_transfer_us(const topo_gpu *g, long long m, long long n, long long k, double bf16_us);
-/* layout.fp8, a shape the calibration's "gemm_fp8" lacks (sim/README.md, "FP8 GEMMs"): the BF16 time bf16_us
- * of (m, n, k) times the FP8 / BF16 ratio measured at the "gemm_fp8" point of the same (n, k) whose m is
- * nearest (within SIM_FP8_RATIO_M_FACTOR; *ratio_m its m), else sim_gemm_fp8_transfer_us (*ratio_m 0). Also
- * the layout search's estimate. */
+/* layout.fp8, a shape the calibration's "gemm_fp8" lacks (sim/README.md, "FP8 GEMMs"), by the first rule that
+ * applies (*rule): SIM_FP8_BETWEEN, a GEMM other than a weight gradient whose m lies between two "gemm_fp8"
+ * points of the same (n, k): their times interpolated in m (schema_gemm_fp8_between_us); SIM_FP8_RATIO, the
+ * BF16 time bf16_us of (m, n, k) times the FP8 / BF16 ratio measured at the "gemm_fp8" point of the same (n, k)
+ * whose m is nearest (within SIM_FP8_RATIO_M_FACTOR; *ratio_m its m, else 0); SIM_FP8_TRANSFER,
+ * sim_gemm_fp8_transfer_us. Also the layout search's estimate. */
 #define SIM_FP8_RATIO_M_FACTOR 4.0
+typedef enum { SIM_FP8_BETWEEN, SIM_FP8_RATIO, SIM_FP8_TRANSFER } sim_fp8_rule;
 double sim_gemm_fp8_unmeasured_us(const schema_calibration *cal, const topo_gpu *g, long long m, long long n,
-                                  long long k, double bf16_us, long long *ratio_m);
+                                  long long k, bool wgrad, double bf16_us, sim_fp8_rule *rule, long long *ratio_m);
 /* layout.fp8: an FP8 GEMM of the plan's recipe from its per-tensor-scaled price tensor_us (a "gemm_fp8" point
  * or sim_gemm_fp8_unmeasured_us): under "mxfp8" times the GPU catalogue's measured mxfp8_gemm_ratio (where it
  * has one, else unchanged), every other recipe unchanged (sim/README.md, "FP8 GEMMs"). Also the layout

@@ -3,7 +3,8 @@
  * collective table (measured the way the inference executor runs: `tacorun
  * calibrate-infer`) standing in for "<name>". The training simulator never
  * reads the ".infer" tables, so they cannot move a training prediction.
- * Likewise the decode GEMMs of "gemm_infer" join the "gemm" list here only.
+ * Likewise the decode GEMMs of "gemm_infer" join the "gemm" list here only
+ * (the joined list sorted as the file's lists are).
  * The view shares the file's table points; the table lists, the joined
  * GEMM list and its index are its own. */
 #include <math.h>
@@ -48,6 +49,9 @@ int sim_infer_calibration_view(const schema_calibration *cal, schema_calibration
     if (cal->n_gemm_infer)
       memcpy(view->gemm + cal->n_gemm, cal->gemm_infer, (size_t)cal->n_gemm_infer * sizeof *cal->gemm_infer);
     view->n_gemm = cal->n_gemm + cal->n_gemm_infer;
+    /* one list in the file's order (n, k, m): the exact-shape lookups search it by halves (the FP8 / BF16
+     * ratio's BF16 shape, schema_gemm_fp8_ratio); two sorted lists end to end are not one */
+    schema_gemm_list_sort(view->gemm, view->n_gemm);
   }
   view->gemm_index = NULL; /* the file's index is over its own list; the joined one gets its own */
   if (view->n_gemm) schema_gemm_index_build(view); /* on OOM lookups scan the points instead */

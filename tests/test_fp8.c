@@ -434,6 +434,13 @@ static void test_costs_by_hand(void) {
   CU_ASSERT_EQUAL(c16, -1); /* no cast in BF16 */
   NEAR(g8, t16 * p16 / p8, 1e-12);
   NEAR(c8, 5e-6 * 6 * m * k, 1e-12);
+  /* points of (n, k) on both sides of m: their times interpolated in log-log, at m 4,096 between 2,048 (160 us)
+   * and 8,192 (560 us) the geometric mean, 299.33 us (not the BF16 roofline moved to FP8) */
+  CU_ASSERT_EQUAL(schema_calibration_add_gemm_fp8(&cal, 2048, 16384, 4096, 160.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_gemm_fp8(&cal, 8192, 16384, 4096, 560.0), 0);
+  schema_calibration_sort(&cal);
+  fc1_us(&fp8, &cal, &g8, &c8);
+  NEAR(g8, sqrt(160.0 * 560.0), 1e-9);
   /* a measured point of the shape wins */
   CU_ASSERT_EQUAL(schema_calibration_add_gemm_fp8(&cal, 4096, 16384, 4096, 300.0), 0);
   schema_calibration_sort(&cal);
@@ -532,7 +539,8 @@ static void test_transfer_memory_bound(void) {
   NEAR(sim_gemm_fp8_transfer_us(g, 8192, 8192, 8192, 1000.0), 1000.0 * 989.0 / 1979.0, 1e-12);
 }
 
-/* "gemm_fp8" in a file: loaded, sorted like "gemm", written back, exact shapes only. */
+/* "gemm_fp8" in a file: loaded, sorted like "gemm", written back; exact shapes, the interpolation between two
+ * points in m, the FP8 / BF16 ratio at the nearest m. */
 static void test_calibration_list(void) {
   const char *text = "{\"schema\":1,\"gpu\":\"NVIDIA H200\",\"driver\":\"d\",\"cuda\":\"13.0\",\"nccl\":\"2\","
                      "\"transport\":\"nvlink\",\"measured_at\":\"t\","
@@ -569,13 +577,39 @@ static void test_calibration_list(void) {
   CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 4096, 8192, 16384, 4.0, &r, &at), 0); /* k 8x away */
   CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 2048, 8192, 4096, 4.0, &r, &at), 0); /* another m and k */
   CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&a, 4096, 4096, 2048, 4.0, &r, &at), 0); /* another n */
-  /* the simulator's price: BF16 time x the ratio, else the datasheet transfer */
+  /* an m between two points of (n, k): log(time) interpolated against log(m) between them, 6,144 between 4,096
+   * (60 us) and 8,192 (110 us): 60 x (110 / 60)^(ln 1.5 / ln 2) = 85.54 us; the points themselves, m outside
+   * them and another (n, k) are not between */
+  const double between = 60.0 * pow(110.0 / 60.0, log(1.5) / log(2.0));
+  long long lo_m = 0, hi_m = 0;
+  CU_ASSERT_EQUAL(schema_gemm_fp8_between_us(&a, 6144, 8192, 2048, &us, &lo_m, &hi_m), 1);
+  NEAR(us, between, 1e-12);
+  CU_ASSERT(us > 85.5 && us < 85.6);
+  CU_ASSERT_EQUAL(lo_m, 4096);
+  CU_ASSERT_EQUAL(hi_m, 8192);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_between_us(&a, 4096, 8192, 2048, &us, &lo_m, &hi_m), 0);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_between_us(&a, 8192, 8192, 2048, &us, &lo_m, &hi_m), 0);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_between_us(&a, 2048, 8192, 2048, &us, &lo_m, &hi_m), 0);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_between_us(&a, 16384, 8192, 2048, &us, &lo_m, &hi_m), 0);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_between_us(&a, 6144, 8192, 4096, &us, &lo_m, &hi_m), 0);
+  CU_ASSERT_EQUAL(schema_gemm_fp8_between_us(&a, 6144, 4096, 2048, &us, &lo_m, &hi_m), 0);
+  /* the simulator's price: a bracketed m interpolated; a weight gradient there, or an m outside the points,
+   * BF16 time x the ratio at the nearest m; else the datasheet transfer */
   static plan p;
+  sim_fp8_rule rule;
   CU_ASSERT_EQUAL_FATAL(load_plan(&p, NULL, NULL, &e), 0);
-  NEAR(sim_gemm_fp8_unmeasured_us(&a, &p.cluster.gpu, 6144, 8192, 2048, 50.0, &at), 30.0, 1e-12);
+  NEAR(sim_gemm_fp8_unmeasured_us(&a, &p.cluster.gpu, 6144, 8192, 2048, false, 50.0, &rule, &at), between, 1e-12);
+  CU_ASSERT_EQUAL(rule, SIM_FP8_BETWEEN);
+  CU_ASSERT_EQUAL(at, 0);
+  NEAR(sim_gemm_fp8_unmeasured_us(&a, &p.cluster.gpu, 6144, 8192, 2048, true, 50.0, &rule, &at), 30.0, 1e-12);
+  CU_ASSERT_EQUAL(rule, SIM_FP8_RATIO);
   CU_ASSERT_EQUAL(at, 4096);
-  NEAR(sim_gemm_fp8_unmeasured_us(&a, &p.cluster.gpu, 32768, 8192, 2048, 50.0, &at),
+  NEAR(sim_gemm_fp8_unmeasured_us(&a, &p.cluster.gpu, 16384, 8192, 2048, false, 50.0, &rule, &at), 30.0, 1e-12);
+  CU_ASSERT_EQUAL(rule, SIM_FP8_RATIO);
+  CU_ASSERT_EQUAL(at, 4096);
+  NEAR(sim_gemm_fp8_unmeasured_us(&a, &p.cluster.gpu, 32768, 8192, 2048, false, 50.0, &rule, &at),
        sim_gemm_fp8_transfer_us(&p.cluster.gpu, 32768, 8192, 2048, 50.0), 1e-12);
+  CU_ASSERT_EQUAL(rule, SIM_FP8_TRANSFER);
   CU_ASSERT_EQUAL(at, 0);
   CU_ASSERT_EQUAL_FATAL(schema_calibration_save(&a, path, &e), 0);
   CU_ASSERT_EQUAL_FATAL(schema_calibration_load(path, &b, &e), 0);

@@ -719,14 +719,14 @@ static void test_fp8_kv_decode_table(void) {
 
 /* The inference view of a calibration: "<name>.infer" tables stand in for
  * "<name>" (kernels and collectives of the same rank count), the decode GEMMs
- * of "gemm_infer" join the GEMM list, the rest stays;
+ * of "gemm_infer" join the GEMM list (sorted as a file's lists are), the rest stays;
  * the loader takes ".infer" collective names and the training file's own
  * tables are untouched. */
 static void test_infer_view(void) {
   const char *text =
       "{\"schema\":1,\"gpu\":\"test\",\"driver\":\"1\",\"cuda\":\"1\",\"nccl\":\"1\",\"transport\":\"nvlink\","
-      "\"measured_at\":\"2026-12-02T00:00:00Z\",\"gemm\":[{\"m\":1,\"n\":1,\"k\":1,\"us\":1}],"
-      "\"gemm_infer\":[{\"m\":2,\"n\":8,\"k\":8,\"us\":4}],"
+      "\"measured_at\":\"2026-12-02T00:00:00Z\",\"gemm\":[{\"m\":8,\"n\":64,\"k\":64,\"us\":1}],"
+      "\"gemm_infer\":[{\"m\":2,\"n\":8,\"k\":8,\"us\":4}],\"gemm_fp8\":[{\"m\":2,\"n\":8,\"k\":8,\"us\":2}],"
       "\"kernels\":{\"add_fwd\":[{\"bytes\":1,\"us\":1}],\"rmsnorm_fwd\":[{\"bytes\":1,\"us\":2}],"
       "\"rmsnorm_fwd.infer\":[{\"bytes\":1,\"us\":3}]},"
       "\"collectives\":{\"allreduce\":{\"2\":[{\"bytes\":1024,\"us\":10}],\"4\":[{\"bytes\":1024,\"us\":12}]},"
@@ -743,6 +743,14 @@ static void test_infer_view(void) {
   for (int i = 0; i < view.n_gemm; i++)
     if (view.gemm[i].m == 2 && view.gemm[i].n == 8 && view.gemm[i].k == 8) decode = i;
   CU_ASSERT(decode >= 0 && view.gemm[decode].us == 4.0);
+  /* the joined list in the file's order (n, k, m), though "gemm" holds the larger n: the exact-shape search
+   * by halves finds the decode shape, so an FP8 shape next to it takes the measured FP8 / BF16 ratio 2 / 4 */
+  CU_ASSERT_EQUAL(decode, 0);
+  double ratio = 0;
+  long long at = 0;
+  CU_ASSERT_EQUAL(schema_gemm_fp8_ratio(&view, 4, 8, 8, 4.0, &ratio, &at), 1);
+  CU_ASSERT_EQUAL(ratio, 0.5);
+  CU_ASSERT_EQUAL(at, 2);
   CU_ASSERT_EQUAL(view.n_kernels, 2);
   for (int i = 0; i < view.n_kernels; i++) {
     if (!strcmp(view.kernels[i].name, "rmsnorm_fwd")) CU_ASSERT_EQUAL(view.kernels[i].pts[0].us, 3.0);
