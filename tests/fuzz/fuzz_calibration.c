@@ -41,6 +41,21 @@ static void exercise(const schema_calibration *c) {
     for (int k = 0; k < c->n_kernels; k++)
       require_time(schema_lookup_kernel(&l, c->kernels[k].name, sizes[i], 128, &us, &e), us);
   }
+  /* the FP8 GEMM lookups at and between the list's points: a point's time, two neighbours' interpolation, the
+   * FP8 / BF16 ratio at the nearest m or k */
+  for (int i = 0; i < c->n_gemm_fp8 && i < 16; i++) {
+    const schema_gemm_point *g = &c->gemm_fp8[i];
+    const long long ms[] = {g->m, g->m + 1, g->m > 1 ? g->m - 1 : 1, 3 * g->m / 2 + 1};
+    for (int j = 0; j < 4; j++) {
+      long long lo, hi, at;
+      double r;
+      if (schema_gemm_fp8_us(c, ms[j], g->n, g->k, &us)) require_time(0, us);
+      if (schema_gemm_fp8_between_us(c, ms[j], g->n, g->k, &us, &lo, &hi) &&
+          !(isfinite(us) && us > 0 && lo < ms[j] && ms[j] < hi))
+        __builtin_trap();
+      if (schema_gemm_fp8_ratio(c, ms[j], g->n, g->k, 4.0, &r, &at) && !(isfinite(r) && r > 0)) __builtin_trap();
+    }
+  }
   if (c->has_host && !(c->host_launch_us > 0 && c->host_gemm_launch_us > 0)) __builtin_trap();
   for (int i = 0; i < 5; i++)
     if (c->has_host && !(schema_host_sync_gap(c, sizes[i]) > 0)) __builtin_trap();
