@@ -22,7 +22,7 @@ static void print_decode_floor(const plan_infer *p, FILE *out) {
   double w, kv;
   ts_err fe;
   if (plan_infer_decode_floor_bytes(p, &w, &kv, &fe)) {
-    fprintf(out, "  decode read floor: not counted (dense models with BF16 weights only)\n");
+    fprintf(out, "  decode read floor: not counted (dense models only)\n");
     return;
   }
   fprintf(out, "  decode read floor per GPU: %.0f B weights + %.0f B KV cache a step (at prompt + generate / 2 "

@@ -6,7 +6,7 @@
 # here for what those lack: GPT-3 1.3B (LayerNorm, GELU, biases on every linear layer) at TP 2 with
 # layers_override and an odd generate, Qwen2.5 7B at TP 2 with an FP8 cache. The C count is read from
 # `tacosim plan`'s "decode read floor per GPU" line (whole bytes); each must be within 1 byte of floor.py's.
-# An MoE model (Mixtral 8x7B) is refused by both; quantization fp8 is not counted by the C function.
+# An MoE model (Mixtral 8x7B) is refused by both; Llama-3 8B with FP8 and with NVFP4 weights compared too.
 # Usage: infer_floor_c.sh PYTHON3 TACOSIM SOURCE_DIR
 set -u
 py=$1; tacosim=$2; src=$3
@@ -14,7 +14,7 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 plan() { # NAME MODEL TP BATCH PROMPT GENERATE KV LAYERS_OVERRIDE [EXTRA]
   cat > "$tmp/$1.json" <<JSON
-{ "schema": 1, "kind": "inference", "name": "$1", "model": "$2", "cluster": "h200x2-nvlink",
+{ "schema": 1, "kind": "inference", "name": "$1", "model": "$2", "cluster": "${CL:-h200x2-nvlink}",
   "layout": { "tp": $3, "pp": 1 }, "batch": { "size": $4, "prompt": $5, "generate": $6 },
   "kv_cache": "$7", "codec": { "kind": "none" }, "layers_override": $8${9:-} }
 JSON
@@ -23,9 +23,10 @@ plan gpt3-1.3b-tp2-lo6 gpt3-1.3b 2 3 500 63 bf16 6
 plan qwen2.5-7b-tp2-fp8 qwen2.5-7b 2 5 1000 17 fp8 null
 plan mixtral-8x7b-tp2 mixtral-8x7b 2 1 128 16 bf16 null
 plan llama3-8b-quant-fp8 llama3-8b 1 1 128 16 bf16 null ', "quantization": "fp8"'
+CL=b200x8-nvswitch plan llama3-8b-quant-nvfp4 llama3-8b 2 4 256 32 fp8 null ', "quantization": "nvfp4"'
 plans=$(ls "$src"/experiments/infer/plans/*.json "$src"/experiments/infer/v3/plans/*.json \
   "$src"/experiments/plans/infer-llama3-8b-tp2/*.json) || exit 1
-plans="$plans $tmp/gpt3-1.3b-tp2-lo6.json $tmp/qwen2.5-7b-tp2-fp8.json"
+plans="$plans $tmp/gpt3-1.3b-tp2-lo6.json $tmp/qwen2.5-7b-tp2-fp8.json $tmp/llama3-8b-quant-fp8.json $tmp/llama3-8b-quant-nvfp4.json"
 # floor.py's bytes, one line a plan: PATH WEIGHTS KV
 "$py" - "$src/experiments/infer" $plans > "$tmp/py.txt" <<'PY' || { echo "FAIL: floor.py's count failed"; exit 1; }
 import json, sys
@@ -52,6 +53,6 @@ echo "e.g. $(sed -n 1p "$tmp/py.txt")"
   { echo "FAIL: an MoE plan's floor counted"; exit 1; }
 "$py" "$src/experiments/infer/floor.py" "$tmp/mixtral-8x7b-tp2.json" > /dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: floor.py did not refuse the MoE plan with exit 2"; exit 1; }
-"$tacosim" plan "$tmp/llama3-8b-quant-fp8.json" | grep -q 'decode read floor: not counted' ||
-  { echo "FAIL: quantization fp8's floor counted as BF16 weights"; exit 1; }
+grep -q "^$tmp/llama3-8b-quant-nvfp4.json " "$tmp/py.txt" && grep -q "^$tmp/llama3-8b-quant-fp8.json " "$tmp/py.txt" ||
+  { echo "FAIL: the FP8 / NVFP4 weight plans not compared"; exit 1; }
 echo ok

@@ -133,8 +133,10 @@ static void test_kv_cache_formula(void) {
  *   128,256 x 4,096 / 2 = 262,668,288; at 2 bytes 7,505,190,912;
  * - the KV cache at 100 + 27 / 2 = 113.5 positions: 2 x 32 layers x 4 KV heads x 128 x 2 bytes x 3 x 113.5
  *   = 22,315,008 bytes; the FP8 cache 1 + 4 / 128 bytes an element instead of 2.
+ * - FP8 weights: the 3,489,660,928 linear parameters at 1 byte, the 262,934,528 others (norms, head) at 2:
+ *   4,015,529,984 bytes; NVFP4: 0.5625 bytes a linear parameter, 2,488,803,328.
  * experiments/infer/floor.py counts the same (tests/infer_floor_c.sh compares the two on the shipped plans).
- * An MoE model and FP8 weights are refused, naming the model or the field. */
+ * An MoE model is refused, naming the model and the field. */
 static void test_decode_floor(void) {
   char t[1024];
   plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":3,\"prompt\":100,\"generate\":27}", "");
@@ -148,8 +150,11 @@ static void test_decode_floor(void) {
   CU_ASSERT_EQUAL_FATAL(plan_infer_decode_floor_bytes(&g_plan, &w, &kv, &e), 0);
   NEAR(kv, 22315008.0 / 2 * (1 + 4.0 / 128), 1e-12);
   g_plan.quant = PLAN_QUANT_FP8;
-  CU_ASSERT_EQUAL(plan_infer_decode_floor_bytes(&g_plan, &w, &kv, &e), -1);
-  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "quantization"));
+  CU_ASSERT_EQUAL_FATAL(plan_infer_decode_floor_bytes(&g_plan, &w, &kv, &e), 0);
+  NEAR(w, 4015529984.0, 1e-12);
+  g_plan.quant = PLAN_QUANT_NVFP4;
+  CU_ASSERT_EQUAL_FATAL(plan_infer_decode_floor_bytes(&g_plan, &w, &kv, &e), 0);
+  NEAR(w, 2488803328.0, 1e-12);
   const char *moe = "{\"schema\":1,\"kind\":\"inference\",\"model\":\"mixtral-8x7b\",\"cluster\":\"h200x2-nvlink\","
                     "\"layout\":{\"tp\":2},\"batch\":{\"size\":1,\"prompt\":128,\"generate\":16}}";
   CU_ASSERT_EQUAL_FATAL(load_text(moe, &e), 0);
@@ -1016,7 +1021,7 @@ int main(void) {
   CU_add_test(s, "valid plan loads", test_valid_loads);
   CU_add_test(s, "malformed plans rejected", test_malformed_rejected);
   CU_add_test(s, "KV cache formula", test_kv_cache_formula);
-  CU_add_test(s, "decode read floor by hand; MoE and FP8 weights refused", test_decode_floor);
+  CU_add_test(s, "decode read floor by hand (BF16, FP8 and NVFP4 weights); MoE refused", test_decode_floor);
   CU_add_test(s, "the executor's buffers and the runtime by hand", test_executor_buffers);
   CU_add_test(s, "FP8 KV cache: decode table and memory", test_fp8_kv_decode_table);
   CU_add_test(s, "decode attention by head layout, grouped by batch x KV heads", test_decode_attention_pairs);

@@ -4,7 +4,8 @@ KV-cache read floor ... achieved GB/s and % of floor per point").
 
 The floor of one decode step on one GPU, as runtime/RESULTS-decode.md counts it: the weights it
 streams (every layer's linear weights, biases and norms, the final norm and the output head; the
-embedding reads only the batch's rows, not counted), plus the KV cache at the mean decode length
+embedding reads only the batch's rows, not counted; BF16, but the linear layers' weights at 1 byte under
+"quantization": "fp8" and 0.5625 under "nvfp4", their per-tensor scales not counted), plus the KV cache at the mean decode length
 (prompt + generate / 2 positions a sequence), BF16 2 bytes an element, an FP8 cache 1 + 4 / head_dim
 (E4M3 codes and an FP32 scale a position and KV head, as the executor stores them); layers, the head
 and the cache split over TP. Read at --peak-gbps (4,800: the H200's datasheet HBM rate).
@@ -21,6 +22,11 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# bytes a parameter of the linear layers' weights (qkv, attention out, fc1, fc2) by the plan's "quantization"
+# (plan/plan.h, PLAN_NVFP4_BYTES_PER_PARAM: E2M1 values and an E4M3 scale every 16); the rest stays BF16
+LINEAR_BYTES = {"none": 2.0, "fp8": 1.0, "nvfp4": 0.5 + 1.0 / 16.0}
 
 
 def fail(msg):
@@ -48,13 +54,18 @@ def step_floor_bytes(plan, plan_path):
     ffn, layers = m["ffn_hidden"], plan.get("layers_override") or m["layers"]
     ffn_mats = 3 if m["activation"] == "swiglu" else 2
     qkv_out = (heads + 2 * kv) * hd
-    per_layer = h * qkv_out + heads * hd * h + ffn_mats * h * ffn  # linear weights
+    linear = h * qkv_out + heads * hd * h + ffn_mats * h * ffn  # qkv, attention out, fc1, fc2
+    bias = 0
     if m.get("qkv_bias") or m.get("linear_bias"):
-        per_layer += qkv_out
+        bias += qkv_out
     if m.get("linear_bias"):
-        per_layer += h + (ffn_mats - 1) * ffn + h
+        bias += h + (ffn_mats - 1) * ffn + h
     norm_params = h if m["norm"] == "rmsnorm" else 2 * h
-    weights = 2.0 * (layers * (per_layer / tp + 2 * norm_params) + norm_params + m["vocab"] * h / tp)
+    quant = plan.get("quantization", "none")
+    if quant not in LINEAR_BYTES:
+        fail(f"{plan_path}: quantization: '{quant}' (want {', '.join(LINEAR_BYTES)})")
+    weights = LINEAR_BYTES[quant] * layers * linear / tp + \
+        2.0 * (layers * (bias / tp + 2 * norm_params) + norm_params + m["vocab"] * h / tp)
     elem = 2.0 if plan.get("kv_cache", "bf16") == "bf16" else 1.0 + 4.0 / hd
     kv_bytes = 2.0 * layers * (kv / tp) * hd * elem * batch * (prompt + gen / 2)
     return weights, kv_bytes
