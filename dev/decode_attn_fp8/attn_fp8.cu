@@ -33,6 +33,7 @@
 
 #include "attn_fp8.h"
 #include "gpu_check.h"
+#include "infer_decode_split.cuh"
 
 typedef __nv_bfloat16 bf16;
 
@@ -271,27 +272,7 @@ __global__ void __launch_bounds__(AF_WARPS * 32, PIPE ? 3 : 4)
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < G * AF_D; idx += blockDim.x) {
-    const int i = idx / AF_D, dd = idx % AF_D;
-    float M = -INFINITY, MV = -INFINITY;
-    for (int w = 0; w < AF_WARPS; w++) M = fmaxf(M, sm_m[w][i]), MV = fmaxf(MV, sm_mv[w][i]);
-    float L = 0.f, A = 0.f;
-    for (int w = 0; w < AF_WARPS; w++) {
-      L += sm_m[w][i] == -INFINITY ? 0.f : sm_l[w][i] * exp2f(sm_m[w][i] - M);
-      A += sm_mv[w][i] == -INFINITY ? 0.f : sm_acc[w][i][dd] * exp2f(sm_mv[w][i] - MV);
-    }
-    A *= MV == -INFINITY ? 0.f : exp2f(MV - M); /* to the scores' max, as v3's partials */
-    const long long bh = (long long)b * hl + j * G + i;
-    if (nsplit == 1) {
-      out[bh * AF_D + dd] = __float2bfloat16(A / L);
-    } else { /* partials: outputs [b hl x nsplit x D], then (max, sum) [b hl x nsplit x 2] */
-      part[(bh * nsplit + split) * AF_D + dd] = A;
-      if (dd == 0) {
-        float *ml = part + (long long)gridDim.z * hl * nsplit * AF_D + (bh * nsplit + split) * 2;
-        ml[0] = M, ml[1] = L;
-      }
-    }
-  }
+  decode3_merge_warps<AF_WARPS, AF_D, 8, true>(sm_m, sm_mv, sm_l, sm_acc, G, b, j, hl, split, nsplit, part, out);
 }
 
 /* v3's combine (runtime/ops/infer_decode.cu, decode3_combine_kernel), copied for head_dim 128. */

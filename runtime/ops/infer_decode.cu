@@ -352,37 +352,6 @@ __device__ __forceinline__ void dec3_step(const uint32_t (&qa)[D / 16][4], const
   for (int t = 0; t < W; t++) mma16816<F16>(st.acc[t], pf, movtrans(v0[t]), movtrans(v1[t]));
 }
 
-/* The end of a v3 / v5 block: its warps' (max, value max, sum, output) per query head, in shared memory rows
- * 0..g-1, merged; each head's output written (one split) or its split's partial (output at the scores' max: an
- * FP8 cache's value weights kept a max of their own, SCALED; max, sum). */
-template <int D, int R, bool SCALED>
-__device__ __forceinline__ void decode3_merge_warps(const float (&sm_m)[DEC3_WARPS][R], const float (&sm_mv)[DEC3_WARPS][R],
-                                                    const float (&sm_l)[DEC3_WARPS][R],
-                                                    const float (&sm_acc)[DEC3_WARPS][R][D], int g, int b, int j,
-                                                    int hl, int split, int nsplit, float *part, bf16 *out) {
-  for (int idx = threadIdx.x; idx < g * D; idx += blockDim.x) {
-    const int i = idx / D, dd = idx % D;
-    float M = -INFINITY, MV = -INFINITY;
-    for (int w = 0; w < DEC3_WARPS; w++) M = fmaxf(M, sm_m[w][i]), MV = fmaxf(MV, sm_mv[w][i]);
-    float L = 0.f, A = 0.f;
-    for (int w = 0; w < DEC3_WARPS; w++) {
-      L += sm_m[w][i] == -INFINITY ? 0.f : sm_l[w][i] * exp2f(sm_m[w][i] - M);
-      A += sm_mv[w][i] == -INFINITY ? 0.f : sm_acc[w][i][dd] * exp2f(sm_mv[w][i] - MV);
-    }
-    if (SCALED) A *= MV == -INFINITY ? 0.f : exp2f(MV - M); /* to the scores' max, as v2's partials */
-    const long long bh = (long long)b * hl + j * g + i;
-    if (nsplit == 1) {
-      out[bh * D + dd] = __float2bfloat16(A / L);
-    } else { /* partials: outputs [b hl x nsplit x D], then (max, sum) [b hl x nsplit x 2] */
-      part[(bh * nsplit + split) * D + dd] = A;
-      if (dd == 0) {
-        float *ml = part + (long long)gridDim.z * hl * nsplit * D + (bh * nsplit + split) * 2;
-        ml[0] = M, ml[1] = L;
-      }
-    }
-  }
-}
-
 /* v3 (PIPE false) loads a tile, prefetches the next one's rows into L2 and computes it; v4
  * (PIPE true) keeps the next tile's loads in flight in registers while it computes this one
  * (two tiles' buffers, no L2 prefetch), the same arithmetic in the same order: the same bits.
@@ -484,7 +453,7 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32, (dec3_blocks<KV, PIPE>::value
     }
   }
   __syncthreads();
-  decode3_merge_warps<D, R, KV::scaled>(sm_m, sm_mv, sm_l, sm_acc, G, b, j, hl, split, nsplit, part, out);
+  decode3_merge_warps<DEC3_WARPS, D, R, KV::scaled>(sm_m, sm_mv, sm_l, sm_acc, G, b, j, hl, split, nsplit, part, out);
 }
 
 /* ---- decode attention v5 over the FP8 cache: the cached positions as the mma's rows -----
@@ -676,7 +645,7 @@ __global__ void __launch_bounds__(DEC3_WARPS * 32, 3)
     }
   }
   __syncthreads();
-  decode3_merge_warps<DEC5_D, 8, true>(sm_m, sm_mv, sm_l, sm_acc, G, b, j, hl, split, nsplit, part, out);
+  decode3_merge_warps<DEC3_WARPS, DEC5_D, 8, true>(sm_m, sm_mv, sm_l, sm_acc, G, b, j, hl, split, nsplit, part, out);
 }
 
 /* v3's combine: block (sequence, head) of 128 threads; the max and the sum over the splits
