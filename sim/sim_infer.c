@@ -651,7 +651,7 @@ out:
 }
 
 /* The plan's row widths of the small kernels' tables (sim_infer_phase_view). */
-#define PHASE_WIDTHS 8
+#define PHASE_WIDTHS 9
 static int phase_widths(const plan_infer *p, sim_infer_width *w) {
   const model_config *m = &p->model;
   const int hd = model_head_dim(m), kvl = (m->kv_heads + p->tp - 1) / p->tp;
@@ -659,7 +659,8 @@ static int phase_widths(const plan_infer *p, sim_infer_width *w) {
                                              {"add_fwd", m->hidden},       {"embedding", m->hidden},
                                              {"embedding_fwd", m->hidden}, {"swiglu_fwd", m->ffn_hidden / p->tp},
                                              {"rope_scatter_fwd", (m->heads / p->tp + kvl) * hd},
-                                             {"argmax", (int)(model_vocab_per_gpu(m, p->tp) * p->tp)}};
+                                             {"argmax", (int)(model_vocab_per_gpu(m, p->tp) * p->tp)},
+                                             {"bias_fwd", (m->heads / p->tp + 2 * kvl) * hd}};
   memcpy(w, all, sizeof all);
   return PHASE_WIDTHS;
 }

@@ -778,6 +778,32 @@ static void test_infer_view(void) {
   CU_ASSERT(strstr(e.msg, "allreduce.inferx") != NULL);
 }
 
+/* The QKV bias of a decode step (a model with qkv_bias: the executor adds it after the qkv GEMM) read from the
+ * decode-sized "bias_fwd.eager" table (calibrate-infer --small-only) at the plan's qkv width a GPU: Llama-3 8B at
+ * TP 2 with a QKV bias, (32 / 2 + 2 x 8 / 2) x 128 = 3,072; a decoy group of 8,192 at 1 us. Without the table the
+ * pass is priced from the generic "elementwise" one (KERNEL_US); with it 5 us: TPOT moves by layers x (KERNEL_US - 5)
+ * us, the prefill (no lone twins in its view) not at all. */
+static void test_decode_bias_table(void) {
+  load_small_plan("{\"kind\":\"none\"}");
+  g_plan.model.qkv_bias = true; /* the training view of an inference plan prices the pass (plan_infer_load.c) */
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  sim_infer_result before, after;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &before, &e), 0);
+  const double pts[] = {1, 1e15};
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "bias_fwd.eager", false, pts[i], 3072, 5.0), 0);
+    CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, "bias_fwd.eager", false, pts[i], 8192, 1.0), 0);
+  }
+  schema_calibration_sort(&cal);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &after, &e), 0);
+  NEAR(before.tpot_s - after.tpot_s, g_plan.model.layers * (KERNEL_US - 5.0) * 1e-6, 1e-9);
+  NEAR(after.ttft_s, before.ttft_s, 1e-12);
+  g_plan.model.qkv_bias = false;
+  schema_calibration_free(&cal);
+}
+
 /* The phase views (sim_infer_phase_view): a ".graph" / ".eager" twin joins
  * below its table (the twin's points, then the table's above them), at the
  * width nearest the plan's when keyed by width; TACO's groups each on their
@@ -1037,6 +1063,7 @@ int main(void) {
   CU_add_test(s, "prefill attention keyed by (head dim, prompt); ceiling is a failure", test_prefill_keyed_and_ceiling);
   CU_add_test(s, "inference view: .infer tables stand in for the training ones", test_infer_view);
   CU_add_test(s, "phase views: .graph / .eager small-kernel tables", test_phase_view);
+  CU_add_test(s, "decode QKV bias from the decode-sized bias_fwd table", test_decode_bias_table);
   CU_add_test(s, "CAAT-Net fallback keeps the model", test_caat_fallback_keeps_the_model);
   CU_add_test(s, "pipeline across nodes", test_pipeline_across_nodes);
   CU_add_test(s, "decode attention grows with the cache", test_decode_attention_grows);

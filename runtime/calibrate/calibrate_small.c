@@ -12,6 +12,7 @@
 #include "gpu_check.h"
 #include "infer_kernels.h"
 #include "rt_ops.h"
+#include "rt_ops_layer.h"
 #include "taco_codec.h"
 
 int calib_clock_spin(double us, void *stream, ts_err *e); /* calibrate_clock_spin.cu */
@@ -22,19 +23,22 @@ int calib_clock_spin(double us, void *stream, ts_err *e); /* calibrate_clock_spi
 #define MAX_BATCH 64
 #define EMB_VOCAB 16384
 #define MAX_SEQ 2048
-#define MAX_SHAPES 1024
+#define MAX_SHAPES 2048
 
-enum { K_NORM, K_ADD, K_SWIGLU, K_EMB, K_ROPE, K_ARGMAX, K_TACO_ENC, K_TACO_DEC, K_TACO_DSE, K_COUNT };
+enum { K_NORM, K_ADD, K_SWIGLU, K_EMB, K_ROPE, K_ARGMAX, K_BIAS, K_TACO_ENC, K_TACO_DEC, K_TACO_DSE, K_COUNT };
 /* rope_scatter_fwd: inference's RoPE fused with the KV-cache scatter (infer_rope_scatter), not the training
  * RoPE that `tacorun calibrate` times as rope_fwd */
 /* argmax: greedy sampling over the gathered logits of the step (infer_argmax) */
+/* bias_fwd: the QKV bias added after the qkv GEMM (rt_bias_add, as runtime/infer/infer_model.c runs it), the
+ * table the simulator's bias_us reads at decode sizes (the training calibration's starts at 1.57 MB) */
 static const char *k_table[K_COUNT] = {"rmsnorm_fwd", "add_fwd",     "swiglu_fwd",  "embedding_fwd",         "rope_scatter_fwd",
-                                       "argmax",      "taco_encode", "taco_decode", "taco_decode_sum_encode"};
+                                       "argmax",      "bias_fwd",    "taco_encode", "taco_decode", "taco_decode_sum_encode"};
 
 typedef struct {
   int kind;
   long long rows;
-  int cols;               /* norm/add/embedding: hidden; swiglu: ffn / tp; argmax: vocabulary words a GPU */
+  int cols;               /* norm/add/embedding: hidden; swiglu: ffn / tp; argmax: vocabulary words a GPU;
+                           * bias: the qkv GEMM's output width a GPU */
   int hl, kvl, d;         /* rope; argmax: hl = tp (the shards gathered) */
   size_t n;               /* taco: elements of one block; argmax: the model's vocabulary (the words read) */
   int group;              /* taco */
@@ -60,6 +64,7 @@ static int one_launch(small_bufs *b, ts_err *e) {
   case K_EMB: return rt_embedding_fwd(b->table, b->ids, b->y, s->rows, s->cols, 0, EMB_VOCAB, b->st, e);
   case K_ROPE: return infer_rope_scatter(b->qkv, b->q, b->kc, b->vc, &b->ad, 1, MAX_SEQ / 2 - 1, b->st, e);
   case K_ARGMAX: return infer_argmax(b->logits, b->tok, (int)s->rows, s->hl, s->cols, (long long)s->n, b->amax, b->st, e);
+  case K_BIAS: return rt_bias_add(b->y, b->gamma, s->rows, s->cols, s->cols, b->st, e);
   default: break;
   }
   taco_params p = {.group = s->group, .fp8 = TACO_FP8_E4M3};
@@ -88,10 +93,11 @@ static int time_mode(small_bufs *b, int graph, double *us, ts_err *e) {
 
 /* The table's key: the bytes the simulator's model op moves (models/model_layer.c:
  * norm 4 B, residual add and SwiGLU 6 B an output element, embedding 4 B, RoPE
- * 4 B a Q or K element; argmax: the BF16 logits it reads; TACO: the BF16 bytes of one block). */
+ * 4 B a Q or K element; the bias pass 4 B an output element, as sim_costs.c's bias_us
+ * counts it; argmax: the BF16 logits it reads; TACO: the BF16 bytes of one block). */
 static double key_bytes(const small_shape *s) {
   switch (s->kind) {
-  case K_NORM: case K_EMB: return 4.0 * (double)s->rows * s->cols;
+  case K_NORM: case K_EMB: case K_BIAS: return 4.0 * (double)s->rows * s->cols;
   case K_ADD: case K_SWIGLU: return 6.0 * (double)s->rows * s->cols;
   case K_ROPE: return 4.0 * (double)s->rows * (double)(s->hl + s->kvl) * s->d;
   case K_ARGMAX: return 2.0 * (double)s->rows * (double)s->n;
@@ -101,7 +107,7 @@ static double key_bytes(const small_shape *s) {
 
 /* The group of a point other than TACO's: the row width whose time the kernel's
  * rows take (one block a row: equal bytes of other widths take other times),
- * the hidden size (norm, add, embedding), ffn / tp (SwiGLU), (hl + kvl) x d (RoPE),
+ * the hidden size (norm, add, embedding), ffn / tp (SwiGLU), (hl + kvl) x d (RoPE), the qkv width (bias),
  * the gathered vocabulary tp x words a GPU (argmax). */
 static int width(const small_shape *s) {
   return s->kind == K_ROPE ? (s->hl + s->kvl) * s->d : s->kind == K_ARGMAX ? s->hl * s->cols : s->cols;
@@ -119,7 +125,7 @@ static int add_shape(small_shape *sh, int *n, small_shape s) {
 
 /* The shapes: batch 1..64 x every GQA zoo model's hidden (norm, add,
  * embedding), ffn / tp (SwiGLU) and heads / tp, kv heads / tp, head dim
- * (RoPE + KV scatter) at TP 1/2/4/8 where tp divides them; TACO blocks of
+ * (RoPE + KV scatter; the QKV bias of a model with one) at TP 1/2/4/8 where tp divides them; TACO blocks of
  * 4 .. 128 KiB at groups 32 .. 512. */
 static int shapes_of(const model_config *models, int nm, small_shape *sh, int *n, int *max_cols, int *max_qkv,
                      long long *max_words) {
@@ -146,6 +152,11 @@ static int shapes_of(const model_config *models, int nm, small_shape *sh, int *n
           small_shape s = {.kind = K_ROPE, .rows = B, .hl = mc->heads / tp, .kvl = mc->kv_heads / tp, .d = d};
           if (add_shape(sh, n, s)) return -1;
           if ((s.hl + 2 * s.kvl) * d > *max_qkv) *max_qkv = (s.hl + 2 * s.kvl) * d;
+        }
+        if (mc->qkv_bias && mc->heads % tp == 0 && mc->kv_heads % tp == 0) {
+          const int qcl = (mc->heads + 2 * mc->kv_heads) / tp * d;
+          if (add_shape(sh, n, (small_shape){.kind = K_BIAS, .rows = B, .cols = qcl})) return -1;
+          if (qcl > *max_cols) *max_cols = qcl;
         }
         const long long vl = model_vocab_per_gpu(mc, tp);
         if (vl > 0 && vl <= 1 << 20) {
