@@ -6,7 +6,9 @@
 #   2. the H200's per-query-head tables (pqh.tgz), where the run reached them, into the three H200 files;
 #   3. the H200's decode GEMMs (gemm.tgz: the shapes its files lacked), where the run reached them, into their
 #      "gemm_infer" lists (merge_infer.py --take decode-gemm: only shapes a file lacks);
-#   4. INFER_DECODE_DEFAULT 5 (runtime/ops/infer_decode.h).
+#   4. the decode-sized QKV bias tables (small.tsv.gz: bias_fwd.eager / .graph), where the run has them, into the three
+#      H200 files (merge_small.py --only bias_fwd: the other small-kernel tables stay as timed on 2026-12-04);
+#   5. INFER_DECODE_DEFAULT 5 (runtime/ops/infer_decode.h).
 # The run's tables are kept under calibration/h200/run-DATE-v5/ (gzipped, with their logs), its checks, timings and
 # the 26 plans' measured results under experiments/infer/v5/h200-DATE/ (c/, bench.txt, infer/).
 # usage: experiments/infer/v5/adopt.sh RUN_OUT DATE      (RUN_OUT: run_gpu.sh's OUT; DATE e.g. 20261207)
@@ -47,6 +49,10 @@ if [ -f "$R/gemm.tgz" ]; then
   else
     echo "adopt.sh: gemm.tgz holds no table (the step ran out of time: $(tail -1 "$T/gemm/gemm.log"))"
   fi
+fi
+if [ -f "$R/small.tsv.gz" ] && zgrep -q "bias_fwd" "$R/small.tsv.gz"; then
+  cp "$R/small.tsv.gz" "$K/"
+  python3 calibration/merge_small.py --from "$K/small.tsv.gz" --gpu "NVIDIA H200" --only bias_fwd $H200
 fi
 E=experiments/infer/v5/h200-$D
 mkdir -p "$E"
