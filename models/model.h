@@ -49,6 +49,10 @@ typedef struct {
    * Changes the rotation's frequencies only, no count. */
   double rope_factor, rope_low_freq, rope_high_freq;
   int rope_orig_max; /* original_max_position_embeddings */
+  /* Optional "qk_norm" (Qwen3; Megatron-LM's qk_layernorm): an RMSNorm with a learned weight of
+   * head_dim on every head of Q and of K, after the QKV projection and before RoPE, eps = norm_eps.
+   * Layer ops q_norm and k_norm; 2 x head_dim parameters per layer. GQA models only. */
+  bool qk_norm;
 } model_config;
 
 /* Whether the model has routed experts, and whether a layer is an MoE layer. */

@@ -386,7 +386,22 @@ static void test_valid_model_text_loads(void) {
   CU_ASSERT_EQUAL(model_from_json_text(valid_model, sizeof valid_model - 1, "good.json", &m, &e), 0);
   CU_ASSERT_EQUAL(m.hidden, 256);
   CU_ASSERT_FALSE(m.qkv_bias);
+  CU_ASSERT_FALSE(m.qk_norm); /* absent: no QK norm */
   CU_ASSERT_EQUAL(m.rope_theta, 0.0);
+  /* the two Qwen3 files carry it, with heads x head_dim != hidden */
+  const char *qwen3[] = {"qwen3-30b-a3b", "qwen3-235b-a22b"};
+  for (int i = 0; i < 2; i++) {
+    model_config q = load(qwen3[i]);
+    CU_ASSERT_TRUE(q.qk_norm);
+    CU_ASSERT_EQUAL(model_head_dim(&q), 128);
+    CU_ASSERT_NOT_EQUAL(q.heads * model_head_dim(&q), q.hidden);
+  }
+  static const char qk[] =
+      "{\"schema\": 1, \"name\": \"q\", \"family\": \"qwen3\", \"layers\": 2, \"hidden\": 64, \"heads\": 4,"
+      " \"kv_heads\": 2, \"head_dim\": 32, \"ffn_hidden\": 128, \"activation\": \"swiglu\", \"norm\": \"rmsnorm\","
+      " \"vocab\": 100, \"tied_embeddings\": false, \"max_seq\": 64, \"position\": \"rope\", \"qk_norm\": true}";
+  CU_ASSERT_EQUAL(model_from_json_text(qk, sizeof qk - 1, "good.json", &m, &e), 0);
+  CU_ASSERT_TRUE(m.qk_norm);
 }
 
 /* Llama 3.1's "rope_scaling" (rope_type llama3): read into the model, refused
@@ -463,6 +478,8 @@ static void test_malformed_members_are_named(void) {
       {"name", "\"../../etc/passwd\"", "bad.json: name: \"../../etc/passwd\": only letters"},
       {"family", "\"g p t\"", "bad.json: family: \"g p t\": only letters"},
       {"hiden", "256", "bad.json: hiden: unknown field"},
+      {"qk_norm", "1", "bad.json: qk_norm: must be true or false"},
+      {"qk_norm", "\"yes\"", "bad.json: qk_norm: must be true or false"},
       {"rope_theta", "10000", "bad.json: rope_theta: only meaningful with \"position\": \"rope\""},
       {"norm_eps", "0", "bad.json: norm_eps: 0 is out of range"},
       {"norm_eps", "\"1e-5\"", "bad.json: norm_eps: must be a number"},
@@ -493,6 +510,16 @@ static void test_cross_field_rules(void) {
        " \"tied_embeddings\": true, \"max_seq\": 64, \"position\": \"learned\", \"linear_bias\": true,"
        " \"qkv_bias\": false}",
        "bad.json: qkv_bias: false contradicts \"linear_bias\": true"},
+      {"{\"schema\": 1, \"name\": \"x\", \"family\": \"gpt\", \"layers\": 2, \"hidden\": 16, \"heads\": 4,"
+       " \"kv_heads\": 4, \"ffn_hidden\": 64, \"activation\": \"gelu\", \"norm\": \"layernorm\", \"vocab\": 10,"
+       " \"tied_embeddings\": true, \"max_seq\": 64, \"position\": \"learned\", \"qk_norm\": true}",
+       "bad.json: qk_norm: true needs \"norm\": \"rmsnorm\""},
+      {"{\"schema\": 1, \"name\": \"x\", \"family\": \"ds\", \"layers\": 2, \"hidden\": 64, \"heads\": 4,"
+       " \"kv_heads\": 4, \"ffn_hidden\": 64, \"activation\": \"swiglu\", \"norm\": \"rmsnorm\", \"vocab\": 10,"
+       " \"tied_embeddings\": false, \"max_seq\": 64, \"position\": \"rope\", \"attention\": \"mla\","
+       " \"q_lora_rank\": 16, \"kv_lora_rank\": 16, \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 4,"
+       " \"v_head_dim\": 8, \"qk_norm\": true}",
+       "bad.json: qk_norm: true: multi-head latent attention has its own norms"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     model_config m;
