@@ -149,8 +149,9 @@ int model_shard_check(const model_config *m, const model_shard *s, ts_err *e);
 
 /* Fills ops[] with one decoder layer's ops in forward order on one GPU;
  * returns their count or -1 (with e) if the shard does not divide the model.
- * Order: ln1 qkv [rope] attn attn_out attn_residual ln2 fc1 act fc2
- * mlp_residual ("rope" only for RoPE models, so look ops up by name). */
+ * Order: ln1 qkv [q_norm k_norm] [rope] attn attn_out attn_residual ln2 fc1
+ * act fc2 mlp_residual ("rope" only for RoPE models, q_norm and k_norm only
+ * with qk_norm, so look ops up by name). */
 int model_layer_ops(const model_config *m, const model_shard *s, model_op *ops, int cap, ts_err *e);
 
 /* Ops outside the decoder layers, on one GPU: the embedding lookup (first
