@@ -113,6 +113,33 @@ static void test_fd_families(void) {
   }
 }
 
+/* Qwen3's attention: 4 query heads over 2 key/value heads of head_dim 8 on
+ * hidden 16 (Q 32 wide: attn_out maps 32 columns back to 16), the QK norm's
+ * RMSNorm of each query and key head (its weights 1 + normal(0, 0.1)) before
+ * RoPE; dense, and as Qwen3-30B-A3B is (every layer MoE, top-2 of 4). */
+static void test_fd_qwen3(void) {
+  for (int which = 0; which < 2; which++) {
+    exec_ref_config c = tiny(EXEC_ACT_SWIGLU, EXEC_NORM_RMSNORM);
+    c.hidden = 16, c.heads = 4, c.kv_heads = 2, c.head_dim = 8, c.qk_norm = 1;
+    c.rope_theta = 1e6, c.untied = 1, c.norm_eps = 1e-6;
+    if (which == 1) c.experts = 4, c.top_k = 2, c.expert_ffn = 6;
+    CU_ASSERT_EQUAL(exec_ref_qkv_cols(&c), 32 + 2 * 16);
+    exec_tensor t[EXEC_REF_MAX_TENSORS];
+    size_t total;
+    int nt = exec_ref_tensors(&c, t, EXEC_REF_MAX_TENSORS, &total);
+    int qn = exec_ref_tensor_index(&c, 1, EXEC_T_Q_NORM), kn = exec_ref_tensor_index(&c, 1, EXEC_T_K_NORM),
+        ao = exec_ref_tensor_index(&c, 1, EXEC_T_ATTN_OUT);
+    CU_ASSERT_FATAL(qn > 0 && kn == qn + 1 && ao == kn + 1 && ao < nt);
+    CU_ASSERT_STRING_EQUAL(t[qn].name, "layer1.q_norm");
+    CU_ASSERT_EQUAL(t[qn].cols, 8);
+    CU_ASSERT_EQUAL(t[ao].rows, 32);
+    char name[32] = "-";
+    double worst = worst_fd_error(c, name);
+    if (worst > 1e-6) fprintf(stderr, "\n  qwen3 %d: worst tensor %s: rel L2 %.3g\n", which, name, worst);
+    CU_ASSERT(worst < 1e-6);
+  }
+}
+
 /* Mixture-of-experts layers (exec_ref_moe.c): router, top-2 of 4 experts
  * with the softmax over the chosen logits, the experts' FFNs, the weighted
  * sum; Qwen3/DeepSeek-like (a dense first layer, a shared FFN, SwiGLU,
@@ -370,6 +397,7 @@ int main(void) {
   CU_add_test(s, "finite differences, SwiGLU + LayerNorm", test_fd_swiglu_layernorm);
   CU_add_test(s, "finite differences, grouped-query attention (kv 2 and 1 of 4 heads)", test_fd_gqa);
   CU_add_test(s, "finite differences, llama / qwen / gpt family models", test_fd_families);
+  CU_add_test(s, "finite differences, Qwen3 attention (head_dim != hidden / heads, QK norm), dense and MoE", test_fd_qwen3);
   CU_add_test(s, "tensor index of the family models", test_tensor_index_families);
   CU_add_test(s, "rope: rotation, relative positions, llama3 scaling", test_rope_properties);
   CU_add_test(s, "kernel references (rt_ops_ref.c): rope, bias add, bias gradient", test_kernel_refs);
