@@ -285,6 +285,73 @@ static void test_kernel_refs(void) {
   }
 }
 
+/* rt_ops_ref.c's QK norm (the GPU kernels' reference): 3 heads of 8 columns of rows 40 wide (the rest untouched);
+ * forward y = x g / sqrt(mean(x^2) + eps) per head, the input kept; backward against central differences of
+ * L = sum c . y in double, for dx and dgamma (accumulated onto a non-zero start). */
+static void test_qk_norm_ref(void) {
+  enum { R = 5, LD = 40, H = 3, D = 8 };
+  const float eps = 1e-6f;
+  float x[R * LD], y[R * LD], sv[R * H * D], rs[R * H], g[D], dx[R * LD], dg[D];
+  double c[R * LD];
+  for (int i = 0; i < R * LD; i++) x[i] = (float)sin(0.37 * i + 0.1), c[i] = cos(0.23 * i), dx[i] = (float)c[i];
+  for (int i = 0; i < D; i++) g[i] = 1.0f + 0.1f * (float)i, dg[i] = 0.5f;
+  memcpy(y, x, sizeof y);
+  rt_ref_qk_norm_fwd(y, LD, sv, g, rs, R, H, D, eps);
+  for (int r = 0; r < R; r++) {
+    for (int j = 0; j < H; j++) {
+      double ms = 0;
+      for (int i = 0; i < D; i++) ms += (double)x[r * LD + j * D + i] * x[r * LD + j * D + i];
+      const double rsd = 1.0 / sqrt(ms / D + eps);
+      CU_ASSERT_DOUBLE_EQUAL(rs[r * H + j], rsd, 1e-6 * rsd);
+      for (int i = 0; i < D; i++) {
+        CU_ASSERT_EQUAL(sv[(r * H + j) * D + i], x[r * LD + j * D + i]);
+        CU_ASSERT_DOUBLE_EQUAL(y[r * LD + j * D + i], x[r * LD + j * D + i] * rsd * g[i], 1e-5);
+      }
+    }
+    for (int i = H * D; i < LD; i++) CU_ASSERT_EQUAL(y[r * LD + i], x[r * LD + i]); /* past the heads: untouched */
+  }
+  rt_ref_qk_norm_bwd(dx, LD, sv, g, rs, dg, R, H, D);
+  /* L(x, g) in double; central differences */
+  double xd[R * LD], gd[D];
+  for (int i = 0; i < R * LD; i++) xd[i] = x[i];
+  for (int i = 0; i < D; i++) gd[i] = g[i];
+#define QK_LOSS(out)                                                                                     \
+  do {                                                                                                  \
+    double l_ = 0;                                                                                      \
+    for (int r_ = 0; r_ < R; r_++)                                                                      \
+      for (int j_ = 0; j_ < H; j_++) {                                                                  \
+        const double *v_ = xd + r_ * LD + j_ * D;                                                       \
+        double ms_ = 0;                                                                                 \
+        for (int i_ = 0; i_ < D; i_++) ms_ += v_[i_] * v_[i_];                                          \
+        for (int i_ = 0; i_ < D; i_++) l_ += c[r_ * LD + j_ * D + i_] * v_[i_] * gd[i_] / sqrt(ms_ / D + eps); \
+      }                                                                                                 \
+    (out) = l_;                                                                                         \
+  } while (0)
+  const double step = 1e-6;
+  for (int r = 0; r < R; r++)
+    for (int i = 0; i < H * D; i++) {
+      double keep = xd[r * LD + i], lp, lm;
+      xd[r * LD + i] = keep + step;
+      QK_LOSS(lp);
+      xd[r * LD + i] = keep - step;
+      QK_LOSS(lm);
+      xd[r * LD + i] = keep;
+      CU_ASSERT_DOUBLE_EQUAL(dx[r * LD + i], (lp - lm) / (2 * step), 1e-4);
+    }
+  for (int i = 0; i < D; i++) {
+    double keep = gd[i], lp, lm;
+    gd[i] = keep + step;
+    QK_LOSS(lp);
+    gd[i] = keep - step;
+    QK_LOSS(lm);
+    gd[i] = keep;
+    CU_ASSERT_DOUBLE_EQUAL(dg[i], 0.5 + (lp - lm) / (2 * step), 1e-4);
+  }
+#undef QK_LOSS
+  for (int r = 0; r < R; r++)
+    for (int i = H * D; i < LD; i++) CU_ASSERT_EQUAL(dx[r * LD + i], (float)c[r * LD + i]); /* untouched */
+}
+
 /* A GQA model whose query heads of a group all read equal keys and values is
  * the multi-head model with those keys and values repeated: same loss. */
 static void test_gqa_equals_repeated_mha(void) {
@@ -401,6 +468,7 @@ int main(void) {
   CU_add_test(s, "tensor index of the family models", test_tensor_index_families);
   CU_add_test(s, "rope: rotation, relative positions, llama3 scaling", test_rope_properties);
   CU_add_test(s, "kernel references (rt_ops_ref.c): rope, bias add, bias gradient", test_kernel_refs);
+  CU_add_test(s, "kernel references (rt_ops_ref.c): the QK norm against finite differences", test_qk_norm_ref);
   CU_add_test(s, "GQA equals MHA with repeated keys/values", test_gqa_equals_repeated_mha);
   CU_add_test(s, "initial loss near log(vocab)", test_initial_loss_near_log_vocab);
   CU_add_test(s, "tensor layout", test_tensor_layout);
