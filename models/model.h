@@ -49,6 +49,10 @@ typedef struct {
    * Changes the rotation's frequencies only, no count. */
   double rope_factor, rope_low_freq, rope_high_freq;
   int rope_orig_max; /* original_max_position_embeddings */
+  /* Optional "qk_norm" (Qwen3; Megatron-LM's qk_layernorm): an RMSNorm with a learned weight of
+   * head_dim on every head of Q and of K, after the QKV projection and before RoPE, eps = norm_eps.
+   * Layer ops q_norm and k_norm; 2 x head_dim parameters per layer. GQA models only. */
+  bool qk_norm;
 } model_config;
 
 /* Whether the model has routed experts, and whether a layer is an MoE layer. */
@@ -145,8 +149,9 @@ int model_shard_check(const model_config *m, const model_shard *s, ts_err *e);
 
 /* Fills ops[] with one decoder layer's ops in forward order on one GPU;
  * returns their count or -1 (with e) if the shard does not divide the model.
- * Order: ln1 qkv [rope] attn attn_out attn_residual ln2 fc1 act fc2
- * mlp_residual ("rope" only for RoPE models, so look ops up by name). */
+ * Order: ln1 qkv [q_norm k_norm] [rope] attn attn_out attn_residual ln2 fc1
+ * act fc2 mlp_residual ("rope" only for RoPE models, q_norm and k_norm only
+ * with qk_norm, so look ops up by name). */
 int model_layer_ops(const model_config *m, const model_shard *s, model_op *ops, int cap, ts_err *e);
 
 /* Ops outside the decoder layers, on one GPU: the embedding lookup (first

@@ -92,14 +92,35 @@ static void gemm(model_op *op, long long m, long long n, long long k, double bia
   op->params = (double)k * (double)n + bias;
 }
 
-static void norm(const model_config *m, model_op *op, double tokens) {
-  double elems = tokens * m->hidden;
+/* A norm over rows of `width` elements, tokens x width of them. */
+static void norm_of_width(const model_config *m, model_op *op, double tokens, double width) {
+  double elems = tokens * width;
   int layernorm = m->norm == MODEL_NORM_LAYERNORM;
   op->flops_fwd = (layernorm ? 7.0 : 4.0) * elems;
   op->flops_bwd = (layernorm ? 12.0 : 8.0) * elems;
   op->bytes_fwd = 2.0 * BF16 * elems; /* read x, write y */
   op->bytes_bwd = 3.0 * BF16 * elems; /* read x and dy, write dx */
-  op->params = (layernorm ? 2.0 : 1.0) * m->hidden;
+  op->params = (layernorm ? 2.0 : 1.0) * width;
+}
+
+static void norm(const model_config *m, model_op *op, double tokens) { norm_of_width(m, op, tokens, m->hidden); }
+
+/* Qwen3's QK norm (model qk_norm): an RMSNorm over each head of this rank's
+ * Q and K (widths q_width, kv_width: heads / tp and kv_heads / tp heads of
+ * head_dim), on all the tokens (it runs inside the TP region, after the
+ * column-parallel QKV), as two kernels (Megatron-LM's q_layernorm and
+ * k_layernorm). Each weight has head_dim elements, whole on every TP rank. */
+static int qk_norm_ops(const model_config *m, model_op *ops, int cap, int n, long long tokens, long long q_width,
+                       long long kv_width) {
+  const double head_dim = model_head_dim(m);
+  model_op *op;
+  if (!(op = next_op(ops, cap, &n, "q_norm", MODEL_OP_NORM, MODEL_PAR_NONE))) return -1;
+  norm_of_width(m, op, (double)tokens, (double)q_width);
+  op->params = head_dim;
+  if (!(op = next_op(ops, cap, &n, "k_norm", MODEL_OP_NORM, MODEL_PAR_NONE))) return -1;
+  norm_of_width(m, op, (double)tokens, (double)kv_width);
+  op->params = head_dim;
+  return n;
 }
 
 /* Bias add (when the model has biases), dropout and residual add after a
@@ -258,6 +279,8 @@ static int build_layer(const model_config *m, const model_shard *s, model_op *op
   } else {
     if (!(op = next_op(ops, cap, &n, "qkv", MODEL_OP_GEMM, MODEL_PAR_COLUMN))) return -1;
     gemm(op, tokens, q_width + 2 * kv_width, h, m->qkv_bias ? (double)(q_width + 2 * kv_width) : 0.0);
+
+    if (m->qk_norm && (n = qk_norm_ops(m, ops, cap, n, tokens, q_width, kv_width)) < 0) return -1;
 
     if (m->position == MODEL_POS_ROPE) { /* rotates Q and K in place */
       if (!(op = next_op(ops, cap, &n, "rope", MODEL_OP_ELEMENTWISE, MODEL_PAR_NONE))) return -1;

@@ -33,7 +33,9 @@ static const char *const known_keys[] = {
     "qkv_bias", "linear_bias", "rope_theta", "rope_scaling", "norm_eps", "source",
     /* added: explicit head dimension, mixture of experts, multi-head latent attention */
     "head_dim", "experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "router", "attention",
-    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", NULL};
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+    /* added: Qwen3's RMSNorm of every query and key head */
+    "qk_norm", NULL};
 static const char *const rope_scaling_keys[] = {"rope_type", "factor", "low_freq_factor", "high_freq_factor",
                                                 "original_max_position_embeddings", NULL};
 
@@ -158,6 +160,7 @@ static int read_fields(json_t *root, const char *file, model_config *m, ts_err *
   if (tsj_bool(root, "tied_embeddings", &m->tied_embeddings, file, NULL, e)) return -1;
   if (tsj_bool_opt(root, "linear_bias", false, &m->linear_bias, file, NULL, e)) return -1;
   if (tsj_bool_opt(root, "qkv_bias", m->linear_bias, &m->qkv_bias, file, NULL, e)) return -1;
+  if (tsj_bool_opt(root, "qk_norm", false, &m->qk_norm, file, NULL, e)) return -1;
 
   if (read_moe_fields(root, file, m, e)) return -1;
 
@@ -218,6 +221,12 @@ static int check_consistency(json_t *root, const char *file, const model_config 
     return ts_fail(e, file, "position", "rope needs an even head dimension (hidden/heads = %d)", model_head_dim(m));
   if (m->position != MODEL_POS_ROPE && json_object_get(root, "rope_theta"))
     return ts_fail(e, file, "rope_theta", "only meaningful with \"position\": \"rope\"");
+  if (m->qk_norm && m->attention == MODEL_ATTN_MLA)
+    return ts_fail(e, file, "qk_norm", "true: multi-head latent attention has its own norms (of the compressed Q "
+                   "and KV), not one per query and key head");
+  if (m->qk_norm && m->norm != MODEL_NORM_RMSNORM)
+    return ts_fail(e, file, "qk_norm", "true needs \"norm\": \"rmsnorm\" (the QK norm is an RMSNorm, as Qwen3's; "
+                   "a LayerNorm over each head is not modelled)");
   if (m->linear_bias && !m->qkv_bias)
     return ts_fail(e, file, "qkv_bias", "false contradicts \"linear_bias\": true (every linear layer has a bias)");
   return 0;

@@ -150,9 +150,18 @@ double model_activation_bytes_per_layer(const model_config *m, const model_shard
    * 10h for GPT (8h without hidden dropout). */
   const double outside = (s->no_hidden_dropout ? 8.0 : 10.0) * h;
   /* Inside it: Q and K for QK^T, V for AV, the input of the output
-   * projection, the activation's input(s) and FC2's input: 24h for GPT. */
+   * projection, the activation's input(s) and FC2's input: 24h for GPT.
+   * Q and the output projection's input are heads x head_dim wide (h unless
+   * the model sets head_dim: Qwen3's 128 x heads is twice its hidden). */
   const double act_inputs = m->activation == MODEL_ACT_SWIGLU ? 2.0 : 1.0;
-  const double inside = (2.0 * h + 2.0 * kv) + 2.0 * kv + 2.0 * h + 2.0 * f * act_inputs + 2.0 * f;
+  const double q = m->attention == MODEL_ATTN_GQA && m->head_dim_override > 0 ? (double)m->heads * model_head_dim(m) : h;
+  double inside = (2.0 * q + 2.0 * kv) + 2.0 * kv + 2.0 * q + 2.0 * f * act_inputs + 2.0 * f;
+  /* The QK norm (qk_norm) keeps what an RMSNorm saves for its backward, as
+   * Megatron-LM's q_layernorm and k_layernorm (Transformer Engine's RMSNorm)
+   * do: its input, Q and K before the norm (2q + 2kv bytes), and its fp32
+   * 1/rms per row, one row per head and token (4 bytes x (heads + kv_heads)).
+   * The attention keeps Q and K after the norm and RoPE (counted above). */
+  if (m->qk_norm) inside += 2.0 * q + 2.0 * kv + 4.0 * ((double)m->heads + m->kv_heads);
   /* Softmax output (2), its dropout mask (1) and dropout output (2) per score. */
   const double scores = r == MODEL_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * a * s->seq;
   if (model_is_moe(m)) return moe_layer_bytes(m, s, sb, outside / whole_split + scores / t, inside, act_inputs);

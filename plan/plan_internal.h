@@ -36,6 +36,11 @@ int64_t plan_ideal_step_cost(int backward);
 model_shard plan_shard(const plan *p);
 /* Norm parameters of one layer (replicated across TP). */
 double plan_norm_params_per_layer(const plan *p);
+/* The QK norm's weights of one layer (2 x head_dim with model qk_norm, else 0), whole on every TP rank. */
+double plan_qk_norm_params_per_layer(const plan *p);
+/* Whether a layer op is one of the QK norm's (q_norm, k_norm): Megatron-LM's recompute module
+ * "layernorm" checkpoints the layer's input_layernorm and pre_mlp_layernorm only, not these. */
+bool plan_is_qk_norm(const model_op *o);
 
 /* (MoE, plan_moe.c) Parameters of the layers of stage's chunks on one GPU,
  * each layer by its kind (dense or MoE): all of them, or only the routed

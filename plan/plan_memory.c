@@ -5,6 +5,7 @@
  * parameter instead of 18), and the activations its schedule keeps in flight. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plan.h"
 #include "plan_internal.h"
@@ -23,6 +24,14 @@ model_shard plan_shard(const plan *p) {
 
 double plan_norm_params_per_layer(const plan *p) {
   return 2.0 * (p->model.norm == MODEL_NORM_LAYERNORM ? 2.0 : 1.0) * p->model.hidden;
+}
+
+double plan_qk_norm_params_per_layer(const plan *p) {
+  return p->model.qk_norm ? 2.0 * model_head_dim(&p->model) : 0.0;
+}
+
+bool plan_is_qk_norm(const model_op *o) {
+  return o->kind == MODEL_OP_NORM && (!strcmp(o->name, "q_norm") || !strcmp(o->name, "k_norm"));
 }
 
 static double sum_params(const model_op *ops, int n) {

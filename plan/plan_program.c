@@ -447,7 +447,7 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
     if (o->layers_kind == MODEL_LAYERS_MOE && plan_recomputes(p, PLAN_RECOMPUTE_MOE) &&
         (i + 1 == b->n_ops || b->ops[i + 1].layers_kind != MODEL_LAYERS_MOE))
       CHECK(moe_block_recompute(b, i, layer, micro, chunk));
-    if (o->kind == MODEL_OP_NORM && plan_recomputes(p, PLAN_RECOMPUTE_LAYERNORM))
+    if (o->kind == MODEL_OP_NORM && plan_recomputes(p, PLAN_RECOMPUTE_LAYERNORM) && !plan_is_qk_norm(o))
       CHECK(compute(b, PLAN_PHASE_RECOMPUTE, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd));
     if (o->parallel == MODEL_PAR_EXPERT) {
       CHECK(plan_moe_backward_op(b, i, layer, micro, chunk));
@@ -993,10 +993,15 @@ static int finish_iteration(builder *b) {
     if (op->stream == PLAN_STREAM_DP && last_dp < 0) last_dp = i;
   }
   bool caat = plan_codec_has_caat(p->codec[PLAN_TRAFFIC_TP_FWD].kind);
-  if (p->tp > 1 && (p->sequence_parallel || caat)) {
+  /* the norms' weight gradients, partial on each TP rank: the layers' and the final norm's under SP (or
+   * CAAT-Net), and the QK norm's always (each rank normed its own heads), as Megatron-LM's
+   * _allreduce_layernorm_grads reduces them (its sequence_parallel or qk_layernorm condition) */
+  const bool layer_norms = p->sequence_parallel || caat;
+  if (p->tp > 1 && (layer_norms || p->model.qk_norm)) {
+    const double ln = layer_norms ? plan_norm_params_per_layer(p) : 0.0;
     for (int chunk = p->vpp - 1; chunk >= 0; chunk--) {
-      double norms = plan_norm_params_per_layer(p) * plan_vchunk_layers(p, b->stage, chunk);
-      if (plan_virtual_stage(p, b->stage, chunk) == b->V - 1) norms += plan_norm_params_per_layer(p) / 2;
+      double norms = (ln + plan_qk_norm_params_per_layer(p)) * plan_vchunk_layers(p, b->stage, chunk);
+      if (plan_virtual_stage(p, b->stage, chunk) == b->V - 1) norms += ln / 2;
       CHECK(last_tp = plain_coll(b, PLAN_STREAM_TP, PLAN_GROUP_TP, PLAN_COLL_ALLREDUCE, PLAN_TRAFFIC_TP_BWD,
                                  PLAN_PHASE_BWD, PLAN_MOP_NORM_GRADS, chunk, plan_grad_bytes(p) * norms,
                                  last_compute));

@@ -591,13 +591,12 @@ static void test_tacorun_tpo_uneven_refusals(void) {
 
 /* Mixture-of-experts plans run on one GPU at EP 1 or at EP 2 .. 8 dividing DP; the rest is refused before
  * any GPU, the field named: EP 1 over DP > 1, EP 16 (more than the experts and the executor's 8), EP with
- * ZeRO-1, a compressed expert-DP reduction (codec.dp with ep < dp), TP > 1 (expert TP follows it), Qwen3's
- * wider heads, and the built-in program (dense layers only). */
+ * ZeRO-1, a compressed expert-DP reduction (codec.dp with ep < dp), TP > 1 (expert TP follows it), and the
+ * built-in program (dense layers only). Qwen3 (wider heads, the QK norm) runs: test_tacorun_zoo_models. */
 static void test_tacorun_moe_refusals(void) {
   static char out[65536];
   write_plan("ep16.json", "mixtral-8x7b", "h200-1024-rail", "\"dp\": 16, \"tp\": 1, \"pp\": 1, \"ep\": 16", 16);
   write_plan("tp2.json", "moe-tiny", "h200x2-nvlink", "\"dp\": 1, \"tp\": 2, \"pp\": 1, \"sequence_parallel\": true", 1);
-  write_plan("qwen3.json", "qwen3-30b-a3b", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
   write_plan("tiny.json", "moe-tiny", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
   CU_ASSERT_EQUAL(tacorun("execute ep16.json", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.ep"));
@@ -614,8 +613,6 @@ static void test_tacorun_moe_refusals(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "ep2dp4.json: codec.dp"));
   CU_ASSERT_EQUAL(tacorun("execute tp2.json", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "layout.expert_tp")); /* expert TP defaults to TP */
-  CU_ASSERT_EQUAL(tacorun("execute qwen3.json", out, sizeof out), 2);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "model.head_dim"));
   CU_ASSERT_EQUAL(tacorun("execute tiny.json --program builtin", out, sizeof out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--program plan"));
   CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
@@ -647,12 +644,13 @@ static void test_tacorun_refuses_hidden_dropout(void) {
  * tacorun execute before the GPU (none is visible here: the run stops at "no CUDA device", not exit 2):
  * the dense models (RoPE with theta and Llama 3.1's scaling, QKV and linear biases, untied output weights,
  * the norm epsilon) and Mixtral at EP 1; DeepSeek-V3 is refused before any GPU, its sigmoid router named
- * (its multi-head latent attention is refused after it); Qwen3's wider heads: test_tacorun_moe_refusals. */
+ * (its multi-head latent attention is refused after it); Qwen3 (head_dim 128 wider than hidden / heads, the QK
+ * norm), dense (qwen3-tiny) and at EP 1 (qwen3-30b-a3b), runs too. */
 static void test_tacorun_zoo_models(void) {
   static char out[65536];
   const char *runs[] = {"gpt3-125m", "gpt3-350m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
                         "llama3-8b", "llama3-70b", "llama3-405b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
-                        "qwen2.5-72b", "mixtral-8x7b", "mixtral-8x22b"};
+                        "qwen2.5-72b", "mixtral-8x7b", "mixtral-8x22b", "qwen3-tiny", "qwen3-30b-a3b"};
   for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
     char name[64], cmd[128];
     snprintf(name, sizeof name, "zoo-%s.json", runs[i]);
@@ -668,6 +666,9 @@ static void test_tacorun_zoo_models(void) {
   if (rc != 2 || !strstr(out, "zoo-deepseek-v3.json: model.router")) fprintf(stderr, "\n  deepseek-v3: %.400s\n", out);
   CU_ASSERT_EQUAL(rc, 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "zoo-deepseek-v3.json: model.router"));
+  CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "the QK norm (model qk_norm"));
+  CU_ASSERT_PTR_NULL(strstr(out, "head_dim other than hidden / heads\n(Qwen3")); /* no longer refused */
 }
 
 /* Issue 20: tacosim search --emit-plans writes plans tacorun execute accepts unchanged, for layouts the

@@ -113,6 +113,33 @@ static void test_fd_families(void) {
   }
 }
 
+/* Qwen3's attention: 4 query heads over 2 key/value heads of head_dim 8 on
+ * hidden 16 (Q 32 wide: attn_out maps 32 columns back to 16), the QK norm's
+ * RMSNorm of each query and key head (its weights 1 + normal(0, 0.1)) before
+ * RoPE; dense, and as Qwen3-30B-A3B is (every layer MoE, top-2 of 4). */
+static void test_fd_qwen3(void) {
+  for (int which = 0; which < 2; which++) {
+    exec_ref_config c = tiny(EXEC_ACT_SWIGLU, EXEC_NORM_RMSNORM);
+    c.hidden = 16, c.heads = 4, c.kv_heads = 2, c.head_dim = 8, c.qk_norm = 1;
+    c.rope_theta = 1e6, c.untied = 1, c.norm_eps = 1e-6;
+    if (which == 1) c.experts = 4, c.top_k = 2, c.expert_ffn = 6;
+    CU_ASSERT_EQUAL(exec_ref_qkv_cols(&c), 32 + 2 * 16);
+    exec_tensor t[EXEC_REF_MAX_TENSORS];
+    size_t total;
+    int nt = exec_ref_tensors(&c, t, EXEC_REF_MAX_TENSORS, &total);
+    int qn = exec_ref_tensor_index(&c, 1, EXEC_T_Q_NORM), kn = exec_ref_tensor_index(&c, 1, EXEC_T_K_NORM),
+        ao = exec_ref_tensor_index(&c, 1, EXEC_T_ATTN_OUT);
+    CU_ASSERT_FATAL(qn > 0 && kn == qn + 1 && ao == kn + 1 && ao < nt);
+    CU_ASSERT_STRING_EQUAL(t[qn].name, "layer1.q_norm");
+    CU_ASSERT_EQUAL(t[qn].cols, 8);
+    CU_ASSERT_EQUAL(t[ao].rows, 32);
+    char name[32] = "-";
+    double worst = worst_fd_error(c, name);
+    if (worst > 1e-6) fprintf(stderr, "\n  qwen3 %d: worst tensor %s: rel L2 %.3g\n", which, name, worst);
+    CU_ASSERT(worst < 1e-6);
+  }
+}
+
 /* Mixture-of-experts layers (exec_ref_moe.c): router, top-2 of 4 experts
  * with the softmax over the chosen logits, the experts' FFNs, the weighted
  * sum; Qwen3/DeepSeek-like (a dense first layer, a shared FFN, SwiGLU,
@@ -258,6 +285,73 @@ static void test_kernel_refs(void) {
   }
 }
 
+/* rt_ops_ref.c's QK norm (the GPU kernels' reference): 3 heads of 8 columns of rows 40 wide (the rest untouched);
+ * forward y = x g / sqrt(mean(x^2) + eps) per head, the input kept; backward against central differences of
+ * L = sum c . y in double, for dx and dgamma (accumulated onto a non-zero start). */
+static void test_qk_norm_ref(void) {
+  enum { R = 5, LD = 40, H = 3, D = 8 };
+  const float eps = 1e-6f;
+  float x[R * LD], y[R * LD], sv[R * H * D], rs[R * H], g[D], dx[R * LD], dg[D];
+  double c[R * LD];
+  for (int i = 0; i < R * LD; i++) x[i] = (float)sin(0.37 * i + 0.1), c[i] = cos(0.23 * i), dx[i] = (float)c[i];
+  for (int i = 0; i < D; i++) g[i] = 1.0f + 0.1f * (float)i, dg[i] = 0.5f;
+  memcpy(y, x, sizeof y);
+  rt_ref_qk_norm_fwd(y, LD, sv, g, rs, R, H, D, eps);
+  for (int r = 0; r < R; r++) {
+    for (int j = 0; j < H; j++) {
+      double ms = 0;
+      for (int i = 0; i < D; i++) ms += (double)x[r * LD + j * D + i] * x[r * LD + j * D + i];
+      const double rsd = 1.0 / sqrt(ms / D + eps);
+      CU_ASSERT_DOUBLE_EQUAL(rs[r * H + j], rsd, 1e-6 * rsd);
+      for (int i = 0; i < D; i++) {
+        CU_ASSERT_EQUAL(sv[(r * H + j) * D + i], x[r * LD + j * D + i]);
+        CU_ASSERT_DOUBLE_EQUAL(y[r * LD + j * D + i], x[r * LD + j * D + i] * rsd * g[i], 1e-5);
+      }
+    }
+    for (int i = H * D; i < LD; i++) CU_ASSERT_EQUAL(y[r * LD + i], x[r * LD + i]); /* past the heads: untouched */
+  }
+  rt_ref_qk_norm_bwd(dx, LD, sv, g, rs, dg, R, H, D);
+  /* L(x, g) in double; central differences */
+  double xd[R * LD], gd[D];
+  for (int i = 0; i < R * LD; i++) xd[i] = x[i];
+  for (int i = 0; i < D; i++) gd[i] = g[i];
+#define QK_LOSS(out)                                                                                     \
+  do {                                                                                                  \
+    double l_ = 0;                                                                                      \
+    for (int r_ = 0; r_ < R; r_++)                                                                      \
+      for (int j_ = 0; j_ < H; j_++) {                                                                  \
+        const double *v_ = xd + r_ * LD + j_ * D;                                                       \
+        double ms_ = 0;                                                                                 \
+        for (int i_ = 0; i_ < D; i_++) ms_ += v_[i_] * v_[i_];                                          \
+        for (int i_ = 0; i_ < D; i_++) l_ += c[r_ * LD + j_ * D + i_] * v_[i_] * gd[i_] / sqrt(ms_ / D + eps); \
+      }                                                                                                 \
+    (out) = l_;                                                                                         \
+  } while (0)
+  const double step = 1e-6;
+  for (int r = 0; r < R; r++)
+    for (int i = 0; i < H * D; i++) {
+      double keep = xd[r * LD + i], lp, lm;
+      xd[r * LD + i] = keep + step;
+      QK_LOSS(lp);
+      xd[r * LD + i] = keep - step;
+      QK_LOSS(lm);
+      xd[r * LD + i] = keep;
+      CU_ASSERT_DOUBLE_EQUAL(dx[r * LD + i], (lp - lm) / (2 * step), 1e-4);
+    }
+  for (int i = 0; i < D; i++) {
+    double keep = gd[i], lp, lm;
+    gd[i] = keep + step;
+    QK_LOSS(lp);
+    gd[i] = keep - step;
+    QK_LOSS(lm);
+    gd[i] = keep;
+    CU_ASSERT_DOUBLE_EQUAL(dg[i], 0.5 + (lp - lm) / (2 * step), 1e-4);
+  }
+#undef QK_LOSS
+  for (int r = 0; r < R; r++)
+    for (int i = H * D; i < LD; i++) CU_ASSERT_EQUAL(dx[r * LD + i], (float)c[r * LD + i]); /* untouched */
+}
+
 /* A GQA model whose query heads of a group all read equal keys and values is
  * the multi-head model with those keys and values repeated: same loss. */
 static void test_gqa_equals_repeated_mha(void) {
@@ -370,9 +464,11 @@ int main(void) {
   CU_add_test(s, "finite differences, SwiGLU + LayerNorm", test_fd_swiglu_layernorm);
   CU_add_test(s, "finite differences, grouped-query attention (kv 2 and 1 of 4 heads)", test_fd_gqa);
   CU_add_test(s, "finite differences, llama / qwen / gpt family models", test_fd_families);
+  CU_add_test(s, "finite differences, Qwen3 attention (head_dim != hidden / heads, QK norm), dense and MoE", test_fd_qwen3);
   CU_add_test(s, "tensor index of the family models", test_tensor_index_families);
   CU_add_test(s, "rope: rotation, relative positions, llama3 scaling", test_rope_properties);
   CU_add_test(s, "kernel references (rt_ops_ref.c): rope, bias add, bias gradient", test_kernel_refs);
+  CU_add_test(s, "kernel references (rt_ops_ref.c): the QK norm against finite differences", test_qk_norm_ref);
   CU_add_test(s, "GQA equals MHA with repeated keys/values", test_gqa_equals_repeated_mha);
   CU_add_test(s, "initial loss near log(vocab)", test_initial_loss_near_log_vocab);
   CU_add_test(s, "tensor layout", test_tensor_layout);

@@ -30,7 +30,7 @@ static int check_plan(const char *name, ts_err *e) {
 static void test_supported_plans(void) {
   const char *names[] = {"gpt-h4096-tp2-none", "gpt-h4096-tp2-taco", "gpt-h4096-tp2-caat", "gpt-h4096-tp2-taco-caat",
                          "gpt-h4096-dp2", "gpt-h4096-1gpu", "gpt-h4096-tp2-none-shm", "gpt-h4096-tp2-caat-socket",
-                         "gpt-h4096-pp2"};
+                         "gpt-h4096-pp2", "qwen3-tiny-1gpu", "qwen3-tiny-tp2-sp"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     ts_err e = {{0}, 0};
     int rc = check_plan(names[i], &e);
@@ -526,8 +526,8 @@ static void test_moe_ep_plans(void) {
  * name in the model's order, but DeepSeek-V3's multi-head latent attention
  * projections, which the walker refuses by name (exec_plan_refuse refuses the
  * plan before that, by its sigmoid router: a CUDA build's `cli` test). Qwen3's
- * wider heads (head_dim) pass the walker and are refused by exec_plan_refuse
- * only. A model added to the zoo enters this list or fails it. */
+ * QK norm (qwen3-*: q_norm and k_norm between qkv and rope) maps to the
+ * executor's ops of those names. A model added to the zoo enters this list or fails it. */
 static int zoo_plan(const char *model, plan *p, ts_err *e) {
   char path[] = "/tmp/test_exec_walk_zoo_XXXXXX";
   int fd = mkstemp(path);
@@ -555,7 +555,7 @@ static void test_every_zoo_model(void) {
                           "gpt3-2.7b",    "gpt3-6.7b",     "gpt3-13b",    "gpt3-175b",     "llama3-8b",
                           "llama3-70b",   "llama3-405b",   "qwen2.5-7b",  "qwen2.5-14b",   "qwen2.5-32b",
                           "qwen2.5-72b",  "mixtral-8x7b",  "mixtral-8x22b", "moe-tiny",    "qwen3-30b-a3b",
-                          "qwen3-235b-a22b", "deepseek-v3"};
+                          "qwen3-235b-a22b", "qwen3-tiny", "deepseek-v3"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
     plan p;
     ts_err e = {{0}, 0};
@@ -573,6 +573,14 @@ static void test_every_zoo_model(void) {
     CU_ASSERT_EQUAL(rc, 0);
     if (rc) continue;
     CU_ASSERT_EQUAL(index[EXEC_OP_ROPE] >= 0, p.model.position == MODEL_POS_ROPE);
+    CU_ASSERT_EQUAL(index[EXEC_OP_Q_NORM] >= 0, p.model.qk_norm);
+    CU_ASSERT_EQUAL(index[EXEC_OP_K_NORM] >= 0, p.model.qk_norm);
+    if (p.model.qk_norm) { /* qkv q_norm k_norm rope attn, as model_layer_ops orders them */
+      CU_ASSERT_EQUAL(index[EXEC_OP_Q_NORM], index[EXEC_OP_QKV] + 1);
+      CU_ASSERT_EQUAL(index[EXEC_OP_K_NORM], index[EXEC_OP_QKV] + 2);
+      CU_ASSERT_EQUAL(index[EXEC_OP_ROPE], index[EXEC_OP_QKV] + 3);
+      CU_ASSERT_EQUAL(index[EXEC_OP_ATTN], index[EXEC_OP_QKV] + 4);
+    }
     plan_program prog;
     CU_ASSERT_FATAL(plan_build_program(&p, 0, &prog, &e) == 0);
     rc = exec_walk_check_program(&p, &prog, &e);

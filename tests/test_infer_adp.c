@@ -36,7 +36,7 @@ static void test_memory_by_hand(void) {
   const double L = 2, h = 2048, hd = 128, E = 128, fe = 768, V = 151936, ep = 2, mtp = 2;
   const double attn = h * (32 + 2 * 4) * hd + 32 * hd * h;        /* qkv and attn_out, whole */
   const double experts = E / ep * (2.0 * (fe / mtp) * h + h * (fe / mtp)); /* 64 experts of 384: fc1 (gate | up), fc2 */
-  const double layer = 2 * h + attn + E * h + experts;                  /* ln1, ln2, router */
+  const double layer = 2 * h + 2 * hd + attn + E * h + experts;         /* ln1, ln2, q_norm, k_norm, router */
   const double params = L * layer + 2 * V * h + h;                      /* embedding, head, final norm: whole */
   const double kv = 2.0 * L * 2 /* sequences a GPU */ * 128 * 4 /* all KV heads */ * hd * 2.0;
   plan_infer_memory m;

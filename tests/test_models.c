@@ -245,6 +245,62 @@ static void test_gqa_shapes(void) {
   ASSERT_MSG(e, "tp: 7 does not divide the 4 KV heads of qwen2.5-7b");
 }
 
+/* Qwen3's attention by hand: a model of hidden 64 with 4 query heads and 2
+ * key/value heads of head_dim 32 (Q 128 wide, twice hidden) and the QK norm,
+ * at TP 2 on 8 tokens: each rank holds 2 query heads (64 columns) and one
+ * key/value head (32); q_norm and k_norm run between qkv and rope over them. */
+static void test_qk_norm_by_hand(void) {
+  static const char text[] =
+      "{\"schema\": 1, \"name\": \"q\", \"family\": \"qwen3\", \"layers\": 2, \"hidden\": 64, \"heads\": 4,"
+      " \"kv_heads\": 2, \"head_dim\": 32, \"ffn_hidden\": 128, \"activation\": \"swiglu\", \"norm\": \"rmsnorm\","
+      " \"vocab\": 100, \"tied_embeddings\": false, \"max_seq\": 64, \"position\": \"rope\", \"qk_norm\": true}";
+  model_config m, plain;
+  ts_err e;
+  CU_ASSERT_EQUAL_FATAL(model_from_json_text(text, sizeof text - 1, "q.json", &m, &e), 0);
+  plain = m;
+  plain.qk_norm = false;
+  model_op ops[MODEL_MAX_LAYER_OPS], pops[MODEL_MAX_LAYER_OPS];
+  int n = layer(&m, 2, false, 1, 8, ops), pn = layer(&plain, 2, false, 1, 8, pops);
+  CU_ASSERT_EQUAL(n, pn + 2);
+  const char *order[] = {"ln1", "qkv", "q_norm", "k_norm", "rope", "attn", "attn_out"};
+  for (int i = 0; i < 7; i++) CU_ASSERT_STRING_EQUAL(ops[i].name, order[i]);
+  const model_op *qkv = find(ops, n, "qkv"), *qn = find(ops, n, "q_norm"), *kn = find(ops, n, "k_norm"),
+                 *out = find(ops, n, "attn_out");
+  CU_ASSERT_EQUAL(qkv->n, 64 + 2 * 32); /* 2 query heads, 1 key and 1 value head of 32 on this rank */
+  CU_ASSERT_EQUAL(out->k, 64);          /* the output projection reads the rank's 2 x 32 attention columns */
+  CU_ASSERT_EQUAL(qn->kind, MODEL_OP_NORM);
+  /* q_norm: 8 tokens x 64 columns = 512 elements; RMSNorm 4 FLOPs forward and 8 backward per element;
+   * read x and write y (2 x 2 bytes), backward read x and dy, write dx (3 x 2 bytes); weight head_dim 32 */
+  CU_ASSERT_EQUAL(qn->flops_fwd, 2048.0);
+  CU_ASSERT_EQUAL(qn->flops_bwd, 4096.0);
+  CU_ASSERT_EQUAL(qn->bytes_fwd, 2048.0);
+  CU_ASSERT_EQUAL(qn->bytes_bwd, 3072.0);
+  CU_ASSERT_EQUAL(qn->params, 32.0);
+  /* k_norm: 8 x 32 = 256 elements */
+  CU_ASSERT_EQUAL(kn->flops_fwd, 1024.0);
+  CU_ASSERT_EQUAL(kn->bytes_fwd, 1024.0);
+  CU_ASSERT_EQUAL(kn->bytes_bwd, 1536.0);
+  CU_ASSERT_EQUAL(kn->params, 32.0);
+  /* the whole model: 2 layers x 2 x 32 more parameters */
+  CU_ASSERT_EQUAL(model_params_total(&m) - model_params_total(&plain), 128.0);
+  /* activations (TP 2, no SP, 8 tokens): the norms' inputs Q and K (2 x 128 + 2 x 64 bytes per token) and
+   * their fp32 1/rms per head (4 x (4 + 2)), over TP 2: 8 x 408 / 2 = 1632 bytes, with or without selective
+   * recomputation; full recomputation keeps the layer input only */
+  model_shard s = {.tp = 2, .micro_batch = 1, .seq = 8};
+  CU_ASSERT_EQUAL(model_activation_bytes_per_layer(&m, &s, MODEL_RECOMPUTE_NONE) -
+                      model_activation_bytes_per_layer(&plain, &s, MODEL_RECOMPUTE_NONE), 1632.0);
+  CU_ASSERT_EQUAL(model_activation_bytes_per_layer(&m, &s, MODEL_RECOMPUTE_SELECTIVE) -
+                      model_activation_bytes_per_layer(&plain, &s, MODEL_RECOMPUTE_SELECTIVE), 1632.0);
+  CU_ASSERT_EQUAL(model_activation_bytes_per_layer(&m, &s, MODEL_RECOMPUTE_FULL),
+                  model_activation_bytes_per_layer(&plain, &s, MODEL_RECOMPUTE_FULL));
+  /* Q and the output projection's input at 128 (not hidden 64) wide: without the QK norm, 10h outside (h 64)
+   * and inside 2 q + 2 kv (Q K) + 2 kv (V) + 2 q (attn_out's input) + 2 x 2 f + 2 f (f 128), per token / TP,
+   * and the scores 5 x heads x seq / TP; selective drops the scores */
+  double inside = 2 * 128 + 2 * 64 + 2 * 64 + 2 * 128 + 2 * 2 * 128 + 2 * 128;
+  CU_ASSERT_EQUAL(model_activation_bytes_per_layer(&plain, &s, MODEL_RECOMPUTE_SELECTIVE),
+                  8.0 * (10 * 64 + inside / 2));
+}
+
 static void test_shard_rules(void) {
   model_config m = load("gpt3-6.7b");
   model_op ops[MODEL_MAX_LAYER_OPS];
@@ -386,7 +442,22 @@ static void test_valid_model_text_loads(void) {
   CU_ASSERT_EQUAL(model_from_json_text(valid_model, sizeof valid_model - 1, "good.json", &m, &e), 0);
   CU_ASSERT_EQUAL(m.hidden, 256);
   CU_ASSERT_FALSE(m.qkv_bias);
+  CU_ASSERT_FALSE(m.qk_norm); /* absent: no QK norm */
   CU_ASSERT_EQUAL(m.rope_theta, 0.0);
+  /* the two Qwen3 files carry it, with heads x head_dim != hidden */
+  const char *qwen3[] = {"qwen3-30b-a3b", "qwen3-235b-a22b"};
+  for (int i = 0; i < 2; i++) {
+    model_config q = load(qwen3[i]);
+    CU_ASSERT_TRUE(q.qk_norm);
+    CU_ASSERT_EQUAL(model_head_dim(&q), 128);
+    CU_ASSERT_NOT_EQUAL(q.heads * model_head_dim(&q), q.hidden);
+  }
+  static const char qk[] =
+      "{\"schema\": 1, \"name\": \"q\", \"family\": \"qwen3\", \"layers\": 2, \"hidden\": 64, \"heads\": 4,"
+      " \"kv_heads\": 2, \"head_dim\": 32, \"ffn_hidden\": 128, \"activation\": \"swiglu\", \"norm\": \"rmsnorm\","
+      " \"vocab\": 100, \"tied_embeddings\": false, \"max_seq\": 64, \"position\": \"rope\", \"qk_norm\": true}";
+  CU_ASSERT_EQUAL(model_from_json_text(qk, sizeof qk - 1, "good.json", &m, &e), 0);
+  CU_ASSERT_TRUE(m.qk_norm);
 }
 
 /* Llama 3.1's "rope_scaling" (rope_type llama3): read into the model, refused
@@ -463,6 +534,8 @@ static void test_malformed_members_are_named(void) {
       {"name", "\"../../etc/passwd\"", "bad.json: name: \"../../etc/passwd\": only letters"},
       {"family", "\"g p t\"", "bad.json: family: \"g p t\": only letters"},
       {"hiden", "256", "bad.json: hiden: unknown field"},
+      {"qk_norm", "1", "bad.json: qk_norm: must be true or false"},
+      {"qk_norm", "\"yes\"", "bad.json: qk_norm: must be true or false"},
       {"rope_theta", "10000", "bad.json: rope_theta: only meaningful with \"position\": \"rope\""},
       {"norm_eps", "0", "bad.json: norm_eps: 0 is out of range"},
       {"norm_eps", "\"1e-5\"", "bad.json: norm_eps: must be a number"},
@@ -493,6 +566,16 @@ static void test_cross_field_rules(void) {
        " \"tied_embeddings\": true, \"max_seq\": 64, \"position\": \"learned\", \"linear_bias\": true,"
        " \"qkv_bias\": false}",
        "bad.json: qkv_bias: false contradicts \"linear_bias\": true"},
+      {"{\"schema\": 1, \"name\": \"x\", \"family\": \"gpt\", \"layers\": 2, \"hidden\": 16, \"heads\": 4,"
+       " \"kv_heads\": 4, \"ffn_hidden\": 64, \"activation\": \"gelu\", \"norm\": \"layernorm\", \"vocab\": 10,"
+       " \"tied_embeddings\": true, \"max_seq\": 64, \"position\": \"learned\", \"qk_norm\": true}",
+       "bad.json: qk_norm: true needs \"norm\": \"rmsnorm\""},
+      {"{\"schema\": 1, \"name\": \"x\", \"family\": \"ds\", \"layers\": 2, \"hidden\": 64, \"heads\": 4,"
+       " \"kv_heads\": 4, \"ffn_hidden\": 64, \"activation\": \"swiglu\", \"norm\": \"rmsnorm\", \"vocab\": 10,"
+       " \"tied_embeddings\": false, \"max_seq\": 64, \"position\": \"rope\", \"attention\": \"mla\","
+       " \"q_lora_rank\": 16, \"kv_lora_rank\": 16, \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 4,"
+       " \"v_head_dim\": 8, \"qk_norm\": true}",
+       "bad.json: qk_norm: true: multi-head latent attention has its own norms"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     model_config m;
@@ -577,6 +660,7 @@ int main(void) {
   CU_add_test(ops, "TP divides GEMM FLOPs exactly", test_tp_divides_gemm_flops_exactly);
   CU_add_test(ops, "GEMM shapes and FLOPs", test_gemm_shapes_and_flops);
   CU_add_test(ops, "GQA shapes", test_gqa_shapes);
+  CU_add_test(ops, "Qwen3's attention and QK norm by hand", test_qk_norm_by_hand);
   CU_add_test(ops, "shard rules", test_shard_rules);
   CU_add_test(ops, "embedding and output ops", test_embedding_and_output_ops);
   CU_add_test(ops, "activation memory (Korthikanti)", test_activation_memory_korthikanti);

@@ -1333,6 +1333,68 @@ static void test_recompute(void) {
   plan_program_free(&g);
 }
 
+/* Qwen3's QK norm in the program (models/qwen3-tiny: 2 layers, head_dim 128, qk_norm) at TP 2 without SP, one
+ * micro-batch: q_norm and k_norm run forward and backward in each layer, their weight gradients (2 x 128 per
+ * layer, fp32) are summed over TP in one norm-gradient all-reduce of 2 layers x 256 x 4 = 2,048 bytes (none
+ * without the QK norm); full recomputation reruns them, recompute_modules "layernorm" does not (ln1 and ln2
+ * only, as Megatron-Core's module). */
+static void test_qk_norm_program(void) {
+  spec s = base();
+  s.model = "qwen3-tiny", s.tp = 2, s.global = 1, s.seq = 512;
+  plan p = load(&s);
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  char name[128];
+  int qk_fwd = 0, qk_bwd = 0, norm_grads = 0;
+  double norm_bytes = 0;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind == PLAN_OP_COLLECTIVE && op->model_op == PLAN_MOP_NORM_GRADS) norm_grads++, norm_bytes += op->bytes;
+    if (op->kind != PLAN_OP_COMPUTE || op->layer < 0) continue;
+    plan_op_name(&p, op, name, sizeof name);
+    if (strstr(name, "q_norm") || strstr(name, "k_norm")) *(op->phase == PLAN_PHASE_FWD ? &qk_fwd : &qk_bwd) += 1;
+  }
+  CU_ASSERT_EQUAL(qk_fwd, 2 * 2);
+  CU_ASSERT_EQUAL(qk_bwd, 2 * 2);
+  CU_ASSERT_EQUAL(norm_grads, 1);
+  CU_ASSERT_EQUAL(norm_bytes, 2048.0);
+  plan_program_free(&g);
+  p.recompute = MODEL_RECOMPUTE_FULL;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  int rc_qk = 0;
+  for (int i = 0; i < g.n; i++) {
+    if (g.ops[i].kind != PLAN_OP_COMPUTE || g.ops[i].phase != PLAN_PHASE_RECOMPUTE) continue;
+    plan_op_name(&p, &g.ops[i], name, sizeof name);
+    rc_qk += strstr(name, "q_norm") || strstr(name, "k_norm");
+  }
+  CU_ASSERT_EQUAL(rc_qk, 2 * 2);
+  plan_program_free(&g);
+  s.recompute = "selective";
+  s.layout_extra = ", \"recompute_modules\": [\"layernorm\"]";
+  p = load(&s);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  int rc_norms = 0;
+  rc_qk = 0;
+  for (int i = 0; i < g.n; i++) {
+    if (g.ops[i].kind != PLAN_OP_COMPUTE || g.ops[i].phase != PLAN_PHASE_RECOMPUTE) continue;
+    plan_op_name(&p, &g.ops[i], name, sizeof name);
+    rc_qk += strstr(name, "q_norm") || strstr(name, "k_norm");
+    rc_norms += strstr(name, "ln1") || strstr(name, "ln2");
+  }
+  CU_ASSERT_EQUAL(rc_qk, 0);
+  CU_ASSERT_EQUAL(rc_norms, 2 * 2);
+  plan_program_free(&g);
+  s = base(); /* the same layout without the QK norm: no norm-gradient all-reduce (no SP, no CAAT-Net) */
+  s.tp = 2, s.global = 1;
+  p = load(&s);
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  norm_grads = 0;
+  for (int i = 0; i < g.n; i++) norm_grads += g.ops[i].kind == PLAN_OP_COLLECTIVE && g.ops[i].model_op == PLAN_MOP_NORM_GRADS;
+  CU_ASSERT_EQUAL(norm_grads, 0);
+  plan_program_free(&g);
+}
+
 static void test_memory(void) {
   plan p = load_file("gpt3-175b-1024");
   plan_memory with, without;
@@ -1596,6 +1658,7 @@ int main(void) {
   CU_add_test(prog, "uneven stages: memory per stage", test_uneven_memory);
   CU_add_test(prog, "uneven stages: Llama-3 405B on PP 8/16, rules", test_uneven_rules);
   CU_add_test(prog, "recompute", test_recompute);
+  CU_add_test(prog, "Qwen3's QK norm: ops, norm-gradient all-reduce, recomputation", test_qk_norm_program);
   CU_add_test(prog, "tp_overlap_chunks splits forward row-parallel GEMMs exactly", test_tp_overlap_chunks);
   CU_add_test(prog, "memory", test_memory);
   CU_add_test(prog, "memory: the output layer's held bytes, GPipe at PP 1", test_memory_head_gpipe);

@@ -49,6 +49,12 @@ static const exec_ref_config check_configs[] = {
     {.vocab = 512, .hidden = 512, .heads = 4, .ffn = 512, .layers = 2, .seq = 384, .batch = 2,
      .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-6, .kv_heads = 2, .rope_theta = 1e6,
      .qkv_bias = 1, .untied = 1},
+    /* Qwen3 (models/qwen3-30b-a3b, qwen3-235b-a22b; dense: models/qwen3-tiny): head_dim 128 wider than hidden /
+     * heads (4 query heads of 128 on hidden 256: Q and the output projection's input 512 wide), 2 key/value
+     * heads, the QK norm (q_norm / k_norm before RoPE), theta 1e6, eps 1e-6, untied */
+    {.vocab = 512, .hidden = 256, .heads = 4, .ffn = 512, .layers = 2, .seq = 384, .batch = 2,
+     .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-6, .kv_heads = 2, .rope_theta = 1e6,
+     .untied = 1, .head_dim = 128, .qk_norm = 1},
 };
 
 enum { CMP_TP1_REF, CMP_TPN_REF, CMP_TPN_TP1, CMP_DPN_REF, CMP_TPN_PLAN_REF, CMP_DPN_PLAN_REF, CMP_PP2_PLAN_REF,
@@ -341,6 +347,8 @@ int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int
     fprintf(f, ",\n  \"experts\": %d, \"top_k\": %d, \"expert_ffn_hidden\": %d, \"shared_experts\": %d, "
                "\"dense_layers\": %d", cfg->experts, cfg->top_k, cfg->expert_ffn, cfg->shared_ffn / cfg->expert_ffn,
             cfg->dense_layers);
+  if (cfg->head_dim > 0) fprintf(f, ",\n  \"head_dim\": %d", cfg->head_dim); /* Qwen3: heads x head_dim != hidden */
+  if (cfg->qk_norm) fprintf(f, ", \"qk_norm\": true");
   fprintf(f, " }\n");
   if (fclose(f)) return ts_fail_sys(e, "%s: cannot write", model_path);
   snprintf(text, text_cap,

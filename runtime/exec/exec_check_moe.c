@@ -30,6 +30,12 @@ static const exec_ref_config moe_configs[] = {
     {.vocab = 512, .hidden = 256, .heads = 8, .kv_heads = 2, .ffn = 256, .layers = 2, .seq = 128, .batch = 1,
      .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-5, .rope_theta = 1e6, .untied = 1,
      .experts = 4, .top_k = 2, .expert_ffn = 256},
+    /* Qwen3-30B-A3B in small (last: the EP runs take the first two): every layer MoE, 8 experts (top 2) of width
+     * 128, head_dim 64 wider than hidden / heads (8 query heads of 64 on hidden 256: Q 512 wide), the QK norm;
+     * seq 192, as grouped-query attention of head_dim 64 needs (a multiple of 64, >= 2 head_dim + 4) */
+    {.vocab = 512, .hidden = 256, .heads = 8, .kv_heads = 2, .ffn = 512, .layers = 2, .seq = 192, .batch = 1,
+     .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-6, .rope_theta = 1e6, .untied = 1,
+     .experts = 8, .top_k = 2, .expert_ffn = 128, .head_dim = 64, .qk_norm = 1},
 };
 
 /* moe_topk_bwd against moe_topk_bwd_ref: bits equal. Returns 1 when equal, 0 when not, -1 on error. */

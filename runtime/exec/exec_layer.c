@@ -133,6 +133,23 @@ static int rope(exec_model *m, void *qkv, int inverse, ts_err *e) {
                  m->rope_inv_freq, inverse, m->stream, e);
 }
 
+/* The QK norm (qk_norm): each of this rank's query heads, then each key head, of a [T x qkv_cols]
+ * buffer RMS-normed in place by q_norm / k_norm (forward: on qkv, keeping the input in qk_in and the
+ * 1/rms in qk_rstd; backward: on dqkv, after RoPE's inverse, the weights' gradients accumulated). */
+static int qk_norm(exec_model *m, exec_layer_acts *a, int l, int key, int backward, ts_err *e) {
+  const long long T = m->tokens, hl = m->hidden_local;
+  const int heads = key ? m->kv_local : m->heads_local, t = exec_layer_tensor(m, l, key ? EXEC_T_K_NORM : EXEC_T_Q_NORM);
+  if (t < 0) return ts_fail_sys(e, "exec: qk norm op on a model without the QK norm");
+  const long long col0 = key ? hl : 0;
+  void *saved = (char *)a->qk_in + (size_t)(key ? T * hl : 0) * 2;
+  float *rstd = a->qk_rstd + (key ? T * m->heads_local : 0);
+  if (!backward)
+    return rt_qk_norm_fwd((char *)a->qkv + col0 * 2, m->qkv_cols, saved, exec_w16_of(m, t), rstd, T, heads, m->head_dim,
+                          (float)m->cfg.norm_eps, m->stream, e);
+  return rt_qk_norm_bwd((char *)m->dqkv + col0 * 2, m->qkv_cols, saved, exec_w16_of(m, t), rstd, exec_grad_of(m, t), T,
+                        heads, m->head_dim, m->stream, e);
+}
+
 /* ---- layer ops ---- */
 
 static void *layer_output(exec_model *m, int l) {
@@ -152,6 +169,8 @@ int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
   case EXEC_OP_QKV:
     EX_TRY(linear_fwd(m, T, m->qkv_cols, h, a->n1, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_QKV)), a->qkv, e));
     return add_bias(m, bias_of(m, l, EXEC_T_QKV_B), a->qkv, T, m->qkv_cols, e);
+  case EXEC_OP_Q_NORM: return qk_norm(m, a, l, 0, 0, e);
+  case EXEC_OP_K_NORM: return qk_norm(m, a, l, 1, 0, e);
   case EXEC_OP_ROPE: return rope(m, a->qkv, 0, e);
   case EXEC_OP_ATTN: return attention_fwd(m, a, e);
   case EXEC_OP_ATTN_OUT:
@@ -247,6 +266,8 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
     return dgrad ? linear_dgrad(m, T, h, hl, m->dx, exec_w16_of(m, t), m->dattn, e) : 0;
   case EXEC_OP_ATTN: return attention_bwd(m, a, e);
   case EXEC_OP_ROPE: return rope(m, m->dqkv, 1, e);
+  case EXEC_OP_K_NORM: return qk_norm(m, a, l, 1, 1, e);
+  case EXEC_OP_Q_NORM: return qk_norm(m, a, l, 0, 1, e);
   case EXEC_OP_QKV:
     t = exec_layer_tensor(m, l, EXEC_T_QKV);
     dq = m->dqkv; /* [T x qkv_cols]; GQA: key/value gradients summed over each group */
@@ -370,11 +391,21 @@ int exec_embedding_bwd(exec_model *m, int micro, ts_err *e) {
 
 /* Sequence parallelism: each rank's norm-weight gradients cover its rows
  * of the tokens; their sum over TP is the gradient (Megatron-LM's
- * all-reduce of the sequence-parallel parameters' gradients). */
+ * all-reduce of the sequence-parallel parameters' gradients). The QK norm's
+ * weights (qk_norm) cover each rank's heads: summed over TP with or without
+ * SP (Megatron-LM's _allreduce_layernorm_grads under qk_layernorm); without
+ * SP (qk_only) they are the only ones. */
 int exec_sp_sync_norms(exec_model *m, cudaStream_t stream, ts_err *e) {
+  const int qk_only = !m->sp;
   EX_NCCL(ncclGroupStart());
   for (int t = 0; t < m->ntensors; t++) {
     exec_tensor_kind k = m->tensors[t].kind;
+    if (k == EXEC_T_Q_NORM || k == EXEC_T_K_NORM) {
+      EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols,
+                            ncclFloat, ncclSum, m->tp_comm, stream));
+      continue;
+    }
+    if (qk_only) continue;
     if (k != EXEC_T_LN1_G && k != EXEC_T_LN1_B && k != EXEC_T_LN2_G && k != EXEC_T_LN2_B && k != EXEC_T_LNF_G &&
         k != EXEC_T_LNF_B && k != EXEC_T_ATTN_OUT_B && k != EXEC_T_FC2_B) /* + the row-parallel GEMMs' biases */
       continue;
@@ -395,6 +426,7 @@ int exec_caat_sync_replicated(exec_model *m, cudaStream_t stream, ts_err *e) {
     if (k == EXEC_T_WTE || k == EXEC_T_QKV || k == EXEC_T_ATTN_OUT || k == EXEC_T_FC1 || k == EXEC_T_FC2 ||
         k == EXEC_T_QKV_B || k == EXEC_T_FC1_B || k == EXEC_T_LM_HEAD) /* sharded over TP */
       continue;
+    if (k == EXEC_T_Q_NORM || k == EXEC_T_K_NORM) continue; /* partial over the heads: summed (exec_sp_sync_norms) */
     EX_NCCL(ncclAllReduce(exec_grad_of(m, t), exec_grad_of(m, t), m->tensors[t].rows * m->tensors[t].cols, ncclFloat, ncclAvg,
                           m->tp_comm, stream));
   }

@@ -35,7 +35,7 @@ float *exec_grad_of(const exec_model *m, int t) { return m->grad + m->tensors[t]
 static long long full_index(const exec_model *m, const exec_tensor *full, int t, long long r, long long c) {
   const exec_tensor *lt = &m->tensors[t];
   long long fr = r, fc = c;
-  const long long hl = m->hidden_local, fl = m->ffn_local, h = m->cfg.hidden, f = m->cfg.ffn;
+  const long long hl = m->hidden_local, fl = m->ffn_local, qf = exec_ref_q_cols(&m->cfg), f = m->cfg.ffn;
   switch (lt->kind) {
   case EXEC_T_WTE:
   case EXEC_T_LM_HEAD:
@@ -44,11 +44,11 @@ static long long full_index(const exec_model *m, const exec_tensor *full, int t,
     break;
   case EXEC_T_QKV:
   case EXEC_T_QKV_B: {
-    /* [q | k | v]: q hidden wide, k and v kv_heads x head_dim wide, each cut over TP */
+    /* [q | k | v]: q heads x head_dim wide (qf), k and v kv_heads x head_dim wide, each cut over TP */
     const long long kvl = (long long)m->kv_local * m->head_dim, kvf = kvl * m->tp;
     if (c < hl) fc = m->tp_rank * hl + c;
-    else if (c < hl + kvl) fc = h + m->tp_rank * kvl + (c - hl);
-    else fc = h + kvf + m->tp_rank * kvl + (c - hl - kvl);
+    else if (c < hl + kvl) fc = qf + m->tp_rank * kvl + (c - hl);
+    else fc = qf + kvf + m->tp_rank * kvl + (c - hl - kvl);
     break;
   }
   case EXEC_T_ATTN_OUT: fr = m->tp_rank * hl + r; break;
@@ -179,11 +179,14 @@ static int model_dims(exec_model *m, const exec_ref_config *cfg, int tp, int tp_
   /* the model_layer_ops() order: rope (RoPE models only) between qkv and attn */
   for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
     exec_layer_op o = exec_layer_fwd_order[k];
-    m->layer_op_index[o] = exec_layer_op_present(o, cfg->rope_theta > 0, cfg->experts > 0, cfg->dense_layers,
+    m->layer_op_index[o] = exec_layer_op_present(o, cfg->rope_theta > 0, cfg->qk_norm, cfg->experts > 0, cfg->dense_layers,
                                                  cfg->shared_ffn > 0) ? next++ : -1;
   }
   m->tokens = (long long)cfg->batch * cfg->seq;
-  m->head_dim = cfg->hidden / cfg->heads;
+  m->head_dim = exec_ref_head_dim(cfg);
+  if (cfg->qk_norm && (m->head_dim % 32 || m->head_dim > 256))
+    return ts_fail(e, NULL, "head_dim", "%d: the QK norm's kernels (rt_qk_norm_fwd / _bwd) take head_dim a multiple "
+                   "of 32 up to 256", m->head_dim);
   m->heads_local = cfg->heads / tp;
   m->hidden_local = m->heads_local * m->head_dim;
   m->ffn_local = cfg->ffn / tp;
@@ -301,6 +304,10 @@ static int model_alloc_layers(exec_model *m, size_t *allocated, ts_err *e) {
       ALLOC(k->rstd1, T * 4);
       ALLOC(k->mean2, T * 4);
       ALLOC(k->rstd2, T * 4);
+      if (cfg->qk_norm) {
+        ALLOC(k->qk_in, T * (hl + (long long)m->kv_local * m->head_dim) * bf);
+        ALLOC(k->qk_rstd, T * (m->heads_local + m->kv_local) * 4);
+      }
     }
     exec_layer_acts *kp = cfg->recompute >= 1 ? &m->shared : a; /* selective: the probabilities */
     if (kp == a || first) {
@@ -647,13 +654,13 @@ void exec_model_destroy(exec_model *m) {
   exec_moe_destroy(m);
   const exec_layer_acts *sh = &m->shared;
   const void *shared_ptrs[] = {sh->x_in, sh->n1, sh->qkv, sh->P, sh->attn, sh->x_mid, sh->n2, sh->u, sh->a,
-                               sh->mean1, sh->rstd1, sh->mean2, sh->rstd2};
+                               sh->mean1, sh->rstd1, sh->mean2, sh->rstd2, sh->qk_in, sh->qk_rstd};
   const size_t nptrs = sizeof shared_ptrs / sizeof *shared_ptrs;
   if (m->acts)
     for (int l = 0; l < m->nslots * (m->cfg.layers + 1); l++) {
       exec_layer_acts *a = &m->acts[l];
       void *ptrs[] = {a->x_in, a->n1, a->qkv, a->P, a->attn, a->x_mid, a->n2, a->u, a->a,
-                      a->mean1, a->rstd1, a->mean2, a->rstd2};
+                      a->mean1, a->rstd1, a->mean2, a->rstd2, a->qk_in, a->qk_rstd};
       for (size_t i = 0; i < nptrs; i++)
         if (ptrs[i] != shared_ptrs[i]) cudaFree(ptrs[i]); /* the shared set is freed once, below */
     }

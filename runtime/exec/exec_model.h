@@ -22,7 +22,13 @@
  * biases on qkv and fc1 (added after the GEMM, their gradients with the
  * weight gradient) and on attn_out and fc2 (added in the residual op, after
  * the TP reduction, as Megatron-LM's bias-dropout-add), an untied output
- * weight (lm_head, vocabulary-parallel like wte). */
+ * weight (lm_head, vocabulary-parallel like wte). Qwen3's attention
+ * (exec_ref.h): head_dim other than hidden / heads (hidden_local below is
+ * this rank's query width, heads_local x head_dim, the output projection's
+ * K) and the QK norm (q_norm, k_norm ops between qkv and rope: each query and
+ * key head RMS-normed in place in qkv, its input kept in qk_in; the weights'
+ * gradients are partial on each TP rank and summed over TP in the plan's
+ * norm-gradient all-reduce, exec_sp_sync_norms). */
 #ifndef EXEC_MODEL_H
 #define EXEC_MODEL_H
 
@@ -48,6 +54,8 @@ struct exec_moe_scratch; /* exec_moe.h */
 typedef struct {
   void *x_in, *n1, *qkv, *P, *attn, *x_mid, *n2, *u, *a; /* bf16 (an MoE layer's shared FFN uses u and a) */
   float *mean1, *rstd1, *mean2, *rstd2;
+  void *qk_in;    /* the QK norm's input (qk_norm): [T x (hidden_local + kv_local head_dim)] bf16, queries then keys */
+  float *qk_rstd; /* its 1/rms per token and head: [T x (heads_local + kv_local)], queries then keys */
   struct exec_moe_acts *moe; /* MoE layers: routing and expert activations (NULL otherwise) */
 } exec_layer_acts;
 
@@ -71,7 +79,7 @@ typedef struct {
 
   /* shard sizes */
   long long tokens, vocab_padded, vocab_local, vocab_start;
-  int hidden_local, ffn_local, fc1_local, heads_local, head_dim;
+  int hidden_local, ffn_local, fc1_local, heads_local, head_dim; /* hidden_local: heads_local x head_dim */
   /* Grouped-query attention: kv_local key/value heads on this rank, qkv_cols
    * = hidden_local + 2 kv_local head_dim columns of the QKV GEMM. The fused
    * attention kernels read each group's key/value head in place and write

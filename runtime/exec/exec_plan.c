@@ -76,10 +76,10 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
                    "%d: context parallelism (the KV ring beside the attention) is priced by tacosim simulate; the "
                    "executor runs cp 1 only: its ring-attention kernels (runtime/ops/cp_attention.cu, forward and "
                    "backward) are checked on one GPU, the 2-rank ring is NOT IMPLEMENTED here", p->cp);
-  if (p->model.head_dim_override > 0 && p->model.head_dim_override * p->model.heads != p->model.hidden)
-    return ts_fail(e, path, "model.head_dim", "%d x %d heads != hidden %d (Qwen3's wider heads): the executor's "
-                   "attention has head_dim = hidden / heads (NOT IMPLEMENTED here)", p->model.head_dim_override,
-                   p->model.heads, p->model.hidden);
+  /* head_dim other than hidden / heads (Qwen3) runs: Q and the output projection's input are heads x head_dim */
+  if (p->model.qk_norm && (model_head_dim(&p->model) % 32 || model_head_dim(&p->model) > 256))
+    return ts_fail(e, path, "model.head_dim", "%d with qk_norm: the executor's QK-norm kernels take head_dim a "
+                   "multiple of 32 up to 256 (NOT IMPLEMENTED here)", model_head_dim(&p->model));
   if (model_is_moe(&p->model) && exec_plan_refuse_moe(p, e)) return -1;
   if (p->recompute == MODEL_RECOMPUTE_SELECTIVE && plan_recompute_set(p) != PLAN_RECOMPUTE_CORE_ATTN)
     return ts_fail(e, path, "layout.recompute_modules",
@@ -196,6 +196,9 @@ void exec_plan_config(const exec_plan_min *p, exec_ref_config *c) {
   c->qkv_bias = p->model.qkv_bias;
   c->linear_bias = p->model.linear_bias;
   c->untied = !p->model.tied_embeddings;
+  /* Qwen3's attention: its head_dim (Q heads x head_dim wide) and the QK norm */
+  c->head_dim = p->model.attention == MODEL_ATTN_GQA ? p->model.head_dim_override : 0;
+  c->qk_norm = p->model.qk_norm;
   /* mixture of experts (exec_moe.c runs them; exec_plan_refuse says where) */
   c->experts = p->model.experts;
   c->top_k = p->model.top_k;

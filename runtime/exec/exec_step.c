@@ -411,9 +411,12 @@ static int run_collective_walked(exec_model *m, const plan_op *op, ts_err *e) {
     return 0;
   case PLAN_MOP_NORM_GRADS:
     /* SP: each rank's norm-weight gradients cover its rows only (sum them);
-     * CAAT-Net: the replicated tensors saw different activations (average) */
+     * CAAT-Net: the replicated tensors saw different activations (average; the
+     * single-stage program's optimizer step does it itself); the QK norm's
+     * cover each rank's heads (sum them, with or without SP) */
     if (m->sp) return exec_sp_sync_norms(m, m->tp_stream, e);
-    return exec_caat_sync_replicated(m, m->tp_stream, e);
+    if (m->walker_mode && exec_uses_caat(m)) EX_TRY(exec_caat_sync_replicated(m, m->tp_stream, e));
+    return m->cfg.qk_norm ? exec_sp_sync_norms(m, m->tp_stream, e) : 0;
   default: break;
   }
   if (fwd && (lop == EXEC_OP_ATTN_OUT || lop == EXEC_OP_FC2) && op->row_chunks > 1) {
@@ -442,6 +445,8 @@ static int run_collective(exec_model *m, const plan_op *op, ts_err *e) {
     return ts_fail(e, NULL, "program", "collective (group %d, kind %d) is not supported by the executor",
                    (int)op->group, (int)op->coll);
   if (!m->tp_comm) return 0;
+  /* the QK norm's weight gradients (exec_program_build_single_stage), summed over TP in stream order */
+  if (op->model_op == PLAN_MOP_NORM_GRADS) return m->cfg.qk_norm ? exec_sp_sync_norms(m, m->stream, e) : 0;
   int lop = layer_op_of(m, op->model_op);
   void *buf;
   plan_codec none = {.kind = PLAN_CODEC_NONE};
@@ -623,6 +628,8 @@ int exec_program_build_single_stage(const exec_model *m, plan_op **ops, int *nop
       }
     CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, PLAN_MOP_EMBEDDING, -1, mb));
   }
+  if (tp && m->cfg.qk_norm) /* the QK norm's weight gradients, partial on each rank (its heads), summed over TP */
+    CHECKED(push_coll(&l, PLAN_PHASE_BWD, PLAN_MOP_NORM_GRADS, -1, -1, PLAN_GROUP_TP, 4.0 * 2 * m->head_dim * L));
   if (m->dp > 1) CHECKED(push_coll(&l, PLAN_PHASE_BWD, -1, -1, -1, PLAN_GROUP_DP, 4.0 * (double)m->nparams));
   CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_OPTIMIZER, PLAN_MOP_OPTIMIZER, -1, -1));
 #undef CHECKED

@@ -40,7 +40,7 @@ static const char *layer_op_name(int i) {
   const exec_ref_config *c = &breakdown_cfg;
   for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
     exec_layer_op o = exec_layer_fwd_order[k];
-    if (!exec_layer_op_present(o, c->rope_theta > 0, c->experts > 0, c->dense_layers, c->shared_ffn > 0)) continue;
+    if (!exec_layer_op_present(o, c->rope_theta > 0, c->qk_norm, c->experts > 0, c->dense_layers, c->shared_ffn > 0)) continue;
     if (next++ == i) return exec_layer_op_names[o];
   }
   return "grads";

@@ -14,6 +14,7 @@ typedef enum {
   EXEC_OP_LN1, EXEC_OP_QKV, EXEC_OP_ATTN, EXEC_OP_ATTN_OUT, EXEC_OP_ATTN_RESIDUAL,
   EXEC_OP_LN2, EXEC_OP_FC1, EXEC_OP_ACT, EXEC_OP_FC2, EXEC_OP_MLP_RESIDUAL,
   EXEC_OP_ROPE, /* RoPE models only: between qkv and attn */
+  EXEC_OP_Q_NORM, EXEC_OP_K_NORM, /* the QK norm (model qk_norm: Qwen3): between qkv and rope */
   /* mixture-of-experts layers (after ln2, in place of fc1 .. fc2; exec_moe.c), the shared FFN when the model has one */
   EXEC_OP_ROUTER, EXEC_OP_ROUTER_TOPK, EXEC_OP_PERMUTE, EXEC_OP_EXPERT_FC1, EXEC_OP_EXPERT_ACT, EXEC_OP_EXPERT_FC2,
   EXEC_OP_UNPERMUTE, EXEC_OP_SHARED_FC1, EXEC_OP_SHARED_ACT, EXEC_OP_SHARED_FC2,
@@ -25,9 +26,10 @@ extern const exec_layer_op exec_layer_fwd_order[EXEC_OP_COUNT];
 
 /* The GEMMs among the layer ops (their backward may come as dgrad and wgrad halves). */
 int exec_layer_op_is_gemm(exec_layer_op op);
-/* Whether a model of these traits has layer op `op` (rope: RoPE models; fc1, act, fc2: dense models and MoE
- * models with dense layers; the MoE ops: MoE models; the shared FFN's: MoE models with shared experts). */
-int exec_layer_op_present(exec_layer_op op, int rope, int moe, int dense_layers, int shared);
+/* Whether a model of these traits has layer op `op` (rope: RoPE models; q_norm, k_norm: models with the QK
+ * norm; fc1, act, fc2: dense models and MoE models with dense layers; the MoE ops: MoE models; the shared
+ * FFN's: MoE models with shared experts). */
+int exec_layer_op_present(exec_layer_op op, int rope, int qk_norm, int moe, int dense_layers, int shared);
 
 /* index[op] = the model_op index of each executor layer op in p's shard
  * (-1 for the ops the model does not have, exec_layer_op_present); returns -1 (with

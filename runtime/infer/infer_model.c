@@ -50,6 +50,9 @@ int infer_model_supported(const model_config *mc, const char *file, ts_err *e) {
   if (mc->tied_embeddings)
     return ts_fail(e, file, "model", "%s ties its embeddings; the inference executor runs an untied output head",
                    mc->name);
+  if (mc->qk_norm)
+    return ts_fail(e, file, "model.qk_norm", "%s norms each query and key head (Qwen3's QK norm), which the inference "
+                   "executor does not run (the training executor does; tacosim prices it)", mc->name);
   int d = model_head_dim(mc);
   if (d != 64 && d != 128)
     return ts_fail(e, file, "model", "%s has head_dim %d; decode attention is built for 64 and 128", mc->name, d);

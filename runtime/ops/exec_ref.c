@@ -12,15 +12,16 @@
 
 int exec_ref_config_check(const exec_ref_config *c, ts_err *e) {
   if (c->vocab < 2) return ts_fail(e, NULL, "vocab", "must be >= 2 (got %d)", c->vocab);
-  if (c->hidden < 1 || c->heads < 1 || c->hidden % c->heads)
-    return ts_fail(e, NULL, "heads", "must divide hidden (%d, %d)", c->heads, c->hidden);
+  if (c->hidden < 1 || c->heads < 1 || (c->head_dim <= 0 && c->hidden % c->heads))
+    return ts_fail(e, NULL, "heads", "must divide hidden (%d, %d) unless head_dim is set", c->heads, c->hidden);
+  if (c->head_dim < 0) return ts_fail(e, NULL, "head_dim", "must be >= 0 (got %d)", c->head_dim);
   if (c->kv_heads < 0 || (c->kv_heads > 0 && c->heads % c->kv_heads))
     return ts_fail(e, NULL, "kv_heads", "must divide heads (%d, %d)", c->kv_heads, c->heads);
   if (c->ffn < 1) return ts_fail(e, NULL, "ffn", "must be >= 1 (got %d)", c->ffn);
   if (c->layers < 1) return ts_fail(e, NULL, "layers", "must be >= 1 (got %d)", c->layers);
   if (c->seq < 1 || c->batch < 1) return ts_fail(e, NULL, "batch", "seq and batch must be >= 1");
   if (!(c->norm_eps > 0)) return ts_fail(e, NULL, "norm_eps", "must be > 0");
-  if (c->rope_theta < 0 || (c->rope_theta > 0 && (c->hidden / c->heads) % 2))
+  if (c->rope_theta < 0 || (c->rope_theta > 0 && exec_ref_head_dim(c) % 2))
     return ts_fail(e, NULL, "rope_theta", "must be >= 0, and RoPE needs an even head dimension");
   if (c->rope_factor > 0 && !(c->rope_orig_max > 0 && c->rope_low_freq > 0 && c->rope_high_freq > c->rope_low_freq))
     return ts_fail(e, NULL, "rope_scaling", "needs original_max_position > 0 and 0 < low_freq_factor < high_freq_factor");
@@ -58,6 +59,7 @@ static int layer_kinds(const exec_ref_config *c, int l, exec_tensor_kind *k) {
   if (ln) k[n++] = EXEC_T_LN1_B;
   k[n++] = EXEC_T_QKV;
   if (c->qkv_bias) k[n++] = EXEC_T_QKV_B;
+  if (c->qk_norm) k[n++] = EXEC_T_Q_NORM, k[n++] = EXEC_T_K_NORM;
   k[n++] = EXEC_T_ATTN_OUT;
   if (c->linear_bias) k[n++] = EXEC_T_ATTN_OUT_B;
   k[n++] = EXEC_T_LN2_G;
@@ -94,6 +96,8 @@ static const char *layer_suffix(exec_tensor_kind k) {
   case EXEC_T_EXPERT_FC2: return "expert_fc2";
   case EXEC_T_SHARED_FC1: return "shared_fc1";
   case EXEC_T_SHARED_FC2: return "shared_fc2";
+  case EXEC_T_Q_NORM: return "q_norm";
+  case EXEC_T_K_NORM: return "k_norm";
   default: return "fc2.b";
   }
 }
@@ -144,7 +148,8 @@ int exec_ref_tensors(const exec_ref_config *c, exec_tensor *t, int cap, size_t *
       switch (k[i]) {
       case EXEC_T_QKV: rows = h; cols = (size_t)exec_ref_qkv_cols(c); break;
       case EXEC_T_QKV_B: cols = (size_t)exec_ref_qkv_cols(c); break;
-      case EXEC_T_ATTN_OUT: rows = h; break;
+      case EXEC_T_ATTN_OUT: rows = (size_t)exec_ref_q_cols(c); break;
+      case EXEC_T_Q_NORM: case EXEC_T_K_NORM: cols = (size_t)exec_ref_head_dim(c); break;
       case EXEC_T_FC1: rows = h; cols = fc1_cols; break;
       case EXEC_T_FC1_B: cols = fc1_cols; break;
       case EXEC_T_FC2: rows = (size_t)c->ffn; break;
@@ -233,6 +238,10 @@ void exec_ref_init(const exec_ref_config *c, unsigned long long seed, int round_
       break;
     case EXEC_T_LN1_B: case EXEC_T_LN2_B: case EXEC_T_LNF_B:
       for (size_t j = 0; j < cnt; j++) p[j] = 0.0;
+      break;
+    case EXEC_T_Q_NORM: case EXEC_T_K_NORM: /* 1 + normal(0, 0.1): a weight not applied, or applied to the
+                                              wrong head's columns, shows */
+      for (size_t j = 0; j < cnt; j++) p[j] = 1.0 + 0.1 * next_normal(&s);
       break;
     default: {
       exec_tensor_kind k = t[i].kind;
@@ -381,14 +390,14 @@ void exec_ref_act_bwd(const exec_ref_config *c, int rows, int f, const double *u
     }
 }
 
-/* ---- causal attention over qkv [T x W] (W = exec_ref_qkv_cols) into out [T x h]; P keeps softmax ----
+/* ---- causal attention over qkv [T x W] (W = exec_ref_qkv_cols) into out [T x Qc] (Qc = heads x d); P keeps softmax ----
  * Query head hd reads key/value head hd / G (G = heads / kv_heads). */
 #define Q_AT(row) (qkv + (size_t)(row) * W + hd * d)
-#define K_AT(base, row) (base + (size_t)(row) * W + h + (hd / G) * d)
-#define V_AT(base, row) (base + (size_t)(row) * W + h + kvd + (hd / G) * d)
+#define K_AT(base, row) (base + (size_t)(row) * W + Qc + (hd / G) * d)
+#define V_AT(base, row) (base + (size_t)(row) * W + Qc + kvd + (hd / G) * d)
 
 static void attn_fwd(const exec_ref_config *c, const double *qkv, double *P, double *out) {
-  int S = c->seq, h = c->hidden, H = c->heads, d = h / H, W = exec_ref_qkv_cols(c);
+  int S = c->seq, H = c->heads, d = exec_ref_head_dim(c), Qc = exec_ref_q_cols(c), W = exec_ref_qkv_cols(c);
   int G = H / exec_ref_kv_heads(c), kvd = exec_ref_kv_heads(c) * d;
   double scale = 1.0 / sqrt((double)d);
   for (int b = 0; b < c->batch; b++)
@@ -413,7 +422,7 @@ static void attn_fwd(const exec_ref_config *c, const double *qkv, double *P, dou
           Pbh[(size_t)i * S + t] = e;
           sum += e;
         }
-        double *o = out + ((size_t)b * S + i) * h + hd * d;
+        double *o = out + ((size_t)b * S + i) * Qc + hd * d;
         for (int p = 0; p < d; p++) o[p] = 0;
         for (int t = 0; t <= i; t++) {
           double pr = Pbh[(size_t)i * S + t] /= sum;
@@ -426,14 +435,14 @@ static void attn_fwd(const exec_ref_config *c, const double *qkv, double *P, dou
 
 static void attn_bwd(const exec_ref_config *c, const double *qkv, const double *P, const double *dout,
                      double *dqkv, double *dP_row) {
-  int S = c->seq, h = c->hidden, H = c->heads, d = h / H, W = exec_ref_qkv_cols(c);
+  int S = c->seq, H = c->heads, d = exec_ref_head_dim(c), Qc = exec_ref_q_cols(c), W = exec_ref_qkv_cols(c);
   int G = H / exec_ref_kv_heads(c), kvd = exec_ref_kv_heads(c) * d;
   double scale = 1.0 / sqrt((double)d);
   for (int b = 0; b < c->batch; b++)
     for (int hd = 0; hd < H; hd++) {
       const double *Pbh = P + ((size_t)b * H + hd) * S * S;
       for (int i = 0; i < S; i++) {
-        const double *dO = dout + ((size_t)b * S + i) * h + hd * d;
+        const double *dO = dout + ((size_t)b * S + i) * Qc + hd * d;
         /* o_i = sum_t P_it v_t: dP_it = dO_i . v_t, dv_t += P_it dO_i */
         double dot = 0;
         for (int t = 0; t <= i; t++) {
@@ -467,10 +476,45 @@ static void attn_bwd(const exec_ref_config *c, const double *qkv, const double *
 #undef K_AT
 #undef V_AT
 
+/* ---- the QK norm: RMSNorm of each of `heads` heads of d columns from column col0 of each row of qkv [T x W] ---- */
+
+/* In place; saved [T x heads d] keeps the input, rstd [T x heads] each head's 1/rms. */
+static void qk_norm_fwd(int T, int W, int col0, int heads, int d, double eps, const double *g, double *qkv,
+                        double *saved, double *rstd) {
+  for (int r = 0; r < T; r++)
+    for (int j = 0; j < heads; j++) {
+      double *x = qkv + (size_t)r * W + col0 + (size_t)j * d, *sx = saved + ((size_t)r * heads + j) * d;
+      double ms = 0;
+      for (int i = 0; i < d; i++) ms += x[i] * x[i];
+      double rs = 1.0 / sqrt(ms / d + eps);
+      rstd[(size_t)r * heads + j] = rs;
+      for (int i = 0; i < d; i++) sx[i] = x[i], x[i] = x[i] * rs * g[i];
+    }
+}
+
+/* dy (in place in dqkv) becomes dx: with xh = x rstd, dx = rstd (g dy - xh mean(g dy xh)); dg += dy xh. */
+static void qk_norm_bwd(int T, int W, int col0, int heads, int d, const double *g, const double *saved,
+                        const double *rstd, double *dqkv, double *dg) {
+  for (int r = 0; r < T; r++)
+    for (int j = 0; j < heads; j++) {
+      double *dy = dqkv + (size_t)r * W + col0 + (size_t)j * d;
+      const double *x = saved + ((size_t)r * heads + j) * d;
+      const double rs = rstd[(size_t)r * heads + j];
+      double dot = 0;
+      for (int i = 0; i < d; i++) dot += g[i] * dy[i] * x[i] * rs;
+      dot /= d;
+      for (int i = 0; i < d; i++) {
+        dg[i] += dy[i] * x[i] * rs;
+        dy[i] = rs * (g[i] * dy[i] - x[i] * rs * dot);
+      }
+    }
+}
+
 /* ---- the whole stack ---- */
 
 typedef struct {  /* what one layer keeps for backward */
   double *x_in, *n1, *mean1, *rstd1, *qkv, *P, *attn, *x_mid, *n2, *mean2, *rstd2, *u, *a;
+  double *qk_in, *qk_rstd; /* the QK norm's input [T x (Qc + kvd)] and 1/rms [T x (heads + kv_heads)] */
   exec_ref_moe_saved moe; /* MoE layers */
 } layer_saved;
 
@@ -499,6 +543,7 @@ typedef struct {
   double *grads;
   int T, h, V, S, F, L, QW, U; /* QW: qkv width; U: FC1 width (2 F for SwiGLU) */
   int d, rope_heads;           /* head dimension; q and k heads, side by side */
+  int Qc, KVH;                 /* query width heads x d; key/value heads */
   double inv_freq[512];
   layer_saved *sv;
   double *x, *xf, *nf, *meanf, *rstdf, *logits, *dx, *dtmp, *dqkv, *du, *da, *dP_row;
@@ -523,10 +568,16 @@ static void ref_layer_fwd(ref_pass *p, int l) {
   norm_fwd(c, T, x, P_OF(l, EXEC_T_LN1_G), P_OF(l, EXEC_T_LN1_B), s->n1, s->mean1, s->rstd1);
   exec_ref_mm_nn(T, QW, h, s->n1, P_OF(l, EXEC_T_QKV), s->qkv, 0);
   add_bias(T, QW, P_OF(l, EXEC_T_QKV_B), s->qkv);
+  const int Qc = p->Qc, H = c->heads, KVH = p->KVH;
+  if (c->qk_norm) { /* each query head, then each key head */
+    qk_norm_fwd(T, QW, 0, H, d, c->norm_eps, P_OF(l, EXEC_T_Q_NORM), s->qkv, s->qk_in, s->qk_rstd);
+    qk_norm_fwd(T, QW, Qc, KVH, d, c->norm_eps, P_OF(l, EXEC_T_K_NORM), s->qkv, s->qk_in + (size_t)T * Qc,
+                s->qk_rstd + (size_t)T * H);
+  }
   if (c->rope_theta > 0)
     for (int r = 0; r < T; r++) exec_ref_rope_row(s->qkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 0);
   attn_fwd(c, s->qkv, s->P, s->attn);
-  exec_ref_mm_nn(T, h, h, s->attn, P_OF(l, EXEC_T_ATTN_OUT), x, 1); /* x += attn . Wo + bo */
+  exec_ref_mm_nn(T, h, Qc, s->attn, P_OF(l, EXEC_T_ATTN_OUT), x, 1); /* x += attn . Wo + bo */
   add_bias(T, h, P_OF(l, EXEC_T_ATTN_OUT_B), x);
   memcpy(s->x_mid, x, sizeof(double) * th);
   norm_fwd(c, T, x, P_OF(l, EXEC_T_LN2_G), P_OF(l, EXEC_T_LN2_B), s->n2, s->mean2, s->rstd2);
@@ -587,13 +638,19 @@ static void ref_layer_bwd(ref_pass *p, int l) {
            G_OF(l, EXEC_T_LN2_B));
   /* x_mid = x_in + attn . Wo + bo */
   bias_grad(T, h, dx, G_OF(l, EXEC_T_ATTN_OUT_B));
-  exec_ref_mm_tn(h, h, T, s->attn, dx, G_OF(l, EXEC_T_ATTN_OUT), 1);
-  exec_ref_mm_nt(T, h, h, dx, P_OF(l, EXEC_T_ATTN_OUT), dtmp, 0);
+  const int Qc = p->Qc, H = c->heads, KVH = p->KVH;
+  exec_ref_mm_tn(Qc, h, T, s->attn, dx, G_OF(l, EXEC_T_ATTN_OUT), 1);
+  exec_ref_mm_nt(T, Qc, h, dx, P_OF(l, EXEC_T_ATTN_OUT), dtmp, 0);
   memset(dqkv, 0, sizeof(double) * T * QW);
   attn_bwd(c, s->qkv, s->P, dtmp, dqkv, dP_row);
-  /* qkv (rotated) = rope(n1 . Wqkv + bqkv): the rotation's transpose first */
+  /* qkv (rotated) = rope(qk_norm(n1 . Wqkv + bqkv)): the rotation's transpose first, then the QK norm's backward */
   if (c->rope_theta > 0)
     for (int r = 0; r < T; r++) exec_ref_rope_row(dqkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 1);
+  if (c->qk_norm) {
+    qk_norm_bwd(T, QW, 0, H, d, P_OF(l, EXEC_T_Q_NORM), s->qk_in, s->qk_rstd, dqkv, G_OF(l, EXEC_T_Q_NORM));
+    qk_norm_bwd(T, QW, Qc, KVH, d, P_OF(l, EXEC_T_K_NORM), s->qk_in + (size_t)T * Qc, s->qk_rstd + (size_t)T * H,
+                dqkv, G_OF(l, EXEC_T_K_NORM));
+  }
   bias_grad(T, QW, dqkv, G_OF(l, EXEC_T_QKV_B));
   exec_ref_mm_tn(h, QW, T, s->n1, dqkv, G_OF(l, EXEC_T_QKV), 1);
   exec_ref_mm_nt(T, h, QW, dqkv, P_OF(l, EXEC_T_QKV), dtmp, 0);
@@ -637,13 +694,17 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
   int nt = exec_ref_tensors(c, t, EXEC_REF_MAX_TENSORS, &total);
   if (nt > EXEC_REF_MAX_TENSORS) return ts_fail(e, NULL, "layers", "too many tensors for the reference");
   const int T = c->batch * c->seq, h = c->hidden, V = c->vocab, S = c->seq, F = c->ffn, L = c->layers;
-  const int QW = exec_ref_qkv_cols(c); /* qkv width: hidden + 2 kv_heads x head_dim */
+  const int QW = exec_ref_qkv_cols(c); /* qkv width: heads x head_dim + 2 kv_heads x head_dim */
   const int U = c->act == EXEC_ACT_SWIGLU ? 2 * F : F;
+  const int d = exec_ref_head_dim(c), Qc = exec_ref_q_cols(c), KVH = exec_ref_kv_heads(c);
+  const size_t tq = (size_t)T * Qc, twide = (size_t)T * (Qc > h ? Qc : h); /* attn; dtmp (also attn's gradient) */
+  const size_t qk_in = c->qk_norm ? (size_t)T * (Qc + KVH * d) : 0, qk_rstd = c->qk_norm ? (size_t)T * (c->heads + KVH) : 0;
 
   /* One arena for every activation: sizes in doubles. */
-  size_t th = (size_t)T * h, layer_doubles = th * 5 + (size_t)T * 4 + (size_t)T * QW +
-                                             (size_t)c->batch * c->heads * S * S + (size_t)T * U + (size_t)T * F;
-  size_t arena_doubles = layer_doubles * L + th * 3 + (size_t)T * 2 + (size_t)T * V + th * 2 +
+  size_t th = (size_t)T * h, layer_doubles = th * 4 + tq + (size_t)T * 4 + (size_t)T * QW +
+                                             (size_t)c->batch * c->heads * S * S + (size_t)T * U + (size_t)T * F +
+                                             qk_in + qk_rstd;
+  size_t arena_doubles = layer_doubles * L + th * 3 + (size_t)T * 2 + (size_t)T * V + th + twide +
                          (size_t)T * QW + (size_t)T * U + (size_t)T * F + (size_t)S;
   double *arena = calloc(arena_doubles, sizeof(double));
   layer_saved *sv = calloc((size_t)L, sizeof *sv);
@@ -657,8 +718,9 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
   for (int l = 0; l < L; l++) {
     sv[l].x_in = TAKE(th); sv[l].n1 = TAKE(th); sv[l].mean1 = TAKE(T); sv[l].rstd1 = TAKE(T);
     sv[l].qkv = TAKE((size_t)T * QW); sv[l].P = TAKE((size_t)c->batch * c->heads * S * S);
-    sv[l].attn = TAKE(th); sv[l].x_mid = TAKE(th); sv[l].n2 = TAKE(th); sv[l].mean2 = TAKE(T);
+    sv[l].attn = TAKE(tq); sv[l].x_mid = TAKE(th); sv[l].n2 = TAKE(th); sv[l].mean2 = TAKE(T);
     sv[l].rstd2 = TAKE(T); sv[l].u = TAKE((size_t)T * U); sv[l].a = TAKE((size_t)T * F);
+    sv[l].qk_in = TAKE(qk_in); sv[l].qk_rstd = TAKE(qk_rstd);
   }
   for (int l = 0; l < L; l++)
     if (exec_ref_layer_is_moe(c, l) && exec_ref_moe_alloc(c, T, &sv[l].moe, e)) {
@@ -669,15 +731,14 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
                    .QW = QW, .U = U, .sv = sv};
   ref_pass *p = &pass;
   p->x = TAKE(th), p->xf = TAKE(th), p->nf = TAKE(th), p->meanf = TAKE(T), p->rstdf = TAKE(T);
-  p->logits = TAKE((size_t)T * V), p->dx = TAKE(th), p->dtmp = TAKE(th), p->dqkv = TAKE((size_t)T * QW);
+  p->logits = TAKE((size_t)T * V), p->dx = TAKE(th), p->dtmp = TAKE(twide), p->dqkv = TAKE((size_t)T * QW);
   p->du = TAKE((size_t)T * U), p->da = TAKE((size_t)T * F), p->dP_row = TAKE(S);
 #undef TAKE
 
   const int iwpe = exec_ref_tensor_index(c, -1, EXEC_T_WPE);
   const double *wte = params + t[0].offset, *wpe = iwpe >= 0 ? params + t[iwpe].offset : NULL;
   const double *lnf_g = P_OF(-1, EXEC_T_LNF_G), *lnf_b = P_OF(-1, EXEC_T_LNF_B);
-  const int d = h / c->heads;
-  p->d = d, p->rope_heads = c->heads + exec_ref_kv_heads(c);
+  p->d = d, p->rope_heads = c->heads + KVH, p->Qc = Qc, p->KVH = KVH;
   if (c->rope_theta > 0) {
     if (d / 2 > 512) {
       free_saved(c, arena, sv);

@@ -17,9 +17,15 @@
  * norm is LayerNorm (gain and bias) or RMSNorm (gain only).
  *
  * Matrices are row-major, weights stored [in x out] so y = x . W. The qkv
- * output is [q | k | v]: q hidden wide, head j at columns j*d .. j*d+d-1; k and
+ * output is [q | k | v]: q heads*d wide (d = head_dim, hidden / heads unless
+ * set: Qwen3's heads x head_dim is not hidden), head j at columns j*d ..
+ * j*d+d-1, and attn_out maps those heads*d columns back to hidden; k and
  * v kv_heads*d wide each (grouped-query attention: query head j uses key/value
  * head j / (heads / kv_heads); kv_heads = heads is multi-head attention).
+ * QK norm (qk_norm: Qwen3, Megatron-LM's qk_layernorm): after the qkv GEMM
+ * (and its bias), before RoPE, each query head and each key head of d
+ * columns is RMS-normed over its d values with eps norm_eps and scaled by
+ * q_norm [d] (query heads) or k_norm [d] (key heads).
  * All parameters live in one flat array; exec_ref_tensors() names the pieces,
  * so gradients from any implementation can be compared tensor by tensor. */
 #ifndef EXEC_REF_H
@@ -66,6 +72,10 @@ typedef struct {
    * [experts h x (1 or 2) expert_ffn] and [e expert_ffn, (e+1) expert_ffn)
    * of expert_fc2 [experts expert_ffn x h]. No linear biases with experts. */
   int experts, top_k, expert_ffn, shared_ffn, dense_layers;
+  /* Qwen3's attention (both zero: hidden / heads, no QK norm): head_dim > 0
+   * sets d (Q heads x d wide, attn_out [heads d x hidden]); qk_norm adds the
+   * QK norm above and its two weights per layer. */
+  int head_dim, qk_norm;
 } exec_ref_config;
 
 /* Whether layer l of c is a mixture-of-experts layer. */
@@ -79,11 +89,16 @@ void exec_ref_rope_inv_freq(const exec_ref_config *c, int d, double *inv_freq);
  * inverse: by -pos (the backward, the rotation's transpose). */
 void exec_ref_rope_row(double *x, int heads, int d, const double *inv_freq, int pos, int inverse);
 
-/* Key/value heads of c (heads unless grouped-query attention), and the qkv
- * width: hidden query columns, then kv_heads x head_dim key and value columns. */
+/* Key/value heads of c (heads unless grouped-query attention), the head
+ * dimension, the query width (heads x head_dim) and the qkv width: the query
+ * columns, then kv_heads x head_dim key and value columns. */
 static inline int exec_ref_kv_heads(const exec_ref_config *c) { return c->kv_heads > 0 ? c->kv_heads : c->heads; }
+static inline int exec_ref_head_dim(const exec_ref_config *c) {
+  return c->head_dim > 0 ? c->head_dim : c->hidden / c->heads;
+}
+static inline int exec_ref_q_cols(const exec_ref_config *c) { return c->heads * exec_ref_head_dim(c); }
 static inline int exec_ref_qkv_cols(const exec_ref_config *c) {
-  return c->hidden + 2 * exec_ref_kv_heads(c) * (c->hidden / c->heads);
+  return exec_ref_q_cols(c) + 2 * exec_ref_kv_heads(c) * exec_ref_head_dim(c);
 }
 
 /* One named tensor inside the flat parameter array. */
@@ -93,6 +108,8 @@ typedef enum {
   EXEC_T_QKV_B, EXEC_T_ATTN_OUT_B, EXEC_T_FC1_B, EXEC_T_FC2_B, EXEC_T_LM_HEAD,
   /* MoE layers (in place of fc1, fc2): router, the experts' stacked FFN weights, the shared FFN */
   EXEC_T_ROUTER, EXEC_T_EXPERT_FC1, EXEC_T_EXPERT_FC2, EXEC_T_SHARED_FC1, EXEC_T_SHARED_FC2,
+  /* the QK norm's weights (qk_norm), [1 x head_dim] each, after qkv [qkv.b] */
+  EXEC_T_Q_NORM, EXEC_T_K_NORM,
 } exec_tensor_kind;
 
 typedef struct {
@@ -110,7 +127,7 @@ int exec_ref_config_check(const exec_ref_config *c, ts_err *e);
 /* Fills t[] (cap entries) with the tensors in flat order; returns their count,
  * and the total parameter count in *total. Norm biases are absent for RMSNorm,
  * wpe for RoPE models, linear biases and lm_head unless the model has them.
- * Order: wte [wpe] then per layer ln1.g [ln1.b] qkv [qkv.b] attn_out
+ * Order: wte [wpe] then per layer ln1.g [ln1.b] qkv [qkv.b] [q_norm k_norm] attn_out
  * [attn_out.b] ln2.g [ln2.b] fc1 [fc1.b] fc2 [fc2.b] (an MoE layer: router
  * expert_fc1 expert_fc2 [shared_fc1 shared_fc2] after ln2), then lnf.g
  * [lnf.b] [lm_head]. */

@@ -1,4 +1,4 @@
-/* rt_ops_layer.cu — RoPE and bias kernels (see rt_ops_layer.h). Arithmetic is
+/* rt_ops_layer.cu — RoPE, bias and QK-norm kernels (see rt_ops_layer.h). Arithmetic is
  * FP32; one BF16 rounding per output. */
 #include <stdint.h>
 
@@ -171,6 +171,106 @@ extern "C" int rt_bias_grad(const void *dy, float *db, long long rows, int cols,
   if (yb > 65535) return ts_fail_sys(e, "rt_bias_grad: %lld rows are too many", rows);
   dim3 grid((unsigned)((cols + 31) / 32), (unsigned)yb), block(32, 8);
   bias_grad_kernel<<<grid, block, 0, (cudaStream_t)stream>>>((const bf16 *)dy, db, rows, cols, ld);
+  RT_CHECK_LAUNCH(e);
+  return 0;
+}
+
+/* ---- the QK norm: one warp per (row, head), each lane d / 32 of the head's d values ---- */
+
+enum { QK_MAX_PER_LANE = 8 }; /* d <= 256 */
+
+__device__ static float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/* pairs = rows x heads; pair p is head p % heads of row p / heads. Every lane of a warp has the same p. */
+__global__ void qk_norm_fwd_kernel(bf16 *x, int ld, bf16 *saved, const bf16 *g, float *rstd, long long pairs,
+                                   int heads, int d, float eps) {
+  const int lane = threadIdx.x & 31, per = d / 32;
+  const long long warps = (long long)gridDim.x * (blockDim.x / 32);
+  for (long long p = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32; p < pairs; p += warps) {
+    bf16 *xr = x + (p / heads) * ld + (long long)(p % heads) * d, *sr = saved + p * d;
+    float v[QK_MAX_PER_LANE], ss = 0.f;
+    for (int k = 0; k < per; k++) {
+      v[k] = __bfloat162float(xr[lane + 32 * k]);
+      ss += v[k] * v[k];
+    }
+    const float rs = rsqrtf(warp_sum(ss) / (float)d + eps);
+    if (lane == 0) rstd[p] = rs;
+    for (int k = 0; k < per; k++) {
+      const int i = lane + 32 * k;
+      sr[i] = xr[i];
+      xr[i] = __float2bfloat16(v[k] * rs * __bfloat162float(g[i]));
+    }
+  }
+}
+
+/* dgamma: each lane sums its columns over the pairs it walks, the block's warps add into shared
+ * memory, one atomic add per block and column into the FP32 accumulator. */
+__global__ void qk_norm_bwd_kernel(bf16 *dx, int ld, const bf16 *saved, const bf16 *g, const float *rstd,
+                                   float *dgamma, long long pairs, int heads, int d) {
+  extern __shared__ float sdg[]; /* [d] */
+  for (int i = threadIdx.x; i < d; i += blockDim.x) sdg[i] = 0.f;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, per = d / 32;
+  const long long warps = (long long)gridDim.x * (blockDim.x / 32);
+  float acc[QK_MAX_PER_LANE];
+  for (int k = 0; k < per; k++) acc[k] = 0.f;
+  for (long long p = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32; p < pairs; p += warps) {
+    bf16 *dr = dx + (p / heads) * ld + (long long)(p % heads) * d;
+    const bf16 *sr = saved + p * d;
+    const float rs = rstd[p];
+    float dy[QK_MAX_PER_LANE], xh[QK_MAX_PER_LANE], dot = 0.f;
+    for (int k = 0; k < per; k++) {
+      const int i = lane + 32 * k;
+      dy[k] = __bfloat162float(dr[i]);
+      xh[k] = __bfloat162float(sr[i]) * rs;
+      dot += __bfloat162float(g[i]) * dy[k] * xh[k];
+      acc[k] += dy[k] * xh[k];
+    }
+    dot = warp_sum(dot) / (float)d;
+    for (int k = 0; k < per; k++) {
+      const int i = lane + 32 * k;
+      dr[i] = __float2bfloat16(rs * (__bfloat162float(g[i]) * dy[k] - xh[k] * dot));
+    }
+  }
+  for (int k = 0; k < per; k++) atomicAdd(&sdg[lane + 32 * k], acc[k]);
+  __syncthreads();
+  for (int i = threadIdx.x; i < d; i += blockDim.x) atomicAdd(&dgamma[i], sdg[i]);
+}
+
+static int qk_norm_shape_ok(long long rows, int ld, int heads, int d) {
+  return rows >= 0 && heads >= 1 && d >= 32 && d % 32 == 0 && d <= 32 * QK_MAX_PER_LANE && ld >= heads * d;
+}
+
+static unsigned qk_norm_blocks(long long pairs) { /* 8 warps a block, at most 8 blocks per SM of an H100 */
+  long long b = (pairs + 7) / 8;
+  return (unsigned)(b < 1 ? 1 : b > 132 * 8 ? 132 * 8 : b);
+}
+
+extern "C" int rt_qk_norm_fwd(void *x, int ld, void *saved, const void *gamma, float *rstd, long long rows, int heads,
+                              int d, float eps, void *stream, ts_err *e) {
+  if (!qk_norm_shape_ok(rows, ld, heads, d) || !saved || !gamma || !rstd)
+    return ts_fail_sys(e, "rt_qk_norm_fwd: bad shape (rows %lld, ld %d, heads %d, d %d: d a multiple of 32 up to %d)",
+                       rows, ld, heads, d, 32 * QK_MAX_PER_LANE);
+  if (rows == 0) return 0;
+  const long long pairs = rows * heads;
+  qk_norm_fwd_kernel<<<qk_norm_blocks(pairs), 256, 0, (cudaStream_t)stream>>>(
+      (bf16 *)x, ld, (bf16 *)saved, (const bf16 *)gamma, rstd, pairs, heads, d, eps);
+  RT_CHECK_LAUNCH(e);
+  return 0;
+}
+
+extern "C" int rt_qk_norm_bwd(void *dx, int ld, const void *saved, const void *gamma, const float *rstd, float *dgamma,
+                              long long rows, int heads, int d, void *stream, ts_err *e) {
+  if (!qk_norm_shape_ok(rows, ld, heads, d) || !saved || !gamma || !rstd || !dgamma)
+    return ts_fail_sys(e, "rt_qk_norm_bwd: bad shape (rows %lld, ld %d, heads %d, d %d: d a multiple of 32 up to %d)",
+                       rows, ld, heads, d, 32 * QK_MAX_PER_LANE);
+  if (rows == 0) return 0;
+  const long long pairs = rows * heads;
+  qk_norm_bwd_kernel<<<qk_norm_blocks(pairs), 256, (size_t)d * sizeof(float), (cudaStream_t)stream>>>(
+      (bf16 *)dx, ld, (const bf16 *)saved, (const bf16 *)gamma, rstd, dgamma, pairs, heads, d);
   RT_CHECK_LAUNCH(e);
   return 0;
 }

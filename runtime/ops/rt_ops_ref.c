@@ -2,6 +2,7 @@
 #include "rt_ops_ref.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint16_t rt_ref_bf16_from_float(float f) {
@@ -192,4 +193,38 @@ void rt_ref_bias_grad(const float *dy, float *db, long long rows, int cols, int 
     for (long long r = 0; r < rows; r++) s += dy[r * ld + c];
     db[c] += (float)s;
   }
+}
+
+void rt_ref_qk_norm_fwd(float *x, int ld, float *saved, const float *gamma, float *rstd, long long rows, int heads,
+                        int d, float eps) {
+  for (long long r = 0; r < rows; r++)
+    for (int j = 0; j < heads; j++) {
+      float *v = x + r * ld + (long long)j * d, *sv = saved + (r * heads + j) * d;
+      double ss = 0;
+      for (int i = 0; i < d; i++) ss += (double)v[i] * v[i];
+      const double rs = 1.0 / sqrt(ss / d + eps);
+      rstd[r * heads + j] = (float)rs;
+      for (int i = 0; i < d; i++) sv[i] = v[i], v[i] = (float)(v[i] * rs * gamma[i]);
+    }
+}
+
+void rt_ref_qk_norm_bwd(float *dx, int ld, const float *saved, const float *gamma, const float *rstd, float *dgamma,
+                        long long rows, int heads, int d) {
+  double *dg = calloc((size_t)d, sizeof *dg);
+  if (!dg) return; /* the caller's comparison then fails on dgamma */
+  for (long long r = 0; r < rows; r++)
+    for (int j = 0; j < heads; j++) {
+      float *dy = dx + r * ld + (long long)j * d;
+      const float *sv = saved + (r * heads + j) * d;
+      const double rs = rstd[r * heads + j];
+      double dot = 0;
+      for (int i = 0; i < d; i++) dot += (double)gamma[i] * dy[i] * sv[i] * rs;
+      dot /= d;
+      for (int i = 0; i < d; i++) {
+        dg[i] += (double)dy[i] * sv[i] * rs;
+        dy[i] = (float)(rs * (gamma[i] * (double)dy[i] - sv[i] * rs * dot));
+      }
+    }
+  for (int i = 0; i < d; i++) dgamma[i] += (float)dg[i];
+  free(dg);
 }

@@ -391,6 +391,70 @@ out:
   return rc;
 }
 
+/* The QK norm (rt_qk_norm_fwd / _bwd) on `heads` heads of d columns at the start of rows of ld
+ * columns (the rest must stay as it was): the normed rows, the kept input, the 1/rms, the input
+ * gradient and the weight gradient (accumulated onto a non-zero start) against rt_ops_ref.c. */
+static int check_qk_norm(int rows, int ld, int heads, int d, FILE *log, ts_err *e) {
+  const long long n = (long long)rows * ld, ns = (long long)rows * heads * d, nr = (long long)rows * heads;
+  tensor x, g, dy, sv;
+  int rc = -1;
+  float *ref = malloc((size_t)n * sizeof *ref), *sref = malloc((size_t)ns * sizeof *sref);
+  float *rs = malloc((size_t)nr * sizeof *rs), *rs_ref = malloc((size_t)nr * sizeof *rs_ref);
+  float *dg = malloc((size_t)d * sizeof *dg), *dg_ref = malloc((size_t)d * sizeof *dg_ref);
+  float *rs_dev = NULL, *dg_dev = NULL;
+  char name[64];
+  memset(&x, 0, sizeof x), memset(&g, 0, sizeof g), memset(&dy, 0, sizeof dy), memset(&sv, 0, sizeof sv);
+  if (!ref || !sref || !rs || !rs_ref || !dg || !dg_ref) {
+    ts_fail_sys(e, "selfcheck: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < d; i++) dg_ref[i] = 0.25f + 0.01f * i;
+  if (tensor_make(&x, n, 2.f, -1.f, e) || tensor_make(&g, d, 0.5f, 0.75f, e) || tensor_make(&dy, n, 2.f, -1.f, e) ||
+      tensor_make(&sv, ns, 0.f, 0.f, e))
+    goto out;
+  if (cudaMalloc((void **)&rs_dev, (size_t)nr * sizeof *rs) != cudaSuccess ||
+      cudaMalloc((void **)&dg_dev, (size_t)d * sizeof *dg) != cudaSuccess ||
+      cudaMemcpy(dg_dev, dg_ref, (size_t)d * sizeof *dg, cudaMemcpyHostToDevice) != cudaSuccess) {
+    ts_fail_sys(e, "selfcheck: qk_norm: CUDA allocation or copy failed");
+    goto out;
+  }
+  memcpy(ref, x.host, (size_t)n * sizeof *ref);
+  rt_ref_qk_norm_fwd(ref, ld, sref, g.host, rs_ref, rows, heads, d, 1e-6f);
+  if (rt_qk_norm_fwd(x.dev, ld, sv.dev, g.dev, rs_dev, rows, heads, d, 1e-6f, NULL, e) || tensor_fetch(&x, e) ||
+      tensor_fetch(&sv, e))
+    goto out;
+  if (cudaMemcpy(rs, rs_dev, (size_t)nr * sizeof *rs, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    ts_fail_sys(e, "selfcheck: qk_norm: CUDA copy failed");
+    goto out;
+  }
+  snprintf(name, sizeof name, "qk_norm[%dx%d,%dh,d%d]", rows, ld, heads, d);
+  if (compare(name, x.host, ref, n, log, e)) goto out;
+  snprintf(name, sizeof name, "qk_norm_saved[%dh,d%d]", heads, d);
+  if (compare(name, sv.host, sref, ns, log, e)) goto out;
+  snprintf(name, sizeof name, "qk_norm_rstd[%dh,d%d]", heads, d);
+  if (compare(name, rs, rs_ref, nr, log, e)) goto out;
+  /* backward from the reference's own saved input and 1/rms (the GPU's are checked above) */
+  memcpy(ref, dy.host, (size_t)n * sizeof *ref);
+  rt_ref_qk_norm_bwd(ref, ld, sref, g.host, rs_ref, dg_ref, rows, heads, d);
+  if (rt_qk_norm_bwd(dy.dev, ld, sv.dev, g.dev, rs_dev, dg_dev, rows, heads, d, NULL, e) || tensor_fetch(&dy, e))
+    goto out;
+  if (cudaMemcpy(dg, dg_dev, (size_t)d * sizeof *dg, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    ts_fail_sys(e, "selfcheck: qk_norm_bwd: CUDA copy failed");
+    goto out;
+  }
+  snprintf(name, sizeof name, "qk_norm_bwd[%dx%d,%dh,d%d]", rows, ld, heads, d);
+  if (compare(name, dy.host, ref, n, log, e)) goto out;
+  snprintf(name, sizeof name, "qk_norm_dgamma[d%d]", d);
+  if (compare(name, dg, dg_ref, d, log, e)) goto out;
+  rc = 0;
+out:
+  tensor_free(&x), tensor_free(&g), tensor_free(&dy), tensor_free(&sv);
+  if (rs_dev) cudaFree(rs_dev);
+  if (dg_dev) cudaFree(dg_dev);
+  free(ref), free(sref), free(rs), free(rs_ref), free(dg), free(dg_ref);
+  return rc;
+}
+
 int rt_ops_selfcheck(void *log_file, ts_err *e) {
   FILE *log = log_file;
   /* each op twice: a width that takes the 16-byte path and an odd one that does not (norms also
@@ -416,5 +480,8 @@ int rt_ops_selfcheck(void *log_file, ts_err *e) {
   RT_TRY(check_layer(300, 96, 5, 12, 128, 80, log, e));   /* RoPE's element path (d / 2 = 6) */
   RT_TRY(check_layer(517, 640, 5, 128, 512, 637, log, e)); /* head dim 128, 517 rows: three bias-gradient row blocks */
   RT_TRY(check_layer(517, 640, 5, 128, 512, 640, log, e)); /* the 16-byte path over every column */
+  RT_TRY(check_qk_norm(300, 640, 4, 128, log, e));  /* Qwen3's head_dim: 4 query heads of a 640-wide qkv row */
+  RT_TRY(check_qk_norm(77, 200, 3, 64, log, e));    /* 3 heads of 64, ld not a multiple of 8 */
+  RT_TRY(check_qk_norm(2000, 256, 1, 256, log, e)); /* the widest head, many rows per block's dgamma */
   return 0;
 }
