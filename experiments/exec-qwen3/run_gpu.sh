@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# run_gpu.sh — Qwen3's attention in the training executor (wide heads, the QK norm) on one H100 or H200, from the
+# repository root, building nothing (BIN: tacorun, TEST: tests/test_rt_ops_gpu, both built on the CPU machine;
+# their libraries in LIB):
+#  1. test_rt_ops_gpu: every layer kernel against its plain-C reference, rt_qk_norm_fwd / _bwd at head_dim 64, 128, 256;
+#  2. `tacorun execute --check` (the dense Qwen3-like configuration among the one-GPU checks against float64) and
+#     `--check-moe` (the MoE one);
+#  3. the plans of plans/ for this GPU, timed (predicted/ holds `tacosim simulate` of each, made before the run).
+# Outputs in OUT/qwen3: gpu.txt, rt_ops.txt, check.txt, check-moe.txt, execute-*.txt, measured/.
+set -u
+BIN=${BIN:-.devbin/v5/tacorun}
+TEST=${TEST:-.devbin/v5/test_rt_ops_gpu}
+LIB=${LIB:-.devbin/h100/lib}
+O=${OUT:-/tmp/qwen3}/qwen3
+export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-} TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies
+S=$(date +%s)
+el() { echo $(($(date +%s) - S)); }
+mkdir -p "$O/measured"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$O/gpu.txt" 2>&1
+case "$(head -1 "$O/gpu.txt")" in
+  *H100*) SUF=-h100 ;;
+  *) SUF= ;;
+esac
+timeout 60 "$TEST" > "$O/rt_ops.txt" 2>&1
+echo "rt_ops rc=$? ($(el) s): $(grep -ciE 'qk_norm' "$O/rt_ops.txt") qk_norm lines; $(tail -1 "$O/rt_ops.txt")"
+grep -iE "qk_norm|fail" "$O/rt_ops.txt" | head -8
+timeout 150 "$BIN" execute --check > "$O/check.txt" 2>&1
+echo "execute --check rc=$? ($(el) s): $(tail -1 "$O/check.txt")"
+grep -iE "qwen|fail" "$O/check.txt" | head -12
+timeout 120 "$BIN" execute --check-moe > "$O/check-moe.txt" 2>&1
+echo "execute --check-moe rc=$? ($(el) s): $(tail -1 "$O/check-moe.txt")"
+grep -iE "qwen|head_dim|fail" "$O/check-moe.txt" | head -8
+for p in qwen3-tiny-1gpu qwen3-30b-a3b-l2-1gpu; do
+  timeout 120 "$BIN" execute experiments/exec-qwen3/plans/$p$SUF.json --json-dir "$O/measured" > "$O/execute-$p$SUF.txt" 2>&1
+  echo "execute $p$SUF rc=$? ($(el) s): $(grep -m1 -iE 'iteration' "$O/execute-$p$SUF.txt")"
+done
