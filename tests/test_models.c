@@ -58,6 +58,7 @@ static const struct {
     {"gpt3-175b", 174.6e9},  {"gpt3-13b", 12.85e9},   {"gpt3-6.7b", 6.66e9},    {"gpt3-2.7b", 2.65e9},
     {"gpt3-1.3b", 1.32e9},   {"llama3-8b", 8.03e9},   {"llama3-70b", 70.6e9},   {"llama3-405b", 405.9e9},
     {"qwen2.5-7b", 7.62e9},  {"qwen2.5-14b", 14.7e9}, {"qwen2.5-32b", 32.8e9},  {"qwen2.5-72b", 72.7e9},
+    {"qwen3-8b", 8.2e9},     {"qwen3-14b", 14.8e9},   {"qwen3-32b", 32.8e9}, /* Qwen3: the QK norm's weights included */
 };
 
 static void test_parameter_counts_match_published(void) {
