@@ -519,6 +519,41 @@ static void test_tacorun_peak_gbps(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
 }
 
+/* The dense Qwen3 models (head_dim 128, wider than hidden / heads on qwen3-tiny and qwen3-32b; the QK norm) in
+ * one-GPU inference plans pass every check of the inference executor before the GPU (none is visible here: the
+ * run stops at "no CUDA device", exit 1, not 2 naming model.qk_norm); the shipped plan
+ * experiments/exec-qwen3/plans/qwen3-8b-infer-b16-p1024-g64.json among them. --help names the QK norm. */
+static void test_tacorun_infer_qwen3(void) {
+  static char out[65536];
+  char args[1024];
+  const char *models[] = {"qwen3-tiny", "qwen3-8b", "qwen3-14b", "qwen3-32b"};
+  for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+    char name[64], path[512];
+    snprintf(name, sizeof name, "infer-%s.json", models[i]);
+    snprintf(path, sizeof path, "%s/%s", workdir, name);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{ \"schema\": 1, \"kind\": \"inference\", \"name\": \"infer-%s\", \"model\": \"%s\",\n"
+               "  \"cluster\": \"h200x2-nvlink\", \"layout\": { \"tp\": 1, \"pp\": 1 },\n"
+               "  \"batch\": { \"size\": 4, \"prompt\": 256, \"generate\": 8 }, \"kv_cache\": \"bf16\" }\n",
+            models[i], models[i]);
+    fclose(f);
+    snprintf(args, sizeof args, "execute %s", name);
+    int rc = tacorun(args, out, sizeof out);
+    if (rc != 1 || !strstr(out, "no CUDA device")) fprintf(stderr, "\n  %s: %d: %.400s\n", models[i], rc, out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
+    CU_ASSERT_PTR_NULL(strstr(out, "qk_norm"));
+  }
+  snprintf(args, sizeof args, "execute '%s/experiments/exec-qwen3/plans/qwen3-8b-infer-b16-p1024-g64.json'",
+           SOURCE_DIR);
+  CU_ASSERT_EQUAL(tacorun(args, out, sizeof out), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
+  CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "dense Qwen3-style"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "the QK norm before RoPE (prefill and decode step"));
+}
+
 /* Context parallelism is simulated, not executed: refused before any GPU or communicator, the field named. */
 static void test_tacorun_refuses_cp(void) {
   static char out[65536];
@@ -726,6 +761,8 @@ int main(void) {
   CU_add_test(s, "tacorun calibrate --only knows gemm_fp8, refuses an unknown phase (exit 2)",
               test_tacorun_calibrate_only_fp8);
   CU_add_test(s, "tacorun execute --peak-gbps: a rate > 0, else exit 2 before any GPU", test_tacorun_peak_gbps);
+  CU_add_test(s, "tacorun execute: dense Qwen3 inference plans (wide heads, the QK norm) pass every check before the GPU",
+              test_tacorun_infer_qwen3);
   CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
   CU_add_test(s, "tacorun execute refuses ZeRO-2/3; the DP overlap switches run from the program only (exit 2)",
               test_tacorun_zero_refusals);

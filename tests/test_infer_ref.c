@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "infer_ref.h"
+#include "rt_ops_ref.h"
 #include "taco_fp8.h"
 #include "plan_infer_policy.h"
 #include "result.h"
@@ -106,6 +107,46 @@ static void test_rope(void) {
   infer_ref_rope(w, D, 3, 10000.0);
   CU_ASSERT_DOUBLE_EQUAL(w[0], cos(3.0), 1e-6);
   CU_ASSERT_DOUBLE_EQUAL(w[4], sin(3.0), 1e-6);
+}
+
+/* The QK norm as the inference check's reference runs it (rt_ref_qk_norm_fwd, saved and rstd NULL): the same
+ * values as the training forward's, which also keeps the input and 1/rms; the columns after the heads
+ * untouched; with weights 1 each head comes out of mean square 1 (less eps's share), and with weights g the
+ * normed head times g; RoPE after it keeps each head's norm. Qwen3's shape: 3 heads of 128 in a row of 400. */
+static void test_qk_norm_inference(void) {
+  enum { R = 2, H = 3, D = 128, LD = 400 };
+  const float eps = 1e-6f;
+  static float x[R * LD], a[R * LD], b[R * LD], c[R * LD], sv[R * H * D], g1[D], g[D];
+  float rs[R * H];
+  for (int i = 0; i < R * LD; i++) x[i] = 2.f * frand();
+  for (int i = 0; i < D; i++) g1[i] = 1.f, g[i] = 1.f + 0.5f * frand();
+  memcpy(a, x, sizeof x), memcpy(b, x, sizeof x), memcpy(c, x, sizeof x);
+  rt_ref_qk_norm_fwd(a, LD, NULL, g, NULL, R, H, D, eps);
+  rt_ref_qk_norm_fwd(b, LD, sv, g, rs, R, H, D, eps);
+  CU_ASSERT_EQUAL(memcmp(a, b, sizeof a), 0);
+  for (int r = 0; r < R; r++) {
+    for (int j = 0; j < H; j++)
+      for (int i = 0; i < D; i++) CU_ASSERT_EQUAL(sv[(r * H + j) * D + i], x[r * LD + j * D + i]);
+    for (int i = H * D; i < LD; i++) CU_ASSERT_EQUAL(a[r * LD + i], x[r * LD + i]); /* past the heads */
+  }
+  rt_ref_qk_norm_fwd(c, LD, NULL, g1, NULL, R, H, D, eps);
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < H; j++) {
+      const float *u = c + r * LD + j * D, *v = a + r * LD + j * D;
+      double ms = 0, before = 0;
+      for (int i = 0; i < D; i++) {
+        ms += (double)u[i] * u[i], before += (double)x[r * LD + j * D + i] * x[r * LD + j * D + i];
+        CU_ASSERT_DOUBLE_EQUAL(v[i], u[i] * g[i], 1e-5 * (1 + fabs(u[i])));
+      }
+      before /= D;
+      CU_ASSERT_DOUBLE_EQUAL(ms / D, before / (before + eps), 1e-5);
+      float y[D];
+      memcpy(y, u, sizeof y);
+      infer_ref_rope(y, D, 1000 + j, 1e6);
+      double ny = 0;
+      for (int i = 0; i < D; i++) ny += (double)y[i] * y[i];
+      CU_ASSERT_DOUBLE_EQUAL(ny, ms, 1e-4 * ms);
+    }
 }
 
 static void test_bf16(void) {
@@ -223,6 +264,7 @@ int main(void) {
   CU_add_test(s, "causal attention's last row is decode attention", test_causal_last_row_is_decode);
   CU_add_test(s, "decode attention: the GQA cache layout (G 8, max_seq > len)", test_decode_layout_gqa);
   CU_add_test(s, "RoPE", test_rope);
+  CU_add_test(s, "QK norm without its saved copy (the inference reference), then RoPE", test_qk_norm_inference);
   CU_add_test(s, "bf16 rounding", test_bf16);
   CU_add_test(s, "FP8 KV cache quantizer", test_kv8_quantize);
   CU_add_test(s, "E4M3: enumeration vs taco_fp8.h", test_e4m3_two_ways);

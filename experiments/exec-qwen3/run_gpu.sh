@@ -5,8 +5,11 @@
 #  1. test_rt_ops_gpu: every layer kernel against its plain-C reference, rt_qk_norm_fwd / _bwd at head_dim 64, 128, 256;
 #  2. `tacorun execute --check` (the dense Qwen3-like configuration among the one-GPU checks against float64) and
 #     `--check-moe` (the MoE one);
-#  3. the plans of plans/ for this GPU, timed (predicted/ holds `tacosim simulate` of each, made before the run).
-# Outputs in OUT/qwen3: gpu.txt, rt_ops.txt, check.txt, check-moe.txt, execute-*.txt, measured/.
+#  3. the plans of plans/ for this GPU, timed (predicted/ holds `tacosim simulate` of each, made before the run);
+#  4. the inference executor (2026-12-07): `execute --infer-check` (the QK norm + RoPE against the plain-C reference,
+#     a Qwen3-like model's consistency checks), then the Qwen3 8B inference plan with --decode-graph (predicted on the
+#     H200: predicted/qwen3-8b-infer-b16-p1024-g64-graph.json; on an H100 the run is not the predicted machine).
+# Outputs in OUT/qwen3: gpu.txt, rt_ops.txt, check.txt, check-moe.txt, execute-*.txt, infer-check.txt, measured/.
 set -u
 BIN=${BIN:-.devbin/v5/tacorun}
 TEST=${TEST:-.devbin/v5/test_rt_ops_gpu}
@@ -34,3 +37,9 @@ for p in qwen3-tiny-1gpu qwen3-30b-a3b-l2-1gpu; do
   timeout 120 "$BIN" execute experiments/exec-qwen3/plans/$p$SUF.json --json-dir "$O/measured" > "$O/execute-$p$SUF.txt" 2>&1
   echo "execute $p$SUF rc=$? ($(el) s): $(grep -m1 -iE 'iteration' "$O/execute-$p$SUF.txt")"
 done
+timeout 60 "$BIN" execute --infer-check > "$O/infer-check.txt" 2>&1
+echo "execute --infer-check rc=$? ($(el) s): $(tail -1 "$O/infer-check.txt")"
+grep -iE "qwen3|QK norm|fail" "$O/infer-check.txt" | head -12
+p=qwen3-8b-infer-b16-p1024-g64
+timeout 120 "$BIN" execute experiments/exec-qwen3/plans/$p.json --decode-graph --json-dir "$O/measured" > "$O/execute-$p.txt" 2>&1
+echo "execute $p rc=$? ($(el) s): $(grep -m2 -iE 'ttft|decode graph' "$O/execute-$p.txt" | tr '\n' ' ')"

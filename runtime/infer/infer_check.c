@@ -17,6 +17,8 @@
 #include "infer_ref.h"
 #include "infer_run.h"
 #include "rt_ops.h"
+#include "rt_ops_layer.h"
+#include "rt_ops_ref.h"
 
 #define CK_TRY(x)                                                                                            \
   do {                                                                                                       \
@@ -56,6 +58,12 @@ static double rel_l2(const float *a, const float *ref, long long n) {
     num += d * d, den += (double)ref[i] * ref[i];
   }
   return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int all_finite(const float *x, long long n) {
+  for (long long i = 0; i < n; i++)
+    if (!isfinite(x[i])) return 0;
+  return 1;
 }
 
 /* ---- decode attention and RoPE against the plain-C reference ---- */
@@ -143,6 +151,72 @@ static int check_rope(check_log *L, ts_err *e) {
   report(L, "RoPE + scatter into Q and the K/V caches vs C reference", fmax(err, fmax(ek, ev)), 1e-2);
   free(hx), free(hq), free(hk), free(hv), free(rq), free(rk), free(rv);
   cudaFree(qkv), cudaFree(q), cudaFree(k), cudaFree(v);
+  return 0;
+}
+
+/* The QK norm then RoPE and the scatter, as infer_forward runs them (rt_qk_norm_fwd without saved /
+ * rstd on the query heads, then on the key heads, of the qkv rows; infer_rope_scatter), at Qwen3's
+ * attention (head_dim 128, random norm weights around 1): a prefill of seq tokens at 0 (pos0 0) or a
+ * decode step (seq 1 at pos0), Q and both caches against rt_ref_qk_norm_fwd and infer_ref_rope. */
+static int check_qk_norm_rope(check_log *L, int seq, long long pos0, ts_err *e) {
+  const int b = 3, hl = 8, kvl = 2, d = 128, W = hl + 2 * kvl;
+  const long long max_seq = 24;
+  const double theta = 1e6;
+  const float eps = 1e-6f;
+  infer_attn_dims a = {.batch = b, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = max_seq, .rope_theta = theta};
+  const long long T = (long long)b * seq, nqkv = T * W * d, nq = (long long)b * hl * seq * d,
+                  nc = (long long)b * kvl * max_seq * d;
+  void *qkv, *q, *k, *v, *gq, *gk;
+  RT_CUDA(e, cudaMalloc(&qkv, (size_t)nqkv * 2));
+  RT_CUDA(e, cudaMalloc(&q, (size_t)nq * 2));
+  RT_CUDA(e, cudaMalloc(&k, (size_t)nc * 2));
+  RT_CUDA(e, cudaMalloc(&v, (size_t)nc * 2));
+  RT_CUDA(e, cudaMalloc(&gq, (size_t)d * 2));
+  RT_CUDA(e, cudaMalloc(&gk, (size_t)d * 2));
+  RT_CUDA(e, cudaMemset(k, 0, (size_t)nc * 2));
+  RT_CUDA(e, cudaMemset(v, 0, (size_t)nc * 2));
+  RT_CUDA(e, cudaMemset(q, 0xff, (size_t)nq * 2));
+  CK_TRY(rt_fill_random_bf16(qkv, nqkv, 141 + (uint64_t)seq, 3.0f, NULL, e));
+  float *hx = malloc((size_t)nqkv * 4), *hq = malloc((size_t)nq * 4), *hk = malloc((size_t)nc * 4),
+        *hv = malloc((size_t)nc * 4), *rq = calloc((size_t)nq, 4), *rk = calloc((size_t)nc, 4),
+        *rv = calloc((size_t)nc, 4), *hg = malloc((size_t)2 * d * 4);
+  uint16_t *g16 = malloc((size_t)2 * d * 2);
+  if (!hx || !hq || !hk || !hv || !rq || !rk || !rv || !hg || !g16) return ts_fail_sys(e, "out of host memory");
+  for (int i = 0; i < 2 * d; i++) /* 1 + a spread of +-0.5, different for Q and K */
+    g16[i] = infer_ref_to_bf16(1.0f + 0.5f * sinf(0.37f * (float)i + (i < d ? 0.f : 1.3f)));
+  RT_CUDA(e, cudaMemcpy(gq, g16, (size_t)d * 2, cudaMemcpyHostToDevice));
+  RT_CUDA(e, cudaMemcpy(gk, g16 + d, (size_t)d * 2, cudaMemcpyHostToDevice));
+  for (int i = 0; i < 2 * d; i++) hg[i] = infer_ref_from_bf16(g16[i]);
+  CK_TRY(fetch(qkv, nqkv, hx, e)); /* the input, before the in-place norm */
+  CK_TRY(rt_qk_norm_fwd(qkv, W * d, NULL, gq, NULL, T, hl, d, eps, NULL, e));
+  CK_TRY(rt_qk_norm_fwd((char *)qkv + (size_t)hl * d * 2, W * d, NULL, gk, NULL, T, kvl, d, eps, NULL, e));
+  CK_TRY(infer_rope_scatter(qkv, q, k, v, &a, seq, pos0, NULL, e));
+  RT_CUDA(e, cudaDeviceSynchronize());
+  CK_TRY(fetch(q, nq, hq, e));
+  CK_TRY(fetch(k, nc, hk, e));
+  CK_TRY(fetch(v, nc, hv, e));
+  /* the reference: the QK norm on the input (no copy kept), then RoPE into Q and the caches */
+  rt_ref_qk_norm_fwd(hx, W * d, NULL, hg, NULL, T, hl, d, eps);
+  rt_ref_qk_norm_fwd(hx + (long long)hl * d, W * d, NULL, hg + d, NULL, T, kvl, d, eps);
+  for (int bi = 0; bi < b; bi++)
+    for (int s = 0; s < seq; s++) {
+      const float *row = hx + ((long long)bi * seq + s) * W * d;
+      const long long pos = pos0 + s;
+      for (int h = 0; h < W; h++) {
+        float *dst;
+        if (h < hl) dst = rq + (((long long)bi * hl + h) * seq + s) * d;
+        else if (h < hl + kvl) dst = rk + (((long long)bi * kvl + h - hl) * max_seq + pos) * d;
+        else dst = rv + (((long long)bi * kvl + h - hl - kvl) * max_seq + pos) * d;
+        memcpy(dst, row + (long long)h * d, (size_t)d * 4);
+        if (h < hl + kvl) infer_ref_rope(dst, d, pos, theta);
+      }
+    }
+  char name[128];
+  snprintf(name, sizeof name, "QK norm + RoPE + scatter d%d, %s vs C", d, seq > 1 ? "prefill" : "decode step");
+  const double err = fmax(rel_l2(hq, rq, nq), fmax(rel_l2(hk, rk, nc), rel_l2(hv, rv, nc)));
+  report(L, name, all_finite(hq, nq) ? err : NAN, 1e-2);
+  free(hx), free(hq), free(hk), free(hv), free(rq), free(rk), free(rv), free(hg), free(g16);
+  cudaFree(qkv), cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(gq), cudaFree(gk);
   return 0;
 }
 
@@ -490,6 +564,17 @@ static model_config tiny_llama(void) {
   return c;
 }
 
+/* Qwen3's attention on the tiny model: 16 query heads over 4 KV heads of head_dim 128 where hidden / heads
+ * is 64 (Q and the output projection's input 2,048 wide, hidden 1,024), the QK norm, no QKV bias, theta 1e6,
+ * eps 1e-6 (models/qwen3-tiny.json's choices at the tiny model's width). */
+static model_config tiny_qwen3(void) {
+  model_config c = tiny_llama();
+  snprintf(c.name, sizeof c.name, "infer-check-tiny-qwen3");
+  snprintf(c.family, sizeof c.family, "qwen3");
+  c.head_dim_override = 128, c.qk_norm = 1, c.rope_theta = 1e6, c.norm_eps = 1e-6;
+  return c;
+}
+
 /* The gathered logits [tp][batch][vl] of the valid vocabulary as [batch][vocab]. */
 static int logits_of(const infer_model *m, float *out, ts_err *e) {
   long long n = (long long)m->tp * m->batch * m->vl;
@@ -509,12 +594,6 @@ static int logits_of(const infer_model *m, float *out, ts_err *e) {
   return 0;
 }
 
-static int all_finite(const float *x, long long n) {
-  for (long long i = 0; i < n; i++)
-    if (!isfinite(x[i])) return 0;
-  return 1;
-}
-
 /* Prefill of S tokens then `steps` decode steps with given tokens; logits after each into out[step]. */
 static int run_seq(infer_model *m, const int32_t *prompt, const int32_t *dec, int S, int steps, float *out,
                    ts_err *e) {
@@ -528,8 +607,9 @@ static int run_seq(infer_model *m, const int32_t *prompt, const int32_t *dec, in
   return 0;
 }
 
-static int check_model(rt_nccl *w, check_log *L, ts_err *e) {
-  const model_config mc = tiny_llama();
+/* tag: "" for the tiny Llama, else a prefix naming the configuration in each check's line. */
+static int check_model(rt_nccl *w, check_log *L, const model_config *cfg, const char *tag, ts_err *e) {
+  const model_config mc = *cfg;
   const int B = 2, S = 64, steps = 4, N = w->nranks;
   const long long nl = (long long)B * mc.vocab;
   coll_team team;
@@ -557,12 +637,13 @@ static int check_model(rt_nccl *w, check_log *L, ts_err *e) {
   char name[128];
   double worst = 0;
   for (int j = 0; j <= steps; j++) worst = fmax(worst, rel_l2(ln + j * nl, l1 + j * nl, nl));
-  snprintf(name, sizeof name, "TP%d vs TP1 logits, prefill %d + %d decode steps", N, S, steps);
+  snprintf(name, sizeof name, "%sTP%d vs TP1 logits, prefill %d + %d decode steps", tag, N, S, steps);
   report(L, name, worst, 3e-2);
   /* prefill of S + 1 tokens against prefill of S then a decode step of token S */
   CK_TRY(infer_forward(&m1, tok, S + 1, 0, e));
   CK_TRY(logits_of(&m1, lp, e));
-  report(L, "prefill S+1 vs prefill S + 1 decode step (TP1 logits)", rel_l2(l1 + nl, lp, nl), 3e-2);
+  snprintf(name, sizeof name, "%sprefill S+1 vs prefill S + 1 decode step (TP1 logits)", tag);
+  report(L, name, all_finite(lp, nl) ? rel_l2(l1 + nl, lp, nl) : NAN, 3e-2);
   {
     /* the FP8 KV cache approximates the same model: logits within 0.1 of the BF16 cache's (the TACO
      * all-reduce's tolerance below; E4M3 keeps 3 mantissa bits of K and V) */
@@ -573,7 +654,7 @@ static int check_model(rt_nccl *w, check_log *L, ts_err *e) {
     CK_TRY(run_seq(&mf, tok_s, dec, S, steps, lc, e));
     double err = 0;
     for (int j = 0; j <= steps; j++) err = fmax(err, rel_l2(lc + j * nl, l1 + j * nl, nl));
-    snprintf(name, sizeof name, "FP8 KV cache vs BF16 (TP1 logits, prefill %d + %d steps)", S, steps);
+    snprintf(name, sizeof name, "%sFP8 KV cache vs BF16 (TP1 logits, prefill %d + %d steps)", tag, S, steps);
     report(L, name, all_finite(lc, nl * (steps + 1)) ? err : NAN, 0.1);
     infer_model_free(&mf);
   }
@@ -589,7 +670,7 @@ static int check_model(rt_nccl *w, check_log *L, ts_err *e) {
       int fin = all_finite(lc, nl * (steps + 1));
       /* TACO approximates the same model; CAAT-Net is another model (private channels), so only
        * finiteness is checked there and its distance is printed */
-      snprintf(name, sizeof name, "TP%d %s all-reduces: logits %s", N, infer_ar_mode_name(modes[i]),
+      snprintf(name, sizeof name, "%sTP%d %s all-reduces: logits %s", tag, N, infer_ar_mode_name(modes[i]),
                i == 0 ? "vs plain" : "finite (distance to plain shown)");
       if (i == 0)
         report(L, name, fin ? err : NAN, 0.1);
@@ -623,12 +704,17 @@ static int check_model(rt_nccl *w, check_log *L, ts_err *e) {
 }
 
 /* A tiny Qwen2-style model (QKV bias, theta 1e6, HEADS over KV heads of head_dim HIDDEN / HEADS; the group
- * need not be a power of 2) on decode attention v3, TP 1: prefill S + 1 against prefill S and a decode step
- * (the bias reaches the prefill and the decode path alike), and the FP8 cache against the BF16 one. */
-static int check_model_qwen(check_log *L, int hidden, int heads, int kv_heads, cudaStream_t st, ts_err *e) {
+ * need not be a power of 2) or, with head_dim > 0, a Qwen3-style one (no QKV bias, that head_dim, the QK
+ * norm, eps 1e-6) on decode attention v3, TP 1: prefill S + 1 against prefill S and a decode step (the bias,
+ * the QK norm reach the prefill and the decode path alike), and the FP8 cache against the BF16 one. */
+static int check_model_qwen(check_log *L, int hidden, int heads, int kv_heads, int head_dim, cudaStream_t st,
+                            ts_err *e) {
   model_config mc = tiny_llama();
-  snprintf(mc.family, sizeof mc.family, "qwen2");
-  mc.hidden = hidden, mc.heads = heads, mc.kv_heads = kv_heads, mc.qkv_bias = 1, mc.rope_theta = 1e6;
+  snprintf(mc.family, sizeof mc.family, head_dim > 0 ? "qwen3" : "qwen2");
+  mc.hidden = hidden, mc.heads = heads, mc.kv_heads = kv_heads, mc.qkv_bias = head_dim <= 0, mc.rope_theta = 1e6;
+  if (head_dim > 0) mc.head_dim_override = head_dim, mc.qk_norm = 1, mc.norm_eps = 1e-6;
+  const char *style = head_dim > 0 ? "qwen3-style" : "qwen2-style";
+  const int d = model_head_dim(&mc);
   const int B = 2, S = 64, steps = 1;
   const long long nl = (long long)B * mc.vocab;
   infer_model_opts mo = {.batch = B, .max_prompt = S + 1, .max_seq = S + 1 + steps, .seed = 79, .decode_attn = 3};
@@ -652,13 +738,13 @@ static int check_model_qwen(check_log *L, int hidden, int heads, int kv_heads, c
   CK_TRY(infer_forward(&m1, tok, S + 1, 0, e));
   CK_TRY(logits_of(&m1, lp, e));
   char name[128];
-  snprintf(name, sizeof name, "qwen2-style %d/%d d%d QKV bias: prefill S+1 vs S + 1 step (v3)", heads, kv_heads,
-           hidden / heads);
+  snprintf(name, sizeof name, "%s %d/%d d%d %s: prefill S+1 vs S + 1 step (v3)", style, heads, kv_heads, d,
+           head_dim > 0 ? "QK norm" : "QKV bias");
   report(L, name, all_finite(lp, nl) ? rel_l2(l1 + nl, lp, nl) : NAN, 3e-2);
   CK_TRY(run_seq(&mf, tok_s, dec, S, steps, lc, e));
   double err = 0;
   for (int j = 0; j <= steps; j++) err = fmax(err, rel_l2(lc + j * nl, l1 + j * nl, nl));
-  snprintf(name, sizeof name, "qwen2-style %d/%d: FP8 KV cache vs BF16 (v3 logits)", heads, kv_heads);
+  snprintf(name, sizeof name, "%s %d/%d: FP8 KV cache vs BF16 (v3 logits)", style, heads, kv_heads);
   report(L, name, all_finite(lc, nl * (steps + 1)) ? err : NAN, 0.1);
   free(l1), free(lc), free(lp);
   cudaFree(dec), cudaFree(tok_s), cudaFree(tok);
@@ -669,6 +755,7 @@ static int check_model_qwen(check_log *L, int hidden, int heads, int kv_heads, c
 
 int infer_run_check(rt_nccl *w, ts_err *e) {
   check_log L = {.root = rt_nccl_is_root(w)};
+  const model_config llama = tiny_llama(), qwen3 = tiny_qwen3();
   RT_CUDA(e, cudaSetDevice(w->devices[0]));
   for (int ver = 1; ver <= 5; ver += ver == 1 ? 2 : 1) {
     CK_TRY(check_decode_attention(&L, ver, 3, 8, 2, 128, 1100, 1000, e));
@@ -678,6 +765,8 @@ int infer_run_check(rt_nccl *w, ts_err *e) {
     CK_TRY(check_decode_attention(&L, ver, 64, 16, 4, 128, 300, 257, e));
   }
   CK_TRY(check_rope(&L, e));
+  CK_TRY(check_qk_norm_rope(&L, 11, 0, e)); /* a prefill */
+  CK_TRY(check_qk_norm_rope(&L, 1, 13, e)); /* a decode step */
   CK_TRY(check_decode_fp8(&L, 3, 8, 2, 128, 1100, 1000, 41, e));
   CK_TRY(check_decode_fp8(&L, 2, 4, 4, 64, 64, 37, 51, e));
   CK_TRY(check_decode_fp8(&L, 1, 32, 8, 128, 8192, 8192, 61, e));
@@ -697,9 +786,14 @@ int infer_run_check(rt_nccl *w, ts_err *e) {
   }
   CK_TRY(check_rope_fp8(&L, 128, e));
   CK_TRY(check_rope_fp8(&L, 64, e));
-  CK_TRY(check_model(w, &L, e));
-  CK_TRY(check_model_qwen(&L, 896, 14, 2, w->streams[0], e));  /* 7 query heads per KV head, d 64 */
-  CK_TRY(check_model_qwen(&L, 1280, 10, 2, w->streams[0], e)); /* 5 per KV head, d 128 */
+  CK_TRY(check_model(w, &L, &llama, "", e));
+  CK_TRY(check_model(w, &L, &qwen3, "qwen3-like: ", e)); /* head_dim 128 over hidden / heads 64, the QK norm */
+  CK_TRY(check_model_qwen(&L, 896, 14, 2, 0, w->streams[0], e));  /* 7 query heads per KV head, d 64 */
+  CK_TRY(check_model_qwen(&L, 1280, 10, 2, 0, w->streams[0], e)); /* 5 per KV head, d 128 */
+  /* Qwen3-style: qwen3-tiny's 4 query heads over 2 KV heads of 128 (hidden / heads 64), and Qwen3 32B's 64
+   * query heads of 128 over 8 KV heads on a hidden of 640 (hidden / heads 10; 32B's is 80) */
+  CK_TRY(check_model_qwen(&L, 256, 4, 2, 128, w->streams[0], e));
+  CK_TRY(check_model_qwen(&L, 640, 64, 8, 128, w->streams[0], e));
   double f = L.failed;
   CK_TRY(rt_world_max(w, &f, 1, e));
   if (L.root) printf("infer-check: %d checks, %d failed (any rank: %s)\n", L.total, L.failed, f > 0 ? "FAIL" : "ok");

@@ -50,9 +50,6 @@ int infer_model_supported(const model_config *mc, const char *file, ts_err *e) {
   if (mc->tied_embeddings)
     return ts_fail(e, file, "model", "%s ties its embeddings; the inference executor runs an untied output head",
                    mc->name);
-  if (mc->qk_norm)
-    return ts_fail(e, file, "model.qk_norm", "%s norms each query and key head (Qwen3's QK norm), which the inference "
-                   "executor does not run (the training executor does; tacosim prices it)", mc->name);
   int d = model_head_dim(mc);
   if (d != 64 && d != 128)
     return ts_fail(e, file, "model", "%s has head_dim %d; decode attention is built for 64 and 128", mc->name, d);
@@ -117,6 +114,11 @@ static int init_weights(infer_model *m, unsigned long long seed, ts_err *e) {
     infer_layer_w *w = &m->w[l];
     int id = 16 + 8 * l;
     if (infer_fill_bf16(w->ln1, h, 1.0f, st, e) || infer_fill_bf16(w->ln2, h, 1.0f, st, e)) goto out;
+    /* the QK norm's weights (one head_dim row each, the same on every GPU): 1 + uniform in [-0.5, 0.5] */
+    if (w->qn && (full_tensor(tmp, d, seed, id + 5, 0.5f, st, e) || infer_fill_bf16(w->qn, d, 1.0f, st, e) ||
+                  rt_add(w->qn, tmp, w->qn, d, st, e) || full_tensor(tmp, d, seed, id + 6, 0.5f, st, e) ||
+                  infer_fill_bf16(w->kn, d, 1.0f, st, e) || rt_add(w->kn, tmp, w->kn, d, st, e)))
+      goto out;
     /* QKV [h x (H + 2 KV) d], columns Q | K | V; this GPU's heads of each */
     const long long qc = (H + 2 * KV) * d, qcl = (hl + 2 * kvl) * d;
     if (w->bqkv && (full_tensor(tmp, qc, seed, id + 4, 0.5f, st, e) ||
@@ -223,6 +225,10 @@ int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp,
     IM_TRY(dmalloc(&w->ln2, (size_t)h * BF, "weights", e));
     IM_TRY(dmalloc(&w->wqkv, (size_t)(h * qcl) * BF, "weights", e));
     if (mc->qkv_bias) IM_TRY(dmalloc(&w->bqkv, (size_t)qcl * BF, "weights", e));
+    if (mc->qk_norm) {
+      IM_TRY(dmalloc(&w->qn, (size_t)d * BF, "weights", e));
+      IM_TRY(dmalloc(&w->kn, (size_t)d * BF, "weights", e));
+    }
     IM_TRY(dmalloc(&w->wo, (size_t)(m->hl * d * h) * BF, "weights", e));
     IM_TRY(dmalloc(&w->w1, (size_t)(h * 2 * m->fl) * BF, "weights", e));
     IM_TRY(dmalloc(&w->w2, (size_t)(m->fl * h) * BF, "weights", e));
@@ -291,7 +297,7 @@ void infer_model_free(infer_model *m) {
     for (int l = 0; l < m->layers; l++) {
       infer_layer_w *w = &m->w[l];
       cudaFree(w->ln1), cudaFree(w->ln2), cudaFree(w->wqkv), cudaFree(w->wo), cudaFree(w->w1), cudaFree(w->w2);
-      cudaFree(w->bqkv);
+      cudaFree(w->bqkv), cudaFree(w->qn), cudaFree(w->kn);
       if (m->kc) cudaFree(m->kc[l]);
       if (m->vc) cudaFree(m->vc[l]);
       if (m->ks) cudaFree(m->ks[l]);
@@ -395,6 +401,11 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
     IM_TRY(rt_rmsnorm_fwd(m->x, w->ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
     IM_TRY(gemm_nn(m, T, qcl, h, m->xn, w->wqkv, m->qkv, e));
     if (w->bqkv) IM_TRY(rt_bias_add(m->qkv, w->bqkv, T, (int)qcl, (int)qcl, st, e));
+    if (w->qn) { /* the QK norm in place: each query head, then each key head (no copy kept: no backward) */
+      IM_TRY(rt_qk_norm_fwd(m->qkv, (int)qcl, NULL, w->qn, NULL, T, m->hl, (int)d, eps, st, e));
+      IM_TRY(rt_qk_norm_fwd((char *)m->qkv + (size_t)(m->hl * d) * BF, (int)qcl, NULL, w->kn, NULL, T, m->kvl, (int)d,
+                            eps, st, e));
+    }
     const infer_kv8 c8 = {m->kc[l], m->vc[l], m->ks[l], m->vs[l]};
     if (m->kv_fp8)
       IM_TRY(infer_rope_scatter_fp8(m->qkv, m->qh, &c8, seq > 1 ? m->kst : NULL, seq > 1 ? m->vst : NULL, &ad, seq,

@@ -2,7 +2,11 @@
  * attention, SwiGLU, untied output head) served with tensor parallelism on
  * one GPU of a TP group: prefill of the prompts into a BF16 or FP8 (E4M3 with
  * per-position scales, infer_kv8.h) KV cache, then
- * decode steps of one token per sequence, greedy sampling.
+ * decode steps of one token per sequence, greedy sampling. Qwen-style
+ * variants: a QKV bias (qkv_bias), the QK norm (qk_norm, Qwen3: an RMSNorm of
+ * head_dim with its own weight over each query and each key head, after the
+ * QKV projection and its bias, before RoPE) and head_dim other than hidden /
+ * heads (Q heads x head_dim wide, the output projection's input as wide).
  *
  * Megatron-style split: QKV and FC1 column-parallel, attention output and FC2
  * row-parallel with a TP all-reduce after each (under the plan's codec and the
@@ -29,6 +33,7 @@ const char *infer_ar_mode_name(infer_ar_mode m);
 typedef struct {
   void *ln1, *wqkv, *wo, *ln2, *w1, *w2;
   void *bqkv; /* the QKV bias of this GPU's columns (Q | K | V), or NULL (model without qkv_bias) */
+  void *qn, *kn; /* the QK norm's weights [head_dim] (qk_norm: Qwen3), or NULL */
 } infer_layer_w;
 
 /* Compressed layer all-reduces between two NaN/Inf checks that get a counter of their own. */
@@ -90,7 +95,8 @@ typedef struct {
 
 /* team: the TP group's coll team (nlocal 1) or NULL for tp 1; stream is the
  * team's stream. Checks the model is one this executor runs (RMSNorm, SwiGLU,
- * RoPE, a QKV bias or none), naming the field otherwise. */
+ * RoPE, a QKV bias or none, the QK norm or none, head_dim 64 or 128 whatever hidden / heads is), naming
+ * the field otherwise. */
 int infer_model_init(infer_model *m, const model_config *mc, int layers, int tp, int rank, const infer_model_opts *o,
                      coll_team *team, cudaStream_t stream, ts_err *e);
 void infer_model_free(infer_model *m);

@@ -185,25 +185,38 @@ __device__ static float warp_sum(float v) {
 }
 
 /* pairs = rows x heads; pair p is head p % heads of row p / heads. Every lane of a warp has the same p. */
-__global__ void qk_norm_fwd_kernel(bf16 *x, int ld, bf16 *saved, const bf16 *g, float *rstd, long long pairs,
-                                   int heads, int d, float eps) {
+/* One warp per (row, head) pair. SAVE (the training executor) keeps the input in saved and 1/rms
+ * in rstd for the backward; the inference executor's instance writes x only. */
+template <bool SAVE>
+__device__ __forceinline__ void qk_norm_fwd_body(bf16 *x, int ld, bf16 *saved, const bf16 *g, float *rstd,
+                                                 long long pairs, int heads, int d, float eps) {
   const int lane = threadIdx.x & 31, per = d / 32;
   const long long warps = (long long)gridDim.x * (blockDim.x / 32);
   for (long long p = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32; p < pairs; p += warps) {
-    bf16 *xr = x + (p / heads) * ld + (long long)(p % heads) * d, *sr = saved + p * d;
+    bf16 *xr = x + (p / heads) * ld + (long long)(p % heads) * d, *sr = SAVE ? saved + p * d : NULL;
     float v[QK_MAX_PER_LANE], ss = 0.f;
     for (int k = 0; k < per; k++) {
       v[k] = __bfloat162float(xr[lane + 32 * k]);
       ss += v[k] * v[k];
     }
     const float rs = rsqrtf(warp_sum(ss) / (float)d + eps);
-    if (lane == 0) rstd[p] = rs;
+    if (SAVE && lane == 0) rstd[p] = rs;
     for (int k = 0; k < per; k++) {
       const int i = lane + 32 * k;
-      sr[i] = xr[i];
+      if (SAVE) sr[i] = xr[i];
       xr[i] = __float2bfloat16(v[k] * rs * __bfloat162float(g[i]));
     }
   }
+}
+
+__global__ void qk_norm_fwd_kernel(bf16 *x, int ld, bf16 *saved, const bf16 *g, float *rstd, long long pairs,
+                                   int heads, int d, float eps) {
+  qk_norm_fwd_body<true>(x, ld, saved, g, rstd, pairs, heads, d, eps);
+}
+
+__global__ void qk_norm_fwd_nosave_kernel(bf16 *x, int ld, const bf16 *g, long long pairs, int heads, int d,
+                                          float eps) {
+  qk_norm_fwd_body<false>(x, ld, NULL, g, NULL, pairs, heads, d, eps);
 }
 
 /* dgamma: each lane sums its columns over the pairs it walks, the block's warps add into shared
@@ -251,13 +264,17 @@ static unsigned qk_norm_blocks(long long pairs) { /* 8 warps a block, at most 8 
 
 extern "C" int rt_qk_norm_fwd(void *x, int ld, void *saved, const void *gamma, float *rstd, long long rows, int heads,
                               int d, float eps, void *stream, ts_err *e) {
-  if (!qk_norm_shape_ok(rows, ld, heads, d) || !saved || !gamma || !rstd)
-    return ts_fail_sys(e, "rt_qk_norm_fwd: bad shape (rows %lld, ld %d, heads %d, d %d: d a multiple of 32 up to %d)",
-                       rows, ld, heads, d, 32 * QK_MAX_PER_LANE);
+  if (!qk_norm_shape_ok(rows, ld, heads, d) || !gamma || !saved != !rstd)
+    return ts_fail_sys(e, "rt_qk_norm_fwd: bad shape (rows %lld, ld %d, heads %d, d %d: d a multiple of 32 up to %d; "
+                       "saved and rstd both given or both NULL)", rows, ld, heads, d, 32 * QK_MAX_PER_LANE);
   if (rows == 0) return 0;
   const long long pairs = rows * heads;
-  qk_norm_fwd_kernel<<<qk_norm_blocks(pairs), 256, 0, (cudaStream_t)stream>>>(
-      (bf16 *)x, ld, (bf16 *)saved, (const bf16 *)gamma, rstd, pairs, heads, d, eps);
+  if (saved)
+    qk_norm_fwd_kernel<<<qk_norm_blocks(pairs), 256, 0, (cudaStream_t)stream>>>(
+        (bf16 *)x, ld, (bf16 *)saved, (const bf16 *)gamma, rstd, pairs, heads, d, eps);
+  else
+    qk_norm_fwd_nosave_kernel<<<qk_norm_blocks(pairs), 256, 0, (cudaStream_t)stream>>>(
+        (bf16 *)x, ld, (const bf16 *)gamma, pairs, heads, d, eps);
   RT_CHECK_LAUNCH(e);
   return 0;
 }

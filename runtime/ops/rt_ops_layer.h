@@ -29,7 +29,8 @@ int rt_bias_grad(const void *dy, float *db, long long rows, int cols, int ld, vo
  * (the query heads of qkv at x = qkv, the key heads at x = qkv + query columns). Forward in place:
  * saved [rows x heads d] keeps the input, rstd [rows x heads] each head's 1/rms = 1 / sqrt(mean(x^2)
  * + eps), and x becomes x rstd gamma (gamma: d BF16 weights). FP32 arithmetic, one BF16 rounding
- * per output. Plain-C references rt_ref_qk_norm_fwd / _bwd (rt_ops_ref.h). */
+ * per output. saved and rstd both NULL (the inference executor: no backward) skip them: x only,
+ * the same values. Plain-C references rt_ref_qk_norm_fwd / _bwd (rt_ops_ref.h). */
 int rt_qk_norm_fwd(void *x, int ld, void *saved, const void *gamma, float *rstd, long long rows, int heads, int d,
                    float eps, void *stream, ts_err *e);
 /* Backward in place: dy (the first heads x d columns of each row of dx [rows x ld]) becomes

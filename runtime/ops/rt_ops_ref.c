@@ -199,12 +199,15 @@ void rt_ref_qk_norm_fwd(float *x, int ld, float *saved, const float *gamma, floa
                         int d, float eps) {
   for (long long r = 0; r < rows; r++)
     for (int j = 0; j < heads; j++) {
-      float *v = x + r * ld + (long long)j * d, *sv = saved + (r * heads + j) * d;
+      float *v = x + r * ld + (long long)j * d, *sv = saved ? saved + (r * heads + j) * d : NULL;
       double ss = 0;
       for (int i = 0; i < d; i++) ss += (double)v[i] * v[i];
       const double rs = 1.0 / sqrt(ss / d + eps);
-      rstd[r * heads + j] = (float)rs;
-      for (int i = 0; i < d; i++) sv[i] = v[i], v[i] = (float)(v[i] * rs * gamma[i]);
+      if (rstd) rstd[r * heads + j] = (float)rs;
+      for (int i = 0; i < d; i++) {
+        if (sv) sv[i] = v[i];
+        v[i] = (float)(v[i] * rs * gamma[i]);
+      }
     }
 }
 

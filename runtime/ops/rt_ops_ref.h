@@ -44,7 +44,7 @@ void rt_ref_bias_add(float *y, const float *b, long long rows, int cols, int ld)
 void rt_ref_bias_grad(const float *dy, float *db, long long rows, int cols, int ld);
 /* rt_ops_layer.h's QK norm: each of `heads` heads of d columns at the start of each row of x [rows x ld],
  * RMS-normed in place (sums in double), its input kept in saved [rows x heads d], 1/rms in rstd
- * [rows x heads]; the backward turns dy in place into dx and adds dy xh into dgamma[d]. */
+ * [rows x heads] (either NULL: not kept); the backward turns dy in place into dx and adds dy xh into dgamma[d]. */
 void rt_ref_qk_norm_fwd(float *x, int ld, float *saved, const float *gamma, float *rstd, long long rows, int heads,
                         int d, float eps);
 void rt_ref_qk_norm_bwd(float *dx, int ld, const float *saved, const float *gamma, const float *rstd, float *dgamma,

@@ -393,7 +393,9 @@ out:
 
 /* The QK norm (rt_qk_norm_fwd / _bwd) on `heads` heads of d columns at the start of rows of ld
  * columns (the rest must stay as it was): the normed rows, the kept input, the 1/rms, the input
- * gradient and the weight gradient (accumulated onto a non-zero start) against rt_ops_ref.c. */
+ * gradient and the weight gradient (accumulated onto a non-zero start) against rt_ops_ref.c; then
+ * the forward without saved / rstd (the inference executor's) on the same input: the training
+ * forward's output bits. */
 static int check_qk_norm(int rows, int ld, int heads, int d, FILE *log, ts_err *e) {
   const long long n = (long long)rows * ld, ns = (long long)rows * heads * d, nr = (long long)rows * heads;
   tensor x, g, dy, sv;
@@ -402,9 +404,10 @@ static int check_qk_norm(int rows, int ld, int heads, int d, FILE *log, ts_err *
   float *rs = malloc((size_t)nr * sizeof *rs), *rs_ref = malloc((size_t)nr * sizeof *rs_ref);
   float *dg = malloc((size_t)d * sizeof *dg), *dg_ref = malloc((size_t)d * sizeof *dg_ref);
   float *rs_dev = NULL, *dg_dev = NULL;
+  uint16_t *raw0 = malloc((size_t)n * sizeof *raw0), *out1 = malloc((size_t)n * sizeof *out1);
   char name[64];
   memset(&x, 0, sizeof x), memset(&g, 0, sizeof g), memset(&dy, 0, sizeof dy), memset(&sv, 0, sizeof sv);
-  if (!ref || !sref || !rs || !rs_ref || !dg || !dg_ref) {
+  if (!ref || !sref || !rs || !rs_ref || !dg || !dg_ref || !raw0 || !out1) {
     ts_fail_sys(e, "selfcheck: out of memory");
     goto out;
   }
@@ -419,6 +422,7 @@ static int check_qk_norm(int rows, int ld, int heads, int d, FILE *log, ts_err *
     goto out;
   }
   memcpy(ref, x.host, (size_t)n * sizeof *ref);
+  memcpy(raw0, x.raw, (size_t)n * sizeof *raw0);
   rt_ref_qk_norm_fwd(ref, ld, sref, g.host, rs_ref, rows, heads, d, 1e-6f);
   if (rt_qk_norm_fwd(x.dev, ld, sv.dev, g.dev, rs_dev, rows, heads, d, 1e-6f, NULL, e) || tensor_fetch(&x, e) ||
       tensor_fetch(&sv, e))
@@ -433,6 +437,18 @@ static int check_qk_norm(int rows, int ld, int heads, int d, FILE *log, ts_err *
   if (compare(name, sv.host, sref, ns, log, e)) goto out;
   snprintf(name, sizeof name, "qk_norm_rstd[%dh,d%d]", heads, d);
   if (compare(name, rs, rs_ref, nr, log, e)) goto out;
+  memcpy(out1, x.raw, (size_t)n * sizeof *out1);
+  if (cudaMemcpy(x.dev, raw0, (size_t)n * 2, cudaMemcpyHostToDevice) != cudaSuccess) {
+    ts_fail_sys(e, "selfcheck: qk_norm: CUDA copy failed");
+    goto out;
+  }
+  if (rt_qk_norm_fwd(x.dev, ld, NULL, g.dev, NULL, rows, heads, d, 1e-6f, NULL, e) || tensor_fetch(&x, e)) goto out;
+  snprintf(name, sizeof name, "qk_norm_nosave[%dx%d,%dh,d%d]", rows, ld, heads, d);
+  if (compare(name, x.host, ref, n, log, e)) goto out;
+  if (memcmp(x.raw, out1, (size_t)n * sizeof *out1)) {
+    ts_fail_sys(e, "selfcheck: %s: output bits differ from the saving forward's", name);
+    goto out;
+  }
   /* backward from the reference's own saved input and 1/rms (the GPU's are checked above) */
   memcpy(ref, dy.host, (size_t)n * sizeof *ref);
   rt_ref_qk_norm_bwd(ref, ld, sref, g.host, rs_ref, dg_ref, rows, heads, d);
@@ -451,7 +467,7 @@ out:
   tensor_free(&x), tensor_free(&g), tensor_free(&dy), tensor_free(&sv);
   if (rs_dev) cudaFree(rs_dev);
   if (dg_dev) cudaFree(dg_dev);
-  free(ref), free(sref), free(rs), free(rs_ref), free(dg), free(dg_ref);
+  free(ref), free(sref), free(rs), free(rs_ref), free(dg), free(dg_ref), free(raw0), free(out1);
   return rc;
 }
 
