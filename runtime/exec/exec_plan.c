@@ -79,7 +79,8 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
   /* head_dim other than hidden / heads (Qwen3) runs: Q and the output projection's input are heads x head_dim */
   if (p->model.qk_norm && (model_head_dim(&p->model) % 32 || model_head_dim(&p->model) > 256))
     return ts_fail(e, path, "model.head_dim", "%d with qk_norm: the executor's QK-norm kernels take head_dim a "
-                   "multiple of 32 up to 256 (NOT IMPLEMENTED here)", model_head_dim(&p->model));
+                   "multiple of 32 up to 256, one warp a head (every zoo model's is 64 or 128; tacorun execute --help)",
+                   model_head_dim(&p->model));
   if (model_is_moe(&p->model) && exec_plan_refuse_moe(p, e)) return -1;
   if (p->recompute == MODEL_RECOMPUTE_SELECTIVE && plan_recompute_set(p) != PLAN_RECOMPUTE_CORE_ATTN)
     return ts_fail(e, path, "layout.recompute_modules",

@@ -5,6 +5,7 @@
  * reference's: tolerance 0 mismatches); kernels reading it against the
  * reference on the same codes; outputs poisoned (NaN bytes) before each run. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,63 +110,27 @@ static int check_decode_attention(check_log *L, int ver, int batch, int hl, int 
   return 0;
 }
 
-static int check_rope(check_log *L, ts_err *e) {
-  const int b = 2, hl = 4, kvl = 2, d = 64, seq = 7;
-  const long long pos0 = 5, max_seq = 16;
-  const double theta = 500000.0;
-  infer_attn_dims a = {.batch = b, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = max_seq, .rope_theta = theta};
-  long long nqkv = (long long)b * seq * (hl + 2 * kvl) * d, nq = (long long)b * hl * seq * d,
-            nc = (long long)b * kvl * max_seq * d;
-  void *qkv, *q, *k, *v;
-  RT_CUDA(e, cudaMalloc(&qkv, (size_t)nqkv * 2));
-  RT_CUDA(e, cudaMalloc(&q, (size_t)nq * 2));
-  RT_CUDA(e, cudaMalloc(&k, (size_t)nc * 2));
-  RT_CUDA(e, cudaMalloc(&v, (size_t)nc * 2));
-  RT_CUDA(e, cudaMemset(k, 0, (size_t)nc * 2));
-  RT_CUDA(e, cudaMemset(v, 0, (size_t)nc * 2));
-  CK_TRY(rt_fill_random_bf16(qkv, nqkv, 21, 1.0f, NULL, e));
-  CK_TRY(infer_rope_scatter(qkv, q, k, v, &a, seq, pos0, NULL, e));
-  RT_CUDA(e, cudaDeviceSynchronize());
-  float *hx = malloc((size_t)nqkv * 4), *hq = malloc((size_t)nq * 4), *hk = malloc((size_t)nc * 4),
-        *hv = malloc((size_t)nc * 4), *rq = calloc((size_t)nq, 4), *rk = calloc((size_t)nc, 4),
-        *rv = calloc((size_t)nc, 4);
-  if (!hx || !hq || !hk || !hv || !rq || !rk || !rv) return ts_fail_sys(e, "out of host memory");
-  CK_TRY(fetch(qkv, nqkv, hx, e));
-  CK_TRY(fetch(q, nq, hq, e));
-  CK_TRY(fetch(k, nc, hk, e));
-  CK_TRY(fetch(v, nc, hv, e));
-  for (int bi = 0; bi < b; bi++)
-    for (int s = 0; s < seq; s++) {
-      const float *row = hx + ((long long)bi * seq + s) * (hl + 2 * kvl) * d;
-      long long pos = pos0 + s;
-      for (int h = 0; h < hl + 2 * kvl; h++) {
-        float *dst;
-        if (h < hl) dst = rq + (((long long)bi * hl + h) * seq + s) * d;
-        else if (h < hl + kvl) dst = rk + (((long long)bi * kvl + h - hl) * max_seq + pos) * d;
-        else dst = rv + (((long long)bi * kvl + h - hl - kvl) * max_seq + pos) * d;
-        memcpy(dst, row + (long long)h * d, (size_t)d * 4);
-        if (h < hl + kvl) infer_ref_rope(dst, d, pos, theta);
-      }
-    }
-  double err = rel_l2(hq, rq, nq), ek = rel_l2(hk, rk, nc), ev = rel_l2(hv, rv, nc);
-  report(L, "RoPE + scatter into Q and the K/V caches vs C reference", fmax(err, fmax(ek, ev)), 1e-2);
-  free(hx), free(hq), free(hk), free(hv), free(rq), free(rk), free(rv);
-  cudaFree(qkv), cudaFree(q), cudaFree(k), cudaFree(v);
-  return 0;
-}
+/* The shape of a RoPE + KV-scatter check: batch b, hl query and kvl key/value heads of d, seq tokens from
+ * pos0 into caches of max_seq, RoPE base theta; qk_norm: Qwen3's QK norm first (weights around 1). */
+typedef struct {
+  int b, hl, kvl, d, seq;
+  long long pos0, max_seq;
+  double theta;
+  bool qk_norm;
+  uint64_t seed;
+  float scale; /* the random input's spread */
+} rope_case;
 
-/* The QK norm then RoPE and the scatter, as infer_forward runs them (rt_qk_norm_fwd without saved /
- * rstd on the query heads, then on the key heads, of the qkv rows; infer_rope_scatter), at Qwen3's
- * attention (head_dim 128, random norm weights around 1): a prefill of seq tokens at 0 (pos0 0) or a
- * decode step (seq 1 at pos0), Q and both caches against rt_ref_qk_norm_fwd and infer_ref_rope. */
-static int check_qk_norm_rope(check_log *L, int seq, long long pos0, ts_err *e) {
-  const int b = 3, hl = 8, kvl = 2, d = 128, W = hl + 2 * kvl;
-  const long long max_seq = 24;
-  const double theta = 1e6;
+/* RoPE and the scatter, as infer_forward runs them (with qk_norm: rt_qk_norm_fwd without saved / rstd on
+ * the query heads, then on the key heads, of the qkv rows, eps 1e-6; then infer_rope_scatter): Q (poisoned
+ * first) and both caches against rt_ref_qk_norm_fwd and infer_ref_rope. */
+static int check_rope_scatter(check_log *L, rope_case c, ts_err *e) {
+  const int W = c.hl + 2 * c.kvl, d = c.d;
   const float eps = 1e-6f;
-  infer_attn_dims a = {.batch = b, .hl = hl, .kvl = kvl, .head_dim = d, .max_seq = max_seq, .rope_theta = theta};
-  const long long T = (long long)b * seq, nqkv = T * W * d, nq = (long long)b * hl * seq * d,
-                  nc = (long long)b * kvl * max_seq * d;
+  infer_attn_dims a = {.batch = c.b, .hl = c.hl, .kvl = c.kvl, .head_dim = d, .max_seq = c.max_seq,
+                       .rope_theta = c.theta};
+  const long long T = (long long)c.b * c.seq, nqkv = T * W * d, nq = (long long)c.b * c.hl * c.seq * d,
+                  nc = (long long)c.b * c.kvl * c.max_seq * d;
   void *qkv, *q, *k, *v, *gq, *gk;
   RT_CUDA(e, cudaMalloc(&qkv, (size_t)nqkv * 2));
   RT_CUDA(e, cudaMalloc(&q, (size_t)nq * 2));
@@ -176,43 +141,50 @@ static int check_qk_norm_rope(check_log *L, int seq, long long pos0, ts_err *e) 
   RT_CUDA(e, cudaMemset(k, 0, (size_t)nc * 2));
   RT_CUDA(e, cudaMemset(v, 0, (size_t)nc * 2));
   RT_CUDA(e, cudaMemset(q, 0xff, (size_t)nq * 2));
-  CK_TRY(rt_fill_random_bf16(qkv, nqkv, 141 + (uint64_t)seq, 3.0f, NULL, e));
+  CK_TRY(rt_fill_random_bf16(qkv, nqkv, c.seed, c.scale, NULL, e));
   float *hx = malloc((size_t)nqkv * 4), *hq = malloc((size_t)nq * 4), *hk = malloc((size_t)nc * 4),
         *hv = malloc((size_t)nc * 4), *rq = calloc((size_t)nq, 4), *rk = calloc((size_t)nc, 4),
         *rv = calloc((size_t)nc, 4), *hg = malloc((size_t)2 * d * 4);
   uint16_t *g16 = malloc((size_t)2 * d * 2);
   if (!hx || !hq || !hk || !hv || !rq || !rk || !rv || !hg || !g16) return ts_fail_sys(e, "out of host memory");
-  for (int i = 0; i < 2 * d; i++) /* 1 + a spread of +-0.5, different for Q and K */
-    g16[i] = infer_ref_to_bf16(1.0f + 0.5f * sinf(0.37f * (float)i + (i < d ? 0.f : 1.3f)));
-  RT_CUDA(e, cudaMemcpy(gq, g16, (size_t)d * 2, cudaMemcpyHostToDevice));
-  RT_CUDA(e, cudaMemcpy(gk, g16 + d, (size_t)d * 2, cudaMemcpyHostToDevice));
-  for (int i = 0; i < 2 * d; i++) hg[i] = infer_ref_from_bf16(g16[i]);
   CK_TRY(fetch(qkv, nqkv, hx, e)); /* the input, before the in-place norm */
-  CK_TRY(rt_qk_norm_fwd(qkv, W * d, NULL, gq, NULL, T, hl, d, eps, NULL, e));
-  CK_TRY(rt_qk_norm_fwd((char *)qkv + (size_t)hl * d * 2, W * d, NULL, gk, NULL, T, kvl, d, eps, NULL, e));
-  CK_TRY(infer_rope_scatter(qkv, q, k, v, &a, seq, pos0, NULL, e));
+  if (c.qk_norm) {
+    for (int i = 0; i < 2 * d; i++) /* 1 + a spread of +-0.5, different for Q and K */
+      g16[i] = infer_ref_to_bf16(1.0f + 0.5f * sinf(0.37f * (float)i + (i < d ? 0.f : 1.3f)));
+    RT_CUDA(e, cudaMemcpy(gq, g16, (size_t)d * 2, cudaMemcpyHostToDevice));
+    RT_CUDA(e, cudaMemcpy(gk, g16 + d, (size_t)d * 2, cudaMemcpyHostToDevice));
+    for (int i = 0; i < 2 * d; i++) hg[i] = infer_ref_from_bf16(g16[i]);
+    CK_TRY(rt_qk_norm_fwd(qkv, W * d, NULL, gq, NULL, T, c.hl, d, eps, NULL, e));
+    CK_TRY(rt_qk_norm_fwd((char *)qkv + (size_t)c.hl * d * 2, W * d, NULL, gk, NULL, T, c.kvl, d, eps, NULL, e));
+  }
+  CK_TRY(infer_rope_scatter(qkv, q, k, v, &a, c.seq, c.pos0, NULL, e));
   RT_CUDA(e, cudaDeviceSynchronize());
   CK_TRY(fetch(q, nq, hq, e));
   CK_TRY(fetch(k, nc, hk, e));
   CK_TRY(fetch(v, nc, hv, e));
   /* the reference: the QK norm on the input (no copy kept), then RoPE into Q and the caches */
-  rt_ref_qk_norm_fwd(hx, W * d, NULL, hg, NULL, T, hl, d, eps);
-  rt_ref_qk_norm_fwd(hx + (long long)hl * d, W * d, NULL, hg + d, NULL, T, kvl, d, eps);
-  for (int bi = 0; bi < b; bi++)
-    for (int s = 0; s < seq; s++) {
-      const float *row = hx + ((long long)bi * seq + s) * W * d;
-      const long long pos = pos0 + s;
+  if (c.qk_norm) {
+    rt_ref_qk_norm_fwd(hx, W * d, NULL, hg, NULL, T, c.hl, d, eps);
+    rt_ref_qk_norm_fwd(hx + (long long)c.hl * d, W * d, NULL, hg + d, NULL, T, c.kvl, d, eps);
+  }
+  for (int bi = 0; bi < c.b; bi++)
+    for (int s = 0; s < c.seq; s++) {
+      const float *row = hx + ((long long)bi * c.seq + s) * W * d;
+      const long long pos = c.pos0 + s;
       for (int h = 0; h < W; h++) {
         float *dst;
-        if (h < hl) dst = rq + (((long long)bi * hl + h) * seq + s) * d;
-        else if (h < hl + kvl) dst = rk + (((long long)bi * kvl + h - hl) * max_seq + pos) * d;
-        else dst = rv + (((long long)bi * kvl + h - hl - kvl) * max_seq + pos) * d;
+        if (h < c.hl) dst = rq + (((long long)bi * c.hl + h) * c.seq + s) * d;
+        else if (h < c.hl + c.kvl) dst = rk + (((long long)bi * c.kvl + h - c.hl) * c.max_seq + pos) * d;
+        else dst = rv + (((long long)bi * c.kvl + h - c.hl - c.kvl) * c.max_seq + pos) * d;
         memcpy(dst, row + (long long)h * d, (size_t)d * 4);
-        if (h < hl + kvl) infer_ref_rope(dst, d, pos, theta);
+        if (h < c.hl + c.kvl) infer_ref_rope(dst, d, pos, c.theta);
       }
     }
   char name[128];
-  snprintf(name, sizeof name, "QK norm + RoPE + scatter d%d, %s vs C", d, seq > 1 ? "prefill" : "decode step");
+  if (c.qk_norm)
+    snprintf(name, sizeof name, "QK norm + RoPE + scatter d%d, %s vs C", d, c.seq > 1 ? "prefill" : "decode step");
+  else
+    snprintf(name, sizeof name, "RoPE + scatter into Q and the K/V caches vs C reference");
   const double err = fmax(rel_l2(hq, rq, nq), fmax(rel_l2(hk, rk, nc), rel_l2(hv, rv, nc)));
   report(L, name, all_finite(hq, nq) ? err : NAN, 1e-2);
   free(hx), free(hq), free(hk), free(hv), free(rq), free(rk), free(rv), free(hg), free(g16);
@@ -764,9 +736,13 @@ int infer_run_check(rt_nccl *w, ts_err *e) {
     CK_TRY(check_decode_attention(&L, ver, 4, 8, 1, 64, 16, 5, e));
     CK_TRY(check_decode_attention(&L, ver, 64, 16, 4, 128, 300, 257, e));
   }
-  CK_TRY(check_rope(&L, e));
-  CK_TRY(check_qk_norm_rope(&L, 11, 0, e)); /* a prefill */
-  CK_TRY(check_qk_norm_rope(&L, 1, 13, e)); /* a decode step */
+  CK_TRY(check_rope_scatter(&L, (rope_case){.b = 2, .hl = 4, .kvl = 2, .d = 64, .seq = 7, .pos0 = 5, .max_seq = 16,
+                                             .theta = 500000.0, .seed = 21, .scale = 1.0f}, e));
+  /* Qwen3's attention (head_dim 128, the QK norm): a prefill, then a decode step */
+  CK_TRY(check_rope_scatter(&L, (rope_case){.b = 3, .hl = 8, .kvl = 2, .d = 128, .seq = 11, .pos0 = 0, .max_seq = 24,
+                                             .theta = 1e6, .qk_norm = true, .seed = 152, .scale = 3.0f}, e));
+  CK_TRY(check_rope_scatter(&L, (rope_case){.b = 3, .hl = 8, .kvl = 2, .d = 128, .seq = 1, .pos0 = 13, .max_seq = 24,
+                                             .theta = 1e6, .qk_norm = true, .seed = 142, .scale = 3.0f}, e));
   CK_TRY(check_decode_fp8(&L, 3, 8, 2, 128, 1100, 1000, 41, e));
   CK_TRY(check_decode_fp8(&L, 2, 4, 4, 64, 64, 37, 51, e));
   CK_TRY(check_decode_fp8(&L, 1, 32, 8, 128, 8192, 8192, 61, e));
