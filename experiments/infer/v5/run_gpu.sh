@@ -39,6 +39,7 @@ timeout 60 "$BIN" bench-decode --check > "$OUT/c/bench-check.txt" 2>&1
 say "bench-decode --check rc=$? ($(el) s): $(grep -c ' ok$' "$OUT/c/bench-check.txt") ok, $(grep -c FAILED "$OUT/c/bench-check.txt") failed"
 tar -czf "$OUT/check.tgz" -C "$OUT" c && rm -rf "$OUT/c"
 # 1b. the small kernels of a decode step (their tables, the QKV bias pass at decode sizes among them: merge_small.py)
+mkdir -p "$OUT/c"
 timeout 60 "$BIN" calibrate-infer "$CAL" --out-dir "$OUT/c" --models models --small-only > "$OUT/small.tsv" 2> "$OUT/small.err"
 say "calibrate-infer --small-only rc=$? ($(el) s): $(grep -c '^small' "$OUT/small.tsv") points, $(grep -c 'bias_fwd' "$OUT/small.tsv") of the bias"
 rm -rf "$OUT/c"
