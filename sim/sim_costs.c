@@ -587,14 +587,46 @@ static double grouped_below_range_us(sim_costs *c, const char *name, int G, bool
   return anchored > us ? anchored : us;
 }
 
+/* The same family's table (token_k, a, b) of the group count nearest G (by ratio; the larger of two as near),
+ * or 0 without one. */
+static int grouped_nearest_g(const schema_calibration *cal, bool token_k, long long a, long long b, int G) {
+  int best = 0;
+  for (int i = 0; i < cal->n_kernels; i++) {
+    int g;
+    bool tk;
+    long long x, y;
+    if (schema_grouped_gemm_parse(cal->kernels[i].name, &g, &tk, &x, &y) || tk != token_k || x != a || y != b ||
+        g == G || cal->kernels[i].n == 0)
+      continue;
+    const double d = fabs(log((double)g / G)), dbest = best ? fabs(log((double)best / G)) : INFINITY;
+    if (d < dbest - 1e-12 || (fabs(d - dbest) <= 1e-12 && g > best)) best = g;
+  }
+  return best;
+}
+
 static int grouped_piece_us(sim_costs *c, int G, long long m, long long n, long long k, bool token_k, double *us,
                             ts_err *e) {
   char name[48];
   const long long a = token_k ? m : n, b = token_k ? n : k; /* the table's family */
+  const double flops = 2.0 * G * (double)m * (double)n * (double)k;
   if (!schema_grouped_gemm_name(name, sizeof name, G, token_k, a, b) && schema_has_kernel(c->lk.cal, name)) {
-    const double flops = 2.0 * G * (double)m * (double)n * (double)k;
     if (kernel_us(c, name, flops, 0, true, us, e)) return -1;
     *us = grouped_below_range_us(c, name, G, token_k, a, b, flops, *us);
+    return 0;
+  }
+  /* The executor runs a group's products back to back, one GEMM an expert (exec_moe.c, experts()), launched
+   * and timed that way in every grouped table: G products of one shape take G / G2 times G2 of them, read
+   * from the family's table of the nearest other count G2 (its FLOPs: G2 of the same products). */
+  const int G2 = grouped_nearest_g(c->lk.cal, token_k, a, b, G);
+  char other[48];
+  if (G2 > 0 && !schema_grouped_gemm_name(other, sizeof other, G2, token_k, a, b)) {
+    char instead[160];
+    snprintf(instead, sizeof instead, "%d / %d x the \"%s\" table (the same products back to back)", G, G2, other);
+    warn_fallback(c, name, instead);
+    const double flops2 = flops * G2 / G;
+    double us2;
+    if (kernel_us(c, other, flops2, 0, true, &us2, e)) return -1;
+    *us = (double)G / G2 * grouped_below_range_us(c, other, G2, token_k, a, b, flops2, us2);
     return 0;
   }
   warn_fallback(c, name, "the groups x the dense \"gemm\" table less the launches a grouped kernel saves");

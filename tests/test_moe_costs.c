@@ -248,6 +248,83 @@ static void test_sim_prices_moe_tables(void) {
   plan_program_free(&prog);
 }
 
+/* A group count without its own table: the executor runs the products back to back, so G of them cost
+ * G / G2 times the family's table of the nearest other count G2 at G2 products' FLOPs. The EP 16 plan's
+ * groups are 8; tables of 4 (nearer) and 32 products of each family, a point at exactly the FLOPs asked
+ * (10 ns a MFLOP + 7 us for 4 products, + 1000 us for 32): each piece 8 / 4 x the 4 products' time, named. */
+static void test_grouped_other_count(void) {
+  static plan p;
+  static sim_costs costs;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_moe_plan(&p, &e), 0);
+  plan_program prog = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  schema_calibration empty = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &empty, NULL, &e), 0);
+  static char text[1 << 16];
+  int len = snprintf(text, sizeof text, HEAD "\"gemm\":[{\"m\":1024,\"n\":1024,\"k\":1024,\"us\":10}],\"kernels\":{");
+  char seen[32][48];
+  int n_seen = 0, G = 0;
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops) continue;
+    const model_op *mo = &costs.mops[op->model_op];
+    piece pc[2];
+    int np = mo->groups > 1 ? pieces_of(mo, op->phase, op->part, pc) : 0;
+    for (int j = 0; j < np; j++) {
+      int dup = 0, g;
+      for (int q = 0; q < n_seen; q++) dup |= !strcmp(seen[q], pc[j].name);
+      if (dup || n_seen == 32) continue;
+      memcpy(seen[n_seen++], pc[j].name, sizeof pc[j].name);
+      bool tk;
+      long long a, b;
+      CU_ASSERT_EQUAL_FATAL(schema_grouped_gemm_parse(pc[j].name, &g, &tk, &a, &b), 0);
+      G = g;
+      char n4[48], n32[48];
+      schema_grouped_gemm_name(n4, sizeof n4, 4, tk, a, b);
+      schema_grouped_gemm_name(n32, sizeof n32, 32, tk, a, b);
+      const double f4 = pc[j].flops * 4 / g, f32 = pc[j].flops * 32 / g;
+      len += snprintf(text + len, sizeof text - len,
+                      "%s\"%s\":[{\"flops\":%.17g,\"us\":%.17g},{\"flops\":%.17g,\"us\":%.17g}],"
+                      "\"%s\":[{\"flops\":%.17g,\"us\":%.17g},{\"flops\":%.17g,\"us\":%.17g}]",
+                      n_seen > 1 ? "," : "", n4, f4, f4 * 1e-8 + 7, 4 * f4, 4 * (f4 * 1e-8 + 7), n32, f32,
+                      f32 * 1e-8 + 1000, 4 * f32, 4 * (f32 * 1e-8 + 1000));
+    }
+  }
+  len += snprintf(text + len, sizeof text - len, "}}");
+  CU_ASSERT_EQUAL_FATAL(G, 8);
+  schema_calibration c;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_from_json_text(text, (size_t)len, "moe.json", &c, &e), 0);
+  char *buf = NULL;
+  size_t blen = 0;
+  FILE *warn = open_memstream(&buf, &blen);
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, warn, &e), 0);
+  int priced = 0;
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops) continue;
+    const model_op *mo = &costs.mops[op->model_op];
+    if (mo->groups <= 1) continue;
+    piece pc[2];
+    const int np = pieces_of(mo, op->phase, op->part, pc);
+    double s;
+    const int rc = sim_compute_s(&costs, op, &s, &e);
+    if (rc) fprintf(stderr, "%s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    double want = 0; /* 8 / 4 x (the 4 products' FLOPs x 1e-8 + 7 us) a piece */
+    for (int j = 0; j < np; j++) want += 8.0 / 4.0 * (pc[j].flops * 4 / 8 * 1e-8 + 7);
+    NEAR(s * 1e6, want, 1e-9);
+    priced++;
+  }
+  fclose(warn);
+  CU_ASSERT_TRUE(priced > 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "using 8 / 4 x the \"gemm_grouped.g4."));
+  CU_ASSERT_PTR_NULL(strstr(buf, "less the launches"));
+  free(buf);
+  schema_calibration_free(&c);
+  plan_program_free(&prog);
+}
+
 /* Experts without rows run no GEMM (the executor skips them): of G experts sharing m copies evenly,
  * G (1 - (1 - 1/G)^m) get rows, by hand; every one at a training micro-batch's copies. An expert op of
  * few copies (1 row an active expert) is priced as the G groups on 1 row times active / G: two such ops
@@ -346,6 +423,7 @@ int main(void) {
   CU_add_test(s, "the loader refuses bad grouped-GEMM tables naming file and field", test_loader_rules);
   CU_add_test(s, "grouped GEMMs move to another GPU by their FLOP or byte bound", test_transfer_grouped);
   CU_add_test(s, "experts without rows run no GEMM: a decode step's active experts", test_grouped_active_experts);
+  CU_add_test(s, "a group count without its table: G / G2 x the nearest other count's, named", test_grouped_other_count);
   CU_add_test(s, "expert GEMMs and routing ops priced from their tables, else named fallback",
               test_sim_prices_moe_tables);
   CU_basic_set_mode(CU_BRM_VERBOSE);
