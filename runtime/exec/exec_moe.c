@@ -84,8 +84,9 @@ static void acts_free(struct exec_moe_acts *a) {
 /* The balancing bias (zeros, as Megatron-Core starts it) and its loads, one row per layer. */
 static int bias_alloc(const exec_ref_config *c, struct exec_moe_scratch *s, ts_err *e) {
   const size_t n = (size_t)c->layers * c->experts;
-  s->load = calloc(n, sizeof *s->load), s->load32 = malloc(n * sizeof *s->load32);
-  if (!s->load || !s->load32) return ts_fail_sys(e, "exec: out of memory");
+  s->load = calloc(n, sizeof *s->load);
+  if (!s->load) return ts_fail_sys(e, "exec: out of memory");
+  EX_CUDA(cudaMallocHost((void **)&s->load32, n * sizeof *s->load32)); /* pinned: the copy stays asynchronous */
   EX_TRY(dalloc((void **)&s->bias, n * 4, e));
   EX_TRY(dalloc((void **)&s->dload, n * 4, e));
   EX_CUDA(cudaMemset(s->bias, 0, n * 4));
@@ -171,7 +172,8 @@ void exec_moe_destroy(exec_model *m) {
   void *p[] = {s->logits, s->dw, s->map, s->dy, s->dea, s->deu, s->dxp, s->dlogits, s->dn2, s->allcount,
                s->enc_send, s->enc_recv, s->bias, s->dload};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) cudaFree(p[i]);
-  free(s->hall), free(s->load), free(s->load32);
+  free(s->hall), free(s->load);
+  cudaFreeHost(s->load32);
   free(s);
   m->moe = NULL;
 }
@@ -389,7 +391,8 @@ int exec_moe_bias_update(exec_model *m, ts_err *e) {
   const size_t n = (size_t)m->cfg.layers * m->cfg.experts;
   const int dp = m->dp_comm && m->dp > 1 ? m->dp : 1;
   for (size_t i = 0; i < n; i++) {
-    if (s->load[i] > INT32_MAX / dp) return ts_fail_sys(e, "exec: %lld tokens on one expert overflow the loads", s->load[i]);
+    if (s->load[i] > INT32_MAX / dp)
+      return ts_fail_sys(e, "exec: %lld tokens on one expert overflow the loads", s->load[i]);
     s->load32[i] = (int32_t)s->load[i], s->load[i] = 0;
   }
   /* (the staging buffer is rewritten only at the next update, many stream waits later) */

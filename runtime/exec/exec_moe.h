@@ -43,7 +43,7 @@ struct exec_moe_scratch {
   /* DeepSeek-V3's balancing bias (cfg.router_bias_rate > 0): [layers x E] each (dense layers' rows unused) */
   float *bias;                          /* device: the bias added to the scores for the choice */
   long long *load;                      /* host: tokens routed to each expert since the last update (this rank's) */
-  int32_t *load32, *dload;              /* host staging and device copy of load at the update (summed over DP) */
+  int32_t *load32, *dload;              /* pinned host staging and device copy of load at the update (DP-summed) */
 };
 
 /* Allocates the MoE buffers of the model's MoE layers (none for a dense model);
