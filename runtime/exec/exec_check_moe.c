@@ -9,7 +9,8 @@
  * DeepSeek-V3's routing kernels against theirs (exec_check_route.c), and a
  * DeepSeek-V3-like router (sigmoid, groups, scaling, a random balancing bias)
  * against float64, with the bias update of the first step against its C
- * reference; on n >= 2 ranks, expert parallelism EP n = DP n and EP n / 2 < DP n (check_ep). */
+ * reference; on n >= 2 ranks, expert parallelism EP n = DP n and EP n / 2 < DP n (check_ep), and the
+ * DeepSeek-V3-like model at EP n = DP n with its bias update over DP (ep_bias_step). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +307,40 @@ static int report_errors(const exec_model *m, const double *num, const double *d
   return bad;
 }
 
+/* The balancing bias over DP (DeepSeek-V3's router, after check_ep's iteration, which ran no optimizer):
+ * one training step's update from every rank's loads of both iterations (the same weights and batch: the
+ * same choice twice), all-reduced over DP, against moe_bias_update_ref on twice the loads summed over the
+ * ranks (from 0); the same bits on every rank. Returns the count of failures (summed over the ranks), -1 on
+ * error. */
+static int ep_bias_step(rt_nccl *w, exec_model *m, exec_walk *wk, FILE *log, ts_err *e) {
+  const exec_ref_config *c = &m->cfg;
+  const size_t n = (size_t)c->layers * c->experts;
+  double *sum = malloc(n * sizeof *sum), bad = 0;
+  long long *load = malloc(n * sizeof *load);
+  int32_t *l2 = malloc(n * sizeof *l2);
+  float *want = calloc(n, sizeof *want), *got = malloc(n * sizeof *got);
+  int rc = -1, moved = 0;
+  if (!sum || !load || !l2 || !want || !got) {
+    ts_fail_sys(e, "exec check: out of memory");
+    goto out;
+  }
+  exec_moe_loads(m, load);
+  for (size_t i = 0; i < n; i++) sum[i] = (double)load[i];
+  if (rt_world_sum(w, sum, (int)n, e)) goto out;
+  if (exec_walk_iteration(m, wk, 0, e) || rt_nccl_wait(w, e) || exec_moe_bias_get(m, got, e)) goto out;
+  for (size_t i = 0; i < n; i++) l2[i] = (int32_t)(2 * sum[i]);
+  moe_bias_update_ref(l2, want, c->layers, c->experts, (float)c->router_bias_rate);
+  for (size_t i = 0; i < n; i++) moved += got[i] != 0.0f;
+  bad = memcmp(want, got, n * sizeof *want) != 0;
+  if (rt_world_sum(w, &bad, 1, e)) goto out;
+  fprintf(log, "  balancing bias after one step, loads all-reduced over DP: %d of %zu moved, %s moe_bias_update_ref "
+          "on every rank%s\n", moved, n, bad > 0 ? "NOT equal to" : "bits equal to", bad > 0 ? "  FAILED" : "");
+  rc = bad > 0;
+out:
+  free(sum), free(load), free(l2), free(want), free(got);
+  return rc;
+}
+
 /* Expert parallelism (exec_moe_ep.c) on every rank of the world: dp = ranks,
  * ep dividing it (ep < dp: expert-DP groups of dp / ep, their own
  * communicators), rank r training on batch r (seed 100 + r, as the DP
@@ -393,6 +428,11 @@ static int check_ep(rt_nccl *w, const exec_ref_config *cfg, int ep, int taco, FI
           "gradient (each rank's experts, summed over the ranks) vs the float64 mean over the %d batches:\n", my_loss,
           loss, loss_bad > 0 ? "  FAILED (a rank's loss or program)" : "", n);
   bad += (loss_bad > 0) + report_errors(&m, num, den, taco ? CHECK_TOL_EP_CODEC : CHECK_TOL_GRAD, log);
+  if (cfg->router_sigmoid && cfg->router_bias_rate > 0) {
+    const int bb = ep_bias_step(w, &m, &wk, log, e);
+    if (bb < 0) goto out;
+    bad += bb;
+  }
   fprintf(log, "  MoE EP %d%s check: %s\n", ep, taco ? " TACO" : "", bad ? "FAILED" : "passed");
   if (rank == 0) *failures += bad; /* every rank has the summed errors; rank 0 counts, as the DP checks */
   rc = 0;
@@ -422,16 +462,22 @@ int exec_check_moe(rt_nccl *w, FILE *log, int *failures, ts_err *e) {
   if (exec_check_route_group(w->streams[0], log, failures, e)) return -1; /* DeepSeek-V3's routing kernels */
   for (size_t i = 0; i < sizeof moe_configs / sizeof *moe_configs; i++)
     if (check_one(w, &moe_configs[i], log, failures, e)) return -1;
-  /* on n ranks: EP n = DP n plain and TACO; with n >= 4 even, EP n / 2 < DP n (expert-DP groups of 2) */
+  /* on n ranks: EP n = DP n plain and TACO; with n >= 4 even, EP n / 2 < DP n (expert-DP groups of 2); and
+   * DeepSeek-V3's router at EP n = DP n */
   const int n = w->nranks;
-  const int cases[3][2] = {{n, 0}, {n, 1}, {n >= 4 && n % 2 == 0 ? n / 2 : 0, 0}};
-  for (int c = 0; c < 3 && n >= 2; c++) {
+  const int cases[4][2] = {{n, 0}, {n, 1}, {n >= 4 && n % 2 == 0 ? n / 2 : 0, 0}, {n, 0}};
+  const exec_ref_config *deepseek = &moe_configs[sizeof moe_configs / sizeof *moe_configs - 1];
+  for (int c = 0; c < 4 && n >= 2; c++) {
     const int ep = cases[c][0];
     if (ep < 2) continue;
-    const exec_ref_config *cfg = ep <= EXEC_EP_MAX ? ep_config(ep) : NULL;
+    /* the last case: DeepSeek-V3's router at EP n = DP n (its bias from 0, its update over DP) */
+    const exec_ref_config *cfg = ep > EXEC_EP_MAX                ? NULL
+                                 : c < 3                         ? ep_config(ep)
+                                 : deepseek->experts % ep == 0 ? deepseek
+                                                                 : NULL;
     if (!cfg) {
-      fprintf(log, "\nMoE EP %d on %d ranks: not run (the check's models have 4 and 8 experts; the executor runs ep "
-              "2 .. %d)\n", ep, n, EXEC_EP_MAX);
+      fprintf(log, "\nMoE EP %d on %d ranks: not run (the check's models have 4, 8 and 16 experts; the executor runs "
+              "ep 2 .. %d)\n", ep, n, EXEC_EP_MAX);
       continue;
     }
     if (check_ep(w, cfg, ep, cases[c][1], log, failures, e)) return -1;
