@@ -43,6 +43,16 @@ typedef struct {
   int shared_experts;    /* "shared_experts": experts every token goes through (width shared x expert_ffn) */
   int dense_layers;      /* "dense_layers": the first layers keep a dense FFN of ffn_hidden (DeepSeek-V3: 3) */
   model_router router;   /* "router": softmax or sigmoid */
+  /* Added (DeepSeek-V3's router, Megatron-LM's --moe-router-* names; all optional, the defaults route as
+   * before): group-limited top-k (experts in router_num_groups equal groups; a group's score the sum of
+   * its top top_k / router_group_topk; the router_group_topk best groups kept; 0: no groups), the combine
+   * weights times router_topk_scaling_factor (1: none), and the aux-loss-free balancing bias (sigmoid only:
+   * a per-expert bias added to the scores for the choice alone, moved by router_bias_update_rate x
+   * sign(mean load - load) after each step). The simulator's router op costs do not depend on them. */
+  int router_num_groups, router_group_topk;
+  double router_topk_scaling_factor; /* 0 in a zeroed struct means 1 */
+  bool router_expert_bias;
+  double router_bias_update_rate;
   model_attention attention; /* "attention": gqa or mla */
   int q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; /* MLA only */
   /* Optional "rope_scaling" of Llama 3.1 (rope_type "llama3"); rope_factor 0: none.

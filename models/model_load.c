@@ -35,7 +35,10 @@ static const char *const known_keys[] = {
     "head_dim", "experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "router", "attention",
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     /* added: Qwen3's RMSNorm of every query and key head */
-    "qk_norm", NULL};
+    "qk_norm",
+    /* added: DeepSeek-V3's router (group-limited top-k, scaling, the balancing bias) */
+    "router_num_groups", "router_group_topk", "router_topk_scaling_factor", "router_expert_bias",
+    "router_bias_update_rate", NULL};
 static const char *const rope_scaling_keys[] = {"rope_type", "factor", "low_freq_factor", "high_freq_factor",
                                                 "original_max_position_embeddings", NULL};
 
@@ -74,6 +77,41 @@ static int check_identifier(const char *s, const char *file, const char *field, 
 static const char *const router_names[] = {"softmax", "sigmoid", NULL};
 static const char *const attention_names[] = {"gqa", "mla", NULL};
 
+/* DeepSeek-V3's router fields (Megatron-LM: --moe-router-num-groups, --moe-router-group-topk,
+ * --moe-router-topk-scaling-factor, --moe-router-enable-expert-bias, --moe-router-bias-update-rate), read
+ * once "experts" and "top_k" are. A group's score is the sum of its top_k / group_topk best scores
+ * (Megatron-Core's group_limited_topk), so group_topk may not exceed top_k, nor that count a group's size. */
+static int read_router_fields(json_t *root, const char *file, model_config *m, ts_err *e) {
+  long long v;
+  if (tsj_int_opt(root, "router_num_groups", 1, m->experts, 0, &v, file, NULL, e)) return -1;
+  m->router_num_groups = (int)v;
+  if (m->router_num_groups > 0 && m->experts % m->router_num_groups)
+    return ts_fail(e, file, "router_num_groups", "%d does not divide experts %d", m->router_num_groups, m->experts);
+  if (!m->router_num_groups && json_object_get(root, "router_group_topk"))
+    return ts_fail(e, file, "router_group_topk", "only meaningful with \"router_num_groups\"");
+  if (m->router_num_groups) {
+    if (tsj_int(root, "router_group_topk", 1, m->router_num_groups, &v, file, NULL, e)) return -1;
+    m->router_group_topk = (int)v;
+    const int per_group = m->experts / m->router_num_groups, n = m->top_k / m->router_group_topk;
+    if (n < 1)
+      return ts_fail(e, file, "router_group_topk", "%d exceeds top_k %d (a group's score sums its top top_k / "
+                     "router_group_topk experts)", m->router_group_topk, m->top_k);
+    if (n > per_group || (long long)m->router_group_topk * per_group < m->top_k)
+      return ts_fail(e, file, "router_group_topk", "%d groups of %d experts cannot hold top_k %d", m->router_group_topk,
+                     per_group, m->top_k);
+  }
+  if (tsj_real_opt(root, "router_topk_scaling_factor", 1e-3, 1e3, 1.0, &m->router_topk_scaling_factor, file, NULL, e))
+    return -1;
+  if (tsj_bool_opt(root, "router_expert_bias", false, &m->router_expert_bias, file, NULL, e)) return -1;
+  if (m->router_expert_bias && m->router != MODEL_ROUTER_SIGMOID)
+    return ts_fail(e, file, "router_expert_bias", "true needs \"router\": \"sigmoid\" (the balancing bias is "
+                   "added to sigmoid scores, as DeepSeek-V3 and Megatron-LM have it)");
+  if (!m->router_expert_bias && json_object_get(root, "router_bias_update_rate"))
+    return ts_fail(e, file, "router_bias_update_rate", "only meaningful with \"router_expert_bias\": true");
+  /* 1e-3: Megatron-LM's default and DeepSeek-V3's gamma for its first 14.3T tokens (arXiv 2412.19437, 4.2) */
+  return tsj_real_opt(root, "router_bias_update_rate", 0.0, 1.0, 1e-3, &m->router_bias_update_rate, file, NULL, e);
+}
+
 /* Mixture-of-experts and MLA fields (all optional; absent: a dense GQA
  * model). A field that only means something with another one present is
  * refused without it, so a half-written MoE file does not load as dense. */
@@ -85,7 +123,8 @@ static int read_moe_fields(json_t *root, const char *file, model_config *m, ts_e
   if (tsj_int_opt(root, "experts", 0, 65536, 0, &v, file, NULL, e)) return -1;
   m->experts = (int)v;
   static const char *const moe_only[] = {"top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "router",
-                                         NULL};
+                                         "router_num_groups", "router_group_topk", "router_topk_scaling_factor",
+                                         "router_expert_bias", "router_bias_update_rate", NULL};
   if (!m->experts) {
     for (int i = 0; moe_only[i]; i++)
       if (json_object_get(root, moe_only[i]))
@@ -101,6 +140,7 @@ static int read_moe_fields(json_t *root, const char *file, model_config *m, ts_e
     m->dense_layers = (int)v;
     if (tsj_enum_opt(root, "router", router_names, MODEL_ROUTER_SOFTMAX, &idx, file, NULL, e)) return -1;
     m->router = (model_router)idx;
+    if (read_router_fields(root, file, m, e)) return -1;
   }
   if (tsj_enum_opt(root, "attention", attention_names, MODEL_ATTN_GQA, &idx, file, NULL, e)) return -1;
   m->attention = (model_attention)idx;

@@ -627,7 +627,7 @@ double plan_ce_unfused_bytes(const plan *p, int phase);
 
 /* (plan_launches.c) Sets op's launches, gemm_launches and host_sync from the model op it runs (ops[0..n-1]:
  * model_layer_ops of the plan's shard), as the executor issues it. */
-void plan_op_set_launches(const model_op *ops, int n, plan_op *op);
+void plan_op_set_launches(const plan *p, const model_op *ops, int n, plan_op *op);
 
 /* "layer3.mb5.fwd.attn_out.allreduce" — for traces and reports. */
 void plan_op_name(const plan *p, const plan_op *op, char *buf, size_t cap);

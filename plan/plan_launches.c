@@ -16,6 +16,8 @@
  *   norm: forward one, backward two (input and weight gradients);
  *   element-wise (activation, RoPE, residual add), top-k, un-permute: one
  *     each way; the residual adds' backward passes the gradient on (none);
+ *     the sigmoid router's top-k forward two (exec_moe.c topk_group_fwd:
+ *     the scores, then the group-limited choice);
  *   permute forward (exec_moe.c permute_fwd): the row map (count, scan,
  *     positions: three kernels), the copy of the rows per expert to the host
  *     (one), then the permutation (one) — and the host waits for the copy
@@ -24,7 +26,10 @@
  *   embedding one each way; final norm as a norm; loss forward the logits
  *     GEMM and two kernels (cross-entropy, the loss sum), backward one GEMM
  *     per half and a memset on the input-gradient half; optimizer one
- *     (AdamW over the shard); the MoE imbalance wait none (no kernel: the
+ *     (AdamW over the shard), and with DeepSeek-V3's balancing bias two more
+ *     (exec_moe_bias_update: the loads' copy to the GPU, the update kernel;
+ *     at DP > 1 their all-reduce of layers x experts int32, not counted);
+ *     the MoE imbalance wait none (no kernel: the
  *     busiest rank's work);
  *   and every op the executor walks from the program (exec_walk.c) is framed
  *   by two event records on its stream (ready, done: the cross-stream
@@ -51,7 +56,7 @@ static void set(plan_op *op, int kernels, int gemms, int sync) {
 /* GEMM calls of one pass of a GEMM op: its groups (routed experts) or one. */
 static int gemms_of(const model_op *m) { return m->groups > 1 ? m->groups : 1; }
 
-static void set_layer_op(const model_op *m, plan_op *op) {
+static void set_layer_op(const plan *p, const model_op *m, plan_op *op) {
   const int bwd = op->phase == PLAN_PHASE_BWD;
   const int halves = bwd && op->part == PLAN_PART_WHOLE ? 2 : 1;
   switch (m->kind) {
@@ -72,13 +77,13 @@ static void set_layer_op(const model_op *m, plan_op *op) {
     set(op, 0, 0, 0);
     return;
   }
-  set(op, 1, 0, 0);
+  set(op, !bwd && p->model.router == MODEL_ROUTER_SIGMOID && !strcmp(m->name, "router_topk") ? 2 : 1, 0, 0);
 }
 
-void plan_op_set_launches(const model_op *ops, int n, plan_op *op) {
+void plan_op_set_launches(const plan *p, const model_op *ops, int n, plan_op *op) {
   const int bwd = op->phase == PLAN_PHASE_BWD;
   if (op->model_op >= 0 && op->model_op < n) {
-    set_layer_op(&ops[op->model_op], op);
+    set_layer_op(p, &ops[op->model_op], op);
     return;
   }
   switch (op->model_op) {
@@ -88,7 +93,7 @@ void plan_op_set_launches(const model_op *ops, int n, plan_op *op) {
     if (!bwd) set(op, 2, 1, 0);
     else set(op, op->part == PLAN_PART_DGRAD ? 1 : 0, op->part == PLAN_PART_WHOLE ? 2 : 1, 0);
     return;
-  case PLAN_MOP_OPTIMIZER: set(op, 1, 0, 0); return;
+  case PLAN_MOP_OPTIMIZER: set(op, model_is_moe(&p->model) && p->model.router_expert_bias ? 3 : 1, 0, 0); return;
   case PLAN_MOP_FP8_CAST: set(op, 1, 0, 0); return; /* (current scaling's amax kernel: counted in the cast's bytes) */
   default: /* the MoE imbalance wait: no kernel and no op of the executor's (it runs EP 1 only) */
     op->launches = op->gemm_launches = 0, op->events = 0, op->host_sync = 0;

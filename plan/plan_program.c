@@ -141,7 +141,7 @@ static int32_t compute(builder *b, plan_phase phase, int model_op, plan_part par
   op->chunk = chunk;
   op->flops = flops;
   op->bytes = bytes;
-  plan_op_set_launches(b->ops, b->n_ops, op);
+  plan_op_set_launches(b->p, b->ops, b->n_ops, op);
   if (b->p->moe_pad_to_capacity) op->host_sync = 0; /* drop-and-pad: the split sizes are known on the host */
   add_dep(op, b->wait_first);
   b->wait_first = -1;

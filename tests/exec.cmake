@@ -2,6 +2,10 @@
 add_executable(test_exec_ref ${CMAKE_SOURCE_DIR}/tests/test_exec_ref.c)
 target_link_libraries(test_exec_ref PRIVATE ts_ops_ref ts_common PkgConfig::CUNIT m)
 add_test(NAME exec_ref COMMAND test_exec_ref)
+# DeepSeek-V3's routing kernels' C references (kernels/moe_route_group_ref.c) against the float64 routing.
+add_executable(test_moe_route_group_ref ${CMAKE_SOURCE_DIR}/tests/test_moe_route_group_ref.c)
+target_link_libraries(test_moe_route_group_ref PRIVATE ts_ops_ref ts_kernels_ref ts_common PkgConfig::CUNIT m)
+add_test(NAME moe_route_group_ref COMMAND test_moe_route_group_ref)
 
 # Which plan_build_program() ops the executor runs (runtime/exec/exec_walk_map.c, plain C: ts_exec_cpu).
 if(TARGET ts_plan)
@@ -72,4 +76,9 @@ if(TACOSIM_HAVE_GPU)
   set_tests_properties(exec_watchdog_fault PROPERTIES LABELS "nosan")
   add_test(NAME exec_stream_wait_gpu COMMAND test_exec_faults_gpu --stream-wait)
   set_tests_properties(exec_stream_wait_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
+  # DeepSeek-V3's routing kernels against their C references (runtime/exec/exec_check_route.c)
+  add_executable(test_moe_route_group_gpu ${CMAKE_SOURCE_DIR}/tests/test_moe_route_group_gpu.c)
+  target_link_libraries(test_moe_route_group_gpu PRIVATE ts_exec ts_common CUDA::cudart m)
+  add_test(NAME moe_route_group_gpu COMMAND test_moe_route_group_gpu)
+  set_tests_properties(moe_route_group_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan")
 endif()

@@ -678,8 +678,8 @@ static void test_tacorun_refuses_hidden_dropout(void) {
 /* Issue 24: every zoo model as published, in a one-GPU training plan of one layer, passes every check of
  * tacorun execute before the GPU (none is visible here: the run stops at "no CUDA device", not exit 2):
  * the dense models (RoPE with theta and Llama 3.1's scaling, QKV and linear biases, untied output weights,
- * the norm epsilon) and Mixtral at EP 1; DeepSeek-V3 is refused before any GPU, its sigmoid router named
- * (its multi-head latent attention is refused after it); Qwen3 (head_dim 128 wider than hidden / heads, the QK
+ * the norm epsilon) and Mixtral at EP 1; DeepSeek-V3 is refused before any GPU for its multi-head latent
+ * attention only (its sigmoid, group-limited, biased router runs); Qwen3 (head_dim 128 wider than hidden / heads, the QK
  * norm), dense (qwen3-tiny) and at EP 1 (qwen3-30b-a3b), runs too. */
 static void test_tacorun_zoo_models(void) {
   static char out[65536];
@@ -699,12 +699,46 @@ static void test_tacorun_zoo_models(void) {
   }
   write_plan("zoo-deepseek-v3.json", "deepseek-v3", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
   int rc = tacorun("execute zoo-deepseek-v3.json --iters 1", out, sizeof out);
-  if (rc != 2 || !strstr(out, "zoo-deepseek-v3.json: model.router")) fprintf(stderr, "\n  deepseek-v3: %.400s\n", out);
+  if (rc != 2 || !strstr(out, "zoo-deepseek-v3.json: model.attention")) fprintf(stderr, "\n  deepseek-v3: %.400s\n", out);
   CU_ASSERT_EQUAL(rc, 2);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "zoo-deepseek-v3.json: model.router"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "zoo-deepseek-v3.json: model.attention")); /* its router runs; MLA does not */
+  CU_ASSERT_PTR_NULL(strstr(out, "model.router"));
   CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "the QK norm (model qk_norm"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "DeepSeek-V3's router (model router \"sigmoid\""));
   CU_ASSERT_PTR_NULL(strstr(out, "head_dim other than hidden / heads\n(Qwen3")); /* no longer refused */
+}
+
+/* DeepSeek-V3's router fields: a bad value in a model file stops `tacosim plan` with exit 2 naming the file
+ * and the field. */
+static void test_router_fields_refused(void) {
+  static const struct {
+    const char *tail, *want;
+  } bad[] = {
+      {"\"router_num_groups\": 3, \"router_group_topk\": 1", "router_num_groups: 3 does not divide experts 8"},
+      {"\"router_num_groups\": 4, \"router_group_topk\": 1", "router_group_topk: 1 groups of 2 experts cannot hold"},
+      {"\"router_expert_bias\": true", "router_expert_bias: true needs \"router\": \"sigmoid\""},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char model[600], planf[64], cmd[128], want[700];
+    static char out[65536];
+    snprintf(model, sizeof model, "%s/router-bad-%zu.json", workdir, i);
+    FILE *f = fopen(model, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{\"schema\": 1, \"name\": \"router-bad-%zu\", \"family\": \"x\", \"layers\": 2, \"hidden\": 256, "
+               "\"heads\": 4, \"kv_heads\": 4, \"ffn_hidden\": 512, \"activation\": \"swiglu\", \"norm\": \"rmsnorm\", "
+               "\"vocab\": 1000, \"tied_embeddings\": false, \"max_seq\": 4096, \"position\": \"rope\", "
+               "\"experts\": 8, \"top_k\": 4, \"expert_ffn_hidden\": 128, %s}\n", i, bad[i].tail);
+    fclose(f);
+    snprintf(planf, sizeof planf, "router-bad-%zu-plan.json", i);
+    write_plan(planf, model, "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
+    snprintf(cmd, sizeof cmd, "plan %s", planf);
+    int rc = tacosim(cmd, out, sizeof out);
+    snprintf(want, sizeof want, "%s: %s", model, bad[i].want);
+    if (rc != 2 || !strstr(out, want)) fprintf(stderr, "\n  %s -> %d: %.400s(expected \"%s\")\n", cmd, rc, out, want);
+    CU_ASSERT_EQUAL(rc, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  }
 }
 
 /* Issue 20: tacosim search --emit-plans writes plans tacorun execute accepts unchanged, for layouts the
@@ -773,8 +807,11 @@ int main(void) {
               test_tacorun_refuses_hidden_dropout);
   CU_add_test(s, "tacorun execute accepts the plans tacosim search --hidden-dropout 0 emits",
               test_tacorun_runs_emitted_plans);
-  CU_add_test(s, "tacorun execute: every zoo model as published passes its checks up to the GPU; DeepSeek-V3 refused",
+  CU_add_test(s, "tacorun execute: every zoo model as published passes its checks up to the GPU; DeepSeek-V3's MLA "
+                 "refused",
               test_tacorun_zoo_models);
+  CU_add_test(s, "DeepSeek-V3 router fields: bad values exit 2 naming the file and the field",
+              test_router_fields_refused);
 #endif
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -161,6 +161,69 @@ static void test_fd_moe(void) {
   }
 }
 
+/* DeepSeek-V3's router (exec_ref_moe.c): sigmoid scores, the choice by score
+ * + a fixed random bias, group-limited (12 experts in 3 groups, 2 kept, top
+ * 4: a group's score the sum of its top 2), the weights normalised over the
+ * chosen scores and scaled by 2.5, a shared FFN, a dense first layer; and top
+ * 1 without groups (the weight is the scaled score itself). The bias takes
+ * part in the choice only: no gradient, and the finite differences see the
+ * same choice (step 1e-6, far inside the score gaps). */
+static void test_fd_deepseek_router(void) {
+  static double bias[2 * 12];
+  unsigned long long x = 88172645463325252ull;
+  for (int i = 0; i < 2 * 12; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    bias[i] = -0.05 + 0.1 * (double)(x >> 11) / 9007199254740992.0;
+  }
+  for (int which = 0; which < 2; which++) {
+    exec_ref_config c = moe(0);
+    c.router_sigmoid = 1, c.router_scale = 2.5;
+    if (which == 0) c.experts = 12, c.top_k = 4, c.router_groups = 3, c.router_group_topk = 2, c.router_bias = bias;
+    else c.experts = 4, c.top_k = 1;
+    ts_err e;
+    CU_ASSERT_FATAL(exec_ref_config_check(&c, &e) == 0);
+    char name[32] = "-";
+    double worst = worst_fd_error(c, name);
+    printf("\n    %s: worst tensor %s, relative L2 %.2e", which ? "top 1, no groups" : "12 experts, 3 groups, top 4, bias",
+           name, worst);
+    CU_ASSERT(worst < 1e-6);
+  }
+}
+
+/* The routing of one token by hand: 8 experts in 4 groups of 2, 2 groups
+ * kept, top 2 (a group's score: its top 1); scores = sigmoid(logits). */
+static void test_deepseek_route_by_hand(void) {
+  exec_ref_config c = moe(0);
+  c.experts = 8, c.top_k = 2, c.router_sigmoid = 1, c.router_groups = 4, c.router_group_topk = 2, c.router_scale = 2.5;
+  /* groups {0,1} {2,3} {4,5} {6,7}: the best score per group 3.0, 2.5, 2.9, 1.0 -> groups 0 and 2 kept */
+  const double logit[8] = {3.0, -1.0, 2.5, 2.4, 2.9, 2.8, 1.0, 0.0};
+  const double nobias[8] = {0};
+  int idx[2];
+  double w[2], sel[2], s[8], dl[8];
+  for (int i = 0; i < 8; i++) s[i] = 1 / (1 + exp(-logit[i]));
+  exec_ref_moe_route(&c, logit, nobias, idx, w, sel);
+  CU_ASSERT_EQUAL(idx[0], 0); /* among experts 0, 1, 4, 5 only: 2.5 (expert 2, group 1 dropped) is not a choice */
+  CU_ASSERT_EQUAL(idx[1], 4);
+  CU_ASSERT_DOUBLE_EQUAL(w[0], 2.5 * s[0] / (s[0] + s[4]), 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(w[1], 2.5 * s[4] / (s[0] + s[4]), 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(sel[1], s[4], 1e-15);
+  /* a bias of +0.2 on expert 3 lifts group 1 (2.4's score + 0.2 beats group 2's best) and picks expert 3; its
+   * weight is still its unbiased score */
+  const double bias[8] = {0, 0, 0, 0.2, 0, 0, 0, 0};
+  exec_ref_moe_route(&c, logit, bias, idx, w, sel);
+  CU_ASSERT_EQUAL(idx[0], 3);
+  CU_ASSERT_EQUAL(idx[1], 0);
+  CU_ASSERT_DOUBLE_EQUAL(w[0], 2.5 * s[3] / (s[3] + s[0]), 1e-15);
+  /* the backward: dL/dlogit_j = 2.5 (dw_j - sum_i p_i dw_i) / S  s_j (1 - s_j), 0 for the others */
+  const double dw[2] = {1.0, -0.5};
+  exec_ref_moe_route_bwd(&c, idx, w, sel, dw, dl);
+  const double S = s[3] + s[0], d = (s[3] * 1.0 + s[0] * -0.5) / S;
+  CU_ASSERT_DOUBLE_EQUAL(dl[3], 2.5 * (1.0 - d) / S * s[3] * (1 - s[3]), 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(dl[0], 2.5 * (-0.5 - d) / S * s[0] * (1 - s[0]), 1e-15);
+  for (int i = 0; i < 8; i++)
+    if (i != 0 && i != 3) CU_ASSERT_EQUAL(dl[i], 0.0);
+}
+
 /* The MoE layout: a dense first layer keeps fc1/fc2, MoE layers have the
  * router, the stacked experts and (when set) the shared FFN, every tensor
  * found again by kind and layer; bad MoE fields are refused by name. */
@@ -186,6 +249,12 @@ static void test_moe_layout(void) {
   CU_ASSERT(exec_ref_config_check(&bad, &e) != 0 && strstr(e.msg, "top_k") != NULL);
   bad = c, bad.linear_bias = 1;
   CU_ASSERT(exec_ref_config_check(&bad, &e) != 0 && strstr(e.msg, "linear_bias") != NULL);
+  bad = c, bad.router_groups = 2, bad.router_group_topk = 1; /* groups without the sigmoid router */
+  CU_ASSERT(exec_ref_config_check(&bad, &e) != 0 && strstr(e.msg, "router") != NULL);
+  bad = c, bad.router_sigmoid = 1, bad.router_groups = 3, bad.router_group_topk = 1; /* 3 does not divide 4 */
+  CU_ASSERT(exec_ref_config_check(&bad, &e) != 0 && strstr(e.msg, "router_num_groups") != NULL);
+  bad = c, bad.router_sigmoid = 1, bad.router_groups = 2, bad.router_group_topk = 1; /* top 2 of one group of 2 */
+  CU_ASSERT(exec_ref_config_check(&bad, &e) == 0);
 }
 
 /* Every tensor the layout lists is found again by kind and layer; the
@@ -460,6 +529,8 @@ int main(void) {
   CU_add_test(s, "finite differences, SwiGLU + RMSNorm", test_fd_swiglu_rmsnorm);
   CU_add_test(s, "finite differences, GELU + RMSNorm", test_fd_gelu_rmsnorm);
   CU_add_test(s, "finite differences, mixture of experts (router, top-k, experts, shared)", test_fd_moe);
+  CU_add_test(s, "DeepSeek-V3 router: gradients match finite differences", test_fd_deepseek_router);
+  CU_add_test(s, "DeepSeek-V3 router: one token by hand", test_deepseek_route_by_hand);
   CU_add_test(s, "MoE tensor layout and field checks", test_moe_layout);
   CU_add_test(s, "finite differences, SwiGLU + LayerNorm", test_fd_swiglu_layernorm);
   CU_add_test(s, "finite differences, grouped-query attention (kv 2 and 1 of 4 heads)", test_fd_gqa);

@@ -525,7 +525,8 @@ static void test_moe_ep_plans(void) {
  * every op of its program is one the executor runs, its layer ops found by
  * name in the model's order, but DeepSeek-V3's multi-head latent attention
  * projections, which the walker refuses by name (exec_plan_refuse refuses the
- * plan before that, by its sigmoid router: a CUDA build's `cli` test). Qwen3's
+ * plan before that, by its model.attention, its router being one the executor
+ * runs: a CUDA build's `cli` test). Qwen3's
  * QK norm (qwen3-*: q_norm and k_norm between qkv and rope) maps to the
  * executor's ops of those names. A model added to the zoo enters this list or fails it. */
 static int zoo_plan(const char *model, plan *p, ts_err *e) {

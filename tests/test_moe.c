@@ -124,6 +124,29 @@ static void test_loader_rules(void) {
       {",\"attention\":\"mla\",\"q_lora_rank\":64,\"kv_lora_rank\":32,\"qk_nope_head_dim\":32,\"qk_rope_head_dim\":"
        "15,\"v_head_dim\":32}", "qk_rope_head_dim"},
       {",\"experts\":-1}", "experts"},
+      /* DeepSeek-V3's router fields (each refusal names its field) */
+      {",\"router_num_groups\":2}", "router_num_groups"}, /* without experts */
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router_num_groups\":3,\"router_group_topk\":1}",
+       "router_num_groups"}, /* 3 does not divide 8 */
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router_num_groups\":16,\"router_group_topk\":1}",
+       "router_num_groups"}, /* more groups than experts */
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router_num_groups\":4}", "router_group_topk"},
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router_group_topk\":2}", "router_group_topk"},
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router_num_groups\":4,\"router_group_topk\":3}",
+       "router_group_topk"}, /* 3 > top_k 2 */
+      {",\"experts\":8,\"top_k\":4,\"expert_ffn_hidden\":64,\"router_num_groups\":4,\"router_group_topk\":1}",
+       "router_group_topk"}, /* one group of 2 cannot hold top 4 */
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router_topk_scaling_factor\":0}",
+       "router_topk_scaling_factor"},
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router_topk_scaling_factor\":\"2.5\"}",
+       "router_topk_scaling_factor"},
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router_expert_bias\":true}", "router_expert_bias"},
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router\":\"sigmoid\",\"router_expert_bias\":1}",
+       "router_expert_bias"},
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router\":\"sigmoid\","
+       "\"router_bias_update_rate\":0.001}", "router_bias_update_rate"}, /* without the bias */
+      {",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":64,\"router\":\"sigmoid\",\"router_expert_bias\":true,"
+       "\"router_bias_update_rate\":-1}", "router_bias_update_rate"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char text[1024];
@@ -140,6 +163,21 @@ static void test_loader_rules(void) {
   ts_err e;
   CU_ASSERT_EQUAL(model_from_json_text(ok, strlen(ok), "m.json", &m, &e), 0);
   CU_ASSERT_EQUAL(m.router, MODEL_ROUTER_SIGMOID);
+  /* the defaults route as before: no groups, no scaling, no bias */
+  CU_ASSERT_EQUAL(m.router_num_groups, 0);
+  CU_ASSERT_EQUAL(m.router_topk_scaling_factor, 1.0);
+  CU_ASSERT_FALSE(m.router_expert_bias);
+  /* DeepSeek-V3 as its config.json has it: n_group 8, topk_group 4, routed_scaling_factor 2.5, noaux_tc */
+  m = load("deepseek-v3");
+  CU_ASSERT_EQUAL(m.router, MODEL_ROUTER_SIGMOID);
+  CU_ASSERT_EQUAL(m.router_num_groups, 8);
+  CU_ASSERT_EQUAL(m.router_group_topk, 4);
+  CU_ASSERT_EQUAL(m.router_topk_scaling_factor, 2.5);
+  CU_ASSERT_TRUE(m.router_expert_bias);
+  CU_ASSERT_EQUAL(m.router_bias_update_rate, 1e-3);
+  m = load("qwen3-30b-a3b");
+  CU_ASSERT_EQUAL(m.router_num_groups, 0);
+  CU_ASSERT_FALSE(m.router_expert_bias);
 }
 
 /* ---- plans ---- */

@@ -262,6 +262,44 @@ static void test_plan_counts(void) {
   plan_program_free(&g);
 }
 
+/* DeepSeek-V3's router on moe-tiny's plan: the top-k forward two kernels (the sigmoid scores, the
+ * group-limited choice), its backward one; the optimizer two more with the balancing bias (the loads'
+ * copy, the update); the softmax router one each, the optimizer one. */
+static void count_router_launches(const plan *p, int *topk_fwd, int *topk_bwd, int *optimizer) {
+  plan_program g;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(p, 0, &g, &e), 0);
+  model_shard s = {.tp = 1, .micro_batch = 1, .seq = 128, .ep = 1};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&p->model, &s, ops, MODEL_MAX_LAYER_OPS, &e);
+  CU_ASSERT_FATAL(n > 0);
+  *topk_fwd = *topk_bwd = *optimizer = -1;
+  for (int i = 0; i < g.n; i++) {
+    const plan_op *op = &g.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE) continue;
+    if (op->model_op == PLAN_MOP_OPTIMIZER) *optimizer = op->launches;
+    if (op->model_op >= 0 && op->model_op < n && !strcmp(ops[op->model_op].name, "router_topk"))
+      *(op->phase == PLAN_PHASE_FWD ? topk_fwd : topk_bwd) = op->launches;
+  }
+  plan_program_free(&g);
+}
+
+static void test_plan_counts_sigmoid_router(void) {
+  plan p;
+  make_plan(&p);
+  int f, b, o;
+  count_router_launches(&p, &f, &b, &o);
+  CU_ASSERT_EQUAL(f, 1);
+  CU_ASSERT_EQUAL(b, 1);
+  CU_ASSERT_EQUAL(o, 1);
+  p.model.router = MODEL_ROUTER_SIGMOID, p.model.router_num_groups = 4, p.model.router_group_topk = 2;
+  p.model.router_expert_bias = true, p.model.router_bias_update_rate = 1e-3;
+  count_router_launches(&p, &f, &b, &o);
+  CU_ASSERT_EQUAL(f, 2);
+  CU_ASSERT_EQUAL(b, 1);
+  CU_ASSERT_EQUAL(o, 3);
+}
+
 /* The flex dispatcher with DeepEP (the default backend): the first routed-expert op of each MoE layer's
  * forward carries the three host syncs and four calls of the index conversion; no other op does, and none
  * under "hybridep", "enable_experimental" or the all-to-all dispatcher. Returns the marked ops. */
@@ -421,6 +459,7 @@ int main(void) {
   CU_add_test(s, "syncs and calls before an op (DeepEP index conversion)", test_wait_before);
   CU_add_test(s, "calibration host section", test_calibration_host_section);
   CU_add_test(s, "plan launch counts (moe-tiny)", test_plan_counts);
+  CU_add_test(s, "the sigmoid router's and the balancing bias' launches", test_plan_counts_sigmoid_router);
   CU_add_test(s, "plan: DeepEP's syncs after the dispatch", test_plan_deepep_syncs);
   CU_add_test(s, "plan fields host_launch_us, host_sync_us, enable_experimental, moe_flex_dispatcher_backend, "
                  "moe_pad_expert_input_to_capacity",

@@ -347,6 +347,14 @@ int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int
     fprintf(f, ",\n  \"experts\": %d, \"top_k\": %d, \"expert_ffn_hidden\": %d, \"shared_experts\": %d, "
                "\"dense_layers\": %d", cfg->experts, cfg->top_k, cfg->expert_ffn, cfg->shared_ffn / cfg->expert_ffn,
             cfg->dense_layers);
+  if (cfg->experts > 0 && cfg->router_sigmoid) { /* DeepSeek-V3's router */
+    fprintf(f, ",\n  \"router\": \"sigmoid\", \"router_topk_scaling_factor\": %.17g",
+            cfg->router_scale > 0 ? cfg->router_scale : 1.0);
+    if (cfg->router_groups > 0)
+      fprintf(f, ", \"router_num_groups\": %d, \"router_group_topk\": %d", cfg->router_groups, cfg->router_group_topk);
+    if (cfg->router_bias_rate > 0)
+      fprintf(f, ", \"router_expert_bias\": true, \"router_bias_update_rate\": %.17g", cfg->router_bias_rate);
+  }
   if (cfg->head_dim > 0) fprintf(f, ",\n  \"head_dim\": %d", cfg->head_dim); /* Qwen3: heads x head_dim != hidden */
   if (cfg->qk_norm) fprintf(f, ", \"qk_norm\": true");
   fprintf(f, " }\n");

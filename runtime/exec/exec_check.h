@@ -1,8 +1,10 @@
 /* exec_check.h — what the --check files share (exec_check.c: the dense
- * checks; exec_check_moe.c: the mixture-of-experts checks). Internal to runtime/exec. */
+ * checks; exec_check_moe.c: the mixture-of-experts checks; exec_check_route.c:
+ * DeepSeek-V3's routing kernels). Internal to runtime/exec. */
 #ifndef EXEC_CHECK_H
 #define EXEC_CHECK_H
 
+#include <cuda_runtime.h>
 #include <stdio.h>
 
 #include "exec_ref.h"
@@ -22,5 +24,9 @@ int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int
 /* The mixture-of-experts checks on one GPU per rank (exec_check_moe.c); adds
  * the out-of-tolerance count to *failures. */
 int exec_check_moe(rt_nccl *w, FILE *log, int *failures, ts_err *e);
+
+/* DeepSeek-V3's routing kernels against their C references (exec_check_route.c); adds the kernels that differ
+ * to *failures. */
+int exec_check_route_group(cudaStream_t stream, FILE *log, int *failures, ts_err *e);
 
 #endif

@@ -6,7 +6,11 @@
  * them) within the dense check's tolerances, then 30 AdamW steps on one batch
  * (the loss must fall); and the router top-k backward kernel against its
  * plain-C reference (bits equal, fresh random inputs, poisoned output);
- * on n >= 2 ranks, expert parallelism EP n = DP n and EP n / 2 < DP n (check_ep). */
+ * DeepSeek-V3's routing kernels against theirs (exec_check_route.c), and a
+ * DeepSeek-V3-like router (sigmoid, groups, scaling, a random balancing bias)
+ * against float64, with the bias update of the first step against its C
+ * reference; on n >= 2 ranks, expert parallelism EP n = DP n and EP n / 2 < DP n (check_ep), and the
+ * DeepSeek-V3-like model at EP n = DP n with its bias update over DP (ep_bias_step). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +21,9 @@
 #include "exec_model.h"
 #include "exec_walk.h"
 #include "gpu_check.h"
+#include "exec_moe.h"
 #include "moe_route.h"
+#include "moe_route_group.h"
 #include "rt_world.h"
 
 static const exec_ref_config moe_configs[] = {
@@ -36,7 +42,59 @@ static const exec_ref_config moe_configs[] = {
     {.vocab = 512, .hidden = 256, .heads = 8, .kv_heads = 2, .ffn = 512, .layers = 2, .seq = 192, .batch = 1,
      .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-6, .rope_theta = 1e6, .untied = 1,
      .experts = 8, .top_k = 2, .expert_ffn = 128, .head_dim = 64, .qk_norm = 1},
+    /* DeepSeek-V3's router in small (its attention is the executor's GQA: MLA is not run here): a dense first
+     * layer, then 16 experts in 4 groups (2 kept: a group's score the sum of its top 4 / 2 = 2), top 4, width
+     * 128, one shared expert, sigmoid scores, scaling 2.5, the balancing bias (set to random values, the
+     * float64 reference given the same), updated at 1e-3 a step */
+    {.vocab = 512, .hidden = 256, .heads = 8, .kv_heads = 2, .ffn = 512, .layers = 2, .seq = 128, .batch = 1,
+     .act = EXEC_ACT_SWIGLU, .norm = EXEC_NORM_RMSNORM, .norm_eps = 1e-6, .rope_theta = 1e4, .untied = 1,
+     .experts = 16, .top_k = 4, .expert_ffn = 128, .shared_ffn = 128, .dense_layers = 1, .router_sigmoid = 1,
+     .router_groups = 4, .router_group_topk = 2, .router_scale = 2.5, .router_bias_rate = 1e-3},
 };
+
+/* A random balancing bias in [-0.05, 0.05] per layer and expert (float values, as the executor holds them):
+ * of the order of the scores' gaps, so it changes choices. */
+static double *random_bias(const exec_ref_config *cfg) {
+  const size_t n = (size_t)cfg->layers * cfg->experts;
+  double *b = malloc(n * sizeof *b);
+  unsigned long long x = 0x2545f4914f6cdd1dull;
+  for (size_t i = 0; b && i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    b[i] = (double)(float)(-0.05 + 0.1 * (double)(x >> 11) / 9007199254740992.0);
+  }
+  return b;
+}
+
+/* The bias update of the first training step: the loads of the check's iteration (no optimizer) and of the
+ * step's forward (the same weights, batch and bias: the same choice) moved b0 to b1 as moe_bias_update_ref
+ * does on twice the loads; each MoE layer's loads sum to its tokens x top_k. Returns the count of failures. */
+static int check_bias_step(const exec_model *m, const long long *load, const float *b0, const float *b1, FILE *log) {
+  const exec_ref_config *c = &m->cfg;
+  const size_t n = (size_t)c->layers * c->experts;
+  int32_t *l2 = malloc(n * sizeof *l2);
+  float *want = malloc(n * sizeof *want);
+  int bad = 0, moved = 0;
+  if (!l2 || !want) {
+    free(l2), free(want);
+    fprintf(log, "  bias update: out of memory  FAILED\n");
+    return 1;
+  }
+  for (int l = 0; l < c->layers; l++) {
+    long long sum = 0;
+    for (int x = 0; x < c->experts; x++) sum += load[(size_t)l * c->experts + x];
+    bad += sum != (exec_ref_layer_is_moe(c, l) ? m->tokens * c->top_k : 0);
+  }
+  for (size_t i = 0; i < n; i++) l2[i] = (int32_t)(2 * load[i]), want[i] = b0[i];
+  moe_bias_update_ref(l2, want, c->layers, c->experts, (float)c->router_bias_rate);
+  for (size_t i = 0; i < n; i++) moved += b1[i] != b0[i];
+  const int same = !memcmp(want, b1, n * sizeof *want);
+  bad += !same;
+  fprintf(log, "  balancing bias after the first step (rate %g): %d of %zu moved, %s moe_bias_update_ref on the "
+          "step's loads%s\n", c->router_bias_rate, moved, n, same ? "bits equal to" : "DIFFERENT from",
+          bad ? "  FAILED" : "");
+  free(l2), free(want);
+  return bad;
+}
 
 /* moe_topk_bwd against moe_topk_bwd_ref: bits equal. Returns 1 when equal, 0 when not, -1 on error. */
 static int check_topk_bwd(cudaStream_t s, FILE *log, ts_err *e) {
@@ -133,22 +191,42 @@ static int compare_grads(const exec_model *m, const float *g, const double *ref,
 }
 
 /* One config: the walked plan's gradient and loss against float64, then 30 AdamW steps. */
-static int check_one(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *failures, ts_err *e) {
+static int check_one(rt_nccl *w, const exec_ref_config *cfg0, FILE *log, int *failures, ts_err *e) {
   moe_ref r;
   exec_model m;
   exec_walk wk;
   memset(&wk, 0, sizeof wk);
+  memset(&r, 0, sizeof r);
   int rc = -1, created = 0, bad = 0;
-  float *g = NULL, loss = 0, first = 0, last = 0;
+  float *g = NULL, loss = 0, first = 0, last = 0, *b0 = NULL, *b1 = NULL;
+  long long *load = NULL;
   char model_path[256] = "", text[1024];
+  exec_ref_config with_bias = *cfg0; /* the reference given the executor's bias */
+  const exec_ref_config *cfg = &with_bias;
+  const int biased = cfg0->router_sigmoid && cfg0->router_bias_rate > 0;
+  double *bias = biased ? random_bias(cfg0) : NULL;
+  const size_t nb = (size_t)cfg0->layers * cfg0->experts;
+  if (biased) {
+    b0 = malloc(nb * sizeof *b0), b1 = malloc(nb * sizeof *b1), load = malloc(nb * sizeof *load);
+    if (!bias || !b0 || !b1 || !load) {
+      ts_fail_sys(e, "exec check: out of memory");
+      goto out;
+    }
+    with_bias.router_bias = bias;
+  }
   if (moe_ref_make(cfg, &r, e)) goto out;
   if (exec_check_plan_text(cfg, 1, 1, 1, 1, NULL, NULL, NULL, model_path, sizeof model_path, text, sizeof text, e))
     goto out;
   created = 1; /* (exec_model_destroy frees what a failed create allocated) */
   if (exec_model_create(&m, cfg, 1, 1, 0, NULL, 1, 0, NULL, w->streams[0], e)) goto out;
   if (exec_model_load_ref(&m, r.params, e) || exec_model_set_data(&m, r.tok, r.lab, e)) goto out;
+  if (biased && exec_moe_bias_set(&m, bias, e)) goto out;
   if (exec_walk_init_text(&wk, text, "exec-check MoE plan", 0, &m, e)) goto out;
   if (exec_walk_iteration(&m, &wk, 1, e) || exec_model_check_finite(&m, 0, &loss, e)) goto out;
+  if (biased) { /* the check's iteration ran no optimizer: its loads wait for the first step's update */
+    exec_moe_loads(&m, load);
+    if (exec_moe_bias_get(&m, b0, e)) goto out;
+  }
   g = malloc(m.nparams * sizeof *g);
   r.local = malloc(m.nparams * sizeof *r.local);
   if (!g || !r.local) {
@@ -161,6 +239,10 @@ static int check_one(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *fai
           "FFN %d, seq %d: plan program of %d ops, one GPU (ep 1)\n", cfg->hidden, cfg->heads, cfg->kv_heads,
           cfg->layers, cfg->dense_layers, cfg->experts, cfg->top_k, cfg->expert_ffn, cfg->shared_ffn, cfg->seq,
           wk.prog.n);
+  if (cfg->router_sigmoid)
+    fprintf(log, "  DeepSeek-V3's router: sigmoid scores, %d groups (%d kept), scaling %g, %s\n", cfg->router_groups,
+            cfg->router_group_topk, cfg->router_scale > 0 ? cfg->router_scale : 1.0,
+            biased ? "random balancing bias (the reference given the same), updated each step" : "no bias");
   int loss_ok = fabs(loss - r.loss) <= CHECK_TOL_LOSS * r.loss;
   fprintf(log, "  loss: float64 %.6f  executor %.6f%s\n  relative L2 error of each gradient vs float64:\n", r.loss,
           loss, loss_ok ? "" : "  FAILED");
@@ -168,6 +250,10 @@ static int check_one(rt_nccl *w, const exec_ref_config *cfg, FILE *log, int *fai
   m.lr = 1e-3f;
   for (int s = 0; s < 30; s++) {
     if (exec_walk_iteration(&m, &wk, 0, e) || exec_model_check_finite(&m, s, &loss, e)) goto out;
+    if (s == 0 && biased) {
+      if (exec_moe_bias_get(&m, b1, e)) goto out;
+      bad += check_bias_step(&m, load, b0, b1, log);
+    }
     if (s == 0) first = loss;
     last = loss;
   }
@@ -180,7 +266,7 @@ out:
   if (model_path[0]) remove(model_path);
   exec_walk_destroy(&wk);
   if (created) exec_model_destroy(&m);
-  free(g);
+  free(g), free(bias), free(b0), free(b1), free(load);
   moe_ref_free(&r);
   return rc;
 }
@@ -219,6 +305,40 @@ static int report_errors(const exec_model *m, const double *num, const double *d
   }
   fprintf(log, "    %-20s %10.2e  (tolerance %.0e)\n", "worst", worst, tol);
   return bad;
+}
+
+/* The balancing bias over DP (DeepSeek-V3's router, after check_ep's iteration, which ran no optimizer):
+ * one training step's update from every rank's loads of both iterations (the same weights and batch: the
+ * same choice twice), all-reduced over DP, against moe_bias_update_ref on twice the loads summed over the
+ * ranks (from 0); the same bits on every rank. Returns the count of failures (summed over the ranks), -1 on
+ * error. */
+static int ep_bias_step(rt_nccl *w, exec_model *m, exec_walk *wk, FILE *log, ts_err *e) {
+  const exec_ref_config *c = &m->cfg;
+  const size_t n = (size_t)c->layers * c->experts;
+  double *sum = malloc(n * sizeof *sum), bad = 0;
+  long long *load = malloc(n * sizeof *load);
+  int32_t *l2 = malloc(n * sizeof *l2);
+  float *want = calloc(n, sizeof *want), *got = malloc(n * sizeof *got);
+  int rc = -1, moved = 0;
+  if (!sum || !load || !l2 || !want || !got) {
+    ts_fail_sys(e, "exec check: out of memory");
+    goto out;
+  }
+  exec_moe_loads(m, load);
+  for (size_t i = 0; i < n; i++) sum[i] = (double)load[i];
+  if (rt_world_sum(w, sum, (int)n, e)) goto out;
+  if (exec_walk_iteration(m, wk, 0, e) || rt_nccl_wait(w, e) || exec_moe_bias_get(m, got, e)) goto out;
+  for (size_t i = 0; i < n; i++) l2[i] = (int32_t)(2 * sum[i]);
+  moe_bias_update_ref(l2, want, c->layers, c->experts, (float)c->router_bias_rate);
+  for (size_t i = 0; i < n; i++) moved += got[i] != 0.0f;
+  bad = memcmp(want, got, n * sizeof *want) != 0;
+  if (rt_world_sum(w, &bad, 1, e)) goto out;
+  fprintf(log, "  balancing bias after one step, loads all-reduced over DP: %d of %zu moved, %s moe_bias_update_ref "
+          "on every rank%s\n", moved, n, bad > 0 ? "NOT equal to" : "bits equal to", bad > 0 ? "  FAILED" : "");
+  rc = bad > 0;
+out:
+  free(sum), free(load), free(l2), free(want), free(got);
+  return rc;
 }
 
 /* Expert parallelism (exec_moe_ep.c) on every rank of the world: dp = ranks,
@@ -308,6 +428,11 @@ static int check_ep(rt_nccl *w, const exec_ref_config *cfg, int ep, int taco, FI
           "gradient (each rank's experts, summed over the ranks) vs the float64 mean over the %d batches:\n", my_loss,
           loss, loss_bad > 0 ? "  FAILED (a rank's loss or program)" : "", n);
   bad += (loss_bad > 0) + report_errors(&m, num, den, taco ? CHECK_TOL_EP_CODEC : CHECK_TOL_GRAD, log);
+  if (cfg->router_sigmoid && cfg->router_bias_rate > 0) {
+    const int bb = ep_bias_step(w, &m, &wk, log, e);
+    if (bb < 0) goto out;
+    bad += bb;
+  }
   fprintf(log, "  MoE EP %d%s check: %s\n", ep, taco ? " TACO" : "", bad ? "FAILED" : "passed");
   if (rank == 0) *failures += bad; /* every rank has the summed errors; rank 0 counts, as the DP checks */
   rc = 0;
@@ -334,18 +459,25 @@ int exec_check_moe(rt_nccl *w, FILE *log, int *failures, ts_err *e) {
   int ok = check_topk_bwd(w->streams[0], log, e);
   if (ok < 0) return -1;
   *failures += !ok;
+  if (exec_check_route_group(w->streams[0], log, failures, e)) return -1; /* DeepSeek-V3's routing kernels */
   for (size_t i = 0; i < sizeof moe_configs / sizeof *moe_configs; i++)
     if (check_one(w, &moe_configs[i], log, failures, e)) return -1;
-  /* on n ranks: EP n = DP n plain and TACO; with n >= 4 even, EP n / 2 < DP n (expert-DP groups of 2) */
+  /* on n ranks: EP n = DP n plain and TACO; with n >= 4 even, EP n / 2 < DP n (expert-DP groups of 2); and
+   * DeepSeek-V3's router at EP n = DP n */
   const int n = w->nranks;
-  const int cases[3][2] = {{n, 0}, {n, 1}, {n >= 4 && n % 2 == 0 ? n / 2 : 0, 0}};
-  for (int c = 0; c < 3 && n >= 2; c++) {
+  const int cases[4][2] = {{n, 0}, {n, 1}, {n >= 4 && n % 2 == 0 ? n / 2 : 0, 0}, {n, 0}};
+  const exec_ref_config *deepseek = &moe_configs[sizeof moe_configs / sizeof *moe_configs - 1];
+  for (int c = 0; c < 4 && n >= 2; c++) {
     const int ep = cases[c][0];
     if (ep < 2) continue;
-    const exec_ref_config *cfg = ep <= EXEC_EP_MAX ? ep_config(ep) : NULL;
+    /* the last case: DeepSeek-V3's router at EP n = DP n (its bias from 0, its update over DP) */
+    const exec_ref_config *cfg = ep > EXEC_EP_MAX                ? NULL
+                                 : c < 3                         ? ep_config(ep)
+                                 : deepseek->experts % ep == 0 ? deepseek
+                                                                 : NULL;
     if (!cfg) {
-      fprintf(log, "\nMoE EP %d on %d ranks: not run (the check's models have 4 and 8 experts; the executor runs ep "
-              "2 .. %d)\n", ep, n, EXEC_EP_MAX);
+      fprintf(log, "\nMoE EP %d on %d ranks: not run (the check's models have 4, 8 and 16 experts; the executor runs "
+              "ep 2 .. %d)\n", ep, n, EXEC_EP_MAX);
       continue;
     }
     if (check_ep(w, cfg, ep, cases[c][1], log, failures, e)) return -1;

@@ -435,6 +435,9 @@ int exec_caat_sync_replicated(exec_model *m, cudaStream_t stream, ts_err *e) {
 }
 
 int exec_optimizer_step(exec_model *m, ts_err *e) {
+  /* DeepSeek-V3's balancing bias, from the step's loads (as Megatron-Core, in finalize_model_grads before the
+   * optimizer; nothing without the bias) */
+  EX_TRY(exec_moe_bias_update(m, e));
   /* (a walked plan program reduces them in its own NORM_GRADS op) */
   if (m->tp_comm && exec_uses_caat(m) && !m->walker_mode) EX_TRY(exec_caat_sync_replicated(m, m->stream, e));
   rt_adamw_params p = {.lr = m->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f,

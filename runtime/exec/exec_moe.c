@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "moe_route.h"
+#include "moe_route_group.h"
 #include "rt_ops.h"
 
 #define EX_ROUTE(call) EX_CUDA((cudaError_t)(call)) /* moe_route.h returns a cudaError_t as int */
@@ -57,6 +58,7 @@ static int acts_alloc(const moe_dims *d, int ep_ranks, struct exec_moe_acts *a, 
   EX_TRY(dalloc((void **)&a->pos, (size_t)d->tk * 4, e));
   EX_TRY(dalloc((void **)&a->count, (size_t)d->E * 4, e));
   EX_TRY(dalloc((void **)&a->w, (size_t)d->tk * 4, e));
+  EX_TRY(dalloc((void **)&a->sel, (size_t)d->tk * 4, e));
   EX_TRY(dalloc(&a->xp, (size_t)(d->tk * d->h) * 2, e));
   EX_TRY(dalloc(&a->eu, (size_t)(d->R * d->U) * 2, e));
   EX_TRY(dalloc(&a->ea, (size_t)(d->R * d->fe) * 2, e));
@@ -73,10 +75,22 @@ static void acts_free(struct exec_moe_acts *a) {
   if (!a) return;
   if (a->xe != a->xp) cudaFree(a->xe);
   if (a->ye != a->ey) cudaFree(a->ye);
-  void *p[] = {a->idx, a->pos, a->count, a->w, a->xp, a->eu, a->ea, a->ey};
+  void *p[] = {a->idx, a->pos, a->count, a->w, a->sel, a->xp, a->eu, a->ea, a->ey};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) cudaFree(p[i]);
   free(a->hcount), free(a->seg_ex), free(a->seg_cnt), free(a->scnt), free(a->rcnt), free(a->soff), free(a->roff);
   free(a);
+}
+
+/* The balancing bias (zeros, as Megatron-Core starts it) and its loads, one row per layer. */
+static int bias_alloc(const exec_ref_config *c, struct exec_moe_scratch *s, ts_err *e) {
+  const size_t n = (size_t)c->layers * c->experts;
+  s->load = calloc(n, sizeof *s->load);
+  if (!s->load) return ts_fail_sys(e, "exec: out of memory");
+  EX_CUDA(cudaMallocHost((void **)&s->load32, n * sizeof *s->load32)); /* pinned: the copy stays asynchronous */
+  EX_TRY(dalloc((void **)&s->bias, n * 4, e));
+  EX_TRY(dalloc((void **)&s->dload, n * 4, e));
+  EX_CUDA(cudaMemset(s->bias, 0, n * 4));
+  return 0;
 }
 
 static int scratch_alloc(const moe_dims *d, int ep_ranks, struct exec_moe_scratch *s, ts_err *e) {
@@ -100,6 +114,13 @@ static int scratch_alloc(const moe_dims *d, int ep_ranks, struct exec_moe_scratc
   return dalloc(&s->dxe, (size_t)(d->R * d->h) * 2, e);
 }
 
+/* DeepSeek-V3's routing of the config (exec_ref.h's router fields). */
+static moe_group_route route_of(const exec_ref_config *c) {
+  return (moe_group_route){.groups = c->router_groups, .group_topk = c->router_group_topk,
+                           .scale = c->router_scale > 0 ? (float)c->router_scale : 1.0f};
+}
+static int has_bias(const exec_model *m) { return m->cfg.router_sigmoid && m->cfg.router_bias_rate > 0; }
+
 /* What the executor's MoE does not run, named by field. */
 static int refuse(const exec_model *m, ts_err *e) {
   const exec_ref_config *c = &m->cfg;
@@ -114,6 +135,12 @@ static int refuse(const exec_model *m, ts_err *e) {
     return ts_fail(e, NULL, "shared_experts", "a shared FFN (%d) wider than ffn_hidden (%d) (NOT IMPLEMENTED here)",
                    c->shared_ffn, c->ffn);
   if (c->hidden % 8) return ts_fail(e, NULL, "hidden", "%d: the routing kernels need a multiple of 8", c->hidden);
+  const moe_group_route g = route_of(c);
+  if (c->router_sigmoid && moe_group_route_valid(c->experts, c->top_k, &g))
+    return ts_fail(e, NULL, "router_num_groups", "%d experts, top %d, %d groups (%d kept): not a routing the kernels "
+                   "take (moe_route_group.h: at most %d groups dividing the experts, at most %d experts, top %d)",
+                   c->experts, c->top_k, c->router_groups, c->router_group_topk, MOE_GROUP_MAX, MOE_ROUTE_MAX_E,
+                   MOE_ROUTE_MAX_K);
   return 0;
 }
 
@@ -124,6 +151,7 @@ int exec_moe_create(exec_model *m, ts_err *e) {
   m->moe = calloc(1, sizeof *m->moe);
   if (!m->moe) return ts_fail_sys(e, "exec: out of memory");
   EX_TRY(scratch_alloc(&d, m->ep, m->moe, e));
+  if (has_bias(m)) EX_TRY(bias_alloc(&m->cfg, m->moe, e));
   for (int slot = 0; slot < m->nslots; slot++)
     for (int l = 0; l < m->cfg.layers; l++) {
       if (!exec_ref_layer_is_moe(&m->cfg, l)) continue;
@@ -142,9 +170,10 @@ void exec_moe_destroy(exec_model *m) {
   if (s->dye != s->dy) cudaFree(s->dye);
   if (s->dxe != s->dxp) cudaFree(s->dxe);
   void *p[] = {s->logits, s->dw, s->map, s->dy, s->dea, s->deu, s->dxp, s->dlogits, s->dn2, s->allcount,
-               s->enc_send, s->enc_recv};
+               s->enc_send, s->enc_recv, s->bias, s->dload};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) cudaFree(p[i]);
-  free(s->hall);
+  free(s->hall), free(s->load);
+  cudaFreeHost(s->load32);
   free(s);
   m->moe = NULL;
 }
@@ -209,8 +238,9 @@ static int experts(exec_model *m, int l, int which, ts_err *e) {
 
 /* ---- forward ---- */
 
-/* The map of copies to expert rows, its row counts on the host, the permuted rows. */
-static int permute_fwd(exec_model *m, exec_layer_acts *la, ts_err *e) {
+/* The map of copies to expert rows, its row counts on the host (with the
+ * balancing bias: added to the layer's loads), the permuted rows. */
+static int permute_fwd(exec_model *m, int l, exec_layer_acts *la, ts_err *e) {
   const moe_dims d = dims_of(m);
   struct exec_moe_acts *a = la->moe;
   EX_ROUTE(moe_map(a->idx, (int)d.T, (int)d.E, (int)d.k, a->pos, a->count, m->moe->map, m->stream));
@@ -219,6 +249,8 @@ static int permute_fwd(exec_model *m, exec_layer_acts *la, ts_err *e) {
   long long sum = 0;
   for (int ex = 0; ex < d.E; ex++) sum += a->hcount[ex];
   if (sum != d.tk) return ts_fail_sys(e, "exec: MoE routing gave %lld rows for %lld token copies", sum, d.tk);
+  if (has_bias(m))
+    for (int ex = 0; ex < d.E; ex++) m->moe->load[(size_t)l * d.E + ex] += a->hcount[ex];
   a->nseg = (int)d.E, a->erows = d.tk; /* EP 1: one segment per expert (EP > 1: the dispatch redoes them) */
   for (int ex = 0; ex < d.E; ex++) a->seg_ex[ex] = ex, a->seg_cnt[ex] = a->hcount[ex];
   EX_ROUTE(moe_permute(la->n2, a->pos, (int)d.T, (int)d.k, (int)d.h, a->xp, m->stream));
@@ -232,6 +264,17 @@ static int act_fwd(exec_model *m, const void *u, void *y, long long rows, long l
 static int act_bwd(exec_model *m, const void *dy, const void *u, void *du, long long rows, long long f, ts_err *e) {
   if (m->cfg.act == EXEC_ACT_SWIGLU) return rt_swiglu_bwd(dy, u, du, rows, (int)f, m->stream, e);
   return rt_gelu_bwd(dy, u, du, rows * f, m->stream, e);
+}
+
+/* DeepSeek-V3's top-k: the scores in place of the logits, then the group-limited choice by score + bias. */
+static int topk_group_fwd(exec_model *m, int l, struct exec_moe_acts *a, ts_err *e) {
+  const moe_dims d = dims_of(m);
+  const moe_group_route g = route_of(&m->cfg);
+  float *s = m->moe->logits;
+  const float *bias = has_bias(m) ? m->moe->bias + (size_t)l * d.E : NULL;
+  EX_ROUTE(moe_sigmoid(s, d.T * d.E, s, m->stream));
+  EX_ROUTE(moe_topk_group(s, bias, (int)d.T, (int)d.E, (int)d.k, &g, a->idx, a->w, a->sel, m->stream));
+  return 0;
 }
 
 int exec_moe_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
@@ -248,9 +291,10 @@ int exec_moe_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
     return exec_gemm_run(m->gemm, &s, 1.f, la->n2, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_ROUTER)), 0.f,
                          m->moe->logits, m->stream, e);
   case EXEC_OP_ROUTER_TOPK:
+    if (m->cfg.router_sigmoid) return topk_group_fwd(m, l, a, e);
     EX_ROUTE(moe_topk(m->moe->logits, (int)d.T, (int)d.E, (int)d.k, a->idx, a->w, m->stream));
     return 0;
-  case EXEC_OP_PERMUTE: return permute_fwd(m, la, e);
+  case EXEC_OP_PERMUTE: return permute_fwd(m, l, la, e);
   case EXEC_OP_EXPERT_FC1: return experts(m, l, FC1_FWD, e);
   case EXEC_OP_EXPERT_ACT: return act_fwd(m, a->eu, a->ea, a->erows, d.fe, e);
   case EXEC_OP_EXPERT_FC2: return experts(m, l, FC2_FWD, e);
@@ -328,9 +372,57 @@ int exec_moe_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) {
     EX_ROUTE(moe_combine(s->dxp, a->pos, NULL, (int)d.T, (int)d.k, (int)d.h, s->dn2, m->stream));
     return 0;
   case EXEC_OP_ROUTER_TOPK:
-    EX_ROUTE(moe_topk_bwd(a->idx, a->w, s->dw, (int)d.T, (int)d.E, (int)d.k, s->dlogits, m->stream));
+    if (m->cfg.router_sigmoid)
+      EX_ROUTE(moe_topk_group_bwd(a->idx, a->sel, s->dw, (int)d.T, (int)d.E, (int)d.k, route_of(&m->cfg).scale,
+                                  s->dlogits, m->stream));
+    else
+      EX_ROUTE(moe_topk_bwd(a->idx, a->w, s->dw, (int)d.T, (int)d.E, (int)d.k, s->dlogits, m->stream));
     return 0;
   case EXEC_OP_SHARED_ACT: return act_bwd(m, m->da, la->u, m->du, d.T, d.fs, e);
   default: return ts_fail_sys(e, "exec: layer op %s is not an MoE op", exec_layer_op_names[op]);
   }
+}
+
+/* ---- DeepSeek-V3's balancing bias ---- */
+
+int exec_moe_bias_update(exec_model *m, ts_err *e) {
+  if (!m->moe || !has_bias(m)) return 0;
+  struct exec_moe_scratch *s = m->moe;
+  const size_t n = (size_t)m->cfg.layers * m->cfg.experts;
+  const int dp = m->dp_comm && m->dp > 1 ? m->dp : 1;
+  for (size_t i = 0; i < n; i++) {
+    if (s->load[i] > INT32_MAX / dp)
+      return ts_fail_sys(e, "exec: %lld tokens on one expert overflow the loads", s->load[i]);
+    s->load32[i] = (int32_t)s->load[i], s->load[i] = 0;
+  }
+  /* (the staging buffer is rewritten only at the next update, many stream waits later) */
+  EX_CUDA(cudaMemcpyAsync(s->dload, s->load32, n * 4, cudaMemcpyHostToDevice, m->stream));
+  if (dp > 1) EX_NCCL(ncclAllReduce(s->dload, s->dload, n, ncclInt32, ncclSum, m->dp_comm, m->stream));
+  EX_ROUTE(moe_bias_update(s->dload, s->bias, m->cfg.layers, m->cfg.experts, (float)m->cfg.router_bias_rate,
+                           m->stream));
+  return 0;
+}
+
+int exec_moe_bias_set(exec_model *m, const double *bias, ts_err *e) {
+  if (!m->moe || !has_bias(m)) return ts_fail_sys(e, "exec: the model has no router bias");
+  const size_t n = (size_t)m->cfg.layers * m->cfg.experts;
+  float *f = malloc(n * sizeof *f);
+  if (!f) return ts_fail_sys(e, "exec: out of memory");
+  for (size_t i = 0; i < n; i++) f[i] = (float)bias[i];
+  cudaError_t rc = cudaMemcpy(m->moe->bias, f, n * 4, cudaMemcpyHostToDevice);
+  free(f);
+  EX_CUDA(rc);
+  return 0;
+}
+
+int exec_moe_bias_get(exec_model *m, float *bias, ts_err *e) {
+  if (!m->moe || !has_bias(m)) return ts_fail_sys(e, "exec: the model has no router bias");
+  EX_CUDA(cudaStreamSynchronize(m->stream));
+  EX_CUDA(cudaMemcpy(bias, m->moe->bias, (size_t)m->cfg.layers * m->cfg.experts * 4, cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+void exec_moe_loads(const exec_model *m, long long *load) {
+  const size_t n = (size_t)m->cfg.layers * m->cfg.experts;
+  for (size_t i = 0; i < n; i++) load[i] = m->moe && m->moe->load ? m->moe->load[i] : 0;
 }

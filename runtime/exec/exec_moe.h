@@ -1,6 +1,6 @@
 /* exec_moe.h — the mixture-of-experts layer ops of the executor (exec_moe.c),
  * at EP = 1 on one GPU or EP (2 .. 8, dividing DP) over the DP ranks: router GEMM (FP32 logits), top-k with the softmax over
- * the chosen logits, permutation into expert order, the experts' FFN GEMMs
+ * the chosen logits (or DeepSeek-V3's sigmoid, group-limited, biased, scaled top-k: moe_route_group.h), permutation into expert order, the experts' FFN GEMMs
  * as a loop of cuBLASLt GEMMs over the experts that received rows (what the
  * calibration's gemm_grouped tables time), un-permutation with the weighted
  * combine, the shared FFN; and their backward. The routing kernels are
@@ -16,6 +16,7 @@
 struct exec_moe_acts {
   int32_t *idx, *pos, *count; /* device: [T k] chosen experts, their rows in expert order, [E] rows per expert */
   float *w;                   /* device [T k]: the copies' weights */
+  float *sel;                 /* device [T k]: the chosen experts' sigmoid scores (DeepSeek-V3's router) */
   int32_t *hcount;            /* host copy of count (the expert GEMMs' row counts) */
   void *xp, *eu, *ea, *ey;    /* bf16 [T k x h] permuted input, [T k x U] fc1 out, [T k x fe] act, [T k x h] out */
   /* The expert side: the rows this rank's experts take, R of them (at EP 1 the
@@ -39,6 +40,10 @@ struct exec_moe_scratch {
   void *dye, *dxe;                      /* the expert side's [R x h] output and input gradients (= dy, dxp at EP 1) */
   int32_t *allcount, *hall;             /* [ep x E] every EP rank's rows per expert: device, host */
   void *enc_send, *enc_recv;            /* TACO all-to-all: the encoded blocks, one slot per peer (at first use) */
+  /* DeepSeek-V3's balancing bias (cfg.router_bias_rate > 0): [layers x E] each (dense layers' rows unused) */
+  float *bias;                          /* device: the bias added to the scores for the choice */
+  long long *load;                      /* host: tokens routed to each expert since the last update (this rank's) */
+  int32_t *load32, *dload;              /* pinned host staging and device copy of load at the update (DP-summed) */
 };
 
 /* Allocates the MoE buffers of the model's MoE layers (none for a dense model);
@@ -49,6 +54,17 @@ void exec_moe_destroy(exec_model *m);
  * part: PLAN_PART_WHOLE, or the dgrad / wgrad half of a GEMM. */
 int exec_moe_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e);
 int exec_moe_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e);
+/* DeepSeek-V3's aux-loss-free balancing after the optimizer step (Megatron-Core's
+ * _update_router_expert_bias): each MoE layer's loads since the last update,
+ * summed over the DP ranks (an all-reduce on the DP communicator), move its
+ * bias by rate x sign(mean - load) (moe_route_group.h); the loads restart
+ * from 0. Nothing without the bias. */
+int exec_moe_bias_update(exec_model *m, ts_err *e);
+/* The bias [layers x E] (rows of dense layers ignored): set from float64 values
+ * (rounded to float), read back; and the loads counted since the last update. */
+int exec_moe_bias_set(exec_model *m, const double *bias, ts_err *e);
+int exec_moe_bias_get(exec_model *m, float *bias, ts_err *e);
+void exec_moe_loads(const exec_model *m, long long *load);
 /* EP > 1 (exec_moe_ep.c): the program's token all-to-all `op` (PLAN_MOP_MOE_TOKENS
  * over the EP group): in each phase the layer's first is the dispatch, its
  * second the combine. The EP group: ep consecutive DP ranks (tp = pp = 1). */

@@ -18,7 +18,7 @@ static const char *recompute_name(model_recompute r) {
 /* Mixture-of-experts plans run on one GPU (exec_moe.c) or with EP 2 .. 8
  * dividing DP over the DP ranks (exec_moe_ep.c: token all-to-alls plain or
  * TACO, expert gradients over expert-DP uncompressed, no ZeRO-1); expert TP 1,
- * TP = PP = 1, dropless softmax routing, no recomputation. */
+ * TP = PP = 1, dropless softmax or DeepSeek-V3's sigmoid routing, no recomputation. */
 static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
   const char *path = p->path;
   const int etp = p->etp > 0 ? p->etp : p->tp;
@@ -42,9 +42,11 @@ static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
   if (p->ep > 1 && p->codec[PLAN_TRAFFIC_EP].kind != PLAN_CODEC_NONE && p->codec[PLAN_TRAFFIC_EP].kind != PLAN_CODEC_TACO)
     return ts_fail(e, path, "codec.ep", "the executor compresses the token all-to-alls with TACO only (\"none\" or "
                    "\"taco\")");
-  if (p->model.router != MODEL_ROUTER_SOFTMAX)
-    return ts_fail(e, path, "model.router", "%s routes with a sigmoid (DeepSeek-V3): the executor runs softmax "
-                   "top-k routing only (NOT IMPLEMENTED here)", p->model.name);
+  if (p->model.router == MODEL_ROUTER_SOFTMAX && (p->model.router_num_groups > 0 ||
+                                                    (p->model.router_topk_scaling_factor > 0 &&
+                                                     p->model.router_topk_scaling_factor != 1.0)))
+    return ts_fail(e, path, "model.router_num_groups", "group-limited or scaled softmax routing: the executor runs "
+                   "them with the sigmoid router (DeepSeek-V3) only (NOT IMPLEMENTED here)");
   if (p->model.attention == MODEL_ATTN_MLA)
     return ts_fail(e, path, "model.attention", "%s has multi-head latent attention: NOT IMPLEMENTED in the "
                    "executor", p->model.name);
@@ -206,4 +208,10 @@ void exec_plan_config(const exec_plan_min *p, exec_ref_config *c) {
   c->expert_ffn = p->model.expert_ffn_hidden;
   c->shared_ffn = p->model.shared_experts * p->model.expert_ffn_hidden;
   c->dense_layers = p->model.experts > 0 ? p->model.dense_layers : 0;
+  /* DeepSeek-V3's router: sigmoid scores, group-limited top-k, scaling, the balancing bias (exec_moe.c) */
+  c->router_sigmoid = p->model.experts > 0 && p->model.router == MODEL_ROUTER_SIGMOID;
+  c->router_groups = c->router_sigmoid ? p->model.router_num_groups : 0;
+  c->router_group_topk = c->router_sigmoid ? p->model.router_group_topk : 0;
+  c->router_scale = c->router_sigmoid ? p->model.router_topk_scaling_factor : 0;
+  c->router_bias_rate = c->router_sigmoid && p->model.router_expert_bias ? p->model.router_bias_update_rate : 0;
 }

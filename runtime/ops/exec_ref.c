@@ -35,6 +35,18 @@ int exec_ref_config_check(const exec_ref_config *c, ts_err *e) {
   if (c->dense_layers < 0 || c->dense_layers > c->layers)
     return ts_fail(e, NULL, "dense_layers", "must be in [0, layers] (got %d)", c->dense_layers);
   if (c->linear_bias) return ts_fail(e, NULL, "linear_bias", "no linear biases with experts");
+  if (!c->router_sigmoid && (c->router_groups || c->router_scale > 0 || c->router_bias || c->router_bias_rate > 0))
+    return ts_fail(e, NULL, "router", "groups, scaling and the expert bias go with the sigmoid router only");
+  if (c->router_scale < 0 || c->router_bias_rate < 0)
+    return ts_fail(e, NULL, "router_topk_scaling_factor", "the scaling and the bias update rate must be >= 0");
+  if (c->router_groups) {
+    const int per = c->router_groups > 0 ? c->experts / c->router_groups : 0;
+    const int n = c->router_group_topk > 0 ? c->top_k / c->router_group_topk : 0;
+    if (c->router_groups < 1 || c->router_groups > 32 || c->experts % c->router_groups || c->router_group_topk < 1 ||
+        c->router_group_topk > c->router_groups || n < 1 || n > per || c->router_group_topk * per < c->top_k)
+      return ts_fail(e, NULL, "router_num_groups", "%d groups, %d kept: must divide the experts (at most 32), and "
+                     "the kept groups hold top_k, each at least top_k / kept", c->router_groups, c->router_group_topk);
+  }
   return 0;
 }
 
@@ -584,7 +596,8 @@ static void ref_layer_fwd(ref_pass *p, int l) {
   if (exec_ref_layer_is_moe(c, l)) { /* x += moe(n2) (exec_ref_moe.c) */
     double *W[EXEC_REF_MOE_W];
     moe_weights(c, t, l, (double *)params, W);
-    exec_ref_moe_fwd(c, T, s->n2, (const double *const *)W, &s->moe, x);
+    exec_ref_moe_fwd(c, T, s->n2, (const double *const *)W,
+                     c->router_bias ? c->router_bias + (size_t)l * c->experts : NULL, &s->moe, x);
     return;
   }
   exec_ref_mm_nn(T, U, h, s->n2, P_OF(l, EXEC_T_FC1), s->u, 0);

@@ -72,6 +72,19 @@ typedef struct {
    * [experts h x (1 or 2) expert_ffn] and [e expert_ffn, (e+1) expert_ffn)
    * of expert_fc2 [experts expert_ffn x h]. No linear biases with experts. */
   int experts, top_k, expert_ffn, shared_ffn, dense_layers;
+  /* DeepSeek-V3's router (router_sigmoid 0: the softmax above). Scores
+   * s = sigmoid(logits); the choice by s + b (b: router_bias [layers x
+   * experts], NULL: zeros; no gradient), group-limited when router_groups >
+   * 0 (experts in router_groups equal groups, a group's score the sum of its
+   * top_k / router_group_topk largest s + b, the router_group_topk best
+   * groups kept, ties to the lower group; the top_k among their experts);
+   * the weights s_j / (sum of the chosen s + 1e-20) (top_k > 1; s_1 when
+   * top_k = 1) times router_scale (0: 1). router_bias_rate: the executor's
+   * bias update per step (Megatron-LM's moe_router_bias_update_rate; 0: the
+   * bias stays); the reference takes the bias as given. */
+  int router_sigmoid, router_groups, router_group_topk;
+  double router_scale, router_bias_rate;
+  const double *router_bias;
   /* Qwen3's attention (both zero: hidden / heads, no QK norm): head_dim > 0
    * sets d (Q heads x d wide, attn_out [heads d x hidden]); qk_norm adds the
    * QK norm above and its two weights per layer. */
@@ -151,6 +164,15 @@ void exec_ref_init(const exec_ref_config *c, unsigned long long seed, int round_
 
 /* Synthetic tokens and next-token targets in [0, vocab), batch*seq each. */
 void exec_ref_tokens(const exec_ref_config *c, unsigned long long seed, int *tokens, int *targets);
+
+/* One token's routing as the MoE block has it: the top_k experts of its E
+ * logits (idx, descending), their weights w, and sel the chosen sigmoid
+ * scores (softmax router: sel = w). Its backward: dlogit [experts] (zeroed
+ * here) from dw [top_k], the gradient of w. */
+void exec_ref_moe_route(const exec_ref_config *c, const double *logit, const double *bias, int *idx, double *w,
+                        double *sel);
+void exec_ref_moe_route_bwd(const exec_ref_config *c, const int *idx, const double *w, const double *sel,
+                            const double *dw, double *dlogit);
 
 /* Mean cross-entropy loss; when grads is not NULL, also its gradient with
  * respect to every parameter (grads has the size of params, overwritten).

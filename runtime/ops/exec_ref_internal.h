@@ -17,6 +17,7 @@ void exec_ref_act_bwd(const exec_ref_config *c, int rows, int f, const double *u
 typedef struct {
   int *idx;      /* [T k] chosen experts, descending logits */
   double *w;     /* [T k] their weights */
+  double *sel;   /* [T k] the chosen experts' sigmoid scores (DeepSeek-V3's router; else unused) */
   double *u, *a; /* [T k x (1|2) expert_ffn], [T k x expert_ffn]: each copy's expert FFN */
   double *y;     /* [T k x h] each copy's expert output */
   double *su, *sa; /* the shared FFN's [T x (1|2) shared_ffn], [T x shared_ffn] (NULL: none) */
@@ -28,9 +29,9 @@ enum { EXEC_REF_MOE_ROUTER, EXEC_REF_MOE_FC1, EXEC_REF_MOE_FC2, EXEC_REF_MOE_SFC
 
 int exec_ref_moe_alloc(const exec_ref_config *c, int T, exec_ref_moe_saved *s, ts_err *e);
 void exec_ref_moe_free(exec_ref_moe_saved *s);
-/* x[T x h] += moe(n2) (exec_ref.h). */
+/* x[T x h] += moe(n2) (exec_ref.h); bias: the layer's router bias [experts] (NULL: zeros). */
 void exec_ref_moe_fwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],
-                      exec_ref_moe_saved *s, double *x);
+                      const double *bias, exec_ref_moe_saved *s, double *x);
 /* dx: the gradient of the block's output; dn2 (overwritten): of its input;
  * the weight gradients G[] accumulate. */
 void exec_ref_moe_bwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],

@@ -1,5 +1,6 @@
 /* exec_ref_moe.c — the float64 reference's mixture-of-experts block (see
- * exec_ref.h): router, top-k with the softmax over the chosen logits, each
+ * exec_ref.h): router, top-k with the softmax over the chosen logits (or
+ * DeepSeek-V3's sigmoid, group-limited, biased, scaled routing), each
  * token copy through its expert's FFN, the weighted sum, the shared FFN; and
  * the backward of all of it. Token by token, the textbook formulas. */
 #include <math.h>
@@ -15,6 +16,7 @@ int exec_ref_moe_alloc(const exec_ref_config *c, int T, exec_ref_moe_saved *s, t
   const size_t tk = (size_t)T * c->top_k, fe = (size_t)c->expert_ffn, fs = (size_t)c->shared_ffn;
   s->idx = malloc(tk * sizeof *s->idx);
   s->w = malloc(tk * sizeof *s->w);
+  s->sel = malloc(tk * sizeof *s->sel);
   s->u = malloc(tk * (size_t)up_width(c, (int)fe) * sizeof(double));
   s->a = malloc(tk * fe * sizeof(double));
   s->y = malloc(tk * (size_t)c->hidden * sizeof(double));
@@ -26,7 +28,7 @@ int exec_ref_moe_alloc(const exec_ref_config *c, int T, exec_ref_moe_saved *s, t
   size_t one = (size_t)c->hidden + fe + (size_t)up_width(c, (int)fe) + (size_t)c->experts + (size_t)c->top_k;
   size_t shared = (size_t)T * (fs + (size_t)up_width(c, (int)fs));
   s->scratch = malloc((one > shared ? one : shared) * sizeof(double));
-  if (!s->idx || !s->w || !s->u || !s->a || !s->y || !s->scratch || (fs > 0 && (!s->su || !s->sa))) {
+  if (!s->idx || !s->w || !s->sel || !s->u || !s->a || !s->y || !s->scratch || (fs > 0 && (!s->su || !s->sa))) {
     exec_ref_moe_free(s);
     return ts_fail_sys(e, "exec_ref: out of memory (MoE block of %d tokens)", T);
   }
@@ -34,7 +36,7 @@ int exec_ref_moe_alloc(const exec_ref_config *c, int T, exec_ref_moe_saved *s, t
 }
 
 void exec_ref_moe_free(exec_ref_moe_saved *s) {
-  free(s->idx), free(s->w), free(s->u), free(s->a), free(s->y), free(s->su), free(s->sa), free(s->scratch);
+  free(s->idx), free(s->w), free(s->sel), free(s->u), free(s->a), free(s->y), free(s->su), free(s->sa), free(s->scratch);
   memset(s, 0, sizeof *s);
 }
 
@@ -55,14 +57,93 @@ static void topk_softmax(const double *logit, int E, int k, int *idx, double *w)
   for (int j = 0; j < k; j++) w[j] /= sum;
 }
 
+/* The largest v[e] of [lo, hi) not taken (taken[e] 0), ties to the lower index; -1 when none. */
+static int argmax_free(const double *v, int lo, int hi, const unsigned char *taken) {
+  int best = -1;
+  for (int e = lo; e < hi; e++)
+    if (!taken[e] && (best < 0 || v[e] > v[best])) best = e;
+  return best;
+}
+
+/* DeepSeek-V3's routing of one token (exec_ref.h): s = sigmoid(logit), the
+ * choice by v = s + bias, group-limited; sel the chosen s, w the normalised,
+ * scaled weights. */
+static void topk_sigmoid(const exec_ref_config *c, const double *logit, const double *bias, int *idx, double *w,
+                         double *sel) {
+  const int E = c->experts, k = c->top_k, G = c->router_groups > 0 ? c->router_groups : 1, per = E / G;
+  double s[1024], v[1024];
+  unsigned char taken[1024], keep[32] = {0};
+  for (int x = 0; x < E; x++) s[x] = 1.0 / (1.0 + exp(-logit[x])), v[x] = s[x] + (bias ? bias[x] : 0.0);
+  if (c->router_groups > 0) { /* a group's score: the sum of its top_k / group_topk largest v */
+    double gs[32];
+    memset(taken, 0, (size_t)E);
+    for (int q = 0; q < G; q++) {
+      gs[q] = 0;
+      for (int i = 0; i < k / c->router_group_topk; i++) {
+        int b = argmax_free(v, q * per, (q + 1) * per, taken);
+        taken[b] = 1, gs[q] += v[b];
+      }
+    }
+    unsigned char gtaken[32] = {0};
+    for (int i = 0; i < c->router_group_topk; i++) {
+      int b = -1;
+      for (int q = 0; q < G; q++)
+        if (!gtaken[q] && (b < 0 || gs[q] > gs[b])) b = q;
+      gtaken[b] = keep[b] = 1;
+    }
+  } else {
+    keep[0] = 1;
+  }
+  for (int x = 0; x < E; x++) taken[x] = !keep[x / per];
+  double sum = 0;
+  for (int j = 0; j < k; j++) {
+    idx[j] = argmax_free(v, 0, E, taken);
+    taken[idx[j]] = 1, sel[j] = s[idx[j]], sum += sel[j];
+  }
+  const double scale = c->router_scale > 0 ? c->router_scale : 1.0;
+  for (int j = 0; j < k; j++) w[j] = (k > 1 ? sel[j] / (sum + 1e-20) : sel[j]) * scale;
+}
+
+void exec_ref_moe_route(const exec_ref_config *c, const double *logit, const double *bias, int *idx, double *w,
+                        double *sel) {
+  if (c->router_sigmoid) {
+    topk_sigmoid(c, logit, bias, idx, w, sel);
+    return;
+  }
+  topk_softmax(logit, c->experts, c->top_k, idx, w);
+  for (int j = 0; j < c->top_k; j++) sel[j] = w[j];
+}
+
+void exec_ref_moe_route_bwd(const exec_ref_config *c, const int *idx, const double *w, const double *sel,
+                            const double *dw, double *dl) {
+  const int E = c->experts, k = c->top_k;
+  memset(dl, 0, sizeof(double) * (size_t)E);
+  double dot = 0;
+  if (!c->router_sigmoid) { /* w = softmax over the chosen logits: dl_j = w_j (dw_j - sum_i w_i dw_i) */
+    for (int j = 0; j < k; j++) dot += w[j] * dw[j];
+    for (int j = 0; j < k; j++) dl[idx[j]] = w[j] * (dw[j] - dot);
+    return;
+  }
+  /* w_j = scale s_j / S' (S' = sum s + 1e-20): ds_j = scale (dw_j - sum_i p_i dw_i) / S', p = s / S';
+   * then ds / dlogit = s (1 - s) */
+  const double scale = c->router_scale > 0 ? c->router_scale : 1.0;
+  double S = 1e-20;
+  for (int j = 0; j < k; j++) S += sel[j];
+  for (int j = 0; j < k; j++) dot += sel[j] / S * dw[j];
+  for (int j = 0; j < k; j++) {
+    const double ds = k > 1 ? scale * (dw[j] - dot) / S : scale * dw[j];
+    dl[idx[j]] = ds * sel[j] * (1.0 - sel[j]);
+  }
+}
+
 void exec_ref_moe_fwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],
-                      exec_ref_moe_saved *s, double *x) {
+                      const double *bias, exec_ref_moe_saved *s, double *x) {
   const int h = c->hidden, E = c->experts, k = c->top_k, fe = c->expert_ffn, U = up_width(c, fe);
   double *logit = s->scratch;
   for (int r = 0; r < T; r++) {
     const double *xr = n2 + (size_t)r * h;
     exec_ref_mm_nn(1, E, h, xr, W[EXEC_REF_MOE_ROUTER], logit, 0);
-    topk_softmax(logit, E, k, s->idx + (size_t)r * k, s->w + (size_t)r * k);
+    exec_ref_moe_route(c, logit, bias, s->idx + (size_t)r * k, s->w + (size_t)r * k, s->sel + (size_t)r * k);
     for (int j = 0; j < k; j++) {
       const size_t i = (size_t)r * k + j, ex = (size_t)s->idx[i];
       double *u = s->u + i * U, *a = s->a + i * fe, *y = s->y + i * h;
@@ -105,12 +186,10 @@ void exec_ref_moe_bwd(const exec_ref_config *c, int T, const double *n2, const d
   double *dl = scratch + h + fe + up_width(c, fe), *dw = dl + E;
   for (int r = 0; r < T; r++) {
     const double *xr = n2 + (size_t)r * h, *dxr = dx + (size_t)r * h;
-    double *dn2r = dn2 + (size_t)r * h, dot = 0;
+    double *dn2r = dn2 + (size_t)r * h;
     for (int j = 0; j < k; j++) dw[j] = copy_bwd(c, xr, W, s, (size_t)r * k + j, dxr, dn2r, G, scratch);
-    /* w_j = softmax over the chosen logits: dl_{idx_j} = w_j (dw_j - sum_i w_i dw_i), 0 elsewhere */
-    for (int j = 0; j < k; j++) dot += s->w[(size_t)r * k + j] * dw[j];
-    memset(dl, 0, sizeof(double) * (size_t)E);
-    for (int j = 0; j < k; j++) dl[s->idx[(size_t)r * k + j]] = s->w[(size_t)r * k + j] * (dw[j] - dot);
+    const size_t o = (size_t)r * k; /* dl: 0 for the experts not chosen */
+    exec_ref_moe_route_bwd(c, s->idx + o, s->w + o, s->sel + o, dw, dl);
     exec_ref_mm_tn(h, E, 1, xr, dl, G[EXEC_REF_MOE_ROUTER], 1);
     exec_ref_mm_nt(1, h, E, dl, W[EXEC_REF_MOE_ROUTER], dn2r, 1);
   }
