@@ -140,6 +140,41 @@ static void test_fd_qwen3(void) {
   }
 }
 
+/* Multi-head latent attention (exec_ref_mla.c), DeepSeek-V3's shape in small: 2 heads over hidden 16,
+ * q_lora 6, kv_lora 5, qk_nope 4, qk_rope 4 (the one rotated key every head shares), v_head 3 (so the
+ * attention output, 2 x 3, is neither hidden nor heads x (nope + rope)); with RoPE and a dense FFN, with
+ * RoPE and MoE layers after a dense one (DeepSeek-V3's layout), and with learned positions. */
+static void test_fd_mla(void) {
+  for (int which = 0; which < 3; which++) {
+    exec_ref_config c = tiny(EXEC_ACT_SWIGLU, EXEC_NORM_RMSNORM);
+    c.hidden = 16, c.heads = 2, c.untied = 1, c.norm_eps = 1e-6;
+    c.q_lora = 6, c.kv_lora = 5, c.qk_nope = 4, c.qk_rope = 4, c.v_head = 3;
+    if (which < 2) c.rope_theta = 1e4;
+    if (which == 1) c.experts = 4, c.top_k = 2, c.expert_ffn = 6, c.shared_ffn = 6, c.dense_layers = 1;
+    CU_ASSERT_EQUAL(exec_ref_head_dim(&c), 8);
+    CU_ASSERT_EQUAL(exec_ref_qkv_cols(&c), 2 * 8 + 2 * 8 + 2 * 3);
+    CU_ASSERT_EQUAL(exec_ref_attn_cols(&c), 6);
+    exec_tensor t[EXEC_REF_MAX_TENSORS];
+    size_t total;
+    exec_ref_tensors(&c, t, EXEC_REF_MAX_TENSORS, &total);
+    const int qa = exec_ref_tensor_index(&c, 1, EXEC_T_Q_A), kvb = exec_ref_tensor_index(&c, 1, EXEC_T_KV_B);
+    const int ao = exec_ref_tensor_index(&c, 1, EXEC_T_ATTN_OUT);
+    CU_ASSERT_FATAL(qa > 0 && kvb == qa + 5 && ao == kvb + 1);
+    CU_ASSERT_EQUAL(exec_ref_tensor_index(&c, 1, EXEC_T_QKV), -1);
+    CU_ASSERT_STRING_EQUAL(t[qa + 3].name, "layer1.kv_a");
+    CU_ASSERT(t[qa].rows == 16 && t[qa].cols == 6);          /* q_a */
+    CU_ASSERT(t[qa + 2].rows == 6 && t[qa + 2].cols == 16);  /* q_b: 2 heads x (4 + 4) */
+    CU_ASSERT(t[qa + 3].rows == 16 && t[qa + 3].cols == 9);  /* kv_a: kv_lora + rope */
+    CU_ASSERT(t[qa + 4].cols == 5);                          /* kv_a_norm */
+    CU_ASSERT(t[kvb].rows == 5 && t[kvb].cols == 14);        /* kv_b: 2 heads x (4 + 3) */
+    CU_ASSERT(t[ao].rows == 6 && t[ao].cols == 16);
+    char name[32] = "-";
+    double worst = worst_fd_error(c, name);
+    if (worst > 1e-6) fprintf(stderr, "\n  mla %d: worst tensor %s: rel L2 %.3g\n", which, name, worst);
+    CU_ASSERT(worst < 1e-6);
+  }
+}
+
 /* Mixture-of-experts layers (exec_ref_moe.c): router, top-2 of 4 experts
  * with the softmax over the chosen logits, the experts' FFNs, the weighted
  * sum; Qwen3/DeepSeek-like (a dense first layer, a shared FFN, SwiGLU,
@@ -465,6 +500,7 @@ int main(void) {
   CU_add_test(s, "finite differences, grouped-query attention (kv 2 and 1 of 4 heads)", test_fd_gqa);
   CU_add_test(s, "finite differences, llama / qwen / gpt family models", test_fd_families);
   CU_add_test(s, "finite differences, Qwen3 attention (head_dim != hidden / heads, QK norm), dense and MoE", test_fd_qwen3);
+  CU_add_test(s, "finite differences, multi-head latent attention (DeepSeek-V3's, small), dense and MoE", test_fd_mla);
   CU_add_test(s, "tensor index of the family models", test_tensor_index_families);
   CU_add_test(s, "rope: rotation, relative positions, llama3 scaling", test_rope_properties);
   CU_add_test(s, "kernel references (rt_ops_ref.c): rope, bias add, bias gradient", test_kernel_refs);
