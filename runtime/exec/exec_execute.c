@@ -12,7 +12,7 @@ void exec_usage(FILE *out) {
           "usage: tacorun execute PLAN.json [--iters N] [--warmup N] [--json OUT] [--csv OUT] [--ops-csv OUT]\n"
           "                                 [--seed S] [--inject-nan STEP] [--die-at ITER] [--program plan|builtin]\n"
           "                                 [--timeout S] [--transport auto|p2p|shm|socket]\n"
-          "       tacorun execute --check | --check-moe\n"
+          "       tacorun execute --check | --check-moe | --check-mla\n"
           "One process per GPU: mpirun -np DPxTPxPP tacorun execute PLAN.json (NCCL ids over MPI).\n"
           "\n"
           "Runs training iterations of the plan's model for real: BF16 compute with FP32 master\n"
@@ -141,7 +141,8 @@ void exec_usage(FILE *out) {
           RT_TRANSPORT_USAGE
           "  --check                 the correctness checks above instead of a plan [off]\n"
           "  --check-moe             the mixture-of-experts checks alone (any rank count; the dense ones need\n"
-          "                          TP = ranks to divide their 4 heads) [off]\n");
+          "                          TP = ranks to divide their 4 heads) [off]\n"
+          "  --check-mla             the multi-head latent attention checks alone (one GPU each rank) [off]\n");
   ops_variant_usage(out);
   fprintf(out,
           "reads:  PLAN.json, the model and cluster it names\n"
@@ -166,6 +167,8 @@ int exec_execute(int argc, char **argv) {
       check = 1;
     } else if (!strcmp(a, "--check-moe")) {
       check = 2;
+    } else if (!strcmp(a, "--check-mla")) {
+      check = 3;
     } else if (i + 1 < argc && (!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--inject-nan") ||
                                !strcmp(a, "--die-at"))) {
       if (ts_arg_int(argv[++i], !strcmp(a, "--iters") ? 1 : 0, 100000, &v)) {
@@ -253,7 +256,8 @@ int exec_execute(int argc, char **argv) {
   /* The checks run many small programs with bounded waits; the watchdog
    * also bounds any enqueue that blocks inside CUDA/NCCL (a dead peer). */
   if (check) rt_watchdog_arm(&w, 4.0 * w.timeout_s, "execute --check");
-  int rc = check ? exec_run_check(&w, o.json_out, check == 2, &e) : exec_run_timed(&w, &p, &o, &e);
+  const int which = check == 2 ? EXEC_CHECK_MOE : check == 3 ? EXEC_CHECK_MLA : EXEC_CHECK_ALL;
+  int rc = check ? exec_run_check(&w, o.json_out, which, &e) : exec_run_timed(&w, &p, &o, &e);
   if (check && rc == 0) rt_watchdog_disarm();
   if (rc) fprintf(stderr, "tacorun execute: rank %d: %s\n", w.ranks[0], e.msg);
   rt_nccl_finalize(&w, rc != 0);
