@@ -678,8 +678,9 @@ static void test_tacorun_refuses_hidden_dropout(void) {
 /* Issue 24: every zoo model as published, in a one-GPU training plan of one layer, passes every check of
  * tacorun execute before the GPU (none is visible here: the run stops at "no CUDA device", not exit 2):
  * the dense models (RoPE with theta and Llama 3.1's scaling, QKV and linear biases, untied output weights,
- * the norm epsilon) and Mixtral at EP 1; DeepSeek-V3 is refused before any GPU, its sigmoid router named
- * (its multi-head latent attention is refused after it); Qwen3 (head_dim 128 wider than hidden / heads, the QK
+ * the norm epsilon) and Mixtral at EP 1; DeepSeek-V3 is refused before any GPU, its sigmoid router named and
+ * nothing else (its multi-head latent attention runs at TP 1; at TP 2 it is refused, layout.tp named, before the
+ * router); Qwen3 (head_dim 128 wider than hidden / heads, the QK
  * norm), dense (qwen3-tiny) and at EP 1 (qwen3-30b-a3b), runs too. */
 static void test_tacorun_zoo_models(void) {
   static char out[65536];
@@ -702,7 +703,16 @@ static void test_tacorun_zoo_models(void) {
   if (rc != 2 || !strstr(out, "zoo-deepseek-v3.json: model.router")) fprintf(stderr, "\n  deepseek-v3: %.400s\n", out);
   CU_ASSERT_EQUAL(rc, 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "zoo-deepseek-v3.json: model.router"));
+  CU_ASSERT_PTR_NULL(strstr(out, "model.attention"));
+  write_plan("zoo-deepseek-v3-tp2.json", "deepseek-v3", "h200x2-nvlink",
+             "\"dp\": 1, \"tp\": 2, \"pp\": 1, \"sequence_parallel\": true", 2);
+  rc = tacorun("execute zoo-deepseek-v3-tp2.json --iters 1", out, sizeof out);
+  if (rc != 2 || !strstr(out, "zoo-deepseek-v3-tp2.json: layout.tp: 2")) fprintf(stderr, "\n  deepseek-v3 tp2: %.400s\n", out);
+  CU_ASSERT_EQUAL(rc, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "zoo-deepseek-v3-tp2.json: layout.tp: 2"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "NOT IMPLEMENTED here"));
   CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "Multi-head latent attention"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "the QK norm (model qk_norm"));
   CU_ASSERT_PTR_NULL(strstr(out, "head_dim other than hidden / heads\n(Qwen3")); /* no longer refused */
 }

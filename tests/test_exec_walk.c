@@ -523,9 +523,10 @@ static void test_moe_ep_plans(void) {
 /* Every model of the zoo (each JSON file of models/) as published, in a one-GPU
  * training plan of 1 layer (TP = PP = DP = 1, no dropout, the executor's attention):
  * every op of its program is one the executor runs, its layer ops found by
- * name in the model's order, but DeepSeek-V3's multi-head latent attention
- * projections, which the walker refuses by name (exec_plan_refuse refuses the
- * plan before that, by its sigmoid router: a CUDA build's `cli` test). Qwen3's
+ * name in the model's order: DeepSeek-V3's multi-head latent attention too
+ * (ln1 q_a q_a_norm q_b kv_a kv_a_norm kv_b rope attn, exec_mla.c; no qkv),
+ * whose plan exec_plan_refuse still refuses by its sigmoid router unless the
+ * executor routes with one (a CUDA build's `cli` test). Qwen3's
  * QK norm (qwen3-*: q_norm and k_norm between qkv and rope) maps to the
  * executor's ops of those names. A model added to the zoo enters this list or fails it. */
 static int zoo_plan(const char *model, plan *p, ts_err *e) {
@@ -565,14 +566,18 @@ static void test_every_zoo_model(void) {
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     int index[EXEC_OP_COUNT];
     rc = exec_walk_layer_op_index(&p, index, &e);
-    if (p.model.attention == MODEL_ATTN_MLA) { /* DeepSeek-V3: its q_a .. kv_b projections, refused by name */
-      CU_ASSERT_NOT_EQUAL(rc, 0);
-      CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "is not run by the executor"));
-      continue;
-    }
     if (rc) fprintf(stderr, "\n  %s: %s\n", models[i], e.msg);
     CU_ASSERT_EQUAL(rc, 0);
     if (rc) continue;
+    const int mla = p.model.attention == MODEL_ATTN_MLA;
+    CU_ASSERT_EQUAL(index[EXEC_OP_QKV] < 0, mla);
+    for (int o = EXEC_OP_Q_A; o <= EXEC_OP_KV_B; o++) CU_ASSERT_EQUAL(index[o] >= 0, mla);
+    if (mla) { /* ln1 q_a q_a_norm q_b kv_a kv_a_norm kv_b rope attn attn_out, as model_layer_ops orders them */
+      for (int o = EXEC_OP_Q_A; o <= EXEC_OP_KV_B; o++) CU_ASSERT_EQUAL(index[o], index[EXEC_OP_LN1] + 1 + (o - EXEC_OP_Q_A));
+      CU_ASSERT_EQUAL(index[EXEC_OP_ROPE], index[EXEC_OP_KV_B] + 1);
+      CU_ASSERT_EQUAL(index[EXEC_OP_ATTN], index[EXEC_OP_ROPE] + 1);
+      CU_ASSERT_EQUAL(index[EXEC_OP_ATTN_OUT], index[EXEC_OP_ATTN] + 1);
+    }
     CU_ASSERT_EQUAL(index[EXEC_OP_ROPE] >= 0, p.model.position == MODEL_POS_ROPE);
     CU_ASSERT_EQUAL(index[EXEC_OP_Q_NORM] >= 0, p.model.qk_norm);
     CU_ASSERT_EQUAL(index[EXEC_OP_K_NORM] >= 0, p.model.qk_norm);
@@ -609,7 +614,7 @@ int main(void) {
   CU_add_test(s, "activation slots: the program's in-flight peak (1F1B pp - stage, GPipe all)", test_activation_slots);
   CU_add_test(s, "uneven PP = 2 stages run op by op with the plan's layers", test_uneven_plans);
   CU_add_test(s, "an FP8 program's casts are not the executor's ops", test_fp8_program_refused);
-  CU_add_test(s, "every zoo model as published runs op by op (DeepSeek-V3's MLA refused by name)", test_every_zoo_model);
+  CU_add_test(s, "every zoo model as published runs op by op (DeepSeek-V3's MLA included)", test_every_zoo_model);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
