@@ -175,6 +175,47 @@ static void test_fd_mla(void) {
   }
 }
 
+/* rt_mla.h's references (rt_ops_ref.c), which the GPU kernels are checked against: each backward is its
+ * forward's transpose, <F x, y> = <x, B y>. RoPE: F takes the query heads' rope parts and the shared key to
+ * the rotated query parts and every key head's rope columns; B (rt_ref_mla_rope_bwd) sums the key heads.
+ * The kv scatter's transpose is the gather. 3 heads of nope 2 + rope 4, v 3, 5 rows past a sequence of 3. */
+static void test_mla_kernel_refs(void) {
+  enum { R = 5, H = 3, NOPE = 2, ROPE = 4, DV = 3, DQK = NOPE + ROPE, LD = 2 * H * DQK + H * DV + 1, KW = 7 };
+  float x[R * LD], fx[R * LD], y[R * LD], by[R * LD], kr[R * KW], dkr[R * KW], f[ROPE / 2];
+  unsigned s = 12345;
+  for (int i = 0; i < R * LD; i++) x[i] = (float)((s = s * 1103515245u + 12345u) >> 16) / 32768.f - 1.f;
+  for (int i = 0; i < R * LD; i++) y[i] = (float)((s = s * 1103515245u + 12345u) >> 16) / 32768.f - 1.f;
+  for (int i = 0; i < R * KW; i++) kr[i] = (float)((s = s * 1103515245u + 12345u) >> 16) / 32768.f - 1.f;
+  for (int i = 0; i < ROPE / 2; i++) f[i] = (float)pow(1e4, -2.0 * i / ROPE);
+  memcpy(fx, x, sizeof x), memcpy(by, y, sizeof y), memset(dkr, 0, sizeof dkr);
+  rt_ref_mla_rope_fwd(fx, LD, kr + 3, KW, R, H, NOPE, ROPE, 3, f);
+  rt_ref_mla_rope_bwd(by, LD, dkr + 3, KW, R, H, NOPE, ROPE, 3, f);
+  double lhs = 0, rhs = 0;
+  for (int r = 0; r < R; r++) {
+    for (int j = 0; j < 2 * H; j++) /* the query heads' and the key heads' rope columns */
+      for (int i = 0; i < ROPE; i++) lhs += (double)fx[r * LD + j * DQK + NOPE + i] * y[r * LD + j * DQK + NOPE + i];
+    for (int j = 0; j < H; j++)
+      for (int i = 0; i < ROPE; i++) rhs += (double)x[r * LD + j * DQK + NOPE + i] * by[r * LD + j * DQK + NOPE + i];
+    for (int i = 0; i < ROPE; i++) rhs += (double)kr[r * KW + 3 + i] * dkr[r * KW + 3 + i];
+  }
+  CU_ASSERT(fabs(lhs - rhs) < 1e-5 * (fabs(lhs) + 1));
+  /* the rotation is not the identity (position 1's angles are not 0), and the key's copies are equal */
+  CU_ASSERT(fabs(fx[LD + NOPE] - x[LD + NOPE]) > 1e-3);
+  CU_ASSERT_EQUAL(fx[LD + H * DQK + NOPE], fx[LD + (H + 2) * DQK + NOPE]);
+  /* kv scatter and gather */
+  float kvb[R * H * (NOPE + DV)], g[R * H * (NOPE + DV)];
+  for (int i = 0; i < R * H * (NOPE + DV); i++) kvb[i] = (float)((s = s * 1103515245u + 12345u) >> 16) / 32768.f - 1.f;
+  memset(fx, 0, sizeof fx);
+  rt_ref_mla_kv_scatter(kvb, fx, R, LD, H, NOPE, ROPE, DV);
+  rt_ref_mla_kv_gather(y, g, R, LD, H, NOPE, ROPE, DV);
+  lhs = rhs = 0;
+  for (int i = 0; i < R * LD; i++) lhs += (double)fx[i] * y[i];
+  for (int i = 0; i < R * H * (NOPE + DV); i++) rhs += (double)kvb[i] * g[i];
+  CU_ASSERT(fabs(lhs - rhs) < 1e-5 * (fabs(lhs) + 1));
+  CU_ASSERT_EQUAL(fx[LD + H * DQK + DQK + 1], kvb[(H + 1) * (NOPE + DV) + 1]);      /* row 1, head 1's k_nope[1] */
+  CU_ASSERT_EQUAL(fx[LD + 2 * H * DQK + DV + 2], kvb[(H + 1) * (NOPE + DV) + NOPE + 2]); /* its v[2] */
+}
+
 /* Mixture-of-experts layers (exec_ref_moe.c): router, top-2 of 4 experts
  * with the softmax over the chosen logits, the experts' FFNs, the weighted
  * sum; Qwen3/DeepSeek-like (a dense first layer, a shared FFN, SwiGLU,
@@ -501,6 +542,8 @@ int main(void) {
   CU_add_test(s, "finite differences, llama / qwen / gpt family models", test_fd_families);
   CU_add_test(s, "finite differences, Qwen3 attention (head_dim != hidden / heads, QK norm), dense and MoE", test_fd_qwen3);
   CU_add_test(s, "finite differences, multi-head latent attention (DeepSeek-V3's, small), dense and MoE", test_fd_mla);
+  CU_add_test(s, "kernel references (rt_ops_ref.c): MLA's kv scatter / gather and RoPE, each backward the transpose",
+              test_mla_kernel_refs);
   CU_add_test(s, "tensor index of the family models", test_tensor_index_families);
   CU_add_test(s, "rope: rotation, relative positions, llama3 scaling", test_rope_properties);
   CU_add_test(s, "kernel references (rt_ops_ref.c): rope, bias add, bias gradient", test_kernel_refs);
