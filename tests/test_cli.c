@@ -681,13 +681,14 @@ static void test_tacorun_refuses_hidden_dropout(void) {
  * the norm epsilon) and Mixtral at EP 1; DeepSeek-V3 is refused before any GPU, its sigmoid router named and
  * nothing else (its multi-head latent attention runs at TP 1; at TP 2 it is refused, layout.tp named, before the
  * router); Qwen3 (head_dim 128 wider than hidden / heads, the QK
- * norm), dense (qwen3-tiny) and at EP 1 (qwen3-30b-a3b), runs too. */
+ * norm), dense (qwen3-tiny) and at EP 1 (qwen3-30b-a3b), runs too, as does mla-tiny (DeepSeek-V3's multi-head latent
+ * attention on dense layers). */
 static void test_tacorun_zoo_models(void) {
   static char out[65536];
   const char *runs[] = {"gpt3-125m", "gpt3-350m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
                         "llama3-8b", "llama3-70b", "llama3-405b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
                         "qwen2.5-72b", "mixtral-8x7b", "mixtral-8x22b", "qwen3-tiny", "qwen3-8b", "qwen3-32b",
-                        "qwen3-30b-a3b"};
+                        "qwen3-30b-a3b", "mla-tiny"};
   for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
     char name[64], cmd[128];
     snprintf(name, sizeof name, "zoo-%s.json", runs[i]);

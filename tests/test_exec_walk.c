@@ -557,7 +557,7 @@ static void test_every_zoo_model(void) {
                           "llama3-70b",   "llama3-405b",   "qwen2.5-7b",  "qwen2.5-14b",   "qwen2.5-32b",
                           "qwen2.5-72b",  "mixtral-8x7b",  "mixtral-8x22b", "moe-tiny",    "qwen3-30b-a3b",
                           "qwen3-235b-a22b", "qwen3-tiny", "qwen3-8b",   "qwen3-14b",     "qwen3-32b",
-                          "deepseek-v3"};
+                          "deepseek-v3",  "mla-tiny"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
     plan p;
     ts_err e = {{0}, 0};
