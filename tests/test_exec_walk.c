@@ -529,7 +529,13 @@ static void test_moe_ep_plans(void) {
  * executor routes with one (a CUDA build's `cli` test). Qwen3's
  * QK norm (qwen3-*: q_norm and k_norm between qkv and rope) maps to the
  * executor's ops of those names. A model added to the zoo enters this list or fails it. */
+static int zoo_plan_layout(const char *model, int layers, const char *cluster, const char *layout, int global, plan *p,
+                           ts_err *e);
 static int zoo_plan(const char *model, plan *p, ts_err *e) {
+  return zoo_plan_layout(model, 1, "h200x2-nvlink", "\"dp\": 1", 2, p, e);
+}
+static int zoo_plan_layout(const char *model, int layers, const char *cluster, const char *layout, int global, plan *p,
+                           ts_err *e) {
   char path[] = "/tmp/test_exec_walk_zoo_XXXXXX";
   int fd = mkstemp(path);
   if (fd < 0) return ts_fail_sys(e, "mkstemp");
@@ -540,11 +546,11 @@ static int zoo_plan(const char *model, plan *p, ts_err *e) {
     return ts_fail_sys(e, "fdopen");
   }
   fprintf(f,
-          "{\"schema\": 1, \"name\": \"zoo-%s\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\", "
+          "{\"schema\": 1, \"name\": \"zoo-%s\", \"model\": \"%s\", \"cluster\": \"%s\", "
           "\"attention_backend\": \"executor\", \"hidden_dropout\": 0, \"bias_fusion\": false, \"schedule\": \"1f1b\", "
-          "\"layout\": {\"dp\": 1, \"tp\": 1, \"pp\": 1, \"vpp\": 1, \"zero1\": false, \"recompute\": \"none\"}, "
-          "\"batch\": {\"micro\": 1, \"global\": 2, \"seq\": 512}, \"layers_override\": 1}\n",
-          model, model);
+          "\"layout\": {%s, \"tp\": 1, \"pp\": 1, \"vpp\": 1, \"zero1\": false, \"recompute\": \"none\"}, "
+          "\"batch\": {\"micro\": 1, \"global\": %d, \"seq\": 512}, \"layers_override\": %d}\n",
+          model, model, cluster, layout, global, layers);
   fclose(f);
   int rc = plan_load(path, NULL, NULL, p, e);
   unlink(path);
@@ -596,6 +602,34 @@ static void test_every_zoo_model(void) {
   }
 }
 
+/* DeepSeek-V3 cut to 4 layers: its 3 dense layers and a MoE one (8 of 256 experts, a shared one), all with
+ * multi-head latent attention, at DP 8 = EP 8 on one 8-GPU node (the experts fit at 32 a GPU): every op of
+ * rank 0's program is one the executor runs (the plan itself is refused before a GPU for the sigmoid router,
+ * exec_plan_refuse, not by the walk). */
+static void test_deepseek_moe_layers(void) {
+  plan p;
+  ts_err e = {{0}, 0};
+  int rc = zoo_plan_layout("deepseek-v3", 4, "h200x8-nvswitch", "\"dp\": 8, \"ep\": 8", 16, &p, &e);
+  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  plan_program prog;
+  CU_ASSERT_FATAL(plan_build_program(&p, 0, &prog, &e) == 0);
+  int q_a = 0, router = 0, index[EXEC_OP_COUNT];
+  CU_ASSERT_EQUAL_FATAL(exec_walk_layer_op_index(&p, index, &e), 0);
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->phase != PLAN_PHASE_FWD) continue;
+    q_a += op->model_op == index[EXEC_OP_Q_A];
+    router += op->model_op == index[EXEC_OP_ROUTER];
+  }
+  CU_ASSERT_EQUAL(q_a, 4 * plan_micro_batches(&p));    /* every layer's latent attention */
+  CU_ASSERT_EQUAL(router, 1 * plan_micro_batches(&p)); /* the one MoE layer */
+  rc = exec_walk_check_program(&p, &prog, &e);
+  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  plan_program_free(&prog);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("exec_walk", NULL, NULL);
@@ -615,6 +649,7 @@ int main(void) {
   CU_add_test(s, "uneven PP = 2 stages run op by op with the plan's layers", test_uneven_plans);
   CU_add_test(s, "an FP8 program's casts are not the executor's ops", test_fp8_program_refused);
   CU_add_test(s, "every zoo model as published runs op by op (DeepSeek-V3's MLA included)", test_every_zoo_model);
+  CU_add_test(s, "DeepSeek-V3's dense and MoE layers with MLA run op by op", test_deepseek_moe_layers);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();
