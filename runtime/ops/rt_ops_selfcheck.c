@@ -561,7 +561,7 @@ int rt_ops_selfcheck(void *log_file, ts_err *e) {
   RT_TRY(check_qk_norm(300, 640, 4, 128, log, e));  /* Qwen3's head_dim: 4 query heads of a 640-wide qkv row */
   RT_TRY(check_qk_norm(77, 200, 3, 64, log, e));    /* 3 heads of 64, ld not a multiple of 8 */
   RT_TRY(check_qk_norm(2000, 256, 1, 256, log, e)); /* the widest head, many rows per block's dgamma */
-  RT_TRY(check_mla(130, 4, 32, 16, 32, 32, 64, log, e));   /* the executor check's small MLA, rows past a sequence */
+  RT_TRY(check_mla(130, 4, 32, 32, 32, 32, 64, log, e));   /* the executor check's small MLA, rows past a sequence */
   RT_TRY(check_mla(37, 3, 128, 64, 128, 512, 16, log, e)); /* DeepSeek-V3's head and latent widths, 3 heads */
   RT_TRY(check_mla(9, 2, 5, 6, 7, 3, 4, log, e));          /* odd widths everywhere */
   return 0;
