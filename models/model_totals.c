@@ -156,6 +156,18 @@ double model_activation_bytes_per_layer(const model_config *m, const model_shard
   const double act_inputs = m->activation == MODEL_ACT_SWIGLU ? 2.0 : 1.0;
   const double q = m->attention == MODEL_ATTN_GQA && m->head_dim_override > 0 ? (double)m->heads * model_head_dim(m) : h;
   double inside = (2.0 * q + 2.0 * kv) + 2.0 * kv + 2.0 * q + 2.0 * f * act_inputs + 2.0 * f;
+  /* Multi-head latent attention (DeepSeek-V2/V3), as Megatron-Core's MLASelfAttention saves it for its
+   * backward (and tacorun execute allocates it, exec_mla.c): Q and K of heads x (nope + rope) each, V and the
+   * output projection's input of heads x v_head each, inside the TP region; and, whole on every TP rank (the
+   * down-projections are replicated over TP, on the whole sequence), the query latent before and after its
+   * norm (2 q_lora each), kv_a's output (c_kv with the shared rope key, the norm's input: 2 (kv_lora + rope)),
+   * the normed c_kv (kv_b's input, 2 kv_lora) and the two norms' fp32 1/rms (8). */
+  double latent = 0.0;
+  if (m->attention == MODEL_ATTN_MLA) {
+    const double qk = (double)m->heads * model_head_dim(m), vo = (double)m->heads * m->v_head_dim;
+    inside = 2.0 * qk + 2.0 * qk + 2.0 * vo + 2.0 * vo + 2.0 * f * act_inputs + 2.0 * f;
+    latent = 2.0 * (2.0 * m->q_lora_rank + (m->kv_lora_rank + m->qk_rope_head_dim) + m->kv_lora_rank) + 8.0;
+  }
   /* The QK norm (qk_norm) keeps what an RMSNorm saves for its backward, as
    * Megatron-LM's q_layernorm and k_layernorm (Transformer Engine's RMSNorm)
    * do: its input, Q and K before the norm (2q + 2kv bytes), and its fp32
@@ -164,6 +176,6 @@ double model_activation_bytes_per_layer(const model_config *m, const model_shard
   if (m->qk_norm) inside += 2.0 * q + 2.0 * kv + 4.0 * ((double)m->heads + m->kv_heads);
   /* Softmax output (2), its dropout mask (1) and dropout output (2) per score. */
   const double scores = r == MODEL_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * a * s->seq;
-  if (model_is_moe(m)) return moe_layer_bytes(m, s, sb, outside / whole_split + scores / t, inside, act_inputs);
-  return sb * (outside / whole_split + inside / t + scores / t);
+  if (model_is_moe(m)) return moe_layer_bytes(m, s, sb, outside / whole_split + scores / t + latent, inside, act_inputs);
+  return sb * (outside / whole_split + inside / t + scores / t + latent);
 }

@@ -678,15 +678,16 @@ static void test_tacorun_refuses_hidden_dropout(void) {
 /* Issue 24: every zoo model as published, in a one-GPU training plan of one layer, passes every check of
  * tacorun execute before the GPU (none is visible here: the run stops at "no CUDA device", not exit 2):
  * the dense models (RoPE with theta and Llama 3.1's scaling, QKV and linear biases, untied output weights,
- * the norm epsilon) and Mixtral at EP 1; DeepSeek-V3 is refused before any GPU for its multi-head latent
- * attention only (its sigmoid, group-limited, biased router runs); Qwen3 (head_dim 128 wider than hidden / heads, the QK
- * norm), dense (qwen3-tiny) and at EP 1 (qwen3-30b-a3b), runs too. */
+ * the norm epsilon) and Mixtral at EP 1; DeepSeek-V3 at TP 1 (its sigmoid, group-limited, biased router and its
+ * multi-head latent attention run; at TP 2 it is refused, layout.tp named); Qwen3 (head_dim 128 wider than
+ * hidden / heads, the QK norm), dense (qwen3-tiny) and at EP 1 (qwen3-30b-a3b), runs too, as does mla-tiny
+ * (DeepSeek-V3's multi-head latent attention on dense layers). */
 static void test_tacorun_zoo_models(void) {
   static char out[65536];
   const char *runs[] = {"gpt3-125m", "gpt3-350m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
                         "llama3-8b", "llama3-70b", "llama3-405b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
                         "qwen2.5-72b", "mixtral-8x7b", "mixtral-8x22b", "qwen3-tiny", "qwen3-8b", "qwen3-32b",
-                        "qwen3-30b-a3b"};
+                        "qwen3-30b-a3b", "mla-tiny", "deepseek-v3"};
   for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
     char name[64], cmd[128];
     snprintf(name, sizeof name, "zoo-%s.json", runs[i]);
@@ -697,13 +698,15 @@ static void test_tacorun_zoo_models(void) {
     CU_ASSERT_NOT_EQUAL(rc, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
   }
-  write_plan("zoo-deepseek-v3.json", "deepseek-v3", "h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1", 1);
-  int rc = tacorun("execute zoo-deepseek-v3.json --iters 1", out, sizeof out);
-  if (rc != 2 || !strstr(out, "zoo-deepseek-v3.json: model.attention")) fprintf(stderr, "\n  deepseek-v3: %.400s\n", out);
+  write_plan("zoo-deepseek-v3-tp2.json", "deepseek-v3", "h200x2-nvlink",
+             "\"dp\": 1, \"tp\": 2, \"pp\": 1, \"sequence_parallel\": true", 2);
+  int rc = tacorun("execute zoo-deepseek-v3-tp2.json --iters 1", out, sizeof out);
+  if (rc != 2 || !strstr(out, "zoo-deepseek-v3-tp2.json: layout.tp: 2")) fprintf(stderr, "\n  deepseek-v3 tp2: %.400s\n", out);
   CU_ASSERT_EQUAL(rc, 2);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "zoo-deepseek-v3.json: model.attention")); /* its router runs; MLA does not */
-  CU_ASSERT_PTR_NULL(strstr(out, "model.router"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "zoo-deepseek-v3-tp2.json: layout.tp: 2"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "NOT IMPLEMENTED here"));
   CU_ASSERT_EQUAL(tacorun("execute --help", out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "Multi-head latent attention"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "the QK norm (model qk_norm"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "DeepSeek-V3's router (model router \"sigmoid\""));
   CU_ASSERT_PTR_NULL(strstr(out, "head_dim other than hidden / heads\n(Qwen3")); /* no longer refused */

@@ -140,6 +140,82 @@ static void test_fd_qwen3(void) {
   }
 }
 
+/* Multi-head latent attention (exec_ref_mla.c), DeepSeek-V3's shape in small: 2 heads over hidden 16,
+ * q_lora 6, kv_lora 5, qk_nope 4, qk_rope 4 (the one rotated key every head shares), v_head 3 (so the
+ * attention output, 2 x 3, is neither hidden nor heads x (nope + rope)); with RoPE and a dense FFN, with
+ * RoPE and MoE layers after a dense one (DeepSeek-V3's layout), and with learned positions. */
+static void test_fd_mla(void) {
+  for (int which = 0; which < 3; which++) {
+    exec_ref_config c = tiny(EXEC_ACT_SWIGLU, EXEC_NORM_RMSNORM);
+    c.hidden = 16, c.heads = 2, c.untied = 1, c.norm_eps = 1e-6;
+    c.q_lora = 6, c.kv_lora = 5, c.qk_nope = 4, c.qk_rope = 4, c.v_head = 3;
+    if (which < 2) c.rope_theta = 1e4;
+    if (which == 1) c.experts = 4, c.top_k = 2, c.expert_ffn = 6, c.shared_ffn = 6, c.dense_layers = 1;
+    CU_ASSERT_EQUAL(exec_ref_head_dim(&c), 8);
+    CU_ASSERT_EQUAL(exec_ref_qkv_cols(&c), 2 * 8 + 2 * 8 + 2 * 3);
+    CU_ASSERT_EQUAL(exec_ref_attn_cols(&c), 6);
+    exec_tensor t[EXEC_REF_MAX_TENSORS];
+    size_t total;
+    exec_ref_tensors(&c, t, EXEC_REF_MAX_TENSORS, &total);
+    const int qa = exec_ref_tensor_index(&c, 1, EXEC_T_Q_A), kvb = exec_ref_tensor_index(&c, 1, EXEC_T_KV_B);
+    const int ao = exec_ref_tensor_index(&c, 1, EXEC_T_ATTN_OUT);
+    CU_ASSERT_FATAL(qa > 0 && kvb == qa + 5 && ao == kvb + 1);
+    CU_ASSERT_EQUAL(exec_ref_tensor_index(&c, 1, EXEC_T_QKV), -1);
+    CU_ASSERT_STRING_EQUAL(t[qa + 3].name, "layer1.kv_a");
+    CU_ASSERT(t[qa].rows == 16 && t[qa].cols == 6);          /* q_a */
+    CU_ASSERT(t[qa + 2].rows == 6 && t[qa + 2].cols == 16);  /* q_b: 2 heads x (4 + 4) */
+    CU_ASSERT(t[qa + 3].rows == 16 && t[qa + 3].cols == 9);  /* kv_a: kv_lora + rope */
+    CU_ASSERT(t[qa + 4].cols == 5);                          /* kv_a_norm */
+    CU_ASSERT(t[kvb].rows == 5 && t[kvb].cols == 14);        /* kv_b: 2 heads x (4 + 3) */
+    CU_ASSERT(t[ao].rows == 6 && t[ao].cols == 16);
+    char name[32] = "-";
+    double worst = worst_fd_error(c, name);
+    if (worst > 1e-6) fprintf(stderr, "\n  mla %d: worst tensor %s: rel L2 %.3g\n", which, name, worst);
+    CU_ASSERT(worst < 1e-6);
+  }
+}
+
+/* rt_mla.h's references (rt_ops_ref.c), which the GPU kernels are checked against: each backward is its
+ * forward's transpose, <F x, y> = <x, B y>. RoPE: F takes the query heads' rope parts and the shared key to
+ * the rotated query parts and every key head's rope columns; B (rt_ref_mla_rope_bwd) sums the key heads.
+ * The kv scatter's transpose is the gather. 3 heads of nope 2 + rope 4, v 3, 5 rows past a sequence of 3. */
+static void test_mla_kernel_refs(void) {
+  enum { R = 5, H = 3, NOPE = 2, ROPE = 4, DV = 3, DQK = NOPE + ROPE, LD = 2 * H * DQK + H * DV + 1, KW = 7 };
+  float x[R * LD], fx[R * LD], y[R * LD], by[R * LD], kr[R * KW], dkr[R * KW], f[ROPE / 2];
+  unsigned s = 12345;
+  for (int i = 0; i < R * LD; i++) x[i] = (float)((s = s * 1103515245u + 12345u) >> 16) / 32768.f - 1.f;
+  for (int i = 0; i < R * LD; i++) y[i] = (float)((s = s * 1103515245u + 12345u) >> 16) / 32768.f - 1.f;
+  for (int i = 0; i < R * KW; i++) kr[i] = (float)((s = s * 1103515245u + 12345u) >> 16) / 32768.f - 1.f;
+  for (int i = 0; i < ROPE / 2; i++) f[i] = (float)pow(1e4, -2.0 * i / ROPE);
+  memcpy(fx, x, sizeof x), memcpy(by, y, sizeof y), memset(dkr, 0, sizeof dkr);
+  rt_ref_mla_rope_fwd(fx, LD, kr + 3, KW, R, H, NOPE, ROPE, 3, f);
+  rt_ref_mla_rope_bwd(by, LD, dkr + 3, KW, R, H, NOPE, ROPE, 3, f);
+  double lhs = 0, rhs = 0;
+  for (int r = 0; r < R; r++) {
+    for (int j = 0; j < 2 * H; j++) /* the query heads' and the key heads' rope columns */
+      for (int i = 0; i < ROPE; i++) lhs += (double)fx[r * LD + j * DQK + NOPE + i] * y[r * LD + j * DQK + NOPE + i];
+    for (int j = 0; j < H; j++)
+      for (int i = 0; i < ROPE; i++) rhs += (double)x[r * LD + j * DQK + NOPE + i] * by[r * LD + j * DQK + NOPE + i];
+    for (int i = 0; i < ROPE; i++) rhs += (double)kr[r * KW + 3 + i] * dkr[r * KW + 3 + i];
+  }
+  CU_ASSERT(fabs(lhs - rhs) < 1e-5 * (fabs(lhs) + 1));
+  /* the rotation is not the identity (position 1's angles are not 0), and the key's copies are equal */
+  CU_ASSERT(fabs(fx[LD + NOPE] - x[LD + NOPE]) > 1e-3);
+  CU_ASSERT_EQUAL(fx[LD + H * DQK + NOPE], fx[LD + (H + 2) * DQK + NOPE]);
+  /* kv scatter and gather */
+  float kvb[R * H * (NOPE + DV)], g[R * H * (NOPE + DV)];
+  for (int i = 0; i < R * H * (NOPE + DV); i++) kvb[i] = (float)((s = s * 1103515245u + 12345u) >> 16) / 32768.f - 1.f;
+  memset(fx, 0, sizeof fx);
+  rt_ref_mla_kv_scatter(kvb, fx, R, LD, H, NOPE, ROPE, DV);
+  rt_ref_mla_kv_gather(y, g, R, LD, H, NOPE, ROPE, DV);
+  lhs = rhs = 0;
+  for (int i = 0; i < R * LD; i++) lhs += (double)fx[i] * y[i];
+  for (int i = 0; i < R * H * (NOPE + DV); i++) rhs += (double)kvb[i] * g[i];
+  CU_ASSERT(fabs(lhs - rhs) < 1e-5 * (fabs(lhs) + 1));
+  CU_ASSERT_EQUAL(fx[LD + H * DQK + DQK + 1], kvb[(H + 1) * (NOPE + DV) + 1]);      /* row 1, head 1's k_nope[1] */
+  CU_ASSERT_EQUAL(fx[LD + 2 * H * DQK + DV + 2], kvb[(H + 1) * (NOPE + DV) + NOPE + 2]); /* its v[2] */
+}
+
 /* Mixture-of-experts layers (exec_ref_moe.c): router, top-2 of 4 experts
  * with the softmax over the chosen logits, the experts' FFNs, the weighted
  * sum; Qwen3/DeepSeek-like (a dense first layer, a shared FFN, SwiGLU,
@@ -536,6 +612,9 @@ int main(void) {
   CU_add_test(s, "finite differences, grouped-query attention (kv 2 and 1 of 4 heads)", test_fd_gqa);
   CU_add_test(s, "finite differences, llama / qwen / gpt family models", test_fd_families);
   CU_add_test(s, "finite differences, Qwen3 attention (head_dim != hidden / heads, QK norm), dense and MoE", test_fd_qwen3);
+  CU_add_test(s, "finite differences, multi-head latent attention (DeepSeek-V3's, small), dense and MoE", test_fd_mla);
+  CU_add_test(s, "kernel references (rt_ops_ref.c): MLA's kv scatter / gather and RoPE, each backward the transpose",
+              test_mla_kernel_refs);
   CU_add_test(s, "tensor index of the family models", test_tensor_index_families);
   CU_add_test(s, "rope: rotation, relative positions, llama3 scaling", test_rope_properties);
   CU_add_test(s, "kernel references (rt_ops_ref.c): rope, bias add, bias gradient", test_kernel_refs);

@@ -523,13 +523,19 @@ static void test_moe_ep_plans(void) {
 /* Every model of the zoo (each JSON file of models/) as published, in a one-GPU
  * training plan of 1 layer (TP = PP = DP = 1, no dropout, the executor's attention):
  * every op of its program is one the executor runs, its layer ops found by
- * name in the model's order, but DeepSeek-V3's multi-head latent attention
- * projections, which the walker refuses by name (exec_plan_refuse refuses the
- * plan before that, by its model.attention, its router being one the executor
- * runs: a CUDA build's `cli` test). Qwen3's
+ * name in the model's order: DeepSeek-V3's multi-head latent attention too
+ * (ln1 q_a q_a_norm q_b kv_a kv_a_norm kv_b rope attn, exec_mla.c; no qkv),
+ * whose plan exec_plan_refuse accepts at TP 1 with its sigmoid router (a CUDA
+ * build's `cli` test). Qwen3's
  * QK norm (qwen3-*: q_norm and k_norm between qkv and rope) maps to the
  * executor's ops of those names. A model added to the zoo enters this list or fails it. */
+static int zoo_plan_layout(const char *model, int layers, const char *cluster, const char *layout, int global, plan *p,
+                           ts_err *e);
 static int zoo_plan(const char *model, plan *p, ts_err *e) {
+  return zoo_plan_layout(model, 1, "h200x2-nvlink", "\"dp\": 1", 2, p, e);
+}
+static int zoo_plan_layout(const char *model, int layers, const char *cluster, const char *layout, int global, plan *p,
+                           ts_err *e) {
   char path[] = "/tmp/test_exec_walk_zoo_XXXXXX";
   int fd = mkstemp(path);
   if (fd < 0) return ts_fail_sys(e, "mkstemp");
@@ -540,11 +546,11 @@ static int zoo_plan(const char *model, plan *p, ts_err *e) {
     return ts_fail_sys(e, "fdopen");
   }
   fprintf(f,
-          "{\"schema\": 1, \"name\": \"zoo-%s\", \"model\": \"%s\", \"cluster\": \"h200x2-nvlink\", "
+          "{\"schema\": 1, \"name\": \"zoo-%s\", \"model\": \"%s\", \"cluster\": \"%s\", "
           "\"attention_backend\": \"executor\", \"hidden_dropout\": 0, \"bias_fusion\": false, \"schedule\": \"1f1b\", "
-          "\"layout\": {\"dp\": 1, \"tp\": 1, \"pp\": 1, \"vpp\": 1, \"zero1\": false, \"recompute\": \"none\"}, "
-          "\"batch\": {\"micro\": 1, \"global\": 2, \"seq\": 512}, \"layers_override\": 1}\n",
-          model, model);
+          "\"layout\": {%s, \"tp\": 1, \"pp\": 1, \"vpp\": 1, \"zero1\": false, \"recompute\": \"none\"}, "
+          "\"batch\": {\"micro\": 1, \"global\": %d, \"seq\": 512}, \"layers_override\": %d}\n",
+          model, model, cluster, layout, global, layers);
   fclose(f);
   int rc = plan_load(path, NULL, NULL, p, e);
   unlink(path);
@@ -557,7 +563,7 @@ static void test_every_zoo_model(void) {
                           "llama3-70b",   "llama3-405b",   "qwen2.5-7b",  "qwen2.5-14b",   "qwen2.5-32b",
                           "qwen2.5-72b",  "mixtral-8x7b",  "mixtral-8x22b", "moe-tiny",    "qwen3-30b-a3b",
                           "qwen3-235b-a22b", "qwen3-tiny", "qwen3-8b",   "qwen3-14b",     "qwen3-32b",
-                          "deepseek-v3"};
+                          "deepseek-v3",  "mla-tiny"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
     plan p;
     ts_err e = {{0}, 0};
@@ -566,14 +572,18 @@ static void test_every_zoo_model(void) {
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     int index[EXEC_OP_COUNT];
     rc = exec_walk_layer_op_index(&p, index, &e);
-    if (p.model.attention == MODEL_ATTN_MLA) { /* DeepSeek-V3: its q_a .. kv_b projections, refused by name */
-      CU_ASSERT_NOT_EQUAL(rc, 0);
-      CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "is not run by the executor"));
-      continue;
-    }
     if (rc) fprintf(stderr, "\n  %s: %s\n", models[i], e.msg);
     CU_ASSERT_EQUAL(rc, 0);
     if (rc) continue;
+    const int mla = p.model.attention == MODEL_ATTN_MLA;
+    CU_ASSERT_EQUAL(index[EXEC_OP_QKV] < 0, mla);
+    for (int o = EXEC_OP_Q_A; o <= EXEC_OP_KV_B; o++) CU_ASSERT_EQUAL(index[o] >= 0, mla);
+    if (mla) { /* ln1 q_a q_a_norm q_b kv_a kv_a_norm kv_b rope attn attn_out, as model_layer_ops orders them */
+      for (int o = EXEC_OP_Q_A; o <= EXEC_OP_KV_B; o++) CU_ASSERT_EQUAL(index[o], index[EXEC_OP_LN1] + 1 + (o - EXEC_OP_Q_A));
+      CU_ASSERT_EQUAL(index[EXEC_OP_ROPE], index[EXEC_OP_KV_B] + 1);
+      CU_ASSERT_EQUAL(index[EXEC_OP_ATTN], index[EXEC_OP_ROPE] + 1);
+      CU_ASSERT_EQUAL(index[EXEC_OP_ATTN_OUT], index[EXEC_OP_ATTN] + 1);
+    }
     CU_ASSERT_EQUAL(index[EXEC_OP_ROPE] >= 0, p.model.position == MODEL_POS_ROPE);
     CU_ASSERT_EQUAL(index[EXEC_OP_Q_NORM] >= 0, p.model.qk_norm);
     CU_ASSERT_EQUAL(index[EXEC_OP_K_NORM] >= 0, p.model.qk_norm);
@@ -590,6 +600,34 @@ static void test_every_zoo_model(void) {
     if (rc) fprintf(stderr, "\n  %s: %s\n", models[i], e.msg);
     CU_ASSERT_EQUAL(rc, 0);
   }
+}
+
+/* DeepSeek-V3 cut to 4 layers: its 3 dense layers and a MoE one (8 of 256 experts, a shared one), all with
+ * multi-head latent attention, at DP 8 = EP 8 on one 8-GPU node (the experts fit at 32 a GPU): every op of
+ * rank 0's program is one the executor runs (the plan itself passes exec_plan_refuse since the sigmoid router
+ * runs as well, exec_plan_refuse; the walk alone is checked here). */
+static void test_deepseek_moe_layers(void) {
+  plan p;
+  ts_err e = {{0}, 0};
+  int rc = zoo_plan_layout("deepseek-v3", 4, "h200x8-nvswitch", "\"dp\": 8, \"ep\": 8", 16, &p, &e);
+  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  plan_program prog;
+  CU_ASSERT_FATAL(plan_build_program(&p, 0, &prog, &e) == 0);
+  int q_a = 0, router = 0, index[EXEC_OP_COUNT];
+  CU_ASSERT_EQUAL_FATAL(exec_walk_layer_op_index(&p, index, &e), 0);
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->phase != PLAN_PHASE_FWD) continue;
+    q_a += op->model_op == index[EXEC_OP_Q_A];
+    router += op->model_op == index[EXEC_OP_ROUTER];
+  }
+  CU_ASSERT_EQUAL(q_a, 4 * plan_micro_batches(&p));    /* every layer's latent attention */
+  CU_ASSERT_EQUAL(router, 1 * plan_micro_batches(&p)); /* the one MoE layer */
+  rc = exec_walk_check_program(&p, &prog, &e);
+  if (rc) fprintf(stderr, "\n  %s\n", e.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  plan_program_free(&prog);
 }
 
 int main(void) {
@@ -610,7 +648,8 @@ int main(void) {
   CU_add_test(s, "activation slots: the program's in-flight peak (1F1B pp - stage, GPipe all)", test_activation_slots);
   CU_add_test(s, "uneven PP = 2 stages run op by op with the plan's layers", test_uneven_plans);
   CU_add_test(s, "an FP8 program's casts are not the executor's ops", test_fp8_program_refused);
-  CU_add_test(s, "every zoo model as published runs op by op (DeepSeek-V3's MLA refused by name)", test_every_zoo_model);
+  CU_add_test(s, "every zoo model as published runs op by op (DeepSeek-V3's MLA included)", test_every_zoo_model);
+  CU_add_test(s, "DeepSeek-V3's dense and MoE layers with MLA run op by op", test_deepseek_moe_layers);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();

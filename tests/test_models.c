@@ -246,6 +246,30 @@ static void test_gqa_shapes(void) {
   ASSERT_MSG(e, "tp: 7 does not divide the 4 KV heads of qwen2.5-7b");
 }
 
+/* Multi-head latent attention's activations by hand (DeepSeek-V3's layout in small: hidden 64, 4 heads of
+ * qk 8 + 4 (nope + rope) and v 6, q_lora 16, kv_lora 8, SwiGLU f 128), on 8 tokens with hidden dropout, per
+ * token: outside 10 h = 640; inside Q and K 2 x 2 x 4 x 12 = 192, V and attn_out's input 2 x 2 x 4 x 6 = 96,
+ * the FFN 2 x 2 f + 2 f = 768; the latents, whole on every TP rank, 2 (2 x 16 + (8 + 4) + 8) + 8 (the two
+ * norms' 1/rms) = 112; the scores 5 x 4 heads x 8 = 160. What tacorun execute allocates per layer
+ * (exec_model.c, exec_mla.c) is the same tensors but the scores (its unfused path keeps P, 2 bytes a score). */
+static void test_mla_activations_by_hand(void) {
+  static const char text[] =
+      "{\"schema\": 1, \"name\": \"m\", \"family\": \"deepseek-v3\", \"layers\": 2, \"hidden\": 64, \"heads\": 4,"
+      " \"kv_heads\": 4, \"ffn_hidden\": 128, \"activation\": \"swiglu\", \"norm\": \"rmsnorm\", \"vocab\": 100,"
+      " \"tied_embeddings\": false, \"max_seq\": 64, \"position\": \"rope\", \"attention\": \"mla\","
+      " \"q_lora_rank\": 16, \"kv_lora_rank\": 8, \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 4, \"v_head_dim\": 6}";
+  model_config m;
+  ts_err e;
+  CU_ASSERT_EQUAL_FATAL(model_from_json_text(text, sizeof text - 1, "m.json", &m, &e), 0);
+  model_shard s1 = {.tp = 1, .micro_batch = 1, .seq = 8}, s2 = {.tp = 2, .micro_batch = 1, .seq = 8};
+  CU_ASSERT_EQUAL(model_activation_bytes_per_layer(&m, &s1, MODEL_RECOMPUTE_NONE), 8.0 * (640 + 192 + 96 + 768 + 112 + 160));
+  CU_ASSERT_EQUAL(model_activation_bytes_per_layer(&m, &s1, MODEL_RECOMPUTE_SELECTIVE), 8.0 * (640 + 192 + 96 + 768 + 112));
+  /* TP 2: the heads' tensors and the scores split, the latents not */
+  CU_ASSERT_EQUAL(model_activation_bytes_per_layer(&m, &s2, MODEL_RECOMPUTE_NONE),
+                  8.0 * (640 + (192 + 96 + 768 + 160) / 2.0 + 112));
+  CU_ASSERT_EQUAL(model_activation_bytes_per_layer(&m, &s1, MODEL_RECOMPUTE_FULL), 8.0 * 2 * 64);
+}
+
 /* Qwen3's attention by hand: a model of hidden 64 with 4 query heads and 2
  * key/value heads of head_dim 32 (Q 128 wide, twice hidden) and the QK norm,
  * at TP 2 on 8 tokens: each rank holds 2 query heads (64 columns) and one
@@ -662,6 +686,7 @@ int main(void) {
   CU_add_test(ops, "GEMM shapes and FLOPs", test_gemm_shapes_and_flops);
   CU_add_test(ops, "GQA shapes", test_gqa_shapes);
   CU_add_test(ops, "Qwen3's attention and QK norm by hand", test_qk_norm_by_hand);
+  CU_add_test(ops, "multi-head latent attention's activations by hand", test_mla_activations_by_hand);
   CU_add_test(ops, "shard rules", test_shard_rules);
   CU_add_test(ops, "embedding and output ops", test_embedding_and_output_ops);
   CU_add_test(ops, "activation memory (Korthikanti)", test_activation_memory_korthikanti);

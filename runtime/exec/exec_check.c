@@ -357,6 +357,10 @@ int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int
   }
   if (cfg->head_dim > 0) fprintf(f, ",\n  \"head_dim\": %d", cfg->head_dim); /* Qwen3: heads x head_dim != hidden */
   if (cfg->qk_norm) fprintf(f, ", \"qk_norm\": true");
+  if (exec_ref_is_mla(cfg)) /* DeepSeek-V3's multi-head latent attention in small */
+    fprintf(f, ",\n  \"attention\": \"mla\", \"q_lora_rank\": %d, \"kv_lora_rank\": %d, \"qk_nope_head_dim\": %d, "
+               "\"qk_rope_head_dim\": %d, \"v_head_dim\": %d", cfg->q_lora, cfg->kv_lora, cfg->qk_nope, cfg->qk_rope,
+            cfg->v_head);
   fprintf(f, " }\n");
   if (fclose(f)) return ts_fail_sys(e, "%s: cannot write", model_path);
   snprintf(text, text_cap,
@@ -941,15 +945,17 @@ done:
   return rc;
 }
 
-int exec_run_check(rt_nccl *w, const char *json_out, int moe_only, ts_err *e) {
+int exec_run_check(rt_nccl *w, const char *json_out, int which, ts_err *e) {
+  const int dense = which == EXEC_CHECK_ALL, moe = which != EXEC_CHECK_MLA, mla = which != EXEC_CHECK_MOE;
   (void)json_out;
   int failures = 0;
   FILE *log = w->ranks[0] == 0 ? stdout : fopen("/dev/null", "w");
   if (!log) return ts_fail_sys(e, "exec check: cannot open /dev/null");
   int rc = 0;
-  for (size_t i = 0; i < sizeof check_configs / sizeof *check_configs && !rc && !moe_only; i++)
+  for (size_t i = 0; i < sizeof check_configs / sizeof *check_configs && !rc && dense; i++)
     rc = check_config(w, &check_configs[i], log, &failures, e);
-  if (!rc) rc = exec_check_moe(w, log, &failures, e); /* mixture-of-experts layers, one GPU (exec_check_moe.c) */
+  if (!rc && moe) rc = exec_check_moe(w, log, &failures, e); /* mixture-of-experts layers, one GPU (exec_check_moe.c) */
+  if (!rc && mla) rc = exec_check_mla(w, log, &failures, e); /* latent attention, one GPU (exec_check_mla.c) */
   if (!rc) fprintf(log, "\nexecute --check: %s (%d failure(s))\n", failures ? "FAILED" : "all passed", failures);
   fflush(log);
   if (log != stdout) fclose(log);

@@ -12,7 +12,7 @@ void exec_usage(FILE *out) {
           "usage: tacorun execute PLAN.json [--iters N] [--warmup N] [--json OUT] [--csv OUT] [--ops-csv OUT]\n"
           "                                 [--seed S] [--inject-nan STEP] [--die-at ITER] [--program plan|builtin]\n"
           "                                 [--timeout S] [--transport auto|p2p|shm|socket]\n"
-          "       tacorun execute --check | --check-moe\n"
+          "       tacorun execute --check | --check-moe | --check-mla\n"
           "One process per GPU: mpirun -np DPxTPxPP tacorun execute PLAN.json (NCCL ids over MPI).\n"
           "\n"
           "Runs training iterations of the plan's model for real: BF16 compute with FP32 master\n"
@@ -71,13 +71,25 @@ void exec_usage(FILE *out) {
           "field: ep > 8, ep not dividing dp or the experts, ep 1 with dp > 1 (layout.ep), zero1 with ep > 1,\n"
           "codec.dp other than none with ep < dp (the expert-DP reduction runs uncompressed), expert_tp > 1,\n"
           "tp or pp > 1 with experts, the flex (DeepEP) dispatcher (layout.moe_token_dispatcher_type),\n"
-          "groups or scaling with the softmax router (model.router_num_groups), multi-head latent attention,\n"
-          "capacity_factor > 0, recompute other than none, linear biases with experts (not run here).\n"
+          "groups or scaling with the softmax router (model.router_num_groups), capacity_factor > 0,\n"
+          "recompute other than none, linear biases with experts (not run here).\n"
           "Qwen3's attention (dense and MoE models): head_dim other than hidden / heads (Q and the output\n"
           "projection's input heads x head_dim wide) and the QK norm (model qk_norm: each query and key head\n"
           "RMS-normed before RoPE, rt_qk_norm_fwd / _bwd; its weights' gradients summed over TP); the QK\n"
           "norm needs head_dim a multiple of 32 up to 256 (model.head_dim, exit 2). --check and --check-moe\n"
           "hold it against float64 (a Qwen3-like configuration each).\n"
+          "Multi-head latent attention (model attention \"mla\": DeepSeek-V3), at tp 1, dense or MoE layers, as\n"
+          "the plan lays its ops out: q_a (hidden -> q_lora), q_a_norm (RMSNorm), q_b (-> heads x (nope + rope),\n"
+          "written into the attention's Q columns), kv_a (hidden -> kv_lora + rope: the latent c_kv and one rope\n"
+          "key shared by every head), kv_a_norm (RMSNorm of c_kv), kv_b (-> heads x (nope + v), copied into\n"
+          "the K and V heads), rope (the queries' rope parts; the shared key rotated once into every K head,\n"
+          "its gradient summed over the heads), attention with q/k heads of nope + rope and v heads of v_head\n"
+          "(scale 1/sqrt(nope + rope); values narrower than keys run on the unfused path: batched GEMMs around\n"
+          "the causal softmax, the probabilities kept per layer), attn_out (heads x v_head -> hidden).\n"
+          "Not modelled: DeepSeek's YaRN rope scaling and its softmax mscale (the model file has no rope\n"
+          "scaling). Refused (exit 2): tp > 1 with MLA (layout.tp; needs several GPUs to check, NOT\n"
+          "IMPLEMENTED here), MLA with learned positions (model.position). --check (and --check-mla alone)\n"
+          "holds it against float64: a dense model, the same with full recomputation, a MoE one.\n"
           "\n"
           "Programs: --program plan (default) walks plan_build_program()'s program for this rank (the one\n"
           "the simulator predicts), op by op, on compute/TP/PP/DP streams ordered by its deps (TP\n"
@@ -153,7 +165,8 @@ void exec_usage(FILE *out) {
           RT_TRANSPORT_USAGE
           "  --check                 the correctness checks above instead of a plan [off]\n"
           "  --check-moe             the mixture-of-experts checks alone (any rank count; the dense ones need\n"
-          "                          TP = ranks to divide their 4 heads) [off]\n");
+          "                          TP = ranks to divide their 4 heads) [off]\n"
+          "  --check-mla             the multi-head latent attention checks alone (one GPU each rank) [off]\n");
   ops_variant_usage(out);
   fprintf(out,
           "reads:  PLAN.json, the model and cluster it names\n"
@@ -178,6 +191,8 @@ int exec_execute(int argc, char **argv) {
       check = 1;
     } else if (!strcmp(a, "--check-moe")) {
       check = 2;
+    } else if (!strcmp(a, "--check-mla")) {
+      check = 3;
     } else if (i + 1 < argc && (!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--inject-nan") ||
                                !strcmp(a, "--die-at"))) {
       if (ts_arg_int(argv[++i], !strcmp(a, "--iters") ? 1 : 0, 100000, &v)) {
@@ -265,7 +280,8 @@ int exec_execute(int argc, char **argv) {
   /* The checks run many small programs with bounded waits; the watchdog
    * also bounds any enqueue that blocks inside CUDA/NCCL (a dead peer). */
   if (check) rt_watchdog_arm(&w, 4.0 * w.timeout_s, "execute --check");
-  int rc = check ? exec_run_check(&w, o.json_out, check == 2, &e) : exec_run_timed(&w, &p, &o, &e);
+  const int which = check == 2 ? EXEC_CHECK_MOE : check == 3 ? EXEC_CHECK_MLA : EXEC_CHECK_ALL;
+  int rc = check ? exec_run_check(&w, o.json_out, which, &e) : exec_run_timed(&w, &p, &o, &e);
   if (check && rc == 0) rt_watchdog_disarm();
   if (rc) fprintf(stderr, "tacorun execute: rank %d: %s\n", w.ranks[0], e.msg);
   rt_nccl_finalize(&w, rc != 0);

@@ -2,6 +2,7 @@
  * (cuBLASLt through exec_gemm) and their biases, RoPE, norms, attention, activations,
  * the vocabulary-parallel output layer and loss, the embedding, AdamW. */
 #include "exec_model_internal.h"
+#include "exec_mla.h"
 #include "exec_moe.h"
 
 #include <math.h>
@@ -95,7 +96,8 @@ static int norm_bwd(exec_model *m, const void *x, int tg, int tb, float *mean, f
 static exec_attention_args attention_args(exec_model *m, exec_layer_acts *a, const void *qkv) {
   exec_attention_args r = {.gemm = m->gemm, .stream = m->stream, .batch = m->cfg.batch,
                            .lower_softmax = m->lower_softmax, .seq = m->cfg.seq, .heads = m->heads_local,
-                           .kv_heads = m->kv_local, .head_dim = m->head_dim, .qkv = qkv, .scores = m->scores,
+                           .kv_heads = m->kv_local, .head_dim = m->head_dim, .v_head_dim = m->v_dim, .qkv = qkv,
+                           .scores = m->scores,
                            .P = a->P, .out = a->attn, .dout = m->dattn, .dP = m->dP, .dS = m->dS, .dqkv = m->dqkv};
   return r;
 }
@@ -160,6 +162,7 @@ static void *layer_output(exec_model *m, int l) {
 }
 
 int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
+  if (exec_mla_op(m, op)) return exec_mla_fwd(m, op, l, e); /* latent attention's projections and rope (exec_mla.c) */
   exec_layer_acts *a = exec_acts(m, l);
   const long long T = m->tokens, h = m->cfg.hidden, hl = m->hidden_local;
   switch (op) {
@@ -192,7 +195,7 @@ int exec_layer_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
     EX_TRY(rt_add(shard(m, a->x_mid), shard(m, m->proj), shard(m, layer_output(m, l)), m->sp_rows * h, m->stream, e));
     return add_bias(m, bias_of(m, l, EXEC_T_FC2_B), shard(m, layer_output(m, l)), m->sp_rows, (int)h, e);
   default:
-    if (op >= EXEC_OP_ROUTER && op < EXEC_OP_COUNT) return exec_moe_fwd(m, op, l, e); /* exec_moe.c */
+    if (op >= EXEC_OP_ROUTER && op <= EXEC_OP_SHARED_FC2) return exec_moe_fwd(m, op, l, e); /* exec_moe.c */
     return ts_fail_sys(e, "exec: unknown layer op %d", (int)op);
   }
 }
@@ -231,7 +234,8 @@ int exec_layer_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) 
   const int dgrad = part != PLAN_PART_WGRAD, wgrad = part != PLAN_PART_DGRAD;
   int t;
   const void *dq;
-  if (op >= EXEC_OP_ROUTER && op < EXEC_OP_COUNT) return exec_moe_bwd(m, op, l, part, e); /* exec_moe.c */
+  if (exec_mla_op(m, op)) return exec_mla_bwd(m, op, l, part, e); /* latent attention (exec_mla.c) */
+  if (op >= EXEC_OP_ROUTER && op <= EXEC_OP_SHARED_FC2) return exec_moe_bwd(m, op, l, part, e); /* exec_moe.c */
   if (part != PLAN_PART_WHOLE && op != EXEC_OP_FC2 && op != EXEC_OP_FC1 && op != EXEC_OP_ATTN_OUT && op != EXEC_OP_QKV)
     return ts_fail(e, NULL, "program", "layer op %s has no dgrad/wgrad halves", exec_layer_op_names[op]);
   switch (op) {

@@ -3,6 +3,7 @@
  * gradients (see exec_model.h). The compute is in exec_layer.c, the running of
  * program ops in exec_step.c. */
 #include "exec_model_internal.h"
+#include "exec_mla.h"
 #include "exec_moe.h"
 
 #include <math.h>
@@ -180,18 +181,24 @@ static int model_dims(exec_model *m, const exec_ref_config *cfg, int tp, int tp_
   for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
     exec_layer_op o = exec_layer_fwd_order[k];
     m->layer_op_index[o] = exec_layer_op_present(o, cfg->rope_theta > 0, cfg->qk_norm, cfg->experts > 0, cfg->dense_layers,
-                                                 cfg->shared_ffn > 0) ? next++ : -1;
+                                                 cfg->shared_ffn > 0, exec_ref_is_mla(cfg)) ? next++ : -1;
   }
   m->tokens = (long long)cfg->batch * cfg->seq;
   m->head_dim = exec_ref_head_dim(cfg);
   if (cfg->qk_norm && (m->head_dim % 32 || m->head_dim > 256))
     return ts_fail(e, NULL, "head_dim", "%d: the QK norm's kernels (rt_qk_norm_fwd / _bwd) take head_dim a multiple "
                    "of 32 up to 256", m->head_dim);
+  if (exec_ref_is_mla(cfg) && tp > 1)
+    return ts_fail(e, NULL, "layout.tp", "%d with multi-head latent attention: the executor runs MLA at tp 1 "
+                   "(its projections cut over TP are NOT IMPLEMENTED here)", tp);
   m->heads_local = cfg->heads / tp;
-  m->hidden_local = m->heads_local * m->head_dim;
+  m->v_dim = exec_ref_v_dim(cfg);
+  m->rope_dim = exec_ref_rope_dim(cfg);
+  m->hidden_local = m->heads_local * m->v_dim; /* the attention output (MLA: heads x v_head) */
   m->ffn_local = cfg->ffn / tp;
   m->kv_local = exec_ref_kv_heads(cfg) / tp;
-  m->qkv_cols = m->hidden_local + 2 * m->kv_local * m->head_dim;
+  /* [q | k | v]: queries and keys head_dim a head, values v_dim (MLA's latent projections assemble it) */
+  m->qkv_cols = m->heads_local * m->head_dim + m->kv_local * (m->head_dim + m->v_dim);
   if (m->kv_local < m->heads_local &&
       !exec_attention_gqa_ok(cfg->seq, m->heads_local, m->kv_local, m->head_dim))
     return ts_fail(e, NULL, "kv_heads",
@@ -308,6 +315,14 @@ static int model_alloc_layers(exec_model *m, size_t *allocated, ts_err *e) {
         ALLOC(k->qk_in, T * (hl + (long long)m->kv_local * m->head_dim) * bf);
         ALLOC(k->qk_rstd, T * (m->heads_local + m->kv_local) * 4);
       }
+      if (exec_ref_is_mla(cfg)) { /* the latent projections' outputs, their norms' 1/rms (exec_model.h) */
+        ALLOC(k->cq, T * cfg->q_lora * bf);
+        ALLOC(k->cqn, T * cfg->q_lora * bf);
+        ALLOC(k->kva, T * (cfg->kv_lora + cfg->qk_rope) * bf);
+        ALLOC(k->ckvn, T * cfg->kv_lora * bf);
+        ALLOC(k->rstd_q, T * 4);
+        ALLOC(k->rstd_kv, T * 4);
+      }
     }
     exec_layer_acts *kp = cfg->recompute >= 1 ? &m->shared : a; /* selective: the probabilities */
     if (kp == a || first) {
@@ -364,9 +379,9 @@ static int model_alloc_head(exec_model *m, const exec_ref_config *cfg, size_t *a
   if (cfg->rope_theta > 0) { /* the rotation's frequencies, computed once in double on the host (exec_ref.c) */
     double f64[512];
     float f32[512];
-    const int half = m->head_dim / 2;
-    if (half > 512) return ts_fail(e, NULL, "model", "head dimension %d: RoPE supports at most 1024", m->head_dim);
-    exec_ref_rope_inv_freq(cfg, m->head_dim, f64);
+    const int half = m->rope_dim / 2; /* the head dimension, or MLA's rope part */
+    if (half > 512) return ts_fail(e, NULL, "model", "head dimension %d: RoPE supports at most 1024", m->rope_dim);
+    exec_ref_rope_inv_freq(cfg, m->rope_dim, f64);
     for (int i = 0; i < half; i++) f32[i] = (float)f64[i];
     ALLOC(m->rope_inv_freq, (size_t)half * 4);
     EX_CUDA(cudaMemcpyAsync(m->rope_inv_freq, f32, (size_t)half * 4, cudaMemcpyHostToDevice, m->stream));
@@ -428,6 +443,7 @@ static int model_alloc_backward(exec_model *m, int micros, size_t *allocated, ts
     EX_CUDA(cudaStreamCreateWithPriority(&m->tp_stream, cudaStreamNonBlocking, prio_hi));
   }
   EX_TRY(exec_moe_create(m, e)); /* the MoE layers' buffers (exec_moe.c) */
+  EX_TRY(exec_mla_create(m, allocated, e)); /* the latent attention's scratch (exec_mla.c) */
   EX_CUDA(cudaStreamSynchronize(stream));
   return 0;
 }
@@ -652,15 +668,18 @@ void exec_model_destroy(exec_model *m) {
     free(m->bnd_x);
   }
   exec_moe_destroy(m);
+  exec_mla_destroy(m);
   const exec_layer_acts *sh = &m->shared;
   const void *shared_ptrs[] = {sh->x_in, sh->n1, sh->qkv, sh->P, sh->attn, sh->x_mid, sh->n2, sh->u, sh->a,
-                               sh->mean1, sh->rstd1, sh->mean2, sh->rstd2, sh->qk_in, sh->qk_rstd};
+                               sh->mean1, sh->rstd1, sh->mean2, sh->rstd2, sh->qk_in, sh->qk_rstd,
+                               sh->cq, sh->cqn, sh->kva, sh->ckvn, sh->rstd_q, sh->rstd_kv};
   const size_t nptrs = sizeof shared_ptrs / sizeof *shared_ptrs;
   if (m->acts)
     for (int l = 0; l < m->nslots * (m->cfg.layers + 1); l++) {
       exec_layer_acts *a = &m->acts[l];
       void *ptrs[] = {a->x_in, a->n1, a->qkv, a->P, a->attn, a->x_mid, a->n2, a->u, a->a,
-                      a->mean1, a->rstd1, a->mean2, a->rstd2, a->qk_in, a->qk_rstd};
+                      a->mean1, a->rstd1, a->mean2, a->rstd2, a->qk_in, a->qk_rstd,
+                      a->cq, a->cqn, a->kva, a->ckvn, a->rstd_q, a->rstd_kv};
       for (size_t i = 0; i < nptrs; i++)
         if (ptrs[i] != shared_ptrs[i]) cudaFree(ptrs[i]); /* the shared set is freed once, below */
     }
@@ -719,7 +738,7 @@ int exec_model_init_random(exec_model *m, unsigned long long seed, ts_err *e) {
     float *p = m->master + lt->offset;
     long long n = (long long)(lt->rows * lt->cols);
     switch (lt->kind) {
-    case EXEC_T_LN1_G: case EXEC_T_LN2_G: case EXEC_T_LNF_G:
+    case EXEC_T_LN1_G: case EXEC_T_LN2_G: case EXEC_T_LNF_G: case EXEC_T_Q_A_NORM: case EXEC_T_KV_A_NORM:
       EX_TRY(exec_fill_f32(p, n, 1.0f, m->stream, e));
       break;
     case EXEC_T_LN1_B: case EXEC_T_LN2_B: case EXEC_T_LNF_B:

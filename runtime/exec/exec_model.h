@@ -57,6 +57,12 @@ typedef struct {
   void *qk_in;    /* the QK norm's input (qk_norm): [T x (hidden_local + kv_local head_dim)] bf16, queries then keys */
   float *qk_rstd; /* its 1/rms per token and head: [T x (heads_local + kv_local)], queries then keys */
   struct exec_moe_acts *moe; /* MoE layers: routing and expert activations (NULL otherwise) */
+  /* Multi-head latent attention (exec_mla.c; NULL otherwise), bf16: q_a's output cq [T x q_lora] and it normed
+   * (cqn, q_b's input), kv_a's output kva [T x (kv_lora + qk_rope)] (c_kv and the shared rope key, not rotated)
+   * and c_kv normed (ckvn [T x kv_lora], kv_b's input); the two norms' 1/rms per token. qkv holds the
+   * assembled [q | k | v] (heads x (nope + rope), the same, heads x v_head), attn heads x v_head. */
+  void *cq, *cqn, *kva, *ckvn;
+  float *rstd_q, *rstd_kv;
 } exec_layer_acts;
 
 typedef struct {
@@ -80,6 +86,9 @@ typedef struct {
   /* shard sizes */
   long long tokens, vocab_padded, vocab_local, vocab_start;
   int hidden_local, ffn_local, fc1_local, heads_local, head_dim; /* hidden_local: heads_local x head_dim */
+  /* The value head (head_dim but with MLA, where head_dim is qk_nope + qk_rope and hidden_local the attention
+   * output's heads_local x v_dim, attn_out's input) and RoPE's dimension (head_dim; MLA: qk_rope). */
+  int v_dim, rope_dim;
   /* Grouped-query attention: kv_local key/value heads on this rank, qkv_cols
    * = hidden_local + 2 kv_local head_dim columns of the QKV GEMM. The fused
    * attention kernels read each group's key/value head in place and write
@@ -265,6 +274,8 @@ typedef struct {
    * or EP dividing DP (see ep above), no recomputation; the buffers every MoE
    * layer shares. */
   struct exec_moe_scratch *moe;
+  /* Multi-head latent attention (cfg.kv_lora > 0; exec_mla.h): TP 1; the scratch every layer shares. */
+  struct exec_mla_scratch *mla;
 } exec_model;
 
 /* A pipeline stage for exec_model_create_pp (pp = 1: the whole stack; the

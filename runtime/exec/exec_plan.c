@@ -47,9 +47,6 @@ static int exec_plan_refuse_moe(const plan *p, ts_err *e) {
                                                      p->model.router_topk_scaling_factor != 1.0)))
     return ts_fail(e, path, "model.router_num_groups", "group-limited or scaled softmax routing: the executor runs "
                    "them with the sigmoid router (DeepSeek-V3) only (NOT IMPLEMENTED here)");
-  if (p->model.attention == MODEL_ATTN_MLA)
-    return ts_fail(e, path, "model.attention", "%s has multi-head latent attention: NOT IMPLEMENTED in the "
-                   "executor", p->model.name);
   if (p->model.linear_bias)
     return ts_fail(e, path, "model.linear_bias", "no linear biases with experts in the executor (NOT IMPLEMENTED)");
   if (p->moe_flex)
@@ -83,6 +80,13 @@ int exec_plan_refuse(const plan *p, ts_err *e) {
     return ts_fail(e, path, "model.head_dim", "%d with qk_norm: the executor's QK-norm kernels take head_dim a "
                    "multiple of 32 up to 256, one warp a head (every zoo model's is 64 or 128; tacorun execute --help)",
                    model_head_dim(&p->model));
+  /* multi-head latent attention runs at TP 1 (exec_mla.c); its projections cut over TP need several GPUs to check */
+  if (p->model.attention == MODEL_ATTN_MLA && p->tp > 1)
+    return ts_fail(e, path, "layout.tp", "%d with %s's multi-head latent attention: the executor runs MLA at tp 1 "
+                   "(MLA over TP, checked on several GPUs, is NOT IMPLEMENTED here)", p->tp, p->model.name);
+  if (p->model.attention == MODEL_ATTN_MLA && p->model.position != MODEL_POS_ROPE)
+    return ts_fail(e, path, "model.position", "%s: multi-head latent attention with learned positions: the executor "
+                   "runs MLA with RoPE only (NOT IMPLEMENTED here)", p->model.name);
   if (model_is_moe(&p->model) && exec_plan_refuse_moe(p, e)) return -1;
   if (p->recompute == MODEL_RECOMPUTE_SELECTIVE && plan_recompute_set(p) != PLAN_RECOMPUTE_CORE_ATTN)
     return ts_fail(e, path, "layout.recompute_modules",
@@ -202,6 +206,10 @@ void exec_plan_config(const exec_plan_min *p, exec_ref_config *c) {
   /* Qwen3's attention: its head_dim (Q heads x head_dim wide) and the QK norm */
   c->head_dim = p->model.attention == MODEL_ATTN_GQA ? p->model.head_dim_override : 0;
   c->qk_norm = p->model.qk_norm;
+  if (p->model.attention == MODEL_ATTN_MLA) { /* DeepSeek-V3's multi-head latent attention (exec_mla.c) */
+    c->q_lora = p->model.q_lora_rank, c->kv_lora = p->model.kv_lora_rank;
+    c->qk_nope = p->model.qk_nope_head_dim, c->qk_rope = p->model.qk_rope_head_dim, c->v_head = p->model.v_head_dim;
+  }
   /* mixture of experts (exec_moe.c runs them; exec_plan_refuse says where) */
   c->experts = p->model.experts;
   c->top_k = p->model.top_k;

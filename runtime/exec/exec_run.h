@@ -47,9 +47,10 @@ typedef struct {
 
 int exec_run_timed(rt_nccl *w, const exec_plan_min *p, const exec_timed_opts *o, ts_err *e);
 /* Runs every correctness check; returns 0 when all pass (prints the table on rank 0). */
-/* moe_only: the mixture-of-experts checks alone (--check-moe; the dense checks need a world whose TP fits their
- * tiny models' 4 heads). */
-int exec_run_check(rt_nccl *w, const char *json_out, int moe_only, ts_err *e);
+/* which: EXEC_CHECK_ALL, or the mixture-of-experts checks alone (--check-moe; the dense checks need a world whose
+ * TP fits their tiny models' 4 heads), or the multi-head latent attention checks alone (--check-mla). */
+enum { EXEC_CHECK_ALL, EXEC_CHECK_MOE, EXEC_CHECK_MLA };
+int exec_run_check(rt_nccl *w, const char *json_out, int which, ts_err *e);
 
 /* The command on a training plan or --check (argv[0] is "execute"); returns the exit status.
  * tacorun.c hands inference plans to infer_execute (infer_run.h) instead. */

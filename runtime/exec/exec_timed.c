@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec_core.h"
 #include "exec_flash.h"
 #include "exec_model.h"
 #include "exec_run.h"
@@ -40,7 +41,9 @@ static const char *layer_op_name(int i) {
   const exec_ref_config *c = &breakdown_cfg;
   for (int k = 0, next = 0; k < EXEC_OP_COUNT; k++) {
     exec_layer_op o = exec_layer_fwd_order[k];
-    if (!exec_layer_op_present(o, c->rope_theta > 0, c->qk_norm, c->experts > 0, c->dense_layers, c->shared_ffn > 0)) continue;
+    if (!exec_layer_op_present(o, c->rope_theta > 0, c->qk_norm, c->experts > 0, c->dense_layers, c->shared_ffn > 0,
+                               exec_ref_is_mla(c)))
+      continue;
     if (next++ == i) return exec_layer_op_names[o];
   }
   return "grads";
@@ -496,7 +499,7 @@ static void timed_print(const timed_run *t) {
   const op_bucket *buckets = t->buckets;
   printf("\n# execute %s: TP %d, DP %d, PP %d, %d layers, micro %d x seq %d, global %lld, %d micro-batches/rank\n",
          p->name, p->tp, p->dp, p->pp, cfg.layers, p->micro, p->seq, p->global, t->micros);
-  printf("# attention: %s\n", exec_flash_selected(p->seq, p->model.hidden / p->model.heads)
+  printf("# attention: %s\n", exec_attention_fused(p->seq, exec_ref_head_dim(&cfg), exec_ref_v_dim(&cfg))
                                    ? "fused (runtime/ops/exec_flash.cu)"
                                    : "unfused (batched GEMMs around a causal softmax)");
   printf("# layers as published: %s, %s%s, %s output weight, norm eps %g\n",
@@ -583,7 +586,7 @@ static void timed_result_notes(timed_run *t) {
   snprintf(note, sizeof note,
            "executor: compute stream + TP stream; backward TP all-reduces overlap the weight-gradient GEMM; %s "
            "attention; %s; %s; %s output weight; program built in-process",
-           exec_flash_selected(p->seq, p->model.hidden / p->model.heads) ? "fused (flash)" : "unfused",
+           exec_attention_fused(p->seq, exec_ref_head_dim(cfg), exec_ref_v_dim(cfg)) ? "fused (flash)" : "unfused",
            cfg->rope_theta > 0 ? "RoPE" : "learned positions",
            cfg->qkv_bias || cfg->linear_bias ? (cfg->linear_bias ? "QKV and linear biases" : "QKV bias") : "no biases",
            cfg->untied ? "untied" : "tied");

@@ -10,9 +10,10 @@
 const char *const exec_layer_op_names[EXEC_OP_COUNT] = {
     "ln1", "qkv", "attn", "attn_out", "attn_residual", "ln2", "fc1", "act", "fc2", "mlp_residual", "rope",
     "q_norm", "k_norm", "router", "router_topk", "permute", "expert_fc1", "expert_act", "expert_fc2", "unpermute", "shared_fc1",
-    "shared_act", "shared_fc2"};
+    "shared_act", "shared_fc2", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b"};
 const exec_layer_op exec_layer_fwd_order[EXEC_OP_COUNT] = {
-    EXEC_OP_LN1, EXEC_OP_QKV, EXEC_OP_Q_NORM, EXEC_OP_K_NORM, EXEC_OP_ROPE, EXEC_OP_ATTN, EXEC_OP_ATTN_OUT, EXEC_OP_ATTN_RESIDUAL,
+    EXEC_OP_LN1, EXEC_OP_Q_A, EXEC_OP_Q_A_NORM, EXEC_OP_Q_B, EXEC_OP_KV_A, EXEC_OP_KV_A_NORM, EXEC_OP_KV_B,
+    EXEC_OP_QKV, EXEC_OP_Q_NORM, EXEC_OP_K_NORM, EXEC_OP_ROPE, EXEC_OP_ATTN, EXEC_OP_ATTN_OUT, EXEC_OP_ATTN_RESIDUAL,
     EXEC_OP_LN2, EXEC_OP_FC1, EXEC_OP_ACT, EXEC_OP_FC2, EXEC_OP_ROUTER, EXEC_OP_ROUTER_TOPK, EXEC_OP_PERMUTE,
     EXEC_OP_EXPERT_FC1, EXEC_OP_EXPERT_ACT, EXEC_OP_EXPERT_FC2, EXEC_OP_UNPERMUTE, EXEC_OP_SHARED_FC1,
     EXEC_OP_SHARED_ACT, EXEC_OP_SHARED_FC2, EXEC_OP_MLP_RESIDUAL};
@@ -20,10 +21,12 @@ const exec_layer_op exec_layer_fwd_order[EXEC_OP_COUNT] = {
 int exec_layer_op_is_gemm(exec_layer_op op) {
   return op == EXEC_OP_QKV || op == EXEC_OP_ATTN_OUT || op == EXEC_OP_FC1 || op == EXEC_OP_FC2 ||
          op == EXEC_OP_ROUTER || op == EXEC_OP_EXPERT_FC1 || op == EXEC_OP_EXPERT_FC2 || op == EXEC_OP_SHARED_FC1 ||
-         op == EXEC_OP_SHARED_FC2;
+         op == EXEC_OP_SHARED_FC2 || op == EXEC_OP_Q_A || op == EXEC_OP_Q_B || op == EXEC_OP_KV_A || op == EXEC_OP_KV_B;
 }
 
-int exec_layer_op_present(exec_layer_op op, int rope, int qk_norm, int moe, int dense_layers, int shared) {
+int exec_layer_op_present(exec_layer_op op, int rope, int qk_norm, int moe, int dense_layers, int shared, int mla) {
+  if (op >= EXEC_OP_Q_A && op <= EXEC_OP_KV_B) return mla;
+  if (op == EXEC_OP_QKV) return !mla;
   if (op == EXEC_OP_ROPE) return rope;
   if (op == EXEC_OP_Q_NORM || op == EXEC_OP_K_NORM) return qk_norm;
   if (op == EXEC_OP_FC1 || op == EXEC_OP_ACT || op == EXEC_OP_FC2) return !moe || dense_layers > 0;
@@ -51,7 +54,7 @@ int exec_walk_layer_op_index(const plan *p, int index[EXEC_OP_COUNT], ts_err *e)
   const model_config *mc = &p->model;
   for (int i = 0; i < EXEC_OP_COUNT; i++)
     if (index[i] < 0 && exec_layer_op_present((exec_layer_op)i, mc->position == MODEL_POS_ROPE, mc->qk_norm, model_is_moe(mc),
-                                              mc->dense_layers, mc->shared_experts > 0))
+                                              mc->dense_layers, mc->shared_experts > 0, mc->attention == MODEL_ATTN_MLA))
       return ts_fail(e, p->path, "model", "the layer of %s has no \"%s\"", p->model.name, exec_layer_op_names[i]);
   return 0;
 }

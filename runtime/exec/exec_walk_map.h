@@ -18,6 +18,11 @@ typedef enum {
   /* mixture-of-experts layers (after ln2, in place of fc1 .. fc2; exec_moe.c), the shared FFN when the model has one */
   EXEC_OP_ROUTER, EXEC_OP_ROUTER_TOPK, EXEC_OP_PERMUTE, EXEC_OP_EXPERT_FC1, EXEC_OP_EXPERT_ACT, EXEC_OP_EXPERT_FC2,
   EXEC_OP_UNPERMUTE, EXEC_OP_SHARED_FC1, EXEC_OP_SHARED_ACT, EXEC_OP_SHARED_FC2,
+  /* multi-head latent attention (model attention "mla": DeepSeek-V3; exec_mla.c), in place of qkv (and the QK
+   * norm): the query down-projection, its norm, the up-projection into qkv's queries; the key/value
+   * down-projection (latent and shared rope key), the latent's norm, the up-projection into the key and value
+   * heads. model.h's names. */
+  EXEC_OP_Q_A, EXEC_OP_Q_A_NORM, EXEC_OP_Q_B, EXEC_OP_KV_A, EXEC_OP_KV_A_NORM, EXEC_OP_KV_B,
   EXEC_OP_COUNT
 } exec_layer_op;
 extern const char *const exec_layer_op_names[EXEC_OP_COUNT]; /* "ln1", "qkv", ... as model.h names them */
@@ -28,8 +33,8 @@ extern const exec_layer_op exec_layer_fwd_order[EXEC_OP_COUNT];
 int exec_layer_op_is_gemm(exec_layer_op op);
 /* Whether a model of these traits has layer op `op` (rope: RoPE models; q_norm, k_norm: models with the QK
  * norm; fc1, act, fc2: dense models and MoE models with dense layers; the MoE ops: MoE models; the shared
- * FFN's: MoE models with shared experts). */
-int exec_layer_op_present(exec_layer_op op, int rope, int qk_norm, int moe, int dense_layers, int shared);
+ * FFN's: MoE models with shared experts; q_a .. kv_b in place of qkv: models with multi-head latent attention). */
+int exec_layer_op_present(exec_layer_op op, int rope, int qk_norm, int moe, int dense_layers, int shared, int mla);
 
 /* index[op] = the model_op index of each executor layer op in p's shard
  * (-1 for the ops the model does not have, exec_layer_op_present); returns -1 (with

@@ -18,6 +18,11 @@
   } while (0)
 
 static long long kv_heads_of(const exec_attention_args *a) { return a->kv_heads > 0 ? a->kv_heads : a->heads; }
+static long long v_dim_of(const exec_attention_args *a) { return a->v_head_dim > 0 ? a->v_head_dim : a->head_dim; }
+int exec_attention_fused(long long seq, long long head_dim, long long v_head_dim) {
+  return (v_head_dim <= 0 || v_head_dim == head_dim) && exec_flash_selected(seq, head_dim);
+}
+static int fused(const exec_attention_args *a) { return exec_attention_fused(a->seq, a->head_dim, v_dim_of(a)); }
 
 int exec_attention_gqa_ok(long long seq, long long heads, long long kv_heads, long long head_dim) {
   return exec_flash_selected(seq, head_dim) && exec_flash_gqa_supported(seq, heads, kv_heads, head_dim);
@@ -33,11 +38,13 @@ static int unfused_mha_only(const exec_attention_args *a, ts_err *e) {
 }
 
 int exec_attention_fwd(const exec_attention_args *a, ts_err *e) {
-  if (exec_flash_selected(a->seq, a->head_dim)) /* lse in P (exec_core.h) */
+  if (fused(a)) /* lse in P (exec_core.h) */
     return exec_flash_fwd_gqa(a->qkv, a->out, (float *)a->P, a->batch, a->seq, a->heads, kv_heads_of(a),
                               a->head_dim, a->stream, e);
   CORE_TRY(unfused_mha_only(a, e));
-  const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, ld = 3 * hl;
+  /* Q and K heads d wide, V heads dv; the output heads dv */
+  const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, dv = v_dim_of(a), ho = H * dv;
+  const long long ld = 2 * hl + ho;
   const uint16_t *qkv = a->qkv;
   for (int b = 0; b < a->batch; b++) {
     const uint16_t *q = qkv + b * S * ld, *k = q + hl;
@@ -54,34 +61,35 @@ int exec_attention_fwd(const exec_attention_args *a, ts_err *e) {
   for (int b = 0; b < a->batch; b++) {
     const uint16_t *v = qkv + b * S * ld + 2 * hl;
     const uint16_t *P = (const uint16_t *)a->P + b * H * S * S;
-    uint16_t *out = (uint16_t *)a->out + b * S * hl;
-    exec_gemm_shape s2 = {.m = S, .n = d, .k = S, .lda = S, .ldb = ld, .ldc = hl,
-                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
+    uint16_t *out = (uint16_t *)a->out + b * S * ho;
+    exec_gemm_shape s2 = {.m = S, .n = dv, .k = S, .lda = S, .ldb = ld, .ldc = ho,
+                          .batch = H, .stride_a = S * S, .stride_b = dv, .stride_c = dv};
     CORE_TRY(exec_gemm_run(a->gemm, &s2, 1.f, P, v, 0.f, out, a->stream, e));
   }
   return 0;
 }
 
 int exec_attention_bwd(const exec_attention_args *a, ts_err *e) {
-  if (exec_flash_selected(a->seq, a->head_dim)) /* lse from P, scratch in dP (exec_core.h): its BF16 elements / 2 floats */
+  if (fused(a)) /* lse from P, scratch in dP (exec_core.h): its BF16 elements / 2 floats */
     return exec_flash_bwd_gqa(a->qkv, a->out, a->dout, (const float *)a->P, (float *)a->dP,
                               (long long)a->batch * a->heads * a->seq * a->seq / 2, a->dqkv, a->batch, a->seq,
                               a->heads, kv_heads_of(a), a->head_dim, a->stream, e);
   CORE_TRY(unfused_mha_only(a, e));
-  const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, ld = 3 * hl;
+  const long long S = a->seq, d = a->head_dim, H = a->heads, hl = H * d, dvh = v_dim_of(a), ho = H * dvh;
+  const long long ld = 2 * hl + ho;
   const float scale = 1.0f / sqrtf((float)d);
   for (int b = 0; b < a->batch; b++) {
     const uint16_t *v = (const uint16_t *)a->qkv + b * S * ld + 2 * hl;
-    const uint16_t *dO = (const uint16_t *)a->dout + b * S * hl;
+    const uint16_t *dO = (const uint16_t *)a->dout + b * S * ho;
     const uint16_t *P = (const uint16_t *)a->P + b * H * S * S;
     uint16_t *dP = (uint16_t *)a->dP + b * H * S * S, *dv = (uint16_t *)a->dqkv + b * S * ld + 2 * hl;
     /* dP = dO . V^T */
-    exec_gemm_shape s1 = {.trans_b = 1, .m = S, .n = S, .k = d, .lda = hl, .ldb = ld, .ldc = S,
-                          .batch = H, .stride_a = d, .stride_b = d, .stride_c = S * S};
+    exec_gemm_shape s1 = {.trans_b = 1, .m = S, .n = S, .k = dvh, .lda = ho, .ldb = ld, .ldc = S,
+                          .batch = H, .stride_a = dvh, .stride_b = dvh, .stride_c = S * S};
     CORE_TRY(exec_gemm_run(a->gemm, &s1, 1.f, dO, v, 0.f, dP, a->stream, e));
     /* dV = P^T . dO */
-    exec_gemm_shape s2 = {.trans_a = 1, .m = S, .n = d, .k = S, .lda = S, .ldb = hl, .ldc = ld,
-                          .batch = H, .stride_a = S * S, .stride_b = d, .stride_c = d};
+    exec_gemm_shape s2 = {.trans_a = 1, .m = S, .n = dvh, .k = S, .lda = S, .ldb = ho, .ldc = ld,
+                          .batch = H, .stride_a = S * S, .stride_b = dvh, .stride_c = dvh};
     CORE_TRY(exec_gemm_run(a->gemm, &s2, 1.f, P, dO, 0.f, dv, a->stream, e));
   }
   const long long rows = (long long)a->batch * H;

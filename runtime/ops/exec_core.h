@@ -23,6 +23,11 @@
  * (P holds the probabilities; dS's upper triangle stays zero when
  * lower_softmax is set). The unfused path runs multi-head only: grouped
  * heads need the fused kernels (exec_attention_gqa_ok says whether they run).
+ * Values of another head dimension than queries and keys (v_head_dim > 0 and
+ * not head_dim: multi-head latent attention) run on the unfused path only: qkv
+ * is then [batch * seq x 2 hl + heads * v_head_dim] (V heads v_head_dim wide),
+ * the output and its gradient [batch * seq x heads * v_head_dim], the softmax
+ * scale stays 1 / sqrt(head_dim).
  * `tacorun calibrate` times these two functions, so it times the attention
  * the executor runs. */
 typedef struct {
@@ -30,12 +35,16 @@ typedef struct {
   void *stream; /* cudaStream_t */
   int batch, lower_softmax;
   long long seq, heads, kv_heads, head_dim; /* kv_heads 0: heads */
+  long long v_head_dim;                      /* 0: head_dim */
   const void *qkv;
   void *scores, *P, *out;   /* forward: scratch, probabilities (kept for backward), output */
   const void *dout;         /* backward: output gradient */
   void *dP, *dS, *dqkv;     /* backward: scratch, and the gradient of qkv */
 } exec_attention_args;
 
+/* 1 when the fused kernels run attention of this shape (v_head_dim 0: head_dim): exec_flash_selected() and
+ * values as wide as queries and keys */
+int exec_attention_fused(long long seq, long long head_dim, long long v_head_dim);
 /* 1 when attention of this shape with kv_heads < heads runs (the fused kernels are selected) */
 int exec_attention_gqa_ok(long long seq, long long heads, long long kv_heads, long long head_dim);
 int exec_attention_fwd(const exec_attention_args *a, ts_err *e);

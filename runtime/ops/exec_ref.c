@@ -21,10 +21,20 @@ int exec_ref_config_check(const exec_ref_config *c, ts_err *e) {
   if (c->layers < 1) return ts_fail(e, NULL, "layers", "must be >= 1 (got %d)", c->layers);
   if (c->seq < 1 || c->batch < 1) return ts_fail(e, NULL, "batch", "seq and batch must be >= 1");
   if (!(c->norm_eps > 0)) return ts_fail(e, NULL, "norm_eps", "must be > 0");
-  if (c->rope_theta < 0 || (c->rope_theta > 0 && exec_ref_head_dim(c) % 2))
+  if (c->rope_theta < 0 || (c->rope_theta > 0 && exec_ref_rope_dim(c) % 2))
     return ts_fail(e, NULL, "rope_theta", "must be >= 0, and RoPE needs an even head dimension");
   if (c->rope_factor > 0 && !(c->rope_orig_max > 0 && c->rope_low_freq > 0 && c->rope_high_freq > c->rope_low_freq))
     return ts_fail(e, NULL, "rope_scaling", "needs original_max_position > 0 and 0 < low_freq_factor < high_freq_factor");
+  if (exec_ref_is_mla(c)) {
+    if (c->q_lora < 1 || c->qk_nope < 1 || c->qk_rope < 1 || c->v_head < 1 || c->qk_rope > 1024)
+      return ts_fail(e, NULL, "q_lora_rank", "multi-head latent attention needs q_lora, qk_nope, v_head >= 1 and "
+                     "qk_rope in [1, 1024]");
+    if ((c->kv_heads > 0 && c->kv_heads != c->heads) || c->head_dim > 0 || c->qkv_bias || c->qk_norm)
+      return ts_fail(e, NULL, "attention", "multi-head latent attention has one key/value head per query head, its "
+                     "own head dimensions, no qkv bias and no QK norm");
+  } else if (c->q_lora || c->qk_nope || c->qk_rope || c->v_head || c->kv_lora < 0) {
+    return ts_fail(e, NULL, "kv_lora_rank", "the latent attention's fields need kv_lora > 0");
+  }
   if (c->experts == 0) return 0;
   if (c->experts < 2 || c->experts > 1024)
     return ts_fail(e, NULL, "experts", "must be in [2, 1024] (got %d)", c->experts);
@@ -64,14 +74,20 @@ static int add_tensor(exec_tensor *t, int cap, int n, const char *name, exec_ten
   return n + 1;
 }
 
-/* The tensor kinds of layer l, in flat order; returns their count. */
+/* The tensor kinds of layer l, in flat order; returns their count (at most EXEC_REF_LAYER_KINDS). */
+#define EXEC_REF_LAYER_KINDS 24
 static int layer_kinds(const exec_ref_config *c, int l, exec_tensor_kind *k) {
   int n = 0, ln = c->norm == EXEC_NORM_LAYERNORM;
   k[n++] = EXEC_T_LN1_G;
   if (ln) k[n++] = EXEC_T_LN1_B;
-  k[n++] = EXEC_T_QKV;
-  if (c->qkv_bias) k[n++] = EXEC_T_QKV_B;
-  if (c->qk_norm) k[n++] = EXEC_T_Q_NORM, k[n++] = EXEC_T_K_NORM;
+  if (exec_ref_is_mla(c)) {
+    k[n++] = EXEC_T_Q_A, k[n++] = EXEC_T_Q_A_NORM, k[n++] = EXEC_T_Q_B;
+    k[n++] = EXEC_T_KV_A, k[n++] = EXEC_T_KV_A_NORM, k[n++] = EXEC_T_KV_B;
+  } else {
+    k[n++] = EXEC_T_QKV;
+    if (c->qkv_bias) k[n++] = EXEC_T_QKV_B;
+    if (c->qk_norm) k[n++] = EXEC_T_Q_NORM, k[n++] = EXEC_T_K_NORM;
+  }
   k[n++] = EXEC_T_ATTN_OUT;
   if (c->linear_bias) k[n++] = EXEC_T_ATTN_OUT_B;
   k[n++] = EXEC_T_LN2_G;
@@ -110,13 +126,19 @@ static const char *layer_suffix(exec_tensor_kind k) {
   case EXEC_T_SHARED_FC2: return "shared_fc2";
   case EXEC_T_Q_NORM: return "q_norm";
   case EXEC_T_K_NORM: return "k_norm";
+  case EXEC_T_Q_A: return "q_a";
+  case EXEC_T_Q_A_NORM: return "q_a_norm";
+  case EXEC_T_Q_B: return "q_b";
+  case EXEC_T_KV_A: return "kv_a";
+  case EXEC_T_KV_A_NORM: return "kv_a_norm";
+  case EXEC_T_KV_B: return "kv_b";
   default: return "fc2.b";
   }
 }
 
 /* Index of layer l's first tensor (l = layers: of lnf.g). */
 static int layer_base(const exec_ref_config *c, int l) {
-  exec_tensor_kind k[16];
+  exec_tensor_kind k[EXEC_REF_LAYER_KINDS];
   int base = c->rope_theta > 0 ? 1 : 2;
   if (c->experts == 0) return base + l * layer_kinds(c, 0, k); /* every layer alike */
   for (int i = 0; i < l; i++) base += layer_kinds(c, i, k);
@@ -124,7 +146,7 @@ static int layer_base(const exec_ref_config *c, int l) {
 }
 
 int exec_ref_tensor_index(const exec_ref_config *c, int layer, exec_tensor_kind kind) {
-  exec_tensor_kind k[16];
+  exec_tensor_kind k[EXEC_REF_LAYER_KINDS];
   int ln = c->norm == EXEC_NORM_LAYERNORM;
   int after = layer_base(c, c->layers); /* lnf.g */
   switch (kind) {
@@ -149,7 +171,7 @@ int exec_ref_tensors(const exec_ref_config *c, exec_tensor *t, int cap, size_t *
   size_t fc1_cols = (size_t)c->ffn * (c->act == EXEC_ACT_SWIGLU ? 2 : 1);
   int n = 0, ln = c->norm == EXEC_NORM_LAYERNORM;
   char name[32];
-  exec_tensor_kind k[16];
+  exec_tensor_kind k[EXEC_REF_LAYER_KINDS];
   const size_t E = (size_t)c->experts, fe = (size_t)c->expert_ffn, fs = (size_t)c->shared_ffn;
   const size_t gl = c->act == EXEC_ACT_SWIGLU ? 2 : 1; /* SwiGLU: [gate | up] */
   n = add_tensor(t, cap, n, "wte", EXEC_T_WTE, -1, &off, (size_t)c->vocab, h);
@@ -160,7 +182,13 @@ int exec_ref_tensors(const exec_ref_config *c, exec_tensor *t, int cap, size_t *
       switch (k[i]) {
       case EXEC_T_QKV: rows = h; cols = (size_t)exec_ref_qkv_cols(c); break;
       case EXEC_T_QKV_B: cols = (size_t)exec_ref_qkv_cols(c); break;
-      case EXEC_T_ATTN_OUT: rows = (size_t)exec_ref_q_cols(c); break;
+      case EXEC_T_ATTN_OUT: rows = (size_t)exec_ref_attn_cols(c); break;
+      case EXEC_T_Q_A: rows = h; cols = (size_t)c->q_lora; break;
+      case EXEC_T_Q_A_NORM: cols = (size_t)c->q_lora; break;
+      case EXEC_T_Q_B: rows = (size_t)c->q_lora; cols = (size_t)exec_ref_q_cols(c); break;
+      case EXEC_T_KV_A: rows = h; cols = (size_t)(c->kv_lora + c->qk_rope); break;
+      case EXEC_T_KV_A_NORM: cols = (size_t)c->kv_lora; break;
+      case EXEC_T_KV_B: rows = (size_t)c->kv_lora; cols = (size_t)c->heads * (c->qk_nope + c->v_head); break;
       case EXEC_T_Q_NORM: case EXEC_T_K_NORM: cols = (size_t)exec_ref_head_dim(c); break;
       case EXEC_T_FC1: rows = h; cols = fc1_cols; break;
       case EXEC_T_FC1_B: cols = fc1_cols; break;
@@ -253,6 +281,7 @@ void exec_ref_init(const exec_ref_config *c, unsigned long long seed, int round_
       break;
     case EXEC_T_Q_NORM: case EXEC_T_K_NORM: /* 1 + normal(0, 0.1): a weight not applied, or applied to the
                                               wrong head's columns, shows */
+    case EXEC_T_Q_A_NORM: case EXEC_T_KV_A_NORM: /* (the latent norms' gains likewise) */
       for (size_t j = 0; j < cnt; j++) p[j] = 1.0 + 0.1 * next_normal(&s);
       break;
     default: {
@@ -402,15 +431,16 @@ void exec_ref_act_bwd(const exec_ref_config *c, int rows, int f, const double *u
     }
 }
 
-/* ---- causal attention over qkv [T x W] (W = exec_ref_qkv_cols) into out [T x Qc] (Qc = heads x d); P keeps softmax ----
- * Query head hd reads key/value head hd / G (G = heads / kv_heads). */
+/* ---- causal attention over qkv [T x W] (W = exec_ref_qkv_cols) into out [T x Ac] (Ac = heads x dv); P keeps softmax ----
+ * Query head hd reads key/value head hd / G (G = heads / kv_heads); queries and keys have d columns a head,
+ * values dv (d but with MLA). */
 #define Q_AT(row) (qkv + (size_t)(row) * W + hd * d)
 #define K_AT(base, row) (base + (size_t)(row) * W + Qc + (hd / G) * d)
-#define V_AT(base, row) (base + (size_t)(row) * W + Qc + kvd + (hd / G) * d)
+#define V_AT(base, row) (base + (size_t)(row) * W + Qc + kvd + (hd / G) * dv)
 
 static void attn_fwd(const exec_ref_config *c, const double *qkv, double *P, double *out) {
   int S = c->seq, H = c->heads, d = exec_ref_head_dim(c), Qc = exec_ref_q_cols(c), W = exec_ref_qkv_cols(c);
-  int G = H / exec_ref_kv_heads(c), kvd = exec_ref_kv_heads(c) * d;
+  int G = H / exec_ref_kv_heads(c), kvd = exec_ref_kv_heads(c) * d, dv = exec_ref_v_dim(c), Ac = exec_ref_attn_cols(c);
   double scale = 1.0 / sqrt((double)d);
   for (int b = 0; b < c->batch; b++)
     for (int hd = 0; hd < H; hd++) {
@@ -434,12 +464,12 @@ static void attn_fwd(const exec_ref_config *c, const double *qkv, double *P, dou
           Pbh[(size_t)i * S + t] = e;
           sum += e;
         }
-        double *o = out + ((size_t)b * S + i) * Qc + hd * d;
-        for (int p = 0; p < d; p++) o[p] = 0;
+        double *o = out + ((size_t)b * S + i) * Ac + hd * dv;
+        for (int p = 0; p < dv; p++) o[p] = 0;
         for (int t = 0; t <= i; t++) {
           double pr = Pbh[(size_t)i * S + t] /= sum;
           const double *v = V_AT(qkv, (size_t)b * S + t);
-          for (int p = 0; p < d; p++) o[p] += pr * v[p];
+          for (int p = 0; p < dv; p++) o[p] += pr * v[p];
         }
       }
     }
@@ -448,22 +478,22 @@ static void attn_fwd(const exec_ref_config *c, const double *qkv, double *P, dou
 static void attn_bwd(const exec_ref_config *c, const double *qkv, const double *P, const double *dout,
                      double *dqkv, double *dP_row) {
   int S = c->seq, H = c->heads, d = exec_ref_head_dim(c), Qc = exec_ref_q_cols(c), W = exec_ref_qkv_cols(c);
-  int G = H / exec_ref_kv_heads(c), kvd = exec_ref_kv_heads(c) * d;
+  int G = H / exec_ref_kv_heads(c), kvd = exec_ref_kv_heads(c) * d, dv = exec_ref_v_dim(c), Ac = exec_ref_attn_cols(c);
   double scale = 1.0 / sqrt((double)d);
   for (int b = 0; b < c->batch; b++)
     for (int hd = 0; hd < H; hd++) {
       const double *Pbh = P + ((size_t)b * H + hd) * S * S;
       for (int i = 0; i < S; i++) {
-        const double *dO = dout + ((size_t)b * S + i) * Qc + hd * d;
+        const double *dO = dout + ((size_t)b * S + i) * Ac + hd * dv;
         /* o_i = sum_t P_it v_t: dP_it = dO_i . v_t, dv_t += P_it dO_i */
         double dot = 0;
         for (int t = 0; t <= i; t++) {
           const double *v = V_AT(qkv, (size_t)b * S + t);
-          double *dv = V_AT(dqkv, (size_t)b * S + t);
+          double *dvt = V_AT(dqkv, (size_t)b * S + t);
           double s = 0;
-          for (int p = 0; p < d; p++) {
+          for (int p = 0; p < dv; p++) {
             s += dO[p] * v[p];
-            dv[p] += Pbh[(size_t)i * S + t] * dO[p];
+            dvt[p] += Pbh[(size_t)i * S + t] * dO[p];
           }
           dP_row[t] = s;
           dot += Pbh[(size_t)i * S + t] * s;
@@ -528,6 +558,7 @@ typedef struct {  /* what one layer keeps for backward */
   double *x_in, *n1, *mean1, *rstd1, *qkv, *P, *attn, *x_mid, *n2, *mean2, *rstd2, *u, *a;
   double *qk_in, *qk_rstd; /* the QK norm's input [T x (Qc + kvd)] and 1/rms [T x (heads + kv_heads)] */
   exec_ref_moe_saved moe; /* MoE layers */
+  exec_ref_mla_saved mla; /* multi-head latent attention (exec_ref_mla.c) */
 } layer_saved;
 
 /* The MoE block's weights (or their gradients) of layer l in flat array p. */
@@ -540,8 +571,15 @@ static void moe_weights(const exec_ref_config *c, const exec_tensor *t, int l, d
   }
 }
 
+/* The latent attention's weights (or their gradients) of layer l in flat array p. */
+static void mla_weights(const exec_ref_config *c, const exec_tensor *t, int l, double *p, double *W[EXEC_REF_MLA_W]) {
+  const exec_tensor_kind k[EXEC_REF_MLA_W] = {EXEC_T_Q_A, EXEC_T_Q_A_NORM, EXEC_T_Q_B, EXEC_T_KV_A, EXEC_T_KV_A_NORM,
+                                              EXEC_T_KV_B};
+  for (int i = 0; i < EXEC_REF_MLA_W; i++) W[i] = p + t[exec_ref_tensor_index(c, l, k[i])].offset;
+}
+
 static void free_saved(const exec_ref_config *c, double *arena, layer_saved *sv) {
-  for (int l = 0; l < c->layers; l++) exec_ref_moe_free(&sv[l].moe);
+  for (int l = 0; l < c->layers; l++) exec_ref_moe_free(&sv[l].moe), exec_ref_mla_free(&sv[l].mla);
   free(arena);
   free(sv);
 }
@@ -555,7 +593,7 @@ typedef struct {
   double *grads;
   int T, h, V, S, F, L, QW, U; /* QW: qkv width; U: FC1 width (2 F for SwiGLU) */
   int d, rope_heads;           /* head dimension; q and k heads, side by side */
-  int Qc, KVH;                 /* query width heads x d; key/value heads */
+  int Qc, KVH, Ac;             /* query width heads x d; key/value heads; attention output heads x dv */
   double inv_freq[512];
   layer_saved *sv;
   double *x, *xf, *nf, *meanf, *rstdf, *logits, *dx, *dtmp, *dqkv, *du, *da, *dP_row;
@@ -578,18 +616,24 @@ static void ref_layer_fwd(ref_pass *p, int l) {
   layer_saved *s = &p->sv[l];
   memcpy(s->x_in, x, sizeof(double) * th);
   norm_fwd(c, T, x, P_OF(l, EXEC_T_LN1_G), P_OF(l, EXEC_T_LN1_B), s->n1, s->mean1, s->rstd1);
-  exec_ref_mm_nn(T, QW, h, s->n1, P_OF(l, EXEC_T_QKV), s->qkv, 0);
-  add_bias(T, QW, P_OF(l, EXEC_T_QKV_B), s->qkv);
-  const int Qc = p->Qc, H = c->heads, KVH = p->KVH;
-  if (c->qk_norm) { /* each query head, then each key head */
-    qk_norm_fwd(T, QW, 0, H, d, c->norm_eps, P_OF(l, EXEC_T_Q_NORM), s->qkv, s->qk_in, s->qk_rstd);
-    qk_norm_fwd(T, QW, Qc, KVH, d, c->norm_eps, P_OF(l, EXEC_T_K_NORM), s->qkv, s->qk_in + (size_t)T * Qc,
-                s->qk_rstd + (size_t)T * H);
+  const int Qc = p->Qc, H = c->heads, KVH = p->KVH, Ac = p->Ac;
+  if (exec_ref_is_mla(c)) { /* qkv assembled from the latent projections, rope applied (exec_ref_mla.c) */
+    double *W[EXEC_REF_MLA_W];
+    mla_weights(c, t, l, (double *)params, W);
+    exec_ref_mla_fwd(c, T, s->n1, (const double *const *)W, c->rope_theta > 0 ? inv_freq : NULL, &s->mla, s->qkv);
+  } else {
+    exec_ref_mm_nn(T, QW, h, s->n1, P_OF(l, EXEC_T_QKV), s->qkv, 0);
+    add_bias(T, QW, P_OF(l, EXEC_T_QKV_B), s->qkv);
+    if (c->qk_norm) { /* each query head, then each key head */
+      qk_norm_fwd(T, QW, 0, H, d, c->norm_eps, P_OF(l, EXEC_T_Q_NORM), s->qkv, s->qk_in, s->qk_rstd);
+      qk_norm_fwd(T, QW, Qc, KVH, d, c->norm_eps, P_OF(l, EXEC_T_K_NORM), s->qkv, s->qk_in + (size_t)T * Qc,
+                  s->qk_rstd + (size_t)T * H);
+    }
+    if (c->rope_theta > 0)
+      for (int r = 0; r < T; r++) exec_ref_rope_row(s->qkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 0);
   }
-  if (c->rope_theta > 0)
-    for (int r = 0; r < T; r++) exec_ref_rope_row(s->qkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 0);
   attn_fwd(c, s->qkv, s->P, s->attn);
-  exec_ref_mm_nn(T, h, Qc, s->attn, P_OF(l, EXEC_T_ATTN_OUT), x, 1); /* x += attn . Wo + bo */
+  exec_ref_mm_nn(T, h, Ac, s->attn, P_OF(l, EXEC_T_ATTN_OUT), x, 1); /* x += attn . Wo + bo */
   add_bias(T, h, P_OF(l, EXEC_T_ATTN_OUT_B), x);
   memcpy(s->x_mid, x, sizeof(double) * th);
   norm_fwd(c, T, x, P_OF(l, EXEC_T_LN2_G), P_OF(l, EXEC_T_LN2_B), s->n2, s->mean2, s->rstd2);
@@ -651,11 +695,20 @@ static void ref_layer_bwd(ref_pass *p, int l) {
            G_OF(l, EXEC_T_LN2_B));
   /* x_mid = x_in + attn . Wo + bo */
   bias_grad(T, h, dx, G_OF(l, EXEC_T_ATTN_OUT_B));
-  const int Qc = p->Qc, H = c->heads, KVH = p->KVH;
-  exec_ref_mm_tn(Qc, h, T, s->attn, dx, G_OF(l, EXEC_T_ATTN_OUT), 1);
-  exec_ref_mm_nt(T, Qc, h, dx, P_OF(l, EXEC_T_ATTN_OUT), dtmp, 0);
+  const int Qc = p->Qc, H = c->heads, KVH = p->KVH, Ac = p->Ac;
+  exec_ref_mm_tn(Ac, h, T, s->attn, dx, G_OF(l, EXEC_T_ATTN_OUT), 1);
+  exec_ref_mm_nt(T, Ac, h, dx, P_OF(l, EXEC_T_ATTN_OUT), dtmp, 0);
   memset(dqkv, 0, sizeof(double) * T * QW);
   attn_bwd(c, s->qkv, s->P, dtmp, dqkv, dP_row);
+  if (exec_ref_is_mla(c)) { /* dtmp becomes the gradient of n1 (exec_ref_mla.c) */
+    double *W[EXEC_REF_MLA_W], *G[EXEC_REF_MLA_W];
+    mla_weights(c, t, l, (double *)params, W);
+    mla_weights(c, t, l, grads, G);
+    exec_ref_mla_bwd(c, T, s->n1, (const double *const *)W, c->rope_theta > 0 ? inv_freq : NULL, &s->mla, dqkv, dtmp, G);
+    norm_bwd(c, T, s->x_in, P_OF(l, EXEC_T_LN1_G), s->mean1, s->rstd1, dtmp, dx, G_OF(l, EXEC_T_LN1_G),
+             G_OF(l, EXEC_T_LN1_B));
+    return;
+  }
   /* qkv (rotated) = rope(qk_norm(n1 . Wqkv + bqkv)): the rotation's transpose first, then the QK norm's backward */
   if (c->rope_theta > 0)
     for (int r = 0; r < T; r++) exec_ref_rope_row(dqkv + (size_t)r * QW, rope_heads, d, inv_freq, r % S, 1);
@@ -710,7 +763,8 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
   const int QW = exec_ref_qkv_cols(c); /* qkv width: heads x head_dim + 2 kv_heads x head_dim */
   const int U = c->act == EXEC_ACT_SWIGLU ? 2 * F : F;
   const int d = exec_ref_head_dim(c), Qc = exec_ref_q_cols(c), KVH = exec_ref_kv_heads(c);
-  const size_t tq = (size_t)T * Qc, twide = (size_t)T * (Qc > h ? Qc : h); /* attn; dtmp (also attn's gradient) */
+  const int Ac = exec_ref_attn_cols(c); /* the attention output: heads x v dim */
+  const size_t tq = (size_t)T * Ac, twide = (size_t)T * (Ac > h ? Ac : h); /* attn; dtmp (also attn's gradient) */
   const size_t qk_in = c->qk_norm ? (size_t)T * (Qc + KVH * d) : 0, qk_rstd = c->qk_norm ? (size_t)T * (c->heads + KVH) : 0;
 
   /* One arena for every activation: sizes in doubles. */
@@ -736,7 +790,8 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
     sv[l].qk_in = TAKE(qk_in); sv[l].qk_rstd = TAKE(qk_rstd);
   }
   for (int l = 0; l < L; l++)
-    if (exec_ref_layer_is_moe(c, l) && exec_ref_moe_alloc(c, T, &sv[l].moe, e)) {
+    if ((exec_ref_layer_is_moe(c, l) && exec_ref_moe_alloc(c, T, &sv[l].moe, e)) ||
+        (exec_ref_is_mla(c) && exec_ref_mla_alloc(c, T, &sv[l].mla, e))) {
       free_saved(c, arena, sv);
       return -1;
     }
@@ -751,13 +806,14 @@ int exec_ref_loss_grad(const exec_ref_config *c, const double *params, const int
   const int iwpe = exec_ref_tensor_index(c, -1, EXEC_T_WPE);
   const double *wte = params + t[0].offset, *wpe = iwpe >= 0 ? params + t[iwpe].offset : NULL;
   const double *lnf_g = P_OF(-1, EXEC_T_LNF_G), *lnf_b = P_OF(-1, EXEC_T_LNF_B);
-  p->d = d, p->rope_heads = c->heads + KVH, p->Qc = Qc, p->KVH = KVH;
+  p->d = d, p->rope_heads = c->heads + KVH, p->Qc = Qc, p->KVH = KVH, p->Ac = Ac;
   if (c->rope_theta > 0) {
-    if (d / 2 > 512) {
+    const int rd = exec_ref_rope_dim(c); /* the head dimension, or MLA's rope part */
+    if (rd / 2 > 512) {
       free_saved(c, arena, sv);
-      return ts_fail(e, NULL, "heads", "head dimension %d too large for the reference's RoPE", d);
+      return ts_fail(e, NULL, "heads", "head dimension %d too large for the reference's RoPE", rd);
     }
-    exec_ref_rope_inv_freq(c, d, p->inv_freq);
+    exec_ref_rope_inv_freq(c, rd, p->inv_freq);
   }
 
   /* embedding: x = wte[token] (+ wpe[position]) */

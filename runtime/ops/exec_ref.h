@@ -26,6 +26,22 @@
  * (and its bias), before RoPE, each query head and each key head of d
  * columns is RMS-normed over its d values with eps norm_eps and scaled by
  * q_norm [d] (query heads) or k_norm [d] (key heads).
+ * Multi-head latent attention (kv_lora > 0: DeepSeek-V2/V3, exec_ref_mla.c) replaces
+ * the qkv GEMM (and its bias, the QK norm) by low-rank projections: queries
+ * q = rms(n1 . q_a) . q_b (q_a [h x q_lora], an RMSNorm of gain q_a_norm
+ * [q_lora], q_b [q_lora x heads (qk_nope + qk_rope)], each head [nope | rope]);
+ * keys and values from kv_a [h x (kv_lora + qk_rope)]: its first kv_lora
+ * columns c_kv, RMS-normed (gain kv_a_norm [kv_lora]), go through kv_b
+ * [kv_lora x heads (qk_nope + v_head)] (each head [k_nope | v]); its last
+ * qk_rope columns are one rope key shared by every head. RoPE (d = qk_rope,
+ * pairs (i, i + qk_rope / 2) as above) rotates each query head's rope part and
+ * the shared key; key head j is [k_nope_j | rotated shared key]. Attention as
+ * above with head dimension qk_nope + qk_rope (scale 1 / sqrt(qk_nope +
+ * qk_rope); DeepSeek's YaRN mscale is not modelled) and values of v_head, so
+ * the attention output and attn_out's input are heads x v_head wide. The qkv
+ * activation is assembled as [q (heads x dqk) | k (heads x dqk) | v (heads x
+ * v_head)], dqk = qk_nope + qk_rope. The latent norms are RMSNorms whatever
+ * the layer norm is (DeepSeek's q_a_layernorm / kv_a_layernorm).
  * All parameters live in one flat array; exec_ref_tensors() names the pieces,
  * so gradients from any implementation can be compared tensor by tensor. */
 #ifndef EXEC_REF_H
@@ -89,7 +105,13 @@ typedef struct {
    * sets d (Q heads x d wide, attn_out [heads d x hidden]); qk_norm adds the
    * QK norm above and its two weights per layer. */
   int head_dim, qk_norm;
+  /* Multi-head latent attention (all zero: none; kv_lora > 0 turns it on, see above): the query and
+   * key/value latent ranks, the query/key head's non-rotated and rotated dimensions, the value head's. */
+  int q_lora, kv_lora, qk_nope, qk_rope, v_head;
 } exec_ref_config;
+
+/* Whether c has multi-head latent attention. */
+static inline int exec_ref_is_mla(const exec_ref_config *c) { return c->kv_lora > 0; }
 
 /* Whether layer l of c is a mixture-of-experts layer. */
 static inline int exec_ref_layer_is_moe(const exec_ref_config *c, int l) {
@@ -107,11 +129,21 @@ void exec_ref_rope_row(double *x, int heads, int d, const double *inv_freq, int 
  * columns, then kv_heads x head_dim key and value columns. */
 static inline int exec_ref_kv_heads(const exec_ref_config *c) { return c->kv_heads > 0 ? c->kv_heads : c->heads; }
 static inline int exec_ref_head_dim(const exec_ref_config *c) {
+  if (exec_ref_is_mla(c)) return c->qk_nope + c->qk_rope; /* the query/key head */
   return c->head_dim > 0 ? c->head_dim : c->hidden / c->heads;
 }
+/* The value head's dimension (the head dimension but with MLA) and the attention output's width. */
+static inline int exec_ref_v_dim(const exec_ref_config *c) {
+  return exec_ref_is_mla(c) ? c->v_head : exec_ref_head_dim(c);
+}
+static inline int exec_ref_attn_cols(const exec_ref_config *c) { return c->heads * exec_ref_v_dim(c); }
 static inline int exec_ref_q_cols(const exec_ref_config *c) { return c->heads * exec_ref_head_dim(c); }
 static inline int exec_ref_qkv_cols(const exec_ref_config *c) {
-  return exec_ref_q_cols(c) + 2 * exec_ref_kv_heads(c) * exec_ref_head_dim(c);
+  return exec_ref_q_cols(c) + exec_ref_kv_heads(c) * (exec_ref_head_dim(c) + exec_ref_v_dim(c));
+}
+/* RoPE's dimension: the head dimension, or MLA's rope part. */
+static inline int exec_ref_rope_dim(const exec_ref_config *c) {
+  return exec_ref_is_mla(c) ? c->qk_rope : exec_ref_head_dim(c);
 }
 
 /* One named tensor inside the flat parameter array. */
@@ -123,6 +155,10 @@ typedef enum {
   EXEC_T_ROUTER, EXEC_T_EXPERT_FC1, EXEC_T_EXPERT_FC2, EXEC_T_SHARED_FC1, EXEC_T_SHARED_FC2,
   /* the QK norm's weights (qk_norm), [1 x head_dim] each, after qkv [qkv.b] */
   EXEC_T_Q_NORM, EXEC_T_K_NORM,
+  /* multi-head latent attention (kv_lora > 0), in place of qkv: q_a [h x q_lora], q_a_norm [1 x q_lora],
+   * q_b [q_lora x heads (nope + rope)], kv_a [h x (kv_lora + rope)], kv_a_norm [1 x kv_lora],
+   * kv_b [kv_lora x heads (nope + v)] */
+  EXEC_T_Q_A, EXEC_T_Q_A_NORM, EXEC_T_Q_B, EXEC_T_KV_A, EXEC_T_KV_A_NORM, EXEC_T_KV_B,
 } exec_tensor_kind;
 
 typedef struct {
@@ -140,7 +176,8 @@ int exec_ref_config_check(const exec_ref_config *c, ts_err *e);
 /* Fills t[] (cap entries) with the tensors in flat order; returns their count,
  * and the total parameter count in *total. Norm biases are absent for RMSNorm,
  * wpe for RoPE models, linear biases and lm_head unless the model has them.
- * Order: wte [wpe] then per layer ln1.g [ln1.b] qkv [qkv.b] [q_norm k_norm] attn_out
+ * Order: wte [wpe] then per layer ln1.g [ln1.b] qkv [qkv.b] [q_norm k_norm] (MLA: q_a
+ * q_a_norm q_b kv_a kv_a_norm kv_b in place of qkv .. k_norm) attn_out
  * [attn_out.b] ln2.g [ln2.b] fc1 [fc1.b] fc2 [fc2.b] (an MoE layer: router
  * expert_fc1 expert_fc2 [shared_fc1 shared_fc2] after ln2), then lnf.g
  * [lnf.b] [lm_head]. */

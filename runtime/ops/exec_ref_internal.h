@@ -37,4 +37,27 @@ void exec_ref_moe_fwd(const exec_ref_config *c, int T, const double *n2, const d
 void exec_ref_moe_bwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],
                       const exec_ref_moe_saved *s, const double *dx, double *dn2, double *const G[EXEC_REF_MOE_W]);
 
+/* Multi-head latent attention (exec_ref_mla.c; exec_ref.h): what a layer keeps for its backward (T tokens). */
+typedef struct {
+  double *cq, *cqn, *rq;    /* q_a's output [T x q_lora], it RMS-normed, its 1/rms [T] */
+  double *kva, *ckvn, *rkv; /* kv_a's output [T x (kv_lora + qk_rope)] (the shared key not rotated), c_kv RMS-normed
+                               [T x kv_lora], its 1/rms [T] */
+  double *scratch;          /* the forward's kv_b output, the backward's temporaries */
+} exec_ref_mla_saved;
+
+/* The latent attention's weights: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b. */
+enum { EXEC_REF_MLA_QA, EXEC_REF_MLA_QA_NORM, EXEC_REF_MLA_QB, EXEC_REF_MLA_KVA, EXEC_REF_MLA_KVA_NORM,
+       EXEC_REF_MLA_KVB, EXEC_REF_MLA_W };
+
+int exec_ref_mla_alloc(const exec_ref_config *c, int T, exec_ref_mla_saved *s, ts_err *e);
+void exec_ref_mla_free(exec_ref_mla_saved *s);
+/* qkv [T x exec_ref_qkv_cols] = [q | k | v] from n1 [T x h], RoPE applied (inv_freq: qk_rope / 2 frequencies;
+ * NULL: no RoPE). */
+void exec_ref_mla_fwd(const exec_ref_config *c, int T, const double *n1, const double *const W[EXEC_REF_MLA_W],
+                      const double *inv_freq, exec_ref_mla_saved *s, double *qkv);
+/* dqkv: the gradient of that qkv (overwritten: scratch); dn1 [T x h] (overwritten): of n1; G[] accumulate. */
+void exec_ref_mla_bwd(const exec_ref_config *c, int T, const double *n1, const double *const W[EXEC_REF_MLA_W],
+                      const double *inv_freq, const exec_ref_mla_saved *s, double *dqkv, double *dn1,
+                      double *const G[EXEC_REF_MLA_W]);
+
 #endif

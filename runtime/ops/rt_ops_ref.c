@@ -231,3 +231,70 @@ void rt_ref_qk_norm_bwd(float *dx, int ld, const float *saved, const float *gamm
   for (int i = 0; i < d; i++) dgamma[i] += (float)dg[i];
   free(dg);
 }
+
+/* ---- rt_mla.h ---- */
+
+/* qkv's column of element c of kv_b head j: k_nope in the key head, v in the value head. */
+static long long mla_kv_col(int heads, int nope, int rope, int dv, int j, int c) {
+  const long long qc = (long long)heads * (nope + rope);
+  return c < nope ? qc + (long long)j * (nope + rope) + c : 2 * qc + (long long)j * dv + (c - nope);
+}
+
+void rt_ref_mla_kv_scatter(const float *kvb, float *qkv, long long rows, int ld, int heads, int nope, int rope, int dv) {
+  for (long long r = 0; r < rows; r++)
+    for (int j = 0; j < heads; j++)
+      for (int c = 0; c < nope + dv; c++)
+        qkv[r * ld + mla_kv_col(heads, nope, rope, dv, j, c)] = kvb[(r * heads + j) * (nope + dv) + c];
+}
+
+void rt_ref_mla_kv_gather(const float *dqkv, float *dkvb, long long rows, int ld, int heads, int nope, int rope, int dv) {
+  for (long long r = 0; r < rows; r++)
+    for (int j = 0; j < heads; j++)
+      for (int c = 0; c < nope + dv; c++)
+        dkvb[(r * heads + j) * (nope + dv) + c] = dqkv[r * ld + mla_kv_col(heads, nope, rope, dv, j, c)];
+}
+
+/* The pair (x1, x2) rotated by angle a (sign -1: by -a). */
+static void rot(double x1, double x2, double a, double sign, double *y1, double *y2) {
+  const double cs = cos(a), sn = sign * sin(a);
+  *y1 = x1 * cs - x2 * sn, *y2 = x2 * cs + x1 * sn;
+}
+
+void rt_ref_mla_rope_fwd(float *qkv, int ld, const float *kr, int kr_ld, long long rows, int heads, int nope, int rope,
+                         int seq, const float *inv_freq) {
+  const int half = rope / 2, dqk = nope + rope;
+  for (long long r = 0; r < rows; r++)
+    for (int i = 0; i < half; i++) {
+      const double a = (double)(r % seq) * inv_freq[i];
+      double y1, y2;
+      for (int j = 0; j < heads; j++) {
+        float *v = qkv + r * ld + (long long)j * dqk + nope;
+        rot(v[i], v[i + half], a, 1.0, &y1, &y2);
+        v[i] = (float)y1, v[i + half] = (float)y2;
+      }
+      rot(kr[r * kr_ld + i], kr[r * kr_ld + i + half], a, 1.0, &y1, &y2);
+      for (int j = 0; j < heads; j++) {
+        float *k = qkv + r * ld + (long long)(heads + j) * dqk + nope;
+        k[i] = (float)y1, k[i + half] = (float)y2;
+      }
+    }
+}
+
+void rt_ref_mla_rope_bwd(float *dqkv, int ld, float *dkr, int kr_ld, long long rows, int heads, int nope, int rope,
+                         int seq, const float *inv_freq) {
+  const int half = rope / 2, dqk = nope + rope;
+  for (long long r = 0; r < rows; r++)
+    for (int i = 0; i < half; i++) {
+      const double a = (double)(r % seq) * inv_freq[i];
+      double y1, y2, s1 = 0, s2 = 0;
+      for (int j = 0; j < heads; j++) {
+        float *v = dqkv + r * ld + (long long)j * dqk + nope;
+        rot(v[i], v[i + half], a, -1.0, &y1, &y2);
+        v[i] = (float)y1, v[i + half] = (float)y2;
+        const float *k = dqkv + r * ld + (long long)(heads + j) * dqk + nope;
+        s1 += k[i], s2 += k[i + half];
+      }
+      rot(s1, s2, a, -1.0, &y1, &y2);
+      dkr[r * kr_ld + i] = (float)y1, dkr[r * kr_ld + i + half] = (float)y2;
+    }
+}

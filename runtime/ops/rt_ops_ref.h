@@ -50,4 +50,15 @@ void rt_ref_qk_norm_fwd(float *x, int ld, float *saved, const float *gamma, floa
 void rt_ref_qk_norm_bwd(float *dx, int ld, const float *saved, const float *gamma, const float *rstd, float *dgamma,
                         long long rows, int heads, int d);
 
+/* rt_mla.h's kernels on FP32 arrays (sums in double): kvb's heads into qkv's key-nope and value columns
+ * (gather: the reverse, dqkv into dkvb); RoPE of the query heads' rope parts in place and of the shared
+ * key kr into every key head (backward: the query parts rotated back in place, the key heads' rope-part
+ * gradients summed and rotated back into dkr). */
+void rt_ref_mla_kv_scatter(const float *kvb, float *qkv, long long rows, int ld, int heads, int nope, int rope, int dv);
+void rt_ref_mla_kv_gather(const float *dqkv, float *dkvb, long long rows, int ld, int heads, int nope, int rope, int dv);
+void rt_ref_mla_rope_fwd(float *qkv, int ld, const float *kr, int kr_ld, long long rows, int heads, int nope, int rope,
+                         int seq, const float *inv_freq);
+void rt_ref_mla_rope_bwd(float *dqkv, int ld, float *dkr, int kr_ld, long long rows, int heads, int nope, int rope,
+                         int seq, const float *inv_freq);
+
 #endif

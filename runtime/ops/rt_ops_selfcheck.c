@@ -14,6 +14,7 @@
 #include "rt_ops.h"
 #include "rt_ops_check.h"
 #include "rt_ops_layer.h"
+#include "rt_mla.h"
 #include "rt_ops_ref.h"
 
 typedef struct {
@@ -471,6 +472,67 @@ out:
   return rc;
 }
 
+/* Multi-head latent attention's kernels (rt_mla.h) on `rows` tokens of `heads` heads (nope + rope query/key
+ * columns, dv value columns) in a qkv row of ld columns, the shared key at column kl of a kv_a row of kl + rope:
+ * kv scatter (qkv starts random: a column left unwritten keeps a value the reference replaced), kv gather
+ * (into a NaN-poisoned buffer), RoPE forward (query parts in place, the shared key into every key head)
+ * and backward (the key heads' gradients summed over the heads into the shared key's, which starts random). */
+static int check_mla(int rows, int heads, int nope, int rope, int dv, int kl, int seq, FILE *log, ts_err *e) {
+  const int ld = 2 * heads * (nope + rope) + heads * dv + 8, kw = kl + rope, bw = nope + dv;
+  const long long n = (long long)rows * ld, nb = (long long)rows * heads * bw, nk = (long long)rows * kw;
+  tensor q, b, k;
+  int rc = -1;
+  float *ref = malloc((size_t)n * sizeof *ref), *bref = malloc((size_t)nb * sizeof *bref);
+  float *kref = malloc((size_t)nk * sizeof *kref), *f = malloc((size_t)(rope / 2) * sizeof *f), *f_dev = NULL;
+  char name[80];
+  memset(&q, 0, sizeof q), memset(&b, 0, sizeof b), memset(&k, 0, sizeof k);
+  if (!ref || !bref || !kref || !f) {
+    ts_fail_sys(e, "selfcheck: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < rope / 2; i++) f[i] = (float)pow(1e4, -2.0 * i / rope);
+  if (tensor_make(&q, n, 2.f, 0.f, e) || tensor_make(&b, nb, 2.f, 0.f, e) || tensor_make(&k, nk, 2.f, 0.f, e)) goto out;
+  if (cudaMalloc((void **)&f_dev, (size_t)(rope / 2) * sizeof *f) != cudaSuccess ||
+      cudaMemcpy(f_dev, f, (size_t)(rope / 2) * sizeof *f, cudaMemcpyHostToDevice) != cudaSuccess) {
+    ts_fail_sys(e, "selfcheck: mla: CUDA allocation or copy failed");
+    goto out;
+  }
+  memcpy(ref, q.host, (size_t)n * sizeof *ref);
+  rt_ref_mla_kv_scatter(b.host, ref, rows, ld, heads, nope, rope, dv);
+  if (rt_mla_kv_scatter(b.dev, q.dev, rows, ld, heads, nope, rope, dv, NULL, e) || tensor_fetch(&q, e)) goto out;
+  snprintf(name, sizeof name, "mla_kv_scatter[%dx%d,%dh,%d+%d,v%d]", rows, ld, heads, nope, rope, dv);
+  if (compare(name, q.host, ref, n, log, e)) goto out;
+  tensor_free(&b);
+  if (tensor_make(&b, nb, 0.f, 0.f, e)) goto out; /* poisoned */
+  rt_ref_mla_kv_gather(q.host, bref, rows, ld, heads, nope, rope, dv);
+  if (rt_mla_kv_gather(q.dev, b.dev, rows, ld, heads, nope, rope, dv, NULL, e) || tensor_fetch(&b, e)) goto out;
+  snprintf(name, sizeof name, "mla_kv_gather[%dx%d,%dh,%d+%d,v%d]", rows, ld, heads, nope, rope, dv);
+  if (compare(name, b.host, bref, nb, log, e)) goto out;
+  memcpy(ref, q.host, (size_t)n * sizeof *ref);
+  rt_ref_mla_rope_fwd(ref, ld, k.host + kl, kw, rows, heads, nope, rope, seq, f);
+  if (rt_mla_rope_fwd(q.dev, ld, (uint16_t *)k.dev + kl, kw, rows, heads, nope, rope, seq, f_dev, NULL, e) ||
+      tensor_fetch(&q, e))
+    goto out;
+  snprintf(name, sizeof name, "mla_rope[%dx%d,%dh,%d+%d]", rows, ld, heads, nope, rope);
+  if (compare(name, q.host, ref, n, log, e)) goto out;
+  memcpy(ref, q.host, (size_t)n * sizeof *ref);
+  memcpy(kref, k.host, (size_t)nk * sizeof *kref);
+  rt_ref_mla_rope_bwd(ref, ld, kref + kl, kw, rows, heads, nope, rope, seq, f);
+  if (rt_mla_rope_bwd(q.dev, ld, (uint16_t *)k.dev + kl, kw, rows, heads, nope, rope, seq, f_dev, NULL, e) ||
+      tensor_fetch(&q, e) || tensor_fetch(&k, e))
+    goto out;
+  snprintf(name, sizeof name, "mla_rope_bwd[%dx%d,%dh,%d+%d]", rows, ld, heads, nope, rope);
+  if (compare(name, q.host, ref, n, log, e)) goto out;
+  snprintf(name, sizeof name, "mla_rope_bwd_key[%dx%d,%dh]", rows, kw, heads);
+  if (compare(name, k.host, kref, nk, log, e)) goto out;
+  rc = 0;
+out:
+  tensor_free(&q), tensor_free(&b), tensor_free(&k);
+  if (f_dev) cudaFree(f_dev);
+  free(ref), free(bref), free(kref), free(f);
+  return rc;
+}
+
 int rt_ops_selfcheck(void *log_file, ts_err *e) {
   FILE *log = log_file;
   /* each op twice: a width that takes the 16-byte path and an odd one that does not (norms also
@@ -499,5 +561,8 @@ int rt_ops_selfcheck(void *log_file, ts_err *e) {
   RT_TRY(check_qk_norm(300, 640, 4, 128, log, e));  /* Qwen3's head_dim: 4 query heads of a 640-wide qkv row */
   RT_TRY(check_qk_norm(77, 200, 3, 64, log, e));    /* 3 heads of 64, ld not a multiple of 8 */
   RT_TRY(check_qk_norm(2000, 256, 1, 256, log, e)); /* the widest head, many rows per block's dgamma */
+  RT_TRY(check_mla(130, 4, 32, 32, 32, 32, 64, log, e));   /* the executor check's small MLA, rows past a sequence */
+  RT_TRY(check_mla(37, 3, 128, 64, 128, 512, 16, log, e)); /* DeepSeek-V3's head and latent widths, 3 heads */
+  RT_TRY(check_mla(9, 2, 5, 6, 7, 3, 4, log, e));          /* odd widths everywhere */
   return 0;
 }

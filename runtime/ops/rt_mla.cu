@@ -1,0 +1,150 @@
+/* rt_mla.cu — multi-head latent attention's layout and RoPE kernels (see rt_mla.h). */
+#include <stdint.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+extern "C" { /* ts_error.h has no C++ guards of its own */
+#include "ts_error.h"
+}
+#include "rt_mla.h"
+#include "rt_ops_check.h"
+
+typedef __nv_bfloat16 bf16;
+
+/* One element per thread and step over rows x heads x (nope + dv): kvb's element and its qkv column. */
+template <bool GATHER>
+__global__ void mla_kv_copy_kernel(const bf16 *src, bf16 *dst, long long rows, int ld, int heads, int nope, int rope,
+                                   int dv) {
+  const int bw = nope + dv, dqk = nope + rope;
+  const long long qc = (long long)heads * dqk, n = rows * heads * bw;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / ((long long)heads * bw);
+    const int rem = (int)(i - r * heads * bw), j = rem / bw, c = rem % bw;
+    const long long col = c < nope ? qc + (long long)j * dqk + c : 2 * qc + (long long)j * dv + (c - nope);
+    if (GATHER) dst[i] = src[r * ld + col];
+    else dst[r * ld + col] = src[i];
+  }
+}
+
+static int kv_shape_ok(long long rows, int ld, int heads, int nope, int rope, int dv) {
+  return rows >= 0 && heads >= 1 && nope >= 1 && rope >= 0 && dv >= 1 &&
+         (long long)ld >= 2LL * heads * (nope + rope) + (long long)heads * dv;
+}
+
+static unsigned copy_blocks(long long n) {
+  long long b = (n + 255) / 256;
+  return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
+extern "C" int rt_mla_kv_scatter(const void *kvb, void *qkv, long long rows, int ld, int heads, int nope, int rope,
+                                 int dv, void *stream, ts_err *e) {
+  if (!kv_shape_ok(rows, ld, heads, nope, rope, dv))
+    return ts_fail_sys(e, "rt_mla_kv_scatter: bad shape (rows %lld, ld %d, heads %d, nope %d, rope %d, dv %d)", rows,
+                       ld, heads, nope, rope, dv);
+  if (rows == 0) return 0;
+  const long long n = rows * heads * (nope + dv);
+  mla_kv_copy_kernel<false><<<copy_blocks(n), 256, 0, (cudaStream_t)stream>>>((const bf16 *)kvb, (bf16 *)qkv, rows,
+                                                                              ld, heads, nope, rope, dv);
+  RT_CHECK_LAUNCH(e);
+  return 0;
+}
+
+extern "C" int rt_mla_kv_gather(const void *dqkv, void *dkvb, long long rows, int ld, int heads, int nope, int rope,
+                                int dv, void *stream, ts_err *e) {
+  if (!kv_shape_ok(rows, ld, heads, nope, rope, dv))
+    return ts_fail_sys(e, "rt_mla_kv_gather: bad shape (rows %lld, ld %d, heads %d, nope %d, rope %d, dv %d)", rows,
+                       ld, heads, nope, rope, dv);
+  if (rows == 0) return 0;
+  const long long n = rows * heads * (nope + dv);
+  mla_kv_copy_kernel<true><<<copy_blocks(n), 256, 0, (cudaStream_t)stream>>>((const bf16 *)dqkv, (bf16 *)dkvb, rows,
+                                                                             ld, heads, nope, rope, dv);
+  RT_CHECK_LAUNCH(e);
+  return 0;
+}
+
+/* Threads (i, row): threadIdx.x the pair index i < rope / 2, threadIdx.y the row within the block; the
+ * angle is computed once and applied to every head of the row (as rt_rope's kernel). */
+__global__ void mla_rope_fwd_kernel(bf16 *qkv, int ld, const bf16 *kr, int kr_ld, long long rows, int heads, int nope,
+                                    int rope, int seq, const float *inv_freq) {
+  const long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y;
+  const int half = rope / 2, i = threadIdx.x, dqk = nope + rope;
+  if (r >= rows || i >= half) return;
+  float sn, cs;
+  sincosf((float)(r % seq) * inv_freq[i], &sn, &cs);
+  bf16 *row = qkv + r * ld;
+  for (int j = 0; j < heads; j++) { /* the query heads' rope parts, in place */
+    bf16 *v = row + (long long)j * dqk + nope;
+    const float x1 = __bfloat162float(v[i]), x2 = __bfloat162float(v[i + half]);
+    v[i] = __float2bfloat16(x1 * cs - x2 * sn);
+    v[i + half] = __float2bfloat16(x2 * cs + x1 * sn);
+  }
+  const float k1 = __bfloat162float(kr[r * kr_ld + i]), k2 = __bfloat162float(kr[r * kr_ld + i + half]);
+  const bf16 o1 = __float2bfloat16(k1 * cs - k2 * sn), o2 = __float2bfloat16(k2 * cs + k1 * sn);
+  bf16 *k = row + (long long)heads * dqk + nope;
+  for (int j = 0; j < heads; j++) /* the shared key, rotated once, into every key head */
+    k[(long long)j * dqk + i] = o1, k[(long long)j * dqk + i + half] = o2;
+}
+
+__global__ void mla_rope_bwd_kernel(bf16 *dqkv, int ld, bf16 *dkr, int kr_ld, long long rows, int heads, int nope,
+                                    int rope, int seq, const float *inv_freq) {
+  const long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y;
+  const int half = rope / 2, i = threadIdx.x, dqk = nope + rope;
+  if (r >= rows || i >= half) return;
+  float sn, cs;
+  sincosf((float)(r % seq) * inv_freq[i], &sn, &cs);
+  sn = -sn; /* the rotation's transpose */
+  bf16 *row = dqkv + r * ld;
+  for (int j = 0; j < heads; j++) {
+    bf16 *v = row + (long long)j * dqk + nope;
+    const float x1 = __bfloat162float(v[i]), x2 = __bfloat162float(v[i + half]);
+    v[i] = __float2bfloat16(x1 * cs - x2 * sn);
+    v[i + half] = __float2bfloat16(x2 * cs + x1 * sn);
+  }
+  const bf16 *k = row + (long long)heads * dqk + nope;
+  float s1 = 0.f, s2 = 0.f; /* the shared key's gradient: summed over the heads, then rotated back */
+  for (int j = 0; j < heads; j++)
+    s1 += __bfloat162float(k[(long long)j * dqk + i]), s2 += __bfloat162float(k[(long long)j * dqk + i + half]);
+  dkr[r * kr_ld + i] = __float2bfloat16(s1 * cs - s2 * sn);
+  dkr[r * kr_ld + i + half] = __float2bfloat16(s2 * cs + s1 * sn);
+}
+
+static int rope_shape_ok(int ld, int kr_ld, long long rows, int heads, int nope, int rope, int seq,
+                         const float *inv_freq) {
+  return rows >= 0 && rows <= 2147483647LL && heads >= 1 && nope >= 0 && rope >= 2 && rope % 2 == 0 &&
+         rope <= 2048 && seq >= 1 && kr_ld >= rope && (long long)ld >= 2LL * heads * (nope + rope) && inv_freq;
+}
+
+static void rope_grid(long long rows, int rope, dim3 *grid, dim3 *block) {
+  const int half = rope / 2, ty = half >= 256 ? 1 : 256 / half;
+  *block = dim3((unsigned)half, (unsigned)ty);
+  *grid = dim3((unsigned)((rows + ty - 1) / ty));
+}
+
+extern "C" int rt_mla_rope_fwd(void *qkv, int ld, const void *kr, int kr_ld, long long rows, int heads, int nope,
+                               int rope, int seq, const float *inv_freq, void *stream, ts_err *e) {
+  if (!rope_shape_ok(ld, kr_ld, rows, heads, nope, rope, seq, inv_freq))
+    return ts_fail_sys(e, "rt_mla_rope_fwd: bad shape (rows %lld, ld %d, kr_ld %d, heads %d, nope %d, rope %d, seq %d)",
+                       rows, ld, kr_ld, heads, nope, rope, seq);
+  if (rows == 0) return 0;
+  dim3 grid, block;
+  rope_grid(rows, rope, &grid, &block);
+  mla_rope_fwd_kernel<<<grid, block, 0, (cudaStream_t)stream>>>((bf16 *)qkv, ld, (const bf16 *)kr, kr_ld, rows, heads,
+                                                                 nope, rope, seq, inv_freq);
+  RT_CHECK_LAUNCH(e);
+  return 0;
+}
+
+extern "C" int rt_mla_rope_bwd(void *dqkv, int ld, void *dkr, int kr_ld, long long rows, int heads, int nope, int rope,
+                               int seq, const float *inv_freq, void *stream, ts_err *e) {
+  if (!rope_shape_ok(ld, kr_ld, rows, heads, nope, rope, seq, inv_freq))
+    return ts_fail_sys(e, "rt_mla_rope_bwd: bad shape (rows %lld, ld %d, kr_ld %d, heads %d, nope %d, rope %d, seq %d)",
+                       rows, ld, kr_ld, heads, nope, rope, seq);
+  if (rows == 0) return 0;
+  dim3 grid, block;
+  rope_grid(rows, rope, &grid, &block);
+  mla_rope_bwd_kernel<<<grid, block, 0, (cudaStream_t)stream>>>((bf16 *)dqkv, ld, (bf16 *)dkr, kr_ld, rows, heads,
+                                                                 nope, rope, seq, inv_freq);
+  RT_CHECK_LAUNCH(e);
+  return 0;
+}
