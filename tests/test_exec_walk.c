@@ -604,8 +604,8 @@ static void test_every_zoo_model(void) {
 
 /* DeepSeek-V3 cut to 4 layers: its 3 dense layers and a MoE one (8 of 256 experts, a shared one), all with
  * multi-head latent attention, at DP 8 = EP 8 on one 8-GPU node (the experts fit at 32 a GPU): every op of
- * rank 0's program is one the executor runs (the plan itself passes exec_plan_refuse since the sigmoid router
- * runs as well, exec_plan_refuse; the walk alone is checked here). */
+ * rank 0's program is one the executor runs (the plan itself passes exec_plan_refuse: its sigmoid
+ * router runs too; the walk alone is checked here). */
 static void test_deepseek_moe_layers(void) {
   plan p;
   ts_err e = {{0}, 0};
