@@ -266,6 +266,51 @@ static void test_fd_deepseek_router(void) {
   }
 }
 
+/* The sigmoid router routed from outside (router_choice, as `execute --check-moe` routes the reference as the
+ * executor did): given its own choices (router_choice_out of a first pass) the loss and every gradient are the
+ * same bits; given them with one token moved to an expert it did not choose, the loss differs; and the
+ * gradients of a given routing still pass the finite differences. */
+static void test_deepseek_given_choice(void) {
+  exec_ref_config c = moe(0);
+  c.router_sigmoid = 1, c.router_scale = 2.5, c.experts = 12, c.top_k = 4, c.router_groups = 3, c.router_group_topk = 2;
+  ts_err e;
+  CU_ASSERT_FATAL(exec_ref_config_check(&c, &e) == 0);
+  exec_tensor t[EXEC_REF_MAX_TENSORS];
+  size_t total;
+  exec_ref_tensors(&c, t, EXEC_REF_MAX_TENSORS, &total);
+  const int T = c.batch * c.seq;
+  const size_t n = (size_t)c.layers * T * c.top_k;
+  double *p = malloc(total * 8), *g0 = malloc(total * 8), *g1 = malloc(total * 8), l0, l1;
+  int *tok = malloc(T * sizeof *tok), *lab = malloc(T * sizeof *lab), *own = malloc(n * sizeof *own),
+      *given = malloc(n * sizeof *given);
+  CU_ASSERT_FATAL(p && g0 && g1 && tok && lab && own && given);
+  exec_ref_init(&c, 7, 0, p);
+  exec_ref_tokens(&c, 3, tok, lab);
+  c.router_choice_out = own;
+  CU_ASSERT_EQUAL_FATAL(exec_ref_loss_grad(&c, p, tok, lab, &l0, g0, &e), 0);
+  memcpy(given, own, n * sizeof *own);
+  c.router_choice_out = NULL, c.router_choice = given;
+  CU_ASSERT_EQUAL_FATAL(exec_ref_loss_grad(&c, p, tok, lab, &l1, g1, &e), 0);
+  CU_ASSERT_EQUAL(l0, l1);
+  CU_ASSERT_EQUAL(memcmp(g0, g1, total * 8), 0);
+  int l = 0;
+  while (!exec_ref_layer_is_moe(&c, l)) l++;
+  int *row = given + (size_t)l * T * c.top_k; /* token 0 of the first MoE layer: its last choice to a free expert */
+  int other = 0;
+  for (int found = 1; found; other += found) {
+    found = 0;
+    for (int j = 0; j < c.top_k; j++) found |= row[j] == other;
+  }
+  row[c.top_k - 1] = other;
+  CU_ASSERT_EQUAL_FATAL(exec_ref_loss_grad(&c, p, tok, lab, &l1, g1, &e), 0);
+  CU_ASSERT_NOT_EQUAL(l0, l1);
+  char name[32] = "-";
+  double worst = worst_fd_error(c, name);
+  printf("\n    given routing (one token moved): worst tensor %s, relative L2 %.2e", name, worst);
+  CU_ASSERT(worst < 1e-6);
+  free(p), free(g0), free(g1), free(tok), free(lab), free(own), free(given);
+}
+
 /* The routing of one token by hand: 8 experts in 4 groups of 2, 2 groups
  * kept, top 2 (a group's score: its top 1); scores = sigmoid(logits). */
 static void test_deepseek_route_by_hand(void) {
@@ -624,6 +669,7 @@ int main(void) {
   CU_add_test(s, "tensor layout", test_tensor_layout);
   CU_add_test(s, "bf16 rounding", test_round_bf16);
   CU_add_test(s, "bad configuration rejected", test_config_rejected);
+  CU_add_test(s, "DeepSeek-V3's router routed from outside (the executor's choices)", test_deepseek_given_choice);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   int failures = (int)CU_get_number_of_failures();

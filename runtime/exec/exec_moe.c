@@ -422,6 +422,21 @@ int exec_moe_bias_get(exec_model *m, float *bias, ts_err *e) {
   return 0;
 }
 
+int exec_moe_choice_get(exec_model *m, int *choice, ts_err *e) {
+  if (!m->moe) return ts_fail_sys(e, "exec: the model has no MoE layer");
+  const size_t tk = (size_t)m->tokens * m->cfg.top_k;
+  EX_CUDA(cudaStreamSynchronize(m->stream));
+  for (int l = 0; l < m->cfg.layers; l++) {
+    const exec_layer_acts *a = exec_acts(m, l);
+    if (!a->moe) {
+      for (size_t i = 0; i < tk; i++) choice[(size_t)l * tk + i] = -1;
+      continue;
+    }
+    EX_CUDA(cudaMemcpy(choice + (size_t)l * tk, a->moe->idx, tk * sizeof *choice, cudaMemcpyDeviceToHost));
+  }
+  return 0;
+}
+
 void exec_moe_loads(const exec_model *m, long long *load) {
   const size_t n = (size_t)m->cfg.layers * m->cfg.experts;
   for (size_t i = 0; i < n; i++) load[i] = m->moe && m->moe->load ? m->moe->load[i] : 0;

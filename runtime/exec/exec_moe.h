@@ -65,6 +65,9 @@ int exec_moe_bias_update(exec_model *m, ts_err *e);
 int exec_moe_bias_set(exec_model *m, const double *bias, ts_err *e);
 int exec_moe_bias_get(exec_model *m, float *bias, ts_err *e);
 void exec_moe_loads(const exec_model *m, long long *load);
+/* The experts each token of the current slot's micro-batch went to in each MoE layer's last forward, read
+ * back into choice [layers x tokens x top_k] (a dense layer's rows -1; EP > 1: this rank's tokens). */
+int exec_moe_choice_get(exec_model *m, int *choice, ts_err *e);
 /* EP > 1 (exec_moe_ep.c): the program's token all-to-all `op` (PLAN_MOP_MOE_TOKENS
  * over the EP group): in each phase the layer's first is the dispatch, its
  * second the combine. The EP group: ep consecutive DP ranks (tp = pp = 1). */

@@ -640,8 +640,10 @@ static void ref_layer_fwd(ref_pass *p, int l) {
   if (exec_ref_layer_is_moe(c, l)) { /* x += moe(n2) (exec_ref_moe.c) */
     double *W[EXEC_REF_MOE_W];
     moe_weights(c, t, l, (double *)params, W);
+    const size_t ch = (size_t)l * T * c->top_k; /* the layer's rows of router_choice[_out] */
     exec_ref_moe_fwd(c, T, s->n2, (const double *const *)W,
-                     c->router_bias ? c->router_bias + (size_t)l * c->experts : NULL, &s->moe, x);
+                     c->router_bias ? c->router_bias + (size_t)l * c->experts : NULL, &s->moe, x,
+                     c->router_choice ? c->router_choice + ch : NULL, c->router_choice_out ? c->router_choice_out + ch : NULL);
     return;
   }
   exec_ref_mm_nn(T, U, h, s->n2, P_OF(l, EXEC_T_FC1), s->u, 0);

@@ -101,6 +101,13 @@ typedef struct {
   int router_sigmoid, router_groups, router_group_topk;
   double router_scale, router_bias_rate;
   const double *router_bias;
+  /* The sigmoid router's choices given from outside, [layers x tokens x top_k] (a dense layer's rows unread;
+   * NULL: the reference chooses): each token goes to these experts, its weights from their scores as above. A
+   * check routes the float64 reference as the BF16 executor routed, so that a near-tie the two round to
+   * different sides moves no whole rows; router_choice_out (NULL: none) receives the reference's own choices in
+   * the same layout, to count the tokens routed otherwise. */
+  const int *router_choice;
+  int *router_choice_out;
   /* Qwen3's attention (both zero: hidden / heads, no QK norm): head_dim > 0
    * sets d (Q heads x d wide, attn_out [heads d x hidden]); qk_norm adds the
    * QK norm above and its two weights per layer. */

@@ -29,9 +29,11 @@ enum { EXEC_REF_MOE_ROUTER, EXEC_REF_MOE_FC1, EXEC_REF_MOE_FC2, EXEC_REF_MOE_SFC
 
 int exec_ref_moe_alloc(const exec_ref_config *c, int T, exec_ref_moe_saved *s, ts_err *e);
 void exec_ref_moe_free(exec_ref_moe_saved *s);
-/* x[T x h] += moe(n2) (exec_ref.h); bias: the layer's router bias [experts] (NULL: zeros). */
+/* x[T x h] += moe(n2) (exec_ref.h); bias: the layer's router bias [experts] (NULL: zeros); choice_in / choice_out:
+ * the layer's rows of the config's router_choice / router_choice_out (NULL: none). */
 void exec_ref_moe_fwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],
-                      const double *bias, exec_ref_moe_saved *s, double *x);
+                      const double *bias, exec_ref_moe_saved *s, double *x,
+                      const int *choice_in, int *choice_out);
 /* dx: the gradient of the block's output; dn2 (overwritten): of its input;
  * the weight gradients G[] accumulate. */
 void exec_ref_moe_bwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],

@@ -136,14 +136,32 @@ void exec_ref_moe_route_bwd(const exec_ref_config *c, const int *idx, const doub
   }
 }
 
+/* The sigmoid router's weights of a given choice (exec_ref.h, router_choice): sel the chosen s, w the normalised,
+ * scaled weights, as topk_sigmoid makes them of its own choice. */
+static void route_given(const exec_ref_config *c, const double *logit, const int *given, int *idx, double *w,
+                        double *sel) {
+  const int k = c->top_k;
+  double sum = 0;
+  for (int j = 0; j < k; j++) {
+    idx[j] = given[j];
+    sel[j] = 1.0 / (1.0 + exp(-logit[idx[j]])), sum += sel[j];
+  }
+  const double scale = c->router_scale > 0 ? c->router_scale : 1.0;
+  for (int j = 0; j < k; j++) w[j] = (k > 1 ? sel[j] / (sum + 1e-20) : sel[j]) * scale;
+}
+
 void exec_ref_moe_fwd(const exec_ref_config *c, int T, const double *n2, const double *const W[EXEC_REF_MOE_W],
-                      const double *bias, exec_ref_moe_saved *s, double *x) {
+                      const double *bias, exec_ref_moe_saved *s, double *x, const int *choice_in, int *choice_out) {
   const int h = c->hidden, E = c->experts, k = c->top_k, fe = c->expert_ffn, U = up_width(c, fe);
   double *logit = s->scratch;
   for (int r = 0; r < T; r++) {
     const double *xr = n2 + (size_t)r * h;
     exec_ref_mm_nn(1, E, h, xr, W[EXEC_REF_MOE_ROUTER], logit, 0);
-    exec_ref_moe_route(c, logit, bias, s->idx + (size_t)r * k, s->w + (size_t)r * k, s->sel + (size_t)r * k);
+    int *idx = s->idx + (size_t)r * k;
+    exec_ref_moe_route(c, logit, bias, idx, s->w + (size_t)r * k, s->sel + (size_t)r * k);
+    if (choice_out) memcpy(choice_out + (size_t)r * k, idx, (size_t)k * sizeof *idx);
+    if (choice_in && c->router_sigmoid)
+      route_given(c, logit, choice_in + (size_t)r * k, idx, s->w + (size_t)r * k, s->sel + (size_t)r * k);
     for (int j = 0; j < k; j++) {
       const size_t i = (size_t)r * k + j, ex = (size_t)s->idx[i];
       double *u = s->u + i * U, *a = s->a + i * fe, *y = s->y + i * h;
