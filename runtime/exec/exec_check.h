@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
+#include "exec_model.h"
 #include "exec_ref.h"
 #include "rt_nccl.h"
 #include "ts_error.h"
@@ -24,6 +25,9 @@ int exec_check_plan_text(const exec_ref_config *cfg, int tp, int dp, int pp, int
 /* The mixture-of-experts checks on one GPU per rank (exec_check_moe.c); adds
  * the out-of-tolerance count to *failures. */
 int exec_check_moe(rt_nccl *w, FILE *log, int *failures, ts_err *e);
+/* Relative L2 error of each of the model's gradient tensors g against the reference's (its local shard);
+ * prints one line a tensor and the worst, returns the count above tol (exec_check_moe.c). */
+int exec_check_compare_grads(const exec_model *m, const float *g, const double *ref, double tol, FILE *log);
 /* The multi-head latent attention checks on one GPU per rank (exec_check_mla.c); adds the out-of-tolerance
  * count to *failures. */
 int exec_check_mla(rt_nccl *w, FILE *log, int *failures, ts_err *e);

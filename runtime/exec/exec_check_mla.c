@@ -33,27 +33,6 @@ static const struct {
       .dense_layers = 1}, NULL, "MoE (a dense first layer, 8 experts top 2, a shared one; softmax routing)"},
 };
 
-/* Relative L2 error of each tensor against the reference; prints them, returns the count out of tolerance. */
-static int compare(const exec_model *m, const float *g, const double *ref, FILE *log) {
-  int bad = 0;
-  double worst = 0;
-  for (int i = 0; i < m->ntensors; i++) {
-    const exec_tensor *lt = &m->tensors[i];
-    double num = 0, den = 0;
-    for (size_t j = lt->offset; j < lt->offset + lt->rows * lt->cols; j++) {
-      double d = (double)g[j] - ref[j];
-      num += d * d, den += ref[j] * ref[j];
-    }
-    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    int ok = rel <= CHECK_TOL_GRAD; /* NaN fails */
-    bad += !ok;
-    worst = rel > worst || !ok ? rel : worst;
-    fprintf(log, "    %-20s %10.2e%s\n", lt->name, rel, ok ? "" : "  FAILED");
-  }
-  fprintf(log, "    %-20s %10.2e  (tolerance %.0e)\n", "worst", worst, CHECK_TOL_GRAD);
-  return bad;
-}
-
 /* One case: the reference's loss and gradient of batch 0, the walked plan's against them, 30 AdamW steps. */
 static int check_case(rt_nccl *w, const exec_ref_config *cfg, const char *layout, const char *what, FILE *log,
                       int *failures, ts_err *e) {
@@ -100,7 +79,7 @@ static int check_case(rt_nccl *w, const exec_ref_config *cfg, const char *layout
   int loss_ok = fabs(loss - ref_loss) <= CHECK_TOL_LOSS * ref_loss;
   fprintf(log, "  loss: float64 %.6f  executor %.6f%s\n  relative L2 error of each gradient vs float64:\n", ref_loss,
           loss, loss_ok ? "" : "  FAILED");
-  bad += !loss_ok + compare(&m, g, local, log);
+  bad += !loss_ok + exec_check_compare_grads(&m, g, local, CHECK_TOL_GRAD, log);
   m.lr = 1e-3f;
   for (int s = 0; s < 30; s++) {
     if (exec_walk_iteration(&m, &wk, 0, e) || exec_model_check_finite(&m, s, &loss, e)) goto out;

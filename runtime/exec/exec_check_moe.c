@@ -207,7 +207,7 @@ out:
 }
 
 /* Relative L2 error of each tensor against the reference; prints them, returns the count out of tolerance. */
-static int compare_grads(const exec_model *m, const float *g, const double *ref, double tol, FILE *log) {
+int exec_check_compare_grads(const exec_model *m, const float *g, const double *ref, double tol, FILE *log) {
   int bad = 0;
   double worst = 0;
   for (int i = 0; i < m->ntensors; i++) {
@@ -287,7 +287,7 @@ static int check_one(rt_nccl *w, const exec_ref_config *cfg0, FILE *log, int *fa
   int loss_ok = fabs(loss - r.loss) <= CHECK_TOL_LOSS * r.loss;
   fprintf(log, "  loss: float64 %.6f  executor %.6f%s\n  relative L2 error of each gradient vs float64:\n", r.loss,
           loss, loss_ok ? "" : "  FAILED");
-  bad += !loss_ok + compare_grads(&m, g, r.local, CHECK_TOL_GRAD, log);
+  bad += !loss_ok + exec_check_compare_grads(&m, g, r.local, CHECK_TOL_GRAD, log);
   m.lr = 1e-3f;
   for (int s = 0; s < 30; s++) {
     if (exec_walk_iteration(&m, &wk, 0, e) || exec_model_check_finite(&m, s, &loss, e)) goto out;

@@ -37,30 +37,29 @@ static unsigned copy_blocks(long long n) {
   return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
 }
 
-extern "C" int rt_mla_kv_scatter(const void *kvb, void *qkv, long long rows, int ld, int heads, int nope, int rope,
-                                 int dv, void *stream, ts_err *e) {
+/* kv_b's output to its places in qkv (gather false) or their gradients back (true): one kernel either way. */
+template <bool GATHER>
+static int kv_copy(const char *what, const void *src, void *dst, long long rows, int ld, int heads, int nope, int rope,
+                   int dv, void *stream, ts_err *e) {
   if (!kv_shape_ok(rows, ld, heads, nope, rope, dv))
-    return ts_fail_sys(e, "rt_mla_kv_scatter: bad shape (rows %lld, ld %d, heads %d, nope %d, rope %d, dv %d)", rows,
-                       ld, heads, nope, rope, dv);
+    return ts_fail_sys(e, "%s: bad shape (rows %lld, ld %d, heads %d, nope %d, rope %d, dv %d)", what, rows, ld, heads,
+                       nope, rope, dv);
   if (rows == 0) return 0;
   const long long n = rows * heads * (nope + dv);
-  mla_kv_copy_kernel<false><<<copy_blocks(n), 256, 0, (cudaStream_t)stream>>>((const bf16 *)kvb, (bf16 *)qkv, rows,
-                                                                              ld, heads, nope, rope, dv);
+  mla_kv_copy_kernel<GATHER><<<copy_blocks(n), 256, 0, (cudaStream_t)stream>>>((const bf16 *)src, (bf16 *)dst, rows,
+                                                                               ld, heads, nope, rope, dv);
   RT_CHECK_LAUNCH(e);
   return 0;
 }
 
+extern "C" int rt_mla_kv_scatter(const void *kvb, void *qkv, long long rows, int ld, int heads, int nope, int rope,
+                                 int dv, void *stream, ts_err *e) {
+  return kv_copy<false>("rt_mla_kv_scatter", kvb, qkv, rows, ld, heads, nope, rope, dv, stream, e);
+}
+
 extern "C" int rt_mla_kv_gather(const void *dqkv, void *dkvb, long long rows, int ld, int heads, int nope, int rope,
                                 int dv, void *stream, ts_err *e) {
-  if (!kv_shape_ok(rows, ld, heads, nope, rope, dv))
-    return ts_fail_sys(e, "rt_mla_kv_gather: bad shape (rows %lld, ld %d, heads %d, nope %d, rope %d, dv %d)", rows,
-                       ld, heads, nope, rope, dv);
-  if (rows == 0) return 0;
-  const long long n = rows * heads * (nope + dv);
-  mla_kv_copy_kernel<true><<<copy_blocks(n), 256, 0, (cudaStream_t)stream>>>((const bf16 *)dqkv, (bf16 *)dkvb, rows,
-                                                                             ld, heads, nope, rope, dv);
-  RT_CHECK_LAUNCH(e);
-  return 0;
+  return kv_copy<true>("rt_mla_kv_gather", dqkv, dkvb, rows, ld, heads, nope, rope, dv, stream, e);
 }
 
 /* Threads (i, row): threadIdx.x the pair index i < rope / 2, threadIdx.y the row within the block; the
