@@ -216,6 +216,7 @@ void exec_plan_config(const exec_plan_min *p, exec_ref_config *c) {
   c->expert_ffn = p->model.expert_ffn_hidden;
   c->shared_ffn = p->model.shared_experts * p->model.expert_ffn_hidden;
   c->dense_layers = p->model.experts > 0 ? p->model.dense_layers : 0;
+  if (c->dense_layers > c->layers) c->dense_layers = c->layers; /* layers cut below the dense ones: all dense, as planned */
   /* DeepSeek-V3's router: sigmoid scores, group-limited top-k, scaling, the balancing bias (exec_moe.c) */
   c->router_sigmoid = p->model.experts > 0 && p->model.router == MODEL_ROUTER_SIGMOID;
   c->router_groups = c->router_sigmoid ? p->model.router_num_groups : 0;
