@@ -147,6 +147,24 @@ static int pieces_of(const model_op *mo, int phase, int part, piece *out) {
   return n;
 }
 
+/* The distinct grouped-GEMM pieces (by table name) of a program's expert ops, at most max; their count. */
+static int unique_pieces(const plan_program *prog, const sim_costs *costs, piece *out, int max) {
+  int n = 0;
+  for (int i = 0; i < prog->n; i++) {
+    const plan_op *op = &prog->ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs->n_mops) continue;
+    const model_op *mo = &costs->mops[op->model_op];
+    piece pc[2];
+    int np = mo->groups > 1 ? pieces_of(mo, op->phase, op->part, pc) : 0;
+    for (int j = 0; j < np; j++) {
+      int dup = 0;
+      for (int q = 0; q < n; q++) dup |= !strcmp(out[q].name, pc[j].name);
+      if (!dup && n < max) out[n++] = pc[j];
+    }
+  }
+  return n;
+}
+
 /* Expert GEMMs and routing ops of a shipped MoE plan priced from a
  * calibration holding their tables (two points a factor 4 apart around each
  * key, time proportional to FLOPs or bytes: the lookup gives F x slope), and
@@ -170,24 +188,12 @@ static void test_sim_prices_moe_tables(void) {
   /* the tables: 1 us per GFLOP for grouped GEMMs, 1 us per MB for routing */
   static char text[1 << 16];
   int len = snprintf(text, sizeof text, HEAD "\"gemm\":[{\"m\":1024,\"n\":1024,\"k\":1024,\"us\":10}],\"kernels\":{");
-  char seen[32][48];
-  int n_seen = 0;
-  for (int i = 0; i < prog.n; i++) {
-    const plan_op *op = &prog.ops[i];
-    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops) continue;
-    const model_op *mo = &costs.mops[op->model_op];
-    piece pc[2];
-    int np = mo->groups > 1 ? pieces_of(mo, op->phase, op->part, pc) : 0;
-    for (int j = 0; j < np; j++) {
-      int dup = 0;
-      for (int q = 0; q < n_seen; q++) dup |= !strcmp(seen[q], pc[j].name);
-      if (dup || n_seen == 32) continue;
-      memcpy(seen[n_seen++], pc[j].name, sizeof pc[j].name);
-      len += snprintf(text + len, sizeof text - len, "%s\"%s\":[{\"flops\":%.17g,\"us\":%.17g},{\"flops\":%.17g,\"us\":%.17g}]",
-                      n_seen > 1 ? "," : "", pc[j].name, pc[j].flops / 2, pc[j].flops / 2e9, pc[j].flops * 2,
-                      pc[j].flops * 2e-9);
-    }
-  }
+  piece pc[32];
+  const int n_seen = unique_pieces(&prog, &costs, pc, 32);
+  for (int j = 0; j < n_seen; j++)
+    len += snprintf(text + len, sizeof text - len, "%s\"%s\":[{\"flops\":%.17g,\"us\":%.17g},{\"flops\":%.17g,\"us\":%.17g}]",
+                    j > 0 ? "," : "", pc[j].name, pc[j].flops / 2, pc[j].flops / 2e9, pc[j].flops * 2,
+                    pc[j].flops * 2e-9);
   CU_ASSERT_TRUE_FATAL(n_seen >= 4); /* fc1 and fc2: forward, dgrad, wgrad families */
   const double k = p.model.top_k;
   len += snprintf(text + len, sizeof text - len,
@@ -263,33 +269,24 @@ static void test_grouped_other_count(void) {
   CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &empty, NULL, &e), 0);
   static char text[1 << 16];
   int len = snprintf(text, sizeof text, HEAD "\"gemm\":[{\"m\":1024,\"n\":1024,\"k\":1024,\"us\":10}],\"kernels\":{");
-  char seen[32][48];
-  int n_seen = 0, G = 0;
-  for (int i = 0; i < prog.n; i++) {
-    const plan_op *op = &prog.ops[i];
-    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops) continue;
-    const model_op *mo = &costs.mops[op->model_op];
-    piece pc[2];
-    int np = mo->groups > 1 ? pieces_of(mo, op->phase, op->part, pc) : 0;
-    for (int j = 0; j < np; j++) {
-      int dup = 0, g;
-      for (int q = 0; q < n_seen; q++) dup |= !strcmp(seen[q], pc[j].name);
-      if (dup || n_seen == 32) continue;
-      memcpy(seen[n_seen++], pc[j].name, sizeof pc[j].name);
-      bool tk;
-      long long a, b;
-      CU_ASSERT_EQUAL_FATAL(schema_grouped_gemm_parse(pc[j].name, &g, &tk, &a, &b), 0);
-      G = g;
-      char n4[48], n32[48];
-      schema_grouped_gemm_name(n4, sizeof n4, 4, tk, a, b);
-      schema_grouped_gemm_name(n32, sizeof n32, 32, tk, a, b);
-      const double f4 = pc[j].flops * 4 / g, f32 = pc[j].flops * 32 / g;
-      len += snprintf(text + len, sizeof text - len,
-                      "%s\"%s\":[{\"flops\":%.17g,\"us\":%.17g},{\"flops\":%.17g,\"us\":%.17g}],"
-                      "\"%s\":[{\"flops\":%.17g,\"us\":%.17g},{\"flops\":%.17g,\"us\":%.17g}]",
-                      n_seen > 1 ? "," : "", n4, f4, f4 * 1e-8 + 7, 4 * f4, 4 * (f4 * 1e-8 + 7), n32, f32,
-                      f32 * 1e-8 + 1000, 4 * f32, 4 * (f32 * 1e-8 + 1000));
-    }
+  piece pcs[32];
+  const int n_seen = unique_pieces(&prog, &costs, pcs, 32);
+  int G = 0;
+  for (int j = 0; j < n_seen; j++) {
+    int g;
+    bool tk;
+    long long a, b;
+    CU_ASSERT_EQUAL_FATAL(schema_grouped_gemm_parse(pcs[j].name, &g, &tk, &a, &b), 0);
+    G = g;
+    char n4[48], n32[48];
+    schema_grouped_gemm_name(n4, sizeof n4, 4, tk, a, b);
+    schema_grouped_gemm_name(n32, sizeof n32, 32, tk, a, b);
+    const double f4 = pcs[j].flops * 4 / g, f32 = pcs[j].flops * 32 / g;
+    len += snprintf(text + len, sizeof text - len,
+                    "%s\"%s\":[{\"flops\":%.17g,\"us\":%.17g},{\"flops\":%.17g,\"us\":%.17g}],"
+                    "\"%s\":[{\"flops\":%.17g,\"us\":%.17g},{\"flops\":%.17g,\"us\":%.17g}]",
+                    j > 0 ? "," : "", n4, f4, f4 * 1e-8 + 7, 4 * f4, 4 * (f4 * 1e-8 + 7), n32, f32, f32 * 1e-8 + 1000,
+                    4 * f32, 4 * (f32 * 1e-8 + 1000));
   }
   len += snprintf(text + len, sizeof text - len, "}}");
   CU_ASSERT_EQUAL_FATAL(G, 8);

@@ -62,6 +62,17 @@ extern "C" int rt_mla_kv_gather(const void *dqkv, void *dkvb, long long rows, in
   return kv_copy<true>("rt_mla_kv_gather", dqkv, dkvb, rows, ld, heads, nope, rope, dv, stream, e);
 }
 
+/* Pair i of every query head's rope part of one row, rotated in place by (cs, sn) (the backward passes -sn). */
+__device__ __forceinline__ void rotate_query_heads(bf16 *row, int heads, int dqk, int nope, int i, int half, float cs,
+                                                   float sn) {
+  for (int j = 0; j < heads; j++) {
+    bf16 *v = row + (long long)j * dqk + nope;
+    const float x1 = __bfloat162float(v[i]), x2 = __bfloat162float(v[i + half]);
+    v[i] = __float2bfloat16(x1 * cs - x2 * sn);
+    v[i + half] = __float2bfloat16(x2 * cs + x1 * sn);
+  }
+}
+
 /* Threads (i, row): threadIdx.x the pair index i < rope / 2, threadIdx.y the row within the block; the
  * angle is computed once and applied to every head of the row (as rt_rope's kernel). */
 __global__ void mla_rope_fwd_kernel(bf16 *qkv, int ld, const bf16 *kr, int kr_ld, long long rows, int heads, int nope,
@@ -72,12 +83,7 @@ __global__ void mla_rope_fwd_kernel(bf16 *qkv, int ld, const bf16 *kr, int kr_ld
   float sn, cs;
   sincosf((float)(r % seq) * inv_freq[i], &sn, &cs);
   bf16 *row = qkv + r * ld;
-  for (int j = 0; j < heads; j++) { /* the query heads' rope parts, in place */
-    bf16 *v = row + (long long)j * dqk + nope;
-    const float x1 = __bfloat162float(v[i]), x2 = __bfloat162float(v[i + half]);
-    v[i] = __float2bfloat16(x1 * cs - x2 * sn);
-    v[i + half] = __float2bfloat16(x2 * cs + x1 * sn);
-  }
+  rotate_query_heads(row, heads, dqk, nope, i, half, cs, sn);
   const float k1 = __bfloat162float(kr[r * kr_ld + i]), k2 = __bfloat162float(kr[r * kr_ld + i + half]);
   const bf16 o1 = __float2bfloat16(k1 * cs - k2 * sn), o2 = __float2bfloat16(k2 * cs + k1 * sn);
   bf16 *k = row + (long long)heads * dqk + nope;
@@ -94,12 +100,7 @@ __global__ void mla_rope_bwd_kernel(bf16 *dqkv, int ld, bf16 *dkr, int kr_ld, lo
   sincosf((float)(r % seq) * inv_freq[i], &sn, &cs);
   sn = -sn; /* the rotation's transpose */
   bf16 *row = dqkv + r * ld;
-  for (int j = 0; j < heads; j++) {
-    bf16 *v = row + (long long)j * dqk + nope;
-    const float x1 = __bfloat162float(v[i]), x2 = __bfloat162float(v[i + half]);
-    v[i] = __float2bfloat16(x1 * cs - x2 * sn);
-    v[i + half] = __float2bfloat16(x2 * cs + x1 * sn);
-  }
+  rotate_query_heads(row, heads, dqk, nope, i, half, cs, sn);
   const bf16 *k = row + (long long)heads * dqk + nope;
   float s1 = 0.f, s2 = 0.f; /* the shared key's gradient: summed over the heads, then rotated back */
   for (int j = 0; j < heads; j++)
