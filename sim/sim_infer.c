@@ -19,6 +19,19 @@ static void add_note(sim_infer_result *r, const char *text) {
   if (r->n_notes < SIM_INFER_MAX_NOTES) snprintf(r->notes[r->n_notes++], sizeof r->notes[0], "%s", text);
 }
 
+/* Adds s seconds over count launches to op `name` of a phase's list (rec NULL: not recorded). */
+static void rec_op(sim_infer_op_costs *rec, const char *name, int count, double s) {
+  if (!rec || count < 1) return;
+  int j = 0;
+  while (j < rec->n && strcmp(rec->op[j].name, name) != 0) j++;
+  if (j == rec->n) {
+    if (rec->n == SIM_INFER_MAX_OPS) return; /* more op names than a forward has: the rest unlisted */
+    snprintf(rec->op[rec->n++].name, sizeof rec->op[0].name, "%s", name);
+  }
+  rec->op[j].count += count;
+  rec->op[j].s += s;
+}
+
 /* The costs of one forward shape (batch sequences of `seq` new tokens). */
 typedef struct {
   plan fwd;
@@ -95,9 +108,9 @@ static void roof_terms(const sim_costs *c, const model_op *m, double *flops, dou
 
 /* One layer's compute ops other than attention (*gemm_s: of them the
  * GEMMs, *experts_s: of those the routed experts'); gap_s > 0: in a CUDA graph (in_graph_s: one launch a GEMM op),
- * *launches counts the launches it took the gap off. */
+ * *launches counts the launches it took the gap off; rec: each op's time x layers recorded. */
 static int layer_rest_s(sim_costs *c, double gap_s, double *s, double *gemm_s, double *experts_s, int *launches,
-                        ts_err *e) {
+                        sim_infer_op_costs *rec, int layers, ts_err *e) {
   *s = 0, *gemm_s = 0, *experts_s = 0;
   *launches = 0;
   for (int i = 0; i < c->n_mops; i++) {
@@ -112,6 +125,7 @@ static int layer_rest_s(sim_costs *c, double gap_s, double *s, double *gemm_s, d
       (*launches)++;
     }
     *s += t;
+    rec_op(rec, m->name, layers, layers * t);
     if (m->kind == MODEL_OP_GEMM) *gemm_s += t;
     if (m->kind == MODEL_OP_GEMM && m->expert) *experts_s += t;
   }
@@ -365,7 +379,7 @@ static int decode_attention_s(sim_costs *c, const plan_infer *p, int attn, long 
  * of the logits (bf16) and the greedy sampling over them. gap_s > 0: a decode step in a CUDA graph
  * (in_graph_s on the logits GEMM). */
 static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, double tokens, double gap_s,
-                  sim_infer_phase *ph, ts_err *e) {
+                  sim_infer_phase *ph, sim_infer_op_costs *rec, ts_err *e) {
   const model_config *m = &p->model;
   model_shard sh = {.tp = p->tp, .micro_batch = p->batch, .seq = (int)(tokens / p->batch), .moe_tokens_replicated = true};
   model_op ops[8];
@@ -375,14 +389,17 @@ static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, doub
   for (int i = 0; i < n; i++) bytes += ops[i].bytes_fwd;
   if (compute_op_s(c, PLAN_MOP_EMBEDDING, 0, bytes, &t, e)) return -1;
   ph->compute_s += t;
+  rec_op(rec, "embedding", 1, t);
   if (tp_coll_s(c, p, PLAN_COLL_ALLREDUCE, NULL, 2.0 * tokens * m->hidden, &t, &codec, &wire, e)) return -1;
   ph->tp_s += t;
+  if (p->tp > 1) rec_op(rec, "embedding.allreduce", 1, t);
   model_shard one = {.tp = p->tp, .micro_batch = p->batch, .seq = 1, .moe_tokens_replicated = true};
   if ((n = model_output_ops(m, &one, ops, 8, e)) < 0) return -1;
   for (int i = 0; i < n; i++)
     if (strcmp(ops[i].name, "final_norm") == 0) {
       if (compute_op_s(last_token, PLAN_MOP_FINAL_NORM, ops[i].flops_fwd, ops[i].bytes_fwd, &t, e)) return -1;
       ph->compute_s += t;
+      rec_op(rec, "final_norm", 1, t);
     }
   long long vocab = model_vocab_per_gpu(m, p->tp);
   double us;
@@ -399,10 +416,12 @@ static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, doub
                              2.0 * (double)vocab * m->hidden);
   ph->compute_s += logits;
   ph->gemm_s += logits;
+  rec_op(rec, "logits", 1, logits);
   if (tp_coll_s(last_token, p, PLAN_COLL_ALLGATHER, NULL, 2.0 * p->batch * (double)vocab * p->tp, &t, &codec, &wire,
                 e))
     return -1;
   ph->tp_s += t;
+  if (p->tp > 1) rec_op(rec, "logits.allgather", 1, t);
   /* greedy sampling over the gathered logits (infer_argmax): its table, keyed by the logits read, where the
    * calibration has one (`tacorun calibrate-infer --small-only`), else a launch and the read at the HBM rate */
   double read = 2.0 * p->batch * (double)m->vocab;
@@ -413,6 +432,7 @@ static int ends_s(sim_costs *c, sim_costs *last_token, const plan_infer *p, doub
   }
   if (check_ceiling(last_token, "greedy sampling", 0, read, us * 1e-6, e)) return -1;
   ph->compute_s += us * 1e-6;
+  rec_op(rec, "argmax", 1, us * 1e-6);
   return 0;
 }
 
@@ -582,22 +602,26 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
   sim_infer_phase *ph = &r->prefill;
   double rest, rest_gemm, rest_experts, attn, ar, codec;
   int launches, step_launches = 0;
-  if (layer_rest_s(&pre->costs, 0, &rest, &rest_gemm, &rest_experts, &launches, e)) goto out;
+  const int nl = p->model.layers;
+  if (layer_rest_s(&pre->costs, 0, &rest, &rest_gemm, &rest_experts, &launches, &r->ops[0], nl, e)) goto out;
   if (prefill_attention_s(&pre->costs, p, attn_pre, warn, &attn, e)) goto out;
   if (layer_allreduce(&pre->costs, p, use_codec, ar_bytes_pre, "prefill layer", r, &ar, &codec, e)) goto out;
+  rec_op(&r->ops[0], pre->costs.mops[attn_pre].name, nl, layers * attn);
+  if (p->tp > 1) rec_op(&r->ops[0], "allreduce", 2 * nl, layers * 2.0 * ar);
   ph->compute_s = layers * (rest + attn);
   ph->gemm_s = layers * rest_gemm, ph->attention_s = layers * attn, ph->experts_s = layers * rest_experts;
   const double rest_pre = rest, rest_pre_gemm = rest_gemm, attn_pre_s = attn, ar_pre = ar; /* the prefill clock's */
   ph->tp_s = layers * 2.0 * ar;
   ph->codec_s = layers * 2.0 * codec;
-  if (ends_s(&pre->costs, &dec->costs, p, (double)p->batch * p->prompt, 0, ph, e)) goto out;
+  if (ends_s(&pre->costs, &dec->costs, p, (double)p->batch * p->prompt, 0, ph, &r->ops[0], e)) goto out;
   if (pp_hops_s(&pre->costs, p, (double)p->batch * p->prompt, &ph->pp_s, e)) goto out;
+  if (p->pp > 1) rec_op(&r->ops[0], "pp_send", p->pp - 1, ph->pp_s);
   finish_phase(ph);
   r->ttft_s = ph->total_s;
 
   /* decode: generate - 1 steps of batch tokens; step j attends over prompt + j keys */
   sim_infer_phase step = {0};
-  if (layer_rest_s(&dec->costs, gap_s, &rest, &rest_gemm, &rest_experts, &launches, e)) goto out;
+  if (layer_rest_s(&dec->costs, gap_s, &rest, &rest_gemm, &rest_experts, &launches, &r->ops[1], nl, e)) goto out;
   step_launches = (int)layers * launches + (gap_s > 0 ? 1 : 0); /* + the logits GEMM */
   if (layer_allreduce(&dec->costs, p, use_codec, ar_bytes_dec, "decode layer", r, &ar, &codec, e)) goto out;
   step.compute_s = layers * rest;
@@ -605,8 +629,10 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
   step.experts_s = layers * rest_experts;
   step.tp_s = layers * 2.0 * ar;
   step.codec_s = layers * 2.0 * codec;
-  if (ends_s(&dec->costs, &dec->costs, p, p->batch, gap_s, &step, e)) goto out;
+  if (p->tp > 1) rec_op(&r->ops[1], "allreduce", 2 * nl, layers * 2.0 * ar);
+  if (ends_s(&dec->costs, &dec->costs, p, p->batch, gap_s, &step, &r->ops[1], e)) goto out;
   if (pp_hops_s(&dec->costs, p, p->batch, &step.pp_s, e)) goto out;
+  if (p->pp > 1) rec_op(&r->ops[1], "pp_send", p->pp - 1, step.pp_s);
   int steps = p->generate - 1;
   double attn_sum = 0;
   bool warned = false;
@@ -625,6 +651,7 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
     *ph = step;
     ph->compute_s += layers * attn_sum / steps;
     ph->attention_s = layers * attn_sum / steps;
+    rec_op(&r->ops[1], dec->costs.mops[attn_dec].name, nl, layers * attn_sum / steps);
     finish_phase(ph);
   }
   r->tpot_s = ph->total_s;
@@ -996,7 +1023,7 @@ static int adp_step_s(const plan_infer *p, const sim_infer_views *v, const sim_i
   sim_infer_phase ends = {0};
   sim_infer_rank_plan(p, &r);
   r.batch = sh->out_seqs;
-  if (ends_s(&rows->costs, &rows->costs, &r, sh->tokens, 0, &ends, e)) return -1;
+  if (ends_s(&rows->costs, &rows->costs, &r, sh->tokens, 0, &ends, NULL, e)) return -1;
   out->ends_s = ends.compute_s, out->gemm_s += ends.gemm_s, out->tp_s += ends.tp_s;
   out->total_s = out->layers_s + out->decode_attn_s + out->prefill_attn_s + out->tp_s + out->ends_s;
   return 0;
@@ -1018,7 +1045,7 @@ int sim_infer_step_s(const plan_infer *p, const sim_infer_views *v, const sim_in
   const double layers = (double)p->model.layers;
   double rest, rest_gemm, rest_experts, ar, codec, attn;
   int launches;
-  if (layer_rest_s(&rows->costs, 0, &rest, &rest_gemm, &rest_experts, &launches, e)) goto out;
+  if (layer_rest_s(&rows->costs, 0, &rest, &rest_gemm, &rest_experts, &launches, NULL, 0, e)) goto out;
   if (layer_allreduce(&rows->costs, p, false, 2.0 * sh->tokens * p->model.hidden, "step layer", NULL, &ar, &codec, e))
     goto out;
   out->layers_s = layers * rest, out->gemm_s = layers * rest_gemm, out->tp_s = layers * 2.0 * ar;
@@ -1043,7 +1070,7 @@ int sim_infer_step_s(const plan_infer *p, const sim_infer_views *v, const sim_in
   sim_infer_phase ends = {0};
   q = *p;
   q.batch = sh->out_seqs;
-  if (ends_s(&rows->costs, &rows->costs, &q, sh->tokens, 0, &ends, e)) goto out;
+  if (ends_s(&rows->costs, &rows->costs, &q, sh->tokens, 0, &ends, NULL, e)) goto out;
   out->ends_s = ends.compute_s, out->gemm_s += ends.gemm_s, out->tp_s += ends.tp_s;
   out->total_s = out->layers_s + out->decode_attn_s + out->prefill_attn_s + out->tp_s + out->ends_s;
   rc = 0;

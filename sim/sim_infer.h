@@ -43,6 +43,20 @@ typedef struct {
 
 #define SIM_INFER_MAX_NOTES 8
 
+/* One phase's price op by op (tacosim ops on an inference plan): each op of
+ * the forward summed over the layers, by the names of the executor's per-op
+ * profile (tacorun execute --ops-csv). */
+#define SIM_INFER_MAX_OPS 40
+typedef struct {
+  char name[40];
+  int count; /* launches of it in the phase (layers x calls) */
+  double s;
+} sim_infer_op_cost;
+typedef struct {
+  int n;
+  sim_infer_op_cost op[SIM_INFER_MAX_OPS];
+} sim_infer_op_costs;
+
 /* How the decode steps run (tacosim simulate --decode): eager, kernel by
  * kernel from the host (the executor's default), or graph, each step one
  * CUDA graph launch (`tacorun execute --decode-graph`, TP 1 only). */
@@ -77,6 +91,10 @@ typedef struct {
   /* a "decode_attention": "per-query-head" plan of a GQA model: what priced its decode attention, the measured
    * table ("attention_decode_pqh.g8", sim_infer_pqh_table) or "bound" (G x the bytes at the MHA shape); else "" */
   char decode_attn_source[64];
+  /* [0] one prefill at the tables' sustained speed (prefill_sustained_s when prefill_clock), [1] one decode step
+   * with its attention the mean over the steps: what ttft_s and tpot_s sum (plan_infer.h's phases, one pipeline
+   * stage after the other); not filled under layout.attention_dp */
+  sim_infer_op_costs ops[2];
 } sim_infer_result;
 
 /* The measured table of decode attention read once per query head for plan p (a "decode_attention":
@@ -121,6 +139,10 @@ void sim_infer_rank_plan(const plan_infer *p, plan_infer *r);
  * calibration's host.graph_gap_us (exit 2 naming them otherwise). */
 int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const sim_infer_opts *o, FILE *warn,
                       sim_infer_result *r, ts_err *e);
+
+/* r's op lists (r->ops) in the layout of tacosim ops and tacorun execute --ops-csv: "# op count total_ms mean_us
+ * pct" with each op named "prefill.<op>" or "decode.<op>", pct of its phase, slowest first. */
+void sim_infer_print_ops(const plan_infer *p, const sim_infer_result *r, FILE *out);
 
 /* ---- one engine step of an in-flight batch (sim_inflight.c's step price) ---- */
 /* The calibration views a step of one plan is priced on: cal's inference view and the eager decode step's phase view

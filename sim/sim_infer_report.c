@@ -149,3 +149,28 @@ int sim_infer_save_csv(const plan_infer *p, const sim_infer_result *r, const cha
   if (fclose(f) || bad) return ts_fail_sys(e, "%s: cannot write", path);
   return 0;
 }
+
+static int cmp_op_desc(const void *a, const void *b) {
+  double x = ((const sim_infer_op_cost *)a)->s, y = ((const sim_infer_op_cost *)b)->s;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void sim_infer_print_ops(const plan_infer *p, const sim_infer_result *r, FILE *out) {
+  static const char *phase[2] = {"prefill", "decode"};
+  const double total[2] = {r->prefill_clock ? r->prefill_sustained_s : r->ttft_s, r->tpot_s};
+  fprintf(out, "# op count total_ms mean_us pct (rank 0, predicted, %s; %s: one prefill of %d x %d tokens at the "
+          "tables' sustained speed, one eager decode step)\n", r->calibration, p->name, p->batch, p->prompt);
+  for (int ph = 0; ph < 2; ph++) {
+    sim_infer_op_cost sorted[SIM_INFER_MAX_OPS];
+    const int n = r->ops[ph].n;
+    memcpy(sorted, r->ops[ph].op, sizeof sorted[0] * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof sorted[0], cmp_op_desc);
+    double sum = 0;
+    for (int j = 0; j < n; j++) {
+      fprintf(out, "%s.%s %d %.4f %.2f %.3f\n", phase[ph], sorted[j].name, sorted[j].count, sorted[j].s * 1e3,
+              sorted[j].s / sorted[j].count * 1e6, total[ph] > 0 ? 100 * sorted[j].s / total[ph] : 0);
+      sum += sorted[j].s;
+    }
+    fprintf(out, "# %s total %.4f ms (the ops above sum to %.4f)\n", phase[ph], total[ph] * 1e3, sum * 1e3);
+  }
+}

@@ -193,7 +193,10 @@ static const char compare_usage[] =
 static const char ops_usage[] =
     "usage: tacosim ops PLAN.json [--calibration FILE]\n"
     "  Each op's simulated cost on rank 0, summed by op name (the layout of tacorun execute's per-op\n"
-    "  profile, --ops-csv).\n"
+    "  profile, --ops-csv). A training plan: its iteration. An inference plan: one prefill (\"prefill.\"\n"
+    "  ops, at the tables' sustained speed: the prefill clock of simulate's TTFT is not applied) and one\n"
+    "  eager decode step (\"decode.\" ops, its attention the mean over the steps), each op summed over the\n"
+    "  layers; communication at its calibrated time; not for layout.attention_dp or in-flight plans.\n"
     "options:\n"
     "  --calibration FILE      op costs (default: as tacosim simulate: " TACOSIM_CALIBRATION_DIR "/<gpu>-<transport>.json\n"
     "                          measured on the cluster's GPU, else h200-<transport>.json, else the derived file)\n"
@@ -477,6 +480,26 @@ static int cmd_simulate(int argc, char **argv) {
   return rc ? fail(&e) : 0;
 }
 
+/* tacosim ops on an inference plan: the eager prediction's op lists (sim_infer_result.ops). */
+static int ops_inference(const char *plan_path, const char *cal_path) {
+  static plan_infer p;
+  static plan fwd;
+  static sim_infer_result r;
+  schema_calibration cal;
+  ts_err e = {0};
+  if (plan_infer_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
+  if (p.inflight.on || p.attention_dp)
+    return command_error("ops", "%s: in-flight and attention-DP plans are priced step by step, not op by op", plan_path);
+  plan_infer_forward_plan(&p, 1, &fwd);
+  sim_cost_source src;
+  if (sim_load_costs(cal_path, &fwd.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e)) return fail(&e);
+  const sim_infer_opts o = {.decode_graph = false, .prefill_clock_off = true};
+  int rc = sim_infer_predict(&p, &cal, &o, stderr, &r, &e);
+  if (rc == 0) sim_infer_print_ops(&p, &r, stdout);
+  schema_calibration_free(&cal);
+  return rc ? fail(&e) : 0;
+}
+
 static int cmd_ops(int argc, char **argv) {
   const char *plan_path = NULL, *cal_path = NULL;
   if (wants_help(argc, argv, ops_usage)) return 0;
@@ -494,6 +517,9 @@ static int cmd_ops(int argc, char **argv) {
   static plan p;
   schema_calibration cal;
   ts_err e = {0};
+  bool inference = false;
+  if (plan_file_is_inference(plan_path, &inference, &e)) return fail(&e);
+  if (inference) return ops_inference(plan_path, cal_path);
   if (plan_load(plan_path, NULL, NULL, &p, &e)) return fail(&e);
   sim_cost_source src;
   if (sim_load_costs(cal_path, &p.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e)) return fail(&e);

@@ -309,6 +309,47 @@ static void test_directories_and_big_files_named(void) {
   rmdir(dir);
 }
 
+/* tacosim ops on an inference plan: the prefill's and the decode step's ops, each list summing to the TTFT at the
+ * tables' sustained speed and to the eager TPOT that simulate prints; an in-flight plan is refused (exit 2). */
+static void test_ops_inference_plan(void) {
+  static char out[65536], sim[65536];
+  const char *plan = SOURCE_DIR "/experiments/validation/h100/infer-plans/llama3-8b-tp1-b1-p4096-g64-bf16.json";
+  char args[1024];
+  snprintf(args, sizeof args, "ops '%s' 2>/dev/null", plan);
+  CU_ASSERT_EQUAL_FATAL(tacosim(args, out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nprefill.qkv 32 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\ndecode.attn 32 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\ndecode.logits 1 "));
+  double listed[2] = {0, 0}, total[2] = {-1, -1};
+  for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+    char name[64];
+    int count;
+    double ms, t;
+    if (sscanf(l, "%63s %d %lf", name, &count, &ms) == 3 && name[0] != '#')
+      listed[strncmp(name, "decode.", 7) == 0] += ms;
+    else if (sscanf(l, "# prefill total %lf", &t) == 1)
+      total[0] = t;
+    else if (sscanf(l, "# decode total %lf", &t) == 1)
+      total[1] = t;
+  }
+  snprintf(args, sizeof args, "simulate '%s' --prefill-clock off 2>/dev/null", plan);
+  CU_ASSERT_EQUAL_FATAL(tacosim(args, sim, sizeof sim), 0);
+  const char *ttft = strstr(sim, "time to first token"), *tpot = strstr(sim, "time per output token");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ttft);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(tpot);
+  double printed[2];
+  CU_ASSERT_EQUAL_FATAL(sscanf(ttft, "time to first token %lf", &printed[0]), 1);
+  CU_ASSERT_EQUAL_FATAL(sscanf(tpot, "time per output token %lf", &printed[1]), 1);
+  for (int ph = 0; ph < 2; ph++) {
+    CU_ASSERT_DOUBLE_EQUAL(listed[ph], total[ph], 2e-3);
+    CU_ASSERT_DOUBLE_EQUAL(total[ph], printed[ph], 1e-3);
+  }
+  snprintf(args, sizeof args, "ops '%s/experiments/published/inflight-infer/plans/trt10-qwen3-235b-h100-tp8-i1000-o1000.json' 2>&1",
+           SOURCE_DIR);
+  CU_ASSERT_EQUAL(tacosim(args, out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "in-flight"));
+}
+
 /* What tacosim simulate --json writes (training with ops, inference with its details), compare reads. */
 static void test_written_results_load(void) {
   static char out[65536];
@@ -786,6 +827,8 @@ int main(void) {
   CU_add_test(s, "tacosim: every command answers --help and -h, exit 0", test_every_command_has_help);
   CU_add_test(s, "tacosim: each option a parser accepts is in its --help, and back", test_help_lists_every_option);
   CU_add_test(s, "an unknown model name lists the zoo's names", test_unknown_model_lists_names);
+  CU_add_test(s, "tacosim ops on an inference plan: prefill and decode ops sum to TTFT and TPOT",
+              test_ops_inference_plan);
   CU_add_test(s, "a directory or a file over the cap, given to any loader: named, exit 2",
               test_directories_and_big_files_named);
   CU_add_test(s, "what tacosim simulate --json writes, tacosim compare reads", test_written_results_load);

@@ -302,6 +302,54 @@ static void test_hand_computed_prediction(void) {
   schema_calibration_free(&cal);
 }
 
+static const sim_infer_op_cost *op_named(const sim_infer_op_costs *l, const char *name) {
+  for (int i = 0; i < l->n; i++)
+    if (!strcmp(l->op[i].name, name)) return &l->op[i];
+  return NULL;
+}
+
+/* tacosim ops on an inference plan (sim_infer_result.ops): each phase's op list sums to its figure, and on the
+ * constant calibration each op is its hand price: a GEMM GEMM_US and a kernel KERNEL_US a launch, once a layer; the
+ * layer all-reduce twice a layer; the ends once. */
+static void test_op_lists_by_hand(void) {
+  load_small_plan("{\"kind\":\"none\"}");
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  sim_infer_result r;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r, &e), 0);
+  const int L = g_plan.model.layers;
+  for (int ph = 0; ph < 2; ph++) {
+    double sum = 0;
+    for (int i = 0; i < r.ops[ph].n; i++) sum += r.ops[ph].op[i].s;
+    NEAR(sum, ph ? r.tpot_s : r.ttft_s, 1e-12);
+  }
+  const sim_infer_op_cost *qkv = op_named(&r.ops[1], "qkv"), *ln1 = op_named(&r.ops[1], "ln1"),
+                          *ar = op_named(&r.ops[0], "allreduce"), *lg = op_named(&r.ops[1], "logits"),
+                          *ag = op_named(&r.ops[1], "logits.allgather"), *emb = op_named(&r.ops[0], "embedding"),
+                          *attn = op_named(&r.ops[0], "attn");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(qkv);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ln1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ar);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(lg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ag);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(emb);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(attn);
+  CU_ASSERT_EQUAL(qkv->count, L);
+  NEAR(qkv->s, L * GEMM_US * 1e-6, 1e-12);
+  NEAR(ln1->s, L * KERNEL_US * 1e-6, 1e-12);
+  CU_ASSERT_EQUAL(ar->count, 2 * L);
+  NEAR(ar->s, 2 * L * ALLREDUCE_US * 1e-6, 1e-12);
+  CU_ASSERT_EQUAL(lg->count, 1);
+  NEAR(lg->s, GEMM_US * 1e-6, 1e-12);
+  NEAR(ag->s, ALLGATHER_US * 1e-6, 1e-12);
+  CU_ASSERT_EQUAL(emb->count, 1);
+  /* the prefill's attention: the executor's unfused program (two GEMMs and the softmax kernel a layer) */
+  NEAR(attn->s, L * (2 * GEMM_US + KERNEL_US) * 1e-6, 1e-12);
+  NEAR(attn->s, r.prefill.attention_s, 1e-12);
+  schema_calibration_free(&cal);
+}
+
 /* Prefill attention keyed by head dimension and prompt length replaces the
  * unfused pricing; a decode-attention table faster than the HBM allows is a
  * simulator failure (exit 3), not a prediction. */
@@ -1047,6 +1095,7 @@ int main(void) {
   CU_add_test(s, "valid plan loads", test_valid_loads);
   CU_add_test(s, "malformed plans rejected", test_malformed_rejected);
   CU_add_test(s, "KV cache formula", test_kv_cache_formula);
+  CU_add_test(s, "tacosim ops on an inference plan: each phase's op list by hand", test_op_lists_by_hand);
   CU_add_test(s, "decode read floor by hand (BF16, FP8 and NVFP4 weights); MoE refused", test_decode_floor);
   CU_add_test(s, "the executor's buffers and the runtime by hand", test_executor_buffers);
   CU_add_test(s, "FP8 KV cache: decode table and memory", test_fp8_kv_decode_table);

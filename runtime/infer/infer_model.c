@@ -1,5 +1,6 @@
 /* infer_model.c — the inference model on one GPU of a TP group (see infer_model.h). */
 #include "infer_model.h"
+#include "infer_prof.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -383,6 +384,9 @@ int infer_prefill_attention(const infer_prefill_args *a, ts_err *e) {
   return infer_heads_to_tokens(a->o_heads, a->out, a->batch, a->hl, (int)S, (int)d, a->stream, e);
 }
 
+/* The end of op `name` in the per-op profile, when one is on (infer_prof.h). */
+#define IM_MARK(name) IM_TRY(infer_prof_mark(m->prof, name, m->stream, e))
+
 int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0, ts_err *e) {
   const long long h = m->mc.hidden, d = m->d, T = (long long)m->batch * seq;
   const long long qcl = (m->hl + 2LL * m->kvl) * d;
@@ -395,16 +399,22 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
                         .rope_theta = m->mc.rope_theta > 0 ? m->mc.rope_theta : 10000.0};
   cudaStream_t st = m->stream;
   IM_TRY(rt_embedding_fwd(m->emb, tokens, m->x, T, (int)h, m->rank * m->vl, m->vl, st, e));
+  IM_MARK("embedding");
   IM_TRY(infer_allreduce(m, m->x, T, INFER_AR_PLAIN, e));
+  if (m->team) IM_MARK("embedding.allreduce");
   for (int l = 0; l < m->layers; l++) {
     const infer_layer_w *w = &m->w[l];
     IM_TRY(rt_rmsnorm_fwd(m->x, w->ln1, m->xn, m->rstd, T, (int)h, eps, st, e));
+    IM_MARK("ln1");
     IM_TRY(gemm_nn(m, T, qcl, h, m->xn, w->wqkv, m->qkv, e));
     if (w->bqkv) IM_TRY(rt_bias_add(m->qkv, w->bqkv, T, (int)qcl, (int)qcl, st, e));
+    IM_MARK("qkv"); /* the GEMM and its bias (the simulator's qkv op) */
     if (w->qn) { /* the QK norm in place: each query head, then each key head (no copy kept: no backward) */
       IM_TRY(rt_qk_norm_fwd(m->qkv, (int)qcl, NULL, w->qn, NULL, T, m->hl, (int)d, eps, st, e));
+      IM_MARK("q_norm");
       IM_TRY(rt_qk_norm_fwd((char *)m->qkv + (size_t)(m->hl * d) * BF, (int)qcl, NULL, w->kn, NULL, T, m->kvl, (int)d,
                             eps, st, e));
+      IM_MARK("k_norm");
     }
     const infer_kv8 c8 = {m->kc[l], m->vc[l], m->ks[l], m->vs[l]};
     if (m->kv_fp8)
@@ -412,6 +422,7 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
                                     pos0, st, e));
     else
       IM_TRY(infer_rope_scatter(m->qkv, m->qh, m->kc[l], m->vc[l], &ad, seq, pos0, st, e));
+    IM_MARK("rope");
     if (seq > 1) {
       /* prefill attention in BF16: from the cache, or (FP8 cache) from the stage of this layer's prompts */
       infer_prefill_args pa = {.gemm = m->gemm, .stream = st, .q = m->qh, .k_cache = m->kv_fp8 ? m->kst : m->kc[l],
@@ -433,33 +444,49 @@ int infer_forward(infer_model *m, const int32_t *tokens, int seq, long long pos0
               : m->decode_attn == 2 ? infer_decode_attention2
                                     : infer_decode_attention)(m->qh, m->kc[l], m->vc[l], m->attn, m->partial, &ad,
                                                               pos0 + 1, st, e));
+    IM_MARK("attn");
     IM_TRY(gemm_nn(m, T, h, m->hl * d, m->attn, w->wo, m->proj, e));
+    IM_MARK("attn_out");
     m->at = (struct infer_nf_site){pos0, l, 0};
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));
+    if (m->team) IM_MARK("allreduce");
     IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
+    IM_MARK("attn_residual");
     IM_TRY(rt_rmsnorm_fwd(m->x, w->ln2, m->xn, m->rstd, T, (int)h, eps, st, e));
+    IM_MARK("ln2");
     IM_TRY(gemm_nn(m, T, 2LL * m->fl, h, m->xn, w->w1, m->f, e));
+    IM_MARK("fc1");
     IM_TRY(rt_swiglu_fwd(m->f, m->act, T, m->fl, st, e));
+    IM_MARK("act");
     IM_TRY(gemm_nn(m, T, h, m->fl, m->act, w->w2, m->proj, e));
+    IM_MARK("fc2");
     m->at = (struct infer_nf_site){pos0, l, 1};
     IM_TRY(infer_allreduce(m, m->proj, T, mode, e));
+    if (m->team) IM_MARK("allreduce");
     IM_TRY(rt_add(m->x, m->proj, m->x, T * h, st, e));
+    IM_MARK("mlp_residual");
   }
   /* the last token of each sequence: final norm, logits of this GPU's vocabulary rows, all-gather, arg max */
   const void *last = m->x; /* a decode step's rows are the last ones */
   if (seq > 1) {
     IM_TRY(infer_last_rows(m->x, m->last, m->batch, seq, (int)h, st, e));
+    IM_MARK("last_rows"); /* not an op of the simulator's */
     last = m->last;
   }
   IM_TRY(rt_rmsnorm_fwd(last, m->lnf, m->lastn, m->rstd, m->batch, (int)h, eps, st, e));
+  IM_MARK("final_norm");
   exec_gemm_shape sl = exec_gemm_packed(EXEC_GEMM_NT, m->batch, m->vl, h);
   IM_TRY(exec_gemm_run(m->gemm, &sl, 1.f, m->lastn, m->head, 0.f, m->logits, st, e));
+  IM_MARK("logits");
   if (m->team) {
     coll_opts o = opts_of(INFER_AR_PLAIN, &m->codec);
     const void *in = m->logits;
     void *out = m->logits_all;
     if (coll_allgather(m->team, &in, &out, (size_t)(m->batch * m->vl), &o))
       return ts_fail_sys(e, "infer: logits all-gather: %s", coll_last_error());
+    IM_MARK("logits.allgather");
   }
-  return infer_argmax(m->logits_all, m->tok, m->batch, m->tp, m->vl, m->mc.vocab, m->amax, st, e);
+  IM_TRY(infer_argmax(m->logits_all, m->tok, m->batch, m->tp, m->vl, m->mc.vocab, m->amax, st, e));
+  IM_MARK("argmax");
+  return 0;
 }

@@ -81,6 +81,7 @@ typedef struct {
   } nf_site[INFER_NF_CALLS];
   int nf_used;
   struct infer_nf_site at; /* the all-reduce infer_forward is at */
+  struct infer_prof *prof;  /* NULL, or the per-op profile infer_forward marks (infer_prof.h); set by the caller */
 } infer_model;
 
 typedef struct {

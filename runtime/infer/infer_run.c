@@ -2,6 +2,7 @@
  * inference plan on GPUs, timed (see infer_run.h). */
 #include "ts_args.h"
 #include "infer_run.h"
+#include "infer_prof.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,11 @@ void infer_usage(FILE *out) {
           "  --json OUT        the result (kind \"inference\", source \"measured\") [not written]\n"
           "  --json-dir DIR    DIR/PLAN_NAME.json for each plan (several plans) [not written]\n"
           "  --csv OUT         the result as gnuplot columns [not written]\n"
+          "  --ops-csv OUT     after the timed run, the per-op profile (infer_prof.h): CUDA events after each\n"
+          "                    op of 3 more prefills and 3 eager decode steps at KV length prompt + generate / 2,\n"
+          "                    the mean a pass by op name (\"prefill.qkv\", \"decode.attn\", ...), in the layout of\n"
+          "                    `tacosim ops PLAN` (one plan) [not written]\n"
+          "  --ops-dir DIR     the same as DIR/PLAN_NAME.ops.txt for each plan [not written]\n"
           "  --infer-check     the inference correctness checks instead of a plan [off]\n"
           "  --decode-graph    also run the decode steps as one CUDA graph launch each (TP 1; captured\n"
           "                    and updated every step, infer_graph.h), from a fresh prefill: prints both\n"
@@ -89,7 +95,8 @@ void infer_usage(FILE *out) {
           "                    BF16, over the FP8 cache the cached positions as the mma's rows (head_dim 128,\n"
           "                    1 to 8 query heads a KV head; else v4's); runtime/RESULTS-decode.md) [v%d]\n"
           "reads:  INFER_PLAN.json..., the models and clusters they name\n"
-          "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, files in --json-dir\n",
+          "writes: TTFT, TPOT and tokens/s on standard output (rank 0); OUT of --json, --csv, --ops-csv, files in\n"
+          "        --json-dir and --ops-dir\n",
           INFER_DECODE_DEFAULT);
 }
 
@@ -183,7 +190,7 @@ int infer_choose_modes(rt_nccl *w, infer_model *m, const plan_codec *c, bool cod
 #define INFER_MAX_PLANS 64
 
 typedef struct {
-  const char *plan_path, *json_out, *csv_out, *json_dir;
+  const char *plan_path, *json_out, *csv_out, *json_dir, *ops_out, *ops_dir;
   const char *plans[INFER_MAX_PLANS];
   int n_plans;
   int warmup, prefill_reps, check, timeout_s, decode_graph, decode_attn;
@@ -292,6 +299,10 @@ static int parse(int argc, char **argv, infer_opts *o) {
       o->json_dir = argv[++i];
     } else if (i + 1 < argc && !strcmp(a, "--csv")) {
       o->csv_out = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--ops-csv")) {
+      o->ops_out = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--ops-dir")) {
+      o->ops_dir = argv[++i];
     } else if (a[0] == '-') {
       fprintf(stderr, "tacorun execute: option '%s' does not apply to inference plans (or lacks its value)\n", a);
       infer_usage(stderr);
@@ -304,8 +315,8 @@ static int parse(int argc, char **argv, infer_opts *o) {
       return 2;
     }
   }
-  if (o->n_plans > 1 && (o->json_out || o->csv_out)) {
-    fprintf(stderr, "tacorun execute: with several plans use --json-dir DIR (one PLAN_NAME.json each)\n");
+  if (o->n_plans > 1 && (o->json_out || o->csv_out || o->ops_out)) {
+    fprintf(stderr, "tacorun execute: with several plans use --json-dir DIR and --ops-dir DIR (a file each)\n");
     return 2;
   }
   if (!o->check && !o->plan_path) {
@@ -524,6 +535,39 @@ static int timed_tpot(infer_timed *t, ts_err *e) {
   return 0;
 }
 
+/* --ops-csv / --ops-dir: the per-op profile, after the timed passes (their figures are timed without events): 3
+ * prefills, then 3 eager decode steps at the position whose KV length is the simulator's mean over the steps,
+ * prompt + (generate - 1 + 1) / 2 (the step rewrites that one position each time). Every rank runs the passes;
+ * rank 0 writes the file. */
+#define INFER_PROF_PASSES 3
+static int timed_ops(infer_timed *t, const char *path, ts_err *e) {
+  const plan_infer *p = t->p;
+  infer_model *m = &t->m;
+  infer_prof pr;
+  if (infer_prof_init(&pr, 24 * m->layers + 16, e)) return -1;
+  m->prof = &pr;
+  int rc = -1;
+  const long long pos = (long long)p->prompt + (t->steps + 1) / 2 - 1;
+  for (int r = 0; r < INFER_PROF_PASSES; r++)
+    if (infer_prof_start(&pr, m->stream, e) || infer_forward(m, t->prompt_tok, p->prompt, 0, e) ||
+        infer_prof_stop(&pr, "prefill", m->stream, e))
+      goto out;
+  for (int r = 0; t->steps > 0 && r < INFER_PROF_PASSES; r++)
+    if (infer_prof_start(&pr, m->stream, e) || infer_forward(m, m->tok, 1, pos, e) ||
+        infer_prof_stop(&pr, "decode", m->stream, e))
+      goto out;
+  if (rt_nccl_wait(t->w, e) || infer_model_check_finite(m, e)) goto out;
+  char header[512];
+  snprintf(header, sizeof header, "rank 0, measured, %s: one prefill of %d x %d tokens, one eager decode step at KV "
+           "length %lld, decode attention v%d", p->name, p->batch, p->prompt, pos + 1, t->o->decode_attn);
+  const double timed[2] = {t->ttft, t->tpot_eager};
+  rc = t->root ? infer_prof_write(&pr, INFER_PROF_PASSES, header, timed, path, e) : 0;
+out:
+  m->prof = NULL;
+  infer_prof_free(&pr);
+  return rc;
+}
+
 /* Rank 0's figures on stdout. */
 static void timed_print(const infer_timed *t) {
   rt_nccl *w = t->w;
@@ -630,6 +674,10 @@ static int run_timed(rt_nccl *w, const plan_infer *p, const infer_opts *o, ts_er
   t.steps = p->generate - 1;
   int rc = -1;
   if (timed_setup(&t, e) || timed_ttft(&t, e) || timed_tpot(&t, e)) goto fail;
+  char ops_path[1024] = "";
+  if (o->ops_dir) snprintf(ops_path, sizeof ops_path, "%s/%s.ops.txt", o->ops_dir, p->name);
+  else if (o->ops_out) snprintf(ops_path, sizeof ops_path, "%s", o->ops_out);
+  if (ops_path[0] && timed_ops(&t, ops_path, e)) goto fail;
   /* the slowest rank's figures (they wait on each other every layer, so these agree closely) */
   double v[2] = {t.ttft, t.tpot};
   if (rt_world_max(w, v, 2, e)) goto fail;
