@@ -14,7 +14,7 @@
 # What it decides (README.md, the same section): the tables were timed at the 700 W cap (SM clock median
 # 1,380-1,395 MHz in the 2026-12-05 calibration's log); if B's heavy kernels are fast because the MoE step's light
 # kernels (128 small expert GEMMs, memory-bound ops: ~55 % of its time) keep the GPU under its cap, then
-#   B's SM clock (median and 10th percentile) >= 1.10 x C's and B's mean power < C's, while B's attention is
+#   B's SM clock (median and 10th percentile, samples at >= 250 W) >= 1.10 x C's and B's mean power < C's, while B's attention is
 #   <= 0.88 x A's in-step time and C's attention within 5 % of A's in step: the cause is the clock (a power
 #   state the simulator's duty-keyed clock model cannot see), not the lookup, the kernel or the profile.
 # If instead B's and C's clocks agree within 3 % and B's attention is still <= 0.88 x C's, the clock is ruled out:
@@ -22,7 +22,7 @@
 # activations) or the kernel's state in the executor, and the next call times the executor's attention alone.
 # Outputs in OUT/gap.tgz (the folder gap/): smi.csv (time, SM clock MHz, power W, temperature C), steps.txt
 # (each step's name, start and end, nvidia-smi's clock), attn.tsv, calibrate.log, execute-*.txt, measured/*.json,
-# summary.txt (each step's clock and power, and the attention and output-layer lines).
+# summary.txt (each step's clock and power over its busy samples, and the attention and output-layer lines).
 set -u
 BIN=${BIN:-.devbin/v5/tacorun}
 LIB=${LIB:-.devbin/h100/lib}
@@ -43,34 +43,35 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=c
   > "$O/smi.csv" 2>/dev/null &
 SMI=$!
 sleep 1 # an idle second before A: the sampler's baseline
-step() { # step NAME TIMEOUT_S COMMAND...
-  local name=$1 t=$2
-  shift 2
-  local a b
+step() { # step NAME TIMEOUT_S LOG COMMAND...: COMMAND's output in LOG, its start and end in steps.txt
+  local name=$1 t=$2 log=$3
+  shift 3
+  local a b rc
   a=$(now)
-  timeout "$t" "$@"
-  local rc=$?
+  timeout "$t" "$@" > "$log" 2>&1
+  rc=$?
   b=$(now)
   echo "$name	$a	$b" >> "$O/steps.txt"
   say "$name rc=$rc ($(el) s)"
 }
-step calibrate 40 "$BIN" calibrate --only attention --models qwen3-30b-a3b --tp 1 --attn-tsv "$O/attn.tsv" \
-  --out "$O/attn.json" > "$O/calibrate.log" 2>&1
+step calibrate 40 "$O/calibrate.log" "$BIN" calibrate --only attention --models qwen3-30b-a3b --tp 1 \
+  --attn-tsv "$O/attn.tsv" --out "$O/attn.json"
 sleep 1
 P=qwen3-30b-a3b-l2-1gpu-h100
-step qwen3-moe 45 "$BIN" execute experiments/exec-qwen3/plans/$P.json --json "$O/measured/$P.json" \
-  > "$O/execute-$P.txt" 2>&1
+step qwen3-moe 45 "$O/execute-$P.txt" "$BIN" execute experiments/exec-qwen3/plans/$P.json \
+  --json "$O/measured/$P.json"
 sleep 1
 L=llama3-8b-l4-m1-s4096
-step llama3-dense 30 "$BIN" execute experiments/validation/h100/plans/$L.json --json "$O/measured/$L.json" \
-  > "$O/execute-$L.txt" 2>&1
+step llama3-dense 30 "$O/execute-$L.txt" "$BIN" execute experiments/validation/h100/plans/$L.json \
+  --json "$O/measured/$L.json"
 kill $SMI 2>/dev/null
 wait $SMI 2>/dev/null
-# each step's SM clock (median, 10th percentile) and mean power from the samples inside it (POSIX awk and sort)
+# each step's SM clock (median, 10th percentile) and mean power over its busy samples (power >= 250 W: the H100
+# idles at ~70-120 W, so a step's set-up (weights, program, the first cuBLASLt plans) is left out); POSIX awk and sort
 while IFS=$'\t' read -r name a b; do
-  awk -F', *' -v a="$a" -v b="$b" '$1 >= a && $1 <= b { print $2, $3 }' "$O/smi.csv" | sort -n |
-    awk -v n="$name" '{ c[NR] = $1; p += $2 } END { if (!NR) { print n ": no samples"; exit }
-      printf "%s: %d samples, SM clock median %d MHz, 10th percentile %d, mean power %.0f W\n", n, NR,
+  awk -F', *' -v a="$a" -v b="$b" '$1 >= a && $1 <= b && $3 >= 250 { print $2, $3 }' "$O/smi.csv" | sort -n |
+    awk -v n="$name" '{ c[NR] = $1; p += $2 } END { if (!NR) { print n ": no busy samples"; exit }
+      printf "%s: %d busy samples, SM clock median %d MHz, 10th percentile %d, mean power %.0f W\n", n, NR,
              c[int((NR + 1) / 2)], c[int(NR / 10) + 1], p / NR }'
 done < "$O/steps.txt" | tee -a "$O/summary.txt"
 say "A. the table's timing of the shape (head_dim seq batch heads kv_heads fwd_step bwd_step fwd_alone bwd_alone, us):"
