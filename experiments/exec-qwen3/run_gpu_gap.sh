@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_gpu_gap.sh — why Qwen3-30B-A3B's attention and output layer ran 16-19 % faster on one H100 than the H100
+# run_gpu_gap.sh — why Qwen3-30B-A3B's attention and output layer ran 16-18 % faster on one H100 than the H100
 # tables that price them (README.md, section "2026-12-07: the attention and output-layer misses"). One H100,
 # from the repository root, building nothing (BIN: tacorun built on the CPU machine, its libraries in LIB);
 # about 60 s, at most 115 s (the timeouts below). The SM clock and power are sampled every 20 ms throughout.
@@ -14,9 +14,9 @@
 # What it decides (README.md, the same section): the tables were timed at the 700 W cap (SM clock median
 # 1,380-1,395 MHz in the 2026-12-05 calibration's log); if B's heavy kernels are fast because the MoE step's light
 # kernels (128 small expert GEMMs, memory-bound ops: ~55 % of its time) keep the GPU under its cap, then
-#   B's SM clock (median and 10th percentile, samples at >= 250 W) >= 1.10 x C's and B's mean power < C's, while B's attention is
-#   <= 0.88 x A's in-step time and C's attention within 5 % of A's in step: the cause is the clock (a power
-#   state the simulator's duty-keyed clock model cannot see), not the lookup, the kernel or the profile.
+#   B's SM clock (median and 10th percentile, samples at >= 250 W) >= 1.10 x C's and B's mean power < C's, while
+#   B's attention is <= 0.88 x A's in-step time and C's attention within 5 % of A's in step: the cause is the
+#   clock (a power state the simulator's duty-keyed clock model cannot see), not the lookup, the kernel or the profile.
 # If instead B's and C's clocks agree within 3 % and B's attention is still <= 0.88 x C's, the clock is ruled out:
 # what differs is then the data the kernel sees (the calibration's uniform random inputs against the model's
 # activations) or the kernel's state in the executor, and the next call times the executor's attention alone.
