@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_gpu_gap.sh — why Qwen3-30B-A3B's attention and output layer ran 16-18 % faster on one H100 than the H100
+# run_gpu_gap.sh — why Qwen3-30B-A3B's attention and output layer ran 13-18 % faster on one H100 than the H100
 # tables that price them (README.md, section "2026-12-07: the attention and output-layer misses"). One H100,
 # from the repository root, building nothing (BIN: tacorun built on the CPU machine, its libraries in LIB);
 # about 60 s, at most 115 s (the timeouts below). The SM clock and power are sampled every 20 ms throughout.
