@@ -31,10 +31,12 @@ target_compile_definitions(test_sim_cp PRIVATE
   MEASURED_CALIBRATION="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
 add_test(NAME sim_cp COMMAND test_sim_cp)
 
-# cross_entropy_loss_fusion false: Megatron's unfused fp32 cross-entropy, kernel by kernel, worked by hand.
+# cross_entropy_loss_fusion false: Megatron's unfused fp32 cross-entropy, kernel by kernel, worked by hand;
+# the fused loss on the H100's own table points.
 add_executable(test_sim_loss ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_loss.c)
 target_link_libraries(test_sim_loss PRIVATE ts_sim PkgConfig::CUNIT m)
-target_compile_definitions(test_sim_loss PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+target_compile_definitions(test_sim_loss PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans"
+  TACOSIM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 add_test(NAME sim_loss COMMAND test_sim_loss)
 
 # Attention priced at or above the GPU's ceilings on every shipped cluster x zoo model (issue 20's PCIe search).

@@ -206,6 +206,53 @@ static void test_sim_prices_attention_by_shape(void) {
   schema_calibration_free(&c);
 }
 
+/* A query width other than hidden (Qwen3-30B-A3B: 32 query heads x head_dim 128 = 4,096 over hidden
+ * 2,048, 4 key/value heads) keys the shape by the model's head_dim, the heads and the micro-batch: the
+ * one-H100 plan's attention is the H100 file's own point of (128, 4096, batch 1, 32, 4), forward and
+ * backward, not a point of hidden / heads = 64 nor one scaled from another batch or head count
+ * (experiments/exec-qwen3/README.md, 2026-12-07: the point, 566 / 1,833 us, is what that plan's
+ * attention is priced at; the run's 463 / 1,494 us is not a lookup error). */
+static void test_sim_keys_head_dim_not_hidden(void) {
+  static plan p;
+  static sim_costs costs;
+  static schema_calibration c;
+  ts_err e = {0};
+  char path[4096];
+  repo_path(path, sizeof path, "experiments/exec-qwen3/plans/qwen3-30b-a3b-l2-1gpu-h100.json");
+  CU_ASSERT_EQUAL_FATAL(plan_load(path, NULL, NULL, &p, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(model_head_dim(&p.model), 128);
+  CU_ASSERT_NOT_EQUAL(model_head_dim(&p.model), p.model.hidden / p.model.heads); /* 2048 / 32 = 64 */
+  repo_path(path, sizeof path, "calibration/h100-sxm-nvlink.json");
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(path, &c, &e), 0);
+  const schema_attn_point *own = NULL;
+  for (int i = 0; i < c.n_attn; i++) {
+    const schema_attn_shape *s = &c.attn[i].s;
+    if (s->head_dim == 128 && s->seq == 4096 && s->batch == 1 && s->heads == 32 && s->kv_heads == 4 && s->causal)
+      own = &c.attn[i];
+  }
+  CU_ASSERT_PTR_NOT_NULL_FATAL(own);
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
+  plan_program prog = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
+  int seen[2] = {0, 0};
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops ||
+        costs.mops[op->model_op].kind != MODEL_OP_ATTENTION)
+      continue;
+    int bwd = op->phase == PLAN_PHASE_BWD;
+    double s;
+    CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &s, &e), 0);
+    CU_ASSERT(fabs(s * 1e6 - (bwd ? own->bwd_us : own->fwd_us)) <= 1e-9 * s * 1e6);
+    seen[bwd]++;
+  }
+  /* 2 layers x 8 micro-batches, each way, as the executor's profile counts them */
+  CU_ASSERT_EQUAL(seen[0], 16);
+  CU_ASSERT_EQUAL(seen[1], 16);
+  plan_program_free(&prog);
+  schema_calibration_free(&c);
+}
+
 /* "attention_backends": each backend's points load sorted, write back, and are
  * refused naming the backend's array; an unknown backend (or "executor", whose
  * points are "attention_shapes") is refused. */
@@ -350,6 +397,8 @@ int main(void) {
   CU_add_test(s, "an unmeasured shape: the nearest shapes' efficiency", test_lookup_nearest_efficiency);
   CU_add_test(s, "the transfer to another GPU moves the points", test_transfer_keeps_points);
   CU_add_test(s, "the simulator prices attention ops by their shape", test_sim_prices_attention_by_shape);
+  CU_add_test(s, "a query width other than hidden keys the shape by head_dim (Qwen3-30B-A3B on one H100)",
+              test_sim_keys_head_dim_not_hidden);
   CU_add_test(s, "attention_backends load, write back, and are refused naming the field", test_backends_load_and_reject);
   CU_add_test(s, "the plan's attention_backend picks the calibration's points", test_sim_prices_the_plans_backend);
   CU_add_test(s, "--compute-from's copy: the whole compute side, no collectives", test_copy_compute);

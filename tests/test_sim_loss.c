@@ -109,6 +109,48 @@ static void test_unfused_by_hand(void) {
   schema_calibration_free(&cal);
 }
 
+/* A table point of list pts (exact m, n, k), or -1. */
+static double point_us(const schema_gemm_point *pts, int n, long long m, long long nn, long long k) {
+  for (int i = 0; i < n; i++)
+    if (pts[i].m == m && pts[i].n == nn && pts[i].k == k) return pts[i].us;
+  return -1;
+}
+
+/* The fused loss as the executor runs it (runtime/exec/exec_layer.c), on the H100's own tables: Qwen3-30B-A3B
+ * cut to 2 layers on one H100 (micro 1 x 4,096 tokens, vocabulary 151,936, hidden 2,048, TP 1). Forward: the
+ * logits GEMM [T x V x h] (cuBLASLt NT) and the fused cross-entropy (exec_ce_stats + exec_ce_finish8: the
+ * "loss" table, keyed by 2 x 2 x T x V bytes, the logits read twice); backward: dlogits . E [T x h x V] and
+ * dE += dlogits^T . X (the "gemm_wgrad" point keyed (h, V, T)); no vocabulary chunks, no backward kernel. Each
+ * is the table's own point, no scaling: 3,722.7 + 1,328.7, 3,578.5 and 3,860.1 us, 99.9 ms over 8 micro-batches
+ * against the 86.5 ms the 2026-12-07 run profiled (experiments/exec-qwen3/README.md: not a pricing error). */
+static void test_fused_loss_table_points(void) {
+  static plan p;
+  static schema_calibration cal;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_load(TACOSIM_SOURCE_DIR "/experiments/exec-qwen3/plans/qwen3-30b-a3b-l2-1gpu-h100.json",
+                                  NULL, NULL, &p, &e), 0);
+  CU_ASSERT_FALSE(p.ce_unfused);
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(TACOSIM_SOURCE_DIR "/calibration/h100-sxm-nvlink.json", &cal, &e), 0);
+  const long long T = 4096, V = 151936, h = 2048;
+  CU_ASSERT_EQUAL(model_vocab_per_gpu(&p.model, p.tp), V);
+  CU_ASSERT_EQUAL(p.model.hidden, h);
+  const double fwd = point_us(cal.gemm, cal.n_gemm, T, V, h), dgrad = point_us(cal.gemm, cal.n_gemm, T, h, V),
+               wgrad = point_us(cal.gemm_wgrad, cal.n_gemm_wgrad, h, V, T);
+  CU_ASSERT_FATAL(fwd > 0 && dgrad > 0 && wgrad > 0);
+  const schema_kernel_table *t = schema_kernel_table_of(&cal, "loss");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  double ce = -1;
+  for (int i = 0; i < t->n; i++)
+    if (t->pts[i].x == 2.0 * 2.0 * T * V) ce = t->pts[i].us;
+  CU_ASSERT_FATAL(ce > 0);
+  double us[3], bytes[3];
+  loss_us(&p, &cal, us, bytes);
+  NEAR(us[0], fwd + ce, 1e-12);
+  NEAR(us[1], dgrad, 1e-12);
+  NEAR(us[2], wgrad, 1e-12);
+  schema_calibration_free(&cal);
+}
+
 /* The memory model: 2 more bytes per logit of one micro-batch (the 16-bit
  * logits beside the fp32 copy), on the last stage only. */
 static void test_unfused_memory(void) {
@@ -141,6 +183,8 @@ int main(void) {
   CU_add_test(s, "unfused cross-entropy priced kernel by kernel, by hand", test_unfused_by_hand);
   CU_add_test(s, "unfused cross-entropy holds the 16-bit logits beside the fp32 copy", test_unfused_memory);
   CU_add_test(s, "cross_entropy_loss_fusion must be a boolean", test_field_refused);
+  CU_add_test(s, "the fused loss on the H100: its GEMMs' and kernel's own table points (Qwen3-30B-A3B)",
+              test_fused_loss_table_points);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
