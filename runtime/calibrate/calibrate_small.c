@@ -1,6 +1,8 @@
 /* calibrate_small.c — `tacorun calibrate-infer --small-only`: the small
  * kernels of a decode step at decode sizes, timed the two ways a decode step
- * runs them (calibrate_small.h). */
+ * runs them (calibrate_small.h); the RoPE + KV scatter also at prefill sizes,
+ * which no other table times (the prefill's norms, adds and SwiGLU read the
+ * training calibration's tables of those kernels). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +26,8 @@ int calib_clock_spin(double us, void *stream, ts_err *e); /* calibrate_clock_spi
 #define EMB_VOCAB 16384
 #define MAX_SEQ 2048
 #define MAX_SHAPES 2048
+/* the prefill's RoPE + KV scatter (infer_rope_scatter with seq > 1): batch x prompt rows up to this many */
+#define PREFILL_MAX_ROWS 8192
 
 enum { K_NORM, K_ADD, K_SWIGLU, K_EMB, K_ROPE, K_ARGMAX, K_BIAS, K_TACO_ENC, K_TACO_DEC, K_TACO_DSE, K_COUNT };
 /* rope_scatter_fwd: inference's RoPE fused with the KV-cache scatter (infer_rope_scatter), not the training
@@ -36,7 +40,9 @@ static const char *k_table[K_COUNT] = {"rmsnorm_fwd", "add_fwd",     "swiglu_fwd
 
 typedef struct {
   int kind;
-  long long rows;
+  long long rows;          /* rope at prefill sizes: batch x seq */
+  int seq;                 /* rope: tokens a sequence (> 1: a prefill of `seq` tokens at position 0; else a decode
+                              step of one token a sequence at position MAX_SEQ / 2 - 1) */
   int cols;               /* norm/add/embedding: hidden; swiglu: ffn / tp; argmax: vocabulary words a GPU;
                            * bias: the qkv GEMM's output width a GPU */
   int hl, kvl, d;         /* rope; argmax: hl = tp (the shards gathered) */
@@ -62,7 +68,9 @@ static int one_launch(small_bufs *b, ts_err *e) {
   case K_ADD: return rt_add(b->x, b->y, b->y, s->rows * s->cols, b->st, e);
   case K_SWIGLU: return rt_swiglu_fwd(b->x, b->y, s->rows, s->cols, b->st, e);
   case K_EMB: return rt_embedding_fwd(b->table, b->ids, b->y, s->rows, s->cols, 0, EMB_VOCAB, b->st, e);
-  case K_ROPE: return infer_rope_scatter(b->qkv, b->q, b->kc, b->vc, &b->ad, 1, MAX_SEQ / 2 - 1, b->st, e);
+  case K_ROPE:
+    return s->seq > 1 ? infer_rope_scatter(b->qkv, b->q, b->kc, b->vc, &b->ad, s->seq, 0, b->st, e)
+                      : infer_rope_scatter(b->qkv, b->q, b->kc, b->vc, &b->ad, 1, MAX_SEQ / 2 - 1, b->st, e);
   case K_ARGMAX: return infer_argmax(b->logits, b->tok, (int)s->rows, s->hl, s->cols, (long long)s->n, b->amax, b->st, e);
   case K_BIAS: return rt_bias_add(b->y, b->gamma, s->rows, s->cols, s->cols, b->st, e);
   default: break;
@@ -115,7 +123,7 @@ static int width(const small_shape *s) {
 
 static int add_shape(small_shape *sh, int *n, small_shape s) {
   for (int i = 0; i < *n; i++)
-    if (sh[i].kind == s.kind && sh[i].rows == s.rows && sh[i].cols == s.cols && sh[i].hl == s.hl &&
+    if (sh[i].kind == s.kind && sh[i].rows == s.rows && sh[i].seq == s.seq && sh[i].cols == s.cols && sh[i].hl == s.hl &&
         sh[i].kvl == s.kvl && sh[i].d == s.d && sh[i].n == s.n && sh[i].group == s.group)
       return 0;
   if (*n >= MAX_SHAPES) return -1;
@@ -125,8 +133,8 @@ static int add_shape(small_shape *sh, int *n, small_shape s) {
 
 /* The shapes: batch 1..64 x every GQA zoo model's hidden (norm, add,
  * embedding), ffn / tp (SwiGLU) and heads / tp, kv heads / tp, head dim
- * (RoPE + KV scatter; the QKV bias of a model with one) at TP 1/2/4/8 where tp divides them; TACO blocks of
- * 4 .. 128 KiB at groups 32 .. 512. */
+ * (RoPE + KV scatter, also at four prefill sizes of up to PREFILL_MAX_ROWS rows; the QKV bias of a model with one)
+ * at TP 1/2/4/8 where tp divides them; TACO blocks of 4 .. 128 KiB at groups 32 .. 512. */
 static int shapes_of(const model_config *models, int nm, small_shape *sh, int *n, int *max_cols, int *max_qkv,
                      long long *max_words) {
   static const int batches[] = {1, 2, 4, 8, 16, 32, 64}, tps[] = {1, 2, 4, 8};
@@ -152,6 +160,14 @@ static int shapes_of(const model_config *models, int nm, small_shape *sh, int *n
           small_shape s = {.kind = K_ROPE, .rows = B, .hl = mc->heads / tp, .kvl = mc->kv_heads / tp, .d = d};
           if (add_shape(sh, n, s)) return -1;
           if ((s.hl + 2 * s.kvl) * d > *max_qkv) *max_qkv = (s.hl + 2 * s.kvl) * d;
+          /* the prefill's: one sequence of 512, 2,048 and 8,192 tokens, and 8 of 1,024, into the same table (keyed
+           * by its bytes: the prefill reads it past the decode sizes) */
+          static const int pb[] = {1, 1, 1, 8}, ps[] = {512, 2048, 8192, 1024};
+          for (int q = 0; b == 0 && q < 4; q++) {
+            small_shape pf = s;
+            pf.rows = (long long)pb[q] * ps[q], pf.seq = ps[q];
+            if (add_shape(sh, n, pf)) return -1;
+          }
         }
         if (mc->qkv_bias && mc->heads % tp == 0 && mc->kv_heads % tp == 0) {
           const int qcl = (mc->heads + 2 * mc->kv_heads) / tp * d;
@@ -244,12 +260,13 @@ int calib_small_kernels(schema_calibration *cal, const model_config *models, int
   memset(&b, 0, sizeof b);
   const size_t act = (size_t)MAX_BATCH * 2 * (max_cols > 65536 ? max_cols : 65536) * 2; /* also 2 TACO blocks of 128 KiB */
   const size_t cache = (size_t)MAX_BATCH * 16 * MAX_SEQ * 128 * 2;                    /* kvl <= 16, d <= 128 */
+  const size_t qkv_rows = PREFILL_MAX_ROWS > MAX_BATCH ? PREFILL_MAX_ROWS : MAX_BATCH; /* a prefill's rows */
   int rc = -1, done = 0;
   CUDA_CHECK_GOTO(e, cudaStreamCreateWithFlags(&b.st, cudaStreamNonBlocking), out);
   if (dmalloc(&b.x, act, e) || dmalloc(&b.y, act, e) || dmalloc(&b.gamma, (size_t)max_cols * 2, e) ||
       dmalloc((void **)&b.rstd, MAX_BATCH * sizeof(float), e) || dmalloc((void **)&b.ids, MAX_BATCH * sizeof(int32_t), e) ||
-      dmalloc(&b.table, (size_t)EMB_VOCAB * max_cols * 2, e) || dmalloc(&b.qkv, (size_t)MAX_BATCH * max_qkv * 2 + 2, e) ||
-      dmalloc(&b.q, (size_t)MAX_BATCH * max_qkv * 2 + 2, e) || dmalloc(&b.kc, cache, e) || dmalloc(&b.vc, cache, e) ||
+      dmalloc(&b.table, (size_t)EMB_VOCAB * max_cols * 2, e) || dmalloc(&b.qkv, qkv_rows * max_qkv * 2 + 2, e) ||
+      dmalloc(&b.q, qkv_rows * max_qkv * 2 + 2, e) || dmalloc(&b.kc, cache, e) || dmalloc(&b.vc, cache, e) ||
       dmalloc(&b.wire, act, e) || dmalloc(&b.logits, (size_t)MAX_BATCH * max_words * 2, e) ||
       dmalloc((void **)&b.tok, MAX_BATCH * sizeof(int32_t), e) ||
       dmalloc(&b.amax, infer_argmax_scratch_bytes(MAX_BATCH, 8, max_words), e))
@@ -263,7 +280,7 @@ int calib_small_kernels(schema_calibration *cal, const model_config *models, int
       rt_fill_random_bf16(b.y, (long long)(act / 2), 22, 1.0f, NULL, e) ||
       rt_fill_random_bf16(b.gamma, max_cols, 23, 1.0f, NULL, e) ||
       rt_fill_random_bf16(b.table, (long long)EMB_VOCAB * max_cols, 24, 1.0f, NULL, e) ||
-      rt_fill_random_bf16(b.qkv, (long long)MAX_BATCH * max_qkv, 25, 1.0f, NULL, e) ||
+      rt_fill_random_bf16(b.qkv, (long long)qkv_rows * max_qkv, 25, 1.0f, NULL, e) ||
       rt_fill_random_bf16(b.logits, (long long)MAX_BATCH * max_words, 27, 4.0f, NULL, e) ||
       rt_fill_labels(b.ids, MAX_BATCH, EMB_VOCAB, 26, NULL, e))
     goto out;
@@ -272,9 +289,10 @@ int calib_small_kernels(schema_calibration *cal, const model_config *models, int
   /* real encoded blocks, so the decoders read valid scales (two blocks: decode_sum_encode sums two) */
   for (int i = 0; i < n; i++) {
     b.s = sh[i];
-    if (sh[i].kind == K_ROPE)
-      b.ad = (infer_attn_dims){.batch = (int)sh[i].rows, .hl = sh[i].hl, .kvl = sh[i].kvl, .head_dim = sh[i].d,
-                               .max_seq = MAX_SEQ, .rope_theta = 500000.0};
+    if (sh[i].kind == K_ROPE) /* a prefill's cache holds its seq positions: batch x kvl x seq x d fits `cache` */
+      b.ad = (infer_attn_dims){.batch = (int)(sh[i].seq > 1 ? sh[i].rows / sh[i].seq : sh[i].rows), .hl = sh[i].hl,
+                               .kvl = sh[i].kvl, .head_dim = sh[i].d, .max_seq = sh[i].seq > 1 ? sh[i].seq : MAX_SEQ,
+                               .rope_theta = 500000.0};
     if (sh[i].kind >= K_TACO_ENC) {
       taco_params p = {.group = sh[i].group, .fp8 = TACO_FP8_E4M3};
       size_t wire = taco_wire_bytes(sh[i].n, sh[i].group);
