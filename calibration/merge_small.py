@@ -12,7 +12,9 @@ row width the kernel's rows take (COLS; RoPE: (HL + KVL) x D), since equal
 bytes of another width take another time (calibrate_small.h); points of one
 (bytes, group) are averaged. These tables replace FILE's tables of the same
 names; nothing else changes. The RoPE of a decode step is inference's RoPE fused with the KV-cache
-scatter: "rope_scatter_fwd.<mode>" (the first runs printed it as rope_fwd, the training kernel's table). "embedding_fwd.<mode>" is also written as
+scatter: "rope_scatter_fwd.<mode>" (the first runs printed it as rope_fwd, the training kernel's table); its points
+of more than 64 rows (a prefill's batch x prompt, timed since 2026-12-07) go into "rope_scatter_fwd" (QUEUED_US),
+the table the prefill reads, joined with the twins as the training tables of the other kernels are. "embedding_fwd.<mode>" is also written as
 "embedding.<mode>", the table the simulator reads for the embedding (as
 `tacorun calibrate` writes one measurement as "embedding_fwd" and
 "embedding"). Only the inference simulator reads them (sim/sim_infer_cal.c,
@@ -34,6 +36,9 @@ import sys
 from merge_infer import append_note, load_bench_target, write_calibration
 
 
+DECODE_MAX_ROWS = 64  # calibrate_small.c's MAX_BATCH: rows above it are a prefill's
+
+
 def tables_of(path):
     pts = {}
     for n, line in enumerate((gzip.open(path, "rt") if path.endswith(".gz") else open(path)), 1):
@@ -48,6 +53,10 @@ def tables_of(path):
             table = "rope_scatter_fwd"
         if group == 0:
             group = (hl + kvl) * d if table == "rope_scatter_fwd" else cols
+        if table == "rope_scatter_fwd" and int(f[4]) > DECODE_MAX_ROWS:
+            # the prefill's RoPE + KV scatter (batch x prompt rows): the table the prefill reads, queued as it runs
+            pts.setdefault(table, {}).setdefault((group, x), []).append(queued)
+            continue
         names = [table] + (["embedding"] if table == "embedding_fwd" else [])
         for name in names:
             for mode, us in ((".eager", queued), (".graph", graph)):

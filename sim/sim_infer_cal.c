@@ -131,7 +131,9 @@ static int nearest_group(const schema_kernel_table *twin, int width) {
 /* The twin's points, then base's points of each group above the twin's
  * largest point of that group (all of base's points of groups the twin lacks).
  * width > 0 (a width-keyed twin of a bytes-keyed table): only the twin's points
- * of the group nearest to width, as group 0. */
+ * of the group nearest to width, as group 0; a base keyed by width as well
+ * (rope_scatter_fwd, the prefill's RoPE + KV scatter: merge_small.py) gives its
+ * points of the group nearest to width as group 0 too. */
 static int merge_twin(const schema_kernel_table *base, const schema_kernel_table *twin, int width,
                       schema_kernel_table *out) {
   int n = twin->n + (base ? base->n : 0);
@@ -147,12 +149,17 @@ static int merge_twin(const schema_kernel_table *base, const schema_kernel_table
     }
   const schema_kernel_table own = {.n = out->n, .pts = out->pts};
   twin = &own; /* the points kept, for the comparison below (out->pts only grows past them) */
+  const int bg = g >= 0 && base ? nearest_group(base, width) : -1; /* a width-keyed base's group, or -1 */
   for (int i = 0; base && i < base->n; i++) {
-    const schema_kernel_point *p = &base->pts[i];
+    schema_kernel_point p = base->pts[i];
+    if (bg >= 0) {
+      if (p.group != bg) continue;
+      p.group = 0;
+    }
     bool above = true;
     for (int j = 0; j < twin->n; j++)
-      if (twin->pts[j].group == p->group && twin->pts[j].x >= p->x) above = false;
-    if (above) out->pts[out->n++] = *p;
+      if (twin->pts[j].group == p.group && twin->pts[j].x >= p.x) above = false;
+    if (above) out->pts[out->n++] = p;
   }
   qsort(out->pts, (size_t)out->n, sizeof *out->pts, cmp_point);
   return 0;
