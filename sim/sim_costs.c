@@ -540,13 +540,23 @@ static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, in
  * program without dropout; MLA's values are narrower than its queries and
  * keys (v_head_dim under qk_nope + qk_rope), so the GEMMs over the head
  * dimension take d = the q/k width (Q K^T, dQ = dS K, dK = dS^T Q) or dv =
- * the value width (P V, dP = dO V^T, dV = P^T dO), as the executor's do. */
+ * the value width (P V, dP = dO V^T, dV = P^T dO), as the executor's do.
+ * The executor's softmax kernels (exec_softmax_causal_lower_fwd / _bwd, its
+ * default) read and write each row's scores up to the diagonal only, in
+ * chunks of 8 (sim_causal_softmax_scores); Megatron's over the whole row. */
+double sim_causal_softmax_scores(long long s) {
+  const long long q = s / 8, r = s % 8; /* row i covers 8 x (floor(i / 8) + 1) columns */
+  return 32.0 * (double)q * (double)(q + 1) + 8.0 * (double)r * (double)(q + 1);
+}
+
 static int unfused_attention_us(sim_costs *c, int phase, double *us, double *gemm_part_us, ts_err *e) {
   const plan *p = c->p;
   const long long d = model_head_dim(&p->model), s = p->seq;
   const long long dv = p->model.attention == MODEL_ATTN_MLA ? p->model.v_head_dim : d;
   long long rows = (long long)p->micro_batch * (p->model.heads / p->tp) * s; /* stacked query rows */
-  double scores = (double)rows * (double)s, g1, g2, g3 = 0, mem;
+  const double per_row = p->attention_backend == PLAN_ATTENTION_EXECUTOR ? sim_causal_softmax_scores(s) / (double)s
+                                                                         : (double)s;
+  double scores = (double)rows * per_row, g1, g2, g3 = 0, mem; /* the scores the softmax reads and writes */
   double dropout = p->attention_dropout > 0 ? 5.0 : 0.0; /* bytes per score of the dropout kernel */
   if (phase == PLAN_PHASE_BWD) {
     if (gemm_us(c, rows, d, s, &g1, e) || gemm_us(c, rows, s, dv, &g2, e) || gemm_us(c, rows, dv, s, &g3, e))

@@ -82,11 +82,12 @@ static void prices_of(const plan *p, const schema_calibration *cal, layer_prices
 }
 
 /* mla-tiny (8 heads, q/k 128 + 64 = 192, v 128; micro-batch 1, seq 2048, TP 1; 4 layers, 8 micro-batches).
- * rows = 8 x 2048 = 16,384 stacked query rows, scores = rows x 2048 = 33,554,432.
+ * rows = 8 x 2048 = 16,384 stacked query rows. The executor's causal softmax touches each row's columns up
+ * to the diagonal in chunks of 8: 2048 x 2056 / 2 = 2,105,344 scores a head, 16,842,752 in all.
  * Forward: Q K^T [16384 x 2048 x 192] and P V [16384 x 128 x 2048], two GEMMs of 3 us + 2 x 16384 x 2048 x
- * 192 (or 128) / peak, and the softmax's 4 bytes a score: 5e-6 x 134,217,728 = 671.08864 us.
+ * 192 (or 128) / peak, and the softmax's 4 bytes a score: 5e-6 x 67,371,008 = 336.85504 us.
  * Backward: dQ, dK [16384 x 192 x 2048] each, dP [16384 x 2048 x 128], dV [16384 x 128 x 2048], four GEMMs
- * (12 us of launches) and 6 bytes a score: 5e-6 x 201,326,592 = 1,006.63296 us.
+ * (12 us of launches) and 6 bytes a score: 5e-6 x 101,056,512 = 505.28256 us.
  * kv_scatter: 2,048 tokens x 8 heads x (128 + 128) elements, 2 bytes read and 2 written:
  * 16,777,216 bytes, 5e-6 x that = 83.88608 us, forward and backward alike. */
 static void test_mla_by_hand(void) {
@@ -94,13 +95,15 @@ static void test_mla_by_hand(void) {
   ts_err e = {0};
   CU_ASSERT_EQUAL_FATAL(load_plan(&p, "mla-tiny-1gpu", "executor", &e), 0);
   CU_ASSERT_TRUE(sim_attention_runs_unfused(&p));
+  NEAR(sim_causal_softmax_scores(2048), 2105344.0, 0);
+  NEAR(sim_causal_softmax_scores(12), 128.0, 0); /* rows 0-7: 8 columns each, rows 8-11: 16 */
   schema_calibration cal;
   hand_calibration(&cal);
   layer_prices r;
   prices_of(&p, &cal, &r);
   const double peak = p.cluster.gpu.bf16_tflops * 1e12, mm = 2.0 * 16384.0 * 2048.0 / peak * 1e6;
-  NEAR(r.attn[0], 6.0 + mm * (192 + 128) + 671.08864, 1e-9);
-  NEAR(r.attn[1], 12.0 + mm * (2 * 192 + 2 * 128) + 1006.63296, 1e-9);
+  NEAR(r.attn[0], 6.0 + mm * (192 + 128) + 336.85504, 1e-9);
+  NEAR(r.attn[1], 12.0 + mm * (2 * 192 + 2 * 128) + 505.28256, 1e-9);
   NEAR(r.scatter_bytes, 16777216.0, 0);
   NEAR(r.scatter[0], 83.88608, 1e-9);
   NEAR(r.scatter[1], 83.88608, 1e-9);
@@ -111,7 +114,9 @@ static void test_mla_by_hand(void) {
   schema_calibration_free(&cal);
 }
 
-/* The unfused backend prices MLA the same way; the flash backend keeps its attention tables (the
+/* The unfused backend (Megatron-LM's) prices MLA with the same GEMMs and its softmax over the whole rows:
+ * 2048 x 2048 - 2,105,344 = 2,088,960 more scores a head, 16,711,680 in all, 4 bytes forward (334.2336 us
+ * more) and 6 backward (501.3504 us); the flash backend keeps its attention tables (the
  * executor's unfused program is not what it names), and a model without MLA has no kv_scatter op and
  * keeps its attention pricing under the executor's backend. */
 static void test_which_plans(void) {
@@ -125,8 +130,8 @@ static void test_which_plans(void) {
   CU_ASSERT_EQUAL_FATAL(load_plan(&p, "mla-tiny-1gpu", "unfused", &e), 0);
   CU_ASSERT_TRUE(sim_attention_runs_unfused(&p));
   prices_of(&p, &cal, &un);
-  NEAR(un.attn[0], ex.attn[0], 1e-12);
-  NEAR(un.attn[1], ex.attn[1], 1e-12);
+  NEAR(un.attn[0] - ex.attn[0], 334.2336, 1e-9);
+  NEAR(un.attn[1] - ex.attn[1], 501.3504, 1e-9);
   CU_ASSERT_EQUAL_FATAL(load_plan(&p, "mla-tiny-1gpu", "flash", &e), 0);
   CU_ASSERT_FALSE(sim_attention_runs_unfused(&p));
   CU_ASSERT_EQUAL_FATAL(load_plan(&p, "gpt-h4096-1gpu", "executor", &e), 0);
