@@ -526,6 +526,11 @@ static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, in
   return 0;
 }
 
+double sim_causal_softmax_scores(long long s) {
+  const long long q = s / 8, r = s % 8; /* row i covers 8 x (floor(i / 8) + 1) columns */
+  return 32.0 * (double)q * (double)(q + 1) + 8.0 * (double)r * (double)(q + 1);
+}
+
 /* Unfused attention (plan attention_backend "unfused"), as Megatron-LM ran it
  * before flash attention: for each of the micro-batch x heads/tp heads of
  * this GPU, S = Q K^T (s x s x d), a fused scale-mask-softmax over S, dropout
@@ -544,11 +549,6 @@ static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, in
  * The executor's softmax kernels (exec_softmax_causal_lower_fwd / _bwd, its
  * default) read and write each row's scores up to the diagonal only, in
  * chunks of 8 (sim_causal_softmax_scores); Megatron's over the whole row. */
-double sim_causal_softmax_scores(long long s) {
-  const long long q = s / 8, r = s % 8; /* row i covers 8 x (floor(i / 8) + 1) columns */
-  return 32.0 * (double)q * (double)(q + 1) + 8.0 * (double)r * (double)(q + 1);
-}
-
 static int unfused_attention_us(sim_costs *c, int phase, double *us, double *gemm_part_us, ts_err *e) {
   const plan *p = c->p;
   const long long d = model_head_dim(&p->model), s = p->seq;
