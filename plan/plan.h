@@ -508,6 +508,7 @@ enum {
   PLAN_MOP_EXPERT_GATHER = -13, /* (MoE) ZeRO-1 all-gather of one layer's updated expert parameters */
   PLAN_MOP_MOE_TOKENS = -14,    /* (MoE) dispatch / combine all-to-all or expert-TP gather / scatter of tokens */
   PLAN_MOP_FP8_CAST = -15,      /* (layout.fp8) a quantize to FP8 before a GEMM (tag: plan_fp8_cast_tag) */
+  PLAN_MOP_MLA_KV_SCATTER = -16,/* (MLA) kv_b's output copied into the key and value heads (plan_mla.c) */
 };
 /* What the compute ops outside the layers cover: PLAN_MOP_EMBEDDING = every op
  * of model_embedding_ops(); PLAN_MOP_FINAL_NORM = "final_norm" of
@@ -656,6 +657,13 @@ bool plan_fp8_serving_linear(const model_op *o);
 /* The same rule without a plan: whether `o` is one of the linear layers FP8 training runs in FP8 (what
  * `tacorun calibrate --only gemm_fp8` times). plan_fp8_gemm is this and layout.fp8 set. */
 bool plan_fp8_linear(const model_op *o);
+/* ---- multi-head latent attention's layout op (plan_mla.c) ---- */
+/* Whether model op `o` is MLA's key/value up-projection ("kv_b"), after whose forward the program has a
+ * PLAN_MOP_MLA_KV_SCATTER op (and before whose backward its gather): every MLA training plan. */
+bool plan_mla_kv_scatter_after(const plan *p, const model_op *o);
+/* Device-memory bytes of that op, forward (scatter) or backward (gather) alike: each of the micro-batch x
+ * local-sequence tokens' heads / tp heads of qk_nope + v_head BF16 elements read once and written once. */
+double plan_mla_kv_scatter_bytes(const plan *p);
 /* A PLAN_MOP_FP8_CAST op's tag: the GEMM's model op, and which tensor it quantizes. */
 enum { PLAN_FP8_CAST_INPUT = 0, PLAN_FP8_CAST_GRAD = 1, PLAN_FP8_CAST_WEIGHT = 2 };
 static inline int32_t plan_fp8_cast_tag(int model_op, int what) { return model_op * 4 + what; }

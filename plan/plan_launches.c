@@ -95,6 +95,7 @@ void plan_op_set_launches(const plan *p, const model_op *ops, int n, plan_op *op
     return;
   case PLAN_MOP_OPTIMIZER: set(op, model_is_moe(&p->model) && p->model.router_expert_bias ? 3 : 1, 0, 0); return;
   case PLAN_MOP_FP8_CAST: set(op, 1, 0, 0); return; /* (current scaling's amax kernel: counted in the cast's bytes) */
+  case PLAN_MOP_MLA_KV_SCATTER: set(op, 1, 0, 0); return; /* rt_mla_kv_scatter, or rt_mla_kv_gather backward */
   default: /* the MoE imbalance wait: no kernel and no op of the executor's (it runs EP 1 only) */
     op->launches = op->gemm_launches = 0, op->events = 0, op->host_sync = 0;
     return;

@@ -52,6 +52,7 @@ static const char *special_name(int model_op) {
   case PLAN_MOP_EXPERT_GATHER: return "expert_gather";
   case PLAN_MOP_MOE_TOKENS: return "moe_tokens";
   case PLAN_MOP_FP8_CAST: return "fp8_cast";
+  case PLAN_MOP_MLA_KV_SCATTER: return "kv_scatter";
   default: return "op";
   }
 }

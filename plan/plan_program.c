@@ -382,6 +382,15 @@ static int fp8_forward_casts(builder *b, int i, int layer, int micro, int chunk,
   return fp8_cast(b, phase, i, PLAN_FP8_CAST_INPUT, layer, micro, chunk, (double)o->m * (double)o->k);
 }
 
+/* MLA: kv_b's output into the key and value heads (forward, recomputation) or their gradients back
+ * (backward, before kv_b's), a memory-bound op of its own (plan_mla.c). */
+static int mla_kv_copy(builder *b, plan_phase phase, int layer, int micro, int chunk) {
+  int32_t c = compute(b, phase, PLAN_MOP_MLA_KV_SCATTER, PLAN_PART_WHOLE, layer, micro, chunk, 0.0,
+                      plan_mla_kv_scatter_bytes(b->p));
+  CHECK(c);
+  return 0;
+}
+
 /* One op of a layer's forward (or of its recomputation: phase), with the TP
  * collectives around it. */
 static int op_forward(builder *b, int i, int layer, int micro, int chunk, plan_phase phase) {
@@ -409,6 +418,7 @@ static int op_forward(builder *b, int i, int layer, int micro, int chunk, plan_p
     return row_parallel_chunked(b, i, layer, micro, chunk, phase);
   int32_t c = compute(b, phase, i, PLAN_PART_WHOLE, layer, micro, chunk, o->flops_fwd, o->bytes_fwd);
   CHECK(c);
+  if (plan_mla_kv_scatter_after(b->p, o)) CHECK(mla_kv_copy(b, phase, layer, micro, chunk));
   if (o->parallel == MODEL_PAR_ROW && tp) {
     int32_t r = tp_coll(b, sp ? PLAN_COLL_REDUCESCATTER : PLAN_COLL_ALLREDUCE, phase, 1, i, layer, micro, chunk,
                         b->full_bytes, c);
@@ -444,6 +454,7 @@ static int layer_backward(builder *b, int layer, int micro, int chunk) {
   for (int i = b->n_ops - 1; i >= 0; i--) {
     const model_op *o = &b->ops[i];
     if (!model_op_in_layer(&p->model, o, layer)) continue; /* MoE models: dense or MoE layer */
+    if (plan_mla_kv_scatter_after(p, o)) CHECK(mla_kv_copy(b, PLAN_PHASE_BWD, layer, micro, chunk));
     if (o->layers_kind == MODEL_LAYERS_MOE && plan_recomputes(p, PLAN_RECOMPUTE_MOE) &&
         (i + 1 == b->n_ops || b->ops[i + 1].layers_kind != MODEL_LAYERS_MOE))
       CHECK(moe_block_recompute(b, i, layer, micro, chunk));

@@ -526,6 +526,11 @@ static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, in
   return 0;
 }
 
+double sim_causal_softmax_scores(long long s) {
+  const long long q = s / 8, r = s % 8; /* row i covers 8 x (floor(i / 8) + 1) columns */
+  return 32.0 * (double)q * (double)(q + 1) + 8.0 * (double)r * (double)(q + 1);
+}
+
 /* Unfused attention (plan attention_backend "unfused"), as Megatron-LM ran it
  * before flash attention: for each of the micro-batch x heads/tp heads of
  * this GPU, S = Q K^T (s x s x d), a fused scale-mask-softmax over S, dropout
@@ -536,25 +541,45 @@ static int gemm_phase_us(sim_costs *c, long long m, long long n, long long k, in
  * reads and writes them (4 bytes per score), dropout (attention_dropout > 0)
  * reads, writes and stores a byte mask (5); backward: dropout 5, softmax 6
  * (its output, the incoming and outgoing gradient), dS K, dS^T Q, dO V^T,
- * P^T dO. */
+ * P^T dO. The executor's unfused path (runtime/ops/exec_core.c) is the same
+ * program without dropout; MLA's values are narrower than its queries and
+ * keys (v_head_dim under qk_nope + qk_rope), so the GEMMs over the head
+ * dimension take d = the q/k width (Q K^T, dQ = dS K, dK = dS^T Q) or dv =
+ * the value width (P V, dP = dO V^T, dV = P^T dO), as the executor's do.
+ * The executor's softmax kernels (exec_softmax_causal_lower_fwd / _bwd, its
+ * default) read and write each row's scores up to the diagonal only, in
+ * chunks of 8 (sim_causal_softmax_scores); Megatron's over the whole row. */
 static int unfused_attention_us(sim_costs *c, int phase, double *us, double *gemm_part_us, ts_err *e) {
   const plan *p = c->p;
-  long long d = model_head_dim(&p->model), s = p->seq;
+  const long long d = model_head_dim(&p->model), s = p->seq;
+  const long long dv = p->model.attention == MODEL_ATTN_MLA ? p->model.v_head_dim : d;
   long long rows = (long long)p->micro_batch * (p->model.heads / p->tp) * s; /* stacked query rows */
-  double scores = (double)rows * (double)s, g1, g2, g3 = 0, mem;
+  const double per_row = p->attention_backend == PLAN_ATTENTION_EXECUTOR ? sim_causal_softmax_scores(s) / (double)s
+                                                                         : (double)s;
+  double scores = (double)rows * per_row, g1, g2, g3 = 0, mem; /* the scores the softmax reads and writes */
   double dropout = p->attention_dropout > 0 ? 5.0 : 0.0; /* bytes per score of the dropout kernel */
   if (phase == PLAN_PHASE_BWD) {
-    if (gemm_us(c, rows, d, s, &g1, e) || gemm_us(c, rows, s, d, &g2, e) || gemm_us(c, rows, d, s, &g3, e))
+    if (gemm_us(c, rows, d, s, &g1, e) || gemm_us(c, rows, s, dv, &g2, e) || gemm_us(c, rows, dv, s, &g3, e))
       return -1;
     g1 *= 2; /* dQ = dS K and dK = dS^T Q: the same shape */
     if (kernel_phase_us(c, "elementwise", (6.0 + dropout) * scores, phase, false, &mem, e)) return -1;
   } else {
-    if (gemm_us(c, rows, s, d, &g1, e) || gemm_us(c, rows, d, s, &g2, e)) return -1;
+    if (gemm_us(c, rows, s, d, &g1, e) || gemm_us(c, rows, dv, s, &g2, e)) return -1;
     if (kernel_phase_us(c, "elementwise", (4.0 + dropout) * scores, phase, false, &mem, e)) return -1;
   }
   *gemm_part_us = g1 + g2 + g3;
   *us = *gemm_part_us + mem;
   return 0;
+}
+
+/* The executor runs MLA's attention unfused (its fused kernels take equal
+ * query/key and value widths only: exec_core.c, exec_attention_fused), so a
+ * plan of its backend prices it so; attention_backend "unfused" always. */
+bool sim_attention_runs_unfused(const plan *p) {
+  const model_config *m = &p->model;
+  if (p->attention_backend == PLAN_ATTENTION_UNFUSED) return true;
+  return p->attention_backend == PLAN_ATTENTION_EXECUTOR && m->attention == MODEL_ATTN_MLA &&
+         m->v_head_dim != model_head_dim(m);
 }
 
 int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e) {
@@ -800,7 +825,7 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
       *us += b;
       return 0;
     case MODEL_OP_ATTENTION:
-      if (p->attention_backend == PLAN_ATTENTION_UNFUSED) return unfused_attention_us(c, phase, us, gemm_us, e);
+      if (sim_attention_runs_unfused(p)) return unfused_attention_us(c, phase, us, gemm_us, e);
       if (attention_us(c, op, phase, us, e)) return -1;
       *gemm_us = *us;
       return 0;
@@ -831,6 +856,10 @@ static int compute_us(sim_costs *c, const plan_op *op, double *us, double *gemm_
   if (op->model_op == PLAN_MOP_OPTIMIZER) return kernel_us(c, "optimizer", op->bytes, 0, false, us, e);
   /* layout.fp8's quantize: a memory-bound pass over its bytes, the same kernel forward and backward */
   if (op->model_op == PLAN_MOP_FP8_CAST)
+    return kernel_phase_us(c, "elementwise", op->bytes, PLAN_PHASE_FWD, false, us, e);
+  /* MLA's copy of kv_b's output into the key and value heads, or of their gradients back (plan_mla.c): one
+   * memory-bound kernel over its bytes, the same forward and backward */
+  if (op->model_op == PLAN_MOP_MLA_KV_SCATTER)
     return kernel_phase_us(c, "elementwise", op->bytes, PLAN_PHASE_FWD, false, us, e);
   if (op->model_op == PLAN_MOP_MOE_IMBALANCE) return moe_imbalance_us(c, op, us, gemm_us, e);
   if (op->model_op == PLAN_MOP_FINAL_NORM)
@@ -882,7 +911,8 @@ double sim_attention_kernel_flops_of(int backend, bool bwd, double op_flops) {
 }
 
 double sim_attention_kernel_flops(const plan *p, const plan_op *op) {
-  return sim_attention_kernel_flops_of(p->attention_backend, op->phase == PLAN_PHASE_BWD, op->flops);
+  const int backend = sim_attention_runs_unfused(p) ? PLAN_ATTENTION_UNFUSED : p->attention_backend;
+  return sim_attention_kernel_flops_of(backend, op->phase == PLAN_PHASE_BWD, op->flops);
 }
 
 double sim_attention_roof_us(const schema_roofline *r, int backend, bool bwd, double op_flops, double bytes) {

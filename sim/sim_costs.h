@@ -125,6 +125,13 @@ int sim_compute_parts_s(sim_costs *c, const plan_op *op, double *s, double *gemm
  * the stacked query rows around a causal softmax over full s x s scores, the
  * way the inference executor's prefill runs it), in seconds. */
 int sim_attention_unfused_fwd_s(sim_costs *c, double *s, ts_err *e);
+/* Whether a training plan's attention op is priced as that unfused program: attention_backend "unfused",
+ * or "executor" on an MLA model whose values are narrower than its queries and keys (the executor's fused
+ * kernels take equal widths only, so it runs those unfused), the GEMMs at the q/k and v widths apart. */
+bool sim_attention_runs_unfused(const plan *p);
+/* The scores of one head and sequence of s tokens that the executor's causal softmax kernels touch: each
+ * row's columns up to the diagonal in chunks of 8, s (s + 8) / 2 when 8 divides s. */
+double sim_causal_softmax_scores(long long s);
 /* The FLOPs the plan's attention kernel does for an attention op (the op
  * counts the full s x s square; causal kernels do half of it): what the
  * ceiling check holds its price against. */

@@ -50,3 +50,9 @@ add_executable(test_fp8 ${CMAKE_CURRENT_SOURCE_DIR}/test_fp8.c)
 target_link_libraries(test_fp8 PRIVATE ts_sim PkgConfig::CUNIT m)
 target_compile_definitions(test_fp8 PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
 add_test(NAME fp8 COMMAND test_fp8)
+
+# MLA as the executor runs it: unfused attention at q/k and v widths, the kv_scatter op, by hand.
+add_executable(test_sim_mla ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_mla.c)
+target_link_libraries(test_sim_mla PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_sim_mla PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
+add_test(NAME sim_mla COMMAND test_sim_mla)

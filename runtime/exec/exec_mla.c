@@ -109,9 +109,8 @@ int exec_mla_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e) {
     EX_TRY(ckv_of(m, a, e));
     return rt_rmsnorm_fwd(m->mla->ckv, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_KV_A_NORM)), a->ckvn, a->rstd_kv, T,
                           (int)kl, eps, m->stream, e);
-  case EXEC_OP_KV_B: /* [k_nope | v] per head, then into the key and value heads */
-    EX_TRY(mm_fwd(m, T, H * bw, kl, a->ckvn, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_KV_B)), m->mla->kvb, H * bw, e));
-    return rt_mla_kv_scatter(m->mla->kvb, a->qkv, T, m->qkv_cols, (int)H, c->qk_nope, c->qk_rope, c->v_head, m->stream, e);
+  case EXEC_OP_KV_B: /* [k_nope | v] per head into the scratch; the kv_scatter op puts them in place */
+    return mm_fwd(m, T, H * bw, kl, a->ckvn, exec_w16_of(m, exec_layer_tensor(m, l, EXEC_T_KV_B)), m->mla->kvb, H * bw, e);
   case EXEC_OP_ROPE: /* the query heads' rope parts; the shared key (kva's last columns) into every key head */
     return rt_mla_rope_fwd(a->qkv, m->qkv_cols, (const char *)a->kva + kl * 2, (int)kw, T, (int)H, c->qk_nope, c->qk_rope,
                            c->seq, m->rope_inv_freq, m->stream, e);
@@ -133,12 +132,9 @@ int exec_mla_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) {
   case EXEC_OP_ROPE: /* the query parts rotated back in place; the shared key's gradient summed over the heads */
     return rt_mla_rope_bwd(m->dqkv, (int)ld, (char *)s->dkva + kl * 2, (int)kw, T, (int)H, c->qk_nope, c->qk_rope,
                            c->seq, m->rope_inv_freq, m->stream, e);
-  case EXEC_OP_KV_B: /* the dgrad half gathers [dk_nope | dv] per head, the wgrad half reads it */
+  case EXEC_OP_KV_B: /* both halves read [dk_nope | dv] per head, gathered by the kv_scatter op before */
     t = exec_layer_tensor(m, l, EXEC_T_KV_B);
-    if (DGRAD) {
-      EX_TRY(rt_mla_kv_gather(m->dqkv, s->kvb, T, (int)ld, (int)H, c->qk_nope, c->qk_rope, c->v_head, m->stream, e));
-      EX_TRY(mm_dgrad(m, T, H * bw, kl, s->kvb, H * bw, exec_w16_of(m, t), 0.f, s->dlat, e));
-    }
+    if (DGRAD) EX_TRY(mm_dgrad(m, T, H * bw, kl, s->kvb, H * bw, exec_w16_of(m, t), 0.f, s->dlat, e));
     return WGRAD ? mm_wgrad(m, T, H * bw, kl, a->ckvn, s->kvb, H * bw, exec_grad_of(m, t), e) : 0;
   case EXEC_OP_KV_A_NORM: /* dckv into kva's gradient beside the shared key's */
     EX_TRY(ckv_of(m, a, e));
@@ -163,4 +159,15 @@ int exec_mla_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e) {
     return WGRAD ? mm_wgrad(m, T, ql, h, a->n1, s->dlat_in, ql, exec_grad_of(m, t), e) : 0;
   default: return ts_fail_sys(e, "exec: layer op %s is not an MLA op", exec_layer_op_names[op]);
   }
+}
+
+int exec_mla_kv_copy(exec_model *m, int l, int backward, ts_err *e) {
+  const exec_ref_config *c = &m->cfg;
+  if (!m->mla) return ts_fail_sys(e, "exec: kv_scatter op on a model without MLA");
+  const int H = (int)m->heads_local;
+  if (backward)
+    return rt_mla_kv_gather(m->dqkv, m->mla->kvb, m->tokens, m->qkv_cols, H, c->qk_nope, c->qk_rope, c->v_head,
+                            m->stream, e);
+  return rt_mla_kv_scatter(m->mla->kvb, exec_acts(m, l)->qkv, m->tokens, m->qkv_cols, H, c->qk_nope, c->qk_rope,
+                           c->v_head, m->stream, e);
 }

@@ -2,8 +2,9 @@
  * (DeepSeek-V2/V3; model attention "mla"; the float64 reference's
  * exec_ref_mla.c): q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b and rope, as
  * model.h's layer lays them out, forward and backward, at TP 1. q_b writes the
- * queries straight into qkv's query columns; kv_b's output goes through a
- * scratch buffer into the key-nope and value columns (rt_mla_kv_scatter); rope
+ * queries straight into qkv's query columns; kv_b's output goes to a scratch
+ * buffer, from which the program's kv_scatter op (plan.h, PLAN_MOP_MLA_KV_SCATTER)
+ * copies it into the key-nope and value columns (rt_mla_kv_scatter); rope
  * rotates the query heads' rope parts and writes the shared rope key, rotated
  * once, into every key head (rt_mla_rope_fwd; its backward sums the key heads'
  * gradients). The attention then runs on qkv with head_dim nope + rope and
@@ -37,5 +38,9 @@ void exec_mla_destroy(exec_model *m);
  * writes the gradient of the layer's normed input n1 into m->dtmp, q_a's adds to it. */
 int exec_mla_fwd(exec_model *m, exec_layer_op op, int l, ts_err *e);
 int exec_mla_bwd(exec_model *m, exec_layer_op op, int l, int part, ts_err *e);
+/* The program's kv_scatter op of layer l (after kv_b's forward, before its backward): kv_b's output
+ * (scratch kvb) into qkv's key-nope and value columns (backward 0), or their gradients in m->dqkv back into
+ * kvb (backward 1), which kv_b's dgrad and wgrad then read. */
+int exec_mla_kv_copy(exec_model *m, int l, int backward, ts_err *e);
 
 #endif

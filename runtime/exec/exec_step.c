@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exec_kernels.h"
+#include "exec_mla.h"
 #include "exec_moe.h"
 #include "ops_variants.h"
 #include "model.h"
@@ -512,6 +513,14 @@ int exec_model_run_op(exec_model *m, const plan_op *op, ts_err *e) {
     if (m->walker_mode) EX_TRY(exec_model_walker_finish(m, e));
     return exec_optimizer_step(m, e);
   case PLAN_MOP_MOE_IMBALANCE: return 0; /* the simulator's wait for the busiest EP rank; here the combine waits */
+  case PLAN_MOP_MLA_KV_SCATTER: { /* kv_b's output into place (forward, recomputation) or its gradient back */
+    if (op->layer < 0 || op->layer >= m->cfg.layers)
+      return ts_fail(e, NULL, "program", "kv_scatter op of layer %d (of %d)", (int)op->layer, m->cfg.layers);
+    m->recomputing = op->phase == PLAN_PHASE_RECOMPUTE;
+    int rc = exec_mla_kv_copy(m, op->layer, op->phase == PLAN_PHASE_BWD, e);
+    m->recomputing = 0;
+    return rc;
+  }
   default: break;
   }
   if (op->phase == PLAN_PHASE_RECOMPUTE && op->model_op < 0)
@@ -613,6 +622,7 @@ int exec_program_build_single_stage(const exec_model *m, plan_op **ops, int *nop
         const exec_layer_op o = exec_layer_fwd_order[k];
         if (ix[o] < 0) continue; /* rope of a model with learned positions */
         CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_FWD, ix[o], layer, mb));
+        if (o == EXEC_OP_KV_B) CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_FWD, PLAN_MOP_MLA_KV_SCATTER, layer, mb));
         if (tp && (o == EXEC_OP_ATTN_OUT || o == EXEC_OP_FC2))
           CHECKED(push_coll_coded(&l, PLAN_PHASE_FWD, ix[o], layer, mb, act_bytes, &m->tp_codec[0]));
       }
@@ -622,6 +632,7 @@ int exec_program_build_single_stage(const exec_model *m, plan_op **ops, int *nop
       for (int k = EXEC_OP_COUNT - 1; k >= 0; k--) {
         const exec_layer_op o = exec_layer_fwd_order[k];
         if (ix[o] < 0) continue;
+        if (o == EXEC_OP_KV_B) CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, PLAN_MOP_MLA_KV_SCATTER, layer, mb));
         CHECKED(push(&l, PLAN_OP_COMPUTE, PLAN_PHASE_BWD, ix[o], layer, mb));
         if (tp && (o == EXEC_OP_QKV || o == EXEC_OP_FC1))
           CHECKED(push_coll_coded(&l, PLAN_PHASE_BWD, ix[o], layer, mb, act_bytes, &m->tp_codec[1]));

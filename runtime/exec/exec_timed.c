@@ -56,6 +56,7 @@ static void op_kind_name(const plan_op *op, char *buf, size_t cap) {
   case PLAN_MOP_EMBEDDING: what = "embedding"; break;
   case PLAN_MOP_LOSS: what = "output_loss"; break;
   case PLAN_MOP_OPTIMIZER: what = "adamw"; break;
+  case PLAN_MOP_MLA_KV_SCATTER: what = "kv_scatter"; break;
   default: what = op->model_op >= 0 && op->model_op < EXEC_OP_COUNT ? layer_op_name(op->model_op) : "grads";
   }
   if (op->kind == PLAN_OP_COLLECTIVE && (op->group == PLAN_GROUP_EP || op->group == PLAN_GROUP_EDP))

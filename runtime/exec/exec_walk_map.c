@@ -102,6 +102,11 @@ static const char *unsupported(const plan *p, const int index[EXEC_OP_COUNT], co
       return op->phase == PLAN_PHASE_FWD && op->part != PLAN_PART_WHOLE ? "a GEMM half in the forward" : NULL;
     case PLAN_MOP_MOE_IMBALANCE: /* the simulator's wait for the busiest EP rank; the executor's is real */
       return p->ep > 1 && op->part == PLAN_PART_WHOLE ? NULL : "an MoE imbalance op without EP";
+    case PLAN_MOP_MLA_KV_SCATTER: /* MLA: kv_b's output into place, or its gradient back (exec_mla.c) */
+      return index[EXEC_OP_KV_B] >= 0 && op->part == PLAN_PART_WHOLE && op->layer >= 0 && op->layer < p->layers &&
+                     op->phase != PLAN_PHASE_OPTIMIZER
+                 ? NULL
+                 : "a kv_scatter op of a model without MLA, of no layer or with a GEMM half";
     default: break;
     }
     if (lop < 0 || op->layer < 0 || op->layer >= p->layers) return "an unknown compute op";
