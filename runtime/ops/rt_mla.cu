@@ -27,6 +27,28 @@ __global__ void mla_kv_copy_kernel(const bf16 *src, bf16 *dst, long long rows, i
   }
 }
 
+/* The same copy 16 bytes (8 elements) a thread and step, where every piece starts on a 16-byte boundary (nope, rope,
+ * dv and ld multiples of 8, both buffers 16-byte aligned: kv_vec_ok): DeepSeek-V3's widths, where the kernel above
+ * moved ~0.8 TB/s on one H100. Chunk i is elements 8i..8i+7 of kvb's compact [rows x heads x (nope + dv)]. */
+template <bool GATHER>
+__global__ void mla_kv_copy16_kernel(const bf16 *src, bf16 *dst, long long rows, int ld, int heads, int nope, int rope,
+                                     int dv) {
+  const int bw8 = (nope + dv) / 8, nope8 = nope / 8, dqk = nope + rope;
+  const long long qc = (long long)heads * dqk, per_row = (long long)heads * bw8, n = rows * per_row;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / per_row;
+    const int rem = (int)(i - r * per_row), j = rem / bw8, c8 = rem - j * bw8;
+    const long long col = c8 < nope8 ? qc + (long long)j * dqk + 8LL * c8 : 2 * qc + (long long)j * dv + 8LL * (c8 - nope8);
+    if (GATHER) *(uint4 *)(dst + 8 * i) = *(const uint4 *)(src + r * ld + col);
+    else *(uint4 *)(dst + r * ld + col) = *(const uint4 *)(src + 8 * i);
+  }
+}
+
+static int kv_vec_ok(const void *src, const void *dst, int ld, int nope, int rope, int dv) {
+  return nope % 8 == 0 && rope % 8 == 0 && dv % 8 == 0 && ld % 8 == 0 && ((size_t)src % 16) == 0 &&
+         ((size_t)dst % 16) == 0;
+}
+
 static int kv_shape_ok(long long rows, int ld, int heads, int nope, int rope, int dv) {
   return rows >= 0 && heads >= 1 && nope >= 1 && rope >= 0 && dv >= 1 &&
          (long long)ld >= 2LL * heads * (nope + rope) + (long long)heads * dv;
@@ -46,8 +68,12 @@ static int kv_copy(const char *what, const void *src, void *dst, long long rows,
                        nope, rope, dv);
   if (rows == 0) return 0;
   const long long n = rows * heads * (nope + dv);
-  mla_kv_copy_kernel<GATHER><<<copy_blocks(n), 256, 0, (cudaStream_t)stream>>>((const bf16 *)src, (bf16 *)dst, rows,
-                                                                               ld, heads, nope, rope, dv);
+  if (kv_vec_ok(src, dst, ld, nope, rope, dv))
+    mla_kv_copy16_kernel<GATHER><<<copy_blocks(n / 8), 256, 0, (cudaStream_t)stream>>>((const bf16 *)src, (bf16 *)dst,
+                                                                                       rows, ld, heads, nope, rope, dv);
+  else
+    mla_kv_copy_kernel<GATHER><<<copy_blocks(n), 256, 0, (cudaStream_t)stream>>>((const bf16 *)src, (bf16 *)dst, rows,
+                                                                                 ld, heads, nope, rope, dv);
   RT_CHECK_LAUNCH(e);
   return 0;
 }
