@@ -168,6 +168,26 @@ static void test_transfer_keeps_points(void) {
 
 static void repo_path(char *out, size_t n, const char *rel) { snprintf(out, n, "%s/%s", TACOSIM_SOURCE_DIR, rel); }
 
+/* Every attention op of rank 0's program of p priced at fwd_us / bwd_us (relative 1e-9); seen[0], seen[1]: how many
+ * forward and backward ops there were. */
+static void attention_prices_are(const plan *p, sim_costs *costs, double fwd_us, double bwd_us, int seen[2]) {
+  ts_err e = {0};
+  plan_program prog = {0};
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(p, 0, &prog, &e), 0);
+  for (int i = 0; i < prog.n; i++) {
+    const plan_op *op = &prog.ops[i];
+    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs->n_mops ||
+        costs->mops[op->model_op].kind != MODEL_OP_ATTENTION)
+      continue;
+    int bwd = op->phase == PLAN_PHASE_BWD;
+    double s;
+    CU_ASSERT_EQUAL_FATAL(sim_compute_s(costs, op, &s, &e), 0);
+    CU_ASSERT(fabs(s * 1e6 - (bwd ? bwd_us : fwd_us)) <= 1e-9 * (bwd ? bwd_us : fwd_us));
+    seen[bwd]++;
+  }
+  plan_program_free(&prog);
+}
+
 /* A plan's attention ops are priced from "attention_shapes" when the
  * calibration has them: its own shape (heads and key/value heads over TP,
  * the micro-batch, the sequence), forward and backward. */
@@ -187,22 +207,9 @@ static void test_sim_prices_attention_by_shape(void) {
   schema_calibration c;
   CU_ASSERT_EQUAL_FATAL(load(text, &c, &e), 0);
   CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
-  plan_program prog = {0};
-  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
   int seen[2] = {0, 0};
-  for (int i = 0; i < prog.n; i++) {
-    const plan_op *op = &prog.ops[i];
-    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops ||
-        costs.mops[op->model_op].kind != MODEL_OP_ATTENTION)
-      continue;
-    int bwd = op->phase == PLAN_PHASE_BWD;
-    double s;
-    CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &s, &e), 0);
-    CU_ASSERT(fabs(s * 1e6 - (bwd ? 456 : 123)) <= 1e-9);
-    seen[bwd]++;
-  }
+  attention_prices_are(&p, &costs, 123, 456, seen);
   CU_ASSERT_TRUE(seen[0] > 0 && seen[1] > 0);
-  plan_program_free(&prog);
   schema_calibration_free(&c);
 }
 
@@ -232,24 +239,11 @@ static void test_sim_keys_head_dim_not_hidden(void) {
   }
   CU_ASSERT_PTR_NOT_NULL_FATAL(own);
   CU_ASSERT_EQUAL_FATAL(sim_costs_init(&costs, &p, &c, NULL, &e), 0);
-  plan_program prog = {0};
-  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &prog, &e), 0);
   int seen[2] = {0, 0};
-  for (int i = 0; i < prog.n; i++) {
-    const plan_op *op = &prog.ops[i];
-    if (op->kind != PLAN_OP_COMPUTE || op->model_op < 0 || op->model_op >= costs.n_mops ||
-        costs.mops[op->model_op].kind != MODEL_OP_ATTENTION)
-      continue;
-    int bwd = op->phase == PLAN_PHASE_BWD;
-    double s;
-    CU_ASSERT_EQUAL_FATAL(sim_compute_s(&costs, op, &s, &e), 0);
-    CU_ASSERT(fabs(s * 1e6 - (bwd ? own->bwd_us : own->fwd_us)) <= 1e-9 * s * 1e6);
-    seen[bwd]++;
-  }
+  attention_prices_are(&p, &costs, own->fwd_us, own->bwd_us, seen);
   /* 2 layers x 8 micro-batches, each way, as the executor's profile counts them */
   CU_ASSERT_EQUAL(seen[0], 16);
   CU_ASSERT_EQUAL(seen[1], 16);
-  plan_program_free(&prog);
   schema_calibration_free(&c);
 }
 

@@ -15,6 +15,7 @@
 #include "sim.h"
 #include "sim_costs.h"
 #include "test_check.h"
+#include "test_hand_elementwise.h"
 
 /* gpt-h4096-1gpu (micro 2, seq 2048, vocabulary 50,257 padded to 50,304, TP 1)
  * with the field set to `value` (a JSON text; NULL: left out). */
@@ -30,17 +31,6 @@ static int load_plan(plan *p, const char *value, ts_err *e) {
   return rc;
 }
 
-/* A calibration with one "elementwise" table whose time is hand-computable:
- * 5 us flat up to 1 MB (log interpolation between equal times), then
- * 5 us x bytes / 1 MB (a slope-1 line in log-log: 200 GB/s) up to 10 TB. No
- * GEMM or "loss" table: those fall back to the cluster's roofline. */
-static void hand_calibration(schema_calibration *c) {
-  memset(c, 0, sizeof *c);
-  snprintf(c->path, sizeof c->path, "hand.json");
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1.0, 0, 5.0), 0);
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1e6, 0, 5.0), 0);
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1e13, 0, 5e7), 0);
-}
 
 /* The loss ops of micro-batch 0: forward, backward dgrad half, wgrad half (us). */
 static void loss_us(const plan *p, const schema_calibration *cal, double us[3], double bytes[3]) {

@@ -17,6 +17,7 @@
 #include "sim.h"
 #include "sim_costs.h"
 #include "test_check.h"
+#include "test_hand_elementwise.h"
 
 /* PLANS_DIR/<name>.json with attention_backend set to `backend`. */
 static int load_plan(plan *p, const char *name, const char *backend, ts_err *e) {
@@ -33,15 +34,6 @@ static int load_plan(plan *p, const char *name, const char *backend, ts_err *e) 
   return rc;
 }
 
-/* One "elementwise" table: 5 us flat up to 1 MB, then 5e-6 us a byte (200 GB/s, a slope-1 line in log-log)
- * up to 10 TB. No GEMM table: GEMMs take the cluster's roofline, 3 us + 2 m n k / peak. */
-static void hand_calibration(schema_calibration *c) {
-  memset(c, 0, sizeof *c);
-  snprintf(c->path, sizeof c->path, "hand.json");
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1.0, 0, 5.0), 0);
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1e6, 0, 5.0), 0);
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(c, "elementwise", false, 1e13, 0, 5e7), 0);
-}
 
 /* Layer 0, micro-batch 0 on rank 0: the attention op forward and backward, the kv_scatter op forward and
  * backward (us; -1 when absent), its bytes, and where the kv_scatter ops stand against kv_b's. */
