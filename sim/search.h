@@ -333,8 +333,9 @@ int sim_search_mpi_allgather(const void *mine, void *all, size_t bytes, ts_err *
 
 /* The same for plans[index[i]], i < n (results[i], ok[i], errors[i] get plan
  * index[i]'s; index NULL: plans[i]). Hooks (each may be NULL): skip(i) before
- * starting i (true: not simulated, its results untouched), finished(i) when
- * its results are in, progress as above. */
+ * starting i (true: not simulated, its results untouched; it may first move
+ * entries i..n-1 of the caller's index array, none of them started yet),
+ * finished(i) when its results are in, progress as above. */
 typedef struct {
   bool (*skip)(int i, void *arg);
   void (*finished)(int i, void *arg);

@@ -60,12 +60,12 @@ static size_t slot_of(const send_table *t, long long k) {
 }
 
 /* How long op i lasts at least (comm: on the simulator's own price list). */
-static int op_floor(sim_costs *c, const plan *p, bound_rank *b, const plan_op *op, double gmax, double mmax,
-                    double *d, ts_err *e) {
+static int op_floor(sim_costs *c, sim_cost_memo *memo, const plan *p, bound_rank *b, const plan_op *op, double gmax,
+                    double mmax, double *d, ts_err *e) {
   *d = 0;
-  if (op->kind == PLAN_OP_COMPUTE) {
+  if (op->kind == PLAN_OP_COMPUTE) { /* (memoised: the same few dozen ops repeat for every layer and micro-batch) */
     double s, gemm;
-    if (sim_compute_parts_s(c, op, &s, &gemm, e)) return -1;
+    if (sim_cost_memo_get(memo, c, op, &s, &gemm, e)) return -1;
     *d = gemm / gmax + (s - gemm) / mmax;
     return 0;
   }
@@ -107,6 +107,7 @@ static void free_ranks(bound_rank *b, int n) {
 
 int sim_search_bound_plan(const plan *p, const schema_calibration *cal, double *lower_s, ts_err *e) {
   static sim_costs costs; /* large (its caches): not on the stack */
+  sim_cost_memo memo = {0};
   *lower_s = 0;
   if (sim_costs_init(&costs, p, cal, NULL, e)) return -1;
   double gmax, mmax;
@@ -191,7 +192,7 @@ int sim_search_bound_plan(const plan *p, const schema_calibration *cal, double *
           }
           if (!ready) break;
           double d;
-          if (op_floor(&costs, p, r, op, gmax, mmax, &d, e)) goto done;
+          if (op_floor(&costs, &memo, p, r, op, gmax, mmax, &d, e)) goto done;
           double f = start + d;
           if (f < sent) f = sent;
           r->fin[i] = f;
@@ -218,6 +219,7 @@ int sim_search_bound_plan(const plan *p, const schema_calibration *cal, double *
   *lower_s = T;
   rc = 0;
 done:
+  sim_cost_memo_free(&memo);
   free(sends.key);
   free(sends.fin);
   free(members);

@@ -1371,3 +1371,64 @@ const char *sim_default_calibration(const topo_cluster *c) {
     snprintf(path, sizeof path, "%s/h200-%s-derived.json", TACOSIM_CALIBRATION_DIR, t);
   return path;
 }
+
+/* ---- compute costs memoised without a bound on their number ---- */
+
+static size_t memo_hash(const plan_op *op) {
+  uint64_t f, b;
+  memcpy(&f, &op->flops, sizeof f);
+  memcpy(&b, &op->bytes, sizeof b);
+  uint64_t h = (uint64_t)(uint16_t)op->model_op * 0x9E3779B97F4A7C15ull;
+  h ^= ((uint64_t)op->row_chunk << 24 | (uint64_t)op->phase << 16 | (uint64_t)op->part << 8 | op->row_chunks) *
+       0xC2B2AE3D27D4EB4Full;
+  h = (h ^ (h >> 29)) + f * 0x165667B19E3779F9ull;
+  h = (h ^ (h >> 31)) + b * 0x27D4EB2F165667C5ull;
+  return (size_t)(h ^ (h >> 32));
+}
+
+static bool memo_same(const sim_cost_entry *c, const plan_op *op) {
+  return c->used && c->model_op == op->model_op && c->phase == op->phase && c->part == op->part &&
+         c->row_chunk == op->row_chunk && c->row_chunks == op->row_chunks && c->flops == op->flops &&
+         c->bytes == op->bytes;
+}
+
+static sim_cost_entry *memo_slot(sim_cost_memo *m, const plan_op *op) {
+  size_t i = memo_hash(op) & (m->cap - 1);
+  while (m->slots[i].used && !memo_same(&m->slots[i], op)) i = (i + 1) & (m->cap - 1);
+  return &m->slots[i];
+}
+
+static int memo_grow(sim_cost_memo *m) {
+  sim_cost_memo bigger = {calloc(m->cap ? 2 * m->cap : 256, sizeof(sim_cost_entry)), m->cap ? 2 * m->cap : 256, 0};
+  if (!bigger.slots) return -1;
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->slots[i].used) {
+      plan_op key = {.model_op = m->slots[i].model_op, .phase = m->slots[i].phase, .part = m->slots[i].part,
+                     .row_chunk = m->slots[i].row_chunk, .row_chunks = m->slots[i].row_chunks,
+                     .flops = m->slots[i].flops, .bytes = m->slots[i].bytes};
+      *memo_slot(&bigger, &key) = m->slots[i];
+      bigger.n++;
+    }
+  free(m->slots);
+  *m = bigger;
+  return 0;
+}
+
+int sim_cost_memo_get(sim_cost_memo *m, sim_costs *c, const plan_op *op, double *s, double *gemm_s, ts_err *e) {
+  if ((m->n + 1) * 2 > m->cap && memo_grow(m)) return ts_fail_sys(e, "out of memory");
+  sim_cost_entry *ce = memo_slot(m, op);
+  if (!ce->used) {
+    if (sim_compute_parts_s(c, op, s, gemm_s, e)) return -1;
+    *ce = (sim_cost_entry){op->model_op, op->phase,     op->part,  op->row_chunk, op->row_chunks, 1,
+                           op->flops,    op->bytes, *s, *gemm_s};
+    m->n++;
+  }
+  *s = ce->s;
+  *gemm_s = ce->gemm_s;
+  return 0;
+}
+
+void sim_cost_memo_free(sim_cost_memo *m) {
+  free(m->slots);
+  *m = (sim_cost_memo){0};
+}

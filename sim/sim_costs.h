@@ -3,6 +3,8 @@
 #ifndef SIM_COSTS_H
 #define SIM_COSTS_H
 
+#include <stdint.h>
+
 #include "calibration.h"
 #include "plan.h"
 #include "sim_nccl.h"
@@ -72,6 +74,26 @@ int sim_tpo_companion_us(schema_lookup *lk, const plan *p, bool intra_calibrated
 int sim_tpo_piece_us(schema_lookup *lk, const plan *p, bool intra_calibrated, const model_op *ops, int n, int model_op,
                      int phase, int part, int piece, int pieces, double t, double *us, ts_err *e);
 int sim_costs_init(sim_costs *c, const plan *p, const schema_calibration *cal, FILE *warn, ts_err *e);
+
+/* Compute-op times by everything they depend on (model op, phase, GEMM half,
+ * row chunk and row chunks, FLOPs, bytes; the chunk: under tp_comm_overlap a pipeline's first piece has no
+ * userbuffer kernel beside it and the others do, at equal FLOPs and bytes): the same few dozen ops repeat for every layer
+ * and micro-batch, and a calibration lookup can cost tens of microseconds
+ * (a GEMM shape outside the measured grid interpolates over every shape). */
+typedef struct {
+  int16_t model_op;
+  uint8_t phase, part, row_chunk, row_chunks, used;
+  double flops, bytes, s, gemm_s;
+} sim_cost_entry;
+typedef struct {
+  sim_cost_entry *slots;
+  size_t cap, n; /* cap: a power of two */
+} sim_cost_memo;
+/* Compute op `op`'s time *s and its GEMM part *gemm_s (sim_compute_parts_s) from m, priced by c and kept
+ * there the first time: the same values as sim_compute_parts_s, whose own cache holds a few hundred ops (the
+ * simulator and the search's bound, search_bound.c, both walk every op of a stage's program). */
+int sim_cost_memo_get(sim_cost_memo *m, sim_costs *c, const plan_op *op, double *s, double *gemm_s, ts_err *e);
+void sim_cost_memo_free(sim_cost_memo *m);
 /* What priced compute op `op` (the calibration tables it read, or the roofline where it had none, and
  * the floors applied: "gemm", "kernels.rmsnorm_fwd", "attention_backends.fused", "roofline (no ...
  * table)"), appended to out (cap bytes, NUL-terminated) where not there yet, "; "-separated: a trace

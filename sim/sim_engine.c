@@ -294,61 +294,8 @@ static int push_kernel_end(sim_rank *rs, double t) {
   return 0;
 }
 
-/* ---- memoised compute costs ---- */
-
-static size_t memo_hash(const plan_op *op) {
-  uint64_t f, b;
-  memcpy(&f, &op->flops, sizeof f);
-  memcpy(&b, &op->bytes, sizeof b);
-  uint64_t h = (uint64_t)(uint16_t)op->model_op * 0x9E3779B97F4A7C15ull;
-  h ^= ((uint64_t)op->row_chunk << 24 | (uint64_t)op->phase << 16 | (uint64_t)op->part << 8 | op->row_chunks) *
-       0xC2B2AE3D27D4EB4Full;
-  h = (h ^ (h >> 29)) + f * 0x165667B19E3779F9ull;
-  h = (h ^ (h >> 31)) + b * 0x27D4EB2F165667C5ull;
-  return (size_t)(h ^ (h >> 32));
-}
-
-static bool memo_same(const sim_cost_entry *c, const plan_op *op) {
-  return c->used && c->model_op == op->model_op && c->phase == op->phase && c->part == op->part &&
-         c->row_chunk == op->row_chunk && c->row_chunks == op->row_chunks && c->flops == op->flops &&
-         c->bytes == op->bytes;
-}
-
-static sim_cost_entry *memo_slot(sim_cost_memo *m, const plan_op *op) {
-  size_t i = memo_hash(op) & (m->cap - 1);
-  while (m->slots[i].used && !memo_same(&m->slots[i], op)) i = (i + 1) & (m->cap - 1);
-  return &m->slots[i];
-}
-
-static int memo_grow(sim_cost_memo *m) {
-  sim_cost_memo bigger = {calloc(m->cap ? 2 * m->cap : 256, sizeof(sim_cost_entry)), m->cap ? 2 * m->cap : 256, 0};
-  if (!bigger.slots) return -1;
-  for (size_t i = 0; i < m->cap; i++)
-    if (m->slots[i].used) {
-      plan_op key = {.model_op = m->slots[i].model_op, .phase = m->slots[i].phase, .part = m->slots[i].part,
-                     .row_chunk = m->slots[i].row_chunk, .row_chunks = m->slots[i].row_chunks,
-                     .flops = m->slots[i].flops, .bytes = m->slots[i].bytes};
-      *memo_slot(&bigger, &key) = m->slots[i];
-      bigger.n++;
-    }
-  free(m->slots);
-  *m = bigger;
-  return 0;
-}
-
 int sim_op_compute_s(sim_world *w, const plan_op *op, double *s, double *gemm_s, ts_err *e) {
-  sim_cost_memo *m = &w->memo;
-  if ((m->n + 1) * 2 > m->cap && memo_grow(m)) return ts_fail_sys(e, "out of memory");
-  sim_cost_entry *c = memo_slot(m, op);
-  if (!c->used) {
-    if (sim_compute_parts_s(&w->costs, op, s, gemm_s, e)) return -1;
-    *c = (sim_cost_entry){op->model_op, op->phase,     op->part,  op->row_chunk, op->row_chunks, 1,
-                          op->flops,    op->bytes, *s, *gemm_s};
-    m->n++;
-  }
-  *s = c->s;
-  *gemm_s = c->gemm_s;
-  return 0;
+  return sim_cost_memo_get(&w->memo, &w->costs, op, s, gemm_s, e);
 }
 
 /* A compute op's time; with the clock model, at the rank's speeds (and logged
@@ -990,7 +937,7 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
 }
 
 static void free_world(sim_world *w) {
-  free(w->memo.slots);
+  sim_cost_memo_free(&w->memo);
   sim_local_free();
   sim_scale_free();
   sim_collapse_free();

@@ -101,20 +101,6 @@ static inline int sim_op_peer(const sim_rank *rs, const plan_op *op) {
 
 typedef struct sim_world sim_world;
 
-/* Compute-op times by everything they depend on (model op, phase, GEMM half,
- * row chunk and row chunks, FLOPs, bytes; the chunk: under tp_comm_overlap a pipeline's first piece has no
- * userbuffer kernel beside it and the others do, at equal FLOPs and bytes): the same few dozen ops repeat for every layer
- * and micro-batch, and a calibration lookup can cost tens of microseconds
- * (a GEMM shape outside the measured grid interpolates over every shape). */
-typedef struct {
-  int16_t model_op;
-  uint8_t phase, part, row_chunk, row_chunks, used;
-  double flops, bytes, s, gemm_s;
-} sim_cost_entry;
-typedef struct {
-  sim_cost_entry *slots;
-  size_t cap, n; /* cap: a power of two */
-} sim_cost_memo;
 
 /* One instance of a collective or of a send/recv pair, shared by the
  * simulated members that take part. */

@@ -234,6 +234,45 @@ static void test_piece_priced_by_backend(void) {
   CU_ASSERT_EQUAL(pieces, 2 * 2 * 2); /* 2 micro-batches x 2 pieces x forward and backward */
 }
 
+/* Compute prices memoised (sim_cost_memo_get, the simulator's and the search bound's): every compute op of
+ * a CP plan's program (its ring pieces differ by row chunk at equal FLOPs) gets, from the memo, first and
+ * again, the values the costs give when priced afresh, to the bit; and one entry per distinct key. */
+static void test_memo_prices_as_priced(void) {
+  static plan p;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load("h200x2-nvlink", "\"dp\": 1, \"tp\": 1, \"pp\": 1, \"context_parallel_size\": 2", "", 2, &p, &e), 0);
+  static sim_costs c, fresh;
+  CU_ASSERT_EQUAL_FATAL(sim_costs_init(&c, &p, &cal, NULL, &e), 0);
+  plan_program g;
+  CU_ASSERT_EQUAL_FATAL(plan_build_program(&p, 0, &g, &e), 0);
+  sim_cost_memo memo = {0};
+  int distinct = 0, compute = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < g.n; i++) {
+      const plan_op *op = &g.ops[i];
+      if (op->kind != PLAN_OP_COMPUTE) continue;
+      double s, gemm, s0, gemm0;
+      CU_ASSERT_EQUAL_FATAL(sim_cost_memo_get(&memo, &c, op, &s, &gemm, &e), 0);
+      CU_ASSERT_EQUAL_FATAL(sim_costs_init(&fresh, &p, &cal, NULL, &e), 0); /* nothing cached */
+      CU_ASSERT_EQUAL_FATAL(sim_compute_parts_s(&fresh, op, &s0, &gemm0, &e), 0);
+      CU_ASSERT(s == s0 && gemm == gemm0);
+      if (pass) continue;
+      compute++;
+      bool seen = false;
+      for (int j = 0; j < i && !seen; j++) {
+        const plan_op *o = &g.ops[j];
+        seen = o->kind == PLAN_OP_COMPUTE && o->model_op == op->model_op && o->phase == op->phase &&
+               o->part == op->part && o->row_chunk == op->row_chunk && o->row_chunks == op->row_chunks &&
+               o->flops == op->flops && o->bytes == op->bytes;
+      }
+      distinct += !seen;
+    }
+  CU_ASSERT_EQUAL((int)memo.n, distinct);
+  CU_ASSERT(distinct < compute); /* the layers' ops repeat: the memo answers them */
+  sim_cost_memo_free(&memo);
+  plan_program_free(&g);
+}
+
 int main(void) {
   ts_err e = {0};
   if (schema_calibration_load(MEASURED_CALIBRATION, &cal, &e)) {
@@ -247,6 +286,7 @@ int main(void) {
   CU_add_test(s, "CP ring across nodes: reduced mode agrees with full mode", test_reduced_across_nodes);
   CU_add_test(s, "TACO on the KV exchanges", test_taco_kv);
   CU_add_test(s, "a ring piece priced by the plan's attention backend at seq / cp", test_piece_priced_by_backend);
+  CU_add_test(s, "compute prices memoised: as priced afresh, one entry per distinct op", test_memo_prices_as_priced);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
