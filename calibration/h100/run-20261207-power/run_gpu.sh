@@ -41,6 +41,7 @@ step() { # step NAME TIMEOUT_S LOG COMMAND...
 step idle 5 /dev/null sleep 2
 step clock 120 "$O/clock.log" "$BIN" calibrate --only clock --clock-tsv "$O/clock.tsv" --out "$O/clock.json"
 sleep 1
+mkdir -p "$O/c"
 step small 150 "$O/small.err" sh -c "'$BIN' calibrate-infer '$CAL' --out-dir '$O/c' --models models --small-only > '$O/small.tsv'"
 kill $SMI 2> /dev/null
 say "small: $(grep -c '^small' "$O/small.tsv") points, $(awk '$2 == "rope_scatter_fwd" && $5 >= 512' "$O/small.tsv" | wc -l) of the prefill's RoPE"
