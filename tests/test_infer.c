@@ -283,13 +283,18 @@ static void load_small_plan(const char *codec) {
   lift_ceilings();
 }
 
-static void test_hand_computed_prediction(void) {
+/* The small plan without a codec, predicted on the constant calibration (*cal: free it). */
+static void predict_small_constant(schema_calibration *cal, sim_infer_result *r) {
   load_small_plan("{\"kind\":\"none\"}");
-  schema_calibration cal;
-  constant_calibration(&cal, 20.0);
-  sim_infer_result r;
+  constant_calibration(cal, 20.0);
   ts_err e = {0};
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r, &e), 0);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, cal, NULL, NULL, r, &e), 0);
+}
+
+static void test_hand_computed_prediction(void) {
+  schema_calibration cal;
+  sim_infer_result r;
+  predict_small_constant(&cal, &r);
   double fwd = hand_forward_s(&g_plan, ALLREDUCE_US);
   /* no prefill attention table: the executor's unfused program, Q K^T and P V GEMMs and the softmax kernel */
   NEAR(r.ttft_s, fwd + hand_prefill_attention_extra_s(&g_plan), 1e-9);
@@ -312,12 +317,9 @@ static const sim_infer_op_cost *op_named(const sim_infer_op_costs *l, const char
  * constant calibration each op is its hand price: a GEMM GEMM_US and a kernel KERNEL_US a launch, once a layer; the
  * layer all-reduce twice a layer; the ends once. */
 static void test_op_lists_by_hand(void) {
-  load_small_plan("{\"kind\":\"none\"}");
   schema_calibration cal;
-  constant_calibration(&cal, 20.0);
   sim_infer_result r;
-  ts_err e = {0};
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &r, &e), 0);
+  predict_small_constant(&cal, &r);
   const int L = g_plan.model.layers;
   for (int ph = 0; ph < 2; ph++) {
     double sum = 0;
