@@ -79,7 +79,7 @@ int infer_decode_attention5_fp8(const void *q, const infer_kv8 *c, void *out, vo
 
 /* The decode attention the executor runs and `tacorun calibrate-infer` times unless told
  * otherwise (their --decode-attention): 3 to 5 (runtime/RESULTS-decode.md says why). */
-#define INFER_DECODE_DEFAULT 3
+#define INFER_DECODE_DEFAULT 5
 
 /* One decode-attention call of a timing loop (calib_time_us's launch, used by
  * bench-decode and calibrate-infer): call `iter` reads KV set iter % sets of
