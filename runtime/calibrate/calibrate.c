@@ -141,8 +141,9 @@ static void usage(FILE *f) {
   ops_variant_usage(f);
   fprintf(f,
           "reads:  the model zoo (%s), the --compute-from FILE\n"
-          "writes: the calibration (--out, its notes name every variant), the --gemm-tsv, --gemm-fp8-tsv,\n"
-          "        --spread-tsv and --clock-tsv tables; progress on standard error\n",
+          "writes: the calibration (--out, its notes name every variant; none with --only power), the --gemm-tsv,\n"
+          "        --gemm-fp8-tsv, --spread-tsv, --clock-tsv and --power-tsv tables, --power-json; progress on\n"
+          "        standard error\n",
           model_zoo_dir());
 }
 
@@ -295,6 +296,8 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
   if (!(a->phases & PH_POWER) && (a->cfg.power_json || a->cfg.power_tsv))
     return ts_fail(e, NULL, a->cfg.power_json ? "--power-json" : "--power-tsv",
                    "only the power phase writes it (add power to --only)");
+  if (a->phases == PH_POWER && a->out)
+    return ts_fail(e, NULL, "--out", "--only power writes no calibration file (its output is --power-json)");
   return 0;
 }
 
