@@ -67,7 +67,7 @@ static int check_spin(calib_refk *x, cudaEvent_t t0, cudaEvent_t t1, ts_err *e) 
   float ms = 0;
   RT_CHECK_CUDA(e, cudaEventElapsedTime(&ms, t0, t1));
   if (ms * 1e3 < 0.95 * want_us || ms * 1e3 > 1.2 * want_us)
-    return ts_fail_sys(e, "a %.0f us spin took %.1f us (GPU timer not in ns?)", want_us, ms * 1e3);
+    return ts_fail_sys(e, "spin kernel: a %.0f us spin took %.1f us (GPU timer not in ns?)", want_us, ms * 1e3);
   return 0;
 }
 
