@@ -36,7 +36,8 @@
 #include "rt_nccl.h"
 
 enum { PH_GEMM = 1, PH_ATTN = 2, PH_MEM = 4, PH_CODEC = 8, PH_COMM = 16, PH_CLOCK = 32, PH_MOE = 64, PH_HOST = 128,
-       PH_GEMM_FP8 = 256, PH_ALL = 511 };
+       PH_GEMM_FP8 = 256, PH_ALL = 511,
+       PH_POWER = 512 /* not among the default phases: --only power */ };
 
 typedef struct {
   const char *out, *transport, *models, *compute_from, *spread_tsv, *moe_tsv;
@@ -55,7 +56,9 @@ static void usage(FILE *f) {
           "usage: tacorun calibrate [--out FILE] [--transport auto|p2p|shm|socket] [--transport-name NAME]\n"
           "                         [--tp 1,2,4,8] [--quick]\n"
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
-          "                         [--only gemm,gemm_fp8,attention,memory,clock,codec,comm,moe,host] [--compute-from FILE]\n"
+          "                         [--only gemm,gemm_fp8,attention,memory,clock,codec,comm,moe,host,power]\n"
+          "                         [--compute-from FILE] [--power-json FILE] [--power-tsv FILE]\n"
+          "                         [--power-settle-s S] [--power-timed-s S]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
           "                         [--comm-passes N] [--comm-batch-us T] [--coll-groups G,...]\n"
           "                         [--gemm-passes N] [--gemm-tsv FILE] [--gemm-fp8-tsv FILE] [--spread-tsv FILE]\n"
@@ -75,8 +78,14 @@ static void usage(FILE *f) {
           "  --models all|LIST    zoo models whose GEMM shapes are measured [all]\n"
           "  --tokens LIST        tokens per micro-batch of the GEMM shapes [1024,1536,2048,3072,4096,6144,8192]\n"
           "  --gpus N             GPUs used by the single-process collectives [all local GPUs]\n"
-          "  --only LIST          phases among gemm,gemm_fp8,attention,memory,clock,codec,comm,moe,host [all of them;\n"
-          "                       gemm_fp8 left out on a GPU without FP8 tensor cores]\n"
+          "  --only LIST          phases among gemm,gemm_fp8,attention,memory,clock,codec,comm,moe,host,power [all of them\n"
+          "                       but power; gemm_fp8 left out on a GPU without FP8 tensor cores]\n"
+          "                       (power: the power drawn and the SM clock, from NVML, of patterns of the clock\n"
+          "                       section's GEMM and add: idle, each back to back, GEMM + add mixes at GEMM time\n"
+          "                       fractions 0.1 .. 0.9 and periods ~1 and ~10 ms, GEMM bursts at duty 0.25, 0.5,\n"
+          "                       0.75 and adds at duty 0.5 between GPU-side idle, ~40 s; writes --power-json\n"
+          "                       (and --power-tsv), and with --only power no calibration file; needs the\n"
+          "                       driver's libnvidia-ml.so.1; calibrate_power.c, calibration/power/README.md)\n"
           "                       (gemm_fp8: the \"gemm_fp8\" list, FP8 GEMMs of E4M3 A and B scaled per tensor, FP32\n"
           "                       accumulation, BF16 C, at the forward, dgrad and wgrad keys of the linear layers\n"
           "                       qkv, attn_out, fc1, fc2 (plan_fp8_linear), each key once, timed as the BF16 GEMMs\n"
@@ -117,6 +126,10 @@ static void usage(FILE *f) {
           "                       1 .. 100 ms; their speed against back to back and the power\n"
           "                       controller's window go to the file's \"clock\" section\n"
           "  --clock-tsv FILE     every point of the clock section (sizes, measured periods, speeds) [not written]\n"
+          "  --power-json FILE    the power phase's output, the calibration section \"power\" [required by it]\n"
+          "  --power-tsv FILE     every measured column of every power pattern [not written]\n"
+          "  --power-settle-s S   each power pattern first runs untimed this long, 0-60 [0.5]\n"
+          "  --power-timed-s S    then its timed window (idle: 2 s), 0.1-60 [1.5]\n"
           "  --attn-context C     how the \"attention_shapes\" section times each shape (runtime/calibrate/calibrate_attn.c):\n"
           "                       step = between large GEMMs, at the clocks of a training step; alone = back\n"
           "                       to back [step]\n"
@@ -128,8 +141,9 @@ static void usage(FILE *f) {
   ops_variant_usage(f);
   fprintf(f,
           "reads:  the model zoo (%s), the --compute-from FILE\n"
-          "writes: the calibration (--out, its notes name every variant), the --gemm-tsv, --gemm-fp8-tsv,\n"
-          "        --spread-tsv and --clock-tsv tables; progress on standard error\n",
+          "writes: the calibration (--out, its notes name every variant; none with --only power), the --gemm-tsv,\n"
+          "        --gemm-fp8-tsv, --spread-tsv, --clock-tsv and --power-tsv tables, --power-json; progress on\n"
+          "        standard error\n",
           model_zoo_dir());
 }
 
@@ -151,18 +165,28 @@ static int parse_list(const char *opt, const char *s, long long lo, long long hi
   return 0;
 }
 
+static int parse_seconds(const char *opt, const char *s, double lo, double hi, double *out, ts_err *e) {
+  char *end;
+  double x = strtod(s, &end);
+  if (end == s || *end || !(x >= lo && x <= hi))
+    return ts_fail(e, NULL, opt, "'%s' must be a number of seconds in [%g, %g]", s, lo, hi);
+  *out = x;
+  return 0;
+}
+
 static int parse_phases(const char *s, int *out, ts_err *e) {
-  static const char *names[] = {"gemm", "attention", "memory", "codec", "comm", "clock", "moe", "host", "gemm_fp8"};
+  static const char *names[] = {"gemm",  "attention", "memory", "codec",   "comm",
+                                "clock", "moe",       "host",   "gemm_fp8", "power"};
   *out = 0;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", s);
   char *save = NULL;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     int found = 0;
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 10; i++)
       if (!strcmp(t, names[i])) *out |= 1 << i, found = 1;
     if (!found)
-      return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, gemm_fp8, attention, memory, clock, codec, comm, moe, host)",
+      return ts_fail(e, NULL, "--only", "unknown phase '%s' (gemm, gemm_fp8, attention, memory, clock, codec, comm, moe, host, power)",
                      t);
   }
   return *out ? 0 : ts_fail(e, NULL, "--only", "no phase given");
@@ -173,6 +197,8 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
   a->models = "all";
   a->phases = PH_ALL;
   a->time_limit_s = 1200;
+  a->cfg.power_settle_s = 0.5;
+  a->cfg.power_timed_s = 1.5;
   calib_sweep_default(&a->sweep);
   long long v[8];
   int n, no_clock = 0;
@@ -199,6 +225,13 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     else if (!strcmp(o, "--gemm-tsv")) a->cfg.gemm_tsv = argv[++i];
     else if (!strcmp(o, "--gemm-fp8-tsv")) a->cfg.gemm_fp8_tsv = argv[++i];
     else if (!strcmp(o, "--clock-tsv")) a->cfg.clock_tsv = argv[++i];
+    else if (!strcmp(o, "--power-json")) a->cfg.power_json = argv[++i];
+    else if (!strcmp(o, "--power-tsv")) a->cfg.power_tsv = argv[++i];
+    else if (!strcmp(o, "--power-settle-s")) {
+      if (parse_seconds(o, argv[++i], 0, 60, &a->cfg.power_settle_s, e)) return -1;
+    } else if (!strcmp(o, "--power-timed-s")) {
+      if (parse_seconds(o, argv[++i], 0.1, 60, &a->cfg.power_timed_s, e)) return -1;
+    }
     else if (!strcmp(o, "--attn-tsv")) a->cfg.attn_tsv = argv[++i];
     else if (!strcmp(o, "--attn-context")) {
       const char *v = argv[++i];
@@ -258,6 +291,13 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
       (a->phases | PH_CLOCK) != PH_ALL)
     return ts_fail(e, NULL, "--compute-from", "replaces the compute phases; use --only comm or no --only");
   if (a->compute_from) a->phases = PH_COMM;
+  if ((a->phases & PH_POWER) && !a->cfg.power_json)
+    return ts_fail(e, NULL, "--power-json", "required by the power phase (--only power)");
+  if (!(a->phases & PH_POWER) && (a->cfg.power_json || a->cfg.power_tsv))
+    return ts_fail(e, NULL, a->cfg.power_json ? "--power-json" : "--power-tsv",
+                   "only the power phase writes it (add power to --only)");
+  if (a->phases == PH_POWER && a->out)
+    return ts_fail(e, NULL, "--out", "--only power writes no calibration file (its output is --power-json)");
   return 0;
 }
 
@@ -531,7 +571,7 @@ static int run(calib_args *a, ts_err *e) {
   const char *out = a->out ? a->out : out_default;
   fprintf(stderr, "tacorun calibrate: %s x %d%s, driver %s, CUDA %s, NCCL %s, transport %s -> %s\n", c.gpu,
           a->cfg.multi ? a->cfg.nranks : a->cfg.ndev, a->cfg.multi ? " (one process per GPU)" : "", c.driver, c.cuda,
-          c.nccl, c.transport, out);
+          c.nccl, c.transport, a->phases == PH_POWER ? a->cfg.power_json : out);
 
   calib_shapes sh;
   memset(&sh, 0, sizeof sh);
@@ -557,6 +597,12 @@ static int run(calib_args *a, ts_err *e) {
   if (!rc && (a->phases & PH_MEM)) rc = calib_run_memops(&a->cfg, &sh, &c, e);
   if (!rc && (a->phases & PH_MOE)) rc = calib_run_moe(&a->cfg, a->models, a->moe_tsv, &c, e);
   if (!rc && (a->phases & PH_HOST)) rc = calib_run_host(&a->cfg, &c, e);
+  /* the power phase writes its own file; asked for alone, it writes no calibration file */
+  if (!rc && (a->phases & PH_POWER)) {
+    if (a->phases == PH_POWER) rc = calib_run_power(&a->cfg, e);
+    else optional_phase(calib_run_power(&a->cfg, e), "power phase", e, missing, sizeof missing);
+  }
+  if (a->phases == PH_POWER) goto done;
   /* the clock section is an addition to the compute tables: a failure there
    * is reported and recorded in the notes, the tables are kept */
   if (!rc && (a->phases & PH_CLOCK))
@@ -592,7 +638,7 @@ static int run(calib_args *a, ts_err *e) {
   if (!rc) rc = finish(&c, a, missing, out, e);
 done:
   if (!rc && a->spread_tsv && spread.n) rc = calib_spread_write(&spread, a->spread_tsv, e);
-  if (!rc)
+  if (!rc && a->phases != PH_POWER)
     fprintf(stderr, "[%6.1fs] wrote %s: %d GEMMs, %d FP8 GEMMs, %d kernel tables, %d collective tables, %d fits\n",
             calib_elapsed_s(), out, c.n_gemm, c.n_gemm_fp8, c.n_kernels, c.n_colls, c.n_fits);
   calib_shapes_free(&sh);

@@ -44,6 +44,10 @@ typedef struct {
   const char *clock_tsv;    /* NULL, or a file for every point of the clock section */
   const char *attn_tsv;     /* NULL, or a file for both timings of every attention shape */
   int attn_alone;           /* --attn-context alone: attention_shapes timed back to back, not between GEMMs */
+  const char *power_json;   /* --power-json: the power phase's output (required by it) */
+  const char *power_tsv;    /* NULL, or a file for every measured column of every power pattern */
+  double power_settle_s;    /* each power pattern runs untimed this long first */
+  double power_timed_s;     /* then its timed window */
   /* One process per GPU (mpirun, or TACORUN_RANK/NRANKS/ID_FILE): rank 0
    * measures the compute phases and writes the file; every rank takes part in
    * the collectives, over the world communicator `world` (opened once: MPI
@@ -94,6 +98,10 @@ int calib_run_memops(const calib_config *cfg, const calib_shapes *sh, schema_cal
  * below 1 against back to back, and the power controller's window
  * (calibrate_clock.c, calibration/README.md). */
 int calib_run_clock(const calib_config *cfg, schema_calibration *c, ts_err *e);
+/* The power phase: the power drawn and the SM clock of patterns of the
+ * reference GEMM, add and idle, to cfg->power_json (and power_tsv); writes no
+ * calibration table (calibrate_power.c, calibration/power/README.md). */
+int calib_run_power(const calib_config *cfg, ts_err *e);
 /* Mixture-of-experts tables: grouped expert GEMMs and the routing kernels at
  * the shapes of the MoE models among `models` ("all" or a list), checked
  * against their references first; tsv_path (NULL: none) gets every point

@@ -1,17 +1,10 @@
 /* calibrate_clock.c — the clock section of `tacorun calibrate` (calibrate_clock.h).
  *
- * Reference kernels, through the executor's own code paths:
- *   - GEMM: exec_gemm NN 4096 x 4096 x 2048 bf16 (the attention-output GEMM
- *     of the validation model, GPT h4096 TP2, ~90 us). Short on purpose: a
- *     1 ms period at duty 0.15 needs a burst of at most ~150 us; the 4096 x
- *     8192 x 4096 GEMM (~400 us) would stretch the 1 ms row to 2.7 ms;
- *   - memory-bound: rt_add (the residual add) on 16 Mi bf16 elements, 96 MiB
- *     moved per launch.
- * Both rotate through operand sets of 256-288 MiB (over 4x the L2), so every
- * launch reads from HBM as in an iteration.
- *
- * Idle: a one-thread spin kernel on %globaltimer on the same stream
- * (calibrate_clock_spin.cu says why not a host sleep).
+ * Reference kernels (calibrate_refk.h, shared with the power phase): the
+ * GEMM 4096 x 4096 x 2048 bf16 through exec_gemm, short on purpose: a 1 ms
+ * period at duty 0.15 needs a burst of at most ~150 us; the 4096 x 8192 x 4096
+ * GEMM (~400 us) would stretch the 1 ms row to 2.7 ms; the 96 MiB rt_add; the
+ * spin kernel for the idle time.
  *
  * Order, against drift: a back-to-back baseline of both kernels, then one row
  * per duty (every period: the GEMM pattern, then the memory-bound one), then
@@ -27,18 +20,13 @@
 
 #include "calibrate.h"
 #include "calibrate_clock.h"
-#include "exec_gemm.h"
-#include "rt_ops.h"
+#include "calibrate_refk.h"
 #include "rt_ops_check.h"
 
-int calib_clock_spin(double us, void *stream, ts_err *e); /* calibrate_clock_spin.cu */
-
-#define CLOCK_GEMM_M 4096
-#define CLOCK_GEMM_N 4096
-#define CLOCK_GEMM_K 2048
-#define CLOCK_GEMM_SETS 4              /* 64 MiB each */
-#define CLOCK_ADD_ELEMS (16LL << 20)   /* 3 x 32 MiB per launch */
-#define CLOCK_ADD_SETS 3
+#define CLOCK_GEMM_M CALIB_REF_GEMM_M
+#define CLOCK_GEMM_N CALIB_REF_GEMM_N
+#define CLOCK_GEMM_K CALIB_REF_GEMM_K
+#define CLOCK_ADD_ELEMS CALIB_REF_ADD_ELEMS
 #define CLOCK_MAX_TIMED 400            /* timed periods of one point (event pairs) */
 #define CLOCK_MIN_GAIN 0.02            /* a duty row counts for the window from a 2% speed-up */
 
@@ -47,20 +35,14 @@ static const double clock_periods_us[] = {1000, 4000, 20000, 100000};
 #define N_DUTIES ((int)(sizeof clock_duties / sizeof *clock_duties))
 #define N_PERIODS ((int)(sizeof clock_periods_us / sizeof *clock_periods_us))
 
-typedef enum { CLOCK_GEMM, CLOCK_MEM } clock_kernel;
+typedef calib_refk_kernel clock_kernel;
+#define CLOCK_GEMM CALIB_REFK_GEMM
+#define CLOCK_MEM CALIB_REFK_ADD
 
 typedef struct {
-  exec_gemm *gemm;
-  exec_gemm_shape shape;
-  float beta;
-  char *gemm_pool;
-  size_t a_bytes, b_bytes, c_bytes, gemm_set;
-  char *add_pool;
-  size_t add_tensor, add_set;
-  cudaStream_t stream;
+  calib_refk k;
   cudaEvent_t t0[CLOCK_MAX_TIMED], t1[CLOCK_MAX_TIMED];
   int events;
-  long long iter;
   double settle_s, timed_s;
 } clock_ctx;
 
@@ -70,33 +52,22 @@ typedef struct {
   int periods;      /* timed */
 } clock_result;
 
-static int clock_launch(clock_ctx *x, clock_kernel k, ts_err *e) {
-  long long it = x->iter++;
-  if (k == CLOCK_GEMM) {
-    char *s = x->gemm_pool + (size_t)(it % CLOCK_GEMM_SETS) * x->gemm_set;
-    return exec_gemm_run(x->gemm, &x->shape, 1.0f, s, s + x->a_bytes, x->beta, s + x->a_bytes + x->b_bytes, x->stream,
-                         e);
-  }
-  char *s = x->add_pool + (size_t)(it % CLOCK_ADD_SETS) * x->add_set;
-  return rt_add(s, s + x->add_tensor, s + 2 * x->add_tensor, CLOCK_ADD_ELEMS, x->stream, e);
-}
-
 /* `settle` untimed then `timed` timed periods of n launches + idle_us. */
 static int clock_pattern(clock_ctx *x, clock_kernel k, int n, double idle_us, int settle, int timed, clock_result *r,
                          ts_err *e) {
   if (timed < 2) timed = 2;
   if (timed > x->events) timed = x->events;
   for (int p = 0; p < settle; p++) {
-    for (int i = 0; i < n; i++) RT_TRY(clock_launch(x, k, e));
-    RT_TRY(calib_clock_spin(idle_us, x->stream, e));
+    for (int i = 0; i < n; i++) RT_TRY(calib_refk_launch(&x->k, k, e));
+    RT_TRY(calib_refk_spin(&x->k, idle_us, e));
   }
   for (int p = 0; p < timed; p++) {
-    RT_CHECK_CUDA(e, cudaEventRecord(x->t0[p], x->stream));
-    for (int i = 0; i < n; i++) RT_TRY(clock_launch(x, k, e));
-    RT_CHECK_CUDA(e, cudaEventRecord(x->t1[p], x->stream));
-    RT_TRY(calib_clock_spin(idle_us, x->stream, e));
+    RT_CHECK_CUDA(e, cudaEventRecord(x->t0[p], x->k.stream));
+    for (int i = 0; i < n; i++) RT_TRY(calib_refk_launch(&x->k, k, e));
+    RT_CHECK_CUDA(e, cudaEventRecord(x->t1[p], x->k.stream));
+    RT_TRY(calib_refk_spin(&x->k, idle_us, e));
   }
-  RT_CHECK_CUDA(e, cudaStreamSynchronize(x->stream));
+  RT_CHECK_CUDA(e, cudaStreamSynchronize(x->k.stream));
   double busy_ms = 0;
   for (int p = 0; p < timed; p++) {
     float ms = 0;
@@ -128,35 +99,8 @@ static int clock_baseline(clock_ctx *x, clock_kernel k, double guess_us, double 
   return 0;
 }
 
-/* The spin kernel must idle for what it is asked (globaltimer runs in ns on
- * every GPU we know, but a GPU where it does not would make every duty wrong). */
-static int clock_check_spin(clock_ctx *x, ts_err *e) {
-  const double want_us = 500;
-  /* the first launch loads the kernel (lazy module loading: +140 us on the GPU machine) */
-  RT_TRY(calib_clock_spin(10, x->stream, e));
-  RT_CHECK_CUDA(e, cudaStreamSynchronize(x->stream));
-  RT_CHECK_CUDA(e, cudaEventRecord(x->t0[0], x->stream));
-  RT_TRY(calib_clock_spin(want_us, x->stream, e));
-  RT_CHECK_CUDA(e, cudaEventRecord(x->t1[0], x->stream));
-  RT_CHECK_CUDA(e, cudaStreamSynchronize(x->stream));
-  float ms = 0;
-  RT_CHECK_CUDA(e, cudaEventElapsedTime(&ms, x->t0[0], x->t1[0]));
-  if (ms * 1e3 < 0.95 * want_us || ms * 1e3 > 1.2 * want_us)
-    return ts_fail_sys(e, "clock: a %.0f us spin took %.1f us (GPU timer not in ns?)", want_us, ms * 1e3);
-  return 0;
-}
-
 static int clock_alloc(clock_ctx *x, ts_err *e) {
-  x->shape = exec_gemm_packed(EXEC_GEMM_NN, CLOCK_GEMM_M, CLOCK_GEMM_N, CLOCK_GEMM_K);
-  x->beta = exec_gemm_packed_beta(EXEC_GEMM_NN);
-  x->a_bytes = (size_t)CLOCK_GEMM_M * CLOCK_GEMM_K * 2;
-  x->b_bytes = (size_t)CLOCK_GEMM_K * CLOCK_GEMM_N * 2;
-  x->c_bytes = (size_t)CLOCK_GEMM_M * CLOCK_GEMM_N * 2;
-  x->gemm_set = x->a_bytes + x->b_bytes + x->c_bytes; /* multiples of 256 bytes: aligned as cuBLASLt wants */
-  x->add_tensor = (size_t)CLOCK_ADD_ELEMS * 2;
-  x->add_set = 3 * x->add_tensor;
-  RT_TRY(exec_gemm_create(&x->gemm, e));
-  RT_CHECK_CUDA(e, cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking));
+  RT_TRY(calib_refk_open(&x->k, e));
   for (; x->events < CLOCK_MAX_TIMED; x->events++) {
     RT_CHECK_CUDA(e, cudaEventCreate(&x->t0[x->events]));
     if (cudaEventCreate(&x->t1[x->events]) != cudaSuccess) {
@@ -164,21 +108,12 @@ static int clock_alloc(clock_ctx *x, ts_err *e) {
       return ts_fail_sys(e, "%s:%d: cudaEventCreate failed", __FILE__, __LINE__);
     }
   }
-  RT_CHECK_CUDA(e, cudaMalloc((void **)&x->gemm_pool, CLOCK_GEMM_SETS * x->gemm_set));
-  RT_CHECK_CUDA(e, cudaMalloc((void **)&x->add_pool, CLOCK_ADD_SETS * x->add_set));
-  /* random non-zero inputs (zeros would draw less power); outputs written before use */
-  RT_TRY(rt_fill_random_bf16(x->gemm_pool, (long long)(CLOCK_GEMM_SETS * x->gemm_set / 2), 71, 1.0f, x->stream, e));
-  RT_TRY(rt_fill_random_bf16(x->add_pool, (long long)(CLOCK_ADD_SETS * x->add_set / 2), 72, 1.0f, x->stream, e));
-  RT_CHECK_CUDA(e, cudaStreamSynchronize(x->stream));
   return 0;
 }
 
 static void clock_free(clock_ctx *x) {
-  cudaFree(x->add_pool);
-  cudaFree(x->gemm_pool);
   for (int i = x->events - 1; i >= 0; i--) cudaEventDestroy(x->t1[i]), cudaEventDestroy(x->t0[i]);
-  if (x->stream) cudaStreamDestroy(x->stream);
-  exec_gemm_destroy(x->gemm);
+  calib_refk_close(&x->k);
 }
 
 typedef struct {
@@ -230,7 +165,7 @@ int calib_run_clock(const calib_config *cfg, schema_calibration *c, ts_err *e) {
   double base_g[N_DUTIES + 1], base_m[N_DUTIES + 1];
   int rc = -1;
   double t_start = calib_elapsed_s();
-  if (clock_alloc(&x, e) || clock_check_spin(&x, e)) goto out;
+  if (clock_alloc(&x, e) || calib_refk_check_spin(&x.k, e)) goto out;
   /* warm: the clocks of a GEMM run back to back, as the GEMM phase had them */
   {
     clock_result r = {0, 0, 0};

@@ -18,6 +18,12 @@
 
 #include "ts_error.h"
 
+/* The reference kernels (calibrate_refk.h), shared with the power phase. */
+#define CALIB_REF_GEMM_M 4096
+#define CALIB_REF_GEMM_N 4096
+#define CALIB_REF_GEMM_K 2048
+#define CALIB_REF_ADD_ELEMS (16LL << 20) /* bf16: 3 x 32 MiB moved per launch */
+
 #define CALIB_CLOCK_MAX_DUTIES 8
 #define CALIB_CLOCK_MAX_PERIODS 8
 
