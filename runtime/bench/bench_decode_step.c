@@ -49,7 +49,7 @@ static double peak_rate(const dgrid_opts *o, const char *dev, char *src, size_t 
     snprintf(src, cap, "%s's datasheet HBM rate, GPU catalogue", g.name);
     return g.hbm_gbps;
   }
-  snprintf(src, cap, "unknown: \"%s\" is not in the GPU catalogue; --peak-gbps G gives it", dev);
+  snprintf(src, cap, "unknown: \"%.160s\" is not in the GPU catalogue; --peak-gbps G gives it", dev);
   return 0;
 }
 
