@@ -33,6 +33,8 @@ static const struct {
     {"bench-codec", bench_codec_main, "speed (GB/s, fused vs unfused) and error of the TACO codec"},
     {"bench-comm", bench_comm_main, "NCCL BF16 vs TACO/CAAT-Net compressed collectives (nccl-tests columns)"},
     {"bench-decode", bench_decode_main, "decode GEMV and attention kernels: checks, GB/s and % of the read floor"},
+    {"bench-decode-step", bench_decode_step_main,
+     "the executor's whole decode step over batch x KV length: GB/s and % of the read floor per point"},
     {"bench-graph", bench_graph_main,
      "the decode step's kernels alone, queued in a stream and in one CUDA graph: GPU time per kernel"},
     {"calibrate", cmd_calibrate, "measure GEMMs, kernels and collectives; write a calibration file"},

@@ -35,3 +35,9 @@ if(TACOSIM_HAVE_GPU AND TARGET ts_kernels_cuda)
   set_tests_properties(coll_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;nosan"
                                            ENVIRONMENT "TEST_COLL_MAX_BYTES=67108864;NCCL_NVLS_ENABLE=0")
 endif()
+
+# The plain-C half of `tacorun bench-decode-step` (runtime/bench/bench_decode_step_grid.c): its options, a point's
+# read floor against execute's count, the memory a point needs, the rows. Builds and runs without a GPU.
+add_executable(test_decode_grid ${CMAKE_SOURCE_DIR}/tests/test_decode_grid.c)
+target_link_libraries(test_decode_grid PRIVATE ts_bench_cpu PkgConfig::CUNIT m)
+add_test(NAME decode_grid COMMAND test_decode_grid)

@@ -445,6 +445,7 @@ static const struct {
     {"bench-codec", {"runtime/bench/bench_codec.c"}},
     {"bench-comm", {"runtime/bench/bench_comm.c"}},
     {"bench-decode", {"runtime/bench/bench_decode.c"}},
+    {"bench-decode-step", {"runtime/bench/bench_decode_step.c", "runtime/bench/bench_decode_step_grid.c"}},
     {"bench-graph", {"runtime/calibrate/bench_graph.c"}},
     {"calibrate", {"runtime/calibrate/calibrate.c"}},
     {"calibrate-infer", {"runtime/calibrate/calibrate_infer.c"}},
@@ -558,6 +559,33 @@ static void test_tacorun_peak_gbps(void) {
   snprintf(args, sizeof args, "execute '%s' --peak-gbps 3350", plan);
   CU_ASSERT_EQUAL(tacorun(args, out, sizeof out), 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
+}
+
+/* bench-decode-step (the executor's whole decode step over batch x KV length): bad options and what the executor
+ * refuses exit 2 naming the option or the model before any GPU; good ones get as far as looking for a GPU. */
+static void test_tacorun_decode_step(void) {
+  static char out[65536];
+  static const struct {
+    const char *args, *named;
+  } bad[] = {{"bench-decode-step --tp 2", "--tp: '2' is not 1"},
+             {"bench-decode-step --kv-cache fp16", "--kv-cache: 'fp16'"},
+             {"bench-decode-step --kv 512,256", "--kv: '512,256'"},
+             {"bench-decode-step --kv-cache fp8 --decode-attention v1", "--kv-cache fp8"},
+             {"bench-decode-step --model mixtral-8x7b", "mixtral-8x7b is a mixture-of-experts model"},
+             {"bench-decode-step --model gpt3-125m", "gpt3-125m uses LayerNorm"},
+             {"bench-decode-step --model no-such-model", "no-such-model"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    const int rc = tacorun(bad[i].args, out, sizeof out);
+    if (rc != 2 || !strstr(out, bad[i].named)) fprintf(stderr, "\n  %s -> %d: %.300s\n", bad[i].args, rc, out);
+    CU_ASSERT_EQUAL(rc, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, bad[i].named));
+  }
+  const char *good[] = {"bench-decode-step", "bench-decode-step --model qwen2.5-7b --kv-cache fp8 --eager --batches 1,64",
+                        "bench-decode-step --model qwen3-8b --decode-attention v5 --peak-gbps 3350 --kv 8192"};
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    CU_ASSERT_EQUAL(tacorun(good[i], out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "no CUDA device"));
+  }
 }
 
 /* The dense Qwen3 models (head_dim 128, wider than hidden / heads on qwen3-tiny and qwen3-32b; the QK norm) in
@@ -841,6 +869,8 @@ int main(void) {
   CU_add_test(s, "tacorun calibrate --only knows gemm_fp8, refuses an unknown phase (exit 2)",
               test_tacorun_calibrate_only_fp8);
   CU_add_test(s, "tacorun execute --peak-gbps: a rate > 0, else exit 2 before any GPU", test_tacorun_peak_gbps);
+  CU_add_test(s, "tacorun bench-decode-step: refusals exit 2 naming the option or the model before any GPU",
+              test_tacorun_decode_step);
   CU_add_test(s, "tacorun execute: dense Qwen3 inference plans (wide heads, the QK norm) pass every check before the GPU",
               test_tacorun_infer_qwen3);
   CU_add_test(s, "tacorun execute refuses context_parallel_size > 1 (exit 2, the field named)", test_tacorun_refuses_cp);
