@@ -338,6 +338,7 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
   json_object_set_new(counts, "processes", json_integer(r->processes > 0 ? r->processes : 1));
   json_object_set_new(root, "exhaustive", json_boolean(o->exhaustive));
   json_object_set_new(root, "alltoall", json_string(o->alltoall_analytic ? "analytic" : "flows"));
+  json_object_set_new(root, "clock_model", json_string(sim_clock_model_name(r->clock_model)));
   json_object_set_new(root, "alloc_reserve", json_real(o->alloc_reserve_set ? o->alloc_reserve : PLAN_DEFAULT_ALLOC_RESERVE));
   if (fp8_shown(r)) { /* --fp8: the recipes tried, "tensorwise,delayed" (absent: BF16 alone), and skipped */
     char list[64];
