@@ -811,7 +811,8 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   memset(&plain, 0, sizeof plain);
   schema_calibration view; /* the ".infer" tables in place of the training ones */
   if (sim_infer_calibration_view(cal, &view, e)) return -1;
-  const bool clock = view.n_burst > 0 && !(o && o->prefill_clock_off) && model != SIM_CLOCK_MODEL_OFF;
+  /* the burst profile: on unless --prefill-clock off or --clock-model off (under either model) */
+  const bool clock = view.n_burst > 0 && !(o && o->prefill_clock_off) && so.clock_model != SIM_CLOCK_MODEL_OFF;
   const schema_power *pw = model == SIM_CLOCK_MODEL_POWER ? &cal->power : NULL;
   /* the small kernels as each phase runs them: the prefill and an eager decode step queued in a
    * stream (".eager"), a graph decode step in its CUDA graph (".graph") */
