@@ -226,6 +226,19 @@ static const char derive_usage[] =
     "reads:  FILE and the GPU catalogue with --gpu; nothing without\n"
     "writes: OUT.json (the calibration schema, schema/calibration.h)\n";
 
+static const char fit_usage[] =
+    "usage: tacosim calibration-fit CAL.json\n"
+    "  The power-cap clock model's fit of a calibration's \"power\" section (schema/calibration.h; the loader\n"
+    "  makes the same fit): P_c(f) = s + d_c (f / f_max)^a per class (gemm, mem), idle time at idle_w, the\n"
+    "  exponent a the best of 1 .. 4 by 0.05 and (s, d_gemm, d_mem) linear least squares; the speed laws\n"
+    "  (f / f_ref)^b against the back-to-back samples' clocks; then each sample: its power against the fit's at\n"
+    "  its own clock (the residual), the clock the model gives its mix under the cap, its speeds against the laws'.\n"
+    "  A section the fit cannot determine (fewer than 4 samples that ran kernels, a singular system, a negative\n"
+    "  dynamic power, no speed at another clock) is refused naming why (exit 2), as simulate refuses it.\n"
+    "options: none besides --help.\n"
+    "reads:  CAL.json (a calibration file with a power section; calibration/merge_power.py adds one)\n"
+    "writes: the fit and the residuals on standard output\n";
+
 /* search's usage lives with its parser (sim/search_main.c), search-infer's with its own (sim/search_infer_main.c). */
 extern const char sim_search_usage[];
 extern const char sim_search_infer_usage[];
@@ -236,6 +249,7 @@ static int cmd_simulate(int, char **);
 static int cmd_compare(int, char **);
 static int cmd_ops(int, char **);
 static int cmd_derive(int, char **);
+static int cmd_fit(int, char **);
 
 static const struct {
   const char *name, *summary, *usage;
@@ -247,6 +261,8 @@ static const struct {
      cmd_compare},
     {"ops", "each op's simulated cost on rank 0, by op name", ops_usage, cmd_ops},
     {"derive-calibration", "write the roofline calibration derived from the H200 figures", derive_usage, cmd_derive},
+    {"calibration-fit", "the power-cap clock model's fit of a calibration's power section, sample by sample",
+     fit_usage, cmd_fit},
     {"search", "layout search: every valid layout and codec policy, best first", sim_search_usage, sim_search_main},
     {"search-infer", "serving-layout search: tp, pp, batch, KV cache, FP8 weights and codec of an inference batch",
      sim_search_infer_usage, sim_search_infer_main},
@@ -557,6 +573,23 @@ static void compare_row(const char *name, double pred, double meas, const char *
     printf("%-18s %14.6g %14.6g  %-6s %+8.2f%%\n", name, pred, meas, unit, 100.0 * (pred - meas) / meas);
   else
     printf("%-18s %14.6g %14.6g  %-6s %9s\n", name, pred, meas, unit, pred == 0 ? "0" : "n/a");
+}
+
+static int cmd_fit(int argc, char **argv) {
+  if (wants_help(argc, argv, fit_usage)) return 0;
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] == '-' && argv[i][1]) return command_error("calibration-fit", "unknown option %s", argv[i]);
+  if (argc != 2) return command_error("calibration-fit", "expected one calibration file%s", "");
+  schema_calibration cal;
+  ts_err e = {0};
+  if (schema_calibration_load(argv[1], &cal, &e)) return fail(&e);
+  int rc = 0;
+  if (cal.power.n == 0)
+    rc = fail((ts_fail(&e, argv[1], "power", "missing: no power section to fit (calibration/merge_power.py adds one)"), &e));
+  else
+    schema_power_print_fit(&cal.power, stdout);
+  schema_calibration_free(&cal);
+  return rc;
 }
 
 static int cmd_compare(int argc, char **argv) {
