@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "calibration.h"
@@ -209,6 +210,14 @@ void schema_power_print_fit(const schema_power *p, FILE *out) {
 
 /* ---- loader and writer ---- */
 
+/* A value as the writer keeps it (8 significant digits, calibration_io.c's WRITE_DIGITS): the loader fits the
+ * numbers a rewritten file holds, so a file the writer wrote fits the same and always loads again. */
+static double as_written(double v) {
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.8g", v);
+  return strtod(buf, NULL);
+}
+
 static int load_sample(json_t *v, const char *file, const char *path, schema_power *p, schema_power_sample *q,
                        ts_err *e) {
   static const char *const keys[] = {"name", "gemm", "mem", "idle", "period_us", "power_w", "sm_mhz", "gemm_speed",
@@ -224,6 +233,8 @@ static int load_sample(json_t *v, const char *file, const char *path, schema_pow
       tsj_real_opt(v, "gemm_speed", 0, POWER_MAX_SPEED, 0, &q->gemm_speed, file, path, e) ||
       tsj_real_opt(v, "mem_speed", 0, POWER_MAX_SPEED, 0, &q->mem_speed, file, path, e))
     return -1;
+  double *num[] = {&q->gemm, &q->mem, &q->idle, &q->period_us, &q->power_w, &q->sm_mhz, &q->gemm_speed, &q->mem_speed};
+  for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) *num[i] = as_written(*num[i]);
   const double sum = q->gemm + q->mem + q->idle;
   if (fabs(sum - 1) > POWER_SUM_TOL)
     return ts_fail(e, file, path, "gemm + mem + idle is %g: the time fractions must sum to 1 (within %g)", sum,
@@ -245,6 +256,7 @@ static int load_section(json_t *obj, const char *file, schema_power *p, ts_err *
       tsj_string(obj, "gemm", p->gemm, sizeof p->gemm, file, sec, e) ||
       tsj_string(obj, "mem", p->mem, sizeof p->mem, file, sec, e))
     return -1;
+  p->cap_w = as_written(p->cap_w), p->f_max_mhz = as_written(p->f_max_mhz), p->idle_w = as_written(p->idle_w);
   if (!(p->cap_w > 0)) return ts_fail(e, file, "power.cap_w", "must be > 0 (watts)");
   if (!(p->f_max_mhz > 0)) return ts_fail(e, file, "power.f_max_mhz", "must be > 0 (MHz)");
   if (!(p->idle_w < p->cap_w)) return ts_fail(e, file, "power.idle_w", "must be below cap_w (%g W)", p->cap_w);
