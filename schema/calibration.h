@@ -421,8 +421,8 @@ double schema_attn_fp8_speedup(const schema_calibration *c, int seq);
  * count than the table's, or for held outside the table's points (below the first or beyond the last). */
 double schema_tpo_sm_ratio(const schema_calibration *c, int sms, int held, bool margin);
 /* Adds src's compute side to dst (tacorun calibrate --compute-from): GEMM, decode-GEMM and kernel
- * tables, attention per shape of every backend, the clock section and burst profile, the host
- * section; not the collectives or fits. 0, or -1 when out of memory. */
+ * tables, attention per shape of every backend, the clock section and burst profile, the power section,
+ * the host section; not the collectives or fits. 0, or -1 when out of memory. */
 int schema_calibration_copy_compute(schema_calibration *dst, const schema_calibration *src);
 /* Sorts every table and rebuilds the GEMM index (the loader and writer call it). */
 void schema_calibration_sort(schema_calibration *c);
