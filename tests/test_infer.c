@@ -500,6 +500,33 @@ static void test_prefill_power(void) {
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &none, NULL, &off, &e), 0);
   CU_ASSERT(!off.prefill_power && !off.prefill_clock);
   CU_ASSERT_EQUAL(off.ttft_s, base.ttft_s);
+  /* A prefill of GEMMs alone (one GPU, no all-reduce; the memory-bound kernels made 1e-6 us): its mix is the
+   * GEMM back to back, so it runs at the tables' speed, and a burst bin of 1.1 is the GEMM at 1.1 x 1,732 MHz
+   * (P_gemm 826 W), the clock that extra power buys the same mix: the profile as measured, as the duty model
+   * applies it (to the mix's 1e-6 share of memory-bound time). */
+  {
+    char t[1024];
+    plan_text(t, sizeof t, "{\"tp\":1}", "{\"size\":2,\"prompt\":64,\"generate\":9}", "\"codec\":{\"kind\":\"none\"}");
+    CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+    lift_ceilings();
+    g_plan.cluster.gpu.hbm_gbps = 1e18;
+    for (int k = 0; k < cal.n_kernels; k++)
+      if (!cal.kernels[k].by_flops)
+        for (int i = 0; i < cal.kernels[k].n; i++) cal.kernels[k].pts[i].us = 1e-6;
+    sim_infer_result gemm_base, gemm_pw, gemm_duty, gemm_pw_burst;
+    cal.n_burst = 0;
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &duty, NULL, &gemm_base, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &gemm_pw, &e), 0);
+    CU_ASSERT(gemm_pw.prefill_power && gemm_pw.prefill_x_gemm > 1 - 1e-6);
+    NEAR(gemm_pw.prefill_mhz, 2000 * sqrt(0.75), 1e-6);
+    NEAR(gemm_pw.ttft_s, gemm_base.ttft_s, 1e-6);
+    cal.n_burst = 1;
+    cal.burst[0] = (schema_burst_bin){0, 1e9, 1.1};
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &duty, NULL, &gemm_duty, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &gemm_pw_burst, &e), 0);
+    CU_ASSERT(gemm_duty.ttft_s < gemm_base.ttft_s);
+    NEAR(gemm_pw_burst.ttft_s, gemm_duty.ttft_s, 1e-6);
+  }
   /* --clock-model power without the section: refused naming it */
   memset(&cal.power, 0, sizeof cal.power);
   const sim_infer_opts power = {.clock_model = SIM_CLOCK_MODEL_POWER};
