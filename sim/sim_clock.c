@@ -343,10 +343,13 @@ int sim_clock_model_resolve(const sim_options *o, sim_clock_model *m, ts_err *e)
   const schema_calibration *cal = o->cal;
   sim_clock_model asked = o->clock_off ? SIM_CLOCK_MODEL_OFF : o->clock_model;
   if (asked == SIM_CLOCK_MODEL_AUTO)
-    asked = cal->power.n > 0 ? SIM_CLOCK_MODEL_POWER : cal->n_clock > 0 ? SIM_CLOCK_MODEL_DUTY : SIM_CLOCK_MODEL_OFF;
+    asked = cal->power.n > 0 && cal->power.fit.fitted ? SIM_CLOCK_MODEL_POWER
+            : cal->n_clock > 0                          ? SIM_CLOCK_MODEL_DUTY
+                                                        : SIM_CLOCK_MODEL_OFF;
   if (asked == SIM_CLOCK_MODEL_POWER && !(cal->power.n > 0 && cal->power.fit.fitted))
     return ts_fail(e, cal->path[0] ? cal->path : "calibration", "power",
-                   "--clock-model power: the calibration has no power section (calibration/merge_power.py adds one)");
+                   "--clock-model power: the calibration has no fitted power section (calibration/merge_power.py "
+                   "adds one; a transfer to another GPU drops it)");
   if (asked == SIM_CLOCK_MODEL_DUTY && cal->n_clock == 0) asked = SIM_CLOCK_MODEL_OFF; /* nothing to read */
   *m = asked;
   return 0;
