@@ -584,9 +584,10 @@ static int cmd_fit(int argc, char **argv) {
   ts_err e = {0};
   if (schema_calibration_load(argv[1], &cal, &e)) return fail(&e);
   int rc = 0;
-  if (cal.power.n == 0)
-    rc = fail((ts_fail(&e, argv[1], "power", "missing: no power section to fit (calibration/merge_power.py adds one)"), &e));
-  else
+  if (cal.power.n == 0) {
+    ts_fail(&e, argv[1], "power", "missing: no power section to fit (calibration/merge_power.py adds one)");
+    rc = fail(&e);
+  } else
     schema_power_print_fit(&cal.power, stdout);
   schema_calibration_free(&cal);
   return rc;
