@@ -410,6 +410,9 @@ double schema_power_clock_under(const schema_power *p, double x_gemm, double x_m
 /* The speeds at clock f_mhz against the tables: (f / f_gemm_model)^bg for GEMM-class work, (f / f_mem_model)^bm
  * for memory-bound work (1 at the model's own clock of each back-to-back kernel, the tables' state). */
 void schema_power_speeds(const schema_power *p, double f_mhz, double *gemm_speed, double *mem_speed);
+/* A power section from path: a calibration file's (the whole file checked), or a file holding the section alone
+ * (merge_power.py's input: the section itself, or {"power": section}); checked and fitted as the loader does. */
+int schema_power_load_file(const char *path, schema_power *p, ts_err *e);
 /* The fit and each sample's residual, for `tacosim calibration-fit`. */
 void schema_power_print_fit(const schema_power *p, FILE *out);
 /* The section's FP8 over BF16 speed at a sequence of `seq` tokens: linear in log(seq) between its points,

@@ -290,6 +290,26 @@ int schema_power_load(json_t *root, const char *file, schema_calibration *c, ts_
   return 0;
 }
 
+int schema_power_load_file(const char *path, schema_power *p, ts_err *e) {
+  memset(p, 0, sizeof *p);
+  json_t *root = tsj_load_file(path, e);
+  if (!root) return -1;
+  if (json_is_object(root) && json_object_get(root, "schema")) { /* a calibration file: all of it checked */
+    json_decref(root);
+    schema_calibration c;
+    if (schema_calibration_load(path, &c, e)) return -1;
+    int rc = c.power.n ? 0 : ts_fail(e, path, "power", "missing: no power section (calibration/merge_power.py adds one)");
+    if (rc == 0) *p = c.power;
+    schema_calibration_free(&c);
+    return rc;
+  }
+  json_t *obj = json_is_object(root) && json_object_get(root, "power") ? json_object_get(root, "power") : root;
+  int rc = load_section(obj, path, p, e);
+  if (rc) memset(p, 0, sizeof *p);
+  json_decref(root);
+  return rc;
+}
+
 json_t *schema_power_json(const schema_calibration *c) {
   const schema_power *p = &c->power;
   if (p->n < 1) return NULL;

@@ -227,7 +227,7 @@ static const char derive_usage[] =
     "writes: OUT.json (the calibration schema, schema/calibration.h)\n";
 
 static const char fit_usage[] =
-    "usage: tacosim calibration-fit CAL.json\n"
+    "usage: tacosim calibration-fit FILE.json\n"
     "  The power-cap clock model's fit of a calibration's \"power\" section (schema/calibration.h; the loader\n"
     "  makes the same fit): P_c(f) = s + d_c (f / f_max)^a per class (gemm, mem), idle time at idle_w, the\n"
     "  exponent a the best of 1 .. 4 by 0.05 and (s, d_gemm, d_mem) linear least squares; the speed laws\n"
@@ -236,7 +236,8 @@ static const char fit_usage[] =
     "  A section the fit cannot determine (fewer than 4 samples that ran kernels, a singular system, a negative\n"
     "  dynamic power, no speed at another clock) is refused naming why (exit 2), as simulate refuses it.\n"
     "options: none besides --help.\n"
-    "reads:  CAL.json (a calibration file with a power section; calibration/merge_power.py adds one)\n"
+    "reads:  FILE.json: a calibration file with a power section (calibration/merge_power.py adds one), or a\n"
+    "        file holding the section alone (merge_power.py's --from input)\n"
     "writes: the fit and the residuals on standard output\n";
 
 /* search's usage lives with its parser (sim/search_main.c), search-infer's with its own (sim/search_infer_main.c). */
@@ -580,17 +581,11 @@ static int cmd_fit(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (argv[i][0] == '-' && argv[i][1]) return command_error("calibration-fit", "unknown option %s", argv[i]);
   if (argc != 2) return command_error("calibration-fit", "expected one calibration file%s", "");
-  schema_calibration cal;
+  static schema_power pw;
   ts_err e = {0};
-  if (schema_calibration_load(argv[1], &cal, &e)) return fail(&e);
-  int rc = 0;
-  if (cal.power.n == 0) {
-    ts_fail(&e, argv[1], "power", "missing: no power section to fit (calibration/merge_power.py adds one)");
-    rc = fail(&e);
-  } else
-    schema_power_print_fit(&cal.power, stdout);
-  schema_calibration_free(&cal);
-  return rc;
+  if (schema_power_load_file(argv[1], &pw, &e)) return fail(&e);
+  schema_power_print_fit(&pw, stdout);
+  return 0;
 }
 
 static int cmd_compare(int argc, char **argv) {

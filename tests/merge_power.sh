@@ -3,7 +3,8 @@
 # 100 + d_c (f / 2000)^2, d_gemm 800, d_mem 400, idle 50 W, cap 700 W; speeds (f / f_ref)^1 and ^0.5) goes into
 # a file of the same GPU, replacing the one it had; no other table changes; merging twice is merging once; a
 # file of another GPU and a section without its "mem" sample are refused naming the field; `tacosim
-# calibration-fit` on the result recovers the parameters, and on a file without the section exits 2 naming it.
+# calibration-fit` on the result (and on the section alone) recovers the parameters, and on a file without the
+# section exits 2 naming it.
 # usage: merge_power.sh TACOSIM SOURCE_DIR
 set -eu
 bin=$1 src=$2
@@ -61,6 +62,9 @@ grep -q "a 2.00, s 100.000 W, d_gemm 800.000 W, d_mem 400.000 W; rms residual 0.
   { echo "the fit did not recover the parameters"; exit 1; }
 grep -q "gemm (f / 1732.05[0-9]* MHz)^1.0000 over 3 samples, mem (f / 2000 MHz)^0.5000 over 3 samples" "$tmp/fit.txt" ||
   { echo "the speed laws were not recovered"; exit 1; }
+# the section alone (merge_power.py's input) fits the same
+"$bin" calibration-fit "$tmp/power.json" > "$tmp/fit_alone.txt"
+cmp "$tmp/fit.txt" "$tmp/fit_alone.txt" || { echo "the section alone fits otherwise"; exit 1; }
 # without the section: calibration-fit refuses it, exit 2 naming the field
 python3 - "$tmp" <<'P'
 import json, sys
