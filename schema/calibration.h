@@ -62,7 +62,7 @@
  * sample is a repeating pattern of `period_us` whose measured time fractions are gemm (a GEMM, the
  * section's "gemm" kernel), mem (its memory-bound "mem" kernel) and idle (sum 1 within 0.02), with its
  * mean power_w and sm_mhz, and where measured the kernels' speeds (back-to-back launch time over the
- * pattern's; 0 where absent). Samples "gemm" and "mem" (each kernel back to back) are required, names
+ * pattern's; 0 where absent; a fraction up to 0.02 outside [0, 1] is taken as the bound). Samples "gemm" and "mem" (each kernel back to back) are required, names
  * unique. cap_w is the power limit, f_max_mhz the highest SM clock, idle_w the idle board power. The
  * loader fits P_c(f) = s + d_c (f / f_max)^a per class and the speed laws (f / f_ref)^b
  * (calibration_power.c) and refuses a section the fit cannot determine (fewer than 4 samples that ran

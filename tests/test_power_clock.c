@@ -178,9 +178,26 @@ static void test_bad_input(void) {
     NEAR(c.power.fit.d_gemm_w, 800, 1e-5);
     schema_calibration_free(&c);
   }
+  /* a fraction a little below 0 (timing noise, within 0.02) is taken as 0 */
+  {
+    char s[4096];
+    const char *from = "\"mem\": 0, \"idle\": 0.4", *at = strstr(SAMPLES, from);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    snprintf(s, sizeof s, "%.*s%s%s", (int)(at - SAMPLES), SAMPLES, "\"mem\": -0.004, \"idle\": 0.404",
+             at + strlen(from));
+    memset(&e, 0, sizeof e);
+    rc = load_with(s, GOOD, &c, &e);
+    ASSERT_OK(rc, e);
+    if (rc == 0) {
+      NEAR_ABS(c.power.s[3].mem, 0, 0);
+      NEAR_ABS(c.power.s[3].idle, 0.404, 1e-12);
+      schema_calibration_free(&c);
+    }
+  }
   static const struct {
     const char *from, *to, *field;
   } sample_bad[] = {
+      {"\"idle\": 0.4", "\"idle\": -0.03", "power.samples[3]"},             /* a fraction far below 0 */
       {"\"idle\": 0.4", "\"idle\": 0.1", "power.samples[3]"},                 /* fractions sum to 0.7 */
       {"\"sm_mhz\": 1980", "\"sm_mhz\": 2100", "power.samples[3]"},           /* above f_max */
       {"\"power_w\": 187.5", "\"power_w\": 0", "power.samples[4].power_w"},   /* no power */
