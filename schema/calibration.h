@@ -24,6 +24,9 @@
  *     "clock": { "window_us":.., "points": [ {"duty":..,"period_us":..,
  *                "gemm_speed":..,"mem_speed":..} ],
  *                "burst": [ {"from_us":..,"to_us":..,"gemm_speed":..} ] (optional) },   (optional)
+ *     "power": { "cap_w":.., "f_max_mhz":.., "idle_w":.., "gpu": "...", "gemm": "...", "mem": "...",
+ *                "samples": [ {"name": "...", "gemm":.., "mem":.., "idle":.., "period_us":..,
+ *                              "power_w":.., "sm_mhz":.., "gemm_speed":.., "mem_speed":..} ] },   (optional)
  *     "host": { "launch_us":.., "gemm_launch_us":.., "event_us":.. (optional),
  *               "graph_gap_us":.. (optional),
  *               "sync": [ {"wait_us":..,"gap_us":..} ] },                (optional)
@@ -55,6 +58,16 @@
  * (the state the back-to-back tables are timed in); bins sorted, not
  * overlapping, the first from 0; after the last the speed is 1. Only the
  * inference prefill reads it (sim/INFERENCE.md, "The prefill clock").
+ * "power" (optional; 2026-12-07) is the GPU's board power against its SM clock, measured through NVML: each
+ * sample is a repeating pattern of `period_us` whose measured time fractions are gemm (a GEMM, the
+ * section's "gemm" kernel), mem (its memory-bound "mem" kernel) and idle (sum 1 within 0.02), with its
+ * mean power_w and sm_mhz, and where measured the kernels' speeds (back-to-back launch time over the
+ * pattern's; 0 where absent; a fraction up to 0.02 outside [0, 1] is taken as the bound). Samples "gemm" and "mem" (each kernel back to back) are required, names
+ * unique. cap_w is the power limit, f_max_mhz the highest SM clock, idle_w the idle board power. The
+ * loader fits P_c(f) = s + d_c (f / f_max)^a per class and the speed laws (f / f_ref)^b
+ * (calibration_power.c) and refuses a section the fit cannot determine (fewer than 4 samples that ran
+ * kernels, a singular system, a negative dynamic power, no speed at another clock). With it the
+ * simulator's clock model is the power-cap one (sim/README.md, "The power-cap clock").
  * "host" is the host side of the executor that ran the tables (tacorun
  * calibrate --only host, runtime/calibrate/calibrate_host.c), measured with
  * the GPU idle so that the host is the bottleneck: launch_us, host time per
@@ -214,6 +227,34 @@ typedef struct {
 } schema_framework_host;
 #define SCHEMA_BURST_MAX 32
 
+/* "power": the GPU's board power and SM clock under kernel mixes (see the file layout above), and the fit the
+ * power-cap clock model reads (calibration_power.c); n 0 = no section. */
+#define SCHEMA_POWER_SAMPLES 64
+typedef struct {
+  char name[32];                 /* unique; "gemm" and "mem" are the back-to-back kernels */
+  double gemm, mem, idle;        /* measured time fractions of the pattern (sum 1 within 0.02) */
+  double period_us;              /* one repetition of the pattern */
+  double power_w, sm_mhz;        /* mean board power and SM clock over the pattern */
+  double gemm_speed, mem_speed;  /* back-to-back launch time / this pattern's (0: not measured) */
+} schema_power_sample;
+typedef struct {
+  bool fitted;
+  double a, s_w, d_gemm_w, d_mem_w; /* P_c(f) = s + d_c (f / f_max)^a, c in {gemm, mem} */
+  double rms_w;                     /* the power fit's rms residual over its samples */
+  int used;                         /* samples in the power fit (gemm + mem > 0) */
+  double bg, bm;                    /* speed = (f / f_ref)^b, GEMM and memory-bound */
+  int n_gemm_speed, n_mem_speed;    /* samples each law was fitted on */
+  double f_gemm_ref_mhz, f_mem_ref_mhz;     /* the measured clocks of the "gemm" and "mem" samples */
+  double f_gemm_model_mhz, f_mem_model_mhz; /* the model's clocks of the two back-to-back mixes (speed 1) */
+} schema_power_fit;
+typedef struct {
+  int n; /* samples; 0 = no section */
+  double cap_w, f_max_mhz, idle_w;
+  char gpu[64], gemm[160], mem[160]; /* the GPU, and what the two kernels are */
+  schema_power_sample s[SCHEMA_POWER_SAMPLES];
+  schema_power_fit fit; /* set by the loader (schema_power_fit_run) */
+} schema_power;
+
 /* "attention_fp8": FP8 against BF16 forward speed of one fused attention kernel, by sequence length; n 0 =
  * no section. */
 #define SCHEMA_ATTN_FP8_POINTS 16
@@ -289,6 +330,8 @@ typedef struct {
   schema_framework_host fw_host;
   /* "attention_fp8" (optional): attn_fp8.n == 0 = no section */
   schema_attn_fp8 attn_fp8;
+  /* "power" (optional): power.n == 0 = no section (then the clock model is the duty-keyed "clock" one) */
+  schema_power power;
   /* The "gemm" points ordered by log m, for the nearest-shape search of
    * schema_lookup_gemm; built by schema_calibration_sort (the loader and the
    * writer call it), owned and freed with the calibration. A lookup uses it
@@ -350,6 +393,28 @@ struct json_t *schema_framework_host_json(const schema_calibration *c);
  * c has none). Not carried by a transfer to another GPU (a kernel's ratio on the GPU it was measured on). */
 int schema_attn_fp8_load(struct json_t *root, const char *file, schema_calibration *c, ts_err *e);
 struct json_t *schema_attn_fp8_json(const schema_calibration *c);
+/* The "power" section alone (calibration_power.c): loader (nothing when absent; fits it, and refuses a section
+ * the fit cannot determine), writer (NULL when c has none). Carried by --compute-from like the clock section;
+ * not by a transfer to another GPU. */
+int schema_power_load(struct json_t *root, const char *file, schema_calibration *c, ts_err *e);
+struct json_t *schema_power_json(const schema_calibration *c);
+/* The fit of p's samples into p->fit (the loader calls it; a section built in memory calls it once its samples
+ * are in): 0, or -1 naming file, the field and why the samples do not determine it. */
+int schema_power_fit_run(schema_power *p, const char *file, ts_err *e);
+/* The fitted board power (W) of a window whose time fractions are x_gemm, x_mem, x_idle at SM clock f_mhz. */
+double schema_power_w(const schema_power *p, double x_gemm, double x_mem, double x_idle, double f_mhz);
+/* The clock (MHz) such a window runs at: the largest f <= f_max whose power is <= cap_w (bisection). */
+double schema_power_clock(const schema_power *p, double x_gemm, double x_mem, double x_idle);
+/* The same under another power limit than cap_w (the burst's extra power, sim/INFERENCE.md). */
+double schema_power_clock_under(const schema_power *p, double x_gemm, double x_mem, double x_idle, double limit_w);
+/* The speeds at clock f_mhz against the tables: (f / f_gemm_model)^bg for GEMM-class work, (f / f_mem_model)^bm
+ * for memory-bound work (1 at the model's own clock of each back-to-back kernel, the tables' state). */
+void schema_power_speeds(const schema_power *p, double f_mhz, double *gemm_speed, double *mem_speed);
+/* A power section from path: a calibration file's (the whole file checked), or a file holding the section alone
+ * (merge_power.py's input: the section itself, or {"power": section}); checked and fitted as the loader does. */
+int schema_power_load_file(const char *path, schema_power *p, ts_err *e);
+/* The fit and each sample's residual, for `tacosim calibration-fit`. */
+void schema_power_print_fit(const schema_power *p, FILE *out);
 /* The section's FP8 over BF16 speed at a sequence of `seq` tokens: linear in log(seq) between its points,
  * the nearest end's ratio outside them; 0 when c has no section. */
 double schema_attn_fp8_speedup(const schema_calibration *c, int seq);
@@ -359,8 +424,8 @@ double schema_attn_fp8_speedup(const schema_calibration *c, int seq);
  * count than the table's, or for held outside the table's points (below the first or beyond the last). */
 double schema_tpo_sm_ratio(const schema_calibration *c, int sms, int held, bool margin);
 /* Adds src's compute side to dst (tacorun calibrate --compute-from): GEMM, decode-GEMM and kernel
- * tables, attention per shape of every backend, the clock section and burst profile, the host
- * section; not the collectives or fits. 0, or -1 when out of memory. */
+ * tables, attention per shape of every backend, the clock section and burst profile, the power section,
+ * the host section; not the collectives or fits. 0, or -1 when out of memory. */
 int schema_calibration_copy_compute(schema_calibration *dst, const schema_calibration *src);
 /* Sorts every table and rebuilds the GEMM index (the loader and writer call it). */
 void schema_calibration_sort(schema_calibration *c);

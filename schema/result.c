@@ -118,6 +118,11 @@ static json_t *to_json(const schema_result *r) {
       json_object_set_new(o, "clock_mem_speed", json_real(s->clock_mem_speed));
       json_object_set_new(o, "clock_cycle_us", json_real(s->clock_cycle_us));
     }
+    if (s->clock_mhz > 0) {
+      json_object_set_new(o, "clock_mhz", json_real(s->clock_mhz));
+      json_object_set_new(o, "clock_next_gemm_speed", json_real(s->clock_next_gemm_speed));
+      json_object_set_new(o, "clock_next_mem_speed", json_real(s->clock_next_mem_speed));
+    }
     json_array_append_new(ranks, o);
   }
   json_object_set_new(root, "ranks", ranks);
@@ -435,7 +440,8 @@ static int load_ranks(json_t *root, const char *file, schema_result *r, ts_err *
     snprintf(path, sizeof path, "ranks[%zu]", i);
     if (!json_is_object(v)) return ts_fail(e, file, path, "must be an object");
     static const char *const keys[] = {"rank", "busy_s", "compute_s", "comm_s", "clock_duty", "clock_gemm_speed",
-                                       "clock_mem_speed", "clock_cycle_us", NULL};
+                                       "clock_mem_speed", "clock_cycle_us", "clock_mhz", "clock_next_gemm_speed",
+                                       "clock_next_mem_speed", NULL};
     long long rank;
     schema_rank_stat s = {0};
     if (only_keys(v, keys, file, path, e) || tsj_int(v, "rank", 0, 1 << 24, &rank, file, path, e) ||
@@ -445,7 +451,10 @@ static int load_ranks(json_t *root, const char *file, schema_result *r, ts_err *
         tsj_real_opt(v, "clock_duty", 0, 1, 0, &s.clock_duty, file, path, e) ||
         tsj_real_opt(v, "clock_gemm_speed", 0, 1e3, 0, &s.clock_gemm_speed, file, path, e) ||
         tsj_real_opt(v, "clock_mem_speed", 0, 1e3, 0, &s.clock_mem_speed, file, path, e) ||
-        tsj_real_opt(v, "clock_cycle_us", 0, BIG, 0, &s.clock_cycle_us, file, path, e))
+        tsj_real_opt(v, "clock_cycle_us", 0, BIG, 0, &s.clock_cycle_us, file, path, e) ||
+        tsj_real_opt(v, "clock_mhz", 0, 1e5, 0, &s.clock_mhz, file, path, e) ||
+        tsj_real_opt(v, "clock_next_gemm_speed", 0, 1e3, 0, &s.clock_next_gemm_speed, file, path, e) ||
+        tsj_real_opt(v, "clock_next_mem_speed", 0, 1e3, 0, &s.clock_next_mem_speed, file, path, e))
       return -1;
     s.rank = (int)rank;
     if (schema_result_add_rank(r, &s)) return ts_fail_sys(e, "out of memory");

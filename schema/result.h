@@ -58,6 +58,10 @@ typedef struct {
    * GEMM/attention and memory-bound kernels ran at (x the back-to-back time) */
   double clock_duty, clock_gemm_speed, clock_mem_speed;
   double clock_cycle_us; /* its busy/idle alternation: iteration / idle gaps (which period's speeds it took) */
+  /* the power-cap clock model only (0 otherwise; written only when non-zero, optional when read): the GPU's
+   * mean SM clock (MHz, compute-time weighted over its ops' windows) in this timeline, and the speeds that
+   * clock gives (what a next simulation runs at) */
+  double clock_mhz, clock_next_gemm_speed, clock_next_mem_speed;
 } schema_rank_stat;
 
 typedef struct {

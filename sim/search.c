@@ -426,6 +426,7 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
   if (sim_search_base_plan(o->model, o->cluster, &base, e)) return -1;
   if (sim_search_apply_options(o, &base, e)) return -1;
   sim_search_set_alltoall_analytic(o->alltoall_analytic);
+  sim_search_set_clock_model(o->clock_model);
   if (resolve(o, &base, r, e)) return -1;
   schema_calibration cal = {0};
   sim_cost_source src;
@@ -434,6 +435,15 @@ int sim_search_run(const sim_search_options *o, sim_search_result *r, ts_err *e)
     snprintf(r->calibration, sizeof r->calibration, "%.511s", cal_path);
     if (sim_load_costs(cal_path, &base.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, e)) return -1;
     r->gemm_fp8_points = cal.n_gemm_fp8;
+    sim_clock_model model;
+    const sim_options so = {.cal = &cal, .clock_model = o->clock_model};
+    if (sim_clock_model_resolve(&so, &model, e)) {
+      schema_calibration_free(&cal);
+      return -1;
+    }
+    r->clock_model = o->clock_model != SIM_CLOCK_MODEL_AUTO ? o->clock_model
+                     : cal.power.n > 0                      ? SIM_CLOCK_MODEL_POWER
+                                                            : SIM_CLOCK_MODEL_DUTY;
   }
 
   int rc = -1;

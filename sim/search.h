@@ -24,6 +24,7 @@
 #include "calibration.h"
 #include "plan.h"
 #include "result.h"
+#include "sim.h"
 #include "ts_error.h"
 
 /* `tacosim search ...` (argv[0] = "search"); returns the exit status. */
@@ -217,6 +218,8 @@ typedef struct {
   bool exhaustive;        /* simulate every chosen candidate (no bound pruning; --exhaustive) */
   bool alltoall_analytic; /* --alltoall analytic: the simulations price cross-node all-to-alls without flows
                            * (sim_options.alltoall_analytic; approximate; default false: flows) */
+  sim_clock_model clock_model; /* --clock-model (sim.h): the simulations' and the estimate's clock model (AUTO, the
+                                * default: power with a "power" section in the calibration, else duty) */
   bool bounds_all;        /* (tests) compute every candidate's bound, even where none is needed */
   int keep_estimates;     /* (tests) the head of the estimate ranking kept in best_est (0: 48) */
 } sim_search_options;
@@ -272,6 +275,7 @@ typedef struct {
   unsigned fp8_recipes, fp8_skipped; /* the recipes tried, those of --fp8 search the GPU cannot run */
   char gpu[64];                      /* the cluster's GPU (the report names it beside the skipped recipes) */
   int gemm_fp8_points;               /* the calibration's measured "gemm_fp8" shapes (the others transferred) */
+  sim_clock_model clock_model;       /* --clock-model as run: power, duty or off (the default's choice named) */
   int gpus, seq;
   long long global_batch;
 } sim_search_result;
@@ -298,6 +302,9 @@ int sim_search_emit_plans(const sim_search_result *r, const sim_search_options *
 /* The sim_options.alltoall_analytic of the simulations that follow in this process and its workers
  * (sim_search_run sets it from its options). */
 void sim_search_set_alltoall_analytic(bool on);
+/* The sim_options.clock_model of those simulations and of the estimate (sim_search_run sets it). */
+void sim_search_set_clock_model(sim_clock_model m);
+sim_clock_model sim_search_clock_model(void);
 int sim_search_simulate_many(const plan *plans, int n, const schema_calibration *cal, int jobs,
                              schema_result *results, bool *ok, char (*errors)[200],
                              void (*progress)(int done, int total, void *arg), void *arg, ts_err *e);

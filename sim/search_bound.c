@@ -30,6 +30,18 @@ static void max_speeds(const schema_calibration *cal, double *g, double *m) {
     if (cal->clock[i].gemm_speed > *g) *g = cal->clock[i].gemm_speed;
     if (cal->clock[i].mem_speed > *m) *m = cal->clock[i].mem_speed;
   }
+  /* the power-cap model's (whichever model runs: a bound over both is still one): its clocks lie between the
+   * lower of the two back-to-back kernels' (a mix's power is linear in its shares, idle lowers it) and f_max */
+  const schema_power *pw = &cal->power;
+  if (pw->n > 0 && pw->fit.fitted) {
+    const double f[3] = {pw->f_max_mhz, pw->fit.f_gemm_model_mhz, pw->fit.f_mem_model_mhz};
+    for (int i = 0; i < 3; i++) {
+      double gs, ms;
+      schema_power_speeds(pw, f[i], &gs, &ms);
+      if (gs > *g) *g = gs;
+      if (ms > *m) *m = ms;
+    }
+  }
 }
 
 typedef struct {

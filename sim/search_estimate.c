@@ -1201,7 +1201,24 @@ int sim_search_estimate_plan(const plan *p, const schema_calibration *cal, sim_s
    * speeds, the speeds the timeline and so the duty; two passes after the
    * first, as the simulator's passes settle in two or three. */
   if (assemble(&x, &sc, 1.0, 1.0, est)) return -1;
-  for (int pass = 0; pass < 2 && cal->n_clock > 0; pass++) {
+  sim_clock_model model;
+  const sim_options so = {.cal = cal, .clock_model = sim_search_clock_model()};
+  if (sim_clock_model_resolve(&so, &model, e)) return -1;
+  if (model == SIM_CLOCK_MODEL_POWER) { /* the power-cap model: the busy share split by the GEMM share of compute */
+    double g = 1.0, mem = 1.0;
+    for (int pass = 0; pass < 2; pass++) {
+      double cycle_us, duty = estimate_duty(p, est, &cycle_us);
+      double G = (sc.lc.gemm + sc.lc.gemm_recompute) / g;
+      double M = (sc.lc.compute + sc.lc.recompute - sc.lc.gemm - sc.lc.gemm_recompute) / mem;
+      double share = G + M > 0 ? G / (G + M) : 0;
+      double f = schema_power_clock(&cal->power, duty * share, duty * (1 - share), 1 - duty);
+      schema_power_speeds(&cal->power, f, &g, &mem);
+      if (assemble(&x, &sc, g, mem, est)) return -1;
+      est->clock_duty = duty, est->clock_gemm_speed = g;
+    }
+    return 0;
+  }
+  for (int pass = 0; pass < 2 && model == SIM_CLOCK_MODEL_DUTY; pass++) {
     double cycle_us, g, mem;
     est->clock_duty = estimate_duty(p, est, &cycle_us);
     schema_clock_speed(cal, est->clock_duty, cycle_us, &g, &mem);

@@ -89,6 +89,12 @@ const char sim_search_usage[] =
     "                      (flows, the default), or, APPROXIMATE, price it as max-min sharing gives it\n"
     "                      alone on its links, without flows (analytic: seconds instead of minutes a\n"
     "                      simulation where EP crosses nodes; as tacosim simulate --alltoall)\n"
+    "  --clock-model power|duty|off\n"
+    "                      the clock model of the simulations and the estimate, as tacosim simulate's (power:\n"
+    "                      each window's clock under the power cap from the calibration's \"power\" section,\n"
+    "                      exit 2 without it; duty: the \"clock\" section's speeds by idle share; off: the\n"
+    "                      calibrated times) (default: power when the calibration has a power section, else\n"
+    "                      duty)\n"
     "  --no-progress       no progress bar (it is shown only on a terminal anyway)\n"
     "MPI: started by mpirun (mpirun -np N tacosim search ...), the processes share the simulations\n"
     "  (each its part of every round, --jobs workers each) and process 0 prints the same ranking as\n"
@@ -183,7 +189,9 @@ static int run(int argc, char **argv, sim_search_options *op, long cores) {
       if (sim_search_parse_headroom(v, &o.headroom_gib, &o.headroom_fraction, &e)) return bad("%s%s", e.msg, "");
     } else if (strcmp(a, "--emit-plans") == 0)
       o.emit_plans = v;
-    else if (strcmp(a, "--alltoall") == 0) {
+    else if (strcmp(a, "--clock-model") == 0) {
+      if (sim_clock_model_parse(v, &o.clock_model)) return bad("--clock-model: \"%s\" is not power, duty or off%s", v, "");
+    } else if (strcmp(a, "--alltoall") == 0) {
       if (strcmp(v, "analytic") == 0)
         o.alltoall_analytic = true;
       else if (strcmp(v, "flows") == 0)

@@ -108,6 +108,10 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
           o->alloc_reserve_set ? "--alloc-reserve" : "the default; --alloc-reserve");
   if (o->hidden_dropout_set)
     fprintf(out, "dropout       hidden dropout %g in every candidate (--hidden-dropout; default 0.1)\n", o->hidden_dropout);
+  if (r->clock_model == SIM_CLOCK_MODEL_POWER || o->clock_model != SIM_CLOCK_MODEL_AUTO)
+    fprintf(out, "clock         --clock-model %s%s\n", sim_clock_model_name(r->clock_model),
+            r->clock_model == SIM_CLOCK_MODEL_POWER ? ": each window's clock under the power cap, from the calibration's "
+                                                      "power section (sim/README.md \"The power-cap clock\")" : "");
   if (o->alltoall_analytic)
     fprintf(out, "alltoall      analytic (APPROXIMATE): cross-node all-to-alls priced without flows, alone on "
                  "their links (--alltoall flows: every pair's flow)\n");
@@ -338,6 +342,7 @@ int sim_search_save_json(const sim_search_result *r, const sim_search_options *o
   json_object_set_new(counts, "processes", json_integer(r->processes > 0 ? r->processes : 1));
   json_object_set_new(root, "exhaustive", json_boolean(o->exhaustive));
   json_object_set_new(root, "alltoall", json_string(o->alltoall_analytic ? "analytic" : "flows"));
+  json_object_set_new(root, "clock_model", json_string(sim_clock_model_name(r->clock_model)));
   json_object_set_new(root, "alloc_reserve", json_real(o->alloc_reserve_set ? o->alloc_reserve : PLAN_DEFAULT_ALLOC_RESERVE));
   if (fp8_shown(r)) { /* --fp8: the recipes tried, "tensorwise,delayed" (absent: BF16 alone), and skipped */
     char list[64];

@@ -27,6 +27,9 @@ typedef struct {
 
 static bool alltoall_analytic;
 void sim_search_set_alltoall_analytic(bool on) { alltoall_analytic = on; }
+static sim_clock_model clock_model;
+void sim_search_set_clock_model(sim_clock_model m) { clock_model = m; }
+sim_clock_model sim_search_clock_model(void) { return clock_model; }
 
 static void run_worker(const plan *p, const schema_calibration *cal, int fd) {
   int devnull = open("/dev/null", O_WRONLY);
@@ -34,7 +37,7 @@ static void run_worker(const plan *p, const schema_calibration *cal, int fd) {
   worker_msg msg;
   memset(&msg, 0, sizeof msg);
   sim_options o = {.mode = SIM_MODE_REDUCED, .cal = cal, .record_ops = false, .warn = NULL,
-                   .alltoall_analytic = alltoall_analytic};
+                   .alltoall_analytic = alltoall_analytic, .clock_model = clock_model};
   schema_result r;
   ts_err e = {0};
   if (sim_run(p, &o, &r, &e) == 0) {

@@ -25,6 +25,14 @@ typedef enum {
   SIM_MODE_REDUCED, /* one representative per pipeline stage (tp 0, dp 0); see README */
 } sim_mode;
 
+/* The clock model (sim/README.md): AUTO (the default) is POWER when the calibration has a "power" section,
+ * DUTY when it has a "clock" section, else OFF; POWER without a "power" section is an error; DUTY without a
+ * "clock" section runs the calibrated times (as OFF). */
+typedef enum { SIM_CLOCK_MODEL_AUTO, SIM_CLOCK_MODEL_POWER, SIM_CLOCK_MODEL_DUTY, SIM_CLOCK_MODEL_OFF } sim_clock_model;
+const char *sim_clock_model_name(sim_clock_model m); /* "auto", "power", "duty", "off" */
+/* 0 and *m set when name is power, duty or off; else -1. */
+int sim_clock_model_parse(const char *name, sim_clock_model *m);
+
 typedef struct {
   sim_mode mode;
   const schema_calibration *cal; /* costs; must outlive the call */
@@ -47,6 +55,8 @@ typedef struct {
    * point, each simulation in a forked child; true: calibrated times as they
    * are (the same as a calibration without the section). */
   bool clock_off;
+  /* which clock model (above; clock_off true is SIM_CLOCK_MODEL_OFF whatever this says) */
+  sim_clock_model clock_model;
   /* false (default): the flows of a cross-node ring or tree phase that no other flow can meet on a link
    * run as one flow per kind (bytes, route), which ends when each of them would (sim_collapse.c; the
    * same predictions, fewer flows); true: every edge its own flow. */
@@ -71,6 +81,9 @@ int sim_parse_trace_ranks(const char *list, const plan *p, unsigned char *sel, t
 #define SIM_TRACE_ALL_RANKS_MAX 256
 const char *sim_default_trace_ranks(const plan *p);
 int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e);
+/* The clock model o runs with on o->cal (POWER, DUTY or OFF); -1 naming the calibration for POWER asked of a
+ * calibration without a "power" section. */
+int sim_clock_model_resolve(const sim_options *o, sim_clock_model *m, ts_err *e);
 
 /* Same, in a forked child; the result travels back as result JSON. */
 int sim_run_isolated(const plan *p, const sim_options *o, schema_result *out, ts_err *e);

@@ -885,6 +885,11 @@ static int fill_result(sim_world *w, schema_result *out, ts_err *e) {
       rst.clock_gemm_speed = rs->gemm_speed;
       rst.clock_mem_speed = rs->mem_speed;
       rst.clock_cycle_us = rs->clock_rep->clock_cycle_us;
+      if (w->clock_power) {
+        rst.clock_mhz = rs->clock_rep->clock_mhz;
+        rst.clock_next_gemm_speed = rs->clock_rep->clock_next_gemm_speed;
+        rst.clock_next_mem_speed = rs->clock_rep->clock_next_mem_speed;
+      }
     }
     if (schema_result_add_rank(out, &rst)) return ts_fail_sys(e, "out of memory");
     for (int k = 0; k < rs->n_recs; k++)
@@ -1026,7 +1031,9 @@ int sim_run(const plan *p, const sim_options *o, schema_result *out, ts_err *e) 
   for (int r = 0; w->host.fw && r < w->world; r++)
     if (w->ranks[r])
       sim_host_fw_entry_rates(&w->host, p, w->costs.mops, w->costs.n_mops, w->ranks[r]->prog, w->ranks[r]->fw_rate_s);
-  w->clock = !o->clock_off && o->cal->n_clock > 0;
+  sim_clock_model model;
+  if (sim_clock_model_resolve(o, &model, e)) goto done;
+  w->clock = model != SIM_CLOCK_MODEL_OFF, w->clock_power = model == SIM_CLOCK_MODEL_POWER;
   if (w->clock && sim_clock_setup(w, e)) goto done;
   configure_simgrid();
   bool all_needed;

@@ -546,14 +546,58 @@ typedef struct {
   int n;
 } layer_seq;
 
+/* The power-cap model of the prefill (sim/INFERENCE.md "The prefill clock"): a prefill never idles, so its
+ * sustained clock is the one its op mix allows under the cap, the mix at that clock's speeds (a fixed point:
+ * gemm_s of tensor-core work at *gs, mem_s of the rest at *ms, comm_s of all-reduces, which draw power as
+ * memory-bound work does, at their price). *mhz, *gs, *ms; *x_gemm the mix's GEMM share at them. */
+#define PREFILL_POWER_ITERS 100
+static void prefill_power_mix(const schema_power *pw, double gemm_s, double mem_s, double comm_s, double *mhz,
+                              double *gs, double *ms, double *x_gemm) {
+  *gs = *ms = 1.0, *mhz = pw->fit.f_gemm_model_mhz, *x_gemm = 0;
+  double total = gemm_s + mem_s + comm_s;
+  if (!(total > 0)) return;
+  for (int i = 0; i < PREFILL_POWER_ITERS; i++) {
+    double g = gemm_s / *gs, m = mem_s / *ms;
+    double x = g / (g + m + comm_s), f = schema_power_clock(pw, x, 1 - x, 0);
+    double before = *mhz;
+    *mhz = f, *x_gemm = x;
+    schema_power_speeds(pw, f, gs, ms);
+    if (i > 0 && fabs(f - before) <= 1e-9 * pw->f_max_mhz) break;
+  }
+}
+
+/* The burst profile under the power model: a bin's GEMM speed b is the back-to-back GEMM's clock
+ * f_b = f_gemm (b)^(1 / bg) during the burst, that is P_gemm(f_b) - cap_w of power above the cap the burst
+ * allows; the prefill's mix (GEMM share x_gemm) runs at the clock cap_w + that much allows, and the bin's speed
+ * for its GEMM work is that clock's GEMM speed over the sustained mix's (mhz). A prefill of GEMMs alone gets the
+ * profile as measured; a mix already near f_max gains little. bins: a copy of cal's, rewritten. */
+static void prefill_power_burst(const schema_power *pw, double x_gemm, double mhz, schema_burst_bin *bins, int n) {
+  const schema_power_fit *F = &pw->fit;
+  for (int i = 0; i < n; i++) {
+    double b = bins[i].gemm_speed;
+    if (!(b > 0) || !(F->bg > 0)) continue;
+    double fb = F->f_gemm_model_mhz * pow(b, 1.0 / F->bg);
+    if (fb > pw->f_max_mhz) fb = pw->f_max_mhz;
+    double extra = schema_power_w(pw, 1, 0, 0, fb) - pw->cap_w;
+    double f = schema_power_clock_under(pw, x_gemm, 1 - x_gemm, 0, pw->cap_w + extra);
+    bins[i].gemm_speed = pow(f / mhz, F->bg);
+  }
+}
+
 static double burst_pass(const schema_calibration *cal, const layer_seq *L, int layers, double tail_s, double t) {
   for (int l = 0; l < layers; l++)
     for (int i = 0; i < L->n; i++) t = L->clocked[i] ? schema_burst_advance(cal, t, L->s[i]) : t + L->s[i];
   return t + tail_s;
 }
 
+typedef struct {
+  const schema_power *pw; /* NULL: the tables' sustained speed (the duty model's prefill) */
+  bool burst;             /* the burst profile applies (from idle) */
+  double mhz, gemm_speed, mem_speed, x_gemm; /* set under pw: the sustained mix's clock and speeds */
+} prefill_clock_opts;
+
 static int burst_ttft(sim_costs *c, const schema_calibration *cal, int attn_index, double attn_s, double ar_s,
-                      int layers, double tail_s, double step_s, double *ttft, ts_err *e) {
+                      int layers, double tail_s, double step_s, prefill_clock_opts *pc, double *ttft, ts_err *e) {
   layer_seq L = {.n = 0};
   for (int i = 0; i < c->n_mops && L.n < MODEL_MAX_LAYER_OPS; i++) {
     const model_op *m = &c->mops[i];
@@ -567,9 +611,19 @@ static int burst_ttft(sim_costs *c, const schema_calibration *cal, int attn_inde
     L.clocked[L.n++] = (i == attn_index || m->kind == MODEL_OP_GEMM) && compute_bound;
   }
   L.s[L.n] = 2.0 * ar_s, L.clocked[L.n++] = false;
-  double t = burst_pass(cal, &L, layers, tail_s, 0.0) + PLAN_INFER_WARMUP_DECODE * step_s, d[PLAN_INFER_PREFILL_REPS];
+  const int n_compute = L.n - 1; /* the ops before the all-reduces */
+  schema_calibration profile = *cal; /* the burst profile this prefill runs under (none: speed 1) */
+  if (!pc->burst) profile.n_burst = 0;
+  if (pc->pw) { /* the sustained mix's speeds on the ops, and the profile as extra power over them */
+    double gemm = 0, mem = 0;
+    for (int i = 0; i < n_compute; i++) *(L.clocked[i] ? &gemm : &mem) += L.s[i];
+    prefill_power_mix(pc->pw, gemm, mem, L.s[n_compute], &pc->mhz, &pc->gemm_speed, &pc->mem_speed, &pc->x_gemm);
+    for (int i = 0; i < n_compute; i++) L.s[i] /= L.clocked[i] ? pc->gemm_speed : pc->mem_speed;
+    prefill_power_burst(pc->pw, pc->x_gemm, pc->mhz, profile.burst, profile.n_burst);
+  }
+  double t = burst_pass(&profile, &L, layers, tail_s, 0.0) + PLAN_INFER_WARMUP_DECODE * step_s, d[PLAN_INFER_PREFILL_REPS];
   for (int r = 0; r < PLAN_INFER_PREFILL_REPS; r++) {
-    double t1 = burst_pass(cal, &L, layers, tail_s, t);
+    double t1 = burst_pass(&profile, &L, layers, tail_s, t);
     d[r] = t1 - t, t = t1;
   }
   for (int i = 1; i < PLAN_INFER_PREFILL_REPS; i++) /* sort: the median */
@@ -583,7 +637,8 @@ static int burst_ttft(sim_costs *c, const schema_calibration *cal, int attn_inde
 
 /* cal: the prefill's view, dcal: the decode step's (sim_infer_phase_view). */
 static int predict(const plan_infer *p, const schema_calibration *cal, const schema_calibration *dcal, double gap_s,
-                   bool prefill_clock, FILE *warn, bool use_codec, sim_infer_result *r, ts_err *e) {
+                   bool prefill_clock, const schema_power *pw, FILE *warn, bool use_codec, sim_infer_result *r,
+                   ts_err *e) {
   int rc = -1;
   shape_costs *pre = shape_costs_new(p, p->prompt, cal, warn, e);
   shape_costs *dec = pre ? shape_costs_new(p, 1, dcal, warn, e) : NULL;
@@ -656,17 +711,21 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
   }
   r->tpot_s = ph->total_s;
   if (gap_s > 0) r->graph_launches = step_launches;
-  if (prefill_clock) {
+  if (prefill_clock || pw) {
     ph = &r->prefill;
     double sustained = ph->total_s, clocked = layers * (rest_pre_gemm + attn_pre_s), ttft;
     double tail = ph->total_s - layers * (rest_pre + attn_pre_s + 2.0 * ar_pre);
-    if (burst_ttft(&pre->costs, cal, attn_pre, attn_pre_s, ar_pre, (int)layers, tail, r->tpot_s, &ttft, e)) goto out;
+    prefill_clock_opts pc = {.pw = pw, .burst = prefill_clock};
+    if (burst_ttft(&pre->costs, cal, attn_pre, attn_pre_s, ar_pre, (int)layers, tail, r->tpot_s, &pc, &ttft, e))
+      goto out;
+    if (pw) r->prefill_power = true, r->prefill_mhz = pc.mhz, r->prefill_gemm_speed = pc.gemm_speed,
+            r->prefill_mem_speed = pc.mem_speed, r->prefill_x_gemm = pc.x_gemm;
     double k = clocked > 0 ? 1.0 - (sustained - ttft) / clocked : 1.0; /* the clocked part's share of the change */
     ph->compute_s -= sustained - ttft;
     ph->gemm_s *= k, ph->attention_s *= k, ph->experts_s *= k;
     finish_phase(ph);
     r->ttft_s = ph->total_s;
-    r->prefill_clock = true, r->prefill_sustained_s = sustained;
+    r->prefill_clock = prefill_clock, r->prefill_sustained_s = sustained;
   }
   r->total_s = r->ttft_s + steps * r->tpot_s;
   r->tokens_per_s = (double)p->batch * p->generate / r->total_s;
@@ -730,6 +789,9 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
                       sim_infer_result *r, ts_err *e) {
   memset(r, 0, sizeof *r);
   double gap_s = 0;
+  sim_clock_model model;
+  const sim_options so = {.cal = cal, .clock_model = o ? o->clock_model : SIM_CLOCK_MODEL_AUTO};
+  if (sim_clock_model_resolve(&so, &model, e)) return -1;
   if (o && o->decode_graph) {
     if (p->tp != 1 || p->pp != 1)
       return ts_fail(e, p->path, "layout", "--decode graph: the executor runs decode steps as CUDA graphs at TP 1 and "
@@ -749,7 +811,9 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   memset(&plain, 0, sizeof plain);
   schema_calibration view; /* the ".infer" tables in place of the training ones */
   if (sim_infer_calibration_view(cal, &view, e)) return -1;
-  const bool clock = view.n_burst > 0 && !(o && o->prefill_clock_off);
+  /* the burst profile: on unless --prefill-clock off or --clock-model off (under either model) */
+  const bool clock = view.n_burst > 0 && !(o && o->prefill_clock_off) && so.clock_model != SIM_CLOCK_MODEL_OFF;
+  const schema_power *pw = model == SIM_CLOCK_MODEL_POWER ? &cal->power : NULL;
   /* the small kernels as each phase runs them: the prefill and an eager decode step queued in a
    * stream (".eager"), a graph decode step in its CUDA graph (".graph") */
   sim_infer_width w[PHASE_WIDTHS];
@@ -764,8 +828,8 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
     sim_infer_calibration_view_free(&view);
     return -1;
   }
-  int rc = predict(p, &pre_view, &dec_view, gap_s, clock, warn, true, r, e) ||
-                   predict(p, &pre_view, &dec_view, gap_s, clock, NULL, false, &plain, e)
+  int rc = predict(p, &pre_view, &dec_view, gap_s, clock, pw, warn, true, r, e) ||
+                   predict(p, &pre_view, &dec_view, gap_s, clock, pw, NULL, false, &plain, e)
                ? -1
                : 0;
   sim_infer_phase_view_free(&dec_view);
@@ -803,7 +867,15 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
              "%.2f us each below their stream-timed tables (host.graph_gap_us)", r->graph_launches, r->graph_gap_us);
     add_note(r, note);
   }
-  if (r->prefill_clock) {
+  if (r->prefill_power) {
+    snprintf(note, sizeof note,
+             "prefill clock (power): the prefill's mix (%.0f %% GEMM time) at %.0f MHz under the %g W cap, GEMMs x%.3f "
+             "and memory-bound ops x%.3f against the tables%s; TTFT %.3f ms, %.3f ms at the tables' speed",
+             100 * r->prefill_x_gemm, r->prefill_mhz, cal->power.cap_w, r->prefill_gemm_speed, r->prefill_mem_speed,
+             r->prefill_clock ? ", the burst profile as extra power from idle" : "", r->ttft_s * 1e3,
+             r->prefill_sustained_s * 1e3);
+    add_note(r, note);
+  } else if (r->prefill_clock) {
     snprintf(note, sizeof note,
              "prefill clock: TTFT %.3f ms as tacorun execute times it (median of %d prefills after a warm-up prefill "
              "and %d decode steps, from idle) under the calibration's burst profile; %.3f ms at the tables' "

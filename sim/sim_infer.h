@@ -14,6 +14,7 @@
 
 #include "calibration.h"
 #include "plan_infer.h"
+#include "sim.h"
 #include "ts_error.h"
 
 /* Where one forward pass (prefill) or one output token (decode, mean over the
@@ -64,6 +65,8 @@ typedef struct {
   bool decode_graph;
   bool prefill_clock_off; /* --prefill-clock off: the prefill at the tables' sustained speed even when the
                              calibration has a burst profile (clock.burst) */
+  sim_clock_model clock_model; /* --clock-model (sim.h; AUTO, the default: power with a "power" section); off
+                                  also turns the burst profile off */
 } sim_infer_opts;
 
 typedef struct {
@@ -85,7 +88,9 @@ typedef struct {
   double graph_gap_us;   /* then: the calibration's host.graph_gap_us taken off each table-timed launch */
   int graph_launches;    /* those launches a step */
   bool prefill_clock;    /* the TTFT is the executor's, under the calibration's burst profile (sim/INFERENCE.md) */
-  double prefill_sustained_s; /* then: the TTFT at the tables' sustained speed (what it is without the profile) */
+  double prefill_sustained_s; /* then (or with prefill_power): the TTFT at the tables' sustained speed */
+  bool prefill_power;    /* the prefill ran under the power-cap clock model (a "power" section; sim/INFERENCE.md) */
+  double prefill_mhz, prefill_gemm_speed, prefill_mem_speed, prefill_x_gemm; /* then: its sustained mix */
   int n_notes;
   char notes[SIM_INFER_MAX_NOTES][256];
   /* a "decode_attention": "per-query-head" plan of a GQA model: what priced its decode attention, the measured

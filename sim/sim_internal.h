@@ -86,11 +86,15 @@ typedef struct sim_rank_s {
   double gemm_speed, mem_speed;  /* this rank's compute ops run this much faster (1: calibrated) */
   double prev_gemm_speed, prev_mem_speed; /* the speeds of the simulation before (convergence estimate) */
   struct sim_rank_s *clock_rep;  /* whose duty sets the speeds: itself, or its stage's tp 0, dp 0 */
-  double *clock_log;             /* (start, duration) of each compute op, on clock_rep == itself */
+  double *clock_log;             /* (start, duration, GEMM part of the duration) of each compute op, on
+                                  * clock_rep == itself (SIM_CLOCK_LOG_STRIDE doubles an op) */
   int n_clock_log, cap_clock_log;
   double *clock_comm_log;        /* (start, duration) of its collectives that copy with SMs (NVLink) */
   int n_clock_comm_log, cap_clock_comm_log;
   double clock_duty;             /* its GPU's duty, from clock_log and clock_comm_log */
+  /* the power-cap clock model (a "power" section): the GPU's compute-time-weighted mean clock over its ops'
+   * windows, and the speeds that timeline gives (the next simulation runs at them) */
+  double clock_mhz, clock_next_gemm_speed, clock_next_mem_speed;
   double clock_cycle_us;         /* its busy/idle alternation: iteration / idle gaps */
 } sim_rank;
 
@@ -143,6 +147,7 @@ struct sim_world {
   int used_tree;
   long long a2a_analytic; /* cross-node all-to-alls priced by --alltoall analytic (calls of simulated ranks) */
   bool clock; /* the clock model is on: compute ops run at each rank's speeds, and are logged */
+  bool clock_power; /* ... and it is the power-cap one (the calibration's "power" section), else the duty's */
   sim_host host; /* the host clock (off without a "host" section or a plan figure) */
 };
 
@@ -224,6 +229,10 @@ int sim_op_compute_s(sim_world *w, const plan_op *op, double *s, double *gemm_s,
 int sim_engine_pass(sim_world *w, schema_result *out, ts_err *e);
 
 /* sim_clock.c: the clock model (sim/README.md) */
+#define SIM_CLOCK_LOG_STRIDE 3
+/* The power-cap model's window when the calibration has no clock section to give one (us): the shipped
+ * clock sections' window, 100 ms (calibration/README.md, "clock"). */
+#define SIM_POWER_WINDOW_US 100000.0
 /* Chooses each rank's clock_rep and sets speeds to 1 (after build_ranks). */
 int sim_clock_setup(sim_world *w, ts_err *e);
 /* A compute op of d seconds (gemm_s of it in GEMMs/attention) at the rank's

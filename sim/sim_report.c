@@ -65,6 +65,9 @@ void sim_print_result(const schema_result *r, const plan *p, FILE *out) {
                  "simulations, busy/idle cycle %.3g ms\n",
             sum[0] / r->n_ranks, lo[0], hi[0], sum[1] / r->n_ranks, lo[1], hi[1], sum[2] / r->n_ranks, lo[2], hi[2],
             r->clock_passes, cycle * 1e-3);
+    double mhz = 0;
+    for (int i = 0; i < r->n_ranks; i++) mhz += r->ranks[i].clock_mhz / r->n_ranks;
+    if (mhz > 0) fprintf(out, "              power-cap clock %.0f MHz (mean over the ranks' op windows)\n", mhz);
   }
   for (int i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
 }

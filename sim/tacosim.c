@@ -138,9 +138,18 @@ static const char simulate_usage[] =
     "  --mode full|reduced     every rank, or one rank per pipeline stage (default reduced)\n"
     "  --overlap sm-wait|ideal a collective reaching a GPU busy with a compute kernel starts when the kernel\n"
     "                          ends (sm-wait, the default, as measured), or runs beside it (ideal)\n"
-    "  --clock on|off          with a calibration that has a clock section: compute runs at the clocks its\n"
-    "                          duty allows (up to 4 simulations to a fixed point; default on), or at the\n"
-    "                          calibrated back-to-back times (off); without the section: no effect\n"
+    "  --clock on|off          the clock model (--clock-model) on (the default), or off: a training plan's\n"
+    "                          compute at the calibrated back-to-back times (as --clock-model off; no effect\n"
+    "                          on an inference plan)\n"
+    "  --clock-model power|duty|off\n"
+    "                          power: each window's clock is the highest its mix of GEMM, other and idle time\n"
+    "                          allows under the power cap, from the calibration's fitted \"power\" section\n"
+    "                          (sim/README.md \"The power-cap clock\"; exit 2 without the section; an inference\n"
+    "                          plan's prefill runs at its op mix's clock, under the burst profile as extra\n"
+    "                          power); duty: the speeds of the GPU's idle share from the \"clock\" section (no\n"
+    "                          effect without it; inference: the burst profile alone); off: calibrated times.\n"
+    "                          Training runs up to 4 simulations to a fixed point (default: power when the\n"
+    "                          calibration has a power section, else duty)\n"
     "  --collapse on|off       the flows of a cross-node ring or tree phase that no other flow can meet on\n"
     "                          a link run as one flow per kind (bytes, route), which ends when each would:\n"
     "                          the same prediction with fewer flows (on, the default; sim/README.md), or\n"
@@ -218,6 +227,20 @@ static const char derive_usage[] =
     "reads:  FILE and the GPU catalogue with --gpu; nothing without\n"
     "writes: OUT.json (the calibration schema, schema/calibration.h)\n";
 
+static const char fit_usage[] =
+    "usage: tacosim calibration-fit FILE.json\n"
+    "  The power-cap clock model's fit of a calibration's \"power\" section (schema/calibration.h; the loader\n"
+    "  makes the same fit): P_c(f) = s + d_c (f / f_max)^a per class (gemm, mem), idle time at idle_w, the\n"
+    "  exponent a the best of 1 .. 4 by 0.05 and (s, d_gemm, d_mem) linear least squares; the speed laws\n"
+    "  (f / f_ref)^b against the back-to-back samples' clocks; then each sample: its power against the fit's at\n"
+    "  its own clock (the residual), the clock the model gives its mix under the cap, its speeds against the laws'.\n"
+    "  A section the fit cannot determine (fewer than 4 samples that ran kernels, a singular system, a negative\n"
+    "  dynamic power, no speed at another clock) is refused naming why (exit 2), as simulate refuses it.\n"
+    "options: none besides --help.\n"
+    "reads:  FILE.json: a calibration file with a power section (calibration/merge_power.py adds one), or a\n"
+    "        file holding the section alone (merge_power.py's --from input)\n"
+    "writes: the fit and the residuals on standard output\n";
+
 /* search's usage lives with its parser (sim/search_main.c), search-infer's with its own (sim/search_infer_main.c). */
 extern const char sim_search_usage[];
 extern const char sim_search_infer_usage[];
@@ -228,6 +251,7 @@ static int cmd_simulate(int, char **);
 static int cmd_compare(int, char **);
 static int cmd_ops(int, char **);
 static int cmd_derive(int, char **);
+static int cmd_fit(int, char **);
 
 static const struct {
   const char *name, *summary, *usage;
@@ -239,6 +263,8 @@ static const struct {
      cmd_compare},
     {"ops", "each op's simulated cost on rank 0, by op name", ops_usage, cmd_ops},
     {"derive-calibration", "write the roofline calibration derived from the H200 figures", derive_usage, cmd_derive},
+    {"calibration-fit", "the power-cap clock model's fit of a calibration's power section, sample by sample",
+     fit_usage, cmd_fit},
     {"search", "layout search: every valid layout and codec policy, best first", sim_search_usage, sim_search_main},
     {"search-infer", "serving-layout search: tp, pp, batch, KV cache, FP8 weights and codec of an inference batch",
      sim_search_infer_usage, sim_search_infer_main},
@@ -302,6 +328,14 @@ static int cmd_plan(int argc, char **argv) {
 }
 
 /* An inference plan: the analytic prefill/decode walk of sim_infer.c; `options` goes into the result. */
+/* --clock-model as the command ran it, for the result's options: the one given, else its default for cal
+ * (power with a "power" section, else duty); off under --clock off. */
+static sim_clock_model clock_model_given(sim_clock_model m, bool clock_off, const schema_calibration *cal) {
+  if (clock_off) return SIM_CLOCK_MODEL_OFF;
+  if (m != SIM_CLOCK_MODEL_AUTO) return m;
+  return cal->power.n > 0 ? SIM_CLOCK_MODEL_POWER : SIM_CLOCK_MODEL_DUTY;
+}
+
 static int simulate_inference(const char *plan_path, const char *cal_path, sim_transfer_mode transfer,
                               const sim_infer_opts *o, const char *options, const char *json, const char *csv) {
   static plan_infer p;
@@ -331,7 +365,8 @@ static int simulate_inference(const char *plan_path, const char *cal_path, sim_t
   sim_infer_result r;
   int rc = sim_infer_predict(&p, &cal, o, stderr, &r, &e);
   if (rc == 0) {
-    snprintf(r.options, sizeof r.options, "%s", options);
+    snprintf(r.options, sizeof r.options, "%s --clock-model %s", options,
+             sim_clock_model_name(clock_model_given(o->clock_model, false, &cal)));
     sim_infer_print(&p, &r, stdout);
     if ((json && sim_infer_save_json(&p, &r, json, &e)) || (csv && sim_infer_save_csv(&p, &r, csv, &e))) rc = -1;
   }
@@ -346,6 +381,7 @@ static int cmd_simulate(int argc, char **argv) {
   bool ideal_overlap = false, clock_off = false, collapse_off = false, local_off = false, decode_set = false;
   bool a2a_analytic = false;
   sim_infer_opts io = {.decode_graph = false};
+  sim_clock_model clock_model = SIM_CLOCK_MODEL_AUTO;
   plan_load_options lo = {0};
   if (wants_help(argc, argv, simulate_usage)) return 0;
   for (int i = 1; i < argc; i++) {
@@ -364,6 +400,9 @@ static int cmd_simulate(int argc, char **argv) {
     } else if (strcmp(a, "--clock") == 0 && has_value) {
       int rc = parse_on_off("simulate", "--clock", argv[++i], &clock_off);
       if (rc) return rc;
+    } else if (strcmp(a, "--clock-model") == 0 && has_value) {
+      if (sim_clock_model_parse(argv[++i], &clock_model))
+        return command_error("simulate", "--clock-model: \"%s\" is not one of power, duty, off", argv[i]);
     } else if (strcmp(a, "--collapse") == 0 && has_value) {
       int rc = parse_on_off("simulate", "--collapse", argv[++i], &collapse_off);
       if (rc) return rc;
@@ -423,6 +462,7 @@ static int cmd_simulate(int argc, char **argv) {
     size_t n = strlen(options);
     snprintf(options + n, sizeof options - n, " --decode %s --prefill-clock %s", io.decode_graph ? "graph" : "eager",
              io.prefill_clock_off ? "off" : "on");
+    io.clock_model = clock_model; /* (--clock applies to training plans, as before) */
     return simulate_inference(plan_path, cal_path, transfer, &io, options, json, csv);
   }
   if (decode_set) return command_error("simulate", "--decode, --prefill-clock: apply to inference plans only%s", "");
@@ -451,6 +491,7 @@ static int cmd_simulate(int argc, char **argv) {
   }
   sim_options o = {.mode = mode, .cal = &cal, .record_ops = trace != NULL, .warn = stderr,
                    .progress = isatty(STDERR_FILENO) ? stderr : NULL, .ideal_overlap = ideal_overlap, .clock_off = clock_off,
+                   .clock_model = clock_model,
                    .collapse_off = collapse_off, .local_off = local_off, .alltoall_analytic = a2a_analytic};
   o.record_ranks = sel;
   schema_result r;
@@ -462,7 +503,8 @@ static int cmd_simulate(int argc, char **argv) {
              collapse_off ? "off" : "on", local_off ? "off" : "on", trace_ranks ? " --trace-ranks " : "",
              trace_ranks ? trace_ranks : "");
     n = strlen(options);
-    snprintf(options + n, sizeof options - n, " --alltoall %s", a2a_analytic ? "analytic" : "flows");
+    snprintf(options + n, sizeof options - n, " --alltoall %s --clock-model %s", a2a_analytic ? "analytic" : "flows",
+             sim_clock_model_name(clock_model_given(clock_model, clock_off, &cal)));
     memcpy(r.options, options, sizeof r.options);
     char line[256];
     sim_cost_source_line(&src, line, sizeof line);
@@ -533,6 +575,18 @@ static void compare_row(const char *name, double pred, double meas, const char *
     printf("%-18s %14.6g %14.6g  %-6s %+8.2f%%\n", name, pred, meas, unit, 100.0 * (pred - meas) / meas);
   else
     printf("%-18s %14.6g %14.6g  %-6s %9s\n", name, pred, meas, unit, pred == 0 ? "0" : "n/a");
+}
+
+static int cmd_fit(int argc, char **argv) {
+  if (wants_help(argc, argv, fit_usage)) return 0;
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] == '-' && argv[i][1]) return command_error("calibration-fit", "unknown option %s", argv[i]);
+  if (argc != 2) return command_error("calibration-fit", "expected one calibration file%s", "");
+  static schema_power pw;
+  ts_err e = {0};
+  if (schema_power_load_file(argv[1], &pw, &e)) return fail(&e);
+  schema_power_print_fit(&pw, stdout);
+  return 0;
 }
 
 static int cmd_compare(int argc, char **argv) {

@@ -67,3 +67,9 @@ add_executable(test_calib_tpo_sm ${CMAKE_CURRENT_SOURCE_DIR}/test_calib_tpo_sm.c
 target_link_libraries(test_calib_tpo_sm PRIVATE ts_sim PkgConfig::CUNIT m)
 target_compile_definitions(test_calib_tpo_sm PRIVATE TACOSIM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 add_test(NAME calib_tpo_sm COMMAND test_calib_tpo_sm)
+
+# The calibration's "power" section (schema/calibration_power.c): the fit recovers known parameters, refuses
+# what it cannot determine, the clock of a mix under the cap by hand, the writer and loader, bad input.
+add_executable(test_power_clock ${CMAKE_CURRENT_SOURCE_DIR}/test_power_clock.c)
+target_link_libraries(test_power_clock PRIVATE ts_schema PkgConfig::CUNIT PkgConfig::JANSSON m)
+add_test(NAME power_clock COMMAND test_power_clock)

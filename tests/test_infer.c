@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "plan_infer.h"
+#include "test_power_section.h"
 #include "sim_infer.h"
 #include "test_check.h"
 
@@ -443,6 +444,96 @@ static void test_prefill_clock(void) {
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &membound, &e), 0);
   CU_ASSERT(membound.prefill_clock);
   NEAR(membound.ttft_s, membound_base.ttft_s, 1e-12);
+  schema_calibration_free(&cal);
+}
+
+/* The prefill under the power-cap model (a "power" section; sim/INFERENCE.md "The prefill clock"), on the
+ * small plan and the constant calibration with every GEMM and the attention compute-bound: the memory-bound
+ * kernels (1 ms each) dominate its time, so its GEMM share x is below 1/2 and the hand section
+ * (test_power_section.h) runs it at f_max, 2,000 MHz (100 + (400 + 400 x) u^2 <= 700 at u = 1): the GEMMs
+ * and attention at 2000 / 1732.05 = 2 / sqrt(3) of their tables' speed, the memory-bound kernels at
+ * (2000 / 2000)^0.5 = 1. A burst profile of speed 2 is the GEMM back to back at 2 x 1,732 MHz, clamped to
+ * 2,000 MHz: 200 W above the cap, which moves a prefill already at f_max no further; the duty model (no power
+ * section, or --clock-model duty) halves the GEMMs as before; --clock-model off prices the tables. TPOT never
+ * moves. */
+static void test_prefill_power(void) {
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  load_small_plan("{\"kind\":\"none\"}");
+  g_plan.cluster.gpu.hbm_gbps = 1e18; /* every GEMM and the attention compute-bound */
+  char name[64];
+  snprintf(name, sizeof name, "attention_prefill.d%d.s64", model_head_dim(&g_plan.model));
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1, 0, 123.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1e18, 0, 123.0), 0);
+  ts_err e = {0};
+  sim_infer_result base, pw, pw_burst, duty_burst, off;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &base, &e), 0);
+  model_shard sh = {g_plan.tp, false, g_plan.batch, g_plan.prompt};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&g_plan.model, &sh, ops, MODEL_MAX_LAYER_OPS, &e), gemms = 0;
+  for (int i = 0; i < n; i++) gemms += ops[i].kind == MODEL_OP_GEMM;
+  const double clocked_s = g_plan.model.layers * (gemms * GEMM_US + 123.0) * 1e-6;
+  test_power_section(&cal.power, &TEST_POWER_HAND);
+  CU_ASSERT_EQUAL_FATAL(schema_power_fit_run(&cal.power, "hand", &e), 0);
+  const sim_infer_opts no_burst = {.prefill_clock_off = true};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &no_burst, NULL, &pw, &e), 0);
+  CU_ASSERT(pw.prefill_power);
+  CU_ASSERT(!pw.prefill_clock);
+  CU_ASSERT(pw.prefill_x_gemm > 0 && pw.prefill_x_gemm < 0.5);
+  NEAR(pw.prefill_mhz, 2000, 1e-12);
+  NEAR(pw.prefill_gemm_speed, 2 / sqrt(3), 1e-9);
+  NEAR(pw.prefill_mem_speed, 1, 1e-12);
+  NEAR(pw.ttft_s, base.ttft_s - clocked_s * (1 - sqrt(3) / 2), 1e-9);
+  NEAR(pw.prefill_sustained_s, base.ttft_s, 1e-12);
+  NEAR(pw.prefill.compute_s + pw.prefill.tp_s + pw.prefill.pp_s, pw.ttft_s, 1e-12);
+  NEAR(pw.tpot_s, base.tpot_s, 1e-12);
+  cal.n_burst = 1;
+  cal.burst[0] = (schema_burst_bin){0, 1e9, 2.0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &pw_burst, &e), 0);
+  CU_ASSERT(pw_burst.prefill_power && pw_burst.prefill_clock);
+  NEAR(pw_burst.ttft_s, pw.ttft_s, 1e-9); /* at f_max already */
+  const sim_infer_opts duty = {.clock_model = SIM_CLOCK_MODEL_DUTY};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &duty, NULL, &duty_burst, &e), 0);
+  CU_ASSERT(!duty_burst.prefill_power && duty_burst.prefill_clock);
+  NEAR(duty_burst.ttft_s, base.ttft_s - clocked_s / 2, 1e-9);
+  const sim_infer_opts none = {.clock_model = SIM_CLOCK_MODEL_OFF};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &none, NULL, &off, &e), 0);
+  CU_ASSERT(!off.prefill_power && !off.prefill_clock);
+  CU_ASSERT_EQUAL(off.ttft_s, base.ttft_s);
+  /* A prefill of GEMMs alone (one GPU, no all-reduce; the memory-bound kernels made 1e-6 us): its mix is the
+   * GEMM back to back, so it runs at the tables' speed, and a burst bin of 1.1 is the GEMM at 1.1 x 1,732 MHz
+   * (P_gemm 826 W), the clock that extra power buys the same mix: the profile as measured, as the duty model
+   * applies it (to the mix's 1e-6 share of memory-bound time). */
+  {
+    char t[1024];
+    plan_text(t, sizeof t, "{\"tp\":1}", "{\"size\":2,\"prompt\":64,\"generate\":9}", "\"codec\":{\"kind\":\"none\"}");
+    CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+    lift_ceilings();
+    g_plan.cluster.gpu.hbm_gbps = 1e18;
+    for (int k = 0; k < cal.n_kernels; k++)
+      if (!cal.kernels[k].by_flops)
+        for (int i = 0; i < cal.kernels[k].n; i++) cal.kernels[k].pts[i].us = 1e-6;
+    sim_infer_result gemm_base, gemm_pw, gemm_duty, gemm_pw_burst;
+    cal.n_burst = 0;
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &duty, NULL, &gemm_base, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &gemm_pw, &e), 0);
+    CU_ASSERT(gemm_pw.prefill_power && gemm_pw.prefill_x_gemm > 1 - 1e-6);
+    NEAR(gemm_pw.prefill_mhz, 2000 * sqrt(0.75), 1e-6);
+    NEAR(gemm_pw.ttft_s, gemm_base.ttft_s, 1e-6);
+    cal.n_burst = 1;
+    cal.burst[0] = (schema_burst_bin){0, 1e9, 1.1};
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &duty, NULL, &gemm_duty, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &gemm_pw_burst, &e), 0);
+    CU_ASSERT(gemm_duty.ttft_s < gemm_base.ttft_s);
+    NEAR(gemm_pw_burst.ttft_s, gemm_duty.ttft_s, 1e-6);
+  }
+  /* --clock-model power without the section: refused naming it */
+  memset(&cal.power, 0, sizeof cal.power);
+  const sim_infer_opts power = {.clock_model = SIM_CLOCK_MODEL_POWER};
+  sim_infer_result refused;
+  memset(&e, 0, sizeof e);
+  CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, &power, NULL, &refused, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "power"));
   schema_calibration_free(&cal);
 }
 
@@ -1109,6 +1200,8 @@ int main(void) {
   CU_add_test(s, "decode steps as CUDA graphs (--decode graph)", test_decode_graph);
   CU_add_test(s, "the prefill clock (clock.burst): by hand, off, early profile", test_prefill_clock);
   CU_add_test(s, "clock.burst in a calibration file: saved, loaded, bad bins refused", test_burst_file);
+  CU_add_test(s, "the prefill under the power-cap model: its mix's clock by hand, the burst as extra power",
+              test_prefill_power);
   CU_add_test(s, "hand-computed TTFT and TPOT", test_hand_computed_prediction);
   CU_add_test(s, "codec policy", test_codec_policy);
   CU_add_test(s, "prefill attention keyed by (head dim, prompt); ceiling is a failure", test_prefill_keyed_and_ceiling);

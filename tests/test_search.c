@@ -14,6 +14,7 @@
 
 #include "search.h"
 #include "sim_costs.h"
+#include "test_power_section.h"
 
 #ifndef SEARCH_CLI
 #define SEARCH_CLI "search_cli"
@@ -403,6 +404,20 @@ static void test_estimate_ranks_like_simulation(void) {
   CU_ASSERT_TRUE(b.compute_s > 1.5 * a.compute_s);
   CU_ASSERT_DOUBLE_EQUAL(a.iteration_s, c.iteration_s, 0);
   schema_calibration_free(&slow);
+  /* the estimate under the power-cap model (the hand "power" section, test_power_section.h): every mix of it runs
+   * between its GEMM's 1,732 MHz and f_max 2,000 MHz, so the GEMMs gain up to 2000 / 1732 = 1.155; under
+   * --clock-model off the tables' times */
+  sim_search_estimate pw, none;
+  test_power_section(&cal.power, &TEST_POWER_HAND);
+  CU_ASSERT_EQUAL_FATAL(schema_power_fit_run(&cal.power, "hand", &e), 0);
+  CU_ASSERT_EQUAL(sim_search_estimate_plan(&plans[1], &cal, &pw, &e), 0);
+  sim_search_set_clock_model(SIM_CLOCK_MODEL_OFF);
+  CU_ASSERT_EQUAL(sim_search_estimate_plan(&plans[1], &cal, &none, &e), 0);
+  sim_search_set_clock_model(SIM_CLOCK_MODEL_AUTO);
+  memset(&cal.power, 0, sizeof cal.power);
+  CU_ASSERT_TRUE(pw.clock_gemm_speed > 1.0 && pw.clock_gemm_speed <= 2000 / (2000 * sqrt(0.75)) + 1e-9);
+  CU_ASSERT_EQUAL(none.clock_gemm_speed, 1.0);
+  CU_ASSERT_TRUE(pw.iteration_s != none.iteration_s);
 
   double rho = sim_search_spearman(est, sim, N);
   printf("\n  estimate vs simulation, gpt3-1.3b on 8 H200, %d layouts: Spearman %.3f, worst error %.1f%% ", N, rho,

@@ -17,6 +17,7 @@
 #include "sim.h"
 #include "sim_costs.h"
 #include "test_check.h"
+#include "test_power_section.h"
 
 #define BW 10e9   /* bytes/s per link direction */
 #define LAT 5e-6  /* s per link */
@@ -101,12 +102,13 @@ static plan_op *add_op(plan_program *pr, plan_op_kind kind, plan_stream stream) 
 
 static bool run_ideal_overlap; /* sim_options.ideal_overlap of run() */
 static bool run_clock_off;     /* sim_options.clock_off of run() */
+static sim_clock_model run_clock_model; /* sim_options.clock_model of run() */
 static bool run_local_off;     /* sim_options.local_off of run() */
 static bool run_record;        /* sim_options.record_ops of run() */
 
 static int run(const plan *p, plan_program *progs, sim_mode mode, schema_result *r) {
   sim_options o = {.mode = mode, .cal = &cal, .platform_path = platform_path, .programs = progs,
-                   .ideal_overlap = run_ideal_overlap, .clock_off = run_clock_off, .local_off = run_local_off,
+                   .ideal_overlap = run_ideal_overlap, .clock_off = run_clock_off, .clock_model = run_clock_model, .local_off = run_local_off,
                    .record_ops = run_record};
   ts_err e = {0};
   int rc = sim_run_isolated(p, &o, r, &e);
@@ -1143,6 +1145,79 @@ static void test_clock_fine_grained_faster(void) {
   schema_result_free(&on);
 }
 
+/* ---- the power-cap clock model (a "power" section) ---- */
+
+#define OP1_S (1e-3 + 3e-6) /* a 1 ms kernel and its launch cost */
+
+/* Never idle: three 1-ms GEMMs, then a 1-ms memory-bound kernel, 10 times, on each of two GPUs; no
+ * communication. */
+static plan_program *never_idle_programs(plan *p) {
+  make_plan(p, 2, 1, 1, 2, 1);
+  p->cluster.gpu.hbm_gbps = 4000;
+  plan_program *pr = new_programs(2, 64);
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 10; k++) {
+      for (int j = 0; j < 3; j++) add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->flops = 1e-3 * PEAK;
+      add_op(&pr[r], PLAN_OP_COMPUTE, PLAN_STREAM_COMPUTE)->bytes = 1e-3 * 4000e9;
+    }
+  return pr;
+}
+
+/* The duty model sees a never-idle GPU at the cap; the power model sees its mix: with the hand section
+ * (test_power_section.h) a window of GEMM share x runs at u = f / 2000 with u^2 = 600 / (400 + 400 x), the
+ * GEMMs at u / sqrt(3/4) (faster: the tables' GEMMs ran at 1,732 MHz), the memory-bound kernel at sqrt(u)
+ * (slower: its table ran at 2,000 MHz). The iteration (40 ms) is within the 100-ms window: every op's window is
+ * the whole mix, x = (G / g) / (G / g + M / m), a fixed point the passes approach (x 0.75 -> 0.7297 ->
+ * 0.72917, u 0.9258 -> 0.93123 -> 0.93138). Without the section, or with --clock-model duty and no clock
+ * section, the calibrated times. */
+static void test_power_clock_never_idle(void) {
+  schema_result off, on, duty;
+  CU_ASSERT_EQUAL_FATAL(run_programs(never_idle_programs, &off), 0);
+  test_power_section(&cal.power, &TEST_POWER_HAND);
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(schema_power_fit_run(&cal.power, "hand", &e), 0);
+  int rc = run_programs(never_idle_programs, &on);
+  run_clock_model = SIM_CLOCK_MODEL_DUTY;
+  int rc_duty = run_programs(never_idle_programs, &duty);
+  run_clock_model = SIM_CLOCK_MODEL_AUTO;
+  memset(&cal.power, 0, sizeof cal.power);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL_FATAL(rc_duty, 0);
+  const double G = 30 * OP1_S, M = 10 * OP1_S;
+  NEAR(off.breakdown.compute_s, G + M, 1e-9);
+  CU_ASSERT_EQUAL(off.clock_passes, 0);
+  CU_ASSERT_EQUAL(duty.clock_passes, 0);
+  CU_ASSERT_EQUAL(duty.iteration_time_s, off.iteration_time_s);
+  double x = 0.75, u = 1, g = 1, m = 1; /* the fixed point by hand */
+  for (int i = 0; i < 60; i++) {
+    u = sqrt(600 / (400 + 400 * x));
+    g = u / sqrt(0.75), m = sqrt(u);
+    x = (G / g) / (G / g + M / m);
+  }
+  NEAR(u, 0.93138, 1e-4);
+  CU_ASSERT_FATAL(on.n_ranks == 2);
+  CU_ASSERT(on.clock_passes >= 2 && on.clock_passes <= 4);
+  for (int i = 0; i < 2; i++) {
+    const schema_rank_stat *s = &on.ranks[i];
+    NEAR(s->clock_gemm_speed, g, 5e-4); /* the last pass: within 0.05 % of the fixed point */
+    NEAR(s->clock_mem_speed, m, 5e-4);
+    NEAR(s->clock_mhz, 2000 * u, 5e-4);
+    CU_ASSERT(s->clock_gemm_speed > 1.07 && s->clock_mem_speed < 0.97); /* GEMMs faster, the add slower */
+    NEAR(s->clock_duty, 1.0, 1e-9);
+  }
+  NEAR(on.breakdown.compute_s, G / on.ranks[0].clock_gemm_speed + M / on.ranks[0].clock_mem_speed, 1e-9);
+  NEAR(on.iteration_time_s, off.iteration_time_s - (G + M) + G / g + M / m, 5e-4);
+  int noted = 0;
+  for (int i = 0; i < on.n_notes; i++) noted |= strstr(on.notes[i], "clock model (power)") != NULL;
+  CU_ASSERT_TRUE(noted);
+  printf("\n  never idle: %.6f s calibrated, %.6f s under the power cap (%.1f MHz, GEMM x%.4f, memory x%.4f, %d "
+         "simulations); fixed point %.1f MHz\n", off.iteration_time_s, on.iteration_time_s, on.ranks[0].clock_mhz,
+         on.ranks[0].clock_gemm_speed, on.ranks[0].clock_mem_speed, on.clock_passes, 2000 * u);
+  schema_result_free(&off);
+  schema_result_free(&on);
+  schema_result_free(&duty);
+}
+
 /* One 40-GEMM stretch, then ~10 ms idle; window 10 GEMMs wide: only the
  * five GEMMs at each end see idle time in their window (busy 0.55, 0.65,
  * ..., 0.95 of it; the iteration repeats, so the first ones see the previous
@@ -1374,6 +1449,7 @@ int main(void) {
   CU_add_test(s, "clock model: collectives over NVLink count as busy, through shm not",
               test_clock_nvlink_collectives_count_as_busy);
   CU_add_test(s, "clock model: --clock off equals a calibration without the section", test_clock_off_equals_no_section);
+  CU_add_test(s, "power-cap clock: a never-idle GEMM-heavy mix by hand", test_power_clock_never_idle);
   CU_add_test(s, "clock model: full mode shares a stage's speeds, reduced agrees", test_clock_real_plan_stages);
   CU_add_test(s, "tacosim: bad input exits 2 naming the field", test_command_bad_input);
   CU_basic_set_mode(CU_BRM_VERBOSE);

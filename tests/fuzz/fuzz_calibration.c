@@ -59,6 +59,16 @@ static void exercise(const schema_calibration *c) {
   if (c->has_host && !(c->host_launch_us > 0 && c->host_gemm_launch_us > 0)) __builtin_trap();
   for (int i = 0; i < 5; i++)
     if (c->has_host && !(schema_host_sync_gap(c, sizes[i]) > 0)) __builtin_trap();
+  /* the power-cap clock model of a section that loads (and so fitted): a clock in (0, f_max], finite speeds */
+  if (c->power.n > 0) {
+    const double mix[4][3] = {{1, 0, 0}, {0, 1, 0}, {0.5, 0.5, 0}, {0.3, 0.2, 0.5}};
+    for (int i = 0; i < 4; i++) {
+      double f = schema_power_clock(&c->power, mix[i][0], mix[i][1], mix[i][2]), g, m;
+      if (!(f >= 0 && f <= c->power.f_max_mhz)) __builtin_trap();
+      schema_power_speeds(&c->power, f, &g, &m);
+      if (f > 0 && !(isfinite(g) && isfinite(m) && g > 0 && m > 0)) __builtin_trap();
+    }
+  }
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
