@@ -136,17 +136,25 @@ static void busy_set_free(busy_set *b) {
   free(b->prefix);
 }
 
-/* Busy time in [0, x] for x in [0, T]. */
-static double busy_until(const busy_set *b, double x) {
-  int lo = 0, hi = b->n - 1;
-  if (hi < 0 || x <= b->iv[0]) return 0;
-  while (lo < hi) { /* last interval starting at or before x */
+/* The last of n records (`stride` doubles each, sorted by their first, the start) that starts at or
+ * before x; -1 if none does. */
+static int last_start_at_or_before(const double *rec, int n, int stride, double x) {
+  int lo = 0, hi = n - 1;
+  if (hi < 0 || x <= rec[0]) return -1;
+  while (lo < hi) {
     int mid = (lo + hi + 1) / 2;
-    if (b->iv[2 * mid] <= x)
+    if (rec[(size_t)stride * mid] <= x)
       lo = mid;
     else
       hi = mid - 1;
   }
+  return lo;
+}
+
+/* Busy time in [0, x] for x in [0, T]. */
+static double busy_until(const busy_set *b, double x) {
+  int lo = last_start_at_or_before(b->iv, b->n, 2, x);
+  if (lo < 0) return 0;
   double in = x - b->iv[2 * lo], len = b->iv[2 * lo + 1] - b->iv[2 * lo];
   return b->prefix[lo] + (in < len ? in : len);
 }
@@ -233,15 +241,8 @@ static void gemm_set_free(gemm_set *g) {
 
 /* GEMM time in [0, x] for x in [0, T]. */
 static double gemm_until(const gemm_set *g, double x) {
-  int lo = 0, hi = g->n - 1;
-  if (hi < 0 || x <= g->op[0]) return 0;
-  while (lo < hi) { /* last op starting at or before x */
-    int mid = (lo + hi + 1) / 2;
-    if (g->op[SIM_CLOCK_LOG_STRIDE * mid] <= x)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
+  int lo = last_start_at_or_before(g->op, g->n, SIM_CLOCK_LOG_STRIDE, x);
+  if (lo < 0) return 0;
   const double *q = g->op + SIM_CLOCK_LOG_STRIDE * lo;
   double in = x - q[0];
   return g->prefix[lo] + (in < q[1] && q[1] > 0 ? q[2] * in / q[1] : q[2]);
