@@ -94,7 +94,7 @@ const char sim_search_usage[] =
     "                      each window's clock under the power cap from the calibration's \"power\" section,\n"
     "                      exit 2 without it; duty: the \"clock\" section's speeds by idle share; off: the\n"
     "                      calibrated times) (default: power when the calibration has a power section, else\n"
-    "                      duty)\n"
+    "                      duty; no shipped calibration has the section: power is unfinished, see simulate)\n"
     "  --no-progress       no progress bar (it is shown only on a terminal anyway)\n"
     "MPI: started by mpirun (mpirun -np N tacosim search ...), the processes share the simulations\n"
     "  (each its part of every round, --jobs workers each) and process 0 prints the same ranking as\n"

@@ -150,6 +150,8 @@ static const char simulate_usage[] =
     "                          effect without it; inference: the burst profile alone); off: calibrated times.\n"
     "                          Training runs up to 4 simulations to a fixed point (default: power when the\n"
     "                          calibration has a power section, else duty)\n"
+    "                          No shipped calibration has a power section: the one measured (one H100,\n"
+    "                          2026-12-07) is refused by its fit, so power is unfinished and duty runs.\n"
     "  --collapse on|off       the flows of a cross-node ring or tree phase that no other flow can meet on\n"
     "                          a link run as one flow per kind (bytes, route), which ends when each would:\n"
     "                          the same prediction with fewer flows (on, the default; sim/README.md), or\n"
