@@ -1,7 +1,7 @@
 /* calibrate_nvml.h — the few NVML calls the power phase makes (calibrate_power.h).
  *
  * NVML comes with the driver (libnvidia-ml.so.1), not with every CUDA toolkit:
- * the toolkit this project builds with ships neither nvml.h nor a link stub.
+ * the toolkit this project builds with has no nvml.h and no libnvidia-ml.so to link.
  * So the library is opened at run time (dlopen) and its entry points looked up
  * by name; tacorun then needs NVML only when the power phase runs. The types
  * below are NVML's C ABI as its documentation gives it: every call returns an
