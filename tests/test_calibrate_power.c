@@ -277,6 +277,53 @@ static void test_tsv(void) {
   free(r);
 }
 
+/* --power-gemm rows: after the patterns, the same columns plus the achieved
+ * TFLOP/s (2 m n k / the launch time); the JSON does not carry them. */
+static void test_tsv_shapes(void) {
+  ts_err e = {{0}, 0};
+  calib_power_result *r = malloc(sizeof *r);
+  fill_result(r);
+  calib_power_row *g = &r->gemms[0];
+  memset(g, 0, sizeof *g);
+  snprintf(g->plan.name, sizeof g->plan.name, "gemm-4096x28672x4096");
+  g->m = 4096, g->n = 28672, g->k = 4096;
+  g->plan.n_gemm = 2;
+  g->gemm_launch_us = 1202.6; /* 2 x 4096 x 28672 x 4096 = 962.07e9 FLOPs: 800.0 TFLOP/s */
+  g->power_w = 690.5;
+  r->n_gemms = 1;
+  const char *path = tmp_path(".tsv");
+  CU_ASSERT_EQUAL_FATAL(calib_power_write_tsv(path, r, &e), 0);
+  FILE *f = fopen(path, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  char line[1024], last[1024] = "";
+  int comments = 0, rows = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '#') comments++;
+    else rows++, snprintf(last, sizeof last, "%s", line);
+  }
+  fclose(f);
+  CU_ASSERT_EQUAL(comments, 2);
+  CU_ASSERT_EQUAL(rows, 1 + 4 + 1); /* header, the 4 patterns, the shape */
+  CU_ASSERT_EQUAL(strncmp(last, "gemm-4096x28672x4096\t2\t0\t", 25), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(last, "\t690.50\t"));
+  int cols = 1;
+  for (char *c = last; *c; c++) cols += *c == '\t';
+  CU_ASSERT_EQUAL(cols, 26);
+  size_t n = strlen(last);
+  CU_ASSERT(n > 7 && strcmp(last + n - 7, "\t800.0\n") == 0);
+  const char *json = tmp_path(".json");
+  CU_ASSERT_EQUAL_FATAL(calib_power_write_json(json, r, &e), 0);
+  f = fopen(json, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  int found = 0;
+  while (fgets(line, sizeof line, f)) found |= strstr(line, "28672") != NULL;
+  fclose(f);
+  CU_ASSERT_EQUAL(found, 0);
+  remove(json);
+  remove(path);
+  free(r);
+}
+
 static void test_nvml_missing(void) {
   ts_err e = {{0}, 0};
   calib_nvml n;
@@ -300,6 +347,7 @@ int main(void) {
   CU_add_test(s, "JSON: the section's shape and values", test_json);
   CU_add_test(s, "JSON: refused samples, nothing written", test_json_refused);
   CU_add_test(s, "TSV: every row, every column", test_tsv);
+  CU_add_test(s, "TSV: --power-gemm shapes after the patterns, not in the JSON", test_tsv_shapes);
   CU_add_test(s, "NVML: missing library, named errors", test_nvml_missing);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -5,6 +5,7 @@
 #  2. `tacorun calibrate --only power --power-json power.json --power-tsv power.tsv` (~40 s; its progress, one
 #     line per pattern, in power.log). `calibrate` reads no calibration file and --only power writes none: the
 #     compute tables (calibration/h100-sxm-nvlink.json, calibration/h200-nvlink.json) are neither needed nor touched.
+#     Arguments are passed on to calibrate (e.g. --power-gemm MxNxK, repeatable).
 # Outputs in OUT: gpu.txt, power.json, power.tsv, power.log, summary.txt (each step's exit status).
 set -u
 BIN=${BIN:-.devbin/v5/tacorun}
@@ -17,7 +18,7 @@ say() { echo "$*" | tee -a "$O/summary.txt"; }
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader > "$O/gpu.txt" 2>&1
 say "gpu rc=$? ($(head -1 "$O/gpu.txt"))"
 date -u >> "$O/gpu.txt"
-timeout 240 "$BIN" calibrate --only power --power-json "$O/power.json" --power-tsv "$O/power.tsv" > "$O/power.log" 2>&1
+timeout 240 "$BIN" calibrate --only power --power-json "$O/power.json" --power-tsv "$O/power.tsv" "$@" > "$O/power.log" 2>&1
 say "power rc=$? ($(($(date +%s) - S)) s)"
 say "power: $(grep -c '] power: ' "$O/power.log") progress lines, $(grep -c '"name"' "$O/power.json" 2> /dev/null) samples"
 tail -3 "$O/power.log" >> "$O/summary.txt"

@@ -58,7 +58,7 @@ static void usage(FILE *f) {
           "                         [--models all|NAME,...] [--tokens 1024,1536,...,8192] [--gpus N]\n"
           "                         [--only gemm,gemm_fp8,attention,memory,clock,codec,comm,moe,host,power]\n"
           "                         [--compute-from FILE] [--power-json FILE] [--power-tsv FILE]\n"
-          "                         [--power-settle-s S] [--power-timed-s S]\n"
+          "                         [--power-settle-s S] [--power-timed-s S] [--power-gemm MxNxK ...]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
           "                         [--comm-passes N] [--comm-batch-us T] [--coll-groups G,...]\n"
           "                         [--gemm-passes N] [--gemm-tsv FILE] [--gemm-fp8-tsv FILE] [--spread-tsv FILE]\n"
@@ -130,6 +130,9 @@ static void usage(FILE *f) {
           "  --power-tsv FILE     every measured column of every power pattern [not written]\n"
           "  --power-settle-s S   each power pattern first runs untimed this long, 0-60 [0.5]\n"
           "  --power-timed-s S    then its timed window (idle: 2 s), 0.1-60 [1.5]\n"
+          "  --power-gemm MxNxK   also run this GEMM shape (exec_gemm NN bf16, operands over 256 MiB) back to back\n"
+          "                       after the patterns: its power, clock and TFLOP/s, in --power-tsv only (the\n"
+          "                       simulator has no per-shape power yet); repeatable, up to 8 [none]\n"
           "  --attn-context C     how the \"attention_shapes\" section times each shape (runtime/calibrate/calibrate_attn.c):\n"
           "                       step = between large GEMMs, at the clocks of a training step; alone = back\n"
           "                       to back [step]\n"
@@ -192,6 +195,20 @@ static int parse_phases(const char *s, int *out, ts_err *e) {
   return *out ? 0 : ts_fail(e, NULL, "--only", "no phase given");
 }
 
+/* --power-gemm MxNxK (repeatable): a shape the power phase also runs back to back. */
+static int parse_power_gemm(const char *v, calib_config *c, ts_err *e) {
+  long long m, n, k;
+  char end;
+  if (c->n_power_gemms == CALIB_POWER_MAX_SHAPES)
+    return ts_fail(e, NULL, "--power-gemm", "at most %d shapes", CALIB_POWER_MAX_SHAPES);
+  if (sscanf(v, "%lldx%lldx%lld%c", &m, &n, &k, &end) != 3 || m < 1 || n < 1 || k < 1 || m > 65536 || n > 262144 ||
+      k > 262144)
+    return ts_fail(e, NULL, "--power-gemm", "'%s' is not MxNxK (M 1..65536, N and K 1..262144)", v);
+  long long *s = c->power_gemms[c->n_power_gemms++];
+  s[0] = m, s[1] = n, s[2] = k;
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
   memset(a, 0, sizeof *a);
   a->models = "all";
@@ -227,6 +244,9 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     else if (!strcmp(o, "--clock-tsv")) a->cfg.clock_tsv = argv[++i];
     else if (!strcmp(o, "--power-json")) a->cfg.power_json = argv[++i];
     else if (!strcmp(o, "--power-tsv")) a->cfg.power_tsv = argv[++i];
+    else if (!strcmp(o, "--power-gemm")) {
+      if (parse_power_gemm(argv[++i], &a->cfg, e)) return -1;
+    }
     else if (!strcmp(o, "--power-settle-s")) {
       if (parse_seconds(o, argv[++i], 0, 60, &a->cfg.power_settle_s, e)) return -1;
     } else if (!strcmp(o, "--power-timed-s")) {
@@ -293,6 +313,8 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
   if (a->compute_from) a->phases = PH_COMM;
   if ((a->phases & PH_POWER) && !a->cfg.power_json)
     return ts_fail(e, NULL, "--power-json", "required by the power phase (--only power)");
+  if (!(a->phases & PH_POWER) && a->cfg.n_power_gemms)
+    return ts_fail(e, NULL, "--power-gemm", "only the power phase runs it (add power to --only)");
   if (!(a->phases & PH_POWER) && (a->cfg.power_json || a->cfg.power_tsv))
     return ts_fail(e, NULL, a->cfg.power_json ? "--power-json" : "--power-tsv",
                    "only the power phase writes it (add power to --only)");

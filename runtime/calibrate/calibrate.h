@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "calibrate_power.h"
 #include "calibrate_shapes.h"
 #include "calibrate_time.h"
 #include "calibration.h"
@@ -48,6 +49,8 @@ typedef struct {
   const char *power_tsv;    /* NULL, or a file for every measured column of every power pattern */
   double power_settle_s;    /* each power pattern runs untimed this long first */
   double power_timed_s;     /* then its timed window */
+  long long power_gemms[CALIB_POWER_MAX_SHAPES][3]; /* --power-gemm M x N x K: shapes also run back to back */
+  int n_power_gemms;
   /* One process per GPU (mpirun, or TACORUN_RANK/NRANKS/ID_FILE): rank 0
    * measures the compute phases and writes the file; every rank takes part in
    * the collectives, over the world communicator `world` (opened once: MPI

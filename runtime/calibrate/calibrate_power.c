@@ -238,6 +238,34 @@ static int run_all(power_ctx *x, calib_power_result *r, ts_err *e) {
   return calib_power_speeds(r, e);
 }
 
+/* --power-gemm: each shape back to back (bursts of ~2 ms between event pairs,
+ * sized from a guess of 600 TFLOP/s), on its own operands and stream; x->k
+ * stands for the shape's kernels while it runs. */
+static int run_gemm_shapes(power_ctx *x, const calib_config *cfg, calib_power_result *r, ts_err *e) {
+  calib_refk ref = x->k;
+  int rc = 0;
+  for (int i = 0; i < cfg->n_power_gemms && !rc; i++) {
+    const long long *s = cfg->power_gemms[i];
+    calib_power_row *row = &r->gemms[i];
+    memset(row, 0, sizeof *row);
+    row->m = s[0], row->n = s[1], row->k = s[2];
+    calib_power_pattern *p = &row->plan;
+    snprintf(p->name, sizeof p->name, "gemm-%lldx%lldx%lld", s[0], s[1], s[2]);
+    double guess_us = 2.0 * (double)s[0] * (double)s[1] * (double)s[2] / 600e12 * 1e6;
+    p->n_gemm = (int)fmax(1.0, round(CALIB_POWER_B2B_BURST_US / guess_us));
+    p->period_us = p->n_gemm * guess_us;
+    p->gemm_target = 1.0;
+    rc = calib_refk_open_gemm(&x->k, s[0], s[1], s[2], e);
+    if (!rc) rc = run_pattern(x, row, e);
+    calib_refk_close(&x->k);
+    if (rc) break;
+    r->n_gemms = i + 1;
+    progress(r, row);
+  }
+  x->k = ref;
+  return rc;
+}
+
 static int read_device(power_ctx *x, calib_power_result *r, ts_err *e) {
   unsigned mw = 0, mhz = 0;
   RT_TRY(calib_nvml_name(&x->nv, r->gpu, sizeof r->gpu, e));
@@ -265,7 +293,9 @@ int calib_run_power(const calib_config *cfg, ts_err *e) {
   if (calib_nvml_open(&x.nv, CALIB_NVML_LIB, pci, e) || read_device(&x, r, e)) goto out;
   fprintf(stderr, "[%6.1fs] power: %s (PCI %s): cap %.0f W, max SM clock %.0f MHz; settle %.2f s, window %.2f s\n",
           calib_elapsed_s(), r->gpu, pci, r->cap_w, r->f_max_mhz, x.settle_s, x.timed_s);
-  if (calib_refk_open(&x.k, e) || calib_refk_check_spin(&x.k, e) || run_all(&x, r, e)) goto out;
+  if (calib_refk_open(&x.k, e) || calib_refk_check_spin(&x.k, e) || run_all(&x, r, e) ||
+      run_gemm_shapes(&x, cfg, r, e))
+    goto out;
   /* the table first: every measured column survives a sample the JSON refuses */
   if (cfg->power_tsv && calib_power_write_tsv(cfg->power_tsv, r, e)) goto out;
   if (calib_power_write_json(cfg->power_json, r, e)) goto out;

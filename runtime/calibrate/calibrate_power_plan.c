@@ -175,6 +175,16 @@ int calib_power_write_json(const char *path, const calib_power_result *r, ts_err
   return 0;
 }
 
+/* One row's columns, no newline. */
+static void tsv_row(FILE *f, const calib_power_row *x) {
+  fprintf(f, "%s\t%d\t%d\t%.1f\t%.1f\t%.4f\t%d\t%.6f\t%.6f\t%.6f\t%.4f\t%.4f\t%.4f\t%.1f\t%.3f\t%.3f\t%.4f\t%.4f\t%.3f\t"
+             "%.2f\t%.2f\t%.0f\t%.1f\t%.0f\t%d",
+          x->plan.name, x->plan.n_gemm, x->plan.n_add, x->plan.idle_us, x->plan.period_us, x->plan.gemm_target,
+          x->periods, x->wall_s, x->gemm_busy_s, x->add_busy_s, x->gemm, x->mem, x->idle, x->period_us,
+          x->gemm_launch_us, x->add_launch_us, x->gemm_speed, x->mem_speed, x->energy_j, x->power_w, x->sampled_w,
+          x->mhz_min, x->mhz_mean, x->mhz_max, x->samples);
+}
+
 int calib_power_write_tsv(const char *path, const calib_power_result *r, ts_err *e) {
   FILE *f = fopen(path, "w");
   if (!f) return ts_fail_sys(e, "%s: cannot write", path);
@@ -186,13 +196,17 @@ int calib_power_write_tsv(const char *path, const calib_power_result *r, ts_err 
              "gemm\tmem\tidle\tperiod_us\tgemm_launch_us\tadd_launch_us\tgemm_speed\tmem_speed\tenergy_j\tpower_w\t"
              "sampled_w\tmhz_min\tmhz_mean\tmhz_max\tsamples\n");
   for (int i = 0; i < r->n; i++) {
-    const calib_power_row *x = &r->rows[i];
-    fprintf(f, "%s\t%d\t%d\t%.1f\t%.1f\t%.4f\t%d\t%.6f\t%.6f\t%.6f\t%.4f\t%.4f\t%.4f\t%.1f\t%.3f\t%.3f\t%.4f\t%.4f\t%.3f\t"
-               "%.2f\t%.2f\t%.0f\t%.1f\t%.0f\t%d\n",
-            x->plan.name, x->plan.n_gemm, x->plan.n_add, x->plan.idle_us, x->plan.period_us, x->plan.gemm_target,
-            x->periods, x->wall_s, x->gemm_busy_s, x->add_busy_s, x->gemm, x->mem, x->idle, x->period_us,
-            x->gemm_launch_us, x->add_launch_us, x->gemm_speed, x->mem_speed, x->energy_j, x->power_w, x->sampled_w,
-            x->mhz_min, x->mhz_mean, x->mhz_max, x->samples);
+    tsv_row(f, &r->rows[i]);
+    fputc('\n', f);
+  }
+  if (r->n_gemms > 0) {
+    fprintf(f, "# --power-gemm shapes back to back (exec_gemm NN M x N x K bf16): the same columns, then tflops\n");
+    for (int i = 0; i < r->n_gemms; i++) {
+      const calib_power_row *x = &r->gemms[i];
+      tsv_row(f, x);
+      double us = x->gemm_launch_us;
+      fprintf(f, "\t%.1f\n", us > 0 ? 2.0 * (double)x->m * (double)x->n * (double)x->k / us * 1e-6 : 0.0);
+    }
   }
   return fclose(f) == 0 ? 0 : ts_fail_sys(e, "%s: write failed", path);
 }

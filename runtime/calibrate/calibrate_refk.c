@@ -8,28 +8,45 @@
 
 #define REFK_GEMM_SETS 4 /* 64 MiB each */
 #define REFK_ADD_SETS 3
+#define REFK_POOL_MIN ((size_t)256 << 20) /* over 4x the L2 of an H100 or H200 */
 
 int calib_clock_spin(double us, void *stream, ts_err *e); /* calibrate_clock_spin.cu */
 
-int calib_refk_open(calib_refk *x, ts_err *e) {
-  memset(x, 0, sizeof *x);
-  x->shape = exec_gemm_packed(EXEC_GEMM_NN, CALIB_REF_GEMM_M, CALIB_REF_GEMM_N, CALIB_REF_GEMM_K);
+/* The GEMM's handle, stream and operand pool (random, non-zero: zeros would draw less power). */
+static int open_gemm(calib_refk *x, long long m, long long n, long long k, int sets, ts_err *e) {
+  x->shape = exec_gemm_packed(EXEC_GEMM_NN, m, n, k);
   x->beta = exec_gemm_packed_beta(EXEC_GEMM_NN);
-  x->a_bytes = (size_t)CALIB_REF_GEMM_M * CALIB_REF_GEMM_K * 2;
-  x->b_bytes = (size_t)CALIB_REF_GEMM_K * CALIB_REF_GEMM_N * 2;
-  x->c_bytes = (size_t)CALIB_REF_GEMM_M * CALIB_REF_GEMM_N * 2;
-  x->gemm_set = x->a_bytes + x->b_bytes + x->c_bytes; /* multiples of 256 bytes: aligned as cuBLASLt wants */
-  x->add_tensor = (size_t)CALIB_REF_ADD_ELEMS * 2;
-  x->add_set = 3 * x->add_tensor;
+  x->a_bytes = (size_t)(m * k * 2);
+  x->b_bytes = (size_t)(k * n * 2);
+  x->c_bytes = (size_t)(m * n * 2);
+  x->gemm_set = (x->a_bytes + x->b_bytes + x->c_bytes + 255) / 256 * 256; /* aligned as cuBLASLt wants */
+  x->gemm_sets = sets;
   RT_TRY(exec_gemm_create(&x->gemm, e));
   RT_CHECK_CUDA(e, cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking));
-  RT_CHECK_CUDA(e, cudaMalloc((void **)&x->gemm_pool, REFK_GEMM_SETS * x->gemm_set));
+  RT_CHECK_CUDA(e, cudaMalloc((void **)&x->gemm_pool, (size_t)sets * x->gemm_set));
+  RT_TRY(rt_fill_random_bf16(x->gemm_pool, (long long)((size_t)sets * x->gemm_set / 2), 71, 1.0f, x->stream, e));
+  RT_CHECK_CUDA(e, cudaStreamSynchronize(x->stream));
+  return 0;
+}
+
+int calib_refk_open(calib_refk *x, ts_err *e) {
+  memset(x, 0, sizeof *x);
+  RT_TRY(open_gemm(x, CALIB_REF_GEMM_M, CALIB_REF_GEMM_N, CALIB_REF_GEMM_K, REFK_GEMM_SETS, e));
+  x->add_tensor = (size_t)CALIB_REF_ADD_ELEMS * 2;
+  x->add_set = 3 * x->add_tensor;
   RT_CHECK_CUDA(e, cudaMalloc((void **)&x->add_pool, REFK_ADD_SETS * x->add_set));
-  /* random non-zero inputs (zeros would draw less power); outputs written before use */
-  RT_TRY(rt_fill_random_bf16(x->gemm_pool, (long long)(REFK_GEMM_SETS * x->gemm_set / 2), 71, 1.0f, x->stream, e));
   RT_TRY(rt_fill_random_bf16(x->add_pool, (long long)(REFK_ADD_SETS * x->add_set / 2), 72, 1.0f, x->stream, e));
   RT_CHECK_CUDA(e, cudaStreamSynchronize(x->stream));
   return 0;
+}
+
+int calib_refk_open_gemm(calib_refk *x, long long m, long long n, long long k, ts_err *e) {
+  memset(x, 0, sizeof *x);
+  if (m < 1 || n < 1 || k < 1 || m > 65536 || n > 262144 || k > 262144)
+    return ts_fail(e, NULL, "--power-gemm", "%lldx%lldx%lld: each of M, N, K must be 1..65536 / 262144", m, n, k);
+  size_t set = (size_t)(2 * (m * k + k * n + m * n));
+  int sets = (int)((REFK_POOL_MIN + set - 1) / set);
+  return open_gemm(x, m, n, k, sets < 2 ? 2 : sets, e);
 }
 
 void calib_refk_close(calib_refk *x) {
@@ -43,10 +60,11 @@ void calib_refk_close(calib_refk *x) {
 int calib_refk_launch(calib_refk *x, calib_refk_kernel which, ts_err *e) {
   long long it = x->iter++;
   if (which == CALIB_REFK_GEMM) {
-    char *s = x->gemm_pool + (size_t)(it % REFK_GEMM_SETS) * x->gemm_set;
+    char *s = x->gemm_pool + (size_t)(it % x->gemm_sets) * x->gemm_set;
     return exec_gemm_run(x->gemm, &x->shape, 1.0f, s, s + x->a_bytes, x->beta, s + x->a_bytes + x->b_bytes, x->stream,
                          e);
   }
+  if (!x->add_pool) return ts_fail_sys(e, "reference kernels: this set has no memory-bound kernel");
   char *s = x->add_pool + (size_t)(it % REFK_ADD_SETS) * x->add_set;
   return rt_add(s, s + x->add_tensor, s + 2 * x->add_tensor, CALIB_REF_ADD_ELEMS, x->stream, e);
 }

@@ -28,6 +28,7 @@ typedef struct {
   float beta;
   char *gemm_pool;
   size_t a_bytes, b_bytes, c_bytes, gemm_set;
+  int gemm_sets;      /* operand sets the GEMM rotates through (over 4x the L2 together) */
   char *add_pool;
   size_t add_tensor, add_set;
   cudaStream_t stream; /* non-blocking, created by calib_refk_open */
@@ -38,6 +39,11 @@ typedef struct {
  * pools (on the current device); synchronizes. On failure k holds what was
  * made: calib_refk_close frees it. */
 int calib_refk_open(calib_refk *k, ts_err *e);
+/* The same for a GEMM of another shape, exec_gemm NN m x n x kk bf16, with
+ * as many operand sets as make at least 256 MiB (2 at least) and no
+ * memory-bound kernel (CALIB_REFK_ADD is refused): the power phase's
+ * --power-gemm shapes. */
+int calib_refk_open_gemm(calib_refk *k, long long m, long long n, long long kk, ts_err *e);
 /* Frees in reverse order; safe on a zeroed or partly opened k. */
 void calib_refk_close(calib_refk *k);
 /* One launch of `which` on k->stream, the next operand set. */
