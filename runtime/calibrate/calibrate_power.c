@@ -206,6 +206,14 @@ static int run_pattern(power_ctx *x, calib_power_row *row, ts_err *e) {
 }
 
 static void progress(const calib_power_result *r, const calib_power_row *x) {
+  if (x->m > 0) { /* a --power-gemm shape: its own rate, not a speed against the reference GEMM */
+    fprintf(stderr, "[%6.1fs] power: %-24s %3d GEMMs a burst: %5.1f W (sampled %5.1f), SM %4.0f MHz (%4.0f-%4.0f, %d "
+                    "samples); GEMM %.2f us, %.1f TFLOP/s\n",
+            calib_elapsed_s(), x->plan.name, x->plan.n_gemm, x->power_w, x->sampled_w, x->mhz_mean, x->mhz_min,
+            x->mhz_max, x->samples, x->gemm_launch_us,
+            x->gemm_launch_us > 0 ? 2.0 * (double)x->m * (double)x->n * (double)x->k / x->gemm_launch_us * 1e-6 : 0.0);
+    return;
+  }
   const calib_power_row *g = r->n > 1 ? &r->rows[1] : NULL, *m = r->n > 2 ? &r->rows[2] : NULL;
   double gs = g && x->gemm_launch_us > 0 ? g->gemm_launch_us / x->gemm_launch_us : 0;
   double ms = m && x->add_launch_us > 0 ? m->add_launch_us / x->add_launch_us : 0;

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# run_gpu.sh — the SM clock and board power of the inference executor's prefills, on one H100 or H200, from the
+# repository root, building nothing (BIN: a tacorun built on the CPU machine, its libraries in LIB).
+# Each plan of ../ops/plans.sh (the GPU's validation plans) is copied with "generate": 2, so that its run is
+# set-up, a warm-up prefill, 2 decode steps and the 3 timed prefills back to back (plan/plan_infer.h), and run
+# alone by `tacorun execute --decode-graph` while nvidia-smi samples the SM clock and the board power every 10 ms.
+# clock.py reads the samples inside each run's window.
+# Outputs in OUT: gpu.txt, summary.txt, clock.tgz (smi.csv, windows.tsv, each plan's execute output).
+set -u
+BIN=${BIN:-.devbin/v5/tacorun}
+LIB=${LIB:-.devbin/h100/lib}
+OUT=${OUT:-/tmp/clock}
+export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-} TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies
+S=$(date +%s)
+mkdir -p "$OUT/clock/plans"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+date -u >> "$OUT/gpu.txt"
+case "$(head -1 "$OUT/gpu.txt")" in
+  *H200*) PLANS=experiments/infer/v3/plans ;;
+  *H100*) PLANS=experiments/validation/h100/infer-plans ;;
+  *) echo "not an H100 or H200: $(head -1 "$OUT/gpu.txt")" | tee "$OUT/summary.txt"; exit 0 ;;
+esac
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw.instant,power.draw,utilization.gpu --format=csv,noheader,nounits \
+  -lms 10 > "$OUT/clock/smi.csv" 2> "$OUT/clock/smi.err" &
+SMI=$!
+sleep 2
+for f in $(experiments/infer/ops/plans.sh); do
+  p="$OUT/clock/plans/$f.json"
+  sed 's/"generate": *[0-9]*/"generate": 2/' "$PLANS/$f.json" > "$p"
+  t0=$(date -u '+%Y/%m/%d %H:%M:%S.%N')
+  timeout 120 "$BIN" execute "$p" --decode-graph > "$OUT/clock/$f.txt" 2>&1
+  rc=$?
+  t1=$(date -u '+%Y/%m/%d %H:%M:%S.%N')
+  printf '%s\t%s\t%s\t%s\n' "$f" "$t0" "$t1" "$rc" >> "$OUT/clock/windows.tsv"
+  sleep 1
+done
+kill $SMI
+echo "clock: $(wc -l < "$OUT/clock/windows.tsv") plans, $(wc -l < "$OUT/clock/smi.csv") samples, $(($(date +%s) - S)) s" \
+  | tee "$OUT/summary.txt"
+tar -czf "$OUT/clock.tgz" -C "$OUT" clock && rm -rf "$OUT/clock"
