@@ -4,7 +4,9 @@
 # Each plan of ../ops/plans.sh (the GPU's validation plans) is copied with "generate": 2, so that its run is
 # set-up, a warm-up prefill, 2 decode steps and the 3 timed prefills back to back (plan/plan_infer.h), and run
 # alone by `tacorun execute --decode-graph` while nvidia-smi samples the SM clock and the board power every 10 ms.
-# clock.py reads the samples inside each run's window.
+# clock.py reads the samples inside each run's window. OPS=1 adds `--ops-dir` (after the timed prefills, 3 profiled
+# ones and 3 eager decode steps, op by op: ../ops/README.md), so that the GEMMs' in-prefill times come from the
+# same card as the clock.
 # Outputs in OUT: gpu.txt, summary.txt, clock.tgz (smi.csv, windows.tsv, each plan's execute output).
 set -u
 BIN=${BIN:-.devbin/v5/tacorun}
@@ -28,7 +30,9 @@ for f in $(experiments/infer/ops/plans.sh); do
   p="$OUT/clock/plans/$f.json"
   sed 's/"generate": *[0-9]*/"generate": 2/' "$PLANS/$f.json" > "$p"
   t0=$(date -u '+%Y/%m/%d %H:%M:%S.%N')
-  timeout 120 "$BIN" execute "$p" --decode-graph > "$OUT/clock/$f.txt" 2>&1
+  ops=""
+  [ "${OPS:-0}" = 1 ] && ops="--ops-dir $OUT/clock/ops" && mkdir -p "$OUT/clock/ops"
+  timeout 120 "$BIN" execute "$p" --decode-graph $ops > "$OUT/clock/$f.txt" 2>&1
   rc=$?
   t1=$(date -u '+%Y/%m/%d %H:%M:%S.%N')
   printf '%s\t%s\t%s\t%s\n' "$f" "$t0" "$t1" "$rc" >> "$OUT/clock/windows.tsv"
