@@ -2,6 +2,8 @@
  * and sim/README.md). */
 #include "sim_transfer.h"
 
+#include "model.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -97,19 +99,37 @@ static int transfer_gemms(const schema_calibration *src, const topo_gpu *gf, con
                             out);
 }
 
-/* The device-memory bytes of a grouped-GEMM point of `flops` (schema_grouped_gemm_bytes); 0: not such a
- * table. */
-static double grouped_gemm_bytes(const char *name, double flops) {
-  int g;
+/* The device-memory bytes of a point of `flops` in a FLOP-keyed kernel table:
+ * - a grouped GEMM's operands (schema_grouped_gemm_bytes);
+ * - the inference executor's unfused prefill attention of a keyed table "attention_prefill.d<D>.s<S>"
+ *   (model_prefill_attention_bytes_at: Q, K, V, the scores written by Q K^T, read and written by the
+ *   softmax and read by P V, the output), with K and V counted once per query head (group 1): the
+ *   table's points mix head layouts its key does not carry (Llama-3 8B's 4 query heads per KV head,
+ *   Qwen2.5 7B's 7, 14B's 5), and group 1 is the most bytes any of them moves, so no transferred point
+ *   is faster than the memory floor of the layout it was timed on. The scores dominate (8 s^2 bytes of
+ *   4 s^2 d FLOPs a query head: at most d / 2 FLOP per byte), so these points are memory-bound on every
+ *   GPU of the catalogue but the H20;
+ * - 0 for the others. The FLOP-keyed "attention_prefill" keeps none: it averages prompt lengths (and
+ *   head dimensions) whose bytes per FLOP, 2 / d + (2 + 1 / group) / s, its key does not carry (a
+ *   short prompt's point moves several times the bytes of a long one's at the same FLOPs); the
+ *   simulator warns when it reads it and holds its price to the op's own floor (sim_infer.c). The
+ *   training attention tables ("attention", "attention.d<D>.s<S>", "attention_bwd...": the executor's
+ *   flash kernels, which move Q, K, V, O and their gradients only) keep none: at s >= 2,048 their
+ *   FLOPs are at least s / 2 = 1,024 per byte, above every catalogue GPU's ridge (the L40S's 419), so a
+ *   bytes term would never bind. */
+static double kernel_table_bytes(const char *name, double flops) {
+  int g, d;
   bool tk;
-  long long a, b;
-  if (schema_grouped_gemm_parse(name, &g, &tk, &a, &b)) return 0;
-  return schema_grouped_gemm_bytes(g, tk, a, b, flops);
+  long long a, b, s;
+  if (!schema_grouped_gemm_parse(name, &g, &tk, &a, &b)) return schema_grouped_gemm_bytes(g, tk, a, b, flops);
+  if (!schema_prefill_attention_parse(name, &d, &s)) return model_prefill_attention_bytes_at(d, s, flops, 1.0);
+  return 0;
 }
 
-/* A kernel table's x is FLOPs (attention, grouped GEMMs: those also move the
- * bytes of their operands, whichever bound is higher) or device-memory
- * bytes. Each group of a codec table is its own kernel (its own floor). */
+/* A kernel table's x is FLOPs (attention, grouped GEMMs, the prefill attention:
+ * those last two also move the bytes of kernel_table_bytes, whichever bound is
+ * higher) or device-memory bytes. Each group of a codec table is its own kernel
+ * (its own floor). */
 static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, const sim_ceilings *from,
                                  const sim_ceilings *to, schema_calibration *out) {
   int n = hi - lo, rc = 0;
@@ -117,13 +137,13 @@ static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, c
   for (int i = 0; i < n; i++) {
     const schema_kernel_point *p = &t->pts[lo + i];
     us[i] = p->us;
-    double b = t->by_flops ? grouped_gemm_bytes(t->name, p->x) : p->x;
+    double b = t->by_flops ? kernel_table_bytes(t->name, p->x) : p->x;
     roof[i] = sim_roof_us(t->by_flops ? p->x : 0, b, from->peak_flops, from->hbm_bytes_per_s);
   }
   double fl = floor_of(us, roof, n);
   for (int i = 0; i < n && !rc; i++) {
     const schema_kernel_point *p = &t->pts[lo + i];
-    double f = t->by_flops ? p->x : 0, b = t->by_flops ? grouped_gemm_bytes(t->name, p->x) : p->x;
+    double f = t->by_flops ? p->x : 0, b = t->by_flops ? kernel_table_bytes(t->name, p->x) : p->x;
     rc = schema_calibration_add_kernel(out, t->name, t->by_flops, p->x, p->group,
                                        sim_transfer_point_us(p->us, fl, f, b, from, to));
   }
