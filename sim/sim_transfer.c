@@ -27,6 +27,13 @@ double sim_transfer_point_us(double us, double floor_us, double flops, double by
   return floor_us + (us - floor_us) * r_to / r_from;
 }
 
+double sim_transfer_split_us(double us, double floor_us, double bytes, const sim_ceilings *from,
+                             const sim_ceilings *to) {
+  double rest = us - bytes / from->hbm_bytes_per_s * 1e6 - floor_us;
+  if (rest < 0) rest = 0;
+  return floor_us + rest * from->peak_flops / to->peak_flops + bytes / to->hbm_bytes_per_s * 1e6;
+}
+
 bool sim_same_gpu(const topo_gpu *a, const topo_gpu *b) {
   return strcmp(a->name, b->name) == 0 && fabs(a->bf16_tflops - b->bf16_tflops) <= 1e-6 * b->bf16_tflops &&
          fabs(a->hbm_gbps - b->hbm_gbps) <= 1e-6 * b->hbm_gbps;
@@ -126,10 +133,17 @@ static double kernel_table_bytes(const char *name, double flops) {
   return 0;
 }
 
-/* A kernel table's x is FLOPs (attention, grouped GEMMs, the prefill attention:
- * those last two also move the bytes of kernel_table_bytes, whichever bound is
- * higher) or device-memory bytes. Each group of a codec table is its own kernel
- * (its own floor). */
+/* A kernel table's x is FLOPs (attention, grouped GEMMs, the prefill attention)
+ * or device-memory bytes. Grouped GEMMs also move the bytes of their operands,
+ * whichever bound is higher (sim_transfer_point_us). A keyed prefill attention
+ * point is split (sim_transfer_split_us): its bytes at the source's HBM rate
+ * move with the bandwidth, the table's latency floor (the least any point has
+ * left once its bytes are taken out) stays, the rest moves with the FLOP peak; measured on an H100 and
+ * an H200 (same peak, 3.35 / 4.8 TB/s), that moves either file's 153 common
+ * points onto the other GPU within +8.1 / -9.2 % (median), where the FLOPs alone
+ * gave -11.2 / +12.6 % and the higher of the two bounds +21.4 / -18.7 %
+ * (experiments/infer/xfer-attn/h100_check.txt). Each group of a codec table is
+ * its own kernel (its own floor). */
 static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, const sim_ceilings *from,
                                  const sim_ceilings *to, schema_calibration *out) {
   int n = hi - lo, rc = 0;
@@ -140,12 +154,17 @@ static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, c
     double b = t->by_flops ? kernel_table_bytes(t->name, p->x) : p->x;
     roof[i] = sim_roof_us(t->by_flops ? p->x : 0, b, from->peak_flops, from->hbm_bytes_per_s);
   }
+  int d;
+  long long s;
+  bool split = t->by_flops && schema_prefill_attention_parse(t->name, &d, &s) == 0;
+  if (split) /* the floor is what is left of the fastest point once its bytes are taken out */
+    for (int i = 0; i < n; i++) roof[i] = kernel_table_bytes(t->name, t->pts[lo + i].x) / from->hbm_bytes_per_s * 1e6;
   double fl = floor_of(us, roof, n);
   for (int i = 0; i < n && !rc; i++) {
     const schema_kernel_point *p = &t->pts[lo + i];
     double f = t->by_flops ? p->x : 0, b = t->by_flops ? kernel_table_bytes(t->name, p->x) : p->x;
-    rc = schema_calibration_add_kernel(out, t->name, t->by_flops, p->x, p->group,
-                                       sim_transfer_point_us(p->us, fl, f, b, from, to));
+    double moved = split ? sim_transfer_split_us(p->us, fl, b, from, to) : sim_transfer_point_us(p->us, fl, f, b, from, to);
+    rc = schema_calibration_add_kernel(out, t->name, t->by_flops, p->x, p->group, moved);
   }
   return rc;
 }
