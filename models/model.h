@@ -164,6 +164,29 @@ int model_shard_check(const model_config *m, const model_shard *s, ts_err *e);
  * with qk_norm, so look ops up by name). */
 int model_layer_ops(const model_config *m, const model_shard *s, model_op *ops, int cap, ts_err *e);
 
+/* The forward FLOPs model_layer_ops counts for the attention of `tokens` query rows over sequences of `seq`
+ * keys with q_width query columns (query heads x head dim) on one GPU: Q K^T and P V over the whole
+ * seq x seq square (the model-FLOP convention; a causal kernel does half). The "attn" op of a non-MLA
+ * layer, and the x of the calibration's prefill attention tables (`tacorun calibrate-infer` keys each
+ * point by that op's FLOPs). */
+static inline double model_attention_fwd_flops(long long tokens, long long seq, long long q_width) {
+  return 4.0 * (double)tokens * (double)seq * (double)q_width;
+}
+
+/* The device-memory bytes the inference executor's prefill attention moves (infer_prefill_attention in
+ * runtime/infer/infer_model.c, the program `tacorun calibrate-infer` times into the "attention_prefill"
+ * tables): q_heads query heads of one sequence each, s tokens, head dimension d, `group` query heads per
+ * KV head, every tensor BF16. Per query head: Q (s x d) read by Q K^T; the s x s scores written by Q K^T
+ * (the whole square), read and written by the causal softmax (rt_softmax_causal_fwd: whole rows, the
+ * masked part written as zeros; its three passes over a row count once, the row stays on chip) and read
+ * by P V; the output (s x d) written by P V, then read and written by the copy from head-major to
+ * token-major rows: 4 s^2 + 4 s d elements, 8 s^2 + 8 s d bytes. Per KV head (q_heads / group): K and V
+ * (s x d each) read once (a pair's query heads are the rows of one GEMM), 4 s d bytes. */
+double model_prefill_attention_bytes(long long d, long long s, double q_heads, double group);
+/* The same for the op of `flops` (model_attention_fwd_flops; q_heads = flops / model_attention_fwd_flops(s,
+ * s, d), the batch x heads a FLOP-keyed table varies along). */
+double model_prefill_attention_bytes_at(long long d, long long s, double flops, double group);
+
 /* Ops outside the decoder layers, on one GPU: the embedding lookup (first
  * pipeline stage) and then the final norm, the logits GEMM (column-parallel
  * over the padded vocabulary) and the softmax cross-entropy (last stage). */

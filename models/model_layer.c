@@ -26,6 +26,17 @@ int model_head_dim(const model_config *m) {
   return m->heads > 0 ? m->hidden / m->heads : 0;
 }
 
+double model_prefill_attention_bytes(long long d, long long s, double q_heads, double group) {
+  const double sd = (double)s * (double)d, ss = (double)s * (double)s;
+  const double per_query_head = sd + ss + 2.0 * ss + ss + sd + 2.0 * sd; /* Q; QK^T; softmax; PV; O; copy */
+  const double per_kv_head = 2.0 * sd;                                   /* K, V */
+  return BF16 * (q_heads * per_query_head + q_heads / group * per_kv_head);
+}
+
+double model_prefill_attention_bytes_at(long long d, long long s, double flops, double group) {
+  return model_prefill_attention_bytes(d, s, flops / model_attention_fwd_flops(s, s, d), group);
+}
+
 /* Degrees of an MoE shard, 0 meaning the default (ep 1, etp = tp). */
 static int shard_ep(const model_shard *s) { return s->ep > 0 ? s->ep : 1; }
 static int shard_etp(const model_shard *s) { return s->etp > 0 ? s->etp : s->tp; }
@@ -293,7 +304,7 @@ static int build_layer(const model_config *m, const model_shard *s, model_op *op
     op->m = tokens;
     op->n = s->seq;
     op->k = head_dim;
-    op->flops_fwd = 4.0 * (double)tokens * (double)s->seq * (double)q_width;
+    op->flops_fwd = model_attention_fwd_flops(tokens, s->seq, q_width);
     op->flops_bwd = 2.5 * op->flops_fwd;
     op->bytes_fwd = BF16 * (double)tokens * (double)(2 * q_width + 2 * kv_width); /* read Q K V, write O */
     op->bytes_bwd = BF16 * (double)tokens * (double)(4 * q_width + 4 * kv_width); /* + O, dO; write dQ dK dV */

@@ -457,6 +457,12 @@ int schema_grouped_gemm_parse(const char *name, int *groups, bool *token_k, long
  * FP32 read and written (accumulated, beta 1) for the weight-gradient ones, as the executor runs them. */
 double schema_grouped_gemm_bytes(int groups, bool token_k, long long a, long long b, double flops);
 
+/* The inference executor's prefill attention tables keyed by head dimension and prompt length,
+ * "attention_prefill.d<D>.s<S>" (points by the op's FLOPs, batch x heads varying along them; `tacorun
+ * calibrate-infer`). schema_prefill_attention_parse reads D and S from a name (-1: not such a name, the
+ * FLOP-keyed "attention_prefill" among them). */
+int schema_prefill_attention_parse(const char *name, int *head_dim, long long *seq);
+
 /* ---- lookups ----
  * Inside a table's measured range: log-space interpolation (log time against
  * log size). Outside: the roofline below, anchored to the nearest measured

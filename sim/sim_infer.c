@@ -484,6 +484,17 @@ static int fp8_context_s(const sim_costs *c, const plan_infer *p, double *s, dou
   return 0;
 }
 
+/* The bytes the ceiling holds a prefill attention priced from the "attention_prefill" tables to: those the
+ * executor's unfused program moves for the plan's head layout (model_prefill_attention_bytes: its s x s scores
+ * written, read and written by the softmax, read again; the calibration transfer moves the keyed tables with
+ * the same count, sim_transfer.c), the op's Q, K, V and O for an MLA model (its values are narrower than its
+ * queries: not the program that count describes). */
+static double prefill_table_bytes(const plan_infer *p, const model_op *a) {
+  const model_config *m = &p->model;
+  if (m->attention == MODEL_ATTN_MLA) return a->bytes_fwd;
+  return model_prefill_attention_bytes_at(model_head_dim(m), p->prompt, a->flops_fwd, (double)m->heads / m->kv_heads);
+}
+
 /* Prefill attention (plan "prefill_attention"; below: executor, the default) as the inference executor runs it (unfused: batched
  * GEMMs around a causal softmax, runtime/infer/infer_model.c): the table of the
  * model's head dimension and the prompt length, "attention_prefill.d<D>.s<S>"
@@ -514,15 +525,25 @@ static int prefill_attention_s(sim_costs *c, const plan_infer *p, int attn, FILE
       fprintf(warn, "tacosim: warning: %s: no \"%s\" table; using the FLOP-keyed \"attention_prefill\" table\n",
               c->lk.cal->path[0] ? c->lk.cal->path : "calibration", keyed);
     if (schema_lookup_kernel(&c->lk, "attention_prefill", a->flops_fwd, 0, &us, e)) return -1;
-    *s = us * 1e-6;
+    /* its points average prompt lengths of other bytes per FLOP, and another GPU's copy of it was moved by its
+     * FLOPs alone (sim_transfer.c, kernel_table_bytes): at least the op's own roofline, a launch + the
+     * program's bytes at the HBM rate or its FLOPs at the peak, as the training simulator holds its FLOP-keyed
+     * attention tables (sim_attention_roof_us) */
+    const double tf = a->flops_fwd / c->lk.roof.peak_flops;
+    const double tb = prefill_table_bytes(p, a) / c->lk.roof.hbm_bytes_per_s;
+    const double roof_us = c->lk.roof.launch_us + (tf > tb ? tf : tb) * 1e6;
+    *s = (us > roof_us ? us : roof_us) * 1e-6;
   } else {
     if (warn)
       fprintf(warn, "tacosim: warning: %s: no \"%s\" table; prefill attention priced as the executor's unfused "
               "program (batched GEMMs and the causal softmax, from the GEMM and elementwise tables)\n",
               c->lk.cal->path[0] ? c->lk.cal->path : "calibration", keyed);
     if (sim_attention_unfused_fwd_s(c, s, e)) return -1;
+    /* the program's GEMMs and softmax priced from their own tables (sim_costs.c, unfused_attention_us), each
+     * moved to another GPU by its own bytes; held to the op's Q, K, V and O as before */
+    return check_ceiling(c, "prefill attention", a->flops_fwd, a->bytes_fwd, *s, e);
   }
-  return check_ceiling(c, "prefill attention", a->flops_fwd, a->bytes_fwd, *s, e);
+  return check_ceiling(c, "prefill attention", a->flops_fwd, prefill_table_bytes(p, a), *s, e);
 }
 
 static void finish_phase(sim_infer_phase *ph) { ph->total_s = ph->compute_s + ph->tp_s + ph->pp_s; }

@@ -2,6 +2,8 @@
  * and sim/README.md). */
 #include "sim_transfer.h"
 
+#include "model.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -23,6 +25,13 @@ double sim_transfer_point_us(double us, double floor_us, double flops, double by
   double r_to = sim_roof_us(flops, bytes, to->peak_flops, to->hbm_bytes_per_s);
   if (r_from <= 0 || us <= floor_us) return us;
   return floor_us + (us - floor_us) * r_to / r_from;
+}
+
+double sim_transfer_split_us(double us, double floor_us, double bytes, const sim_ceilings *from,
+                             const sim_ceilings *to) {
+  double rest = us - bytes / from->hbm_bytes_per_s * 1e6 - floor_us;
+  if (rest < 0) rest = 0;
+  return floor_us + rest * from->peak_flops / to->peak_flops + bytes / to->hbm_bytes_per_s * 1e6;
 }
 
 bool sim_same_gpu(const topo_gpu *a, const topo_gpu *b) {
@@ -97,19 +106,44 @@ static int transfer_gemms(const schema_calibration *src, const topo_gpu *gf, con
                             out);
 }
 
-/* The device-memory bytes of a grouped-GEMM point of `flops` (schema_grouped_gemm_bytes); 0: not such a
- * table. */
-static double grouped_gemm_bytes(const char *name, double flops) {
-  int g;
+/* The device-memory bytes of a point of `flops` in a FLOP-keyed kernel table:
+ * - a grouped GEMM's operands (schema_grouped_gemm_bytes);
+ * - the inference executor's unfused prefill attention of a keyed table "attention_prefill.d<D>.s<S>"
+ *   (model_prefill_attention_bytes_at: Q, K, V, the scores written by Q K^T, read and written by the
+ *   softmax and read by P V, the output), with K and V counted once per query head (group 1): the
+ *   table's points mix head layouts its key does not carry (Llama-3 8B's 4 query heads per KV head,
+ *   Qwen2.5 7B's 7, 14B's 5), and group 1 is the most bytes any of them moves, so no transferred point
+ *   is faster than the memory floor of the layout it was timed on. The scores dominate (8 s^2 bytes of
+ *   4 s^2 d FLOPs a query head: at most d / 2 FLOP per byte), so these points are memory-bound on every
+ *   GPU of the catalogue but the H20;
+ * - 0 for the others. The FLOP-keyed "attention_prefill" keeps none: it averages prompt lengths (and
+ *   head dimensions) whose bytes per FLOP, 2 / d + (2 + 1 / group) / s, its key does not carry (a
+ *   short prompt's point moves several times the bytes of a long one's at the same FLOPs); the
+ *   simulator warns when it reads it and holds its price to the op's own floor (sim_infer.c). The
+ *   training attention tables ("attention", "attention.d<D>.s<S>", "attention_bwd...": the executor's
+ *   flash kernels, which move Q, K, V, O and their gradients only) keep none: at s >= 2,048 their
+ *   FLOPs are at least s / 2 = 1,024 per byte, above every catalogue GPU's ridge (the L40S's 419), so a
+ *   bytes term would never bind. */
+static double kernel_table_bytes(const char *name, double flops) {
+  int g, d;
   bool tk;
-  long long a, b;
-  if (schema_grouped_gemm_parse(name, &g, &tk, &a, &b)) return 0;
-  return schema_grouped_gemm_bytes(g, tk, a, b, flops);
+  long long a, b, s;
+  if (!schema_grouped_gemm_parse(name, &g, &tk, &a, &b)) return schema_grouped_gemm_bytes(g, tk, a, b, flops);
+  if (!schema_prefill_attention_parse(name, &d, &s)) return model_prefill_attention_bytes_at(d, s, flops, 1.0);
+  return 0;
 }
 
-/* A kernel table's x is FLOPs (attention, grouped GEMMs: those also move the
- * bytes of their operands, whichever bound is higher) or device-memory
- * bytes. Each group of a codec table is its own kernel (its own floor). */
+/* A kernel table's x is FLOPs (attention, grouped GEMMs, the prefill attention)
+ * or device-memory bytes. Grouped GEMMs also move the bytes of their operands,
+ * whichever bound is higher (sim_transfer_point_us). A keyed prefill attention
+ * point is split (sim_transfer_split_us): its bytes at the source's HBM rate
+ * move with the bandwidth, the table's latency floor (the least any point has
+ * left once its bytes are taken out) stays, the rest moves with the FLOP peak; measured on an H100 and
+ * an H200 (same peak, 3.35 / 4.8 TB/s), that moves either file's 153 common
+ * points onto the other GPU within +8.1 / -9.2 % (median), where the FLOPs alone
+ * gave -11.2 / +12.6 % and the higher of the two bounds +21.4 / -18.7 %
+ * (experiments/infer/xfer-attn/h100_check.txt). Each group of a codec table is
+ * its own kernel (its own floor). */
 static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, const sim_ceilings *from,
                                  const sim_ceilings *to, schema_calibration *out) {
   int n = hi - lo, rc = 0;
@@ -117,15 +151,20 @@ static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, c
   for (int i = 0; i < n; i++) {
     const schema_kernel_point *p = &t->pts[lo + i];
     us[i] = p->us;
-    double b = t->by_flops ? grouped_gemm_bytes(t->name, p->x) : p->x;
+    double b = t->by_flops ? kernel_table_bytes(t->name, p->x) : p->x;
     roof[i] = sim_roof_us(t->by_flops ? p->x : 0, b, from->peak_flops, from->hbm_bytes_per_s);
   }
+  int d;
+  long long s;
+  bool split = t->by_flops && schema_prefill_attention_parse(t->name, &d, &s) == 0;
+  if (split) /* the floor is what is left of the fastest point once its bytes are taken out */
+    for (int i = 0; i < n; i++) roof[i] = kernel_table_bytes(t->name, t->pts[lo + i].x) / from->hbm_bytes_per_s * 1e6;
   double fl = floor_of(us, roof, n);
   for (int i = 0; i < n && !rc; i++) {
     const schema_kernel_point *p = &t->pts[lo + i];
-    double f = t->by_flops ? p->x : 0, b = t->by_flops ? grouped_gemm_bytes(t->name, p->x) : p->x;
-    rc = schema_calibration_add_kernel(out, t->name, t->by_flops, p->x, p->group,
-                                       sim_transfer_point_us(p->us, fl, f, b, from, to));
+    double f = t->by_flops ? p->x : 0, b = t->by_flops ? kernel_table_bytes(t->name, p->x) : p->x;
+    double moved = split ? sim_transfer_split_us(p->us, fl, b, from, to) : sim_transfer_point_us(p->us, fl, f, b, from, to);
+    rc = schema_calibration_add_kernel(out, t->name, t->by_flops, p->x, p->group, moved);
   }
   return rc;
 }

@@ -57,6 +57,13 @@ double sim_roof_us(double flops, double bytes, double peak, double bw);
 /* Time of one point on the target, given its time `us` on the source. */
 double sim_transfer_point_us(double us, double floor_us, double flops, double bytes, const sim_ceilings *from,
                              const sim_ceilings *to);
+/* The same for an op whose time is its bytes at the HBM rate, a latency floor and the rest (the inference
+ * executor's unfused prefill attention: the s x s scores' traffic, the launches, then the GEMMs' and softmax's
+ * arithmetic): the bytes' time on the source, bytes / its HBM rate, moves to the target's HBM rate; floor_us
+ * stays; the rest, us less those two (0 if less), moves with the BF16 peak. Never below the bytes at the
+ * target's rate. */
+double sim_transfer_split_us(double us, double floor_us, double bytes, const sim_ceilings *from,
+                             const sim_ceilings *to);
 
 /* Whether two GPU descriptions are the same part (name, BF16 peak and HBM
  * bandwidth agree; a cluster that edits a figure is a different GPU). */

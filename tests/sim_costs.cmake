@@ -56,3 +56,11 @@ add_executable(test_sim_mla ${CMAKE_CURRENT_SOURCE_DIR}/test_sim_mla.c)
 target_link_libraries(test_sim_mla PRIVATE ts_sim PkgConfig::CUNIT m)
 target_compile_definitions(test_sim_mla PRIVATE PLANS_DIR="${CMAKE_SOURCE_DIR}/experiments/plans")
 add_test(NAME sim_mla COMMAND test_sim_mla)
+
+# The transfer of the inference executor's keyed prefill attention tables by the bytes of its unfused program
+# (sim/sim_transfer.c, kernel_table_bytes; models/model.h, model_prefill_attention_bytes).
+add_executable(test_transfer_prefill_attn ${CMAKE_CURRENT_SOURCE_DIR}/test_transfer_prefill_attn.c)
+target_link_libraries(test_transfer_prefill_attn PRIVATE ts_sim PkgConfig::CUNIT m)
+target_compile_definitions(test_transfer_prefill_attn PRIVATE
+  MEASURED_CALIBRATION="${CMAKE_SOURCE_DIR}/calibration/h200-nvlink.json")
+add_test(NAME transfer_prefill_attn COMMAND test_transfer_prefill_attn)

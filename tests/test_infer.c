@@ -386,6 +386,43 @@ static void test_prefill_keyed_and_ceiling(void) {
   schema_calibration_free(&cal);
 }
 
+/* The "attention_prefill" tables are held to the bytes of the executor's unfused program
+ * (model_prefill_attention_bytes: its s x s scores written, read and written by the softmax, read again), not
+ * only to its Q, K, V and O. Llama-3 8B at TP 2, 8 x 2,048 tokens: 128 query heads of 2,048 tokens, 4 per KV
+ * head, 2 x (128 x (4 x 2,048^2 + 4 x 2,048 x 128) + 32 x 2 x 2,048 x 128) = 4,596,957,184 bytes, 957.7 us at
+ * the H200's 4,800 GB/s. The keyed table at half the program's memory time at each of its points is refused
+ * on the H200's ceilings (exit 3, naming prefill attention); the FLOP-keyed table of the same points, which
+ * averages prompt lengths and is moved to another GPU by its FLOPs alone, is priced at the op's roofline
+ * instead: a launch (3 us) + those bytes at the HBM rate (memory-bound: its 2.75e11 FLOPs take 278 us). */
+static void test_prefill_tables_hold_program_bytes(void) {
+  char t[1024];
+  plan_text(t, sizeof t, "{\"tp\":2}", "{\"size\":8,\"prompt\":2048,\"generate\":4}", "");
+  ts_err e = {0};
+  CU_ASSERT_EQUAL_FATAL(load_text(t, &e), 0);
+  const double bytes = model_prefill_attention_bytes(128, 2048, 128, 4), bw = g_plan.cluster.gpu.hbm_gbps * 1e9;
+  NEAR(bytes, 4596957184.0, 0);
+  NEAR(bw, 4800e9, 0);
+  schema_calibration cal;
+  CU_ASSERT_EQUAL_FATAL(schema_calibration_load(CALIBRATION_DIR "/h200-nvlink.json", &cal, &e), 0);
+  schema_kernel_table *k = NULL;
+  for (int i = 0; i < cal.n_kernels; i++)
+    if (!strcmp(cal.kernels[i].name, "attention_prefill.d128.s2048")) k = &cal.kernels[i];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+  CU_ASSERT_FATAL(!schema_has_kernel(&cal, "attention_prefill"));
+  for (int i = 0; i < k->n; i++) k->pts[i].us = 0.5 * model_prefill_attention_bytes_at(128, 2048, k->pts[i].x, 4) / bw * 1e6;
+  const sim_infer_opts o = {.prefill_clock_off = true};
+  sim_infer_result r;
+  CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &r, &e), -1);
+  CU_ASSERT(strncmp(e.msg, TS_SIM_FAILURE_PREFIX, strlen(TS_SIM_FAILURE_PREFIX)) == 0);
+  ASSERT_MSG(e, "prefill attention");
+  snprintf(k->name, sizeof k->name, "attention_prefill");
+  e = (ts_err){0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &r, &e), 0);
+  const int layers = g_plan.model.layers / g_plan.pp;
+  NEAR(r.prefill.attention_s, layers * (3.0 + bytes / bw * 1e6) * 1e-6, 1e-12);
+  schema_calibration_free(&cal);
+}
+
 /* The prefill clock: schema_burst_advance by hand over two bins with a gap;
  * a profile of speed 2 everywhere halves the prefill's GEMMs and attention
  * (compute-bound by the roofline; the memory-bound kernels and the
@@ -1205,6 +1242,7 @@ int main(void) {
   CU_add_test(s, "hand-computed TTFT and TPOT", test_hand_computed_prediction);
   CU_add_test(s, "codec policy", test_codec_policy);
   CU_add_test(s, "prefill attention keyed by (head dim, prompt); ceiling is a failure", test_prefill_keyed_and_ceiling);
+  CU_add_test(s, "prefill attention tables held to the unfused program's bytes", test_prefill_tables_hold_program_bytes);
   CU_add_test(s, "inference view: .infer tables stand in for the training ones", test_infer_view);
   CU_add_test(s, "phase views: .graph / .eager small-kernel tables", test_phase_view);
   CU_add_test(s, "decode QKV bias from the decode-sized bias_fwd table", test_decode_bias_table);
