@@ -339,8 +339,8 @@ typedef struct {
  * into "attention_prefill.d<D>.s<S>" of its head dimension and prompt, at the FLOPs
  * model_layer_ops gives that layout (what the simulator looks up). */
 static int prefill_attention_table(schema_calibration *cal, exec_gemm *g, const pre_layout *lay, int nl,
-                                   const int *prompts, int np, long long max_tokens, const calib_budget *bud,
-                                   ts_err *e) {
+                                   const int *prompts, int np, long long max_tokens, int kv_extra,
+                                   const calib_budget *bud, ts_err *e) {
   static const int batches[] = {1, 2, 4, 8, 16, 32, 64};
   int max_hl = 0, max_kvl = 0, max_d = 0;
   for (int i = 0; i < nl; i++) {
@@ -350,7 +350,9 @@ static int prefill_attention_table(schema_calibration *cal, exec_gemm *g, const 
     if (d > max_d) max_d = d;
   }
   pre_ctx c = {.a = {.gemm = g, .scores_bytes = (size_t)1 << 30}};
-  const size_t qb = (size_t)max_tokens * max_hl * max_d * 2, kb = (size_t)max_tokens * max_kvl * max_d * 2;
+  /* kv_extra: the caches hold prompt + kv_extra positions a sequence, as the executor's hold prompt + generate */
+  const size_t qb = (size_t)max_tokens * max_hl * max_d * 2,
+               kb = (size_t)(max_tokens + 64LL * kv_extra) * max_kvl * max_d * 2;
   RT_CUDA(e, cudaMalloc((void **)&c.a.q, qb));
   RT_CUDA(e, cudaMalloc((void **)&c.a.o_heads, qb));
   RT_CUDA(e, cudaMalloc((void **)&c.a.out, qb));
@@ -373,7 +375,7 @@ static int prefill_attention_table(schema_calibration *cal, exec_gemm *g, const 
         if ((long long)batches[b] * prompts[p] > max_tokens) continue;
         /* one head's S x S scores must fit the 1 GiB workspace, as in the executor */
         if ((size_t)prompts[p] * prompts[p] * 2 > c.a.scores_bytes) continue;
-        c.a.batch = batches[b], c.a.seq = prompts[p], c.a.max_seq = prompts[p];
+        c.a.batch = batches[b], c.a.seq = prompts[p], c.a.max_seq = prompts[p] + kv_extra;
         model_shard sh = {tp, false, batches[b], prompts[p]};
         model_op ops[MODEL_MAX_LAYER_OPS];
         int nops = model_layer_ops(mc, &sh, ops, MODEL_MAX_LAYER_OPS, e);
@@ -608,7 +610,7 @@ static int add_fp8_points(const char *const *ins, int nin, const char *out_dir, 
 static void usage(FILE *out) {
   fprintf(out, "usage: tacorun calibrate-infer CALIBRATION.json... [--out-dir DIR] [--models DIR] [--quick]\n"
                "                                  [--prefill-layouts MODEL:TP,...] [--prefill-prompts S,...]\n"
-               "                                  [--prefill-max-tokens N]\n"
+               "                                  [--prefill-max-tokens N] [--prefill-kv-extra N]\n"
                "       mpirun -np 2 tacorun calibrate-infer CALIBRATION.json... --collectives [--out-dir DIR]\n"
                "                                              [--transport auto|p2p|shm|socket]\n"
                "Adds the decode-sized tables of inference plans to calibration files (in place, or to\n"
@@ -657,6 +659,9 @@ static void usage(FILE *out) {
                "                  TP degree (heads / TP, KV heads / TP, head dim) [llama3-8b:2]\n"
                "  --prefill-prompts S,...  prompt lengths of the prefill attention tables [128,256,512,1024,2048,4096,8192]\n"
                "  --prefill-max-tokens N  largest batch x prompt timed there (batch 1..64) [65536]\n"
+               "  --prefill-kv-extra N    the KV caches there hold prompt + N positions a sequence (the executor's\n"
+               "                  hold prompt + generate), so the keys and values of consecutive sequences are\n"
+               "                  prompt + N rows apart; the table's key does not record N [0]\n"
                "  --collectives   time the two all-reduce tables instead of the GEMMs and attention [off]\n"
                RT_TRANSPORT_USAGE
                "reads:  the CALIBRATION.json files, the model zoo\n"
@@ -767,6 +772,7 @@ int cmd_calibrate_infer(int argc, char **argv) {
   const char *fp8_tsv = NULL;
   int prompts[32] = {128, 256, 512, 1024, 2048, 4096, 8192}, np = 7;
   long long max_tokens = 65536;
+  int kv_extra = 0;
   coll_transport transport = COLL_TRANSPORT_AUTO;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -791,6 +797,14 @@ int cmd_calibrate_infer(int argc, char **argv) {
         fprintf(stderr, "tacorun calibrate-infer: --prefill-max-tokens '%s': want 2..1048576\n", argv[i]);
         return 2;
       }
+    } else if (!strcmp(argv[i], "--prefill-kv-extra") && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || v < 0 || v > 65536) {
+        fprintf(stderr, "tacorun calibrate-infer: --prefill-kv-extra '%s': want 0..65536\n", argv[i]);
+        return 2;
+      }
+      kv_extra = (int)v;
     } else if (!strcmp(argv[i], "--fp8-gemms-only")) {
       fp8_only = 1;
     } else if (!strcmp(argv[i], "--gemm-passes") && i + 1 < argc) {
@@ -929,7 +943,7 @@ int cmd_calibrate_infer(int argc, char **argv) {
       decode_gemms(&meas, g, models, nm, NULL, &bud, &added, &e) ||
       (!gemms_only &&
        (decode_gemms(&pre, g, models, nm, llama, &bud, &pre_timed, &e) || decode_attention_table(&meas, models, nm, &bud, dec_ver, &e) ||
-        prefill_attention_table(&meas, g, lay, nl, prompts, np, max_tokens, &bud, &e) ||
+        prefill_attention_table(&meas, g, lay, nl, prompts, np, max_tokens, kv_extra, &bud, &e) ||
         small_memops(&meas, &bud, &e) || (pqh && decode_pqh_tables(&meas, models, nm, &bud, &e))))) {
     fprintf(stderr, "tacorun calibrate-infer: %s\n", e.msg);
     goto done;
