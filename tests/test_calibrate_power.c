@@ -288,6 +288,7 @@ static void test_tsv_shapes(void) {
   snprintf(g->plan.name, sizeof g->plan.name, "gemm-4096x28672x4096");
   g->m = 4096, g->n = 28672, g->k = 4096;
   g->plan.n_gemm = 2;
+  g->flops = 2.0 * 4096 * 28672 * 4096;
   g->gemm_launch_us = 1202.6; /* 2 x 4096 x 28672 x 4096 = 962.07e9 FLOPs: 800.0 TFLOP/s */
   g->power_w = 690.5;
   r->n_gemms = 1;
@@ -302,7 +303,7 @@ static void test_tsv_shapes(void) {
     else rows++, snprintf(last, sizeof last, "%s", line);
   }
   fclose(f);
-  CU_ASSERT_EQUAL(comments, 2);
+  CU_ASSERT_EQUAL(comments, 3);
   CU_ASSERT_EQUAL(rows, 1 + 4 + 1); /* header, the 4 patterns, the shape */
   CU_ASSERT_EQUAL(strncmp(last, "gemm-4096x28672x4096\t2\t0\t", 25), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(last, "\t690.50\t"));

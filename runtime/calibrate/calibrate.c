@@ -59,6 +59,7 @@ static void usage(FILE *f) {
           "                         [--only gemm,gemm_fp8,attention,memory,clock,codec,comm,moe,host,power]\n"
           "                         [--compute-from FILE] [--power-json FILE] [--power-tsv FILE]\n"
           "                         [--power-settle-s S] [--power-timed-s S] [--power-gemm MxNxK ...]\n"
+          "                         [--power-prefill-attn HLxKVLxDxBxS ...]\n"
           "                         [--time-limit SECONDS] [--check] [--max-bytes B] [--comm-reps N]\n"
           "                         [--comm-passes N] [--comm-batch-us T] [--coll-groups G,...]\n"
           "                         [--gemm-passes N] [--gemm-tsv FILE] [--gemm-fp8-tsv FILE] [--spread-tsv FILE]\n"
@@ -133,6 +134,9 @@ static void usage(FILE *f) {
           "  --power-gemm MxNxK   also run this GEMM shape (exec_gemm NN bf16, operands over 256 MiB) back to back\n"
           "                       after the patterns: its power, clock and TFLOP/s, in --power-tsv only (the\n"
           "                       simulator has no per-shape power yet); repeatable, up to 8 [none]\n"
+          "  --power-prefill-attn HLxKVLxDxBxS  also run the inference executor's prefill attention of HL query and\n"
+          "                       KVL KV heads of D, batch B, prompt S back to back after the shapes, likewise\n"
+          "                       (TSV only); repeatable, up to 8 [none]\n"
           "  --attn-context C     how the \"attention_shapes\" section times each shape (runtime/calibrate/calibrate_attn.c):\n"
           "                       step = between large GEMMs, at the clocks of a training step; alone = back\n"
           "                       to back [step]\n"
@@ -209,6 +213,22 @@ static int parse_power_gemm(const char *v, calib_config *c, ts_err *e) {
   return 0;
 }
 
+/* --power-prefill-attn HLxKVLxDxBxS (repeatable): a prefill attention the power phase also runs back to back. */
+static int parse_power_attn(const char *v, calib_config *c, ts_err *e) {
+  long long d[5];
+  char end;
+  if (c->n_power_attns == CALIB_POWER_MAX_SHAPES)
+    return ts_fail(e, NULL, "--power-prefill-attn", "at most %d ops", CALIB_POWER_MAX_SHAPES);
+  if (sscanf(v, "%lldx%lldx%lldx%lldx%lld%c", &d[0], &d[1], &d[2], &d[3], &d[4], &end) != 5 || d[0] < 1 ||
+      d[0] > 256 || d[1] < 1 || d[1] > d[0] || d[0] % d[1] || (d[2] != 64 && d[2] != 128) || d[3] < 1 || d[3] > 64 ||
+      d[4] < 2 || d[4] > 16384)
+    return ts_fail(e, NULL, "--power-prefill-attn",
+                   "'%s' is not HLxKVLxDxBxS (query heads 1..256, KV heads dividing them, head dim 64 or 128, batch "
+                   "1..64, prompt 2..16384)", v);
+  memcpy(c->power_attns[c->n_power_attns++], d, sizeof d);
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
   memset(a, 0, sizeof *a);
   a->models = "all";
@@ -246,6 +266,8 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
     else if (!strcmp(o, "--power-tsv")) a->cfg.power_tsv = argv[++i];
     else if (!strcmp(o, "--power-gemm")) {
       if (parse_power_gemm(argv[++i], &a->cfg, e)) return -1;
+    } else if (!strcmp(o, "--power-prefill-attn")) {
+      if (parse_power_attn(argv[++i], &a->cfg, e)) return -1;
     }
     else if (!strcmp(o, "--power-settle-s")) {
       if (parse_seconds(o, argv[++i], 0, 60, &a->cfg.power_settle_s, e)) return -1;
@@ -313,8 +335,9 @@ static int parse_args(int argc, char **argv, calib_args *a, ts_err *e) {
   if (a->compute_from) a->phases = PH_COMM;
   if ((a->phases & PH_POWER) && !a->cfg.power_json)
     return ts_fail(e, NULL, "--power-json", "required by the power phase (--only power)");
-  if (!(a->phases & PH_POWER) && a->cfg.n_power_gemms)
-    return ts_fail(e, NULL, "--power-gemm", "only the power phase runs it (add power to --only)");
+  if (!(a->phases & PH_POWER) && (a->cfg.n_power_gemms || a->cfg.n_power_attns))
+    return ts_fail(e, NULL, a->cfg.n_power_gemms ? "--power-gemm" : "--power-prefill-attn",
+                   "only the power phase runs it (add power to --only)");
   if (!(a->phases & PH_POWER) && (a->cfg.power_json || a->cfg.power_tsv))
     return ts_fail(e, NULL, a->cfg.power_json ? "--power-json" : "--power-tsv",
                    "only the power phase writes it (add power to --only)");

@@ -51,6 +51,8 @@ typedef struct {
   double power_timed_s;     /* then its timed window */
   long long power_gemms[CALIB_POWER_MAX_SHAPES][3]; /* --power-gemm M x N x K: shapes also run back to back */
   int n_power_gemms;
+  long long power_attns[CALIB_POWER_MAX_SHAPES][5]; /* --power-prefill-attn HL x KVL x D x B x S */
+  int n_power_attns;
   /* One process per GPU (mpirun, or TACORUN_RANK/NRANKS/ID_FILE): rank 0
    * measures the compute phases and writes the file; every rank takes part in
    * the collectives, over the world communicator `world` (opened once: MPI

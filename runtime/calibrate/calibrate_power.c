@@ -23,6 +23,9 @@
 #include "calibrate_nvml.h"
 #include "calibrate_power.h"
 #include "calibrate_refk.h"
+#include "infer_model.h"
+#include "model.h"
+#include "rt_ops.h"
 #include "rt_ops_check.h"
 
 /* Back-to-back launch times for sizing the first bursts only (an H100 under
@@ -206,12 +209,12 @@ static int run_pattern(power_ctx *x, calib_power_row *row, ts_err *e) {
 }
 
 static void progress(const calib_power_result *r, const calib_power_row *x) {
-  if (x->m > 0) { /* a --power-gemm shape: its own rate, not a speed against the reference GEMM */
+  if (x->flops > 0) { /* a --power-gemm or --power-prefill-attn op: its own rate, not a speed against the reference GEMM */
     fprintf(stderr, "[%6.1fs] power: %-24s %3d GEMMs a burst: %5.1f W (sampled %5.1f), SM %4.0f MHz (%4.0f-%4.0f, %d "
                     "samples); GEMM %.2f us, %.1f TFLOP/s\n",
             calib_elapsed_s(), x->plan.name, x->plan.n_gemm, x->power_w, x->sampled_w, x->mhz_mean, x->mhz_min,
             x->mhz_max, x->samples, x->gemm_launch_us,
-            x->gemm_launch_us > 0 ? 2.0 * (double)x->m * (double)x->n * (double)x->k / x->gemm_launch_us * 1e-6 : 0.0);
+            x->gemm_launch_us > 0 ? x->flops / x->gemm_launch_us * 1e-6 : 0.0);
     return;
   }
   const calib_power_row *g = r->n > 1 ? &r->rows[1] : NULL, *m = r->n > 2 ? &r->rows[2] : NULL;
@@ -257,6 +260,7 @@ static int run_gemm_shapes(power_ctx *x, const calib_config *cfg, calib_power_re
     calib_power_row *row = &r->gemms[i];
     memset(row, 0, sizeof *row);
     row->m = s[0], row->n = s[1], row->k = s[2];
+    row->flops = 2.0 * (double)s[0] * (double)s[1] * (double)s[2];
     calib_power_pattern *p = &row->plan;
     snprintf(p->name, sizeof p->name, "gemm-%lldx%lldx%lld", s[0], s[1], s[2]);
     double guess_us = 2.0 * (double)s[0] * (double)s[1] * (double)s[2] / 600e12 * 1e6;
@@ -268,6 +272,76 @@ static int run_gemm_shapes(power_ctx *x, const calib_config *cfg, calib_power_re
     calib_refk_close(&x->k);
     if (rc) break;
     r->n_gemms = i + 1;
+    progress(r, row);
+  }
+  x->k = ref;
+  return rc;
+}
+
+/* --power-prefill-attn: the inference executor's unfused prefill attention (infer_prefill_attention, its 1 GiB
+ * scores workspace as in the executor) of hl query and kvl KV heads of d, batch b, prompt s, back to back on
+ * random inputs; CALIB_REFK_GEMM runs it (calib_refk_open_bare). */
+typedef struct {
+  infer_prefill_args a;
+} power_attn;
+
+static int attn_launch(void *ctx, ts_err *e) { return infer_prefill_attention(&((power_attn *)ctx)->a, e); }
+
+static void attn_free(power_attn *t) {
+  cudaFree(t->a.scores), cudaFree((void *)t->a.v_cache), cudaFree((void *)t->a.k_cache);
+  cudaFree(t->a.out), cudaFree(t->a.o_heads), cudaFree((void *)t->a.q);
+}
+
+static int attn_open(power_attn *t, const calib_refk *k, const long long *v, ts_err *e) {
+  memset(t, 0, sizeof *t);
+  infer_prefill_args *a = &t->a;
+  a->gemm = k->gemm, a->stream = k->stream, a->scores_bytes = (size_t)1 << 30;
+  a->hl = (int)v[0], a->kvl = (int)v[1], a->head_dim = (int)v[2], a->batch = (int)v[3], a->seq = a->max_seq = v[4];
+  if ((size_t)a->seq * a->seq * 2 > a->scores_bytes)
+    return ts_fail(e, NULL, "--power-prefill-attn", "one head's %lld x %lld scores exceed the 1 GiB workspace", a->seq,
+                   a->seq);
+  const size_t qb = (size_t)a->batch * a->hl * a->seq * a->head_dim * 2,
+               kb = (size_t)a->batch * a->kvl * a->seq * a->head_dim * 2;
+  RT_CHECK_CUDA(e, cudaMalloc((void **)&a->q, qb));
+  RT_CHECK_CUDA(e, cudaMalloc(&a->o_heads, qb));
+  RT_CHECK_CUDA(e, cudaMalloc(&a->out, qb));
+  RT_CHECK_CUDA(e, cudaMalloc((void **)&a->k_cache, kb));
+  RT_CHECK_CUDA(e, cudaMalloc((void **)&a->v_cache, kb));
+  RT_CHECK_CUDA(e, cudaMalloc(&a->scores, a->scores_bytes));
+  RT_TRY(rt_fill_random_bf16((void *)a->q, (long long)(qb / 2), 6, 1.0f, k->stream, e));
+  RT_TRY(rt_fill_random_bf16((void *)a->k_cache, (long long)(kb / 2), 7, 1.0f, k->stream, e));
+  RT_TRY(rt_fill_random_bf16((void *)a->v_cache, (long long)(kb / 2), 8, 1.0f, k->stream, e));
+  RT_CHECK_CUDA(e, cudaStreamSynchronize(k->stream));
+  return 0;
+}
+
+static int run_attn_ops(power_ctx *x, const calib_config *cfg, calib_power_result *r, ts_err *e) {
+  calib_refk ref = x->k;
+  int rc = 0;
+  for (int i = 0; i < cfg->n_power_attns && !rc; i++) {
+    const long long *v = cfg->power_attns[i];
+    calib_power_row *row = &r->gemms[r->n_gemms];
+    memset(row, 0, sizeof *row);
+    row->flops = (double)v[3] * model_attention_fwd_flops(v[4], v[4], v[0] * v[2]);
+    calib_power_pattern *p = &row->plan;
+    snprintf(p->name, sizeof p->name, "attn-%lldx%lldx%lldx%lldx%lld", v[0], v[1], v[2], v[3], v[4]);
+    double guess_us = row->flops / 300e12 * 1e6;
+    p->n_gemm = (int)fmax(1.0, round(CALIB_POWER_B2B_BURST_US / guess_us));
+    p->period_us = p->n_gemm * guess_us;
+    p->gemm_target = 1.0;
+    power_attn t;
+    memset(&t, 0, sizeof t);
+    rc = calib_refk_open_bare(&x->k, e);
+    if (!rc) rc = attn_open(&t, &x->k, v, e);
+    if (!rc) {
+      x->k.fn = attn_launch, x->k.fn_ctx = &t;
+      rc = run_pattern(x, row, e);
+    }
+    if (x->k.stream) cudaStreamSynchronize(x->k.stream); /* before its buffers go */
+    attn_free(&t);
+    calib_refk_close(&x->k);
+    if (rc) break;
+    r->n_gemms++;
     progress(r, row);
   }
   x->k = ref;
@@ -302,7 +376,7 @@ int calib_run_power(const calib_config *cfg, ts_err *e) {
   fprintf(stderr, "[%6.1fs] power: %s (PCI %s): cap %.0f W, max SM clock %.0f MHz; settle %.2f s, window %.2f s\n",
           calib_elapsed_s(), r->gpu, pci, r->cap_w, r->f_max_mhz, x.settle_s, x.timed_s);
   if (calib_refk_open(&x.k, e) || calib_refk_check_spin(&x.k, e) || run_all(&x, r, e) ||
-      run_gemm_shapes(&x, cfg, r, e))
+      run_gemm_shapes(&x, cfg, r, e) || run_attn_ops(&x, cfg, r, e))
     goto out;
   /* the table first: every measured column survives a sample the JSON refuses */
   if (cfg->power_tsv && calib_power_write_tsv(cfg->power_tsv, r, e)) goto out;

@@ -27,7 +27,7 @@
 #define CALIB_POWER_B2B_BURST_US 2000.0 /* back to back: bursts of ~2 ms between event pairs */
 #define CALIB_POWER_DUTY_PERIOD_US 2000.0
 #define CALIB_POWER_IDLE_S 2.0 /* the idle pattern's window */
-#define CALIB_POWER_MAX_SHAPES 8 /* --power-gemm shapes */
+#define CALIB_POWER_MAX_SHAPES 8 /* --power-gemm shapes, and as many --power-prefill-attn ops */
 
 /* One pattern's plan: every period runs n_gemm GEMMs, then n_add adds, then
  * idle_us of spin-kernel idle. "idle" has no launches at all. */
@@ -64,6 +64,7 @@ typedef struct {
   double mhz_min, mhz_mean, mhz_max; /* nvmlDeviceGetClockInfo(SM) samples */
   int samples;
   long long m, n, k; /* a --power-gemm shape's row; 0 in the patterns' rows */
+  double flops;      /* a --power-gemm or --power-prefill-attn row: FLOPs a launch; 0 in the patterns' rows */
 } calib_power_row;
 
 typedef struct {
@@ -71,9 +72,9 @@ typedef struct {
   char gpu[96];
   calib_power_row rows[CALIB_POWER_MAX_PATTERNS];
   int n;
-  /* --power-gemm: each shape back to back after the patterns (TSV only: the
-   * simulator's "power" section has no per-shape field yet) */
-  calib_power_row gemms[CALIB_POWER_MAX_SHAPES];
+  /* --power-gemm, then --power-prefill-attn: each op back to back after the
+   * patterns (TSV only: the simulator's "power" section has no per-op field) */
+  calib_power_row gemms[2 * CALIB_POWER_MAX_SHAPES];
   int n_gemms;
 } calib_power_result;
 
@@ -97,7 +98,8 @@ int calib_power_speeds(calib_power_result *r, ts_err *e);
 int calib_power_check(const calib_power_result *r, ts_err *e);
 int calib_power_write_json(const char *path, const calib_power_result *r, ts_err *e);
 /* --power-tsv: every row (idle too) with every measured column, then the
- * --power-gemm shapes' rows (gemm_speed 0; the achieved TFLOP/s last). */
+ * --power-gemm and --power-prefill-attn rows (gemm_speed 0; the achieved
+ * TFLOP/s last, from the row's flops). */
 int calib_power_write_tsv(const char *path, const calib_power_result *r, ts_err *e);
 
 #endif

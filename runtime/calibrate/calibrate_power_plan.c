@@ -200,12 +200,13 @@ int calib_power_write_tsv(const char *path, const calib_power_result *r, ts_err 
     fputc('\n', f);
   }
   if (r->n_gemms > 0) {
-    fprintf(f, "# --power-gemm shapes back to back (exec_gemm NN M x N x K bf16): the same columns, then tflops\n");
+    fprintf(f, "# --power-gemm shapes (gemm-MxNxK: exec_gemm NN bf16) and --power-prefill-attn ops (attn-HLxKVLxDxBxS:\n"
+               "# the inference executor's unfused prefill attention) back to back: the same columns, then tflops\n");
     for (int i = 0; i < r->n_gemms; i++) {
       const calib_power_row *x = &r->gemms[i];
       tsv_row(f, x);
       double us = x->gemm_launch_us;
-      fprintf(f, "\t%.1f\n", us > 0 ? 2.0 * (double)x->m * (double)x->n * (double)x->k / us * 1e-6 : 0.0);
+      fprintf(f, "\t%.1f\n", us > 0 ? x->flops / us * 1e-6 : 0.0);
     }
   }
   return fclose(f) == 0 ? 0 : ts_fail_sys(e, "%s: write failed", path);

@@ -40,6 +40,13 @@ int calib_refk_open(calib_refk *x, ts_err *e) {
   return 0;
 }
 
+int calib_refk_open_bare(calib_refk *x, ts_err *e) {
+  memset(x, 0, sizeof *x);
+  RT_TRY(exec_gemm_create(&x->gemm, e));
+  RT_CHECK_CUDA(e, cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking));
+  return 0;
+}
+
 int calib_refk_open_gemm(calib_refk *x, long long m, long long n, long long k, ts_err *e) {
   memset(x, 0, sizeof *x);
   if (m < 1 || n < 1 || k < 1 || m > 65536 || n > 262144 || k > 262144)
@@ -59,7 +66,9 @@ void calib_refk_close(calib_refk *x) {
 
 int calib_refk_launch(calib_refk *x, calib_refk_kernel which, ts_err *e) {
   long long it = x->iter++;
+  if (which == CALIB_REFK_GEMM && x->fn) return x->fn(x->fn_ctx, e);
   if (which == CALIB_REFK_GEMM) {
+    if (!x->gemm_pool) return ts_fail_sys(e, "reference kernels: this set has no GEMM");
     char *s = x->gemm_pool + (size_t)(it % x->gemm_sets) * x->gemm_set;
     return exec_gemm_run(x->gemm, &x->shape, 1.0f, s, s + x->a_bytes, x->beta, s + x->a_bytes + x->b_bytes, x->stream,
                          e);

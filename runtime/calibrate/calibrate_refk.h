@@ -21,6 +21,7 @@
 #include "ts_error.h"
 
 typedef enum { CALIB_REFK_GEMM, CALIB_REFK_ADD } calib_refk_kernel;
+typedef int (*calib_refk_fn)(void *ctx, ts_err *e);
 
 typedef struct {
   exec_gemm *gemm;
@@ -33,6 +34,8 @@ typedef struct {
   size_t add_tensor, add_set;
   cudaStream_t stream; /* non-blocking, created by calib_refk_open */
   long long iter;      /* launches so far: picks the operand set */
+  calib_refk_fn fn;    /* set after calib_refk_open_bare: what CALIB_REFK_GEMM runs instead (on stream) */
+  void *fn_ctx;
 } calib_refk;
 
 /* Creates the GEMM handle and the stream, allocates and fills the operand
@@ -44,6 +47,9 @@ int calib_refk_open(calib_refk *k, ts_err *e);
  * memory-bound kernel (CALIB_REFK_ADD is refused): the power phase's
  * --power-gemm shapes. */
 int calib_refk_open_gemm(calib_refk *k, long long m, long long n, long long kk, ts_err *e);
+/* Only the GEMM handle and the stream: the caller sets fn and fn_ctx, which
+ * CALIB_REFK_GEMM then runs (the power phase's --power-prefill-attn op). */
+int calib_refk_open_bare(calib_refk *k, ts_err *e);
 /* Frees in reverse order; safe on a zeroed or partly opened k. */
 void calib_refk_close(calib_refk *k);
 /* One launch of `which` on k->stream, the next operand set. */
