@@ -65,6 +65,9 @@ def attn_row(attn, name):
     p = int(name.split('-p')[1].split('-')[0])
     hl, kvl = LAYOUT[model]
     same = [k for k in attn if k[0] == hl and k[1] == kvl]
+    if not same:
+        raise SystemExit(f"model.py: the power TSV has no --power-prefill-attn row of {hl} / {kvl} heads "
+                         f"(needed by {name})")
     k = min(same, key=lambda k: abs(math.log(k[3] * k[4] / (b * p))) + abs(math.log(k[4] / p)))
     return attn[k]
 
