@@ -10,16 +10,9 @@
 # libraries in LIB). Outputs in OUT: gpu.txt, summary.txt, attn.json.gz (the calibration file with
 # the new tables, for calibration/merge_infer.py --take attention-prefill), attn.err.gz.
 set -u
-BIN=${BIN:-.devbin/v5/tacorun}
-LIB=${LIB:-.devbin/h100/lib}
 OUT=${OUT:-/tmp/attn}
-export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-} TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies
-S=$(date +%s)
-el() { echo $(($(date +%s) - S)); }
-say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+. scripts/gpu_env.sh
 mkdir -p "$OUT/c"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-date -u >> "$OUT/gpu.txt"
 case "$(head -1 "$OUT/gpu.txt")" in
   *H100*) CAL=calibration/h100-sxm-nvlink.json ;;
   *H200*) CAL=calibration/h200-nvlink.json ;;

@@ -10,23 +10,16 @@
 # Outputs in OUT: gpu.txt, steps.txt (each step's start and end, nvidia-smi's timestamp format), smi.csv, clock.log,
 # clock.tsv, clock.json, small.tsv.gz, small.err, summary.txt.
 set -u
-BIN=${BIN:-.devbin/v5/tacorun}
-LIB=${LIB:-.devbin/h100/lib}
-O=${OUT:-/tmp/power}
-export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-} TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies
-mkdir -p "$O"
-S=$(date +%s)
-say() { echo "$*" | tee -a "$O/summary.txt"; }
+OUT=${OUT:-/tmp/power}
+. scripts/gpu_env.sh
 now() { date '+%Y/%m/%d %H:%M:%S.%3N'; }
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader > "$O/gpu.txt" 2>&1
-date -u >> "$O/gpu.txt"
-case "$(head -1 "$O/gpu.txt")" in
+case "$(head -1 "$OUT/gpu.txt")" in
   *H200*) CAL=calibration/h200-nvlink.json ;;
   *H100*) CAL=calibration/h100-sxm-nvlink.json ;;
-  *) say "not an H100 or H200: $(head -1 "$O/gpu.txt")"; exit 0 ;;
+  *) say "not an H100 or H200: $(head -1 "$OUT/gpu.txt")"; exit 0 ;;
 esac
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
-  --format=csv,noheader,nounits -lms 20 > "$O/smi.csv" 2> /dev/null &
+  --format=csv,noheader,nounits -lms 20 > "$OUT/smi.csv" 2> /dev/null &
 SMI=$!
 step() { # step NAME TIMEOUT_S LOG COMMAND...
   local name=$1 t=$2 log=$3 a b rc
@@ -35,16 +28,16 @@ step() { # step NAME TIMEOUT_S LOG COMMAND...
   timeout "$t" "$@" > "$log" 2>&1
   rc=$?
   b=$(now)
-  echo "$name	$a	$b" >> "$O/steps.txt"
-  say "$name rc=$rc ($(($(date +%s) - S)) s)"
+  echo "$name	$a	$b" >> "$OUT/steps.txt"
+  say "$name rc=$rc ($(el) s)"
 }
 step idle 5 /dev/null sleep 2
-step clock 120 "$O/clock.log" "$BIN" calibrate --only clock --clock-tsv "$O/clock.tsv" --out "$O/clock.json"
+step clock 120 "$OUT/clock.log" "$BIN" calibrate --only clock --clock-tsv "$OUT/clock.tsv" --out "$OUT/clock.json"
 sleep 1
-mkdir -p "$O/c"
-step small 150 "$O/small.err" sh -c "'$BIN' calibrate-infer '$CAL' --out-dir '$O/c' --models models --small-only > '$O/small.tsv'"
+mkdir -p "$OUT/c"
+step small 150 "$OUT/small.err" sh -c "'$BIN' calibrate-infer '$CAL' --out-dir '$OUT/c' --models models --small-only > '$OUT/small.tsv'"
 kill $SMI 2> /dev/null
-say "small: $(grep -c '^small' "$O/small.tsv") points, $(awk '$2 == "rope_scatter_fwd" && $5 >= 512' "$O/small.tsv" | wc -l) of the prefill's RoPE"
-gzip -9 "$O/small.tsv"
-rm -rf "$O/c"
-say "done in $(($(date +%s) - S)) s"
+say "small: $(grep -c '^small' "$OUT/small.tsv") points, $(awk '$2 == "rope_scatter_fwd" && $5 >= 512' "$OUT/small.tsv" | wc -l) of the prefill's RoPE"
+gzip -9 "$OUT/small.tsv"
+rm -rf "$OUT/c"
+say "done in $(el) s"

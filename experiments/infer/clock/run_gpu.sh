@@ -9,14 +9,9 @@
 # same card as the clock.
 # Outputs in OUT: gpu.txt, summary.txt, clock.tgz (smi.csv, windows.tsv, each plan's execute output).
 set -u
-BIN=${BIN:-.devbin/v5/tacorun}
-LIB=${LIB:-.devbin/h100/lib}
 OUT=${OUT:-/tmp/clock}
-export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-} TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies
-S=$(date +%s)
+. scripts/gpu_env.sh
 mkdir -p "$OUT/clock/plans"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-date -u >> "$OUT/gpu.txt"
 case "$(head -1 "$OUT/gpu.txt")" in
   *H200*) PLANS=experiments/infer/v3/plans ;;
   *H100*) PLANS=experiments/validation/h100/infer-plans ;;
@@ -39,6 +34,6 @@ for f in $(experiments/infer/ops/plans.sh); do
   sleep 1
 done
 kill $SMI
-echo "clock: $(wc -l < "$OUT/clock/windows.tsv") plans, $(wc -l < "$OUT/clock/smi.csv") samples, $(($(date +%s) - S)) s" \
+echo "clock: $(wc -l < "$OUT/clock/windows.tsv") plans, $(wc -l < "$OUT/clock/smi.csv") samples, $(el) s" \
   | tee "$OUT/summary.txt"
 tar -czf "$OUT/clock.tgz" -C "$OUT" clock && rm -rf "$OUT/clock"

@@ -7,17 +7,8 @@
 # the HBM rate of the GPU catalogue's entry for the device found.
 # Outputs in OUT: gpu.txt (nvidia-smi), summary.txt, and per run TAG.txt (the table) and TAG.csv (its rows).
 set -u
-BIN=${BIN:-.devbin/v5/tacorun}
-LIB=${LIB:-.devbin/h100/lib}
 OUT=${OUT:-/tmp/decode-grid}
-export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-} TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies
-S=$(date +%s)
-el() { echo $(($(date +%s) - S)); }
-mkdir -p "$OUT"
-say() { echo "$*" | tee -a "$OUT/summary.txt"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,memory.total,memory.used --format=csv,noheader \
-  > "$OUT/gpu.txt" 2>&1
-date -u >> "$OUT/gpu.txt"
+. scripts/gpu_env.sh
 if ! "$BIN" bench-decode-step --help > /dev/null 2>&1; then
   say "$BIN has no bench-decode-step (build this tree's tacorun and give it as BIN)"
   exit 1

@@ -6,12 +6,8 @@
 # prompt + 64 (the executor's, 64 generated tokens), alternating: a0 (0), b64 (64), c0 (0), d64 (64).
 # Outputs in OUT: gpu.txt, errs.tgz (each run's progress lines, one a point). ~70 s.
 set -u
-BIN=${BIN:-.devbin/v5/tacorun}
-LIB=${LIB:-.devbin/h100/lib}
 OUT=${OUT:-/tmp/kvstride}
-export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-} TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader > "$OUT/gpu.txt"
+. scripts/gpu_env.sh
 case "$(head -1 "$OUT/gpu.txt")" in *H100*) CAL=calibration/h100-sxm-nvlink.json ;; *) CAL=calibration/h200-nvlink.json ;; esac
 for r in a0:0 b64:64 c0:0 d64:64; do
   t=${r%%:*} x=${r##*:}

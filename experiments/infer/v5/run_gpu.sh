@@ -16,16 +16,10 @@
 #  6. on an H200, `calibrate-infer CAL --decode-gemms-only` with the time left (the shapes its file lacks).
 # Outputs in OUT: gpu.txt, summary.txt, check.tgz, bench.txt, cal.tgz, infer.tgz, pqh.tgz (gemm.tgz).
 set -u
-BIN=${BIN:-.devbin/v5/tacorun}
-LIB=${LIB:-.devbin/h100/lib}
 OUT=${OUT:-/tmp/v5}
-export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-} TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies NCCL_NVLS_ENABLE=0
-S=$(date +%s)
-el() { echo $(($(date +%s) - S)); }
-say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+. scripts/gpu_env.sh
+export NCCL_NVLS_ENABLE=0
 mkdir -p "$OUT/c"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-date -u >> "$OUT/gpu.txt"
 case "$(head -1 "$OUT/gpu.txt")" in
   *H200*) CAL=calibration/h200-nvlink.json PLANS=experiments/infer/v3/plans PEAK=4800 ;;
   *H100*) CAL=calibration/h100-sxm-nvlink.json PLANS=experiments/validation/h100/infer-plans PEAK=3350 ;;

@@ -1,0 +1,18 @@
+# gpu_env.sh — the common start of the GPU scripts (the run_gpu*.sh files), sourced from the repository root after
+# the script sets its default OUT (OUT=${OUT:-/tmp/name}):
+#  - BIN, a tacorun built on the CPU machine [.devbin/v5/tacorun], and LIB, the folder of the libraries it needs that
+#    the GPU machine lacks [.devbin/h100/lib], unless given;
+#  - the environment tacorun reads: LD_LIBRARY_PATH (LIB first), TACOSIM_MODELS_DIR, TACOSIM_TOPOLOGIES_DIR;
+#  - OUT created; OUT/gpu.txt: nvidia-smi's name, driver, max SM clock, power limit, memory (total, used), then
+#    the date (the first field, the name, is what the scripts' "case" on the GPU reads);
+#  - S, the start time; el, the seconds since; say, a line to stdout and OUT/summary.txt.
+BIN=${BIN:-.devbin/v5/tacorun}
+LIB=${LIB:-.devbin/h100/lib}
+export LD_LIBRARY_PATH=$PWD/$LIB:${LD_LIBRARY_PATH:-} TACOSIM_MODELS_DIR=$PWD/models TACOSIM_TOPOLOGIES_DIR=$PWD/topologies
+S=$(date +%s)
+el() { echo $(($(date +%s) - S)); }
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,memory.total,memory.used --format=csv,noheader \
+  > "$OUT/gpu.txt" 2>&1
+date -u >> "$OUT/gpu.txt"
