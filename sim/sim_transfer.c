@@ -146,25 +146,24 @@ static double kernel_table_bytes(const char *name, double flops) {
  * its own kernel (its own floor). */
 static int transfer_kernel_group(const schema_kernel_table *t, int lo, int hi, const sim_ceilings *from,
                                  const sim_ceilings *to, schema_calibration *out) {
-  int n = hi - lo, rc = 0;
-  double us[n], roof[n];
+  int n = hi - lo, rc = 0, d;
+  long long s;
+  const bool split = t->by_flops && schema_prefill_attention_parse(t->name, &d, &s) == 0;
+  double us[n], flops[n], bytes[n], roof[n];
   for (int i = 0; i < n; i++) {
     const schema_kernel_point *p = &t->pts[lo + i];
     us[i] = p->us;
-    double b = t->by_flops ? kernel_table_bytes(t->name, p->x) : p->x;
-    roof[i] = sim_roof_us(t->by_flops ? p->x : 0, b, from->peak_flops, from->hbm_bytes_per_s);
+    flops[i] = t->by_flops ? p->x : 0;
+    bytes[i] = t->by_flops ? kernel_table_bytes(t->name, p->x) : p->x;
+    /* split: the floor is what is left of the fastest point once its bytes are taken out */
+    roof[i] = split ? bytes[i] / from->hbm_bytes_per_s * 1e6
+                    : sim_roof_us(flops[i], bytes[i], from->peak_flops, from->hbm_bytes_per_s);
   }
-  int d;
-  long long s;
-  bool split = t->by_flops && schema_prefill_attention_parse(t->name, &d, &s) == 0;
-  if (split) /* the floor is what is left of the fastest point once its bytes are taken out */
-    for (int i = 0; i < n; i++) roof[i] = kernel_table_bytes(t->name, t->pts[lo + i].x) / from->hbm_bytes_per_s * 1e6;
   double fl = floor_of(us, roof, n);
   for (int i = 0; i < n && !rc; i++) {
-    const schema_kernel_point *p = &t->pts[lo + i];
-    double f = t->by_flops ? p->x : 0, b = t->by_flops ? kernel_table_bytes(t->name, p->x) : p->x;
-    double moved = split ? sim_transfer_split_us(p->us, fl, b, from, to) : sim_transfer_point_us(p->us, fl, f, b, from, to);
-    rc = schema_calibration_add_kernel(out, t->name, t->by_flops, p->x, p->group, moved);
+    double moved = split ? sim_transfer_split_us(us[i], fl, bytes[i], from, to)
+                         : sim_transfer_point_us(us[i], fl, flops[i], bytes[i], from, to);
+    rc = schema_calibration_add_kernel(out, t->name, t->by_flops, t->pts[lo + i].x, t->pts[lo + i].group, moved);
   }
   return rc;
 }

@@ -249,30 +249,36 @@ static int run_all(power_ctx *x, calib_power_result *r, ts_err *e) {
   return calib_power_speeds(r, e);
 }
 
-/* --power-gemm: each shape back to back (bursts of ~2 ms between event pairs,
- * sized from a guess of 600 TFLOP/s), on its own operands and stream; x->k
- * stands for the shape's kernels while it runs. */
+/* The next op row of r (a --power-gemm shape or --power-prefill-attn op) of `flops` a launch, run back to back in
+ * bursts of ~2 ms between event pairs, sized from a guess of `guess_flops_per_s`. */
+static calib_power_row *op_row(calib_power_result *r, const char *name, double flops, double guess_flops_per_s) {
+  calib_power_row *row = &r->gemms[r->n_gemms];
+  memset(row, 0, sizeof *row);
+  row->flops = flops;
+  calib_power_pattern *p = &row->plan;
+  snprintf(p->name, sizeof p->name, "%s", name);
+  double guess_us = flops / guess_flops_per_s * 1e6;
+  p->n_gemm = (int)fmax(1.0, round(CALIB_POWER_B2B_BURST_US / guess_us));
+  p->period_us = p->n_gemm * guess_us;
+  p->gemm_target = 1.0;
+  return row;
+}
+
+/* --power-gemm: each shape back to back on its own operands and stream; x->k stands for the shape's kernels while
+ * it runs. */
 static int run_gemm_shapes(power_ctx *x, const calib_config *cfg, calib_power_result *r, ts_err *e) {
   calib_refk ref = x->k;
   int rc = 0;
   for (int i = 0; i < cfg->n_power_gemms && !rc; i++) {
     const long long *s = cfg->power_gemms[i];
-    calib_power_row *row = &r->gemms[i];
-    memset(row, 0, sizeof *row);
+    char name[CALIB_POWER_NAME_MAX];
+    snprintf(name, sizeof name, "gemm-%lldx%lldx%lld", s[0], s[1], s[2]);
+    calib_power_row *row = op_row(r, name, 2.0 * (double)s[0] * (double)s[1] * (double)s[2], 600e12);
     row->m = s[0], row->n = s[1], row->k = s[2];
-    row->flops = 2.0 * (double)s[0] * (double)s[1] * (double)s[2];
-    calib_power_pattern *p = &row->plan;
-    snprintf(p->name, sizeof p->name, "gemm-%lldx%lldx%lld", s[0], s[1], s[2]);
-    double guess_us = 2.0 * (double)s[0] * (double)s[1] * (double)s[2] / 600e12 * 1e6;
-    p->n_gemm = (int)fmax(1.0, round(CALIB_POWER_B2B_BURST_US / guess_us));
-    p->period_us = p->n_gemm * guess_us;
-    p->gemm_target = 1.0;
     rc = calib_refk_open_gemm(&x->k, s[0], s[1], s[2], e);
     if (!rc) rc = run_pattern(x, row, e);
     calib_refk_close(&x->k);
-    if (rc) break;
-    r->n_gemms = i + 1;
-    progress(r, row);
+    if (!rc) r->n_gemms++, progress(r, row);
   }
   x->k = ref;
   return rc;
@@ -281,20 +287,15 @@ static int run_gemm_shapes(power_ctx *x, const calib_config *cfg, calib_power_re
 /* --power-prefill-attn: the inference executor's unfused prefill attention (infer_prefill_attention, its 1 GiB
  * scores workspace as in the executor) of hl query and kvl KV heads of d, batch b, prompt s, back to back on
  * random inputs; CALIB_REFK_GEMM runs it (calib_refk_open_bare). */
-typedef struct {
-  infer_prefill_args a;
-} power_attn;
+static int attn_launch(void *ctx, ts_err *e) { return infer_prefill_attention((const infer_prefill_args *)ctx, e); }
 
-static int attn_launch(void *ctx, ts_err *e) { return infer_prefill_attention(&((power_attn *)ctx)->a, e); }
-
-static void attn_free(power_attn *t) {
-  cudaFree(t->a.scores), cudaFree((void *)t->a.v_cache), cudaFree((void *)t->a.k_cache);
-  cudaFree(t->a.out), cudaFree(t->a.o_heads), cudaFree((void *)t->a.q);
+static void attn_free(infer_prefill_args *a) {
+  cudaFree(a->scores), cudaFree((void *)a->v_cache), cudaFree((void *)a->k_cache);
+  cudaFree(a->out), cudaFree(a->o_heads), cudaFree((void *)a->q);
 }
 
-static int attn_open(power_attn *t, const calib_refk *k, const long long *v, ts_err *e) {
-  memset(t, 0, sizeof *t);
-  infer_prefill_args *a = &t->a;
+static int attn_open(infer_prefill_args *a, const calib_refk *k, const long long *v, ts_err *e) {
+  memset(a, 0, sizeof *a);
   a->gemm = k->gemm, a->stream = k->stream, a->scores_bytes = (size_t)1 << 30;
   a->hl = (int)v[0], a->kvl = (int)v[1], a->head_dim = (int)v[2], a->batch = (int)v[3], a->seq = a->max_seq = v[4];
   if ((size_t)a->seq * a->seq * 2 > a->scores_bytes)
@@ -320,16 +321,10 @@ static int run_attn_ops(power_ctx *x, const calib_config *cfg, calib_power_resul
   int rc = 0;
   for (int i = 0; i < cfg->n_power_attns && !rc; i++) {
     const long long *v = cfg->power_attns[i];
-    calib_power_row *row = &r->gemms[r->n_gemms];
-    memset(row, 0, sizeof *row);
-    row->flops = (double)v[3] * model_attention_fwd_flops(v[4], v[4], v[0] * v[2]);
-    calib_power_pattern *p = &row->plan;
-    snprintf(p->name, sizeof p->name, "attn-%lldx%lldx%lldx%lldx%lld", v[0], v[1], v[2], v[3], v[4]);
-    double guess_us = row->flops / 300e12 * 1e6;
-    p->n_gemm = (int)fmax(1.0, round(CALIB_POWER_B2B_BURST_US / guess_us));
-    p->period_us = p->n_gemm * guess_us;
-    p->gemm_target = 1.0;
-    power_attn t;
+    char name[CALIB_POWER_NAME_MAX];
+    snprintf(name, sizeof name, "attn-%lldx%lldx%lldx%lldx%lld", v[0], v[1], v[2], v[3], v[4]);
+    calib_power_row *row = op_row(r, name, (double)v[3] * model_attention_fwd_flops(v[4], v[4], v[0] * v[2]), 300e12);
+    infer_prefill_args t;
     memset(&t, 0, sizeof t);
     rc = calib_refk_open_bare(&x->k, e);
     if (!rc) rc = attn_open(&t, &x->k, v, e);
@@ -340,9 +335,7 @@ static int run_attn_ops(power_ctx *x, const calib_config *cfg, calib_power_resul
     if (x->k.stream) cudaStreamSynchronize(x->k.stream); /* before its buffers go */
     attn_free(&t);
     calib_refk_close(&x->k);
-    if (rc) break;
-    r->n_gemms++;
-    progress(r, row);
+    if (!rc) r->n_gemms++, progress(r, row);
   }
   x->k = ref;
   return rc;
