@@ -457,6 +457,11 @@ int schema_grouped_gemm_parse(const char *name, int *groups, bool *token_k, long
  * FP32 read and written (accumulated, beta 1) for the weight-gradient ones, as the executor runs them. */
 double schema_grouped_gemm_bytes(int groups, bool token_k, long long a, long long b, double flops);
 
+/* The parsers' step over a table name (calibration_moe.c): `tag`, then a positive decimal integer (no sign or
+ * leading zero, at most 1e9) into *v, then `end` (a '.' or the string's end); returns what follows `end`
+ * (the string's end itself when end is '\0'), or NULL. */
+const char *schema_name_field(const char *s, char tag, long long *v, char end);
+
 /* The inference executor's prefill attention tables keyed by head dimension and prompt length,
  * "attention_prefill.d<D>.s<S>" (points by the op's FLOPs, batch x heads varying along them; `tacorun
  * calibrate-infer`). schema_prefill_attention_parse reads D and S from a name (-1: not such a name, the

@@ -21,27 +21,12 @@ const char *schema_attn_backend_name(schema_attn_backend b) {
   return b >= 0 && b < SCHEMA_ATTN_NBACKENDS ? backend_names[b] : "?";
 }
 
-/* A positive decimal integer of at most 9 digits, no sign or leading zero, at *s; advances *s past it. */
-static int positive(const char **s, long long *v) {
-  const char *p = *s;
-  long long x = 0;
-  if (*p < '1' || *p > '9') return -1;
-  for (; *p >= '0' && *p <= '9'; p++) {
-    if (p - *s >= 9) return -1;
-    x = 10 * x + (*p - '0');
-  }
-  *s = p, *v = x;
-  return 0;
-}
-
 int schema_prefill_attention_parse(const char *name, int *head_dim, long long *seq) {
-  static const char prefix[] = "attention_prefill.d";
+  static const char prefix[] = "attention_prefill.";
   if (strncmp(name, prefix, sizeof prefix - 1)) return -1;
   const char *s = name + sizeof prefix - 1;
   long long d, n;
-  if (positive(&s, &d) || strncmp(s, ".s", 2)) return -1;
-  s += 2;
-  if (positive(&s, &n) || *s) return -1;
+  if (!(s = schema_name_field(s, 'd', &d, '.')) || !schema_name_field(s, 's', &n, '\0')) return -1;
   *head_dim = (int)d, *seq = n;
   return 0;
 }

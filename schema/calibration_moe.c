@@ -9,8 +9,7 @@ int schema_grouped_gemm_name(char *out, size_t n, int groups, bool token_k, long
   return w > 0 && (size_t)w < n && w < 48 ? 0 : -1;
 }
 
-/* One positive integer after `tag`, then `end` (a '.' or the string's end). */
-static const char *field(const char *s, char tag, long long *v, char end) {
+const char *schema_name_field(const char *s, char tag, long long *v, char end) {
   if (*s != tag || s[1] < '1' || s[1] > '9') return NULL;
   long long x = 0;
   for (s++; *s >= '0' && *s <= '9'; s++) {
@@ -27,9 +26,9 @@ int schema_grouped_gemm_parse(const char *name, int *groups, bool *token_k, long
   if (strncmp(name, prefix, sizeof prefix - 1)) return -1;
   const char *s = name + sizeof prefix - 1;
   long long g, x, y;
-  if (!(s = field(s, 'g', &g, '.')) || g < 2 || g > 4096) return -1;
+  if (!(s = schema_name_field(s, 'g', &g, '.')) || g < 2 || g > 4096) return -1;
   bool k = *s == 'm';
-  if (!(s = field(s, k ? 'm' : 'n', &x, '.')) || !(s = field(s, k ? 'n' : 'k', &y, '\0'))) return -1;
+  if (!(s = schema_name_field(s, k ? 'm' : 'n', &x, '.')) || !(s = schema_name_field(s, k ? 'n' : 'k', &y, '\0'))) return -1;
   *groups = (int)g, *token_k = k, *a = x, *b = y;
   return 0;
 }
