@@ -529,9 +529,8 @@ static int prefill_attention_s(sim_costs *c, const plan_infer *p, int attn, FILE
      * FLOPs alone (sim_transfer.c, kernel_table_bytes): at least the op's own roofline, a launch + the
      * program's bytes at the HBM rate or its FLOPs at the peak, as the training simulator holds its FLOP-keyed
      * attention tables (sim_attention_roof_us) */
-    const double tf = a->flops_fwd / c->lk.roof.peak_flops;
-    const double tb = prefill_table_bytes(p, a) / c->lk.roof.hbm_bytes_per_s;
-    const double roof_us = c->lk.roof.launch_us + (tf > tb ? tf : tb) * 1e6;
+    const double roof_us = c->lk.roof.launch_us + sim_roof_us(a->flops_fwd, prefill_table_bytes(p, a),
+                                                               c->lk.roof.peak_flops, c->lk.roof.hbm_bytes_per_s);
     *s = (us > roof_us ? us : roof_us) * 1e-6;
   } else {
     if (warn)
