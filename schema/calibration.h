@@ -255,6 +255,27 @@ typedef struct {
   schema_power_fit fit; /* set by the loader (schema_power_fit_run) */
 } schema_power;
 
+/* "op_power": the board power and SM clock each class of a prefill's ops draws and runs at back to back (the
+ * power phase's --power-gemm and --power-prefill-attn rows, calibration/merge_op_power.py), from which the
+ * simulator finds the one clock a prefill's mix runs at under the cap (sim/INFERENCE.md, "The prefill at one
+ * clock from its ops' power"); n_attn 0 = no section. */
+#define SCHEMA_OP_POWER_ATTN 32
+typedef struct {
+  int heads, kv_heads, head_dim, batch, seq; /* a GPU's query and KV heads, the head dim, batch x sequence */
+  double power_w, mhz;
+} schema_op_power_attn;
+typedef struct {
+  char gpu[64], source[160];
+  double cap_w, f_max_mhz, idle_w;
+  double power_exponent;     /* a tensor-core class's power above idle: (f / f0)^g */
+  double mem_power_exponent; /* the memory-bound class's, the same way */
+  double speed_exponent;     /* a tensor-core op's speed against its table's: (f / f_table)^b */
+  double gemm_w, gemm_mhz;   /* the prefill-sized GEMMs back to back (the GEMM tables' state) */
+  double mem_w, mem_mhz;     /* the memory-bound add back to back (the small kernels' tables' state) */
+  int n_attn;
+  schema_op_power_attn attn[SCHEMA_OP_POWER_ATTN]; /* the prefill attention back to back, by shape */
+} schema_op_power;
+
 /* "attention_fp8": FP8 against BF16 forward speed of one fused attention kernel, by sequence length; n 0 =
  * no section. */
 #define SCHEMA_ATTN_FP8_POINTS 16
@@ -332,6 +353,8 @@ typedef struct {
   schema_attn_fp8 attn_fp8;
   /* "power" (optional): power.n == 0 = no section (then the clock model is the duty-keyed "clock" one) */
   schema_power power;
+  /* "op_power" (optional): op_power.n_attn == 0 = no section */
+  schema_op_power op_power;
   /* The "gemm" points ordered by log m, for the nearest-shape search of
    * schema_lookup_gemm; built by schema_calibration_sort (the loader and the
    * writer call it), owned and freed with the calibration. A lookup uses it
@@ -415,6 +438,17 @@ void schema_power_speeds(const schema_power *p, double f_mhz, double *gemm_speed
 int schema_power_load_file(const char *path, schema_power *p, ts_err *e);
 /* The fit and each sample's residual, for `tacosim calibration-fit`. */
 void schema_power_print_fit(const schema_power *p, FILE *out);
+/* The "op_power" section alone (calibration_op_power.c): loader (nothing when absent), writer (NULL when c has
+ * none). Carried by --compute-from like the power section; not by a transfer to another GPU. */
+int schema_op_power_load(struct json_t *root, const char *file, schema_calibration *c, ts_err *e);
+struct json_t *schema_op_power_json(const schema_calibration *c);
+/* The attention row nearest a GPU's prefill attention: the nearest head layout (|ln| of the query heads', KV
+ * heads' and head dim's ratios, summed), then among its rows the nearest shape (|ln| of the tokens' ratio, batch x
+ * sequence, plus the sequence's); NULL when the section has none. */
+const schema_op_power_attn *schema_op_power_attention(const schema_op_power *p, int heads, int kv_heads, int head_dim,
+                                                      long long batch, long long seq);
+/* The power (W) of a class measured at p0_w and f0_mhz, at clock f_mhz: idle + (p0 - idle) (f / f0)^g. */
+double schema_op_power_w(const schema_op_power *p, double p0_w, double f0_mhz, double g, double f_mhz);
 /* The section's FP8 over BF16 speed at a sequence of `seq` tokens: linear in log(seq) between its points,
  * the nearest end's ratio outside them; 0 when c has no section. */
 double schema_attn_fp8_speedup(const schema_calibration *c, int seq);

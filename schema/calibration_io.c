@@ -173,6 +173,7 @@ int schema_calibration_copy_compute(schema_calibration *c, const schema_calibrat
   if (src->n_clock) c->clock_window_us = src->clock_window_us;
   c->n_burst = src->n_burst; /* its burst profile too (merge_burst.py) */
   if (src->power.n) c->power = src->power; /* and its power section (merge_power.py) */
+  if (src->op_power.n_attn) c->op_power = src->op_power; /* and its op classes' power (merge_op_power.py) */
   memcpy(c->burst, src->burst, sizeof c->burst);
   schema_calibration_copy_tpo_sm(c, src); /* a property of the GPU, like the host's costs */
   schema_calibration_copy_host(c, src); /* and the host's costs, graph_gap_us among them (same machine) */
@@ -778,7 +779,7 @@ double schema_host_sync_gap(const schema_calibration *c, double wait_us) {
 static int load_root(json_t *root, const char *file, schema_calibration *c, ts_err *e) {
   static const char *const keys[] = {"schema", "gpu", "driver", "cuda", "nccl", "transport", "measured_at",
                                      "derived", "notes", "gemm", "gemm_infer", "gemm_wgrad", "gemm_fp8", "attention_shapes", "attention_backends", "kernels", "collectives", "fits",
-                                     "clock", "host", "tp_comm_overlap_sm", "framework_host", "attention_fp8", "power", NULL};
+                                     "clock", "host", "tp_comm_overlap_sm", "framework_host", "attention_fp8", "power", "op_power", NULL};
   if (tsj_schema(root, SCHEMA_CALIBRATION_VERSION, file, e) || tsj_only_keys(root, keys, file, "", e) ||
       tsj_string(root, "gpu", c->gpu, sizeof c->gpu, file, "", e) ||
       tsj_string(root, "driver", c->driver, sizeof c->driver, file, "", e) ||
@@ -796,7 +797,8 @@ static int load_root(json_t *root, const char *file, schema_calibration *c, ts_e
       schema_attn_load(root, file, c, e) || load_kernels(root, file, c, e) || load_collectives(root, file, c, e) ||
       load_fits(root, file, c, e) || load_clock(root, file, c, e) || load_host(root, file, c, e) ||
       load_tpo_sm(root, file, c, e) || schema_framework_host_load(root, file, c, e) ||
-      schema_attn_fp8_load(root, file, c, e) || schema_power_load(root, file, c, e))
+      schema_attn_fp8_load(root, file, c, e) || schema_power_load(root, file, c, e) ||
+      schema_op_power_load(root, file, c, e))
     return -1;
   /* a clock section alone is allowed: `tacorun calibrate --only clock` writes one (and --only gemm_fp8 a
    * gemm_fp8 list alone) */
@@ -966,6 +968,8 @@ static json_t *calibration_json(const schema_calibration *c) {
   if (c->n_clock) json_object_set_new(root, "clock", clock_json(c));
   json_t *power = schema_power_json(c);
   if (power) json_object_set_new(root, "power", power);
+  json_t *op_power = schema_op_power_json(c);
+  if (op_power) json_object_set_new(root, "op_power", op_power);
   if (c->has_host) json_object_set_new(root, "host", host_json(c));
   if (c->n_tpo_sm) json_object_set_new(root, "tp_comm_overlap_sm", tpo_sm_json(c));
   json_t *fw = schema_framework_host_json(c);

@@ -12,6 +12,7 @@
 #include "sim.h"
 #include "sim_costs.h"
 #include "sim_infer.h"
+#include "sim_op_power.h"
 #include "plan_infer_policy.h"
 
 
@@ -612,9 +613,47 @@ static double burst_pass(const schema_calibration *cal, const layer_seq *L, int 
 
 typedef struct {
   const schema_power *pw; /* NULL: the tables' sustained speed (the duty model's prefill) */
+  const schema_op_power *op; /* else, non-NULL: the prefill at one clock from its ops' classes' power */
+  int heads, kv_heads, head_dim; /* then: a GPU's attention layout, and its shape */
+  long long batch, seq;
   bool burst;             /* the burst profile applies (from idle) */
-  double mhz, gemm_speed, mem_speed, x_gemm; /* set under pw: the sustained mix's clock and speeds */
+  double mhz, gemm_speed, mem_speed, x_gemm; /* set under pw or op: the sustained mix's clock and speeds */
 } prefill_clock_opts;
+
+/* The prefill at one clock from its ops' power (sim/INFERENCE.md, "The prefill at one clock from its ops'
+ * power"): each op of the layer is an item of its class, the compute-bound GEMMs the GEMM class, the attention its
+ * nearest attention row, the rest and the all-reduces memory-bound (speed 1); the window's clock is the highest
+ * whose mean power is at most the cap; each op's time is its table's over its speed at that clock. Then the burst
+ * profile as extra power, as prefill_power_burst does under the fitted model: a bin's speed b is the GEMM
+ * class's clock f_b = f_gemm b^(1 / b_exp) (at most f_max), P_gemm(f_b) - cap of power above the cap; the
+ * window's clock under cap + that, over the sustained one, to the speed exponent. */
+static void prefill_op_power(prefill_clock_opts *pc, layer_seq *L, int attn_index, schema_burst_bin *bins, int n) {
+  const schema_op_power *op = pc->op;
+  sim_op_power_item it[MODEL_MAX_LAYER_OPS + 1];
+  for (int i = 0; i < L->n; i++)
+    it[i] = i == attn_index ? sim_op_power_attention(op, L->s[i], pc->heads, pc->kv_heads, pc->head_dim, pc->batch,
+                                                     pc->seq)
+            : L->clocked[i] ? sim_op_power_gemm(op, L->s[i])
+                            : sim_op_power_mem(op, L->s[i]);
+  const double f = sim_op_power_clock(op, it, L->n, op->cap_w);
+  double tensor = 0, total = 0;
+  for (int i = 0; i < L->n; i++) {
+    L->s[i] /= sim_op_power_speed(&it[i], f);
+    if (it[i].b > 0) tensor += L->s[i];
+    total += L->s[i];
+  }
+  sim_op_power_item g = sim_op_power_gemm(op, 1.0);
+  pc->mhz = f, pc->gemm_speed = sim_op_power_speed(&g, f), pc->mem_speed = 1.0, pc->x_gemm = total > 0 ? tensor / total : 0;
+  for (int i = 0; i < L->n; i++) it[i].t0_s = L->s[i] * sim_op_power_speed(&it[i], f); /* the tables' again */
+  for (int i = 0; i < n; i++) {
+    double b = bins[i].gemm_speed;
+    if (!(b > 0) || !(op->speed_exponent > 0)) continue;
+    double fb = fmin(op->gemm_mhz * pow(b, 1.0 / op->speed_exponent), op->f_max_mhz);
+    double extra = schema_op_power_w(op, op->gemm_w, op->gemm_mhz, op->power_exponent, fb) - op->cap_w;
+    double fx = sim_op_power_clock(op, it, L->n, op->cap_w + fmax(extra, 0));
+    bins[i].gemm_speed = pow(fx / f, op->speed_exponent);
+  }
+}
 
 static int burst_ttft(sim_costs *c, const schema_calibration *cal, int attn_index, double attn_s, double ar_s,
                       int layers, double tail_s, double step_s, prefill_clock_opts *pc, double *ttft, ts_err *e) {
@@ -640,7 +679,8 @@ static int burst_ttft(sim_costs *c, const schema_calibration *cal, int attn_inde
     prefill_power_mix(pc->pw, gemm, mem, L.s[n_compute], &pc->mhz, &pc->gemm_speed, &pc->mem_speed, &pc->x_gemm);
     for (int i = 0; i < n_compute; i++) L.s[i] /= L.clocked[i] ? pc->gemm_speed : pc->mem_speed;
     prefill_power_burst(pc->pw, pc->x_gemm, pc->mhz, profile.burst, profile.n_burst);
-  }
+  } else if (pc->op)
+    prefill_op_power(pc, &L, attn_index < L.n ? attn_index : -1, profile.burst, profile.n_burst);
   double t = burst_pass(&profile, &L, layers, tail_s, 0.0) + PLAN_INFER_WARMUP_DECODE * step_s, d[PLAN_INFER_PREFILL_REPS];
   for (int r = 0; r < PLAN_INFER_PREFILL_REPS; r++) {
     double t1 = burst_pass(&profile, &L, layers, tail_s, t);
@@ -657,8 +697,8 @@ static int burst_ttft(sim_costs *c, const schema_calibration *cal, int attn_inde
 
 /* cal: the prefill's view, dcal: the decode step's (sim_infer_phase_view). */
 static int predict(const plan_infer *p, const schema_calibration *cal, const schema_calibration *dcal, double gap_s,
-                   bool prefill_clock, const schema_power *pw, FILE *warn, bool use_codec, sim_infer_result *r,
-                   ts_err *e) {
+                   bool prefill_clock, const schema_power *pw, const schema_op_power *op, FILE *warn, bool use_codec,
+                   sim_infer_result *r, ts_err *e) {
   int rc = -1;
   shape_costs *pre = shape_costs_new(p, p->prompt, cal, warn, e);
   shape_costs *dec = pre ? shape_costs_new(p, 1, dcal, warn, e) : NULL;
@@ -731,15 +771,19 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
   }
   r->tpot_s = ph->total_s;
   if (gap_s > 0) r->graph_launches = step_launches;
-  if (prefill_clock || pw) {
+  if (prefill_clock || pw || op) {
     ph = &r->prefill;
     double sustained = ph->total_s, clocked = layers * (rest_pre_gemm + attn_pre_s), ttft;
     double tail = ph->total_s - layers * (rest_pre + attn_pre_s + 2.0 * ar_pre);
-    prefill_clock_opts pc = {.pw = pw, .burst = prefill_clock};
+    const int kv = p->model.kv_heads > 0 ? p->model.kv_heads : p->model.heads;
+    prefill_clock_opts pc = {.pw = pw, .op = pw ? NULL : op, .heads = p->model.heads / p->tp,
+                             .kv_heads = kv >= p->tp ? kv / p->tp : 1, .head_dim = model_head_dim(&p->model),
+                             .batch = p->batch, .seq = p->prompt, .burst = prefill_clock};
     if (burst_ttft(&pre->costs, cal, attn_pre, attn_pre_s, ar_pre, (int)layers, tail, r->tpot_s, &pc, &ttft, e))
       goto out;
-    if (pw) r->prefill_power = true, r->prefill_mhz = pc.mhz, r->prefill_gemm_speed = pc.gemm_speed,
-            r->prefill_mem_speed = pc.mem_speed, r->prefill_x_gemm = pc.x_gemm;
+    if (pc.pw || pc.op)
+      r->prefill_power = pc.pw != NULL, r->prefill_op_power = pc.op != NULL, r->prefill_mhz = pc.mhz,
+      r->prefill_gemm_speed = pc.gemm_speed, r->prefill_mem_speed = pc.mem_speed, r->prefill_x_gemm = pc.x_gemm;
     double k = clocked > 0 ? 1.0 - (sustained - ttft) / clocked : 1.0; /* the clocked part's share of the change */
     ph->compute_s -= sustained - ttft;
     ph->gemm_s *= k, ph->attention_s *= k, ph->experts_s *= k;
@@ -834,6 +878,11 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   /* the burst profile: on unless --prefill-clock off or --clock-model off (under either model) */
   const bool clock = view.n_burst > 0 && !(o && o->prefill_clock_off) && so.clock_model != SIM_CLOCK_MODEL_OFF;
   const schema_power *pw = model == SIM_CLOCK_MODEL_POWER ? &cal->power : NULL;
+  /* the prefill at one clock from its ops' power: with the section, under neither the fitted power model nor off */
+  const schema_op_power *op = !pw && so.clock_model != SIM_CLOCK_MODEL_OFF && cal->op_power.n_attn > 0 &&
+                                      !(o && o->prefill_power_off)
+                                  ? &cal->op_power
+                                  : NULL;
   /* the small kernels as each phase runs them: the prefill and an eager decode step queued in a
    * stream (".eager"), a graph decode step in its CUDA graph (".graph") */
   sim_infer_width w[PHASE_WIDTHS];
@@ -848,8 +897,8 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
     sim_infer_calibration_view_free(&view);
     return -1;
   }
-  int rc = predict(p, &pre_view, &dec_view, gap_s, clock, pw, warn, true, r, e) ||
-                   predict(p, &pre_view, &dec_view, gap_s, clock, pw, NULL, false, &plain, e)
+  int rc = predict(p, &pre_view, &dec_view, gap_s, clock, pw, op, warn, true, r, e) ||
+                   predict(p, &pre_view, &dec_view, gap_s, clock, pw, op, NULL, false, &plain, e)
                ? -1
                : 0;
   sim_infer_phase_view_free(&dec_view);
@@ -892,6 +941,14 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
              "prefill clock (power): the prefill's mix (%.0f %% GEMM time) at %.0f MHz under the %g W cap, GEMMs x%.3f "
              "and memory-bound ops x%.3f against the tables%s; TTFT %.3f ms, %.3f ms at the tables' speed",
              100 * r->prefill_x_gemm, r->prefill_mhz, cal->power.cap_w, r->prefill_gemm_speed, r->prefill_mem_speed,
+             r->prefill_clock ? ", the burst profile as extra power from idle" : "", r->ttft_s * 1e3,
+             r->prefill_sustained_s * 1e3);
+    add_note(r, note);
+  } else if (r->prefill_op_power) {
+    snprintf(note, sizeof note,
+             "prefill clock (op power): the prefill's ops (%.0f %% tensor-core time) at %.0f MHz under the %g W cap, "
+             "GEMMs x%.3f against their tables%s; TTFT %.3f ms, %.3f ms at the tables' speed",
+             100 * r->prefill_x_gemm, r->prefill_mhz, cal->op_power.cap_w, r->prefill_gemm_speed,
              r->prefill_clock ? ", the burst profile as extra power from idle" : "", r->ttft_s * 1e3,
              r->prefill_sustained_s * 1e3);
     add_note(r, note);

@@ -67,6 +67,8 @@ typedef struct {
                              calibration has a burst profile (clock.burst) */
   sim_clock_model clock_model; /* --clock-model (sim.h; AUTO, the default: power with a "power" section); off
                                   also turns the burst profile off */
+  bool prefill_power_off; /* --prefill-power off: no op_power prefill clock even when the calibration has the
+                             section (sim/INFERENCE.md, "The prefill at one clock from its ops' power") */
 } sim_infer_opts;
 
 typedef struct {
@@ -90,6 +92,7 @@ typedef struct {
   bool prefill_clock;    /* the TTFT is the executor's, under the calibration's burst profile (sim/INFERENCE.md) */
   double prefill_sustained_s; /* then (or with prefill_power): the TTFT at the tables' sustained speed */
   bool prefill_power;    /* the prefill ran under the power-cap clock model (a "power" section; sim/INFERENCE.md) */
+  bool prefill_op_power; /* or at one clock from its ops' classes' power (an "op_power" section) */
   double prefill_mhz, prefill_gemm_speed, prefill_mem_speed, prefill_x_gemm; /* then: its sustained mix */
   int n_notes;
   char notes[SIM_INFER_MAX_NOTES][256];

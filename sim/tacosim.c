@@ -179,6 +179,12 @@ static const char simulate_usage[] =
     "                          after idle does), or every prefill at the tables' sustained speed (off: the\n"
     "                          GPU already ran, e.g. a later plan of the same process); without the\n"
     "                          profile: no effect\n"
+    "  --prefill-power on|off  inference plans whose calibration has an \"op_power\" section (each op class's\n"
+    "                          power and clock back to back, calibration/merge_op_power.py): the prefill's\n"
+    "                          ops at the one clock their mix allows under the power cap, each table moved\n"
+    "                          from the clock it was timed at (on, the default; sim/INFERENCE.md), or at the\n"
+    "                          tables' speed (off); without the section, or under --clock-model power or off:\n"
+    "                          no effect\n"
     ALLOC_RESERVE_HELP
     "  --json OUT              write the result (schema/result.h, the schema tacorun execute also writes;\n"
     "                          default: not written)\n"
@@ -422,6 +428,10 @@ static int cmd_simulate(int argc, char **argv) {
       int rc = parse_on_off("simulate", "--prefill-clock", argv[++i], &io.prefill_clock_off);
       if (rc) return rc;
       decode_set = true;
+    } else if (strcmp(a, "--prefill-power") == 0 && has_value) {
+      int rc = parse_on_off("simulate", "--prefill-power", argv[++i], &io.prefill_power_off);
+      if (rc) return rc;
+      decode_set = true;
     } else if (strcmp(a, "--overlap") == 0 && has_value) {
       int rc = parse_choice("simulate", "--overlap", argv[++i], "sm-wait", "ideal", &ideal_overlap);
       if (rc) return rc;
@@ -462,12 +472,12 @@ static int cmd_simulate(int argc, char **argv) {
     if (trace) return command_error("simulate", "--trace: an inference plan is predicted analytically, without a trace%s", "");
     if (lo.alloc_reserve_set) return command_error("simulate", "--alloc-reserve: applies to training plans only%s", "");
     size_t n = strlen(options);
-    snprintf(options + n, sizeof options - n, " --decode %s --prefill-clock %s", io.decode_graph ? "graph" : "eager",
-             io.prefill_clock_off ? "off" : "on");
+    snprintf(options + n, sizeof options - n, " --decode %s --prefill-clock %s --prefill-power %s",
+             io.decode_graph ? "graph" : "eager", io.prefill_clock_off ? "off" : "on", io.prefill_power_off ? "off" : "on");
     io.clock_model = clock_model; /* (--clock applies to training plans, as before) */
     return simulate_inference(plan_path, cal_path, transfer, &io, options, json, csv);
   }
-  if (decode_set) return command_error("simulate", "--decode, --prefill-clock: apply to inference plans only%s", "");
+  if (decode_set) return command_error("simulate", "--decode, --prefill-clock, --prefill-power: apply to inference plans only%s", "");
   if (plan_load_opts(plan_path, NULL, NULL, &lo, &p, &e)) return fail(&e);
   sim_cost_source src;
   if (sim_load_costs(cal_path, &p.cluster, transfer, &cal, &src, &e)) return fail(&e);

@@ -73,3 +73,9 @@ add_test(NAME calib_tpo_sm COMMAND test_calib_tpo_sm)
 add_executable(test_power_clock ${CMAKE_CURRENT_SOURCE_DIR}/test_power_clock.c)
 target_link_libraries(test_power_clock PRIVATE ts_schema PkgConfig::CUNIT PkgConfig::JANSSON m)
 add_test(NAME power_clock COMMAND test_power_clock)
+
+# The calibration's "op_power" section (schema/calibration_op_power.c) and the clock of a window of ops under the
+# cap from it (sim/sim_op_power.c): loader, writer, bad input, the nearest attention row, the clock by hand.
+add_executable(test_op_power ${CMAKE_CURRENT_SOURCE_DIR}/test_op_power.c)
+target_link_libraries(test_op_power PRIVATE ts_sim PkgConfig::CUNIT m)
+add_test(NAME op_power COMMAND test_op_power)

@@ -574,6 +574,78 @@ static void test_prefill_power(void) {
   schema_calibration_free(&cal);
 }
 
+/* The prefill at one clock from its ops' power (an "op_power" section; sim/INFERENCE.md), on the same small plan
+ * and constant calibration, every GEMM and the attention compute-bound. A hand section whose cap no mix reaches
+ * runs the prefill at f_max, 2,000 MHz: the GEMMs' tables were timed at 1,000 MHz, so they run (2000 / 1000)^0.5 =
+ * sqrt(2) faster; the attention's nearest row (its layout, timed at 2,000 MHz) and the memory-bound kernels at
+ * their tables' speed. A burst bin of speed 2 adds nothing at f_max. --prefill-power off, --clock-model off: the
+ * tables; a fitted "power" section takes precedence (the other model); TPOT never moves. Under a cap that binds,
+ * the clock is between, each table moved from its own clock to it. */
+static void test_prefill_op_power(void) {
+  schema_calibration cal;
+  constant_calibration(&cal, 20.0);
+  load_small_plan("{\"kind\":\"none\"}");
+  g_plan.cluster.gpu.hbm_gbps = 1e18;
+  char name[64];
+  snprintf(name, sizeof name, "attention_prefill.d%d.s64", model_head_dim(&g_plan.model));
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1, 0, 123.0), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1e18, 0, 123.0), 0);
+  ts_err e = {0};
+  sim_infer_result base, op, off, none, burst, capped;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &base, &e), 0);
+  model_shard sh = {g_plan.tp, false, g_plan.batch, g_plan.prompt};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&g_plan.model, &sh, ops, MODEL_MAX_LAYER_OPS, &e), gemms = 0;
+  for (int i = 0; i < n; i++) gemms += ops[i].kind == MODEL_OP_GEMM;
+  const double gemm_s = g_plan.model.layers * gemms * GEMM_US * 1e-6;
+  schema_op_power *p = &cal.op_power;
+  *p = (schema_op_power){.cap_w = 1e4, .f_max_mhz = 2000, .idle_w = 100, .power_exponent = 1,
+                         .speed_exponent = 0.5, .gemm_w = 700, .gemm_mhz = 1000, .mem_w = 400, .mem_mhz = 2000,
+                         .n_attn = 1};
+  const int kv = g_plan.model.kv_heads > 0 ? g_plan.model.kv_heads : g_plan.model.heads;
+  p->attn[0] = (schema_op_power_attn){g_plan.model.heads / g_plan.tp, kv / g_plan.tp, model_head_dim(&g_plan.model),
+                                      1, 64, 650, 2000};
+  const sim_infer_opts no_burst = {.prefill_clock_off = true};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &no_burst, NULL, &op, &e), 0);
+  CU_ASSERT(op.prefill_op_power && !op.prefill_power && !op.prefill_clock);
+  NEAR(op.prefill_mhz, 2000, 0);
+  NEAR(op.prefill_gemm_speed, sqrt(2), 1e-12);
+  NEAR(op.ttft_s, base.ttft_s - gemm_s * (1 - 1 / sqrt(2)), 1e-9);
+  NEAR(op.prefill_sustained_s, base.ttft_s, 1e-12);
+  NEAR(op.prefill.compute_s + op.prefill.tp_s + op.prefill.pp_s, op.ttft_s, 1e-12);
+  NEAR(op.tpot_s, base.tpot_s, 1e-12);
+  cal.n_burst = 1;
+  cal.burst[0] = (schema_burst_bin){0, 1e9, 2.0};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &burst, &e), 0);
+  CU_ASSERT(burst.prefill_op_power && burst.prefill_clock);
+  NEAR(burst.ttft_s, op.ttft_s, 1e-9);
+  cal.n_burst = 0;
+  const sim_infer_opts power_off = {.prefill_power_off = true}, model_off = {.clock_model = SIM_CLOCK_MODEL_OFF};
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &power_off, NULL, &off, &e), 0);
+  CU_ASSERT(!off.prefill_op_power);
+  CU_ASSERT_EQUAL(off.ttft_s, base.ttft_s);
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &model_off, NULL, &none, &e), 0);
+  CU_ASSERT(!none.prefill_op_power);
+  CU_ASSERT_EQUAL(none.ttft_s, base.ttft_s);
+  /* a cap that binds: with the memory-bound kernels (98 % of the time) at 200 W, the mean is ~206 W at 1,000 MHz
+   * and ~212 W at f_max; under 209 W the clock is between, and the GEMMs' speed that clock's, below sqrt(2) */
+  p->cap_w = 209, p->mem_w = 200;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &no_burst, NULL, &capped, &e), 0);
+  CU_ASSERT(capped.prefill_mhz > 1000 && capped.prefill_mhz < 2000);
+  NEAR(capped.prefill_gemm_speed, sqrt(capped.prefill_mhz / 1000), 1e-12);
+  { /* the GEMMs faster than their tables (timed at 1,000 MHz), the attention slower than its (at 2,000) */
+    const double f = capped.prefill_mhz, attn_s = g_plan.model.layers * 123.0e-6;
+    NEAR(capped.ttft_s, base.ttft_s - gemm_s * (1 - sqrt(1000 / f)) + attn_s * (sqrt(2000 / f) - 1), 1e-9);
+  }
+  /* with a fitted "power" section, that model prices the prefill and op_power is not read */
+  test_power_section(&cal.power, &TEST_POWER_HAND);
+  CU_ASSERT_EQUAL_FATAL(schema_power_fit_run(&cal.power, "hand", &e), 0);
+  sim_infer_result fitted;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &no_burst, NULL, &fitted, &e), 0);
+  CU_ASSERT(fitted.prefill_power && !fitted.prefill_op_power);
+  schema_calibration_free(&cal);
+}
+
 /* clock.burst in a calibration file: saved and loaded back; bins that
  * overlap, do not start at 0, have no width, a speed out of range or an
  * unknown key are refused naming the bin. */
@@ -1239,6 +1311,8 @@ int main(void) {
   CU_add_test(s, "clock.burst in a calibration file: saved, loaded, bad bins refused", test_burst_file);
   CU_add_test(s, "the prefill under the power-cap model: its mix's clock by hand, the burst as extra power",
               test_prefill_power);
+  CU_add_test(s, "the prefill at one clock from its ops' power: by hand, the burst, off, the fitted model first",
+              test_prefill_op_power);
   CU_add_test(s, "hand-computed TTFT and TPOT", test_hand_computed_prediction);
   CU_add_test(s, "codec policy", test_codec_policy);
   CU_add_test(s, "prefill attention keyed by (head dim, prompt); ceiling is a failure", test_prefill_keyed_and_ceiling);

@@ -1,0 +1,178 @@
+/* test_op_power.c — the calibration's "op_power" section (schema/calibration_op_power.c) and the clock of a window
+ * of ops under the cap from it (sim/sim_op_power.c): the section read, written back and carried by
+ * --compute-from; bad input names the file and the field; the attention row nearest a shape; a class's power at
+ * a clock; the window's clock by hand. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "calibration.h"
+#include "sim_op_power.h"
+#include "test_cal_round_trip.h"
+#include "test_check.h"
+
+#define CAL_HEAD                                                                                                   \
+  "{\"schema\": 1, \"gpu\": \"X\", \"driver\": \"1\", \"cuda\": \"1\", \"nccl\": \"1\", \"transport\": "          \
+  "\"nvlink\", \"measured_at\": \"now\", \"gemm\": [{\"m\": 1, \"n\": 1, \"k\": 1, \"us\": 5}]"
+
+/* A section with every field; ROWS are its attention rows. */
+static const char *GOOD =
+    "\"op_power\": {\"gpu\": \"X\", \"source\": \"hand\", \"cap_w\": 700, \"f_max_mhz\": 2000, \"idle_w\": 100, "
+    "\"power_exponent\": 1, \"mem_power_exponent\": 0, \"speed_exponent\": 0.5, "
+    "\"gemm\": {\"power_w\": 700, \"mhz\": 1000}, \"mem\": {\"power_w\": 400, \"mhz\": 2000}, "
+    "\"attention_prefill\": [%s]}}";
+static const char *ROWS =
+    "{\"heads\": 32, \"kv_heads\": 8, \"head_dim\": 128, \"batch\": 1, \"seq\": 4096, \"power_w\": 690, \"mhz\": 1866},"
+    "{\"heads\": 32, \"kv_heads\": 8, \"head_dim\": 128, \"batch\": 64, \"seq\": 256, \"power_w\": 450, \"mhz\": 2000},"
+    "{\"heads\": 40, \"kv_heads\": 8, \"head_dim\": 128, \"batch\": 1, \"seq\": 4096, \"power_w\": 660, \"mhz\": 1980}";
+
+static int load_with(const char *rows, const char *fmt, schema_calibration *c, ts_err *e) {
+  char text[8192], sec[6144];
+  snprintf(sec, sizeof sec, fmt, rows);
+  snprintf(text, sizeof text, CAL_HEAD ", %s", sec);
+  return schema_calibration_from_json_text(text, strlen(text), "bad.json", c, e);
+}
+
+static void test_load_and_round_trip(void) {
+  schema_calibration c;
+  ts_err e = {0};
+  int rc = load_with(ROWS, GOOD, &c, &e);
+  ASSERT_OK(rc, e);
+  if (rc) return;
+  const schema_op_power *p = &c.op_power;
+  CU_ASSERT_EQUAL(p->n_attn, 3);
+  NEAR(p->gemm_w, 700, 0);
+  NEAR(p->gemm_mhz, 1000, 0);
+  NEAR(p->mem_w, 400, 0);
+  NEAR(p->speed_exponent, 0.5, 0);
+  CU_ASSERT_EQUAL(p->attn[1].batch, 64);
+  CU_ASSERT_STRING_EQUAL(p->source, "hand");
+  schema_calibration back;
+  rc = test_cal_round_trip(&c, "op_power.json", &back, &e);
+  ASSERT_OK(rc, e);
+  if (rc == 0) {
+    CU_ASSERT_EQUAL(back.op_power.n_attn, 3);
+    NEAR(back.op_power.attn[0].mhz, 1866, 1e-7);
+    NEAR(back.op_power.idle_w, 100, 1e-7);
+    NEAR(back.op_power.power_exponent, 1, 1e-7);
+    schema_calibration other; /* carried by --compute-from: a property of the GPU */
+    memset(&other, 0, sizeof other);
+    CU_ASSERT_EQUAL(schema_calibration_copy_compute(&other, &back), 0);
+    CU_ASSERT_EQUAL(other.op_power.n_attn, 3);
+    schema_calibration_free(&other);
+    schema_calibration_free(&back);
+  }
+  /* no section: nothing */
+  schema_calibration none;
+  const char *text = CAL_HEAD "}";
+  rc = schema_calibration_from_json_text(text, strlen(text), "none.json", &none, &e);
+  ASSERT_OK(rc, e);
+  if (rc == 0) {
+    CU_ASSERT_EQUAL(none.op_power.n_attn, 0);
+    schema_calibration_free(&none);
+  }
+  schema_calibration_free(&c);
+}
+
+static void test_bad_input(void) {
+  static const struct {
+    const char *from, *to, *field;
+  } bad[] = {
+      {"\"idle_w\": 100", "\"idle_w\": 800", "op_power.idle_w"},          /* above the cap */
+      {"\"speed_exponent\": 0.5", "\"speed_exponent\": -1", "speed_exponent"},
+      {"\"mhz\": 1000", "\"mhz\": 2500", "op_power.gemm"},               /* above f_max */
+      {"\"power_w\": 400", "\"power_w\": 90", "op_power.mem"},           /* below idle */
+      {"\"source\": \"hand\", ", "", "source"},                          /* missing */
+      {"\"gemm\": {\"power_w\": 700, \"mhz\": 1000}", "\"gemm\": {\"power_w\": 700}", "op_power.gemm"},
+      {"\"cap_w\": 700", "\"cap_w\": 700, \"extra\": 1", "op_power.extra"},
+      {"\"attention_prefill\": [%s]", "\"attention_prefill\": []", "op_power.attention_prefill"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char fmt[2048];
+    const char *at = strstr(GOOD, bad[i].from);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    snprintf(fmt, sizeof fmt, "%.*s%s%s", (int)(at - GOOD), GOOD, bad[i].to, at + strlen(bad[i].from));
+    schema_calibration c;
+    ts_err e = {0};
+    CU_ASSERT_EQUAL(load_with(ROWS, fmt, &c, &e), -1);
+    ASSERT_MSG(e, "bad.json");
+    ASSERT_MSG(e, bad[i].field);
+  }
+  static const struct {
+    const char *from, *to, *field;
+  } bad_row[] = {
+      {"\"kv_heads\": 8, \"head_dim\": 128, \"batch\": 64", "\"kv_heads\": 7, \"head_dim\": 128, \"batch\": 64",
+       "op_power.attention_prefill[1]"}, /* 7 does not divide 32 */
+      {"\"mhz\": 1866", "\"mhz\": 2001", "op_power.attention_prefill[0]"},
+      {"\"power_w\": 450", "\"power_w\": 99", "op_power.attention_prefill[1]"},
+      {"\"seq\": 4096, \"power_w\": 660", "\"seq\": 0, \"power_w\": 660", "op_power.attention_prefill[2]"},
+      {"\"batch\": 64", "\"batches\": 64", "op_power.attention_prefill[1]"},
+  };
+  for (size_t i = 0; i < sizeof bad_row / sizeof bad_row[0]; i++) {
+    char rows[2048];
+    const char *at = strstr(ROWS, bad_row[i].from);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    snprintf(rows, sizeof rows, "%.*s%s%s", (int)(at - ROWS), ROWS, bad_row[i].to, at + strlen(bad_row[i].from));
+    schema_calibration c;
+    ts_err e = {0};
+    CU_ASSERT_EQUAL(load_with(rows, GOOD, &c, &e), -1);
+    ASSERT_MSG(e, "bad.json");
+    ASSERT_MSG(e, bad_row[i].field);
+  }
+}
+
+/* The nearest layout first (40 / 8 heads is the third row whatever the shape), then the nearest shape. */
+static void test_nearest_row(void) {
+  schema_calibration c;
+  ts_err e = {0};
+  int rc = load_with(ROWS, GOOD, &c, &e);
+  ASSERT_OK(rc, e);
+  if (rc) return;
+  const schema_op_power *p = &c.op_power;
+  CU_ASSERT_PTR_EQUAL(schema_op_power_attention(p, 40, 8, 128, 64, 256), &p->attn[2]);
+  CU_ASSERT_PTR_EQUAL(schema_op_power_attention(p, 32, 8, 128, 1, 8192), &p->attn[0]);
+  CU_ASSERT_PTR_EQUAL(schema_op_power_attention(p, 32, 8, 128, 32, 128), &p->attn[1]);
+  CU_ASSERT_PTR_EQUAL(schema_op_power_attention(p, 16, 4, 128, 64, 256), &p->attn[1]); /* 32 / 8 the nearest */
+  /* the power of a class: idle + (p0 - idle) (f / f0)^g */
+  NEAR(schema_op_power_w(p, 700, 1000, 1, 1500), 100 + 600 * 1.5, 1e-12);
+  NEAR(schema_op_power_w(p, 400, 2000, 0, 1000), 400, 1e-12);
+  schema_calibration_free(&c);
+}
+
+/* The window's clock by hand. Speed exponent 0 (times fixed), power exponents 1 and 0: one second of GEMM (700 W
+ * at 1,000 MHz) and one of memory-bound work (400 W flat) draw (100 + 600 f / 1000 + 400) / 2 = 250 + 0.3 f, at
+ * most 700 W: f = 1,500 MHz. Under 1,000 W: f_max, 2,000 MHz (850 W). Under 300 W, not even a quarter of f_max:
+ * 500 MHz. With speed exponent 0.5 the speeds are (f / f0)^0.5: the GEMM at 1,500 MHz sqrt(1.5). */
+static void test_window_clock(void) {
+  schema_op_power p = {.cap_w = 700, .f_max_mhz = 2000, .idle_w = 100, .power_exponent = 1, .speed_exponent = 0,
+                       .gemm_w = 700, .gemm_mhz = 1000, .mem_w = 400, .mem_mhz = 2000};
+  sim_op_power_item it[2] = {sim_op_power_gemm(&p, 1.0), sim_op_power_mem(&p, 1.0)};
+  NEAR(sim_op_power_mean_w(&p, it, 2, 1500), 700, 1e-12);
+  NEAR(sim_op_power_clock(&p, it, 2, 700), 1500, 1e-9);
+  NEAR(sim_op_power_clock(&p, it, 2, 1000), 2000, 0);
+  NEAR(sim_op_power_clock(&p, it, 2, 300), SIM_OP_POWER_MIN_SHARE * 2000, 0);
+  p.speed_exponent = 0.5;
+  sim_op_power_item g = sim_op_power_gemm(&p, 1.0), m = sim_op_power_mem(&p, 1.0);
+  NEAR(sim_op_power_speed(&g, 1500), sqrt(1.5), 1e-12);
+  NEAR(sim_op_power_speed(&m, 1500), 1, 0);
+  /* with speed: the GEMM second shrinks to 1 / sqrt(f / 1000), the balance by bisection agrees with the mean */
+  sim_op_power_item it2[2] = {g, m};
+  double f = sim_op_power_clock(&p, it2, 2, 700);
+  NEAR(sim_op_power_mean_w(&p, it2, 2, f), 700, 1e-9);
+  CU_ASSERT(f > 1500); /* less GEMM time at the same clock: a lower mean, a higher clock */
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("op_power", NULL, NULL);
+  CU_add_test(s, "the section read, written back, carried by --compute-from", test_load_and_round_trip);
+  CU_add_test(s, "bad input names the file and the field", test_bad_input);
+  CU_add_test(s, "the attention row nearest a shape; a class's power at a clock", test_nearest_row);
+  CU_add_test(s, "the window's clock under the cap by hand", test_window_clock);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  int failed = (int)CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
