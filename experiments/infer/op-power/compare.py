@@ -3,7 +3,7 @@
 (`tacosim simulate --prefill-power on`, the calibration's "op_power" section) and without it (`off`), against the
 measured TTFT.
 
-usage: compare.py --calibration CAL --plans DIR --measured FILE [--sim TACOSIM] [--decode graph|eager]
+usage: compare.py [--calibration CAL] --plans DIR --measured FILE [--sim TACOSIM] [--decode graph|eager]
 
 FILE: a measured TTFT a plan, either a table.md of the validation runs (| plan | TTFT pred | TTFT meas | ...) or a
 clock.tsv of experiments/infer/clock (plan, rc, ttft_ms, ..., mhz_median); the plans are DIR/PLAN.json.
@@ -35,7 +35,8 @@ def measured(path):
 def predict(sim, plan, cal, power, decode):
     env = dict(os.environ, TACOSIM_MODELS_DIR=os.path.join(ROOT, 'models'),
                TACOSIM_TOPOLOGIES_DIR=os.path.join(ROOT, 'topologies'))
-    out = subprocess.run([sim, 'simulate', plan, '--calibration', cal, '--decode', decode, '--prefill-power', power],
+    out = subprocess.run([sim, 'simulate', plan] + (['--calibration', cal] if cal else []) +
+                         ['--decode', decode, '--prefill-power', power],
                          capture_output=True, text=True, env=env)
     if out.returncode:
         raise SystemExit(f"compare.py: {plan}: tacosim exit {out.returncode}: {out.stderr.strip()[-300:]}")
@@ -46,13 +47,13 @@ def predict(sim, plan, cal, power, decode):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--calibration', required=True)
+    ap.add_argument('--calibration', default='', help="default: each plan's (its GPU and transport)")
     ap.add_argument('--plans', required=True)
     ap.add_argument('--measured', required=True)
     ap.add_argument('--sim', default=os.path.join(ROOT, 'build/sim/tacosim'))
     ap.add_argument('--decode', default='graph')
     a = ap.parse_args()
-    print(f"# {a.measured} against {a.calibration} (tacosim simulate --decode {a.decode} --prefill-power off / on)")
+    print(f"# {a.measured} against {a.calibration or 'the default calibration'} (tacosim simulate --decode {a.decode} --prefill-power off / on)")
     print("plan\tttft_ms\toff_ms\terr_off\ton_ms\terr_on\tmhz_model\tmhz_measured")
     errs = {'off': [], 'on': []}
     for name, (ttft, mhz) in sorted(measured(a.measured).items()):
