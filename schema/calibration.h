@@ -270,6 +270,8 @@ typedef struct {
   double power_exponent;     /* a tensor-core class's power above idle: (f / f0)^g */
   double mem_power_exponent; /* the memory-bound class's, the same way */
   double speed_exponent;     /* a tensor-core op's speed against its table's: (f / f_table)^b */
+  double attention_speed_exponent; /* the prefill attention's, from its mixes with the reference GEMM; < 0: not
+                                      measured, the attention takes speed_exponent */
   double gemm_w, gemm_mhz;   /* the prefill-sized GEMMs back to back (the GEMM tables' state) */
   double mem_w, mem_mhz;     /* the memory-bound add back to back (the small kernels' tables' state) */
   int n_attn;

@@ -74,7 +74,8 @@ int schema_op_power_load(json_t *root, const char *file, schema_calibration *c, 
   if (!obj) return 0;
   if (!json_is_object(obj)) return ts_fail(e, file, sec, "must be an object");
   static const char *const keys[] = {"gpu", "source", "cap_w", "f_max_mhz", "idle_w", "power_exponent",
-                                     "mem_power_exponent", "speed_exponent", "gemm", "mem", "attention_prefill", NULL};
+                                     "mem_power_exponent", "speed_exponent", "attention_speed_exponent", "gemm", "mem",
+                                     "attention_prefill", NULL};
   if (tsj_only_keys(obj, keys, file, sec, e) || tsj_string(obj, "gpu", p->gpu, sizeof p->gpu, file, sec, e) ||
       tsj_string(obj, "source", p->source, sizeof p->source, file, sec, e) ||
       tsj_real(obj, "cap_w", 1e-3, OP_POWER_MAX_W, &p->cap_w, file, sec, e) ||
@@ -83,6 +84,10 @@ int schema_op_power_load(json_t *root, const char *file, schema_calibration *c, 
       tsj_real(obj, "power_exponent", 0, OP_POWER_MAX_EXP, &p->power_exponent, file, sec, e) ||
       tsj_real(obj, "mem_power_exponent", 0, OP_POWER_MAX_EXP, &p->mem_power_exponent, file, sec, e) ||
       tsj_real(obj, "speed_exponent", 0, OP_POWER_MAX_EXP, &p->speed_exponent, file, sec, e))
+    goto fail;
+  p->attention_speed_exponent = -1; /* optional: absent, the attention takes speed_exponent */
+  if (json_object_get(obj, "attention_speed_exponent") &&
+      tsj_real(obj, "attention_speed_exponent", 0, OP_POWER_MAX_EXP, &p->attention_speed_exponent, file, sec, e))
     goto fail;
   if (!(p->idle_w < p->cap_w)) {
     ts_fail(e, file, "op_power.idle_w", "%g must be below cap_w %g", p->idle_w, p->cap_w);
@@ -112,12 +117,15 @@ json_t *schema_op_power_json(const schema_calibration *c) {
                                           a->kv_heads, "head_dim", a->head_dim, "batch", a->batch, "seq", a->seq,
                                           "power_w", tsj_number(a->power_w), "mhz", tsj_number(a->mhz)));
   }
-  return json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "gpu", p->gpu, "source", p->source, "cap_w",
-                   tsj_number(p->cap_w), "f_max_mhz", tsj_number(p->f_max_mhz), "idle_w", tsj_number(p->idle_w),
-                   "power_exponent", tsj_number(p->power_exponent), "mem_power_exponent",
-                   tsj_number(p->mem_power_exponent), "speed_exponent", tsj_number(p->speed_exponent), "gemm",
-                   class_json(p->gemm_w, p->gemm_mhz), "mem", class_json(p->mem_w, p->mem_mhz), "attention_prefill",
-                   rows);
+  json_t *o = json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "gpu", p->gpu, "source", p->source, "cap_w",
+                        tsj_number(p->cap_w), "f_max_mhz", tsj_number(p->f_max_mhz), "idle_w", tsj_number(p->idle_w),
+                        "power_exponent", tsj_number(p->power_exponent), "mem_power_exponent",
+                        tsj_number(p->mem_power_exponent), "speed_exponent", tsj_number(p->speed_exponent), "gemm",
+                        class_json(p->gemm_w, p->gemm_mhz), "mem", class_json(p->mem_w, p->mem_mhz),
+                        "attention_prefill", rows);
+  if (o && p->attention_speed_exponent >= 0)
+    json_object_set_new(o, "attention_speed_exponent", tsj_number(p->attention_speed_exponent));
+  return o;
 }
 
 static double log_ratio(double a, double b) { return fabs(log(a / b)); }

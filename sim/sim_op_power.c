@@ -17,7 +17,8 @@ sim_op_power_item sim_op_power_gemm(const schema_op_power *p, double t0_s) {
 sim_op_power_item sim_op_power_attention(const schema_op_power *p, double t0_s, int heads, int kv_heads,
                                          int head_dim, long long batch, long long seq) {
   const schema_op_power_attn *a = schema_op_power_attention(p, heads, kv_heads, head_dim, batch, seq);
-  return a ? item(t0_s, a->power_w, a->mhz, p->speed_exponent, p->power_exponent) : sim_op_power_gemm(p, t0_s);
+  const double b = p->attention_speed_exponent >= 0 ? p->attention_speed_exponent : p->speed_exponent;
+  return a ? item(t0_s, a->power_w, a->mhz, b, p->power_exponent) : sim_op_power_gemm(p, t0_s);
 }
 
 sim_op_power_item sim_op_power_mem(const schema_op_power *p, double t0_s) {

@@ -14,7 +14,8 @@ typedef struct {
 } sim_op_power_item;
 
 /* The item's class as the section holds it: a compute-bound GEMM, the prefill attention of the nearest row to
- * (heads, kv_heads, head_dim, batch, seq) a GPU, or memory-bound work (norms, element-wise ops, memory-bound GEMMs,
+ * (heads, kv_heads, head_dim, batch, seq) a GPU (at the section's attention_speed_exponent where measured, else
+ * its speed_exponent), or memory-bound work (norms, element-wise ops, memory-bound GEMMs,
  * the TP all-reduces: speed 1). */
 sim_op_power_item sim_op_power_gemm(const schema_op_power *p, double t0_s);
 sim_op_power_item sim_op_power_attention(const schema_op_power *p, double t0_s, int heads, int kv_heads,

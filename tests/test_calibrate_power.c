@@ -278,7 +278,8 @@ static void test_tsv(void) {
 }
 
 /* --power-gemm rows: after the patterns, the same columns plus the achieved
- * TFLOP/s (2 m n k / the launch time); the JSON does not carry them. */
+ * TFLOP/s (2 m n k / the launch time); an attention mix's TFLOP/s is the
+ * attention's (the adds' slot); the JSON does not carry them. */
 static void test_tsv_shapes(void) {
   ts_err e = {{0}, 0};
   calib_power_result *r = malloc(sizeof *r);
@@ -291,20 +292,32 @@ static void test_tsv_shapes(void) {
   g->flops = 2.0 * 4096 * 28672 * 4096;
   g->gemm_launch_us = 1202.6; /* 2 x 4096 x 28672 x 4096 = 962.07e9 FLOPs: 800.0 TFLOP/s */
   g->power_w = 690.5;
-  r->n_gemms = 1;
+  /* an attention op mixed with the reference GEMM: its TFLOP/s from the attention's launch time (the adds' slot) */
+  calib_power_row *a = &r->gemms[1];
+  memset(a, 0, sizeof *a);
+  snprintf(a->plan.name, sizeof a->plan.name, "amix-32x8x128x1x4096");
+  a->plan.n_gemm = 15, a->plan.n_add = 1;
+  a->flops = 275e9;
+  a->gemm_launch_us = 110.0, a->add_launch_us = 1375.0; /* 200.0 TFLOP/s */
+  a->mem_speed = 0.95;
+  r->n_gemms = 2;
   const char *path = tmp_path(".tsv");
   CU_ASSERT_EQUAL_FATAL(calib_power_write_tsv(path, r, &e), 0);
   FILE *f = fopen(path, "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  char line[1024], last[1024] = "";
+  char line[1024], last[1024] = "", mix[1024] = "";
   int comments = 0, rows = 0;
   while (fgets(line, sizeof line, f)) {
     if (line[0] == '#') comments++;
+    else if (strncmp(line, "amix-", 5) == 0) rows++, snprintf(mix, sizeof mix, "%s", line);
     else rows++, snprintf(last, sizeof last, "%s", line);
   }
   fclose(f);
-  CU_ASSERT_EQUAL(comments, 3);
-  CU_ASSERT_EQUAL(rows, 1 + 4 + 1); /* header, the 4 patterns, the shape */
+  CU_ASSERT_EQUAL(comments, 6);
+  CU_ASSERT_EQUAL(rows, 1 + 4 + 2); /* header, the 4 patterns, the shape, the attention mix */
+  size_t nm = strlen(mix);
+  CU_ASSERT(nm > 7 && strcmp(mix + nm - 7, "\t200.0\n") == 0);
+  CU_ASSERT_EQUAL(strncmp(mix, "amix-32x8x128x1x4096\t15\t1\t", 26), 0);
   CU_ASSERT_EQUAL(strncmp(last, "gemm-4096x28672x4096\t2\t0\t", 25), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(last, "\t690.50\t"));
   int cols = 1;

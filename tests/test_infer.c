@@ -410,7 +410,7 @@ static void test_prefill_tables_hold_program_bytes(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(k);
   CU_ASSERT_FATAL(!schema_has_kernel(&cal, "attention_prefill"));
   for (int i = 0; i < k->n; i++) k->pts[i].us = 0.5 * model_prefill_attention_bytes_at(128, 2048, k->pts[i].x, 4) / bw * 1e6;
-  const sim_infer_opts o = {.prefill_clock_off = true};
+  const sim_infer_opts o = {.prefill_clock_off = true, .prefill_power_off = true}; /* the tables as priced */
   sim_infer_result r;
   CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, &cal, &o, NULL, &r, &e), -1);
   CU_ASSERT(strncmp(e.msg, TS_SIM_FAILURE_PREFIX, strlen(TS_SIM_FAILURE_PREFIX)) == 0);
@@ -600,8 +600,8 @@ static void test_prefill_op_power(void) {
   const double gemm_s = g_plan.model.layers * gemms * GEMM_US * 1e-6;
   schema_op_power *p = &cal.op_power;
   *p = (schema_op_power){.cap_w = 1e4, .f_max_mhz = 2000, .idle_w = 100, .power_exponent = 1,
-                         .speed_exponent = 0.5, .gemm_w = 700, .gemm_mhz = 1000, .mem_w = 400, .mem_mhz = 2000,
-                         .n_attn = 1};
+                         .speed_exponent = 0.5, .attention_speed_exponent = -1, .gemm_w = 700, .gemm_mhz = 1000,
+                         .mem_w = 400, .mem_mhz = 2000, .n_attn = 1};
   const int kv = g_plan.model.kv_heads > 0 ? g_plan.model.kv_heads : g_plan.model.heads;
   p->attn[0] = (schema_op_power_attn){g_plan.model.heads / g_plan.tp, kv / g_plan.tp, model_head_dim(&g_plan.model),
                                       1, 64, 650, 2000};
@@ -637,6 +637,13 @@ static void test_prefill_op_power(void) {
     const double f = capped.prefill_mhz, attn_s = g_plan.model.layers * 123.0e-6;
     NEAR(capped.ttft_s, base.ttft_s - gemm_s * (1 - sqrt(1000 / f)) + attn_s * (sqrt(2000 / f) - 1), 1e-9);
   }
+  /* the attention's own law where the section has one: at exponent 0 it keeps its table's time at any clock (the
+   * clock moves too: less attention time at a lower clock, more GEMM share) */
+  p->attention_speed_exponent = 0;
+  sim_infer_result own;
+  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &no_burst, NULL, &own, &e), 0);
+  NEAR(own.ttft_s, base.ttft_s - gemm_s * (1 - sqrt(1000 / own.prefill_mhz)), 1e-9);
+  p->attention_speed_exponent = -1;
   /* with a fitted "power" section, that model prices the prefill and op_power is not read */
   test_power_section(&cal.power, &TEST_POWER_HAND);
   CU_ASSERT_EQUAL_FATAL(schema_power_fit_run(&cal.power, "hand", &e), 0);

@@ -63,6 +63,28 @@ static void test_load_and_round_trip(void) {
     schema_calibration_free(&other);
     schema_calibration_free(&back);
   }
+  CU_ASSERT(p->attention_speed_exponent < 0); /* not in the section: not measured */
+  /* with the attention's own exponent: read and written back */
+  {
+    char fmt[2048];
+    const char *from = "\"speed_exponent\": 0.5, ", *at = strstr(GOOD, from);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    snprintf(fmt, sizeof fmt, "%.*s%s%s", (int)(at - GOOD), GOOD,
+             "\"speed_exponent\": 0.5, \"attention_speed_exponent\": 0.25, ", at + strlen(from));
+    schema_calibration a, a_back;
+    rc = load_with(ROWS, fmt, &a, &e);
+    ASSERT_OK(rc, e);
+    if (rc == 0) {
+      NEAR(a.op_power.attention_speed_exponent, 0.25, 0);
+      rc = test_cal_round_trip(&a, "op_power_attn.json", &a_back, &e);
+      ASSERT_OK(rc, e);
+      if (rc == 0) {
+        NEAR(a_back.op_power.attention_speed_exponent, 0.25, 1e-12);
+        schema_calibration_free(&a_back);
+      }
+      schema_calibration_free(&a);
+    }
+  }
   /* no section: nothing */
   schema_calibration none;
   const char *text = CAL_HEAD "}";
@@ -87,6 +109,8 @@ static void test_bad_input(void) {
       {"\"gemm\": {\"power_w\": 700, \"mhz\": 1000}", "\"gemm\": {\"power_w\": 700}", "op_power.gemm"},
       {"\"cap_w\": 700", "\"cap_w\": 700, \"extra\": 1", "op_power.extra"},
       {"\"attention_prefill\": [%s]", "\"attention_prefill\": []", "op_power.attention_prefill"},
+      {"\"speed_exponent\": 0.5", "\"speed_exponent\": 0.5, \"attention_speed_exponent\": -0.1",
+       "attention_speed_exponent"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char fmt[2048];
@@ -156,6 +180,16 @@ static void test_window_clock(void) {
   sim_op_power_item g = sim_op_power_gemm(&p, 1.0), m = sim_op_power_mem(&p, 1.0);
   NEAR(sim_op_power_speed(&g, 1500), sqrt(1.5), 1e-12);
   NEAR(sim_op_power_speed(&m, 1500), 1, 0);
+  /* the attention item: the section's attention exponent where measured, else the GEMMs' */
+  schema_op_power_attn row = {32, 8, 128, 1, 4096, 690, 1866};
+  p.n_attn = 1, p.attn[0] = row, p.attention_speed_exponent = -1;
+  sim_op_power_item at = sim_op_power_attention(&p, 1.0, 32, 8, 128, 1, 4096);
+  NEAR(at.b, 0.5, 0);
+  NEAR(at.f0_mhz, 1866, 0);
+  NEAR(at.p0_w, 690, 0);
+  p.attention_speed_exponent = 0.2;
+  at = sim_op_power_attention(&p, 1.0, 32, 8, 128, 1, 4096);
+  NEAR(at.b, 0.2, 0);
   /* with speed: the GEMM second shrinks to 1 / sqrt(f / 1000), the balance by bisection agrees with the mean */
   sim_op_power_item it2[2] = {g, m};
   double f = sim_op_power_clock(&p, it2, 2, 700);

@@ -209,6 +209,14 @@ static int run_pattern(power_ctx *x, calib_power_row *row, ts_err *e) {
 }
 
 static void progress(const calib_power_result *r, const calib_power_row *x) {
+  if (x->flops > 0 && x->plan.n_add > 0) { /* an attention op mixed with the reference GEMM */
+    fprintf(stderr, "[%6.1fs] power: %-24s %3d GEMMs + 1 attention: gemm %.3f; %5.1f W (sampled %5.1f), SM %4.0f MHz "
+                    "(%4.0f-%4.0f, %d samples); GEMM %.2f us (x%.3f), attention %.2f us (x%.3f), %.1f TFLOP/s\n",
+            calib_elapsed_s(), x->plan.name, x->plan.n_gemm, x->gemm, x->power_w, x->sampled_w, x->mhz_mean,
+            x->mhz_min, x->mhz_max, x->samples, x->gemm_launch_us, x->gemm_speed, x->add_launch_us, x->mem_speed,
+            x->add_launch_us > 0 ? x->flops / x->add_launch_us * 1e-6 : 0.0);
+    return;
+  }
   if (x->flops > 0) { /* a --power-gemm or --power-prefill-attn op: its own rate, not a speed against the reference GEMM */
     fprintf(stderr, "[%6.1fs] power: %-24s %3d GEMMs a burst: %5.1f W (sampled %5.1f), SM %4.0f MHz (%4.0f-%4.0f, %d "
                     "samples); GEMM %.2f us, %.1f TFLOP/s\n",
@@ -316,6 +324,41 @@ static int attn_open(infer_prefill_args *a, const calib_refk *k, const long long
   return 0;
 }
 
+/* The attention op of row b2b (just measured back to back) mixed with the reference GEMM: per period, as many
+ * reference GEMMs as take the attention's back-to-back time, then one attention launch (ref's stream and GEMM
+ * handle, t's buffers); its speed against b2b at the mix's clock is what says how the attention follows the clock
+ * (calibration/merge_op_power.py). */
+static int run_attn_mix(power_ctx *x, calib_refk *ref, const infer_prefill_args *t, const calib_power_row *b2b,
+                        calib_power_result *r, ts_err *e) {
+  const double t_gemm = r->rows[1].gemm_launch_us, t_attn = b2b->gemm_launch_us;
+  if (!(t_gemm > 0 && t_attn > 0)) return ts_fail_sys(e, "power: %s: no back-to-back time to mix", b2b->plan.name);
+  char op[CALIB_POWER_NAME_MAX];
+  snprintf(op, sizeof op, "%s", b2b->plan.name + 5); /* "attn-" off */
+  const double flops = b2b->flops;
+  calib_power_row *row = &r->gemms[r->n_gemms];
+  memset(row, 0, sizeof *row);
+  row->flops = flops;
+  calib_power_pattern *p = &row->plan;
+  snprintf(p->name, sizeof p->name, "amix-%.26s", op);
+  p->n_gemm = (int)fmax(1.0, round(t_attn / t_gemm)), p->n_add = 1;
+  p->period_us = p->n_gemm * t_gemm + t_attn;
+  p->gemm_target = p->n_gemm * t_gemm / p->period_us;
+  infer_prefill_args on_ref = *t;
+  on_ref.gemm = ref->gemm, on_ref.stream = ref->stream;
+  calib_refk bare = x->k;
+  x->k = *ref;
+  x->k.add_fn = attn_launch, x->k.add_ctx = &on_ref;
+  int rc = run_pattern(x, row, e);
+  *ref = x->k, ref->add_fn = NULL, ref->add_ctx = NULL; /* (its operand set counter moved on) */
+  x->k = bare;
+  if (rc) return -1;
+  row->gemm_speed = row->gemm_launch_us > 0 ? t_gemm / row->gemm_launch_us : 0;
+  row->mem_speed = row->add_launch_us > 0 ? t_attn / row->add_launch_us : 0;
+  r->n_gemms++;
+  progress(r, row);
+  return 0;
+}
+
 static int run_attn_ops(power_ctx *x, const calib_config *cfg, calib_power_result *r, ts_err *e) {
   calib_refk ref = x->k;
   int rc = 0;
@@ -332,10 +375,12 @@ static int run_attn_ops(power_ctx *x, const calib_config *cfg, calib_power_resul
       x->k.fn = attn_launch, x->k.fn_ctx = &t;
       rc = run_pattern(x, row, e);
     }
+    if (!rc) r->n_gemms++, progress(r, row);
+    if (!rc) rc = run_attn_mix(x, &ref, &t, row, r, e);
     if (x->k.stream) cudaStreamSynchronize(x->k.stream); /* before its buffers go */
+    if (ref.stream) cudaStreamSynchronize(ref.stream);
     attn_free(&t);
     calib_refk_close(&x->k);
-    if (!rc) r->n_gemms++, progress(r, row);
   }
   x->k = ref;
   return rc;

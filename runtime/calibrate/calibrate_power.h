@@ -73,8 +73,9 @@ typedef struct {
   calib_power_row rows[CALIB_POWER_MAX_PATTERNS];
   int n;
   /* --power-gemm, then --power-prefill-attn: each op back to back after the
-   * patterns (TSV only: the simulator's "power" section has no per-op field) */
-  calib_power_row gemms[2 * CALIB_POWER_MAX_SHAPES];
+   * patterns, each attention op followed by its mix with the reference GEMM
+   * ("amix-..."; TSV only: the simulator's "power" section has no per-op field) */
+  calib_power_row gemms[3 * CALIB_POWER_MAX_SHAPES];
   int n_gemms;
 } calib_power_result;
 
@@ -99,7 +100,10 @@ int calib_power_check(const calib_power_result *r, ts_err *e);
 int calib_power_write_json(const char *path, const calib_power_result *r, ts_err *e);
 /* --power-tsv: every row (idle too) with every measured column, then the
  * --power-gemm and --power-prefill-attn rows (gemm_speed 0; the achieved
- * TFLOP/s last, from the row's flops). */
+ * TFLOP/s last, from the row's flops) and the attention mixes (amix-: the
+ * reference GEMMs then one attention launch a period, about half the time
+ * each; gemm_speed the reference GEMM's against "gemm", mem_speed the
+ * attention's against its back-to-back row, TFLOP/s the attention's). */
 int calib_power_write_tsv(const char *path, const calib_power_result *r, ts_err *e);
 
 #endif

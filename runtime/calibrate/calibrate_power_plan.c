@@ -201,11 +201,14 @@ int calib_power_write_tsv(const char *path, const calib_power_result *r, ts_err 
   }
   if (r->n_gemms > 0) {
     fprintf(f, "# --power-gemm shapes (gemm-MxNxK: exec_gemm NN bf16) and --power-prefill-attn ops (attn-HLxKVLxDxBxS:\n"
-               "# the inference executor's unfused prefill attention) back to back: the same columns, then tflops\n");
+               "# the inference executor's unfused prefill attention) back to back: the same columns, then tflops;\n"
+               "# amix-HLxKVLxDxBxS: the reference GEMMs then one attention launch a period (about half the time each):\n"
+               "# gemm_speed the GEMM's against \"gemm\", mem_speed the attention's against its attn- row, tflops the\n"
+               "# attention's\n");
     for (int i = 0; i < r->n_gemms; i++) {
       const calib_power_row *x = &r->gemms[i];
       tsv_row(f, x);
-      double us = x->gemm_launch_us;
+      double us = x->plan.n_add > 0 ? x->add_launch_us : x->gemm_launch_us; /* an amix row: the attention's */
       fprintf(f, "\t%.1f\n", us > 0 ? x->flops / us * 1e-6 : 0.0);
     }
   }

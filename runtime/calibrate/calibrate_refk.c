@@ -73,6 +73,7 @@ int calib_refk_launch(calib_refk *x, calib_refk_kernel which, ts_err *e) {
     return exec_gemm_run(x->gemm, &x->shape, 1.0f, s, s + x->a_bytes, x->beta, s + x->a_bytes + x->b_bytes, x->stream,
                          e);
   }
+  if (x->add_fn) return x->add_fn(x->add_ctx, e);
   if (!x->add_pool) return ts_fail_sys(e, "reference kernels: this set has no memory-bound kernel");
   char *s = x->add_pool + (size_t)(it % REFK_ADD_SETS) * x->add_set;
   return rt_add(s, s + x->add_tensor, s + 2 * x->add_tensor, CALIB_REF_ADD_ELEMS, x->stream, e);

@@ -36,6 +36,8 @@ typedef struct {
   long long iter;      /* launches so far: picks the operand set */
   calib_refk_fn fn;    /* set after calib_refk_open_bare: what CALIB_REFK_GEMM runs instead (on stream) */
   void *fn_ctx;
+  calib_refk_fn add_fn; /* set by the caller: what CALIB_REFK_ADD runs instead of rt_add (on stream) */
+  void *add_ctx;
 } calib_refk;
 
 /* Creates the GEMM handle and the stream, allocates and fills the operand
