@@ -17,7 +17,12 @@ fitted to a prediction:
     (P - idle_w x idle share) / GEMM share, at their clock): g = ln((mean share power - idle) / (P_gemm - idle)) /
     ln(mean duty clock / the gemm row's clock);
   - speed_exponent b (a tensor-core op's speed against its table's, (f / f_table)^b): least squares in log space
-    through the "gemm" row's clock over the rows that measured a GEMM speed (the mixes and duty rows);
+    through the "gemm" row's clock over the rows that measured a GEMM speed (the mixes and duty rows; not the
+    attention mixes);
+  - attention_speed_exponent (where the TSV has "amix-" rows: each --power-prefill-attn op mixed with the reference
+    GEMM, the attention's speed against its back-to-back row at the mix's clock): least squares in log space
+    through each op's back-to-back clock, over the ops whose mix ran at a clock 2 % or more from it, at least 0;
+    absent otherwise (the simulator then gives the attention speed_exponent);
   - mem_power_exponent: 0 (--mem-power-exponent), the memory-bound class's power taken as the HBM's, not the SM
     clock's (its clock is f_max back to back: the data holds no slope of it).
 FILE's notes get "; op_power: SRC (..., merge_op_power.py)" appended.
@@ -33,7 +38,7 @@ import sys
 from merge_infer import merge_section
 
 TOOL = "merge_op_power.py"
-COLS = ("name", "gemm", "idle", "gemm_speed", "power_w", "mhz_mean")
+COLS = ("name", "gemm", "idle", "gemm_speed", "mem_speed", "power_w", "mhz_mean")
 DECODE_ROWS = 64  # a --power-gemm shape of at most this many rows is a decode GEMM, not a prefill's
 
 
@@ -94,13 +99,27 @@ def speed_exponent(src, rows):
     f0 = need(src, rows, "gemm")["mhz_mean"]
     num = den = 0.0
     for name, r in rows.items():
-        if name.startswith("attn-") or re.match(r"gemm-\d+x", name) or not r["gemm_speed"] > 0:
+        if name.startswith(("attn-", "amix-")) or re.match(r"gemm-\d+x", name) or not r["gemm_speed"] > 0:
             continue
         x = math.log(r["mhz_mean"] / f0)
         num, den = num + math.log(r["gemm_speed"]) * x, den + x * x
     if not den > 0:
         fail(src, "gemm_speed", "no row measured a GEMM speed at a clock other than the gemm row's")
     return num / den
+
+
+def attention_speed_exponent(rows):
+    """The attention's speed law from its mixes, or None where the TSV has no mix that moved the clock."""
+    num = den = 0.0
+    for name, r in rows.items():
+        b2b = rows.get("attn-" + name[5:]) if name.startswith("amix-") else None
+        if not b2b or not r["mem_speed"] > 0:
+            continue
+        x = math.log(r["mhz_mean"] / b2b["mhz_mean"])
+        if abs(x) < math.log(1.02):
+            continue
+        num, den = num + math.log(r["mem_speed"]) * x, den + x * x
+    return num / den if den > 0 else None
 
 
 def section(src, source, mem_g):
@@ -118,7 +137,8 @@ def section(src, source, mem_g):
     if not attn:
         fail(src, "attn-HLxKVLxDxBxS", "no --power-prefill-attn row")
     mem = need(src, rows, "mem")
-    return gpu, {
+    b_attn = attention_speed_exponent(rows)
+    sec = {
         "gpu": gpu, "source": source or src, "cap_w": cap, "f_max_mhz": fmax, "idle_w": idle,
         "power_exponent": round(power_exponent(src, rows, idle), 4), "mem_power_exponent": mem_g,
         "speed_exponent": round(speed_exponent(src, rows), 4),
@@ -127,6 +147,9 @@ def section(src, source, mem_g):
         "mem": {"power_w": round(mem["power_w"], 2), "mhz": round(mem["mhz_mean"], 1)},
         "attention_prefill": sorted(attn, key=lambda a: (a["head_dim"], a["heads"], a["kv_heads"], a["batch"], a["seq"])),
     }
+    if b_attn is not None:
+        sec["attention_speed_exponent"] = round(max(b_attn, 0.0), 4)
+    return gpu, sec
 
 
 def main():
