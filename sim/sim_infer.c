@@ -878,9 +878,12 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
   /* the burst profile: on unless --prefill-clock off or --clock-model off (under either model) */
   const bool clock = view.n_burst > 0 && !(o && o->prefill_clock_off) && so.clock_model != SIM_CLOCK_MODEL_OFF;
   const schema_power *pw = model == SIM_CLOCK_MODEL_POWER ? &cal->power : NULL;
-  /* the prefill at one clock from its ops' power: with the section, under neither the fitted power model nor off */
+  /* the prefill at one clock from its ops' power: with the section, under neither the fitted power model nor off,
+   * for the executor's prefill attention (the one the section's rows measured; an engine's fused kernel's clock
+   * at timing is not known) */
   const schema_op_power *op = !pw && so.clock_model != SIM_CLOCK_MODEL_OFF && cal->op_power.n_attn > 0 &&
-                                      !(o && o->prefill_power_off)
+                                      !(o && o->prefill_power_off) &&
+                                      p->prefill_attention == PLAN_PREFILL_ATTN_EXECUTOR
                                   ? &cal->op_power
                                   : NULL;
   /* the small kernels as each phase runs them: the prefill and an eager decode step queued in a

@@ -644,6 +644,15 @@ static void test_prefill_op_power(void) {
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &no_burst, NULL, &own, &e), 0);
   NEAR(own.ttft_s, base.ttft_s - gemm_s * (1 - sqrt(1000 / own.prefill_mhz)), 1e-9);
   p->attention_speed_exponent = -1;
+  /* an engine's fused prefill attention: not the attention the section measured, the tables' speed */
+  {
+    sim_infer_result fused;
+    g_plan.prefill_attention = PLAN_PREFILL_ATTN_FUSED;
+    e = (ts_err){0};
+    CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &no_burst, NULL, &fused, &e), 0);
+    CU_ASSERT(!fused.prefill_op_power);
+    g_plan.prefill_attention = PLAN_PREFILL_ATTN_EXECUTOR;
+  }
   /* with a fitted "power" section, that model prices the prefill and op_power is not read */
   test_power_section(&cal.power, &TEST_POWER_HAND);
   CU_ASSERT_EQUAL_FATAL(schema_power_fit_run(&cal.power, "hand", &e), 0);
