@@ -484,6 +484,35 @@ static void test_prefill_clock(void) {
   schema_calibration_free(&cal);
 }
 
+/* The prefill clock tests' set-up: the small plan and the constant calibration with every GEMM and the attention
+ * compute-bound (the keyed attention table at 123 us a layer); *base its prediction at the tables' speed; returns
+ * the GEMMs' time of one prefill. */
+#define PREFILL_ATTN_US 123.0
+static double prefill_clock_setup(schema_calibration *cal, sim_infer_result *base) {
+  constant_calibration(cal, 20.0);
+  load_small_plan("{\"kind\":\"none\"}");
+  g_plan.cluster.gpu.hbm_gbps = 1e18; /* every GEMM and the attention compute-bound */
+  char name[64];
+  snprintf(name, sizeof name, "attention_prefill.d%d.s64", model_head_dim(&g_plan.model));
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(cal, name, true, 1, 0, PREFILL_ATTN_US), 0);
+  CU_ASSERT_EQUAL(schema_calibration_add_kernel(cal, name, true, 1e18, 0, PREFILL_ATTN_US), 0);
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(sim_infer_predict(&g_plan, cal, NULL, NULL, base, &e), 0);
+  model_shard sh = {g_plan.tp, false, g_plan.batch, g_plan.prompt};
+  model_op ops[MODEL_MAX_LAYER_OPS];
+  int n = model_layer_ops(&g_plan.model, &sh, ops, MODEL_MAX_LAYER_OPS, &e), gemms = 0;
+  for (int i = 0; i < n; i++) gemms += ops[i].kind == MODEL_OP_GEMM;
+  return g_plan.model.layers * gemms * GEMM_US * 1e-6;
+}
+
+/* A prefill clock's result against the tables' (base): the sustained TTFT is base's, the phases sum to the TTFT,
+ * TPOT does not move. */
+static void check_prefill_clocked(const sim_infer_result *r, const sim_infer_result *base) {
+  NEAR(r->prefill_sustained_s, base->ttft_s, 1e-12);
+  NEAR(r->prefill.compute_s + r->prefill.tp_s + r->prefill.pp_s, r->ttft_s, 1e-12);
+  NEAR(r->tpot_s, base->tpot_s, 1e-12);
+}
+
 /* The prefill under the power-cap model (a "power" section; sim/INFERENCE.md "The prefill clock"), on the
  * small plan and the constant calibration with every GEMM and the attention compute-bound: the memory-bound
  * kernels (1 ms each) dominate its time, so its GEMM share x is below 1/2 and the hand section
@@ -495,21 +524,9 @@ static void test_prefill_clock(void) {
  * moves. */
 static void test_prefill_power(void) {
   schema_calibration cal;
-  constant_calibration(&cal, 20.0);
-  load_small_plan("{\"kind\":\"none\"}");
-  g_plan.cluster.gpu.hbm_gbps = 1e18; /* every GEMM and the attention compute-bound */
-  char name[64];
-  snprintf(name, sizeof name, "attention_prefill.d%d.s64", model_head_dim(&g_plan.model));
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1, 0, 123.0), 0);
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1e18, 0, 123.0), 0);
-  ts_err e = {0};
   sim_infer_result base, pw, pw_burst, duty_burst, off;
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &base, &e), 0);
-  model_shard sh = {g_plan.tp, false, g_plan.batch, g_plan.prompt};
-  model_op ops[MODEL_MAX_LAYER_OPS];
-  int n = model_layer_ops(&g_plan.model, &sh, ops, MODEL_MAX_LAYER_OPS, &e), gemms = 0;
-  for (int i = 0; i < n; i++) gemms += ops[i].kind == MODEL_OP_GEMM;
-  const double clocked_s = g_plan.model.layers * (gemms * GEMM_US + 123.0) * 1e-6;
+  const double clocked_s = prefill_clock_setup(&cal, &base) + g_plan.model.layers * PREFILL_ATTN_US * 1e-6;
+  ts_err e = {0};
   test_power_section(&cal.power, &TEST_POWER_HAND);
   CU_ASSERT_EQUAL_FATAL(schema_power_fit_run(&cal.power, "hand", &e), 0);
   const sim_infer_opts no_burst = {.prefill_clock_off = true};
@@ -521,9 +538,7 @@ static void test_prefill_power(void) {
   NEAR(pw.prefill_gemm_speed, 2 / sqrt(3), 1e-9);
   NEAR(pw.prefill_mem_speed, 1, 1e-12);
   NEAR(pw.ttft_s, base.ttft_s - clocked_s * (1 - sqrt(3) / 2), 1e-9);
-  NEAR(pw.prefill_sustained_s, base.ttft_s, 1e-12);
-  NEAR(pw.prefill.compute_s + pw.prefill.tp_s + pw.prefill.pp_s, pw.ttft_s, 1e-12);
-  NEAR(pw.tpot_s, base.tpot_s, 1e-12);
+  check_prefill_clocked(&pw, &base);
   cal.n_burst = 1;
   cal.burst[0] = (schema_burst_bin){0, 1e9, 2.0};
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &pw_burst, &e), 0);
@@ -583,21 +598,9 @@ static void test_prefill_power(void) {
  * the clock is between, each table moved from its own clock to it. */
 static void test_prefill_op_power(void) {
   schema_calibration cal;
-  constant_calibration(&cal, 20.0);
-  load_small_plan("{\"kind\":\"none\"}");
-  g_plan.cluster.gpu.hbm_gbps = 1e18;
-  char name[64];
-  snprintf(name, sizeof name, "attention_prefill.d%d.s64", model_head_dim(&g_plan.model));
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1, 0, 123.0), 0);
-  CU_ASSERT_EQUAL(schema_calibration_add_kernel(&cal, name, true, 1e18, 0, 123.0), 0);
-  ts_err e = {0};
   sim_infer_result base, op, off, none, burst, capped;
-  CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &base, &e), 0);
-  model_shard sh = {g_plan.tp, false, g_plan.batch, g_plan.prompt};
-  model_op ops[MODEL_MAX_LAYER_OPS];
-  int n = model_layer_ops(&g_plan.model, &sh, ops, MODEL_MAX_LAYER_OPS, &e), gemms = 0;
-  for (int i = 0; i < n; i++) gemms += ops[i].kind == MODEL_OP_GEMM;
-  const double gemm_s = g_plan.model.layers * gemms * GEMM_US * 1e-6;
+  const double gemm_s = prefill_clock_setup(&cal, &base);
+  ts_err e = {0};
   schema_op_power *p = &cal.op_power;
   *p = (schema_op_power){.cap_w = 1e4, .f_max_mhz = 2000, .idle_w = 100, .power_exponent = 1,
                          .speed_exponent = 0.5, .attention_speed_exponent = -1, .gemm_w = 700, .gemm_mhz = 1000,
@@ -611,9 +614,7 @@ static void test_prefill_op_power(void) {
   NEAR(op.prefill_mhz, 2000, 0);
   NEAR(op.prefill_gemm_speed, sqrt(2), 1e-12);
   NEAR(op.ttft_s, base.ttft_s - gemm_s * (1 - 1 / sqrt(2)), 1e-9);
-  NEAR(op.prefill_sustained_s, base.ttft_s, 1e-12);
-  NEAR(op.prefill.compute_s + op.prefill.tp_s + op.prefill.pp_s, op.ttft_s, 1e-12);
-  NEAR(op.tpot_s, base.tpot_s, 1e-12);
+  check_prefill_clocked(&op, &base);
   cal.n_burst = 1;
   cal.burst[0] = (schema_burst_bin){0, 1e9, 2.0};
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, NULL, NULL, &burst, &e), 0);
@@ -634,7 +635,7 @@ static void test_prefill_op_power(void) {
   CU_ASSERT(capped.prefill_mhz > 1000 && capped.prefill_mhz < 2000);
   NEAR(capped.prefill_gemm_speed, sqrt(capped.prefill_mhz / 1000), 1e-12);
   { /* the GEMMs faster than their tables (timed at 1,000 MHz), the attention slower than its (at 2,000) */
-    const double f = capped.prefill_mhz, attn_s = g_plan.model.layers * 123.0e-6;
+    const double f = capped.prefill_mhz, attn_s = g_plan.model.layers * PREFILL_ATTN_US * 1e-6;
     NEAR(capped.ttft_s, base.ttft_s - gemm_s * (1 - sqrt(1000 / f)) + attn_s * (sqrt(2000 / f) - 1), 1e-9);
   }
   /* the attention's own law where the section has one: at exponent 0 it keeps its table's time at any clock (the

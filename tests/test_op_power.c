@@ -10,11 +10,8 @@
 #include "calibration.h"
 #include "sim_op_power.h"
 #include "test_cal_round_trip.h"
+#include "test_cal_section.h"
 #include "test_check.h"
-
-#define CAL_HEAD                                                                                                   \
-  "{\"schema\": 1, \"gpu\": \"X\", \"driver\": \"1\", \"cuda\": \"1\", \"nccl\": \"1\", \"transport\": "          \
-  "\"nvlink\", \"measured_at\": \"now\", \"gemm\": [{\"m\": 1, \"n\": 1, \"k\": 1, \"us\": 5}]"
 
 /* A section with every field; ROWS are its attention rows. */
 static const char *GOOD =
@@ -27,17 +24,17 @@ static const char *ROWS =
     "{\"heads\": 32, \"kv_heads\": 8, \"head_dim\": 128, \"batch\": 64, \"seq\": 256, \"power_w\": 450, \"mhz\": 2000},"
     "{\"heads\": 40, \"kv_heads\": 8, \"head_dim\": 128, \"batch\": 1, \"seq\": 4096, \"power_w\": 660, \"mhz\": 1980}";
 
-static int load_with(const char *rows, const char *fmt, schema_calibration *c, ts_err *e) {
-  char text[8192], sec[6144];
-  snprintf(sec, sizeof sec, fmt, rows);
-  snprintf(text, sizeof text, CAL_HEAD ", %s", sec);
-  return schema_calibration_from_json_text(text, strlen(text), "bad.json", c, e);
+/* text with its first `from` replaced by `to`, into out */
+static void replaced(char *out, size_t cap, const char *text, const char *from, const char *to) {
+  const char *at = strstr(text, from);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  snprintf(out, cap, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
 }
 
 static void test_load_and_round_trip(void) {
   schema_calibration c;
   ts_err e = {0};
-  int rc = load_with(ROWS, GOOD, &c, &e);
+  int rc = test_cal_load_section(ROWS, GOOD, &c, &e);
   ASSERT_OK(rc, e);
   if (rc) return;
   const schema_op_power *p = &c.op_power;
@@ -67,12 +64,10 @@ static void test_load_and_round_trip(void) {
   /* with the attention's own exponent: read and written back */
   {
     char fmt[2048];
-    const char *from = "\"speed_exponent\": 0.5, ", *at = strstr(GOOD, from);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
-    snprintf(fmt, sizeof fmt, "%.*s%s%s", (int)(at - GOOD), GOOD,
-             "\"speed_exponent\": 0.5, \"attention_speed_exponent\": 0.25, ", at + strlen(from));
+    replaced(fmt, sizeof fmt, GOOD, "\"speed_exponent\": 0.5, ",
+             "\"speed_exponent\": 0.5, \"attention_speed_exponent\": 0.25, ");
     schema_calibration a, a_back;
-    rc = load_with(ROWS, fmt, &a, &e);
+    rc = test_cal_load_section(ROWS, fmt, &a, &e);
     ASSERT_OK(rc, e);
     if (rc == 0) {
       NEAR(a.op_power.attention_speed_exponent, 0.25, 0);
@@ -87,7 +82,7 @@ static void test_load_and_round_trip(void) {
   }
   /* no section: nothing */
   schema_calibration none;
-  const char *text = CAL_HEAD "}";
+  const char *text = TEST_CAL_HEAD "}";
   rc = schema_calibration_from_json_text(text, strlen(text), "none.json", &none, &e);
   ASSERT_OK(rc, e);
   if (rc == 0) {
@@ -95,6 +90,15 @@ static void test_load_and_round_trip(void) {
     schema_calibration_free(&none);
   }
   schema_calibration_free(&c);
+}
+
+/* The section of fmt with rows refused, naming the file and the field. */
+static void expect_refused(const char *rows, const char *fmt, const char *field) {
+  schema_calibration c;
+  ts_err e = {0};
+  CU_ASSERT_EQUAL(test_cal_load_section(rows, fmt, &c, &e), -1);
+  ASSERT_MSG(e, "bad.json");
+  ASSERT_MSG(e, field);
 }
 
 static void test_bad_input(void) {
@@ -114,14 +118,8 @@ static void test_bad_input(void) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char fmt[2048];
-    const char *at = strstr(GOOD, bad[i].from);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
-    snprintf(fmt, sizeof fmt, "%.*s%s%s", (int)(at - GOOD), GOOD, bad[i].to, at + strlen(bad[i].from));
-    schema_calibration c;
-    ts_err e = {0};
-    CU_ASSERT_EQUAL(load_with(ROWS, fmt, &c, &e), -1);
-    ASSERT_MSG(e, "bad.json");
-    ASSERT_MSG(e, bad[i].field);
+    replaced(fmt, sizeof fmt, GOOD, bad[i].from, bad[i].to);
+    expect_refused(ROWS, fmt, bad[i].field);
   }
   static const struct {
     const char *from, *to, *field;
@@ -135,14 +133,8 @@ static void test_bad_input(void) {
   };
   for (size_t i = 0; i < sizeof bad_row / sizeof bad_row[0]; i++) {
     char rows[2048];
-    const char *at = strstr(ROWS, bad_row[i].from);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
-    snprintf(rows, sizeof rows, "%.*s%s%s", (int)(at - ROWS), ROWS, bad_row[i].to, at + strlen(bad_row[i].from));
-    schema_calibration c;
-    ts_err e = {0};
-    CU_ASSERT_EQUAL(load_with(rows, GOOD, &c, &e), -1);
-    ASSERT_MSG(e, "bad.json");
-    ASSERT_MSG(e, bad_row[i].field);
+    replaced(rows, sizeof rows, ROWS, bad_row[i].from, bad_row[i].to);
+    expect_refused(rows, GOOD, bad_row[i].field);
   }
 }
 
@@ -150,7 +142,7 @@ static void test_bad_input(void) {
 static void test_nearest_row(void) {
   schema_calibration c;
   ts_err e = {0};
-  int rc = load_with(ROWS, GOOD, &c, &e);
+  int rc = test_cal_load_section(ROWS, GOOD, &c, &e);
   ASSERT_OK(rc, e);
   if (rc) return;
   const schema_op_power *p = &c.op_power;

@@ -10,6 +10,7 @@
 
 #include "calibration.h"
 #include "test_cal_round_trip.h"
+#include "test_cal_section.h"
 #include "test_check.h"
 #include "test_power_section.h"
 
@@ -106,10 +107,6 @@ static void test_fit_refuses(void) {
   ASSERT_MSG(e, "\"mem\"");
 }
 
-#define CAL_HEAD                                                                                                   \
-  "{\"schema\": 1, \"gpu\": \"X\", \"driver\": \"1\", \"cuda\": \"1\", \"nccl\": \"1\", \"transport\": "          \
-  "\"nvlink\", \"measured_at\": \"now\", \"gemm\": [{\"m\": 1, \"n\": 1, \"k\": 1, \"us\": 5}]"
-
 /* The section in a file: written, read back the same (refitted to the same parameters). */
 static void test_round_trip(void) {
   schema_calibration c;
@@ -161,17 +158,10 @@ static const char *SAMPLES =
     "{\"name\": \"mem_idle\", \"gemm\": 0, \"mem\": 0.5, \"idle\": 0.5, \"period_us\": 2000, \"power_w\": 187.5, "
     "\"sm_mhz\": 1500, \"mem_speed\": 0.8660254}";
 
-static int load_with(const char *samples, const char *section_fmt, schema_calibration *c, ts_err *e) {
-  char text[8192], sec[6144];
-  snprintf(sec, sizeof sec, section_fmt, samples);
-  snprintf(text, sizeof text, CAL_HEAD ", %s", sec);
-  return schema_calibration_from_json_text(text, strlen(text), "bad.json", c, e);
-}
-
 static void test_bad_input(void) {
   schema_calibration c;
   ts_err e = {0};
-  int rc = load_with(SAMPLES, GOOD, &c, &e);
+  int rc = test_cal_load_section(SAMPLES, GOOD, &c, &e);
   ASSERT_OK(rc, e);
   if (rc == 0) {
     NEAR_ABS(c.power.fit.a, 2.0, 1e-9);
@@ -186,7 +176,7 @@ static void test_bad_input(void) {
     snprintf(s, sizeof s, "%.*s%s%s", (int)(at - SAMPLES), SAMPLES, "\"mem\": -0.004, \"idle\": 0.404",
              at + strlen(from));
     memset(&e, 0, sizeof e);
-    rc = load_with(s, GOOD, &c, &e);
+    rc = test_cal_load_section(s, GOOD, &c, &e);
     ASSERT_OK(rc, e);
     if (rc == 0) {
       NEAR_ABS(c.power.s[3].mem, 0, 0);
@@ -210,7 +200,7 @@ static void test_bad_input(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(at);
     snprintf(s, sizeof s, "%.*s%s%s", (int)(at - SAMPLES), SAMPLES, sample_bad[i].to, at + strlen(sample_bad[i].from));
     memset(&e, 0, sizeof e);
-    CU_ASSERT_EQUAL(load_with(s, GOOD, &c, &e), -1);
+    CU_ASSERT_EQUAL(test_cal_load_section(s, GOOD, &c, &e), -1);
     ASSERT_MSG(e, "bad.json");
     ASSERT_MSG(e, sample_bad[i].field);
   }
@@ -232,7 +222,7 @@ static void test_bad_input(void) {
   };
   for (size_t i = 0; i < sizeof section_bad / sizeof section_bad[0]; i++) {
     memset(&e, 0, sizeof e);
-    CU_ASSERT_EQUAL(load_with(SAMPLES, section_bad[i].fmt, &c, &e), -1);
+    CU_ASSERT_EQUAL(test_cal_load_section(SAMPLES, section_bad[i].fmt, &c, &e), -1);
     ASSERT_MSG(e, "bad.json");
     ASSERT_MSG(e, section_bad[i].field);
   }
@@ -241,14 +231,14 @@ static void test_bad_input(void) {
   char four[4096];
   snprintf(four, sizeof four, "%.*s", (int)(cut - SAMPLES), SAMPLES);
   memset(&e, 0, sizeof e);
-  rc = load_with(four, GOOD, &c, &e);
+  rc = test_cal_load_section(four, GOOD, &c, &e);
   ASSERT_OK(rc, e);
   if (rc == 0) schema_calibration_free(&c);
   char three[4096];
   cut = strstr(SAMPLES, ",{\"name\": \"gemm_idle\"");
   snprintf(three, sizeof three, "%.*s", (int)(cut - SAMPLES), SAMPLES);
   memset(&e, 0, sizeof e);
-  CU_ASSERT_EQUAL(load_with(three, GOOD, &c, &e), -1);
+  CU_ASSERT_EQUAL(test_cal_load_section(three, GOOD, &c, &e), -1);
   ASSERT_MSG(e, "bad.json: power");
   ASSERT_MSG(e, "at least 4 samples");
 }
