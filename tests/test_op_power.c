@@ -31,12 +31,19 @@ static void replaced(char *out, size_t cap, const char *text, const char *from, 
   snprintf(out, cap, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
 }
 
+/* The good section loaded into c: 0, or -1 (reported) */
+static int load_good(schema_calibration *c) {
+  ts_err e = {0};
+  int rc = test_cal_load_section(ROWS, GOOD, c, &e);
+  ASSERT_OK(rc, e);
+  return rc;
+}
+
 static void test_load_and_round_trip(void) {
   schema_calibration c;
   ts_err e = {0};
-  int rc = test_cal_load_section(ROWS, GOOD, &c, &e);
-  ASSERT_OK(rc, e);
-  if (rc) return;
+  if (load_good(&c)) return;
+  int rc;
   const schema_op_power *p = &c.op_power;
   CU_ASSERT_EQUAL(p->n_attn, 3);
   NEAR(p->gemm_w, 700, 0);
@@ -141,10 +148,7 @@ static void test_bad_input(void) {
 /* The nearest layout first (40 / 8 heads is the third row whatever the shape), then the nearest shape. */
 static void test_nearest_row(void) {
   schema_calibration c;
-  ts_err e = {0};
-  int rc = test_cal_load_section(ROWS, GOOD, &c, &e);
-  ASSERT_OK(rc, e);
-  if (rc) return;
+  if (load_good(&c)) return;
   const schema_op_power *p = &c.op_power;
   CU_ASSERT_PTR_EQUAL(schema_op_power_attention(p, 40, 8, 128, 64, 256), &p->attn[2]);
   CU_ASSERT_PTR_EQUAL(schema_op_power_attention(p, 32, 8, 128, 1, 8192), &p->attn[0]);
