@@ -157,7 +157,8 @@ static int cmp_op_desc(const void *a, const void *b) {
 
 void sim_infer_print_ops(const plan_infer *p, const sim_infer_result *r, FILE *out) {
   static const char *phase[2] = {"prefill", "decode"};
-  const double total[2] = {r->prefill_clock ? r->prefill_sustained_s : r->ttft_s, r->tpot_s};
+  const bool clocked = r->prefill_clock || r->prefill_power || r->prefill_op_power; /* the ops: the tables' speed */
+  const double total[2] = {clocked ? r->prefill_sustained_s : r->ttft_s, r->tpot_s};
   fprintf(out, "# op count total_ms mean_us pct (rank 0, predicted, %s; %s: one prefill of %d x %d tokens at the "
           "tables' sustained speed, one eager decode step)\n", r->calibration, p->name, p->batch, p->prompt);
   for (int ph = 0; ph < 2; ph++) {

@@ -310,7 +310,8 @@ static void test_directories_and_big_files_named(void) {
 }
 
 /* tacosim ops on an inference plan: the prefill's and the decode step's ops, each list summing to the TTFT at the
- * tables' sustained speed and to the eager TPOT that simulate prints; an in-flight plan is refused (exit 2). */
+ * tables' sustained speed (simulate with --prefill-clock off and --prefill-power off) and to the eager TPOT that
+ * simulate prints; an in-flight plan is refused (exit 2). */
 static void test_ops_inference_plan(void) {
   static char out[65536], sim[65536];
   const char *plan = SOURCE_DIR "/experiments/validation/h100/infer-plans/llama3-8b-tp1-b1-p4096-g64-bf16.json";
@@ -332,7 +333,7 @@ static void test_ops_inference_plan(void) {
     else if (sscanf(l, "# decode total %lf", &t) == 1)
       total[1] = t;
   }
-  snprintf(args, sizeof args, "simulate '%s' --prefill-clock off 2>/dev/null", plan);
+  snprintf(args, sizeof args, "simulate '%s' --prefill-clock off --prefill-power off 2>/dev/null", plan);
   CU_ASSERT_EQUAL_FATAL(tacosim(args, sim, sizeof sim), 0);
   const char *ttft = strstr(sim, "time to first token"), *tpot = strstr(sim, "time per output token");
   CU_ASSERT_PTR_NOT_NULL_FATAL(ttft);
