@@ -775,9 +775,9 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
     ph = &r->prefill;
     double sustained = ph->total_s, clocked = layers * (rest_pre_gemm + attn_pre_s), ttft;
     double tail = ph->total_s - layers * (rest_pre + attn_pre_s + 2.0 * ar_pre);
-    const int kv = p->model.kv_heads > 0 ? p->model.kv_heads : p->model.heads;
+    /* a GPU's share of the heads (the loader has tp divide both) */
     prefill_clock_opts pc = {.pw = pw, .op = pw ? NULL : op, .heads = p->model.heads / p->tp,
-                             .kv_heads = kv >= p->tp ? kv / p->tp : 1, .head_dim = model_head_dim(&p->model),
+                             .kv_heads = p->model.kv_heads / p->tp, .head_dim = model_head_dim(&p->model),
                              .batch = p->batch, .seq = p->prompt, .burst = prefill_clock};
     if (burst_ttft(&pre->costs, cal, attn_pre, attn_pre_s, ar_pre, (int)layers, tail, r->tpot_s, &pc, &ttft, e))
       goto out;

@@ -547,7 +547,7 @@ static int ops_inference(const char *plan_path, const char *cal_path) {
   plan_infer_forward_plan(&p, 1, &fwd);
   sim_cost_source src;
   if (sim_load_costs(cal_path, &fwd.cluster, SIM_TRANSFER_ROOFLINE, &cal, &src, &e)) return fail(&e);
-  const sim_infer_opts o = {.decode_graph = false, .prefill_clock_off = true, .prefill_power_off = true};
+  const sim_infer_opts o = {.decode_graph = false, .prefill_clock_off = true};
   int rc = sim_infer_predict(&p, &cal, &o, stderr, &r, &e);
   if (rc == 0) sim_infer_print_ops(&p, &r, stdout);
   schema_calibration_free(&cal);

@@ -605,9 +605,8 @@ static void test_prefill_op_power(void) {
   *p = (schema_op_power){.cap_w = 1e4, .f_max_mhz = 2000, .idle_w = 100, .power_exponent = 1,
                          .speed_exponent = 0.5, .attention_speed_exponent = -1, .gemm_w = 700, .gemm_mhz = 1000,
                          .mem_w = 400, .mem_mhz = 2000, .n_attn = 1};
-  const int kv = g_plan.model.kv_heads > 0 ? g_plan.model.kv_heads : g_plan.model.heads;
-  p->attn[0] = (schema_op_power_attn){g_plan.model.heads / g_plan.tp, kv / g_plan.tp, model_head_dim(&g_plan.model),
-                                      1, 64, 650, 2000};
+  p->attn[0] = (schema_op_power_attn){g_plan.model.heads / g_plan.tp, g_plan.model.kv_heads / g_plan.tp,
+                                      model_head_dim(&g_plan.model), 1, 64, 650, 2000};
   const sim_infer_opts no_burst = {.prefill_clock_off = true};
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &no_burst, NULL, &op, &e), 0);
   CU_ASSERT(op.prefill_op_power && !op.prefill_power && !op.prefill_clock);
