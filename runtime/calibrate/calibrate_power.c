@@ -332,14 +332,10 @@ static int run_attn_mix(power_ctx *x, calib_refk *ref, const infer_prefill_args 
                         calib_power_result *r, ts_err *e) {
   const double t_gemm = r->rows[1].gemm_launch_us, t_attn = b2b->gemm_launch_us;
   if (!(t_gemm > 0 && t_attn > 0)) return ts_fail_sys(e, "power: %s: no back-to-back time to mix", b2b->plan.name);
-  char op[CALIB_POWER_NAME_MAX];
-  snprintf(op, sizeof op, "%s", b2b->plan.name + 5); /* "attn-" off */
-  const double flops = b2b->flops;
-  calib_power_row *row = &r->gemms[r->n_gemms];
-  memset(row, 0, sizeof *row);
-  row->flops = flops;
+  char name[CALIB_POWER_NAME_MAX];
+  snprintf(name, sizeof name, "amix-%.26s", b2b->plan.name + 5); /* "attn-" off */
+  calib_power_row *row = op_row(r, name, b2b->flops, 1.0); /* (its plan set below) */
   calib_power_pattern *p = &row->plan;
-  snprintf(p->name, sizeof p->name, "amix-%.26s", op);
   p->n_gemm = (int)fmax(1.0, round(t_attn / t_gemm)), p->n_add = 1;
   p->period_us = p->n_gemm * t_gemm + t_attn;
   p->gemm_target = p->n_gemm * t_gemm / p->period_us;
