@@ -618,6 +618,7 @@ typedef struct {
   long long batch, seq;
   bool burst;             /* the burst profile applies (from idle) */
   double mhz, gemm_speed, mem_speed, x_gemm; /* set under pw or op: the sustained mix's clock and speeds */
+  double attn_speed;      /* set under op: the attention's speed against its table (0: no attention priced) */
 } prefill_clock_opts;
 
 /* The prefill at one clock from its ops' power (sim/INFERENCE.md, "The prefill at one clock from its ops'
@@ -644,6 +645,7 @@ static void prefill_op_power(prefill_clock_opts *pc, layer_seq *L, int attn_inde
   }
   sim_op_power_item g = sim_op_power_gemm(op, 1.0);
   pc->mhz = f, pc->gemm_speed = sim_op_power_speed(&g, f), pc->mem_speed = 1.0, pc->x_gemm = total > 0 ? tensor / total : 0;
+  pc->attn_speed = attn_index >= 0 ? sim_op_power_speed(&it[attn_index], f) : 0;
   for (int i = 0; i < L->n; i++) it[i].t0_s = L->s[i] * sim_op_power_speed(&it[i], f); /* the tables' again */
   for (int i = 0; i < n; i++) {
     double b = bins[i].gemm_speed;
@@ -783,7 +785,8 @@ static int predict(const plan_infer *p, const schema_calibration *cal, const sch
       goto out;
     if (pc.pw || pc.op)
       r->prefill_power = pc.pw != NULL, r->prefill_op_power = pc.op != NULL, r->prefill_mhz = pc.mhz,
-      r->prefill_gemm_speed = pc.gemm_speed, r->prefill_mem_speed = pc.mem_speed, r->prefill_x_gemm = pc.x_gemm;
+      r->prefill_gemm_speed = pc.gemm_speed, r->prefill_mem_speed = pc.mem_speed, r->prefill_x_gemm = pc.x_gemm,
+      r->prefill_attn_speed = pc.attn_speed;
     double k = clocked > 0 ? 1.0 - (sustained - ttft) / clocked : 1.0; /* the clocked part's share of the change */
     ph->compute_s -= sustained - ttft;
     ph->gemm_s *= k, ph->attention_s *= k, ph->experts_s *= k;
@@ -948,10 +951,12 @@ int sim_infer_predict(const plan_infer *p, const schema_calibration *cal, const 
              r->prefill_sustained_s * 1e3);
     add_note(r, note);
   } else if (r->prefill_op_power) {
+    char attn[32] = "";
+    if (r->prefill_attn_speed > 0) snprintf(attn, sizeof attn, ", attention x%.3f", r->prefill_attn_speed);
     snprintf(note, sizeof note,
              "prefill clock (op power): the prefill's ops (%.0f %% tensor-core time) at %.0f MHz under the %g W cap, "
-             "GEMMs x%.3f against their tables%s; TTFT %.3f ms, %.3f ms at the tables' speed",
-             100 * r->prefill_x_gemm, r->prefill_mhz, cal->op_power.cap_w, r->prefill_gemm_speed,
+             "GEMMs x%.3f%s against their tables%s; TTFT %.3f ms, %.3f ms at the tables' speed",
+             100 * r->prefill_x_gemm, r->prefill_mhz, cal->op_power.cap_w, r->prefill_gemm_speed, attn,
              r->prefill_clock ? ", the burst profile as extra power from idle" : "", r->ttft_s * 1e3,
              r->prefill_sustained_s * 1e3);
     add_note(r, note);

@@ -94,6 +94,7 @@ typedef struct {
   bool prefill_power;    /* the prefill ran under the power-cap clock model (a "power" section; sim/INFERENCE.md) */
   bool prefill_op_power; /* or at one clock from its ops' classes' power (an "op_power" section) */
   double prefill_mhz, prefill_gemm_speed, prefill_mem_speed, prefill_x_gemm; /* then: its sustained mix */
+  double prefill_attn_speed; /* under op_power: the prefill attention's speed against its table (0: none) */
   int n_notes;
   char notes[SIM_INFER_MAX_NOTES][256];
   /* a "decode_attention": "per-query-head" plan of a GQA model: what priced its decode attention, the measured
