@@ -612,6 +612,7 @@ static void test_prefill_op_power(void) {
   CU_ASSERT(op.prefill_op_power && !op.prefill_power && !op.prefill_clock);
   NEAR(op.prefill_mhz, 2000, 0);
   NEAR(op.prefill_gemm_speed, sqrt(2), 1e-12);
+  NEAR(op.prefill_attn_speed, 1, 1e-12); /* its row was timed at f_max */
   NEAR(op.ttft_s, base.ttft_s - gemm_s * (1 - 1 / sqrt(2)), 1e-9);
   check_prefill_clocked(&op, &base);
   cal.n_burst = 1;
@@ -633,6 +634,7 @@ static void test_prefill_op_power(void) {
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &no_burst, NULL, &capped, &e), 0);
   CU_ASSERT(capped.prefill_mhz > 1000 && capped.prefill_mhz < 2000);
   NEAR(capped.prefill_gemm_speed, sqrt(capped.prefill_mhz / 1000), 1e-12);
+  NEAR(capped.prefill_attn_speed, sqrt(capped.prefill_mhz / 2000), 1e-12); /* the GEMMs' law from its row's clock */
   { /* the GEMMs faster than their tables (timed at 1,000 MHz), the attention slower than its (at 2,000) */
     const double f = capped.prefill_mhz, attn_s = g_plan.model.layers * PREFILL_ATTN_US * 1e-6;
     NEAR(capped.ttft_s, base.ttft_s - gemm_s * (1 - sqrt(1000 / f)) + attn_s * (sqrt(2000 / f) - 1), 1e-9);
@@ -643,6 +645,7 @@ static void test_prefill_op_power(void) {
   sim_infer_result own;
   CU_ASSERT_EQUAL_FATAL(sim_infer_predict(&g_plan, &cal, &no_burst, NULL, &own, &e), 0);
   NEAR(own.ttft_s, base.ttft_s - gemm_s * (1 - sqrt(1000 / own.prefill_mhz)), 1e-9);
+  NEAR(own.prefill_attn_speed, 1, 1e-12);
   p->attention_speed_exponent = -1;
   /* an engine's fused prefill attention: not the attention the section measured, the tables' speed */
   {
