@@ -58,17 +58,7 @@ timeout 120 "$BIN" calibrate-infer "$CAL" --out-dir "$OUT/cal" --models models -
 say "calibrate-infer v5 rc=$? ($(el) s)"
 tar -czf "$OUT/cal.tgz" -C "$OUT" cal && rm -rf "$OUT/cal"
 I=$OUT/infer
-mkdir -p "$I/measured"
-run() { # run TAG LIMIT PLANS...
-  local tag=$1 t=$2
-  shift 2
-  timeout "$t" "$BIN" execute "$@" --decode-graph --decode-attention v5 --json-dir "$I/measured" > "$I/execute-$tag.txt" 2>&1
-  say "infer $tag rc=$? ($(el) s)"
-}
-run qwen7b 45 $PLANS/qwen2.5-7b-*.json
-run qwen14b 60 $PLANS/qwen2.5-14b-*.json
-run llama-bf16 70 $PLANS/llama3-8b-*-bf16.json
-run llama-fp8 70 $PLANS/llama3-8b-*-fp8.json
+infer_plans "$I" $PLANS --decode-attention v5
 tar -czf "$OUT/infer.tgz" -C "$OUT" infer && rm -rf "$I"
 # 5. the per-query-head decode attention tables (sim/INFERENCE.md, "A measured per-query-head table"; its check
 #    ran in step 1), for merge_decode_attn.py --tables-from ... --per-query-head
