@@ -31,7 +31,7 @@ static void layout_text(const sim_search_layout *lv, char *buf, size_t cap) {
   bf16.fp8 = PLAN_FP8_OFF;
   const sim_search_layout *l = &bf16;
   snprintf(buf, cap, "tp%d pp%d vpp%d dp%d mb%d%s%s rc=%s", l->tp, l->pp, l->vpp, l->dp, l->micro,
-           l->sequence_parallel ? " sp" : "", l->zero1 ? " zero1" : "", recompute_names[l->recompute]);
+           l->sequence_parallel ? " sp" : "", l->zero1 && l->zero_stage < 2 ? " zero1" : "", recompute_names[l->recompute]);
   if (l->ep > 1) { /* MoE */
     size_t used = strlen(buf);
     if (used < cap) snprintf(buf + used, cap - used, " ep%d", l->ep);
@@ -40,6 +40,22 @@ static void layout_text(const sim_search_layout *lv, char *buf, size_t cap) {
   if (used < cap) sim_search_layout_suffix(l, buf + used, cap - used);
   for (char *c = buf + used; *c; c++) /* " cp4 zero2 opg tpo" in the table, "-cp4-zero2-opg-tpo" in plan names */
     if (*c == '-') *c = ' ';
+}
+
+/* The layout column's width: the longest layout the report prints (candidates and, with nothing simulated, the
+ * estimate ranking), at least 46 characters. */
+static int layout_width(const sim_search_result *r) {
+  int w = 46;
+  char lt[96];
+  for (int i = 0; i < r->n; i++) {
+    layout_text(&r->cands[i].layout, lt, sizeof lt);
+    if ((int)strlen(lt) > w) w = (int)strlen(lt);
+  }
+  for (int i = 0; i < r->n_best_est; i++) {
+    layout_text(&r->best_est[i].layout, lt, sizeof lt);
+    if ((int)strlen(lt) > w) w = (int)strlen(lt);
+  }
+  return w;
 }
 
 /* The best simulated row of FP8 recipe f (any codec), or NULL. */
@@ -52,19 +68,20 @@ static const sim_search_candidate *best_of_recipe(const sim_search_result *r, in
 /* What FP8 buys: each recipe's best simulated layout against the best BF16 one. */
 static void print_fp8_bests(const sim_search_result *r, FILE *out) {
   if (r->n == 0) return;
+  const int lw = layout_width(r);
   const sim_search_candidate *bf16 = best_of_recipe(r, PLAN_FP8_OFF);
   fprintf(out, "\nbest simulated layout of each FP8 recipe, and its speed-up over the best BF16 (fp8 none) layout\n");
-  fprintf(out, "%-10s %-46s %-9s %11s %8s\n", "fp8", "layout", "codec", "sim tok/s", "speed-up");
+  fprintf(out, "%-10s %-*s %-9s %11s %8s\n", "fp8", lw, "layout", "codec", "sim tok/s", "speed-up");
   for (int f = 0; f < SIM_SEARCH_FP8_RECIPES; f++) {
     if (!(r->fp8_recipes & (1u << f))) continue;
     const sim_search_candidate *k = best_of_recipe(r, f);
     if (!k) {
-      fprintf(out, "%-10s %-46s\n", fp8_name(f), "(none simulated)");
+      fprintf(out, "%-10s %-*s\n", fp8_name(f), lw, "(none simulated)");
       continue;
     }
     char lt[96];
     layout_text(&k->layout, lt, sizeof lt);
-    fprintf(out, "%-10s %-46s %-9s %11.0f", fp8_name(f), lt, sim_search_codec_name(k->codec), k->sim_tokens_per_s);
+    fprintf(out, "%-10s %-*s %-9s %11.0f", fp8_name(f), lw, lt, sim_search_codec_name(k->codec), k->sim_tokens_per_s);
     if (bf16)
       fprintf(out, " %7.3fx\n", k->sim_tokens_per_s / bf16->sim_tokens_per_s);
     else
@@ -73,6 +90,7 @@ static void print_fp8_bests(const sim_search_result *r, FILE *out) {
 }
 
 void sim_search_print(const sim_search_result *r, const sim_search_options *o, FILE *out) {
+  const int lw = layout_width(r);
   fprintf(out, "search        %s on %d GPUs of %s, seq %d, global batch %lld\n", o->model, r->gpus, o->cluster,
           r->seq, r->global_batch);
   fprintf(out, "calibration   %s\n", r->calibration);
@@ -148,7 +166,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
             r->sim_cpu_s, r->sim_cpu_s / r->simulations, r->clock_passes);
   fputc('\n', out);
   int top = o->top > 0 ? o->top : 10;
-  fprintf(out, "%3s  %-46s ", "#", "layout");
+  fprintf(out, "%3s  %-*s ", "#", lw, "layout");
   if (show_fp8) fprintf(out, "%-10s ", "fp8");
   fprintf(out, "%-9s %11s %11s %9s %8s %6s %8s %8s\n", "codec", "est tok/s", "sim tok/s", "tok/s/GPU", "TFLOP/s", "MFU",
           "mem GiB", "speedup");
@@ -159,7 +177,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     layout_text(&k->layout, lt, sizeof lt);
     if (!k->simulated || k->sample) continue;
     shown++;
-    fprintf(out, "%3d  %-46s ", shown, lt);
+    fprintf(out, "%3d  %-*s ", shown, lw, lt);
     if (show_fp8) fprintf(out, "%-10s ", fp8_name(k->layout.fp8));
     fprintf(out, "%-9s %11.0f %11.0f %9.1f %8.1f %5.1f%% %8.1f", sim_search_codec_name(k->codec),
             k->est.tokens_per_s, k->sim_tokens_per_s, k->sim_tokens_per_s / r->gpus, k->sim_tflops_per_gpu,
@@ -175,7 +193,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
     if (!k->sim_failed) continue;
     char lt[96];
     layout_text(&k->layout, lt, sizeof lt);
-    fprintf(out, "%3s  %-46s ", "x", lt);
+    fprintf(out, "%3s  %-*s ", "x", lw, lt);
     if (show_fp8) fprintf(out, "%-10s ", fp8_name(k->layout.fp8));
     fprintf(out, "%-9s %11.0f  simulation failed: %s\n", sim_search_codec_name(k->codec), k->est.tokens_per_s, k->error);
   }
@@ -185,7 +203,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
       char lt[96];
       layout_text(&k->layout, lt, sizeof lt);
       shown++;
-      fprintf(out, "%3d  %-46s ", shown, lt);
+      fprintf(out, "%3d  %-*s ", shown, lw, lt);
       if (show_fp8) fprintf(out, "%-10s ", fp8_name(k->layout.fp8));
       fprintf(out, "%-9s %11.0f %11s %9s %8.1f %5.1f%% %8.1f %8s\n", sim_search_codec_name(k->codec), k->est.tokens_per_s, "not run", "-", k->est.tflops_per_gpu,
               100 * k->est.mfu, k->memory_bytes / 1073741824.0, "-");
@@ -193,7 +211,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
   /* each simulated layout once, with every policy's speedup over none */
   if (r->n > 0) fprintf(out, "\ncodec speedup over the same layout uncompressed (simulated)\n");
   if (r->n > 0) {
-    fprintf(out, "%-46s ", "layout");
+    fprintf(out, "%-*s ", lw, "layout");
     if (show_fp8) fprintf(out, "%-10s ", "fp8");
     fprintf(out, "%11s", "none tok/s");
     for (int c = 1; c < SIM_SEARCH_CODEC_COUNT; c++)
@@ -216,7 +234,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
         if (r->cands[j].simulated) none = r->cands[j].sim_tokens_per_s;
         none_failed |= r->cands[j].sim_failed;
       }
-    fprintf(out, "%-46s ", lt);
+    fprintf(out, "%-*s ", lw, lt);
     if (show_fp8) fprintf(out, "%-10s ", fp8_name(k->layout.fp8));
     bool none_pruned = false;
     for (int j = 0; j < r->n; j++)
