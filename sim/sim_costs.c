@@ -708,8 +708,14 @@ static int grouped_gemm_us(sim_costs *c, const model_op *mo, int phase, int part
      * over the rows sorted by expert, each active expert's weights read once, so it is priced as one dense
      * GEMM of the active experts side by side, rows x (active n) x k: the same FLOPs, the same weights
      * read, one launch, at the "gemm" table's measured rate for that shape (memory-bound at decode); under
-     * FP8 weights the FP8 GEMM of that shape, as a dense FP8 GEMM is priced */
+     * FP8 weights the FP8 GEMM of that shape, as a dense FP8 GEMM is priced. That GEMM reads its rows of x
+     * once, where the kernel reads each active expert's own rows: the other (active - 1) x rows x k elements
+     * are added at the HBM bandwidth (BF16, or FP8 under FP8 weights). Nothing at decode (a few rows an
+     * expert), but at prefill sizes a large part of the kernel's traffic (DeepSeek-V3's 256 experts at 256
+     * rows each, TP 8: 0.94 GB beside 1.9 GB of weights, which the dense GEMM's price alone ran faster than
+     * the GPU's memory allows). */
     if (fused_moe_us(c, rows, (long long)active * mo->n, mo->k, fp8, us, e)) return -1;
+    *us += (fp8 ? 1.0 : 2.0) * (double)(active - 1) * (double)rows * (double)mo->k / c->lk.roof.hbm_bytes_per_s * 1e6;
     *gemm_us = *us;
     return 0;
   }
