@@ -382,6 +382,28 @@ static int prepare_simulations(search_state *s, ts_err *e) {
   return 0;
 }
 
+/* The largest expert-parallel group among the n plans whose members span nodes (0: none). Under
+ * --alltoall flows a simulation runs each of its all-to-alls as ep (ep - 1) flows, which at ep in the
+ * hundreds takes minutes a simulation. */
+#define SIM_SEARCH_WIDE_EP 32 /* Qwen3-235B's EP 32 over 8 nodes: 147 s of CPU a simulation (RESULTS-search.md) */
+static int widest_cross_node_ep(const plan *plans, int n) {
+  int widest = 0;
+  for (int i = 0; i < n; i++) {
+    const plan *p = &plans[i];
+    if (!model_is_moe(&p->model) || p->ep <= widest) continue;
+    int *m = malloc(sizeof *m * (size_t)p->ep);
+    if (!m) continue; /* only a note is lost */
+    int k = plan_group_members(p, 0, PLAN_GROUP_EP, m, p->ep);
+    for (int j = 1; j < k && j < p->ep; j++)
+      if (topo_node_of(&p->cluster, m[j]) != topo_node_of(&p->cluster, m[0])) {
+        widest = p->ep;
+        break;
+      }
+    free(m);
+  }
+  return widest;
+}
+
 /* Pass 4: the simulations, then each one's speedup over the same layout
  * uncompressed; r->cands best simulated first. */
 static int search_simulate(search_state *s, ts_err *e) {
@@ -391,6 +413,13 @@ static int search_simulate(search_state *s, ts_err *e) {
   if (prepare_simulations(s, e)) return -1;
   const int n_sim = r->candidates;
   progress_state ps = {.on = o->progress && sim_search_mpi_rank() == 0, .t0 = t2};
+  const int wide_ep = o->alltoall_analytic ? 0 : widest_cross_node_ep(s->plans, n_sim);
+  if (wide_ep >= SIM_SEARCH_WIDE_EP && sim_search_mpi_rank() == 0)
+    fprintf(stderr,
+            "tacosim search: note: candidates with expert parallelism of up to %d ranks across nodes: each of their "
+            "all-to-alls runs as %d flows, minutes a simulation; --alltoall analytic prices them without flows "
+            "(approximate: sim/README.md)\n",
+            wide_ep, wide_ep * (wide_ep - 1));
   if (sim_search_run_candidates(s->plans, r->cands, n_sim, s->cal, o, r, progress_bar, &ps, e)) return -1;
   for (int i = 0; i < n_sim; i++) r->failures += r->cands[i].sim_failed;
   for (int i = 0; i < n_sim; i++) { /* speedup over the same layout uncompressed */
