@@ -99,6 +99,7 @@ static void progress_bar(int done, int total, void *arg) {
 static int resolve(const sim_search_options *o, const plan *base, sim_search_result *r, ts_err *e) {
   int total = topo_total_gpus(&base->cluster);
   r->gpus = o->gpus ? o->gpus : total;
+  r->hbm_gib = base->cluster.gpu.hbm_gib;
   if (r->gpus < 1 || r->gpus > total)
     return ts_fail(e, "search", "--gpus", "%d is not between 1 and the %d GPUs of %s", o->gpus, total,
                    base->cluster.name);
@@ -128,7 +129,16 @@ typedef struct {
 /* What the memory filter and the estimate counted over a range of layouts. */
 typedef struct {
   long over_memory, invalid, fits, dominated, n; /* n: candidates written */
+  double least_over_bytes;                       /* the least memory of the layouts over the HBM (0: none) */
+  sim_search_layout least_over;
 } estimate_tally;
+
+/* Keeps in t the layout over the HBM that needs the least memory (what "no layout fits" names). */
+static void note_over(estimate_tally *t, const sim_search_layout *l, double bytes) {
+  if (!isfinite(bytes) || (t->least_over_bytes > 0 && bytes >= t->least_over_bytes)) return;
+  t->least_over_bytes = bytes;
+  t->least_over = *l;
+}
 
 /* One layout under its recipe (estimate_range): memory (the recipe's FP8 weight copies and saved inputs
  * are in plan_memory_per_gpu, plan_memory.c), validity, then each codec policy's estimate. *fits: whether
@@ -144,6 +154,7 @@ static int estimate_layout(const search_state *s, const sim_search_layout *l, si
   double reserve = (o->headroom_gib + o->headroom_fraction * p.cluster.gpu.hbm_gib) * 1073741824.0;
   if (!sim_search_fits_memory_reserve(&p, reserve, &mem)) {
     t->over_memory++;
+    note_over(t, l, mem);
     return 0;
   }
   if (plan_validate(&p, &sub)) {
@@ -267,6 +278,7 @@ static int search_estimate(search_state *s, ts_err *e) {
     estimate_tally all = {0};
     if (estimate_range(s, 0, ll->n, s->cands, &all, e)) return -1;
     r->over_memory = all.over_memory, r->invalid = all.invalid, r->fits = all.fits, r->dominated = all.dominated;
+    r->least_over_bytes = all.least_over_bytes, r->least_over = all.least_over;
     s->n_cands = r->estimated = all.n;
     qsort(s->cands, (size_t)s->n_cands, sizeof *s->cands, by_estimate);
     return 0;
@@ -285,6 +297,8 @@ static int search_estimate(search_state *s, ts_err *e) {
   for (int j = 0; j < parts; j++) {
     const estimate_tally *t = part_view(mem[j], job.per).tally;
     r->over_memory += t->over_memory, r->invalid += t->invalid, r->fits += t->fits, r->dominated += t->dominated;
+    if (t->least_over_bytes > 0 && (r->least_over_bytes == 0 || t->least_over_bytes < r->least_over_bytes))
+      r->least_over_bytes = t->least_over_bytes, r->least_over = t->least_over;
   }
   sim_search_parts_free(parts, part_bytes(job.per, s->n_fp8), mem);
   qsort(s->cands, (size_t)s->n_cands, sizeof *s->cands, by_estimate);

@@ -261,6 +261,8 @@ typedef struct {
   long enumerated, over_memory, invalid, estimated;
   long fits;                   /* layouts that fit the HBM and validate (before codec policies) */
   long dominated;              /* (added) ZeRO-2/3 layouts not tried: the stage below fits (same compute, less traffic) */
+  double least_over_bytes;     /* the least memory per GPU of the layouts over the HBM (0: none was), and that layout */
+  sim_search_layout least_over;
   int layouts_simulated, candidates, simulations, failures, samples; /* candidates: of the chosen layouts (and samples) */
   int pruned;                  /* candidates of the chosen layouts not simulated: their bound cannot reach the top rows */
   int processes;               /* MPI processes that shared the simulations (1 without mpirun) */
@@ -277,6 +279,7 @@ typedef struct {
   int gemm_fp8_points;               /* the calibration's measured "gemm_fp8" shapes (the others transferred) */
   sim_clock_model clock_model;       /* --clock-model as run: power, duty or off (the default's choice named) */
   int gpus, seq;
+  double hbm_gib; /* the cluster GPU's memory */
   long long global_batch;
 } sim_search_result;
 

@@ -271,6 +271,14 @@ static int run(int argc, char **argv, sim_search_options *op, long cores) {
             "uses all %d GPUs with dp dividing --global-batch: try another --gpus or --global-batch\n",
             o.model, r.gpus, o.cluster, r.enumerated, r.over_memory,
             o.headroom_gib > 0 || o.headroom_fraction > 0 ? " with the --headroom asked" : "", r.gpus);
+    if (r.least_over_bytes > 0) {
+      const sim_search_layout *l = &r.least_over;
+      fprintf(stderr,
+              "tacosim: search: the least memory any layout needs is %.1f GiB per GPU (tp %d, pp %d, dp %d, cp %d, ep %d, "
+              "micro-batch %d, ZeRO stage %d, recompute %s), against the GPU's %.0f GiB\n",
+              r.least_over_bytes / 1073741824.0, l->tp, l->pp, l->dp, l->cp, l->ep, l->micro, l->zero_stage,
+              l->recompute == 2 ? "full" : l->recompute == 1 ? "selective" : "none", r.hbm_gib);
+    }
     rc = TS_EXIT_BAD_INPUT;
   }
   sim_search_print(&r, &o, stdout);

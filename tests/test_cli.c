@@ -814,6 +814,19 @@ static void test_router_fields_refused(void) {
   }
 }
 
+/* Mixtral-8x7B's 46.7 B parameters with their optimizer states do not fit 8 A100s of 80 GiB in any layout: the
+ * search says so (exit 2) and names the layout that needs the least memory and how much, above the 80 GiB. */
+static void test_search_least_memory(void) {
+  static char out[65536];
+  CU_ASSERT_EQUAL(tacosim("search --model mixtral-8x7b --cluster a100x8-nvswitch", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no layout of mixtral-8x7b fits 8 GPUs"));
+  const char *l = strstr(out, "the least memory any layout needs is ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+  double gib = atof(l + strlen("the least memory any layout needs is "));
+  CU_ASSERT(gib > 80.0 && gib < 1000.0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(l, "against the GPU's 80 GiB"));
+}
+
 /* Issue 20: tacosim search --emit-plans writes plans tacorun execute accepts unchanged, for layouts the
  * executor runs: with --hidden-dropout 0 the plan passes every check before the GPU (here none is
  * visible, so the run stops there: "no CUDA device", not exit 2); with the default 0.1 it is refused,
@@ -856,6 +869,7 @@ int main(void) {
   CU_add_test(s, "tacosim: every command answers --help and -h, exit 0", test_every_command_has_help);
   CU_add_test(s, "tacosim: each option a parser accepts is in its --help, and back", test_help_lists_every_option);
   CU_add_test(s, "an unknown model name lists the zoo's names", test_unknown_model_lists_names);
+  CU_add_test(s, "search: no layout fits names the least memory a layout needs (exit 2)", test_search_least_memory);
   CU_add_test(s, "tacosim ops on an inference plan: prefill and decode ops sum to TTFT and TPOT",
               test_ops_inference_plan);
   CU_add_test(s, "a directory or a file over the cap, given to any loader: named, exit 2",
