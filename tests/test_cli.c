@@ -435,6 +435,19 @@ static void test_alloc_reserve(void) {
   CU_ASSERT_EQUAL(tacosim("compare ar.json ar.json", out, sizeof out), 0);
 }
 
+/* Mixtral-8x7B's 46.7 B parameters with their optimizer states do not fit 8 A100s of 80 GiB in any layout: the
+ * search says so (exit 2) and names the layout that needs the least memory and how much, above the 80 GiB. */
+static void test_search_least_memory(void) {
+  static char out[65536];
+  CU_ASSERT_EQUAL(tacosim("search --model mixtral-8x7b --cluster a100x8-nvswitch", out, sizeof out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no layout of mixtral-8x7b fits 8 GPUs"));
+  const char *l = strstr(out, "the least memory any layout needs is ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+  double gib = atof(l + strlen("the least memory any layout needs is "));
+  CU_ASSERT(gib > 80.0 && gib < 1000.0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(l, "against the GPU's 80 GiB"));
+}
+
 #ifdef TACORUN_BIN
 /* ---- tacorun: help without a GPU ---- */
 
@@ -812,19 +825,6 @@ static void test_router_fields_refused(void) {
     CU_ASSERT_EQUAL(rc, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
   }
-}
-
-/* Mixtral-8x7B's 46.7 B parameters with their optimizer states do not fit 8 A100s of 80 GiB in any layout: the
- * search says so (exit 2) and names the layout that needs the least memory and how much, above the 80 GiB. */
-static void test_search_least_memory(void) {
-  static char out[65536];
-  CU_ASSERT_EQUAL(tacosim("search --model mixtral-8x7b --cluster a100x8-nvswitch", out, sizeof out), 2);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no layout of mixtral-8x7b fits 8 GPUs"));
-  const char *l = strstr(out, "the least memory any layout needs is ");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(l);
-  double gib = atof(l + strlen("the least memory any layout needs is "));
-  CU_ASSERT(gib > 80.0 && gib < 1000.0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(l, "against the GPU's 80 GiB"));
 }
 
 /* Issue 20: tacosim search --emit-plans writes plans tacorun execute accepts unchanged, for layouts the
