@@ -641,6 +641,7 @@ const char *plan_group_name(plan_group_kind g);
 const char *plan_codec_kind_name(plan_codec_kind k);
 const char *plan_schedule_name(plan_schedule s);
 const char *plan_attention_backend_name(plan_attention_backend b);
+const char *plan_recompute_name(model_recompute r); /* "none", "selective", "full": the plan field's words */
 
 /* ---- FP8 training (plan_fp8.c) ---- */
 /* Whether the layer's model op `o` runs as an FP8 GEMM under p: the linear layers qkv, attn_out, fc1, fc2

@@ -26,6 +26,10 @@ const char *plan_group_name(plan_group_kind g) {
   return (unsigned)g < PLAN_GROUP_COUNT ? n[g] : "?";
 }
 const char *plan_codec_kind_name(plan_codec_kind k) { return ts_codec_name((ts_codec)k); }
+const char *plan_recompute_name(model_recompute r) {
+  static const char *const n[] = {"none", "selective", "full"};
+  return (unsigned)r < 3 ? n[r] : "?";
+}
 const char *plan_schedule_name(plan_schedule s) {
   static const char *const n[] = {"gpipe", "1f1b", "interleaved-1f1b"};
   return (unsigned)s < 3 ? n[s] : "?";

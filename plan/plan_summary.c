@@ -29,10 +29,6 @@ static void print_codec(FILE *out, const char *name, const plan_codec *c) {
   fputc('\n', out);
 }
 
-static const char *recompute_name(model_recompute r) {
-  return r == MODEL_RECOMPUTE_FULL ? "full" : r == MODEL_RECOMPUTE_SELECTIVE ? "selective" : "none";
-}
-
 static void print_header(const plan *p, FILE *out) {
   const model_config *m = &p->model;
   const topo_cluster *c = &p->cluster;
@@ -62,7 +58,7 @@ static void print_header(const plan *p, FILE *out) {
           "recompute %s%s\n",
           p->dp, p->tp, p->pp, p->vpp, plan_world_size(p), topo_total_gpus(c),
           p->order == PLAN_ORDER_TP_DP_PP ? "tp-dp-pp" : "tp-pp-dp", p->sequence_parallel ? "on" : "off",
-          p->zero1 ? "on" : "off", recompute_name(p->recompute), modules);
+          p->zero1 ? "on" : "off", plan_recompute_name(p->recompute), modules);
   if (p->fp8_recipe != PLAN_FP8_OFF)
     fprintf(out, "fp8       %s: qkv, attn_out, fc1, fc2 GEMMs in FP8 (the rest BF16)%s\n",
             plan_fp8_recipe_names[p->fp8_recipe], p->fp8_param_gather ? ", FP8 parameter all-gather" : "");

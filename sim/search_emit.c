@@ -12,8 +12,6 @@
 
 #include "search.h"
 
-static const char *const recompute_names[] = {"none", "selective", "full"};
-
 /* A zoo name stays a name; a path (a '/' or a .json ending, as the loaders
  * decide) becomes absolute, so the plan reads the same file from anywhere. */
 static json_t *name_or_abs_path(const char *s) {
@@ -39,7 +37,7 @@ json_t *sim_search_plan_json(const plan *p, const char *model, const char *clust
   json_t *layout = json_pack(
       "{s:i,s:i,s:i,s:i,s:b,s:s,s:b,s:s,s:i,s:b,s:b}", "dp", p->dp, "tp", p->tp, "pp", p->pp, "vpp", p->vpp,
       "sequence_parallel", p->sequence_parallel, "order", p->order == PLAN_ORDER_TP_PP_DP ? "tp-pp-dp" : "tp-dp-pp",
-      "zero1", p->zero1, "recompute", recompute_names[p->recompute], "tp_overlap_chunks", p->tp_overlap_chunks,
+      "zero1", p->zero1, "recompute", plan_recompute_name(p->recompute), "tp_overlap_chunks", p->tp_overlap_chunks,
       "pp_scatter_gather", p->pp_scatter_gather, "grad_reduce_in_fp32", !p->grad_reduce_bf16);
   /* the fields of issue 22, only when set (a plan of today's layout keeps today's file) */
   if (plan_cp(p) > 1) json_object_set_new(layout, "context_parallel_size", json_integer(plan_cp(p)));

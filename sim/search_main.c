@@ -277,7 +277,7 @@ static int run(int argc, char **argv, sim_search_options *op, long cores) {
               "tacosim: search: the least memory any layout needs is %.1f GiB per GPU (tp %d, pp %d, dp %d, cp %d, ep %d, "
               "micro-batch %d, ZeRO stage %d, recompute %s), against the GPU's %.0f GiB\n",
               r.least_over_bytes / 1073741824.0, l->tp, l->pp, l->dp, l->cp, l->ep, l->micro, l->zero_stage,
-              l->recompute == 2 ? "full" : l->recompute == 1 ? "selective" : "none", r.hbm_gib);
+              plan_recompute_name(l->recompute), r.hbm_gib);
     }
     rc = TS_EXIT_BAD_INPUT;
   }

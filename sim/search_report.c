@@ -7,8 +7,6 @@
 
 #include "search.h"
 
-static const char *const recompute_names[] = {"none", "selective", "full"};
-
 /* A recipe as --fp8 names it ("none": BF16). */
 static const char *fp8_name(int recipe) { return recipe == PLAN_FP8_OFF ? "none" : plan_fp8_recipe_names[recipe]; }
 
@@ -31,7 +29,7 @@ static void layout_text(const sim_search_layout *lv, char *buf, size_t cap) {
   bf16.fp8 = PLAN_FP8_OFF;
   const sim_search_layout *l = &bf16;
   snprintf(buf, cap, "tp%d pp%d vpp%d dp%d mb%d%s%s rc=%s", l->tp, l->pp, l->vpp, l->dp, l->micro,
-           l->sequence_parallel ? " sp" : "", l->zero1 && l->zero_stage < 2 ? " zero1" : "", recompute_names[l->recompute]);
+           l->sequence_parallel ? " sp" : "", l->zero1 && l->zero_stage < 2 ? " zero1" : "", plan_recompute_name(l->recompute));
   if (l->ep > 1) { /* MoE */
     size_t used = strlen(buf);
     if (used < cap) snprintf(buf + used, cap - used, " ep%d", l->ep);
@@ -297,7 +295,7 @@ void sim_search_print(const sim_search_result *r, const sim_search_options *o, F
 static json_t *layout_json(const sim_search_layout *l) {
   json_t *o = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:s}", "tp", l->tp, "pp", l->pp, "vpp", l->vpp, "dp", l->dp,
                         "micro", l->micro, "sequence_parallel", l->sequence_parallel, "zero1", l->zero1, "recompute",
-                        recompute_names[l->recompute]);
+                        plan_recompute_name(l->recompute));
   if (o && l->ep > 1) json_object_set_new(o, "ep", json_integer(l->ep)); /* MoE only: dense files keep their keys */
   /* the fields of issue 22, only when set: today's layouts keep their keys */
   if (o && l->cp > 1) json_object_set_new(o, "context_parallel_size", json_integer(l->cp));
@@ -399,7 +397,7 @@ int sim_search_save_csv(const sim_search_result *r, const char *path, ts_err *e)
     if (!k->simulated || k->sample) continue;
     const sim_search_layout *l = &k->layout;
     fprintf(f, "%d %d %d %d %d %d %d %d %s %s %.6g %.6g %.6g %.6g %.6g %.6g %.6g %s\n", ++rank, l->tp, l->pp, l->vpp,
-            l->dp, l->micro, l->sequence_parallel, l->zero1, recompute_names[l->recompute],
+            l->dp, l->micro, l->sequence_parallel, l->zero1, plan_recompute_name(l->recompute),
             sim_search_codec_name(k->codec), k->est.tokens_per_s, k->sim_tokens_per_s, k->sim_tokens_per_s / r->gpus,
             k->sim_tflops_per_gpu, k->sim_mfu, k->memory_bytes / 1073741824.0, k->speedup, fp8_name(l->fp8));
   }

@@ -132,8 +132,6 @@ void sim_search_layout_suffix(const sim_search_layout *l, char *buf, size_t cap)
 
 /* ---- plans ---- */
 
-static const char *const recompute_names[] = {"none", "selective", "full"};
-
 /* The base plan: every field the loader sets by default, from loading a plan
  * of the zoo's smallest model (gpt-tiny, one GPU) on the cluster, which fits
  * any GPU; the real model replaces it afterwards. Loading a one-layer plan of
@@ -256,7 +254,7 @@ static void fill_plan(const plan *base, const sim_search_layout *l, int seq, lon
   sim_search_apply_codec(p, SIM_SEARCH_CODEC_NONE);
   snprintf(p->name, sizeof p->name, "%s-tp%d-pp%d-vpp%d-dp%d-mb%d%s%s-rc%s", base->model.name, l->tp, l->pp, l->vpp,
            l->dp, l->micro, l->sequence_parallel ? "-sp" : "", l->zero1 ? "-zero1" : "",
-           recompute_names[l->recompute]);
+           plan_recompute_name(l->recompute));
   if (l->ep > 1) {
     size_t used = strlen(p->name);
     snprintf(p->name + used, sizeof p->name - used, "-ep%d", l->ep);

@@ -1,9 +1,10 @@
 /* test_infer_moe_fp8.c — inference plans of MoE models with "quantization": "fp8" (sim/INFERENCE.md, "FP8
- * weights"), and the fused MoE kernel's prefill reads: the weights' bytes by hand (the experts', the shared experts' and the attention's linear layers at
- * 1 byte a parameter, the router, embedding, output layer and norms at 2), a decode step of FP8 experts above the
- * read floor of its active experts' FP8 bytes and below the BF16 step, under both moe_kernel settings, and the
- * refusal on a GPU without FP8 tensor cores. Predictions use the shipped H100 calibration (what a plan on
- * h100x8-nvswitch reads by default), the fused prefill the H200's moved to the GB200. */
+ * weights"), and the fused MoE kernel's prefill reads: the weights' bytes by hand (the experts', the shared
+ * experts' and the attention's linear layers at 1 byte a parameter, the router, embedding, output layer and norms
+ * at 2), a decode step of FP8 experts above the read floor of its active experts' FP8 bytes and below the BF16
+ * step, under both moe_kernel settings, and the refusal on a GPU without FP8 tensor cores. Predictions use the
+ * shipped H100 calibration (what a plan on h100x8-nvswitch reads by default), the fused prefill the H200's moved
+ * to the GB200. */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
